@@ -1,0 +1,535 @@
+/*
+ * ddstore.c - the C core of ddstore: chunked variables in MPI windows, replicated over
+ * groups of `width` ranks, read with one-sided MPI (or plain loads from node-local
+ * shared memory).  See ddstore.h for the API contract.
+ */
+#define _DEFAULT_SOURCE
+#include "ddstore.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* largest byte count handed to one MPI_Get (MPI counts are int) */
+#define DDS_MAX_GET_BYTES ((int64_t)1 << 30)
+
+struct dds_var {
+    char name[160];
+    int64_t n_local;    /* rows held by this rank */
+    int64_t row_bytes;  /* bytes per row */
+    int64_t nrows;      /* rows in the group's global row space */
+    int64_t *offsets;   /* [group_size + 1] first global row of each member's chunk */
+    char *base;         /* this rank's chunk */
+    MPI_Win shm_win;    /* shared-memory window over the node-local members, or NULL */
+    MPI_Win rma_win;    /* window over the group for MPI_Get, or MPI_WIN_NULL */
+    char **peer_base;   /* [group_size] chunk address readable by load, or NULL */
+};
+
+struct dds_store {
+    MPI_Comm comm;       /* duplicate of the user's communicator */
+    MPI_Comm group_comm; /* the `width` ranks of this rank's group */
+    MPI_Comm node_comm;  /* members of the group on this node, or MPI_COMM_NULL */
+    int rank, size, width, group_rank, ngroups, transport;
+    int *node_rank;      /* [group_size] rank in node_comm of each member, or -1 */
+    int need_rma;        /* some member of the group is not reachable by load */
+    int shm_peers;
+    int nvars, cap;
+    struct dds_var *vars;
+    char *touched;       /* [group_size] scratch: targets with gets in flight */
+    char err[1024];
+};
+
+static int fail(char *buf, size_t len, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+#define FAIL(s, code, ...) fail((s)->err, sizeof((s)->err), (code), __VA_ARGS__)
+
+static int mpi_fail(char *buf, size_t len, int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, msg, &n) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "error code %d", rc);
+    return fail(buf, len, DDS_EMPI, "%s failed: %s", what, msg);
+}
+
+/* ------------------------------------------------------------------ create / free */
+
+static void release_comms(dds_store *s)
+{
+    if (s->node_comm != MPI_COMM_NULL) MPI_Comm_free(&s->node_comm);
+    if (s->group_comm != MPI_COMM_NULL) MPI_Comm_free(&s->group_comm);
+    if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
+}
+
+int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
+               char *errbuf, size_t errlen)
+{
+    int rc, initialized = 0, finalized = 0;
+    *out = NULL;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+        return fail(errbuf, errlen, DDS_ESTATE, "MPI is not initialized (or finalized)");
+    if (transport < DDS_TRANSPORT_AUTO || transport > DDS_TRANSPORT_SHM)
+        return fail(errbuf, errlen, DDS_EINVAL, "transport=%d out of range [0, 2]",
+                    transport);
+
+    dds_store *s = calloc(1, sizeof *s);
+    if (!s) return fail(errbuf, errlen, DDS_ENOMEM, "out of memory creating the store");
+    s->comm = s->group_comm = s->node_comm = MPI_COMM_NULL;
+    s->transport = transport;
+
+    rc = MPI_Comm_dup(*comm, &s->comm);
+    if (rc != MPI_SUCCESS) {
+        free(s);
+        return mpi_fail(errbuf, errlen, rc, "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(s->comm, &s->rank);
+    MPI_Comm_size(s->comm, &s->size);
+    if (width <= 0) width = s->size;
+    if (width > s->size || s->size % width != 0) {
+        int size = s->size;
+        release_comms(s);
+        free(s);
+        return fail(errbuf, errlen, DDS_EINVAL,
+                    "width=%d must divide the communicator size %d (1 <= width <= %d)",
+                    width, size, size);
+    }
+    s->width = width;
+    s->ngroups = s->size / width;
+    MPI_Comm_split(s->comm, s->rank / width, s->rank, &s->group_comm);
+    MPI_Comm_rank(s->group_comm, &s->group_rank);
+
+    s->node_rank = malloc(sizeof(int) * width);
+    s->touched = calloc(width, 1);
+    if (!s->node_rank || !s->touched) {
+        release_comms(s);
+        free(s->node_rank);
+        free(s->touched);
+        free(s);
+        return fail(errbuf, errlen, DDS_ENOMEM, "out of memory creating the store");
+    }
+    for (int g = 0; g < width; g++) s->node_rank[g] = -1;
+
+    int all_local = 0; /* every member of my group shares my node */
+    if (transport != DDS_TRANSPORT_RMA) {
+        MPI_Comm_split_type(s->group_comm, MPI_COMM_TYPE_SHARED, s->group_rank,
+                            MPI_INFO_NULL, &s->node_comm);
+        MPI_Group gg, ng;
+        int node_size, *ranks = malloc(sizeof(int) * width);
+        MPI_Comm_size(s->node_comm, &node_size);
+        MPI_Comm_group(s->group_comm, &gg);
+        MPI_Comm_group(s->node_comm, &ng);
+        for (int g = 0; g < width; g++) ranks[g] = g;
+        MPI_Group_translate_ranks(gg, width, ranks, ng, s->node_rank);
+        for (int g = 0; g < width; g++) {
+            if (s->node_rank[g] == MPI_UNDEFINED) s->node_rank[g] = -1;
+            else if (g != s->group_rank) s->shm_peers++;
+        }
+        MPI_Group_free(&gg);
+        MPI_Group_free(&ng);
+        free(ranks);
+        all_local = node_size == width;
+    }
+    /* agree within the group: is any member unreachable by load for anyone? */
+    int group_all_local = all_local;
+    MPI_Allreduce(&all_local, &group_all_local, 1, MPI_INT, MPI_MIN, s->group_comm);
+    s->need_rma = !group_all_local;
+
+    if (transport == DDS_TRANSPORT_SHM) {
+        int ok = group_all_local, all_ok = 0;
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, s->comm);
+        if (!all_ok) {
+            int code = fail(errbuf, errlen, DDS_EINVAL,
+                            "transport='shm' needs every member of a group on one node, "
+                            "but with width=%d some group spans several nodes; use "
+                            "transport='auto' or a width <= ranks per node", width);
+            dds_store *tmp = s;
+            dds_free(&tmp);
+            return code;
+        }
+        s->need_rma = 0;
+    }
+    *out = s;
+    return DDS_OK;
+}
+
+static void free_var(struct dds_var *v, int mpi_usable)
+{
+    if (mpi_usable) {
+        if (v->rma_win != MPI_WIN_NULL) {
+            MPI_Win_unlock_all(v->rma_win);
+            MPI_Win_free(&v->rma_win);
+        }
+        if (v->shm_win != MPI_WIN_NULL) {
+            MPI_Win_unlock_all(v->shm_win);
+            MPI_Win_free(&v->shm_win);
+        }
+    }
+    free(v->offsets);
+    free(v->peer_base);
+    memset(v, 0, sizeof *v);
+    v->rma_win = v->shm_win = MPI_WIN_NULL;
+}
+
+int dds_free(dds_store **store)
+{
+    if (!store || !*store) return DDS_OK;
+    dds_store *s = *store;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    for (int i = 0; i < s->nvars; i++) free_var(&s->vars[i], !finalized);
+    if (!finalized) release_comms(s);
+    free(s->vars);
+    free(s->node_rank);
+    free(s->touched);
+    free(s);
+    *store = NULL;
+    return DDS_OK;
+}
+
+const char *dds_errmsg(const dds_store *s) { return s ? s->err : "store has been freed"; }
+int dds_group_rank(const dds_store *s) { return s->group_rank; }
+int dds_group_size(const dds_store *s) { return s->width; }
+int dds_ngroups(const dds_store *s) { return s->ngroups; }
+int dds_shm_peers(const dds_store *s) { return s->shm_peers; }
+
+/* ------------------------------------------------------------------ variables */
+
+static int get_var(const dds_store *s, int var_id, struct dds_var **v)
+{
+    if (!s) return DDS_ESTATE;
+    if (var_id < 0 || var_id >= s->nvars || !s->vars[var_id].offsets) {
+        fail((char *)s->err, sizeof s->err, DDS_ESTATE, "unknown variable id %d", var_id);
+        return DDS_ESTATE;
+    }
+    *v = &s->vars[var_id];
+    return DDS_OK;
+}
+
+static int64_t physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return INT64_MAX;
+    return (int64_t)pages * (int64_t)page;
+}
+
+/* Collective over s->comm: every rank learns whether any rank failed (code != 0);
+ * if so, all get the message of the lowest failing rank.  Returns the agreed code. */
+static int agree(dds_store *s, int code)
+{
+    int in[2] = {code != DDS_OK, code != DDS_OK ? -s->rank : -INT_MAX}, res[2];
+    int max_bad = 0, first;
+    MPI_Allreduce(&in[0], &max_bad, 1, MPI_INT, MPI_MAX, s->comm);
+    if (!max_bad) return DDS_OK;
+    MPI_Allreduce(&in[1], &res[1], 1, MPI_INT, MPI_MAX, s->comm);
+    first = -res[1];
+    int agreed = code;
+    MPI_Bcast(&agreed, 1, MPI_INT, first, s->comm);
+    MPI_Bcast(s->err, sizeof s->err, MPI_CHAR, first, s->comm);
+    if (s->rank != first) {
+        char tmp[sizeof s->err];
+        memcpy(tmp, s->err, sizeof tmp);
+        snprintf(s->err, sizeof s->err, "rank %d: %.1000s", first, tmp);
+    }
+    return agreed;
+}
+
+int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
+            int *var_id)
+{
+    if (!s) return DDS_ESTATE;
+    int code = DDS_OK, rc;
+    int64_t bytes = 0, phys = physical_memory();
+    if (n_local < 0 || row_bytes < 0)
+        code = FAIL(s, DDS_EINVAL, "variable '%s': n_local=%lld and row_bytes=%lld must "
+                    "be >= 0", name, (long long)n_local, (long long)row_bytes);
+    else if (row_bytes > 0 && n_local > phys / row_bytes)
+        code = FAIL(s, DDS_ENOMEM, "variable '%s': %lld rows of %lld bytes need %.4g GB, "
+                    "more than this node's %.4g GB of physical memory", name,
+                    (long long)n_local, (long long)row_bytes,
+                    (double)n_local * (double)row_bytes / 1e9, (double)phys / 1e9);
+    else
+        bytes = n_local * row_bytes;
+    if (code == DDS_OK && s->nvars == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 8;
+        struct dds_var *nv = realloc(s->vars, sizeof *nv * cap);
+        if (!nv) code = FAIL(s, DDS_ENOMEM, "out of memory adding variable '%s'", name);
+        else { s->vars = nv; s->cap = cap; }
+    }
+    struct dds_var v;
+    memset(&v, 0, sizeof v);
+    v.rma_win = v.shm_win = MPI_WIN_NULL;
+    if (code == DDS_OK) {
+        v.offsets = calloc(s->width + 1, sizeof(int64_t));
+        v.peer_base = calloc(s->width, sizeof(char *));
+        if (!v.offsets || !v.peer_base)
+            code = FAIL(s, DDS_ENOMEM, "out of memory adding variable '%s'", name);
+    }
+    code = agree(s, code);
+    if (code != DDS_OK) {
+        free(v.offsets);
+        free(v.peer_base);
+        return code;
+    }
+    snprintf(v.name, sizeof v.name, "%s", name);
+    v.n_local = n_local;
+    v.row_bytes = row_bytes;
+
+    /* allocate: shared memory among node-local members, RMA window over the group */
+    if (s->node_comm != MPI_COMM_NULL) {
+        MPI_Info info;
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "alloc_shared_noncontig", "true");
+        rc = MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, s->node_comm, &v.base,
+                                     &v.shm_win);
+        MPI_Info_free(&info);
+        if (rc != MPI_SUCCESS) {
+            code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Win_allocate_shared");
+            v.shm_win = MPI_WIN_NULL;
+        } else {
+            MPI_Win_set_errhandler(v.shm_win, MPI_ERRORS_RETURN);
+            for (int g = 0; g < s->width; g++) {
+                if (s->node_rank[g] < 0) continue;
+                MPI_Aint sz;
+                int du;
+                char *ptr = NULL;
+                MPI_Win_shared_query(v.shm_win, s->node_rank[g], &sz, &du, &ptr);
+                v.peer_base[g] = ptr;
+            }
+            MPI_Win_lock_all(MPI_MODE_NOCHECK, v.shm_win);
+            if (s->need_rma) {
+                rc = MPI_Win_create(v.base, (MPI_Aint)bytes, 1, MPI_INFO_NULL,
+                                    s->group_comm, &v.rma_win);
+                if (rc != MPI_SUCCESS) {
+                    code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Win_create");
+                    v.rma_win = MPI_WIN_NULL;
+                }
+            }
+        }
+    } else {
+        rc = MPI_Win_allocate((MPI_Aint)bytes, 1, MPI_INFO_NULL, s->group_comm, &v.base,
+                              &v.rma_win);
+        if (rc != MPI_SUCCESS) {
+            code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Win_allocate");
+            v.rma_win = MPI_WIN_NULL;
+        }
+    }
+    if (v.rma_win != MPI_WIN_NULL) {
+        MPI_Win_set_errhandler(v.rma_win, MPI_ERRORS_RETURN);
+        /* one passive-target epoch for the variable's lifetime; reads flush */
+        MPI_Win_lock_all(MPI_MODE_NOCHECK, v.rma_win);
+    }
+    if (code == DDS_OK) {
+        rc = MPI_Allgather(&n_local, 1, MPI_INT64_T, v.offsets + 1, 1, MPI_INT64_T,
+                           s->group_comm);
+        if (rc != MPI_SUCCESS) code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Allgather");
+    }
+    code = agree(s, code);
+    if (code != DDS_OK) {
+        free_var(&v, 1);
+        return code;
+    }
+    for (int g = 0; g < s->width; g++) v.offsets[g + 1] += v.offsets[g];
+    v.nrows = v.offsets[s->width];
+    s->vars[s->nvars] = v;
+    *var_id = s->nvars++;
+    return DDS_OK;
+}
+
+int dds_write_local(dds_store *s, int var_id, int64_t offset, const void *src,
+                    int64_t nrows)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    if (offset < 0 || nrows < 0 || offset > v->n_local - nrows)
+        return FAIL(s, DDS_ERANGE, "variable '%s': local rows [%lld, %lld) outside the "
+                    "local chunk [0, %lld)", v->name, (long long)offset,
+                    (long long)(offset + nrows), (long long)v->n_local);
+    if (nrows) memcpy(v->base + offset * v->row_bytes, src, (size_t)(nrows * v->row_bytes));
+    return DDS_OK;
+}
+
+int dds_local_ptr(dds_store *s, int var_id, void **ptr)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    *ptr = v->n_local ? v->base : NULL;
+    return DDS_OK;
+}
+
+int dds_sync(dds_store *s)
+{
+    if (!s) return DDS_ESTATE;
+    for (int i = 0; i < s->nvars; i++) {
+        if (s->vars[i].shm_win != MPI_WIN_NULL) MPI_Win_sync(s->vars[i].shm_win);
+        if (s->vars[i].rma_win != MPI_WIN_NULL) MPI_Win_sync(s->vars[i].rma_win);
+    }
+    int rc = MPI_Barrier(s->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(s->err, sizeof s->err, rc, "MPI_Barrier");
+    for (int i = 0; i < s->nvars; i++)
+        if (s->vars[i].shm_win != MPI_WIN_NULL) MPI_Win_sync(s->vars[i].shm_win);
+    return DDS_OK;
+}
+
+int dds_nrows(const dds_store *s, int var_id, int64_t *nrows)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    *nrows = v->nrows;
+    return DDS_OK;
+}
+
+int dds_local_nrows(const dds_store *s, int var_id, int64_t *nrows)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    *nrows = v->n_local;
+    return DDS_OK;
+}
+
+int dds_chunk_offsets(const dds_store *s, int var_id, int64_t *offsets)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    memcpy(offsets, v->offsets, sizeof(int64_t) * (s->width + 1));
+    return DDS_OK;
+}
+
+int64_t dds_local_bytes(const dds_store *s)
+{
+    int64_t total = 0;
+    if (!s) return 0;
+    for (int i = 0; i < s->nvars; i++) total += s->vars[i].n_local * s->vars[i].row_bytes;
+    return total;
+}
+
+/* ------------------------------------------------------------------ reads */
+
+/* the member whose chunk holds global row `row`: offsets[g] <= row < offsets[g + 1] */
+static int owner_of(const struct dds_var *v, int width, int64_t row)
+{
+    int lo = 0, hi = width - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (v->offsets[mid] <= row) lo = mid;
+        else hi = mid - 1;
+    }
+    /* skip members with empty chunks that share the same offset */
+    while (lo < width - 1 && v->offsets[lo + 1] <= row) lo++;
+    return lo;
+}
+
+/* a contiguous copy waiting to be issued, so adjacent pieces merge into one */
+struct pending {
+    int owner;        /* -1: none */
+    int64_t disp;     /* byte offset in the owner's chunk */
+    char *dst;
+    int64_t bytes;
+};
+
+static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row)
+{
+    if (p->owner < 0 || p->bytes == 0) return DDS_OK;
+    const char *src = p->owner == s->group_rank ? v->base : v->peer_base[p->owner];
+    if (src) {
+        memcpy(p->dst, src + p->disp, (size_t)p->bytes);
+        p->owner = -1;
+        return DDS_OK;
+    }
+    /* RMA: in pieces of at most DDS_MAX_GET_BYTES (per row when per_row) */
+    int64_t step = per_row ? v->row_bytes : DDS_MAX_GET_BYTES;
+    for (int64_t done = 0; done < p->bytes; done += step) {
+        int64_t n = p->bytes - done < step ? p->bytes - done : step;
+        int rc;
+        if (per_row) {
+            rc = MPI_Win_lock(MPI_LOCK_SHARED, p->owner, 0, v->rma_win);
+            if (rc == MPI_SUCCESS)
+                rc = MPI_Get(p->dst + done, (int)n, MPI_BYTE, p->owner,
+                             (MPI_Aint)(p->disp + done), (int)n, MPI_BYTE, v->rma_win);
+            if (rc == MPI_SUCCESS) rc = MPI_Win_unlock(p->owner, v->rma_win);
+        } else {
+            rc = MPI_Get(p->dst + done, (int)n, MPI_BYTE, p->owner,
+                         (MPI_Aint)(p->disp + done), (int)n, MPI_BYTE, v->rma_win);
+            s->touched[p->owner] = 1;
+        }
+        if (rc != MPI_SUCCESS) {
+            p->owner = -1;
+            return mpi_fail(s->err, sizeof s->err, rc, "MPI_Get");
+        }
+    }
+    p->owner = -1;
+    return DDS_OK;
+}
+
+int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *counts,
+             int64_t n, void *out, int flags)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    for (int64_t i = 0; i < n; i++) {
+        if (starts[i] < 0 || counts[i] < 0 || starts[i] > v->nrows - counts[i])
+            return FAIL(s, DDS_ERANGE, "variable '%s': rows [%lld, %lld) (request %lld) "
+                        "out of range [0, %lld)", v->name, (long long)starts[i],
+                        (long long)(starts[i] + counts[i]), (long long)i,
+                        (long long)v->nrows);
+    }
+    int per_row = (flags & DDS_READ_PER_ROW_LOCK) && v->rma_win != MPI_WIN_NULL;
+    if (per_row) MPI_Win_unlock_all(v->rma_win);
+    char *dst = out;
+    struct pending p = {-1, 0, NULL, 0};
+    int code = DDS_OK;
+    for (int64_t i = 0; i < n && code == DDS_OK; i++) {
+        int64_t row = starts[i], left = counts[i];
+        while (left > 0) {
+            int owner = owner_of(v, s->width, row);
+            int64_t take = v->offsets[owner + 1] - row;
+            if (take > left) take = left;
+            int64_t disp = (row - v->offsets[owner]) * v->row_bytes;
+            int64_t bytes = take * v->row_bytes;
+            if (p.owner == owner && p.disp + p.bytes == disp && p.dst + p.bytes == dst) {
+                p.bytes += bytes;
+            } else {
+                code = issue(s, v, &p, per_row);
+                if (code != DDS_OK) break;
+                p.owner = owner;
+                p.disp = disp;
+                p.dst = dst;
+                p.bytes = bytes;
+            }
+            dst += bytes;
+            row += take;
+            left -= take;
+        }
+    }
+    if (code == DDS_OK) code = issue(s, v, &p, per_row);
+    if (per_row) {
+        MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
+    } else if (v->rma_win != MPI_WIN_NULL) {
+        for (int g = 0; g < s->width; g++) {
+            if (!s->touched[g]) continue;
+            s->touched[g] = 0;
+            rc = MPI_Win_flush(g, v->rma_win);
+            if (rc != MPI_SUCCESS && code == DDS_OK)
+                code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Win_flush");
+        }
+    }
+    return code;
+}

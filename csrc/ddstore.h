@@ -1,0 +1,102 @@
+/*
+ * ddstore.h - the whole C API of the ddstore core.
+ *
+ * A store spreads the rows of each variable over the ranks of a communicator.  Ranks
+ * form groups of `width` consecutive ranks; each group holds one full replica, each
+ * member one chunk.  The global row space of a variable is the concatenation of the
+ * members' chunks in group-rank order.  A rank only ever reads from its own group.
+ *
+ * Every function returns DDS_OK (0) or an error code; on error the message is left in
+ * dds_errmsg(store) (or in the caller's buffer for dds_create).  Functions marked
+ * COLLECTIVE must be called by every rank of the communicator in the same order.
+ * Errors from collective calls are agreed on by all ranks, so either every rank
+ * succeeds or every rank returns an error (and the store stays usable).
+ */
+#ifndef DDSTORE_H
+#define DDSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dds_status {
+    DDS_OK = 0,
+    DDS_EINVAL = 1,   /* bad argument (value error) */
+    DDS_ERANGE = 2,   /* index or offset out of range */
+    DDS_ENOMEM = 3,   /* allocation too large or failed */
+    DDS_EMPI = 4,     /* an MPI call failed */
+    DDS_ESTATE = 5    /* store freed, or variable unknown */
+};
+
+enum dds_transport {
+    DDS_TRANSPORT_AUTO = 0, /* node-local peers by shared memory, others by MPI_Get */
+    DDS_TRANSPORT_RMA = 1,  /* always MPI_Get, even for node-local peers */
+    DDS_TRANSPORT_SHM = 2   /* shared memory only: every group member must be node-local */
+};
+
+/* flags for dds_read */
+enum dds_read_flags {
+    DDS_READ_PER_ROW_LOCK = 1 /* lock/get/unlock per row (the slow path, for benchmarks) */
+};
+
+typedef struct dds_store dds_store;
+
+/* COLLECTIVE.  Create a store over `*comm` (duplicated internally) with groups of
+ * `width` consecutive ranks (width <= 0 means all ranks).  The communicator is passed by
+ * address so that bindings need not know the size of MPI_Comm (mpi4py's
+ * MPI._addressof(comm) gives it). */
+int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
+               char *errbuf, size_t errlen);
+
+/* COLLECTIVE.  Free every window and communicator; *store becomes NULL.  Safe on NULL.
+ * If MPI is already finalized the memory is released without MPI calls. */
+int dds_free(dds_store **store);
+
+const char *dds_errmsg(const dds_store *store);
+
+int dds_group_rank(const dds_store *store);
+int dds_group_size(const dds_store *store);
+int dds_ngroups(const dds_store *store);
+/* number of group members whose chunk this rank reads by direct load (shared memory) */
+int dds_shm_peers(const dds_store *store);
+
+/* COLLECTIVE.  Add a variable: this rank holds `n_local` rows of `row_bytes` bytes each
+ * (contents undefined until written).  `name` is used in messages only.  On success
+ * *var_id is the variable's handle. */
+int dds_add(dds_store *store, const char *name, int64_t n_local, int64_t row_bytes,
+            int *var_id);
+
+/* Local.  Copy `nrows` rows from `src` into this rank's chunk at local row `offset`. */
+int dds_write_local(dds_store *store, int var_id, int64_t offset, const void *src,
+                    int64_t nrows);
+
+/* Local.  Address of this rank's chunk (NULL when it holds no rows). */
+int dds_local_ptr(dds_store *store, int var_id, void **ptr);
+
+/* COLLECTIVE.  Make every rank's local writes visible to every reader. */
+int dds_sync(dds_store *store);
+
+/* Rows of a variable in the group's global row space, and in this rank's chunk. */
+int dds_nrows(const dds_store *store, int var_id, int64_t *nrows);
+int dds_local_nrows(const dds_store *store, int var_id, int64_t *nrows);
+/* first global row of each group member's chunk: offsets[group_size + 1] */
+int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets);
+
+/* Local (one-sided).  Read `n` row ranges [starts[i], starts[i] + counts[i]) of a
+ * variable into `out`, packed in request order.  Ranges may repeat, overlap and span
+ * owners.  All remote reads of a call are issued in one access epoch and completed by
+ * one flush per target (unless DDS_READ_PER_ROW_LOCK is given). */
+int dds_read(dds_store *store, int var_id, const int64_t *starts, const int64_t *counts,
+             int64_t n, void *out, int flags);
+
+/* Bytes of row data this rank holds. */
+int64_t dds_local_bytes(const dds_store *store);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DDSTORE_H */

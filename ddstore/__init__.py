@@ -1,0 +1,33 @@
+"""ddstore: a distributed in-memory data store for GNN and spatiotemporal training on MPI.
+
+Quick start (run under ``mpiexec``)::
+
+    from mpi4py import MPI
+    import ddstore
+
+    with ddstore.DDStore(MPI.COMM_WORLD, width=2) as store:
+        lo, hi = ddstore.partition(total_rows, store.group_size, store.group_rank)
+        store.add("x", data[lo:hi])              # collective
+        batch = store.get_batch("x", [5, 0, 5])  # one-sided, any rows of the group
+
+Subpackages ``ddstore.graphs`` (PyG graph samples) and ``ddstore.spatiotemporal``
+(index-batched windows) import torch and are loaded on first use.
+"""
+import importlib
+
+from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
+                     DDStoreStateError, DDStoreValueError)
+from .store import DDStore, partition
+
+__version__ = "0.1.0"
+
+__all__ = ["DDStore", "partition", "DDStoreError", "DDStoreValueError",
+           "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError"]
+
+_LAZY = ("graphs", "spatiotemporal", "bench", "sources")
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'ddstore' has no attribute {name!r}")

@@ -1,0 +1,122 @@
+"""Thin typed wrapper over the compiled C core (``ddstore._ddstore_cffi``).
+
+Nothing else in the package touches cffi.  Every C error code becomes a
+:class:`~ddstore.errors.DDStoreError` subclass carrying the core's message.
+"""
+import numpy as np
+
+from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
+                     DDStoreStateError, DDStoreValueError)
+
+try:
+    from ._ddstore_cffi import ffi, lib
+except ImportError as exc:  # pragma: no cover - only when the package was not built
+    raise ImportError(
+        "the ddstore C extension is not built; install the package with "
+        "'pip install --no-build-isolation -e .' after 'pip install mpich mpi4py cffi'"
+    ) from exc
+
+TRANSPORTS = {"auto": lib.DDS_TRANSPORT_AUTO, "rma": lib.DDS_TRANSPORT_RMA,
+              "shm": lib.DDS_TRANSPORT_SHM}
+READ_PER_ROW_LOCK = lib.DDS_READ_PER_ROW_LOCK
+
+_ERRORS = {
+    lib.DDS_EINVAL: DDStoreValueError,
+    lib.DDS_ERANGE: DDStoreIndexError,
+    lib.DDS_ENOMEM: DDStoreMemoryError,
+    lib.DDS_EMPI: DDStoreStateError,
+    lib.DDS_ESTATE: DDStoreStateError,
+}
+
+
+def _comm_handle(comm):
+    from mpi4py import MPI
+    return ffi.cast("MPI_Comm *", MPI._addressof(comm))
+
+
+def _ptr(arr):
+    return ffi.cast("void *", arr.ctypes.data)
+
+
+class Core:
+    """One C store.  Methods mirror ``csrc/ddstore.h``; see there for semantics."""
+
+    def __init__(self, comm, width, transport):
+        err = ffi.new("char[]", 1024)
+        out = ffi.new("dds_store **")
+        rc = lib.dds_create(_comm_handle(comm), int(width), TRANSPORTS[transport], out,
+                            err, 1024)
+        if rc != lib.DDS_OK:
+            raise _ERRORS.get(rc, DDStoreError)(ffi.string(err).decode())
+        self._handle = ffi.new("dds_store **", out[0])
+
+    @property
+    def alive(self):
+        return self._handle[0] != ffi.NULL
+
+    def _check(self, rc):
+        if rc != lib.DDS_OK:
+            msg = ffi.string(lib.dds_errmsg(self._handle[0])).decode()
+            raise _ERRORS.get(rc, DDStoreError)(msg)
+
+    def free(self):
+        lib.dds_free(self._handle)
+
+    @property
+    def group_rank(self):
+        return lib.dds_group_rank(self._handle[0])
+
+    @property
+    def group_size(self):
+        return lib.dds_group_size(self._handle[0])
+
+    @property
+    def ngroups(self):
+        return lib.dds_ngroups(self._handle[0])
+
+    @property
+    def shm_peers(self):
+        return lib.dds_shm_peers(self._handle[0])
+
+    def add(self, name, n_local, row_bytes):
+        var = ffi.new("int *")
+        self._check(lib.dds_add(self._handle[0], name.encode(), int(n_local),
+                                int(row_bytes), var))
+        return var[0]
+
+    def write_local(self, var, offset, rows):
+        """``rows``: C-contiguous array whose rows have the variable's row size."""
+        self._check(lib.dds_write_local(self._handle[0], var, int(offset), _ptr(rows),
+                                        int(rows.shape[0]) if rows.ndim else 1))
+
+    def local_buffer(self, var, nbytes):
+        """A writable memoryview of this rank's chunk (``nbytes`` long)."""
+        ptr = ffi.new("void **")
+        self._check(lib.dds_local_ptr(self._handle[0], var, ptr))
+        if nbytes == 0 or ptr[0] == ffi.NULL:
+            return memoryview(bytearray(0))
+        return memoryview(ffi.buffer(ptr[0], nbytes))
+
+    def sync(self):
+        self._check(lib.dds_sync(self._handle[0]))
+
+    def nrows(self, var):
+        n = ffi.new("int64_t *")
+        self._check(lib.dds_nrows(self._handle[0], var, n))
+        return n[0]
+
+    def chunk_offsets(self, var):
+        offsets = np.empty(self.group_size + 1, dtype=np.int64)
+        self._check(lib.dds_chunk_offsets(self._handle[0], var,
+                                          ffi.cast("int64_t *", offsets.ctypes.data)))
+        return offsets
+
+    def read(self, var, starts, counts, out, flags=0):
+        """``starts``/``counts``: C-contiguous int64 arrays of equal length."""
+        self._check(lib.dds_read(self._handle[0], var,
+                                 ffi.cast("const int64_t *", starts.ctypes.data),
+                                 ffi.cast("const int64_t *", counts.ctypes.data),
+                                 int(starts.shape[0]), _ptr(out), int(flags)))
+
+    def local_bytes(self):
+        return lib.dds_local_bytes(self._handle[0])

@@ -1,0 +1,617 @@
+"""The public store object, :class:`DDStore`.
+
+A DDStore keeps datasets in the memory of the ranks of an MPI communicator.  Ranks form
+groups of ``width`` consecutive ranks (``comm.size // width`` groups, called replicas);
+each group holds one full copy of every variable, striped over its members.  The global
+row space of a variable is the concatenation of the members' chunks in group-rank order;
+any rank can read any row of that space, always from a member of its own group.
+
+Reads are one-sided: ``get``/``get_batch``/``get_range``/``get_records`` need no action
+from the owner of the rows, so ranks can read at different paces.  Calls that create or
+synchronise data (``add``, ``init``, ``sync``, ``add_records``, ``free``) are collective
+over the whole communicator: every rank calls them, in the same order.
+"""
+import atexit
+import os
+import weakref
+
+import numpy as np
+
+from . import _core
+from .errors import (DDStoreError, DDStoreIndexError, DDStoreStateError,
+                     DDStoreValueError)
+
+__all__ = ["DDStore", "partition"]
+
+# dtype kinds that are plain fixed-size values and can be stored as raw bytes
+_STORABLE_KINDS = "biufcmM"
+
+
+def partition(total, parts, index):
+    """The balanced split used everywhere: ``(start, stop)`` of part ``index``.
+
+    ``total`` items split in ``parts`` contiguous parts whose sizes differ by at most one,
+    the larger parts first.  Example: ``partition(10, 3, i)`` gives (0, 4), (4, 7), (7, 10).
+    """
+    for label, value in (("total", total), ("parts", parts), ("index", index)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise DDStoreValueError(f"partition: {label} must be an integer, got {value!r}")
+    total, parts, index = int(total), int(parts), int(index)
+    if total < 0:
+        raise DDStoreValueError(f"partition: total={total} must be >= 0")
+    if parts < 1:
+        raise DDStoreValueError(f"partition: parts={parts} must be >= 1")
+    if not 0 <= index < parts:
+        raise DDStoreIndexError(f"partition: index={index} out of range [0, {parts})")
+    base, rem = divmod(total, parts)
+    start = index * base + min(index, rem)
+    return start, start + base + (1 if index < rem else 0)
+
+
+class _Var:
+    __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows")
+
+    def __init__(self, name, vid, dtype, row_shape, n_local, nrows):
+        self.name, self.vid, self.dtype = name, vid, dtype
+        self.row_shape, self.n_local, self.nrows = row_shape, n_local, nrows
+
+
+class _Records:
+    __slots__ = ("name", "keys", "fields", "offsets", "nrecords", "start", "n_local")
+
+    def __init__(self, name, keys, fields, offsets, start, n_local):
+        self.name, self.keys, self.fields = name, keys, fields
+        self.offsets, self.nrecords = offsets, offsets.shape[0] - 1
+        self.start, self.n_local = start, n_local
+
+
+_LIVE_STORES = []  # weakrefs in creation order (same order on every rank)
+
+
+@atexit.register
+def _free_live_stores():
+    for ref in reversed(_LIVE_STORES):
+        store = ref()
+        if store is not None:
+            store.free()
+
+
+def _describe_dtype(dtype):
+    return f"{dtype} ({dtype.str})" if dtype.name != str(dtype) else dtype.name
+
+
+class DDStore:
+    """A distributed in-memory data store over an MPI communicator.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm, optional
+        The communicator (default ``MPI.COMM_WORLD``); it is duplicated internally.
+    width : int, optional
+        Ranks per group.  ``None`` (default) makes one group of all ranks (least memory:
+        each rank holds ``1/size`` of the data).  Smaller widths keep ``size // width``
+        replicas (more memory) and confine reads to fewer peers (less contention).
+        Must divide ``comm.size``.
+    transport : {"auto", "rma", "shm"}
+        How rows of other members are read: ``"auto"`` reads node-local members through
+        MPI-3 shared memory (plain loads, no action of the owner) and the others with
+        ``MPI_Get``; ``"rma"`` always uses ``MPI_Get`` (this tests the inter-node path on
+        one machine); ``"shm"`` requires every member of a group to share a node.  When
+        ``transport`` is ``"auto"``, the environment variable ``DDSTORE_TRANSPORT``
+        (auto/rma/shm) replaces it.
+
+    Construction is collective.  Attributes: ``rank``, ``size`` (of ``comm``),
+    ``width``, ``group_rank`` (0 .. width-1), ``group_size`` (= width), ``replicas``
+    (number of groups), ``group`` (index of this rank's group), ``transport``.
+
+    Use it as a context manager, or call :meth:`free` (collective) when done; live stores
+    are freed at interpreter exit.
+    """
+
+    def __init__(self, comm=None, width=None, transport="auto"):
+        from mpi4py import MPI
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        size = comm.Get_size()
+        if width is None:
+            width = size
+        if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
+            raise DDStoreValueError(f"width must be an integer in [1, {size}] dividing "
+                                    f"the communicator size {size}, got {width!r}")
+        width = int(width)
+        if not 1 <= width <= size:
+            raise DDStoreValueError(f"width={width} out of range: allowed 1 <= width <= "
+                                    f"{size} (the communicator size)")
+        if size % width:
+            divisors = [d for d in range(1, size + 1) if size % d == 0]
+            raise DDStoreValueError(f"width={width} does not divide the communicator size "
+                                    f"{size}; allowed widths: {divisors}")
+        if transport == "auto":
+            transport = os.environ.get("DDSTORE_TRANSPORT", "auto").strip().lower() or "auto"
+        if transport not in _core.TRANSPORTS:
+            raise DDStoreValueError(f"transport={transport!r} is not one of "
+                                    f"{sorted(_core.TRANSPORTS)} (argument or "
+                                    f"DDSTORE_TRANSPORT)")
+        setting = comm.allgather((width, transport))
+        if any(s != setting[0] for s in setting):
+            raise DDStoreValueError(f"width/transport differ between ranks: {setting}")
+        self._core = _core.Core(comm, width, transport)
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = size
+        self.width = width
+        self.transport = transport
+        self.group_size = self._core.group_size
+        self.group_rank = self._core.group_rank
+        self.replicas = self._core.ngroups
+        self.group = self.rank // width
+        self._group_comm = comm.Split(self.group, self.rank)
+        self._vars = {}
+        self._records = {}
+        _LIVE_STORES.append(weakref.ref(self))
+
+    # ------------------------------------------------------------------ lifecycle
+    def free(self):
+        """Collective: release every window.  Safe to call twice; later calls raise."""
+        core = getattr(self, "_core", None)
+        if core is None or not core.alive:
+            return
+        from mpi4py import MPI
+        if not MPI.Is_finalized():
+            try:
+                self._group_comm.Free()
+            except Exception:  # pragma: no cover
+                pass
+        core.free()
+        self._vars.clear()
+        self._records.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+        return False
+
+    @property
+    def freed(self):
+        return not self._core.alive
+
+    def _alive(self):
+        if not self._core.alive:
+            raise DDStoreStateError("this DDStore has been freed; create a new one")
+
+    # ------------------------------------------------------------------ helpers
+    def _agree(self, error):
+        """Collective: raise on every rank if any rank reports an error message."""
+        errors = self.comm.allgather(error)
+        bad = [(r, e) for r, e in enumerate(errors) if e is not None]
+        if bad:
+            cls, _ = bad[0][1]
+            text = "; ".join(f"rank {r}: {msg}" for r, (_, msg) in bad)
+            raise cls(text)
+
+    def _var(self, name):
+        self._alive()
+        var = self._vars.get(name)
+        if var is None:
+            known = sorted(self._vars) + sorted(self._records)
+            if name in self._records:
+                raise DDStoreValueError(f"variable {name!r} holds records: use "
+                                        f"get_records()")
+            raise DDStoreValueError(f"unknown variable {name!r}; known: {known}")
+        return var
+
+    def _name_error(self, name):
+        if not isinstance(name, str) or not name:
+            return DDStoreValueError, f"variable name must be a non-empty str, got {name!r}"
+        if name in self._vars or name in self._records:
+            return DDStoreValueError, f"variable {name!r} already exists"
+        return None
+
+    @staticmethod
+    def _dtype_error(name, dtype):
+        if dtype.kind not in _STORABLE_KINDS or dtype.fields is not None:
+            return DDStoreValueError, (
+                f"variable {name!r}: dtype {dtype} cannot be stored; allowed: bool, "
+                f"int8-int64, uint8-uint64, float16-float64, complex (no object, string "
+                f"or structured dtypes)")
+        return None
+
+    def _create(self, name, n_local, dtype, row_shape):
+        """Collective: allocate a variable whose metadata all ranks have agreed on."""
+        row_bytes = int(dtype.itemsize * int(np.prod(row_shape, dtype=np.int64)))
+        vid = self._core.add(name, n_local, row_bytes)
+        return _Var(name, vid, dtype, tuple(row_shape), n_local, self._core.nrows(vid))
+
+    def _agree_layout(self, name, error, dtype, row_shape):
+        """Collective: every rank checks its local error and that dtype/shape agree."""
+        info = self.comm.allgather((error, None if dtype is None else dtype.str,
+                                    row_shape))
+        self._agree(None if error is None else error)
+        kinds = {(d, s) for _, d, s in info}
+        if len(kinds) > 1:
+            detail = ", ".join(f"rank {r}: dtype {d}, row shape {s}"
+                               for r, (_, d, s) in enumerate(info))
+            raise DDStoreValueError(f"variable {name!r}: dtype or row shape differs "
+                                    f"between ranks ({detail})")
+
+    # ------------------------------------------------------------------ writing
+    def add(self, name, rows):
+        """Collective: add variable ``name`` with this rank's chunk ``rows``.
+
+        ``rows`` is an array ``[n_local, *row_shape]``; ``n_local`` may differ between
+        ranks and may be 0; dtype and row shape must be the same on every rank.  The
+        variable's global rows (within each group) are the members' chunks concatenated in
+        group-rank order.  The data is copied into the store and visible to every rank
+        when ``add`` returns.
+        """
+        self._alive()
+        error = self._name_error(name)
+        arr = None
+        if error is None:
+            arr = rows if isinstance(rows, np.ndarray) else np.asarray(rows)
+            error = self._dtype_error(name, arr.dtype)
+            if error is None and arr.ndim < 1:
+                error = (DDStoreValueError,
+                         f"variable {name!r}: rows must have at least one dimension "
+                         f"[n_local, *row_shape], got a scalar")
+        ok = error is None
+        self._agree_layout(name, error, arr.dtype if ok else None,
+                           arr.shape[1:] if ok else None)
+        var = self._create(name, arr.shape[0], arr.dtype, arr.shape[1:])
+        self._vars[name] = var
+        if arr.shape[0]:
+            self._core.write_local(var.vid, 0, np.ascontiguousarray(arr))
+        self._core.sync()
+
+    def init(self, name, n_local, row_shape=(), dtype=np.float32):
+        """Collective: create variable ``name`` with room for ``n_local`` local rows.
+
+        Fill it with :meth:`update` (in pieces, without a second copy), then call
+        :meth:`sync` before anyone reads.  Contents are undefined until written.
+        """
+        self._alive()
+        error = self._name_error(name)
+        dt = None
+        shape = None
+        if error is None:
+            try:
+                dt = np.dtype(dtype)
+                shape = tuple(int(s) for s in (row_shape if np.iterable(row_shape)
+                                               else (row_shape,)))
+            except (TypeError, ValueError) as exc:
+                error = (DDStoreValueError, f"variable {name!r}: bad dtype or row_shape: "
+                                            f"{exc}")
+        if error is None:
+            error = self._dtype_error(name, dt)
+        if error is None and any(s < 0 for s in shape):
+            error = DDStoreValueError, f"variable {name!r}: row_shape {shape} is negative"
+        if error is None and (isinstance(n_local, bool) or
+                              not isinstance(n_local, (int, np.integer)) or n_local < 0):
+            error = (DDStoreValueError,
+                     f"variable {name!r}: n_local={n_local!r} must be an integer >= 0")
+        ok = error is None
+        self._agree_layout(name, error, dt if ok else None, shape if ok else None)
+        self._vars[name] = self._create(name, int(n_local), dt, shape)
+
+    def update(self, name, rows, offset=0):
+        """Local: write ``rows`` into this rank's chunk at local row ``offset``.
+
+        Other ranks see the new rows after the next collective :meth:`sync`.  ``rows``
+        must have the variable's row shape and a dtype castable to it (same kind).
+        """
+        var = self._var(name)
+        arr = np.asarray(rows)
+        if arr.shape[1:] != var.row_shape:
+            raise DDStoreValueError(f"update {name!r}: rows have row shape {arr.shape[1:]},"
+                                    f" the variable has {var.row_shape}")
+        if arr.dtype != var.dtype:
+            if not np.can_cast(arr.dtype, var.dtype, "same_kind"):
+                raise DDStoreValueError(f"update {name!r}: dtype {arr.dtype} cannot be "
+                                        f"cast to the variable's dtype {var.dtype}")
+            arr = arr.astype(var.dtype)
+        offset = int(offset)
+        if offset < 0 or offset + arr.shape[0] > var.n_local:
+            raise DDStoreIndexError(
+                f"update {name!r}: rows [{offset}, {offset + arr.shape[0]}) outside the "
+                f"local chunk [0, {var.n_local})")
+        if arr.shape[0]:
+            self._core.write_local(var.vid, offset, np.ascontiguousarray(arr))
+
+    def sync(self):
+        """Collective: make every rank's :meth:`update` writes visible to all readers."""
+        self._alive()
+        self._core.sync()
+
+    # ------------------------------------------------------------------ reading
+    def _check_indices(self, what, name, idx, limit):
+        if idx.size:
+            low, high = int(idx.min()), int(idx.max())
+            if low < 0 or high >= limit:
+                bad = low if low < 0 else high
+                pos = int(np.flatnonzero(idx == bad)[0])
+                raise DDStoreIndexError(f"{what} {name!r}: index {bad} (position {pos}) "
+                                        f"out of range [0, {limit})")
+
+    @staticmethod
+    def _as_indices(indices, what, name):
+        idx = np.asarray(indices)
+        if idx.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if idx.dtype.kind not in "iu" or idx.ndim != 1:
+            raise DDStoreValueError(f"{what} {name!r}: indices must be a 1-D sequence of "
+                                    f"integers, got dtype {idx.dtype} shape {idx.shape}")
+        return np.ascontiguousarray(idx, dtype=np.int64)
+
+    def get(self, name, index):
+        """Local: global row ``index`` of variable ``name`` (a copy)."""
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise DDStoreValueError(f"get {name!r}: index must be an integer, got "
+                                    f"{index!r}")
+        return self.get_batch(name, [int(index)])[0]
+
+    def get_batch(self, name, indices, out=None):
+        """Local: rows ``indices`` of ``name``, in request order, as ``[len, *row_shape]``.
+
+        Indices may repeat and may belong to any members of the group; every remote row
+        is fetched in one access epoch with one flush per target.  ``out``, if given, must
+        be a C-contiguous writable array of the right dtype and shape; it is filled and
+        returned.
+        """
+        var = self._var(name)
+        idx = self._as_indices(indices, "get_batch", name)
+        self._check_indices("get_batch", name, idx, var.nrows)
+        out = self._out(var, len(idx), out)
+        if len(idx):
+            self._core.read(var.vid, idx, np.ones(len(idx), dtype=np.int64), out)
+        return out
+
+    def get_range(self, name, start, count):
+        """Local: ``count`` consecutive global rows from ``start`` (may span owners)."""
+        var = self._var(name)
+        start, count = int(start), int(count)
+        if count < 0 or start < 0 or start + count > var.nrows:
+            raise DDStoreIndexError(f"get_range {name!r}: rows [{start}, {start + count}) "
+                                    f"out of range [0, {var.nrows})")
+        out = np.empty((count,) + var.row_shape, dtype=var.dtype)
+        if count:
+            self._core.read(var.vid, np.array([start], dtype=np.int64),
+                            np.array([count], dtype=np.int64), out)
+        return out
+
+    def read_ranges(self, name, starts, counts, out=None, per_row_lock=False):
+        """Local: row ranges ``[starts[i], starts[i] + counts[i])`` packed in order.
+
+        The general read that ``get_batch`` and ``get_range`` are special cases of (used
+        by the graph and spatiotemporal layers).  ``per_row_lock`` reads each row in its
+        own lock/get/unlock epoch: the slow path, for benchmarks only.
+        """
+        var = self._var(name)
+        starts = self._as_indices(starts, "read_ranges", name)
+        counts = self._as_indices(counts, "read_ranges", name)
+        if starts.shape != counts.shape:
+            raise DDStoreValueError(f"read_ranges {name!r}: {len(starts)} starts but "
+                                    f"{len(counts)} counts")
+        if counts.size and counts.min() < 0:
+            raise DDStoreValueError(f"read_ranges {name!r}: negative count")
+        self._check_indices("read_ranges", name, starts, var.nrows + 1)
+        ends = starts + counts
+        if ends.size and ends.max() > var.nrows:
+            i = int(np.argmax(ends))
+            raise DDStoreIndexError(f"read_ranges {name!r}: range [{starts[i]}, {ends[i]}) "
+                                    f"out of range [0, {var.nrows})")
+        out = self._out(var, int(counts.sum()), out)
+        if len(starts):
+            self._core.read(var.vid, starts, counts, out,
+                            _core.READ_PER_ROW_LOCK if per_row_lock else 0)
+        return out
+
+    def _out(self, var, n, out):
+        shape = (n,) + var.row_shape
+        if out is None:
+            return np.empty(shape, dtype=var.dtype)
+        if not isinstance(out, np.ndarray):
+            raise DDStoreValueError(f"out for {var.name!r} must be a numpy array, got "
+                                    f"{type(out).__name__}")
+        if out.dtype != var.dtype or out.shape != shape:
+            raise DDStoreValueError(f"out for {var.name!r} has dtype {out.dtype} shape "
+                                    f"{out.shape}; needs dtype {var.dtype} shape {shape}")
+        if not out.flags.c_contiguous or not out.flags.writeable:
+            raise DDStoreValueError(f"out for {var.name!r} must be C-contiguous and "
+                                    f"writable")
+        return out
+
+    # ------------------------------------------------------------------ records
+    def add_records(self, name, samples):
+        """Collective: add variable-size records; ``samples`` is this rank's chunk.
+
+        Each sample is a dict of arrays with the same keys, dtypes and trailing shapes
+        (on every rank) and a first dimension that varies (0 allowed).  Each key is stored
+        as one raw array of the concatenated rows plus an offsets table that every rank
+        keeps, so locating a record needs no communication and reading one runs no code
+        (no pickle).  Ranks may hold 0 samples, but at least one rank must hold one.
+        """
+        self._alive()
+        error = self._name_error(name)
+        schema = None
+        if error is None:
+            schema, error = _record_schema(name, samples)
+        info = self.comm.allgather((error, schema, len(samples) if error is None else 0))
+        self._agree(error)
+        schemas = [(r, s) for r, (_, s, _) in enumerate(info) if s is not None]
+        if not schemas:
+            raise DDStoreValueError(f"records {name!r}: no rank holds any sample (empty "
+                                    f"data set)")
+        for r, s in schemas:
+            if s != schemas[0][1]:
+                raise DDStoreValueError(f"records {name!r}: keys, dtypes or trailing shapes "
+                                        f"differ between rank {schemas[0][0]} "
+                                        f"({_fmt_schema(schemas[0][1])}) and rank {r} "
+                                        f"({_fmt_schema(s)})")
+        schema = schemas[0][1]
+        keys = [k for k, _, _ in schema]
+        counts = np.zeros((len(samples), len(keys)), dtype=np.int64)
+        fields = {}
+        for j, (key, dstr, trailing) in enumerate(schema):
+            dt = np.dtype(dstr)
+            parts = [np.asarray(s[key]) for s in samples]
+            counts[:, j] = [p.shape[0] for p in parts]
+            data = (np.concatenate(parts) if parts else
+                    np.zeros((0,) + tuple(trailing), dtype=dt))
+            var = self._create(f"{name}/{key}", data.shape[0], dt, tuple(trailing))
+            if data.shape[0]:
+                self._core.write_local(var.vid, 0, np.ascontiguousarray(data, dtype=dt))
+            fields[key] = var
+        all_counts = self._group_comm.allgather(counts)
+        table = np.concatenate(all_counts, axis=0)
+        offsets = np.zeros((table.shape[0] + 1, len(keys)), dtype=np.int64)
+        np.cumsum(table, axis=0, out=offsets[1:])
+        start = sum(len(c) for c in all_counts[:self.group_rank])
+        self._records[name] = _Records(name, keys, fields, offsets, start, len(samples))
+        self._core.sync()
+
+    def _rec(self, name):
+        self._alive()
+        rec = self._records.get(name)
+        if rec is None:
+            if name in self._vars:
+                raise DDStoreValueError(f"variable {name!r} holds rows, not records: use "
+                                        f"get_batch()")
+            raise DDStoreValueError(f"unknown records {name!r}; known: "
+                                    f"{sorted(self._records)}")
+        return rec
+
+    def record_schema(self, name):
+        """``{key: (dtype, trailing_shape)}`` of a records variable."""
+        rec = self._rec(name)
+        return {k: (v.dtype, v.row_shape) for k, v in rec.fields.items()}
+
+    def record_sizes(self, name, indices):
+        """``{key: first-dimension sizes}`` of records ``indices`` (no communication)."""
+        rec = self._rec(name)
+        idx = self._as_indices(indices, "record_sizes", name)
+        self._check_indices("record_sizes", name, idx, rec.nrecords)
+        diff = rec.offsets[idx + 1] - rec.offsets[idx]
+        return {k: diff[:, j] for j, k in enumerate(rec.keys)}
+
+    def get_records_packed(self, name, indices):
+        """Local: records ``indices`` as ``({key: concatenated rows}, {key: sizes})``.
+
+        The rows of every record, in request order, concatenated per key (what a graph
+        batch is built from); one batched read per key.
+        """
+        rec = self._rec(name)
+        idx = self._as_indices(indices, "get_records", name)
+        self._check_indices("get_records", name, idx, rec.nrecords)
+        starts = rec.offsets[idx]
+        sizes = rec.offsets[idx + 1] - starts
+        data, size_by_key = {}, {}
+        for j, key in enumerate(rec.keys):
+            var = rec.fields[key]
+            s = np.ascontiguousarray(starts[:, j])
+            c = np.ascontiguousarray(sizes[:, j])
+            out = np.empty((int(c.sum()),) + var.row_shape, dtype=var.dtype)
+            if len(idx):
+                self._core.read(var.vid, s, c, out)
+            data[key], size_by_key[key] = out, c
+        return data, size_by_key
+
+    def get_records(self, name, indices):
+        """Local: records ``indices`` as a list of dicts of arrays, in request order."""
+        data, sizes = self.get_records_packed(name, indices)
+        n = len(next(iter(sizes.values()))) if sizes else 0
+        out = [dict() for _ in range(n)]
+        for key, arr in data.items():
+            for rec, part in zip(out, np.split(arr, np.cumsum(sizes[key])[:-1])):
+                rec[key] = part
+        return out
+
+    # ------------------------------------------------------------------ inspection
+    def nrows(self, name):
+        """Global rows of a variable, or number of records of a records variable."""
+        self._alive()
+        if name in self._records:
+            return self._records[name].nrecords
+        return self._var(name).nrows
+
+    def local_rows(self, name):
+        """This rank's rows (or records) of ``name``: its ``(start, stop)`` in the group."""
+        self._alive()
+        if name in self._records:
+            rec = self._records[name]
+            return rec.start, rec.start + rec.n_local
+        var = self._var(name)
+        offsets = self._core.chunk_offsets(var.vid)
+        return int(offsets[self.group_rank]), int(offsets[self.group_rank + 1])
+
+    def variables(self):
+        """Names of every variable (rows and records), sorted."""
+        self._alive()
+        return sorted(list(self._vars) + list(self._records))
+
+    def dtype(self, name):
+        return self._var(name).dtype
+
+    def row_shape(self, name):
+        return self._var(name).row_shape
+
+    def nbytes(self):
+        """Bytes this rank holds: its chunks plus the records' offset tables."""
+        self._alive()
+        return int(self._core.local_bytes() +
+                   sum(r.offsets.nbytes for r in self._records.values()))
+
+    def __repr__(self):
+        if not self._core.alive:
+            return "DDStore(freed)"
+        return (f"DDStore(rank={self.rank}/{self.size}, width={self.width}, "
+                f"group_rank={self.group_rank}, replicas={self.replicas}, "
+                f"transport={self.transport!r}, variables={self.variables()})")
+
+
+def _record_schema(name, samples):
+    """(schema, error): schema is a tuple of (key, dtype.str, trailing shape) sorted by key."""
+    if isinstance(samples, dict) or not hasattr(samples, "__len__"):
+        return None, (DDStoreValueError, f"records {name!r}: samples must be a sequence "
+                                         f"of dicts, got {type(samples).__name__}")
+    schema = None
+    for i, sample in enumerate(samples):
+        if not isinstance(sample, dict):
+            return None, (DDStoreValueError, f"records {name!r}: sample {i} is a "
+                                             f"{type(sample).__name__}, not a dict")
+        this = []
+        for key in sorted(sample):
+            arr = np.asarray(sample[key])
+            if arr.ndim < 1:
+                return None, (DDStoreValueError,
+                              f"records {name!r}: sample {i} key {key!r} is a scalar; "
+                              f"values need a first (variable) dimension")
+            if arr.dtype.kind not in _STORABLE_KINDS or arr.dtype.fields is not None:
+                return None, (DDStoreValueError,
+                              f"records {name!r}: sample {i} key {key!r} has dtype "
+                              f"{arr.dtype}, which cannot be stored")
+            this.append((key, arr.dtype.str, tuple(arr.shape[1:])))
+        this = tuple(this)
+        if schema is None:
+            schema = this
+        elif this != schema:
+            want, got = dict((k, (d, s)) for k, d, s in schema), dict(
+                (k, (d, s)) for k, d, s in this)
+            missing = sorted(set(want) - set(got))
+            extra = sorted(set(got) - set(want))
+            if missing or extra:
+                msg = f"missing keys {missing}" if missing else ""
+                msg += (", " if msg and extra else "") + (f"extra keys {extra}"
+                                                         if extra else "")
+            else:
+                key = next(k for k in want if want[k] != got[k])
+                msg = (f"key {key!r} has dtype {np.dtype(got[key][0])} trailing shape "
+                       f"{got[key][1]}, sample 0 has dtype {np.dtype(want[key][0])} "
+                       f"trailing shape {want[key][1]}")
+            return None, (DDStoreValueError, f"records {name!r}: sample {i}: {msg}")
+    return schema, None
+
+
+def _fmt_schema(schema):
+    return ", ".join(f"{k}: {np.dtype(d)}{list(s)}" for k, d, s in schema)

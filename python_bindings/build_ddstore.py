@@ -1,0 +1,82 @@
+"""cffi build script: compiles csrc/ into the extension module ``ddstore._ddstore_cffi``.
+
+MPI is found the way mpi4py finds it: the compiler wrapper named by the environment
+variable ``MPICC`` (default: ``mpicc`` on PATH; the ``mpich`` package from PyPI provides
+one).  Its compile and link flags (``mpicc -show`` for MPICH, ``--showme`` for Open MPI)
+are passed to the compiler, and the MPI library directory is put in the extension's
+rpath, so it loads the same ``libmpi`` that mpi4py loads from that installation.
+
+Run directly (``python python_bindings/build_ddstore.py``) to build in place, or through
+``setup.py`` (``cffi_modules``).
+"""
+import os
+import shlex
+import shutil
+import subprocess
+
+from cffi import FFI
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CSRC = os.path.join(ROOT, "csrc")
+
+
+def mpi_flags():
+    """(include_dirs, library_dirs, libraries, extra_link_args) from the MPI wrapper."""
+    mpicc = os.environ.get("MPICC") or shutil.which("mpicc")
+    if not mpicc:
+        raise RuntimeError("no MPI compiler wrapper found: 'pip install mpich' (or set "
+                           "MPICC=/path/to/your/mpicc for a cluster MPI)")
+    words = None
+    for flag in ("-show", "--showme", "-showme"):
+        try:
+            out = subprocess.run(shlex.split(mpicc) + [flag], capture_output=True,
+                                 text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        words = shlex.split(out)[1:]
+        break
+    if words is None:
+        raise RuntimeError(f"could not query compile flags from MPICC={mpicc!r}")
+    incs, libdirs, libs, link = [], [], [], []
+    for w in words:
+        if w.startswith("-I"):
+            incs.append(w[2:])
+        elif w.startswith("-L"):
+            libdirs.append(w[2:])
+        elif w.startswith("-l"):
+            libs.append(w[2:])
+        elif w.startswith("-Wl,") or w.startswith("-pthread"):
+            link.append(w)
+    for d in libdirs:
+        link.append(f"-Wl,-rpath,{d}")
+    return incs, libdirs, libs or ["mpi"], link
+
+
+with open(os.path.join(CSRC, "ddstore.h")) as f:
+    _header = f.read()
+_cdef = []
+for line in _header.splitlines():
+    if line.startswith("#") or "extern \"C\"" in line or line.strip() in ("}",):
+        continue
+    _cdef.append(line)
+_cdef = "\n".join(_cdef).replace("#include <mpi.h>", "")
+
+ffibuilder = FFI()
+# MPI_Comm is opaque to cffi: an int in MPICH, a pointer in Open MPI.
+ffibuilder.cdef("typedef ... MPI_Comm;\n" + _cdef)
+_incs, _libdirs, _libs, _link = mpi_flags()
+ffibuilder.set_source(
+    "ddstore._ddstore_cffi",
+    '#include "ddstore.h"',
+    sources=[os.path.relpath(os.path.join(CSRC, "ddstore.c"), ROOT)],
+    include_dirs=[CSRC] + _incs,
+    library_dirs=_libdirs,
+    libraries=_libs,
+    extra_compile_args=["-O2", "-std=c99", "-Wall"],
+    extra_link_args=_link,
+)
+
+if __name__ == "__main__":
+    os.chdir(ROOT)
+    ffibuilder.compile(verbose=True)
