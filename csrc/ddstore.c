@@ -238,11 +238,9 @@ static int agree(dds_store *s, int code)
     int agreed = code;
     MPI_Bcast(&agreed, 1, MPI_INT, first, s->comm);
     MPI_Bcast(s->err, sizeof s->err, MPI_CHAR, first, s->comm);
-    if (s->rank != first) {
-        char tmp[sizeof s->err];
-        memcpy(tmp, s->err, sizeof tmp);
-        snprintf(s->err, sizeof s->err, "rank %d: %.1000s", first, tmp);
-    }
+    char tmp[sizeof s->err];
+    memcpy(tmp, s->err, sizeof tmp);
+    snprintf(s->err, sizeof s->err, "rank %d: %.1000s", first, tmp);
     return agreed;
 }
 

@@ -13,6 +13,7 @@ over the whole communicator: every rank calls them, in the same order.
 """
 import atexit
 import os
+import sys
 import weakref
 
 import numpy as np
@@ -70,6 +71,14 @@ _LIVE_STORES = []  # weakrefs in creation order (same order on every rank)
 
 @atexit.register
 def _free_live_stores():
+    """Free live stores at a clean interpreter exit (collective, in creation order).
+
+    When an uncaught exception is ending this rank, the other ranks are not exiting with
+    it, so a collective free would wait for them forever: then the windows are left to
+    MPI_Finalize and the operating system instead.
+    """
+    if getattr(sys, "last_value", None) is not None:
+        return
     for ref in reversed(_LIVE_STORES):
         store = ref()
         if store is not None:

@@ -1,0 +1,175 @@
+"""Bad input to the core store: each case must raise a DDStoreError (of the right kind,
+with a message naming the variable, the value and the limit) on every rank, and the store
+must keep serving correct data afterwards.
+
+Usage: mpiexec -n N python core_errors.py TRANSPORT
+"""
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import ddstore
+from ddstore import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+transport = sys.argv[1]
+cases = []
+
+
+def expect(label, exc_type, fragments, fn):
+    """fn() must raise exc_type (a DDStoreError) whose message contains every fragment."""
+    try:
+        fn()
+    except DDStoreError as exc:
+        assert isinstance(exc, exc_type), f"{label}: {type(exc).__name__} is not " \
+                                          f"{exc_type.__name__}: {exc}"
+        msg = str(exc)
+        for frag in fragments:
+            assert frag in msg, f"{label}: {frag!r} not in message {msg!r}"
+        cases.append(label)
+        return
+    raise AssertionError(f"{label}: no error raised")
+
+
+# --------------------------------------------------------------- widths
+bad_widths = [0, -1, size + 1] + [w for w in range(2, size) if size % w]
+for w in bad_widths:
+    expect(f"width={w}", DDStoreValueError, [f"width={w}", str(size)],
+           lambda: ddstore.DDStore(comm, width=w, transport=transport))
+expect("width=2.5", DDStoreValueError, ["width", "2.5"],
+       lambda: ddstore.DDStore(comm, width=2.5, transport=transport))
+expect("transport", DDStoreValueError, ["transport", "'udp'"],
+       lambda: ddstore.DDStore(comm, transport="udp"))
+
+store = ddstore.DDStore(comm, width=size, transport=transport)
+n = 10 * size + 3
+data = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3) * 1.5
+lo, hi = ddstore.partition(n, size, rank)
+store.add("x", data[lo:hi])
+rng = np.random.default_rng(rank)
+
+
+def still_serves():
+    idx = rng.integers(0, n, 50)
+    assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
+    assert store.get_range("x", 0, n).tobytes() == data.tobytes()
+
+
+still_serves()
+
+# --------------------------------------------------------------- add / init
+expect("object dtype", DDStoreValueError, ["'obj'", "object"],
+       lambda: store.add("obj", np.array([[1], ["a"]], dtype=object)))
+still_serves()
+expect("structured dtype", DDStoreValueError, ["'rec'"],
+       lambda: store.add("rec", np.zeros(3, dtype=[("a", "i4"), ("b", "f8")])))
+expect("string dtype", DDStoreValueError, ["'s'", "<U"],
+       lambda: store.add("s", np.array(["ab", "cd"])))
+expect("scalar rows", DDStoreValueError, ["'sc'", "scalar"],
+       lambda: store.add("sc", np.float32(3.0)))
+expect("name twice", DDStoreValueError, ["'x'", "already exists"],
+       lambda: store.add("x", data[lo:hi]))
+expect("empty name", DDStoreValueError, ["name"], lambda: store.add("", data[lo:hi]))
+if size > 1:
+    dt = np.float32 if rank == 0 else np.float64
+    expect("dtype differs", DDStoreValueError, ["'mixed'", "differs", "rank 0", "rank 1"],
+           lambda: store.add("mixed", np.zeros((2, 3), dtype=dt)))
+    shape = (2, 3) if rank == 0 else (2, 4)
+    expect("shape differs", DDStoreValueError, ["'mixed2'", "(3,)", "(4,)"],
+           lambda: store.add("mixed2", np.zeros(shape, dtype=np.float32)))
+    # only the last rank passes bad input: everyone raises, nobody hangs
+    bad = np.array([None]) if rank == size - 1 else np.zeros(1)
+    expect("one bad rank", DDStoreValueError, [f"rank {size - 1}", "'onebad'"],
+           lambda: store.add("onebad", bad))
+still_serves()
+expect("1 PB chunk", DDStoreMemoryError, ["'huge'", "GB", "physical memory"],
+       lambda: store.init("huge", 2 ** 40, (1024,), np.uint8))
+if size > 1:
+    count = 2 ** 41 if rank == 0 else 1
+    expect("1 PB chunk on rank 0 only", DDStoreMemoryError, ["'huge0'", "rank 0"],
+           lambda: store.init("huge0", count, (1024,), np.uint8))
+expect("negative n_local", DDStoreValueError, ["'neg'", "n_local=-1"],
+       lambda: store.init("neg", -1, (2,), np.float32))
+assert "huge" not in store.variables() and "huge0" not in store.variables()
+still_serves()
+
+# --------------------------------------------------------------- update
+store.init("u", 4, (3,), np.int32)
+expect("update past end", DDStoreIndexError, ["'u'", "[3, 5)", "[0, 4)"],
+       lambda: store.update("u", np.zeros((2, 3), dtype=np.int32), offset=3))
+expect("update negative offset", DDStoreIndexError, ["'u'", "[-1, 1)"],
+       lambda: store.update("u", np.zeros((2, 3), dtype=np.int32), offset=-1))
+expect("update shape", DDStoreValueError, ["'u'", "(4,)", "(3,)"],
+       lambda: store.update("u", np.zeros((2, 4), dtype=np.int32)))
+expect("update dtype", DDStoreValueError, ["'u'", "float64", "int32"],
+       lambda: store.update("u", np.zeros((2, 3), dtype=np.float64)))
+store.update("u", np.full((4, 3), rank, dtype=np.int32))
+store.sync()
+assert (store.get_batch("u", [4 * r for r in range(size)])[:, 0] == np.arange(size)).all()
+
+# --------------------------------------------------------------- reads
+expect("unknown name", DDStoreValueError, ["'nope'", "unknown", "'x'"],
+       lambda: store.get("nope", 0))
+expect("index -1", DDStoreIndexError, ["'x'", "-1", f"[0, {n})"],
+       lambda: store.get("x", -1))
+expect("index nrows", DDStoreIndexError, ["'x'", str(n), f"[0, {n})"],
+       lambda: store.get("x", n))
+expect("batch index", DDStoreIndexError, ["'x'", str(n + 5), "position 2", f"[0, {n})"],
+       lambda: store.get_batch("x", [0, 1, n + 5]))
+expect("float index", DDStoreValueError, ["'x'", "float"],
+       lambda: store.get_batch("x", [0.5, 1.0]))
+expect("range", DDStoreIndexError, ["'x'", f"[{n - 2}, {n + 1})", f"[0, {n})"],
+       lambda: store.get_range("x", n - 2, 3))
+out_ok = np.empty((3, 2, 3), dtype=np.float32)
+expect("out dtype", DDStoreValueError, ["'x'", "float64", "float32"],
+       lambda: store.get_batch("x", [0, 1, 2], out=out_ok.astype(np.float64)))
+expect("out shape", DDStoreValueError, ["'x'", "(2, 2, 3)", "(3, 2, 3)"],
+       lambda: store.get_batch("x", [0, 1, 2], out=out_ok[:2]))
+expect("out non-contiguous", DDStoreValueError, ["'x'", "contiguous"],
+       lambda: store.get_batch("x", [0, 1, 2],
+                               out=np.empty((3, 2, 6), dtype=np.float32)[:, :, ::2]))
+still_serves()
+
+# --------------------------------------------------------------- records
+good = [{"a": np.zeros((2, 3), np.float32), "b": np.zeros(4, np.int64)} for _ in range(3)]
+expect("records missing key", DDStoreValueError, ["'r1'", "sample 1", "missing", "'b'"],
+       lambda: store.add_records("r1", [good[0], {"a": good[0]["a"]}]))
+expect("records extra key", DDStoreValueError, ["'r2'", "sample 2", "extra", "'c'"],
+       lambda: store.add_records("r2", good[:2] + [dict(good[0], c=np.zeros(1))]))
+expect("records dtype", DDStoreValueError, ["'r3'", "sample 1", "'a'", "float64"],
+       lambda: store.add_records("r3", [good[0], {"a": np.zeros((2, 3)),
+                                                  "b": np.zeros(4, np.int64)}]))
+expect("records trailing shape", DDStoreValueError, ["'r4'", "sample 1", "'a'", "(4,)"],
+       lambda: store.add_records("r4", [good[0], {"a": np.zeros((2, 4), np.float32),
+                                                  "b": np.zeros(4, np.int64)}]))
+expect("records empty everywhere", DDStoreValueError, ["'r5'", "no rank"],
+       lambda: store.add_records("r5", []))
+if size > 1:
+    mine = good if rank == 0 else [{"a": np.zeros((1, 3), np.float32)}]
+    expect("records differ between ranks", DDStoreValueError, ["'r6'", "rank 0", "rank 1"],
+           lambda: store.add_records("r6", mine))
+store.add_records("r", good[:1] if rank else good)
+expect("records index", DDStoreIndexError, ["'r'", str(size + 2)],
+       lambda: store.get_records("r", [size + 2]))
+expect("get_batch on records", DDStoreValueError, ["'r'", "records"],
+       lambda: store.get_batch("r", [0]))
+still_serves()
+
+# --------------------------------------------------------------- after free
+store.free()
+store.free()  # twice is fine
+for label, fn in [("get after free", lambda: store.get("x", 0)),
+                  ("add after free", lambda: store.add("y", data[lo:hi])),
+                  ("nrows after free", lambda: store.nrows("x")),
+                  ("sync after free", lambda: store.sync()),
+                  ("records after free", lambda: store.get_records("r", [0]))]:
+    expect(label, ddstore.DDStoreStateError, ["freed"], fn)
+
+# a fresh store on the same communicator works after all of the above
+with ddstore.DDStore(comm, transport=transport) as again:
+    again.add("x", data[lo:hi])
+    assert again.get_range("x", 0, n).tobytes() == data.tobytes()
+
+print(f"rank {rank}: {len(cases)} error cases raised as expected", flush=True)

@@ -1,0 +1,146 @@
+"""Round-trips through the core store: every byte read must equal what was written.
+
+Usage: mpiexec -n N python core_roundtrip.py TRANSPORT
+Runs every width that divides N (1, 2, N), every dtype, row shapes (), (7,), (3, 5),
+1 MB rows, a rank holding 0 rows, get/get_batch/get_range/read_ranges, init+update,
+and records with empty samples.  Leaves one store live to check the free at exit.
+"""
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+import ddstore
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+transport = sys.argv[1]
+DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+          np.uint32, np.uint64, np.float16, np.float32, np.float64, np.complex64]
+SHAPES = [(), (7,), (3, 5)]
+checks = 0
+
+
+def same_bytes(got, want, what):
+    global checks
+    got, want = np.ascontiguousarray(got), np.ascontiguousarray(want)
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    assert got.tobytes() == want.tobytes(), f"{what}: bytes differ"
+    checks += 1
+
+
+def global_data(seed, n, shape, dtype):
+    """The same random array on every rank; random bytes, so every bit pattern occurs."""
+    rng = np.random.default_rng(seed)
+    nbytes = n * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    raw = rng.integers(0, 256, size=nbytes, dtype=np.uint8)
+    if dtype == np.bool_:
+        raw &= 1
+    return raw.view(dtype).reshape((n,) + shape)
+
+
+def uneven_counts(total, parts):
+    """Chunk sizes that differ between members; member 1 (if any) holds 0 rows."""
+    weights = np.arange(1, parts + 1, dtype=float)
+    if parts > 1:
+        weights[1] = 0.0
+    counts = np.floor(total * weights / weights.sum()).astype(np.int64)
+    counts[-1] += total - counts.sum()
+    return counts
+
+
+def check_variable(store, name, data, rng):
+    n = data.shape[0]
+    # every owner in one batch, duplicates, random order
+    idx = np.concatenate([np.arange(n), rng.integers(0, n, size=2 * n)])
+    rng.shuffle(idx)
+    same_bytes(store.get_batch(name, idx), data[idx], f"{name} get_batch")
+    out = np.empty((len(idx),) + data.shape[1:], dtype=data.dtype)
+    assert store.get_batch(name, idx, out=out) is out
+    same_bytes(out, data[idx], f"{name} get_batch(out=)")
+    for i in (0, n - 1, int(rng.integers(0, n))):
+        same_bytes(np.asarray(store.get(name, i)), data[i], f"{name} get({i})")
+    # ranges spanning owners, including the whole variable and empty ranges
+    for start, count in ((0, n), (1, n - 2), (n // 3, n // 2), (n - 1, 1), (n // 2, 0)):
+        same_bytes(store.get_range(name, start, count), data[start:start + count],
+                   f"{name} get_range({start}, {count})")
+    starts = rng.integers(0, n - 4, size=20)
+    counts = rng.integers(0, 5, size=20)
+    want = np.concatenate([data[s:s + c] for s, c in zip(starts, counts)])
+    same_bytes(store.read_ranges(name, starts, counts), want, f"{name} read_ranges")
+    same_bytes(store.read_ranges(name, starts, counts, per_row_lock=True), want,
+               f"{name} read_ranges(per_row_lock)")
+    assert store.nrows(name) == n
+
+
+def run_width(width):
+    rng = np.random.default_rng(1234 + rank)
+    with ddstore.DDStore(comm, width=width, transport=transport) as store:
+        assert store.width == width and store.group_size == width
+        assert store.replicas == size // width
+        assert store.group_rank == rank % width
+        n = 41
+        counts = uneven_counts(n, store.group_size)
+        lo = int(counts[:store.group_rank].sum())
+        hi = lo + int(counts[store.group_rank])
+        k = 0
+        for dtype in DTYPES:
+            for shape in SHAPES:
+                data = global_data(k, n, shape, dtype)
+                name = f"v{k}_{np.dtype(dtype).name}_{len(shape)}"
+                store.add(name, data[lo:hi])
+                assert store.local_rows(name) == (lo, hi)
+                check_variable(store, name, data, rng)
+                k += 1
+        # 1 MB rows
+        big = global_data(99, 2 * store.group_size + 5, (1 << 20,), np.uint8)
+        blo, bhi = ddstore.partition(big.shape[0], store.group_size, store.group_rank)
+        store.add("big", big[blo:bhi])
+        check_variable(store, "big", big, rng)
+        # init + update in pieces, then sync
+        data = global_data(7, 57, (4,), np.float32)
+        ilo, ihi = ddstore.partition(57, store.group_size, store.group_rank)
+        store.init("filled", ihi - ilo, (4,), np.float32)
+        for a in range(ilo, ihi, 5):
+            b = min(a + 5, ihi)
+            store.update("filled", data[a:b], offset=a - ilo)
+        store.sync()
+        check_variable(store, "filled", data, rng)
+        # records: variable first dimension, empty samples included
+        nrec = 23
+        recs = []
+        for i in range(nrec):
+            r = np.random.default_rng(500 + i)
+            m = 0 if i % 5 == 0 else int(r.integers(1, 9))
+            recs.append({"x": r.standard_normal((m, 3)).astype(np.float32),
+                         "edge_index": r.integers(0, 100, (m * 2, 2)),
+                         "y": np.array([i], dtype=np.float64),
+                         "empty": np.zeros((0,), dtype=np.int16)})
+        rlo, rhi = ddstore.partition(nrec, store.group_size, store.group_rank)
+        store.add_records("recs", recs[rlo:rhi])
+        assert store.nrows("recs") == nrec
+        assert store.local_rows("recs") == (rlo, rhi)
+        idx = np.concatenate([np.arange(nrec), rng.integers(0, nrec, 10)])
+        rng.shuffle(idx)
+        got = store.get_records("recs", idx)
+        assert len(got) == len(idx)
+        for g, i in zip(got, idx):
+            assert sorted(g) == sorted(recs[i])
+            for key in recs[i]:
+                same_bytes(g[key], recs[i][key], f"record {i} key {key}")
+        assert store.nbytes() > 0
+        assert "recs" in store.variables() and "big" in store.variables()
+        comm.Barrier()
+
+
+widths = sorted({1, 2, size} & {w for w in range(1, size + 1) if size % w == 0})
+for w in widths:
+    run_width(w)
+    if rank == 0:
+        print(f"transport={transport} ranks={size} width={w}: ok", flush=True)
+
+# a store left live: freed at interpreter exit without errors
+leftover = ddstore.DDStore(comm, transport=transport)
+leftover.add("z", np.arange(rank + 1, dtype=np.int32))
+print(f"rank {rank}: {checks} byte-exact checks passed", flush=True)

@@ -1,0 +1,81 @@
+"""Core store tests: MPI round-trips and bad input over 1-4 ranks, both transports."""
+import subprocess
+import sys
+
+import pytest
+
+import ddstore
+from ddstore import partition
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+@pytest.mark.parametrize("transport", ["auto", "rma"])
+def test_roundtrip(mpirun, nprocs, transport):
+    out = mpirun("core_roundtrip.py", nprocs, transport)
+    assert out.count("byte-exact checks passed") == nprocs
+
+
+def test_roundtrip_shm_transport(mpirun):
+    out = mpirun("core_roundtrip.py", 2, "shm")
+    assert out.count("byte-exact checks passed") == 2
+
+
+def test_transport_from_environment(mpirun):
+    out = mpirun("core_transport_env.py", 2, env={"DDSTORE_TRANSPORT": "rma"})
+    assert "transport=rma shm_peers=0" in out
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+def test_bad_input(mpirun, nprocs):
+    out = mpirun("core_errors.py", nprocs, "rma" if nprocs % 2 else "auto")
+    assert out.count("error cases raised as expected") == nprocs
+
+
+def test_partition_is_balanced_and_covers_everything():
+    for total in (0, 1, 7, 10, 101):
+        for parts in (1, 2, 3, 4, 7):
+            spans = [partition(total, parts, i) for i in range(parts)]
+            assert spans[0][0] == 0 and spans[-1][1] == total
+            for (a, b), (c, _) in zip(spans, spans[1:]):
+                assert b == c
+            sizes = [b - a for a, b in spans]
+            assert max(sizes) - min(sizes) <= 1
+            assert sizes == sorted(sizes, reverse=True)
+    assert [partition(10, 3, i) for i in range(3)] == [(0, 4), (4, 7), (7, 10)]
+
+
+@pytest.mark.parametrize("args,exc", [((5, 0, 0), ddstore.DDStoreValueError),
+                                      ((-1, 2, 0), ddstore.DDStoreValueError),
+                                      ((5, 2, 2), ddstore.DDStoreIndexError),
+                                      ((5, 2, -1), ddstore.DDStoreIndexError),
+                                      ((5.0, 2, 0), ddstore.DDStoreValueError)])
+def test_partition_bad_input(args, exc):
+    with pytest.raises(exc):
+        partition(*args)
+
+
+def test_errors_subclass_builtin_kinds():
+    assert issubclass(ddstore.DDStoreIndexError, IndexError)
+    assert issubclass(ddstore.DDStoreValueError, ValueError)
+    assert issubclass(ddstore.DDStoreMemoryError, MemoryError)
+    for cls in (ddstore.DDStoreIndexError, ddstore.DDStoreValueError,
+                ddstore.DDStoreMemoryError, ddstore.DDStoreStateError):
+        assert issubclass(cls, ddstore.DDStoreError)
+
+
+def test_extension_loads_the_same_libmpi_as_mpi4py():
+    code = (
+        "from mpi4py import MPI\n"
+        "import ddstore, ddstore._core as c\n"
+        "s = ddstore.DDStore(MPI.COMM_SELF)\n"
+        "libs = set()\n"
+        "for line in open('/proc/self/maps'):\n"
+        "    path = line.split()[-1]\n"
+        "    if '/libmpi' in path: libs.add(path)\n"
+        "print(sorted(libs))\n"
+        "s.free()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    libs = eval(out.stdout.strip().splitlines()[-1])
+    assert len(libs) == 1, f"more than one libmpi mapped: {libs}"
