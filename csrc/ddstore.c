@@ -483,10 +483,11 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
     for (int64_t i = 0; i < n; i++) {
-        if (starts[i] < 0 || counts[i] < 0 || starts[i] > v->nrows - counts[i])
+        int64_t count = counts ? counts[i] : 1;
+        if (starts[i] < 0 || count < 0 || starts[i] > v->nrows - count)
             return FAIL(s, DDS_ERANGE, "variable '%s': rows [%lld, %lld) (request %lld) "
                         "out of range [0, %lld)", v->name, (long long)starts[i],
-                        (long long)(starts[i] + counts[i]), (long long)i,
+                        (long long)(starts[i] + count), (long long)i,
                         (long long)v->nrows);
     }
     int per_row = (flags & DDS_READ_PER_ROW_LOCK) && v->rma_win != MPI_WIN_NULL;
@@ -495,7 +496,7 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
     struct pending p = {-1, 0, NULL, 0};
     int code = DDS_OK;
     for (int64_t i = 0; i < n && code == DDS_OK; i++) {
-        int64_t row = starts[i], left = counts[i];
+        int64_t row = starts[i], left = counts ? counts[i] : 1;
         while (left > 0) {
             int owner = owner_of(v, s->width, row);
             int64_t take = v->offsets[owner + 1] - row;

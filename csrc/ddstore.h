@@ -88,8 +88,9 @@ int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets);
 
 /* Local (one-sided).  Read `n` row ranges [starts[i], starts[i] + counts[i]) of a
  * variable into `out`, packed in request order.  Ranges may repeat, overlap and span
- * owners.  All remote reads of a call are issued in one access epoch and completed by
- * one flush per target (unless DDS_READ_PER_ROW_LOCK is given). */
+ * owners; `counts` may be NULL, meaning one row per range (a batch of row indices).
+ * All remote reads of a call are issued in one access epoch and completed by one flush
+ * per target (unless DDS_READ_PER_ROW_LOCK is given). */
 int dds_read(dds_store *store, int var_id, const int64_t *starts, const int64_t *counts,
              int64_t n, void *out, int flags);
 

@@ -35,7 +35,11 @@ def _comm_handle(comm):
 
 
 def _ptr(arr):
-    return ffi.cast("void *", arr.ctypes.data)
+    """Address of a C-contiguous array's data (``ffi.from_buffer`` is far cheaper than
+    ``arr.ctypes``; a 0-size array gets NULL)."""
+    if arr.size == 0:
+        return ffi.NULL
+    return ffi.from_buffer(arr, require_writable=False)
 
 
 class Core:
@@ -108,15 +112,17 @@ class Core:
     def chunk_offsets(self, var):
         offsets = np.empty(self.group_size + 1, dtype=np.int64)
         self._check(lib.dds_chunk_offsets(self._handle[0], var,
-                                          ffi.cast("int64_t *", offsets.ctypes.data)))
+                                          ffi.from_buffer("int64_t[]", offsets)))
         return offsets
 
     def read(self, var, starts, counts, out, flags=0):
-        """``starts``/``counts``: C-contiguous int64 arrays of equal length."""
+        """``starts``/``counts``: C-contiguous int64 arrays of equal length; ``counts``
+        None reads one row per start."""
         self._check(lib.dds_read(self._handle[0], var,
-                                 ffi.cast("const int64_t *", starts.ctypes.data),
-                                 ffi.cast("const int64_t *", counts.ctypes.data),
-                                 int(starts.shape[0]), _ptr(out), int(flags)))
+                                 ffi.from_buffer("int64_t[]", starts),
+                                 ffi.NULL if counts is None else
+                                 ffi.from_buffer("int64_t[]", counts),
+                                 starts.shape[0], ffi.from_buffer(out), flags))
 
     def local_bytes(self):
         return lib.dds_local_bytes(self._handle[0])

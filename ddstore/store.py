@@ -345,6 +345,9 @@ class DDStore:
 
     @staticmethod
     def _as_indices(indices, what, name):
+        if (type(indices) is np.ndarray and indices.dtype == np.int64 and
+                indices.ndim == 1 and indices.flags.c_contiguous):
+            return indices  # the common case, without copies
         idx = np.asarray(indices)
         if idx.size == 0:
             return np.zeros(0, dtype=np.int64)
@@ -370,10 +373,13 @@ class DDStore:
         """
         var = self._var(name)
         idx = self._as_indices(indices, "get_batch", name)
-        self._check_indices("get_batch", name, idx, var.nrows)
         out = self._out(var, len(idx), out)
         if len(idx):
-            self._core.read(var.vid, idx, np.ones(len(idx), dtype=np.int64), out)
+            try:  # the core checks every index; explain a failure in user terms
+                self._core.read(var.vid, idx, None, out)
+            except DDStoreIndexError:
+                self._check_indices("get_batch", name, idx, var.nrows)
+                raise
         return out
 
     def get_range(self, name, start, count):
@@ -402,15 +408,11 @@ class DDStore:
         if starts.shape != counts.shape:
             raise DDStoreValueError(f"read_ranges {name!r}: {len(starts)} starts but "
                                     f"{len(counts)} counts")
-        if counts.size and counts.min() < 0:
-            raise DDStoreValueError(f"read_ranges {name!r}: negative count")
-        self._check_indices("read_ranges", name, starts, var.nrows + 1)
-        ends = starts + counts
-        if ends.size and ends.max() > var.nrows:
-            i = int(np.argmax(ends))
-            raise DDStoreIndexError(f"read_ranges {name!r}: range [{starts[i]}, {ends[i]}) "
-                                    f"out of range [0, {var.nrows})")
-        out = self._out(var, int(counts.sum()), out)
+        # the core checks every range (message names the variable, range and limit)
+        total = int(counts.sum())
+        if total < 0 or (counts.size and int(counts.min()) < 0):
+            raise DDStoreValueError(f"read_ranges {name!r}: counts must be >= 0")
+        out = self._out(var, total, out)
         if len(starts):
             self._core.read(var.vid, starts, counts, out,
                             _core.READ_PER_ROW_LOCK if per_row_lock else 0)

@@ -1,0 +1,152 @@
+"""Benchmark of the core read paths (run under mpiexec; every rank reads concurrently).
+
+    mpiexec -n 2 python -m ddstore.bench.core [--out bench_results/core_n2.json]
+
+For rows of 256 B and 64 KB and random global indices, per rank:
+
+  (a) ``per_row_lock``  one row per call, each in its own lock/get/unlock epoch (RMA),
+                        the way the original DDStore reads;
+  (b) ``batch_rma``     ``get_batch`` of 128 rows over MPI_Get (one epoch, one flush);
+  (c) ``batch_shm``     ``get_batch`` of 128 rows over node-local shared memory;
+  (d) ``memcpy``        one contiguous copy of the same bytes as a batch, single core
+                        (the physical limit), and ``local_gather``: the same 128 random
+                        rows gathered from a local array with numpy (no store).
+
+Reported: microseconds per row (p50/p95/p99 over calls; a batch's time is divided by its
+rows) and MB/s, written to JSON.  Ratios are taken within one run on the same machine.
+"""
+import argparse
+import json
+import os
+import platform
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import ddstore
+
+BATCH = 128
+
+
+def percentiles(per_row_us):
+    p50, p95, p99 = np.percentile(per_row_us, [50, 95, 99])
+    return {"p50_us": float(p50), "p95_us": float(p95), "p99_us": float(p99),
+            "mean_us": float(np.mean(per_row_us))}
+
+
+def timed(fn, calls, rows_per_call, row_bytes):
+    times = np.empty(calls)
+    for i in range(calls):
+        t0 = time.perf_counter()
+        fn(i)
+        times[i] = time.perf_counter() - t0
+    per_row = times / rows_per_call * 1e6
+    res = percentiles(per_row)
+    res["MB_per_s"] = float(rows_per_call * row_bytes * calls / times.sum() / 1e6)
+    res["calls"] = calls
+    return res
+
+
+def bench_row_size(comm, row_bytes, rows_per_rank, calls_single, calls_batch, seed):
+    size, rank = comm.Get_size(), comm.Get_rank()
+    total = rows_per_rank * size
+    rng = np.random.default_rng(seed + rank)
+    lo, hi = ddstore.partition(total, size, rank)
+    chunk = np.random.default_rng(rank).integers(0, 256, (hi - lo, row_bytes),
+                                                 dtype=np.uint8)
+    results = {}
+    for transport in ("rma", "auto"):
+        with ddstore.DDStore(comm, transport=transport) as store:
+            store.add("rows", chunk)
+            if transport == "rma":
+                idx = rng.integers(0, total, calls_single)
+                one = np.ones(1, dtype=np.int64)
+                # warm up, then (a): one row per call, lock/get/unlock per row
+                for i in range(min(50, calls_single)):
+                    store.read_ranges("rows", idx[i:i + 1], one, per_row_lock=True)
+                comm.Barrier()
+                results["a_per_row_lock"] = timed(
+                    lambda i: store.read_ranges("rows", idx[i:i + 1], one,
+                                                per_row_lock=True),
+                    calls_single, 1, row_bytes)
+            key = "b_batch_rma" if transport == "rma" else "c_batch_shm"
+            batches = rng.integers(0, total, (calls_batch, BATCH))
+            out = np.empty((BATCH, row_bytes), dtype=np.uint8)
+            for i in range(min(20, calls_batch)):
+                store.get_batch("rows", batches[i], out=out)
+            comm.Barrier()
+            results[key] = timed(lambda i: store.get_batch("rows", batches[i], out=out),
+                                 calls_batch, BATCH, row_bytes)
+            results[key]["shm_peers"] = store._core.shm_peers
+            comm.Barrier()
+    # (d) the physical limit: one contiguous memcpy of a batch's bytes, and a gather
+    src = np.random.default_rng(1).integers(0, 256, (max(rows_per_rank, 4 * BATCH),
+                                                     row_bytes), dtype=np.uint8)
+    dst = np.empty((BATCH, row_bytes), dtype=np.uint8)
+    flat_src, flat_dst = src.reshape(-1), dst.reshape(-1)
+    nbytes = BATCH * row_bytes
+    offs = rng.integers(0, src.size - nbytes, calls_batch)
+    results["d_memcpy"] = timed(
+        lambda i: np.copyto(flat_dst, flat_src[offs[i]:offs[i] + nbytes]),
+        calls_batch, BATCH, row_bytes)
+    local_idx = rng.integers(0, src.shape[0], (calls_batch, BATCH))
+    results["d_local_gather"] = timed(
+        lambda i: np.take(src, local_idx[i], axis=0, out=dst), calls_batch, BATCH,
+        row_bytes)
+    return results
+
+
+def summarise(res):
+    a, b = res["a_per_row_lock"], res["b_batch_rma"]
+    c, d = res["c_batch_shm"], res["d_memcpy"]
+    return {"b_vs_a_speedup_p50": a["p50_us"] / b["p50_us"],
+            "b_vs_a_speedup_mean": a["mean_us"] / b["mean_us"],
+            "c_bandwidth_fraction_of_memcpy": c["MB_per_s"] / d["MB_per_s"],
+            "c_p99_ms_per_batch": c["p99_us"] * BATCH / 1e3}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=None,
+                        help="JSON path (default bench_results/core_n<ranks>.json)")
+    parser.add_argument("--calls-single", type=int, default=4000)
+    parser.add_argument("--calls-batch", type=int, default=400)
+    parser.add_argument("--quick", action="store_true", help="few calls (smoke test)")
+    args = parser.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    if args.quick:
+        args.calls_single, args.calls_batch = 200, 40
+    report = {"ranks": comm.Get_size(), "batch": BATCH, "host": platform.node(),
+              "mpi": MPI.Get_library_version().splitlines()[0], "row_sizes": {}}
+    for row_bytes, rows_per_rank in ((256, 1 << 16), (64 << 10, 1024)):
+        res = bench_row_size(comm, row_bytes, rows_per_rank, args.calls_single,
+                             args.calls_batch, seed=row_bytes)
+        gathered = comm.gather(res, root=0)
+        if comm.Get_rank() == 0:
+            # per rank results, and the slowest rank's numbers as the headline
+            worst = {k: max((g[k] for g in gathered), key=lambda r: r["p50_us"])
+                     for k in res}
+            report["row_sizes"][str(row_bytes)] = {"per_rank": gathered, "worst_rank": worst,
+                                                   "summary": summarise(worst)}
+    if comm.Get_rank() == 0:
+        for rb, entry in report["row_sizes"].items():
+            print(f"rows of {int(rb)} B, {report['ranks']} ranks, batch {BATCH} "
+                  f"(slowest rank):")
+            for k, r in entry["worst_rank"].items():
+                print(f"  {k:16s} p50 {r['p50_us']:9.3f} us/row  p95 {r['p95_us']:9.3f}  "
+                      f"p99 {r['p99_us']:9.3f}  {r['MB_per_s']:10.1f} MB/s")
+            s = entry["summary"]
+            print(f"  (b) vs (a): {s['b_vs_a_speedup_p50']:.1f}x fewer us/row at p50 "
+                  f"({s['b_vs_a_speedup_mean']:.1f}x mean); (c) bandwidth = "
+                  f"{100 * s['c_bandwidth_fraction_of_memcpy']:.0f}% of memcpy; "
+                  f"(c) p99 per batch {s['c_p99_ms_per_batch']:.3f} ms")
+        out = args.out or os.path.join("bench_results", f"core_n{report['ranks']}.json")
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w") as f:
+            json.dump(report, f, indent=2)
+        print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

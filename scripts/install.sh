@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs ddstore and everything it needs into the current Python (use a venv if you
+# like): MPI from the `mpich` package on PyPI, mpi4py, torch (CPU), PyG, ADIOS2, then
+# builds the C core against that MPI.  Idempotent: quick when everything is there.
+# A cluster's own MPI: see "Using your cluster's MPI" in README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+"$PY" -m pip install -q -r requirements.txt
+"$PY" -m pip install -q --no-build-isolation -e .

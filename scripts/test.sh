@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs everything (see install.sh) and runs the test suite: python -m pytest tests.
+# MPI cases are launched with mpiexec under `timeout` from inside the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+PY=${PYTHON:-python3}
+exec "$PY" -m pytest -q tests "$@"
