@@ -6,5 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 PY=${PYTHON:-python3}
+# the MPI launcher installed beside this Python comes first
+PATH="$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))'):$PATH"
 NP=${NP:-4}
 exec timeout 1800 mpiexec -n "$NP" "$PY" examples/hydragnn_ising.py "$@"

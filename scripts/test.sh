@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 PY=${PYTHON:-python3}
+# the MPI launcher installed beside this Python comes first
+PATH="$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))'):$PATH"
 exec "$PY" -m pytest -q tests "$@"

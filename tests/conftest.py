@@ -16,7 +16,10 @@ MPI_DIR = os.path.join(HERE, "mpi")
 
 
 def mpiexec_path():
-    exe = shutil.which("mpiexec") or shutil.which("mpirun")
+    """The mpiexec beside this Python (pip's mpich installs it there), else on PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    exe = here if os.access(here, os.X_OK) else (shutil.which("mpiexec") or
+                                                  shutil.which("mpirun"))
     if exe is None:
         pytest.fail("mpiexec not found: install the 'mpich' package (pip install mpich)")
     return exe
