@@ -1,0 +1,327 @@
+"""GraphDataset: PyG graph samples kept in a DDStore, as a torch Dataset."""
+import logging
+
+import numpy as np
+import torch
+
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
+from ..store import partition
+from .io import META_KIND
+from .layout import GraphLayout, collate_records
+
+__all__ = ["GraphDataset"]
+
+logger = logging.getLogger("ddstore.graphs")
+
+_WORKER_MESSAGE = (
+    "GraphDataset {name!r} is read through MPI windows that belong to the training "
+    "process; DataLoader worker processes (num_workers > 0) cannot use them. Use "
+    "num_workers=0: each mini-batch is already one batched one-sided read.")
+
+
+def _identity(batch):
+    return batch
+
+
+def _human(nbytes):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(nbytes) < 1024 or unit == "TiB":
+            return f"{nbytes:.1f} {unit}" if unit != "B" else f"{int(nbytes)} B"
+        nbytes /= 1024.0
+
+
+class GraphDataset(torch.utils.data.Dataset):
+    """PyG ``Data`` samples held in a :class:`~ddstore.DDStore`, served to any rank.
+
+    Build one with a constructor (each is **collective** over the store's communicator,
+    and each rank loads only its own chunk ``ddstore.partition(len, group_size,
+    group_rank)`` of the source):
+
+    - :meth:`from_samples` (an indexable sequence, the same on every rank),
+    - :meth:`from_pickle_dir` (one pickle file per sample, PFF),
+    - :meth:`from_adios` (an ADIOS2 file written by :func:`write_adios`, CFF),
+    - :meth:`from_source` (any :class:`ddstore.sources.Source`).
+
+    Reading is local and one-sided: ``ds[i]`` is a ``Data``; ``ds.__getitems__(idx)``
+    (what ``DataLoader`` calls for a whole mini-batch) is a list of ``Data`` fetched with
+    one batched read; :meth:`get_batch` is a ready ``Batch`` (one read, no per-graph
+    objects) and :meth:`loader` a ``DataLoader`` of such batches.  Every sample equals
+    what went in, key by key, type, dtype and shape included.
+
+    ``DataLoader(num_workers > 0)`` is refused with a :class:`DDStoreValueError` on the
+    first batch (worker processes cannot use the MPI windows).
+    """
+
+    def __init__(self, store, name, layout, nsamples):
+        self.store = store
+        self.name = name
+        self.layout = layout
+        self._n = int(nsamples)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_samples(cls, store, name, samples, progress=True):
+        """Collective: store the graphs ``samples`` (a list, or any map-style Dataset
+        that builds samples on access; the same on every rank).  Each rank touches only
+        ``samples[i]`` of its own chunk."""
+        return cls.from_source(store, name, SequenceSource(samples), progress=progress)
+
+    @classmethod
+    def from_pickle_dir(cls, store, name, path, pattern="*.pkl", progress=True):
+        """Collective: load a PFF directory (one pickle per sample, see
+        :func:`write_pickle_dir`); each rank unpickles (restricted) only its files."""
+        source = _collective_open(store, lambda: PickleDirSource(path, pattern))
+        return cls.from_source(store, name, source, progress=progress)
+
+    @classmethod
+    def from_adios(cls, store, name, path, progress=True):
+        """Collective: load a CFF ADIOS2 file written by :func:`write_adios`; each rank
+        reads only its row range."""
+        source = _collective_open(store, lambda: AdiosSource(path))
+        try:
+            return cls.from_source(store, name, source, progress=progress)
+        finally:
+            source.close()
+
+    @classmethod
+    def from_source(cls, store, name, source, progress=True):
+        """Collective: load the rank's chunk of ``source`` into records ``name``.
+
+        Every error (an unreadable file, a sample whose keys, dtypes or shapes differ,
+        an empty data set) is raised on every rank, naming the sample and the key, and
+        the store stays usable.
+        """
+        if not isinstance(source, Source):
+            raise DDStoreValueError(f"source must be a ddstore.sources.Source, got "
+                                    f"{type(source).__name__}")
+        comm = store.comm
+        error, layout, records, first, lo, hi = None, None, [], None, 0, 0
+        stored_layout = None
+        try:
+            total = len(source)
+            if total == 0:
+                raise DDStoreValueError(f"graphs {name!r}: empty data set (no samples)")
+            if isinstance(source, AdiosSource):
+                stored_layout = _adios_layout(source)
+            lo, hi = partition(total, store.group_size, store.group_rank)
+            layout, records, first = _load_chunk(store, name, source, lo, hi,
+                                                 stored_layout, progress)
+        except DDStoreError as exc:
+            error = (type(exc), str(exc))
+        except Exception as exc:  # a user Dataset failing, an I/O error...
+            error = (DDStoreValueError, f"graphs {name!r}: {type(exc).__name__}: {exc}")
+        info = comm.allgather((error, len(source) if error is None else None,
+                               None if layout is None else layout.to_list(), first))
+        errors = [(r, e) for r, (e, _, _, _) in enumerate(info) if e is not None]
+        if errors:
+            distinct = len({msg for _, (_, msg) in errors})
+            seen, parts = set(), []
+            for r, (_, msg) in errors:
+                if msg not in seen:
+                    seen.add(msg)
+                    parts.append(f"rank {r}: {msg}" if distinct > 1 else msg)
+            raise errors[0][1][0]("; ".join(parts))
+        totals = {t for _, t, _, _ in info}
+        if len(totals) > 1:
+            raise DDStoreValueError(f"graphs {name!r}: the data set has a different "
+                                    f"length on different ranks: "
+                                    f"{[t for _, t, _, _ in info]}")
+        layouts = [(GraphLayout(lay), f) for _, _, lay, f in info if lay is not None]
+        reference, ref_first = layouts[0]
+        for lay, f in layouts[1:]:
+            diff = reference.difference(lay)
+            if diff is not None:
+                raise DDStoreValueError(f"graphs {name!r}: sample {f}: {diff} (as in "
+                                        f"sample {ref_first})")
+        before = store.nbytes()
+        store.add_records(name, records)
+        del records
+        held = store.nbytes() - before
+        sizes = comm.gather(held, root=0)
+        if comm.rank == 0:
+            logger.info("graphs %r: %d graphs, %d replica(s) of width %d; bytes per rank: "
+                        "%s (min %s, max %s, total %s)", name, int(total),
+                        store.replicas, store.width, sizes, _human(min(sizes)),
+                        _human(max(sizes)), _human(sum(sizes)))
+        return cls(store, name, reference, int(total))
+
+    # ------------------------------------------------------------------ reading
+    def __len__(self):
+        return self._n
+
+    def _check_process(self):
+        if torch.utils.data.get_worker_info() is not None:
+            raise DDStoreValueError(_WORKER_MESSAGE.format(name=self.name))
+
+    def _indices(self, indices):
+        if isinstance(indices, torch.Tensor):
+            indices = indices.cpu().numpy()
+        idx = np.asarray(indices)
+        if idx.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if idx.ndim != 1 or idx.dtype.kind not in "iu":
+            raise DDStoreValueError(f"graphs {self.name!r}: indices must be a 1-D "
+                                    f"sequence of integers, got dtype {idx.dtype} "
+                                    f"shape {idx.shape}")
+        return idx.astype(np.int64, copy=False)
+
+    def __getitem__(self, index):
+        """Local: graph ``index`` as a ``torch_geometric.data.Data``."""
+        self._check_process()
+        if isinstance(index, torch.Tensor) and index.dim() == 0:
+            index = int(index)
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise DDStoreValueError(f"graphs {self.name!r}: index must be an integer, got "
+                                    f"{index!r} (use __getitems__ or get_batch for many)")
+        if not 0 <= index < self._n:
+            raise DDStoreIndexError(f"graphs {self.name!r}: index {index} out of range "
+                                    f"[0, {self._n})")
+        return self.__getitems__([int(index)])[0]
+
+    def records(self, indices):
+        """Local: the raw stored records (dicts of arrays) of ``indices``."""
+        self._check_process()
+        packed, sizes = self.store.get_records_packed(self.name, self._indices(indices))
+        return self.layout.split_packed(packed, sizes)
+
+    def __getitems__(self, indices):
+        """Local: graphs ``indices`` as a list of ``Data``, fetched with one batched
+        read (``DataLoader`` calls this with a whole mini-batch)."""
+        self._check_process()
+        idx = self._indices(indices)
+        if not len(idx):
+            return []
+        packed, sizes = self.store.get_records_packed(self.name, idx)
+        return self.layout.to_data_list(packed, sizes)
+
+    def get_batch(self, indices):
+        """Local: graphs ``indices`` collated into a ``torch_geometric.data.Batch``
+        (equal to ``Batch.from_data_list(self.__getitems__(indices))``) with one
+        batched read and no per-graph objects."""
+        self._check_process()
+        idx = self._indices(indices)
+        if not len(idx):
+            raise DDStoreValueError(f"graphs {self.name!r}: get_batch needs at least one "
+                                    f"index")
+        packed, sizes = self.store.get_records_packed(self.name, idx)
+        return collate_records(self.layout, packed, sizes)
+
+    def loader(self, batch_size, sampler=None, shuffle=False, drop_last=False,
+               num_workers=0, **kwargs):
+        """A ``DataLoader`` that yields ``Batch`` objects built by :meth:`get_batch`.
+
+        ``sampler`` (e.g. ``DistributedSampler``) gives the order of samples; it is
+        wrapped in a ``BatchSampler``.  ``num_workers`` must be 0.
+        """
+        if num_workers:
+            raise DDStoreValueError(_WORKER_MESSAGE.format(name=self.name) +
+                                    f" (got num_workers={num_workers})")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or batch_size < 1:
+            raise DDStoreValueError(f"batch_size={batch_size!r} must be an integer >= 1")
+        if sampler is None:
+            sampler = (torch.utils.data.RandomSampler(self) if shuffle
+                       else torch.utils.data.SequentialSampler(self))
+        elif shuffle:
+            raise DDStoreValueError("give either a sampler or shuffle=True, not both")
+        batches = torch.utils.data.BatchSampler(sampler, int(batch_size), drop_last)
+        return torch.utils.data.DataLoader(_BatchView(self), sampler=batches,
+                                           batch_size=None, collate_fn=_identity,
+                                           num_workers=0, **kwargs)
+
+    def __repr__(self):
+        return (f"GraphDataset(name={self.name!r}, graphs={self._n}, "
+                f"keys={[k.key for k in self.layout.keys]})")
+
+
+class _BatchView(torch.utils.data.Dataset):
+    """``view[list_of_indices]`` is ``dataset.get_batch(list_of_indices)``."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, indices):
+        return self.dataset.get_batch(indices)
+
+
+def _collective_open(store, opener):
+    """Open a source on every rank; if it fails anywhere, raise everywhere."""
+    source, error = None, None
+    try:
+        source = opener()
+    except DDStoreError as exc:
+        error = (type(exc), str(exc))
+    except Exception as exc:
+        error = (DDStoreValueError, f"{type(exc).__name__}: {exc}")
+    errors = store.comm.allgather(error)
+    bad = [e for e in errors if e is not None]
+    if bad:
+        if source is not None and hasattr(source, "close"):
+            source.close()
+        raise bad[0][0](bad[0][1])
+    return source
+
+
+def _adios_layout(source):
+    meta = source.meta
+    if not isinstance(meta, dict) or meta.get("kind") != META_KIND or "layout" not in meta:
+        raise DDStoreValueError(f"ADIOS2 file {source.path!r} was not written by "
+                                f"ddstore.graphs.write_adios (no graph layout in its "
+                                f"ddstore/meta attribute)")
+    try:
+        layout = GraphLayout(meta["layout"])
+    except (TypeError, ValueError) as exc:
+        raise DDStoreValueError(f"ADIOS2 file {source.path!r}: corrupt graph layout "
+                                f"({exc})") from None
+    schema = {k: (d, t) for k, d, t in source.schema}
+    for lay in layout.keys:
+        if schema.get(lay.key) != (lay.dtype, lay.trailing):
+            raise DDStoreValueError(f"ADIOS2 file {source.path!r}: key {lay.key!r} is "
+                                    f"stored as {schema.get(lay.key)}, its graph layout "
+                                    f"says {lay.dtype} {lay.trailing}")
+    if set(schema) != set(layout.by_key):
+        raise DDStoreValueError(f"ADIOS2 file {source.path!r}: variables for keys "
+                                f"{sorted(schema)}, graph layout has "
+                                f"{sorted(layout.by_key)}")
+    return layout
+
+
+def _load_chunk(store, name, source, lo, hi, stored_layout, progress):
+    """Records of samples [lo, hi) of ``source``; (layout, records, first index)."""
+    from tqdm import tqdm
+    show = bool(progress) and store.rank == 0
+    layout = stored_layout
+    records = []
+    index = lo
+    with tqdm(total=hi - lo, desc=f"loading {name} (rank 0)", unit="graph",
+              disable=not show, leave=False) as bar:
+        samples = source.read(lo, hi)
+        try:
+            while True:
+                index = lo + len(records)  # the sample being read, for messages
+                try:
+                    index, sample = next(samples)
+                except StopIteration:
+                    break
+                if stored_layout is not None:
+                    rec = stored_layout.check_record(sample)
+                elif layout is None:
+                    layout, rec = GraphLayout.of(sample)
+                else:
+                    rec = layout.to_record(sample)
+                records.append(rec)
+                bar.update(1)
+        except Exception as exc:  # DDStoreErrors, and a user Dataset's own failures
+            where = source.describe(index)
+            if isinstance(exc, DDStoreError):
+                cls, text = type(exc), str(exc)
+            else:
+                cls, text = DDStoreValueError, f"{type(exc).__name__}: {exc}"
+            named = source.file(index) if hasattr(source, "file") else where
+            prefix = "" if (named in text or where == f"sample {index}") else f"{where}: "
+            raise cls(f"graphs {name!r}: sample {index}: {prefix}{text}") from None
+    return layout, records, lo if records else None

@@ -1,0 +1,47 @@
+"""Writers of the two file layouts the DDStore paper compares against: PFF and CFF."""
+from ..errors import DDStoreError, DDStoreValueError
+from ..sources import write_pickle_files, write_records_adios
+from .layout import GraphLayout
+
+__all__ = ["write_pickle_dir", "write_adios", "graph_records"]
+
+META_KIND = "ddstore.graphs"
+
+
+def graph_records(samples, what="samples"):
+    """``(layout, records)`` of a sequence of graph samples; every sample must have the
+    layout of sample 0 (the error names the sample index and the key)."""
+    n = len(samples)
+    if n == 0:
+        raise DDStoreValueError(f"{what}: empty data set (no samples)")
+    layout, records = None, []
+    for i in range(n):
+        try:
+            if layout is None:
+                layout, rec = GraphLayout.of(samples[i])
+            else:
+                rec = layout.to_record(samples[i])
+        except DDStoreError as exc:
+            raise DDStoreValueError(f"{what}: sample {i}: {exc}") from None
+        records.append(rec)
+    return layout, records
+
+
+def write_pickle_dir(samples, path, progress=False):
+    """Write each graph of ``samples`` to its own pickle file in directory ``path``
+    (PFF: ``sample-<i>.pkl`` plus ``ddstore-pff.json``).  Local: call it on one rank.
+    Returns the number of files."""
+    if len(samples) == 0:
+        raise DDStoreValueError(f"write_pickle_dir({path!r}): empty data set (no "
+                                f"samples)")
+    return write_pickle_files(samples, path, progress=progress)
+
+
+def write_adios(samples, path):
+    """Write ``samples`` to one ADIOS2 BP file ``path`` (CFF): per key, every graph's
+    rows concatenated (``data/<key>``) plus per-sample offsets (``offsets/<key>``), and
+    the graph layout as an attribute.  Local: call it on one rank.  Returns the number
+    of samples."""
+    layout, records = graph_records(samples, f"write_adios({path!r})")
+    return write_records_adios(records, path,
+                               meta={"kind": META_KIND, "layout": layout.to_list()})

@@ -1,0 +1,254 @@
+"""CFF: one ADIOS2 BP file holding every sample, per key concatenated, plus offsets.
+
+Layout written by :func:`write_records_adios` (``ddstore.graphs.write_adios`` uses it)::
+
+    attribute  ddstore/format    "ddstore-cff"
+    attribute  ddstore/schema    JSON [[key, numpy dtype str, trailing shape], ...]
+    attribute  ddstore/meta      JSON object, free for the writer (the graph layout)
+    variable   nsamples          int64 scalar N
+    variable   data/<key>        [total rows of key, *trailing]  every sample's rows, in order
+    variable   offsets/<key>     int64 [N + 1]   sample i's rows: offsets[i] .. offsets[i+1]
+
+bool and float16 (which ADIOS2 cannot store) are stored as uint8/uint16 bit patterns and
+viewed back on reading.  A key whose samples all have 0 rows has no ``data/<key>``.
+A rank reads only its range: ``offsets[start:stop+1]`` and the rows between.
+"""
+import json
+import os
+import re
+
+import numpy as np
+
+from ..errors import DDStoreIndexError, DDStoreValueError
+from .base import Source, check_range
+
+__all__ = ["AdiosSource", "write_records_adios"]
+
+_FORMAT = "ddstore-cff"
+_VIEW_AS = {"b": np.uint8, "f2": np.uint16}
+
+
+def _import_adios2():
+    try:
+        import adios2
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise DDStoreValueError("ADIOS2 files need the 'adios2' package "
+                                "(pip install adios2)") from exc
+    return adios2
+
+
+def _storage_view(arr):
+    key = "b" if arr.dtype.kind == "b" else arr.dtype.str[1:]
+    view = _VIEW_AS.get(key)
+    return arr.view(view) if view is not None else arr
+
+
+def write_records_adios(records, path, meta=None):
+    """Write ``records`` (a sequence of dicts of arrays with the same keys, dtypes and
+    trailing shapes, variable first dimension) to the BP file ``path``.
+
+    ``meta`` is any JSON-serialisable object stored with the file (``AdiosSource.meta``).
+    Local (not collective): call it on one rank.  Returns the number of records.
+    """
+    adios2 = _import_adios2()
+    n = len(records)
+    if n == 0:
+        raise DDStoreValueError(f"write_records_adios({path!r}): no records (empty data "
+                                f"set)")
+    first = records[0]
+    schema = [(k, np.asarray(v).dtype.str, list(np.asarray(v).shape[1:]))
+              for k, v in first.items()]
+    counts = np.zeros((n, len(schema)), dtype=np.int64)
+    for i, rec in enumerate(records):
+        if set(rec) != set(first):
+            raise DDStoreValueError(f"write_records_adios: record {i} has keys "
+                                    f"{sorted(rec)}, record 0 has {sorted(first)}")
+        for j, (key, dstr, trailing) in enumerate(schema):
+            arr = np.asarray(rec[key])
+            if arr.dtype.str != dstr or list(arr.shape[1:]) != trailing:
+                raise DDStoreValueError(
+                    f"write_records_adios: record {i} key {key!r} has dtype {arr.dtype} "
+                    f"trailing shape {tuple(arr.shape[1:])}, record 0 has "
+                    f"{np.dtype(dstr)} {tuple(trailing)}")
+            counts[i, j] = arr.shape[0]
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    with adios2.Stream(os.fspath(path), "w") as out:
+        out.write("nsamples", int(n))
+        for j, (key, dstr, trailing) in enumerate(schema):
+            offsets = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(counts[:, j], out=offsets[1:])
+            out.write(f"offsets/{key}", offsets, [n + 1], [0], [n + 1])
+            total = int(offsets[-1])
+            if total:
+                data = np.concatenate([np.asarray(r[key]) for r in records])
+                data = np.ascontiguousarray(_storage_view(data))
+                out.write(f"data/{key}", data, list(data.shape), [0] * data.ndim,
+                          list(data.shape))
+        out.write_attribute("ddstore/format", _FORMAT)
+        out.write_attribute("ddstore/schema", json.dumps(schema))
+        out.write_attribute("ddstore/meta", json.dumps(meta))
+    return n
+
+
+class AdiosSource(Source):
+    """Records stored in one ADIOS2 BP file (CFF), read a row range at a time.
+
+    ``meta`` is the writer's metadata; ``schema`` is ``[(key, dtype, trailing)]``.
+    :meth:`read` issues two ADIOS2 reads per key for a whole range; :meth:`read_one`
+    reads one sample (the per-sample baseline of the benchmarks).  Close it (or use it as
+    a context manager) to release the file.
+    """
+
+    def __init__(self, path):
+        adios2 = _import_adios2()
+        self.path = os.fspath(path)
+        if not os.path.exists(self.path):
+            raise DDStoreValueError(f"ADIOS2 file {self.path!r} does not exist")
+        try:
+            self._reader = adios2.FileReader(self.path)
+            variables = self._reader.available_variables()
+            attributes = self._reader.available_attributes()
+        except Exception as exc:
+            raise DDStoreValueError(f"ADIOS2 file {self.path!r} cannot be opened: "
+                                    f"{_short(exc)}") from None
+        try:
+            if "ddstore/schema" not in attributes or "nsamples" not in variables:
+                missing = [n for n, where in (("ddstore/schema", attributes),
+                                              ("nsamples", variables)) if n not in where]
+                raise DDStoreValueError(
+                    f"ADIOS2 file {self.path!r} is not a ddstore CFF file: missing "
+                    f"{missing} (expected attribute ddstore/schema, variables nsamples, "
+                    f"data/<key>, offsets/<key>); found variables {sorted(variables)}")
+            try:
+                schema = json.loads(self._reader.read_attribute("ddstore/schema"))
+                self.schema = [(str(k), np.dtype(d), tuple(int(s) for s in t))
+                               for k, d, t in schema]
+                self.meta = (json.loads(self._reader.read_attribute("ddstore/meta"))
+                             if "ddstore/meta" in attributes else None)
+                self._n = int(np.asarray(self._reader.read("nsamples")).reshape(-1)[0])
+            except DDStoreValueError:
+                raise
+            except Exception as exc:
+                raise DDStoreValueError(f"ADIOS2 file {self.path!r}: corrupt ddstore "
+                                        f"metadata ({_short(exc)})") from None
+            self._total = {}
+            for key, dtype, trailing in self.schema:
+                off_name = f"offsets/{key}"
+                if off_name not in variables:
+                    raise DDStoreValueError(f"ADIOS2 file {self.path!r}: missing variable "
+                                            f"{off_name!r} for key {key!r}")
+                shape = _shape(variables[off_name])
+                if shape != (self._n + 1,):
+                    raise DDStoreValueError(
+                        f"ADIOS2 file {self.path!r}: variable {off_name!r} has shape "
+                        f"{shape}, expected ({self._n + 1},)")
+                last = self._read(off_name, [self._n], [1])[0]
+                self._total[key] = int(last)
+                data_name = f"data/{key}"
+                if last and data_name not in variables:
+                    raise DDStoreValueError(f"ADIOS2 file {self.path!r}: missing variable "
+                                            f"{data_name!r} for key {key!r}")
+                if last:
+                    dshape = _shape(variables[data_name])
+                    if dshape != (int(last),) + trailing:
+                        raise DDStoreValueError(
+                            f"ADIOS2 file {self.path!r}: variable {data_name!r} has shape "
+                            f"{dshape}, expected {(int(last),) + trailing}")
+            if self._n <= 0:
+                raise DDStoreValueError(f"ADIOS2 file {self.path!r} holds no samples "
+                                        f"(empty data set)")
+        except Exception:
+            self.close()
+            raise
+
+    def close(self):
+        """Release the file."""
+        reader = getattr(self, "_reader", None)
+        if reader is not None:
+            self._reader = None
+            try:
+                reader.close()
+            except Exception:  # pragma: no cover
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        self.close()
+
+    def __len__(self):
+        return self._n
+
+    def describe(self, index):
+        return f"sample {index} of ADIOS2 file {self.path!r}"
+
+    def _read(self, name, start, count):
+        if self._reader is None:
+            raise DDStoreValueError(f"ADIOS2 file {self.path!r} is closed")
+        try:
+            return np.asarray(self._reader.read(name, start, count))
+        except Exception as exc:
+            raise DDStoreValueError(f"ADIOS2 file {self.path!r}: reading {name!r} "
+                                    f"start={start} count={count} failed: "
+                                    f"{_short(exc)}") from None
+
+    def read_packed(self, start, stop):
+        """Rows of samples ``[start, stop)`` as ``({key: concatenated rows},
+        {key: per-sample row counts})``: two ADIOS2 reads per key."""
+        start, stop = check_range(f"ADIOS2 file {self.path!r}", start, stop, self._n)
+        data, sizes = {}, {}
+        for key, dtype, trailing in self.schema:
+            if stop == start:
+                offsets = np.zeros(1, dtype=np.int64)
+            else:
+                offsets = self._read(f"offsets/{key}", [start], [stop - start + 1])
+                offsets = offsets.astype(np.int64, copy=False)
+            lo, hi = int(offsets[0]), int(offsets[-1])
+            counts = np.diff(offsets)
+            if (counts < 0).any() or hi > self._total[key]:
+                raise DDStoreValueError(f"ADIOS2 file {self.path!r}: corrupt offsets for "
+                                        f"key {key!r} in samples [{start}, {stop})")
+            if hi > lo:
+                raw = self._read(f"data/{key}", [lo] + [0] * len(trailing),
+                                 [hi - lo] + list(trailing))
+                view = _VIEW_AS.get("b" if dtype.kind == "b" else dtype.str[1:])
+                arr = raw.view(dtype) if view is not None else raw.astype(dtype,
+                                                                          copy=False)
+                arr = arr.reshape((hi - lo,) + trailing)
+            else:
+                arr = np.zeros((0,) + trailing, dtype=dtype)
+            data[key], sizes[key] = arr, counts
+        return data, sizes
+
+    def read(self, start, stop):
+        """Yield ``(index, {key: rows})`` for samples ``[start, stop)`` (one range read
+        per key)."""
+        data, sizes = self.read_packed(start, stop)
+        bounds = {k: np.concatenate([[0], np.cumsum(c)]) for k, c in sizes.items()}
+        for i in range(stop - start):
+            yield start + i, {k: data[k][bounds[k][i]:bounds[k][i + 1]] for k in data}
+
+    def read_one(self, index):
+        """Sample ``index`` as ``{key: rows}`` (per-sample ADIOS2 reads)."""
+        if not 0 <= index < self._n:
+            raise DDStoreIndexError(f"sample index {index} out of range [0, {self._n}) "
+                                    f"in ADIOS2 file {self.path!r}")
+        data, _ = self.read_packed(index, index + 1)
+        return data
+
+
+def _shape(info):
+    text = str(info.get("Shape", "")).strip()
+    return tuple(int(s) for s in text.split(",")) if text else ()
+
+
+def _short(exc):
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    text = " ".join(text.split())
+    return text[:300] or type(exc).__name__

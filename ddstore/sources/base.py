@@ -1,0 +1,70 @@
+"""The preloader interface and the in-memory sequence source.
+
+A *source* knows how many samples a data set has and can produce the samples of any
+contiguous range ``[start, stop)`` without touching the others.  Each rank of a store
+asks its source only for its own chunk (``ddstore.partition``), so no rank reads data it
+will not hold.
+"""
+from ..errors import DDStoreIndexError, DDStoreValueError
+
+__all__ = ["Source", "SequenceSource", "check_range"]
+
+
+def check_range(what, start, stop, total):
+    """Raise :class:`DDStoreIndexError` unless ``0 <= start <= stop <= total``."""
+    start, stop = int(start), int(stop)
+    if not 0 <= start <= stop <= total:
+        raise DDStoreIndexError(f"{what}: row range [{start}, {stop}) out of range "
+                                f"[0, {total}]")
+    return start, stop
+
+
+class Source:
+    """Base class of preloader plugins.
+
+    Subclasses implement ``__len__`` (number of samples, the same on every rank) and
+    :meth:`read_one`; :meth:`read` yields ``(index, sample)`` for a row range and may be
+    overridden to read a range in one go.  ``describe(index)`` names sample ``index`` in
+    error messages (a file name, for file sources).
+    """
+
+    def __len__(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def read_one(self, index):  # pragma: no cover - abstract
+        """Sample ``index`` (a global sample number)."""
+        raise NotImplementedError
+
+    def read(self, start, stop):
+        """Yield ``(index, sample)`` for every sample in ``[start, stop)``, in order."""
+        start, stop = check_range(type(self).__name__, start, stop, len(self))
+        for i in range(start, stop):
+            yield i, self.read_one(i)
+
+    def describe(self, index):
+        """How to name sample ``index`` in an error message."""
+        return f"sample {index}"
+
+
+class SequenceSource(Source):
+    """Samples from an indexable sequence (a list, or a map-style Dataset that builds
+    samples on access).  Only the requested indices are accessed."""
+
+    def __init__(self, samples):
+        if not hasattr(samples, "__len__") or not hasattr(samples, "__getitem__"):
+            raise DDStoreValueError(f"samples must be an indexable sequence with len(), "
+                                    f"got {type(samples).__name__}")
+        if isinstance(samples, (str, bytes, dict)):
+            raise DDStoreValueError(f"samples must be a sequence of samples, got a "
+                                    f"{type(samples).__name__}")
+        self.samples = samples
+
+    def __len__(self):
+        return len(self.samples)
+
+    def read_one(self, index):
+        """``samples[index]``."""
+        n = len(self.samples)
+        if not 0 <= index < n:
+            raise DDStoreIndexError(f"sample index {index} out of range [0, {n})")
+        return self.samples[index]

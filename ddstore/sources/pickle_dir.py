@@ -1,0 +1,202 @@
+"""PFF: one pickle file per sample, read through a restricted unpickler.
+
+Layout written by :func:`write_pickle_files` (and ``ddstore.graphs.write_pickle_dir``)::
+
+    path/ddstore-pff.json          {"format": "ddstore-pff", "nsamples": N, "pattern": ...}
+    path/sample-00000000.pkl       sample 0
+    path/sample-00000001.pkl       ...
+
+A directory without ``ddstore-pff.json`` is read too: its ``*.pkl`` files (or those
+matching ``pattern``) sorted by the numbers in their names ("natural" order), which is
+how HydraGNN-style ``label-<i>.pkl`` directories are numbered.
+
+Unpickling runs code named by the file, so files are read through
+:class:`RestrictedUnpickler`, which admits only numpy arrays and scalars, torch tensors
+and dtypes, and PyG ``Data`` objects.  A pickle that names anything else raises a
+:class:`~ddstore.errors.DDStoreValueError` naming the file, before anything it names is
+called.
+"""
+import glob
+import io
+import json
+import os
+import pickle
+import re
+
+from ..errors import DDStoreIndexError, DDStoreValueError
+from .base import Source
+
+__all__ = ["RestrictedUnpickler", "restricted_load", "restricted_loads",
+           "PickleDirSource", "write_pickle_files", "META_NAME"]
+
+META_NAME = "ddstore-pff.json"
+_DEFAULT_PATTERN = "sample-{:08d}.pkl"
+
+_ALLOWED = {
+    "collections": {"OrderedDict"},
+    "_codecs": {"encode"},  # how protocols < 3 spell bytes objects
+    "builtins": {"set", "frozenset", "complex", "slice", "range", "bytearray"},
+    "numpy": {"ndarray", "dtype"},
+    "numpy.core.multiarray": {"_reconstruct", "scalar"},
+    "numpy._core.multiarray": {"_reconstruct", "scalar"},
+    "numpy.core.numeric": {"_frombuffer"},
+    "numpy._core.numeric": {"_frombuffer"},
+    "torch._utils": {"_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_parameter",
+                     "_rebuild_parameter_with_state"},
+    "torch": {"Size", "device"},
+    "torch_geometric.data.data": {"Data", "DataEdgeAttr", "DataTensorAttr"},
+    "torch_geometric.data.storage": {"GlobalStorage", "NodeStorage", "EdgeStorage"},
+    "torch_geometric.data.feature_store": {"TensorAttr"},
+    "torch_geometric.data.graph_store": {"EdgeAttr", "EdgeLayout"},
+}
+
+
+def _load_tensor_storage(data):
+    """Stand-in for ``torch.storage._load_from_bytes``: the same bytes, loaded with
+    torch's own restricted (``weights_only``) loader instead of a full unpickle."""
+    import torch
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """An unpickler that resolves only numpy, torch and PyG data types.
+
+    ``find_class`` raises :class:`~ddstore.errors.DDStoreValueError` for any other global,
+    so a malicious pickle fails before anything it names can run.
+    """
+
+    def __init__(self, file, origin="<pickle>"):
+        super().__init__(file)
+        self.origin = origin
+
+    def find_class(self, module, name):
+        if module == "torch.storage" and name == "_load_from_bytes":
+            return _load_tensor_storage
+        if module == "numpy.dtypes" and name.endswith("DType"):
+            return super().find_class(module, name)
+        if module == "torch" and not name.startswith("_"):
+            import torch
+            if isinstance(getattr(torch, name, None), torch.dtype):
+                return getattr(torch, name)
+        if name in _ALLOWED.get(module, ()):
+            return super().find_class(module, name)
+        raise DDStoreValueError(
+            f"{self.origin}: pickle refers to {module}.{name}, which is not allowed "
+            f"(only numpy, torch and torch_geometric data types may be unpickled); "
+            f"nothing was executed")
+
+
+def restricted_loads(data, origin="<bytes>"):
+    """Unpickle ``data`` (bytes) with :class:`RestrictedUnpickler`."""
+    return _load(io.BytesIO(data), origin)
+
+
+def _load(fileobj, origin):
+    try:
+        return RestrictedUnpickler(fileobj, origin).load()
+    except DDStoreValueError:
+        raise
+    except Exception as exc:  # corrupt or truncated pickles raise many types
+        raise DDStoreValueError(f"{origin}: not a readable pickle "
+                                f"({type(exc).__name__}: {exc})") from None
+
+
+def restricted_load(path):
+    """Unpickle the file ``path`` with :class:`RestrictedUnpickler`; every error names
+    the file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise DDStoreValueError(f"{path}: cannot read pickle file ({exc.strerror})") \
+            from None
+    if not data:
+        raise DDStoreValueError(f"{path}: pickle file is empty")
+    return _load(io.BytesIO(data), path)
+
+
+def _natural_key(path):
+    name = os.path.basename(path)
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+class PickleDirSource(Source):
+    """Samples stored one pickle file per sample in a directory (PFF).
+
+    Parameters
+    ----------
+    path : str
+        The directory.
+    pattern : str, optional
+        Glob of the sample files when the directory has no ``ddstore-pff.json``
+        (default ``*.pkl``), sorted in natural order.
+
+    Constructing it reads only the small metadata file (or lists the directory);
+    :meth:`read` opens only the files of the requested range.
+    """
+
+    def __init__(self, path, pattern="*.pkl"):
+        self.path = os.fspath(path)
+        if not os.path.isdir(self.path):
+            what = "is not a directory" if os.path.exists(self.path) else "does not exist"
+            raise DDStoreValueError(f"pickle directory {self.path!r} {what}")
+        meta_path = os.path.join(self.path, META_NAME)
+        self._files = None
+        if os.path.exists(meta_path):
+            try:
+                with open(meta_path) as f:
+                    meta = json.load(f)
+                self._n = int(meta["nsamples"])
+                self._pattern = str(meta.get("pattern", _DEFAULT_PATTERN))
+                self._pattern.format(0)
+            except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+                raise DDStoreValueError(f"{meta_path}: corrupt metadata file "
+                                        f"({type(exc).__name__}: {exc})") from None
+            if self._n < 0:
+                raise DDStoreValueError(f"{meta_path}: nsamples={self._n} must be >= 0")
+        else:
+            files = glob.glob(os.path.join(glob.escape(self.path), pattern))
+            self._files = sorted((f for f in files if os.path.isfile(f)),
+                                 key=_natural_key)
+            self._n = len(self._files)
+        if self._n == 0:
+            raise DDStoreValueError(f"pickle directory {self.path!r} is empty: no sample "
+                                    f"files ({pattern if self._files is not None else META_NAME})")
+
+    def __len__(self):
+        return self._n
+
+    def file(self, index):
+        """The file that holds sample ``index``."""
+        if not 0 <= index < self._n:
+            raise DDStoreIndexError(f"sample index {index} out of range [0, {self._n}) "
+                                    f"in {self.path!r}")
+        if self._files is not None:
+            return self._files[index]
+        return os.path.join(self.path, self._pattern.format(index))
+
+    def describe(self, index):
+        return f"file {self.file(index)!r}"
+
+    def read_one(self, index):
+        """Unpickle sample ``index`` (restricted)."""
+        return restricted_load(self.file(index))
+
+
+def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False):
+    """Write each sample of ``samples`` to its own pickle file under ``path`` (created if
+    needed) plus the ``ddstore-pff.json`` metadata file.  Returns the number written.
+    Local (not collective): call it on one rank."""
+    os.makedirs(path, exist_ok=True)
+    n = len(samples)
+    it = range(n)
+    if progress:
+        from tqdm import tqdm
+        it = tqdm(it, desc=f"writing {path}", unit="file")
+    for i in it:
+        with open(os.path.join(path, pattern.format(i)), "wb") as f:
+            pickle.dump(samples[i], f, protocol=pickle.HIGHEST_PROTOCOL)
+    with open(os.path.join(path, META_NAME), "w") as f:
+        json.dump({"format": "ddstore-pff", "version": 1, "nsamples": n,
+                   "pattern": pattern}, f)
+    return n

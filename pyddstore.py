@@ -1,0 +1,230 @@
+"""``pyddstore``: the original DDStore Python API, as a compatibility layer over ddstore.
+
+Code written for ORNL DDStore's ``PyDDStore`` (HydraGNN's ``DistDataset`` and
+``AdiosDataset``, the DDStore examples) runs unchanged::
+
+    import pyddstore as dds
+    store = dds.PyDDStore(comm)                   # or PyDDStore(comm, ddstore_width=2)
+    store.add("x", local_rows)                    # collective; global rows = rank order
+    store.epoch_begin()                           # collective
+    buf = np.zeros((count, ncols), dtype=np.float32)
+    store.get("x", buf, start)                    # buf.shape[0] rows from global row start
+    store.epoch_end()                             # collective
+    store.free()
+
+Semantics kept from the original:
+
+- ``add(name, arr)``: collective; each rank contributes ``arr`` (``[nrows, ...]``, any
+  C-contiguous numpy array or CPU torch tensor) and the variable's global rows are the
+  contributions in rank order (within a group, see ``ddstore_width``).  A row is
+  ``disp`` elements of ``itemsize`` bytes (``disp = prod(arr.shape[1:])``).
+- ``init(name, nrows, disp, itemsize=1)`` (collective) reserves ``nrows`` local rows;
+  ``update(name, arr, offset)`` (local) writes rows at local row ``offset``.  Updates
+  become visible to other ranks at the next ``epoch_begin``/``epoch_end``.
+- ``get(name, arr, start=0)``: fills ``arr`` with ``arr.shape[0]`` rows from global row
+  ``start``.  ``arr`` must have the variable's itemsize and ``disp`` elements per row; the
+  bytes are copied as they are (the original is untyped too).  Unlike the original the
+  range may span several ranks' chunks.
+- ``epoch_begin()`` / ``epoch_end()``: collective, as in the original (there they are
+  ``MPI_Win_fence``); here they make ``update`` writes visible.  Reads are passive-target
+  one-sided reads, so a ``get`` outside an epoch also works.
+- ``free()``: collective, safe to call twice.
+
+Additions: ``ddstore_width`` (groups of that many consecutive ranks, each holding a full
+replica; what HydraGNN's ``DistDataset(ddstore_width=...)`` builds by splitting the
+communicator), ``get_batch(name, arr, indices)`` (newer DDStore; here local, not
+collective), ``size(name)`` and ``info(name)``.  Only ``method=0`` (MPI) exists; the
+libfabric methods 1 and 2 raise an error.  Errors are ``ddstore.DDStoreError``
+subclasses (they subclass ``ValueError``/``IndexError``, as the original's were).
+"""
+import numpy as np
+
+import ddstore
+from ddstore.errors import DDStoreIndexError, DDStoreValueError
+
+__all__ = ["PyDDStore"]
+
+
+class _Info:
+    __slots__ = ("disp", "itemsize")
+
+    def __init__(self, disp, itemsize):
+        self.disp, self.itemsize = disp, itemsize
+
+
+def _as_numpy(arr, name, what):
+    """A numpy view of ``arr`` (numpy array or CPU torch tensor), never a copy."""
+    if isinstance(arr, np.ndarray):
+        out = arr
+    else:
+        try:
+            import torch
+        except ImportError:  # pragma: no cover
+            torch = None
+        if torch is not None and isinstance(arr, torch.Tensor):
+            if arr.device.type != "cpu":
+                raise DDStoreValueError(f"{what} {name!r}: only CPU tensors are "
+                                        f"supported, got one on {arr.device}")
+            if not arr.is_contiguous():
+                raise DDStoreValueError(f"{what} {name!r}: tensor must be contiguous")
+            out = arr.detach().numpy()
+        else:
+            raise DDStoreValueError(f"{what} {name!r}: expected a numpy array or torch "
+                                    f"tensor, got {type(arr).__name__}")
+    if out.ndim < 1:
+        raise DDStoreValueError(f"{what} {name!r}: array needs a first (row) dimension, "
+                                f"got a scalar")
+    if not out.flags.c_contiguous:
+        raise DDStoreValueError(f"{what} {name!r}: array must be C-contiguous")
+    if out.dtype.kind not in "biufc" or out.dtype.fields is not None:
+        raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype} cannot be stored")
+    return out
+
+
+def _bytes_rows(arr, nrows):
+    """``arr`` viewed as ``[nrows, row_bytes]`` uint8 (no copy)."""
+    flat = arr.reshape(-1).view(np.uint8)
+    return flat.reshape(nrows, -1) if nrows else flat.reshape(0, arr.itemsize *
+                                                             int(np.prod(arr.shape[1:])))
+
+
+class PyDDStore:
+    """The original DDStore API over a :class:`ddstore.DDStore` (see the module docs).
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        Communicator of every rank taking part (construction is collective).
+    method : int
+        0 (MPI one-sided reads).  The original's libfabric methods 1 and 2 are not
+        available and raise :class:`ddstore.DDStoreValueError`.
+    ddstore_width : int, optional
+        Ranks per group (each group holds one full replica); ``None`` = all ranks.
+    transport : str
+        ``"auto"``, ``"rma"`` or ``"shm"``, passed to :class:`ddstore.DDStore`.
+    """
+
+    def __init__(self, comm=None, method=0, ddstore_width=None, transport="auto"):
+        if comm is None:
+            from mpi4py import MPI
+            comm = MPI.COMM_WORLD
+        if method != 0:
+            raise DDStoreValueError(f"PyDDStore: method={method!r} is not available; "
+                                    f"allowed: 0 (MPI one-sided reads)")
+        self.comm = comm
+        self.method = 0
+        self._store = ddstore.DDStore(comm, width=ddstore_width, transport=transport)
+        self.ddstore_width = self._store.width
+        self._info = {}
+
+    @property
+    def store(self):
+        """The underlying :class:`ddstore.DDStore`."""
+        return self._store
+
+    def _var(self, name):
+        info = self._info.get(name)
+        if info is None:
+            self._store._alive()
+            raise DDStoreValueError(f"unknown variable {name!r}; known: "
+                                    f"{sorted(self._info)}")
+        return info
+
+    def add(self, name, arr):
+        """Collective: add variable ``name`` from each rank's rows ``arr``."""
+        local = _as_numpy(arr, name, "add")
+        nrows = local.shape[0]
+        disp = int(np.prod(local.shape[1:], dtype=np.int64))
+        self._store.add(name, _bytes_rows(local, nrows))
+        self._info[name] = _Info(disp, local.itemsize)
+
+    def init(self, name, nrows, disp, itemsize=1):
+        """Collective: reserve ``nrows`` local rows of ``disp`` elements of ``itemsize``
+        bytes for ``name``; fill them with :meth:`update`."""
+        for label, value, low in (("nrows", nrows, 0), ("disp", disp, 1),
+                                  ("itemsize", itemsize, 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
+                    value < low:
+                raise DDStoreValueError(f"init {name!r}: {label}={value!r} must be an "
+                                        f"integer >= {low}")
+        self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
+        self._info[name] = _Info(int(disp), int(itemsize))
+
+    def update(self, name, arr, offset=0):
+        """Local: write rows ``arr`` into this rank's chunk at local row ``offset``."""
+        info = self._var(name)
+        local = _as_numpy(arr, name, "update")
+        self._check_row(name, info, local, "update")
+        self._store.update(name, _bytes_rows(local, local.shape[0]), int(offset))
+
+    @staticmethod
+    def _check_row(name, info, arr, what):
+        nrows = arr.shape[0]
+        per_row = arr.size // nrows if nrows else int(np.prod(arr.shape[1:]))
+        if arr.itemsize != info.itemsize or per_row != info.disp:
+            raise DDStoreValueError(
+                f"{what} {name!r}: array rows have {per_row} elements of {arr.itemsize} "
+                f"bytes; the variable has rows of {info.disp} elements of "
+                f"{info.itemsize} bytes")
+
+    def get(self, name, arr, start=0):
+        """Local: fill ``arr`` with ``arr.shape[0]`` rows from global row ``start``."""
+        info = self._var(name)
+        out = _as_numpy(arr, name, "get")
+        if not out.flags.writeable:
+            raise DDStoreValueError(f"get {name!r}: array is read-only")
+        self._check_row(name, info, out, "get")
+        if isinstance(start, bool) or not isinstance(start, (int, np.integer)):
+            raise DDStoreValueError(f"get {name!r}: start must be an integer, got "
+                                    f"{start!r}")
+        count, total = out.shape[0], self._store.nrows(name)
+        if start < 0 or start + count > total:
+            raise DDStoreIndexError(f"get {name!r}: rows [{start}, {start + count}) out "
+                                    f"of range [0, {total})")
+        if count:
+            self._store.read_ranges(name, [int(start)], [count],
+                                    out=_bytes_rows(out, count))
+
+    def get_batch(self, name, arr, indices):
+        """Local: row ``i`` of ``arr`` receives global row ``indices[i]``."""
+        info = self._var(name)
+        out = _as_numpy(arr, name, "get_batch")
+        idx = np.asarray(indices)
+        if idx.ndim != 1:
+            raise DDStoreValueError(f"get_batch {name!r}: indices must be 1-D")
+        if out.shape[0] != len(idx):
+            raise DDStoreValueError(f"get_batch {name!r}: arr has {out.shape[0]} rows but "
+                                    f"{len(idx)} indices were given")
+        self._check_row(name, info, out, "get_batch")
+        if len(idx):
+            self._store.get_batch(name, idx, out=_bytes_rows(out, len(idx)))
+
+    def size(self, name):
+        """Global number of rows of ``name`` (in this rank's group)."""
+        self._var(name)
+        return self._store.nrows(name)
+
+    def info(self, name):
+        """``(total_rows, disp, itemsize)`` of ``name``."""
+        info = self._var(name)
+        return self._store.nrows(name), info.disp, info.itemsize
+
+    def epoch_begin(self):
+        """Collective: open a read epoch (makes every rank's ``update`` visible)."""
+        self._store.sync()
+
+    def epoch_end(self):
+        """Collective: close a read epoch."""
+        self._store.sync()
+
+    def free(self):
+        """Collective: release the store.  Safe to call twice."""
+        self._store.free()
+        self._info.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.free()
+        return False

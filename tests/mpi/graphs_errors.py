@@ -1,0 +1,232 @@
+"""Bad input to the graph layer: every case is a DDStoreError raised on every rank with a
+message naming the sample/file/key, never a hang or crash; the store keeps working.
+
+Usage: mpiexec -n N python graphs_errors.py   (N >= 2; bad samples sit in the last
+rank's chunk only, so the other ranks must learn of the error collectively)
+"""
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from graphs_common import assert_graph_equal, tensor_sample  # noqa: E402
+
+import ddstore  # noqa: E402
+import ddstore.graphs as graphs  # noqa: E402
+from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
+from torch_geometric.loader import DataLoader  # noqa: E402
+
+torch.set_num_threads(1)
+comm = MPI.COMM_WORLD
+rank, size = comm.rank, comm.size
+assert size >= 2, "run with at least 2 ranks"
+N = 12
+LAST = N - 1  # in the last rank's chunk
+cases = 0
+
+
+def expect(fn, exc_type, *needles):
+    """``fn()`` must raise ``exc_type`` (a DDStoreError) whose message has ``needles``."""
+    global cases
+    try:
+        fn()
+    except exc_type as exc:
+        assert isinstance(exc, DDStoreError), f"{type(exc)} is not a DDStoreError"
+        msg = str(exc)
+        for needle in needles:
+            assert str(needle) in msg, f"{needle!r} not in error message: {msg}"
+        cases += 1
+        if rank == 0 and os.environ.get("SHOW"):
+            print(type(exc).__name__, "|", msg[:300])
+        return msg
+    except Exception as exc:
+        raise AssertionError(f"expected {exc_type.__name__} with {needles}, got "
+                             f"{type(exc).__name__}: {exc}") from exc
+    raise AssertionError(f"expected {exc_type.__name__} with {needles}, nothing raised")
+
+
+class Evil:
+    """Unpickling this runs os.system (if the unpickler allowed it)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+class Failing(torch.utils.data.Dataset):
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        if i == LAST:
+            raise RuntimeError("generator broke on purpose")
+        return tensor_sample(i)
+
+
+def main():
+    store = ddstore.DDStore(comm)
+    good = [tensor_sample(i) for i in range(N)]
+    counter = iter(range(1000))
+
+    def name():
+        return f"v{next(counter)}"
+
+    # ---- samples whose keys, dtypes or trailing shapes differ (last rank only)
+    bad = list(good)
+    bad[LAST] = tensor_sample(LAST)
+    bad[LAST].x = bad[LAST].x.double()
+    expect(lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False),
+           DDStoreValueError, f"sample {LAST}", "'x'", "float64")
+    bad[LAST] = tensor_sample(LAST)
+    del bad[LAST].edge_attr
+    expect(lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False),
+           DDStoreValueError, f"sample {LAST}", "missing keys ['edge_attr']")
+    bad[LAST] = tensor_sample(LAST)
+    bad[LAST].x = torch.zeros(4, 5)
+    expect(lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False),
+           DDStoreValueError, f"sample {LAST}", "'x'", "(5,)")
+    bad[LAST] = tensor_sample(LAST)
+    bad[LAST].smiles = "CCO"
+    expect(lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False),
+           DDStoreValueError, f"sample {LAST}", "'smiles'", "str")
+    # a whole rank's chunk differs from the others (each chunk is self-consistent)
+    lo, hi = ddstore.partition(N, size, size - 1)
+    other = [tensor_sample(i) for i in range(N)]
+    for i in range(lo, hi):
+        other[i].y = other[i].y.to(torch.float64)
+    expect(lambda: graphs.GraphDataset.from_samples(store, name(), other, progress=False),
+           DDStoreValueError, f"sample {lo}", "'y'")
+    # ---- empty data set, ranks disagreeing on the length, a failing generator
+    expect(lambda: graphs.GraphDataset.from_samples(store, name(), [], progress=False),
+           DDStoreValueError, "empty data set")
+    expect(lambda: graphs.GraphDataset.from_samples(store, name(), good[:N - rank],
+                                                    progress=False),
+           DDStoreValueError, "different length")
+    expect(lambda: graphs.GraphDataset.from_samples(store, name(), Failing(),
+                                                    progress=False),
+           DDStoreValueError, f"sample {LAST}", "RuntimeError", "generator broke on purpose")
+    expect(lambda: graphs.GraphDataset.from_samples(store, name(), [1, 2, 3],
+                                                    progress=False),
+           DDStoreValueError, "sample 0", "int")
+
+    # ---- pickle directories
+    tmp = comm.bcast(tempfile.mkdtemp(prefix="ddstore-err-") if rank == 0 else None)
+    marker = os.path.join(tmp, "PWNED")
+    try:
+        dirs = {k: os.path.join(tmp, k) for k in ("ok", "empty", "corrupt", "evil",
+                                                   "emptyfile", "notpickle")}
+        if rank == 0:
+            for k, d in dirs.items():
+                if k == "empty":
+                    os.makedirs(d)
+                else:
+                    graphs.write_pickle_dir(good, d)
+            with open(os.path.join(dirs["corrupt"], f"sample-{LAST:08d}.pkl"), "r+b") as f:
+                f.truncate(40)
+            with open(os.path.join(dirs["evil"], f"sample-{LAST:08d}.pkl"), "wb") as f:
+                pickle.dump(Evil(marker), f)
+            open(os.path.join(dirs["emptyfile"], f"sample-{LAST:08d}.pkl"), "wb").close()
+            with open(os.path.join(dirs["notpickle"], f"sample-{LAST:08d}.pkl"), "w") as f:
+                f.write("this is not a pickle at all")
+            os.makedirs(os.path.join(tmp, "unlisted"))
+            with open(os.path.join(tmp, "unlisted", "nothing.txt"), "w") as f:
+                f.write("x")
+            with open(os.path.join(tmp, "raw.bp.txt"), "w") as f:
+                f.write("x")
+        comm.Barrier()
+        missing = os.path.join(tmp, "no-such-dir")
+        expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(), missing,
+                                                           progress=False),
+               DDStoreValueError, missing, "does not exist")
+        expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["empty"],
+                                                           progress=False),
+               DDStoreValueError, dirs["empty"], "empty")
+        expect(lambda: graphs.GraphDataset.from_pickle_dir(
+            store, name(), os.path.join(tmp, "unlisted"), progress=False),
+            DDStoreValueError, "unlisted", "empty")
+        bad_file = f"sample-{LAST:08d}.pkl"
+        for k in ("corrupt", "emptyfile", "notpickle"):
+            expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs[k],
+                                                               progress=False),
+                   DDStoreValueError, f"sample {LAST}: ", os.path.join(dirs[k], bad_file))
+        msg = expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(),
+                                                                 dirs["evil"],
+                                                                 progress=False),
+                     DDStoreValueError, os.path.join(dirs["evil"], bad_file), "system",
+                     "not allowed")
+        comm.Barrier()
+        assert not os.path.exists(marker), "the malicious pickle ran code"
+        assert "nothing was executed" in msg
+        # a missing file in the middle of a PFF directory (metadata says N files)
+        if rank == 0:
+            os.remove(os.path.join(dirs["ok"], f"sample-{LAST:08d}.pkl"))
+        comm.Barrier()
+        expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["ok"],
+                                                           progress=False),
+               DDStoreValueError, os.path.join(dirs["ok"], bad_file), "cannot read")
+
+        # ---- ADIOS2 files
+        bp_missing = os.path.join(tmp, "missing.bp")
+        expect(lambda: graphs.GraphDataset.from_adios(store, name(), bp_missing,
+                                                      progress=False),
+               DDStoreValueError, bp_missing, "does not exist")
+        foreign, plain, junk = (os.path.join(tmp, f) for f in ("foreign.bp", "plain.bp",
+                                                                "raw.bp.txt"))
+        if rank == 0:
+            import adios2
+            with adios2.Stream(foreign, "w") as s:
+                s.write("foo", np.arange(5.0), [5], [0], [5])
+            from ddstore.sources import write_records_adios
+            write_records_adios([{"a": np.zeros((2, 1))}] * 3, plain)
+        comm.Barrier()
+        expect(lambda: graphs.GraphDataset.from_adios(store, name(), foreign,
+                                                      progress=False),
+               DDStoreValueError, foreign, "missing", "ddstore/schema", "foo")
+        expect(lambda: graphs.GraphDataset.from_adios(store, name(), plain,
+                                                      progress=False),
+               DDStoreValueError, plain, "not written by ddstore.graphs.write_adios")
+        expect(lambda: graphs.GraphDataset.from_adios(store, name(), junk,
+                                                      progress=False),
+               DDStoreValueError, junk)
+    finally:
+        comm.Barrier()
+        if rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # ---- reading: indices out of range, wrong types, DataLoader workers
+    ds = graphs.GraphDataset.from_samples(store, "good", good, progress=False)
+    expect(lambda: ds[N], DDStoreIndexError, str(N), f"[0, {N})")
+    expect(lambda: ds[-1], DDStoreIndexError, "-1")
+    expect(lambda: ds["a"], DDStoreValueError, "integer")
+    expect(lambda: ds.__getitems__([0, N]), DDStoreIndexError, str(N), f"[0, {N})")
+    expect(lambda: ds.get_batch([N + 5]), DDStoreIndexError, str(N + 5))
+    expect(lambda: ds.get_batch([]), DDStoreValueError, "at least one")
+    expect(lambda: ds.get_batch([[0, 1]]), DDStoreValueError, "1-D")
+    expect(lambda: ds.loader(4, num_workers=2), DDStoreValueError, "num_workers")
+    expect(lambda: ds.loader(0), DDStoreValueError, "batch_size")
+    expect(lambda: next(iter(DataLoader(ds, batch_size=4, num_workers=1))),
+           DDStoreValueError, "num_workers")
+    expect(lambda: graphs.GraphDataset.from_samples(store, "good", good, progress=False),
+           DDStoreValueError, "'good'", "already exists")
+    # ---- the store still serves correct data
+    for i in range(N):
+        assert_graph_equal(ds[i], good[i], f"after errors graph {i}")
+    again = graphs.GraphDataset.from_samples(store, "again", good, progress=False)
+    for i, got in enumerate(again.__getitems__(list(range(N)))):
+        assert_graph_equal(got, good[i], f"new data set after errors graph {i}")
+    store.free()
+    expect(lambda: ds[0], DDStoreError, "freed")
+    total = comm.allreduce(cases)
+    if rank == 0:
+        print(f"graphs_errors: {size} ranks, {total} error cases checked")
+
+
+main()

@@ -1,0 +1,145 @@
+"""The pyddstore compatibility API: round-trips and errors, every width dividing N.
+
+Usage: mpiexec -n N python pyddstore_roundtrip.py
+Each group (of ddstore_width ranks) adds a full copy of every variable, rank chunks of
+uneven sizes (one member holds 0 rows where possible); every rank reads every row back
+with get (single rows and ranges spanning owners) and get_batch and compares the bytes.
+init/update/epoch_begin/epoch_end fill a variable in pieces, as HydraGNN does.
+"""
+import os
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+import pyddstore as dds  # noqa: E402
+from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
+
+comm = MPI.COMM_WORLD
+rank, size = comm.rank, comm.size
+checks = 0
+
+
+def expect(fn, exc_type, *needles):
+    global checks
+    try:
+        fn()
+    except exc_type as exc:
+        assert isinstance(exc, DDStoreError)
+        for needle in needles:
+            assert needle in str(exc), f"{needle!r} not in {exc}"
+        checks += 1
+        return
+    raise AssertionError(f"expected {exc_type.__name__} {needles}")
+
+
+def chunk_sizes(total, parts):
+    sizes = np.array([total // parts] * parts)
+    sizes[-1] += total - sizes.sum()
+    if parts > 2:  # one member holds nothing
+        sizes[-1] += sizes[1]
+        sizes[1] = 0
+    return sizes
+
+
+def same(got, want, what):
+    global checks
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    assert got.tobytes() == want.tobytes(), f"{what}: bytes differ"
+    checks += 1
+
+
+def run(width, transport):
+    store = dds.PyDDStore(comm, ddstore_width=width, transport=transport)
+    w = store.ddstore_width
+    grank = rank % w
+    rng = np.random.default_rng(11)
+    cases = {"f32": rng.standard_normal((37, 4)).astype(np.float32),
+             "i64": rng.integers(-2 ** 62, 2 ** 62, (29,)),
+             "u8": rng.integers(0, 255, (41, 3, 2)).astype(np.uint8),
+             "f64": rng.standard_normal((23, 5)),
+             "i32": rng.integers(-100, 100, (19, 7)).astype(np.int32),
+             "b": rng.random((17, 2)) < 0.5}
+    for name, full in cases.items():
+        sizes = chunk_sizes(len(full), w)
+        lo = int(sizes[:grank].sum())
+        store.add(name, full[lo:lo + sizes[grank]])
+    store.epoch_begin()
+    for name, full in cases.items():
+        assert store.size(name) == len(full)
+        assert store.info(name)[0] == len(full)
+        for i in range(len(full)):
+            buf = np.zeros((1,) + full.shape[1:], dtype=full.dtype)
+            store.get(name, buf, i)
+            same(buf, full[i:i + 1], f"{name} row {i}")
+        buf = np.zeros_like(full)
+        store.get(name, buf, 0)  # spans every owner
+        same(buf, full, f"{name} all rows")
+        for start in (1, len(full) // 2 - 1):
+            buf = np.zeros((len(full) // 2,) + full.shape[1:], dtype=full.dtype)
+            store.get(name, buf, start)
+            same(buf, full[start:start + len(buf)], f"{name} rows from {start}")
+        idx = rng.integers(0, len(full), 25)
+        buf = np.zeros((25,) + full.shape[1:], dtype=full.dtype)
+        store.get_batch(name, buf, idx)
+        same(buf, full[idx], f"{name} get_batch")
+    store.epoch_end()
+    # HydraGNN-style: init, update in pieces, then an epoch makes the rows visible
+    total = 50
+    full = np.arange(total * 3, dtype=np.float64).reshape(total, 3) * 1.5
+    sizes = chunk_sizes(total, w)
+    lo = int(sizes[:grank].sum())
+    store.init("filled", int(sizes[grank]), 3, 8)
+    mine = full[lo:lo + sizes[grank]]
+    half = len(mine) // 2
+    store.update("filled", mine[:half], 0)
+    store.update("filled", mine[half:], half)
+    store.epoch_begin()
+    buf = np.zeros_like(full)
+    store.get("filled", buf, 0)
+    same(buf, full, "init/update")
+    store.epoch_end()
+    # torch tensors are accepted as buffers
+    import torch
+    t = torch.zeros(5, 4)
+    store.get("f32", t, 3)
+    same(t.numpy(), cases["f32"][3:8], "torch buffer")
+    # errors
+    expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), 36), DDStoreIndexError,
+           "[36, 38)", "[0, 37)")
+    expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), -1), DDStoreIndexError)
+    expect(lambda: store.get("f32", np.zeros((2, 4), np.float64), 0), DDStoreValueError,
+           "4 elements of 8 bytes", "4 elements of 4 bytes")
+    expect(lambda: store.get("f32", np.zeros((2, 3), np.float32), 0), DDStoreValueError,
+           "3 elements")
+    expect(lambda: store.get("nope", np.zeros(2), 0), DDStoreValueError, "'nope'")
+    expect(lambda: store.get("f32", np.zeros((4, 2), np.float32).T, 0), DDStoreValueError,
+           "contiguous")
+    expect(lambda: store.get("f32", [1, 2], 0), DDStoreValueError, "numpy array")
+    expect(lambda: store.get_batch("f32", np.zeros((2, 4), np.float32), [0]),
+           DDStoreValueError, "2 rows but 1 indices")
+    expect(lambda: store.get_batch("f32", np.zeros((1, 4), np.float32), [37]),
+           DDStoreIndexError, "37")
+    expect(lambda: store.update("filled", np.zeros((1, 3)), int(sizes[grank])),
+           DDStoreIndexError)
+    expect(lambda: store.init("bad", -1, 3), DDStoreValueError, "nrows=-1")
+    expect(lambda: store.add("f32", cases["f32"]), DDStoreValueError, "already exists")
+    # the store still serves after the errors
+    buf = np.zeros_like(cases["u8"])
+    store.get("u8", buf, 0)
+    same(buf, cases["u8"], "after errors")
+    store.free()
+    store.free()  # twice is fine
+    expect(lambda: store.get("u8", buf, 0), DDStoreError, "freed")
+
+
+expect(lambda: dds.PyDDStore(comm, method=1), DDStoreValueError, "method=1")
+widths = sorted({1, 2 if size % 2 == 0 else 1, size})
+for width in widths:
+    run(width, "auto")
+if size > 1:
+    run(size, "rma")
+total = comm.allreduce(checks)
+if rank == 0:
+    print(f"pyddstore_roundtrip: {size} ranks, widths {widths}, {total} checks passed")

@@ -1,0 +1,312 @@
+"""Tests of ddstore.graphs and ddstore.sources: single-process parts here, MPI programs
+(tests/mpi/graphs_*.py) launched with mpiexec under timeout."""
+import os
+import pickle
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+from conftest import run_mpi  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi"))
+from graphs_common import (assert_batch_equal, assert_graph_equal,  # noqa: E402
+                           rich_sample, tensor_sample)
+
+import ddstore.graphs as graphs  # noqa: E402
+from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
+from ddstore.sources import (AdiosSource, PickleDirSource, SequenceSource,  # noqa: E402
+                             restricted_loads)
+from torch_geometric.data import Batch, Data  # noqa: E402
+
+
+# ---------------------------------------------------------------------- Ising
+def _lattice_graph(spins, periodic=False):
+    return graphs.ising_graph(np.asarray(spins).reshape((round(len(np.ravel(spins)) **
+                                                              (1 / 3)),) * 3), periodic)
+
+
+def test_ising_energy_by_hand_2x2x2():
+    # 2x2x2 open lattice: 12 bonds (4 along each axis)
+    up = np.ones((2, 2, 2), dtype=int)
+    assert graphs.lattice_bonds(2).shape == (12, 2)
+    assert float(graphs.ising_graph(up).y) == -12.0
+    # checkerboard: every bond joins opposite spins -> +12
+    i, j, k = np.indices((2, 2, 2))
+    checker = np.where((i + j + k) % 2 == 0, 1, -1)
+    assert float(graphs.ising_graph(checker).y) == 12.0
+    # one spin flipped: its 3 bonds change from -1 to +1 -> -12 + 2 * 3 = -6
+    one = up.copy()
+    one[0, 0, 0] = -1
+    assert float(graphs.ising_graph(one).y) == -6.0
+    # one layer (z = 0) down: the 4 bonds across the layers are broken -> -12 + 8 = -4
+    layer = up.copy()
+    layer[:, :, 0] = -1
+    assert float(graphs.ising_graph(layer).y) == -4.0
+
+
+def test_ising_energy_by_hand_3x3x3_periodic_and_coupling():
+    up = np.ones((3, 3, 3), dtype=int)
+    # periodic 3^3: 3 * 27 = 81 bonds; open 3^3: 3 * 9 * 2 = 54 bonds
+    assert float(graphs.ising_graph(up, periodic=True).y) == -81.0
+    assert float(graphs.ising_graph(up).y) == -54.0
+    center = up.copy()
+    center[1, 1, 1] = -1  # 6 neighbours -> -54 + 12
+    assert float(graphs.ising_graph(center).y) == -42.0
+    corner = up.copy()
+    corner[0, 0, 0] = -1  # 3 neighbours open, 6 periodic
+    assert float(graphs.ising_graph(corner).y) == -48.0
+    assert float(graphs.ising_graph(corner, periodic=True).y) == -81.0 + 12.0
+    assert float(graphs.ising_graph(corner, coupling=-0.5).y) == 24.0
+    bonds = graphs.lattice_bonds(3)
+    assert graphs.ising_energy(corner.ravel(), bonds) == -48.0
+
+
+def test_ising_dataset_structure_and_determinism():
+    ds = graphs.ising_dataset(6, seed=4)
+    d = ds[2]
+    assert d.x.shape == (125, 1) and d.x.dtype == torch.float32
+    assert set(d.x.unique().tolist()) <= {-1.0, 1.0}
+    assert d.pos.shape == (125, 3) and d.edge_index.shape == (2, 600)
+    assert d.edge_attr.shape == (600, 1) and d.y.shape == (1, 1)
+    # every edge joins lattice neighbours at distance 1; both directions present
+    dist = (d.pos[d.edge_index[0]] - d.pos[d.edge_index[1]]).norm(dim=1)
+    assert torch.allclose(dist, torch.ones(600))
+    pairs = set(map(tuple, d.edge_index.T.tolist()))
+    assert all((b, a) in pairs for a, b in pairs)
+    # degree: corners 3, edges 4, faces 5, interior 6
+    deg = torch.bincount(d.edge_index[0], minlength=125)
+    assert sorted(torch.bincount(deg).tolist()[3:]) == sorted([8, 36, 54, 27])
+    # energy recomputed from the graph itself
+    s = d.x.view(-1)
+    energy = -(s[d.edge_index[0]] * s[d.edge_index[1]]).sum() / 2
+    assert float(d.y) == float(energy)
+    again = graphs.ising_dataset(6, seed=4)[2]
+    assert_graph_equal(again, d, "same seed")
+    other = graphs.ising_dataset(6, seed=5)[2]
+    assert not torch.equal(other.x, d.x)
+    with pytest.raises(DDStoreIndexError, match="out of range"):
+        ds[6]
+    with pytest.raises(DDStoreValueError, match="periodic"):
+        graphs.ising_dataset(3, size=2, periodic=True)
+    with pytest.raises(DDStoreValueError, match="n=-1"):
+        graphs.ising_dataset(-1)
+
+
+# ---------------------------------------------------------------------- layout, batches
+def test_layout_round_trip_every_kind():
+    for i in range(8):
+        sample = rich_sample(i)
+        layout, record = graphs.GraphLayout.of(sample)
+        assert_graph_equal(layout.to_data(record), sample, f"graph {i}")
+        # edge_index is stored edge-major ([E, 2]); the scalar keys as one row
+        assert record["edge_index"].shape == (sample.edge_index.shape[1], 2)
+        assert record["label"].shape == (1,) and record["energy"].shape == (1,)
+    layout, _ = graphs.GraphLayout.of(rich_sample(0))
+    records = [layout.to_record(rich_sample(i)) for i in range(8)]
+    packed = {k: np.concatenate([r[k] for r in records]) for k in records[0]}
+    sizes = {k: np.array([len(r[k]) for r in records]) for k in records[0]}
+    for i, got in enumerate(layout.to_data_list(packed, sizes)):
+        assert_graph_equal(got, rich_sample(i), f"packed graph {i}")
+    assert not layout.fast  # non-tensor keys: Batch via from_data_list
+    batch = graphs.collate_records(layout, packed, sizes)
+    assert batch.num_graphs == 8 and torch.equal(batch.x, torch.cat(
+        [rich_sample(i).x for i in range(8)]))
+    # dict samples become Data
+    d = {"x": np.zeros((3, 2), np.float32), "edge_index": np.zeros((2, 4), np.int64)}
+    layout, rec = graphs.GraphLayout.of(d)
+    assert rec["edge_index"].shape == (4, 2)
+    out = layout.to_data(rec)
+    assert isinstance(out, Data) and out.edge_index.shape == (2, 4)
+
+
+def test_fast_collate_equals_pyg():
+    samples = [tensor_sample(i) for i in range(12)]
+    layout, _ = graphs.GraphLayout.of(samples[0])
+    assert layout.fast
+    for order in ([0, 1, 2], list(range(12)), [5, 5, 11, 0, 5], [5]):
+        records = [layout.to_record(samples[i]) for i in order]
+        packed = {k: np.concatenate([r[k] for r in records]) for k in records[0]}
+        sizes = {k: np.array([len(r[k]) for r in records]) for k in records[0]}
+        got = graphs.collate_records(layout, packed, sizes)
+        want = Batch.from_data_list([samples[i] for i in order])
+        assert_batch_equal(got, want, f"order {order}")
+        # face is int32: incremented without changing dtype
+        assert got.face.dtype == torch.int32
+
+
+def test_layout_mismatch_messages():
+    layout, _ = graphs.GraphLayout.of(tensor_sample(0))
+    bad = tensor_sample(1)
+    bad.x = bad.x.double()
+    with pytest.raises(DDStoreValueError, match="key 'x'.*float64"):
+        layout.to_record(bad)
+    bad = tensor_sample(1)
+    bad.extra = torch.zeros(2)
+    with pytest.raises(DDStoreValueError, match=r"extra keys \['extra'\]"):
+        layout.to_record(bad)
+    with pytest.raises(DDStoreValueError, match="'s'.*str"):
+        graphs.GraphLayout.of(Data(x=torch.zeros(1), s="text"))
+    wide = tensor_sample(2)
+    wide.x = torch.zeros(3, 9)
+    with pytest.raises(DDStoreValueError, match=r"sample 2: key 'x'.*\(9,\)"):
+        graphs.graph_records([tensor_sample(0), tensor_sample(1), wide])
+
+
+# ---------------------------------------------------------------------- restricted pickle
+class _Evil:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+class _Spawn:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        import subprocess
+        return (subprocess.Popen, (["touch", self.path],))
+
+
+def test_restricted_unpickler_admits_data(tmp_path):
+    sample = rich_sample(4)
+    for proto in (2, 4, 5):
+        got = restricted_loads(pickle.dumps(sample, protocol=proto))
+        assert_graph_equal(got, sample, f"protocol {proto}")
+    arr = np.arange(6, dtype=np.float16).reshape(2, 3)
+    assert np.array_equal(restricted_loads(pickle.dumps(arr)), arr)
+    assert restricted_loads(pickle.dumps(torch.float64)) is torch.float64
+    t = torch.arange(10)[2:7]
+    assert torch.equal(restricted_loads(pickle.dumps(t)), t)
+
+
+def test_restricted_unpickler_refuses_code(tmp_path):
+    marker = tmp_path / "created"
+    for proto in (0, 2, 5):
+        with pytest.raises(DDStoreValueError, match=r"(builtins|io)\.open.*not allowed"):
+            restricted_loads(pickle.dumps(_Evil(str(marker)), protocol=proto), "evil.pkl")
+    assert not marker.exists()
+    with pytest.raises(DDStoreValueError, match="subprocess.Popen.*not allowed"):
+        restricted_loads(pickle.dumps(_Spawn(str(marker))), "spawn.pkl")
+    # a forbidden callable hidden inside an allowed container
+    payload = pickle.dumps({"x": torch.zeros(2), "y": _Evil(str(marker))})
+    with pytest.raises(DDStoreValueError, match="not allowed"):
+        restricted_loads(payload, "nested.pkl")
+    assert not marker.exists()
+    # a malicious file in a PFF directory: the error names the file
+    d = tmp_path / "pff"
+    graphs.write_pickle_dir([tensor_sample(0), tensor_sample(1)], str(d))
+    (d / "sample-00000001.pkl").write_bytes(pickle.dumps(_Evil(str(marker))))
+    src = PickleDirSource(str(d))
+    assert_graph_equal(src.read_one(0), tensor_sample(0), "good file")
+    with pytest.raises(DDStoreValueError, match="sample-00000001.pkl.*not allowed"):
+        src.read_one(1)
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------- sources
+def test_pickle_dir_source_ranges(tmp_path):
+    samples = [rich_sample(i) for i in range(10)]
+    graphs.write_pickle_dir(samples, str(tmp_path / "p"))
+    src = PickleDirSource(str(tmp_path / "p"))
+    assert len(src) == 10
+    got = list(src.read(3, 7))
+    assert [i for i, _ in got] == [3, 4, 5, 6]
+    for i, s in got:
+        assert_graph_equal(s, samples[i], f"pff {i}")
+    assert list(src.read(5, 5)) == []
+    with pytest.raises(DDStoreIndexError, match=r"\[8, 11\)"):
+        list(src.read(8, 11))
+    # a directory without metadata: natural order of *.pkl
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for i in (0, 2, 10, 1):
+        with open(plain / f"mol-{i}.pkl", "wb") as f:
+            pickle.dump(tensor_sample(i), f)
+    src = PickleDirSource(str(plain))
+    assert [os.path.basename(src.file(i)) for i in range(4)] == \
+        ["mol-0.pkl", "mol-1.pkl", "mol-2.pkl", "mol-10.pkl"]
+    assert_graph_equal(src.read_one(3), tensor_sample(10), "natural order")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "ddstore-pff.json").write_text("{not json")
+    with pytest.raises(DDStoreValueError, match="ddstore-pff.json.*corrupt"):
+        PickleDirSource(str(tmp_path / "broken"))
+    with pytest.raises(DDStoreValueError, match="does not exist"):
+        PickleDirSource(str(tmp_path / "nothing"))
+
+
+def test_adios_source_ranges(tmp_path):
+    samples = [rich_sample(i) for i in range(9)]
+    path = str(tmp_path / "g.bp")
+    assert graphs.write_adios(samples, path) == 9
+    with AdiosSource(path) as src:
+        layout = graphs.GraphLayout(src.meta["layout"])
+        assert len(src) == 9
+        for start, stop in ((0, 9), (2, 5), (3, 4), (8, 9), (4, 4)):
+            got = list(src.read(start, stop))
+            assert [i for i, _ in got] == list(range(start, stop))
+            for i, rec in got:
+                assert_graph_equal(layout.to_data(rec), samples[i], f"cff {i}")
+        # graph 3 has no nodes/edges: its rows are empty
+        assert src.read_one(3)["x"].shape == (0, 3)
+        # bool and float16 survive (stored as bit patterns)
+        assert src.read_one(1)["mask"].dtype == np.bool_
+        assert src.read_one(1)["edge_attr"].dtype == np.float16
+        with pytest.raises(DDStoreIndexError):
+            src.read_one(9)
+        with pytest.raises(DDStoreIndexError):
+            list(src.read(5, 12))
+    with pytest.raises(DDStoreValueError, match="empty data set"):
+        graphs.write_adios([], str(tmp_path / "e.bp"))
+    with pytest.raises(DDStoreValueError, match="sample 1"):
+        graphs.write_adios([tensor_sample(0), rich_sample(1)], str(tmp_path / "m.bp"))
+
+
+def test_sequence_source_touches_only_range():
+    seen = []
+
+    class Lazy:
+        def __len__(self):
+            return 100
+
+        def __getitem__(self, i):
+            seen.append(i)
+            return i
+
+    src = SequenceSource(Lazy())
+    assert [v for _, v in src.read(40, 45)] == [40, 41, 42, 43, 44]
+    assert seen == [40, 41, 42, 43, 44]
+    with pytest.raises(DDStoreValueError):
+        SequenceSource(5)
+    assert issubclass(DDStoreValueError, DDStoreError)
+
+
+# ---------------------------------------------------------------------- MPI programs
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+def test_mpi_roundtrip(nprocs):
+    out = run_mpi("graphs_roundtrip.py", nprocs, timeout=180)
+    assert f"graphs_roundtrip: {nprocs} ranks" in out and "checks passed" in out
+
+
+def test_mpi_errors():
+    out = run_mpi("graphs_errors.py", 3, timeout=180)
+    assert "graphs_errors: 3 ranks" in out
+
+
+def test_main_job_small():
+    """The main job on a small data set: it runs, prints every column, the validation
+    loss falls.  (The default run is the README's command.)"""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "examples", "hydragnn_ising.py")
+    out = run_mpi(script, 2, "--num-samples", "600", "--epochs", "3", "--source",
+                  "adios", "--quiet", timeout=180)
+    assert "validation loss fell" in out, out
+    rows = [line.split() for line in out.splitlines()
+            if line.strip() and line.split()[0] in {"1", "2", "3"}]
+    assert len(rows) == 3 and all(len(r) == 7 for r in rows), out
