@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-"$PY" -m pip install -q -r requirements.txt
-"$PY" -m pip install -q --no-build-isolation -e .
+"$PY" -m pip install -q --root-user-action=ignore -r requirements.txt
+"$PY" -m pip install -q --root-user-action=ignore --no-build-isolation -e .
