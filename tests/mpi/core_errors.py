@@ -2,7 +2,7 @@
 with a message naming the variable, the value and the limit) on every rank, and the store
 must keep serving correct data afterwards.
 
-Usage: mpiexec -n N python core_errors.py TRANSPORT
+Usage: timeout 300 mpiexec -n N python core_errors.py TRANSPORT
 """
 import sys
 

@@ -1,7 +1,7 @@
 """Bad input to the graph layer: every case is a DDStoreError raised on every rank with a
 message naming the sample/file/key, never a hang or crash; the store keeps working.
 
-Usage: mpiexec -n N python graphs_errors.py   (N >= 2; bad samples sit in the last
+Usage: timeout 300 mpiexec -n N python graphs_errors.py   (N >= 2; bad samples sit in the last
 rank's chunk only, so the other ranks must learn of the error collectively)
 """
 import os

@@ -1,6 +1,6 @@
 """Graph round-trips through all three sources, every width, both transports.
 
-Usage: mpiexec -n N python graphs_roundtrip.py
+Usage: timeout 300 mpiexec -n N python graphs_roundtrip.py
 For each source (in-memory samples, PFF directory, CFF ADIOS2 file) and each width that
 divides N, every rank reads every graph back (one at a time, in random batches with
 duplicates, as Batches) and compares it key by key with the original.  A DataLoader epoch

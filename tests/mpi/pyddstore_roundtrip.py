@@ -1,6 +1,6 @@
 """The pyddstore compatibility API: round-trips and errors, every width dividing N.
 
-Usage: mpiexec -n N python pyddstore_roundtrip.py
+Usage: timeout 300 mpiexec -n N python pyddstore_roundtrip.py
 Each group (of ddstore_width ranks) adds a full copy of every variable, rank chunks of
 uneven sizes (one member holds 0 rows where possible); every rank reads every row back
 with get (single rows and ranges spanning owners) and get_batch and compares the bytes.
