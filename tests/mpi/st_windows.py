@@ -207,10 +207,17 @@ def error_checks(store, tag):
         except DDStoreValueError as exc:
             check("width must be 1" in str(exc), f"{tag}: resident message")
     try:  # ranks disagree on the horizon: every rank raises, nobody hangs
-        st.WindowDataset(store, "mismatch", raw, 3 if rank == 0 else 4)
+        st.WindowDataset(store, "mismatch", raw, 3 if rank == 0 else 2)
         check(False, f"{tag}: horizon mismatch accepted")
     except DDStoreValueError as exc:
         check("is collective" in str(exc), f"{tag}: mismatch message: {exc}")
+    try:  # invalid on rank 0 only: rank 0 gets its own error, the others name rank 0
+        st.WindowDataset(store, "bad_rank0", raw, 0 if rank == 0 else 3)
+        check(False, f"{tag}: horizon 0 on rank 0 accepted")
+    except DDStoreValueError as exc:
+        want = "horizon=0 out of range" if rank == 0 else "failed on rank 0: " \
+            "DDStoreValueError: horizon=0 out of range"
+        check(want in str(exc), f"{tag}: one-rank error message: {exc}")
     ds = st.WindowDataset(store, "after_errors", raw, 3, fill=None)
     X, _ = materialize_windows(raw, 3)
     X = standardize_windows(X, ds.mean, ds.std, dtype=np.float32)

@@ -1,0 +1,602 @@
+"""Index-batched sliding windows over a series kept once in a :class:`~ddstore.DDStore`."""
+import numbers
+
+import numpy as np
+import torch
+
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
+from .loaders import Series, from_arrays
+from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
+                      series_layout, split_ranges, window_weights)
+
+__all__ = ["WindowDataset", "WindowSplit", "time_feature_array", "batch_collate",
+           "set_epoch"]
+
+_TIME_FEATURES = {"tod": 1, "dow": 7}
+
+
+def time_feature_array(timestamps, kinds):
+    """DCRNN's time features for ``timestamps`` ``[T]``: float32 ``[T, k]``.
+
+    ``"tod"``: time of day as a fraction of the day in ``[0, 1)`` (1 column);
+    ``"dow"``: day of week, one-hot over Monday..Sunday (7 columns).  Columns in the order
+    of ``kinds``.
+    """
+    ts = np.asarray(timestamps).astype("datetime64[ns]")
+    cols = []
+    for kind in kinds:
+        if kind == "tod":
+            day = ts.astype("datetime64[D]")
+            cols.append(((ts - day) / np.timedelta64(1, "D")).astype(np.float64)[:, None])
+        elif kind == "dow":
+            days = ts.astype("datetime64[D]").astype(np.int64)
+            dow = (days + 3) % 7  # 1970-01-01 was a Thursday; Monday = 0
+            onehot = np.zeros((ts.shape[0], 7))
+            onehot[np.arange(ts.shape[0]), dow] = 1.0
+            cols.append(onehot)
+    if not cols:
+        return np.zeros((ts.shape[0], 0), dtype=np.float32)
+    return np.concatenate(cols, axis=1).astype(np.float32)
+
+
+def _check_time_features(time_features):
+    if time_features is None:
+        return ()
+    kinds = (time_features,) if isinstance(time_features, str) else tuple(time_features)
+    for k in kinds:
+        if k not in _TIME_FEATURES:
+            raise DDStoreValueError(f"time_features entry {k!r} unknown; allowed: "
+                                    f"{sorted(_TIME_FEATURES)}")
+    if len(set(kinds)) != len(kinds):
+        raise DDStoreValueError(f"time_features {kinds} repeats an entry")
+    return kinds
+
+
+def batch_collate(batch):
+    """``collate_fn`` for a DataLoader over a window dataset: ``__getitems__`` already
+    returns the stacked batch ``(x, y)``, so it is passed through unchanged."""
+    return batch
+
+
+def set_epoch(loader, epoch):
+    """Call ``set_epoch`` on a DataLoader's sampler and batch sampler, where they have it."""
+    for s in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
+        if hasattr(s, "set_epoch"):
+            s.set_epoch(epoch)
+
+
+def _torch_dtype(dtype):
+    return torch.from_numpy(np.zeros(0, dtype=dtype)).dtype
+
+
+def _index_array(index, length, what):
+    """Indices into a view of ``length`` windows -> int64 numpy array in ``[0, length)``.
+
+    Negative indices count from the end, as for Python sequences.
+    """
+    if isinstance(index, torch.Tensor):
+        index = index.detach().cpu().numpy()
+    idx = np.asarray(index)
+    if idx.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if idx.dtype.kind not in "iu" or idx.ndim != 1:
+        raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers, got "
+                                f"dtype {idx.dtype} shape {idx.shape}")
+    if idx.dtype != np.int64:
+        idx = idx.astype(np.int64)
+    low, high = idx.min(), idx.max()
+    if low < 0:
+        if low < -length or high >= length:
+            bad = int(low) if low < -length else int(high)
+            pos = int(np.flatnonzero(idx == bad)[0])
+            raise DDStoreIndexError(f"{what}: index {bad} (position {pos}) out of range "
+                                    f"[{-length}, {length}) for {length} windows")
+        return np.where(idx < 0, idx + length, idx)
+    if high >= length:
+        pos = int(np.flatnonzero(idx == high)[0])
+        raise DDStoreIndexError(f"{what}: index {int(high)} (position {pos}) out of range "
+                                f"[{-length}, {length}) for {length} windows")
+    return idx
+
+
+class _WindowView(torch.utils.data.Dataset):
+    """Windows with starts ``[start, stop)`` of a :class:`WindowDataset`."""
+
+    def _init_view(self, dataset, split_name, start, stop):
+        self._ds = dataset
+        self.split_name = split_name
+        self.start, self.stop = int(start), int(stop)
+
+    @property
+    def dataset(self):
+        """The :class:`WindowDataset` this view belongs to."""
+        return self._ds
+
+    @property
+    def starts(self):
+        """Global window starts of this view, ``range(start, stop)``."""
+        return range(self.start, self.stop)
+
+    def __len__(self):
+        return self.stop - self.start
+
+    def __getitem__(self, index):
+        """Window ``index`` of this view: ``(x, y)`` each ``[h, nodes, features]``."""
+        if isinstance(index, torch.Tensor) and index.ndim == 0:
+            index = int(index)
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise DDStoreValueError(f"{self._what()}: index must be an integer, got "
+                                    f"{index!r}; use __getitems__ for a batch")
+        idx = _index_array([int(index)], len(self), self._what())
+        x, y = self._ds._fetch(idx + self.start)
+        return x[0], y[0]
+
+    def __getitems__(self, indices):
+        """Windows ``indices`` as one batch ``(x, y)`` each ``[B, h, nodes, features]``.
+
+        One store read (one access epoch) for the whole batch.  This is what a
+        ``DataLoader`` calls; give it ``collate_fn=batch_collate`` (or use
+        :meth:`loader`).
+        """
+        idx = _index_array(indices, self.stop - self.start, self._what())
+        return self._ds._fetch(idx + self.start if self.start else idx)
+
+    def inverse_transform(self, values, features=None):
+        """Undo the standardisation of predictions; see
+        :meth:`WindowDataset.inverse_transform`."""
+        return self._ds.inverse_transform(values, features)
+
+    def batch_sampler(self, batch_size, **kwargs):
+        """A :class:`~ddstore.spatiotemporal.BatchShuffleSampler` over this view."""
+        from .sampler import BatchShuffleSampler
+        return BatchShuffleSampler(self, batch_size, **kwargs)
+
+    def loader(self, batch_size, *, sampler="global", shuffle=True, seed=0,
+               drop_last=False, local=None):
+        """A ``DataLoader`` of batches ``(x, y)`` for this rank.
+
+        ``sampler="global"``: ``DistributedSampler`` over all ranks of the store's
+        communicator (sample-level global shuffle; every epoch each start once, padded
+        to a multiple of the rank count unless ``drop_last``).  ``sampler="batch"``:
+        :class:`BatchShuffleSampler` (batches of consecutive starts, order shuffled;
+        ``local`` prefers windows this rank stores).  Call :func:`set_epoch` every epoch.
+        Single-process loading (``num_workers=0``): the store is MPI memory.
+        """
+        store = self._ds.store
+        if sampler == "global":
+            smp = torch.utils.data.DistributedSampler(
+                self, num_replicas=store.size, rank=store.rank, shuffle=shuffle,
+                seed=seed, drop_last=drop_last)
+            return torch.utils.data.DataLoader(self, batch_size=batch_size, sampler=smp,
+                                               drop_last=False, collate_fn=batch_collate)
+        if sampler == "batch":
+            bs = self.batch_sampler(batch_size, shuffle=shuffle, seed=seed,
+                                    drop_last=drop_last, local=local)
+            return torch.utils.data.DataLoader(self, batch_sampler=bs,
+                                               collate_fn=batch_collate)
+        raise DDStoreValueError(f"sampler={sampler!r}; allowed: 'global', 'batch'")
+
+    def _what(self):
+        return f"{type(self).__name__}({self._ds.name!r}, {self.split_name})"
+
+
+class WindowSplit(_WindowView):
+    """One split (train, val or test) of a :class:`WindowDataset`: a torch ``Dataset``
+    of the windows whose starts lie in ``[start, stop)``, in time order."""
+
+    def __init__(self, dataset, split_name, start, stop):
+        self._init_view(dataset, split_name, start, stop)
+
+    def __repr__(self):
+        return (f"WindowSplit({self.split_name}, starts [{self.start}, {self.stop}), "
+                f"{len(self)} windows)")
+
+
+class WindowDataset(_WindowView):
+    """Sliding windows of a series ``[T, nodes, features]`` held once in a DDStore.
+
+    Index-batching (PGT-I): the store holds the (standardised) series once; a window with
+    start ``s`` is cut on demand, ``x = series[s : s+h]``, ``y = series[s+h : s+2h]``,
+    each ``[h, nodes, features]``.  The dataset itself is every valid start
+    ``0 .. T - 2h``; :meth:`splits` gives train / val / test.
+
+    Construction is **collective** over ``store.comm`` (it adds variable ``name``).
+
+    Parameters
+    ----------
+    store : ddstore.DDStore
+        Placement follows its width.  ``width == 1`` (replicated): every rank stores the
+        whole series and reads are local copies; shuffle globally with
+        ``DistributedSampler`` and no communication.  ``width > 1`` (partitioned): the
+        time steps are striped over the ``width`` members of each group (``series / width``
+        per rank); windows that straddle two members are served correctly.
+    name : str
+        Store variable that holds the series.
+    series : array, torch tensor or :class:`Series`
+        ``[T, nodes]`` or ``[T, nodes, features]``, any memory layout; read block by block
+        (never copied whole), so a lazy :class:`Series` (HDF5) is read only where needed.
+    horizon : int
+        ``h``; needs ``1 <= h`` and ``2h <= T``.
+    split : (train, val, test)
+        Ratios, each in ``[0, 1]``, summing to 1, train > 0.
+    overlap : bool
+        Split convention.  **Default ``False``: no leakage** — the time axis is cut at
+        ``round(T*train)`` and ``round(T*(train+val))`` and each split keeps only the
+        windows inside its segment (no window of one split touches a step of another).
+        ``True``: PGT / DCRNN convention — the window starts are cut by the ratios, so the
+        last training targets overlap the first validation inputs.
+    standardize : bool
+        Default True: as-if-SWA statistics — the mean and population standard deviation
+        of all training input windows ``x`` as if materialised (a step inside ``k``
+        training inputs counts ``k`` times), computed in float64 without materialising,
+        and applied to the whole series as it is stored, so ``x`` and ``y`` both come out
+        standardised.  Zero std becomes 1.
+    per_node : bool
+        Statistics per node and feature instead of per feature (over windows, steps, nodes).
+    time_features : None, "tod", "dow" or a tuple of them
+        Append DCRNN's time-of-day (1 column) and day-of-week one-hot (7 columns)
+        features, unstandardised, to ``x`` and ``y`` (needs timestamps).  They are
+        computed from a small ``[T, k]`` table at batch time, not stored per node.
+    timestamps : array of datetime64, optional
+        Overrides the series' own timestamps.
+    fill : float, optional
+        Replace NaN / inf by this value (before statistics).  Default: a NaN or inf is an
+        error that says how many there are and where the first is.
+    dtype : numpy float dtype
+        Dtype of the stored series (default float32).
+    device : str or torch.device
+        Where windows are returned.  With a CUDA device and ``width == 1`` the series is
+        copied to the device once and windows are gathered there (GPU-index-batching:
+        no host copies during training).  With ``width > 1`` windows are read from the
+        store on the host and copied to the device per batch.
+    halo : bool
+        Partitioned mode only.  Default True: each member also stores the ``2h - 1`` steps
+        after its own, so every window lives wholly on its owner (one-owner reads, and
+        with :class:`BatchShuffleSampler` ``local=True`` no communication at all).  False:
+        exactly ``series / width`` per rank; a straddling window is read from two owners.
+    resident : None, "store" or "device"
+        Where windows are cut from.  None: "device" for a non-CPU device with width 1,
+        else "store".  "device" keeps a copy of the series as a torch tensor on ``device``
+        (allowed with width 1 only; on CPU this is a second copy, useful for testing).
+    chunk_bytes : int
+        Block size (float64 bytes) for loading and statistics.
+    """
+
+    def __init__(self, store, name, series, horizon, split=(0.7, 0.1, 0.2), *,
+                 overlap=False, standardize=True, per_node=False, time_features=None,
+                 timestamps=None, fill=None, dtype=np.float32, device="cpu", halo=True,
+                 resident=None, chunk_bytes=2 << 20):
+        # validate locally, then agree: a rank whose arguments fail must not leave the
+        # others waiting in a collective
+        error, config = None, None
+        try:
+            config = self._configure(store, name, series, horizon, split, overlap,
+                                     standardize, per_node, time_features, timestamps, fill,
+                                     dtype, device, halo, resident)
+        except (DDStoreError, ValueError, TypeError, RuntimeError) as exc:
+            error = exc
+        setting = None if error else (name, self.shape, self.horizon, self.split_bounds,
+                                      self.dtype.str, self.halo, self.per_node,
+                                      self.standardized, config[1])
+        info = store.comm.allgather((None if error is None else
+                                     f"{type(error).__name__}: {error}", setting))
+        if error is not None:
+            raise error
+        failed = [(r, e) for r, (e, _) in enumerate(info) if e is not None]
+        if failed:
+            raise DDStoreValueError(f"WindowDataset {name!r} failed on rank {failed[0][0]}: "
+                                    f"{failed[0][1]}")
+        differ = [r for r, (_, st) in enumerate(info) if st != setting]
+        if differ:
+            raise DDStoreValueError(
+                f"WindowDataset {name!r} is collective: rank {store.rank} has (name, shape, "
+                f"horizon, splits, dtype, halo, per_node, standardize, fill) = {setting}, "
+                f"rank {differ[0]} has {info[differ[0]][1]}")
+        series, fill, tf = config
+        T, n, f = self.shape
+        dt = self.dtype
+        self._load(series, fill, max(1, int(chunk_bytes) // (n * f * 8)))
+
+        self._tdtype = _torch_dtype(dt)
+        self._counts = {}
+        self._tf = None
+        if tf is not None:
+            self._tf = torch.from_numpy(tf.astype(dt)).to(self.device)
+        self._dev_series = None
+        self._host_store = (self.resident == "store" and self.device.type == "cpu"
+                            and tf is None)
+        if self.resident == "device":
+            self._dev_series = torch.empty((T, n, f), dtype=self._tdtype, device=self.device)
+            step = max(1, int(chunk_bytes) // (n * f * dt.itemsize))
+            for a in range(0, T, step):
+                b = min(T, a + step)
+                self._dev_series[a:b] = torch.from_numpy(store.get_range(name, a, b - a))
+
+    def _configure(self, store, name, series, horizon, split, overlap, standardize,
+                   per_node, time_features, timestamps, fill, dtype, device, halo,
+                   resident):
+        """Local validation of every argument; no communication."""
+        if not isinstance(name, str) or not name:
+            raise DDStoreValueError(f"name must be a non-empty str, got {name!r}")
+        if not isinstance(series, Series):
+            series = from_arrays(series)
+        T, n, f = series.shape
+        self.shape = (T, n, f)
+        h = check_horizon(horizon, T)
+        self.store, self.name, self.horizon = store, name, h
+        self.num_steps, self.num_nodes = T, n
+        self.num_series_features = f
+        self.overlap, self.per_node, self.standardized = bool(overlap), bool(per_node), \
+            bool(standardize)
+        self.split_bounds = split_ranges(T, h, split, overlap)
+        self.source = series.source
+        dt = np.dtype(dtype)
+        if dt.kind != "f":
+            raise DDStoreValueError(f"dtype={dt} for the stored series; allowed: float16, "
+                                    f"float32, float64")
+        self.dtype = dt
+        if fill is not None:
+            if (isinstance(fill, bool) or not isinstance(fill, numbers.Real)
+                    or not np.isfinite(fill)):
+                raise DDStoreValueError(f"fill={fill!r} must be a finite number (or None to "
+                                        f"reject NaN/inf)")
+            fill = float(fill)
+        kinds = _check_time_features(time_features)
+        ts = series.timestamps
+        if timestamps is not None:
+            ts = Series((T, 1, 1), np.float32, None, timestamps=timestamps,
+                        source="timestamps").timestamps
+        if kinds and ts is None:
+            raise DDStoreValueError(f"time_features={kinds} needs timestamps: pass "
+                                    f"timestamps=[T] datetime64 or load a timestamped series")
+        self.timestamps = ts
+        self.time_features = kinds
+        tf = time_feature_array(ts, kinds) if kinds else None
+        self.num_features = f + (0 if tf is None else tf.shape[1])
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise DDStoreValueError(f"device={device!r} is not a torch device: {exc}") \
+                from None
+        width = store.group_size
+        if resident is None:
+            resident = "device" if (self.device.type != "cpu" and width == 1) else "store"
+        if resident not in ("store", "device"):
+            raise DDStoreValueError(f"resident={resident!r}; allowed: None, 'store', "
+                                    f"'device'")
+        if resident == "device" and width != 1:
+            raise DDStoreValueError(f"resident='device' needs the whole series on every "
+                                    f"rank: store width must be 1, got width={width}")
+        self.resident = resident
+        self.halo = bool(halo) and width > 1
+        self.layout = series_layout(T, h, width, self.halo)
+        self.edge_index = torch.from_numpy(series.edge_index)
+        self.edge_weight = torch.from_numpy(series.edge_weight)
+        self.node_ids = series.node_ids
+        self._init_view(self, "all", 0, num_windows(T, h))
+        return series, fill, tf
+
+    # ------------------------------------------------------------------ loading
+    def _load(self, series, fill, chunk):
+        store, h = self.store, self.horizon
+        T, n, f = series.shape
+        g = store.group_rank
+        lo, hi = int(self.layout["lo"][g]), int(self.layout["hi"][g])
+        stored = int(self.layout["stored"][g])
+        train = self.split_bounds["train"]
+        check = series.dtype.kind == "f"
+
+        # pass 1 (own steps only): non-finite values and as-if-SWA moments
+        nan_count, first, failure = 0, None, None
+        moments = Moments.empty(n, f, self.per_node)
+        try:
+            nan_count, first, moments = self._scan(series, fill, chunk, lo, hi, train,
+                                                   check)
+        except (DDStoreError, OSError, ValueError, TypeError) as exc:  # agree, not hang
+            failure = f"{type(exc).__name__}: {exc}"
+        info = store.comm.allgather((nan_count, first, moments.as_tuple(), failure))
+        width = store.group_size
+        mine = info[store.group * width:(store.group + 1) * width]
+        failures = [(r, e) for r, (_, _, _, e) in enumerate(info) if e is not None]
+        if failures:
+            raise DDStoreValueError(f"loading {self.name!r} failed: " + "; ".join(
+                f"rank {r}: {e}" for r, e in failures))
+        total_bad = sum(c for c, _, _, _ in mine)
+        if total_bad and fill is None:
+            t, node, feat, val = min(fx for _, fx, _, _ in mine if fx is not None)
+            raise DDStoreValueError(
+                f"series for {self.name!r} has {total_bad} non-finite values (NaN or inf) "
+                f"of {T * n * f}; the first at step {t}, node {node}, feature {feat} "
+                f"(value {val}); allowed: finite values only, or pass fill=<number>")
+        if self.standardized:
+            merged = Moments.empty(n, f, self.per_node)
+            for _, _, (cnt, mean, m2), _ in mine:
+                merged = merged.merge(Moments(cnt, mean, m2))
+            self.mean, self.std = merged.mean_std()
+        else:
+            shape = (n, f) if self.per_node else (f,)
+            self.mean, self.std = np.zeros(shape), np.ones(shape)
+        self._store_series(series, fill, chunk, lo, stored, check)
+
+    def _scan(self, series, fill, chunk, lo, hi, train, check):
+        """Pass 1 over this rank's own steps: non-finite count, first, moments."""
+        h, n, f = self.horizon, self.num_nodes, self.num_series_features
+        nan_count, first = 0, None
+        moments = Moments.empty(n, f, self.per_node)
+        for a in range(lo, hi, chunk):
+            b = min(hi, a + chunk)
+            raw = series.read(a, b)
+            if check:
+                bad = ~np.isfinite(raw)
+                c = int(np.count_nonzero(bad))
+                if c:
+                    if first is None:
+                        k = int(np.argmax(bad.reshape(-1)))
+                        t, node, feat = np.unravel_index(k, raw.shape)
+                        first = (a + int(t), int(node), int(feat),
+                                 float(raw[t, node, feat]))
+                    nan_count += c
+                del bad
+            if self.standardized and not (nan_count and fill is None):
+                w = window_weights(a, b, train, h)
+                nz = np.flatnonzero(w)
+                if nz.size:
+                    i0, i1 = int(nz[0]), int(nz[-1]) + 1
+                    vals = np.asarray(raw[i0:i1], dtype=np.float64)
+                    if fill is not None and check:
+                        vals = np.where(np.isfinite(vals), vals, fill)
+                    moments = moments.merge(chunk_moments(vals, w[i0:i1], self.per_node))
+                    del vals
+            del raw
+        return nan_count, first, moments
+
+    def _store_series(self, series, fill, chunk, lo, stored, check):
+        store = self.store
+        n, f = self.num_nodes, self.num_series_features
+        g = store.group_rank
+        # pass 2: own steps (+ halo) -> store, standardised
+        store.init(self.name, stored, (n, f), self.dtype)
+        mean, std = self.mean, self.std
+        for a in range(lo, lo + stored, chunk):
+            b = min(lo + stored, a + chunk)
+            raw = series.read(a, b)
+            if self.standardized or (fill is not None and check):
+                vals = np.asarray(raw, dtype=np.float64)
+                if fill is not None and check:
+                    vals = np.where(np.isfinite(vals), vals, fill)
+                if self.standardized:
+                    vals = (vals - mean) / std
+                block = vals.astype(self.dtype)
+                del vals
+            else:
+                block = np.asarray(raw, dtype=self.dtype)
+            store.update(self.name, block, a - lo)
+            del raw, block
+        store.sync()
+        got = store.local_rows(self.name)
+        want = (int(self.layout["offset"][g]), int(self.layout["offset"][g + 1]))
+        if tuple(got) != want or store.nrows(self.name) != int(self.layout["offset"][-1]):
+            raise DDStoreStateError(f"{self.name!r}: store placed local rows at {got}, "
+                                    f"expected {want}")
+
+    # ------------------------------------------------------------------ reading
+    def rows_of(self, starts):
+        """Store rows where windows ``starts`` (global, int64 array) begin."""
+        if not self.halo:
+            return starts
+        lay = self.layout
+        owner = np.searchsorted(lay["hi"], starts, side="right")
+        return lay["offset"][owner] + starts - lay["lo"][owner]
+
+    def owner_of(self, starts):
+        """Group rank that owns (stores the first step of) each window start."""
+        return np.searchsorted(self.layout["hi"], np.asarray(starts), side="right")
+
+    def _fetch(self, starts):
+        """Windows with global ``starts`` -> ``(x, y)`` ``[B, h, nodes, features]``."""
+        h, B = self.horizon, len(starts)
+        n, f = self.num_nodes, self.num_series_features
+        if self._host_store:  # the common case first: store reads, windows on the host
+            rows = self.rows_of(starts) if self.halo else starts
+            counts = self._counts.get(B)
+            if counts is None:
+                counts = self._counts[B] = np.full(2 * B, h, dtype=np.int64)
+            buf = self.store.read_ranges(self.name, np.concatenate((rows, rows + h)),
+                                         counts).reshape(2, B, h, n, f)
+            x, y = torch.from_numpy(buf[0]), torch.from_numpy(buf[1])
+        elif self._dev_series is not None:
+            st = torch.as_tensor(starts, device=self.device)
+            steps = st[:, None] + torch.arange(h, device=self.device)
+            x = self._dev_series[steps]
+            y = self._dev_series[steps + h]
+        else:
+            rows = self.rows_of(starts)
+            counts = self._counts.get(B)
+            if counts is None:
+                counts = self._counts[B] = np.full(2 * B, h, dtype=np.int64)
+            buf = self.store.read_ranges(self.name, np.concatenate((rows, rows + h)),
+                                         counts).reshape(2, B, h, n, f)
+            x, y = torch.from_numpy(buf[0]), torch.from_numpy(buf[1])
+            if self.device.type != "cpu":
+                x = x.to(self.device, non_blocking=True)
+                y = y.to(self.device, non_blocking=True)
+        if self._tf is not None:
+            st = torch.as_tensor(starts, device=self._tf.device)
+            steps = st[:, None] + torch.arange(h, device=self._tf.device)
+            k = self._tf.shape[1]
+            tx = self._tf[steps].unsqueeze(2).expand(B, h, n, k)
+            ty = self._tf[steps + h].unsqueeze(2).expand(B, h, n, k)
+            x = torch.cat([x, tx], dim=-1)
+            y = torch.cat([y, ty], dim=-1)
+        return x, y
+
+    # ------------------------------------------------------------------ API
+    def splits(self):
+        """``(train, val, test)`` :class:`WindowSplit` views, in time order.
+
+        Default convention (``overlap=False``): disjoint time segments, no window of one
+        split reaches into another; ``overlap=True``: PGT's cut of the window starts.
+        """
+        return tuple(WindowSplit(self, name, *self.split_bounds[name])
+                     for name in SPLIT_NAMES)
+
+    def inverse_transform(self, values, features=None):
+        """Map standardised values back to the original scale: ``values * std + mean``.
+
+        ``values`` (numpy array or torch tensor) ends in ``[..., nodes, F]`` where ``F`` is
+        the series' feature count, or that plus the time features (left unchanged), or
+        ``len(features)`` when ``features`` lists which series features it holds (e.g.
+        ``features=[0]`` for a model predicting feature 0 only).  Per-feature statistics
+        need only ``[..., F]``.  Returns the same type, on the same device.
+        """
+        f = self.num_series_features
+        is_torch = isinstance(values, torch.Tensor)
+        arr = values if is_torch else np.asarray(values)
+        last = arr.shape[-1] if arr.ndim else 0
+        if features is not None:
+            feats = [int(i) for i in np.atleast_1d(features)]
+            if any(not 0 <= i < f for i in feats):
+                raise DDStoreValueError(f"inverse_transform: features {feats} out of range "
+                                        f"[0, {f})")
+            if last != len(feats):
+                raise DDStoreValueError(f"inverse_transform: last dimension {last} != "
+                                        f"{len(feats)} features {feats}")
+        elif last in (f, self.num_features):
+            feats = list(range(f))
+        else:
+            raise DDStoreValueError(
+                f"inverse_transform: last dimension {last}; allowed: {f} (series features) "
+                f"or {self.num_features} (with time features), or pass features=")
+        mean, std = self.mean[..., feats], self.std[..., feats]
+        if self.per_node and (arr.ndim < 2 or arr.shape[-2] != self.num_nodes):
+            raise DDStoreValueError(f"inverse_transform: per-node statistics need values "
+                                    f"[..., {self.num_nodes}, F], got shape "
+                                    f"{tuple(arr.shape)}")
+        k = len(feats)
+        if is_torch:
+            dt = arr.dtype if arr.is_floating_point() else torch.float64
+            m = torch.as_tensor(mean, dtype=dt, device=arr.device)
+            s = torch.as_tensor(std, dtype=dt, device=arr.device)
+            head = arr[..., :k].to(dt) * s + m
+            return torch.cat([head, arr[..., k:].to(dt)], dim=-1) if last > k else head
+        dt = arr.dtype if arr.dtype.kind == "f" else np.float64
+        head = (arr[..., :k].astype(np.float64) * std + mean).astype(dt)
+        return np.concatenate([head, arr[..., k:].astype(dt)], axis=-1) if last > k \
+            else head
+
+    def transform(self, values):
+        """Standardise raw values ``[..., nodes, F]`` with this dataset's statistics."""
+        arr = np.asarray(values, dtype=np.float64)
+        return (arr - self.mean) / self.std
+
+    def local_bytes(self):
+        """Bytes of the series this rank stores (its share, plus halo)."""
+        g = self.store.group_rank
+        return int(self.layout["stored"][g]) * self.num_nodes * \
+            self.num_series_features * self.dtype.itemsize
+
+    def __repr__(self):
+        return (f"WindowDataset({self.name!r}, T={self.num_steps}, nodes={self.num_nodes}, "
+                f"features={self.num_features}, horizon={self.horizon}, windows={len(self)},"
+                f" width={self.store.group_size}, halo={self.halo}, "
+                f"resident={self.resident!r}, device={self.device})")

@@ -1,0 +1,426 @@
+"""Loaders: a spatiotemporal series ``[T, nodes, features]`` plus its static graph.
+
+Every loader returns a :class:`Series`.  A Series never has to hold the whole series in
+memory: :meth:`Series.read` returns any block of consecutive time steps, so
+:class:`~ddstore.spatiotemporal.WindowDataset` copies a series into the store block by
+block (and, in partitioned mode, each rank reads only its own block).  In-memory arrays
+are read as views; HDF5 files are read lazily, one block at a time.
+
+Supported inputs:
+
+- PyTorch Geometric Temporal JSON (:func:`load_pgt_json`): ``FX`` (chickenpox),
+  ``X`` + ``weights`` (PedalMe), ``block`` + ``weights`` (Windmill), each with ``edges``.
+- Arrays (:func:`from_arrays`): numpy arrays or torch tensors ``[T, nodes]`` or
+  ``[T, nodes, features]``, in any memory layout.
+- PeMS / METR-LA HDF5 (:func:`load_pems_h5`): a pandas DataFrame saved with
+  ``DataFrame.to_hdf`` in pandas' default *fixed* format (time index x sensor columns),
+  read with h5py (PyTables is not needed).  :func:`write_pems_h5` writes that layout.
+  pandas' *table* format is not supported.
+"""
+import json
+import os
+
+import numpy as np
+
+from ..errors import DDStoreValueError
+
+__all__ = ["Series", "from_arrays", "load_pgt_json", "load_pems_h5", "write_pems_h5",
+           "adjacency_to_edges", "gaussian_kernel_adjacency"]
+
+
+def _as_array(data, what):
+    """numpy view (no copy where possible) of an array-like or a torch tensor."""
+    try:
+        import torch
+        if isinstance(data, torch.Tensor):
+            data = data.detach()
+            if data.device.type != "cpu":
+                data = data.cpu()
+            return data.numpy()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(data, np.ndarray):
+        return data
+    try:
+        return np.asarray(data)
+    except (TypeError, ValueError) as exc:
+        raise DDStoreValueError(f"{what} cannot be converted to an array: {exc}") from None
+
+
+def _check_series_array(arr, what="series"):
+    if arr.ndim not in (2, 3):
+        raise DDStoreValueError(
+            f"{what} must be 2-D [T, nodes] or 3-D [T, nodes, features], got {arr.ndim}-D "
+            f"shape {tuple(arr.shape)}")
+    if arr.dtype.kind not in "biuf":
+        raise DDStoreValueError(
+            f"{what} has dtype {arr.dtype}; allowed: bool, integer or floating point")
+    if arr.ndim == 2:
+        arr = arr[:, :, None]  # a view: [T, nodes, 1]
+    if 0 in arr.shape[1:]:
+        raise DDStoreValueError(f"{what} has shape {tuple(arr.shape)}: nodes and features "
+                                f"must be >= 1")
+    return arr
+
+
+def _edges(edge_index, edge_weight, num_nodes, what):
+    """Validate / default the graph: int64 ``[2, E]`` and float32 ``[E]``."""
+    if edge_index is None:
+        ei = np.zeros((2, 0), dtype=np.int64)
+    else:
+        ei = _as_array(edge_index, f"{what}: edge_index")
+        if ei.ndim != 2 or 2 not in ei.shape:
+            raise DDStoreValueError(f"{what}: edge_index must have shape [2, E] (or [E, 2]),"
+                                    f" got {tuple(ei.shape)}")
+        if ei.shape[0] != 2:
+            ei = ei.T
+        if ei.dtype.kind not in "iu":
+            raise DDStoreValueError(f"{what}: edge_index must be integers, got {ei.dtype}")
+        ei = np.ascontiguousarray(ei, dtype=np.int64)
+        if ei.size and (ei.min() < 0 or ei.max() >= num_nodes):
+            bad = int(ei.min()) if ei.min() < 0 else int(ei.max())
+            raise DDStoreValueError(f"{what}: edge_index holds node {bad}, out of range "
+                                    f"[0, {num_nodes})")
+    if edge_weight is None:
+        ew = np.ones(ei.shape[1], dtype=np.float32)
+    else:
+        ew = np.ascontiguousarray(_as_array(edge_weight, f"{what}: edge_weight"),
+                                  dtype=np.float32).reshape(-1)
+        if ew.shape[0] != ei.shape[1]:
+            raise DDStoreValueError(f"{what}: edge_weight has {ew.shape[0]} entries, "
+                                    f"edge_index has {ei.shape[1]} edges")
+    return ei, ew
+
+
+def _timestamps(timestamps, num_steps, what):
+    if timestamps is None:
+        return None
+    ts = np.asarray(timestamps)
+    if ts.dtype.kind != "M":
+        try:
+            ts = ts.astype("datetime64[ns]")
+        except (TypeError, ValueError) as exc:
+            raise DDStoreValueError(f"{what}: timestamps must be datetime64 values: "
+                                    f"{exc}") from None
+    ts = ts.astype("datetime64[ns]").reshape(-1)
+    if ts.shape[0] != num_steps:
+        raise DDStoreValueError(f"{what}: {ts.shape[0]} timestamps for {num_steps} time "
+                                f"steps")
+    return ts
+
+
+class Series:
+    """A series of graph signals ``[T, nodes, features]`` on one static graph.
+
+    Attributes: ``shape`` (always 3-D; a 2-D input gets one feature), ``dtype``,
+    ``num_steps``, ``num_nodes``, ``num_features``, ``edge_index`` (int64 ``[2, E]``),
+    ``edge_weight`` (float32 ``[E]``), ``timestamps`` (``datetime64[ns]`` ``[T]`` or
+    None), ``node_ids`` (labels or None), ``source`` (where it came from).
+
+    :meth:`read` returns time steps ``[start, stop)``; the whole series is never copied.
+    """
+
+    def __init__(self, shape, dtype, reader, *, edge_index=None, edge_weight=None,
+                 timestamps=None, node_ids=None, source=None, close=None):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self._reader = reader
+        self._close = close
+        self.num_steps, self.num_nodes, self.num_features = self.shape
+        self.source = source
+        self.edge_index, self.edge_weight = _edges(edge_index, edge_weight,
+                                                   self.num_nodes, source or "series")
+        self.timestamps = _timestamps(timestamps, self.num_steps, source or "series")
+        self.node_ids = node_ids
+
+    def read(self, start, stop):
+        """Time steps ``[start, stop)`` as an array ``[stop - start, nodes, features]``.
+
+        For an in-memory series this is a view (any memory layout); for a file it is a
+        fresh array read from the file.
+        """
+        start, stop = int(start), int(stop)
+        if not 0 <= start <= stop <= self.num_steps:
+            raise DDStoreValueError(f"Series.read: steps [{start}, {stop}) out of range "
+                                    f"[0, {self.num_steps}]")
+        return self._reader(start, stop)
+
+    def to_numpy(self):
+        """The whole series as one array (reads a file completely)."""
+        return self.read(0, self.num_steps)
+
+    def close(self):
+        if self._close is not None:
+            self._close()
+            self._close = None
+
+    def __len__(self):
+        return self.num_steps
+
+    def __repr__(self):
+        return (f"Series(shape={self.shape}, dtype={self.dtype}, edges="
+                f"{self.edge_index.shape[1]}, timestamps="
+                f"{'yes' if self.timestamps is not None else 'no'}, source={self.source!r})")
+
+
+def from_arrays(data, edge_index=None, edge_weight=None, *, adjacency=None,
+                timestamps=None, node_ids=None):
+    """A :class:`Series` over an array ``[T, nodes]`` or ``[T, nodes, features]``.
+
+    ``data`` is a numpy array, a torch tensor or anything ``np.asarray`` accepts, in any
+    memory layout (C, Fortran, transposed or strided views); it is not copied.  The graph
+    is ``edge_index`` (``[2, E]`` or ``[E, 2]``) with ``edge_weight`` (default ones), or
+    a dense ``adjacency`` ``[nodes, nodes]`` (non-zeros become weighted edges), or no
+    edges.  ``timestamps`` (``[T]`` datetime64) enables time-of-day / day-of-week features.
+    """
+    arr = _check_series_array(_as_array(data, "series"))
+    if adjacency is not None:
+        if edge_index is not None:
+            raise DDStoreValueError("from_arrays: give either edge_index or adjacency, "
+                                    "not both")
+        edge_index, edge_weight = adjacency_to_edges(adjacency, arr.shape[1])
+    return Series(arr.shape, arr.dtype, lambda a, b: arr[a:b], edge_index=edge_index,
+                  edge_weight=edge_weight, timestamps=timestamps, node_ids=node_ids,
+                  source="array")
+
+
+def adjacency_to_edges(adjacency, num_nodes=None):
+    """Dense ``[n, n]`` adjacency -> (``edge_index`` int64 ``[2, E]``, ``edge_weight``).
+
+    Every non-zero entry ``A[i, j]`` becomes an edge ``i -> j`` with weight ``A[i, j]``.
+    """
+    adj = _as_array(adjacency, "adjacency")
+    if adj.ndim != 2 or adj.shape[0] != adj.shape[1]:
+        raise DDStoreValueError(f"adjacency must be square [nodes, nodes], got shape "
+                                f"{tuple(adj.shape)}")
+    if num_nodes is not None and adj.shape[0] != num_nodes:
+        raise DDStoreValueError(f"adjacency is {adj.shape[0]} x {adj.shape[0]} but the "
+                                f"series has {num_nodes} nodes")
+    src, dst = np.nonzero(adj)
+    return (np.stack([src, dst]).astype(np.int64),
+            np.asarray(adj[src, dst], dtype=np.float32))
+
+
+def gaussian_kernel_adjacency(distances, sensor_ids, normalized_k=0.1):
+    """DCRNN's road-graph adjacency from pairwise road distances.
+
+    ``distances``: a path to a CSV with columns ``from, to, cost`` (DCRNN's
+    ``distances_la_2012.csv`` / ``distances_bay_2017.csv``) or an array of such rows.
+    ``W[i, j] = exp(-(d_ij / sigma)^2)`` with ``sigma`` the standard deviation of the
+    finite distances; entries below ``normalized_k`` are set to 0.  Returns ``[n, n]``
+    float32 in the order of ``sensor_ids``.
+    """
+    if isinstance(distances, (str, os.PathLike)):
+        rows = np.genfromtxt(distances, delimiter=",", names=True, dtype=None,
+                             encoding="utf-8")
+        names = rows.dtype.names
+        if names is None or len(names) < 3:
+            raise DDStoreValueError(f"{distances}: expected CSV columns from,to,cost, got "
+                                    f"{names}")
+        frm, to, cost = (rows[names[0]], rows[names[1]],
+                         rows[names[2]].astype(np.float64))
+    else:
+        rows = np.asarray(distances)
+        if rows.ndim != 2 or rows.shape[1] != 3:
+            raise DDStoreValueError(f"distances must be rows (from, to, cost), got shape "
+                                    f"{rows.shape}")
+        frm, to, cost = rows[:, 0], rows[:, 1], rows[:, 2].astype(np.float64)
+    ids = [str(s) for s in sensor_ids]
+    index = {s: i for i, s in enumerate(ids)}
+    n = len(ids)
+    dist = np.full((n, n), np.inf)
+    for f, t, c in zip(frm, to, cost):
+        i, j = index.get(str(f)), index.get(str(t))
+        if i is not None and j is not None:
+            dist[i, j] = c
+    finite = dist[np.isfinite(dist)]
+    if finite.size == 0:
+        raise DDStoreValueError("distances: no row connects two of the given sensors")
+    sigma = finite.std() or 1.0
+    adj = np.exp(-np.square(dist / sigma))
+    adj[adj < normalized_k] = 0.0
+    return adj.astype(np.float32)
+
+
+# --------------------------------------------------------------------------- PGT JSON
+_PGT_LAYOUTS = (("FX", None), ("X", "weights"), ("block", "weights"))
+
+
+def load_pgt_json(path, dtype=np.float32):
+    """Load a PyTorch Geometric Temporal JSON data set as a :class:`Series`.
+
+    Layouts (chosen by the keys present): ``FX`` ``[T, nodes]`` with ``edges`` (chickenpox;
+    unit edge weights); ``X`` ``[T, nodes]`` with ``edges`` and ``weights`` (PedalMe);
+    ``block`` ``[T, nodes]`` with ``edges`` and ``weights`` (Windmill).  The series gets
+    one feature: ``[T, nodes, 1]``; ``node_ids`` comes from the file when present.
+    """
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise DDStoreValueError(f"load_pgt_json: cannot read {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DDStoreValueError(f"load_pgt_json: {path} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise DDStoreValueError(f"load_pgt_json: {path} holds a {type(doc).__name__}, "
+                                f"expected an object")
+    key = next((k for k, _ in _PGT_LAYOUTS if k in doc), None)
+    if key is None or "edges" not in doc:
+        raise DDStoreValueError(
+            f"load_pgt_json: {path} has keys {sorted(doc)}; expected 'edges' and one of "
+            f"'FX' (chickenpox), 'X' + 'weights' (PedalMe), 'block' + 'weights' (Windmill)")
+    try:
+        data = np.asarray(doc[key], dtype=np.float64)
+        edges = np.asarray(doc["edges"], dtype=np.int64).reshape(-1, 2)
+    except (TypeError, ValueError) as exc:
+        raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} or 'edges' is not a "
+                                f"numeric array: {exc}") from None
+    data = np.ascontiguousarray(_check_series_array(data, f"{path}: {key!r}"), dtype=dtype)
+    weights = doc.get("weights")
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float32)
+    node_ids = doc.get("node_ids")
+    if isinstance(node_ids, dict):  # name -> id
+        names = [None] * data.shape[1]
+        for name, i in node_ids.items():
+            if 0 <= int(i) < len(names):
+                names[int(i)] = name
+        node_ids = names
+    return Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=edges.T,
+                  edge_weight=weights, node_ids=node_ids,
+                  source=f"{os.path.basename(str(path))}[{key}]")
+
+
+# --------------------------------------------------------------------------- PeMS HDF5
+def _h5_str(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray) and value.shape == ():
+        return _h5_str(value[()])
+    return str(value)
+
+
+def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df"):
+    """Write ``data`` ``[T, sensors]`` as a pandas *fixed*-format DataFrame with h5py.
+
+    The layout of METR-LA's ``metr-la.h5`` (key ``df``) and PeMS-BAY's ``pems-bay.h5``
+    (key ``speed``): group ``key`` with ``axis0`` (sensor ids), ``axis1`` (the time
+    index, int64 nanoseconds), ``block0_items`` and ``block0_values`` ``[T, sensors]``
+    (``transposed``).  For tests, benchmarks and synthetic data; :func:`load_pems_h5`
+    reads it back.
+    """
+    import h5py
+    arr = np.asarray(data)
+    if arr.ndim != 2:
+        raise DDStoreValueError(f"write_pems_h5: data must be 2-D [T, sensors], got shape "
+                                f"{arr.shape}")
+    ts = _timestamps(timestamps, arr.shape[0], "write_pems_h5")
+    ids = np.arange(arr.shape[1]) if sensor_ids is None else np.asarray(sensor_ids)
+    if ids.shape != (arr.shape[1],):
+        raise DDStoreValueError(f"write_pems_h5: {ids.shape} sensor ids for "
+                                f"{arr.shape[1]} sensors")
+    if ids.dtype.kind in "US":
+        ids, kind = ids.astype("S"), b"string"
+    else:
+        ids, kind = ids.astype(np.int64), b"integer"
+    with h5py.File(path, "w") as fh:
+        grp = fh.create_group(key)
+        for name, value in (("pandas_type", b"frame"), ("pandas_version", b"0.15.2"),
+                            ("encoding", b"UTF-8"), ("errors", b"strict"),
+                            ("axis0_variety", b"regular"), ("axis1_variety", b"regular"),
+                            ("block0_items_variety", b"regular")):
+            grp.attrs[name] = np.bytes_(value)
+        grp.attrs["ndim"] = np.int64(2)
+        grp.attrs["nblocks"] = np.int64(1)
+        for name, values, k in (("axis0", ids, kind),
+                                ("axis1", ts.astype(np.int64), b"datetime64"),
+                                ("block0_items", ids, kind)):
+            dset = grp.create_dataset(name, data=values)
+            dset.attrs["kind"] = np.bytes_(k)
+            dset.attrs["name"] = np.bytes_(b"N.")
+        dset = grp.create_dataset("block0_values", data=arr)
+        dset.attrs["transposed"] = np.bool_(True)
+
+
+def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=None,
+                 edge_weight=None, dtype=np.float32):
+    """Open a PeMS / METR-LA HDF5 file (pandas fixed-format frame) as a lazy :class:`Series`.
+
+    The frame's index is time, its columns are sensors; the series is
+    ``[T, sensors, 1]`` with ``timestamps`` from the index (so time-of-day / day-of-week
+    features work) and ``node_ids`` from the columns.  ``key`` is the frame's group
+    (``df`` for METR-LA, ``speed`` for PeMS-BAY); by default the only frame in the file.
+    Blocks of time steps are read from the file on demand (the file stays open until
+    :meth:`Series.close`).  Graph: ``adjacency`` ``[n, n]`` (e.g. DCRNN's ``adj_mx``),
+    or ``distances`` (DCRNN's distance CSV, see :func:`gaussian_kernel_adjacency`), or
+    ``edge_index``/``edge_weight``; none gives a graph without edges.
+    """
+    import h5py
+    try:
+        fh = h5py.File(path, "r")
+    except OSError as exc:
+        raise DDStoreValueError(f"load_pems_h5: cannot open {path}: {exc}") from None
+    try:
+        frames = [k for k in fh if isinstance(fh[k], h5py.Group)
+                  and _h5_str(fh[k].attrs.get("pandas_type", b"")) in ("frame", "frame_table")]
+        if key is None:
+            if len(frames) != 1:
+                raise DDStoreValueError(f"load_pems_h5: {path} holds frames {frames}; pass "
+                                        f"key= to choose one")
+            key = frames[0]
+        if key not in fh:
+            raise DDStoreValueError(f"load_pems_h5: {path} has no key {key!r}; frames: "
+                                    f"{frames}")
+        grp = fh[key]
+        ptype = _h5_str(grp.attrs.get("pandas_type", b""))
+        if ptype == "frame_table":
+            raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] is in pandas' table "
+                                    f"format; only the fixed format (DataFrame.to_hdf "
+                                    f"default) is supported")
+        if ptype != "frame" or "axis0" not in grp or "axis1" not in grp:
+            raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] is not a pandas "
+                                    f"fixed-format DataFrame (pandas_type={ptype!r})")
+        columns = grp["axis0"][()]
+        index = grp["axis1"]
+        num_steps = index.shape[0]
+        nblocks = int(grp.attrs.get("nblocks", 1))
+        blocks = []
+        col_pos = {c: i for i, c in enumerate(columns.tolist())}
+        for b in range(nblocks):
+            values = grp[f"block{b}_values"]
+            items = grp[f"block{b}_items"][()].tolist()
+            transposed = bool(values.attrs.get("transposed", False))
+            if values.dtype.kind not in "biuf":
+                raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] block {b} has dtype"
+                                        f" {values.dtype}; sensor columns must be numeric")
+            pos = np.array([col_pos[i] for i in items], dtype=np.int64)
+            blocks.append((values, transposed, pos))
+        num_nodes = len(columns)
+        kind = _h5_str(index.attrs.get("kind", b""))
+        timestamps = None
+        if kind.startswith("datetime64"):
+            timestamps = index[()].astype("datetime64[ns]")
+        node_ids = [_h5_str(c) if isinstance(c, bytes) else c for c in columns.tolist()]
+        if distances is not None:
+            adjacency = gaussian_kernel_adjacency(distances, node_ids)
+        if adjacency is not None:
+            edge_index, edge_weight = adjacency_to_edges(adjacency, num_nodes)
+        out_dtype = np.dtype(dtype)
+        simple = (len(blocks) == 1 and blocks[0][1]
+                  and np.array_equal(blocks[0][2], np.arange(num_nodes)))
+
+        def reader(a, b):
+            if simple:
+                return blocks[0][0][a:b].astype(out_dtype, copy=False)[:, :, None]
+            out = np.empty((b - a, num_nodes), dtype=out_dtype)
+            for values, transposed, pos in blocks:
+                part = values[a:b] if transposed else values[:, a:b].T
+                out[:, pos] = part
+            return out[:, :, None]
+
+        return Series((num_steps, num_nodes, 1), out_dtype, reader, edge_index=edge_index,
+                      edge_weight=edge_weight, timestamps=timestamps, node_ids=node_ids,
+                      source=f"{os.path.basename(str(path))}[{key}]", close=fh.close)
+    except BaseException:
+        fh.close()
+        raise

@@ -1,0 +1,148 @@
+"""Batch-level shuffling of window starts (PGT-I's generalized distributed index-batching)."""
+import numpy as np
+import torch
+
+from ..errors import DDStoreValueError
+
+__all__ = ["BatchShuffleSampler", "assign_blocks"]
+
+
+def _blocks(start, stop, batch_size, cuts):
+    """Cut starts ``[start, stop)`` into blocks of at most ``batch_size`` consecutive
+    starts, never across a cut (``cuts``: sorted boundaries).  Returns (first, last+1)
+    pairs and the index of the segment between cuts that each block lies in."""
+    edges = [start] + [int(c) for c in cuts if start < c < stop] + [stop]
+    blocks, segment = [], []
+    for a, b in zip(edges[:-1], edges[1:]):
+        seg = int(np.searchsorted(cuts, a, side="right")) if len(cuts) else 0
+        for s in range(a, b, batch_size):
+            blocks.append((s, min(b, s + batch_size)))
+            segment.append(seg)
+    return blocks, segment
+
+
+def assign_blocks(block_owner, num_replicas, width, seed, epoch, shuffle=True,
+                  drop_last=False, local=True):
+    """Deal blocks to ranks; returns one list of block ids per rank, all the same length.
+
+    ``block_owner[i]``: the group rank that stores block ``i`` (0 .. width-1).  Rank ``r``
+    is group rank ``r % width`` of group ``r // width`` (``num_replicas // width``
+    groups).  With ``local``: each rank first takes blocks its group rank stores (split
+    among the groups), up to ``M`` blocks, where ``M = ceil(n_blocks / num_replicas)``
+    (or floor with ``drop_last``); blocks left over go to the ranks with room, so the
+    load is balanced and most reads are local.  Without ``local``: blocks are dealt
+    round-robin after a global shuffle.  When blocks do not divide evenly, ranks short of
+    ``M`` repeat some of their blocks (``drop_last=False``, as ``DistributedSampler``
+    pads) or ``M`` is rounded down and extra blocks are left out this epoch.
+    Deterministic in ``(seed, epoch)``; no communication.
+    """
+    owner = np.asarray(block_owner, dtype=np.int64)
+    nb = owner.shape[0]
+    rng = np.random.default_rng([int(seed), int(epoch)])
+    order = rng.permutation(nb) if shuffle else np.arange(nb)
+    if drop_last:
+        M = nb // num_replicas
+    else:
+        M = -(-nb // num_replicas)
+    groups = num_replicas // width
+    per_rank = [[] for _ in range(num_replicas)]
+    if local and width > 1:
+        leftover = []
+        for g in range(width):
+            mine = order[owner[order] == g]
+            for q in range(groups):
+                take = list(mine[q::groups])
+                per_rank[q * width + g] = take[:M]
+                leftover.extend(take[M:])
+        leftover = np.array(leftover, dtype=np.int64)
+        if shuffle and leftover.size:
+            leftover = leftover[rng.permutation(leftover.size)]
+        pos = 0
+        for r in range(num_replicas):
+            need = M - len(per_rank[r])
+            if need > 0 and pos < leftover.size:
+                per_rank[r].extend(leftover[pos:pos + need].tolist())
+                pos += min(need, leftover.size - pos)
+    else:
+        for r in range(num_replicas):
+            per_rank[r] = list(order[r::num_replicas][:M])
+    pool = order.tolist()
+    for r in range(num_replicas):
+        lst = per_rank[r]
+        k = 0
+        while len(lst) < M:  # padding (drop_last=False), own blocks first
+            src = lst if lst else pool
+            lst.append(src[k % len(src)])
+            k += 1
+        if shuffle:
+            perm = rng.permutation(len(lst))
+            lst = [lst[i] for i in perm]
+        per_rank[r] = [int(b) for b in lst]
+    return per_rank
+
+
+class BatchShuffleSampler(torch.utils.data.Sampler):
+    """Batches of consecutive window starts whose order is shuffled every epoch.
+
+    PGT-I's generalized distributed index-batching: the starts of a split are cut into
+    blocks of ``batch_size`` consecutive starts (never across the boundary between two
+    members' parts of a partitioned series); each epoch the blocks are shuffled and dealt
+    to the ranks, every rank getting the same number of batches.  A batch of consecutive
+    windows touches only ``batch_size + 2h - 1`` steps, so it is one short contiguous
+    read.  With ``local=True`` (default for a partitioned store) each rank prefers the
+    blocks its own group rank stores: with ``halo=True`` those are read without any
+    communication.  The alternative, sample-level global shuffle, is
+    ``torch.utils.data.DistributedSampler`` over the same split.
+
+    Use as ``DataLoader(split, batch_sampler=sampler, collate_fn=batch_collate)``;
+    yields lists of indices into ``split``.  Call :meth:`set_epoch` every epoch.
+    ``num_replicas``/``rank`` default to the store's communicator size and rank.
+    """
+
+    def __init__(self, split, batch_size, num_replicas=None, rank=None, shuffle=True,
+                 seed=0, drop_last=False, local=None):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or batch_size < 1:
+            raise DDStoreValueError(f"batch_size={batch_size!r} must be an integer >= 1")
+        ds = split.dataset
+        store = ds.store
+        self.num_replicas = store.size if num_replicas is None else int(num_replicas)
+        self.rank = store.rank if rank is None else int(rank)
+        if not 0 <= self.rank < self.num_replicas:
+            raise DDStoreValueError(f"rank={self.rank} out of range [0, "
+                                    f"{self.num_replicas})")
+        width = store.group_size
+        if local is None:
+            local = width > 1
+        if local and width > 1 and self.num_replicas % width:
+            raise DDStoreValueError(f"local=True needs num_replicas ({self.num_replicas}) "
+                                    f"to be a multiple of the store width {width}")
+        self.split, self.batch_size = split, int(batch_size)
+        self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
+        self.local, self.width = bool(local), width
+        cuts = ds.layout["hi"][:-1] if width > 1 else []
+        blocks, owner = _blocks(split.start, split.stop, self.batch_size, cuts)
+        self.blocks = blocks
+        self.block_owner = np.asarray(owner, dtype=np.int64)
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        """Shuffle differently in epoch ``epoch`` (same on every rank)."""
+        self.epoch = int(epoch)
+
+    def rank_blocks(self, rank=None):
+        """Block ids (into :attr:`blocks`) that ``rank`` gets this epoch, in order."""
+        assigned = assign_blocks(self.block_owner, self.num_replicas, self.width,
+                                 self.seed, self.epoch, self.shuffle, self.drop_last,
+                                 self.local)
+        return assigned[self.rank if rank is None else rank]
+
+    def __iter__(self):
+        base = self.split.start
+        for b in self.rank_blocks():
+            a, e = self.blocks[b]
+            yield list(range(a - base, e - base))
+
+    def __len__(self):
+        nb = len(self.blocks)
+        return nb // self.num_replicas if self.drop_last else -(-nb // self.num_replicas)

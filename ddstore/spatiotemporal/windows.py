@@ -1,0 +1,204 @@
+"""Window arithmetic: valid starts, splits, the as-if-materialised statistics, layouts.
+
+Pure numpy; no store, no torch.  A window with start ``s`` over horizon ``h`` is
+``x = series[s : s+h]`` (input) and ``y = series[s+h : s+2h]`` (target); it covers time
+steps ``[s, s + 2h)``.  The valid starts are ``s in [0, T - 2h + 1)``.
+"""
+import math
+import numbers
+
+import numpy as np
+
+from ..errors import DDStoreValueError
+
+__all__ = ["check_horizon", "num_windows", "split_ranges", "window_weights",
+           "Moments", "chunk_moments", "series_layout"]
+
+SPLIT_NAMES = ("train", "val", "test")
+
+
+def check_horizon(horizon, num_steps):
+    """Validate ``horizon`` against a series of ``num_steps`` steps; returns it as int."""
+    if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral):
+        raise DDStoreValueError(f"horizon must be an integer in [1, {num_steps // 2}] "
+                                f"(2*horizon <= T = {num_steps}), got {horizon!r}")
+    horizon = int(horizon)
+    if horizon <= 0 or 2 * horizon > num_steps:
+        raise DDStoreValueError(f"horizon={horizon} out of range: allowed 1 <= horizon <= "
+                                f"{num_steps // 2} (2*horizon <= T = {num_steps} steps)")
+    return horizon
+
+
+def num_windows(num_steps, horizon):
+    """Number of valid window starts, ``T - 2h + 1``."""
+    return num_steps - 2 * horizon + 1
+
+
+def check_ratios(split):
+    if isinstance(split, (str, bytes)) or not hasattr(split, "__len__") or len(split) != 3:
+        raise DDStoreValueError(f"split must be three ratios (train, val, test) that sum to "
+                                f"1, got {split!r}")
+    ratios = []
+    for name, r in zip(SPLIT_NAMES, split):
+        if isinstance(r, bool) or not isinstance(r, numbers.Real) or not math.isfinite(r):
+            raise DDStoreValueError(f"split ratio {name}={r!r} must be a finite number in "
+                                    f"[0, 1]")
+        if not 0 <= r <= 1:
+            raise DDStoreValueError(f"split ratio {name}={r} out of range [0, 1]")
+        ratios.append(float(r))
+    if abs(sum(ratios) - 1.0) > 1e-6:
+        raise DDStoreValueError(f"split ratios {tuple(split)} sum to {sum(ratios):.6g}; "
+                                f"they must sum to 1")
+    if ratios[0] == 0:
+        raise DDStoreValueError(f"split ratio train={ratios[0]} must be > 0 (the "
+                                f"statistics come from the training windows)")
+    return ratios
+
+
+def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
+    """Window-start ranges ``{"train": (a, b), "val": ..., "test": ...}`` in time order.
+
+    ``overlap=False`` (the default, no leakage): the *time steps* are cut at
+    ``round(T * train)`` and ``round(T * (train + val))`` and each split keeps the windows
+    that lie entirely inside its own segment, so no window of one split touches a step
+    of another (``2h - 1`` starts are lost at each cut).
+    ``overlap=True`` (PGT / DCRNN convention): the ``T - 2h + 1`` *starts* are cut,
+    ``n_train = round(S * train)``, ``n_test = round(S * test)``, val gets the rest;
+    the last training windows' targets overlap the first validation inputs.
+    A split with ratio 0 is empty; a split with a positive ratio but no complete window
+    is an error.
+    """
+    ratios = check_ratios(split)
+    h = horizon
+    S = num_windows(num_steps, h)
+    if overlap:
+        n_train = int(round(S * ratios[0]))
+        n_test = int(round(S * ratios[2]))
+        n_val = S - n_train - n_test
+        if n_val < 0:  # rounding both up
+            n_test += n_val
+            n_val = 0
+        bounds = {"train": (0, n_train), "val": (n_train, n_train + n_val),
+                  "test": (S - n_test, S)}
+        for name, r in zip(SPLIT_NAMES, ratios):
+            a, b = bounds[name]
+            if r > 0 and b <= a:
+                raise DDStoreValueError(
+                    f"split {name!r} (ratio {r}) gets no window: {S} windows in all "
+                    f"(T={num_steps}, horizon={h})")
+        return bounds
+    cut1 = int(round(num_steps * ratios[0]))
+    cut2 = int(round(num_steps * (ratios[0] + ratios[1])))
+    if ratios[2] == 0:
+        cut2 = num_steps
+    if ratios[1] == 0:
+        cut1 = cut2 if ratios[2] > 0 else num_steps
+    segments = {"train": (0, cut1), "val": (cut1, cut2), "test": (cut2, num_steps)}
+    bounds = {}
+    for name, r in zip(SPLIT_NAMES, ratios):
+        lo, hi = segments[name]
+        n = max(0, hi - lo - 2 * h + 1)
+        if r > 0 and n == 0:
+            raise DDStoreValueError(
+                f"split {name!r} (ratio {r}) gets time steps [{lo}, {hi}) = {hi - lo} "
+                f"steps, fewer than 2*horizon = {2 * h}, so no complete window; use a "
+                f"smaller horizon, other ratios, or overlap=True (PGT convention)")
+        bounds[name] = (lo, lo + n) if n else (lo, lo)
+    return bounds
+
+
+def window_weights(start, stop, train, horizon):
+    """How many training input windows ``x`` cover each step of ``[start, stop)``.
+
+    ``train = (a, b)`` are the training window starts; step ``t`` lies in the inputs of
+    starts ``s`` with ``s <= t < s + h``, so its weight is
+    ``|[max(a, t - h + 1), min(t, b - 1)]|``.  float64 ``[stop - start]``.
+    """
+    a, b = train
+    t = np.arange(start, stop, dtype=np.int64)
+    lo = np.maximum(a, t - horizon + 1)
+    hi = np.minimum(t, b - 1)
+    return np.maximum(hi - lo + 1, 0).astype(np.float64)
+
+
+class Moments:
+    """Weighted count, mean and sum of squared deviations (M2), mergeable (Chan et al.).
+
+    ``per_node=False``: statistics per feature, shape ``[f]``; ``True``: ``[nodes, f]``.
+    """
+
+    __slots__ = ("count", "mean", "m2")
+
+    def __init__(self, count, mean, m2):
+        self.count, self.mean, self.m2 = count, mean, m2
+
+    @classmethod
+    def empty(cls, num_nodes, num_features, per_node):
+        shape = (num_nodes, num_features) if per_node else (num_features,)
+        return cls(0.0, np.zeros(shape), np.zeros(shape))
+
+    def merge(self, other):
+        if other.count == 0:
+            return self
+        if self.count == 0:
+            return other
+        n = self.count + other.count
+        delta = other.mean - self.mean
+        mean = self.mean + delta * (other.count / n)
+        m2 = self.m2 + other.m2 + delta * delta * (self.count * other.count / n)
+        return Moments(n, mean, m2)
+
+    def mean_std(self):
+        """(mean, population std); a zero std becomes 1 so that scaling is defined."""
+        if self.count == 0:
+            raise DDStoreValueError("no training window to compute statistics from")
+        std = np.sqrt(np.maximum(self.m2 / self.count, 0.0))
+        std = np.where(std > 0, std, 1.0)
+        return self.mean.copy(), std
+
+    def as_tuple(self):
+        return float(self.count), self.mean, self.m2
+
+
+def chunk_moments(values, weights, per_node):
+    """Moments of one block ``values`` ``[k, nodes, f]`` (float64) with step ``weights``."""
+    k, n, f = values.shape
+    total = float(weights.sum())
+    if total == 0:
+        return Moments.empty(n, f, per_node)
+    flat = values.reshape(k, n * f)
+    if per_node:
+        mean = (weights @ flat / total).reshape(n, f)
+        dev = values - mean
+        m2 = (weights @ (dev * dev).reshape(k, n * f)).reshape(n, f)
+        return Moments(total, mean, m2)
+    count = total * n
+    mean = (weights @ flat).reshape(n, f).sum(axis=0) / count
+    dev = values - mean
+    m2 = (weights @ (dev * dev).reshape(k, n * f)).reshape(n, f).sum(axis=0)
+    return Moments(count, mean, m2)
+
+
+def series_layout(num_steps, horizon, width, halo):
+    """How the time steps are striped over ``width`` group members.
+
+    Member ``g`` *owns* steps ``[lo[g], hi[g])`` (:func:`ddstore.partition`) and so the
+    windows starting there; it *stores* ``stored[g]`` rows from step ``lo[g]``: its own
+    steps, plus with ``halo`` the next ``2h - 1`` steps (capped at ``T``) so that every
+    window it owns lies entirely in its memory.  ``offset[g]`` is where its rows begin in
+    the store's global row space.  Returns a dict of int64 arrays ``lo, hi, stored,
+    offset`` (offset has ``width + 1`` entries).
+    """
+    lo = np.empty(width, dtype=np.int64)
+    hi = np.empty(width, dtype=np.int64)
+    base, rem = divmod(num_steps, width)
+    for g in range(width):
+        lo[g] = g * base + min(g, rem)
+        hi[g] = lo[g] + base + (1 if g < rem else 0)
+    if halo and width > 1:
+        stored = np.where(hi > lo, np.minimum(hi + 2 * horizon - 1, num_steps) - lo, 0)
+    else:
+        stored = hi - lo
+    offset = np.zeros(width + 1, dtype=np.int64)
+    np.cumsum(stored, out=offset[1:])
+    return {"lo": lo, "hi": hi, "stored": stored.astype(np.int64), "offset": offset}

@@ -1,0 +1,478 @@
+"""Spatiotemporal index-batching: loaders, windows, splits, statistics, errors (1 rank).
+
+Every window is compared element for element with the materialised sliding-window
+pipeline (ddstore.spatiotemporal.reference).  Multi-rank placements are tested in
+test_spatiotemporal_mpi.py.
+"""
+import itertools
+import json
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import ddstore  # noqa: E402
+from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
+from ddstore import spatiotemporal as st  # noqa: E402
+from ddstore.spatiotemporal.reference import (algorithm1, brute_force_stats,  # noqa: E402
+                                              materialize_windows, standardize_windows)
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+CHICKENPOX = os.path.join(DATA, "chickenpox.json")
+PEDALME = os.path.join(DATA, "pedalme_london.json")
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def store():
+    from mpi4py import MPI
+    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
+    yield s
+    s.free()
+
+
+def make(store, series, horizon, **kw):
+    return st.WindowDataset(store, f"v{next(_names)}", series, horizon, **kw)
+
+
+def random_series(T=97, n=5, f=3, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((T, n, f)) * rng.uniform(0.5, 3, f) + rng.uniform(-5, 5, f)
+            ).astype(dtype)
+
+
+def chickenpox():
+    if not os.path.exists(CHICKENPOX):
+        pytest.skip(f"{CHICKENPOX} not present")
+    return st.load_pgt_json(CHICKENPOX)
+
+
+def check_all_windows(ds, raw):
+    """Every window of every split equals the materialised one, bit for bit."""
+    raw = np.asarray(raw, dtype=np.float64)
+    if raw.ndim == 2:
+        raw = raw[:, :, None]
+    X, Y = materialize_windows(raw, ds.horizon)
+    if ds.standardized:
+        X = standardize_windows(X, ds.mean, ds.std, dtype=ds.dtype)
+        Y = standardize_windows(Y, ds.mean, ds.std, dtype=ds.dtype)
+    else:
+        X, Y = X.astype(ds.dtype), Y.astype(ds.dtype)
+    xb, yb = ds.__getitems__(np.arange(len(ds)))
+    assert xb.shape == (len(ds), ds.horizon, ds.num_nodes, ds.num_series_features)
+    np.testing.assert_array_equal(xb.numpy(), X)
+    np.testing.assert_array_equal(yb.numpy(), Y)
+    for split in ds.splits():
+        if len(split) == 0:
+            continue
+        idx = np.random.default_rng(1).permutation(len(split))
+        xs, ys = split.__getitems__(idx)
+        np.testing.assert_array_equal(xs.numpy(), X[split.start + idx])
+        np.testing.assert_array_equal(ys.numpy(), Y[split.start + idx])
+        for i in (0, len(split) - 1, -1):
+            x, y = split[i]
+            j = split.start + (i % len(split))
+            np.testing.assert_array_equal(x.numpy(), X[j])
+            np.testing.assert_array_equal(y.numpy(), Y[j])
+
+
+# ----------------------------------------------------------------------------- loaders
+def test_load_chickenpox():
+    s = chickenpox()
+    assert s.shape == (521, 20, 1)
+    assert s.edge_index.shape == (2, 102) and s.edge_weight.shape == (102,)
+    assert np.all(s.edge_weight == 1)
+    doc = json.load(open(CHICKENPOX))
+    np.testing.assert_array_equal(s.to_numpy()[:, :, 0], np.asarray(doc["FX"], np.float32))
+    np.testing.assert_array_equal(s.edge_index, np.asarray(doc["edges"]).T)
+    assert s.node_ids[doc["node_ids"]["BUDAPEST"]] == "BUDAPEST"
+
+
+def test_load_pedalme_and_windmill_layouts(tmp_path):
+    if not os.path.exists(PEDALME):
+        pytest.skip("pedalme_london.json not present")
+    s = st.load_pgt_json(PEDALME)
+    doc = json.load(open(PEDALME))
+    assert s.shape == (35, 15, 1)
+    np.testing.assert_array_equal(s.edge_weight, np.asarray(doc["weights"], np.float32))
+    np.testing.assert_array_equal(s.read(3, 9)[:, :, 0],
+                                  np.asarray(doc["X"], np.float32)[3:9])
+    # Windmill layout: block + edges + weights
+    rng = np.random.default_rng(0)
+    block = rng.random((40, 6)).tolist()
+    edges = [[i, j] for i in range(6) for j in range(6)]
+    path = tmp_path / "windmill.json"
+    path.write_text(json.dumps({"block": block, "edges": edges,
+                                "weights": rng.random(36).tolist()}))
+    w = st.load_pgt_json(path)
+    assert w.shape == (40, 6, 1) and w.edge_index.shape == (2, 36)
+    np.testing.assert_array_equal(w.to_numpy()[:, :, 0], np.asarray(block, np.float32))
+
+
+def test_load_pgt_json_bad(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"edges": [[0, 1]], "Y": [[1, 2]]}))
+    with pytest.raises(DDStoreValueError, match="expected 'edges' and one of"):
+        st.load_pgt_json(bad)
+    with pytest.raises(DDStoreValueError, match="cannot read"):
+        st.load_pgt_json(tmp_path / "missing.json")
+    bad.write_text(json.dumps({"edges": [[0, 5]], "FX": [[1, 2], [3, 4]]}))
+    with pytest.raises(DDStoreValueError, match=r"node 5, out of range \[0, 2\)"):
+        st.load_pgt_json(bad)
+
+
+def test_pems_h5_roundtrip(tmp_path):
+    pytest.importorskip("h5py")
+    T, n = 300, 7
+    rng = np.random.default_rng(3)
+    data = rng.random((T, n)) * 70
+    ts = np.datetime64("2017-01-01T00:00") + np.arange(T) * np.timedelta64(5, "m")
+    ids = np.array([400001 + 3 * i for i in range(n)])
+    path = tmp_path / "pems-bay.h5"
+    st.write_pems_h5(path, data, ts, ids, key="speed")
+    adj = (rng.random((n, n)) > 0.6) * rng.random((n, n))
+    s = st.load_pems_h5(path, adjacency=adj)
+    try:
+        assert s.shape == (T, n, 1) and s.dtype == np.float32
+        np.testing.assert_array_equal(s.timestamps, ts.astype("datetime64[ns]"))
+        assert s.node_ids == ids.tolist()
+        np.testing.assert_array_equal(s.read(17, 123)[:, :, 0],
+                                      data[17:123].astype(np.float32))
+        src, dst = np.nonzero(adj)
+        np.testing.assert_array_equal(s.edge_index, np.stack([src, dst]))
+        np.testing.assert_allclose(s.edge_weight, adj[src, dst].astype(np.float32))
+    finally:
+        s.close()
+    with pytest.raises(DDStoreValueError, match="no key 'df'"):
+        st.load_pems_h5(path, key="df")
+
+
+def test_pems_h5_distances_and_table_format(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    ts = np.datetime64("2012-03-01") + np.arange(10) * np.timedelta64(5, "m")
+    path = tmp_path / "metr-la.h5"
+    st.write_pems_h5(path, np.ones((10, 3)), ts, np.array([11, 12, 13]))
+    csv = tmp_path / "distances.csv"
+    csv.write_text("from,to,cost\n11,12,100.0\n12,13,300.0\n11,11,0.0\n99,11,5\n")
+    s = st.load_pems_h5(path, distances=csv)
+    d = np.array([100.0, 300.0, 0.0])
+    sigma = d.std()
+    want = {(0, 1): np.exp(-(100 / sigma) ** 2), (1, 2): np.exp(-(300 / sigma) ** 2),
+            (0, 0): 1.0}
+    got = {(int(a), int(b)): float(w) for (a, b), w in zip(s.edge_index.T, s.edge_weight)}
+    want = {k: v for k, v in want.items() if v >= 0.1}
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k] == pytest.approx(want[k], rel=1e-6)
+    s.close()
+    with h5py.File(path, "a") as fh:
+        fh["df"].attrs["pandas_type"] = np.bytes_(b"frame_table")
+    with pytest.raises(DDStoreValueError, match="table format"):
+        st.load_pems_h5(path)
+
+
+def test_from_arrays_layouts(store):
+    base = random_series(T=40, n=6, f=2, seed=5)
+    fortran = np.asfortranarray(base)
+    transposed = np.ascontiguousarray(base.transpose(2, 1, 0)).transpose(2, 1, 0)
+    strided = np.repeat(base, 2, axis=0)[::2]
+    for arr in (base, fortran, transposed, strided, torch.from_numpy(base)):
+        ds = make(store, arr, 3, standardize=False, dtype=np.float64, overlap=True)
+        check_all_windows(ds, base)
+    ds2 = make(store, base[:, :, 0], 3, overlap=True)  # 2-D
+    assert ds2.num_series_features == 1
+    check_all_windows(ds2, base[:, :, 0])
+
+
+# ----------------------------------------------------------------------------- windows
+@pytest.mark.parametrize("overlap", [False, True])
+def test_windows_chickenpox(store, overlap):
+    s = chickenpox()
+    for h in (1, 4, 12):
+        ds = make(store, s, h, overlap=overlap)
+        check_all_windows(ds, s.to_numpy())
+        ds_raw = make(store, s, h, overlap=overlap, standardize=False)
+        check_all_windows(ds_raw, s.to_numpy())
+
+
+@pytest.mark.parametrize("T,h", [(97, 1), (97, 5), (97, 24), (48, 24), (200, 7)])
+def test_windows_random(store, T, h):
+    raw = random_series(T=T, seed=T + h)
+    for overlap, per_node in itertools.product((False, True), (False, True)):
+        split = (0.7, 0.1, 0.2)
+        try:
+            st.split_ranges(T, h, split, overlap)
+        except DDStoreValueError:  # too short for three splits: train only
+            split = (1.0, 0.0, 0.0)
+        ds = make(store, raw, h, split=split, overlap=overlap, per_node=per_node)
+        check_all_windows(ds, raw)
+
+
+def test_split_conventions():
+    T, h = 100, 5
+    S = T - 2 * h + 1
+    b = st.split_ranges(T, h, (0.7, 0.1, 0.2), overlap=True)
+    assert b == {"train": (0, round(0.7 * S)), "val": (round(0.7 * S), S - round(0.2 * S)),
+                 "test": (S - round(0.2 * S), S)}
+    d = st.split_ranges(T, h, (0.7, 0.1, 0.2))
+    assert d == {"train": (0, 70 - 2 * h + 1), "val": (70, 80 - 2 * h + 1),
+                 "test": (80, S)}
+    # no window of one split touches a step of another
+    steps = {k: set(range(a, bb + 2 * h - 1)) if bb > a else set() for k, (a, bb) in d.items()}
+    assert not steps["train"] & steps["val"] and not steps["val"] & steps["test"]
+    assert not steps["train"] & steps["test"]
+    assert max(steps["train"]) < 70 and min(steps["val"]) >= 70 and max(steps["test"]) == T - 1
+    # with overlap, the starts tile [0, S)
+    assert b["train"][1] == b["val"][0] and b["val"][1] == b["test"][0]
+    assert st.split_ranges(T, h, (1, 0, 0)) == {"train": (0, S), "val": (100, 100),
+                                                "test": (100, 100)}
+    assert st.split_ranges(T, h, (0.8, 0, 0.2))["val"] == (80, 80)
+
+
+# ----------------------------------------------------------------------------- statistics
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("per_node", [False, True])
+def test_stats_equal_brute_force(store, overlap, per_node):
+    for raw in (random_series(T=400, seed=1), chickenpox().to_numpy().astype(np.float64)):
+        for h in (1, 3, 12):
+            ds = make(store, raw, h, overlap=overlap, per_node=per_node, chunk_bytes=1000)
+            a, b = ds.split_bounds["train"]
+            xw, _ = materialize_windows(raw.astype(np.float64), h, np.arange(a, b))
+            mean, std = brute_force_stats(xw, per_node=per_node)
+            assert ds.mean.shape == mean.shape
+            np.testing.assert_allclose(ds.mean, mean, rtol=1e-12, atol=1e-13)
+            np.testing.assert_allclose(ds.std, std, rtol=1e-12)
+            # direct float64 definition: np.mean/np.std over the materialised windows
+            axes = (0, 1) if per_node else (0, 1, 2)
+            np.testing.assert_allclose(ds.std, xw.std(axis=axes), rtol=1e-12)
+
+
+def test_algorithm1_equivalence(store):
+    raw = random_series(T=300, n=4, f=2, seed=9)
+    h = 12
+    x, y, mean, std = algorithm1(raw, h, 0.7)
+    ds = make(store, raw, h, overlap=True, split=(0.7, 0.1, 0.2), dtype=np.float64)
+    np.testing.assert_allclose(ds.mean, mean, rtol=1e-12)
+    np.testing.assert_allclose(ds.std, std, rtol=1e-12)
+    xb, yb = ds.__getitems__(np.arange(len(ds)))
+    np.testing.assert_allclose(xb.numpy(), x, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(yb.numpy(), y, rtol=1e-12, atol=1e-12)
+
+
+def test_fill_and_nonfinite_errors(store):
+    raw = random_series(T=100, n=4, f=2, seed=2)
+    bad = raw.copy()
+    bad[7, 2, 1] = np.nan
+    bad[30, 0, 0] = np.inf
+    bad[31, 3, 1] = np.nan
+    with pytest.raises(DDStoreValueError,
+                       match=r"3 non-finite values .* first at step 7, node 2, feature 1"):
+        make(store, bad, 4)
+    ds = make(store, bad, 4, fill=0.0, dtype=np.float64)
+    filled = np.where(np.isfinite(bad), bad, 0.0)
+    check_all_windows(ds, filled)
+    a, b = ds.split_bounds["train"]
+    mean, std = brute_force_stats(materialize_windows(filled, 4, np.arange(a, b))[0])
+    np.testing.assert_allclose(ds.mean, mean, rtol=1e-12)
+    with pytest.raises(DDStoreValueError, match="fill="):
+        make(store, raw, 4, fill=float("nan"))
+    # the store keeps working after the errors
+    check_all_windows(make(store, raw, 4), raw)
+
+
+# ----------------------------------------------------------------------------- features
+def test_time_features(store):
+    pd = pytest.importorskip("pandas")
+    T, n = 2100, 3
+    ts = np.datetime64("2017-05-03T22:35") + np.arange(T) * np.timedelta64(5, "m")
+    raw = random_series(T=T, n=n, f=1, seed=4)
+    ds = make(store, st.from_arrays(raw, timestamps=ts), 12,
+              time_features=("tod", "dow"))
+    assert ds.num_features == 1 + 1 + 7
+    idx = pd.DatetimeIndex(ts)
+    tod = ((idx.hour * 60 + idx.minute) / 1440.0).to_numpy()
+    dow = np.eye(7)[idx.day_of_week]
+    for s in (0, 77, 1500, len(ds) - 1):
+        x, y = ds[s]
+        assert x.shape == (12, n, 9)
+        np.testing.assert_allclose(x[:, :, 1].numpy(), np.repeat(tod[s:s + 12, None], n, 1),
+                                   atol=1e-6)
+        np.testing.assert_array_equal(x[:, 0, 2:].numpy(), dow[s:s + 12])
+        np.testing.assert_array_equal(y[:, 1, 2:].numpy(), dow[s + 12:s + 24])
+        np.testing.assert_allclose(y[:, :, 1].numpy(),
+                                   np.repeat(tod[s + 12:s + 24, None], n, 1), atol=1e-6)
+    plain = make(store, raw, 12)
+    xb, _ = ds.__getitems__([3, 9])
+    pb, _ = plain.__getitems__([3, 9])
+    np.testing.assert_array_equal(xb[..., :1].numpy(), pb.numpy())
+    back = ds.inverse_transform(xb)  # time features pass through unchanged
+    np.testing.assert_array_equal(back[..., 1:].numpy(), xb[..., 1:].numpy())
+    np.testing.assert_allclose(back[..., 0].numpy(),
+                               np.stack([raw[3:15, :, 0], raw[9:21, :, 0]]), rtol=1e-5,
+                               atol=1e-5)
+    with pytest.raises(DDStoreValueError, match="needs timestamps"):
+        make(store, raw, 12, time_features="tod")
+    with pytest.raises(DDStoreValueError, match="'hour' unknown"):
+        make(store, st.from_arrays(raw, timestamps=ts), 12, time_features=("hour",))
+
+
+def test_inverse_transform(store):
+    raw = random_series(T=80, n=5, f=3, seed=6)
+    for per_node in (False, True):
+        ds = make(store, raw, 4, per_node=per_node, dtype=np.float64)
+        x, y = ds.__getitems__([0, 10, 20])
+        want = np.stack([raw[s + 4:s + 8] for s in (0, 10, 20)])
+        np.testing.assert_allclose(ds.inverse_transform(y).numpy(), want, rtol=1e-12)
+        np.testing.assert_allclose(ds.inverse_transform(y.numpy()), want, rtol=1e-12)
+        train = ds.splits()[0]
+        np.testing.assert_allclose(train.inverse_transform(y[..., 1:2].numpy(), features=[1]),
+                                   want[..., 1:2], rtol=1e-12)
+        with pytest.raises(DDStoreValueError, match="last dimension 2"):
+            ds.inverse_transform(y[..., :2])
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_input(store):
+    raw = random_series(T=60, n=3, f=2)
+    cases = [
+        (dict(horizon=0), r"horizon=0 out of range: allowed 1 <= horizon <= 30"),
+        (dict(horizon=-2), r"horizon=-2 out of range"),
+        (dict(horizon=31), r"horizon=31 out of range.*2\*horizon <= T = 60"),
+        (dict(horizon=2.5), r"horizon must be an integer in \[1, 30\].*2.5"),
+        (dict(horizon=True), r"horizon must be an integer"),
+        (dict(split=(0.7, -0.1, 0.4)), r"split ratio val=-0.1 out of range \[0, 1\]"),
+        (dict(split=(0.7, 0.1, 0.1)), r"sum to 0.9; they must sum to 1"),
+        (dict(split=(0.7, 0.3)), r"three ratios"),
+        (dict(split=(0.0, 0.5, 0.5)), r"train=0.0 must be > 0"),
+        (dict(split=(0.7, float("nan"), 0.3)), r"val=nan must be a finite number"),
+        (dict(split=(0.9, 0.05, 0.05)), r"split 'val'.*3 steps, fewer than 2\*horizon = 6"),
+        (dict(dtype=np.int32), r"dtype=int32.*allowed: float16, float32, float64"),
+        (dict(resident="gpu"), r"resident='gpu'"),
+        (dict(device="bogus"), r"device='bogus' is not a torch device"),
+        (dict(fill="zero"), r"fill='zero' must be a finite number"),
+        (dict(time_features="tod"), r"needs timestamps"),
+    ]
+    for kw, msg in cases:
+        args = dict(horizon=3)
+        args.update(kw)
+        with pytest.raises(DDStoreError, match=msg):
+            make(store, raw, **args)
+    for arr, shape in ((raw[:, 0, 0], r"\(60,\)"), (raw[None], r"\(1, 60, 3, 2\)")):
+        with pytest.raises(DDStoreValueError, match=rf"2-D \[T, nodes\] or 3-D.*{shape}"):
+            make(store, arr, 3)
+    with pytest.raises(DDStoreValueError, match="dtype <U1"):
+        make(store, np.full((10, 2), "a"), 2)
+    ds = make(store, raw, 3)
+    train = ds.splits()[0]
+    n = len(train)
+    with pytest.raises(DDStoreIndexError, match=rf"index {n} \(position 0\) out of range "
+                                                rf"\[-{n}, {n}\)"):
+        train[n]
+    with pytest.raises(IndexError, match=rf"index {-n - 1} "):
+        train[-n - 1]
+    with pytest.raises(DDStoreIndexError, match=rf"index {n + 5} \(position 2\)"):
+        train.__getitems__([0, 1, n + 5])
+    with pytest.raises(DDStoreValueError, match="integers, got dtype float64"):
+        train.__getitems__([0.5, 1.0])
+    with pytest.raises(DDStoreValueError, match="index must be an integer"):
+        train["0"]
+    x, _ = train[-1]
+    np.testing.assert_array_equal(x.numpy(), train[n - 1][0].numpy())
+
+
+# ----------------------------------------------------------------------------- loading
+def test_dataloader_and_samplers(store):
+    raw = random_series(T=120, n=3, f=2, seed=8)
+    ds = make(store, raw, 4, standardize=False)
+    train = ds.splits()[0]
+    loader = train.loader(16)
+    st.set_epoch(loader, 0)
+    seen = []
+    for xb, yb in loader:
+        assert xb.shape[1:] == (4, 3, 2) and xb.shape[0] <= 16
+        seen.append(xb)
+    xs = torch.cat(seen).numpy()
+    X, _ = materialize_windows(raw, 4, np.arange(train.start, train.stop))
+    # every start exactly once: the batches are a permutation of the training windows
+    order = np.lexsort(xs.reshape(len(xs), -1).T)
+    order_ref = np.lexsort(X.reshape(len(X), -1).T.astype(np.float32))
+    np.testing.assert_array_equal(xs[order], X.astype(np.float32)[order_ref])
+
+    bl = train.loader(8, sampler="batch")
+    got = []
+    for e in range(2):
+        st.set_epoch(bl, e)
+        batches = list(bl.batch_sampler)
+        assert sorted(i for b in batches for i in b) == list(range(len(train)))
+        for b in batches:  # consecutive starts
+            assert b == list(range(b[0], b[0] + len(b)))
+        got.append([b[0] for b in batches])
+    assert got[0] != got[1]  # order reshuffled between epochs
+    xb, yb = next(iter(bl))
+    assert xb.shape[0] == 8
+
+
+def test_assign_blocks_balance_and_locality():
+    from ddstore.spatiotemporal.sampler import assign_blocks
+    rng = np.random.default_rng(0)
+    for P, width, nb in ((3, 3, 17), (4, 2, 9), (4, 4, 40), (6, 3, 5), (2, 2, 1)):
+        owner = np.sort(rng.integers(0, width, nb))
+        for drop_last, local in itertools.product((False, True), (False, True)):
+            per = assign_blocks(owner, P, width, seed=1, epoch=2, drop_last=drop_last,
+                                local=local)
+            M = nb // P if drop_last else -(-nb // P)
+            assert all(len(p) == M for p in per)
+            flat = [b for p in per for b in p]
+            if drop_last:
+                assert len(set(flat)) == len(flat) == M * P
+            else:
+                assert set(flat) == set(range(nb)) and len(flat) == M * P
+            if local and not drop_last:
+                # each rank holds as many of its own group rank's blocks as it can
+                groups = P // width
+                for r, p in enumerate(per):
+                    g, q = r % width, r // width
+                    own = int(np.sum(owner == g))
+                    share = len(range(q, own, groups))
+                    assert len({b for b in p if owner[b] == g}) == min(share, M)
+
+
+def test_resident_device_cpu_matches_store(store):
+    raw = random_series(T=120, n=4, f=2, seed=11)
+    a = make(store, raw, 5)
+    b = make(store, raw, 5, resident="device")
+    idx = np.random.default_rng(0).integers(0, len(a), 40)
+    for (xa, ya), (xb, yb) in ((a.__getitems__(idx), b.__getitems__(idx)), (a[3], b[3])):
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_device_windows(store):
+    raw = random_series(T=200, n=6, f=2, seed=12)
+    cpu = make(store, raw, 6)
+    gpu = make(store, raw, 6, device="cuda")
+    assert gpu.resident == "device"
+    idx = np.arange(len(cpu))
+    xc, yc = cpu.__getitems__(idx)
+    xg, yg = gpu.__getitems__(idx)
+    assert xg.is_cuda and yg.is_cuda
+    assert torch.equal(xg.cpu(), xc) and torch.equal(yg.cpu(), yc)
+    pred = gpu.inverse_transform(yg)
+    assert pred.is_cuda
+
+
+def test_empty_batch_dtypes_and_tensor_indices(store):
+    raw = random_series(T=120, n=3, f=2, seed=13)
+    for dt in (np.float16, np.float32, np.float64):
+        ds = make(store, raw, 4, dtype=dt, standardize=False)
+        x, y = ds.__getitems__([])
+        assert tuple(x.shape) == (0, 4, 3, 2) and tuple(y.shape) == (0, 4, 3, 2)
+        xb, yb = ds.__getitems__(torch.tensor([5, 0, 5]))
+        assert xb.dtype == torch.from_numpy(np.zeros(0, dt)).dtype
+        np.testing.assert_array_equal(xb.numpy(), np.stack([raw[5:9], raw[0:4],
+                                                            raw[5:9]]).astype(dt))
+        np.testing.assert_array_equal(yb[1].numpy(), raw[4:8].astype(dt))
+        x0, _ = ds[torch.tensor(7)]
+        np.testing.assert_array_equal(x0.numpy(), raw[7:11].astype(dt))
