@@ -15,10 +15,10 @@ sequence-to-sequence network: a graph GRU cell whose gates are PyG ``GCNConv`` l
 encodes the ``h`` input steps, a linear head predicts the ``h`` output steps of feature 0.
 Gradients are averaged with ``DistributedDataParallel`` over gloo; ranks come from MPI.
 
-Data: ``--data`` (a PyTorch Geometric Temporal JSON, a PeMS/METR-LA ``.h5``, or a
-``.npy`` ``[T, nodes(, features)]``); by default ``chickenpox.json`` from
-``../shared/data`` next to the repository if it is there, else a synthetic PeMS-like
-series (one week of 5-minute steps on 48 sensors).  Prints the training loss and the
+Data: by default a synthetic PeMS-like series (one week of 5-minute steps on 48
+sensors, built in); ``--data chickenpox`` for the real Hungarian chickenpox series kept in
+``tests/data``; or ``--data PATH`` (a PyTorch Geometric Temporal JSON, a PeMS/METR-LA
+``.h5``, or a ``.npy`` ``[T, nodes(, features)]``).  Prints the training loss and the
 validation MAE (original units) per epoch, test MAE, and peak memory per rank (rank 0).
 """
 import argparse
@@ -43,15 +43,16 @@ import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = [os.path.join(HERE, "..", "..", "shared", "data", "chickenpox.json"),
+DEFAULT_DATA = [os.path.join(HERE, "..", "tests", "data", "chickenpox.json"),
+                os.path.join(HERE, "..", "..", "shared", "data", "chickenpox.json"),
                 "/work/shared/data/chickenpox.json"]
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", help="JSON (PGT), .h5 (PeMS/METR-LA) or .npy series")
-    p.add_argument("--synthetic", action="store_true", help="ignore chickenpox.json")
+    p.add_argument("--data", help="'chickenpox' (bundled), or a JSON (PGT), .h5 "
+                                  "(PeMS/METR-LA) or .npy series; default: synthetic")
     p.add_argument("--horizon", type=int, default=None,
                    help="window length h (default 4 for weekly data, 12 for 5-minute)")
     p.add_argument("--epochs", type=int, default=20)
@@ -82,10 +83,12 @@ def synthetic_series(steps=2016, sensors=48, seed=0):
 
 def load_series(args):
     path = args.data
-    if path is None and not args.synthetic:
-        path = next((p for p in DEFAULT_DATA if os.path.exists(p)), None)
     if path is None:
         return synthetic_series(seed=args.seed)
+    if path == "chickenpox":
+        path = next((p for p in DEFAULT_DATA if os.path.exists(p)), None)
+        if path is None:
+            raise SystemExit(f"chickenpox.json not found in {DEFAULT_DATA}")
     if path.endswith(".json"):
         return st.load_pgt_json(path), os.path.basename(path)
     if path.endswith((".h5", ".hdf5")):

@@ -19,7 +19,7 @@ from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.spatiotemporal.reference import (algorithm1, brute_force_stats,  # noqa: E402
                                               materialize_windows, standardize_windows)
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 CHICKENPOX = os.path.join(DATA, "chickenpox.json")
 PEDALME = os.path.join(DATA, "pedalme_london.json")
 _names = itertools.count()

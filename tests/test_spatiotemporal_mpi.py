@@ -20,7 +20,7 @@ def test_example_trains(mpirun):
     import re
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
                           "traffic_index_batching.py")
-    out = mpirun(script, 2, "--synthetic", "--width", "2", "--sampler", "batch",
+    out = mpirun(script, 2, "--width", "2", "--sampler", "batch",
                  "--epochs", "2", "--batch-size", "64", "--hidden", "8", timeout=180)
     maes = [float(v) for v in re.findall(r"val MAE ([0-9.naif]+)", out)]
     assert len(maes) == 2 and all(math.isfinite(v) for v in maes), out

@@ -30,8 +30,8 @@ from ddstore.spatiotemporal.reference import (brute_force_stats, materialize_win
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 TMP = sys.argv[1] if len(sys.argv) > 1 else "/tmp"
-CHICKENPOX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                          "shared", "data", "chickenpox.json")
+CHICKENPOX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                          "chickenpox.json")
 failures = []
 checks = [0]
 
