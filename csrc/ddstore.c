@@ -346,6 +346,15 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
     return DDS_OK;
 }
 
+int dds_remove(dds_store *s, int var_id)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    free_var(v, 1);
+    return DDS_OK;
+}
+
 int dds_write_local(dds_store *s, int var_id, int64_t offset, const void *src,
                     int64_t nrows)
 {

@@ -70,6 +70,9 @@ int dds_shm_peers(const dds_store *store);
 int dds_add(dds_store *store, const char *name, int64_t n_local, int64_t row_bytes,
             int *var_id);
 
+/* COLLECTIVE.  Free a variable's windows and memory; its id is never reused. */
+int dds_remove(dds_store *store, int var_id);
+
 /* Local.  Copy `nrows` rows from `src` into this rank's chunk at local row `offset`. */
 int dds_write_local(dds_store *store, int var_id, int64_t offset, const void *src,
                     int64_t nrows);

@@ -88,6 +88,9 @@ class Core:
                                 int(row_bytes), var))
         return var[0]
 
+    def remove(self, var):
+        self._check(lib.dds_remove(self._handle[0], var))
+
     def write_local(self, var, offset, rows):
         """``rows``: C-contiguous array whose rows have the variable's row size."""
         self._check(lib.dds_write_local(self._handle[0], var, int(offset), _ptr(rows),

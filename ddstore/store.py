@@ -191,6 +191,20 @@ class DDStore:
             raise DDStoreStateError("this DDStore has been freed; create a new one")
 
     # ------------------------------------------------------------------ helpers
+    def agree(self, error=None):
+        """Collective: raise on every rank if any rank passes an error.
+
+        ``error`` is None, an exception, or ``(exception class, message)``.  Layers that
+        do local work inside a collective step (reading a file, filling a chunk) call this
+        before the next collective call, so that a failure on one rank becomes a
+        :class:`DDStoreError` on all ranks (naming the failing ranks) instead of a hang.
+        """
+        if isinstance(error, BaseException):
+            cls = type(error) if isinstance(error, DDStoreError) else DDStoreValueError
+            error = (cls, f"{type(error).__name__}: {error}"
+                     if not isinstance(error, DDStoreError) else str(error))
+        self._agree(error)
+
     def _agree(self, error):
         """Collective: raise on every rank if any rank reports an error message."""
         errors = self.comm.allgather(error)
@@ -332,6 +346,21 @@ class DDStore:
         """Collective: make every rank's :meth:`update` writes visible to all readers."""
         self._alive()
         self._core.sync()
+
+    def remove(self, name):
+        """Collective: drop variable (or records) ``name`` and free its memory; the name
+        can then be added again."""
+        self._alive()
+        error = None
+        if name not in self._vars and name not in self._records:
+            error = (DDStoreValueError, f"unknown variable {name!r}; known: "
+                                        f"{self.variables()}")
+        self._agree(error)
+        if name in self._records:
+            for var in self._records.pop(name).fields.values():
+                self._core.remove(var.vid)
+        else:
+            self._core.remove(self._vars.pop(name).vid)
 
     # ------------------------------------------------------------------ reading
     def _check_indices(self, what, name, idx, limit):

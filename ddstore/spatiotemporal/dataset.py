@@ -392,7 +392,7 @@ class WindowDataset(_WindowView):
         try:
             nan_count, first, moments = self._scan(series, fill, chunk, lo, hi, train,
                                                    check)
-        except (DDStoreError, OSError, ValueError, TypeError) as exc:  # agree, not hang
+        except Exception as exc:  # any failure on one rank: agree, not hang
             failure = f"{type(exc).__name__}: {exc}"
         info = store.comm.allgather((nan_count, first, moments.as_tuple(), failure))
         width = store.group_size
@@ -456,22 +456,31 @@ class WindowDataset(_WindowView):
         g = store.group_rank
         # pass 2: own steps (+ halo) -> store, standardised
         store.init(self.name, stored, (n, f), self.dtype)
-        mean, std = self.mean, self.std
-        for a in range(lo, lo + stored, chunk):
-            b = min(lo + stored, a + chunk)
-            raw = series.read(a, b)
-            if self.standardized or (fill is not None and check):
-                vals = np.asarray(raw, dtype=np.float64)
-                if fill is not None and check:
-                    vals = np.where(np.isfinite(vals), vals, fill)
-                if self.standardized:
-                    vals = (vals - mean) / std
-                block = vals.astype(self.dtype)
-                del vals
-            else:
-                block = np.asarray(raw, dtype=self.dtype)
-            store.update(self.name, block, a - lo)
-            del raw, block
+        error = None
+        try:
+            mean, std = self.mean, self.std
+            for a in range(lo, lo + stored, chunk):
+                b = min(lo + stored, a + chunk)
+                raw = series.read(a, b)
+                if self.standardized or (fill is not None and check):
+                    vals = np.asarray(raw, dtype=np.float64)
+                    if fill is not None and check:
+                        vals = np.where(np.isfinite(vals), vals, fill)
+                    if self.standardized:
+                        vals = (vals - mean) / std
+                    block = vals.astype(self.dtype)
+                    del vals
+                else:
+                    block = np.asarray(raw, dtype=self.dtype)
+                store.update(self.name, block, a - lo)
+                del raw, block
+        except Exception as exc:  # an I/O error on one rank must not hang the others
+            error = exc
+        try:
+            store.agree(error)
+        except DDStoreError:
+            store.remove(self.name)
+            raise
         store.sync()
         got = store.local_rows(self.name)
         want = (int(self.layout["offset"][g]), int(self.layout["offset"][g + 1]))

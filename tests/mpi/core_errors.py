@@ -110,6 +110,8 @@ store.sync()
 assert (store.get_batch("u", [4 * r for r in range(size)])[:, 0] == np.arange(size)).all()
 
 # --------------------------------------------------------------- reads
+expect("remove unknown", DDStoreValueError, ["'nope'", "unknown"],
+       lambda: store.remove("nope"))
 expect("unknown name", DDStoreValueError, ["'nope'", "unknown", "'x'"],
        lambda: store.get("nope", 0))
 expect("index -1", DDStoreIndexError, ["'x'", "-1", f"[0, {n})"],

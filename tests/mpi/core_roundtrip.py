@@ -131,6 +131,18 @@ def run_width(width):
                 same_bytes(g[key], recs[i][key], f"record {i} key {key}")
         assert store.nbytes() > 0
         assert "recs" in store.variables() and "big" in store.variables()
+        # remove frees the memory and the name; re-adding serves the new data
+        held = store.nbytes()
+        store.remove("big")
+        store.remove("recs")
+        assert "big" not in store.variables() and "recs" not in store.variables()
+        big_bytes = (bhi - blo) * big.shape[1]
+        rec_bytes = sum(v.nbytes for rec in recs[rlo:rhi] for v in rec.values())
+        offsets_bytes = (nrec + 1) * len(recs[0]) * 8
+        assert store.nbytes() == held - big_bytes - rec_bytes - offsets_bytes
+        other = global_data(8, n, (2,), np.int16)
+        store.add("big", other[lo:hi])
+        check_variable(store, "big", other, rng)
         comm.Barrier()
 
 
