@@ -85,10 +85,6 @@ def _free_live_stores():
             store.free()
 
 
-def _describe_dtype(dtype):
-    return f"{dtype} ({dtype.str})" if dtype.name != str(dtype) else dtype.name
-
-
 class DDStore:
     """A distributed in-memory data store over an MPI communicator.
 

@@ -178,17 +178,13 @@ def target_stats(store, comm, name):
 def run_epoch(model, loader, device, mean, std, optimizer=None):
     """One pass; returns (loss sum, graphs, per-graph load latencies in seconds)."""
     import torch
+
+    from ddstore.graphs import timed_batches
     training = optimizer is not None
     model.train(training)
     loss_sum, count, latencies = 0.0, 0, []
-    it = iter(loader)
-    while True:
-        t0 = time.perf_counter()
-        try:
-            batch = next(it)
-        except StopIteration:
-            break
-        latencies.append((time.perf_counter() - t0) / batch.num_graphs)
+    for batch, seconds in timed_batches(loader):
+        latencies.append(seconds / batch.num_graphs)
         batch = batch.to(device)
         target = (batch.y.view(-1, 1) - mean) / std
         with torch.set_grad_enabled(training):

@@ -77,18 +77,13 @@ def _stats(comm, name, graphs, seconds, latencies):
 
 def _epoch(comm, loader):
     """Time one pass over ``loader``: (graphs, seconds, per-graph latencies)."""
+    from ddstore.graphs import timed_batches
     comm.Barrier()
     graphs, lat = 0, []
     t_start = time.perf_counter()
-    it = iter(loader)
-    while True:
-        t0 = time.perf_counter()
-        try:
-            batch = next(it)
-        except StopIteration:
-            break
+    for batch, seconds in timed_batches(loader):
         n = batch.num_graphs
-        lat.append((time.perf_counter() - t0) / n)
+        lat.append(seconds / n)
         graphs += n
     return graphs, time.perf_counter() - t_start, lat
 

@@ -1,5 +1,6 @@
 """GraphDataset: PyG graph samples kept in a DDStore, as a torch Dataset."""
 import logging
+import time
 
 import numpy as np
 import torch
@@ -10,7 +11,7 @@ from ..store import partition
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
 
-__all__ = ["GraphDataset"]
+__all__ = ["GraphDataset", "timed_batches"]
 
 logger = logging.getLogger("ddstore.graphs")
 
@@ -18,6 +19,20 @@ _WORKER_MESSAGE = (
     "GraphDataset {name!r} is read through MPI windows that belong to the training "
     "process; DataLoader worker processes (num_workers > 0) cannot use them. Use "
     "num_workers=0: each mini-batch is already one batched one-sided read.")
+
+
+def timed_batches(loader):
+    """Iterate ``loader``, yielding ``(batch, seconds)``: the time spent producing each
+    batch (store reads and collation), not the caller's work on it.  Divide by
+    ``batch.num_graphs`` for the per-graph load latency."""
+    it = iter(loader)
+    while True:
+        t0 = time.perf_counter()
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        yield batch, time.perf_counter() - t0
 
 
 def _identity(batch):

@@ -303,8 +303,6 @@ class WindowDataset(_WindowView):
         if tf is not None:
             self._tf = torch.from_numpy(tf.astype(dt)).to(self.device)
         self._dev_series = None
-        self._host_store = (self.resident == "store" and self.device.type == "cpu"
-                            and tf is None)
         if self.resident == "device":
             self._dev_series = torch.empty((T, n, f), dtype=self._tdtype, device=self.device)
             step = max(1, int(chunk_bytes) // (n * f * dt.itemsize))
@@ -378,7 +376,7 @@ class WindowDataset(_WindowView):
 
     # ------------------------------------------------------------------ loading
     def _load(self, series, fill, chunk):
-        store, h = self.store, self.horizon
+        store = self.store
         T, n, f = series.shape
         g = store.group_rank
         lo, hi = int(self.layout["lo"][g]), int(self.layout["hi"][g])
@@ -505,20 +503,12 @@ class WindowDataset(_WindowView):
         """Windows with global ``starts`` -> ``(x, y)`` ``[B, h, nodes, features]``."""
         h, B = self.horizon, len(starts)
         n, f = self.num_nodes, self.num_series_features
-        if self._host_store:  # the common case first: store reads, windows on the host
-            rows = self.rows_of(starts) if self.halo else starts
-            counts = self._counts.get(B)
-            if counts is None:
-                counts = self._counts[B] = np.full(2 * B, h, dtype=np.int64)
-            buf = self.store.read_ranges(self.name, np.concatenate((rows, rows + h)),
-                                         counts).reshape(2, B, h, n, f)
-            x, y = torch.from_numpy(buf[0]), torch.from_numpy(buf[1])
-        elif self._dev_series is not None:
+        if self._dev_series is not None:  # the series lives on the device
             st = torch.as_tensor(starts, device=self.device)
             steps = st[:, None] + torch.arange(h, device=self.device)
             x = self._dev_series[steps]
             y = self._dev_series[steps + h]
-        else:
+        else:  # one store read: every window's x ranges, then every window's y ranges
             rows = self.rows_of(starts)
             counts = self._counts.get(B)
             if counts is None:
