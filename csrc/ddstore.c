@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* largest byte count handed to one MPI_Get (MPI counts are int) */
@@ -32,6 +33,7 @@ struct dds_store {
     MPI_Comm comm;       /* duplicate of the user's communicator */
     MPI_Comm group_comm; /* the `width` ranks of this rank's group */
     MPI_Comm node_comm;  /* members of the group on this node, or MPI_COMM_NULL */
+    MPI_Comm host_comm;  /* every rank of `comm` on this node (memory accounting) */
     int rank, size, width, group_rank, ngroups, transport;
     int *node_rank;      /* [group_size] rank in node_comm of each member, or -1 */
     int need_rma;        /* some member of the group is not reachable by load */
@@ -67,6 +69,7 @@ static int mpi_fail(char *buf, size_t len, int rc, const char *what)
 static void release_comms(dds_store *s)
 {
     if (s->node_comm != MPI_COMM_NULL) MPI_Comm_free(&s->node_comm);
+    if (s->host_comm != MPI_COMM_NULL) MPI_Comm_free(&s->host_comm);
     if (s->group_comm != MPI_COMM_NULL) MPI_Comm_free(&s->group_comm);
     if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
 }
@@ -86,7 +89,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
 
     dds_store *s = calloc(1, sizeof *s);
     if (!s) return fail(errbuf, errlen, DDS_ENOMEM, "out of memory creating the store");
-    s->comm = s->group_comm = s->node_comm = MPI_COMM_NULL;
+    s->comm = s->group_comm = s->node_comm = s->host_comm = MPI_COMM_NULL;
     s->transport = transport;
 
     rc = MPI_Comm_dup(*comm, &s->comm);
@@ -109,6 +112,8 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
     s->width = width;
     s->ngroups = s->size / width;
     MPI_Comm_split(s->comm, s->rank / width, s->rank, &s->group_comm);
+    MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL,
+                        &s->host_comm);
     MPI_Comm_rank(s->group_comm, &s->group_rank);
 
     s->node_rank = malloc(sizeof(int) * width);
@@ -225,6 +230,32 @@ static int64_t physical_memory(void)
     return (int64_t)pages * (int64_t)page;
 }
 
+/* Bytes a node can still give to new windows: MPI allocates them in shared memory
+ * (/dev/shm on Linux), so the smaller of its free space and the kernel's MemAvailable.
+ * Writing past either would kill the process (SIGBUS or the OOM killer), not fail. */
+static int64_t node_memory_available(void)
+{
+    int64_t limit = INT64_MAX;
+    struct statvfs sv;
+    if (statvfs("/dev/shm", &sv) == 0) {
+        int64_t shm = (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
+        if (shm < limit) limit = shm;
+    }
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        long long kb;
+        while (fgets(line, sizeof line, f)) {
+            if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) {
+                if (kb * 1024 < limit) limit = kb * 1024;
+                break;
+            }
+        }
+        fclose(f);
+    }
+    return limit;
+}
+
 /* Collective over s->comm: every rank learns whether any rank failed (code != 0);
  * if so, all get the message of the lowest failing rank.  Returns the agreed code. */
 static int agree(dds_store *s, int code)
@@ -260,6 +291,18 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
                     (double)n_local * (double)row_bytes / 1e9, (double)phys / 1e9);
     else
         bytes = n_local * row_bytes;
+    /* all ranks of this node allocate at once: their total must fit the node */
+    int64_t node_bytes = 0;
+    MPI_Allreduce(&bytes, &node_bytes, 1, MPI_INT64_T, MPI_SUM, s->host_comm);
+    if (code == DDS_OK && node_bytes > 0) {
+        int64_t avail = node_memory_available();
+        if (node_bytes > avail)
+            code = FAIL(s, DDS_ENOMEM, "variable '%s': the ranks on this node ask for "
+                        "%.4g GB in all (this rank %.4g GB), more than the %.4g GB the "
+                        "node has available (free shared memory / MemAvailable)", name,
+                        (double)node_bytes / 1e9, (double)bytes / 1e9,
+                        (double)avail / 1e9);
+    }
     if (code == DDS_OK && s->nvars == s->cap) {
         int cap = s->cap ? 2 * s->cap : 8;
         struct dds_var *nv = realloc(s->vars, sizeof *nv * cap);

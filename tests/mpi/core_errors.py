@@ -4,6 +4,7 @@ must keep serving correct data afterwards.
 
 Usage: timeout 300 mpiexec -n N python core_errors.py TRANSPORT
 """
+import os
 import sys
 
 import numpy as np
@@ -90,6 +91,12 @@ if size > 1:
     count = 2 ** 41 if rank == 0 else 1
     expect("1 PB chunk on rank 0 only", DDStoreMemoryError, ["'huge0'", "rank 0"],
            lambda: store.init("huge0", count, (1024,), np.uint8))
+if size > 1:
+    # each rank's share fits the node's memory, all of them together do not
+    phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    share = int(0.8 * phys) // (1 << 20)
+    expect("node total too large", DDStoreMemoryError, ["'nodebig'", "on this node"],
+           lambda: store.init("nodebig", share, (1 << 20,), np.uint8))
 expect("negative n_local", DDStoreValueError, ["'neg'", "n_local=-1"],
        lambda: store.init("neg", -1, (2,), np.float32))
 assert "huge" not in store.variables() and "huge0" not in store.variables()
