@@ -28,11 +28,15 @@ def mpiexec_path():
 def run_mpi(script, nprocs, *args, timeout=240, env=None):
     """Run ``tests/mpi/<script>`` on ``nprocs`` ranks; fail on a non-zero exit or timeout.
 
-    Returns the combined stdout/stderr text.
+    ``script`` may also be an absolute path, or ``"-m"`` with the module name as the
+    first of ``args``.  Returns the combined stdout/stderr text.
     """
-    path = script if os.path.isabs(script) else os.path.join(MPI_DIR, script)
+    if script == "-m":
+        target = ["-m"]
+    else:
+        target = [script if os.path.isabs(script) else os.path.join(MPI_DIR, script)]
     cmd = ["timeout", "--kill-after=10", str(timeout), mpiexec_path(), "-n", str(nprocs),
-           sys.executable, path] + [str(a) for a in args]
+           sys.executable] + target + [str(a) for a in args]
     full_env = dict(os.environ)
     full_env.setdefault("OMP_NUM_THREADS", "1")
     if env:

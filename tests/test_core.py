@@ -79,3 +79,21 @@ def test_extension_loads_the_same_libmpi_as_mpi4py():
     assert out.returncode == 0, out.stderr
     libs = eval(out.stdout.strip().splitlines()[-1])
     assert len(libs) == 1, f"more than one libmpi mapped: {libs}"
+
+
+def test_demo_verifies_every_byte(mpirun):
+    out = mpirun("-m", 3, "ddstore", "demo", "--rows", "5000", "--row-bytes", "100",
+                 "--width", "3", "--transport", "rma")
+    assert "verified every byte: OK" in out, out
+
+
+def test_core_benchmark_writes_json(mpirun, tmp_path):
+    import json
+    path = tmp_path / "core.json"
+    mpirun("-m", 2, "ddstore.bench.core", "--quick", "--out", str(path))
+    report = json.loads(path.read_text())
+    assert report["ranks"] == 2
+    for entry in report["row_sizes"].values():
+        assert set(entry["worst_rank"]) == {"a_per_row_lock", "b_batch_rma", "c_batch_shm",
+                                            "d_memcpy", "d_local_gather"}
+        assert all(r["p50_us"] > 0 for r in entry["worst_rank"].values())
