@@ -14,7 +14,6 @@ over the whole communicator: every rank calls them, in the same order.
 import atexit
 import os
 import sys
-import weakref
 
 import numpy as np
 
@@ -66,12 +65,16 @@ class _Records:
         self.start, self.n_local = start, n_local
 
 
-_LIVE_STORES = []  # weakrefs in creation order (same order on every rank)
+# C stores not yet freed, in creation order (the same on every rank).  They are held
+# here, not through the DDStore objects: freeing is collective, so it must never depend
+# on when each rank's garbage collector drops an object.  A DDStore dropped without
+# free() keeps its memory until exit.
+_LIVE_CORES = []
 
 
 @atexit.register
 def _free_live_stores():
-    """Free live stores at a clean interpreter exit (collective, in creation order).
+    """Free live stores at a clean interpreter exit (collective, newest first).
 
     When an uncaught exception is ending this rank, the other ranks are not exiting with
     it, so a collective free would wait for them forever: then the windows are left to
@@ -79,10 +82,11 @@ def _free_live_stores():
     """
     if getattr(sys, "last_value", None) is not None:
         return
-    for ref in reversed(_LIVE_STORES):
-        store = ref()
-        if store is not None:
-            store.free()
+    from mpi4py import MPI
+    if MPI.Is_finalized():
+        return
+    while _LIVE_CORES:
+        _LIVE_CORES.pop().free()
 
 
 class DDStore:
@@ -153,11 +157,12 @@ class DDStore:
         self._group_comm = comm.Split(self.group, self.rank)
         self._vars = {}
         self._records = {}
-        _LIVE_STORES.append(weakref.ref(self))
+        _LIVE_CORES.append(self._core)
 
     # ------------------------------------------------------------------ lifecycle
     def free(self):
-        """Collective: release every window.  Safe to call twice; later calls raise."""
+        """Collective: release every window.  Safe to call twice; any other call on the
+        store afterwards raises :class:`DDStoreStateError`."""
         core = getattr(self, "_core", None)
         if core is None or not core.alive:
             return
@@ -168,6 +173,7 @@ class DDStore:
             except Exception:  # pragma: no cover
                 pass
         core.free()
+        _LIVE_CORES.remove(core)
         self._vars.clear()
         self._records.clear()
 

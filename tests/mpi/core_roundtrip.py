@@ -152,7 +152,14 @@ for w in widths:
     if rank == 0:
         print(f"transport={transport} ranks={size} width={w}: ok", flush=True)
 
-# a store left live: freed at interpreter exit without errors
+# stores left live are freed at interpreter exit without errors, even one that rank 0
+# alone has dropped and garbage-collected (freeing never follows the collector)
 leftover = ddstore.DDStore(comm, transport=transport)
 leftover.add("z", np.arange(rank + 1, dtype=np.int32))
+dropped = ddstore.DDStore(comm, transport=transport)
+dropped.add("z", np.arange(3, dtype=np.int8))
+if rank == 0:
+    import gc
+    del dropped
+    gc.collect()
 print(f"rank {rank}: {checks} byte-exact checks passed", flush=True)
