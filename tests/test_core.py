@@ -20,6 +20,19 @@ def test_roundtrip_shm_transport(mpirun):
     assert out.count("byte-exact checks passed") == 2
 
 
+# MPICH can split one machine into "cliques" that MPI treats as separate nodes: this
+# exercises transport='auto' with shared-memory and RMA peers in the same group.
+SIMULATED_NODES = [{"MPIR_CVAR_NUM_CLIQUES": "2"}, {"MPIR_CVAR_ODD_EVEN_CLIQUES": "1"}]
+
+
+@pytest.mark.parametrize("env", SIMULATED_NODES, ids=["blocks", "odd-even"])
+def test_simulated_nodes(mpirun, env):
+    out = mpirun("core_nodes.py", 4, env=env)
+    assert out.count("simulated nodes ok") == 4
+    out = mpirun("core_roundtrip.py", 4, "auto", env=env)
+    assert out.count("byte-exact checks passed") == 4
+
+
 def test_transport_from_environment(mpirun):
     out = mpirun("core_transport_env.py", 2, env={"DDSTORE_TRANSPORT": "rma"})
     assert "transport=rma shm_peers=0" in out
