@@ -21,7 +21,7 @@ from . import _core
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreStateError,
                      DDStoreValueError)
 
-__all__ = ["DDStore", "partition"]
+__all__ = ["DDStore", "partition", "as_indices"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 _STORABLE_KINDS = "biufcmM"
@@ -46,6 +46,22 @@ def partition(total, parts, index):
     base, rem = divmod(total, parts)
     start = index * base + min(index, rem)
     return start, start + base + (1 if index < rem else 0)
+
+
+def as_indices(indices, what):
+    """``indices`` (a sequence, numpy array or CPU tensor of integers) as a C-contiguous
+    1-D int64 array, without a copy when it already is one; ``what`` names the caller
+    in the error raised for anything else.  Ranges are the caller's to check."""
+    if (type(indices) is np.ndarray and indices.dtype == np.int64 and
+            indices.ndim == 1 and indices.flags.c_contiguous):
+        return indices  # the common case, without copies
+    idx = np.asarray(indices)
+    if idx.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if idx.dtype.kind not in "iu" or idx.ndim != 1:
+        raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers, got "
+                                f"dtype {idx.dtype} shape {idx.shape}")
+    return np.ascontiguousarray(idx, dtype=np.int64)
 
 
 class _Var:
@@ -376,16 +392,7 @@ class DDStore:
 
     @staticmethod
     def _as_indices(indices, what, name):
-        if (type(indices) is np.ndarray and indices.dtype == np.int64 and
-                indices.ndim == 1 and indices.flags.c_contiguous):
-            return indices  # the common case, without copies
-        idx = np.asarray(indices)
-        if idx.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        if idx.dtype.kind not in "iu" or idx.ndim != 1:
-            raise DDStoreValueError(f"{what} {name!r}: indices must be a 1-D sequence of "
-                                    f"integers, got dtype {idx.dtype} shape {idx.shape}")
-        return np.ascontiguousarray(idx, dtype=np.int64)
+        return as_indices(indices, f"{what} {name!r}")
 
     def get(self, name, index):
         """Local: global row ``index`` of variable ``name`` (a copy)."""

@@ -7,7 +7,7 @@ import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
-from ..store import partition
+from ..store import as_indices, partition
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
 
@@ -172,14 +172,7 @@ class GraphDataset(torch.utils.data.Dataset):
     def _indices(self, indices):
         if isinstance(indices, torch.Tensor):
             indices = indices.cpu().numpy()
-        idx = np.asarray(indices)
-        if idx.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        if idx.ndim != 1 or idx.dtype.kind not in "iu":
-            raise DDStoreValueError(f"graphs {self.name!r}: indices must be a 1-D "
-                                    f"sequence of integers, got dtype {idx.dtype} "
-                                    f"shape {idx.shape}")
-        return idx.astype(np.int64, copy=False)
+        return as_indices(indices, f"graphs {self.name!r}")
 
     def __getitem__(self, index):
         """Local: graph ``index`` as a ``torch_geometric.data.Data``."""

@@ -5,6 +5,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
+from ..store import as_indices
 from .loaders import Series, from_arrays
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
@@ -76,14 +77,9 @@ def _index_array(index, length, what):
     """
     if isinstance(index, torch.Tensor):
         index = index.detach().cpu().numpy()
-    idx = np.asarray(index)
+    idx = as_indices(index, what)
     if idx.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if idx.dtype.kind not in "iu" or idx.ndim != 1:
-        raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers, got "
-                                f"dtype {idx.dtype} shape {idx.shape}")
-    if idx.dtype != np.int64:
-        idx = idx.astype(np.int64)
+        return idx
     low, high = idx.min(), idx.max()
     if low < 0:
         if low < -length or high >= length:

@@ -1,6 +1,6 @@
 """MPI program: index-batched windows over replicated and partitioned stores.
 
-Run under mpiexec with 2, 3 or 4 ranks: ``st_windows.py <tmpdir>``.  For every width that
+Run under mpiexec (inside ``timeout``) with 2, 3 or 4 ranks: ``st_windows.py <tmpdir>``.  For every width that
 divides the rank count, both transports and both straddling strategies (halo /
 multi-owner read), every window of every split read by every rank is compared element for
 element with the materialised sliding-window pipeline and with a local (width 1) dataset;
