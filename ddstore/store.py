@@ -138,28 +138,16 @@ class DDStore:
         if comm is None:
             comm = MPI.COMM_WORLD
         size = comm.Get_size()
-        if width is None:
-            width = size
-        if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
-            raise DDStoreValueError(f"width must be an integer in [1, {size}] dividing "
-                                    f"the communicator size {size}, got {width!r}")
-        width = int(width)
-        if not 1 <= width <= size:
-            raise DDStoreValueError(f"width={width} out of range: allowed 1 <= width <= "
-                                    f"{size} (the communicator size)")
-        if size % width:
-            divisors = [d for d in range(1, size + 1) if size % d == 0]
-            raise DDStoreValueError(f"width={width} does not divide the communicator size "
-                                    f"{size}; allowed widths: {divisors}")
-        if transport == "auto":
-            transport = os.environ.get("DDSTORE_TRANSPORT", "auto").strip().lower() or "auto"
-        if transport not in _core.TRANSPORTS:
-            raise DDStoreValueError(f"transport={transport!r} is not one of "
-                                    f"{sorted(_core.TRANSPORTS)} (argument or "
-                                    f"DDSTORE_TRANSPORT)")
-        setting = comm.allgather((width, transport))
-        if any(s != setting[0] for s in setting):
-            raise DDStoreValueError(f"width/transport differ between ranks: {setting}")
+        error, width, transport = self._check_settings(size, width, transport)
+        # agree before raising: a rank whose arguments differ must not leave the others
+        # waiting in the next collective call
+        settings = comm.allgather((width, transport, error))
+        first_error = next((e for _, _, e in settings if e is not None), None)
+        if first_error is not None:
+            raise first_error[0](first_error[1])
+        if any(s[:2] != settings[0][:2] for s in settings):
+            raise DDStoreValueError(f"width/transport differ between ranks: "
+                                    f"{[s[:2] for s in settings]}")
         self._core = _core.Core(comm, width, transport)
         self.comm = comm
         self.rank = comm.Get_rank()
@@ -174,6 +162,32 @@ class DDStore:
         self._vars = {}
         self._records = {}
         _LIVE_CORES.append(self._core)
+
+    @staticmethod
+    def _check_settings(size, width, transport):
+        """(error or None, width, transport) with the defaults filled in."""
+        if width is None:
+            width = size
+        if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
+            return (DDStoreValueError, f"width must be an integer in [1, {size}] dividing "
+                                       f"the communicator size {size}, got {width!r}"), \
+                None, transport
+        width = int(width)
+        if not 1 <= width <= size:
+            return (DDStoreValueError, f"width={width} out of range: allowed 1 <= width "
+                                       f"<= {size} (the communicator size)"), width, transport
+        if size % width:
+            divisors = [d for d in range(1, size + 1) if size % d == 0]
+            return (DDStoreValueError, f"width={width} does not divide the communicator "
+                                       f"size {size}; allowed widths: {divisors}"), \
+                width, transport
+        if transport == "auto":
+            transport = os.environ.get("DDSTORE_TRANSPORT", "auto").strip().lower() or "auto"
+        if transport not in _core.TRANSPORTS:
+            return (DDStoreValueError, f"transport={transport!r} is not one of "
+                                       f"{sorted(_core.TRANSPORTS)} (argument or "
+                                       f"DDSTORE_TRANSPORT)"), width, transport
+        return None, width, transport
 
     # ------------------------------------------------------------------ lifecycle
     def free(self):

@@ -39,6 +39,14 @@ bad_widths = [0, -1, size + 1] + [w for w in range(2, size) if size % w]
 for w in bad_widths:
     expect(f"width={w}", DDStoreValueError, [f"width={w}", str(size)],
            lambda: ddstore.DDStore(comm, width=w, transport=transport))
+if size > 1:
+    # only the last rank passes a bad width: every rank raises, none hangs
+    w_bad = size + 1 if rank == size - 1 else size
+    expect("width bad on one rank", DDStoreValueError, [f"width={size + 1}"],
+           lambda: ddstore.DDStore(comm, width=w_bad, transport=transport))
+    w_mixed = 1 if rank == 0 else size
+    expect("widths differ", DDStoreValueError, ["differ between ranks"],
+           lambda: ddstore.DDStore(comm, width=w_mixed, transport=transport))
 expect("width=2.5", DDStoreValueError, ["width", "2.5"],
        lambda: ddstore.DDStore(comm, width=2.5, transport=transport))
 expect("transport", DDStoreValueError, ["transport", "'udp'"],
