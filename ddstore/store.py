@@ -305,7 +305,12 @@ class DDStore:
         error = self._name_error(name)
         arr = None
         if error is None:
-            arr = rows if isinstance(rows, np.ndarray) else np.asarray(rows)
+            try:
+                arr = rows if isinstance(rows, np.ndarray) else np.asarray(rows)
+            except Exception as exc:  # ragged lists...: agree below, do not hang
+                arr, error = None, (DDStoreValueError, f"variable {name!r}: rows are not "
+                                                       f"an array ({exc})")
+        if error is None:
             error = self._dtype_error(name, arr.dtype)
             if error is None and arr.ndim < 1:
                 error = (DDStoreValueError,
@@ -499,7 +504,10 @@ class DDStore:
         error = self._name_error(name)
         schema = None
         if error is None:
-            schema, error = _record_schema(name, samples)
+            try:
+                schema, error = _record_schema(name, samples)
+            except Exception as exc:  # a sample numpy cannot read: agree, do not hang
+                error = (DDStoreValueError, f"records {name!r}: {type(exc).__name__}: {exc}")
         info = self.comm.allgather((error, schema, len(samples) if error is None else 0))
         self._agree(error)
         schemas = [(r, s) for r, (_, s, _) in enumerate(info) if s is not None]

@@ -89,6 +89,13 @@ if size > 1:
     expect("shape differs", DDStoreValueError, ["'mixed2'", "(3,)", "(4,)"],
            lambda: store.add("mixed2", np.zeros(shape, dtype=np.float32)))
     # only the last rank passes bad input: everyone raises, nobody hangs
+    ragged = [[1, 2], [3]] if rank == size - 1 else np.zeros((2, 2))
+    expect("ragged rows on one rank", DDStoreValueError, [f"rank {size - 1}", "'ragged'"],
+           lambda: store.add("ragged", ragged))
+    bad_rec = ([{"a": [[1, 2], [3]]}] if rank == size - 1 else
+               [{"a": np.zeros((1, 2))}])
+    expect("ragged record on one rank", DDStoreValueError, [f"rank {size - 1}", "'rr'"],
+           lambda: store.add_records("rr", bad_rec))
     bad = np.array([None]) if rank == size - 1 else np.zeros(1)
     expect("one bad rank", DDStoreValueError, [f"rank {size - 1}", "'onebad'"],
            lambda: store.add("onebad", bad))
