@@ -132,21 +132,29 @@ class PyDDStore:
 
     def add(self, name, arr):
         """Collective: add variable ``name`` from each rank's rows ``arr``."""
-        local = _as_numpy(arr, name, "add")
-        nrows = local.shape[0]
-        disp = int(np.prod(local.shape[1:], dtype=np.int64))
-        self._store.add(name, _bytes_rows(local, nrows))
+        error = rows = None
+        try:
+            local = _as_numpy(arr, name, "add")
+            disp = int(np.prod(local.shape[1:], dtype=np.int64))
+            rows = _bytes_rows(local, local.shape[0])
+        except Exception as exc:  # bad input on one rank: every rank raises, none waits
+            error = exc
+        self._store.agree(error)
+        self._store.add(name, rows)
         self._info[name] = _Info(disp, local.itemsize)
 
     def init(self, name, nrows, disp, itemsize=1):
         """Collective: reserve ``nrows`` local rows of ``disp`` elements of ``itemsize``
         bytes for ``name``; fill them with :meth:`update`."""
+        error = None
         for label, value, low in (("nrows", nrows, 0), ("disp", disp, 1),
                                   ("itemsize", itemsize, 1)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
                     value < low:
-                raise DDStoreValueError(f"init {name!r}: {label}={value!r} must be an "
-                                        f"integer >= {low}")
+                error = DDStoreValueError(f"init {name!r}: {label}={value!r} must be an "
+                                          f"integer >= {low}")
+                break
+        self._store.agree(error)  # collective: a bad argument on one rank fails all
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
         self._info[name] = _Info(int(disp), int(itemsize))
 

@@ -125,6 +125,12 @@ def run(width, transport):
            DDStoreIndexError)
     expect(lambda: store.init("bad", -1, 3), DDStoreValueError, "nrows=-1")
     expect(lambda: store.add("f32", cases["f32"]), DDStoreValueError, "already exists")
+    # bad input on the last rank only: every rank raises, none is left waiting
+    last = comm.size - 1
+    expect(lambda: store.init("bad1", -1 if comm.rank == last else 3, 3),
+           DDStoreValueError, "nrows=-1", f"rank {last}")
+    expect(lambda: store.add("bad2", [1, 2] if comm.rank == last else np.zeros(2)),
+           DDStoreValueError, f"rank {last}")
     # the store still serves after the errors
     buf = np.zeros_like(cases["u8"])
     store.get("u8", buf, 0)
