@@ -240,11 +240,16 @@ class DDStore:
     def _agree(self, error):
         """Collective: raise on every rank if any rank reports an error message."""
         errors = self.comm.allgather(error)
-        bad = [(r, e) for r, e in enumerate(errors) if e is not None]
-        if bad:
-            cls, _ = bad[0][1]
-            text = "; ".join(f"rank {r}: {msg}" for r, (_, msg) in bad)
-            raise cls(text)
+        by_message = {}  # message -> ranks, in rank order: one line per distinct failure
+        for r, e in enumerate(errors):
+            if e is not None:
+                by_message.setdefault(e[1], []).append(r)
+        if by_message:
+            cls = next(e for e in errors if e is not None)[0]
+            raise cls("; ".join(
+                f"rank {ranks[0]}: {msg}" if len(ranks) == 1 else
+                f"ranks {', '.join(map(str, ranks))}: {msg}"
+                for msg, ranks in by_message.items()))
 
     def _var(self, name):
         self._alive()

@@ -123,26 +123,18 @@ class GraphDataset(torch.utils.data.Dataset):
             layout, records, first = _load_chunk(store, name, source, lo, hi,
                                                  stored_layout, progress)
         except DDStoreError as exc:
-            error = (type(exc), str(exc))
+            error = exc
         except Exception as exc:  # a user Dataset failing, an I/O error...
             error = (DDStoreValueError, f"graphs {name!r}: {type(exc).__name__}: {exc}")
-        info = comm.allgather((error, len(source) if error is None else None,
-                               None if layout is None else layout.to_list(), first))
-        errors = [(r, e) for r, (e, _, _, _) in enumerate(info) if e is not None]
-        if errors:
-            distinct = len({msg for _, (_, msg) in errors})
-            seen, parts = set(), []
-            for r, (_, msg) in errors:
-                if msg not in seen:
-                    seen.add(msg)
-                    parts.append(f"rank {r}: {msg}" if distinct > 1 else msg)
-            raise errors[0][1][0]("; ".join(parts))
-        totals = {t for _, t, _, _ in info}
+        store.agree(error)  # collective: a failure on any rank raises on every rank
+        info = comm.allgather((len(source), None if layout is None else layout.to_list(),
+                               first))
+        totals = {t for t, _, _ in info}
         if len(totals) > 1:
             raise DDStoreValueError(f"graphs {name!r}: the data set has a different "
                                     f"length on different ranks: "
-                                    f"{[t for _, t, _, _ in info]}")
-        layouts = [(GraphLayout(lay), f) for _, _, lay, f in info if lay is not None]
+                                    f"{[t for t, _, _ in info]}")
+        layouts = [(GraphLayout(lay), f) for _, lay, f in info if lay is not None]
         reference, ref_first = layouts[0]
         for lay, f in layouts[1:]:
             diff = reference.difference(lay)
@@ -261,16 +253,14 @@ def _collective_open(store, opener):
     source, error = None, None
     try:
         source = opener()
-    except DDStoreError as exc:
-        error = (type(exc), str(exc))
     except Exception as exc:
-        error = (DDStoreValueError, f"{type(exc).__name__}: {exc}")
-    errors = store.comm.allgather(error)
-    bad = [e for e in errors if e is not None]
-    if bad:
+        error = exc
+    try:
+        store.agree(error)
+    except DDStoreError:
         if source is not None and hasattr(source, "close"):
             source.close()
-        raise bad[0][0](bad[0][1])
+        raise
     return source
 
 
