@@ -387,24 +387,22 @@ class WindowDataset(_WindowView):
             nan_count, first, moments = self._scan(series, fill, chunk, lo, hi, train,
                                                    check)
         except Exception as exc:  # any failure on one rank: agree, not hang
-            failure = f"{type(exc).__name__}: {exc}"
-        info = store.comm.allgather((nan_count, first, moments.as_tuple(), failure))
+            failure = (DDStoreValueError, f"loading {self.name!r} failed: "
+                                          f"{type(exc).__name__}: {exc}")
+        store.agree(failure)
+        info = store.comm.allgather((nan_count, first, moments.as_tuple()))
         width = store.group_size
         mine = info[store.group * width:(store.group + 1) * width]
-        failures = [(r, e) for r, (_, _, _, e) in enumerate(info) if e is not None]
-        if failures:
-            raise DDStoreValueError(f"loading {self.name!r} failed: " + "; ".join(
-                f"rank {r}: {e}" for r, e in failures))
-        total_bad = sum(c for c, _, _, _ in mine)
+        total_bad = sum(c for c, _, _ in mine)
         if total_bad and fill is None:
-            t, node, feat, val = min(fx for _, fx, _, _ in mine if fx is not None)
+            t, node, feat, val = min(fx for _, fx, _ in mine if fx is not None)
             raise DDStoreValueError(
                 f"series for {self.name!r} has {total_bad} non-finite values (NaN or inf) "
                 f"of {T * n * f}; the first at step {t}, node {node}, feature {feat} "
                 f"(value {val}); allowed: finite values only, or pass fill=<number>")
         if self.standardized:
             merged = Moments.empty(n, f, self.per_node)
-            for _, _, (cnt, mean, m2), _ in mine:
+            for _, _, (cnt, mean, m2) in mine:
                 merged = merged.merge(Moments(cnt, mean, m2))
             self.mean, self.std = merged.mean_std()
         else:
