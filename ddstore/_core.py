@@ -96,14 +96,6 @@ class Core:
         self._check(lib.dds_write_local(self._handle[0], var, int(offset), _ptr(rows),
                                         int(rows.shape[0]) if rows.ndim else 1))
 
-    def local_buffer(self, var, nbytes):
-        """A writable memoryview of this rank's chunk (``nbytes`` long)."""
-        ptr = ffi.new("void **")
-        self._check(lib.dds_local_ptr(self._handle[0], var, ptr))
-        if nbytes == 0 or ptr[0] == ffi.NULL:
-            return memoryview(bytearray(0))
-        return memoryview(ffi.buffer(ptr[0], nbytes))
-
     def sync(self):
         self._check(lib.dds_sync(self._handle[0]))
 

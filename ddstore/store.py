@@ -127,7 +127,8 @@ class DDStore:
 
     Construction is collective.  Attributes: ``rank``, ``size`` (of ``comm``),
     ``width``, ``group_rank`` (0 .. width-1), ``group_size`` (= width), ``replicas``
-    (number of groups), ``group`` (index of this rank's group), ``transport``.
+    (number of groups), ``group`` (index of this rank's group), ``transport``,
+    ``shm_peers`` (other group members this rank reads through shared memory).
 
     Use it as a context manager, or call :meth:`free` (collective) when done; live stores
     are freed at interpreter exit.
@@ -157,6 +158,7 @@ class DDStore:
         self.group_size = self._core.group_size
         self.group_rank = self._core.group_rank
         self.replicas = self._core.ngroups
+        self.shm_peers = self._core.shm_peers
         self.group = self.rank // width
         self._group_comm = comm.Split(self.group, self.rank)
         self._vars = {}

@@ -78,7 +78,7 @@ def bench_row_size(comm, row_bytes, rows_per_rank, calls_single, calls_batch, se
             comm.Barrier()
             results[key] = timed(lambda i: store.get_batch("rows", batches[i], out=out),
                                  calls_batch, BATCH, row_bytes)
-            results[key]["shm_peers"] = store._core.shm_peers
+            results[key]["shm_peers"] = store.shm_peers
             comm.Barrier()
     # (d) the physical limit: one contiguous memcpy of a batch's bytes, and a gather
     src = np.random.default_rng(1).integers(0, 256, (max(rows_per_rank, 4 * BATCH),

@@ -21,7 +21,7 @@ for width in [w for w in (2, size) if size % w == 0]:
     group = set(range(rank - rank % width, rank - rank % width + width))
     with ddstore.DDStore(comm, width=width, transport="auto") as store:
         expected_peers = len((group & node_ranks) - {rank})
-        assert store._core.shm_peers == expected_peers, (store._core.shm_peers,
+        assert store.shm_peers == expected_peers, (store.shm_peers,
                                                          expected_peers)
         total = 50 * width
         data = np.random.default_rng(3).standard_normal((total, 9)).astype(np.float32)

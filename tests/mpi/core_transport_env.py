@@ -10,4 +10,4 @@ with ddstore.DDStore(comm) as store:
     got = store.get_batch("x", np.arange(3 * comm.size))
     assert (got[:, 0] == np.repeat(np.arange(comm.size), 3)).all()
     if comm.rank == 0:
-        print(f"transport={store.transport} shm_peers={store._core.shm_peers}")
+        print(f"transport={store.transport} shm_peers={store.shm_peers}")
