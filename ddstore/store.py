@@ -241,7 +241,12 @@ class DDStore:
 
     def _agree(self, error):
         """Collective: raise on every rank if any rank reports an error message."""
-        errors = self.comm.allgather(error)
+        self._raise_errors(self.comm.allgather(error))
+
+    @staticmethod
+    def _raise_errors(errors):
+        """Raise if any of the gathered ``(class, message)`` errors (one per rank, None
+        where a rank is fine) is set; the same on every rank that gathered them."""
         by_message = {}  # message -> ranks, in rank order: one line per distinct failure
         for r, e in enumerate(errors):
             if e is not None:
@@ -290,7 +295,7 @@ class DDStore:
         """Collective: every rank checks its local error and that dtype/shape agree."""
         info = self.comm.allgather((error, None if dtype is None else dtype.str,
                                     row_shape))
-        self._agree(None if error is None else error)
+        self._raise_errors([e for e, _, _ in info])
         kinds = {(d, s) for _, d, s in info}
         if len(kinds) > 1:
             detail = ", ".join(f"rank {r}: dtype {d}, row shape {s}"
@@ -516,7 +521,7 @@ class DDStore:
             except Exception as exc:  # a sample numpy cannot read: agree, do not hang
                 error = (DDStoreValueError, f"records {name!r}: {type(exc).__name__}: {exc}")
         info = self.comm.allgather((error, schema, len(samples) if error is None else 0))
-        self._agree(error)
+        self._raise_errors([e for e, _, _ in info])
         schemas = [(r, s) for r, (_, s, _) in enumerate(info) if s is not None]
         if not schemas:
             raise DDStoreValueError(f"records {name!r}: no rank holds any sample (empty "
