@@ -40,7 +40,6 @@ struct dds_store {
     int shm_peers;
     int nvars, cap;
     struct dds_var *vars;
-    char *touched;       /* [group_size] scratch: targets with gets in flight */
     char err[1024];
 };
 
@@ -117,11 +116,9 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
     MPI_Comm_rank(s->group_comm, &s->group_rank);
 
     s->node_rank = malloc(sizeof(int) * width);
-    s->touched = calloc(width, 1);
-    if (!s->node_rank || !s->touched) {
+    if (!s->node_rank) {
         release_comms(s);
         free(s->node_rank);
-        free(s->touched);
         free(s);
         return fail(errbuf, errlen, DDS_ENOMEM, "out of memory creating the store");
     }
@@ -198,7 +195,6 @@ int dds_free(dds_store **store)
     if (!finalized) release_comms(s);
     free(s->vars);
     free(s->node_rank);
-    free(s->touched);
     free(s);
     *store = NULL;
     return DDS_OK;
@@ -494,7 +490,12 @@ struct pending {
     int64_t bytes;
 };
 
-static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row)
+/* Targets with gets in flight during one dds_read call.  Per call (not per store), so
+ * that reads from several threads never flush or skip each other's targets. */
+#define DDS_TOUCHED_ON_STACK 256
+
+static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row,
+                 char *touched)
 {
     if (p->owner < 0 || p->bytes == 0) return DDS_OK;
     const char *src = p->owner == s->group_rank ? v->base : v->peer_base[p->owner];
@@ -517,7 +518,7 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
         } else {
             rc = MPI_Get(p->dst + done, (int)n, MPI_BYTE, p->owner,
                          (MPI_Aint)(p->disp + done), (int)n, MPI_BYTE, v->rma_win);
-            s->touched[p->owner] = 1;
+            touched[p->owner] = 1;
         }
         if (rc != MPI_SUCCESS) {
             p->owner = -1;
@@ -543,6 +544,15 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
                         (long long)v->nrows);
     }
     int per_row = (flags & DDS_READ_PER_ROW_LOCK) && v->rma_win != MPI_WIN_NULL;
+    char touched_stack[DDS_TOUCHED_ON_STACK], *touched = touched_stack;
+    if (v->rma_win != MPI_WIN_NULL) {
+        if (s->width > DDS_TOUCHED_ON_STACK) {
+            touched = calloc(s->width, 1);
+            if (!touched) return FAIL(s, DDS_ENOMEM, "out of memory reading '%s'", v->name);
+        } else {
+            memset(touched, 0, s->width);
+        }
+    }
     if (per_row) MPI_Win_unlock_all(v->rma_win);
     char *dst = out;
     struct pending p = {-1, 0, NULL, 0};
@@ -558,7 +568,7 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
             if (p.owner == owner && p.disp + p.bytes == disp && p.dst + p.bytes == dst) {
                 p.bytes += bytes;
             } else {
-                code = issue(s, v, &p, per_row);
+                code = issue(s, v, &p, per_row, touched);
                 if (code != DDS_OK) break;
                 p.owner = owner;
                 p.disp = disp;
@@ -570,17 +580,17 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
             left -= take;
         }
     }
-    if (code == DDS_OK) code = issue(s, v, &p, per_row);
+    if (code == DDS_OK) code = issue(s, v, &p, per_row, touched);
     if (per_row) {
         MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
     } else if (v->rma_win != MPI_WIN_NULL) {
         for (int g = 0; g < s->width; g++) {
-            if (!s->touched[g]) continue;
-            s->touched[g] = 0;
+            if (!touched[g]) continue;
             rc = MPI_Win_flush(g, v->rma_win);
             if (rc != MPI_SUCCESS && code == DDS_OK)
                 code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Win_flush");
         }
     }
+    if (touched != touched_stack) free(touched);
     return code;
 }
