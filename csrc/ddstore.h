@@ -97,6 +97,15 @@ int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets);
 int dds_read(dds_store *store, int var_id, const int64_t *starts, const int64_t *counts,
              int64_t n, void *out, int flags);
 
+/* Local.  Check ranges as dds_read does, without reading: *total is the number of rows
+ * they hold in all (what the caller must allocate).  Counts < 0 give DDS_EINVAL, ranges
+ * outside [0, nrows) DDS_ERANGE, a total too large for one buffer DDS_ENOMEM. */
+int dds_ranges_total(dds_store *store, int var_id, const int64_t *starts,
+                     const int64_t *counts, int64_t n, int64_t *total);
+
+/* Local (one-sided).  dds_read of the one range [start, start + count). */
+int dds_read_range(dds_store *store, int var_id, int64_t start, int64_t count, void *out);
+
 /* Bytes of row data this rank holds. */
 int64_t dds_local_bytes(const dds_store *store);
 

@@ -110,6 +110,23 @@ class Core:
                                           ffi.from_buffer("int64_t[]", offsets)))
         return offsets
 
+    def read_range(self, var, start, count, out):
+        """Rows ``[start, start + count)`` into ``out`` (any writable C-contiguous buffer
+        of the right size); the core checks the range.  The hot path of single reads."""
+        rc = lib.dds_read_range(self._handle[0], var, start, count, ffi.from_buffer(out))
+        if rc:
+            self._check(rc)
+
+    def ranges_total(self, var, starts, counts):
+        """Check ranges as :meth:`read` would; return the rows they hold in all."""
+        total = ffi.new("int64_t *")
+        self._check(lib.dds_ranges_total(self._handle[0], var,
+                                         ffi.from_buffer("int64_t[]", starts),
+                                         ffi.NULL if counts is None else
+                                         ffi.from_buffer("int64_t[]", counts),
+                                         starts.shape[0], total))
+        return total[0]
+
     def read(self, var, starts, counts, out, flags=0):
         """``starts``/``counts``: C-contiguous int64 arrays of equal length; ``counts``
         None reads one row per start."""
