@@ -393,13 +393,20 @@ class WindowDataset(_WindowView):
         info = store.comm.allgather((nan_count, first, moments.as_tuple()))
         width = store.group_size
         mine = info[store.group * width:(store.group + 1) * width]
-        total_bad = sum(c for c, _, _ in mine)
-        if total_bad and fill is None:
-            t, node, feat, val = min(fx for _, fx, _ in mine if fx is not None)
-            raise DDStoreValueError(
-                f"series for {self.name!r} has {total_bad} non-finite values (NaN or inf) "
-                f"of {T * n * f}; the first at step {t}, node {node}, feature {feat} "
-                f"(value {val}); allowed: finite values only, or pass fill=<number>")
+        # decided over the whole communicator, not per replica group: every group reads
+        # its own copy, and a NaN in one copy must stop every rank, not only that group
+        for group in range(store.replicas):
+            members = info[group * width:(group + 1) * width]
+            total_bad = sum(c for c, _, _ in members)
+            if total_bad and fill is None:
+                t, node, feat, val = min(fx for _, fx, _ in members if fx is not None)
+                where = (f" (as read by ranks {group * width}-{(group + 1) * width - 1})"
+                         if store.replicas > 1 else "")
+                raise DDStoreValueError(
+                    f"series for {self.name!r} has {total_bad} non-finite values (NaN or "
+                    f"inf) of {T * n * f}{where}; the first at step {t}, node {node}, "
+                    f"feature {feat} (value {val}); allowed: finite values only, or pass "
+                    f"fill=<number>")
         if self.standardized:
             merged = Moments.empty(n, f, self.per_node)
             for _, _, (cnt, mean, m2) in mine:

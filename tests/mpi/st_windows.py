@@ -200,6 +200,15 @@ def error_checks(store, tag):
     except DDStoreValueError as exc:
         check("2 non-finite values" in str(exc) and "first at step 57, node 1, feature 0"
               in str(exc), f"{tag}: NaN message: {exc}")
+    # a NaN in the copy of the last rank only (e.g. its own file): with width < size
+    # the groups read different copies; every rank must raise, not only that group
+    mine = bad if rank == size - 1 else raw
+    try:
+        st.WindowDataset(store, "nan_one_copy", mine, 3)
+        check(False, f"{tag}: NaN in one rank's copy not reported on rank {rank}")
+    except DDStoreValueError as exc:
+        check("2 non-finite values" in str(exc), f"{tag}: one-copy NaN message: {exc}")
+    check("nan_one_copy" not in store.variables(), f"{tag}: half-built variable left")
     if store.group_size > 1:
         try:
             st.WindowDataset(store, "dev", raw, 3, resident="device")
