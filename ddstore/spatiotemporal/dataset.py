@@ -16,8 +16,9 @@ __all__ = ["WindowDataset", "WindowSplit", "time_feature_array", "batch_collate"
 _TIME_FEATURES = {"tod": 1, "dow": 7}
 
 
-def time_feature_array(timestamps, kinds):
-    """DCRNN's time features for ``timestamps`` ``[T]``: float32 ``[T, k]``.
+def time_feature_array(timestamps, kinds, dtype=np.float32):
+    """DCRNN's time features for ``timestamps`` ``[T]``: ``[T, k]`` of ``dtype``
+    (computed in float64).
 
     ``"tod"``: time of day as a fraction of the day in ``[0, 1)`` (1 column);
     ``"dow"``: day of week, one-hot over Monday..Sunday (7 columns).  Columns in the order
@@ -36,8 +37,8 @@ def time_feature_array(timestamps, kinds):
             onehot[np.arange(ts.shape[0]), dow] = 1.0
             cols.append(onehot)
     if not cols:
-        return np.zeros((ts.shape[0], 0), dtype=np.float32)
-    return np.concatenate(cols, axis=1).astype(np.float32)
+        return np.zeros((ts.shape[0], 0), dtype=dtype)
+    return np.concatenate(cols, axis=1).astype(dtype)
 
 
 def _check_time_features(time_features):
@@ -345,7 +346,7 @@ class WindowDataset(_WindowView):
                                     f"timestamps=[T] datetime64 or load a timestamped series")
         self.timestamps = ts
         self.time_features = kinds
-        tf = time_feature_array(ts, kinds) if kinds else None
+        tf = time_feature_array(ts, kinds, dt) if kinds else None
         self.num_features = f + (0 if tf is None else tf.shape[1])
         try:
             self.device = torch.device(device)
