@@ -143,3 +143,20 @@ def test_command_line(argv, code, text):
                           text=True, timeout=120)
     assert proc.returncode == code, proc.stdout + proc.stderr
     assert text in proc.stdout + proc.stderr
+
+
+def _mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_row_over_2gib_every_read_path(mpirun):
+    """MPI counts are int: a row > 2 GiB is read in pieces by the batched and the
+    per-row-lock path (the latter once passed a negative count to MPI_Get)."""
+    if _mem_available() < 8 << 30:
+        pytest.skip("needs about 5 GB of free memory")
+    out = mpirun("core_bigrow.py", 2, timeout=300)
+    assert out.count("read byte-exact") == 2, out
