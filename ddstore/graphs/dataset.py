@@ -126,7 +126,9 @@ class GraphDataset(torch.utils.data.Dataset):
             error = exc
         except Exception as exc:  # a user Dataset failing, an I/O error...
             error = (DDStoreValueError, f"graphs {name!r}: {type(exc).__name__}: {exc}")
-        store.agree(error)  # collective: a failure on any rank raises on every rank
+        # collective: every rank is loading the same name, and a failure on any rank
+        # raises on every rank
+        store.agree(error, call=("GraphDataset", name))
         info = comm.allgather((len(source), None if layout is None else layout.to_list(),
                                first))
         totals = {t for t, _, _ in info}

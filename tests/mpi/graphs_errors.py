@@ -223,6 +223,12 @@ def main():
         if rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    # ---- ranks loading different names: caught before anything is stored
+    expect(lambda: graphs.GraphDataset.from_samples(store, f"g{min(rank, 1)}", good,
+                                                    progress=False),
+           DDStoreValueError, "out of step", "GraphDataset('g0')", "GraphDataset('g1')")
+    assert "g0" not in store.variables() and "g1" not in store.variables()
+
     # ---- reading: indices out of range, wrong types, DataLoader workers
     ds = graphs.GraphDataset.from_samples(store, "good", good, progress=False)
     expect(lambda: ds[N], DDStoreIndexError, str(N), f"[0, {N})")
