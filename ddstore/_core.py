@@ -110,12 +110,34 @@ class Core:
                                           ffi.from_buffer("int64_t[]", offsets)))
         return offsets
 
-    def read_range(self, var, start, count, out):
-        """Rows ``[start, start + count)`` into ``out`` (any writable C-contiguous buffer
-        of the right size); the core checks the range.  The hot path of single reads."""
-        rc = lib.dds_read_range(self._handle[0], var, start, count, ffi.from_buffer(out))
-        if rc:
-            self._check(rc)
+    def range_reader(self):
+        """A function ``read(var, start, count, out)``: rows ``[start, start + count)``
+        into ``out`` (a writable C-contiguous buffer of the right size); the core checks
+        the range.  The hot path of single-row reads, so everything it needs is bound
+        once here instead of looked up per call.  Use it only while the store is alive
+        (the caller checks: a freed store has no variables to read)."""
+        handle, read_range, from_buffer, check = (self._handle, lib.dds_read_range,
+                                                  ffi.from_buffer, self._check)
+
+        def read(var, start, count, out):
+            rc = read_range(handle[0], var, start, count, from_buffer(out))
+            if rc:
+                check(rc)
+        return read
+
+    def rows_reader(self):
+        """A function ``read(var, rows, out)`` for a short Python sequence of Python ints
+        ``rows`` (one row each, in order): no numpy index array is built.  Bound once,
+        like :meth:`range_reader`."""
+        handle, read, new, from_buffer, null, check = (
+            self._handle, lib.dds_read, ffi.new, ffi.from_buffer, ffi.NULL, self._check)
+
+        def read_rows(var, rows, out):
+            rc = read(handle[0], var, new("int64_t[]", rows), null, len(rows),
+                      from_buffer(out), 0)
+            if rc:
+                check(rc)
+        return read_rows
 
     def ranges_total(self, var, starts, counts):
         """Check ranges as :meth:`read` would; return the rows they hold in all."""

@@ -24,6 +24,8 @@ from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
 
 __all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception"]
 
+# batches up to this length given as lists of ints skip the numpy index array
+_SHORT_BATCH = 16
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 _STORABLE_KINDS = "biufcmM"
 
@@ -263,6 +265,8 @@ class DDStore:
         self.shm_peers = self._core.shm_peers
         self.group = self.rank // width
         self._group_comm = comm.Split(self.group, self.rank)
+        self._read_range = self._core.range_reader()
+        self._read_rows = self._core.rows_reader()
         self._vars = {}
         self._records = {}
         _LIVE_CORES.append(self._core)
@@ -566,13 +570,16 @@ class DDStore:
         returns ``out`` (a C-contiguous writable array of the row's shape and dtype), which
         allocates nothing.  ``index`` must be an integer in ``[0, nrows)``.
         """
-        var = self._lookup(name)
+        try:
+            var = self._vars[name]
+        except (KeyError, TypeError):
+            var = self._var(name)  # raises: unknown name, records, freed store
         if type(index) is not int:
             index = as_int(index, f"get {name!r}: index")
-        buf = (np.empty(var.row_shape, dtype=var.dtype) if out is None else
+        buf = (np.empty(var.row_shape, var.dtype) if out is None else
                self._out(var, var.row_shape, out))
         try:
-            self._core.read_range(var.vid, index, 1, buf)
+            self._read_range(var.vid, index, 1, buf)
         except (DDStoreIndexError, OverflowError):
             raise DDStoreIndexError(f"get {name!r}: index {index} out of range "
                                     f"[0, {var.nrows})") from None
@@ -586,7 +593,22 @@ class DDStore:
         be a C-contiguous writable array of the right dtype and shape; it is filled and
         returned.
         """
-        var = self._lookup(name)
+        try:
+            var = self._vars[name]
+        except (KeyError, TypeError):
+            var = self._var(name)  # raises: unknown name, records, freed store
+        # a short list of Python ints (what per-sample code passes) goes to the core as
+        # it is; anything else becomes an int64 array first
+        t = type(indices)
+        if (t is list or t is tuple) and 0 < len(indices) <= _SHORT_BATCH and all(
+                type(i) is int for i in indices):
+            buf = (np.empty((len(indices),) + var.row_shape, var.dtype) if out is None
+                   else self._out(var, (len(indices),) + var.row_shape, out))
+            try:
+                self._read_rows(var.vid, indices, buf)
+                return buf
+            except (DDStoreIndexError, OverflowError):
+                pass  # explained below, with the position of the bad index
         idx = as_indices(indices, f"get_batch {name!r}", var.nrows)
         n = idx.shape[0]
         out = (np.empty((n,) + var.row_shape, dtype=var.dtype) if out is None else
@@ -616,7 +638,7 @@ class DDStore:
         out = self._alloc(var, shape, f"get_range {name!r}") if out is None else \
             self._out(var, shape, out)
         if count:
-            self._core.read_range(var.vid, start, count, out)
+            self._read_range(var.vid, start, count, out)
         return out
 
     def read_ranges(self, name, starts, counts, out=None, per_row_lock=False):

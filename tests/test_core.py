@@ -160,3 +160,9 @@ def test_row_over_2gib_every_read_path(mpirun):
         pytest.skip("needs about 5 GB of free memory")
     out = mpirun("core_bigrow.py", 2, timeout=300)
     assert out.count("read byte-exact") == 2, out
+
+
+@pytest.mark.parametrize("nprocs,transport", [(2, "rma"), (3, "rma"), (2, "auto")])
+def test_reads_from_several_threads(mpirun, nprocs, transport):
+    out = mpirun("core_threads.py", nprocs, transport, timeout=180)
+    assert out.count("threads read byte-exact") == nprocs, out
