@@ -782,8 +782,38 @@ class DDStore:
             data[key], size_by_key[key] = out, c
         return data, size_by_key
 
+    def get_record(self, name, index):
+        """Local: record ``index`` as a dict ``{key: array}`` (one read per key, no index
+        arrays: the per-sample path)."""
+        try:
+            rec = self._records[name]
+        except (KeyError, TypeError):
+            rec = self._rec(name)  # raises: unknown name, rows variable, freed store
+        if type(index) is not int:
+            index = as_int(index, f"get_record {name!r}: index")
+        if not 0 <= index < rec.nrecords:
+            raise DDStoreIndexError(f"get_record {name!r}: index {index} out of range "
+                                    f"[0, {rec.nrecords})")
+        first, stop = rec.offsets[index:index + 2].tolist()
+        out = {}
+        read = self._read_range
+        for j, key in enumerate(rec.keys):
+            var = rec.fields[key]
+            count = stop[j] - first[j]
+            arr = np.empty((count,) + var.row_shape, var.dtype)
+            if count:
+                read(var.vid, first[j], count, arr)
+            out[key] = arr
+        return out
+
     def get_records(self, name, indices):
         """Local: records ``indices`` as a list of dicts of arrays, in request order."""
+        if type(indices) in (list, tuple) and len(indices) == 1 and \
+                type(indices[0]) is int:
+            try:
+                return [self.get_record(name, indices[0])]
+            except DDStoreIndexError:
+                pass  # the message below names the position
         data, sizes = self.get_records_packed(name, indices)
         n = len(next(iter(sizes.values()))) if sizes else 0
         out = [dict() for _ in range(n)]

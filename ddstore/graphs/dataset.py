@@ -179,7 +179,7 @@ class GraphDataset(torch.utils.data.Dataset):
         if not 0 <= index < self._n:
             raise DDStoreIndexError(f"graphs {self.name!r}: index {index} out of range "
                                     f"[0, {self._n})")
-        return self.__getitems__([int(index)])[0]
+        return self.layout.to_data(self.store.get_record(self.name, int(index)))
 
     def records(self, indices):
         """Local: the raw stored records (dicts of arrays) of ``indices``."""

@@ -254,6 +254,14 @@ expect("records index", DDStoreIndexError, ["'r'", str(size + 2)],
        lambda: store.get_records("r", [size + 2]))
 expect("get_batch on records", DDStoreValueError, ["'r'", "records"],
        lambda: store.get_batch("r", [0]))
+expect("get_record index", DDStoreIndexError, ["'r'", str(size + 2), f"[0, {size + 2})"],
+       lambda: store.get_record("r", size + 2))
+expect("get_record float index", DDStoreValueError, ["'r'", "1.0"],
+       lambda: store.get_record("r", 1.0))
+expect("get_records one bad index", DDStoreIndexError, ["'r'", "-1", "position 0"],
+       lambda: store.get_records("r", [-1]))
+expect("get_record on rows", DDStoreValueError, ["'x'", "rows"],
+       lambda: store.get_record("x", 0))
 still_serves()
 
 # --------------------------------------------------------------- after free
