@@ -1,4 +1,5 @@
 """Index-batched sliding windows over a series kept once in a :class:`~ddstore.DDStore`."""
+import bisect
 import numbers
 
 import numpy as np
@@ -124,9 +125,11 @@ class _WindowView(torch.utils.data.Dataset):
         if isinstance(index, bool) or not isinstance(index, numbers.Integral):
             raise DDStoreValueError(f"{self._what()}: index must be an integer, got "
                                     f"{index!r}; use __getitems__ for a batch")
-        idx = _index_array([int(index)], len(self), self._what())
-        x, y = self._ds._fetch(idx + self.start)
-        return x[0], y[0]
+        index, length = int(index), self.stop - self.start
+        if not -length <= index < length:
+            raise DDStoreIndexError(f"{self._what()}: index {index} (position 0) out of "
+                                    f"range [{-length}, {length}) for {length} windows")
+        return self._ds._fetch_one(self.start + (index if index >= 0 else index + length))
 
     def __getitems__(self, indices):
         """Windows ``indices`` as one batch ``(x, y)`` each ``[B, h, nodes, features]``.
@@ -365,6 +368,9 @@ class WindowDataset(_WindowView):
         self.resident = resident
         self.halo = bool(halo) and width > 1
         self.layout = series_layout(T, h, width, self.halo)
+        # the same as Python lists, for scalar lookups on the per-window path
+        self._lo, self._hi, self._offset = (self.layout[k].tolist()
+                                            for k in ("lo", "hi", "offset"))
         self.edge_index = torch.from_numpy(series.edge_index)
         self.edge_weight = torch.from_numpy(series.edge_weight)
         self.node_ids = series.node_ids
@@ -500,6 +506,24 @@ class WindowDataset(_WindowView):
     def owner_of(self, starts):
         """Group rank that owns (stores the first step of) each window start."""
         return np.searchsorted(self.layout["hi"], np.asarray(starts), side="right")
+
+    def _fetch_one(self, start):
+        """Window with global ``start`` (an int) -> ``(x, y)`` ``[h, nodes, features]``:
+        one contiguous store read of ``2h`` rows (x then y), no index arrays."""
+        if self._dev_series is not None or self._tf is not None:
+            x, y = self._fetch(np.array([start], dtype=np.int64))
+            return x[0], y[0]
+        h = self.horizon
+        row = start
+        if self.halo:
+            g = bisect.bisect_right(self._hi, start)
+            row = self._offset[g] + start - self._lo[g]
+        buf = self.store.get_range(self.name, row, 2 * h)
+        x, y = torch.from_numpy(buf[:h]), torch.from_numpy(buf[h:])
+        if self.device.type != "cpu":
+            x = x.to(self.device, non_blocking=True)
+            y = y.to(self.device, non_blocking=True)
+        return x, y
 
     def _fetch(self, starts):
         """Windows with global ``starts`` -> ``(x, y)`` ``[B, h, nodes, features]``."""
