@@ -344,13 +344,28 @@ def run_partitioned(args):
             split.__getitems__(straddle)
         return max(comm.allgather((time.perf_counter() - t0) / reps / len(straddle) * 1e6))
 
+    # locality: the share of this rank's batches (BatchShuffleSampler, local=True) whose
+    # windows its own member stores, per split, and the windows of each split per member
+    locality = {}
+    for split in ds.splits():
+        if not len(split):
+            continue
+        batches = list(st.BatchShuffleSampler(split, args.batch_size, seed=args.seed,
+                                              local=True))
+        local = [bool(np.all(ds.owner_of(split.start + np.asarray(b)) == store.group_rank))
+                 for b in batches]
+        locality[split.split_name] = {
+            "batches": len(batches), "local_fraction": float(np.mean(local)),
+            "windows_per_member": np.bincount(ds.owner_of(np.arange(split.start,
+                                                                     split.stop)),
+                                              minlength=store.group_size).tolist()}
     for kind in plans:
         timings[f"auto_{kind}_s"] = epoch_time(ds, kind)
     timings["auto_straddle_us_per_window"] = straddle_us(ds)
     peak_read = _peak_mb()
     mem = _smaps()
     stored_bytes = ds.local_bytes()
-    stored_steps = int(ds.layout["stored"][store.group_rank])
+    stored_steps = int(ds.layout["member_stored"][store.group_rank])
     store.free()
     # the RMA path (the inter-node case), in a second store
     series2 = npy_series(args.file)
@@ -363,7 +378,8 @@ def run_partitioned(args):
     timings["rma_straddle_us_per_window"] = straddle_us(ds2)
     rows = comm.gather({"rank": comm.rank, "baseline_mb": base, "peak_after_load_mb":
                         peak_load, "peak_after_reads_mb": peak_read, **mem,
-                        "stored_bytes": stored_bytes, "stored_steps": stored_steps})
+                        "stored_bytes": stored_bytes, "stored_steps": stored_steps,
+                        "locality": locality})
     out = {"variant": "partitioned", "halo": bool(args.halo), "ranks": comm.size,
            "width": store2.group_size, "prepare_s": prep,
            "batches_per_rank": len(plans["global"]), "straddling_windows": len(straddle),
@@ -490,6 +506,12 @@ def main(argv=None):
                           f"({d / share:.2f} x series/width); after reading, peak RSS "
                           f"{r['peak_after_reads_mb']:.0f} MiB, Pss {r.get('pss_mb', 0):.0f}"
                           f" MiB (RSS counts the peer's shared pages it read)", flush=True)
+                for r in c["per_rank"]:
+                    print(f"(c) halo={c['halo']} rank {r['rank']}: local batches per split "
+                          + ", ".join(f"{k} {100 * v['local_fraction']:.0f}% of "
+                                      f"{v['batches']} (windows per member "
+                                      f"{v['windows_per_member']})"
+                                      for k, v in r["locality"].items()), flush=True)
                 print(f"(c) halo={c['halo']}: best epoch of {c['batches_per_rank']} batches "
                       f"per rank: shm global shuffle {c['auto_global_s']:.3f}s, shm batch "
                       f"shuffle (local) {c['auto_batch_local_s']:.3f}s, RMA global "

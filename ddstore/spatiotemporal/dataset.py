@@ -250,10 +250,14 @@ class WindowDataset(_WindowView):
         no host copies during training).  With ``width > 1`` windows are read from the
         store on the host and copied to the device per batch.
     halo : bool
-        Partitioned mode only.  Default True: each member also stores the ``2h - 1`` steps
-        after its own, so every window lives wholly on its owner (one-owner reads, and
-        with :class:`BatchShuffleSampler` ``local=True`` no communication at all).  False:
-        exactly ``series / width`` per rank; a straddling window is read from two owners.
+        Partitioned mode only.  Default True (balanced placement): each split's windows
+        (train, val, test) are divided evenly over the members, each member owning one
+        piece of every split, and each piece also stores the ``2h - 1`` steps after its
+        own, so every window lives wholly on its owner (one-owner reads; with
+        :class:`BatchShuffleSampler` ``local=True`` every rank's batches of every split
+        are local).  False: exactly ``series / width`` per rank, the time axis striped
+        contiguously over the members (so a split may sit on few members); a straddling
+        window is read from two owners.  See :func:`series_layout`.
     resident : None, "store" or "device"
         Where windows are cut from.  None: "device" for a non-CPU device with width 1,
         else "store".  "device" keeps a copy of the series as a torch tensor on ``device``
@@ -367,7 +371,7 @@ class WindowDataset(_WindowView):
                                     f"rank: store width must be 1, got width={width}")
         self.resident = resident
         self.halo = bool(halo) and width > 1
-        self.layout = series_layout(T, h, width, self.halo)
+        self.layout = series_layout(T, h, width, self.halo, self.split_bounds)
         # the same as Python lists, for scalar lookups on the per-window path
         self._lo, self._hi, self._offset = (self.layout[k].tolist()
                                             for k in ("lo", "hi", "offset"))
@@ -382,8 +386,10 @@ class WindowDataset(_WindowView):
         store = self.store
         T, n, f = series.shape
         g = store.group_rank
-        lo, hi = int(self.layout["lo"][g]), int(self.layout["hi"][g])
-        stored = int(self.layout["stored"][g])
+        lay = self.layout
+        # this member's pieces: (first step, owned stop, rows stored)
+        pieces = [(int(a), int(b), int(c)) for a, b, c, m in
+                  zip(lay["lo"], lay["hi"], lay["stored"], lay["member"]) if m == g]
         train = self.split_bounds["train"]
         check = series.dtype.kind == "f"
 
@@ -391,8 +397,11 @@ class WindowDataset(_WindowView):
         nan_count, first, failure = 0, None, None
         moments = Moments.empty(n, f, self.per_node)
         try:
-            nan_count, first, moments = self._scan(series, fill, chunk, lo, hi, train,
-                                                   check)
+            for lo, hi, _ in pieces:
+                c, fx, m = self._scan(series, fill, chunk, lo, hi, train, check)
+                nan_count += c
+                first = fx if first is None or (fx is not None and fx < first) else first
+                moments = moments.merge(m)
         except Exception as exc:  # any failure on one rank: agree, not hang
             failure = (DDStoreValueError, f"loading {self.name!r} failed: "
                                           f"{type(exc).__name__}: {exc}")
@@ -422,7 +431,7 @@ class WindowDataset(_WindowView):
         else:
             shape = (n, f) if self.per_node else (f,)
             self.mean, self.std = np.zeros(shape), np.ones(shape)
-        self._store_series(series, fill, chunk, lo, stored, check)
+        self._store_series(series, fill, chunk, pieces, check)
 
     def _scan(self, series, fill, chunk, lo, hi, train, check):
         """Pass 1 over this rank's own steps: non-finite count, first, moments."""
@@ -456,17 +465,21 @@ class WindowDataset(_WindowView):
             del raw
         return nan_count, first, moments
 
-    def _store_series(self, series, fill, chunk, lo, stored, check):
+    def _store_series(self, series, fill, chunk, pieces, check):
         store = self.store
         n, f = self.num_nodes, self.num_series_features
         g = store.group_rank
-        # pass 2: own steps (+ halo) -> store, standardised
-        store.init(self.name, stored, (n, f), self.dtype)
+        # pass 2: own pieces (+ halo) -> store, standardised, one after the other
+        store.init(self.name, sum(c for _, _, c in pieces), (n, f), self.dtype)
         error = None
+        blocks, row = [], 0  # (first step, stop, local row of the first step)
+        for lo, _, stored in pieces:
+            blocks += [(a, min(lo + stored, a + chunk), row + a - lo)
+                       for a in range(lo, lo + stored, chunk)]
+            row += stored
         try:
             mean, std = self.mean, self.std
-            for a in range(lo, lo + stored, chunk):
-                b = min(lo + stored, a + chunk)
+            for a, b, local in blocks:
                 raw = series.read(a, b)
                 if self.standardized or (fill is not None and check):
                     vals = np.asarray(raw, dtype=np.float64)
@@ -478,7 +491,7 @@ class WindowDataset(_WindowView):
                     del vals
                 else:
                     block = np.asarray(raw, dtype=self.dtype)
-                store.update(self.name, block, a - lo)
+                store.update(self.name, block, local)
                 del raw, block
         except Exception as exc:  # an I/O error on one rank must not hang the others
             error = exc
@@ -489,8 +502,9 @@ class WindowDataset(_WindowView):
             raise
         store.sync()
         got = store.local_rows(self.name)
-        want = (int(self.layout["offset"][g]), int(self.layout["offset"][g + 1]))
-        if tuple(got) != want or store.nrows(self.name) != int(self.layout["offset"][-1]):
+        offsets = self.layout["member_offset"]
+        want = (int(offsets[g]), int(offsets[g + 1]))
+        if tuple(got) != want or store.nrows(self.name) != int(offsets[-1]):
             raise DDStoreStateError(f"{self.name!r}: store placed local rows at {got}, "
                                     f"expected {want}")
 
@@ -500,12 +514,13 @@ class WindowDataset(_WindowView):
         if not self.halo:
             return starts
         lay = self.layout
-        owner = np.searchsorted(lay["hi"], starts, side="right")
-        return lay["offset"][owner] + starts - lay["lo"][owner]
+        piece = np.searchsorted(lay["hi"], starts, side="right")
+        return lay["offset"][piece] + starts - lay["lo"][piece]
 
     def owner_of(self, starts):
-        """Group rank that owns (stores the first step of) each window start."""
-        return np.searchsorted(self.layout["hi"], np.asarray(starts), side="right")
+        """Group rank that owns (stores, with all its steps) each window start."""
+        lay = self.layout
+        return lay["member"][np.searchsorted(lay["hi"], np.asarray(starts), side="right")]
 
     def _fetch_one(self, start):
         """Window with global ``start`` (an int) -> ``(x, y)`` ``[h, nodes, features]``:
@@ -617,7 +632,7 @@ class WindowDataset(_WindowView):
     def local_bytes(self):
         """Bytes of the series this rank stores (its share, plus halo)."""
         g = self.store.group_rank
-        return int(self.layout["stored"][g]) * self.num_nodes * \
+        return int(self.layout["member_stored"][g]) * self.num_nodes * \
             self.num_series_features * self.dtype.itemsize
 
     def __repr__(self):
