@@ -17,7 +17,6 @@ the way the original DDStore's ``get`` works; the original itself is not install
 here (its numbers measured on this machine are quoted in the README).
 """
 import argparse
-import json
 import os
 import platform
 import time
@@ -26,6 +25,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pyddstore
+from ddstore.bench import write_report
 from ddstore.bench.core import percentiles
 
 ROW = 256
@@ -127,11 +127,8 @@ def main(argv=None):
                   f"{entry['hydragnn_rows_per_s_all_ranks']:.0f} rows/s over all ranks; "
                   f"epoch pair p50 {h['epoch_pair_p50_us']:.2f} us, "
                   f"p99 {h['epoch_pair_p99_us']:.2f} us")
-        out = args.out or os.path.join("bench_results", f"compat_n{report['ranks']}.json")
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        with open(out, "w") as f:
-            json.dump(report, f, indent=2)
-        print(f"wrote {out}")
+        write_report(report, args.out or os.path.join(
+            "bench_results", f"compat_n{report['ranks']}.json"))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Reported: microseconds per row (p50/p95/p99 over calls; a batch's time is divide
 rows) and MB/s, written to JSON.  Ratios are taken within one run on the same machine.
 """
 import argparse
-import json
 import os
 import platform
 import time
@@ -28,6 +27,7 @@ import numpy as np
 from mpi4py import MPI
 
 import ddstore
+from ddstore.bench import write_report
 
 BATCH = 128
 
@@ -197,11 +197,8 @@ def main(argv=None):
                   f"({s['b_vs_a_speedup_mean']:.1f}x mean); (c) bandwidth = "
                   f"{100 * s['c_bandwidth_fraction_of_memcpy']:.0f}% of memcpy; "
                   f"(c) p99 per batch {s['c_p99_ms_per_batch']:.3f} ms")
-        out = args.out or os.path.join("bench_results", f"core_n{report['ranks']}.json")
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        with open(out, "w") as f:
-            json.dump(report, f, indent=2)
-        print(f"wrote {out}")
+        write_report(report, args.out or os.path.join(
+            "bench_results", f"core_n{report['ranks']}.json"))
 
 
 if __name__ == "__main__":
