@@ -4,15 +4,17 @@ Layout (for a graph called ``name``; ``width`` members per group, each group one
 
 - T-CSR: ``name/nbr`` (int64), ``name/ts`` (float64), ``name/eid`` (int64): every node's
   neighbour list sorted by timestamp (ties in edge-id order), the lists concatenated in
-  node order.  Member ``g`` holds the lists of nodes ``partition(num_nodes, width, g)``.
+  node order.  Member ``g`` holds the lists of the contiguous node range
+  ``node_offsets[g:g + 2]``, chosen so that members hold about equal numbers of entries.
 - edges by id: ``name/edges`` (int64 ``[E, 2]``: src, dst), ``name/edge_t`` (float64),
   ``name/edge_split`` (int8: 0 train, 1 val, 2 test), optional ``name/edge_feat``;
   member ``g`` holds edge ids ``partition(num_edges, width, g)``.
 - optional ``name/node_feat`` by node, chunked like the T-CSR.
 
 Replicated metadata: ``indptr`` (``num_nodes + 1`` int64: the global T-CSR row where each
-node's list starts) and the chunk boundaries.  Edge ids are int64: the position of the
-edge in the concatenation of every rank's share in rank order.
+node's list starts) and the chunk boundaries (``node_offsets``, ``edge_offsets``).  Edge
+ids are int64: the position of the edge in the concatenation of every rank's share in
+rank order.
 """
 import numpy as np
 
@@ -26,6 +28,18 @@ _T_VARS = ("nbr", "ts", "eid")
 def _member_offsets(total, width):
     return np.array([partition(total, width, g)[0] for g in range(width)] + [total],
                     dtype=np.int64)
+
+
+def _balanced_offsets(indptr, width):
+    """Node ranges of the members: contiguous, with about equal T-CSR entries each
+    (power-law degrees make equal node counts very uneven)."""
+    total = int(indptr[-1])
+    n = indptr.shape[0] - 1
+    if total == 0:
+        return _member_offsets(n, width)
+    cuts = [int(np.searchsorted(indptr, total * g / width, side="left"))
+            for g in range(1, width)]
+    return np.array([0] + [min(c, n) for c in cuts] + [n], dtype=np.int64)
 
 
 def _exchange(comm, width, dest, arrays):
@@ -162,14 +176,14 @@ class TemporalGraph:
     order, from any owner.
     """
 
-    def __init__(self, store, name, num_nodes, num_edges, indptr, add_reverse,
+    def __init__(self, store, name, num_nodes, num_edges, indptr, node_offsets, add_reverse,
                  split_counts, has_edge_feat, has_node_feat):
         self.store, self.name = store, name
         self.num_nodes, self.num_edges = int(num_nodes), int(num_edges)
         self.indptr = indptr
         self.add_reverse = bool(add_reverse)
         self.split_counts = split_counts
-        self.node_offsets = _member_offsets(self.num_nodes, store.group_size)
+        self.node_offsets = node_offsets
         self.edge_offsets = _member_offsets(self.num_edges, store.group_size)
         self._has_edge_feat, self._has_node_feat = has_edge_feat, has_node_feat
         self.edge_feat_dim = store.row_shape(f"{name}/edge_feat") if has_edge_feat else None
@@ -269,7 +283,6 @@ class TemporalGraph:
         rank = comm.Get_rank()
         m = int(counts[rank])
         eid = np.arange(m, dtype=np.int64) + int(counts[:rank].sum())
-        node_off = _member_offsets(num_nodes, width)
         edge_off = _member_offsets(num_edges, width)
         s, d, tt = arrs["src"], arrs["dst"], arrs["t"]
 
@@ -281,6 +294,7 @@ class TemporalGraph:
         comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
         indptr = np.zeros(num_nodes + 1, dtype=np.int64)
         np.cumsum(deg, out=indptr[1:])
+        node_off = _balanced_offsets(indptr, width)
 
         # T-CSR entries to the members owning their node, in every group
         node = np.concatenate([s, d]) if add_reverse else s
@@ -320,7 +334,7 @@ class TemporalGraph:
             for var in reversed(added):  # collective: every rank added the same ones
                 store.remove(var)
             raise
-        return cls(store, name, num_nodes, num_edges, indptr, add_reverse,
+        return cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
                    dict(zip(SPLITS, (int(c) for c in split_counts))), edge_feat is not None,
                    has_nf)
 
