@@ -130,7 +130,8 @@ class TCSR:
     """A ``dds_tcsr`` over three variables of ``core`` (see ``csrc/ddstore.h``).  Keeps
     the replicated ``indptr`` and ``node_offsets`` arrays alive for the C sampler."""
 
-    def __init__(self, core, nbr_var, ts_var, eid_var, indptr, node_offsets):
+    def __init__(self, core, nbr_var, ts_var, eid_var, indptr, node_offsets,
+                 fetch_whole_max=0, range_factor=0):
         self._core = core
         self._indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self._node_offsets = np.ascontiguousarray(node_offsets, dtype=np.int64)
@@ -139,6 +140,8 @@ class TCSR:
         self._c.num_nodes = self._indptr.shape[0] - 1
         self._c.indptr = ffi.from_buffer("int64_t[]", self._indptr)
         self._c.node_offsets = ffi.from_buffer("int64_t[]", self._node_offsets)
+        self._c.fetch_whole_max = int(fetch_whole_max)
+        self._c.range_factor = int(range_factor)
 
     def sample(self, roots, root_ts, k, strategy, seed, epoch, layer):
         """One layer: ``(row, nbr, eid, ets)`` arrays of the sampled edges (compact, in

@@ -189,7 +189,6 @@ class TemporalGraph:
         self.edge_feat_dim = store.row_shape(f"{name}/edge_feat") if has_edge_feat else None
         self.node_feat_dim = store.row_shape(f"{name}/node_feat") if has_node_feat else None
         self._split = None
-        self._tcsr = None
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -350,7 +349,6 @@ class TemporalGraph:
         """Collective: remove every variable of the graph from the store."""
         for var in self._variables():
             self.store.remove(var)
-        self._tcsr = None
 
     def _variables(self):
         names = [f"{self.name}/{k}" for k in _T_VARS] + [
@@ -432,13 +430,11 @@ class TemporalGraph:
         lo, hi = self.node_offsets[self.store.group_rank:self.store.group_rank + 2]
         return int(24 * (self.indptr[hi] - self.indptr[lo]) + self.indptr.nbytes)
 
-    def _c_tcsr(self):
-        if self._tcsr is None:
-            from .._core import TCSR
-            st = self.store
-            self._tcsr = TCSR(st._core, *(st._var(f"{self.name}/{k}").vid for k in _T_VARS),
-                              self.indptr, self.node_offsets)
-        return self._tcsr
+    def _c_tcsr(self, fetch_whole_max=0, range_factor=0):
+        from .._core import TCSR
+        st = self.store
+        return TCSR(st._core, *(st._var(f"{self.name}/{k}").vid for k in _T_VARS),
+                    self.indptr, self.node_offsets, fetch_whole_max, range_factor)
 
     def __repr__(self):
         return (f"TemporalGraph({self.name!r}, num_nodes={self.num_nodes}, "

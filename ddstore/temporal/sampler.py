@@ -72,9 +72,17 @@ class TemporalSampler:
     Layer ``l + 1`` samples every entry of layer ``l``'s ``nodes`` (roots and sampled
     neighbours) at its ``ts``; ``prop_time=True`` gives sampled neighbours their root's
     time instead of the edge's.
+
+    Lists held by group members that are not node-local (or any other member with
+    ``transport="rma"``) are read one-sidedly: the timestamps of lists with at most
+    ``remote_fetch_max`` entries are fetched whole (once per distinct node per layer),
+    longer lists are binary-searched remotely; then the selected rows are read: in one
+    piece per root, except for uniform draws from more than ``remote_range_factor * k``
+    eligible entries, read one row per draw.
     """
 
-    def __init__(self, graph, fanouts=(10, 10), strategy="recent", seed=0, prop_time=False):
+    def __init__(self, graph, fanouts=(10, 10), strategy="recent", seed=0, prop_time=False,
+                 remote_fetch_max=2048, remote_range_factor=64):
         if isinstance(fanouts, (int, np.integer)) and not isinstance(fanouts, bool):
             fanouts = (fanouts,)
         try:
@@ -98,7 +106,11 @@ class TemporalSampler:
         self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
         self.prop_time = bool(prop_time)
         self.epoch = 0
-        self._tcsr = graph._c_tcsr()
+        for label, v in (("remote_fetch_max", remote_fetch_max),
+                         ("remote_range_factor", remote_range_factor)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise DDStoreValueError(f"{label}={v!r} must be an integer >= 1")
+        self._tcsr = graph._c_tcsr(int(remote_fetch_max), int(remote_range_factor))
 
     def set_epoch(self, epoch):
         """Select the random stream of ``uniform`` sampling (like DistributedSampler)."""

@@ -110,7 +110,11 @@ def check_sampler(g, lists, tie_range, tag):
             for prop_time in (False, True):
                 for epoch in (0, 3):
                     what = f"{tag}: {strategy} {fanouts} prop_time={prop_time} epoch={epoch}"
-                    sm = tg.TemporalSampler(g, fanouts, strategy, seed=5, prop_time=prop_time)
+                    # epoch 3: remote lists longer than 4 entries binary-searched, and
+                    # uniform draws from over k eligible read one row per draw
+                    sm = tg.TemporalSampler(g, fanouts, strategy, seed=5, prop_time=prop_time,
+                                            remote_fetch_max=4 if epoch else 2048,
+                                            remote_range_factor=1 if epoch else 64)
                     sm.set_epoch(epoch)
                     blocks = sm.sample(roots, rts)
                     key = (id(lists), strategy, fanouts, prop_time, epoch)
