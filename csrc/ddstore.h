@@ -124,9 +124,9 @@ typedef struct dds_tcsr {
     int64_t num_nodes;
     const int64_t *indptr;       /* [num_nodes + 1] */
     const int64_t *node_offsets; /* [group_size + 1] */
-    /* lists of members that are not load-readable: with at most this many entries their
-     * timestamps are fetched whole, longer ones are binary-searched remotely (one
-     * batched read per step); <= 0 means 2048 */
+    /* lists of members that are not load-readable are fetched whole (ts, nbr, eid) when
+     * they have at most fetch_whole_max * max(1, roots asking / 2) entries; longer ones
+     * are binary-searched remotely (one batched read per step); <= 0 means 2048 */
     int64_t fetch_whole_max;
     /* uniform draws from a list that is not load-readable read its whole eligible range
      * in one piece when it has at most range_factor * k entries, else one row per draw;

@@ -3,12 +3,15 @@
  * "temporal graphs" section of ddstore.h).
  *
  * Lists of members this rank can read by load (its own chunk, node-local peers) are
- * read in place.  For the others, the eligible count of each root is found first: the
- * timestamps of every distinct short list are fetched whole with one batched dds_read;
- * long lists are binary-searched, all roots in step, one batched dds_read of one
- * timestamp per root per step.  Then the neighbour, edge id and timestamp of exactly the
- * selected rows are fetched with one batched dds_read each.  No state outlives the
- * call.
+ * read in place.  Lists of the other members are read with batched one-sided reads:
+ * - a list that is short, or asked for by enough roots of the call to pay for itself,
+ *   is fetched whole (ts, nbr and eid: one batched dds_read each for all such lists,
+ *   each distinct node once) and then sampled like a local one;
+ * - a long list asked for by few roots is binary-searched remotely (all such roots in
+ *   step, one batched dds_read of one timestamp each per step), and only the selected
+ *   rows are read: one piece per root (the k latest, or the whole eligible range for
+ *   uniform draws from at most range_factor * k entries), else one row per draw.
+ * No state outlives the call.
  */
 #include "ddstore.h"
 
@@ -61,7 +64,7 @@ static int owner_of_node(const int64_t *node_offsets, int width, int64_t v)
     return lo;
 }
 
-/* open-addressing map node -> offset of its fetched timestamps (remote lists only) */
+/* open-addressing map node -> index of its fetched list (remote lists only) */
 struct fetch_map {
     int64_t cap; /* power of two */
     int64_t *key, *val;
@@ -82,6 +85,20 @@ static int64_t *map_slot(struct fetch_map *m, int64_t node)
 #define DDS_FETCH_WHOLE_MAX 2048
 /* default of dds_tcsr.range_factor */
 #define DDS_RANGE_FACTOR 64
+/* A remote list is fetched whole when deg <= fetch_whole_max * max(1, occ / 2), occ
+ * being the number of roots of the call that ask for it: a remote search costs about
+ * log2(deg) + k small reads per root, a whole fetch 24 bytes per entry once (with the
+ * default 2048: 1024 entries per root). */
+#define DDS_ROOTS_PER_WHOLE 2
+
+static const double no_entries = 0.0; /* list of a node without entries */
+
+/* where a root's list is read: in place or in fetched copies (ts, nbr, eid), or by
+ * remote search (ts == NULL) */
+struct list_src {
+    const double *ts;
+    const int64_t *nbr, *eid;
+};
 
 int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
                         const double *root_ts, int64_t n, int64_t k, int strategy,
@@ -129,113 +146,150 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
         return rc;
     }
 
-    /* cut[i]: number of eligible entries (timestamp < root time) of root i's list */
     struct fetch_map map = {0, NULL, NULL};
-    double *ts_buf = NULL, *tmp_ts = NULL;
-    int64_t *cut = NULL, *req_start = NULL, *req_count = NULL, *rslot = NULL, *roff = NULL;
-    int64_t *pstart = NULL, *pcount = NULL, npieces = 0, packed = 0;
-    int64_t *slo = NULL, *shi = NULL, *sidx = NULL, *tmp = NULL;
-    int64_t nsel_remote = 0;
+    struct list_src *src = NULL;
+    double *f_ts = NULL, *tmp_ts = NULL;
+    int64_t *f_nbr = NULL, *f_eid = NULL, *cut = NULL, *d_node = NULL, *d_occ = NULL;
+    int64_t *d_off = NULL, *req_start = NULL, *req_count = NULL, *rslot = NULL;
+    int64_t *roff = NULL, *pstart = NULL, *pcount = NULL, *slo = NULL, *shi = NULL;
+    int64_t *sidx = NULL, *tmp = NULL;
+    int64_t npieces = 0, packed = 0, nsel_remote = 0, nsearch = 0;
+    src = malloc(sizeof *src * (size_t)(n ? n : 1));
     cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (!cut) {
+    if (!src || !cut) {
         rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
         goto done;
     }
-    int64_t nr = 0, nsearch = 0; /* remote roots; of them, with long lists */
+    /* in-place lists; remote roots counted per distinct node */
+    int64_t nr = 0, nd = 0;
     for (int64_t i = 0; i < n; i++) {
-        int64_t v = roots[i], start = g->indptr[v], deg = g->indptr[v + 1] - start;
-        cut[i] = 0;
-        if (!deg) continue;
+        int64_t v = roots[i], start = g->indptr[v];
         const struct member_view *mv = &view[width == 1 ? 0 :
                                              owner_of_node(g->node_offsets, width, v)];
-        if (mv->readable) {
-            cut[i] = lower_bound(mv->ts + (start - mv->first_row), deg, root_ts[i]);
+        src[i].ts = NULL;
+        if (g->indptr[v + 1] == start) {
+            src[i].ts = &no_entries; /* never read: the cut is 0 */
+        } else if (mv->readable) {
+            int64_t local = start - mv->first_row;
+            src[i].ts = mv->ts + local;
+            src[i].nbr = mv->nbr + local;
+            src[i].eid = mv->eid + local;
         } else {
             nr++;
-            if (deg > whole_max) nsearch++;
-            cut[i] = -1; /* found below */
         }
     }
     if (any_remote && nr) {
-        /* short lists: fetch the timestamps of each distinct node once */
         map.cap = 16;
         while (map.cap < 2 * nr) map.cap *= 2;
         map.key = malloc(sizeof(int64_t) * map.cap);
         map.val = malloc(sizeof(int64_t) * map.cap);
+        d_node = malloc(sizeof(int64_t) * nr);
+        d_occ = malloc(sizeof(int64_t) * nr);
+        d_off = malloc(sizeof(int64_t) * nr);
         req_start = malloc(sizeof(int64_t) * nr);
         req_count = malloc(sizeof(int64_t) * nr);
-        rslot = malloc(sizeof(int64_t) * (size_t)(nr * k));
-        roff = malloc(sizeof(int64_t) * (size_t)(nr * k));
-        pstart = malloc(sizeof(int64_t) * (size_t)(nr * k));
-        pcount = malloc(sizeof(int64_t) * (size_t)(nr * k));
-        if (!map.key || !map.val || !req_start || !req_count || !rslot || !roff || !pstart ||
-            !pcount) {
+        if (!map.key || !map.val || !d_node || !d_occ || !d_off || !req_start ||
+            !req_count) {
             rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
             goto done;
         }
         for (int64_t h = 0; h < map.cap; h++) map.key[h] = -1;
+        for (int64_t i = 0; i < n; i++) {
+            if (src[i].ts) continue;
+            int64_t *d = map_slot(&map, roots[i]);
+            if (*d < 0) {
+                *d = nd;
+                d_node[nd] = roots[i];
+                d_occ[nd++] = 0;
+            }
+            d_occ[*d]++;
+        }
+        /* lists fetched whole: short ones, and long ones asked for by many roots */
         int64_t total = 0, nreq = 0;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t v = roots[i], deg = g->indptr[v + 1] - g->indptr[v];
-            if (cut[i] >= 0 || deg > whole_max) continue;
-            int64_t *off = map_slot(&map, v);
-            if (*off >= 0) continue;
-            *off = total;
-            req_start[nreq] = g->indptr[v];
-            req_count[nreq++] = deg;
-            total += deg;
+        for (int64_t d = 0; d < nd; d++) {
+            int64_t v = d_node[d], deg = g->indptr[v + 1] - g->indptr[v];
+            d_off[d] = -1;
+            if (deg <= whole_max || deg * DDS_ROOTS_PER_WHOLE <= whole_max * d_occ[d]) {
+                d_off[d] = total;
+                req_start[nreq] = g->indptr[v];
+                req_count[nreq++] = deg;
+                total += deg;
+            }
         }
-        ts_buf = malloc(sizeof(double) * (total ? total : 1));
-        if (!ts_buf) {
-            rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory for %lld "
-                          "remote timestamps", (long long)total);
-            goto done;
-        }
-        if (nreq) rc = dds_read(s, g->ts_var, req_start, req_count, nreq, ts_buf, 0);
-        if (rc != DDS_OK) goto done;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t v = roots[i], deg = g->indptr[v + 1] - g->indptr[v];
-            if (cut[i] < 0 && deg <= whole_max)
-                cut[i] = lower_bound(ts_buf + *map_slot(&map, v), deg, root_ts[i]);
-        }
-        /* long lists: binary search, all of them in step, one batched read per step */
-        if (nsearch) {
-            slo = malloc(sizeof(int64_t) * nsearch);
-            shi = malloc(sizeof(int64_t) * nsearch);
-            sidx = malloc(sizeof(int64_t) * nsearch);
-            tmp = malloc(sizeof(int64_t) * nsearch);
-            tmp_ts = malloc(sizeof(double) * nsearch);
-            if (!slo || !shi || !sidx || !tmp || !tmp_ts) {
-                rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
+        if (nreq) {
+            f_ts = malloc(sizeof(double) * total);
+            f_nbr = malloc(sizeof(int64_t) * total);
+            f_eid = malloc(sizeof(int64_t) * total);
+            if (!f_ts || !f_nbr || !f_eid) {
+                rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory for %lld "
+                              "remote list entries", (long long)total);
                 goto done;
             }
-            int64_t ns = 0;
-            for (int64_t i = 0; i < n; i++) {
-                if (cut[i] >= 0) continue;
-                int64_t v = roots[i];
-                sidx[ns] = i;
-                slo[ns] = 0;
-                shi[ns++] = g->indptr[v + 1] - g->indptr[v];
-            }
-            for (;;) {
-                int64_t na = 0; /* tmp[q]: row of the probe of the q-th active search */
-                for (int64_t q = 0; q < ns; q++)
-                    if (slo[q] < shi[q])
-                        tmp[na++] = g->indptr[roots[sidx[q]]] + slo[q] +
-                                    (shi[q] - slo[q]) / 2;
-                if (!na) break;
-                rc = dds_read(s, g->ts_var, tmp, NULL, na, tmp_ts, 0);
-                if (rc != DDS_OK) goto done;
-                na = 0;
-                for (int64_t q = 0; q < ns; q++) {
-                    if (slo[q] >= shi[q]) continue;
-                    int64_t mid = slo[q] + (shi[q] - slo[q]) / 2;
-                    if (tmp_ts[na++] < root_ts[sidx[q]]) slo[q] = mid + 1;
-                    else shi[q] = mid;
-                }
-            }
-            for (int64_t q = 0; q < ns; q++) cut[sidx[q]] = slo[q];
+            rc = dds_read(s, g->ts_var, req_start, req_count, nreq, f_ts, 0);
+            if (rc == DDS_OK) rc = dds_read(s, g->nbr_var, req_start, req_count, nreq,
+                                            f_nbr, 0);
+            if (rc == DDS_OK) rc = dds_read(s, g->eid_var, req_start, req_count, nreq,
+                                            f_eid, 0);
+            if (rc != DDS_OK) goto done;
         }
+        for (int64_t i = 0; i < n; i++) {
+            if (src[i].ts) continue;
+            int64_t off = d_off[*map_slot(&map, roots[i])];
+            if (off >= 0) {
+                src[i].ts = f_ts + off;
+                src[i].nbr = f_nbr + off;
+                src[i].eid = f_eid + off;
+            } else {
+                nsearch++;
+            }
+        }
+    }
+    /* cut[i]: number of eligible entries (timestamp < root time) */
+    for (int64_t i = 0; i < n; i++)
+        if (src[i].ts)
+            cut[i] = lower_bound(src[i].ts, g->indptr[roots[i] + 1] - g->indptr[roots[i]],
+                                 root_ts[i]);
+    if (nsearch) {
+        /* long remote lists: binary search, all of them in step, one batched read of one
+         * timestamp per root per step */
+        slo = malloc(sizeof(int64_t) * nsearch);
+        shi = malloc(sizeof(int64_t) * nsearch);
+        sidx = malloc(sizeof(int64_t) * nsearch);
+        tmp = malloc(sizeof(int64_t) * nsearch);
+        tmp_ts = malloc(sizeof(double) * nsearch);
+        rslot = malloc(sizeof(int64_t) * (size_t)(nsearch * k));
+        roff = malloc(sizeof(int64_t) * (size_t)(nsearch * k));
+        pstart = malloc(sizeof(int64_t) * (size_t)(nsearch * k));
+        pcount = malloc(sizeof(int64_t) * (size_t)(nsearch * k));
+        if (!slo || !shi || !sidx || !tmp || !tmp_ts || !rslot || !roff || !pstart ||
+            !pcount) {
+            rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
+            goto done;
+        }
+        int64_t ns = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (src[i].ts) continue;
+            sidx[ns] = i;
+            slo[ns] = 0;
+            shi[ns++] = g->indptr[roots[i] + 1] - g->indptr[roots[i]];
+        }
+        for (;;) {
+            int64_t na = 0; /* tmp[a]: row probed by the a-th active search */
+            for (int64_t q = 0; q < ns; q++)
+                if (slo[q] < shi[q])
+                    tmp[na++] = g->indptr[roots[sidx[q]]] + slo[q] + (shi[q] - slo[q]) / 2;
+            if (!na) break;
+            rc = dds_read(s, g->ts_var, tmp, NULL, na, tmp_ts, 0);
+            if (rc != DDS_OK) goto done;
+            na = 0;
+            for (int64_t q = 0; q < ns; q++) {
+                if (slo[q] >= shi[q]) continue;
+                int64_t mid = slo[q] + (shi[q] - slo[q]) / 2;
+                if (tmp_ts[na++] < root_ts[sidx[q]]) slo[q] = mid + 1;
+                else shi[q] = mid;
+            }
+        }
+        for (int64_t q = 0; q < ns; q++) cut[sidx[q]] = slo[q];
     }
 
     uint64_t base = splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ (uint64_t)layer);
@@ -243,10 +297,6 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
     for (int64_t i = 0; i < n; i++) {
         int64_t c = cut[i];
         if (c <= 0) continue;
-        int64_t v = roots[i], start = g->indptr[v];
-        const struct member_view *mv = &view[width == 1 ? 0 :
-                                             owner_of_node(g->node_offsets, width, v)];
-        int64_t local = start - mv->first_row; /* position of the list in the chunk */
         int64_t lo = 0, take = c;
         int draw = 0;
         if (c > k) {
@@ -255,12 +305,23 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
             take = k;
         }
         uint64_t key = draw ? splitmix64(base ^ splitmix64((uint64_t)i)) : 0;
-        /* remote rows are read in pieces: the whole selected range, or, for draws
-         * scattered over a long eligible range, one row per draw */
-        int64_t piece0 = packed;
-        int singles = !mv->readable && draw && c > range_factor * k;
-        if (!mv->readable && !singles) {
-            pstart[npieces] = start + (draw ? 0 : lo);
+        const struct list_src *ls = &src[i];
+        if (ls->ts) {
+            for (int64_t q = 0; q < take; q++, j++) {
+                int64_t p = draw ? below(splitmix64(key + (uint64_t)(q + 1) *
+                                                    0x9E3779B97F4A7C15ULL), c) : lo + q;
+                row[j] = i;
+                ets[j] = ls->ts[p];
+                nbr[j] = ls->nbr[p];
+                eid[j] = ls->eid[p];
+            }
+            continue;
+        }
+        /* searched remote list: read the selected rows in pieces */
+        int64_t start = g->indptr[roots[i]], piece0 = packed;
+        int singles = draw && c > range_factor * k;
+        if (!singles) {
+            pstart[npieces] = start + lo;
             pcount[npieces++] = draw ? c : take;
             packed += draw ? c : take;
         }
@@ -268,25 +329,18 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
             int64_t p = draw ? below(splitmix64(key + (uint64_t)(q + 1) *
                                                 0x9E3779B97F4A7C15ULL), c) : lo + q;
             row[j] = i;
-            if (mv->readable) {
-                ets[j] = mv->ts[local + p];
-                nbr[j] = mv->nbr[local + p];
-                eid[j] = mv->eid[local + p];
+            rslot[nsel_remote] = j;
+            if (singles) {
+                pstart[npieces] = start + p;
+                pcount[npieces++] = 1;
+                roff[nsel_remote++] = packed++;
             } else {
-                rslot[nsel_remote] = j;
-                if (singles) {
-                    pstart[npieces] = start + p;
-                    pcount[npieces++] = 1;
-                    roff[nsel_remote++] = packed++;
-                } else {
-                    roff[nsel_remote++] = piece0 + (draw ? p : q);
-                }
+                roff[nsel_remote++] = piece0 + p - lo;
             }
         }
     }
     *count = j;
     if (nsel_remote) {
-        /* the selected pieces of remote lists: one batched read per variable */
         free(tmp);
         tmp = malloc(sizeof(int64_t) * (size_t)packed);
         if (!tmp) {
@@ -306,19 +360,25 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
     }
 done:
     if (rc != DDS_OK) *count = 0;
+    free(src);
     free(cut);
-    free(tmp);
+    free(f_ts);
+    free(f_nbr);
+    free(f_eid);
     free(tmp_ts);
-    free(slo);
-    free(shi);
-    free(sidx);
+    free(d_node);
+    free(d_occ);
+    free(d_off);
+    free(req_start);
+    free(req_count);
     free(rslot);
     free(roff);
     free(pstart);
     free(pcount);
-    free(ts_buf);
-    free(req_start);
-    free(req_count);
+    free(slo);
+    free(shi);
+    free(sidx);
+    free(tmp);
     free(map.key);
     free(map.val);
     free(view);

@@ -74,10 +74,11 @@ class TemporalSampler:
     time instead of the edge's.
 
     Lists held by group members that are not node-local (or any other member with
-    ``transport="rma"``) are read one-sidedly: the timestamps of lists with at most
-    ``remote_fetch_max`` entries are fetched whole (once per distinct node per layer),
-    longer lists are binary-searched remotely; then the selected rows are read: in one
-    piece per root, except for uniform draws from more than ``remote_range_factor * k``
+    ``transport="rma"``) are read one-sidedly.  A list with at most
+    ``remote_fetch_max * max(1, r / 2)`` entries, ``r`` being the roots of the layer that
+    ask for it, is fetched whole once per layer and sampled like a local one; a longer
+    list is binary-searched remotely and only the selected rows are read: in one piece
+    per root, except for uniform draws from more than ``remote_range_factor * k``
     eligible entries, read one row per draw.
     """
 
