@@ -4,6 +4,7 @@
     mpiexec -n 2 python -m ddstore bench-core        # ddstore.bench.core
     mpiexec -n 2 python -m ddstore bench-graphs      # ddstore.bench.graphs
     python -m ddstore bench-spatiotemporal           # ddstore.bench.spatiotemporal
+    mpiexec -n 2 python -m ddstore bench-temporal    # ddstore.bench.temporal
 
 ``demo`` fills a store (each rank adds its chunk), reads every row back from every rank
 in shuffled mini-batches, checks each byte, and prints read latency and bandwidth.
@@ -92,6 +93,7 @@ COMMANDS = {
     "bench-graphs": lambda argv: importlib.import_module("ddstore.bench.graphs").main(argv),
     "bench-spatiotemporal": lambda argv: importlib.import_module(
         "ddstore.bench.spatiotemporal").main(argv),
+    "bench-temporal": lambda argv: importlib.import_module("ddstore.bench.temporal").main(argv),
 }
 
 

@@ -157,5 +157,10 @@ def _plot(results, path, size):
     print(f"wrote {path}", flush=True)
 
 
+def main(argv=None):
+    run(argv)
+    return 0
+
+
 if __name__ == "__main__":
-    run()
+    main()

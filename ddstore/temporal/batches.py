@@ -62,7 +62,6 @@ class EdgeBatches:
         eids = np.flatnonzero(graph.split == code).astype(np.int64)
         t = graph.store.get_range(f"{graph.name}/edge_t", 0, graph.num_edges)[eids]
         self.eids = eids[np.argsort(t, kind="stable")]  # time order, ties by edge id
-        self.t = t[np.argsort(t, kind="stable")]
 
     def set_epoch(self, epoch):
         self.epoch = int(epoch)

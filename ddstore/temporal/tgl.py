@@ -187,7 +187,7 @@ def read_tgl_share(store, directory):
             ef, _ = _load_rows(epath, e0, e0 + len(src),
                                (total, f"edges.csv has {total} edges"))
         if os.path.isfile(npath):
-            nf_all, rows = _load_rows(npath, 0, 0, None)
+            _, rows = _load_rows(npath, 0, 0, None)
             lo, hi = partition(rows, size, rank)
             nf, _ = _load_rows(npath, lo, hi, None)
     except DDStoreValueError as exc:
