@@ -64,12 +64,15 @@ def _exchange(comm, width, dest, arrays):
         row_bytes = a.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
         recv = np.empty((nrecv,) + a.shape[1:], dtype=a.dtype)
         if row_bytes:
-            sb = a.reshape(-1).view(np.uint8)
-            rb = recv.reshape(-1).view(np.uint8)
-            comm.Alltoallv([sb, ((send_counts * row_bytes).tolist(),
-                                 (send_displs * row_bytes).tolist()), MPI.BYTE],
-                           [rb, ((recv_counts * row_bytes).tolist(),
-                                 (recv_displs * row_bytes).tolist()), MPI.BYTE])
+            # counts in rows of a contiguous datatype: up to 2**31 - 1 rows per peer
+            row_type = MPI.BYTE.Create_contiguous(row_bytes).Commit()
+            try:
+                sb = a.reshape(-1).view(np.uint8)
+                rb = recv.reshape(-1).view(np.uint8)
+                comm.Alltoallv([sb, (send_counts.tolist(), send_displs.tolist()), row_type],
+                               [rb, (recv_counts.tolist(), recv_displs.tolist()), row_type])
+            finally:
+                row_type.Free()
         out.append(recv)
     return out
 
