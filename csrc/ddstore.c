@@ -417,6 +417,28 @@ int dds_local_ptr(dds_store *s, int var_id, void **ptr)
     return DDS_OK;
 }
 
+int dds_member_ptr(dds_store *s, int var_id, int member, void **ptr, int64_t *nrows)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    if (member < 0 || member >= s->width)
+        return FAIL(s, DDS_ERANGE, "variable '%s': member %d out of range [0, %d)",
+                    v->name, member, s->width);
+    *ptr = member == s->group_rank ? v->base : v->peer_base[member];
+    *nrows = v->offsets[member + 1] - v->offsets[member];
+    return DDS_OK;
+}
+
+int dds_fail(dds_store *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 int dds_sync(dds_store *s)
 {
     if (!s) return DDS_ESTATE;

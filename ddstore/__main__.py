@@ -4,6 +4,7 @@
     mpiexec -n 2 python -m ddstore bench-core        # ddstore.bench.core
     mpiexec -n 2 python -m ddstore bench-graphs      # ddstore.bench.graphs
     python -m ddstore bench-spatiotemporal           # ddstore.bench.spatiotemporal
+    mpiexec -n 2 python -m ddstore bench-temporal    # ddstore.bench.temporal
 
 ``demo`` fills a store (each rank adds its chunk), reads every row back from every rank
 in shuffled mini-batches, checks each byte, and prints read latency and bandwidth.
@@ -92,6 +93,9 @@ COMMANDS = {
     "bench-graphs": ("ddstore.bench.graphs", "graph loading benchmark (mpiexec -n 2)"),
     "bench-spatiotemporal": ("ddstore.bench.spatiotemporal",
                              "index-batching benchmark (one process)"),
+    "bench-temporal": ("ddstore.bench.temporal",
+                       "temporal neighbour sampling benchmark (mpiexec -n 2)"),
+    "bench-compat": ("ddstore.bench.compat", "pyddstore benchmark (mpiexec -n 2)"),
 }
 
 

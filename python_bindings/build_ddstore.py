@@ -75,7 +75,8 @@ _incs, _libdirs, _libs, _link = mpi_flags()
 ffibuilder.set_source(
     "ddstore._ddstore_cffi",
     '#include "ddstore.h"',
-    sources=[os.path.relpath(os.path.join(CSRC, "ddstore.c"), ROOT)],
+    sources=[os.path.relpath(os.path.join(CSRC, f), ROOT)
+             for f in ("ddstore.c", "temporal.c")],
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,
