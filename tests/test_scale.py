@@ -54,3 +54,19 @@ def test_scale_series_small(mpirun, tmp_path, nprocs, width, transport):
     assert doc["width1_at_full_size"]["accepted"] in (True, False)
     for r in ranks:
         assert r["load"]["peak_rss"] > 0 and r["epochs"]["global"]["windows"] > 0
+
+
+def test_scale_graphs_small(mpirun, tmp_path):
+    """python -m ddstore.bench.scale graphs with 600 graphs: written to ADIOS2 in a
+    separate process, loaded through GraphDataset.from_adios at width 2, and every graph
+    of the shuffled epoch compared with the generator."""
+    pytest.importorskip("adios2")
+    pytest.importorskip("torch_geometric")
+    path = tmp_path / "ising.bp"
+    out = mpirun("-m", 2, "ddstore.bench.scale", "graphs", "--path", str(path),
+                 "--graphs", "600", "--check", "--out", str(tmp_path / "res"), timeout=240)
+    doc = json.load(open(tmp_path / "res" / "scale_graphs.json"))
+    assert doc["graphs"] == 600 and doc["width"] == 2 and not path.exists(), out
+    assert sum(r["checked"] for r in doc["per_rank"]) == 600, out
+    assert all(r["bad"] == 0 for r in doc["per_rank"]), out
+    assert sum(r["store_bytes"] for r in doc["per_rank"]) == doc["data_bytes"] * 1
