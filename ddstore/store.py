@@ -12,7 +12,10 @@ synchronise data (``add``, ``init``, ``sync``, ``add_records``, ``free``) are co
 over the whole communicator: every rank calls them, in the same order.
 """
 import atexit
+import math
+import numbers
 import os
+import socket
 import sys
 import time
 
@@ -22,7 +25,13 @@ from . import _core
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                      DDStoreStateError, DDStoreValueError)
 
-__all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception"]
+__all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception",
+           "available_memory", "MEMORY_BUDGET_FRACTION"]
+
+# default memory budget per rank: this fraction of the node's available memory, divided
+# by the ranks of the communicator on that node (the rest is left for the interpreter,
+# torch, batches and transient buffers)
+MEMORY_BUDGET_FRACTION = 0.7
 
 # batches up to this length given as lists of ints skip the numpy index array
 _SHORT_BATCH = 16
@@ -87,6 +96,111 @@ def as_indices(indices, what, limit=None):
         raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers, got "
                                 f"dtype {idx.dtype} shape {idx.shape}")
     return np.ascontiguousarray(idx, dtype=np.int64)
+
+
+def available_memory():
+    """Bytes this node can still give to a store now: the smaller of the kernel's
+    ``MemAvailable`` and the free space of ``/dev/shm`` (MPI allocates shared windows
+    there), the same measure the C core checks every allocation against."""
+    limit = None
+    try:
+        st = os.statvfs("/dev/shm")
+        limit = st.f_bavail * st.f_frsize
+    except OSError:  # pragma: no cover - no /dev/shm
+        pass
+    avail = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    if avail is None:
+        try:
+            import psutil
+            avail = int(psutil.virtual_memory().available)
+        except ImportError:  # pragma: no cover
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(avail if limit is None else min(limit, avail))
+
+
+def _check_nbytes(nbytes, what="nbytes"):
+    """(error or None, int value)."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Integral) or nbytes < 0:
+        return (DDStoreValueError, f"{what}={nbytes!r} must be an integer number of bytes "
+                                   f">= 0"), None
+    return None, int(nbytes)
+
+
+def _check_budget(budget):
+    """(error or None, float value or None)."""
+    if budget is None:
+        return None, None
+    if (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
+            or not math.isfinite(budget) or budget <= 0):
+        return (DDStoreValueError, f"memory_budget={budget!r} must be a positive finite "
+                                   f"number of bytes per rank (or None for "
+                                   f"{MEMORY_BUDGET_FRACTION} x the node's available memory "
+                                   f"/ ranks on the node)"), None
+    return None, float(budget)
+
+
+def _memory_settings(width, data_nbytes, memory_budget, what="data_nbytes"):
+    """Local checks of the memory arguments: (error, nbytes, (budget, host, available))
+    where the last two are None when no data size is given."""
+    from mpi4py import MPI
+    if data_nbytes is None:
+        if width == "auto":
+            return (DDStoreValueError, "width='auto' needs data_nbytes= (the bytes of data "
+                                       "that will be added), or choose a width with "
+                                       "DDStore.plan(nbytes)"), None, None
+        if memory_budget is not None:
+            return (DDStoreValueError, f"memory_budget={memory_budget!r} needs "
+                                       f"data_nbytes= (the bytes of data it is checked "
+                                       f"against)"), None, None
+        return None, None, None
+    error, nbytes = _check_nbytes(data_nbytes, what)
+    if error is None:
+        error, budget = _check_budget(memory_budget)
+    if error is not None:
+        return error, None, None
+    return None, nbytes, (budget, MPI.Get_processor_name(), available_memory())
+
+
+def _gb(nbytes):
+    return f"{nbytes / 1e9:.4g} GB"
+
+
+def _agreed_budget(infos):
+    """The memory budget per rank every rank uses: the smallest over the ranks of each
+    rank's own budget (given, or the default from its node's available memory).
+    ``infos``: per rank ``(budget or None, host, available bytes)``."""
+    per_host = {}
+    for _, host, _ in infos:
+        per_host[host] = per_host.get(host, 0) + 1
+    budgets = [b if b is not None else MEMORY_BUDGET_FRACTION * avail / per_host[host]
+               for b, host, avail in infos]
+    r = int(np.argmin(budgets))
+    given = infos[r][0] is not None
+    how = (f"memory_budget={_gb(budgets[r])} (given, rank {r})" if given else
+           f"memory budget {_gb(budgets[r])} per rank ({MEMORY_BUDGET_FRACTION} x "
+           f"{_gb(infos[r][2])} available on rank {r}'s node / {per_host[infos[r][1]]} "
+           f"ranks there)")
+    return budgets[r], how
+
+
+def _plan_width(size, nbytes, budget, how):
+    """(error or None, width): the smallest width dividing ``size`` whose per-rank share
+    ``ceil(nbytes / width)`` fits ``budget``."""
+    for w in range(1, size + 1):
+        if size % w == 0 and -(-nbytes // w) <= budget:
+            return None, w
+    return (DDStoreMemoryError,
+            f"{_gb(nbytes)} of data does not fit: even at width={size} (the communicator "
+            f"size) each rank holds {_gb(-(-nbytes // size))}, more than the {how}; use "
+            f"more ranks (or nodes), or a larger memory_budget"), None
 
 
 class _Var:
@@ -220,7 +334,9 @@ class DDStore:
         Ranks per group.  ``None`` (default) makes one group of all ranks (least memory:
         each rank holds ``1/size`` of the data).  Smaller widths keep ``size // width``
         replicas (more memory) and confine reads to fewer peers (less contention).
-        Must divide ``comm.size``.
+        Must divide ``comm.size``.  ``"auto"``: the smallest width that divides
+        ``comm.size`` and whose per-rank share ``ceil(data_nbytes / width)`` fits the
+        memory budget (see :meth:`plan`); needs ``data_nbytes``.
     transport : {"auto", "rma", "shm"}
         How rows of other members are read: ``"auto"`` reads node-local members through
         MPI-3 shared memory (plain loads, no action of the owner) and the others with
@@ -228,31 +344,63 @@ class DDStore:
         one machine); ``"shm"`` requires every member of a group to share a node.  When
         ``transport`` is ``"auto"``, the environment variable ``DDSTORE_TRANSPORT``
         (auto/rma/shm) replaces it.
+    data_nbytes : int, optional
+        Bytes of data (one replica) that will be added to the store.  When given, the
+        store checks up front that each rank's share at the chosen width fits the memory
+        budget and raises :class:`DDStoreMemoryError` (on every rank, before anything is
+        allocated) if it does not.  Required with ``width="auto"``.
+    memory_budget : float, optional
+        Bytes per rank the store may use (a positive number; only with ``data_nbytes``).
+        Default: ``MEMORY_BUDGET_FRACTION`` (0.7) x the node's available memory
+        (:func:`available_memory`) / the ranks of ``comm`` on that node.  Ranks agree on
+        the smallest budget of any rank.
 
     Construction is collective.  Attributes: ``rank``, ``size`` (of ``comm``),
     ``width``, ``group_rank`` (0 .. width-1), ``group_size`` (= width), ``replicas``
     (number of groups), ``group`` (index of this rank's group), ``transport``,
-    ``shm_peers`` (other group members this rank reads through shared memory).
+    ``shm_peers`` (other group members this rank reads through shared memory),
+    ``memory_budget`` (the agreed budget per rank in bytes, or None without
+    ``data_nbytes``).
 
     Use it as a context manager, or call :meth:`free` (collective) when done; live stores
     are freed at interpreter exit.
     """
 
-    def __init__(self, comm=None, width=None, transport="auto"):
+    def __init__(self, comm=None, width=None, transport="auto", *, data_nbytes=None,
+                 memory_budget=None):
         from mpi4py import MPI
         if comm is None:
             comm = MPI.COMM_WORLD
         size = comm.Get_size()
         error, width, transport = self._check_settings(size, width, transport)
+        nbytes, memory = None, None
+        if error is None:
+            error, nbytes, memory = _memory_settings(width, data_nbytes, memory_budget)
         # agree before raising: a rank whose arguments differ must not leave the others
         # waiting in the next collective call
-        settings = comm.allgather((width, transport, error))
-        first_error = next((e for _, _, e in settings if e is not None), None)
+        settings = comm.allgather((width, transport, error, nbytes, memory))
+        first_error = next((s[2] for s in settings if s[2] is not None), None)
         if first_error is not None:
             raise first_error[0](first_error[1])
-        if any(s[:2] != settings[0][:2] for s in settings):
-            raise DDStoreValueError(f"width/transport differ between ranks: "
-                                    f"{[s[:2] for s in settings]}")
+        if any(s[:2] != settings[0][:2] or s[3] != settings[0][3] for s in settings):
+            raise DDStoreValueError(f"width/transport/data_nbytes differ between ranks: "
+                                    f"{[s[:2] + s[3:4] for s in settings]}")
+        self.memory_budget = None
+        if nbytes is not None:  # the same decision on every rank, from gathered values
+            budget, how = _agreed_budget([s[4] for s in settings])
+            if width == "auto":
+                err, width = _plan_width(size, nbytes, budget, how)
+                if err is not None:
+                    raise err[0](err[1])
+            elif -(-nbytes // width) > budget:
+                err, fits = _plan_width(size, nbytes, budget, how)
+                hint = (f"width={fits} (or width='auto') fits" if err is None else
+                        "no width fits on this many ranks")
+                raise DDStoreMemoryError(
+                    f"width={width}: each rank would hold {_gb(-(-nbytes // width))} of "
+                    f"the {_gb(nbytes)} of data (data_nbytes={nbytes}), more than the "
+                    f"{how}; {hint}")
+            self.memory_budget = budget
         self._core = _core.Core(comm, width, transport)
         self.comm = comm
         self.rank = comm.Get_rank()
@@ -277,15 +425,19 @@ class DDStore:
         """(error or None, width, transport) with the defaults filled in."""
         if width is None:
             width = size
-        if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
-            return (DDStoreValueError, f"width must be an integer in [1, {size}] dividing "
-                                       f"the communicator size {size}, got {width!r}"), \
-                None, transport
-        width = int(width)
-        if not 1 <= width <= size:
-            return (DDStoreValueError, f"width={width} out of range: allowed 1 <= width "
-                                       f"<= {size} (the communicator size)"), width, transport
-        if size % width:
+        if isinstance(width, str) and width == "auto":
+            pass  # resolved from data_nbytes after the ranks agree
+        elif isinstance(width, bool) or not isinstance(width, (int, np.integer)):
+            return (DDStoreValueError, f"width must be 'auto' or an integer in [1, {size}] "
+                                       f"dividing the communicator size {size}, got "
+                                       f"{width!r}"), None, transport
+        else:
+            width = int(width)
+            if not 1 <= width <= size:
+                return (DDStoreValueError, f"width={width} out of range: allowed 1 <= "
+                                           f"width <= {size} (the communicator size)"), \
+                    width, transport
+        if width != "auto" and size % width:
             divisors = [d for d in range(1, size + 1) if size % d == 0]
             return (DDStoreValueError, f"width={width} does not divide the communicator "
                                        f"size {size}; allowed widths: {divisors}"), \
@@ -297,6 +449,38 @@ class DDStore:
                                        f"{sorted(_core.TRANSPORTS)} (argument or "
                                        f"DDSTORE_TRANSPORT)"), width, transport
         return None, width, transport
+
+    @staticmethod
+    def plan(nbytes, memory_budget=None, comm=None):
+        """Collective over ``comm`` (default ``MPI.COMM_WORLD``): the width for
+        ``nbytes`` of data (one replica) under a memory budget.
+
+        Returns the smallest width that divides ``comm.size`` and whose per-rank share
+        ``ceil(nbytes / width)`` is at most the budget: the most replicas (fewest peers
+        per read) that fit.  ``memory_budget`` is bytes per rank (a positive number);
+        default ``MEMORY_BUDGET_FRACTION`` (0.7) x the node's available memory (see
+        :func:`available_memory`) / the ranks of ``comm`` on that node.  Every rank gets
+        the same answer: the budget used is the smallest of any rank's.  Raises
+        :class:`DDStoreMemoryError` on every rank when even ``width = comm.size`` does
+        not fit, :class:`DDStoreValueError` for a bad ``nbytes``/``memory_budget`` on any
+        rank or an ``nbytes`` that differs between ranks.  ``DDStore(comm, width="auto",
+        data_nbytes=nbytes, memory_budget=...)`` applies the same rule.
+        """
+        from mpi4py import MPI
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        error, nb, memory = _memory_settings("auto", nbytes, memory_budget,
+                                             what="nbytes")
+        info = comm.allgather((error, nb, memory))
+        DDStore._raise_errors([e for e, _, _ in info])
+        if len({n for _, n, _ in info}) > 1:
+            raise DDStoreValueError(f"plan: nbytes differs between ranks: "
+                                    f"{[n for _, n, _ in info]}")
+        budget, how = _agreed_budget([m for _, _, m in info])
+        err, width = _plan_width(comm.Get_size(), nb, budget, how)
+        if err is not None:
+            raise err[0](err[1])
+        return width
 
     # ------------------------------------------------------------------ lifecycle
     def free(self):

@@ -210,12 +210,20 @@ class GraphDataset(torch.utils.data.Dataset):
         return collate_records(self.layout, packed, sizes)
 
     def loader(self, batch_size, sampler=None, shuffle=False, drop_last=False,
-               num_workers=0, **kwargs):
+               num_workers=0, prefetch=0, **kwargs):
         """A ``DataLoader`` that yields ``Batch`` objects built by :meth:`get_batch`.
 
         ``sampler`` (e.g. ``DistributedSampler``) gives the order of samples; it is
         wrapped in a ``BatchSampler``.  ``num_workers`` must be 0.
+
+        ``prefetch=k`` (k >= 1) reads and collates up to ``k`` batches ahead in a
+        background thread while the caller computes, and returns a
+        :class:`ddstore.prefetch.PrefetchLoader` that yields the same batches in the same
+        order (see :mod:`ddstore.prefetch` for the MPI thread level it needs and its
+        fallback).
         """
+        from ..prefetch import PrefetchLoader, check_prefetch, prefetch_depth
+        prefetch = check_prefetch(prefetch, num_workers, f"graphs {self.name!r} loader")
         if num_workers:
             raise DDStoreValueError(_WORKER_MESSAGE.format(name=self.name) +
                                     f" (got num_workers={num_workers})")
@@ -228,9 +236,13 @@ class GraphDataset(torch.utils.data.Dataset):
         elif shuffle:
             raise DDStoreValueError("give either a sampler or shuffle=True, not both")
         batches = torch.utils.data.BatchSampler(sampler, int(batch_size), drop_last)
-        return torch.utils.data.DataLoader(_BatchView(self), sampler=batches,
-                                           batch_size=None, collate_fn=_identity,
-                                           num_workers=0, **kwargs)
+        loader = torch.utils.data.DataLoader(_BatchView(self), sampler=batches,
+                                             batch_size=None, collate_fn=_identity,
+                                             num_workers=0, **kwargs)
+        if not prefetch:
+            return loader
+        return PrefetchLoader(loader, prefetch_depth(self.store, prefetch,
+                                                     f"graphs {self.name!r} loader"))
 
     def __repr__(self):
         return (f"GraphDataset(name={self.name!r}, graphs={self._n}, "

@@ -152,7 +152,7 @@ class _WindowView(torch.utils.data.Dataset):
         return BatchShuffleSampler(self, batch_size, **kwargs)
 
     def loader(self, batch_size, *, sampler="global", shuffle=True, seed=0,
-               drop_last=False, local=None):
+               drop_last=False, local=None, prefetch=0, num_workers=0):
         """A ``DataLoader`` of batches ``(x, y)`` for this rank.
 
         ``sampler="global"``: ``DistributedSampler`` over all ranks of the store's
@@ -160,21 +160,38 @@ class _WindowView(torch.utils.data.Dataset):
         to a multiple of the rank count unless ``drop_last``).  ``sampler="batch"``:
         :class:`BatchShuffleSampler` (batches of consecutive starts, order shuffled;
         ``local`` prefers windows this rank stores).  Call :func:`set_epoch` every epoch.
-        Single-process loading (``num_workers=0``): the store is MPI memory.
+        Single-process loading (``num_workers=0``; anything else raises
+        :class:`DDStoreValueError`): the store is MPI memory.
+
+        ``prefetch=k`` (k >= 1) reads up to ``k`` batches ahead in a background thread
+        while the caller computes, and returns a :class:`ddstore.prefetch.PrefetchLoader`
+        that yields the same batches in the same order (see :mod:`ddstore.prefetch` for
+        the MPI thread level it needs and its fallback).
         """
+        from ..prefetch import PrefetchLoader, check_prefetch, prefetch_depth
+        what = f"{self._what()}.loader"
+        prefetch = check_prefetch(prefetch, num_workers, what)
+        if num_workers:
+            raise DDStoreValueError(f"{what}: num_workers={num_workers!r}; the store is "
+                                    f"MPI memory of this process, which DataLoader worker "
+                                    f"processes cannot read: use num_workers=0")
         store = self._ds.store
         if sampler == "global":
             smp = torch.utils.data.DistributedSampler(
                 self, num_replicas=store.size, rank=store.rank, shuffle=shuffle,
                 seed=seed, drop_last=drop_last)
-            return torch.utils.data.DataLoader(self, batch_size=batch_size, sampler=smp,
-                                               drop_last=False, collate_fn=batch_collate)
-        if sampler == "batch":
+            loader = torch.utils.data.DataLoader(self, batch_size=batch_size, sampler=smp,
+                                                 drop_last=False, collate_fn=batch_collate)
+        elif sampler == "batch":
             bs = self.batch_sampler(batch_size, shuffle=shuffle, seed=seed,
                                     drop_last=drop_last, local=local)
-            return torch.utils.data.DataLoader(self, batch_sampler=bs,
-                                               collate_fn=batch_collate)
-        raise DDStoreValueError(f"sampler={sampler!r}; allowed: 'global', 'batch'")
+            loader = torch.utils.data.DataLoader(self, batch_sampler=bs,
+                                                 collate_fn=batch_collate)
+        else:
+            raise DDStoreValueError(f"sampler={sampler!r}; allowed: 'global', 'batch'")
+        if not prefetch:
+            return loader
+        return PrefetchLoader(loader, prefetch_depth(store, prefetch, what))
 
     def _what(self):
         return f"{type(self).__name__}({self._ds.name!r}, {self.split_name})"

@@ -1,0 +1,154 @@
+"""Prefetch benchmark: epoch time with and without ``loader(..., prefetch=1)``.
+
+Run::
+
+    mpiexec -n 2 python -m ddstore.bench.prefetch
+    mpiexec -n 2 python -m ddstore.bench.prefetch --transport rma --repeats 5
+
+For a WindowDataset (PeMS-BAY-like series, global sampler, batch 64) and a GraphDataset
+(Ising graphs, DistributedSampler, batch 64) on a width-``size`` store, it first times one
+epoch of loading alone to get the mean load time per batch ``L``, then runs epochs with a
+synthetic compute step after each batch, without and with prefetch, alternating, and
+reports the median epoch times and their ratio (target: prefetch <= 0.65 x without).
+
+Compute steps (``--compute``):
+
+- ``sleep`` (default): ``time.sleep(L)``, the CPU is free while "the accelerator"
+  computes -- the case prefetch is for (a GPU step; the data loading runs on the CPU).
+- ``cpu``: a torch matrix product loop lasting about ``L`` on one thread (it releases
+  the GIL but needs a core: with one core per rank, load and compute compete for it).
+
+Both ranks measure; results are printed by rank 0 and written to
+``<out>/prefetch.json``.
+"""
+import argparse
+import json
+import os
+import platform
+import time
+
+import numpy as np
+
+
+def _args(argv):
+    p = argparse.ArgumentParser(description="ddstore prefetch benchmark",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--steps", type=int, default=20000)
+    p.add_argument("--nodes", type=int, default=325)
+    p.add_argument("--graphs", type=int, default=20000)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--transport", default="auto")
+    p.add_argument("--compute", default="sleep,cpu",
+                   help="comma-separated compute steps: sleep, cpu")
+    p.add_argument("--prefetch", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", default="bench_results")
+    return p.parse_args(argv)
+
+
+def _cpu_work(seconds, a):
+    """torch matmuls for about ``seconds`` (one thread)."""
+    import torch
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        torch.mm(a, a)
+
+
+def _epoch(comm, loader, compute, seconds, a):
+    comm.Barrier()
+    t0 = time.perf_counter()
+    n = 0
+    for _ in loader:
+        n += 1
+        if compute == "sleep":
+            time.sleep(seconds)
+        elif compute == "cpu":
+            _cpu_work(seconds, a)
+    dt = time.perf_counter() - t0
+    return comm.allreduce(dt, op=_max()), n
+
+
+def _max():
+    from mpi4py import MPI
+    return MPI.MAX
+
+
+def _case(comm, name, make_loader, args, a):
+    """Median epoch times for every compute step, without and with prefetch."""
+    plain = make_loader(0)
+    load_s, nb = _epoch(comm, plain, None, 0.0, a)   # warm-up: touch every page once
+    load_s, nb = _epoch(comm, plain, None, 0.0, a)
+    per_batch = load_s / max(nb, 1)
+    out = {"batches_per_rank": nb, "load_only_epoch_s": load_s,
+           "load_per_batch_s": per_batch, "compute": {}}
+    pre = make_loader(args.prefetch)
+    for compute in [c.strip() for c in args.compute.split(",") if c.strip()]:
+        times = {"without": [], "with": []}
+        for _ in range(args.repeats):
+            times["without"].append(_epoch(comm, plain, compute, per_batch, a)[0])
+            times["with"].append(_epoch(comm, pre, compute, per_batch, a)[0])
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        out["compute"][compute] = {
+            "epoch_s_without": med["without"], "epoch_s_with": med["with"],
+            "ratio": med["with"] / med["without"], "all_without": times["without"],
+            "all_with": times["with"], "ideal_ratio": max(load_s, nb * per_batch) /
+            (load_s + nb * per_batch)}
+        if comm.rank == 0:
+            r = out["compute"][compute]
+            print(f"  {name:8s} compute={compute:5s}: load {per_batch * 1e3:.2f} ms/batch x "
+                  f"{nb} batches; epoch without prefetch {r['epoch_s_without']:.3f} s, "
+                  f"with prefetch={args.prefetch} {r['epoch_s_with']:.3f} s: ratio "
+                  f"{r['ratio']:.3f} (ideal {r['ideal_ratio']:.2f}, target <= 0.65)",
+                  flush=True)
+    return out
+
+
+def main(argv=None):
+    args = _args(argv)
+    import torch
+    from mpi4py import MPI
+
+    import ddstore
+    from ddstore import graphs
+    from ddstore import spatiotemporal as st
+    torch.set_num_threads(1)
+    comm = MPI.COMM_WORLD
+    a = torch.randn(128, 128)
+    store = ddstore.DDStore(comm, transport=args.transport)
+    rng = np.random.default_rng(0)
+    t = np.arange(args.steps)[:, None, None]
+    raw = (np.sin(2 * np.pi * t / 288) + 0.1 * rng.standard_normal(
+        (args.steps, args.nodes, 2))).astype(np.float32)
+    ds = st.WindowDataset(store, "series", raw, horizon=12)
+    del raw
+    train = ds.splits()[0]
+    gds = graphs.GraphDataset.from_samples(store, "ising",
+                                           graphs.ising_dataset(args.graphs, seed=0),
+                                           progress=False)
+    gsampler = torch.utils.data.DistributedSampler(gds, num_replicas=comm.size,
+                                                   rank=comm.rank, shuffle=True, seed=0)
+    if comm.rank == 0:
+        print(f"[prefetch] {comm.size} ranks, width {store.width} ({store.transport}), "
+              f"MPI thread level {MPI.Query_thread()} (MULTIPLE={MPI.THREAD_MULTIPLE}); "
+              f"series {ds.shape}, {args.graphs} Ising graphs, batch {args.batch_size}",
+              flush=True)
+    doc = {"benchmark": "prefetch", "ranks": comm.size, "width": store.width,
+           "transport": store.transport, "prefetch": args.prefetch,
+           "host": platform.node(), "cpus": os.cpu_count(), "cases": {}}
+    doc["cases"]["windows"] = _case(
+        comm, "windows", lambda k: train.loader(args.batch_size, sampler="global",
+                                                prefetch=k), args, a)
+    doc["cases"]["graphs"] = _case(
+        comm, "graphs", lambda k: gds.loader(args.batch_size, sampler=gsampler,
+                                             prefetch=k), args, a)
+    if comm.rank == 0:
+        os.makedirs(args.out, exist_ok=True)
+        path = os.path.join(args.out, "prefetch.json")
+        with open(path, "w") as fh:
+            json.dump(doc, fh, indent=2)
+        print(f"wrote {path}", flush=True)
+    store.free()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""Prefetch: read the next batches in a background thread while the caller computes.
+
+``loader(..., prefetch=k)`` on :class:`~ddstore.graphs.GraphDataset` and on the window
+datasets of :mod:`ddstore.spatiotemporal` wraps their ``DataLoader`` in a
+:class:`PrefetchLoader`: one background thread per iteration runs the loader (sampler,
+store read, collation) up to ``k`` batches ahead of the caller, and hands the batches over
+in exactly the order the plain loader gives them.
+
+Why a thread helps: the store read (``dds_read`` through cffi) runs without the GIL, so
+the caller's model step (GPU work, or torch operations that release the GIL) overlaps the
+next read.  Pure-Python work on either side still takes turns on the GIL.
+
+What the MPI must allow:
+
+- Reads from group members on the same node are plain loads from MPI-3 shared memory:
+  no MPI call, so they are safe from a second thread at any MPI thread level.
+- Reads from other members use ``MPI_Get``/``MPI_Win_flush`` from the background thread
+  while the caller's thread may make its own MPI calls (an allreduce of gradients), which
+  needs ``MPI_THREAD_MULTIPLE`` (what mpi4py asks for by default).  When such reads are
+  needed (``store.shm_peers < store.group_size - 1``, e.g. ``transport="rma"`` or a group
+  spanning nodes) and ``MPI.Query_thread()`` is lower, the loader falls back to no
+  prefetch and emits a :class:`PrefetchWarning` (on each rank that falls back).
+
+Errors: an exception raised while producing a batch in the background (a bad index from a
+sampler, a failed read) is re-raised in the caller's thread by the ``__next__`` that
+would have returned that batch; the iteration then ends.  The C core keeps one error
+message buffer per store, so if the caller's thread reads from the same store at the same
+moment and both fail, one message may be overwritten by the other (the exception types
+stay right).
+
+Ending early: leaving a ``for`` loop over a prefetching loader (``break``, an exception)
+drops its iterator, which waits for the reads in flight (at most ``k``) before it goes, so
+the store can be freed right after the loop.  ``close()`` on the iterator does the same
+explicitly.
+"""
+import collections
+import numbers
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+from .errors import DDStoreValueError
+
+__all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "prefetch_depth"]
+
+
+class PrefetchWarning(RuntimeWarning):
+    """Prefetch was asked for but the MPI thread level cannot support it: no prefetch."""
+
+
+def check_prefetch(prefetch, num_workers=0, what="loader"):
+    """Validate ``prefetch`` (an integer >= 0) against ``num_workers`` (must be 0 with
+    prefetch: worker processes cannot use the MPI windows); returns it as int."""
+    if isinstance(prefetch, bool) or not isinstance(prefetch, numbers.Integral) \
+            or prefetch < 0:
+        raise DDStoreValueError(f"{what}: prefetch={prefetch!r} must be an integer >= 0 "
+                                f"(batches read ahead in a background thread; 0 = off)")
+    if prefetch and num_workers:
+        raise DDStoreValueError(f"{what}: prefetch={prefetch} cannot be combined with "
+                                f"num_workers={num_workers!r}: DataLoader worker processes "
+                                f"cannot read the store's MPI windows; use num_workers=0 "
+                                f"(prefetch already overlaps reading with compute)")
+    return int(prefetch)
+
+
+def needs_thread_multiple(store):
+    """Whether reads from ``store`` make MPI calls (some group member is read with
+    ``MPI_Get`` rather than from node-local shared memory)."""
+    return store.shm_peers < store.group_size - 1
+
+
+def prefetch_depth(store, prefetch, what="loader"):
+    """The prefetch depth that is safe on this rank: ``prefetch``, or 0 (with a
+    :class:`PrefetchWarning`) when reads need ``MPI_THREAD_MULTIPLE`` and the MPI was
+    initialised with less."""
+    if not prefetch or not needs_thread_multiple(store):
+        return prefetch
+    from mpi4py import MPI
+    level = MPI.Query_thread()
+    if level >= MPI.THREAD_MULTIPLE:
+        return prefetch
+    names = {MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE", MPI.THREAD_FUNNELED:
+             "MPI_THREAD_FUNNELED", MPI.THREAD_SERIALIZED: "MPI_THREAD_SERIALIZED"}
+    warnings.warn(
+        f"{what}: prefetch={prefetch} needs MPI_THREAD_MULTIPLE on rank {store.rank} "
+        f"(its reads from {store.group_size - 1 - store.shm_peers} group member(s) use "
+        f"MPI_Get) but MPI was initialised with {names.get(level, level)}; loading "
+        f"without prefetch (initialise MPI with THREAD_MULTIPLE, mpi4py's default, to "
+        f"prefetch)", PrefetchWarning, stacklevel=3)
+    return 0
+
+
+def _step(iterator):
+    """One batch from ``iterator`` in the background thread: ``(ended, batch)``.
+    A module function so that the thread holds no reference to the prefetch iterator."""
+    try:
+        return False, next(iterator)
+    except StopIteration:
+        return True, None
+
+
+class _PrefetchIter:
+    def __init__(self, iterator, depth):
+        self._it = iterator
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="ddstore-prefetch")
+        self._pending = collections.deque()
+        self._ended = False
+        for _ in range(depth):
+            self._pending.append(self._pool.submit(_step, self._it))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self._pending:
+            raise StopIteration
+        future = self._pending.popleft()
+        try:
+            ended, batch = future.result()
+        except BaseException:
+            self.close()  # the error ends the iteration; no read is left running
+            raise
+        if ended:
+            self.close()
+            raise StopIteration
+        self._pending.append(self._pool.submit(_step, self._it))
+        return batch
+
+    def close(self):
+        """Stop prefetching: cancel queued batches and wait for the read in flight."""
+        pool = self._pool
+        if pool is None:
+            return
+        self._pool = None
+        self._pending.clear()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
+class PrefetchLoader:
+    """An iterable over ``loader`` that produces up to ``depth`` batches ahead in a
+    background thread (see the module notes).  Batches come in the same order as from
+    ``loader`` itself; ``sampler``, ``batch_sampler``, ``dataset`` and ``len()`` are the
+    wrapped loader's, so :func:`~ddstore.spatiotemporal.set_epoch` works unchanged."""
+
+    def __init__(self, loader, depth):
+        self.loader = loader
+        self.depth = int(depth)
+
+    @property
+    def sampler(self):
+        return getattr(self.loader, "sampler", None)
+
+    @property
+    def batch_sampler(self):
+        return getattr(self.loader, "batch_sampler", None)
+
+    @property
+    def dataset(self):
+        return getattr(self.loader, "dataset", None)
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        if self.depth <= 0:
+            return iter(self.loader)
+        return _PrefetchIter(iter(self.loader), self.depth)
+
+    def __repr__(self):
+        return f"PrefetchLoader(depth={self.depth}, loader={self.loader!r})"

@@ -1,0 +1,72 @@
+"""width="auto" / DDStore.plan, prefetching loaders, load_npy bad input
+(tests/mpi/scale_features.py on 1-4 ranks), the prefetch fallback under
+MPI_THREAD_SERIALIZED, and the small (about 1 % of the shape) version of the scale
+benchmark checked against brute force."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+def test_plan_prefetch_npy(mpirun, nprocs, tmp_path):
+    out = mpirun("scale_features.py", nprocs, str(tmp_path), timeout=240)
+    assert f"0 failures on {nprocs} ranks (all)" in out, out
+
+
+def test_prefetch_fallback_serialized(mpirun, tmp_path):
+    out = mpirun("scale_features.py", 2, str(tmp_path), "fallback", timeout=180,
+                 env={"MPI4PY_RC_THREAD_LEVEL": "serialized"})
+    assert "0 failures on 2 ranks (fallback)" in out, out
+
+
+@pytest.mark.parametrize("nprocs,width,transport", [(2, "2", "auto"), (3, "3", "rma"),
+                                                     (2, "auto", "auto")])
+def test_scale_series_small(mpirun, tmp_path, nprocs, width, transport):
+    """python -m ddstore.bench.scale series at 1 % of the PeMS shape per axis (1051
+    steps x 112 sensors x 2): statistics and every window of both epochs against brute
+    force; memory fields present; the file is removed afterwards."""
+    path = tmp_path / "pems.npy"
+    out = mpirun("-m", nprocs, "ddstore.bench.scale", "series", "--path", str(path),
+                 "--steps", "1051", "--nodes", "112", "--width", width, "--transport",
+                 transport, "--check", "--out", str(tmp_path / "res"), timeout=240)
+    doc = json.load(open(tmp_path / "res" / "scale_series.json"))
+    assert doc["check"]["stats_ok"], out
+    assert doc["check"]["windows_bad"] == 0 and doc["check"]["windows_checked"] > 1000, out
+    assert doc["shape"] == [1051, 112, 2] and not path.exists()
+    ranks = doc["per_rank"]
+    assert len(ranks) == nprocs
+    if width != "auto":
+        # every rank read only its own steps (statistics) and then its own steps plus
+        # the halo (the copy into the store): never the whole series
+        # (balanced placement: a piece of every split per member, each with its halo)
+        stored = [r["stored_steps"] for r in ranks]
+        owned = [r["owned_steps"] for r in ranks]
+        assert sum(owned) == 1051 and max(stored) < 0.6 * 1051, (owned, stored)
+        for g, r in enumerate(ranks):
+            assert r["bytes_read_from_file"] == (owned[g] + stored[g]) * 112 * 2 * 4
+    assert doc["width1_at_full_size"]["accepted"] in (True, False)
+    for r in ranks:
+        assert r["load"]["peak_rss"] > 0 and r["epochs"]["global"]["windows"] > 0
+
+
+def test_scale_graphs_small(mpirun, tmp_path):
+    """python -m ddstore.bench.scale graphs with 600 graphs: written to ADIOS2 in a
+    separate process, loaded through GraphDataset.from_adios at width 2, and every graph
+    of the shuffled epoch compared with the generator."""
+    pytest.importorskip("adios2")
+    pytest.importorskip("torch_geometric")
+    path = tmp_path / "ising.bp"
+    out = mpirun("-m", 2, "ddstore.bench.scale", "graphs", "--path", str(path),
+                 "--graphs", "600", "--check", "--out", str(tmp_path / "res"), timeout=240)
+    doc = json.load(open(tmp_path / "res" / "scale_graphs.json"))
+    assert doc["graphs"] == 600 and doc["width"] == 2 and not path.exists(), out
+    assert sum(r["checked"] for r in doc["per_rank"]) == 600, out
+    assert all(r["bad"] == 0 for r in doc["per_rank"]), out
+    assert sum(r["store_bytes"] for r in doc["per_rank"]) == doc["data_bytes"] * 1
