@@ -1,0 +1,338 @@
+"""MPI program: DynamicGraph against brute force on 1-4 ranks, every width.
+
+Run under mpiexec (inside ``timeout``): ``st_dynamic.py``.  Random dynamic graphs with 0 %,
+1 %, 50 % and 100 % churn (with weight changes, self-loops, shuffled input order), empty
+snapshots (first, middle, last), unweighted and torch input, dedup, and the real Twitter
+tennis graph: every snapshot equal to the brute-force canonical one (edges and weights,
+(dst, src) order) by random access, forward and backward iteration (whole and partial
+ranges), for checkpoints at both ends, in the middle, every step, at the start only and
+the default; sizes; every bad input named in the issue raised as the same DDStoreError on
+every rank, leaving nothing in the store.  Exits non-zero on any failure.
+"""
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+torch.set_num_threads(1)
+
+import ddstore  # noqa: E402
+from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
+from ddstore.spatiotemporal import DynamicGraph  # noqa: E402
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                      "twitter_tennis_rg17.json")
+failures, checks = [], [0]
+
+
+def check(cond, what):
+    checks[0] += 1
+    if not cond:
+        failures.append(what)
+        print(f"[rank {rank}] FAIL: {what}", flush=True)
+
+
+def reference(edges, weights, dedup=None):
+    """Brute force: each step's edges as a dict (src, dst) -> weight, then sorted by
+    (dst, src)."""
+    out = []
+    for t in range(len(edges)):
+        e = np.asarray(edges[t]).reshape(2, -1) if np.asarray(edges[t]).size else \
+            np.zeros((2, 0), np.int64)
+        w = None if weights is None else np.asarray(weights[t], dtype=np.float64)
+        d = {}
+        for i in range(e.shape[1]):
+            k = (int(e[0, i]), int(e[1, i]))
+            wi = 1.0 if w is None else float(w[i])
+            if dedup == "sum":
+                d[k] = d.get(k, 0.0) + wi
+            else:
+                d[k] = wi
+        keys = sorted(d, key=lambda sd: (sd[1], sd[0]))
+        ei = np.array(keys, dtype=np.int64).reshape(-1, 2).T
+        ew = None if weights is None else np.array([d[k] for k in keys], np.float32)
+        out.append((ei, ew))
+    return out
+
+
+def same(got, want, what):
+    ei, ew = got
+    rei, rew = want
+    ok = (isinstance(ei, torch.Tensor) and ei.dtype == torch.int64 and
+          tuple(ei.shape) == rei.shape and np.array_equal(ei.numpy(), rei))
+    if rew is None:
+        ok = ok and ew is None
+    else:
+        ok = ok and isinstance(ew, torch.Tensor) and ew.dtype == torch.float32 and \
+            np.array_equal(ew.numpy(), rew)
+    check(ok, what)
+
+
+def random_graph(seed, N, E, T, churn, wchurn, empty=(), unweighted=False):
+    rng = np.random.default_rng(seed)
+    cur = {}
+    while len(cur) < E:
+        cur[(int(rng.integers(N)), int(rng.integers(N)))] = float(rng.integers(1, 50))
+    edges, weights = [], []
+    for t in range(T):
+        if t:
+            keys = list(cur)
+            n = int(round(churn * len(keys)))
+            for i in rng.choice(len(keys), n, replace=False):
+                del cur[keys[i]]
+            while len(cur) < E:
+                k = (int(rng.integers(N)), int(rng.integers(N)))
+                if k not in cur:
+                    cur[k] = float(rng.integers(1, 50))
+            keys = list(cur)
+            for i in rng.choice(len(keys), int(round(wchurn * len(keys))), replace=False):
+                cur[keys[i]] += 0.5
+        if t in empty:
+            edges.append(np.zeros((2, 0), np.int64) if t % 2 else [])
+            weights.append(np.zeros(0))
+            continue
+        items = list(cur.items())
+        perm = rng.permutation(len(items))  # input order must not matter
+        e = np.array([items[i][0] for i in perm], dtype=np.int64).reshape(-1, 2).T
+        edges.append(e.astype(np.int32) if t % 3 == 0 else e)
+        weights.append(np.array([items[i][1] for i in perm]))
+    return edges, (None if unweighted else weights)
+
+
+def cases():
+    T = 40
+    out = []
+    for churn in (0.0, 0.01, 0.5, 1.0):
+        e, w = random_graph(int(churn * 100) + 1, 30, 150, T, churn,
+                            0.0 if churn == 0 else 0.02)
+        out.append((f"churn{int(churn * 100)}", e, w, 30))
+    e, w = random_graph(5, 20, 40, 25, 0.2, 0.1, empty=(0, 9, 10, 24))
+    out.append(("empty_steps", e, w, 20))
+    e, w = random_graph(6, 25, 60, 30, 0.1, 0.0, unweighted=True)
+    out.append(("unweighted_torch", [torch.from_numpy(np.asarray(x, np.int64)) for x in e],
+                None, None))
+    e, w = random_graph(7, 10, 20, 3, 0.5, 0.0)
+    out.append(("three_steps", e, w, 10))
+    out.append(("one_step", e[:1], w[:1], 10))
+    return out
+
+
+def all_equal(g, ref, label, rng):
+    T = len(ref)
+    for t in rng.permutation(T).tolist():  # random access, rank-dependent order
+        same(g.snapshot(t), ref[t], f"{label}: snapshot({t})")
+    steps = [t for t, _ in g.forward()]
+    check(steps == list(range(T)), f"{label}: forward steps {steps}")
+    for t, snap in g.forward():
+        same(snap, ref[t], f"{label}: forward {t}")
+    for t, snap in g.backward():
+        same(snap, ref[t], f"{label}: backward {t}")
+    steps = [t for t, _ in g.backward()]
+    check(steps == list(range(T - 1, -1, -1)), f"{label}: backward steps {steps}")
+    a = int(rng.integers(0, T))
+    b = int(rng.integers(a, T + 1))
+    got = list(g.forward(a, b))
+    check([t for t, _ in got] == list(range(a, b)), f"{label}: forward({a}, {b}) steps")
+    for t, snap in got:
+        same(snap, ref[t], f"{label}: forward({a}, {b}) {t}")
+    got = list(g.backward(b, a))
+    check([t for t, _ in got] == list(range(b - 1, a - 1, -1)),
+          f"{label}: backward({b}, {a}) steps")
+    for t, snap in got:
+        same(snap, ref[t], f"{label}: backward({b}, {a}) {t}")
+    picks = rng.integers(0, T, 7).tolist()
+    for t, snap in zip(picks, g.snapshots(picks)):
+        same(snap, ref[t], f"{label}: snapshots {t}")
+    check(len(g._cache) <= g.cache_size, f"{label}: cache holds {len(g._cache)}")
+    check(np.array_equal(g.num_edges(), [r[0].shape[1] for r in ref]),
+          f"{label}: num_edges")
+    check(g.materialized_nbytes() == sum(r[0].shape[1] for r in ref) *
+          (20 if ref[0][1] is not None or g.weighted else 16), f"{label}: materialized")
+
+
+def expect_error(label, fn, cls=DDStoreValueError, contains=()):
+    """Every rank raises ``cls`` with one message, mentioning each of ``contains``."""
+    try:
+        fn()
+        msg = None
+    except DDStoreError as exc:
+        msg = (type(exc).__name__, str(exc))
+        check(isinstance(exc, cls), f"{label}: {type(exc).__name__} is not {cls.__name__}")
+        for c in contains:
+            check(c in str(exc), f"{label}: {c!r} not in {str(exc)!r}")
+    except Exception as exc:  # noqa
+        msg = ("other", repr(exc))
+        check(False, f"{label}: raised {exc!r}")
+    check(msg is not None, f"{label}: no error")
+    allmsg = comm.allgather(msg)
+    check(all(m == allmsg[0] for m in allmsg), f"{label}: ranks differ: {allmsg}")
+
+
+def errors(store):
+    before = store.variables()
+    N = 10
+    good = [np.array([[0, 1], [1, 2]]), np.array([[2, 3], [3, 4]]), np.array([[4], [5]]),
+            np.array([[5, 6, 7], [6, 7, 8]])]
+    gw = [np.ones(e.shape[1]) for e in good]
+    last = len(good) - 1
+
+    def bad(t, value):
+        lst = list(good)
+        lst[t] = value
+        return lst
+
+    expect_error("node out of range", lambda: DynamicGraph(
+        store, "e", bad(last, np.array([[0], [N]])), gw[:3] + [np.ones(1)], num_nodes=N),
+        contains=("edges[3]", f"{N}", f"[0, {N})"))
+    expect_error("negative node", lambda: DynamicGraph(store, "e", bad(1, np.array([[-1],
+                 [0]])), None), contains=("edges[1]", "-1"))
+    expect_error("wrong shape", lambda: DynamicGraph(store, "e", bad(2, np.zeros((3, 2),
+                 np.int64)), None, num_nodes=N), contains=("edges[2]", "[2, E_t]", "(3, 2)"))
+    expect_error("float edges", lambda: DynamicGraph(store, "e", bad(2, np.zeros((2, 2))),
+                 None, num_nodes=N), contains=("edges[2]", "float64"))
+    w = list(gw)
+    w[last] = np.ones(2)
+    expect_error("weights length", lambda: DynamicGraph(store, "e", good, w, num_nodes=N),
+                 contains=("weights[3]", "2 entries", "3 edges"))
+    w = list(gw)
+    w[1] = np.array([1.0, np.nan])
+    expect_error("NaN weight", lambda: DynamicGraph(store, "e", good, w, num_nodes=N),
+                 contains=("weights[1]", "NaN"))
+    expect_error("duplicates", lambda: DynamicGraph(store, "e", bad(last, np.array(
+        [[5, 6, 5], [6, 7, 6]])), None, num_nodes=N), contains=("edges[3]", "5 -> 6",
+                                                                "dedup"))
+    expect_error("bad dedup", lambda: DynamicGraph(store, "e", good, None, dedup="max"),
+                 contains=("dedup",))
+    expect_error("steps mismatch", lambda: DynamicGraph(store, "e", good, gw[:2]),
+                 contains=("2 weight arrays", "4 steps"))
+    expect_error("checkpoint_every", lambda: DynamicGraph(store, "e", good, None,
+                 checkpoint_every=0), contains=("checkpoint_every",))
+    expect_error("differs between ranks", lambda: DynamicGraph(
+        store, "e", good, None, checkpoint_every=1 + rank % 2) if size > 1 else
+        DynamicGraph(store, "e", good, None, checkpoint_every=-1),
+        contains=("checkpoint_every",))
+    check(store.variables() == before, f"errors left variables {store.variables()}")
+    # a name taken by another variable: nothing of the new graph is left behind
+    store.add_records("taken/ckpt", [{"a": np.zeros(1)}] if rank == 0 else [])
+    expect_error("name taken", lambda: DynamicGraph(store, "taken", good, None),
+                 contains=("taken/ckpt",))
+    check("taken/delta" not in store.variables(), "half-built graph left in the store")
+    store.remove("taken/ckpt")
+    # an edges sequence that fails on one rank only (a lazy reader)
+
+    class Flaky:
+        def __len__(self):
+            return len(good)
+
+        def __getitem__(self, t):
+            if rank == size - 1 and t == last:
+                raise OSError("disk gone")
+            return good[t]
+    expect_error("reader fails on one rank", lambda: DynamicGraph(store, "e", Flaky(), None,
+                 num_nodes=N), contains=(f"rank {size - 1}", "disk gone"))
+    check(store.variables() == before, f"errors left variables {store.variables()}")
+    g = DynamicGraph(store, "ok", good, gw, num_nodes=N, checkpoint_every=2)
+    expect_error("t too large", lambda: g.snapshot(len(good)), DDStoreIndexError,
+                 contains=("t=4", "[0, 4)"))
+    expect_error("t negative", lambda: g.snapshot(-1), DDStoreIndexError,
+                 contains=("t=-1",))
+    expect_error("t not int", lambda: g.snapshot(1.5), DDStoreValueError)
+    expect_error("forward range", lambda: list(g.forward(2, 9)), DDStoreIndexError,
+                 contains=("[2, 9)", "4"))
+    expect_error("backward range", lambda: list(g.backward(3, -1)), DDStoreIndexError)
+    same(g.snapshot(3), reference(good, gw)[3], "store usable after errors")
+    g.free()
+    check(store.variables() == before, "free left variables")
+
+
+def tennis_graph():
+    with open(TENNIS) as fh:
+        doc = json.load(fh)
+    edges, weights = [], []
+    for t in range(doc["time_periods"]):
+        e = np.array(doc[str(t)]["edges"], dtype=np.int64).reshape(-1, 2).T
+        edges.append(e)
+        weights.append(np.array(doc[str(t)]["weights"], dtype=np.float64))
+    return edges, weights
+
+
+def main():
+    widths = [w for w in range(1, size + 1) if size % w == 0]
+    # 3 and 4 ranks oversubscribe the CI machine: every width, fewer checkpoint settings
+    # (1 and 2 ranks run all of them)
+    rng = np.random.default_rng(100 + rank)
+    all_cases = cases()
+    refs = {name: reference(e, w) for name, e, w, _ in all_cases}
+    for width in widths:
+        transports = ("rma", "auto") if width > 1 and (size <= 2 or width == size) \
+            else ("auto",)
+        for transport in transports:
+            full = size <= 2 or width == size
+            with ddstore.DDStore(comm, width=width, transport=transport) as store:
+                for name, e, w, N in all_cases:
+                    T = len(e)
+                    for k in sorted({None, 1, max(1, T - 1), 7, T}, key=str):
+                        if (transport == "rma" or not full) and k not in (None, 7):
+                            continue  # fewer configurations where they repeat coverage
+                        label = f"w{width}/{transport}/{name}/k={k}"
+                        g = DynamicGraph(store, "g", e, w, num_nodes=N, checkpoint_every=k,
+                                         cache_size=3)
+                        all_equal(g, refs[name], label, rng)
+                        if k == max(1, T - 1) and T > 2:
+                            check(list(g._ckpt_steps) == [0, T - 1],
+                                  f"{label}: checkpoints {list(g._ckpt_steps)} not at ends")
+                        # bytes: each group's members together hold the whole graph once
+                        total = comm.allreduce(g.nbytes()) // store.replicas
+                        check(total == comm.bcast(total), f"{label}: nbytes")
+                        if name == "churn1" and k is None:
+                            check(g.checkpoint_every > 5, f"{label}: default k = "
+                                                          f"{g.checkpoint_every}")
+                            check(total * 3 < g.materialized_nbytes(),
+                                  f"{label}: {total} bytes vs materialised "
+                                  f"{g.materialized_nbytes()}")
+                        if name == "churn100" and k is None:
+                            check(g.checkpoint_every == 1 and not g.has_deltas,
+                                  f"{label}: default k = {g.checkpoint_every}")
+                        if name == "churn0" and k is None:
+                            check(g.checkpoint_every == T, f"{label}: static k")
+                        g.free()
+                # dedup
+                rngd = np.random.default_rng(3)
+                e = [rngd.integers(0, 4, (2, 30)) for _ in range(6)]
+                w = [rngd.integers(1, 9, 30).astype(np.float64) for _ in range(6)]
+                for mode in ("sum", "last"):
+                    g = DynamicGraph(store, "d", e, w, dedup=mode, checkpoint_every=2)
+                    all_equal(g, reference(e, w, mode), f"w{width}/dedup={mode}", rng)
+                    g.free()
+                # Twitter tennis
+                te, tw = tennis_graph()
+                tref = reference(te, tw)
+                for k in ((None, 5) if full else (None,)):
+                    g = DynamicGraph(store, "tennis", te, tw, checkpoint_every=k)
+                    check(g.num_nodes == 1000, f"tennis num_nodes {g.num_nodes}")
+                    all_equal(g, tref, f"w{width}/{transport}/tennis/k={k}", rng)
+                    g.free()
+                if transport == "auto":
+                    errors(store)
+                check(store.variables() == [], f"left {store.variables()}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        failures.append("exception")
+        sys.stdout.flush()
+        comm.Abort(1)
+    nfail = comm.allreduce(len(failures))
+    total = comm.allreduce(checks[0])
+    if rank == 0:
+        print(f"{total} checks, {nfail} failures on {size} ranks", flush=True)
+    sys.exit(1 if nfail else 0)
