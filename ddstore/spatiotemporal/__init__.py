@@ -31,15 +31,17 @@ starts; ``torch.utils.data.DistributedSampler`` shuffles samples globally.
 """
 from .dataset import (WindowDataset, WindowSplit, batch_collate, set_epoch,
                       time_feature_array)
-from .dynamic import DynamicGraph, canonical_edges
+from .dynamic import DynamicGraph, DynamicWindowDataset, canonical_edges
 from .loaders import (Series, adjacency_to_edges, from_arrays, gaussian_kernel_adjacency,
                       load_pems_h5, load_pgt_json, write_pems_h5)
+from .loaders import DynamicSeries
 from .reference import algorithm1, brute_force_stats, materialize_windows
 from .sampler import BatchShuffleSampler
 from .windows import num_windows, split_ranges, window_weights
 
-__all__ = ["DynamicGraph", "canonical_edges", "WindowDataset", "WindowSplit", "BatchShuffleSampler", "Series", "from_arrays",
+__all__ = ["WindowDataset", "WindowSplit", "BatchShuffleSampler", "Series", "from_arrays",
            "load_pgt_json", "load_pems_h5", "write_pems_h5", "adjacency_to_edges",
            "gaussian_kernel_adjacency", "time_feature_array", "batch_collate", "set_epoch",
            "split_ranges", "num_windows", "window_weights", "materialize_windows",
            "brute_force_stats", "algorithm1"]
+__all__ += ["DynamicGraph", "DynamicWindowDataset", "DynamicSeries", "canonical_edges"]

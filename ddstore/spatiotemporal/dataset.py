@@ -124,8 +124,7 @@ class _WindowView(torch.utils.data.Dataset):
             raise DDStoreValueError(f"{self._what()}: index must be an integer, got "
                                     f"{index!r}; use __getitems__ for a batch")
         idx = _index_array([int(index)], len(self), self._what())
-        x, y = self._ds._fetch(idx + self.start)
-        return x[0], y[0]
+        return self._ds._one(self._ds._fetch(idx + self.start))
 
     def __getitems__(self, indices):
         """Windows ``indices`` as one batch ``(x, y)`` each ``[B, h, nodes, features]``.
@@ -522,6 +521,11 @@ class WindowDataset(_WindowView):
             x = torch.cat([x, tx], dim=-1)
             y = torch.cat([y, ty], dim=-1)
         return x, y
+
+    def _one(self, batch):
+        """The single window of a one-window batch (what ``__getitem__`` returns)."""
+        x, y = batch
+        return x[0], y[0]
 
     # ------------------------------------------------------------------ API
     def splits(self):
