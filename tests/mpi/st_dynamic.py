@@ -22,10 +22,13 @@ torch.set_num_threads(1)
 
 import ddstore  # noqa: E402
 from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
-from ddstore.spatiotemporal import DynamicGraph  # noqa: E402
+from ddstore import spatiotemporal as st  # noqa: E402
+from ddstore.spatiotemporal import DynamicGraph, DynamicWindowDataset  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
+CHICKENPOX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                          "chickenpox.json")
 TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
                       "twitter_tennis_rg17.json")
 failures, checks = [], [0]
@@ -262,6 +265,128 @@ def tennis_graph():
     return edges, weights
 
 
+def tensors_equal(a, b, what):
+    check(a.shape == b.shape and torch.equal(a, b), what)
+
+
+def batched_reference(ref, steps, n):
+    """Block-diagonal batch of the snapshots ``steps`` (window b's nodes offset b*n)."""
+    ei = np.concatenate([ref[t][0] + b * n for b, t in enumerate(steps)], axis=1)
+    ew = None if ref[steps[0]][1] is None else np.concatenate([ref[t][1] for t in steps])
+    return ei, ew
+
+
+def windows(store, width, rng):
+    """DynamicWindowDataset: x, y as WindowDataset's, graphs as brute force, static
+    reduction, samplers, errors (nothing left behind)."""
+    e, w = random_graph(11, 12, 30, 70, 0.1, 0.05, empty=(20,))
+    ref = reference(e, w)
+    T, n, h = 70, 12, 3
+    data = np.random.default_rng(12).standard_normal((T, n, 2)) * [1.0, 4.0] + [0.5, -2.0]
+    series = st.from_arrays(data)
+    for overlap, per_node, gsteps in ((False, False, "x"), (True, True, "xy")):
+        label = f"w{width}/windows/overlap={overlap}/{gsteps}"
+        ds = DynamicWindowDataset(store, "dw", series, h, edges=e, weights=w,
+                                  overlap=overlap, per_node=per_node, graph_steps=gsteps,
+                                  checkpoint_every=4)
+        base = st.WindowDataset(store, "base", series, h, overlap=overlap,
+                                per_node=per_node)
+        check(np.array_equal(ds.mean, base.mean) and np.array_equal(ds.std, base.std),
+              f"{label}: statistics differ from WindowDataset")
+        span = h if gsteps == "x" else 2 * h
+        for split, bsplit in zip(ds.splits(), base.splits()):
+            check((split.start, split.stop) == (bsplit.start, bsplit.stop),
+                  f"{label}: {split.split_name} bounds")
+            if len(split) == 0:
+                continue
+            for i in rng.choice(len(split), min(4, len(split)), replace=False).tolist():
+                x, y, graphs = split[i]
+                bx, by = bsplit[i]
+                tensors_equal(x, bx, f"{label}: {split.split_name}[{i}] x")
+                tensors_equal(y, by, f"{label}: {split.split_name}[{i}] y")
+                check(len(graphs) == span, f"{label}: {len(graphs)} graphs")
+                s0 = split.start + i
+                for j, g in enumerate(graphs):
+                    same(g, ref[s0 + j], f"{label}: {split.split_name}[{i}] graph {j}")
+            idx = rng.integers(0, len(split), 5)
+            x, y, graphs = split.__getitems__(idx)
+            bx, by = bsplit.__getitems__(idx)
+            tensors_equal(x, bx, f"{label}: batch x")
+            tensors_equal(y, by, f"{label}: batch y")
+            starts = (idx + split.start).tolist()
+            for j, g in enumerate(graphs):
+                same(g, batched_reference(ref, [s + j for s in starts], n),
+                     f"{label}: {split.split_name} batch graph {j}")
+            pred = torch.randn(3, n, 2)
+            tensors_equal(split.inverse_transform(pred), bsplit.inverse_transform(pred),
+                          f"{label}: inverse_transform")
+        # loaders: the batches are the sampler's windows
+        train = ds.splits()[0]
+        for kind in ("global", "batch"):
+            loader = train.loader(4, sampler=kind, seed=3)
+            st.set_epoch(loader, 1)
+            got = list(loader)
+            order = list(loader.batch_sampler) if kind == "batch" else None
+            if kind == "global":
+                idx = list(loader.sampler)
+                order = [idx[i:i + 4] for i in range(0, len(idx), 4)]
+            check(len(got) == len(order), f"{label}: {kind} loader batches")
+            for (x, y, graphs), b in zip(got, order):
+                ex, ey, eg = train.__getitems__(b)
+                tensors_equal(x, ex, f"{label}: {kind} loader x")
+                for g1, g2 in zip(graphs, eg):
+                    check(torch.equal(g1[0], g2[0]) and torch.equal(g1[1], g2[1]),
+                          f"{label}: {kind} loader graphs")
+        check(ds.local_bytes() == base.local_bytes() + ds.graph.nbytes(),
+              f"{label}: local_bytes")
+        store.remove("base")
+        ds.free()
+    # a static graph reduces to WindowDataset (+ the same graph every step, stored once)
+    cp = st.load_pgt_json(CHICKENPOX)
+    ds = DynamicWindowDataset(store, "cp", cp, 4)
+    base = st.WindowDataset(store, "cpbase", cp, 4)
+    sref = reference([cp.edge_index], [cp.edge_weight])[0]
+    check(ds.graph.checkpoint_every == cp.num_steps and ds.graph.nbytes() * 10 <
+          ds.graph.materialized_nbytes(),
+          f"w{width}/static: k={ds.graph.checkpoint_every} bytes={ds.graph.nbytes()}")
+    idx = rng.integers(0, len(ds), 6)
+    x, y, graphs = ds.__getitems__(idx)
+    bx, by = base.__getitems__(idx)
+    tensors_equal(x, bx, f"w{width}/static x")
+    tensors_equal(y, by, f"w{width}/static y")
+    for g in graphs:
+        same(g, batched_reference({0: sref}, [0] * 6, cp.num_nodes), f"w{width}/static g")
+    store.remove("cpbase")
+    ds.free()
+    # Twitter tennis through the loader: features [X, y], graphs the file's
+    tt = st.load_pgt_json(TENNIS)
+    te, tw = tennis_graph()
+    tref = reference(te, tw)
+    ds = DynamicWindowDataset(store, "tt", tt, 2, standardize=False)
+    for s0 in rng.integers(0, len(ds), 3).tolist():
+        x, y, graphs = ds[s0]
+        for j, g in enumerate(graphs):
+            same(g, tref[s0 + j], f"w{width}/tennis window {s0} graph {j}")
+    ds.free()
+    # errors: agreed, nothing left behind
+    before = store.variables()
+    expect_error("horizon too long", lambda: DynamicWindowDataset(
+        store, "bad", series, 36, edges=e, weights=w), contains=("horizon=36", "35"))
+    expect_error("edges steps", lambda: DynamicWindowDataset(
+        store, "bad", series, 3, edges=e[:-1], weights=w[:-1]), contains=("69", "70"))
+    bad_e = list(e)
+    bad_e[T - 1] = np.array([[0], [n]])
+    expect_error("node beyond the series", lambda: DynamicWindowDataset(
+        store, "bad", series, 3, edges=bad_e, weights=None), contains=(f"[0, {n})",))
+    expect_error("graph_steps", lambda: DynamicWindowDataset(
+        store, "bad", series, 3, edges=e, graph_steps="y"), contains=("graph_steps",))
+    g = DynamicGraph(store, "g9", e[:10], w[:10])
+    expect_error("graph mismatch", lambda: DynamicWindowDataset(
+        store, "bad", series, 3, graph=g), contains=("10 steps", "70 steps"))
+    g.free()
+    check(store.variables() == before, f"dataset errors left {store.variables()}")
+
+
 def main():
     widths = [w for w in range(1, size + 1) if size % w == 0]
     # 3 and 4 ranks oversubscribe the CI machine: every width, fewer checkpoint settings
@@ -320,6 +445,7 @@ def main():
                     g.free()
                 if transport == "auto":
                     errors(store)
+                    windows(store, width, rng)
                 check(store.variables() == [], f"left {store.variables()}")
 
 
