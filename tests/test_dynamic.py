@@ -175,10 +175,12 @@ def test_example_trains(mpirun):
     import math
     import re
     script = os.path.join(ROOT, "examples", "dynamic_graph_forecast.py")
-    out = mpirun(script, 2, "--epochs", "2", "--hidden", "8", timeout=240)
-    maes = [float(v) for v in re.findall(r"test MAE ([0-9.naif]+)", out)]
+    out = mpirun(script, 2, "--epochs", "2", "--hidden", "8", "--width", "2",
+                 timeout=240)
+    maes = [float(v) for v in re.findall(r"val MAE ([0-9.naif]+)", out)]
     assert len(maes) == 2 and all(math.isfinite(v) for v in maes), out
-    assert "persistence MAE" in out and "edge bytes" in out, out
+    assert out.count("persistence MAE") == 2 and "test MAE" in out, out
+    assert "edge bytes" in out and "width 2" in out, out
 
 
 def test_benchmark_smoke(tmp_path):
