@@ -476,11 +476,11 @@ class DynamicSeries(Series):
                 f"source={self.source!r})")
 
 
-_PGT_KNOWN = ("'edges' + 'FX' (chickenpox), 'edges' + 'X' + 'weights' (PedalMe), 'edges' + "
-              "'weights' + 'block' (Windmill), 'edges' + 'weights' + per-step '0', '1', ... "
-              "with 'y' (WikiMath), 'edge_mapping' + 'y' + 'time_periods' (England COVID), "
-              "per-step '0', '1', ... with 'edges', 'weights', 'X', 'y' (Twitter tennis), "
-              "'nodes' + 'links' (Montevideo bus)")
+_PGT_KNOWN = ("expected 'edges' and one of 'FX' (chickenpox), 'X' + 'weights' (PedalMe), "
+              "'block' + 'weights' (Windmill), per-step '0', '1', ... with 'y' "
+              "(WikiMath); or 'edge_mapping' + 'y' + 'time_periods' (England COVID); or "
+              "per-step '0', '1', ... with their own 'edges', 'weights', 'X', 'y' "
+              "(Twitter tennis); or 'nodes' + 'links' (Montevideo bus)")
 
 
 def _pgt_error(path, msg):
@@ -687,4 +687,4 @@ def _load_pgt_other_layouts(doc, path, dtype):
         series.feature_names = feats + ["y"]
         return series
     raise _pgt_error(path, f"unknown layout: keys found {sorted(doc)[:20]}"
-                           f"{' ...' if len(doc) > 20 else ''}; known layouts: {_PGT_KNOWN}")
+                           f"{' ...' if len(doc) > 20 else ''}; {_PGT_KNOWN}")
