@@ -175,10 +175,11 @@ def main():
               flush=True)
     held = comm.allgather(g.nbytes())
     if comm.rank == 0:
+        per_rank = ", ".join(f"{b / 1024:.1f}" for b in held)
         print(f"edge bytes: deltas + checkpoints (every {g.checkpoint_every} steps) "
-              f"{sum(held) / 1024:.1f} KiB in the store ({', '.join(f'{b / 1024:.1f}' for b in held)}"
-              f" KiB per rank) vs {g.materialized_nbytes() / 1024:.1f} KiB as full PyG "
-              f"snapshots on every rank", flush=True)
+              f"{sum(held) / 1024:.1f} KiB in the store ({per_rank} KiB per rank) vs "
+              f"{g.materialized_nbytes() / 1024:.1f} KiB as full PyG snapshots on every "
+              f"rank", flush=True)
     persistence = evaluate(None, val, target, 64, comm)
     for epoch in range(args.epochs):
         st.set_epoch(loader, epoch)

@@ -158,7 +158,8 @@ def test_unknown_layout_names_keys(tmp_path):
 def test_canonical_edges_order_and_dedup():
     ei = np.array([[3, 0, 2, 0, 1, 3], [1, 2, 1, 2, 0, 1]])
     w = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
-    with pytest.raises(DDStoreValueError, match=r"3 -> 1 appears 2 times \(input positions 0 and 5\)"):
+    with pytest.raises(DDStoreValueError,
+                       match=r"3 -> 1 appears 2 times \(input positions 0 and 5\)"):
         st.canonical_edges(ei, w, 4)
     for mode, want in (("sum", [5.0, 3.0, 7.0, 6.0]), ("last", [5.0, 3.0, 6.0, 4.0])):
         keys, ww = st.canonical_edges(ei, w, 4, dedup=mode)

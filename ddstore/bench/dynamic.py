@@ -227,10 +227,9 @@ def synthetic(store, args, log):
         fe, fw = full_snapshot(t)
         full_us[i] = (time.perf_counter() - t0) * 1e6
     random_access = {"dynamic": _pcts(dyn_us), "full": _pcts(full_us)}
-    log(f"random access (uncached): deltas p50 {random_access['dynamic']['p50_ms']:.2f} ms "
-        f"p99 {random_access['dynamic']['p99_ms']:.2f} ms; full p50 "
-        f"{random_access['full']['p50_ms']:.2f} ms p99 {random_access['full']['p99_ms']:.2f}"
-        f" ms")
+    rd, rf = random_access["dynamic"], random_access["full"]
+    log(f"random access (uncached): deltas p50 {rd['p50_ms']:.2f} ms p99 "
+        f"{rd['p99_ms']:.2f} ms; full p50 {rf['p50_ms']:.2f} ms p99 {rf['p99_ms']:.2f} ms")
     sizes = g.num_edges()
     res = {
         "nodes": args.nodes, "edges_per_step": args.edges, "steps": T,
@@ -250,8 +249,9 @@ def synthetic(store, args, log):
     res["bytes"]["ratio_full_over_dynamic"] = b["full_snapshots"] / b[
         "deltas_and_checkpoints"]
     log(f"bytes: deltas+checkpoints {b['deltas_and_checkpoints'] / 2**20:.1f} MiB, full "
-        f"snapshots {b['full_snapshots'] / 2**20:.1f} MiB (x{res['bytes']['ratio_full_over_dynamic']:.1f}"
-        f" less), per rank {[round(d / 2**20, 1) for d in b['per_rank_dynamic']]} vs "
+        f"snapshots {b['full_snapshots'] / 2**20:.1f} MiB "
+        f"(x{b['ratio_full_over_dynamic']:.1f} less), per rank "
+        f"{[round(d / 2**20, 1) for d in b['per_rank_dynamic']]} vs "
         f"{[round(f / 2**20, 1) for f in b['per_rank_full']]} MiB; k = "
         f"{g.checkpoint_every}")
     store.remove("full")

@@ -48,7 +48,8 @@ def _to_numpy(value):
 
 
 def _step_edges(edges_t, t, num_nodes):
-    """Validated ``[2, E]`` int64 array of step ``t`` (``num_nodes`` None: no range check)."""
+    """Validated ``[2, E]`` int64 array of step ``t`` (``num_nodes`` None: ids >= 0
+    only)."""
     try:
         arr = _to_numpy(edges_t)
     except Exception as exc:

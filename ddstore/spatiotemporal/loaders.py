@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 
-__all__ = ["Series", "DynamicSeries", "from_arrays", "load_pgt_json", "load_pems_h5", "write_pems_h5",
+__all__ = ["Series", "from_arrays", "load_pgt_json", "load_pems_h5", "write_pems_h5",
            "adjacency_to_edges", "gaussian_kernel_adjacency"]
 
 
@@ -445,6 +445,9 @@ def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=N
 
 # --------------------------------------------------------------------------- PGT JSON:
 # the layouts beyond FX / X / block (per-step dicts, dynamic edges, nodes/links)
+__all__ += ["DynamicSeries"]
+
+
 class DynamicSeries(Series):
     """A :class:`Series` whose graph changes every step (a discrete-time dynamic graph).
 
@@ -561,9 +564,9 @@ def _load_pgt_other_layouts(doc, path, dtype):
     if "edge_mapping" in doc:  # England COVID: per-step mobility graphs, y [T, N]
         mapping = doc["edge_mapping"]
         if not isinstance(mapping, dict) or "edge_index" not in mapping:
+            got = sorted(mapping) if isinstance(mapping, dict) else repr(mapping)
             raise _pgt_error(path, f"edge_mapping must hold 'edge_index' (and "
-                                   f"'edge_weight'), got "
-                                   f"{sorted(mapping) if isinstance(mapping, dict) else mapping!r}")
+                                   f"'edge_weight'), got {got}")
         if "y" not in doc:
             raise _pgt_error(path, f"edge_mapping layout needs 'y' [T, nodes]; keys found: "
                                    f"{sorted(doc)}")
@@ -596,8 +599,8 @@ def _load_pgt_other_layouts(doc, path, dtype):
         for t in range(T):
             step = doc.get(str(t))
             if not isinstance(step, dict):
-                raise _pgt_error(path, f"step '{t}' (of {T} time periods) is missing or not "
-                                       f"an object")
+                raise _pgt_error(path, f"step '{t}' (of {T} time periods) is missing or "
+                                       f"not an object")
             steps.append(step)
         dynamic = "edges" in steps[0]
         if not dynamic and "edges" not in doc:
@@ -609,7 +612,8 @@ def _load_pgt_other_layouts(doc, path, dtype):
             parts = []
             for key in ("X", "y"):
                 if key in step:
-                    arr = _pgt_node_values(step[key], num_nodes, path, f"step '{t}' {key!r}")
+                    arr = _pgt_node_values(step[key], num_nodes, path,
+                                           f"step '{t}' {key!r}")
                     num_nodes = arr.shape[0]
                     if t == 0 and key == "y":
                         target = sum(p.shape[1] for p in parts)

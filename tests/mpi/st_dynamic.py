@@ -197,7 +197,8 @@ def errors(store):
     expect_error("negative node", lambda: DynamicGraph(store, "e", bad(1, np.array([[-1],
                  [0]])), None), contains=("edges[1]", "-1"))
     expect_error("wrong shape", lambda: DynamicGraph(store, "e", bad(2, np.zeros((3, 2),
-                 np.int64)), None, num_nodes=N), contains=("edges[2]", "[2, E_t]", "(3, 2)"))
+                 np.int64)), None, num_nodes=N),
+                 contains=("edges[2]", "[2, E_t]", "(3, 2)"))
     expect_error("float edges", lambda: DynamicGraph(store, "e", bad(2, np.zeros((2, 2))),
                  None, num_nodes=N), contains=("edges[2]", "float64"))
     w = list(gw)
