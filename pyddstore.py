@@ -19,15 +19,17 @@ Semantics kept from the original:
   contributions in rank order (within a group, see ``ddstore_width``).  A row is
   ``disp`` elements of ``itemsize`` bytes (``disp = prod(arr.shape[1:])``).
 - ``init(name, nrows, disp, itemsize=1)`` (collective) reserves ``nrows`` local rows;
-  ``update(name, arr, offset)`` (local) writes rows at local row ``offset``.  Updates
-  become visible to other ranks at the next ``epoch_begin``/``epoch_end``.
+  ``update(name, arr, offset)`` (local) writes rows at local row ``offset``.  Those
+  rows become visible to other ranks at the next ``epoch_begin`` (or ``sync()``).
 - ``get(name, arr, start=0)``: fills ``arr`` with ``arr.shape[0]`` rows from global row
   ``start``.  ``arr`` must have the variable's itemsize and ``disp`` elements per row; the
   bytes are copied as they are (the original is untyped too).  Unlike the original the
   range may span several ranks' chunks.
 - ``epoch_begin()`` / ``epoch_end()``: collective, as in the original (there they are
-  ``MPI_Win_fence``); here they make ``update`` writes visible.  Reads are passive-target
-  one-sided reads, so a ``get`` outside an epoch also works.
+  ``MPI_Win_fence``).  Reads here are passive-target one-sided reads and need no epoch,
+  so the pair is free: only the first ``epoch_begin`` after an ``init`` takes a barrier,
+  to publish the ``update`` writes that filled it.  Later ``update`` writes are published
+  by ``sync()`` (collective).  A ``get`` outside an epoch also works.
 - ``free()``: collective, safe to call twice.
 
 Additions: ``ddstore_width`` (groups of that many consecutive ranks, each holding a full
@@ -35,21 +37,32 @@ replica; what HydraGNN's ``DistDataset(ddstore_width=...)`` builds by splitting 
 communicator), ``get_batch(name, arr, indices)`` (newer DDStore; here local, not
 collective), ``size(name)`` and ``info(name)``.  Only ``method=0`` (MPI) exists; the
 libfabric methods 1 and 2 raise an error.  Errors are ``ddstore.DDStoreError``
-subclasses (they subclass ``ValueError``/``IndexError``, as the original's were).
+subclasses that are also what the original raised: a row range outside the variable is
+a :class:`PyDDStoreRangeError`, both ``ValueError`` (the original's) and
+``DDStoreIndexError``; bad arguments are ``DDStoreValueError`` (a ``ValueError``).
+
+Differences from the original: adding a name that exists raises (the original silently
+kept the old data); ``get`` ranges may span ranks; epochs are optional for reads.
 """
 import numpy as np
 
 import ddstore
 from ddstore.errors import DDStoreIndexError, DDStoreValueError
 
-__all__ = ["PyDDStore"]
+__all__ = ["PyDDStore", "PyDDStoreRangeError"]
+
+
+class PyDDStoreRangeError(DDStoreIndexError, ValueError):
+    """A row range outside the variable.  The original DDStore raised ``ValueError``
+    there, so this is both that and a :class:`ddstore.DDStoreIndexError`."""
 
 
 class _Info:
-    __slots__ = ("disp", "itemsize")
+    __slots__ = ("disp", "itemsize", "vid", "nrows")
 
-    def __init__(self, disp, itemsize):
+    def __init__(self, disp, itemsize, var):
         self.disp, self.itemsize = disp, itemsize
+        self.vid, self.nrows = var.vid, var.nrows  # the store variable, for fast reads
 
 
 def _as_numpy(arr, name, what):
@@ -116,6 +129,11 @@ class PyDDStore:
         self._store = ddstore.DDStore(comm, width=ddstore_width, transport=transport)
         self.ddstore_width = self._store.width
         self._info = {}
+        # True from a collective add/init until the next epoch_begin publishes the
+        # writes: the same on every rank, so the barrier is taken by all or by none
+        self._unpublished = False
+        self._read_range = self._store._read_range
+        self._read_rows = self._store._read_rows
 
     @property
     def store(self):
@@ -139,9 +157,9 @@ class PyDDStore:
             rows = _bytes_rows(local, local.shape[0])
         except Exception as exc:  # bad input on one rank: every rank raises, none waits
             error = exc
-        self._store.agree(error)
+        self._store.agree(error, call=("PyDDStore.add", name))
         self._store.add(name, rows)
-        self._info[name] = _Info(disp, local.itemsize)
+        self._info[name] = _Info(disp, local.itemsize, self._store._vars[name])
 
     def init(self, name, nrows, disp, itemsize=1):
         """Collective: reserve ``nrows`` local rows of ``disp`` elements of ``itemsize``
@@ -154,9 +172,11 @@ class PyDDStore:
                 error = DDStoreValueError(f"init {name!r}: {label}={value!r} must be an "
                                           f"integer >= {low}")
                 break
-        self._store.agree(error)  # collective: a bad argument on one rank fails all
+        # collective: a bad argument on one rank fails all
+        self._store.agree(error, call=("PyDDStore.init", name))
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
-        self._info[name] = _Info(int(disp), int(itemsize))
+        self._info[name] = _Info(int(disp), int(itemsize), self._store._vars[name])
+        self._unpublished = True
 
     def update(self, name, arr, offset=0):
         """Local: write rows ``arr`` into this rank's chunk at local row ``offset``."""
@@ -176,7 +196,27 @@ class PyDDStore:
                 f"{info.itemsize} bytes")
 
     def get(self, name, arr, start=0):
-        """Local: fill ``arr`` with ``arr.shape[0]`` rows from global row ``start``."""
+        """Local: fill ``arr`` with ``arr.shape[0]`` rows from global row ``start``.
+
+        The hot path of per-sample loaders: a numpy ``arr`` of the right layout goes
+        straight to the core, which checks the range; anything else (torch tensors, bad
+        input) takes the checked path below, which explains what is wrong.
+        """
+        info = self._info.get(name)
+        if info is not None and type(arr) is np.ndarray and type(start) is int and \
+                arr.ndim:
+            flags = arr.flags
+            count = arr.shape[0]
+            if (flags.c_contiguous and flags.writeable and arr.itemsize == info.itemsize
+                    and arr.size == count * info.disp):
+                try:
+                    self._read_range(info.vid, start, count, arr)
+                    return
+                except (DDStoreIndexError, OverflowError):
+                    pass  # explained by the checked path
+        self._get_checked(name, arr, start)
+
+    def _get_checked(self, name, arr, start):
         info = self._var(name)
         out = _as_numpy(arr, name, "get")
         if not out.flags.writeable:
@@ -187,14 +227,26 @@ class PyDDStore:
                                     f"{start!r}")
         count, total = out.shape[0], self._store.nrows(name)
         if start < 0 or start + count > total:
-            raise DDStoreIndexError(f"get {name!r}: rows [{start}, {start + count}) out "
-                                    f"of range [0, {total})")
+            raise PyDDStoreRangeError(f"get {name!r}: rows [{start}, {start + count}) out "
+                                      f"of range [0, {total})")
         if count:
-            self._store.read_ranges(name, [int(start)], [count],
-                                    out=_bytes_rows(out, count))
+            self._read_range(info.vid, int(start), count, out)
 
     def get_batch(self, name, arr, indices):
         """Local: row ``i`` of ``arr`` receives global row ``indices[i]``."""
+        info = self._info.get(name)
+        t = type(indices)
+        if (info is not None and type(arr) is np.ndarray and (t is list or t is tuple)
+                and 0 < len(indices) <= 16 and arr.ndim and arr.shape[0] == len(indices)
+                and all(type(i) is int for i in indices)):
+            flags = arr.flags
+            if (flags.c_contiguous and flags.writeable and arr.itemsize == info.itemsize
+                    and arr.size == len(indices) * info.disp):
+                try:
+                    self._read_rows(info.vid, indices, arr)
+                    return
+                except (DDStoreIndexError, OverflowError):
+                    pass  # explained by the checked path
         info = self._var(name)
         out = _as_numpy(arr, name, "get_batch")
         idx = np.asarray(indices)
@@ -205,7 +257,10 @@ class PyDDStore:
                                     f"{len(idx)} indices were given")
         self._check_row(name, info, out, "get_batch")
         if len(idx):
-            self._store.get_batch(name, idx, out=_bytes_rows(out, len(idx)))
+            try:
+                self._store.get_batch(name, idx, out=_bytes_rows(out, len(idx)))
+            except DDStoreIndexError as exc:
+                raise PyDDStoreRangeError(str(exc)) from None
 
     def size(self, name):
         """Global number of rows of ``name`` (in this rank's group)."""
@@ -218,17 +273,30 @@ class PyDDStore:
         return self._store.nrows(name), info.disp, info.itemsize
 
     def epoch_begin(self):
-        """Collective: open a read epoch (makes every rank's ``update`` visible)."""
-        self._store.sync()
+        """Collective: open a read epoch.
+
+        Reads here are passive-target and need no epoch, so the pair costs nothing,
+        except the first ``epoch_begin`` after an ``init`` (the original's way to fill a
+        variable with ``update``), which publishes the writes with one barrier.  Writes
+        made with ``update`` after that are published by :meth:`sync` (collective).
+        """
+        if self._unpublished:
+            self.sync()
 
     def epoch_end(self):
-        """Collective: close a read epoch."""
+        """Collective: close a read epoch (nothing to do: every ``get`` is complete when
+        it returns)."""
+
+    def sync(self):
+        """Collective: make every rank's ``update`` writes visible to all readers."""
         self._store.sync()
+        self._unpublished = False
 
     def free(self):
         """Collective: release the store.  Safe to call twice."""
         self._store.free()
         self._info.clear()
+        self._unpublished = False
 
     def __enter__(self):
         return self

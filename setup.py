@@ -14,7 +14,7 @@ setup(
                 "on MPI",
     packages=find_packages(include=["ddstore", "ddstore.*"]),
     py_modules=["pyddstore"],
-    python_requires=">=3.8",
+    python_requires=">=3.10",  # torch 2.x and numpy 2 need 3.10
     setup_requires=["cffi>=1.15"],
     cffi_modules=["python_bindings/build_ddstore.py:ffibuilder"],
     install_requires=["numpy", "mpi4py>=3.1", "cffi>=1.15", "tqdm"],

@@ -417,6 +417,28 @@ int dds_local_ptr(dds_store *s, int var_id, void **ptr)
     return DDS_OK;
 }
 
+int dds_member_ptr(dds_store *s, int var_id, int member, void **ptr, int64_t *nrows)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    if (member < 0 || member >= s->width)
+        return FAIL(s, DDS_ERANGE, "variable '%s': member %d out of range [0, %d)",
+                    v->name, member, s->width);
+    *ptr = member == s->group_rank ? v->base : v->peer_base[member];
+    *nrows = v->offsets[member + 1] - v->offsets[member];
+    return DDS_OK;
+}
+
+int dds_fail(dds_store *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 int dds_sync(dds_store *s)
 {
     if (!s) return DDS_ESTATE;
@@ -504,20 +526,24 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
         p->owner = -1;
         return DDS_OK;
     }
-    /* RMA: in pieces of at most DDS_MAX_GET_BYTES (per row when per_row) */
-    int64_t step = per_row ? v->row_bytes : DDS_MAX_GET_BYTES;
-    for (int64_t done = 0; done < p->bytes; done += step) {
-        int64_t n = p->bytes - done < step ? p->bytes - done : step;
-        int rc;
-        if (per_row) {
-            rc = MPI_Win_lock(MPI_LOCK_SHARED, p->owner, 0, v->rma_win);
-            if (rc == MPI_SUCCESS)
-                rc = MPI_Get(p->dst + done, (int)n, MPI_BYTE, p->owner,
-                             (MPI_Aint)(p->disp + done), (int)n, MPI_BYTE, v->rma_win);
-            if (rc == MPI_SUCCESS) rc = MPI_Win_unlock(p->owner, v->rma_win);
-        } else {
+    /* RMA: in pieces of at most DDS_MAX_GET_BYTES (MPI counts are int); with per_row,
+     * each row in its own lock/unlock epoch (a row may itself need several pieces) */
+    int64_t row = per_row ? v->row_bytes : p->bytes;
+    for (int64_t first = 0; first < p->bytes; first += row) {
+        int64_t end = first + row < p->bytes ? first + row : p->bytes;
+        int rc = per_row ? MPI_Win_lock(MPI_LOCK_SHARED, p->owner, 0, v->rma_win)
+                         : MPI_SUCCESS;
+        int locked = per_row && rc == MPI_SUCCESS;
+        for (int64_t done = first; done < end && rc == MPI_SUCCESS;
+             done += DDS_MAX_GET_BYTES) {
+            int64_t n = end - done < DDS_MAX_GET_BYTES ? end - done : DDS_MAX_GET_BYTES;
             rc = MPI_Get(p->dst + done, (int)n, MPI_BYTE, p->owner,
                          (MPI_Aint)(p->disp + done), (int)n, MPI_BYTE, v->rma_win);
+        }
+        if (locked) {
+            int rc2 = MPI_Win_unlock(p->owner, v->rma_win);
+            if (rc == MPI_SUCCESS) rc = rc2;
+        } else if (!per_row) {
             touched[p->owner] = 1;
         }
         if (rc != MPI_SUCCESS) {
@@ -529,20 +555,63 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
     return DDS_OK;
 }
 
+/* Every range inside [0, nrows); *total = rows in all (no overflow: each count <= nrows
+ * and the sum is checked against the largest buffer a process can address). */
+static int check_ranges(dds_store *s, const struct dds_var *v, const int64_t *starts,
+                        const int64_t *counts, int64_t n, int64_t *total)
+{
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t count = counts ? counts[i] : 1;
+        if (count < 0)
+            return FAIL(s, DDS_EINVAL, "variable '%s': count %lld (request %lld) must be "
+                        ">= 0", v->name, (long long)count, (long long)i);
+        if (starts[i] < 0 || starts[i] > v->nrows - count) {
+            /* start + count may overflow int64: print it as a double when it would */
+            if (starts[i] > INT64_MAX - count)
+                return FAIL(s, DDS_ERANGE, "variable '%s': rows [%lld, %.0f) (request %lld) "
+                            "out of range [0, %lld)", v->name, (long long)starts[i],
+                            (double)starts[i] + (double)count, (long long)i,
+                            (long long)v->nrows);
+            return FAIL(s, DDS_ERANGE, "variable '%s': rows [%lld, %lld) (request %lld) "
+                        "out of range [0, %lld)", v->name, (long long)starts[i],
+                        (long long)(starts[i] + count), (long long)i, (long long)v->nrows);
+        }
+        if (count > INT64_MAX / 2 - sum)
+            return FAIL(s, DDS_ENOMEM, "variable '%s': %lld requests ask for more than "
+                        "2^62 rows in all", v->name, (long long)n);
+        sum += count;
+    }
+    if (v->row_bytes > 0 && sum > (INT64_MAX / 2) / v->row_bytes)
+        return FAIL(s, DDS_ENOMEM, "variable '%s': %lld rows of %lld bytes do not fit in "
+                    "one buffer", v->name, (long long)sum, (long long)v->row_bytes);
+    *total = sum;
+    return DDS_OK;
+}
+
+int dds_ranges_total(dds_store *s, int var_id, const int64_t *starts,
+                     const int64_t *counts, int64_t n, int64_t *total)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    return check_ranges(s, v, starts, counts, n, total);
+}
+
+int dds_read_range(dds_store *s, int var_id, int64_t start, int64_t count, void *out)
+{
+    return dds_read(s, var_id, &start, &count, 1, out, 0);
+}
+
 int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *counts,
              int64_t n, void *out, int flags)
 {
     struct dds_var *v;
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t count = counts ? counts[i] : 1;
-        if (starts[i] < 0 || count < 0 || starts[i] > v->nrows - count)
-            return FAIL(s, DDS_ERANGE, "variable '%s': rows [%lld, %lld) (request %lld) "
-                        "out of range [0, %lld)", v->name, (long long)starts[i],
-                        (long long)(starts[i] + count), (long long)i,
-                        (long long)v->nrows);
-    }
+    int64_t total;
+    rc = check_ranges(s, v, starts, counts, n, &total);
+    if (rc) return rc;
     int per_row = (flags & DDS_READ_PER_ROW_LOCK) && v->rma_win != MPI_WIN_NULL;
     char touched_stack[DDS_TOUCHED_ON_STACK], *touched = touched_stack;
     if (v->rma_win != MPI_WIN_NULL) {

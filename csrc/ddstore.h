@@ -80,6 +80,11 @@ int dds_write_local(dds_store *store, int var_id, int64_t offset, const void *sr
 /* Local.  Address of this rank's chunk (NULL when it holds no rows). */
 int dds_local_ptr(dds_store *store, int var_id, void **ptr);
 
+/* Local.  Address of group member `member`'s chunk when this rank can read it by plain
+ * loads (its own chunk, or a node-local peer's in shared memory), else NULL (read it
+ * with dds_read); *nrows is the member's number of rows either way. */
+int dds_member_ptr(dds_store *store, int var_id, int member, void **ptr, int64_t *nrows);
+
 /* COLLECTIVE.  Make every rank's local writes visible to every reader. */
 int dds_sync(dds_store *store);
 
@@ -97,8 +102,66 @@ int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets);
 int dds_read(dds_store *store, int var_id, const int64_t *starts, const int64_t *counts,
              int64_t n, void *out, int flags);
 
+/* Local.  Check ranges as dds_read does, without reading: *total is the number of rows
+ * they hold in all (what the caller must allocate).  Counts < 0 give DDS_EINVAL, ranges
+ * outside [0, nrows) DDS_ERANGE, a total too large for one buffer DDS_ENOMEM. */
+int dds_ranges_total(dds_store *store, int var_id, const int64_t *starts,
+                     const int64_t *counts, int64_t n, int64_t *total);
+
+/* Local (one-sided).  dds_read of the one range [start, start + count). */
+int dds_read_range(dds_store *store, int var_id, int64_t start, int64_t count, void *out);
+
 /* Bytes of row data this rank holds. */
 int64_t dds_local_bytes(const dds_store *store);
+
+/* ================================================================== temporal graphs
+ * (csrc/temporal.c, used by ddstore.temporal)
+ *
+ * A T-CSR: the neighbour lists of all nodes, each sorted by timestamp (ties in edge
+ * order), concatenated in node order into three store variables of equal row count:
+ * `nbr` (int64 neighbour id), `ts` (double timestamp) and `eid` (int64 edge id).  Group
+ * member g holds the lists of nodes [node_offsets[g], node_offsets[g + 1]), so its chunk
+ * is the global rows [indptr[node_offsets[g]], indptr[node_offsets[g + 1]]).  `indptr`
+ * (num_nodes + 1 global rows) and `node_offsets` are replicated metadata.
+ */
+/* Local.  Set the store's error message (for C files that extend the core); returns
+ * `code`. */
+int dds_fail(dds_store *store, int code, const char *fmt, ...);
+
+typedef struct dds_tcsr {
+    int nbr_var, ts_var, eid_var;
+    int64_t num_nodes;
+    const int64_t *indptr;       /* [num_nodes + 1] */
+    const int64_t *node_offsets; /* [group_size + 1] */
+    /* lists of members that are not load-readable are fetched whole (ts, nbr, eid) when
+     * they have at most fetch_whole_max * max(1, roots asking / 2) entries; longer ones
+     * are binary-searched remotely (one batched read per step); <= 0 means 2048 */
+    int64_t fetch_whole_max;
+    /* uniform draws from a list that is not load-readable read its whole eligible range
+     * in one piece when it has at most range_factor * k entries, else one row per draw;
+     * <= 0 means 64 */
+    int64_t range_factor;
+} dds_tcsr;
+
+enum dds_sample_strategy {
+    DDS_SAMPLE_RECENT = 0,  /* the k eligible edges with the latest timestamps */
+    DDS_SAMPLE_UNIFORM = 1  /* k draws with replacement when more than k are eligible */
+};
+
+/* Local (one-sided).  One layer of temporal neighbour sampling for `n` roots
+ * (`roots[i]` at time `root_ts[i]`).  Only edges with timestamp strictly before the
+ * root's time are eligible.  `recent`: the last min(k, eligible) eligible edges, in list
+ * (time) order.  `uniform`: all eligible edges in list order when there are at most k,
+ * else k draws with replacement, in draw order, from a random stream that depends only
+ * on (seed, epoch, layer, i), not on the rank or the store's layout.
+ * Outputs (capacity n * k each), compact in root order: row[j] (root position), nbr[j],
+ * eid[j], ets[j] (edge timestamp); *count is the number written.  Lists held by members
+ * that are not load-readable are fetched with batched dds_read calls. */
+int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *roots,
+                        const double *root_ts, int64_t n, int64_t k, int strategy,
+                        uint64_t seed, uint64_t epoch, int layer, int64_t *row,
+                        int64_t *nbr, int64_t *eid, double *ets, int64_t *count);
+/* ================================================================== end temporal */
 
 #ifdef __cplusplus
 }

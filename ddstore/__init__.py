@@ -11,7 +11,8 @@ Quick start (run under ``mpiexec``)::
         batch = store.get_batch("x", [5, 0, 5])  # one-sided, any rows of the group
 
 Subpackages ``ddstore.graphs`` (PyG graph samples) and ``ddstore.spatiotemporal``
-(index-batched windows) import torch and are loaded on first use.
+(index-batched windows) import torch and are loaded on first use; so is
+``ddstore.temporal`` (temporal graphs: T-CSR, temporal neighbour sampling).
 """
 import importlib
 
@@ -24,7 +25,7 @@ __version__ = "0.1.0"
 __all__ = ["DDStore", "partition", "DDStoreError", "DDStoreValueError",
            "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError"]
 
-_LAZY = ("graphs", "spatiotemporal", "bench", "sources")
+_LAZY = ("graphs", "spatiotemporal", "temporal", "bench", "sources")
 
 
 def __getattr__(name):

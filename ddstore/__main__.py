@@ -4,6 +4,7 @@
     mpiexec -n 2 python -m ddstore bench-core        # ddstore.bench.core
     mpiexec -n 2 python -m ddstore bench-graphs      # ddstore.bench.graphs
     python -m ddstore bench-spatiotemporal           # ddstore.bench.spatiotemporal
+    mpiexec -n 2 python -m ddstore bench-temporal    # ddstore.bench.temporal
 
 ``demo`` fills a store (each rank adds its chunk), reads every row back from every rank
 in shuffled mini-batches, checks each byte, and prints read latency and bandwidth.
@@ -87,23 +88,39 @@ def demo(argv):
 
 
 COMMANDS = {
-    "demo": demo,
-    "bench-core": lambda argv: importlib.import_module("ddstore.bench.core").main(argv),
-    "bench-graphs": lambda argv: importlib.import_module("ddstore.bench.graphs").main(argv),
-    "bench-spatiotemporal": lambda argv: importlib.import_module(
-        "ddstore.bench.spatiotemporal").main(argv),
+    "demo": (demo, "fill a store, read every row back from every rank, check each byte"),
+    "bench-core": ("ddstore.bench.core", "core read benchmark (mpiexec -n 2)"),
+    "bench-graphs": ("ddstore.bench.graphs", "graph loading benchmark (mpiexec -n 2)"),
+    "bench-spatiotemporal": ("ddstore.bench.spatiotemporal",
+                             "index-batching benchmark (one process)"),
+    "bench-temporal": ("ddstore.bench.temporal",
+                       "temporal neighbour sampling benchmark (mpiexec -n 2)"),
+    "bench-compat": ("ddstore.bench.compat", "pyddstore benchmark (mpiexec -n 2)"),
 }
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m ddstore", description="ddstore command line (run under mpiexec; "
+        "each command takes its own options, see: python -m ddstore COMMAND --help)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, text) in COMMANDS.items():
+        # the command parses its own options (and its own --help)
+        sub.add_parser(name, help=text, description=text, add_help=False)
+    return parser
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    # exits 0 on --help, 2 with a message on a missing or unknown command
+    args, rest = build_parser().parse_known_args(argv)
     from mpi4py import MPI
     logging.basicConfig(level=logging.INFO if MPI.COMM_WORLD.Get_rank() == 0 else
                         logging.WARNING, format="[ddstore] %(message)s")
-    if not argv or argv[0] not in COMMANDS:
-        print(__doc__)
-        return 0 if not argv else 2
-    return COMMANDS[argv[0]](argv[1:]) or 0
+    target = COMMANDS[args.command][0]
+    if isinstance(target, str):
+        target = importlib.import_module(target).main
+    return target(rest) or 0
 
 
 if __name__ == "__main__":

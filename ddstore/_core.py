@@ -110,6 +110,45 @@ class Core:
                                           ffi.from_buffer("int64_t[]", offsets)))
         return offsets
 
+    def range_reader(self):
+        """A function ``read(var, start, count, out)``: rows ``[start, start + count)``
+        into ``out`` (a writable C-contiguous buffer of the right size); the core checks
+        the range.  The hot path of single-row reads, so everything it needs is bound
+        once here instead of looked up per call.  Use it only while the store is alive
+        (the caller checks: a freed store has no variables to read)."""
+        handle, read_range, from_buffer, check = (self._handle, lib.dds_read_range,
+                                                  ffi.from_buffer, self._check)
+
+        def read(var, start, count, out):
+            rc = read_range(handle[0], var, start, count, from_buffer(out))
+            if rc:
+                check(rc)
+        return read
+
+    def rows_reader(self):
+        """A function ``read(var, rows, out)`` for a short Python sequence of Python ints
+        ``rows`` (one row each, in order): no numpy index array is built.  Bound once,
+        like :meth:`range_reader`."""
+        handle, read, new, from_buffer, null, check = (
+            self._handle, lib.dds_read, ffi.new, ffi.from_buffer, ffi.NULL, self._check)
+
+        def read_rows(var, rows, out):
+            rc = read(handle[0], var, new("int64_t[]", rows), null, len(rows),
+                      from_buffer(out), 0)
+            if rc:
+                check(rc)
+        return read_rows
+
+    def ranges_total(self, var, starts, counts):
+        """Check ranges as :meth:`read` would; return the rows they hold in all."""
+        total = ffi.new("int64_t *")
+        self._check(lib.dds_ranges_total(self._handle[0], var,
+                                         ffi.from_buffer("int64_t[]", starts),
+                                         ffi.NULL if counts is None else
+                                         ffi.from_buffer("int64_t[]", counts),
+                                         starts.shape[0], total))
+        return total[0]
+
     def read(self, var, starts, counts, out, flags=0):
         """``starts``/``counts``: C-contiguous int64 arrays of equal length; ``counts``
         None reads one row per start."""
@@ -121,3 +160,45 @@ class Core:
 
     def local_bytes(self):
         return lib.dds_local_bytes(self._handle[0])
+
+
+SAMPLE_STRATEGIES = {"recent": lib.DDS_SAMPLE_RECENT, "uniform": lib.DDS_SAMPLE_UNIFORM}
+
+
+class TCSR:
+    """A ``dds_tcsr`` over three variables of ``core`` (see ``csrc/ddstore.h``).  Keeps
+    the replicated ``indptr`` and ``node_offsets`` arrays alive for the C sampler."""
+
+    def __init__(self, core, nbr_var, ts_var, eid_var, indptr, node_offsets,
+                 fetch_whole_max=0, range_factor=0):
+        self._core = core
+        self._indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self._node_offsets = np.ascontiguousarray(node_offsets, dtype=np.int64)
+        self._c = ffi.new("dds_tcsr *")
+        self._c.nbr_var, self._c.ts_var, self._c.eid_var = nbr_var, ts_var, eid_var
+        self._c.num_nodes = self._indptr.shape[0] - 1
+        self._c.indptr = ffi.from_buffer("int64_t[]", self._indptr)
+        self._c.node_offsets = ffi.from_buffer("int64_t[]", self._node_offsets)
+        self._c.fetch_whole_max = int(fetch_whole_max)
+        self._c.range_factor = int(range_factor)
+
+    def sample(self, roots, root_ts, k, strategy, seed, epoch, layer):
+        """One layer: ``(row, nbr, eid, ets)`` arrays of the sampled edges (compact, in
+        root order).  ``roots`` int64 and ``root_ts`` float64, C-contiguous, same length."""
+        n = roots.shape[0]
+        cap = n * k
+        row = np.empty(cap, dtype=np.int64)
+        nbr = np.empty(cap, dtype=np.int64)
+        eid = np.empty(cap, dtype=np.int64)
+        ets = np.empty(cap, dtype=np.float64)
+        count = ffi.new("int64_t *")
+        core = self._core
+        if not core.alive:
+            raise DDStoreStateError("this DDStore has been freed; create a new one")
+        core._check(lib.dds_temporal_sample(
+            core._handle[0], self._c, ffi.from_buffer("int64_t[]", roots),
+            ffi.from_buffer("double[]", root_ts), n, k, strategy, seed, epoch, layer,
+            ffi.from_buffer("int64_t[]", row), ffi.from_buffer("int64_t[]", nbr),
+            ffi.from_buffer("int64_t[]", eid), ffi.from_buffer("double[]", ets), count))
+        m = count[0]
+        return row[:m], nbr[:m], eid[:m], ets[:m]

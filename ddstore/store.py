@@ -14,15 +14,18 @@ over the whole communicator: every rank calls them, in the same order.
 import atexit
 import os
 import sys
+import time
 
 import numpy as np
 
 from . import _core
-from .errors import (DDStoreError, DDStoreIndexError, DDStoreStateError,
-                     DDStoreValueError)
+from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
+                     DDStoreStateError, DDStoreValueError)
 
-__all__ = ["DDStore", "partition", "as_indices"]
+__all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception"]
 
+# batches up to this length given as lists of ints skip the numpy index array
+_SHORT_BATCH = 16
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 _STORABLE_KINDS = "biufcmM"
 
@@ -48,16 +51,38 @@ def partition(total, parts, index):
     return start, start + base + (1 if index < rem else 0)
 
 
-def as_indices(indices, what):
+def as_indices(indices, what, limit=None):
     """``indices`` (a sequence, numpy array or CPU tensor of integers) as a C-contiguous
     1-D int64 array, without a copy when it already is one; ``what`` names the caller
-    in the error raised for anything else.  Ranges are the caller's to check."""
+    in the error raised for anything else.  Values beyond the int64 range raise a
+    :class:`DDStoreIndexError` that shows them as given (``limit``, if known, is named as
+    the bound).  Other ranges are the caller's to check."""
     if (type(indices) is np.ndarray and indices.dtype == np.int64 and
             indices.ndim == 1 and indices.flags.c_contiguous):
         return indices  # the common case, without copies
-    idx = np.asarray(indices)
+    try:
+        idx = np.asarray(indices)
+    except Exception as exc:  # ragged nesting and the like
+        raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers "
+                                f"({type(exc).__name__}: {exc})") from None
     if idx.size == 0:
         return np.zeros(0, dtype=np.int64)
+    # integers beyond int64: numpy makes them uint64, float64 (mixed with negatives) or
+    # object; look at the values as given
+    if idx.ndim == 1 and (idx.dtype == np.uint64 or (
+            idx.dtype.kind in "fO" and isinstance(indices, (list, tuple)))):
+        values = idx.tolist() if idx.dtype == np.uint64 else list(indices)
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+               for v in values):
+            values = [int(v) for v in values]
+            top = np.iinfo(np.int64)
+            pos = next((p for p, v in enumerate(values) if not top.min <= v <= top.max),
+                       None)
+            if pos is not None:
+                bound = f" [0, {limit})" if limit is not None else " (beyond int64)"
+                raise DDStoreIndexError(f"{what}: index {values[pos]} (position {pos}) "
+                                        f"out of range{bound}")
+            return np.array(values, dtype=np.int64)
     if idx.dtype.kind not in "iu" or idx.ndim != 1:
         raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers, got "
                                 f"dtype {idx.dtype} shape {idx.shape}")
@@ -92,17 +117,96 @@ _LIVE_CORES = []
 def _free_live_stores():
     """Free live stores at a clean interpreter exit (collective, newest first).
 
-    When an uncaught exception is ending this rank, the other ranks are not exiting with
-    it, so a collective free would wait for them forever: then the windows are left to
-    MPI_Finalize and the operating system instead.
+    When an uncaught exception is ending this rank (and the abort hook is switched off),
+    or ``python -m mpi4py`` is about to abort the job (``sys.exit(n)`` with ``n != 0``
+    under it), the other ranks are not exiting with it, so a collective free would wait
+    for them forever: then the windows are left to MPI_Abort / MPI_Finalize and the
+    operating system instead.
     """
-    if getattr(sys, "last_value", None) is not None:
+    if getattr(sys, "last_value", None) is not None or _ABORT["status"]:
         return
     from mpi4py import MPI
     if MPI.Is_finalized():
         return
     while _LIVE_CORES:
         _LIVE_CORES.pop().free()
+
+
+# ------------------------------------------------------------------ failure behaviour
+_ABORT = {"enabled": os.environ.get("DDSTORE_ABORT_ON_EXCEPTION", "1").strip().lower()
+          not in ("0", "false", "no", "off"), "installed": False, "status": 0}
+
+
+def abort_on_exception(enabled=True):
+    """Choose what an uncaught exception on one rank does to a multi-rank job.
+
+    ``True`` (the default; environment ``DDSTORE_ABORT_ON_EXCEPTION=0`` sets ``False``):
+    once a :class:`DDStore` exists, an uncaught exception prints its traceback as usual
+    and then calls ``MPI_Abort(MPI_COMM_WORLD, 1)``, which ends every rank of the job
+    with a non-zero exit code, as ``python -m mpi4py`` does.  Without it the other ranks
+    would wait forever for the failed one in their next collective call (or in the
+    collective free at exit).  ``False``: the interpreter exits as Python decides and
+    the other ranks may hang; use it only where something else (``python -m mpi4py``,
+    your own handler) ends the job.  Returns the previous setting.
+    """
+    previous = _ABORT["enabled"]
+    _ABORT["enabled"] = bool(enabled)
+    return previous
+
+
+def _install_abort_hook():
+    """Chain ``sys.excepthook`` once (at the first store): print, then abort the job."""
+    if _ABORT["installed"]:
+        return
+    _ABORT["installed"] = True
+    previous = sys.excepthook
+
+    def _ddstore_excepthook(exc_type, exc, tb):
+        previous(exc_type, exc, tb)
+        if not _ABORT["enabled"]:
+            return
+        from mpi4py import MPI
+        if (not MPI.Is_initialized() or MPI.Is_finalized() or
+                MPI.COMM_WORLD.Get_size() == 1):
+            return
+        try:
+            sys.stdout.flush()
+            sys.stderr.write(f"[ddstore] rank {MPI.COMM_WORLD.Get_rank()}: uncaught "
+                             f"{exc_type.__name__}; aborting the MPI job (see "
+                             f"ddstore.abort_on_exception)\n")
+            sys.stderr.flush()
+            # the launcher forwards output asynchronously and stops forwarding when the
+            # job is aborted: give it a moment to pass the traceback on
+            time.sleep(0.5)
+        finally:
+            MPI.COMM_WORLD.Abort(1)
+
+    sys.excepthook = _ddstore_excepthook
+
+    # ``python -m mpi4py`` records a non-zero exit status (sys.exit(n), an exception)
+    # and aborts in its own exit handler: note it, so that the collective free at exit
+    # does not run first and wait for ranks that are not exiting.
+    from mpi4py import MPI
+    record = getattr(MPI, "_set_abort_status", None)
+    if record is not None:
+        def _set_abort_status(status):
+            _ABORT["status"] = status
+            return record(status)
+        MPI._set_abort_status = _set_abort_status
+
+
+def _ranks(ranks):
+    return f"rank {ranks[0]}" if len(ranks) == 1 else \
+        f"ranks {', '.join(map(str, ranks))}"
+
+
+def as_int(value, what):
+    """``value`` as a Python int if it is an integer (Python or numpy, not bool); a
+    :class:`DDStoreValueError` naming ``what`` and the value otherwise (floats are never
+    truncated)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    raise DDStoreValueError(f"{what} must be an integer, got {value!r}")
 
 
 class DDStore:
@@ -161,9 +265,12 @@ class DDStore:
         self.shm_peers = self._core.shm_peers
         self.group = self.rank // width
         self._group_comm = comm.Split(self.group, self.rank)
+        self._read_range = self._core.range_reader()
+        self._read_rows = self._core.rows_reader()
         self._vars = {}
         self._records = {}
         _LIVE_CORES.append(self._core)
+        _install_abort_hook()
 
     @staticmethod
     def _check_settings(size, width, transport):
@@ -225,23 +332,50 @@ class DDStore:
             raise DDStoreStateError("this DDStore has been freed; create a new one")
 
     # ------------------------------------------------------------------ helpers
-    def agree(self, error=None):
+    def agree(self, error=None, call=None):
         """Collective: raise on every rank if any rank passes an error.
 
         ``error`` is None, an exception, or ``(exception class, message)``.  Layers that
         do local work inside a collective step (reading a file, filling a chunk) call this
         before the next collective call, so that a failure on one rank becomes a
         :class:`DDStoreError` on all ranks (naming the failing ranks) instead of a hang.
+
+        ``call`` (e.g. ``("GraphDataset.from_adios", name)``) names the collective step
+        this rank is in; if ranks name different steps (a different name, or calls made
+        in a different order) every rank raises a :class:`DDStoreValueError` naming the
+        ranks and their calls, before anything is created.
         """
         if isinstance(error, BaseException):
             cls = type(error) if isinstance(error, DDStoreError) else DDStoreValueError
             error = (cls, f"{type(error).__name__}: {error}"
                      if not isinstance(error, DDStoreError) else str(error))
-        self._agree(error)
+        self._collective(call, error)
 
     def _agree(self, error):
         """Collective: raise on every rank if any rank reports an error message."""
-        self._raise_errors(self.comm.allgather(error))
+        self._collective(None, error)
+
+    def _collective(self, call, error, extra=None):
+        """Collective: check that every rank is in the same ``call`` (an ``(operation,
+        name)`` pair, or None), then raise on every rank if any reports an error;
+        return every rank's ``extra`` (metadata the caller compares itself)."""
+        if call is not None:
+            op, name = call
+            call = (str(op), name if isinstance(name, str) else repr(name))
+        info = self.comm.allgather((call, error, extra))
+        calls = [c for c, _, _ in info]
+        if any(c != calls[0] for c in calls):
+            by_call = {}
+            for r, c in enumerate(calls):
+                by_call.setdefault(c, []).append(r)
+            detail = "; ".join(f"{_ranks(rs)} called "
+                               + (f"{c[0]}({c[1]!r})" if c else "another collective")
+                               for c, rs in by_call.items())
+            raise DDStoreValueError(
+                f"collective calls out of step: every rank must make the same collective "
+                f"calls, in the same order, with the same names ({detail})")
+        self._raise_errors([e for _, e, _ in info])
+        return [x for _, _, x in info]
 
     @staticmethod
     def _raise_errors(errors):
@@ -253,10 +387,8 @@ class DDStore:
                 by_message.setdefault(e[1], []).append(r)
         if by_message:
             cls = next(e for e in errors if e is not None)[0]
-            raise cls("; ".join(
-                f"rank {ranks[0]}: {msg}" if len(ranks) == 1 else
-                f"ranks {', '.join(map(str, ranks))}: {msg}"
-                for msg, ranks in by_message.items()))
+            raise cls("; ".join(f"{_ranks(ranks)}: {msg}"
+                                for msg, ranks in by_message.items()))
 
     def _var(self, name):
         self._alive()
@@ -291,15 +423,14 @@ class DDStore:
         vid = self._core.add(name, n_local, row_bytes)
         return _Var(name, vid, dtype, tuple(row_shape), n_local, self._core.nrows(vid))
 
-    def _agree_layout(self, name, error, dtype, row_shape):
-        """Collective: every rank checks its local error and that dtype/shape agree."""
-        info = self.comm.allgather((error, None if dtype is None else dtype.str,
-                                    row_shape))
-        self._raise_errors([e for e, _, _ in info])
-        kinds = {(d, s) for _, d, s in info}
-        if len(kinds) > 1:
+    def _agree_layout(self, op, name, error, dtype, row_shape):
+        """Collective: every rank is in ``op(name)``, checks its local error, and dtype
+        and row shape agree."""
+        info = self._collective((op, name), error,
+                                (None if dtype is None else dtype.str, row_shape))
+        if len(set(info)) > 1:
             detail = ", ".join(f"rank {r}: dtype {d}, row shape {s}"
-                               for r, (_, d, s) in enumerate(info))
+                               for r, (d, s) in enumerate(info))
             raise DDStoreValueError(f"variable {name!r}: dtype or row shape differs "
                                     f"between ranks ({detail})")
 
@@ -329,7 +460,7 @@ class DDStore:
                          f"variable {name!r}: rows must have at least one dimension "
                          f"[n_local, *row_shape], got a scalar")
         ok = error is None
-        self._agree_layout(name, error, arr.dtype if ok else None,
+        self._agree_layout("add", name, error, arr.dtype if ok else None,
                            arr.shape[1:] if ok else None)
         var = self._create(name, arr.shape[0], arr.dtype, arr.shape[1:])
         self._vars[name] = var
@@ -350,8 +481,8 @@ class DDStore:
         if error is None:
             try:
                 dt = np.dtype(dtype)
-                shape = tuple(int(s) for s in (row_shape if np.iterable(row_shape)
-                                               else (row_shape,)))
+                shape = tuple(as_int(s, "row_shape entry") for s in (
+                    row_shape if np.iterable(row_shape) else (row_shape,)))
             except (TypeError, ValueError) as exc:
                 error = (DDStoreValueError, f"variable {name!r}: bad dtype or row_shape: "
                                             f"{exc}")
@@ -364,7 +495,8 @@ class DDStore:
             error = (DDStoreValueError,
                      f"variable {name!r}: n_local={n_local!r} must be an integer >= 0")
         ok = error is None
-        self._agree_layout(name, error, dt if ok else None, shape if ok else None)
+        self._agree_layout("init", name, error, dt if ok else None,
+                           shape if ok else None)
         self._vars[name] = self._create(name, int(n_local), dt, shape)
 
     def update(self, name, rows, offset=0):
@@ -383,7 +515,7 @@ class DDStore:
                 raise DDStoreValueError(f"update {name!r}: dtype {arr.dtype} cannot be "
                                         f"cast to the variable's dtype {var.dtype}")
             arr = arr.astype(var.dtype)
-        offset = int(offset)
+        offset = as_int(offset, f"update {name!r}: offset")
         if offset < 0 or offset + arr.shape[0] > var.n_local:
             raise DDStoreIndexError(
                 f"update {name!r}: rows [{offset}, {offset + arr.shape[0]}) outside the "
@@ -404,7 +536,7 @@ class DDStore:
         if name not in self._vars and name not in self._records:
             error = (DDStoreValueError, f"unknown variable {name!r}; known: "
                                         f"{self.variables()}")
-        self._agree(error)
+        self._collective(("remove", name), error)
         if name in self._records:
             for var in self._records.pop(name).fields.values():
                 self._core.remove(var.vid)
@@ -412,6 +544,9 @@ class DDStore:
             self._core.remove(self._vars.pop(name).vid)
 
     # ------------------------------------------------------------------ reading
+    # Every read checks its ranges before it allocates anything.  Single-row reads are
+    # the hot path (code written for other systems reads one sample per call): the core
+    # checks the range, Python only turns a failure into a message.
     def _check_indices(self, what, name, idx, limit):
         if idx.size:
             low, high = int(idx.min()), int(idx.max())
@@ -421,16 +556,34 @@ class DDStore:
                 raise DDStoreIndexError(f"{what} {name!r}: index {bad} (position {pos}) "
                                         f"out of range [0, {limit})")
 
-    @staticmethod
-    def _as_indices(indices, what, name):
-        return as_indices(indices, f"{what} {name!r}")
+    def _lookup(self, name):
+        """The variable's metadata: one dict lookup on the hot path, messages otherwise."""
+        try:
+            return self._vars[name]
+        except (KeyError, TypeError):
+            return self._var(name)
 
-    def get(self, name, index):
-        """Local: global row ``index`` of variable ``name`` (a copy)."""
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise DDStoreValueError(f"get {name!r}: index must be an integer, got "
-                                    f"{index!r}")
-        return self.get_batch(name, [int(index)])[0]
+    def get(self, name, index, out=None):
+        """Local: global row ``index`` of variable ``name``.
+
+        Returns a new array of the row shape (a numpy scalar for 0-d rows), or fills and
+        returns ``out`` (a C-contiguous writable array of the row's shape and dtype), which
+        allocates nothing.  ``index`` must be an integer in ``[0, nrows)``.
+        """
+        try:
+            var = self._vars[name]
+        except (KeyError, TypeError):
+            var = self._var(name)  # raises: unknown name, records, freed store
+        if type(index) is not int:
+            index = as_int(index, f"get {name!r}: index")
+        buf = (np.empty(var.row_shape, var.dtype) if out is None else
+               self._out(var, var.row_shape, out))
+        try:
+            self._read_range(var.vid, index, 1, buf)
+        except (DDStoreIndexError, OverflowError):
+            raise DDStoreIndexError(f"get {name!r}: index {index} out of range "
+                                    f"[0, {var.nrows})") from None
+        return buf if (out is not None or var.row_shape) else buf[()]
 
     def get_batch(self, name, indices, out=None):
         """Local: rows ``indices`` of ``name``, in request order, as ``[len, *row_shape]``.
@@ -440,10 +593,27 @@ class DDStore:
         be a C-contiguous writable array of the right dtype and shape; it is filled and
         returned.
         """
-        var = self._var(name)
-        idx = self._as_indices(indices, "get_batch", name)
-        out = self._out(var, len(idx), out)
-        if len(idx):
+        try:
+            var = self._vars[name]
+        except (KeyError, TypeError):
+            var = self._var(name)  # raises: unknown name, records, freed store
+        # a short list of Python ints (what per-sample code passes) goes to the core as
+        # it is; anything else becomes an int64 array first
+        t = type(indices)
+        if (t is list or t is tuple) and 0 < len(indices) <= _SHORT_BATCH and all(
+                type(i) is int for i in indices):
+            buf = (np.empty((len(indices),) + var.row_shape, var.dtype) if out is None
+                   else self._out(var, (len(indices),) + var.row_shape, out))
+            try:
+                self._read_rows(var.vid, indices, buf)
+                return buf
+            except (DDStoreIndexError, OverflowError):
+                pass  # explained below, with the position of the bad index
+        idx = as_indices(indices, f"get_batch {name!r}", var.nrows)
+        n = idx.shape[0]
+        out = (np.empty((n,) + var.row_shape, dtype=var.dtype) if out is None else
+               self._out(var, (n,) + var.row_shape, out))
+        if n:
             try:  # the core checks every index; explain a failure in user terms
                 self._core.read(var.vid, idx, None, out)
             except DDStoreIndexError:
@@ -451,46 +621,59 @@ class DDStore:
                 raise
         return out
 
-    def get_range(self, name, start, count):
-        """Local: ``count`` consecutive global rows from ``start`` (may span owners)."""
-        var = self._var(name)
-        start, count = int(start), int(count)
-        if count < 0 or start < 0 or start + count > var.nrows:
+    def get_range(self, name, start, count, out=None):
+        """Local: ``count`` consecutive global rows from ``start`` (may span owners), as
+        ``[count, *row_shape]``; ``out`` as in :meth:`get_batch`."""
+        var = self._lookup(name)
+        if type(start) is not int:
+            start = as_int(start, f"get_range {name!r}: start")
+        if type(count) is not int:
+            count = as_int(count, f"get_range {name!r}: count")
+        if count < 0:
+            raise DDStoreValueError(f"get_range {name!r}: count={count} must be >= 0")
+        if start < 0 or start + count > var.nrows:
             raise DDStoreIndexError(f"get_range {name!r}: rows [{start}, {start + count}) "
                                     f"out of range [0, {var.nrows})")
-        out = np.empty((count,) + var.row_shape, dtype=var.dtype)
+        shape = (count,) + var.row_shape
+        out = self._alloc(var, shape, f"get_range {name!r}") if out is None else \
+            self._out(var, shape, out)
         if count:
-            self._core.read(var.vid, np.array([start], dtype=np.int64),
-                            np.array([count], dtype=np.int64), out)
+            self._read_range(var.vid, start, count, out)
         return out
 
     def read_ranges(self, name, starts, counts, out=None, per_row_lock=False):
         """Local: row ranges ``[starts[i], starts[i] + counts[i])`` packed in order.
 
         The general read that ``get_batch`` and ``get_range`` are special cases of (used
-        by the graph and spatiotemporal layers).  ``per_row_lock`` reads each row in its
-        own lock/get/unlock epoch: the slow path, for benchmarks only.
+        by the graph and spatiotemporal layers).  Every range is checked (without
+        overflow) before the result is allocated.  ``per_row_lock`` reads each row in its
+        own lock/get/unlock epoch: the slow path, for benchmarks only (not thread-safe).
         """
-        var = self._var(name)
-        starts = self._as_indices(starts, "read_ranges", name)
-        counts = self._as_indices(counts, "read_ranges", name)
+        var = self._lookup(name)
+        what = f"read_ranges {name!r}"
+        starts = as_indices(starts, what, var.nrows)
+        counts = as_indices(counts, what, var.nrows)
         if starts.shape != counts.shape:
-            raise DDStoreValueError(f"read_ranges {name!r}: {len(starts)} starts but "
-                                    f"{len(counts)} counts")
-        # the core checks every range (message names the variable, range and limit)
-        total = int(counts.sum())
-        if total < 0 or (counts.size and int(counts.min()) < 0):
-            raise DDStoreValueError(f"read_ranges {name!r}: counts must be >= 0")
-        out = self._out(var, total, out)
+            raise DDStoreValueError(f"{what}: {len(starts)} starts but {len(counts)} "
+                                    f"counts")
+        total = self._core.ranges_total(var.vid, starts, counts) if len(starts) else 0
+        shape = (total,) + var.row_shape
+        out = self._alloc(var, shape, what) if out is None else self._out(var, shape, out)
         if len(starts):
             self._core.read(var.vid, starts, counts, out,
                             _core.READ_PER_ROW_LOCK if per_row_lock else 0)
         return out
 
-    def _out(self, var, n, out):
-        shape = (n,) + var.row_shape
-        if out is None:
+    @staticmethod
+    def _alloc(var, shape, what):
+        try:
             return np.empty(shape, dtype=var.dtype)
+        except MemoryError:
+            nbytes = int(np.prod(shape, dtype=np.float64)) * var.dtype.itemsize
+            raise DDStoreMemoryError(f"{what}: the result ({shape[0]} rows, "
+                                     f"{nbytes / 1e9:.4g} GB) cannot be allocated") from None
+
+    def _out(self, var, shape, out):
         if not isinstance(out, np.ndarray):
             raise DDStoreValueError(f"out for {var.name!r} must be a numpy array, got "
                                     f"{type(out).__name__}")
@@ -520,9 +703,8 @@ class DDStore:
                 schema, error = _record_schema(name, samples)
             except Exception as exc:  # a sample numpy cannot read: agree, do not hang
                 error = (DDStoreValueError, f"records {name!r}: {type(exc).__name__}: {exc}")
-        info = self.comm.allgather((error, schema, len(samples) if error is None else 0))
-        self._raise_errors([e for e, _, _ in info])
-        schemas = [(r, s) for r, (_, s, _) in enumerate(info) if s is not None]
+        info = self._collective(("add_records", name), error, schema)
+        schemas = [(r, s) for r, s in enumerate(info) if s is not None]
         if not schemas:
             raise DDStoreValueError(f"records {name!r}: no rank holds any sample (empty "
                                     f"data set)")
@@ -573,7 +755,7 @@ class DDStore:
     def record_sizes(self, name, indices):
         """``{key: first-dimension sizes}`` of records ``indices`` (no communication)."""
         rec = self._rec(name)
-        idx = self._as_indices(indices, "record_sizes", name)
+        idx = as_indices(indices, f"record_sizes {name!r}", rec.nrecords)
         self._check_indices("record_sizes", name, idx, rec.nrecords)
         diff = rec.offsets[idx + 1] - rec.offsets[idx]
         return {k: diff[:, j] for j, k in enumerate(rec.keys)}
@@ -585,7 +767,7 @@ class DDStore:
         batch is built from); one batched read per key.
         """
         rec = self._rec(name)
-        idx = self._as_indices(indices, "get_records", name)
+        idx = as_indices(indices, f"get_records {name!r}", rec.nrecords)
         self._check_indices("get_records", name, idx, rec.nrecords)
         starts = rec.offsets[idx]
         sizes = rec.offsets[idx + 1] - starts
@@ -600,8 +782,38 @@ class DDStore:
             data[key], size_by_key[key] = out, c
         return data, size_by_key
 
+    def get_record(self, name, index):
+        """Local: record ``index`` as a dict ``{key: array}`` (one read per key, no index
+        arrays: the per-sample path)."""
+        try:
+            rec = self._records[name]
+        except (KeyError, TypeError):
+            rec = self._rec(name)  # raises: unknown name, rows variable, freed store
+        if type(index) is not int:
+            index = as_int(index, f"get_record {name!r}: index")
+        if not 0 <= index < rec.nrecords:
+            raise DDStoreIndexError(f"get_record {name!r}: index {index} out of range "
+                                    f"[0, {rec.nrecords})")
+        first, stop = rec.offsets[index:index + 2].tolist()
+        out = {}
+        read = self._read_range
+        for j, key in enumerate(rec.keys):
+            var = rec.fields[key]
+            count = stop[j] - first[j]
+            arr = np.empty((count,) + var.row_shape, var.dtype)
+            if count:
+                read(var.vid, first[j], count, arr)
+            out[key] = arr
+        return out
+
     def get_records(self, name, indices):
         """Local: records ``indices`` as a list of dicts of arrays, in request order."""
+        if type(indices) in (list, tuple) and len(indices) == 1 and \
+                type(indices[0]) is int:
+            try:
+                return [self.get_record(name, indices[0])]
+            except DDStoreIndexError:
+                pass  # the message below names the position
         data, sizes = self.get_records_packed(name, indices)
         n = len(next(iter(sizes.values()))) if sizes else 0
         out = [dict() for _ in range(n)]

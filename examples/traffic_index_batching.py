@@ -2,10 +2,10 @@
 
 ::
 
-    mpiexec -n 2 python examples/traffic_index_batching.py                 # chickenpox
+    mpiexec -n 2 python examples/traffic_index_batching.py                 # synthetic
     mpiexec -n 2 python examples/traffic_index_batching.py --width 2 --sampler batch
+    mpiexec -n 2 python examples/traffic_index_batching.py --data chickenpox
     mpiexec -n 2 python examples/traffic_index_batching.py --data metr-la.h5 --horizon 12
-    mpiexec -n 2 python examples/traffic_index_batching.py --synthetic
 
 The series lives once in a :class:`ddstore.DDStore` (``--width 1``: every rank holds it,
 ``--width 2``: striped over the two ranks); windows ``x = series[s:s+h]``,

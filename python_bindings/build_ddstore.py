@@ -1,8 +1,8 @@
 """cffi build script: compiles csrc/ into the extension module ``ddstore._ddstore_cffi``.
 
 MPI is found the way mpi4py finds it: the compiler wrapper named by the environment
-variable ``MPICC`` (default: ``mpicc`` on PATH; the ``mpich`` package from PyPI provides
-one).  Its compile and link flags (``mpicc -show`` for MPICH, ``--showme`` for Open MPI)
+variable ``MPICC`` (default: the ``mpicc`` beside the running Python, where the ``mpich``
+package from PyPI installs one, else ``mpicc`` on PATH).  Its compile and link flags (``mpicc -show`` for MPICH, ``--showme`` for Open MPI)
 are passed to the compiler, and the MPI library directory is put in the extension's
 rpath, so it loads the same ``libmpi`` that mpi4py loads from that installation.
 
@@ -13,6 +13,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 
 from cffi import FFI
 
@@ -23,10 +24,15 @@ CSRC = os.path.join(ROOT, "csrc")
 
 def mpi_flags():
     """(include_dirs, library_dirs, libraries, extra_link_args) from the MPI wrapper."""
-    mpicc = os.environ.get("MPICC") or shutil.which("mpicc")
+    # MPICC, else the mpicc that pip's `mpich` put beside this Python (a virtual
+    # environment that is not activated has it there but not on PATH), else PATH
+    beside = os.path.join(os.path.dirname(sys.executable), "mpicc")
+    mpicc = (os.environ.get("MPICC") or (beside if os.access(beside, os.X_OK) else None)
+             or shutil.which("mpicc"))
     if not mpicc:
-        raise RuntimeError("no MPI compiler wrapper found: 'pip install mpich' (or set "
-                           "MPICC=/path/to/your/mpicc for a cluster MPI)")
+        raise RuntimeError(f"no MPI compiler wrapper found (looked at $MPICC, {beside} and "
+                           f"PATH): 'pip install mpich' (or set MPICC=/path/to/your/mpicc "
+                           f"for a cluster MPI)")
     words = None
     for flag in ("-show", "--showme", "-showme"):
         try:
@@ -69,7 +75,8 @@ _incs, _libdirs, _libs, _link = mpi_flags()
 ffibuilder.set_source(
     "ddstore._ddstore_cffi",
     '#include "ddstore.h"',
-    sources=[os.path.relpath(os.path.join(CSRC, "ddstore.c"), ROOT)],
+    sources=[os.path.relpath(os.path.join(CSRC, f), ROOT)
+             for f in ("ddstore.c", "temporal.c")],
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,

@@ -6,5 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# torch 2.x and numpy 2 need Python >= 3.10 (CI runs 3.11)
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
+    echo "ddstore needs Python >= 3.10; $("$PY" --version 2>&1) found (set PYTHON=...)" >&2
+    exit 1
+}
 "$PY" -m pip install -q --root-user-action=ignore -r requirements.txt
 "$PY" -m pip install -q --root-user-action=ignore --no-build-isolation -e .

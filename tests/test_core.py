@@ -1,4 +1,5 @@
 """Core store tests: MPI round-trips and bad input over 1-4 ranks, both transports."""
+import shutil
 import subprocess
 import sys
 
@@ -110,3 +111,58 @@ def test_core_benchmark_writes_json(mpirun, tmp_path):
         assert set(entry["worst_rank"]) == {"a_per_row_lock", "b_batch_rma", "c_batch_shm",
                                             "d_memcpy", "d_local_gather"}
         assert all(r["p50_us"] > 0 for r in entry["worst_rank"].values())
+
+
+def test_build_finds_mpicc_beside_python_without_path(monkeypatch):
+    """A virtual environment that is not activated has pip's mpicc beside its Python but
+    not on PATH (PYTHON=/venv/bin/python bash scripts/install.sh)."""
+    import importlib.util
+    import os
+    beside = os.path.join(os.path.dirname(sys.executable), "mpicc")
+    if not os.access(beside, os.X_OK):
+        pytest.skip("no mpicc beside this Python (MPI not from pip's mpich)")
+    monkeypatch.delenv("MPICC", raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # the system, not the environment
+    if shutil.which("mpicc"):
+        pytest.skip("an mpicc on the system PATH would hide the case")
+    path = os.path.join(os.path.dirname(__file__), "..", "python_bindings",
+                        "build_ddstore.py")
+    spec = importlib.util.spec_from_file_location("build_ddstore_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # runs mpi_flags() at import, as setup.py does
+    incs, _, libs, _ = module.mpi_flags()
+    assert any(os.path.exists(os.path.join(d, "mpi.h")) for d in incs) and libs
+
+
+@pytest.mark.parametrize("argv,code,text", [(["--help"], 0, "demo"),
+                                            (["nope"], 2, "invalid choice: 'nope'"),
+                                            ([], 2, "required: COMMAND"),
+                                            (["demo", "--help"], 0, "--rows")])
+def test_command_line(argv, code, text):
+    proc = subprocess.run([sys.executable, "-m", "ddstore"] + argv, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert text in proc.stdout + proc.stderr
+
+
+def _mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_row_over_2gib_every_read_path(mpirun):
+    """MPI counts are int: a row > 2 GiB is read in pieces by the batched and the
+    per-row-lock path (the latter once passed a negative count to MPI_Get)."""
+    if _mem_available() < 8 << 30:
+        pytest.skip("needs about 5 GB of free memory")
+    out = mpirun("core_bigrow.py", 2, timeout=300)
+    assert out.count("read byte-exact") == 2, out
+
+
+@pytest.mark.parametrize("nprocs,transport", [(2, "rma"), (3, "rma"), (2, "auto")])
+def test_reads_from_several_threads(mpirun, nprocs, transport):
+    out = mpirun("core_threads.py", nprocs, transport, timeout=180)
+    assert out.count("threads read byte-exact") == nprocs, out

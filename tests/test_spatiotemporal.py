@@ -134,12 +134,11 @@ def test_pems_h5_roundtrip(tmp_path):
     st.write_pems_h5(path, data, ts, ids, key="speed")
     adj = (rng.random((n, n)) > 0.6) * rng.random((n, n))
     s = st.load_pems_h5(path, adjacency=adj)
-    try:
-        assert s.shape == (T, n, 1) and s.dtype == np.float32
+    try:  # the file is float64: read at its own precision, not rounded to float32
+        assert s.shape == (T, n, 1) and s.dtype == np.float64
         np.testing.assert_array_equal(s.timestamps, ts.astype("datetime64[ns]"))
         assert s.node_ids == ids.tolist()
-        np.testing.assert_array_equal(s.read(17, 123)[:, :, 0],
-                                      data[17:123].astype(np.float32))
+        np.testing.assert_array_equal(s.read(17, 123)[:, :, 0], data[17:123])
         src, dst = np.nonzero(adj)
         np.testing.assert_array_equal(s.edge_index, np.stack([src, dst]))
         np.testing.assert_allclose(s.edge_weight, adj[src, dst].astype(np.float32))
@@ -147,6 +146,43 @@ def test_pems_h5_roundtrip(tmp_path):
         s.close()
     with pytest.raises(DDStoreValueError, match="no key 'df'"):
         st.load_pems_h5(path, key="df")
+
+
+@pytest.mark.parametrize("unit", [None, "ns", "us", "ms", "s"])
+def test_pems_h5_time_units(tmp_path, unit):
+    """pandas >= 2 writes the index as datetime64[us] / [s]; DCRNN's files are ns."""
+    pytest.importorskip("h5py")
+    T = 600
+    ts = np.datetime64("2017-03-06T23:00") + np.arange(T) * np.timedelta64(5, "m")
+    path = tmp_path / "units.h5"
+    st.write_pems_h5(path, np.arange(T * 2, dtype=np.float64).reshape(T, 2), ts, unit=unit)
+    s = st.load_pems_h5(path)
+    try:
+        np.testing.assert_array_equal(s.timestamps.astype("datetime64[ns]"),
+                                      ts.astype("datetime64[ns]"))
+        assert s.timestamps[0].astype("datetime64[Y]").astype(int) + 1970 == 2017
+    finally:
+        s.close()
+    # time features from those timestamps, against values computed by hand: 23:00 on a
+    # Monday is 23/24 of the day, and each step adds 5 minutes
+    tf = st.time_feature_array(s.timestamps, ("tod", "dow"), np.float64)
+    minutes = (23 * 60 + 5 * np.arange(T)) % 1440
+    np.testing.assert_allclose(tf[:, 0], minutes / 1440.0, rtol=0, atol=1e-12)
+    day = (23 * 60 + 5 * np.arange(T)) // 1440  # 0 = Monday 2017-03-06
+    np.testing.assert_array_equal(np.argmax(tf[:, 1:], axis=1), day % 7)
+    assert tf.dtype == np.float64
+
+
+def test_pems_h5_precision_follows_request(tmp_path):
+    pytest.importorskip("h5py")
+    ts = np.datetime64("2012-03-01") + np.arange(50) * np.timedelta64(5, "m")
+    data = 60 + np.random.default_rng(1).random((50, 4)) * 1e-9  # below float32 resolution
+    path = tmp_path / "prec.h5"
+    st.write_pems_h5(path, data, ts)
+    with st.load_pems_h5(path) as s64, st.load_pems_h5(path, dtype=np.float32) as s32:
+        np.testing.assert_array_equal(s64.read(0, 50)[:, :, 0], data)
+        assert s32.dtype == np.float32
+        np.testing.assert_array_equal(s32.read(0, 50)[:, :, 0], data.astype(np.float32))
 
 
 def test_pems_h5_distances_and_table_format(tmp_path):

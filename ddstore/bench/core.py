@@ -12,11 +12,13 @@ For rows of 256 B and 64 KB and random global indices, per rank:
                         (the physical limit), and ``local_gather``: the same 128 random
                         rows gathered from a local array with numpy (no store).
 
+Single rows (``get``, ``get(out=)``, ``get_range(i, 1)``, ``get_batch([i])``, one row
+per call, shm and RMA) are timed per call against numpy reading one row of a local array.
+
 Reported: microseconds per row (p50/p95/p99 over calls; a batch's time is divided by its
 rows) and MB/s, written to JSON.  Ratios are taken within one run on the same machine.
 """
 import argparse
-import json
 import os
 import platform
 import time
@@ -25,6 +27,7 @@ import numpy as np
 from mpi4py import MPI
 
 import ddstore
+from ddstore.bench import write_report
 
 BATCH = 128
 
@@ -97,6 +100,40 @@ def bench_row_size(comm, row_bytes, rows_per_rank, calls_single, calls_batch, se
     return results
 
 
+def bench_single_rows(comm, row_bytes, rows_per_rank, calls, seed):
+    """Per-call latency of the single-row paths that per-sample code calls, against a
+    numpy read of one row from a local array (fancy index ``src[[i]]`` and ``src[i]``
+    copied): the floor for "one row, new array" in Python."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    total = rows_per_rank * size
+    lo, hi = ddstore.partition(total, size, rank)
+    chunk = np.random.default_rng(rank).integers(0, 256, (hi - lo, row_bytes),
+                                                 dtype=np.uint8)
+    idx = np.random.default_rng(seed + rank).integers(0, total, calls).tolist()
+    results = {}
+    for transport in ("auto", "rma"):
+        with ddstore.DDStore(comm, transport=transport) as store:
+            store.add("rows", chunk)
+            out = np.empty(row_bytes, dtype=np.uint8)
+            paths = {"get": lambda i: store.get("rows", idx[i]),
+                     "get_out": lambda i: store.get("rows", idx[i], out=out),
+                     "get_range_1": lambda i: store.get_range("rows", idx[i], 1),
+                     "get_batch_1": lambda i: store.get_batch("rows", [idx[i]])}
+            for name, fn in paths.items():
+                for i in range(min(200, calls)):
+                    fn(i)
+                comm.Barrier()
+                results[f"{name}_{'shm' if transport == 'auto' else 'rma'}"] = timed(
+                    fn, calls, 1, row_bytes)
+            comm.Barrier()
+    src = np.random.default_rng(1).integers(0, 256, (rows_per_rank, row_bytes),
+                                            dtype=np.uint8)
+    local = [i % rows_per_rank for i in idx]
+    results["numpy_fancy_index"] = timed(lambda i: src[[local[i]]], calls, 1, row_bytes)
+    results["numpy_row_copy"] = timed(lambda i: src[local[i]].copy(), calls, 1, row_bytes)
+    return results
+
+
 def summarise(res):
     a, b = res["a_per_row_lock"], res["b_batch_rma"]
     c, d = res["c_batch_shm"], res["d_memcpy"]
@@ -119,6 +156,18 @@ def main(argv=None):
         args.calls_single, args.calls_batch = 200, 40
     report = {"ranks": comm.Get_size(), "batch": BATCH, "host": platform.node(),
               "mpi": MPI.Get_library_version().splitlines()[0], "row_sizes": {}}
+    report["single_row"] = {}
+    for row_bytes, rows_per_rank in ((256, 1 << 16), (64 << 10, 1024)):
+        res = bench_single_rows(comm, row_bytes, rows_per_rank, args.calls_single,
+                                seed=row_bytes + 1)
+        gathered = comm.gather(res, root=0)
+        if comm.Get_rank() == 0:
+            worst = {k: max((g[k] for g in gathered), key=lambda r: r["p50_us"])
+                     for k in res}
+            fancy = worst["numpy_fancy_index"]["p50_us"]
+            report["single_row"][str(row_bytes)] = {
+                "per_rank": gathered, "worst_rank": worst,
+                "get_shm_p50_over_numpy_fancy_index": worst["get_shm"]["p50_us"] / fancy}
     for row_bytes, rows_per_rank in ((256, 1 << 16), (64 << 10, 1024)):
         res = bench_row_size(comm, row_bytes, rows_per_rank, args.calls_single,
                              args.calls_batch, seed=row_bytes)
@@ -130,6 +179,13 @@ def main(argv=None):
             report["row_sizes"][str(row_bytes)] = {"per_rank": gathered, "worst_rank": worst,
                                                    "summary": summarise(worst)}
     if comm.Get_rank() == 0:
+        for rb, entry in report["single_row"].items():
+            print(f"single rows of {int(rb)} B, {report['ranks']} ranks, one row per call "
+                  f"(slowest rank, us per call):")
+            for k, r in entry["worst_rank"].items():
+                print(f"  {k:18s} p50 {r['p50_us']:8.3f}  p99 {r['p99_us']:8.3f}")
+            print(f"  get (shm) p50 / numpy fancy-index p50 = "
+                  f"{entry['get_shm_p50_over_numpy_fancy_index']:.2f}")
         for rb, entry in report["row_sizes"].items():
             print(f"rows of {int(rb)} B, {report['ranks']} ranks, batch {BATCH} "
                   f"(slowest rank):")
@@ -141,11 +197,8 @@ def main(argv=None):
                   f"({s['b_vs_a_speedup_mean']:.1f}x mean); (c) bandwidth = "
                   f"{100 * s['c_bandwidth_fraction_of_memcpy']:.0f}% of memcpy; "
                   f"(c) p99 per batch {s['c_p99_ms_per_batch']:.3f} ms")
-        out = args.out or os.path.join("bench_results", f"core_n{report['ranks']}.json")
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        with open(out, "w") as f:
-            json.dump(report, f, indent=2)
-        print(f"wrote {out}")
+        write_report(report, args.out or os.path.join(
+            "bench_results", f"core_n{report['ranks']}.json"))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ Methods:
   from the packed rows);
 - ``store_pyg``: the same store through ``torch_geometric.loader.DataLoader``
   (``__getitems__`` gives ``Data`` objects, PyG collates them);
+- ``store_per_sample``: a Dataset with only ``__getitem__`` (``dataset[i]`` per graph)
+  batched by PyG's DataLoader: how HydraGNN reads;
 - ``store_single``: ``dataset[i]`` one graph at a time (one read per graph);
 - ``pff``: one pickle file per sample (restricted unpickler) + PyG DataLoader;
 - ``cff``: per-sample reads from one ADIOS2 file + PyG DataLoader;
@@ -121,6 +123,19 @@ class _AdiosSamples:
         return self.layout.to_data(self.source.read_one(int(i)))
 
 
+class _PerSample:
+    """Per-sample access only (no ``__getitems__``): what HydraGNN's datasets do."""
+
+    def __init__(self, ds):
+        self.ds = ds
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, i):
+        return self.ds[i]
+
+
 def _store_methods(comm, torch, graphs, ddstore, full, args, width, transport,
                    extra=True):
     """Measure the store with ``width``/``transport``; returns a list of results."""
@@ -139,6 +154,11 @@ def _store_methods(comm, torch, graphs, ddstore, full, args, width, transport,
         if extra:
             loader = DataLoader(ds, batch_size=args.batch_size, sampler=sampler)
             out.append((tag, _stats(comm, "store_pyg", *_epoch(comm, loader))))
+            # HydraGNN's way: a Dataset with only __getitem__ (one ds[i] per sample),
+            # batched by PyG's DataLoader
+            loader = DataLoader(_PerSample(ds), batch_size=args.batch_size,
+                                sampler=sampler)
+            out.append((tag, _stats(comm, "store_per_sample", *_epoch(comm, loader))))
             idx = list(sampler)[:args.single]
             comm.Barrier()
             lat = []

@@ -126,7 +126,9 @@ class GraphDataset(torch.utils.data.Dataset):
             error = exc
         except Exception as exc:  # a user Dataset failing, an I/O error...
             error = (DDStoreValueError, f"graphs {name!r}: {type(exc).__name__}: {exc}")
-        store.agree(error)  # collective: a failure on any rank raises on every rank
+        # collective: every rank is loading the same name, and a failure on any rank
+        # raises on every rank
+        store.agree(error, call=("GraphDataset", name))
         info = comm.allgather((len(source), None if layout is None else layout.to_list(),
                                first))
         totals = {t for t, _, _ in info}
@@ -177,7 +179,7 @@ class GraphDataset(torch.utils.data.Dataset):
         if not 0 <= index < self._n:
             raise DDStoreIndexError(f"graphs {self.name!r}: index {index} out of range "
                                     f"[0, {self._n})")
-        return self.__getitems__([int(index)])[0]
+        return self.layout.to_data(self.store.get_record(self.name, int(index)))
 
     def records(self, indices):
         """Local: the raw stored records (dicts of arrays) of ``indices``."""

@@ -26,6 +26,11 @@ __all__ = ["AdiosSource", "write_records_adios"]
 
 _FORMAT = "ddstore-cff"
 _VIEW_AS = {"b": np.uint8, "f2": np.uint16}
+# bytes per element of ADIOS2's type names
+_ADIOS_ITEMSIZE = {"int8_t": 1, "uint8_t": 1, "char": 1, "int16_t": 2, "uint16_t": 2,
+                   "int32_t": 4, "uint32_t": 4, "float": 4, "int64_t": 8, "uint64_t": 8,
+                   "double": 8, "float complex": 8, "double complex": 16,
+                   "long double": 16}
 
 
 def _import_adios2():
@@ -132,6 +137,7 @@ class AdiosSource(Source):
             except Exception as exc:
                 raise DDStoreValueError(f"ADIOS2 file {self.path!r}: corrupt ddstore "
                                         f"metadata ({_short(exc)})") from None
+            self._check_sizes(variables)
             self._total = {}
             for key, dtype, trailing in self.schema:
                 off_name = f"offsets/{key}"
@@ -161,6 +167,32 @@ class AdiosSource(Source):
         except Exception:
             self.close()
             raise
+
+    def _check_sizes(self, variables):
+        """Refuse a truncated file before ADIOS2 reads from it (ADIOS2 waits forever for
+        bytes that a short data file does not hold).  The metadata promises every
+        variable's global shape; a CFF file is written uncompressed, so its data files
+        (``data.*``) must hold at least the bytes of every array it declares.  (BP5 may
+        end a data file with a few bytes that hold no array data, so a cut of only those
+        passes; it also reads correctly.)"""
+        if not os.path.isdir(self.path):
+            return  # not a BP4/BP5 directory: nothing to compare
+        promised = 0
+        for name, info in variables.items():
+            shape = _shape(info)
+            if not shape:
+                continue  # scalars live in the metadata
+            itemsize = _ADIOS_ITEMSIZE.get(str(info.get("Type", "")).strip())
+            if itemsize is None:
+                continue
+            promised += int(np.prod(shape, dtype=np.int64)) * itemsize
+        files = sorted(f for f in os.listdir(self.path) if re.fullmatch(r"data\.\d+", f))
+        held = sum(os.path.getsize(os.path.join(self.path, f)) for f in files)
+        if held < promised:
+            raise DDStoreValueError(
+                f"ADIOS2 file {self.path!r} is truncated or incomplete: its metadata "
+                f"declares {promised} bytes of array data, but its data files "
+                f"({', '.join(files) or 'none'}) hold {held} bytes; re-write or re-copy it")
 
     def close(self):
         """Release the file."""

@@ -1,4 +1,5 @@
 """Index-batched sliding windows over a series kept once in a :class:`~ddstore.DDStore`."""
+import bisect
 import numbers
 
 import numpy as np
@@ -16,8 +17,9 @@ __all__ = ["WindowDataset", "WindowSplit", "time_feature_array", "batch_collate"
 _TIME_FEATURES = {"tod": 1, "dow": 7}
 
 
-def time_feature_array(timestamps, kinds):
-    """DCRNN's time features for ``timestamps`` ``[T]``: float32 ``[T, k]``.
+def time_feature_array(timestamps, kinds, dtype=np.float32):
+    """DCRNN's time features for ``timestamps`` ``[T]``: ``[T, k]`` of ``dtype``
+    (computed in float64).
 
     ``"tod"``: time of day as a fraction of the day in ``[0, 1)`` (1 column);
     ``"dow"``: day of week, one-hot over Monday..Sunday (7 columns).  Columns in the order
@@ -36,8 +38,8 @@ def time_feature_array(timestamps, kinds):
             onehot[np.arange(ts.shape[0]), dow] = 1.0
             cols.append(onehot)
     if not cols:
-        return np.zeros((ts.shape[0], 0), dtype=np.float32)
-    return np.concatenate(cols, axis=1).astype(np.float32)
+        return np.zeros((ts.shape[0], 0), dtype=dtype)
+    return np.concatenate(cols, axis=1).astype(dtype)
 
 
 def _check_time_features(time_features):
@@ -123,8 +125,11 @@ class _WindowView(torch.utils.data.Dataset):
         if isinstance(index, bool) or not isinstance(index, numbers.Integral):
             raise DDStoreValueError(f"{self._what()}: index must be an integer, got "
                                     f"{index!r}; use __getitems__ for a batch")
-        idx = _index_array([int(index)], len(self), self._what())
-        return self._ds._one(self._ds._fetch(idx + self.start))
+        index, length = int(index), self.stop - self.start
+        if not -length <= index < length:
+            raise DDStoreIndexError(f"{self._what()}: index {index} (position 0) out of "
+                                    f"range [{-length}, {length}) for {length} windows")
+        return self._ds._fetch_one(self.start + (index if index >= 0 else index + length))
 
     def __getitems__(self, indices):
         """Windows ``indices`` as one batch ``(x, y)`` each ``[B, h, nodes, features]``.
@@ -245,10 +250,14 @@ class WindowDataset(_WindowView):
         no host copies during training).  With ``width > 1`` windows are read from the
         store on the host and copied to the device per batch.
     halo : bool
-        Partitioned mode only.  Default True: each member also stores the ``2h - 1`` steps
-        after its own, so every window lives wholly on its owner (one-owner reads, and
-        with :class:`BatchShuffleSampler` ``local=True`` no communication at all).  False:
-        exactly ``series / width`` per rank; a straddling window is read from two owners.
+        Partitioned mode only.  Default True (balanced placement): each split's windows
+        (train, val, test) are divided evenly over the members, each member owning one
+        piece of every split, and each piece also stores the ``2h - 1`` steps after its
+        own, so every window lives wholly on its owner (one-owner reads; with
+        :class:`BatchShuffleSampler` ``local=True`` every rank's batches of every split
+        are local).  False: exactly ``series / width`` per rank, the time axis striped
+        contiguously over the members (so a split may sit on few members); a straddling
+        window is read from two owners.  See :func:`series_layout`.
     resident : None, "store" or "device"
         Where windows are cut from.  None: "device" for a non-CPU device with width 1,
         else "store".  "device" keeps a copy of the series as a torch tensor on ``device``
@@ -344,7 +353,7 @@ class WindowDataset(_WindowView):
                                     f"timestamps=[T] datetime64 or load a timestamped series")
         self.timestamps = ts
         self.time_features = kinds
-        tf = time_feature_array(ts, kinds) if kinds else None
+        tf = time_feature_array(ts, kinds, dt) if kinds else None
         self.num_features = f + (0 if tf is None else tf.shape[1])
         try:
             self.device = torch.device(device)
@@ -362,7 +371,10 @@ class WindowDataset(_WindowView):
                                     f"rank: store width must be 1, got width={width}")
         self.resident = resident
         self.halo = bool(halo) and width > 1
-        self.layout = series_layout(T, h, width, self.halo)
+        self.layout = series_layout(T, h, width, self.halo, self.split_bounds)
+        # the same as Python lists, for scalar lookups on the per-window path
+        self._lo, self._hi, self._offset = (self.layout[k].tolist()
+                                            for k in ("lo", "hi", "offset"))
         self.edge_index = torch.from_numpy(series.edge_index)
         self.edge_weight = torch.from_numpy(series.edge_weight)
         self.node_ids = series.node_ids
@@ -374,8 +386,10 @@ class WindowDataset(_WindowView):
         store = self.store
         T, n, f = series.shape
         g = store.group_rank
-        lo, hi = int(self.layout["lo"][g]), int(self.layout["hi"][g])
-        stored = int(self.layout["stored"][g])
+        lay = self.layout
+        # this member's pieces: (first step, owned stop, rows stored)
+        pieces = [(int(a), int(b), int(c)) for a, b, c, m in
+                  zip(lay["lo"], lay["hi"], lay["stored"], lay["member"]) if m == g]
         train = self.split_bounds["train"]
         check = series.dtype.kind == "f"
 
@@ -383,8 +397,11 @@ class WindowDataset(_WindowView):
         nan_count, first, failure = 0, None, None
         moments = Moments.empty(n, f, self.per_node)
         try:
-            nan_count, first, moments = self._scan(series, fill, chunk, lo, hi, train,
-                                                   check)
+            for lo, hi, _ in pieces:
+                c, fx, m = self._scan(series, fill, chunk, lo, hi, train, check)
+                nan_count += c
+                first = fx if first is None or (fx is not None and fx < first) else first
+                moments = moments.merge(m)
         except Exception as exc:  # any failure on one rank: agree, not hang
             failure = (DDStoreValueError, f"loading {self.name!r} failed: "
                                           f"{type(exc).__name__}: {exc}")
@@ -392,13 +409,20 @@ class WindowDataset(_WindowView):
         info = store.comm.allgather((nan_count, first, moments.as_tuple()))
         width = store.group_size
         mine = info[store.group * width:(store.group + 1) * width]
-        total_bad = sum(c for c, _, _ in mine)
-        if total_bad and fill is None:
-            t, node, feat, val = min(fx for _, fx, _ in mine if fx is not None)
-            raise DDStoreValueError(
-                f"series for {self.name!r} has {total_bad} non-finite values (NaN or inf) "
-                f"of {T * n * f}; the first at step {t}, node {node}, feature {feat} "
-                f"(value {val}); allowed: finite values only, or pass fill=<number>")
+        # decided over the whole communicator, not per replica group: every group reads
+        # its own copy, and a NaN in one copy must stop every rank, not only that group
+        for group in range(store.replicas):
+            members = info[group * width:(group + 1) * width]
+            total_bad = sum(c for c, _, _ in members)
+            if total_bad and fill is None:
+                t, node, feat, val = min(fx for _, fx, _ in members if fx is not None)
+                where = (f" (as read by ranks {group * width}-{(group + 1) * width - 1})"
+                         if store.replicas > 1 else "")
+                raise DDStoreValueError(
+                    f"series for {self.name!r} has {total_bad} non-finite values (NaN or "
+                    f"inf) of {T * n * f}{where}; the first at step {t}, node {node}, "
+                    f"feature {feat} (value {val}); allowed: finite values only, or pass "
+                    f"fill=<number>")
         if self.standardized:
             merged = Moments.empty(n, f, self.per_node)
             for _, _, (cnt, mean, m2) in mine:
@@ -407,7 +431,7 @@ class WindowDataset(_WindowView):
         else:
             shape = (n, f) if self.per_node else (f,)
             self.mean, self.std = np.zeros(shape), np.ones(shape)
-        self._store_series(series, fill, chunk, lo, stored, check)
+        self._store_series(series, fill, chunk, pieces, check)
 
     def _scan(self, series, fill, chunk, lo, hi, train, check):
         """Pass 1 over this rank's own steps: non-finite count, first, moments."""
@@ -441,17 +465,21 @@ class WindowDataset(_WindowView):
             del raw
         return nan_count, first, moments
 
-    def _store_series(self, series, fill, chunk, lo, stored, check):
+    def _store_series(self, series, fill, chunk, pieces, check):
         store = self.store
         n, f = self.num_nodes, self.num_series_features
         g = store.group_rank
-        # pass 2: own steps (+ halo) -> store, standardised
-        store.init(self.name, stored, (n, f), self.dtype)
+        # pass 2: own pieces (+ halo) -> store, standardised, one after the other
+        store.init(self.name, sum(c for _, _, c in pieces), (n, f), self.dtype)
         error = None
+        blocks, row = [], 0  # (first step, stop, local row of the first step)
+        for lo, _, stored in pieces:
+            blocks += [(a, min(lo + stored, a + chunk), row + a - lo)
+                       for a in range(lo, lo + stored, chunk)]
+            row += stored
         try:
             mean, std = self.mean, self.std
-            for a in range(lo, lo + stored, chunk):
-                b = min(lo + stored, a + chunk)
+            for a, b, local in blocks:
                 raw = series.read(a, b)
                 if self.standardized or (fill is not None and check):
                     vals = np.asarray(raw, dtype=np.float64)
@@ -463,7 +491,7 @@ class WindowDataset(_WindowView):
                     del vals
                 else:
                     block = np.asarray(raw, dtype=self.dtype)
-                store.update(self.name, block, a - lo)
+                store.update(self.name, block, local)
                 del raw, block
         except Exception as exc:  # an I/O error on one rank must not hang the others
             error = exc
@@ -474,8 +502,9 @@ class WindowDataset(_WindowView):
             raise
         store.sync()
         got = store.local_rows(self.name)
-        want = (int(self.layout["offset"][g]), int(self.layout["offset"][g + 1]))
-        if tuple(got) != want or store.nrows(self.name) != int(self.layout["offset"][-1]):
+        offsets = self.layout["member_offset"]
+        want = (int(offsets[g]), int(offsets[g + 1]))
+        if tuple(got) != want or store.nrows(self.name) != int(offsets[-1]):
             raise DDStoreStateError(f"{self.name!r}: store placed local rows at {got}, "
                                     f"expected {want}")
 
@@ -485,12 +514,31 @@ class WindowDataset(_WindowView):
         if not self.halo:
             return starts
         lay = self.layout
-        owner = np.searchsorted(lay["hi"], starts, side="right")
-        return lay["offset"][owner] + starts - lay["lo"][owner]
+        piece = np.searchsorted(lay["hi"], starts, side="right")
+        return lay["offset"][piece] + starts - lay["lo"][piece]
 
     def owner_of(self, starts):
-        """Group rank that owns (stores the first step of) each window start."""
-        return np.searchsorted(self.layout["hi"], np.asarray(starts), side="right")
+        """Group rank that owns (stores, with all its steps) each window start."""
+        lay = self.layout
+        return lay["member"][np.searchsorted(lay["hi"], np.asarray(starts), side="right")]
+
+    def _fetch_one(self, start):
+        """Window with global ``start`` (an int) -> ``(x, y)`` ``[h, nodes, features]``:
+        one contiguous store read of ``2h`` rows (x then y), no index arrays."""
+        if self._dev_series is not None or self._tf is not None:
+            x, y = self._fetch(np.array([start], dtype=np.int64))
+            return x[0], y[0]
+        h = self.horizon
+        row = start
+        if self.halo:
+            g = bisect.bisect_right(self._hi, start)
+            row = self._offset[g] + start - self._lo[g]
+        buf = self.store.get_range(self.name, row, 2 * h)
+        x, y = torch.from_numpy(buf[:h]), torch.from_numpy(buf[h:])
+        if self.device.type != "cpu":
+            x = x.to(self.device, non_blocking=True)
+            y = y.to(self.device, non_blocking=True)
+        return x, y
 
     def _fetch(self, starts):
         """Windows with global ``starts`` -> ``(x, y)`` ``[B, h, nodes, features]``."""
@@ -521,11 +569,6 @@ class WindowDataset(_WindowView):
             x = torch.cat([x, tx], dim=-1)
             y = torch.cat([y, ty], dim=-1)
         return x, y
-
-    def _one(self, batch):
-        """The single window of a one-window batch (what ``__getitem__`` returns)."""
-        x, y = batch
-        return x[0], y[0]
 
     # ------------------------------------------------------------------ API
     def splits(self):
@@ -589,7 +632,7 @@ class WindowDataset(_WindowView):
     def local_bytes(self):
         """Bytes of the series this rank stores (its share, plus halo)."""
         g = self.store.group_rank
-        return int(self.layout["stored"][g]) * self.num_nodes * \
+        return int(self.layout["member_stored"][g]) * self.num_nodes * \
             self.num_series_features * self.dtype.itemsize
 
     def __repr__(self):

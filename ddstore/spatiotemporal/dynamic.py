@@ -874,9 +874,10 @@ class DynamicWindowDataset(WindowDataset):
         x, y = super()._fetch(starts)
         return x, y, self._graphs(starts)
 
-    def _one(self, batch):
-        x, y, graphs = batch
-        return x[0], y[0], graphs
+    def _fetch_one(self, start):
+        """Window ``start`` -> ``(x, y, graphs)`` (see the class docstring)."""
+        x, y = super()._fetch_one(start)
+        return x, y, self._graphs(np.array([start], dtype=np.int64))
 
     def local_bytes(self):
         """Bytes this rank stores: its share of the series plus of the graph."""

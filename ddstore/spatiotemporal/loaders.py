@@ -22,6 +22,7 @@ Supported inputs:
 """
 import json
 import os
+import re
 
 import numpy as np
 
@@ -153,9 +154,17 @@ class Series:
         return self.read(0, self.num_steps)
 
     def close(self):
+        """Release the file behind a lazy series (nothing for an in-memory one)."""
         if self._close is not None:
             self._close()
             self._close = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     def __len__(self):
         return self.num_steps
@@ -317,14 +326,19 @@ def _h5_str(value):
     return str(value)
 
 
-def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df"):
+_TIME_UNITS = ("s", "ms", "us", "ns")
+
+
+def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df", unit=None):
     """Write ``data`` ``[T, sensors]`` as a pandas *fixed*-format DataFrame with h5py.
 
     The layout of METR-LA's ``metr-la.h5`` (key ``df``) and PeMS-BAY's ``pems-bay.h5``
     (key ``speed``): group ``key`` with ``axis0`` (sensor ids), ``axis1`` (the time
-    index, int64 nanoseconds), ``block0_items`` and ``block0_values`` ``[T, sensors]``
-    (``transposed``).  For tests, benchmarks and synthetic data; :func:`load_pems_h5`
-    reads it back.
+    index as int64), ``block0_items`` and ``block0_values`` ``[T, sensors]``
+    (``transposed``).  ``unit`` None writes the index as DCRNN's files have it
+    (nanoseconds, ``kind="datetime64"``); ``"s"``, ``"ms"``, ``"us"`` or ``"ns"`` as pandas
+    >= 2 writes a non-nanosecond index (``kind="datetime64[us]"``...).  For tests,
+    benchmarks and synthetic data; :func:`load_pems_h5` reads it back.
     """
     import h5py
     arr = np.asarray(data)
@@ -349,8 +363,13 @@ def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df"):
             grp.attrs[name] = np.bytes_(value)
         grp.attrs["ndim"] = np.int64(2)
         grp.attrs["nblocks"] = np.int64(1)
+        if unit is not None and unit not in _TIME_UNITS:
+            raise DDStoreValueError(f"write_pems_h5: unit={unit!r}; allowed: None, "
+                                    f"{sorted(_TIME_UNITS)}")
+        ticks = ts.astype(f"datetime64[{unit or 'ns'}]").astype(np.int64)
+        tkind = b"datetime64" if unit is None else f"datetime64[{unit}]".encode()
         for name, values, k in (("axis0", ids, kind),
-                                ("axis1", ts.astype(np.int64), b"datetime64"),
+                                ("axis1", ticks, tkind),
                                 ("block0_items", ids, kind)):
             dset = grp.create_dataset(name, data=values)
             dset.attrs["kind"] = np.bytes_(k)
@@ -360,7 +379,7 @@ def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df"):
 
 
 def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=None,
-                 edge_weight=None, dtype=np.float32):
+                 edge_weight=None, dtype=None):
     """Open a PeMS / METR-LA HDF5 file (pandas fixed-format frame) as a lazy :class:`Series`.
 
     The frame's index is time, its columns are sensors; the series is
@@ -371,6 +390,11 @@ def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=N
     :meth:`Series.close`).  Graph: ``adjacency`` ``[n, n]`` (e.g. DCRNN's ``adj_mx``),
     or ``distances`` (DCRNN's distance CSV, see :func:`gaussian_kernel_adjacency`), or
     ``edge_index``/``edge_weight``; none gives a graph without edges.
+
+    The time index is read in the unit the file records (``kind`` ``datetime64`` is
+    nanoseconds, as in DCRNN's files; pandas >= 2 writes ``datetime64[us]`` or ``[s]``).
+    Values keep the file's precision unless ``dtype`` asks for another (statistics are
+    computed in float64 from what is read, so a float64 file is not rounded first).
     """
     import h5py
     try:
@@ -416,13 +440,21 @@ def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=N
         kind = _h5_str(index.attrs.get("kind", b""))
         timestamps = None
         if kind.startswith("datetime64"):
-            timestamps = index[()].astype("datetime64[ns]")
+            unit = re.fullmatch(r"datetime64(?:\[(\w+)\])?", kind)
+            if unit is None or (unit.group(1) or "ns") not in _TIME_UNITS:
+                raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}]: time index of "
+                                        f"kind {kind!r}; allowed units: {_TIME_UNITS}")
+            ticks = index[()].astype(np.int64)
+            timestamps = ticks.view(f"datetime64[{unit.group(1) or 'ns'}]")
         node_ids = [_h5_str(c) if isinstance(c, bytes) else c for c in columns.tolist()]
         if distances is not None:
             adjacency = gaussian_kernel_adjacency(distances, node_ids)
         if adjacency is not None:
             edge_index, edge_weight = adjacency_to_edges(adjacency, num_nodes)
-        out_dtype = np.dtype(dtype)
+        out_dtype = np.result_type(*[v.dtype for v, _, _ in blocks]) if dtype is None \
+            else np.dtype(dtype)
+        if out_dtype.kind != "f":
+            out_dtype = np.dtype(np.float64 if out_dtype.itemsize > 4 else np.float32)
         simple = (len(blocks) == 1 and blocks[0][1]
                   and np.array_equal(blocks[0][2], np.arange(num_nodes)))
 

@@ -9,8 +9,9 @@ __all__ = ["BatchShuffleSampler", "assign_blocks"]
 
 def _blocks(start, stop, batch_size, cuts):
     """Cut starts ``[start, stop)`` into blocks of at most ``batch_size`` consecutive
-    starts, never across a cut (``cuts``: sorted boundaries).  Returns (first, last+1)
-    pairs and the index of the segment between cuts that each block lies in."""
+    starts, never across a cut (``cuts``: sorted boundaries, e.g. between the pieces of a
+    partitioned series).  Returns (first, last+1) pairs and the index of the segment
+    between cuts that each block lies in."""
     edges = [start] + [int(c) for c in cuts if start < c < stop] + [stop]
     blocks, segment = [], []
     for a, b in zip(edges[:-1], edges[1:]):
@@ -121,9 +122,10 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
         self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
         self.local, self.width = bool(local), width
         cuts = ds.layout["hi"][:-1] if width > 1 else []
-        blocks, owner = _blocks(split.start, split.stop, self.batch_size, cuts)
+        blocks, piece = _blocks(split.start, split.stop, self.batch_size, cuts)
         self.blocks = blocks
-        self.block_owner = np.asarray(owner, dtype=np.int64)
+        self.block_owner = (ds.layout["member"][np.asarray(piece, dtype=np.int64)]
+                            if width > 1 else np.zeros(len(blocks), dtype=np.int64))
         self.epoch = 0
 
     def set_epoch(self, epoch):

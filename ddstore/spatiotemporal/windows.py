@@ -179,26 +179,58 @@ def chunk_moments(values, weights, per_node):
     return Moments(count, mean, m2)
 
 
-def series_layout(num_steps, horizon, width, halo):
-    """How the time steps are striped over ``width`` group members.
+def series_layout(num_steps, horizon, width, halo, split_bounds=None):
+    """How the time steps are placed on the ``width`` members of a group.
 
-    Member ``g`` *owns* steps ``[lo[g], hi[g])`` (:func:`ddstore.partition`) and so the
-    windows starting there; it *stores* ``stored[g]`` rows from step ``lo[g]``: its own
-    steps, plus with ``halo`` the next ``2h - 1`` steps (capped at ``T``) so that every
-    window it owns lies entirely in its memory.  ``offset[g]`` is where its rows begin in
-    the store's global row space.  Returns a dict of int64 arrays ``lo, hi, stored,
-    offset`` (offset has ``width + 1`` entries).
+    The time axis is cut into *pieces*, each owned by one member; a member owns the
+    windows that start in its pieces and stores them in order.  Returns a dict of int64
+    arrays, per piece (sorted by ``lo``): ``lo``, ``hi`` (owned steps ``[lo, hi)``),
+    ``member``, ``stored`` (rows it stores from step ``lo``) and ``offset`` (its first row
+    in the store's global row space); per member: ``member_stored`` and
+    ``member_offset`` (``width + 1`` entries: where each member's rows begin).
+
+    ``halo=True`` (balanced placement): the time axis is first cut into one segment per
+    split (at the first window start of each split in ``split_bounds``, the
+    ``{"train": (a, b), ...}`` of window starts), and each segment's window starts are
+    divided evenly over the members (:func:`ddstore.partition`; the last member also owns
+    the steps after the segment's last start, where no window starts).  Every split is
+    thus spread over every member, and a rank's share of each split is local.  Each piece
+    stores its own steps plus the next ``2h - 1`` (capped at ``T``), so every window (of a
+    split, or one that straddles two splits) lies wholly in its owner's memory.
+    ``halo=False``: one piece per member, the steps striped contiguously
+    (:func:`ddstore.partition` of ``T``), exactly ``T / width`` rows per member; a window
+    that straddles two members is read from both.
     """
-    lo = np.empty(width, dtype=np.int64)
-    hi = np.empty(width, dtype=np.int64)
-    base, rem = divmod(num_steps, width)
-    for g in range(width):
-        lo[g] = g * base + min(g, rem)
-        hi[g] = lo[g] + base + (1 if g < rem else 0)
+    from ..store import partition
+    T, h = int(num_steps), int(horizon)
+    pieces = []  # (lo, hi, member, rows stored)
     if halo and width > 1:
-        stored = np.where(hi > lo, np.minimum(hi + 2 * horizon - 1, num_steps) - lo, 0)
+        segments = sorted((int(a), int(b)) for a, b in (split_bounds or {}).values()
+                          if b > a) or [(0, num_windows(T, h))]
+        if segments[0][0] > 0:  # steps before the first split's windows
+            segments.insert(0, (0, 0))
+        edges = [a for a, _ in segments] + [T]
+        for k, (a, b) in enumerate(segments):
+            for g in range(width):
+                s_lo, s_hi = partition(b - a, width, g)  # this member's window starts
+                p_lo, p_hi = a + s_lo, (a + s_hi if g < width - 1 else edges[k + 1])
+                if p_hi > p_lo:  # every window starting in it lies in its rows
+                    pieces.append((p_lo, p_hi, g, min(p_hi + 2 * h - 1, T) - p_lo))
     else:
-        stored = hi - lo
-    offset = np.zeros(width + 1, dtype=np.int64)
-    np.cumsum(stored, out=offset[1:])
-    return {"lo": lo, "hi": hi, "stored": stored.astype(np.int64), "offset": offset}
+        for g in range(width):
+            p_lo, p_hi = partition(T, width, g)
+            if p_hi > p_lo or width == 1:
+                pieces.append((p_lo, p_hi, g, p_hi - p_lo))
+    lo, hi, member, stored = (np.array([p[i] for p in pieces], dtype=np.int64)
+                              for i in range(4))
+    member_stored = np.bincount(member, weights=stored, minlength=width).astype(np.int64)
+    member_offset = np.zeros(width + 1, dtype=np.int64)
+    np.cumsum(member_stored, out=member_offset[1:])
+    offset = np.empty(len(pieces), dtype=np.int64)
+    for g in range(width):
+        mine = np.flatnonzero(member == g)
+        offset[mine] = member_offset[g] + np.concatenate(
+            ([0], np.cumsum(stored[mine])[:-1])).astype(np.int64)
+    return {"lo": lo, "hi": hi, "member": member, "stored": stored.astype(np.int64),
+            "offset": offset, "member_stored": member_stored,
+            "member_offset": member_offset}

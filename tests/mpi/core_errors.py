@@ -68,6 +68,8 @@ def still_serves():
 
 still_serves()
 
+good_records = [{"a": np.zeros((2, 3), np.float32)}]
+
 # --------------------------------------------------------------- add / init
 expect("object dtype", DDStoreValueError, ["'obj'", "object"],
        lambda: store.add("obj", np.array([[1], ["a"]], dtype=object)))
@@ -154,6 +156,79 @@ expect("out shape", DDStoreValueError, ["'x'", "(2, 2, 3)", "(3, 2, 3)"],
 expect("out non-contiguous", DDStoreValueError, ["'x'", "contiguous"],
        lambda: store.get_batch("x", [0, 1, 2],
                                out=np.empty((3, 2, 6), dtype=np.float32)[:, :, ::2]))
+# hostile numbers: checked before anything is allocated, never truncated or wrapped
+expect("range of 10**11 rows", DDStoreIndexError, ["'x'", f"[0, {10**11})", f"[0, {n})"],
+       lambda: store.read_ranges("x", [0], [10 ** 11]))
+expect("range of 10**9 rows", DDStoreIndexError, ["'x'", f"[0, {10**9})", f"[0, {n})"],
+       lambda: store.read_ranges("x", [0], [10 ** 9]))
+expect("ranges overflowing int64", DDStoreIndexError, ["'x'", str(2 ** 62), f"[0, {n})"],
+       lambda: store.read_ranges("x", [2 ** 62, 2 ** 62], [2 ** 62, 2 ** 62]))
+expect("range end overflowing int64", DDStoreIndexError, ["'x'", str(2 ** 63 - 1)],
+       lambda: store.read_ranges("x", [2 ** 63 - 1], [2]))
+expect("negative count", DDStoreValueError, ["'x'", "-1", ">= 0"],
+       lambda: store.read_ranges("x", [0, 1], [2, -1]))
+expect("get_range count 10**11", DDStoreIndexError, ["'x'", f"[0, {10**11})"],
+       lambda: store.get_range("x", 0, 10 ** 11))
+expect("get_range float start", DDStoreValueError, ["'x'", "start", "1.7"],
+       lambda: store.get_range("x", 1.7, 2))
+expect("get_range float count", DDStoreValueError, ["'x'", "count", "2.0"],
+       lambda: store.get_range("x", 1, 2.0))
+expect("get_range NaN", DDStoreValueError, ["'x'", "nan"],
+       lambda: store.get_range("x", float("nan"), 1))
+expect("get_range negative count", DDStoreValueError, ["'x'", "count=-1"],
+       lambda: store.get_range("x", 1, -1))
+expect("get float index", DDStoreValueError, ["'x'", "1.5"], lambda: store.get("x", 1.5))
+expect("get bool index", DDStoreValueError, ["'x'", "True"], lambda: store.get("x", True))
+expect("get index 2**70", DDStoreIndexError, ["'x'", str(2 ** 70), f"[0, {n})"],
+       lambda: store.get("x", 2 ** 70))
+expect("get_batch index 2**63", DDStoreIndexError, ["'x'", str(2 ** 63), f"[0, {n})"],
+       lambda: store.get_batch("x", [1, 2 ** 63]))
+expect("get_batch uint64 max", DDStoreIndexError, ["'x'", str(2 ** 64 - 1), "position 1"],
+       lambda: store.get_batch("x", np.array([0, 2 ** 64 - 1], dtype=np.uint64)))
+expect("get_batch 2**64", DDStoreIndexError, ["'x'", str(2 ** 64)],
+       lambda: store.get_batch("x", [2 ** 64]))
+expect("update float offset", DDStoreValueError, ["'u'", "offset", "1.5"],
+       lambda: store.update("u", np.zeros((1, 3), dtype=np.int32), offset=1.5))
+expect("init float row_shape", DDStoreValueError, ["'fr'", "2.5"],
+       lambda: store.init("fr", 2, (2.5,), np.float32))
+assert (store.get_batch("u", [4 * r for r in range(size)])[:, 0] == np.arange(size)).all()
+still_serves()
+
+# --------------------------------------------------------------- collective calls out of step
+if size > 1:
+    # names in a different order on different ranks (e.g. iterating a set under hash
+    # randomisation): every rank raises at the first add, naming ranks and names, and
+    # nothing is created
+    first, second = ("a", "b") if rank == 0 else ("b", "a")
+    expect("add names out of order", DDStoreValueError,
+           ["out of step", "rank 0 called add('a')", "add('b')", "same names"],
+           lambda: store.add(first, data[lo:hi]))
+    assert "a" not in store.variables() and "b" not in store.variables()
+    expect("init names differ", DDStoreValueError, ["out of step", "init('i0')", "init('i1')"],
+           lambda: store.init(f"i{min(rank, 1)}", 2, (3,), np.float32))
+    expect("add_records names differ", DDStoreValueError,
+           ["out of step", "add_records('q0')", "add_records('q1')"],
+           lambda: store.add_records(f"q{min(rank, 1)}", good_records))
+    # one rank in add, the others in init: a different operation is caught as well
+    expect("add on one rank, init on the others", DDStoreValueError,
+           ["out of step", "add('op')", "init('op')"],
+           lambda: store.add("op", data[lo:hi]) if rank == 0 else
+           store.init("op", hi - lo, (2, 3), np.float32))
+    store.add("rm1", data[lo:hi])
+    store.add("rm2", data[lo:hi])
+    expect("remove names differ", DDStoreValueError,
+           ["out of step", "remove('rm1')", "remove('rm2')"],
+           lambda: store.remove("rm1" if rank == 0 else "rm2"))
+    assert {"rm1", "rm2"} <= set(store.variables())
+    store.remove("rm1")
+    store.remove("rm2")
+    expect("agree with different calls", DDStoreValueError, ["out of step", "step('s0')"],
+           lambda: store.agree(None, call=("step", f"s{min(rank, 1)}")))
+    # in the same order everything works afterwards, with the right rows in each name
+    for nm, scale in (("a", 1), ("b", 2)):
+        store.add(nm, data[lo:hi] * scale)
+    assert store.get_range("a", 0, n).tobytes() == data.tobytes()
+    assert store.get_range("b", 0, n).tobytes() == (data * 2).tobytes()
 still_serves()
 
 # --------------------------------------------------------------- records
@@ -179,6 +254,14 @@ expect("records index", DDStoreIndexError, ["'r'", str(size + 2)],
        lambda: store.get_records("r", [size + 2]))
 expect("get_batch on records", DDStoreValueError, ["'r'", "records"],
        lambda: store.get_batch("r", [0]))
+expect("get_record index", DDStoreIndexError, ["'r'", str(size + 2), f"[0, {size + 2})"],
+       lambda: store.get_record("r", size + 2))
+expect("get_record float index", DDStoreValueError, ["'r'", "1.0"],
+       lambda: store.get_record("r", 1.0))
+expect("get_records one bad index", DDStoreIndexError, ["'r'", "-1", "position 0"],
+       lambda: store.get_records("r", [-1]))
+expect("get_record on rows", DDStoreValueError, ["'x'", "rows"],
+       lambda: store.get_record("x", 0))
 still_serves()
 
 # --------------------------------------------------------------- after free

@@ -129,6 +129,13 @@ def run_width(width):
             assert sorted(g) == sorted(recs[i])
             for key in recs[i]:
                 same_bytes(g[key], recs[i][key], f"record {i} key {key}")
+        # the per-sample paths: get_record(i) and get_records([i]) of every record
+        for i in range(nrec):
+            for g in (store.get_record("recs", i), store.get_records("recs", [i])[0],
+                      store.get_record("recs", np.int32(i))):
+                assert sorted(g) == sorted(recs[i])
+                for key in recs[i]:
+                    same_bytes(g[key], recs[i][key], f"single record {i} key {key}")
         assert store.nbytes() > 0
         assert "recs" in store.variables() and "big" in store.variables()
         # remove frees the memory and the name; re-adding serves the new data

@@ -109,6 +109,26 @@ def run(width, transport):
     expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), 36), DDStoreIndexError,
            "[36, 38)", "[0, 37)")
     expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), -1), DDStoreIndexError)
+    # what the original raised: code that catches ValueError keeps working
+    for start in (36, -1, 10 ** 20):
+        expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), start), ValueError,
+               f"[{start}, {start + 2})")
+    expect(lambda: store.get_batch("f32", np.zeros((1, 4), np.float32), [37]),
+           ValueError, "37")
+    expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), 1.5), DDStoreValueError,
+           "start must be an integer")
+    # writes after the data was published: visible to every reader after sync()
+    lo_r, hi_r = store.store.local_rows("filled")
+    comm.Barrier()  # every rank has read the old rows (the test's own ordering)
+    if hi_r > lo_r:
+        store.update("filled", np.full((1, 3), 7.0 + comm.rank), 0)
+    store.sync()
+    members = comm.allgather((store.store.group, lo_r, hi_r))
+    for r, (g, a, b) in enumerate(members):
+        if g == store.store.group and b > a:
+            row = np.zeros((1, 3))
+            store.get("filled", row, a)
+            same(row, np.full((1, 3), 7.0 + r), "update after publish, then sync")
     expect(lambda: store.get("f32", np.zeros((2, 4), np.float64), 0), DDStoreValueError,
            "4 elements of 8 bytes", "4 elements of 4 bytes")
     expect(lambda: store.get("f32", np.zeros((2, 3), np.float32), 0), DDStoreValueError,

@@ -93,14 +93,32 @@ def run_dataset(store, tag, name, raw, h, overlap, per_node, standardize, halo):
                           split=split_of(raw))
     w = store.group_size
     lay = ds.layout
-    # memory: own share (+ halo of 2h-1 steps)
     g = store.group_rank
-    own = int(lay["hi"][g] - lay["lo"][g])
-    extra = int(lay["stored"][g]) - own
-    check(store.local_rows(ds.name)[1] - store.local_rows(ds.name)[0] == own + extra,
+    T = raw.shape[0]
+    mine = lay["member"] == g
+    # the pieces cover the time axis once, in order
+    check(lay["lo"][0] == 0 and lay["hi"][-1] == T and
+          np.array_equal(lay["lo"][1:], lay["hi"][:-1]), f"{label}: pieces cover [0, T)")
+    # memory: the rows this member stores are exactly its pieces' rows
+    lo_r, hi_r = store.local_rows(ds.name)
+    check(hi_r - lo_r == int(lay["stored"][mine].sum()) == int(lay["member_stored"][g]),
           f"{label}: local rows")
-    check(extra == (min(2 * h - 1, raw.shape[0] - int(lay["hi"][g])) if (halo and w > 1 and own)
-                    else 0), f"{label}: halo size {extra}")
+    if halo and w > 1:
+        # every window of every split is owned by one member, which stores all its steps,
+        # and each split's windows are spread evenly over the members
+        for split_name, (a, b) in ds.split_bounds.items():
+            starts = np.arange(a, b)
+            owners = ds.owner_of(starts)
+            piece = np.searchsorted(lay["hi"], starts, side="right")
+            check(np.all(starts + 2 * h <= lay["lo"][piece] + lay["stored"][piece]),
+                  f"{label}: {split_name} windows inside their owner's rows")
+            counts = np.bincount(owners, minlength=w)
+            check(counts.max() - counts.min() <= 1,
+                  f"{label}: {split_name} windows per member {counts.tolist()}")
+    else:
+        check(int(lay["member_stored"][g]) == int(lay["hi"][mine].sum() -
+                                                  lay["lo"][mine].sum()),
+              f"{label}: no halo stored")
     if standardize:
         a, b = ds.split_bounds["train"]
         xw, _ = materialize_windows(raw.astype(np.float64), h, np.arange(a, b))
@@ -200,6 +218,15 @@ def error_checks(store, tag):
     except DDStoreValueError as exc:
         check("2 non-finite values" in str(exc) and "first at step 57, node 1, feature 0"
               in str(exc), f"{tag}: NaN message: {exc}")
+    # a NaN in the copy of the last rank only (e.g. its own file): with width < size
+    # the groups read different copies; every rank must raise, not only that group
+    mine = bad if rank == size - 1 else raw
+    try:
+        st.WindowDataset(store, "nan_one_copy", mine, 3)
+        check(False, f"{tag}: NaN in one rank's copy not reported on rank {rank}")
+    except DDStoreValueError as exc:
+        check("2 non-finite values" in str(exc), f"{tag}: one-copy NaN message: {exc}")
+    check("nan_one_copy" not in store.variables(), f"{tag}: half-built variable left")
     if store.group_size > 1:
         try:
             st.WindowDataset(store, "dev", raw, 3, resident="device")
@@ -236,7 +263,8 @@ def h5_checks(store, tag):
     series = st.load_pems_h5(path)
     ds = st.WindowDataset(store, "h5", series, 6, time_features=("tod", "dow"))
     series.close()
-    X, Y = materialize_windows(data[:, :, None].astype(np.float32), 6)
+    # the file is float64 and is read at that precision (statistics included)
+    X, Y = materialize_windows(data[:, :, None], 6)
     X = standardize_windows(X, ds.mean, ds.std, dtype=np.float32)
     xb, yb = ds.__getitems__(np.arange(len(ds)))
     equal(xb[..., :1].numpy(), X, f"{tag}: HDF5 windows")

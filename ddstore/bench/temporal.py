@@ -1,0 +1,166 @@
+"""Temporal neighbour sampling benchmark (ddstore.temporal).
+
+Run::
+
+    mpiexec -n 2 python -m ddstore.bench.temporal     # widths 1 and 2
+    python -m ddstore.bench.temporal                  # one rank, width 1
+
+A power-law stream (:func:`ddstore.temporal.synthetic_stream`, default 1 M edges on 10 k
+nodes) is stored as a T-CSR with ``add_reverse=True``.  Mini-batches of ``--batch-size``
+edges are taken evenly over the whole stream (rank ``r`` takes every ``size``-th of them),
+each giving ``3 * batch_size`` roots (src, dst, one negative) at the edges' times; each
+rank samples them on one thread.  Reported per configuration (strategy and fanouts ×
+width × transport): roots/s and sampled edges/s per rank (the time of ``sample`` calls
+only; mean and slowest rank), and the T-CSR bytes each rank holds.  Results are printed
+and written as JSON (and a PNG) under ``--out`` (default ``bench_results/``).
+"""
+import argparse
+import json
+import os
+import platform
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
+
+
+def _args(argv):
+    p = argparse.ArgumentParser(description="ddstore temporal sampling benchmark",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--num-nodes", type=int, default=10_000)
+    p.add_argument("--num-edges", type=int, default=1_000_000)
+    p.add_argument("--batch-size", type=int, default=600)
+    p.add_argument("--batches", type=int, default=200,
+                   help="mini-batches sampled per configuration (over all ranks)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--widths", default="auto", help="comma-separated; auto = 1 and size")
+    p.add_argument("--transports", default="auto,rma",
+                   help="transports for widths > 1 (width 1 never reads remotely)")
+    p.add_argument("--out", default="bench_results")
+    p.add_argument("--no-plot", action="store_true")
+    return p.parse_args(argv)
+
+
+def _log(comm, *a):
+    if comm.Get_rank() == 0:
+        print(*a, flush=True)
+
+
+def run(argv=None):
+    import ddstore
+    from ddstore import temporal as tg
+    args = _args(argv)
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    t0 = time.perf_counter()
+    s = tg.synthetic_stream(args.num_nodes, args.num_edges, seed=args.seed)
+    _log(comm, f"stream: {args.num_nodes} nodes, {args.num_edges} edges, max degree "
+               f"{int(np.bincount(np.concatenate([s.src, s.dst])).max())} (add_reverse), "
+               f"generated in {time.perf_counter() - t0:.1f} s")
+    if args.widths == "auto":
+        widths = sorted({1, size})
+    else:
+        widths = [int(w) for w in args.widths.split(",")]
+    transports = [t for t in args.transports.split(",") if t]
+    # batches evenly over the stream; rank r takes every size-th one
+    nb_all = args.num_edges // args.batch_size
+    picks = np.linspace(0, nb_all - 1, min(args.batches, nb_all)).astype(np.int64)
+    mine = picks[rank::size]
+    results = []
+    for width in widths:
+        for transport in (["auto"] if width == 1 else transports):
+            with ddstore.DDStore(comm, width=width, transport=transport) as store:
+                lo, hi = ddstore.partition(args.num_edges, size, rank)
+                comm.Barrier()
+                t0 = time.perf_counter()
+                g = tg.TemporalGraph.from_arrays(store, "g", s.src[lo:hi], s.dst[lo:hi],
+                                                 s.t[lo:hi], add_reverse=True)
+                build_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+                tcsr = comm.allgather(g.tcsr_bytes())
+                for strategy, fanouts in CONFIGS:
+                    sm = tg.TemporalSampler(g, fanouts, strategy, seed=args.seed)
+                    roots_n = edges_n = 0
+                    elapsed = 0.0
+                    for b in mine:
+                        a, z = int(b) * args.batch_size, (int(b) + 1) * args.batch_size
+                        roots = np.concatenate([s.src[a:z], s.dst[a:z],
+                                                (s.src[a:z] * 7919 + b) % args.num_nodes])
+                        ts = np.tile(s.t[a:z], 3)
+                        t1 = time.perf_counter()
+                        blocks = sm.sample(roots, ts)
+                        elapsed += time.perf_counter() - t1
+                        roots_n += len(roots)
+                        edges_n += sum(bl.num_edges for bl in blocks)
+                    per = comm.allgather((roots_n / elapsed, edges_n / elapsed, edges_n))
+                    res = dict(width=width, transport=transport, strategy=strategy,
+                               fanouts=list(fanouts), batches=len(picks),
+                               roots_per_s_per_rank=float(np.mean([p[0] for p in per])),
+                               edges_per_s_per_rank=float(np.mean([p[1] for p in per])),
+                               edges_per_s_slowest_rank=float(min(p[1] for p in per)),
+                               sampled_edges=int(sum(p[2] for p in per)),
+                               tcsr_bytes_per_rank=[int(x) for x in tcsr],
+                               build_s=build_s, shm_peers=store.shm_peers)
+                    results.append(res)
+                    _log(comm, f"width {width} {transport:4s} {strategy:7s} "
+                               f"{str(list(fanouts)):8s}: {res['roots_per_s_per_rank'] / 1e6:6.2f}"
+                               f" M roots/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M edges/s"
+                               f" per rank (slowest {res['edges_per_s_slowest_rank'] / 1e6:.2f})"
+                               f"; T-CSR {max(tcsr) / 1e6:.1f} MB/rank; build {build_s:.2f} s")
+                g.remove()
+    if rank == 0:
+        uni = {(r["width"], r["transport"]): r["edges_per_s_per_rank"] for r in results
+               if r["strategy"] == "uniform" and r["fanouts"] == [10, 10]}
+        targets = {"uniform_10_10_width1_edges_per_s": uni.get((1, "auto")),
+                   "target_edges_per_s": 4e6,
+                   "meets_4M": bool(uni.get((1, "auto"), 0) >= 4e6)}
+        if size > 1 and (size, "auto") in uni:
+            targets["width_size_over_width1"] = uni[(1, "auto")] / uni[(size, "auto")]
+        out = dict(benchmark="temporal", ranks=size, num_nodes=args.num_nodes,
+                   num_edges=args.num_edges, batch_size=args.batch_size,
+                   roots_per_batch=3 * args.batch_size, host=platform.node(),
+                   results=results, targets=targets)
+        os.makedirs(args.out, exist_ok=True)
+        path = os.path.join(args.out, f"temporal_n{size}.json")
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+        print(f"targets: {targets}\nwrote {path}", flush=True)
+        if not args.no_plot:
+            _plot(results, os.path.join(args.out, f"temporal_n{size}.png"), size)
+    return results
+
+
+def _plot(results, path, size):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = sorted({(r["width"], r["transport"]) for r in results})
+    configs = [(s, tuple(f)) for s, f in CONFIGS]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    w = 0.8 / len(labels)
+    for j, lab in enumerate(labels):
+        vals = [next((r["edges_per_s_per_rank"] / 1e6 for r in results
+                      if (r["width"], r["transport"]) == lab and
+                      (r["strategy"], tuple(r["fanouts"])) == c), 0) for c in configs]
+        ax.bar(np.arange(len(configs)) + j * w, vals, w,
+               label=f"width {lab[0]} {lab[1]}")
+    ax.axhline(4, color="k", ls="--", lw=1, label="target 4 M/s")
+    ax.set_xticks(np.arange(len(configs)) + w * (len(labels) - 1) / 2)
+    ax.set_xticklabels([f"{s} {list(f)}" for s, f in configs])
+    ax.set_ylabel("sampled edges / s per rank (M)")
+    ax.set_title(f"temporal sampling, {size} rank(s), one thread each")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"wrote {path}", flush=True)
+
+
+def main(argv=None):
+    run(argv)
+    return 0
+
+
+if __name__ == "__main__":
+    main()

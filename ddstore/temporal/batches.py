@@ -1,0 +1,102 @@
+"""EdgeBatches: a split's edges in time order, in batches, with TGL's random chunk
+scheduling."""
+import numpy as np
+
+from ..errors import DDStoreValueError
+from ..store import partition
+from .graph import SPLITS
+
+
+class EdgeBatches:
+    """Iterate the edges of one split in time order, in batches of ``batch_size``.
+
+    Each item is ``(src, dst, neg_dst, t, eid)``: int64 ``src``/``dst``/``eid``, float64
+    ``t`` and int64 ``neg_dst`` of shape ``[n, negatives]`` (destinations drawn uniformly
+    from all nodes, deterministic per ``(seed, epoch, batch)``).
+
+    Random chunk scheduling (TGL §4): with ``chunks > 1`` a batch is ``chunks`` chunks of
+    ``batch_size // chunks`` edges, and each epoch (:meth:`set_epoch`) shifts every batch
+    boundary by a random whole number of chunks in ``[0, chunks)`` (the first batch of the
+    epoch is then shorter), so the model does not always see the same edges together.
+    ``shuffle_chunks=False`` shifts by ``epoch % chunks`` chunks instead.  Every edge of
+    the split is in exactly one batch per epoch.
+
+    With ``comm`` (an mpi4py communicator), every rank gets its part
+    (``partition(len(batch), comm.size, comm.rank)``) of every batch, so data-parallel
+    ranks train on the same time window; all ranks see the same number of batches.
+
+    Construction reads the split and time of every edge once (``num_edges`` bytes and
+    doubles) and keeps the split's edge ids in time order (int64 per edge of the split).
+    """
+
+    def __init__(self, graph, batch_size, split="train", chunks=1, negatives=1,
+                 shuffle_chunks=True, comm=None, seed=0):
+        for label, v in (("batch_size", batch_size), ("chunks", chunks)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise DDStoreValueError(f"EdgeBatches: {label}={v!r} must be an integer "
+                                        f">= 1")
+        if (isinstance(negatives, bool) or not isinstance(negatives, (int, np.integer))
+                or negatives < 0):
+            raise DDStoreValueError(f"EdgeBatches: negatives={negatives!r} must be >= 0")
+        if batch_size % chunks:
+            raise DDStoreValueError(f"EdgeBatches: chunks={chunks} must divide "
+                                    f"batch_size={batch_size}")
+        if isinstance(split, str):
+            if split not in SPLITS:
+                raise DDStoreValueError(f"EdgeBatches: split={split!r} is not one of "
+                                        f"{list(SPLITS)}")
+            code = SPLITS[split]
+        elif isinstance(split, (int, np.integer)) and 0 <= split <= 2:
+            code = int(split)
+        else:
+            raise DDStoreValueError(f"EdgeBatches: split={split!r} must be 'train', 'val', "
+                                    f"'test' or 0-2")
+        self.graph = graph
+        self.batch_size, self.chunks = int(batch_size), int(chunks)
+        self.chunk_size = self.batch_size // self.chunks
+        self.negatives = int(negatives)
+        self.shuffle_chunks = bool(shuffle_chunks)
+        self.comm = comm
+        self.seed = int(seed)
+        self.epoch = 0
+        eids = np.flatnonzero(graph.split == code).astype(np.int64)
+        t = graph.store.get_range(f"{graph.name}/edge_t", 0, graph.num_edges)[eids]
+        self.eids = eids[np.argsort(t, kind="stable")]  # time order, ties by edge id
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
+
+    def shift(self):
+        """The batch-boundary shift of this epoch, in edges."""
+        if self.chunks == 1:
+            return 0
+        if self.shuffle_chunks:
+            k = int(np.random.default_rng([self.seed, self.epoch, 7]).integers(self.chunks))
+        else:
+            k = self.epoch % self.chunks
+        return k * self.chunk_size
+
+    def boundaries(self):
+        """Batch boundaries of this epoch: ``[0, b1, ..., len(split)]``."""
+        n = len(self.eids)
+        off = self.shift()
+        inner = np.arange(off if off else self.batch_size, n, self.batch_size)
+        return np.unique(np.concatenate([[0], inner, [n]])).astype(np.int64)
+
+    def __len__(self):
+        return len(self.boundaries()) - 1
+
+    def __iter__(self):
+        b = self.boundaries()
+        g = self.graph
+        for i in range(len(b) - 1):
+            lo, hi = int(b[i]), int(b[i + 1])
+            neg = np.random.default_rng([self.seed, self.epoch, i, 11]).integers(
+                0, g.num_nodes, (hi - lo, self.negatives), dtype=np.int64)
+            if self.comm is not None:
+                a, z = partition(hi - lo, self.comm.Get_size(), self.comm.Get_rank())
+            else:
+                a, z = 0, hi - lo
+            eid = self.eids[lo + a:lo + z]
+            src, dst, t = g.edges(eid)
+            yield src, dst, neg[a:z], t, eid

@@ -1,0 +1,447 @@
+"""TemporalGraph: a continuous-time dynamic graph kept as a T-CSR in a DDStore.
+
+Layout (for a graph called ``name``; ``width`` members per group, each group one replica):
+
+- T-CSR: ``name/nbr`` (int64), ``name/ts`` (float64), ``name/eid`` (int64): every node's
+  neighbour list sorted by timestamp (ties in edge-id order), the lists concatenated in
+  node order.  Member ``g`` holds the lists of the contiguous node range
+  ``node_offsets[g:g + 2]``, chosen so that members hold about equal numbers of entries.
+- edges by id: ``name/edges`` (int64 ``[E, 2]``: src, dst), ``name/edge_t`` (float64),
+  ``name/edge_split`` (int8: 0 train, 1 val, 2 test), optional ``name/edge_feat``;
+  member ``g`` holds edge ids ``partition(num_edges, width, g)``.
+- optional ``name/node_feat`` by node, chunked like the T-CSR.
+
+Replicated metadata: ``indptr`` (``num_nodes + 1`` int64: the global T-CSR row where each
+node's list starts) and the chunk boundaries (``node_offsets``, ``edge_offsets``).  Edge
+ids are int64: the position of the edge in the concatenation of every rank's share in
+rank order.
+"""
+import numpy as np
+
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..store import _STORABLE_KINDS, as_indices, partition
+
+SPLITS = {"train": 0, "val": 1, "test": 2}
+_T_VARS = ("nbr", "ts", "eid")
+
+
+def _member_offsets(total, width):
+    return np.array([partition(total, width, g)[0] for g in range(width)] + [total],
+                    dtype=np.int64)
+
+
+def _balanced_offsets(indptr, width):
+    """Node ranges of the members: contiguous, with about equal T-CSR entries each
+    (power-law degrees make equal node counts very uneven)."""
+    total = int(indptr[-1])
+    n = indptr.shape[0] - 1
+    if total == 0:
+        return _member_offsets(n, width)
+    cuts = [int(np.searchsorted(indptr, total * g / width, side="left"))
+            for g in range(1, width)]
+    return np.array([0] + [min(c, n) for c in cuts] + [n], dtype=np.int64)
+
+
+def _exchange(comm, width, dest, arrays):
+    """Collective: send item ``i`` of every array to group member ``dest[i]`` of **every**
+    group (each group holds one full replica).  Returns the arrays each rank receives,
+    concatenated in source-rank order (within a source, in its original order)."""
+    from mpi4py import MPI
+    size = comm.Get_size()
+    ngroups = size // width
+    dest = np.asarray(dest, dtype=np.int64)
+    order = np.argsort(dest, kind="stable")
+    counts = np.bincount(dest, minlength=width).astype(np.int64)
+    displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    send_counts = np.tile(counts, ngroups)
+    send_displs = np.tile(displs, ngroups)
+    recv_counts = np.array(comm.alltoall(send_counts.tolist()), dtype=np.int64)
+    recv_displs = np.concatenate([[0], np.cumsum(recv_counts)[:-1]]).astype(np.int64)
+    nrecv = int(recv_counts.sum())
+    out = []
+    for a in arrays:
+        a = np.ascontiguousarray(a[order])
+        row_bytes = a.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
+        recv = np.empty((nrecv,) + a.shape[1:], dtype=a.dtype)
+        if row_bytes:
+            # counts in rows of a contiguous datatype: up to 2**31 - 1 rows per peer
+            row_type = MPI.BYTE.Create_contiguous(row_bytes).Commit()
+            try:
+                sb = a.reshape(-1).view(np.uint8)
+                rb = recv.reshape(-1).view(np.uint8)
+                comm.Alltoallv([sb, (send_counts.tolist(), send_displs.tolist()), row_type],
+                               [rb, (recv_counts.tolist(), recv_displs.tolist()), row_type])
+            finally:
+                row_type.Free()
+        out.append(recv)
+    return out
+
+
+def _as_array(x, what):
+    """``x`` as a numpy array (torch CPU tensors included), or (None, error)."""
+    try:
+        if hasattr(x, "detach") and hasattr(x, "numpy"):
+            x = x.detach().cpu().numpy()
+        return np.asarray(x), None
+    except Exception as exc:
+        return None, (DDStoreValueError, f"{what} is not an array ({exc})")
+
+
+def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes):
+    """This rank's input, validated: (arrays dict, error or None)."""
+    if not isinstance(name, str) or not name:
+        return None, (DDStoreValueError, f"graph name must be a non-empty str, got {name!r}")
+    if num_nodes is not None and (isinstance(num_nodes, bool) or
+                                  not isinstance(num_nodes, (int, np.integer)) or
+                                  num_nodes < 1):
+        return None, (DDStoreValueError, f"graph {name!r}: num_nodes={num_nodes!r} must be "
+                                         f"an integer >= 1 or None")
+    out = {}
+    for key, x in (("src", src), ("dst", dst), ("t", t)):
+        arr, err = _as_array(x, f"graph {name!r}: {key}")
+        if err:
+            return None, err
+        if arr.ndim != 1:
+            return None, (DDStoreValueError, f"graph {name!r}: {key} must be 1-D, got "
+                                             f"shape {arr.shape}")
+        if key != "t" and arr.size and arr.dtype.kind not in "iu":
+            return None, (DDStoreValueError, f"graph {name!r}: {key} must hold integer "
+                                             f"node ids, got dtype {arr.dtype}")
+        if key == "t" and arr.size and arr.dtype.kind not in "iuf":
+            return None, (DDStoreValueError, f"graph {name!r}: t must be real numbers, got "
+                                             f"dtype {arr.dtype}")
+        out[key] = arr
+    m = out["src"].shape[0]
+    if out["dst"].shape[0] != m or out["t"].shape[0] != m:
+        return None, (DDStoreValueError, f"graph {name!r}: src, dst and t have lengths "
+                                         f"{m}, {out['dst'].shape[0]}, {out['t'].shape[0]};"
+                                         f" they must be equal")
+    out["src"] = out["src"].astype(np.int64, copy=False)
+    out["dst"] = out["dst"].astype(np.int64, copy=False)
+    out["t"] = out["t"].astype(np.float64, copy=False)
+    for key in ("src", "dst"):
+        if m and int(out[key].min()) < 0:
+            pos = int(np.argmax(out[key] < 0))
+            return None, (DDStoreIndexError, f"graph {name!r}: {key}[{pos}] = "
+                                             f"{int(out[key][pos])} is negative; node ids "
+                                             f"must be in [0, num_nodes)")
+    bad = ~np.isfinite(out["t"])
+    if bad.any():
+        pos = int(np.argmax(bad))
+        return None, (DDStoreValueError, f"graph {name!r}: t[{pos}] = {out['t'][pos]} is "
+                                         f"NaN or infinite; timestamps must be finite")
+    if split is not None:
+        arr, err = _as_array(split, f"graph {name!r}: split")
+        if err:
+            return None, err
+        if arr.ndim != 1 or arr.shape[0] != m:
+            return None, (DDStoreValueError, f"graph {name!r}: split has shape {arr.shape},"
+                                             f" needs ({m},) (one value per edge)")
+        if m and arr.dtype.kind not in "iub":
+            return None, (DDStoreValueError, f"graph {name!r}: split must hold integers "
+                                             f"0/1/2, got dtype {arr.dtype}")
+        badv = (arr < 0) | (arr > 2)
+        if badv.any():
+            pos = int(np.argmax(badv))
+            return None, (DDStoreValueError, f"graph {name!r}: split[{pos}] = "
+                                             f"{int(arr[pos])} outside 0-2 (0 train, 1 val,"
+                                             f" 2 test)")
+        out["split"] = arr.astype(np.int8)
+    for key, x, rows in (("edge_feat", edge_feat, m), ("node_feat", node_feat, None)):
+        if x is None:
+            continue
+        arr, err = _as_array(x, f"graph {name!r}: {key}")
+        if err:
+            return None, err
+        if arr.ndim < 1:
+            return None, (DDStoreValueError, f"graph {name!r}: {key} must have a first "
+                                             f"(row) dimension, got a scalar")
+        if arr.dtype.kind not in _STORABLE_KINDS or arr.dtype.fields is not None:
+            return None, (DDStoreValueError, f"graph {name!r}: {key} has dtype {arr.dtype},"
+                                             f" which cannot be stored")
+        if rows is not None and arr.shape[0] != rows:
+            return None, (DDStoreValueError, f"graph {name!r}: edge_feat has {arr.shape[0]}"
+                                             f" rows but this rank passes {rows} edges; "
+                                             f"they must be equal")
+        out[key] = arr
+    return out, None
+
+
+class TemporalGraph:
+    """A temporal graph in a :class:`~ddstore.DDStore` (build it with :meth:`from_arrays`
+    or :meth:`from_tgl`, both collective).
+
+    Attributes: ``num_nodes``, ``num_edges``, ``indptr`` (replicated), ``split_counts``
+    (``{"train": n, "val": n, "test": n}``), ``edge_feat_dim`` / ``node_feat_dim``
+    (trailing shapes, None when absent), ``add_reverse``.  Reads are local and
+    one-sided: :meth:`neighbors`, :meth:`edges`, :meth:`edge_features`,
+    :meth:`node_features`; each is one batched store read per variable, results in request
+    order, from any owner.
+    """
+
+    def __init__(self, store, name, num_nodes, num_edges, indptr, node_offsets, add_reverse,
+                 split_counts, has_edge_feat, has_node_feat):
+        self.store, self.name = store, name
+        self.num_nodes, self.num_edges = int(num_nodes), int(num_edges)
+        self.indptr = indptr
+        self.add_reverse = bool(add_reverse)
+        self.split_counts = split_counts
+        self.node_offsets = node_offsets
+        self.edge_offsets = _member_offsets(self.num_edges, store.group_size)
+        self._has_edge_feat, self._has_node_feat = has_edge_feat, has_node_feat
+        self.edge_feat_dim = store.row_shape(f"{name}/edge_feat") if has_edge_feat else None
+        self.node_feat_dim = store.row_shape(f"{name}/node_feat") if has_node_feat else None
+        self._split = None
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_arrays(cls, store, name, src, dst, t, edge_feat=None, node_feat=None,
+                    num_nodes=None, add_reverse=False, split=None):
+        """Collective: build a temporal graph from each rank's share of the edges.
+
+        ``src``, ``dst`` (integer node ids), ``t`` (finite real timestamps, any order:
+        the T-CSR is sorted here) and optional ``split`` (0 train / 1 val / 2 test per
+        edge; default: every edge is train) and ``edge_feat`` (rows = this rank's edges)
+        are this rank's share: any share, the global edge id of an edge being its
+        position in the concatenation of all ranks' shares in rank order.  ``node_feat``
+        is this rank's share of the node-feature rows in the same way (the rows of all
+        ranks concatenated must be ``num_nodes``).  ``num_nodes`` defaults to the largest
+        node id + 1 (or the number of node-feature rows).  ``add_reverse=True`` also
+        indexes every edge at its destination (undirected use; same edge id).
+
+        Every rank raises the same :class:`~ddstore.DDStoreError` on bad input on any
+        rank; on failure nothing of the graph is left in the store.
+        """
+        store._alive()
+        comm = store.comm
+        arrs, error = _check_local(name, src, dst, t, edge_feat, node_feat, split,
+                                   num_nodes)
+        if error is None:
+            taken = [v for v in store.variables() if v.startswith(f"{name}/")]
+            if taken:
+                error = (DDStoreValueError, f"graph {name!r}: the store already holds "
+                                            f"variables {taken}; remove them or pick "
+                                            f"another name")
+        ok = error is None
+
+        def layout(key):
+            if not ok or key not in arrs:
+                return None
+            return arrs[key].dtype.str, arrs[key].shape[1:]
+        info = comm.allgather((error,
+                               arrs["src"].shape[0] if ok else 0,
+                               int(max(arrs["src"].max(initial=-1), arrs["dst"].max(
+                                   initial=-1))) if ok else -1,
+                               "split" in arrs if ok else None,
+                               layout("edge_feat"), layout("node_feat"),
+                               arrs["node_feat"].shape[0] if ok and "node_feat" in arrs
+                               else 0,
+                               (name, bool(add_reverse),
+                                None if num_nodes is None else int(num_nodes),
+                                edge_feat is not None, node_feat is not None)
+                               if ok else None,
+                               np.bincount(arrs["split"], minlength=3).tolist()
+                               if ok and "split" in arrs else None))
+        store._raise_errors([i[0] for i in info])
+        settings = {i[7] for i in info}
+        if len(settings) > 1:
+            raise DDStoreValueError(
+                f"graph {name!r}: name, add_reverse, num_nodes or the presence of "
+                f"edge_feat/node_feat differ between ranks: "
+                f"{[i[7] for i in info]}")
+        if len({i[3] for i in info}) > 1:
+            raise DDStoreValueError(f"graph {name!r}: split is given on some ranks only "
+                                    f"(ranks {[r for r, i in enumerate(info) if i[3]]})")
+        for key, pos in (("edge_feat", 4), ("node_feat", 5)):
+            if len({i[pos] for i in info}) > 1:
+                raise DDStoreValueError(
+                    f"graph {name!r}: {key} dtype or row shape differs between ranks: "
+                    f"{[i[pos] for i in info]}")
+        counts = np.array([i[1] for i in info], dtype=np.int64)
+        num_edges = int(counts.sum())
+        max_id = max(i[2] for i in info)
+        nf_rows = sum(i[6] for i in info)
+        has_nf = node_feat is not None
+        if num_nodes is None:
+            num_nodes = max(max_id + 1, nf_rows if has_nf else 0)
+            if num_nodes < 1:
+                raise DDStoreValueError(f"graph {name!r}: no edges and no node features "
+                                        f"on any rank (empty graph); pass num_nodes")
+        num_nodes = int(num_nodes)
+        if max_id >= num_nodes:
+            r = next(r for r, i in enumerate(info) if i[2] == max_id)
+            raise DDStoreIndexError(f"graph {name!r}: rank {r}: node id {max_id} out of "
+                                    f"range [0, {num_nodes}) (num_nodes={num_nodes})")
+        if has_nf and nf_rows != num_nodes:
+            raise DDStoreValueError(f"graph {name!r}: node_feat has {nf_rows} rows over all "
+                                    f"ranks ({[i[6] for i in info]}); it needs one row per "
+                                    f"node, num_nodes={num_nodes}")
+        if info[0][3]:
+            split_counts = np.sum([i[8] for i in info], axis=0).tolist()
+        else:
+            split_counts = [num_edges, 0, 0]
+
+        width = store.group_size
+        rank = comm.Get_rank()
+        m = int(counts[rank])
+        eid = np.arange(m, dtype=np.int64) + int(counts[:rank].sum())
+        edge_off = _member_offsets(num_edges, width)
+        s, d, tt = arrs["src"], arrs["dst"], arrs["t"]
+
+        # indptr from the global degrees (indptr-sized, replicated)
+        deg = np.bincount(s, minlength=num_nodes).astype(np.int64)
+        if add_reverse:
+            deg += np.bincount(d, minlength=num_nodes)
+        from mpi4py import MPI
+        comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
+        indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+        np.cumsum(deg, out=indptr[1:])
+        node_off = _balanced_offsets(indptr, width)
+
+        # T-CSR entries to the members owning their node, in every group
+        node = np.concatenate([s, d]) if add_reverse else s
+        nbr = np.concatenate([d, s]) if add_reverse else d
+        ets = np.concatenate([tt, tt]) if add_reverse else tt
+        eids = np.concatenate([eid, eid]) if add_reverse else eid
+        dest = np.searchsorted(node_off, node, side="right") - 1
+        node, nbr, ets, eids = _exchange(comm, width, dest, [node, nbr, ets, eids])
+        order = np.lexsort((eids, ets, node))  # by node, then time, then edge id
+        tcsr = {"nbr": nbr[order], "ts": ets[order], "eid": eids[order]}
+        del node, nbr, ets, eids, order
+
+        # edge table and features to the members owning their edge id
+        edest = np.searchsorted(edge_off, eid, side="right") - 1
+        etab = [np.stack([s, d], axis=1), tt,
+                arrs["split"] if "split" in arrs else np.zeros(m, dtype=np.int8)]
+        if edge_feat is not None:
+            etab.append(arrs["edge_feat"])
+        etab = _exchange(comm, width, edest, etab)
+        parts = [(f"{name}/{k}", v) for k, v in tcsr.items()]
+        parts += [(f"{name}/edges", etab[0]), (f"{name}/edge_t", etab[1]),
+                  (f"{name}/edge_split", etab[2])]
+        if edge_feat is not None:
+            parts.append((f"{name}/edge_feat", etab[3]))
+        if has_nf:
+            nf = arrs["node_feat"]
+            nf_counts = np.array([i[6] for i in info], dtype=np.int64)
+            nid = np.arange(nf.shape[0], dtype=np.int64) + int(nf_counts[:rank].sum())
+            ndest = np.searchsorted(node_off, nid, side="right") - 1
+            parts.append((f"{name}/node_feat", _exchange(comm, width, ndest, [nf])[0]))
+        added = []
+        try:
+            for var, rows in parts:
+                store.add(var, rows)
+                added.append(var)
+        except DDStoreError:
+            for var in reversed(added):  # collective: every rank added the same ones
+                store.remove(var)
+            raise
+        return cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
+                   dict(zip(SPLITS, (int(c) for c in split_counts))), edge_feat is not None,
+                   has_nf)
+
+    @classmethod
+    def from_tgl(cls, store, name, directory, add_reverse=False):
+        """Collective: build from a TGL dataset directory (``edges.csv``, optional
+        ``edge_features.pt``, ``node_features.pt``; see :func:`read_tgl_share`): each rank
+        parses only its byte range of the CSV; edge ids follow the file's row order."""
+        from .tgl import read_tgl_share
+        src, dst, t, split, ef, nf = read_tgl_share(store, directory)
+        return cls.from_arrays(store, name, src, dst, t, edge_feat=ef, node_feat=nf,
+                               add_reverse=add_reverse, split=split)
+
+    def remove(self):
+        """Collective: remove every variable of the graph from the store."""
+        for var in self._variables():
+            self.store.remove(var)
+
+    def _variables(self):
+        names = [f"{self.name}/{k}" for k in _T_VARS] + [
+            f"{self.name}/edges", f"{self.name}/edge_t", f"{self.name}/edge_split"]
+        if self._has_edge_feat:
+            names.append(f"{self.name}/edge_feat")
+        if self._has_node_feat:
+            names.append(f"{self.name}/node_feat")
+        return names
+
+    # ------------------------------------------------------------------ reads
+    def _nodes(self, nids, what):
+        idx = as_indices(nids, f"{what} of graph {self.name!r}")
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_nodes):
+            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+            raise DDStoreIndexError(f"{what} of graph {self.name!r}: node {bad} (position "
+                                    f"{int(np.argmax(idx == bad))}) out of range "
+                                    f"[0, {self.num_nodes})")
+        return idx
+
+    def _edges(self, eids, what):
+        idx = as_indices(eids, f"{what} of graph {self.name!r}")
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_edges):
+            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+            raise DDStoreIndexError(f"{what} of graph {self.name!r}: edge id {bad} "
+                                    f"(position {int(np.argmax(idx == bad))}) out of range "
+                                    f"[0, {self.num_edges})")
+        return idx
+
+    def degree(self, nids=None):
+        """Number of T-CSR entries of each node (all nodes when ``nids`` is None)."""
+        deg = np.diff(self.indptr)
+        return deg if nids is None else deg[self._nodes(nids, "degree")]
+
+    def neighbors(self, v):
+        """Local: node ``v``'s list ``(nbr, ts, eid)`` in T-CSR order (time, then edge id)."""
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise DDStoreValueError(f"neighbors of graph {self.name!r}: node must be an "
+                                    f"integer, got {v!r}")
+        v = int(self._nodes([v], "neighbors")[0])
+        a, b = int(self.indptr[v]), int(self.indptr[v + 1])
+        return tuple(self.store.get_range(f"{self.name}/{k}", a, b - a) for k in _T_VARS)
+
+    def edges(self, eids):
+        """Local: ``(src, dst, t)`` of edges ``eids``, in request order."""
+        idx = self._edges(eids, "edges")
+        sd = self.store.get_batch(f"{self.name}/edges", idx)
+        return sd[:, 0].copy(), sd[:, 1].copy(), self.store.get_batch(f"{self.name}/edge_t",
+                                                                      idx)
+
+    def edge_split(self, eids):
+        """Local: split (0 train, 1 val, 2 test) of edges ``eids``."""
+        return self.store.get_batch(f"{self.name}/edge_split",
+                                    self._edges(eids, "edge_split"))
+
+    @property
+    def split(self):
+        """Split of every edge (int8 array, one byte per edge, read on first use)."""
+        if self._split is None:
+            self._split = self.store.get_range(f"{self.name}/edge_split", 0, self.num_edges)
+        return self._split
+
+    def edge_features(self, eids):
+        """Local: edge-feature rows of ``eids``, in request order."""
+        if not self._has_edge_feat:
+            raise DDStoreValueError(f"graph {self.name!r} has no edge features")
+        return self.store.get_batch(f"{self.name}/edge_feat",
+                                    self._edges(eids, "edge_features"))
+
+    def node_features(self, nids):
+        """Local: node-feature rows of ``nids``, in request order."""
+        if not self._has_node_feat:
+            raise DDStoreValueError(f"graph {self.name!r} has no node features")
+        return self.store.get_batch(f"{self.name}/node_feat",
+                                    self._nodes(nids, "node_features"))
+
+    def tcsr_bytes(self):
+        """Bytes of this rank's T-CSR chunk (nbr + ts + eid) plus the replicated indptr."""
+        lo, hi = self.node_offsets[self.store.group_rank:self.store.group_rank + 2]
+        return int(24 * (self.indptr[hi] - self.indptr[lo]) + self.indptr.nbytes)
+
+    def _c_tcsr(self, fetch_whole_max=0, range_factor=0):
+        from .._core import TCSR
+        st = self.store
+        return TCSR(st._core, *(st._var(f"{self.name}/{k}").vid for k in _T_VARS),
+                    self.indptr, self.node_offsets, fetch_whole_max, range_factor)
+
+    def __repr__(self):
+        return (f"TemporalGraph({self.name!r}, num_nodes={self.num_nodes}, "
+                f"num_edges={self.num_edges}, add_reverse={self.add_reverse}, "
+                f"split={self.split_counts})")

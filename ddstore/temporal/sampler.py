@@ -1,0 +1,153 @@
+"""TemporalSampler: multi-layer temporal neighbour sampling, its loop in C
+(``csrc/temporal.c``) over the store's memory."""
+import numpy as np
+
+from .. import _core
+from ..errors import DDStoreIndexError, DDStoreValueError
+from ..store import as_indices
+
+
+class TemporalBlock:
+    """One sampled layer, with the fields a TGL user knows.
+
+    - ``nodes``: the layer's roots first (``num_roots`` of them), then one entry per
+      sampled edge (its neighbour);
+    - ``ts``: the time of each entry of ``nodes``: the root's query time for roots; for
+      sampled neighbours the edge's time (or, with ``prop_time=True``, its root's time).
+      The next layer samples ``nodes`` at ``ts``;
+    - ``row``: the root position (0 .. num_roots-1) of each sampled edge;
+    - ``col``: the position in ``nodes`` of each sampled edge's neighbour
+      (``num_roots + j`` for edge ``j``);
+    - ``eid``: the edge id (int64); ``edge_ts``: the edge's timestamp;
+    - ``dts``: root time minus edge time (always > 0: only strictly earlier edges).
+
+    ``edge_index`` is ``[col, row]`` (messages flow from the neighbour to its root, PyG's
+    source/target order).  Fields are numpy arrays; :meth:`to_torch` gives CPU tensors.
+    """
+    __slots__ = ("nodes", "ts", "row", "col", "eid", "edge_ts", "dts", "num_roots")
+
+    def __init__(self, nodes, ts, row, col, eid, edge_ts, dts, num_roots):
+        self.nodes, self.ts, self.row, self.col = nodes, ts, row, col
+        self.eid, self.edge_ts, self.dts, self.num_roots = eid, edge_ts, dts, num_roots
+
+    @property
+    def num_edges(self):
+        return len(self.eid)
+
+    @property
+    def edge_index(self):
+        if isinstance(self.col, np.ndarray):
+            return np.stack([self.col, self.row])
+        import torch
+        return torch.stack([self.col, self.row])
+
+    def to_torch(self):
+        """The same block with CPU tensors (sharing memory with the numpy arrays)."""
+        import torch
+        f = torch.from_numpy
+        return TemporalBlock(f(self.nodes), f(self.ts), f(self.row), f(self.col),
+                             f(self.eid), f(self.edge_ts), f(self.dts), self.num_roots)
+
+    def __repr__(self):
+        return f"TemporalBlock(num_roots={self.num_roots}, num_edges={self.num_edges})"
+
+
+class TemporalSampler:
+    """Temporal neighbour sampler over a :class:`TemporalGraph` (local; no communication
+    besides one-sided reads of lists held by members that are not node-local).
+
+    ``fanouts``: neighbours per root for each layer (``(10, 10)``: two layers).
+    ``strategy``: ``"recent"`` takes the ``k`` eligible edges with the latest timestamps
+    (in time order); ``"uniform"`` draws ``k`` with replacement among the eligible edges
+    when there are more than ``k`` and takes all of them otherwise.  Eligible means a
+    timestamp **strictly before** the root's time: no information from the future and
+    none from the root's own instant.  Every eligible edge can be returned, including the
+    node's earliest (TGL's sampler never returns that one and loses one slot per edge at
+    the root's own time; see the README).
+
+    Uniform draws come from a counter-based stream keyed by ``(seed, epoch, layer, root
+    position)``: the same roots give the same samples on any rank count, width or
+    transport; :meth:`set_epoch` changes the stream.
+
+    Layer ``l + 1`` samples every entry of layer ``l``'s ``nodes`` (roots and sampled
+    neighbours) at its ``ts``; ``prop_time=True`` gives sampled neighbours their root's
+    time instead of the edge's.
+
+    Lists held by group members that are not node-local (or any other member with
+    ``transport="rma"``) are read one-sidedly.  A list with at most
+    ``remote_fetch_max * max(1, r / 2)`` entries, ``r`` being the roots of the layer that
+    ask for it, is fetched whole once per layer and sampled like a local one; a longer
+    list is binary-searched remotely and only the selected rows are read: in one piece
+    per root, except for uniform draws from more than ``remote_range_factor * k``
+    eligible entries, read one row per draw.
+    """
+
+    def __init__(self, graph, fanouts=(10, 10), strategy="recent", seed=0, prop_time=False,
+                 remote_fetch_max=2048, remote_range_factor=64):
+        if isinstance(fanouts, (int, np.integer)) and not isinstance(fanouts, bool):
+            fanouts = (fanouts,)
+        try:
+            fan = [f for f in fanouts]
+        except TypeError:
+            raise DDStoreValueError(f"fanouts must be a sequence of positive integers, got "
+                                    f"{fanouts!r}") from None
+        if not fan or any(isinstance(f, bool) or not isinstance(f, (int, np.integer)) or
+                          f <= 0 for f in fan):
+            raise DDStoreValueError(f"fanouts must be a non-empty sequence of integers >= 1,"
+                                    f" got {fanouts!r}")
+        if strategy not in _core.SAMPLE_STRATEGIES:
+            raise DDStoreValueError(f"unknown strategy {strategy!r}; allowed: "
+                                    f"{sorted(_core.SAMPLE_STRATEGIES)}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise DDStoreValueError(f"seed must be an integer, got {seed!r}")
+        self.graph = graph
+        self.fanouts = tuple(int(f) for f in fan)
+        self.strategy = strategy
+        self._strategy = _core.SAMPLE_STRATEGIES[strategy]
+        self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+        self.prop_time = bool(prop_time)
+        self.epoch = 0
+        for label, v in (("remote_fetch_max", remote_fetch_max),
+                         ("remote_range_factor", remote_range_factor)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise DDStoreValueError(f"{label}={v!r} must be an integer >= 1")
+        self._tcsr = graph._c_tcsr(int(remote_fetch_max), int(remote_range_factor))
+
+    def set_epoch(self, epoch):
+        """Select the random stream of ``uniform`` sampling (like DistributedSampler)."""
+        self.epoch = int(epoch) & 0xFFFFFFFFFFFFFFFF
+
+    def sample(self, nodes, ts):
+        """Local: sample every layer for roots ``nodes`` at times ``ts``.
+
+        Returns a list of :class:`TemporalBlock`, one per layer (layer 0 first).
+        """
+        roots = as_indices(nodes, f"sample of graph {self.graph.name!r}")
+        t = np.asarray(ts.numpy() if hasattr(ts, "numpy") else ts)
+        if t.ndim != 1 or (t.size and t.dtype.kind not in "iuf"):
+            raise DDStoreValueError(f"sample: ts must be a 1-D array of real times, got "
+                                    f"dtype {t.dtype} shape {t.shape}")
+        if t.shape[0] != roots.shape[0]:
+            raise DDStoreValueError(f"sample: {roots.shape[0]} nodes but {t.shape[0]} times;"
+                                    f" they must have the same length")
+        t = np.ascontiguousarray(t, dtype=np.float64)
+        n = self.graph.num_nodes
+        if roots.size and (int(roots.min()) < 0 or int(roots.max()) >= n):
+            bad = int(roots.min()) if int(roots.min()) < 0 else int(roots.max())
+            raise DDStoreIndexError(f"sample: root {bad} (position "
+                                    f"{int(np.argmax(roots == bad))}) out of range [0, {n})")
+        if np.isnan(t).any():
+            raise DDStoreValueError(f"sample: ts[{int(np.argmax(np.isnan(t)))}] is NaN")
+        blocks = []
+        for layer, k in enumerate(self.fanouts):
+            row, nbr, eid, ets = self._tcsr.sample(roots, t, k, self._strategy, self.seed,
+                                                   self.epoch, layer)
+            nr = roots.shape[0]
+            root_time = t[row]
+            nb_ts = root_time if self.prop_time else ets
+            block = TemporalBlock(np.concatenate([roots, nbr]), np.concatenate([t, nb_ts]),
+                                  row, np.arange(nr, nr + len(row), dtype=np.int64), eid,
+                                  ets, root_time - ets, nr)
+            blocks.append(block)
+            roots, t = block.nodes, block.ts
+        return blocks

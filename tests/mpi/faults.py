@@ -1,0 +1,60 @@
+"""Fault injection: one rank fails while the others keep reading from the store.
+
+Usage: timeout 120 mpiexec -n N python faults.py MODE [READ_SECONDS]
+
+MODE is what the last rank does after 0.5 s of reading:
+  clean   nothing: every rank reads for 1 s and exits normally (exit code 0)
+  raise   an uncaught exception
+  exit    sys.exit(3)
+  osexit  os._exit(3) (no clean-up at all)
+  kill    SIGKILL to itself
+  raise-in-collective   an uncaught exception while the others wait in a collective
+                        call (store.add) instead of reading
+The other ranks read (and check) rows for READ_SECONDS (default 60) unless the job is
+ended first; the test asserts that a fault ends the whole job within seconds, with a
+non-zero exit code, and that a clean run exits 0.
+"""
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import ddstore
+
+mode = sys.argv[1]
+read_seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+store = ddstore.DDStore(comm)
+n = 1000 * size
+data = np.arange(n * 8, dtype=np.int64).reshape(n, 8)
+lo, hi = ddstore.partition(n, store.group_size, store.group_rank)
+store.add("x", data[lo:hi])
+print(f"rank {rank}: store ready", flush=True)
+faulty = rank == size - 1 and mode != "clean"
+limit = 0.5 if faulty else (1.0 if mode == "clean" else read_seconds)
+if mode == "raise-in-collective":
+    if faulty:
+        raise RuntimeError("injected failure before a collective call")
+    store.add("y", data[lo:hi])  # waits for the failed rank
+    raise AssertionError("store.add returned without the failed rank")
+rng = np.random.default_rng(rank)
+t0 = time.perf_counter()
+while time.perf_counter() - t0 < limit:
+    idx = rng.integers(0, n, 64)
+    assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
+if faulty:
+    print(f"rank {rank}: failing with {mode}", flush=True)
+    if mode == "raise":
+        raise RuntimeError("injected failure")
+    if mode == "exit":
+        sys.exit(3)
+    if mode == "osexit":
+        os._exit(3)
+    if mode == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise SystemExit(f"unknown mode {mode!r}")
+print(f"rank {rank}: done reading", flush=True)

@@ -1,0 +1,58 @@
+"""Failure behaviour (README "Failure behaviour"): one rank failing while the others read
+or wait in a collective call must end the whole job within seconds with a non-zero exit
+code and the traceback visible; a clean run exits 0 after freeing collectively."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import MPI_DIR, mpiexec_path
+
+READ_SECONDS = 120  # what the healthy ranks would do if the job were not ended
+PROMPT = 30         # seconds: generous for a loaded CI machine, far below READ_SECONDS
+
+
+def launch(mode, nprocs, runner=(), env=None):
+    cmd = (["timeout", "--kill-after=10", str(READ_SECONDS + 60), mpiexec_path(), "-n",
+            str(nprocs), sys.executable] + list(runner) +
+           [os.path.join(MPI_DIR, "faults.py"), mode, str(READ_SECONDS)])
+    full_env = dict(os.environ, **(env or {}))
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=full_env)
+    return proc.returncode, time.perf_counter() - t0, proc.stdout
+
+
+@pytest.mark.parametrize("nprocs", [2, 3])
+@pytest.mark.parametrize("mode", ["raise", "raise-in-collective", "osexit", "kill"])
+def test_failing_rank_ends_the_job(mode, nprocs):
+    rc, elapsed, out = launch(mode, nprocs)
+    assert rc not in (0, 124, 137), f"exit code {rc} after {elapsed:.1f}s:\n{out}"
+    assert elapsed < PROMPT, f"job took {elapsed:.1f}s to end:\n{out}"
+    if mode.startswith("raise"):
+        assert "RuntimeError: injected failure" in out  # the traceback is shown
+        assert "aborting the MPI job" in out
+
+
+def test_sys_exit_under_mpi4py_runner_ends_the_job():
+    # python -m mpi4py aborts on sys.exit(n != 0); the exit-time free must not wait first
+    rc, elapsed, out = launch("exit", 2, runner=("-m", "mpi4py"))
+    assert rc == 3 and elapsed < PROMPT, f"exit code {rc} after {elapsed:.1f}s:\n{out}"
+
+
+def test_hook_switched_off_defers_to_mpi4py_runner():
+    rc, elapsed, out = launch("raise", 2, runner=("-m", "mpi4py"),
+                              env={"DDSTORE_ABORT_ON_EXCEPTION": "0"})
+    assert rc not in (0, 124, 137) and elapsed < PROMPT, \
+        f"exit code {rc} after {elapsed:.1f}s:\n{out}"
+    assert "RuntimeError: injected failure" in out
+    assert "aborting the MPI job" not in out
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 4])
+def test_clean_run_exits_zero(nprocs):
+    rc, elapsed, out = launch("clean", nprocs)
+    assert rc == 0, f"exit code {rc}:\n{out}"
+    assert out.count("done reading") == nprocs
