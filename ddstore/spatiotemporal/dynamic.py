@@ -352,6 +352,7 @@ class DynamicGraph:
 
         # pass 2: canonical snapshots of own steps (and the one before), their deltas
         deltas, counts, error = [], np.zeros(hi - lo, dtype=np.int64), None
+        kept = {}  # canonical checkpoints, when k is known already
         progress = _progress(show_progress and store.rank == 0, hi - lo,
                              f"deltas of {name!r}")
         try:
@@ -359,6 +360,8 @@ class DynamicGraph:
             for t in range(lo, hi):
                 cur = self._canonical(edges, weights, t)
                 counts[t - lo] = cur[0].shape[0]
+                if checkpoint_every is not None and t % checkpoint_every == 0:
+                    kept[t] = cur
                 if t > 0:
                     deltas.append(_diff(prev[0], prev[1], cur[0], cur[1]))
                 else:
@@ -400,7 +403,7 @@ class DynamicGraph:
         ckpts, error = [], None
         try:
             for c in mine.tolist():
-                key, w = self._canonical(edges, weights, c)
+                key, w = kept.pop(c) if c in kept else self._canonical(edges, weights, c)
                 rec = {"key": key}
                 if self.weighted:
                     rec["w"] = w.astype(np.float32)
