@@ -31,8 +31,10 @@ starts; ``torch.utils.data.DistributedSampler`` shuffles samples globally.
 """
 from .dataset import (WindowDataset, WindowSplit, batch_collate, set_epoch,
                       time_feature_array)
+from .dynamic import DynamicGraph, DynamicWindowDataset, canonical_edges
 from .loaders import (Series, adjacency_to_edges, from_arrays, gaussian_kernel_adjacency,
                       load_npy, load_pems_h5, load_pgt_json, write_pems_h5)
+from .loaders import DynamicSeries
 from .reference import algorithm1, brute_force_stats, materialize_windows
 from .sampler import BatchShuffleSampler
 from .windows import num_windows, split_ranges, window_weights
@@ -42,3 +44,4 @@ __all__ = ["WindowDataset", "WindowSplit", "BatchShuffleSampler", "Series", "fro
            "gaussian_kernel_adjacency", "time_feature_array", "batch_collate", "set_epoch",
            "split_ranges", "num_windows", "window_weights", "materialize_windows",
            "brute_force_stats", "algorithm1"]
+__all__ += ["DynamicGraph", "DynamicWindowDataset", "DynamicSeries", "canonical_edges"]

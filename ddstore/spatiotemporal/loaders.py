@@ -10,6 +10,9 @@ Supported inputs:
 
 - PyTorch Geometric Temporal JSON (:func:`load_pgt_json`): ``FX`` (chickenpox),
   ``X`` + ``weights`` (PedalMe), ``block`` + ``weights`` (Windmill), each with ``edges``.
+  Also per-step dicts ``"0", "1", ...`` with a static ``edges`` (WikiMath) or with each
+  step's own ``edges`` (Twitter tennis), ``edge_mapping`` (England COVID) and
+  ``nodes`` + ``links`` (Montevideo bus); the dynamic ones give a :class:`DynamicSeries`.
 - Arrays (:func:`from_arrays`): numpy arrays or torch tensors ``[T, nodes]`` or
   ``[T, nodes, features]``, in any memory layout.
 - Raw ``.npy`` files (:func:`load_npy`): ``[T, nodes]`` or ``[T, nodes, features]``,
@@ -264,6 +267,17 @@ def load_pgt_json(path, dtype=np.float32):
     unit edge weights); ``X`` ``[T, nodes]`` with ``edges`` and ``weights`` (PedalMe);
     ``block`` ``[T, nodes]`` with ``edges`` and ``weights`` (Windmill).  The series gets
     one feature: ``[T, nodes, 1]``; ``node_ids`` comes from the file when present.
+
+    Further layouts (``target_feature`` names the column holding the file's ``y``):
+    per-step dicts ``"0" .. "T-1"`` (``time_periods``) with ``y`` (and/or ``X``) and a
+    top-level ``edges`` / ``weights`` (WikiMath) -> :class:`Series`; per-step dicts that
+    carry their own ``edges`` / ``weights`` plus ``X`` / ``y`` (Twitter tennis) and
+    ``edge_mapping.edge_index[t]`` / ``edge_mapping.edge_weight[t]`` with ``y`` ``[T,
+    nodes]`` (England COVID) -> :class:`DynamicSeries` (features ``[X..., y]``);
+    ``nodes`` (``bus_stop``, ``X`` variables, ``y``) with ``links`` (``source``,
+    ``target``, ``weight``) (Montevideo bus) -> :class:`Series` with the ``X`` variables
+    (sorted by name) and then ``y`` as features.  Any other layout raises an error that
+    names the keys found.
     """
     try:
         with open(path, "r", encoding="utf-8") as fh:
@@ -275,6 +289,9 @@ def load_pgt_json(path, dtype=np.float32):
     if not isinstance(doc, dict):
         raise DDStoreValueError(f"load_pgt_json: {path} holds a {type(doc).__name__}, "
                                 f"expected an object")
+    other = _load_pgt_other_layouts(doc, path, dtype)  # dynamic, per-step, nodes/links
+    if other is not None:
+        return other
     key = next((k for k, _ in _PGT_LAYOUTS if k in doc), None)
     if key is None or "edges" not in doc:
         raise DDStoreValueError(
@@ -564,3 +581,254 @@ def load_npy(path, *, shape=None, dtype=None, edge_index=None, edge_weight=None,
     except BaseException:
         fh.close()
         raise
+
+
+# --------------------------------------------------------------------------- PGT JSON:
+# the layouts beyond FX / X / block (per-step dicts, dynamic edges, nodes/links)
+__all__ += ["DynamicSeries"]
+
+
+class DynamicSeries(Series):
+    """A :class:`Series` whose graph changes every step (a discrete-time dynamic graph).
+
+    Besides the node signals ``[T, nodes, features]`` (read with :meth:`Series.read`) it
+    carries ``edges`` (``T`` int64 arrays ``[2, E_t]``, row 0 source, row 1 target) and
+    ``weights`` (``T`` float32 arrays ``[E_t]``, or None), ready for
+    :class:`~ddstore.spatiotemporal.DynamicGraph`; its static ``edge_index`` is empty.
+    ``target_feature`` is the feature column holding the file's target ``y`` (None when
+    the file has none).
+    """
+
+    def __init__(self, data, edges, weights, *, target_feature=None, node_ids=None,
+                 source=None):
+        super().__init__(data.shape, data.dtype, lambda a, b: data[a:b], node_ids=node_ids,
+                         source=source)
+        self.edges, self.weights = edges, weights
+        self.target_feature = target_feature
+
+    def graph(self, store, name, **kwargs):
+        """Collective: a :class:`~ddstore.spatiotemporal.DynamicGraph` of these edges in
+        ``store`` (keyword arguments as for its constructor)."""
+        from .dynamic import DynamicGraph
+        return DynamicGraph(store, name, self.edges, self.weights,
+                            num_nodes=self.num_nodes, **kwargs)
+
+    def __repr__(self):
+        return (f"DynamicSeries(shape={self.shape}, dtype={self.dtype}, steps with edges="
+                f"{len(self.edges)}, edges={sum(e.shape[1] for e in self.edges)} in all, "
+                f"source={self.source!r})")
+
+
+_PGT_KNOWN = ("expected 'edges' and one of 'FX' (chickenpox), 'X' + 'weights' (PedalMe), "
+              "'block' + 'weights' (Windmill), per-step '0', '1', ... with 'y' "
+              "(WikiMath); or 'edge_mapping' + 'y' + 'time_periods' (England COVID); or "
+              "per-step '0', '1', ... with their own 'edges', 'weights', 'X', 'y' "
+              "(Twitter tennis); or 'nodes' + 'links' (Montevideo bus)")
+
+
+def _pgt_error(path, msg):
+    return DDStoreValueError(f"load_pgt_json: {path}: {msg}")
+
+
+def _pgt_num_steps(doc, path):
+    """Steps of a per-step layout: ``time_periods`` or the run of keys '0', '1', ..."""
+    if "time_periods" in doc:
+        T = doc["time_periods"]
+        if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+            raise _pgt_error(path, f"time_periods={T!r} must be a positive integer")
+        return T
+    T = 0
+    while str(T) in doc:
+        T += 1
+    return T
+
+
+def _pgt_pairs(pairs, path, what):
+    """``[[src, dst], ...]`` (or ``[]``) -> int64 ``[2, E]``."""
+    try:
+        arr = np.asarray(pairs if pairs is not None else [], dtype=np.int64)
+    except (TypeError, ValueError) as exc:
+        raise _pgt_error(path, f"{what} is not a list of [source, target] integer pairs: "
+                               f"{exc}") from None
+    if arr.size == 0:
+        return np.zeros((2, 0), dtype=np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise _pgt_error(path, f"{what} must be [source, target] pairs, got shape "
+                               f"{arr.shape}")
+    return np.ascontiguousarray(arr.T)
+
+
+def _pgt_weights(values, num_edges, path, what):
+    if values is None:
+        return None
+    try:
+        w = np.asarray(values, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
+    if w.shape[0] != num_edges:
+        raise _pgt_error(path, f"{what} has {w.shape[0]} entries for {num_edges} edges")
+    return w
+
+
+def _pgt_node_values(value, num_nodes, path, what):
+    """A per-step node array ``[N]`` or ``[N, F]`` -> float64 ``[N, F]``."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or (num_nodes is not None and arr.shape[0] != num_nodes):
+        raise _pgt_error(path, f"{what} has shape {arr.shape}; expected [{num_nodes}] or "
+                               f"[{num_nodes}, features]")
+    return arr
+
+
+def _pgt_node_ids(doc, num_nodes):
+    ids = doc.get("node_ids")
+    if isinstance(ids, dict):  # name -> id
+        names = [None] * num_nodes
+        for name, i in ids.items():
+            if isinstance(i, int) and 0 <= i < num_nodes:
+                names[i] = name
+        return names
+    return ids
+
+
+def _load_pgt_other_layouts(doc, path, dtype):
+    """The PGT layouts beyond ``FX`` / ``X`` / ``block``: a Series, a DynamicSeries, or
+    None for the layouts :func:`load_pgt_json` reads itself; an unknown layout raises."""
+    if "edges" in doc and any(k in doc for k, _ in _PGT_LAYOUTS):
+        return None
+    name = os.path.basename(str(path))
+    if "edge_mapping" in doc:  # England COVID: per-step mobility graphs, y [T, N]
+        mapping = doc["edge_mapping"]
+        if not isinstance(mapping, dict) or "edge_index" not in mapping:
+            got = sorted(mapping) if isinstance(mapping, dict) else repr(mapping)
+            raise _pgt_error(path, f"edge_mapping must hold 'edge_index' (and "
+                                   f"'edge_weight'), got {got}")
+        if "y" not in doc:
+            raise _pgt_error(path, f"edge_mapping layout needs 'y' [T, nodes]; keys found: "
+                                   f"{sorted(doc)}")
+        y = np.asarray(doc["y"], dtype=np.float64)
+        if y.ndim != 2:
+            raise _pgt_error(path, f"'y' must be [T, nodes], got shape {y.shape}")
+        T = _pgt_num_steps(doc, path) if "time_periods" in doc else y.shape[0]
+        if y.shape[0] != T:
+            raise _pgt_error(path, f"'y' has {y.shape[0]} steps, time_periods={T}")
+        index, weight = mapping["edge_index"], mapping.get("edge_weight")
+        edges, weights = [], None if weight is None else []
+        for t in range(T):
+            if str(t) not in index:
+                raise _pgt_error(path, f"edge_mapping.edge_index has no step '{t}' (of "
+                                       f"{T} time periods)")
+            e = _pgt_pairs(index[str(t)], path, f"edge_mapping.edge_index['{t}']")
+            edges.append(e)
+            if weights is not None:
+                if str(t) not in weight:
+                    raise _pgt_error(path, f"edge_mapping.edge_weight has no step '{t}'")
+                weights.append(_pgt_weights(weight[str(t)], e.shape[1], path,
+                                            f"edge_mapping.edge_weight['{t}']"))
+        data = np.ascontiguousarray(y[:, :, None], dtype=dtype)
+        return DynamicSeries(data, edges, weights, target_feature=0,
+                             node_ids=_pgt_node_ids(doc, data.shape[1]),
+                             source=f"{name}[edge_mapping]")
+    if "0" in doc and isinstance(doc["0"], dict):  # per-step dicts
+        T = _pgt_num_steps(doc, path)
+        steps = []
+        for t in range(T):
+            step = doc.get(str(t))
+            if not isinstance(step, dict):
+                raise _pgt_error(path, f"step '{t}' (of {T} time periods) is missing or "
+                                       f"not an object")
+            steps.append(step)
+        dynamic = "edges" in steps[0]
+        if not dynamic and "edges" not in doc:
+            raise _pgt_error(path, f"per-step layout without edges: neither step '0' (keys "
+                                   f"{sorted(steps[0])}) nor the top level (keys "
+                                   f"{sorted(doc)[:12]}) has 'edges'")
+        cols, target, num_nodes = [], None, None
+        for t, step in enumerate(steps):
+            parts = []
+            for key in ("X", "y"):
+                if key in step:
+                    arr = _pgt_node_values(step[key], num_nodes, path,
+                                           f"step '{t}' {key!r}")
+                    num_nodes = arr.shape[0]
+                    if t == 0 and key == "y":
+                        target = sum(p.shape[1] for p in parts)
+                    parts.append(arr)
+            if not parts:
+                raise _pgt_error(path, f"step '{t}' has neither 'X' nor 'y' (keys "
+                                       f"{sorted(step)})")
+            cols.append(np.concatenate(parts, axis=1))
+        if len({c.shape for c in cols}) != 1:
+            raise _pgt_error(path, f"steps have different node/feature shapes "
+                                   f"{sorted({c.shape for c in cols})}")
+        data = np.ascontiguousarray(np.stack(cols), dtype=dtype)
+        node_ids = _pgt_node_ids(doc, data.shape[1])
+        if dynamic:  # Twitter tennis: the edges of every step
+            edges, weights = [], []
+            for t, step in enumerate(steps):
+                if "edges" not in step:
+                    raise _pgt_error(path, f"step '{t}' has no 'edges' (step '0' has)")
+                e = _pgt_pairs(step["edges"], path, f"step '{t}' 'edges'")
+                edges.append(e)
+                w = _pgt_weights(step.get("weights"), e.shape[1], path,
+                                 f"step '{t}' 'weights'")
+                weights.append(np.ones(e.shape[1], np.float32) if w is None else w)
+            if all(step.get("weights") is None for step in steps):
+                weights = None
+            return DynamicSeries(data, edges, weights, target_feature=target,
+                                 node_ids=node_ids, source=f"{name}[steps]")
+        e = _pgt_pairs(doc["edges"], path, "'edges'")
+        series = Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=e,
+                        edge_weight=_pgt_weights(doc.get("weights"), e.shape[1], path,
+                                                 "'weights'"),
+                        node_ids=node_ids, source=f"{name}[steps]")
+        series.target_feature = target
+        return series
+    if "nodes" in doc and "links" in doc:  # Montevideo bus: node records + link records
+        nodes, links = doc["nodes"], doc["links"]
+        if not isinstance(nodes, list) or not nodes or not isinstance(links, list):
+            raise _pgt_error(path, "'nodes' must be a non-empty list and 'links' a list")
+        ids = [n.get("bus_stop", n.get("id", i)) if isinstance(n, dict) else None
+               for i, n in enumerate(nodes)]
+        if any(i is None for i in ids):
+            raise _pgt_error(path, "every entry of 'nodes' must be an object")
+        pos = {i: k for k, i in enumerate(ids)}
+        try:
+            src = [pos[d["source"]] for d in links]
+            dst = [pos[d["target"]] for d in links]
+        except KeyError as exc:
+            raise _pgt_error(path, f"a link refers to node {exc.args[0]!r}, which is not "
+                                   f"in 'nodes' (or lacks 'source'/'target')") from None
+        w = [d.get("weight", 1.0) for d in links]
+        feats = sorted(nodes[0]["X"]) if isinstance(nodes[0].get("X"), dict) else []
+        cols = []
+        for k, n in enumerate(nodes):
+            X = n.get("X") or {}
+            if sorted(X) != feats:
+                raise _pgt_error(path, f"node {ids[k]!r} has X variables {sorted(X)}, node "
+                                       f"{ids[0]!r} has {feats}")
+            if "y" not in n:
+                raise _pgt_error(path, f"node {ids[k]!r} has no 'y' (keys {sorted(n)})")
+            cols.append([X[f] for f in feats] + [n["y"]])
+        try:
+            arr = np.asarray(cols, dtype=np.float64)  # [N, F, T]
+        except (TypeError, ValueError) as exc:
+            raise _pgt_error(path, f"node series are not numeric or differ in length: "
+                                   f"{exc}") from None
+        if arr.ndim != 3:
+            raise _pgt_error(path, f"node series must be lists of numbers of one length, "
+                                   f"got shape {arr.shape}")
+        data = np.ascontiguousarray(arr.transpose(2, 0, 1), dtype=dtype)
+        series = Series(data.shape, data.dtype, lambda a, b: data[a:b],
+                        edge_index=np.array([src, dst], dtype=np.int64).reshape(2, -1),
+                        edge_weight=np.asarray(w, dtype=np.float32), node_ids=ids,
+                        source=f"{name}[nodes/links]")
+        series.target_feature = data.shape[2] - 1
+        series.feature_names = feats + ["y"]
+        return series
+    raise _pgt_error(path, f"unknown layout: keys found {sorted(doc)[:20]}"
+                           f"{' ...' if len(doc) > 20 else ''}; {_PGT_KNOWN}")

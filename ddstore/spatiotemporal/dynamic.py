@@ -1,0 +1,901 @@
+"""Discrete-time dynamic graphs over a :class:`~ddstore.DDStore` (STGraph's idea).
+
+A dynamic graph is a sequence of snapshots ``G_0 .. G_{T-1}`` over the same ``N`` nodes;
+each snapshot is a set of directed, weighted edges.  Storing every snapshot in full costs
+``sum_t |E_t|`` edges; when few edges change per step that is mostly copies of unchanged
+edges.  :class:`DynamicGraph` keeps instead, as records in the store (chunked over the
+group, replicated by ``width``):
+
+- per step ``t >= 1`` the delta ``Delta_t`` from ``G_{t-1}`` to ``G_t``: the edges added
+  (with their weights), the edges deleted (with the weights they had, so the delta can be
+  undone) and the edges whose weight changed (old and new weight);
+- full *checkpoints* ``G_c`` for ``c = 0, k, 2k, ...`` (``k = checkpoint_every``).
+
+Snapshot ``t`` is rebuilt from the cheapest base (a cached snapshot or a checkpoint, on
+either side of ``t``) by applying deltas forward or in reverse.  Iterating forward or
+backward applies one delta per step: the work is ``O(|Delta_t|)`` searches plus writing
+the new snapshot (vectorised numpy; no Python loop per edge).
+
+Edges are kept as int64 keys ``(dst << b) | src`` (``b`` = bits of ``N - 1``), so that
+sorting the keys sorts the edges by ``(dst, src)``: the **canonical order** in which
+every snapshot comes out, on every rank and in every run.
+"""
+import collections
+import numbers
+
+import numpy as np
+import torch
+
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..store import partition
+from .dataset import WindowDataset
+
+__all__ = ["DynamicGraph", "DynamicWindowDataset", "canonical_edges"]
+
+_DEDUP = (None, "sum", "last")
+_MAX_NODES = 1 << 31
+_READ_BLOCK = 64  # deltas per store read during iteration
+
+
+def _key_bits(num_nodes):
+    return max(1, int(num_nodes - 1).bit_length())
+
+
+def _to_numpy(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def _step_edges(edges_t, t, num_nodes):
+    """Validated ``[2, E]`` int64 array of step ``t`` (``num_nodes`` None: ids >= 0
+    only)."""
+    try:
+        arr = _to_numpy(edges_t)
+    except Exception as exc:
+        raise DDStoreValueError(f"edges[{t}] is not an array: {type(exc).__name__}: "
+                                f"{exc}") from None
+    if arr.size == 0 and arr.ndim in (1, 2) and (arr.ndim == 1 or arr.shape[0] == 2 or
+                                                arr.shape[1] == 2):
+        return np.zeros((2, 0), dtype=np.int64)  # an empty step (PGT writes [] for it)
+    if arr.ndim != 2 or arr.shape[0] != 2:
+        raise DDStoreValueError(f"edges[{t}] must have shape [2, E_t] (row 0 source, row 1 "
+                                f"target), got shape {tuple(arr.shape)}")
+    if arr.dtype.kind not in "iu":
+        raise DDStoreValueError(f"edges[{t}] must hold integer node ids, got dtype "
+                                f"{arr.dtype}")
+    arr = np.ascontiguousarray(arr, dtype=np.int64)
+    low, high = int(arr.min()), int(arr.max())
+    if low < 0 or (num_nodes is not None and high >= num_nodes):
+        bad = low if low < 0 else high
+        pos = np.argwhere(arr == bad)[0]
+        limit = f"[0, {num_nodes})" if num_nodes is not None else ">= 0"
+        raise DDStoreValueError(f"edges[{t}] holds node id {bad} (row {pos[0]}, edge "
+                                f"{pos[1]}), out of range {limit}")
+    return arr
+
+
+def _step_weights(weights, t, num_edges):
+    """float64 ``[E]`` weights of step ``t`` (or None: unit weights / unweighted)."""
+    if weights is None:
+        return None
+    w_t = weights[t]
+    if w_t is None:
+        return np.ones(num_edges)
+    try:
+        w = _to_numpy(w_t)
+    except Exception as exc:
+        raise DDStoreValueError(f"weights[{t}] is not an array: {exc}") from None
+    if w.size == 0 and num_edges == 0:
+        return np.zeros(0)
+    if w.ndim != 1 or w.dtype.kind not in "biuf":
+        raise DDStoreValueError(f"weights[{t}] must be a 1-D numeric array [E_t], got "
+                                f"dtype {w.dtype} shape {tuple(w.shape)}")
+    if w.shape[0] != num_edges:
+        raise DDStoreValueError(f"weights[{t}] has {w.shape[0]} entries but edges[{t}] has "
+                                f"{num_edges} edges")
+    w = w.astype(np.float64)
+    bad = ~np.isfinite(w)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise DDStoreValueError(f"weights[{t}] holds {int(bad.sum())} non-finite values "
+                                f"(NaN or inf); the first at edge {i} ({w[i]}); allowed: "
+                                f"finite weights")
+    return w
+
+
+def canonical_edges(edge_index, edge_weight, num_nodes, dedup=None, step=0):
+    """Canonical form of one snapshot: ``(keys, weights)``.
+
+    ``keys`` is int64, sorted and unique, ``(dst << b) | src`` with ``b`` the bit length
+    of ``num_nodes - 1`` (sorted keys = edges sorted by ``(dst, src)``); ``weights``
+    float64 in key order (None when ``edge_weight`` is None).  Duplicate edges raise
+    :class:`~ddstore.DDStoreValueError` unless ``dedup`` is ``"sum"`` (weights added) or
+    ``"last"`` (the last occurrence in input order wins).
+    """
+    ei = np.asarray(edge_index, dtype=np.int64)
+    bits = _key_bits(num_nodes)
+    key = (ei[1] << bits) | ei[0]
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    w = None if edge_weight is None else np.asarray(edge_weight, np.float64)[order]
+    if key.shape[0] > 1:
+        dup = key[1:] == key[:-1]
+        if dup.any():
+            if dedup is None:
+                i = int(np.argmax(dup))
+                k = int(key[i])
+                n = int(np.count_nonzero(key == k))
+                first = np.sort(order[key == k])[:2].tolist()
+                raise DDStoreValueError(
+                    f"edges[{step}]: edge {k & ((1 << bits) - 1)} -> {k >> bits} appears "
+                    f"{n} times (input positions {first[0]} and {first[1]}), "
+                    f"{int(dup.sum())} duplicates in all; a snapshot is a set of edges: "
+                    f"pass dedup='sum' or dedup='last' to merge them")
+            starts = np.flatnonzero(np.concatenate(([True], ~dup)))
+            if w is not None:
+                if dedup == "sum":
+                    w = np.add.reduceat(w, starts)
+                else:  # last occurrence in input order: the end of each stable run
+                    w = w[np.concatenate((starts[1:], [key.shape[0]])) - 1]
+            key = key[starts]
+    return key, w
+
+
+def _diff(old_k, old_w, new_k, new_w):
+    """Delta between two canonical snapshots as a dict of arrays (keys sorted)."""
+    if old_k.shape[0]:
+        pos = np.searchsorted(old_k, new_k).clip(max=old_k.shape[0] - 1)
+        in_old = old_k[pos] == new_k
+    else:
+        pos = np.zeros(new_k.shape[0], dtype=np.int64)
+        in_old = np.zeros(new_k.shape[0], dtype=bool)
+    if new_k.shape[0]:
+        p2 = np.searchsorted(new_k, old_k).clip(max=new_k.shape[0] - 1)
+        in_new = new_k[p2] == old_k
+    else:
+        in_new = np.zeros(old_k.shape[0], dtype=bool)
+    out = {"add_key": new_k[~in_old], "del_key": old_k[~in_new]}
+    if new_w is not None:
+        out["add_w"] = new_w[~in_old].astype(np.float32)
+        out["del_w"] = old_w[~in_new].astype(np.float32)
+        wo = old_w.astype(np.float32)[pos[in_old]]
+        wn = new_w.astype(np.float32)[in_old]
+        changed = wo != wn
+        out["chg_key"] = new_k[in_old][changed]
+        out["chg_old"] = wo[changed]
+        out["chg_new"] = wn[changed]
+    return out
+
+
+def _apply(keys, w, rm, add, add_w, chg, chg_w):
+    """Snapshot ``keys - rm + add`` with the weights of ``chg`` set to ``chg_w``.
+
+    ``keys`` sorted unique; ``rm`` a sorted subset of it; ``add`` sorted and disjoint from
+    ``keys - rm``.  Inputs are never modified (snapshots are shared with the cache and the
+    caller); the result is new arrays, except when the delta is empty.  Work: searches of
+    the delta's keys plus one masked copy of the snapshot.
+    """
+    E, nr, na = keys.shape[0], rm.shape[0], add.shape[0]
+    if nr:
+        keep = np.ones(E, dtype=bool)
+        keep[np.searchsorted(keys, rm)] = False
+    if na:
+        pa = np.searchsorted(keys, add)
+        if nr:
+            pa -= np.searchsorted(rm, add)
+        pa += np.arange(na)
+        E2 = E - nr + na
+        slot = np.ones(E2, dtype=bool)
+        slot[pa] = False
+        new_k = np.empty(E2, dtype=np.int64)
+        new_k[pa] = add
+        new_k[slot] = keys[keep] if nr else keys
+        new_w = None
+        if w is not None:
+            new_w = np.empty(E2, dtype=w.dtype)
+            new_w[pa] = add_w
+            new_w[slot] = w[keep] if nr else w
+    elif nr:
+        new_k = keys[keep]
+        new_w = None if w is None else w[keep]
+    else:
+        new_k = keys
+        new_w = None if w is None else (w.copy() if chg is not None and chg.shape[0]
+                                        else w)
+    if w is not None and chg is not None and chg.shape[0]:
+        new_w[np.searchsorted(new_k, chg)] = chg_w
+    return new_k, new_w
+
+
+def _compose(deltas, forward, weighted):
+    """The net effect of applying ``deltas`` in turn (forward), or of undoing them in
+    reverse order (backward), as one ``(rm, add, add_w, chg, chg_w)`` for :func:`_apply`.
+
+    Every delta's events are concatenated in walking order and stably sorted by key; a
+    key's first event says whether the edge existed before the walk (it was deleted or
+    re-weighted first) and its last event whether it exists after it, with which weight.
+    Work ``O(D log D)`` for ``D`` events in all, instead of one snapshot copy per step.
+    """
+    seq = deltas if forward else deltas[::-1]
+    gone, come = ("del", "add") if forward else ("add", "del")
+    keys, before, after, weights = [], [], [], []
+    for d in seq:
+        for kind, was, now in ((gone, True, False), (come, False, True),
+                               ("chg", True, True)):
+            k = d.get(f"{kind}_key")
+            if k is None or not k.shape[0]:
+                continue
+            keys.append(k)
+            before.append(np.full(k.shape[0], was))
+            after.append(np.full(k.shape[0], now))
+            if weighted:
+                if kind == "chg":
+                    weights.append(d["chg_new" if forward else "chg_old"])
+                else:
+                    weights.append(d[f"{kind}_w"] if now else
+                                   np.zeros(k.shape[0], np.float32))
+    empty = np.zeros(0, np.int64)
+    if not keys:
+        return empty, empty, np.zeros(0, np.float32), empty, np.zeros(0, np.float32)
+    keys = np.concatenate(keys)
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    new = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    last = np.concatenate((new[1:], [keys.shape[0]])) - 1
+    was = np.concatenate(before)[order][new]
+    now = np.concatenate(after)[order][last]
+    uk = keys[new]
+    w = np.concatenate(weights)[order][last] if weighted else None
+    rm = uk[was & ~now]
+    add_mask, chg_mask = ~was & now, was & now
+    return (rm, uk[add_mask], None if w is None else w[add_mask],
+            uk[chg_mask] if weighted else None, None if w is None else w[chg_mask])
+
+
+class _Snap:
+    """One materialised snapshot: canonical keys, weights, and the output tensors."""
+    __slots__ = ("t", "keys", "w", "out")
+
+    def __init__(self, t, keys, w):
+        self.t, self.keys, self.w, self.out = t, keys, w, None
+
+
+class DynamicGraph:
+    """A discrete-time dynamic graph kept in a DDStore as checkpoints plus deltas.
+
+    Construction is **collective** over ``store.comm``: every rank passes the same
+    arguments (each rank reads only the steps whose deltas and checkpoints it stores:
+    ``edges`` may be any sequence that produces ``edges[t]`` on demand).
+
+    Parameters
+    ----------
+    store : ddstore.DDStore
+    name : str
+        Prefix of the store variables: ``"<name>/delta"`` and ``"<name>/ckpt"`` (records).
+    edges : sequence of ``T`` arrays ``[2, E_t]``
+        Step ``t``'s directed edges (row 0 source, row 1 target), integer numpy arrays or
+        torch tensors; an empty step may be ``[]`` or ``[2, 0]``.  Self-loops are kept.
+    weights : None or sequence of ``T`` arrays ``[E_t]`` (or None entries = unit weights)
+        Finite numbers, stored as float32.  ``None``: an unweighted graph (snapshots
+        return ``edge_weight=None``).
+    num_nodes : int, optional
+        Node count ``N`` (default: largest node id + 1).  At most ``2**31``.
+    checkpoint_every : int, optional
+        ``k``: a full checkpoint at every step ``c`` with ``c % k == 0``.  Default: from
+        the measured sizes, ``k = round(mean snapshot bytes / mean delta bytes)``
+        clipped to ``[1, T]``, so that the deltas between two checkpoints together weigh
+        about one snapshot: checkpoints then cost about as much as all deltas together,
+        and a random step costs one checkpoint plus at most ``k/2`` deltas (about half a
+        snapshot).  With ``k == 1`` every step is a checkpoint and no deltas are stored
+        (graphs that change almost entirely every step gain nothing from deltas).
+    dedup : None, "sum" or "last"
+        Duplicate edges within one step are an error by default; ``"sum"`` adds their
+        weights, ``"last"`` keeps the last one (input order).
+    cache_size : int
+        Snapshots kept in an LRU cache (default 8; at least 1), for the repeated access
+        of truncated backpropagation through time.
+
+    Snapshots are ``(edge_index, edge_weight)``: int64 ``[2, E_t]`` and float32 ``[E_t]``
+    (or None) torch tensors on the CPU, sorted by ``(dst, src)`` (the canonical order),
+    equal as a set with weights to what went in at step ``t``.  They are shared with the
+    cache: do not modify them in place.
+    """
+
+    def __init__(self, store, name, edges, weights=None, num_nodes=None,
+                 checkpoint_every=None, *, dedup=None, cache_size=8, show_progress=False):
+        self.store, self.name = store, name
+        self._dname, self._cname = f"{name}/delta", f"{name}/ckpt"
+        error, T = None, 0
+        try:
+            T = self._check_args(store, name, edges, weights, num_nodes, checkpoint_every,
+                                 dedup, cache_size)
+        except DDStoreError as exc:
+            error = exc
+        setting = (name, T, num_nodes, checkpoint_every, dedup, weights is None)
+        info = store.comm.allgather((None if error is None else (type(error), str(error)),
+                                     setting))
+        store._raise_errors([e for e, _ in info])
+        differ = [r for r, (_, s) in enumerate(info) if s != info[0][1]]
+        if differ:
+            raise DDStoreValueError(
+                f"DynamicGraph {name!r} is collective: rank 0 has (name, steps, num_nodes, "
+                f"checkpoint_every, dedup, unweighted) = {info[0][1]}, rank {differ[0]} "
+                f"has {info[differ[0]][1]}")
+        self.num_steps = T
+        self.weighted = weights is not None
+        self.dedup = dedup
+        self.cache_size = int(cache_size)
+        self._cache = collections.OrderedDict()
+        g, width = store.group_rank, store.group_size
+        lo, hi = partition(T, width, g)  # the steps whose deltas this rank stores
+
+        # pass 1 (only without num_nodes): validate own steps, agree on the node count
+        if num_nodes is None:
+            top, error = -1, None
+            try:
+                for t in range(lo, hi):
+                    ei = _step_edges(edges[t], t, None)
+                    if ei.size:
+                        top = max(top, int(ei.max()))
+            except Exception as exc:
+                error = exc
+            store.agree(error)
+            num_nodes = max(1, 1 + max(store.comm.allgather(top)))
+            if num_nodes > _MAX_NODES:
+                raise DDStoreValueError(f"DynamicGraph {name!r}: node ids up to "
+                                        f"{num_nodes - 1}; allowed at most {_MAX_NODES} "
+                                        f"nodes")
+        self.num_nodes = int(num_nodes)
+        self._bits = _key_bits(self.num_nodes)
+        self._mask = (1 << self._bits) - 1
+
+        # pass 2: canonical snapshots of own steps (and the one before), their deltas
+        deltas, counts, error = [], np.zeros(hi - lo, dtype=np.int64), None
+        kept = {}  # canonical checkpoints, when k is known already
+        progress = _progress(show_progress and store.rank == 0, hi - lo,
+                             f"deltas of {name!r}")
+        try:
+            prev = self._canonical(edges, weights, lo - 1) if lo > 0 else None
+            for t in range(lo, hi):
+                cur = self._canonical(edges, weights, t)
+                counts[t - lo] = cur[0].shape[0]
+                if checkpoint_every is not None and t % checkpoint_every == 0:
+                    kept[t] = cur
+                if t > 0:
+                    deltas.append(_diff(prev[0], prev[1], cur[0], cur[1]))
+                else:
+                    deltas.append(_diff(cur[0], cur[1], cur[0], cur[1]))  # empty
+                prev = cur
+                progress.update(1)
+        except Exception as exc:
+            error = exc
+        progress.close()
+        store.agree(error)
+
+        # every rank learns every step's edge and delta sizes (small), then k
+        dkeys = ("add_key", "del_key") + (("chg_key",) if self.weighted else ())
+        sizes = np.array([[d[k].shape[0] for k in dkeys] for d in deltas],
+                         dtype=np.int64).reshape(-1, len(dkeys))
+        gathered = store._group_comm.allgather((counts, sizes))
+        self._num_edges = np.concatenate([c for c, _ in gathered])
+        dsize = np.concatenate([s for _, s in gathered]).reshape(-1, len(dkeys))
+        self._delta_entries = dsize.sum(axis=1)
+        self._delta_entries[0] = 0
+        edge_bytes = 8 + (4 if self.weighted else 0)
+        dbytes = (dsize[:, 0] + dsize[:, 1]) * edge_bytes
+        if self.weighted:
+            dbytes = dbytes + dsize[:, 2] * 16
+        if checkpoint_every is None:
+            mean_snap = self._num_edges.mean() * edge_bytes if T else 0.0
+            mean_delta = dbytes[1:].mean() if T > 1 else 0.0
+            k = T if mean_delta == 0 else int(round(mean_snap / mean_delta))
+            checkpoint_every = min(max(k, 1), max(T, 1))
+        self.checkpoint_every = int(checkpoint_every)
+        self._ckpt_steps = np.arange(0, T, self.checkpoint_every, dtype=np.int64)
+        self.has_deltas = self.checkpoint_every > 1
+        # cost of walking between steps: cumulative delta entries
+        self._cum = np.concatenate(([0], np.cumsum(self._delta_entries[1:]))).astype(
+            np.int64)
+
+        # checkpoints of own steps (same layout: steps lo..hi of this member)
+        mine = self._ckpt_steps[(self._ckpt_steps >= lo) & (self._ckpt_steps < hi)]
+        ckpts, error = [], None
+        try:
+            for c in mine.tolist():
+                key, w = kept.pop(c) if c in kept else self._canonical(edges, weights, c)
+                rec = {"key": key}
+                if self.weighted:
+                    rec["w"] = w.astype(np.float32)
+                ckpts.append(rec)
+        except Exception as exc:  # an edges sequence that fails when read again
+            error = exc
+        store.agree(error)
+        if not self.has_deltas:
+            deltas = []
+        else:
+            for d in deltas:
+                for k2 in d:
+                    if d[k2].dtype == np.float64:
+                        d[k2] = d[k2].astype(np.float32)
+        self._add_all(deltas, ckpts)
+
+    # ------------------------------------------------------------------ build helpers
+    @staticmethod
+    def _check_args(store, name, edges, weights, num_nodes, checkpoint_every, dedup,
+                    cache_size):
+        if not isinstance(name, str) or not name:
+            raise DDStoreValueError(f"DynamicGraph name must be a non-empty str, got "
+                                    f"{name!r}")
+        if isinstance(edges, (str, bytes, dict)) or not hasattr(edges, "__len__") or \
+                not hasattr(edges, "__getitem__"):
+            raise DDStoreValueError(f"DynamicGraph {name!r}: edges must be a sequence of "
+                                    f"[2, E_t] arrays, got {type(edges).__name__}")
+        T = len(edges)
+        if T < 1:
+            raise DDStoreValueError(f"DynamicGraph {name!r}: edges has 0 steps; need >= 1")
+        if weights is not None:
+            if not hasattr(weights, "__len__") or isinstance(weights, (str, bytes, dict)):
+                raise DDStoreValueError(f"DynamicGraph {name!r}: weights must be None or a "
+                                        f"sequence of [E_t] arrays")
+            if len(weights) != T:
+                raise DDStoreValueError(f"DynamicGraph {name!r}: {len(weights)} weight "
+                                        f"arrays for {T} steps of edges")
+        if num_nodes is not None:
+            if isinstance(num_nodes, bool) or not isinstance(num_nodes, numbers.Integral) \
+                    or not 1 <= num_nodes <= _MAX_NODES:
+                raise DDStoreValueError(f"DynamicGraph {name!r}: num_nodes={num_nodes!r}; "
+                                        f"allowed: an integer in [1, {_MAX_NODES}]")
+        if checkpoint_every is not None:
+            if isinstance(checkpoint_every, bool) or \
+                    not isinstance(checkpoint_every, numbers.Integral) or \
+                    not 1 <= checkpoint_every:
+                raise DDStoreValueError(f"DynamicGraph {name!r}: checkpoint_every="
+                                        f"{checkpoint_every!r}; allowed: None or an "
+                                        f"integer >= 1")
+        if dedup not in _DEDUP:
+            raise DDStoreValueError(f"DynamicGraph {name!r}: dedup={dedup!r}; allowed: "
+                                    f"None, 'sum', 'last'")
+        if isinstance(cache_size, bool) or not isinstance(cache_size, numbers.Integral) \
+                or cache_size < 1:
+            raise DDStoreValueError(f"DynamicGraph {name!r}: cache_size={cache_size!r}; "
+                                    f"allowed: an integer >= 1")
+        for var in (f"{name}/delta", f"{name}/ckpt"):
+            if var in store._vars or var in store._records:
+                raise DDStoreValueError(f"DynamicGraph {name!r}: store variable {var!r} "
+                                        f"already exists")
+        return T
+
+    def _canonical(self, edges, weights, t):
+        ei = _step_edges(edges[t], t, self.num_nodes)
+        w = _step_weights(weights, t, ei.shape[1])
+        return canonical_edges(ei, w, self.num_nodes, self.dedup, t)
+
+    def _add_all(self, deltas, ckpts):
+        """Collective: add the delta and checkpoint records; on failure remove both."""
+        store = self.store
+        added = []
+        try:
+            if self.has_deltas:
+                store.add_records(self._dname, deltas)
+                added.append(self._dname)
+            store.add_records(self._cname, ckpts)
+            added.append(self._cname)
+        except DDStoreError:
+            for var in added:
+                store.remove(var)
+            raise
+
+    # ------------------------------------------------------------------ reading
+    def _check_step(self, t, what="t"):
+        if isinstance(t, torch.Tensor) and t.ndim == 0:
+            t = int(t)
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+            raise DDStoreValueError(f"DynamicGraph {self.name!r}: {what} must be an "
+                                    f"integer, got {t!r}")
+        t = int(t)
+        if not 0 <= t < self.num_steps:
+            raise DDStoreIndexError(f"DynamicGraph {self.name!r}: {what}={t} out of range "
+                                    f"[0, {self.num_steps})")
+        return t
+
+    def _read_ckpt(self, c):
+        i = int(c // self.checkpoint_every)
+        data, _ = self.store.get_records_packed(self._cname, np.array([i], np.int64))
+        return _Snap(int(c), data["key"], data.get("w"))
+
+    def _read_deltas(self, a, b):
+        """Deltas of steps ``[a, b)`` as a list of dicts of arrays (views)."""
+        data, sizes = self.store.get_records_packed(self._dname,
+                                                    np.arange(a, b, dtype=np.int64))
+        out = [dict() for _ in range(b - a)]
+        for key, arr in data.items():
+            ends = np.cumsum(sizes[key])
+            starts = ends - sizes[key]
+            for rec, s, e in zip(out, starts.tolist(), ends.tolist()):
+                rec[key] = arr[s:e]
+        return out
+
+    def _step(self, snap, delta, forward):
+        """Snapshot after applying ``delta`` (of step ``snap.t + 1`` forward, or of step
+        ``snap.t`` backward)."""
+        if forward:
+            keys, w = _apply(snap.keys, snap.w, delta["del_key"], delta["add_key"],
+                             delta.get("add_w"), delta.get("chg_key"),
+                             delta.get("chg_new"))
+            return _Snap(snap.t + 1, keys, w)
+        keys, w = _apply(snap.keys, snap.w, delta["add_key"], delta["del_key"],
+                         delta.get("del_w"), delta.get("chg_key"), delta.get("chg_old"))
+        return _Snap(snap.t - 1, keys, w)
+
+    def _walk(self, snap, t):
+        """From ``snap`` to step ``t``: the deltas in between (one store read) composed
+        into one net delta, applied once."""
+        if abs(snap.t - t) > 1:
+            forward = snap.t < t
+            a, b = (snap.t + 1, t + 1) if forward else (t + 1, snap.t + 1)
+            rm, add, add_w, chg, chg_w = _compose(self._read_deltas(a, b), forward,
+                                                  self.weighted)
+            keys, w = _apply(snap.keys, snap.w, rm, add, add_w, chg, chg_w)
+            return _Snap(t, keys, w)
+        if snap.t < t:
+            for a in range(snap.t + 1, t + 1, _READ_BLOCK):
+                b = min(t + 1, a + _READ_BLOCK)
+                for d in self._read_deltas(a, b):
+                    snap = self._step(snap, d, True)
+        elif snap.t > t:
+            for b in range(snap.t + 1, t + 1, -_READ_BLOCK):
+                a = max(t + 1, b - _READ_BLOCK)
+                for d in reversed(self._read_deltas(a, b)):
+                    snap = self._step(snap, d, False)
+        return snap
+
+    def _walk_cost(self, s, t):
+        return int(abs(self._cum[t] - self._cum[s]))
+
+    def _snap(self, t):
+        """Materialised state of step ``t`` (cache, else the cheapest base + deltas)."""
+        cached = self._cache.get(t)
+        if cached is not None:
+            self._cache.move_to_end(t)
+            return cached
+        best, best_cost = None, None
+        if self.has_deltas:
+            for s, snap in self._cache.items():
+                cost = self._walk_cost(s, t)
+                if best_cost is None or cost < best_cost:
+                    best, best_cost = snap, cost
+            i = int(np.searchsorted(self._ckpt_steps, t, side="right")) - 1
+            for j in (i, i + 1):
+                if 0 <= j < len(self._ckpt_steps):
+                    c = int(self._ckpt_steps[j])
+                    cost = int(self._num_edges[c]) + self._walk_cost(c, t)
+                    if best_cost is None or cost < best_cost:
+                        best, best_cost = c, cost
+        else:
+            best = t
+        if not isinstance(best, _Snap):
+            best = self._read_ckpt(best)
+        snap = self._walk(best, t)
+        self._remember(snap)
+        return snap
+
+    def _remember(self, snap):
+        self._cache[snap.t] = snap
+        self._cache.move_to_end(snap.t)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _emit(self, snap):
+        if snap.out is None:
+            keys = snap.keys
+            ei = np.empty((2, keys.shape[0]), dtype=np.int64)
+            np.bitwise_and(keys, self._mask, out=ei[0])
+            np.right_shift(keys, self._bits, out=ei[1])
+            snap.out = (torch.from_numpy(ei),
+                        None if snap.w is None else torch.from_numpy(snap.w))
+        return snap.out
+
+    def snapshot(self, t):
+        """Snapshot ``t``: ``(edge_index [2, E_t] int64, edge_weight [E_t] float32 or
+        None)`` in canonical ``(dst, src)`` order.  Local (no collective call)."""
+        return self._emit(self._snap(self._check_step(t)))
+
+    __getitem__ = snapshot
+
+    def snapshots(self, steps):
+        """Snapshots of ``steps`` (any order, repeats allowed), as a list in request order.
+
+        The distinct steps are built in increasing order, each from the cheapest base
+        (usually the one built just before), so a run of consecutive steps costs one
+        delta per step."""
+        steps = [self._check_step(t, "steps[i]") for t in steps]
+        built = {}
+        for t in sorted(set(steps)):
+            built[t] = self._emit(self._snap(t))
+        return [built[t] for t in steps]
+
+    def _range(self, start, stop, what):
+        if stop is None:
+            stop = self.num_steps
+        for label, v in (("start", start), ("stop", stop)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise DDStoreValueError(f"DynamicGraph {self.name!r}.{what}: {label} must "
+                                        f"be an integer, got {v!r}")
+        start, stop = int(start), int(stop)
+        if not 0 <= start <= stop <= self.num_steps:
+            raise DDStoreIndexError(f"DynamicGraph {self.name!r}.{what}: steps [{start}, "
+                                    f"{stop}) out of range; allowed 0 <= start <= stop <= "
+                                    f"{self.num_steps}")
+        return start, stop
+
+    def forward(self, start=0, stop=None):
+        """Iterate ``(t, (edge_index, edge_weight))`` for ``t = start .. stop - 1``.
+
+        The first snapshot comes from the cheapest base; each later one applies one delta
+        (deltas are read from the store in blocks); cached steps are reused as they are.
+        """
+        start, stop = self._range(start, stop, "forward")
+        return self._iterate(start, stop, True)
+
+    def backward(self, stop=None, start=0):
+        """Iterate ``(t, (edge_index, edge_weight))`` for ``t = stop - 1`` down to
+        ``start``, undoing one delta per step (the order of backpropagation through
+        time)."""
+        start, stop = self._range(start, stop, "backward")
+        return self._iterate(start, stop, False)
+
+    def _iterate(self, start, stop, forward):
+        if start == stop:
+            return
+        steps = range(start, stop) if forward else range(stop - 1, start - 1, -1)
+        snap, buf = None, {}
+        for t in steps:
+            u = t if forward else t + 1  # the delta that takes the previous step to t
+            cached = self._cache.get(t)
+            if cached is not None:
+                self._cache.move_to_end(t)
+                snap = cached
+            elif (snap is None or not self.has_deltas or
+                  (t % self.checkpoint_every == 0 and
+                   self._num_edges[t] < self._delta_entries[u])):
+                snap = self._snap(t)  # first step, or a checkpoint cheaper than a delta
+            else:
+                d = buf.pop(u, None)
+                if d is None:  # the next block of deltas, in walking order
+                    a, b = ((u, min(stop, u + _READ_BLOCK)) if forward else
+                            (max(start + 1, u + 1 - _READ_BLOCK), u + 1))
+                    buf = dict(zip(range(a, b), self._read_deltas(a, b)))
+                    d = buf.pop(u)
+                snap = self._step(snap, d, forward)
+                self._remember(snap)
+            yield t, self._emit(snap)
+
+    # ------------------------------------------------------------------ sizes
+    def __len__(self):
+        return self.num_steps
+
+    def num_edges(self, t=None):
+        """Edges of step ``t`` (after dedup); all steps as an int64 array when ``t`` is
+        None."""
+        if t is None:
+            return self._num_edges.copy()
+        return int(self._num_edges[self._check_step(t)])
+
+    def _record_bytes(self, name):
+        store = self.store
+        if name not in store._records:
+            return 0
+        rec = store._records[name]
+        lo, hi = rec.start, rec.start + rec.n_local
+        total = rec.offsets.nbytes
+        for j, key in enumerate(rec.keys):
+            var = rec.fields[key]
+            row = var.dtype.itemsize * int(np.prod(var.row_shape, dtype=np.int64))
+            total += int(rec.offsets[hi, j] - rec.offsets[lo, j]) * row
+        return int(total)
+
+    def nbytes(self):
+        """Bytes this rank holds for the graph: its share of the deltas and checkpoints
+        in the store, the records' offset tables and the per-step size tables (the
+        snapshot cache not included; see :meth:`cache_nbytes`)."""
+        return (self._record_bytes(self._dname) + self._record_bytes(self._cname) +
+                self._num_edges.nbytes + self._delta_entries.nbytes + self._cum.nbytes +
+                self._ckpt_steps.nbytes)
+
+    def clear_cache(self):
+        """Drop every cached snapshot (the next access rebuilds from a checkpoint)."""
+        self._cache.clear()
+
+    def cache_nbytes(self):
+        """Bytes held by the snapshot cache (keys, weights, emitted edge_index)."""
+        total = 0
+        for snap in self._cache.values():
+            total += snap.keys.nbytes + (0 if snap.w is None else snap.w.nbytes)
+            if snap.out is not None:
+                total += snap.out[0].numel() * 8
+        return int(total)
+
+    def materialized_nbytes(self):
+        """Bytes of every snapshot stored in full as PyG tensors (int64 ``[2, E_t]``
+        plus float32 ``[E_t]`` weights when weighted), as a list of snapshots such as
+        PyTorch Geometric Temporal's ``DynamicGraphTemporalSignal`` holds on every rank."""
+        return int(self._num_edges.sum()) * (16 + (4 if self.weighted else 0))
+
+    def free(self):
+        """Collective: remove the graph's records from the store."""
+        for var in (self._dname, self._cname):
+            if var in self.store._records:
+                self.store.remove(var)
+        self._cache.clear()
+
+    def __repr__(self):
+        return (f"DynamicGraph({self.name!r}, steps={self.num_steps}, nodes="
+                f"{self.num_nodes}, edges={int(self._num_edges.sum())} in all, "
+                f"checkpoint_every={self.checkpoint_every}, weighted={self.weighted})")
+
+
+class _NoProgress:
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress(show, total, desc):
+    if not show:
+        return _NoProgress()
+    try:
+        from tqdm import tqdm
+        return tqdm(total=total, desc=desc)
+    except ImportError:  # pragma: no cover
+        return _NoProgress()
+
+
+# --------------------------------------------------------------------------- windows
+class _Repeat:
+    """``T`` references to one static edge array (a static graph as a dynamic one)."""
+
+    def __init__(self, value, length):
+        self.value, self.length = value, length
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, t):
+        if not 0 <= t < self.length:
+            raise IndexError(t)
+        return self.value
+
+
+class DynamicWindowDataset(WindowDataset):
+    """Index-batched windows of node features plus each window's graph snapshots.
+
+    A :class:`~ddstore.spatiotemporal.WindowDataset` (same splits, as-if-SWA
+    standardisation, samplers, placements, ``inverse_transform``; every keyword it takes
+    is accepted) whose windows also carry the snapshots of a :class:`DynamicGraph` over
+    the same steps.  Construction is **collective**: it adds the series ``name`` and the
+    graph ``"<name>/graph"`` (if the graph fails, the series is removed again).
+
+    The graph comes from ``graph`` (a :class:`DynamicGraph` already built, with ``T``
+    steps and the series' node count), else from ``edges`` / ``weights`` (as for
+    :class:`DynamicGraph`; ``dedup``, ``checkpoint_every`` and ``cache_size`` are passed
+    on), else from a :class:`~ddstore.spatiotemporal.DynamicSeries` ``series``, else from
+    the series' static graph repeated every step (stored once: no deltas, one checkpoint).
+
+    Items:
+
+    - ``ds[i]`` -> ``(x, y, graphs)``: ``x``, ``y`` ``[h, nodes, F]`` as for
+      WindowDataset, ``graphs`` a list of ``(edge_index, edge_weight)``, one per step of
+      ``x`` (``graph_steps="x"``, default) or of ``x`` then ``y`` (``"xy"``).
+    - ``ds.__getitems__(idx)`` (what a DataLoader calls) -> ``(x, y, graphs)`` with
+      ``x``, ``y`` ``[B, h, nodes, F]`` and ``graphs[j]`` the step-``j`` snapshots of the
+      ``B`` windows batched block-diagonally (window ``b``'s nodes are
+      ``b * nodes .. (b + 1) * nodes - 1``, PyG's batching), so a recurrent GNN runs step
+      ``j`` on ``x[:, j].reshape(B * nodes, F)``.
+    """
+
+    def __init__(self, store, name, series, horizon, split=(0.7, 0.1, 0.2), *,
+                 edges=None, weights=None, graph=None, graph_steps="x", dedup=None,
+                 checkpoint_every=None, cache_size=None, **kwargs):
+        error = None
+        if graph_steps not in ("x", "xy"):
+            error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: graph_steps="
+                                        f"{graph_steps!r}; allowed: 'x', 'xy'")
+        elif graph is not None and not isinstance(graph, DynamicGraph):
+            error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: graph must be a "
+                                        f"DynamicGraph, got {type(graph).__name__}")
+        elif graph is not None and edges is not None:
+            error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: give graph= or "
+                                        f"edges=, not both")
+        store.agree(error)
+        super().__init__(store, name, series, horizon, split, **kwargs)
+        T, n = self.num_steps, self.num_nodes
+        self.graph_steps = graph_steps
+        self._own_graph = graph is None
+        try:
+            if graph is not None:
+                if graph.num_steps != T or graph.num_nodes != n:
+                    raise DDStoreValueError(
+                        f"DynamicWindowDataset {name!r}: graph has {graph.num_steps} steps "
+                        f"and {graph.num_nodes} nodes, the series {T} steps and {n} nodes")
+            else:
+                if edges is None and hasattr(series, "edges") and \
+                        hasattr(series, "weights"):
+                    edges, weights = series.edges, series.weights
+                if edges is None:  # a static graph: every step the same edges
+                    edges = _Repeat(self.edge_index.numpy(), T)
+                    weights = _Repeat(self.edge_weight.numpy(), T)
+                if not hasattr(edges, "__len__") or len(edges) != T:
+                    raise DDStoreValueError(
+                        f"DynamicWindowDataset {name!r}: edges has "
+                        f"{len(edges) if hasattr(edges, '__len__') else '?'} steps, the "
+                        f"series {T}")
+        except DDStoreError as exc:
+            error = exc
+        try:
+            store.agree(error)
+            if graph is None:
+                extra = {} if cache_size is None else {"cache_size": cache_size}
+                graph = DynamicGraph(store, f"{name}/graph", edges, weights, num_nodes=n,
+                                     checkpoint_every=checkpoint_every, dedup=dedup,
+                                     **extra)
+        except DDStoreError:
+            store.remove(name)  # nothing half-built: the series goes too
+            raise
+        self.graph = graph
+
+    def _graphs(self, starts):
+        h, n = self.horizon, self.num_nodes
+        span = h if self.graph_steps == "x" else 2 * h
+        starts = np.asarray(starts, dtype=np.int64)
+        B = starts.shape[0]
+        steps = starts[:, None] + np.arange(span)
+        uniq = np.unique(steps)
+        snaps = dict(zip(uniq.tolist(), self.graph.snapshots(uniq.tolist())))
+        dev = self.device
+        out = []
+        for j in range(span):
+            col = [snaps[t] for t in steps[:, j].tolist()]
+            if B == 1:
+                ei, ew = col[0]
+            else:
+                sizes = torch.tensor([c[0].shape[1] for c in col], dtype=torch.int64)
+                ei = torch.cat([c[0] for c in col], dim=1)
+                ei = ei + torch.repeat_interleave(torch.arange(B, dtype=torch.int64) * n,
+                                                  sizes)
+                ew = None if col[0][1] is None else torch.cat([c[1] for c in col])
+            if dev.type != "cpu":
+                ei = ei.to(dev, non_blocking=True)
+                ew = None if ew is None else ew.to(dev, non_blocking=True)
+            out.append((ei, ew))
+        return out
+
+    def _fetch(self, starts):
+        """Windows ``starts`` -> ``(x, y, graphs)`` (see the class docstring)."""
+        x, y = super()._fetch(starts)
+        return x, y, self._graphs(starts)
+
+    def _fetch_one(self, start):
+        """Window ``start`` -> ``(x, y, graphs)`` (see the class docstring)."""
+        x, y = super()._fetch_one(start)
+        return x, y, self._graphs(np.array([start], dtype=np.int64))
+
+    def local_bytes(self):
+        """Bytes this rank stores: its share of the series plus of the graph."""
+        return super().local_bytes() + self.graph.nbytes()
+
+    def free(self):
+        """Collective: remove the series and (if this dataset built it) the graph."""
+        if self._own_graph:
+            self.graph.free()
+        if self.name in self.store.variables():
+            self.store.remove(self.name)
+
+    def __repr__(self):
+        return (f"DynamicWindowDataset({self.name!r}, T={self.num_steps}, nodes="
+                f"{self.num_nodes}, features={self.num_features}, horizon={self.horizon}, "
+                f"windows={len(self)}, width={self.store.group_size}, "
+                f"graph_steps={self.graph_steps!r}, checkpoint_every="
+                f"{self.graph.checkpoint_every})")

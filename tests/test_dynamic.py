@@ -1,0 +1,200 @@
+"""Dynamic graphs (DynamicGraph, DynamicWindowDataset) and the PGT JSON layouts.
+
+The MPI program tests/mpi/st_dynamic.py checks every snapshot against brute force on 1-4
+ranks; here: the loaders on every layout (real files where we have them: chickenpox,
+PedalMe, Twitter tennis; small synthetic files of the real layouts for Windmill,
+WikiMath, England COVID and Montevideo bus, whose real files are not available offline),
+canonical_edges, the example and the benchmark.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ddstore import DDStoreValueError  # noqa: E402
+from ddstore import spatiotemporal as st  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data")
+ROOT = os.path.join(HERE, "..")
+
+
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+def test_dynamic_graph_mpi(mpirun, nprocs):
+    out = mpirun("st_dynamic.py", nprocs, timeout=240)
+    assert f"0 failures on {nprocs} ranks" in out, out
+
+
+# ------------------------------------------------------------------ loaders, real files
+def test_twitter_tennis_loader():
+    doc = json.load(open(os.path.join(DATA, "twitter_tennis_rg17.json")))
+    s = st.load_pgt_json(os.path.join(DATA, "twitter_tennis_rg17.json"))
+    assert isinstance(s, st.DynamicSeries)
+    T = doc["time_periods"]
+    assert s.shape == (T, 1000, 3) and s.target_feature == 2 and len(s.edges) == T
+    data = s.to_numpy()
+    for t in (0, 57, T - 1):
+        step = doc[str(t)]
+        assert np.array_equal(data[t, :, :2], np.asarray(step["X"], np.float32))
+        assert np.array_equal(data[t, :, 2], np.asarray(step["y"], np.float32))
+        assert np.array_equal(s.edges[t], np.asarray(step["edges"], np.int64).T)
+        assert np.array_equal(s.weights[t], np.asarray(step["weights"], np.float32))
+    assert s.edge_index.shape == (2, 0)  # no static graph
+    assert s.node_ids[0] == "rolandgarros" and len(s.node_ids) == 1000
+
+
+def test_static_real_files_unchanged():
+    cp = st.load_pgt_json(os.path.join(DATA, "chickenpox.json"))
+    doc = json.load(open(os.path.join(DATA, "chickenpox.json")))
+    assert cp.shape == (521, 20, 1)
+    assert np.array_equal(cp.to_numpy()[:, :, 0], np.asarray(doc["FX"], np.float32))
+    assert np.array_equal(cp.edge_index, np.asarray(doc["edges"]).T)
+    pm = st.load_pgt_json(os.path.join(DATA, "pedalme_london.json"))
+    doc = json.load(open(os.path.join(DATA, "pedalme_london.json")))
+    assert pm.shape == (35, 15, 1)
+    assert np.array_equal(pm.edge_weight, np.asarray(doc["weights"], np.float32))
+
+
+# ------------------------------------------------------------------ synthetic layouts
+def _write(tmp_path, name, doc):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_windmill_layout(tmp_path):
+    rng = np.random.default_rng(0)
+    block = rng.random((30, 5)).round(4)
+    edges = [[i, j] for i in range(5) for j in range(5)]
+    weights = rng.random(25).round(3)
+    path = _write(tmp_path, "windmill.json", {"block": block.tolist(), "edges": edges,
+                                              "weights": weights.tolist()})
+    s = st.load_pgt_json(path)
+    assert s.shape == (30, 5, 1) and "block" in s.source
+    assert np.array_equal(s.to_numpy()[:, :, 0], block.astype(np.float32))
+    assert np.array_equal(s.edge_weight, weights.astype(np.float32))
+
+
+def test_wikimath_layout(tmp_path):
+    rng = np.random.default_rng(1)
+    T, N = 12, 6
+    y = rng.integers(0, 1000, (T, N))
+    edges = [[0, 1], [1, 2], [2, 0], [5, 4]]
+    doc = {"edges": edges, "weights": [1, 2, 3, 4], "time_periods": T}
+    for t in range(T):
+        doc[str(t)] = {"index": t, "y": y[t].tolist()}
+    s = st.load_pgt_json(_write(tmp_path, "wikivital_mathematics.json", doc))
+    assert type(s) is st.Series and s.shape == (T, N, 1) and s.target_feature == 0
+    assert np.array_equal(s.to_numpy()[:, :, 0], y.astype(np.float32))
+    assert np.array_equal(s.edge_index, np.array(edges).T)
+    assert np.array_equal(s.edge_weight, [1, 2, 3, 4])
+
+
+def test_england_covid_edge_mapping_layout(tmp_path):
+    rng = np.random.default_rng(2)
+    T, N = 7, 5
+    y = rng.integers(0, 50, (T, N))
+    index, weight = {}, {}
+    edges = []
+    for t in range(T):
+        e = [[int(a), int(b)] for a, b in rng.integers(0, N, (int(rng.integers(0, 6)), 2))]
+        edges.append(e)
+        index[str(t)] = e
+        weight[str(t)] = [float(v) for v in rng.random(len(e)).round(3)]
+    doc = {"edge_mapping": {"edge_index": index, "edge_weight": weight}, "y": y.tolist(),
+           "time_periods": T}
+    s = st.load_pgt_json(_write(tmp_path, "england_covid.json", doc))
+    assert isinstance(s, st.DynamicSeries) and s.shape == (T, N, 1)
+    assert s.target_feature == 0
+    assert np.array_equal(s.to_numpy()[:, :, 0], y.astype(np.float32))
+    for t in range(T):
+        assert np.array_equal(s.edges[t], np.array(edges[t], np.int64).reshape(-1, 2).T)
+        assert np.array_equal(s.weights[t], np.asarray(weight[str(t)], np.float32))
+    # a step missing from edge_mapping is named
+    del index["3"]
+    with pytest.raises(DDStoreValueError, match="no step '3'"):
+        st.load_pgt_json(_write(tmp_path, "bad.json", doc))
+
+
+def test_montevideo_nodes_links_layout(tmp_path):
+    rng = np.random.default_rng(3)
+    T = 9
+    stops = [4117, 4118, 5902, 77]
+    y = rng.integers(0, 30, (len(stops), T))
+    nodes = [{"bus_stop": s, "X": {"y": y[k].tolist(), "lat": [float(k)] * T},
+              "y": y[k].tolist()} for k, s in enumerate(stops)]
+    links = [{"source": 4117, "target": 4118, "weight": 0.5},
+             {"source": 5902, "target": 77, "weight": 1.25},
+             {"source": 77, "target": 4117, "weight": 2.0}]
+    s = st.load_pgt_json(_write(tmp_path, "montevideo_bus.json",
+                                {"nodes": nodes, "links": links}))
+    assert s.shape == (T, 4, 3) and s.feature_names == ["lat", "y", "y"]
+    assert s.target_feature == 2 and s.node_ids == stops
+    data = s.to_numpy()
+    assert np.array_equal(data[:, :, 2], y.T.astype(np.float32))
+    assert np.array_equal(data[:, :, 0], np.tile(np.arange(4.0), (T, 1)))
+    assert np.array_equal(s.edge_index, [[0, 2, 3], [1, 3, 0]])
+    assert np.array_equal(s.edge_weight, np.float32([0.5, 1.25, 2.0]))
+    links.append({"source": 4117, "target": 999})
+    with pytest.raises(DDStoreValueError, match="999"):
+        st.load_pgt_json(_write(tmp_path, "bad.json", {"nodes": nodes, "links": links}))
+
+
+def test_unknown_layout_names_keys(tmp_path):
+    with pytest.raises(DDStoreValueError, match=r"unknown layout: keys found \['foo', "
+                                                r"'time_periods'\]"):
+        st.load_pgt_json(_write(tmp_path, "x.json", {"foo": 1, "time_periods": 3}))
+    # per-step dicts without any edges
+    with pytest.raises(DDStoreValueError, match="has 'edges'"):
+        st.load_pgt_json(_write(tmp_path, "y.json", {"0": {"y": [1, 2]}}))
+
+
+# ------------------------------------------------------------------ canonical order
+def test_canonical_edges_order_and_dedup():
+    ei = np.array([[3, 0, 2, 0, 1, 3], [1, 2, 1, 2, 0, 1]])
+    w = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    with pytest.raises(DDStoreValueError,
+                       match=r"3 -> 1 appears 2 times \(input positions 0 and 5\)"):
+        st.canonical_edges(ei, w, 4)
+    for mode, want in (("sum", [5.0, 3.0, 7.0, 6.0]), ("last", [5.0, 3.0, 6.0, 4.0])):
+        keys, ww = st.canonical_edges(ei, w, 4, dedup=mode)
+        # sorted by (dst, src): (1->0), (2->1), (3->1), (0->2)
+        assert np.array_equal(keys & 3, [1, 2, 3, 0]) and np.array_equal(keys >> 2,
+                                                                          [0, 1, 1, 2])
+        assert np.array_equal(ww, want)
+
+
+# ------------------------------------------------------------------ example, benchmark
+def test_example_trains(mpirun):
+    """examples/dynamic_graph_forecast.py on Twitter tennis, 2 ranks, 2 short epochs."""
+    pytest.importorskip("torch_geometric")
+    import math
+    import re
+    script = os.path.join(ROOT, "examples", "dynamic_graph_forecast.py")
+    out = mpirun(script, 2, "--epochs", "2", "--hidden", "8", "--width", "2",
+                 timeout=240)
+    maes = [float(v) for v in re.findall(r"val MAE ([0-9.naif]+)", out)]
+    assert len(maes) == 2 and all(math.isfinite(v) for v in maes), out
+    assert out.count("persistence MAE") == 2 and "test MAE" in out, out
+    assert "edge bytes" in out and "width 2" in out, out
+
+
+def test_benchmark_smoke(tmp_path):
+    """python -m ddstore.bench.dynamic on a small synthetic graph: JSON written, the
+    delta store smaller than full snapshots, every snapshot checked."""
+    out = subprocess.run(
+        ["timeout", "--kill-after=10", "240", sys.executable, "-m", "ddstore.bench.dynamic",
+         "--nodes", "2000", "--edges", "8000", "--steps", "60", "--repeat", "1",
+         "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert out.returncode == 0, out.stdout
+    res = json.load(open(tmp_path / "dynamic.json"))
+    syn = res["synthetic"]
+    assert syn["verified_snapshots"] == 60
+    assert syn["bytes"]["full_snapshots"] > 5 * syn["bytes"]["deltas_and_checkpoints"]
+    assert res["twitter_tennis"]["bytes"]["full_snapshots"] > 0
