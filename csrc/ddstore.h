@@ -163,6 +163,23 @@ int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
                         int64_t *nbr, int64_t *eid, double *ets, int64_t *count);
 /* ================================================================== end temporal */
 
+/* ================================================================== dynamic graphs
+ * (csrc/dynamic.c, used by ddstore.spatiotemporal.DynamicGraph)
+ *
+ * Local, no MPI, no store.  One snapshot step: out = keys - rm + add, in one merge.
+ * `keys` (n) sorted and unique; `rm` (nr) a sorted subset of keys; `add` (na) sorted and
+ * disjoint from keys - rm; `chg` (nc) sorted keys of the result whose weight becomes
+ * chg_w.  Keys are dst << bits | src (1 <= bits <= 62).  Weights (`w`, `add_w`, `chg_w`,
+ * `out_w`) may all be NULL for an unweighted graph.  out_keys/out_w hold n - nr + na;
+ * `src`/`dst` (the rows of edge_index, same length), unless NULL, get each key's parts.
+ * Returns DDS_EINVAL when the inputs break these rules (a corrupt delta). */
+int dds_apply_delta(const int64_t *keys, const float *w, int64_t n, const int64_t *rm,
+                    int64_t nr, const int64_t *add, const float *add_w, int64_t na,
+                    const int64_t *chg, const float *chg_w, int64_t nc, int bits,
+                    int64_t *out_keys, float *out_w, int64_t *src, int64_t *dst,
+                    int64_t *out_n);
+/* ================================================================== end dynamic */
+
 #ifdef __cplusplus
 }
 #endif

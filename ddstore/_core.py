@@ -202,3 +202,41 @@ class TCSR:
             ffi.from_buffer("int64_t[]", eid), ffi.from_buffer("double[]", ets), count))
         m = count[0]
         return row[:m], nbr[:m], eid[:m], ets[:m]
+
+
+def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):
+    """One dynamic-graph step in C (``dds_apply_delta``): ``(new_keys, new_w, edge_index)``
+    for the snapshot ``keys - rm + add`` with the weights of ``chg`` set to ``chg_w``.
+
+    Keys are C-contiguous int64 arrays (``rm``/``add``/``chg`` may be None for none);
+    weights float32 or None (``w`` None: unweighted).  ``edge_index`` is ``[2, E]`` int64
+    (sources, then targets).  A delta that does not fit the snapshot raises
+    :class:`DDStoreStateError` (the stored data is corrupt)."""
+    none = np.zeros(0, dtype=np.int64)
+    rm, add, chg = (none if a is None else a for a in (rm, add, chg))
+    n, nr, na = keys.shape[0], rm.shape[0], add.shape[0]
+    size = n - nr + na
+    new_keys = np.empty(size, dtype=np.int64)
+    edge_index = np.empty((2, size), dtype=np.int64)
+    weighted = w is not None
+    new_w = np.empty(size, dtype=np.float32) if weighted else None
+    out_n = ffi.new("int64_t *")
+
+    def ptr(arr, ctype):
+        if arr is None or arr.size == 0:
+            return ffi.NULL
+        dtype = np.int64 if ctype == "int64_t[]" else np.float32
+        return ffi.from_buffer(ctype, np.ascontiguousarray(arr, dtype=dtype))
+
+    rc = lib.dds_apply_delta(
+        ptr(keys, "int64_t[]"), ptr(w, "float[]"), n, ptr(rm, "int64_t[]"), nr,
+        ptr(add, "int64_t[]"), ptr(add_w if weighted else None, "float[]"), na,
+        ptr(chg if weighted else None, "int64_t[]"),
+        ptr(chg_w if weighted else None, "float[]"),
+        chg.shape[0] if weighted else 0, int(bits), ptr(new_keys, "int64_t[]"),
+        ptr(new_w, "float[]"), ptr(edge_index[0], "int64_t[]"),
+        ptr(edge_index[1], "int64_t[]"), out_n)
+    if rc != lib.DDS_OK or out_n[0] != size:
+        raise DDStoreStateError(f"dynamic graph: a stored delta does not fit its snapshot "
+                                f"({n} edges, -{nr} +{na}); the stored data is corrupt")
+    return new_keys, new_w, edge_index

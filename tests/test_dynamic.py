@@ -198,3 +198,43 @@ def test_benchmark_smoke(tmp_path):
     assert syn["verified_snapshots"] == 60
     assert syn["bytes"]["full_snapshots"] > 5 * syn["bytes"]["deltas_and_checkpoints"]
     assert res["twitter_tennis"]["bytes"]["full_snapshots"] > 0
+
+
+def test_apply_delta_in_c_against_sets():
+    """dds_apply_delta (the C merge behind forward/backward) against Python sets, and a
+    corrupt delta refused instead of producing a wrong snapshot."""
+    from ddstore import _core
+    from ddstore.errors import DDStoreStateError
+    rng = np.random.default_rng(5)
+    bits = 12
+    for trial in range(20):
+        keys = np.unique(rng.integers(0, 1 << 24, int(rng.integers(0, 300))))
+        w = rng.random(keys.shape[0]).astype(np.float32)
+        rm = np.sort(rng.choice(keys, int(rng.integers(0, keys.shape[0] + 1)),
+                                replace=False)) if keys.size else keys[:0]
+        pool = np.setdiff1d(np.unique(rng.integers(0, 1 << 24, 200)), np.setdiff1d(keys, rm))
+        add = np.sort(rng.choice(pool, int(rng.integers(0, min(50, pool.size) + 1)),
+                                 replace=False))
+        add_w = rng.random(add.shape[0]).astype(np.float32)
+        want = dict(zip(keys.tolist(), w.tolist()))
+        for k in rm.tolist():
+            del want[k]
+        want.update(zip(add.tolist(), add_w.tolist()))
+        result = np.array(sorted(want), dtype=np.int64)
+        chg = np.sort(rng.choice(result, min(10, result.size), replace=False)) \
+            if result.size else result
+        chg_w = rng.random(chg.shape[0]).astype(np.float32)
+        want.update(zip(chg.tolist(), chg_w.tolist()))
+        new_k, new_w, ei = _core.apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits)
+        np.testing.assert_array_equal(new_k, result)
+        np.testing.assert_array_equal(new_w, np.array([want[k] for k in result.tolist()],
+                                                      dtype=np.float32))
+        np.testing.assert_array_equal(ei[0], result & ((1 << bits) - 1))
+        np.testing.assert_array_equal(ei[1], result >> bits)
+        k2, w2, _ = _core.apply_delta(keys, None, rm, add, None, None, None, bits)
+        assert w2 is None and np.array_equal(k2, result)
+    keys = np.array([1, 5, 9], dtype=np.int64)
+    for rm, add in (([4], []), ([], [5]), ([9, 10], [])):
+        with pytest.raises(DDStoreStateError, match="corrupt"):
+            _core.apply_delta(keys, None, np.array(rm, dtype=np.int64),
+                              np.array(add, dtype=np.int64), None, None, None, bits)

@@ -26,6 +26,7 @@ import numbers
 import numpy as np
 import torch
 
+from .. import _core
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..store import partition
 from .dataset import WindowDataset
@@ -168,44 +169,16 @@ def _diff(old_k, old_w, new_k, new_w):
     return out
 
 
-def _apply(keys, w, rm, add, add_w, chg, chg_w):
-    """Snapshot ``keys - rm + add`` with the weights of ``chg`` set to ``chg_w``.
+def _apply(keys, w, rm, add, add_w, chg, chg_w, bits):
+    """Snapshot ``keys - rm + add`` with the weights of ``chg`` set to ``chg_w``, and its
+    ``edge_index``: ``(keys, w, edge_index)``.
 
     ``keys`` sorted unique; ``rm`` a sorted subset of it; ``add`` sorted and disjoint from
     ``keys - rm``.  Inputs are never modified (snapshots are shared with the cache and the
-    caller); the result is new arrays, except when the delta is empty.  Work: searches of
-    the delta's keys plus one masked copy of the snapshot.
+    caller); the results are new arrays.  One linear merge in C (``dds_apply_delta``)
+    that also splits every key into its source and target.
     """
-    E, nr, na = keys.shape[0], rm.shape[0], add.shape[0]
-    if nr:
-        keep = np.ones(E, dtype=bool)
-        keep[np.searchsorted(keys, rm)] = False
-    if na:
-        pa = np.searchsorted(keys, add)
-        if nr:
-            pa -= np.searchsorted(rm, add)
-        pa += np.arange(na)
-        E2 = E - nr + na
-        slot = np.ones(E2, dtype=bool)
-        slot[pa] = False
-        new_k = np.empty(E2, dtype=np.int64)
-        new_k[pa] = add
-        new_k[slot] = keys[keep] if nr else keys
-        new_w = None
-        if w is not None:
-            new_w = np.empty(E2, dtype=w.dtype)
-            new_w[pa] = add_w
-            new_w[slot] = w[keep] if nr else w
-    elif nr:
-        new_k = keys[keep]
-        new_w = None if w is None else w[keep]
-    else:
-        new_k = keys
-        new_w = None if w is None else (w.copy() if chg is not None and chg.shape[0]
-                                        else w)
-    if w is not None and chg is not None and chg.shape[0]:
-        new_w[np.searchsorted(new_k, chg)] = chg_w
-    return new_k, new_w
+    return _core.apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits)
 
 
 def _compose(deltas, forward, weighted):
@@ -520,13 +493,20 @@ class DynamicGraph:
         """Snapshot after applying ``delta`` (of step ``snap.t + 1`` forward, or of step
         ``snap.t`` backward)."""
         if forward:
-            keys, w = _apply(snap.keys, snap.w, delta["del_key"], delta["add_key"],
-                             delta.get("add_w"), delta.get("chg_key"),
-                             delta.get("chg_new"))
-            return _Snap(snap.t + 1, keys, w)
-        keys, w = _apply(snap.keys, snap.w, delta["add_key"], delta["del_key"],
-                         delta.get("del_w"), delta.get("chg_key"), delta.get("chg_old"))
-        return _Snap(snap.t - 1, keys, w)
+            return self._made(snap.t + 1, *_apply(
+                snap.keys, snap.w, delta["del_key"], delta["add_key"], delta.get("add_w"),
+                delta.get("chg_key"), delta.get("chg_new"), self._bits))
+        return self._made(snap.t - 1, *_apply(
+            snap.keys, snap.w, delta["add_key"], delta["del_key"], delta.get("del_w"),
+            delta.get("chg_key"), delta.get("chg_old"), self._bits))
+
+    @staticmethod
+    def _made(t, keys, w, edge_index):
+        """A snapshot built by :func:`_apply`, its output tensors made already."""
+        snap = _Snap(t, keys, w)
+        snap.out = (torch.from_numpy(edge_index),
+                    None if w is None else torch.from_numpy(w))
+        return snap
 
     def _walk(self, snap, t):
         """From ``snap`` to step ``t``: the deltas in between (one store read) composed
@@ -536,8 +516,8 @@ class DynamicGraph:
             a, b = (snap.t + 1, t + 1) if forward else (t + 1, snap.t + 1)
             rm, add, add_w, chg, chg_w = _compose(self._read_deltas(a, b), forward,
                                                   self.weighted)
-            keys, w = _apply(snap.keys, snap.w, rm, add, add_w, chg, chg_w)
-            return _Snap(t, keys, w)
+            return self._made(t, *_apply(snap.keys, snap.w, rm, add, add_w, chg, chg_w,
+                                         self._bits))
         if snap.t < t:
             for a in range(snap.t + 1, t + 1, _READ_BLOCK):
                 b = min(t + 1, a + _READ_BLOCK)
