@@ -26,7 +26,6 @@ test MAE, and the edge memory of deltas vs full snapshots.
 import argparse
 import os
 import resource
-import socket
 import sys
 import time
 
@@ -39,10 +38,11 @@ torch.set_num_threads(1)
 
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
-from torch_geometric.nn import GCNConv  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
+from ddstore.distributed import init_torch_distributed  # noqa: E402
+from graph_gru import GraphGRUCell  # noqa: E402 (examples/graph_gru.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = [os.path.join(HERE, "..", "tests", "data", "twitter_tennis_rg17.json"),
@@ -83,21 +83,6 @@ def load(args):
     return series, st.from_arrays(data), target, os.path.basename(path)
 
 
-class GraphGRUCell(nn.Module):
-    """GRU cell whose gates and candidate are graph convolutions over ``[x, h]``."""
-
-    def __init__(self, in_channels, hidden):
-        super().__init__()
-        self.gates = GCNConv(in_channels + hidden, 2 * hidden)
-        self.candidate = GCNConv(in_channels + hidden, hidden)
-
-    def forward(self, x, h, edge_index, edge_weight):
-        zr = torch.sigmoid(self.gates(torch.cat([x, h], -1), edge_index, edge_weight))
-        z, r = zr.chunk(2, dim=-1)
-        c = torch.tanh(self.candidate(torch.cat([x, r * h], -1), edge_index, edge_weight))
-        return z * h + (1 - z) * c
-
-
 class DynamicGRU(nn.Module):
     """Runs the graph GRU over the ``h`` input steps, step ``j`` on its own snapshot;
     predicts the next target of every node as last value + a learned change."""
@@ -114,17 +99,6 @@ class DynamicGRU(nn.Module):
         for j, (ei, ew) in enumerate(graphs):
             state = self.cell(x[:, j].reshape(B * n, f), state, ei, ew)
         return x[:, -1, :, self.target] + self.head(state).view(B, n)
-
-
-def init_torch_distributed(comm):
-    port = None
-    if comm.rank == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    port = comm.bcast(port, root=0)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=comm.rank, world_size=comm.size)
 
 
 def evaluate(model, split, target, batch_size, comm):
@@ -161,7 +135,7 @@ def main():
                                  checkpoint_every=args.checkpoint_every)
     train, val, test = ds.splits()
     loader = train.loader(args.batch_size, seed=args.seed)
-    init_torch_distributed(comm)
+    init_torch_distributed(comm, backend="gloo")
     model = nn.parallel.DistributedDataParallel(
         DynamicGRU(ds.num_features, args.hidden, target))
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)

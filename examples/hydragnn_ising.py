@@ -19,7 +19,6 @@ import argparse
 import logging
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -51,39 +50,6 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     p.add_argument("--quiet", action="store_true", help="no progress bars or store log")
     return p.parse_args(argv)
-
-
-def setup_distributed(comm):
-    """Initialise torch.distributed from the MPI communicator; returns the device."""
-    import torch
-    import torch.distributed as dist
-    use_cuda = torch.cuda.is_available()
-    if use_cuda:
-        local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-        device = torch.device("cuda", local.rank % torch.cuda.device_count())
-        local.Free()
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    if comm.rank == 0:
-        host = socket.gethostname()
-        try:
-            addr = socket.gethostbyname(host)
-        except OSError:
-            addr = "127.0.0.1"
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-    else:
-        addr, port = None, None
-    names = comm.allgather(MPI.Get_processor_name())
-    addr, port = comm.bcast((addr, port), root=0)
-    if len(set(names)) == 1:
-        addr = "127.0.0.1"  # one node: stay on loopback
-    dist.init_process_group("nccl" if use_cuda else "gloo",
-                            init_method=f"tcp://{addr}:{port}",
-                            rank=comm.rank, world_size=comm.size)
-    return device
 
 
 def build_model(hidden, layers, deg):
@@ -206,6 +172,7 @@ def main(argv=None):
     from torch.nn.parallel import DistributedDataParallel
     from torch_geometric.utils import degree
     import ddstore
+    from ddstore.distributed import init_torch_distributed
 
     comm = MPI.COMM_WORLD
     rank = comm.rank
@@ -213,7 +180,7 @@ def main(argv=None):
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     torch.manual_seed(args.seed)
     t_start = time.perf_counter()
-    device = setup_distributed(comm)
+    device = init_torch_distributed(comm)
 
     with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
         t0 = time.perf_counter()

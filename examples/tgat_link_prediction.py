@@ -24,8 +24,6 @@ What it does:
   (against one fixed random negative per edge) are printed beside a random scorer's.
 """
 import argparse
-import os
-import socket
 import time
 
 import numpy as np
@@ -38,6 +36,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import temporal as tg
+from ddstore.distributed import init_torch_distributed
 
 
 def parse_args(argv=None):
@@ -65,18 +64,6 @@ def parse_args(argv=None):
 def log(comm, *a):
     if comm.rank == 0:
         print(*a, flush=True)
-
-
-def init_torch_distributed(comm):
-    port = None
-    if comm.rank == 0:
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-    port = comm.bcast(port, root=0)
-    addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=comm.rank,
-                            world_size=comm.size)
 
 
 # ---------------------------------------------------------------------------- model
@@ -222,7 +209,7 @@ def main(argv=None):
     comm = MPI.COMM_WORLD
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
-    init_torch_distributed(comm)
+    init_torch_distributed(comm, backend="gloo")
     fanouts = tuple(int(f) for f in args.fanouts.split(","))
     with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
         t0 = time.perf_counter()

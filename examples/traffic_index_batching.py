@@ -24,7 +24,6 @@ validation MAE (original units) per epoch, test MAE, and peak memory per rank (r
 import argparse
 import os
 import resource
-import socket
 import sys
 import time
 
@@ -37,10 +36,11 @@ torch.set_num_threads(1)
 
 import torch.distributed as dist  # noqa: E402
 from torch import nn  # noqa: E402
-from torch_geometric.nn import GCNConv  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
+from ddstore.distributed import init_torch_distributed  # noqa: E402
+from graph_gru import GraphGRUCell  # noqa: E402 (examples/graph_gru.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = [os.path.join(HERE, "..", "tests", "data", "chickenpox.json"),
@@ -98,22 +98,6 @@ def load_series(args):
     raise SystemExit(f"--data {path}: expected .json, .h5 or .npy")
 
 
-class GraphGRUCell(nn.Module):
-    """GRU cell whose update/reset gates and candidate are graph convolutions over
-    ``[x, h]`` (the TGCN / DCRNN construction, with GCN in place of diffusion conv)."""
-
-    def __init__(self, in_channels, hidden):
-        super().__init__()
-        self.gates = GCNConv(in_channels + hidden, 2 * hidden)
-        self.candidate = GCNConv(in_channels + hidden, hidden)
-
-    def forward(self, x, h, edge_index, edge_weight):
-        zr = torch.sigmoid(self.gates(torch.cat([x, h], -1), edge_index, edge_weight))
-        z, r = zr.chunk(2, dim=-1)
-        c = torch.tanh(self.candidate(torch.cat([x, r * h], -1), edge_index, edge_weight))
-        return z * h + (1 - z) * c
-
-
 class Seq2Seq(nn.Module):
     """Encode ``h`` steps with the graph GRU, predict ``h`` steps of one feature."""
 
@@ -143,17 +127,6 @@ class BatchedGraph:
             off = (torch.arange(B) * self.n).repeat_interleave(self.ei.shape[1])
             self.cache[B] = (self.ei.repeat(1, B) + off, self.ew.repeat(B))
         return self.cache[B]
-
-
-def init_torch_distributed(comm):
-    port = None
-    if comm.rank == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-    port = comm.bcast(port, root=0)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=comm.rank, world_size=comm.size)
 
 
 def evaluate(model, split, graph, batch_size, comm):
@@ -195,7 +168,7 @@ def main():
     train, val, test = ds.splits()
     loader = train.loader(args.batch_size, sampler=args.sampler, seed=args.seed)
     graph = BatchedGraph(ds.edge_index, ds.edge_weight, ds.num_nodes)
-    init_torch_distributed(comm)
+    init_torch_distributed(comm, backend="gloo")
     model = nn.parallel.DistributedDataParallel(
         Seq2Seq(ds.num_features, args.hidden, horizon))
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
