@@ -878,6 +878,8 @@ class DDStore:
         as one raw array of the concatenated rows plus an offsets table that every rank
         keeps, so locating a record needs no communication and reading one runs no code
         (no pickle).  Ranks may hold 0 samples, but at least one rank must hold one.
+        Holds one key's rows twice while copying them in; to load more than that, use
+        :meth:`init_records` and fill block by block.
         """
         self._alive()
         error = self._name_error(name)
@@ -892,33 +894,90 @@ class DDStore:
         if not schemas:
             raise DDStoreValueError(f"records {name!r}: no rank holds any sample (empty "
                                     f"data set)")
-        for r, s in schemas:
-            if s != schemas[0][1]:
-                raise DDStoreValueError(f"records {name!r}: keys, dtypes or trailing shapes "
-                                        f"differ between rank {schemas[0][0]} "
-                                        f"({_fmt_schema(schemas[0][1])}) and rank {r} "
-                                        f"({_fmt_schema(s)})")
-        schema = schemas[0][1]
-        keys = [k for k, _, _ in schema]
-        counts = np.zeros((len(samples), len(keys)), dtype=np.int64)
-        fields = {}
+        schema = _same_schema(name, schemas)
+        counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
+                          dtype=np.int64).reshape(len(samples), len(schema))
+        self._create_records(name, schema, counts)
         for j, (key, dstr, trailing) in enumerate(schema):
-            dt = np.dtype(dstr)
-            parts = [np.asarray(s[key]) for s in samples]
-            counts[:, j] = [p.shape[0] for p in parts]
-            data = (np.concatenate(parts) if parts else
-                    np.zeros((0,) + tuple(trailing), dtype=dt))
-            var = self._create(f"{name}/{key}", data.shape[0], dt, tuple(trailing))
-            if data.shape[0]:
-                self._core.write_local(var.vid, 0, np.ascontiguousarray(data, dtype=dt))
-            fields[key] = var
+            if counts[:, j].sum():
+                data = np.concatenate([np.asarray(s[key]) for s in samples])
+                self._write_field(self._records[name].fields[key], 0, data)
+                del data
+        self._core.sync()
+
+    def init_records(self, name, schema, sizes):
+        """Collective: create records ``name`` for this rank's chunk without their data:
+        fill it with :meth:`update_records` (block by block, no second copy of the
+        chunk), then call :meth:`sync` before anyone reads.
+
+        ``schema`` is ``{key: (dtype, trailing_shape)}``, the same on every rank;
+        ``sizes`` is ``{key: first-dimension size of each local record}`` (one integer
+        sequence per key, all as long as this rank's record count, which may be 0).
+        The records are then read like those of :meth:`add_records`; contents are
+        undefined until written.
+        """
+        self._alive()
+        error = self._name_error(name)
+        spec, counts = None, None
+        if error is None:
+            spec, counts, error = _records_spec(name, schema, sizes)
+        info = self._collective(("init_records", name), error, spec)
+        schema = _same_schema(name, list(enumerate(info)))
+        self._create_records(name, schema, counts)
+
+    def update_records(self, name, start, stop, data):
+        """Local: write local records ``[start, stop)`` of ``name`` (numbered from 0 on
+        each rank, as given to :meth:`init_records`); ``data`` is ``{key: their rows
+        concatenated}``, as ``get_records_packed`` returns them.  Other ranks see them
+        after the next collective :meth:`sync`."""
+        rec = self._rec(name)
+        start = as_int(start, f"update_records {name!r}: start")
+        stop = as_int(stop, f"update_records {name!r}: stop")
+        if not 0 <= start <= stop <= rec.n_local:
+            raise DDStoreIndexError(f"update_records {name!r}: records [{start}, {stop}) "
+                                    f"outside the local chunk [0, {rec.n_local})")
+        if not isinstance(data, dict) or set(data) != set(rec.keys):
+            got = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise DDStoreValueError(f"update_records {name!r}: data must be a dict with "
+                                    f"keys {sorted(rec.keys)}, got {got}")
+        base = rec.offsets[rec.start]
+        lo, hi = rec.offsets[rec.start + start] - base, rec.offsets[rec.start + stop] - base
+        for j, key in enumerate(rec.keys):
+            var = rec.fields[key]
+            arr = np.asarray(data[key])
+            if arr.shape != (hi[j] - lo[j],) + var.row_shape:
+                raise DDStoreValueError(
+                    f"update_records {name!r}: key {key!r} has shape {arr.shape}; records "
+                    f"[{start}, {stop}) need {(int(hi[j] - lo[j]),) + var.row_shape}")
+            if arr.dtype != var.dtype:
+                raise DDStoreValueError(f"update_records {name!r}: key {key!r} has dtype "
+                                        f"{arr.dtype}, the records have {var.dtype}")
+            if arr.shape[0]:
+                self._write_field(var, int(lo[j]), arr)
+
+    def _create_records(self, name, schema, counts):
+        """Collective: allocate the fields of agreed ``schema`` for local ``counts``
+        (``[n_local, nkeys]``) and build the offsets table every rank keeps."""
+        keys = [k for k, _, _ in schema]
+        fields = {}
+        try:
+            for j, (key, dstr, trailing) in enumerate(schema):
+                fields[key] = self._create(f"{name}/{key}", int(counts[:, j].sum()),
+                                           np.dtype(dstr), tuple(trailing))
+        except DDStoreError:  # agreed on every rank (e.g. out of memory): undo it all
+            for var in fields.values():
+                self._core.remove(var.vid)
+            raise
         all_counts = self._group_comm.allgather(counts)
         table = np.concatenate(all_counts, axis=0)
         offsets = np.zeros((table.shape[0] + 1, len(keys)), dtype=np.int64)
         np.cumsum(table, axis=0, out=offsets[1:])
         start = sum(len(c) for c in all_counts[:self.group_rank])
-        self._records[name] = _Records(name, keys, fields, offsets, start, len(samples))
-        self._core.sync()
+        self._records[name] = _Records(name, keys, fields, offsets, start, len(counts))
+
+    def _write_field(self, var, offset, rows):
+        self._core.write_local(var.vid, offset,
+                               np.ascontiguousarray(rows, dtype=var.dtype))
 
     def _rec(self, name):
         self._alive()
@@ -1090,6 +1149,59 @@ def _record_schema(name, samples):
                        f"trailing shape {want[key][1]}")
             return None, (DDStoreValueError, f"records {name!r}: sample {i}: {msg}")
     return schema, None
+
+
+def _same_schema(name, schemas):
+    """The schema all ranks in ``[(rank, schema)]`` agree on, or an error naming two that
+    differ (raised on every rank: each compares the same gathered list)."""
+    for r, s in schemas:
+        if s != schemas[0][1]:
+            raise DDStoreValueError(f"records {name!r}: keys, dtypes or trailing shapes "
+                                    f"differ between rank {schemas[0][0]} "
+                                    f"({_fmt_schema(schemas[0][1])}) and rank {r} "
+                                    f"({_fmt_schema(s)})")
+    return schemas[0][1]
+
+
+def _records_spec(name, schema, sizes):
+    """(schema tuple, counts ``[n_local, nkeys]``, error) of init_records' arguments."""
+    what = f"init_records {name!r}"
+    if not isinstance(schema, dict) or not schema:
+        return None, None, (DDStoreValueError, f"{what}: schema must be a non-empty dict "
+                                               f"{{key: (dtype, trailing_shape)}}")
+    spec = []
+    for key in sorted(schema, key=str):
+        try:
+            dstr, trailing = schema[key]
+            dt = np.dtype(dstr)
+            trailing = tuple(as_int(t, "trailing dimension") for t in trailing)
+        except (TypeError, ValueError) as exc:
+            return None, None, (DDStoreValueError, f"{what}: schema[{key!r}] must be "
+                                                   f"(dtype, trailing_shape): {exc}")
+        if not isinstance(key, str) or dt.kind not in _STORABLE_KINDS or \
+                dt.fields is not None or any(t < 0 for t in trailing):
+            return None, None, (DDStoreValueError, f"{what}: schema[{key!r}] = "
+                                                   f"({dt}, {trailing}) cannot be stored "
+                                                   f"(str key, numeric dtype, dims >= 0)")
+        spec.append((key, dt.str, trailing))
+    if not isinstance(sizes, dict) or set(sizes) != set(schema):
+        got = sorted(sizes, key=str) if isinstance(sizes, dict) else type(sizes).__name__
+        return None, None, (DDStoreValueError, f"{what}: sizes must be a dict with the "
+                                               f"schema's keys {sorted(schema, key=str)}, "
+                                               f"got {got}")
+    try:
+        cols = [np.asarray(sizes[k]) for k, _, _ in spec]
+        if any(c.ndim != 1 or (c.size and c.dtype.kind not in "iu") for c in cols):
+            raise ValueError("each must be a 1-d sequence of integers")
+        if len({c.size for c in cols}) > 1:
+            raise ValueError(f"lengths differ: {[c.size for c in cols]}")
+        counts = np.stack([c.astype(np.int64) for c in cols], axis=1) if cols[0].size \
+            else np.zeros((0, len(spec)), dtype=np.int64)
+        if (counts < 0).any():
+            raise ValueError("a size is negative")
+    except (TypeError, ValueError, OverflowError) as exc:
+        return None, None, (DDStoreValueError, f"{what}: bad sizes: {exc}")
+    return tuple(spec), counts, None
 
 
 def _fmt_schema(schema):

@@ -266,6 +266,37 @@ def test_adios_source_ranges(tmp_path):
         graphs.write_adios([], str(tmp_path / "e.bp"))
     with pytest.raises(DDStoreValueError, match="sample 1"):
         graphs.write_adios([tensor_sample(0), rich_sample(1)], str(tmp_path / "m.bp"))
+    assert not os.path.exists(tmp_path / "m.bp")  # the partial file is removed
+
+
+def test_adios_streaming_blocks(tmp_path):
+    """write_records_adios streams any iterable in blocks (joined arrays): many tiny
+    blocks, empty records and keys that are empty in whole blocks read back exactly."""
+    from ddstore.sources import write_records_adios
+    rng = np.random.default_rng(3)
+    recs = []
+    for i in range(50):
+        n = int(rng.integers(0, 4)) if i % 7 else 0
+        recs.append({"a": rng.normal(size=(n, 2)).astype(np.float32),
+                     "b": np.arange(i % 3 == 0, dtype=np.int64),  # 0 or 1 row
+                     "m": rng.random(n) < 0.5})
+    path = str(tmp_path / "s.bp")
+    assert write_records_adios((r for r in recs), path, meta={"x": 1},
+                               block_bytes=40) == 50
+    with AdiosSource(path) as src:
+        assert len(src) == 50 and src.meta == {"x": 1}
+        for start, stop in ((0, 50), (5, 23), (49, 50)):
+            for i, rec in src.read(start, stop):
+                for k in recs[i]:
+                    assert rec[k].dtype == recs[i][k].dtype
+                    assert np.array_equal(rec[k], recs[i][k]), (i, k)
+    bad = recs[:10] + [{"a": np.zeros((1, 3), np.float32), "b": recs[0]["b"],
+                        "m": recs[0]["m"]}]
+    with pytest.raises(DDStoreValueError, match="record 10 key 'a'"):
+        write_records_adios(iter(bad), path, block_bytes=40)
+    assert not os.path.exists(path)
+    with pytest.raises(DDStoreValueError, match="empty data set"):
+        write_records_adios(iter([]), path)
 
 
 def test_sequence_source_touches_only_range():

@@ -112,7 +112,7 @@ class GraphDataset(torch.utils.data.Dataset):
                                     f"{type(source).__name__}")
         comm = store.comm
         error, layout, records, first, lo, hi = None, None, [], None, 0, 0
-        stored_layout = None
+        stored_layout, offsets = None, None
         try:
             total = len(source)
             if total == 0:
@@ -120,8 +120,13 @@ class GraphDataset(torch.utils.data.Dataset):
             if isinstance(source, AdiosSource):
                 stored_layout = _adios_layout(source)
             lo, hi = partition(total, store.group_size, store.group_rank)
-            layout, records, first = _load_chunk(store, name, source, lo, hi,
-                                                 stored_layout, progress)
+            if stored_layout is not None:  # packed rows: loaded block by block below
+                layout, first = stored_layout, (lo if hi > lo else None)
+                offsets = _stored_offsets(name, source, stored_layout, lo, hi)
+                records = None
+            else:
+                layout, records, first = _load_chunk(store, name, source, lo, hi,
+                                                     stored_layout, progress)
         except DDStoreError as exc:
             error = exc
         except Exception as exc:  # a user Dataset failing, an I/O error...
@@ -144,8 +149,11 @@ class GraphDataset(torch.utils.data.Dataset):
                 raise DDStoreValueError(f"graphs {name!r}: sample {f}: {diff} (as in "
                                         f"sample {ref_first})")
         before = store.nbytes()
-        store.add_records(name, records)
-        del records
+        if records is None:
+            _load_packed(store, name, source, reference, offsets, lo, hi, progress)
+        else:
+            store.add_records(name, records)
+            del records
         held = store.nbytes() - before
         sizes = comm.gather(held, root=0)
         if comm.rank == 0:
@@ -300,6 +308,60 @@ def _adios_layout(source):
                                 f"{sorted(schema)}, graph layout has "
                                 f"{sorted(layout.by_key)}")
     return layout
+
+
+def _stored_offsets(name, source, layout, lo, hi):
+    """Row offsets of samples [lo, hi) of a CFF file, checked against ``layout``."""
+    offsets = source.read_offsets(lo, hi)
+    for lay in layout.keys:
+        counts = np.diff(offsets[lay.key])
+        if lay.ndim == 0 and (counts != 1).any():
+            bad = lo + int(np.flatnonzero(counts != 1)[0])
+            raise DDStoreValueError(f"graphs {name!r}: {source.describe(bad)}: key {lay.key!r} is a scalar but has "
+                                    f"{int(counts[bad - lo])} rows")
+    return offsets
+
+
+LOAD_BLOCK_BYTES = 64 << 20  # bytes read from a CFF file at a time, per rank
+
+
+def _load_packed(store, name, source, layout, offsets, lo, hi, progress):
+    """Collective: records ``name`` from samples [lo, hi) of a CFF file, read straight
+    into the store in blocks of about ``LOAD_BLOCK_BYTES`` (the rank never holds its chunk
+    twice).  A read failing on any rank raises on every rank and leaves no records."""
+    from tqdm import tqdm
+    sizes = {k: np.diff(o) for k, o in offsets.items()}
+    schema = {lay.key: (lay.dtype, lay.trailing) for lay in layout.keys}
+    store.init_records(name, schema, sizes)
+    row_bytes = {lay.key: lay.dtype.itemsize * int(np.prod(lay.trailing, dtype=np.int64))
+                 for lay in layout.keys}
+    nbytes = sum(sizes[k] * row_bytes[k] for k in sizes) if hi > lo else np.zeros(0)
+    ends = np.cumsum(nbytes)
+    error, done, block_bytes = None, 0, LOAD_BLOCK_BYTES
+    show = bool(progress) and store.rank == 0
+    with tqdm(total=hi - lo, desc=f"loading {name} (rank 0)", unit="graph",
+              disable=not show, leave=False) as bar:
+        try:
+            while done < hi - lo:
+                # the samples that fit in one block (at least one)
+                stop = max(done + 1, int(np.searchsorted(
+                    ends, (ends[done - 1] if done else 0) + block_bytes, side="right")))
+                stop = min(stop, hi - lo)
+                part = {k: o[done:stop + 1] for k, o in offsets.items()}
+                data, _ = source.read_packed(lo + done, lo + stop, offsets=part)
+                store.update_records(name, done, stop, data)
+                del data
+                bar.update(stop - done)
+                done = stop
+        except Exception as exc:
+            error = exc if isinstance(exc, DDStoreError) else (
+                DDStoreValueError, f"graphs {name!r}: {type(exc).__name__}: {exc}")
+    try:
+        store.agree(error, call=("GraphDataset.load", name))
+    except DDStoreError:
+        store.remove(name)  # collective: every rank is here
+        raise
+    store.sync()
 
 
 def _load_chunk(store, name, source, lo, hi, stored_layout, progress):

@@ -37,11 +37,45 @@ def write_pickle_dir(samples, path, progress=False):
     return write_pickle_files(samples, path, progress=progress)
 
 
-def write_adios(samples, path):
-    """Write ``samples`` to one ADIOS2 BP file ``path`` (CFF): per key, every graph's
-    rows concatenated (``data/<key>``) plus per-sample offsets (``offsets/<key>``), and
-    the graph layout as an attribute.  Local: call it on one rank.  Returns the number
-    of samples."""
-    layout, records = graph_records(samples, f"write_adios({path!r})")
-    return write_records_adios(records, path,
+def write_adios(samples, path, progress=False):
+    """Write ``samples`` (a sequence of graphs: ``len`` and indexing) to one ADIOS2 BP
+    file ``path`` (CFF): per key, every graph's rows concatenated (``data/<key>``) plus
+    per-sample offsets (``offsets/<key>``), and the graph layout as an attribute.
+
+    Streams: samples are converted and written in blocks of about 64 MB, so a data set
+    larger than memory can be written (a lazy sequence such as :func:`ising_dataset`
+    builds each graph on demand).  Every sample must have the layout of sample 0 (the
+    error names the sample and the key; the partial file is removed).  Local: call it on
+    one rank.  Returns the number of samples."""
+    what = f"write_adios({path!r})"
+    n = len(samples)
+    if n == 0:
+        raise DDStoreValueError(f"{what}: empty data set (no samples)")
+    try:
+        layout, first = GraphLayout.of(samples[0])
+    except DDStoreError as exc:
+        raise DDStoreValueError(f"{what}: sample 0: {exc}") from None
+
+    def records():
+        yield first
+        for i in range(1, n):
+            try:
+                yield layout.to_record(samples[i])
+            except DDStoreError as exc:
+                raise DDStoreValueError(f"{what}: sample {i}: {exc}") from None
+
+    return write_records_adios(_Sized(records(), n), path, progress=progress,
                                meta={"kind": META_KIND, "layout": layout.to_list()})
+
+
+class _Sized:
+    """An iterator with a length (for the progress bar)."""
+
+    def __init__(self, it, n):
+        self._it, self._n = it, n
+
+    def __iter__(self):
+        return self._it
+
+    def __len__(self):
+        return self._n

@@ -13,9 +13,11 @@ bool and float16 (which ADIOS2 cannot store) are stored as uint8/uint16 bit patt
 viewed back on reading.  A key whose samples all have 0 rows has no ``data/<key>``.
 A rank reads only its range: ``offsets[start:stop+1]`` and the rows between.
 """
+import itertools
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 
@@ -48,52 +50,151 @@ def _storage_view(arr):
     return arr.view(view) if view is not None else arr
 
 
-def write_records_adios(records, path, meta=None):
-    """Write ``records`` (a sequence of dicts of arrays with the same keys, dtypes and
-    trailing shapes, variable first dimension) to the BP file ``path``.
+def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress=False):
+    """Write ``records`` (dicts of arrays with the same keys, dtypes and trailing shapes;
+    the first dimension varies) to the BP file ``path``, streaming.
 
-    ``meta`` is any JSON-serialisable object stored with the file (``AdiosSource.meta``).
-    Local (not collective): call it on one rank.  Returns the number of records.
+    ``records`` may be any iterable (a list, a lazy sequence, a generator): records are
+    gathered into blocks of about ``block_bytes`` and each block is written to disk before
+    the next is read, so writing holds one block in memory, not the data set (per key,
+    ``data/<key>`` is an ADIOS2 joined array that grows block by block).  ``meta`` is any
+    JSON-serialisable object stored with the file (``AdiosSource.meta``).  A record that
+    differs from record 0 raises :class:`DDStoreValueError` naming it, and the partial
+    file is removed.  Local (not collective): call it on one rank.  Returns the number of
+    records.
     """
     adios2 = _import_adios2()
-    n = len(records)
-    if n == 0:
-        raise DDStoreValueError(f"write_records_adios({path!r}): no records (empty data "
-                                f"set)")
-    first = records[0]
+    path = os.fspath(path)
+    what = f"write_records_adios({path!r})"
+    it = iter(records)
+    try:
+        first = next(it)
+    except StopIteration:
+        raise DDStoreValueError(f"{what}: no records (empty data set)") from None
+    if not isinstance(first, dict) or not first:
+        raise DDStoreValueError(f"{what}: record 0 must be a non-empty dict of arrays")
     schema = [(k, np.asarray(v).dtype.str, list(np.asarray(v).shape[1:]))
               for k, v in first.items()]
-    counts = np.zeros((n, len(schema)), dtype=np.int64)
-    for i, rec in enumerate(records):
-        if set(rec) != set(first):
-            raise DDStoreValueError(f"write_records_adios: record {i} has keys "
-                                    f"{sorted(rec)}, record 0 has {sorted(first)}")
-        for j, (key, dstr, trailing) in enumerate(schema):
-            arr = np.asarray(rec[key])
-            if arr.dtype.str != dstr or list(arr.shape[1:]) != trailing:
-                raise DDStoreValueError(
-                    f"write_records_adios: record {i} key {key!r} has dtype {arr.dtype} "
-                    f"trailing shape {tuple(arr.shape[1:])}, record 0 has "
-                    f"{np.dtype(dstr)} {tuple(trailing)}")
-            counts[i, j] = arr.shape[0]
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    with adios2.Stream(os.fspath(path), "w") as out:
-        out.write("nsamples", int(n))
-        for j, (key, dstr, trailing) in enumerate(schema):
-            offsets = np.zeros(n + 1, dtype=np.int64)
-            np.cumsum(counts[:, j], out=offsets[1:])
-            out.write(f"offsets/{key}", offsets, [n + 1], [0], [n + 1])
-            total = int(offsets[-1])
-            if total:
-                data = np.concatenate([np.asarray(r[key]) for r in records])
-                data = np.ascontiguousarray(_storage_view(data))
-                out.write(f"data/{key}", data, list(data.shape), [0] * data.ndim,
-                          list(data.shape))
-        out.write_attribute("ddstore/format", _FORMAT)
-        out.write_attribute("ddstore/schema", json.dumps(schema))
-        out.write_attribute("ddstore/meta", json.dumps(meta))
+    for key, dstr, _ in schema:
+        if np.asarray(first[key]).ndim < 1:
+            raise DDStoreValueError(f"{what}: record 0 key {key!r} is a scalar; values "
+                                    f"need a first (variable) dimension")
+    writer = _BlockWriter(adios2, path, schema, block_bytes)
+    n = 0
+    try:
+        from tqdm import tqdm
+        with tqdm(desc=f"writing {os.path.basename(path)}", unit="record",
+                  disable=not progress, total=len(records) if hasattr(records, "__len__")
+                  else None) as bar:
+            for rec in itertools.chain([first], it):
+                writer.add(_checked(rec, schema, n, what))
+                n += 1
+                bar.update(1)
+        writer.finish(n, meta)
+    except BaseException:
+        writer.abandon()
+        raise
     return n
+
+
+def _checked(rec, schema, i, what):
+    """``rec`` as ``[array per schema key]`` after checking it against record 0."""
+    if not isinstance(rec, dict) or len(rec) != len(schema) or \
+            any(k not in rec for k, _, _ in schema):
+        keys = sorted(rec) if isinstance(rec, dict) else type(rec).__name__
+        raise DDStoreValueError(f"{what}: record {i} has keys {keys}, record 0 has "
+                                f"{sorted(k for k, _, _ in schema)}")
+    out = []
+    for key, dstr, trailing in schema:
+        arr = np.asarray(rec[key])
+        if arr.dtype.str != dstr or list(arr.shape[1:]) != trailing or arr.ndim < 1:
+            raise DDStoreValueError(
+                f"{what}: record {i} key {key!r} has dtype {arr.dtype} shape "
+                f"{tuple(arr.shape)}, record 0 has {np.dtype(dstr)} rows of "
+                f"{tuple(trailing)}")
+        out.append(arr)
+    return out
+
+
+class _BlockWriter:
+    """Writes a CFF file block by block: per key, the rows (``data/<key>``) and the
+    per-record end offsets (``offsets/<key>``, after a leading 0) are ADIOS2 joined
+    arrays (BP5), so neither the record count nor the row totals are needed up front;
+    each block is flushed to disk (``PerformDataWrite``) before the next is gathered."""
+
+    def __init__(self, adios2, path, schema, block_bytes=64 << 20):
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        self.path, self.schema, self.block_bytes = path, schema, int(block_bytes)
+        self._adios2 = adios2
+        self._adios = adios2.Adios()
+        self._io = self._adios.declare_io("ddstore-cff-writer")
+        self._io.set_engine("BP5")
+        self._engine = self._io.open(path, adios2.bindings.Mode.Write)
+        self._engine.begin_step()
+        self._vars = {}
+        self._pending, self._pending_bytes = [], 0
+        self._ends = [0] * len(schema)  # rows written so far, per key
+        for j in range(len(schema)):
+            self._put(self._var("offsets", j, np.int64, []), np.zeros(1, dtype=np.int64))
+
+    def _var(self, kind, j, dtype, trailing):
+        name = f"{kind}/{self.schema[j][0]}"
+        var = self._vars.get(name)
+        if var is None:
+            probe = np.zeros((1,) + tuple(trailing), dtype=dtype)
+            shape = [self._adios2.JoinedDim] + list(trailing)
+            var = self._io.define_variable(name, probe, shape, [],
+                                           [1] + list(trailing))
+            self._vars[name] = var
+        return var
+
+    def _put(self, var, arr):
+        var.set_selection([[], list(arr.shape)])
+        self._engine.put(var, arr, self._adios2.bindings.Mode.Sync)
+
+    def add(self, arrays):
+        self._pending.append(arrays)
+        self._pending_bytes += sum(a.nbytes for a in arrays) + 8 * len(arrays)
+        if self._pending_bytes >= self.block_bytes:
+            self.flush()
+
+    def flush(self):
+        if not self._pending:
+            return
+        for j, (key, dstr, trailing) in enumerate(self.schema):
+            parts = [rec[j] for rec in self._pending]
+            counts = np.fromiter((p.shape[0] for p in parts), np.int64, len(parts))
+            ends = self._ends[j] + np.cumsum(counts)
+            self._put(self._var("offsets", j, np.int64, []), ends)
+            if ends[-1] > self._ends[j]:
+                data = np.ascontiguousarray(_storage_view(np.concatenate(parts)))
+                self._put(self._var("data", j, data.dtype, trailing), data)
+            self._ends[j] = int(ends[-1])
+        self._engine.perform_data_write()
+        self._pending, self._pending_bytes = [], 0
+
+    def finish(self, n, meta):
+        self.flush()
+        count = self._io.define_variable("nsamples", np.array([n], dtype=np.int64))
+        self._engine.put(count, np.array([n], dtype=np.int64), self._adios2.bindings.Mode.Sync)
+        self._io.define_attribute("ddstore/format", _FORMAT)
+        self._io.define_attribute("ddstore/schema", json.dumps(self.schema))
+        self._io.define_attribute("ddstore/meta", json.dumps(meta))
+        self._engine.end_step()
+        self._engine.close()
+        self._engine = None
+
+    def abandon(self):
+        """Close and remove a partial file (after an error)."""
+        if self._engine is not None:
+            try:
+                self._engine.end_step()
+                self._engine.close()
+            except Exception:  # pragma: no cover - best effort
+                pass
+            self._engine = None
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 class AdiosSource(Source):
@@ -230,22 +331,35 @@ class AdiosSource(Source):
                                     f"start={start} count={count} failed: "
                                     f"{_short(exc)}") from None
 
-    def read_packed(self, start, stop):
-        """Rows of samples ``[start, stop)`` as ``({key: concatenated rows},
-        {key: per-sample row counts})``: two ADIOS2 reads per key."""
+    def read_offsets(self, start, stop):
+        """``{key: int64 offsets[start:stop + 1]}``: sample ``i``'s rows of ``key`` are
+        ``offsets[i - start]`` to ``offsets[i - start + 1]`` (one small read per key;
+        checked for corruption)."""
         start, stop = check_range(f"ADIOS2 file {self.path!r}", start, stop, self._n)
-        data, sizes = {}, {}
-        for key, dtype, trailing in self.schema:
+        out = {}
+        for key, _, _ in self.schema:
             if stop == start:
                 offsets = np.zeros(1, dtype=np.int64)
             else:
                 offsets = self._read(f"offsets/{key}", [start], [stop - start + 1])
                 offsets = offsets.astype(np.int64, copy=False)
-            lo, hi = int(offsets[0]), int(offsets[-1])
-            counts = np.diff(offsets)
-            if (counts < 0).any() or hi > self._total[key]:
+            if (np.diff(offsets) < 0).any() or offsets[0] < 0 or \
+                    offsets[-1] > self._total[key]:
                 raise DDStoreValueError(f"ADIOS2 file {self.path!r}: corrupt offsets for "
                                         f"key {key!r} in samples [{start}, {stop})")
+            out[key] = offsets
+        return out
+
+    def read_packed(self, start, stop, offsets=None):
+        """Rows of samples ``[start, stop)`` as ``({key: concatenated rows},
+        {key: per-sample row counts})``: two ADIOS2 reads per key (one if ``offsets``,
+        what :meth:`read_offsets` returns for this range, is given)."""
+        if offsets is None:
+            offsets = self.read_offsets(start, stop)
+        data, sizes = {}, {}
+        for key, dtype, trailing in self.schema:
+            off = offsets[key]
+            lo, hi = int(off[0]), int(off[-1])
             if hi > lo:
                 raw = self._read(f"data/{key}", [lo] + [0] * len(trailing),
                                  [hi - lo] + list(trailing))
@@ -255,7 +369,7 @@ class AdiosSource(Source):
                 arr = arr.reshape((hi - lo,) + trailing)
             else:
                 arr = np.zeros((0,) + trailing, dtype=dtype)
-            data[key], sizes[key] = arr, counts
+            data[key], sizes[key] = arr, np.diff(off)
         return data, sizes
 
     def read(self, start, stop):

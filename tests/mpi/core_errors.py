@@ -249,6 +249,54 @@ if size > 1:
     mine = good if rank == 0 else [{"a": np.zeros((1, 3), np.float32)}]
     expect("records differ between ranks", DDStoreValueError, ["'r6'", "rank 0", "rank 1"],
            lambda: store.add_records("r6", mine))
+# init_records / update_records
+schema = {"a": (np.float32, (3,)), "b": (np.int64, ())}
+expect("init_records schema not a dict", DDStoreValueError, ["'i1'", "schema"],
+       lambda: store.init_records("i1", [("a", np.float32)], {"a": [1]}))
+expect("init_records bad dtype", DDStoreValueError, ["'i2'", "schema['a']", "(dtype"],
+       lambda: store.init_records("i2", {"a": ("nonsense", ())}, {"a": [1]}))
+expect("init_records object dtype", DDStoreValueError, ["'i3'", "cannot be stored"],
+       lambda: store.init_records("i3", {"a": (object, ())}, {"a": [1]}))
+expect("init_records sizes keys", DDStoreValueError, ["'i4'", "sizes", "['a', 'b']"],
+       lambda: store.init_records("i4", schema, {"a": [1]}))
+expect("init_records sizes lengths", DDStoreValueError, ["'i5'", "lengths differ"],
+       lambda: store.init_records("i5", schema, {"a": [1, 2], "b": [1]}))
+expect("init_records negative size", DDStoreValueError, ["'i6'", "negative"],
+       lambda: store.init_records("i6", schema, {"a": [1, -2], "b": [1, 1]}))
+expect("init_records float sizes", DDStoreValueError, ["'i7'", "integers"],
+       lambda: store.init_records("i7", schema, {"a": [1.5], "b": [1]}))
+if size > 1:
+    other = dict(schema, b=(np.int32, ())) if rank == size - 1 else schema
+    expect("init_records schema differs between ranks", DDStoreValueError,
+           ["'i8'", "rank 0", f"rank {size - 1}", "int32"],
+           lambda: store.init_records("i8", other, {"a": [2], "b": [1]}))
+    expect("init_records bad sizes on one rank", DDStoreValueError,
+           ["'i9'", "negative", f"rank {size - 1}"],
+           lambda: store.init_records("i9", schema, {"a": [-1 if rank == size - 1 else 1],
+                                                     "b": [1]}))
+assert not any(v.startswith("i") and v[1:].isdigit() for v in store.variables())
+store.init_records("ir", schema, {"a": [2, 0, 1], "b": [1, 1, 1]})
+rows = {"a": np.ones((2, 3), np.float32), "b": np.arange(2)}
+expect("update_records range", DDStoreIndexError, ["'ir'", "[2, 4)", "[0, 3)"],
+       lambda: store.update_records("ir", 2, 4, rows))
+expect("update_records reversed", DDStoreIndexError, ["'ir'", "[2, 1)"],
+       lambda: store.update_records("ir", 2, 1, rows))
+expect("update_records keys", DDStoreValueError, ["'ir'", "['a', 'b']", "['a']"],
+       lambda: store.update_records("ir", 0, 2, {"a": rows["a"]}))
+expect("update_records rows", DDStoreValueError, ["'ir'", "'a'", "(2, 3)", "(3, 3)"],
+       lambda: store.update_records("ir", 0, 3, rows))
+expect("update_records dtype", DDStoreValueError, ["'ir'", "'b'", "int32", "int64"],
+       lambda: store.update_records("ir", 0, 2, dict(rows, b=np.arange(2,
+                                                                     dtype=np.int32))))
+expect("update_records unknown", DDStoreValueError, ["'nope'", "unknown records"],
+       lambda: store.update_records("nope", 0, 1, rows))
+store.update_records("ir", 0, 2, rows)
+store.update_records("ir", 2, 3, {"a": np.full((1, 3), 7, np.float32), "b": [5]})
+store.sync()
+got = store.get_records("ir", [3 * (size - 1) + 2, 0])  # the last rank's and rank 0's
+assert got[0]["a"].tolist() == [[7, 7, 7]] and got[0]["b"].tolist() == [5], got
+assert got[1]["a"].tolist() == [[1, 1, 1], [1, 1, 1]] and got[1]["b"].tolist() == [0]
+store.remove("ir")
 store.add_records("r", good[:1] if rank else good)
 expect("records index", DDStoreIndexError, ["'r'", str(size + 2)],
        lambda: store.get_records("r", [size + 2]))

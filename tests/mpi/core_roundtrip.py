@@ -3,7 +3,7 @@
 Usage: timeout 300 mpiexec -n N python core_roundtrip.py TRANSPORT
 Runs every width that divides N (1, 2, N), every dtype, row shapes (), (7,), (3, 5),
 1 MB rows, a rank holding 0 rows, get/get_batch/get_range/read_ranges, init+update,
-and records with empty samples.  Leaves one store live to check the free at exit.
+and records with empty samples (added whole, or init_records + update_records).  Leaves one store live to check the free at exit.
 """
 import sys
 
@@ -136,6 +136,25 @@ def run_width(width):
                 assert sorted(g) == sorted(recs[i])
                 for key in recs[i]:
                     same_bytes(g[key], recs[i][key], f"single record {i} key {key}")
+        # the same records created empty and filled block by block, out of order
+        schema = {k: (v.dtype, v.shape[1:]) for k, v in recs[0].items()}
+        mine = recs[rlo:rhi]
+        store.init_records("blocks", schema,
+                           {k: [r[k].shape[0] for r in mine] for k in schema})
+        starts = list(range(0, len(mine), 3))[::-1]
+        for a in starts:
+            b = min(a + 3, len(mine))
+            store.update_records("blocks", a, b, {
+                k: np.concatenate([r[k] for r in mine[a:b]]) for k in schema})
+        store.update_records("blocks", len(mine), len(mine),
+                             {k: v[:0] for k, v in recs[0].items()})
+        store.sync()
+        packed, sizes = store.get_records_packed("blocks", idx)
+        for k in schema:
+            same_bytes(packed[k], np.concatenate([recs[i][k] for i in idx]),
+                       f"init_records key {k}")
+            assert sizes[k].tolist() == [recs[i][k].shape[0] for i in idx]
+        store.remove("blocks")
         assert store.nbytes() > 0
         assert "recs" in store.variables() and "big" in store.variables()
         # remove frees the memory and the name; re-adding serves the new data

@@ -218,6 +218,48 @@ def main():
         ok = graphs.GraphDataset.from_adios(store, name(), whole, progress=False)
         for i in range(N):
             assert_graph_equal(ok[i], good[i], f"untruncated file graph {i}")
+        # a scalar key with two rows in one sample (the last rank's)
+        twice = os.path.join(tmp, "twice.bp")
+        if rank == 0:
+            from ddstore.sources import AdiosSource, write_records_adios
+            layout, recs = graphs.graph_records(good)
+            recs[LAST]["t"] = np.repeat(recs[LAST]["t"], 2, axis=0)
+            with AdiosSource(whole) as src:
+                write_records_adios(recs, twice, meta=src.meta)
+        comm.Barrier()
+        expect(lambda: graphs.GraphDataset.from_adios(store, name(), twice,
+                                                      progress=False),
+               DDStoreValueError, f"sample {LAST}", twice, "'t' is a scalar", "2 rows")
+        # a read failing in the middle of the last rank's block-by-block load: raised
+        # on every rank, no half-loaded records left, the store keeps serving
+        from ddstore.graphs import dataset as dataset_module
+        from ddstore.sources import AdiosSource
+        plain_read = AdiosSource.read_packed
+
+        def failing_read(self, start, stop, offsets=None):
+            if rank == size - 1 and start <= LAST < stop:
+                raise OSError(f"disk gone at sample {LAST}")
+            return plain_read(self, start, stop, offsets)
+
+        before = set(store.variables())
+        dataset_module.LOAD_BLOCK_BYTES, AdiosSource.read_packed = 1, failing_read
+        try:
+            expect(lambda: graphs.GraphDataset.from_adios(store, "half", whole,
+                                                          progress=False),
+                   DDStoreValueError, "'half'", "OSError", f"disk gone at sample {LAST}")
+        finally:
+            dataset_module.LOAD_BLOCK_BYTES, AdiosSource.read_packed = 64 << 20, plain_read
+        assert set(store.variables()) == before, store.variables()
+        for i in range(N):
+            assert_graph_equal(ok[i], good[i], f"graph {i} after a failed load")
+        # block by block (one sample per block) gives the same graphs as one block
+        dataset_module.LOAD_BLOCK_BYTES = 1
+        try:
+            small = graphs.GraphDataset.from_adios(store, name(), whole, progress=False)
+        finally:
+            dataset_module.LOAD_BLOCK_BYTES = 64 << 20
+        for i in range(N):
+            assert_graph_equal(small[i], good[i], f"graph {i} loaded in 1-sample blocks")
     finally:
         comm.Barrier()
         if rank == 0:
