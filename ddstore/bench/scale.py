@@ -469,6 +469,11 @@ def run_graphs(args):
                 write_s = time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
             error = f"{type(exc).__name__}: {exc}"
+    # the other ranks wait without spinning (an MPI barrier would keep a core busy
+    # while the writer needs it)
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.05)
     write_s = comm.bcast(write_s, root=0)
     error = comm.bcast(error, root=0)
     if error:
