@@ -149,10 +149,16 @@ class GraphDataset(torch.utils.data.Dataset):
                 raise DDStoreValueError(f"graphs {name!r}: sample {f}: {diff} (as in "
                                         f"sample {ref_first})")
         before = store.nbytes()
-        if records is None:
-            _load_packed(store, name, source, reference, offsets, lo, hi, progress)
+        if records is None:  # a CFF file: read block by block straight into the store
+            sizes = {k: np.diff(o) for k, o in offsets.items()}
+            _fill_records(store, name, reference, sizes, _cff_blocks(source, lo, offsets),
+                          progress, "loading")
         else:
-            store.add_records(name, records)
+            keys = [lay.key for lay in reference.keys]
+            sizes = {k: np.fromiter((r[k].shape[0] for r in records), np.int64,
+                                    len(records)) for k in keys}
+            _fill_records(store, name, reference, sizes, _owned_blocks(records, keys),
+                          progress, "storing")
             del records
         held = store.nbytes() - before
         sizes = comm.gather(held, root=0)
@@ -322,35 +328,34 @@ def _stored_offsets(name, source, layout, lo, hi):
     return offsets
 
 
-LOAD_BLOCK_BYTES = 64 << 20  # bytes read from a CFF file at a time, per rank
+LOAD_BLOCK_BYTES = 64 << 20  # bytes copied into the store at a time, per rank
 
 
-def _load_packed(store, name, source, layout, offsets, lo, hi, progress):
-    """Collective: records ``name`` from samples [lo, hi) of a CFF file, read straight
-    into the store in blocks of about ``LOAD_BLOCK_BYTES`` (the rank never holds its chunk
-    twice).  A read failing on any rank raises on every rank and leaves no records."""
+def _fill_records(store, name, layout, sizes, read_block, progress, desc):
+    """Collective: records ``name`` of this rank's chunk, whose per-key row counts are
+    ``sizes``, copied into the store block by block (about ``LOAD_BLOCK_BYTES`` each):
+    ``read_block(a, b)`` returns ``{key: rows}`` of local records ``[a, b)``, so the
+    rank never holds its chunk twice.  A failure on any rank raises on every rank and
+    leaves no records."""
     from tqdm import tqdm
-    sizes = {k: np.diff(o) for k, o in offsets.items()}
     schema = {lay.key: (lay.dtype, lay.trailing) for lay in layout.keys}
     store.init_records(name, schema, sizes)
     row_bytes = {lay.key: lay.dtype.itemsize * int(np.prod(lay.trailing, dtype=np.int64))
                  for lay in layout.keys}
-    nbytes = sum(sizes[k] * row_bytes[k] for k in sizes) if hi > lo else np.zeros(0)
-    ends = np.cumsum(nbytes)
+    n = len(next(iter(sizes.values())))
+    ends = np.cumsum(sum(np.asarray(sizes[k], dtype=np.int64) * row_bytes[k]
+                         for k in sizes)) if n else np.zeros(0)
     error, done, block_bytes = None, 0, LOAD_BLOCK_BYTES
     show = bool(progress) and store.rank == 0
-    with tqdm(total=hi - lo, desc=f"loading {name} (rank 0)", unit="graph",
-              disable=not show, leave=False) as bar:
+    with tqdm(total=n, desc=f"{desc} {name} (rank 0)", unit="graph", disable=not show,
+              leave=False) as bar:
         try:
-            while done < hi - lo:
-                # the samples that fit in one block (at least one)
+            while done < n:
+                # the records that fit in one block (at least one)
                 stop = max(done + 1, int(np.searchsorted(
                     ends, (ends[done - 1] if done else 0) + block_bytes, side="right")))
-                stop = min(stop, hi - lo)
-                part = {k: o[done:stop + 1] for k, o in offsets.items()}
-                data, _ = source.read_packed(lo + done, lo + stop, offsets=part)
-                store.update_records(name, done, stop, data)
-                del data
+                stop = min(stop, n)
+                store.update_records(name, done, stop, read_block(done, stop))
                 bar.update(stop - done)
                 done = stop
         except Exception as exc:
@@ -362,6 +367,26 @@ def _load_packed(store, name, source, layout, offsets, lo, hi, progress):
         store.remove(name)  # collective: every rank is here
         raise
     store.sync()
+
+
+def _cff_blocks(source, lo, offsets):
+    """``read_block`` for :func:`_fill_records`: rows of samples ``lo + [a, b)`` of a
+    CFF file, read straight from the file."""
+    def read_block(a, b):
+        part = {k: o[a:b + 1] for k, o in offsets.items()}
+        return source.read_packed(lo + a, lo + b, offsets=part)[0]
+    return read_block
+
+
+def _owned_blocks(records, keys):
+    """``read_block`` for :func:`_fill_records` over a list of records this function
+    now owns: each block's records are dropped once concatenated, so their memory goes
+    back while the store fills."""
+    def read_block(a, b):
+        part = records[a:b]
+        records[a:b] = [None] * (b - a)
+        return {k: np.concatenate([r[k] for r in part]) for k in keys}
+    return read_block
 
 
 def _load_chunk(store, name, source, lo, hi, stored_layout, progress):
