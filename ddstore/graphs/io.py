@@ -64,18 +64,5 @@ def write_adios(samples, path, progress=False):
             except DDStoreError as exc:
                 raise DDStoreValueError(f"{what}: sample {i}: {exc}") from None
 
-    return write_records_adios(_Sized(records(), n), path, progress=progress,
+    return write_records_adios(records(), path, progress=progress, total=n,
                                meta={"kind": META_KIND, "layout": layout.to_list()})
-
-
-class _Sized:
-    """An iterator with a length (for the progress bar)."""
-
-    def __init__(self, it, n):
-        self._it, self._n = it, n
-
-    def __iter__(self):
-        return self._it
-
-    def __len__(self):
-        return self._n

@@ -11,7 +11,9 @@ Layout written by :func:`write_records_adios` (``ddstore.graphs.write_adios`` us
 
 bool and float16 (which ADIOS2 cannot store) are stored as uint8/uint16 bit patterns and
 viewed back on reading.  A key whose samples all have 0 rows has no ``data/<key>``.
-A rank reads only its range: ``offsets[start:stop+1]`` and the rows between.
+A rank reads only its range: ``offsets[start:stop+1]`` and the rows between.  The
+writer streams blocks (``data/<key>`` and ``offsets/<key>`` are ADIOS2 joined arrays,
+BP5); readers see plain global arrays.
 """
 import itertools
 import json
@@ -50,7 +52,8 @@ def _storage_view(arr):
     return arr.view(view) if view is not None else arr
 
 
-def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress=False):
+def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress=False,
+                        total=None):
     """Write ``records`` (dicts of arrays with the same keys, dtypes and trailing shapes;
     the first dimension varies) to the BP file ``path``, streaming.
 
@@ -60,8 +63,9 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
     ``data/<key>`` is an ADIOS2 joined array that grows block by block).  ``meta`` is any
     JSON-serialisable object stored with the file (``AdiosSource.meta``).  A record that
     differs from record 0 raises :class:`DDStoreValueError` naming it, and the partial
-    file is removed.  Local (not collective): call it on one rank.  Returns the number of
-    records.
+    file is removed.  ``progress=True`` shows a bar (``total``: the record count, where
+    ``records`` has no ``len``).  Local (not collective): call it on one rank.  Returns
+    the number of records.
     """
     adios2 = _import_adios2()
     path = os.fspath(path)
@@ -83,9 +87,10 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
     n = 0
     try:
         from tqdm import tqdm
+        if total is None and hasattr(records, "__len__"):
+            total = len(records)
         with tqdm(desc=f"writing {os.path.basename(path)}", unit="record",
-                  disable=not progress, total=len(records) if hasattr(records, "__len__")
-                  else None) as bar:
+                  disable=not progress, total=total) as bar:
             for rec in itertools.chain([first], it):
                 writer.add(_checked(rec, schema, n, what))
                 n += 1
