@@ -323,7 +323,8 @@ def _stored_offsets(name, source, layout, lo, hi):
         counts = np.diff(offsets[lay.key])
         if lay.ndim == 0 and (counts != 1).any():
             bad = lo + int(np.flatnonzero(counts != 1)[0])
-            raise DDStoreValueError(f"graphs {name!r}: {source.describe(bad)}: key {lay.key!r} is a scalar but has "
+            raise DDStoreValueError(f"graphs {name!r}: {source.describe(bad)}: key "
+                                    f"{lay.key!r} is a scalar but has "
                                     f"{int(counts[bad - lo])} rows")
     return offsets
 

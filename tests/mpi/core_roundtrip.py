@@ -3,7 +3,8 @@
 Usage: timeout 300 mpiexec -n N python core_roundtrip.py TRANSPORT
 Runs every width that divides N (1, 2, N), every dtype, row shapes (), (7,), (3, 5),
 1 MB rows, a rank holding 0 rows, get/get_batch/get_range/read_ranges, init+update,
-and records with empty samples (added whole, or init_records + update_records).  Leaves one store live to check the free at exit.
+and records with empty samples (added whole, or init_records + update_records).
+Leaves one store live to check the free at exit.
 """
 import sys
 
