@@ -297,6 +297,9 @@ def test_adios_streaming_blocks(tmp_path):
     assert not os.path.exists(path)
     with pytest.raises(DDStoreValueError, match="empty data set"):
         write_records_adios(iter([]), path)
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(DDStoreValueError, match="cannot create the file"):
+        write_records_adios(recs, str(tmp_path / "a_file" / "s.bp"))
 
 
 def test_sequence_source_touches_only_range():

@@ -83,7 +83,10 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
         if np.asarray(first[key]).ndim < 1:
             raise DDStoreValueError(f"{what}: record 0 key {key!r} is a scalar; values "
                                     f"need a first (variable) dimension")
-    writer = _BlockWriter(adios2, path, schema, block_bytes)
+    try:
+        writer = _BlockWriter(adios2, path, schema, block_bytes)
+    except Exception as exc:
+        raise DDStoreValueError(f"{what}: cannot create the file: {_short(exc)}") from None
     n = 0
     try:
         from tqdm import tqdm
