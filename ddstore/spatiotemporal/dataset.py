@@ -409,34 +409,16 @@ class WindowDataset(_WindowView):
                   zip(lay["lo"], lay["hi"], lay["stored"], lay["member"]) if m == g]
         train = self.split_bounds["train"]
         check = series.dtype.kind == "f"
-        store.init(self.name, sum(c for _, _, c in pieces), (n, f), self.dtype)
-        try:
-            self._load_pieces(series, fill, chunk, pieces, train, check)
-        except DDStoreError:
-            store.remove(self.name)  # collective: these failures are agreed by all ranks
-            raise
 
-    def _load_pieces(self, series, fill, chunk, pieces, train, check):
-        """Both passes over this member's ``pieces`` into the initialised variable."""
-        store = self.store
-        T, n, f = series.shape
-        # pass 1 (own steps only): non-finite values and as-if-SWA moments; where the
-        # store's dtype holds the file's values (and the fill value) exactly, the raw
-        # values also go into the store, so that pass 2 standardises them there instead
-        # of reading the file a second time
-        exact = (np.can_cast(series.dtype, self.dtype, "safe") and
-                 (fill is None or float(np.asarray(fill, self.dtype)) == fill))
+        # pass 1 (own steps only): non-finite values and as-if-SWA moments
         nan_count, first, failure = 0, None, None
         moments = Moments.empty(n, f, self.per_node)
         try:
-            row = 0
-            for lo, hi, stored in pieces:
-                c, fx, m = self._scan(series, fill, chunk, lo, hi, train, check,
-                                      row if exact else None)
+            for lo, hi, _ in pieces:
+                c, fx, m = self._scan(series, fill, chunk, lo, hi, train, check)
                 nan_count += c
                 first = fx if first is None or (fx is not None and fx < first) else first
                 moments = moments.merge(m)
-                row += stored
         except Exception as exc:  # any failure on one rank: agree, not hang
             failure = (DDStoreValueError, f"loading {self.name!r} failed: "
                                           f"{type(exc).__name__}: {exc}")
@@ -466,24 +448,16 @@ class WindowDataset(_WindowView):
         else:
             shape = (n, f) if self.per_node else (f,)
             self.mean, self.std = np.zeros(shape), np.ones(shape)
-        self._store_series(series, fill, chunk, pieces, check, exact)
+        self._store_series(series, fill, chunk, pieces, check)
 
-    def _scan(self, series, fill, chunk, lo, hi, train, check, row):
-        """Pass 1 over this rank's own steps ``[lo, hi)``: non-finite count, first,
-        moments.  With ``row`` (the local store row of step ``lo``), the raw values
-        (filled) are also written to the store."""
+    def _scan(self, series, fill, chunk, lo, hi, train, check):
+        """Pass 1 over this rank's own steps: non-finite count, first, moments."""
         h, n, f = self.horizon, self.num_nodes, self.num_series_features
         nan_count, first = 0, None
         moments = Moments.empty(n, f, self.per_node)
         for a in range(lo, hi, chunk):
             b = min(hi, a + chunk)
             raw = series.read(a, b)
-            if row is not None:
-                block = np.asarray(raw, dtype=self.dtype)
-                if fill is not None and check:
-                    block = np.where(np.isfinite(block), block, block.dtype.type(fill))
-                self.store.update(self.name, block, row + a - lo)
-                del block
             if check:
                 bad = ~np.isfinite(raw)
                 c = int(np.count_nonzero(bad))
@@ -508,30 +482,25 @@ class WindowDataset(_WindowView):
             del raw
         return nan_count, first, moments
 
-    def _store_series(self, series, fill, chunk, pieces, check, exact):
+    def _store_series(self, series, fill, chunk, pieces, check):
         store = self.store
-        # pass 2: own pieces (+ halo) -> store, standardised, block by block; with
-        # ``exact``, the own steps are already in the store (raw): they are read back
-        # from memory, and only the halo comes from the file
+        n, f = self.num_nodes, self.num_series_features
         g = store.group_rank
-        first_row = store.local_rows(self.name)[0]
-        blocks, row = [], 0  # (first step, stop, local row of the first step, in store)
-        for lo, hi, stored in pieces:
-            for seg_lo, seg_hi, in_store in ((lo, hi, exact), (hi, lo + stored, False)):
-                blocks += [(a, min(seg_hi, a + chunk), row + a - lo, in_store)
-                           for a in range(seg_lo, seg_hi, chunk)]
-            row += stored
+        # pass 2: own pieces (+ halo) -> store, standardised, one after the other
+        store.init(self.name, sum(c for _, _, c in pieces), (n, f), self.dtype)
         error = None
+        blocks, row = [], 0  # (first step, stop, local row of the first step)
+        for lo, _, stored in pieces:
+            blocks += [(a, min(lo + stored, a + chunk), row + a - lo)
+                       for a in range(lo, lo + stored, chunk)]
+            row += stored
         try:
             mean, std = self.mean, self.std
-            for a, b, local, in_store in blocks:
-                if in_store and not self.standardized:
-                    continue  # the raw (filled) values are what is stored
-                raw = (store.get_range(self.name, first_row + local, b - a) if in_store
-                       else series.read(a, b))
-                if self.standardized or (fill is not None and check and not in_store):
+            for a, b, local in blocks:
+                raw = series.read(a, b)
+                if self.standardized or (fill is not None and check):
                     vals = np.asarray(raw, dtype=np.float64)
-                    if fill is not None and check and not in_store:
+                    if fill is not None and check:
                         vals = np.where(np.isfinite(vals), vals, fill)
                     if self.standardized:
                         vals = (vals - mean) / std
@@ -543,7 +512,11 @@ class WindowDataset(_WindowView):
                 del raw, block
         except Exception as exc:  # an I/O error on one rank must not hang the others
             error = exc
-        store.agree(error)
+        try:
+            store.agree(error)
+        except DDStoreError:
+            store.remove(self.name)
+            raise
         store.sync()
         got = store.local_rows(self.name)
         offsets = self.layout["member_offset"]
