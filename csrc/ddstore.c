@@ -40,8 +40,12 @@ struct dds_store {
     int shm_peers;
     int nvars, cap;
     struct dds_var *vars;
-    char err[1024];
 };
+
+/* The message of the last failure, per thread: a call fails and its caller reads the
+ * message (dds_errmsg) in the same thread, so concurrent readers (a prefetch thread and
+ * the main thread) never see each other's text. */
+static _Thread_local char dds_err[1024];
 
 static int fail(char *buf, size_t len, int code, const char *fmt, ...)
 {
@@ -52,7 +56,7 @@ static int fail(char *buf, size_t len, int code, const char *fmt, ...)
     return code;
 }
 
-#define FAIL(s, code, ...) fail((s)->err, sizeof((s)->err), (code), __VA_ARGS__)
+#define FAIL(s, code, ...) ((void)(s), fail(dds_err, sizeof dds_err, (code), __VA_ARGS__))
 
 static int mpi_fail(char *buf, size_t len, int rc, const char *what)
 {
@@ -200,7 +204,7 @@ int dds_free(dds_store **store)
     return DDS_OK;
 }
 
-const char *dds_errmsg(const dds_store *s) { return s ? s->err : "store has been freed"; }
+const char *dds_errmsg(const dds_store *s) { return s ? dds_err : "store has been freed"; }
 int dds_group_rank(const dds_store *s) { return s->group_rank; }
 int dds_group_size(const dds_store *s) { return s->width; }
 int dds_ngroups(const dds_store *s) { return s->ngroups; }
@@ -212,7 +216,7 @@ static int get_var(const dds_store *s, int var_id, struct dds_var **v)
 {
     if (!s) return DDS_ESTATE;
     if (var_id < 0 || var_id >= s->nvars || !s->vars[var_id].offsets) {
-        fail((char *)s->err, sizeof s->err, DDS_ESTATE, "unknown variable id %d", var_id);
+        fail(dds_err, sizeof dds_err, DDS_ESTATE, "unknown variable id %d", var_id);
         return DDS_ESTATE;
     }
     *v = &s->vars[var_id];
@@ -264,10 +268,10 @@ static int agree(dds_store *s, int code)
     first = -res[1];
     int agreed = code;
     MPI_Bcast(&agreed, 1, MPI_INT, first, s->comm);
-    MPI_Bcast(s->err, sizeof s->err, MPI_CHAR, first, s->comm);
-    char tmp[sizeof s->err];
-    memcpy(tmp, s->err, sizeof tmp);
-    snprintf(s->err, sizeof s->err, "rank %d: %.1000s", first, tmp);
+    MPI_Bcast(dds_err, sizeof dds_err, MPI_CHAR, first, s->comm);
+    char tmp[sizeof dds_err];
+    memcpy(tmp, dds_err, sizeof tmp);
+    snprintf(dds_err, sizeof dds_err, "rank %d: %.1000s", first, tmp);
     return agreed;
 }
 
@@ -333,7 +337,7 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
                                      &v.shm_win);
         MPI_Info_free(&info);
         if (rc != MPI_SUCCESS) {
-            code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Win_allocate_shared");
+            code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Win_allocate_shared");
             v.shm_win = MPI_WIN_NULL;
         } else {
             MPI_Win_set_errhandler(v.shm_win, MPI_ERRORS_RETURN);
@@ -350,7 +354,7 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
                 rc = MPI_Win_create(v.base, (MPI_Aint)bytes, 1, MPI_INFO_NULL,
                                     s->group_comm, &v.rma_win);
                 if (rc != MPI_SUCCESS) {
-                    code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Win_create");
+                    code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Win_create");
                     v.rma_win = MPI_WIN_NULL;
                 }
             }
@@ -359,7 +363,7 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
         rc = MPI_Win_allocate((MPI_Aint)bytes, 1, MPI_INFO_NULL, s->group_comm, &v.base,
                               &v.rma_win);
         if (rc != MPI_SUCCESS) {
-            code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Win_allocate");
+            code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Win_allocate");
             v.rma_win = MPI_WIN_NULL;
         }
     }
@@ -371,7 +375,7 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
     if (code == DDS_OK) {
         rc = MPI_Allgather(&n_local, 1, MPI_INT64_T, v.offsets + 1, 1, MPI_INT64_T,
                            s->group_comm);
-        if (rc != MPI_SUCCESS) code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Allgather");
+        if (rc != MPI_SUCCESS) code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Allgather");
     }
     code = agree(s, code);
     if (code != DDS_OK) {
@@ -434,7 +438,7 @@ int dds_fail(dds_store *s, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    vsnprintf(dds_err, sizeof dds_err, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -447,7 +451,7 @@ int dds_sync(dds_store *s)
         if (s->vars[i].rma_win != MPI_WIN_NULL) MPI_Win_sync(s->vars[i].rma_win);
     }
     int rc = MPI_Barrier(s->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(s->err, sizeof s->err, rc, "MPI_Barrier");
+    if (rc != MPI_SUCCESS) return mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Barrier");
     for (int i = 0; i < s->nvars; i++)
         if (s->vars[i].shm_win != MPI_WIN_NULL) MPI_Win_sync(s->vars[i].shm_win);
     return DDS_OK;
@@ -548,7 +552,7 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
         }
         if (rc != MPI_SUCCESS) {
             p->owner = -1;
-            return mpi_fail(s->err, sizeof s->err, rc, "MPI_Get");
+            return mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Get");
         }
     }
     p->owner = -1;
@@ -657,7 +661,7 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
             if (!touched[g]) continue;
             rc = MPI_Win_flush(g, v->rma_win);
             if (rc != MPI_SUCCESS && code == DDS_OK)
-                code = mpi_fail(s->err, sizeof s->err, rc, "MPI_Win_flush");
+                code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Win_flush");
         }
     }
     if (touched != touched_stack) free(touched);

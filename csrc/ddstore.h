@@ -7,7 +7,7 @@
  * members' chunks in group-rank order.  A rank only ever reads from its own group.
  *
  * Every function returns DDS_OK (0) or an error code; on error the message is left in
- * dds_errmsg(store) (or in the caller's buffer for dds_create).  Functions marked
+ * dds_errmsg(store), per thread (or in the caller's buffer for dds_create).  Functions marked
  * COLLECTIVE must be called by every rank of the communicator in the same order.
  * Errors from collective calls are agreed on by all ranks, so either every rank
  * succeeds or every rank returns an error (and the store stays usable).

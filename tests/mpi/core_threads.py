@@ -1,6 +1,7 @@
 """Concurrent reads from several threads of one rank (HydraGNN's threaded loader): every
 thread's rows must be byte-exact over RMA, where each read flushes the targets it
-touched (that state is per call, never shared between threads).
+touched (that state is per call, never shared between threads), and each thread's failed
+read must report its own indices (the core's error message is per thread).
 
 Usage: timeout 120 mpiexec -n N python core_threads.py TRANSPORT
 """
@@ -39,6 +40,15 @@ with ddstore.DDStore(comm, transport=transport) as store:
                 s = int(rng.integers(0, n - 50))
                 if store.get_range("x", s, 50).tobytes() != data[s:s + 50].tobytes():
                     errors.append(f"thread {seed}: range from {s} differs")
+                # failing reads at the same time: each thread gets its own message (the
+                # core's message buffer is per thread)
+                bad = n + seed * 1000 + int(rng.integers(0, 1000))
+                try:
+                    store.read_ranges("x", [bad], [1])
+                    errors.append(f"thread {seed}: read of row {bad} did not fail")
+                except ddstore.DDStoreIndexError as exc:
+                    if f"rows [{bad}, {bad + 1})" not in str(exc):
+                        errors.append(f"thread {seed}: message for row {bad}: {exc}")
         except Exception as exc:  # reported below, on this rank
             errors.append(f"thread {seed}: {type(exc).__name__}: {exc}")
 
