@@ -7,10 +7,23 @@
  * members' chunks in group-rank order.  A rank only ever reads from its own group.
  *
  * Every function returns DDS_OK (0) or an error code; on error the message is left in
- * dds_errmsg(store), per thread (or in the caller's buffer for dds_create).  Functions marked
- * COLLECTIVE must be called by every rank of the communicator in the same order.
- * Errors from collective calls are agreed on by all ranks, so either every rank
- * succeeds or every rank returns an error (and the store stays usable).
+ * dds_errmsg(store), per thread (or in the caller's buffer for dds_create).
+ *
+ * Functions marked COLLECTIVE must be called by every rank of the communicator, in the
+ * same order, for the same variable.  C does not check that: collective calls made out
+ * of step wait forever or mismatch.  The Python layer checks every collective call before
+ * it enters C (ddstore/_collective.py: one allgather of (operation, name, error) that
+ * every rank meets), so ranks in different calls are told instead of waiting.
+ * What C guarantees once the calls match:
+ *   - dds_create and dds_add agree on errors: either every rank succeeds, or every rank
+ *     returns the same code and the message of the lowest failing rank, and nothing is
+ *     created (the store stays usable).
+ *   - dds_sync returns this rank's own MPI error only (an MPI failure there is fatal to
+ *     the job in practice); dds_remove and dds_free release what they can and return
+ *     DDS_OK (or a local DDS_ESTATE for an unknown variable, checked before any MPI call).
+ * Local functions touch no other rank.  Reads (dds_read, dds_read_range) may run in
+ * several threads at once (MPI_THREAD_MULTIPLE for the RMA path); no other call may
+ * overlap anything on the same store.
  */
 #ifndef DDSTORE_H
 #define DDSTORE_H

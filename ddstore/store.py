@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from . import _core
+from ._collective import agree, is_agreed
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                      DDStoreStateError, DDStoreValueError)
 
@@ -220,16 +221,16 @@ class _Records:
         self.start, self.n_local = start, n_local
 
 
-# C stores not yet freed, in creation order (the same on every rank).  They are held
-# here, not through the DDStore objects: freeing is collective, so it must never depend
-# on when each rank's garbage collector drops an object.  A DDStore dropped without
-# free() keeps its memory until exit.
-_LIVE_CORES = []
+# Stores not yet freed, in creation order (the same on every rank).  Held here so that
+# freeing, which is collective, never depends on when each rank's garbage collector drops
+# an object: a DDStore dropped without free() keeps its memory until exit.
+_LIVE_STORES = []
 
 
 @atexit.register
 def _free_live_stores():
-    """Free live stores at a clean interpreter exit (collective, newest first).
+    """Free live stores at a clean interpreter exit (collective, newest first, each
+    through the agreement of :meth:`DDStore.free`).
 
     When an uncaught exception is ending this rank (and the abort hook is switched off),
     or ``python -m mpi4py`` is about to abort the job (``sys.exit(n)`` with ``n != 0``
@@ -237,13 +238,21 @@ def _free_live_stores():
     for them forever: then the windows are left to MPI_Abort / MPI_Finalize and the
     operating system instead.
     """
-    if getattr(sys, "last_value", None) is not None or _ABORT["status"]:
+    if (not _LIVE_STORES or getattr(sys, "last_value", None) is not None
+            or _ABORT["status"]):
         return
     from mpi4py import MPI
     if MPI.Is_finalized():
         return
-    while _LIVE_CORES:
-        _LIVE_CORES.pop().free()
+    while _LIVE_STORES:
+        store = _LIVE_STORES[-1]
+        try:
+            store.free()
+        except DDStoreError as exc:  # out of step with another rank: nothing to wait for
+            sys.stderr.write(f"[ddstore] rank {store.rank}: store not freed at exit: "
+                             f"{exc}\n")
+            if store in _LIVE_STORES:
+                _LIVE_STORES.remove(store)
 
 
 # ------------------------------------------------------------------ failure behaviour
@@ -307,11 +316,6 @@ def _install_abort_hook():
             _ABORT["status"] = status
             return record(status)
         MPI._set_abort_status = _set_abort_status
-
-
-def _ranks(ranks):
-    return f"rank {ranks[0]}" if len(ranks) == 1 else \
-        f"ranks {', '.join(map(str, ranks))}"
 
 
 def as_int(value, what):
@@ -378,16 +382,12 @@ class DDStore:
             error, nbytes, memory = _memory_settings(width, data_nbytes, memory_budget)
         # agree before raising: a rank whose arguments differ must not leave the others
         # waiting in the next collective call
-        settings = comm.allgather((width, transport, error, nbytes, memory))
-        first_error = next((s[2] for s in settings if s[2] is not None), None)
-        if first_error is not None:
-            raise first_error[0](first_error[1])
-        if any(s[:2] != settings[0][:2] or s[3] != settings[0][3] for s in settings):
-            raise DDStoreValueError(f"width/transport/data_nbytes differ between ranks: "
-                                    f"{[s[:2] + s[3:4] for s in settings]}")
+        settings = agree(comm, ("DDStore", None), error, extra=memory,
+                         same={"width": width, "transport": transport,
+                                 "data_nbytes": nbytes})
         self.memory_budget = None
         if nbytes is not None:  # the same decision on every rank, from gathered values
-            budget, how = _agreed_budget([s[4] for s in settings])
+            budget, how = _agreed_budget(settings)
             if width == "auto":
                 err, width = _plan_width(size, nbytes, budget, how)
                 if err is not None:
@@ -417,7 +417,7 @@ class DDStore:
         self._read_rows = self._core.rows_reader()
         self._vars = {}
         self._records = {}
-        _LIVE_CORES.append(self._core)
+        _LIVE_STORES.append(self)
         _install_abort_hook()
 
     @staticmethod
@@ -471,12 +471,9 @@ class DDStore:
             comm = MPI.COMM_WORLD
         error, nb, memory = _memory_settings("auto", nbytes, memory_budget,
                                              what="nbytes")
-        info = comm.allgather((error, nb, memory))
-        DDStore._raise_errors([e for e, _, _ in info])
-        if len({n for _, n, _ in info}) > 1:
-            raise DDStoreValueError(f"plan: nbytes differs between ranks: "
-                                    f"{[n for _, n, _ in info]}")
-        budget, how = _agreed_budget([m for _, _, m in info])
+        memories = agree(comm, ("DDStore.plan", None), error, extra=memory,
+                         same={"nbytes": nb})
+        budget, how = _agreed_budget(memories)
         err, width = _plan_width(comm.Get_size(), nb, budget, how)
         if err is not None:
             raise err[0](err[1])
@@ -485,26 +482,40 @@ class DDStore:
     # ------------------------------------------------------------------ lifecycle
     def free(self):
         """Collective: release every window.  Safe to call twice; any other call on the
-        store afterwards raises :class:`DDStoreStateError`."""
+        store afterwards raises :class:`DDStoreStateError`.
+
+        Checked like every collective call: a rank that calls ``free`` while another is
+        in a different collective call (``add``, a dataset constructor...) raises a
+        :class:`DDStoreValueError` on every rank instead of waiting, and the store stays
+        as it was."""
         core = getattr(self, "_core", None)
         if core is None or not core.alive:
             return
         from mpi4py import MPI
         if not MPI.Is_finalized():
+            self._agreement(("free", None))
             try:
                 self._group_comm.Free()
             except Exception:  # pragma: no cover
                 pass
         core.free()
-        _LIVE_CORES.remove(core)
+        if self in _LIVE_STORES:
+            _LIVE_STORES.remove(self)
         self._vars.clear()
         self._records.clear()
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.free()
+    def __exit__(self, exc_type, exc, tb):
+        """Leaving ``with DDStore(...)``: free collectively when the block ended normally
+        or with an error that every rank raised together (an agreed
+        :class:`DDStoreError`).  Any other exception is this rank's alone: the other
+        ranks are not leaving the block, so no collective call is started; the
+        exception goes on, and uncaught it ends the job (see
+        :func:`abort_on_exception`)."""
+        if exc is None or is_agreed(exc):
+            self.free()
         return False
 
     @property
@@ -515,64 +526,33 @@ class DDStore:
         if not self._core.alive:
             raise DDStoreStateError("this DDStore has been freed; create a new one")
 
-    # ------------------------------------------------------------------ helpers
-    def agree(self, error=None, call=None):
-        """Collective: raise on every rank if any rank passes an error.
+    # ------------------------------------------------------------------ agreement
+    def agree(self, error=None, call=None, *, extra=None, same=None):
+        """Collective: the agreement every collective call starts with, for layers built
+        on the store (see :mod:`ddstore._collective`).
 
-        ``error`` is None, an exception, or ``(exception class, message)``.  Layers that
-        do local work inside a collective step (reading a file, filling a chunk) call this
-        before the next collective call, so that a failure on one rank becomes a
-        :class:`DDStoreError` on all ranks (naming the failing ranks) instead of a hang.
+        ``error`` is None, an exception, or ``(exception class, message)``; if any rank
+        passes one, every rank raises a :class:`DDStoreError` naming the failing ranks
+        (a foreign exception becomes a :class:`DDStoreValueError`).  Layers that do local
+        work inside a collective step (reading a file, filling a chunk) call this before
+        the next collective call, so that a failure on one rank becomes an error on all
+        ranks instead of a hang.
 
         ``call`` (e.g. ``("GraphDataset.from_adios", name)``) names the collective step
         this rank is in; if ranks name different steps (a different name, or calls made
         in a different order) every rank raises a :class:`DDStoreValueError` naming the
-        ranks and their calls, before anything is created.
+        ranks and their calls, before anything is created.  A layer's collective call
+        passes its ``call`` in its first agreement; later steps of the same call pass
+        None.
+
+        ``same``: a setting that must be equal on every rank (raises naming the ranks and
+        their values otherwise).  Returns every rank's ``extra``, in rank order.
         """
-        if isinstance(error, BaseException):
-            cls = type(error) if isinstance(error, DDStoreError) else DDStoreValueError
-            error = (cls, f"{type(error).__name__}: {error}"
-                     if not isinstance(error, DDStoreError) else str(error))
-        self._collective(call, error)
+        return self._agreement(call, error, extra, same)
 
-    def _agree(self, error):
-        """Collective: raise on every rank if any rank reports an error message."""
-        self._collective(None, error)
-
-    def _collective(self, call, error, extra=None):
-        """Collective: check that every rank is in the same ``call`` (an ``(operation,
-        name)`` pair, or None), then raise on every rank if any reports an error;
-        return every rank's ``extra`` (metadata the caller compares itself)."""
-        if call is not None:
-            op, name = call
-            call = (str(op), name if isinstance(name, str) else repr(name))
-        info = self.comm.allgather((call, error, extra))
-        calls = [c for c, _, _ in info]
-        if any(c != calls[0] for c in calls):
-            by_call = {}
-            for r, c in enumerate(calls):
-                by_call.setdefault(c, []).append(r)
-            detail = "; ".join(f"{_ranks(rs)} called "
-                               + (f"{c[0]}({c[1]!r})" if c else "another collective")
-                               for c, rs in by_call.items())
-            raise DDStoreValueError(
-                f"collective calls out of step: every rank must make the same collective "
-                f"calls, in the same order, with the same names ({detail})")
-        self._raise_errors([e for _, e, _ in info])
-        return [x for _, _, x in info]
-
-    @staticmethod
-    def _raise_errors(errors):
-        """Raise if any of the gathered ``(class, message)`` errors (one per rank, None
-        where a rank is fine) is set; the same on every rank that gathered them."""
-        by_message = {}  # message -> ranks, in rank order: one line per distinct failure
-        for r, e in enumerate(errors):
-            if e is not None:
-                by_message.setdefault(e[1], []).append(r)
-        if by_message:
-            cls = next(e for e in errors if e is not None)[0]
-            raise cls("; ".join(f"{_ranks(ranks)}: {msg}"
-                                for msg, ranks in by_message.items()))
+    def _agreement(self, call, error=None, extra=None, same=None):
+        self._alive()
+        return agree(self.comm, call, error, extra, same)
 
     def _var(self, name):
         self._alive()
@@ -608,15 +588,10 @@ class DDStore:
         return _Var(name, vid, dtype, tuple(row_shape), n_local, self._core.nrows(vid))
 
     def _agree_layout(self, op, name, error, dtype, row_shape):
-        """Collective: every rank is in ``op(name)``, checks its local error, and dtype
-        and row shape agree."""
-        info = self._collective((op, name), error,
-                                (None if dtype is None else dtype.str, row_shape))
-        if len(set(info)) > 1:
-            detail = ", ".join(f"rank {r}: dtype {d}, row shape {s}"
-                               for r, (d, s) in enumerate(info))
-            raise DDStoreValueError(f"variable {name!r}: dtype or row shape differs "
-                                    f"between ranks ({detail})")
+        """Collective: every rank is in ``op(name)``, checks its local error, and the
+        (dtype, row shape) agree."""
+        self._agreement((op, name), error, same=None if dtype is None else {
+            "dtype": str(dtype), "row shape": tuple(row_shape)})
 
     # ------------------------------------------------------------------ writing
     def add(self, name, rows):
@@ -709,7 +684,7 @@ class DDStore:
 
     def sync(self):
         """Collective: make every rank's :meth:`update` writes visible to all readers."""
-        self._alive()
+        self._agreement(("sync", None))
         self._core.sync()
 
     def remove(self, name):
@@ -720,7 +695,7 @@ class DDStore:
         if name not in self._vars and name not in self._records:
             error = (DDStoreValueError, f"unknown variable {name!r}; known: "
                                         f"{self.variables()}")
-        self._collective(("remove", name), error)
+        self._agreement(("remove", name), error)
         if name in self._records:
             for var in self._records.pop(name).fields.values():
                 self._core.remove(var.vid)
@@ -889,7 +864,7 @@ class DDStore:
                 schema, error = _record_schema(name, samples)
             except Exception as exc:  # a sample numpy cannot read: agree, do not hang
                 error = (DDStoreValueError, f"records {name!r}: {type(exc).__name__}: {exc}")
-        info = self._collective(("add_records", name), error, schema)
+        info = self._agreement(("add_records", name), error, schema)
         schemas = [(r, s) for r, s in enumerate(info) if s is not None]
         if not schemas:
             raise DDStoreValueError(f"records {name!r}: no rank holds any sample (empty "
@@ -921,7 +896,7 @@ class DDStore:
         spec, counts = None, None
         if error is None:
             spec, counts, error = _records_spec(name, schema, sizes)
-        info = self._collective(("init_records", name), error, spec)
+        info = self._agreement(("init_records", name), error, spec)
         schema = _same_schema(name, list(enumerate(info)))
         self._create_records(name, schema, counts)
 

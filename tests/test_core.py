@@ -45,6 +45,13 @@ def test_bad_input(mpirun, nprocs):
     assert out.count("error cases raised as expected") == nprocs
 
 
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_ranks_in_different_collective_calls_are_told(mpirun, nprocs):
+    # sync / free / DDStore() / WindowDataset against another call, and `with` exits
+    out = mpirun("core_collectives.py", nprocs, timeout=120)
+    assert f"5 cases on {nprocs} ranks OK" in out, out
+
+
 def test_partition_is_balanced_and_covers_everything():
     for total in (0, 1, 7, 10, 101):
         for parts in (1, 2, 3, 4, 7):

@@ -86,14 +86,16 @@ class GraphDataset(torch.utils.data.Dataset):
     def from_pickle_dir(cls, store, name, path, pattern="*.pkl", progress=True):
         """Collective: load a PFF directory (one pickle per sample, see
         :func:`write_pickle_dir`); each rank unpickles (restricted) only its files."""
-        source = _collective_open(store, lambda: PickleDirSource(path, pattern))
+        source = _collective_open(store, ("GraphDataset.from_pickle_dir", name),
+                                  lambda: PickleDirSource(path, pattern))
         return cls.from_source(store, name, source, progress=progress)
 
     @classmethod
     def from_adios(cls, store, name, path, progress=True):
         """Collective: load a CFF ADIOS2 file written by :func:`write_adios`; each rank
         reads only its row range."""
-        source = _collective_open(store, lambda: AdiosSource(path))
+        source = _collective_open(store, ("GraphDataset.from_adios", name),
+                                  lambda: AdiosSource(path))
         try:
             return cls.from_source(store, name, source, progress=progress)
         finally:
@@ -276,15 +278,16 @@ class _BatchView(torch.utils.data.Dataset):
         return self.dataset.get_batch(indices)
 
 
-def _collective_open(store, opener):
-    """Open a source on every rank; if it fails anywhere, raise everywhere."""
+def _collective_open(store, call, opener):
+    """Collective step ``call``: open a source on every rank; if it fails anywhere,
+    raise everywhere."""
     source, error = None, None
     try:
         source = opener()
     except Exception as exc:
         error = exc
     try:
-        store.agree(error)
+        store.agree(error, call=call)
     except DDStoreError:
         if source is not None and hasattr(source, "close"):
             source.close()

@@ -296,23 +296,12 @@ class WindowDataset(_WindowView):
                                      dtype, device, halo, resident)
         except (DDStoreError, ValueError, TypeError, RuntimeError) as exc:
             error = exc
-        setting = None if error else (name, self.shape, self.horizon, self.split_bounds,
-                                      self.dtype.str, self.halo, self.per_node,
-                                      self.standardized, config[1])
-        info = store.comm.allgather((None if error is None else
-                                     f"{type(error).__name__}: {error}", setting))
-        if error is not None:
-            raise error
-        failed = [(r, e) for r, (e, _) in enumerate(info) if e is not None]
-        if failed:
-            raise DDStoreValueError(f"WindowDataset {name!r} failed on rank {failed[0][0]}: "
-                                    f"{failed[0][1]}")
-        differ = [r for r, (_, st) in enumerate(info) if st != setting]
-        if differ:
-            raise DDStoreValueError(
-                f"WindowDataset {name!r} is collective: rank {store.rank} has (name, shape, "
-                f"horizon, splits, dtype, halo, per_node, standardize, fill) = {setting}, "
-                f"rank {differ[0]} has {info[differ[0]][1]}")
+        setting = None if error else {
+            "name": name, "shape": self.shape, "horizon": self.horizon,
+            "splits": self.split_bounds, "dtype": self.dtype.str, "halo": self.halo,
+            "per_node": self.per_node, "standardize": self.standardized,
+            "fill": config[1]}
+        store.agree(error, call=("WindowDataset", name), same=setting)
         series, fill, tf = config
         T, n, f = self.shape
         dt = self.dtype

@@ -285,16 +285,9 @@ class DynamicGraph:
                                  dedup, cache_size)
         except DDStoreError as exc:
             error = exc
-        setting = (name, T, num_nodes, checkpoint_every, dedup, weights is None)
-        info = store.comm.allgather((None if error is None else (type(error), str(error)),
-                                     setting))
-        store._raise_errors([e for e, _ in info])
-        differ = [r for r, (_, s) in enumerate(info) if s != info[0][1]]
-        if differ:
-            raise DDStoreValueError(
-                f"DynamicGraph {name!r} is collective: rank 0 has (name, steps, num_nodes, "
-                f"checkpoint_every, dedup, unweighted) = {info[0][1]}, rank {differ[0]} "
-                f"has {info[differ[0]][1]}")
+        store.agree(error, call=("DynamicGraph", name), same={
+            "steps": T, "num_nodes": num_nodes, "checkpoint_every": checkpoint_every,
+            "dedup": dedup, "weighted": weights is not None})
         self.num_steps = T
         self.weighted = weights is not None
         self.dedup = dedup
@@ -789,7 +782,7 @@ class DynamicWindowDataset(WindowDataset):
         elif graph is not None and edges is not None:
             error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: give graph= or "
                                         f"edges=, not both")
-        store.agree(error)
+        store.agree(error, call=("DynamicWindowDataset", name))
         super().__init__(store, name, series, horizon, split, **kwargs)
         T, n = self.num_steps, self.num_nodes
         self.graph_steps = graph_steps

@@ -228,39 +228,31 @@ class TemporalGraph:
             if not ok or key not in arrs:
                 return None
             return arrs[key].dtype.str, arrs[key].shape[1:]
-        info = comm.allgather((error,
-                               arrs["src"].shape[0] if ok else 0,
-                               int(max(arrs["src"].max(initial=-1), arrs["dst"].max(
-                                   initial=-1))) if ok else -1,
-                               "split" in arrs if ok else None,
-                               layout("edge_feat"), layout("node_feat"),
-                               arrs["node_feat"].shape[0] if ok and "node_feat" in arrs
-                               else 0,
-                               (name, bool(add_reverse),
-                                None if num_nodes is None else int(num_nodes),
-                                edge_feat is not None, node_feat is not None)
-                               if ok else None,
-                               np.bincount(arrs["split"], minlength=3).tolist()
-                               if ok and "split" in arrs else None))
-        store._raise_errors([i[0] for i in info])
-        settings = {i[7] for i in info}
-        if len(settings) > 1:
-            raise DDStoreValueError(
-                f"graph {name!r}: name, add_reverse, num_nodes or the presence of "
-                f"edge_feat/node_feat differ between ranks: "
-                f"{[i[7] for i in info]}")
-        if len({i[3] for i in info}) > 1:
+        info = store.agree(error, call=("TemporalGraph", name), extra=(
+            arrs["src"].shape[0] if ok else 0,
+            int(max(arrs["src"].max(initial=-1), arrs["dst"].max(initial=-1)))
+            if ok else -1,
+            "split" in arrs if ok else None,
+            layout("edge_feat"), layout("node_feat"),
+            arrs["node_feat"].shape[0] if ok and "node_feat" in arrs else 0,
+            np.bincount(arrs["split"], minlength=3).tolist()
+            if ok and "split" in arrs else None), same=None if not ok else {
+            "add_reverse": bool(add_reverse),
+            "num_nodes": None if num_nodes is None else int(num_nodes),
+            "edge_feat given": edge_feat is not None,
+            "node_feat given": node_feat is not None})
+        if len({i[2] for i in info}) > 1:
             raise DDStoreValueError(f"graph {name!r}: split is given on some ranks only "
-                                    f"(ranks {[r for r, i in enumerate(info) if i[3]]})")
-        for key, pos in (("edge_feat", 4), ("node_feat", 5)):
+                                    f"(ranks {[r for r, i in enumerate(info) if i[2]]})")
+        for key, pos in (("edge_feat", 3), ("node_feat", 4)):
             if len({i[pos] for i in info}) > 1:
                 raise DDStoreValueError(
                     f"graph {name!r}: {key} dtype or row shape differs between ranks: "
                     f"{[i[pos] for i in info]}")
-        counts = np.array([i[1] for i in info], dtype=np.int64)
+        counts = np.array([i[0] for i in info], dtype=np.int64)
         num_edges = int(counts.sum())
-        max_id = max(i[2] for i in info)
-        nf_rows = sum(i[6] for i in info)
+        max_id = max(i[1] for i in info)
+        nf_rows = sum(i[5] for i in info)
         has_nf = node_feat is not None
         if num_nodes is None:
             num_nodes = max(max_id + 1, nf_rows if has_nf else 0)
@@ -269,15 +261,15 @@ class TemporalGraph:
                                         f"on any rank (empty graph); pass num_nodes")
         num_nodes = int(num_nodes)
         if max_id >= num_nodes:
-            r = next(r for r, i in enumerate(info) if i[2] == max_id)
+            r = next(r for r, i in enumerate(info) if i[1] == max_id)
             raise DDStoreIndexError(f"graph {name!r}: rank {r}: node id {max_id} out of "
                                     f"range [0, {num_nodes}) (num_nodes={num_nodes})")
         if has_nf and nf_rows != num_nodes:
             raise DDStoreValueError(f"graph {name!r}: node_feat has {nf_rows} rows over all "
-                                    f"ranks ({[i[6] for i in info]}); it needs one row per "
+                                    f"ranks ({[i[5] for i in info]}); it needs one row per "
                                     f"node, num_nodes={num_nodes}")
-        if info[0][3]:
-            split_counts = np.sum([i[8] for i in info], axis=0).tolist()
+        if info[0][2]:
+            split_counts = np.sum([i[6] for i in info], axis=0).tolist()
         else:
             split_counts = [num_edges, 0, 0]
 
@@ -346,7 +338,8 @@ class TemporalGraph:
         ``edge_features.pt``, ``node_features.pt``; see :func:`read_tgl_share`): each rank
         parses only its byte range of the CSV; edge ids follow the file's row order."""
         from .tgl import read_tgl_share
-        src, dst, t, split, ef, nf = read_tgl_share(store, directory)
+        src, dst, t, split, ef, nf = read_tgl_share(store, directory,
+                                                    call=("TemporalGraph.from_tgl", name))
         return cls.from_arrays(store, name, src, dst, t, edge_feat=ef, node_feat=nf,
                                add_reverse=add_reverse, split=split)
 

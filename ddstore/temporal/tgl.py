@@ -128,13 +128,14 @@ def _load_rows(path, start, stop, total_what):
     return x[start:stop].numpy().copy(), x.shape[0]
 
 
-def read_tgl_share(store, directory):
+def read_tgl_share(store, directory, call=("read_tgl_share", None)):
     """Collective: this rank's share of a TGL directory's edges, as
     ``(src, dst, t, split, edge_feat or None, node_feat or None)``.
 
     Each rank parses only its byte range of ``edges.csv`` (whole lines); edge ids are the
     row order of the file.  Errors (missing or malformed file, naming the file and line;
-    unsorted times; feature rows that do not match) are raised on every rank.
+    unsorted times; feature rows that do not match) are raised on every rank.  ``call``
+    names the collective call this is the first step of (see :meth:`DDStore.agree`).
     """
     comm = store.comm
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -156,7 +157,7 @@ def read_tgl_share(store, directory):
         error = exc
     except OSError as exc:
         error = DDStoreValueError(f"{path}: {exc}")
-    store.agree(error)
+    store.agree(error, call=call)
     counts = comm.allgather(nlines)
     first_line = 2 + sum(counts[:rank])
     arrays = None

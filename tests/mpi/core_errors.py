@@ -45,7 +45,7 @@ if size > 1:
     expect("width bad on one rank", DDStoreValueError, [f"width={size + 1}"],
            lambda: ddstore.DDStore(comm, width=w_bad, transport=transport))
     w_mixed = 1 if rank == 0 else size
-    expect("widths differ", DDStoreValueError, ["differ between ranks"],
+    expect("widths differ", DDStoreValueError, ["width differs between ranks", "rank 0: 1"],
            lambda: ddstore.DDStore(comm, width=w_mixed, transport=transport))
 expect("width=2.5", DDStoreValueError, ["width", "2.5"],
        lambda: ddstore.DDStore(comm, width=2.5, transport=transport))
@@ -85,7 +85,9 @@ expect("name twice", DDStoreValueError, ["'x'", "already exists"],
 expect("empty name", DDStoreValueError, ["name"], lambda: store.add("", data[lo:hi]))
 if size > 1:
     dt = np.float32 if rank == 0 else np.float64
-    expect("dtype differs", DDStoreValueError, ["'mixed'", "differs", "rank 0", "rank 1"],
+    others = "rank 1" if size == 2 else f"ranks {', '.join(map(str, range(1, size)))}"
+    expect("dtype differs", DDStoreValueError,
+           ["'mixed'", "dtype differs", "rank 0: float32", f"{others}: float64"],
            lambda: store.add("mixed", np.zeros((2, 3), dtype=dt)))
     shape = (2, 3) if rank == 0 else (2, 4)
     expect("shape differs", DDStoreValueError, ["'mixed2'", "(3,)", "(4,)"],

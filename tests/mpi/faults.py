@@ -10,6 +10,8 @@ MODE is what the last rank does after 0.5 s of reading:
   kill    SIGKILL to itself
   raise-in-collective   an uncaught exception while the others wait in a collective
                         call (store.add) instead of reading
+  raise-in-with         an uncaught exception inside `with DDStore(...)` while the others
+                        go on to a collective call (remove) in the same block
 The other ranks read (and check) rows for READ_SECONDS (default 60) unless the job is
 ended first; the test asserts that a fault ends the whole job within seconds, with a
 non-zero exit code, and that a clean run exits 0.
@@ -41,6 +43,13 @@ if mode == "raise-in-collective":
         raise RuntimeError("injected failure before a collective call")
     store.add("y", data[lo:hi])  # waits for the failed rank
     raise AssertionError("store.add returned without the failed rank")
+if mode == "raise-in-with":
+    with ddstore.DDStore(comm) as inner:
+        inner.add("z", data[lo:hi])
+        if faulty:  # leaving the block must not start a collective free
+            raise RuntimeError("injected failure inside with DDStore")
+        inner.remove("z")  # waits for the failed rank
+    raise AssertionError("store.remove returned without the failed rank")
 rng = np.random.default_rng(rank)
 t0 = time.perf_counter()
 while time.perf_counter() - t0 < limit:

@@ -1,0 +1,127 @@
+"""The one agreement mechanism behind every collective call (see DESIGN.md, "Collective
+calls: the rule").
+
+Every collective call of every layer starts with :func:`agree` on the store's
+communicator: one ``allgather`` of ``(call, error, extra)`` from every rank.  Because it
+is always the same MPI operation with the same kind of payload, ranks that are in
+*different* collective calls still meet in it, and all of them raise the same
+:class:`~ddstore.errors.DDStoreValueError` naming the ranks and their calls instead of
+waiting forever in mismatched MPI operations.  Then, if any rank reports an error (a
+bad argument, a file it cannot read, a NaN in its share), every rank raises the same
+error naming the ranks where it happened.  Only after that does anyone act.
+
+Errors raised by this module carry ``agreed = True``: every rank of the communicator
+raised the same error at the same point, so a collective clean-up afterwards (the free
+that leaving ``with DDStore(...)`` runs) meets every rank.  Any other exception is local
+to one rank.
+"""
+from .errors import DDStoreError, DDStoreValueError
+
+__all__ = ["agree", "as_error", "raise_errors", "is_agreed", "format_ranks"]
+
+
+def format_ranks(ranks):
+    """``"rank 3"`` or ``"ranks 0, 2"``."""
+    return f"rank {ranks[0]}" if len(ranks) == 1 else \
+        f"ranks {', '.join(map(str, ranks))}"
+
+
+def as_error(error):
+    """``None``, an exception, or ``(exception class, message)`` as ``None`` or a
+    picklable ``(class, message)`` pair.  A foreign exception becomes a
+    :class:`DDStoreValueError` whose message starts with its type name."""
+    if error is None or isinstance(error, tuple):
+        return error
+    if isinstance(error, DDStoreError):
+        return type(error), str(error)
+    return DDStoreValueError, f"{type(error).__name__}: {error}"
+
+
+def _agreed(cls, message):
+    exc = cls(message)
+    exc.agreed = True
+    return exc
+
+
+def is_agreed(exc):
+    """True when ``exc`` was raised the same way on every rank by :func:`agree`."""
+    return getattr(exc, "agreed", False) is True
+
+
+def raise_errors(errors):
+    """Raise if any of the gathered ``(class, message)`` errors (one per rank, None where
+    a rank is fine) is set: one line per distinct message, naming its ranks, with the
+    class of the lowest failing rank.  Every rank that gathered the same list raises the
+    same error."""
+    by_message = {}  # message -> ranks, in rank order
+    for r, e in enumerate(errors):
+        if e is not None:
+            by_message.setdefault(e[1], []).append(r)
+    if by_message:
+        cls = next(e for e in errors if e is not None)[0]
+        raise _agreed(cls, "; ".join(f"{format_ranks(ranks)}: {msg}"
+                                     for msg, ranks in by_message.items()))
+
+
+def _describe(call):
+    if call is None:
+        return "another collective"
+    op, name = call
+    return f"{op}()" if name is None else f"{op}({name!r})"
+
+
+def _by_value(values):
+    groups = {}  # repr of a value -> ranks holding it
+    for r, v in enumerate(values):
+        groups.setdefault(v if isinstance(v, str) else repr(v), []).append(r)
+    return "; ".join(f"{format_ranks(rs)}: {v}" for v, rs in groups.items())
+
+
+def _check_same(call, values):
+    """Raise (the same on every rank) when the gathered ``same`` values differ."""
+    if all(v == values[0] for v in values):
+        return
+    what = _describe(call) if call is not None else "this collective call"
+    if all(isinstance(v, dict) for v in values):  # name only the settings that differ
+        keys = list(dict.fromkeys(k for v in values for k in v))
+        detail = ", ".join(f"{k} differs between ranks ({_by_value([v.get(k) for v in values])})"
+                           for k in keys if any(v.get(k) != values[0].get(k)
+                                                for v in values))
+    else:
+        detail = f"settings differ between ranks ({_by_value(values)})"
+    raise _agreed(DDStoreValueError, f"{what} is collective and needs the same settings "
+                                     f"on every rank: {detail}")
+
+
+def agree(comm, call, error=None, extra=None, same=None):
+    """Collective over ``comm``: the agreement every collective call starts with.
+
+    ``call`` is ``(operation, name)`` (name may be None) or None (a step inside a
+    collective call that has already been checked).  Raises on every rank:
+
+    - a :class:`DDStoreValueError` naming the ranks and their calls when the ranks are
+      not all in the same call;
+    - the error of any rank that passed one (see :func:`as_error`), naming its ranks;
+    - a :class:`DDStoreValueError` when ``same`` (settings that must be equal on every
+      rank, e.g. ``{"dtype": ..., "row shape": ...}``) differ, naming the ranks and
+      their values (for a dict, only the entries that differ).
+
+    Returns every rank's ``extra`` (any picklable value), in rank order.
+    """
+    if call is not None:
+        op, name = call
+        call = (str(op), name if name is None or isinstance(name, str) else repr(name))
+    info = comm.allgather((call, as_error(error), extra, same))
+    calls = [c for c, _, _, _ in info]
+    if any(c != calls[0] for c in calls):
+        by_call = {}
+        for r, c in enumerate(calls):
+            by_call.setdefault(c, []).append(r)
+        detail = "; ".join(f"{format_ranks(rs)} called {_describe(c)}"
+                           for c, rs in by_call.items())
+        raise _agreed(DDStoreValueError,
+                      f"collective calls out of step: every rank must make the same "
+                      f"collective calls, in the same order, with the same names ({detail})")
+    raise_errors([e for _, e, _, _ in info])
+    _check_same(calls[0], [s for _, _, _, s in info])
+    return [x for _, _, x, _ in info]

@@ -1,0 +1,129 @@
+"""Ranks in different collective calls: every one of them raises the same
+DDStoreValueError naming the ranks and their calls (no hang), and the store keeps what
+it held.  Covers sync, free, the free of ``with DDStore``, the constructor and a layer's
+constructor (WindowDataset after a failed local load_npy).
+
+Usage: timeout 120 mpiexec -n N python core_collectives.py   (N >= 2)
+"""
+import os
+import tempfile
+
+import numpy as np
+from mpi4py import MPI
+
+import ddstore
+from ddstore import DDStoreError, DDStoreValueError
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+assert size >= 2, "needs at least 2 ranks"
+cases = []
+others = "rank 1" if size == 2 else f"ranks {', '.join(map(str, range(1, size)))}"
+
+
+def expect(label, fragments, fn):
+    """fn() must raise a DDStoreValueError containing every fragment, with the same
+    message on every rank."""
+    msg = None
+    try:
+        fn()
+    except DDStoreError as exc:
+        assert isinstance(exc, DDStoreValueError), f"{label}: {type(exc).__name__}: {exc}"
+        msg = str(exc)
+    assert msg is not None, f"{label}: no error raised on rank {rank}"
+    for frag in fragments:
+        assert frag in msg, f"{label}: {frag!r} not in message {msg!r}"
+    every = comm.allgather(msg)
+    assert all(m == msg for m in every), f"{label}: messages differ: {every}"
+    cases.append(label)
+
+
+n = 40 * size
+data = np.arange(n * 3, dtype=np.float64).reshape(n, 3)
+store = ddstore.DDStore(comm)
+lo, hi = ddstore.partition(n, store.group_size, store.group_rank)
+store.add("x", data[lo:hi])
+
+
+def intact(label):
+    assert store.variables() == ["x"], f"{label}: variables {store.variables()}"
+    idx = np.random.default_rng(rank).integers(0, n, 50)
+    assert store.get_batch("x", idx).tobytes() == data[idx].tobytes(), label
+
+
+# sync on rank 0 while the others add: both told, nothing created
+expect("sync vs add", ["out of step", "rank 0 called sync()", f"{others} called add('y')"],
+       lambda: store.sync() if rank == 0 else store.add("y", data[lo:hi]))
+intact("after sync vs add")
+
+# free on rank 0 while the others add: rank 0's store is not freed
+expect("free vs add", ["out of step", "rank 0 called free()", "add('y')"],
+       lambda: store.free() if rank == 0 else store.add("y", data[lo:hi]))
+assert not store.freed, "free() out of step freed the store"
+intact("after free vs add")
+
+# a second store's constructor on rank 0 while the others remove
+expect("DDStore vs remove", ["out of step", "rank 0 called DDStore()", "remove('x')"],
+       lambda: ddstore.DDStore(comm) if rank == 0 else store.remove("x"))
+intact("after DDStore vs remove")
+
+# one rank's local load_npy fails (truncated local copy); it catches the error and goes
+# on to free() while the others build a WindowDataset: all are told, nothing is left
+import ddstore.spatiotemporal as st  # noqa: E402  (torch: only after the core cases)
+
+tmp = tempfile.mkdtemp(prefix=f"ddstore-coll{rank}-")
+own = os.path.join(tmp, "series.npy")
+series = np.random.default_rng(0).standard_normal((30, 4, 2)).astype(np.float32)
+np.save(own, series)
+if rank == 0:
+    os.truncate(own, os.path.getsize(own) - 4 * 8 * 5)
+
+
+def npy_then_collective():
+    try:
+        s = st.load_npy(own)
+    except DDStoreValueError as exc:
+        assert rank == 0 and "truncated" in str(exc), str(exc)
+        store.free()  # what a user who catches the error does next
+        raise AssertionError("free() returned while the others build a WindowDataset")
+    st.WindowDataset(store, "w", s, horizon=3)
+
+
+expect("load_npy failure then free vs WindowDataset",
+       ["out of step", "rank 0 called free()", f"{others} called WindowDataset('w')"],
+       npy_then_collective)
+assert not store.freed
+intact("after free vs WindowDataset")
+
+# an error every rank raises together (agreed) leaving `with DDStore`: the store is
+# freed collectively on the way out
+inner = []
+
+
+def agreed_in_with():
+    with ddstore.DDStore(comm) as s:
+        inner.append(s)
+        s.add("a", np.zeros((2, 2), dtype=np.float32 if rank == 0 else np.float64))
+
+
+expect("agreed error leaves with", ["add('a')", "dtype differs"], agreed_in_with)
+assert inner[0].freed, "an agreed error leaving `with` did not free the store"
+
+# an exception of this rank's own leaving `with DDStore` starts no collective call:
+# the store stays live (here every rank raises one and catches it, so the ranks can
+# then free it together)
+local = []
+try:
+    with ddstore.DDStore(comm) as s:
+        local.append(s)
+        raise KeyError(f"local failure on rank {rank}")
+except KeyError:
+    pass
+assert not local[0].freed, "a local exception leaving `with` ran the collective free"
+local[0].free()
+assert local[0].freed
+
+store.free()
+total = comm.allreduce(len(cases))
+if rank == 0:
+    print(f"core_collectives: {total // size} cases on {size} ranks OK", flush=True)
