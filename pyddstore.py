@@ -58,11 +58,11 @@ class PyDDStoreRangeError(DDStoreIndexError, ValueError):
 
 
 class _Info:
-    __slots__ = ("disp", "itemsize", "vid", "nrows")
+    __slots__ = ("disp", "itemsize", "read_range", "read_rows")
 
-    def __init__(self, disp, itemsize, var):
+    def __init__(self, disp, itemsize, readers):
         self.disp, self.itemsize = disp, itemsize
-        self.vid, self.nrows = var.vid, var.nrows  # the store variable, for fast reads
+        self.read_range, self.read_rows = readers  # the store's unchecked hot path
 
 
 def _as_numpy(arr, name, what):
@@ -132,8 +132,6 @@ class PyDDStore:
         # True from a collective add/init until the next epoch_begin publishes the
         # writes: the same on every rank, so the barrier is taken by all or by none
         self._unpublished = False
-        self._read_range = self._store._read_range
-        self._read_rows = self._store._read_rows
 
     @property
     def store(self):
@@ -143,7 +141,7 @@ class PyDDStore:
     def _var(self, name):
         info = self._info.get(name)
         if info is None:
-            self._store._alive()
+            self._store.check_alive()
             raise DDStoreValueError(f"unknown variable {name!r}; known: "
                                     f"{sorted(self._info)}")
         return info
@@ -159,7 +157,7 @@ class PyDDStore:
             error = exc
         self._store.agree(error, call=("PyDDStore.add", name))
         self._store.add(name, rows)
-        self._info[name] = _Info(disp, local.itemsize, self._store._vars[name])
+        self._info[name] = _Info(disp, local.itemsize, self._store.fast_readers(name))
 
     def init(self, name, nrows, disp, itemsize=1):
         """Collective: reserve ``nrows`` local rows of ``disp`` elements of ``itemsize``
@@ -175,7 +173,7 @@ class PyDDStore:
         # collective: a bad argument on one rank fails all
         self._store.agree(error, call=("PyDDStore.init", name))
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
-        self._info[name] = _Info(int(disp), int(itemsize), self._store._vars[name])
+        self._info[name] = _Info(int(disp), int(itemsize), self._store.fast_readers(name))
         self._unpublished = True
 
     def update(self, name, arr, offset=0):
@@ -210,7 +208,7 @@ class PyDDStore:
             if (flags.c_contiguous and flags.writeable and arr.itemsize == info.itemsize
                     and arr.size == count * info.disp):
                 try:
-                    self._read_range(info.vid, start, count, arr)
+                    info.read_range(start, count, arr)
                     return
                 except (DDStoreIndexError, OverflowError):
                     pass  # explained by the checked path
@@ -230,7 +228,7 @@ class PyDDStore:
             raise PyDDStoreRangeError(f"get {name!r}: rows [{start}, {start + count}) out "
                                       f"of range [0, {total})")
         if count:
-            self._read_range(info.vid, int(start), count, out)
+            info.read_range(int(start), count, out)
 
     def get_batch(self, name, arr, indices):
         """Local: row ``i`` of ``arr`` receives global row ``indices[i]``."""
@@ -243,7 +241,7 @@ class PyDDStore:
             if (flags.c_contiguous and flags.writeable and arr.itemsize == info.itemsize
                     and arr.size == len(indices) * info.disp):
                 try:
-                    self._read_rows(info.vid, indices, arr)
+                    info.read_rows(indices, arr)
                     return
                 except (DDStoreIndexError, OverflowError):
                     pass  # explained by the checked path

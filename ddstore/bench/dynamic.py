@@ -158,10 +158,7 @@ def synthetic(store, args, log):
     store.add_records("full", recs)
     del recs
     build_full = time.perf_counter() - t0
-    rec = store._records["full"]
-    lo_r, hi_r = rec.start, rec.start + rec.n_local
-    full_bytes = int(rec.offsets.nbytes + (rec.offsets[hi_r, 0] - rec.offsets[lo_r, 0]) *
-                     8 + (rec.offsets[hi_r, 1] - rec.offsets[lo_r, 1]) * 4)
+    full_bytes = store.nbytes("full")
     dyn_bytes = g.nbytes()
     per_rank = comm.allgather((dyn_bytes, full_bytes))
     total_edges = int(g.num_edges().sum())

@@ -343,7 +343,7 @@ class DynamicGraph:
         dkeys = ("add_key", "del_key") + (("chg_key",) if self.weighted else ())
         sizes = np.array([[d[k].shape[0] for k in dkeys] for d in deltas],
                          dtype=np.int64).reshape(-1, len(dkeys))
-        gathered = store._group_comm.allgather((counts, sizes))
+        gathered = store.group_comm.allgather((counts, sizes))
         self._num_edges = np.concatenate([c for c, _ in gathered])
         dsize = np.concatenate([s for _, s in gathered]).reshape(-1, len(dkeys))
         self._delta_entries = dsize.sum(axis=1)
@@ -427,7 +427,7 @@ class DynamicGraph:
             raise DDStoreValueError(f"DynamicGraph {name!r}: cache_size={cache_size!r}; "
                                     f"allowed: an integer >= 1")
         for var in (f"{name}/delta", f"{name}/ckpt"):
-            if var in store._vars or var in store._records:
+            if var in store:
                 raise DDStoreValueError(f"DynamicGraph {name!r}: store variable {var!r} "
                                         f"already exists")
         return T
@@ -656,17 +656,7 @@ class DynamicGraph:
         return int(self._num_edges[self._check_step(t)])
 
     def _record_bytes(self, name):
-        store = self.store
-        if name not in store._records:
-            return 0
-        rec = store._records[name]
-        lo, hi = rec.start, rec.start + rec.n_local
-        total = rec.offsets.nbytes
-        for j, key in enumerate(rec.keys):
-            var = rec.fields[key]
-            row = var.dtype.itemsize * int(np.prod(var.row_shape, dtype=np.int64))
-            total += int(rec.offsets[hi, j] - rec.offsets[lo, j]) * row
-        return int(total)
+        return self.store.nbytes(name) if name in self.store else 0
 
     def nbytes(self):
         """Bytes this rank holds for the graph: its share of the deltas and checkpoints
@@ -698,7 +688,7 @@ class DynamicGraph:
     def free(self):
         """Collective: remove the graph's records from the store."""
         for var in (self._dname, self._cname):
-            if var in self.store._records:
+            if var in self.store:
                 self.store.remove(var)
         self._cache.clear()
 

@@ -212,7 +212,7 @@ class TemporalGraph:
         Every rank raises the same :class:`~ddstore.DDStoreError` on bad input on any
         rank; on failure nothing of the graph is left in the store.
         """
-        store._alive()
+        store.check_alive()
         comm = store.comm
         arrs, error = _check_local(name, src, dst, t, edge_feat, node_feat, split,
                                    num_nodes)

@@ -1,0 +1,91 @@
+"""Argument checks shared by every layer: integers, index arrays, ranges, the balanced
+split.  One place for each check, so that every layer words its errors the same way."""
+import numpy as np
+
+from .errors import DDStoreIndexError, DDStoreValueError
+
+__all__ = ["partition", "as_indices", "as_int", "check_indices", "STORABLE_KINDS"]
+
+# dtype kinds that are plain fixed-size values and can be stored as raw bytes
+STORABLE_KINDS = "biufcmM"
+
+
+def partition(total, parts, index):
+    """The balanced split used everywhere: ``(start, stop)`` of part ``index``.
+
+    ``total`` items split in ``parts`` contiguous parts whose sizes differ by at most one,
+    the larger parts first.  Example: ``partition(10, 3, i)`` gives (0, 4), (4, 7), (7, 10).
+    """
+    for label, value in (("total", total), ("parts", parts), ("index", index)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise DDStoreValueError(f"partition: {label} must be an integer, got {value!r}")
+    total, parts, index = int(total), int(parts), int(index)
+    if total < 0:
+        raise DDStoreValueError(f"partition: total={total} must be >= 0")
+    if parts < 1:
+        raise DDStoreValueError(f"partition: parts={parts} must be >= 1")
+    if not 0 <= index < parts:
+        raise DDStoreIndexError(f"partition: index={index} out of range [0, {parts})")
+    base, rem = divmod(total, parts)
+    start = index * base + min(index, rem)
+    return start, start + base + (1 if index < rem else 0)
+
+
+def as_indices(indices, what, limit=None):
+    """``indices`` (a sequence, numpy array or CPU tensor of integers) as a C-contiguous
+    1-D int64 array, without a copy when it already is one; ``what`` names the caller
+    in the error raised for anything else.  Values beyond the int64 range raise a
+    :class:`DDStoreIndexError` that shows them as given (``limit``, if known, is named as
+    the bound).  Other ranges are the caller's to check."""
+    if (type(indices) is np.ndarray and indices.dtype == np.int64 and
+            indices.ndim == 1 and indices.flags.c_contiguous):
+        return indices  # the common case, without copies
+    try:
+        idx = np.asarray(indices)
+    except Exception as exc:  # ragged nesting and the like
+        raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers "
+                                f"({type(exc).__name__}: {exc})") from None
+    if idx.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    # integers beyond int64: numpy makes them uint64, float64 (mixed with negatives) or
+    # object; look at the values as given
+    if idx.ndim == 1 and (idx.dtype == np.uint64 or (
+            idx.dtype.kind in "fO" and isinstance(indices, (list, tuple)))):
+        values = idx.tolist() if idx.dtype == np.uint64 else list(indices)
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+               for v in values):
+            values = [int(v) for v in values]
+            top = np.iinfo(np.int64)
+            pos = next((p for p, v in enumerate(values) if not top.min <= v <= top.max),
+                       None)
+            if pos is not None:
+                bound = f" [0, {limit})" if limit is not None else " (beyond int64)"
+                raise DDStoreIndexError(f"{what}: index {values[pos]} (position {pos}) "
+                                        f"out of range{bound}")
+            return np.array(values, dtype=np.int64)
+    if idx.dtype.kind not in "iu" or idx.ndim != 1:
+        raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers, got "
+                                f"dtype {idx.dtype} shape {idx.shape}")
+    return np.ascontiguousarray(idx, dtype=np.int64)
+
+
+def as_int(value, what):
+    """``value`` as a Python int if it is an integer (Python or numpy, not bool); a
+    :class:`DDStoreValueError` naming ``what`` and the value otherwise (floats are never
+    truncated)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return int(value)
+    raise DDStoreValueError(f"{what} must be an integer, got {value!r}")
+
+
+def check_indices(what, name, idx, limit):
+    """Raise a :class:`DDStoreIndexError` naming the first index of the int64 array
+    ``idx`` outside ``[0, limit)`` and its position (``what`` and ``name`` name the call
+    and the variable)."""
+    if idx.size:
+        low, high = int(idx.min()), int(idx.max())
+        if low < 0 or high >= limit:
+            bad = low if low < 0 else high
+            pos = int(np.flatnonzero(idx == bad)[0])
+            raise DDStoreIndexError(f"{what} {name!r}: index {bad} (position {pos}) "
+                                    f"out of range [0, {limit})")

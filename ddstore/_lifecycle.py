@@ -1,0 +1,119 @@
+"""Process lifecycle of stores: the registry of live stores (freed collectively at a
+clean exit) and the abort hook that ends the whole MPI job when an exception is
+uncaught on one rank (see README, "Failure behaviour")."""
+import atexit
+import os
+import sys
+import time
+
+from .errors import DDStoreError
+
+__all__ = ["abort_on_exception", "register", "unregister"]
+
+# Stores not yet freed, in creation order (the same on every rank).  Held here so that
+# freeing, which is collective, never depends on when each rank's garbage collector drops
+# an object: a DDStore dropped without free() keeps its memory until exit.
+_LIVE_STORES = []
+
+
+@atexit.register
+def _free_live_stores():
+    """Free live stores at a clean interpreter exit (collective, newest first, each
+    through the agreement of :meth:`DDStore.free`).
+
+    When an uncaught exception is ending this rank (and the abort hook is switched off),
+    or ``python -m mpi4py`` is about to abort the job (``sys.exit(n)`` with ``n != 0``
+    under it), the other ranks are not exiting with it, so a collective free would wait
+    for them forever: then the windows are left to MPI_Abort / MPI_Finalize and the
+    operating system instead.
+    """
+    if (not _LIVE_STORES or getattr(sys, "last_value", None) is not None
+            or _ABORT["status"]):
+        return
+    from mpi4py import MPI
+    if MPI.Is_finalized():
+        return
+    while _LIVE_STORES:
+        store = _LIVE_STORES[-1]
+        try:
+            store.free()
+        except DDStoreError as exc:  # out of step with another rank: nothing to wait for
+            sys.stderr.write(f"[ddstore] rank {store.rank}: store not freed at exit: "
+                             f"{exc}\n")
+            if store in _LIVE_STORES:
+                _LIVE_STORES.remove(store)
+
+
+# ------------------------------------------------------------------ failure behaviour
+_ABORT = {"enabled": os.environ.get("DDSTORE_ABORT_ON_EXCEPTION", "1").strip().lower()
+          not in ("0", "false", "no", "off"), "installed": False, "status": 0}
+
+
+def abort_on_exception(enabled=True):
+    """Choose what an uncaught exception on one rank does to a multi-rank job.
+
+    ``True`` (the default; environment ``DDSTORE_ABORT_ON_EXCEPTION=0`` sets ``False``):
+    once a :class:`DDStore` exists, an uncaught exception prints its traceback as usual
+    and then calls ``MPI_Abort(MPI_COMM_WORLD, 1)``, which ends every rank of the job
+    with a non-zero exit code, as ``python -m mpi4py`` does.  Without it the other ranks
+    would wait forever for the failed one in their next collective call (or in the
+    collective free at exit).  ``False``: the interpreter exits as Python decides and
+    the other ranks may hang; use it only where something else (``python -m mpi4py``,
+    your own handler) ends the job.  Returns the previous setting.
+    """
+    previous = _ABORT["enabled"]
+    _ABORT["enabled"] = bool(enabled)
+    return previous
+
+
+def _install_abort_hook():
+    """Chain ``sys.excepthook`` once (at the first store): print, then abort the job."""
+    if _ABORT["installed"]:
+        return
+    _ABORT["installed"] = True
+    previous = sys.excepthook
+
+    def _ddstore_excepthook(exc_type, exc, tb):
+        previous(exc_type, exc, tb)
+        if not _ABORT["enabled"]:
+            return
+        from mpi4py import MPI
+        if (not MPI.Is_initialized() or MPI.Is_finalized() or
+                MPI.COMM_WORLD.Get_size() == 1):
+            return
+        try:
+            sys.stdout.flush()
+            sys.stderr.write(f"[ddstore] rank {MPI.COMM_WORLD.Get_rank()}: uncaught "
+                             f"{exc_type.__name__}; aborting the MPI job (see "
+                             f"ddstore.abort_on_exception)\n")
+            sys.stderr.flush()
+            # the launcher forwards output asynchronously and stops forwarding when the
+            # job is aborted: give it a moment to pass the traceback on
+            time.sleep(0.5)
+        finally:
+            MPI.COMM_WORLD.Abort(1)
+
+    sys.excepthook = _ddstore_excepthook
+
+    # ``python -m mpi4py`` records a non-zero exit status (sys.exit(n), an exception)
+    # and aborts in its own exit handler: note it, so that the collective free at exit
+    # does not run first and wait for ranks that are not exiting.
+    from mpi4py import MPI
+    record = getattr(MPI, "_set_abort_status", None)
+    if record is not None:
+        def _set_abort_status(status):
+            _ABORT["status"] = status
+            return record(status)
+        MPI._set_abort_status = _set_abort_status
+
+
+def register(store):
+    """Note a new live store (creation order is the same on every rank) and install the
+    abort hook at the first one."""
+    _LIVE_STORES.append(store)
+    _install_abort_hook()
+
+
+def unregister(store):
+    if store in _LIVE_STORES:
+        _LIVE_STORES.remove(store)

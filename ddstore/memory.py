@@ -1,0 +1,122 @@
+"""Memory planning: how much a node can give a store, the agreed budget per rank, and
+the width that fits a data size (``DDStore(width="auto")``, :meth:`DDStore.plan`)."""
+import math
+import numbers
+import os
+
+import numpy as np
+
+from .errors import DDStoreMemoryError, DDStoreValueError
+
+__all__ = ["MEMORY_BUDGET_FRACTION", "available_memory", "memory_settings",
+           "agreed_budget", "plan_width", "gb"]
+
+# default memory budget per rank: this fraction of the node's available memory, divided
+# by the ranks of the communicator on that node (the rest is left for the interpreter,
+# torch, batches and transient buffers)
+MEMORY_BUDGET_FRACTION = 0.7
+
+
+def available_memory():
+    """Bytes this node can still give to a store now: the smaller of the kernel's
+    ``MemAvailable`` and the free space of ``/dev/shm`` (MPI allocates shared windows
+    there), the same measure the C core checks every allocation against."""
+    limit = None
+    try:
+        st = os.statvfs("/dev/shm")
+        limit = st.f_bavail * st.f_frsize
+    except OSError:  # pragma: no cover - no /dev/shm
+        pass
+    avail = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    if avail is None:
+        try:
+            import psutil
+            avail = int(psutil.virtual_memory().available)
+        except ImportError:  # pragma: no cover
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(avail if limit is None else min(limit, avail))
+
+
+def check_nbytes(nbytes, what="nbytes"):
+    """(error or None, int value)."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Integral) or nbytes < 0:
+        return (DDStoreValueError, f"{what}={nbytes!r} must be an integer number of bytes "
+                                   f">= 0"), None
+    return None, int(nbytes)
+
+
+def check_budget(budget):
+    """(error or None, float value or None)."""
+    if budget is None:
+        return None, None
+    if (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
+            or not math.isfinite(budget) or budget <= 0):
+        return (DDStoreValueError, f"memory_budget={budget!r} must be a positive finite "
+                                   f"number of bytes per rank (or None for "
+                                   f"{MEMORY_BUDGET_FRACTION} x the node's available memory "
+                                   f"/ ranks on the node)"), None
+    return None, float(budget)
+
+
+def memory_settings(width, data_nbytes, memory_budget, what="data_nbytes"):
+    """Local checks of the memory arguments: (error, nbytes, (budget, host, available))
+    where the last two are None when no data size is given."""
+    from mpi4py import MPI
+    if data_nbytes is None:
+        if width == "auto":
+            return (DDStoreValueError, "width='auto' needs data_nbytes= (the bytes of data "
+                                       "that will be added), or choose a width with "
+                                       "DDStore.plan(nbytes)"), None, None
+        if memory_budget is not None:
+            return (DDStoreValueError, f"memory_budget={memory_budget!r} needs "
+                                       f"data_nbytes= (the bytes of data it is checked "
+                                       f"against)"), None, None
+        return None, None, None
+    error, nbytes = check_nbytes(data_nbytes, what)
+    if error is None:
+        error, budget = check_budget(memory_budget)
+    if error is not None:
+        return error, None, None
+    return None, nbytes, (budget, MPI.Get_processor_name(), available_memory())
+
+
+def gb(nbytes):
+    return f"{nbytes / 1e9:.4g} GB"
+
+
+def agreed_budget(infos):
+    """The memory budget per rank every rank uses: the smallest over the ranks of each
+    rank's own budget (given, or the default from its node's available memory).
+    ``infos``: per rank ``(budget or None, host, available bytes)``."""
+    per_host = {}
+    for _, host, _ in infos:
+        per_host[host] = per_host.get(host, 0) + 1
+    budgets = [b if b is not None else MEMORY_BUDGET_FRACTION * avail / per_host[host]
+               for b, host, avail in infos]
+    r = int(np.argmin(budgets))
+    given = infos[r][0] is not None
+    how = (f"memory_budget={gb(budgets[r])} (given, rank {r})" if given else
+           f"memory budget {gb(budgets[r])} per rank ({MEMORY_BUDGET_FRACTION} x "
+           f"{gb(infos[r][2])} available on rank {r}'s node / {per_host[infos[r][1]]} "
+           f"ranks there)")
+    return budgets[r], how
+
+
+def plan_width(size, nbytes, budget, how):
+    """(error or None, width): the smallest width dividing ``size`` whose per-rank share
+    ``ceil(nbytes / width)`` fits ``budget``."""
+    for w in range(1, size + 1):
+        if size % w == 0 and -(-nbytes // w) <= budget:
+            return None, w
+    return (DDStoreMemoryError,
+            f"{gb(nbytes)} of data does not fit: even at width={size} (the communicator "
+            f"size) each rank holds {gb(-(-nbytes // size))}, more than the {how}; use "
+            f"more ranks (or nodes), or a larger memory_budget"), None

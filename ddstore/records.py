@@ -1,0 +1,319 @@
+"""Variable-size records (graphs, deltas): each key one raw array of concatenated rows
+plus an offsets table that every rank keeps, so locating a record needs no communication
+and reading one runs no code.  :class:`RecordsAPI` is the records half of
+:class:`~ddstore.DDStore`."""
+import numpy as np
+
+from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices
+from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+
+__all__ = ["RecordsAPI"]
+
+
+class _Records:
+    __slots__ = ("name", "keys", "fields", "offsets", "nrecords", "start", "n_local")
+
+    def __init__(self, name, keys, fields, offsets, start, n_local):
+        self.name, self.keys, self.fields = name, keys, fields
+        self.offsets, self.nrecords = offsets, offsets.shape[0] - 1
+        self.start, self.n_local = start, n_local
+
+
+class RecordsAPI:
+    """The records calls of :class:`~ddstore.DDStore` (a mixin: it uses the store's
+    variables, agreement and reads)."""
+
+    def add_records(self, name, samples):
+        """Collective: add variable-size records; ``samples`` is this rank's chunk.
+
+        Each sample is a dict of arrays with the same keys, dtypes and trailing shapes
+        (on every rank) and a first dimension that varies (0 allowed).  Each key is stored
+        as one raw array of the concatenated rows plus an offsets table that every rank
+        keeps, so locating a record needs no communication and reading one runs no code
+        (no pickle).  Ranks may hold 0 samples, but at least one rank must hold one.
+        Holds one key's rows twice while copying them in; to load more than that, use
+        :meth:`init_records` and fill block by block.
+        """
+        self.check_alive()
+        error = self._name_error(name)
+        schema = None
+        if error is None:
+            try:
+                schema, error = _record_schema(name, samples)
+            except Exception as exc:  # a sample numpy cannot read: agree, do not hang
+                error = (DDStoreValueError, f"records {name!r}: {type(exc).__name__}: {exc}")
+        info = self._agreement(("add_records", name), error, schema)
+        schemas = [(r, s) for r, s in enumerate(info) if s is not None]
+        if not schemas:
+            raise DDStoreValueError(f"records {name!r}: no rank holds any sample (empty "
+                                    f"data set)")
+        schema = _same_schema(name, schemas)
+        counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
+                          dtype=np.int64).reshape(len(samples), len(schema))
+        self._create_records(name, schema, counts)
+        for j, (key, dstr, trailing) in enumerate(schema):
+            if counts[:, j].sum():
+                data = np.concatenate([np.asarray(s[key]) for s in samples])
+                self._write_field(self._records[name].fields[key], 0, data)
+                del data
+        self._core.sync()
+
+    def init_records(self, name, schema, sizes):
+        """Collective: create records ``name`` for this rank's chunk without their data:
+        fill it with :meth:`update_records` (block by block, no second copy of the
+        chunk), then call :meth:`sync` before anyone reads.
+
+        ``schema`` is ``{key: (dtype, trailing_shape)}``, the same on every rank;
+        ``sizes`` is ``{key: first-dimension size of each local record}`` (one integer
+        sequence per key, all as long as this rank's record count, which may be 0).
+        The records are then read like those of :meth:`add_records`; contents are
+        undefined until written.
+        """
+        self.check_alive()
+        error = self._name_error(name)
+        spec, counts = None, None
+        if error is None:
+            spec, counts, error = _records_spec(name, schema, sizes)
+        info = self._agreement(("init_records", name), error, spec)
+        schema = _same_schema(name, list(enumerate(info)))
+        self._create_records(name, schema, counts)
+
+    def update_records(self, name, start, stop, data):
+        """Local: write local records ``[start, stop)`` of ``name`` (numbered from 0 on
+        each rank, as given to :meth:`init_records`); ``data`` is ``{key: their rows
+        concatenated}``, as ``get_records_packed`` returns them.  Other ranks see them
+        after the next collective :meth:`sync`."""
+        rec = self._rec(name)
+        start = as_int(start, f"update_records {name!r}: start")
+        stop = as_int(stop, f"update_records {name!r}: stop")
+        if not 0 <= start <= stop <= rec.n_local:
+            raise DDStoreIndexError(f"update_records {name!r}: records [{start}, {stop}) "
+                                    f"outside the local chunk [0, {rec.n_local})")
+        if not isinstance(data, dict) or set(data) != set(rec.keys):
+            got = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise DDStoreValueError(f"update_records {name!r}: data must be a dict with "
+                                    f"keys {sorted(rec.keys)}, got {got}")
+        base = rec.offsets[rec.start]
+        lo, hi = rec.offsets[rec.start + start] - base, rec.offsets[rec.start + stop] - base
+        for j, key in enumerate(rec.keys):
+            var = rec.fields[key]
+            arr = np.asarray(data[key])
+            if arr.shape != (hi[j] - lo[j],) + var.row_shape:
+                raise DDStoreValueError(
+                    f"update_records {name!r}: key {key!r} has shape {arr.shape}; records "
+                    f"[{start}, {stop}) need {(int(hi[j] - lo[j]),) + var.row_shape}")
+            if arr.dtype != var.dtype:
+                raise DDStoreValueError(f"update_records {name!r}: key {key!r} has dtype "
+                                        f"{arr.dtype}, the records have {var.dtype}")
+            if arr.shape[0]:
+                self._write_field(var, int(lo[j]), arr)
+
+    def _create_records(self, name, schema, counts):
+        """Collective: allocate the fields of agreed ``schema`` for local ``counts``
+        (``[n_local, nkeys]``) and build the offsets table every rank keeps."""
+        keys = [k for k, _, _ in schema]
+        fields = {}
+        try:
+            for j, (key, dstr, trailing) in enumerate(schema):
+                fields[key] = self._create(f"{name}/{key}", int(counts[:, j].sum()),
+                                           np.dtype(dstr), tuple(trailing))
+        except DDStoreError:  # agreed on every rank (e.g. out of memory): undo it all
+            for var in fields.values():
+                self._core.remove(var.vid)
+            raise
+        all_counts = self.group_comm.allgather(counts)
+        table = np.concatenate(all_counts, axis=0)
+        offsets = np.zeros((table.shape[0] + 1, len(keys)), dtype=np.int64)
+        np.cumsum(table, axis=0, out=offsets[1:])
+        start = sum(len(c) for c in all_counts[:self.group_rank])
+        self._records[name] = _Records(name, keys, fields, offsets, start, len(counts))
+
+    def _write_field(self, var, offset, rows):
+        self._core.write_local(var.vid, offset,
+                               np.ascontiguousarray(rows, dtype=var.dtype))
+
+    def _rec(self, name):
+        self.check_alive()
+        rec = self._records.get(name)
+        if rec is None:
+            if name in self._vars:
+                raise DDStoreValueError(f"variable {name!r} holds rows, not records: use "
+                                        f"get_batch()")
+            raise DDStoreValueError(f"unknown records {name!r}; known: "
+                                    f"{sorted(self._records)}")
+        return rec
+
+    def record_schema(self, name):
+        """``{key: (dtype, trailing_shape)}`` of a records variable."""
+        rec = self._rec(name)
+        return {k: (v.dtype, v.row_shape) for k, v in rec.fields.items()}
+
+    def record_sizes(self, name, indices):
+        """``{key: first-dimension sizes}`` of records ``indices`` (no communication)."""
+        rec = self._rec(name)
+        idx = as_indices(indices, f"record_sizes {name!r}", rec.nrecords)
+        check_indices("record_sizes", name, idx, rec.nrecords)
+        diff = rec.offsets[idx + 1] - rec.offsets[idx]
+        return {k: diff[:, j] for j, k in enumerate(rec.keys)}
+
+    def get_records_packed(self, name, indices):
+        """Local: records ``indices`` as ``({key: concatenated rows}, {key: sizes})``.
+
+        The rows of every record, in request order, concatenated per key (what a graph
+        batch is built from); one batched read per key.
+        """
+        rec = self._rec(name)
+        idx = as_indices(indices, f"get_records {name!r}", rec.nrecords)
+        check_indices("get_records", name, idx, rec.nrecords)
+        starts = rec.offsets[idx]
+        sizes = rec.offsets[idx + 1] - starts
+        data, size_by_key = {}, {}
+        for j, key in enumerate(rec.keys):
+            var = rec.fields[key]
+            s = np.ascontiguousarray(starts[:, j])
+            c = np.ascontiguousarray(sizes[:, j])
+            out = np.empty((int(c.sum()),) + var.row_shape, dtype=var.dtype)
+            if len(idx):
+                self._core.read(var.vid, s, c, out)
+            data[key], size_by_key[key] = out, c
+        return data, size_by_key
+
+    def get_record(self, name, index):
+        """Local: record ``index`` as a dict ``{key: array}`` (one read per key, no index
+        arrays: the per-sample path)."""
+        try:
+            rec = self._records[name]
+        except (KeyError, TypeError):
+            rec = self._rec(name)  # raises: unknown name, rows variable, freed store
+        if type(index) is not int:
+            index = as_int(index, f"get_record {name!r}: index")
+        if not 0 <= index < rec.nrecords:
+            raise DDStoreIndexError(f"get_record {name!r}: index {index} out of range "
+                                    f"[0, {rec.nrecords})")
+        first, stop = rec.offsets[index:index + 2].tolist()
+        out = {}
+        read = self._read_range
+        for j, key in enumerate(rec.keys):
+            var = rec.fields[key]
+            count = stop[j] - first[j]
+            arr = np.empty((count,) + var.row_shape, var.dtype)
+            if count:
+                read(var.vid, first[j], count, arr)
+            out[key] = arr
+        return out
+
+    def get_records(self, name, indices):
+        """Local: records ``indices`` as a list of dicts of arrays, in request order."""
+        if type(indices) in (list, tuple) and len(indices) == 1 and \
+                type(indices[0]) is int:
+            try:
+                return [self.get_record(name, indices[0])]
+            except DDStoreIndexError:
+                pass  # the message below names the position
+        data, sizes = self.get_records_packed(name, indices)
+        n = len(next(iter(sizes.values()))) if sizes else 0
+        out = [dict() for _ in range(n)]
+        for key, arr in data.items():
+            for rec, part in zip(out, np.split(arr, np.cumsum(sizes[key])[:-1])):
+                rec[key] = part
+        return out
+
+
+def _record_schema(name, samples):
+    """(schema, error): schema is a tuple of (key, dtype.str, trailing shape) sorted by key."""
+    if isinstance(samples, dict) or not hasattr(samples, "__len__"):
+        return None, (DDStoreValueError, f"records {name!r}: samples must be a sequence "
+                                         f"of dicts, got {type(samples).__name__}")
+    schema = None
+    for i, sample in enumerate(samples):
+        if not isinstance(sample, dict):
+            return None, (DDStoreValueError, f"records {name!r}: sample {i} is a "
+                                             f"{type(sample).__name__}, not a dict")
+        this = []
+        for key in sorted(sample):
+            arr = np.asarray(sample[key])
+            if arr.ndim < 1:
+                return None, (DDStoreValueError,
+                              f"records {name!r}: sample {i} key {key!r} is a scalar; "
+                              f"values need a first (variable) dimension")
+            if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
+                return None, (DDStoreValueError,
+                              f"records {name!r}: sample {i} key {key!r} has dtype "
+                              f"{arr.dtype}, which cannot be stored")
+            this.append((key, arr.dtype.str, tuple(arr.shape[1:])))
+        this = tuple(this)
+        if schema is None:
+            schema = this
+        elif this != schema:
+            want, got = dict((k, (d, s)) for k, d, s in schema), dict(
+                (k, (d, s)) for k, d, s in this)
+            missing = sorted(set(want) - set(got))
+            extra = sorted(set(got) - set(want))
+            if missing or extra:
+                msg = f"missing keys {missing}" if missing else ""
+                msg += (", " if msg and extra else "") + (f"extra keys {extra}"
+                                                         if extra else "")
+            else:
+                key = next(k for k in want if want[k] != got[k])
+                msg = (f"key {key!r} has dtype {np.dtype(got[key][0])} trailing shape "
+                       f"{got[key][1]}, sample 0 has dtype {np.dtype(want[key][0])} "
+                       f"trailing shape {want[key][1]}")
+            return None, (DDStoreValueError, f"records {name!r}: sample {i}: {msg}")
+    return schema, None
+
+
+def _same_schema(name, schemas):
+    """The schema all ranks in ``[(rank, schema)]`` agree on, or an error naming two that
+    differ (raised on every rank: each compares the same gathered list)."""
+    for r, s in schemas:
+        if s != schemas[0][1]:
+            raise DDStoreValueError(f"records {name!r}: keys, dtypes or trailing shapes "
+                                    f"differ between rank {schemas[0][0]} "
+                                    f"({_fmt_schema(schemas[0][1])}) and rank {r} "
+                                    f"({_fmt_schema(s)})")
+    return schemas[0][1]
+
+
+def _records_spec(name, schema, sizes):
+    """(schema tuple, counts ``[n_local, nkeys]``, error) of init_records' arguments."""
+    what = f"init_records {name!r}"
+    if not isinstance(schema, dict) or not schema:
+        return None, None, (DDStoreValueError, f"{what}: schema must be a non-empty dict "
+                                               f"{{key: (dtype, trailing_shape)}}")
+    spec = []
+    for key in sorted(schema, key=str):
+        try:
+            dstr, trailing = schema[key]
+            dt = np.dtype(dstr)
+            trailing = tuple(as_int(t, "trailing dimension") for t in trailing)
+        except (TypeError, ValueError) as exc:
+            return None, None, (DDStoreValueError, f"{what}: schema[{key!r}] must be "
+                                                   f"(dtype, trailing_shape): {exc}")
+        if not isinstance(key, str) or dt.kind not in STORABLE_KINDS or \
+                dt.fields is not None or any(t < 0 for t in trailing):
+            return None, None, (DDStoreValueError, f"{what}: schema[{key!r}] = "
+                                                   f"({dt}, {trailing}) cannot be stored "
+                                                   f"(str key, numeric dtype, dims >= 0)")
+        spec.append((key, dt.str, trailing))
+    if not isinstance(sizes, dict) or set(sizes) != set(schema):
+        got = sorted(sizes, key=str) if isinstance(sizes, dict) else type(sizes).__name__
+        return None, None, (DDStoreValueError, f"{what}: sizes must be a dict with the "
+                                               f"schema's keys {sorted(schema, key=str)}, "
+                                               f"got {got}")
+    try:
+        cols = [np.asarray(sizes[k]) for k, _, _ in spec]
+        if any(c.ndim != 1 or (c.size and c.dtype.kind not in "iu") for c in cols):
+            raise ValueError("each must be a 1-d sequence of integers")
+        if len({c.size for c in cols}) > 1:
+            raise ValueError(f"lengths differ: {[c.size for c in cols]}")
+        counts = np.stack([c.astype(np.int64) for c in cols], axis=1) if cols[0].size \
+            else np.zeros((0, len(spec)), dtype=np.int64)
+        if (counts < 0).any():
+            raise ValueError("a size is negative")
+    except (TypeError, ValueError, OverflowError) as exc:
+        return None, None, (DDStoreValueError, f"{what}: bad sizes: {exc}")
+    return tuple(spec), counts, None
+
+
+def _fmt_schema(schema):
+    return ", ".join(f"{k}: {np.dtype(d)}{list(s)}" for k, d, s in schema)
