@@ -593,12 +593,10 @@ class DDStore(RecordsAPI):
             return int(self._core.local_bytes() +
                        sum(r.offsets.nbytes for r in self._records.values()))
         rec = self._records.get(name)
-        if rec is None:
-            var = self._var(name)
-            return var.n_local * var.dtype.itemsize * int(np.prod(var.row_shape,
-                                                                  dtype=np.int64))
-        return int(rec.offsets.nbytes + sum(self.nbytes(v.name)
-                                            for v in rec.fields.values()))
+        fields = [self._var(name)] if rec is None else rec.fields.values()
+        return int((0 if rec is None else rec.offsets.nbytes) + sum(
+            v.n_local * v.dtype.itemsize * int(np.prod(v.row_shape, dtype=np.int64))
+            for v in fields))
 
     def __contains__(self, name):
         """``name in store``: a variable (rows or records) of that name exists."""
