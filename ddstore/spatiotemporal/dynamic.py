@@ -30,6 +30,7 @@ from .. import _core
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..store import partition
 from .dataset import WindowDataset
+from .loaders import check_finite_weights
 
 __all__ = ["DynamicGraph", "DynamicWindowDataset", "canonical_edges"]
 
@@ -76,10 +77,12 @@ def _step_edges(edges_t, t, num_nodes):
     return arr
 
 
-def _step_weights(weights, t, num_edges):
-    """float64 ``[E]`` weights of step ``t`` (or None: unit weights / unweighted)."""
+def _step_weights(weights, t, edge_index):
+    """float64 ``[E]`` weights of step ``t`` (or None: unit weights / unweighted) for its
+    validated ``edge_index`` ``[2, E]``."""
     if weights is None:
         return None
+    num_edges = edge_index.shape[1]
     w_t = weights[t]
     if w_t is None:
         return np.ones(num_edges)
@@ -96,12 +99,8 @@ def _step_weights(weights, t, num_edges):
         raise DDStoreValueError(f"weights[{t}] has {w.shape[0]} entries but edges[{t}] has "
                                 f"{num_edges} edges")
     w = w.astype(np.float64)
-    bad = ~np.isfinite(w)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise DDStoreValueError(f"weights[{t}] holds {int(bad.sum())} non-finite values "
-                                f"(NaN or inf); the first at edge {i} ({w[i]}); allowed: "
-                                f"finite weights")
+    with np.errstate(over="ignore"):  # beyond float32 (as stored): inf, refused
+        check_finite_weights(w.astype(np.float32), edge_index, f"weights[{t}]")
     return w
 
 
@@ -441,7 +440,7 @@ class DynamicGraph:
 
     def _canonical(self, edges, weights, t):
         ei = _step_edges(edges[t], t, self.num_nodes)
-        w = _step_weights(weights, t, ei.shape[1])
+        w = _step_weights(weights, t, ei)
         return canonical_edges(ei, w, self.num_nodes, self.dedup, t)
 
     def _add_all(self, deltas, ckpts):

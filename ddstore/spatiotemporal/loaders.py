@@ -90,12 +90,28 @@ def _edges(edge_index, edge_weight, num_nodes, what):
     if edge_weight is None:
         ew = np.ones(ei.shape[1], dtype=np.float32)
     else:
-        ew = np.ascontiguousarray(_as_array(edge_weight, f"{what}: edge_weight"),
-                                  dtype=np.float32).reshape(-1)
+        with np.errstate(over="ignore"):  # beyond float32: inf, refused below
+            ew = np.ascontiguousarray(_as_array(edge_weight, f"{what}: edge_weight"),
+                                      dtype=np.float32).reshape(-1)
         if ew.shape[0] != ei.shape[1]:
             raise DDStoreValueError(f"{what}: edge_weight has {ew.shape[0]} entries, "
                                     f"edge_index has {ei.shape[1]} edges")
+        check_finite_weights(ew, ei, f"{what}: edge_weight")
     return ei, ew
+
+
+def check_finite_weights(weights, edge_index, what):
+    """Raise :class:`DDStoreValueError` if ``weights`` (``[E]``, as they will be stored)
+    holds a NaN or inf, naming the first such edge (its index, source and target) and how
+    many there are.  The one check of edge weights: static graphs (:class:`Series`) and
+    :class:`~ddstore.spatiotemporal.DynamicGraph` steps both use it."""
+    bad = ~np.isfinite(weights)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise DDStoreValueError(f"{what}: edge {i} ({int(edge_index[0, i])} -> "
+                                f"{int(edge_index[1, i])}) has weight {weights[i]}; weights "
+                                f"must be finite ({int(bad.sum())} of {bad.shape[0]} edges "
+                                f"are NaN or inf)")
 
 
 def _timestamps(timestamps, num_steps, what):
@@ -575,7 +591,8 @@ def load_npy(path, *, shape=None, dtype=None, edge_index=None, edge_weight=None,
             if edge_index is not None:
                 raise DDStoreValueError("load_npy: give either edge_index or adjacency, "
                                         "not both")
-            series.edge_index, series.edge_weight = adjacency_to_edges(adjacency, n)
+            series.edge_index, series.edge_weight = _edges(
+                *adjacency_to_edges(adjacency, n), n, series.source)
         series.stats = stats
         return series
     except BaseException:
