@@ -289,6 +289,8 @@ def test_pgt_bad_node_ids_and_ragged_y_name_the_file(tmp_path):
     with pytest.raises(DDStoreValueError, match=msg):
         st.load_pgt_json(path)
     ids["b"] = 7
+    path = _write(tmp_path, "chick.json", {"FX": [[1.0, 2.0, 3.0]] * 4,
+                                           "edges": [[0, 1]], "node_ids": ids})
     with pytest.raises(DDStoreValueError, match=r"'node_ids'\['b'\] = 7 is not an integer"):
         st.load_pgt_json(path)
     doc = {"0": {"y": [1, 2, 3]}, "1": {"y": [4, 5, 6]}, "edges": [[0, 1]],
