@@ -137,6 +137,29 @@ def test_huge_fanouts_sample_what_exists(store, strategy):
             for key in ("nodes", "ts", "row", "col", "eid", "edge_ts"):
                 assert np.array_equal(getattr(a, key), getattr(b, key)), (fan, key)
     assert 0 < ref[0].num_edges < ref[1].num_edges
+    # the premise: a fanout above every degree samples what a fanout of the largest
+    # degree samples (here unclamped: 6 roots x 10**4 is a small buffer)
+    few, few_ts = np.arange(0, 30, 5), np.full(6, 0.7)
+    a = TemporalSampler(g, (10 ** 4,), strategy).sample(few, few_ts)[0]
+    b = TemporalSampler(g, (int(g.degree().max()),), strategy).sample(few, few_ts)[0]
+    assert a.num_edges > 0 and np.array_equal(a.eid, b.eid)
+    assert np.array_equal(a.row, b.row)
+
+
+def test_sampler_buffers_that_cannot_be_allocated(store, monkeypatch):
+    from ddstore import DDStoreMemoryError
+    from ddstore._core import TCSR
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    g = TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.0, 1.0, 2.0])
+    sampler = TemporalSampler(g, (5,))
+
+    def no_memory(*args):
+        raise MemoryError("Unable to allocate 7.28 TiB")
+    monkeypatch.setattr(TCSR, "sample", no_memory)
+    with pytest.raises(DDStoreMemoryError, match=r"sample of graph 'g', layer 0: fanout 5 "
+                                                 r"for 2 roots needs room for 10 sampled "
+                                                 r"edges .* about \d+ fit"):
+        sampler.sample([0, 1], [5.0, 5.0])
 
 
 def test_sampler_after_remove_names_the_graph(store):

@@ -229,6 +229,7 @@ class TemporalGraph:
         self.edge_feat_dim = store.row_shape(f"{name}/edge_feat") if has_edge_feat else None
         self.node_feat_dim = store.row_shape(f"{name}/node_feat") if has_node_feat else None
         self._split = None
+        self.removed = False  # set by remove(): samplers over the graph refuse to run
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -401,6 +402,7 @@ class TemporalGraph:
         """Collective: remove every variable of the graph from the store."""
         for var in self._variables():
             self.store.remove(var)
+        self.removed = True
 
     def _variables(self):
         names = [f"{self.name}/{k}" for k in _T_VARS] + [
