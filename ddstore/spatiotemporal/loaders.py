@@ -321,8 +321,8 @@ def load_pgt_json(path, dtype=np.float32):
                                 f"numeric array: {exc}") from None
     data = np.ascontiguousarray(_check_series_array(data, f"{path}: {key!r}"), dtype=dtype)
     weights = doc.get("weights")
-    if weights is not None:
-        weights = np.asarray(weights, dtype=np.float32)
+    if weights is not None:  # float32 (and its range check) in Series
+        weights = np.asarray(weights, dtype=np.float64)
     node_ids = _pgt_node_ids(doc, data.shape[1], path)
     return Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=edges.T,
                   edge_weight=weights, node_ids=node_ids,

@@ -159,7 +159,7 @@ class TemporalSampler:
             try:
                 row, nbr, eid, ets = self._tcsr.sample(roots, t, k, self._strategy,
                                                        self.seed, self.epoch, layer)
-            except (MemoryError, ValueError) as exc:
+            except MemoryError as exc:
                 if isinstance(exc, DDStoreError):
                     raise
                 fit = available_memory() // _EDGE_BYTES
