@@ -537,3 +537,8 @@ def test_nonfinite_edge_weights_refused(store, tmp_path):
         make(store, st.from_arrays(raw, adjacency=np.array(
             [[0, -np.inf, 0], [0, 0, 1], [1, 0, 0]])), 2)
     assert store.variables() == before
+    path.write_text(json.dumps({"X": raw[:, :, 0].tolist(), "edges": ei.T.tolist(),
+                                "weights": [1.0, "heavy", 3.0]}))
+    with pytest.raises(DDStoreValueError, match=r"^load_pgt_json: .*pedalme_like.json: "
+                                                r"'weights' is not numeric"):
+        st.load_pgt_json(str(path))

@@ -320,9 +320,7 @@ def load_pgt_json(path, dtype=np.float32):
         raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} or 'edges' is not a "
                                 f"numeric array: {exc}") from None
     data = np.ascontiguousarray(_check_series_array(data, f"{path}: {key!r}"), dtype=dtype)
-    weights = doc.get("weights")
-    if weights is not None:  # float32 (and its range check) in Series
-        weights = np.asarray(weights, dtype=np.float64)
+    weights = _pgt_weights(doc.get("weights"), edges.shape[0], path, "'weights'")
     node_ids = _pgt_node_ids(doc, data.shape[1], path)
     return Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=edges.T,
                   edge_weight=weights, node_ids=node_ids,
@@ -673,7 +671,8 @@ def _pgt_weights(values, num_edges, path, what):
     if values is None:
         return None
     try:
-        w = np.asarray(values, dtype=np.float32).reshape(-1)
+        with np.errstate(over="ignore"):  # beyond float32: inf, refused with the edge
+            w = np.asarray(values, dtype=np.float32).reshape(-1)
     except (TypeError, ValueError) as exc:
         raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
     if w.shape[0] != num_edges:
