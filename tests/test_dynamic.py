@@ -238,3 +238,73 @@ def test_apply_delta_in_c_against_sets():
         with pytest.raises(DDStoreStateError, match="corrupt"):
             _core.apply_delta(keys, None, np.array(rm, dtype=np.int64),
                               np.array(add, dtype=np.int64), None, None, None, bits)
+
+
+# ------------------------------------------------------------------ bad input
+def _store():
+    import ddstore
+    from mpi4py import MPI
+    return ddstore.DDStore(MPI.COMM_SELF, width=1)
+
+
+def test_nonfinite_weights_name_the_edge():
+    """The same check as static weights (ddstore.spatiotemporal.loaders): the edge's
+    index and its source and target."""
+    store = _store()
+    try:
+        edges = [np.array([[0, 1, 2], [1, 2, 0]]), np.array([[0, 3], [3, 1]])]
+        with pytest.raises(DDStoreValueError, match=r"weights\[1\]: edge 1 \(3 -> 1\) has "
+                                                    r"weight nan; weights must be finite "
+                                                    r"\(1 of 2 edges are NaN or inf\)"):
+            st.DynamicGraph(store, "g", edges, [np.ones(3), np.array([1.0, np.nan])])
+        assert store.variables() == []
+    finally:
+        store.free()
+
+
+def test_uint64_node_ids_reported_as_given():
+    store = _store()
+    try:
+        big = 2 ** 63 + 5
+        edges = [np.array([[0, big], [1, 2]], dtype=np.uint64)]
+        with pytest.raises(DDStoreValueError, match=rf"edges\[0\] holds node id {big} "
+                                                    rf"\(row 0, edge 1\), out of range "
+                                                    rf"\[0, 5\)"):
+            st.DynamicGraph(store, "g", edges, num_nodes=5)
+        with pytest.raises(DDStoreValueError, match=rf"edges\[0\] holds node id {big} "
+                                                    rf"\(row 0, edge 1\), out of range "
+                                                    rf"\[0, {2 ** 31}\)"):
+            st.DynamicGraph(store, "g", edges)
+        assert store.variables() == []
+    finally:
+        store.free()
+
+
+def test_pgt_bad_node_ids_and_ragged_y_name_the_file(tmp_path):
+    ids = {"a": 0, "b": "x", "c": 2}
+    path = _write(tmp_path, "chick.json", {"FX": [[1.0, 2.0, 3.0]] * 4,
+                                           "edges": [[0, 1]], "node_ids": ids})
+    msg = (r"load_pgt_json: .*chick.json: 'node_ids'\['b'\] = 'x' is not an integer node "
+           r"index in \[0, 3\)")
+    with pytest.raises(DDStoreValueError, match=msg):
+        st.load_pgt_json(path)
+    ids["b"] = 7
+    path = _write(tmp_path, "chick.json", {"FX": [[1.0, 2.0, 3.0]] * 4,
+                                           "edges": [[0, 1]], "node_ids": ids})
+    with pytest.raises(DDStoreValueError, match=r"'node_ids'\['b'\] = 7 is not an integer"):
+        st.load_pgt_json(path)
+    doc = {"0": {"y": [1, 2, 3]}, "1": {"y": [4, 5, 6]}, "edges": [[0, 1]],
+           "node_ids": {"a": 0, "b": 1.5, "c": 2}}
+    with pytest.raises(DDStoreValueError, match=r"wiki.json: 'node_ids'\['b'\] = 1.5 is "
+                                                r"not an integer node index in \[0, 3\)"):
+        st.load_pgt_json(_write(tmp_path, "wiki.json", doc))
+    doc = {"edge_mapping": {"edge_index": {"0": [[0, 1]], "1": [[0, 1]], "2": [[1, 0]]}},
+           "y": [[1, 2], [3, 4], [5]], "time_periods": 3}
+    with pytest.raises(DDStoreValueError, match=r"load_pgt_json: .*covid.json: 'y' must be "
+                                                r"\[T, nodes\] numbers: row 2 has 1 "
+                                                r"values, row 0 has 2"):
+        st.load_pgt_json(_write(tmp_path, "covid.json", doc))
+    doc["y"] = [[1, 2], [3, "z"], [5, 6]]
+    with pytest.raises(DDStoreValueError, match=r"covid.json: 'y' must be \[T, nodes\] "
+                                                r"numbers: "):
+        st.load_pgt_json(_write(tmp_path, "covid.json", doc))

@@ -512,3 +512,33 @@ def test_empty_batch_dtypes_and_tensor_indices(store):
         np.testing.assert_array_equal(yb[1].numpy(), raw[4:8].astype(dt))
         x0, _ = ds[torch.tensor(7)]
         np.testing.assert_array_equal(x0.numpy(), raw[7:11].astype(dt))
+
+
+def test_nonfinite_edge_weights_refused(store, tmp_path):
+    """NaN / inf static edge weights are refused wherever they come in (arrays, a PGT
+    file's 'weights'), naming the edge, as DynamicGraph refuses them."""
+    raw = random_series(T=40, n=3, f=1, seed=5)
+    ei = np.array([[0, 1, 2], [1, 2, 0]])
+    with pytest.raises(DDStoreValueError, match=r"^array: edge_weight: edge 1 \(1 -> 2\) "
+                                                r"has weight nan; weights must be finite "
+                                                r"\(2 of 3 edges are NaN or inf\)$"):
+        st.from_arrays(raw, ei, [1.0, np.nan, np.inf])
+    # a finite float64 weight that float32 cannot hold becomes inf: refused too
+    with pytest.raises(DDStoreValueError, match=r"edge 2 \(2 -> 0\) has weight inf"):
+        st.from_arrays(raw, ei, [1.0, 2.0, 1e300])
+    path = tmp_path / "pedalme_like.json"
+    path.write_text(json.dumps({"X": raw[:, :, 0].tolist(), "edges": ei.T.tolist(),
+                                "weights": [1.0, 2.0, 3.0]}).replace("3.0]", "Infinity]"))
+    with pytest.raises(DDStoreValueError, match=r"^pedalme_like.json\[X\]: edge_weight: "
+                                                r"edge 2 \(2 -> 0\) has weight inf"):
+        st.load_pgt_json(str(path))
+    before = store.variables()
+    with pytest.raises(DDStoreValueError, match=r"edge 0 \(0 -> 1\) has weight -inf"):
+        make(store, st.from_arrays(raw, adjacency=np.array(
+            [[0, -np.inf, 0], [0, 0, 1], [1, 0, 0]])), 2)
+    assert store.variables() == before
+    path.write_text(json.dumps({"X": raw[:, :, 0].tolist(), "edges": ei.T.tolist(),
+                                "weights": [1.0, "heavy", 3.0]}))
+    with pytest.raises(DDStoreValueError, match=r"^load_pgt_json: .*pedalme_like.json: "
+                                                r"'weights' is not numeric"):
+        st.load_pgt_json(str(path))

@@ -78,3 +78,115 @@ def test_example_trains(mpirun):
     rnd = [float(v) for v in re.findall(r"random AP ([0-9.]+)", out)]
     assert len(aps) == 2 and len(rnd) == 2, out
     assert all(0 < v <= 1 for v in aps + rnd), out
+
+
+# ------------------------------------------------------------------ bad input (1 rank)
+@pytest.fixture
+def store():
+    import ddstore
+    from mpi4py import MPI
+    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
+    yield s
+    s.free()
+
+
+def test_absurd_node_count_is_a_ddstore_error(store):
+    """A node id of 10**12 (or num_nodes=10**12) asks for a replicated indptr of 8 TB:
+    a DDStoreMemoryError saying what was asked and what fits, nothing left in the store."""
+    from ddstore import DDStoreMemoryError
+    from ddstore.temporal import TemporalGraph
+    big = 10 ** 12
+    with pytest.raises(DDStoreMemoryError,
+                       match=rf"graph 'g': num_nodes={big + 1} \(the largest node id \+ 1\)"
+                             rf" needs 24 TB per rank .*; at most \d+ nodes fit"):
+        TemporalGraph.from_arrays(store, "g", [0, big], [1, 2], [0.0, 1.0])
+    with pytest.raises(DDStoreMemoryError, match=rf"graph 'g': num_nodes={big} needs "
+                                                 rf"24 TB per rank"):
+        TemporalGraph.from_arrays(store, "g", [0, 1], [1, 2], [0.0, 1.0], num_nodes=big)
+    assert store.variables() == []
+    g = TemporalGraph.from_arrays(store, "g", [0, 1], [1, 2], [0.0, 1.0])
+    assert g.num_nodes == 3
+
+
+def test_uint64_node_ids_reported_as_given(store):
+    from ddstore import DDStoreIndexError
+    from ddstore.temporal import TemporalGraph
+    big = 2 ** 63 + 5
+    with pytest.raises(DDStoreIndexError, match=rf"graph 'g': dst\[1\] = {big} out of "
+                                                rf"range \[0, num_nodes\)"):
+        TemporalGraph.from_arrays(store, "g", np.array([0, 1], np.uint64),
+                                  np.array([1, big], np.uint64), [0.0, 1.0])
+    assert store.variables() == []
+
+
+@pytest.mark.parametrize("strategy", ["recent", "uniform"])
+def test_huge_fanouts_sample_what_exists(store, strategy):
+    """Fanouts of 10**9 or 2**63 take every eligible edge (no buffer of roots x fanout):
+    the same blocks as a fanout of the largest degree."""
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    rng = np.random.default_rng(0)
+    m = 400
+    g = TemporalGraph.from_arrays(store, "g", rng.integers(0, 30, m),
+                                  rng.integers(0, 30, m), rng.random(m), add_reverse=True)
+    roots = np.repeat(np.arange(30), 200)  # 6000 roots: 6000 x 10**9 would be 48 TB
+    ts = np.full(roots.shape[0], 0.7)
+    ref = TemporalSampler(g, (int(g.degree().max()),) * 2, strategy).sample(roots, ts)
+    for fan in (10 ** 9, 2 ** 63):
+        got = TemporalSampler(g, (fan, fan), strategy).sample(roots, ts)
+        for a, b in zip(got, ref):
+            for key in ("nodes", "ts", "row", "col", "eid", "edge_ts"):
+                assert np.array_equal(getattr(a, key), getattr(b, key)), (fan, key)
+    assert 0 < ref[0].num_edges < ref[1].num_edges
+    # the premise: a fanout above every degree samples what a fanout of the largest
+    # degree samples (here unclamped: 6 roots x 10**4 is a small buffer)
+    few, few_ts = np.arange(0, 30, 5), np.full(6, 0.7)
+    a = TemporalSampler(g, (10 ** 4,), strategy).sample(few, few_ts)[0]
+    b = TemporalSampler(g, (int(g.degree().max()),), strategy).sample(few, few_ts)[0]
+    assert a.num_edges > 0 and np.array_equal(a.eid, b.eid)
+    assert np.array_equal(a.row, b.row)
+
+
+def test_sampler_buffers_that_cannot_be_allocated(store, monkeypatch):
+    from ddstore import DDStoreMemoryError
+    from ddstore._core import TCSR
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    g = TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.0, 1.0, 2.0])
+    sampler = TemporalSampler(g, (5,))
+
+    def no_memory(*args):
+        raise MemoryError("Unable to allocate 7.28 TiB")
+    monkeypatch.setattr(TCSR, "sample", no_memory)
+    with pytest.raises(DDStoreMemoryError, match=r"sample of graph 'g', layer 0: fanout 5 "
+                                                 r"for 2 roots needs room for 10 sampled "
+                                                 r"edges .* about \d+ fit"):
+        sampler.sample([0, 1], [5.0, 5.0])
+
+
+def test_sampler_after_remove_names_the_graph(store):
+    from ddstore import DDStoreStateError
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    g = TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.0, 1.0, 2.0])
+    sampler = TemporalSampler(g, (2,))
+    g.remove()
+    with pytest.raises(DDStoreStateError, match=r"sample: graph 'g' was removed from the "
+                                                r"store"):
+        sampler.sample([0], [5.0])
+    TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.0, 1.0, 2.0])
+    with pytest.raises(DDStoreStateError, match=r"graph 'g' was removed"):
+        sampler.sample([0], [5.0])
+
+
+def test_tgl_row_with_extra_field_refused(store, tmp_path):
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    (tmp_path / "edges.csv").write_text(",src,dst,time,ext_roll\n0,0,1,1.0,0\n"
+                                        "1,1,2,2.0,0,7\n2,2,0,3.0,0\n")
+    with pytest.raises(DDStoreValueError, match=r"edges.csv, line 3: malformed row: 6 "
+                                                r"fields, expected 5"):
+        TemporalGraph.from_tgl(store, "g", str(tmp_path))
+    (tmp_path / "edges.csv").write_text(",src,dst,time,ext_roll\n0,0,1,1.0,0\n"
+                                        "1,1,2,2.0\n")
+    with pytest.raises(DDStoreValueError, match=r"edges.csv, line 3: malformed row: 4 "
+                                                r"fields, expected 5"):
+        TemporalGraph.from_tgl(store, "g", str(tmp_path))
+    assert store.variables() == []

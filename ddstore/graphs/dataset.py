@@ -7,7 +7,7 @@ import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
-from ..store import as_indices, partition
+from .._checks import as_indices, partition
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
 

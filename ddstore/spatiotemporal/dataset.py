@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
-from ..store import as_indices
+from .._checks import as_indices
 from .loaders import Series, from_arrays
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)

@@ -28,8 +28,9 @@ import torch
 
 from .. import _core
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
-from ..store import partition
+from .._checks import partition
 from .dataset import WindowDataset
+from .loaders import check_finite_weights
 
 __all__ = ["DynamicGraph", "DynamicWindowDataset", "canonical_edges"]
 
@@ -49,8 +50,8 @@ def _to_numpy(value):
 
 
 def _step_edges(edges_t, t, num_nodes):
-    """Validated ``[2, E]`` int64 array of step ``t`` (``num_nodes`` None: ids >= 0
-    only)."""
+    """Validated ``[2, E]`` int64 array of step ``t`` (``num_nodes`` None: ids in
+    ``[0, _MAX_NODES)``)."""
     try:
         arr = _to_numpy(edges_t)
     except Exception as exc:
@@ -65,21 +66,23 @@ def _step_edges(edges_t, t, num_nodes):
     if arr.dtype.kind not in "iu":
         raise DDStoreValueError(f"edges[{t}] must hold integer node ids, got dtype "
                                 f"{arr.dtype}")
-    arr = np.ascontiguousarray(arr, dtype=np.int64)
-    low, high = int(arr.min()), int(arr.max())
-    if low < 0 or (num_nodes is not None and high >= num_nodes):
-        bad = low if low < 0 else high
+    # range first, on the ids as given (uint64 beyond int64 must not wrap around)
+    low, high = arr.min(), arr.max()
+    limit = _MAX_NODES if num_nodes is None else num_nodes
+    if int(low) < 0 or int(high) >= limit:
+        bad = low if int(low) < 0 else high
         pos = np.argwhere(arr == bad)[0]
-        limit = f"[0, {num_nodes})" if num_nodes is not None else ">= 0"
-        raise DDStoreValueError(f"edges[{t}] holds node id {bad} (row {pos[0]}, edge "
-                                f"{pos[1]}), out of range {limit}")
-    return arr
+        raise DDStoreValueError(f"edges[{t}] holds node id {int(bad)} (row {pos[0]}, edge "
+                                f"{pos[1]}), out of range [0, {limit})")
+    return np.ascontiguousarray(arr, dtype=np.int64)
 
 
-def _step_weights(weights, t, num_edges):
-    """float64 ``[E]`` weights of step ``t`` (or None: unit weights / unweighted)."""
+def _step_weights(weights, t, edge_index):
+    """float64 ``[E]`` weights of step ``t`` (or None: unit weights / unweighted) for its
+    validated ``edge_index`` ``[2, E]``."""
     if weights is None:
         return None
+    num_edges = edge_index.shape[1]
     w_t = weights[t]
     if w_t is None:
         return np.ones(num_edges)
@@ -96,12 +99,8 @@ def _step_weights(weights, t, num_edges):
         raise DDStoreValueError(f"weights[{t}] has {w.shape[0]} entries but edges[{t}] has "
                                 f"{num_edges} edges")
     w = w.astype(np.float64)
-    bad = ~np.isfinite(w)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise DDStoreValueError(f"weights[{t}] holds {int(bad.sum())} non-finite values "
-                                f"(NaN or inf); the first at edge {i} ({w[i]}); allowed: "
-                                f"finite weights")
+    with np.errstate(over="ignore"):  # beyond float32 (as stored): inf, refused
+        check_finite_weights(w.astype(np.float32), edge_index, f"weights[{t}]")
     return w
 
 
@@ -307,11 +306,7 @@ class DynamicGraph:
             except Exception as exc:
                 error = exc
             store.agree(error)
-            num_nodes = max(1, 1 + max(store.comm.allgather(top)))
-            if num_nodes > _MAX_NODES:
-                raise DDStoreValueError(f"DynamicGraph {name!r}: node ids up to "
-                                        f"{num_nodes - 1}; allowed at most {_MAX_NODES} "
-                                        f"nodes")
+            num_nodes = max(1, 1 + max(store.comm.allgather(top)))  # <= _MAX_NODES
         self.num_nodes = int(num_nodes)
         self._bits = _key_bits(self.num_nodes)
         self._mask = (1 << self._bits) - 1
@@ -434,7 +429,7 @@ class DynamicGraph:
 
     def _canonical(self, edges, weights, t):
         ei = _step_edges(edges[t], t, self.num_nodes)
-        w = _step_weights(weights, t, ei.shape[1])
+        w = _step_weights(weights, t, ei)
         return canonical_edges(ei, w, self.num_nodes, self.dedup, t)
 
     def _add_all(self, deltas, ckpts):

@@ -90,12 +90,28 @@ def _edges(edge_index, edge_weight, num_nodes, what):
     if edge_weight is None:
         ew = np.ones(ei.shape[1], dtype=np.float32)
     else:
-        ew = np.ascontiguousarray(_as_array(edge_weight, f"{what}: edge_weight"),
-                                  dtype=np.float32).reshape(-1)
+        with np.errstate(over="ignore"):  # beyond float32: inf, refused below
+            ew = np.ascontiguousarray(_as_array(edge_weight, f"{what}: edge_weight"),
+                                      dtype=np.float32).reshape(-1)
         if ew.shape[0] != ei.shape[1]:
             raise DDStoreValueError(f"{what}: edge_weight has {ew.shape[0]} entries, "
                                     f"edge_index has {ei.shape[1]} edges")
+        check_finite_weights(ew, ei, f"{what}: edge_weight")
     return ei, ew
+
+
+def check_finite_weights(weights, edge_index, what):
+    """Raise :class:`DDStoreValueError` if ``weights`` (``[E]``, as they will be stored)
+    holds a NaN or inf, naming the first such edge (its index, source and target) and how
+    many there are.  The one check of edge weights: static graphs (:class:`Series`) and
+    :class:`~ddstore.spatiotemporal.DynamicGraph` steps both use it."""
+    bad = ~np.isfinite(weights)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise DDStoreValueError(f"{what}: edge {i} ({int(edge_index[0, i])} -> "
+                                f"{int(edge_index[1, i])}) has weight {weights[i]}; weights "
+                                f"must be finite ({int(bad.sum())} of {bad.shape[0]} edges "
+                                f"are NaN or inf)")
 
 
 def _timestamps(timestamps, num_steps, what):
@@ -304,16 +320,8 @@ def load_pgt_json(path, dtype=np.float32):
         raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} or 'edges' is not a "
                                 f"numeric array: {exc}") from None
     data = np.ascontiguousarray(_check_series_array(data, f"{path}: {key!r}"), dtype=dtype)
-    weights = doc.get("weights")
-    if weights is not None:
-        weights = np.asarray(weights, dtype=np.float32)
-    node_ids = doc.get("node_ids")
-    if isinstance(node_ids, dict):  # name -> id
-        names = [None] * data.shape[1]
-        for name, i in node_ids.items():
-            if 0 <= int(i) < len(names):
-                names[int(i)] = name
-        node_ids = names
+    weights = _pgt_weights(doc.get("weights"), edges.shape[0], path, "'weights'")
+    node_ids = _pgt_node_ids(doc, data.shape[1], path)
     return Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=edges.T,
                   edge_weight=weights, node_ids=node_ids,
                   source=f"{os.path.basename(str(path))}[{key}]")
@@ -575,7 +583,8 @@ def load_npy(path, *, shape=None, dtype=None, edge_index=None, edge_weight=None,
             if edge_index is not None:
                 raise DDStoreValueError("load_npy: give either edge_index or adjacency, "
                                         "not both")
-            series.edge_index, series.edge_weight = adjacency_to_edges(adjacency, n)
+            series.edge_index, series.edge_weight = _edges(
+                *adjacency_to_edges(adjacency, n), n, series.source)
         series.stats = stats
         return series
     except BaseException:
@@ -662,7 +671,8 @@ def _pgt_weights(values, num_edges, path, what):
     if values is None:
         return None
     try:
-        w = np.asarray(values, dtype=np.float32).reshape(-1)
+        with np.errstate(over="ignore"):  # beyond float32: inf, refused with the edge
+            w = np.asarray(values, dtype=np.float32).reshape(-1)
     except (TypeError, ValueError) as exc:
         raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
     if w.shape[0] != num_edges:
@@ -684,15 +694,38 @@ def _pgt_node_values(value, num_nodes, path, what):
     return arr
 
 
-def _pgt_node_ids(doc, num_nodes):
+def _pgt_node_ids(doc, num_nodes, path):
+    """The file's ``node_ids``: a list as given, or a ``name -> index`` object turned
+    into the list of names by index (an index that is not an integer in
+    ``[0, num_nodes)`` raises)."""
     ids = doc.get("node_ids")
     if isinstance(ids, dict):  # name -> id
         names = [None] * num_nodes
         for name, i in ids.items():
-            if isinstance(i, int) and 0 <= i < num_nodes:
-                names[i] = name
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_nodes:
+                raise _pgt_error(path, f"'node_ids'[{name!r}] = {i!r} is not an integer "
+                                       f"node index in [0, {num_nodes})")
+            names[i] = name
         return names
     return ids
+
+
+def _pgt_matrix(value, path, what):
+    """A ``[T, nodes]`` list of lists of numbers -> float64 array, or raise naming the
+    first row whose length differs."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        why = str(exc)
+        if isinstance(value, list) and value and all(isinstance(r, list) for r in value):
+            lens = [len(r) for r in value]
+            t = next((t for t, n in enumerate(lens) if n != lens[0]), None)
+            if t is not None:
+                why = f"row {t} has {lens[t]} values, row 0 has {lens[0]}"
+        raise _pgt_error(path, f"{what} must be [T, nodes] numbers: {why}") from None
+    if arr.ndim != 2:
+        raise _pgt_error(path, f"{what} must be [T, nodes], got shape {arr.shape}")
+    return arr
 
 
 def _load_pgt_other_layouts(doc, path, dtype):
@@ -710,9 +743,7 @@ def _load_pgt_other_layouts(doc, path, dtype):
         if "y" not in doc:
             raise _pgt_error(path, f"edge_mapping layout needs 'y' [T, nodes]; keys found: "
                                    f"{sorted(doc)}")
-        y = np.asarray(doc["y"], dtype=np.float64)
-        if y.ndim != 2:
-            raise _pgt_error(path, f"'y' must be [T, nodes], got shape {y.shape}")
+        y = _pgt_matrix(doc["y"], path, "'y'")
         T = _pgt_num_steps(doc, path) if "time_periods" in doc else y.shape[0]
         if y.shape[0] != T:
             raise _pgt_error(path, f"'y' has {y.shape[0]} steps, time_periods={T}")
@@ -731,7 +762,7 @@ def _load_pgt_other_layouts(doc, path, dtype):
                                             f"edge_mapping.edge_weight['{t}']"))
         data = np.ascontiguousarray(y[:, :, None], dtype=dtype)
         return DynamicSeries(data, edges, weights, target_feature=0,
-                             node_ids=_pgt_node_ids(doc, data.shape[1]),
+                             node_ids=_pgt_node_ids(doc, data.shape[1], path),
                              source=f"{name}[edge_mapping]")
     if "0" in doc and isinstance(doc["0"], dict):  # per-step dicts
         T = _pgt_num_steps(doc, path)
@@ -766,7 +797,7 @@ def _load_pgt_other_layouts(doc, path, dtype):
             raise _pgt_error(path, f"steps have different node/feature shapes "
                                    f"{sorted({c.shape for c in cols})}")
         data = np.ascontiguousarray(np.stack(cols), dtype=dtype)
-        node_ids = _pgt_node_ids(doc, data.shape[1])
+        node_ids = _pgt_node_ids(doc, data.shape[1], path)
         if dynamic:  # Twitter tennis: the edges of every step
             edges, weights = [], []
             for t, step in enumerate(steps):

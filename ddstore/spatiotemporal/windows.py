@@ -201,7 +201,7 @@ def series_layout(num_steps, horizon, width, halo, split_bounds=None):
     (:func:`ddstore.partition` of ``T``), exactly ``T / width`` rows per member; a window
     that straddles two members is read from both.
     """
-    from ..store import partition
+    from .._checks import partition
     T, h = int(num_steps), int(horizon)
     pieces = []  # (lo, hi, member, rows stored)
     if halo and width > 1:

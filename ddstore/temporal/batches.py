@@ -3,7 +3,7 @@ scheduling."""
 import numpy as np
 
 from ..errors import DDStoreValueError
-from ..store import partition
+from .._checks import partition
 from .graph import SPLITS
 
 

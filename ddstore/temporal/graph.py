@@ -18,8 +18,10 @@ rank order.
 """
 import numpy as np
 
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
-from ..store import _STORABLE_KINDS, as_indices, partition
+from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
+                      DDStoreValueError)
+from .._checks import STORABLE_KINDS, as_indices, partition
+from ..memory import available_memory
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
 _T_VARS = ("nbr", "ts", "eid")
@@ -77,6 +79,37 @@ def _exchange(comm, width, dest, arrays):
     return out
 
 
+_NODE_BYTES = 24  # replicated per node on every rank: indptr, degrees, a bincount
+
+
+def _size(nbytes):
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.4g} {unit}"
+    return f"{nbytes} bytes"
+
+
+def _check_node_memory(name, num_nodes, derived, hosts):
+    """Raise :class:`DDStoreMemoryError` if the replicated node arrays of ``num_nodes``
+    nodes do not fit the memory available to some rank.  ``hosts``: every rank's
+    ``(processor name, bytes available on its node)``, gathered, so that every rank
+    decides the same."""
+    ranks_on = {}
+    for host, _ in hosts:
+        ranks_on[host] = ranks_on.get(host, 0) + 1
+    avail, r = min((a // ranks_on[h], r) for r, (h, a) in enumerate(hosts))
+    need = _NODE_BYTES * (num_nodes + 1)
+    if need > avail:
+        host, node_avail = hosts[r]
+        raise DDStoreMemoryError(
+            f"graph {name!r}: num_nodes={num_nodes}"
+            f"{' (the largest node id + 1)' if derived else ''} needs {_size(need)} per "
+            f"rank for the replicated node index (indptr and degrees, {_NODE_BYTES} bytes "
+            f"per node), more than the {_size(avail)} available to rank {r} "
+            f"({_size(node_avail)} on its node / {ranks_on[host]} ranks there); at most "
+            f"{max(0, avail // _NODE_BYTES - 1)} nodes fit")
+
+
 def _as_array(x, what):
     """``x`` as a numpy array (torch CPU tensors included), or (None, error)."""
     try:
@@ -107,6 +140,11 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes):
         if key != "t" and arr.size and arr.dtype.kind not in "iu":
             return None, (DDStoreValueError, f"graph {name!r}: {key} must hold integer "
                                              f"node ids, got dtype {arr.dtype}")
+        if key != "t" and arr.size and arr.dtype.kind == "u" and \
+                int(arr.max()) > np.iinfo(np.int64).max:  # as given, before int64 wraps it
+            pos = int(np.argmax(arr == arr.max()))
+            return None, (DDStoreIndexError, f"graph {name!r}: {key}[{pos}] = "
+                                             f"{int(arr[pos])} out of range [0, num_nodes)")
         if key == "t" and arr.size and arr.dtype.kind not in "iuf":
             return None, (DDStoreValueError, f"graph {name!r}: t must be real numbers, got "
                                              f"dtype {arr.dtype}")
@@ -156,7 +194,7 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes):
         if arr.ndim < 1:
             return None, (DDStoreValueError, f"graph {name!r}: {key} must have a first "
                                              f"(row) dimension, got a scalar")
-        if arr.dtype.kind not in _STORABLE_KINDS or arr.dtype.fields is not None:
+        if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
             return None, (DDStoreValueError, f"graph {name!r}: {key} has dtype {arr.dtype},"
                                              f" which cannot be stored")
         if rows is not None and arr.shape[0] != rows:
@@ -192,6 +230,7 @@ class TemporalGraph:
         self.edge_feat_dim = store.row_shape(f"{name}/edge_feat") if has_edge_feat else None
         self.node_feat_dim = store.row_shape(f"{name}/node_feat") if has_node_feat else None
         self._split = None
+        self.removed = False  # set by remove(): samplers over the graph refuse to run
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -212,6 +251,7 @@ class TemporalGraph:
         Every rank raises the same :class:`~ddstore.DDStoreError` on bad input on any
         rank; on failure nothing of the graph is left in the store.
         """
+        from mpi4py import MPI
         store.check_alive()
         comm = store.comm
         arrs, error = _check_local(name, src, dst, t, edge_feat, node_feat, split,
@@ -236,7 +276,8 @@ class TemporalGraph:
             layout("edge_feat"), layout("node_feat"),
             arrs["node_feat"].shape[0] if ok and "node_feat" in arrs else 0,
             np.bincount(arrs["split"], minlength=3).tolist()
-            if ok and "split" in arrs else None), same=None if not ok else {
+            if ok and "split" in arrs else None,
+            (MPI.Get_processor_name(), available_memory())), same=None if not ok else {
             "add_reverse": bool(add_reverse),
             "num_nodes": None if num_nodes is None else int(num_nodes),
             "edge_feat given": edge_feat is not None,
@@ -254,12 +295,14 @@ class TemporalGraph:
         max_id = max(i[1] for i in info)
         nf_rows = sum(i[5] for i in info)
         has_nf = node_feat is not None
-        if num_nodes is None:
+        derived = num_nodes is None
+        if derived:
             num_nodes = max(max_id + 1, nf_rows if has_nf else 0)
             if num_nodes < 1:
                 raise DDStoreValueError(f"graph {name!r}: no edges and no node features "
                                         f"on any rank (empty graph); pass num_nodes")
         num_nodes = int(num_nodes)
+        _check_node_memory(name, num_nodes, derived, [i[7] for i in info])
         if max_id >= num_nodes:
             r = next(r for r, i in enumerate(info) if i[1] == max_id)
             raise DDStoreIndexError(f"graph {name!r}: rank {r}: node id {max_id} out of "
@@ -281,10 +324,16 @@ class TemporalGraph:
         s, d, tt = arrs["src"], arrs["dst"], arrs["t"]
 
         # indptr from the global degrees (indptr-sized, replicated)
-        deg = np.bincount(s, minlength=num_nodes).astype(np.int64)
-        if add_reverse:
-            deg += np.bincount(d, minlength=num_nodes)
-        from mpi4py import MPI
+        deg, error = None, None
+        try:
+            deg = np.bincount(s, minlength=num_nodes).astype(np.int64, copy=False)
+            if add_reverse:
+                deg += np.bincount(d, minlength=num_nodes)
+        except MemoryError:
+            error = (DDStoreMemoryError, f"graph {name!r}: the degrees of num_nodes="
+                                         f"{num_nodes} nodes ({_size(8 * num_nodes)}) "
+                                         f"cannot be allocated")
+        store.agree(error)
         comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
         indptr = np.zeros(num_nodes + 1, dtype=np.int64)
         np.cumsum(deg, out=indptr[1:])
@@ -347,6 +396,7 @@ class TemporalGraph:
         """Collective: remove every variable of the graph from the store."""
         for var in self._variables():
             self.store.remove(var)
+        self.removed = True
 
     def _variables(self):
         names = [f"{self.name}/{k}" for k in _T_VARS] + [

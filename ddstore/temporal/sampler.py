@@ -3,8 +3,13 @@
 import numpy as np
 
 from .. import _core
-from ..errors import DDStoreIndexError, DDStoreValueError
-from ..store import as_indices
+from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
+                      DDStoreStateError, DDStoreValueError)
+from .._checks import as_indices
+from ..memory import available_memory
+
+_CLAMP_ABOVE = 1 << 16  # output buffers larger than this are sized by the roots' degrees
+_EDGE_BYTES = 32  # per sampled edge: row, neighbour, edge id, time
 
 
 class TemporalBlock:
@@ -122,6 +127,10 @@ class TemporalSampler:
 
         Returns a list of :class:`TemporalBlock`, one per layer (layer 0 first).
         """
+        if self.graph.removed:
+            raise DDStoreStateError(f"sample: graph {self.graph.name!r} was removed from "
+                                    f"the store (TemporalGraph.remove); build a new graph "
+                                    f"and a sampler over it")
         roots = as_indices(nodes, f"sample of graph {self.graph.name!r}")
         t = np.asarray(ts.numpy() if hasattr(ts, "numpy") else ts)
         if t.ndim != 1 or (t.size and t.dtype.kind not in "iuf"):
@@ -139,10 +148,28 @@ class TemporalSampler:
         if np.isnan(t).any():
             raise DDStoreValueError(f"sample: ts[{int(np.argmax(np.isnan(t)))}] is NaN")
         blocks = []
+        indptr = self.graph.indptr
         for layer, k in enumerate(self.fanouts):
-            row, nbr, eid, ets = self._tcsr.sample(roots, t, k, self._strategy, self.seed,
-                                                   self.epoch, layer)
             nr = roots.shape[0]
+            if nr * k > _CLAMP_ABOVE:
+                # the output buffers hold nr * k edges: no root has more eligible edges
+                # than its degree, so a larger k samples the same (recent: all of them;
+                # uniform: all of them, no draws); size them by what can exist
+                k = max(1, min(k, int((indptr[roots + 1] - indptr[roots]).max(
+                    initial=0))))
+            try:
+                row, nbr, eid, ets = self._tcsr.sample(roots, t, k, self._strategy,
+                                                       self.seed, self.epoch, layer)
+            except MemoryError as exc:
+                if isinstance(exc, DDStoreError):
+                    raise
+                fit = available_memory() // _EDGE_BYTES
+                raise DDStoreMemoryError(
+                    f"sample of graph {self.graph.name!r}, layer {layer}: fanout "
+                    f"{self.fanouts[layer]} for {nr} roots needs room for {nr * k} sampled "
+                    f"edges ({_EDGE_BYTES} bytes each), which cannot be allocated; about "
+                    f"{fit} fit in the memory available: sample fewer roots or a smaller "
+                    f"fanout") from None
             root_time = t[row]
             nb_ts = root_time if self.prop_time else ets
             block = TemporalBlock(np.concatenate([roots, nbr]), np.concatenate([t, nb_ts]),

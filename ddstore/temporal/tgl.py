@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from ..errors import DDStoreValueError
-from ..store import partition
+from .._checks import partition
 
 _NEED = ("src", "dst", "time", "ext_roll")
 
@@ -60,6 +60,23 @@ def _header(path):
     return cols, len(first), size
 
 
+def _check_fields(path, chunk, n, first_line):
+    """Every line of ``chunk`` has ``n`` comma-separated fields (as the header), or
+    raise naming the first line that has not (pandas would take a row with an extra
+    field as one with an index column, and read the other columns shifted)."""
+    buf = np.frombuffer(chunk, dtype=np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    if not chunk.endswith(b"\n"):
+        ends = np.append(ends, len(chunk))
+    commas = np.flatnonzero(buf == ord(","))
+    fields = np.diff(np.searchsorted(commas, ends), prepend=0) + 1
+    bad = np.flatnonzero(fields != n)
+    if bad.size:
+        i = int(bad[0])
+        raise DDStoreValueError(f"{path}, line {first_line + i}: malformed row: "
+                                f"{int(fields[i])} fields, expected {n}")
+
+
 def _parse(path, chunk, cols, first_line):
     """Arrays (src, dst, t, split) of a chunk of whole lines; ``first_line`` is the
     1-based line number of its first line.  Raises DDStoreValueError naming the line."""
@@ -68,6 +85,7 @@ def _parse(path, chunk, cols, first_line):
     if not chunk:
         e = np.zeros(0, dtype=np.int64)
         return e, e.copy(), np.zeros(0), np.zeros(0, dtype=np.int8)
+    _check_fields(path, chunk, n, first_line)
     try:
         df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
                          usecols=[cols.index(c) for c in _NEED], skip_blank_lines=False,

@@ -18,7 +18,8 @@ import numpy as np
 from mpi4py import MPI
 
 import ddstore  # noqa: E402
-from ddstore import DDStoreIndexError, DDStoreValueError  # noqa: E402
+from ddstore import (DDStoreIndexError, DDStoreMemoryError,  # noqa: E402
+                     DDStoreValueError)
 from ddstore import temporal as tg  # noqa: E402
 
 comm = MPI.COMM_WORLD
@@ -233,6 +234,12 @@ def check_errors(store, tag):
                  f"{tag} negative id", store, "negative")
     expect_error(DDStoreIndexError, lambda: build(num_nodes=5), f"{tag} id >= num_nodes",
                  store, "out of range [0, 5)")
+    huge = src[S].copy()  # on the last rank only: a replicated indptr of 24 TB
+    if len(huge):
+        huge[0] = 10 ** 12
+    if max(comm.allgather(len(huge) if rank == last else 0)):
+        expect_error(DDStoreMemoryError, lambda: build(src=on(last, huge, src[S])),
+                     f"{tag} absurd node id", store, "num_nodes=1000000000001 (the largest")
     bt = t[S].copy()
     if len(bt):
         bt[0] = np.nan
@@ -319,6 +326,11 @@ def check_tgl(store, tag):
         lines = open(os.path.join(d, "edges.csv")).read().splitlines()
         lines[60] = "59,1"
         open(os.path.join(short, "edges.csv"), "w").write("\n".join(lines) + "\n")
+        extra = os.path.join(TMP, f"tgl_extra_{size}")
+        os.makedirs(extra, exist_ok=True)
+        lines = open(os.path.join(d, "edges.csv")).read().splitlines()
+        lines[90] += ",3"  # a sixth field on line 91
+        open(os.path.join(extra, "edges.csv"), "w").write("\n".join(lines) + "\n")
     comm.Barrier()
     g = tg.TemporalGraph.from_tgl(store, "tgl", d, add_reverse=True)
     check(g.num_edges == 150 and g.num_nodes == 30, f"{tag}: from_tgl sizes {g}")
@@ -333,6 +345,9 @@ def check_tgl(store, tag):
     expect_error(DDStoreValueError, lambda: tg.TemporalGraph.from_tgl(
         store, "x", os.path.join(TMP, f"tgl_short_{size}")), f"{tag} tgl short row", store,
         "line 61")
+    expect_error(DDStoreValueError, lambda: tg.TemporalGraph.from_tgl(
+        store, "x", os.path.join(TMP, f"tgl_extra_{size}")), f"{tag} tgl extra field",
+        store, "line 91: malformed row: 6 fields, expected 5")
     expect_error(DDStoreValueError, lambda: tg.TemporalGraph.from_tgl(
         store, "x", os.path.join(TMP, "no_such_dir")), f"{tag} tgl missing", store,
         "edges.csv: not found")
