@@ -1,7 +1,7 @@
 """Spatiotemporal index-batching: loaders, windows, splits, statistics, errors (1 rank).
 
 Every window is compared element for element with the materialised sliding-window
-pipeline (ddstore.spatiotemporal.reference).  Multi-rank placements are tested in
+pipeline (ddstore.testing.windows).  Multi-rank placements are tested in
 test_spatiotemporal_mpi.py.
 """
 import itertools
@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import ddstore  # noqa: E402
 from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.spatiotemporal.reference import (algorithm1, brute_force_stats,  # noqa: E402
+from ddstore.testing.windows import (algorithm1, brute_force_stats,  # noqa: E402
                                               materialize_windows, standardize_windows)
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -451,7 +451,7 @@ def test_dataloader_and_samplers(store):
 
 
 def test_assign_blocks_balance_and_locality():
-    from ddstore.spatiotemporal.sampler import assign_blocks
+    from ddstore.spatiotemporal.batch_sampler import assign_blocks
     rng = np.random.default_rng(0)
     for P, width, nb in ((3, 3, 17), (4, 2, 9), (4, 4, 40), (6, 3, 5), (2, 2, 1)):
         owner = np.sort(rng.integers(0, width, nb))

@@ -19,7 +19,7 @@ sampler.  It reports per rank: peak RSS of the load and of each epoch and its pa
 times, windows/s and bytes read from the file, and what the store's memory check says
 about ``width=1`` at this size and at full size (it asks, it never allocates it).
 ``--check`` (small sizes only) compares the statistics and every window of both epochs
-with the materialised brute force of :mod:`ddstore.spatiotemporal.reference`.
+with the materialised brute force of :mod:`ddstore.testing.windows`.
 
 ``graphs``: writes (once, cached, in a separate process) ``--graphs`` Ising graphs (about
 14.6 KB each: 14.6 GB for a million) to an ADIOS2 file (CFF) with ``graphs.write_adios``,
@@ -281,7 +281,7 @@ def run_series(args):
 
     ref = None
     if args.check:
-        from ddstore.spatiotemporal.reference import brute_force_stats, materialize_windows
+        from ddstore.testing.windows import brute_force_stats, materialize_windows
         raw = np.load(args.path)
         raw = np.where(np.isfinite(raw), raw, 0.0).astype(np.float32)
         xs, _ = materialize_windows(raw, h, starts=np.arange(train.start, train.stop))

@@ -141,7 +141,7 @@ def _epoch_order(num, batch, seed):
 def run_materialized(args):
     MPI = _common_imports()
     import torch
-    from ddstore.spatiotemporal.reference import algorithm1
+    from ddstore.testing.windows import algorithm1
     base = _peak_mb()
     t0 = time.perf_counter()
     series = np.load(args.file)
@@ -418,7 +418,7 @@ def main(argv=None):
             print("RESULT " + json.dumps(res), flush=True)
         return 0
 
-    from ddstore.spatiotemporal.reference import (index_batching_elements,
+    from ddstore.testing.windows import (index_batching_elements,
                                                   materialized_elements)
     T, n, f, h = args.steps, args.nodes, args.features, args.horizon
     raw_bytes = T * n * f * 4

@@ -31,17 +31,25 @@ starts; ``torch.utils.data.DistributedSampler`` shuffles samples globally.
 """
 from .dataset import (WindowDataset, WindowSplit, batch_collate, set_epoch,
                       time_feature_array)
-from .dynamic import DynamicGraph, DynamicWindowDataset, canonical_edges
 from .loaders import (Series, adjacency_to_edges, from_arrays, gaussian_kernel_adjacency,
                       load_npy, load_pems_h5, load_pgt_json, write_pems_h5)
 from .loaders import DynamicSeries
-from .reference import algorithm1, brute_force_stats, materialize_windows
-from .sampler import BatchShuffleSampler
+from .batch_sampler import BatchShuffleSampler
 from .windows import num_windows, split_ranges, window_weights
 
 __all__ = ["WindowDataset", "WindowSplit", "BatchShuffleSampler", "Series", "from_arrays",
            "load_pgt_json", "load_pems_h5", "load_npy", "write_pems_h5", "adjacency_to_edges",
            "gaussian_kernel_adjacency", "time_feature_array", "batch_collate", "set_epoch",
-           "split_ranges", "num_windows", "window_weights", "materialize_windows",
-           "brute_force_stats", "algorithm1"]
-__all__ += ["DynamicGraph", "DynamicWindowDataset", "DynamicSeries", "canonical_edges"]
+           "split_ranges", "num_windows", "window_weights"]
+__all__ += ["DynamicSeries"]
+
+_MOVED = {"DynamicGraph", "DynamicWindowDataset", "canonical_edges"}
+
+
+def __getattr__(name):
+    # dynamic graphs live in ddstore.dynamic (a layer above this one); the old names
+    # still resolve, without importing it when this package loads
+    if name in _MOVED:
+        from .. import dynamic
+        return getattr(dynamic, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -148,7 +148,7 @@ class _WindowView(torch.utils.data.Dataset):
 
     def batch_sampler(self, batch_size, **kwargs):
         """A :class:`~ddstore.spatiotemporal.BatchShuffleSampler` over this view."""
-        from .sampler import BatchShuffleSampler
+        from .batch_sampler import BatchShuffleSampler
         return BatchShuffleSampler(self, batch_size, **kwargs)
 
     def loader(self, batch_size, *, sampler="global", shuffle=True, seed=0,

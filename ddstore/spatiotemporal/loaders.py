@@ -603,7 +603,7 @@ class DynamicSeries(Series):
     Besides the node signals ``[T, nodes, features]`` (read with :meth:`Series.read`) it
     carries ``edges`` (``T`` int64 arrays ``[2, E_t]``, row 0 source, row 1 target) and
     ``weights`` (``T`` float32 arrays ``[E_t]``, or None), ready for
-    :class:`~ddstore.spatiotemporal.DynamicGraph`; its static ``edge_index`` is empty.
+    :meth:`ddstore.dynamic.DynamicGraph.from_series`; its static ``edge_index`` is empty.
     ``target_feature`` is the feature column holding the file's target ``y`` (None when
     the file has none).
     """
@@ -614,13 +614,6 @@ class DynamicSeries(Series):
                          source=source)
         self.edges, self.weights = edges, weights
         self.target_feature = target_feature
-
-    def graph(self, store, name, **kwargs):
-        """Collective: a :class:`~ddstore.spatiotemporal.DynamicGraph` of these edges in
-        ``store`` (keyword arguments as for its constructor)."""
-        from .dynamic import DynamicGraph
-        return DynamicGraph(store, name, self.edges, self.weights,
-                            num_nodes=self.num_nodes, **kwargs)
 
     def __repr__(self):
         return (f"DynamicSeries(shape={self.shape}, dtype={self.dtype}, steps with edges="

@@ -22,11 +22,9 @@ iterated in time-ordered batches with TGL's random chunk scheduling::
 """
 from .batches import EdgeBatches
 from .graph import SPLITS, TemporalGraph
-from .reference import reference_lists, reference_sample
-from .sampler import TemporalBlock, TemporalSampler
+from .neighbor_sampler import TemporalBlock, TemporalSampler
 from .synthetic import Stream, synthetic_stream
 from .tgl import read_tgl_share, write_tgl
 
 __all__ = ["TemporalGraph", "TemporalSampler", "TemporalBlock", "EdgeBatches",
-           "synthetic_stream", "Stream", "write_tgl", "read_tgl_share", "SPLITS",
-           "reference_lists", "reference_sample"]
+           "synthetic_stream", "Stream", "write_tgl", "read_tgl_share", "SPLITS"]

@@ -24,7 +24,7 @@ torch.set_num_threads(1)
 import ddstore  # noqa: E402
 from ddstore import DDStoreValueError  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.spatiotemporal.reference import (brute_force_stats, materialize_windows,  # noqa
+from ddstore.testing.windows import (brute_force_stats, materialize_windows,  # noqa
                                               standardize_windows)
 
 comm = MPI.COMM_WORLD

@@ -21,6 +21,7 @@ import ddstore  # noqa: E402
 from ddstore import (DDStoreIndexError, DDStoreMemoryError,  # noqa: E402
                      DDStoreValueError)
 from ddstore import temporal as tg  # noqa: E402
+from ddstore.testing.temporal import reference_lists, reference_sample  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
@@ -72,7 +73,7 @@ def shares(total, seed):
 def check_graph(store, g, src, dst, t, split, ef, nf, add_reverse, tag):
     key = (tag.split()[-1], g.num_nodes, len(src), add_reverse)
     if key not in LISTS_CACHE:  # the same for every width and transport
-        LISTS_CACHE[key] = tg.reference_lists(src, dst, t, g.num_nodes, add_reverse)
+        LISTS_CACHE[key] = reference_lists(src, dst, t, g.num_nodes, add_reverse)
         TIMES[id(LISTS_CACHE[key])] = [np.array([x[0] for x in lst], dtype=np.float64)
                                        for lst in LISTS_CACHE[key]]
     lists = LISTS_CACHE[key]
@@ -123,7 +124,7 @@ def check_sampler(g, lists, tie_range, tag):
                     blocks = sm.sample(roots, rts)
                     key = (id(lists), strategy, fanouts, prop_time, epoch)
                     if key not in REF_CACHE:  # the same for every width and transport
-                        REF_CACHE[key] = tg.reference_sample(
+                        REF_CACHE[key] = reference_sample(
                             lists, roots, rts, fanouts, strategy, seed=5, epoch=epoch,
                             prop_time=prop_time)
                     ref = REF_CACHE[key]

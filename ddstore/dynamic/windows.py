@@ -1,0 +1,156 @@
+"""Index-batched windows whose graph changes every step: :class:`DynamicWindowDataset`
+(a :class:`~ddstore.spatiotemporal.WindowDataset` plus the snapshots of a
+:class:`~ddstore.dynamic.DynamicGraph`)."""
+import numpy as np
+import torch
+
+from ..errors import DDStoreError, DDStoreValueError
+from ..spatiotemporal.dataset import WindowDataset
+from .graph import DynamicGraph
+
+
+class _Repeat:
+    """``T`` references to one static edge array (a static graph as a dynamic one)."""
+
+    def __init__(self, value, length):
+        self.value, self.length = value, length
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, t):
+        if not 0 <= t < self.length:
+            raise IndexError(t)
+        return self.value
+
+
+class DynamicWindowDataset(WindowDataset):
+    """Index-batched windows of node features plus each window's graph snapshots.
+
+    A :class:`~ddstore.spatiotemporal.WindowDataset` (same splits, as-if-SWA
+    standardisation, samplers, placements, ``inverse_transform``; every keyword it takes
+    is accepted) whose windows also carry the snapshots of a :class:`DynamicGraph` over
+    the same steps.  Construction is **collective**: it adds the series ``name`` and the
+    graph ``"<name>/graph"`` (if the graph fails, the series is removed again).
+
+    The graph comes from ``graph`` (a :class:`DynamicGraph` already built, with ``T``
+    steps and the series' node count), else from ``edges`` / ``weights`` (as for
+    :class:`DynamicGraph`; ``dedup``, ``checkpoint_every`` and ``cache_size`` are passed
+    on), else from a :class:`~ddstore.spatiotemporal.DynamicSeries` ``series``, else from
+    the series' static graph repeated every step (stored once: no deltas, one checkpoint).
+
+    Items:
+
+    - ``ds[i]`` -> ``(x, y, graphs)``: ``x``, ``y`` ``[h, nodes, F]`` as for
+      WindowDataset, ``graphs`` a list of ``(edge_index, edge_weight)``, one per step of
+      ``x`` (``graph_steps="x"``, default) or of ``x`` then ``y`` (``"xy"``).
+    - ``ds.__getitems__(idx)`` (what a DataLoader calls) -> ``(x, y, graphs)`` with
+      ``x``, ``y`` ``[B, h, nodes, F]`` and ``graphs[j]`` the step-``j`` snapshots of the
+      ``B`` windows batched block-diagonally (window ``b``'s nodes are
+      ``b * nodes .. (b + 1) * nodes - 1``, PyG's batching), so a recurrent GNN runs step
+      ``j`` on ``x[:, j].reshape(B * nodes, F)``.
+    """
+
+    def __init__(self, store, name, series, horizon, split=(0.7, 0.1, 0.2), *,
+                 edges=None, weights=None, graph=None, graph_steps="x", dedup=None,
+                 checkpoint_every=None, cache_size=None, **kwargs):
+        error = None
+        if graph_steps not in ("x", "xy"):
+            error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: graph_steps="
+                                        f"{graph_steps!r}; allowed: 'x', 'xy'")
+        elif graph is not None and not isinstance(graph, DynamicGraph):
+            error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: graph must be a "
+                                        f"DynamicGraph, got {type(graph).__name__}")
+        elif graph is not None and edges is not None:
+            error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: give graph= or "
+                                        f"edges=, not both")
+        store.agree(error, call=("DynamicWindowDataset", name))
+        super().__init__(store, name, series, horizon, split, **kwargs)
+        T, n = self.num_steps, self.num_nodes
+        self.graph_steps = graph_steps
+        self._own_graph = graph is None
+        try:
+            if graph is not None:
+                if graph.num_steps != T or graph.num_nodes != n:
+                    raise DDStoreValueError(
+                        f"DynamicWindowDataset {name!r}: graph has {graph.num_steps} steps "
+                        f"and {graph.num_nodes} nodes, the series {T} steps and {n} nodes")
+            else:
+                if edges is None and hasattr(series, "edges") and \
+                        hasattr(series, "weights"):
+                    edges, weights = series.edges, series.weights
+                if edges is None:  # a static graph: every step the same edges
+                    edges = _Repeat(self.edge_index.numpy(), T)
+                    weights = _Repeat(self.edge_weight.numpy(), T)
+                if not hasattr(edges, "__len__") or len(edges) != T:
+                    raise DDStoreValueError(
+                        f"DynamicWindowDataset {name!r}: edges has "
+                        f"{len(edges) if hasattr(edges, '__len__') else '?'} steps, the "
+                        f"series {T}")
+        except DDStoreError as exc:
+            error = exc
+        try:
+            store.agree(error)
+            if graph is None:
+                extra = {} if cache_size is None else {"cache_size": cache_size}
+                graph = DynamicGraph(store, f"{name}/graph", edges, weights, num_nodes=n,
+                                     checkpoint_every=checkpoint_every, dedup=dedup,
+                                     **extra)
+        except DDStoreError:
+            store.remove(name)  # nothing half-built: the series goes too
+            raise
+        self.graph = graph
+
+    def _graphs(self, starts):
+        h, n = self.horizon, self.num_nodes
+        span = h if self.graph_steps == "x" else 2 * h
+        starts = np.asarray(starts, dtype=np.int64)
+        B = starts.shape[0]
+        steps = starts[:, None] + np.arange(span)
+        uniq = np.unique(steps)
+        snaps = dict(zip(uniq.tolist(), self.graph.snapshots(uniq.tolist())))
+        dev = self.device
+        out = []
+        for j in range(span):
+            col = [snaps[t] for t in steps[:, j].tolist()]
+            if B == 1:
+                ei, ew = col[0]
+            else:
+                sizes = torch.tensor([c[0].shape[1] for c in col], dtype=torch.int64)
+                ei = torch.cat([c[0] for c in col], dim=1)
+                ei = ei + torch.repeat_interleave(torch.arange(B, dtype=torch.int64) * n,
+                                                  sizes)
+                ew = None if col[0][1] is None else torch.cat([c[1] for c in col])
+            if dev.type != "cpu":
+                ei = ei.to(dev, non_blocking=True)
+                ew = None if ew is None else ew.to(dev, non_blocking=True)
+            out.append((ei, ew))
+        return out
+
+    def _fetch(self, starts):
+        """Windows ``starts`` -> ``(x, y, graphs)`` (see the class docstring)."""
+        x, y = super()._fetch(starts)
+        return x, y, self._graphs(starts)
+
+    def _fetch_one(self, start):
+        """Window ``start`` -> ``(x, y, graphs)`` (see the class docstring)."""
+        x, y = super()._fetch_one(start)
+        return x, y, self._graphs(np.array([start], dtype=np.int64))
+
+    def local_bytes(self):
+        """Bytes this rank stores: its share of the series plus of the graph."""
+        return super().local_bytes() + self.graph.nbytes()
+
+    def free(self):
+        """Collective: remove the series and (if this dataset built it) the graph."""
+        if self._own_graph:
+            self.graph.free()
+        if self.name in self.store.variables():
+            self.store.remove(self.name)
+
+    def __repr__(self):
+        return (f"DynamicWindowDataset({self.name!r}, T={self.num_steps}, nodes="
+                f"{self.num_nodes}, features={self.num_features}, horizon={self.horizon}, "
+                f"windows={len(self)}, width={self.store.group_size}, "
+                f"graph_steps={self.graph_steps!r}, checkpoint_every="
+                f"{self.graph.checkpoint_every})")
