@@ -37,7 +37,7 @@ def check(cond, what):
 
 
 def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=None,
-                 **kwargs):
+                 also=None, **kwargs):
     """Call ``fn(*args, **kwargs)``: it must raise ``exc_type`` whose message contains
     every one of ``fragments`` (one string, or a sequence of anything ``str()`` turns
     into the text to find).  Each way it can fail is a failed :func:`check`.
@@ -45,6 +45,8 @@ def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=N
     ``agree=True``: the call is collective, so every rank must raise the same exception
     type with the same message (checked by an ``allgather``; every rank must call this).
     ``store``: its ``variables()`` must be the same after the failed call as before.
+    ``also``: a second class the exception must be an instance of (e.g. ``ValueError``
+    and the package's ``DDStoreError``).
     Returns the message, or ``None`` if the right exception was not raised.
     """
     if isinstance(fragments, str):
@@ -58,6 +60,9 @@ def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=N
     except exc_type as exc:
         msg = str(exc)
         got = (type(exc).__name__, msg)
+        if also is not None:
+            check(isinstance(exc, also), f"{label}: {type(exc).__name__} is not a "
+                                         f"{also.__name__}: {msg}")
         for frag in fragments:
             check(str(frag) in msg, f"{label}: {str(frag)!r} not in the message {msg!r}")
     except Exception as exc:  # noqa: BLE001 -- reported as a failed check
