@@ -66,6 +66,12 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True)
     return out
 
 
+def on_ranks(nprocs):
+    """How the harness (tests/mpi/_harness.py) ends its summary line: "on 1 rank",
+    "on 3 ranks"."""
+    return f"on {nprocs} rank{'s' if nprocs != 1 else ''}"
+
+
 @pytest.fixture
 def mpirun():
     return run_mpi

@@ -81,9 +81,11 @@ def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=N
     return msg
 
 
-def run_main(main, *args, name=None):
+def run_main(main, *args, name=None, note=""):
     """Run ``main(*args)`` on every rank; abort the job at the first exception of any
-    rank; then agree on the result and exit (never returns)."""
+    rank; then agree on the result, print ``<name>: <n> checks, <m> failures on <size>
+    ranks <note>`` on rank 0 and exit, 1 on every rank if any rank failed a check, else 0
+    (never returns)."""
     name = name or os.path.splitext(os.path.basename(sys.argv[0]))[0]
     try:
         main(*args)
@@ -99,6 +101,6 @@ def run_main(main, *args, name=None):
     nchecks = comm.allreduce(counts["checks"])
     if rank == 0:
         print(f"{name}: {nchecks} checks, {nfail} failures on {size} "
-              f"rank{'s' if size != 1 else ''}", flush=True)
+              f"rank{'s' if size != 1 else ''}" + (f" {note}" if note else ""), flush=True)
     sys.stdout.flush()
     sys.exit(1 if nfail else 0)
