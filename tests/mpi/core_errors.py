@@ -227,7 +227,7 @@ def main():
         # one rank in add, the others in init: a different operation is caught as well
         expect_error(DDStoreValueError, ["out of step", "add('op')", "init('op')"],
                      lambda: store.add("op", data[lo:hi]) if rank == 0 else
-               store.init("op", hi - lo, (2, 3), np.float32),
+                         store.init("op", hi - lo, (2, 3), np.float32),
                      what="add on one rank, init on the others")
         store.add("rm1", data[lo:hi])
         store.add("rm2", data[lo:hi])

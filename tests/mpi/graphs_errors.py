@@ -132,7 +132,7 @@ def main():
                                                            progress=False))
         expect_error(DDStoreValueError, ["unlisted", "empty"],
                      lambda: graphs.GraphDataset.from_pickle_dir(
-            store, name(), os.path.join(tmp, "unlisted"), progress=False))
+                         store, name(), os.path.join(tmp, "unlisted"), progress=False))
         bad_file = f"sample-{LAST:08d}.pkl"
         for k in ("corrupt", "emptyfile", "notpickle"):
             expect_error(DDStoreValueError,

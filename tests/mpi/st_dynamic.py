@@ -167,8 +167,8 @@ def errors(store):
         return lst
 
     expect_error(DDStoreValueError, ("edges[3]", f"{N}", f"[0, {N})"),
-                 lambda: DynamicGraph(
-        store, "e", bad(last, np.array([[0], [N]])), gw[:3] + [np.ones(1)], num_nodes=N),
+                 lambda: DynamicGraph(store, "e", bad(last, np.array([[0], [N]])),
+                                      gw[:3] + [np.ones(1)], num_nodes=N),
                  what="node out of range", agree=True)
     expect_error(DDStoreValueError, ("edges[1]", "-1"),
                  lambda: DynamicGraph(store, "e", bad(1, np.array([[-1],
@@ -194,7 +194,7 @@ def errors(store):
                  ("edges[3]", "5 -> 6",
                                                                 "dedup"),
                  lambda: DynamicGraph(store, "e", bad(last, np.array(
-        [[5, 6, 5], [6, 7, 6]])), None, num_nodes=N),
+                     [[5, 6, 5], [6, 7, 6]])), None, num_nodes=N),
                  what="duplicates", agree=True)
     expect_error(DDStoreValueError, ("dedup",),
                  lambda: DynamicGraph(store, "e", good, None, dedup="max"),
@@ -208,8 +208,8 @@ def errors(store):
                  agree=True)
     expect_error(DDStoreValueError, ("checkpoint_every",),
                  lambda: DynamicGraph(
-        store, "e", good, None, checkpoint_every=1 + rank % 2) if size > 1 else
-        DynamicGraph(store, "e", good, None, checkpoint_every=-1),
+                     store, "e", good, None, checkpoint_every=1 + rank % 2) if size > 1 else
+                     DynamicGraph(store, "e", good, None, checkpoint_every=-1),
                  what="differs between ranks", agree=True)
     check(store.variables() == before, f"errors left variables {store.variables()}")
     # a name taken by another variable: nothing of the new graph is left behind
@@ -368,26 +368,26 @@ def windows(store, width, rng):
     before = store.variables()
     expect_error(DDStoreValueError, ("horizon=36", "35"),
                  lambda: DynamicWindowDataset(
-        store, "bad", series, 36, edges=e, weights=w),
+                     store, "bad", series, 36, edges=e, weights=w),
                  what="horizon too long", agree=True)
     expect_error(DDStoreValueError, ("69", "70"),
                  lambda: DynamicWindowDataset(
-        store, "bad", series, 3, edges=e[:-1], weights=w[:-1]),
+                     store, "bad", series, 3, edges=e[:-1], weights=w[:-1]),
                  what="edges steps", agree=True)
     bad_e = list(e)
     bad_e[T - 1] = np.array([[0], [n]])
     expect_error(DDStoreValueError, (f"[0, {n})",),
                  lambda: DynamicWindowDataset(
-        store, "bad", series, 3, edges=bad_e, weights=None),
+                     store, "bad", series, 3, edges=bad_e, weights=None),
                  what="node beyond the series", agree=True)
     expect_error(DDStoreValueError, ("graph_steps",),
                  lambda: DynamicWindowDataset(
-        store, "bad", series, 3, edges=e, graph_steps="y"),
+                     store, "bad", series, 3, edges=e, graph_steps="y"),
                  what="graph_steps", agree=True)
     g = DynamicGraph(store, "g9", e[:10], w[:10])
     expect_error(DDStoreValueError, ("10 steps", "70 steps"),
                  lambda: DynamicWindowDataset(
-        store, "bad", series, 3, graph=g), what="graph mismatch",
+                     store, "bad", series, 3, graph=g), what="graph mismatch",
                  agree=True)
     g.free()
     check(store.variables() == before, f"dataset errors left {store.variables()}")

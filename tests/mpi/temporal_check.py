@@ -305,19 +305,19 @@ def check_tgl(store, tag):
     g.remove()
     expect_error(DDStoreValueError, "line 102",
                  lambda: tg.TemporalGraph.from_tgl(
-        store, "x", os.path.join(TMP, f"tgl_bad_{size}")),
+                     store, "x", os.path.join(TMP, f"tgl_bad_{size}")),
                  what=f"{tag} tgl bad roll", agree=True, store=store)
     expect_error(DDStoreValueError, "line 121",
                  lambda: tg.TemporalGraph.from_tgl(
-        store, "x", os.path.join(TMP, f"tgl_unsorted_{size}")),
+                     store, "x", os.path.join(TMP, f"tgl_unsorted_{size}")),
                  what=f"{tag} tgl unsorted", agree=True, store=store)
     expect_error(DDStoreValueError, "line 61",
                  lambda: tg.TemporalGraph.from_tgl(
-        store, "x", os.path.join(TMP, f"tgl_short_{size}")),
+                     store, "x", os.path.join(TMP, f"tgl_short_{size}")),
                  what=f"{tag} tgl short row", agree=True, store=store)
     expect_error(DDStoreValueError, "edges.csv: not found",
                  lambda: tg.TemporalGraph.from_tgl(
-        store, "x", os.path.join(TMP, "no_such_dir")),
+                     store, "x", os.path.join(TMP, "no_such_dir")),
                  what=f"{tag} tgl missing", agree=True, store=store)
 
 
