@@ -1,21 +1,23 @@
 """Command line: ``python -m ddstore <command>`` (run under mpiexec).
 
     mpiexec -n 4 python -m ddstore demo [--rows N] [--row-bytes B] [--width W]
-    mpiexec -n 2 python -m ddstore bench-core        # ddstore.bench.core
-    mpiexec -n 2 python -m ddstore bench-graphs      # ddstore.bench.graphs
-    python -m ddstore bench-spatiotemporal           # ddstore.bench.spatiotemporal
-    mpiexec -n 2 python -m ddstore bench-temporal    # ddstore.bench.temporal
+    mpiexec -n 2 python -m ddstore bench-core        # = python -m ddstore.bench.core
+
+Every benchmark module ``ddstore.bench.<name>`` (the names README "Benchmarks" uses) is
+the command ``bench-<name>``, the same program with the same options: see ``BENCHMARKS``
+below, or ``python -m ddstore --help``.
 
 ``demo`` fills a store (each rank adds its chunk), reads every row back from every rank
 in shuffled mini-batches, checks each byte, and prints read latency and bandwidth.
 """
-import argparse
 import importlib
 import logging
 import sys
 import time
 
 import numpy as np
+
+from ddstore.bench import ArgumentParser, plural
 
 log = logging.getLogger("ddstore")
 
@@ -27,11 +29,12 @@ def _rows(start, stop, row_bytes):
     return ((rows * np.uint64(2654435761) + cols * np.uint64(40503)) % 251).astype(np.uint8)
 
 
-def demo(argv):
+def demo(argv=None, prog=None):
     from mpi4py import MPI
 
     import ddstore
-    parser = argparse.ArgumentParser(prog="python -m ddstore demo")
+    parser = ArgumentParser(prog=prog or "python -m ddstore demo",
+                            description=COMMANDS["demo"][1])
     parser.add_argument("--rows", type=int, default=200_000, help="global rows")
     parser.add_argument("--row-bytes", type=int, default=1024, help="bytes per row")
     parser.add_argument("--width", type=int, default=None, help="ranks per replica")
@@ -49,9 +52,10 @@ def demo(argv):
         fill_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         held = comm.gather(store.nbytes(), root=0)
         if rank == 0:
-            log.info("store: %d ranks, width %d (%d replicas), transport %s; %d rows of "
+            log.info("store: %s, width %d (%s), transport %s; %d rows of "
                      "%d B = %.1f MB; filled in %.2f s; held per rank: %s MB",
-                     store.size, store.width, store.replicas, store.transport, args.rows,
+                     plural(store.size, "rank"), store.width,
+                     plural(store.replicas, "replica"), store.transport, args.rows,
                      args.row_bytes, args.rows * args.row_bytes / 1e6, fill_s,
                      [round(h / 1e6, 1) for h in held])
         # each rank reads a shuffled share of all rows, in mini-batches, and checks them
@@ -87,22 +91,36 @@ def demo(argv):
     return 0
 
 
-COMMANDS = {
-    "demo": (demo, "fill a store, read every row back from every rank, check each byte"),
-    "bench-core": ("ddstore.bench.core", "core read benchmark (mpiexec -n 2)"),
-    "bench-graphs": ("ddstore.bench.graphs", "graph loading benchmark (mpiexec -n 2)"),
-    "bench-spatiotemporal": ("ddstore.bench.spatiotemporal",
-                             "index-batching benchmark (one process)"),
-    "bench-temporal": ("ddstore.bench.temporal",
-                       "temporal neighbour sampling benchmark (mpiexec -n 2)"),
-    "bench-compat": ("ddstore.bench.compat", "pyddstore benchmark (mpiexec -n 2)"),
+# every module of ddstore.bench that has a main(), as "bench-<name>" (tests/test_cli.py
+# checks that none is missing); ddstore.bench.memory is a helper, not a benchmark
+BENCHMARKS = {
+    "core": "core read paths: per-row lock vs batched RMA vs shared memory vs memcpy "
+            "(mpiexec -n 2)",
+    "compat": "pyddstore (the original DDStore API) on the original's workloads "
+              "(mpiexec -n 2)",
+    "graphs": "graph loading: store vs PFF vs CFF vs an in-memory list (mpiexec -n 2)",
+    "spatiotemporal": "index-batching vs materialised windows (one process; starts its "
+                      "own mpiexec -n 2)",
+    "temporal": "temporal neighbour sampling (mpiexec -n 2, or one process)",
+    "dynamic": "dynamic graphs: checkpoints + deltas vs full snapshots (mpiexec -n 2)",
+    "scale": "full-PeMS-sized series and a million graphs (mpiexec -n 2; by hand)",
+    "prefetch": "epoch time with and without prefetch (mpiexec -n 2)",
 }
+
+COMMANDS = {"demo": (demo, "fill a store, read every row back from every rank, check "
+                           "each byte")}
+COMMANDS.update({f"bench-{name}": (f"ddstore.bench.{name}",
+                                   f"{text} -- module ddstore.bench.{name}")
+                 for name, text in BENCHMARKS.items()})
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m ddstore", description="ddstore command line (run under mpiexec; "
-        "each command takes its own options, see: python -m ddstore COMMAND --help)")
+        "each command takes its own options, see: python -m ddstore COMMAND --help)",
+        epilog="Each bench-NAME command is the benchmark module ddstore.bench.NAME (as "
+        "README \"Benchmarks\" names them): 'python -m ddstore bench-core --quick' runs "
+        "'python -m ddstore.bench.core --quick'.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, text) in COMMANDS.items():
         # the command parses its own options (and its own --help)
@@ -120,7 +138,7 @@ def main(argv=None):
     target = COMMANDS[args.command][0]
     if isinstance(target, str):
         target = importlib.import_module(target).main
-    return target(rest) or 0
+    return target(rest, prog=f"python -m ddstore {args.command}") or 0
 
 
 if __name__ == "__main__":

@@ -80,9 +80,10 @@ def prefetch_depth(store, prefetch, what="loader"):
         return prefetch
     names = {MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE", MPI.THREAD_FUNNELED:
              "MPI_THREAD_FUNNELED", MPI.THREAD_SERIALIZED: "MPI_THREAD_SERIALIZED"}
+    remote = store.group_size - 1 - store.shm_peers
     warnings.warn(
         f"{what}: prefetch={prefetch} needs MPI_THREAD_MULTIPLE on rank {store.rank} "
-        f"(its reads from {store.group_size - 1 - store.shm_peers} group member(s) use "
+        f"(its reads from {remote} group member{'s' if remote != 1 else ''} use "
         f"MPI_Get) but MPI was initialised with {names.get(level, level)}; loading "
         f"without prefetch (initialise MPI with THREAD_MULTIPLE, mpi4py's default, to "
         f"prefetch)", PrefetchWarning, stacklevel=3)

@@ -4,10 +4,12 @@ MPI cases run as separate programs under ``mpiexec``, wrapped in ``timeout`` so 
 deadlock fails the test instead of hanging CI.  A program signals success by exiting 0;
 it prints what it checked, and pytest shows that output when it fails.
 """
+import collections
 import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,30 +27,49 @@ def mpiexec_path():
     return exe
 
 
-def run_mpi(script, nprocs, *args, timeout=240, env=None):
-    """Run ``tests/mpi/<script>`` on ``nprocs`` ranks; fail on a non-zero exit or timeout.
+class MPIResult(collections.namedtuple("MPIResult", "returncode elapsed output cmd")):
+    """What ``run_mpi(..., check=False)`` returns: exit code (124 or 137: ``timeout``
+    ended it), wall seconds, combined stdout/stderr text, and the command line."""
+
+
+def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True):
+    """Run ``tests/mpi/<script>`` on ``nprocs`` ranks under ``timeout``.
 
     ``script`` may also be an absolute path, or ``"-m"`` with the module name as the
-    first of ``args``.  Returns the combined stdout/stderr text.
+    first of ``args``.  ``runner``: arguments put between the interpreter and the script
+    (e.g. ``("-m", "mpi4py")``).  With ``check=True`` (the default) a non-zero exit or a
+    timeout fails the test and the combined stdout/stderr text is returned; with
+    ``check=False`` an :class:`MPIResult` is returned whatever the exit code.
     """
     if script == "-m":
         target = ["-m"]
     else:
         target = [script if os.path.isabs(script) else os.path.join(MPI_DIR, script)]
     cmd = ["timeout", "--kill-after=10", str(timeout), mpiexec_path(), "-n", str(nprocs),
-           sys.executable] + target + [str(a) for a in args]
+           sys.executable] + list(runner) + target + [str(a) for a in args]
     full_env = dict(os.environ)
     full_env.setdefault("OMP_NUM_THREADS", "1")
     if env:
         full_env.update(env)
+    t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, env=full_env)
-    out = proc.stdout
+    result = MPIResult(proc.returncode, time.perf_counter() - t0, proc.stdout,
+                       " ".join(cmd))
+    if not check:
+        return result
+    out = result.output
     if proc.returncode in (124, 137):
-        pytest.fail(f"timed out after {timeout}s (deadlock?): {' '.join(cmd)}\n{out}")
+        pytest.fail(f"timed out after {timeout}s (deadlock?): {result.cmd}\n{out}")
     if proc.returncode != 0:
-        pytest.fail(f"exit code {proc.returncode}: {' '.join(cmd)}\n{out}")
+        pytest.fail(f"exit code {proc.returncode}: {result.cmd}\n{out}")
     return out
+
+
+def on_ranks(nprocs):
+    """How the harness (tests/mpi/_harness.py) ends its summary line: "on 1 rank",
+    "on 3 ranks"."""
+    return f"on {nprocs} rank{'s' if nprocs != 1 else ''}"
 
 
 @pytest.fixture

@@ -1,28 +1,18 @@
 """Failure behaviour (README "Failure behaviour"): one rank failing while the others read
 or wait in a collective call must end the whole job within seconds with a non-zero exit
 code and the traceback visible; a clean run exits 0 after freeing collectively."""
-import os
-import subprocess
-import sys
-import time
-
 import pytest
 
-from conftest import MPI_DIR, mpiexec_path
+from conftest import run_mpi
 
 READ_SECONDS = 120  # what the healthy ranks would do if the job were not ended
 PROMPT = 30         # seconds: generous for a loaded CI machine, far below READ_SECONDS
 
 
 def launch(mode, nprocs, runner=(), env=None):
-    cmd = (["timeout", "--kill-after=10", str(READ_SECONDS + 60), mpiexec_path(), "-n",
-            str(nprocs), sys.executable] + list(runner) +
-           [os.path.join(MPI_DIR, "faults.py"), mode, str(READ_SECONDS)])
-    full_env = dict(os.environ, **(env or {}))
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, env=full_env)
-    return proc.returncode, time.perf_counter() - t0, proc.stdout
+    r = run_mpi("faults.py", nprocs, mode, READ_SECONDS, timeout=READ_SECONDS + 60,
+                env=env, runner=runner, check=False)
+    return r.returncode, r.elapsed, r.output
 
 
 @pytest.mark.parametrize("nprocs", [2, 3])

@@ -16,7 +16,6 @@ that issues one MPI lock/get/unlock per row (``read_ranges(..., per_row_lock=Tru
 the way the original DDStore's ``get`` works; the original itself is not installed
 here (its numbers measured on this machine are quoted in the README).
 """
-import argparse
 import os
 import platform
 import time
@@ -25,7 +24,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pyddstore
-from ddstore.bench import write_report
+from ddstore.bench import ArgumentParser, plural, write_report
 from ddstore.bench.core import percentiles
 
 ROW = 256
@@ -92,8 +91,9 @@ def run(comm, transport, rows_per_rank, calls, batches):
     return res
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None, prog=None):
+    parser = ArgumentParser(prog=prog or "python -m ddstore.bench.compat",
+                            description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None,
                         help="JSON path (default bench_results/compat_n<ranks>.json)")
     parser.add_argument("--calls", type=int, default=3000, help="single gets per rank")
@@ -118,7 +118,7 @@ def main(argv=None):
     if comm.Get_rank() == 0:
         for transport, entry in report["transports"].items():
             w = entry["worst_rank"]
-            print(f"pyddstore, {report['ranks']} ranks, {ROW} B rows, transport "
+            print(f"pyddstore, {plural(report['ranks'], 'rank')}, {ROW} B rows, transport "
                   f"{transport} (slowest rank):")
             for k in ("single", "single_lock_per_row"):
                 print(f"  {k:20s} p50 {w[k]['p50_us']:8.2f} us  p99 {w[k]['p99_us']:8.2f} us")

@@ -18,7 +18,6 @@ per call, shm and RMA) are timed per call against numpy reading one row of a loc
 Reported: microseconds per row (p50/p95/p99 over calls; a batch's time is divided by its
 rows) and MB/s, written to JSON.  Ratios are taken within one run on the same machine.
 """
-import argparse
 import os
 import platform
 import time
@@ -27,7 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 import ddstore
-from ddstore.bench import write_report
+from ddstore.bench import ArgumentParser, plural, write_report
 
 BATCH = 128
 
@@ -143,8 +142,9 @@ def summarise(res):
             "c_p99_ms_per_batch": c["p99_us"] * BATCH / 1e3}
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None, prog=None):
+    parser = ArgumentParser(prog=prog or "python -m ddstore.bench.core",
+                            description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None,
                         help="JSON path (default bench_results/core_n<ranks>.json)")
     parser.add_argument("--calls-single", type=int, default=4000)
@@ -180,14 +180,14 @@ def main(argv=None):
                                                    "summary": summarise(worst)}
     if comm.Get_rank() == 0:
         for rb, entry in report["single_row"].items():
-            print(f"single rows of {int(rb)} B, {report['ranks']} ranks, one row per call "
-                  f"(slowest rank, us per call):")
+            print(f"single rows of {int(rb)} B, {plural(report['ranks'], 'rank')}, one row "
+                  f"per call (slowest rank, us per call):")
             for k, r in entry["worst_rank"].items():
                 print(f"  {k:18s} p50 {r['p50_us']:8.3f}  p99 {r['p99_us']:8.3f}")
             print(f"  get (shm) p50 / numpy fancy-index p50 = "
                   f"{entry['get_shm_p50_over_numpy_fancy_index']:.2f}")
         for rb, entry in report["row_sizes"].items():
-            print(f"rows of {int(rb)} B, {report['ranks']} ranks, batch {BATCH} "
+            print(f"rows of {int(rb)} B, {plural(report['ranks'], 'rank')}, batch {BATCH} "
                   f"(slowest rank):")
             for k, r in entry["worst_rank"].items():
                 print(f"  {k:16s} p50 {r['p50_us']:9.3f} us/row  p95 {r['p95_us']:9.3f}  "

@@ -42,11 +42,16 @@ import time
 
 import numpy as np
 
+from ddstore.bench import ArgumentParser, plural, require_files
+
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                      "data", "twitter_tennis_rg17.json")
 
 
-def _args(argv):
-    p = argparse.ArgumentParser(description="ddstore dynamic-graph benchmark",
+def _args(argv, prog=None):
+    p = ArgumentParser(prog=prog or "python -m ddstore.bench.dynamic",
+                       description="ddstore dynamic-graph benchmark",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--nodes", type=int, default=50_000)
     p.add_argument("--edges", type=int, default=200_000, help="edges per step")
@@ -58,9 +63,9 @@ def _args(argv):
     p.add_argument("--repeat", type=int, default=3, help="alternating timing rounds")
     p.add_argument("--random", type=int, default=200, help="random-access calls")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tennis", default=os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "data",
-        "twitter_tennis_rg17.json"))
+    p.add_argument("--tennis", default=None,
+                   help="Twitter tennis JSON file (default: the repository's "
+                        "tests/data/twitter_tennis_rg17.json, skipped if absent)")
     p.add_argument("--tennis-epochs", type=int, default=1)
     p.add_argument("--out", default="bench_results")
     return p.parse_args(argv)
@@ -344,21 +349,25 @@ def tennis(store, args, log):
     return res
 
 
-def main(argv=None):
-    args = _args(argv)
+def main(argv=None, prog=None):
+    args = _args(argv, prog)
     from mpi4py import MPI
     import torch
     torch.set_num_threads(1)
     import ddstore
     comm = MPI.COMM_WORLD
+    if args.tennis is not None:  # named on the command line: it must be there
+        require_files(comm, {"--tennis": args.tennis})
+    else:
+        args.tennis = TENNIS
 
     def log(msg):
         if comm.rank == 0:
             print(msg, flush=True)
 
     with ddstore.DDStore(comm, width=args.width) as store:
-        log(f"ddstore dynamic-graph benchmark: {comm.size} ranks, width {store.width}, "
-            f"transport {store.transport}")
+        log(f"ddstore dynamic-graph benchmark: {plural(comm.size, 'rank')}, width "
+            f"{store.width}, transport {store.transport}")
         res = {"ranks": comm.size, "width": store.width, "transport": store.transport,
                "host": platform.node(), "synthetic": synthetic(store, args, log)}
         if os.path.exists(args.tennis):

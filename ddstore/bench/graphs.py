@@ -39,9 +39,12 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from ddstore.bench import ArgumentParser, plural
 
-def _args(argv):
-    p = argparse.ArgumentParser(description="ddstore graph loading benchmark",
+
+def _args(argv, prog=None):
+    p = ArgumentParser(prog=prog or "python -m ddstore.bench.graphs",
+                       description="ddstore graph loading benchmark",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--num-graphs", type=int, default=4096)
     p.add_argument("--batch-size", type=int, default=128)
@@ -176,8 +179,8 @@ def _store_methods(comm, torch, graphs, ddstore, full, args, width, transport,
     return out
 
 
-def main(argv=None):
-    args = _args(argv)
+def main(argv=None, prog=None):
+    args = _args(argv, prog)
     import torch
     torch.set_num_threads(1)
     from torch_geometric.loader import DataLoader
@@ -191,7 +194,7 @@ def main(argv=None):
     full = graphs.ising_dataset(args.num_graphs, seed=args.seed)
     results, sweep = [], []
     say = (lambda *a: print(*a, flush=True)) if rank == 0 else (lambda *a: None)
-    say(f"graph loading benchmark: {size} ranks, {args.num_graphs} Ising graphs "
+    say(f"graph loading benchmark: {plural(size, 'rank')}, {args.num_graphs} Ising graphs "
         f"(125 atoms, 600 edges), batch {args.batch_size} per rank, global shuffle")
 
     if not args.sweep_only:
@@ -294,7 +297,7 @@ def main(argv=None):
             ax.set_xscale("log")
             ax.set_xlabel("per-graph load latency (us, batch time / graphs)")
             ax.set_ylabel("fraction of batches")
-            ax.set_title(f"Ising graphs, {size} ranks, batch {args.batch_size}")
+            ax.set_title(f"Ising graphs, {plural(size, 'rank')}, batch {args.batch_size}")
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=7)
             fig.tight_layout()

@@ -29,9 +29,12 @@ import time
 
 import numpy as np
 
+from ddstore.bench import ArgumentParser, plural
 
-def _args(argv):
-    p = argparse.ArgumentParser(description="ddstore prefetch benchmark",
+
+def _args(argv, prog=None):
+    p = ArgumentParser(prog=prog or "python -m ddstore.bench.prefetch",
+                       description="ddstore prefetch benchmark",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--steps", type=int, default=20000)
     p.add_argument("--nodes", type=int, default=325)
@@ -103,8 +106,8 @@ def _case(comm, name, make_loader, args, a):
     return out
 
 
-def main(argv=None):
-    args = _args(argv)
+def main(argv=None, prog=None):
+    args = _args(argv, prog)
     import torch
     from mpi4py import MPI
 
@@ -128,8 +131,9 @@ def main(argv=None):
     gsampler = torch.utils.data.DistributedSampler(gds, num_replicas=comm.size,
                                                    rank=comm.rank, shuffle=True, seed=0)
     if comm.rank == 0:
-        print(f"[prefetch] {comm.size} ranks, width {store.width} ({store.transport}), "
-              f"MPI thread level {MPI.Query_thread()} (MULTIPLE={MPI.THREAD_MULTIPLE}); "
+        print(f"[prefetch] {plural(comm.size, 'rank')}, width {store.width} "
+              f"({store.transport}), MPI thread level {MPI.Query_thread()} "
+              f"(MULTIPLE={MPI.THREAD_MULTIPLE}); "
               f"series {ds.shape}, {args.graphs} Ising graphs, batch {args.batch_size}",
               flush=True)
     doc = {"benchmark": "prefetch", "ranks": comm.size, "width": store.width,

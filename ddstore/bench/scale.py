@@ -39,6 +39,8 @@ import time
 
 import numpy as np
 
+from ddstore.bench import ArgumentParser, plural
+
 from .memory import MemoryWatch, node_available
 
 GB = 1e9
@@ -141,8 +143,9 @@ def write_pems_npy(path, steps, nodes, features, seed=0, progress=True):
 
 
 # ------------------------------------------------------------------------- helpers
-def _args(argv):
-    p = argparse.ArgumentParser(description="ddstore scale benchmarks",
+def _args(argv, prog=None):
+    p = ArgumentParser(prog=prog or "python -m ddstore.bench.scale",
+                       description="ddstore scale benchmarks",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
     s = sub.add_parser("series", help="a PeMS-sized series in a WindowDataset",
@@ -399,8 +402,9 @@ def run_series(args):
 
 def _print_series(doc):
     s = doc["summary"]
-    print(f"[scale series] {doc['ranks']} ranks, width {doc['width']} ({doc['transport']}), "
-          f"shape {doc['shape']} float32 = {_gb(doc['series_bytes'])} "
+    print(f"[scale series] {plural(doc['ranks'], 'rank')}, width {doc['width']} "
+          f"({doc['transport']}), shape {doc['shape']} float32 = "
+          f"{_gb(doc['series_bytes'])} "
           f"(scale {doc['scale']}); file written in {doc['write_s']:.1f} s; "
           f"loaded in {doc['load_s']:.1f} s", flush=True)
     for r in doc["per_rank"]:
@@ -535,8 +539,9 @@ def run_graphs(args):
                "load_s": load_all, "epoch_s": epoch_all,
                "graphs_per_s_all_ranks": sum(r["graphs"] for r in per_rank) / epoch_all,
                "per_rank": per_rank}
-        print(f"[scale graphs] {comm.size} ranks, width {store.width}: {len(ds)} Ising "
-              f"graphs, {_gb(data)} in the store (file {_gb(file_bytes)}, written in "
+        print(f"[scale graphs] {plural(comm.size, 'rank')}, width {store.width}: "
+              f"{len(ds)} Ising graphs, {_gb(data)} in the store (file {_gb(file_bytes)}, "
+              f"written in "
               f"{write_s:.1f} s); loaded in {load_all:.1f} s; one shuffled epoch in "
               f"{epoch_all:.1f} s = {doc['graphs_per_s_all_ranks']:.0f} graphs/s", flush=True)
         for r in per_rank:
@@ -577,8 +582,8 @@ def _write_ising(path, n, seed):
     return n
 
 
-def main(argv=None):
-    args = _args(argv)
+def main(argv=None, prog=None):
+    args = _args(argv, prog)
     if args.what == "series":
         run_series(args)
     else:

@@ -36,11 +36,14 @@ import time
 
 import numpy as np
 
+from ddstore.bench import ArgumentParser
+
 MB = 1024.0 * 1024.0
 
 
-def _args(argv):
-    p = argparse.ArgumentParser(description="ddstore spatiotemporal benchmark",
+def _args(argv, prog=None):
+    p = ArgumentParser(prog=prog or "python -m ddstore.bench.spatiotemporal",
+                       description="ddstore spatiotemporal benchmark",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--steps", type=int, default=52116)
     p.add_argument("--nodes", type=int, default=325)
@@ -408,8 +411,8 @@ def _child(args, variant, extra=(), mpi=0):
     raise RuntimeError(f"{variant} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
 
 
-def main(argv=None):
-    args = _args(argv)
+def main(argv=None, prog=None):
+    args = _args(argv, prog)
     if args.variant:
         fn = {"materialized": run_materialized, "index": run_index,
               "partitioned": run_partitioned}[args.variant]

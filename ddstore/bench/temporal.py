@@ -23,11 +23,14 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from ddstore.bench import ArgumentParser, plural
+
 CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
 
 
-def _args(argv):
-    p = argparse.ArgumentParser(description="ddstore temporal sampling benchmark",
+def _args(argv, prog=None):
+    p = ArgumentParser(prog=prog or "python -m ddstore.bench.temporal",
+                       description="ddstore temporal sampling benchmark",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--num-nodes", type=int, default=10_000)
     p.add_argument("--num-edges", type=int, default=1_000_000)
@@ -48,10 +51,10 @@ def _log(comm, *a):
         print(*a, flush=True)
 
 
-def run(argv=None):
+def run(argv=None, prog=None):
     import ddstore
     from ddstore import temporal as tg
-    args = _args(argv)
+    args = _args(argv, prog)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     t0 = time.perf_counter()
@@ -149,7 +152,7 @@ def _plot(results, path, size):
     ax.set_xticks(np.arange(len(configs)) + w * (len(labels) - 1) / 2)
     ax.set_xticklabels([f"{s} {list(f)}" for s, f in configs])
     ax.set_ylabel("sampled edges / s per rank (M)")
-    ax.set_title(f"temporal sampling, {size} rank(s), one thread each")
+    ax.set_title(f"temporal sampling, {plural(size, 'rank')}, one thread each")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -157,8 +160,8 @@ def _plot(results, path, size):
     print(f"wrote {path}", flush=True)
 
 
-def main(argv=None):
-    run(argv)
+def main(argv=None, prog=None):
+    run(argv, prog)
     return 0
 
 

@@ -165,10 +165,10 @@ class GraphDataset(torch.utils.data.Dataset):
         held = store.nbytes() - before
         sizes = comm.gather(held, root=0)
         if comm.rank == 0:
-            logger.info("graphs %r: %d graphs, %d replica(s) of width %d; bytes per rank: "
-                        "%s (min %s, max %s, total %s)", name, int(total),
-                        store.replicas, store.width, sizes, _human(min(sizes)),
-                        _human(max(sizes)), _human(sum(sizes)))
+            logger.info("graphs %r: %d graphs, %d replica%s of width %d; bytes per rank: "
+                        "%s (min %s, max %s, total %s)", name, int(total), store.replicas,
+                        "s" if store.replicas != 1 else "", store.width, sizes,
+                        _human(min(sizes)), _human(max(sizes)), _human(sum(sizes)))
         return cls(store, name, reference, int(total))
 
     # ------------------------------------------------------------------ reading

@@ -6,6 +6,8 @@ Usage: timeout 300 mpiexec -n 2 python core_bigrow.py    (needs about 5 GB of me
 import numpy as np
 from mpi4py import MPI
 
+from _harness import run_main
+
 import ddstore
 
 comm = MPI.COMM_WORLD
@@ -19,26 +21,30 @@ def pattern(a, b):
     return np.arange(a, b, dtype=np.int64) * 2654435761 % 1000003
 
 
-with ddstore.DDStore(comm, transport="rma") as store:
-    # the last rank holds the one row; the others hold nothing and read it remotely
-    holder = comm.Get_size() - 1
-    store.init("big", 1 if rank == holder else 0, (WORDS,), np.int64)
-    if rank == holder:
-        chunk = np.empty((1, WORDS), dtype=np.int64)
-        for a in range(0, WORDS, PIECE):
-            chunk[0, a:a + PIECE] = pattern(a, min(WORDS, a + PIECE))
-        store.update("big", chunk)
-        del chunk
-    store.sync()
-    if rank != holder:
-        out = np.empty((1, WORDS), dtype=np.int64)
-        for per_row_lock in (False, True):
-            out[:] = -1
-            store.read_ranges("big", [0], [1], out=out, per_row_lock=per_row_lock)
+def main():
+    with ddstore.DDStore(comm, transport="rma") as store:
+        # the last rank holds the one row; the others hold nothing and read it remotely
+        holder = comm.Get_size() - 1
+        store.init("big", 1 if rank == holder else 0, (WORDS,), np.int64)
+        if rank == holder:
+            chunk = np.empty((1, WORDS), dtype=np.int64)
             for a in range(0, WORDS, PIECE):
-                b = min(WORDS, a + PIECE)
-                assert np.array_equal(out[0, a:b], pattern(a, b)), \
-                    f"per_row_lock={per_row_lock}: words [{a}, {b}) differ"
-            print(f"rank {rank}: row of {ROW} bytes read byte-exact, "
-                  f"per_row_lock={per_row_lock}", flush=True)
-    comm.Barrier()
+                chunk[0, a:a + PIECE] = pattern(a, min(WORDS, a + PIECE))
+            store.update("big", chunk)
+            del chunk
+        store.sync()
+        if rank != holder:
+            out = np.empty((1, WORDS), dtype=np.int64)
+            for per_row_lock in (False, True):
+                out[:] = -1
+                store.read_ranges("big", [0], [1], out=out, per_row_lock=per_row_lock)
+                for a in range(0, WORDS, PIECE):
+                    b = min(WORDS, a + PIECE)
+                    assert np.array_equal(out[0, a:b], pattern(a, b)), \
+                        f"per_row_lock={per_row_lock}: words [{a}, {b}) differ"
+                print(f"rank {rank}: row of {ROW} bytes read byte-exact, "
+                      f"per_row_lock={per_row_lock}", flush=True)
+        comm.Barrier()
+
+
+run_main(main)

@@ -10,323 +10,361 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
+from _harness import counts, failures, expect_error, run_main
+
 import ddstore
-from ddstore import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from ddstore import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 transport = sys.argv[1]
-cases = []
 
 
-def expect(label, exc_type, fragments, fn):
-    """fn() must raise exc_type (a DDStoreError) whose message contains every fragment."""
-    try:
-        fn()
-    except DDStoreError as exc:
-        assert isinstance(exc, exc_type), f"{label}: {type(exc).__name__} is not " \
-                                          f"{exc_type.__name__}: {exc}"
-        msg = str(exc)
-        for frag in fragments:
-            assert frag in msg, f"{label}: {frag!r} not in message {msg!r}"
-        cases.append(label)
-        return
-    raise AssertionError(f"{label}: no error raised")
+def main():
+    # --------------------------------------------------------------- widths
+    bad_widths = [0, -1, size + 1] + [w for w in range(2, size) if size % w]
+    for w in bad_widths:
+        expect_error(DDStoreValueError, [f"width={w}", str(size)],
+                     lambda: ddstore.DDStore(comm, width=w, transport=transport),
+                     what=f"width={w}")
+    if size > 1:
+        # only the last rank passes a bad width: every rank raises, none hangs
+        w_bad = size + 1 if rank == size - 1 else size
+        expect_error(DDStoreValueError, [f"width={size + 1}"],
+                     lambda: ddstore.DDStore(comm, width=w_bad, transport=transport),
+                     what="width bad on one rank")
+        w_mixed = 1 if rank == 0 else size
+        expect_error(DDStoreValueError, ["width differs between ranks", "rank 0: 1"],
+                     lambda: ddstore.DDStore(comm, width=w_mixed, transport=transport),
+                     what="widths differ")
+    expect_error(DDStoreValueError, ["width", "2.5"],
+                 lambda: ddstore.DDStore(comm, width=2.5, transport=transport),
+                 what="width=2.5")
+    expect_error(DDStoreValueError, ["transport", "'udp'"],
+                 lambda: ddstore.DDStore(comm, transport="udp"), what="transport")
+
+    store = ddstore.DDStore(comm, width=size, transport=transport)
+    n = 10 * size + 3
+    data = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3) * 1.5
+    lo, hi = ddstore.partition(n, size, rank)
+    store.add("x", data[lo:hi])
+    rng = np.random.default_rng(rank)
 
 
-# --------------------------------------------------------------- widths
-bad_widths = [0, -1, size + 1] + [w for w in range(2, size) if size % w]
-for w in bad_widths:
-    expect(f"width={w}", DDStoreValueError, [f"width={w}", str(size)],
-           lambda: ddstore.DDStore(comm, width=w, transport=transport))
-if size > 1:
-    # only the last rank passes a bad width: every rank raises, none hangs
-    w_bad = size + 1 if rank == size - 1 else size
-    expect("width bad on one rank", DDStoreValueError, [f"width={size + 1}"],
-           lambda: ddstore.DDStore(comm, width=w_bad, transport=transport))
-    w_mixed = 1 if rank == 0 else size
-    expect("widths differ", DDStoreValueError, ["width differs between ranks", "rank 0: 1"],
-           lambda: ddstore.DDStore(comm, width=w_mixed, transport=transport))
-expect("width=2.5", DDStoreValueError, ["width", "2.5"],
-       lambda: ddstore.DDStore(comm, width=2.5, transport=transport))
-expect("transport", DDStoreValueError, ["transport", "'udp'"],
-       lambda: ddstore.DDStore(comm, transport="udp"))
-
-store = ddstore.DDStore(comm, width=size, transport=transport)
-n = 10 * size + 3
-data = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3) * 1.5
-lo, hi = ddstore.partition(n, size, rank)
-store.add("x", data[lo:hi])
-rng = np.random.default_rng(rank)
+    def still_serves():
+        idx = rng.integers(0, n, 50)
+        assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
+        assert store.get_range("x", 0, n).tobytes() == data.tobytes()
 
 
-def still_serves():
-    idx = rng.integers(0, n, 50)
-    assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
-    assert store.get_range("x", 0, n).tobytes() == data.tobytes()
+    still_serves()
+
+    good_records = [{"a": np.zeros((2, 3), np.float32)}]
+
+    # --------------------------------------------------------------- add / init
+    expect_error(DDStoreValueError, ["'obj'", "object"],
+                 lambda: store.add("obj", np.array([[1], ["a"]], dtype=object)),
+                 what="object dtype")
+    still_serves()
+    expect_error(DDStoreValueError, ["'rec'"],
+                 lambda: store.add("rec", np.zeros(3, dtype=[("a", "i4"), ("b", "f8")])),
+                 what="structured dtype")
+    expect_error(DDStoreValueError, ["'s'", "<U"],
+                 lambda: store.add("s", np.array(["ab", "cd"])), what="string dtype")
+    expect_error(DDStoreValueError, ["'sc'", "scalar"],
+                 lambda: store.add("sc", np.float32(3.0)), what="scalar rows")
+    expect_error(DDStoreValueError, ["'x'", "already exists"],
+                 lambda: store.add("x", data[lo:hi]), what="name twice")
+    expect_error(DDStoreValueError, ["name"], lambda: store.add("", data[lo:hi]),
+                 what="empty name")
+    if size > 1:
+        dt = np.float32 if rank == 0 else np.float64
+        others = "rank 1" if size == 2 else \
+            f"ranks {', '.join(map(str, range(1, size)))}"
+        expect_error(DDStoreValueError,
+                     ["'mixed'", "dtype differs", "rank 0: float32", f"{others}: float64"],
+                     lambda: store.add("mixed", np.zeros((2, 3), dtype=dt)),
+                     what="dtype differs")
+        shape = (2, 3) if rank == 0 else (2, 4)
+        expect_error(DDStoreValueError, ["'mixed2'", "(3,)", "(4,)"],
+                     lambda: store.add("mixed2", np.zeros(shape, dtype=np.float32)),
+                     what="shape differs")
+        # only the last rank passes bad input: everyone raises, nobody hangs
+        ragged = [[1, 2], [3]] if rank == size - 1 else np.zeros((2, 2))
+        expect_error(DDStoreValueError, [f"rank {size - 1}", "'ragged'"],
+                     lambda: store.add("ragged", ragged), what="ragged rows on one rank")
+        bad_rec = ([{"a": [[1, 2], [3]]}] if rank == size - 1 else
+                   [{"a": np.zeros((1, 2))}])
+        expect_error(DDStoreValueError, [f"rank {size - 1}", "'rr'"],
+                     lambda: store.add_records("rr", bad_rec),
+                     what="ragged record on one rank")
+        bad = np.array([None]) if rank == size - 1 else np.zeros(1)
+        expect_error(DDStoreValueError, [f"rank {size - 1}", "'onebad'"],
+                     lambda: store.add("onebad", bad), what="one bad rank")
+    still_serves()
+    expect_error(DDStoreMemoryError, ["'huge'", "GB", "physical memory"],
+                 lambda: store.init("huge", 2 ** 40, (1024,), np.uint8), what="1 PB chunk")
+    if size > 1:
+        count = 2 ** 41 if rank == 0 else 1
+        expect_error(DDStoreMemoryError, ["'huge0'", "rank 0"],
+                     lambda: store.init("huge0", count, (1024,), np.uint8),
+                     what="1 PB chunk on rank 0 only")
+    if size > 1:
+        # each rank's share fits the node's memory, all of them together do not
+        phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        share = int(0.8 * phys) // (1 << 20)
+        expect_error(DDStoreMemoryError, ["'nodebig'", "on this node"],
+                     lambda: store.init("nodebig", share, (1 << 20,), np.uint8),
+                     what="node total too large")
+    expect_error(DDStoreValueError, ["'neg'", "n_local=-1"],
+                 lambda: store.init("neg", -1, (2,), np.float32), what="negative n_local")
+    assert "huge" not in store.variables() and "huge0" not in store.variables()
+    still_serves()
+
+    # --------------------------------------------------------------- update
+    store.init("u", 4, (3,), np.int32)
+    expect_error(DDStoreIndexError, ["'u'", "[3, 5)", "[0, 4)"],
+                 lambda: store.update("u", np.zeros((2, 3), dtype=np.int32), offset=3),
+                 what="update past end")
+    expect_error(DDStoreIndexError, ["'u'", "[-1, 1)"],
+                 lambda: store.update("u", np.zeros((2, 3), dtype=np.int32), offset=-1),
+                 what="update negative offset")
+    expect_error(DDStoreValueError, ["'u'", "(4,)", "(3,)"],
+                 lambda: store.update("u", np.zeros((2, 4), dtype=np.int32)),
+                 what="update shape")
+    expect_error(DDStoreValueError, ["'u'", "float64", "int32"],
+                 lambda: store.update("u", np.zeros((2, 3), dtype=np.float64)),
+                 what="update dtype")
+    store.update("u", np.full((4, 3), rank, dtype=np.int32))
+    store.sync()
+    assert (store.get_batch("u", [4 * r for r in range(size)])[:, 0] == np.arange(size)).all()
+
+    # --------------------------------------------------------------- reads
+    expect_error(DDStoreValueError, ["'nope'", "unknown"], lambda: store.remove("nope"),
+                 what="remove unknown")
+    expect_error(DDStoreValueError, ["'nope'", "unknown", "'x'"],
+                 lambda: store.get("nope", 0), what="unknown name")
+    expect_error(DDStoreIndexError, ["'x'", "-1", f"[0, {n})"], lambda: store.get("x", -1),
+                 what="index -1")
+    expect_error(DDStoreIndexError, ["'x'", str(n), f"[0, {n})"], lambda: store.get("x", n),
+                 what="index nrows")
+    expect_error(DDStoreIndexError, ["'x'", str(n + 5), "position 2", f"[0, {n})"],
+                 lambda: store.get_batch("x", [0, 1, n + 5]), what="batch index")
+    expect_error(DDStoreValueError, ["'x'", "float"],
+                 lambda: store.get_batch("x", [0.5, 1.0]), what="float index")
+    expect_error(DDStoreIndexError, ["'x'", f"[{n - 2}, {n + 1})", f"[0, {n})"],
+                 lambda: store.get_range("x", n - 2, 3), what="range")
+    out_ok = np.empty((3, 2, 3), dtype=np.float32)
+    expect_error(DDStoreValueError, ["'x'", "float64", "float32"],
+                 lambda: store.get_batch("x", [0, 1, 2], out=out_ok.astype(np.float64)),
+                 what="out dtype")
+    expect_error(DDStoreValueError, ["'x'", "(2, 2, 3)", "(3, 2, 3)"],
+                 lambda: store.get_batch("x", [0, 1, 2], out=out_ok[:2]), what="out shape")
+    expect_error(DDStoreValueError, ["'x'", "contiguous"],
+                 lambda: store.get_batch("x", [0, 1, 2],
+                                   out=np.empty((3, 2, 6), dtype=np.float32)[:, :, ::2]),
+                 what="out non-contiguous")
+    # hostile numbers: checked before anything is allocated, never truncated or wrapped
+    expect_error(DDStoreIndexError, ["'x'", f"[0, {10**11})", f"[0, {n})"],
+                 lambda: store.read_ranges("x", [0], [10 ** 11]),
+                 what="range of 10**11 rows")
+    expect_error(DDStoreIndexError, ["'x'", f"[0, {10**9})", f"[0, {n})"],
+                 lambda: store.read_ranges("x", [0], [10 ** 9]), what="range of 10**9 rows")
+    expect_error(DDStoreIndexError, ["'x'", str(2 ** 62), f"[0, {n})"],
+                 lambda: store.read_ranges("x", [2 ** 62, 2 ** 62], [2 ** 62, 2 ** 62]),
+                 what="ranges overflowing int64")
+    expect_error(DDStoreIndexError, ["'x'", str(2 ** 63 - 1)],
+                 lambda: store.read_ranges("x", [2 ** 63 - 1], [2]),
+                 what="range end overflowing int64")
+    expect_error(DDStoreValueError, ["'x'", "-1", ">= 0"],
+                 lambda: store.read_ranges("x", [0, 1], [2, -1]), what="negative count")
+    expect_error(DDStoreIndexError, ["'x'", f"[0, {10**11})"],
+                 lambda: store.get_range("x", 0, 10 ** 11), what="get_range count 10**11")
+    expect_error(DDStoreValueError, ["'x'", "start", "1.7"],
+                 lambda: store.get_range("x", 1.7, 2), what="get_range float start")
+    expect_error(DDStoreValueError, ["'x'", "count", "2.0"],
+                 lambda: store.get_range("x", 1, 2.0), what="get_range float count")
+    expect_error(DDStoreValueError, ["'x'", "nan"],
+                 lambda: store.get_range("x", float("nan"), 1), what="get_range NaN")
+    expect_error(DDStoreValueError, ["'x'", "count=-1"],
+                 lambda: store.get_range("x", 1, -1), what="get_range negative count")
+    expect_error(DDStoreValueError, ["'x'", "1.5"], lambda: store.get("x", 1.5),
+                 what="get float index")
+    expect_error(DDStoreValueError, ["'x'", "True"], lambda: store.get("x", True),
+                 what="get bool index")
+    expect_error(DDStoreIndexError, ["'x'", str(2 ** 70), f"[0, {n})"],
+                 lambda: store.get("x", 2 ** 70), what="get index 2**70")
+    expect_error(DDStoreIndexError, ["'x'", str(2 ** 63), f"[0, {n})"],
+                 lambda: store.get_batch("x", [1, 2 ** 63]), what="get_batch index 2**63")
+    expect_error(DDStoreIndexError, ["'x'", str(2 ** 64 - 1), "position 1"],
+                 lambda: store.get_batch("x", np.array([0, 2 ** 64 - 1], dtype=np.uint64)),
+                 what="get_batch uint64 max")
+    expect_error(DDStoreIndexError, ["'x'", str(2 ** 64)],
+                 lambda: store.get_batch("x", [2 ** 64]), what="get_batch 2**64")
+    expect_error(DDStoreValueError, ["'u'", "offset", "1.5"],
+                 lambda: store.update("u", np.zeros((1, 3), dtype=np.int32), offset=1.5),
+                 what="update float offset")
+    expect_error(DDStoreValueError, ["'fr'", "2.5"],
+                 lambda: store.init("fr", 2, (2.5,), np.float32),
+                 what="init float row_shape")
+    assert (store.get_batch("u", [4 * r for r in range(size)])[:, 0] == np.arange(size)).all()
+    still_serves()
+
+    # --------------------------------------------------------------- collective calls out of step
+    if size > 1:
+        # names in a different order on different ranks (e.g. iterating a set under hash
+        # randomisation): every rank raises at the first add, naming ranks and names, and
+        # nothing is created
+        first, second = ("a", "b") if rank == 0 else ("b", "a")
+        expect_error(DDStoreValueError,
+                     ["out of step", "rank 0 called add('a')", "add('b')", "same names"],
+                     lambda: store.add(first, data[lo:hi]), what="add names out of order")
+        assert "a" not in store.variables() and "b" not in store.variables()
+        expect_error(DDStoreValueError, ["out of step", "init('i0')", "init('i1')"],
+                     lambda: store.init(f"i{min(rank, 1)}", 2, (3,), np.float32),
+                     what="init names differ")
+        expect_error(DDStoreValueError,
+                     ["out of step", "add_records('q0')", "add_records('q1')"],
+                     lambda: store.add_records(f"q{min(rank, 1)}", good_records),
+                     what="add_records names differ")
+        # one rank in add, the others in init: a different operation is caught as well
+        expect_error(DDStoreValueError, ["out of step", "add('op')", "init('op')"],
+                     lambda: store.add("op", data[lo:hi]) if rank == 0 else
+                         store.init("op", hi - lo, (2, 3), np.float32),
+                     what="add on one rank, init on the others")
+        store.add("rm1", data[lo:hi])
+        store.add("rm2", data[lo:hi])
+        expect_error(DDStoreValueError, ["out of step", "remove('rm1')", "remove('rm2')"],
+                     lambda: store.remove("rm1" if rank == 0 else "rm2"),
+                     what="remove names differ")
+        assert {"rm1", "rm2"} <= set(store.variables())
+        store.remove("rm1")
+        store.remove("rm2")
+        expect_error(DDStoreValueError, ["out of step", "step('s0')"],
+                     lambda: store.agree(None, call=("step", f"s{min(rank, 1)}")),
+                     what="agree with different calls")
+        # in the same order everything works afterwards, with the right rows in each name
+        for nm, scale in (("a", 1), ("b", 2)):
+            store.add(nm, data[lo:hi] * scale)
+        assert store.get_range("a", 0, n).tobytes() == data.tobytes()
+        assert store.get_range("b", 0, n).tobytes() == (data * 2).tobytes()
+    still_serves()
+
+    # --------------------------------------------------------------- records
+    good = [{"a": np.zeros((2, 3), np.float32), "b": np.zeros(4, np.int64)} for _ in range(3)]
+    expect_error(DDStoreValueError, ["'r1'", "sample 1", "missing", "'b'"],
+                 lambda: store.add_records("r1", [good[0], {"a": good[0]["a"]}]),
+                 what="records missing key")
+    expect_error(DDStoreValueError, ["'r2'", "sample 2", "extra", "'c'"],
+                 lambda: store.add_records("r2", good[:2] + [dict(good[0], c=np.zeros(1))]),
+                 what="records extra key")
+    expect_error(DDStoreValueError, ["'r3'", "sample 1", "'a'", "float64"],
+                 lambda: store.add_records("r3", [good[0], {"a": np.zeros((2, 3)),
+                                                      "b": np.zeros(4, np.int64)}]),
+                 what="records dtype")
+    expect_error(DDStoreValueError, ["'r4'", "sample 1", "'a'", "(4,)"],
+                 lambda: store.add_records("r4", [good[0], {"a": np.zeros((2, 4), np.float32),
+                                                      "b": np.zeros(4, np.int64)}]),
+                 what="records trailing shape")
+    expect_error(DDStoreValueError, ["'r5'", "no rank"],
+                 lambda: store.add_records("r5", []), what="records empty everywhere")
+    if size > 1:
+        mine = good if rank == 0 else [{"a": np.zeros((1, 3), np.float32)}]
+        expect_error(DDStoreValueError, ["'r6'", "rank 0", "rank 1"],
+                     lambda: store.add_records("r6", mine),
+                     what="records differ between ranks")
+    # init_records / update_records
+    schema = {"a": (np.float32, (3,)), "b": (np.int64, ())}
+    expect_error(DDStoreValueError, ["'i1'", "schema"],
+                 lambda: store.init_records("i1", [("a", np.float32)], {"a": [1]}),
+                 what="init_records schema not a dict")
+    expect_error(DDStoreValueError, ["'i2'", "schema['a']", "(dtype"],
+                 lambda: store.init_records("i2", {"a": ("nonsense", ())}, {"a": [1]}),
+                 what="init_records bad dtype")
+    expect_error(DDStoreValueError, ["'i3'", "cannot be stored"],
+                 lambda: store.init_records("i3", {"a": (object, ())}, {"a": [1]}),
+                 what="init_records object dtype")
+    expect_error(DDStoreValueError, ["'i4'", "sizes", "['a', 'b']"],
+                 lambda: store.init_records("i4", schema, {"a": [1]}),
+                 what="init_records sizes keys")
+    expect_error(DDStoreValueError, ["'i5'", "lengths differ"],
+                 lambda: store.init_records("i5", schema, {"a": [1, 2], "b": [1]}),
+                 what="init_records sizes lengths")
+    expect_error(DDStoreValueError, ["'i6'", "negative"],
+                 lambda: store.init_records("i6", schema, {"a": [1, -2], "b": [1, 1]}),
+                 what="init_records negative size")
+    expect_error(DDStoreValueError, ["'i7'", "integers"],
+                 lambda: store.init_records("i7", schema, {"a": [1.5], "b": [1]}),
+                 what="init_records float sizes")
+    if size > 1:
+        other = dict(schema, b=(np.int32, ())) if rank == size - 1 else schema
+        expect_error(DDStoreValueError, ["'i8'", "rank 0", f"rank {size - 1}", "int32"],
+                     lambda: store.init_records("i8", other, {"a": [2], "b": [1]}),
+                     what="init_records schema differs between ranks")
+        expect_error(DDStoreValueError, ["'i9'", "negative", f"rank {size - 1}"],
+                     lambda: store.init_records("i9", schema, {"a": [-1 if rank == size - 1 else 1],
+                                                         "b": [1]}),
+                     what="init_records bad sizes on one rank")
+    assert not any(v.startswith("i") and v[1:].isdigit() for v in store.variables())
+    store.init_records("ir", schema, {"a": [2, 0, 1], "b": [1, 1, 1]})
+    rows = {"a": np.ones((2, 3), np.float32), "b": np.arange(2)}
+    expect_error(DDStoreIndexError, ["'ir'", "[2, 4)", "[0, 3)"],
+                 lambda: store.update_records("ir", 2, 4, rows),
+                 what="update_records range")
+    expect_error(DDStoreIndexError, ["'ir'", "[2, 1)"],
+                 lambda: store.update_records("ir", 2, 1, rows),
+                 what="update_records reversed")
+    expect_error(DDStoreValueError, ["'ir'", "['a', 'b']", "['a']"],
+                 lambda: store.update_records("ir", 0, 2, {"a": rows["a"]}),
+                 what="update_records keys")
+    expect_error(DDStoreValueError, ["'ir'", "'a'", "(2, 3)", "(3, 3)"],
+                 lambda: store.update_records("ir", 0, 3, rows), what="update_records rows")
+    expect_error(DDStoreValueError, ["'ir'", "'b'", "int32", "int64"],
+                 lambda: store.update_records("ir", 0, 2, dict(rows, b=np.arange(2,
+                                                                         dtype=np.int32))),
+                 what="update_records dtype")
+    expect_error(DDStoreValueError, ["'nope'", "unknown records"],
+                 lambda: store.update_records("nope", 0, 1, rows),
+                 what="update_records unknown")
+    store.update_records("ir", 0, 2, rows)
+    store.update_records("ir", 2, 3, {"a": np.full((1, 3), 7, np.float32), "b": [5]})
+    store.sync()
+    got = store.get_records("ir", [3 * (size - 1) + 2, 0])  # the last rank's and rank 0's
+    assert got[0]["a"].tolist() == [[7, 7, 7]] and got[0]["b"].tolist() == [5], got
+    assert got[1]["a"].tolist() == [[1, 1, 1], [1, 1, 1]] and got[1]["b"].tolist() == [0]
+    store.remove("ir")
+    store.add_records("r", good[:1] if rank else good)
+    expect_error(DDStoreIndexError, ["'r'", str(size + 2)],
+                 lambda: store.get_records("r", [size + 2]), what="records index")
+    expect_error(DDStoreValueError, ["'r'", "records"], lambda: store.get_batch("r", [0]),
+                 what="get_batch on records")
+    expect_error(DDStoreIndexError, ["'r'", str(size + 2), f"[0, {size + 2})"],
+                 lambda: store.get_record("r", size + 2), what="get_record index")
+    expect_error(DDStoreValueError, ["'r'", "1.0"], lambda: store.get_record("r", 1.0),
+                 what="get_record float index")
+    expect_error(DDStoreIndexError, ["'r'", "-1", "position 0"],
+                 lambda: store.get_records("r", [-1]), what="get_records one bad index")
+    expect_error(DDStoreValueError, ["'x'", "rows"], lambda: store.get_record("x", 0),
+                 what="get_record on rows")
+    still_serves()
+
+    # --------------------------------------------------------------- after free
+    store.free()
+    store.free()  # twice is fine
+    for label, fn in [("get after free", lambda: store.get("x", 0)),
+                      ("add after free", lambda: store.add("y", data[lo:hi])),
+                      ("nrows after free", lambda: store.nrows("x")),
+                      ("sync after free", lambda: store.sync()),
+                      ("records after free", lambda: store.get_records("r", [0]))]:
+        expect_error(ddstore.DDStoreStateError, ["freed"], fn, what=label)
+
+    # a fresh store on the same communicator works after all of the above
+    with ddstore.DDStore(comm, transport=transport) as again:
+        again.add("x", data[lo:hi])
+        assert again.get_range("x", 0, n).tobytes() == data.tobytes()
+
+    if not failures:
+        print(f"rank {rank}: {counts['errors']} error cases raised as expected", flush=True)
 
 
-still_serves()
-
-good_records = [{"a": np.zeros((2, 3), np.float32)}]
-
-# --------------------------------------------------------------- add / init
-expect("object dtype", DDStoreValueError, ["'obj'", "object"],
-       lambda: store.add("obj", np.array([[1], ["a"]], dtype=object)))
-still_serves()
-expect("structured dtype", DDStoreValueError, ["'rec'"],
-       lambda: store.add("rec", np.zeros(3, dtype=[("a", "i4"), ("b", "f8")])))
-expect("string dtype", DDStoreValueError, ["'s'", "<U"],
-       lambda: store.add("s", np.array(["ab", "cd"])))
-expect("scalar rows", DDStoreValueError, ["'sc'", "scalar"],
-       lambda: store.add("sc", np.float32(3.0)))
-expect("name twice", DDStoreValueError, ["'x'", "already exists"],
-       lambda: store.add("x", data[lo:hi]))
-expect("empty name", DDStoreValueError, ["name"], lambda: store.add("", data[lo:hi]))
-if size > 1:
-    dt = np.float32 if rank == 0 else np.float64
-    others = "rank 1" if size == 2 else f"ranks {', '.join(map(str, range(1, size)))}"
-    expect("dtype differs", DDStoreValueError,
-           ["'mixed'", "dtype differs", "rank 0: float32", f"{others}: float64"],
-           lambda: store.add("mixed", np.zeros((2, 3), dtype=dt)))
-    shape = (2, 3) if rank == 0 else (2, 4)
-    expect("shape differs", DDStoreValueError, ["'mixed2'", "(3,)", "(4,)"],
-           lambda: store.add("mixed2", np.zeros(shape, dtype=np.float32)))
-    # only the last rank passes bad input: everyone raises, nobody hangs
-    ragged = [[1, 2], [3]] if rank == size - 1 else np.zeros((2, 2))
-    expect("ragged rows on one rank", DDStoreValueError, [f"rank {size - 1}", "'ragged'"],
-           lambda: store.add("ragged", ragged))
-    bad_rec = ([{"a": [[1, 2], [3]]}] if rank == size - 1 else
-               [{"a": np.zeros((1, 2))}])
-    expect("ragged record on one rank", DDStoreValueError, [f"rank {size - 1}", "'rr'"],
-           lambda: store.add_records("rr", bad_rec))
-    bad = np.array([None]) if rank == size - 1 else np.zeros(1)
-    expect("one bad rank", DDStoreValueError, [f"rank {size - 1}", "'onebad'"],
-           lambda: store.add("onebad", bad))
-still_serves()
-expect("1 PB chunk", DDStoreMemoryError, ["'huge'", "GB", "physical memory"],
-       lambda: store.init("huge", 2 ** 40, (1024,), np.uint8))
-if size > 1:
-    count = 2 ** 41 if rank == 0 else 1
-    expect("1 PB chunk on rank 0 only", DDStoreMemoryError, ["'huge0'", "rank 0"],
-           lambda: store.init("huge0", count, (1024,), np.uint8))
-if size > 1:
-    # each rank's share fits the node's memory, all of them together do not
-    phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    share = int(0.8 * phys) // (1 << 20)
-    expect("node total too large", DDStoreMemoryError, ["'nodebig'", "on this node"],
-           lambda: store.init("nodebig", share, (1 << 20,), np.uint8))
-expect("negative n_local", DDStoreValueError, ["'neg'", "n_local=-1"],
-       lambda: store.init("neg", -1, (2,), np.float32))
-assert "huge" not in store.variables() and "huge0" not in store.variables()
-still_serves()
-
-# --------------------------------------------------------------- update
-store.init("u", 4, (3,), np.int32)
-expect("update past end", DDStoreIndexError, ["'u'", "[3, 5)", "[0, 4)"],
-       lambda: store.update("u", np.zeros((2, 3), dtype=np.int32), offset=3))
-expect("update negative offset", DDStoreIndexError, ["'u'", "[-1, 1)"],
-       lambda: store.update("u", np.zeros((2, 3), dtype=np.int32), offset=-1))
-expect("update shape", DDStoreValueError, ["'u'", "(4,)", "(3,)"],
-       lambda: store.update("u", np.zeros((2, 4), dtype=np.int32)))
-expect("update dtype", DDStoreValueError, ["'u'", "float64", "int32"],
-       lambda: store.update("u", np.zeros((2, 3), dtype=np.float64)))
-store.update("u", np.full((4, 3), rank, dtype=np.int32))
-store.sync()
-assert (store.get_batch("u", [4 * r for r in range(size)])[:, 0] == np.arange(size)).all()
-
-# --------------------------------------------------------------- reads
-expect("remove unknown", DDStoreValueError, ["'nope'", "unknown"],
-       lambda: store.remove("nope"))
-expect("unknown name", DDStoreValueError, ["'nope'", "unknown", "'x'"],
-       lambda: store.get("nope", 0))
-expect("index -1", DDStoreIndexError, ["'x'", "-1", f"[0, {n})"],
-       lambda: store.get("x", -1))
-expect("index nrows", DDStoreIndexError, ["'x'", str(n), f"[0, {n})"],
-       lambda: store.get("x", n))
-expect("batch index", DDStoreIndexError, ["'x'", str(n + 5), "position 2", f"[0, {n})"],
-       lambda: store.get_batch("x", [0, 1, n + 5]))
-expect("float index", DDStoreValueError, ["'x'", "float"],
-       lambda: store.get_batch("x", [0.5, 1.0]))
-expect("range", DDStoreIndexError, ["'x'", f"[{n - 2}, {n + 1})", f"[0, {n})"],
-       lambda: store.get_range("x", n - 2, 3))
-out_ok = np.empty((3, 2, 3), dtype=np.float32)
-expect("out dtype", DDStoreValueError, ["'x'", "float64", "float32"],
-       lambda: store.get_batch("x", [0, 1, 2], out=out_ok.astype(np.float64)))
-expect("out shape", DDStoreValueError, ["'x'", "(2, 2, 3)", "(3, 2, 3)"],
-       lambda: store.get_batch("x", [0, 1, 2], out=out_ok[:2]))
-expect("out non-contiguous", DDStoreValueError, ["'x'", "contiguous"],
-       lambda: store.get_batch("x", [0, 1, 2],
-                               out=np.empty((3, 2, 6), dtype=np.float32)[:, :, ::2]))
-# hostile numbers: checked before anything is allocated, never truncated or wrapped
-expect("range of 10**11 rows", DDStoreIndexError, ["'x'", f"[0, {10**11})", f"[0, {n})"],
-       lambda: store.read_ranges("x", [0], [10 ** 11]))
-expect("range of 10**9 rows", DDStoreIndexError, ["'x'", f"[0, {10**9})", f"[0, {n})"],
-       lambda: store.read_ranges("x", [0], [10 ** 9]))
-expect("ranges overflowing int64", DDStoreIndexError, ["'x'", str(2 ** 62), f"[0, {n})"],
-       lambda: store.read_ranges("x", [2 ** 62, 2 ** 62], [2 ** 62, 2 ** 62]))
-expect("range end overflowing int64", DDStoreIndexError, ["'x'", str(2 ** 63 - 1)],
-       lambda: store.read_ranges("x", [2 ** 63 - 1], [2]))
-expect("negative count", DDStoreValueError, ["'x'", "-1", ">= 0"],
-       lambda: store.read_ranges("x", [0, 1], [2, -1]))
-expect("get_range count 10**11", DDStoreIndexError, ["'x'", f"[0, {10**11})"],
-       lambda: store.get_range("x", 0, 10 ** 11))
-expect("get_range float start", DDStoreValueError, ["'x'", "start", "1.7"],
-       lambda: store.get_range("x", 1.7, 2))
-expect("get_range float count", DDStoreValueError, ["'x'", "count", "2.0"],
-       lambda: store.get_range("x", 1, 2.0))
-expect("get_range NaN", DDStoreValueError, ["'x'", "nan"],
-       lambda: store.get_range("x", float("nan"), 1))
-expect("get_range negative count", DDStoreValueError, ["'x'", "count=-1"],
-       lambda: store.get_range("x", 1, -1))
-expect("get float index", DDStoreValueError, ["'x'", "1.5"], lambda: store.get("x", 1.5))
-expect("get bool index", DDStoreValueError, ["'x'", "True"], lambda: store.get("x", True))
-expect("get index 2**70", DDStoreIndexError, ["'x'", str(2 ** 70), f"[0, {n})"],
-       lambda: store.get("x", 2 ** 70))
-expect("get_batch index 2**63", DDStoreIndexError, ["'x'", str(2 ** 63), f"[0, {n})"],
-       lambda: store.get_batch("x", [1, 2 ** 63]))
-expect("get_batch uint64 max", DDStoreIndexError, ["'x'", str(2 ** 64 - 1), "position 1"],
-       lambda: store.get_batch("x", np.array([0, 2 ** 64 - 1], dtype=np.uint64)))
-expect("get_batch 2**64", DDStoreIndexError, ["'x'", str(2 ** 64)],
-       lambda: store.get_batch("x", [2 ** 64]))
-expect("update float offset", DDStoreValueError, ["'u'", "offset", "1.5"],
-       lambda: store.update("u", np.zeros((1, 3), dtype=np.int32), offset=1.5))
-expect("init float row_shape", DDStoreValueError, ["'fr'", "2.5"],
-       lambda: store.init("fr", 2, (2.5,), np.float32))
-assert (store.get_batch("u", [4 * r for r in range(size)])[:, 0] == np.arange(size)).all()
-still_serves()
-
-# --------------------------------------------------------------- collective calls out of step
-if size > 1:
-    # names in a different order on different ranks (e.g. iterating a set under hash
-    # randomisation): every rank raises at the first add, naming ranks and names, and
-    # nothing is created
-    first, second = ("a", "b") if rank == 0 else ("b", "a")
-    expect("add names out of order", DDStoreValueError,
-           ["out of step", "rank 0 called add('a')", "add('b')", "same names"],
-           lambda: store.add(first, data[lo:hi]))
-    assert "a" not in store.variables() and "b" not in store.variables()
-    expect("init names differ", DDStoreValueError, ["out of step", "init('i0')", "init('i1')"],
-           lambda: store.init(f"i{min(rank, 1)}", 2, (3,), np.float32))
-    expect("add_records names differ", DDStoreValueError,
-           ["out of step", "add_records('q0')", "add_records('q1')"],
-           lambda: store.add_records(f"q{min(rank, 1)}", good_records))
-    # one rank in add, the others in init: a different operation is caught as well
-    expect("add on one rank, init on the others", DDStoreValueError,
-           ["out of step", "add('op')", "init('op')"],
-           lambda: store.add("op", data[lo:hi]) if rank == 0 else
-           store.init("op", hi - lo, (2, 3), np.float32))
-    store.add("rm1", data[lo:hi])
-    store.add("rm2", data[lo:hi])
-    expect("remove names differ", DDStoreValueError,
-           ["out of step", "remove('rm1')", "remove('rm2')"],
-           lambda: store.remove("rm1" if rank == 0 else "rm2"))
-    assert {"rm1", "rm2"} <= set(store.variables())
-    store.remove("rm1")
-    store.remove("rm2")
-    expect("agree with different calls", DDStoreValueError, ["out of step", "step('s0')"],
-           lambda: store.agree(None, call=("step", f"s{min(rank, 1)}")))
-    # in the same order everything works afterwards, with the right rows in each name
-    for nm, scale in (("a", 1), ("b", 2)):
-        store.add(nm, data[lo:hi] * scale)
-    assert store.get_range("a", 0, n).tobytes() == data.tobytes()
-    assert store.get_range("b", 0, n).tobytes() == (data * 2).tobytes()
-still_serves()
-
-# --------------------------------------------------------------- records
-good = [{"a": np.zeros((2, 3), np.float32), "b": np.zeros(4, np.int64)} for _ in range(3)]
-expect("records missing key", DDStoreValueError, ["'r1'", "sample 1", "missing", "'b'"],
-       lambda: store.add_records("r1", [good[0], {"a": good[0]["a"]}]))
-expect("records extra key", DDStoreValueError, ["'r2'", "sample 2", "extra", "'c'"],
-       lambda: store.add_records("r2", good[:2] + [dict(good[0], c=np.zeros(1))]))
-expect("records dtype", DDStoreValueError, ["'r3'", "sample 1", "'a'", "float64"],
-       lambda: store.add_records("r3", [good[0], {"a": np.zeros((2, 3)),
-                                                  "b": np.zeros(4, np.int64)}]))
-expect("records trailing shape", DDStoreValueError, ["'r4'", "sample 1", "'a'", "(4,)"],
-       lambda: store.add_records("r4", [good[0], {"a": np.zeros((2, 4), np.float32),
-                                                  "b": np.zeros(4, np.int64)}]))
-expect("records empty everywhere", DDStoreValueError, ["'r5'", "no rank"],
-       lambda: store.add_records("r5", []))
-if size > 1:
-    mine = good if rank == 0 else [{"a": np.zeros((1, 3), np.float32)}]
-    expect("records differ between ranks", DDStoreValueError, ["'r6'", "rank 0", "rank 1"],
-           lambda: store.add_records("r6", mine))
-# init_records / update_records
-schema = {"a": (np.float32, (3,)), "b": (np.int64, ())}
-expect("init_records schema not a dict", DDStoreValueError, ["'i1'", "schema"],
-       lambda: store.init_records("i1", [("a", np.float32)], {"a": [1]}))
-expect("init_records bad dtype", DDStoreValueError, ["'i2'", "schema['a']", "(dtype"],
-       lambda: store.init_records("i2", {"a": ("nonsense", ())}, {"a": [1]}))
-expect("init_records object dtype", DDStoreValueError, ["'i3'", "cannot be stored"],
-       lambda: store.init_records("i3", {"a": (object, ())}, {"a": [1]}))
-expect("init_records sizes keys", DDStoreValueError, ["'i4'", "sizes", "['a', 'b']"],
-       lambda: store.init_records("i4", schema, {"a": [1]}))
-expect("init_records sizes lengths", DDStoreValueError, ["'i5'", "lengths differ"],
-       lambda: store.init_records("i5", schema, {"a": [1, 2], "b": [1]}))
-expect("init_records negative size", DDStoreValueError, ["'i6'", "negative"],
-       lambda: store.init_records("i6", schema, {"a": [1, -2], "b": [1, 1]}))
-expect("init_records float sizes", DDStoreValueError, ["'i7'", "integers"],
-       lambda: store.init_records("i7", schema, {"a": [1.5], "b": [1]}))
-if size > 1:
-    other = dict(schema, b=(np.int32, ())) if rank == size - 1 else schema
-    expect("init_records schema differs between ranks", DDStoreValueError,
-           ["'i8'", "rank 0", f"rank {size - 1}", "int32"],
-           lambda: store.init_records("i8", other, {"a": [2], "b": [1]}))
-    expect("init_records bad sizes on one rank", DDStoreValueError,
-           ["'i9'", "negative", f"rank {size - 1}"],
-           lambda: store.init_records("i9", schema, {"a": [-1 if rank == size - 1 else 1],
-                                                     "b": [1]}))
-assert not any(v.startswith("i") and v[1:].isdigit() for v in store.variables())
-store.init_records("ir", schema, {"a": [2, 0, 1], "b": [1, 1, 1]})
-rows = {"a": np.ones((2, 3), np.float32), "b": np.arange(2)}
-expect("update_records range", DDStoreIndexError, ["'ir'", "[2, 4)", "[0, 3)"],
-       lambda: store.update_records("ir", 2, 4, rows))
-expect("update_records reversed", DDStoreIndexError, ["'ir'", "[2, 1)"],
-       lambda: store.update_records("ir", 2, 1, rows))
-expect("update_records keys", DDStoreValueError, ["'ir'", "['a', 'b']", "['a']"],
-       lambda: store.update_records("ir", 0, 2, {"a": rows["a"]}))
-expect("update_records rows", DDStoreValueError, ["'ir'", "'a'", "(2, 3)", "(3, 3)"],
-       lambda: store.update_records("ir", 0, 3, rows))
-expect("update_records dtype", DDStoreValueError, ["'ir'", "'b'", "int32", "int64"],
-       lambda: store.update_records("ir", 0, 2, dict(rows, b=np.arange(2,
-                                                                     dtype=np.int32))))
-expect("update_records unknown", DDStoreValueError, ["'nope'", "unknown records"],
-       lambda: store.update_records("nope", 0, 1, rows))
-store.update_records("ir", 0, 2, rows)
-store.update_records("ir", 2, 3, {"a": np.full((1, 3), 7, np.float32), "b": [5]})
-store.sync()
-got = store.get_records("ir", [3 * (size - 1) + 2, 0])  # the last rank's and rank 0's
-assert got[0]["a"].tolist() == [[7, 7, 7]] and got[0]["b"].tolist() == [5], got
-assert got[1]["a"].tolist() == [[1, 1, 1], [1, 1, 1]] and got[1]["b"].tolist() == [0]
-store.remove("ir")
-store.add_records("r", good[:1] if rank else good)
-expect("records index", DDStoreIndexError, ["'r'", str(size + 2)],
-       lambda: store.get_records("r", [size + 2]))
-expect("get_batch on records", DDStoreValueError, ["'r'", "records"],
-       lambda: store.get_batch("r", [0]))
-expect("get_record index", DDStoreIndexError, ["'r'", str(size + 2), f"[0, {size + 2})"],
-       lambda: store.get_record("r", size + 2))
-expect("get_record float index", DDStoreValueError, ["'r'", "1.0"],
-       lambda: store.get_record("r", 1.0))
-expect("get_records one bad index", DDStoreIndexError, ["'r'", "-1", "position 0"],
-       lambda: store.get_records("r", [-1]))
-expect("get_record on rows", DDStoreValueError, ["'x'", "rows"],
-       lambda: store.get_record("x", 0))
-still_serves()
-
-# --------------------------------------------------------------- after free
-store.free()
-store.free()  # twice is fine
-for label, fn in [("get after free", lambda: store.get("x", 0)),
-                  ("add after free", lambda: store.add("y", data[lo:hi])),
-                  ("nrows after free", lambda: store.nrows("x")),
-                  ("sync after free", lambda: store.sync()),
-                  ("records after free", lambda: store.get_records("r", [0]))]:
-    expect(label, ddstore.DDStoreStateError, ["freed"], fn)
-
-# a fresh store on the same communicator works after all of the above
-with ddstore.DDStore(comm, transport=transport) as again:
-    again.add("x", data[lo:hi])
-    assert again.get_range("x", 0, n).tobytes() == data.tobytes()
-
-print(f"rank {rank}: {len(cases)} error cases raised as expected", flush=True)
+run_main(main)

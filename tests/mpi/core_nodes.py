@@ -9,36 +9,44 @@ nodes on every rank with a clear error.
 import numpy as np
 from mpi4py import MPI
 
+from _harness import run_main
+
 import ddstore
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
-node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-node_ranks = set(node.allgather(rank))
-assert len(node_ranks) < size, "no simulated nodes: run with MPIR_CVAR_*_CLIQUES set"
 
-for width in [w for w in (2, size) if size % w == 0]:
-    group = set(range(rank - rank % width, rank - rank % width + width))
-    with ddstore.DDStore(comm, width=width, transport="auto") as store:
-        expected_peers = len((group & node_ranks) - {rank})
-        assert store.shm_peers == expected_peers, (store.shm_peers,
-                                                         expected_peers)
-        total = 50 * width
-        data = np.random.default_rng(3).standard_normal((total, 9)).astype(np.float32)
-        lo, hi = ddstore.partition(total, width, store.group_rank)
-        store.add("x", data[lo:hi])
-        idx = np.random.default_rng(rank).integers(0, total, 400)
-        assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
-        assert store.get_range("x", 0, total).tobytes() == data.tobytes()
-    spans_nodes = not group <= node_ranks
-    spans_anywhere = comm.allreduce(spans_nodes, op=MPI.LOR)
-    try:
-        ddstore.DDStore(comm, width=width, transport="shm").free()
-        assert not spans_anywhere, "transport='shm' accepted a group spanning nodes"
-    except ddstore.DDStoreValueError as exc:
-        assert spans_anywhere, f"unexpected error: {exc}"
-        assert "transport='shm'" in str(exc) and f"width={width}" in str(exc), str(exc)
-    if rank == 0:
-        print(f"width={width}: shm peers {expected_peers}, spans nodes: {spans_anywhere}",
-              flush=True)
-print(f"rank {rank}: simulated nodes ok", flush=True)
+
+def main():
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    node_ranks = set(node.allgather(rank))
+    assert len(node_ranks) < size, "no simulated nodes: run with MPIR_CVAR_*_CLIQUES set"
+
+    for width in [w for w in (2, size) if size % w == 0]:
+        group = set(range(rank - rank % width, rank - rank % width + width))
+        with ddstore.DDStore(comm, width=width, transport="auto") as store:
+            expected_peers = len((group & node_ranks) - {rank})
+            assert store.shm_peers == expected_peers, (store.shm_peers,
+                                                             expected_peers)
+            total = 50 * width
+            data = np.random.default_rng(3).standard_normal((total, 9)).astype(np.float32)
+            lo, hi = ddstore.partition(total, width, store.group_rank)
+            store.add("x", data[lo:hi])
+            idx = np.random.default_rng(rank).integers(0, total, 400)
+            assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
+            assert store.get_range("x", 0, total).tobytes() == data.tobytes()
+        spans_nodes = not group <= node_ranks
+        spans_anywhere = comm.allreduce(spans_nodes, op=MPI.LOR)
+        try:
+            ddstore.DDStore(comm, width=width, transport="shm").free()
+            assert not spans_anywhere, "transport='shm' accepted a group spanning nodes"
+        except ddstore.DDStoreValueError as exc:
+            assert spans_anywhere, f"unexpected error: {exc}"
+            assert "transport='shm'" in str(exc) and f"width={width}" in str(exc), str(exc)
+        if rank == 0:
+            print(f"width={width}: shm peers {expected_peers}, spans nodes: {spans_anywhere}",
+                  flush=True)
+    print(f"rank {rank}: simulated nodes ok", flush=True)
+
+
+run_main(main)

@@ -11,6 +11,8 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
+from _harness import run_main
+
 import ddstore
 
 comm = MPI.COMM_WORLD
@@ -173,20 +175,25 @@ def run_width(width):
         comm.Barrier()
 
 
-widths = sorted({1, 2, size} & {w for w in range(1, size + 1) if size % w == 0})
-for w in widths:
-    run_width(w)
-    if rank == 0:
-        print(f"transport={transport} ranks={size} width={w}: ok", flush=True)
+def main():
+    widths = sorted({1, 2, size} & {w for w in range(1, size + 1) if size % w == 0})
+    for w in widths:
+        run_width(w)
+        if rank == 0:
+            print(f"transport={transport} ranks={size} width={w}: ok", flush=True)
 
-# stores left live are freed at interpreter exit without errors, even one that rank 0
-# alone has dropped and garbage-collected (freeing never follows the collector)
-leftover = ddstore.DDStore(comm, transport=transport)
-leftover.add("z", np.arange(rank + 1, dtype=np.int32))
-dropped = ddstore.DDStore(comm, transport=transport)
-dropped.add("z", np.arange(3, dtype=np.int8))
-if rank == 0:
-    import gc
-    del dropped
-    gc.collect()
-print(f"rank {rank}: {checks} byte-exact checks passed", flush=True)
+    # stores left live are freed at interpreter exit without errors, even one that rank 0
+    # alone has dropped and garbage-collected (freeing never follows the collector)
+    global leftover, dropped  # live until the interpreter exits
+    leftover = ddstore.DDStore(comm, transport=transport)
+    leftover.add("z", np.arange(rank + 1, dtype=np.int32))
+    dropped = ddstore.DDStore(comm, transport=transport)
+    dropped.add("z", np.arange(3, dtype=np.int8))
+    if rank == 0:
+        import gc
+        del dropped
+        gc.collect()
+    print(f"rank {rank}: {checks} byte-exact checks passed", flush=True)
+
+
+run_main(main)

@@ -15,6 +15,9 @@ MODE is what the last rank does after 0.5 s of reading:
 The other ranks read (and check) rows for READ_SECONDS (default 60) unless the job is
 ended first; the test asserts that a fault ends the whole job within seconds, with a
 non-zero exit code, and that a clean run exits 0.
+
+The one MPI test program that does not run through tests/mpi/_harness.py: what it tests is
+that the store's own exception hook ends the job, which the harness would stand in for.
 """
 import os
 import signal

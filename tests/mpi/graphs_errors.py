@@ -15,6 +15,7 @@ import torch
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import counts, expect_error, run_main  # noqa: E402
 from graphs_common import assert_graph_equal, tensor_sample  # noqa: E402
 
 import ddstore  # noqa: E402
@@ -28,27 +29,6 @@ rank, size = comm.rank, comm.size
 assert size >= 2, "run with at least 2 ranks"
 N = 12
 LAST = N - 1  # in the last rank's chunk
-cases = 0
-
-
-def expect(fn, exc_type, *needles):
-    """``fn()`` must raise ``exc_type`` (a DDStoreError) whose message has ``needles``."""
-    global cases
-    try:
-        fn()
-    except exc_type as exc:
-        assert isinstance(exc, DDStoreError), f"{type(exc)} is not a DDStoreError"
-        msg = str(exc)
-        for needle in needles:
-            assert str(needle) in msg, f"{needle!r} not in error message: {msg}"
-        cases += 1
-        if rank == 0 and os.environ.get("SHOW"):
-            print(type(exc).__name__, "|", msg[:300])
-        return msg
-    except Exception as exc:
-        raise AssertionError(f"expected {exc_type.__name__} with {needles}, got "
-                             f"{type(exc).__name__}: {exc}") from exc
-    raise AssertionError(f"expected {exc_type.__name__} with {needles}, nothing raised")
 
 
 class Evil:
@@ -83,39 +63,40 @@ def main():
     bad = list(good)
     bad[LAST] = tensor_sample(LAST)
     bad[LAST].x = bad[LAST].x.double()
-    expect(lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False),
-           DDStoreValueError, f"sample {LAST}", "'x'", "float64")
+    expect_error(DDStoreValueError, [f"sample {LAST}", "'x'", "float64"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False))
     bad[LAST] = tensor_sample(LAST)
     del bad[LAST].edge_attr
-    expect(lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False),
-           DDStoreValueError, f"sample {LAST}", "missing keys ['edge_attr']")
+    expect_error(DDStoreValueError, [f"sample {LAST}", "missing keys ['edge_attr']"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False))
     bad[LAST] = tensor_sample(LAST)
     bad[LAST].x = torch.zeros(4, 5)
-    expect(lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False),
-           DDStoreValueError, f"sample {LAST}", "'x'", "(5,)")
+    expect_error(DDStoreValueError, [f"sample {LAST}", "'x'", "(5,)"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False))
     bad[LAST] = tensor_sample(LAST)
     bad[LAST].smiles = "CCO"
-    expect(lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False),
-           DDStoreValueError, f"sample {LAST}", "'smiles'", "str")
+    expect_error(DDStoreValueError, [f"sample {LAST}", "'smiles'", "str"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), bad, progress=False))
     # a whole rank's chunk differs from the others (each chunk is self-consistent)
     lo, hi = ddstore.partition(N, size, size - 1)
     other = [tensor_sample(i) for i in range(N)]
     for i in range(lo, hi):
         other[i].y = other[i].y.to(torch.float64)
-    expect(lambda: graphs.GraphDataset.from_samples(store, name(), other, progress=False),
-           DDStoreValueError, f"sample {lo}", "'y'")
+    expect_error(DDStoreValueError, [f"sample {lo}", "'y'"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), other, progress=False))
     # ---- empty data set, ranks disagreeing on the length, a failing generator
-    expect(lambda: graphs.GraphDataset.from_samples(store, name(), [], progress=False),
-           DDStoreValueError, "empty data set")
-    expect(lambda: graphs.GraphDataset.from_samples(store, name(), good[:N - rank],
-                                                    progress=False),
-           DDStoreValueError, "different length")
-    expect(lambda: graphs.GraphDataset.from_samples(store, name(), Failing(),
-                                                    progress=False),
-           DDStoreValueError, f"sample {LAST}", "RuntimeError", "generator broke on purpose")
-    expect(lambda: graphs.GraphDataset.from_samples(store, name(), [1, 2, 3],
-                                                    progress=False),
-           DDStoreValueError, "sample 0", "int")
+    expect_error(DDStoreValueError, ["empty data set"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), [], progress=False))
+    expect_error(DDStoreValueError, ["different length"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), good[:N - rank],
+                                                    progress=False))
+    expect_error(DDStoreValueError,
+                 [f"sample {LAST}", "RuntimeError", "generator broke on purpose"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), Failing(),
+                                                    progress=False))
+    expect_error(DDStoreValueError, ["sample 0", "int"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), [1, 2, 3],
+                                                    progress=False))
 
     # ---- pickle directories
     tmp = comm.bcast(tempfile.mkdtemp(prefix="ddstore-err-") if rank == 0 else None)
@@ -143,25 +124,26 @@ def main():
                 f.write("x")
         comm.Barrier()
         missing = os.path.join(tmp, "no-such-dir")
-        expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(), missing,
-                                                           progress=False),
-               DDStoreValueError, missing, "does not exist")
-        expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["empty"],
-                                                           progress=False),
-               DDStoreValueError, dirs["empty"], "empty")
-        expect(lambda: graphs.GraphDataset.from_pickle_dir(
-            store, name(), os.path.join(tmp, "unlisted"), progress=False),
-            DDStoreValueError, "unlisted", "empty")
+        expect_error(DDStoreValueError, [missing, "does not exist"],
+                     lambda: graphs.GraphDataset.from_pickle_dir(store, name(), missing,
+                                                           progress=False))
+        expect_error(DDStoreValueError, [dirs["empty"], "empty"],
+                     lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["empty"],
+                                                           progress=False))
+        expect_error(DDStoreValueError, ["unlisted", "empty"],
+                     lambda: graphs.GraphDataset.from_pickle_dir(
+                         store, name(), os.path.join(tmp, "unlisted"), progress=False))
         bad_file = f"sample-{LAST:08d}.pkl"
         for k in ("corrupt", "emptyfile", "notpickle"):
-            expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs[k],
-                                                               progress=False),
-                   DDStoreValueError, f"sample {LAST}: ", os.path.join(dirs[k], bad_file))
-        msg = expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(),
+            expect_error(DDStoreValueError,
+                         [f"sample {LAST}: ", os.path.join(dirs[k], bad_file)],
+                         lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs[k],
+                                                               progress=False))
+        msg = expect_error(DDStoreValueError,
+                           [os.path.join(dirs["evil"], bad_file), "system", "not allowed"],
+                           lambda: graphs.GraphDataset.from_pickle_dir(store, name(),
                                                                  dirs["evil"],
-                                                                 progress=False),
-                     DDStoreValueError, os.path.join(dirs["evil"], bad_file), "system",
-                     "not allowed")
+                                                                 progress=False))
         comm.Barrier()
         assert not os.path.exists(marker), "the malicious pickle ran code"
         assert "nothing was executed" in msg
@@ -169,15 +151,16 @@ def main():
         if rank == 0:
             os.remove(os.path.join(dirs["ok"], f"sample-{LAST:08d}.pkl"))
         comm.Barrier()
-        expect(lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["ok"],
-                                                           progress=False),
-               DDStoreValueError, os.path.join(dirs["ok"], bad_file), "cannot read")
+        expect_error(DDStoreValueError,
+                     [os.path.join(dirs["ok"], bad_file), "cannot read"],
+                     lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["ok"],
+                                                           progress=False))
 
         # ---- ADIOS2 files
         bp_missing = os.path.join(tmp, "missing.bp")
-        expect(lambda: graphs.GraphDataset.from_adios(store, name(), bp_missing,
-                                                      progress=False),
-               DDStoreValueError, bp_missing, "does not exist")
+        expect_error(DDStoreValueError, [bp_missing, "does not exist"],
+                     lambda: graphs.GraphDataset.from_adios(store, name(), bp_missing,
+                                                      progress=False))
         foreign, plain, junk = (os.path.join(tmp, f) for f in ("foreign.bp", "plain.bp",
                                                                 "raw.bp.txt"))
         if rank == 0:
@@ -187,15 +170,16 @@ def main():
             from ddstore.sources import write_records_adios
             write_records_adios([{"a": np.zeros((2, 1))}] * 3, plain)
         comm.Barrier()
-        expect(lambda: graphs.GraphDataset.from_adios(store, name(), foreign,
-                                                      progress=False),
-               DDStoreValueError, foreign, "missing", "ddstore/schema", "foo")
-        expect(lambda: graphs.GraphDataset.from_adios(store, name(), plain,
-                                                      progress=False),
-               DDStoreValueError, plain, "not written by ddstore.graphs.write_adios")
-        expect(lambda: graphs.GraphDataset.from_adios(store, name(), junk,
-                                                      progress=False),
-               DDStoreValueError, junk)
+        expect_error(DDStoreValueError, [foreign, "missing", "ddstore/schema", "foo"],
+                     lambda: graphs.GraphDataset.from_adios(store, name(), foreign,
+                                                      progress=False))
+        expect_error(DDStoreValueError,
+                     [plain, "not written by ddstore.graphs.write_adios"],
+                     lambda: graphs.GraphDataset.from_adios(store, name(), plain,
+                                                      progress=False))
+        expect_error(DDStoreValueError, [junk],
+                     lambda: graphs.GraphDataset.from_adios(store, name(), junk,
+                                                      progress=False))
         # a truncated copy (ADIOS2 itself would wait forever for the missing bytes): cut
         # the data file by 16 bytes (BP5 may end it with up to 8 bytes that hold no
         # array data), by half, and to nothing
@@ -212,9 +196,9 @@ def main():
                 with open(data0, "r+b") as f:
                     f.truncate({"16": size0 - 16, "half": size0 // 2, "all": 0}[cut])
             comm.Barrier()
-            expect(lambda: graphs.GraphDataset.from_adios(store, name(), short,
-                                                          progress=False),
-                   DDStoreValueError, short, "truncated", "data.0")
+            expect_error(DDStoreValueError, [short, "truncated", "data.0"],
+                         lambda: graphs.GraphDataset.from_adios(store, name(), short,
+                                                          progress=False))
         ok = graphs.GraphDataset.from_adios(store, name(), whole, progress=False)
         for i in range(N):
             assert_graph_equal(ok[i], good[i], f"untruncated file graph {i}")
@@ -227,9 +211,10 @@ def main():
             with AdiosSource(whole) as src:
                 write_records_adios(recs, twice, meta=src.meta)
         comm.Barrier()
-        expect(lambda: graphs.GraphDataset.from_adios(store, name(), twice,
-                                                      progress=False),
-               DDStoreValueError, f"sample {LAST}", twice, "'t' is a scalar", "2 rows")
+        expect_error(DDStoreValueError,
+                     [f"sample {LAST}", twice, "'t' is a scalar", "2 rows"],
+                     lambda: graphs.GraphDataset.from_adios(store, name(), twice,
+                                                      progress=False))
         # a read failing in the middle of the last rank's block-by-block load: raised
         # on every rank, no half-loaded records left, the store keeps serving
         from ddstore.graphs import dataset as dataset_module
@@ -244,9 +229,10 @@ def main():
         before = set(store.variables())
         dataset_module.LOAD_BLOCK_BYTES, AdiosSource.read_packed = 1, failing_read
         try:
-            expect(lambda: graphs.GraphDataset.from_adios(store, "half", whole,
-                                                          progress=False),
-                   DDStoreValueError, "'half'", "OSError", f"disk gone at sample {LAST}")
+            expect_error(DDStoreValueError,
+                         ["'half'", "OSError", f"disk gone at sample {LAST}"],
+                         lambda: graphs.GraphDataset.from_adios(store, "half", whole,
+                                                                progress=False))
         finally:
             dataset_module.LOAD_BLOCK_BYTES, AdiosSource.read_packed = 64 << 20, plain_read
         assert set(store.variables()) == before, store.variables()
@@ -260,32 +246,39 @@ def main():
             dataset_module.LOAD_BLOCK_BYTES = 64 << 20
         for i in range(N):
             assert_graph_equal(small[i], good[i], f"graph {i} loaded in 1-sample blocks")
-    finally:
-        comm.Barrier()
+    except BaseException:
+        # no Barrier here: the other ranks may be anywhere; the harness ends the job
         if rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    comm.Barrier()
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
 
     # ---- ranks loading different names: caught before anything is stored
-    expect(lambda: graphs.GraphDataset.from_samples(store, f"g{min(rank, 1)}", good,
-                                                    progress=False),
-           DDStoreValueError, "out of step", "GraphDataset('g0')", "GraphDataset('g1')")
+    expect_error(DDStoreValueError,
+                 ["out of step", "GraphDataset('g0')", "GraphDataset('g1')"],
+                 lambda: graphs.GraphDataset.from_samples(store, f"g{min(rank, 1)}", good,
+                                                    progress=False))
     assert "g0" not in store.variables() and "g1" not in store.variables()
 
     # ---- reading: indices out of range, wrong types, DataLoader workers
     ds = graphs.GraphDataset.from_samples(store, "good", good, progress=False)
-    expect(lambda: ds[N], DDStoreIndexError, str(N), f"[0, {N})")
-    expect(lambda: ds[-1], DDStoreIndexError, "-1")
-    expect(lambda: ds["a"], DDStoreValueError, "integer")
-    expect(lambda: ds.__getitems__([0, N]), DDStoreIndexError, str(N), f"[0, {N})")
-    expect(lambda: ds.get_batch([N + 5]), DDStoreIndexError, str(N + 5))
-    expect(lambda: ds.get_batch([]), DDStoreValueError, "at least one")
-    expect(lambda: ds.get_batch([[0, 1]]), DDStoreValueError, "1-D")
-    expect(lambda: ds.loader(4, num_workers=2), DDStoreValueError, "num_workers")
-    expect(lambda: ds.loader(0), DDStoreValueError, "batch_size")
-    expect(lambda: next(iter(DataLoader(ds, batch_size=4, num_workers=1))),
-           DDStoreValueError, "num_workers")
-    expect(lambda: graphs.GraphDataset.from_samples(store, "good", good, progress=False),
-           DDStoreValueError, "'good'", "already exists")
+    expect_error(DDStoreIndexError, [str(N), f"[0, {N})"], lambda: ds[N])
+    expect_error(DDStoreIndexError, ["-1"], lambda: ds[-1])
+    expect_error(DDStoreValueError, ["integer"], lambda: ds["a"])
+    expect_error(DDStoreIndexError, [str(N), f"[0, {N})"],
+                 lambda: ds.__getitems__([0, N]))
+    expect_error(DDStoreIndexError, [str(N + 5)], lambda: ds.get_batch([N + 5]))
+    expect_error(DDStoreValueError, ["at least one"], lambda: ds.get_batch([]))
+    expect_error(DDStoreValueError, ["1-D"], lambda: ds.get_batch([[0, 1]]))
+    expect_error(DDStoreValueError, ["num_workers"],
+                 lambda: ds.loader(4, num_workers=2))
+    expect_error(DDStoreValueError, ["batch_size"], lambda: ds.loader(0))
+    expect_error(DDStoreValueError, ["num_workers"],
+                 lambda: next(iter(DataLoader(ds, batch_size=4, num_workers=1))))
+    expect_error(DDStoreValueError, ["'good'", "already exists"],
+                 lambda: graphs.GraphDataset.from_samples(store, "good", good, progress=False))
     # ---- the store still serves correct data
     for i in range(N):
         assert_graph_equal(ds[i], good[i], f"after errors graph {i}")
@@ -293,10 +286,10 @@ def main():
     for i, got in enumerate(again.__getitems__(list(range(N)))):
         assert_graph_equal(got, good[i], f"new data set after errors graph {i}")
     store.free()
-    expect(lambda: ds[0], DDStoreError, "freed")
-    total = comm.allreduce(cases)
+    expect_error(DDStoreError, ["freed"], lambda: ds[0])
+    total = comm.allreduce(counts["errors"])
     if rank == 0:
         print(f"graphs_errors: {size} ranks, {total} error cases checked")
 
 
-main()
+run_main(main)

@@ -17,6 +17,7 @@ import torch
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import run_main  # noqa: E402
 from graphs_common import (assert_batch_equal, assert_graph_equal,  # noqa: E402
                            rich_sample, tensor_sample)
 
@@ -142,13 +143,17 @@ def main():
                     ids = graphs.GraphDataset.from_samples(store, "ising", ising,
                                                            progress=False)
                     check_all(ids, [ising[i] for i in range(12)], f"{tag} ising")
-    finally:
-        comm.Barrier()
+    except BaseException:
+        # no Barrier here: the other ranks may be anywhere; the harness ends the job
         if rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    comm.Barrier()
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
     total = comm.allreduce(checks)
     if rank == 0:
         print(f"graphs_roundtrip: {size} ranks, {total} checks passed")
 
 
-main()
+run_main(main)

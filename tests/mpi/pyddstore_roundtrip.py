@@ -14,24 +14,12 @@ from mpi4py import MPI
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import pyddstore as dds  # noqa: E402
+from _harness import counts, expect_error, run_main  # noqa: E402
 from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size
 checks = 0
-
-
-def expect(fn, exc_type, *needles):
-    global checks
-    try:
-        fn()
-    except exc_type as exc:
-        assert isinstance(exc, DDStoreError)
-        for needle in needles:
-            assert needle in str(exc), f"{needle!r} not in {exc}"
-        checks += 1
-        return
-    raise AssertionError(f"expected {exc_type.__name__} {needles}")
 
 
 def chunk_sizes(total, parts):
@@ -106,17 +94,23 @@ def run(width, transport):
     store.get("f32", t, 3)
     same(t.numpy(), cases["f32"][3:8], "torch buffer")
     # errors
-    expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), 36), DDStoreIndexError,
-           "[36, 38)", "[0, 37)")
-    expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), -1), DDStoreIndexError)
+    expect_error(DDStoreIndexError, ["[36, 38)", "[0, 37)"],
+                 lambda: store.get("f32", np.zeros((2, 4), np.float32), 36),
+                 also=DDStoreError)
+    expect_error(DDStoreIndexError, [],
+                 lambda: store.get("f32", np.zeros((2, 4), np.float32), -1),
+                 also=DDStoreError)
     # what the original raised: code that catches ValueError keeps working
     for start in (36, -1, 10 ** 20):
-        expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), start), ValueError,
-               f"[{start}, {start + 2})")
-    expect(lambda: store.get_batch("f32", np.zeros((1, 4), np.float32), [37]),
-           ValueError, "37")
-    expect(lambda: store.get("f32", np.zeros((2, 4), np.float32), 1.5), DDStoreValueError,
-           "start must be an integer")
+        expect_error(ValueError, [f"[{start}, {start + 2})"],
+                     lambda: store.get("f32", np.zeros((2, 4), np.float32), start),
+                     also=DDStoreError)
+    expect_error(ValueError, ["37"],
+                 lambda: store.get_batch("f32", np.zeros((1, 4), np.float32), [37]),
+                 also=DDStoreError)
+    expect_error(DDStoreValueError, ["start must be an integer"],
+                 lambda: store.get("f32", np.zeros((2, 4), np.float32), 1.5),
+                 also=DDStoreError)
     # writes after the data was published: visible to every reader after sync()
     lo_r, hi_r = store.store.local_rows("filled")
     comm.Barrier()  # every rank has read the old rows (the test's own ordering)
@@ -129,43 +123,62 @@ def run(width, transport):
             row = np.zeros((1, 3))
             store.get("filled", row, a)
             same(row, np.full((1, 3), 7.0 + r), "update after publish, then sync")
-    expect(lambda: store.get("f32", np.zeros((2, 4), np.float64), 0), DDStoreValueError,
-           "4 elements of 8 bytes", "4 elements of 4 bytes")
-    expect(lambda: store.get("f32", np.zeros((2, 3), np.float32), 0), DDStoreValueError,
-           "3 elements")
-    expect(lambda: store.get("nope", np.zeros(2), 0), DDStoreValueError, "'nope'")
-    expect(lambda: store.get("f32", np.zeros((4, 2), np.float32).T, 0), DDStoreValueError,
-           "contiguous")
-    expect(lambda: store.get("f32", [1, 2], 0), DDStoreValueError, "numpy array")
-    expect(lambda: store.get_batch("f32", np.zeros((2, 4), np.float32), [0]),
-           DDStoreValueError, "2 rows but 1 indices")
-    expect(lambda: store.get_batch("f32", np.zeros((1, 4), np.float32), [37]),
-           DDStoreIndexError, "37")
-    expect(lambda: store.update("filled", np.zeros((1, 3)), int(sizes[grank])),
-           DDStoreIndexError)
-    expect(lambda: store.init("bad", -1, 3), DDStoreValueError, "nrows=-1")
-    expect(lambda: store.add("f32", cases["f32"]), DDStoreValueError, "already exists")
+    expect_error(DDStoreValueError, ["4 elements of 8 bytes", "4 elements of 4 bytes"],
+                 lambda: store.get("f32", np.zeros((2, 4), np.float64), 0),
+                 also=DDStoreError)
+    expect_error(DDStoreValueError, ["3 elements"],
+                 lambda: store.get("f32", np.zeros((2, 3), np.float32), 0),
+                 also=DDStoreError)
+    expect_error(DDStoreValueError, ["'nope'"],
+                 lambda: store.get("nope", np.zeros(2), 0), also=DDStoreError)
+    expect_error(DDStoreValueError, ["contiguous"],
+                 lambda: store.get("f32", np.zeros((4, 2), np.float32).T, 0),
+                 also=DDStoreError)
+    expect_error(DDStoreValueError, ["numpy array"],
+                 lambda: store.get("f32", [1, 2], 0), also=DDStoreError)
+    expect_error(DDStoreValueError, ["2 rows but 1 indices"],
+                 lambda: store.get_batch("f32", np.zeros((2, 4), np.float32), [0]),
+                 also=DDStoreError)
+    expect_error(DDStoreIndexError, ["37"],
+                 lambda: store.get_batch("f32", np.zeros((1, 4), np.float32), [37]),
+                 also=DDStoreError)
+    expect_error(DDStoreIndexError, [],
+                 lambda: store.update("filled", np.zeros((1, 3)), int(sizes[grank])),
+                 also=DDStoreError)
+    expect_error(DDStoreValueError, ["nrows=-1"], lambda: store.init("bad", -1, 3),
+                 also=DDStoreError)
+    expect_error(DDStoreValueError, ["already exists"],
+                 lambda: store.add("f32", cases["f32"]), also=DDStoreError)
     # bad input on the last rank only: every rank raises, none is left waiting
     last = comm.size - 1
-    expect(lambda: store.init("bad1", -1 if comm.rank == last else 3, 3),
-           DDStoreValueError, "nrows=-1", f"rank {last}")
-    expect(lambda: store.add("bad2", [1, 2] if comm.rank == last else np.zeros(2)),
-           DDStoreValueError, f"rank {last}")
+    expect_error(DDStoreValueError, ["nrows=-1", f"rank {last}"],
+                 lambda: store.init("bad1", -1 if comm.rank == last else 3, 3),
+                 also=DDStoreError)
+    expect_error(DDStoreValueError, [f"rank {last}"],
+                 lambda: store.add("bad2", [1, 2] if comm.rank == last else np.zeros(2)),
+                 also=DDStoreError)
     # the store still serves after the errors
     buf = np.zeros_like(cases["u8"])
     store.get("u8", buf, 0)
     same(buf, cases["u8"], "after errors")
     store.free()
     store.free()  # twice is fine
-    expect(lambda: store.get("u8", buf, 0), DDStoreError, "freed")
+    expect_error(DDStoreError, ["freed"], lambda: store.get("u8", buf, 0),
+                 also=DDStoreError)
 
 
-expect(lambda: dds.PyDDStore(comm, method=1), DDStoreValueError, "method=1")
-widths = sorted({1, 2 if size % 2 == 0 else 1, size})
-for width in widths:
-    run(width, "auto")
-if size > 1:
-    run(size, "rma")
-total = comm.allreduce(checks)
-if rank == 0:
-    print(f"pyddstore_roundtrip: {size} ranks, widths {widths}, {total} checks passed")
+
+def main():
+    expect_error(DDStoreValueError, ["method=1"], lambda: dds.PyDDStore(comm, method=1),
+                 also=DDStoreError)
+    widths = sorted({1, 2 if size % 2 == 0 else 1, size})
+    for width in widths:
+        run(width, "auto")
+    if size > 1:
+        run(size, "rma")
+    total = comm.allreduce(checks + counts["errors"])
+    if rank == 0:
+        print(f"pyddstore_roundtrip: {size} ranks, widths {widths}, {total} checks passed")
+
+
+run_main(main)

@@ -29,6 +29,8 @@ import warnings
 import numpy as np
 from mpi4py import MPI
 
+from _harness import check, expect_error, run_main
+
 import torch
 
 torch.set_num_threads(1)
@@ -42,31 +44,6 @@ comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 TMP = sys.argv[1] if len(sys.argv) > 1 else "/tmp"
 MODE = sys.argv[2] if len(sys.argv) > 2 else "all"
-failures = []
-checks = [0]
-
-
-def check(cond, what):
-    checks[0] += 1
-    if not cond:
-        failures.append(what)
-        print(f"[rank {rank}] FAIL: {what}", flush=True)
-
-
-def raises(fn, cls, *fragments, what=""):
-    """fn() must raise ``cls`` whose message holds every fragment; returns the message."""
-    try:
-        fn()
-    except cls as exc:
-        msg = str(exc)
-        check(all(f in msg for f in fragments), f"{what}: message {msg!r} lacks "
-                                                 f"{fragments}")
-        return msg
-    except Exception as exc:  # noqa: BLE001
-        check(False, f"{what}: raised {type(exc).__name__}: {exc}, expected {cls.__name__}")
-        return None
-    check(False, f"{what}: did not raise {cls.__name__}")
-    return None
 
 
 def divisors(n):
@@ -87,9 +64,9 @@ def test_plan():
             want = brute_plan(nbytes, budget)
             what = f"plan({nbytes}, budget={budget})"
             if want is None:
-                raises(lambda: ddstore.DDStore.plan(nbytes, memory_budget=budget),
-                       DDStoreMemoryError, "does not fit", f"width={size}",
-                       what=what)
+                expect_error(DDStoreMemoryError, ["does not fit", f"width={size}"],
+                             lambda: ddstore.DDStore.plan(nbytes, memory_budget=budget),
+                             what=what)
             else:
                 got = ddstore.DDStore.plan(nbytes, memory_budget=budget, comm=comm)
                 check(got == want, f"{what} = {got}, brute force {want}")
@@ -102,33 +79,40 @@ def test_plan():
         check(abs(s.memory_budget - expect) < 0.05 * expect,
               f"default budget {s.memory_budget} vs 0.7 x {avail} / {size}")
         check(len(set(comm.allgather(s.memory_budget))) == 1, "budget agreed")
-    raises(lambda: ddstore.DDStore.plan(10 ** 16), DDStoreMemoryError, "does not fit",
-           "memory budget", what="plan(10 PB)")
+    expect_error(DDStoreMemoryError, ["does not fit", "memory budget"],
+                 lambda: ddstore.DDStore.plan(10 ** 16), what="plan(10 PB)")
     # bad input, on every rank and on one rank only: every rank raises
     for bad in (0, -5, float("nan"), float("inf"), "1GB", True, [1]):
-        raises(lambda: ddstore.DDStore.plan(100, memory_budget=bad), DDStoreValueError,
-               "memory_budget=", "positive", what=f"plan budget {bad!r}")
-        raises(lambda: ddstore.DDStore(comm, width="auto", data_nbytes=100,
-                                       memory_budget=bad), DDStoreValueError,
-               "memory_budget=", what=f"DDStore budget {bad!r}")
+        expect_error(DDStoreValueError, ["memory_budget=", "positive"],
+                     lambda: ddstore.DDStore.plan(100, memory_budget=bad),
+                     what=f"plan budget {bad!r}")
+        expect_error(DDStoreValueError, ["memory_budget="],
+                     lambda: ddstore.DDStore(comm, width="auto", data_nbytes=100,
+                                       memory_budget=bad),
+                     what=f"DDStore budget {bad!r}")
     for bad in (-1, 1.5, "x", None):
-        raises(lambda: ddstore.DDStore.plan(bad), DDStoreValueError, "nbytes=",
-               what=f"plan nbytes {bad!r}")
+        expect_error(DDStoreValueError, ["nbytes="], lambda: ddstore.DDStore.plan(bad),
+                     what=f"plan nbytes {bad!r}")
     if size > 1:
-        raises(lambda: ddstore.DDStore.plan(100, memory_budget=-1 if rank == size - 1
-                                            else 10 ** 6), DDStoreValueError,
-               f"rank {size - 1}", "memory_budget=-1", what="bad budget on one rank")
-        raises(lambda: ddstore.DDStore.plan(100 + (rank == 1)), DDStoreValueError,
-               "differs", what="nbytes differs")
-        raises(lambda: ddstore.DDStore(comm, width="auto" if rank else 1,
-                                       data_nbytes=100), DDStoreValueError, "differ",
-               what="auto on some ranks only")
-    raises(lambda: ddstore.DDStore(comm, width="auto"), DDStoreValueError, "data_nbytes",
-           what="auto without data_nbytes")
-    raises(lambda: ddstore.DDStore(comm, width=size, memory_budget=10 ** 9),
-           DDStoreValueError, "needs data_nbytes", what="budget without data_nbytes")
-    raises(lambda: ddstore.DDStore(comm, width="wide"), DDStoreValueError, "'auto'",
-           what="width='wide'")
+        expect_error(DDStoreValueError, [f"rank {size - 1}", "memory_budget=-1"],
+                     lambda: ddstore.DDStore.plan(100, memory_budget=-1 if rank == size - 1
+                                            else 10 ** 6),
+                     what="bad budget on one rank")
+        expect_error(DDStoreValueError, ["differs"],
+                     lambda: ddstore.DDStore.plan(100 + (rank == 1)),
+                     what="nbytes differs")
+        expect_error(DDStoreValueError, ["differ"],
+                     lambda: ddstore.DDStore(comm, width="auto" if rank else 1,
+                                       data_nbytes=100),
+                     what="auto on some ranks only")
+    expect_error(DDStoreValueError, ["data_nbytes"],
+                 lambda: ddstore.DDStore(comm, width="auto"),
+                 what="auto without data_nbytes")
+    expect_error(DDStoreValueError, ["needs data_nbytes"],
+                 lambda: ddstore.DDStore(comm, width=size, memory_budget=10 ** 9),
+                 what="budget without data_nbytes")
+    expect_error(DDStoreValueError, ["'auto'"],
+                 lambda: ddstore.DDStore(comm, width="wide"), what="width='wide'")
     # width="auto": the planned width, and the store works
     for budget_rows in (10, 25, 100, 10 ** 6):
         rows, row_bytes = 100, 8 * 3
@@ -136,9 +120,10 @@ def test_plan():
         budget = budget_rows * row_bytes
         want = brute_plan(nbytes, budget)
         if want is None:
-            raises(lambda: ddstore.DDStore(comm, width="auto", data_nbytes=nbytes,
-                                           memory_budget=budget), DDStoreMemoryError,
-                   "does not fit", what=f"auto rows budget {budget_rows}")
+            expect_error(DDStoreMemoryError, ["does not fit"],
+                         lambda: ddstore.DDStore(comm, width="auto", data_nbytes=nbytes,
+                                           memory_budget=budget),
+                         what=f"auto rows budget {budget_rows}")
             continue
         with ddstore.DDStore(comm, width="auto", data_nbytes=nbytes,
                              memory_budget=budget) as s:
@@ -152,9 +137,10 @@ def test_plan():
             check(np.array_equal(s.get_batch("v", idx), full[idx]), "auto store reads")
     # explicit width over the budget: refused up front, nothing created
     if size > 1:
-        raises(lambda: ddstore.DDStore(comm, width=1, data_nbytes=4000, memory_budget=1000),
-               DDStoreMemoryError, "width=1", f"width={brute_plan(4000, 1000) or ''}",
-               what="explicit width over budget")
+        expect_error(DDStoreMemoryError,
+                     ["width=1", f"width={brute_plan(4000, 1000) or ''}"],
+                     lambda: ddstore.DDStore(comm, width=1, data_nbytes=4000, memory_budget=1000),
+                     what="explicit width over budget")
     ok = ddstore.DDStore(comm, width=size, data_nbytes=4000, memory_budget=4000)
     check(ok.width == size, "explicit width within budget")
     ok.free()
@@ -209,13 +195,16 @@ def test_prefetch_windows(transport, expect_depth):
                         if k == 1:
                             break
             # bad input
-            raises(lambda: train.loader(8, prefetch=1, num_workers=2), DDStoreValueError,
-                   "prefetch=1", "num_workers=2", what="prefetch with workers")
-            raises(lambda: train.loader(8, num_workers=1), DDStoreValueError,
-                   "num_workers=1", what="window loader workers")
+            expect_error(DDStoreValueError, ["prefetch=1", "num_workers=2"],
+                         lambda: train.loader(8, prefetch=1, num_workers=2),
+                         what="prefetch with workers")
+            expect_error(DDStoreValueError, ["num_workers=1"],
+                         lambda: train.loader(8, num_workers=1),
+                         what="window loader workers")
             for bad in (-1, 1.5, "2", True):
-                raises(lambda: train.loader(8, prefetch=bad), DDStoreValueError,
-                       "prefetch=", what=f"prefetch={bad!r}")
+                expect_error(DDStoreValueError, ["prefetch="],
+                             lambda: train.loader(8, prefetch=bad),
+                             what=f"prefetch={bad!r}")
             # an error in the background surfaces in next(), after the good batches
             base = torch.utils.data.DataLoader(
                 train, batch_sampler=[list(range(8)), list(range(8, 16)),
@@ -225,9 +214,10 @@ def test_prefetch_windows(transport, expect_depth):
             first = next(it), next(it)
             check(torch.equal(first[1][0], train.__getitems__(list(range(8, 16)))[0]),
                   "batches before the error")
-            raises(lambda: next(it), DDStoreIndexError, str(len(train) + 3),
-                   what="prefetch error surfaces")
-            raises(lambda: next(it), StopIteration, what="iteration ends after error")
+            expect_error(DDStoreIndexError, [str(len(train) + 3)], lambda: next(it),
+                         what="prefetch error surfaces")
+            expect_error(StopIteration, [], lambda: next(it),
+                         what="iteration ends after error")
             store.remove("w")
 
 
@@ -254,13 +244,14 @@ def test_prefetch_graphs(transport, expect_depth):
             order = list(smp)
             want = [ds.get_batch(order[i:i + 5]) for i in range(0, len(order), 5)]
             check(all(torch.equal(a.x, b.x) for a, b in zip(got, want)), "graph order")
-            raises(lambda: ds.loader(5, prefetch=1, num_workers=1), DDStoreValueError,
-                   "prefetch=1", "num_workers=1", what="graphs prefetch with workers")
+            expect_error(DDStoreValueError, ["prefetch=1", "num_workers=1"],
+                         lambda: ds.loader(5, prefetch=1, num_workers=1),
+                         what="graphs prefetch with workers")
             it = iter(ds.loader(4, sampler=list(range(8)) + [n + 5], prefetch=1))
             first = [next(it), next(it)]
             check(first[1].num_graphs == 4, "graph batches before the error")
-            raises(lambda: next(it), DDStoreIndexError, str(n + 5),
-                   what="graphs prefetch error surfaces")
+            expect_error(DDStoreIndexError, [str(n + 5)], lambda: next(it),
+                         what="graphs prefetch error surfaces")
             store.remove("g")
 
 
@@ -285,16 +276,19 @@ def test_load_npy():
     check(s2.shape == (60, 4, 1) and np.array_equal(s2.read(0, 60)[:, :, 0], raw[:, :, 0]),
           "2-D npy")
     s2.close()
-    raises(lambda: st.load_npy(path, shape=(60, 4, 3)), DDStoreValueError, "series.npy",
-           "(60, 4, 2)", "(60, 4, 3)", what="shape differs")
-    raises(lambda: st.load_npy(path, dtype=np.float64), DDStoreValueError, "float32",
-           "float64", what="dtype differs")
-    raises(lambda: st.load_npy(os.path.join(TMP, "trunc.npy")), DDStoreValueError,
-           "trunc.npy", "truncated", "from 55", what="truncated file")
-    raises(lambda: st.load_npy(os.path.join(TMP, "fortran.npy")), DDStoreValueError,
-           "Fortran", what="fortran order")
-    raises(lambda: st.load_npy(os.path.join(TMP, "missing.npy")), DDStoreValueError,
-           "missing.npy", what="missing file")
+    expect_error(DDStoreValueError, ["series.npy", "(60, 4, 2)", "(60, 4, 3)"],
+                 lambda: st.load_npy(path, shape=(60, 4, 3)), what="shape differs")
+    expect_error(DDStoreValueError, ["float32", "float64"],
+                 lambda: st.load_npy(path, dtype=np.float64), what="dtype differs")
+    expect_error(DDStoreValueError, ["trunc.npy", "truncated", "from 55"],
+                 lambda: st.load_npy(os.path.join(TMP, "trunc.npy")),
+                 what="truncated file")
+    expect_error(DDStoreValueError, ["Fortran"],
+                 lambda: st.load_npy(os.path.join(TMP, "fortran.npy")),
+                 what="fortran order")
+    expect_error(DDStoreValueError, ["missing.npy"],
+                 lambda: st.load_npy(os.path.join(TMP, "missing.npy")),
+                 what="missing file")
     # a file that shrinks after opening: the block read names the file and the block;
     # in a WindowDataset every rank raises the same agreed error, nothing is left behind
     own = os.path.join(TMP, f"shrink{rank}.npy")
@@ -303,9 +297,10 @@ def test_load_npy():
     if rank == size - 1:
         os.truncate(own, os.path.getsize(own) - 4 * 8 * 30)
     with ddstore.DDStore(comm, width=size) as store:
-        msg = raises(lambda: st.WindowDataset(store, "shr", series, horizon=3),
-                     DDStoreValueError, f"shrink{size - 1}.npy", "block of steps",
-                     "truncated", what="truncated after open")
+        msg = expect_error(DDStoreValueError,
+                           [f"shrink{size - 1}.npy", "block of steps", "truncated"],
+                           lambda: st.WindowDataset(store, "shr", series, horizon=3),
+                           what="truncated after open")
         check(store.variables() == [], f"nothing left behind: {store.variables()}")
         ds = st.WindowDataset(store, "shr", raw, horizon=3)  # the store still works
         check(len(ds) == 60 - 5, "store usable after the error")
@@ -325,13 +320,6 @@ def main():
         for transport in ("auto", "rma"):
             test_prefetch_windows(transport, None)
             test_prefetch_graphs(transport, None)
-    total = comm.allreduce(len(failures))
-    n = comm.allreduce(checks[0])
-    if rank == 0:
-        print(f"{n} checks, {total} failures on {size} ranks ({MODE})", flush=True)
-    sys.exit(1 if total else 0)
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    main()
+run_main(main, note=f"({MODE})")

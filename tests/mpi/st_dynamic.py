@@ -13,16 +13,17 @@ import json
 import os
 import time
 import sys
-import traceback
 
 import numpy as np
 import torch
 from mpi4py import MPI
 
+from _harness import check, expect_error, run_main
+
 torch.set_num_threads(1)
 
 import ddstore  # noqa: E402
-from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
+from ddstore import DDStoreIndexError, DDStoreValueError  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.spatiotemporal import DynamicGraph, DynamicWindowDataset  # noqa: E402
 
@@ -32,14 +33,6 @@ CHICKENPOX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dat
                           "chickenpox.json")
 TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
                       "twitter_tennis_rg17.json")
-failures, checks = [], [0]
-
-
-def check(cond, what):
-    checks[0] += 1
-    if not cond:
-        failures.append(what)
-        print(f"[rank {rank}] FAIL: {what}", flush=True)
 
 
 def reference(edges, weights, dedup=None):
@@ -160,24 +153,6 @@ def all_equal(g, ref, label, rng):
           (20 if ref[0][1] is not None or g.weighted else 16), f"{label}: materialized")
 
 
-def expect_error(label, fn, cls=DDStoreValueError, contains=()):
-    """Every rank raises ``cls`` with one message, mentioning each of ``contains``."""
-    try:
-        fn()
-        msg = None
-    except DDStoreError as exc:
-        msg = (type(exc).__name__, str(exc))
-        check(isinstance(exc, cls), f"{label}: {type(exc).__name__} is not {cls.__name__}")
-        for c in contains:
-            check(c in str(exc), f"{label}: {c!r} not in {str(exc)!r}")
-    except Exception as exc:  # noqa
-        msg = ("other", repr(exc))
-        check(False, f"{label}: raised {exc!r}")
-    check(msg is not None, f"{label}: no error")
-    allmsg = comm.allgather(msg)
-    check(all(m == allmsg[0] for m in allmsg), f"{label}: ranks differ: {allmsg}")
-
-
 def errors(store):
     before = store.variables()
     N = 10
@@ -191,42 +166,57 @@ def errors(store):
         lst[t] = value
         return lst
 
-    expect_error("node out of range", lambda: DynamicGraph(
-        store, "e", bad(last, np.array([[0], [N]])), gw[:3] + [np.ones(1)], num_nodes=N),
-        contains=("edges[3]", f"{N}", f"[0, {N})"))
-    expect_error("negative node", lambda: DynamicGraph(store, "e", bad(1, np.array([[-1],
-                 [0]])), None), contains=("edges[1]", "-1"))
-    expect_error("wrong shape", lambda: DynamicGraph(store, "e", bad(2, np.zeros((3, 2),
-                 np.int64)), None, num_nodes=N),
-                 contains=("edges[2]", "[2, E_t]", "(3, 2)"))
-    expect_error("float edges", lambda: DynamicGraph(store, "e", bad(2, np.zeros((2, 2))),
-                 None, num_nodes=N), contains=("edges[2]", "float64"))
+    expect_error(DDStoreValueError, ("edges[3]", f"{N}", f"[0, {N})"),
+                 lambda: DynamicGraph(store, "e", bad(last, np.array([[0], [N]])),
+                                      gw[:3] + [np.ones(1)], num_nodes=N),
+                 what="node out of range", agree=True)
+    expect_error(DDStoreValueError, ("edges[1]", "-1"),
+                 lambda: DynamicGraph(store, "e", bad(1, np.array([[-1],
+                 [0]])), None), what="negative node", agree=True)
+    expect_error(DDStoreValueError, ("edges[2]", "[2, E_t]", "(3, 2)"),
+                 lambda: DynamicGraph(store, "e", bad(2, np.zeros((3, 2),
+                 np.int64)), None, num_nodes=N), what="wrong shape",
+                 agree=True)
+    expect_error(DDStoreValueError, ("edges[2]", "float64"),
+                 lambda: DynamicGraph(store, "e", bad(2, np.zeros((2, 2))),
+                 None, num_nodes=N), what="float edges", agree=True)
     w = list(gw)
     w[last] = np.ones(2)
-    expect_error("weights length", lambda: DynamicGraph(store, "e", good, w, num_nodes=N),
-                 contains=("weights[3]", "2 entries", "3 edges"))
+    expect_error(DDStoreValueError, ("weights[3]", "2 entries", "3 edges"),
+                 lambda: DynamicGraph(store, "e", good, w, num_nodes=N),
+                 what="weights length", agree=True)
     w = list(gw)
     w[1] = np.array([1.0, np.nan])
-    expect_error("NaN weight", lambda: DynamicGraph(store, "e", good, w, num_nodes=N),
-                 contains=("weights[1]", "NaN"))
-    expect_error("duplicates", lambda: DynamicGraph(store, "e", bad(last, np.array(
-        [[5, 6, 5], [6, 7, 6]])), None, num_nodes=N), contains=("edges[3]", "5 -> 6",
-                                                                "dedup"))
-    expect_error("bad dedup", lambda: DynamicGraph(store, "e", good, None, dedup="max"),
-                 contains=("dedup",))
-    expect_error("steps mismatch", lambda: DynamicGraph(store, "e", good, gw[:2]),
-                 contains=("2 weight arrays", "4 steps"))
-    expect_error("checkpoint_every", lambda: DynamicGraph(store, "e", good, None,
-                 checkpoint_every=0), contains=("checkpoint_every",))
-    expect_error("differs between ranks", lambda: DynamicGraph(
-        store, "e", good, None, checkpoint_every=1 + rank % 2) if size > 1 else
-        DynamicGraph(store, "e", good, None, checkpoint_every=-1),
-        contains=("checkpoint_every",))
+    expect_error(DDStoreValueError, ("weights[1]", "NaN"),
+                 lambda: DynamicGraph(store, "e", good, w, num_nodes=N),
+                 what="NaN weight", agree=True)
+    expect_error(DDStoreValueError,
+                 ("edges[3]", "5 -> 6",
+                                                                "dedup"),
+                 lambda: DynamicGraph(store, "e", bad(last, np.array(
+                     [[5, 6, 5], [6, 7, 6]])), None, num_nodes=N),
+                 what="duplicates", agree=True)
+    expect_error(DDStoreValueError, ("dedup",),
+                 lambda: DynamicGraph(store, "e", good, None, dedup="max"),
+                 what="bad dedup", agree=True)
+    expect_error(DDStoreValueError, ("2 weight arrays", "4 steps"),
+                 lambda: DynamicGraph(store, "e", good, gw[:2]), what="steps mismatch",
+                 agree=True)
+    expect_error(DDStoreValueError, ("checkpoint_every",),
+                 lambda: DynamicGraph(store, "e", good, None,
+                 checkpoint_every=0), what="checkpoint_every",
+                 agree=True)
+    expect_error(DDStoreValueError, ("checkpoint_every",),
+                 lambda: DynamicGraph(
+                     store, "e", good, None, checkpoint_every=1 + rank % 2) if size > 1 else
+                     DynamicGraph(store, "e", good, None, checkpoint_every=-1),
+                 what="differs between ranks", agree=True)
     check(store.variables() == before, f"errors left variables {store.variables()}")
     # a name taken by another variable: nothing of the new graph is left behind
     store.add_records("taken/ckpt", [{"a": np.zeros(1)}] if rank == 0 else [])
-    expect_error("name taken", lambda: DynamicGraph(store, "taken", good, None),
-                 contains=("taken/ckpt",))
+    expect_error(DDStoreValueError, ("taken/ckpt",),
+                 lambda: DynamicGraph(store, "taken", good, None), what="name taken",
+                 agree=True)
     check("taken/delta" not in store.variables(), "half-built graph left in the store")
     store.remove("taken/ckpt")
     # an edges sequence that fails on one rank only (a lazy reader)
@@ -239,18 +229,22 @@ def errors(store):
             if rank == size - 1 and t == last:
                 raise OSError("disk gone")
             return good[t]
-    expect_error("reader fails on one rank", lambda: DynamicGraph(store, "e", Flaky(), None,
-                 num_nodes=N), contains=(f"rank {size - 1}", "disk gone"))
+    expect_error(DDStoreValueError, (f"rank {size - 1}", "disk gone"),
+                 lambda: DynamicGraph(store, "e", Flaky(), None,
+                 num_nodes=N), what="reader fails on one rank",
+                 agree=True)
     check(store.variables() == before, f"errors left variables {store.variables()}")
     g = DynamicGraph(store, "ok", good, gw, num_nodes=N, checkpoint_every=2)
-    expect_error("t too large", lambda: g.snapshot(len(good)), DDStoreIndexError,
-                 contains=("t=4", "[0, 4)"))
-    expect_error("t negative", lambda: g.snapshot(-1), DDStoreIndexError,
-                 contains=("t=-1",))
-    expect_error("t not int", lambda: g.snapshot(1.5), DDStoreValueError)
-    expect_error("forward range", lambda: list(g.forward(2, 9)), DDStoreIndexError,
-                 contains=("[2, 9)", "4"))
-    expect_error("backward range", lambda: list(g.backward(3, -1)), DDStoreIndexError)
+    expect_error(DDStoreIndexError, ("t=4", "[0, 4)"), lambda: g.snapshot(len(good)),
+                 what="t too large", agree=True)
+    expect_error(DDStoreIndexError, ("t=-1",), lambda: g.snapshot(-1),
+                 what="t negative", agree=True)
+    expect_error(DDStoreValueError, (), lambda: g.snapshot(1.5), what="t not int",
+                 agree=True)
+    expect_error(DDStoreIndexError, ("[2, 9)", "4"), lambda: list(g.forward(2, 9)),
+                 what="forward range", agree=True)
+    expect_error(DDStoreIndexError, (), lambda: list(g.backward(3, -1)),
+                 what="backward range", agree=True)
     same(g.snapshot(3), reference(good, gw)[3], "store usable after errors")
     g.free()
     check(store.variables() == before, "free left variables")
@@ -372,19 +366,29 @@ def windows(store, width, rng):
     ds.free()
     # errors: agreed, nothing left behind
     before = store.variables()
-    expect_error("horizon too long", lambda: DynamicWindowDataset(
-        store, "bad", series, 36, edges=e, weights=w), contains=("horizon=36", "35"))
-    expect_error("edges steps", lambda: DynamicWindowDataset(
-        store, "bad", series, 3, edges=e[:-1], weights=w[:-1]), contains=("69", "70"))
+    expect_error(DDStoreValueError, ("horizon=36", "35"),
+                 lambda: DynamicWindowDataset(
+                     store, "bad", series, 36, edges=e, weights=w),
+                 what="horizon too long", agree=True)
+    expect_error(DDStoreValueError, ("69", "70"),
+                 lambda: DynamicWindowDataset(
+                     store, "bad", series, 3, edges=e[:-1], weights=w[:-1]),
+                 what="edges steps", agree=True)
     bad_e = list(e)
     bad_e[T - 1] = np.array([[0], [n]])
-    expect_error("node beyond the series", lambda: DynamicWindowDataset(
-        store, "bad", series, 3, edges=bad_e, weights=None), contains=(f"[0, {n})",))
-    expect_error("graph_steps", lambda: DynamicWindowDataset(
-        store, "bad", series, 3, edges=e, graph_steps="y"), contains=("graph_steps",))
+    expect_error(DDStoreValueError, (f"[0, {n})",),
+                 lambda: DynamicWindowDataset(
+                     store, "bad", series, 3, edges=bad_e, weights=None),
+                 what="node beyond the series", agree=True)
+    expect_error(DDStoreValueError, ("graph_steps",),
+                 lambda: DynamicWindowDataset(
+                     store, "bad", series, 3, edges=e, graph_steps="y"),
+                 what="graph_steps", agree=True)
     g = DynamicGraph(store, "g9", e[:10], w[:10])
-    expect_error("graph mismatch", lambda: DynamicWindowDataset(
-        store, "bad", series, 3, graph=g), contains=("10 steps", "70 steps"))
+    expect_error(DDStoreValueError, ("10 steps", "70 steps"),
+                 lambda: DynamicWindowDataset(
+                     store, "bad", series, 3, graph=g), what="graph mismatch",
+                 agree=True)
     g.free()
     check(store.variables() == before, f"dataset errors left {store.variables()}")
 
@@ -470,16 +474,4 @@ def main():
                 check(store.variables() == [], f"left {store.variables()}")
 
 
-if __name__ == "__main__":
-    try:
-        main()
-    except Exception:
-        traceback.print_exc()
-        failures.append("exception")
-        sys.stdout.flush()
-        comm.Abort(1)
-    nfail = comm.allreduce(len(failures))
-    total = comm.allreduce(checks[0])
-    if rank == 0:
-        print(f"{total} checks, {nfail} failures on {size} ranks", flush=True)
-    sys.exit(1 if nfail else 0)
+run_main(main)

@@ -10,12 +10,13 @@ errors raised collectively; HDF5 read per rank.  Exits non-zero on any failure.
 import os
 import sys
 import time
-import traceback
 
 T0 = time.time()
 
 import numpy as np
 from mpi4py import MPI
+
+from _harness import check, expect_error, run_main
 
 import torch
 
@@ -32,15 +33,6 @@ rank, size = comm.Get_rank(), comm.Get_size()
 TMP = sys.argv[1] if len(sys.argv) > 1 else "/tmp"
 CHICKENPOX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
                           "chickenpox.json")
-failures = []
-checks = [0]
-
-
-def check(cond, what):
-    checks[0] += 1
-    if not cond:
-        failures.append(what)
-        print(f"[rank {rank}] FAIL: {what}", flush=True)
 
 
 def equal(a, b, what):
@@ -212,38 +204,28 @@ def error_checks(store, tag):
     bad = raw.copy()
     bad[57, 1, 0] = np.nan  # owned by the last member
     bad[58, 2, 1] = -np.inf
-    try:
-        st.WindowDataset(store, "nan", bad, 3)
-        check(False, f"{tag}: NaN not reported")
-    except DDStoreValueError as exc:
-        check("2 non-finite values" in str(exc) and "first at step 57, node 1, feature 0"
-              in str(exc), f"{tag}: NaN message: {exc}")
+    expect_error(DDStoreValueError,
+                 ["2 non-finite values", "first at step 57, node 1, feature 0"],
+                 lambda: st.WindowDataset(store, "nan", bad, 3), what=f"{tag}: NaN")
     # a NaN in the copy of the last rank only (e.g. its own file): with width < size
     # the groups read different copies; every rank must raise, not only that group
     mine = bad if rank == size - 1 else raw
-    try:
-        st.WindowDataset(store, "nan_one_copy", mine, 3)
-        check(False, f"{tag}: NaN in one rank's copy not reported on rank {rank}")
-    except DDStoreValueError as exc:
-        check("2 non-finite values" in str(exc), f"{tag}: one-copy NaN message: {exc}")
+    expect_error(DDStoreValueError, "2 non-finite values",
+                 lambda: st.WindowDataset(store, "nan_one_copy", mine, 3),
+                 what=f"{tag}: NaN in one rank's copy (rank {rank})")
     check("nan_one_copy" not in store.variables(), f"{tag}: half-built variable left")
     if store.group_size > 1:
-        try:
-            st.WindowDataset(store, "dev", raw, 3, resident="device")
-            check(False, f"{tag}: resident=device with width>1 accepted")
-        except DDStoreValueError as exc:
-            check("width must be 1" in str(exc), f"{tag}: resident message")
-    try:  # ranks disagree on the horizon: every rank raises, nobody hangs
-        st.WindowDataset(store, "mismatch", raw, 3 if rank == 0 else 2)
-        check(False, f"{tag}: horizon mismatch accepted")
-    except DDStoreValueError as exc:
-        check("is collective" in str(exc), f"{tag}: mismatch message: {exc}")
-    try:  # invalid on rank 0 only: every rank raises rank 0's error, naming rank 0
-        st.WindowDataset(store, "bad_rank0", raw, 0 if rank == 0 else 3)
-        check(False, f"{tag}: horizon 0 on rank 0 accepted")
-    except DDStoreValueError as exc:  # the same agreed message on every rank
-        check(str(exc).startswith("rank 0: horizon=0 out of range"),
-              f"{tag}: one-rank error message: {exc}")
+        expect_error(DDStoreValueError, "width must be 1",
+                     lambda: st.WindowDataset(store, "dev", raw, 3, resident="device"),
+                     what=f"{tag}: resident=device with width>1")
+    # ranks disagree on the horizon: every rank raises, nobody hangs
+    expect_error(DDStoreValueError, "is collective",
+                 lambda: st.WindowDataset(store, "mismatch", raw, 3 if rank == 0 else 2),
+                 what=f"{tag}: horizon mismatch")
+    # invalid on rank 0 only: every rank raises rank 0's error, naming rank 0 (agreed)
+    expect_error(DDStoreValueError, "rank 0: horizon=0 out of range",
+                 lambda: st.WindowDataset(store, "bad_rank0", raw, 0 if rank == 0 else 3),
+                 what=f"{tag}: horizon 0 on rank 0 only", agree=True)
     ds = st.WindowDataset(store, "after_errors", raw, 3, fill=None)
     X, _ = materialize_windows(raw, 3)
     X = standardize_windows(X, ds.mean, ds.std, dtype=np.float32)
@@ -290,22 +272,7 @@ def main():
                         h5_checks(store, tag)
                 if rank == 0:
                     print(f"{tag} done {time.time() - T0:.1f}s", flush=True)
-
-
-if __name__ == "__main__":
-    try:
-        main()
-    except Exception:
-        traceback.print_exc()
-        failures.append("exception")
-    nfail = comm.allreduce(len(failures))
-    nchecks = comm.allreduce(checks[0])
-    if rank == 0:
-        print(f"st_windows: {nchecks} checks, {nfail} failures on {size} "
-              f"ranks", flush=True)
     _local_store.free()
-    if rank == 0:
-        print(f"freed {time.time() - T0:.1f}s", flush=True)
-    sys.stdout.flush()
-    if nfail:
-        sys.exit(1)
+
+
+run_main(main)

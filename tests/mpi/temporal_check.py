@@ -12,10 +12,11 @@ nothing left in the store.  Exits non-zero on any failure.
 """
 import os
 import sys
-import traceback
 
 import numpy as np
 from mpi4py import MPI
+
+from _harness import check, expect_error, run_main
 
 import ddstore  # noqa: E402
 from ddstore import (DDStoreIndexError, DDStoreMemoryError,  # noqa: E402
@@ -26,18 +27,9 @@ from ddstore.testing.temporal import reference_lists, reference_sample  # noqa: 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 TMP = sys.argv[1] if len(sys.argv) > 1 else "/tmp"
-failures = []
-checks = [0]
 REF_CACHE = {}
 LISTS_CACHE = {}
 TIMES = {}  # id(lists) -> per-node sorted edge times
-
-
-def check(cond, what):
-    checks[0] += 1
-    if not cond:
-        failures.append(what)
-        print(f"[rank {rank}] FAIL: {what}", flush=True)
 
 
 def equal(a, b, what):
@@ -197,24 +189,6 @@ def check_batches(g, src, t, split, tag):
                 check(len(shifts) > 1, f"{tag}: chunk shift never changed ({shifts})")
 
 
-def expect_error(cls, fn, what, store, match=None):
-    before = store.variables()
-    try:
-        fn()
-    except cls as exc:
-        msg = str(exc)
-        allmsg = comm.allgather(msg)
-        check(len(set(allmsg)) == 1, f"{what}: messages differ between ranks {allmsg}")
-        check(match is None or match in msg, f"{what}: message {msg!r} lacks {match!r}")
-    except Exception as exc:
-        comm.allgather(None)
-        check(False, f"{what}: raised {type(exc).__name__}: {exc}")
-    else:
-        comm.allgather(None)
-        check(False, f"{what}: no error")
-    check(store.variables() == before, f"{what}: left {store.variables()} vs {before}")
-
-
 def check_errors(store, tag):
     src, dst, t, split, ef, nf = random_graph(3, 20, 60, 10)
     lo, hi = shares(60, 1)
@@ -231,35 +205,41 @@ def check_errors(store, tag):
     bad_src = src[S].copy()
     if len(bad_src):
         bad_src[-1] = -4
-    expect_error(DDStoreIndexError, lambda: build(src=on(0, bad_src, src[S])),
-                 f"{tag} negative id", store, "negative")
-    expect_error(DDStoreIndexError, lambda: build(num_nodes=5), f"{tag} id >= num_nodes",
-                 store, "out of range [0, 5)")
+    expect_error(DDStoreIndexError, "negative",
+                 lambda: build(src=on(0, bad_src, src[S])), what=f"{tag} negative id",
+                 agree=True, store=store)
+    expect_error(DDStoreIndexError, "out of range [0, 5)", lambda: build(num_nodes=5),
+                 what=f"{tag} id >= num_nodes", agree=True, store=store)
     huge = src[S].copy()  # on the last rank only: a replicated indptr of 24 TB
     if len(huge):
         huge[0] = 10 ** 12
     if max(comm.allgather(len(huge) if rank == last else 0)):
-        expect_error(DDStoreMemoryError, lambda: build(src=on(last, huge, src[S])),
-                     f"{tag} absurd node id", store, "num_nodes=1000000000001 (the largest")
+        expect_error(DDStoreMemoryError, "num_nodes=1000000000001 (the largest",
+                     lambda: build(src=on(last, huge, src[S])),
+                     what=f"{tag} absurd node id", agree=True, store=store)
     bt = t[S].copy()
     if len(bt):
         bt[0] = np.nan
-    expect_error(DDStoreValueError, lambda: build(t=on(0, bt, t[S])), f"{tag} NaN time",
-                 store, "NaN")
-    expect_error(DDStoreValueError, lambda: build(dst=on(last, dst[S][:-1] if hi > lo else
+    expect_error(DDStoreValueError, "NaN", lambda: build(t=on(0, bt, t[S])),
+                 what=f"{tag} NaN time", agree=True, store=store)
+    expect_error(DDStoreValueError, "lengths",
+                 lambda: build(dst=on(last, dst[S][:-1] if hi > lo else
                                                          np.ones(1, np.int64), dst[S])),
-                 f"{tag} lengths", store, "lengths")
+                 what=f"{tag} lengths", agree=True, store=store)
     bs = split[S].copy()
     if len(bs):
         bs[0] = 3
-    expect_error(DDStoreValueError, lambda: build(split=on(0, bs, split[S])),
-                 f"{tag} split 3", store, "outside 0-2")
-    expect_error(DDStoreValueError, lambda: build(edge_feat=on(last, ef[lo:hi + 1] if
+    expect_error(DDStoreValueError, "outside 0-2",
+                 lambda: build(split=on(0, bs, split[S])), what=f"{tag} split 3",
+                 agree=True, store=store)
+    expect_error(DDStoreValueError, "edge_feat",
+                 lambda: build(edge_feat=on(last, ef[lo:hi + 1] if
                                                               hi < 60 else ef[lo:hi - 1],
                                                               ef[S])),
-                 f"{tag} edge_feat rows", store, "edge_feat")
-    expect_error(DDStoreValueError, lambda: build(node_feat=nf[:3] if rank == 0 else None),
-                 f"{tag} node_feat on one rank", store)
+                 what=f"{tag} edge_feat rows", agree=True, store=store)
+    expect_error(DDStoreValueError, (),
+                 lambda: build(node_feat=nf[:3] if rank == 0 else None),
+                 what=f"{tag} node_feat on one rank", agree=True, store=store)
     # a later step fails: what was added is removed
     real_add = store.add
 
@@ -268,12 +248,12 @@ def check_errors(store, tag):
             store.agree((DDStoreValueError, "injected failure"))
         return real_add(name, rows)
     store.add = failing_add
-    expect_error(DDStoreValueError, lambda: build(), f"{tag} failure midway", store,
-                 "injected")
+    expect_error(DDStoreValueError, "injected", lambda: build(),
+                 what=f"{tag} failure midway", agree=True, store=store)
     del store.add
     g = build()
-    expect_error(DDStoreValueError, lambda: build(), f"{tag} name taken", store,
-                 "already holds")
+    expect_error(DDStoreValueError, "already holds", lambda: build(),
+                 what=f"{tag} name taken", agree=True, store=store)
     for bad, cls, m in ((dict(fanouts=(0,)), DDStoreValueError, "fanouts"),
                         (dict(fanouts=()), DDStoreValueError, "fanouts"),
                         (dict(strategy="latest"), DDStoreValueError, "unknown strategy")):
@@ -337,21 +317,26 @@ def check_tgl(store, tag):
     check(g.num_edges == 150 and g.num_nodes == 30, f"{tag}: from_tgl sizes {g}")
     check_graph(store, g, src, dst, t, split, ef, nf, True, f"{tag} from_tgl")
     g.remove()
-    expect_error(DDStoreValueError, lambda: tg.TemporalGraph.from_tgl(
-        store, "x", os.path.join(TMP, f"tgl_bad_{size}")), f"{tag} tgl bad roll", store,
-        "line 102")
-    expect_error(DDStoreValueError, lambda: tg.TemporalGraph.from_tgl(
-        store, "x", os.path.join(TMP, f"tgl_unsorted_{size}")), f"{tag} tgl unsorted",
-        store, "line 121")
-    expect_error(DDStoreValueError, lambda: tg.TemporalGraph.from_tgl(
-        store, "x", os.path.join(TMP, f"tgl_short_{size}")), f"{tag} tgl short row", store,
-        "line 61")
-    expect_error(DDStoreValueError, lambda: tg.TemporalGraph.from_tgl(
-        store, "x", os.path.join(TMP, f"tgl_extra_{size}")), f"{tag} tgl extra field",
-        store, "line 91: malformed row: 6 fields, expected 5")
-    expect_error(DDStoreValueError, lambda: tg.TemporalGraph.from_tgl(
-        store, "x", os.path.join(TMP, "no_such_dir")), f"{tag} tgl missing", store,
-        "edges.csv: not found")
+    expect_error(DDStoreValueError, "line 102",
+                 lambda: tg.TemporalGraph.from_tgl(
+                     store, "x", os.path.join(TMP, f"tgl_bad_{size}")),
+                 what=f"{tag} tgl bad roll", agree=True, store=store)
+    expect_error(DDStoreValueError, "line 121",
+                 lambda: tg.TemporalGraph.from_tgl(
+                     store, "x", os.path.join(TMP, f"tgl_unsorted_{size}")),
+                 what=f"{tag} tgl unsorted", agree=True, store=store)
+    expect_error(DDStoreValueError, "line 61",
+                 lambda: tg.TemporalGraph.from_tgl(
+                     store, "x", os.path.join(TMP, f"tgl_short_{size}")),
+                 what=f"{tag} tgl short row", agree=True, store=store)
+    expect_error(DDStoreValueError, "line 91: malformed row: 6 fields, expected 5",
+                 lambda: tg.TemporalGraph.from_tgl(
+                     store, "x", os.path.join(TMP, f"tgl_extra_{size}")),
+                 what=f"{tag} tgl extra field", agree=True, store=store)
+    expect_error(DDStoreValueError, "edges.csv: not found",
+                 lambda: tg.TemporalGraph.from_tgl(
+                     store, "x", os.path.join(TMP, "no_such_dir")),
+                 what=f"{tag} tgl missing", agree=True, store=store)
 
 
 def main():
@@ -383,14 +368,4 @@ def main():
     comm.Barrier()
 
 
-try:
-    main()
-except Exception:
-    traceback.print_exc()
-    failures.append("exception")
-    sys.stdout.flush()
-    comm.Abort(1)
-nfail = comm.allreduce(len(failures))
-if rank == 0:
-    print(f"{checks[0]} checks, {nfail} failures on {size} ranks", flush=True)
-sys.exit(1 if nfail else 0)
+run_main(main)

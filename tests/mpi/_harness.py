@@ -1,0 +1,106 @@
+"""The one harness of the MPI test programs (``tests/mpi/*.py``).
+
+Every program puts its work in a ``main()`` and ends with ``run_main(main)``:
+
+- an exception on any rank prints its traceback (with the rank) and calls
+  ``MPI.COMM_WORLD.Abort(1)``, so the job ends within seconds instead of leaving the
+  other ranks waiting in a collective call until ``timeout`` kills them;
+- after ``main()`` returns on every rank, the ranks allreduce their number of failed
+  checks, rank 0 prints the summary, and every rank exits 1 if any rank failed a check
+  (0 otherwise): all ranks agree on the result.
+
+``check(cond, what)`` records a failed check and goes on (the summary fails the job);
+``expect_error(exc_type, fragments, fn, *args)`` checks that a call raises the right
+exception with the right message.  Neither aborts: a program that must stop at a failed
+condition raises (``assert``), and ``run_main`` ends the job.
+"""
+import os
+import sys
+import traceback
+
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+
+failures = []        # what failed on this rank
+counts = {"checks": 0, "errors": 0}  # checks run, of which expect_error cases
+
+
+def check(cond, what):
+    """Record ``what`` as a failure on this rank if ``cond`` is false; return ``cond``."""
+    counts["checks"] += 1
+    if not cond:
+        failures.append(what)
+        print(f"[rank {rank}] FAIL: {what}", flush=True)
+    return bool(cond)
+
+
+def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=None,
+                 also=None, **kwargs):
+    """Call ``fn(*args, **kwargs)``: it must raise ``exc_type`` whose message contains
+    every one of ``fragments`` (one string, or a sequence of anything ``str()`` turns
+    into the text to find).  Each way it can fail is a failed :func:`check`.
+
+    ``agree=True``: the call is collective, so every rank must raise the same exception
+    type with the same message (checked by an ``allgather``; every rank must call this).
+    ``store``: its ``variables()`` must be the same after the failed call as before.
+    ``also``: a second class the exception must be an instance of (e.g. ``ValueError``
+    and the package's ``DDStoreError``).
+    Returns the message, or ``None`` if the right exception was not raised.
+    """
+    if isinstance(fragments, str):
+        fragments = (fragments,)
+    label = what or getattr(fn, "__name__", repr(fn))
+    before = store.variables() if store is not None else None
+    counts["errors"] += 1
+    got = msg = None
+    try:
+        fn(*args, **kwargs)
+    except exc_type as exc:
+        msg = str(exc)
+        got = (type(exc).__name__, msg)
+        if also is not None:
+            check(isinstance(exc, also), f"{label}: {type(exc).__name__} is not a "
+                                         f"{also.__name__}: {msg}")
+        for frag in fragments:
+            check(str(frag) in msg, f"{label}: {str(frag)!r} not in the message {msg!r}")
+    except Exception as exc:  # noqa: BLE001 -- reported as a failed check
+        got = ("other", f"{type(exc).__name__}: {exc}")
+        check(False, f"{label}: raised {type(exc).__name__}: {exc}, expected "
+                     f"{exc_type.__name__}")
+    else:
+        check(False, f"{label}: nothing raised, expected {exc_type.__name__}")
+    if agree:
+        everyone = comm.allgather(got)
+        check(all(g == everyone[0] for g in everyone),
+              f"{label}: ranks differ: {everyone}")
+    if store is not None:
+        after = store.variables()
+        check(after == before, f"{label}: left variables {after} (before: {before})")
+    return msg
+
+
+def run_main(main, *args, name=None, note=""):
+    """Run ``main(*args)`` on every rank; abort the job at the first exception of any
+    rank; then agree on the result, print ``<name>: <n> checks, <m> failures on <size>
+    ranks <note>`` on rank 0 and exit, 1 on every rank if any rank failed a check, else 0
+    (never returns)."""
+    name = name or os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    try:
+        main(*args)
+    except BaseException:  # noqa: BLE001 -- SystemExit and KeyboardInterrupt included
+        text = traceback.format_exc()
+        sys.stdout.flush()
+        sys.stderr.write(f"[rank {rank}] {name}: uncaught exception, aborting the job:\n"
+                         + "".join(f"[rank {rank}] {line}\n" for line in
+                                   text.rstrip("\n").split("\n")))
+        sys.stderr.flush()
+        comm.Abort(1)
+    nfail = comm.allreduce(len(failures))
+    nchecks = comm.allreduce(counts["checks"])
+    if rank == 0:
+        print(f"{name}: {nchecks} checks, {nfail} failures on {size} "
+              f"rank{'s' if size != 1 else ''}" + (f" {note}" if note else ""), flush=True)
+    sys.stdout.flush()
+    sys.exit(1 if nfail else 0)

@@ -1,0 +1,43 @@
+"""The harness itself (tests/mpi/_harness.py), no store involved.
+
+Usage: timeout 60 mpiexec -n N python harness_selftest.py MODE   (N >= 2)
+
+MODE:
+  raise   rank 1 raises while every other rank waits in a Barrier: the job must end at
+          once (non-zero, rank 1's traceback shown), not when ``timeout`` kills it
+  fail    rank 1 fails a check, the others pass theirs: every rank exits non-zero
+  error   expect_error on a call that raises nothing (rank 1) or the wrong type
+          (the others): every rank exits non-zero
+  pass    every check passes: exit 0
+"""
+import sys
+
+from _harness import check, comm, expect_error, rank, run_main, size
+
+MODE = sys.argv[1]
+
+
+def main():
+    if MODE == "raise":
+        if rank == 1:
+            raise RuntimeError("injected failure on rank 1")
+        comm.Barrier()  # rank 1 never comes
+        raise AssertionError("the Barrier returned without rank 1")
+    if MODE == "fail":
+        check(rank != 1, "injected failed check on rank 1")
+    elif MODE == "error":
+        def bad():
+            if rank != 1:
+                raise KeyError("not a ValueError")
+        expect_error(ValueError, "bad", bad, what="injected", agree=True)
+    elif MODE == "pass":
+        check(comm.allreduce(1) == size, "allreduce counts every rank")
+        msg = expect_error(ValueError, ("bad", 3), int, "bad 3", what="int('bad 3')",
+                           agree=True)
+        check(msg is not None and "invalid literal" in msg, f"message returned: {msg!r}")
+    else:
+        raise SystemExit(f"unknown mode {MODE!r}")
+    comm.Barrier()
+
+
+run_main(main)

@@ -1,0 +1,103 @@
+"""The command line (python -m ddstore, ddstore/__main__.py) and the benchmarks' own."""
+import ast
+import os
+import re
+
+import pytest
+
+import ddstore.bench
+from ddstore import __main__ as cli
+from conftest import run_mpi
+
+BENCH_DIR = os.path.dirname(os.path.abspath(ddstore.bench.__file__))
+README = os.path.join(os.path.dirname(BENCH_DIR), "..", "README.md")
+
+
+def bench_modules_with_main():
+    """Every module of ddstore/bench/ that defines a main() (read, not imported)."""
+    names = []
+    for fname in sorted(os.listdir(BENCH_DIR)):
+        if fname.endswith(".py") and not fname.startswith("_"):
+            tree = ast.parse(open(os.path.join(BENCH_DIR, fname)).read())
+            if any(isinstance(node, ast.FunctionDef) and node.name == "main"
+                   for node in tree.body):
+                names.append(fname[:-3])
+    return names
+
+
+MODULES = bench_modules_with_main()
+
+
+def help_text(capsys, fn, argv):
+    with pytest.raises(SystemExit) as exc:
+        fn(argv)
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_every_benchmark_is_a_command(capsys):
+    assert len(MODULES) >= 8 and "memory" not in MODULES, MODULES
+    out = help_text(capsys, cli.main, ["--help"])
+    assert out.startswith("usage: python -m ddstore "), out
+    for name in MODULES:
+        assert re.search(rf"^\s+bench-{name}\s", out, re.M), f"bench-{name} not listed:\n{out}"
+        assert f"ddstore.bench.{name}" in out.replace("\n", " ").replace("  ", ""), name
+    commands = [c for c in cli.COMMANDS if c.startswith("bench-")]
+    assert sorted(commands) == sorted(f"bench-{m}" for m in MODULES)
+
+
+def test_readme_names_every_benchmark_module():
+    text = open(README).read()
+    section = text[text.index("\n## Benchmarks"):]
+    for name in MODULES:
+        assert f"python -m ddstore.bench.{name}" in section, name
+    assert "python -m ddstore bench-" in section and "python -m ddstore --help" in section
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_help_shows_the_program_name(capsys, name):
+    out = help_text(capsys, cli.main, [f"bench-{name}", "--help"])
+    assert out.startswith(f"usage: python -m ddstore bench-{name} "), out
+    module = __import__(f"ddstore.bench.{name}", fromlist=["main"])
+    out = help_text(capsys, module.main, ["--help"])
+    assert out.startswith(f"usage: python -m ddstore.bench.{name} "), out
+
+
+def test_demo_help_shows_the_program_name(capsys):
+    out = help_text(capsys, cli.main, ["demo", "--help"])
+    assert out.startswith("usage: python -m ddstore demo "), out
+
+
+def test_plural():
+    assert ddstore.bench.plural(1, "replica") == "1 replica"
+    assert ddstore.bench.plural(0, "rank") == "0 ranks"
+    assert ddstore.bench.plural(2, "rank") == "2 ranks"
+
+
+def test_demo_on_one_rank_says_one_replica():
+    out = run_mpi("-m", 1, "ddstore", "demo", "--rows", "1000", "--row-bytes", "16",
+                  timeout=60)
+    assert "store: 1 rank, width 1 (1 replica)," in out, out
+    assert "verified every byte: OK" in out, out
+
+
+def test_help_under_mpiexec_is_printed_once():
+    out = run_mpi("-m", 2, "ddstore", "--help", timeout=60)
+    assert out.count("usage: python -m ddstore") == 1, out
+
+
+def test_missing_input_file_is_reported_once(tmp_path):
+    missing = str(tmp_path / "no_such_file.json")
+    r = run_mpi("-m", 2, "ddstore", "bench-dynamic", "--tennis", missing, timeout=60,
+                check=False)
+    assert r.returncode == 2, f"exit {r.returncode}:\n{r.output}"
+    assert r.output.count(missing) == 1, r.output
+    assert f"error: --tennis: no such file or directory: {missing}" in r.output, r.output
+    assert r.elapsed < 30, f"took {r.elapsed:.1f}s:\n{r.output}"
+
+
+def test_bad_option_under_mpiexec_is_reported_once():
+    r = run_mpi("-m", 2, "ddstore", "bench-core", "--no-such-option", timeout=60,
+                check=False)
+    assert r.returncode == 2, f"exit {r.returncode}:\n{r.output}"
+    assert r.output.count("unrecognized arguments: --no-such-option") == 1, r.output

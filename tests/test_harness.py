@@ -1,0 +1,47 @@
+"""The MPI test programs' harness (tests/mpi/_harness.py): a failure on any rank ends
+the whole job promptly and non-zero, and every rank agrees on the result."""
+import glob
+import os
+
+import pytest
+
+from conftest import MPI_DIR, run_mpi
+
+PROMPT = 30  # seconds; the job used to wait for ``timeout`` (180 s) instead
+
+
+def test_exception_on_one_rank_ends_the_job_promptly():
+    r = run_mpi("harness_selftest.py", 2, "raise", timeout=90, check=False)
+    assert r.returncode not in (0, 124, 137), f"exit {r.returncode}:\n{r.output}"
+    assert r.elapsed < PROMPT, f"took {r.elapsed:.1f}s to end:\n{r.output}"
+    assert "[rank 1] RuntimeError: injected failure on rank 1" in r.output, r.output
+    assert "aborting the job" in r.output, r.output
+    assert "the Barrier returned" not in r.output, r.output
+
+
+@pytest.mark.parametrize("mode", ["fail", "error"])
+def test_failed_check_on_one_rank_fails_every_rank(mode):
+    r = run_mpi("harness_selftest.py", 2, mode, timeout=90, check=False)
+    assert r.returncode not in (0, 124, 137), f"exit {r.returncode}:\n{r.output}"
+    assert "[rank 1] FAIL: injected" in r.output, r.output
+    assert "failures on 2 ranks" in r.output and " 0 failures" not in r.output, r.output
+
+
+def test_passing_checks_exit_zero():
+    out = run_mpi("harness_selftest.py", 2, "pass", timeout=90)
+    assert "harness_selftest: 10 checks, 0 failures on 2 ranks" in out, out
+
+
+def test_every_mpi_program_runs_through_the_harness():
+    # faults.py is the exception: it tests the store's own abort-on-exception hook
+    # (tests/test_faults.py), which the harness would otherwise stand in for
+    programs = sorted(glob.glob(os.path.join(MPI_DIR, "*.py")))
+    missing = []
+    for path in programs:
+        name = os.path.basename(path)
+        if name.startswith("_") or name in ("faults.py", "graphs_common.py"):
+            continue
+        text = open(path).read()
+        if "run_main(" not in text:
+            missing.append(name)
+    assert len(programs) > 10 and not missing, missing
