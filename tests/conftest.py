@@ -25,11 +25,12 @@ def mpiexec_path():
     return exe
 
 
-def run_mpi(script, nprocs, *args, timeout=240, env=None):
+def run_mpi(script, nprocs, *args, timeout=240, env=None, cwd=None):
     """Run ``tests/mpi/<script>`` on ``nprocs`` ranks; fail on a non-zero exit or timeout.
 
     ``script`` may also be an absolute path, or ``"-m"`` with the module name as the
-    first of ``args``.  Returns the combined stdout/stderr text.
+    first of ``args``; ``cwd`` is the working directory of the job (default: pytest's).
+    Returns the combined stdout/stderr text.
     """
     if script == "-m":
         target = ["-m"]
@@ -42,7 +43,7 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None):
     if env:
         full_env.update(env)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, env=full_env)
+                          text=True, env=full_env, cwd=cwd)
     out = proc.stdout
     if proc.returncode in (124, 137):
         pytest.fail(f"timed out after {timeout}s (deadlock?): {' '.join(cmd)}\n{out}")

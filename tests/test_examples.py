@@ -1,4 +1,4 @@
-"""Every example in examples/ runs on 2 ranks with small settings (under ``timeout``,
+"""Every example in examples/ runs on 2 ranks (1 for graph_gru.py, which uses no MPI) with small settings (under ``timeout``,
 through ``conftest.run_mpi``) and prints what it is meant to print; plus the numpy
 ROC-AUC of the TGAT example against a brute-force pair count."""
 import glob
@@ -48,9 +48,8 @@ def check_tgat_link_prediction(out):
 
 
 def check_graph_gru(out):
-    # every rank runs the cell's self-check on its own
     losses = re.findall(r"GraphGRUCell: loss ([0-9.]+) -> ([0-9.]+)", out)
-    assert len(losses) == 2, out
+    assert len(losses) == 1, out
     assert all(float(b) < float(a) for a, b in losses), out
 
 
@@ -68,7 +67,8 @@ EXAMPLE_RUNS = {
                                     "100", "--chunks", "4", "--width", "1", "--strategy",
                                     "recent", "--hidden", "16"], check_tgat_link_prediction),
     # the GRU cell shared by the two recurrent examples; run as a script it checks itself
-    "graph_gru.py": (2, [], check_graph_gru),
+    # (no store, no MPI: one rank)
+    "graph_gru.py": (1, [], check_graph_gru),
 }
 
 
