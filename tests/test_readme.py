@@ -31,7 +31,7 @@ PYTHON_EXPECT = {
     "The store": r"rank 1: holds rows \[500, 1000\), read row 567 = \[1701\. 1702\. 1703\.\]",
     '`width="auto"` and the memory budget':
         r"width [12] \([12] replicas\) for 800000 bytes; budget [0-9.]+ GB per rank",
-    "Graph samples (HydraGNN)": r"rank 1: 4 batches of 32 graphs, 4000 atoms",
+    "Graph samples (HydraGNN)": r"rank 1: 2 batches of 16 graphs, 2000 atoms",
     "Compatibility: `pyddstore` (the original DDStore API)":
         r"rank 0: x rows 100, 101 come from rank 1; y\[50\] = 11\.0",
     "Spatiotemporal series: index-batching":
