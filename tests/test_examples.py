@@ -91,33 +91,32 @@ def test_examples_need_only_requirements():
     import importlib.metadata as md
     import sys
 
+    def norm(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+
     reqs = set()
     for line in open(os.path.join(ROOT, "requirements.txt")):
         line = line.split("#")[0].strip()
         if line:
-            reqs.add(re.split(r"[<>=!~\[ ;]", line)[0].lower().replace("_", "-"))
-    # the modules each required distribution provides
-    provided = {}
-    for dist, mods in md.packages_distributions().items():
-        for m in mods:
-            provided.setdefault(dist, set()).add(m.lower().replace("_", "-"))
-    allowed = {"ddstore"} | {os.path.splitext(n)[0] for n in EXAMPLE_RUNS}
-    allowed |= set(sys.stdlib_module_names)
-    for dist_name in md.distributions():
-        name = dist_name.metadata["Name"].lower().replace("_", "-")
-        if name in reqs:
-            top = (dist_name.read_text("top_level.txt") or "").split()
-            allowed |= set(top) | {name.replace("-", "_")}
+            reqs.add(norm(re.split(r"[<>=!~\[ ;]", line)[0]))
+    dists_of = md.packages_distributions()  # top-level module -> its distributions
+    local = {"ddstore"} | {os.path.splitext(n)[0] for n in EXAMPLE_RUNS}
+
+    def required(module):
+        top = module.split(".")[0]
+        return (top in sys.stdlib_module_names or top in local or
+                any(norm(d) in reqs for d in dists_of.get(top, ())))
+
     bad = []
     for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.py"))):
         for node in ast.walk(ast.parse(open(path).read())):
-            mods = []
             if isinstance(node, ast.Import):
                 mods = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 mods = [node.module]
-            bad += [(os.path.basename(path), m) for m in mods
-                    if m.split(".")[0] not in allowed]
+            else:
+                continue
+            bad += [(os.path.basename(path), m) for m in mods if not required(m)]
     assert not bad, f"imported by examples but not in requirements.txt: {bad}"
 
 
