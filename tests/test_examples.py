@@ -1,6 +1,7 @@
-"""Every example in examples/ runs on 2 ranks (1 for graph_gru.py, which uses no MPI) with small settings (under ``timeout``,
-through ``conftest.run_mpi``) and prints what it is meant to print; plus the numpy
-ROC-AUC of the TGAT example against a brute-force pair count."""
+"""Every example in examples/ runs with small settings on 2 ranks (1 for graph_gru.py,
+which uses no MPI), under ``timeout`` through ``conftest.run_mpi``, and prints what it
+is meant to print; the examples import only what requirements.txt installs; the numpy
+ROC-AUC of the TGAT example equals a brute-force pair count."""
 import glob
 import math
 import os
