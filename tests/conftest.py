@@ -32,12 +32,14 @@ class MPIResult(collections.namedtuple("MPIResult", "returncode elapsed output c
     ended it), wall seconds, combined stdout/stderr text, and the command line."""
 
 
-def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True):
+def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
+            cwd=None):
     """Run ``tests/mpi/<script>`` on ``nprocs`` ranks under ``timeout``.
 
     ``script`` may also be an absolute path, or ``"-m"`` with the module name as the
     first of ``args``.  ``runner``: arguments put between the interpreter and the script
-    (e.g. ``("-m", "mpi4py")``).  With ``check=True`` (the default) a non-zero exit or a
+    (e.g. ``("-m", "mpi4py")``); ``cwd`` is the working directory of the job (default:
+    pytest's).  With ``check=True`` (the default) a non-zero exit or a
     timeout fails the test and the combined stdout/stderr text is returned; with
     ``check=False`` an :class:`MPIResult` is returned whatever the exit code.
     """
@@ -53,7 +55,7 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True)
         full_env.update(env)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, env=full_env)
+                          text=True, env=full_env, cwd=cwd)
     result = MPIResult(proc.returncode, time.perf_counter() - t0, proc.stdout,
                        " ".join(cmd))
     if not check:

@@ -4,14 +4,12 @@ MPI_THREAD_SERIALIZED, and the small (about 1 % of the shape) version of the sca
 benchmark checked against brute force."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from conftest import on_ranks
 
-pytest.importorskip("torch")
+import torch  # noqa: E402,F401
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -71,8 +69,6 @@ def test_scale_graphs_small(mpirun, tmp_path):
     """python -m ddstore.bench.scale graphs with 600 graphs: written to ADIOS2 in a
     separate process, loaded through GraphDataset.from_adios at width 2, and every graph
     of the shuffled epoch compared with the generator."""
-    pytest.importorskip("adios2")
-    pytest.importorskip("torch_geometric")
     path = tmp_path / "ising.bp"
     out = mpirun("-m", 2, "ddstore.bench.scale", "graphs", "--path", str(path),
                  "--graphs", "600", "--check", "--out", str(tmp_path / "res"), timeout=240)

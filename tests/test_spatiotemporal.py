@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
@@ -44,8 +44,6 @@ def random_series(T=97, n=5, f=3, seed=0, dtype=np.float64):
 
 
 def chickenpox():
-    if not os.path.exists(CHICKENPOX):
-        pytest.skip(f"{CHICKENPOX} not present")
     return st.load_pgt_json(CHICKENPOX)
 
 
@@ -91,8 +89,6 @@ def test_load_chickenpox():
 
 
 def test_load_pedalme_and_windmill_layouts(tmp_path):
-    if not os.path.exists(PEDALME):
-        pytest.skip("pedalme_london.json not present")
     s = st.load_pgt_json(PEDALME)
     doc = json.load(open(PEDALME))
     assert s.shape == (35, 15, 1)
@@ -124,7 +120,6 @@ def test_load_pgt_json_bad(tmp_path):
 
 
 def test_pems_h5_roundtrip(tmp_path):
-    pytest.importorskip("h5py")
     T, n = 300, 7
     rng = np.random.default_rng(3)
     data = rng.random((T, n)) * 70
@@ -151,7 +146,6 @@ def test_pems_h5_roundtrip(tmp_path):
 @pytest.mark.parametrize("unit", [None, "ns", "us", "ms", "s"])
 def test_pems_h5_time_units(tmp_path, unit):
     """pandas >= 2 writes the index as datetime64[us] / [s]; DCRNN's files are ns."""
-    pytest.importorskip("h5py")
     T = 600
     ts = np.datetime64("2017-03-06T23:00") + np.arange(T) * np.timedelta64(5, "m")
     path = tmp_path / "units.h5"
@@ -174,7 +168,6 @@ def test_pems_h5_time_units(tmp_path, unit):
 
 
 def test_pems_h5_precision_follows_request(tmp_path):
-    pytest.importorskip("h5py")
     ts = np.datetime64("2012-03-01") + np.arange(50) * np.timedelta64(5, "m")
     data = 60 + np.random.default_rng(1).random((50, 4)) * 1e-9  # below float32 resolution
     path = tmp_path / "prec.h5"
@@ -186,7 +179,7 @@ def test_pems_h5_precision_follows_request(tmp_path):
 
 
 def test_pems_h5_distances_and_table_format(tmp_path):
-    h5py = pytest.importorskip("h5py")
+    import h5py
     ts = np.datetime64("2012-03-01") + np.arange(10) * np.timedelta64(5, "m")
     path = tmp_path / "metr-la.h5"
     st.write_pems_h5(path, np.ones((10, 3)), ts, np.array([11, 12, 13]))
@@ -320,7 +313,7 @@ def test_fill_and_nonfinite_errors(store):
 
 # ----------------------------------------------------------------------------- features
 def test_time_features(store):
-    pd = pytest.importorskip("pandas")
+    import pandas as pd
     T, n = 2100, 3
     ts = np.datetime64("2017-05-03T22:35") + np.arange(T) * np.timedelta64(5, "m")
     raw = random_series(T=T, n=n, f=1, seed=4)

@@ -4,29 +4,11 @@ import pytest
 
 from conftest import on_ranks
 
-pytest.importorskip("torch")
-
 
 @pytest.mark.parametrize("nprocs", [2, 3, 4])
 def test_windows_all_placements(mpirun, nprocs, tmp_path):
     out = mpirun("st_windows.py", nprocs, str(tmp_path), timeout=180)
     assert f"0 failures {on_ranks(nprocs)}" in out, out
-
-
-def test_example_trains(mpirun):
-    """examples/traffic_index_batching.py: 2 ranks, partitioned store, batch shuffle,
-    synthetic series; prints finite MAE per epoch and peak memory per rank."""
-    pytest.importorskip("torch_geometric")
-    import math
-    import os
-    import re
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
-                          "traffic_index_batching.py")
-    out = mpirun(script, 2, "--width", "2", "--sampler", "batch",
-                 "--epochs", "2", "--batch-size", "64", "--hidden", "8", timeout=180)
-    maes = [float(v) for v in re.findall(r"val MAE ([0-9.naif]+)", out)]
-    assert len(maes) == 2 and all(math.isfinite(v) for v in maes), out
-    assert "width 2 (partitioned)" in out and out.count("peak RSS") == 2, out
 
 
 def test_benchmark_smoke(tmp_path):

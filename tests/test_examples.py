@@ -1,0 +1,143 @@
+"""Every example in examples/ runs with small settings on 2 ranks (1 for graph_gru.py,
+which uses no MPI), under ``timeout`` through ``conftest.run_mpi``, and prints what it
+is meant to print; the examples import only what requirements.txt installs; the numpy
+ROC-AUC of the TGAT example equals a brute-force pair count."""
+import glob
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+
+from conftest import run_mpi
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def floats(pattern, out):
+    return [float(v) for v in re.findall(pattern, out)]
+
+
+def check_hydragnn_ising(out):
+    assert "validation loss fell" in out, out
+    rows = [line.split() for line in out.splitlines()
+            if line.strip() and line.split()[0] in {"1", "2", "3"}]
+    assert len(rows) == 3 and all(len(r) == 7 for r in rows), out
+
+
+def check_traffic_index_batching(out):
+    maes = floats(r"val MAE ([0-9.naif]+)", out)
+    assert len(maes) == 2 and all(math.isfinite(v) for v in maes), out
+    assert "width 2 (partitioned)" in out and out.count("peak RSS") == 2, out
+
+
+def check_dynamic_graph_forecast(out):
+    maes = floats(r"val MAE ([0-9.naif]+)", out)
+    assert len(maes) == 2 and all(math.isfinite(v) for v in maes), out
+    assert out.count("persistence MAE") == 2 and "test MAE" in out, out
+    assert "edge bytes" in out and "width 2" in out, out
+
+
+def check_tgat_link_prediction(out):
+    aps = floats(r"val AP ([0-9.]+)", out)
+    aucs = floats(r"test AP [0-9.]+ AUC ([0-9.]+)", out)
+    rnd = floats(r"random AP ([0-9.]+)", out)
+    assert len(aps) == 2 and len(aucs) == 2 and len(rnd) == 2, out
+    assert all(0 < v <= 1 for v in aps + aucs + rnd), out
+
+
+def check_graph_gru(out):
+    losses = re.findall(r"GraphGRUCell: loss ([0-9.]+) -> ([0-9.]+)", out)
+    assert len(losses) == 1, out
+    assert all(float(b) < float(a) for a, b in losses), out
+
+
+# example -> (ranks, small-settings arguments, check of what it printed)
+EXAMPLE_RUNS = {
+    "hydragnn_ising.py": (2, ["--num-samples", "600", "--epochs", "3", "--source", "adios",
+                              "--quiet"], check_hydragnn_ising),
+    "traffic_index_batching.py": (2, ["--width", "2", "--sampler", "batch", "--epochs", "2",
+                                      "--batch-size", "64", "--hidden", "8"],
+                                  check_traffic_index_batching),
+    "dynamic_graph_forecast.py": (2, ["--epochs", "2", "--hidden", "8", "--width", "2"],
+                                  check_dynamic_graph_forecast),
+    "tgat_link_prediction.py": (2, ["--num-nodes", "200", "--num-edges", "4000",
+                                    "--epochs", "2", "--max-batches", "4", "--batch-size",
+                                    "100", "--chunks", "4", "--width", "1", "--strategy",
+                                    "recent", "--hidden", "16"], check_tgat_link_prediction),
+    # the GRU cell shared by the two recurrent examples; run as a script it checks itself
+    # (no store, no MPI: one rank)
+    "graph_gru.py": (1, [], check_graph_gru),
+}
+
+
+def test_every_example_is_run():
+    found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(EXAMPLES, "*.py")))
+    assert found == sorted(EXAMPLE_RUNS), (found, sorted(EXAMPLE_RUNS))
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_RUNS))
+def test_example_runs(name):
+    nprocs, args, check = EXAMPLE_RUNS[name]
+    out = run_mpi(os.path.join(EXAMPLES, name), nprocs, *args, timeout=300)
+    check(out)
+
+
+def test_examples_need_only_requirements():
+    """Every module an example imports is installed by requirements.txt (or is the
+    standard library, ddstore itself or a sibling example)."""
+    import ast
+    import importlib.metadata as md
+    import sys
+
+    def norm(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    reqs = set()
+    for line in open(os.path.join(ROOT, "requirements.txt")):
+        line = line.split("#")[0].strip()
+        if line:
+            reqs.add(norm(re.split(r"[<>=!~\[ ;]", line)[0]))
+    dists_of = md.packages_distributions()  # top-level module -> its distributions
+    local = {"ddstore"} | {os.path.splitext(n)[0] for n in EXAMPLE_RUNS}
+
+    def required(module):
+        top = module.split(".")[0]
+        return (top in sys.stdlib_module_names or top in local or
+                any(norm(d) in reqs for d in dists_of.get(top, ())))
+
+    bad = []
+    for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.py"))):
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                mods = [node.module]
+            else:
+                continue
+            bad += [(os.path.basename(path), m) for m in mods if not required(m)]
+    assert not bad, f"imported by examples but not in requirements.txt: {bad}"
+
+
+def test_roc_auc_matches_pair_count():
+    """The TGAT example's numpy ROC-AUC equals the fraction of (positive, negative)
+    pairs ordered correctly, ties counted 1/2, on data with many ties."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "tgat_link_prediction", os.path.join(EXAMPLES, "tgat_link_prediction.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rng = np.random.default_rng(0)
+    for trial in range(50):
+        n = int(rng.integers(2, 60))
+        labels = rng.integers(0, 2, n).astype(np.float64)
+        labels[0], labels[1] = 1, 0  # both classes present
+        scores = rng.integers(0, 5 if trial % 2 else 1000, n) / 7.0  # ties when trial odd
+        pos, neg = scores[labels == 1], scores[labels == 0]
+        want = ((pos[:, None] > neg[None, :]).sum() +
+                0.5 * (pos[:, None] == neg[None, :]).sum()) / (len(pos) * len(neg))
+        assert mod.roc_auc(labels, scores) == pytest.approx(want, abs=1e-12), trial
+    assert mod.roc_auc(np.array([1.0, 1.0, 0.0]), np.array([0.9, 0.5, 0.5])) == 0.75
+    assert math.isnan(mod.roc_auc(np.ones(3), np.arange(3.0)))

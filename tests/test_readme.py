@@ -1,0 +1,180 @@
+"""Every code block of README.md runs as written.
+
+- ```python blocks: each is saved as a file and run from the repository root with
+  ``mpiexec -n 2`` (under ``timeout``, through ``conftest.run_mpi``); the test checks the
+  exit code and a line the block prints (``PYTHON_EXPECT``, keyed by the heading of the
+  README section the block is in).
+- ```bash blocks: every command line is run with ``bash -c`` from the repository root
+  (under ``timeout``), the interpreter's own directory first on ``PATH``, and must print
+  what ``BASH_EXPECT`` names, unless ``BASH_SKIP`` names it with the reason (installs,
+  commands that change the installation, long jobs whose small versions run in
+  test_examples.py or the benchmark smoke tests).
+- ```text blocks are shown, never run: output, the layout, commands for a script of your
+  own or a cluster.  Any other fence (or a bare ```) is an error, so a new block is run
+  unless someone marks it on purpose.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_mpi
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
+FENCES = {"python", "bash", "text"}
+
+# section heading -> a regular expression the block's output must match
+PYTHON_EXPECT = {
+    "The store": r"rank 1: holds rows \[500, 1000\), read row 567 = \[1701\. 1702\. 1703\.\]",
+    '`width="auto"` and the memory budget':
+        r"width [12] \([12] replicas\) for 800000 bytes; budget [0-9.]+ GB per rank",
+    "Graph samples (HydraGNN)": r"rank 1: 2 batches of 16 graphs, 2000 atoms",
+    "Compatibility: `pyddstore` (the original DDStore API)":
+        r"rank 0: x rows 100, 101 come from rank 1; y\[50\] = 11\.0",
+    "Spatiotemporal series: index-batching":
+        r"rank 1: 358 training windows, x \(4, 20, 1\), last batch \(\d+, 4, 20, 1\)",
+    "Dynamic graphs: checkpoints plus deltas":
+        r"rank 1: snapshot 57 has 78 edges; \d+ bytes here vs 816780 as full snapshots",
+    "Temporal graphs": r"rank 1: node 42 has \d+ temporal neighbours; last batch: \d+ edges",
+}
+
+# bash command (as written, without its trailing comment) -> what it must print
+BASH_EXPECT = {
+    "mpiexec -n 4 python -m ddstore demo": r"verified every byte: OK",
+    "mpiexec -n 2 python tests/mpi/core_roundtrip.py auto": r"byte-exact checks passed",
+}
+
+# bash commands not run here, and why
+BASH_SKIP = {
+    "bash scripts/run.sh": "installs, then the full main job (4 ranks, ~40 s); the main "
+                           "job runs small in test_examples.py",
+    "bash scripts/test.sh": "installs, then runs this test suite",
+    "pip uninstall -y mpich mpi4py": "changes the installation (cluster MPI set-up)",
+    "MPICC=$(which mpicc) pip install --no-binary mpi4py --no-cache-dir mpi4py":
+        "changes the installation (cluster MPI set-up)",
+    "MPICC=$(which mpicc) pip install --no-build-isolation -e .":
+        "changes the installation (cluster MPI set-up)",
+    "mpiexec -n 2 python examples/traffic_index_batching.py":
+        "long job (45-75 s); runs small in test_examples.py",
+    "mpiexec -n 2 python examples/traffic_index_batching.py --width 2 --sampler batch":
+        "long job; runs small in test_examples.py",
+    "mpiexec -n 2 python examples/traffic_index_batching.py --data chickenpox":
+        "long job (20 epochs)",
+    "mpiexec -n 2 python examples/dynamic_graph_forecast.py":
+        "long job (20 epochs); runs small in test_examples.py",
+    "mpiexec -n 2 python examples/dynamic_graph_forecast.py --width 2":
+        "long job (20 epochs); runs small in test_examples.py",
+    "mpiexec -n 2 python examples/tgat_link_prediction.py":
+        "long job (~1 min); runs small in test_examples.py",
+    "mpiexec -n 2 python examples/tgat_link_prediction.py --width 1 --strategy recent "
+    "--chunks 4": "long job (~1 min); runs small in test_examples.py",
+    "mpiexec -n 2 python -m ddstore.bench.core": "benchmark (long job)",
+}
+
+
+def readme_blocks(text=None):
+    """[(fence, heading, code, line number)] of every fenced block of the README."""
+    lines = (open(README).read() if text is None else text).splitlines()
+    blocks, heading, i = [], None, 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):
+            fence, start, body = line[3:].strip(), i + 1, []
+            i += 1
+            while i < len(lines) and not lines[i].startswith("```"):
+                body.append(lines[i])
+                i += 1
+            assert i < len(lines), f"README.md:{start}: unclosed ``` block"
+            blocks.append((fence, heading, "\n".join(body) + "\n", start))
+        elif line.startswith("#"):
+            heading = line.lstrip("#").strip()
+        i += 1
+    return blocks
+
+
+def bash_commands(code):
+    """The command lines of a bash block (continuations joined), trailing comments cut."""
+    out, pending = [], ""
+    for line in code.splitlines():
+        line = pending + line
+        pending = ""
+        if line.rstrip().endswith("\\"):
+            pending = line.rstrip()[:-1] + " "
+            continue
+        command = re.sub(r"(^|\s)#.*$", "", line).strip()  # no '#' inside these commands
+        if command:
+            out.append(command)
+    return out
+
+
+def python_blocks():
+    return [(heading, code, line) for fence, heading, code, line in readme_blocks()
+            if fence == "python"]
+
+
+def all_bash_commands():
+    return [(command, line) for fence, _, code, line in readme_blocks() if fence == "bash"
+            for command in bash_commands(code)]
+
+
+def test_fences_are_known():
+    bad = [(line, fence) for fence, _, _, line in readme_blocks() if fence not in FENCES]
+    assert not bad, f"README.md blocks with a fence other than {sorted(FENCES)}: {bad}"
+
+
+def test_expectations_name_existing_blocks():
+    headings = [heading for heading, _, _ in python_blocks()]
+    assert sorted(headings) == sorted(PYTHON_EXPECT), \
+        "each ```python block needs one PYTHON_EXPECT entry keyed by its section heading"
+    commands = [command for command, _ in all_bash_commands()]
+    assert len(set(commands)) == len(commands), commands
+    assert not set(BASH_SKIP) & set(BASH_EXPECT)
+    stale = (set(BASH_SKIP) | set(BASH_EXPECT)) - set(commands)
+    assert not stale, f"BASH_SKIP / BASH_EXPECT name commands not in README.md: {stale}"
+    unlisted = set(commands) - set(BASH_SKIP) - set(BASH_EXPECT)
+    assert not unlisted, f"README.md commands with no expected output: {unlisted}"
+
+
+def run_python_block(code, tmp_path, nprocs=2):
+    script = tmp_path / "block.py"
+    script.write_text(code)
+    return run_mpi(str(script), nprocs, timeout=300, cwd=ROOT)
+
+
+@pytest.mark.parametrize("heading", sorted(PYTHON_EXPECT))
+def test_python_block(heading, tmp_path):
+    (code, line), = [(c, n) for h, c, n in python_blocks() if h == heading]
+    out = run_python_block(code, tmp_path)
+    assert re.search(PYTHON_EXPECT[heading], out), f"README.md:{line}:\n{out}"
+
+
+def run_bash(command, timeout=300):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    proc = subprocess.run(["timeout", "--kill-after=10", str(timeout), "bash", "-c",
+                           command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    return proc.returncode, proc.stdout
+
+
+@pytest.mark.parametrize("command", sorted(BASH_EXPECT))
+def test_bash_command(command):
+    rc, out = run_bash(command)
+    assert rc == 0, f"exit code {rc}: {command}\n{out}"
+    assert re.search(BASH_EXPECT[command], out), f"{command}\n{out}"
+
+
+def test_the_runners_fail_on_a_failing_block(tmp_path):
+    """What these tests use to run a block reports a failure: a block that raises on one
+    rank, and a command that exits non-zero."""
+    with pytest.raises(pytest.fail.Exception, match="exit code|timed out"):
+        run_python_block("from mpi4py import MPI\n"
+                         "assert MPI.COMM_WORLD.rank == 0, 'fails on rank 1'\n", tmp_path)
+    assert run_bash("python -c 'raise SystemExit(3)'")[0] == 3
+    blocks = readme_blocks("# A\n```python\nx = 1\n```\n## B\n```bash\nls \\\n  -l  # c\n"
+                           "```\n")
+    assert [(f, h) for f, h, _, _ in blocks] == [("python", "A"), ("bash", "B")]
+    assert bash_commands(blocks[1][2]) == ["ls    -l"]
