@@ -11,119 +11,104 @@ import tempfile
 import numpy as np
 from mpi4py import MPI
 
-import ddstore
-from ddstore import DDStoreError, DDStoreValueError
+from _harness import check, expect_error, run_main
+
+import ddstore  # noqa: E402
+from ddstore import DDStoreValueError  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
-assert size >= 2, "needs at least 2 ranks"
-cases = []
 others = "rank 1" if size == 2 else f"ranks {', '.join(map(str, range(1, size)))}"
-
-
-def expect(label, fragments, fn):
-    """fn() must raise a DDStoreValueError containing every fragment, with the same
-    message on every rank."""
-    msg = None
-    try:
-        fn()
-    except DDStoreError as exc:
-        assert isinstance(exc, DDStoreValueError), f"{label}: {type(exc).__name__}: {exc}"
-        msg = str(exc)
-    assert msg is not None, f"{label}: no error raised on rank {rank}"
-    for frag in fragments:
-        assert frag in msg, f"{label}: {frag!r} not in message {msg!r}"
-    every = comm.allgather(msg)
-    assert all(m == msg for m in every), f"{label}: messages differ: {every}"
-    cases.append(label)
-
-
 n = 40 * size
 data = np.arange(n * 3, dtype=np.float64).reshape(n, 3)
-store = ddstore.DDStore(comm)
-lo, hi = ddstore.partition(n, store.group_size, store.group_rank)
-store.add("x", data[lo:hi])
 
 
-def intact(label):
-    assert store.variables() == ["x"], f"{label}: variables {store.variables()}"
-    idx = np.random.default_rng(rank).integers(0, n, 50)
-    assert store.get_batch("x", idx).tobytes() == data[idx].tobytes(), label
+def main():
+    assert size >= 2, "needs at least 2 ranks"
+    store = ddstore.DDStore(comm)
+    lo, hi = ddstore.partition(n, store.group_size, store.group_rank)
+    store.add("x", data[lo:hi])
 
+    def intact(label):
+        check(store.variables() == ["x"], f"{label}: variables {store.variables()}")
+        idx = np.random.default_rng(rank).integers(0, n, 50)
+        check(store.get_batch("x", idx).tobytes() == data[idx].tobytes(),
+              f"{label}: rows read back")
 
-# sync on rank 0 while the others add: both told, nothing created
-expect("sync vs add", ["out of step", "rank 0 called sync()", f"{others} called add('y')"],
-       lambda: store.sync() if rank == 0 else store.add("y", data[lo:hi]))
-intact("after sync vs add")
+    def expect(label, fragments, fn):
+        expect_error(DDStoreValueError, fragments, fn, what=label, agree=True)
 
-# free on rank 0 while the others add: rank 0's store is not freed
-expect("free vs add", ["out of step", "rank 0 called free()", "add('y')"],
-       lambda: store.free() if rank == 0 else store.add("y", data[lo:hi]))
-assert not store.freed, "free() out of step freed the store"
-intact("after free vs add")
+    # sync on rank 0 while the others add: both told, nothing created
+    expect("sync vs add", ["out of step", "rank 0 called sync()",
+                           f"{others} called add('y')"],
+           lambda: store.sync() if rank == 0 else store.add("y", data[lo:hi]))
+    intact("after sync vs add")
 
-# a second store's constructor on rank 0 while the others remove
-expect("DDStore vs remove", ["out of step", "rank 0 called DDStore()", "remove('x')"],
-       lambda: ddstore.DDStore(comm) if rank == 0 else store.remove("x"))
-intact("after DDStore vs remove")
+    # free on rank 0 while the others add: rank 0's store is not freed
+    expect("free vs add", ["out of step", "rank 0 called free()", "add('y')"],
+           lambda: store.free() if rank == 0 else store.add("y", data[lo:hi]))
+    check(not store.freed, "free() out of step freed the store")
+    intact("after free vs add")
 
-# one rank's local load_npy fails (truncated local copy); it catches the error and goes
-# on to free() while the others build a WindowDataset: all are told, nothing is left
-import ddstore.spatiotemporal as st  # noqa: E402  (torch: only after the core cases)
+    # a second store's constructor on rank 0 while the others remove
+    expect("DDStore vs remove", ["out of step", "rank 0 called DDStore()", "remove('x')"],
+           lambda: ddstore.DDStore(comm) if rank == 0 else store.remove("x"))
+    intact("after DDStore vs remove")
 
-tmp = tempfile.mkdtemp(prefix=f"ddstore-coll{rank}-")
-own = os.path.join(tmp, "series.npy")
-series = np.random.default_rng(0).standard_normal((30, 4, 2)).astype(np.float32)
-np.save(own, series)
-if rank == 0:
-    os.truncate(own, os.path.getsize(own) - 4 * 8 * 5)
+    # one rank's local load_npy fails (truncated local copy); it catches the error and
+    # goes on to free() while the others build a WindowDataset: all are told, nothing
+    # is left
+    import ddstore.spatiotemporal as st  # torch: only after the core cases
 
+    tmp = tempfile.mkdtemp(prefix=f"ddstore-coll{rank}-")
+    own = os.path.join(tmp, "series.npy")
+    series = np.random.default_rng(0).standard_normal((30, 4, 2)).astype(np.float32)
+    np.save(own, series)
+    if rank == 0:
+        os.truncate(own, os.path.getsize(own) - 4 * 8 * 5)
 
-def npy_then_collective():
+    def npy_then_collective():
+        try:
+            s = st.load_npy(own)
+        except DDStoreValueError as exc:
+            check(rank == 0 and "truncated" in str(exc), f"load_npy error: {exc}")
+            store.free()  # what a user who catches the error does next
+            raise AssertionError("free() returned while the others build a "
+                                 "WindowDataset")
+        st.WindowDataset(store, "w", s, horizon=3)
+
+    expect("load_npy failure then free vs WindowDataset",
+           ["out of step", "rank 0 called free()", f"{others} called WindowDataset('w')"],
+           npy_then_collective)
+    check(not store.freed, "free() vs WindowDataset freed the store")
+    intact("after free vs WindowDataset")
+
+    # an error every rank raises together (agreed) leaving `with DDStore`: the store is
+    # freed collectively on the way out
+    inner = []
+
+    def agreed_in_with():
+        with ddstore.DDStore(comm) as s:
+            inner.append(s)
+            s.add("a", np.zeros((2, 2), dtype=np.float32 if rank == 0 else np.float64))
+
+    expect("agreed error leaves with", ["add('a')", "dtype differs"], agreed_in_with)
+    check(inner[0].freed, "an agreed error leaving `with` did not free the store")
+
+    # an exception of this rank's own leaving `with DDStore` starts no collective call:
+    # the store stays live (here every rank raises one and catches it, so the ranks can
+    # then free it together)
+    local = []
     try:
-        s = st.load_npy(own)
-    except DDStoreValueError as exc:
-        assert rank == 0 and "truncated" in str(exc), str(exc)
-        store.free()  # what a user who catches the error does next
-        raise AssertionError("free() returned while the others build a WindowDataset")
-    st.WindowDataset(store, "w", s, horizon=3)
+        with ddstore.DDStore(comm) as s:
+            local.append(s)
+            raise KeyError(f"local failure on rank {rank}")
+    except KeyError:
+        pass
+    check(not local[0].freed, "a local exception leaving `with` ran the collective free")
+    local[0].free()
+    check(local[0].freed, "free() after a local exception")
+    store.free()
 
 
-expect("load_npy failure then free vs WindowDataset",
-       ["out of step", "rank 0 called free()", f"{others} called WindowDataset('w')"],
-       npy_then_collective)
-assert not store.freed
-intact("after free vs WindowDataset")
-
-# an error every rank raises together (agreed) leaving `with DDStore`: the store is
-# freed collectively on the way out
-inner = []
-
-
-def agreed_in_with():
-    with ddstore.DDStore(comm) as s:
-        inner.append(s)
-        s.add("a", np.zeros((2, 2), dtype=np.float32 if rank == 0 else np.float64))
-
-
-expect("agreed error leaves with", ["add('a')", "dtype differs"], agreed_in_with)
-assert inner[0].freed, "an agreed error leaving `with` did not free the store"
-
-# an exception of this rank's own leaving `with DDStore` starts no collective call:
-# the store stays live (here every rank raises one and catches it, so the ranks can
-# then free it together)
-local = []
-try:
-    with ddstore.DDStore(comm) as s:
-        local.append(s)
-        raise KeyError(f"local failure on rank {rank}")
-except KeyError:
-    pass
-assert not local[0].freed, "a local exception leaving `with` ran the collective free"
-local[0].free()
-assert local[0].freed
-
-store.free()
-total = comm.allreduce(len(cases))
-if rank == 0:
-    print(f"core_collectives: {total // size} cases on {size} ranks OK", flush=True)
+run_main(main)
