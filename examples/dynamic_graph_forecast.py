@@ -12,9 +12,9 @@ own edges (who mentioned whom, weighted by count), two node features and a node 
 (mentions received).  Any PGT JSON with per-step graphs (``--data``) works the same way.
 
 The node signals ``[T, nodes, features + target]`` are index-batched by
-:class:`ddstore.spatiotemporal.DynamicWindowDataset` (the target is ``log1p``'d and
+:class:`ddstore.dynamic.DynamicWindowDataset` (the target is ``log1p``'d and
 kept as the last feature); the graph is kept in the same :class:`ddstore.DDStore` as
-checkpoints plus per-step deltas (:class:`ddstore.spatiotemporal.DynamicGraph`), and each
+checkpoints plus per-step deltas (:class:`ddstore.dynamic.DynamicGraph`), and each
 window brings the snapshots of its ``h`` input steps, batched block-diagonally.  The model
 is a graph GRU (update/reset gates and candidate are PyG ``GCNConv`` layers) that applies
 each step's own snapshot, then predicts the next step's target of every node as a change
@@ -41,6 +41,7 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
+from ddstore.dynamic import DynamicWindowDataset  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell  # noqa: E402 (examples/graph_gru.py)
 
@@ -130,7 +131,7 @@ def main():
     t_start = time.time()
     raw, series, target, label = load(args)
     store = ddstore.DDStore(comm, width=args.width)
-    ds = st.DynamicWindowDataset(store, "tennis", series, args.horizon, edges=raw.edges,
+    ds = DynamicWindowDataset(store, "tennis", series, args.horizon, edges=raw.edges,
                                  weights=raw.weights,
                                  checkpoint_every=args.checkpoint_every)
     train, val, test = ds.splits()

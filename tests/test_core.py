@@ -51,7 +51,7 @@ def test_bad_input(mpirun, nprocs):
 def test_ranks_in_different_collective_calls_are_told(mpirun, nprocs):
     # sync / free / DDStore() / WindowDataset against another call, and `with` exits
     out = mpirun("core_collectives.py", nprocs, timeout=120)
-    assert f"core_collectives: " in out and f" 0 failures {on_ranks(nprocs)}" in out, out
+    assert "core_collectives: " in out and f" 0 failures {on_ranks(nprocs)}" in out, out
 
 
 def test_partition_is_balanced_and_covers_everything():

@@ -18,6 +18,7 @@ import torch  # noqa: E402,F401 (a requirement: missing is a failure)
 
 from ddstore import DDStoreValueError  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
+from ddstore.dynamic import DynamicGraph, canonical_edges  # noqa: E402
 
 from conftest import on_ranks  # noqa: E402
 
@@ -162,9 +163,9 @@ def test_canonical_edges_order_and_dedup():
     w = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     with pytest.raises(DDStoreValueError,
                        match=r"3 -> 1 appears 2 times \(input positions 0 and 5\)"):
-        st.canonical_edges(ei, w, 4)
+        canonical_edges(ei, w, 4)
     for mode, want in (("sum", [5.0, 3.0, 7.0, 6.0]), ("last", [5.0, 3.0, 6.0, 4.0])):
-        keys, ww = st.canonical_edges(ei, w, 4, dedup=mode)
+        keys, ww = canonical_edges(ei, w, 4, dedup=mode)
         # sorted by (dst, src): (1->0), (2->1), (3->1), (0->2)
         assert np.array_equal(keys & 3, [1, 2, 3, 0]) and np.array_equal(keys >> 2,
                                                                           [0, 1, 1, 2])
@@ -244,7 +245,7 @@ def test_nonfinite_weights_name_the_edge():
         with pytest.raises(DDStoreValueError, match=r"weights\[1\]: edge 1 \(3 -> 1\) has "
                                                     r"weight nan; weights must be finite "
                                                     r"\(1 of 2 edges are NaN or inf\)"):
-            st.DynamicGraph(store, "g", edges, [np.ones(3), np.array([1.0, np.nan])])
+            DynamicGraph(store, "g", edges, [np.ones(3), np.array([1.0, np.nan])])
         assert store.variables() == []
     finally:
         store.free()
@@ -258,11 +259,11 @@ def test_uint64_node_ids_reported_as_given():
         with pytest.raises(DDStoreValueError, match=rf"edges\[0\] holds node id {big} "
                                                     rf"\(row 0, edge 1\), out of range "
                                                     rf"\[0, 5\)"):
-            st.DynamicGraph(store, "g", edges, num_nodes=5)
+            DynamicGraph(store, "g", edges, num_nodes=5)
         with pytest.raises(DDStoreValueError, match=rf"edges\[0\] holds node id {big} "
                                                     rf"\(row 0, edge 1\), out of range "
                                                     rf"\[0, {2 ** 31}\)"):
-            st.DynamicGraph(store, "g", edges)
+            DynamicGraph(store, "g", edges)
         assert store.variables() == []
     finally:
         store.free()

@@ -31,7 +31,7 @@ copy once (``verified_snapshots``).
 Twitter tennis part: bytes of the graph as a DynamicGraph vs a list of full PyG
 snapshots (``DynamicGraphTemporalSignal``-style), and one training epoch of a small
 recurrent GCN (GRU gates with ``GCNConv``, as in ``examples/dynamic_graph_forecast.py``)
-with windows from :class:`~ddstore.spatiotemporal.DynamicWindowDataset` vs from a
+with windows from :class:`~ddstore.dynamic.DynamicWindowDataset` vs from a
 WindowDataset plus a list of full snapshots.
 """
 import argparse
@@ -137,7 +137,7 @@ def _pcts(us):
 
 
 def synthetic(store, args, log):
-    from ddstore.spatiotemporal import DynamicGraph, canonical_edges
+    from ddstore.dynamic import DynamicGraph, canonical_edges
     from ddstore import partition
     gen = SyntheticSteps(args.nodes, args.edges, args.steps, args.churn, args.seed)
     T = args.steps
@@ -265,6 +265,7 @@ def tennis(store, args, log):
     """Bytes and one training epoch: DynamicWindowDataset vs WindowDataset + full list."""
     import torch
     from ddstore import spatiotemporal as st
+    from ddstore.dynamic import DynamicWindowDataset
     from torch_geometric.nn import GCNConv
     torch.manual_seed(0)
     series = st.load_pgt_json(args.tennis)
@@ -272,7 +273,7 @@ def tennis(store, args, log):
     raw[:, :, series.target_feature] = np.log1p(raw[:, :, series.target_feature])
     feats = st.from_arrays(raw)
     h, B = 4, 8
-    ds = st.DynamicWindowDataset(store, "tt", feats, h, edges=series.edges,
+    ds = DynamicWindowDataset(store, "tt", feats, h, edges=series.edges,
                                  weights=series.weights)
     base = st.WindowDataset(store, "ttbase", feats, h)
     full = [(torch.from_numpy(e), torch.from_numpy(w)) for e, w in

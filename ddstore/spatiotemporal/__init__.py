@@ -42,14 +42,3 @@ __all__ = ["WindowDataset", "WindowSplit", "BatchShuffleSampler", "Series", "fro
            "gaussian_kernel_adjacency", "time_feature_array", "batch_collate", "set_epoch",
            "split_ranges", "num_windows", "window_weights"]
 __all__ += ["DynamicSeries"]
-
-_MOVED = {"DynamicGraph", "DynamicWindowDataset", "canonical_edges"}
-
-
-def __getattr__(name):
-    # dynamic graphs live in ddstore.dynamic (a layer above this one); the old names
-    # still resolve, without importing it when this package loads
-    if name in _MOVED:
-        from .. import dynamic
-        return getattr(dynamic, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

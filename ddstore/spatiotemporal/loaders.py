@@ -104,7 +104,7 @@ def check_finite_weights(weights, edge_index, what):
     """Raise :class:`DDStoreValueError` if ``weights`` (``[E]``, as they will be stored)
     holds a NaN or inf, naming the first such edge (its index, source and target) and how
     many there are.  The one check of edge weights: static graphs (:class:`Series`) and
-    :class:`~ddstore.spatiotemporal.DynamicGraph` steps both use it."""
+    :class:`~ddstore.dynamic.DynamicGraph` steps both use it."""
     bad = ~np.isfinite(weights)
     if bad.any():
         i = int(np.argmax(bad))

@@ -25,7 +25,7 @@ torch.set_num_threads(1)
 import ddstore  # noqa: E402
 from ddstore import DDStoreIndexError, DDStoreValueError  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.spatiotemporal import DynamicGraph, DynamicWindowDataset  # noqa: E402
+from ddstore.dynamic import DynamicGraph, DynamicWindowDataset  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
