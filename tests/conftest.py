@@ -3,6 +3,10 @@
 MPI cases run as separate programs under ``mpiexec``, wrapped in ``timeout`` so that a
 deadlock fails the test instead of hanging CI.  A program signals success by exiting 0;
 it prints what it checked, and pytest shows that output when it fails.
+
+Every test that starts processes (an MPI job, a benchmark or example run as a program)
+is marked ``@pytest.mark.mpi``; ``run_mpi`` fails a test that is not, so the fast subset
+``pytest -m "not mpi" tests`` (in-process tests only) stays fast.
 """
 import collections
 import os
@@ -15,6 +19,31 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPI_DIR = os.path.join(HERE, "mpi")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "mpi: starts processes (an MPI job under mpiexec, or a benchmark or "
+                   "example run as a program); the fast subset is -m 'not mpi'")
+
+
+_CURRENT = {"item": None}  # the test being run, for run_mpi's marker check
+
+
+@pytest.fixture(autouse=True)
+def _current_test(request):
+    _CURRENT["item"] = request.node
+    yield
+    _CURRENT["item"] = None
+
+
+def require_mpi_marker():
+    """Fail the running test unless it is marked ``mpi`` (called by whatever starts
+    processes)."""
+    item = _CURRENT["item"]
+    if item is not None and item.get_closest_marker("mpi") is None:
+        pytest.fail(f"{item.nodeid} starts processes but is not marked "
+                    f"@pytest.mark.mpi (the fast subset -m 'not mpi' must start none)")
 
 
 def mpiexec_path():
@@ -43,6 +72,7 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
     timeout fails the test and the combined stdout/stderr text is returned; with
     ``check=False`` an :class:`MPIResult` is returned whatever the exit code.
     """
+    require_mpi_marker()
     if script == "-m":
         target = ["-m"]
     else:

@@ -74,6 +74,7 @@ def test_plural():
     assert ddstore.bench.plural(2, "rank") == "2 ranks"
 
 
+@pytest.mark.mpi
 def test_demo_on_one_rank_says_one_replica():
     out = run_mpi("-m", 1, "ddstore", "demo", "--rows", "1000", "--row-bytes", "16",
                   timeout=60)
@@ -81,11 +82,13 @@ def test_demo_on_one_rank_says_one_replica():
     assert "verified every byte: OK" in out, out
 
 
+@pytest.mark.mpi
 def test_help_under_mpiexec_is_printed_once():
     out = run_mpi("-m", 2, "ddstore", "--help", timeout=60)
     assert out.count("usage: python -m ddstore") == 1, out
 
 
+@pytest.mark.mpi
 def test_missing_input_file_is_reported_once(tmp_path):
     missing = str(tmp_path / "no_such_file.json")
     r = run_mpi("-m", 2, "ddstore", "bench-dynamic", "--tennis", missing, timeout=60,
@@ -96,6 +99,7 @@ def test_missing_input_file_is_reported_once(tmp_path):
     assert r.elapsed < 30, f"took {r.elapsed:.1f}s:\n{r.output}"
 
 
+@pytest.mark.mpi
 def test_bad_option_under_mpiexec_is_reported_once():
     r = run_mpi("-m", 2, "ddstore", "bench-core", "--no-such-option", timeout=60,
                 check=False)

@@ -11,6 +11,7 @@ from ddstore import partition
 from conftest import on_ranks
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 @pytest.mark.parametrize("transport", ["auto", "rma"])
 def test_roundtrip(mpirun, nprocs, transport):
@@ -18,6 +19,7 @@ def test_roundtrip(mpirun, nprocs, transport):
     assert out.count("byte-exact checks passed") == nprocs
 
 
+@pytest.mark.mpi
 def test_roundtrip_shm_transport(mpirun):
     out = mpirun("core_roundtrip.py", 2, "shm")
     assert out.count("byte-exact checks passed") == 2
@@ -28,6 +30,7 @@ def test_roundtrip_shm_transport(mpirun):
 SIMULATED_NODES = [{"MPIR_CVAR_NUM_CLIQUES": "2"}, {"MPIR_CVAR_ODD_EVEN_CLIQUES": "1"}]
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("env", SIMULATED_NODES, ids=["blocks", "odd-even"])
 def test_simulated_nodes(mpirun, env):
     out = mpirun("core_nodes.py", 4, env=env)
@@ -36,17 +39,20 @@ def test_simulated_nodes(mpirun, env):
     assert out.count("byte-exact checks passed") == 4
 
 
+@pytest.mark.mpi
 def test_transport_from_environment(mpirun):
     out = mpirun("core_transport_env.py", 2, env={"DDSTORE_TRANSPORT": "rma"})
     assert "transport=rma shm_peers=0" in out
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_bad_input(mpirun, nprocs):
     out = mpirun("core_errors.py", nprocs, "rma" if nprocs % 2 else "auto")
     assert out.count("error cases raised as expected") == nprocs
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 3])
 def test_ranks_in_different_collective_calls_are_told(mpirun, nprocs):
     # sync / free / DDStore() / WindowDataset against another call, and `with` exits
@@ -86,6 +92,7 @@ def test_errors_subclass_builtin_kinds():
         assert issubclass(cls, ddstore.DDStoreError)
 
 
+@pytest.mark.mpi
 def test_extension_loads_the_same_libmpi_as_mpi4py():
     code = (
         "from mpi4py import MPI\n"
@@ -104,12 +111,14 @@ def test_extension_loads_the_same_libmpi_as_mpi4py():
     assert len(libs) == 1, f"more than one libmpi mapped: {libs}"
 
 
+@pytest.mark.mpi
 def test_demo_verifies_every_byte(mpirun):
     out = mpirun("-m", 3, "ddstore", "demo", "--rows", "5000", "--row-bytes", "100",
                  "--width", "3", "--transport", "rma")
     assert "verified every byte: OK" in out, out
 
 
+@pytest.mark.mpi
 def test_core_benchmark_writes_json(mpirun, tmp_path):
     import json
     path = tmp_path / "core.json"
@@ -143,6 +152,7 @@ def test_build_finds_mpicc_beside_python_without_path(monkeypatch):
     assert any(os.path.exists(os.path.join(d, "mpi.h")) for d in incs) and libs
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("argv,code,text", [(["--help"], 0, "demo"),
                                             (["nope"], 2, "invalid choice: 'nope'"),
                                             ([], 2, "required: COMMAND"),
@@ -162,6 +172,7 @@ def _mem_available():
     return 0
 
 
+@pytest.mark.mpi
 def test_row_over_2gib_every_read_path(mpirun):
     """MPI counts are int: a row > 2 GiB is read in pieces by the batched and the
     per-row-lock path (the latter once passed a negative count to MPI_Get)."""
@@ -171,6 +182,7 @@ def test_row_over_2gib_every_read_path(mpirun):
     assert out.count("read byte-exact") == 2, out
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs,transport", [(2, "rma"), (3, "rma"), (2, "auto")])
 def test_reads_from_several_threads(mpirun, nprocs, transport):
     out = mpirun("core_threads.py", nprocs, transport, timeout=180)

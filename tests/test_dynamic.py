@@ -27,6 +27,7 @@ DATA = os.path.join(HERE, "data")
 ROOT = os.path.join(HERE, "..")
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_dynamic_graph_mpi(mpirun, nprocs):
     out = mpirun("st_dynamic.py", nprocs, timeout=240)
@@ -173,6 +174,7 @@ def test_canonical_edges_order_and_dedup():
 
 
 # ------------------------------------- benchmark (the example runs in test_examples.py)
+@pytest.mark.mpi
 def test_benchmark_smoke(tmp_path):
     """python -m ddstore.bench.dynamic on a small synthetic graph: JSON written, the
     delta store smaller than full snapshots, every snapshot checked."""

@@ -78,6 +78,7 @@ def test_every_example_is_run():
     assert found == sorted(EXAMPLE_RUNS), (found, sorted(EXAMPLE_RUNS))
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("name", sorted(EXAMPLE_RUNS))
 def test_example_runs(name):
     nprocs, args, check = EXAMPLE_RUNS[name]

@@ -15,6 +15,7 @@ def launch(mode, nprocs, runner=(), env=None):
     return r.returncode, r.elapsed, r.output
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 3])
 @pytest.mark.parametrize("mode", ["raise", "raise-in-collective", "raise-in-with", "osexit",
                                   "kill"])
@@ -27,12 +28,14 @@ def test_failing_rank_ends_the_job(mode, nprocs):
         assert "aborting the MPI job" in out
 
 
+@pytest.mark.mpi
 def test_sys_exit_under_mpi4py_runner_ends_the_job():
     # python -m mpi4py aborts on sys.exit(n != 0); the exit-time free must not wait first
     rc, elapsed, out = launch("exit", 2, runner=("-m", "mpi4py"))
     assert rc == 3 and elapsed < PROMPT, f"exit code {rc} after {elapsed:.1f}s:\n{out}"
 
 
+@pytest.mark.mpi
 def test_hook_switched_off_defers_to_mpi4py_runner():
     rc, elapsed, out = launch("raise", 2, runner=("-m", "mpi4py"),
                               env={"DDSTORE_ABORT_ON_EXCEPTION": "0"})
@@ -42,6 +45,7 @@ def test_hook_switched_off_defers_to_mpi4py_runner():
     assert "aborting the MPI job" not in out
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 4])
 def test_clean_run_exits_zero(nprocs):
     rc, elapsed, out = launch("clean", nprocs)

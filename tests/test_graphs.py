@@ -322,12 +322,14 @@ def test_sequence_source_touches_only_range():
 
 
 # ---------------------------------------------------------------------- MPI programs
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_mpi_roundtrip(nprocs):
     out = run_mpi("graphs_roundtrip.py", nprocs, timeout=180)
     assert f"graphs_roundtrip: {nprocs} ranks" in out and "checks passed" in out
 
 
+@pytest.mark.mpi
 def test_mpi_errors():
     out = run_mpi("graphs_errors.py", 3, timeout=180)
     assert "graphs_errors: 3 ranks" in out

@@ -10,6 +10,7 @@ from conftest import MPI_DIR, run_mpi
 PROMPT = 30  # seconds; the job used to wait for ``timeout`` (180 s) instead
 
 
+@pytest.mark.mpi
 def test_exception_on_one_rank_ends_the_job_promptly():
     r = run_mpi("harness_selftest.py", 2, "raise", timeout=90, check=False)
     assert r.returncode not in (0, 124, 137), f"exit {r.returncode}:\n{r.output}"
@@ -19,6 +20,7 @@ def test_exception_on_one_rank_ends_the_job_promptly():
     assert "the Barrier returned" not in r.output, r.output
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("mode", ["fail", "error"])
 def test_failed_check_on_one_rank_fails_every_rank(mode):
     r = run_mpi("harness_selftest.py", 2, mode, timeout=90, check=False)
@@ -27,6 +29,7 @@ def test_failed_check_on_one_rank_fails_every_rank(mode):
     assert "failures on 2 ranks" in r.output and " 0 failures" not in r.output, r.output
 
 
+@pytest.mark.mpi
 def test_passing_checks_exit_zero():
     out = run_mpi("harness_selftest.py", 2, "pass", timeout=90)
     assert "harness_selftest: 10 checks, 0 failures on 2 ranks" in out, out

@@ -4,15 +4,31 @@ import pytest
 from conftest import run_mpi
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_pyddstore_roundtrip(nprocs):
     out = run_mpi("pyddstore_roundtrip.py", nprocs, timeout=120)
     assert f"pyddstore_roundtrip: {nprocs} ranks" in out and "checks passed" in out
 
 
-def test_pyddstore_importable_without_mpi_launch():
+def test_pyddstore_in_process_round_trip():
+    """One process (COMM_SELF), no launcher: the original API's add / get / get_batch
+    give back every byte written."""
+    import numpy as np
+    from mpi4py import MPI
+
     import pyddstore
-    assert hasattr(pyddstore.PyDDStore, "epoch_begin")
-    for name in ("add", "init", "update", "get", "get_batch", "epoch_begin",
-                 "epoch_end", "free"):
-        assert callable(getattr(pyddstore.PyDDStore, name)), name
+    data = np.arange(60, dtype=np.float64).reshape(20, 3) * 0.5
+    store = pyddstore.PyDDStore(MPI.COMM_SELF)
+    try:
+        store.add("x", data)
+        store.epoch_begin()
+        row = np.empty((1, 3))
+        store.get("x", row, 7)
+        assert row.tobytes() == data[7:8].tobytes()
+        batch = np.empty((4, 3))
+        store.get_batch("x", batch, [19, 0, 7, 0])
+        assert batch.tobytes() == data[[19, 0, 7, 0]].tobytes()
+        store.epoch_end()
+    finally:
+        store.free()

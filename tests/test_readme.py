@@ -72,6 +72,18 @@ BASH_SKIP = {
     "mpiexec -n 2 python examples/tgat_link_prediction.py --width 1 --strategy recent "
     "--chunks 4": "long job (~1 min); runs small in test_examples.py",
     "mpiexec -n 2 python -m ddstore.bench.core": "benchmark (long job)",
+    # the benchmark list: full runs take minutes each; their small versions run in
+    # the benchmark smoke tests of test_core, test_graphs, test_spatiotemporal_mpi,
+    # test_temporal, test_dynamic and test_scale
+    "mpiexec -n 2 python -m ddstore.bench.compat": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore.bench.graphs": "benchmark (long job)",
+    "python -m ddstore.bench.spatiotemporal": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore.bench.temporal": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore.bench.dynamic": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore.bench.scale series": "benchmark (long job, ~10 GB)",
+    "mpiexec -n 2 python -m ddstore.bench.prefetch": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore bench-core --quick":
+        "the same program as test_core.py::test_core_benchmark_writes_json runs",
 }
 
 
@@ -144,6 +156,7 @@ def run_python_block(code, tmp_path, nprocs=2):
     return run_mpi(str(script), nprocs, timeout=300, cwd=ROOT)
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("heading", sorted(PYTHON_EXPECT))
 def test_python_block(heading, tmp_path):
     (code, line), = [(c, n) for h, c, n in python_blocks() if h == heading]
@@ -160,6 +173,7 @@ def run_bash(command, timeout=300):
     return proc.returncode, proc.stdout
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("command", sorted(BASH_EXPECT))
 def test_bash_command(command):
     rc, out = run_bash(command)
@@ -167,6 +181,7 @@ def test_bash_command(command):
     assert re.search(BASH_EXPECT[command], out), f"{command}\n{out}"
 
 
+@pytest.mark.mpi
 def test_the_runners_fail_on_a_failing_block(tmp_path):
     """What these tests use to run a block reports a failure: a block that raises on one
     rank, and a command that exits non-zero."""

@@ -14,18 +14,21 @@ import torch  # noqa: E402,F401
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_plan_prefetch_npy(mpirun, nprocs, tmp_path):
     out = mpirun("scale_features.py", nprocs, str(tmp_path), timeout=240)
     assert f"0 failures {on_ranks(nprocs)} (all)" in out, out
 
 
+@pytest.mark.mpi
 def test_prefetch_fallback_serialized(mpirun, tmp_path):
     out = mpirun("scale_features.py", 2, str(tmp_path), "fallback", timeout=180,
                  env={"MPI4PY_RC_THREAD_LEVEL": "serialized"})
     assert "0 failures on 2 ranks (fallback)" in out, out
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs,width,transport", [(2, "2", "auto"), (3, "3", "rma"),
                                                      (2, "auto", "auto")])
 def test_scale_series_small(mpirun, tmp_path, nprocs, width, transport):
@@ -65,6 +68,7 @@ def test_scale_series_small(mpirun, tmp_path, nprocs, width, transport):
         assert r["load"]["peak_rss"] > 0 and r["epochs"]["global"]["windows"] > 0
 
 
+@pytest.mark.mpi
 def test_scale_graphs_small(mpirun, tmp_path):
     """python -m ddstore.bench.scale graphs with 600 graphs: written to ADIOS2 in a
     separate process, loaded through GraphDataset.from_adios at width 2, and every graph

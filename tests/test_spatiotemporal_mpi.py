@@ -5,12 +5,14 @@ import pytest
 from conftest import on_ranks
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 3, 4])
 def test_windows_all_placements(mpirun, nprocs, tmp_path):
     out = mpirun("st_windows.py", nprocs, str(tmp_path), timeout=180)
     assert f"0 failures {on_ranks(nprocs)}" in out, out
 
 
+@pytest.mark.mpi
 def test_benchmark_smoke(tmp_path):
     """python -m ddstore.bench.spatiotemporal on a small series, (a), (b) and (c)."""
     import json

@@ -14,6 +14,7 @@ from conftest import mpiexec_path, on_ranks
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_temporal_all_placements(mpirun, nprocs, tmp_path):
     out = mpirun("temporal_check.py", nprocs, str(tmp_path), timeout=180)
@@ -44,6 +45,7 @@ def test_synthetic_stream():
         synthetic_stream(1, 10)
 
 
+@pytest.mark.mpi
 def test_benchmark_smoke(tmp_path):
     """mpiexec -n 2 python -m ddstore.bench.temporal on a small stream: widths 1 and 2,
     transports auto and rma, JSON written."""
