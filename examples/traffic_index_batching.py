@@ -70,7 +70,7 @@ def parse_args():
 
 def synthetic_series(steps=2016, sensors=48, seed=0):
     """A PeMS-like week at 5-minute steps on a ring road with shortcuts."""
-    from ddstore.bench.spatiotemporal import synthetic_block
+    from ddstore.spatiotemporal.synthetic import synthetic_block
     speed = synthetic_block(0, steps, sensors, 1, seed)
     ring = [(i, (i + 1) % sensors) for i in range(sensors)]
     rng = np.random.default_rng(seed)

@@ -13,11 +13,19 @@ __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank"
 
 
 def write_report(report, path):
-    """Write ``report`` as indented JSON to ``path`` (directories created); print it."""
+    """The one JSON writer of the benchmarks: ``report`` as indented JSON to ``path``
+    (directories created; numpy scalars written as numbers); prints where."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
-        json.dump(report, f, indent=2)
-    print(f"wrote {path}")
+        json.dump(report, f, indent=2, default=_number)
+    print(f"wrote {path}", flush=True)
+
+
+def _number(value):
+    """numpy scalars (and anything else with ``item()``) as plain numbers."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def plural(n, word, words=None):

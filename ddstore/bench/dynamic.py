@@ -35,14 +35,13 @@ with windows from :class:`~ddstore.dynamic.DynamicWindowDataset` vs from a
 WindowDataset plus a list of full snapshots.
 """
 import argparse
-import json
 import os
 import platform
 import time
 
 import numpy as np
 
-from ddstore.bench import ArgumentParser, plural, require_files
+from ddstore.bench import ArgumentParser, plural, require_files, write_report
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
@@ -374,11 +373,7 @@ def main(argv=None, prog=None):
         if os.path.exists(args.tennis):
             res["twitter_tennis"] = tennis(store, args, log)
     if comm.rank == 0:
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, "dynamic.json")
-        with open(path, "w") as fh:
-            json.dump(res, fh, indent=2)
-        print(f"wrote {path}", flush=True)
+        write_report(res, os.path.join(args.out, "dynamic.json"))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ Results are printed and written as JSON and a latency-CDF PNG under ``--out``
 (default ``bench_results/``).
 """
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -39,7 +38,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import ArgumentParser, plural
+from ddstore.bench import ArgumentParser, plural, write_report
 
 
 def _args(argv, prog=None):
@@ -280,9 +279,8 @@ def main(argv=None, prog=None):
            "width_sweep": [{k: v for k, v in r.items() if k != "latencies_us"}
                            for r in sweep],
            "ratios": ratios}
-    with open(stem + ".json", "w") as f:
-        json.dump(doc, f, indent=2)
-    print(f"\nwrote {stem}.json", end="")
+    print()
+    write_report(doc, stem + ".json")
     if not args.no_plot:
         try:
             import matplotlib

@@ -9,9 +9,7 @@
   among the processes that map it, so PSS sums to the node's true use; the kernel keeps
   no PSS peak, so :class:`MemoryWatch` samples it in a background thread.
 """
-import os
 import threading
-import time
 
 __all__ = ["peak_rss", "current_rss", "reset_peak", "smaps_rollup", "MemoryWatch",
            "node_available"]

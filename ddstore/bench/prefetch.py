@@ -22,14 +22,13 @@ Both ranks measure; results are printed by rank 0 and written to
 ``<out>/prefetch.json``.
 """
 import argparse
-import json
 import os
 import platform
 import time
 
 import numpy as np
 
-from ddstore.bench import ArgumentParser, plural
+from ddstore.bench import ArgumentParser, plural, write_report
 
 
 def _args(argv, prog=None):
@@ -146,11 +145,7 @@ def main(argv=None, prog=None):
         comm, "graphs", lambda k: gds.loader(args.batch_size, sampler=gsampler,
                                              prefetch=k), args, a)
     if comm.rank == 0:
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, "prefetch.json")
-        with open(path, "w") as fh:
-            json.dump(doc, fh, indent=2)
-        print(f"wrote {path}", flush=True)
+        write_report(doc, os.path.join(args.out, "prefetch.json"))
     store.free()
 
 

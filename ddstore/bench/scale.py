@@ -31,7 +31,6 @@ and graphs/s.
 Results are printed by rank 0 and written to ``<out>/scale_<series|graphs>.json``.
 """
 import argparse
-import json
 import os
 import platform
 import sys
@@ -39,7 +38,7 @@ import time
 
 import numpy as np
 
-from ddstore.bench import ArgumentParser, plural
+from ddstore.bench import ArgumentParser, plural, write_report
 
 from .memory import MemoryWatch, node_available
 
@@ -196,11 +195,7 @@ def _gb(x):
 
 def _write_json(comm, args, doc):
     if comm.rank == 0:
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, f"scale_{args.what}.json")
-        with open(path, "w") as fh:
-            json.dump(doc, fh, indent=2, default=float)
-        print(f"wrote {path}", flush=True)
+        write_report(doc, os.path.join(args.out, f"scale_{args.what}.json"))
 
 
 def _machine():

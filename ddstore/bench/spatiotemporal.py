@@ -36,7 +36,8 @@ import time
 
 import numpy as np
 
-from ddstore.bench import ArgumentParser
+from ddstore.bench import ArgumentParser, write_report
+from ddstore.spatiotemporal.synthetic import synthetic_block
 
 MB = 1024.0 * 1024.0
 
@@ -73,28 +74,6 @@ def _rss_mb():
 
 
 # ------------------------------------------------------------------------- data
-def synthetic_block(start, stop, nodes, features, seed=0):
-    """PeMS-like speeds (daily and weekly congestion, per-sensor level, noise) at 5-minute
-    steps ``[start, stop)``, feature 1 = time of day; deterministic per step."""
-    t = np.arange(start, stop, dtype=np.float64)[:, None]
-    rng = np.random.default_rng([seed, 1])
-    level = rng.uniform(55, 70, nodes)[None, :]
-    phase = rng.uniform(-0.3, 0.3, nodes)[None, :]
-    depth = rng.uniform(5, 30, nodes)[None, :]
-    tod = (t % 288) / 288.0
-    weekday = ((t // 288) % 7) < 5
-    rush = (np.exp(-((tod - 0.33 + phase * 0.05) / 0.04) ** 2)
-            + np.exp(-((tod - 0.72 + phase * 0.05) / 0.05) ** 2))
-    noise = np.sin(t * 12.9898 + np.arange(nodes)[None, :] * 78.233) * 43758.5453
-    noise = (noise - np.floor(noise)) - 0.5
-    speed = level - depth * rush * np.where(weekday, 1.0, 0.3) + 4.0 * noise
-    out = np.empty((stop - start, nodes, features), dtype=np.float32)
-    out[:, :, 0] = speed
-    for k in range(1, features):
-        out[:, :, k] = tod if k == 1 else speed * 0.01 * k
-    return out
-
-
 def write_series(path, steps, nodes, features, seed, block=4096):
     """Write the synthetic series to a .npy file in blocks."""
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
@@ -525,11 +504,7 @@ def main(argv=None, prog=None):
                       flush=True)
             res["partitioned"] = parts
         res["targets"] = targets
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, "spatiotemporal.json")
-        with open(path, "w") as fh:
-            json.dump(res, fh, indent=2)
-        print(f"wrote {path}", flush=True)
+        write_report(res, os.path.join(args.out, "spatiotemporal.json"))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -15,7 +15,6 @@ only; mean and slowest rank), and the T-CSR bytes each rank holds.  Results are 
 and written as JSON (and a PNG) under ``--out`` (default ``bench_results/``).
 """
 import argparse
-import json
 import os
 import platform
 import time
@@ -23,7 +22,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import ArgumentParser, plural
+from ddstore.bench import ArgumentParser, plural, write_report
 
 CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
 
@@ -124,11 +123,8 @@ def run(argv=None, prog=None):
                    num_edges=args.num_edges, batch_size=args.batch_size,
                    roots_per_batch=3 * args.batch_size, host=platform.node(),
                    results=results, targets=targets)
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, f"temporal_n{size}.json")
-        with open(path, "w") as f:
-            json.dump(out, f, indent=1)
-        print(f"targets: {targets}\nwrote {path}", flush=True)
+        print(f"targets: {targets}", flush=True)
+        write_report(out, os.path.join(args.out, f"temporal_n{size}.json"))
         if not args.no_plot:
             _plot(results, os.path.join(args.out, f"temporal_n{size}.png"), size)
     return results
