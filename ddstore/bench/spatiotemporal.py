@@ -37,7 +37,6 @@ import time
 import numpy as np
 
 from ddstore.bench import ArgumentParser, write_report
-from ddstore.spatiotemporal.synthetic import synthetic_block
 
 MB = 1024.0 * 1024.0
 
@@ -76,6 +75,7 @@ def _rss_mb():
 # ------------------------------------------------------------------------- data
 def write_series(path, steps, nodes, features, seed, block=4096):
     """Write the synthetic series to a .npy file in blocks."""
+    from ddstore.spatiotemporal.synthetic import synthetic_block  # torch: not at import
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
               "fortran_order": False, "shape": (steps, nodes, features)}
     with open(path, "wb") as fh:
