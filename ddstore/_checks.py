@@ -78,14 +78,15 @@ def as_int(value, what):
     raise DDStoreValueError(f"{what} must be an integer, got {value!r}")
 
 
-def check_indices(what, name, idx, limit):
-    """Raise a :class:`DDStoreIndexError` naming the first index of the int64 array
-    ``idx`` outside ``[0, limit)`` and its position (``what`` and ``name`` name the call
-    and the variable)."""
+def check_indices(idx, limit, what, item="index", low=0, detail=""):
+    """The one range check of index arrays: raise a :class:`DDStoreIndexError` naming the
+    extreme value of the int64 array ``idx`` outside ``[low, limit)`` and its first
+    position, e.g. ``"get_batch 'x': index 12 (position 3) out of range [0, 10)"``
+    (``what`` names the call, ``item`` the kind of index, ``detail`` is appended)."""
     if idx.size:
-        low, high = int(idx.min()), int(idx.max())
-        if low < 0 or high >= limit:
-            bad = low if low < 0 else high
+        smallest, largest = int(idx.min()), int(idx.max())
+        if smallest < low or largest >= limit:
+            bad = smallest if smallest < low else largest
             pos = int(np.flatnonzero(idx == bad)[0])
-            raise DDStoreIndexError(f"{what} {name!r}: index {bad} (position {pos}) "
-                                    f"out of range [0, {limit})")
+            raise DDStoreIndexError(f"{what}: {item} {bad} (position {pos}) out of range "
+                                    f"[{low}, {limit}){detail}")

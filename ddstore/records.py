@@ -152,7 +152,7 @@ class RecordsAPI:
         """``{key: first-dimension sizes}`` of records ``indices`` (no communication)."""
         rec = self._rec(name)
         idx = as_indices(indices, f"record_sizes {name!r}", rec.nrecords)
-        check_indices("record_sizes", name, idx, rec.nrecords)
+        check_indices(idx, rec.nrecords, f"record_sizes {name!r}")
         diff = rec.offsets[idx + 1] - rec.offsets[idx]
         return {k: diff[:, j] for j, k in enumerate(rec.keys)}
 
@@ -164,7 +164,7 @@ class RecordsAPI:
         """
         rec = self._rec(name)
         idx = as_indices(indices, f"get_records {name!r}", rec.nrecords)
-        check_indices("get_records", name, idx, rec.nrecords)
+        check_indices(idx, rec.nrecords, f"get_records {name!r}")
         starts = rec.offsets[idx]
         sizes = rec.offsets[idx + 1] - starts
         data, size_by_key = {}, {}

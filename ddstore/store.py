@@ -488,7 +488,7 @@ class DDStore(RecordsAPI):
             try:  # the core checks every index; explain a failure in user terms
                 self._core.read(var.vid, idx, None, out)
             except DDStoreIndexError:
-                check_indices("get_batch", name, idx, var.nrows)
+                check_indices(idx, var.nrows, f"get_batch {name!r}")
                 raise
         return out
 

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
-from .._checks import as_indices
+from .._checks import as_indices, check_indices
 from .loaders import Series, from_arrays
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
@@ -82,19 +82,8 @@ def _index_array(index, length, what):
     idx = as_indices(index, what)
     if idx.size == 0:
         return idx
-    low, high = idx.min(), idx.max()
-    if low < 0:
-        if low < -length or high >= length:
-            bad = int(low) if low < -length else int(high)
-            pos = int(np.flatnonzero(idx == bad)[0])
-            raise DDStoreIndexError(f"{what}: index {bad} (position {pos}) out of range "
-                                    f"[{-length}, {length}) for {length} windows")
-        return np.where(idx < 0, idx + length, idx)
-    if high >= length:
-        pos = int(np.flatnonzero(idx == high)[0])
-        raise DDStoreIndexError(f"{what}: index {int(high)} (position {pos}) out of range "
-                                f"[{-length}, {length}) for {length} windows")
-    return idx
+    check_indices(idx, length, what, low=-length, detail=f" for {length} windows")
+    return np.where(idx < 0, idx + length, idx) if idx.min() < 0 else idx
 
 
 class _WindowView(torch.utils.data.Dataset):

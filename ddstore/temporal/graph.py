@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
-from .._checks import STORABLE_KINDS, as_indices, partition
+from .._checks import STORABLE_KINDS, as_indices, check_indices, partition
 from ..memory import available_memory
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
@@ -364,7 +364,7 @@ class TemporalGraph:
             parts.append((f"{name}/edge_feat", etab[3]))
         if has_nf:
             nf = arrs["node_feat"]
-            nf_counts = np.array([i[6] for i in info], dtype=np.int64)
+            nf_counts = np.array([i[5] for i in info], dtype=np.int64)
             nid = np.arange(nf.shape[0], dtype=np.int64) + int(nf_counts[:rank].sum())
             ndest = np.searchsorted(node_off, nid, side="right") - 1
             parts.append((f"{name}/node_feat", _exchange(comm, width, ndest, [nf])[0]))
@@ -410,20 +410,12 @@ class TemporalGraph:
     # ------------------------------------------------------------------ reads
     def _nodes(self, nids, what):
         idx = as_indices(nids, f"{what} of graph {self.name!r}")
-        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_nodes):
-            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
-            raise DDStoreIndexError(f"{what} of graph {self.name!r}: node {bad} (position "
-                                    f"{int(np.argmax(idx == bad))}) out of range "
-                                    f"[0, {self.num_nodes})")
+        check_indices(idx, self.num_nodes, f"{what} of graph {self.name!r}", item="node")
         return idx
 
     def _edges(self, eids, what):
         idx = as_indices(eids, f"{what} of graph {self.name!r}")
-        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.num_edges):
-            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
-            raise DDStoreIndexError(f"{what} of graph {self.name!r}: edge id {bad} "
-                                    f"(position {int(np.argmax(idx == bad))}) out of range "
-                                    f"[0, {self.num_edges})")
+        check_indices(idx, self.num_edges, f"{what} of graph {self.name!r}", item="edge id")
         return idx
 
     def degree(self, nids=None):

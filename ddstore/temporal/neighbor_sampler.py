@@ -3,9 +3,9 @@
 import numpy as np
 
 from .. import _core
-from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
-                      DDStoreStateError, DDStoreValueError)
-from .._checks import as_indices
+from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
+    DDStoreValueError
+from .._checks import as_indices, check_indices
 from ..memory import available_memory
 
 _CLAMP_ABOVE = 1 << 16  # output buffers larger than this are sized by the roots' degrees
@@ -141,10 +141,7 @@ class TemporalSampler:
                                     f" they must have the same length")
         t = np.ascontiguousarray(t, dtype=np.float64)
         n = self.graph.num_nodes
-        if roots.size and (int(roots.min()) < 0 or int(roots.max()) >= n):
-            bad = int(roots.min()) if int(roots.min()) < 0 else int(roots.max())
-            raise DDStoreIndexError(f"sample: root {bad} (position "
-                                    f"{int(np.argmax(roots == bad))}) out of range [0, {n})")
+        check_indices(roots, n, "sample", item="root")
         if np.isnan(t).any():
             raise DDStoreValueError(f"sample: ts[{int(np.argmax(np.isnan(t)))}] is NaN")
         blocks = []
