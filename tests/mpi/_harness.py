@@ -14,8 +14,11 @@ Every program puts its work in a ``main()`` and ends with ``run_main(main)``:
 exception with the right message.  Neither aborts: a program that must stop at a failed
 condition raises (``assert``), and ``run_main`` ends the job.
 """
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import traceback
 
 from mpi4py import MPI
@@ -79,6 +82,24 @@ def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=N
         after = store.variables()
         check(after == before, f"{label}: left variables {after} (before: {before})")
     return msg
+
+
+@contextlib.contextmanager
+def shared_tmpdir(prefix="ddstore-test-"):
+    """Collective: a temporary directory made by rank 0 and used by every rank; rank 0
+    removes it once every rank is done.  On an exception it is removed at once and the
+    exception goes on to :func:`run_main` (no Barrier: the other ranks may be anywhere,
+    and the job is ending)."""
+    tmp = comm.bcast(tempfile.mkdtemp(prefix=prefix) if rank == 0 else None)
+    try:
+        yield tmp
+    except BaseException:
+        if rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    comm.Barrier()
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run_main(main, *args, name=None, note=""):

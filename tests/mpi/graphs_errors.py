@@ -8,14 +8,13 @@ import os
 import pickle
 import shutil
 import sys
-import tempfile
 
 import numpy as np
 import torch
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import counts, expect_error, run_main  # noqa: E402
+from _harness import counts, expect_error, run_main, shared_tmpdir  # noqa: E402
 from graphs_common import assert_graph_equal, tensor_sample  # noqa: E402
 
 import ddstore  # noqa: E402
@@ -99,9 +98,8 @@ def main():
                                                     progress=False))
 
     # ---- pickle directories
-    tmp = comm.bcast(tempfile.mkdtemp(prefix="ddstore-err-") if rank == 0 else None)
-    marker = os.path.join(tmp, "PWNED")
-    try:
+    with shared_tmpdir("ddstore-err-") as tmp:
+        marker = os.path.join(tmp, "PWNED")
         dirs = {k: os.path.join(tmp, k) for k in ("ok", "empty", "corrupt", "evil",
                                                    "emptyfile", "notpickle")}
         if rank == 0:
@@ -246,14 +244,6 @@ def main():
             dataset_module.LOAD_BLOCK_BYTES = 64 << 20
         for i in range(N):
             assert_graph_equal(small[i], good[i], f"graph {i} loaded in 1-sample blocks")
-    except BaseException:
-        # no Barrier here: the other ranks may be anywhere; the harness ends the job
-        if rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    comm.Barrier()
-    if rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
 
     # ---- ranks loading different names: caught before anything is stored
     expect_error(DDStoreValueError,

@@ -8,16 +8,14 @@ under DistributedSampler must see every graph exactly once over all ranks, each 
 its original.  Also checks that from_samples touches only the rank's own chunk.
 """
 import os
-import shutil
 import sys
-import tempfile
 
 import numpy as np
 import torch
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import run_main  # noqa: E402
+from _harness import run_main, shared_tmpdir  # noqa: E402
 from graphs_common import (assert_batch_equal, assert_graph_equal,  # noqa: E402
                            rich_sample, tensor_sample)
 
@@ -101,8 +99,7 @@ def check_epoch(ds, originals, tag, loader_kind):
 
 
 def main():
-    tmp = comm.bcast(tempfile.mkdtemp(prefix="ddstore-test-") if rank == 0 else None)
-    try:
+    with shared_tmpdir("ddstore-test-") as tmp:
         if rank == 0:
             graphs.write_pickle_dir(rich, os.path.join(tmp, "pff"))
             graphs.write_adios(rich, os.path.join(tmp, "rich.bp"))
@@ -143,14 +140,6 @@ def main():
                     ids = graphs.GraphDataset.from_samples(store, "ising", ising,
                                                            progress=False)
                     check_all(ids, [ising[i] for i in range(12)], f"{tag} ising")
-    except BaseException:
-        # no Barrier here: the other ranks may be anywhere; the harness ends the job
-        if rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    comm.Barrier()
-    if rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
     total = comm.allreduce(checks)
     if rank == 0:
         print(f"graphs_roundtrip: {size} ranks, {total} checks passed")

@@ -317,26 +317,16 @@ def check_tgl(store, tag):
     check(g.num_edges == 150 and g.num_nodes == 30, f"{tag}: from_tgl sizes {g}")
     check_graph(store, g, src, dst, t, split, ef, nf, True, f"{tag} from_tgl")
     g.remove()
-    expect_error(DDStoreValueError, "line 102",
-                 lambda: tg.TemporalGraph.from_tgl(
-                     store, "x", os.path.join(TMP, f"tgl_bad_{size}")),
-                 what=f"{tag} tgl bad roll", agree=True, store=store)
-    expect_error(DDStoreValueError, "line 121",
-                 lambda: tg.TemporalGraph.from_tgl(
-                     store, "x", os.path.join(TMP, f"tgl_unsorted_{size}")),
-                 what=f"{tag} tgl unsorted", agree=True, store=store)
-    expect_error(DDStoreValueError, "line 61",
-                 lambda: tg.TemporalGraph.from_tgl(
-                     store, "x", os.path.join(TMP, f"tgl_short_{size}")),
-                 what=f"{tag} tgl short row", agree=True, store=store)
-    expect_error(DDStoreValueError, "line 91: malformed row: 6 fields, expected 5",
-                 lambda: tg.TemporalGraph.from_tgl(
-                     store, "x", os.path.join(TMP, f"tgl_extra_{size}")),
-                 what=f"{tag} tgl extra field", agree=True, store=store)
-    expect_error(DDStoreValueError, "edges.csv: not found",
-                 lambda: tg.TemporalGraph.from_tgl(
-                     store, "x", os.path.join(TMP, "no_such_dir")),
-                 what=f"{tag} tgl missing", agree=True, store=store)
+    for fragment, folder, what in (
+            ("line 102", f"tgl_bad_{size}", "bad roll"),
+            ("line 121", f"tgl_unsorted_{size}", "unsorted"),
+            ("line 61", f"tgl_short_{size}", "short row"),
+            ("line 91: malformed row: 6 fields, expected 5", f"tgl_extra_{size}",
+             "extra field"),
+            ("edges.csv: not found", "no_such_dir", "missing")):
+        expect_error(DDStoreValueError, fragment, lambda: tg.TemporalGraph.from_tgl(
+            store, "x", os.path.join(TMP, folder)), what=f"{tag} tgl {what}", agree=True,
+            store=store)
 
 
 def main():
