@@ -13,7 +13,7 @@
  *   uniform draws from at most range_factor * k entries), else one row per draw.
  * No state outlives the call.
  */
-#include "ddstore.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -108,25 +108,25 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
     *count = 0;
     if (!s) return DDS_ESTATE;
     if (n < 0 || k < 1)
-        return dds_fail(s, DDS_EINVAL, "temporal sample: n=%lld must be >= 0 and k=%lld "
+        return dds_set_error(DDS_EINVAL, "temporal sample: n=%lld must be >= 0 and k=%lld "
                         ">= 1", (long long)n, (long long)k);
     if (strategy != DDS_SAMPLE_RECENT && strategy != DDS_SAMPLE_UNIFORM)
-        return dds_fail(s, DDS_EINVAL, "temporal sample: strategy %d is not recent (0) or "
+        return dds_set_error(DDS_EINVAL, "temporal sample: strategy %d is not recent (0) or "
                         "uniform (1)", strategy);
     for (int64_t i = 0; i < n; i++) {
         if (roots[i] < 0 || roots[i] >= g->num_nodes)
-            return dds_fail(s, DDS_ERANGE, "temporal sample: root %lld (position %lld) "
+            return dds_set_error(DDS_ERANGE, "temporal sample: root %lld (position %lld) "
                             "out of range [0, %lld)", (long long)roots[i], (long long)i,
                             (long long)g->num_nodes);
         if (isnan(root_ts[i]))
-            return dds_fail(s, DDS_EINVAL, "temporal sample: root time at position %lld "
+            return dds_set_error(DDS_EINVAL, "temporal sample: root time at position %lld "
                             "is NaN", (long long)i);
     }
     int width = dds_group_size(s), rc = DDS_OK;
     int64_t whole_max = g->fetch_whole_max > 0 ? g->fetch_whole_max : DDS_FETCH_WHOLE_MAX;
     int64_t range_factor = g->range_factor > 0 ? g->range_factor : DDS_RANGE_FACTOR;
     struct member_view *view = calloc((size_t)width, sizeof *view);
-    if (!view) return dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
+    if (!view) return dds_set_error(DDS_ENOMEM, "temporal sample: out of memory");
     int any_remote = 0;
     for (int m = 0; m < width && rc == DDS_OK; m++) {
         void *pn = NULL, *pt = NULL, *pe = NULL;
@@ -157,7 +157,7 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
     src = malloc(sizeof *src * (size_t)(n ? n : 1));
     cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!src || !cut) {
-        rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
+        rc = dds_set_error(DDS_ENOMEM, "temporal sample: out of memory");
         goto done;
     }
     /* in-place lists; remote roots counted per distinct node */
@@ -190,7 +190,7 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
         req_count = malloc(sizeof(int64_t) * nr);
         if (!map.key || !map.val || !d_node || !d_occ || !d_off || !req_start ||
             !req_count) {
-            rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
+            rc = dds_set_error(DDS_ENOMEM, "temporal sample: out of memory");
             goto done;
         }
         for (int64_t h = 0; h < map.cap; h++) map.key[h] = -1;
@@ -221,7 +221,7 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
             f_nbr = malloc(sizeof(int64_t) * total);
             f_eid = malloc(sizeof(int64_t) * total);
             if (!f_ts || !f_nbr || !f_eid) {
-                rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory for %lld "
+                rc = dds_set_error(DDS_ENOMEM, "temporal sample: out of memory for %lld "
                               "remote list entries", (long long)total);
                 goto done;
             }
@@ -263,7 +263,7 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
         pcount = malloc(sizeof(int64_t) * (size_t)(nsearch * k));
         if (!slo || !shi || !sidx || !tmp || !tmp_ts || !rslot || !roff || !pstart ||
             !pcount) {
-            rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
+            rc = dds_set_error(DDS_ENOMEM, "temporal sample: out of memory");
             goto done;
         }
         int64_t ns = 0;
@@ -344,7 +344,7 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
         free(tmp);
         tmp = malloc(sizeof(int64_t) * (size_t)packed);
         if (!tmp) {
-            rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
+            rc = dds_set_error(DDS_ENOMEM, "temporal sample: out of memory");
             goto done;
         }
         rc = dds_read(s, g->nbr_var, pstart, pcount, npieces, tmp, 0);
