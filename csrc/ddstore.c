@@ -68,7 +68,8 @@ static int agree(dds_store *s, int code)
     first = -res[1];
     int agreed = code;
     rc = MPI_Bcast(&agreed, 1, MPI_INT, first, s->comm);
-    if (rc == MPI_SUCCESS) rc = MPI_Bcast(dds_err, sizeof dds_err, MPI_CHAR, first, s->comm);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Bcast(dds_err, sizeof dds_err, MPI_CHAR, first, s->comm);
     if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Bcast (agreeing on errors)");
     char tmp[sizeof dds_err];
     memcpy(tmp, dds_err, sizeof tmp);
@@ -495,9 +496,9 @@ int dds_write_local(dds_store *s, int var_id, int64_t offset, const void *src,
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
     if (offset < 0 || nrows < 0 || offset > v->n_local - nrows)
-        return dds_set_error(DDS_ERANGE, "variable '%s': local rows [%lld, %lld) outside the "
-                    "local chunk [0, %lld)", v->name, (long long)offset,
-                    (long long)(offset + nrows), (long long)v->n_local);
+        return dds_set_error(DDS_ERANGE, "variable '%s': local rows [%lld, %lld) outside "
+                             "the local chunk [0, %lld)", v->name, (long long)offset,
+                             (long long)(offset + nrows), (long long)v->n_local);
     if (nrows) memcpy(v->base + offset * v->row_bytes, src, (size_t)(nrows * v->row_bytes));
     return DDS_OK;
 }
@@ -635,34 +636,37 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
 
 /* Every range inside [0, nrows); *total = rows in all (no overflow: each count <= nrows
  * and the sum is checked against the largest buffer a process can address). */
-static int check_ranges(dds_store *s, const struct dds_var *v, const int64_t *starts,
+static int check_ranges(const struct dds_var *v, const int64_t *starts,
                         const int64_t *counts, int64_t n, int64_t *total)
 {
     int64_t sum = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t count = counts ? counts[i] : 1;
         if (count < 0)
-            return dds_set_error(DDS_EINVAL, "variable '%s': count %lld (request %lld) must be "
-                        ">= 0", v->name, (long long)count, (long long)i);
+            return dds_set_error(DDS_EINVAL, "variable '%s': count %lld (request %lld) "
+                                 "must be >= 0", v->name, (long long)count, (long long)i);
         if (starts[i] < 0 || starts[i] > v->nrows - count) {
             /* start + count may overflow int64: print it as a double when it would */
             if (starts[i] > INT64_MAX - count)
-                return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %.0f) (request %lld) "
-                            "out of range [0, %lld)", v->name, (long long)starts[i],
-                            (double)starts[i] + (double)count, (long long)i,
-                            (long long)v->nrows);
-            return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %lld) (request %lld) "
-                        "out of range [0, %lld)", v->name, (long long)starts[i],
-                        (long long)(starts[i] + count), (long long)i, (long long)v->nrows);
+                return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %.0f) (request "
+                                     "%lld) out of range [0, %lld)", v->name,
+                                     (long long)starts[i],
+                                     (double)starts[i] + (double)count, (long long)i,
+                                     (long long)v->nrows);
+            return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %lld) (request "
+                                 "%lld) out of range [0, %lld)", v->name,
+                                 (long long)starts[i], (long long)(starts[i] + count),
+                                 (long long)i, (long long)v->nrows);
         }
         if (count > INT64_MAX / 2 - sum)
-            return dds_set_error(DDS_ENOMEM, "variable '%s': %lld requests ask for more than "
-                        "2^62 rows in all", v->name, (long long)n);
+            return dds_set_error(DDS_ENOMEM, "variable '%s': %lld requests ask for more "
+                                 "than 2^62 rows in all", v->name, (long long)n);
         sum += count;
     }
     if (v->row_bytes > 0 && sum > (INT64_MAX / 2) / v->row_bytes)
-        return dds_set_error(DDS_ENOMEM, "variable '%s': %lld rows of %lld bytes do not fit in "
-                    "one buffer", v->name, (long long)sum, (long long)v->row_bytes);
+        return dds_set_error(DDS_ENOMEM, "variable '%s': %lld rows of %lld bytes do not fit "
+                             "in one buffer", v->name, (long long)sum,
+                             (long long)v->row_bytes);
     *total = sum;
     return DDS_OK;
 }
@@ -673,7 +677,7 @@ int dds_ranges_total(dds_store *s, int var_id, const int64_t *starts,
     struct dds_var *v;
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
-    return check_ranges(s, v, starts, counts, n, total);
+    return check_ranges(v, starts, counts, n, total);
 }
 
 int dds_read_range(dds_store *s, int var_id, int64_t start, int64_t count, void *out)
@@ -688,14 +692,15 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
     int64_t total;
-    rc = check_ranges(s, v, starts, counts, n, &total);
+    rc = check_ranges(v, starts, counts, n, &total);
     if (rc) return rc;
     int per_row = (flags & DDS_READ_PER_ROW_LOCK) && v->rma_win != MPI_WIN_NULL;
     char touched_stack[DDS_TOUCHED_ON_STACK], *touched = touched_stack;
     if (v->rma_win != MPI_WIN_NULL) {
         if (s->width > DDS_TOUCHED_ON_STACK) {
             touched = calloc(s->width, 1);
-            if (!touched) return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
+            if (!touched)
+                return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
         } else {
             memset(touched, 0, s->width);
         }
@@ -737,7 +742,8 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
     if (code == DDS_OK) code = issue(s, v, &p, per_row, touched);
     if (per_row) {
         rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
-        if (rc != MPI_SUCCESS && code == DDS_OK) code = dds_mpi_error(rc, "MPI_Win_lock_all");
+        if (rc != MPI_SUCCESS && code == DDS_OK)
+            code = dds_mpi_error(rc, "MPI_Win_lock_all");
     } else if (v->rma_win != MPI_WIN_NULL) {
         for (int g = 0; g < s->width; g++) {
             if (!touched[g]) continue;
