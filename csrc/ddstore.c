@@ -4,7 +4,7 @@
  * shared memory).  See ddstore.h for the API contract.
  */
 #define _DEFAULT_SOURCE
-#include "ddstore.h"
+#include "internal.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -17,159 +17,90 @@
 /* largest byte count handed to one MPI_Get (MPI counts are int) */
 #define DDS_MAX_GET_BYTES ((int64_t)1 << 30)
 
-struct dds_var {
-    char name[160];
-    int64_t n_local;    /* rows held by this rank */
-    int64_t row_bytes;  /* bytes per row */
-    int64_t nrows;      /* rows in the group's global row space */
-    int64_t *offsets;   /* [group_size + 1] first global row of each member's chunk */
-    char *base;         /* this rank's chunk */
-    MPI_Win shm_win;    /* shared-memory window over the node-local members, or NULL */
-    MPI_Win rma_win;    /* window over the group for MPI_Get, or MPI_WIN_NULL */
-    char **peer_base;   /* [group_size] chunk address readable by load, or NULL */
-};
-
-struct dds_store {
-    MPI_Comm comm;       /* duplicate of the user's communicator */
-    MPI_Comm group_comm; /* the `width` ranks of this rank's group */
-    MPI_Comm node_comm;  /* members of the group on this node, or MPI_COMM_NULL */
-    MPI_Comm host_comm;  /* every rank of `comm` on this node (memory accounting) */
-    int rank, size, width, group_rank, ngroups, transport;
-    int *node_rank;      /* [group_size] rank in node_comm of each member, or -1 */
-    int need_rma;        /* some member of the group is not reachable by load */
-    int shm_peers;
-    int nvars, cap;
-    struct dds_var *vars;
-};
+/* ------------------------------------------------------------------ errors */
 
 /* The message of the last failure, per thread: a call fails and its caller reads the
- * message (dds_errmsg) in the same thread, so concurrent readers (a prefetch thread and
- * the main thread) never see each other's text. */
+ * message (dds_last_error) in the same thread, so concurrent readers (a prefetch thread
+ * and the main thread) never see each other's text.  The only global state. */
 static _Thread_local char dds_err[1024];
 
-static int fail(char *buf, size_t len, int code, const char *fmt, ...)
+int dds_set_error(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
+    vsnprintf(dds_err, sizeof dds_err, fmt, ap);
     va_end(ap);
     return code;
 }
 
-#define FAIL(s, code, ...) ((void)(s), fail(dds_err, sizeof dds_err, (code), __VA_ARGS__))
-
-static int mpi_fail(char *buf, size_t len, int rc, const char *what)
+int dds_mpi_error(int rc, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING];
     int n = 0;
     if (MPI_Error_string(rc, msg, &n) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "error code %d", rc);
-    return fail(buf, len, DDS_EMPI, "%s failed: %s", what, msg);
+    return dds_set_error(DDS_EMPI, "%s failed: %s", what, msg);
+}
+
+const char *dds_last_error(void) { return dds_err; }
+
+/* DDS_OK when an MPI call returned MPI_SUCCESS, else its error (named `what`) */
+static int mpi_check(int rc, const char *what)
+{
+    return rc == MPI_SUCCESS ? DDS_OK : dds_mpi_error(rc, what);
+}
+
+static int freed_store(void) { return dds_set_error(DDS_ESTATE, "store has been freed"); }
+
+/* Collective over s->comm: every rank learns whether any rank failed (code != 0);
+ * if so, all get the code and message of the lowest failing rank.  Returns the agreed
+ * code.  If the agreement itself fails (an MPI error), the rank returns DDS_EMPI with
+ * that error: ranks may then disagree, but MPI is no longer usable anyway. */
+static int agree(dds_store *s, int code)
+{
+    int in[2] = {code != DDS_OK, code != DDS_OK ? -s->rank : -INT_MAX}, res[2];
+    int max_bad = 0, first, rc;
+    rc = MPI_Allreduce(&in[0], &max_bad, 1, MPI_INT, MPI_MAX, s->comm);
+    if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Allreduce (agreeing on errors)");
+    if (!max_bad) return DDS_OK;
+    rc = MPI_Allreduce(&in[1], &res[1], 1, MPI_INT, MPI_MAX, s->comm);
+    if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Allreduce (agreeing on errors)");
+    first = -res[1];
+    int agreed = code;
+    rc = MPI_Bcast(&agreed, 1, MPI_INT, first, s->comm);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Bcast(dds_err, sizeof dds_err, MPI_CHAR, first, s->comm);
+    if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Bcast (agreeing on errors)");
+    char tmp[sizeof dds_err];
+    memcpy(tmp, dds_err, sizeof tmp);
+    snprintf(dds_err, sizeof dds_err, "rank %d: %.1000s", first, tmp);
+    return agreed;
+}
+
+/* ------------------------------------------------------------------ variables table */
+
+/* the variable in slot `id` (its block exists: id < nvars, or id == nvars in dds_add) */
+static struct dds_var *var_at(const dds_store *s, int id)
+{
+    return &s->var_blocks[id / DDS_VAR_BLOCK][id % DDS_VAR_BLOCK];
+}
+
+static int nvars_published(const dds_store *s)
+{
+    return atomic_load_explicit(&((dds_store *)s)->nvars, memory_order_acquire);
+}
+
+static int get_var(const dds_store *s, int var_id, struct dds_var **v)
+{
+    *v = NULL;
+    if (!s) return freed_store();
+    if (var_id < 0 || var_id >= nvars_published(s) || !var_at(s, var_id)->offsets)
+        return dds_set_error(DDS_ESTATE, "unknown variable id %d", var_id);
+    *v = var_at(s, var_id);
+    return DDS_OK;
 }
 
 /* ------------------------------------------------------------------ create / free */
-
-static void release_comms(dds_store *s)
-{
-    if (s->node_comm != MPI_COMM_NULL) MPI_Comm_free(&s->node_comm);
-    if (s->host_comm != MPI_COMM_NULL) MPI_Comm_free(&s->host_comm);
-    if (s->group_comm != MPI_COMM_NULL) MPI_Comm_free(&s->group_comm);
-    if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
-}
-
-int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
-               char *errbuf, size_t errlen)
-{
-    int rc, initialized = 0, finalized = 0;
-    *out = NULL;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (!initialized || finalized)
-        return fail(errbuf, errlen, DDS_ESTATE, "MPI is not initialized (or finalized)");
-    if (transport < DDS_TRANSPORT_AUTO || transport > DDS_TRANSPORT_SHM)
-        return fail(errbuf, errlen, DDS_EINVAL, "transport=%d out of range [0, 2]",
-                    transport);
-
-    dds_store *s = calloc(1, sizeof *s);
-    if (!s) return fail(errbuf, errlen, DDS_ENOMEM, "out of memory creating the store");
-    s->comm = s->group_comm = s->node_comm = s->host_comm = MPI_COMM_NULL;
-    s->transport = transport;
-
-    rc = MPI_Comm_dup(*comm, &s->comm);
-    if (rc != MPI_SUCCESS) {
-        free(s);
-        return mpi_fail(errbuf, errlen, rc, "MPI_Comm_dup");
-    }
-    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(s->comm, &s->rank);
-    MPI_Comm_size(s->comm, &s->size);
-    if (width <= 0) width = s->size;
-    if (width > s->size || s->size % width != 0) {
-        int size = s->size;
-        release_comms(s);
-        free(s);
-        return fail(errbuf, errlen, DDS_EINVAL,
-                    "width=%d must divide the communicator size %d (1 <= width <= %d)",
-                    width, size, size);
-    }
-    s->width = width;
-    s->ngroups = s->size / width;
-    MPI_Comm_split(s->comm, s->rank / width, s->rank, &s->group_comm);
-    MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL,
-                        &s->host_comm);
-    MPI_Comm_rank(s->group_comm, &s->group_rank);
-
-    s->node_rank = malloc(sizeof(int) * width);
-    if (!s->node_rank) {
-        release_comms(s);
-        free(s->node_rank);
-        free(s);
-        return fail(errbuf, errlen, DDS_ENOMEM, "out of memory creating the store");
-    }
-    for (int g = 0; g < width; g++) s->node_rank[g] = -1;
-
-    int all_local = 0; /* every member of my group shares my node */
-    if (transport != DDS_TRANSPORT_RMA) {
-        MPI_Comm_split_type(s->group_comm, MPI_COMM_TYPE_SHARED, s->group_rank,
-                            MPI_INFO_NULL, &s->node_comm);
-        MPI_Group gg, ng;
-        int node_size, *ranks = malloc(sizeof(int) * width);
-        MPI_Comm_size(s->node_comm, &node_size);
-        MPI_Comm_group(s->group_comm, &gg);
-        MPI_Comm_group(s->node_comm, &ng);
-        for (int g = 0; g < width; g++) ranks[g] = g;
-        MPI_Group_translate_ranks(gg, width, ranks, ng, s->node_rank);
-        for (int g = 0; g < width; g++) {
-            if (s->node_rank[g] == MPI_UNDEFINED) s->node_rank[g] = -1;
-            else if (g != s->group_rank) s->shm_peers++;
-        }
-        MPI_Group_free(&gg);
-        MPI_Group_free(&ng);
-        free(ranks);
-        all_local = node_size == width;
-    }
-    /* agree within the group: is any member unreachable by load for anyone? */
-    int group_all_local = all_local;
-    MPI_Allreduce(&all_local, &group_all_local, 1, MPI_INT, MPI_MIN, s->group_comm);
-    s->need_rma = !group_all_local;
-
-    if (transport == DDS_TRANSPORT_SHM) {
-        int ok = group_all_local, all_ok = 0;
-        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, s->comm);
-        if (!all_ok) {
-            int code = fail(errbuf, errlen, DDS_EINVAL,
-                            "transport='shm' needs every member of a group on one node, "
-                            "but with width=%d some group spans several nodes; use "
-                            "transport='auto' or a width <= ranks per node", width);
-            dds_store *tmp = s;
-            dds_free(&tmp);
-            return code;
-        }
-        s->need_rma = 0;
-    }
-    *out = s;
-    return DDS_OK;
-}
 
 static void free_var(struct dds_var *v, int mpi_usable)
 {
@@ -189,39 +120,182 @@ static void free_var(struct dds_var *v, int mpi_usable)
     v->rma_win = v->shm_win = MPI_WIN_NULL;
 }
 
+/* Release everything a store holds (MPI objects only while MPI is usable). */
+static void destroy_store(dds_store *s, int mpi_usable)
+{
+    int n = nvars_published(s);
+    for (int i = 0; i < n; i++) free_var(var_at(s, i), mpi_usable);
+    for (int b = 0; b < DDS_VAR_BLOCKS; b++) free(s->var_blocks[b]);
+    if (mpi_usable) {
+        if (s->node_comm != MPI_COMM_NULL) MPI_Comm_free(&s->node_comm);
+        if (s->host_comm != MPI_COMM_NULL) MPI_Comm_free(&s->host_comm);
+        if (s->group_comm != MPI_COMM_NULL) MPI_Comm_free(&s->group_comm);
+        if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
+    }
+    free(s->node_rank);
+    free(s);
+}
+
+/* This rank's node-local group members (transport != RMA): s->node_comm, s->node_rank,
+ * s->shm_peers; *all_local = every member of the group shares this node.  Collective
+ * over s->group_comm (one MPI_Comm_split_type, made whatever failed before). */
+static int find_node_peers(dds_store *s, int *all_local)
+{
+    int rc, code, node_size = 0, *ranks = NULL;
+    MPI_Group gg = MPI_GROUP_NULL, ng = MPI_GROUP_NULL;
+    *all_local = 0;
+    rc = MPI_Comm_split_type(s->group_comm, MPI_COMM_TYPE_SHARED, s->group_rank,
+                             MPI_INFO_NULL, &s->node_comm);
+    code = mpi_check(rc, "MPI_Comm_split_type (group members on this node)");
+    if (rc != MPI_SUCCESS) s->node_comm = MPI_COMM_NULL;
+    if (code == DDS_OK) code = mpi_check(MPI_Comm_size(s->node_comm, &node_size),
+                                         "MPI_Comm_size");
+    if (code == DDS_OK) code = mpi_check(MPI_Comm_group(s->group_comm, &gg),
+                                         "MPI_Comm_group");
+    if (code == DDS_OK) code = mpi_check(MPI_Comm_group(s->node_comm, &ng),
+                                         "MPI_Comm_group");
+    if (code == DDS_OK) {
+        ranks = malloc(sizeof(int) * s->width);
+        if (!ranks) code = dds_set_error(DDS_ENOMEM, "out of memory creating the store");
+    }
+    if (code == DDS_OK) {
+        for (int g = 0; g < s->width; g++) ranks[g] = g;
+        code = mpi_check(MPI_Group_translate_ranks(gg, s->width, ranks, ng, s->node_rank),
+                         "MPI_Group_translate_ranks");
+    }
+    if (code == DDS_OK) {
+        for (int g = 0; g < s->width; g++) {
+            if (s->node_rank[g] == MPI_UNDEFINED) s->node_rank[g] = -1;
+            else if (g != s->group_rank) s->shm_peers++;
+        }
+        *all_local = node_size == s->width;
+    } else {
+        for (int g = 0; g < s->width; g++) s->node_rank[g] = -1;
+        s->shm_peers = 0;
+    }
+    if (gg != MPI_GROUP_NULL) MPI_Group_free(&gg);
+    if (ng != MPI_GROUP_NULL) MPI_Group_free(&ng);
+    free(ranks);
+    return code;
+}
+
+int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
+{
+    int rc, code, initialized = 0, finalized = 0;
+    *out = NULL;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+        return dds_set_error(DDS_ESTATE, "MPI is not initialized (or finalized)");
+    if (transport < DDS_TRANSPORT_AUTO || transport > DDS_TRANSPORT_SHM)
+        return dds_set_error(DDS_EINVAL, "transport=%d out of range [0, 2]", transport);
+
+    dds_store *s = calloc(1, sizeof *s);
+    if (!s) return dds_set_error(DDS_ENOMEM, "out of memory creating the store");
+    s->comm = s->group_comm = s->node_comm = s->host_comm = MPI_COMM_NULL;
+    s->transport = transport;
+    atomic_init(&s->nvars, 0);
+
+    /* a failure here is this rank's alone: there is no communicator to agree over yet */
+    rc = MPI_Comm_dup(*comm, &s->comm);
+    if (rc != MPI_SUCCESS) {
+        s->comm = MPI_COMM_NULL;
+        destroy_store(s, 1);
+        return dds_mpi_error(rc, "MPI_Comm_dup");
+    }
+    /* rank and size of a communicator just duplicated: if even these fail, this rank
+     * alone returns (there is nothing to agree over) */
+    code = mpi_check(MPI_Comm_rank(s->comm, &s->rank), "MPI_Comm_rank");
+    if (code == DDS_OK) code = mpi_check(MPI_Comm_size(s->comm, &s->size), "MPI_Comm_size");
+    if (code != DDS_OK) {
+        destroy_store(s, 1);
+        return code;
+    }
+    if (width <= 0) width = s->size;
+    if (width > s->size || s->size % width != 0) {
+        int size = s->size;
+        destroy_store(s, 1);
+        return dds_set_error(DDS_EINVAL, "width=%d must divide the communicator size %d "
+                             "(1 <= width <= %d)", width, size, size);
+    }
+    s->width = width;
+    s->ngroups = s->size / width;
+
+    /* groups and node communicators: every rank makes both splits over s->comm, then
+     * all agree before anything uses them */
+    code = mpi_check(MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN),
+                     "MPI_Comm_set_errhandler");
+    rc = MPI_Comm_split(s->comm, s->rank / width, s->rank, &s->group_comm);
+    if (code == DDS_OK) code = mpi_check(rc, "MPI_Comm_split (groups)");
+    if (rc != MPI_SUCCESS) s->group_comm = MPI_COMM_NULL;
+    rc = MPI_Comm_split_type(s->comm, MPI_COMM_TYPE_SHARED, s->rank, MPI_INFO_NULL,
+                             &s->host_comm);
+    if (rc != MPI_SUCCESS) s->host_comm = MPI_COMM_NULL;
+    if (code == DDS_OK) code = mpi_check(rc, "MPI_Comm_split_type (ranks on this node)");
+    if (code == DDS_OK) code = mpi_check(MPI_Comm_rank(s->group_comm, &s->group_rank),
+                                         "MPI_Comm_rank");
+    if (code == DDS_OK) {
+        s->node_rank = malloc(sizeof(int) * width);
+        if (!s->node_rank) code = dds_set_error(DDS_ENOMEM, "out of memory creating the "
+                                                "store");
+        else for (int g = 0; g < width; g++) s->node_rank[g] = -1;
+    }
+    code = agree(s, code);
+    if (code != DDS_OK) {
+        destroy_store(s, 1);
+        return code;
+    }
+
+    int all_local = 0; /* every member of my group shares my node */
+    if (transport != DDS_TRANSPORT_RMA) code = find_node_peers(s, &all_local);
+    /* agree within the group: is any member unreachable by load for anyone? */
+    int group_all_local = all_local;
+    rc = MPI_Allreduce(&all_local, &group_all_local, 1, MPI_INT, MPI_MIN, s->group_comm);
+    if (code == DDS_OK) code = mpi_check(rc, "MPI_Allreduce (node-local groups)");
+    s->need_rma = !group_all_local;
+    code = agree(s, code);
+    if (code != DDS_OK) {
+        destroy_store(s, 1);
+        return code;
+    }
+
+    if (transport == DDS_TRANSPORT_SHM) {
+        int ok = group_all_local, all_ok = 0;
+        rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, s->comm);
+        if (rc != MPI_SUCCESS) {
+            code = dds_mpi_error(rc, "MPI_Allreduce (transport='shm' check)");
+        } else if (!all_ok) {
+            code = dds_set_error(DDS_EINVAL,
+                                 "transport='shm' needs every member of a group on one "
+                                 "node, but with width=%d some group spans several nodes; "
+                                 "use transport='auto' or a width <= ranks per node", width);
+        }
+        if (code != DDS_OK) {
+            destroy_store(s, 1);
+            return code;
+        }
+        s->need_rma = 0;
+    }
+    *out = s;
+    return DDS_OK;
+}
+
 int dds_free(dds_store **store)
 {
     if (!store || !*store) return DDS_OK;
-    dds_store *s = *store;
     int finalized = 0;
     MPI_Finalized(&finalized);
-    for (int i = 0; i < s->nvars; i++) free_var(&s->vars[i], !finalized);
-    if (!finalized) release_comms(s);
-    free(s->vars);
-    free(s->node_rank);
-    free(s);
+    destroy_store(*store, !finalized);
     *store = NULL;
     return DDS_OK;
 }
 
-const char *dds_errmsg(const dds_store *s) { return s ? dds_err : "store has been freed"; }
 int dds_group_rank(const dds_store *s) { return s->group_rank; }
 int dds_group_size(const dds_store *s) { return s->width; }
 int dds_ngroups(const dds_store *s) { return s->ngroups; }
 int dds_shm_peers(const dds_store *s) { return s->shm_peers; }
 
 /* ------------------------------------------------------------------ variables */
-
-static int get_var(const dds_store *s, int var_id, struct dds_var **v)
-{
-    if (!s) return DDS_ESTATE;
-    if (var_id < 0 || var_id >= s->nvars || !s->vars[var_id].offsets) {
-        fail(dds_err, sizeof dds_err, DDS_ESTATE, "unknown variable id %d", var_id);
-        return DDS_ESTATE;
-    }
-    *v = &s->vars[var_id];
-    return DDS_OK;
-}
 
 static int64_t physical_memory(void)
 {
@@ -256,69 +330,128 @@ static int64_t node_memory_available(void)
     return limit;
 }
 
-/* Collective over s->comm: every rank learns whether any rank failed (code != 0);
- * if so, all get the message of the lowest failing rank.  Returns the agreed code. */
-static int agree(dds_store *s, int code)
+/* Local checks of a new variable (sizes, this node's memory, a free slot, the metadata
+ * arrays of *v); *bytes = this rank's chunk size.  Collective over s->host_comm (one
+ * MPI_Allreduce, made whatever failed before). */
+static int prepare_var(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
+                       struct dds_var *v, int64_t *bytes)
 {
-    int in[2] = {code != DDS_OK, code != DDS_OK ? -s->rank : -INT_MAX}, res[2];
-    int max_bad = 0, first;
-    MPI_Allreduce(&in[0], &max_bad, 1, MPI_INT, MPI_MAX, s->comm);
-    if (!max_bad) return DDS_OK;
-    MPI_Allreduce(&in[1], &res[1], 1, MPI_INT, MPI_MAX, s->comm);
-    first = -res[1];
-    int agreed = code;
-    MPI_Bcast(&agreed, 1, MPI_INT, first, s->comm);
-    MPI_Bcast(dds_err, sizeof dds_err, MPI_CHAR, first, s->comm);
-    char tmp[sizeof dds_err];
-    memcpy(tmp, dds_err, sizeof tmp);
-    snprintf(dds_err, sizeof dds_err, "rank %d: %.1000s", first, tmp);
-    return agreed;
+    int code = DDS_OK, rc;
+    int64_t phys = physical_memory();
+    *bytes = 0;
+    if (n_local < 0 || row_bytes < 0)
+        code = dds_set_error(DDS_EINVAL, "variable '%s': n_local=%lld and row_bytes=%lld "
+                             "must be >= 0", name, (long long)n_local, (long long)row_bytes);
+    else if (row_bytes > 0 && n_local > phys / row_bytes)
+        code = dds_set_error(DDS_ENOMEM, "variable '%s': %lld rows of %lld bytes need "
+                             "%.4g GB, more than this node's %.4g GB of physical memory",
+                             name, (long long)n_local, (long long)row_bytes,
+                             (double)n_local * (double)row_bytes / 1e9, (double)phys / 1e9);
+    else
+        *bytes = n_local * row_bytes;
+    /* all ranks of this node allocate at once: their total must fit the node */
+    int64_t node_bytes = 0;
+    rc = MPI_Allreduce(bytes, &node_bytes, 1, MPI_INT64_T, MPI_SUM, s->host_comm);
+    if (code == DDS_OK) code = mpi_check(rc, "MPI_Allreduce (bytes asked on this node)");
+    if (code == DDS_OK && node_bytes > 0) {
+        int64_t avail = node_memory_available();
+        if (node_bytes > avail)
+            code = dds_set_error(DDS_ENOMEM, "variable '%s': the ranks on this node ask "
+                                 "for %.4g GB in all (this rank %.4g GB), more than the "
+                                 "%.4g GB the node has available (free shared memory / "
+                                 "MemAvailable)", name, (double)node_bytes / 1e9,
+                                 (double)*bytes / 1e9, (double)avail / 1e9);
+    }
+    /* the slot: blocks are allocated once and never move (see internal.h) */
+    int id = nvars_published(s);
+    if (code == DDS_OK && id >= DDS_MAX_VARS)
+        code = dds_set_error(DDS_ENOMEM, "variable '%s': a store holds at most %d "
+                             "variables (ids are never reused)", name, DDS_MAX_VARS);
+    if (code == DDS_OK && !s->var_blocks[id / DDS_VAR_BLOCK]) {
+        s->var_blocks[id / DDS_VAR_BLOCK] = calloc(DDS_VAR_BLOCK, sizeof(struct dds_var));
+        if (!s->var_blocks[id / DDS_VAR_BLOCK])
+            code = dds_set_error(DDS_ENOMEM, "out of memory adding variable '%s'", name);
+    }
+    if (code == DDS_OK) {
+        v->offsets = calloc(s->width + 1, sizeof(int64_t));
+        v->peer_base = calloc(s->width, sizeof(char *));
+        if (!v->offsets || !v->peer_base)
+            code = dds_set_error(DDS_ENOMEM, "out of memory adding variable '%s'", name);
+    }
+    return code;
+}
+
+/* The windows of *v (bytes of this rank's chunk): shared memory among node-local
+ * members and an RMA window over the group when some member needs one, or one RMA
+ * window.  Collective over s->node_comm / s->group_comm: every window call is made
+ * whatever failed locally before, so the ranks stay in step. */
+static int allocate_windows(dds_store *s, struct dds_var *v, int64_t bytes)
+{
+    int rc, code = DDS_OK;
+    if (s->node_comm != MPI_COMM_NULL) {
+        MPI_Info info;
+        if (MPI_Info_create(&info) != MPI_SUCCESS) info = MPI_INFO_NULL; /* a hint only */
+        else MPI_Info_set(info, "alloc_shared_noncontig", "true");
+        rc = MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, s->node_comm, &v->base,
+                                     &v->shm_win);
+        if (info != MPI_INFO_NULL) MPI_Info_free(&info);
+        if (rc != MPI_SUCCESS) {
+            code = dds_mpi_error(rc, "MPI_Win_allocate_shared");
+            v->shm_win = MPI_WIN_NULL;
+            v->base = NULL;
+        } else {
+            code = mpi_check(MPI_Win_set_errhandler(v->shm_win, MPI_ERRORS_RETURN),
+                             "MPI_Win_set_errhandler");
+            for (int g = 0; g < s->width && code == DDS_OK; g++) {
+                if (s->node_rank[g] < 0) continue;
+                MPI_Aint sz;
+                int du;
+                char *ptr = NULL;
+                code = mpi_check(MPI_Win_shared_query(v->shm_win, s->node_rank[g], &sz, &du,
+                                                      &ptr), "MPI_Win_shared_query");
+                v->peer_base[g] = ptr;
+            }
+            rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, v->shm_win);
+            if (code == DDS_OK) code = mpi_check(rc, "MPI_Win_lock_all");
+        }
+        if (s->need_rma) {
+            /* made even when the shared window failed, with no memory behind it */
+            int ok = v->shm_win != MPI_WIN_NULL;
+            rc = MPI_Win_create(ok ? v->base : NULL, ok ? (MPI_Aint)bytes : 0, 1,
+                                MPI_INFO_NULL, s->group_comm, &v->rma_win);
+            if (rc != MPI_SUCCESS) {
+                if (code == DDS_OK) code = dds_mpi_error(rc, "MPI_Win_create");
+                v->rma_win = MPI_WIN_NULL;
+            }
+        }
+    } else {
+        rc = MPI_Win_allocate((MPI_Aint)bytes, 1, MPI_INFO_NULL, s->group_comm, &v->base,
+                              &v->rma_win);
+        if (rc != MPI_SUCCESS) {
+            code = dds_mpi_error(rc, "MPI_Win_allocate");
+            v->rma_win = MPI_WIN_NULL;
+            v->base = NULL;
+        }
+    }
+    if (v->rma_win != MPI_WIN_NULL) {
+        rc = MPI_Win_set_errhandler(v->rma_win, MPI_ERRORS_RETURN);
+        if (code == DDS_OK) code = mpi_check(rc, "MPI_Win_set_errhandler");
+        /* one passive-target epoch for the variable's lifetime; reads flush */
+        rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
+        if (code == DDS_OK) code = mpi_check(rc, "MPI_Win_lock_all");
+    }
+    return code;
 }
 
 int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
             int *var_id)
 {
-    if (!s) return DDS_ESTATE;
-    int code = DDS_OK, rc;
-    int64_t bytes = 0, phys = physical_memory();
-    if (n_local < 0 || row_bytes < 0)
-        code = FAIL(s, DDS_EINVAL, "variable '%s': n_local=%lld and row_bytes=%lld must "
-                    "be >= 0", name, (long long)n_local, (long long)row_bytes);
-    else if (row_bytes > 0 && n_local > phys / row_bytes)
-        code = FAIL(s, DDS_ENOMEM, "variable '%s': %lld rows of %lld bytes need %.4g GB, "
-                    "more than this node's %.4g GB of physical memory", name,
-                    (long long)n_local, (long long)row_bytes,
-                    (double)n_local * (double)row_bytes / 1e9, (double)phys / 1e9);
-    else
-        bytes = n_local * row_bytes;
-    /* all ranks of this node allocate at once: their total must fit the node */
-    int64_t node_bytes = 0;
-    MPI_Allreduce(&bytes, &node_bytes, 1, MPI_INT64_T, MPI_SUM, s->host_comm);
-    if (code == DDS_OK && node_bytes > 0) {
-        int64_t avail = node_memory_available();
-        if (node_bytes > avail)
-            code = FAIL(s, DDS_ENOMEM, "variable '%s': the ranks on this node ask for "
-                        "%.4g GB in all (this rank %.4g GB), more than the %.4g GB the "
-                        "node has available (free shared memory / MemAvailable)", name,
-                        (double)node_bytes / 1e9, (double)bytes / 1e9,
-                        (double)avail / 1e9);
-    }
-    if (code == DDS_OK && s->nvars == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 8;
-        struct dds_var *nv = realloc(s->vars, sizeof *nv * cap);
-        if (!nv) code = FAIL(s, DDS_ENOMEM, "out of memory adding variable '%s'", name);
-        else { s->vars = nv; s->cap = cap; }
-    }
+    if (!s) return freed_store();
+    int64_t bytes = 0;
     struct dds_var v;
     memset(&v, 0, sizeof v);
     v.rma_win = v.shm_win = MPI_WIN_NULL;
-    if (code == DDS_OK) {
-        v.offsets = calloc(s->width + 1, sizeof(int64_t));
-        v.peer_base = calloc(s->width, sizeof(char *));
-        if (!v.offsets || !v.peer_base)
-            code = FAIL(s, DDS_ENOMEM, "out of memory adding variable '%s'", name);
-    }
-    code = agree(s, code);
+    int code = agree(s, prepare_var(s, name, n_local, row_bytes, &v, &bytes));
     if (code != DDS_OK) {
         free(v.offsets);
         free(v.peer_base);
@@ -328,55 +461,10 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
     v.n_local = n_local;
     v.row_bytes = row_bytes;
 
-    /* allocate: shared memory among node-local members, RMA window over the group */
-    if (s->node_comm != MPI_COMM_NULL) {
-        MPI_Info info;
-        MPI_Info_create(&info);
-        MPI_Info_set(info, "alloc_shared_noncontig", "true");
-        rc = MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, s->node_comm, &v.base,
-                                     &v.shm_win);
-        MPI_Info_free(&info);
-        if (rc != MPI_SUCCESS) {
-            code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Win_allocate_shared");
-            v.shm_win = MPI_WIN_NULL;
-        } else {
-            MPI_Win_set_errhandler(v.shm_win, MPI_ERRORS_RETURN);
-            for (int g = 0; g < s->width; g++) {
-                if (s->node_rank[g] < 0) continue;
-                MPI_Aint sz;
-                int du;
-                char *ptr = NULL;
-                MPI_Win_shared_query(v.shm_win, s->node_rank[g], &sz, &du, &ptr);
-                v.peer_base[g] = ptr;
-            }
-            MPI_Win_lock_all(MPI_MODE_NOCHECK, v.shm_win);
-            if (s->need_rma) {
-                rc = MPI_Win_create(v.base, (MPI_Aint)bytes, 1, MPI_INFO_NULL,
-                                    s->group_comm, &v.rma_win);
-                if (rc != MPI_SUCCESS) {
-                    code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Win_create");
-                    v.rma_win = MPI_WIN_NULL;
-                }
-            }
-        }
-    } else {
-        rc = MPI_Win_allocate((MPI_Aint)bytes, 1, MPI_INFO_NULL, s->group_comm, &v.base,
-                              &v.rma_win);
-        if (rc != MPI_SUCCESS) {
-            code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Win_allocate");
-            v.rma_win = MPI_WIN_NULL;
-        }
-    }
-    if (v.rma_win != MPI_WIN_NULL) {
-        MPI_Win_set_errhandler(v.rma_win, MPI_ERRORS_RETURN);
-        /* one passive-target epoch for the variable's lifetime; reads flush */
-        MPI_Win_lock_all(MPI_MODE_NOCHECK, v.rma_win);
-    }
-    if (code == DDS_OK) {
-        rc = MPI_Allgather(&n_local, 1, MPI_INT64_T, v.offsets + 1, 1, MPI_INT64_T,
+    code = allocate_windows(s, &v, bytes);
+    int rc = MPI_Allgather(&n_local, 1, MPI_INT64_T, v.offsets + 1, 1, MPI_INT64_T,
                            s->group_comm);
-        if (rc != MPI_SUCCESS) code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Allgather");
-    }
+    if (code == DDS_OK) code = mpi_check(rc, "MPI_Allgather");
     code = agree(s, code);
     if (code != DDS_OK) {
         free_var(&v, 1);
@@ -384,8 +472,11 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
     }
     for (int g = 0; g < s->width; g++) v.offsets[g + 1] += v.offsets[g];
     v.nrows = v.offsets[s->width];
-    s->vars[s->nvars] = v;
-    *var_id = s->nvars++;
+    /* fill the slot, then publish it: a reader that sees the new count sees the slot */
+    int id = nvars_published(s);
+    *var_at(s, id) = v;
+    atomic_store_explicit(&s->nvars, id + 1, memory_order_release);
+    *var_id = id;
     return DDS_OK;
 }
 
@@ -405,19 +496,10 @@ int dds_write_local(dds_store *s, int var_id, int64_t offset, const void *src,
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
     if (offset < 0 || nrows < 0 || offset > v->n_local - nrows)
-        return FAIL(s, DDS_ERANGE, "variable '%s': local rows [%lld, %lld) outside the "
-                    "local chunk [0, %lld)", v->name, (long long)offset,
-                    (long long)(offset + nrows), (long long)v->n_local);
+        return dds_set_error(DDS_ERANGE, "variable '%s': local rows [%lld, %lld) outside "
+                             "the local chunk [0, %lld)", v->name, (long long)offset,
+                             (long long)(offset + nrows), (long long)v->n_local);
     if (nrows) memcpy(v->base + offset * v->row_bytes, src, (size_t)(nrows * v->row_bytes));
-    return DDS_OK;
-}
-
-int dds_local_ptr(dds_store *s, int var_id, void **ptr)
-{
-    struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
-    if (rc) return rc;
-    *ptr = v->n_local ? v->base : NULL;
     return DDS_OK;
 }
 
@@ -427,34 +509,35 @@ int dds_member_ptr(dds_store *s, int var_id, int member, void **ptr, int64_t *nr
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
     if (member < 0 || member >= s->width)
-        return FAIL(s, DDS_ERANGE, "variable '%s': member %d out of range [0, %d)",
+        return dds_set_error(DDS_ERANGE, "variable '%s': member %d out of range [0, %d)",
                     v->name, member, s->width);
     *ptr = member == s->group_rank ? v->base : v->peer_base[member];
     *nrows = v->offsets[member + 1] - v->offsets[member];
     return DDS_OK;
 }
 
-int dds_fail(dds_store *s, int code, const char *fmt, ...)
+/* MPI_Win_sync on every window of every variable; returns the first failure */
+static int sync_windows(dds_store *s)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(dds_err, sizeof dds_err, fmt, ap);
-    va_end(ap);
+    int code = DDS_OK, n = nvars_published(s);
+    for (int i = 0; i < n; i++) {
+        const struct dds_var *v = var_at(s, i);
+        if (v->shm_win != MPI_WIN_NULL && code == DDS_OK)
+            code = mpi_check(MPI_Win_sync(v->shm_win), "MPI_Win_sync");
+        if (v->rma_win != MPI_WIN_NULL && code == DDS_OK)
+            code = mpi_check(MPI_Win_sync(v->rma_win), "MPI_Win_sync");
+    }
     return code;
 }
 
 int dds_sync(dds_store *s)
 {
-    if (!s) return DDS_ESTATE;
-    for (int i = 0; i < s->nvars; i++) {
-        if (s->vars[i].shm_win != MPI_WIN_NULL) MPI_Win_sync(s->vars[i].shm_win);
-        if (s->vars[i].rma_win != MPI_WIN_NULL) MPI_Win_sync(s->vars[i].rma_win);
-    }
-    int rc = MPI_Barrier(s->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Barrier");
-    for (int i = 0; i < s->nvars; i++)
-        if (s->vars[i].shm_win != MPI_WIN_NULL) MPI_Win_sync(s->vars[i].shm_win);
-    return DDS_OK;
+    if (!s) return freed_store();
+    int code = sync_windows(s);
+    int rc = MPI_Barrier(s->comm); /* made whatever failed before: ranks stay in step */
+    if (code == DDS_OK) code = mpi_check(rc, "MPI_Barrier");
+    if (code == DDS_OK) code = sync_windows(s);
+    return code;
 }
 
 int dds_nrows(const dds_store *s, int var_id, int64_t *nrows)
@@ -463,15 +546,6 @@ int dds_nrows(const dds_store *s, int var_id, int64_t *nrows)
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
     *nrows = v->nrows;
-    return DDS_OK;
-}
-
-int dds_local_nrows(const dds_store *s, int var_id, int64_t *nrows)
-{
-    struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
-    if (rc) return rc;
-    *nrows = v->n_local;
     return DDS_OK;
 }
 
@@ -488,7 +562,8 @@ int64_t dds_local_bytes(const dds_store *s)
 {
     int64_t total = 0;
     if (!s) return 0;
-    for (int i = 0; i < s->nvars; i++) total += s->vars[i].n_local * s->vars[i].row_bytes;
+    int n = nvars_published(s);
+    for (int i = 0; i < n; i++) total += var_at(s, i)->n_local * var_at(s, i)->row_bytes;
     return total;
 }
 
@@ -552,7 +627,7 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
         }
         if (rc != MPI_SUCCESS) {
             p->owner = -1;
-            return mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Get");
+            return dds_mpi_error(rc, "MPI_Get");
         }
     }
     p->owner = -1;
@@ -561,34 +636,37 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
 
 /* Every range inside [0, nrows); *total = rows in all (no overflow: each count <= nrows
  * and the sum is checked against the largest buffer a process can address). */
-static int check_ranges(dds_store *s, const struct dds_var *v, const int64_t *starts,
+static int check_ranges(const struct dds_var *v, const int64_t *starts,
                         const int64_t *counts, int64_t n, int64_t *total)
 {
     int64_t sum = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t count = counts ? counts[i] : 1;
         if (count < 0)
-            return FAIL(s, DDS_EINVAL, "variable '%s': count %lld (request %lld) must be "
-                        ">= 0", v->name, (long long)count, (long long)i);
+            return dds_set_error(DDS_EINVAL, "variable '%s': count %lld (request %lld) "
+                                 "must be >= 0", v->name, (long long)count, (long long)i);
         if (starts[i] < 0 || starts[i] > v->nrows - count) {
             /* start + count may overflow int64: print it as a double when it would */
             if (starts[i] > INT64_MAX - count)
-                return FAIL(s, DDS_ERANGE, "variable '%s': rows [%lld, %.0f) (request %lld) "
-                            "out of range [0, %lld)", v->name, (long long)starts[i],
-                            (double)starts[i] + (double)count, (long long)i,
-                            (long long)v->nrows);
-            return FAIL(s, DDS_ERANGE, "variable '%s': rows [%lld, %lld) (request %lld) "
-                        "out of range [0, %lld)", v->name, (long long)starts[i],
-                        (long long)(starts[i] + count), (long long)i, (long long)v->nrows);
+                return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %.0f) (request "
+                                     "%lld) out of range [0, %lld)", v->name,
+                                     (long long)starts[i],
+                                     (double)starts[i] + (double)count, (long long)i,
+                                     (long long)v->nrows);
+            return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %lld) (request "
+                                 "%lld) out of range [0, %lld)", v->name,
+                                 (long long)starts[i], (long long)(starts[i] + count),
+                                 (long long)i, (long long)v->nrows);
         }
         if (count > INT64_MAX / 2 - sum)
-            return FAIL(s, DDS_ENOMEM, "variable '%s': %lld requests ask for more than "
-                        "2^62 rows in all", v->name, (long long)n);
+            return dds_set_error(DDS_ENOMEM, "variable '%s': %lld requests ask for more "
+                                 "than 2^62 rows in all", v->name, (long long)n);
         sum += count;
     }
     if (v->row_bytes > 0 && sum > (INT64_MAX / 2) / v->row_bytes)
-        return FAIL(s, DDS_ENOMEM, "variable '%s': %lld rows of %lld bytes do not fit in "
-                    "one buffer", v->name, (long long)sum, (long long)v->row_bytes);
+        return dds_set_error(DDS_ENOMEM, "variable '%s': %lld rows of %lld bytes do not fit "
+                             "in one buffer", v->name, (long long)sum,
+                             (long long)v->row_bytes);
     *total = sum;
     return DDS_OK;
 }
@@ -599,7 +677,7 @@ int dds_ranges_total(dds_store *s, int var_id, const int64_t *starts,
     struct dds_var *v;
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
-    return check_ranges(s, v, starts, counts, n, total);
+    return check_ranges(v, starts, counts, n, total);
 }
 
 int dds_read_range(dds_store *s, int var_id, int64_t start, int64_t count, void *out)
@@ -614,19 +692,27 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
     int64_t total;
-    rc = check_ranges(s, v, starts, counts, n, &total);
+    rc = check_ranges(v, starts, counts, n, &total);
     if (rc) return rc;
     int per_row = (flags & DDS_READ_PER_ROW_LOCK) && v->rma_win != MPI_WIN_NULL;
     char touched_stack[DDS_TOUCHED_ON_STACK], *touched = touched_stack;
     if (v->rma_win != MPI_WIN_NULL) {
         if (s->width > DDS_TOUCHED_ON_STACK) {
             touched = calloc(s->width, 1);
-            if (!touched) return FAIL(s, DDS_ENOMEM, "out of memory reading '%s'", v->name);
+            if (!touched)
+                return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
         } else {
             memset(touched, 0, s->width);
         }
     }
-    if (per_row) MPI_Win_unlock_all(v->rma_win);
+    if (per_row) {
+        /* the per-row path locks each row itself: leave the variable's shared epoch */
+        rc = MPI_Win_unlock_all(v->rma_win);
+        if (rc != MPI_SUCCESS) {
+            if (touched != touched_stack) free(touched);
+            return dds_mpi_error(rc, "MPI_Win_unlock_all");
+        }
+    }
     char *dst = out;
     struct pending p = {-1, 0, NULL, 0};
     int code = DDS_OK;
@@ -655,13 +741,15 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
     }
     if (code == DDS_OK) code = issue(s, v, &p, per_row, touched);
     if (per_row) {
-        MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
+        rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
+        if (rc != MPI_SUCCESS && code == DDS_OK)
+            code = dds_mpi_error(rc, "MPI_Win_lock_all");
     } else if (v->rma_win != MPI_WIN_NULL) {
         for (int g = 0; g < s->width; g++) {
             if (!touched[g]) continue;
             rc = MPI_Win_flush(g, v->rma_win);
             if (rc != MPI_SUCCESS && code == DDS_OK)
-                code = mpi_fail(dds_err, sizeof dds_err, rc, "MPI_Win_flush");
+                code = dds_mpi_error(rc, "MPI_Win_flush");
         }
     }
     if (touched != touched_stack) free(touched);

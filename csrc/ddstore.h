@@ -7,7 +7,8 @@
  * members' chunks in group-rank order.  A rank only ever reads from its own group.
  *
  * Every function returns DDS_OK (0) or an error code; on error the message is left in
- * dds_errmsg(store), per thread (or in the caller's buffer for dds_create).
+ * dds_last_error(), which is per thread: read it in the thread that made the failed call
+ * (before that thread's next call into the core).
  *
  * Functions marked COLLECTIVE must be called by every rank of the communicator, in the
  * same order, for the same variable.  C does not check that: collective calls made out
@@ -15,15 +16,27 @@
  * it enters C (ddstore/_collective.py: one allgather of (operation, name, error) that
  * every rank meets), so ranks in different calls are told instead of waiting.
  * What C guarantees once the calls match:
- *   - dds_create and dds_add agree on errors: either every rank succeeds, or every rank
- *     returns the same code and the message of the lowest failing rank, and nothing is
- *     created (the store stays usable).
+ *   - dds_create and dds_add agree on errors (every MPI call and allocation included):
+ *     either every rank succeeds, or every rank returns the same code and the message of
+ *     the lowest failing rank, and nothing is created (the store stays usable).  The
+ *     exceptions are failures that leave nothing to agree over: MPI_Comm_dup (and the
+ *     rank and size of its result) in dds_create, and an MPI error inside the agreement
+ *     itself; those are this rank's alone.
  *   - dds_sync returns this rank's own MPI error only (an MPI failure there is fatal to
  *     the job in practice); dds_remove and dds_free release what they can and return
  *     DDS_OK (or a local DDS_ESTATE for an unknown variable, checked before any MPI call).
- * Local functions touch no other rank.  Reads (dds_read, dds_read_range) may run in
- * several threads at once (MPI_THREAD_MULTIPLE for the RMA path); no other call may
- * overlap anything on the same store.
+ * Local functions touch no other rank.
+ *
+ * Threads (MPI_THREAD_MULTIPLE for the RMA path).  Variables never move in memory once
+ * added (see DDS_MAX_VARS in csrc/internal.h), so:
+ *   - reads (dds_read, dds_read_range, dds_ranges_total) and queries (dds_nrows,
+ *     dds_chunk_offsets, dds_member_ptr, dds_local_bytes, dds_group_*) may run in several
+ *     threads at once, and may overlap a dds_add on the same store (in one other thread);
+ *   - dds_write_local may overlap reads; rows it writes read as undefined until dds_sync;
+ *   - a dds_read with DDS_READ_PER_ROW_LOCK leaves the variable's shared access epoch for
+ *     its duration: it may not overlap any other read of that variable;
+ *   - dds_remove may not overlap anything on that variable; dds_sync and dds_free may
+ *     not overlap anything on the store; two dds_add calls may not overlap each other.
  */
 #ifndef DDSTORE_H
 #define DDSTORE_H
@@ -62,14 +75,15 @@ typedef struct dds_store dds_store;
  * `width` consecutive ranks (width <= 0 means all ranks).  The communicator is passed by
  * address so that bindings need not know the size of MPI_Comm (mpi4py's
  * MPI._addressof(comm) gives it). */
-int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
-               char *errbuf, size_t errlen);
+int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out);
 
 /* COLLECTIVE.  Free every window and communicator; *store becomes NULL.  Safe on NULL.
  * If MPI is already finalized the memory is released without MPI calls. */
 int dds_free(dds_store **store);
 
-const char *dds_errmsg(const dds_store *store);
+/* Local.  The message of this thread's last failed call (empty before any failure).
+ * Per thread, not per store: valid until this thread's next call into the core. */
+const char *dds_last_error(void);
 
 int dds_group_rank(const dds_store *store);
 int dds_group_size(const dds_store *store);
@@ -90,9 +104,6 @@ int dds_remove(dds_store *store, int var_id);
 int dds_write_local(dds_store *store, int var_id, int64_t offset, const void *src,
                     int64_t nrows);
 
-/* Local.  Address of this rank's chunk (NULL when it holds no rows). */
-int dds_local_ptr(dds_store *store, int var_id, void **ptr);
-
 /* Local.  Address of group member `member`'s chunk when this rank can read it by plain
  * loads (its own chunk, or a node-local peer's in shared memory), else NULL (read it
  * with dds_read); *nrows is the member's number of rows either way. */
@@ -101,9 +112,8 @@ int dds_member_ptr(dds_store *store, int var_id, int member, void **ptr, int64_t
 /* COLLECTIVE.  Make every rank's local writes visible to every reader. */
 int dds_sync(dds_store *store);
 
-/* Rows of a variable in the group's global row space, and in this rank's chunk. */
+/* Rows of a variable in the group's global row space. */
 int dds_nrows(const dds_store *store, int var_id, int64_t *nrows);
-int dds_local_nrows(const dds_store *store, int var_id, int64_t *nrows);
 /* first global row of each group member's chunk: offsets[group_size + 1] */
 int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets);
 
@@ -137,10 +147,6 @@ int64_t dds_local_bytes(const dds_store *store);
  * is the global rows [indptr[node_offsets[g]], indptr[node_offsets[g + 1]]).  `indptr`
  * (num_nodes + 1 global rows) and `node_offsets` are replicated metadata.
  */
-/* Local.  Set the store's error message (for C files that extend the core); returns
- * `code`. */
-int dds_fail(dds_store *store, int code, const char *fmt, ...);
-
 typedef struct dds_tcsr {
     int nbr_var, ts_var, eid_var;
     int64_t num_nodes;

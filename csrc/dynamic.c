@@ -11,9 +11,10 @@ int dds_apply_delta(const int64_t *keys, const float *w, int64_t n, const int64_
                     int64_t *out_keys, float *out_w, int64_t *src, int64_t *dst,
                     int64_t *out_n)
 {
-    const int64_t mask = ((int64_t)1 << bits) - 1;
     int64_t i = 0, r = 0, a = 0, o = 0, c = 0;
+    /* the shift is checked before it is made: 1 << bits is undefined past 62 here */
     if (bits < 1 || bits > 62 || n < 0 || nr < 0 || na < 0 || nc < 0) return DDS_EINVAL;
+    const int64_t mask = ((int64_t)1 << bits) - 1;
     while (i < n || a < na) {
         int64_t key;
         float weight = 0.0f;

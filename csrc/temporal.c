@@ -11,9 +11,12 @@
  *   step, one batched dds_read of one timestamp each per step), and only the selected
  *   rows are read: one piece per root (the k latest, or the whole eligible range for
  *   uniform draws from at most range_factor * k entries), else one row per draw.
- * No state outlives the call.
+ * No state outlives the call: dds_temporal_sample runs the steps below in order (check
+ * the arguments, open the members, place each root's list, fetch remote lists, cut the
+ * eligible ranges, select, read the remote picks), every buffer owned by one struct
+ * sampler and released by sampler_free.
  */
-#include "ddstore.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -100,287 +103,403 @@ struct list_src {
     const int64_t *nbr, *eid;
 };
 
+/* Everything one call of dds_temporal_sample works with: its arguments, where each
+ * member's lists are, and every buffer it allocates.  The buffers are owned here and
+ * released together by sampler_free; none outlives the call. */
+struct sampler {
+    /* the call's arguments, defaults applied */
+    dds_store *s;
+    const dds_tcsr *g;
+    const int64_t *roots;
+    const double *root_ts;
+    int64_t n, k, whole_max, range_factor;
+    int strategy, width;
+    /* [width] where each member's lists are; any_remote: some member is not readable */
+    struct member_view *view;
+    int any_remote;
+    /* [n] per root: where its list is read (ts NULL: searched remotely), and cut[i], the
+     * number of its eligible entries (timestamp < root time) */
+    struct list_src *src;
+    int64_t *cut;
+    /* remote lists fetched whole: distinct nodes d (map: node -> d) with the number of
+     * roots asking (d_occ) and the offset of the copy in f_* (d_off, -1: searched) */
+    struct fetch_map map;
+    int64_t *d_node, *d_occ, *d_off, *req_start, *req_count;
+    double *f_ts;
+    int64_t *f_nbr, *f_eid;
+    /* [nsearch] remote binary searches: bounds, root position, probed row and time */
+    int64_t nsearch;
+    int64_t *slo, *shi, *sidx, *probe;
+    double *probe_ts;
+    /* rows selected from searched lists: output slot and offset in `gathered` of each
+     * ([nsearch * k]), read as npieces ranges (pstart, pcount) holding `packed` rows */
+    int64_t nsel_remote, npieces, packed;
+    int64_t *rslot, *roff, *pstart, *pcount, *gathered;
+};
+
+static void sampler_free(struct sampler *sp)
+{
+    void *owned[] = {sp->view, sp->src, sp->cut, sp->map.key, sp->map.val, sp->d_node,
+                     sp->d_occ, sp->d_off, sp->req_start, sp->req_count, sp->f_ts,
+                     sp->f_nbr, sp->f_eid, sp->slo, sp->shi, sp->sidx, sp->probe,
+                     sp->probe_ts, sp->rslot, sp->roff, sp->pstart, sp->pcount,
+                     sp->gathered};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
+}
+
+static int out_of_memory(void)
+{
+    return dds_set_error(DDS_ENOMEM, "temporal sample: out of memory");
+}
+
+/* n, k, strategy, and every root and root time */
+static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *roots,
+                      const double *root_ts, int64_t n, int64_t k, int strategy)
+{
+    if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
+    if (n < 0 || k < 1)
+        return dds_set_error(DDS_EINVAL, "temporal sample: n=%lld must be >= 0 and k=%lld "
+                             ">= 1", (long long)n, (long long)k);
+    if (strategy != DDS_SAMPLE_RECENT && strategy != DDS_SAMPLE_UNIFORM)
+        return dds_set_error(DDS_EINVAL, "temporal sample: strategy %d is not recent (0) "
+                             "or uniform (1)", strategy);
+    for (int64_t i = 0; i < n; i++) {
+        if (roots[i] < 0 || roots[i] >= g->num_nodes)
+            return dds_set_error(DDS_ERANGE, "temporal sample: root %lld (position %lld) "
+                                 "out of range [0, %lld)", (long long)roots[i],
+                                 (long long)i, (long long)g->num_nodes);
+        if (isnan(root_ts[i]))
+            return dds_set_error(DDS_EINVAL, "temporal sample: root time at position %lld "
+                                 "is NaN", (long long)i);
+    }
+    return DDS_OK;
+}
+
+/* sp->view: each member's three chunks, readable in place or not */
+static int open_members(struct sampler *sp)
+{
+    const dds_tcsr *g = sp->g;
+    int rc = DDS_OK;
+    sp->view = calloc((size_t)sp->width, sizeof *sp->view);
+    if (!sp->view) return out_of_memory();
+    for (int m = 0; m < sp->width && rc == DDS_OK; m++) {
+        void *pn = NULL, *pt = NULL, *pe = NULL;
+        int64_t rows = 0;
+        rc = dds_member_ptr(sp->s, g->nbr_var, m, &pn, &rows);
+        if (rc == DDS_OK) rc = dds_member_ptr(sp->s, g->ts_var, m, &pt, &rows);
+        if (rc == DDS_OK) rc = dds_member_ptr(sp->s, g->eid_var, m, &pe, &rows);
+        struct member_view *mv = &sp->view[m];
+        mv->nbr = pn;
+        mv->ts = pt;
+        mv->eid = pe;
+        mv->first_row = g->indptr[g->node_offsets[m]];
+        mv->readable = rows == 0 || (pn && pt && pe);
+        if (!mv->readable) sp->any_remote = 1;
+    }
+    return rc;
+}
+
+/* sp->src for every root whose list is empty or readable in place; *nremote = the
+ * roots whose list is neither (left with src[i].ts == NULL) */
+static int place_lists(struct sampler *sp, int64_t *nremote)
+{
+    const dds_tcsr *g = sp->g;
+    size_t n = (size_t)(sp->n ? sp->n : 1);
+    sp->src = malloc(sizeof *sp->src * n);
+    sp->cut = malloc(sizeof(int64_t) * n);
+    if (!sp->src || !sp->cut) return out_of_memory();
+    *nremote = 0;
+    for (int64_t i = 0; i < sp->n; i++) {
+        int64_t v = sp->roots[i], start = g->indptr[v];
+        const struct member_view *mv =
+            &sp->view[sp->width == 1 ? 0 : owner_of_node(g->node_offsets, sp->width, v)];
+        struct list_src *ls = &sp->src[i];
+        ls->ts = NULL;
+        if (g->indptr[v + 1] == start) {
+            ls->ts = &no_entries; /* never read: the cut is 0 */
+        } else if (mv->readable) {
+            int64_t local = start - mv->first_row;
+            ls->ts = mv->ts + local;
+            ls->nbr = mv->nbr + local;
+            ls->eid = mv->eid + local;
+        } else {
+            (*nremote)++;
+        }
+    }
+    return DDS_OK;
+}
+
+/* The `nremote` roots on remote lists: count the roots asking for each distinct node;
+ * fetch whole (one batched read each of ts, nbr, eid) the short lists and the long ones
+ * asked for by many roots, and point those roots at the copies; sp->nsearch = the roots
+ * left to search remotely. */
+static int fetch_remote_lists(struct sampler *sp, int64_t nremote)
+{
+    const dds_tcsr *g = sp->g;
+    struct fetch_map *map = &sp->map;
+    int64_t nd = 0, total = 0, nreq = 0;
+    map->cap = 16;
+    while (map->cap < 2 * nremote) map->cap *= 2;
+    map->key = malloc(sizeof(int64_t) * map->cap);
+    map->val = malloc(sizeof(int64_t) * map->cap);
+    sp->d_node = malloc(sizeof(int64_t) * nremote);
+    sp->d_occ = malloc(sizeof(int64_t) * nremote);
+    sp->d_off = malloc(sizeof(int64_t) * nremote);
+    sp->req_start = malloc(sizeof(int64_t) * nremote);
+    sp->req_count = malloc(sizeof(int64_t) * nremote);
+    if (!map->key || !map->val || !sp->d_node || !sp->d_occ || !sp->d_off ||
+        !sp->req_start || !sp->req_count)
+        return out_of_memory();
+    for (int64_t h = 0; h < map->cap; h++) map->key[h] = -1;
+    for (int64_t i = 0; i < sp->n; i++) {
+        if (sp->src[i].ts) continue;
+        int64_t *d = map_slot(map, sp->roots[i]);
+        if (*d < 0) {
+            *d = nd;
+            sp->d_node[nd] = sp->roots[i];
+            sp->d_occ[nd++] = 0;
+        }
+        sp->d_occ[*d]++;
+    }
+    /* lists fetched whole: short ones, and long ones asked for by many roots */
+    for (int64_t d = 0; d < nd; d++) {
+        int64_t v = sp->d_node[d], deg = g->indptr[v + 1] - g->indptr[v];
+        sp->d_off[d] = -1;
+        if (deg <= sp->whole_max ||
+            deg * DDS_ROOTS_PER_WHOLE <= sp->whole_max * sp->d_occ[d]) {
+            sp->d_off[d] = total;
+            sp->req_start[nreq] = g->indptr[v];
+            sp->req_count[nreq++] = deg;
+            total += deg;
+        }
+    }
+    if (nreq) {
+        sp->f_ts = malloc(sizeof(double) * total);
+        sp->f_nbr = malloc(sizeof(int64_t) * total);
+        sp->f_eid = malloc(sizeof(int64_t) * total);
+        if (!sp->f_ts || !sp->f_nbr || !sp->f_eid)
+            return dds_set_error(DDS_ENOMEM, "temporal sample: out of memory for %lld "
+                                 "remote list entries", (long long)total);
+        int rc = dds_read(sp->s, g->ts_var, sp->req_start, sp->req_count, nreq, sp->f_ts, 0);
+        if (rc == DDS_OK) rc = dds_read(sp->s, g->nbr_var, sp->req_start, sp->req_count,
+                                        nreq, sp->f_nbr, 0);
+        if (rc == DDS_OK) rc = dds_read(sp->s, g->eid_var, sp->req_start, sp->req_count,
+                                        nreq, sp->f_eid, 0);
+        if (rc != DDS_OK) return rc;
+    }
+    for (int64_t i = 0; i < sp->n; i++) {
+        if (sp->src[i].ts) continue;
+        int64_t off = sp->d_off[*map_slot(map, sp->roots[i])];
+        if (off >= 0) {
+            sp->src[i].ts = sp->f_ts + off;
+            sp->src[i].nbr = sp->f_nbr + off;
+            sp->src[i].eid = sp->f_eid + off;
+        } else {
+            sp->nsearch++;
+        }
+    }
+    return DDS_OK;
+}
+
+/* the number of entries of root i's list */
+static int64_t degree(const struct sampler *sp, int64_t i)
+{
+    return sp->g->indptr[sp->roots[i] + 1] - sp->g->indptr[sp->roots[i]];
+}
+
+/* cut[i] of every root whose list is in memory (in place or fetched): binary search */
+static void cut_lists_in_memory(struct sampler *sp)
+{
+    for (int64_t i = 0; i < sp->n; i++)
+        if (sp->src[i].ts)
+            sp->cut[i] = lower_bound(sp->src[i].ts, degree(sp, i), sp->root_ts[i]);
+}
+
+/* cut[i] of the roots on long remote lists: binary searches, all of them in step, one
+ * batched read of one timestamp per root per step */
+static int cut_lists_by_remote_search(struct sampler *sp)
+{
+    int64_t ns = 0;
+    size_t nsearch = (size_t)sp->nsearch;
+    sp->slo = malloc(sizeof(int64_t) * nsearch);
+    sp->shi = malloc(sizeof(int64_t) * nsearch);
+    sp->sidx = malloc(sizeof(int64_t) * nsearch);
+    sp->probe = malloc(sizeof(int64_t) * nsearch);
+    sp->probe_ts = malloc(sizeof(double) * nsearch);
+    if (!sp->slo || !sp->shi || !sp->sidx || !sp->probe || !sp->probe_ts)
+        return out_of_memory();
+    for (int64_t i = 0; i < sp->n; i++) {
+        if (sp->src[i].ts) continue;
+        sp->sidx[ns] = i;
+        sp->slo[ns] = 0;
+        sp->shi[ns++] = degree(sp, i);
+    }
+    for (;;) {
+        int64_t na = 0; /* probe[a]: row probed by the a-th active search */
+        for (int64_t q = 0; q < ns; q++)
+            if (sp->slo[q] < sp->shi[q])
+                sp->probe[na++] = sp->g->indptr[sp->roots[sp->sidx[q]]] + sp->slo[q] +
+                                  (sp->shi[q] - sp->slo[q]) / 2;
+        if (!na) break;
+        int rc = dds_read(sp->s, sp->g->ts_var, sp->probe, NULL, na, sp->probe_ts, 0);
+        if (rc != DDS_OK) return rc;
+        na = 0;
+        for (int64_t q = 0; q < ns; q++) {
+            if (sp->slo[q] >= sp->shi[q]) continue;
+            int64_t mid = sp->slo[q] + (sp->shi[q] - sp->slo[q]) / 2;
+            if (sp->probe_ts[na++] < sp->root_ts[sp->sidx[q]]) sp->slo[q] = mid + 1;
+            else sp->shi[q] = mid;
+        }
+    }
+    for (int64_t q = 0; q < ns; q++) sp->cut[sp->sidx[q]] = sp->slo[q];
+    return DDS_OK;
+}
+
+/* What one root takes from its `c` eligible entries: the positions lo .. lo + take - 1
+ * (all of them, or the k latest for `recent`), or `take` = k uniform draws from the
+ * stream `key` when more than k are eligible. */
+struct pick {
+    int64_t c, lo, take;
+    int draw;
+    uint64_t key;
+};
+
+static struct pick choose(const struct sampler *sp, uint64_t base, int64_t i)
+{
+    struct pick p = {sp->cut[i], 0, sp->cut[i], 0, 0};
+    if (p.c > sp->k) {
+        if (sp->strategy == DDS_SAMPLE_RECENT) p.lo = p.c - sp->k;
+        else p.draw = 1;
+        p.take = sp->k;
+    }
+    p.key = p.draw ? splitmix64(base ^ splitmix64((uint64_t)i)) : 0;
+    return p;
+}
+
+/* list position of the q-th entry a root takes: its q-th uniform draw, or lo + q */
+static int64_t pick_position(const struct pick *p, int64_t q)
+{
+    if (!p->draw) return p->lo + q;
+    return below(splitmix64(p->key + (uint64_t)(q + 1) * 0x9E3779B97F4A7C15ULL), p->c);
+}
+
+/* Root i's list is in memory: write its picks to the outputs from j on. */
+static int64_t write_picks(const struct sampler *sp, const struct pick *p, int64_t i,
+                           int64_t j, int64_t *row, int64_t *nbr, int64_t *eid,
+                           double *ets)
+{
+    const struct list_src *ls = &sp->src[i];
+    for (int64_t q = 0; q < p->take; q++, j++) {
+        int64_t pos = pick_position(p, q);
+        row[j] = i;
+        ets[j] = ls->ts[pos];
+        nbr[j] = ls->nbr[pos];
+        eid[j] = ls->eid[pos];
+    }
+    return j;
+}
+
+/* Root i's list was searched remotely: write its rows' root position from j on and plan
+ * the reads of its picks: one piece (the k latest, or the whole eligible range for draws
+ * from at most range_factor * k entries), else one row per draw. */
+static int64_t plan_remote_picks(struct sampler *sp, const struct pick *p, int64_t i,
+                                 int64_t j, int64_t *row)
+{
+    int64_t start = sp->g->indptr[sp->roots[i]], piece0 = sp->packed;
+    int singles = p->draw && p->c > sp->range_factor * sp->k;
+    if (!singles) {
+        sp->pstart[sp->npieces] = start + p->lo;
+        sp->pcount[sp->npieces++] = p->draw ? p->c : p->take;
+        sp->packed += p->draw ? p->c : p->take;
+    }
+    for (int64_t q = 0; q < p->take; q++, j++) {
+        int64_t pos = pick_position(p, q);
+        row[j] = i;
+        sp->rslot[sp->nsel_remote] = j;
+        if (singles) {
+            sp->pstart[sp->npieces] = start + pos;
+            sp->pcount[sp->npieces++] = 1;
+            sp->roff[sp->nsel_remote++] = sp->packed++;
+        } else {
+            sp->roff[sp->nsel_remote++] = piece0 + pos - p->lo;
+        }
+    }
+    return j;
+}
+
+/* Every root's picks in root order: written for lists in memory, planned for searched
+ * ones; *written = the number of output rows. */
+static int select_edges(struct sampler *sp, uint64_t seed, uint64_t epoch, int layer,
+                        int64_t *row, int64_t *nbr, int64_t *eid, double *ets,
+                        int64_t *written)
+{
+    if (sp->nsearch) {
+        size_t most = (size_t)(sp->nsearch * sp->k);
+        sp->rslot = malloc(sizeof(int64_t) * most);
+        sp->roff = malloc(sizeof(int64_t) * most);
+        sp->pstart = malloc(sizeof(int64_t) * most);
+        sp->pcount = malloc(sizeof(int64_t) * most);
+        if (!sp->rslot || !sp->roff || !sp->pstart || !sp->pcount) return out_of_memory();
+    }
+    uint64_t base = splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ (uint64_t)layer);
+    int64_t j = 0;
+    for (int64_t i = 0; i < sp->n; i++) {
+        if (sp->cut[i] <= 0) continue;
+        struct pick p = choose(sp, base, i);
+        j = sp->src[i].ts ? write_picks(sp, &p, i, j, row, nbr, eid, ets)
+                          : plan_remote_picks(sp, &p, i, j, row);
+    }
+    *written = j;
+    return DDS_OK;
+}
+
+/* Read the planned pieces of searched lists (nbr, eid, then ts: one batched read each)
+ * and scatter each pick to its output slot. */
+static int read_remote_picks(struct sampler *sp, int64_t *nbr, int64_t *eid, double *ets)
+{
+    const dds_tcsr *g = sp->g;
+    sp->gathered = malloc(sizeof(int64_t) * (size_t)sp->packed);
+    if (!sp->gathered) return out_of_memory();
+    int rc = dds_read(sp->s, g->nbr_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
+                      0);
+    if (rc != DDS_OK) return rc;
+    for (int64_t q = 0; q < sp->nsel_remote; q++)
+        nbr[sp->rslot[q]] = sp->gathered[sp->roff[q]];
+    rc = dds_read(sp->s, g->eid_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered, 0);
+    if (rc != DDS_OK) return rc;
+    for (int64_t q = 0; q < sp->nsel_remote; q++)
+        eid[sp->rslot[q]] = sp->gathered[sp->roff[q]];
+    rc = dds_read(sp->s, g->ts_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered, 0);
+    if (rc != DDS_OK) return rc;
+    for (int64_t q = 0; q < sp->nsel_remote; q++)
+        memcpy(&ets[sp->rslot[q]], &sp->gathered[sp->roff[q]], sizeof(double));
+    return DDS_OK;
+}
+
 int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
                         const double *root_ts, int64_t n, int64_t k, int strategy,
                         uint64_t seed, uint64_t epoch, int layer, int64_t *row,
                         int64_t *nbr, int64_t *eid, double *ets, int64_t *count)
 {
     *count = 0;
-    if (!s) return DDS_ESTATE;
-    if (n < 0 || k < 1)
-        return dds_fail(s, DDS_EINVAL, "temporal sample: n=%lld must be >= 0 and k=%lld "
-                        ">= 1", (long long)n, (long long)k);
-    if (strategy != DDS_SAMPLE_RECENT && strategy != DDS_SAMPLE_UNIFORM)
-        return dds_fail(s, DDS_EINVAL, "temporal sample: strategy %d is not recent (0) or "
-                        "uniform (1)", strategy);
-    for (int64_t i = 0; i < n; i++) {
-        if (roots[i] < 0 || roots[i] >= g->num_nodes)
-            return dds_fail(s, DDS_ERANGE, "temporal sample: root %lld (position %lld) "
-                            "out of range [0, %lld)", (long long)roots[i], (long long)i,
-                            (long long)g->num_nodes);
-        if (isnan(root_ts[i]))
-            return dds_fail(s, DDS_EINVAL, "temporal sample: root time at position %lld "
-                            "is NaN", (long long)i);
-    }
-    int width = dds_group_size(s), rc = DDS_OK;
-    int64_t whole_max = g->fetch_whole_max > 0 ? g->fetch_whole_max : DDS_FETCH_WHOLE_MAX;
-    int64_t range_factor = g->range_factor > 0 ? g->range_factor : DDS_RANGE_FACTOR;
-    struct member_view *view = calloc((size_t)width, sizeof *view);
-    if (!view) return dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
-    int any_remote = 0;
-    for (int m = 0; m < width && rc == DDS_OK; m++) {
-        void *pn = NULL, *pt = NULL, *pe = NULL;
-        int64_t rows = 0;
-        rc = dds_member_ptr(s, g->nbr_var, m, &pn, &rows);
-        if (rc == DDS_OK) rc = dds_member_ptr(s, g->ts_var, m, &pt, &rows);
-        if (rc == DDS_OK) rc = dds_member_ptr(s, g->eid_var, m, &pe, &rows);
-        view[m].nbr = pn;
-        view[m].ts = pt;
-        view[m].eid = pe;
-        view[m].first_row = g->indptr[g->node_offsets[m]];
-        view[m].readable = rows == 0 || (pn && pt && pe);
-        if (!view[m].readable) any_remote = 1;
-    }
-    if (rc != DDS_OK) {
-        free(view);
-        return rc;
-    }
-
-    struct fetch_map map = {0, NULL, NULL};
-    struct list_src *src = NULL;
-    double *f_ts = NULL, *tmp_ts = NULL;
-    int64_t *f_nbr = NULL, *f_eid = NULL, *cut = NULL, *d_node = NULL, *d_occ = NULL;
-    int64_t *d_off = NULL, *req_start = NULL, *req_count = NULL, *rslot = NULL;
-    int64_t *roff = NULL, *pstart = NULL, *pcount = NULL, *slo = NULL, *shi = NULL;
-    int64_t *sidx = NULL, *tmp = NULL;
-    int64_t npieces = 0, packed = 0, nsel_remote = 0, nsearch = 0;
-    src = malloc(sizeof *src * (size_t)(n ? n : 1));
-    cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (!src || !cut) {
-        rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
-        goto done;
-    }
-    /* in-place lists; remote roots counted per distinct node */
-    int64_t nr = 0, nd = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t v = roots[i], start = g->indptr[v];
-        const struct member_view *mv = &view[width == 1 ? 0 :
-                                             owner_of_node(g->node_offsets, width, v)];
-        src[i].ts = NULL;
-        if (g->indptr[v + 1] == start) {
-            src[i].ts = &no_entries; /* never read: the cut is 0 */
-        } else if (mv->readable) {
-            int64_t local = start - mv->first_row;
-            src[i].ts = mv->ts + local;
-            src[i].nbr = mv->nbr + local;
-            src[i].eid = mv->eid + local;
-        } else {
-            nr++;
-        }
-    }
-    if (any_remote && nr) {
-        map.cap = 16;
-        while (map.cap < 2 * nr) map.cap *= 2;
-        map.key = malloc(sizeof(int64_t) * map.cap);
-        map.val = malloc(sizeof(int64_t) * map.cap);
-        d_node = malloc(sizeof(int64_t) * nr);
-        d_occ = malloc(sizeof(int64_t) * nr);
-        d_off = malloc(sizeof(int64_t) * nr);
-        req_start = malloc(sizeof(int64_t) * nr);
-        req_count = malloc(sizeof(int64_t) * nr);
-        if (!map.key || !map.val || !d_node || !d_occ || !d_off || !req_start ||
-            !req_count) {
-            rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
-            goto done;
-        }
-        for (int64_t h = 0; h < map.cap; h++) map.key[h] = -1;
-        for (int64_t i = 0; i < n; i++) {
-            if (src[i].ts) continue;
-            int64_t *d = map_slot(&map, roots[i]);
-            if (*d < 0) {
-                *d = nd;
-                d_node[nd] = roots[i];
-                d_occ[nd++] = 0;
-            }
-            d_occ[*d]++;
-        }
-        /* lists fetched whole: short ones, and long ones asked for by many roots */
-        int64_t total = 0, nreq = 0;
-        for (int64_t d = 0; d < nd; d++) {
-            int64_t v = d_node[d], deg = g->indptr[v + 1] - g->indptr[v];
-            d_off[d] = -1;
-            if (deg <= whole_max || deg * DDS_ROOTS_PER_WHOLE <= whole_max * d_occ[d]) {
-                d_off[d] = total;
-                req_start[nreq] = g->indptr[v];
-                req_count[nreq++] = deg;
-                total += deg;
-            }
-        }
-        if (nreq) {
-            f_ts = malloc(sizeof(double) * total);
-            f_nbr = malloc(sizeof(int64_t) * total);
-            f_eid = malloc(sizeof(int64_t) * total);
-            if (!f_ts || !f_nbr || !f_eid) {
-                rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory for %lld "
-                              "remote list entries", (long long)total);
-                goto done;
-            }
-            rc = dds_read(s, g->ts_var, req_start, req_count, nreq, f_ts, 0);
-            if (rc == DDS_OK) rc = dds_read(s, g->nbr_var, req_start, req_count, nreq,
-                                            f_nbr, 0);
-            if (rc == DDS_OK) rc = dds_read(s, g->eid_var, req_start, req_count, nreq,
-                                            f_eid, 0);
-            if (rc != DDS_OK) goto done;
-        }
-        for (int64_t i = 0; i < n; i++) {
-            if (src[i].ts) continue;
-            int64_t off = d_off[*map_slot(&map, roots[i])];
-            if (off >= 0) {
-                src[i].ts = f_ts + off;
-                src[i].nbr = f_nbr + off;
-                src[i].eid = f_eid + off;
-            } else {
-                nsearch++;
-            }
-        }
-    }
-    /* cut[i]: number of eligible entries (timestamp < root time) */
-    for (int64_t i = 0; i < n; i++)
-        if (src[i].ts)
-            cut[i] = lower_bound(src[i].ts, g->indptr[roots[i] + 1] - g->indptr[roots[i]],
-                                 root_ts[i]);
-    if (nsearch) {
-        /* long remote lists: binary search, all of them in step, one batched read of one
-         * timestamp per root per step */
-        slo = malloc(sizeof(int64_t) * nsearch);
-        shi = malloc(sizeof(int64_t) * nsearch);
-        sidx = malloc(sizeof(int64_t) * nsearch);
-        tmp = malloc(sizeof(int64_t) * nsearch);
-        tmp_ts = malloc(sizeof(double) * nsearch);
-        rslot = malloc(sizeof(int64_t) * (size_t)(nsearch * k));
-        roff = malloc(sizeof(int64_t) * (size_t)(nsearch * k));
-        pstart = malloc(sizeof(int64_t) * (size_t)(nsearch * k));
-        pcount = malloc(sizeof(int64_t) * (size_t)(nsearch * k));
-        if (!slo || !shi || !sidx || !tmp || !tmp_ts || !rslot || !roff || !pstart ||
-            !pcount) {
-            rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
-            goto done;
-        }
-        int64_t ns = 0;
-        for (int64_t i = 0; i < n; i++) {
-            if (src[i].ts) continue;
-            sidx[ns] = i;
-            slo[ns] = 0;
-            shi[ns++] = g->indptr[roots[i] + 1] - g->indptr[roots[i]];
-        }
-        for (;;) {
-            int64_t na = 0; /* tmp[a]: row probed by the a-th active search */
-            for (int64_t q = 0; q < ns; q++)
-                if (slo[q] < shi[q])
-                    tmp[na++] = g->indptr[roots[sidx[q]]] + slo[q] + (shi[q] - slo[q]) / 2;
-            if (!na) break;
-            rc = dds_read(s, g->ts_var, tmp, NULL, na, tmp_ts, 0);
-            if (rc != DDS_OK) goto done;
-            na = 0;
-            for (int64_t q = 0; q < ns; q++) {
-                if (slo[q] >= shi[q]) continue;
-                int64_t mid = slo[q] + (shi[q] - slo[q]) / 2;
-                if (tmp_ts[na++] < root_ts[sidx[q]]) slo[q] = mid + 1;
-                else shi[q] = mid;
-            }
-        }
-        for (int64_t q = 0; q < ns; q++) cut[sidx[q]] = slo[q];
-    }
-
-    uint64_t base = splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ (uint64_t)layer);
-    int64_t j = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t c = cut[i];
-        if (c <= 0) continue;
-        int64_t lo = 0, take = c;
-        int draw = 0;
-        if (c > k) {
-            if (strategy == DDS_SAMPLE_RECENT) lo = c - k;
-            else draw = 1;
-            take = k;
-        }
-        uint64_t key = draw ? splitmix64(base ^ splitmix64((uint64_t)i)) : 0;
-        const struct list_src *ls = &src[i];
-        if (ls->ts) {
-            for (int64_t q = 0; q < take; q++, j++) {
-                int64_t p = draw ? below(splitmix64(key + (uint64_t)(q + 1) *
-                                                    0x9E3779B97F4A7C15ULL), c) : lo + q;
-                row[j] = i;
-                ets[j] = ls->ts[p];
-                nbr[j] = ls->nbr[p];
-                eid[j] = ls->eid[p];
-            }
-            continue;
-        }
-        /* searched remote list: read the selected rows in pieces */
-        int64_t start = g->indptr[roots[i]], piece0 = packed;
-        int singles = draw && c > range_factor * k;
-        if (!singles) {
-            pstart[npieces] = start + lo;
-            pcount[npieces++] = draw ? c : take;
-            packed += draw ? c : take;
-        }
-        for (int64_t q = 0; q < take; q++, j++) {
-            int64_t p = draw ? below(splitmix64(key + (uint64_t)(q + 1) *
-                                                0x9E3779B97F4A7C15ULL), c) : lo + q;
-            row[j] = i;
-            rslot[nsel_remote] = j;
-            if (singles) {
-                pstart[npieces] = start + p;
-                pcount[npieces++] = 1;
-                roff[nsel_remote++] = packed++;
-            } else {
-                roff[nsel_remote++] = piece0 + p - lo;
-            }
-        }
-    }
-    *count = j;
-    if (nsel_remote) {
-        free(tmp);
-        tmp = malloc(sizeof(int64_t) * (size_t)packed);
-        if (!tmp) {
-            rc = dds_fail(s, DDS_ENOMEM, "temporal sample: out of memory");
-            goto done;
-        }
-        rc = dds_read(s, g->nbr_var, pstart, pcount, npieces, tmp, 0);
-        if (rc != DDS_OK) goto done;
-        for (int64_t q = 0; q < nsel_remote; q++) nbr[rslot[q]] = tmp[roff[q]];
-        rc = dds_read(s, g->eid_var, pstart, pcount, npieces, tmp, 0);
-        if (rc != DDS_OK) goto done;
-        for (int64_t q = 0; q < nsel_remote; q++) eid[rslot[q]] = tmp[roff[q]];
-        rc = dds_read(s, g->ts_var, pstart, pcount, npieces, tmp, 0);
-        if (rc != DDS_OK) goto done;
-        for (int64_t q = 0; q < nsel_remote; q++)
-            memcpy(&ets[rslot[q]], &tmp[roff[q]], sizeof(double));
-    }
-done:
-    if (rc != DDS_OK) *count = 0;
-    free(src);
-    free(cut);
-    free(f_ts);
-    free(f_nbr);
-    free(f_eid);
-    free(tmp_ts);
-    free(d_node);
-    free(d_occ);
-    free(d_off);
-    free(req_start);
-    free(req_count);
-    free(rslot);
-    free(roff);
-    free(pstart);
-    free(pcount);
-    free(slo);
-    free(shi);
-    free(sidx);
-    free(tmp);
-    free(map.key);
-    free(map.val);
-    free(view);
+    int rc = check_args(s, g, roots, root_ts, n, k, strategy);
+    if (rc != DDS_OK) return rc;
+    struct sampler sp = {
+        .s = s, .g = g, .roots = roots, .root_ts = root_ts, .n = n, .k = k,
+        .strategy = strategy, .width = dds_group_size(s),
+        .whole_max = g->fetch_whole_max > 0 ? g->fetch_whole_max : DDS_FETCH_WHOLE_MAX,
+        .range_factor = g->range_factor > 0 ? g->range_factor : DDS_RANGE_FACTOR,
+    };
+    int64_t nremote = 0, written = 0;
+    rc = open_members(&sp);
+    if (rc == DDS_OK) rc = place_lists(&sp, &nremote);
+    if (rc == DDS_OK && sp.any_remote && nremote) rc = fetch_remote_lists(&sp, nremote);
+    if (rc == DDS_OK) cut_lists_in_memory(&sp);
+    if (rc == DDS_OK && sp.nsearch) rc = cut_lists_by_remote_search(&sp);
+    if (rc == DDS_OK) rc = select_edges(&sp, seed, epoch, layer, row, nbr, eid, ets,
+                                        &written);
+    if (rc == DDS_OK && sp.nsel_remote) rc = read_remote_picks(&sp, nbr, eid, ets);
+    if (rc == DDS_OK) *count = written;
+    sampler_free(&sp);
     return rc;
 }

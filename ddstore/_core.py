@@ -42,16 +42,20 @@ def _ptr(arr):
     return ffi.from_buffer(arr, require_writable=False)
 
 
+def _last_error():
+    """The C core's message for this thread's last failed call (``dds_last_error``: per
+    thread, so it must be read in the thread that made the call, as here)."""
+    return ffi.string(lib.dds_last_error()).decode(errors="replace")
+
+
 class Core:
     """One C store.  Methods mirror ``csrc/ddstore.h``; see there for semantics."""
 
     def __init__(self, comm, width, transport):
-        err = ffi.new("char[]", 1024)
         out = ffi.new("dds_store **")
-        rc = lib.dds_create(_comm_handle(comm), int(width), TRANSPORTS[transport], out,
-                            err, 1024)
+        rc = lib.dds_create(_comm_handle(comm), int(width), TRANSPORTS[transport], out)
         if rc != lib.DDS_OK:
-            raise _ERRORS.get(rc, DDStoreError)(ffi.string(err).decode())
+            raise _ERRORS.get(rc, DDStoreError)(_last_error())
         self._handle = ffi.new("dds_store **", out[0])
 
     @property
@@ -60,8 +64,7 @@ class Core:
 
     def _check(self, rc):
         if rc != lib.DDS_OK:
-            msg = ffi.string(lib.dds_errmsg(self._handle[0])).decode()
-            raise _ERRORS.get(rc, DDStoreError)(msg)
+            raise _ERRORS.get(rc, DDStoreError)(_last_error())
 
     def free(self):
         lib.dds_free(self._handle)

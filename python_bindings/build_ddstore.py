@@ -80,7 +80,9 @@ ffibuilder.set_source(
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,
-    extra_compile_args=["-O2", "-std=c99", "-Wall"],
+    depends=[os.path.relpath(os.path.join(CSRC, f), ROOT)
+             for f in ("ddstore.h", "internal.h")],
+    extra_compile_args=["-O2", "-std=c11", "-Wall"],
     extra_link_args=_link,
 )
 

@@ -1,0 +1,56 @@
+/*
+ * internal.h - what the C files of the core share and the API does not show: the store
+ * and variable structs, and the one way to set the error message.  Not for bindings.
+ */
+#ifndef DDSTORE_INTERNAL_H
+#define DDSTORE_INTERNAL_H
+
+#include "ddstore.h"
+
+#include <stdatomic.h>
+
+/* Variables live in blocks of DDS_VAR_BLOCK that are allocated once and never moved or
+ * reallocated, listed in a table of DDS_VAR_BLOCKS entries inside the store: a variable's
+ * address is fixed from dds_add to dds_free, so a read in one thread never holds a
+ * pointer into memory that a dds_add in another thread replaces.  At most
+ * DDS_MAX_VARS variables per store (ids are never reused, removed ones included). */
+#define DDS_VAR_BLOCK 256
+#define DDS_VAR_BLOCKS 4096
+#define DDS_MAX_VARS (DDS_VAR_BLOCK * DDS_VAR_BLOCKS)
+
+struct dds_var {
+    char name[160];
+    int64_t n_local;    /* rows held by this rank */
+    int64_t row_bytes;  /* bytes per row */
+    int64_t nrows;      /* rows in the group's global row space */
+    int64_t *offsets;   /* [group_size + 1] first global row of each member's chunk;
+                         * NULL once removed */
+    char *base;         /* this rank's chunk */
+    MPI_Win shm_win;    /* shared-memory window over the node-local members, or NULL */
+    MPI_Win rma_win;    /* window over the group for MPI_Get, or MPI_WIN_NULL */
+    char **peer_base;   /* [group_size] chunk address readable by load, or NULL */
+};
+
+struct dds_store {
+    MPI_Comm comm;       /* duplicate of the user's communicator */
+    MPI_Comm group_comm; /* the `width` ranks of this rank's group */
+    MPI_Comm node_comm;  /* members of the group on this node, or MPI_COMM_NULL */
+    MPI_Comm host_comm;  /* every rank of `comm` on this node (memory accounting) */
+    int rank, size, width, group_rank, ngroups, transport;
+    int *node_rank;      /* [group_size] rank in node_comm of each member, or -1 */
+    int need_rma;        /* some member of the group is not reachable by load */
+    int shm_peers;
+    /* variables [0, nvars) are complete: dds_add fills a slot, then publishes it by a
+     * release store of nvars; readers load nvars with acquire */
+    atomic_int nvars;
+    struct dds_var *var_blocks[DDS_VAR_BLOCKS];
+};
+
+/* Set this thread's error message (what dds_last_error returns); returns `code`. */
+int dds_set_error(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), visibility("hidden")));
+
+/* dds_set_error(DDS_EMPI, "<what> failed: <MPI's text for rc>"); returns DDS_EMPI. */
+int dds_mpi_error(int rc, const char *what) __attribute__((visibility("hidden")));
+
+#endif /* DDSTORE_INTERNAL_H */
