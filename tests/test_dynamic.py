@@ -239,7 +239,7 @@ def _store():
 
 
 def test_nonfinite_weights_name_the_edge():
-    """The same check as static weights (ddstore.spatiotemporal.loaders): the edge's
+    """The same check as static weights (ddstore.sources.series): the edge's
     index and its source and target."""
     store = _store()
     try:

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from .. import _core
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from .._checks import partition
-from ..spatiotemporal.loaders import check_finite_weights
+from ..sources.series import check_finite_weights
 
 __all__ = ["DynamicGraph", "canonical_edges"]
 

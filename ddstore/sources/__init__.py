@@ -1,4 +1,6 @@
-"""Preloader plugins: each reads only a given row range of a data set.
+"""Readers: each reads only a given range of a data set (rows, time steps or bytes).
+
+Sample sources (preloader plugins; ``ddstore.graphs`` turns their samples into records):
 
 - :class:`SequenceSource`: an indexable in-memory sequence (or a map-style Dataset that
   builds samples on access).
@@ -6,13 +8,35 @@
 - :class:`AdiosSource`: one ADIOS2 BP file with per-key concatenated arrays and offsets
   (CFF).
 
-Sources know nothing of graphs; ``ddstore.graphs`` turns their samples into records.
+Series readers (each returns a lazy :class:`Series` ``[T, nodes, features]`` on a graph;
+``ddstore.spatiotemporal`` and ``ddstore.dynamic`` window them):
+
+- :func:`from_arrays` (``series``): in-memory numpy arrays or torch tensors.
+- :func:`load_npy` (``npy``): raw ``.npy`` files, read block by block.
+- :func:`load_pems_h5` / :func:`write_pems_h5` (``hdf5``): PeMS / METR-LA HDF5 frames.
+- :func:`load_pgt_json` (``pgt``): PyTorch Geometric Temporal JSON, every layout
+  (:class:`DynamicSeries` for the ones whose graph changes every step).
+
+Edge streams: :func:`read_tgl_share` / :func:`write_tgl` (``tgl``): TGL's ``edges.csv``
+directories, each rank parsing only its byte range (``ddstore.temporal`` builds on it).
+
+Only numpy is imported here; torch, pandas, h5py and adios2 are imported where a reader
+needs them.
 """
 from .adios import AdiosSource, write_records_adios
 from .base import SequenceSource, Source, check_range
+from .hdf5 import load_pems_h5, write_pems_h5
+from .npy import load_npy
+from .pgt import DynamicSeries, load_pgt_json
 from .pickle_dir import (META_NAME, PickleDirSource, RestrictedUnpickler, restricted_load,
                          restricted_loads, write_pickle_files)
+from .series import (Series, adjacency_to_edges, check_finite_weights, from_arrays,
+                      gaussian_kernel_adjacency)
+from .tgl import read_tgl_share, write_tgl
 
 __all__ = ["Source", "SequenceSource", "PickleDirSource", "AdiosSource",
            "RestrictedUnpickler", "restricted_load", "restricted_loads",
            "write_pickle_files", "write_records_adios", "check_range", "META_NAME"]
+__all__ += ["Series", "from_arrays", "adjacency_to_edges", "gaussian_kernel_adjacency",
+            "check_finite_weights", "load_npy", "load_pems_h5", "write_pems_h5",
+            "load_pgt_json", "DynamicSeries", "read_tgl_share", "write_tgl"]

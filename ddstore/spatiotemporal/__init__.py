@@ -31,9 +31,9 @@ starts; ``torch.utils.data.DistributedSampler`` shuffles samples globally.
 """
 from .dataset import (WindowDataset, WindowSplit, batch_collate, set_epoch,
                       time_feature_array)
-from .loaders import (Series, adjacency_to_edges, from_arrays, gaussian_kernel_adjacency,
-                      load_npy, load_pems_h5, load_pgt_json, write_pems_h5)
-from .loaders import DynamicSeries
+from ..sources import (DynamicSeries, Series, adjacency_to_edges, from_arrays,
+                       gaussian_kernel_adjacency, load_npy, load_pems_h5, load_pgt_json,
+                       write_pems_h5)
 from .batch_sampler import BatchShuffleSampler
 from .windows import num_windows, split_ranges, window_weights
 

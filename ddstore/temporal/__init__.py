@@ -24,7 +24,7 @@ from .batches import EdgeBatches
 from .graph import SPLITS, TemporalGraph
 from .neighbor_sampler import TemporalBlock, TemporalSampler
 from .synthetic import Stream, synthetic_stream
-from .tgl import read_tgl_share, write_tgl
+from ..sources import read_tgl_share, write_tgl
 
 __all__ = ["TemporalGraph", "TemporalSampler", "TemporalBlock", "EdgeBatches",
            "synthetic_stream", "Stream", "write_tgl", "read_tgl_share", "SPLITS"]

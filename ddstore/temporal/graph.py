@@ -386,7 +386,7 @@ class TemporalGraph:
         """Collective: build from a TGL dataset directory (``edges.csv``, optional
         ``edge_features.pt``, ``node_features.pt``; see :func:`read_tgl_share`): each rank
         parses only its byte range of the CSV; edge ids follow the file's row order."""
-        from .tgl import read_tgl_share
+        from ..sources.tgl import read_tgl_share
         src, dst, t, split, ef, nf = read_tgl_share(store, directory,
                                                     call=("TemporalGraph.from_tgl", name))
         return cls.from_arrays(store, name, src, dst, t, edge_feat=ef, node_feat=nf,

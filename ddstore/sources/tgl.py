@@ -1,6 +1,10 @@
 """TGL's dataset layout: ``edges.csv`` (header ``,src,dst,time,ext_roll``; first column
 the edge index; ``ext_roll`` 0/1/2 = train/val/test; rows sorted by time), optional
-``edge_features.pt`` and ``node_features.pt`` (torch tensors, rows = edges / nodes)."""
+``edge_features.pt`` and ``node_features.pt`` (torch tensors, rows = edges / nodes).
+
+:func:`read_tgl_share` (collective over a store's ranks) parses only this rank's byte
+range of ``edges.csv`` (whole lines); pandas and torch are imported where used.
+:func:`write_tgl` writes the layout."""
 import io
 import os
 import re
@@ -9,6 +13,8 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 from .._checks import partition
+
+__all__ = ["read_tgl_share", "write_tgl"]
 
 _NEED = ("src", "dst", "time", "ext_roll")
 

@@ -1,0 +1,174 @@
+"""PeMS / METR-LA HDF5: a pandas DataFrame saved with ``DataFrame.to_hdf`` in pandas'
+default *fixed* format (time index x sensor columns), read with h5py (PyTables is not
+needed; h5py is imported only when a file is read or written).
+
+:func:`load_pems_h5` opens such a file as a lazy
+:class:`~ddstore.sources.series.Series` (blocks of time steps read on demand);
+:func:`write_pems_h5` writes that layout.  pandas' *table* format is not supported.
+"""
+import os
+import re
+
+import numpy as np
+
+from ..errors import DDStoreValueError
+from .series import Series, _timestamps, adjacency_to_edges, gaussian_kernel_adjacency
+
+__all__ = ["load_pems_h5", "write_pems_h5"]
+
+
+def _h5_str(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray) and value.shape == ():
+        return _h5_str(value[()])
+    return str(value)
+
+
+_TIME_UNITS = ("s", "ms", "us", "ns")
+
+
+def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df", unit=None):
+    """Write ``data`` ``[T, sensors]`` as a pandas *fixed*-format DataFrame with h5py.
+
+    The layout of METR-LA's ``metr-la.h5`` (key ``df``) and PeMS-BAY's ``pems-bay.h5``
+    (key ``speed``): group ``key`` with ``axis0`` (sensor ids), ``axis1`` (the time
+    index as int64), ``block0_items`` and ``block0_values`` ``[T, sensors]``
+    (``transposed``).  ``unit`` None writes the index as DCRNN's files have it
+    (nanoseconds, ``kind="datetime64"``); ``"s"``, ``"ms"``, ``"us"`` or ``"ns"`` as pandas
+    >= 2 writes a non-nanosecond index (``kind="datetime64[us]"``...).  For tests,
+    benchmarks and synthetic data; :func:`load_pems_h5` reads it back.
+    """
+    import h5py
+    arr = np.asarray(data)
+    if arr.ndim != 2:
+        raise DDStoreValueError(f"write_pems_h5: data must be 2-D [T, sensors], got shape "
+                                f"{arr.shape}")
+    ts = _timestamps(timestamps, arr.shape[0], "write_pems_h5")
+    ids = np.arange(arr.shape[1]) if sensor_ids is None else np.asarray(sensor_ids)
+    if ids.shape != (arr.shape[1],):
+        raise DDStoreValueError(f"write_pems_h5: {ids.shape} sensor ids for "
+                                f"{arr.shape[1]} sensors")
+    if ids.dtype.kind in "US":
+        ids, kind = ids.astype("S"), b"string"
+    else:
+        ids, kind = ids.astype(np.int64), b"integer"
+    with h5py.File(path, "w") as fh:
+        grp = fh.create_group(key)
+        for name, value in (("pandas_type", b"frame"), ("pandas_version", b"0.15.2"),
+                            ("encoding", b"UTF-8"), ("errors", b"strict"),
+                            ("axis0_variety", b"regular"), ("axis1_variety", b"regular"),
+                            ("block0_items_variety", b"regular")):
+            grp.attrs[name] = np.bytes_(value)
+        grp.attrs["ndim"] = np.int64(2)
+        grp.attrs["nblocks"] = np.int64(1)
+        if unit is not None and unit not in _TIME_UNITS:
+            raise DDStoreValueError(f"write_pems_h5: unit={unit!r}; allowed: None, "
+                                    f"{sorted(_TIME_UNITS)}")
+        ticks = ts.astype(f"datetime64[{unit or 'ns'}]").astype(np.int64)
+        tkind = b"datetime64" if unit is None else f"datetime64[{unit}]".encode()
+        for name, values, k in (("axis0", ids, kind),
+                                ("axis1", ticks, tkind),
+                                ("block0_items", ids, kind)):
+            dset = grp.create_dataset(name, data=values)
+            dset.attrs["kind"] = np.bytes_(k)
+            dset.attrs["name"] = np.bytes_(b"N.")
+        dset = grp.create_dataset("block0_values", data=arr)
+        dset.attrs["transposed"] = np.bool_(True)
+
+
+def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=None,
+                 edge_weight=None, dtype=None):
+    """Open a PeMS / METR-LA HDF5 file (pandas fixed-format frame) as a lazy :class:`Series`.
+
+    The frame's index is time, its columns are sensors; the series is
+    ``[T, sensors, 1]`` with ``timestamps`` from the index (so time-of-day / day-of-week
+    features work) and ``node_ids`` from the columns.  ``key`` is the frame's group
+    (``df`` for METR-LA, ``speed`` for PeMS-BAY); by default the only frame in the file.
+    Blocks of time steps are read from the file on demand (the file stays open until
+    :meth:`Series.close`).  Graph: ``adjacency`` ``[n, n]`` (e.g. DCRNN's ``adj_mx``),
+    or ``distances`` (DCRNN's distance CSV, see :func:`gaussian_kernel_adjacency`), or
+    ``edge_index``/``edge_weight``; none gives a graph without edges.
+
+    The time index is read in the unit the file records (``kind`` ``datetime64`` is
+    nanoseconds, as in DCRNN's files; pandas >= 2 writes ``datetime64[us]`` or ``[s]``).
+    Values keep the file's precision unless ``dtype`` asks for another (statistics are
+    computed in float64 from what is read, so a float64 file is not rounded first).
+    """
+    import h5py
+    try:
+        fh = h5py.File(path, "r")
+    except OSError as exc:
+        raise DDStoreValueError(f"load_pems_h5: cannot open {path}: {exc}") from None
+    try:
+        frames = [k for k in fh if isinstance(fh[k], h5py.Group)
+                  and _h5_str(fh[k].attrs.get("pandas_type", b"")) in ("frame", "frame_table")]
+        if key is None:
+            if len(frames) != 1:
+                raise DDStoreValueError(f"load_pems_h5: {path} holds frames {frames}; pass "
+                                        f"key= to choose one")
+            key = frames[0]
+        if key not in fh:
+            raise DDStoreValueError(f"load_pems_h5: {path} has no key {key!r}; frames: "
+                                    f"{frames}")
+        grp = fh[key]
+        ptype = _h5_str(grp.attrs.get("pandas_type", b""))
+        if ptype == "frame_table":
+            raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] is in pandas' table "
+                                    f"format; only the fixed format (DataFrame.to_hdf "
+                                    f"default) is supported")
+        if ptype != "frame" or "axis0" not in grp or "axis1" not in grp:
+            raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] is not a pandas "
+                                    f"fixed-format DataFrame (pandas_type={ptype!r})")
+        columns = grp["axis0"][()]
+        index = grp["axis1"]
+        num_steps = index.shape[0]
+        nblocks = int(grp.attrs.get("nblocks", 1))
+        blocks = []
+        col_pos = {c: i for i, c in enumerate(columns.tolist())}
+        for b in range(nblocks):
+            values = grp[f"block{b}_values"]
+            items = grp[f"block{b}_items"][()].tolist()
+            transposed = bool(values.attrs.get("transposed", False))
+            if values.dtype.kind not in "biuf":
+                raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] block {b} has dtype"
+                                        f" {values.dtype}; sensor columns must be numeric")
+            pos = np.array([col_pos[i] for i in items], dtype=np.int64)
+            blocks.append((values, transposed, pos))
+        num_nodes = len(columns)
+        kind = _h5_str(index.attrs.get("kind", b""))
+        timestamps = None
+        if kind.startswith("datetime64"):
+            unit = re.fullmatch(r"datetime64(?:\[(\w+)\])?", kind)
+            if unit is None or (unit.group(1) or "ns") not in _TIME_UNITS:
+                raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}]: time index of "
+                                        f"kind {kind!r}; allowed units: {_TIME_UNITS}")
+            ticks = index[()].astype(np.int64)
+            timestamps = ticks.view(f"datetime64[{unit.group(1) or 'ns'}]")
+        node_ids = [_h5_str(c) if isinstance(c, bytes) else c for c in columns.tolist()]
+        if distances is not None:
+            adjacency = gaussian_kernel_adjacency(distances, node_ids)
+        if adjacency is not None:
+            edge_index, edge_weight = adjacency_to_edges(adjacency, num_nodes)
+        out_dtype = np.result_type(*[v.dtype for v, _, _ in blocks]) if dtype is None \
+            else np.dtype(dtype)
+        if out_dtype.kind != "f":
+            out_dtype = np.dtype(np.float64 if out_dtype.itemsize > 4 else np.float32)
+        simple = (len(blocks) == 1 and blocks[0][1]
+                  and np.array_equal(blocks[0][2], np.arange(num_nodes)))
+
+        def reader(a, b):
+            if simple:
+                return blocks[0][0][a:b].astype(out_dtype, copy=False)[:, :, None]
+            out = np.empty((b - a, num_nodes), dtype=out_dtype)
+            for values, transposed, pos in blocks:
+                part = values[a:b] if transposed else values[:, a:b].T
+                out[:, pos] = part
+            return out[:, :, None]
+
+        return Series((num_steps, num_nodes, 1), out_dtype, reader, edge_index=edge_index,
+                      edge_weight=edge_weight, timestamps=timestamps, node_ids=node_ids,
+                      source=f"{os.path.basename(str(path))}[{key}]", close=fh.close)
+    except BaseException:
+        fh.close()
+        raise

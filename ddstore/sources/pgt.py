@@ -1,0 +1,394 @@
+"""PyTorch Geometric Temporal's JSON data sets, every layout PGT ships.
+
+The layout is chosen by the keys of the file's top-level object (:func:`_pgt_layout`
+tries the layouts of :data:`_LAYOUTS` in order; the first that matches reads the file):
+
+- ``FX`` (chickenpox), ``X`` + ``weights`` (PedalMe), ``block`` + ``weights``
+  (Windmill): a ``[T, nodes]`` matrix with ``edges`` -> :class:`Series`;
+- ``edge_mapping`` (England COVID): ``edge_mapping.edge_index[t]`` /
+  ``edge_mapping.edge_weight[t]`` with ``y`` ``[T, nodes]`` -> :class:`DynamicSeries`;
+- per-step dicts ``"0", "1", ...`` that carry their own ``edges`` / ``weights`` plus
+  ``X`` / ``y`` (Twitter tennis) -> :class:`DynamicSeries`;
+- per-step dicts ``"0", "1", ...`` with ``y`` (and/or ``X``) and a top-level ``edges`` /
+  ``weights`` (WikiMath) -> :class:`Series`;
+- ``nodes`` (``bus_stop``, ``X`` variables, ``y``) with ``links`` (``source``,
+  ``target``, ``weight``) (Montevideo bus) -> :class:`Series`.
+
+Any other layout raises a :class:`~ddstore.errors.DDStoreValueError` that names the file
+and the keys found.  The file is read whole (JSON has no block access); the series is
+held in memory and read as views.
+"""
+import json
+import os
+
+import numpy as np
+
+from ..errors import DDStoreValueError
+from .series import Series, _check_series_array
+
+__all__ = ["load_pgt_json", "DynamicSeries"]
+
+
+class DynamicSeries(Series):
+    """A :class:`Series` whose graph changes every step (a discrete-time dynamic graph).
+
+    Besides the node signals ``[T, nodes, features]`` (read with :meth:`Series.read`) it
+    carries ``edges`` (``T`` int64 arrays ``[2, E_t]``, row 0 source, row 1 target) and
+    ``weights`` (``T`` float32 arrays ``[E_t]``, or None), ready for
+    :meth:`ddstore.dynamic.DynamicGraph.from_series`; its static ``edge_index`` is empty.
+    ``target_feature`` is the feature column holding the file's target ``y`` (None when
+    the file has none).
+    """
+
+    def __init__(self, data, edges, weights, *, target_feature=None, node_ids=None,
+                 source=None):
+        super().__init__(data.shape, data.dtype, lambda a, b: data[a:b], node_ids=node_ids,
+                         source=source)
+        self.edges, self.weights = edges, weights
+        self.target_feature = target_feature
+
+    def __repr__(self):
+        return (f"DynamicSeries(shape={self.shape}, dtype={self.dtype}, steps with edges="
+                f"{len(self.edges)}, edges={sum(e.shape[1] for e in self.edges)} in all, "
+                f"source={self.source!r})")
+
+
+def load_pgt_json(path, dtype=np.float32):
+    """Load a PyTorch Geometric Temporal JSON data set as a :class:`Series`.
+
+    Layouts (chosen by the keys present): ``FX`` ``[T, nodes]`` with ``edges`` (chickenpox;
+    unit edge weights); ``X`` ``[T, nodes]`` with ``edges`` and ``weights`` (PedalMe);
+    ``block`` ``[T, nodes]`` with ``edges`` and ``weights`` (Windmill).  The series gets
+    one feature: ``[T, nodes, 1]``; ``node_ids`` comes from the file when present.
+
+    Further layouts (``target_feature`` names the column holding the file's ``y``):
+    per-step dicts ``"0" .. "T-1"`` (``time_periods``) with ``y`` (and/or ``X``) and a
+    top-level ``edges`` / ``weights`` (WikiMath) -> :class:`Series`; per-step dicts that
+    carry their own ``edges`` / ``weights`` plus ``X`` / ``y`` (Twitter tennis) and
+    ``edge_mapping.edge_index[t]`` / ``edge_mapping.edge_weight[t]`` with ``y`` ``[T,
+    nodes]`` (England COVID) -> :class:`DynamicSeries` (features ``[X..., y]``);
+    ``nodes`` (``bus_stop``, ``X`` variables, ``y``) with ``links`` (``source``,
+    ``target``, ``weight``) (Montevideo bus) -> :class:`Series` with the ``X`` variables
+    (sorted by name) and then ``y`` as features.  Any other layout raises an error that
+    names the keys found.
+    """
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise DDStoreValueError(f"load_pgt_json: cannot read {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise DDStoreValueError(f"load_pgt_json: {path} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise DDStoreValueError(f"load_pgt_json: {path} holds a {type(doc).__name__}, "
+                                f"expected an object")
+    return _pgt_layout(doc, path)(doc, path, dtype)
+
+
+def _pgt_layout(doc, path):
+    """The reader of the first layout in :data:`_LAYOUTS` whose keys ``doc`` has, or raise
+    naming the keys found and the layouts known."""
+    for _name, matches, read in _LAYOUTS:
+        if matches(doc):
+            return read
+    raise _pgt_error(path, f"unknown layout: keys found {sorted(doc)[:20]}"
+                           f"{' ...' if len(doc) > 20 else ''}; {_PGT_KNOWN}")
+
+
+# ------------------------------------------------------------------------ the layouts
+_MATRIX_KEYS = ("FX", "X", "block")
+
+
+def _read_matrix(doc, path, dtype):
+    """``FX`` (chickenpox), ``X`` + ``weights`` (PedalMe) or ``block`` + ``weights``
+    (Windmill): a ``[T, nodes]`` matrix with a static ``edges`` -> ``[T, nodes, 1]``."""
+    key = next(k for k in _MATRIX_KEYS if k in doc)
+    try:
+        data = np.asarray(doc[key], dtype=np.float64)
+        edges = np.asarray(doc["edges"], dtype=np.int64).reshape(-1, 2)
+    except (TypeError, ValueError) as exc:
+        raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} or 'edges' is not a "
+                                f"numeric array: {exc}") from None
+    data = np.ascontiguousarray(_check_series_array(data, f"{path}: {key!r}"), dtype=dtype)
+    weights = _pgt_weights(doc.get("weights"), edges.shape[0], path, "'weights'")
+    node_ids = _pgt_node_ids(doc, data.shape[1], path)
+    return Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=edges.T,
+                  edge_weight=weights, node_ids=node_ids,
+                  source=f"{os.path.basename(str(path))}[{key}]")
+
+
+def _read_edge_mapping(doc, path, dtype):
+    """England COVID: per-step mobility graphs ``edge_mapping.edge_index[t]`` (and
+    ``edge_weight[t]``), target ``y`` ``[T, nodes]`` -> :class:`DynamicSeries`."""
+    mapping = doc["edge_mapping"]
+    if not isinstance(mapping, dict) or "edge_index" not in mapping:
+        got = sorted(mapping) if isinstance(mapping, dict) else repr(mapping)
+        raise _pgt_error(path, f"edge_mapping must hold 'edge_index' (and "
+                               f"'edge_weight'), got {got}")
+    if "y" not in doc:
+        raise _pgt_error(path, f"edge_mapping layout needs 'y' [T, nodes]; keys found: "
+                               f"{sorted(doc)}")
+    y = _pgt_matrix(doc["y"], path, "'y'")
+    T = _pgt_num_steps(doc, path) if "time_periods" in doc else y.shape[0]
+    if y.shape[0] != T:
+        raise _pgt_error(path, f"'y' has {y.shape[0]} steps, time_periods={T}")
+    index, weight = mapping["edge_index"], mapping.get("edge_weight")
+    edges, weights = [], None if weight is None else []
+    for t in range(T):
+        if str(t) not in index:
+            raise _pgt_error(path, f"edge_mapping.edge_index has no step '{t}' (of "
+                                   f"{T} time periods)")
+        e = _pgt_pairs(index[str(t)], path, f"edge_mapping.edge_index['{t}']")
+        edges.append(e)
+        if weights is not None:
+            if str(t) not in weight:
+                raise _pgt_error(path, f"edge_mapping.edge_weight has no step '{t}'")
+            weights.append(_pgt_weights(weight[str(t)], e.shape[1], path,
+                                        f"edge_mapping.edge_weight['{t}']"))
+    data = np.ascontiguousarray(y[:, :, None], dtype=dtype)
+    return DynamicSeries(data, edges, weights, target_feature=0,
+                         node_ids=_pgt_node_ids(doc, data.shape[1], path),
+                         source=f"{os.path.basename(str(path))}[edge_mapping]")
+
+
+def _read_steps_dynamic(doc, path, dtype):
+    """Twitter tennis: per-step dicts, each with its own ``edges`` (and ``weights``)
+    besides ``X`` / ``y`` -> :class:`DynamicSeries`."""
+    steps = _pgt_steps(doc, path)
+    data, target = _pgt_step_signals(steps, path, dtype)
+    node_ids = _pgt_node_ids(doc, data.shape[1], path)
+    edges, weights = [], []
+    for t, step in enumerate(steps):
+        if "edges" not in step:
+            raise _pgt_error(path, f"step '{t}' has no 'edges' (step '0' has)")
+        e = _pgt_pairs(step["edges"], path, f"step '{t}' 'edges'")
+        edges.append(e)
+        w = _pgt_weights(step.get("weights"), e.shape[1], path, f"step '{t}' 'weights'")
+        weights.append(np.ones(e.shape[1], np.float32) if w is None else w)
+    if all(step.get("weights") is None for step in steps):
+        weights = None
+    return DynamicSeries(data, edges, weights, target_feature=target, node_ids=node_ids,
+                         source=f"{os.path.basename(str(path))}[steps]")
+
+
+def _read_steps_static(doc, path, dtype):
+    """WikiMath: per-step dicts with ``y`` (and/or ``X``) and a top-level ``edges`` /
+    ``weights`` -> :class:`Series` (``target_feature`` the column of ``y``)."""
+    steps = _pgt_steps(doc, path)
+    if "edges" not in doc:
+        raise _pgt_error(path, f"per-step layout without edges: neither step '0' (keys "
+                               f"{sorted(steps[0])}) nor the top level (keys "
+                               f"{sorted(doc)[:12]}) has 'edges'")
+    data, target = _pgt_step_signals(steps, path, dtype)
+    node_ids = _pgt_node_ids(doc, data.shape[1], path)
+    e = _pgt_pairs(doc["edges"], path, "'edges'")
+    series = Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=e,
+                    edge_weight=_pgt_weights(doc.get("weights"), e.shape[1], path,
+                                             "'weights'"),
+                    node_ids=node_ids, source=f"{os.path.basename(str(path))}[steps]")
+    series.target_feature = target
+    return series
+
+
+def _read_nodes_links(doc, path, dtype):
+    """Montevideo bus: node records (``bus_stop``, ``X`` variables, ``y``) and link
+    records (``source``, ``target``, ``weight``) -> :class:`Series` with the ``X``
+    variables (sorted by name) and then ``y`` as features."""
+    nodes, links = doc["nodes"], doc["links"]
+    if not isinstance(nodes, list) or not nodes or not isinstance(links, list):
+        raise _pgt_error(path, "'nodes' must be a non-empty list and 'links' a list")
+    ids = [n.get("bus_stop", n.get("id", i)) if isinstance(n, dict) else None
+           for i, n in enumerate(nodes)]
+    if any(i is None for i in ids):
+        raise _pgt_error(path, "every entry of 'nodes' must be an object")
+    pos = {i: k for k, i in enumerate(ids)}
+    try:
+        src = [pos[d["source"]] for d in links]
+        dst = [pos[d["target"]] for d in links]
+    except KeyError as exc:
+        raise _pgt_error(path, f"a link refers to node {exc.args[0]!r}, which is not "
+                               f"in 'nodes' (or lacks 'source'/'target')") from None
+    w = [d.get("weight", 1.0) for d in links]
+    feats = sorted(nodes[0]["X"]) if isinstance(nodes[0].get("X"), dict) else []
+    cols = []
+    for k, n in enumerate(nodes):
+        X = n.get("X") or {}
+        if sorted(X) != feats:
+            raise _pgt_error(path, f"node {ids[k]!r} has X variables {sorted(X)}, node "
+                                   f"{ids[0]!r} has {feats}")
+        if "y" not in n:
+            raise _pgt_error(path, f"node {ids[k]!r} has no 'y' (keys {sorted(n)})")
+        cols.append([X[f] for f in feats] + [n["y"]])
+    try:
+        arr = np.asarray(cols, dtype=np.float64)  # [N, F, T]
+    except (TypeError, ValueError) as exc:
+        raise _pgt_error(path, f"node series are not numeric or differ in length: "
+                               f"{exc}") from None
+    if arr.ndim != 3:
+        raise _pgt_error(path, f"node series must be lists of numbers of one length, "
+                               f"got shape {arr.shape}")
+    data = np.ascontiguousarray(arr.transpose(2, 0, 1), dtype=dtype)
+    series = Series(data.shape, data.dtype, lambda a, b: data[a:b],
+                    edge_index=np.array([src, dst], dtype=np.int64).reshape(2, -1),
+                    edge_weight=np.asarray(w, dtype=np.float32), node_ids=ids,
+                    source=f"{os.path.basename(str(path))}[nodes/links]")
+    series.target_feature = data.shape[2] - 1
+    series.feature_names = feats + ["y"]
+    return series
+
+
+def _has_steps(doc):
+    return isinstance(doc.get("0"), dict)
+
+
+# (layout, test on the file's top-level object, reader ``(doc, path, dtype)``), tried in
+# this order: a matrix with edges wins over everything; per-step dicts whose step '0'
+# has edges are dynamic, others take the top-level edges
+_LAYOUTS = (
+    ("FX / X / block", lambda doc: "edges" in doc and any(k in doc for k in _MATRIX_KEYS),
+     _read_matrix),
+    ("edge_mapping", lambda doc: "edge_mapping" in doc, _read_edge_mapping),
+    ("per-step, own edges", lambda doc: _has_steps(doc) and "edges" in doc["0"],
+     _read_steps_dynamic),
+    ("per-step", _has_steps, _read_steps_static),
+    ("nodes / links", lambda doc: "nodes" in doc and "links" in doc, _read_nodes_links),
+)
+
+
+# ----------------------------------------------------------------- per-step helpers
+def _pgt_steps(doc, path):
+    """The per-step dicts ``doc['0'] .. doc[str(T - 1)]``, or raise naming the first
+    that is missing or not an object."""
+    T = _pgt_num_steps(doc, path)
+    steps = []
+    for t in range(T):
+        step = doc.get(str(t))
+        if not isinstance(step, dict):
+            raise _pgt_error(path, f"step '{t}' (of {T} time periods) is missing or "
+                                   f"not an object")
+        steps.append(step)
+    return steps
+
+
+def _pgt_step_signals(steps, path, dtype):
+    """The node signals ``[T, nodes, features]`` of per-step dicts (each step's ``X``
+    columns, then ``y``) and the column of ``y`` (None when step '0' has none)."""
+    cols, target, num_nodes = [], None, None
+    for t, step in enumerate(steps):
+        parts = []
+        for key in ("X", "y"):
+            if key in step:
+                arr = _pgt_node_values(step[key], num_nodes, path, f"step '{t}' {key!r}")
+                num_nodes = arr.shape[0]
+                if t == 0 and key == "y":
+                    target = sum(p.shape[1] for p in parts)
+                parts.append(arr)
+        if not parts:
+            raise _pgt_error(path, f"step '{t}' has neither 'X' nor 'y' (keys "
+                                   f"{sorted(step)})")
+        cols.append(np.concatenate(parts, axis=1))
+    if len({c.shape for c in cols}) != 1:
+        raise _pgt_error(path, f"steps have different node/feature shapes "
+                               f"{sorted({c.shape for c in cols})}")
+    return np.ascontiguousarray(np.stack(cols), dtype=dtype), target
+
+
+# ------------------------------------------------------------------- shared helpers
+_PGT_KNOWN = ("expected 'edges' and one of 'FX' (chickenpox), 'X' + 'weights' (PedalMe), "
+              "'block' + 'weights' (Windmill), per-step '0', '1', ... with 'y' "
+              "(WikiMath); or 'edge_mapping' + 'y' + 'time_periods' (England COVID); or "
+              "per-step '0', '1', ... with their own 'edges', 'weights', 'X', 'y' "
+              "(Twitter tennis); or 'nodes' + 'links' (Montevideo bus)")
+
+
+def _pgt_error(path, msg):
+    return DDStoreValueError(f"load_pgt_json: {path}: {msg}")
+
+
+def _pgt_num_steps(doc, path):
+    """Steps of a per-step layout: ``time_periods`` or the run of keys '0', '1', ..."""
+    if "time_periods" in doc:
+        T = doc["time_periods"]
+        if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+            raise _pgt_error(path, f"time_periods={T!r} must be a positive integer")
+        return T
+    T = 0
+    while str(T) in doc:
+        T += 1
+    return T
+
+
+def _pgt_pairs(pairs, path, what):
+    """``[[src, dst], ...]`` (or ``[]``) -> int64 ``[2, E]``."""
+    try:
+        arr = np.asarray(pairs if pairs is not None else [], dtype=np.int64)
+    except (TypeError, ValueError) as exc:
+        raise _pgt_error(path, f"{what} is not a list of [source, target] integer pairs: "
+                               f"{exc}") from None
+    if arr.size == 0:
+        return np.zeros((2, 0), dtype=np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise _pgt_error(path, f"{what} must be [source, target] pairs, got shape "
+                               f"{arr.shape}")
+    return np.ascontiguousarray(arr.T)
+
+
+def _pgt_weights(values, num_edges, path, what):
+    if values is None:
+        return None
+    try:
+        with np.errstate(over="ignore"):  # beyond float32: inf, refused with the edge
+            w = np.asarray(values, dtype=np.float32).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
+    if w.shape[0] != num_edges:
+        raise _pgt_error(path, f"{what} has {w.shape[0]} entries for {num_edges} edges")
+    return w
+
+
+def _pgt_node_values(value, num_nodes, path, what):
+    """A per-step node array ``[N]`` or ``[N, F]`` -> float64 ``[N, F]``."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
+    if arr.ndim == 1:
+        arr = arr[:, None]
+    if arr.ndim != 2 or (num_nodes is not None and arr.shape[0] != num_nodes):
+        raise _pgt_error(path, f"{what} has shape {arr.shape}; expected [{num_nodes}] or "
+                               f"[{num_nodes}, features]")
+    return arr
+
+
+def _pgt_node_ids(doc, num_nodes, path):
+    """The file's ``node_ids``: a list as given, or a ``name -> index`` object turned
+    into the list of names by index (an index that is not an integer in
+    ``[0, num_nodes)`` raises)."""
+    ids = doc.get("node_ids")
+    if isinstance(ids, dict):  # name -> id
+        names = [None] * num_nodes
+        for name, i in ids.items():
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_nodes:
+                raise _pgt_error(path, f"'node_ids'[{name!r}] = {i!r} is not an integer "
+                                       f"node index in [0, {num_nodes})")
+            names[i] = name
+        return names
+    return ids
+
+
+def _pgt_matrix(value, path, what):
+    """A ``[T, nodes]`` list of lists of numbers -> float64 array, or raise naming the
+    first row whose length differs."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        why = str(exc)
+        if isinstance(value, list) and value and all(isinstance(r, list) for r in value):
+            lens = [len(r) for r in value]
+            t = next((t for t, n in enumerate(lens) if n != lens[0]), None)
+            if t is not None:
+                why = f"row {t} has {lens[t]} values, row 0 has {lens[0]}"
+        raise _pgt_error(path, f"{what} must be [T, nodes] numbers: {why}") from None
+    if arr.ndim != 2:
+        raise _pgt_error(path, f"{what} must be [T, nodes], got shape {arr.shape}")
+    return arr
