@@ -10,9 +10,11 @@ Quick start (run under ``mpiexec``)::
         store.add("x", data[lo:hi])              # collective
         batch = store.get_batch("x", [5, 0, 5])  # one-sided, any rows of the group
 
-Subpackages ``ddstore.graphs`` (PyG graph samples) and ``ddstore.spatiotemporal``
-(index-batched windows) import torch and are loaded on first use; so is
-``ddstore.temporal`` (temporal graphs: T-CSR, temporal neighbour sampling).
+Subpackages, loaded on first use: ``ddstore.sources`` (readers, one module per file
+format), ``ddstore.graphs`` (PyG graph samples), ``ddstore.spatiotemporal``
+(index-batched windows), ``ddstore.dynamic`` (dynamic graphs: checkpoints plus deltas)
+and ``ddstore.temporal`` (temporal graphs: T-CSR, temporal neighbour sampling); all but
+``sources`` import torch.
 """
 import importlib
 
