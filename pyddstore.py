@@ -48,6 +48,7 @@ import numpy as np
 
 import ddstore
 from ddstore.errors import DDStoreIndexError, DDStoreValueError
+from ddstore._checks import is_int
 
 __all__ = ["PyDDStore", "PyDDStoreRangeError"]
 
@@ -165,8 +166,7 @@ class PyDDStore:
         error = None
         for label, value, low in (("nrows", nrows, 0), ("disp", disp, 1),
                                   ("itemsize", itemsize, 1)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
-                    value < low:
+            if not is_int(value) or value < low:
                 error = DDStoreValueError(f"init {name!r}: {label}={value!r} must be an "
                                           f"integer >= {low}")
                 break
@@ -220,7 +220,7 @@ class PyDDStore:
         if not out.flags.writeable:
             raise DDStoreValueError(f"get {name!r}: array is read-only")
         self._check_row(name, info, out, "get")
-        if isinstance(start, bool) or not isinstance(start, (int, np.integer)):
+        if not is_int(start):
             raise DDStoreValueError(f"get {name!r}: start must be an integer, got "
                                     f"{start!r}")
         count, total = out.shape[0], self._store.nrows(name)

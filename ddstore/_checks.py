@@ -1,10 +1,12 @@
 """Argument checks shared by every layer: integers, index arrays, ranges, the balanced
 split.  One place for each check, so that every layer words its errors the same way."""
+import numbers
+
 import numpy as np
 
 from .errors import DDStoreIndexError, DDStoreValueError
 
-__all__ = ["partition", "as_indices", "as_int", "check_indices", "STORABLE_KINDS"]
+__all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "STORABLE_KINDS"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 STORABLE_KINDS = "biufcmM"
@@ -67,6 +69,11 @@ def as_indices(indices, what, limit=None):
         raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers, got "
                                 f"dtype {idx.dtype} shape {idx.shape}")
     return np.ascontiguousarray(idx, dtype=np.int64)
+
+
+def is_int(value):
+    """True for an integer (Python or numpy), False for anything else, bools included."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def as_int(value, what):

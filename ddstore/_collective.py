@@ -83,10 +83,10 @@ def _check_same(call, values):
         return
     what = _describe(call) if call is not None else "this collective call"
     if all(isinstance(v, dict) for v in values):  # name only the settings that differ
-        keys = list(dict.fromkeys(k for v in values for k in v))
-        detail = ", ".join(f"{k} differs between ranks ({_by_value([v.get(k) for v in values])})"
-                           for k in keys if any(v.get(k) != values[0].get(k)
-                                                for v in values))
+        keys = [k for k in dict.fromkeys(k for v in values for k in v)
+                if any(v.get(k) != values[0].get(k) for v in values)]
+        detail = ", ".join(f"{k} differs between ranks "
+                           f"({_by_value([v.get(k) for v in values])})" for k in keys)
     else:
         detail = f"settings differ between ranks ({_by_value(values)})"
     raise _agreed(DDStoreValueError, f"{what} is collective and needs the same settings "
@@ -121,7 +121,8 @@ def agree(comm, call, error=None, extra=None, same=None):
                            for c, rs in by_call.items())
         raise _agreed(DDStoreValueError,
                       f"collective calls out of step: every rank must make the same "
-                      f"collective calls, in the same order, with the same names ({detail})")
+                      f"collective calls, in the same order, with the same names "
+                      f"({detail})")
     raise_errors([e for _, e, _, _ in info])
     _check_same(calls[0], [s for _, _, _, s in info])
     return [x for _, _, x, _ in info]

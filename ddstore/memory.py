@@ -7,6 +7,7 @@ import os
 import numpy as np
 
 from .errors import DDStoreMemoryError, DDStoreValueError
+from ._checks import is_int
 
 __all__ = ["MEMORY_BUDGET_FRACTION", "available_memory", "memory_settings",
            "agreed_budget", "plan_width", "gb"]
@@ -47,7 +48,7 @@ def available_memory():
 
 def check_nbytes(nbytes, what="nbytes"):
     """(error or None, int value)."""
-    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Integral) or nbytes < 0:
+    if not is_int(nbytes) or nbytes < 0:
         return (DDStoreValueError, f"{what}={nbytes!r} must be an integer number of bytes "
                                    f">= 0"), None
     return None, int(nbytes)

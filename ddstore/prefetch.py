@@ -34,11 +34,11 @@ the store can be freed right after the loop.  ``close()`` on the iterator does t
 explicitly.
 """
 import collections
-import numbers
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 from .errors import DDStoreValueError
+from ._checks import is_int
 
 __all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "prefetch_depth"]
 
@@ -50,8 +50,7 @@ class PrefetchWarning(RuntimeWarning):
 def check_prefetch(prefetch, num_workers=0, what="loader"):
     """Validate ``prefetch`` (an integer >= 0) against ``num_workers`` (must be 0 with
     prefetch: worker processes cannot use the MPI windows); returns it as int."""
-    if isinstance(prefetch, bool) or not isinstance(prefetch, numbers.Integral) \
-            or prefetch < 0:
+    if not is_int(prefetch) or prefetch < 0:
         raise DDStoreValueError(f"{what}: prefetch={prefetch!r} must be an integer >= 0 "
                                 f"(batches read ahead in a background thread; 0 = off)")
     if prefetch and num_workers:

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from . import _core, _lifecycle
-from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices, partition
+from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices, is_int, partition
 from ._collective import agree, is_agreed
 from ._lifecycle import abort_on_exception
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreStateError, \
@@ -148,7 +148,7 @@ class DDStore(RecordsAPI):
             width = size
         if isinstance(width, str) and width == "auto":
             pass  # resolved from data_nbytes after the ranks agree
-        elif isinstance(width, bool) or not isinstance(width, (int, np.integer)):
+        elif not is_int(width):
             return (DDStoreValueError, f"width must be 'auto' or an integer in [1, {size}] "
                                        f"dividing the communicator size {size}, got "
                                        f"{width!r}"), None, transport
@@ -370,8 +370,7 @@ class DDStore(RecordsAPI):
             error = self._dtype_error(name, dt)
         if error is None and any(s < 0 for s in shape):
             error = DDStoreValueError, f"variable {name!r}: row_shape {shape} is negative"
-        if error is None and (isinstance(n_local, bool) or
-                              not isinstance(n_local, (int, np.integer)) or n_local < 0):
+        if error is None and (not is_int(n_local) or n_local < 0):
             error = (DDStoreValueError,
                      f"variable {name!r}: n_local={n_local!r} must be an integer >= 0")
         ok = error is None

@@ -21,7 +21,6 @@ sorting the keys sorts the edges by ``(dst, src)``: the **canonical order** in w
 every snapshot comes out, on every rank and in every run.
 """
 import collections
-import numbers
 
 import numpy as np
 import torch
@@ -29,7 +28,7 @@ from tqdm import tqdm
 
 from .. import _core
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
-from .._checks import partition
+from .._checks import is_int, partition
 from ..sources.series import check_finite_weights
 
 __all__ = ["DynamicGraph", "canonical_edges"]
@@ -417,22 +416,18 @@ class DynamicGraph:
                 raise DDStoreValueError(f"DynamicGraph {name!r}: {len(weights)} weight "
                                         f"arrays for {T} steps of edges")
         if num_nodes is not None:
-            if isinstance(num_nodes, bool) or not isinstance(num_nodes, numbers.Integral) \
-                    or not 1 <= num_nodes <= _MAX_NODES:
+            if not is_int(num_nodes) or not 1 <= num_nodes <= _MAX_NODES:
                 raise DDStoreValueError(f"DynamicGraph {name!r}: num_nodes={num_nodes!r}; "
                                         f"allowed: an integer in [1, {_MAX_NODES}]")
         if checkpoint_every is not None:
-            if isinstance(checkpoint_every, bool) or \
-                    not isinstance(checkpoint_every, numbers.Integral) or \
-                    not 1 <= checkpoint_every:
+            if not is_int(checkpoint_every) or not 1 <= checkpoint_every:
                 raise DDStoreValueError(f"DynamicGraph {name!r}: checkpoint_every="
                                         f"{checkpoint_every!r}; allowed: None or an "
                                         f"integer >= 1")
         if dedup not in _DEDUP:
             raise DDStoreValueError(f"DynamicGraph {name!r}: dedup={dedup!r}; allowed: "
                                     f"None, 'sum', 'last'")
-        if isinstance(cache_size, bool) or not isinstance(cache_size, numbers.Integral) \
-                or cache_size < 1:
+        if not is_int(cache_size) or cache_size < 1:
             raise DDStoreValueError(f"DynamicGraph {name!r}: cache_size={cache_size!r}; "
                                     f"allowed: an integer >= 1")
         for var in (f"{name}/delta", f"{name}/ckpt"):
@@ -465,7 +460,7 @@ class DynamicGraph:
     def _check_step(self, t, what="t"):
         if isinstance(t, torch.Tensor) and t.ndim == 0:
             t = int(t)
-        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+        if not is_int(t):
             raise DDStoreValueError(f"DynamicGraph {self.name!r}: {what} must be an "
                                     f"integer, got {t!r}")
         t = int(t)
@@ -601,7 +596,7 @@ class DynamicGraph:
         if stop is None:
             stop = self.num_steps
         for label, v in (("start", start), ("stop", stop)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            if not is_int(v):
                 raise DDStoreValueError(f"DynamicGraph {self.name!r}.{what}: {label} must "
                                         f"be an integer, got {v!r}")
         start, stop = int(start), int(stop)

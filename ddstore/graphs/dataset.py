@@ -7,7 +7,7 @@ import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
-from .._checks import as_indices, partition
+from .._checks import as_indices, is_int, partition
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
 
@@ -189,7 +189,7 @@ class GraphDataset(torch.utils.data.Dataset):
         self._check_process()
         if isinstance(index, torch.Tensor) and index.dim() == 0:
             index = int(index)
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        if not is_int(index):
             raise DDStoreValueError(f"graphs {self.name!r}: index must be an integer, got "
                                     f"{index!r} (use __getitems__ or get_batch for many)")
         if not 0 <= index < self._n:
@@ -243,8 +243,7 @@ class GraphDataset(torch.utils.data.Dataset):
         if num_workers:
             raise DDStoreValueError(_WORKER_MESSAGE.format(name=self.name) +
                                     f" (got num_workers={num_workers})")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-                or batch_size < 1:
+        if not is_int(batch_size) or batch_size < 1:
             raise DDStoreValueError(f"batch_size={batch_size!r} must be an integer >= 1")
         if sampler is None:
             sampler = (torch.utils.data.RandomSampler(self) if shuffle

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreIndexError, DDStoreValueError
+from .._checks import is_int
 
 __all__ = ["ising_dataset", "ising_graph", "ising_energy", "lattice_bonds",
            "IsingDataset"]
@@ -91,7 +92,7 @@ class IsingDataset(torch.utils.data.Dataset):
     """A lazy map-style data set of Ising graphs: ``ds[i]`` builds sample ``i``."""
 
     def __init__(self, n, seed=0, size=5, periodic=False, coupling=1.0):
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        if not is_int(n) or n < 0:
             raise DDStoreValueError(f"ising_dataset: n={n!r} must be an integer >= 0")
         lattice_bonds(size, periodic)  # validates size/periodic
         self.n, self.seed, self.size = int(n), int(seed), int(size)
@@ -108,7 +109,7 @@ class IsingDataset(torch.utils.data.Dataset):
         return np.where(up, 1, -1).astype(np.int8)
 
     def __getitem__(self, index):
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        if not is_int(index):
             raise DDStoreValueError(f"IsingDataset index must be an integer, got "
                                     f"{index!r}")
         if not -self.n <= index < self.n:

@@ -3,6 +3,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreValueError
+from .._checks import is_int
 
 __all__ = ["BatchShuffleSampler", "assign_blocks"]
 
@@ -102,8 +103,7 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
 
     def __init__(self, split, batch_size, num_replicas=None, rank=None, shuffle=True,
                  seed=0, drop_last=False, local=None):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-                or batch_size < 1:
+        if not is_int(batch_size) or batch_size < 1:
             raise DDStoreValueError(f"batch_size={batch_size!r} must be an integer >= 1")
         ds = split.dataset
         store = ds.store

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
-from .._checks import as_indices, check_indices
+from .._checks import as_indices, check_indices, is_int
 from ..sources.series import Series, from_arrays
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
@@ -111,7 +111,7 @@ class _WindowView(torch.utils.data.Dataset):
         """Window ``index`` of this view: ``(x, y)`` each ``[h, nodes, features]``."""
         if isinstance(index, torch.Tensor) and index.ndim == 0:
             index = int(index)
-        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+        if not is_int(index):
             raise DDStoreValueError(f"{self._what()}: index must be an integer, got "
                                     f"{index!r}; use __getitems__ for a batch")
         index, length = int(index), self.stop - self.start

@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 
 from ..errors import DDStoreValueError
+from .._checks import is_int
 
 __all__ = ["check_horizon", "num_windows", "split_ranges", "window_weights",
            "Moments", "chunk_moments", "series_layout"]
@@ -19,7 +20,7 @@ SPLIT_NAMES = ("train", "val", "test")
 
 def check_horizon(horizon, num_steps):
     """Validate ``horizon`` against a series of ``num_steps`` steps; returns it as int."""
-    if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral):
+    if not is_int(horizon):
         raise DDStoreValueError(f"horizon must be an integer in [1, {num_steps // 2}] "
                                 f"(2*horizon <= T = {num_steps}), got {horizon!r}")
     horizon = int(horizon)

@@ -3,7 +3,7 @@ scheduling."""
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .._checks import partition
+from .._checks import is_int, partition
 from .graph import SPLITS
 
 
@@ -32,10 +32,10 @@ class EdgeBatches:
     def __init__(self, graph, batch_size, split="train", chunks=1, negatives=1,
                  shuffle_chunks=True, comm=None, seed=0):
         for label, v in (("batch_size", batch_size), ("chunks", chunks)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            if not is_int(v) or v < 1:
                 raise DDStoreValueError(f"EdgeBatches: {label}={v!r} must be an integer "
                                         f">= 1")
-        if (isinstance(negatives, bool) or not isinstance(negatives, (int, np.integer))
+        if (not is_int(negatives)
                 or negatives < 0):
             raise DDStoreValueError(f"EdgeBatches: negatives={negatives!r} must be >= 0")
         if batch_size % chunks:

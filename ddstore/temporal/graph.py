@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
-from .._checks import STORABLE_KINDS, as_indices, check_indices, partition
+from .._checks import STORABLE_KINDS, as_indices, check_indices, is_int, partition
 from ..memory import available_memory
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
@@ -124,9 +124,7 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes):
     """This rank's input, validated: (arrays dict, error or None)."""
     if not isinstance(name, str) or not name:
         return None, (DDStoreValueError, f"graph name must be a non-empty str, got {name!r}")
-    if num_nodes is not None and (isinstance(num_nodes, bool) or
-                                  not isinstance(num_nodes, (int, np.integer)) or
-                                  num_nodes < 1):
+    if num_nodes is not None and (not is_int(num_nodes) or num_nodes < 1):
         return None, (DDStoreValueError, f"graph {name!r}: num_nodes={num_nodes!r} must be "
                                          f"an integer >= 1 or None")
     out = {}
@@ -425,7 +423,7 @@ class TemporalGraph:
 
     def neighbors(self, v):
         """Local: node ``v``'s list ``(nbr, ts, eid)`` in T-CSR order (time, then edge id)."""
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        if not is_int(v):
             raise DDStoreValueError(f"neighbors of graph {self.name!r}: node must be an "
                                     f"integer, got {v!r}")
         v = int(self._nodes([v], "neighbors")[0])

@@ -5,7 +5,7 @@ import numpy as np
 from .. import _core
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
     DDStoreValueError
-from .._checks import as_indices, check_indices
+from .._checks import as_indices, check_indices, is_int
 from ..memory import available_memory
 
 _CLAMP_ABOVE = 1 << 16  # output buffers larger than this are sized by the roots' degrees
@@ -96,14 +96,13 @@ class TemporalSampler:
         except TypeError:
             raise DDStoreValueError(f"fanouts must be a sequence of positive integers, got "
                                     f"{fanouts!r}") from None
-        if not fan or any(isinstance(f, bool) or not isinstance(f, (int, np.integer)) or
-                          f <= 0 for f in fan):
+        if not fan or any(not is_int(f) or f <= 0 for f in fan):
             raise DDStoreValueError(f"fanouts must be a non-empty sequence of integers >= 1,"
                                     f" got {fanouts!r}")
         if strategy not in _core.SAMPLE_STRATEGIES:
             raise DDStoreValueError(f"unknown strategy {strategy!r}; allowed: "
                                     f"{sorted(_core.SAMPLE_STRATEGIES)}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        if not is_int(seed):
             raise DDStoreValueError(f"seed must be an integer, got {seed!r}")
         self.graph = graph
         self.fanouts = tuple(int(f) for f in fan)
@@ -114,7 +113,7 @@ class TemporalSampler:
         self.epoch = 0
         for label, v in (("remote_fetch_max", remote_fetch_max),
                          ("remote_range_factor", remote_range_factor)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            if not is_int(v) or v < 1:
                 raise DDStoreValueError(f"{label}={v!r} must be an integer >= 1")
         self._tcsr = graph._c_tcsr(int(remote_fetch_max), int(remote_range_factor))
 

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..errors import DDStoreValueError
+from .._checks import is_int
 
 
 class Stream:
@@ -34,7 +35,7 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
     apart.
     """
     for label, v, low in (("num_nodes", num_nodes, 2), ("num_edges", num_edges, 1)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+        if not is_int(v) or v < low:
             raise DDStoreValueError(f"synthetic_stream: {label}={v!r} must be an integer "
                                     f">= {low}")
     rng = np.random.default_rng(seed)
