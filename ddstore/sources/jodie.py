@@ -89,6 +89,8 @@ _NAMES = {0: "user", 1: "item", 2: "timestamp", 3: "state_label"}
 
 def _bad(path, first_line, i, j, value, allowed):
     what = _NAMES.get(j, f"feature {j - 4}")
+    if isinstance(value, np.generic):
+        value = value.item()
     return DDStoreValueError(f"{path}, line {first_line + i}: {what} (field {j + 1}) is "
                              f"{value!r}; it must be {allowed}")
 
@@ -100,7 +102,9 @@ def _parse(path, chunk, n, first_line):
     if not chunk:
         e = np.zeros(0, dtype=np.int64)
         return e, e.copy(), np.zeros(0), e.copy(), np.zeros((0, n - 4), np.float32)
-    _check_fields(path, chunk, n, first_line)
+    _check_fields(path, chunk, n, first_line,
+                  expected="but line 2 has {n} (every row: user,item,timestamp,state_label "
+                           "and the same number of features)")
     try:
         df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
                          skip_blank_lines=False, engine="c")

@@ -512,7 +512,7 @@ class TemporalGraph:
             if bad.any():
                 i = int(np.argmax(bad))
                 raise DDStoreValueError(f"to_pyg of graph {self.name!r}: edge {i} has time "
-                                        f"{t[i]!r}, not a whole number in [{info.min}, "
+                                        f"{float(t[i])!r}, not a whole number in [{info.min}, "
                                         f"{info.max}] for t_dtype={dtype}; pass "
                                         f"t_dtype=torch.float64")
         kw = dict(src=torch.from_numpy(np.ascontiguousarray(sd[:, 0])),
