@@ -214,7 +214,8 @@ def test_jodie_small_file_and_labels(store, tmp_path):
 @pytest.mark.parametrize("rows, line, fragment", [
     (["0,0,1.0,0,0.5", "1,1,2.0,0,0.5,7", "2,0,3.0,1,0.1"], 3,
      "malformed row: 6 fields, but line 2 has 5"),
-    (["0,0,1.0,0,0.5", "1,1,2.0,0", "2,0,3.0,1,0.1"], 3, "malformed row: 4 fields, but line 2 has 5"),
+    (["0,0,1.0,0,0.5", "1,1,2.0,0", "2,0,3.0,1,0.1"], 3,
+     "malformed row: 4 fields, but line 2 has 5"),
     (["0,0,1.0,0,0.5", "1,1,abc,0,0.5"], 3, "timestamp (field 3) is 'abc'; it must be a "
                                             "finite number"),
     (["0,0,1.0,0,0.5", "-1,1,2.0,0,0.5"], 3, "user (field 1) is -1; it must be an "

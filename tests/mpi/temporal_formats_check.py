@@ -198,9 +198,9 @@ def check_errors(store, tmp, tag):
     comm.Barrier()
     cases.append(("missing", os.path.join(tmp, "nope.csv"), ("nope.csv: not found",)))
     for label, path, fragments in cases:
-        expect_error(DDStoreValueError, (path,) + tuple(fragments), tg.TemporalGraph.from_jodie,
-                     store, "bad", path, what=f"{tag} jodie {label}", agree=True,
-                     store=store)
+        expect_error(DDStoreValueError, (path,) + tuple(fragments),
+                     tg.TemporalGraph.from_jodie, store, "bad", path,
+                     what=f"{tag} jodie {label}", agree=True, store=store)
     expect_error(DDStoreValueError, ("val_ratio + test_ratio", "<= 1"),
                  tg.TemporalGraph.from_jodie, store, "bad", whole, val_ratio=0.6,
                  test_ratio=0.5, what=f"{tag} ratios", agree=True, store=store)
