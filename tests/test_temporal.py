@@ -1,6 +1,8 @@
 """ddstore.temporal: the MPI program tests/mpi/temporal_check.py on 1-4 ranks (every
 width, both transports, against brute-force references), the synthetic stream, and
-a smoke run of the benchmark (the TGAT example runs in test_examples.py)."""
+a smoke run of the benchmark (the TGAT example runs in test_examples.py); JODIE files and
+PyG's TemporalData through tests/mpi/temporal_formats_check.py on 1-3 ranks (against PyG's
+own JODIEDataset processing and train_val_test_split) and bad input on one rank."""
 import json
 import os
 import re
