@@ -1,8 +1,11 @@
 """ddstore.temporal: the MPI program tests/mpi/temporal_check.py on 1-4 ranks (every
 width, both transports, against brute-force references), the synthetic stream, and
-a smoke run of the benchmark (the TGAT example runs in test_examples.py)."""
+a smoke run of the benchmark (the TGAT example runs in test_examples.py); JODIE files and
+PyG's TemporalData through tests/mpi/temporal_formats_check.py on 1-3 ranks (against PyG's
+own JODIEDataset processing and train_val_test_split) and bad input on one rank."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -18,6 +21,15 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 def test_temporal_all_placements(mpirun, nprocs, tmp_path):
     out = mpirun("temporal_check.py", nprocs, str(tmp_path), timeout=180)
+    assert f"0 failures {on_ranks(nprocs)}" in out, out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [1, 2, 3])
+def test_temporal_formats(mpirun, nprocs):
+    """from_jodie / from_pyg / to_pyg against PyG's own JODIEDataset processing and
+    train_val_test_split, every value; bad input on every rank (temporal_formats_check)."""
+    out = mpirun("temporal_formats_check.py", nprocs, timeout=240)
     assert f"0 failures {on_ranks(nprocs)}" in out, out
 
 
@@ -177,3 +189,115 @@ def test_tgl_row_with_extra_field_refused(store, tmp_path):
                                                 r"fields, expected 5"):
         TemporalGraph.from_tgl(store, "g", str(tmp_path))
     assert store.variables() == []
+
+
+# ------------------------------------------------------------------ JODIE and PyG (1 rank)
+def _jodie(path, rows):
+    path.write_text("user_id,item_id,timestamp,state_label,comma_separated_list_of_features"
+                    "\n" + "".join(r + "\n" for r in rows))
+    return str(path)
+
+
+def test_jodie_small_file_and_labels(store, tmp_path):
+    from ddstore.temporal import TemporalGraph
+    path = _jodie(tmp_path / "j.csv", ["0,0,1.0,0,0.5,1.5", "2,1,1.0,1,0.25,-2",
+                                       "1,0,4.0,0,3,4"])
+    g = TemporalGraph.from_jodie(store, "j", path)
+    assert (g.num_users, g.num_items, g.num_nodes, g.num_edges) == (3, 2, 5, 3)
+    s, d, t = g.edges([0, 1, 2])
+    assert s.tolist() == [0, 2, 1] and d.tolist() == [3, 4, 3] and t.tolist() == [1, 1, 4]
+    assert g.edge_labels([2, 1]).tolist() == [0, 1]
+    assert g.edge_features([1]).tolist() == [[0.25, -2.0]]
+    assert g.edge_features([0]).dtype == np.float32 and g.t_dtype == np.int64
+    g.remove()
+    assert store.variables() == []
+
+
+@pytest.mark.parametrize("rows, line, fragment", [
+    (["0,0,1.0,0,0.5", "1,1,2.0,0,0.5,7", "2,0,3.0,1,0.1"], 3,
+     "malformed row: 6 fields, but line 2 has 5"),
+    (["0,0,1.0,0,0.5", "1,1,2.0,0", "2,0,3.0,1,0.1"], 3,
+     "malformed row: 4 fields, but line 2 has 5"),
+    (["0,0,1.0,0,0.5", "1,1,abc,0,0.5"], 3, "timestamp (field 3) is 'abc'; it must be a "
+                                            "finite number"),
+    (["0,0,1.0,0,0.5", "-1,1,2.0,0,0.5"], 3, "user (field 1) is -1; it must be an "
+                                             "integer user id >= 0"),
+    (["0,0,1.0,0.5,0.5"], 2, "state_label (field 4) is 0.5; it must be an integer label"),
+    (["0,0,5.0,0,0.5", "1,1,2.0,0,0.5"], 3, "timestamp 2.0 is earlier than the previous "
+                                            "row's 5.0"),
+    (["0,0,1.0"], 2, "malformed row: 3 fields, a JODIE row needs at least 4"),
+])
+def test_jodie_malformed_row_names_file_and_line(store, tmp_path, rows, line, fragment):
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    path = _jodie(tmp_path / "bad.csv", rows)
+    with pytest.raises(DDStoreValueError, match=re.escape(f"{path}, line {line}: {fragment}")):
+        TemporalGraph.from_jodie(store, "g", path)
+    assert store.variables() == []
+
+
+def test_jodie_missing_file_and_no_header(store, tmp_path):
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    missing = str(tmp_path / "nope.csv")
+    with pytest.raises(DDStoreValueError, match=re.escape(f"{missing}: not found")):
+        TemporalGraph.from_jodie(store, "g", missing)
+    (tmp_path / "h.csv").write_text("0,0,1.0,0,0.5\n1,1,2.0,0,0.5\n")
+    with pytest.raises(DDStoreValueError, match=r"h.csv, line 1: .* is a data row, but a "
+                                                r"JODIE file starts with one header line"):
+        TemporalGraph.from_jodie(store, "g", str(tmp_path / "h.csv"))
+    with pytest.raises(DDStoreValueError, match=r"no data rows after the header"):
+        TemporalGraph.from_jodie(store, "g", _jodie(tmp_path / "e.csv", []))
+    assert store.variables() == []
+
+
+def test_from_pyg_refuses_temporal_data_without_t(store):
+    import torch
+    from torch_geometric.data import TemporalData
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    data = TemporalData(src=torch.tensor([0, 1]), dst=torch.tensor([1, 2]),
+                        msg=torch.zeros(2, 3))
+    with pytest.raises(DDStoreValueError, match=r"graph 'g': the TemporalData has no 't' "
+                                                r"\(from_pyg needs src, dst and t"):
+        TemporalGraph.from_pyg(store, "g", data)
+    bad = TemporalData(src=torch.tensor([0, 1]), dst=torch.tensor([1, 2]),
+                       t=torch.tensor([0.0, 1.0]), msg=torch.zeros(3, 4))
+    with pytest.raises(DDStoreValueError, match=r"data.msg has shape \(3, 4\)"):
+        TemporalGraph.from_pyg(store, "g", bad)
+    ok = TemporalData(src=torch.tensor([0, 1]), dst=torch.tensor([1, 2]),
+                      t=torch.tensor([0.0, 1.0]))
+    with pytest.raises(DDStoreValueError, match=r"split has shape \(3,\), needs \(2,\)"):
+        TemporalGraph.from_pyg(store, "g", ok, split=[0, 1, 2])
+    with pytest.raises(DDStoreValueError, match=r"test_ratio=1.5 must be a number in"):
+        TemporalGraph.from_pyg(store, "g", ok, test_ratio=1.5)
+    assert store.variables() == []
+
+
+def test_chronological_split_is_pygs():
+    """Our split (one process, and the sorted-shares version that from_jodie runs over
+    ranks) equals TemporalData.train_val_test_split, for integer and float times with
+    ties, and several ratios."""
+    import torch
+    from mpi4py import MPI
+    from torch_geometric.data import TemporalData
+    from ddstore.temporal.pyg_data import chronological_split, chronological_split_share
+    rng = np.random.default_rng(0)
+    ratios = [(0.15, 0.15), (0.1, 0.2), (0.0, 0.0), (0.5, 0.5), (1 / 3, 1 / 7), (0.0, 1.0)]
+    for trial in range(300):
+        n = int(rng.integers(1, 80))
+        if trial % 2:
+            t = torch.from_numpy(np.sort(rng.random(n) * 1e3))
+        else:  # integers, past float32's exact range now and then (torch compares there)
+            t = torch.from_numpy(np.sort(rng.integers(0, 40, n)) + (2 ** 24 if trial % 4
+                                                                    else 0))
+        val, test = ratios[trial % len(ratios)]
+        data = TemporalData(src=torch.zeros(n, dtype=torch.long),
+                            dst=torch.zeros(n, dtype=torch.long), t=t)
+        tr, va, te = data.train_val_test_split(val_ratio=val, test_ratio=test)
+        want = np.repeat([0, 1, 2], [tr.num_events, va.num_events, te.num_events])
+        got = chronological_split(t, val, test)
+        assert np.array_equal(got, want), (trial, n, val, test)
+        share = chronological_split_share(MPI.COMM_SELF, t.numpy().astype(np.float64),
+                                          t.numpy().dtype, val, test)
+        assert np.array_equal(share, want), (trial, n, val, test)

@@ -17,8 +17,9 @@ Series readers (each returns a lazy :class:`Series` ``[T, nodes, features]`` on 
 - :func:`load_pgt_json` (``pgt``): PyTorch Geometric Temporal JSON, every layout
   (:class:`DynamicSeries` for the ones whose graph changes every step).
 
-Edge streams: :func:`read_tgl_share` / :func:`write_tgl` (``tgl``): TGL's ``edges.csv``
-directories, each rank parsing only its byte range (``ddstore.temporal`` builds on it).
+Edge streams (``ddstore.temporal`` builds on them), each rank parsing only its byte range:
+:func:`read_tgl_share` / :func:`write_tgl` (``tgl``): TGL's ``edges.csv`` directories;
+:func:`read_jodie_share` / :func:`write_jodie` (``jodie``): JODIE's CSV files.
 
 Only numpy is imported here; torch, pandas, h5py and adios2 are imported where a reader
 needs them.
@@ -33,10 +34,12 @@ from .pickle_dir import (META_NAME, PickleDirSource, RestrictedUnpickler, restri
 from .series import (Series, adjacency_to_edges, check_finite_weights, from_arrays,
                       gaussian_kernel_adjacency)
 from .tgl import read_tgl_share, write_tgl
+from .jodie import read_jodie_share, write_jodie
 
 __all__ = ["Source", "SequenceSource", "PickleDirSource", "AdiosSource",
            "RestrictedUnpickler", "restricted_load", "restricted_loads",
            "write_pickle_files", "write_records_adios", "check_range", "META_NAME"]
 __all__ += ["Series", "from_arrays", "adjacency_to_edges", "gaussian_kernel_adjacency",
             "check_finite_weights", "load_npy", "load_pems_h5", "write_pems_h5",
-            "load_pgt_json", "DynamicSeries", "read_tgl_share", "write_tgl"]
+            "load_pgt_json", "DynamicSeries", "read_tgl_share", "write_tgl",
+            "read_jodie_share", "write_jodie"]

@@ -66,7 +66,7 @@ def _header(path):
     return cols, len(first), size
 
 
-def _check_fields(path, chunk, n, first_line):
+def _check_fields(path, chunk, n, first_line, expected="expected {n}"):
     """Every line of ``chunk`` has ``n`` comma-separated fields (as the header), or
     raise naming the first line that has not (pandas would take a row with an extra
     field as one with an index column, and read the other columns shifted)."""
@@ -80,7 +80,7 @@ def _check_fields(path, chunk, n, first_line):
     if bad.size:
         i = int(bad[0])
         raise DDStoreValueError(f"{path}, line {first_line + i}: malformed row: "
-                                f"{int(fields[i])} fields, expected {n}")
+                                f"{int(fields[i])} fields, {expected.format(n=n)}")
 
 
 def _parse(path, chunk, cols, first_line):

@@ -24,7 +24,8 @@ from .batches import EdgeBatches
 from .graph import SPLITS, TemporalGraph
 from .neighbor_sampler import TemporalBlock, TemporalSampler
 from .synthetic import Stream, synthetic_stream
-from ..sources import read_tgl_share, write_tgl
+from ..sources import read_jodie_share, read_tgl_share, write_jodie, write_tgl
 
 __all__ = ["TemporalGraph", "TemporalSampler", "TemporalBlock", "EdgeBatches",
-           "synthetic_stream", "Stream", "write_tgl", "read_tgl_share", "SPLITS"]
+           "synthetic_stream", "Stream", "write_tgl", "read_tgl_share", "write_jodie",
+           "read_jodie_share", "SPLITS"]

@@ -7,7 +7,8 @@ Layout (for a graph called ``name``; ``width`` members per group, each group one
   node order.  Member ``g`` holds the lists of the contiguous node range
   ``node_offsets[g:g + 2]``, chosen so that members hold about equal numbers of entries.
 - edges by id: ``name/edges`` (int64 ``[E, 2]``: src, dst), ``name/edge_t`` (float64),
-  ``name/edge_split`` (int8: 0 train, 1 val, 2 test), optional ``name/edge_feat``;
+  ``name/edge_split`` (int8: 0 train, 1 val, 2 test), optional ``name/edge_feat`` and
+  ``name/edge_label`` (one label row per edge, e.g. JODIE's ``state_label``, PyG's ``y``);
   member ``g`` holds edge ids ``partition(num_edges, width, g)``.
 - optional ``name/node_feat`` by node, chunked like the T-CSR.
 
@@ -120,7 +121,8 @@ def _as_array(x, what):
         return None, (DDStoreValueError, f"{what} is not an array ({exc})")
 
 
-def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes):
+def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
+                 edge_label=None):
     """This rank's input, validated: (arrays dict, error or None)."""
     if not isinstance(name, str) or not name:
         return None, (DDStoreValueError, f"graph name must be a non-empty str, got {name!r}")
@@ -183,7 +185,8 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes):
                                              f"{int(arr[pos])} outside 0-2 (0 train, 1 val,"
                                              f" 2 test)")
         out["split"] = arr.astype(np.int8)
-    for key, x, rows in (("edge_feat", edge_feat, m), ("node_feat", node_feat, None)):
+    for key, x, rows in (("edge_feat", edge_feat, m), ("node_feat", node_feat, None),
+                         ("edge_label", edge_label, m)):
         if x is None:
             continue
         arr, err = _as_array(x, f"graph {name!r}: {key}")
@@ -196,7 +199,7 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes):
             return None, (DDStoreValueError, f"graph {name!r}: {key} has dtype {arr.dtype},"
                                              f" which cannot be stored")
         if rows is not None and arr.shape[0] != rows:
-            return None, (DDStoreValueError, f"graph {name!r}: edge_feat has {arr.shape[0]}"
+            return None, (DDStoreValueError, f"graph {name!r}: {key} has {arr.shape[0]}"
                                              f" rows but this rank passes {rows} edges; "
                                              f"they must be equal")
         out[key] = arr
@@ -204,19 +207,21 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes):
 
 
 class TemporalGraph:
-    """A temporal graph in a :class:`~ddstore.DDStore` (build it with :meth:`from_arrays`
-    or :meth:`from_tgl`, both collective).
+    """A temporal graph in a :class:`~ddstore.DDStore` (build it with :meth:`from_arrays`,
+    :meth:`from_tgl`, :meth:`from_jodie` or :meth:`from_pyg`, all collective).
 
     Attributes: ``num_nodes``, ``num_edges``, ``indptr`` (replicated), ``split_counts``
     (``{"train": n, "val": n, "test": n}``), ``edge_feat_dim`` / ``node_feat_dim``
-    (trailing shapes, None when absent), ``add_reverse``.  Reads are local and
-    one-sided: :meth:`neighbors`, :meth:`edges`, :meth:`edge_features`,
-    :meth:`node_features`; each is one batched store read per variable, results in request
-    order, from any owner.
+    (trailing shapes, None when absent), ``has_edge_label``, ``add_reverse``, ``t_dtype``
+    (the dtype :meth:`to_pyg` gives ``t``), ``num_users`` / ``num_items`` (graphs from
+    :meth:`from_jodie`; None otherwise).  Reads are local and one-sided: :meth:`neighbors`,
+    :meth:`edges`, :meth:`edge_features`, :meth:`edge_labels`, :meth:`node_features`,
+    :meth:`to_pyg`; each is one batched store read per variable, results in request order,
+    from any owner.
     """
 
     def __init__(self, store, name, num_nodes, num_edges, indptr, node_offsets, add_reverse,
-                 split_counts, has_edge_feat, has_node_feat):
+                 split_counts, has_edge_feat, has_node_feat, has_edge_label=False):
         self.store, self.name = store, name
         self.num_nodes, self.num_edges = int(num_nodes), int(num_edges)
         self.indptr = indptr
@@ -225,6 +230,9 @@ class TemporalGraph:
         self.node_offsets = node_offsets
         self.edge_offsets = _member_offsets(self.num_edges, store.group_size)
         self._has_edge_feat, self._has_node_feat = has_edge_feat, has_node_feat
+        self.has_edge_label = bool(has_edge_label)
+        self.t_dtype = np.dtype(np.float64)
+        self.num_users = self.num_items = None
         self.edge_feat_dim = store.row_shape(f"{name}/edge_feat") if has_edge_feat else None
         self.node_feat_dim = store.row_shape(f"{name}/node_feat") if has_node_feat else None
         self._split = None
@@ -233,7 +241,7 @@ class TemporalGraph:
     # ------------------------------------------------------------------ building
     @classmethod
     def from_arrays(cls, store, name, src, dst, t, edge_feat=None, node_feat=None,
-                    num_nodes=None, add_reverse=False, split=None):
+                    num_nodes=None, add_reverse=False, split=None, edge_label=None):
         """Collective: build a temporal graph from each rank's share of the edges.
 
         ``src``, ``dst`` (integer node ids), ``t`` (finite real timestamps, any order:
@@ -245,6 +253,8 @@ class TemporalGraph:
         ranks concatenated must be ``num_nodes``).  ``num_nodes`` defaults to the largest
         node id + 1 (or the number of node-feature rows).  ``add_reverse=True`` also
         indexes every edge at its destination (undirected use; same edge id).
+        ``edge_label`` (rows = this rank's edges, any storable dtype and row shape) is kept
+        per edge and read back by :meth:`edge_labels`.
 
         Every rank raises the same :class:`~ddstore.DDStoreError` on bad input on any
         rank; on failure nothing of the graph is left in the store.
@@ -253,7 +263,7 @@ class TemporalGraph:
         store.check_alive()
         comm = store.comm
         arrs, error = _check_local(name, src, dst, t, edge_feat, node_feat, split,
-                                   num_nodes)
+                                   num_nodes, edge_label)
         if error is None:
             taken = [v for v in store.variables() if v.startswith(f"{name}/")]
             if taken:
@@ -275,15 +285,17 @@ class TemporalGraph:
             arrs["node_feat"].shape[0] if ok and "node_feat" in arrs else 0,
             np.bincount(arrs["split"], minlength=3).tolist()
             if ok and "split" in arrs else None,
-            (MPI.Get_processor_name(), available_memory())), same=None if not ok else {
+            (MPI.Get_processor_name(), available_memory()), layout("edge_label")),
+            same=None if not ok else {
             "add_reverse": bool(add_reverse),
             "num_nodes": None if num_nodes is None else int(num_nodes),
             "edge_feat given": edge_feat is not None,
-            "node_feat given": node_feat is not None})
+            "node_feat given": node_feat is not None,
+            "edge_label given": edge_label is not None})
         if len({i[2] for i in info}) > 1:
             raise DDStoreValueError(f"graph {name!r}: split is given on some ranks only "
                                     f"(ranks {[r for r, i in enumerate(info) if i[2]]})")
-        for key, pos in (("edge_feat", 3), ("node_feat", 4)):
+        for key, pos in (("edge_feat", 3), ("node_feat", 4), ("edge_label", 8)):
             if len({i[pos] for i in info}) > 1:
                 raise DDStoreValueError(
                     f"graph {name!r}: {key} dtype or row shape differs between ranks: "
@@ -354,12 +366,16 @@ class TemporalGraph:
                 arrs["split"] if "split" in arrs else np.zeros(m, dtype=np.int8)]
         if edge_feat is not None:
             etab.append(arrs["edge_feat"])
+        if edge_label is not None:
+            etab.append(arrs["edge_label"])
         etab = _exchange(comm, width, edest, etab)
         parts = [(f"{name}/{k}", v) for k, v in tcsr.items()]
         parts += [(f"{name}/edges", etab[0]), (f"{name}/edge_t", etab[1]),
                   (f"{name}/edge_split", etab[2])]
         if edge_feat is not None:
             parts.append((f"{name}/edge_feat", etab[3]))
+        if edge_label is not None:
+            parts.append((f"{name}/edge_label", etab[-1]))
         if has_nf:
             nf = arrs["node_feat"]
             nf_counts = np.array([i[5] for i in info], dtype=np.int64)
@@ -377,7 +393,7 @@ class TemporalGraph:
             raise
         return cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
                    dict(zip(SPLITS, (int(c) for c in split_counts))), edge_feat is not None,
-                   has_nf)
+                   has_nf, edge_label is not None)
 
     @classmethod
     def from_tgl(cls, store, name, directory, add_reverse=False):
@@ -389,6 +405,124 @@ class TemporalGraph:
                                                     call=("TemporalGraph.from_tgl", name))
         return cls.from_arrays(store, name, src, dst, t, edge_feat=ef, node_feat=nf,
                                add_reverse=add_reverse, split=split)
+
+    @classmethod
+    def from_jodie(cls, store, name, path, add_reverse=False, val_ratio=0.15,
+                   test_ratio=0.15):
+        """Collective: build from a JODIE CSV file (``user,item,timestamp,state_label,
+        features...`` after one header line, rows sorted by timestamp; see
+        :func:`~ddstore.sources.read_jodie_share`): each rank parses only its byte range.
+
+        Node ids as PyG's ``JODIEDataset`` makes them: users keep their ids, item ``i`` is
+        node ``i + num_users`` (``num_users = max(user) + 1`` over the file; the graph's
+        ``num_users`` / ``num_items``).  Edge ids follow the file's rows; the features are
+        ``edge_feat`` (float32, none when the rows have none), ``state_label`` the edge
+        labels (int64, :meth:`edge_labels`).  Timestamps are kept as float64, exactly as
+        in the file; ``t_dtype`` (what :meth:`to_pyg` gives) is int64 when every one is a
+        whole number (as in the four published files, and as PyG holds them) and float64
+        otherwise (PyG would truncate them).  The split is PyG's
+        ``train_val_test_split(val_ratio, test_ratio)`` of that TemporalData.
+        """
+        from ..sources.jodie import read_jodie_share
+        from .pyg_data import check_ratios, chronological_split_share
+        store.check_alive()
+        store.agree(check_ratios(val_ratio, test_ratio), call=("TemporalGraph.from_jodie",
+                                                               name))
+        share = read_jodie_share(store, path, call=None)
+        t_dtype = np.dtype(np.int64 if share.whole_times else np.float64)
+        split = chronological_split_share(store.comm, share.t, t_dtype, val_ratio,
+                                          test_ratio)
+        g = cls.from_arrays(store, name, share.src, share.dst, share.t,
+                            edge_feat=share.edge_feat, add_reverse=add_reverse, split=split,
+                            edge_label=share.label)
+        g.t_dtype = t_dtype
+        g.num_users, g.num_items = share.num_users, share.num_items
+        return g
+
+    @classmethod
+    def from_pyg(cls, store, name, data, add_reverse=False, split=None, val_ratio=0.15,
+                 test_ratio=0.15):
+        """Collective: build from a ``torch_geometric.data.TemporalData`` (``src``,
+        ``dst``, ``t`` required; ``msg`` becomes ``edge_feat``, ``y`` the edge labels).
+
+        The quick path for data that fits one rank: every rank passes the same ``data``
+        (checked: number of events, fields, dtypes and row shapes) and keeps its share
+        ``partition(num_events, size, rank)``; edge ``i`` is event ``i``.  ``split``: one
+        value per event (0 train / 1 val / 2 test) or None for PyG's chronological
+        ``data.train_val_test_split(val_ratio, test_ratio)``, computed as PyG does.  ``t``
+        is stored as float64 (integer times must lie in ``[-2**53, 2**53]``); ``t_dtype``
+        remembers ``data.t``'s dtype for :meth:`to_pyg`.
+        """
+        from .. import partition
+        from .pyg_data import check_ratios, chronological_split, temporal_data_arrays
+        store.check_alive()
+        arrs, error = temporal_data_arrays(data, name)
+        if error is None and split is None:
+            error = check_ratios(val_ratio, test_ratio)
+        layout = None
+        if error is None:
+            layout = {k: (v.dtype.str, v.shape[1:]) for k, v in arrs.items()}
+            layout["events"] = arrs["src"].shape[0]
+            layout["split given"] = split is not None
+        store.agree(error, call=("TemporalGraph.from_pyg", name),
+                    same=None if error else {"TemporalData (the same on every rank)": layout})
+        n = layout["events"]
+        if split is None:
+            split = chronological_split(data.t, val_ratio, test_ratio)
+        else:
+            split, err = _as_array(split, f"graph {name!r}: split")
+            if err is None and (split.ndim != 1 or split.shape[0] != n):
+                err = (DDStoreValueError, f"graph {name!r}: split has shape {split.shape}, "
+                                          f"needs ({n},) (one value per event of data)")
+            store.agree(err)
+        lo, hi = partition(n, store.size, store.rank)
+        sl = slice(lo, hi)
+        g = cls.from_arrays(store, name, arrs["src"][sl], arrs["dst"][sl],
+                            arrs["t"][sl].astype(np.float64),
+                            edge_feat=arrs["msg"][sl] if "msg" in arrs else None,
+                            add_reverse=add_reverse, split=split[sl],
+                            edge_label=arrs["y"][sl] if "y" in arrs else None)
+        g.t_dtype = arrs["t"].dtype
+        return g
+
+    def to_pyg(self, t_dtype=None):
+        """Local: the whole graph as a ``torch_geometric.data.TemporalData`` in edge-id
+        order (``src``, ``dst``, ``t``, plus ``msg`` = edge features and ``y`` = edge labels
+        when the graph has them), read on this rank alone (one-sided reads from every
+        owner; it needs the whole edge table's memory here).  ``t`` in ``t_dtype``
+        (numpy or torch dtype; default :attr:`t_dtype`); an integer dtype requires
+        whole-number times.  The split is not part of TemporalData: :attr:`split`."""
+        import torch
+        from torch_geometric.data import TemporalData
+        if t_dtype is None:
+            dtype = self.t_dtype
+        elif isinstance(t_dtype, torch.dtype):
+            dtype = torch.empty(0, dtype=t_dtype).numpy().dtype
+        else:
+            dtype = np.dtype(t_dtype)
+        if dtype.kind not in "iuf":
+            raise DDStoreValueError(f"to_pyg of graph {self.name!r}: t_dtype={t_dtype!r} "
+                                    f"must be an integer or float dtype")
+        st, e = self.store, self.num_edges
+        sd = st.get_range(f"{self.name}/edges", 0, e)
+        t = st.get_range(f"{self.name}/edge_t", 0, e)
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            bad = (t != np.floor(t)) | (t < info.min) | (t > info.max)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise DDStoreValueError(f"to_pyg of graph {self.name!r}: edge {i} has time "
+                                        f"{float(t[i])!r}, not a whole number in [{info.min}, "
+                                        f"{info.max}] for t_dtype={dtype}; pass "
+                                        f"t_dtype=torch.float64")
+        kw = dict(src=torch.from_numpy(np.ascontiguousarray(sd[:, 0])),
+                  dst=torch.from_numpy(np.ascontiguousarray(sd[:, 1])),
+                  t=torch.from_numpy(t.astype(dtype)))
+        if self._has_edge_feat:
+            kw["msg"] = torch.from_numpy(st.get_range(f"{self.name}/edge_feat", 0, e))
+        if self.has_edge_label:
+            kw["y"] = torch.from_numpy(st.get_range(f"{self.name}/edge_label", 0, e))
+        return TemporalData(**kw)
 
     def remove(self):
         """Collective: remove every variable of the graph from the store."""
@@ -403,6 +537,8 @@ class TemporalGraph:
             names.append(f"{self.name}/edge_feat")
         if self._has_node_feat:
             names.append(f"{self.name}/node_feat")
+        if self.has_edge_label:
+            names.append(f"{self.name}/edge_label")
         return names
 
     # ------------------------------------------------------------------ reads
@@ -455,6 +591,14 @@ class TemporalGraph:
             raise DDStoreValueError(f"graph {self.name!r} has no edge features")
         return self.store.get_batch(f"{self.name}/edge_feat",
                                     self._edges(eids, "edge_features"))
+
+    def edge_labels(self, eids):
+        """Local: edge-label rows of ``eids`` (JODIE's ``state_label``, PyG's ``y``), in
+        request order."""
+        if not self.has_edge_label:
+            raise DDStoreValueError(f"graph {self.name!r} has no edge labels")
+        return self.store.get_batch(f"{self.name}/edge_label",
+                                    self._edges(eids, "edge_labels"))
 
     def node_features(self, nids):
         """Local: node-feature rows of ``nids``, in request order."""
