@@ -275,8 +275,8 @@ class NodeMemory:
 
     # ------------------------------------------------------------------ commit
     def _gather(self, staged, dim):
-        """This rank's staged updates as (keys [k, 3] int64: node, rank, position;
-        ts [k]; rows [k, ...])."""
+        """This rank's staged updates as (keys [k, 4] int64: node, rank, position and the
+        float64 ts's bits; rows [k, dim])."""
         if staged:
             nodes = np.concatenate([s[0] for s in staged])
             ts = np.concatenate([s[1] for s in staged])
@@ -286,17 +286,20 @@ class NodeMemory:
             ts = np.zeros(0, np.float64)
             rows = np.zeros((0, dim), self.dtype)
         keys = np.stack([nodes, np.full(nodes.shape[0], self.store.rank, np.int64),
-                         np.arange(nodes.shape[0], dtype=np.int64)], axis=1)
-        return keys, ts, rows
+                         np.arange(nodes.shape[0], dtype=np.int64), ts.view(np.int64)],
+                        axis=1)
+        return keys, rows
 
     def commit(self):
         """Collective: apply every rank's staged writes and mails (see the class
         docstring for the order and the guarantee), then clear them.
 
         Each rank sends each staged update to the owner of its node in every group
-        (one ``Alltoallv`` per array): a rank sends ``staged x replicas`` updates and
-        receives the updates of its own node range, about ``total / width``.  Owners
-        apply them to their rows (``store.update``), then ``store.sync()`` makes them
+        (for writes and for mails: one ``alltoall`` of counts, then one ``Alltoallv``
+        of the keys ``(node, rank, position, ts)`` and one of the rows): a rank sends
+        ``staged x replicas`` updates and receives the updates of its own node range,
+        about ``total / width``; nothing of size ``num_nodes`` is exchanged.  Owners
+        apply them to their rows (``store.update``), then the store's sync makes them
         visible to every reader."""
         error = self._error
         writes, posts = self._writes, self._posts
@@ -306,13 +309,18 @@ class NodeMemory:
         comm, width = st.comm, st.group_size
         w = self._gather(writes, self.memory_dim)
         p = self._gather(posts, self.mail_dim)
-        wk, wt, wr = _exchange(comm, width, self._owner(w[0][:, 0]), list(w))
-        pk, pt, pr = _exchange(comm, width, self._owner(p[0][:, 0]), list(p))
+        wk, wr = _exchange(comm, width, self._owner(w[0][:, 0]), list(w))
+        pk, pr = _exchange(comm, width, self._owner(p[0][:, 0]), list(p))
         if wk.shape[0]:
-            self._apply_writes(wk, wt, wr)
+            self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64), wr)
         if pk.shape[0]:
-            self._apply_mails(pk, pt, pr)
-        st.sync()
+            self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(np.float64), pr)
+        self._sync()
+
+    def _sync(self):
+        """Every rank's update() writes visible to all readers: the store's sync without
+        a second agreement (the collective call that runs it has agreed already)."""
+        self.store._core.sync()
 
     def _owner(self, nodes):
         return np.searchsorted(self.node_offsets, nodes, side="right") - 1
@@ -384,7 +392,7 @@ class NodeMemory:
         self._clear()
         self.store.agree(None, call=("NodeMemory.reset", self.name))
         self._zero_own_rows()
-        self.store.sync()
+        self._sync()
 
     def snapshot(self):
         """Collective: keep a copy of the whole state (each rank copies its own rows,
@@ -407,7 +415,7 @@ class NodeMemory:
         for k in _VARS:
             if self.hi > self.lo:
                 self.store.update(self._var[k], self._snapshot[k])
-        self.store.sync()
+        self._sync()
 
     def remove(self):
         """Collective: remove the state's variables from the store (and the snapshot)."""
