@@ -306,3 +306,25 @@ def test_node_memory_snapshot_restore_nbytes(memory):
     assert m.read([3]).memory.tolist() == [[1.0] * 4]
     m.remove()
     assert m.store.variables() == []
+
+
+def test_node_memory_after_remove_or_free(store):
+    """After remove() (or store.remove of one of its variables, or free) every call is a
+    DDStoreError, never a read of freed memory."""
+    from ddstore import DDStoreStateError
+    from ddstore.temporal import NodeMemory
+    m = NodeMemory(store, "m", 10, 4, 3)
+    m.remove()
+    for call in (lambda: m.read([0]), m.commit, m.reset, m.snapshot, m.restore, m.nbytes,
+                 m.remove):
+        with pytest.raises(DDStoreStateError, match=r"NodeMemory 'm' was removed"):
+            call()
+    m = NodeMemory(store, "m", 10, 4, 3)
+    store.remove("m/mail")
+    with pytest.raises(DDStoreStateError, match=r"missing \['m/mail'\]"):
+        m.commit()
+    store.free()
+    with pytest.raises(DDStoreStateError, match=r"has been freed"):
+        m.read([0])
+    with pytest.raises(DDStoreStateError, match=r"has been freed"):
+        m.commit()

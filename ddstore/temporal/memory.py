@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import as_indices, check_indices, is_int, partition
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, \
+    DDStoreValueError
 from .graph import _exchange
 
 _VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
-_GAP = 32  # owner writes: touched rows closer than this are written as one range
 
 
 @dataclass
@@ -141,10 +141,31 @@ class NodeMemory:
             for k in reversed(made):  # collective: every rank made the same ones
                 store.remove(self._var[k])
             raise
+        # views of this rank's chunks (what the owner scatters commits into)
+        self._own = {k: store._core.local_view(store._var(self._var[k]).vid,
+                                               self._layout[k][1], self._layout[k][0])
+                     for k in _VARS}
         self._snapshot = None
         self._clear()
         self._zero_own_rows()
         store.sync()
+
+    def _check_vars(self):
+        """Raise DDStoreStateError if the state's variables are gone (remove(), or
+        store.remove() of one of them): the same on every rank, since both are
+        collective."""
+        error = self._vars_error()
+        if error is not None:
+            raise error[0](error[1])
+
+    def _vars_error(self):
+        self.store.check_alive()
+        gone = [self._var[k] for k in _VARS if self._var[k] not in self.store]
+        if self._own is None or gone:
+            return (DDStoreStateError, f"NodeMemory {self.name!r} was removed from the "
+                                       f"store (missing {gone or list(self._var.values())});"
+                                       f" create a new one")
+        return None
 
     # ------------------------------------------------------------------ reading
     def read(self, nodes, out=None):
@@ -156,6 +177,7 @@ class NodeMemory:
         ``mailbox_size > 1``).  Raises :class:`DDStoreIndexError` for a node outside
         ``[0, num_nodes)`` (on this rank only: reads are local)."""
         import torch
+        self._check_vars()
         what = f"NodeMemory {self.name!r}: read"
         idx = as_indices(nodes, what)
         check_indices(idx, self.num_nodes, what, item="node")
@@ -299,13 +321,14 @@ class NodeMemory:
         of the keys ``(node, rank, position, ts)`` and one of the rows): a rank sends
         ``staged x replicas`` updates and receives the updates of its own node range,
         about ``total / width``; nothing of size ``num_nodes`` is exchanged.  Owners
-        apply them to their rows (``store.update``), then the store's sync makes them
-        visible to every reader."""
+        scatter them into their own chunks (what ``store.update`` does, row by row),
+        then the store's sync makes them visible to every reader."""
         error = self._error
         writes, posts = self._writes, self._posts
         self._clear()  # dropped on every rank whether or not the commit succeeds
         st = self.store
         st.agree(error, call=("NodeMemory.commit", self.name))
+        self._check_vars()
         comm, width = st.comm, st.group_size
         w = self._gather(writes, self.memory_dim)
         p = self._gather(posts, self.mail_dim)
@@ -348,49 +371,35 @@ class NodeMemory:
         which = np.repeat(np.arange(uniq.shape[0]), cnt)     # unique index of each mail
         k = np.arange(node.shape[0]) - first[which]           # its place in its node's order
         keep = k >= (cnt[which] - S)                          # only the S latest survive
-        st = self.store
-        before = st.get_batch(self._var["mail_count"], uniq)
-        mail = st.get_batch(self._var["mail"], uniq)
-        mts = st.get_batch(self._var["mail_ts"], uniq)
+        local = uniq - self.lo
+        before = self._own["mail_count"][local]
+        mail = self._own["mail"][local]   # copies (fancy indexing)
+        mts = self._own["mail_ts"][local]
         slot = (before[which[keep]] + k[keep]) % S
         mail[which[keep], slot] = rows[o[keep]]
         mts[which[keep], slot] = ts[o[keep]]
-        local = uniq - self.lo
         self._write_rows("mail", local, mail)
         self._write_rows("mail_ts", local, mts)
         self._write_rows("mail_count", local, before + cnt)
 
     def _write_rows(self, key, local, values):
-        """Write ``values`` at the sorted, distinct local rows ``local``: one
-        ``store.update`` per run of rows (runs closer than _GAP merged, their gaps read
-        back first)."""
-        var = self._var[key]
-        if local.shape[0] == 0:
-            return
-        cut = np.flatnonzero(np.diff(local) > _GAP) + 1
-        bounds = np.concatenate([[0], cut, [local.shape[0]]])
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            r0, r1 = int(local[a]), int(local[b - 1]) + 1
-            if r1 - r0 == b - a:
-                buf = values[a:b]
-            else:
-                buf = self.store.get_range(var, self.lo + r0, r1 - r0)
-                buf[local[a:b] - r0] = values[a:b]
-            self.store.update(var, buf, offset=r0)
+        """Write ``values`` at the distinct local rows ``local`` of this rank's chunk (a
+        scatter into the chunk, as ``store.update`` would copy them; readers see the rows
+        after the sync that ends the commit)."""
+        if local.shape[0]:
+            self._own[key][local] = values
 
     # ------------------------------------------------------------------ whole state
     def _zero_own_rows(self):
-        n = self.hi - self.lo
         for k in _VARS:
-            shape, vdt = self._layout[k]
-            if n:
-                self.store.update(self._var[k], np.zeros((n,) + shape, vdt))
+            self._own[k][...] = 0
 
     def reset(self):
         """Collective: every node's memory, mailbox and timestamps back to zero (e.g. at
         the start of every epoch).  Staged updates are dropped."""
         self._clear()
         self.store.agree(None, call=("NodeMemory.reset", self.name))
+        self._check_vars()
         self._zero_own_rows()
         self._sync()
 
@@ -400,25 +409,27 @@ class NodeMemory:
         e.g. the state at the end of training to evaluate val and test from it twice.
         A later snapshot replaces it."""
         self.store.agree(None, call=("NodeMemory.snapshot", self.name))
-        n = self.hi - self.lo
-        self._snapshot = {k: self.store.get_range(self._var[k], self.lo, n) for k in _VARS}
+        self._check_vars()
+        self._snapshot = {k: self._own[k].copy() for k in _VARS}
 
     def restore(self):
         """Collective: bring back the state of the last :meth:`snapshot` (it is kept, so
         it can be restored again).  Staged updates are dropped.  Raises
         :class:`DDStoreValueError` on every rank if any rank has no snapshot."""
         self._clear()
-        error = None if self._snapshot is not None else (
+        error = self._vars_error() or (None if self._snapshot is not None else (
             DDStoreValueError, f"NodeMemory {self.name!r}: restore() without a snapshot(); "
-                               f"call snapshot() first")
+                               f"call snapshot() first"))
         self.store.agree(error, call=("NodeMemory.restore", self.name))
+        self._check_vars()
         for k in _VARS:
-            if self.hi > self.lo:
-                self.store.update(self._var[k], self._snapshot[k])
+            self._own[k][...] = self._snapshot[k]
         self._sync()
 
     def remove(self):
         """Collective: remove the state's variables from the store (and the snapshot)."""
+        self._check_vars()
+        self._own = None  # the chunks go with the variables
         for k in _VARS:
             self.store.remove(self._var[k])
         self._snapshot = None
@@ -427,6 +438,7 @@ class NodeMemory:
     def nbytes(self):
         """Local: bytes this rank holds for this memory: its rows of the five variables
         (``state / width``) plus its snapshot, if any (staged updates not counted)."""
+        self._check_vars()
         total = sum(self.store.nbytes(self._var[k]) for k in _VARS)
         if self._snapshot is not None:
             total += sum(a.nbytes for a in self._snapshot.values())
