@@ -267,8 +267,9 @@ class NodeMemory:
         """Local: APAN's delivery: each root ``i`` of ``block`` (a
         :class:`~ddstore.temporal.TemporalBlock`) sends ``mail[i]`` at ``ts[i]`` to
         every neighbour sampled for it (``block.nodes[block.col]`` where
-        ``block.row == i``), in the block's edge order.  Same ordering rule as
-        :meth:`post`: the positions are the block's edge positions."""
+        ``block.row == i``).  Staged like :meth:`post` of those mails in the block's
+        edge order (after this rank's earlier posts), so the same ordering rule applies;
+        a bad block, mail or ts is raised at :meth:`commit`, on every rank."""
         try:
             row = np.asarray(block.row, dtype=np.int64)
             nbrs = np.asarray(block.nodes)[np.asarray(block.col, dtype=np.int64)]
