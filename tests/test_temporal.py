@@ -328,3 +328,32 @@ def test_node_memory_after_remove_or_free(store):
         m.read([0])
     with pytest.raises(DDStoreStateError, match=r"has been freed"):
         m.commit()
+
+
+def test_node_memory_post_to_neighbors(store):
+    """APAN's delivery from a sampled block equals posting each root's mail to its
+    sampled neighbours in edge order; a mail per root that is missing raises at commit."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import NodeMemory, TemporalGraph, TemporalSampler
+    rng = np.random.default_rng(3)
+    g = TemporalGraph.from_arrays(store, "g", rng.integers(0, 12, 80),
+                                  rng.integers(0, 12, 80), rng.random(80), add_reverse=True)
+    block = TemporalSampler(g, (3,), "recent").sample(np.arange(6), np.full(6, 0.9))[0]
+    assert block.num_edges > 6
+    a = NodeMemory(store, "a", 12, 2, 3, mailbox_size=4)
+    b = NodeMemory(store, "b", 12, 2, 3, mailbox_size=4)
+    mail = rng.standard_normal((6, 3)).astype(np.float32)
+    ts = rng.integers(0, 3, 6).astype(np.float64)
+    a.post_to_neighbors(block, mail, ts)
+    a.commit()
+    b.post(block.nodes[block.col], mail[block.row], ts[block.row])
+    b.commit()
+    ra, rb = a.read(np.arange(12)), b.read(np.arange(12))
+    assert ra.mail_ts.any()
+    for key in ("memory", "memory_ts", "mail", "mail_ts"):
+        assert np.array_equal(getattr(ra, key).numpy(), getattr(rb, key).numpy()), key
+    a.post_to_neighbors(block, mail[:5], ts)
+    with pytest.raises(DDStoreValueError, match=r"post_to_neighbors: mail has shape \(5, 3\)"
+                                                r" and ts \(6,\); needs 6 of each"):
+        a.commit()
+    assert np.array_equal(a.read(np.arange(12)).mail.numpy(), ra.mail.numpy())

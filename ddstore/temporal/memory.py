@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import as_indices, check_indices, is_int, partition
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, \
-    DDStoreValueError
+from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
 from .graph import _exchange
 
 _VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
@@ -162,9 +161,9 @@ class NodeMemory:
         self.store.check_alive()
         gone = [self._var[k] for k in _VARS if self._var[k] not in self.store]
         if self._own is None or gone:
+            missing = gone or list(self._var.values())
             return (DDStoreStateError, f"NodeMemory {self.name!r} was removed from the "
-                                       f"store (missing {gone or list(self._var.values())});"
-                                       f" create a new one")
+                                       f"store (missing {missing}); create a new one")
         return None
 
     # ------------------------------------------------------------------ reading
@@ -285,9 +284,8 @@ class NodeMemory:
             return
         except Exception as exc:  # noqa: BLE001
             if self._error is None:
-                self._error = (DDStoreValueError, f"NodeMemory {self.name!r}: "
-                                                  f"post_to_neighbors: {type(exc).__name__}:"
-                                                  f" {exc}")
+                self._error = (DDStoreValueError, f"NodeMemory {self.name!r}: post_to_"
+                                                  f"neighbors: {type(exc).__name__}: {exc}")
             return
         self._stage("post", nbrs, m[row], t[row], self.mail_dim, "mail")
 
@@ -370,7 +368,7 @@ class NodeMemory:
         node = keys[o, 0]
         uniq, first, cnt = np.unique(node, return_index=True, return_counts=True)
         which = np.repeat(np.arange(uniq.shape[0]), cnt)     # unique index of each mail
-        k = np.arange(node.shape[0]) - first[which]           # its place in its node's order
+        k = np.arange(node.shape[0]) - first[which]           # place in its node's order
         keep = k >= (cnt[which] - S)                          # only the S latest survive
         local = uniq - self.lo
         before = self._own["mail_count"][local]
