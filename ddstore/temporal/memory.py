@@ -372,13 +372,11 @@ class NodeMemory:
         keep = k >= (cnt[which] - S)                          # only the S latest survive
         local = uniq - self.lo
         before = self._own["mail_count"][local]
-        mail = self._own["mail"][local]   # copies (fancy indexing)
-        mts = self._own["mail_ts"][local]
-        slot = (before[which[keep]] + k[keep]) % S
-        mail[which[keep], slot] = rows[o[keep]]
-        mts[which[keep], slot] = ts[o[keep]]
-        self._write_rows("mail", local, mail)
-        self._write_rows("mail_ts", local, mts)
+        # the kept mails of a node are its last <= S, so their slots are distinct
+        w = which[keep]
+        slot = (before[w] + k[keep]) % S
+        self._own["mail"][local[w], slot] = rows[o[keep]]
+        self._own["mail_ts"][local[w], slot] = ts[o[keep]]
         self._write_rows("mail_count", local, before + cnt)
 
     def _write_rows(self, key, local, values):
