@@ -99,6 +99,22 @@ class Core:
         self._check(lib.dds_write_local(self._handle[0], var, int(offset), _ptr(rows),
                                         int(rows.shape[0]) if rows.ndim else 1))
 
+    def local_view(self, var, dtype, row_shape):
+        """A numpy array over this rank's own chunk of ``var`` (``[n_local, *row_shape]``
+        of ``dtype``, no copy): writing it is what :meth:`write_local` does, for layers
+        that scatter rows (other ranks see the writes after the next :meth:`sync`).
+        Valid until the variable is removed or the store freed."""
+        ptr = ffi.new("void **")
+        n = ffi.new("int64_t *")
+        self._check(lib.dds_member_ptr(self._handle[0], var, self.group_rank, ptr, n))
+        dtype = np.dtype(dtype)
+        row = int(np.prod(row_shape, dtype=np.int64))
+        shape = (int(n[0]),) + tuple(row_shape)
+        if shape[0] * row == 0 or ptr[0] == ffi.NULL:
+            return np.zeros(shape, dtype)
+        buf = ffi.buffer(ptr[0], shape[0] * row * dtype.itemsize)
+        return np.frombuffer(buf, dtype=dtype).reshape(shape)
+
     def sync(self):
         self._check(lib.dds_sync(self._handle[0]))
 

@@ -601,6 +601,15 @@ class DDStore(RecordsAPI):
         """``name in store``: a variable (rows or records) of that name exists."""
         return name in self._vars or name in self._records
 
+    def local_view(self, name):
+        """A writable numpy view of this rank's own chunk of rows variable ``name``
+        (``[n_local, *row_shape]``, no copy), for layers that scatter rows into their own
+        chunk (what :meth:`update` does, without the per-call checks); other ranks see
+        the writes after the next collective :meth:`sync`.  Valid until the variable is
+        removed or the store freed."""
+        var = self._var(name)
+        return self._core.local_view(var.vid, var.dtype, var.row_shape)
+
     def fast_readers(self, name):
         """The unchecked hot path of rows variable ``name``, for layers that check their
         own arguments (e.g. :mod:`pyddstore`): ``(read_range, read_rows)`` where

@@ -18,7 +18,7 @@ def launch(mode, nprocs, runner=(), env=None):
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 3])
 @pytest.mark.parametrize("mode", ["raise", "raise-in-collective", "raise-in-with", "osexit",
-                                  "kill"])
+                                  "kill", "kill-in-commit", "raise-in-commit"])
 def test_failing_rank_ends_the_job(mode, nprocs):
     rc, elapsed, out = launch(mode, nprocs)
     assert rc not in (0, 124, 137), f"exit code {rc} after {elapsed:.1f}s:\n{out}"

@@ -39,6 +39,8 @@ PYTHON_EXPECT = {
     "Dynamic graphs: checkpoints plus deltas":
         r"rank 1: snapshot 57 has 78 edges; \d+ bytes here vs 816780 as full snapshots",
     "Temporal graphs": r"rank 1: node 42 has \d+ temporal neighbours; last batch: \d+ edges",
+    "Node memory: training state for TGN, JODIE and APAN":
+        r"rank 1: 726 nodes have mail; memory checksum -?[0-9.]+; 120000 bytes here",
 }
 
 # bash command (as written, without its trailing comment) -> what it must print

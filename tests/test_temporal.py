@@ -301,3 +301,183 @@ def test_chronological_split_is_pygs():
         share = chronological_split_share(MPI.COMM_SELF, t.numpy().astype(np.float64),
                                           t.numpy().dtype, val, test)
         assert np.array_equal(share, want), (trial, n, val, test)
+
+
+# ------------------------------------------------------------------ node memory
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+def test_node_memory_all_placements(mpirun, nprocs):
+    """tests/mpi/node_memory.py: NodeMemory on every width and both transports against
+    the one-process brute force, byte for byte; the P-rank equality; snapshot/restore,
+    reset; every error on every rank with the state unchanged."""
+    out = mpirun("node_memory.py", nprocs, timeout=120)
+    assert f"0 failures {on_ranks(nprocs)}" in out, out
+
+
+@pytest.fixture
+def memory(store):
+    from ddstore.temporal import NodeMemory
+    return NodeMemory(store, "m", 10, 4, 3, mailbox_size=2)
+
+
+def test_node_memory_constructor_errors(store):
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import NodeMemory
+    for kw, msg in (({"num_nodes": 0}, r"NodeMemory 'm': num_nodes=0 must be an integer "
+                                       r">= 1"),
+                    ({"memory_dim": 2.5}, r"memory_dim=2\.5 must be an integer >= 1"),
+                    ({"mail_dim": -1}, r"mail_dim=-1 must be an integer >= 1"),
+                    ({"mailbox_size": True}, r"mailbox_size=True must be an integer"),
+                    ({"dtype": np.int64}, r"dtype int64 must be a floating-point dtype"),
+                    ({"dtype": "nonsense"}, r"dtype 'nonsense' is not a numpy dtype")):
+        args = dict(num_nodes=10, memory_dim=4, mail_dim=3)
+        args.update(kw)
+        with pytest.raises(DDStoreValueError, match=msg):
+            NodeMemory(store, "m", **args)
+    with pytest.raises(DDStoreValueError, match=r"name must be a non-empty str, got ''"):
+        NodeMemory(store, "", 10, 4, 3)
+    assert store.variables() == []
+    NodeMemory(store, "m", 10, 4, 3)
+    with pytest.raises(DDStoreValueError, match=r"NodeMemory 'm': the store already holds "
+                                                r"variables \['m/mail'"):
+        NodeMemory(store, "m", 10, 4, 3)
+
+
+def test_node_memory_staging_errors_raise_at_commit(memory):
+    """Bad staged updates raise at commit (naming the rank, the node and the range),
+    nothing of that commit is applied and every staged update is dropped."""
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    m = memory
+    m.write([1, 2], np.ones((2, 4), np.float32), [5.0, 6.0])
+    m.post([3], np.ones((1, 3), np.float32), 7.0)
+    m.commit()
+    before = m.read(np.arange(10))
+    cases = [
+        (DDStoreIndexError, r"rank 0: NodeMemory 'm': write: node id 10 \(position 1\) "
+                            r"out of range \[0, 10\)",
+         lambda: m.write([0, 10], np.zeros((2, 4), np.float32), 1.0)),
+        (DDStoreIndexError, r"post: node id -3 \(position 0\) out of range \[0, 10\)",
+         lambda: m.post([-3], np.zeros((1, 3), np.float32), 1.0)),
+        (DDStoreValueError, r"write: memory has dtype float64 shape \(1, 4\); needs dtype "
+                            r"float32 shape \(1, 4\)",
+         lambda: m.write([0], np.zeros((1, 4)), 1.0)),
+        (DDStoreValueError, r"post: mail has dtype float32 shape \(1, 4\); needs dtype "
+                            r"float32 shape \(1, 3\)",
+         lambda: m.post([0], np.zeros((1, 4), np.float32), 1.0)),
+        (DDStoreValueError, r"write: ts\[0\] = nan \(node 0\) is NaN or infinite",
+         lambda: m.write([0], np.zeros((1, 4), np.float32), float("nan"))),
+        (DDStoreValueError, r"post: ts has dtype <U1 shape \(1,\); needs 1 real timestamps",
+         lambda: m.post([0], np.zeros((1, 3), np.float32), ["a"])),
+    ]
+    for cls, msg, bad in cases:
+        m.write([4], np.full((1, 4), 9, np.float32), 1.0)  # good, dropped with the bad one
+        bad()
+        m.write([5], np.full((1, 4), 9, np.float32), 1.0)
+        assert m.staged()[0] >= 1
+        with pytest.raises(cls, match=msg):
+            m.commit()
+        assert m.staged() == (0, 0)
+        after = m.read(np.arange(10))
+        for key in ("memory", "memory_ts", "mail", "mail_ts"):
+            assert np.array_equal(getattr(after, key).numpy(), getattr(before, key).numpy())
+    m.commit()  # nothing staged: a no-op
+    assert np.array_equal(m.read(np.arange(10)).memory.numpy(), before.memory.numpy())
+
+
+def test_node_memory_read_and_order(memory):
+    """Ties in ts are broken by position; mailbox rows oldest first, unfilled slots first
+    with zeros; torch tensors in; read errors are local."""
+    import torch
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    m = memory
+    m.write(torch.tensor([1, 1, 1]), torch.arange(12, dtype=torch.float32).view(3, 4),
+            torch.tensor([2.0, 2.0, 1.0]))
+    m.post([1, 1, 1], np.arange(9, dtype=np.float32).reshape(3, 3), [3.0, 1.0, 3.0])
+    m.post([2], np.full((1, 3), 7, np.float32), 4.0)
+    m.commit()
+    r = m.read([2, 1, 2])
+    assert r.memory[1].tolist() == [4.0, 5.0, 6.0, 7.0] and r.memory_ts[1] == 2.0
+    assert r.mail_ts.tolist() == [[0.0, 4.0], [3.0, 3.0], [0.0, 4.0]]
+    assert r.mail[1].tolist() == [[0.0, 1.0, 2.0], [6.0, 7.0, 8.0]]
+    assert r.mail[0].tolist() == [[0.0, 0.0, 0.0], [7.0, 7.0, 7.0]]
+    assert r.memory.dtype == torch.float32 and r.memory_ts.dtype == torch.float64
+    assert m.read([], out=None).memory.shape == (0, 4)
+    with pytest.raises(DDStoreIndexError, match=r"read: node 10 \(position 0\) out of "
+                                                r"range \[0, 10\)"):
+        m.read([10])
+    with pytest.raises(DDStoreValueError, match=r"out must be a MemoryBatch of 2 nodes"):
+        m.read([1, 2], out=r)
+    m.reset()
+    z = m.read([1, 2])
+    assert not z.memory.any() and not z.mail.any() and not z.mail_ts.any()
+
+
+def test_node_memory_snapshot_restore_nbytes(memory):
+    from ddstore import DDStoreValueError
+    m = memory
+    per_node = 4 * 4 + 8 + 2 * (3 * 4 + 8) + 8
+    assert m.nbytes() == 10 * per_node
+    with pytest.raises(DDStoreValueError, match=r"restore\(\) without a snapshot\(\)"):
+        m.restore()
+    m.write([3], np.ones((1, 4), np.float32), 1.0)
+    m.commit()
+    m.snapshot()
+    assert m.nbytes() == 20 * per_node
+    m.write([3], np.full((1, 4), 2, np.float32), 2.0)
+    m.commit()
+    assert m.read([3]).memory.tolist() == [[2.0] * 4]
+    m.restore()
+    assert m.read([3]).memory.tolist() == [[1.0] * 4]
+    m.remove()
+    assert m.store.variables() == []
+
+
+def test_node_memory_after_remove_or_free(store):
+    """After remove() (or store.remove of one of its variables, or free) every call is a
+    DDStoreError, never a read of freed memory."""
+    from ddstore import DDStoreStateError
+    from ddstore.temporal import NodeMemory
+    m = NodeMemory(store, "m", 10, 4, 3)
+    m.remove()
+    for call in (lambda: m.read([0]), m.commit, m.reset, m.snapshot, m.restore, m.nbytes,
+                 m.remove):
+        with pytest.raises(DDStoreStateError, match=r"NodeMemory 'm' was removed"):
+            call()
+    m = NodeMemory(store, "m", 10, 4, 3)
+    store.remove("m/mail")
+    with pytest.raises(DDStoreStateError, match=r"missing \['m/mail'\]"):
+        m.commit()
+    store.free()
+    with pytest.raises(DDStoreStateError, match=r"has been freed"):
+        m.read([0])
+    with pytest.raises(DDStoreStateError, match=r"has been freed"):
+        m.commit()
+
+
+def test_node_memory_post_to_neighbors(store):
+    """APAN's delivery from a sampled block equals posting each root's mail to its
+    sampled neighbours in edge order; a mail per root that is missing raises at commit."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import NodeMemory, TemporalGraph, TemporalSampler
+    rng = np.random.default_rng(3)
+    g = TemporalGraph.from_arrays(store, "g", rng.integers(0, 12, 80),
+                                  rng.integers(0, 12, 80), rng.random(80), add_reverse=True)
+    block = TemporalSampler(g, (3,), "recent").sample(np.arange(6), np.full(6, 0.9))[0]
+    assert block.num_edges > 6
+    a = NodeMemory(store, "a", 12, 2, 3, mailbox_size=4)
+    b = NodeMemory(store, "b", 12, 2, 3, mailbox_size=4)
+    mail = rng.standard_normal((6, 3)).astype(np.float32)
+    ts = rng.integers(0, 3, 6).astype(np.float64)
+    a.post_to_neighbors(block, mail, ts)
+    a.commit()
+    b.post(block.nodes[block.col], mail[block.row], ts[block.row])
+    b.commit()
+    ra, rb = a.read(np.arange(12)), b.read(np.arange(12))
+    assert ra.mail_ts.any()
+    for key in ("memory", "memory_ts", "mail", "mail_ts"):
+        assert np.array_equal(getattr(ra, key).numpy(), getattr(rb, key).numpy()), key
+    a.post_to_neighbors(block, mail[:5], ts)
+    with pytest.raises(DDStoreValueError, match=r"post_to_neighbors: mail has shape \(5, 3\)"
+                                                r" and ts \(6,\); needs 6 of each"):
+        a.commit()
+    assert np.array_equal(a.read(np.arange(12)).mail.numpy(), ra.mail.numpy())

@@ -3,7 +3,8 @@
 A stream of timestamped interactions is kept as a **T-CSR** in the store (every node's
 neighbours sorted by time, chunked by node range over each group, replicated by
 ``width``), sampled where it lives by a C loop that never looks into the future, and
-iterated in time-ordered batches with TGL's random chunk scheduling::
+iterated in time-ordered batches with TGL's random chunk scheduling; memory-based models
+(TGN, JODIE, APAN) keep their per-node memory and mailbox in a :class:`NodeMemory`::
 
     from mpi4py import MPI
     import ddstore
@@ -22,10 +23,11 @@ iterated in time-ordered batches with TGL's random chunk scheduling::
 """
 from .batches import EdgeBatches
 from .graph import SPLITS, TemporalGraph
+from .memory import MemoryBatch, NodeMemory
 from .neighbor_sampler import TemporalBlock, TemporalSampler
 from .synthetic import Stream, synthetic_stream
 from ..sources import read_jodie_share, read_tgl_share, write_jodie, write_tgl
 
 __all__ = ["TemporalGraph", "TemporalSampler", "TemporalBlock", "EdgeBatches",
            "synthetic_stream", "Stream", "write_tgl", "read_tgl_share", "write_jodie",
-           "read_jodie_share", "SPLITS"]
+           "read_jodie_share", "SPLITS", "NodeMemory", "MemoryBatch"]

@@ -1,5 +1,6 @@
-"""Brute-force references for tests: the T-CSR and the sampler written the obvious way
-(Python loops over every edge), with none of the code of the real implementation."""
+"""Brute-force references for tests: the T-CSR, the sampler and node memory written the
+obvious way (Python loops over every edge and update), with none of the code of the real
+implementation."""
 import numpy as np
 
 _M64 = (1 << 64) - 1
@@ -58,3 +59,50 @@ def reference_sample(lists, roots, ts, fanouts, strategy, seed=0, epoch=0,
                            row=row, eid=eid, edge_ts=ets))
         roots, ts = blocks[-1]["nodes"], blocks[-1]["ts"]
     return blocks
+
+
+class ReferenceNodeMemory:
+    """Node memory and mailboxes the obvious way: Python lists, every update applied one
+    by one in ``(ts, rank, position)`` order (memory: each replaces the last; mails:
+    appended, the ``mailbox_size`` latest kept)."""
+
+    def __init__(self, num_nodes, memory_dim, mail_dim, mailbox_size=1, dtype=np.float32):
+        self.n, self.md, self.ad, self.S = num_nodes, memory_dim, mail_dim, mailbox_size
+        self.dtype = np.dtype(dtype)
+        self.reset()
+
+    def reset(self):
+        self.memory = [np.zeros(self.md, self.dtype) for _ in range(self.n)]
+        self.memory_ts = [0.0] * self.n
+        self.mails = [[] for _ in range(self.n)]  # [(ts, row)], arrival order
+
+    def copy(self):
+        other = ReferenceNodeMemory(self.n, self.md, self.ad, self.S, self.dtype)
+        other.memory = [m.copy() for m in self.memory]
+        other.memory_ts = list(self.memory_ts)
+        other.mails = [list(x) for x in self.mails]
+        return other
+
+    def commit(self, writes, posts):
+        """``writes`` / ``posts``: lists of ``(rank, position, node, ts, row)``."""
+        for rank, pos, node, ts, row in sorted(writes, key=lambda u: (u[3], u[0], u[1])):
+            self.memory[node] = np.array(row, dtype=self.dtype)
+            self.memory_ts[node] = float(ts)
+        for rank, pos, node, ts, row in sorted(posts, key=lambda u: (u[3], u[0], u[1])):
+            self.mails[node].append((float(ts), np.array(row, dtype=self.dtype)))
+            del self.mails[node][:-self.S]
+
+    def read(self, nodes):
+        """(memory, memory_ts, mail, mail_ts) arrays; unfilled slots first, zeros."""
+        nodes = list(nodes)
+        mem = np.array([self.memory[v] for v in nodes], dtype=self.dtype).reshape(
+            len(nodes), self.md)
+        mts = np.array([self.memory_ts[v] for v in nodes], dtype=np.float64)
+        mail = np.zeros((len(nodes), self.S, self.ad), self.dtype)
+        mail_ts = np.zeros((len(nodes), self.S), np.float64)
+        for i, v in enumerate(nodes):
+            got = self.mails[v]
+            for j, (t, row) in enumerate(got):
+                mail[i, self.S - len(got) + j] = row
+                mail_ts[i, self.S - len(got) + j] = t
+        return mem, mts, mail, mail_ts

@@ -12,6 +12,9 @@ MODE is what the last rank does after 0.5 s of reading:
                         call (store.add) instead of reading
   raise-in-with         an uncaught exception inside `with DDStore(...)` while the others
                         go on to a collective call (remove) in the same block
+  kill-in-commit, raise-in-commit   SIGKILL / an uncaught exception while the others
+                        run NodeMemory.commit() after commit (the faulty rank commits
+                        with them for 0.5 s first)
 The other ranks read (and check) rows for READ_SECONDS (default 60) unless the job is
 ended first; the test asserts that a fault ends the whole job within seconds, with a
 non-zero exit code, and that a clean run exits 0.
@@ -53,6 +56,23 @@ if mode == "raise-in-with":
             raise RuntimeError("injected failure inside with DDStore")
         inner.remove("z")  # waits for the failed rank
     raise AssertionError("store.remove returned without the failed rank")
+if mode in ("kill-in-commit", "raise-in-commit"):
+    from ddstore.temporal import NodeMemory
+    mem = NodeMemory(store, "mem", n, 4, 2)
+    rng = np.random.default_rng(rank)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < limit:
+        nodes = rng.integers(0, n, 32)
+        mem.write(nodes, rng.standard_normal((32, 4)).astype(np.float32), time.time())
+        mem.post(nodes, np.ones((32, 2), np.float32), time.time())
+        mem.commit()  # the others wait here for the failed rank
+        assert len(mem.read(nodes)) == 32
+    if not faulty:
+        raise AssertionError("NodeMemory.commit kept running without the failed rank")
+    print(f"rank {rank}: failing with {mode}", flush=True)
+    if mode == "kill-in-commit":
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError("injected failure")
 rng = np.random.default_rng(rank)
 t0 = time.perf_counter()
 while time.perf_counter() - t0 < limit:

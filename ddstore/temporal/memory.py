@@ -1,0 +1,444 @@
+"""NodeMemory: per-node memory and mailbox for memory-based temporal models (TGN, JODIE,
+APAN), held in a :class:`~ddstore.DDStore` and changed only by a collective, exact
+:meth:`NodeMemory.commit`.
+
+Layout (for a memory called ``name``; ``width`` members per group, one replica per group):
+group member ``g`` holds the nodes ``partition(num_nodes, width, g)`` of five store
+variables, whose global row is the node id:
+
+- ``name/memory`` (``dtype``, ``[memory_dim]``) and ``name/memory_ts`` (float64);
+- ``name/mail`` (``dtype``, ``[mailbox_size, mail_dim]``) and ``name/mail_ts`` (float64,
+  ``[mailbox_size]``): a ring per node, physical slot ``count % mailbox_size`` next;
+- ``name/mail_count`` (int64): mails the node has received since the last reset (the next
+  ring slot is ``mail_count % mailbox_size``).
+
+Reads are local and one-sided (``store.get_batch``, any owner).  Updates are staged on the
+rank that computed them (:meth:`~NodeMemory.write`, :meth:`~NodeMemory.post`) and applied
+by every owner at one collective :meth:`~NodeMemory.commit`, in the order
+``(ts, rank, position)``.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._checks import as_indices, check_indices, is_int, partition
+from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
+from .graph import _exchange
+
+_VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
+
+
+@dataclass
+class MemoryBatch:
+    """What :meth:`NodeMemory.read` returns, in request order (CPU torch tensors):
+    ``memory [n, memory_dim]``, ``memory_ts [n]`` (float64), ``mail [n, mailbox_size,
+    mail_dim]`` and ``mail_ts [n, mailbox_size]`` (float64), mailbox rows in arrival order,
+    oldest first, so the newest mail is always ``mail[:, -1]``.  Slots a node has not
+    filled yet come first and hold zeros with ts 0."""
+    memory: object
+    memory_ts: object
+    mail: object
+    mail_ts: object
+
+    def __len__(self):
+        return int(self.memory.shape[0])
+
+
+def _as_array(x):
+    if hasattr(x, "detach") and hasattr(x, "numpy"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+class NodeMemory:
+    """Memory and mailbox of every node, striped over each group of ``store`` like the
+    T-CSR (one replica per group).
+
+    ``NodeMemory(store, name, num_nodes, memory_dim, mail_dim, mailbox_size=1,
+    dtype=np.float32)`` is collective (every rank, same arguments); the state starts at
+    zeros.  Then:
+
+    - :meth:`read` (local, one-sided): the state of any nodes;
+    - :meth:`write` / :meth:`post` (local): stage a memory update / a mail;
+    - :meth:`commit` (collective): apply every rank's staged updates everywhere;
+    - :meth:`reset`, :meth:`snapshot`, :meth:`restore`, :meth:`remove` (collective);
+      :meth:`nbytes` (local).
+
+    **What commit guarantees.** Every staged update of every rank reaches the owner of
+    its node in every group and is applied in the order ``(ts, rank, position)``
+    (``position``: the update's place among this rank's staged writes, or among its staged
+    mails, since the last commit).  For the memory of a node the greatest update of the
+    commit wins (it replaces memory and memory_ts, even where the stored memory_ts is
+    later, as TGL does); mails enter the node's ring in that order, the
+    ``mailbox_size`` latest being kept.  So a P-rank run whose ranks stage contiguous
+    slices of a time-ordered batch in rank order (what ``EdgeBatches(comm=...)`` hands
+    out) equals a one-process run over the whole batch, whatever P, width or transport.
+    After ``commit`` returns, every rank reads the new state.
+
+    **Errors.** A bad node id, a dtype or shape that does not match, a length mismatch
+    or a NaN/infinite timestamp is recorded where it is staged and raised at the next
+    ``commit()`` on **every** rank (a :class:`DDStoreIndexError` or
+    :class:`DDStoreValueError` naming the rank, the node or argument and the allowed
+    range); nothing of that commit is applied anywhere, and every rank's staged updates
+    are dropped (stage them again).  Ranks that are in different collective calls raise
+    "collective calls out of step" instead of waiting.
+    """
+
+    def __init__(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size=1,
+                 dtype=np.float32):
+        store.check_alive()
+        error = None
+        dt = None
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as exc:
+            error = (DDStoreValueError, f"NodeMemory {name!r}: dtype {dtype!r} is not a "
+                                        f"numpy dtype ({exc})")
+        if not isinstance(name, str) or not name:
+            error = (DDStoreValueError, f"NodeMemory name must be a non-empty str, got "
+                                        f"{name!r}")
+        if error is None and dt.kind not in "fc":
+            error = (DDStoreValueError, f"NodeMemory {name!r}: dtype {dt} must be a "
+                                        f"floating-point dtype (e.g. float32)")
+        for label, v, low in (("num_nodes", num_nodes, 1), ("memory_dim", memory_dim, 1),
+                              ("mail_dim", mail_dim, 1), ("mailbox_size", mailbox_size, 1)):
+            if error is None and (not is_int(v) or v < low):
+                error = (DDStoreValueError, f"NodeMemory {name!r}: {label}={v!r} must be an"
+                                            f" integer >= {low}")
+        if error is None:
+            taken = [v for v in store.variables() if v.startswith(f"{name}/")]
+            if taken:
+                error = (DDStoreValueError, f"NodeMemory {name!r}: the store already holds "
+                                            f"variables {taken}; remove them or pick "
+                                            f"another name")
+        ok = error is None
+        store.agree(error, call=("NodeMemory", name), same=None if not ok else {
+            "num_nodes": int(num_nodes), "memory_dim": int(memory_dim),
+            "mail_dim": int(mail_dim), "mailbox_size": int(mailbox_size),
+            "dtype": str(dt)})
+        self.store, self.name = store, name
+        self.num_nodes, self.memory_dim = int(num_nodes), int(memory_dim)
+        self.mail_dim, self.mailbox_size, self.dtype = int(mail_dim), int(mailbox_size), dt
+        self.node_offsets = np.array(
+            [partition(self.num_nodes, store.group_size, g)[0]
+             for g in range(store.group_size)] + [self.num_nodes], dtype=np.int64)
+        self.lo = int(self.node_offsets[store.group_rank])
+        self.hi = int(self.node_offsets[store.group_rank + 1])
+        S = self.mailbox_size
+        self._layout = {
+            "memory": ((self.memory_dim,), dt), "memory_ts": ((), np.float64),
+            "mail": ((S, self.mail_dim), dt), "mail_ts": ((S,), np.float64),
+            "mail_count": ((), np.int64)}
+        self._var = {k: f"{name}/{k}" for k in _VARS}
+        made = []
+        try:
+            for k in _VARS:
+                shape, vdt = self._layout[k]
+                store.init(self._var[k], self.hi - self.lo, shape, vdt)
+                made.append(k)
+        except DDStoreError:
+            for k in reversed(made):  # collective: every rank made the same ones
+                store.remove(self._var[k])
+            raise
+        # views of this rank's chunks (what the owner scatters commits into)
+        self._own = {k: store.local_view(self._var[k]) for k in _VARS}
+        self._snapshot = None
+        self._clear()
+        self._zero_own_rows()
+        store.sync()
+
+    def _check_vars(self):
+        """Raise DDStoreStateError if the state's variables are gone (remove(), or
+        store.remove() of one of them): the same on every rank, since both are
+        collective."""
+        error = self._vars_error()
+        if error is not None:
+            raise error[0](error[1])
+
+    def _vars_error(self):
+        self.store.check_alive()
+        gone = [self._var[k] for k in _VARS if self._var[k] not in self.store]
+        if self._own is None or gone:
+            missing = gone or list(self._var.values())
+            return (DDStoreStateError, f"NodeMemory {self.name!r} was removed from the "
+                                       f"store (missing {missing}); create a new one")
+        return None
+
+    # ------------------------------------------------------------------ reading
+    def read(self, nodes, out=None):
+        """Local (one-sided reads, no action of the owners): the state of ``nodes``
+        (duplicates allowed, any owners) as a :class:`MemoryBatch` in request order.
+
+        ``out``: a :class:`MemoryBatch` from an earlier ``read`` of the same length,
+        filled in place and returned (no allocation besides a scratch mailbox when
+        ``mailbox_size > 1``).  Raises :class:`DDStoreIndexError` for a node outside
+        ``[0, num_nodes)`` (on this rank only: reads are local)."""
+        import torch
+        self._check_vars()
+        what = f"NodeMemory {self.name!r}: read"
+        idx = as_indices(nodes, what)
+        check_indices(idx, self.num_nodes, what, item="node")
+        n, S = idx.shape[0], self.mailbox_size
+        if out is None:
+            out = MemoryBatch(
+                torch.from_numpy(np.empty((n, self.memory_dim), self.dtype)),
+                torch.from_numpy(np.empty(n, np.float64)),
+                torch.from_numpy(np.empty((n, S, self.mail_dim), self.dtype)),
+                torch.from_numpy(np.empty((n, S), np.float64)))
+        elif not isinstance(out, MemoryBatch) or len(out) != n:
+            raise DDStoreValueError(f"{what}: out must be a MemoryBatch of {n} nodes (from "
+                                    f"an earlier read of as many), got {out!r:.80}")
+        st = self.store
+        st.get_batch(self._var["memory"], idx, out=out.memory.numpy())
+        st.get_batch(self._var["memory_ts"], idx, out=out.memory_ts.numpy())
+        if S == 1:
+            st.get_batch(self._var["mail"], idx, out=out.mail.numpy())
+            st.get_batch(self._var["mail_ts"], idx, out=out.mail_ts.numpy())
+        else:  # ring slots to arrival order: logical row j is slot (count + j) % S
+            mail = st.get_batch(self._var["mail"], idx)
+            mts = st.get_batch(self._var["mail_ts"], idx)
+            count = st.get_batch(self._var["mail_count"], idx)
+            slot = (count[:, None] + np.arange(S)[None, :]) % S
+            rows = np.arange(n)[:, None]
+            out.mail.numpy()[...] = mail[rows, slot]
+            out.mail_ts.numpy()[...] = mts[rows, slot]
+        return out
+
+    # ------------------------------------------------------------------ staging
+    def _clear(self):
+        self._writes = []   # (nodes, ts, rows)
+        self._posts = []
+        self._error = None  # the first bad staging since the last commit
+
+    def _stage(self, op, nodes, rows, ts, dim, kind):
+        """Validate one staging; record it, or record the first error (raised at commit)."""
+        what = f"NodeMemory {self.name!r}: {op}"
+        try:
+            idx = as_indices(nodes, what)
+            check_indices(idx, self.num_nodes, what, item="node id")
+            n = idx.shape[0]
+            arr = _as_array(rows)
+            want = (n, dim)
+            if arr.dtype != self.dtype or arr.shape != want:
+                raise DDStoreValueError(f"{what}: {kind} has dtype {arr.dtype} shape "
+                                        f"{arr.shape}; needs dtype {self.dtype} shape "
+                                        f"{want} (one row of {dim} per node)")
+            t = _as_array(ts)
+            if t.ndim == 0:
+                t = np.full(n, t)
+            if t.shape != (n,) or (n and t.dtype.kind not in "iuf"):
+                raise DDStoreValueError(f"{what}: ts has dtype {t.dtype} shape {t.shape}; "
+                                        f"needs {n} real timestamps (one per node) or one")
+            t = t.astype(np.float64)
+            bad = ~np.isfinite(t)
+            if bad.any():
+                p = int(np.argmax(bad))
+                raise DDStoreValueError(f"{what}: ts[{p}] = {t[p]} (node {int(idx[p])}) is "
+                                        f"NaN or infinite; timestamps must be finite")
+        except DDStoreError as exc:
+            if self._error is None:
+                self._error = (type(exc), str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 -- not an array at all: raised at commit
+            if self._error is None:
+                self._error = (DDStoreValueError, f"{what}: {type(exc).__name__}: {exc}")
+            return
+        if n:
+            (self._writes if op == "write" else self._posts).append(
+                (idx.copy(), t, np.array(arr, copy=True)))
+
+    def write(self, nodes, memory, ts):
+        """Local: stage new memory rows ``memory [len(nodes), memory_dim]`` (this
+        memory's dtype) for ``nodes`` at times ``ts`` (one per node, or one for all).
+        Applied at the next :meth:`commit`; a bad argument is raised there, on every
+        rank."""
+        self._stage("write", nodes, memory, ts, self.memory_dim, "memory")
+
+    def post(self, nodes, mail, ts):
+        """Local: stage mails ``mail [len(nodes), mail_dim]`` (this memory's dtype) to
+        ``nodes`` at times ``ts``.  Applied at the next :meth:`commit`; a bad argument is
+        raised there, on every rank."""
+        self._stage("post", nodes, mail, ts, self.mail_dim, "mail")
+
+    def post_to_neighbors(self, block, mail, ts):
+        """Local: APAN's delivery: each root ``i`` of ``block`` (a
+        :class:`~ddstore.temporal.TemporalBlock`) sends ``mail[i]`` at ``ts[i]`` to
+        every neighbour sampled for it (``block.nodes[block.col]`` where
+        ``block.row == i``).  Staged like :meth:`post` of those mails in the block's
+        edge order (after this rank's earlier posts), so the same ordering rule applies;
+        a bad block, mail or ts is raised at :meth:`commit`, on every rank."""
+        try:
+            row = np.asarray(block.row, dtype=np.int64)
+            nbrs = np.asarray(block.nodes)[np.asarray(block.col, dtype=np.int64)]
+            m, t = _as_array(mail), _as_array(ts)
+            nr = int(block.num_roots)
+            if m.shape[:1] != (nr,) or t.shape != (nr,):
+                raise DDStoreValueError(
+                    f"NodeMemory {self.name!r}: post_to_neighbors: mail has shape "
+                    f"{m.shape} and ts {t.shape}; needs {nr} of each (one per root)")
+        except DDStoreError as exc:
+            if self._error is None:
+                self._error = (type(exc), str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001
+            if self._error is None:
+                self._error = (DDStoreValueError, f"NodeMemory {self.name!r}: post_to_"
+                                                  f"neighbors: {type(exc).__name__}: {exc}")
+            return
+        self._stage("post", nbrs, m[row], t[row], self.mail_dim, "mail")
+
+    def staged(self):
+        """``(writes, mails)``: how many updates this rank has staged since the last
+        commit."""
+        return (sum(len(w[0]) for w in self._writes), sum(len(p[0]) for p in self._posts))
+
+    # ------------------------------------------------------------------ commit
+    def _gather(self, staged, dim):
+        """This rank's staged updates as (keys [k, 4] int64: node, rank, position and the
+        float64 ts's bits; rows [k, dim])."""
+        if staged:
+            nodes = np.concatenate([s[0] for s in staged])
+            ts = np.concatenate([s[1] for s in staged])
+            rows = np.concatenate([s[2] for s in staged])
+        else:
+            nodes = np.zeros(0, np.int64)
+            ts = np.zeros(0, np.float64)
+            rows = np.zeros((0, dim), self.dtype)
+        keys = np.stack([nodes, np.full(nodes.shape[0], self.store.rank, np.int64),
+                         np.arange(nodes.shape[0], dtype=np.int64), ts.view(np.int64)],
+                        axis=1)
+        return keys, rows
+
+    def commit(self):
+        """Collective: apply every rank's staged writes and mails (see the class
+        docstring for the order and the guarantee), then clear them.
+
+        Each rank sends each staged update to the owner of its node in every group
+        (for writes and for mails: one ``alltoall`` of counts, then one ``Alltoallv``
+        of the keys ``(node, rank, position, ts)`` and one of the rows): a rank sends
+        ``staged x replicas`` updates and receives the updates of its own node range,
+        about ``total / width``; nothing of size ``num_nodes`` is exchanged.  Owners
+        scatter them into their own chunks (what ``store.update`` does, row by row),
+        then the store's sync makes them visible to every reader."""
+        error = self._error
+        writes, posts = self._writes, self._posts
+        self._clear()  # dropped on every rank whether or not the commit succeeds
+        st = self.store
+        st.agree(error, call=("NodeMemory.commit", self.name))
+        self._check_vars()
+        comm, width = st.comm, st.group_size
+        w = self._gather(writes, self.memory_dim)
+        p = self._gather(posts, self.mail_dim)
+        wk, wr = _exchange(comm, width, self._owner(w[0][:, 0]), list(w))
+        pk, pr = _exchange(comm, width, self._owner(p[0][:, 0]), list(p))
+        if wk.shape[0]:
+            self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64), wr)
+        if pk.shape[0]:
+            self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(np.float64), pr)
+        self._sync()
+
+    def _sync(self):
+        """Every rank's writes visible to all readers (the store's collective sync)."""
+        self.store.sync()
+
+    def _owner(self, nodes):
+        return np.searchsorted(self.node_offsets, nodes, side="right") - 1
+
+    @staticmethod
+    def _order(keys, ts):
+        """Sort by node, then (ts, rank, position)."""
+        return np.lexsort((keys[:, 2], keys[:, 1], ts, keys[:, 0]))
+
+    def _apply_writes(self, keys, ts, rows):
+        o = self._order(keys, ts)
+        node = keys[o, 0]
+        last = np.ones(node.shape[0], bool)
+        last[:-1] = node[1:] != node[:-1]  # the greatest (ts, rank, position) per node
+        sel = o[last]
+        local = keys[sel, 0] - self.lo
+        self._write_rows("memory", local, rows[sel])
+        self._write_rows("memory_ts", local, ts[sel])
+
+    def _apply_mails(self, keys, ts, rows):
+        S = self.mailbox_size
+        o = self._order(keys, ts)
+        node = keys[o, 0]
+        uniq, first, cnt = np.unique(node, return_index=True, return_counts=True)
+        which = np.repeat(np.arange(uniq.shape[0]), cnt)     # unique index of each mail
+        k = np.arange(node.shape[0]) - first[which]           # place in its node's order
+        keep = k >= (cnt[which] - S)                          # only the S latest survive
+        local = uniq - self.lo
+        before = self._own["mail_count"][local]
+        # the kept mails of a node are its last <= S, so their slots are distinct
+        w = which[keep]
+        slot = (before[w] + k[keep]) % S
+        self._own["mail"][local[w], slot] = rows[o[keep]]
+        self._own["mail_ts"][local[w], slot] = ts[o[keep]]
+        self._write_rows("mail_count", local, before + cnt)
+
+    def _write_rows(self, key, local, values):
+        """Write ``values`` at the distinct local rows ``local`` of this rank's chunk (a
+        scatter into the chunk, as ``store.update`` would copy them; readers see the rows
+        after the sync that ends the commit)."""
+        if local.shape[0]:
+            self._own[key][local] = values
+
+    # ------------------------------------------------------------------ whole state
+    def _zero_own_rows(self):
+        for k in _VARS:
+            self._own[k][...] = 0
+
+    def reset(self):
+        """Collective: every node's memory, mailbox and timestamps back to zero (e.g. at
+        the start of every epoch).  Staged updates are dropped."""
+        self._clear()
+        self.store.agree(None, call=("NodeMemory.reset", self.name))
+        self._check_vars()
+        self._zero_own_rows()
+        self._sync()
+
+    def snapshot(self):
+        """Collective: keep a copy of the whole state (each rank copies its own rows,
+        in local memory: ``nbytes()`` counts it) to bring it back with :meth:`restore`,
+        e.g. the state at the end of training to evaluate val and test from it twice.
+        A later snapshot replaces it."""
+        self.store.agree(None, call=("NodeMemory.snapshot", self.name))
+        self._check_vars()
+        self._snapshot = {k: self._own[k].copy() for k in _VARS}
+
+    def restore(self):
+        """Collective: bring back the state of the last :meth:`snapshot` (it is kept, so
+        it can be restored again).  Staged updates are dropped.  Raises
+        :class:`DDStoreValueError` on every rank if any rank has no snapshot."""
+        self._clear()
+        error = self._vars_error() or (None if self._snapshot is not None else (
+            DDStoreValueError, f"NodeMemory {self.name!r}: restore() without a snapshot(); "
+                               f"call snapshot() first"))
+        self.store.agree(error, call=("NodeMemory.restore", self.name))
+        self._check_vars()
+        for k in _VARS:
+            self._own[k][...] = self._snapshot[k]
+        self._sync()
+
+    def remove(self):
+        """Collective: remove the state's variables from the store (and the snapshot)."""
+        self._check_vars()
+        self._own = None  # the chunks go with the variables
+        for k in _VARS:
+            self.store.remove(self._var[k])
+        self._snapshot = None
+        self._clear()
+
+    def nbytes(self):
+        """Local: bytes this rank holds for this memory: its rows of the five variables
+        (``state / width``) plus its snapshot, if any (staged updates not counted)."""
+        self._check_vars()
+        total = sum(self.store.nbytes(self._var[k]) for k in _VARS)
+        if self._snapshot is not None:
+            total += sum(a.nbytes for a in self._snapshot.values())
+        return int(total)
+
+    def __repr__(self):
+        return (f"NodeMemory({self.name!r}, num_nodes={self.num_nodes}, memory_dim="
+                f"{self.memory_dim}, mail_dim={self.mail_dim}, mailbox_size="
+                f"{self.mailbox_size}, dtype={self.dtype})")

@@ -1,0 +1,275 @@
+"""MPI program: ddstore.temporal.NodeMemory against a one-process brute force.
+
+Run under mpiexec (inside ``timeout``) on 1-4 ranks.  For every width dividing the rank
+count and both transports (auto; rma: every other member's rows read with MPI_Get), with
+mailbox sizes 1 and 3:
+
+- random rounds of staged writes and mails (several calls per rank, ties in ts, repeated
+  nodes, ranks that stage nothing) read back byte for byte equal to
+  ``ddstore.testing.temporal.ReferenceNodeMemory`` (every update applied one by one in
+  (ts, rank, position) order), ``read(out=...)`` included;
+- the P-rank equality: ranks stage contiguous slices of one time-ordered batch in rank
+  order, and the state equals a one-process NodeMemory (over ``MPI.COMM_SELF``) that
+  staged the whole batch;
+- snapshot / restore (twice) and reset; post_to_neighbors;
+- every error case (bad node id, wrong dtype or shape, NaN ts, length mismatch, errors on
+  two ranks, calls out of step, restore without a snapshot, constructor arguments that
+  differ or a taken name) raised the same on every rank, with the state unchanged and the
+  staged updates dropped everywhere.
+"""
+import numpy as np
+from mpi4py import MPI
+
+from _harness import check, expect_error, run_main
+
+import ddstore  # noqa: E402
+from ddstore import DDStoreIndexError, DDStoreValueError  # noqa: E402
+from ddstore import temporal as tg  # noqa: E402
+from ddstore.testing.temporal import ReferenceNodeMemory  # noqa: E402
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+N, MD, AD = 29, 3, 2
+# oversubscribed runs (3-4 ranks on 2 cores) make every collective slow: fewer rounds
+ROUNDS = 4 if size <= 2 else 2
+
+
+def same_bytes(got, exp, what):
+    got = got.numpy() if hasattr(got, "numpy") else np.asarray(got)
+    ok = (got.shape == exp.shape and got.dtype == exp.dtype and
+          np.array_equal(got.view(np.uint8), np.ascontiguousarray(exp).view(np.uint8)))
+    if not ok:
+        what += f" (got {got.dtype} {got.shape} {got.ravel()[:6]}, expected " \
+                f"{exp.dtype} {exp.shape} {exp.ravel()[:6]})"
+    check(ok, what)
+
+
+def compare(mem, ref, tag, rng=None):
+    """Every node (and a shuffled list with duplicates) read back equal to the reference."""
+    rng = rng or np.random.default_rng(rank + 7)
+    queries = [np.arange(N), rng.integers(0, N, 40)]
+    for q in queries:
+        got = mem.read(q)
+        exp = ref.read(q.tolist())
+        for key, e in zip(("memory", "memory_ts", "mail", "mail_ts"), exp):
+            same_bytes(getattr(got, key), e, f"{tag}: {key}")
+    again = mem.read(q, out=got)
+    check(again is got, f"{tag}: read(out=) returned a new object")
+    for key, e in zip(("memory", "memory_ts", "mail", "mail_ts"), exp):
+        same_bytes(getattr(again, key), e, f"{tag}: {key} (out=)")
+
+
+def random_updates(rng, dtype, most=25):
+    """Every rank's staged updates for one round (drawn the same on every rank): for each
+    rank a list of calls ``(kind, nodes, rows, ts)``."""
+    plan = []
+    for r in range(size):
+        calls = []
+        for kind, dim in (("write", MD), ("post", AD)):
+            n = int(rng.integers(0, most))
+            if size > 2 and r == 1:
+                n = 0  # a rank that stages nothing
+            nodes = rng.integers(0, N, n)
+            nodes[: n // 3] = nodes[0] if n else 0  # repeated nodes
+            ts = rng.integers(0, 6, n).astype(np.float64)  # many ties
+            rows = rng.standard_normal((n, dim)).astype(dtype)
+            cuts = np.sort(rng.integers(0, n + 1, 2))
+            for a, b in zip([0, cuts[0], cuts[1]], [cuts[0], cuts[1], n]):
+                calls.append((kind, nodes[a:b], rows[a:b], ts[a:b]))
+        plan.append(calls)
+    return plan
+
+
+def stage(mem, calls, scalar_ts=False):
+    for kind, nodes, rows, ts in calls:
+        if scalar_ts and len(ts) and np.all(ts == ts[0]):
+            ts = float(ts[0])  # one ts for all
+        (mem.write if kind == "write" else mem.post)(nodes, rows, ts)
+
+
+def as_reference(plan):
+    """(writes, posts) as ``(rank, position, node, ts, row)`` lists."""
+    writes, posts = [], []
+    for r, calls in enumerate(plan):
+        pos = {"write": 0, "post": 0}
+        for kind, nodes, rows, ts in calls:
+            for v, row, t in zip(nodes.tolist(), rows, ts.tolist()):
+                (writes if kind == "write" else posts).append((r, pos[kind], v, t, row))
+                pos[kind] += 1
+    return writes, posts
+
+
+def run_round(mem, ref, rng, dtype, tag):
+    plan = random_updates(rng, dtype)
+    stage(mem, plan[rank], scalar_ts=True)
+    mem.commit()
+    ref.commit(*as_reference(plan))
+    check(mem.staged() == (0, 0), f"{tag}: staged after commit {mem.staged()}")
+    compare(mem, ref, tag)
+
+
+def check_batch_equality(mem, S, dtype, tag):
+    """Contiguous slices of a time-ordered batch in rank order == one process over it."""
+    with ddstore.DDStore(MPI.COMM_SELF, width=1) as solo:
+        one = tg.NodeMemory(solo, "one", N, MD, AD, mailbox_size=S, dtype=dtype)
+        mem.reset()
+        rng = np.random.default_rng(99)
+        for b in range(max(2, ROUNDS - 1)):
+            B = 50
+            nodes = rng.integers(0, N, B)
+            ts = np.sort(rng.integers(0, 8, B)).astype(np.float64) + 10 * b
+            rows = rng.standard_normal((B, MD)).astype(dtype)
+            mails = rng.standard_normal((B, AD)).astype(dtype)
+            lo, hi = ddstore.partition(B, size, rank)
+            mem.write(nodes[lo:hi], rows[lo:hi], ts[lo:hi])
+            mem.post(nodes[lo:hi], mails[lo:hi], ts[lo:hi])
+            mem.commit()
+            one.write(nodes, rows, ts)
+            one.post(nodes, mails, ts)
+            one.commit()
+            a, e = mem.read(np.arange(N)), one.read(np.arange(N))
+            for key in ("memory", "memory_ts", "mail", "mail_ts"):
+                same_bytes(getattr(a, key), getattr(e, key).numpy(),
+                           f"{tag}: P-rank batch {b} {key} == one process")
+
+
+def check_neighbors(mem, ref, rng, dtype, tag):
+    """post_to_neighbors == posting mail[row] to nodes[col] in the block's edge order."""
+    nr = 4
+    nbrs = rng.integers(0, N, 9)
+    row = np.sort(rng.integers(0, nr, 9))
+    block = tg.TemporalBlock(np.concatenate([rng.integers(0, N, nr), nbrs]),
+                             np.zeros(nr + 9), row, np.arange(nr, nr + 9), np.arange(9),
+                             np.zeros(9), np.ones(9), nr)
+    mail = rng.standard_normal((nr, AD)).astype(dtype)
+    ts = rng.integers(0, 3, nr).astype(np.float64) + 100
+    if rank == 0:
+        mem.post_to_neighbors(block, mail, ts)
+    mem.commit()
+    ref.commit([], [(0, i, int(nbrs[i]), float(ts[row[i]]), mail[row[i]])
+                    for i in range(9)])
+    compare(mem, ref, f"{tag}: post_to_neighbors")
+
+
+def check_errors(store, mem, ref, dtype, tag):
+    dtype = np.dtype(dtype)
+    bad = size - 1
+    rng = np.random.default_rng(5)
+    good = np.zeros((2, MD), dtype)
+    cases = [
+        (DDStoreIndexError, ["write", f"node id {N} (position 1)", f"[0, {N})"],
+         lambda: mem.write([0, N], good, [1.0, 2.0]), "node id too large"),
+        (DDStoreIndexError, ["post", "node id -1", f"[0, {N})"],
+         lambda: mem.post([-1], np.zeros((1, AD), dtype), 1.0), "negative node id"),
+        (DDStoreValueError, ["write", "memory has dtype int64", f"needs dtype {dtype}",
+                             f"shape (2, {MD})"],
+         lambda: mem.write([0, 1], np.zeros((2, MD), np.int64), 1.0), "wrong dtype"),
+        (DDStoreValueError, ["post", f"mail has dtype {dtype} shape (2, {AD + 1})",
+                             f"shape (2, {AD})"],
+         lambda: mem.post([0, 1], np.zeros((2, AD + 1), dtype), 1.0), "wrong mail shape"),
+        (DDStoreValueError, ["write", "ts[1] = nan (node 4)", "must be finite"],
+         lambda: mem.write([3, 4], good, [1.0, np.nan]), "NaN ts in write"),
+        (DDStoreValueError, ["post", "ts[0] = inf"],
+         lambda: mem.post([3], np.zeros((1, AD), dtype), [np.inf]), "inf ts in post"),
+        (DDStoreValueError, ["write", "ts has dtype float64 shape (3,)", "needs 2"],
+         lambda: mem.write([3, 4], good, [1.0, 2.0, 3.0]), "ts length"),
+        (DDStoreValueError, ["write", "memory has dtype", "shape (2, 3)"],
+         lambda: mem.write([3, 4], "not an array", 1.0), "not an array"),
+    ]
+    for exc, fragments, stage_bad, what in cases:
+        plan = random_updates(rng, dtype, most=8)
+        stage(mem, plan[rank])       # good updates everywhere, all of them dropped
+        if rank == bad:
+            stage_bad()
+        expect_error(exc, [f"rank {bad}:"] + fragments, mem.commit, agree=True,
+                     what=f"{tag}: {what}")
+        check(mem.staged() == (0, 0), f"{tag}: {what}: staged kept {mem.staged()}")
+        compare(mem, ref, f"{tag}: after {what}")
+    if size > 1:  # two ranks with different errors: both named
+        mem.write([N + 5], np.zeros((1, MD), dtype), 1.0) if rank == 0 else None
+        mem.post([2], np.zeros((1, AD), dtype), np.nan) if rank == bad else None
+        expect_error(DDStoreIndexError, ["rank 0:", f"node id {N + 5}", f"rank {bad}:",
+                                         "is NaN"], mem.commit, agree=True,
+                     what=f"{tag}: two ranks")
+        compare(mem, ref, f"{tag}: after two ranks")
+        # ranks in different collective calls are told, nothing applied
+        mem.write([1], np.ones((1, MD), dtype), 1.0)
+        expect_error(DDStoreValueError, ["out of step", "NodeMemory.commit('m')",
+                                         "NodeMemory.reset('m')"],
+                     mem.commit if rank == 0 else mem.reset, agree=True,
+                     what=f"{tag}: out of step")
+        compare(mem, ref, f"{tag}: after out of step")
+        mem.commit()  # staged updates were dropped on every rank: nothing applied
+        compare(mem, ref, f"{tag}: commit after out of step")
+        expect_error(DDStoreValueError, ["mailbox_size differs between ranks"],
+                     tg.NodeMemory, store, "x", N, MD, AD,
+                     mailbox_size=2 if rank == 0 else 1, agree=True, store=store,
+                     what=f"{tag}: mailbox_size differs")
+    expect_error(DDStoreValueError, ["NodeMemory 'm': the store already holds"],
+                 tg.NodeMemory, store, "m", N, MD, AD, agree=True, store=store,
+                 what=f"{tag}: taken name")
+    for kw, frag in (({"num_nodes": 0}, "num_nodes=0 must be an integer >= 1"),
+                     ({"mailbox_size": 0}, "mailbox_size=0 must be an integer >= 1"),
+                     ({"dtype": np.int32}, "dtype int32 must be a floating-point")):
+        args = dict(num_nodes=N, memory_dim=MD, mail_dim=AD)
+        args.update(kw)
+        expect_error(DDStoreValueError, [frag], tg.NodeMemory, store, "y", agree=True,
+                     store=store, what=f"{tag}: {kw}", **args)
+    fresh = tg.NodeMemory(store, "fresh", 5, 1, 1)
+    expect_error(DDStoreValueError, ["restore() without a snapshot()"], fresh.restore,
+                 agree=True, what=f"{tag}: restore without snapshot")
+    fresh.remove()
+    check(all(not v.startswith("fresh/") for v in store.variables()),
+          f"{tag}: remove left {store.variables()}")
+
+
+def main():
+    widths = [w for w in range(1, size + 1) if size % w == 0]
+    for width in widths:
+        # width 1: every rank reads only its own rows, so rma reads nothing remote
+        for transport in ("auto", "rma") if width > 1 else ("auto",):
+            with ddstore.DDStore(comm, width=width, transport=transport) as store:
+                if transport == "rma":
+                    check(store.shm_peers == 0, "rma with shm peers")
+                for S, dtype in ((1, np.float32), (3, np.float64)):
+                    if size > 2 and S == 1 and transport == "rma":
+                        continue  # oversubscribed: mailbox 3 covers the rma path
+                    tag = f"[n={size} w={width} {transport} S={S} {np.dtype(dtype)}]"
+                    mem = tg.NodeMemory(store, "m", N, MD, AD, mailbox_size=S, dtype=dtype)
+                    ref = ReferenceNodeMemory(N, MD, AD, S, dtype)
+                    compare(mem, ref, f"{tag}: zeros")
+                    lo, hi = ddstore.partition(N, width, store.group_rank)
+                    per_node = MD * np.dtype(dtype).itemsize + 8 + S * (
+                        AD * np.dtype(dtype).itemsize + 8) + 8
+                    check(mem.nbytes() == (hi - lo) * per_node,
+                          f"{tag}: nbytes {mem.nbytes()} != {(hi - lo) * per_node}")
+                    rng = np.random.default_rng(1000 * width + S)
+                    for i in range(ROUNDS):
+                        run_round(mem, ref, rng, dtype, f"{tag} round {i}")
+                    mem.snapshot()
+                    check(mem.nbytes() == 2 * (hi - lo) * per_node, f"{tag}: snapshot "
+                                                                     f"nbytes")
+                    kept = ref.copy()
+                    for i in range(ROUNDS // 2):
+                        run_round(mem, ref, rng, dtype, f"{tag} after snapshot {i}")
+                    for i in range(2):  # the snapshot is kept: restored twice
+                        mem.write([0], np.ones((1, MD), dtype), 1.0)  # dropped by restore
+                        mem.restore()
+                        ref = kept.copy()
+                        compare(mem, ref, f"{tag}: restore {i}")
+                        check(mem.staged() == (0, 0), f"{tag}: restore kept staged")
+                        run_round(mem, ref, rng, dtype, f"{tag} after restore {i}")
+                    check_neighbors(mem, ref, rng, dtype, tag)
+                    if transport == "auto" and (width == size or (width == 1 and
+                                                                  size <= 2)) and \
+                            (size <= 2 or S == 3):
+                        check_errors(store, mem, ref, dtype, tag)
+                    mem.reset()
+                    compare(mem, ReferenceNodeMemory(N, MD, AD, S, dtype), f"{tag}: reset")
+                    check_batch_equality(mem, S, dtype, tag)
+                    mem.remove()
+                    check(store.variables() == [], f"{tag}: left {store.variables()}")
+    comm.Barrier()
+
+
+run_main(main)
