@@ -105,6 +105,8 @@ BENCHMARKS = {
     "dynamic": "dynamic graphs: checkpoints + deltas vs full snapshots (mpiexec -n 2)",
     "scale": "full-PeMS-sized series and a million graphs (mpiexec -n 2; by hand)",
     "prefetch": "epoch time with and without prefetch (mpiexec -n 2)",
+    "node_memory": "NodeMemory read + commit per batch vs TGL's MailBox in torch "
+                   "(mpiexec -n 2, or one process)",
 }
 
 COMMANDS = {"demo": (demo, "fill a store, read every row back from every rank, check "

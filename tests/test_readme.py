@@ -84,6 +84,7 @@ BASH_SKIP = {
     "mpiexec -n 2 python -m ddstore.bench.dynamic": "benchmark (long job)",
     "mpiexec -n 2 python -m ddstore.bench.scale series": "benchmark (long job, ~10 GB)",
     "mpiexec -n 2 python -m ddstore.bench.prefetch": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore.bench.node_memory": "benchmark (long job)",
     "mpiexec -n 2 python -m ddstore bench-core --quick":
         "the same program as test_core.py::test_core_benchmark_writes_json runs",
 }

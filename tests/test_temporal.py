@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import mpiexec_path, on_ranks
+from conftest import mpiexec_path, on_ranks, run_mpi
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -77,6 +77,32 @@ def test_benchmark_smoke(tmp_path):
             assert r["shm_peers"] == 0
     by_w = {r["width"]: r["tcsr_bytes_per_rank"] for r in res["results"]}
     assert max(by_w[2]) < max(by_w[1])  # width 2 halves (about) the T-CSR per rank
+
+
+@pytest.mark.mpi
+def test_node_memory_benchmark_smoke(tmp_path):
+    """mpiexec -n 2 python -m ddstore.bench.node_memory --quick: NodeMemory vs TGL's
+    MailBox in torch, mailbox 1 and 10, JSON written with positive times."""
+    path = tmp_path / "nm.json"
+    out = run_mpi("-m", 2, "ddstore.bench.node_memory", "--quick", "--out", str(path),
+                  timeout=180)
+    assert "ours/torch" in out, out
+    res = json.load(open(path))
+    assert res["benchmark"] == "node_memory" and res["ranks"] == 2, res
+    assert res["mail_dim"] == 2 * res["memory_dim"] + 172
+    assert [r["mailbox_size"] for r in res["results"]] == [1, 10]
+    for r in res["results"]:
+        for key in ("read", "write_post", "commit", "total"):
+            assert r["ms_per_batch"][key] > 0, r
+        for key in ("read", "update", "total"):
+            assert r["torch_ms_per_batch"][key] > 0, r
+        assert r["ratio_ours_over_torch"] > 0 and r["width"] == 2
+        # each rank holds state / width: its own node range, nothing of the other's
+        assert r["nbytes_per_rank"] == r["nbytes_formula_per_rank"], r
+        assert sum(r["nbytes_per_rank"]) == r["state_bytes_per_node"] * res["num_nodes"]
+        big = r["big"]
+        assert big["bytes_per_rank"] == big["state_bytes"] // 2 + big["batch_bytes_per_rank"]
+    assert res["targets"]["nbytes_is_state_over_width"] is True
 
 
 # ------------------------------------------------------------------ bad input (1 rank)

@@ -1,0 +1,316 @@
+"""Node memory benchmark (:class:`ddstore.temporal.NodeMemory`) against TGL's ``MailBox``
+update path re-implemented in torch in the same process.
+
+Run::
+
+    mpiexec -n 2 python -m ddstore.bench.node_memory     # 2 ranks, width 2
+    python -m ddstore.bench.node_memory                  # one rank
+
+Events come from :func:`ddstore.temporal.synthetic_stream` (power-law degrees).  A batch
+is ``--batch-size`` events (default 600, TGL's); rank ``r`` of ``P`` takes the ``r``-th
+contiguous slice of each batch (what ``EdgeBatches(comm=...)`` hands out), so the P ranks
+together process the same events as the one-process torch baseline.  Per event: read the
+memory and mailbox of its 2 endpoints (``NodeMemory.read``), then write 2 memories and
+post 2 mails (``write`` / ``post``, staged), and one collective ``commit()`` per batch.
+memory_dim 100, mail_dim ``2 * 100 + 172`` = 372 (TGN on Wikipedia/Reddit), mailbox
+sizes ``--mailbox`` (default 1 and 10).  The rows written are fixed random rows (the
+model's compute is not what is measured).
+
+The baseline is TGL's ``MailBox`` (``modules/memorys.py``) on rank 0, on the whole batch,
+run in the same job batch by batch after ours (the other ranks asleep meanwhile, so both
+see the same load on a shared machine):
+read = ``index_select`` of memory, memory_ts, mailbox, mailbox_ts; update = ``unique``
+keeping the last occurrence per node, ``index_put`` of memory / memory_ts, and the ring
+``mailbox[nid, next_mail_pos[nid]] = mail``, ``next_mail_pos = (next_mail_pos + 1) %
+size``.  (TGL keeps one mail per node per batch, the last; NodeMemory keeps every mail of
+the batch in the ring, up to ``mailbox_size``, in ``(ts, rank, position)`` order.)
+
+Reported per mailbox size: the median over the warm batches (the first ``--warmup``
+skipped) of the slowest rank's time per batch for read, write+post, commit and their
+sum, the torch baseline's read, update and sum, and the ratio ours / torch; the bytes
+each rank holds (``NodeMemory.nbytes()``) and the same computed for ``--big-nodes``
+(default 10 M) nodes at width 2: ``state / width + O(batch)``.  Printed and written as
+JSON to ``--out`` (default ``bench_results/node_memory_n<ranks>.json``).
+"""
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from ddstore.bench import ArgumentParser, plural, write_report
+
+MEMORY_DIM = 100
+EDGE_DIM = 172
+
+
+def _args(argv, prog=None):
+    p = ArgumentParser(prog=prog or "python -m ddstore.bench.node_memory",
+                       description="ddstore NodeMemory benchmark: read + write/post + "
+                                   "commit per batch vs TGL's MailBox in torch",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--num-nodes", type=int, default=100_000)
+    p.add_argument("--batches", type=int, default=40,
+                   help="batches timed per mailbox size (the first --warmup not counted)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=600, help="events per batch")
+    p.add_argument("--mailbox", default="1,10", help="comma-separated mailbox sizes")
+    p.add_argument("--memory-dim", type=int, default=MEMORY_DIM)
+    p.add_argument("--edge-dim", type=int, default=EDGE_DIM,
+                   help="mail_dim = 2 * memory_dim + edge_dim")
+    p.add_argument("--width", type=int, default=None,
+                   help="ranks per replica (default: all ranks, one replica)")
+    p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch threads of the baseline (one rank's core)")
+    p.add_argument("--big-nodes", type=int, default=10_000_000,
+                   help="node count of the computed per-rank memory (at width 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true",
+                   help="a tiny setting (smoke test): 2000 nodes, 8 batches of 60")
+    p.add_argument("--out", default=None,
+                   help="JSON path (default bench_results/node_memory_n<ranks>.json)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.num_nodes, args.batches, args.warmup, args.batch_size = 2000, 8, 2, 60
+    return args
+
+
+def _log(comm, *a):
+    if comm.Get_rank() == 0:
+        print(*a, flush=True)
+
+
+def _quiet_barrier(comm):
+    """A barrier that sleeps instead of spinning (the torch baseline runs alone)."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.001)
+
+
+def _events(args):
+    from ddstore import temporal as tg
+    s = tg.synthetic_stream(args.num_nodes, args.batches * args.batch_size, seed=args.seed,
+                            edge_dim=1)
+    return s.src.astype(np.int64), s.dst.astype(np.int64), np.asarray(s.t, np.float64)
+
+
+def _batch_nodes(src, dst, t, a, z):
+    """Endpoints of events [a, z) interleaved (src0, dst0, src1, ...) and their times."""
+    nodes = np.stack([src[a:z], dst[a:z]], axis=1).reshape(-1)
+    return nodes, np.repeat(t[a:z], 2)
+
+
+class _Ours:
+    """NodeMemory on every rank; :meth:`step` runs one batch (this rank's slice)."""
+
+    def __init__(self, comm, store, args, S, events, mail_dim):
+        from ddstore.temporal import NodeMemory
+        rank, size = comm.Get_rank(), comm.Get_size()
+        self.comm, self.args, self.events = comm, args, events
+        self.mem = mem = NodeMemory(store, f"bench_mem{S}", args.num_nodes,
+                                    args.memory_dim, mail_dim, mailbox_size=S)
+        per_node = _state_bytes_per_node(args.memory_dim, mail_dim, S, mem.dtype.itemsize)
+        self.nbytes = comm.allgather((mem.nbytes(), per_node * (mem.hi - mem.lo)))
+        rng = np.random.default_rng(args.seed + rank)
+        B = args.batch_size
+        self.lo, self.hi = (B * rank) // size, (B * (rank + 1)) // size  # slice of a batch
+        n = 2 * (self.hi - self.lo)
+        self.mem_rows = rng.standard_normal((n, args.memory_dim)).astype(np.float32)
+        self.mail_rows = rng.standard_normal((n, mail_dim)).astype(np.float32)
+        self.times = np.zeros((args.batches, 3))
+        self.out = None
+
+    def step(self, b):
+        B, mem = self.args.batch_size, self.mem
+        nodes, ts = _batch_nodes(*self.events, b * B + self.lo, b * B + self.hi)
+        self.comm.Barrier()
+        t0 = time.perf_counter()
+        self.out = mem.read(nodes, out=self.out)
+        t1 = time.perf_counter()
+        mem.write(nodes, self.mem_rows, ts)
+        mem.post(nodes, self.mail_rows, ts)
+        t2 = time.perf_counter()
+        mem.commit()
+        t3 = time.perf_counter()
+        self.times[b] = (t1 - t0, t2 - t1, t3 - t2)
+
+    def finish(self):
+        """Collective: remove the state; on rank 0 the slowest rank's times per batch."""
+        self.mem.remove()
+        every = self.comm.gather(self.times, root=0)
+        return np.max(np.stack(every), axis=0) if self.comm.Get_rank() == 0 else None
+
+
+class _Torch:
+    """TGL's MailBox (modules/memorys.py), CPU, the whole batch on one rank."""
+
+    def __init__(self, args, S, events, mail_dim):
+        import torch
+        N, B = args.num_nodes, args.batch_size
+        self.args, self.events, self.S = args, events, S
+        self.node_memory = torch.zeros((N, args.memory_dim), dtype=torch.float32)
+        self.node_memory_ts = torch.zeros(N, dtype=torch.float32)
+        self.mailbox = torch.zeros((N, S, mail_dim), dtype=torch.float32)
+        self.mailbox_ts = torch.zeros((N, S), dtype=torch.float32)
+        self.next_mail_pos = torch.zeros(N, dtype=torch.long)
+        rng = np.random.default_rng(args.seed)
+        self.memory = torch.from_numpy(
+            rng.standard_normal((2 * B, args.memory_dim)).astype(np.float32))
+        self.mail = torch.from_numpy(rng.standard_normal((2 * B, mail_dim)).astype(np.float32))
+        self.times = np.zeros((args.batches, 2))
+
+    def step(self, b):
+        import torch
+        B, S = self.args.batch_size, self.S
+        nodes, ts = _batch_nodes(*self.events, b * B, (b + 1) * B)
+        t0 = time.perf_counter()
+        # prep_input_mails
+        idx = torch.from_numpy(nodes)
+        mem = self.node_memory.index_select(0, idx)
+        mem_ts = self.node_memory_ts.index_select(0, idx)
+        mem_input = self.mailbox.index_select(0, idx).reshape(idx.shape[0], -1)
+        mail_ts = self.mailbox_ts.index_select(0, idx)
+        t1 = time.perf_counter()
+        # update_memory + update_mailbox (deliver_to 'self', mail_combine 'last')
+        nid = torch.from_numpy(nodes)
+        mts = torch.from_numpy(ts).float()
+        uni, inv = torch.unique(nid, return_inverse=True)
+        perm = torch.arange(inv.size(0), dtype=inv.dtype)
+        perm = inv.new_empty(uni.size(0)).scatter_(0, inv, perm)  # last occurrence
+        unid = nid[perm]
+        self.node_memory[unid] = self.memory[perm]
+        self.node_memory_ts[unid] = mts[perm]
+        pos = self.next_mail_pos[unid]
+        self.mailbox[unid, pos] = self.mail[perm]
+        self.mailbox_ts[unid, pos] = mts[perm]
+        if S > 1:
+            self.next_mail_pos[unid] = torch.remainder(pos + 1, S)
+        t2 = time.perf_counter()
+        self.times[b] = (t1 - t0, t2 - t1)
+        return mem, mem_ts, mem_input, mail_ts
+
+
+def _pair(comm, store, args, S, events, mail_dim):
+    """Ours (every rank) and torch (rank 0, the others asleep) alternate batch by batch,
+    so both see the same load on a shared machine."""
+    import torch
+    rank = comm.Get_rank()
+    ours = _Ours(comm, store, args, S, events, mail_dim)
+    base = _Torch(args, S, events, mail_dim) if rank == 0 else None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.torch_threads)
+    try:
+        for b in range(args.batches):
+            ours.step(b)
+            if base is not None:
+                base.step(b)
+            _quiet_barrier(comm)
+    finally:
+        torch.set_num_threads(threads)
+    return ours.nbytes, ours.finish(), (base.times if base is not None else None)
+
+
+def _state_bytes_per_node(memory_dim, mail_dim, S, itemsize=4):
+    """memory, memory_ts, mail ring, mail_ts ring, mail_count."""
+    return memory_dim * itemsize + 8 + S * mail_dim * itemsize + S * 8 + 8
+
+
+def _batch_bytes(args, mail_dim, ranks, itemsize=4):
+    """O(batch) per rank: the staged updates and their keys (node, rank, position, ts),
+    held about three times during a commit (staged, concatenated, received)."""
+    per = 2 * args.batch_size // ranks
+    return 3 * per * ((args.memory_dim + mail_dim) * itemsize + 2 * 32)
+
+
+def run(argv=None, prog=None):
+    import ddstore
+    args = _args(argv, prog)
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    mail_dim = 2 * args.memory_dim + args.edge_dim
+    sizes = [int(x) for x in args.mailbox.split(",") if x]
+    t0 = time.perf_counter()
+    events = _events(args)
+    _log(comm, f"{args.batches} batches of {args.batch_size} events over "
+               f"{args.num_nodes} nodes on {plural(size, 'rank')} (generated in "
+               f"{time.perf_counter() - t0:.1f} s); memory_dim {args.memory_dim}, mail_dim "
+               f"{mail_dim}, mailbox {sizes}")
+    warm = slice(min(args.warmup, args.batches - 1), None)
+    results = []
+    with ddstore.DDStore(comm, width=args.width or size, transport=args.transport) as store:
+        width = store.group_size
+        for S in sizes:
+            nbytes, ours, tt = _pair(comm, store, args, S, events, mail_dim)
+            res = None
+            if rank == 0:
+                med = np.median(ours[warm], axis=0) * 1e3
+                tot = float(np.median(ours[warm].sum(axis=1)) * 1e3)
+                tmed = np.median(tt[warm], axis=0) * 1e3
+                ttot = float(np.median(tt[warm].sum(axis=1)) * 1e3)
+                per_node = _state_bytes_per_node(args.memory_dim, mail_dim, S)
+                big_state = per_node * args.big_nodes
+                big_batch = _batch_bytes(args, mail_dim, 2)
+                res = dict(
+                    mailbox_size=S, width=width, transport=store.transport,
+                    shm_peers=store.shm_peers,
+                    ms_per_batch=dict(read=float(med[0]), write_post=float(med[1]),
+                                      commit=float(med[2]), total=tot),
+                    torch_ms_per_batch=dict(read=float(tmed[0]), update=float(tmed[1]),
+                                            total=ttot),
+                    ratio_ours_over_torch=tot / ttot,
+                    ratio_read=float(med[0] / tmed[0]),
+                    ratio_update=float((med[1] + med[2]) / tmed[1]),
+                    nbytes_per_rank=[int(x[0]) for x in nbytes],
+                    nbytes_formula_per_rank=[int(x[1]) for x in nbytes],
+                    state_bytes_per_node=per_node,
+                    big=dict(num_nodes=args.big_nodes, width=2,
+                             state_bytes=big_state, state_bytes_per_rank=big_state // 2,
+                             batch_bytes_per_rank=big_batch,
+                             bytes_per_rank=big_state // 2 + big_batch))
+                print(f"mailbox {S:2d}, width {width}: ours {tot:7.2f} ms/batch (read "
+                      f"{med[0]:.2f}, write+post {med[1]:.2f}, commit {med[2]:.2f}); "
+                      f"torch {ttot:7.2f} ms (read {tmed[0]:.2f}, update {tmed[1]:.2f}); "
+                      f"ours/torch {tot / ttot:.2f}; "
+                      f"{max(x[0] for x in nbytes) / 1e6:.1f} MB/rank; "
+                      f"10M nodes at width 2: {res['big']['bytes_per_rank'] / 1e9:.2f} "
+                      f"GB/rank", flush=True)
+            _quiet_barrier(comm)
+            results.append(comm.bcast(res, root=0))
+    if rank == 0:
+        print("\n| mailbox | ours read | write+post | commit | ours total | torch read "
+              "| torch update | torch total | ours/torch | MB/rank |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for r in results:
+            m, q = r["ms_per_batch"], r["torch_ms_per_batch"]
+            print(f"| {r['mailbox_size']} | {m['read']:.2f} | {m['write_post']:.2f} | "
+                  f"{m['commit']:.2f} | {m['total']:.2f} | {q['read']:.2f} | "
+                  f"{q['update']:.2f} | {q['total']:.2f} | {r['ratio_ours_over_torch']:.2f}"
+                  f" | {max(r['nbytes_per_rank']) / 1e6:.1f} |", flush=True)
+        targets = {"target_ratio": 2.0,
+                   "meets_2x": bool(size == 2 and all(r["ratio_ours_over_torch"] <= 2.0
+                                                      for r in results)),
+                   "nbytes_is_state_over_width": all(
+                       r["nbytes_per_rank"] == r["nbytes_formula_per_rank"]
+                       for r in results)}
+        import torch
+        report = dict(benchmark="node_memory", ranks=size, num_nodes=args.num_nodes,
+                      batch_size=args.batch_size, batches=args.batches,
+                      warmup=args.warmup, memory_dim=args.memory_dim, mail_dim=mail_dim,
+                      torch_threads=args.torch_threads, torch_version=torch.__version__,
+                      host=platform.node(), results=results, targets=targets)
+        print(f"targets: {targets}", flush=True)
+        write_report(report, args.out or os.path.join("bench_results",
+                                                      f"node_memory_n{size}.json"))
+    return results
+
+
+def main(argv=None, prog=None):
+    run(argv, prog)
+    return 0
+
+
+if __name__ == "__main__":
+    main()
