@@ -10,14 +10,12 @@ range of the file (whole lines, pandas' C parser) and numbers the nodes as PyG's
 ranks).  :func:`write_jodie` writes the layout (tests, examples).
 """
 import collections
-import io
 import os
-import re
 
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .tgl import _check_fields, _line_start
+from .tgl import _check_fields, check_sorted_across_ranks, read_csv_chunk, read_line_share
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
 
@@ -54,7 +52,7 @@ def _fields(line):
 
 
 def _header(path):
-    """(header length in bytes, fields per row, file size); raise naming the line."""
+    """(fields per row, header length in bytes, file size); raise naming the line."""
     with open(path, "rb") as f:
         first = f.readline()
         second = f.readline()
@@ -79,7 +77,7 @@ def _header(path):
         raise DDStoreValueError(f"{path}, line 2: malformed row: {n} fields, a JODIE row "
                                 f"needs at least 4 (user,item,timestamp,state_label,"
                                 f"features...)")
-    return len(first), n, size
+    return n, len(first), size
 
 
 _ALLOWED = {0: "an integer user id >= 0", 1: "an integer item id >= 0",
@@ -105,16 +103,7 @@ def _parse(path, chunk, n, first_line):
     _check_fields(path, chunk, n, first_line,
                   expected="but line 2 has {n} (every row: user,item,timestamp,state_label "
                            "and the same number of features)")
-    try:
-        df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
-                         skip_blank_lines=False, engine="c")
-    except Exception as exc:
-        msg = str(exc)
-        m = re.search(r"line (\d+)", msg)
-        where = f"line {first_line + int(m.group(1)) - 1}" if m else \
-            f"lines {first_line}+"
-        raise DDStoreValueError(f"{path}, {where}: malformed row ({msg.strip()}); "
-                                f"expected {n} fields") from None
+    df = read_csv_chunk(path, chunk, n, first_line)
     cols = []
     for j in range(n):  # one pass per column, vectorised over the lines
         col = df[j]
@@ -169,28 +158,13 @@ def read_jodie_share(store, path, call=("read_jodie_share", None)):
     (see :meth:`DDStore.agree`).
     """
     comm = store.comm
-    rank, size = comm.Get_rank(), comm.Get_size()
+    rank = comm.Get_rank()
     path = str(path)
-    error, chunk, n, nlines = None, b"", 0, 0
-    try:
-        if not os.path.isfile(path):
-            raise DDStoreValueError(f"{path}: not found (a JODIE CSV file: header line, "
-                                    f"then user,item,timestamp,state_label,features...)")
-        hlen, n, fsize = _header(path)
-        body = fsize - hlen
-        with open(path, "rb") as f:
-            a = _line_start(f, hlen + body * rank // size, hlen, fsize)
-            b = _line_start(f, hlen + body * (rank + 1) // size, hlen, fsize)
-            f.seek(a)
-            chunk = f.read(b - a)
-        nlines = chunk.count(b"\n") + (1 if chunk and not chunk.endswith(b"\n") else 0)
-    except DDStoreValueError as exc:
-        error = exc
-    except OSError as exc:
-        error = DDStoreValueError(f"{path}: {exc}")
-    store.agree(error, call=call)
-    counts = comm.allgather(nlines)
-    first_line = 2 + sum(counts[:rank])
+    n, chunk, counts = read_line_share(
+        store, path, _header, "a JODIE CSV file: header line, then user,item,timestamp,"
+        "state_label,features...", call)
+    first_line, nlines = 2 + sum(counts[:rank]), counts[rank]
+    error = None
     parsed = None
     try:
         parsed = _parse(path, chunk, n, first_line)
@@ -204,17 +178,9 @@ def read_jodie_share(store, path, call=("read_jodie_share", None)):
     user, item, t, label, feat = parsed
     ends = comm.allgather((t[0], t[-1], first_line, int(user.max()), int(item.max()),
                            bool(np.all(t == np.floor(t)))) if len(t) else None)
-    prev = None
-    for e in ends:
-        if e is None:
-            continue
-        if prev is not None and e[0] < prev:
-            raise DDStoreValueError(f"{path}, line {e[2]}: timestamp {e[0]} is earlier "
-                                    f"than the previous row's {prev}; a JODIE file must be "
-                                    f"sorted by timestamp (PyG's chronological split "
-                                    f"assumes it; sort it, or use from_arrays, which "
-                                    f"accepts any order)")
-        prev = e[1]
+    check_sorted_across_ranks(path, ends, "timestamp", "a JODIE file must be sorted "
+                              "by timestamp (PyG's chronological split assumes it; sort "
+                              "it, or use from_arrays, which accepts any order)")
     live = [e for e in ends if e is not None]
     num_users = max(e[3] for e in live) + 1
     num_items = max(e[4] for e in live) + 1

@@ -92,17 +92,7 @@ def _parse(path, chunk, cols, first_line):
         e = np.zeros(0, dtype=np.int64)
         return e, e.copy(), np.zeros(0), np.zeros(0, dtype=np.int8)
     _check_fields(path, chunk, n, first_line)
-    try:
-        df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
-                         usecols=[cols.index(c) for c in _NEED], skip_blank_lines=False,
-                         engine="c")
-    except Exception as exc:
-        msg = str(exc)
-        m = re.search(r"line (\d+)", msg)
-        where = f"line {first_line + int(m.group(1)) - 1}" if m else \
-            f"lines {first_line}+"
-        raise DDStoreValueError(f"{path}, {where}: malformed row ({msg.strip()}); "
-                                f"expected {n} fields") from None
+    df = read_csv_chunk(path, chunk, n, first_line, usecols=[cols.index(c) for c in _NEED])
     out = []
     for c in _NEED:
         col = df[cols.index(c)]
@@ -152,24 +142,38 @@ def _load_rows(path, start, stop, total_what):
     return x[start:stop].numpy().copy(), x.shape[0]
 
 
-def read_tgl_share(store, directory, call=("read_tgl_share", None)):
-    """Collective: this rank's share of a TGL directory's edges, as
-    ``(src, dst, t, split, edge_feat or None, node_feat or None)``.
+def read_csv_chunk(path, chunk, n, first_line, usecols=None):
+    """A chunk of whole CSV lines with ``n`` fields as a pandas DataFrame (columns
+    ``0..n-1``, C parser); a row pandas cannot parse is a :class:`DDStoreValueError`
+    naming the file and line (``first_line``: the chunk's first line number)."""
+    import pandas as pd
+    try:
+        return pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
+                           usecols=usecols, skip_blank_lines=False, engine="c")
+    except Exception as exc:
+        msg = str(exc)
+        m = re.search(r"line (\d+)", msg)
+        where = f"line {first_line + int(m.group(1)) - 1}" if m else \
+            f"lines {first_line}+"
+        raise DDStoreValueError(f"{path}, {where}: malformed row ({msg.strip()}); "
+                                f"expected {n} fields") from None
 
-    Each rank parses only its byte range of ``edges.csv`` (whole lines); edge ids are the
-    row order of the file.  Errors (missing or malformed file, naming the file and line;
-    unsorted times; feature rows that do not match) are raised on every rank.  ``call``
-    names the collective call this is the first step of (see :meth:`DDStore.agree`).
-    """
-    comm = store.comm
-    rank, size = comm.Get_rank(), comm.Get_size()
-    path = os.path.join(str(directory), "edges.csv")
-    error, chunk, cols, nlines = None, b"", None, 0
+
+def read_line_share(store, path, header, missing, call):
+    """Collective: the first step of a reader that parses only its share of a text file
+    with one header line.  Rank ``r`` of ``size`` reads the whole lines that start in the
+    ``r``-th of ``size`` equal byte ranges of the body.  ``header(path)`` returns
+    ``(info, header length in bytes, file size)`` or raises :class:`DDStoreValueError`;
+    ``missing`` says what the file should be when it does not exist.  A failure on any
+    rank raises on every rank (``call`` names the collective call, see
+    :meth:`DDStore.agree`).  Returns ``(info, chunk, counts)``: this rank's bytes and
+    every rank's number of lines (rank ``r``'s first line is ``2 + sum(counts[:r])``)."""
+    rank, size = store.comm.Get_rank(), store.comm.Get_size()
+    error, info, chunk, nlines = None, None, b"", 0
     try:
         if not os.path.isfile(path):
-            raise DDStoreValueError(f"{path}: not found (a TGL dataset directory needs "
-                                    f"edges.csv)")
-        cols, hlen, fsize = _header(path)
+            raise DDStoreValueError(f"{path}: not found ({missing})")
+        info, hlen, fsize = header(path)
         body = fsize - hlen
         with open(path, "rb") as f:
             a = _line_start(f, hlen + body * rank // size, hlen, fsize)
@@ -182,8 +186,39 @@ def read_tgl_share(store, directory, call=("read_tgl_share", None)):
     except OSError as exc:
         error = DDStoreValueError(f"{path}: {exc}")
     store.agree(error, call=call)
-    counts = comm.allgather(nlines)
+    return info, chunk, store.comm.allgather(nlines)
+
+
+def check_sorted_across_ranks(path, ends, what, advice):
+    """Raise on every rank if the shares' times go back across ranks: ``ends`` is every
+    rank's ``(first time, last time, first line, ...)`` or None for an empty share (each
+    share is checked in order by its reader)."""
+    prev = None
+    for e in ends:
+        if e is None:
+            continue
+        if prev is not None and e[0] < prev:
+            raise DDStoreValueError(f"{path}, line {e[2]}: {what} {e[0]} is earlier than "
+                                    f"the previous row's {prev}; {advice}")
+        prev = e[1]
+
+
+def read_tgl_share(store, directory, call=("read_tgl_share", None)):
+    """Collective: this rank's share of a TGL directory's edges, as
+    ``(src, dst, t, split, edge_feat or None, node_feat or None)``.
+
+    Each rank parses only its byte range of ``edges.csv`` (whole lines); edge ids are the
+    row order of the file.  Errors (missing or malformed file, naming the file and line;
+    unsorted times; feature rows that do not match) are raised on every rank.  ``call``
+    names the collective call this is the first step of (see :meth:`DDStore.agree`).
+    """
+    comm = store.comm
+    rank, size = comm.Get_rank(), comm.Get_size()
+    path = os.path.join(str(directory), "edges.csv")
+    cols, chunk, counts = read_line_share(
+        store, path, _header, "a TGL dataset directory needs edges.csv", call)
     first_line = 2 + sum(counts[:rank])
+    error = None
     arrays = None
     try:
         arrays = _parse(path, chunk, cols, first_line)
@@ -192,16 +227,8 @@ def read_tgl_share(store, directory, call=("read_tgl_share", None)):
     store.agree(error)
     src, dst, t, roll = arrays
     ends = comm.allgather((t[0], t[-1], first_line) if len(t) else None)
-    prev = None
-    for e in ends:
-        if e is None:
-            continue
-        if prev is not None and e[0] < prev:
-            raise DDStoreValueError(f"{path}, line {e[2]}: time {e[0]} is earlier than "
-                                    f"the previous row's {prev}; edges.csv must be sorted "
-                                    f"by time (sort it, or use from_arrays, which accepts "
-                                    f"any order)")
-        prev = e[1]
+    check_sorted_across_ranks(path, ends, "time", "edges.csv must be sorted by time "
+                              "(sort it, or use from_arrays, which accepts any order)")
     total = sum(counts)
     e0 = sum(counts[:rank])
     ef = nf = None
