@@ -6,7 +6,8 @@ import numpy as np
 
 from .errors import DDStoreIndexError, DDStoreValueError
 
-__all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "STORABLE_KINDS"]
+__all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "taken_error",
+           "STORABLE_KINDS"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 STORABLE_KINDS = "biufcmM"
@@ -83,6 +84,17 @@ def as_int(value, what):
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return int(value)
     raise DDStoreValueError(f"{what} must be an integer, got {value!r}")
+
+
+def taken_error(what, name, variables):
+    """``(DDStoreValueError, message)`` if any of ``variables`` (a store's names) lies
+    under ``name/`` (the variables a layer object called ``name`` would create), else
+    None; ``what`` names the layer object, e.g. ``"graph 'g'"``."""
+    taken = [v for v in variables if v.startswith(f"{name}/")]
+    if taken:
+        return (DDStoreValueError, f"{what}: the store already holds variables {taken}; "
+                                   f"remove them or pick another name")
+    return None
 
 
 def check_indices(idx, limit, what, item="index", low=0, detail=""):

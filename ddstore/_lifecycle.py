@@ -40,8 +40,7 @@ def _free_live_stores():
         except DDStoreError as exc:  # out of step with another rank: nothing to wait for
             sys.stderr.write(f"[ddstore] rank {store.rank}: store not freed at exit: "
                              f"{exc}\n")
-            if store in _LIVE_STORES:
-                _LIVE_STORES.remove(store)
+            unregister(store)
 
 
 # ------------------------------------------------------------------ failure behaviour

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
-from .._checks import STORABLE_KINDS, as_indices, check_indices, is_int, partition
+from .._checks import (STORABLE_KINDS, as_indices, check_indices, is_int, partition,
+                       taken_error)
 from ..memory import available_memory
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
@@ -265,11 +266,7 @@ class TemporalGraph:
         arrs, error = _check_local(name, src, dst, t, edge_feat, node_feat, split,
                                    num_nodes, edge_label)
         if error is None:
-            taken = [v for v in store.variables() if v.startswith(f"{name}/")]
-            if taken:
-                error = (DDStoreValueError, f"graph {name!r}: the store already holds "
-                                            f"variables {taken}; remove them or pick "
-                                            f"another name")
+            error = taken_error(f"graph {name!r}", name, store.variables())
         ok = error is None
 
         def layout(key):

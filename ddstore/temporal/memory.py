@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import as_indices, check_indices, is_int, partition
+from .._checks import as_indices, check_indices, is_int, partition, taken_error
 from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
 from .graph import _exchange
 
@@ -106,11 +106,7 @@ class NodeMemory:
                 error = (DDStoreValueError, f"NodeMemory {name!r}: {label}={v!r} must be an"
                                             f" integer >= {low}")
         if error is None:
-            taken = [v for v in store.variables() if v.startswith(f"{name}/")]
-            if taken:
-                error = (DDStoreValueError, f"NodeMemory {name!r}: the store already holds "
-                                            f"variables {taken}; remove them or pick "
-                                            f"another name")
+            error = taken_error(f"NodeMemory {name!r}", name, store.variables())
         ok = error is None
         store.agree(error, call=("NodeMemory", name), same=None if not ok else {
             "num_nodes": int(num_nodes), "memory_dim": int(memory_dim),
