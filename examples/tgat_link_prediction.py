@@ -45,11 +45,22 @@ def parse_args(argv=None):
     p.add_argument("--data", default=None, help="TGL-format directory (edges.csv, ...)")
     p.add_argument("--num-nodes", type=int, default=1000)
     p.add_argument("--num-edges", type=int, default=30_000)
-    p.add_argument("--width", type=int, default=None, help="ranks per replica (default all)")
-    p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
     p.add_argument("--strategy", default="uniform", choices=["uniform", "recent"])
     p.add_argument("--fanouts", default="10,10")
     p.add_argument("--chunks", type=int, default=1, help="random chunk scheduling (TGL)")
+    add_training_args(p)
+    return p.parse_args(argv)
+
+
+# options of add_training_args that tgn_link_prediction.py passes on to train_tgat
+SHARED_OPTIONS = ("batch_size", "epochs", "max_batches", "hidden", "time_dim", "heads",
+                  "lr", "seed")
+
+
+def add_training_args(p):
+    """The store and training options of both link-prediction examples."""
+    p.add_argument("--width", type=int, default=None, help="ranks per replica (default all)")
+    p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
     p.add_argument("--batch-size", type=int, default=200, help="positive edges per batch")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-batches", type=int, default=0, help="per epoch; 0 = all")
@@ -58,7 +69,6 @@ def parse_args(argv=None):
     p.add_argument("--heads", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
 
 
 def log(comm, *a):
@@ -232,20 +242,34 @@ def train_tgat(graph, args, comm, tag=""):
         train_s = time.perf_counter() - t0
         val = evaluate(model, graph, eval_sampler, "val", args, comm, dims)
         test = evaluate(model, graph, eval_sampler, "test", args, comm, dims)
-        if comm.rank == 0:
-            print(f"{tag}epoch {epoch}: loss {np.mean(losses):.4f}, {len(losses)} batches in "
-                  f"{train_s:.1f} s (sampling + feature reads {t_sample:.1f} s) | "
-                  f"val AP {val[0]:.4f} AUC {val[1]:.4f} | test AP {test[0]:.4f} "
-                  f"AUC {test[1]:.4f} | random AP {test[2]:.4f} AUC {test[3]:.4f} "
-                  f"({test[4]} test edges)", flush=True)
+        log(comm, epoch_line(f"{tag}epoch {epoch}", losses, train_s,
+                             f"sampling + feature reads {t_sample:.1f} s", val, test))
     return (val, test) if comm.rank == 0 else None
+
+
+def epoch_line(head, losses, train_s, detail, val, test):
+    """One epoch's line: loss, training time (``detail`` in brackets), val and test
+    metrics and the random scorer's (rank 0; None elsewhere)."""
+    if val is None:
+        return None
+    return (f"{head}: loss {np.mean(losses):.4f}, {len(losses)} batches in {train_s:.1f} s "
+            f"({detail}) | val AP {val[0]:.4f} AUC {val[1]:.4f} | test AP {test[0]:.4f} "
+            f"AUC {test[1]:.4f} | random AP {test[2]:.4f} AUC {test[3]:.4f} ({test[4]} "
+            f"test edges)")
+
+
+def start_ranks():
+    """Collective: one torch thread per rank (one rank per core), torch.distributed over
+    gloo on MPI.COMM_WORLD (DDP's gradient averaging); returns the communicator."""
+    comm = MPI.COMM_WORLD
+    torch.set_num_threads(1)
+    init_torch_distributed(comm, backend="gloo")
+    return comm
 
 
 def main(argv=None):
     args = parse_args(argv)
-    comm = MPI.COMM_WORLD
-    torch.set_num_threads(1)
-    init_torch_distributed(comm, backend="gloo")
+    comm = start_ranks()
     with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
         t0 = time.perf_counter()
         if args.data:

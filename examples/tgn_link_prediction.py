@@ -60,9 +60,9 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import temporal as tg
-from ddstore.distributed import init_torch_distributed
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
-from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, log
+from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
+    epoch_line, log
 
 MODELS = ("tgn", "jodie", "apan")
 
@@ -80,20 +80,11 @@ def parse_args(argv=None):
                    help="synthetic stream: each node's own recurring partners")
     p.add_argument("--p-repeat", type=float, default=0.7,
                    help="synthetic stream: share of edges to a partner")
-    p.add_argument("--width", type=int, default=None, help="ranks per replica (default all)")
-    p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
-    p.add_argument("--batch-size", type=int, default=200, help="positive edges per batch")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--max-batches", type=int, default=0, help="per epoch; 0 = all")
+    tgat.add_training_args(p)
     p.add_argument("--memory-dim", type=int, default=32)
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--time-dim", type=int, default=16)
-    p.add_argument("--heads", type=int, default=2)
     p.add_argument("--fanout", type=int, default=10,
                    help="recent neighbours (TGN's attention, APAN's delivery)")
     p.add_argument("--mailbox", type=int, default=10, help="mails per node (APAN only)")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--baseline", default="tgat", choices=["tgat", "none"],
                    help="also train TGAT on the same stream")
     args = p.parse_args(argv)
@@ -297,9 +288,19 @@ def evaluate(model, runner, graph, split, args, comm):
 
 
 def build_graph(store, args, comm):
+    """Collective: the stream as a T-CSR in ``store``; logs what it is (rank 0)."""
+    t0 = time.perf_counter()
     if args.jodie:
-        return tg.TemporalGraph.from_jodie(store, "g", args.jodie, add_reverse=True), \
-            f"JODIE file {args.jodie}"
+        graph = tg.TemporalGraph.from_jodie(store, "g", args.jodie, add_reverse=True)
+        what = f"JODIE file {args.jodie}"
+    else:
+        graph, what = synthetic_graph(store, args, comm)
+    log(comm, f"{what}: {graph} over {comm.size} ranks, width {store.width}; built in "
+              f"{time.perf_counter() - t0:.1f} s")
+    return graph
+
+
+def synthetic_graph(store, args, comm):
     s = tg.synthetic_stream(args.num_nodes, args.num_edges, seed=args.seed,
                             partners=args.partners, p_repeat=args.p_repeat)
     lo, hi = ddstore.partition(s.num_edges, comm.size, comm.rank)
@@ -360,35 +361,25 @@ def train_memory_model(graph, store, args, comm):
         val = evaluate(model, runner, graph, "val", args, comm)
         test = evaluate(model, runner, graph, "test", args, comm)
         memory.restore()                  # ... back, without the val/test events
-        if comm.rank == 0:
-            print(f"{name} epoch {epoch}: loss {np.mean(losses):.4f}, {len(losses)} batches "
-                  f"in {train_s:.1f} s (memory reads + commits {memory_s:.1f} s) | val AP "
-                  f"{val[0]:.4f} AUC {val[1]:.4f} | test AP {test[0]:.4f} AUC "
-                  f"{test[1]:.4f} | random AP {test[2]:.4f} AUC {test[3]:.4f} "
-                  f"({test[4]} test edges)", flush=True)
+        log(comm, epoch_line(f"{name} epoch {epoch}", losses, train_s,
+                             f"memory reads + commits {memory_s:.1f} s", val, test))
     memory.remove()
     return (val, test) if comm.rank == 0 else None
 
 
 def tgat_args(args):
     """TGAT's own defaults (2 layers, uniform 10/10) with this run's shared settings."""
-    return tgat.parse_args(["--batch-size", str(args.batch_size), "--epochs",
-                            str(args.epochs), "--max-batches", str(args.max_batches),
-                            "--hidden", str(args.hidden), "--time-dim", str(args.time_dim),
-                            "--heads", str(args.heads), "--lr", str(args.lr), "--seed",
-                            str(args.seed)])
+    base = tgat.parse_args([])
+    for name in tgat.SHARED_OPTIONS:
+        setattr(base, name, getattr(args, name))
+    return base
 
 
 def main(argv=None):
     args = parse_args(argv)
-    comm = MPI.COMM_WORLD
-    torch.set_num_threads(1)
-    init_torch_distributed(comm, backend="gloo")
+    comm = tgat.start_ranks()
     with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
-        t0 = time.perf_counter()
-        graph, what = build_graph(store, args, comm)
-        log(comm, f"{what}: {graph} over {comm.size} ranks, width {store.width}; built in "
-                  f"{time.perf_counter() - t0:.1f} s")
+        graph = build_graph(store, args, comm)
         rows = {args.model.upper(): train_memory_model(graph, store, args, comm)}
         if args.baseline == "tgat":
             rows["TGAT"] = tgat.train_tgat(graph, tgat_args(args), comm, tag="TGAT ")

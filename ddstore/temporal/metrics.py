@@ -4,7 +4,7 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 
-__all__ = ["average_precision", "roc_auc", "link_prediction_metrics"]
+__all__ = ["average_precision", "link_prediction_metrics", "roc_auc"]
 
 
 def average_precision(labels, scores):
