@@ -84,11 +84,6 @@ class NodeMemory:
     "collective calls out of step" instead of waiting.
     """
 
-    # the most bytes a rank sends or receives in the one exchange of a commit (MPI counts
-    # and displacements are ints); above it, commit() exchanges writes and mails apart,
-    # with counts in rows (the tests lower it to cover that path)
-    _bytes_max = 2 ** 31 - 1
-
     def __init__(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size=1,
                  dtype=np.float32):
         store.check_alive()
@@ -199,12 +194,10 @@ class NodeMemory:
             mail = st.get_batch(self._var["mail"], idx)
             mts = st.get_batch(self._var["mail_ts"], idx)
             count = st.get_batch(self._var["mail_count"], idx)
-            # one gather of (node, slot) rows straight into out
-            flat = (np.arange(n, dtype=np.int64)[:, None] * S +
-                    (count[:, None] + np.arange(S)[None, :]) % S).reshape(-1)
-            np.take(mail.reshape(n * S, self.mail_dim), flat, axis=0,
-                    out=out.mail.numpy().reshape(n * S, self.mail_dim))
-            np.take(mts.reshape(-1), flat, out=out.mail_ts.numpy().reshape(-1))
+            slot = (count[:, None] + np.arange(S)[None, :]) % S
+            rows = np.arange(n)[:, None]
+            out.mail.numpy()[...] = mail[rows, slot]
+            out.mail_ts.numpy()[...] = mts[rows, slot]
         return out
 
     # ------------------------------------------------------------------ staging
@@ -316,15 +309,16 @@ class NodeMemory:
         """Collective: apply every rank's staged writes and mails (see the class
         docstring for the order and the guarantee), then clear them.
 
-        Three collective rounds: the agreement (which also carries every rank's count of
-        updates for each group member), one ``Alltoallv`` of bytes in which each rank
-        sends each staged update, keys ``(node, rank, position, ts)`` and row, to the
-        owner of its node in every group, and the closing sync.  A rank sends ``staged x
-        replicas`` updates and receives those of its own node range, about ``total /
-        width``; nothing of size ``num_nodes`` is exchanged.  Owners scatter them into
-        their own chunks (what ``store.update`` does, row by row), then the sync makes
-        them visible to every reader.  (Above 2 GiB per rank and commit, writes and mails
-        go in separate exchanges with counts in rows.)"""
+        The agreement also carries every rank's count of updates for each group member,
+        so each rank knows what it will receive; then, for writes and for mails, one
+        ``Alltoallv`` of the keys ``(node, rank, position, ts)`` and one of the rows, each
+        rank sending each staged update to the owner of its node in every group; then
+        the store's sync (its own agreement skipped: this call has just agreed).  A rank
+        sends ``staged x replicas`` updates and receives those of its own node range,
+        about ``total / width``; nothing of size ``num_nodes`` is exchanged.  Owners
+        scatter them into their own chunks (what ``store.update`` does, row by row), then
+        the sync makes them visible to every reader.  A commit with nothing staged on
+        any rank ends after the agreement."""
         error = self._error
         writes, posts = self._writes, self._posts
         self._clear()  # dropped on every rank whether or not the commit succeeds
@@ -340,81 +334,14 @@ class NodeMemory:
         every = np.stack(every)  # [rank, (writes, mails), group member]
         if not every.any():
             return  # nothing staged anywhere: nothing to apply, nothing to sync
-        received = self._exchange_updates(every, (w, w_dest), (p, p_dest))
-        if received is None:  # too large for one exchange of bytes
-            comm = st.comm
-            received = (_exchange(comm, width, w_dest, list(w)) +
-                        _exchange(comm, width, p_dest, list(p)))
-        wk, wr, pk, pr = received
+        comm, member = st.comm, st.group_rank
+        wk, wr = _exchange(comm, width, w_dest, list(w), recv_counts=every[:, 0, member])
+        pk, pr = _exchange(comm, width, p_dest, list(p), recv_counts=every[:, 1, member])
         if wk.shape[0]:
             self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64), wr)
         if pk.shape[0]:
             self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(np.float64), pr)
-        self.store.sync(agreed=True)
-
-    def _exchange_updates(self, every, *kinds):
-        """Collective: one ``Alltoallv`` of bytes carrying, for each group member, the
-        keys and rows of the writes and then of the mails whose node it owns (the same
-        block to that member of every group).  ``every[r, k, m]``: how many updates of
-        kind ``k`` rank ``r`` sends to member ``m`` (from the agreement, so every rank
-        knows what it receives).  Returns ``[write keys, write rows, mail keys, mail
-        rows]`` in source-rank order, or None on every rank if any rank's block would
-        pass ``_bytes_max`` bytes (MPI's int counts and displacements)."""
-        from mpi4py import MPI
-        st = self.store
-        comm, width, rank = st.comm, st.group_size, st.rank
-        ngroups = comm.Get_size() // width
-        row_bytes = [(self.memory_dim, 32 + self.memory_dim * self.dtype.itemsize),
-                     (self.mail_dim, 32 + self.mail_dim * self.dtype.itemsize)]
-        per_update = np.array([b for _, b in row_bytes], dtype=np.int64)
-        seg = np.einsum("rkm,k->rm", every, per_update)        # bytes r sends to member m
-        member_of = np.arange(comm.Get_size()) % width          # group rank of each rank
-        recv_total = seg[:, member_of].sum(axis=0)              # bytes each rank receives
-        if max(int(seg.sum(axis=1).max()), int(recv_total.max())) > self._bytes_max:
-            return None
-        # this rank's block for each member: [write keys, write rows, mail keys, mail rows]
-        parts = []
-        for (keys, rows), dest in kinds:
-            order = np.argsort(dest, kind="stable")
-            parts.append((keys[order], rows[order],
-                          np.concatenate([[0], np.cumsum(np.bincount(
-                              dest, minlength=width))]).astype(np.int64)))
-        pieces = []
-        for m in range(width):
-            for keys, rows, bounds in parts:
-                a, z = bounds[m], bounds[m + 1]
-                pieces += [keys[a:z].reshape(-1).view(np.uint8),
-                           rows[a:z].reshape(-1).view(np.uint8)]
-        send = np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)
-        mine = seg[rank]
-        send_displs = np.tile(np.concatenate([[0], np.cumsum(mine)[:-1]]), ngroups)
-        recv_counts = seg[:, member_of[rank]]
-        recv_displs = np.concatenate([[0], np.cumsum(recv_counts)[:-1]])
-        recv = np.empty(int(recv_counts.sum()), np.uint8)
-        comm.Alltoallv([send, (np.tile(mine, ngroups).tolist(), send_displs.tolist()),
-                        MPI.BYTE],
-                       [recv, (recv_counts.tolist(), recv_displs.tolist()), MPI.BYTE])
-        # unpack, source rank by source rank
-        n_in = every[:, :, member_of[rank]]                     # [rank, kind]
-        out = []
-        for k, (dim, _) in enumerate(row_bytes):
-            total = int(n_in[:, k].sum())
-            out += [np.empty((total, 4), np.int64), np.empty((total, dim), self.dtype)]
-        filled = [0, 0]
-        pos = 0
-        for r in range(comm.Get_size()):
-            for k, (dim, _) in enumerate(row_bytes):
-                n = int(n_in[r, k])
-                if not n:
-                    continue
-                a = filled[k]
-                kb, rb = n * 32, n * dim * self.dtype.itemsize
-                out[2 * k][a:a + n] = recv[pos:pos + kb].view(np.int64).reshape(n, 4)
-                out[2 * k + 1][a:a + n] = recv[pos + kb:pos + kb + rb].view(
-                    self.dtype).reshape(n, dim)
-                pos += kb + rb
-                filled[k] += n
-        return out
+        self._sync()
 
     def _sync(self):
         """Every rank's writes visible to all readers (the store's collective sync,
