@@ -402,17 +402,9 @@ class DDStore(RecordsAPI):
         if arr.shape[0]:
             self._core.write_local(var.vid, offset, np.ascontiguousarray(arr))
 
-    def sync(self, agreed=False):
-        """Collective: make every rank's :meth:`update` writes visible to all readers.
-
-        ``agreed=True`` is for layers whose own collective call has just passed its
-        agreement (:meth:`agree`) on every rank and ends by a sync: the store's own
-        agreement is skipped (one collective round less); every rank must pass the same
-        value."""
-        if not agreed:
-            self._agreement(("sync", None))
-        else:
-            self.check_alive()
+    def sync(self):
+        """Collective: make every rank's :meth:`update` writes visible to all readers."""
+        self._agreement(("sync", None))
         self._core.sync()
 
     def remove(self, name):

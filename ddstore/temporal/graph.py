@@ -46,12 +46,10 @@ def _balanced_offsets(indptr, width):
     return np.array([0] + [min(c, n) for c in cuts] + [n], dtype=np.int64)
 
 
-def _exchange(comm, width, dest, arrays, recv_counts=None):
+def _exchange(comm, width, dest, arrays):
     """Collective: send item ``i`` of every array to group member ``dest[i]`` of **every**
     group (each group holds one full replica).  Returns the arrays each rank receives,
-    concatenated in source-rank order (within a source, in its original order).
-    ``recv_counts``: how many items this rank receives from each rank, when the caller
-    already knows (then no ``alltoall`` of counts is needed)."""
+    concatenated in source-rank order (within a source, in its original order)."""
     from mpi4py import MPI
     size = comm.Get_size()
     ngroups = size // width
@@ -61,9 +59,7 @@ def _exchange(comm, width, dest, arrays, recv_counts=None):
     displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     send_counts = np.tile(counts, ngroups)
     send_displs = np.tile(displs, ngroups)
-    if recv_counts is None:
-        recv_counts = comm.alltoall(send_counts.tolist())
-    recv_counts = np.asarray(recv_counts, dtype=np.int64)
+    recv_counts = np.array(comm.alltoall(send_counts.tolist()), dtype=np.int64)
     recv_displs = np.concatenate([[0], np.cumsum(recv_counts)[:-1]]).astype(np.int64)
     nrecv = int(recv_counts.sum())
     out = []

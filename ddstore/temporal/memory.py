@@ -309,34 +309,24 @@ class NodeMemory:
         """Collective: apply every rank's staged writes and mails (see the class
         docstring for the order and the guarantee), then clear them.
 
-        The agreement also carries every rank's count of updates for each group member,
-        so each rank knows what it will receive; then, for writes and for mails, one
-        ``Alltoallv`` of the keys ``(node, rank, position, ts)`` and one of the rows, each
-        rank sending each staged update to the owner of its node in every group; then
-        the store's sync (its own agreement skipped: this call has just agreed).  A rank
-        sends ``staged x replicas`` updates and receives those of its own node range,
+        Each rank sends each staged update to the owner of its node in every group
+        (for writes and for mails: one ``alltoall`` of counts, then one ``Alltoallv``
+        of the keys ``(node, rank, position, ts)`` and one of the rows): a rank sends
+        ``staged x replicas`` updates and receives the updates of its own node range,
         about ``total / width``; nothing of size ``num_nodes`` is exchanged.  Owners
-        scatter them into their own chunks (what ``store.update`` does, row by row), then
-        the sync makes them visible to every reader.  A commit with nothing staged on
-        any rank ends after the agreement."""
+        scatter them into their own chunks (what ``store.update`` does, row by row),
+        then the store's sync makes them visible to every reader."""
         error = self._error
         writes, posts = self._writes, self._posts
         self._clear()  # dropped on every rank whether or not the commit succeeds
         st = self.store
-        width = st.group_size
+        st.agree(error, call=("NodeMemory.commit", self.name))
+        self._check_vars()
+        comm, width = st.comm, st.group_size
         w = self._gather(writes, self.memory_dim)
         p = self._gather(posts, self.mail_dim)
-        w_dest, p_dest = self._owner(w[0][:, 0]), self._owner(p[0][:, 0])
-        counts = np.stack([np.bincount(w_dest, minlength=width),
-                           np.bincount(p_dest, minlength=width)]).astype(np.int64)
-        every = st.agree(error, call=("NodeMemory.commit", self.name), extra=counts)
-        self._check_vars()
-        every = np.stack(every)  # [rank, (writes, mails), group member]
-        if not every.any():
-            return  # nothing staged anywhere: nothing to apply, nothing to sync
-        comm, member = st.comm, st.group_rank
-        wk, wr = _exchange(comm, width, w_dest, list(w), recv_counts=every[:, 0, member])
-        pk, pr = _exchange(comm, width, p_dest, list(p), recv_counts=every[:, 1, member])
+        wk, wr = _exchange(comm, width, self._owner(w[0][:, 0]), list(w))
+        pk, pr = _exchange(comm, width, self._owner(p[0][:, 0]), list(p))
         if wk.shape[0]:
             self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64), wr)
         if pk.shape[0]:
@@ -344,9 +334,8 @@ class NodeMemory:
         self._sync()
 
     def _sync(self):
-        """Every rank's writes visible to all readers (the store's collective sync,
-        inside a call that has passed its own agreement)."""
-        self.store.sync(agreed=True)
+        """Every rank's writes visible to all readers (the store's collective sync)."""
+        self.store.sync()
 
     def _owner(self, nodes):
         return np.searchsorted(self.node_offsets, nodes, side="right") - 1
