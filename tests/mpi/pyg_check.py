@@ -72,25 +72,25 @@ def put_rangewise(store, data, name, time_attr=None):
 
 
 def khop(src, dst, seeds, hops, ok=None):
-    """Brute force: per hop, the edge ids into the previous hop's new nodes."""
-    seen = set(int(s) for s in seeds)
-    frontier = list(seeds)
+    """Brute force: per hop, the sorted edge ids into the previous hop's new nodes (an
+    edge once per occurrence of its target in that hop), and the set of nodes reached.
+    ``ok``: a boolean mask of the edges that may be taken."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    seen = np.zeros(N, dtype=bool)
+    frontier = np.asarray(seeds, dtype=np.int64)
+    seen[frontier] = True
     out = []
     for _ in range(hops):
-        fset = set(int(v) for v in frontier)
-        eids = [e for e in range(len(dst)) if int(dst[e]) in fset and (ok is None or ok(e))]
-        # an edge is drawn once per frontier occurrence of its target
-        mult = {v: frontier.count(v) for v in fset}
-        eids = sorted(e for e in eids for _ in range(mult[int(dst[e])]))
-        new = []
-        for e in eids:
-            s = int(src[e])
-            if s not in seen:
-                seen.add(s)
-                new.append(s)
-        out.append(eids)
+        mult = np.bincount(frontier, minlength=N)
+        take = mult[dst] > 0 if ok is None else (mult[dst] > 0) & ok
+        eids = np.flatnonzero(take)
+        eids = np.repeat(eids, mult[dst[eids]])
+        out.append(sorted(eids.tolist()))
+        new = np.unique(src[eids])
+        new = new[~seen[new]]
+        seen[new] = True
         frontier = new
-    return out, seen
+    return out, set(np.flatnonzero(seen).tolist())
 
 
 def same_bytes(a, b):
@@ -205,14 +205,14 @@ def temporal(store, data, tag, level, strategy, fs, gs):
         T = int(seed_t[i])
         mine = b.e_id[root == i]
         if strategy == "all":
-            hops, _ = khop(src, dst, [int(seeds[i])], 2, ok=lambda e: etime[e] <= T)
+            hops, _ = khop(src, dst, [int(seeds[i])], 2, ok=(etime <= T).numpy())
             check(sorted(mine.tolist()) == sorted(hops[0] + hops[1]),
                   f"{what}: seed {i} subgraph differs from the brute force")
         elif strategy == "last":
             tgt = b.n_id[b.edge_index[1]][root == i]
             for v in set(tgt.tolist()):
-                el = [e for e in range(E) if int(dst[e]) == v and etime[e] <= T]
-                el.sort(key=lambda e: (int(etime[e]), e))
+                el = np.flatnonzero(((dst == v) & (etime <= T)).numpy())
+                el = el[np.lexsort((el, etime.numpy()[el]))].tolist()
                 got = sorted(mine[tgt == v].tolist())
                 # a node can be a target at both hops of one subgraph only once (disjoint)
                 check(got == sorted(el[-2:]), f"{what}: node {v} took {got}, latest "
