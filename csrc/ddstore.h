@@ -207,6 +207,13 @@ int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
                         const double *node_ts, int64_t n, int64_t k, int flags,
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
                         int64_t *eid, int64_t *count);
+
+/* Local, no MPI, no store.  Map `n` keys (>= 0) to dense ids through the caller's
+ * open-addressing table (`cap` a power of two > *next + n; empty slots hold key -1):
+ * a key seen before gets its id, a new key the id *next (then incremented), and its
+ * position is appended to new_pos (*n_new of them, in order of first occurrence). */
+int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t *keys,
+                int64_t n, int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
 /* ================================================================== end neighbour */
 
 /* ================================================================== dynamic graphs

@@ -262,6 +262,52 @@ class CSC:
         return row[:m], nbr[:m], eid[:m]
 
 
+class Relabel:
+    """Dense ids for int64 keys >= 0 in order of first appearance (``dds_relabel``),
+    over a growing open-addressing table owned here."""
+
+    def __init__(self, expected=1024):
+        self._cap = 1 << max(4, int(2 * expected + 2).bit_length())
+        self._keys = np.full(self._cap, -1, dtype=np.int64)
+        self._ids = np.empty(self._cap, dtype=np.int64)
+        self._next = ffi.new("int64_t *", 0)
+        self._known = []  # the keys in id order (to rebuild the table when it grows)
+
+    @property
+    def count(self):
+        return self._next[0]
+
+    def _call(self, keys):
+        n = keys.shape[0]
+        ids = np.empty(n, dtype=np.int64)
+        new_pos = np.empty(n, dtype=np.int64)
+        n_new = ffi.new("int64_t *")
+        i64 = "int64_t[]"
+        rc = lib.dds_relabel(ffi.from_buffer(i64, self._keys), ffi.from_buffer(i64, self._ids),
+                             self._cap, ffi.from_buffer(i64, keys), n,
+                             ffi.from_buffer(i64, ids), self._next,
+                             ffi.from_buffer(i64, new_pos), n_new)
+        if rc != lib.DDS_OK:
+            raise _ERRORS.get(rc, DDStoreError)(_last_error())
+        return ids, new_pos[:n_new[0]]
+
+    def add(self, keys):
+        """``(ids, new_pos)``: the id of every key, and the positions (in ``keys``) of
+        the keys seen for the first time, in order."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        if keys.shape[0] == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if 2 * (self.count + keys.shape[0]) + 2 > self._cap:
+            known = np.concatenate(self._known) if self._known else np.zeros(0, np.int64)
+            self.__init__(self.count + keys.shape[0])
+            if known.shape[0]:
+                self._call(known)
+                self._known = [known]
+        ids, new_pos = self._call(keys)
+        self._known.append(keys[new_pos])
+        return ids, new_pos
+
+
 def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):
     """One dynamic-graph step in C (``dds_apply_delta``): ``(new_keys, new_w, edge_index)``
     for the snapshot ``keys - rm + add`` with the weights of ``chg`` set to ``chg_w``.
