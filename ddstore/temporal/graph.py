@@ -415,15 +415,56 @@ class TemporalGraph:
                    ef_layout is not None, nf_layout is not None, el_layout is not None)
 
     @classmethod
-    def from_tgl(cls, store, name, directory, add_reverse=False):
+    def from_tgl(cls, store, name, directory, add_reverse=False, chunk_edges=None):
         """Collective: build from a TGL dataset directory (``edges.csv``, optional
-        ``edge_features.pt``, ``node_features.pt``; see :func:`read_tgl_share`): each rank
-        parses only its byte range of the CSV; edge ids follow the file's row order."""
-        from ..sources.tgl import read_tgl_share
-        src, dst, t, split, ef, nf = read_tgl_share(store, directory,
-                                                    call=("TemporalGraph.from_tgl", name))
-        return cls.from_arrays(store, name, src, dst, t, edge_feat=ef, node_feat=nf,
-                               add_reverse=add_reverse, split=split)
+        ``edge_features.pt``, ``node_features.pt``; see
+        :class:`~ddstore.sources.tgl.TGLShare`): each rank parses only its byte range of
+        the CSV, in pieces of about ``chunk_edges`` lines (C parser), each piece sent to
+        the edge table's owners before the next is read; edge ids follow the file's row
+        order.  Feature rows are read in the same pieces (plain reads from the file when
+        it is one uncompressed tensor, as ``torch.save`` writes it).  The transient is
+        what :meth:`from_arrays` holds (one chunk), and no whole share is ever parsed
+        into memory."""
+        from mpi4py import MPI
+        from ..sources.tgl import TGLShare, check_sorted_across_ranks
+        store.check_alive()
+        error = taken_error(f"graph {name!r}", name, store.variables()) if \
+            isinstance(name, str) and name else \
+            (DDStoreValueError, f"graph name must be a non-empty str, got {name!r}")
+        if error is None:
+            error = check_chunk_edges(chunk_edges, name)
+        call = ("TemporalGraph.from_tgl", name)
+        store.agree(error, call=call, same=None if error else {
+            "add_reverse": bool(add_reverse), "chunk_edges": chunk_edges})
+        share = TGLShare(store, directory, call=None)
+        ef, nfr = share.edge_feat, share.node_feat
+        chunk = int(chunk_edges) if chunk_edges is not None else default_chunk_edges(
+            share.num_edges, store.size, 25 + (ef.row_bytes if ef else 0), add_reverse)
+
+        def resolve(views):
+            mx = int(views[0].max(initial=-1)) if views[0].size else -1
+            info = store.agree(None, extra=(mx, share.ends(), share.split_counts.tolist(),
+                                            (MPI.Get_processor_name(), available_memory())))
+            check_sorted_across_ranks(share.path, [i[1] for i in info], "time",
+                                      "edges.csv must be sorted by time (sort it, or use "
+                                      "from_arrays, which accepts any order)")
+            max_id = max(i[0] for i in info)
+            nf_rows = nfr.shape[0] if nfr is not None else 0
+            num_nodes = max(max_id + 1, nf_rows)
+            if num_nodes < 1:
+                raise DDStoreValueError(f"graph {name!r}: {share.path} has no edges and "
+                                        f"there are no node features (empty graph)")
+            _check_node_memory(name, num_nodes, True, [i[3] for i in info])
+            if nfr is not None and nf_rows != num_nodes:
+                raise DDStoreValueError(f"graph {name!r}: node_feat has {nf_rows} rows over "
+                                        f"all ranks; it needs one row per node, "
+                                        f"num_nodes={num_nodes}")
+            return num_nodes, np.sum([i[2] for i in info], axis=0).tolist()
+        return cls._build(store, name, share.num_edges, share.first_eid,
+                          share.edge_pieces(chunk), add_reverse, chunk,
+                          None if ef is None else (ef.dtype, ef.shape[1:]), None, resolve,
+                          None if nfr is None else (nfr.dtype, nfr.shape[1:]),
+                          share.node_rows[0], share.node_pieces(chunk) if nfr is not None else None)
 
     @classmethod
     def from_jodie(cls, store, name, path, add_reverse=False, val_ratio=0.15,

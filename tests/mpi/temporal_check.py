@@ -241,16 +241,18 @@ def check_errors(store, tag):
                  lambda: build(node_feat=nf[:3] if rank == 0 else None),
                  what=f"{tag} node_feat on one rank", agree=True, store=store)
     # a later step fails: what was added is removed
-    real_add = store.add
+    real_init = store.init
 
-    def failing_add(name, rows):
-        if name.endswith("edge_split"):
+    def failing_init(name, *args, **kw):
+        if name.endswith(fail_at):
             store.agree((DDStoreValueError, "injected failure"))
-        return real_add(name, rows)
-    store.add = failing_add
-    expect_error(DDStoreValueError, "injected", lambda: build(),
-                 what=f"{tag} failure midway", agree=True, store=store)
-    del store.add
+        return real_init(name, *args, **kw)
+    store.init = failing_init
+    for fail_at in ("edge_split", "nbr", "node_feat"):  # after the edge table, the T-CSR
+        expect_error(DDStoreValueError, "injected", lambda: build(node_feat=nf[
+            slice(*ddstore.partition(20, size, rank))]), what=f"{tag} failure at {fail_at}",
+            agree=True, store=store)
+    del store.init
     g = build()
     expect_error(DDStoreValueError, "already holds", lambda: build(),
                  what=f"{tag} name taken", agree=True, store=store)
