@@ -8,7 +8,8 @@ with none): every node's T-CSR list (order and ties), features and edge table re
 exactly; ``recent`` and ``uniform`` samples equal to the reference for 1 and 2 layers
 (with and without prop_time), nothing at or after a root's time; chunk scheduling
 coverage; from_tgl round trip; every bad input raising the same error on every rank with
-nothing left in the store.  Exits non-zero on any failure.
+nothing left in the store; the chunked T-CSR build's bytes against the first build's
+(tests/mpi/tcsr_cases.py).  Exits non-zero on any failure.
 """
 import os
 import sys
@@ -17,6 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from _harness import check, expect_error, run_main
+import tcsr_cases  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import (DDStoreIndexError, DDStoreMemoryError,  # noqa: E402
@@ -357,6 +359,7 @@ def main():
                 if transport == "auto" and width == widths[-1]:
                     check_errors(store, tag)
                     check_tgl(store, tag)
+    tcsr_cases.main(TMP)  # the chunked build against the first one
     comm.Barrier()
 
 
