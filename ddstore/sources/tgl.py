@@ -85,7 +85,41 @@ def _check_fields(path, chunk, n, first_line, expected="expected {n}"):
 
 def _parse(path, chunk, cols, first_line):
     """Arrays (src, dst, t, split) of a chunk of whole lines; ``first_line`` is the
-    1-based line number of its first line.  Raises DDStoreValueError naming the line."""
+    1-based line number of its first line.  Raises DDStoreValueError naming the line.
+
+    The fast path parses with fixed dtypes and checks the result with whole-array
+    operations; any doubt (a field count, a value that is not a number, a check that
+    fails) re-parses the chunk the careful way, which names the first bad line."""
+    fast = _parse_fast(chunk, cols)
+    return fast if fast is not None else _parse_careful(path, chunk, cols, first_line)
+
+
+def _parse_fast(chunk, cols):
+    """(src, dst, t, split) when every line of ``chunk`` is well formed, else None."""
+    import pandas as pd
+    n = len(cols)
+    lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+    if not chunk or chunk.count(b",") != (n - 1) * lines:
+        return None
+    use = [cols.index(c) for c in _NEED]
+    try:
+        df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)), usecols=use,
+                         skip_blank_lines=False, engine="c",
+                         dtype={use[0]: np.int64, use[1]: np.int64, use[2]: np.float64,
+                                use[3]: np.int64})
+    except (ValueError, TypeError, OverflowError, pd.errors.ParserError):
+        return None
+    if df.shape[0] != lines:
+        return None
+    src, dst, t, roll = (df[u].to_numpy() for u in use)
+    if lines and (int(src.min()) < 0 or int(dst.min()) < 0 or int(roll.min()) < 0 or
+                  int(roll.max()) > 2 or not np.isfinite(t).all() or
+                  (lines > 1 and bool((t[1:] < t[:-1]).any()))):
+        return None
+    return src, dst, t, roll.astype(np.int8)
+
+
+def _parse_careful(path, chunk, cols, first_line):
     import pandas as pd
     n = len(cols)
     if not chunk:
