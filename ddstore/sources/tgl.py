@@ -8,6 +8,7 @@ range of ``edges.csv`` (whole lines); pandas and torch are imported where used.
 import io
 import os
 import re
+import time
 
 import numpy as np
 
@@ -350,7 +351,8 @@ class TGLShare:
     pieces.  Attributes: ``counts`` (every rank's number of edges), ``num_edges``,
     ``first_eid``, ``edge_feat`` / ``node_feat`` (:class:`TensorRows` or None),
     ``node_rows`` (this rank's ``(start, stop)`` of the node-feature rows).
-    :meth:`edge_pieces` parses the rank's byte range of ``edges.csv`` piece by piece;
+    :meth:`edge_pieces` parses the rank's byte range of ``edges.csv`` piece by piece
+    (``stats``: lines parsed and seconds spent parsing, wall and CPU, on this rank);
     :meth:`ends` is what :func:`check_sorted_across_ranks` needs after it ran.  Errors
     (missing or malformed files, feature rows that do not match) raise on every rank."""
 
@@ -367,6 +369,7 @@ class TGLShare:
         self.edge_feat = self.node_feat = None
         self.node_rows = (0, 0)
         self.split_counts = np.zeros(3, dtype=np.int64)
+        self.stats = {"lines": 0, "parse_s": 0.0, "parse_cpu_s": 0.0}
         self._first = self._last = None
         error = None
         epath = os.path.join(str(directory), "edge_features.pt")
@@ -393,7 +396,11 @@ class TGLShare:
         done = 0
         for piece, line in line_pieces(self.path, self._a, self._b,
                                        max(1, int(avg * chunk_edges)), self.first_line):
+            t0, c0 = time.perf_counter(), time.process_time()
             src, dst, t, roll = _parse(self.path, piece, self.cols, line)
+            self.stats["parse_s"] += time.perf_counter() - t0
+            self.stats["parse_cpu_s"] += time.process_time() - c0
+            self.stats["lines"] += src.shape[0]
             del piece
             n = src.shape[0]
             if n == 0:

@@ -243,6 +243,7 @@ class TemporalGraph:
         self.edge_feat_dim = store.row_shape(f"{name}/edge_feat") if has_edge_feat else None
         self.node_feat_dim = store.row_shape(f"{name}/node_feat") if has_node_feat else None
         self._split = None
+        self.read_stats = None  # from_tgl: lines parsed and seconds parsing, this rank
         self.removed = False  # set by remove(): samplers over the graph refuse to run
 
     # ------------------------------------------------------------------ building
@@ -424,7 +425,8 @@ class TemporalGraph:
         order.  Feature rows are read in the same pieces (plain reads from the file when
         it is one uncompressed tensor, as ``torch.save`` writes it).  The transient is
         what :meth:`from_arrays` holds (one chunk), and no whole share is ever parsed
-        into memory."""
+        into memory.  ``g.read_stats``: this rank's lines parsed and seconds spent
+        parsing them (``parse_s`` wall, ``parse_cpu_s`` CPU)."""
         from mpi4py import MPI
         from ..sources.tgl import TGLShare, check_sorted_across_ranks
         store.check_alive()
@@ -460,11 +462,14 @@ class TemporalGraph:
                                         f"all ranks; it needs one row per node, "
                                         f"num_nodes={num_nodes}")
             return num_nodes, np.sum([i[2] for i in info], axis=0).tolist()
-        return cls._build(store, name, share.num_edges, share.first_eid,
-                          share.edge_pieces(chunk), add_reverse, chunk,
-                          None if ef is None else (ef.dtype, ef.shape[1:]), None, resolve,
-                          None if nfr is None else (nfr.dtype, nfr.shape[1:]),
-                          share.node_rows[0], share.node_pieces(chunk) if nfr is not None else None)
+        g = cls._build(store, name, share.num_edges, share.first_eid,
+                       share.edge_pieces(chunk), add_reverse, chunk,
+                       None if ef is None else (ef.dtype, ef.shape[1:]), None, resolve,
+                       None if nfr is None else (nfr.dtype, nfr.shape[1:]),
+                       share.node_rows[0],
+                       share.node_pieces(chunk) if nfr is not None else None)
+        g.read_stats = dict(share.stats)
+        return g
 
     @classmethod
     def from_jodie(cls, store, name, path, add_reverse=False, val_ratio=0.15,
