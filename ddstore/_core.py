@@ -223,6 +223,50 @@ class TCSR:
         return row[:m], nbr[:m], eid[:m], ets[:m]
 
 
+def _local_check(rc):
+    if rc != lib.DDS_OK:
+        raise _ERRORS.get(rc, DDStoreError)(_last_error())
+
+
+def _i64(arr):
+    return ffi.NULL if arr.size == 0 else ffi.from_buffer("int64_t[]", arr)
+
+
+def _f64(arr):
+    return ffi.NULL if arr.size == 0 else ffi.from_buffer("double[]", arr)
+
+
+def tcsr_count(edges, add_reverse, deg):
+    """``deg[v] +=`` the T-CSR entries of node ``v`` in edge-table rows ``edges``
+    (``[n, 2]`` C-contiguous int64; ``deg`` int64 of ``num_nodes``)."""
+    _local_check(lib.dds_tcsr_count(_i64(edges), edges.shape[0], int(bool(add_reverse)),
+                                    deg.shape[0], _i64(deg)))
+
+
+def tcsr_pack(edges, t, eid0, add_reverse, node_offsets, out, counts):
+    """Pack the T-CSR entries of edge-table rows ``edges`` (``[n, 2]``; times ``t``; ids
+    from ``eid0``) into ``out`` (int64 ``[>= n * (1 + add_reverse), 4]``) grouped by
+    owning member; ``counts`` (int64 ``[width]``) gets entries per member."""
+    width = node_offsets.shape[0] - 1
+    _local_check(lib.dds_tcsr_pack(_i64(edges), _f64(t), int(eid0), edges.shape[0],
+                                   int(bool(add_reverse)), _i64(node_offsets), width,
+                                   _i64(counts), _i64(out)))
+
+
+def tcsr_place(entries, node_lo, node_hi, indptr, fill, nbr, ts, eid):
+    """Place received entries (``[n, 4]`` int64) into this member's T-CSR chunk."""
+    _local_check(lib.dds_tcsr_place(_i64(entries), entries.shape[0], int(node_lo),
+                                    int(node_hi), _i64(indptr), _i64(fill), _i64(nbr),
+                                    _f64(ts), _i64(eid)))
+
+
+def tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid):
+    """Sort every list of nodes ``[node_lo, node_hi)`` of the chunk in place by (time,
+    edge id)."""
+    _local_check(lib.dds_tcsr_sort(int(node_lo), int(node_hi), _i64(indptr), _i64(nbr),
+                                   _f64(ts), _i64(eid)))
+
+
 NEIGHBOR_REPLACE = lib.DDS_NEIGHBOR_REPLACE
 NEIGHBOR_LAST = lib.DDS_NEIGHBOR_LAST
 
@@ -287,8 +331,7 @@ class Relabel:
                              self._cap, ffi.from_buffer(i64, keys), n,
                              ffi.from_buffer(i64, ids), self._next,
                              ffi.from_buffer(i64, new_pos), n_new)
-        if rc != lib.DDS_OK:
-            raise _ERRORS.get(rc, DDStoreError)(_last_error())
+        _local_check(rc)
         return ids, new_pos[:n_new[0]]
 
     def add(self, keys):

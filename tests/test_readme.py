@@ -87,6 +87,8 @@ BASH_SKIP = {
     "mpiexec -n 2 python -m ddstore.bench.scale series": "benchmark (long job, ~10 GB)",
     "mpiexec -n 2 python -m ddstore.bench.prefetch": "benchmark (long job)",
     "mpiexec -n 2 python -m ddstore.bench.node_memory": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore.bench.temporal_scale --scale gdelt":
+        "benchmark (long job, ~20 GB of memory; smoke-tested in test_temporal.py)",
     "mpiexec -n 2 python -m ddstore bench-core --quick":
         "the same program as test_core.py::test_core_benchmark_writes_json runs",
 }
