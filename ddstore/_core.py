@@ -201,19 +201,25 @@ class TCSR:
         self._c.fetch_whole_max = int(fetch_whole_max)
         self._c.range_factor = int(range_factor)
 
+    def _live_core(self):
+        if not self._core.alive:
+            raise DDStoreStateError("this DDStore has been freed; create a new one")
+        return self._core
+
+    @staticmethod
+    def _outputs(cap):
+        """``row, nbr, eid``: int64 output buffers of ``cap`` entries."""
+        return (np.empty(cap, dtype=np.int64) for _ in range(3))
+
     def sample(self, roots, root_ts, k, strategy, seed, epoch, layer):
         """One layer: ``(row, nbr, eid, ets)`` arrays of the sampled edges (compact, in
         root order).  ``roots`` int64 and ``root_ts`` float64, C-contiguous, same length."""
         n = roots.shape[0]
         cap = n * k
-        row = np.empty(cap, dtype=np.int64)
-        nbr = np.empty(cap, dtype=np.int64)
-        eid = np.empty(cap, dtype=np.int64)
+        row, nbr, eid = self._outputs(cap)
         ets = np.empty(cap, dtype=np.float64)
         count = ffi.new("int64_t *")
-        core = self._core
-        if not core.alive:
-            raise DDStoreStateError("this DDStore has been freed; create a new one")
+        core = self._live_core()
         core._check(lib.dds_temporal_sample(
             core._handle[0], self._c, ffi.from_buffer("int64_t[]", roots),
             ffi.from_buffer("double[]", root_ts), n, k, strategy, seed, epoch, layer,
@@ -271,32 +277,21 @@ NEIGHBOR_REPLACE = lib.DDS_NEIGHBOR_REPLACE
 NEIGHBOR_LAST = lib.DDS_NEIGHBOR_LAST
 
 
-class CSC:
+class CSC(TCSR):
     """A CSC held like a T-CSR (a ``dds_tcsr`` with ``ts_var`` -1 when it has no times)
     for ``dds_neighbor_sample`` (see ``csrc/ddstore.h``); keeps the replicated ``indptr``
     and ``node_offsets`` alive for C."""
 
     def __init__(self, core, nbr_var, eid_var, ts_var, indptr, node_offsets):
-        self._core = core
-        self._indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        self._node_offsets = np.ascontiguousarray(node_offsets, dtype=np.int64)
-        self._c = ffi.new("dds_tcsr *")
-        self._c.nbr_var, self._c.eid_var = nbr_var, eid_var
-        self._c.ts_var = -1 if ts_var is None else ts_var
-        self._c.num_nodes = self._indptr.shape[0] - 1
-        self._c.indptr = ffi.from_buffer("int64_t[]", self._indptr)
-        self._c.node_offsets = ffi.from_buffer("int64_t[]", self._node_offsets)
+        super().__init__(core, nbr_var, -1 if ts_var is None else ts_var, eid_var, indptr,
+                         node_offsets)
 
     def sample(self, nodes, node_ts, k, flags, seed, cap):
         """One hop: ``(row, nbr, eid)`` (compact, in node order).  ``nodes`` int64 and
         ``node_ts`` float64 (or None), C-contiguous; ``cap`` bounds the output."""
-        row = np.empty(cap, dtype=np.int64)
-        nbr = np.empty(cap, dtype=np.int64)
-        eid = np.empty(cap, dtype=np.int64)
+        row, nbr, eid = self._outputs(cap)
         count = ffi.new("int64_t *")
-        core = self._core
-        if not core.alive:
-            raise DDStoreStateError("this DDStore has been freed; create a new one")
+        core = self._live_core()
         def p(arr, ctype="int64_t[]"):
             return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer(ctype, arr)
         core._check(lib.dds_neighbor_sample(

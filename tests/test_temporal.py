@@ -125,15 +125,6 @@ def test_node_memory_benchmark_smoke(tmp_path):
 
 
 # ------------------------------------------------------------------ bad input (1 rank)
-@pytest.fixture
-def store():
-    import ddstore
-    from mpi4py import MPI
-    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
-    yield s
-    s.free()
-
-
 def test_absurd_node_count_is_a_ddstore_error(store):
     """A node id of 10**12 (or num_nodes=10**12) asks for a replicated indptr of 8 TB:
     a DDStoreMemoryError saying what was asked and what fits, nothing left in the store."""
