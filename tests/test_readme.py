@@ -41,6 +41,8 @@ PYTHON_EXPECT = {
     "Temporal graphs": r"rank 1: node 42 has \d+ temporal neighbours; last batch: \d+ edges",
     "Node memory: training state for TGN, JODIE and APAN":
         r"rank 1: 726 nodes have mail; memory checksum -?[0-9.]+; 120000 bytes here",
+    "PyG's loaders over the store (`ddstore.pyg`)":
+        r"rank 1: 4 batches, the last \d+ nodes and \d+ edges; \d+ CSC bytes here",
 }
 
 # bash command (as written, without its trailing comment) -> what it must print
@@ -91,6 +93,8 @@ BASH_SKIP = {
     "mpiexec -n 2 python -m ddstore.bench.scale series": "benchmark (long job, ~10 GB)",
     "mpiexec -n 2 python -m ddstore.bench.prefetch": "benchmark (long job)",
     "mpiexec -n 2 python -m ddstore.bench.node_memory": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore.bench.temporal_scale --scale gdelt":
+        "benchmark (long job, ~20 GB of memory; smoke-tested in test_temporal.py)",
     "mpiexec -n 2 python -m ddstore bench-core --quick":
         "the same program as test_core.py::test_core_benchmark_writes_json runs",
 }
