@@ -45,11 +45,22 @@ def parse_args(argv=None):
     p.add_argument("--data", default=None, help="TGL-format directory (edges.csv, ...)")
     p.add_argument("--num-nodes", type=int, default=1000)
     p.add_argument("--num-edges", type=int, default=30_000)
-    p.add_argument("--width", type=int, default=None, help="ranks per replica (default all)")
-    p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
     p.add_argument("--strategy", default="uniform", choices=["uniform", "recent"])
     p.add_argument("--fanouts", default="10,10")
     p.add_argument("--chunks", type=int, default=1, help="random chunk scheduling (TGL)")
+    add_training_args(p)
+    return p.parse_args(argv)
+
+
+# options of add_training_args that tgn_link_prediction.py passes on to train_tgat
+SHARED_OPTIONS = ("batch_size", "epochs", "max_batches", "hidden", "time_dim", "heads",
+                  "lr", "seed")
+
+
+def add_training_args(p):
+    """The store and training options of both link-prediction examples."""
+    p.add_argument("--width", type=int, default=None, help="ranks per replica (default all)")
+    p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
     p.add_argument("--batch-size", type=int, default=200, help="positive edges per batch")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-batches", type=int, default=0, help="per epoch; 0 = all")
@@ -58,7 +69,6 @@ def parse_args(argv=None):
     p.add_argument("--heads", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
 
 
 def log(comm, *a):
@@ -115,6 +125,26 @@ class TemporalAttention(nn.Module):
         return self.norm(F.relu(self.out(torch.cat([h_root, agg.view(nr, -1)], 1))))
 
 
+class EdgePredictor(nn.Module):
+    """Score of a (source, destination) pair from their embeddings: a linear map of each,
+    summed, ReLU, a linear score (TGL's edge predictor)."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.src_fc = nn.Linear(dim, dim)
+        self.dst_fc = nn.Linear(dim, dim)
+        self.score = nn.Linear(dim, 1)
+
+    def forward(self, z, n):
+        """Scores of (src, dst) and (src, neg) for ``z`` = embeddings of [src, dst, neg]
+        (n each)."""
+        src, dst, neg = z[:n], z[n:2 * n], z[2 * n:]
+        hs = self.src_fc(src)
+        pos = self.score(F.relu(hs + self.dst_fc(dst))).view(-1)
+        negs = self.score(F.relu(hs + self.dst_fc(neg))).view(-1)
+        return pos, negs
+
+
 class TGAT(nn.Module):
     def __init__(self, dim_node, dim_edge, args, layers):
         super().__init__()
@@ -123,9 +153,7 @@ class TGAT(nn.Module):
         self.layers = nn.ModuleList(TemporalAttention(dims[i], dim_edge, args.time_dim,
                                                       dims[i + 1], args.heads)
                                     for i in range(layers))
-        self.src_fc = nn.Linear(args.hidden, args.hidden)
-        self.dst_fc = nn.Linear(args.hidden, args.hidden)
-        self.score = nn.Linear(args.hidden, 1)
+        self.predict = EdgePredictor(args.hidden)
 
     def embed(self, blocks, h, efeats):
         """``h``: input features of the deepest block's nodes; returns root embeddings."""
@@ -135,12 +163,7 @@ class TGAT(nn.Module):
 
     def forward(self, blocks, h, efeats, n):
         """Scores of (src, dst) and (src, neg): the roots are [src, dst, neg] (n each)."""
-        z = self.embed(blocks, h, efeats)
-        src, dst, neg = z[:n], z[n:2 * n], z[2 * n:]
-        hs = self.src_fc(src)
-        pos = self.score(F.relu(hs + self.dst_fc(dst))).view(-1)
-        negs = self.score(F.relu(hs + self.dst_fc(neg))).view(-1)
-        return pos, negs
+        return self.predict(self.embed(blocks, h, efeats), n)
 
 
 def prepare(graph, sampler, src, dst, neg, t, dim_node, dim_edge):
@@ -162,33 +185,7 @@ def prepare(graph, sampler, src, dst, neg, t, dim_node, dim_edge):
     return [b.to_torch() for b in blocks], h, efeats
 
 
-# ---------------------------------------------------------------------------- metrics
-def average_precision(labels, scores):
-    order = np.argsort(-scores, kind="stable")
-    y = labels[order]
-    hits = np.cumsum(y)
-    prec = hits / np.arange(1, len(y) + 1)
-    return float(prec[y == 1].mean()) if y.sum() else float("nan")
-
-
-def roc_auc(labels, scores):
-    """ROC-AUC: the probability that a random positive scores above a random negative,
-    ties counting 1/2 (Mann-Whitney U from average ranks; numpy only)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    pos = np.asarray(labels) == 1
-    npos = int(pos.sum())
-    nneg = len(scores) - npos
-    if npos == 0 or nneg == 0:
-        return float("nan")
-    order = np.argsort(scores, kind="stable")
-    s = scores[order]
-    starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])  # first of each run of ties
-    ends = np.r_[starts[1:], len(s)]
-    ranks = np.empty(len(s))
-    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)  # 1-based, averaged
-    return float((ranks[pos].sum() - npos * (npos + 1) / 2) / (npos * nneg))
-
-
+# ---------------------------------------------------------------------------- training
 @torch.no_grad()
 def evaluate(model, graph, sampler, split, args, comm, dims):
     model.eval()
@@ -201,26 +198,78 @@ def evaluate(model, graph, sampler, split, args, comm, dims):
             pos, negs = model(blocks, h, ef, len(src))
             scores += [pos.sigmoid().numpy(), negs.sigmoid().numpy()]
             labels += [np.ones(len(src)), np.zeros(len(src))]
-    local = (np.concatenate(scores) if scores else np.zeros(0),
-             np.concatenate(labels) if labels else np.zeros(0))
-    parts = comm.gather(local, root=0)
     model.train()
-    if comm.rank != 0:
+    return tg.link_prediction_metrics(comm, np.concatenate(scores) if scores else [],
+                                      np.concatenate(labels) if labels else [])
+
+
+def train_tgat(graph, args, comm, tag=""):
+    """Train a TGAT on ``graph`` for ``args.epochs`` epochs (DDP over the initialised
+    process group), evaluating val and test after each; rank 0 prints one line per epoch
+    (``tag`` first) and gets the last epoch's ``(val, test)`` metrics (None elsewhere)."""
+    fanouts = tuple(int(f) for f in args.fanouts.split(","))
+    dim_edge = int(np.prod(graph.edge_feat_dim)) if graph.edge_feat_dim else 1
+    dim_node = int(np.prod(graph.node_feat_dim)) if graph.node_feat_dim else args.hidden
+    dims = (dim_node, dim_edge)
+    torch.manual_seed(args.seed)
+    model = TGAT(dim_node, dim_edge, args, len(fanouts))
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
+    sampler = tg.TemporalSampler(graph, fanouts, args.strategy, seed=args.seed)
+    eval_sampler = tg.TemporalSampler(graph, fanouts, args.strategy, seed=args.seed + 1)
+    train = tg.EdgeBatches(graph, args.batch_size, "train", chunks=args.chunks,
+                           negatives=1, comm=comm, seed=args.seed)
+    val = test = None
+    for epoch in range(args.epochs):
+        train.set_epoch(epoch)
+        sampler.set_epoch(epoch)
+        t0 = time.perf_counter()
+        t_sample = 0.0
+        losses = []
+        for i, (src, dst, neg, t, _) in enumerate(train):
+            if args.max_batches and i >= args.max_batches:
+                break
+            a = time.perf_counter()
+            blocks, h, ef = prepare(graph, sampler, src, dst, neg[:, 0], t, *dims)
+            t_sample += time.perf_counter() - a
+            pos, negs = ddp(blocks, h, ef, len(src))
+            loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) +
+                    F.binary_cross_entropy_with_logits(negs, torch.zeros_like(negs)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        train_s = time.perf_counter() - t0
+        val = evaluate(model, graph, eval_sampler, "val", args, comm, dims)
+        test = evaluate(model, graph, eval_sampler, "test", args, comm, dims)
+        log(comm, epoch_line(f"{tag}epoch {epoch}", losses, train_s,
+                             f"sampling + feature reads {t_sample:.1f} s", val, test))
+    return (val, test) if comm.rank == 0 else None
+
+
+def epoch_line(head, losses, train_s, detail, val, test):
+    """One epoch's line: loss, training time (``detail`` in brackets), val and test
+    metrics and the random scorer's (rank 0; None elsewhere)."""
+    if val is None:
         return None
-    s = np.concatenate([p[0] for p in parts])
-    y = np.concatenate([p[1] for p in parts])
-    rnd = np.random.default_rng(0).random(len(s))
-    return (average_precision(y, s), roc_auc(y, s), average_precision(y, rnd),
-            roc_auc(y, rnd), len(y) // 2)
+    return (f"{head}: loss {np.mean(losses):.4f}, {len(losses)} batches in {train_s:.1f} s "
+            f"({detail}) | val AP {val[0]:.4f} AUC {val[1]:.4f} | test AP {test[0]:.4f} "
+            f"AUC {test[1]:.4f} | random AP {test[2]:.4f} AUC {test[3]:.4f} ({test[4]} "
+            f"test edges)")
+
+
+def start_ranks():
+    """Collective: one torch thread per rank (one rank per core), torch.distributed over
+    gloo on MPI.COMM_WORLD (DDP's gradient averaging); returns the communicator."""
+    comm = MPI.COMM_WORLD
+    torch.set_num_threads(1)
+    init_torch_distributed(comm, backend="gloo")
+    return comm
 
 
 def main(argv=None):
     args = parse_args(argv)
-    comm = MPI.COMM_WORLD
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(1)
-    init_torch_distributed(comm, backend="gloo")
-    fanouts = tuple(int(f) for f in args.fanouts.split(","))
+    comm = start_ranks()
     with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
         t0 = time.perf_counter()
         if args.data:
@@ -234,44 +283,7 @@ def main(argv=None):
         log(comm, f"{graph} in the store over {comm.size} ranks, width {store.width}, "
                   f"{store.replicas} replica(s); T-CSR {graph.tcsr_bytes() / 1e6:.1f} MB on "
                   f"rank 0; built in {time.perf_counter() - t0:.1f} s")
-        dim_edge = int(np.prod(graph.edge_feat_dim)) if graph.edge_feat_dim else 1
-        dim_node = int(np.prod(graph.node_feat_dim)) if graph.node_feat_dim else args.hidden
-        dims = (dim_node, dim_edge)
-        model = TGAT(dim_node, dim_edge, args, len(fanouts))
-        ddp = nn.parallel.DistributedDataParallel(model)
-        opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
-        sampler = tg.TemporalSampler(graph, fanouts, args.strategy, seed=args.seed)
-        eval_sampler = tg.TemporalSampler(graph, fanouts, args.strategy, seed=args.seed + 1)
-        train = tg.EdgeBatches(graph, args.batch_size, "train", chunks=args.chunks,
-                               negatives=1, comm=comm, seed=args.seed)
-        for epoch in range(args.epochs):
-            train.set_epoch(epoch)
-            sampler.set_epoch(epoch)
-            t0 = time.perf_counter()
-            t_sample = 0.0
-            losses = []
-            for i, (src, dst, neg, t, _) in enumerate(train):
-                if args.max_batches and i >= args.max_batches:
-                    break
-                a = time.perf_counter()
-                blocks, h, ef = prepare(graph, sampler, src, dst, neg[:, 0], t, *dims)
-                t_sample += time.perf_counter() - a
-                pos, negs = ddp(blocks, h, ef, len(src))
-                loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) +
-                        F.binary_cross_entropy_with_logits(negs, torch.zeros_like(negs)))
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                losses.append(float(loss.detach()))
-            train_s = time.perf_counter() - t0
-            val = evaluate(model, graph, eval_sampler, "val", args, comm, dims)
-            test = evaluate(model, graph, eval_sampler, "test", args, comm, dims)
-            if comm.rank == 0:
-                print(f"epoch {epoch}: loss {np.mean(losses):.4f}, {len(losses)} batches in "
-                      f"{train_s:.1f} s (sampling + feature reads {t_sample:.1f} s) | "
-                      f"val AP {val[0]:.4f} AUC {val[1]:.4f} | test AP {test[0]:.4f} "
-                      f"AUC {test[1]:.4f} | random AP {test[2]:.4f} AUC {test[3]:.4f} "
-                      f"({test[4]} test edges)", flush=True)
+        train_tgat(graph, args, comm)
         graph.remove()
     dist.destroy_process_group()
 

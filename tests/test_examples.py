@@ -1,7 +1,8 @@
 """Every example in examples/ runs with small settings on 2 ranks (1 for graph_gru.py,
 which uses no MPI), under ``timeout`` through ``conftest.run_mpi``, and prints what it
 is meant to print; the examples import only what requirements.txt installs; the numpy
-ROC-AUC of the TGAT example equals a brute-force pair count."""
+ROC-AUC and average precision the link-prediction examples use
+(``ddstore.temporal.metrics``) equal brute-force counts."""
 import glob
 import math
 import os
@@ -48,6 +49,29 @@ def check_tgat_link_prediction(out):
     assert all(0 < v <= 1 for v in aps + aucs + rnd), out
 
 
+def check_memory_model(out, model, baseline=True, epochs=2):
+    """What tgn_link_prediction.py prints: one line per epoch, then the table of the
+    last epoch (the model, TGAT unless ``baseline`` is off, random), every value a
+    probability."""
+    name = model.upper()
+    assert len(re.findall(rf"^{name} epoch \d+: loss [0-9.]+", out, re.M)) == epochs, out
+    assert "NodeMemory('memory'" in out, out
+    table = {}
+    for line in out.splitlines():
+        row = re.match(r"^(\w+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)$", line)
+        if row:
+            table[row.group(1)] = [float(v) for v in row.groups()[1:]]
+    want = [name] + (["TGAT"] if baseline else []) + ["random"]
+    assert sorted(table) == sorted(want), out
+    assert all(0 < v <= 1 for row in table.values() for v in row), out
+    assert (f"{name} - TGAT on test: AP" in out) == baseline, out
+
+
+def check_tgn_link_prediction(out):
+    check_memory_model(out, "tgn")
+    assert len(re.findall(r"^TGAT epoch \d+", out, re.M)) == 2, out
+
+
 def check_graph_gru(out):
     losses = re.findall(r"GraphGRUCell: loss ([0-9.]+) -> ([0-9.]+)", out)
     assert len(losses) == 1, out
@@ -67,6 +91,10 @@ EXAMPLE_RUNS = {
                                     "--epochs", "2", "--max-batches", "4", "--batch-size",
                                     "100", "--chunks", "4", "--width", "1", "--strategy",
                                     "recent", "--hidden", "16"], check_tgat_link_prediction),
+    "tgn_link_prediction.py": (2, ["--num-nodes", "200", "--num-edges", "4000", "--epochs",
+                                   "2", "--max-batches", "4", "--batch-size", "100",
+                                   "--width", "1", "--hidden", "16", "--memory-dim", "16"],
+                               check_tgn_link_prediction),
     # the GRU cell shared by the two recurrent examples; run as a script it checks itself
     # (no store, no MPI: one rank)
     "graph_gru.py": (1, [], check_graph_gru),
@@ -84,6 +112,28 @@ def test_example_runs(name):
     nprocs, args, check = EXAMPLE_RUNS[name]
     out = run_mpi(os.path.join(EXAMPLES, name), nprocs, *args, timeout=300)
     check(out)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("model", ["jodie", "apan"])
+def test_tgn_example_other_models(model, tmp_path):
+    """tgn_link_prediction.py's JODIE and APAN, small, without the TGAT baseline; APAN
+    on a JODIE CSV (``--jodie``), JODIE on the synthetic stream at width 2."""
+    args = ["--model", model, "--baseline", "none", "--epochs", "1", "--max-batches", "4",
+            "--batch-size", "100", "--hidden", "16", "--memory-dim", "16"]
+    if model == "apan":
+        from ddstore import temporal as tg
+        s = tg.synthetic_stream(200, 1500, seed=1, partners=3)
+        path = str(tmp_path / "mini.csv")
+        tg.write_jodie(path, s.src % 80, s.dst % 120, np.floor(s.t * 10).astype(np.int64),
+                       np.zeros(s.num_edges, np.int64), s.edge_feat)
+        args += ["--jodie", path, "--width", "1", "--mailbox", "4"]
+    else:
+        args += ["--num-nodes", "200", "--num-edges", "2000", "--width", "2"]
+    out = run_mpi(os.path.join(EXAMPLES, "tgn_link_prediction.py"), 2, *args, timeout=300)
+    check_memory_model(out, model, baseline=False, epochs=1)
+    if model == "apan":
+        assert "JODIE file" in out, out
 
 
 def test_examples_need_only_requirements():
@@ -123,13 +173,10 @@ def test_examples_need_only_requirements():
 
 
 def test_roc_auc_matches_pair_count():
-    """The TGAT example's numpy ROC-AUC equals the fraction of (positive, negative)
-    pairs ordered correctly, ties counted 1/2, on data with many ties."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "tgat_link_prediction", os.path.join(EXAMPLES, "tgat_link_prediction.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    """The link-prediction examples' numpy ROC-AUC (``ddstore.temporal.roc_auc``) equals
+    the fraction of (positive, negative) pairs ordered correctly, ties counted 1/2, on
+    data with many ties; average precision equals its definition on tie-free scores."""
+    from ddstore.temporal import average_precision, roc_auc
     rng = np.random.default_rng(0)
     for trial in range(50):
         n = int(rng.integers(2, 60))
@@ -139,6 +186,12 @@ def test_roc_auc_matches_pair_count():
         pos, neg = scores[labels == 1], scores[labels == 0]
         want = ((pos[:, None] > neg[None, :]).sum() +
                 0.5 * (pos[:, None] == neg[None, :]).sum()) / (len(pos) * len(neg))
-        assert mod.roc_auc(labels, scores) == pytest.approx(want, abs=1e-12), trial
-    assert mod.roc_auc(np.array([1.0, 1.0, 0.0]), np.array([0.9, 0.5, 0.5])) == 0.75
-    assert math.isnan(mod.roc_auc(np.ones(3), np.arange(3.0)))
+        assert roc_auc(labels, scores) == pytest.approx(want, abs=1e-12), trial
+        distinct = rng.permutation(n).astype(np.float64)
+        ranked = labels[np.argsort(-distinct)]
+        want_ap = np.mean([ranked[:k + 1].mean() for k in np.flatnonzero(ranked == 1)])
+        assert average_precision(labels, distinct) == pytest.approx(want_ap, abs=1e-12)
+    assert roc_auc(np.array([1.0, 1.0, 0.0]), np.array([0.9, 0.5, 0.5])) == 0.75
+    assert math.isnan(roc_auc(np.ones(3), np.arange(3.0)))
+    assert average_precision(np.array([1, 0, 1]), np.array([0.9, 0.8, 0.1])) == \
+        pytest.approx((1 + 2 / 3) / 2)

@@ -75,6 +75,12 @@ BASH_SKIP = {
         "long job (~1 min); runs small in test_examples.py",
     "mpiexec -n 2 python examples/tgat_link_prediction.py --width 1 --strategy recent "
     "--chunks 4": "long job (~1 min); runs small in test_examples.py",
+    "mpiexec -n 2 python examples/tgn_link_prediction.py":
+        "long job (~2 min: TGN, then TGAT); runs small in test_examples.py",
+    "mpiexec -n 2 python examples/tgn_link_prediction.py --model jodie --baseline none":
+        "long job (~40 s); runs small in test_examples.py",
+    "mpiexec -n 2 python examples/tgn_link_prediction.py --model apan --baseline none":
+        "long job (~40 s); runs small in test_examples.py",
     "mpiexec -n 2 python -m ddstore.bench.core": "benchmark (long job)",
     # the benchmark list: full runs take minutes each; their small versions run in
     # the benchmark smoke tests of test_core, test_graphs, test_spatiotemporal_mpi,

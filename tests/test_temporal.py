@@ -55,6 +55,18 @@ def test_synthetic_stream():
     assert same > 0.7  # community structure (p_within 0.8 plus repeats)
     with pytest.raises(DDStoreValueError, match="num_nodes"):
         synthetic_stream(1, 10)
+    # partners=k: every repeating edge goes to one of its source's k own partners
+    assert all(np.array_equal(getattr(a, k), getattr(synthetic_stream(
+        500, 20_000, seed=3, partners=0), k)) for k in ("src", "dst", "t", "edge_feat"))
+    p = synthetic_stream(500, 20_000, seed=3, p_repeat=1.0, partners=3)
+    per_src = [np.unique(p.dst[p.src == v]).size for v in np.unique(p.src)]
+    assert max(per_src) <= 3 and np.mean(per_src) > 2, np.mean(per_src)
+    assert np.array_equal(p.src, a.src) and np.all(np.diff(p.t) > 0)
+    mix = synthetic_stream(500, 20_000, seed=3, p_repeat=0.5, partners=3)
+    same = mix.dst == p.dst  # the partner draws are those of p where an edge repeats
+    assert 0.45 < same.mean() < 0.6, same.mean()
+    with pytest.raises(DDStoreValueError, match="partners"):
+        synthetic_stream(10, 10, partners=-1)
 
 
 @pytest.mark.mpi

@@ -24,10 +24,12 @@ iterated in time-ordered batches with TGL's random chunk scheduling; memory-base
 from .batches import EdgeBatches
 from .graph import SPLITS, TemporalGraph
 from .memory import MemoryBatch, NodeMemory
+from .metrics import average_precision, link_prediction_metrics, roc_auc
 from .neighbor_sampler import TemporalBlock, TemporalSampler
 from .synthetic import Stream, synthetic_stream
 from ..sources import read_jodie_share, read_tgl_share, write_jodie, write_tgl
 
 __all__ = ["TemporalGraph", "TemporalSampler", "TemporalBlock", "EdgeBatches",
            "synthetic_stream", "Stream", "write_tgl", "read_tgl_share", "write_jodie",
-           "read_jodie_share", "SPLITS", "NodeMemory", "MemoryBatch"]
+           "read_jodie_share", "SPLITS", "NodeMemory", "MemoryBatch", "average_precision",
+           "roc_auc", "link_prediction_metrics"]

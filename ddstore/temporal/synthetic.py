@@ -19,7 +19,7 @@ class Stream:
 
 
 def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.8,
-                     p_repeat=0.3, edge_dim=8, alpha=1.0):
+                     p_repeat=0.3, edge_dim=8, alpha=1.0, partners=0):
     """A power-law interaction stream over ``num_nodes`` nodes (deterministic per seed).
 
     Structure: every node belongs to one of ``communities`` groups (default
@@ -33,8 +33,18 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
     to its community (both visible in its sampled temporal neighbourhood), so it beats a
     random ranking of negatives; a model without temporal neighbours cannot tell nodes
     apart.
+
+    ``partners=k > 0`` makes the recurring pairs a node's own: every node gets ``k`` fixed
+    partners, drawn once uniformly from all nodes, and a repeating edge (probability
+    ``p_repeat``) goes to one of its source's partners, uniformly, from its first edge on.
+    Partners are unrelated to communities and activity, so what tells a partner from a
+    random node is only whom the source has met before: a model that remembers each
+    node's history (TGN, JODIE, APAN) beats one that only looks at the structure of its
+    recent neighbours.  With ``partners=0`` (the default) the stream is the one above,
+    value for value (the partners come from a generator of their own).
     """
-    for label, v, low in (("num_nodes", num_nodes, 2), ("num_edges", num_edges, 1)):
+    for label, v, low in (("num_nodes", num_nodes, 2), ("num_edges", num_edges, 1),
+                          ("partners", partners, 0)):
         if not is_int(v) or v < low:
             raise DDStoreValueError(f"synthetic_stream: {label}={v!r} must be an integer "
                                     f">= {low}")
@@ -57,8 +67,30 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
     within = by_comm[np.minimum(np.searchsorted(cum, r, side="right"), n - 1)]
     anywhere = rng.choice(n, size=e, p=activity / activity.sum())
     dst = np.where(rng.random(e) < p_within, within, anywhere)
-    # recurring pairs: an edge repeats the destination of an earlier edge of its source
     rep = rng.random(e) < p_repeat
+    if partners:  # recurring pairs: the source's own partners
+        prng = np.random.default_rng([seed, 17])
+        table = prng.integers(0, n, (n, int(partners)))
+        pick = prng.integers(0, int(partners), e)
+        dst = np.where(rep, table[src, pick], dst)
+    else:
+        dst = _repeat_earlier(src, dst, rep, rng)
+    t = np.cumsum(rng.exponential(1.0, e))
+    centroids = rng.standard_normal((c, edge_dim)).astype(np.float32)
+    edge_feat = centroids[community[dst]] + 0.5 * rng.standard_normal(
+        (e, edge_dim)).astype(np.float32)
+    split = np.zeros(e, dtype=np.int8)
+    span = t[-1] - t[0]
+    split[t > t[0] + 0.70 * span] = 1
+    split[t > t[0] + 0.85 * span] = 2
+    return Stream(src=src.astype(np.int64), dst=dst.astype(np.int64), t=t,
+                  edge_feat=edge_feat, split=split, num_nodes=n, community=community)
+
+
+def _repeat_earlier(src, dst, rep, rng):
+    """Where ``rep``, an edge repeats the destination of an earlier edge of its source
+    (uniformly among them; an edge without an earlier one keeps its destination)."""
+    e = src.shape[0]
     order = np.argsort(src, kind="stable")  # edges of each source, in time order
     s_sorted = src[order]
     first = np.r_[True, s_sorted[1:] != s_sorted[:-1]]
@@ -71,15 +103,6 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
     idx = np.flatnonzero(take)
     for j in idx.tolist():
         d_sorted[j] = d_sorted[start[j] + back[j]]
-    dst = np.empty_like(dst)
-    dst[order] = d_sorted
-    t = np.cumsum(rng.exponential(1.0, e))
-    centroids = rng.standard_normal((c, edge_dim)).astype(np.float32)
-    edge_feat = centroids[community[dst]] + 0.5 * rng.standard_normal(
-        (e, edge_dim)).astype(np.float32)
-    split = np.zeros(e, dtype=np.int8)
-    span = t[-1] - t[0]
-    split[t > t[0] + 0.70 * span] = 1
-    split[t > t[0] + 0.85 * span] = 2
-    return Stream(src=src.astype(np.int64), dst=dst.astype(np.int64), t=t,
-                  edge_feat=edge_feat, split=split, num_nodes=n, community=community)
+    out = np.empty_like(dst)
+    out[order] = d_sorted
+    return out

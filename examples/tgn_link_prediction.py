@@ -1,0 +1,403 @@
+"""Memory-based temporal link prediction (TGN, JODIE or APAN), data-parallel over MPI
+ranks, the graph and the per-node memory in a DDStore; TGAT and a random scorer beside it.
+
+Run (2 ranks, the default synthetic stream; TGN, then TGAT on the same stream)::
+
+    mpiexec -n 2 python examples/tgn_link_prediction.py
+    mpiexec -n 2 python examples/tgn_link_prediction.py --model jodie --baseline none
+    mpiexec -n 2 python examples/tgn_link_prediction.py --model apan --width 1
+    mpiexec -n 4 python examples/tgn_link_prediction.py --jodie DATA/wikipedia.csv
+
+What it does:
+
+- the stream is ``ddstore.temporal.synthetic_stream(..., partners=4, p_repeat=0.7)`` by
+  default: power-law activity and communities as in ``tgat_link_prediction.py``, and 70 %
+  of the edges recurring pairs, each node re-interacting with 4 partners of its own,
+  drawn uniformly from all nodes (``--partners``, ``--p-repeat``): only whom a node has
+  met before tells a partner from a random node, which is what memory keeps.  Or a JODIE
+  CSV (``--jodie PATH``: ``user,item,timestamp,state_label,features...``, read by
+  ``TemporalGraph.from_jodie`` with PyG's chronological 70/15/15 split).  It is stored
+  as a T-CSR with ``add_reverse=True``, striped over groups of ``--width`` ranks;
+- the memory and mailbox of every node live in a ``ddstore.temporal.NodeMemory``
+  (``--memory-dim``; mail = [memory of the node, memory of the other end, edge
+  features]; mailbox of 1 for TGN and JODIE, ``--mailbox`` for APAN).  Every batch
+  (``EdgeBatches``, each rank its share of the same time window) reads the memory and
+  mailbox of the nodes it needs (one-sided reads), trains, then stages the new memory of
+  its positive edges' ends (``write``) and their mails (``post``; APAN also to their
+  sampled neighbours, ``post_to_neighbors``), and ``commit()`` applies every rank's
+  updates in ``(ts, rank, position)`` order: the state is what one process training on
+  the whole batch gets.  ``reset()`` starts each epoch from zeros; after training,
+  ``snapshot()`` keeps the end-of-training state, val and then test are evaluated from
+  it (the memory going on through their events, as TGL does), and ``restore()`` puts it
+  back, so no val/test event stays in the memory that training produced;
+- ``--model tgn``: a GRU updates a node's memory from its newest mail and the time
+  encoding of the gap since its memory was last updated (TGL's last-mail combine); the
+  embedding is one layer of temporal attention over the ``--fanout`` most recent
+  neighbours, with their (updated) memory, the edge features and time encodings;
+  ``--model jodie``: an RNN updates the memory, the embedding is JODIE's time projection
+  ``memory * (1 + w * log(1 + dt))``, no neighbours; ``--model apan``: no memory updater
+  and no neighbour sampling for the embedding: each node attends over its mailbox
+  (``--mailbox`` mails with their time encodings), the result is its new memory and its
+  embedding, and each event's mails go to both ends and to their sampled neighbours;
+- an MLP scores (src, dst) against one random negative destination; binary
+  cross-entropy; gradients averaged with ``DistributedDataParallel`` over gloo;
+- after each epoch: average precision and ROC AUC on val and test (one fixed random
+  negative per edge, the same as the TGAT example's), beside a random scorer's; then,
+  unless ``--baseline none``, TGAT (``tgat_link_prediction.py``, its own defaults:
+  2 layers, ``uniform`` 10/10) is trained on the same stream with the same batch size,
+  epochs, width, hidden size and learning rate, and a table compares the last epochs.
+"""
+import argparse
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ddstore
+from ddstore import temporal as tg
+import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
+from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
+    epoch_line, log
+
+MODELS = ("tgn", "jodie", "apan")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="TGN / JODIE / APAN link prediction with the "
+                                            "node memory in a DDStore",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default="tgn", choices=MODELS)
+    p.add_argument("--jodie", default=None, metavar="PATH",
+                   help="JODIE CSV (user,item,timestamp,state_label,features...)")
+    p.add_argument("--num-nodes", type=int, default=1000)
+    p.add_argument("--num-edges", type=int, default=30_000)
+    p.add_argument("--partners", type=int, default=4,
+                   help="synthetic stream: each node's own recurring partners")
+    p.add_argument("--p-repeat", type=float, default=0.7,
+                   help="synthetic stream: share of edges to a partner")
+    tgat.add_training_args(p)
+    p.add_argument("--memory-dim", type=int, default=32)
+    p.add_argument("--fanout", type=int, default=10,
+                   help="recent neighbours (TGN's attention, APAN's delivery)")
+    p.add_argument("--mailbox", type=int, default=10, help="mails per node (APAN only)")
+    p.add_argument("--baseline", default="tgat", choices=["tgat", "none"],
+                   help="also train TGAT on the same stream")
+    args = p.parse_args(argv)
+    for name in ("num_nodes", "num_edges", "batch_size", "epochs", "memory_dim", "hidden",
+                 "time_dim", "heads", "fanout", "mailbox"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.hidden % args.heads:
+        p.error(f"--hidden {args.hidden} must be a multiple of --heads {args.heads}")
+    if args.model == "apan" and args.memory_dim % args.heads:
+        p.error(f"--memory-dim {args.memory_dim} must be a multiple of --heads {args.heads}"
+                f" for apan")
+    if not 0 <= args.p_repeat <= 1:
+        p.error(f"--p-repeat must be in [0, 1], got {args.p_repeat}")
+    return args
+
+
+# ---------------------------------------------------------------------------- models
+class MemoryUpdater(nn.Module):
+    """memory' = cell([newest mail, time encoding of (mail ts - memory ts)], memory) for
+    nodes whose newest mail is newer than their memory; the others keep theirs.  Returns
+    the memory and its timestamp (the consumed mail's)."""
+
+    def __init__(self, cell, mail_dim, memory_dim, time_dim):
+        super().__init__()
+        self.time = TimeEncode(time_dim)
+        self.cell = cell(mail_dim + time_dim, memory_dim)
+
+    def forward(self, state):
+        mail, mts = state.mail[:, -1], state.mail_ts[:, -1]
+        fresh = mts > state.memory_ts
+        dt = (mts - state.memory_ts).clamp_min(0)
+        new = self.cell(torch.cat([mail, self.time(dt)], 1), state.memory)
+        return (torch.where(fresh[:, None], new, state.memory),
+                torch.where(fresh, mts, state.memory_ts))
+
+
+class TGN(nn.Module):
+    """GRU memory updater, then one layer of temporal attention over the sampled recent
+    neighbours with their memory."""
+
+    def __init__(self, dim_edge, mail_dim, args):
+        super().__init__()
+        self.update = MemoryUpdater(nn.GRUCell, mail_dim, args.memory_dim, args.time_dim)
+        self.attn = TemporalAttention(args.memory_dim, dim_edge, args.time_dim, args.hidden,
+                                      args.heads)
+        self.predict = EdgePredictor(args.hidden)
+
+    def forward(self, state, inv, root_ts, n, block, edge_feat):
+        memory, memory_ts = self.update(state)     # of the batch's distinct nodes
+        z = self.attn(memory[inv], block, edge_feat)
+        pos, neg = self.predict(z, n)
+        return pos, neg, memory, memory_ts
+
+
+class JODIE(nn.Module):
+    """RNN memory updater; embedding = memory * (1 + w * log(1 + time since its update))."""
+
+    def __init__(self, dim_edge, mail_dim, args):
+        super().__init__()
+        self.update = MemoryUpdater(nn.RNNCell, mail_dim, args.memory_dim, args.time_dim)
+        self.project = nn.Linear(1, args.memory_dim)
+        with torch.no_grad():
+            self.project.weight.normal_(0, 0.1)
+            self.project.bias.zero_()
+        self.out = nn.Linear(args.memory_dim, args.hidden)
+        self.predict = EdgePredictor(args.hidden)
+
+    def forward(self, state, inv, root_ts, n, block=None, edge_feat=None):
+        memory, memory_ts = self.update(state)
+        m, mts = memory[inv], memory_ts[inv]
+        dt = torch.log1p((root_ts - mts).clamp_min(0)).float().view(-1, 1)
+        z = self.out(m * (1 + self.project(dt)))
+        pos, neg = self.predict(z, n)
+        return pos, neg, memory, memory_ts
+
+
+class APAN(nn.Module):
+    """Attention of each node's memory over its mailbox (mails and their time
+    encodings); the result is the node's embedding and its new memory."""
+
+    def __init__(self, dim_edge, mail_dim, args):
+        super().__init__()
+        M = args.memory_dim
+        self.heads = args.heads
+        self.time = TimeEncode(args.time_dim)
+        self.q = nn.Linear(M + args.time_dim, M)
+        self.k = nn.Linear(mail_dim + args.time_dim, M)
+        self.v = nn.Linear(mail_dim + args.time_dim, M)
+        self.out = nn.Linear(2 * M, M)
+        self.norm = nn.LayerNorm(M)
+        self.predict = EdgePredictor(M)
+
+    def forward(self, state, inv, root_ts, n, block=None, edge_feat=None):
+        mem, mail, mts = state.memory[inv], state.mail[inv], state.mail_ts[inv]
+        r, S, _ = mail.shape
+        H, d = self.heads, mem.shape[1] // self.heads
+        valid = mts > 0  # times are shifted to start at 1: ts 0 is an empty slot
+        dt = (root_ts.view(-1, 1) - mts).clamp_min(0)
+        q = self.q(torch.cat([mem, self.time(torch.zeros(r))], 1)).view(r, 1, H, d)
+        kv = torch.cat([mail, self.time(dt.reshape(-1)).view(r, S, -1)], 2)
+        k, v = self.k(kv).view(r, S, H, d), self.v(kv).view(r, S, H, d)
+        score = (q * k).sum(-1) / d ** 0.5                       # [r, S, H]
+        score = score.masked_fill(~valid.unsqueeze(-1), -1e30)
+        w = torch.softmax(score, 1) * valid.unsqueeze(-1)        # empty mailbox: all 0
+        agg = (w.unsqueeze(-1) * v).sum(1).reshape(r, -1)
+        z = self.norm(F.relu(self.out(torch.cat([mem, agg], 1))))
+        pos, neg = self.predict(z, n)
+        return pos, neg, z, root_ts
+
+
+MODEL_CLASSES = {"tgn": TGN, "jodie": JODIE, "apan": APAN}
+
+
+# ---------------------------------------------------------------------------- one batch
+class Runner:
+    """What one batch needs, in order: sample, read the memory, run the model; then
+    stage the memory and the mails of the batch's events and commit them."""
+
+    def __init__(self, graph, memory, sampler, args, dim_edge, t_offset):
+        self.graph, self.memory, self.sampler = graph, memory, sampler
+        self.model_name, self.dim_edge, self.t_offset = args.model, dim_edge, t_offset
+        self.memory_s = 0.0  # time in NodeMemory reads and commits
+
+    def edge_features(self, eids):
+        if self.graph.edge_feat_dim is None:
+            return torch.zeros(len(eids), self.dim_edge)
+        return torch.from_numpy(self.graph.edge_features(eids).astype(np.float32)
+                                .reshape(len(eids), -1))
+
+    def forward(self, model, src, dst, neg, t, eid):
+        """Scores of (src, dst) and (src, neg), and what :meth:`stage` needs."""
+        n = len(src)
+        roots = np.concatenate([src, dst, neg])
+        block = ef = None
+        if self.model_name == "tgn":
+            block = self.sampler.sample(roots, np.tile(t, 3))[0]
+            nodes = block.nodes
+            ef = self.edge_features(block.eid)
+        else:
+            nodes = roots
+        uniq, inv = np.unique(nodes, return_inverse=True)
+        a = time.perf_counter()
+        state = self.memory.read(uniq)
+        self.memory_s += time.perf_counter() - a
+        root_ts = torch.from_numpy(np.tile(t, 3) + self.t_offset)
+        inv_t = torch.from_numpy(inv.reshape(-1))
+        pos, negs, memory, memory_ts = model(state, inv_t, root_ts, n,
+                                             block.to_torch() if block else None, ef)
+        # memory and memory_ts are per row of `uniq` (tgn, jodie) or per root (apan)
+        at = inv[:2 * n] if self.model_name != "apan" else np.arange(2 * n)
+        return pos, negs, (src, dst, t, eid, memory.detach(), memory_ts, at)
+
+    def stage(self, staged):
+        """Stage the new memory of the events' ends and their mails, then commit
+        (collective)."""
+        src, dst, t, eid, memory, memory_ts, at = staged
+        n = len(src)
+        ends = np.concatenate([src, dst])
+        m = memory[torch.from_numpy(at)]
+        self.memory.write(ends, m.numpy(), memory_ts[torch.from_numpy(at)].numpy())
+        ef = self.edge_features(eid)
+        m_src, m_dst = m[:n], m[n:]
+        mail = torch.cat([torch.cat([m_src, m_dst, ef], 1),
+                          torch.cat([m_dst, m_src, ef], 1)]).numpy()
+        ts = np.concatenate([t, t]) + self.t_offset
+        self.memory.post(ends, mail, ts)
+        if self.model_name == "apan":  # the events' mails also go to sampled neighbours
+            block = self.sampler.sample(ends, np.concatenate([t, t]))[0]
+            self.memory.post_to_neighbors(block, mail, ts)
+        a = time.perf_counter()
+        self.memory.commit()
+        self.memory_s += time.perf_counter() - a
+
+
+def bce(pos, negs):
+    """Binary cross-entropy of positives against 1 and negatives against 0 (sums over
+    this rank's edges divided by their number: 0, not NaN, for a rank with none)."""
+    n = max(1, pos.shape[0])
+    return (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos), reduction="sum")
+            + F.binary_cross_entropy_with_logits(negs, torch.zeros_like(negs),
+                                                 reduction="sum")) / n
+
+
+@torch.no_grad()
+def evaluate(model, runner, graph, split, args, comm):
+    """Score the split's edges in time order, the memory going on through them; the
+    metrics on rank 0 (None elsewhere)."""
+    model.eval()
+    batches = tg.EdgeBatches(graph, args.batch_size, split, negatives=1, comm=comm,
+                             seed=args.seed + 1000)  # the TGAT example's negatives
+    scores, labels = [], []
+    for src, dst, neg, t, eid in batches:
+        pos, negs, staged = runner.forward(model, src, dst, neg[:, 0], t, eid)
+        runner.stage(staged)
+        scores += [pos.sigmoid().numpy(), negs.sigmoid().numpy()]
+        labels += [np.ones(len(src)), np.zeros(len(src))]
+    model.train()
+    return tg.link_prediction_metrics(comm, np.concatenate(scores) if scores else [],
+                                      np.concatenate(labels) if labels else [])
+
+
+def build_graph(store, args, comm):
+    """Collective: the stream as a T-CSR in ``store``; logs what it is (rank 0)."""
+    t0 = time.perf_counter()
+    if args.jodie:
+        graph = tg.TemporalGraph.from_jodie(store, "g", args.jodie, add_reverse=True)
+        what = f"JODIE file {args.jodie}"
+    else:
+        graph, what = synthetic_graph(store, args, comm)
+    log(comm, f"{what}: {graph} over {comm.size} ranks, width {store.width}; built in "
+              f"{time.perf_counter() - t0:.1f} s")
+    return graph
+
+
+def synthetic_graph(store, args, comm):
+    s = tg.synthetic_stream(args.num_nodes, args.num_edges, seed=args.seed,
+                            partners=args.partners, p_repeat=args.p_repeat)
+    lo, hi = ddstore.partition(s.num_edges, comm.size, comm.rank)
+    graph = tg.TemporalGraph.from_arrays(
+        store, "g", s.src[lo:hi], s.dst[lo:hi], s.t[lo:hi], edge_feat=s.edge_feat[lo:hi],
+        split=s.split[lo:hi], add_reverse=True)
+    return graph, (f"synthetic stream ({args.num_nodes} nodes, {args.num_edges} edges, "
+                   f"{args.partners} partners per node, p_repeat {args.p_repeat})")
+
+
+def time_offset(graph, comm):
+    """Memory timestamps are the event times plus this (so the earliest is 1 and 0 means
+    'never': an empty mailbox slot, a memory not yet updated)."""
+    lo, hi = ddstore.partition(graph.num_edges, comm.size, comm.rank)
+    t = graph.edges(np.arange(lo, hi))[2]
+    t_min = comm.allreduce(float(t.min()) if len(t) else np.inf, op=MPI.MIN)
+    return 1.0 - t_min
+
+
+def train_memory_model(graph, store, args, comm):
+    """Train ``args.model`` for ``args.epochs`` epochs; rank 0 prints one line per epoch
+    and gets the last epoch's ``(val, test)`` metrics (None elsewhere)."""
+    dim_edge = int(np.prod(graph.edge_feat_dim)) if graph.edge_feat_dim else 1
+    mail_dim = 2 * args.memory_dim + dim_edge
+    mailbox = args.mailbox if args.model == "apan" else 1
+    memory = tg.NodeMemory(store, "memory", graph.num_nodes, args.memory_dim, mail_dim,
+                           mailbox_size=mailbox)
+    torch.manual_seed(args.seed)
+    model = MODEL_CLASSES[args.model](dim_edge, mail_dim, args)
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
+    sampler = tg.TemporalSampler(graph, (args.fanout,), "recent", seed=args.seed)
+    runner = Runner(graph, memory, sampler, args, dim_edge, time_offset(graph, comm))
+    train = tg.EdgeBatches(graph, args.batch_size, "train", negatives=1, comm=comm,
+                           seed=args.seed)
+    log(comm, f"{args.model.upper()}: {sum(p.numel() for p in model.parameters())} "
+              f"parameters; {memory}, {memory.nbytes() / 1e6:.2f} MB on rank 0")
+    name = args.model.upper()
+    val = test = None
+    for epoch in range(args.epochs):
+        train.set_epoch(epoch)
+        memory.reset()
+        runner.memory_s = 0.0
+        t0 = time.perf_counter()
+        losses = []
+        for i, (src, dst, neg, t, eid) in enumerate(train):
+            if args.max_batches and i >= args.max_batches:
+                break
+            pos, negs, staged = runner.forward(ddp, src, dst, neg[:, 0], t, eid)
+            loss = bce(pos, negs)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            runner.stage(staged)
+            losses.append(float(loss.detach()))
+        train_s, memory_s = time.perf_counter() - t0, runner.memory_s
+        memory.snapshot()                 # the end-of-training state ...
+        val = evaluate(model, runner, graph, "val", args, comm)
+        test = evaluate(model, runner, graph, "test", args, comm)
+        memory.restore()                  # ... back, without the val/test events
+        log(comm, epoch_line(f"{name} epoch {epoch}", losses, train_s,
+                             f"memory reads + commits {memory_s:.1f} s", val, test))
+    memory.remove()
+    return (val, test) if comm.rank == 0 else None
+
+
+def tgat_args(args):
+    """TGAT's own defaults (2 layers, uniform 10/10) with this run's shared settings."""
+    base = tgat.parse_args([])
+    for name in tgat.SHARED_OPTIONS:
+        setattr(base, name, getattr(args, name))
+    return base
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    comm = tgat.start_ranks()
+    with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
+        graph = build_graph(store, args, comm)
+        rows = {args.model.upper(): train_memory_model(graph, store, args, comm)}
+        if args.baseline == "tgat":
+            rows["TGAT"] = tgat.train_tgat(graph, tgat_args(args), comm, tag="TGAT ")
+        graph.remove()
+    if comm.rank == 0:
+        val, test = rows[args.model.upper()]
+        rows["random"] = ((val[2], val[3]), (test[2], test[3]))
+        print(f"last epoch ({args.epochs} epochs, batch {args.batch_size}, {comm.size} "
+              f"ranks):\n{'model':<8} {'val AP':>7} {'val AUC':>7} {'test AP':>7} "
+              f"{'test AUC':>8}")
+        for name, (v, te) in rows.items():
+            print(f"{name:<8} {v[0]:>7.4f} {v[1]:>7.4f} {te[0]:>7.4f} {te[1]:>8.4f}")
+        if "TGAT" in rows:
+            ours, base = rows[args.model.upper()][1], rows["TGAT"][1]
+            print(f"{args.model.upper()} - TGAT on test: AP {ours[0] - base[0]:+.4f}, AUC "
+                  f"{ours[1] - base[1]:+.4f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
