@@ -233,8 +233,7 @@ def train_tgat(graph, args, comm, tag=""):
             blocks, h, ef = prepare(graph, sampler, src, dst, neg[:, 0], t, *dims)
             t_sample += time.perf_counter() - a
             pos, negs = ddp(blocks, h, ef, len(src))
-            loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) +
-                    F.binary_cross_entropy_with_logits(negs, torch.zeros_like(negs)))
+            loss = bce(pos, negs)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -245,6 +244,15 @@ def train_tgat(graph, args, comm, tag=""):
         log(comm, epoch_line(f"{tag}epoch {epoch}", losses, train_s,
                              f"sampling + feature reads {t_sample:.1f} s", val, test))
     return (val, test) if comm.rank == 0 else None
+
+
+def bce(pos, negs):
+    """Binary cross-entropy of positives against 1 and negatives against 0 (sums over
+    this rank's edges divided by their number: 0, not NaN, for a rank with none)."""
+    n = max(1, pos.shape[0])
+    return (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos), reduction="sum")
+            + F.binary_cross_entropy_with_logits(negs, torch.zeros_like(negs),
+                                                 reduction="sum")) / n
 
 
 def epoch_line(head, losses, train_s, detail, val, test):

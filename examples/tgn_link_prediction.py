@@ -62,7 +62,7 @@ import ddstore
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
-    epoch_line, log
+    bce, epoch_line, log
 
 MODELS = ("tgn", "jodie", "apan")
 
@@ -258,15 +258,6 @@ class Runner:
         a = time.perf_counter()
         self.memory.commit()
         self.memory_s += time.perf_counter() - a
-
-
-def bce(pos, negs):
-    """Binary cross-entropy of positives against 1 and negatives against 0 (sums over
-    this rank's edges divided by their number: 0, not NaN, for a rank with none)."""
-    n = max(1, pos.shape[0])
-    return (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos), reduction="sum")
-            + F.binary_cross_entropy_with_logits(negs, torch.zeros_like(negs),
-                                                 reduction="sum")) / n
 
 
 @torch.no_grad()
