@@ -4,9 +4,9 @@ layout (each group holds one replica; member ``g`` holds rows
 ``partition(num_rows, width, g)``)."""
 import numpy as np
 
-from .. import partition
 from .._checks import STORABLE_KINDS, is_int
 from ..errors import DDStoreIndexError, DDStoreValueError
+from ..placement import exchange, member_offsets
 
 # the edge type under which a homogeneous graph's edge attributes are kept in the feature
 # store (the GraphStore calls that edge type None, as PyG does)
@@ -89,22 +89,16 @@ def tiling_error(ranges, what):
     return None, pos
 
 
-def member_offsets(total, width):
-    return np.array([partition(total, width, g)[0] for g in range(width)] + [total],
-                    dtype=np.int64)
-
-
 def place_rows(store, arr, lo, total):
     """Collective (inside a checked collective call): this rank's rows ``arr`` are global
     rows ``[lo, lo + len(arr))`` of a ``total``-row tensor whose rows the ranks hold once
     each.  Returns this rank's chunk of the striped layout (rows
     ``partition(total, width, group_rank)``), in row order."""
-    from ..temporal.graph import _exchange
     width = store.group_size
     off = member_offsets(total, width)
     ids = np.arange(lo, lo + arr.shape[0], dtype=np.int64)
     dest = np.searchsorted(off, ids, side="right") - 1
-    got_ids, got = _exchange(store.comm, width, dest, [ids, arr])
+    got_ids, got = exchange(store.comm, width, dest, [ids, arr])
     mlo, mhi = int(off[store.group_rank]), int(off[store.group_rank + 1])
     out = np.empty((mhi - mlo,) + arr.shape[1:], dtype=arr.dtype)
     out[got_ids - mlo] = got

@@ -12,6 +12,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 from .. import partition
 from .._checks import is_int
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..placement import balanced_offsets, exchange
 from ._common import (EDGES, as_numpy, edge_var, is_edge_type, node_var, rows_error,
                       tiling_error, type_key)
 from .feature_store import UnknownAttributeError
@@ -241,7 +242,6 @@ class GraphStore(_PygGraphStore):
     def _build(self, src, dst, lo, hi, edge_type, size, what, error, same):
         """Collective: the CSC of one edge type from this rank's COO columns [lo, hi)."""
         from mpi4py import MPI
-        from ..temporal.graph import _balanced_offsets, _exchange
         st = self.store
         st.check_alive()
         if error is None and not (edge_type is None or is_edge_type(edge_type)):
@@ -300,11 +300,11 @@ class GraphStore(_PygGraphStore):
         indptr = np.zeros(size[1] + 1, dtype=np.int64)
         np.cumsum(deg, out=indptr[1:])
         del deg
-        node_off = _balanced_offsets(indptr, width)
+        node_off = balanced_offsets(indptr, width)
         eid = np.arange(lo, hi, dtype=np.int64)
         dest = np.searchsorted(node_off, dst, side="right") - 1
         arrays = [dst, src, eid] + ([ts] if ts is not None else [])
-        got = _exchange(st.comm, width, dest, arrays)
+        got = exchange(st.comm, width, dest, arrays)
         keys = (got[2], got[3], got[0]) if ts is not None else (got[2], got[0])
         order = np.lexsort(keys)  # by destination, then time, then edge id
         cols = {"nbr": got[1][order], "eid": got[2][order]}

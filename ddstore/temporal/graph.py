@@ -21,66 +21,15 @@ import numpy as np
 
 from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
-from .._checks import (STORABLE_KINDS, as_indices, check_indices, is_int, partition,
+from .._checks import (STORABLE_KINDS, as_indices, check_indices, is_int,
                        taken_error)
 from ..memory import available_memory
+from ..placement import balanced_offsets, member_offsets
 from .build import (check_chunk_edges, count_degrees, create, default_chunk_edges,
                     fill_rows, fill_tcsr, remove_all)
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
 _T_VARS = ("nbr", "ts", "eid")
-
-
-def _member_offsets(total, width):
-    return np.array([partition(total, width, g)[0] for g in range(width)] + [total],
-                    dtype=np.int64)
-
-
-def _balanced_offsets(indptr, width):
-    """Node ranges of the members: contiguous, with about equal T-CSR entries each
-    (power-law degrees make equal node counts very uneven)."""
-    total = int(indptr[-1])
-    n = indptr.shape[0] - 1
-    if total == 0:
-        return _member_offsets(n, width)
-    cuts = [int(np.searchsorted(indptr, total * g / width, side="left"))
-            for g in range(1, width)]
-    return np.array([0] + [min(c, n) for c in cuts] + [n], dtype=np.int64)
-
-
-def _exchange(comm, width, dest, arrays):
-    """Collective: send item ``i`` of every array to group member ``dest[i]`` of **every**
-    group (each group holds one full replica).  Returns the arrays each rank receives,
-    concatenated in source-rank order (within a source, in its original order)."""
-    from mpi4py import MPI
-    size = comm.Get_size()
-    ngroups = size // width
-    dest = np.asarray(dest, dtype=np.int64)
-    order = np.argsort(dest, kind="stable")
-    counts = np.bincount(dest, minlength=width).astype(np.int64)
-    displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    send_counts = np.tile(counts, ngroups)
-    send_displs = np.tile(displs, ngroups)
-    recv_counts = np.array(comm.alltoall(send_counts.tolist()), dtype=np.int64)
-    recv_displs = np.concatenate([[0], np.cumsum(recv_counts)[:-1]]).astype(np.int64)
-    nrecv = int(recv_counts.sum())
-    out = []
-    for a in arrays:
-        a = np.ascontiguousarray(a[order])
-        row_bytes = a.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
-        recv = np.empty((nrecv,) + a.shape[1:], dtype=a.dtype)
-        if row_bytes:
-            # counts in rows of a contiguous datatype: up to 2**31 - 1 rows per peer
-            row_type = MPI.BYTE.Create_contiguous(row_bytes).Commit()
-            try:
-                sb = a.reshape(-1).view(np.uint8)
-                rb = recv.reshape(-1).view(np.uint8)
-                comm.Alltoallv([sb, (send_counts.tolist(), send_displs.tolist()), row_type],
-                               [rb, (recv_counts.tolist(), recv_displs.tolist()), row_type])
-            finally:
-                row_type.Free()
-        out.append(recv)
-    return out
 
 
 _NODE_BYTES = 24  # replicated per node on every rank: indptr, degrees, a bincount
@@ -235,7 +184,7 @@ class TemporalGraph:
         self.add_reverse = bool(add_reverse)
         self.split_counts = split_counts
         self.node_offsets = node_offsets
-        self.edge_offsets = _member_offsets(self.num_edges, store.group_size)
+        self.edge_offsets = member_offsets(self.num_edges, store.group_size)
         self._has_edge_feat, self._has_node_feat = has_edge_feat, has_node_feat
         self.has_edge_label = bool(has_edge_label)
         self.t_dtype = np.dtype(np.float64)
@@ -380,7 +329,7 @@ class TemporalGraph:
         ``node_pieces``: this rank's node-feature rows from node ``nf_first`` on, or None.
         On failure every variable created is removed, on every rank."""
         width, g = store.group_size, store.group_rank
-        edge_off = _member_offsets(num_edges, width)
+        edge_off = member_offsets(num_edges, width)
         created = []
         try:
             n_e = int(edge_off[g + 1] - edge_off[g])
@@ -397,7 +346,7 @@ class TemporalGraph:
             indptr = np.zeros(num_nodes + 1, dtype=np.int64)
             np.cumsum(deg, out=indptr[1:])
             del deg
-            node_off = _balanced_offsets(indptr, width)
+            node_off = balanced_offsets(indptr, width)
             n_t = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
             tcsr = [create(store, created, f"{name}/{k}", n_t, (), dt)
                     for k, dt in zip(_T_VARS, (np.int64, np.float64, np.int64))]

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._checks import as_indices, check_indices, is_int, partition, taken_error
 from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
-from .graph import _exchange
+from ..placement import exchange
 
 _VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
 
@@ -325,8 +325,8 @@ class NodeMemory:
         comm, width = st.comm, st.group_size
         w = self._gather(writes, self.memory_dim)
         p = self._gather(posts, self.mail_dim)
-        wk, wr = _exchange(comm, width, self._owner(w[0][:, 0]), list(w))
-        pk, pr = _exchange(comm, width, self._owner(p[0][:, 0]), list(p))
+        wk, wr = exchange(comm, width, self._owner(w[0][:, 0]), list(w))
+        pk, pr = exchange(comm, width, self._owner(p[0][:, 0]), list(p))
         if wk.shape[0]:
             self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64), wr)
         if pk.shape[0]:
