@@ -9,7 +9,7 @@ exactly; ``recent`` and ``uniform`` samples equal to the reference for 1 and 2 l
 (with and without prop_time), nothing at or after a root's time; chunk scheduling
 coverage; from_tgl round trip; every bad input raising the same error on every rank with
 nothing left in the store; the chunked T-CSR build's bytes against the first build's
-(tests/mpi/tcsr_cases.py).  Exits non-zero on any failure.
+(tests/mpi/_tcsr_cases.py).  Exits non-zero on any failure.
 """
 import os
 import sys
@@ -18,7 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from _harness import check, expect_error, run_main
-import tcsr_cases  # noqa: E402
+import _tcsr_cases as tcsr_cases  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import (DDStoreIndexError, DDStoreMemoryError,  # noqa: E402
