@@ -240,3 +240,60 @@ def test_ogb_errors(tmp_path):
     os.remove(os.path.join(str(frac), "raw", "num-node-list.csv.gz"))
     with pytest.raises(DDStoreValueError, match="num-node-list.csv.gz: no such file"):
         OGBNodeData(frac)
+
+
+def test_synthetic_graph_is_the_same_for_any_ranges():
+    """Per-block seeds: any split of the ranges (as on any number of ranks) gives the
+    same graph; the planted structure is there."""
+    from ddstore.sources.synthetic_nodes import EDGE_BLOCK, NODE_BLOCK, SyntheticNodeGraph
+    g = SyntheticNodeGraph(scale=0.06, seed=5)  # 146,942 nodes, 3.7 M edges: 4 blocks
+    n, e = g.num_nodes, g.num_edges
+    assert (n, e, g.num_features, g.num_classes) == (146942, 3711548, 100, 47)
+    assert n > 2 * NODE_BLOCK and e > 3 * EDGE_BLOCK
+    x, y = g.features(0, n), g.labels(0, n)
+    assert x.dtype == np.float32 and x.shape == (n, 100) and y.dtype == np.int64
+    for cuts in ([0, 1, NODE_BLOCK + 3, n], [0, n // 3, 2 * n // 3, n]):
+        parts = [g.features(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+        assert np.concatenate(parts).tobytes() == x.tobytes()
+    cuts = [0, EDGE_BLOCK - 1, EDGE_BLOCK + 1, 3 * EDGE_BLOCK + 7, e]
+    parts = [g.edges(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+    src, dst = (np.concatenate([p[k] for p in parts]) for k in (0, 1))
+    s1, d1 = g.edges(0, e)
+    assert np.array_equal(src, s1) and np.array_equal(dst, d1)
+    assert src.min() >= 0 and src.max() < n and dst.min() >= 0 and dst.max() < n
+    # structure: Zipf-like classes, homophilous edges, informative but noisy features
+    counts = np.bincount(y, minlength=47)
+    assert counts.min() >= 1 and 0.2 < counts.max() / n < 0.35
+    assert 0.8 < (y[src] == y[dst]).mean() < 0.86
+    order = np.argsort(y, kind="stable")
+    means = np.add.reduceat(x[order], np.r_[0, np.cumsum(counts)[:-1]]) / counts[:, None]
+    err = np.abs(means - g.means).max(axis=1)  # class means planted, within 6 sd
+    assert (err < 6 * g.noise / np.sqrt(counts)).all(), err
+    # splits: a partition of the nodes, 8 % / 1.6 % / 90.4 %
+    ids = [g.split(s, 0, g.split_size(s)) for s in ("train", "valid", "test")]
+    assert [len(i) for i in ids] == [11755, 2351, 132836]
+    assert np.array_equal(np.sort(np.concatenate(ids)), np.arange(n))
+    k = g.split_size("train")
+    assert np.array_equal(np.concatenate([g.split("train", 0, 7), g.split("train", 7, k)]),
+                          ids[0])
+    # another seed, another graph; the same seed, the same graph
+    assert not np.array_equal(SyntheticNodeGraph(scale=0.06, seed=6).labels(0, 100), y[:100])
+    assert SyntheticNodeGraph(scale=0.06, seed=5).features(500, 510).tobytes() == \
+        x[500:510].tobytes()
+
+
+def test_synthetic_graph_errors():
+    from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
+    g = SyntheticNodeGraph(scale=0.001)
+    assert (g.num_nodes, g.num_edges) == (2449, 61859)
+    with pytest.raises(DDStoreIndexError, match=r"features: row range \[0, 2450\) out of "
+                                                r"range \[0, 2449\]"):
+        g.features(0, 2450)
+    with pytest.raises(DDStoreIndexError, match=r"edges: row range \[61859, 61860\)"):
+        g.edges(61859, 61860)
+    with pytest.raises(DDStoreValueError, match="split 'val': allowed"):
+        g.split("val", 0, 1)
+    with pytest.raises(DDStoreValueError, match="scale=0 must be a number in"):
+        SyntheticNodeGraph(scale=0)
+    with pytest.raises(DDStoreValueError, match="homophily=2 must be in"):
+        SyntheticNodeGraph(scale=0.001, homophily=2)
