@@ -297,3 +297,43 @@ def test_synthetic_graph_errors():
         SyntheticNodeGraph(scale=0)
     with pytest.raises(DDStoreValueError, match="homophily=2 must be in"):
         SyntheticNodeGraph(scale=0.001, homophily=2)
+
+
+def test_npy_node_data(tmp_path):
+    from ddstore.sources.npy_nodes import NpyNodeData
+    rng = np.random.default_rng(4)
+    n, e = 90, 400
+    ei = rng.integers(0, n, (2, e))
+    x = rng.standard_normal((n, 6)).astype(np.float64)
+    y = rng.integers(0, 5, n).astype(np.int32)
+    np.save(tmp_path / "edge_index.npy", ei)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    for s, ids in (("train", np.arange(10)), ("valid", np.arange(10, 20)),
+                   ("test", np.arange(20, 90))):
+        np.save(tmp_path / f"{s}_idx.npy", ids)
+    ds = NpyNodeData.from_dir(tmp_path)
+    assert (ds.num_nodes, ds.num_edges, ds.num_features, ds.split_name) == (90, 400, 6,
+                                                                            "npy")
+    s, d = ds.edges(13, 77)
+    assert np.array_equal(s, ei[0, 13:77]) and np.array_equal(d, ei[1, 13:77])
+    assert ds.features(5, 9).tobytes() == x[5:9].astype(np.float32).tobytes()
+    assert ds.labels(0, 90).tolist() == y.tolist()
+    assert ds.split("test", 3, 5).tolist() == [23, 24] and ds.split_size("valid") == 10
+    np.save(tmp_path / "e2.npy", ei.T.copy())  # [E, 2], OGB's orientation
+    s2, d2 = NpyNodeData(tmp_path / "e2.npy", num_nodes=n).edges(0, 400)
+    assert np.array_equal(s2, ei[0]) and np.array_equal(d2, ei[1])
+    with pytest.raises(DDStoreValueError, match="x has 90 rows but y has 89"):
+        np.save(tmp_path / "y89.npy", y[:89])
+        NpyNodeData(tmp_path / "edge_index.npy", x=tmp_path / "x.npy",
+                    y=tmp_path / "y89.npy")
+    with pytest.raises(DDStoreValueError, match="nope.npy: no such file"):
+        NpyNodeData(tmp_path / "edge_index.npy", x=tmp_path / "nope.npy")
+    with pytest.raises(DDStoreIndexError, match=r"x.npy: row range \[0, 91\) out of range "
+                                                r"\[0, 90\]"):
+        ds.features(0, 91)
+    ei[1, 3] = 90
+    np.save(tmp_path / "bad.npy", ei)
+    with pytest.raises(DDStoreValueError, match=r"edge 3 \(.*\) names a node outside "
+                                                r"\[0, 90\)"):
+        NpyNodeData(tmp_path / "bad.npy", num_nodes=90).edges(0, 400)

@@ -25,7 +25,9 @@ Row ranges of big tables (``rows``): :func:`count_rows` / :func:`read_rows` for 
 ``.csv.gz`` (streamed from the start, only the range's rows kept) and ``.npy`` (only the
 range's bytes read); :class:`OGBNodeData` / :func:`write_ogb_node` (``ogb``): OGB's raw
 node-property layout (``raw/edge.csv.gz``, ``node-feat.csv.gz``, ``node-label.csv.gz``,
-``split/<name>/*.csv.gz``), one row range per call.
+``split/<name>/*.csv.gz``), one row range per call; :class:`NpyNodeData` (``npy_nodes``):
+the same from ``.npy`` arrays; :class:`SyntheticNodeGraph` (``synthetic_nodes``): an
+ogbn-products-shaped graph generated range by range, the same for any number of ranks.
 
 Only numpy is imported here; torch, pandas, h5py and adios2 are imported where a reader
 needs them.
@@ -43,6 +45,8 @@ from .tgl import read_tgl_share, write_tgl
 from .jodie import read_jodie_share, write_jodie
 from .rows import count_rows, read_csv_rows, read_npy_rows, read_rows
 from .ogb import OGBNodeData, write_ogb_node
+from .npy_nodes import NpyNodeData
+from .synthetic_nodes import SyntheticNodeGraph
 
 __all__ = ["Source", "SequenceSource", "PickleDirSource", "AdiosSource",
            "RestrictedUnpickler", "restricted_load", "restricted_loads",
@@ -52,4 +56,4 @@ __all__ += ["Series", "from_arrays", "adjacency_to_edges", "gaussian_kernel_adja
             "load_pgt_json", "DynamicSeries", "read_tgl_share", "write_tgl",
             "read_jodie_share", "write_jodie"]
 __all__ += ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "OGBNodeData",
-            "write_ogb_node"]
+            "write_ogb_node", "NpyNodeData", "SyntheticNodeGraph"]
