@@ -60,8 +60,9 @@ class NodeData(collections.namedtuple(
         return self.feature_store, self.graph_store
 
 
-def _local(store, what, fn, *args, **kwargs):
-    """``fn(*args)`` on this rank, agreed: an error on any rank raises on every rank."""
+def _local(store, what, fn, *args, call=None, **kwargs):
+    """``fn(*args)`` on this rank, agreed: an error on any rank raises on every rank
+    (``call``: the collective call this is the first step of, see :meth:`DDStore.agree`)."""
     out, error = None, None
     try:
         out = fn(*args, **kwargs)
@@ -69,7 +70,7 @@ def _local(store, what, fn, *args, **kwargs):
         error = exc
     except (OSError, ValueError, MemoryError) as exc:
         error = DDStoreValueError(f"{what}: {type(exc).__name__}: {exc}")
-    store.agree(error)
+    store.agree(error, call=call)
     return out
 
 
@@ -87,11 +88,11 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True):
 
     Order, to keep the peak memory of each rank low: the edges first (this rank's range,
     with reverses, handed to :meth:`GraphStore.put_edge_range` and dropped), then the
-    features, then the labels, then this rank's share of each split.
+    features, then the labels, then this rank's share of each split.  If any step fails
+    on any rank, every rank raises the same error and what was already put is removed:
+    the store holds what it held before.
     """
     comm = store.comm
-    rank, size = comm.Get_rank(), comm.Get_size()
-    n, e = int(data.num_nodes), int(data.num_edges)
     if add_reverse is None:
         add_reverse = bool(getattr(data, "undirected", True))
     has_x = bool(getattr(data, "num_features", 0))
@@ -99,7 +100,22 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True):
     split_name = getattr(data, "split_name", None)
     store.agree(None, call=("pyg.put_node_data", name),
                 same={"data set": repr(data), "add_reverse": bool(add_reverse)})
-    show = (lambda label: label) if (progress and rank == 0) else (lambda label: None)
+    show = (lambda label: label) if (progress and comm.Get_rank() == 0) else \
+        (lambda label: None)
+    before = set(store.variables())
+    try:
+        return _put(store, data, name, add_reverse, has_x, has_y, split_name, show)
+    except DDStoreError:
+        # every rank is here (the failure was agreed): drop what was put, collectively
+        for var in sorted(set(store.variables()) - before):
+            store.remove(var)
+        raise
+
+
+def _put(store, data, name, add_reverse, has_x, has_y, split_name, show):
+    comm = store.comm
+    rank, size = comm.Get_rank(), comm.Get_size()
+    n, e = int(data.num_nodes), int(data.num_edges)
     fs, gs = FeatureStore(store, name), GraphStore(store, name)
 
     # edges: this rank's range of the file, reverses interleaved (edge 2i+1 = reverse of
@@ -158,7 +174,8 @@ def load_ogb(store, root, name="pyg", split=None, add_reverse=True, progress=Tru
     Every rank decompresses each ``.csv.gz`` from its start up to the end of its own rows
     (gzip has no random access) and parses only its rows."""
     from ..sources.ogb import OGBNodeData
-    data = _local(store, "load_ogb", OGBNodeData, root, split=split)
+    data = _local(store, "load_ogb", OGBNodeData, root, split=split,
+                  call=("pyg.load_ogb", name))
     return put_node_data(store, data, name=name, add_reverse=add_reverse,
                          progress=progress)
 
@@ -174,9 +191,11 @@ def load_npy(store, directory=None, name="pyg", add_reverse=False, progress=True
     direction)."""
     from ..sources.npy_nodes import NpyNodeData
     if directory is not None:
-        data = _local(store, "load_npy", NpyNodeData.from_dir, directory, **paths)
+        data = _local(store, "load_npy", NpyNodeData.from_dir, directory,
+                      call=("pyg.load_npy", name), **paths)
     else:
-        data = _local(store, "load_npy", NpyNodeData, **paths)
+        data = _local(store, "load_npy", NpyNodeData, call=("pyg.load_npy", name),
+                      **paths)
     return put_node_data(store, data, name=name, add_reverse=add_reverse,
                          progress=progress)
 
@@ -188,5 +207,5 @@ def load_synthetic(store, scale=1.0, seed=0, name="pyg", progress=False, **optio
     number of ranks."""
     from ..sources.synthetic_nodes import SyntheticNodeGraph
     data = _local(store, "load_synthetic", SyntheticNodeGraph, scale=scale, seed=seed,
-                  **options)
+                  call=("pyg.load_synthetic", name), **options)
     return put_node_data(store, data, name=name, add_reverse=True, progress=progress)
