@@ -120,6 +120,7 @@ def _time_loader(loader, batches, sampler):
 
 
 def run(argv=None, prog=None):
+    args = _args(argv, prog)
     import torch
     from torch_geometric.loader import NeighborLoader
 
@@ -128,7 +129,6 @@ def run(argv=None, prog=None):
     from ddstore.bench.memory import MemoryWatch, current_rss
     from ddstore.pyg.ranges import load_synthetic
     from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
-    args = _args(argv, prog)
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -193,14 +193,16 @@ def run(argv=None, prog=None):
                 sample_peak_rss_per_rank=[p["sample_peak_rss"] for p in per],
                 peak_rss_per_rank=peak,
                 peak_pss_per_rank=[p["peak_pss"] for p in per],
-                peak_rss_over_data=max(peak) / total_bytes)
+                peak_rss_over_data=max(peak) / total_bytes,
+                store_bytes_over_data=max(p["held"] for p in per) / total_bytes)
             results.append(res)
             _log(comm, f"width {width} {transport:4s}: {res['batches_per_s_per_rank']:6.2f} "
                        f"batches/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M sampled "
                        f"edges/s per rank (slowest {res['edges_per_s_slowest_rank'] / 1e6:.2f}"
                        f"; sampler {100 * res['sampler_share']:.0f} % of it); "
                        f"{res['edges_per_batch'] / 1e3:.0f} k edges/batch; store "
-                       f"{max(res['store_bytes_per_rank']) / 1e9:.2f} GB/rank; peak RSS "
+                       f"{max(res['store_bytes_per_rank']) / 1e9:.2f} GB/rank "
+                       f"({res['store_bytes_over_data']:.2f} x graph + features); peak RSS "
                        f"load {max(res['load_peak_rss_per_rank']) / 1e9:.2f} GB, sampling "
                        f"{max(res['sample_peak_rss_per_rank']) / 1e9:.2f} GB "
                        f"({res['peak_rss_over_data']:.2f} x graph + features), peak PSS "
