@@ -182,6 +182,33 @@ int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
                         int64_t *nbr, int64_t *eid, double *ets, int64_t *count);
 /* ================================================================== end temporal */
 
+/* ================================================================== neighbour sampling
+ * (csrc/neighbor.c, used by ddstore.pyg)
+ *
+ * A CSC held like a T-CSR (dds_tcsr): per edge, `nbr` = its source node, `eid` = its
+ * edge id and, optionally, `ts` = its time (ts_var < 0: no times); the lists sorted by
+ * destination, then time; `indptr` indexed by destination node.
+ */
+enum dds_neighbor_flags {
+    DDS_NEIGHBOR_REPLACE = 1, /* k independent uniform draws (with replacement) */
+    DDS_NEIGHBOR_LAST = 2     /* the last min(k, eligible) entries of the list */
+};
+
+/* Local (one-sided).  One hop for `n` destination nodes.  Node i's eligible entries are
+ * its whole list or, when `node_ts` is not NULL, the entries with ts <= node_ts[i] (a
+ * prefix: lists are sorted by time).  With c eligible: k < 0 takes all c; LAST takes the
+ * last min(k, c); REPLACE takes k independent uniform draws (none when c == 0);
+ * otherwise min(k, c) distinct entries, uniformly (all c in list order when c <= k).
+ * Draws depend only on (seed, i).  Outputs (capacity `cap` each, compact in node
+ * order): row[j] (position i of the node), nbr[j], eid[j]; *count is the number
+ * written.  Rows readable by load are copied in place, the others read one-sidedly by
+ * one batched dds_read per variable. */
+int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *nodes,
+                        const double *node_ts, int64_t n, int64_t k, int flags,
+                        uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
+                        int64_t *eid, int64_t *count);
+/* ================================================================== end neighbour */
+
 /* ================================================================== dynamic graphs
  * (csrc/dynamic.c, used by ddstore.spatiotemporal.DynamicGraph)
  *

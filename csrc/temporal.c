@@ -17,24 +17,11 @@
  * sampler and released by sampler_free.
  */
 #include "internal.h"
+#include "sampling.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t splitmix64(uint64_t x)
-{
-    uint64_t z = x + 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* uniform integer in [0, n) from a 64-bit random word (multiply-shift) */
-static int64_t below(uint64_t r, int64_t n)
-{
-    return (int64_t)(((unsigned __int128)r * (uint64_t)n) >> 64);
-}
 
 /* first position p in ts[0, n) with ts[p] >= t (n when none) */
 static int64_t lower_bound(const double *ts, int64_t n, double t)
@@ -54,18 +41,6 @@ struct member_view {
     int64_t first_row; /* global row of the chunk's first entry */
     int readable;      /* 1: read in place */
 };
-
-static int owner_of_node(const int64_t *node_offsets, int width, int64_t v)
-{
-    int lo = 0, hi = width - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (node_offsets[mid] <= v) lo = mid;
-        else hi = mid - 1;
-    }
-    while (lo < width - 1 && node_offsets[lo + 1] <= v) lo++;
-    return lo;
-}
 
 /* open-addressing map node -> index of its fetched list (remote lists only) */
 struct fetch_map {

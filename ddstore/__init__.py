@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 __all__ = ["DDStore", "partition", "DDStoreError", "DDStoreValueError",
            "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError"]
 
-_LAZY = ("graphs", "spatiotemporal", "dynamic", "temporal", "bench", "sources")
+_LAZY = ("graphs", "spatiotemporal", "dynamic", "temporal", "bench", "sources", "pyg")
 
 
 def __getattr__(name):

@@ -223,6 +223,45 @@ class TCSR:
         return row[:m], nbr[:m], eid[:m], ets[:m]
 
 
+NEIGHBOR_REPLACE = lib.DDS_NEIGHBOR_REPLACE
+NEIGHBOR_LAST = lib.DDS_NEIGHBOR_LAST
+
+
+class CSC:
+    """A CSC held like a T-CSR (a ``dds_tcsr`` with ``ts_var`` -1 when it has no times)
+    for ``dds_neighbor_sample`` (see ``csrc/ddstore.h``); keeps the replicated ``indptr``
+    and ``node_offsets`` alive for C."""
+
+    def __init__(self, core, nbr_var, eid_var, ts_var, indptr, node_offsets):
+        self._core = core
+        self._indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self._node_offsets = np.ascontiguousarray(node_offsets, dtype=np.int64)
+        self._c = ffi.new("dds_tcsr *")
+        self._c.nbr_var, self._c.eid_var = nbr_var, eid_var
+        self._c.ts_var = -1 if ts_var is None else ts_var
+        self._c.num_nodes = self._indptr.shape[0] - 1
+        self._c.indptr = ffi.from_buffer("int64_t[]", self._indptr)
+        self._c.node_offsets = ffi.from_buffer("int64_t[]", self._node_offsets)
+
+    def sample(self, nodes, node_ts, k, flags, seed, cap):
+        """One hop: ``(row, nbr, eid)`` (compact, in node order).  ``nodes`` int64 and
+        ``node_ts`` float64 (or None), C-contiguous; ``cap`` bounds the output."""
+        row = np.empty(cap, dtype=np.int64)
+        nbr = np.empty(cap, dtype=np.int64)
+        eid = np.empty(cap, dtype=np.int64)
+        count = ffi.new("int64_t *")
+        core = self._core
+        if not core.alive:
+            raise DDStoreStateError("this DDStore has been freed; create a new one")
+        def p(arr, ctype="int64_t[]"):
+            return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer(ctype, arr)
+        core._check(lib.dds_neighbor_sample(
+            core._handle[0], self._c, p(nodes), p(node_ts, "double[]"), nodes.shape[0], k,
+            flags, seed, cap, p(row), p(nbr), p(eid), count))
+        m = count[0]
+        return row[:m], nbr[:m], eid[:m]
+
+
 def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):
     """One dynamic-graph step in C (``dds_apply_delta``): ``(new_keys, new_w, edge_index)``
     for the snapshot ``keys - rm + add`` with the weights of ``chg`` set to ``chg_w``.

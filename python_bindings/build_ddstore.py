@@ -76,12 +76,12 @@ ffibuilder.set_source(
     "ddstore._ddstore_cffi",
     '#include "ddstore.h"',
     sources=[os.path.relpath(os.path.join(CSRC, f), ROOT)
-             for f in ("ddstore.c", "temporal.c", "dynamic.c")],
+             for f in ("ddstore.c", "temporal.c", "neighbor.c", "dynamic.c")],
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,
     depends=[os.path.relpath(os.path.join(CSRC, f), ROOT)
-             for f in ("ddstore.h", "internal.h")],
+             for f in ("ddstore.h", "internal.h", "sampling.h")],
     extra_compile_args=["-O2", "-std=c11", "-Wall"],
     extra_link_args=_link,
 )

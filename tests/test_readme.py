@@ -41,6 +41,8 @@ PYTHON_EXPECT = {
     "Temporal graphs": r"rank 1: node 42 has \d+ temporal neighbours; last batch: \d+ edges",
     "Node memory: training state for TGN, JODIE and APAN":
         r"rank 1: 726 nodes have mail; memory checksum -?[0-9.]+; 120000 bytes here",
+    "PyG's loaders over the store (`ddstore.pyg`)":
+        r"rank 1: 4 batches, the last \d+ nodes and \d+ edges; \d+ CSC bytes here",
 }
 
 # bash command (as written, without its trailing comment) -> what it must print

@@ -1,0 +1,238 @@
+/*
+ * neighbor.c - one hop of PyG-style neighbour sampling over a CSC held in the store (see
+ * the "neighbour sampling" section of ddstore.h).
+ *
+ * The CSC has the shape of a T-CSR (dds_tcsr): nbr = source node, eid = edge id and an
+ * optional ts = time, one row per edge, sorted by destination (then time); indptr and
+ * node_offsets replicated.  A node's degree is known from indptr, so the positions to
+ * take are chosen before anything is read; then the picked rows (whole ranges where the
+ * picks are contiguous) are read by one batched dds_read per variable: rows of this rank
+ * and of node-local members are copied by plain loads, the others fetched one-sidedly in
+ * one access epoch.  With times, the eligible prefix of each list is found by binary
+ * search: in place for lists readable by load, in a copy of the list's times (one
+ * batched dds_read for all remote lists of the call) for the others.
+ */
+#include "internal.h"
+#include "sampling.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* the number of entries p in ts[0, n) with ts[p] <= t (ts sorted) */
+static int64_t upper_bound(const double *ts, int64_t n, double t)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ts[mid] <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int no_memory(void)
+{
+    return dds_set_error(DDS_ENOMEM, "neighbour sample: out of memory");
+}
+
+static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
+                      const double *node_ts, int64_t n, int64_t cap)
+{
+    if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
+    if (n < 0 || cap < 0)
+        return dds_set_error(DDS_EINVAL, "neighbour sample: n=%lld and cap=%lld must be "
+                             ">= 0", (long long)n, (long long)cap);
+    if (node_ts && g->ts_var < 0)
+        return dds_set_error(DDS_EINVAL, "neighbour sample: times given but the graph "
+                             "holds none");
+    for (int64_t i = 0; i < n; i++) {
+        if (nodes[i] < 0 || nodes[i] >= g->num_nodes)
+            return dds_set_error(DDS_ERANGE, "neighbour sample: node %lld (position %lld) "
+                                 "out of range [0, %lld)", (long long)nodes[i],
+                                 (long long)i, (long long)g->num_nodes);
+        if (node_ts && isnan(node_ts[i]))
+            return dds_set_error(DDS_EINVAL, "neighbour sample: time at position %lld is "
+                                 "NaN", (long long)i);
+    }
+    return DDS_OK;
+}
+
+/* cut[i] = eligible entries of node i: its degree, or with times the entries whose time
+ * is <= node_ts[i] */
+static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
+                    const double *node_ts, int64_t n, int64_t *cut)
+{
+    if (!node_ts) {
+        for (int64_t i = 0; i < n; i++) cut[i] = g->indptr[nodes[i] + 1] - g->indptr[nodes[i]];
+        return DDS_OK;
+    }
+    int width = dds_group_size(s), rc = DDS_OK;
+    const double **base = calloc((size_t)width, sizeof *base);
+    int64_t *first = calloc((size_t)width, sizeof *first);
+    int64_t *rstart = NULL, *rcount = NULL, nremote = 0, total = 0;
+    double *fetched = NULL;
+    if (!base || !first) { rc = no_memory(); goto done; }
+    for (int m = 0; m < width && rc == DDS_OK; m++) {
+        void *p = NULL;
+        int64_t rows = 0;
+        rc = dds_member_ptr(s, g->ts_var, m, &p, &rows);
+        base[m] = p;
+        first[m] = g->indptr[g->node_offsets[m]];
+    }
+    if (rc != DDS_OK) goto done;
+    /* lists of members not readable by load: fetch their times in one batched read */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = nodes[i], deg = g->indptr[v + 1] - g->indptr[v];
+        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, v);
+        if (deg && !base[m]) nremote++;
+    }
+    if (nremote) {
+        rstart = malloc(sizeof(int64_t) * (size_t)nremote);
+        rcount = malloc(sizeof(int64_t) * (size_t)nremote);
+        if (!rstart || !rcount) { rc = no_memory(); goto done; }
+        nremote = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = nodes[i], deg = g->indptr[v + 1] - g->indptr[v];
+            int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, v);
+            if (deg && !base[m]) {
+                rstart[nremote] = g->indptr[v];
+                rcount[nremote++] = deg;
+                total += deg;
+            }
+        }
+        fetched = malloc(sizeof(double) * (size_t)total);
+        if (!fetched) {
+            rc = dds_set_error(DDS_ENOMEM, "neighbour sample: out of memory for the times "
+                               "of %lld remote list entries", (long long)total);
+            goto done;
+        }
+        rc = dds_read(s, g->ts_var, rstart, rcount, nremote, fetched, 0);
+        if (rc != DDS_OK) goto done;
+    }
+    int64_t off = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = nodes[i], deg = g->indptr[v + 1] - g->indptr[v];
+        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, v);
+        if (!deg) {
+            cut[i] = 0;
+        } else if (base[m]) {
+            cut[i] = upper_bound(base[m] + (g->indptr[v] - first[m]), deg, node_ts[i]);
+        } else {
+            cut[i] = upper_bound(fetched + off, deg, node_ts[i]);
+            off += deg;
+        }
+    }
+done:
+    free(base);
+    free(first);
+    free(rstart);
+    free(rcount);
+    free(fetched);
+    return rc;
+}
+
+/* open-addressing set of list positions, for k distinct draws (Floyd's algorithm) */
+struct pos_set {
+    int64_t mask, *slot;
+};
+
+/* insert p; returns 0 if it was there already */
+static int set_insert(struct pos_set *h, int64_t p)
+{
+    uint64_t i = splitmix64((uint64_t)p) & (uint64_t)h->mask;
+    while (h->slot[i] != -1) {
+        if (h->slot[i] == p) return 0;
+        i = (i + 1) & (uint64_t)h->mask;
+    }
+    h->slot[i] = p;
+    return 1;
+}
+
+static void set_clear(struct pos_set *h, const int64_t *values, int64_t n)
+{
+    for (int64_t q = 0; q < n; q++) {
+        uint64_t i = splitmix64((uint64_t)values[q]) & (uint64_t)h->mask;
+        while (h->slot[i] != values[q]) i = (i + 1) & (uint64_t)h->mask;
+        h->slot[i] = -1;
+    }
+    /* the probe for a key goes on past slots emptied before it, so every key is found
+     * and the table ends empty */
+}
+
+int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
+                        const double *node_ts, int64_t n, int64_t k, int flags,
+                        uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
+                        int64_t *eid, int64_t *count)
+{
+    *count = 0;
+    int rc = check_args(s, g, nodes, node_ts, n, cap);
+    if (rc != DDS_OK) return rc;
+    int replace = (flags & DDS_NEIGHBOR_REPLACE) != 0, last = (flags & DDS_NEIGHBOR_LAST) != 0;
+    int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    int64_t *pstart = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
+    int64_t *pcount = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
+    int64_t *picked = NULL;
+    struct pos_set set = {0, NULL};
+    if (!cut || !pstart || !pcount) { rc = no_memory(); goto done; }
+    if (k > 0 && !replace && !last) {
+        int64_t size = 16;
+        while (size < 2 * k) size *= 2;
+        set.mask = size - 1;
+        set.slot = malloc(sizeof(int64_t) * (size_t)size);
+        picked = malloc(sizeof(int64_t) * (size_t)k);
+        if (!set.slot || !picked) { rc = no_memory(); goto done; }
+        for (int64_t i = 0; i < size; i++) set.slot[i] = -1;
+    }
+    rc = eligible(s, g, nodes, node_ts, n, cut);
+    if (rc != DDS_OK) goto done;
+    uint64_t base = splitmix64(seed);
+    int64_t j = 0, np = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = cut[i], start = g->indptr[nodes[i]];
+        if (c <= 0) continue;
+        int whole = k < 0 || (!replace && c <= k) || (last && c <= k);
+        int64_t take = whole ? c : k;
+        if (j + take > cap) {
+            rc = dds_set_error(DDS_EINVAL, "neighbour sample: output capacity %lld too "
+                               "small", (long long)cap);
+            goto done;
+        }
+        for (int64_t q = 0; q < take; q++) row[j + q] = i;
+        if (whole || last) { /* one contiguous piece: all of them, or the k latest */
+            pstart[np] = start + c - take;
+            pcount[np++] = take;
+        } else {
+            uint64_t key = splitmix64(base ^ splitmix64((uint64_t)i + 1));
+            for (int64_t q = 0; q < take; q++) {
+                uint64_t r = splitmix64(key + (uint64_t)(q + 1) * 0x9E3779B97F4A7C15ULL);
+                int64_t pos;
+                if (replace) {
+                    pos = below(r, c);
+                } else { /* Floyd: the q-th step draws from [0, c - k + q] */
+                    int64_t top = c - k + q;
+                    pos = below(r, top + 1);
+                    if (!set_insert(&set, pos)) {
+                        pos = top;
+                        set_insert(&set, pos);
+                    }
+                    picked[q] = pos;
+                }
+                pstart[np] = start + pos;
+                pcount[np++] = 1;
+            }
+            if (!replace) set_clear(&set, picked, take);
+        }
+        j += take;
+    }
+    if (np) rc = dds_read(s, g->nbr_var, pstart, pcount, np, nbr, 0);
+    if (rc == DDS_OK && np) rc = dds_read(s, g->eid_var, pstart, pcount, np, eid, 0);
+    if (rc == DDS_OK) *count = j;
+done:
+    free(cut);
+    free(pstart);
+    free(pcount);
+    free(picked);
+    free(set.slot);
+    return rc;
+}

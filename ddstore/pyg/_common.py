@@ -1,0 +1,111 @@
+"""What the feature store, the graph store and the sampler share: variable names, the
+conversion of tensors to numpy, and the collective placement of rows into the striped
+layout (each group holds one replica; member ``g`` holds rows
+``partition(num_rows, width, g)``)."""
+import numpy as np
+
+from .. import partition
+from .._checks import STORABLE_KINDS, is_int
+from ..errors import DDStoreIndexError, DDStoreValueError
+
+# the edge type under which a homogeneous graph's edge attributes are kept in the feature
+# store (the GraphStore calls that edge type None, as PyG does)
+EDGES = ("_N", "to", "_N")
+
+
+def type_key(t):
+    """A node type (None or str) or edge type (3-tuple of str) as one string."""
+    if t is None:
+        return "_"
+    if isinstance(t, str):
+        return t
+    return "__".join(t)
+
+
+def is_edge_type(t):
+    return isinstance(t, tuple) and len(t) == 3 and all(isinstance(x, str) for x in t)
+
+
+def node_var(name, node_type, attr):
+    return f"{name}/node/{type_key(node_type)}/{attr}"
+
+
+def edge_var(name, edge_type, attr):
+    return f"{name}/edge/{type_key(EDGES if edge_type is None else edge_type)}/{attr}"
+
+
+def as_numpy(x, what):
+    """``x`` (torch tensor, numpy array or sequence) as a numpy array, or (None, error)."""
+    try:
+        if hasattr(x, "detach") and hasattr(x, "numpy"):
+            x = x.detach().cpu()
+            try:
+                return x.numpy(), None
+            except TypeError as exc:  # bfloat16 and the like
+                return None, (DDStoreValueError, f"{what}: dtype {x.dtype} has no numpy "
+                                                 f"equivalent and cannot be stored ({exc})")
+        return np.asarray(x), None
+    except Exception as exc:  # noqa: BLE001 -- reported, agreed by the caller
+        return None, (DDStoreValueError, f"{what} is not an array ({exc})")
+
+
+def storable_error(arr, what):
+    if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
+        return DDStoreValueError, (f"{what}: dtype {arr.dtype} cannot be stored (allowed: "
+                                   f"bool, integer, float, complex)")
+    if arr.ndim < 1:
+        return DDStoreValueError, f"{what}: needs a first (row) dimension, got a scalar"
+    return None
+
+
+def rows_error(rows, n, what):
+    """``rows`` = ``(lo, hi)`` for ``n`` local rows, checked; (None or error, lo, hi)."""
+    try:
+        lo, hi = rows
+    except (TypeError, ValueError):
+        return (DDStoreValueError, f"{what}: rows must be a pair (lo, hi), got "
+                                   f"{rows!r}"), 0, 0
+    if not is_int(lo) or not is_int(hi):
+        return (DDStoreValueError, f"{what}: rows=({lo!r}, {hi!r}) must be integers"), 0, 0
+    lo, hi = int(lo), int(hi)
+    if lo < 0 or hi - lo != n:
+        return (DDStoreIndexError, f"{what}: rows=({lo}, {hi}) must satisfy 0 <= lo and "
+                                   f"hi - lo = {n} (the rows this rank passes)"), lo, hi
+    return None, lo, hi
+
+
+def tiling_error(ranges, what):
+    """Every rank's ``(lo, hi)``: they must tile ``[0, total)`` exactly (any order).
+    Returns (error or None, total)."""
+    spans = sorted((lo, hi, r) for r, (lo, hi) in enumerate(ranges) if hi > lo)
+    pos = 0
+    for lo, hi, r in spans:
+        if lo != pos:
+            kind = "overlaps rows" if lo < pos else "leaves a gap"
+            return (DDStoreIndexError, f"{what}: rank {r}'s rows [{lo}, {hi}) {kind} "
+                                       f"before row {pos}: the ranks' rows must together "
+                                       f"cover [0, total) once each ({ranges})"), 0
+        pos = hi
+    return None, pos
+
+
+def member_offsets(total, width):
+    return np.array([partition(total, width, g)[0] for g in range(width)] + [total],
+                    dtype=np.int64)
+
+
+def place_rows(store, arr, lo, total):
+    """Collective (inside a checked collective call): this rank's rows ``arr`` are global
+    rows ``[lo, lo + len(arr))`` of a ``total``-row tensor whose rows the ranks hold once
+    each.  Returns this rank's chunk of the striped layout (rows
+    ``partition(total, width, group_rank)``), in row order."""
+    from ..temporal.graph import _exchange
+    width = store.group_size
+    off = member_offsets(total, width)
+    ids = np.arange(lo, lo + arr.shape[0], dtype=np.int64)
+    dest = np.searchsorted(off, ids, side="right") - 1
+    got_ids, got = _exchange(store.comm, width, dest, [ids, arr])
+    mlo, mhi = int(off[store.group_rank]), int(off[store.group_rank + 1])
+    out = np.empty((mhi - mlo,) + arr.shape[1:], dtype=arr.dtype)
+    out[got_ids - mlo] = got
+    return out

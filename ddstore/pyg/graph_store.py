@@ -1,0 +1,394 @@
+"""PyG's ``GraphStore`` over a :class:`~ddstore.DDStore`: every edge type held once as CSC
+(sorted by destination, then by time, then by edge id), striped by destination-node
+ranges over each group, replicated by ``width``."""
+import dataclasses
+
+import numpy as np
+import torch
+from torch_geometric.data import EdgeAttr as _PygEdgeAttr
+from torch_geometric.data import GraphStore as _PygGraphStore
+from torch_geometric.data.graph_store import EdgeLayout
+
+from .. import partition
+from .._checks import is_int
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ._common import (EDGES, as_numpy, edge_var, is_edge_type, node_var, rows_error,
+                      tiling_error, type_key)
+from .feature_store import UnknownAttributeError
+
+__all__ = ["GraphStore", "EdgeAttr"]
+
+_CSC_VARS = ("nbr", "eid", "ts")
+_MAX_EXACT = 2 ** 53  # integer times are kept as float64: exact up to here
+
+
+@dataclasses.dataclass
+class EdgeAttr(_PygEdgeAttr):
+    """PyG's ``EdgeAttr`` with ``edge_type`` defaulting to None (a homogeneous graph) and
+    ``layout`` to ``"coo"``."""
+
+    def __init__(self, edge_type=None, layout="coo", is_sorted=False, size=None):
+        super().__init__(edge_type, layout, is_sorted, size)
+
+
+class _CSC:
+    """One stored edge type: its variables and the replicated ``indptr`` (global CSC row
+    where each destination's list starts) and ``node_offsets`` (destination-node range
+    of each group member)."""
+
+    def __init__(self, edge_type, size, num_edges, indptr, node_offsets, vars_, time_attr,
+                 time_level):
+        self.edge_type, self.size, self.num_edges = edge_type, size, num_edges
+        self.indptr, self.node_offsets, self.vars = indptr, node_offsets, vars_
+        self.time_attr, self.time_level = time_attr, time_level
+        self.removed = False
+
+
+class GraphStore(_PygGraphStore):
+    """PyG's ``torch_geometric.data.GraphStore`` over a :class:`~ddstore.DDStore`.
+
+    Every edge type (``None`` for a homogeneous graph, else ``(src, rel, dst)``) is held
+    once as **CSC**: the sources of each destination node's incoming edges, sorted by
+    destination, then (when the store has a ``time_attr``) by time, then by edge id.
+    Three store variables of one row per edge: ``<name>/csc/<type>/nbr`` (source node),
+    ``.../eid`` (edge id) and, with a time, ``.../ts`` (float64: the edge's time or its
+    source node's time).  Member ``g`` of every group holds the lists of a contiguous
+    destination-node range chosen so that members hold about equal numbers of edges.
+    Replicated on every rank: ``indptr`` (``num_dst + 1`` int64) and the member ranges.
+    The edge index is never gathered whole on any rank (except by an explicit
+    ``get_edge_index``, for inspection).
+
+    **Edge ids**: edge ``i`` is column ``i`` of the COO edge index as put (with
+    :meth:`put_edge_range`: the global column of the ranks' ranges); they index the edge
+    attributes of the :class:`FeatureStore` and are what the sampler returns.
+
+    **Time** (``time_attr``): the name of an attribute of the :class:`FeatureStore` with
+    the same ``store`` and ``name``: an edge attribute of the edge type (edge-level time)
+    or a node attribute of the source node type (node-level time), one value per row, put
+    **before** the edges.  The CSC is then sorted by that time within every list, as
+    PyG's temporal sampling requires.  Integer times must lie in ``[-2**53, 2**53]``.
+
+    Putting is **collective** (checked like every collective call; bad input on any rank
+    raises the same :class:`~ddstore.DDStoreError` on every rank and nothing is stored):
+
+    - ``put_edge_index(edge_index, edge_type=..., layout="coo"|"csc"|"csr", size=...)``
+      (PyG's call): the quick path, **every rank passes the whole edge index** (COO
+      ``[2, E]``, CSC ``(row, colptr)`` or CSR ``(rowptr, col)``; edge ids follow COO
+      order, or the order of the given CSC/CSR entries);
+    - :meth:`put_edge_range` ``(edge_index, rows=(lo, hi), edge_type=..., size=...)``:
+      the range-wise path, **each rank passes its own COO columns** ``[lo, hi)`` (a
+      ``[2, hi - lo]`` array); the ranks' ranges must cover ``[0, num_edges)`` once.
+
+    ``size = (num_src_nodes, num_dst_nodes)``: default, the rows of a stored node
+    attribute of that type, else the largest node id + 1.
+    """
+
+    def __init__(self, store, name="pyg", time_attr=None):
+        super().__init__(edge_attr_cls=EdgeAttr)
+        if not isinstance(name, str) or not name:
+            raise DDStoreValueError(f"GraphStore name must be a non-empty str, got {name!r}")
+        if time_attr is not None and (not isinstance(time_attr, str) or not time_attr):
+            raise DDStoreValueError(f"time_attr must be None or a non-empty str, got "
+                                    f"{time_attr!r}")
+        self.store, self.name, self.time_attr = store, name, time_attr
+        self._csc = {}  # edge type -> _CSC
+
+    # ------------------------------------------------------------------ putting
+    def _put_edge_index(self, edge_index, edge_attr):
+        """Collective (PyG's ``put_edge_index``): every rank passes the whole edge index;
+        each keeps the columns ``partition(E, size, rank)`` and the CSC is built from
+        those shares."""
+        what = f"put_edge_index ({edge_attr.edge_type!r})"
+        src = dst = None
+        error = None
+        try:
+            src, dst, error = self._as_coo(edge_index, edge_attr.layout, what)
+        except Exception as exc:  # noqa: BLE001 -- agreed below
+            error = (DDStoreValueError, f"{what}: {exc}")
+        n = src.shape[0] if error is None else 0
+        lo, hi = partition(n, self.store.size, self.store.rank)
+        extra_same = {"edges (the whole edge index on every rank)": n if error is None
+                      else None}
+        return self._build(src[lo:hi] if error is None else None,
+                           dst[lo:hi] if error is None else None, lo, hi,
+                           edge_attr.edge_type, edge_attr.size, what, error, extra_same)
+
+    def put_edge_range(self, edge_index, rows, edge_type=None, size=None):
+        """Collective: store an edge type from each rank's own COO columns.
+
+        ``edge_index`` (``[2, hi - lo]`` integers: sources, destinations) holds edge ids
+        ``rows = (lo, hi)``; the ranks' ranges must cover ``[0, num_edges)`` exactly once
+        (any split, e.g. ``partition(num_edges, size, rank)``).  ``size``: see the class
+        docstring (the same on every rank).  Every rank raises the same error on bad input
+        anywhere, and nothing is stored.  Returns True.
+        """
+        what = f"put_edge_range ({edge_type!r})"
+        src = dst = None
+        arr, error = as_numpy(edge_index, what)
+        if error is None:
+            if arr.ndim != 2 or arr.shape[0] != 2:
+                error = (DDStoreValueError, f"{what}: edge_index must have shape [2, m], "
+                                            f"got {arr.shape}")
+            elif arr.shape[1] and arr.dtype.kind not in "iu":
+                error = (DDStoreValueError, f"{what}: edge_index must hold integer node "
+                                            f"ids, got dtype {arr.dtype}")
+        lo = hi = 0
+        if error is None:
+            error, lo, hi = rows_error(rows, arr.shape[1], what)
+        if error is None:
+            src, dst = arr[0].astype(np.int64), arr[1].astype(np.int64)
+        return self._build(src, dst, lo, hi, edge_type, size, what, error, {})
+
+    @staticmethod
+    def _as_coo(edge_index, layout, what):
+        """(src, dst, error) in edge-id order from any of PyG's layouts."""
+        layout = EdgeLayout(layout)
+        if layout == EdgeLayout.COO and not isinstance(edge_index, (tuple, list)):
+            arr, err = as_numpy(edge_index, what)
+            if err:
+                return None, None, err
+            if arr.ndim != 2 or arr.shape[0] != 2:
+                return None, None, (DDStoreValueError, f"{what}: a COO edge_index must "
+                                                       f"have shape [2, E], got {arr.shape}")
+            a, b = arr[0], arr[1]
+        else:
+            if len(edge_index) != 2:
+                return None, None, (DDStoreValueError, f"{what}: edge_index must be a pair "
+                                                       f"of 1-D tensors")
+            (a, err1), (b, err2) = (as_numpy(x, what) for x in edge_index)
+            if err1 or err2:
+                return None, None, err1 or err2
+        for x in (a, b):
+            if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
+                return None, None, (DDStoreValueError, f"{what}: edge_index entries must be "
+                                                       f"1-D integer arrays, got dtype "
+                                                       f"{x.dtype} shape {x.shape}")
+        a, b = a.astype(np.int64), b.astype(np.int64)
+        if layout == EdgeLayout.COO:
+            if a.shape != b.shape:
+                return None, None, (DDStoreValueError, f"{what}: rows of lengths "
+                                                       f"{a.shape[0]}, {b.shape[0]}")
+            return a, b, None
+        ptr, idx = (b, a) if layout == EdgeLayout.CSC else (a, b)
+        if ptr.size == 0 or ptr[0] != 0 or ptr[-1] != idx.shape[0] or \
+                np.any(np.diff(ptr) < 0):
+            return None, None, (DDStoreValueError, f"{what}: the {layout.value} pointer must "
+                                                   f"start at 0, not decrease and end at "
+                                                   f"{idx.shape[0]}")
+        other = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr))
+        return (idx, other, None) if layout == EdgeLayout.CSC else (other, idx, None)
+
+    def _node_count(self, node_type):
+        """Rows of any stored node attribute of ``node_type`` (None: none stored)."""
+        prefix = node_var(self.name, node_type, "")
+        for v in self.store.variables():
+            if v.startswith(prefix):
+                return int(self.store.nrows(v))
+        return None
+
+    def _times(self, edge_type, src, lo, hi, what):
+        """(float64 time per local edge, level, error) from the feature store."""
+        st, name, t = self.store, self.name, self.time_attr
+        evar = edge_var(name, edge_type, t)
+        nvar = node_var(name, None if edge_type is None else edge_type[0], t)
+        has_e, has_n = evar in st, nvar in st
+        if has_e and has_n:
+            return None, None, (DDStoreValueError, f"{what}: time_attr {t!r} is both an edge "
+                                                   f"attribute ({evar!r}) and a node "
+                                                   f"attribute ({nvar!r}); keep one")
+        if not has_e and not has_n:
+            return None, None, (UnknownAttributeError, f"{what}: time_attr {t!r} not found: "
+                                                       f"put it first as an edge attribute "
+                                                       f"of the edge type ({evar!r}) or a "
+                                                       f"node attribute of the source type "
+                                                       f"({nvar!r})")
+        var = evar if has_e else nvar
+        if st.row_shape(var) not in ((), (1,)) or st.dtype(var).kind not in "iuf":
+            return None, None, (DDStoreValueError, f"{what}: time_attr {t!r} must hold one "
+                                                   f"real number per row, got dtype "
+                                                   f"{st.dtype(var)} row shape "
+                                                   f"{st.row_shape(var)}")
+        try:
+            if has_e:
+                if hi > st.nrows(var):
+                    return None, None, (DDStoreIndexError,
+                                        f"{what}: edge time {var!r} has {st.nrows(var)} "
+                                        f"rows, fewer than the edges [{lo}, {hi})")
+                raw = st.get_range(var, lo, hi - lo)
+            else:
+                raw = st.get_batch(var, src) if src.size and src.max() < st.nrows(var) \
+                    else None
+                if raw is None:
+                    raw = np.zeros(0, st.dtype(var))
+                    if src.size:
+                        return None, None, (DDStoreIndexError,
+                                            f"{what}: node time {var!r} has "
+                                            f"{st.nrows(var)} rows, source node "
+                                            f"{int(src.max())} is out of range")
+        except DDStoreError as exc:
+            return None, None, exc
+        raw = raw.reshape(-1)
+        if raw.dtype.kind in "iu" and raw.size and (
+                int(raw.max()) > _MAX_EXACT or int(raw.min()) < -_MAX_EXACT):
+            return None, None, (DDStoreValueError, f"{what}: integer times beyond 2**53 "
+                                                   f"cannot be kept exactly")
+        ts = raw.astype(np.float64)
+        if ts.size and not np.isfinite(ts).all():
+            return None, None, (DDStoreValueError, f"{what}: time_attr {t!r} holds NaN or "
+                                                   f"infinite values")
+        return ts, "edge" if has_e else "node", None
+
+    def _build(self, src, dst, lo, hi, edge_type, size, what, error, same):
+        """Collective: the CSC of one edge type from this rank's COO columns [lo, hi)."""
+        from mpi4py import MPI
+        from ..temporal.graph import _balanced_offsets, _exchange
+        st = self.store
+        st.check_alive()
+        if error is None and not (edge_type is None or is_edge_type(edge_type)):
+            error = (DDStoreValueError, f"{what}: edge_type must be None or (src, rel, dst) "
+                                        f"strings, got {edge_type!r}")
+        if error is None and edge_type in self._csc:
+            error = (DDStoreValueError, f"{what}: edge type {edge_type!r} is already stored; "
+                                        f"remove_edge_index it first (collective)")
+        if error is None and size is not None:
+            try:
+                size = (int(size[0]), int(size[1]))
+                if not all(is_int(s) for s in size) or min(size) < 0:
+                    raise ValueError
+            except (TypeError, ValueError, IndexError):
+                error = (DDStoreValueError, f"{what}: size must be (num_src, num_dst) "
+                                            f"integers >= 0, got {size!r}")
+        if error is None and src.size and min(int(src.min()), int(dst.min())) < 0:
+            error = (DDStoreIndexError, f"{what}: negative node id "
+                                        f"{min(int(src.min()), int(dst.min()))}")
+        prefix = f"{self.name}/csc/{type_key(edge_type)}/"
+        if error is None and any(v.startswith(prefix) for v in st.variables()):
+            error = (DDStoreValueError, f"{what}: the store already holds variables under "
+                                        f"{prefix!r}")
+        ok = error is None
+        info = st.agree(error, call=("GraphStore.put", repr(edge_type)), extra=(
+            lo, hi, int(src.max(initial=-1)) if ok else -1,
+            int(dst.max(initial=-1)) if ok else -1),
+            same=dict(same, size=size, time_attr=self.time_attr))
+        err, num_edges = tiling_error([i[:2] for i in info], what)
+        if err is not None:
+            raise err[0](err[1])
+        max_src, max_dst = max(i[2] for i in info), max(i[3] for i in info)
+        st_, dt_ = (None, None) if edge_type is None else (edge_type[0], edge_type[2])
+        if size is None:
+            ns, nd = self._node_count(st_), self._node_count(dt_)
+            if edge_type is None:
+                n = max(ns or 0, max_src + 1, max_dst + 1)
+                size = (n, n)
+            else:
+                size = (ns if ns is not None else max_src + 1,
+                        nd if nd is not None else max_dst + 1)
+        for label, m, lim in (("source", max_src, size[0]), ("destination", max_dst,
+                                                             size[1])):
+            if m >= lim:
+                r = next(r for r, i in enumerate(info) if i[2 if label == "source" else 3]
+                         == m)
+                raise DDStoreIndexError(f"{what}: rank {r}: {label} node {m} out of range "
+                                        f"[0, {lim}) (size={size})")
+        ts = level = None
+        if self.time_attr is not None:
+            ts, level, error = self._times(edge_type, src, lo, hi, what)
+            st.agree(error)
+        width = st.group_size
+        deg = np.bincount(dst, minlength=size[1]).astype(np.int64)
+        st.comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
+        indptr = np.zeros(size[1] + 1, dtype=np.int64)
+        np.cumsum(deg, out=indptr[1:])
+        del deg
+        node_off = _balanced_offsets(indptr, width)
+        eid = np.arange(lo, hi, dtype=np.int64)
+        dest = np.searchsorted(node_off, dst, side="right") - 1
+        arrays = [dst, src, eid] + ([ts] if ts is not None else [])
+        got = _exchange(st.comm, width, dest, arrays)
+        keys = (got[2], got[3], got[0]) if ts is not None else (got[2], got[0])
+        order = np.lexsort(keys)  # by destination, then time, then edge id
+        cols = {"nbr": got[1][order], "eid": got[2][order]}
+        if ts is not None:
+            cols["ts"] = got[3][order]
+        del got, order
+        added = []
+        try:
+            for k, v in cols.items():
+                st.add(prefix + k, v)
+                added.append(prefix + k)
+        except DDStoreError:
+            for v in reversed(added):
+                st.remove(v)
+            raise
+        self._csc[edge_type] = _CSC(edge_type, size, num_edges, indptr, node_off,
+                                    {k: prefix + k for k in cols}, self.time_attr, level)
+        return True
+
+    # ------------------------------------------------------------------ the rest
+    def _entry(self, edge_type, what):
+        c = self._csc.get(edge_type)
+        if c is None:
+            self.store.check_alive()
+            known = [repr(k) for k in self._csc]
+            raise UnknownAttributeError(f"{what}: no edge type {edge_type!r} in graph store "
+                                        f"{self.name!r}; known: "
+                                        f"{', '.join(known) if known else 'none'}")
+        return c
+
+    def _remove_edge_index(self, edge_attr):
+        """Collective: drop an edge type."""
+        error = None
+        if edge_attr.edge_type not in self._csc:
+            try:
+                self._entry(edge_attr.edge_type, "remove_edge_index")
+            except UnknownAttributeError as exc:
+                error = (UnknownAttributeError, str(exc))
+        self.store.agree(error, call=("GraphStore.remove", repr(edge_attr.edge_type)))
+        c = self._csc.pop(edge_attr.edge_type)
+        for v in c.vars.values():
+            self.store.remove(v)
+        c.removed = True
+        return True
+
+    def _get_edge_index(self, edge_attr):
+        """Local: the whole edge index of the edge type **read onto this rank** (for
+        inspection and small graphs; the sampler never calls it), in ``edge_attr``'s
+        layout: CSC ``(row, colptr)``, COO ``(row, col)`` in CSC order, or CSR
+        ``(rowptr, col)``."""
+        c = self._entry(edge_attr.edge_type, "get_edge_index")
+        row = self.store.get_range(c.vars["nbr"], 0, c.num_edges)
+        layout = EdgeLayout(edge_attr.layout)
+        if layout == EdgeLayout.CSC:
+            return torch.from_numpy(row), torch.from_numpy(c.indptr.copy())
+        col = np.repeat(np.arange(c.size[1], dtype=np.int64), np.diff(c.indptr))
+        if layout == EdgeLayout.COO:
+            return torch.from_numpy(row), torch.from_numpy(col)
+        order = np.argsort(row, kind="stable")
+        rowptr = np.zeros(c.size[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row, minlength=c.size[0]), out=rowptr[1:])
+        return torch.from_numpy(rowptr), torch.from_numpy(col[order])
+
+    def get_all_edge_attrs(self):
+        """Every stored edge type, as CSC (sorted) with its size."""
+        return [EdgeAttr(c.edge_type, "csc", True, c.size) for c in self._csc.values()]
+
+    def edge_ids(self, edge_type=None):
+        """Local: the edge ids in CSC order (read onto this rank; for inspection)."""
+        c = self._entry(edge_type, "edge_ids")
+        return torch.from_numpy(self.store.get_range(c.vars["eid"], 0, c.num_edges))
+
+    def num_edges(self, edge_type=None):
+        return self._entry(edge_type, "num_edges").num_edges
+
+    def csc_bytes(self):
+        """Bytes of this rank's CSC chunks plus the replicated indptrs."""
+        return int(sum(self.store.nbytes(v) for c in self._csc.values()
+                       for v in c.vars.values()) +
+                   sum(c.indptr.nbytes for c in self._csc.values()))
+
+    def __repr__(self):
+        return (f"GraphStore({self.name!r}, edge_types={list(self._csc)}, "
+                f"time_attr={self.time_attr!r})")
+
+
+

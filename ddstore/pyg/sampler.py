@@ -1,0 +1,418 @@
+"""NeighborSampler: PyG's ``BaseSampler`` over a :class:`GraphStore`, one C call per hop
+and edge type (``csrc/neighbor.c``) where the CSC lives."""
+import numpy as np
+import torch
+from torch_geometric.sampler import (BaseSampler, HeteroSamplerOutput, NegativeSampling,
+                                     SamplerOutput)
+from torch_geometric.sampler.base import NumNeighbors
+from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
+
+from .. import _core
+from .._checks import as_indices, check_indices, is_int
+from ..errors import DDStoreStateError, DDStoreValueError
+from ._common import node_var
+
+__all__ = ["NeighborSampler"]
+
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+class _StoredTime:
+    """A node-time attribute read from the store on demand: what PyG's negative sampling
+    indexes (``node_time[idx]``, ``node_time.argmin()``) without a replicated copy."""
+
+    def __init__(self, store, var):
+        self.store, self.var = store, var
+
+    def __getitem__(self, idx):
+        idx = torch.as_tensor(idx)
+        flat = self.store.get_batch(self.var, idx.reshape(-1).numpy().astype(np.int64))
+        return torch.from_numpy(flat.reshape(-1)).view(idx.shape)
+
+    def argmin(self):  # PyG's last resort; reads the whole attribute onto this rank
+        return torch.from_numpy(self.store.get_range(
+            self.var, 0, self.store.nrows(self.var)).reshape(-1)).argmin()
+
+
+class _NodeSet:
+    """The sampled nodes of one node type: global ids in order, their subgraph (disjoint
+    mode), and the map from key (node id, or subgraph * num_nodes + node id) to the
+    position in ``nodes``."""
+
+    def __init__(self, num_nodes, disjoint):
+        self.num_nodes, self.disjoint = num_nodes, disjoint
+        self.nodes, self.batch = [], []
+        self.count = 0
+        self.keys = np.zeros(0, dtype=np.int64)  # sorted
+        self.ids = np.zeros(0, dtype=np.int64)   # position of each key
+        self.sizes = []
+
+    def key(self, nodes, batch):
+        return batch * self.num_nodes + nodes if self.disjoint else nodes
+
+    def add(self, nodes, batch):
+        """Relabel ``nodes`` (with their subgraph ``batch``, or None): returns their
+        positions and the indices (into ``nodes``) of the first occurrence of every node
+        new to the set, in order of first occurrence; the new nodes are appended."""
+        keys = self.key(nodes, batch)
+        u, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        pos = np.searchsorted(self.keys, u)
+        pos_c = np.minimum(pos, max(self.keys.shape[0] - 1, 0))
+        found = (pos < self.keys.shape[0]) & (self.keys[pos_c] == u) if self.keys.size \
+            else np.zeros(u.shape[0], dtype=bool)
+        ids = np.empty(u.shape[0], dtype=np.int64)
+        ids[found] = self.ids[pos_c[found]]
+        new = np.flatnonzero(~found)
+        new = new[np.argsort(first[new], kind="stable")]
+        ids[new] = self.count + np.arange(new.shape[0], dtype=np.int64)
+        self.count += new.shape[0]
+        new_first = first[new]
+        self.nodes.append(nodes[new_first])
+        if self.disjoint:
+            self.batch.append(batch[new_first])
+        self.sizes.append(int(new.shape[0]))
+        keys_all = np.concatenate([self.keys, u[new]])
+        ids_all = np.concatenate([self.ids, ids[new]])
+        order = np.argsort(keys_all, kind="stable")
+        self.keys, self.ids = keys_all[order], ids_all[order]
+        return ids[inv.reshape(-1)], new_first
+
+    def add_seeds(self, seeds, batch):
+        """The seeds, kept as given (duplicates included; a repeated seed maps to its
+        first position); returns the frontier ``(ids, positions, subgraphs)``."""
+        keys = self.key(seeds, batch)
+        u, first = np.unique(keys, return_index=True)
+        self.keys, self.ids = u, first.astype(np.int64)
+        n = seeds.shape[0]
+        self.count = n
+        self.nodes.append(seeds)
+        if self.disjoint:
+            self.batch.append(batch)
+        self.sizes.append(n)
+        return (seeds, np.arange(n, dtype=np.int64),
+                batch if batch is not None else np.zeros(n, dtype=np.int64))
+
+    def node_tensor(self):
+        return torch.from_numpy(np.concatenate(self.nodes) if self.nodes else
+                                np.zeros(0, dtype=np.int64))
+
+    def batch_tensor(self):
+        return torch.from_numpy(np.concatenate(self.batch) if self.batch else
+                                np.zeros(0, dtype=np.int64))
+
+
+class NeighborSampler(BaseSampler):
+    """PyG's neighbour sampling over a :class:`GraphStore`, for ``NeighborLoader`` /
+    ``LinkNeighborLoader(data=(feature_store, graph_store), ...,
+    neighbor_sampler=this)``; no pyg-lib or torch-sparse needed.
+
+    Each hop, for each edge type ``(src, rel, dst)``, every node of type ``dst`` added
+    in the previous hop (the seeds at hop 0) draws neighbours from its CSC list (the
+    sources of its incoming edges) in one C call over the store: lists held by this rank
+    or node-local members are read by load, the others one-sidedly in one batched read
+    per variable.  ``num_neighbors`` (a list per hop, or a dict per edge type, as PyG):
+    ``k = -1`` takes every neighbour; ``replace=False`` takes ``min(k, deg)`` distinct
+    neighbours, each set equally likely (every one when ``deg <= k``);
+    ``replace=True`` takes ``k`` independent uniform draws (the same edge may repeat).
+
+    Output (PyG's ``SamplerOutput`` / ``HeteroSamplerOutput``): ``node`` = the seeds in
+    the given order, then each hop's new nodes in order of first draw; ``row`` = the
+    local index of the neighbour (the edge's source), ``col`` = that of the node it was
+    drawn for (the target); ``edge`` = the edge ids (they index the feature store's edge
+    attributes); ``num_sampled_nodes`` / ``num_sampled_edges`` per hop.  With
+    ``disjoint=True`` every seed grows its own subgraph (a node reached from two seeds
+    appears twice) and ``batch`` names each node's seed.
+
+    **Temporal** (``time_attr``, which must be the ``time_attr`` the graph store is
+    sorted by): sampling is disjoint, as in PyG; an entry is eligible when its time (the
+    edge's time, or its source node's time) is **not later than** the seed's time
+    (``t <= seed_time``) of the subgraph it is drawn for, at every hop.
+    ``temporal_strategy="uniform"`` draws among the eligible entries as above,
+    ``"last"`` takes the ``k`` latest eligible ones.  Seed times come from the loader
+    (``input_time`` / ``edge_label_time``); without them, node-level time uses the
+    seeds' own times and edge-level time is an error (as pyg-lib).
+
+    Draws come from a counter-based stream: with ``seed=None`` (default) its key is drawn
+    from torch's generator for every batch (reproducible under ``torch.manual_seed``);
+    an integer ``seed`` gives the same sequence of batches on every run and rank count.
+    Sampling is local: no collective call, ranks sample at their own pace.
+    """
+
+    def __init__(self, graph_store, num_neighbors, replace=False, disjoint=False,
+                 temporal_strategy="uniform", time_attr=None, seed=None):
+        from .graph_store import GraphStore
+        if not isinstance(graph_store, GraphStore):
+            raise DDStoreValueError(f"NeighborSampler needs a ddstore.pyg.GraphStore, got "
+                                    f"{type(graph_store).__name__}")
+        self.graph_store = graph_store
+        self.store = graph_store.store
+        self.edge_types = list(graph_store._csc)
+        if not self.edge_types:
+            raise DDStoreValueError(f"graph store {graph_store.name!r} holds no edges: put "
+                                    f"an edge index first")
+        self.is_hetero = self.edge_types != [None]
+        if not isinstance(num_neighbors, NumNeighbors):
+            try:
+                num_neighbors = NumNeighbors(num_neighbors)
+            except (ValueError, TypeError) as exc:
+                raise DDStoreValueError(f"num_neighbors: {exc}") from None
+        self.num_neighbors = num_neighbors
+        try:
+            values = num_neighbors.get_values(self.edge_types if self.is_hetero else None)
+        except ValueError as exc:
+            raise DDStoreValueError(f"num_neighbors: {exc}") from None
+        if self.is_hetero and isinstance(values, list):
+            values = {et: values for et in self.edge_types}
+        fanouts = values if isinstance(values, dict) else {None: values}
+        for et, ks in fanouts.items():
+            if not isinstance(ks, (list, tuple)) or any(not is_int(k) or k < -1 for k in ks):
+                raise DDStoreValueError(f"num_neighbors{'' if et is None else f'[{et}]'} "
+                                        f"must be a list of integers >= -1 (-1: all), got "
+                                        f"{ks!r}")
+        self._fanouts = {et: [int(k) for k in ks] for et, ks in fanouts.items()}
+        self.num_hops = max(len(ks) for ks in self._fanouts.values())
+        self.replace = bool(replace)
+        self._disjoint = bool(disjoint)
+        if temporal_strategy not in ("uniform", "last"):
+            raise DDStoreValueError(f"temporal_strategy must be 'uniform' or 'last', got "
+                                    f"{temporal_strategy!r}")
+        self.temporal_strategy = temporal_strategy
+        if time_attr is not None and time_attr != graph_store.time_attr:
+            raise DDStoreValueError(
+                f"time_attr={time_attr!r}: graph store {graph_store.name!r} is sorted by "
+                f"time_attr={graph_store.time_attr!r}; temporal sampling needs the lists "
+                f"sorted by the same attribute (GraphStore(store, name, time_attr=...))")
+        self.time_attr = time_attr
+        levels = {graph_store._csc[et].time_level for et in self.edge_types}
+        self.time_level = levels.pop() if time_attr is not None and len(levels) == 1 \
+            else None
+        if time_attr is not None and self.time_level is None:
+            raise DDStoreValueError(f"time_attr={time_attr!r} is node-level for some edge "
+                                    f"types and edge-level for others")
+        if seed is not None and not is_int(seed):
+            raise DDStoreValueError(f"seed must be None or an integer, got {seed!r}")
+        self.seed = None if seed is None else int(seed) & _MASK
+        self._calls = 0
+        sizes = {}
+        for et in self.edge_types:
+            c = graph_store._csc[et]
+            s_t, d_t = (None, None) if et is None else (et[0], et[2])
+            sizes.setdefault(s_t, c.size[0])
+            sizes.setdefault(d_t, c.size[1])
+        self.node_types = list(sizes)
+        self.num_nodes = sizes if self.is_hetero else sizes[None]
+        self._handles = {}
+
+    # ------------------------------------------------------------------ PyG's API
+    @property
+    def disjoint(self):
+        """Disjoint subgraphs per seed: as asked, and always with temporal sampling."""
+        return self._disjoint or self.time_attr is not None
+
+    @property
+    def is_temporal(self):
+        return self.time_attr is not None
+
+    def sample_from_nodes(self, index, **kwargs):
+        """Local: the sampled subgraph of ``index.node`` (PyG's ``NodeSamplerInput``)."""
+        return node_sample(index, self._sample)
+
+    def sample_from_edges(self, index, neg_sampling=None):
+        """Local: the sampled subgraph of the seed links (``EdgeSamplerInput``), with
+        PyG's negative sampling (``binary``: random node pairs; ``triplet``: random
+        destinations), done in torch as PyG does, with node-level times (when temporal)
+        read from the store."""
+        if neg_sampling is not None and not isinstance(neg_sampling, NegativeSampling):
+            neg_sampling = NegativeSampling.cast(neg_sampling)
+        node_time = None
+        if self.time_level == "node":
+            mk = self._time_source
+            node_time = ({t: mk(t) for t in self.node_types} if self.is_hetero else
+                         mk(None))
+        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, node_time,
+                           neg_sampling)
+
+    @property
+    def edge_permutation(self):
+        return None  # edge ids are the ids as put, never permuted
+
+    # ------------------------------------------------------------------ sampling
+    def _time_source(self, node_type):
+        var = node_var(self.graph_store.name, node_type, self.time_attr)
+        return _StoredTime(self.store, var) if var in self.store else None
+
+    def _handle(self, et):
+        c = self.graph_store._csc.get(et)
+        if c is None or c.removed:
+            raise DDStoreStateError(f"sample: edge type {et!r} was removed from graph store "
+                                    f"{self.graph_store.name!r}; build a new sampler")
+        h = self._handles.get(et)
+        if h is None or h[0] is not c:
+            st = self.store
+            vid = {k: st._var(v).vid for k, v in c.vars.items()}
+            h = (c, _core.CSC(st._core, vid["nbr"], vid["eid"], vid.get("ts"), c.indptr,
+                              c.node_offsets))
+            self._handles[et] = h
+        return h
+
+    def _key(self):
+        """The stream key of this batch."""
+        self._calls += 1
+        if self.seed is None:
+            return int(torch.randint(0, 1 << 62, (1,)).item())
+        return (self.seed + _GOLDEN * self._calls) & _MASK
+
+    def _seed_times(self, node_type, seeds, given):
+        if self.time_attr is None:
+            return None
+        if given is not None:
+            t = given.numpy() if hasattr(given, "numpy") else np.asarray(given)
+            if t.shape != seeds.shape:
+                raise DDStoreValueError(f"seed times have shape {t.shape}, the seeds "
+                                        f"{seeds.shape}")
+            return np.ascontiguousarray(t, dtype=np.float64)
+        if self.time_level == "edge":
+            raise DDStoreValueError("temporal sampling with edge-level time needs the "
+                                    "seeds' times (input_time / edge_label_time)")
+        src = self._time_source(node_type)
+        if src is None:
+            raise DDStoreValueError(f"node type {node_type!r} has no {self.time_attr!r} "
+                                    f"attribute for its seeds' times; pass input_time")
+        return src[torch.from_numpy(seeds)].numpy().astype(np.float64)
+
+    def _hop(self, et, hop, frontier, nset, times, key, slot):
+        """One C call: the drawn edges of edge type ``et`` for ``frontier`` (global ids,
+        positions, subgraphs); returns (row, col, edge, new node indices)."""
+        glob, loc, batch = frontier
+        k = self._fanouts[et][hop] if hop < len(self._fanouts[et]) else 0
+        empty = np.zeros(0, dtype=np.int64)
+        if k == 0 or glob.shape[0] == 0:
+            nset.sizes.append(0)
+            nset.nodes.append(empty)
+            if nset.disjoint:
+                nset.batch.append(empty)
+            return empty, empty, empty, empty, empty
+        c, handle = self._handle(et)
+        deg = c.indptr[glob + 1] - c.indptr[glob]
+        cap = int(deg.sum() if k < 0 else (k * np.count_nonzero(deg) if self.replace else
+                                           np.minimum(deg, k).sum()))
+        flags = (_core.NEIGHBOR_REPLACE if self.replace else 0) | (
+            _core.NEIGHBOR_LAST if self.time_attr is not None and
+            self.temporal_strategy == "last" else 0)
+        ts = None if times is None else np.ascontiguousarray(times[batch])
+        stream = (key + _GOLDEN * (1 + hop * 4096 + slot)) & _MASK
+        r, nbr, eid = handle.sample(glob, ts, k, flags, stream, cap)
+        sub = batch[r] if nset.disjoint else None
+        ids, new_first = nset.add(nbr, sub)
+        return ids, loc[r], eid, nbr[new_first], (sub[new_first] if nset.disjoint else
+                                                  empty)
+
+    def _sample(self, seed, seed_time=None, **kwargs):
+        key = self._key()
+        if not isinstance(seed, dict):
+            return self._sample_homo(seed, seed_time, key)
+        return self._sample_hetero(seed, seed_time, key)
+
+    def _seeds(self, node_type, seed, num_nodes):
+        seeds = as_indices(seed.numpy() if hasattr(seed, "numpy") else seed,
+                           "sample: seed nodes")
+        check_indices(seeds, num_nodes, f"sample: seed nodes"
+                      f"{'' if node_type is None else f' of type {node_type!r}'}",
+                      item="node")
+        return seeds
+
+    def _sample_homo(self, seed, seed_time, key):
+        n_nodes = self.num_nodes
+        seeds = self._seeds(None, seed, n_nodes)
+        times = self._seed_times(None, seeds, seed_time)
+        disjoint = self.disjoint
+        nset = _NodeSet(n_nodes, disjoint)
+        frontier = nset.add_seeds(seeds, np.arange(seeds.shape[0], dtype=np.int64)
+                                  if disjoint else None)
+        rows, cols, edges, n_edges = [], [], [], []
+        for hop in range(self.num_hops):
+            r, c, e, new_nodes, new_batch = self._hop(None, hop, frontier, nset, times,
+                                                      key, 0)
+            rows.append(r)
+            cols.append(c)
+            edges.append(e)
+            n_edges.append(int(e.shape[0]))
+            new_ids = np.arange(nset.count - nset.sizes[-1], nset.count, dtype=np.int64)
+            frontier = (new_nodes, new_ids, new_batch)
+        cat = (lambda xs: torch.from_numpy(np.concatenate(xs)) if xs else
+               torch.zeros(0, dtype=torch.long))
+        return SamplerOutput(node=nset.node_tensor(), row=cat(rows), col=cat(cols), edge=cat(edges),
+                            batch=nset.batch_tensor() if disjoint else None,
+                            num_sampled_nodes=list(nset.sizes), num_sampled_edges=n_edges)
+
+    def _sample_hetero(self, seed, seed_time, key):
+        disjoint = self.disjoint
+        types = list(dict.fromkeys(self.node_types + list(seed)))
+        sizes = self.num_nodes
+        sets, frontier, times = {}, {}, {}
+        counter = 0
+        for t in types:
+            sets[t] = _NodeSet(sizes.get(t, 0), disjoint)
+        time_of = np.zeros(0, dtype=np.float64)
+        for t in types:
+            s = sets[t]
+            if t in seed:
+                seeds = self._seeds(t, seed[t], sizes.get(t, 0))
+                batch = np.arange(counter, counter + seeds.shape[0], dtype=np.int64)
+                counter += seeds.shape[0]
+                if self.time_attr is not None:
+                    time_of = np.concatenate([time_of, self._seed_times(
+                        t, seeds, None if seed_time is None else seed_time.get(t))])
+                frontier[t] = s.add_seeds(seeds, batch if disjoint else None)
+            else:
+                s.sizes.append(0)
+                e = np.zeros(0, dtype=np.int64)
+                frontier[t] = (e, e, e)
+        times = time_of if self.time_attr is not None else None
+        rows = {et: [] for et in self.edge_types}
+        cols = {et: [] for et in self.edge_types}
+        edges = {et: [] for et in self.edge_types}
+        n_edges = {et: [] for et in self.edge_types}
+        for hop in range(self.num_hops):
+            added = {t: [] for t in types}
+            before = {t: sets[t].count for t in types}
+            for slot, et in enumerate(self.edge_types):
+                s_t, d_t = et[0], et[2]
+                r, c, e, new_nodes, new_batch = self._hop(et, hop, frontier[d_t],
+                                                          sets[s_t], times, key, slot)
+                rows[et].append(r)
+                cols[et].append(c)
+                edges[et].append(e)
+                n_edges[et].append(int(e.shape[0]))
+                added[s_t].append((new_nodes, new_batch))
+            for t in types:
+                s = sets[t]
+                # every _hop call appended one size entry: merge this hop's into one
+                calls = len(added[t])
+                if calls:
+                    hop_sizes = s.sizes[-calls:]
+                    del s.sizes[-calls:]
+                    s.sizes.append(int(sum(hop_sizes)))
+                else:
+                    s.sizes.append(0)
+                nn = [a[0] for a in added[t]]
+                nb = [a[1] for a in added[t]]
+                glob = np.concatenate(nn) if nn else np.zeros(0, np.int64)
+                frontier[t] = (glob, np.arange(before[t], s.count, dtype=np.int64),
+                               np.concatenate(nb) if disjoint and nb else
+                               np.zeros(glob.shape[0], np.int64))
+        cat = (lambda xs: torch.from_numpy(np.concatenate(xs)) if xs else
+               torch.zeros(0, dtype=torch.long))
+        return HeteroSamplerOutput(
+            node={t: sets[t].node_tensor() for t in types},
+            row={et: cat(v) for et, v in rows.items()},
+            col={et: cat(v) for et, v in cols.items()},
+            edge={et: cat(v) for et, v in edges.items()},
+            batch={t: sets[t].batch_tensor() for t in types} if disjoint else None,
+            num_sampled_nodes={t: list(sets[t].sizes) for t in types},
+            num_sampled_edges=n_edges)
+
+    def __repr__(self):
+        return (f"NeighborSampler(num_neighbors={self._fanouts}, replace={self.replace}, "
+                f"disjoint={self.disjoint}, time_attr={self.time_attr!r})")

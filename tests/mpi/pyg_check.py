@@ -1,0 +1,359 @@
+"""MPI program: ddstore.pyg (FeatureStore, GraphStore, NeighborSampler) against brute force.
+
+Run under mpiexec (inside ``timeout``) on 1-4 ranks (``pyg_check.py [width ...]``), or
+imported and run in-process on one rank (tests/test_pyg.py).  For every width dividing
+the rank count (or those named) and both transports (auto; rma: every other member's rows read with MPI_Get), the
+graphs put by the quick path (``from_pyg`` / ``from_hetero``: the whole data on every
+rank) with transport auto and range-wise (``put_range`` / ``put_edge_range``: each rank
+its own rows) with rma:
+
+- ``num_neighbors=[-1, -1]``: every seed batch of PyG's ``NeighborLoader`` equals the
+  brute-force 2-hop in-neighbourhood (same node and edge-id multisets, per hop), node and
+  edge features byte-equal, ``edge_index`` the stored edges;
+- fanouts [3, 2] without replacement: no edge twice per target, ``min(deg, k)`` per
+  target, every neighbour from the true list; with replacement ``k`` draws each;
+- uniformity: 3000 independent draws (k=3 of a 10-edge list, with and without
+  replacement): chi-square statistic below the 0.999 quantile (fixed seed);
+- temporal (edge-level and node-level time, ``uniform`` and ``last``): no neighbour later
+  than its seed; with -1 each seed's subgraph equals the brute-force eligible 2-hop;
+  ``last`` takes the latest eligible entries;
+- hetero (two node types, two edge types): -1 against brute force, features byte-equal;
+- ``LinkNeighborLoader`` with binary and triplet negative sampling;
+- bad input (unknown attribute, index out of range, wrong dtype, ranks putting different
+  attributes or dtypes, overlapping ranges, node ids out of range, seeds out of range, a
+  time_attr the graph is not sorted by) raising the same error on every rank for
+  collective calls, with the store's variables unchanged.
+"""
+import numpy as np
+import torch
+from mpi4py import MPI
+
+from _harness import check, expect_error, run_main
+
+import ddstore  # noqa: E402
+from ddstore import DDStoreIndexError, DDStoreValueError, partition  # noqa: E402
+from ddstore import pyg as dpyg  # noqa: E402
+from torch_geometric.data import Data, HeteroData  # noqa: E402
+from torch_geometric.loader import LinkNeighborLoader, NeighborLoader  # noqa: E402
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+N, E = 40, 240
+CHI2_999_DF9 = 27.877  # 0.999 quantile of chi-square with 9 degrees of freedom
+
+
+def make_graph():
+    g = torch.Generator().manual_seed(7)
+    src = torch.randint(0, N, (E,), generator=g)
+    dst = torch.randint(0, N, (E,), generator=g)
+    # node 0: exactly 10 in-edges from distinct sources (the uniformity test)
+    dst[dst == 0] = 1
+    dst[:10] = 0
+    src[:10] = torch.arange(10, 20)
+    t = torch.randint(0, 50, (E,), generator=g)
+    data = Data(x=torch.randn(N, 5, generator=g), y=torch.arange(N),
+                edge_index=torch.stack([src, dst]),
+                edge_attr=torch.randn(E, 3, generator=g).double(), edge_time=t,
+                time=torch.randint(0, 50, (N,), generator=g))
+    return data
+
+
+def put_rangewise(store, data, name, time_attr=None):
+    fs = dpyg.FeatureStore(store, name)
+    gs = dpyg.GraphStore(store, name, time_attr=time_attr)
+    lo, hi = partition(N, size, rank)
+    for key in ("x", "y", "time"):
+        fs.put_range(data[key][lo:hi], (lo, hi), None, key)
+    lo, hi = partition(E, size, (rank + 1) % size)  # any tiling, not rank order
+    for key in ("edge_attr", "edge_time"):
+        fs.put_range(data[key][lo:hi], (lo, hi), dpyg.EDGES, key)
+    gs.put_edge_range(data.edge_index[:, lo:hi], (lo, hi), None, size=(N, N))
+    return fs, gs
+
+
+def khop(src, dst, seeds, hops, ok=None):
+    """Brute force: per hop, the sorted edge ids into the previous hop's new nodes (an
+    edge once per occurrence of its target in that hop), and the set of nodes reached.
+    ``ok``: a boolean mask of the edges that may be taken."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    seen = np.zeros(N, dtype=bool)
+    frontier = np.asarray(seeds, dtype=np.int64)
+    seen[frontier] = True
+    out = []
+    for _ in range(hops):
+        mult = np.bincount(frontier, minlength=N)
+        take = mult[dst] > 0 if ok is None else (mult[dst] > 0) & ok
+        eids = np.flatnonzero(take)
+        eids = np.repeat(eids, mult[dst[eids]])
+        out.append(sorted(eids.tolist()))
+        new = np.unique(src[eids])
+        new = new[~seen[new]]
+        seen[new] = True
+        frontier = new
+    return out, set(np.flatnonzero(seen).tolist())
+
+
+def same_bytes(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def check_batch_edges(b, data, what):
+    src, dst = data.edge_index
+    check(torch.equal(b.n_id[b.edge_index[0]], src[b.e_id]) and
+          torch.equal(b.n_id[b.edge_index[1]], dst[b.e_id]),
+          f"{what}: edge_index is not the stored edges of e_id")
+    check(same_bytes(b.x, data.x[b.n_id]) and same_bytes(b.y, data.y[b.n_id]),
+          f"{what}: node features differ")
+    if "edge_attr" in b:
+        check(same_bytes(b.edge_attr, data.edge_attr[b.e_id]), f"{what}: edge features")
+
+
+def homogeneous(store, data, fs, gs, tag):
+    src, dst = data.edge_index
+    # -1: the exact 2-hop neighbourhood of every seed batch
+    sampler = dpyg.NeighborSampler(gs, [-1, -1], seed=1)
+    loader = NeighborLoader((fs, gs), num_neighbors=[-1, -1],
+                            input_nodes=torch.arange(N), batch_size=9, shuffle=False,
+                            neighbor_sampler=sampler, transform=dpyg.edge_features(fs))
+    for i, b in enumerate(loader):
+        seeds = list(range(9 * i, min(N, 9 * i + 9)))
+        hops, seen = khop(src, dst, seeds, 2)
+        what = f"{tag} -1 batch {i}"
+        ne = b.num_sampled_edges
+        got = [sorted(b.e_id[:ne[0]].tolist()), sorted(b.e_id[ne[0]:].tolist())]
+        check(got == hops, f"{what}: edge ids differ from the 2-hop brute force")
+        check(set(b.n_id.tolist()) == seen and len(b.n_id) == len(seen),
+              f"{what}: nodes differ")
+        check(b.n_id[:len(seeds)].tolist() == seeds, f"{what}: seeds not first")
+        check_batch_edges(b, data, what)
+    # fanouts without / with replacement
+    deg = torch.bincount(dst, minlength=N)
+    for replace in (False, True):
+        s = dpyg.NeighborSampler(gs, [3, 2], replace=replace, seed=2)
+        loader = NeighborLoader((fs, gs), num_neighbors=[3, 2], input_nodes=torch.arange(N),
+                                batch_size=13, neighbor_sampler=s)
+        for b in loader:
+            what = f"{tag} fanout replace={replace}"
+            check_batch_edges(b, data, what)
+            ne, nn = b.num_sampled_edges, b.num_sampled_nodes
+            targets = b.n_id[b.edge_index[1]]
+            for hop, (k, e0, e1) in enumerate(((3, 0, ne[0]), (2, ne[0], ne[0] + ne[1]))):
+                lo = sum(nn[:hop])
+                for v in range(lo, lo + nn[hop]):
+                    mine = b.e_id[e0:e1][b.edge_index[1][e0:e1] == v]
+                    d = int(deg[b.n_id[v]])
+                    want = (k if d else 0) if replace else min(d, k)
+                    check(len(mine) == want, f"{what}: node {int(b.n_id[v])} hop {hop} "
+                                             f"got {len(mine)} edges, expected {want}")
+                    if not replace:
+                        check(len(set(mine.tolist())) == len(mine), f"{what}: duplicate")
+            check(bool((dst[b.e_id] == targets).all()), f"{what}: wrong list")
+    # uniformity: 3000 independent draws from node 0's 10 in-edges
+    for replace in (False, True):
+        s = dpyg.NeighborSampler(gs, [3], replace=replace, seed=3)
+        out = s._sample(torch.zeros(3000, dtype=torch.long))
+        counts = np.bincount(out.edge.numpy(), minlength=10)
+        exp = 3000 * 3 / 10
+        chi2 = float(((counts - exp) ** 2 / exp).sum())
+        check(len(out.edge) == 9000 and counts[10:].sum() == 0 and
+              chi2 < CHI2_999_DF9, f"{tag} uniformity replace={replace}: counts {counts}"
+                                   f" chi2 {chi2:.2f}")
+        if not replace:
+            per = out.edge.view(3000, 3)
+            check(all(len(set(r.tolist())) == 3 for r in per), f"{tag}: repeats")
+    # LinkNeighborLoader with negative sampling
+    for mode in ("binary", "triplet"):
+        ll = LinkNeighborLoader((fs, gs), num_neighbors=[2, 2],
+                                edge_label_index=(None, data.edge_index[:, :30]),
+                                batch_size=10, neighbor_sampler=dpyg.NeighborSampler(
+                                    gs, [2, 2], seed=4), neg_sampling=mode)
+        for i, b in enumerate(ll):
+            what = f"{tag} link {mode} batch {i}"
+            check_batch_edges(b, data, what)
+            pos = data.edge_index[:, 10 * i:10 * i + 10]
+            if mode == "binary":
+                check(b.edge_label_index.shape == (2, 20) and
+                      b.edge_label.tolist() == [1.0] * 10 + [0.0] * 10,
+                      f"{what}: labels {b.edge_label}")
+                check(torch.equal(b.n_id[b.edge_label_index[:, :10]], pos), f"{what}: pos")
+            else:
+                check(torch.equal(b.n_id[b.src_index], pos[0]) and
+                      torch.equal(b.n_id[b.dst_pos_index], pos[1]) and
+                      b.dst_neg_index.shape == (10,), f"{what}: triplet indices")
+
+
+def temporal(store, data, tag, level, strategy, fs, gs):
+    src, dst = data.edge_index
+    time_attr = "edge_time" if level == "edge" else "time"
+    etime = data.edge_time if level == "edge" else data.time[src]
+    seeds = torch.arange(0, N, 3)
+    seed_t = torch.randint(0, 50, (len(seeds),), generator=torch.Generator().manual_seed(5))
+    k = [-1, -1] if strategy == "all" else [2, 2]
+    s = dpyg.NeighborSampler(gs, k, time_attr=time_attr, seed=6,
+                             temporal_strategy="last" if strategy == "last" else "uniform")
+    loader = NeighborLoader((fs, gs), num_neighbors=k, input_nodes=seeds,
+                            input_time=seed_t, time_attr=time_attr, batch_size=len(seeds),
+                            neighbor_sampler=s)
+    b = next(iter(loader))
+    what = f"{tag} temporal {level} {strategy}"
+    check_batch_edges(b, data, what)
+    root = b.batch[b.edge_index[1]]
+    check(bool((etime[b.e_id] <= seed_t[root]).all()), f"{what}: a neighbour is later "
+                                                       f"than its seed")
+    for i in range(len(seeds)):
+        T = int(seed_t[i])
+        mine = b.e_id[root == i]
+        if strategy == "all":
+            hops, _ = khop(src, dst, [int(seeds[i])], 2, ok=(etime <= T).numpy())
+            check(sorted(mine.tolist()) == sorted(hops[0] + hops[1]),
+                  f"{what}: seed {i} subgraph differs from the brute force")
+        elif strategy == "last":
+            tgt = b.n_id[b.edge_index[1]][root == i]
+            for v in set(tgt.tolist()):
+                el = np.flatnonzero(((dst == v) & (etime <= T)).numpy())
+                el = el[np.lexsort((el, etime.numpy()[el]))].tolist()
+                got = sorted(mine[tgt == v].tolist())
+                # a node can be a target at both hops of one subgraph only once (disjoint)
+                check(got == sorted(el[-2:]), f"{what}: node {v} took {got}, latest "
+                                              f"eligible {el[-2:]}")
+
+
+def hetero(store, tag, rangewise):
+    g = torch.Generator().manual_seed(11)
+    na, nb = 23, 17
+    h = HeteroData()
+    h["a"].x = torch.randn(na, 4, generator=g)
+    h["b"].x = torch.randint(0, 100, (nb, 2), generator=g)
+    h["a", "ab", "b"].edge_index = torch.stack([torch.randint(0, na, (90,), generator=g),
+                                                torch.randint(0, nb, (90,), generator=g)])
+    h["b", "ba", "a"].edge_index = torch.stack([torch.randint(0, nb, (70,), generator=g),
+                                                torch.randint(0, na, (70,), generator=g)])
+    h["a", "ab", "b"].w = torch.randn(90, generator=g)
+    name = f"h{tag}"
+    if not rangewise:
+        fs, gs = dpyg.from_hetero(store, h, name=name)
+    else:
+        fs, gs = dpyg.FeatureStore(store, name), dpyg.GraphStore(store, name)
+        for t, n in (("a", na), ("b", nb)):
+            lo, hi = partition(n, size, rank)
+            fs.put_range(h[t].x[lo:hi], (lo, hi), t, "x")
+        for et in h.edge_types:
+            m = h[et].edge_index.shape[1]
+            lo, hi = partition(m, size, rank)
+            gs.put_edge_range(h[et].edge_index[:, lo:hi], (lo, hi), et)
+        lo, hi = partition(90, size, rank)
+        fs.put_range(h["a", "ab", "b"].w[lo:hi], (lo, hi), ("a", "ab", "b"), "w")
+    s = dpyg.NeighborSampler(gs, [-1, -1], seed=8)
+    seeds = torch.tensor([0, 5, 9, 5 + size])
+    loader = NeighborLoader((fs, gs), num_neighbors=[-1, -1], input_nodes=("b", seeds),
+                            batch_size=4, neighbor_sampler=s,
+                            transform=dpyg.edge_features(fs))
+    b = next(iter(loader))
+    what = f"{tag} hetero"
+    # brute force over typed nodes
+    seen = {("b", int(v)) for v in seeds}
+    frontier = [("b", int(v)) for v in seeds]
+    want = {et: [] for et in h.edge_types}
+    for _ in range(2):
+        new = []
+        for et in h.edge_types:
+            es, ed = h[et].edge_index
+            for v in [f[1] for f in frontier if f[0] == et[2]]:
+                for e in (ed == v).nonzero().view(-1).tolist():
+                    want[et].append(e)
+                    key = (et[0], int(es[e]))
+                    if key not in seen:
+                        seen.add(key)
+                        new.append(key)
+        frontier = new
+    for et in h.edge_types:
+        got = b[et].e_id if "e_id" in b[et] else torch.zeros(0, dtype=torch.long)
+        check(sorted(got.tolist()) == sorted(want[et]), f"{what} {et}: edge ids differ")
+        es, ed = h[et].edge_index
+        if got.numel():
+            check(torch.equal(b[et[0]].n_id[b[et].edge_index[0]], es[got]) and
+                  torch.equal(b[et[2]].n_id[b[et].edge_index[1]], ed[got]),
+                  f"{what} {et}: edges")
+    for t in ("a", "b"):
+        check({(t, v) for v in b[t].n_id.tolist()} == {x for x in seen if x[0] == t},
+              f"{what}: nodes of {t}")
+        check(same_bytes(b[t].x, h[t].x[b[t].n_id]), f"{what}: features of {t}")
+    et = ("a", "ab", "b")
+    check(same_bytes(b[et].w, h[et].w[b[et].e_id]), f"{what}: edge features")
+
+
+def errors(store, data, fs, gs, tag):
+    before = store.variables()
+    # wrong dtype on one rank only / everywhere, different attributes per rank
+    bad = data.x.double() if rank == size - 1 else data.x
+    if size > 1:
+        expect_error(DDStoreValueError, ["dtype", f"rank {size - 1}"], fs.put_tensor, bad,
+                     group_name=None, attr_name="z", agree=True, store=store,
+                     what="dtype differs between ranks")
+        expect_error(DDStoreValueError, ["collective calls out of step"], fs.put_tensor,
+                     data.x, group_name=None, attr_name=f"p{rank}", agree=True,
+                     store=store, what="different attributes per rank")
+        lo, hi = (0, 5) if rank < 2 else partition(N, size, rank)
+        expect_error(DDStoreIndexError, ["cover"], fs.put_range, data.x[lo:hi], (lo, hi),
+                     None, "ov", agree=True, store=store, what="overlapping ranges")
+    expect_error(DDStoreValueError, ["dtype <U1", "cannot be stored"], fs.put_tensor,
+                 np.array(["a"] * N), group_name=None, attr_name="s", agree=True,
+                 store=store, what="string dtype")
+    expect_error(DDStoreValueError, ["already stored"], fs.put_tensor, data.x,
+                 group_name=None, attr_name="x", agree=True, store=store)
+    expect_error(DDStoreIndexError, ["destination node", "out of range [0, 5)"],
+                 gs.put_edge_index, data.edge_index, edge_type=("a", "r", "b"),
+                 layout="coo", size=(N, 5), agree=True, store=store)
+    expect_error(DDStoreValueError, ["integer node ids"], gs.put_edge_range,
+                 data.edge_index[:, :3].float(), (3 * rank, 3 * rank + 3), ("a", "f", "b"),
+                 agree=True, store=store)
+    # local reads
+    expect_error(dpyg.UnknownAttributeError, ["no attribute", "'nope'", "known"],
+                 fs.get_tensor, group_name=None, attr_name="nope", also=KeyError)
+    expect_error(DDStoreIndexError, [f"out of range [0, {N})"], fs.get_tensor,
+                 group_name=None, attr_name="x", index=torch.tensor([0, N]))
+    s = dpyg.NeighborSampler(gs, [2])
+    expect_error(DDStoreIndexError, [f"out of range [0, {N})"], s._sample,
+                 torch.tensor([1, N + 3]))
+    expect_error(DDStoreValueError, ["sorted by"], dpyg.NeighborSampler, gs, [2],
+                 time_attr="edge_time")
+    expect_error(DDStoreValueError, ["num_neighbors"], dpyg.NeighborSampler, gs, [-2])
+    check(store.variables() == before, f"{tag}: variables changed by failed calls")
+    # nothing lost: the stored data is still right
+    check(same_bytes(fs.get_tensor(group_name=None, attr_name="x"), data.x),
+          f"{tag}: x changed")
+
+
+def main(widths=None):
+    """Every case for each width (default: every width dividing the rank count; the
+    command line may name some) and both transports."""
+    data = make_graph()
+    if widths is None:
+        widths = [w for w in range(1, size + 1) if size % w == 0]
+    for width in widths:
+        for transport in ("auto", "rma"):
+            tag = f"w{width}-{transport}"
+            with ddstore.DDStore(comm, width=width, transport=transport) as store:
+                rangewise = transport == "rma"
+                if rangewise:
+                    fs, gs = put_rangewise(store, data, "g")
+                else:
+                    fs, gs = dpyg.from_pyg(store, data, name="g")
+                homogeneous(store, data, fs, gs, tag)
+                errors(store, data, fs, gs, tag)
+                for level in ("edge", "node"):
+                    ta = "edge_time" if level == "edge" else "time"
+                    name = f"t{level}"
+                    if rangewise:
+                        tfs, tgs = put_rangewise(store, data, name, time_attr=ta)
+                    else:
+                        tfs, tgs = dpyg.from_pyg(store, data, name=name, time_attr=ta)
+                    for strategy in ("all", "uniform", "last"):
+                        temporal(store, data, tag, level, strategy, tfs, tgs)
+                hetero(store, tag, rangewise)
+
+
+if __name__ == "__main__":
+    import sys
+    run_main(main, [int(w) for w in sys.argv[1:]] or None)

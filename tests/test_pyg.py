@@ -1,0 +1,115 @@
+"""ddstore.pyg (PyG's FeatureStore / GraphStore / BaseSampler over the store): the program
+tests/mpi/pyg_check.py in-process on one rank and under mpiexec on 2-4 ranks (widths 1, 2
+and all; both transports; brute-force k-hop neighbourhoods, fanouts, uniformity,
+temporal, hetero, LinkNeighborLoader with negative sampling, bad input on every rank),
+and single-process checks of the API."""
+import os
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import MPI_DIR, on_ranks
+
+sys.path.insert(0, MPI_DIR)
+
+
+def test_pyg_check_one_rank():
+    """The whole MPI program on one rank, in this process (width 1, both transports)."""
+    import _harness
+    import pyg_check
+    del _harness.failures[:]
+    pyg_check.main([1])
+    assert _harness.counts["checks"] > 500
+    assert not _harness.failures, _harness.failures
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,widths", [(2, ()), (3, (3,)), (4, (2,))])
+def test_pyg_check(mpirun, nprocs, widths):
+    """2 ranks: widths 1 and 2 (all); 3 ranks: width 3 (all, uneven stripes); 4 ranks:
+    width 2 (two replicas of two members); each with transports auto and rma (one
+    launch per rank count)."""
+    out = mpirun("pyg_check.py", nprocs, *widths, timeout=240)
+    assert f"0 failures {on_ranks(nprocs)}" in out, out
+
+
+@pytest.fixture
+def store():
+    from mpi4py import MPI
+    import ddstore
+    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
+    yield s
+    s.free()
+
+
+def test_put_get_and_layout(store):
+    from ddstore import pyg as dpyg
+    fs = dpyg.FeatureStore(store, "f")
+    x = torch.arange(12, dtype=torch.float32).view(6, 2)
+    fs["n", "x"] = x
+    assert fs.get_tensor_size(group_name="n", attr_name="x") == (6, 2)
+    assert torch.equal(fs["n", "x", torch.tensor([5, 0])], x[[5, 0]])
+    assert torch.equal(fs.get_tensor(group_name="n", attr_name="x", index=slice(1, 3)),
+                       x[1:3])
+    assert store.nrows("f/node/n/x") == 6
+    a, b = fs.multi_get_tensor([dpyg.TensorAttr("n", "x", torch.tensor([1])),
+                                dpyg.TensorAttr("n", "x", torch.tensor([2, 3]))])
+    assert torch.equal(a, x[[1]]) and torch.equal(b, x[[2, 3]])
+    fs.remove_tensor(group_name="n", attr_name="x")
+    assert fs.get_all_tensor_attrs() == [] and "f/node/n/x" not in store
+
+
+def test_csc_layout_and_edge_index(store):
+    from ddstore import pyg as dpyg
+    gs = dpyg.GraphStore(store, "g")
+    ei = torch.tensor([[2, 0, 1, 2, 0], [1, 1, 0, 2, 1]])
+    gs.put_edge_index(ei, edge_type=None, layout="coo", size=(3, 3))
+    row, colptr = gs.get_edge_index(edge_type=None, layout="csc")
+    assert colptr.tolist() == [0, 1, 4, 5]
+    assert row.tolist() == [1, 2, 0, 0, 2]          # by destination, then edge id
+    assert gs.edge_ids().tolist() == [2, 0, 1, 4, 3]
+    (attr,) = gs.get_all_edge_attrs()
+    assert attr.size == (3, 3) and attr.is_sorted
+    # CSR and CSC input give the same edges (ids in the given entry order)
+    gs2 = dpyg.GraphStore(store, "g2")
+    gs2.put_edge_index((torch.tensor([0, 0, 1, 1]), torch.tensor([0, 2, 3, 4])),
+                       edge_type=None, layout="csc", size=(2, 4))
+    r, c = gs2.get_edge_index(edge_type=None, layout="coo")
+    assert r.tolist() == [0, 0, 1, 1] and c.tolist() == [0, 0, 1, 2]
+
+
+def test_sampler_output_format(store):
+    """SamplerOutput fields: seeds first, hop counts, row = neighbour, col = target."""
+    from torch_geometric.data import Data
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    ei = torch.tensor([[1, 2, 3, 3], [0, 0, 1, 2]])  # 1->0, 2->0, 3->1, 3->2
+    fs, gs = dpyg.from_pyg(store, Data(x=torch.zeros(4, 1), edge_index=ei))
+    s = dpyg.NeighborSampler(gs, [-1, -1])
+    out = s.sample_from_nodes(NodeSamplerInput(None, torch.tensor([0])))
+    assert out.node.tolist() == [0, 1, 2, 3]
+    assert out.num_sampled_nodes == [1, 2, 1] and out.num_sampled_edges == [2, 2]
+    assert out.row.tolist() == [1, 2, 3, 3] and out.col.tolist() == [0, 0, 1, 2]
+    assert out.edge.tolist() == [0, 1, 2, 3]
+    d = dpyg.NeighborSampler(gs, [-1, -1], disjoint=True)
+    out = d.sample_from_nodes(NodeSamplerInput(None, torch.tensor([1, 2])))
+    assert out.node.tolist() == [1, 2, 3, 3] and out.batch.tolist() == [0, 1, 0, 1]
+    # a fixed seed repeats the same sequence of batches
+    a = dpyg.NeighborSampler(gs, [1], seed=5)._sample(torch.tensor([0, 0, 0, 0]))
+    b = dpyg.NeighborSampler(gs, [1], seed=5)._sample(torch.tensor([0, 0, 0, 0]))
+    assert torch.equal(a.edge, b.edge)
+
+
+def test_no_pyg_sampler_installed():
+    """What the store path replaces: PyG's own NeighborLoader cannot sample here."""
+    import torch_geometric.typing as t
+    if t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE:
+        pytest.skip("a PyG sampler is installed")
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    loader = NeighborLoader(Data(x=torch.zeros(3, 1), edge_index=torch.tensor([[0], [1]])),
+                            num_neighbors=[1], batch_size=1)
+    with pytest.raises(ImportError, match="pyg-lib"):
+        next(iter(loader))
