@@ -174,7 +174,7 @@ def run(argv=None, prog=None):
                 shm_peers = store.shm_peers
                 per = comm.allgather(dict(
                     secs=secs, sample_s=sample_s, edges=edges, nodes=nodes, held=held,
-                    load_peak_rss=mem_load["peak_rss"],
+                    load_peak_rss=mem_load["peak_rss"], rss_after_load=mem_load["rss"],
                     sample_peak_rss=mem_sample["peak_rss"],
                     peak_pss=max(mem_load["peak_pss"], mem_sample["peak_pss"])))
                 del loader, sampler, data
@@ -190,6 +190,7 @@ def run(argv=None, prog=None):
                 nodes_per_batch=float(np.mean([p["nodes"] for p in per]) / args.batches),
                 store_bytes_per_rank=[p["held"] for p in per],
                 load_peak_rss_per_rank=[p["load_peak_rss"] for p in per],
+                rss_after_load_per_rank=[p["rss_after_load"] for p in per],
                 sample_peak_rss_per_rank=[p["sample_peak_rss"] for p in per],
                 peak_rss_per_rank=peak,
                 peak_pss_per_rank=[p["peak_pss"] for p in per],
@@ -203,7 +204,8 @@ def run(argv=None, prog=None):
                        f"{res['edges_per_batch'] / 1e3:.0f} k edges/batch; store "
                        f"{max(res['store_bytes_per_rank']) / 1e9:.2f} GB/rank "
                        f"({res['store_bytes_over_data']:.2f} x graph + features); peak RSS "
-                       f"load {max(res['load_peak_rss_per_rank']) / 1e9:.2f} GB, sampling "
+                       f"load {max(res['load_peak_rss_per_rank']) / 1e9:.2f} GB (after: "
+                       f"{max(res['rss_after_load_per_rank']) / 1e9:.2f} GB), sampling "
                        f"{max(res['sample_peak_rss_per_rank']) / 1e9:.2f} GB "
                        f"({res['peak_rss_over_data']:.2f} x graph + features), peak PSS "
                        f"{max(res['peak_pss_per_rank']) / 1e9:.2f} GB; loaded in "
