@@ -176,7 +176,8 @@ def run(argv=None, prog=None):
                     secs=secs, sample_s=sample_s, edges=edges, nodes=nodes, held=held,
                     load_peak_rss=mem_load["peak_rss"], rss_after_load=mem_load["rss"],
                     sample_peak_rss=mem_sample["peak_rss"],
-                    peak_pss=max(mem_load["peak_pss"], mem_sample["peak_pss"])))
+                    load_peak_pss=mem_load["peak_pss"],
+                    sample_peak_pss=mem_sample["peak_pss"]))
                 del loader, sampler, data
             peak = [max(p["load_peak_rss"], p["sample_peak_rss"]) for p in per]
             res = dict(
@@ -193,7 +194,8 @@ def run(argv=None, prog=None):
                 rss_after_load_per_rank=[p["rss_after_load"] for p in per],
                 sample_peak_rss_per_rank=[p["sample_peak_rss"] for p in per],
                 peak_rss_per_rank=peak,
-                peak_pss_per_rank=[p["peak_pss"] for p in per],
+                load_peak_pss_per_rank=[p["load_peak_pss"] for p in per],
+                sample_peak_pss_per_rank=[p["sample_peak_pss"] for p in per],
                 peak_rss_over_data=max(peak) / total_bytes,
                 store_bytes_over_data=max(p["held"] for p in per) / total_bytes)
             results.append(res)
@@ -207,8 +209,9 @@ def run(argv=None, prog=None):
                        f"load {max(res['load_peak_rss_per_rank']) / 1e9:.2f} GB (after: "
                        f"{max(res['rss_after_load_per_rank']) / 1e9:.2f} GB), sampling "
                        f"{max(res['sample_peak_rss_per_rank']) / 1e9:.2f} GB "
-                       f"({res['peak_rss_over_data']:.2f} x graph + features), peak PSS "
-                       f"{max(res['peak_pss_per_rank']) / 1e9:.2f} GB; loaded in "
+                       f"({res['peak_rss_over_data']:.2f} x graph + features); peak PSS load "
+                       f"{max(res['load_peak_pss_per_rank']) / 1e9:.2f} GB, sampling "
+                       f"{max(res['sample_peak_pss_per_rank']) / 1e9:.2f} GB; loaded in "
                        f"{load_s:.1f} s")
     watch.stop()
 
