@@ -180,6 +180,31 @@ int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
                         const double *root_ts, int64_t n, int64_t k, int strategy,
                         uint64_t seed, uint64_t epoch, int layer, int64_t *row,
                         int64_t *nbr, int64_t *eid, double *ets, int64_t *count);
+/* T-CSR build (csrc/tcsr.c; the MPI rounds are ddstore/temporal/build.py).  Local, no MPI,
+ * no allocation.  `edges` is an edge table chunk: n rows of (src, dst) int64, row i is
+ * edge id eid0 + i at time t[i].  An entry is 4 words: (node, neighbour, timestamp bits
+ * as double, edge id); every edge gives (src, dst, t, id), and with add_reverse also
+ * (dst, src, t, id).
+ *
+ * dds_tcsr_count: deg[v] += the entries of node v (DDS_ERANGE for a node outside
+ * [0, num_nodes)).  dds_tcsr_pack: the entries of n edges into out (capacity
+ * 4 * n * (1 + add_reverse) words), grouped by the member owning the node
+ * (node_offsets[width + 1]), in edge order within a member; counts[width] gets the
+ * number of entries per member.  dds_tcsr_place: put n received entries of nodes in
+ * [node_lo, node_hi) into this member's chunk (nbr, ts, eid; local row 0 is global row
+ * indptr[node_lo]) at row indptr[v] + fill[v - node_lo]++ (DDS_EINVAL if a node is not
+ * this member's or gets more entries than its degree).  dds_tcsr_sort: sort every list of
+ * nodes [node_lo, node_hi) in place by (timestamp, edge id). */
+int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num_nodes,
+                   int64_t *deg);
+int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
+                  int add_reverse, const int64_t *node_offsets, int width,
+                  int64_t *counts, int64_t *out);
+int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
+                   const int64_t *indptr, int64_t *fill, int64_t *nbr, double *ts,
+                   int64_t *eid);
+int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, int64_t *nbr,
+                  double *ts, int64_t *eid);
 /* ================================================================== end temporal */
 
 /* ================================================================== neighbour sampling
@@ -207,6 +232,13 @@ int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
                         const double *node_ts, int64_t n, int64_t k, int flags,
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
                         int64_t *eid, int64_t *count);
+
+/* Local, no MPI, no store.  Map `n` keys (>= 0) to dense ids through the caller's
+ * open-addressing table (`cap` a power of two > *next + n; empty slots hold key -1):
+ * a key seen before gets its id, a new key the id *next (then incremented), and its
+ * position is appended to new_pos (*n_new of them, in order of first occurrence). */
+int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t *keys,
+                int64_t n, int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
 /* ================================================================== end neighbour */
 
 /* ================================================================== dynamic graphs

@@ -172,9 +172,10 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *pstart = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
     int64_t *pcount = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
-    int64_t *picked = NULL;
+    int64_t *pslot = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
+    int64_t *picked = NULL, *gathered = NULL;
     struct pos_set set = {0, NULL};
-    if (!cut || !pstart || !pcount) { rc = no_memory(); goto done; }
+    if (!cut || !pstart || !pcount || !pslot) { rc = no_memory(); goto done; }
     if (k > 0 && !replace && !last) {
         int64_t size = 16;
         while (size < 2 * k) size *= 2;
@@ -186,22 +187,53 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     }
     rc = eligible(s, g, nodes, node_ts, n, cut);
     if (rc != DDS_OK) goto done;
+    /* members whose rows this rank reads by load: picks are copied in place */
+    int width = dds_group_size(s);
+    const int64_t **pn = calloc((size_t)width, sizeof *pn), **pe = calloc((size_t)width,
+                                                                          sizeof *pe);
+    int64_t *first = calloc((size_t)width, sizeof *first);
+    if (!pn || !pe || !first) {
+        free(pn); free(pe); free(first);
+        rc = no_memory();
+        goto done;
+    }
+    for (int m = 0; m < width && rc == DDS_OK; m++) {
+        void *a = NULL, *b = NULL;
+        int64_t rows = 0;
+        rc = dds_member_ptr(s, g->nbr_var, m, &a, &rows);
+        if (rc == DDS_OK) rc = dds_member_ptr(s, g->eid_var, m, &b, &rows);
+        pn[m] = a && b ? a : NULL;
+        pe[m] = a && b ? b : NULL;
+        first[m] = g->indptr[g->node_offsets[m]];
+    }
+    if (rc != DDS_OK) { free(pn); free(pe); free(first); goto done; }
     uint64_t base = splitmix64(seed);
-    int64_t j = 0, np = 0;
+    int64_t j = 0, np = 0, nsel = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t c = cut[i], start = g->indptr[nodes[i]];
         if (c <= 0) continue;
+        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
+        const int64_t *ln = pn[m] ? pn[m] + (start - first[m]) : NULL;
+        const int64_t *le = pe[m] ? pe[m] + (start - first[m]) : NULL;
         int whole = k < 0 || (!replace && c <= k) || (last && c <= k);
         int64_t take = whole ? c : k;
         if (j + take > cap) {
+            free(pn); free(pe); free(first);
             rc = dds_set_error(DDS_EINVAL, "neighbour sample: output capacity %lld too "
                                "small", (long long)cap);
             goto done;
         }
         for (int64_t q = 0; q < take; q++) row[j + q] = i;
         if (whole || last) { /* one contiguous piece: all of them, or the k latest */
-            pstart[np] = start + c - take;
-            pcount[np++] = take;
+            if (ln) {
+                memcpy(nbr + j, ln + c - take, sizeof(int64_t) * (size_t)take);
+                memcpy(eid + j, le + c - take, sizeof(int64_t) * (size_t)take);
+            } else {
+                pslot[np] = j;
+                pstart[np] = start + c - take;
+                pcount[np++] = take;
+                nsel += take;
+            }
         } else {
             uint64_t key = splitmix64(base ^ splitmix64((uint64_t)i + 1));
             for (int64_t q = 0; q < take; q++) {
@@ -218,21 +250,72 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                     }
                     picked[q] = pos;
                 }
-                pstart[np] = start + pos;
-                pcount[np++] = 1;
+                if (ln) {
+                    nbr[j + q] = ln[pos];
+                    eid[j + q] = le[pos];
+                } else {
+                    pslot[np] = j + q;
+                    pstart[np] = start + pos;
+                    pcount[np++] = 1;
+                    nsel++;
+                }
             }
             if (!replace) set_clear(&set, picked, take);
         }
         j += take;
     }
-    if (np) rc = dds_read(s, g->nbr_var, pstart, pcount, np, nbr, 0);
-    if (rc == DDS_OK && np) rc = dds_read(s, g->eid_var, pstart, pcount, np, eid, 0);
+    free(pn);
+    free(pe);
+    free(first);
+    /* the picks of other members' lists: one batched one-sided read per variable into
+     * `gathered`, then each piece to its output slot */
+    if (np) {
+        gathered = malloc(sizeof(int64_t) * (size_t)nsel);
+        if (!gathered) { rc = no_memory(); goto done; }
+        int64_t *outs[2] = {nbr, eid};
+        int vars[2] = {g->nbr_var, g->eid_var};
+        for (int w = 0; w < 2 && rc == DDS_OK; w++) {
+            rc = dds_read(s, vars[w], pstart, pcount, np, gathered, 0);
+            int64_t off = 0;
+            for (int64_t p = 0; p < np && rc == DDS_OK; p++) {
+                memcpy(outs[w] + pslot[p], gathered + off, sizeof(int64_t) *
+                       (size_t)pcount[p]);
+                off += pcount[p];
+            }
+        }
+    }
     if (rc == DDS_OK) *count = j;
 done:
+    free(gathered);
+    free(pslot);
     free(cut);
     free(pstart);
     free(pcount);
     free(picked);
     free(set.slot);
     return rc;
+}
+
+int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t *keys,
+                int64_t n, int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new)
+{
+    if (cap < 1 || (cap & (cap - 1)) || *next + n >= cap)
+        return dds_set_error(DDS_EINVAL, "relabel: map capacity %lld is not a power of two "
+                             "above %lld", (long long)cap, (long long)(*next + n));
+    int64_t nn = 0, mask = cap - 1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t key = keys[i];
+        if (key < 0) return dds_set_error(DDS_EINVAL, "relabel: negative key %lld",
+                                          (long long)key);
+        uint64_t h = splitmix64((uint64_t)key) & (uint64_t)mask;
+        while (map_keys[h] != -1 && map_keys[h] != key) h = (h + 1) & (uint64_t)mask;
+        if (map_keys[h] == -1) {
+            map_keys[h] = key;
+            map_ids[h] = (*next)++;
+            new_pos[nn++] = i;
+        }
+        ids[i] = map_ids[h];
+    }
+    *n_new = nn;
+    return DDS_OK;
 }

@@ -102,6 +102,8 @@ BENCHMARKS = {
     "spatiotemporal": "index-batching vs materialised windows (one process; starts its "
                       "own mpiexec -n 2)",
     "temporal": "temporal neighbour sampling (mpiexec -n 2, or one process)",
+    "temporal_scale": "the bounded T-CSR build at TGL's scale (GDELT-shaped, 191 M edges "
+                      "with --scale gdelt) from arrays and edges.csv (mpiexec -n 2)",
     "dynamic": "dynamic graphs: checkpoints + deltas vs full snapshots (mpiexec -n 2)",
     "scale": "full-PeMS-sized series and a million graphs (mpiexec -n 2; by hand)",
     "prefetch": "epoch time with and without prefetch (mpiexec -n 2)",

@@ -201,19 +201,25 @@ class TCSR:
         self._c.fetch_whole_max = int(fetch_whole_max)
         self._c.range_factor = int(range_factor)
 
+    def _live_core(self):
+        if not self._core.alive:
+            raise DDStoreStateError("this DDStore has been freed; create a new one")
+        return self._core
+
+    @staticmethod
+    def _outputs(cap):
+        """``row, nbr, eid``: int64 output buffers of ``cap`` entries."""
+        return (np.empty(cap, dtype=np.int64) for _ in range(3))
+
     def sample(self, roots, root_ts, k, strategy, seed, epoch, layer):
         """One layer: ``(row, nbr, eid, ets)`` arrays of the sampled edges (compact, in
         root order).  ``roots`` int64 and ``root_ts`` float64, C-contiguous, same length."""
         n = roots.shape[0]
         cap = n * k
-        row = np.empty(cap, dtype=np.int64)
-        nbr = np.empty(cap, dtype=np.int64)
-        eid = np.empty(cap, dtype=np.int64)
+        row, nbr, eid = self._outputs(cap)
         ets = np.empty(cap, dtype=np.float64)
         count = ffi.new("int64_t *")
-        core = self._core
-        if not core.alive:
-            raise DDStoreStateError("this DDStore has been freed; create a new one")
+        core = self._live_core()
         core._check(lib.dds_temporal_sample(
             core._handle[0], self._c, ffi.from_buffer("int64_t[]", roots),
             ffi.from_buffer("double[]", root_ts), n, k, strategy, seed, epoch, layer,
@@ -223,36 +229,69 @@ class TCSR:
         return row[:m], nbr[:m], eid[:m], ets[:m]
 
 
+def _local_check(rc):
+    if rc != lib.DDS_OK:
+        raise _ERRORS.get(rc, DDStoreError)(_last_error())
+
+
+def _i64(arr):
+    return ffi.NULL if arr.size == 0 else ffi.from_buffer("int64_t[]", arr)
+
+
+def _f64(arr):
+    return ffi.NULL if arr.size == 0 else ffi.from_buffer("double[]", arr)
+
+
+def tcsr_count(edges, add_reverse, deg):
+    """``deg[v] +=`` the T-CSR entries of node ``v`` in edge-table rows ``edges``
+    (``[n, 2]`` C-contiguous int64; ``deg`` int64 of ``num_nodes``)."""
+    _local_check(lib.dds_tcsr_count(_i64(edges), edges.shape[0], int(bool(add_reverse)),
+                                    deg.shape[0], _i64(deg)))
+
+
+def tcsr_pack(edges, t, eid0, add_reverse, node_offsets, out, counts):
+    """Pack the T-CSR entries of edge-table rows ``edges`` (``[n, 2]``; times ``t``; ids
+    from ``eid0``) into ``out`` (int64 ``[>= n * (1 + add_reverse), 4]``) grouped by
+    owning member; ``counts`` (int64 ``[width]``) gets entries per member."""
+    width = node_offsets.shape[0] - 1
+    _local_check(lib.dds_tcsr_pack(_i64(edges), _f64(t), int(eid0), edges.shape[0],
+                                   int(bool(add_reverse)), _i64(node_offsets), width,
+                                   _i64(counts), _i64(out)))
+
+
+def tcsr_place(entries, node_lo, node_hi, indptr, fill, nbr, ts, eid):
+    """Place received entries (``[n, 4]`` int64) into this member's T-CSR chunk."""
+    _local_check(lib.dds_tcsr_place(_i64(entries), entries.shape[0], int(node_lo),
+                                    int(node_hi), _i64(indptr), _i64(fill), _i64(nbr),
+                                    _f64(ts), _i64(eid)))
+
+
+def tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid):
+    """Sort every list of nodes ``[node_lo, node_hi)`` of the chunk in place by (time,
+    edge id)."""
+    _local_check(lib.dds_tcsr_sort(int(node_lo), int(node_hi), _i64(indptr), _i64(nbr),
+                                   _f64(ts), _i64(eid)))
+
+
 NEIGHBOR_REPLACE = lib.DDS_NEIGHBOR_REPLACE
 NEIGHBOR_LAST = lib.DDS_NEIGHBOR_LAST
 
 
-class CSC:
+class CSC(TCSR):
     """A CSC held like a T-CSR (a ``dds_tcsr`` with ``ts_var`` -1 when it has no times)
     for ``dds_neighbor_sample`` (see ``csrc/ddstore.h``); keeps the replicated ``indptr``
     and ``node_offsets`` alive for C."""
 
     def __init__(self, core, nbr_var, eid_var, ts_var, indptr, node_offsets):
-        self._core = core
-        self._indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        self._node_offsets = np.ascontiguousarray(node_offsets, dtype=np.int64)
-        self._c = ffi.new("dds_tcsr *")
-        self._c.nbr_var, self._c.eid_var = nbr_var, eid_var
-        self._c.ts_var = -1 if ts_var is None else ts_var
-        self._c.num_nodes = self._indptr.shape[0] - 1
-        self._c.indptr = ffi.from_buffer("int64_t[]", self._indptr)
-        self._c.node_offsets = ffi.from_buffer("int64_t[]", self._node_offsets)
+        super().__init__(core, nbr_var, -1 if ts_var is None else ts_var, eid_var, indptr,
+                         node_offsets)
 
     def sample(self, nodes, node_ts, k, flags, seed, cap):
         """One hop: ``(row, nbr, eid)`` (compact, in node order).  ``nodes`` int64 and
         ``node_ts`` float64 (or None), C-contiguous; ``cap`` bounds the output."""
-        row = np.empty(cap, dtype=np.int64)
-        nbr = np.empty(cap, dtype=np.int64)
-        eid = np.empty(cap, dtype=np.int64)
+        row, nbr, eid = self._outputs(cap)
         count = ffi.new("int64_t *")
-        core = self._core
-        if not core.alive:
-            raise DDStoreStateError("this DDStore has been freed; create a new one")
+        core = self._live_core()
         def p(arr, ctype="int64_t[]"):
             return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer(ctype, arr)
         core._check(lib.dds_neighbor_sample(
@@ -260,6 +299,51 @@ class CSC:
             flags, seed, cap, p(row), p(nbr), p(eid), count))
         m = count[0]
         return row[:m], nbr[:m], eid[:m]
+
+
+class Relabel:
+    """Dense ids for int64 keys >= 0 in order of first appearance (``dds_relabel``),
+    over a growing open-addressing table owned here."""
+
+    def __init__(self, expected=1024):
+        self._cap = 1 << max(4, int(2 * expected + 2).bit_length())
+        self._keys = np.full(self._cap, -1, dtype=np.int64)
+        self._ids = np.empty(self._cap, dtype=np.int64)
+        self._next = ffi.new("int64_t *", 0)
+        self._known = []  # the keys in id order (to rebuild the table when it grows)
+
+    @property
+    def count(self):
+        return self._next[0]
+
+    def _call(self, keys):
+        n = keys.shape[0]
+        ids = np.empty(n, dtype=np.int64)
+        new_pos = np.empty(n, dtype=np.int64)
+        n_new = ffi.new("int64_t *")
+        i64 = "int64_t[]"
+        rc = lib.dds_relabel(ffi.from_buffer(i64, self._keys), ffi.from_buffer(i64, self._ids),
+                             self._cap, ffi.from_buffer(i64, keys), n,
+                             ffi.from_buffer(i64, ids), self._next,
+                             ffi.from_buffer(i64, new_pos), n_new)
+        _local_check(rc)
+        return ids, new_pos[:n_new[0]]
+
+    def add(self, keys):
+        """``(ids, new_pos)``: the id of every key, and the positions (in ``keys``) of
+        the keys seen for the first time, in order."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        if keys.shape[0] == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        if 2 * (self.count + keys.shape[0]) + 2 > self._cap:
+            known = np.concatenate(self._known) if self._known else np.zeros(0, np.int64)
+            self.__init__(self.count + keys.shape[0])
+            if known.shape[0]:
+                self._call(known)
+                self._known = [known]
+        ids, new_pos = self._call(keys)
+        self._known.append(keys[new_pos])
+        return ids, new_pos
 
 
 def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):

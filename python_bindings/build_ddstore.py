@@ -76,7 +76,7 @@ ffibuilder.set_source(
     "ddstore._ddstore_cffi",
     '#include "ddstore.h"',
     sources=[os.path.relpath(os.path.join(CSRC, f), ROOT)
-             for f in ("ddstore.c", "temporal.c", "neighbor.c", "dynamic.c")],
+             for f in ("ddstore.c", "temporal.c", "tcsr.c", "neighbor.c", "dynamic.c")],
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,

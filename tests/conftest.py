@@ -107,3 +107,14 @@ def on_ranks(nprocs):
 @pytest.fixture
 def mpirun():
     return run_mpi
+
+
+@pytest.fixture
+def store():
+    """A one-rank store (``MPI.COMM_SELF``, width 1) for in-process tests, freed after
+    the test."""
+    from mpi4py import MPI
+    import ddstore
+    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
+    yield s
+    s.free()

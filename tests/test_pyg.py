@@ -35,15 +35,6 @@ def test_pyg_check(mpirun, nprocs, widths):
     assert f"0 failures {on_ranks(nprocs)}" in out, out
 
 
-@pytest.fixture
-def store():
-    from mpi4py import MPI
-    import ddstore
-    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
-    yield s
-    s.free()
-
-
 def test_put_get_and_layout(store):
     from ddstore import pyg as dpyg
     fs = dpyg.FeatureStore(store, "f")

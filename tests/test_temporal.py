@@ -80,6 +80,25 @@ def test_benchmark_smoke(tmp_path):
 
 
 @pytest.mark.mpi
+def test_scale_benchmark_smoke(tmp_path):
+    """mpiexec -n 2 python -m ddstore.bench.temporal_scale --quick: the bounded build from
+    arrays and from a range-wise written edges.csv give the same T-CSR; the store holds
+    its share of the T-CSR plus the edge table, and the peak is measured per rank."""
+    out = run_mpi("-m", 2, "ddstore.bench.temporal_scale", "--sizes", "30000",
+                  "--batches", "4", "--out", str(tmp_path), timeout=180, cwd=ROOT)
+    assert "same T-CSR as from arrays: True" in out, out
+    res = json.load(open(tmp_path / "temporal_scale_n2.json"))["results"][0]
+    whole = res["arrays"]["tcsr_bytes_whole"]
+    assert whole == 24 * 2 * 30000
+    # the store holds the T-CSR (24 B per entry, 2 entries per edge) and the edge table
+    # (src, dst, t, split: 25 B per edge), once over the two ranks
+    assert sum(p["store_bytes"] for p in res["arrays"]["per_rank"]) == 30000 * (48 + 25)
+    assert all(p["peak_above"] > 0 for p in res["arrays"]["per_rank"])
+    assert res["tgl"]["same_tcsr_as_arrays"] is True
+    assert all(v["edges_per_s_per_rank"] > 0 for v in res["sampling"].values())
+
+
+@pytest.mark.mpi
 def test_node_memory_benchmark_smoke(tmp_path):
     """mpiexec -n 2 python -m ddstore.bench.node_memory --quick: NodeMemory vs TGL's
     MailBox in torch, mailbox 1 and 10, JSON written with positive times."""
@@ -106,15 +125,6 @@ def test_node_memory_benchmark_smoke(tmp_path):
 
 
 # ------------------------------------------------------------------ bad input (1 rank)
-@pytest.fixture
-def store():
-    import ddstore
-    from mpi4py import MPI
-    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
-    yield s
-    s.free()
-
-
 def test_absurd_node_count_is_a_ddstore_error(store):
     """A node id of 10**12 (or num_nodes=10**12) asks for a replicated indptr of 8 TB:
     a DDStoreMemoryError saying what was asked and what fits, nothing left in the store."""

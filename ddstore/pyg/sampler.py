@@ -44,9 +44,9 @@ class _NodeSet:
         self.num_nodes, self.disjoint = num_nodes, disjoint
         self.nodes, self.batch = [], []
         self.count = 0
-        self.keys = np.zeros(0, dtype=np.int64)  # sorted
-        self.ids = np.zeros(0, dtype=np.int64)   # position of each key
         self.sizes = []
+        self.map = _core.Relabel(16)
+        self.pos_of_id = None  # position of each map id, when they differ
 
     def key(self, nodes, batch):
         return batch * self.num_nodes + nodes if self.disjoint else nodes
@@ -55,36 +55,26 @@ class _NodeSet:
         """Relabel ``nodes`` (with their subgraph ``batch``, or None): returns their
         positions and the indices (into ``nodes``) of the first occurrence of every node
         new to the set, in order of first occurrence; the new nodes are appended."""
-        keys = self.key(nodes, batch)
-        u, first, inv = np.unique(keys, return_index=True, return_inverse=True)
-        pos = np.searchsorted(self.keys, u)
-        pos_c = np.minimum(pos, max(self.keys.shape[0] - 1, 0))
-        found = (pos < self.keys.shape[0]) & (self.keys[pos_c] == u) if self.keys.size \
-            else np.zeros(u.shape[0], dtype=bool)
-        ids = np.empty(u.shape[0], dtype=np.int64)
-        ids[found] = self.ids[pos_c[found]]
-        new = np.flatnonzero(~found)
-        new = new[np.argsort(first[new], kind="stable")]
-        ids[new] = self.count + np.arange(new.shape[0], dtype=np.int64)
-        self.count += new.shape[0]
-        new_first = first[new]
+        ids, new_first = self.map.add(self.key(nodes, batch))
+        if self.pos_of_id is not None:  # repeated seeds: map ids are not positions
+            self.pos_of_id = np.concatenate([self.pos_of_id, self.count + np.arange(
+                new_first.shape[0], dtype=np.int64)])
+            ids = self.pos_of_id[ids]
+        self.count += new_first.shape[0]
         self.nodes.append(nodes[new_first])
         if self.disjoint:
             self.batch.append(batch[new_first])
-        self.sizes.append(int(new.shape[0]))
-        keys_all = np.concatenate([self.keys, u[new]])
-        ids_all = np.concatenate([self.ids, ids[new]])
-        order = np.argsort(keys_all, kind="stable")
-        self.keys, self.ids = keys_all[order], ids_all[order]
-        return ids[inv.reshape(-1)], new_first
+        self.sizes.append(int(new_first.shape[0]))
+        return ids, new_first
 
     def add_seeds(self, seeds, batch):
         """The seeds, kept as given (duplicates included; a repeated seed maps to its
         first position); returns the frontier ``(ids, positions, subgraphs)``."""
-        keys = self.key(seeds, batch)
-        u, first = np.unique(keys, return_index=True)
-        self.keys, self.ids = u, first.astype(np.int64)
         n = seeds.shape[0]
+        self.map = _core.Relabel(16 * n)
+        _, first = self.map.add(self.key(seeds, batch))
+        if first.shape[0] != n:  # a repeated seed keeps every position; the map names
+            self.pos_of_id = first  # its first
         self.count = n
         self.nodes.append(seeds)
         if self.disjoint:

@@ -24,6 +24,8 @@ from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
 from .._checks import (STORABLE_KINDS, as_indices, check_indices, is_int, partition,
                        taken_error)
 from ..memory import available_memory
+from .build import (check_chunk_edges, count_degrees, create, default_chunk_edges,
+                    fill_rows, fill_tcsr, remove_all)
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
 _T_VARS = ("nbr", "ts", "eid")
@@ -110,6 +112,10 @@ def _check_node_memory(name, num_nodes, derived, hosts):
             f"per node), more than the {_size(avail)} available to rank {r} "
             f"({_size(node_avail)} on its node / {ranks_on[host]} ranks there); at most "
             f"{max(0, avail // _NODE_BYTES - 1)} nodes fit")
+
+
+def _layout(x):
+    return None if x is None else (x.dtype, x.shape[1:])
 
 
 def _as_array(x, what):
@@ -237,12 +243,14 @@ class TemporalGraph:
         self.edge_feat_dim = store.row_shape(f"{name}/edge_feat") if has_edge_feat else None
         self.node_feat_dim = store.row_shape(f"{name}/node_feat") if has_node_feat else None
         self._split = None
+        self.read_stats = None  # from_tgl: lines parsed and seconds parsing, this rank
         self.removed = False  # set by remove(): samplers over the graph refuse to run
 
     # ------------------------------------------------------------------ building
     @classmethod
     def from_arrays(cls, store, name, src, dst, t, edge_feat=None, node_feat=None,
-                    num_nodes=None, add_reverse=False, split=None, edge_label=None):
+                    num_nodes=None, add_reverse=False, split=None, edge_label=None,
+                    chunk_edges=None):
         """Collective: build a temporal graph from each rank's share of the edges.
 
         ``src``, ``dst`` (integer node ids), ``t`` (finite real timestamps, any order:
@@ -257,6 +265,11 @@ class TemporalGraph:
         ``edge_label`` (rows = this rank's edges, any storable dtype and row shape) is kept
         per edge and read back by :meth:`edge_labels`.
 
+        The build holds outside the store one chunk of ``chunk_edges`` edges per rank at a
+        time (default: :func:`~ddstore.temporal.build.default_chunk_edges`, about 1/64 of
+        a rank's share, at most ~64 MB of buffers); every variable is allocated once in
+        the store and filled in place (see :mod:`ddstore.temporal.build`).
+
         Every rank raises the same :class:`~ddstore.DDStoreError` on bad input on any
         rank; on failure nothing of the graph is left in the store.
         """
@@ -267,6 +280,8 @@ class TemporalGraph:
                                    num_nodes, edge_label)
         if error is None:
             error = taken_error(f"graph {name!r}", name, store.variables())
+        if error is None:
+            error = check_chunk_edges(chunk_edges, name)
         ok = error is None
 
         def layout(key):
@@ -288,7 +303,8 @@ class TemporalGraph:
             "num_nodes": None if num_nodes is None else int(num_nodes),
             "edge_feat given": edge_feat is not None,
             "node_feat given": node_feat is not None,
-            "edge_label given": edge_label is not None})
+            "edge_label given": edge_label is not None,
+            "chunk_edges": chunk_edges})
         if len({i[2] for i in info}) > 1:
             raise DDStoreValueError(f"graph {name!r}: split is given on some ranks only "
                                     f"(ranks {[r for r, i in enumerate(info) if i[2]]})")
@@ -323,85 +339,137 @@ class TemporalGraph:
         else:
             split_counts = [num_edges, 0, 0]
 
-        width = store.group_size
         rank = comm.Get_rank()
         m = int(counts[rank])
-        eid = np.arange(m, dtype=np.int64) + int(counts[:rank].sum())
-        edge_off = _member_offsets(num_edges, width)
         s, d, tt = arrs["src"], arrs["dst"], arrs["t"]
+        split_arr = arrs.get("split")
+        ef, el, nf = arrs.get("edge_feat"), arrs.get("edge_label"), arrs.get("node_feat")
+        chunk = int(chunk_edges) if chunk_edges is not None else default_chunk_edges(
+            num_edges, comm.Get_size(), 25 + sum(
+                0 if x is None else x[:1].nbytes for x in (ef, el)), add_reverse)
 
-        # indptr from the global degrees (indptr-sized, replicated)
-        deg, error = None, None
-        try:
-            deg = np.bincount(s, minlength=num_nodes).astype(np.int64, copy=False)
-            if add_reverse:
-                deg += np.bincount(d, minlength=num_nodes)
-        except MemoryError:
-            error = (DDStoreMemoryError, f"graph {name!r}: the degrees of num_nodes="
-                                         f"{num_nodes} nodes ({_size(8 * num_nodes)}) "
-                                         f"cannot be allocated")
-        store.agree(error)
-        comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
-        indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-        np.cumsum(deg, out=indptr[1:])
-        node_off = _balanced_offsets(indptr, width)
+        def edge_pieces():
+            for a in range(0, m, chunk):
+                b = min(a + chunk, m)
+                p = [np.stack([s[a:b], d[a:b]], axis=1), tt[a:b],
+                     split_arr[a:b] if split_arr is not None else
+                     np.zeros(b - a, dtype=np.int8)]
+                p += [x[a:b] for x in (ef, el) if x is not None]
+                yield p
 
-        # T-CSR entries to the members owning their node, in every group
-        node = np.concatenate([s, d]) if add_reverse else s
-        nbr = np.concatenate([d, s]) if add_reverse else d
-        ets = np.concatenate([tt, tt]) if add_reverse else tt
-        eids = np.concatenate([eid, eid]) if add_reverse else eid
-        dest = np.searchsorted(node_off, node, side="right") - 1
-        node, nbr, ets, eids = _exchange(comm, width, dest, [node, nbr, ets, eids])
-        order = np.lexsort((eids, ets, node))  # by node, then time, then edge id
-        tcsr = {"nbr": nbr[order], "ts": ets[order], "eid": eids[order]}
-        del node, nbr, ets, eids, order
+        nf_first = sum(i[5] for i in info[:rank])
 
-        # edge table and features to the members owning their edge id
-        edest = np.searchsorted(edge_off, eid, side="right") - 1
-        etab = [np.stack([s, d], axis=1), tt,
-                arrs["split"] if "split" in arrs else np.zeros(m, dtype=np.int8)]
-        if edge_feat is not None:
-            etab.append(arrs["edge_feat"])
-        if edge_label is not None:
-            etab.append(arrs["edge_label"])
-        etab = _exchange(comm, width, edest, etab)
-        parts = [(f"{name}/{k}", v) for k, v in tcsr.items()]
-        parts += [(f"{name}/edges", etab[0]), (f"{name}/edge_t", etab[1]),
-                  (f"{name}/edge_split", etab[2])]
-        if edge_feat is not None:
-            parts.append((f"{name}/edge_feat", etab[3]))
-        if edge_label is not None:
-            parts.append((f"{name}/edge_label", etab[-1]))
-        if has_nf:
-            nf = arrs["node_feat"]
-            nf_counts = np.array([i[5] for i in info], dtype=np.int64)
-            nid = np.arange(nf.shape[0], dtype=np.int64) + int(nf_counts[:rank].sum())
-            ndest = np.searchsorted(node_off, nid, side="right") - 1
-            parts.append((f"{name}/node_feat", _exchange(comm, width, ndest, [nf])[0]))
-        added = []
-        try:
-            for var, rows in parts:
-                store.add(var, rows)
-                added.append(var)
-        except DDStoreError:
-            for var in reversed(added):  # collective: every rank added the same ones
-                store.remove(var)
-            raise
-        return cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
-                   dict(zip(SPLITS, (int(c) for c in split_counts))), edge_feat is not None,
-                   has_nf, edge_label is not None)
+        def node_pieces():
+            for a in range(0, nf.shape[0], chunk):
+                yield [nf[a:a + chunk]]
+
+        def resolve(views):
+            return num_nodes, split_counts
+        return cls._build(store, name, num_edges, int(counts[:rank].sum()), edge_pieces(),
+                          add_reverse, chunk, _layout(ef), _layout(el), resolve,
+                          _layout(nf), nf_first, node_pieces() if has_nf else None)
 
     @classmethod
-    def from_tgl(cls, store, name, directory, add_reverse=False):
+    def _build(cls, store, name, num_edges, first_eid, edge_pieces, add_reverse, chunk,
+               ef_layout, el_layout, resolve, nf_layout, nf_first, node_pieces):
+        """Collective: the bounded build (see :mod:`ddstore.temporal.build`).
+        ``edge_pieces``: this rank's edges from global id ``first_eid`` on, as pieces
+        ``[edges [n, 2], t, split, (edge_feat), (edge_label)]`` of at most ``chunk`` rows;
+        ``*_layout``: ``(dtype, row shape)`` or None; ``resolve(views)`` (collective, after
+        the edge table is filled) returns ``(num_nodes, split_counts)``;
+        ``node_pieces``: this rank's node-feature rows from node ``nf_first`` on, or None.
+        On failure every variable created is removed, on every rank."""
+        width, g = store.group_size, store.group_rank
+        edge_off = _member_offsets(num_edges, width)
+        created = []
+        try:
+            n_e = int(edge_off[g + 1] - edge_off[g])
+            views = [create(store, created, f"{name}/edges", n_e, (2,), np.int64),
+                     create(store, created, f"{name}/edge_t", n_e, (), np.float64),
+                     create(store, created, f"{name}/edge_split", n_e, (), np.int8)]
+            for key, lay in (("edge_feat", ef_layout), ("edge_label", el_layout)):
+                if lay is not None:
+                    views.append(create(store, created, f"{name}/{key}", n_e, lay[1],
+                                        lay[0]))
+            fill_rows(store, edge_off, first_eid, edge_pieces, views)
+            num_nodes, split_counts = resolve(views)
+            deg = count_degrees(store, views[0], num_nodes, add_reverse)
+            indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+            np.cumsum(deg, out=indptr[1:])
+            del deg
+            node_off = _balanced_offsets(indptr, width)
+            n_t = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
+            tcsr = [create(store, created, f"{name}/{k}", n_t, (), dt)
+                    for k, dt in zip(_T_VARS, (np.int64, np.float64, np.int64))]
+            fill_tcsr(store, views[0], views[1], int(edge_off[g]), add_reverse, indptr,
+                      node_off, tcsr, chunk)
+            if nf_layout is not None:
+                nfv = create(store, created, f"{name}/node_feat",
+                             int(node_off[g + 1] - node_off[g]), nf_layout[1], nf_layout[0])
+                fill_rows(store, node_off, nf_first, node_pieces, [nfv])
+            store.sync()
+        except DDStoreError:
+            remove_all(store, created)  # every step above raises on every rank alike
+            raise
+        return cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
+                   dict(zip(SPLITS, (int(c) for c in split_counts))),
+                   ef_layout is not None, nf_layout is not None, el_layout is not None)
+
+    @classmethod
+    def from_tgl(cls, store, name, directory, add_reverse=False, chunk_edges=None):
         """Collective: build from a TGL dataset directory (``edges.csv``, optional
-        ``edge_features.pt``, ``node_features.pt``; see :func:`read_tgl_share`): each rank
-        parses only its byte range of the CSV; edge ids follow the file's row order."""
-        from ..sources.tgl import read_tgl_share
-        src, dst, t, split, ef, nf = read_tgl_share(store, directory,
-                                                    call=("TemporalGraph.from_tgl", name))
-        return cls.from_arrays(store, name, src, dst, t, edge_feat=ef, node_feat=nf,
-                               add_reverse=add_reverse, split=split)
+        ``edge_features.pt``, ``node_features.pt``; see
+        :class:`~ddstore.sources.tgl.TGLShare`): each rank parses only its byte range of
+        the CSV, in pieces of about ``chunk_edges`` lines (C parser), each piece sent to
+        the edge table's owners before the next is read; edge ids follow the file's row
+        order.  Feature rows are read in the same pieces (plain reads from the file when
+        it is one uncompressed tensor, as ``torch.save`` writes it).  The transient is
+        what :meth:`from_arrays` holds (one chunk), and no whole share is ever parsed
+        into memory.  ``g.read_stats``: this rank's lines parsed and seconds spent
+        parsing them (``parse_s`` wall, ``parse_cpu_s`` CPU)."""
+        from mpi4py import MPI
+        from ..sources.tgl import TGLShare, check_sorted_across_ranks
+        store.check_alive()
+        error = taken_error(f"graph {name!r}", name, store.variables()) if \
+            isinstance(name, str) and name else \
+            (DDStoreValueError, f"graph name must be a non-empty str, got {name!r}")
+        if error is None:
+            error = check_chunk_edges(chunk_edges, name)
+        call = ("TemporalGraph.from_tgl", name)
+        store.agree(error, call=call, same=None if error else {
+            "add_reverse": bool(add_reverse), "chunk_edges": chunk_edges})
+        share = TGLShare(store, directory, call=None)
+        ef, nfr = share.edge_feat, share.node_feat
+        chunk = int(chunk_edges) if chunk_edges is not None else default_chunk_edges(
+            share.num_edges, store.size, 25 + (ef.row_bytes if ef else 0), add_reverse)
+
+        def resolve(views):
+            mx = int(views[0].max(initial=-1)) if views[0].size else -1
+            info = store.agree(None, extra=(mx, share.ends(), share.split_counts.tolist(),
+                                            (MPI.Get_processor_name(), available_memory())))
+            check_sorted_across_ranks(share.path, [i[1] for i in info], "time",
+                                      "edges.csv must be sorted by time (sort it, or use "
+                                      "from_arrays, which accepts any order)")
+            max_id = max(i[0] for i in info)
+            nf_rows = nfr.shape[0] if nfr is not None else 0
+            num_nodes = max(max_id + 1, nf_rows)
+            if num_nodes < 1:
+                raise DDStoreValueError(f"graph {name!r}: {share.path} has no edges and "
+                                        f"there are no node features (empty graph)")
+            _check_node_memory(name, num_nodes, True, [i[3] for i in info])
+            if nfr is not None and nf_rows != num_nodes:
+                raise DDStoreValueError(f"graph {name!r}: node_feat has {nf_rows} rows over "
+                                        f"all ranks; it needs one row per node, "
+                                        f"num_nodes={num_nodes}")
+            return num_nodes, np.sum([i[2] for i in info], axis=0).tolist()
+        g = cls._build(store, name, share.num_edges, share.first_eid,
+                       share.edge_pieces(chunk), add_reverse, chunk,
+                       None if ef is None else (ef.dtype, ef.shape[1:]), None, resolve,
+                       None if nfr is None else (nfr.dtype, nfr.shape[1:]),
+                       share.node_rows[0],
+                       share.node_pieces(chunk) if nfr is not None else None)
+        g.read_stats = dict(share.stats)
+        return g
 
     @classmethod
     def from_jodie(cls, store, name, path, add_reverse=False, val_ratio=0.15,

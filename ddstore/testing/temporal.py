@@ -3,6 +3,8 @@ obvious way (Python loops over every edge and update), with none of the code of 
 implementation."""
 import numpy as np
 
+from .._checks import partition
+
 _M64 = (1 << 64) - 1
 
 
@@ -22,6 +24,30 @@ def reference_lists(src, dst, t, num_nodes, add_reverse=False):
         if add_reverse:
             lists[d].append((tt, e, s))
     return [sorted(lst, key=lambda x: (x[0], x[1])) for lst in lists]
+
+
+def reference_tcsr(src, dst, t, num_nodes, add_reverse, width):
+    """The whole T-CSR as the first (all-at-once) build made it, in numpy:
+    ``(indptr, node_offsets, nbr, ts, eid)`` for the global edges (edge id = position):
+    entries sorted by (node, time, edge id), members' node ranges balanced by entries."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    t = np.asarray(t, dtype=np.float64)
+    eid = np.arange(src.shape[0], dtype=np.int64)
+    node = np.concatenate([src, dst]) if add_reverse else src
+    nbr = np.concatenate([dst, src]) if add_reverse else dst
+    ets = np.concatenate([t, t]) if add_reverse else t
+    eids = np.concatenate([eid, eid]) if add_reverse else eid
+    order = np.lexsort((eids, ets, node))
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(node, minlength=num_nodes), out=indptr[1:])
+    total = int(indptr[-1])
+    if total == 0:
+        offs = [partition(num_nodes, width, g)[0] for g in range(width)] + [num_nodes]
+    else:
+        offs = [0] + [min(int(np.searchsorted(indptr, total * g / width, side="left")),
+                          num_nodes) for g in range(1, width)] + [num_nodes]
+    return indptr, np.array(offs, dtype=np.int64), nbr[order], ets[order], eids[order]
 
 
 def reference_layer(lists, roots, ts, k, strategy, seed=0, epoch=0, layer=0):

@@ -8,7 +8,8 @@ with none): every node's T-CSR list (order and ties), features and edge table re
 exactly; ``recent`` and ``uniform`` samples equal to the reference for 1 and 2 layers
 (with and without prop_time), nothing at or after a root's time; chunk scheduling
 coverage; from_tgl round trip; every bad input raising the same error on every rank with
-nothing left in the store.  Exits non-zero on any failure.
+nothing left in the store; the chunked T-CSR build's bytes against the first build's
+(tests/mpi/tcsr_cases.py).  Exits non-zero on any failure.
 """
 import os
 import sys
@@ -17,6 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from _harness import check, expect_error, run_main
+import tcsr_cases  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import (DDStoreIndexError, DDStoreMemoryError,  # noqa: E402
@@ -241,16 +243,18 @@ def check_errors(store, tag):
                  lambda: build(node_feat=nf[:3] if rank == 0 else None),
                  what=f"{tag} node_feat on one rank", agree=True, store=store)
     # a later step fails: what was added is removed
-    real_add = store.add
+    real_init = store.init
 
-    def failing_add(name, rows):
-        if name.endswith("edge_split"):
+    def failing_init(name, *args, **kw):
+        if name.endswith(fail_at):
             store.agree((DDStoreValueError, "injected failure"))
-        return real_add(name, rows)
-    store.add = failing_add
-    expect_error(DDStoreValueError, "injected", lambda: build(),
-                 what=f"{tag} failure midway", agree=True, store=store)
-    del store.add
+        return real_init(name, *args, **kw)
+    store.init = failing_init
+    for fail_at in ("edge_split", "nbr", "node_feat"):  # after the edge table, the T-CSR
+        expect_error(DDStoreValueError, "injected", lambda: build(node_feat=nf[
+            slice(*ddstore.partition(20, size, rank))]), what=f"{tag} failure at {fail_at}",
+            agree=True, store=store)
+    del store.init
     g = build()
     expect_error(DDStoreValueError, "already holds", lambda: build(),
                  what=f"{tag} name taken", agree=True, store=store)
@@ -355,6 +359,7 @@ def main():
                 if transport == "auto" and width == widths[-1]:
                     check_errors(store, tag)
                     check_tgl(store, tag)
+    tcsr_cases.main(TMP)  # the chunked build against the first one
     comm.Barrier()
 
 

@@ -1,0 +1,257 @@
+"""The T-CSR build with a bounded transient (used by :class:`TemporalGraph`'s builders).
+
+Every variable of the graph is created once in the store at its final size
+(:meth:`DDStore.init`) and filled in place; outside the store, the build holds one chunk
+of edges at a time (``chunk_edges`` rows, a keyword of the builders; default
+:func:`default_chunk_edges`):
+
+1. **edge table** (:func:`fill_rows`): each rank's edges go, one chunk per round, to the
+   members that own their edge ids, in every group; the rows are received straight into
+   the members' chunks of ``edges``, ``edge_t``, ``edge_split`` (and features, labels);
+2. **counting pass**: the members of group 0 count every node's T-CSR entries from their
+   chunk of the edge table (C), one ``Allreduce`` of the counts gives ``indptr`` and the
+   members' node ranges (about equal entries each);
+3. **T-CSR** (:func:`fill_tcsr`): inside each group, each member packs one chunk of its
+   edge table rows per round into entries ``(node, neighbour, time, edge id)`` for the
+   members owning the nodes (C), and each member places what it receives at a per-node
+   cursor in its chunks of ``nbr`` / ``ts`` / ``eid`` (C);
+4. every node's list is sorted in place by (time, edge id) (C), node features are
+   sent like step 1, and one ``sync`` publishes the graph.
+
+Each round starts with the store's agreement (one ``allgather``, :meth:`DDStore.agree`):
+a failure on any rank in any round (a bad line in a parsed piece, memory for a chunk)
+raises the same error on every rank, and :func:`remove_all` then removes what was
+created, on every rank.
+"""
+import numpy as np
+
+from ..errors import DDStoreError, DDStoreMemoryError, DDStoreValueError
+from .._checks import is_int
+from .. import _core
+
+_ENTRY = 32  # bytes of one packed T-CSR entry (node, nbr, ts, eid)
+CHUNK_BYTES = 64 << 20  # default bound of one round's buffers per rank
+
+
+def default_chunk_edges(num_edges, size, row_bytes=25, add_reverse=True):
+    """Edges per rank per round by default: about 1/64 of a rank's share (so that a
+    round's buffers stay a small fraction of what the rank stores, at every size), at
+    least 4096, and at most what keeps one round's buffers near ``CHUNK_BYTES``."""
+    per_edge = row_bytes + 2 * _ENTRY * (2 if add_reverse else 1) * 2
+    cap = max(4096, CHUNK_BYTES // per_edge)
+    want = -(-int(num_edges) // (64 * max(1, int(size))))
+    return int(min(cap, max(4096, want)))
+
+
+def check_chunk_edges(chunk_edges, name):
+    """None, or the error of a bad ``chunk_edges`` (an integer >= 1 or None)."""
+    if chunk_edges is None or (is_int(chunk_edges) and chunk_edges >= 1):
+        return None
+    return (DDStoreValueError, f"graph {name!r}: chunk_edges={chunk_edges!r} must be an "
+                               f"integer >= 1 (edges per rank per round) or None")
+
+
+def _error_of(exc):
+    if isinstance(exc, DDStoreError):
+        return exc
+    if isinstance(exc, MemoryError):
+        return DDStoreMemoryError, f"out of memory for one chunk of the build ({exc})"
+    return DDStoreValueError, f"{type(exc).__name__}: {exc}"
+
+
+def create(store, created, name, n_local, row_shape, dtype):
+    """Collective: ``store.init`` one variable, remembering it in ``created``."""
+    store.init(name, int(n_local), row_shape, dtype)
+    created.append(name)
+    return store.local_view(name)
+
+
+def remove_all(store, created):
+    """Collective: remove the variables of a failed build (every rank created the same)."""
+    for var in reversed(created):
+        store.remove(var)
+    created.clear()
+
+
+def _row_type(row_bytes):
+    from mpi4py import MPI
+    return MPI.BYTE.Create_contiguous(int(row_bytes)).Commit()
+
+
+def _intersect(a, b, c, d):
+    lo, hi = max(a, c), min(b, d)
+    return lo, max(lo, hi)
+
+
+def fill_rows(store, owner_off, first_row, pieces, views):
+    """Collective: rows to their owners, one piece per rank per round.
+
+    ``owner_off``: the members' first global rows (``[width + 1]``, the same in every
+    group); ``first_row``: the global row of this rank's first row; ``pieces``: an
+    iterator over this rank's rows in order, each item a list with one array per view
+    (same number of rows, at most one chunk); ``views``: this rank's local chunk of each
+    variable (``store.local_view``).  An exception raised by ``pieces`` (a parse error)
+    or by this rank's work in a round is agreed on: every rank raises it.  Returns the
+    number of rows this rank sent."""
+    comm = store.comm
+    size = comm.Get_size()
+    width = store.group_size
+    ngroups = size // width
+    g = store.group_rank
+    my_lo, my_hi = int(owner_off[g]), int(owner_off[g + 1])
+    row_bytes = [v.dtype.itemsize * int(np.prod(v.shape[1:], dtype=np.int64)) for v in views]
+    types = [_row_type(b) if b else None for b in row_bytes]
+    it = iter(pieces)
+    row, done = int(first_row), False
+    try:
+        while True:
+            piece, error = None, None
+            if not done:
+                try:
+                    piece = next(it)
+                except StopIteration:
+                    done = True
+                except Exception as exc:  # noqa: BLE001 -- agreed on below
+                    error = _error_of(exc)
+            n = int(piece[0].shape[0]) if piece is not None else 0
+            if piece is not None and error is None:
+                bad = [i for i, p in enumerate(piece) if p.shape[0] != n or
+                       p.shape[1:] != views[i].shape[1:] or p.dtype != views[i].dtype]
+                if bad:  # the layer's own pieces are wrong: say so, on every rank
+                    error = (DDStoreValueError, f"fill_rows: piece {bad[0]} has shape "
+                                                f"{piece[bad[0]].shape} {piece[bad[0]].dtype}"
+                                                f", the variable {views[bad[0]].shape[1:]} "
+                                                f"{views[bad[0]].dtype}")
+            info = store.agree(error, extra=(row, n, done))
+            if all(x[2] and x[1] == 0 for x in info):
+                return row - int(first_row)
+            send_c = np.zeros(size, dtype=np.int64)
+            send_d = np.zeros(size, dtype=np.int64)
+            for m in range(width):
+                lo, hi = _intersect(row, row + n, int(owner_off[m]), int(owner_off[m + 1]))
+                for k in range(ngroups):
+                    send_c[k * width + m] = hi - lo
+                    send_d[k * width + m] = lo - row
+            recv_c = np.zeros(size, dtype=np.int64)
+            recv_d = np.zeros(size, dtype=np.int64)
+            for r, (r_row, r_n, _) in enumerate(info):
+                lo, hi = _intersect(r_row, r_row + r_n, my_lo, my_hi)
+                recv_c[r] = hi - lo
+                recv_d[r] = lo - my_lo
+            got = recv_c > 0
+            base = int(recv_d[got].min()) if got.any() else 0
+            span = int((recv_d + recv_c)[got].max()) - base if got.any() else 0
+            recv_d -= base  # displacements from the first row received (int-sized)
+            recv_d[~got] = 0
+            for i, v in enumerate(views):
+                if not row_bytes[i]:
+                    continue
+                send = np.ascontiguousarray(piece[i]) if n else \
+                    np.zeros((0,) + v.shape[1:], v.dtype)
+                recv = v[base:base + span]
+                comm.Alltoallv(
+                    [send.reshape(-1).view(np.uint8), (send_c.tolist(), send_d.tolist()),
+                     types[i]],
+                    [recv.reshape(-1).view(np.uint8) if span else
+                     np.zeros(0, np.uint8), (recv_c.tolist(), recv_d.tolist()), types[i]])
+            row += n
+            del piece
+    finally:
+        for t in types:
+            if t is not None:
+                t.Free()
+
+
+def count_degrees(store, edges_view, num_nodes, add_reverse):
+    """Collective: every node's number of T-CSR entries (int64 ``[num_nodes]``), counted
+    by group 0's members from their chunk of the edge table and summed over the
+    communicator."""
+    from mpi4py import MPI
+    error, deg = None, None
+    try:
+        deg = np.zeros(int(num_nodes), dtype=np.int64)
+        if store.comm.Get_rank() < store.group_size:  # group 0 holds one full replica
+            _core.tcsr_count(edges_view, add_reverse, deg)
+    except MemoryError:
+        error = (DDStoreMemoryError, f"the degrees of num_nodes={num_nodes} nodes "
+                                     f"({8 * int(num_nodes)} bytes) cannot be allocated")
+    except DDStoreError as exc:
+        error = exc
+    store.agree(error)
+    store.comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
+    return deg
+
+
+def fill_tcsr(store, edges_view, t_view, first_eid, add_reverse, indptr, node_off,
+              tcsr_views, chunk):
+    """Collective: fill this member's T-CSR chunk (``tcsr_views`` = nbr, ts, eid) from the
+    edge table chunks of its group, ``chunk`` edge rows per member per round, then sort
+    every list by (time, edge id)."""
+    comm = store.comm
+    size = comm.Get_size()
+    width = store.group_size
+    g = store.group_rank
+    grp0 = (comm.Get_rank() // width) * width
+    node_lo, node_hi = int(node_off[g]), int(node_off[g + 1])
+    nbr, ts, eid = tcsr_views
+    n_local = int(edges_view.shape[0])
+    # every group has the same edge partition: the same number of rounds everywhere
+    rows = store.agree(None, extra=n_local)
+    rounds = -(-max(rows) // chunk) if max(rows) else 0
+    per = 2 if add_reverse else 1
+    entry_t = _row_type(_ENTRY)
+    fill = out = None
+    try:
+        error = None
+        try:
+            fill = np.zeros(node_hi - node_lo, dtype=np.int64)
+            out = np.empty((per * min(chunk, max(n_local, 1)), 4), dtype=np.int64)
+        except MemoryError as exc:
+            error = _error_of(exc)
+        store.agree(error)
+        place_error = None
+        for k in range(rounds):
+            a, b = min(k * chunk, n_local), min((k + 1) * chunk, n_local)
+            counts = np.zeros(width, dtype=np.int64)
+            error = None
+            try:
+                _core.tcsr_pack(edges_view[a:b], t_view[a:b], first_eid + a, add_reverse,
+                                node_off, out, counts)
+            except DDStoreError as exc:
+                error = exc
+            info = store.agree(error, extra=counts.tolist())
+            send_c = np.zeros(size, dtype=np.int64)
+            send_c[grp0:grp0 + width] = counts
+            send_d = np.zeros(size, dtype=np.int64)
+            send_d[grp0:grp0 + width] = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            recv_c = np.zeros(size, dtype=np.int64)
+            recv_c[grp0:grp0 + width] = [info[grp0 + m][g] for m in range(width)]
+            recv_d = np.zeros(size, dtype=np.int64)
+            recv_d[grp0:grp0 + width] = np.concatenate(
+                [[0], np.cumsum(recv_c[grp0:grp0 + width])[:-1]])
+            error, recv = None, None
+            try:
+                recv = np.empty((int(recv_c.sum()), 4), dtype=np.int64)
+            except MemoryError as exc:
+                error = _error_of(exc)
+            store.agree(error)
+            comm.Alltoallv([out.reshape(-1).view(np.uint8),
+                            (send_c.tolist(), send_d.tolist()), entry_t],
+                           [recv.reshape(-1).view(np.uint8),
+                            (recv_c.tolist(), recv_d.tolist()), entry_t])
+            if place_error is None:
+                try:
+                    _core.tcsr_place(recv, node_lo, node_hi, indptr, fill, nbr, ts, eid)
+                except DDStoreError as exc:  # agreed on after the rounds
+                    place_error = exc
+            del recv
+        del out
+        error = place_error
+        if error is None and not np.array_equal(fill, np.diff(indptr[node_lo:node_hi + 1])):
+            error = (DDStoreValueError, "T-CSR build: the entries received do not match "
+                                        "the counted degrees (edge table changed?)")
+        else:
+            _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid)
+        store.agree(error)
+    finally:
+        entry_t.Free()
