@@ -45,7 +45,7 @@ import torch.nn.functional as F
 import ddstore
 from ddstore import pyg as dpyg
 from ddstore.distributed import init_torch_distributed
-from ddstore.pyg.ranges import load_npy, load_ogb, load_synthetic
+from ddstore.pyg import load_npy, load_ogb, load_synthetic
 
 
 def parse_args(argv=None):

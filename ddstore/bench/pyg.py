@@ -127,7 +127,7 @@ def run(argv=None, prog=None):
     import ddstore
     from ddstore import pyg as dpyg
     from ddstore.bench.memory import MemoryWatch, current_rss
-    from ddstore.pyg.ranges import load_synthetic
+    from ddstore.pyg import load_synthetic
     from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD

@@ -15,7 +15,7 @@ from _harness import check, comm, expect_error, rank, run_main, shared_tmpdir
 
 import ddstore
 from ddstore.errors import DDStoreValueError
-from ddstore.pyg.ranges import load_npy, load_ogb, load_synthetic
+from ddstore.pyg import load_npy, load_ogb, load_synthetic
 from ddstore.sources.ogb import write_ogb_node
 from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
 
