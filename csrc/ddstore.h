@@ -194,7 +194,9 @@ int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
  * [node_lo, node_hi) into this member's chunk (nbr, ts, eid; local row 0 is global row
  * indptr[node_lo]) at row indptr[v] + fill[v - node_lo]++ (DDS_EINVAL if a node is not
  * this member's or gets more entries than its degree).  dds_tcsr_sort: sort every list of
- * nodes [node_lo, node_hi) in place by (timestamp, edge id). */
+ * nodes [node_lo, node_hi) in place by (timestamp, edge id).  Times are optional: t NULL
+ * in dds_tcsr_pack packs time 0; ts NULL in dds_tcsr_place / dds_tcsr_sort keeps no
+ * times and sorts every list by edge id alone (the CSC of ddstore.pyg without a time). */
 int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num_nodes,
                    int64_t *deg);
 int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,

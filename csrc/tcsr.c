@@ -7,6 +7,9 @@
  * entries grouped by owning member (dds_tcsr_pack), the entries a member receives are
  * placed straight into its chunk of the T-CSR at a per-node cursor (dds_tcsr_place), and
  * at the end every node's list is sorted in place by (time, edge id) (dds_tcsr_sort).
+ * Times are optional (t / ts NULL: entries carry time 0, lists are sorted by edge id);
+ * the PyG GraphStore's CSC is built this way, keyed by destination without reverse
+ * entries.
  * No MPI and no allocation: every buffer is the caller's.
  */
 #include "internal.h"
@@ -74,9 +77,10 @@ int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n
         for (int r = 0; r < per; r++) {
             int64_t v = edges[2 * i + r], u = edges[2 * i + 1 - r];
             int64_t *e = out + 4 * counts[member_of(node_offsets, width, v)]++;
+            double ti = t ? t[i] : 0.0;
             e[0] = v;
             e[1] = u;
-            memcpy(&e[2], &t[i], sizeof(double));
+            memcpy(&e[2], &ti, sizeof(double));
             e[3] = eid0 + i;
         }
     }
@@ -104,21 +108,32 @@ int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t n
         fill[v - node_lo]++;
         row -= base;
         nbr[row] = e[1];
-        memcpy(&ts[row], &e[2], sizeof(double));
+        if (ts) memcpy(&ts[row], &e[2], sizeof(double));
         eid[row] = e[3];
     }
     return DDS_OK;
 }
 
-/* ---- in-place sort of one list by (ts, eid), moving nbr along (introsort) */
+/* ---- in-place sort of one list by (ts, eid), or by eid when ts is NULL, moving nbr
+ * along (introsort) */
 struct list3 {
     int64_t *nbr, *eid;
-    double *ts;
+    double *ts; /* NULL: no times, the order is by edge id alone */
 };
+
+static inline double time_of(const struct list3 *l, int64_t a)
+{
+    return l->ts ? l->ts[a] : 0.0;
+}
+
+static inline int less(double ta, int64_t ia, double tb, int64_t ib)
+{
+    return ta < tb || (ta == tb && ia < ib);
+}
 
 static inline int before(const struct list3 *l, int64_t a, int64_t b)
 {
-    return l->ts[a] < l->ts[b] || (l->ts[a] == l->ts[b] && l->eid[a] < l->eid[b]);
+    return less(time_of(l, a), l->eid[a], time_of(l, b), l->eid[b]);
 }
 
 static inline void swap3(const struct list3 *l, int64_t a, int64_t b)
@@ -129,26 +144,28 @@ static inline void swap3(const struct list3 *l, int64_t a, int64_t b)
     x = l->eid[a];
     l->eid[a] = l->eid[b];
     l->eid[b] = x;
-    double y = l->ts[a];
-    l->ts[a] = l->ts[b];
-    l->ts[b] = y;
+    if (l->ts) {
+        double y = l->ts[a];
+        l->ts[a] = l->ts[b];
+        l->ts[b] = y;
+    }
 }
 
 static void insertion(const struct list3 *l, int64_t lo, int64_t hi)
 {
     for (int64_t i = lo + 1; i < hi; i++) {
         int64_t nb = l->nbr[i], id = l->eid[i];
-        double t = l->ts[i];
+        double t = time_of(l, i);
         int64_t j = i;
-        while (j > lo && (t < l->ts[j - 1] || (t == l->ts[j - 1] && id < l->eid[j - 1]))) {
+        while (j > lo && less(t, id, time_of(l, j - 1), l->eid[j - 1])) {
             l->nbr[j] = l->nbr[j - 1];
             l->eid[j] = l->eid[j - 1];
-            l->ts[j] = l->ts[j - 1];
+            if (l->ts) l->ts[j] = l->ts[j - 1];
             j--;
         }
         l->nbr[j] = nb;
         l->eid[j] = id;
-        l->ts[j] = t;
+        if (l->ts) l->ts[j] = t;
     }
 }
 

@@ -239,7 +239,7 @@ def _i64(arr):
 
 
 def _f64(arr):
-    return ffi.NULL if arr.size == 0 else ffi.from_buffer("double[]", arr)
+    return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer("double[]", arr)
 
 
 def tcsr_count(edges, add_reverse, deg):
@@ -252,7 +252,8 @@ def tcsr_count(edges, add_reverse, deg):
 def tcsr_pack(edges, t, eid0, add_reverse, node_offsets, out, counts):
     """Pack the T-CSR entries of edge-table rows ``edges`` (``[n, 2]``; times ``t``; ids
     from ``eid0``) into ``out`` (int64 ``[>= n * (1 + add_reverse), 4]``) grouped by
-    owning member; ``counts`` (int64 ``[width]``) gets entries per member."""
+    owning member; ``counts`` (int64 ``[width]``) gets entries per member.  ``t`` None:
+    time 0."""
     width = node_offsets.shape[0] - 1
     _local_check(lib.dds_tcsr_pack(_i64(edges), _f64(t), int(eid0), edges.shape[0],
                                    int(bool(add_reverse)), _i64(node_offsets), width,
@@ -260,7 +261,8 @@ def tcsr_pack(edges, t, eid0, add_reverse, node_offsets, out, counts):
 
 
 def tcsr_place(entries, node_lo, node_hi, indptr, fill, nbr, ts, eid):
-    """Place received entries (``[n, 4]`` int64) into this member's T-CSR chunk."""
+    """Place received entries (``[n, 4]`` int64) into this member's T-CSR chunk
+    (``ts`` None: no times kept)."""
     _local_check(lib.dds_tcsr_place(_i64(entries), entries.shape[0], int(node_lo),
                                     int(node_hi), _i64(indptr), _i64(fill), _i64(nbr),
                                     _f64(ts), _i64(eid)))
@@ -268,7 +270,7 @@ def tcsr_place(entries, node_lo, node_hi, indptr, fill, nbr, ts, eid):
 
 def tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid):
     """Sort every list of nodes ``[node_lo, node_hi)`` of the chunk in place by (time,
-    edge id)."""
+    edge id), or by edge id alone when ``ts`` is None."""
     _local_check(lib.dds_tcsr_sort(int(node_lo), int(node_hi), _i64(indptr), _i64(nbr),
                                    _f64(ts), _i64(eid)))
 

@@ -72,6 +72,19 @@ def check_tgn_link_prediction(out):
     assert len(re.findall(r"^TGAT epoch \d+", out, re.M)) == 2, out
 
 
+def check_graphsage_large(out):
+    rows = {}
+    for label in ("GraphSAGE", "MLP (features only)", "majority class"):
+        m = re.search(re.escape(label) + r"[^\n]*?\s([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$",
+                      out, re.M)
+        assert m, (label, out)
+        rows[label] = [float(v) for v in m.groups()]
+        assert all(0 <= v <= 1 for v in rows[label]), out
+    assert out.count("epoch ") == 8 and "sampled edges/s" in out, out
+    # planted structure: neighbours tell the class better than the majority class does
+    assert rows["GraphSAGE"][2] > rows["majority class"][2], out
+
+
 def check_graph_gru(out):
     losses = re.findall(r"GraphGRUCell: loss ([0-9.]+) -> ([0-9.]+)", out)
     assert len(losses) == 1, out
@@ -95,6 +108,9 @@ EXAMPLE_RUNS = {
                                    "2", "--max-batches", "4", "--batch-size", "100",
                                    "--width", "1", "--hidden", "16", "--memory-dim", "16"],
                                check_tgn_link_prediction),
+    "graphsage_large.py": (2, ["--scale", "0.002", "--classes", "8", "--epochs", "8",
+                               "--batch-size", "64", "--hidden", "32", "--fanouts", "10,5",
+                               "--eval-nodes", "1000"], check_graphsage_large),
     # the GRU cell shared by the two recurrent examples; run as a script it checks itself
     # (no store, no MPI: one rank)
     "graph_gru.py": (1, [], check_graph_gru),

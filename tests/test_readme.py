@@ -93,6 +93,13 @@ BASH_SKIP = {
     "mpiexec -n 2 python -m ddstore.bench.scale series": "benchmark (long job, ~10 GB)",
     "mpiexec -n 2 python -m ddstore.bench.prefetch": "benchmark (long job)",
     "mpiexec -n 2 python -m ddstore.bench.node_memory": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore.bench.pyg": "benchmark (long job, ~3 GB per rank "
+                                                "at full size); smoke test in "
+                                                "test_pyg_ranges.py",
+    "mpiexec -n 2 python examples/graphsage_large.py":
+        "long job (ogbn-products-sized graph); runs small in test_examples.py",
+    "mpiexec -n 2 python examples/graphsage_large.py --scale 0.02 --epochs 5":
+        "long job (~1-2 min); runs small in test_examples.py",
     "mpiexec -n 2 python -m ddstore.bench.temporal_scale --scale gdelt":
         "benchmark (long job, ~20 GB of memory; smoke-tested in test_temporal.py)",
     "mpiexec -n 2 python -m ddstore bench-core --quick":

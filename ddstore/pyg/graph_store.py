@@ -12,7 +12,9 @@ from torch_geometric.data.graph_store import EdgeLayout
 from .. import partition
 from .._checks import is_int
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
-from ..placement import balanced_offsets, exchange
+from ..placement import balanced_offsets
+from ..temporal.build import (check_chunk_edges, create, default_chunk_edges, fill_tcsr,
+                              remove_all)
 from ._common import (EDGES, as_numpy, edge_var, is_edge_type, node_var, rows_error,
                       tiling_error, type_key)
 from .feature_store import UnknownAttributeError
@@ -82,16 +84,27 @@ class GraphStore(_PygGraphStore):
 
     ``size = (num_src_nodes, num_dst_nodes)``: default, the rows of a stored node
     attribute of that type, else the largest node id + 1.
+
+    **Memory**: the CSC is built like a T-CSR (:mod:`ddstore.temporal.build`, keyed by
+    destination): its variables are created once at their final size and filled in
+    place, each rank sending ``chunk_edges`` of its edges per round (default
+    :func:`~ddstore.temporal.build.default_chunk_edges`), and every list is sorted in C.
+    Beyond the edges passed in (and their times), a put holds only one round's buffers
+    and the ``indptr``.
     """
 
-    def __init__(self, store, name="pyg", time_attr=None):
+    def __init__(self, store, name="pyg", time_attr=None, chunk_edges=None):
         super().__init__(edge_attr_cls=EdgeAttr)
         if not isinstance(name, str) or not name:
             raise DDStoreValueError(f"GraphStore name must be a non-empty str, got {name!r}")
+        error = check_chunk_edges(chunk_edges, name)
+        if error is not None:
+            raise error[0](error[1])
         if time_attr is not None and (not isinstance(time_attr, str) or not time_attr):
             raise DDStoreValueError(f"time_attr must be None or a non-empty str, got "
                                     f"{time_attr!r}")
         self.store, self.name, self.time_attr = store, name, time_attr
+        self.chunk_edges = chunk_edges
         self._csc = {}  # edge type -> _CSC
 
     # ------------------------------------------------------------------ putting
@@ -137,7 +150,8 @@ class GraphStore(_PygGraphStore):
         if error is None:
             error, lo, hi = rows_error(rows, arr.shape[1], what)
         if error is None:
-            src, dst = arr[0].astype(np.int64), arr[1].astype(np.int64)
+            src = np.ascontiguousarray(arr[0], dtype=np.int64)
+            dst = np.ascontiguousarray(arr[1], dtype=np.int64)
         return self._build(src, dst, lo, hi, edge_type, size, what, error, {})
 
     @staticmethod
@@ -294,34 +308,38 @@ class GraphStore(_PygGraphStore):
         if self.time_attr is not None:
             ts, level, error = self._times(edge_type, src, lo, hi, what)
             st.agree(error)
-        width = st.group_size
+        width, g = st.group_size, st.group_rank
         deg = np.bincount(dst, minlength=size[1]).astype(np.int64)
         st.comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
         indptr = np.zeros(size[1] + 1, dtype=np.int64)
         np.cumsum(deg, out=indptr[1:])
         del deg
         node_off = balanced_offsets(indptr, width)
-        eid = np.arange(lo, hi, dtype=np.int64)
-        dest = np.searchsorted(node_off, dst, side="right") - 1
-        arrays = [dst, src, eid] + ([ts] if ts is not None else [])
-        got = exchange(st.comm, width, dest, arrays)
-        keys = (got[2], got[3], got[0]) if ts is not None else (got[2], got[0])
-        order = np.lexsort(keys)  # by destination, then time, then edge id
-        cols = {"nbr": got[1][order], "eid": got[2][order]}
-        if ts is not None:
-            cols["ts"] = got[3][order]
-        del got, order
-        added = []
+        # the T-CSR build keyed by destination (no reverse entries): the variables are
+        # created at their final size and filled in place, one chunk of edges per round
+        chunk = self.chunk_edges if self.chunk_edges is not None else default_chunk_edges(
+            num_edges, st.size, 24, add_reverse=False)
+        n_csc = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
+        names = _CSC_VARS if ts is not None else _CSC_VARS[:2]
+
+        def rows(a, b):  # (destination, source) pairs of local edges [a, b) and times
+            pairs = np.empty((b - a, 2), dtype=np.int64)
+            pairs[:, 0], pairs[:, 1] = dst[a:b], src[a:b]
+            return pairs, None if ts is None else ts[a:b]
+        created = []
         try:
-            for k, v in cols.items():
-                st.add(prefix + k, v)
-                added.append(prefix + k)
+            views = {k: create(st, created, prefix + k, n_csc, (),
+                               np.float64 if k == "ts" else np.int64) for k in names}
+            fill_tcsr(st, hi - lo, rows, lo, False, indptr, node_off,
+                      (views["nbr"], views.get("ts"), views["eid"]), chunk,
+                      every_group=True)
+            del views
+            st.sync()
         except DDStoreError:
-            for v in reversed(added):
-                st.remove(v)
+            remove_all(st, created)  # every step above raises on every rank alike
             raise
         self._csc[edge_type] = _CSC(edge_type, size, num_edges, indptr, node_off,
-                                    {k: prefix + k for k in cols}, self.time_attr, level)
+                                    {k: prefix + k for k in names}, self.time_attr, level)
         return True
 
     # ------------------------------------------------------------------ the rest

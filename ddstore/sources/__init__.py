@@ -21,6 +21,14 @@ Edge streams (``ddstore.temporal`` builds on them), each rank parsing only its b
 :func:`read_tgl_share` / :func:`write_tgl` (``tgl``): TGL's ``edges.csv`` directories;
 :func:`read_jodie_share` / :func:`write_jodie` (``jodie``): JODIE's CSV files.
 
+Row ranges of big tables (``rows``): :func:`count_rows` / :func:`read_rows` for ``.csv``,
+``.csv.gz`` (streamed from the start, only the range's rows kept) and ``.npy`` (only the
+range's bytes read); :class:`OGBNodeData` / :func:`write_ogb_node` (``ogb``): OGB's raw
+node-property layout (``raw/edge.csv.gz``, ``node-feat.csv.gz``, ``node-label.csv.gz``,
+``split/<name>/*.csv.gz``), one row range per call; :class:`NpyNodeData` (``npy_nodes``):
+the same from ``.npy`` arrays; :class:`SyntheticNodeGraph` (``synthetic_nodes``): an
+ogbn-products-shaped graph generated range by range, the same for any number of ranks.
+
 Only numpy is imported here; torch, pandas, h5py and adios2 are imported where a reader
 needs them.
 """
@@ -35,6 +43,10 @@ from .series import (Series, adjacency_to_edges, check_finite_weights, from_arra
                       gaussian_kernel_adjacency)
 from .tgl import read_tgl_share, write_tgl
 from .jodie import read_jodie_share, write_jodie
+from .rows import count_rows, read_csv_rows, read_npy_rows, read_rows
+from .ogb import OGBNodeData, write_ogb_node
+from .npy_nodes import NpyNodeData
+from .synthetic_nodes import SyntheticNodeGraph
 
 __all__ = ["Source", "SequenceSource", "PickleDirSource", "AdiosSource",
            "RestrictedUnpickler", "restricted_load", "restricted_loads",
@@ -43,3 +55,5 @@ __all__ += ["Series", "from_arrays", "adjacency_to_edges", "gaussian_kernel_adja
             "check_finite_weights", "load_npy", "load_pems_h5", "write_pems_h5",
             "load_pgt_json", "DynamicSeries", "read_tgl_share", "write_tgl",
             "read_jodie_share", "write_jodie"]
+__all__ += ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "OGBNodeData",
+            "write_ogb_node", "NpyNodeData", "SyntheticNodeGraph"]

@@ -18,6 +18,10 @@ of edges at a time (``chunk_edges`` rows, a keyword of the builders; default
 4. every node's list is sorted in place by (time, edge id) (C), node features are
    sent like step 1, and one ``sync`` publishes the graph.
 
+The PyG ``GraphStore`` builds its CSC with steps 3 and 4 (:func:`fill_tcsr` with
+``every_group``): rows ``(destination, source)`` straight from each rank's own edges,
+no reverse entries, and without a time the lists sorted by edge id alone.
+
 Each round starts with the store's agreement (one ``allgather``, :meth:`DDStore.agree`):
 a failure on any rank in any round (a bad line in a parsed piece, memory for a chunk)
 raises the same error on every rank, and :func:`remove_all` then removes what was
@@ -182,22 +186,31 @@ def count_degrees(store, edges_view, num_nodes, add_reverse):
     return deg
 
 
-def fill_tcsr(store, edges_view, t_view, first_eid, add_reverse, indptr, node_off,
-              tcsr_views, chunk):
-    """Collective: fill this member's T-CSR chunk (``tcsr_views`` = nbr, ts, eid) from the
-    edge table chunks of its group, ``chunk`` edge rows per member per round, then sort
-    every list by (time, edge id)."""
+def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tcsr_views,
+              chunk, every_group=False):
+    """Collective: fill this member's T-CSR chunk (``tcsr_views`` = nbr, ts, eid; ts None:
+    no times, lists sorted by edge id alone) from ``n_local`` rows of edges on this rank,
+    ``chunk`` rows per rank per round, then sort every list by (time, edge id).
+
+    ``rows(a, b)`` returns rows ``[a, b)`` as ``(edges [b - a, 2] int64, t float64 or
+    None)``; row ``i`` is edge id ``first_eid + i`` and its entries are keyed by column 0
+    (and by column 1 too with ``add_reverse``).  ``every_group`` False: the rows are this
+    member's chunk of its group's edge table (every group holds the same edges), sent
+    within the group; True: the rows are this rank's own (one copy over the
+    communicator), sent to the owning member of every group (the PyG ``GraphStore``'s
+    CSC: rows ``(destination, source)``)."""
     comm = store.comm
     size = comm.Get_size()
     width = store.group_size
     g = store.group_rank
     grp0 = (comm.Get_rank() // width) * width
+    peers = range(size) if every_group else range(grp0, grp0 + width)
     node_lo, node_hi = int(node_off[g]), int(node_off[g + 1])
     nbr, ts, eid = tcsr_views
-    n_local = int(edges_view.shape[0])
-    # every group has the same edge partition: the same number of rounds everywhere
-    rows = store.agree(None, extra=n_local)
-    rounds = -(-max(rows) // chunk) if max(rows) else 0
+    n_local = int(n_local)
+    # the same number of rounds on every rank of the communicator
+    n_rows = store.agree(None, extra=n_local)
+    rounds = -(-max(n_rows) // chunk) if max(n_rows) else 0
     per = 2 if add_reverse else 1
     entry_t = _row_type(_ENTRY)
     fill = out = None
@@ -215,20 +228,24 @@ def fill_tcsr(store, edges_view, t_view, first_eid, add_reverse, indptr, node_of
             counts = np.zeros(width, dtype=np.int64)
             error = None
             try:
-                _core.tcsr_pack(edges_view[a:b], t_view[a:b], first_eid + a, add_reverse,
-                                node_off, out, counts)
+                e, t = rows(a, b)
+                _core.tcsr_pack(e, t, first_eid + a, add_reverse, node_off, out, counts)
+                del e, t
             except DDStoreError as exc:
                 error = exc
+            except MemoryError as exc:
+                error = _error_of(exc)
             info = store.agree(error, extra=counts.tolist())
+            displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
             send_c = np.zeros(size, dtype=np.int64)
-            send_c[grp0:grp0 + width] = counts
             send_d = np.zeros(size, dtype=np.int64)
-            send_d[grp0:grp0 + width] = np.concatenate([[0], np.cumsum(counts)[:-1]])
             recv_c = np.zeros(size, dtype=np.int64)
-            recv_c[grp0:grp0 + width] = [info[grp0 + m][g] for m in range(width)]
-            recv_d = np.zeros(size, dtype=np.int64)
-            recv_d[grp0:grp0 + width] = np.concatenate(
-                [[0], np.cumsum(recv_c[grp0:grp0 + width])[:-1]])
+            for first in (range(0, size, width) if every_group else (grp0,)):
+                send_c[first:first + width] = counts
+                send_d[first:first + width] = displs
+            for r in peers:
+                recv_c[r] = info[r][g]
+            recv_d = np.concatenate([[0], np.cumsum(recv_c)[:-1]])
             error, recv = None, None
             try:
                 recv = np.empty((int(recv_c.sum()), 4), dtype=np.int64)
@@ -250,8 +267,11 @@ def fill_tcsr(store, edges_view, t_view, first_eid, add_reverse, indptr, node_of
         if error is None and not np.array_equal(fill, np.diff(indptr[node_lo:node_hi + 1])):
             error = (DDStoreValueError, "T-CSR build: the entries received do not match "
                                         "the counted degrees (edge table changed?)")
-        else:
-            _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid)
+        if error is None:
+            try:
+                _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid)
+            except DDStoreError as exc:
+                error = exc
         store.agree(error)
     finally:
         entry_t.Free()

@@ -350,8 +350,8 @@ class TemporalGraph:
             n_t = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
             tcsr = [create(store, created, f"{name}/{k}", n_t, (), dt)
                     for k, dt in zip(_T_VARS, (np.int64, np.float64, np.int64))]
-            fill_tcsr(store, views[0], views[1], int(edge_off[g]), add_reverse, indptr,
-                      node_off, tcsr, chunk)
+            fill_tcsr(store, n_e, lambda a, b: (views[0][a:b], views[1][a:b]),
+                      int(edge_off[g]), add_reverse, indptr, node_off, tcsr, chunk)
             if nf_layout is not None:
                 nfv = create(store, created, f"{name}/node_feat",
                              int(node_off[g + 1] - node_off[g]), nf_layout[1], nf_layout[0])

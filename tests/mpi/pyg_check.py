@@ -19,6 +19,8 @@ its own rows) with rma:
   ``last`` takes the latest eligible entries;
 - hetero (two node types, two edge types): -1 against brute force, features byte-equal;
 - ``LinkNeighborLoader`` with binary and triplet negative sampling;
+- the CSC built with ``chunk_edges`` 1 and 7 byte-equal to the default build and to
+  the reference sort (destination, time, edge id), without and with times;
 - bad input (unknown attribute, index out of range, wrong dtype, ranks putting different
   attributes or dtypes, overlapping ranges, node ids out of range, seeds out of range, a
   time_attr the graph is not sorted by) raising the same error on every rank for
@@ -33,6 +35,7 @@ from _harness import check, expect_error, run_main
 import ddstore  # noqa: E402
 from ddstore import DDStoreIndexError, DDStoreValueError, partition  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
+from ddstore.placement import balanced_offsets  # noqa: E402
 from torch_geometric.data import Data, HeteroData  # noqa: E402
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader  # noqa: E402
 
@@ -325,6 +328,49 @@ def errors(store, data, fs, gs, tag):
           f"{tag}: x changed")
 
 
+def chunked(store, data, tag, rangewise):
+    """The CSC built with ``chunk_edges`` 1 and 7 (many rounds) is byte-equal to the
+    default chunk's build and to the reference: ``indptr``, the members' node ranges and
+    the ``nbr`` / ``eid`` / ``ts`` arrays sorted by (destination, time, edge id), for no
+    time, edge-level and node-level time."""
+    src, dst = data.edge_index[0].numpy(), data.edge_index[1].numpy()
+    eid = np.arange(E, dtype=np.int64)
+    indptr = np.zeros(N + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=N), out=indptr[1:])
+    for ta in (None, "edge_time", "time"):
+        if ta is None:
+            t, order = None, np.lexsort((eid, dst))
+        else:
+            t = (data.edge_time.numpy() if ta == "edge_time" else
+                 data.time.numpy()[src]).astype(np.float64)
+            order = np.lexsort((eid, t, dst))
+        ref = [indptr, balanced_offsets(indptr, store.group_size), src[order], eid[order]]
+        ref += [] if t is None else [t[order]]
+        for chunk in (None, 1, 7):
+            name = f"chunk-{ta}-{chunk}"
+            fs = dpyg.FeatureStore(store, name)
+            gs = dpyg.GraphStore(store, name, time_attr=ta, chunk_edges=chunk)
+            if ta == "edge_time":
+                fs.put_tensor(data.edge_time, group_name=dpyg.EDGES, attr_name=ta)
+            elif ta == "time":
+                fs.put_tensor(data.time, group_name=None, attr_name=ta)
+            if rangewise:
+                lo, hi = partition(E, size, (rank + 1) % size)
+                gs.put_edge_range(data.edge_index[:, lo:hi], (lo, hi), None, size=(N, N))
+            else:
+                gs.put_edge_index(data.edge_index, edge_type=None, size=(N, N))
+            c = gs._csc[None]
+            got = [c.indptr, c.node_offsets] + [store.get_range(c.vars[k], 0, E)
+                                                for k in ("nbr", "eid", "ts") if k in c.vars]
+            what = f"{tag} chunk_edges={chunk} time_attr={ta}"
+            check(len(got) == len(ref), f"{what}: variables {sorted(c.vars)}")
+            for label, a, b in zip(("indptr", "node_offsets", "nbr", "eid", "ts"), got, ref):
+                check(same_bytes(a, b), f"{what}: {label} differs from the reference")
+            gs.remove_edge_index(edge_type=None, layout="coo")
+    expect_error(DDStoreValueError, ["chunk_edges=0"], dpyg.GraphStore, store, "bad",
+                 chunk_edges=0)
+
+
 def main(widths=None):
     """Every case for each width (default: every width dividing the rank count; the
     command line may name some) and both transports."""
@@ -352,6 +398,7 @@ def main(widths=None):
                     for strategy in ("all", "uniform", "last"):
                         temporal(store, data, tag, level, strategy, tfs, tgs)
                 hetero(store, tag, rangewise)
+                chunked(store, data, tag, rangewise)
 
 
 if __name__ == "__main__":

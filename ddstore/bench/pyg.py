@@ -1,0 +1,288 @@
+"""PyG NeighborLoader over the store (ddstore.pyg) benchmark.
+
+Run::
+
+    python -m ddstore.bench.pyg                       # one rank, width 1
+    mpiexec -n 2 python -m ddstore.bench.pyg          # two ranks, width 2 (auto and rma)
+    mpiexec -n 2 python -m ddstore.bench.pyg --widths 1,2 --scale 0.1
+
+The ogbn-products-shaped :class:`~ddstore.sources.SyntheticNodeGraph` (``--scale 1``:
+2,449,029 nodes, 123,718,280 directed edges, 100 float32 features) is put into the store
+range-wise (``ddstore.pyg.ranges.load_synthetic``: each rank generates only its ranges).
+Then each rank iterates PyG's ``NeighborLoader(data=(feature_store, graph_store),
+num_neighbors=[15, 10, 5], batch_size=1024, neighbor_sampler=ddstore's)`` over random
+seed nodes (its own stream; one warm-up batch, then ``--batches`` timed ones) on one
+thread.  Reported per configuration (width x transport): batches/s and sampled edges/s
+per rank (the loader's whole work: sampling, relabelling, feature and label reads; mean
+and slowest rank), the share of that time spent in the sampler, and per rank the peak
+RSS of loading and of sampling, the peak PSS (RSS counts the pages of peers' chunks read
+through shared memory in full; PSS divides them), and the bytes the store holds.
+
+The reference is the same ``NeighborLoader`` over PyG's in-memory ``Data`` (every rank
+holding the whole graph) where a PyG sampler (pyg-lib or torch-sparse) is installed; where
+none is, ``NeighborLoader(Data)`` raises ImportError, and the report says so.  Targets:
+per-rank throughput at least the in-memory path's; peak RSS per rank at most 0.6 x
+(graph + features) at width 2 over 2 ranks, where graph + features is what the in-memory
+``Data`` holds: ``edge_index`` (2 x int64 per directed edge) + ``x`` (float32) + ``y``
+(int64).  Results are printed and written as JSON under ``--out``.
+"""
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from ddstore.bench import ArgumentParser, exit_on_every_rank, plural, write_report
+
+
+def _args(argv, prog=None):
+    p = ArgumentParser(prog=prog or "python -m ddstore.bench.pyg",
+                       description="PyG NeighborLoader over the store vs in memory",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="graph size, times ogbn-products'")
+    p.add_argument("--fanouts", default="15,10,5")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--batches", type=int, default=20,
+                   help="timed batches per rank and configuration (after one warm-up)")
+    p.add_argument("--widths", default="auto", help="comma-separated; auto = all ranks")
+    p.add_argument("--transports", default="auto,rma",
+                   help="transports for widths > 1 (width 1 never reads remotely)")
+    p.add_argument("--in-memory", default="auto", choices=["auto", "skip"],
+                   help="the NeighborLoader(Data) reference (auto: where a PyG sampler "
+                        "is installed)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="bench_results")
+    args = p.parse_args(argv)
+    if not 0 < args.scale <= 1000 or args.batches < 1 or args.batch_size < 1:
+        exit_on_every_rank("--scale must be in (0, 1000], --batches and --batch-size "
+                           ">= 1")
+    return args
+
+
+def _log(comm, *a):
+    if comm.Get_rank() == 0:
+        print(*a, flush=True)
+
+
+def _pyg_sampler():
+    """The PyG sampler library installed, or None."""
+    import torch_geometric.typing as t
+    if getattr(t, "WITH_PYG_LIB", False):
+        return "pyg-lib"
+    if getattr(t, "WITH_TORCH_SPARSE", False):
+        return "torch-sparse"
+    return None
+
+
+def _in_memory_error():
+    """What NeighborLoader over an in-memory Data says without a PyG sampler."""
+    import torch
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    import warnings
+    d = Data(x=torch.zeros(3, 1), edge_index=torch.tensor([[0, 1], [1, 2]]))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyG's "install pyg-lib" deprecation note
+            next(iter(NeighborLoader(d, num_neighbors=[1], batch_size=1)))
+    except ImportError as exc:
+        return f"ImportError: {exc}"
+    return None
+
+
+def _time_loader(loader, batches, sampler):
+    """(seconds, sampler seconds, sampled edges, sampled nodes) of ``batches`` batches
+    after one warm-up batch."""
+    spent = [0.0]
+    if sampler is not None:
+        inner = sampler.sample_from_nodes
+
+        def timed(*a, **k):
+            t = time.perf_counter()
+            try:
+                return inner(*a, **k)
+            finally:
+                spent[0] += time.perf_counter() - t
+        sampler.sample_from_nodes = timed
+    it = iter(loader)
+    next(it)
+    spent[0] = 0.0
+    edges = nodes = 0
+    t0 = time.perf_counter()
+    for _ in range(batches):
+        b = next(it)
+        edges += int(b.edge_index.size(1))
+        nodes += int(b.num_nodes)
+    return time.perf_counter() - t0, spent[0], edges, nodes
+
+
+def run(argv=None, prog=None):
+    args = _args(argv, prog)
+    import torch
+    from torch_geometric.loader import NeighborLoader
+
+    import ddstore
+    from ddstore import pyg as dpyg
+    from ddstore.bench.memory import MemoryWatch, current_rss
+    from ddstore.pyg import load_synthetic
+    from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
+    torch.set_num_threads(1)
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    fanouts = [int(f) for f in args.fanouts.split(",")]
+    shape = SyntheticNodeGraph(scale=args.scale, seed=args.seed)
+    n, e2, f = shape.num_nodes, 2 * shape.num_edges, shape.num_features
+    data_bytes = {"edge_index": 2 * 8 * e2, "x": 4 * n * f, "y": 8 * n}
+    total_bytes = sum(data_bytes.values())
+    widths = [size] if args.widths == "auto" else \
+        [int(w) for w in args.widths.split(",") if w]
+    bad = [w for w in widths if w < 1 or size % w]
+    if bad:
+        exit_on_every_rank(f"--widths {bad}: a width must divide the {size} ranks")
+    transports = [t for t in args.transports.split(",") if t]
+    _log(comm, f"graph: {shape}; {e2} directed edges; in-memory Data (edge_index + x + y) "
+               f"{total_bytes / 1e9:.2f} GB; {plural(size, 'rank')}, NeighborLoader "
+               f"{fanouts}, batch {args.batch_size}, {args.batches} timed batches per rank")
+    base_rss = comm.allgather(current_rss())
+    _log(comm, f"RSS per rank before loading (Python, torch, PyG, MPI): "
+               f"{max(base_rss) / 1e9:.2f} GB")
+    seeds = np.random.default_rng([args.seed, rank]).integers(
+        0, n, (args.batches + 1) * args.batch_size)
+    watch = MemoryWatch()
+    results = []
+    for width in widths:
+        for transport in (["auto"] if width == 1 else transports):
+            watch.phase()
+            with ddstore.DDStore(comm, width=width, transport=transport) as store:
+                comm.Barrier()
+                t0 = time.perf_counter()
+                data = load_synthetic(store, scale=args.scale, seed=args.seed)
+                load_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+                mem_load = watch.phase()
+                sampler = dpyg.NeighborSampler(data.graph_store, num_neighbors=fanouts)
+                loader = NeighborLoader(data.pyg, num_neighbors=fanouts,
+                                        neighbor_sampler=sampler,
+                                        input_nodes=torch.from_numpy(seeds),
+                                        batch_size=args.batch_size)
+                comm.Barrier()
+                secs, sample_s, edges, nodes = _time_loader(loader, args.batches, sampler)
+                mem_sample = watch.phase()
+                held = store.nbytes()
+                shm_peers = store.shm_peers
+                per = comm.allgather(dict(
+                    secs=secs, sample_s=sample_s, edges=edges, nodes=nodes, held=held,
+                    load_peak_rss=mem_load["peak_rss"], rss_after_load=mem_load["rss"],
+                    sample_peak_rss=mem_sample["peak_rss"],
+                    load_peak_pss=mem_load["peak_pss"],
+                    sample_peak_pss=mem_sample["peak_pss"]))
+                del loader, sampler, data
+            peak = [max(p["load_peak_rss"], p["sample_peak_rss"]) for p in per]
+            res = dict(
+                width=width, transport=transport, shm_peers=shm_peers, load_s=load_s,
+                batches_per_s_per_rank=float(np.mean([args.batches / p["secs"]
+                                                      for p in per])),
+                edges_per_s_per_rank=float(np.mean([p["edges"] / p["secs"] for p in per])),
+                edges_per_s_slowest_rank=float(min(p["edges"] / p["secs"] for p in per)),
+                sampler_share=float(np.mean([p["sample_s"] / p["secs"] for p in per])),
+                edges_per_batch=float(np.mean([p["edges"] for p in per]) / args.batches),
+                nodes_per_batch=float(np.mean([p["nodes"] for p in per]) / args.batches),
+                store_bytes_per_rank=[p["held"] for p in per],
+                load_peak_rss_per_rank=[p["load_peak_rss"] for p in per],
+                rss_after_load_per_rank=[p["rss_after_load"] for p in per],
+                sample_peak_rss_per_rank=[p["sample_peak_rss"] for p in per],
+                peak_rss_per_rank=peak,
+                load_peak_pss_per_rank=[p["load_peak_pss"] for p in per],
+                sample_peak_pss_per_rank=[p["sample_peak_pss"] for p in per],
+                peak_rss_over_data=max(peak) / total_bytes,
+                store_bytes_over_data=max(p["held"] for p in per) / total_bytes)
+            results.append(res)
+            _log(comm, f"width {width} {transport:4s}: {res['batches_per_s_per_rank']:6.2f} "
+                       f"batches/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M sampled "
+                       f"edges/s per rank (slowest {res['edges_per_s_slowest_rank'] / 1e6:.2f}"
+                       f"; sampler {100 * res['sampler_share']:.0f} % of it); "
+                       f"{res['edges_per_batch'] / 1e3:.0f} k edges/batch; store "
+                       f"{max(res['store_bytes_per_rank']) / 1e9:.2f} GB/rank "
+                       f"({res['store_bytes_over_data']:.2f} x graph + features); peak RSS "
+                       f"load {max(res['load_peak_rss_per_rank']) / 1e9:.2f} GB (after: "
+                       f"{max(res['rss_after_load_per_rank']) / 1e9:.2f} GB), sampling "
+                       f"{max(res['sample_peak_rss_per_rank']) / 1e9:.2f} GB "
+                       f"({res['peak_rss_over_data']:.2f} x graph + features); peak PSS load "
+                       f"{max(res['load_peak_pss_per_rank']) / 1e9:.2f} GB, sampling "
+                       f"{max(res['sample_peak_pss_per_rank']) / 1e9:.2f} GB; loaded in "
+                       f"{load_s:.1f} s")
+    watch.stop()
+
+    # the reference: NeighborLoader over PyG's in-memory Data on every rank
+    lib = _pyg_sampler()
+    in_memory = {"sampler_library": lib}
+    if lib is None:
+        in_memory["available"] = False
+        in_memory["reason"] = ("no PyG sampler installed (pyg-lib or torch-sparse): "
+                               + (_in_memory_error() or "?"))
+        _log(comm, f"in-memory NeighborLoader(Data): not run: {in_memory['reason']}")
+    elif args.in_memory == "skip":
+        in_memory["available"] = False
+        in_memory["reason"] = "skipped (--in-memory skip)"
+    else:
+        from torch_geometric.data import Data
+        watch = MemoryWatch()
+        x = torch.from_numpy(shape.features(0, n))
+        y = torch.from_numpy(shape.labels(0, n))
+        src, dst = shape.edges(0, shape.num_edges)
+        ei = np.empty((2, e2), dtype=np.int64)
+        ei[0, 0::2], ei[1, 0::2], ei[0, 1::2], ei[1, 1::2] = src, dst, dst, src
+        del src, dst
+        d = Data(x=x, y=y, edge_index=torch.from_numpy(ei), num_nodes=n)
+        loader = NeighborLoader(d, num_neighbors=fanouts, batch_size=args.batch_size,
+                                input_nodes=torch.from_numpy(seeds))
+        comm.Barrier()
+        secs, _, edges, nodes = _time_loader(loader, args.batches, None)
+        mem = watch.phase()
+        watch.stop()
+        per = comm.allgather((secs, edges, mem["peak_rss"]))
+        in_memory.update(
+            available=True,
+            batches_per_s_per_rank=float(np.mean([args.batches / p[0] for p in per])),
+            edges_per_s_per_rank=float(np.mean([p[1] / p[0] for p in per])),
+            peak_rss_per_rank=[p[2] for p in per])
+        _log(comm, f"in-memory NeighborLoader(Data) ({lib}): "
+                   f"{in_memory['batches_per_s_per_rank']:.2f} batches/s, "
+                   f"{in_memory['edges_per_s_per_rank'] / 1e6:.2f} M sampled edges/s per "
+                   f"rank; peak RSS {max(p[2] for p in per) / 1e9:.2f} GB")
+        del d, loader, x, y, ei
+
+    if rank == 0:
+        w2 = [r for r in results if r["width"] == 2 and size == 2]
+        targets = {"data_bytes": total_bytes,
+                   "rss_target_bytes": 0.6 * total_bytes,
+                   "meets_rss_width2_of_2": (bool(all(max(r["peak_rss_per_rank"]) <=
+                                                      0.6 * total_bytes for r in w2))
+                                             if w2 else None)}
+        if in_memory.get("available"):
+            best = max(r["edges_per_s_per_rank"] for r in results)
+            targets["store_over_in_memory_edges_per_s"] = \
+                best / in_memory["edges_per_s_per_rank"]
+            targets["meets_throughput"] = bool(best >= in_memory["edges_per_s_per_rank"])
+        else:
+            targets["meets_throughput"] = None
+        out = dict(benchmark="pyg", ranks=size, scale=args.scale, num_nodes=n,
+                   num_directed_edges=e2, num_features=f, fanouts=fanouts,
+                   batch_size=args.batch_size, batches=args.batches,
+                   data_bytes=data_bytes, base_rss_per_rank=base_rss,
+                   host=platform.node(), results=results, in_memory=in_memory,
+                   targets=targets)
+        print(f"targets: {targets}", flush=True)
+        write_report(out, os.path.join(args.out, f"pyg_n{size}.json"))
+    return results
+
+
+def main(argv=None, prog=None):
+    run(argv, prog)
+    return 0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""OGB node-property datasets in the raw layout OGB downloads, read range-wise.
+
+The layout (``ogbn-products``, ``ogbn-arxiv``, ``ogbn-proteins``, ``ogbn-papers100M``;
+OGB's ``NodePropPredDataset`` reads the same files whole)::
+
+    <root>/raw/edge.csv.gz            E lines "src,dst" (no header): one direction per pair
+                                      for the undirected graphs (ogbn-products: OGB adds
+                                      the reverse edges itself), citing -> cited (arxiv)
+    <root>/raw/node-feat.csv.gz       N lines of D floats (optional)
+    <root>/raw/node-label.csv.gz      N lines, the class (papers100M: "nan" = no label)
+    <root>/raw/num-node-list.csv.gz   one line: N
+    <root>/raw/num-edge-list.csv.gz   one line: E
+    <root>/split/<name>/{train,valid,test}.csv.gz   node ids, one per line
+                                      (ogbn-products: "sales_ranking"; ogbn-arxiv: "time")
+
+``<root>`` is the dataset's own directory (``dataset/ogbn_products`` after
+``NodePropPredDataset(name="ogbn-products")``, or the unzipped ``products/``).
+
+:class:`OGBNodeData` opens a root (it reads the two one-line count files and the first
+line of ``node-feat.csv.gz``, nothing else); its methods read one row range each
+(:func:`~ddstore.sources.rows.read_csv_rows`): ``edges(lo, hi)``, ``features(lo, hi)``,
+``labels(lo, hi)``, ``split(name, lo, hi)``.  Each is a gzip stream, so **a rank reading
+rows [lo, hi) decompresses the file from its start up to row hi but keeps and parses only
+its own rows**: no rank holds more than its range plus one block of text.  Pure I/O: no
+store, no MPI (the loaders in ``ddstore.pyg`` put the ranges into a store).
+"""
+import os
+
+import numpy as np
+
+from ..errors import DDStoreValueError
+from .base import check_range
+from .rows import count_rows, read_csv_rows
+
+__all__ = ["OGBNodeData", "write_ogb_node"]
+
+SPLITS = ("train", "valid", "test")
+
+
+def _count_file(path):
+    """The single integer of a num-*-list.csv.gz (a list of one graph's count)."""
+    values = read_csv_rows(path, 0, count_rows(path), dtype=np.int64)
+    if values.shape[0] != 1 or values.shape[1] != 1:
+        raise DDStoreValueError(f"{path}: holds {values.shape[0]} rows of "
+                                f"{values.shape[1] if values.ndim == 2 else 0} values; a "
+                                f"node-property dataset has one graph (one count)")
+    if values[0, 0] < 0:
+        raise DDStoreValueError(f"{path}: count {int(values[0, 0])} is negative")
+    return int(values[0, 0])
+
+
+class OGBNodeData:
+    """An OGB node-property dataset directory (``root`` holds ``raw/`` and ``split/``).
+
+    Attributes: ``num_nodes``, ``num_edges`` (lines of ``edge.csv.gz``: one direction),
+    ``num_features`` (0 without ``node-feat.csv.gz``), ``split_name`` (the one directory
+    under ``split/``, or ``split`` as given), ``paths`` (every file by role).
+    A missing directory or file raises :class:`DDStoreValueError` naming the path.
+    """
+
+    def __init__(self, root, split=None):
+        root = os.fspath(root)
+        raw = os.path.join(root, "raw")
+        if not os.path.isfile(os.path.join(raw, "edge.csv.gz")):
+            raise DDStoreValueError(
+                f"{root}: not an OGB node-property dataset directory: "
+                f"{os.path.join(raw, 'edge.csv.gz')} not found (give the dataset's own "
+                f"directory, e.g. dataset/ogbn_products, holding raw/ and split/)")
+        self.root = root
+        self.paths = {name: os.path.join(raw, f"{name}.csv.gz") for name in
+                      ("edge", "node-feat", "node-label", "num-node-list",
+                       "num-edge-list")}
+        for name in ("num-node-list", "num-edge-list"):
+            if not os.path.isfile(self.paths[name]):
+                raise DDStoreValueError(f"{self.paths[name]}: no such file (part of OGB's "
+                                        f"raw layout)")
+        self.num_nodes = _count_file(self.paths["num-node-list"])
+        self.num_edges = _count_file(self.paths["num-edge-list"])
+        self.num_features = 0
+        if os.path.isfile(self.paths["node-feat"]):
+            from .rows import _first_line_fields
+            self.num_features = _first_line_fields(self.paths["node-feat"]) or 0
+        self.has_labels = os.path.isfile(self.paths["node-label"])
+        split_dir = os.path.join(root, "split")
+        if split is None:
+            names = sorted(d for d in os.listdir(split_dir)
+                           if os.path.isdir(os.path.join(split_dir, d))) \
+                if os.path.isdir(split_dir) else []
+            if len(names) > 1:
+                raise DDStoreValueError(f"{split_dir}: holds splits {names}; name one "
+                                        f"(split=...)")
+            split = names[0] if names else None
+        self.split_name = split
+        if split is not None:
+            for s in SPLITS:
+                p = os.path.join(split_dir, split, f"{s}.csv.gz")
+                if not os.path.isfile(p):
+                    raise DDStoreValueError(f"{p}: no such file (split {split!r} needs "
+                                            f"train, valid and test)")
+                self.paths[f"split/{s}"] = p
+
+    def __repr__(self):
+        return (f"OGBNodeData({self.root!r}: {self.num_nodes} nodes, {self.num_edges} "
+                f"edges, {self.num_features} features, split {self.split_name!r})")
+
+    def edges(self, lo, hi, progress=None):
+        """Edges ``[lo, hi)`` of ``edge.csv.gz`` as int64 ``(src, dst)`` (one direction
+        as stored).  Node ids outside ``[0, num_nodes)`` raise naming the line."""
+        path = self.paths["edge"]
+        check_range(path, lo, hi, self.num_edges)
+        e = read_csv_rows(path, lo, hi, dtype=np.int64, ncols=2, progress=progress)
+        if e.size and (e.min() < 0 or e.max() >= self.num_nodes):
+            bad = np.flatnonzero(((e < 0) | (e >= self.num_nodes)).any(axis=1))[0]
+            raise DDStoreValueError(f"{path}, line {lo + int(bad) + 1}: edge "
+                                    f"{e[bad].tolist()} names a node outside "
+                                    f"[0, {self.num_nodes})")
+        return np.ascontiguousarray(e[:, 0]), np.ascontiguousarray(e[:, 1])
+
+    def features(self, lo, hi, dtype=np.float32, progress=None):
+        """Node features ``[lo, hi)`` of ``node-feat.csv.gz`` as ``[hi - lo, D]``
+        (float32 by default, as OGB's loaders give)."""
+        path = self.paths["node-feat"]
+        if not self.num_features:
+            raise DDStoreValueError(f"{path}: no such file (this dataset has no node "
+                                    f"features)")
+        check_range(path, lo, hi, self.num_nodes)
+        return read_csv_rows(path, lo, hi, dtype=dtype, ncols=self.num_features,
+                             progress=progress)
+
+    def labels(self, lo, hi, progress=None):
+        """Node labels ``[lo, hi)`` as int64 ``[hi - lo]``; -1 where the file says "nan"
+        (nodes without a label, as in ogbn-papers100M).  Non-integer labels raise."""
+        path = self.paths["node-label"]
+        if not self.has_labels:
+            raise DDStoreValueError(f"{path}: no such file")
+        check_range(path, lo, hi, self.num_nodes)
+        y = read_csv_rows(path, lo, hi, dtype=np.float64, ncols=1, progress=progress)[:, 0]
+        known = ~np.isnan(y)
+        bad = known & ((y != np.round(y)) | (y < 0))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise DDStoreValueError(f"{path}, line {lo + i + 1}: label {float(y[i])!r} is not a "
+                                    f"class id (an integer >= 0, or nan for none)")
+        out = np.full(len(y), -1, dtype=np.int64)
+        out[known] = y[known].astype(np.int64)
+        return out
+
+    def split_size(self, which):
+        """The number of node ids in split ``which`` ("train", "valid" or "test"; the
+        file is decompressed whole to count its lines)."""
+        return count_rows(self._split_path(which))
+
+    def split(self, which, lo, hi):
+        """Node ids ``[lo, hi)`` of split file ``which`` as int64."""
+        path = self._split_path(which)
+        ids = read_csv_rows(path, lo, hi, dtype=np.int64, ncols=1)[:, 0]
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_nodes):
+            i = int(np.argmax((ids < 0) | (ids >= self.num_nodes)))
+            raise DDStoreValueError(f"{path}, line {lo + i + 1}: node id {int(ids[i])} "
+                                    f"outside [0, {self.num_nodes})")
+        return ids
+
+    def _split_path(self, which):
+        if which not in SPLITS:
+            raise DDStoreValueError(f"split {which!r}: allowed {list(SPLITS)}")
+        if self.split_name is None:
+            raise DDStoreValueError(f"{os.path.join(self.root, 'split')}: no split "
+                                    f"directory")
+        return self.paths[f"split/{which}"]
+
+
+def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="random"):
+    """Write a small dataset in OGB's raw node-property layout (for tests and examples):
+    ``edge_index`` ``[2, E]``, ``x`` ``[N, D]``, ``y`` ``[N]`` (float with nan allowed),
+    ``splits`` ``{"train": ids, "valid": ids, "test": ids}``.  ``N`` is taken from ``x``
+    or ``y`` (else from the edges)."""
+    import pandas as pd
+    raw = os.path.join(os.fspath(root), "raw")
+    os.makedirs(raw, exist_ok=True)
+    ei = np.asarray(edge_index, dtype=np.int64)
+    n = len(x) if x is not None else len(y) if y is not None else \
+        int(ei.max()) + 1 if ei.size else 0
+
+    def save(path, arr):
+        pd.DataFrame(np.asarray(arr)).to_csv(path, header=False, index=False,
+                                             compression="gzip")
+
+    save(os.path.join(raw, "edge.csv.gz"), ei.T)
+    save(os.path.join(raw, "num-node-list.csv.gz"), np.array([[n]]))
+    save(os.path.join(raw, "num-edge-list.csv.gz"), np.array([[ei.shape[1]]]))
+    if x is not None:
+        save(os.path.join(raw, "node-feat.csv.gz"), np.asarray(x))
+    if y is not None:
+        save(os.path.join(raw, "node-label.csv.gz"), np.asarray(y).reshape(-1, 1))
+    if splits is not None:
+        d = os.path.join(os.fspath(root), "split", split_name)
+        os.makedirs(d, exist_ok=True)
+        for s in SPLITS:
+            save(os.path.join(d, f"{s}.csv.gz"),
+                 np.asarray(splits[s], dtype=np.int64).reshape(-1, 1))

@@ -1,0 +1,323 @@
+"""Row ranges of big 2-D tables: ``.csv`` / ``.csv.gz`` text (no header, one row per line)
+and ``.npy`` arrays, each call reading only rows ``[lo, hi)``.
+
+- :func:`count_rows` ``(path)``: the number of rows.
+- :func:`read_rows` ``(path, lo, hi, dtype=...)``: rows ``[lo, hi)`` as a numpy array.
+- :func:`read_csv_rows` / :func:`read_npy_rows`: the two kinds on their own.
+
+What "reads only its range" costs, by kind:
+
+- ``.npy``: the header, then the bytes of rows ``[lo, hi)`` with ``os.preadv`` straight into
+  the result (no memory map, so the file's pages never count towards this process's
+  memory, and no other row is read).  ``axis=1`` reads columns ``[lo, hi)`` of a 2-D array
+  (e.g. ``edge_index`` ``[2, E]``): one contiguous read per row.
+- ``.csv``: rows have no fixed width, so the position of row ``lo`` is only known by
+  counting the line ends before it: the file is read from its start in blocks, and the
+  blocks before row ``lo`` are counted (``bytes.count``) and dropped.
+- ``.csv.gz``: the same, except that gzip cannot be entered in the middle: **every rank
+  decompresses the stream from its start up to row ``hi``**, but keeps only the bytes of
+  its own rows.  Memory stays at one block of text (``block_bytes``, 32 MB by default)
+  plus the result; the time is that of decompressing up to ``hi`` (roughly 200-400 MB of
+  text per second per core).
+
+Rows are parsed by pandas' C parser one block at a time into a preallocated result (never
+a Python loop over lines, never the whole file in memory).  Every row must have the same
+number of comma-separated fields as the first row of the range; a row that has not, or a
+value that is not a number (or not an integer, for an integer ``dtype``) is a
+:class:`DDStoreValueError` naming the file and its line number.  A missing file names the
+path; a row range outside the file names the allowed range.
+"""
+import gzip
+import io
+import os
+import zlib
+
+import numpy as np
+
+from ..errors import DDStoreIndexError, DDStoreValueError
+
+__all__ = ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "npy_shape"]
+
+BLOCK_BYTES = 32 << 20
+
+
+def _kind(path):
+    p = os.fspath(path)
+    if p.endswith(".npy"):
+        return "npy"
+    if p.endswith(".csv.gz") or p.endswith(".csv"):
+        return "csv"
+    raise DDStoreValueError(f"{p}: unknown file kind; expected a name ending in .csv, "
+                            f".csv.gz or .npy")
+
+
+def _need_file(path):
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise DDStoreValueError(f"{p}: no such file")
+    return p
+
+
+def _check_bounds(path, lo, hi):
+    for what, v in (("lo", lo), ("hi", hi)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
+            raise DDStoreValueError(f"{path}: {what} must be an integer, got {v!r}")
+    lo, hi = int(lo), int(hi)
+    if lo < 0 or hi < lo:
+        raise DDStoreIndexError(f"{path}: row range [{lo}, {hi}) is not a range of rows "
+                                f"(need 0 <= lo <= hi)")
+    return lo, hi
+
+
+# ------------------------------------------------------------------------------ csv
+def _open_csv(path):
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+
+
+def _blocks(path, block_bytes):
+    """Yield blocks of whole lines (each ends with a newline; a last line without one gets
+    one) of the (decompressed) text of ``path``."""
+    carry = b""
+    try:
+        with _open_csv(path) as f:
+            while True:
+                data = f.read(block_bytes)
+                if not data:
+                    break
+                buf = carry + data if carry else data
+                cut = buf.rfind(b"\n") + 1
+                if cut:
+                    carry = buf[cut:]
+                    yield buf[:cut]
+                else:
+                    carry = buf
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DDStoreValueError(f"{path}: cannot be read ({type(exc).__name__}: {exc}); a "
+                                f"truncated or corrupt file?") from None
+    if carry:
+        yield carry + b"\n"
+
+
+def count_rows(path, block_bytes=BLOCK_BYTES):
+    """The number of rows of a ``.csv`` / ``.csv.gz`` file (its lines; a last line without
+    a newline counts) or the first dimension of a ``.npy`` array.  A ``.csv.gz`` is
+    decompressed from start to end to count (nothing is kept but the count)."""
+    path = _need_file(path)
+    if _kind(path) == "npy":
+        return npy_shape(path)[0][0]
+    return sum(block.count(b"\n") for block in _blocks(path, block_bytes))
+
+
+def _nth_line_end(block, k):
+    """Offset just past the ``k``-th newline of ``block`` (k >= 1), 0 for k == 0."""
+    if k <= 0:
+        return 0
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
+    return int(ends[k - 1]) + 1
+
+
+def _locate_bad_value(path, chunk, n, first_line, integer):
+    """The DDStoreValueError for the first bad value of ``chunk`` (slow; only called
+    after the fast parse failed or found a non-integer)."""
+    import pandas as pd
+    df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)), dtype=str,
+                     keep_default_na=False, engine="c")
+    first = None
+    for c in range(n):
+        text = df[c]
+        vals = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+        nan_text = text.str.strip().str.lower().isin(["nan", "", "na", "null", "n/a"])
+        bad = np.isnan(vals) & ~nan_text.to_numpy()
+        if integer:
+            bad |= ~np.isfinite(vals) | (vals != np.round(vals))
+        if bad.any():
+            i = int(np.argmax(bad))
+            if first is None or i < first[0] or (i == first[0] and c < first[1]):
+                first = (i, c, text.iloc[i])
+    if first is None:  # pandas failed on something else
+        return DDStoreValueError(f"{path}, lines {first_line}+: cannot be parsed as "
+                                 f"{n} numeric columns")
+    i, c, value = first
+    want = "an integer" if integer else "a number"
+    return DDStoreValueError(f"{path}, line {first_line + i}, column {c}: {value!r} is "
+                             f"not {want}")
+
+
+def _parse_block(path, chunk, n, first_line, dtype, out):
+    """Parse ``chunk`` (whole lines, ``n`` fields each) into ``out`` (pandas C parser)."""
+    import pandas as pd
+    from .tgl import _check_fields
+    _check_fields(path, chunk, n, first_line,
+                  expected="expected {n} (as the first row read)")
+    integer = dtype.kind in "iub"
+    try:
+        df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
+                         dtype=np.int64 if integer else np.float64,
+                         skip_blank_lines=False, engine="c")
+    except (ValueError, TypeError, OverflowError):
+        raise _locate_bad_value(path, chunk, n, first_line, integer) from None
+    if len(df) != len(out):
+        raise DDStoreValueError(f"{path}, lines {first_line}+: parsed {len(df)} rows, "
+                                f"expected {len(out)} (blank lines?)")
+    values = df.to_numpy()
+    if integer and dtype != np.int64:
+        info = np.iinfo(dtype) if dtype.kind != "b" else None
+        if info is not None and values.size and (values.min() < info.min or
+                                                 values.max() > info.max):
+            bad = np.flatnonzero(((values < info.min) | (values > info.max)).any(axis=1))
+            i = int(bad[0])
+            raise DDStoreValueError(f"{path}, line {first_line + i}: {values[i].tolist()} "
+                                    f"does not fit {dtype}")
+    out[...] = values
+
+
+def _first_line_fields(path):
+    for block in _blocks(path, 1 << 16):
+        line = block[:block.find(b"\n")]
+        return line.count(b",") + 1
+    return None
+
+
+def read_csv_rows(path, lo, hi, dtype=np.float64, ncols=None, block_bytes=BLOCK_BYTES,
+                  progress=None):
+    """Rows ``[lo, hi)`` of a headerless ``.csv`` / ``.csv.gz`` file as an array
+    ``[hi - lo, ncols]`` of ``dtype``.
+
+    The file is read from its start in blocks of ``block_bytes``; a ``.csv.gz`` is
+    decompressed from its start up to row ``hi`` (gzip has no random access), but only the
+    lines of rows ``[lo, hi)`` are kept and parsed (pandas' C parser, one block at a
+    time, straight into the result).  Values are parsed as int64 for an integer
+    ``dtype`` (exact) and as float64 otherwise, then cast to ``dtype`` -- the values that
+    ``pandas.read_csv(path, header=None).to_numpy().astype(dtype)`` gives for these rows.
+    ``ncols``: the number of fields every row must have (default: as many as the first
+    row read).  ``progress``: a label to show a tqdm bar over the rows passed (rank 0 of a
+    long preload), or None.
+    """
+    path = _need_file(path)
+    lo, hi = _check_bounds(path, lo, hi)
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "biuf":
+        raise DDStoreValueError(f"{path}: dtype {dtype} is not a number type")
+    out = None
+    if ncols is not None:
+        out = np.empty((hi - lo, int(ncols)), dtype=dtype)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=hi, desc=str(progress), unit=" rows", unit_scale=True,
+                   mininterval=1.0)
+    row = 0  # rows before the current block
+    try:
+        for block in _blocks(path, block_bytes) if hi > 0 else ():
+            nlines = block.count(b"\n")
+            if row + nlines > lo and hi > lo:
+                a = _nth_line_end(block, lo - row) if lo > row else 0
+                take = min(hi, row + nlines) - max(lo, row)
+                b = _nth_line_end(block, hi - row) if row + nlines > hi else len(block)
+                part = block[a:b]
+                first = max(lo, row)
+                if out is None:
+                    ncols = part[:part.find(b"\n")].count(b",") + 1
+                    out = np.empty((hi - lo, ncols), dtype=dtype)
+                _parse_block(path, part, ncols, first + 1, dtype,
+                             out[first - lo:first - lo + take])
+            row += nlines
+            if bar is not None:
+                bar.update(min(row, hi) - bar.n)
+            if row >= hi:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    if row < hi:
+        raise DDStoreIndexError(f"{path}: row range [{lo}, {hi}) out of range "
+                                f"[0, {row}] (the file has {row} rows)")
+    if out is None:  # lo == hi
+        ncols = _first_line_fields(path) or 0
+        out = np.empty((0, ncols), dtype=dtype)
+    return out
+
+
+# ------------------------------------------------------------------------------ npy
+def npy_shape(path):
+    """``(shape, dtype, fortran_order, data offset)`` of a ``.npy`` file (header only)."""
+    from .npy import _npy_header
+    path = _need_file(path)
+    with open(path, "rb") as fh:
+        shape, dtype, fortran, offset = _npy_header(path, fh)
+    if len(shape) == 0:
+        raise DDStoreValueError(f"{path}: holds a 0-d array; rows need at least 1 "
+                                f"dimension")
+    return shape, dtype, fortran, offset
+
+
+def _pread_into(fd, path, view, pos):
+    done = 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:]], pos + done)
+        if got <= 0:
+            raise DDStoreValueError(f"{path}: truncated: read {done} of {len(view)} bytes "
+                                    f"at byte {pos} (the file is shorter than its header "
+                                    f"says)")
+        done += got
+
+
+def read_npy_rows(path, lo, hi, axis=0, dtype=None):
+    """Rows ``[lo, hi)`` (``axis=0``) of a C-order ``.npy`` array, or columns ``[lo, hi)``
+    (``axis=1``, a 2-D array, e.g. ``edge_index`` ``[2, E]``), read with ``os.preadv``
+    straight into the result: only those bytes are read.  ``dtype``: what the file must
+    hold (default: anything numeric); a file that differs raises naming both."""
+    path = _need_file(path)
+    shape, fdtype, fortran, offset = npy_shape(path)
+    if fortran and len(shape) > 1 and sorted(shape)[-2] > 1:
+        raise DDStoreValueError(f"{path}: Fortran order; range reads need C order (save "
+                                f"a C-contiguous array)")
+    if fdtype.kind not in "biuf" or fdtype.fields is not None:
+        raise DDStoreValueError(f"{path}: dtype {fdtype}; allowed: bool, integer or "
+                                f"floating point")
+    if dtype is not None and np.dtype(dtype) != fdtype:
+        raise DDStoreValueError(f"{path}: holds dtype {fdtype}, expected "
+                                f"{np.dtype(dtype)}")
+    if axis not in (0, 1) or (axis == 1 and len(shape) != 2):
+        raise DDStoreValueError(f"{path}: axis={axis!r}: allowed axis 0, or 1 for a 2-D "
+                                f"array (shape {shape})")
+    lo, hi = _check_bounds(path, lo, hi)
+    total = shape[axis]
+    if hi > total:
+        what = "row" if axis == 0 else "column"
+        raise DDStoreIndexError(f"{path}: {what} range [{lo}, {hi}) out of range "
+                                f"[0, {total}] (shape {shape})")
+    item = fdtype.itemsize
+    size = os.path.getsize(path)
+    need = offset + int(np.prod(shape)) * item
+    if size < need:
+        raise DDStoreValueError(f"{path}: truncated: its header says shape {shape} "
+                                f"{fdtype} ({need - offset} data bytes) but it holds "
+                                f"{max(0, size - offset)}")
+    with open(path, "rb") as fh:
+        fd = fh.fileno()
+        if axis == 0:
+            row_bytes = int(np.prod(shape[1:])) * item
+            out = np.empty((hi - lo,) + shape[1:], dtype=fdtype)
+            if out.size:
+                _pread_into(fd, path, memoryview(out.reshape(-1).view(np.uint8)),
+                            offset + lo * row_bytes)
+        else:
+            out = np.empty((shape[0], hi - lo), dtype=fdtype)
+            if out.size:
+                for r in range(shape[0]):
+                    _pread_into(fd, path, memoryview(out[r].view(np.uint8)),
+                                offset + (r * shape[1] + lo) * item)
+    return out
+
+
+# ------------------------------------------------------------------------------ both
+def read_rows(path, lo, hi, dtype=None, **kwargs):
+    """Rows ``[lo, hi)`` of a ``.npy``, ``.csv`` or ``.csv.gz`` file (by its name): see
+    :func:`read_npy_rows` and :func:`read_csv_rows` (``dtype`` for a CSV defaults to
+    float64; for a ``.npy`` it is what the file must hold, default anything)."""
+    path = _need_file(path)
+    if _kind(path) == "npy":
+        return read_npy_rows(path, lo, hi, dtype=dtype, **kwargs)
+    return read_csv_rows(path, lo, hi, dtype=np.float64 if dtype is None else dtype,
+                         **kwargs)

@@ -1,0 +1,231 @@
+"""GraphSAGE node classification with PyG's NeighborLoader over a DDStore, data-parallel
+over MPI ranks.
+
+Run::
+
+    mpiexec -n 2 python examples/graphsage_large.py                 # products-sized
+    mpiexec -n 2 python examples/graphsage_large.py --scale 0.02    # 49 k nodes, 1.2 M edges
+    mpiexec -n 4 python examples/graphsage_large.py --ogb dataset/ogbn_products
+
+What it does:
+
+- the graph goes into the store range-wise (``ddstore.pyg.ranges``): by default the
+  ogbn-products-shaped synthetic graph (``SyntheticNodeGraph``: 2,449,029 nodes,
+  61,859,140 undirected edges, 100 float32 features, 47 classes of Zipf-like sizes whose
+  nodes have class-mean-plus-noise features and mostly same-class neighbours), each rank
+  generating only its own node and edge ranges; ``--scale`` shrinks it. ``--ogb DIR``
+  loads an OGB node-property dataset in its raw layout (``DIR/raw/edge.csv.gz``,
+  ``node-feat.csv.gz``, ``node-label.csv.gz``, ``DIR/split/<name>/*.csv.gz``; e.g. the
+  ``dataset/ogbn_products`` that ``ogb`` downloads), each rank parsing only its rows;
+  ``--npy DIR`` the same from ``.npy`` files (``edge_index.npy``, ``x.npy``, ``y.npy``,
+  ``{train,valid,test}_idx.npy``).  No rank holds the whole graph;
+- PyG's ``NeighborLoader`` takes ``data=(feature_store, graph_store)`` and ddstore's
+  ``NeighborSampler`` (the loop in C, where the graph lives; no pyg-lib or torch-sparse),
+  fanouts ``--fanouts 15,10,5``, ``--batch-size 1024`` seed nodes;
+- every epoch the training nodes are shuffled globally (same permutation on every rank,
+  rank ``r`` takes every ``P``-th), every rank runs the same number of batches, and the
+  gradients of a 3-layer GraphSAGE (mean aggregation) are averaged by
+  ``DistributedDataParallel`` over gloo.  Beside it, on the same batches, an MLP on the
+  seed nodes' own features alone is trained (the "features only" baseline);
+- at the end, accuracy on (a sample of ``--eval-nodes`` nodes of) each split, for
+  GraphSAGE, the MLP and the majority class of the training labels.
+"""
+import argparse
+import math
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ddstore
+from ddstore import pyg as dpyg
+from ddstore.distributed import init_torch_distributed
+from ddstore.pyg import load_npy, load_ogb, load_synthetic
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="GraphSAGE over a DDStore with PyG's "
+                                            "NeighborLoader",
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--ogb", default=None, metavar="DIR",
+                     help="OGB node-property dataset directory (raw/, split/)")
+    src.add_argument("--npy", default=None, metavar="DIR",
+                     help="directory of edge_index.npy, x.npy, y.npy, *_idx.npy")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="synthetic graph size, times ogbn-products'")
+    p.add_argument("--classes", type=int, default=47, help="synthetic graph's classes")
+    p.add_argument("--width", type=int, default=None, help="ranks per replica (default all)")
+    p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
+    p.add_argument("--fanouts", default="15,10,5")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--max-batches", type=int, default=0, help="per epoch and rank; 0 = all")
+    p.add_argument("--eval-nodes", type=int, default=20000,
+                   help="nodes evaluated per split (an even sample); 0 = all")
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    return p.parse_args(argv)
+
+
+def log(comm, *a):
+    if comm.rank == 0:
+        print(*a, flush=True)
+
+
+class Models(nn.Module):
+    """GraphSAGE on the sampled subgraph, and an MLP on the seed nodes' features alone
+    (the baseline), trained side by side on the same batches."""
+
+    def __init__(self, num_features, hidden, num_classes, layers, dropout):
+        super().__init__()
+        from torch_geometric.nn import GraphSAGE
+        self.sage = GraphSAGE(num_features, hidden, num_layers=layers,
+                              out_channels=num_classes, dropout=dropout)
+        self.mlp = nn.Sequential(nn.Linear(num_features, hidden), nn.ReLU(),
+                                 nn.Dropout(dropout), nn.Linear(hidden, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, num_classes))
+
+    def forward(self, batch):
+        """Logits of the batch's seed nodes.  GraphSAGE computes layer ``k`` only on the
+        nodes and edges within ``layers - k`` hops of the seeds (PyG's trim_to_layer,
+        from the sampler's per-hop counts)."""
+        n = batch.batch_size
+        sage = self.sage(batch.x, batch.edge_index,
+                         num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                         num_sampled_edges_per_hop=batch.num_sampled_edges)
+        return sage[:n], self.mlp(batch.x[:n])
+
+
+def loader_for(data, sampler, fanouts, ids, batch_size):
+    from torch_geometric.loader import NeighborLoader
+    return NeighborLoader(data.pyg, num_neighbors=fanouts, neighbor_sampler=sampler,
+                          input_nodes=torch.from_numpy(np.ascontiguousarray(ids)),
+                          batch_size=batch_size, shuffle=False)
+
+
+def eval_sample(ids, total, limit):
+    """An even sample of this rank's share ``ids`` of a ``total``-node split, so that
+    about ``limit`` nodes are evaluated over all ranks (0: all)."""
+    if not limit or total <= limit:
+        return ids
+    return ids[::int(math.ceil(total / limit))]
+
+
+@torch.no_grad()
+def evaluate(model, data, sampler, fanouts, ids, args, majority):
+    """(GraphSAGE correct, MLP correct, majority correct, labelled) summed over ranks."""
+    model.eval()
+    counts = np.zeros(4, dtype=np.int64)
+    for batch in loader_for(data, sampler, fanouts, ids, args.batch_size):
+        n = batch.batch_size
+        sage, mlp = model(batch)
+        y = batch.y[:n]
+        keep = y >= 0
+        counts += [int((sage.argmax(1) == y)[keep].sum()), int((mlp.argmax(1) == y)[keep].sum()),
+                   int((y == majority)[keep].sum()), int(keep.sum())]
+    model.train()
+    return MPI.COMM_WORLD.allreduce(counts)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    comm = MPI.COMM_WORLD
+    rank, size = comm.rank, comm.size
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    init_torch_distributed(comm, backend="gloo")
+    fanouts = [int(f) for f in args.fanouts.split(",")]
+    with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
+        t0 = time.perf_counter()
+        if args.ogb:
+            data = load_ogb(store, args.ogb)
+            what = f"OGB dataset {args.ogb}"
+        elif args.npy:
+            data = load_npy(store, args.npy)
+            what = f"npy dataset {args.npy}"
+        else:
+            data = load_synthetic(store, scale=args.scale, seed=args.seed,
+                                  num_classes=args.classes)
+            what = f"synthetic ogbn-products-shaped graph (scale {args.scale})"
+        load_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        held = comm.allgather(store.nbytes())
+        log(comm, f"{what}: {data.num_nodes} nodes, {data.num_edges} directed edges, "
+                  f"{data.num_features} features, {data.num_classes} classes; split "
+                  f"{data.split_sizes}; in the store over {size} ranks, width "
+                  f"{store.width}: {max(held) / 1e6:.0f} MB per rank; loaded in "
+                  f"{load_s:.1f} s")
+        if not data.splits:
+            raise SystemExit("the data set has no train/valid/test split")
+        fs, gs = data.pyg
+        sampler = dpyg.NeighborSampler(gs, num_neighbors=fanouts)
+
+        # the majority class of the training labels (read one-sidedly from the store)
+        train_mine = data.splits["train"]
+        y_mine = fs.get_tensor(group_name=None, attr_name="y",
+                               index=torch.from_numpy(train_mine)).numpy().reshape(-1)
+        counts = comm.allreduce(np.bincount(y_mine[y_mine >= 0],
+                                            minlength=data.num_classes))
+        majority = int(np.argmax(counts))
+        train_all = np.concatenate(comm.allgather(train_mine))  # node ids only
+
+        model = Models(data.num_features, args.hidden, data.num_classes, len(fanouts),
+                       args.dropout)
+        ddp = nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
+        for epoch in range(1, args.epochs + 1):
+            perm = np.random.default_rng([args.seed, epoch]).permutation(train_all)
+            mine = perm[rank::size]
+            nb = comm.allreduce(-(-len(mine) // args.batch_size), op=MPI.MIN)
+            if args.max_batches:
+                nb = min(nb, args.max_batches)
+            t0 = time.perf_counter()
+            losses, edges = [], 0
+            for i, batch in enumerate(loader_for(data, sampler, fanouts, mine,
+                                                 args.batch_size)):
+                if i >= nb:
+                    break
+                n = batch.batch_size
+                y = batch.y[:n]
+                keep = y >= 0
+                sage, mlp = ddp(batch)
+                loss_sage = F.cross_entropy(sage[keep], y[keep])
+                loss_mlp = F.cross_entropy(mlp[keep], y[keep])
+                opt.zero_grad()
+                (loss_sage + loss_mlp).backward()
+                opt.step()
+                losses.append((loss_sage.item(), loss_mlp.item()))
+                edges += int(batch.edge_index.size(1))
+            secs = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+            edges = comm.allreduce(edges)
+            loss = np.mean(losses, axis=0) if losses else (float("nan"),) * 2
+            log(comm, f"epoch {epoch}: loss {loss[0]:.4f} (GraphSAGE), {loss[1]:.4f} (MLP); "
+                      f"{nb} batches per rank in {secs:.1f} s, {edges / secs / 1e6:.2f} M "
+                      f"sampled edges/s over {size} ranks")
+
+        t0 = time.perf_counter()
+        results = {}
+        for which in ("train", "valid", "test"):
+            ids = eval_sample(data.splits[which], data.split_sizes[which], args.eval_nodes)
+            c = evaluate(model, data, sampler, fanouts, ids, args, majority)
+            results[which] = (c[:3] / max(int(c[3]), 1), int(c[3]))
+        log(comm, f"accuracy on {', '.join(f'{w} ({r[1]} nodes)' for w, r in results.items())}"
+                  f" (evaluated in {time.perf_counter() - t0:.1f} s):")
+        log(comm, f"  {'':26s} {'train':>7s} {'valid':>7s} {'test':>7s}")
+        for k, label in enumerate(("GraphSAGE", "MLP (features only)",
+                                   f"majority class ({majority})")):
+            log(comm, f"  {label:26s} " + " ".join(f"{results[w][0][k]:7.4f}"
+                                                   for w in ("train", "valid", "test")))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

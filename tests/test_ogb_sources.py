@@ -1,0 +1,339 @@
+"""Range-wise readers of ddstore.sources.rows (.csv, .csv.gz, .npy) and ddstore.sources.ogb
+(OGB's raw node-property layout), in-process on small files written here: every range
+equals the same rows of the whole file read by pandas / numpy, byte for byte; only the
+range's rows are parsed; bad input is a clear error."""
+import gzip
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ddstore.errors import DDStoreIndexError, DDStoreValueError
+from ddstore.sources import rows as R
+from ddstore.sources.ogb import OGBNodeData, write_ogb_node
+
+
+def write_csv(path, arr, fmt=None, last_newline=True):
+    text = pd.DataFrame(arr).to_csv(header=False, index=False, float_format=fmt)
+    if not last_newline:
+        text = text.rstrip("\n")
+    data = text.encode()
+    if str(path).endswith(".gz"):
+        with gzip.open(path, "wb") as f:
+            f.write(data)
+    else:
+        with open(path, "wb") as f:
+            f.write(data)
+    return str(path)
+
+
+RANGES = [(0, 0), (0, 1), (0, 257), (3, 4), (5, 200), (100, 101), (256, 257), (17, 17),
+          (256, 256), (0, 100)]
+
+
+@pytest.mark.parametrize("suffix,last_newline", [(".csv", False), (".csv.gz", True)])
+def test_csv_ranges_equal_pandas_whole_file(tmp_path, suffix, last_newline):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((257, 7)) * 10.0 ** rng.integers(-8, 8, (257, 7))
+    path = write_csv(tmp_path / f"x{suffix}", x, last_newline=last_newline)
+    whole = pd.read_csv(path, header=None).to_numpy()
+    assert R.count_rows(path) == 257
+    # many blocks, a few, one
+    for block, dtype in ((64, np.float64), (1000, np.float32), (1 << 20, np.float64)):
+        for lo, hi in RANGES:
+            got = R.read_rows(path, lo, hi, dtype=dtype, block_bytes=block)
+            want = whole[lo:hi].astype(dtype)
+            assert got.dtype == dtype and got.shape == (hi - lo, 7), (lo, hi)
+            assert got.tobytes() == want.tobytes(), (block, lo, hi, dtype)
+
+
+def test_csv_integers_exact(tmp_path):
+    rng = np.random.default_rng(1)
+    e = rng.integers(0, 2 ** 62, (300, 2))
+    path = write_csv(tmp_path / "edge.csv.gz", e)
+    whole = pd.read_csv(path, header=None).to_numpy()
+    assert whole.dtype == np.int64
+    for lo, hi in [(0, 300), (7, 123), (299, 300)]:
+        got = R.read_csv_rows(path, lo, hi, dtype=np.int64, block_bytes=100)
+        assert got.tobytes() == whole[lo:hi].tobytes()
+    small = write_csv(tmp_path / "small.csv", np.arange(20).reshape(10, 2))
+    assert R.read_csv_rows(small, 2, 5, dtype=np.int32).tolist() == \
+        [[4, 5], [6, 7], [8, 9]]
+
+
+def test_csv_parses_only_its_rows(tmp_path, monkeypatch):
+    path = write_csv(tmp_path / "x.csv.gz", np.arange(3000.0).reshape(1000, 3))
+    parsed = []
+    real = R._parse_block
+
+    def spy(path_, chunk, n, first_line, dtype, out):
+        parsed.append((first_line, chunk.count(b"\n")))
+        return real(path_, chunk, n, first_line, dtype, out)
+
+    monkeypatch.setattr(R, "_parse_block", spy)
+    got = R.read_csv_rows(path, 400, 450, block_bytes=256)
+    assert got[0].tolist() == [1200.0, 1201.0, 1202.0] and len(got) == 50
+    assert sum(n for _, n in parsed) == 50 and parsed[0][0] == 401  # 1-based lines
+
+
+def test_csv_errors(tmp_path):
+    path = write_csv(tmp_path / "x.csv.gz", np.arange(30.0).reshape(10, 3))
+    missing = str(tmp_path / "nope.csv.gz")
+    with pytest.raises(DDStoreValueError, match=f"{missing}: no such file"):
+        R.read_rows(missing, 0, 1)
+    with pytest.raises(DDStoreValueError, match="no such file"):
+        R.count_rows(missing)
+    with pytest.raises(DDStoreIndexError,
+                       match=r"row range \[5, 11\) out of range \[0, 10\]"):
+        R.read_rows(path, 5, 11)
+    with pytest.raises(DDStoreIndexError, match=r"\[4, 2\)"):
+        R.read_rows(path, 4, 2)
+    with pytest.raises(DDStoreIndexError, match=r"\[-1, 2\)"):
+        R.read_rows(path, -1, 2)
+    with pytest.raises(DDStoreValueError, match="lo must be an integer"):
+        R.read_rows(path, 1.0, 2)
+    with pytest.raises(DDStoreValueError, match="unknown file kind"):
+        R.read_rows(write_csv(tmp_path / "x.txt", np.zeros((1, 1))), 0, 1)
+    with pytest.raises(DDStoreValueError, match="not a number type"):
+        R.read_csv_rows(path, 0, 1, dtype=object)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2,3\n4,5,6\n7,8\n9,10,11\n")
+    with pytest.raises(DDStoreValueError, match=r"bad.csv, line 3: malformed row: 2 "
+                                                r"fields, expected 3"):
+        R.read_csv_rows(str(bad), 0, 4)
+    assert R.read_csv_rows(str(bad), 0, 2).tolist() == [[1, 2, 3], [4, 5, 6]]
+    word = tmp_path / "word.csv.gz"
+    with gzip.open(word, "wb") as f:
+        f.write(b"1,2\n3,4\n5,x5\n")
+    with pytest.raises(DDStoreValueError, match=r"word.csv.gz, line 3, column 1: 'x5' is "
+                                                r"not a number"):
+        R.read_csv_rows(str(word), 1, 3)
+    frac = tmp_path / "frac.csv"
+    frac.write_text("1,2\n3,4.5\n")
+    with pytest.raises(DDStoreValueError, match=r"line 2, column 1: '4.5' is not an "
+                                                r"integer"):
+        R.read_csv_rows(str(frac), 0, 2, dtype=np.int64)
+    with pytest.raises(DDStoreValueError, match=r"line 2: \[300, 4\] does not fit int8"):
+        R.read_csv_rows(str(write_csv(tmp_path / "i.csv", [[1, 2], [300, 4]])), 0, 2,
+                        dtype=np.int8)
+    with pytest.raises(DDStoreValueError, match="expected 5"):
+        R.read_csv_rows(path, 0, 2, ncols=5)
+    trunc = tmp_path / "trunc.csv.gz"
+    trunc.write_bytes(open(path, "rb").read()[:-12])
+    with pytest.raises(DDStoreValueError, match="trunc.csv.gz: cannot be read"):
+        R.read_csv_rows(str(trunc), 0, 10)
+
+
+def test_npy_rows_and_columns(tmp_path):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((50, 4, 3)).astype(np.float32)
+    path = str(tmp_path / "x.npy")
+    np.save(path, x)
+    assert R.count_rows(path) == 50
+    for lo, hi in [(0, 0), (0, 50), (3, 17), (49, 50)]:
+        got = R.read_rows(path, lo, hi)
+        assert got.dtype == np.float32 and got.tobytes() == x[lo:hi].tobytes()
+    ei = rng.integers(0, 50, (2, 40))
+    epath = str(tmp_path / "edge_index.npy")
+    np.save(epath, ei)
+    for lo, hi in [(0, 40), (5, 9), (40, 40)]:
+        got = R.read_npy_rows(epath, lo, hi, axis=1)
+        assert got.tobytes() == np.ascontiguousarray(ei[:, lo:hi]).tobytes()
+    with pytest.raises(DDStoreIndexError, match=r"column range \[30, 41\) out of range "
+                                                r"\[0, 40\]"):
+        R.read_npy_rows(epath, 30, 41, axis=1)
+    with pytest.raises(DDStoreIndexError, match=r"row range \[0, 51\) out of range "
+                                                r"\[0, 50\]"):
+        R.read_rows(path, 0, 51)
+    with pytest.raises(DDStoreValueError, match="holds dtype float32, expected float64"):
+        R.read_rows(path, 0, 1, dtype=np.float64)
+    with pytest.raises(DDStoreValueError, match="axis=1"):
+        R.read_npy_rows(path, 0, 1, axis=1)
+    np.save(tmp_path / "f.npy", np.asfortranarray(np.zeros((4, 3))))
+    with pytest.raises(DDStoreValueError, match="Fortran order"):
+        R.read_rows(str(tmp_path / "f.npy"), 0, 1)
+    short = tmp_path / "short.npy"
+    short.write_bytes(open(path, "rb").read()[:-10])
+    with pytest.raises(DDStoreValueError, match="short.npy: truncated"):
+        R.read_rows(str(short), 0, 1)
+    with pytest.raises(DDStoreValueError, match=f"{tmp_path / 'no.npy'}: no such file"):
+        R.read_rows(str(tmp_path / "no.npy"), 0, 1)
+
+
+def small_ogb(tmp_path, n=120, e=500, d=5, nan_labels=False):
+    rng = np.random.default_rng(3)
+    ei = rng.integers(0, n, (2, e))
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    y = rng.integers(0, 7, n).astype(np.float64)
+    if nan_labels:
+        y[::4] = np.nan
+    perm = rng.permutation(n)
+    splits = {"train": perm[:30], "valid": perm[30:50], "test": perm[50:]}
+    root = tmp_path / "ogbn_toy"
+    write_ogb_node(root, ei, x, y, splits, split_name="sales_ranking")
+    return str(root), ei, x, y, splits
+
+
+def test_ogb_layout_ranges(tmp_path):
+    root, ei, x, y, splits = small_ogb(tmp_path, nan_labels=True)
+    ds = OGBNodeData(root)
+    assert (ds.num_nodes, ds.num_edges, ds.num_features, ds.split_name) == \
+        (120, 500, 5, "sales_ranking")
+    raw = os.path.join(root, "raw")
+    whole_e = pd.read_csv(os.path.join(raw, "edge.csv.gz"), header=None).to_numpy()
+    whole_x = pd.read_csv(os.path.join(raw, "node-feat.csv.gz"),
+                          header=None).to_numpy().astype(np.float32)
+    assert np.array_equal(whole_e, ei.T)
+    for lo, hi in [(0, 500), (0, 250), (250, 500), (17, 18)]:
+        src, dst = ds.edges(lo, hi)
+        assert src.tobytes() == whole_e[lo:hi, 0].tobytes()
+        assert dst.tobytes() == whole_e[lo:hi, 1].tobytes()
+    for lo, hi in [(0, 120), (0, 60), (60, 120), (5, 5)]:
+        assert ds.features(lo, hi).tobytes() == whole_x[lo:hi].tobytes()
+        lab = ds.labels(lo, hi)
+        want = np.where(np.isnan(y[lo:hi]), -1, np.nan_to_num(y[lo:hi])).astype(np.int64)
+        assert lab.tobytes() == want.tobytes()
+    for s in ("train", "valid", "test"):
+        k = ds.split_size(s)
+        assert k == len(splits[s])
+        assert np.array_equal(np.concatenate([ds.split(s, 0, k // 2),
+                                              ds.split(s, k // 2, k)]), splits[s])
+    with pytest.raises(DDStoreIndexError, match=r"row range \[0, 121\) out of range "
+                                                r"\[0, 120\]"):
+        ds.features(0, 121)
+    with pytest.raises(DDStoreIndexError, match=r"edge.csv.gz: row range \[499, 501\)"):
+        ds.edges(499, 501)
+    with pytest.raises(DDStoreValueError, match="split 'val': allowed"):
+        ds.split("val", 0, 1)
+
+
+def test_ogb_errors(tmp_path):
+    with pytest.raises(DDStoreValueError, match="not an OGB node-property dataset "
+                                                "directory"):
+        OGBNodeData(tmp_path)
+    root, ei, x, y, splits = small_ogb(tmp_path)
+    os.remove(os.path.join(root, "split", "sales_ranking", "valid.csv.gz"))
+    with pytest.raises(DDStoreValueError, match="valid.csv.gz: no such file"):
+        OGBNodeData(root)
+    os.makedirs(os.path.join(root, "split", "other"))
+    with pytest.raises(DDStoreValueError, match=r"holds splits \['other', "
+                                                r"'sales_ranking'\]; name one"):
+        OGBNodeData(root)
+    bad = tmp_path / "bad"
+    ei2 = ei.copy()
+    ei2[1, 7] = 120  # a node id == num_nodes
+    write_ogb_node(bad, ei2, x, y)
+    ds = OGBNodeData(bad)
+    assert ds.split_name is None
+    with pytest.raises(DDStoreValueError, match=r"edge.csv.gz, line 8: edge .* names a "
+                                                r"node outside \[0, 120\)"):
+        ds.edges(0, 500)
+    ds.edges(0, 7)  # the lines before it are fine
+    frac = tmp_path / "frac"
+    yy = y.copy()
+    yy[3] = 2.5
+    write_ogb_node(frac, ei, x, yy)
+    with pytest.raises(DDStoreValueError, match=r"node-label.csv.gz, line 4: label 2.5 is "
+                                                r"not a class id"):
+        OGBNodeData(frac).labels(0, 120)
+    os.remove(os.path.join(str(frac), "raw", "num-node-list.csv.gz"))
+    with pytest.raises(DDStoreValueError, match="num-node-list.csv.gz: no such file"):
+        OGBNodeData(frac)
+
+
+def test_synthetic_graph_is_the_same_for_any_ranges():
+    """Per-block seeds: any split of the ranges (as on any number of ranks) gives the
+    same graph; the planted structure is there."""
+    from ddstore.sources.synthetic_nodes import EDGE_BLOCK, NODE_BLOCK, SyntheticNodeGraph
+    g = SyntheticNodeGraph(scale=0.06, seed=5)  # 146,942 nodes, 3.7 M edges: 4 blocks
+    n, e = g.num_nodes, g.num_edges
+    assert (n, e, g.num_features, g.num_classes) == (146942, 3711548, 100, 47)
+    assert n > 2 * NODE_BLOCK and e > 3 * EDGE_BLOCK
+    x, y = g.features(0, n), g.labels(0, n)
+    assert x.dtype == np.float32 and x.shape == (n, 100) and y.dtype == np.int64
+    for cuts in ([0, 1, NODE_BLOCK + 3, n], [0, n // 3, 2 * n // 3, n]):
+        parts = [g.features(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+        assert np.concatenate(parts).tobytes() == x.tobytes()
+    cuts = [0, EDGE_BLOCK - 1, EDGE_BLOCK + 1, 3 * EDGE_BLOCK + 7, e]
+    parts = [g.edges(a, b) for a, b in zip(cuts[:-1], cuts[1:])]
+    src, dst = (np.concatenate([p[k] for p in parts]) for k in (0, 1))
+    s1, d1 = g.edges(0, e)
+    assert np.array_equal(src, s1) and np.array_equal(dst, d1)
+    assert src.min() >= 0 and src.max() < n and dst.min() >= 0 and dst.max() < n
+    # structure: Zipf-like classes, homophilous edges, informative but noisy features
+    counts = np.bincount(y, minlength=47)
+    assert counts.min() >= 1 and 0.2 < counts.max() / n < 0.35
+    assert 0.8 < (y[src] == y[dst]).mean() < 0.86
+    order = np.argsort(y, kind="stable")
+    means = np.add.reduceat(x[order], np.r_[0, np.cumsum(counts)[:-1]]) / counts[:, None]
+    err = np.abs(means - g.means).max(axis=1)  # class means planted, within 6 sd
+    assert (err < 6 * g.noise / np.sqrt(counts)).all(), err
+    # splits: a partition of the nodes, 8 % / 1.6 % / 90.4 %
+    ids = [g.split(s, 0, g.split_size(s)) for s in ("train", "valid", "test")]
+    assert [len(i) for i in ids] == [11755, 2351, 132836]
+    assert np.array_equal(np.sort(np.concatenate(ids)), np.arange(n))
+    k = g.split_size("train")
+    assert np.array_equal(np.concatenate([g.split("train", 0, 7), g.split("train", 7, k)]),
+                          ids[0])
+    # another seed, another graph; the same seed, the same graph
+    assert not np.array_equal(SyntheticNodeGraph(scale=0.06, seed=6).labels(0, 100), y[:100])
+    assert SyntheticNodeGraph(scale=0.06, seed=5).features(500, 510).tobytes() == \
+        x[500:510].tobytes()
+
+
+def test_synthetic_graph_errors():
+    from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
+    g = SyntheticNodeGraph(scale=0.001)
+    assert (g.num_nodes, g.num_edges) == (2449, 61859)
+    with pytest.raises(DDStoreIndexError, match=r"features: row range \[0, 2450\) out of "
+                                                r"range \[0, 2449\]"):
+        g.features(0, 2450)
+    with pytest.raises(DDStoreIndexError, match=r"edges: row range \[61859, 61860\)"):
+        g.edges(61859, 61860)
+    with pytest.raises(DDStoreValueError, match="split 'val': allowed"):
+        g.split("val", 0, 1)
+    with pytest.raises(DDStoreValueError, match="scale=0 must be a number in"):
+        SyntheticNodeGraph(scale=0)
+    with pytest.raises(DDStoreValueError, match="homophily=2 must be in"):
+        SyntheticNodeGraph(scale=0.001, homophily=2)
+
+
+def test_npy_node_data(tmp_path):
+    from ddstore.sources.npy_nodes import NpyNodeData
+    rng = np.random.default_rng(4)
+    n, e = 90, 400
+    ei = rng.integers(0, n, (2, e))
+    x = rng.standard_normal((n, 6)).astype(np.float64)
+    y = rng.integers(0, 5, n).astype(np.int32)
+    np.save(tmp_path / "edge_index.npy", ei)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    for s, ids in (("train", np.arange(10)), ("valid", np.arange(10, 20)),
+                   ("test", np.arange(20, 90))):
+        np.save(tmp_path / f"{s}_idx.npy", ids)
+    ds = NpyNodeData.from_dir(tmp_path)
+    assert (ds.num_nodes, ds.num_edges, ds.num_features, ds.split_name) == (90, 400, 6,
+                                                                            "npy")
+    s, d = ds.edges(13, 77)
+    assert np.array_equal(s, ei[0, 13:77]) and np.array_equal(d, ei[1, 13:77])
+    assert ds.features(5, 9).tobytes() == x[5:9].astype(np.float32).tobytes()
+    assert ds.labels(0, 90).tolist() == y.tolist()
+    assert ds.split("test", 3, 5).tolist() == [23, 24] and ds.split_size("valid") == 10
+    np.save(tmp_path / "e2.npy", ei.T.copy())  # [E, 2], OGB's orientation
+    s2, d2 = NpyNodeData(tmp_path / "e2.npy", num_nodes=n).edges(0, 400)
+    assert np.array_equal(s2, ei[0]) and np.array_equal(d2, ei[1])
+    with pytest.raises(DDStoreValueError, match="x has 90 rows but y has 89"):
+        np.save(tmp_path / "y89.npy", y[:89])
+        NpyNodeData(tmp_path / "edge_index.npy", x=tmp_path / "x.npy",
+                    y=tmp_path / "y89.npy")
+    with pytest.raises(DDStoreValueError, match="nope.npy: no such file"):
+        NpyNodeData(tmp_path / "edge_index.npy", x=tmp_path / "nope.npy")
+    with pytest.raises(DDStoreIndexError, match=r"x.npy: row range \[0, 91\) out of range "
+                                                r"\[0, 90\]"):
+        ds.features(0, 91)
+    ei[1, 3] = 90
+    np.save(tmp_path / "bad.npy", ei)
+    with pytest.raises(DDStoreValueError, match=r"edge 3 \(.*\) names a node outside "
+                                                r"\[0, 90\)"):
+        NpyNodeData(tmp_path / "bad.npy", num_nodes=90).edges(0, 400)

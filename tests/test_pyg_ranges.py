@@ -1,0 +1,37 @@
+"""The range-wise loading path of ddstore.pyg (ranges.py: load_ogb, load_npy,
+load_synthetic) on 2 ranks against the files, and a smoke run of its benchmark
+(python -m ddstore.bench.pyg).  The readers themselves are tested in-process in
+test_ogb_sources.py; the example in test_examples.py."""
+import json
+
+import pytest
+
+from conftest import on_ranks, run_mpi
+
+
+@pytest.mark.mpi
+def test_range_loaders_on_two_ranks():
+    out = run_mpi("pyg_ranges.py", 2, timeout=180)
+    assert "0 failures " + on_ranks(2) in out, out
+
+
+@pytest.mark.mpi
+def test_benchmark_smoke(tmp_path):
+    """mpiexec -n 2 python -m ddstore.bench.pyg on a tiny graph: width 2, one transport;
+    the JSON names the numbers and says why the in-memory reference did or did not run."""
+    out = run_mpi("-m", 2, "ddstore.bench.pyg", "--scale", "0.001", "--batches", "2",
+                  "--batch-size", "64", "--transports", "auto", "--out", str(tmp_path),
+                  timeout=180)
+    assert "width 2 auto" in out and "sampled edges/s per rank" in out, out
+    res = json.load(open(tmp_path / "pyg_n2.json"))
+    assert res["benchmark"] == "pyg" and res["ranks"] == 2 and res["num_nodes"] == 2449
+    (r,) = res["results"]
+    assert r["width"] == 2 and r["edges_per_s_per_rank"] > 0 and r["batches_per_s_per_rank"] > 0
+    assert len(r["peak_rss_per_rank"]) == 2 and min(r["peak_rss_per_rank"]) > 0
+    mem = res["in_memory"]
+    if mem["sampler_library"] is None:
+        assert not mem["available"] and "requires either 'pyg-lib' or 'torch-sparse'" in \
+            mem["reason"], mem
+        assert res["targets"]["meets_throughput"] is None
+    else:
+        assert mem["available"] and mem["edges_per_s_per_rank"] > 0
