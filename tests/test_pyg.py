@@ -104,3 +104,63 @@ def test_no_pyg_sampler_installed():
                             num_neighbors=[1], batch_size=1)
     with pytest.raises(ImportError, match="pyg-lib"):
         next(iter(loader))
+
+
+def test_hetero_temporal_all_neighbours_against_brute_force(store):
+    """Hetero + edge time (two node types, two edge types), ``[-1, -1]``: each seed's
+    subgraph is exactly its typed 2-hop neighbourhood over edges not later than the
+    seed's time (disjoint, as temporal sampling is), features byte-equal."""
+    from torch_geometric.data import HeteroData
+    from torch_geometric.loader import NeighborLoader
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(3)
+    n = {"a": 19, "b": 13}
+    h = HeteroData()
+    for t in n:
+        h[t].x = torch.randn(n[t], 3, generator=g)
+    for et, m in ((("a", "ab", "b"), 60), (("b", "ba", "a"), 50)):
+        h[et].edge_index = torch.stack([torch.randint(0, n[et[0]], (m,), generator=g),
+                                        torch.randint(0, n[et[2]], (m,), generator=g)])
+        h[et].edge_time = torch.randint(0, 20, (m,), generator=g)
+    fs, gs = dpyg.from_hetero(store, h, name="ht", time_attr="edge_time")
+    seeds = torch.tensor([0, 4, 4, 11])
+    seed_t = torch.tensor([19, 7, 12, 0])
+    loader = NeighborLoader((fs, gs), num_neighbors=[-1, -1], input_nodes=("b", seeds),
+                            input_time=seed_t, time_attr="edge_time", batch_size=4,
+                            neighbor_sampler=dpyg.NeighborSampler(
+                                gs, [-1, -1], time_attr="edge_time", seed=1))
+    b = next(iter(loader))
+    got = {}
+    for et in h.edge_types:
+        if "e_id" not in b[et]:
+            continue
+        es, ed = h[et].edge_index
+        e = b[et].e_id
+        # the sampled edges are the stored ones, not later than their seed's time
+        assert torch.equal(b[et[0]].n_id[b[et].edge_index[0]], es[e])
+        assert torch.equal(b[et[2]].n_id[b[et].edge_index[1]], ed[e])
+        root = b[et[2]].batch[b[et].edge_index[1]]
+        assert bool((h[et].edge_time[e] <= seed_t[root]).all())
+        for r, eid in zip(root.tolist(), e.tolist()):
+            got.setdefault(r, []).append((et, eid))
+    for i, (s, T) in enumerate(zip(seeds.tolist(), seed_t.tolist())):
+        want, frontier, seen = [], [("b", s)], {("b", s)}
+        for _ in range(2):
+            nxt = []
+            for et in h.edge_types:
+                es, ed = h[et].edge_index
+                for _, v in [f for f in frontier if f[0] == et[2]]:
+                    for e in ((ed == v) & (h[et].edge_time <= T)).nonzero().view(-1).tolist():
+                        want.append((et, e))
+                        if (et[0], int(es[e])) not in seen:
+                            seen.add((et[0], int(es[e])))
+                            nxt.append((et[0], int(es[e])))
+            frontier = nxt
+        assert sorted(got.get(i, [])) == sorted(want), f"seed {i}"
+    # the case is not trivial: edges were sampled, and the time rule excluded some
+    ab = h["a", "ab", "b"]
+    assert sum(map(len, got.values())) > 0
+    assert any(bool(((ab.edge_index[1] == s) & (ab.edge_time > T)).any())
+               for s, T in zip(seeds.tolist(), seed_t.tolist()))
+    for t in n:
+        assert torch.equal(b[t].x, h[t].x[b[t].n_id])
