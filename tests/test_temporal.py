@@ -6,13 +6,11 @@ own JODIEDataset processing and train_val_test_split) and bad input on one rank.
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import mpiexec_path, on_ranks, run_mpi
+from conftest import on_ranks, run_mpi
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -73,12 +71,9 @@ def test_synthetic_stream():
 def test_benchmark_smoke(tmp_path):
     """mpiexec -n 2 python -m ddstore.bench.temporal on a small stream: widths 1 and 2,
     transports auto and rma, JSON written."""
-    cmd = ["timeout", "--kill-after=10", "180", mpiexec_path(), "-n", "2", sys.executable,
-           "-m", "ddstore.bench.temporal", "--num-nodes", "300", "--num-edges", "20000",
-           "--batch-size", "100", "--batches", "12", "--out", str(tmp_path), "--no-plot"]
-    out = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert out.returncode == 0, out.stdout
+    run_mpi("-m", 2, "ddstore.bench.temporal", "--num-nodes", "300", "--num-edges",
+            "20000", "--batch-size", "100", "--batches", "12", "--out", str(tmp_path),
+            "--no-plot", timeout=180, cwd=ROOT)
     res = json.load(open(tmp_path / "temporal_n2.json"))
     combos = {(r["width"], r["transport"], r["strategy"], tuple(r["fanouts"]))
               for r in res["results"]}
