@@ -5,6 +5,8 @@ contiguous range ``[start, stop)`` without touching the others.  Each rank of a 
 asks its source only for its own chunk (``ddstore.partition``), so no rank reads data it
 will not hold.
 """
+import numpy as np
+
 from ..errors import DDStoreIndexError, DDStoreValueError
 
 __all__ = ["Source", "SequenceSource", "check_range"]
@@ -17,6 +19,16 @@ def check_range(what, start, stop, total):
         raise DDStoreIndexError(f"{what}: row range [{start}, {stop}) out of range "
                                 f"[0, {total}]")
     return start, stop
+
+
+def first_outside(ids, limit):
+    """Position of the first row of the int array ``ids`` (1-D, or 2-D: a row is bad when
+    any of its values is) holding a value outside ``[0, limit)``; None when all are in
+    range (readers name the row in their own terms: a file line, an edge)."""
+    if not ids.size or (ids.min() >= 0 and ids.max() < limit):
+        return None
+    bad = (ids < 0) | (ids >= limit)
+    return int(np.argmax(bad.any(axis=1) if bad.ndim > 1 else bad))
 
 
 class Source:

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .base import check_range
+from .base import check_range, first_outside
 from .rows import npy_shape, read_npy_rows
 
 __all__ = ["NpyNodeData"]
@@ -121,8 +121,8 @@ class NpyNodeData:
             e = e.T
         src, dst = e[0].astype(np.int64), e[1].astype(np.int64)
         for arr in (src, dst):
-            if arr.size and (arr.min() < 0 or arr.max() >= self.num_nodes):
-                i = int(np.argmax((arr < 0) | (arr >= self.num_nodes)))
+            i = first_outside(arr, self.num_nodes)
+            if i is not None:
                 raise DDStoreValueError(f"{path}: edge {lo + i} ({int(src[i])}, "
                                         f"{int(dst[i])}) names a node outside "
                                         f"[0, {self.num_nodes})")
@@ -149,8 +149,8 @@ class NpyNodeData:
         """Node ids ``[lo, hi)`` of split ``which``."""
         path = self._split_path(which)
         ids = read_npy_rows(path, lo, hi).astype(np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_nodes):
-            i = int(np.argmax((ids < 0) | (ids >= self.num_nodes)))
+        i = first_outside(ids, self.num_nodes)
+        if i is not None:
             raise DDStoreValueError(f"{path}: entry {lo + i} = node {int(ids[i])} outside "
                                     f"[0, {self.num_nodes})")
         return ids

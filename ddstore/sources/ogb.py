@@ -29,7 +29,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .base import check_range
+from .base import check_range, first_outside
 from .rows import count_rows, read_csv_rows
 
 __all__ = ["OGBNodeData", "write_ogb_node"]
@@ -109,9 +109,9 @@ class OGBNodeData:
         path = self.paths["edge"]
         check_range(path, lo, hi, self.num_edges)
         e = read_csv_rows(path, lo, hi, dtype=np.int64, ncols=2, progress=progress)
-        if e.size and (e.min() < 0 or e.max() >= self.num_nodes):
-            bad = np.flatnonzero(((e < 0) | (e >= self.num_nodes)).any(axis=1))[0]
-            raise DDStoreValueError(f"{path}, line {lo + int(bad) + 1}: edge "
+        bad = first_outside(e, self.num_nodes)
+        if bad is not None:
+            raise DDStoreValueError(f"{path}, line {lo + bad + 1}: edge "
                                     f"{e[bad].tolist()} names a node outside "
                                     f"[0, {self.num_nodes})")
         return np.ascontiguousarray(e[:, 0]), np.ascontiguousarray(e[:, 1])
@@ -154,8 +154,8 @@ class OGBNodeData:
         """Node ids ``[lo, hi)`` of split file ``which`` as int64."""
         path = self._split_path(which)
         ids = read_csv_rows(path, lo, hi, dtype=np.int64, ncols=1)[:, 0]
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_nodes):
-            i = int(np.argmax((ids < 0) | (ids >= self.num_nodes)))
+        i = first_outside(ids, self.num_nodes)
+        if i is not None:
             raise DDStoreValueError(f"{path}, line {lo + i + 1}: node id {int(ids[i])} "
                                     f"outside [0, {self.num_nodes})")
         return ids
