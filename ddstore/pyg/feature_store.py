@@ -35,11 +35,11 @@ class TensorAttr(_PygTensorAttr):
 
 
 class _Attr:
-    __slots__ = ("group_name", "attr_name", "var", "num_rows", "dtype", "row_shape")
+    __slots__ = ("group_name", "attr_name", "var", "num_rows", "row_shape")
 
-    def __init__(self, group_name, attr_name, var, num_rows, dtype, row_shape):
+    def __init__(self, group_name, attr_name, var, num_rows, row_shape):
         self.group_name, self.attr_name, self.var = group_name, attr_name, var
-        self.num_rows, self.dtype, self.row_shape = num_rows, dtype, row_shape
+        self.num_rows, self.row_shape = num_rows, row_shape
 
 
 class FeatureStore(_PygFeatureStore):
@@ -154,7 +154,7 @@ class FeatureStore(_PygFeatureStore):
             chunk = place_rows(store, np.ascontiguousarray(arr), lo, total)
         store.add(var, np.ascontiguousarray(chunk))
         self._attrs[(attr.group_name, attr.attr_name)] = _Attr(
-            attr.group_name, attr.attr_name, var, int(total), arr.dtype, tuple(arr.shape[1:]))
+            attr.group_name, attr.attr_name, var, int(total), tuple(arr.shape[1:]))
         return True
 
     def _put_tensor(self, tensor, attr):
