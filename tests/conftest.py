@@ -25,6 +25,11 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "mpi: starts processes (an MPI job under mpiexec, or a benchmark or "
                    "example run as a program); the fast subset is -m 'not mpi'")
+    config.addinivalue_line(
+        "markers", "shared_launch(program, *args, timeout=240): the test's MPI program "
+                   "runs in one job with the other selected programs of the same rank "
+                   "count (tests/mpi/checks.py); args are formatted with the test's "
+                   "parameters and {tmp}")
 
 
 _CURRENT = {"item": None}  # the test being run, for run_mpi's marker check
@@ -118,3 +123,91 @@ def store():
     s = ddstore.DDStore(MPI.COMM_SELF, width=1)
     yield s
     s.free()
+
+
+# ---------------------------------------------------------------- shared launches
+# Most MPI programs check one layer each at 1-4 ranks.  Started one by one, every job
+# pays the interpreter, torch and MPI start-up on every rank (3-8 s a launch on a 2-core
+# machine, oversubscribed at 3-4 ranks) -- minutes over the suite.  A test marked
+# ``@pytest.mark.shared_launch(program, *args)`` instead gets its program's section of
+# one job per rank count that runs every selected such program (tests/mpi/checks.py), in
+# the order pytest collected them.  Each test still passes or fails on its own section.
+
+
+def _shared_spec(item):
+    """(nprocs, program, args, timeout) of a shared-launch test item, or None."""
+    m = item.get_closest_marker("shared_launch")
+    if m is None:
+        return None
+    params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+    nprocs = params.get("nprocs", m.kwargs.get("nprocs"))
+    if nprocs is None:
+        raise pytest.UsageError(f"{item.nodeid}: shared_launch needs an nprocs parameter")
+    program, *args = m.args
+    args = tuple(str(a).format(tmp="{tmp}", **params) for a in args)
+    return int(nprocs), program, args, int(m.kwargs.get("timeout", 240))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    plan = collections.OrderedDict()
+    for item in items:
+        spec = _shared_spec(item)
+        if spec is not None:
+            runs = plan.setdefault(spec[0], [])
+            if spec[1:] not in runs:
+                runs.append(spec[1:])
+    config._shared_plan = plan
+    config._shared_done = {}
+
+
+def _section_key(program, args, tmp):
+    return " ".join([program] + [a.replace("{tmp}", tmp) for a in args])
+
+
+@pytest.fixture
+def shared_launch(request, tmp_path_factory):
+    """Run (once per rank count, for every test that asks) the job of all selected
+    shared-launch programs of this test's rank count; return this program's section of
+    the output (what rank 0 printed from its ``=== program args`` line to the next).
+    Fails the test when its program failed a check, did not run (an earlier program of
+    the job aborted it), or the job timed out."""
+    nprocs, program, args, _ = _shared_spec(request.node)
+    config = request.config
+    done = config._shared_done
+    if nprocs not in done:
+        runs = config._shared_plan[nprocs]
+        tmp = str(tmp_path_factory.mktemp(f"shared{nprocs}"))
+        cmd = []
+        for i, (prog, a, _t) in enumerate(runs):
+            sub = os.path.join(tmp, f"{i}")
+            os.makedirs(sub, exist_ok=True)
+            cmd += (["+"] if cmd else []) + [prog] + [x.replace("{tmp}", sub) for x in a]
+        timeout = sum(t for _, _, t in runs)
+        result = run_mpi("checks.py", nprocs, *cmd, timeout=timeout, check=False)
+        sections, cur = {}, None
+        for line in result.output.splitlines():
+            if line.startswith("=== "):
+                cur = line[4:]
+                sections[cur] = []
+            elif cur is not None:
+                sections[cur].append(line)
+        keys = [" ".join([p] + [x.replace("{tmp}", os.path.join(tmp, f"{i}"))
+                                for x in a]) for i, (p, a, _t) in enumerate(runs)]
+        done[nprocs] = (result, {k: "\n".join(sections[k]) for k in keys
+                                 if k in sections}, keys, runs)
+    result, sections, keys, runs = done[nprocs]
+    key = keys[runs.index((program, args, _shared_spec(request.node)[3]))]
+    head = f"shared job of {nprocs} rank(s): {result.cmd}"
+    if key not in sections:
+        pytest.fail(f"{program} did not run: an earlier program of the shared job ended "
+                    f"it (exit code {result.returncode}).\n{head}\n{result.output}")
+    out = sections[key]
+    name = os.path.splitext(program)[0]
+    summary = [ln for ln in out.splitlines() if ln.startswith(f"{name}: ")
+               and " checks, " in ln]
+    if result.returncode in (124, 137) and not summary:
+        pytest.fail(f"timed out (deadlock?) in {program}\n{head}\n{result.output}")
+    if not summary or f" 0 failures {on_ranks(nprocs)}" not in summary[-1]:
+        pytest.fail(f"{program} {' '.join(args)} failed on {nprocs} rank(s)\n{head}\n"
+                    f"{out if summary else result.output}")
+    return out

@@ -29,9 +29,9 @@ ROOT = os.path.join(HERE, "..")
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
-def test_dynamic_graph_mpi(mpirun, nprocs):
-    out = mpirun("st_dynamic.py", nprocs, timeout=240)
-    assert f"0 failures {on_ranks(nprocs)}" in out, out
+@pytest.mark.shared_launch("st_dynamic.py", timeout=240)
+def test_dynamic_graph_mpi(shared_launch, nprocs):
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
 
 
 # ------------------------------------------------------------------ loaders, real files

@@ -10,7 +10,6 @@ import pytest
 import torch  # noqa: E402
 import torch_geometric  # noqa: E402,F401
 
-from conftest import run_mpi  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi"))
 from graphs_common import (assert_batch_equal, assert_graph_equal,  # noqa: E402
@@ -324,12 +323,13 @@ def test_sequence_source_touches_only_range():
 # ---------------------------------------------------------------------- MPI programs
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
-def test_mpi_roundtrip(nprocs):
-    out = run_mpi("graphs_roundtrip.py", nprocs, timeout=180)
-    assert f"graphs_roundtrip: {nprocs} ranks" in out and "checks passed" in out
+@pytest.mark.shared_launch("graphs_roundtrip.py", timeout=180)
+def test_mpi_roundtrip(shared_launch, nprocs):
+    out = shared_launch
+    assert f"graphs_roundtrip: {nprocs} ranks" in out and "checks passed" in out, out
 
 
 @pytest.mark.mpi
-def test_mpi_errors():
-    out = run_mpi("graphs_errors.py", 3, timeout=180)
-    assert "graphs_errors: 3 ranks" in out
+@pytest.mark.shared_launch("graphs_errors.py", nprocs=3, timeout=180)
+def test_mpi_errors(shared_launch):
+    assert "graphs_errors: 3 ranks" in shared_launch, shared_launch

@@ -35,6 +35,28 @@ def test_passing_checks_exit_zero():
     assert "harness_selftest: 10 checks, 0 failures on 2 ranks" in out, out
 
 
+@pytest.mark.mpi
+def test_several_programs_in_one_job():
+    """tests/mpi/checks.py (the shared launches): each program's summary counts its own
+    checks only, a failed check in one program fails the job but not the summaries of
+    the others, and an exception still ends the job at once, before later programs."""
+    r = run_mpi("checks.py", 2, "harness_selftest.py", "pass", "+", "harness_selftest.py",
+                "fail", "+", "harness_selftest.py", "pass", timeout=90, check=False)
+    assert r.returncode not in (0, 124, 137), f"exit {r.returncode}:\n{r.output}"
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("harness_selftest: ")]
+    assert lines == ["harness_selftest: 10 checks, 0 failures on 2 ranks",
+                     "harness_selftest: 2 checks, 1 failures on 2 ranks",
+                     "harness_selftest: 10 checks, 0 failures on 2 ranks"], r.output
+    assert r.output.count("=== harness_selftest.py ") == 3, r.output
+    r = run_mpi("checks.py", 2, "harness_selftest.py", "raise", "+", "harness_selftest.py",
+                "pass", timeout=90, check=False)
+    assert r.returncode not in (0, 124, 137) and r.elapsed < PROMPT, r.output
+    assert "=== harness_selftest.py pass" not in r.output, r.output
+    out = run_mpi("checks.py", 2, "harness_selftest.py", "pass", "+",
+                  "harness_selftest.py", "pass", timeout=90)
+    assert out.count("harness_selftest: 10 checks, 0 failures on 2 ranks") == 2, out
+
+
 def test_every_mpi_program_runs_through_the_harness():
     # faults.py is the exception: it tests the store's own abort-on-exception hook
     # (tests/test_faults.py), which the harness would otherwise stand in for
@@ -42,7 +64,7 @@ def test_every_mpi_program_runs_through_the_harness():
     missing = []
     for path in programs:
         name = os.path.basename(path)
-        if name.startswith("_") or name in ("faults.py", "graphs_common.py"):
+        if name.startswith("_") or name in ("faults.py", "graphs_common.py", "checks.py"):
             continue
         text = open(path).read()
         if "run_main(" not in text:

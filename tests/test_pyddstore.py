@@ -1,14 +1,14 @@
 """Tests of the pyddstore compatibility layer (MPI programs under mpiexec + timeout)."""
 import pytest
 
-from conftest import run_mpi
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
-def test_pyddstore_roundtrip(nprocs):
-    out = run_mpi("pyddstore_roundtrip.py", nprocs, timeout=120)
-    assert f"pyddstore_roundtrip: {nprocs} ranks" in out and "checks passed" in out
+@pytest.mark.shared_launch("pyddstore_roundtrip.py", timeout=120)
+def test_pyddstore_roundtrip(shared_launch, nprocs):
+    out = shared_launch
+    assert f"pyddstore_roundtrip: {nprocs} ranks" in out and "checks passed" in out, out
 
 
 def test_pyddstore_in_process_round_trip():

@@ -3,10 +3,8 @@ tests/mpi/pyg_check.py in-process on one rank and under mpiexec on 2-4 ranks (wi
 and all; both transports; brute-force k-hop neighbourhoods, fanouts, uniformity,
 temporal, hetero, LinkNeighborLoader with negative sampling, bad input on every rank),
 and single-process checks of the API."""
-import os
 import sys
 
-import numpy as np
 import pytest
 import torch
 
@@ -26,13 +24,12 @@ def test_pyg_check_one_rank():
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs,widths", [(2, ()), (3, (3,)), (4, (2,))])
-def test_pyg_check(mpirun, nprocs, widths):
+@pytest.mark.parametrize("nprocs,widths", [(2, "all"), (3, "3"), (4, "2")])
+@pytest.mark.shared_launch("pyg_check.py", "{widths}", timeout=240)
+def test_pyg_check(shared_launch, nprocs, widths):
     """2 ranks: widths 1 and 2 (all); 3 ranks: width 3 (all, uneven stripes); 4 ranks:
-    width 2 (two replicas of two members); each with transports auto and rma (one
-    launch per rank count)."""
-    out = mpirun("pyg_check.py", nprocs, *widths, timeout=240)
-    assert f"0 failures {on_ranks(nprocs)}" in out, out
+    width 2 (two replicas of two members); each with transports auto and rma."""
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
 
 
 def test_put_get_and_layout(store):

@@ -10,9 +10,9 @@ from conftest import on_ranks, run_mpi
 
 
 @pytest.mark.mpi
-def test_range_loaders_on_two_ranks():
-    out = run_mpi("pyg_ranges.py", 2, timeout=180)
-    assert "0 failures " + on_ranks(2) in out, out
+@pytest.mark.shared_launch("pyg_ranges.py", nprocs=2, timeout=180)
+def test_range_loaders_on_two_ranks(shared_launch):
+    assert "0 failures " + on_ranks(2) in shared_launch, shared_launch
 
 
 @pytest.mark.mpi

@@ -16,9 +16,9 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
-def test_plan_prefetch_npy(mpirun, nprocs, tmp_path):
-    out = mpirun("scale_features.py", nprocs, str(tmp_path), timeout=240)
-    assert f"0 failures {on_ranks(nprocs)} (all)" in out, out
+@pytest.mark.shared_launch("scale_features.py", "{tmp}", timeout=240)
+def test_plan_prefetch_npy(shared_launch, nprocs):
+    assert f"0 failures {on_ranks(nprocs)} (all)" in shared_launch, shared_launch
 
 
 @pytest.mark.mpi

@@ -7,9 +7,9 @@ from conftest import on_ranks
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 3, 4])
-def test_windows_all_placements(mpirun, nprocs, tmp_path):
-    out = mpirun("st_windows.py", nprocs, str(tmp_path), timeout=180)
-    assert f"0 failures {on_ranks(nprocs)}" in out, out
+@pytest.mark.shared_launch("st_windows.py", "{tmp}", timeout=180)
+def test_windows_all_placements(shared_launch, nprocs):
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
 
 
 @pytest.mark.mpi

@@ -17,18 +17,18 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
-def test_temporal_all_placements(mpirun, nprocs, tmp_path):
-    out = mpirun("temporal_check.py", nprocs, str(tmp_path), timeout=180)
-    assert f"0 failures {on_ranks(nprocs)}" in out, out
+@pytest.mark.shared_launch("temporal_check.py", "{tmp}", timeout=180)
+def test_temporal_all_placements(shared_launch, nprocs):
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3])
-def test_temporal_formats(mpirun, nprocs):
+@pytest.mark.shared_launch("temporal_formats_check.py", timeout=240)
+def test_temporal_formats(shared_launch, nprocs):
     """from_jodie / from_pyg / to_pyg against PyG's own JODIEDataset processing and
     train_val_test_split, every value; bad input on every rank (temporal_formats_check)."""
-    out = mpirun("temporal_formats_check.py", nprocs, timeout=240)
-    assert f"0 failures {on_ranks(nprocs)}" in out, out
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
 
 
 def test_synthetic_stream():
@@ -349,12 +349,12 @@ def test_chronological_split_is_pygs():
 # ------------------------------------------------------------------ node memory
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
-def test_node_memory_all_placements(mpirun, nprocs):
+@pytest.mark.shared_launch("node_memory.py", timeout=120)
+def test_node_memory_all_placements(shared_launch, nprocs):
     """tests/mpi/node_memory.py: NodeMemory on every width and both transports against
     the one-process brute force, byte for byte; the P-rank equality; snapshot/restore,
     reset; every error on every rank with the state unchanged."""
-    out = mpirun("node_memory.py", nprocs, timeout=120)
-    assert f"0 failures {on_ranks(nprocs)}" in out, out
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
 
 
 @pytest.fixture

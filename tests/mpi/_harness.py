@@ -9,6 +9,10 @@ Every program puts its work in a ``main()`` and ends with ``run_main(main)``:
   checks, rank 0 prints the summary, and every rank exits 1 if any rank failed a check
   (0 otherwise): all ranks agree on the result.
 
+Several programs can run in one job (``tests/mpi/checks.py``, which saves each launch's
+start-up: the interpreter, torch and MPI on every rank): ``run_main`` then prints the
+program's summary and returns instead of exiting, and the runner exits once all have run.
+
 ``check(cond, what)`` records a failed check and goes on (the summary fails the job);
 ``expect_error(exc_type, fragments, fn, *args)`` checks that a call raises the right
 exception with the right message.  Neither aborts: a program that must stop at a failed
@@ -102,12 +106,18 @@ def shared_tmpdir(prefix="ddstore-test-"):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+combined = {"active": False, "failed": 0}  # set by checks.py: several programs, one job
+
+
 def run_main(main, *args, name=None, note=""):
     """Run ``main(*args)`` on every rank; abort the job at the first exception of any
     rank; then agree on the result, print ``<name>: <n> checks, <m> failures on <size>
     ranks <note>`` on rank 0 and exit, 1 on every rank if any rank failed a check, else 0
-    (never returns)."""
+    (never returns).  Under ``checks.py`` (``combined["active"]``) it returns after the
+    summary, adding the failures to ``combined["failed"]``."""
     name = name or os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    del failures[:]  # this program's checks only (several may run in one job)
+    counts.update(checks=0, errors=0)
     try:
         main(*args)
     except BaseException:  # noqa: BLE001 -- SystemExit and KeyboardInterrupt included
@@ -124,4 +134,7 @@ def run_main(main, *args, name=None, note=""):
         print(f"{name}: {nchecks} checks, {nfail} failures on {size} "
               f"rank{'s' if size != 1 else ''}" + (f" {note}" if note else ""), flush=True)
     sys.stdout.flush()
+    if combined["active"]:
+        combined["failed"] += nfail
+        return
     sys.exit(1 if nfail else 0)

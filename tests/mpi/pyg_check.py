@@ -403,4 +403,5 @@ def main(widths=None):
 
 if __name__ == "__main__":
     import sys
-    run_main(main, [int(w) for w in sys.argv[1:]] or None)
+    run_main(main, None if sys.argv[1:] in ([], ["all"]) else
+             [int(w) for w in sys.argv[1:]])
