@@ -36,10 +36,12 @@ SIMULATED_NODES = [{"MPIR_CVAR_NUM_CLIQUES": "2"}, {"MPIR_CVAR_ODD_EVEN_CLIQUES"
 @pytest.mark.mpi
 @pytest.mark.parametrize("env", SIMULATED_NODES, ids=["blocks", "odd-even"])
 def test_simulated_nodes(mpirun, env):
-    out = mpirun("core_nodes.py", 4, env=env)
-    assert out.count("simulated nodes ok") == 4
-    out = mpirun("core_roundtrip.py", 4, "auto", env=env)
-    assert out.count("byte-exact checks passed") == 4
+    # one job: the node layout, then the round-trip on it (tests/mpi/checks.py)
+    out = mpirun("checks.py", 4, "core_nodes.py", "+", "core_roundtrip.py", "auto",
+                 env=env)
+    assert out.count("simulated nodes ok") == 4, out
+    assert out.count("byte-exact checks passed") == 4, out
+    assert "core_roundtrip: " in out and " 0 failures on 4 ranks" in out, out
 
 
 @pytest.mark.mpi

@@ -176,11 +176,41 @@ def run_python_block(code, tmp_path, nprocs=2):
     return run_mpi(str(script), nprocs, timeout=300, cwd=ROOT)
 
 
+_BLOCKS_JOB = {}  # the one job of every python block (run by the first test that asks)
+
+
+def blocks_job(tmp_path_factory, nprocs=2):
+    """Every ```python block of README.md, each saved as its own file and run as
+    ``__main__`` one after another in one ``mpiexec -n 2`` job from the repository root
+    (tests/mpi/checks.py: torch and PyG imported once, not once per block; a block that
+    raises ends the job).  Returns (result, {heading: what every rank printed})."""
+    if not _BLOCKS_JOB:
+        tmp = tmp_path_factory.mktemp("readme")
+        blocks = python_blocks()
+        cmd = ["--out", str(tmp)]
+        for i, (_, code, _) in enumerate(blocks):
+            script = tmp / f"block{i}.py"
+            script.write_text(code)
+            cmd += (["+"] if i else []) + [str(script)]
+        result = run_mpi("checks.py", nprocs, *cmd, timeout=300 * len(blocks), cwd=ROOT,
+                         check=False)
+        outs = {}
+        for i, (heading, _, _) in enumerate(blocks):
+            files = [tmp / f"{i}.{r}.out" for r in range(nprocs)]
+            if all(f.exists() for f in files):
+                outs[heading] = "".join(f.read_text() for f in files)
+        _BLOCKS_JOB.update(result=result, outs=outs)
+    return _BLOCKS_JOB["result"], _BLOCKS_JOB["outs"]
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("heading", sorted(PYTHON_EXPECT))
-def test_python_block(heading, tmp_path):
+def test_python_block(heading, tmp_path_factory):
     (code, line), = [(c, n) for h, c, n in python_blocks() if h == heading]
-    out = run_python_block(code, tmp_path)
+    result, outs = blocks_job(tmp_path_factory)
+    out = outs.get(heading)
+    assert out is not None, (f"README.md:{line}: the block did not run to its end (exit "
+                             f"{result.returncode}):\n{result.output}")
     assert re.search(PYTHON_EXPECT[heading], out), f"README.md:{line}:\n{out}"
 
 

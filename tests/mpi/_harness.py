@@ -128,6 +128,7 @@ def run_main(main, *args, name=None, note=""):
                                    text.rstrip("\n").split("\n")))
         sys.stderr.flush()
         comm.Abort(1)
+        os._exit(1)  # MPI_Abort may return before the process manager ends this one
     nfail = comm.allreduce(len(failures))
     nchecks = comm.allreduce(counts["checks"])
     if rank == 0:

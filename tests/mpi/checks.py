@@ -1,4 +1,5 @@
-"""Run several harness programs (``tests/mpi/*.py``) one after another in one MPI job.
+"""Run several harness programs (``tests/mpi/*.py``), or any scripts (README blocks), one
+after another in one MPI job.
 
     mpiexec -n 4 python tests/mpi/checks.py core_roundtrip.py auto + graphs_roundtrip.py
 
@@ -33,14 +34,63 @@ def programs(argv):
     return [p for p in out if p]
 
 
+class _Tee:
+    """This rank's stdout, also written to a file (``--out``)."""
+
+    def __init__(self, stream, path):
+        self.stream, self.file = stream, open(path, "w")
+
+    def write(self, text):
+        self.file.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.file.flush()
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def run_one(path, args):
+    """Run one program as ``__main__``; a program that is not a harness program (a
+    README block) and raises gets the harness's treatment: traceback, job aborted."""
+    sys.argv = [path] + args
+    try:
+        return runpy.run_path(path, run_name="__main__")
+    except BaseException:  # noqa: BLE001 -- the job ends here, as run_main would end it
+        import traceback
+        sys.stdout.flush()
+        sys.stderr.write("".join(f"[rank {_harness.rank}] {line}\n" for line in
+                                 traceback.format_exc().rstrip("\n").split("\n")))
+        sys.stderr.flush()
+        _harness.comm.Abort(1)
+        os._exit(1)  # not reached where Abort ends the process at once
+
+
 def main(argv):
+    """``[--out DIR] PROGRAM [ARG ...] [+ PROGRAM [ARG ...]] ...``; with ``--out``, each
+    rank's stdout during program ``i`` is also written to ``DIR/<i>.<rank>.out`` (what
+    every rank printed, in order, for tests that look at more than rank 0's lines); the
+    file gets that name only when the program has returned on that rank.""" 
+    out_dir = None
+    if argv[:1] == ["--out"]:
+        out_dir, argv = argv[1], argv[2:]
     _harness.combined["active"] = True
     kept = []  # each program's globals, alive to the end as in a job of its own
-    for prog, *args in programs(argv):
+    real = sys.stdout
+    for i, (prog, *args) in enumerate(programs(argv)):
         if _harness.rank == 0:
             print(f"=== {' '.join([prog] + args)}", flush=True)
-        sys.argv = [os.path.join(HERE, prog)] + args
-        kept.append(runpy.run_path(sys.argv[0], run_name="__main__"))
+        if out_dir is not None:
+            done = os.path.join(out_dir, f"{i}.{_harness.rank}.out")
+            sys.stdout = _Tee(real, done + ".part")
+        kept.append(run_one(os.path.join(HERE, prog), args))
+        if out_dir is not None:  # the file gets its name once the program has returned
+            sys.stdout.flush()
+            sys.stdout.file.close()
+            sys.stdout = real
+            os.replace(done + ".part", done)
     sys.stdout.flush()
     sys.exit(1 if _harness.combined["failed"] else 0)
 
