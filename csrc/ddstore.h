@@ -196,17 +196,20 @@ int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
  * this member's or gets more entries than its degree).  dds_tcsr_sort: sort every list of
  * nodes [node_lo, node_hi) in place by (timestamp, edge id).  Times are optional: t NULL
  * in dds_tcsr_pack packs time 0; ts NULL in dds_tcsr_place / dds_tcsr_sort keeps no
- * times and sorts every list by edge id alone (the CSC of ddstore.pyg without a time). */
+ * times and sorts every list by edge id alone (the CSC of ddstore.pyg without a time).
+ * `id_bytes` is the width of the ids in nbr and eid: 8 (int64_t, the T-CSR) or 4
+ * (int32_t, the CSC of ddstore.pyg when its ids fit; dds_tcsr_place gives DDS_ERANGE for
+ * an entry whose neighbour or edge id does not fit); anything else is DDS_EINVAL. */
 int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num_nodes,
                    int64_t *deg);
 int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
                   int add_reverse, const int64_t *node_offsets, int width,
                   int64_t *counts, int64_t *out);
 int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
-                   const int64_t *indptr, int64_t *fill, int64_t *nbr, double *ts,
-                   int64_t *eid);
-int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, int64_t *nbr,
-                  double *ts, int64_t *eid);
+                   const int64_t *indptr, int64_t *fill, void *nbr, double *ts,
+                   void *eid, int id_bytes);
+int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void *nbr,
+                  double *ts, void *eid, int id_bytes);
 /* ================================================================== end temporal */
 
 /* ================================================================== neighbour sampling

@@ -93,6 +93,49 @@ def test_sampler_output_format(store):
     assert torch.equal(a.edge, b.edge)
 
 
+def test_tcsr_place_and_sort_int32_like_int64():
+    """The C build steps under the CSC (``dds_tcsr_place`` / ``dds_tcsr_sort``) give the
+    same lists with int32 ids as with int64, with and without times; ids that do not fit
+    int32, or nbr / eid of other or mixed dtypes, raise."""
+    from ddstore import _core
+    from ddstore.errors import DDStoreIndexError, DDStoreValueError
+    rng = np.random.default_rng(4)
+    lo, hi, n = 3, 9, 200                          # this member's nodes [3, 9)
+    node = rng.integers(lo, hi, n)
+    entries = np.stack([node, rng.integers(0, 50, n), np.zeros(n, np.int64),
+                        rng.permutation(n) + 1000], axis=1).astype(np.int64)
+    t = rng.integers(0, 5, n).astype(np.float64)   # ties: ordered by edge id
+    entries[:, 2] = t.view(np.int64)
+    indptr = np.zeros(hi + 2, dtype=np.int64)
+    indptr[lo + 1:hi + 1] = np.cumsum(np.bincount(node - lo, minlength=hi - lo))
+    indptr[hi + 1:] = indptr[hi]
+    for timed in (False, True):
+        got = []
+        for dt in (np.int64, np.int32):
+            nbr, eid = np.empty(n, dt), np.empty(n, dt)
+            ts = np.empty(n) if timed else None
+            fill = np.zeros(hi - lo, dtype=np.int64)
+            _core.tcsr_place(entries, lo, hi, indptr, fill, nbr, ts, eid)
+            _core.tcsr_sort(lo, hi, indptr, nbr, ts, eid)
+            got.append((nbr, eid, ts))
+        (n64, e64, t64), (n32, e32, t32) = got
+        assert np.array_equal(n64, n32) and np.array_equal(e64, e32)
+        order = np.lexsort((entries[:, 3], t if timed else np.zeros(n), node))
+        assert np.array_equal(e64, entries[order, 3])
+        assert np.array_equal(n64, entries[order, 1])
+        if timed:
+            assert np.array_equal(t64, t32) and np.array_equal(t64, t[order])
+    fill = np.zeros(hi - lo, dtype=np.int64)
+    big = entries.copy()
+    big[5, 3] = 2 ** 31
+    with pytest.raises(DDStoreIndexError, match="not both 4-byte ids"):
+        _core.tcsr_place(big, lo, hi, indptr, fill, np.empty(n, np.int32), None,
+                         np.empty(n, np.int32))
+    for a, b in ((np.int32, np.int64), (np.int16, np.int16), (np.uint32, np.uint32)):
+        with pytest.raises(DDStoreValueError, match="must both be int32 or both int64"):
+            _core.tcsr_sort(lo, hi, indptr, np.empty(n, a), None, np.empty(n, b))
+
+
 def test_no_pyg_sampler_installed():
     """What the store path replaces: PyG's own NeighborLoader cannot sample here."""
     import torch_geometric.typing as t
