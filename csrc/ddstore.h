@@ -114,6 +114,8 @@ int dds_sync(dds_store *store);
 
 /* Rows of a variable in the group's global row space. */
 int dds_nrows(const dds_store *store, int var_id, int64_t *nrows);
+/* Bytes per row of a variable. */
+int dds_row_bytes(const dds_store *store, int var_id, int64_t *row_bytes);
 /* first global row of each group member's chunk: offsets[group_size + 1] */
 int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets);
 
@@ -217,7 +219,8 @@ int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void 
  *
  * A CSC held like a T-CSR (dds_tcsr): per edge, `nbr` = its source node, `eid` = its
  * edge id and, optionally, `ts` = its time (ts_var < 0: no times); the lists sorted by
- * destination, then time; `indptr` indexed by destination node.
+ * destination, then time; `indptr` indexed by destination node.  `nbr` and `eid` hold
+ * int32 or int64 ids (rows of 4 or 8 bytes, each variable its own); outputs are int64.
  */
 enum dds_neighbor_flags {
     DDS_NEIGHBOR_REPLACE = 1, /* k independent uniform draws (with replacement) */
