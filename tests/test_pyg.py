@@ -93,6 +93,52 @@ def test_sampler_output_format(store):
     assert torch.equal(a.edge, b.edge)
 
 
+def test_csc_int32_and_int64_ids_alike(store, monkeypatch):
+    """``nbr`` / ``eid`` are int32 when the source nodes and edges fit
+    (``graph_store.ID32_LIMIT``, inclusive), else int64; the two layouts give the same
+    edge index, edge ids and sampled subgraphs (all int64), and int32 halves the bytes."""
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    from ddstore.pyg import graph_store
+    g = torch.Generator().manual_seed(7)
+    n, m = 40, 300
+    ei = torch.stack([torch.randint(0, n, (m,), generator=g),
+                      torch.randint(0, n, (m,), generator=g)])
+    stores = {}
+    for name, limit, ids in (("default", None, np.int32), ("at-limit", m, np.int32),
+                             ("wide-e", m - 1, np.int64), ("wide-n", n - 1, np.int64)):
+        if limit is not None:
+            monkeypatch.setattr(graph_store, "ID32_LIMIT", limit)
+        gs = dpyg.GraphStore(store, name)
+        gs.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
+        c = gs._csc[None]
+        assert store.dtype(c.vars["nbr"]) == ids and store.dtype(c.vars["eid"]) == ids, name
+        per_edge = np.dtype(ids).itemsize * 2
+        assert gs.csc_bytes() == per_edge * m + 8 * (n + 1), name
+        stores[name] = gs
+    a, b = stores["default"], stores["wide-e"]
+    for layout in ("coo", "csc", "csr"):
+        x = a.get_edge_index(edge_type=None, layout=layout)
+        y = b.get_edge_index(edge_type=None, layout=layout)
+        for u, v in zip(x, y):
+            assert u.dtype == v.dtype == torch.int64 and torch.equal(u, v), layout
+    assert a.edge_ids().dtype == torch.int64 and torch.equal(a.edge_ids(), b.edge_ids())
+    row, col = a.get_edge_index(edge_type=None, layout="coo")
+    assert torch.equal(ei[0][a.edge_ids()], row) and torch.equal(ei[1][a.edge_ids()], col)
+    seeds = NodeSamplerInput(None, torch.tensor([0, 3, 3, 17, 39, 21]))
+    for fanout, kw in (([-1, -1], {}), ([3, 2], {"seed": 11}),
+                       ([4, 4], {"seed": 5, "replace": True})):
+        x, y = (dpyg.NeighborSampler(gs, fanout, **kw).sample_from_nodes(seeds)
+                for gs in (a, b))
+        assert x.edge.numel() > 0
+        for f in ("node", "row", "col", "edge"):
+            u, v = getattr(x, f), getattr(y, f)
+            assert u.dtype == v.dtype == torch.int64 and torch.equal(u, v), (fanout, f)
+        # the sampled edges are the stored ones
+        assert torch.equal(x.node[x.row], ei[0][x.edge])
+        assert torch.equal(x.node[x.col], ei[1][x.edge])
+
+
 def test_tcsr_place_and_sort_int32_like_int64():
     """The C build steps under the CSC (``dds_tcsr_place`` / ``dds_tcsr_sort``) give the
     same lists with int32 ids as with int64, with and without times; ids that do not fit
