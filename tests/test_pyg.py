@@ -97,6 +97,7 @@ def test_csc_int32_and_int64_ids_alike(store, monkeypatch):
     """``nbr`` / ``eid`` are int32 when the source nodes and edges fit
     (``graph_store.ID32_LIMIT``, inclusive), else int64; the two layouts give the same
     edge index, edge ids and sampled subgraphs (all int64), and int32 halves the bytes."""
+    import numpy as np
     from torch_geometric.sampler import NodeSamplerInput
     from ddstore import pyg as dpyg
     from ddstore.pyg import graph_store
@@ -143,6 +144,7 @@ def test_tcsr_place_and_sort_int32_like_int64():
     """The C build steps under the CSC (``dds_tcsr_place`` / ``dds_tcsr_sort``) give the
     same lists with int32 ids as with int64, with and without times; ids that do not fit
     int32, or nbr / eid of other or mixed dtypes, raise."""
+    import numpy as np
     from ddstore import _core
     from ddstore.errors import DDStoreIndexError, DDStoreValueError
     rng = np.random.default_rng(4)
