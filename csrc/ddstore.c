@@ -549,6 +549,15 @@ int dds_nrows(const dds_store *s, int var_id, int64_t *nrows)
     return DDS_OK;
 }
 
+int dds_row_bytes(const dds_store *s, int var_id, int64_t *row_bytes)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    *row_bytes = v->row_bytes;
+    return DDS_OK;
+}
+
 int dds_chunk_offsets(const dds_store *s, int var_id, int64_t *offsets)
 {
     struct dds_var *v;

@@ -114,6 +114,8 @@ int dds_sync(dds_store *store);
 
 /* Rows of a variable in the group's global row space. */
 int dds_nrows(const dds_store *store, int var_id, int64_t *nrows);
+/* Bytes per row of a variable. */
+int dds_row_bytes(const dds_store *store, int var_id, int64_t *row_bytes);
 /* first global row of each group member's chunk: offsets[group_size + 1] */
 int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets);
 
@@ -196,17 +198,20 @@ int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
  * this member's or gets more entries than its degree).  dds_tcsr_sort: sort every list of
  * nodes [node_lo, node_hi) in place by (timestamp, edge id).  Times are optional: t NULL
  * in dds_tcsr_pack packs time 0; ts NULL in dds_tcsr_place / dds_tcsr_sort keeps no
- * times and sorts every list by edge id alone (the CSC of ddstore.pyg without a time). */
+ * times and sorts every list by edge id alone (the CSC of ddstore.pyg without a time).
+ * `id_bytes` is the width of the ids in nbr and eid: 8 (int64_t, the T-CSR) or 4
+ * (int32_t, the CSC of ddstore.pyg when its ids fit; dds_tcsr_place gives DDS_ERANGE for
+ * an entry whose neighbour or edge id does not fit); anything else is DDS_EINVAL. */
 int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num_nodes,
                    int64_t *deg);
 int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
                   int add_reverse, const int64_t *node_offsets, int width,
                   int64_t *counts, int64_t *out);
 int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
-                   const int64_t *indptr, int64_t *fill, int64_t *nbr, double *ts,
-                   int64_t *eid);
-int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, int64_t *nbr,
-                  double *ts, int64_t *eid);
+                   const int64_t *indptr, int64_t *fill, void *nbr, double *ts,
+                   void *eid, int id_bytes);
+int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void *nbr,
+                  double *ts, void *eid, int id_bytes);
 /* ================================================================== end temporal */
 
 /* ================================================================== neighbour sampling
@@ -214,7 +219,8 @@ int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, int64
  *
  * A CSC held like a T-CSR (dds_tcsr): per edge, `nbr` = its source node, `eid` = its
  * edge id and, optionally, `ts` = its time (ts_var < 0: no times); the lists sorted by
- * destination, then time; `indptr` indexed by destination node.
+ * destination, then time; `indptr` indexed by destination node.  `nbr` and `eid` hold
+ * int32 or int64 ids (rows of 4 or 8 bytes, each variable its own); outputs are int64.
  */
 enum dds_neighbor_flags {
     DDS_NEIGHBOR_REPLACE = 1, /* k independent uniform draws (with replacement) */

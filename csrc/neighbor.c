@@ -10,7 +10,9 @@
  * and of node-local members are copied by plain loads, the others fetched one-sidedly in
  * one access epoch.  With times, the eligible prefix of each list is found by binary
  * search: in place for lists readable by load, in a copy of the list's times (one
- * batched dds_read for all remote lists of the call) for the others.
+ * batched dds_read for all remote lists of the call) for the others.  Node and edge ids
+ * are stored as int32 or int64 (each variable's row bytes say which) and widened to the
+ * int64 outputs while copied, with the width chosen once per list, not per entry.
  */
 #include "internal.h"
 #include "sampling.h"
@@ -132,6 +134,54 @@ done:
     return rc;
 }
 
+/* n int32 ids to int64.  Ids are >= 0, so they are read as uint32 and zero-extended,
+ * four at a time: compilers turn that into a few vector instructions even at -O2, and
+ * copying long lists then costs about what memcpy of int64 ids does. */
+static void widen_ids(int64_t *out, const uint32_t *a, int64_t n)
+{
+    int64_t q = 0;
+    for (; q + 4 <= n; q += 4) {
+        out[q] = a[q];
+        out[q + 1] = a[q + 1];
+        out[q + 2] = a[q + 2];
+        out[q + 3] = a[q + 3];
+    }
+    for (; q < n; q++) out[q] = a[q];
+}
+
+/* n ids of `bytes` (4 or 8) bytes each, to int64 */
+static void copy_ids(int64_t *out, const void *ids, int bytes, int64_t n)
+{
+    if (bytes == 8) memcpy(out, ids, sizeof(int64_t) * (size_t)n);
+    else widen_ids(out, ids, n);
+}
+
+/* out[q] = ids[pos[q]] as int64, for q < n; out may be pos */
+static void gather_ids(int64_t *out, const void *ids, int bytes, const int64_t *pos,
+                       int64_t n)
+{
+    if (bytes == 8) {
+        const int64_t *a = ids;
+        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
+    } else {
+        const int32_t *a = ids;
+        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
+    }
+}
+
+/* the width of the ids of variable `var` (its row bytes: 4 or 8) */
+static int id_bytes(dds_store *s, int var, const char *what, int *bytes)
+{
+    int64_t rb = 0;
+    int rc = dds_row_bytes(s, var, &rb);
+    if (rc != DDS_OK) return rc;
+    if (rb != 4 && rb != 8)
+        return dds_set_error(DDS_EINVAL, "neighbour sample: the %s variable has rows of "
+                             "%lld bytes, not int32 or int64 ids", what, (long long)rb);
+    *bytes = (int)rb;
+    return DDS_OK;
+}
+
 /* open-addressing set of list positions, for k distinct draws (Floyd's algorithm) */
 struct pos_set {
     int64_t mask, *slot;
@@ -173,7 +223,8 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     int64_t *pstart = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
     int64_t *pcount = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
     int64_t *pslot = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
-    int64_t *picked = NULL, *gathered = NULL;
+    int64_t *picked = NULL;
+    void *gathered = NULL; /* rows of remote picks, 4 or 8 bytes each */
     struct pos_set set = {0, NULL};
     if (!cut || !pstart || !pcount || !pslot) { rc = no_memory(); goto done; }
     if (k > 0 && !replace && !last) {
@@ -185,12 +236,15 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         if (!set.slot || !picked) { rc = no_memory(); goto done; }
         for (int64_t i = 0; i < size; i++) set.slot[i] = -1;
     }
-    rc = eligible(s, g, nodes, node_ts, n, cut);
+    int nb = 8, eb = 8; /* bytes per id of nbr and of eid */
+    rc = id_bytes(s, g->nbr_var, "nbr", &nb);
+    if (rc == DDS_OK) rc = id_bytes(s, g->eid_var, "eid", &eb);
+    if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
     if (rc != DDS_OK) goto done;
     /* members whose rows this rank reads by load: picks are copied in place */
     int width = dds_group_size(s);
-    const int64_t **pn = calloc((size_t)width, sizeof *pn), **pe = calloc((size_t)width,
-                                                                          sizeof *pe);
+    const char **pn = calloc((size_t)width, sizeof *pn), **pe = calloc((size_t)width,
+                                                                       sizeof *pe);
     int64_t *first = calloc((size_t)width, sizeof *first);
     if (!pn || !pe || !first) {
         free(pn); free(pe); free(first);
@@ -213,8 +267,8 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         int64_t c = cut[i], start = g->indptr[nodes[i]];
         if (c <= 0) continue;
         int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
-        const int64_t *ln = pn[m] ? pn[m] + (start - first[m]) : NULL;
-        const int64_t *le = pe[m] ? pe[m] + (start - first[m]) : NULL;
+        const char *ln = pn[m] ? pn[m] + nb * (start - first[m]) : NULL;
+        const char *le = pe[m] ? pe[m] + eb * (start - first[m]) : NULL;
         int whole = k < 0 || (!replace && c <= k) || (last && c <= k);
         int64_t take = whole ? c : k;
         if (j + take > cap) {
@@ -226,8 +280,8 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         for (int64_t q = 0; q < take; q++) row[j + q] = i;
         if (whole || last) { /* one contiguous piece: all of them, or the k latest */
             if (ln) {
-                memcpy(nbr + j, ln + c - take, sizeof(int64_t) * (size_t)take);
-                memcpy(eid + j, le + c - take, sizeof(int64_t) * (size_t)take);
+                copy_ids(nbr + j, ln + nb * (c - take), nb, take);
+                copy_ids(eid + j, le + eb * (c - take), eb, take);
             } else {
                 pslot[np] = j;
                 pstart[np] = start + c - take;
@@ -251,8 +305,7 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                     picked[q] = pos;
                 }
                 if (ln) {
-                    nbr[j + q] = ln[pos];
-                    eid[j + q] = le[pos];
+                    eid[j + q] = pos; /* read below, once the positions are drawn */
                 } else {
                     pslot[np] = j + q;
                     pstart[np] = start + pos;
@@ -261,6 +314,10 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                 }
             }
             if (!replace) set_clear(&set, picked, take);
+            if (ln) { /* the positions in eid[j, j + take) become the ids there */
+                gather_ids(nbr + j, ln, nb, eid + j, take);
+                gather_ids(eid + j, le, eb, eid + j, take);
+            }
         }
         j += take;
     }
@@ -268,19 +325,27 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     free(pe);
     free(first);
     /* the picks of other members' lists: one batched one-sided read per variable into
-     * `gathered`, then each piece to its output slot */
+     * `gathered`, then each piece to its output slot (widened) */
     if (np) {
         gathered = malloc(sizeof(int64_t) * (size_t)nsel);
         if (!gathered) { rc = no_memory(); goto done; }
         int64_t *outs[2] = {nbr, eid};
-        int vars[2] = {g->nbr_var, g->eid_var};
+        int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb};
         for (int w = 0; w < 2 && rc == DDS_OK; w++) {
             rc = dds_read(s, vars[w], pstart, pcount, np, gathered, 0);
-            int64_t off = 0;
-            for (int64_t p = 0; p < np && rc == DDS_OK; p++) {
-                memcpy(outs[w] + pslot[p], gathered + off, sizeof(int64_t) *
-                       (size_t)pcount[p]);
-                off += pcount[p];
+            if (rc != DDS_OK) break;
+            if (bytes[w] == 8) {
+                const int64_t *got = gathered;
+                for (int64_t p = 0; p < np; p++) {
+                    memcpy(outs[w] + pslot[p], got, sizeof(int64_t) * (size_t)pcount[p]);
+                    got += pcount[p];
+                }
+            } else {
+                const uint32_t *got = gathered;
+                for (int64_t p = 0; p < np; p++) {
+                    widen_ids(outs[w] + pslot[p], got, pcount[p]);
+                    got += pcount[p];
+                }
             }
         }
     }

@@ -260,19 +260,38 @@ def tcsr_pack(edges, t, eid0, add_reverse, node_offsets, out, counts):
                                    _i64(counts), _i64(out)))
 
 
+def _id_lists(nbr, eid, what):
+    """``(nbr, eid, id_bytes)`` as C pointers for ``dds_tcsr_place`` / ``dds_tcsr_sort``:
+    both int32 or both int64, C-contiguous."""
+    dt = np.dtype(nbr.dtype)
+    if dt != eid.dtype or dt not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise DDStoreValueError(f"{what}: nbr and eid must both be int32 or both int64, "
+                                f"got {nbr.dtype} and {eid.dtype}")
+    if not (nbr.flags.c_contiguous and eid.flags.c_contiguous):
+        raise DDStoreValueError(f"{what}: nbr and eid must be C-contiguous")
+
+    def p(arr):
+        return ffi.NULL if arr.size == 0 else ffi.from_buffer(arr)
+    return p(nbr), p(eid), dt.itemsize
+
+
 def tcsr_place(entries, node_lo, node_hi, indptr, fill, nbr, ts, eid):
     """Place received entries (``[n, 4]`` int64) into this member's T-CSR chunk
-    (``ts`` None: no times kept)."""
+    (``nbr``/``eid``: both int64, or both int32 when every id fits; ``ts`` None: no
+    times kept)."""
+    pn, pe, id_bytes = _id_lists(nbr, eid, "tcsr_place")
     _local_check(lib.dds_tcsr_place(_i64(entries), entries.shape[0], int(node_lo),
-                                    int(node_hi), _i64(indptr), _i64(fill), _i64(nbr),
-                                    _f64(ts), _i64(eid)))
+                                    int(node_hi), _i64(indptr), _i64(fill), pn,
+                                    _f64(ts), pe, id_bytes))
 
 
 def tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid):
     """Sort every list of nodes ``[node_lo, node_hi)`` of the chunk in place by (time,
-    edge id), or by edge id alone when ``ts`` is None."""
-    _local_check(lib.dds_tcsr_sort(int(node_lo), int(node_hi), _i64(indptr), _i64(nbr),
-                                   _f64(ts), _i64(eid)))
+    edge id), or by edge id alone when ``ts`` is None (``nbr``/``eid`` as in
+    :func:`tcsr_place`)."""
+    pn, pe, id_bytes = _id_lists(nbr, eid, "tcsr_sort")
+    _local_check(lib.dds_tcsr_sort(int(node_lo), int(node_hi), _i64(indptr), pn,
+                                   _f64(ts), pe, id_bytes))
 
 
 NEIGHBOR_REPLACE = lib.DDS_NEIGHBOR_REPLACE

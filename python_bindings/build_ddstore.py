@@ -81,7 +81,7 @@ ffibuilder.set_source(
     library_dirs=_libdirs,
     libraries=_libs,
     depends=[os.path.relpath(os.path.join(CSRC, f), ROOT)
-             for f in ("ddstore.h", "internal.h", "sampling.h")],
+             for f in ("ddstore.h", "internal.h", "sampling.h", "tcsr_lists.h")],
     extra_compile_args=["-O2", "-std=c11", "-Wall"],
     extra_link_args=_link,
 )

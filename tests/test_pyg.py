@@ -90,6 +90,97 @@ def test_sampler_output_format(store):
     assert torch.equal(a.edge, b.edge)
 
 
+def test_csc_int32_and_int64_ids_alike(store, monkeypatch):
+    """``nbr`` / ``eid`` are int32 when the source nodes and edges fit
+    (``graph_store.ID32_LIMIT``, inclusive), else int64; the two layouts give the same
+    edge index, edge ids and sampled subgraphs (all int64), and int32 halves the bytes."""
+    import numpy as np
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    from ddstore.pyg import graph_store
+    g = torch.Generator().manual_seed(7)
+    n, m = 40, 300
+    ei = torch.stack([torch.randint(0, n, (m,), generator=g),
+                      torch.randint(0, n, (m,), generator=g)])
+    stores = {}
+    for name, limit, ids in (("default", None, np.int32), ("at-limit", m, np.int32),
+                             ("wide-e", m - 1, np.int64), ("wide-n", n - 1, np.int64)):
+        if limit is not None:
+            monkeypatch.setattr(graph_store, "ID32_LIMIT", limit)
+        gs = dpyg.GraphStore(store, name)
+        gs.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
+        c = gs._csc[None]
+        assert store.dtype(c.vars["nbr"]) == ids and store.dtype(c.vars["eid"]) == ids, name
+        per_edge = np.dtype(ids).itemsize * 2
+        assert gs.csc_bytes() == per_edge * m + 8 * (n + 1), name
+        stores[name] = gs
+    a, b = stores["default"], stores["wide-e"]
+    for layout in ("coo", "csc", "csr"):
+        x = a.get_edge_index(edge_type=None, layout=layout)
+        y = b.get_edge_index(edge_type=None, layout=layout)
+        for u, v in zip(x, y):
+            assert u.dtype == v.dtype == torch.int64 and torch.equal(u, v), layout
+    assert a.edge_ids().dtype == torch.int64 and torch.equal(a.edge_ids(), b.edge_ids())
+    row, col = a.get_edge_index(edge_type=None, layout="coo")
+    assert torch.equal(ei[0][a.edge_ids()], row) and torch.equal(ei[1][a.edge_ids()], col)
+    seeds = NodeSamplerInput(None, torch.tensor([0, 3, 3, 17, 39, 21]))
+    for fanout, kw in (([-1, -1], {}), ([3, 2], {"seed": 11}),
+                       ([4, 4], {"seed": 5, "replace": True})):
+        x, y = (dpyg.NeighborSampler(gs, fanout, **kw).sample_from_nodes(seeds)
+                for gs in (a, b))
+        assert x.edge.numel() > 0
+        for f in ("node", "row", "col", "edge"):
+            u, v = getattr(x, f), getattr(y, f)
+            assert u.dtype == v.dtype == torch.int64 and torch.equal(u, v), (fanout, f)
+        # the sampled edges are the stored ones
+        assert torch.equal(x.node[x.row], ei[0][x.edge])
+        assert torch.equal(x.node[x.col], ei[1][x.edge])
+
+
+def test_tcsr_place_and_sort_int32_like_int64():
+    """The C build steps under the CSC (``dds_tcsr_place`` / ``dds_tcsr_sort``) give the
+    same lists with int32 ids as with int64, with and without times; ids that do not fit
+    int32, or nbr / eid of other or mixed dtypes, raise."""
+    import numpy as np
+    from ddstore import _core
+    from ddstore.errors import DDStoreIndexError, DDStoreValueError
+    rng = np.random.default_rng(4)
+    lo, hi, n = 3, 9, 200                          # this member's nodes [3, 9)
+    node = rng.integers(lo, hi, n)
+    entries = np.stack([node, rng.integers(0, 50, n), np.zeros(n, np.int64),
+                        rng.permutation(n) + 1000], axis=1).astype(np.int64)
+    t = rng.integers(0, 5, n).astype(np.float64)   # ties: ordered by edge id
+    entries[:, 2] = t.view(np.int64)
+    indptr = np.zeros(hi + 2, dtype=np.int64)
+    indptr[lo + 1:hi + 1] = np.cumsum(np.bincount(node - lo, minlength=hi - lo))
+    indptr[hi + 1:] = indptr[hi]
+    for timed in (False, True):
+        got = []
+        for dt in (np.int64, np.int32):
+            nbr, eid = np.empty(n, dt), np.empty(n, dt)
+            ts = np.empty(n) if timed else None
+            fill = np.zeros(hi - lo, dtype=np.int64)
+            _core.tcsr_place(entries, lo, hi, indptr, fill, nbr, ts, eid)
+            _core.tcsr_sort(lo, hi, indptr, nbr, ts, eid)
+            got.append((nbr, eid, ts))
+        (n64, e64, t64), (n32, e32, t32) = got
+        assert np.array_equal(n64, n32) and np.array_equal(e64, e32)
+        order = np.lexsort((entries[:, 3], t if timed else np.zeros(n), node))
+        assert np.array_equal(e64, entries[order, 3])
+        assert np.array_equal(n64, entries[order, 1])
+        if timed:
+            assert np.array_equal(t64, t32) and np.array_equal(t64, t[order])
+    fill = np.zeros(hi - lo, dtype=np.int64)
+    big = entries.copy()
+    big[5, 3] = 2 ** 31
+    with pytest.raises(DDStoreIndexError, match="not both 4-byte ids"):
+        _core.tcsr_place(big, lo, hi, indptr, fill, np.empty(n, np.int32), None,
+                         np.empty(n, np.int32))
+    for a, b in ((np.int32, np.int64), (np.int16, np.int16), (np.uint32, np.uint32)):
+        with pytest.raises(DDStoreValueError, match="must both be int32 or both int64"):
+            _core.tcsr_sort(lo, hi, indptr, np.empty(n, a), None, np.empty(n, b))
+
+
 def test_no_pyg_sampler_installed():
     """What the store path replaces: PyG's own NeighborLoader cannot sample here."""
     import torch_geometric.typing as t

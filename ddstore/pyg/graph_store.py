@@ -23,6 +23,9 @@ __all__ = ["GraphStore", "EdgeAttr"]
 
 _CSC_VARS = ("nbr", "eid", "ts")
 _MAX_EXACT = 2 ** 53  # integer times are kept as float64: exact up to here
+# the CSC's nbr and eid are int32 when num_src_nodes and num_edges are both <= this, else
+# int64 (read at every put: a test may lower it to store int64)
+ID32_LIMIT = 2 ** 31 - 1
 
 
 @dataclasses.dataclass
@@ -55,7 +58,11 @@ class GraphStore(_PygGraphStore):
     destination, then (when the store has a ``time_attr``) by time, then by edge id.
     Three store variables of one row per edge: ``<name>/csc/<type>/nbr`` (source node),
     ``.../eid`` (edge id) and, with a time, ``.../ts`` (float64: the edge's time or its
-    source node's time).  Member ``g`` of every group holds the lists of a contiguous
+    source node's time).  ``nbr`` and ``eid`` are both **int32 when both fit**
+    (``num_src_nodes <= 2**31 - 1`` and ``num_edges <= 2**31 - 1``: 8 bytes per edge, half
+    of PyG's int64 ``edge_index``), else both int64 (16 bytes per edge); ``ts`` adds 8.
+    What they return (:meth:`get_edge_index`, :meth:`edge_ids`, the sampler) is int64
+    either way.  Member ``g`` of every group holds the lists of a contiguous
     destination-node range chosen so that members hold about equal numbers of edges.
     Replicated on every rank: ``indptr`` (``num_dst + 1`` int64) and the member ranges.
     The edge index is never gathered whole on any rank (except by an explicit
@@ -326,10 +333,12 @@ class GraphStore(_PygGraphStore):
             pairs = np.empty((b - a, 2), dtype=np.int64)
             pairs[:, 0], pairs[:, 1] = dst[a:b], src[a:b]
             return pairs, None if ts is None else ts[a:b]
+        # node and edge ids as int32 when both fit (see the class docstring)
+        ids = np.int32 if max(size[0], num_edges) <= ID32_LIMIT else np.int64
         created = []
         try:
             views = {k: create(st, created, prefix + k, n_csc, (),
-                               np.float64 if k == "ts" else np.int64) for k in names}
+                               np.float64 if k == "ts" else ids) for k in names}
             fill_tcsr(st, hi - lo, rows, lo, False, indptr, node_off,
                       (views["nbr"], views.get("ts"), views["eid"]), chunk,
                       every_group=True)
@@ -374,7 +383,8 @@ class GraphStore(_PygGraphStore):
         layout: CSC ``(row, colptr)``, COO ``(row, col)`` in CSC order, or CSR
         ``(rowptr, col)``."""
         c = self._entry(edge_attr.edge_type, "get_edge_index")
-        row = self.store.get_range(c.vars["nbr"], 0, c.num_edges)
+        row = self.store.get_range(c.vars["nbr"], 0, c.num_edges).astype(np.int64,
+                                                                         copy=False)
         layout = EdgeLayout(edge_attr.layout)
         if layout == EdgeLayout.CSC:
             return torch.from_numpy(row), torch.from_numpy(c.indptr.copy())
@@ -393,7 +403,8 @@ class GraphStore(_PygGraphStore):
     def edge_ids(self, edge_type=None):
         """Local: the edge ids in CSC order (read onto this rank; for inspection)."""
         c = self._entry(edge_type, "edge_ids")
-        return torch.from_numpy(self.store.get_range(c.vars["eid"], 0, c.num_edges))
+        eid = self.store.get_range(c.vars["eid"], 0, c.num_edges)
+        return torch.from_numpy(eid.astype(np.int64, copy=False))
 
     def num_edges(self, edge_type=None):
         return self._entry(edge_type, "num_edges").num_edges

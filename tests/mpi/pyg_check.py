@@ -332,7 +332,7 @@ def chunked(store, data, tag, rangewise):
     """The CSC built with ``chunk_edges`` 1 and 7 (many rounds) is byte-equal to the
     default chunk's build and to the reference: ``indptr``, the members' node ranges and
     the ``nbr`` / ``eid`` / ``ts`` arrays sorted by (destination, time, edge id), for no
-    time, edge-level and node-level time."""
+    time, edge-level and node-level time (``nbr`` / ``eid`` int32: this graph's ids fit)."""
     src, dst = data.edge_index[0].numpy(), data.edge_index[1].numpy()
     eid = np.arange(E, dtype=np.int64)
     indptr = np.zeros(N + 1, dtype=np.int64)
@@ -344,7 +344,8 @@ def chunked(store, data, tag, rangewise):
             t = (data.edge_time.numpy() if ta == "edge_time" else
                  data.time.numpy()[src]).astype(np.float64)
             order = np.lexsort((eid, t, dst))
-        ref = [indptr, balanced_offsets(indptr, store.group_size), src[order], eid[order]]
+        ref = [indptr, balanced_offsets(indptr, store.group_size),
+               src[order].astype(np.int32), eid[order].astype(np.int32)]
         ref += [] if t is None else [t[order]]
         for chunk in (None, 1, 7):
             name = f"chunk-{ta}-{chunk}"
