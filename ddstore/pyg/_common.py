@@ -59,7 +59,8 @@ def storable_error(arr, what):
 
 
 def rows_error(rows, n, what):
-    """``rows`` = ``(lo, hi)`` for ``n`` local rows, checked; (None or error, lo, hi)."""
+    """``rows`` = ``(lo, hi)`` for ``n`` local rows (None: any ``hi >= lo``, the rows of
+    a callable source), checked; (None or error, lo, hi)."""
     try:
         lo, hi = rows
     except (TypeError, ValueError):
@@ -68,6 +69,11 @@ def rows_error(rows, n, what):
     if not is_int(lo) or not is_int(hi):
         return (DDStoreValueError, f"{what}: rows=({lo!r}, {hi!r}) must be integers"), 0, 0
     lo, hi = int(lo), int(hi)
+    if n is None:
+        if lo < 0 or hi < lo:
+            return (DDStoreIndexError, f"{what}: rows=({lo}, {hi}) must satisfy "
+                                       f"0 <= lo <= hi"), lo, hi
+        return None, lo, hi
     if lo < 0 or hi - lo != n:
         return (DDStoreIndexError, f"{what}: rows=({lo}, {hi}) must satisfy 0 <= lo and "
                                    f"hi - lo = {n} (the rows this rank passes)"), lo, hi
