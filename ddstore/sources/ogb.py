@@ -56,7 +56,13 @@ class OGBNodeData:
     ``num_features`` (0 without ``node-feat.csv.gz``), ``split_name`` (the one directory
     under ``split/``, or ``split`` as given), ``paths`` (every file by role).
     A missing directory or file raises :class:`DDStoreValueError` naming the path.
+
+    ``reads_from_start`` (True): every range is decompressed from the file start, so a
+    reader of many sub-ranges (``ddstore.pyg.put_node_data``) reads each rank's range
+    once, whole, instead of piece by piece.
     """
+
+    reads_from_start = True
 
     def __init__(self, root, split=None):
         root = os.fspath(root)
