@@ -104,11 +104,14 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
        each piece goes straight to its owners' chunks;
     3. this rank's share of each split.
 
-    A source whose ranges are read from the file start (``data.reads_from_start``: the
-    ``.csv.gz`` files of :class:`~ddstore.sources.OGBNodeData`, which gzip cannot enter
-    in the middle) would be re-read from its start for every piece (quadratic): its
-    rank's edges, features and labels are read **once each, whole** (the edges as int64,
-    then narrowed), and the puts are handed slices of them.
+    Every source is read piece by piece, in increasing order: the ``.csv.gz`` files of
+    :class:`~ddstore.sources.OGBNodeData`, which gzip cannot enter in the middle, are
+    **streamed** (it keeps one decompression stream per file, so each is decompressed
+    once up to this rank's last row, never once per piece; :meth:`close` ends them at
+    the end), and a source that makes rows in blocks (``row_block`` / ``edge_block``,
+    as :class:`~ddstore.sources.SyntheticNodeGraph`) is read in whole aligned blocks.
+    Beyond what is stored, a rank holds its edges (4 or 8 bytes per id) while the CSC is
+    built, then one piece and one block at a time.
 
     If any step fails on any rank, every rank raises the same error and what was already
     put is removed: the store holds what it held before.
@@ -138,6 +141,10 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
         for var in sorted(set(store.variables()) - before):
             store.remove(var)
         raise
+    finally:
+        close = getattr(data, "close", None)  # OGBNodeData's kept streams
+        if callable(close):
+            close()
 
 
 PIECE_EDGES = 1 << 20  # edges per read of a range-wise source (16 MB of int64 pairs)
@@ -145,43 +152,47 @@ PIECE_EDGES = 1 << 20  # edges per read of a range-wise source (16 MB of int64 p
 
 def _read_edges(data, lo, hi, num_nodes, label):
     """This rank's edges ``[lo, hi)`` as (src, dst) int32 (int64 from 2**31 nodes), read
-    in pieces of ``PIECE_EDGES`` (aligned to multiples of it), or whole for a source
-    that reads from the file start.  Ids outside ``[0, num_nodes)`` raise (they could not
-    be narrowed)."""
+    in increasing pieces of ``data.edge_block`` (default ``PIECE_EDGES``; aligned to
+    multiples of it).  Ids outside ``[0, num_nodes)`` raise (they could not be
+    narrowed)."""
     dtype = np.int32 if num_nodes < 2 ** 31 else np.int64
 
     def check(s, d, a):
-        for ids in (s, d):
-            if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
-                i = int(np.flatnonzero((s < 0) | (s >= num_nodes) | (d < 0) |
-                                       (d >= num_nodes))[0])
-                raise DDStoreValueError(f"edge {a + i} ({int(s[i])}, {int(d[i])}) names a "
-                                        f"node outside [0, {num_nodes})")
+        if len(s) and (min(int(s.min()), int(d.min())) < 0 or
+                       max(int(s.max()), int(d.max())) >= num_nodes):
+            i = int(np.flatnonzero((s < 0) | (s >= num_nodes) | (d < 0) |
+                                   (d >= num_nodes))[0])
+            raise DDStoreValueError(f"edge {a + i} ({int(s[i])}, {int(d[i])}) names a node "
+                                    f"outside [0, {num_nodes})")
 
-    if getattr(data, "reads_from_start", False):
-        s, d = data.edges(lo, hi, progress=label)
-        check(s, d, lo)
-        return s.astype(dtype), d.astype(dtype)
+    piece = int(getattr(data, "edge_block", 0) or 0) or PIECE_EDGES
     src, dst = np.empty(hi - lo, dtype=dtype), np.empty(hi - lo, dtype=dtype)
-    bar = None
-    if label and hi > lo:
-        from tqdm import tqdm
-        bar = tqdm(total=hi - lo, desc=str(label), unit=" rows", unit_scale=True,
-                   mininterval=1.0)
-    try:
-        a = lo
-        while a < hi:
-            b = min((a // PIECE_EDGES + 1) * PIECE_EDGES, hi)
-            s, d = data.edges(a, b)
-            check(s, d, a)
-            src[a - lo:b - lo], dst[a - lo:b - lo] = s, d
-            if bar is not None:
-                bar.update(b - a)
-            a = b
-    finally:
-        if bar is not None:
-            bar.close()
+    bar = _bar(label, hi - lo)
+    a = lo
+    while a < hi:
+        b = min((a // piece + 1) * piece, hi)
+        s, d = data.edges(a, b)
+        check(s, d, a)
+        src[a - lo:b - lo], dst[a - lo:b - lo] = s, d
+        bar(b - a)
+        a = b
     return src, dst
+
+
+def _bar(label, total):
+    """``advance(n)`` of a tqdm bar over ``total`` rows read piece by piece (rank 0 with
+    ``progress``; closed when full), or of nothing."""
+    if not label or total <= 0:
+        return lambda n: None
+    from tqdm import tqdm
+    bar = tqdm(total=total, desc=str(label), unit=" rows", unit_scale=True,
+               mininterval=1.0)
+
+    def advance(n):
+        bar.update(n)
+        if bar.n >= total:
+            bar.close()
+    return advance
 
 
 def _columns(src, dst, add_reverse):
@@ -202,13 +213,37 @@ def _columns(src, dst, add_reverse):
 
 def _rows_of(data, what, lo, hi, label):
     """``rows_of(a, b)``: rows ``[lo + a, lo + b)`` of ``data.<what>``, read piece by
-    piece, or read whole once (and sliced) for a source that reads from the file
-    start."""
-    read = getattr(data, what)
-    if getattr(data, "reads_from_start", False):
-        whole = read(lo, hi, progress=label)
-        return lambda a, b: whole[a:b]
-    return lambda a, b: read(lo + a, lo + b)
+    piece (as :meth:`FeatureStore.put_range` asks them: in increasing order); from a
+    source that makes rows in blocks (``data.row_block``), in whole aligned blocks, the
+    last one kept for the next pieces."""
+    source, bar = getattr(data, what), _bar(label, hi - lo)
+
+    def read(a, b):
+        out = source(a, b)
+        bar(b - a)
+        return out
+    block = int(getattr(data, "row_block", 0) or 0)
+    if block < 1:
+        return lambda a, b: read(lo + a, lo + b)
+    last = [0, 0, None]  # global rows [first, end) read last (end: a block's end), rows
+
+    def rows_of(a, b):
+        a, b = lo + a, lo + b
+        first, end, rows = last
+        if b <= a or (first <= a and b <= end):
+            return read(a, b) if b <= a else rows[a - first:b - first]
+        # read on to the end of the block holding row b - 1, each block only once: the
+        # piece's rows already read are kept (a copy of at most the piece), the old
+        # block dropped before the read
+        head = rows[a - first:].copy() if first <= a < end else None
+        start = end if head is not None else a
+        end = min(hi, -(-b // block) * block)
+        last[:] = 0, 0, None
+        rows = read(start, end)
+        last[:] = start, end, rows
+        return rows[:b - start] if head is None else \
+            np.concatenate([head, rows[:b - start]])
+    return rows_of
 
 
 def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_edges,
@@ -232,14 +267,13 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
     lo, hi = partition(n, size, rank)
     num_features = 0
     if has_x:
-        x = _local(store, "features", _rows_of, data, "features", lo, hi,
-                   show("features"))
+        x = _rows_of(data, "features", lo, hi, show("features"))
         fs.put_range(x, rows=(lo, hi), group_name=None, attr_name="x")
         del x
         num_features = int(fs.get_tensor_size(group_name=None, attr_name="x")[1])
     num_classes = 0
     if has_y:
-        y = _local(store, "labels", _rows_of, data, "labels", lo, hi, show("labels"))
+        y = _rows_of(data, "labels", lo, hi, show("labels"))
         top = [-1]
 
         def labels(a, b):

@@ -9,22 +9,24 @@
   7; row shapes ``[D]``, ``()`` and ``[2, 3]``; a rank with no rows): the stored rows
   byte-equal to ``put_range(array)`` and to ``put_tensor`` (the whole tensor on every
   rank); each piece asked once, in order;
-- ``put_node_data`` (pieces of edges, features and labels; a ``reads_from_start``
-  source read whole; ``add_reverse`` both ways; small ``chunk_edges`` / ``chunk_rows``
-  and edge pieces): CSC, features and labels byte-equal to the array path's
-  (``put_edge_range`` of the interleaved int64 edges, ``put_range`` of the arrays);
+- ``put_node_data`` (pieces of edges, features and labels; sources that make rows in
+  blocks read once per block; ``add_reverse`` both ways; small ``chunk_edges`` /
+  ``chunk_rows`` and edge pieces; OGB's ``.csv.gz`` streamed, each file opened once):
+  CSC, features and labels byte-equal to the array path's (``put_edge_range`` of the
+  interleaved int64 edges, ``put_range`` of the arrays);
 - errors: a callable that raises on one rank (first pass, build rounds, a later piece)
   raises the same error on every rank with the store's variables unchanged; a callable
   returning the wrong shape or dtype raises naming what it returned.
 
     mpiexec -n 2 python tests/mpi/pyg_callables.py [width ...]
 """
+import os
 import sys
 
 import numpy as np
 import torch
 
-from _harness import check, comm, expect_error, rank, run_main, size
+from _harness import check, comm, expect_error, rank, run_main, shared_tmpdir, size
 
 import ddstore
 from ddstore import DDStoreIndexError, DDStoreValueError, partition
@@ -184,16 +186,18 @@ def feature_store_callables(store, tag):
 
 class ArrayNodeData:
     """A range-wise node data set over arrays (the methods of OGBNodeData); ``fail``:
-    ``(method, rank, call number)`` raises there; ``reads_from_start`` as given."""
+    ``(method, rank, call number)`` raises there; ``bad``: returns float64 there;
+    ``row_block``: rows made in blocks of that many (read in whole aligned blocks)."""
 
-    def __init__(self, ei, x, y, splits, undirected=True, reads_from_start=False,
-                 fail=None, bad=None):
+    def __init__(self, ei, x, y, splits, undirected=True, fail=None, bad=None,
+                 row_block=None):
         self.ei, self.x, self.y, self.splits = ei, x, y, splits
         self.num_nodes, self.num_edges = len(y), ei.shape[1]
         self.num_features = x.shape[1]
         self.split_name = "arrays"
         self.undirected = undirected
-        self.reads_from_start = reads_from_start
+        if row_block is not None:
+            self.row_block = row_block
         self.fail, self.bad, self.calls = fail, bad, {}
 
     def __repr__(self):
@@ -273,13 +277,13 @@ def node_data(store, tag):
         ei, x, y, splits = node_arrays(n, e)
         for add_reverse in (True, False):
             ref_fs, ref_gs = put_arrays(store, f"{tag}-nd-ref", ei, x, y, add_reverse)
-            for reads_from_start in (False, True):
+            for block in (None, 5, 64):
                 for piece in (ranges.PIECE_EDGES, 7):
                     for ce, cr in chunks:
-                        if (piece == 7 or reads_from_start) and (ce, cr) == (1, 1):
+                        if (piece == 7 or block) and (ce, cr) == (1, 1):
                             continue
-                        src = ArrayNodeData(ei, x, y, splits, add_reverse, reads_from_start)
-                        name = f"{tag}-nd-{add_reverse}-{reads_from_start}-{piece}-{ce}"
+                        src = ArrayNodeData(ei, x, y, splits, add_reverse, row_block=block)
+                        name = f"{tag}-nd-{add_reverse}-{block}-{piece}-{ce}"
                         old, ranges.PIECE_EDGES = ranges.PIECE_EDGES, piece
                         try:
                             data = ranges.put_node_data(store, src, name=name,
@@ -288,18 +292,56 @@ def node_data(store, tag):
                         finally:
                             ranges.PIECE_EDGES = old
                         what = (f"{tag}: put_node_data n={n} reverse={add_reverse} "
-                                f"reads_from_start={reads_from_start} edge pieces "
+                                f"row_block={block} edge pieces "
                                 f"{piece} chunk_edges={ce} chunk_rows={cr}")
                         check_node_data(store, data, ref_fs, ref_gs, x, y, what)
                         reads = src.calls
-                        if reads_from_start:
-                            check(reads.get("features") == 1 and reads.get("labels") == 1
-                                  and reads.get("edges") == 1,
-                                  f"{what}: read {reads} (once each, whole)")
-                        elif piece == 7 and e // size > 7:
+                        if piece == 7 and e // size > 7:
                             check(reads.get("edges", 0) > 1, f"{what}: read {reads}")
+                        if block:  # each block read once (a read may hold several)
+                            nlo, nhi = partition(n, size, rank)
+                            most = -(-nhi // block) - nlo // block + 1
+                            check(reads.get("features", 0) <= most,
+                                  f"{what}: {reads} reads of {nhi - nlo} rows in blocks "
+                                  f"of {block}")
                         drop(store, name)
             drop(store, f"{tag}-nd-ref")
+
+
+def ogb_streamed(store, tag):
+    """put_node_data of OGB files read in small pieces (edges 7, rows 4, text blocks of
+    64 bytes): byte-equal to the array path, and each file opened once."""
+    from ddstore.sources import rows as R
+    from ddstore.sources.ogb import OGBNodeData, write_ogb_node
+    ei, x, y, splits = node_arrays(300, 1500, d=3)
+    with shared_tmpdir() as tmp:
+        root = os.path.join(tmp, "ogb")
+        if rank == 0:
+            write_ogb_node(root, ei, x, y.astype(np.float64), splits, "s")
+        comm.Barrier()
+        # the features as OGB's loaders give them: float64 text -> float32
+        x_csv = np.loadtxt(os.path.join(root, "raw", "node-feat.csv.gz"), delimiter=",",
+                           dtype=np.float64).astype(np.float32)
+        ref_fs, ref_gs = put_arrays(store, f"{tag}-ogb-ref", ei, x_csv, y, True)
+        src = OGBNodeData(root)
+        opened, blocks, piece, block_bytes = [], R._blocks, ranges.PIECE_EDGES, R.BLOCK_BYTES
+
+        def counting(path, block_bytes):
+            opened.append(os.path.basename(path))
+            return blocks(path, block_bytes)
+        R._blocks, ranges.PIECE_EDGES, R.BLOCK_BYTES = counting, 7, 64
+        try:
+            data = ranges.put_node_data(store, src, name=f"{tag}-ogb", progress=False,
+                                        chunk_edges=7, chunk_rows=4)
+        finally:
+            R._blocks, ranges.PIECE_EDGES, R.BLOCK_BYTES = blocks, piece, block_bytes
+        what = f"{tag}: put_node_data of OGB files in pieces"
+        check_node_data(store, data, ref_fs, ref_gs, x_csv, y, what)
+        for f in ("edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz"):
+            check(opened.count(f) == 1, f"{what}: {f} opened {opened.count(f)} times")
+        check(src._readers == {}, f"{what}: streams left open")
+        drop(store, f"{tag}-ogb")
+        drop(store, f"{tag}-ogb-ref")
 
 
 def errors(store, tag):
@@ -433,6 +475,7 @@ def main(widths=None):
             graph_store_callables(store, tag)
             feature_store_callables(store, tag)
             node_data(store, tag)
+            ogb_streamed(store, tag)
             errors(store, tag)
             check(store.variables() == [], f"{tag}: left {store.variables()}")
 
