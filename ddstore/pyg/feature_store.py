@@ -22,7 +22,8 @@ __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features
 def default_chunk_rows(num_rows, row_bytes):
     """Rows per rank per round of a range-wise put by default: about 1/64 of the rank's
     ``num_rows`` (so that a round's piece stays a small fraction of what it puts), at
-    least 4096, and at most what keeps one piece near ``CHUNK_BYTES / 4`` (16 MB)."""
+    least 4096, but never so many that one piece exceeds ``CHUNK_BYTES / 4`` (16 MB)
+    (at least 1)."""
     cap = max(1, (CHUNK_BYTES // 4) // max(1, int(row_bytes)))
     want = max(4096, -(-int(num_rows) // 64))
     return int(min(cap, want))
@@ -86,7 +87,8 @@ class FeatureStore(_PygFeatureStore):
       piece); the ranks' ranges must cover ``[0, num_rows)`` exactly once (any split,
       e.g. ``partition(num_rows, size, rank)``); the variable is created at its final
       size and the rows are sent to their owners in every group, ``chunk_rows`` rows per
-      rank per round, received straight into the owners' chunks.
+      rank per round (a keyword of the constructor; default
+      :func:`default_chunk_rows`), received straight into the owners' chunks.
 
     Reading is local: ``get_tensor(group_name=..., attr_name=..., index=idx)`` (rows
     ``idx`` in request order; ``index=None`` reads the whole tensor onto this rank) and
