@@ -77,6 +77,64 @@ def test_csv_parses_only_its_rows(tmp_path, monkeypatch):
     assert sum(n for _, n in parsed) == 50 and parsed[0][0] == 401  # 1-based lines
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz"])
+def test_csv_reader_streams_consecutive_pieces(tmp_path, monkeypatch, suffix):
+    """CsvRowReader: consecutive pieces (of any sizes, across text blocks) equal the
+    whole range byte for byte and open the file once; a piece before the stream's
+    position reopens it; a range past the end names the file's rows."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((301, 3))
+    path = write_csv(tmp_path / f"x{suffix}", x)
+    whole = pd.read_csv(path, header=None).to_numpy()
+    opened = []
+    real = R._blocks
+
+    def counting(path_, block_bytes):
+        opened.append(path_)
+        return real(path_, block_bytes)
+
+    monkeypatch.setattr(R, "_blocks", counting)
+    for block in (64, 1000, 1 << 20):
+        for lo, hi, step in ((0, 301, 1), (5, 290, 7), (40, 301, 100), (0, 301, 301)):
+            del opened[:]
+            with R.CsvRowReader(path, block_bytes=block) as reader:
+                cuts = list(range(lo, hi, step)) + [hi]
+                got = [reader.read(a, b, dtype=np.float32) for a, b in zip(cuts, cuts[1:])]
+                got = np.concatenate(got) if got else np.zeros((0, 3), np.float32)
+                assert got.tobytes() == whole[lo:hi].astype(np.float32).tobytes(), \
+                    (block, lo, hi, step)
+                assert len(opened) == 1, (block, lo, hi, step, len(opened))
+                assert reader.read(hi, hi, ncols=3).shape == (0, 3) and len(opened) == 1
+                # back to an earlier row: read again from the file start (or from the
+                # text block kept, where it still holds that row)
+                assert reader.read(2, 4).tobytes() == whole[2:4].tobytes()
+                assert len(opened) in (1, 2)
+                with pytest.raises(DDStoreIndexError, match=r"\[0, 301\] \(the file has "
+                                                            r"301 rows\)"):
+                    reader.read(300, 305)
+    # OGBNodeData: its range read in pieces is its range read whole, each file opened once
+    rng = np.random.default_rng(6)
+    ei = rng.integers(0, 50, (2, 400))
+    feats = rng.standard_normal((50, 4)).astype(np.float32)
+    root = str(tmp_path / "ogb")
+    write_ogb_node(root, ei, feats, rng.integers(0, 5, 50).astype(np.float64))
+    data = OGBNodeData(root)
+    want_e, want_x, want_y = data.edges(30, 390), data.features(3, 47), data.labels(3, 47)
+    data.close()
+    del opened[:]
+    got_e = [data.edges(a, min(a + 11, 390)) for a in range(30, 390, 11)]
+    got_x = [data.features(a, min(a + 4, 47)) for a in range(3, 47, 4)]
+    got_y = [data.labels(a, min(a + 5, 47)) for a in range(3, 47, 5)]
+    for i in (0, 1):
+        assert np.concatenate([g[i] for g in got_e]).tobytes() == want_e[i].tobytes()
+    assert np.concatenate(got_x).tobytes() == want_x.tobytes()
+    assert np.concatenate(got_y).tobytes() == want_y.tobytes()
+    assert sorted(os.path.basename(p) for p in opened) == \
+        ["edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz"]
+    data.close()
+    assert data._readers == {}
+
+
 def test_csv_errors(tmp_path):
     path = write_csv(tmp_path / "x.csv.gz", np.arange(30.0).reshape(10, 3))
     missing = str(tmp_path / "nope.csv.gz")

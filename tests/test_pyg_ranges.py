@@ -1,12 +1,35 @@
 """The range-wise loading path of ddstore.pyg (ranges.py: load_ogb, load_npy,
-load_synthetic) on 2 ranks against the files, and a smoke run of its benchmark
-(python -m ddstore.bench.pyg).  The readers themselves are tested in-process in
-test_ogb_sources.py; the example in test_examples.py."""
+load_synthetic) on 2 ranks against the files; the bounded puts (callables given to
+put_edge_range / put_range, put_node_data's pieces) byte-equal to the array path
+(tests/mpi/pyg_callables.py, in-process on one rank and on 2 and 3 ranks); and a smoke
+run of the benchmark (python -m ddstore.bench.pyg).  The readers themselves are tested
+in-process in test_ogb_sources.py; the example in test_examples.py."""
 import json
+import sys
 
 import pytest
 
-from conftest import on_ranks, run_mpi
+from conftest import MPI_DIR, on_ranks, run_mpi
+
+sys.path.insert(0, MPI_DIR)
+
+
+def test_callables_one_rank():
+    """tests/mpi/pyg_callables.py on one rank, in this process (width 1)."""
+    import _harness
+    import pyg_callables
+    del _harness.failures[:]
+    pyg_callables.main([1])
+    assert _harness.counts["checks"] > 500
+    assert not _harness.failures, _harness.failures
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,widths", [(2, "all"), (3, "3")])
+@pytest.mark.shared_launch("pyg_callables.py", "{widths}", timeout=300)
+def test_callables(shared_launch, nprocs, widths):
+    """2 ranks: widths 1 and 2; 3 ranks: width 3 (uneven stripes)."""
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
 
 
 @pytest.mark.mpi

@@ -1,12 +1,11 @@
 """What the feature store, the graph store and the sampler share: variable names, the
-conversion of tensors to numpy, and the collective placement of rows into the striped
-layout (each group holds one replica; member ``g`` holds rows
-``partition(num_rows, width, g)``)."""
+conversion of tensors to numpy, and the checks of range-wise puts (the rows are placed
+into the striped layout by :func:`ddstore.temporal.build.fill_rows`: each group holds
+one replica; member ``g`` holds rows ``partition(num_rows, width, g)``)."""
 import numpy as np
 
 from .._checks import STORABLE_KINDS, is_int
 from ..errors import DDStoreIndexError, DDStoreValueError
-from ..placement import exchange, member_offsets
 
 # the edge type under which a homogeneous graph's edge attributes are kept in the feature
 # store (the GraphStore calls that edge type None, as PyG does)
@@ -59,7 +58,8 @@ def storable_error(arr, what):
 
 
 def rows_error(rows, n, what):
-    """``rows`` = ``(lo, hi)`` for ``n`` local rows, checked; (None or error, lo, hi)."""
+    """``rows`` = ``(lo, hi)`` for ``n`` local rows (None: any ``hi >= lo``, the rows of
+    a callable source), checked; (None or error, lo, hi)."""
     try:
         lo, hi = rows
     except (TypeError, ValueError):
@@ -68,6 +68,11 @@ def rows_error(rows, n, what):
     if not is_int(lo) or not is_int(hi):
         return (DDStoreValueError, f"{what}: rows=({lo!r}, {hi!r}) must be integers"), 0, 0
     lo, hi = int(lo), int(hi)
+    if n is None:
+        if lo < 0 or hi < lo:
+            return (DDStoreIndexError, f"{what}: rows=({lo}, {hi}) must satisfy "
+                                       f"0 <= lo <= hi"), lo, hi
+        return None, lo, hi
     if lo < 0 or hi - lo != n:
         return (DDStoreIndexError, f"{what}: rows=({lo}, {hi}) must satisfy 0 <= lo and "
                                    f"hi - lo = {n} (the rows this rank passes)"), lo, hi
@@ -87,19 +92,3 @@ def tiling_error(ranges, what):
                                        f"cover [0, total) once each ({ranges})"), 0
         pos = hi
     return None, pos
-
-
-def place_rows(store, arr, lo, total):
-    """Collective (inside a checked collective call): this rank's rows ``arr`` are global
-    rows ``[lo, lo + len(arr))`` of a ``total``-row tensor whose rows the ranks hold once
-    each.  Returns this rank's chunk of the striped layout (rows
-    ``partition(total, width, group_rank)``), in row order."""
-    width = store.group_size
-    off = member_offsets(total, width)
-    ids = np.arange(lo, lo + arr.shape[0], dtype=np.int64)
-    dest = np.searchsorted(off, ids, side="right") - 1
-    got_ids, got = exchange(store.comm, width, dest, [ids, arr])
-    mlo, mhi = int(off[store.group_rank]), int(off[store.group_rank + 1])
-    out = np.empty((mhi - mlo,) + arr.shape[1:], dtype=arr.dtype)
-    out[got_ids - mlo] = got
-    return out

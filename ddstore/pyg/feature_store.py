@@ -8,12 +8,25 @@ from torch_geometric.data import FeatureStore as _PygFeatureStore
 from torch_geometric.data import TensorAttr as _PygTensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
-from .._checks import as_indices, check_indices, is_int
-from ..errors import DDStoreIndexError, DDStoreValueError
-from ._common import (EDGES, as_numpy, edge_var, is_edge_type, node_var, place_rows,
-                      rows_error, storable_error, tiling_error)
+from .._checks import as_indices, check_indices, is_int, partition
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from ..placement import member_offsets
+from ..temporal.build import CHUNK_BYTES, fill_rows
+from ._common import (EDGES, as_numpy, edge_var, is_edge_type, node_var, rows_error,
+                      storable_error, tiling_error)
 
-__all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features"]
+__all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
+           "default_chunk_rows"]
+
+
+def default_chunk_rows(num_rows, row_bytes):
+    """Rows per rank per round of a range-wise put by default: about 1/64 of the rank's
+    ``num_rows`` (so that a round's piece stays a small fraction of what it puts), at
+    least 4096, but never so many that one piece exceeds ``CHUNK_BYTES / 4`` (16 MB)
+    (at least 1)."""
+    cap = max(1, (CHUNK_BYTES // 4) // max(1, int(row_bytes)))
+    want = max(4096, -(-int(num_rows) // 64))
+    return int(min(cap, want))
 
 
 class UnknownAttributeError(DDStoreValueError, KeyError):
@@ -70,9 +83,12 @@ class FeatureStore(_PygFeatureStore):
       keeps its own member's rows;
     - :meth:`put_range` ``(x, rows=(lo, hi), group_name=..., attr_name=...)``: the
       range-wise path for data that does not fit one rank: **each rank passes its own
-      rows** ``[lo, hi)``; the ranks' ranges must cover ``[0, num_rows)`` exactly once
-      (any split, e.g. ``partition(num_rows, size, rank)``); rows are sent to their owners
-      in every group (one ``Alltoallv``).
+      rows** ``[lo, hi)`` (an array, or a callable ``rows_of(a, b)`` giving them piece by
+      piece); the ranks' ranges must cover ``[0, num_rows)`` exactly once (any split,
+      e.g. ``partition(num_rows, size, rank)``); the variable is created at its final
+      size and the rows are sent to their owners in every group, ``chunk_rows`` rows per
+      rank per round (a keyword of the constructor; default
+      :func:`default_chunk_rows`), received straight into the owners' chunks.
 
     Reading is local: ``get_tensor(group_name=..., attr_name=..., index=idx)`` (rows
     ``idx`` in request order; ``index=None`` reads the whole tensor onto this rank) and
@@ -86,11 +102,16 @@ class FeatureStore(_PygFeatureStore):
     attaches them to loaded mini-batches by ``e_id``.
     """
 
-    def __init__(self, store, name="pyg"):
+    def __init__(self, store, name="pyg", chunk_rows=None):
         super().__init__(tensor_attr_cls=TensorAttr)
         if not isinstance(name, str) or not name:
             raise DDStoreValueError(f"FeatureStore name must be a non-empty str, got "
                                     f"{name!r}")
+        if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
+            raise DDStoreValueError(f"feature store {name!r}: chunk_rows={chunk_rows!r} "
+                                    f"must be an integer >= 1 (rows per rank per round of "
+                                    f"put_range) or None")
+        self.__dict__["chunk_rows"] = None if chunk_rows is None else int(chunk_rows)
         self.__dict__["store"] = store
         self.__dict__["name"] = name
         self.__dict__["_attrs"] = {}  # (group_name, attr_name) -> _Attr
@@ -122,13 +143,25 @@ class FeatureStore(_PygFeatureStore):
         if error is None and attr.index is not None:
             error = (DDStoreValueError, f"{what}: index must be None (the whole tensor); "
                                         f"put rows of a range with put_range")
-        arr = None
-        if error is None:
+        arr = rows_of = first = None
+        lo = hi = 0
+        if error is None and rows is not None and callable(tensor):
+            error, lo, hi = rows_error(rows, None, what)
+            if error is None:
+                rows_of = _checked_rows(tensor, what)
+                try:  # the first piece (one row by default) gives dtype and row shape
+                    first = rows_of(0, min(hi - lo, self.chunk_rows or 1), None)
+                    arr = first
+                except DDStoreError as exc:
+                    error = exc
+                except MemoryError as exc:
+                    error = (DDStoreMemoryError, f"{what}: out of memory for one piece "
+                                                 f"({exc})")
+        elif error is None:
             arr, error = as_numpy(tensor, what)
         if error is None:
             error = storable_error(arr, what)
-        lo = hi = 0
-        if error is None and rows is not None:
+        if error is None and rows is not None and rows_of is None:
             error, lo, hi = rows_error(rows, arr.shape[0], what)
         ok = error is None
         var = self._var_of(attr.group_name, attr.attr_name) if ok else None
@@ -143,19 +176,48 @@ class FeatureStore(_PygFeatureStore):
                                                                   attr.attr_name))),
                            extra=(lo, hi), same=same)
         if rows is None:
-            from .. import partition
             total = arr.shape[0]
             mlo, mhi = partition(total, store.group_size, store.group_rank)
-            chunk = arr[mlo:mhi]
+            store.add(var, np.ascontiguousarray(arr[mlo:mhi]))
         else:
             err, total = tiling_error(info, what)
             if err is not None:
                 raise err[0](err[1])
-            chunk = place_rows(store, np.ascontiguousarray(arr), lo, total)
-        store.add(var, np.ascontiguousarray(chunk))
+            self._fill(var, arr, rows_of, first, lo, hi, total)
         self._attrs[(attr.group_name, attr.attr_name)] = _Attr(
             attr.group_name, attr.attr_name, var, int(total), tuple(arr.shape[1:]))
         return True
+
+    def _fill(self, var, arr, rows_of, first, lo, hi, total):
+        """Collective: create ``var`` at its final size and fill this member's rows in
+        place from every rank's rows ``[lo, hi)`` (the array ``arr``, or ``first`` then
+        the pieces of ``rows_of``), one piece per rank per round
+        (:func:`~ddstore.temporal.build.fill_rows`)."""
+        store = self.store
+        off = member_offsets(total, store.group_size)
+        g = store.group_rank
+        n = hi - lo
+        row_bytes = arr.dtype.itemsize * int(np.prod(arr.shape[1:], dtype=np.int64))
+        step = self.chunk_rows or default_chunk_rows(n, row_bytes)
+
+        def pieces():
+            a = 0
+            if first is not None:
+                yield [first]
+                a = first.shape[0]
+            while a < n:
+                b = min(a + step, n)
+                yield [arr[a:b] if rows_of is None else rows_of(a, b, first)]
+                a = b
+        store.init(var, int(off[g + 1] - off[g]), arr.shape[1:], arr.dtype)
+        try:
+            view = store.local_view(var)
+            fill_rows(store, off, lo, pieces(), [view])
+            del view
+            store.sync()
+        except DDStoreError:  # agreed: every rank is here
+            store.remove(var)
+            raise
 
     def _put_tensor(self, tensor, attr):
         """Collective (PyG's ``put_tensor``): every rank passes the whole tensor."""
@@ -164,11 +226,29 @@ class FeatureStore(_PygFeatureStore):
     def put_range(self, tensor, rows, group_name=None, attr_name="x"):
         """Collective: store an attribute from each rank's own rows.
 
-        ``tensor`` holds rows ``rows = (lo, hi)`` of the attribute (``hi - lo ==
-        len(tensor)``; an empty share is ``(lo, lo)``).  The ranks' ranges must cover
-        ``[0, num_rows)`` exactly once; ``num_rows`` is their union.  Dtype and row shape
-        must be the same on every rank.  Every rank raises the same error on bad input
-        anywhere (and nothing is stored).  Returns True.
+        ``tensor`` holds rows ``rows = (lo, hi)`` of the attribute: an array or tensor
+        of ``hi - lo`` rows, or a callable ``rows_of(a, b)`` returning the **local**
+        rows ``[a, b)`` (global rows ``lo + a`` to ``lo + b``) as an array or tensor of
+        ``b - a`` rows, for sources that make or read rows on demand.  The callable is
+        asked once for each piece, in order (``0 <= a <= b <= hi - lo``; the first piece
+        is one row, or ``chunk_rows``, and ``rows_of(0, 0)`` on a rank with no rows: it
+        must then return an empty ``[0, *row_shape]`` array of the dtype); every piece
+        must have the first one's dtype and row shape.  Anything it raises is bad input
+        like the rest: every rank raises (a :class:`~ddstore.DDStoreError` as it is,
+        anything else as a :class:`~ddstore.DDStoreValueError` naming the call), and
+        nothing is stored; a piece of the wrong shape or dtype raises naming what it
+        returned.  An empty share is ``(lo, lo)``.
+
+        The ranks' ranges must cover ``[0, num_rows)`` exactly once; ``num_rows`` is
+        their union.  Dtype and row shape must be the same on every rank.  Every rank
+        raises the same error on bad input anywhere (and nothing is stored).
+
+        **Memory**: the variable is created at its final size and this member's rows
+        are received straight into it, each rank sending ``chunk_rows`` rows per round
+        (default :func:`default_chunk_rows`: about 1/64 of its rows, at most 16 MB) to
+        their owners in every group: beyond what is stored, a put holds the rows passed
+        in (only one piece of them, with a callable) and one round's piece.  Returns
+        True.
         """
         return self._put(tensor, TensorAttr(group_name, attr_name, None), rows)
 
@@ -309,3 +389,30 @@ def edge_features(feature_store, attr_names=None):
     return transform
 
 
+def _checked_rows(rows_of, what):
+    """``get(a, b, first)`` over a user's callable ``rows_of(a, b)``: its piece checked
+    (``b - a`` rows; with ``first``, its dtype and row shape), anything it raises turned
+    into a :class:`~ddstore.DDStoreError` (agreed by the caller)."""
+    def get(a, b, first):
+        try:
+            out = rows_of(a, b)
+        except (DDStoreError, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001 -- agreed by the caller
+            raise DDStoreValueError(f"{what}: rows_of({a}, {b}) raised "
+                                    f"{type(exc).__name__}: {exc}") from exc
+        arr, error = as_numpy(out, what)
+        if error is not None:
+            raise error[0](error[1])
+        if arr.ndim < 1 or arr.shape[0] != b - a:
+            raise DDStoreValueError(f"{what}: rows_of({a}, {b}) returned "
+                                    f"{type(out).__name__} of shape {tuple(arr.shape)}; "
+                                    f"expected {b - a} rows (local rows [{a}, {b}))")
+        if first is not None and (arr.dtype != first.dtype or
+                                  arr.shape[1:] != first.shape[1:]):
+            raise DDStoreValueError(f"{what}: rows_of({a}, {b}) returned dtype {arr.dtype} "
+                                    f"row shape {tuple(arr.shape[1:])}; its first piece had "
+                                    f"{first.dtype} {tuple(first.shape[1:])} (every piece "
+                                    f"must have the same)")
+        return arr
+    return get

@@ -11,7 +11,8 @@ from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
 from .._checks import is_int
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
+                      DDStoreValueError)
 from ..placement import balanced_offsets
 from ..temporal.build import (check_chunk_edges, create, default_chunk_edges, fill_tcsr,
                               remove_all)
@@ -87,7 +88,8 @@ class GraphStore(_PygGraphStore):
       order, or the order of the given CSC/CSR entries);
     - :meth:`put_edge_range` ``(edge_index, rows=(lo, hi), edge_type=..., size=...)``:
       the range-wise path, **each rank passes its own COO columns** ``[lo, hi)`` (a
-      ``[2, hi - lo]`` array); the ranks' ranges must cover ``[0, num_edges)`` once.
+      ``[2, hi - lo]`` array, or a callable ``edges(a, b)`` returning local columns
+      ``[a, b)`` on demand); the ranks' ranges must cover ``[0, num_edges)`` once.
 
     ``size = (num_src_nodes, num_dst_nodes)``: default, the rows of a stored node
     attribute of that type, else the largest node id + 1.
@@ -96,8 +98,11 @@ class GraphStore(_PygGraphStore):
     destination): its variables are created once at their final size and filled in
     place, each rank sending ``chunk_edges`` of its edges per round (default
     :func:`~ddstore.temporal.build.default_chunk_edges`), and every list is sorted in C.
-    Beyond the edges passed in (and their times), a put holds only one round's buffers
-    and the ``indptr``.
+    The edges are read in pieces of at most ``chunk_edges`` columns: a pass that checks
+    them and counts the degrees (two passes without ``size``; one more with a
+    ``time_attr``, to check the times), then the rounds of the build.  Beyond the edges
+    passed in (nothing, with a callable), a put holds only one piece, one round's
+    buffers, the degrees and the ``indptr``.
     """
 
     def __init__(self, store, name="pyg", time_attr=None, chunk_edges=None):
@@ -130,36 +135,52 @@ class GraphStore(_PygGraphStore):
         lo, hi = partition(n, self.store.size, self.store.rank)
         extra_same = {"edges (the whole edge index on every rank)": n if error is None
                       else None}
-        return self._build(src[lo:hi] if error is None else None,
-                           dst[lo:hi] if error is None else None, lo, hi,
-                           edge_attr.edge_type, edge_attr.size, what, error, extra_same)
+
+        def columns(a, b):  # views of this rank's share
+            return src[lo + a:lo + b], dst[lo + a:lo + b]
+        return self._build(columns, lo, hi, edge_attr.edge_type, edge_attr.size, what,
+                           error, extra_same)
 
     def put_edge_range(self, edge_index, rows, edge_type=None, size=None):
         """Collective: store an edge type from each rank's own COO columns.
 
-        ``edge_index`` (``[2, hi - lo]`` integers: sources, destinations) holds edge ids
-        ``rows = (lo, hi)``; the ranks' ranges must cover ``[0, num_edges)`` exactly once
-        (any split, e.g. ``partition(num_edges, size, rank)``).  ``size``: see the class
-        docstring (the same on every rank).  Every rank raises the same error on bad input
-        anywhere, and nothing is stored.  Returns True.
+        ``edge_index`` holds edge ids ``rows = (lo, hi)``: either a ``[2, hi - lo]``
+        integer array (sources, destinations; read in slices, with no copy), or a
+        callable ``edges(a, b)`` returning the **local** columns ``[a, b)`` (edge ids
+        ``lo + a`` to ``lo + b``) as a ``[2, b - a]`` integer array or tensor, for
+        sources that make or read their columns on demand: it is asked for pieces of at
+        most ``chunk_edges`` columns (``0 <= a < b <= hi - lo``), each piece more than
+        once (a checking pass, then the build), and must give the same columns every
+        time.  Anything it raises is bad input like the rest: every rank raises (a
+        :class:`~ddstore.DDStoreError` as it is, anything else as a
+        :class:`~ddstore.DDStoreValueError` naming the call), and nothing is stored; a
+        piece of the wrong shape or dtype raises naming what it returned.
+
+        The ranks' ranges must cover ``[0, num_edges)`` exactly once (any split, e.g.
+        ``partition(num_edges, size, rank)``).  ``size``: see the class docstring (the
+        same on every rank).  Every rank raises the same error on bad input anywhere,
+        and nothing is stored.  Returns True.
         """
         what = f"put_edge_range ({edge_type!r})"
-        src = dst = None
-        arr, error = as_numpy(edge_index, what)
-        if error is None:
-            if arr.ndim != 2 or arr.shape[0] != 2:
-                error = (DDStoreValueError, f"{what}: edge_index must have shape [2, m], "
-                                            f"got {arr.shape}")
-            elif arr.shape[1] and arr.dtype.kind not in "iu":
-                error = (DDStoreValueError, f"{what}: edge_index must hold integer node "
-                                            f"ids, got dtype {arr.dtype}")
-        lo = hi = 0
-        if error is None:
-            error, lo, hi = rows_error(rows, arr.shape[1], what)
-        if error is None:
-            src = np.ascontiguousarray(arr[0], dtype=np.int64)
-            dst = np.ascontiguousarray(arr[1], dtype=np.int64)
-        return self._build(src, dst, lo, hi, edge_type, size, what, error, {})
+        columns, lo, hi = None, 0, 0
+        if callable(edge_index):
+            error, lo, hi = rows_error(rows, None, what)
+            columns = _checked_columns(edge_index, what)
+        else:
+            arr, error = as_numpy(edge_index, what)
+            if error is None:
+                if arr.ndim != 2 or arr.shape[0] != 2:
+                    error = (DDStoreValueError, f"{what}: edge_index must have shape "
+                                                f"[2, m], got {arr.shape}")
+                elif arr.shape[1] and arr.dtype.kind not in "iu":
+                    error = (DDStoreValueError, f"{what}: edge_index must hold integer "
+                                                f"node ids, got dtype {arr.dtype}")
+            if error is None:
+                error, lo, hi = rows_error(rows, arr.shape[1], what)
+
+            def columns(a, b):  # views of the array
+                return _ids(arr[0, a:b]), _ids(arr[1, a:b])
+        return self._build(columns, lo, hi, edge_type, size, what, error, {})
 
     @staticmethod
     def _as_coo(edge_index, layout, what):
@@ -208,8 +229,11 @@ class GraphStore(_PygGraphStore):
                 return int(self.store.nrows(v))
         return None
 
-    def _times(self, edge_type, src, lo, hi, what):
-        """(float64 time per local edge, level, error) from the feature store."""
+    def _time_reader(self, edge_type, lo, hi, what):
+        """``(times, level, error)``: ``times(a, b, src)`` reads the float64 times of
+        local edges ``[a, b)`` (``src``: their sources) from the feature store and
+        checks them (raising a :class:`~ddstore.DDStoreError`); ``level`` is "edge" or
+        "node"."""
         st, name, t = self.store, self.name, self.time_attr
         evar = edge_var(name, edge_type, t)
         nvar = node_var(name, None if edge_type is None else edge_type[0], t)
@@ -230,38 +254,36 @@ class GraphStore(_PygGraphStore):
                                                    f"real number per row, got dtype "
                                                    f"{st.dtype(var)} row shape "
                                                    f"{st.row_shape(var)}")
-        try:
-            if has_e:
-                if hi > st.nrows(var):
-                    return None, None, (DDStoreIndexError,
-                                        f"{what}: edge time {var!r} has {st.nrows(var)} "
-                                        f"rows, fewer than the edges [{lo}, {hi})")
-                raw = st.get_range(var, lo, hi - lo)
-            else:
-                raw = st.get_batch(var, src) if src.size and src.max() < st.nrows(var) \
-                    else None
-                if raw is None:
-                    raw = np.zeros(0, st.dtype(var))
-                    if src.size:
-                        return None, None, (DDStoreIndexError,
-                                            f"{what}: node time {var!r} has "
-                                            f"{st.nrows(var)} rows, source node "
-                                            f"{int(src.max())} is out of range")
-        except DDStoreError as exc:
-            return None, None, exc
-        raw = raw.reshape(-1)
-        if raw.dtype.kind in "iu" and raw.size and (
-                int(raw.max()) > _MAX_EXACT or int(raw.min()) < -_MAX_EXACT):
-            return None, None, (DDStoreValueError, f"{what}: integer times beyond 2**53 "
-                                                   f"cannot be kept exactly")
-        ts = raw.astype(np.float64)
-        if ts.size and not np.isfinite(ts).all():
-            return None, None, (DDStoreValueError, f"{what}: time_attr {t!r} holds NaN or "
-                                                   f"infinite values")
-        return ts, "edge" if has_e else "node", None
+        nrows = st.nrows(var)
+        if has_e and hi > nrows:
+            return None, None, (DDStoreIndexError, f"{what}: edge time {var!r} has {nrows} "
+                                                   f"rows, fewer than the edges [{lo}, {hi})")
 
-    def _build(self, src, dst, lo, hi, edge_type, size, what, error, same):
-        """Collective: the CSC of one edge type from this rank's COO columns [lo, hi)."""
+        def times(a, b, src):
+            if has_e:
+                raw = st.get_range(var, lo + a, b - a)
+            else:
+                if src.size and int(src.max()) >= nrows:
+                    raise DDStoreIndexError(f"{what}: node time {var!r} has {nrows} rows, "
+                                            f"source node {int(src.max())} is out of range")
+                raw = st.get_batch(var, np.asarray(src, dtype=np.int64)) if src.size \
+                    else np.zeros(0, st.dtype(var))
+            raw = raw.reshape(-1)
+            if raw.dtype.kind in "iu" and raw.size and (
+                    int(raw.max()) > _MAX_EXACT or int(raw.min()) < -_MAX_EXACT):
+                raise DDStoreValueError(f"{what}: integer times beyond 2**53 cannot be kept "
+                                        f"exactly")
+            ts = raw.astype(np.float64)
+            if ts.size and not np.isfinite(ts).all():
+                raise DDStoreValueError(f"{what}: time_attr {t!r} holds NaN or infinite "
+                                        f"values")
+            return ts
+        return times, "edge" if has_e else "node", None
+
+    def _build(self, columns, lo, hi, edge_type, size, what, error, same):
+        """Collective: the CSC of one edge type from this rank's COO columns [lo, hi);
+        ``columns(a, b)`` returns local columns ``[a, b)`` as 1-D integer arrays (src,
+        dst), raising a :class:`~ddstore.DDStoreError` for bad ones."""
         from mpi4py import MPI
         st = self.store
         st.check_alive()
@@ -279,17 +301,41 @@ class GraphStore(_PygGraphStore):
             except (TypeError, ValueError, IndexError):
                 error = (DDStoreValueError, f"{what}: size must be (num_src, num_dst) "
                                             f"integers >= 0, got {size!r}")
-        if error is None and src.size and min(int(src.min()), int(dst.min())) < 0:
-            error = (DDStoreIndexError, f"{what}: negative node id "
-                                        f"{min(int(src.min()), int(dst.min()))}")
         prefix = f"{self.name}/csc/{type_key(edge_type)}/"
         if error is None and any(v.startswith(prefix) for v in st.variables()):
             error = (DDStoreValueError, f"{what}: the store already holds variables under "
                                         f"{prefix!r}")
+        n_local = hi - lo
+        # first pass, local, in pieces: node ids checked; degrees counted when the size
+        # is known (else in a second pass, once it is agreed)
+        step = self.chunk_edges if self.chunk_edges is not None else default_chunk_edges(
+            n_local * st.size, st.size, 24, add_reverse=False)
+        max_src = max_dst = -1
+        deg = None
+        if error is None:
+            try:
+                deg = None if size is None else np.zeros(size[1], dtype=np.int64)
+                for a in range(0, n_local, step):
+                    s, d = columns(a, min(a + step, n_local))
+                    if not s.size:
+                        continue
+                    least = min(int(s.min()), int(d.min()))
+                    if least < 0:
+                        error = (DDStoreIndexError, f"{what}: negative node id {least}")
+                        break
+                    max_src, max_dst = max(max_src, int(s.max())), max(max_dst, int(d.max()))
+                    if deg is not None and max_dst < size[1]:
+                        _count(deg, d)
+                    else:  # out of range: raised below on every rank
+                        deg = None
+            except DDStoreError as exc:
+                error = exc
+            except MemoryError as exc:
+                error = (DDStoreMemoryError, f"{what}: out of memory for one piece of edges "
+                                             f"({exc})")
         ok = error is None
         info = st.agree(error, call=("GraphStore.put", repr(edge_type)), extra=(
-            lo, hi, int(src.max(initial=-1)) if ok else -1,
-            int(dst.max(initial=-1)) if ok else -1),
+            lo, hi, max_src if ok else -1, max_dst if ok else -1),
             same=dict(same, size=size, time_attr=self.time_attr))
         err, num_edges = tiling_error([i[:2] for i in info], what)
         if err is not None:
@@ -311,12 +357,34 @@ class GraphStore(_PygGraphStore):
                          == m)
                 raise DDStoreIndexError(f"{what}: rank {r}: {label} node {m} out of range "
                                         f"[0, {lim}) (size={size})")
-        ts = level = None
+        times = level = None
         if self.time_attr is not None:
-            ts, level, error = self._times(edge_type, src, lo, hi, what)
+            times, level, error = self._time_reader(edge_type, lo, hi, what)
+            st.agree(error)
+        # second pass, when needed: the degrees (size was not given), the times checked
+        if deg is None or times is not None:
+            error = None
+            try:
+                count = deg is None
+                if count:
+                    deg = np.zeros(size[1], dtype=np.int64)
+                for a in range(0, n_local, step):
+                    b = min(a + step, n_local)
+                    s, d = columns(a, b)
+                    if count:
+                        if d.size and (int(d.min()) < 0 or int(d.max()) >= size[1]):
+                            raise DDStoreValueError(f"{what}: edge_index gave other columns "
+                                                    f"[{a}, {b}) than in the first pass")
+                        _count(deg, d)
+                    if times is not None:
+                        times(a, b, s)
+            except DDStoreError as exc:
+                error = exc
+            except MemoryError as exc:
+                error = (DDStoreMemoryError, f"{what}: out of memory for one piece of edges "
+                                             f"({exc})")
             st.agree(error)
         width, g = st.group_size, st.group_rank
-        deg = np.bincount(dst, minlength=size[1]).astype(np.int64)
         st.comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
         indptr = np.zeros(size[1] + 1, dtype=np.int64)
         np.cumsum(deg, out=indptr[1:])
@@ -327,12 +395,21 @@ class GraphStore(_PygGraphStore):
         chunk = self.chunk_edges if self.chunk_edges is not None else default_chunk_edges(
             num_edges, st.size, 24, add_reverse=False)
         n_csc = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
-        names = _CSC_VARS if ts is not None else _CSC_VARS[:2]
+        names = _CSC_VARS if times is not None else _CSC_VARS[:2]
 
         def rows(a, b):  # (destination, source) pairs of local edges [a, b) and times
             pairs = np.empty((b - a, 2), dtype=np.int64)
-            pairs[:, 0], pairs[:, 1] = dst[a:b], src[a:b]
-            return pairs, None if ts is None else ts[a:b]
+            if a == b:
+                return pairs, None if times is None else np.zeros(0, np.float64)
+            try:
+                s, d = columns(a, b)
+                pairs[:, 0], pairs[:, 1] = d, s
+                return pairs, None if times is None else times(a, b, s)
+            except (DDStoreError, MemoryError):
+                raise
+            except Exception as exc:  # noqa: BLE001 -- agreed by fill_tcsr
+                raise DDStoreValueError(f"{what}: local edges [{a}, {b}): "
+                                        f"{type(exc).__name__}: {exc}") from exc
         # node and edge ids as int32 when both fit (see the class docstring)
         ids = np.int32 if max(size[0], num_edges) <= ID32_LIMIT else np.int64
         created = []
@@ -420,4 +497,42 @@ class GraphStore(_PygGraphStore):
                 f"time_attr={self.time_attr!r})")
 
 
+def _ids(x):
+    """Node ids as numpy can count and compare them (uint64 as int64, as ever)."""
+    return x.astype(np.int64) if x.dtype.kind == "u" and x.dtype.itemsize >= 8 else x
 
+
+def _count(deg, d):
+    """``deg[v] +=`` the occurrences of ``v`` in ``d`` (ids known to be in range)."""
+    if 4 * d.shape[0] >= deg.shape[0]:
+        deg += np.bincount(d, minlength=deg.shape[0])
+    else:  # a small piece: no temporary of the degrees' size
+        np.add.at(deg, d, 1)
+
+
+def _checked_columns(edges, what):
+    """``columns(a, b)`` over a user's callable ``edges(a, b)``: its piece checked (a
+    ``[2, b - a]`` integer array or tensor), anything it raises turned into a
+    :class:`~ddstore.DDStoreError` (agreed by the caller)."""
+    def columns(a, b):
+        try:
+            out = edges(a, b)
+        except (DDStoreError, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001 -- agreed by the caller
+            raise DDStoreValueError(f"{what}: edge_index({a}, {b}) raised "
+                                    f"{type(exc).__name__}: {exc}") from exc
+        arr, error = as_numpy(out, what)
+        if error is None and arr.shape != (2, b - a):
+            error = (DDStoreValueError, f"{what}: edge_index({a}, {b}) returned "
+                                        f"{type(out).__name__} of shape "
+                                        f"{tuple(arr.shape)}; expected [2, {b - a}] (the "
+                                        f"sources and destinations of local columns "
+                                        f"[{a}, {b}))")
+        if error is None and arr.size and arr.dtype.kind not in "iu":
+            error = (DDStoreValueError, f"{what}: edge_index({a}, {b}) returned dtype "
+                                        f"{arr.dtype}; node ids must be integers")
+        if error is not None:
+            raise error[0](error[1])
+        return _ids(arr[0]), _ids(arr[1])
+    return columns

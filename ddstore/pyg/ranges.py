@@ -34,7 +34,9 @@ import collections
 import numpy as np
 
 from .. import partition
+from .._checks import is_int
 from ..errors import DDStoreError, DDStoreValueError
+from ..temporal.build import check_chunk_edges
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
 
@@ -74,7 +76,8 @@ def _local(store, what, fn, *args, call=None, **kwargs):
     return out
 
 
-def put_node_data(store, data, name="pyg", add_reverse=None, progress=True):
+def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
+                  chunk_edges=None, chunk_rows=None):
     """Collective: put the range-wise node data set ``data`` into a new
     :class:`FeatureStore` and :class:`GraphStore` named ``name``; returns a
     :class:`NodeData`.
@@ -84,13 +87,34 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True):
     or anything with their methods and ``num_nodes`` / ``num_edges``.  ``add_reverse``:
     add the reverse of every edge (default: ``data.undirected`` when it has one, else
     True).  ``progress``: rank 0 shows a tqdm bar per file read (CSV files are long to
-    parse: ogbn-products' features are about 2 GB of text).
+    parse: ogbn-products' features are about 2 GB of text).  ``chunk_edges`` /
+    ``chunk_rows``: the pieces of the puts (see :class:`GraphStore` and
+    :meth:`FeatureStore.put_range`; default: theirs).
 
-    Order, to keep the peak memory of each rank low: the edges first (this rank's range,
-    with reverses, handed to :meth:`GraphStore.put_edge_range` and dropped), then the
-    features, then the labels, then this rank's share of each split.  If any step fails
-    on any rank, every rank raises the same error and what was already put is removed:
-    the store holds what it held before.
+    Order and memory, to keep the peak memory of each rank low:
+
+    1. the edges: this rank's range of the file (``partition(num_edges, P, rank)``),
+       held as int32 (int64 when ``num_nodes >= 2**31``), read in pieces of about one
+       million edges; :meth:`GraphStore.put_edge_range` is handed a callable that makes
+       any piece of the interleaved (edge, reverse) columns on demand (edge ``2 i + 1``
+       is the reverse of edge ``i``), so that no array of the directed edges is ever
+       made; the range is dropped once the CSC is built;
+    2. the features, then the labels: :meth:`FeatureStore.put_range` reads this rank's
+       rows (``partition(num_nodes, P, rank)``) piece by piece through a callable, and
+       each piece goes straight to its owners' chunks;
+    3. this rank's share of each split.
+
+    Every source is read piece by piece, in increasing order: the ``.csv.gz`` files of
+    :class:`~ddstore.sources.OGBNodeData`, which gzip cannot enter in the middle, are
+    **streamed** (it keeps one decompression stream per file, so each is decompressed
+    once up to this rank's last row, never once per piece; :meth:`close` ends them at
+    the end), and a source that makes rows in blocks (``row_block`` / ``edge_block``,
+    as :class:`~ddstore.sources.SyntheticNodeGraph`) is read in whole aligned blocks.
+    Beyond what is stored, a rank holds its edges (4 or 8 bytes per id) while the CSC is
+    built, then one piece and one block at a time.
+
+    If any step fails on any rank, every rank raises the same error and what was already
+    put is removed: the store holds what it held before.
     """
     comm = store.comm
     if add_reverse is None:
@@ -98,55 +122,168 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True):
     has_x = bool(getattr(data, "num_features", 0))
     has_y = bool(getattr(data, "has_labels", True))
     split_name = getattr(data, "split_name", None)
-    store.agree(None, call=("pyg.put_node_data", name),
-                same={"data set": repr(data), "add_reverse": bool(add_reverse)})
+    error = check_chunk_edges(chunk_edges, name)
+    if error is None and chunk_rows is not None and not (is_int(chunk_rows) and
+                                                         chunk_rows >= 1):
+        error = (DDStoreValueError, f"put_node_data {name!r}: chunk_rows={chunk_rows!r} "
+                                    f"must be an integer >= 1 or None")
+    store.agree(error, call=("pyg.put_node_data", name),
+                same={"data set": repr(data), "add_reverse": bool(add_reverse),
+                      "chunk_edges": chunk_edges, "chunk_rows": chunk_rows})
     show = (lambda label: label) if (progress and comm.Get_rank() == 0) else \
         (lambda label: None)
     before = set(store.variables())
     try:
-        return _put(store, data, name, add_reverse, has_x, has_y, split_name, show)
+        return _put(store, data, name, add_reverse, has_x, has_y, split_name, show,
+                    chunk_edges, chunk_rows)
     except DDStoreError:
         # every rank is here (the failure was agreed): drop what was put, collectively
         for var in sorted(set(store.variables()) - before):
             store.remove(var)
         raise
+    finally:
+        close = getattr(data, "close", None)  # OGBNodeData's kept streams
+        if callable(close):
+            close()
 
 
-def _put(store, data, name, add_reverse, has_x, has_y, split_name, show):
+PIECE_EDGES = 1 << 20  # edges per read of a range-wise source (16 MB of int64 pairs)
+
+
+def _read_edges(data, lo, hi, num_nodes, label):
+    """This rank's edges ``[lo, hi)`` as (src, dst) int32 (int64 from 2**31 nodes), read
+    in increasing pieces of ``data.edge_block`` (default ``PIECE_EDGES``; aligned to
+    multiples of it).  Ids outside ``[0, num_nodes)`` raise (they could not be
+    narrowed)."""
+    dtype = np.int32 if num_nodes < 2 ** 31 else np.int64
+
+    def check(s, d, a):
+        if len(s) and (min(int(s.min()), int(d.min())) < 0 or
+                       max(int(s.max()), int(d.max())) >= num_nodes):
+            i = int(np.flatnonzero((s < 0) | (s >= num_nodes) | (d < 0) |
+                                   (d >= num_nodes))[0])
+            raise DDStoreValueError(f"edge {a + i} ({int(s[i])}, {int(d[i])}) names a node "
+                                    f"outside [0, {num_nodes})")
+
+    piece = int(getattr(data, "edge_block", 0) or 0) or PIECE_EDGES
+    src, dst = np.empty(hi - lo, dtype=dtype), np.empty(hi - lo, dtype=dtype)
+    bar = _bar(label, hi - lo)
+    a = lo
+    while a < hi:
+        b = min((a // piece + 1) * piece, hi)
+        s, d = data.edges(a, b)
+        check(s, d, a)
+        src[a - lo:b - lo], dst[a - lo:b - lo] = s, d
+        bar(b - a)
+        a = b
+    return src, dst
+
+
+def _bar(label, total):
+    """``advance(n)`` of a tqdm bar over ``total`` rows read piece by piece (rank 0 with
+    ``progress``; closed when full), or of nothing."""
+    if not label or total <= 0:
+        return lambda n: None
+    from tqdm import tqdm
+    bar = tqdm(total=total, desc=str(label), unit=" rows", unit_scale=True,
+               mininterval=1.0)
+
+    def advance(n):
+        bar.update(n)
+        if bar.n >= total:
+            bar.close()
+    return advance
+
+
+def _columns(src, dst, add_reverse):
+    """``edges(a, b)``: columns ``[a, b)`` of the edges, with ``add_reverse`` their
+    reverses interleaved (column ``2 i`` = edge ``i``, column ``2 i + 1`` = its
+    reverse)."""
+    if not add_reverse:
+        return lambda a, b: np.stack([src[a:b], dst[a:b]])
+
+    def edges(a, b):
+        i, j = a // 2, (b + 1) // 2
+        out = np.empty((2, 2 * (j - i)), dtype=src.dtype)
+        out[0, 0::2], out[1, 0::2] = src[i:j], dst[i:j]
+        out[0, 1::2], out[1, 1::2] = dst[i:j], src[i:j]
+        return out[:, a - 2 * i:b - 2 * i]
+    return edges
+
+
+def _rows_of(data, what, lo, hi, label):
+    """``rows_of(a, b)``: rows ``[lo + a, lo + b)`` of ``data.<what>``, read piece by
+    piece (as :meth:`FeatureStore.put_range` asks them: in increasing order); from a
+    source that makes rows in blocks (``data.row_block``), in whole aligned blocks, the
+    last one kept for the next pieces."""
+    source, bar = getattr(data, what), _bar(label, hi - lo)
+
+    def read(a, b):
+        out = source(a, b)
+        bar(b - a)
+        return out
+    block = int(getattr(data, "row_block", 0) or 0)
+    if block < 1:
+        return lambda a, b: read(lo + a, lo + b)
+    last = [0, 0, None]  # global rows [first, end) read last (end: a block's end), rows
+
+    def rows_of(a, b):
+        a, b = lo + a, lo + b
+        first, end, rows = last
+        if b <= a or (first <= a and b <= end):
+            return read(a, b) if b <= a else rows[a - first:b - first]
+        # read on to the end of the block holding row b - 1, each block only once: the
+        # piece's rows already read are kept (a copy of at most the piece), the old
+        # block dropped before the read
+        head = rows[a - first:].copy() if first <= a < end else None
+        start = end if head is not None else a
+        end = min(hi, -(-b // block) * block)
+        last[:] = 0, 0, None
+        rows = read(start, end)
+        last[:] = start, end, rows
+        return rows[:b - start] if head is None else \
+            np.concatenate([head, rows[:b - start]])
+    return rows_of
+
+
+def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_edges,
+         chunk_rows):
     comm = store.comm
     rank, size = comm.Get_rank(), comm.Get_size()
     n, e = int(data.num_nodes), int(data.num_edges)
-    fs, gs = FeatureStore(store, name), GraphStore(store, name)
+    fs = FeatureStore(store, name, chunk_rows=chunk_rows)
+    gs = GraphStore(store, name, chunk_edges=chunk_edges)
 
-    # edges: this rank's range of the file, reverses interleaved (edge 2i+1 = reverse of
-    # edge i), as put_edge_range's columns [lo, hi)
+    # edges: this rank's range of the file, narrowed; put_edge_range's columns [lo, hi)
+    # are made from it piece by piece, reverses interleaved (edge 2i+1 = reverse of i)
     elo, ehi = partition(e, size, rank)
-    src, dst = _local(store, "edges", data.edges, elo, ehi, progress=show("edges"))
-    if add_reverse:
-        ei = np.empty((2, 2 * (ehi - elo)), dtype=np.int64)
-        ei[0, 0::2], ei[1, 0::2], ei[0, 1::2], ei[1, 1::2] = src, dst, dst, src
-        rows = (2 * elo, 2 * ehi)
-    else:
-        ei = np.stack([src, dst])
-        rows = (elo, ehi)
+    src, dst = _local(store, "edges", _read_edges, data, elo, ehi, n, show("edges"))
+    edges = _columns(src, dst, add_reverse)
     del src, dst
-    gs.put_edge_range(ei, rows=rows, edge_type=None, size=(n, n))
-    del ei
+    gs.put_edge_range(edges, rows=(2 * elo, 2 * ehi) if add_reverse else (elo, ehi),
+                      edge_type=None, size=(n, n))
+    del edges  # the last reference to this rank's edges
 
     lo, hi = partition(n, size, rank)
     num_features = 0
     if has_x:
-        x = _local(store, "features", data.features, lo, hi, progress=show("features"))
-        num_features = int(x.shape[1])
+        x = _rows_of(data, "features", lo, hi, show("features"))
         fs.put_range(x, rows=(lo, hi), group_name=None, attr_name="x")
         del x
+        num_features = int(fs.get_tensor_size(group_name=None, attr_name="x")[1])
     num_classes = 0
     if has_y:
-        y = _local(store, "labels", data.labels, lo, hi, progress=show("labels"))
-        num_classes = int(comm.allreduce(int(y.max()) + 1 if len(y) else 0,
-                                         op=_max_op()))
-        fs.put_range(y, rows=(lo, hi), group_name=None, attr_name="y")
+        y = _rows_of(data, "labels", lo, hi, show("labels"))
+        top = [-1]
+
+        def labels(a, b):
+            out = y(a, b)
+            if len(out):
+                top[0] = max(top[0], int(np.max(out)))
+            return out
+        fs.put_range(labels, rows=(lo, hi), group_name=None, attr_name="y")
         del y
+        num_classes = int(comm.allreduce(top[0] + 1, op=_max_op()))
     splits, sizes = {}, {}
     if split_name is not None:
         for which in SPLITS:

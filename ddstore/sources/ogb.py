@@ -21,8 +21,10 @@ line of ``node-feat.csv.gz``, nothing else); its methods read one row range each
 (:func:`~ddstore.sources.rows.read_csv_rows`): ``edges(lo, hi)``, ``features(lo, hi)``,
 ``labels(lo, hi)``, ``split(name, lo, hi)``.  Each is a gzip stream, so **a rank reading
 rows [lo, hi) decompresses the file from its start up to row hi but keeps and parses only
-its own rows**: no rank holds more than its range plus one block of text.  Pure I/O: no
-store, no MPI (the loaders in ``ddstore.pyg`` put the ranges into a store).
+its own rows**: no rank holds more than its range plus one block of text.  Ranges of one
+file asked in increasing order continue one kept stream (the file is decompressed once,
+whatever the number of pieces).  Pure I/O: no store, no MPI (the loaders in
+``ddstore.pyg`` put the ranges into a store).
 """
 import os
 
@@ -30,7 +32,7 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 from .base import check_range, first_outside
-from .rows import count_rows, read_csv_rows
+from .rows import CsvRowReader, count_rows, read_csv_rows
 
 __all__ = ["OGBNodeData", "write_ogb_node"]
 
@@ -56,6 +58,13 @@ class OGBNodeData:
     ``num_features`` (0 without ``node-feat.csv.gz``), ``split_name`` (the one directory
     under ``split/``, or ``split`` as given), ``paths`` (every file by role).
     A missing directory or file raises :class:`DDStoreValueError` naming the path.
+
+    ``edges``, ``features`` and ``labels`` keep one decompression stream per file
+    (:class:`~ddstore.sources.rows.CsvRowReader`): ranges asked in increasing order
+    (a rank's range piece by piece, as ``ddstore.pyg.put_node_data`` reads it) go on
+    from where the previous one stopped, so each file is decompressed once up to the
+    last row asked; an earlier range restarts the file.  :meth:`close` ends the
+    streams (the next read reopens its file).
     """
 
     def __init__(self, root, split=None):
@@ -67,6 +76,7 @@ class OGBNodeData:
                 f"{os.path.join(raw, 'edge.csv.gz')} not found (give the dataset's own "
                 f"directory, e.g. dataset/ogbn_products, holding raw/ and split/)")
         self.root = root
+        self._readers = {}  # path -> CsvRowReader
         self.paths = {name: os.path.join(raw, f"{name}.csv.gz") for name in
                       ("edge", "node-feat", "node-label", "num-node-list",
                        "num-edge-list")}
@@ -99,6 +109,19 @@ class OGBNodeData:
                                             f"train, valid and test)")
                 self.paths[f"split/{s}"] = p
 
+    def _read(self, path, lo, hi, **kwargs):
+        """Rows ``[lo, hi)`` of ``path`` from its kept stream (see the class docstring)."""
+        reader = self._readers.get(path)
+        if reader is None:
+            reader = self._readers[path] = CsvRowReader(path)
+        return reader.read(lo, hi, **kwargs)
+
+    def close(self):
+        """End the kept decompression streams (a later read reopens its file)."""
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+
     def __repr__(self):
         return (f"OGBNodeData({self.root!r}: {self.num_nodes} nodes, {self.num_edges} "
                 f"edges, {self.num_features} features, split {self.split_name!r})")
@@ -108,7 +131,7 @@ class OGBNodeData:
         as stored).  Node ids outside ``[0, num_nodes)`` raise naming the line."""
         path = self.paths["edge"]
         check_range(path, lo, hi, self.num_edges)
-        e = read_csv_rows(path, lo, hi, dtype=np.int64, ncols=2, progress=progress)
+        e = self._read(path, lo, hi, dtype=np.int64, ncols=2, progress=progress)
         bad = first_outside(e, self.num_nodes)
         if bad is not None:
             raise DDStoreValueError(f"{path}, line {lo + bad + 1}: edge "
@@ -124,8 +147,8 @@ class OGBNodeData:
             raise DDStoreValueError(f"{path}: no such file (this dataset has no node "
                                     f"features)")
         check_range(path, lo, hi, self.num_nodes)
-        return read_csv_rows(path, lo, hi, dtype=dtype, ncols=self.num_features,
-                             progress=progress)
+        return self._read(path, lo, hi, dtype=dtype, ncols=self.num_features,
+                          progress=progress)
 
     def labels(self, lo, hi, progress=None):
         """Node labels ``[lo, hi)`` as int64 ``[hi - lo]``; -1 where the file says "nan"
@@ -134,7 +157,7 @@ class OGBNodeData:
         if not self.has_labels:
             raise DDStoreValueError(f"{path}: no such file")
         check_range(path, lo, hi, self.num_nodes)
-        y = read_csv_rows(path, lo, hi, dtype=np.float64, ncols=1, progress=progress)[:, 0]
+        y = self._read(path, lo, hi, dtype=np.float64, ncols=1, progress=progress)[:, 0]
         known = ~np.isnan(y)
         bad = known & ((y != np.round(y)) | (y < 0))
         if bad.any():

@@ -3,7 +3,8 @@ and ``.npy`` arrays, each call reading only rows ``[lo, hi)``.
 
 - :func:`count_rows` ``(path)``: the number of rows.
 - :func:`read_rows` ``(path, lo, hi, dtype=...)``: rows ``[lo, hi)`` as a numpy array.
-- :func:`read_csv_rows` / :func:`read_npy_rows`: the two kinds on their own.
+- :func:`read_csv_rows` / :func:`read_npy_rows`: the two kinds on their own;
+  :class:`CsvRowReader`: consecutive ranges of one CSV from one stream.
 
 What "reads only its range" costs, by kind:
 
@@ -36,7 +37,8 @@ import numpy as np
 
 from ..errors import DDStoreIndexError, DDStoreValueError
 
-__all__ = ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "npy_shape"]
+__all__ = ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "npy_shape",
+           "CsvRowReader"]
 
 BLOCK_BYTES = 32 << 20
 
@@ -191,51 +193,100 @@ def read_csv_rows(path, lo, hi, dtype=np.float64, ncols=None, block_bytes=BLOCK_
     ``pandas.read_csv(path, header=None).to_numpy().astype(dtype)`` gives for these rows.
     ``ncols``: the number of fields every row must have (default: as many as the first
     row read).  ``progress``: a label to show a tqdm bar over the rows passed (rank 0 of a
-    long preload), or None.
+    long preload), or None.  (To read a range in consecutive pieces, decompressing it
+    once: :class:`CsvRowReader`.)
     """
-    path = _need_file(path)
-    lo, hi = _check_bounds(path, lo, hi)
-    dtype = np.dtype(dtype)
-    if dtype.kind not in "biuf":
-        raise DDStoreValueError(f"{path}: dtype {dtype} is not a number type")
-    out = None
-    if ncols is not None:
-        out = np.empty((hi - lo, int(ncols)), dtype=dtype)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=hi, desc=str(progress), unit=" rows", unit_scale=True,
-                   mininterval=1.0)
-    row = 0  # rows before the current block
-    try:
-        for block in _blocks(path, block_bytes) if hi > 0 else ():
-            nlines = block.count(b"\n")
-            if row + nlines > lo and hi > lo:
-                a = _nth_line_end(block, lo - row) if lo > row else 0
-                take = min(hi, row + nlines) - max(lo, row)
-                b = _nth_line_end(block, hi - row) if row + nlines > hi else len(block)
-                part = block[a:b]
-                first = max(lo, row)
-                if out is None:
-                    ncols = part[:part.find(b"\n")].count(b",") + 1
-                    out = np.empty((hi - lo, ncols), dtype=dtype)
-                _parse_block(path, part, ncols, first + 1, dtype,
-                             out[first - lo:first - lo + take])
-            row += nlines
+    with CsvRowReader(path, block_bytes) as reader:
+        return reader.read(lo, hi, dtype=dtype, ncols=ncols, progress=progress)
+
+
+class CsvRowReader:
+    """Row ranges of one headerless ``.csv`` / ``.csv.gz`` file, read **in increasing
+    order** from one stream kept open between calls: :meth:`read` ``(lo, hi)`` goes on
+    from where the previous read stopped (the rows before ``lo`` are skipped, not
+    parsed), so reading a range in consecutive pieces decompresses and scans it once; a
+    range that starts before the stream's position reopens the file.  Each read returns
+    what :func:`read_csv_rows` returns for its range, with the same errors.  Holds one
+    block of text (``block_bytes``, default ``BLOCK_BYTES``) between reads; :meth:`close`
+    (or leaving ``with``)
+    ends the stream (a later read reopens it)."""
+
+    def __init__(self, path, block_bytes=None):
+        self.path = _need_file(path)
+        self.block_bytes = int(block_bytes or BLOCK_BYTES)
+        self._stream = None   # the generator of blocks
+        self._block = None    # the block being read (not yet passed), or None
+        self._nlines = 0      # its lines
+        self._row = 0         # the row of its first line (of the next block if None)
+
+    def close(self):
+        if self._stream is not None:
+            self._stream.close()
+        self._stream, self._block, self._nlines, self._row = None, None, 0, 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def read(self, lo, hi, dtype=np.float64, ncols=None, progress=None):
+        """Rows ``[lo, hi)`` as ``[hi - lo, ncols]`` of ``dtype`` (see
+        :func:`read_csv_rows`)."""
+        path = self.path
+        lo, hi = _check_bounds(path, lo, hi)
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "biuf":
+            raise DDStoreValueError(f"{path}: dtype {dtype} is not a number type")
+        if self._stream is None or lo < self._row:
+            self.close()
+            self._stream = _blocks(path, self.block_bytes)
+        out = None
+        if ncols is not None:
+            out = np.empty((hi - lo, int(ncols)), dtype=dtype)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=hi, desc=str(progress), unit=" rows", unit_scale=True,
+                       mininterval=1.0)
+        try:
+            while self._row < hi:
+                if self._block is None:
+                    self._block = next(self._stream, None)
+                    if self._block is None:  # the end of the file
+                        break
+                    self._nlines = self._block.count(b"\n")
+                block, nlines, row = self._block, self._nlines, self._row
+                if row + nlines > lo and hi > lo:
+                    a = _nth_line_end(block, lo - row) if lo > row else 0
+                    take = min(hi, row + nlines) - max(lo, row)
+                    b = _nth_line_end(block, hi - row) if row + nlines > hi else len(block)
+                    part = block[a:b]
+                    first = max(lo, row)
+                    if out is None:
+                        ncols = part[:part.find(b"\n")].count(b",") + 1
+                        out = np.empty((hi - lo, ncols), dtype=dtype)
+                    _parse_block(path, part, ncols, first + 1, dtype,
+                                 out[first - lo:first - lo + take])
+                if row + nlines > hi:  # its later rows are the next read's
+                    if bar is not None:
+                        bar.update(hi - bar.n)
+                    break
+                self._row += nlines
+                self._block = None
+                if bar is not None:
+                    bar.update(min(self._row, hi) - bar.n)
+        finally:
             if bar is not None:
-                bar.update(min(row, hi) - bar.n)
-            if row >= hi:
-                break
-    finally:
-        if bar is not None:
-            bar.close()
-    if row < hi:
-        raise DDStoreIndexError(f"{path}: row range [{lo}, {hi}) out of range "
-                                f"[0, {row}] (the file has {row} rows)")
-    if out is None:  # lo == hi
-        ncols = _first_line_fields(path) or 0
-        out = np.empty((0, ncols), dtype=dtype)
-    return out
+                bar.close()
+        have = self._row + (self._nlines if self._block is not None else 0)
+        if have < hi:
+            raise DDStoreIndexError(f"{path}: row range [{lo}, {hi}) out of range "
+                                    f"[0, {have}] (the file has {have} rows)")
+        if out is None:  # lo == hi
+            ncols = _first_line_fields(path) or 0
+            out = np.empty((0, ncols), dtype=dtype)
+        return out
 
 
 # ------------------------------------------------------------------------------ npy

@@ -76,9 +76,15 @@ class SyntheticNodeGraph:
     shape's; ``homophily`` in [0, 1]; ``noise``: feature noise over the class means'
     spread (larger = features alone say less); ``degree_skew`` >= 1 (1 = uniform
     sources; 1.5 by default: a few hubs with thousands of edges at full size).
+
+    ``row_block`` / ``edge_block``: node rows and edges are generated in whole blocks
+    of this many (see the module docstring), so a reader of many small ranges reads
+    least in aligned blocks (``ddstore.pyg.put_node_data`` does).
     """
 
     undirected = True
+    row_block = NODE_BLOCK
+    edge_block = EDGE_BLOCK
 
     def __init__(self, scale=1.0, seed=0, num_features=None, num_classes=None,
                  homophily=0.8, noise=5.0, degree_skew=1.5):

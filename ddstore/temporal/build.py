@@ -20,7 +20,9 @@ of edges at a time (``chunk_edges`` rows, a keyword of the builders; default
 
 The PyG ``GraphStore`` builds its CSC with steps 3 and 4 (:func:`fill_tcsr` with
 ``every_group``): rows ``(destination, source)`` straight from each rank's own edges,
-no reverse entries, and without a time the lists sorted by edge id alone.
+no reverse entries, and without a time the lists sorted by edge id alone.  The PyG
+``FeatureStore``'s range-wise put is step 1 alone (:func:`fill_rows`, rows striped by
+``member_offsets``).
 
 Each round starts with the store's agreement (one ``allgather``, :meth:`DDStore.agree`):
 a failure on any rank in any round (a bad line in a parsed piece, memory for a chunk)
