@@ -194,3 +194,21 @@ def test_row_over_2gib_every_read_path(mpirun):
 @pytest.mark.shared_launch("core_threads.py", "{transport}", timeout=180)
 def test_reads_from_several_threads(shared_launch, nprocs, transport):
     assert "core_threads: " in shared_launch
+
+
+def test_release_free_heap_returns_freed_memory():
+    """ddstore.memory.release_free_heap (called after put_node_data's bulk load): heap
+    memory freed by the process goes back to the kernel, so RSS falls."""
+    import numpy as np
+    from ddstore.bench.memory import current_rss
+    from ddstore.memory import release_free_heap
+    # 2000 x 64 KiB: below glibc's mmap threshold, so they live in the heap; keep every
+    # other one so the freed pieces are not all at its top (what free alone gives back)
+    blocks = [np.ones(8192) for _ in range(2000)]
+    kept = blocks[1::2]
+    del blocks
+    before = current_rss()
+    assert release_free_heap() is True  # this machine's libc is glibc
+    after = current_rss()
+    assert before - after > 20 << 20, (before, after)
+    assert all(k[0] == 1.0 for k in kept)

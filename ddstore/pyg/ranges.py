@@ -36,6 +36,7 @@ import numpy as np
 from .. import partition
 from .._checks import is_int
 from ..errors import DDStoreError, DDStoreValueError
+from ..memory import release_free_heap
 from ..temporal.build import check_chunk_edges
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
@@ -291,6 +292,7 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
             a, b = partition(int(k), size, rank)
             splits[which] = _local(store, f"split {which}", data.split, which, a, b)
             sizes[which] = int(k)
+    release_free_heap()  # the pieces freed above, back to the kernel
     return NodeData(fs, gs, n, 2 * e if add_reverse else e, num_features, num_classes,
                     splits, sizes)
 
