@@ -5,7 +5,8 @@ one replica; member ``g`` holds rows ``partition(num_rows, width, g)``)."""
 import numpy as np
 
 from .._checks import STORABLE_KINDS, is_int
-from ..errors import DDStoreIndexError, DDStoreValueError
+from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
+                      DDStoreValueError)
 
 # the edge type under which a homogeneous graph's edge attributes are kept in the feature
 # store (the GraphStore calls that edge type None, as PyG does)
@@ -31,6 +32,32 @@ def node_var(name, node_type, attr):
 
 def edge_var(name, edge_type, attr):
     return f"{name}/edge/{type_key(EDGES if edge_type is None else edge_type)}/{attr}"
+
+
+def call_piece(fn, label, a, b, what):
+    """``(out, array)``: what a user's piece source ``fn(a, b)`` returned, and it as a
+    numpy array.  Anything ``fn`` raises (but a :class:`~ddstore.DDStoreError` or a
+    ``MemoryError``) becomes a :class:`~ddstore.DDStoreValueError` naming ``label(a,
+    b)``, as does a value that is not array-like; the caller agrees on it."""
+    try:
+        out = fn(a, b)
+    except (DDStoreError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- agreed by the caller
+        raise DDStoreValueError(f"{what}: {label}({a}, {b}) raised "
+                                f"{type(exc).__name__}: {exc}") from exc
+    arr, error = as_numpy(out, what)
+    if error is not None:
+        raise error[0](error[1])
+    return out, arr
+
+
+def piece_error(exc, what):
+    """What to agree on after ``exc`` (a :class:`~ddstore.DDStoreError` or a
+    ``MemoryError``) was raised while reading or checking one piece of a put."""
+    if isinstance(exc, DDStoreError):
+        return exc
+    return DDStoreMemoryError, f"{what}: out of memory for one piece ({exc})"
 
 
 def as_numpy(x, what):

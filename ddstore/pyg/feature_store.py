@@ -9,11 +9,11 @@ from torch_geometric.data import TensorAttr as _PygTensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
 from .._checks import as_indices, check_indices, is_int, partition
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..temporal.build import CHUNK_BYTES, fill_rows
-from ._common import (EDGES, as_numpy, edge_var, is_edge_type, node_var, rows_error,
-                      storable_error, tiling_error)
+from ._common import (EDGES, as_numpy, call_piece, edge_var, is_edge_type, node_var,
+                      piece_error, rows_error, storable_error, tiling_error)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
            "default_chunk_rows"]
@@ -152,11 +152,8 @@ class FeatureStore(_PygFeatureStore):
                 try:  # the first piece (one row by default) gives dtype and row shape
                     first = rows_of(0, min(hi - lo, self.chunk_rows or 1), None)
                     arr = first
-                except DDStoreError as exc:
-                    error = exc
-                except MemoryError as exc:
-                    error = (DDStoreMemoryError, f"{what}: out of memory for one piece "
-                                                 f"({exc})")
+                except (DDStoreError, MemoryError) as exc:
+                    error = piece_error(exc, what)
         elif error is None:
             arr, error = as_numpy(tensor, what)
         if error is None:
@@ -394,16 +391,7 @@ def _checked_rows(rows_of, what):
     (``b - a`` rows; with ``first``, its dtype and row shape), anything it raises turned
     into a :class:`~ddstore.DDStoreError` (agreed by the caller)."""
     def get(a, b, first):
-        try:
-            out = rows_of(a, b)
-        except (DDStoreError, MemoryError):
-            raise
-        except Exception as exc:  # noqa: BLE001 -- agreed by the caller
-            raise DDStoreValueError(f"{what}: rows_of({a}, {b}) raised "
-                                    f"{type(exc).__name__}: {exc}") from exc
-        arr, error = as_numpy(out, what)
-        if error is not None:
-            raise error[0](error[1])
+        out, arr = call_piece(rows_of, "rows_of", a, b, what)
         if arr.ndim < 1 or arr.shape[0] != b - a:
             raise DDStoreValueError(f"{what}: rows_of({a}, {b}) returned "
                                     f"{type(out).__name__} of shape {tuple(arr.shape)}; "

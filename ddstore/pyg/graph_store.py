@@ -11,13 +11,12 @@ from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
 from .._checks import is_int
-from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
-                      DDStoreValueError)
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
 from ..temporal.build import (check_chunk_edges, create, default_chunk_edges, fill_tcsr,
                               remove_all)
-from ._common import (EDGES, as_numpy, edge_var, is_edge_type, node_var, rows_error,
-                      tiling_error, type_key)
+from ._common import (as_numpy, call_piece, edge_var, is_edge_type, node_var,
+                      piece_error, rows_error, tiling_error, type_key)
 from .feature_store import UnknownAttributeError
 
 __all__ = ["GraphStore", "EdgeAttr"]
@@ -328,11 +327,8 @@ class GraphStore(_PygGraphStore):
                         _count(deg, d)
                     else:  # out of range: raised below on every rank
                         deg = None
-            except DDStoreError as exc:
-                error = exc
-            except MemoryError as exc:
-                error = (DDStoreMemoryError, f"{what}: out of memory for one piece of edges "
-                                             f"({exc})")
+            except (DDStoreError, MemoryError) as exc:
+                error = piece_error(exc, what)
         ok = error is None
         info = st.agree(error, call=("GraphStore.put", repr(edge_type)), extra=(
             lo, hi, max_src if ok else -1, max_dst if ok else -1),
@@ -378,11 +374,8 @@ class GraphStore(_PygGraphStore):
                         _count(deg, d)
                     if times is not None:
                         times(a, b, s)
-            except DDStoreError as exc:
-                error = exc
-            except MemoryError as exc:
-                error = (DDStoreMemoryError, f"{what}: out of memory for one piece of edges "
-                                             f"({exc})")
+            except (DDStoreError, MemoryError) as exc:
+                error = piece_error(exc, what)
             st.agree(error)
         width, g = st.group_size, st.group_rank
         st.comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
@@ -515,15 +508,9 @@ def _checked_columns(edges, what):
     ``[2, b - a]`` integer array or tensor), anything it raises turned into a
     :class:`~ddstore.DDStoreError` (agreed by the caller)."""
     def columns(a, b):
-        try:
-            out = edges(a, b)
-        except (DDStoreError, MemoryError):
-            raise
-        except Exception as exc:  # noqa: BLE001 -- agreed by the caller
-            raise DDStoreValueError(f"{what}: edge_index({a}, {b}) raised "
-                                    f"{type(exc).__name__}: {exc}") from exc
-        arr, error = as_numpy(out, what)
-        if error is None and arr.shape != (2, b - a):
+        out, arr = call_piece(edges, "edge_index", a, b, what)
+        error = None
+        if arr.shape != (2, b - a):
             error = (DDStoreValueError, f"{what}: edge_index({a}, {b}) returned "
                                         f"{type(out).__name__} of shape "
                                         f"{tuple(arr.shape)}; expected [2, {b - a}] (the "
