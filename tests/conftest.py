@@ -160,8 +160,10 @@ def pytest_collection_modifyitems(session, config, items):
     config._shared_done = {}
 
 
-def _section_key(program, args, tmp):
-    return " ".join([program] + [a.replace("{tmp}", tmp) for a in args])
+def _command(program, args, tmp):
+    """A program's part of the shared job's command line (``{tmp}`` filled in), which is
+    also what rank 0 prints after ``=== `` before running it."""
+    return [program] + [a.replace("{tmp}", tmp) for a in args]
 
 
 @pytest.fixture
@@ -171,19 +173,21 @@ def shared_launch(request, tmp_path_factory):
     the output (what rank 0 printed from its ``=== program args`` line to the next).
     Fails the test when its program failed a check, did not run (an earlier program of
     the job aborted it), or the job timed out."""
-    nprocs, program, args, _ = _shared_spec(request.node)
+    nprocs, program, args, timeout = _shared_spec(request.node)
     config = request.config
     done = config._shared_done
     if nprocs not in done:
         runs = config._shared_plan[nprocs]
         tmp = str(tmp_path_factory.mktemp(f"shared{nprocs}"))
-        cmd = []
+        cmd, keys = [], []
         for i, (prog, a, _t) in enumerate(runs):
             sub = os.path.join(tmp, f"{i}")
             os.makedirs(sub, exist_ok=True)
-            cmd += (["+"] if cmd else []) + [prog] + [x.replace("{tmp}", sub) for x in a]
-        timeout = sum(t for _, _, t in runs)
-        result = run_mpi("checks.py", nprocs, *cmd, timeout=timeout, check=False)
+            part = _command(prog, a, sub)
+            cmd += (["+"] if cmd else []) + part
+            keys.append(" ".join(part))
+        result = run_mpi("checks.py", nprocs, *cmd, timeout=sum(t for _, _, t in runs),
+                         check=False)
         sections, cur = {}, None
         for line in result.output.splitlines():
             if line.startswith("=== "):
@@ -191,12 +195,10 @@ def shared_launch(request, tmp_path_factory):
                 sections[cur] = []
             elif cur is not None:
                 sections[cur].append(line)
-        keys = [" ".join([p] + [x.replace("{tmp}", os.path.join(tmp, f"{i}"))
-                                for x in a]) for i, (p, a, _t) in enumerate(runs)]
         done[nprocs] = (result, {k: "\n".join(sections[k]) for k in keys
                                  if k in sections}, keys, runs)
     result, sections, keys, runs = done[nprocs]
-    key = keys[runs.index((program, args, _shared_spec(request.node)[3]))]
+    key = keys[runs.index((program, args, timeout))]
     head = f"shared job of {nprocs} rank(s): {result.cmd}"
     if key not in sections:
         pytest.fail(f"{program} did not run: an earlier program of the shared job ended "

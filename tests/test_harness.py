@@ -57,6 +57,24 @@ def test_several_programs_in_one_job():
     assert out.count("harness_selftest: 10 checks, 0 failures on 2 ranks") == 2, out
 
 
+@pytest.mark.mpi
+def test_a_raising_script_ends_the_shared_job(tmp_path):
+    """checks.py with plain scripts (the README blocks' path): one that raises on rank 1
+    ends the job promptly with that rank's traceback, its output file keeps its partial
+    name, and the next script never runs."""
+    bad, after = tmp_path / "bad.py", tmp_path / "after.py"
+    bad.write_text("from mpi4py import MPI\nprint('started', flush=True)\n"
+                   "if MPI.COMM_WORLD.rank == 1:\n    raise ValueError('block broke')\n"
+                   "MPI.COMM_WORLD.Barrier()\n")
+    after.write_text("print('after ran')\n")
+    r = run_mpi("checks.py", 2, "--out", str(tmp_path), str(bad), "+", str(after),
+                timeout=90, check=False)
+    assert r.returncode not in (0, 124, 137) and r.elapsed < PROMPT, r.output
+    assert "[rank 1] ValueError: block broke" in r.output, r.output
+    assert "after ran" not in r.output, r.output
+    assert not (tmp_path / "0.1.out").exists() and (tmp_path / "0.1.out.part").exists()
+
+
 def test_every_mpi_program_runs_through_the_harness():
     # faults.py is the exception: it tests the store's own abort-on-exception hook
     # (tests/test_faults.py), which the harness would otherwise stand in for

@@ -109,6 +109,19 @@ def shared_tmpdir(prefix="ddstore-test-"):
 combined = {"active": False, "failed": 0}  # set by checks.py: several programs, one job
 
 
+def abort_job(name):
+    """In an ``except`` block: print the exception's traceback, each line tagged with
+    this rank, and end the whole job (never returns)."""
+    text = traceback.format_exc()
+    sys.stdout.flush()
+    sys.stderr.write(f"[rank {rank}] {name}: uncaught exception, aborting the job:\n"
+                     + "".join(f"[rank {rank}] {line}\n" for line in
+                               text.rstrip("\n").split("\n")))
+    sys.stderr.flush()
+    comm.Abort(1)
+    os._exit(1)  # MPI_Abort may return before the process manager ends this one
+
+
 def run_main(main, *args, name=None, note=""):
     """Run ``main(*args)`` on every rank; abort the job at the first exception of any
     rank; then agree on the result, print ``<name>: <n> checks, <m> failures on <size>
@@ -121,14 +134,7 @@ def run_main(main, *args, name=None, note=""):
     try:
         main(*args)
     except BaseException:  # noqa: BLE001 -- SystemExit and KeyboardInterrupt included
-        text = traceback.format_exc()
-        sys.stdout.flush()
-        sys.stderr.write(f"[rank {rank}] {name}: uncaught exception, aborting the job:\n"
-                         + "".join(f"[rank {rank}] {line}\n" for line in
-                                   text.rstrip("\n").split("\n")))
-        sys.stderr.flush()
-        comm.Abort(1)
-        os._exit(1)  # MPI_Abort may return before the process manager ends this one
+        abort_job(name)
     nfail = comm.allreduce(len(failures))
     nchecks = comm.allreduce(counts["checks"])
     if rank == 0:

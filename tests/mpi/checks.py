@@ -59,20 +59,14 @@ def run_one(path, args):
     try:
         return runpy.run_path(path, run_name="__main__")
     except BaseException:  # noqa: BLE001 -- the job ends here, as run_main would end it
-        import traceback
-        sys.stdout.flush()
-        sys.stderr.write("".join(f"[rank {_harness.rank}] {line}\n" for line in
-                                 traceback.format_exc().rstrip("\n").split("\n")))
-        sys.stderr.flush()
-        _harness.comm.Abort(1)
-        os._exit(1)  # not reached where Abort ends the process at once
+        _harness.abort_job(os.path.basename(path))
 
 
 def main(argv):
     """``[--out DIR] PROGRAM [ARG ...] [+ PROGRAM [ARG ...]] ...``; with ``--out``, each
     rank's stdout during program ``i`` is also written to ``DIR/<i>.<rank>.out`` (what
     every rank printed, in order, for tests that look at more than rank 0's lines); the
-    file gets that name only when the program has returned on that rank.""" 
+    file gets that name only when the program has returned on that rank."""
     out_dir = None
     if argv[:1] == ["--out"]:
         out_dir, argv = argv[1], argv[2:]
