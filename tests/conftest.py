@@ -109,6 +109,20 @@ def on_ranks(nprocs):
     return f"on {nprocs} rank{'s' if nprocs != 1 else ''}"
 
 
+def run_in_process(module, *args):
+    """Run the MPI program ``tests/mpi/<module>.py``'s ``main(*args)`` in this process
+    (one rank, ``COMM_WORLD`` of size 1) with the harness's counts reset; returns
+    ``(checks, failures)`` of that run."""
+    import importlib
+    if MPI_DIR not in sys.path:
+        sys.path.insert(0, MPI_DIR)
+    import _harness
+    del _harness.failures[:]
+    _harness.counts.update(checks=0, errors=0)
+    importlib.import_module(module).main(*args)
+    return _harness.counts["checks"], list(_harness.failures)
+
+
 @pytest.fixture
 def mpirun():
     return run_mpi

@@ -3,24 +3,18 @@ tests/mpi/pyg_check.py in-process on one rank and under mpiexec on 2-4 ranks (wi
 and all; both transports; brute-force k-hop neighbourhoods, fanouts, uniformity,
 temporal, hetero, LinkNeighborLoader with negative sampling, bad input on every rank),
 and single-process checks of the API."""
-import sys
 
 import pytest
 import torch
 
-from conftest import MPI_DIR, on_ranks
-
-sys.path.insert(0, MPI_DIR)
+from conftest import on_ranks, run_in_process
 
 
 def test_pyg_check_one_rank():
     """The whole MPI program on one rank, in this process (width 1, both transports)."""
-    import _harness
-    import pyg_check
-    del _harness.failures[:]
-    pyg_check.main([1])
-    assert _harness.counts["checks"] > 500
-    assert not _harness.failures, _harness.failures
+    checks, failures = run_in_process("pyg_check", [1])
+    assert checks > 500
+    assert not failures, failures
 
 
 @pytest.mark.mpi

@@ -5,23 +5,17 @@ put_edge_range / put_range, put_node_data's pieces) byte-equal to the array path
 run of the benchmark (python -m ddstore.bench.pyg).  The readers themselves are tested
 in-process in test_ogb_sources.py; the example in test_examples.py."""
 import json
-import sys
 
 import pytest
 
-from conftest import MPI_DIR, on_ranks, run_mpi
-
-sys.path.insert(0, MPI_DIR)
+from conftest import on_ranks, run_in_process, run_mpi
 
 
 def test_callables_one_rank():
     """tests/mpi/pyg_callables.py on one rank, in this process (width 1)."""
-    import _harness
-    import pyg_callables
-    del _harness.failures[:]
-    pyg_callables.main([1])
-    assert _harness.counts["checks"] > 500
-    assert not _harness.failures, _harness.failures
+    checks, failures = run_in_process("pyg_callables", [1])
+    assert checks > 500
+    assert not failures, failures
 
 
 @pytest.mark.mpi
