@@ -354,16 +354,21 @@ def errors(store, tag):
         return dpyg.GraphStore(store, f"{tag}-bad", chunk_edges=chunk).put_edge_range(
             edges, (lo, hi), size=size)
 
-    def failing(k):
-        """raises at its k-th call, on the last rank only"""
+    def raising_at(k, source, error):
+        """``source`` as a piece callable that raises ``error(a)`` at its k-th call, on
+        the last rank only"""
         calls = [0]
 
-        def edges(a, b):
+        def piece(a, b):
             calls[0] += 1
             if rank == last and calls[0] == k:
-                raise KeyError(f"no column {a}")
-            return ei[:, lo + a:lo + b]
-        return edges
+                raise error(a)
+            return source(a, b)
+        return piece
+
+    def failing(k):
+        return raising_at(k, lambda a, b: ei[:, lo + a:lo + b],
+                          lambda a: KeyError(f"no column {a}"))
     n_local = hi - lo
     first_pass = -(-n_local // 7)
     for k, sized, when in ((1, (N, N), "the first pass"),
@@ -402,14 +407,8 @@ def errors(store, tag):
             rows_of, (nlo, nhi), None, "x")
 
     def rows_failing(k):
-        calls = [0]
-
-        def rows_of(a, b):
-            calls[0] += 1
-            if rank == last and calls[0] == k:
-                raise RuntimeError(f"row {a} is gone")
-            return x[nlo + a:nlo + b]
-        return rows_of
+        return raising_at(k, lambda a, b: x[nlo + a:nlo + b],
+                          lambda a: RuntimeError(f"row {a} is gone"))
     for k in (1, 3):
         expect_error(DDStoreValueError, [f"rank {last}", "put (None, 'x'): rows_of(",
                                          "raised RuntimeError", "is gone"],
