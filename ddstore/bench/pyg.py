@@ -12,9 +12,9 @@ range-wise (``ddstore.pyg.ranges.load_synthetic``: each rank generates only its 
 Then each rank iterates PyG's ``NeighborLoader(data=(feature_store, graph_store),
 num_neighbors=[15, 10, 5], batch_size=1024, neighbor_sampler=ddstore's)`` over random
 seed nodes (its own stream; one warm-up batch, then ``--batches`` timed ones, each
-dropped before the next is drawn) on one thread.  Reported per configuration (width x transport): batches/s and sampled edges/s
-per rank (the loader's whole work: sampling, relabelling, feature and label reads; mean
-and slowest rank), the share of that time spent in the sampler, and per rank the peak
+dropped before the next is drawn) on one thread.  Reported per configuration (width x
+transport): batches/s and sampled edges/s per rank (the loader's whole work: sampling,
+relabelling, feature and label reads; mean and slowest rank), the share of that time spent in the sampler, and per rank the peak
 RSS of loading and of sampling, the peak PSS (RSS counts the pages of peers' chunks read
 through shared memory in full -- on one node MPICH's windows are shared memory with
 either transport -- while PSS divides them among the ranks mapping them: the memory the
