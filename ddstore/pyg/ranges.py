@@ -37,6 +37,7 @@ from .. import partition
 from .._checks import is_int
 from ..errors import DDStoreError, DDStoreValueError
 from ..memory import release_free_heap
+from ..sources.base import first_outside
 from ..temporal.build import check_chunk_edges
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
@@ -159,10 +160,10 @@ def _read_edges(data, lo, hi, num_nodes, label):
     dtype = np.int32 if num_nodes < 2 ** 31 else np.int64
 
     def check(s, d, a):
-        if len(s) and (min(int(s.min()), int(d.min())) < 0 or
-                       max(int(s.max()), int(d.max())) >= num_nodes):
-            i = int(np.flatnonzero((s < 0) | (s >= num_nodes) | (d < 0) |
-                                   (d >= num_nodes))[0])
+        bad = [i for i in (first_outside(s, num_nodes), first_outside(d, num_nodes))
+               if i is not None]
+        if bad:
+            i = min(bad)
             raise DDStoreValueError(f"edge {a + i} ({int(s[i])}, {int(d[i])}) names a node "
                                     f"outside [0, {num_nodes})")
 
