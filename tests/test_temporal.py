@@ -411,7 +411,30 @@ def test_node_memory_staging_errors_raise_at_commit(memory):
          lambda: m.write([0], np.zeros((1, 4), np.float32), float("nan"))),
         (DDStoreValueError, r"post: ts has dtype <U1 shape \(1,\); needs 1 real timestamps",
          lambda: m.post([0], np.zeros((1, 3), np.float32), ["a"])),
+        # NaN / inf rows were stored silently
+        (DDStoreValueError, r"rank 0: NodeMemory 'm': write: row 1 \(node 7\) has memory "
+                            r"value nan; memory values must be finite \(1 of 2 rows hold "
+                            r"NaN or inf\)",
+         lambda: m.write([6, 7], np.array([[0, 0, 0, 0], [1, np.nan, 2, 3]], np.float32),
+                         1.0)),
+        (DDStoreValueError, r"post: row 0 \(node 2\) has mail value inf; mail values must "
+                            r"be finite \(1 of 1 rows",
+         lambda: m.post([2], np.array([[np.inf, 0, 0]], np.float32), 1.0)),
+        # integer times float64 would round (2**53 + 1 became 2**53: the earlier write won)
+        (DDStoreValueError, r"write: ts\[1\] = 9007199254740993 \(node 3\) is outside "
+                            r"\[-2\*\*53, 2\*\*53\], the integers the store's float64 "
+                            r"times hold exactly",
+         lambda: m.write([3, 3], np.ones((2, 4), np.float32),
+                         np.array([2 ** 53, 2 ** 53 + 1]))),
+        (DDStoreValueError, r"post: ts\[0\] = -9007199254740993 \(node 1\) is outside",
+         lambda: m.post([1], np.zeros((1, 3), np.float32), -2 ** 53 - 1)),
+        (DDStoreValueError, r"write: ts\[0\] = 18446744073709551615 \(node 1\) is outside",
+         lambda: m.write([1], np.ones((1, 4), np.float32), np.uint64(2 ** 64 - 1))),
+        (DDStoreValueError, r"write: ts\[0\] = 1267650600228229401496703205376 \(node 0\)",
+         lambda: m.write([0], np.ones((1, 4), np.float32), 2 ** 100)),
     ]
+    raw = [m.store.get_range(f"m/{k}", 0, 10).tobytes()
+           for k in ("memory", "memory_ts", "mail", "mail_ts", "mail_count")]
     for cls, msg, bad in cases:
         m.write([4], np.full((1, 4), 9, np.float32), 1.0)  # good, dropped with the bad one
         bad()
@@ -420,11 +443,83 @@ def test_node_memory_staging_errors_raise_at_commit(memory):
         with pytest.raises(cls, match=msg):
             m.commit()
         assert m.staged() == (0, 0)
+        assert raw == [m.store.get_range(f"m/{k}", 0, 10).tobytes()
+                       for k in ("memory", "memory_ts", "mail", "mail_ts", "mail_count")]
         after = m.read(np.arange(10))
         for key in ("memory", "memory_ts", "mail", "mail_ts"):
             assert np.array_equal(getattr(after, key).numpy(), getattr(before, key).numpy())
     m.commit()  # nothing staged: a no-op
     assert np.array_equal(m.read(np.arange(10)).memory.numpy(), before.memory.numpy())
+
+
+def test_node_memory_integer_times_at_the_exact_limit(memory):
+    """Integer times up to +-2**53 are kept exactly (2**53 - 1 and 2**53 stay apart)."""
+    m = memory
+    m.write([1, 2, 3], np.ones((3, 4), np.float32),
+            np.array([2 ** 53 - 1, 2 ** 53, -2 ** 53], np.int64))
+    m.post([1], np.ones((1, 3), np.float32), 2 ** 53)
+    m.commit()
+    r = m.read([1, 2, 3])
+    assert [int(v) for v in r.memory_ts.tolist()] == [2 ** 53 - 1, 2 ** 53, -2 ** 53]
+    assert int(r.mail_ts[0, -1]) == 2 ** 53
+
+
+def _wait_until(cond, what):
+    import time
+    end = time.monotonic() + 30
+    while not cond():
+        assert time.monotonic() < end, f"waited 30 s for {what}"
+        time.sleep(0.001)
+
+
+def test_node_memory_read_during_commit_is_before_or_after(memory):
+    """What a read in another thread returns during a commit, as documented: a read
+    that began before the commit returns the state before it (the commit waits for
+    it); a read that begins while the commit is under way waits and returns the state
+    after it.  (tests/mpi/node_memory.py checks that no read is ever torn, 1-2 ranks.)"""
+    import threading
+    m = memory
+    m.write([1], np.full((1, 4), 1, np.float32), 1.0)
+    m.commit()
+    # 1. a read already under way when the commit begins: the state before
+    inside, go, got = threading.Event(), threading.Event(), {}
+    read_into = m._read_into
+
+    def slow_read_into(idx, out):
+        inside.set()
+        assert go.wait(30)
+        read_into(idx, out)
+
+    m._read_into = slow_read_into
+    reader = threading.Thread(target=lambda: got.setdefault("r", m.read([1])))
+    reader.start()
+    assert inside.wait(30)
+    # let the read finish only once the commit is waiting for it
+    release = threading.Thread(target=lambda: (
+        _wait_until(lambda: m._lock._waiting == 1, "the commit to wait"), go.set()))
+    release.start()
+    m.write([1], np.full((1, 4), 2, np.float32), 2.0)
+    m.commit()
+    reader.join(30)
+    release.join(30)
+    m._read_into = read_into
+    assert got["r"].memory.tolist() == [[1.0] * 4] and got["r"].memory_ts.tolist() == [1.0]
+    # 2. a read that begins inside the commit (after its apply): the state after
+    sync, got = m._sync, {}
+
+    def sync_with_a_read():
+        reader = threading.Thread(target=lambda: got.setdefault("r", m.read([1])))
+        reader.start()
+        _wait_until(lambda: m._lock._queued == 1, "the read to queue")
+        got["thread"] = reader
+        sync()
+
+    m._sync = sync_with_a_read
+    m.write([1], np.full((1, 4), 3, np.float32), 3.0)
+    m.commit()
+    m._sync = sync
+    got["thread"].join(30)
+    assert got["r"].memory.tolist() == [[3.0] * 4] and got["r"].memory_ts.tolist() == [3.0]
 
 
 def test_node_memory_read_and_order(memory):

@@ -12,16 +12,20 @@ variables, whose global row is the node id:
 - ``name/mail_count`` (int64): mails the node has received since the last reset (the next
   ring slot is ``mail_count % mailbox_size``).
 
-Reads are local and one-sided (``store.get_batch``, any owner).  Updates are staged on the
-rank that computed them (:meth:`~NodeMemory.write`, :meth:`~NodeMemory.post`) and applied
-by every owner at one collective :meth:`~NodeMemory.commit`, in the order
+Reads are local and one-sided (``store.get_batch``, any owner), and may run in other
+threads during a commit (each sees the whole state before or after it).  Updates are
+staged on the rank that computed them (:meth:`~NodeMemory.write`, :meth:`~NodeMemory.post`)
+and applied by every owner at one collective :meth:`~NodeMemory.commit`, in the order
 ``(ts, rank, position)``.
 """
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import as_indices, check_indices, is_int, partition, taken_error
+from .._checks import (as_indices, check_indices, exact_times, is_int, partition,
+                       taken_error)
 from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
 from ..placement import exchange
 
@@ -42,6 +46,80 @@ class MemoryBatch:
 
     def __len__(self):
         return int(self.memory.shape[0])
+
+
+class _StateLock:
+    """Many readers or one writer, within one process: :meth:`NodeMemory.read` holds it
+    shared, the calls that change the state (commit, reset, restore, remove) hold it
+    exclusively.  Fair both ways: a read that arrives while a writer holds the lock or
+    waits for it queues, and the writer hands the lock to every queued read when it
+    ends, before the next writer may take it; a writer waits only for the reads that
+    held the lock when it arrived.  So a read waits for at most one commit, and a loop
+    of reads in another thread never holds a commit back (nor a loop of commits a read).
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0   # reads holding the lock
+        self._queued = 0    # reads waiting for the next hand-over
+        self._turn = 0      # hand-overs so far
+        self._writing = False
+        self._waiting = 0   # writers waiting
+
+    @contextmanager
+    def shared(self):
+        with self._cond:
+            if self._writing or self._waiting:
+                turn = self._turn
+                self._queued += 1
+                try:
+                    while self._turn == turn:
+                        self._cond.wait()
+                except BaseException:  # interrupted: let go of the place or the lock
+                    if self._turn == turn:
+                        self._queued -= 1
+                    else:
+                        self._readers -= 1
+                        self._cond.notify_all()
+                    raise
+                # counted in _readers by the hand-over
+            else:
+                self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    def _hand_over(self):
+        """Every queued read holds the lock (called with the condition held)."""
+        self._readers += self._queued
+        self._queued = 0
+        self._turn += 1
+        self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self):
+        with self._cond:
+            self._waiting += 1
+            try:
+                while self._writing or self._readers:
+                    self._cond.wait()
+            except BaseException:
+                self._waiting -= 1
+                if not self._writing:
+                    self._hand_over()
+                raise
+            self._waiting -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._hand_over()
 
 
 def _as_array(x):
@@ -75,17 +153,36 @@ class NodeMemory:
     out) equals a one-process run over the whole batch, whatever P, width or transport.
     After ``commit`` returns, every rank reads the new state.
 
-    **Errors.** A bad node id, a dtype or shape that does not match, a length mismatch
-    or a NaN/infinite timestamp is recorded where it is staged and raised at the next
-    ``commit()`` on **every** rank (a :class:`DDStoreIndexError` or
-    :class:`DDStoreValueError` naming the rank, the node or argument and the allowed
-    range); nothing of that commit is applied anywhere, and every rank's staged updates
-    are dropped (stage them again).  Ranks that are in different collective calls raise
+    **Reads in other threads during a commit.** :meth:`read` may be called from other
+    threads (a prefetching loader) while the main thread is in :meth:`commit` (or
+    :meth:`reset`, :meth:`restore`, :meth:`remove`).  Every read returns the state of
+    the whole memory between two commits, for every node it asks for (its own rows,
+    node-local or remote ones alike): never a node, nor two nodes of one read, from two
+    different commits.  A read that began on any rank before the commit began on that
+    rank returns the state before the commit, and the commit's changes wait, on every
+    rank, until such reads have finished; a read that begins while its rank is inside
+    the commit waits for the commit to end and returns the state after it.  (Each
+    process holds a readers/writer lock per ``NodeMemory``: reads hold it shared; a
+    commit holds it exclusively from before its first collective step until after its
+    last one, so no rank changes a row before every rank holds it, and none lets a read
+    in before every rank has finished.)  Staging (:meth:`write`, :meth:`post`) and the
+    collective calls belong to one thread, the one that calls the other collectives.
+
+    **Errors.** A bad node id, a dtype or shape that does not match, a length mismatch,
+    a NaN or infinite value in a memory or mail row (named by its node, as edge weights
+    are), a NaN/infinite timestamp or an integer timestamp outside ``[-2**53, 2**53]``
+    (float64 would round it; ``from_pyg`` refuses them too) is recorded where it is
+    staged and raised at the next ``commit()`` on **every** rank (a
+    :class:`DDStoreIndexError` or :class:`DDStoreValueError` naming the rank, the node
+    or argument, the value and the allowed range); nothing of that commit is applied
+    anywhere (the stored bytes are unchanged), and every rank's staged updates are
+    dropped (stage them again).  Ranks that are in different collective calls raise
     "collective calls out of step" instead of waiting.
     """
 
     def __init__(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size=1,
                  dtype=np.float32):
+        self._lock = _StateLock()  # reads against commits in other threads (see read)
         store.check_alive()
         error = None
         dt = None
@@ -168,9 +265,12 @@ class NodeMemory:
         ``out``: a :class:`MemoryBatch` from an earlier ``read`` of the same length,
         filled in place and returned (no allocation besides a scratch mailbox when
         ``mailbox_size > 1``).  Raises :class:`DDStoreIndexError` for a node outside
-        ``[0, num_nodes)`` (on this rank only: reads are local)."""
+        ``[0, num_nodes)`` (on this rank only: reads are local).
+
+        Safe in other threads while the main thread commits: the whole read is the
+        state before the commit or, if it begins during the commit on this rank (then
+        it waits for it), the state after it; never a mix (see the class docstring)."""
         import torch
-        self._check_vars()
         what = f"NodeMemory {self.name!r}: read"
         idx = as_indices(nodes, what)
         check_indices(idx, self.num_nodes, what, item="node")
@@ -184,6 +284,13 @@ class NodeMemory:
         elif not isinstance(out, MemoryBatch) or len(out) != n:
             raise DDStoreValueError(f"{what}: out must be a MemoryBatch of {n} nodes (from "
                                     f"an earlier read of as many), got {out!r:.80}")
+        with self._lock.shared():  # no commit applies anywhere while this rank reads
+            self._check_vars()
+            self._read_into(idx, out)
+        return out
+
+    def _read_into(self, idx, out):
+        n, S = idx.shape[0], self.mailbox_size
         st = self.store
         st.get_batch(self._var["memory"], idx, out=out.memory.numpy())
         st.get_batch(self._var["memory_ts"], idx, out=out.memory_ts.numpy())
@@ -198,7 +305,6 @@ class NodeMemory:
             rows = np.arange(n)[:, None]
             out.mail.numpy()[...] = mail[rows, slot]
             out.mail_ts.numpy()[...] = mts[rows, slot]
-        return out
 
     # ------------------------------------------------------------------ staging
     def _clear(self):
@@ -219,13 +325,21 @@ class NodeMemory:
                 raise DDStoreValueError(f"{what}: {kind} has dtype {arr.dtype} shape "
                                         f"{arr.shape}; needs dtype {self.dtype} shape "
                                         f"{want} (one row of {dim} per node)")
+            bad = ~np.isfinite(arr).all(axis=1)  # arr is [n, dim] here
+            if bad.any():  # worded as the edge weights' check (check_finite_weights)
+                p = int(np.argmax(bad))
+                value = arr[p][~np.isfinite(arr[p])][0]
+                raise DDStoreValueError(f"{what}: row {p} (node {int(idx[p])}) has {kind} "
+                                        f"value {value}; {kind} values must be finite "
+                                        f"({int(bad.sum())} of {n} rows hold NaN or inf)")
             t = _as_array(ts)
             if t.ndim == 0:
                 t = np.full(n, t)
-            if t.shape != (n,) or (n and t.dtype.kind not in "iuf"):
+            if t.shape != (n,) or (n and t.dtype.kind not in "iufO"):
                 raise DDStoreValueError(f"{what}: ts has dtype {t.dtype} shape {t.shape}; "
                                         f"needs {n} real timestamps (one per node) or one")
-            t = t.astype(np.float64)
+            # integer times beyond 2**53 would be rounded: refused, as from_pyg does
+            t = exact_times(t, f"{what}: ts", where=lambda p: f" (node {int(idx[p])})")
             bad = ~np.isfinite(t)
             if bad.any():
                 p = int(np.argmax(bad))
@@ -245,15 +359,15 @@ class NodeMemory:
 
     def write(self, nodes, memory, ts):
         """Local: stage new memory rows ``memory [len(nodes), memory_dim]`` (this
-        memory's dtype) for ``nodes`` at times ``ts`` (one per node, or one for all).
-        Applied at the next :meth:`commit`; a bad argument is raised there, on every
-        rank."""
+        memory's dtype, finite values) for ``nodes`` at times ``ts`` (one per node, or
+        one for all: finite reals; integers within ``[-2**53, 2**53]``).  Applied at the
+        next :meth:`commit`; a bad argument is raised there, on every rank."""
         self._stage("write", nodes, memory, ts, self.memory_dim, "memory")
 
     def post(self, nodes, mail, ts):
-        """Local: stage mails ``mail [len(nodes), mail_dim]`` (this memory's dtype) to
-        ``nodes`` at times ``ts``.  Applied at the next :meth:`commit`; a bad argument is
-        raised there, on every rank."""
+        """Local: stage mails ``mail [len(nodes), mail_dim]`` (this memory's dtype,
+        finite values) to ``nodes`` at times ``ts`` (as in :meth:`write`).  Applied at
+        the next :meth:`commit`; a bad argument is raised there, on every rank."""
         self._stage("post", nodes, mail, ts, self.mail_dim, "mail")
 
     def post_to_neighbors(self, block, mail, ts):
@@ -320,18 +434,23 @@ class NodeMemory:
         writes, posts = self._writes, self._posts
         self._clear()  # dropped on every rank whether or not the commit succeeds
         st = self.store
-        st.agree(error, call=("NodeMemory.commit", self.name))
-        self._check_vars()
-        comm, width = st.comm, st.group_size
-        w = self._gather(writes, self.memory_dim)
-        p = self._gather(posts, self.mail_dim)
-        wk, wr = exchange(comm, width, self._owner(w[0][:, 0]), list(w))
-        pk, pr = exchange(comm, width, self._owner(p[0][:, 0]), list(p))
-        if wk.shape[0]:
-            self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64), wr)
-        if pk.shape[0]:
-            self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(np.float64), pr)
-        self._sync()
+        # held from before the agreement (which every rank must enter before any rank
+        # leaves it) until after the sync that ends the commit (which no rank leaves
+        # before every rank's apply is done): no read of any rank overlaps any apply
+        with self._lock.exclusive():
+            st.agree(error, call=("NodeMemory.commit", self.name))
+            self._check_vars()
+            comm, width = st.comm, st.group_size
+            w = self._gather(writes, self.memory_dim)
+            p = self._gather(posts, self.mail_dim)
+            wk, wr = exchange(comm, width, self._owner(w[0][:, 0]), list(w))
+            pk, pr = exchange(comm, width, self._owner(p[0][:, 0]), list(p))
+            if wk.shape[0]:
+                self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64),
+                                   wr)
+            if pk.shape[0]:
+                self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(np.float64), pr)
+            self._sync()
 
     def _sync(self):
         """Every rank's writes visible to all readers (the store's collective sync)."""
@@ -388,10 +507,11 @@ class NodeMemory:
         """Collective: every node's memory, mailbox and timestamps back to zero (e.g. at
         the start of every epoch).  Staged updates are dropped."""
         self._clear()
-        self.store.agree(None, call=("NodeMemory.reset", self.name))
-        self._check_vars()
-        self._zero_own_rows()
-        self._sync()
+        with self._lock.exclusive():  # as in commit
+            self.store.agree(None, call=("NodeMemory.reset", self.name))
+            self._check_vars()
+            self._zero_own_rows()
+            self._sync()
 
     def snapshot(self):
         """Collective: keep a copy of the whole state (each rank copies its own rows,
@@ -410,20 +530,22 @@ class NodeMemory:
         error = self._vars_error() or (None if self._snapshot is not None else (
             DDStoreValueError, f"NodeMemory {self.name!r}: restore() without a snapshot(); "
                                f"call snapshot() first"))
-        self.store.agree(error, call=("NodeMemory.restore", self.name))
-        self._check_vars()
-        for k in _VARS:
-            self._own[k][...] = self._snapshot[k]
-        self._sync()
+        with self._lock.exclusive():  # as in commit
+            self.store.agree(error, call=("NodeMemory.restore", self.name))
+            self._check_vars()
+            for k in _VARS:
+                self._own[k][...] = self._snapshot[k]
+            self._sync()
 
     def remove(self):
         """Collective: remove the state's variables from the store (and the snapshot)."""
         self._check_vars()
-        self._own = None  # the chunks go with the variables
-        for k in _VARS:
-            self.store.remove(self._var[k])
-        self._snapshot = None
-        self._clear()
+        with self._lock.exclusive():  # reads in other threads finish first
+            self._own = None  # the chunks go with the variables
+            for k in _VARS:
+                self.store.remove(self._var[k])
+            self._snapshot = None
+            self._clear()
 
     def nbytes(self):
         """Local: bytes this rank holds for this memory: its rows of the five variables

@@ -17,6 +17,9 @@ mailbox sizes 1 and 3:
   differ or a taken name) raised the same on every rank, with the state unchanged and the
   staged updates dropped everywhere.
 """
+import sys
+import threading
+
 import numpy as np
 from mpi4py import MPI
 
@@ -151,6 +154,13 @@ def check_neighbors(mem, ref, rng, dtype, tag):
     compare(mem, ref, f"{tag}: post_to_neighbors")
 
 
+def own_bytes(store, mem):
+    """Every byte of the state's five variables (all rows, every owner), mail_count
+    included: what a failed commit must leave as it was."""
+    return [store.get_range(f"{mem.name}/{k}", 0, mem.num_nodes).tobytes()
+            for k in ("memory", "memory_ts", "mail", "mail_ts", "mail_count")]
+
+
 def check_errors(store, mem, ref, dtype, tag):
     dtype = np.dtype(dtype)
     bad = size - 1
@@ -175,15 +185,38 @@ def check_errors(store, mem, ref, dtype, tag):
          lambda: mem.write([3, 4], good, [1.0, 2.0, 3.0]), "ts length"),
         (DDStoreValueError, ["write", "memory has dtype", "shape (2, 3)"],
          lambda: mem.write([3, 4], "not an array", 1.0), "not an array"),
+        # NaN / inf rows, named by node, as edge weights are
+        (DDStoreValueError, ["write", "row 1 (node 4) has memory value nan",
+                             "memory values must be finite (1 of 2 rows hold NaN or inf)"],
+         lambda: mem.write([3, 4], np.array([[1, 2, 3], [4, np.nan, 6]], dtype), 1.0),
+         "NaN memory row"),
+        (DDStoreValueError, ["post", "row 0 (node 6) has mail value -inf",
+                             "(2 of 3 rows hold NaN or inf)"],
+         lambda: mem.post([6, 7, 8], np.array([[-np.inf, 0], [0, 0], [np.inf, 1]], dtype),
+                          1.0), "inf mail rows"),
+        # integer times float64 cannot hold exactly (they were rounded: 2**53 + 1 -> 2**53)
+        (DDStoreValueError, ["write", f"ts[1] = {2 ** 53 + 1} (node 4) is outside "
+                             "[-2**53, 2**53]"],
+         lambda: mem.write([3, 4], good, np.array([2 ** 53, 2 ** 53 + 1])),
+         "int ts above 2**53"),
+        (DDStoreValueError, ["post", f"ts[0] = {-2 ** 53 - 1} (node 2) is outside"],
+         lambda: mem.post([2], np.zeros((1, AD), dtype), -2 ** 53 - 1), "int ts below"),
+        (DDStoreValueError, ["post", f"ts[1] = {2 ** 64 - 1} (node 1)", "[-2**53, 2**53]"],
+         lambda: mem.post([0, 1], np.zeros((2, AD), dtype),
+                          np.array([0, 2 ** 64 - 1], np.uint64)), "uint64 ts"),
+        (DDStoreValueError, ["write", f"ts[0] = {2 ** 70} (node 5)", "[-2**53, 2**53]"],
+         lambda: mem.write([5], np.zeros((1, MD), dtype), 2 ** 70), "Python int ts"),
     ]
     for exc, fragments, stage_bad, what in cases:
         plan = random_updates(rng, dtype, most=8)
         stage(mem, plan[rank])       # good updates everywhere, all of them dropped
         if rank == bad:
             stage_bad()
+        before = own_bytes(store, mem)
         expect_error(exc, [f"rank {bad}:"] + fragments, mem.commit, agree=True,
                      what=f"{tag}: {what}")
         check(mem.staged() == (0, 0), f"{tag}: {what}: staged kept {mem.staged()}")
+        check(own_bytes(store, mem) == before, f"{tag}: {what}: the stored bytes changed")
         compare(mem, ref, f"{tag}: after {what}")
     if size > 1:  # two ranks with different errors: both named
         mem.write([N + 5], np.zeros((1, MD), dtype), 1.0) if rank == 0 else None
@@ -223,7 +256,86 @@ def check_errors(store, mem, ref, dtype, tag):
           f"{tag}: remove left {store.variables()}")
 
 
+def torn_nodes(got, commits):
+    """For one read of every node taken while commit number ``c`` stages, for every node,
+    memory ``c`` (every value), memory_ts ``c`` and a mail ``c`` at ts ``c``: the number
+    of nodes whose memory, memory_ts, mail and mail_ts are not all from one commit, and
+    the set of commits the consistent nodes show."""
+    mem, mts = got.memory.numpy(), got.memory_ts.numpy()
+    mail, mail_ts = got.mail.numpy(), got.mail_ts.numpy()
+    c = mts.astype(np.int64)
+    S = mail.shape[1]
+    want_mail = np.maximum(c[:, None] - np.arange(S - 1, -1, -1)[None, :], 0)
+    ok = ((mts == c) & (c >= 0) & (c <= commits) &
+          (mem == c[:, None]).all(axis=1) &
+          (mail == want_mail[:, :, None]).all(axis=(1, 2)) &
+          (mail_ts == want_mail).all(axis=1))
+    return int((~ok).sum()), set(np.unique(c[ok]).tolist())
+
+
+def check_concurrent_reads(transport):
+    """A reader thread on every rank reads every node (its own, node-local and remote
+    rows) in a loop while the main thread commits: every read sees the whole state of one
+    commit (memory, memory_ts, mail, mail_ts and the ring order all from the same one),
+    never a row torn between two commits."""
+    NT, MDT, ADT, S, COMMITS = 3000, 8, 4, 2, 40
+    tag = f"[n={size} {transport}] concurrent reads"
+    with ddstore.DDStore(comm, width=size, transport=transport) as store:
+        mem = tg.NodeMemory(store, "torn", NT, MDT, ADT, mailbox_size=S)
+        stop = threading.Event()
+        seen = {"reads": 0, "torn": 0, "mixed": 0, "states": set(), "errors": []}
+
+        def reader():
+            nodes = np.arange(NT)
+            try:
+                while not stop.is_set():
+                    torn, states = torn_nodes(mem.read(nodes), 20 * COMMITS)
+                    seen["reads"] += 1
+                    seen["torn"] += torn
+                    seen["mixed"] += len(states) > 1  # nodes of different commits
+                    seen["states"] |= states
+            except Exception as exc:  # noqa: BLE001 -- reported by the main thread
+                seen["errors"].append(f"{type(exc).__name__}: {exc}")
+
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-5)  # interleave the threads finely
+        thread = threading.Thread(target=reader, name="memory-reader")
+        thread.start()
+        mine = np.arange(rank, NT, size)  # nodes of every owner, staged on every rank
+        c = 0
+        try:  # COMMITS commits, more until every rank's reader has read 20 times
+            while c < COMMITS or (c < 20 * COMMITS and not comm.allreduce(
+                    seen["reads"] >= 20, op=MPI.LAND)):
+                c += 1
+                mem.write(mine, np.full((mine.shape[0], MDT), c, np.float32), float(c))
+                mem.post(mine, np.full((mine.shape[0], ADT), c, np.float32), float(c))
+                mem.commit()
+        finally:
+            stop.set()
+            thread.join()
+            sys.setswitchinterval(switch)
+        check(not seen["errors"], f"{tag}: the reader raised {seen['errors'][:1]}")
+        # the lock hands itself to a waiting read when a commit ends: the reader is
+        # never starved by the loop of commits
+        check(seen["reads"] >= 20, f"{tag}: the reader read {seen['reads']} times in "
+                                   f"{c} commits")
+        check(seen["torn"] == 0, f"{tag}: {seen['torn']} torn node rows in "
+                                 f"{seen['reads']} reads")
+        check(seen["mixed"] == 0, f"{tag}: {seen['mixed']} of {seen['reads']} reads mix "
+                                  f"nodes of different commits")
+        torn, states = torn_nodes(mem.read(np.arange(NT)), c)
+        check(torn == 0 and states == {c}, f"{tag}: final state {states}, {torn} "
+                                                 f"torn")
+        if rank == 0:
+            print(f"{tag}: {seen['reads']} reads saw {len(seen['states'])} states",
+                  flush=True)
+        mem.remove()
+
+
 def main():
+    if size <= 2:
+        for transport in ("auto", "rma"):
+            check_concurrent_reads(transport)
     widths = [w for w in range(1, size + 1) if size % w == 0]
     for width in widths:
         # width 1: every rank reads only its own rows, so rma reads nothing remote
