@@ -66,32 +66,34 @@ class _StateLock:
         self._writing = False
         self._waiting = 0   # writers waiting
 
-    @contextmanager
-    def shared(self):
-        with self._cond:
-            if self._writing or self._waiting:
-                turn = self._turn
-                self._queued += 1
-                try:
-                    while self._turn == turn:
-                        self._cond.wait()
-                except BaseException:  # interrupted: let go of the place or the lock
-                    if self._turn == turn:
-                        self._queued -= 1
-                    else:
-                        self._readers -= 1
-                        self._cond.notify_all()
-                    raise
-                # counted in _readers by the hand-over
-            else:
+    def acquire_shared(self):
+        """Hold the lock shared (a read); pair with :meth:`release_shared`.  Plain
+        methods, not a context manager: this is on every read's path."""
+        cond = self._cond
+        with cond:
+            if not (self._writing or self._waiting):
                 self._readers += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._readers -= 1
-                if not self._readers:
-                    self._cond.notify_all()
+                return
+            turn = self._turn
+            self._queued += 1
+            try:
+                while self._turn == turn:
+                    cond.wait()
+            except BaseException:  # interrupted: let go of the place or the lock
+                if self._turn == turn:
+                    self._queued -= 1
+                else:
+                    self._readers -= 1
+                    cond.notify_all()
+                raise
+            # counted in _readers by the hand-over
+
+    def release_shared(self):
+        cond = self._cond
+        with cond:
+            self._readers -= 1
+            if not self._readers and self._waiting:
+                cond.notify_all()
 
     def _hand_over(self):
         """Every queued read holds the lock (called with the condition held)."""
@@ -284,9 +286,13 @@ class NodeMemory:
         elif not isinstance(out, MemoryBatch) or len(out) != n:
             raise DDStoreValueError(f"{what}: out must be a MemoryBatch of {n} nodes (from "
                                     f"an earlier read of as many), got {out!r:.80}")
-        with self._lock.shared():  # no commit applies anywhere while this rank reads
+        lock = self._lock  # no commit applies anywhere while this rank reads
+        lock.acquire_shared()
+        try:
             self._check_vars()
             self._read_into(idx, out)
+        finally:
+            lock.release_shared()
         return out
 
     def _read_into(self, idx, out):
