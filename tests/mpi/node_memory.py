@@ -12,10 +12,13 @@ mailbox sizes 1 and 3:
   order, and the state equals a one-process NodeMemory (over ``MPI.COMM_SELF``) that
   staged the whole batch;
 - snapshot / restore (twice) and reset; post_to_neighbors;
-- every error case (bad node id, wrong dtype or shape, NaN ts, length mismatch, errors on
-  two ranks, calls out of step, restore without a snapshot, constructor arguments that
-  differ or a taken name) raised the same on every rank, with the state unchanged and the
-  staged updates dropped everywhere.
+- every error case (bad node id, wrong dtype or shape, NaN ts, NaN / inf memory or mail
+  rows, integer ts outside [-2**53, 2**53], length mismatch, errors on two ranks, calls
+  out of step, restore without a snapshot, constructor arguments that differ or a taken
+  name) raised the same on every rank, with every stored byte unchanged and the staged
+  updates dropped everywhere;
+- on 1-2 ranks, both transports: a reader thread per rank reading every node while the
+  main thread commits never sees a node (or two nodes of one read) from two commits.
 """
 import sys
 import threading
@@ -324,8 +327,7 @@ def check_concurrent_reads(transport):
         check(seen["mixed"] == 0, f"{tag}: {seen['mixed']} of {seen['reads']} reads mix "
                                   f"nodes of different commits")
         torn, states = torn_nodes(mem.read(np.arange(NT)), c)
-        check(torn == 0 and states == {c}, f"{tag}: final state {states}, {torn} "
-                                                 f"torn")
+        check(torn == 0 and states == {c}, f"{tag}: final state {states}, {torn} torn")
         if rank == 0:
             print(f"{tag}: {seen['reads']} reads saw {len(seen['states'])} states",
                   flush=True)
