@@ -56,10 +56,39 @@ def test_csc_layout_and_edge_index(store):
     assert attr.size == (3, 3) and attr.is_sorted
     # CSR and CSC input give the same edges (ids in the given entry order)
     gs2 = dpyg.GraphStore(store, "g2")
+    et = ("a", "to", "b")
     gs2.put_edge_index((torch.tensor([0, 0, 1, 1]), torch.tensor([0, 2, 3, 4])),
-                       edge_type=None, layout="csc", size=(2, 4))
-    r, c = gs2.get_edge_index(edge_type=None, layout="coo")
+                       edge_type=et, layout="csc", size=(2, 4))
+    r, c = gs2.get_edge_index(edge_type=et, layout="coo")
     assert r.tolist() == [0, 0, 1, 1] and c.tolist() == [0, 0, 1, 2]
+
+
+@pytest.mark.parametrize("size,fragment", [
+    ((12.7, 12.7), "size must be (num_src, num_dst) integers >= 0, got (12.7, 12.7)"),
+    (("20", "20"), "size must be (num_src, num_dst) integers >= 0, got ('20', '20')"),
+    ((True, True), "integers >= 0"), ((20,), "integers >= 0"), (20, "integers >= 0"),
+    ((-1, -1), "integers >= 0"),
+    ((20, 10), "size=(20, 10): a homogeneous graph's sources and destinations are one "
+               "node set, so size must be (n, n)"),
+])
+def test_put_edge_index_size_checked(store, size, fragment):
+    """``size`` must be integers (never truncated floats or strings) and, for a
+    homogeneous graph, square (a (20, 10) size was accepted, then sampling raised a raw
+    IndexError); nothing is stored, and the store is usable after."""
+    import re
+    import numpy as np
+    from ddstore import DDStoreValueError
+    from ddstore._collective import is_agreed
+    from ddstore import pyg as dpyg
+    gs = dpyg.GraphStore(store, "g")
+    ei = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    with pytest.raises(DDStoreValueError, match=re.escape(fragment)) as info:
+        gs.put_edge_index(ei, edge_type=None, layout="coo", size=size)
+    assert is_agreed(info.value)
+    assert store.variables() == [] and gs.get_all_edge_attrs() == []
+    gs.put_edge_index(ei, edge_type=None, layout="coo", size=(np.int64(20), 20))
+    assert gs.get_all_edge_attrs()[0].size == (20, 20)
+    gs.put_edge_index(ei, edge_type=("a", "to", "b"), layout="coo", size=(20, 10))
 
 
 def test_sampler_output_format(store):

@@ -293,13 +293,7 @@ class GraphStore(_PygGraphStore):
             error = (DDStoreValueError, f"{what}: edge type {edge_type!r} is already stored; "
                                         f"remove_edge_index it first (collective)")
         if error is None and size is not None:
-            try:
-                size = (int(size[0]), int(size[1]))
-                if not all(is_int(s) for s in size) or min(size) < 0:
-                    raise ValueError
-            except (TypeError, ValueError, IndexError):
-                error = (DDStoreValueError, f"{what}: size must be (num_src, num_dst) "
-                                            f"integers >= 0, got {size!r}")
+            error, size = _size_error(size, edge_type, what)
         prefix = f"{self.name}/csc/{type_key(edge_type)}/"
         if error is None and any(v.startswith(prefix) for v in st.variables()):
             error = (DDStoreValueError, f"{what}: the store already holds variables under "
@@ -488,6 +482,26 @@ class GraphStore(_PygGraphStore):
     def __repr__(self):
         return (f"GraphStore({self.name!r}, edge_types={list(self._csc)}, "
                 f"time_attr={self.time_attr!r})")
+
+
+def _size_error(size, edge_type, what):
+    """``(error or None, size)``: ``size`` checked as ``(num_src, num_dst)`` integers
+    (Python or numpy; never truncated floats or strings) >= 0, and as ``(n, n)`` for a
+    homogeneous graph (``edge_type`` None), whose sources and destinations are one node
+    set, as in PyG's ``Data``."""
+    try:
+        num_src, num_dst = size
+    except (TypeError, ValueError):
+        num_src = num_dst = None
+    if not (is_int(num_src) and is_int(num_dst)) or min(num_src, num_dst) < 0:
+        return (DDStoreValueError, f"{what}: size must be (num_src, num_dst) integers "
+                                   f">= 0, got {size!r}"), None
+    if edge_type is None and num_src != num_dst:
+        return (DDStoreValueError, f"{what}: size={size!r}: a homogeneous graph's "
+                                   f"sources and destinations are one node set, so size "
+                                   f"must be (n, n) (for two node types, put a "
+                                   f"(src, rel, dst) edge type)"), None
+    return None, (int(num_src), int(num_dst))
 
 
 def _ids(x):
