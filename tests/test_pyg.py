@@ -91,6 +91,73 @@ def test_put_edge_index_size_checked(store, size, fragment):
     gs.put_edge_index(ei, edge_type=("a", "to", "b"), layout="coo", size=(20, 10))
 
 
+def test_sampler_argument_errors_are_clear(store):
+    """A dict ``num_neighbors`` on a homogeneous graph is refused when the sampler is
+    made (the loader raised ``KeyError: None``); plain seed ids on a heterogeneous graph
+    (a raw ``TypeError``) and an unknown node type ("out of range [0, 0)") name what to
+    pass instead."""
+    import re
+    from torch_geometric.data import Data, HeteroData
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    fs, gs = dpyg.from_pyg(store, Data(x=torch.zeros(4, 1),
+                                       edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]])),
+                           name="homo")
+    with pytest.raises(DDStoreValueError, match=r"num_neighbors: graph store 'homo' is "
+                                                r"homogeneous .* a list of fanouts per hop"):
+        dpyg.NeighborSampler(gs, {("_N", "to", "_N"): [2]})
+    h = HeteroData()
+    h["p"].x, h["q"].x = torch.zeros(4, 1), torch.zeros(3, 1)
+    h["p", "r", "q"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    h["q", "s", "p"].edge_index = torch.tensor([[0, 2], [1, 3]])
+    fh, gh = dpyg.from_hetero(store, h, name="het")
+    sampler = dpyg.NeighborSampler(gh, [2])
+    plain = NeighborLoader((fh, gh), num_neighbors=[2], neighbor_sampler=sampler,
+                           input_nodes=torch.tensor([0, 1]), batch_size=2)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "is heterogeneous (node types ['p', 'q']): seed nodes need their node type; "
+            "pass input_nodes=(node_type, ids)")):
+        next(iter(plain))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "sample: unknown node type 'foo'; known: ['p', 'q']")):
+        sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([0]),
+                                                   input_type="foo"))
+    with pytest.raises(DDStoreValueError, match="is homogeneous: pass the seed nodes as "
+                                                "plain ids"):
+        dpyg.NeighborSampler(gs, [2])._sample({"p": torch.tensor([0])})
+    # the right calls work
+    batch = next(iter(NeighborLoader((fh, gh), num_neighbors=[2], neighbor_sampler=sampler,
+                                     input_nodes=("q", torch.tensor([1, 2])),
+                                     batch_size=2)))
+    assert batch["q"].n_id[:2].tolist() == [1, 2]
+
+
+def test_errors_from_gathered_values_are_marked_agreed(store):
+    """Errors every rank computes alike from gathered values carry the agreed mark
+    (ranges that do not tile the rows, a destination beyond the size); MPI checks at 2-4
+    ranks in tests/mpi/pyg_check.py, pyg_callables.py and scale_features.py."""
+    import numpy as np
+    from ddstore import DDStoreIndexError, DDStoreMemoryError
+    from ddstore._collective import as_error, is_agreed
+    from ddstore import pyg as dpyg
+    fs = dpyg.FeatureStore(store, "f")
+    with pytest.raises(DDStoreIndexError, match="leaves a gap") as info:
+        fs.put_range(np.zeros((3, 2)), (2, 5), None, "x")
+    assert is_agreed(info.value)
+    gs = dpyg.GraphStore(store, "g")
+    with pytest.raises(DDStoreIndexError, match="destination node 3 out of range") as info:
+        gs.put_edge_index(torch.tensor([[0, 1], [1, 3]]), edge_type=("a", "r", "b"),
+                          size=(4, 3))
+    assert is_agreed(info.value)
+    with pytest.raises(DDStoreIndexError, match="leaves a gap") as info:
+        gs.put_edge_range(lambda a, b: np.zeros((2, b - a), int), (1, 4))
+    assert is_agreed(info.value)
+    assert store.variables() == []
+    assert as_error(MemoryError("x"))[0] is DDStoreMemoryError
+
+
 def test_sampler_output_format(store):
     """SamplerOutput fields: seeds first, hop counts, row = neighbour, col = target."""
     from torch_geometric.data import Data

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 from .._checks import partition
+from .._collective import agreed_error
 
 __all__ = ["read_tgl_share", "write_tgl", "TGLShare", "TensorRows"]
 
@@ -397,8 +398,9 @@ def check_sorted_across_ranks(path, ends, what, advice):
         if e is None:
             continue
         if prev is not None and e[0] < prev:
-            raise DDStoreValueError(f"{path}, line {e[2]}: {what} {e[0]} is earlier than "
-                                    f"the previous row's {prev}; {advice}")
+            raise agreed_error(DDStoreValueError, f"{path}, line {e[2]}: {what} {e[0]} is "
+                                                  f"earlier than the previous row's "
+                                                  f"{prev}; {advice}")
         prev = e[1]
 
 
