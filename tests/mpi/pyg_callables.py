@@ -20,6 +20,7 @@
 
     mpiexec -n 2 python tests/mpi/pyg_callables.py [width ...]
 """
+import gzip
 import os
 import sys
 
@@ -342,6 +343,19 @@ def ogb_streamed(store, tag):
         check(src._readers == {}, f"{what}: streams left open")
         drop(store, f"{tag}-ogb")
         drop(store, f"{tag}-ogb-ref")
+        # num-edge-list.csv.gz saying fewer or more edges than edge.csv.gz holds
+        count = os.path.join(root, "raw", "num-edge-list.csv.gz")
+        for claimed in (1400, 1600):
+            comm.Barrier()
+            if rank == 0:
+                with gzip.open(count, "wt") as f:
+                    f.write(f"{claimed}\n")
+            comm.Barrier()
+            expect_error(DDStoreValueError, [
+                f"rank {size - 1}: {os.path.join(root, 'raw', 'edge.csv.gz')}: holds 1500 "
+                f"rows, but {count} says {claimed}"], ranges.load_ogb, store, root,
+                name=f"{tag}-ogb-bad", progress=False, agree=True, store=store,
+                agreed=True, what=f"{tag}: num-edge-list says {claimed}, the file 1500")
 
 
 def errors(store, tag):
