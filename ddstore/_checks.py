@@ -85,7 +85,7 @@ def as_int(value, what):
     """``value`` as a Python int if it is an integer (Python or numpy, not bool); a
     :class:`DDStoreValueError` naming ``what`` and the value otherwise (floats are never
     truncated)."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+    if is_int(value):
         return int(value)
     raise DDStoreValueError(f"{what} must be an integer, got {value!r}")
 

@@ -15,9 +15,10 @@ raised the same error at the same point, so a collective clean-up afterwards (th
 that leaving ``with DDStore(...)`` runs) meets every rank.  Any other exception is local
 to one rank.
 """
-from .errors import DDStoreError, DDStoreValueError
+from .errors import DDStoreError, DDStoreMemoryError, DDStoreValueError
 
-__all__ = ["agree", "as_error", "raise_errors", "is_agreed", "format_ranks"]
+__all__ = ["agree", "as_error", "raise_errors", "is_agreed", "agreed_error",
+           "format_ranks"]
 
 
 def format_ranks(ranks):
@@ -29,18 +30,28 @@ def format_ranks(ranks):
 def as_error(error):
     """``None``, an exception, or ``(exception class, message)`` as ``None`` or a
     picklable ``(class, message)`` pair.  A foreign exception becomes a
-    :class:`DDStoreValueError` whose message starts with its type name."""
+    :class:`DDStoreValueError` (a ``MemoryError``: a :class:`DDStoreMemoryError`) whose
+    message starts with its type name: the one conversion of foreign errors."""
     if error is None or isinstance(error, tuple):
         return error
     if isinstance(error, DDStoreError):
         return type(error), str(error)
-    return DDStoreValueError, f"{type(error).__name__}: {error}"
+    cls = DDStoreMemoryError if isinstance(error, MemoryError) else DDStoreValueError
+    return cls, f"{type(error).__name__}: {error}"
 
 
-def _agreed(cls, message):
+def agreed_error(cls, message):
+    """``cls(message)`` marked agreed (:func:`is_agreed`), to ``raise``: for an error that
+    every rank computes alike from values they all gathered (after :func:`agree` or an
+    ``allgather``), e.g. ranges that overlap or a node id beyond the agreed size.  Every
+    error raised on every rank at one point carries the mark, so that a collective
+    clean-up afterwards (the free of ``with DDStore(...)``) meets every rank."""
     exc = cls(message)
     exc.agreed = True
     return exc
+
+
+_agreed = agreed_error
 
 
 def is_agreed(exc):

@@ -5,6 +5,7 @@ and reading one runs no code.  :class:`RecordsAPI` is the records half of
 import numpy as np
 
 from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices
+from ._collective import agreed_error
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
 __all__ = ["RecordsAPI"]
@@ -45,8 +46,9 @@ class RecordsAPI:
         info = self._agreement(("add_records", name), error, schema)
         schemas = [(r, s) for r, s in enumerate(info) if s is not None]
         if not schemas:
-            raise DDStoreValueError(f"records {name!r}: no rank holds any sample (empty "
-                                    f"data set)")
+            raise agreed_error(DDStoreValueError,
+                               f"records {name!r}: no rank holds any sample (empty "
+                               f"data set)")
         schema = _same_schema(name, schemas)
         counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
                           dtype=np.int64).reshape(len(samples), len(schema))

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _core, _lifecycle
 from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices, is_int, partition
-from ._collective import agree, is_agreed
+from ._collective import agree, agreed_error, is_agreed
 from ._lifecycle import abort_on_exception
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreStateError, \
     DDStoreValueError
@@ -113,12 +113,12 @@ class DDStore(RecordsAPI):
             if width == "auto":
                 err, width = plan_width(size, nbytes, budget, how)
                 if err is not None:
-                    raise err[0](err[1])
+                    raise agreed_error(*err)
             elif -(-nbytes // width) > budget:
                 err, fits = plan_width(size, nbytes, budget, how)
                 hint = (f"width={fits} (or width='auto') fits" if err is None else
                         "no width fits on this many ranks")
-                raise DDStoreMemoryError(
+                raise agreed_error(DDStoreMemoryError,
                     f"width={width}: each rank would hold {gb(-(-nbytes // width))} of "
                     f"the {gb(nbytes)} of data (data_nbytes={nbytes}), more than the "
                     f"{how}; {hint}")
@@ -197,7 +197,7 @@ class DDStore(RecordsAPI):
         budget, how = agreed_budget(memories)
         err, width = plan_width(comm.Get_size(), nb, budget, how)
         if err is not None:
-            raise err[0](err[1])
+            raise agreed_error(*err)
         return width
 
     # ------------------------------------------------------------------ lifecycle

@@ -4,6 +4,7 @@ equals the same rows of the whole file read by pandas / numpy, byte for byte; on
 range's rows are parsed; bad input is a clear error."""
 import gzip
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -183,6 +184,24 @@ def test_csv_errors(tmp_path):
         R.read_csv_rows(str(trunc), 0, 10)
 
 
+@pytest.mark.parametrize("text", ["2.0", "1e1", "inf", "-inf", "9223372036854775808",
+                                  "18446744073709551615", "-9223372036854775809", "0x10"])
+def test_csv_integer_columns_take_integer_literals_only(tmp_path, text):
+    """An integer column refuses what pandas would read as a whole number ("2.0",
+    "1e1") or wrap ("inf" as -2**63, 2**64 - 1 as -1), naming the file, the line and the
+    text as written; int64's own limits are accepted."""
+    for suffix in (".csv", ".csv.gz"):
+        path = tmp_path / f"ints{suffix}"
+        body = f"1,2\n-9223372036854775808,9223372036854775807\n3,{text}\n4,5\n"
+        with (gzip.open(path, "wt") if suffix == ".csv.gz" else open(path, "w")) as f:
+            f.write(body)
+        assert R.read_csv_rows(str(path), 0, 2, dtype=np.int64).tolist() == \
+            [[1, 2], [-2 ** 63, 2 ** 63 - 1]]
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"ints{suffix}, line 3, column 1: {text!r} is not an integer")):
+            R.read_csv_rows(str(path), 0, 4, dtype=np.int64)
+
+
 def test_npy_rows_and_columns(tmp_path):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((50, 4, 3)).astype(np.float32)
@@ -298,6 +317,55 @@ def test_ogb_errors(tmp_path):
     os.remove(os.path.join(str(frac), "raw", "num-node-list.csv.gz"))
     with pytest.raises(DDStoreValueError, match="num-node-list.csv.gz: no such file"):
         OGBNodeData(frac)
+
+
+@pytest.mark.parametrize("label", ["inf", "-inf", "1e30", "9223372036854775808"])
+def test_ogb_label_beyond_int64_refused(tmp_path, label):
+    """A label that is not finite or does not fit int64 is refused naming file and line
+    (inf was stored as -9223372036854775808)."""
+    root, ei, x, y, splits = small_ogb(tmp_path)
+    path = os.path.join(root, "raw", "node-label.csv.gz")
+    lines = [f"{int(v)}" for v in y]
+    lines[5] = label
+    with gzip.open(path, "wt") as f:
+        f.write("\n".join(lines) + "\n")
+    ds = OGBNodeData(root)
+    assert ds.labels(0, 5).tolist() == y[:5].astype(np.int64).tolist()
+    with pytest.raises(DDStoreValueError, match=r"node-label.csv.gz, line 6: label .* is "
+                                                r"not a class id"):
+        ds.labels(0, 120)
+
+
+@pytest.mark.parametrize("role,count_file,attr,read", [
+    ("edge", "num-edge-list", "num_edges", lambda ds, lo, hi: ds.edges(lo, hi)),
+    ("node-feat", "num-node-list", "num_nodes", lambda ds, lo, hi: ds.features(lo, hi)),
+    ("node-label", "num-node-list", "num_nodes", lambda ds, lo, hi: ds.labels(lo, hi)),
+])
+@pytest.mark.parametrize("claimed", [100, 119, 121, 140])
+def test_ogb_count_files_must_match_the_files(tmp_path, role, count_file, attr, read,
+                                              claimed):
+    """``num-edge-list.csv.gz`` / ``num-node-list.csv.gz`` saying fewer or more rows than
+    the file holds is refused, naming both files and both counts: by the read that ends
+    at the count (more rows) or that passes the file's end (fewer); read in pieces too."""
+    root, ei, x, y, splits = small_ogb(tmp_path, n=120, e=120)
+    with gzip.open(os.path.join(root, "raw", f"{count_file}.csv.gz"), "wt") as f:
+        f.write(f"{claimed}\n")
+    path = os.path.join(root, "raw", f"{role}.csv.gz")
+    if role != "edge":  # keep the edges within the claimed nodes
+        with gzip.open(os.path.join(root, "raw", "edge.csv.gz"), "wt") as f:
+            f.write("0,1\n" * 120)
+        with gzip.open(os.path.join(root, "raw", "num-edge-list.csv.gz"), "wt") as f:
+            f.write("120\n")
+    ds = OGBNodeData(root)
+    assert getattr(ds, attr) == claimed
+    msg = re.escape(f"{path}: holds 120 rows, but "
+                    f"{os.path.join(root, 'raw', count_file)}.csv.gz says {claimed}")
+    for pieces in ([(0, claimed)], [(0, 50), (50, 90), (90, claimed)]):
+        with pytest.raises(DDStoreValueError, match=msg):
+            for lo, hi in pieces:
+                read(ds, lo, hi)
+        ds.close()
+    read(ds, 0, 50)  # rows before the end are read as they are
 
 
 def test_synthetic_graph_is_the_same_for_any_ranges():

@@ -56,10 +56,106 @@ def test_csc_layout_and_edge_index(store):
     assert attr.size == (3, 3) and attr.is_sorted
     # CSR and CSC input give the same edges (ids in the given entry order)
     gs2 = dpyg.GraphStore(store, "g2")
+    et = ("a", "to", "b")
     gs2.put_edge_index((torch.tensor([0, 0, 1, 1]), torch.tensor([0, 2, 3, 4])),
-                       edge_type=None, layout="csc", size=(2, 4))
-    r, c = gs2.get_edge_index(edge_type=None, layout="coo")
+                       edge_type=et, layout="csc", size=(2, 4))
+    r, c = gs2.get_edge_index(edge_type=et, layout="coo")
     assert r.tolist() == [0, 0, 1, 1] and c.tolist() == [0, 0, 1, 2]
+
+
+@pytest.mark.parametrize("size,fragment", [
+    ((12.7, 12.7), "size must be (num_src, num_dst) integers >= 0, got (12.7, 12.7)"),
+    (("20", "20"), "size must be (num_src, num_dst) integers >= 0, got ('20', '20')"),
+    ((True, True), "integers >= 0"), ((20,), "integers >= 0"), (20, "integers >= 0"),
+    ((-1, -1), "integers >= 0"),
+    ((20, 10), "size=(20, 10): a homogeneous graph's sources and destinations are one "
+               "node set, so size must be (n, n)"),
+])
+def test_put_edge_index_size_checked(store, size, fragment):
+    """``size`` must be integers (never truncated floats or strings) and, for a
+    homogeneous graph, square (a (20, 10) size was accepted, then sampling raised a raw
+    IndexError); nothing is stored, and the store is usable after."""
+    import re
+    import numpy as np
+    from ddstore import DDStoreValueError
+    from ddstore._collective import is_agreed
+    from ddstore import pyg as dpyg
+    gs = dpyg.GraphStore(store, "g")
+    ei = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    with pytest.raises(DDStoreValueError, match=re.escape(fragment)) as info:
+        gs.put_edge_index(ei, edge_type=None, layout="coo", size=size)
+    assert is_agreed(info.value)
+    assert store.variables() == [] and gs.get_all_edge_attrs() == []
+    gs.put_edge_index(ei, edge_type=None, layout="coo", size=(np.int64(20), 20))
+    assert gs.get_all_edge_attrs()[0].size == (20, 20)
+    gs.put_edge_index(ei, edge_type=("a", "to", "b"), layout="coo", size=(20, 10))
+
+
+def test_sampler_argument_errors_are_clear(store):
+    """A dict ``num_neighbors`` on a homogeneous graph is refused when the sampler is
+    made (the loader raised ``KeyError: None``); plain seed ids on a heterogeneous graph
+    (a raw ``TypeError``) and an unknown node type ("out of range [0, 0)") name what to
+    pass instead."""
+    import re
+    from torch_geometric.data import Data, HeteroData
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    fs, gs = dpyg.from_pyg(store, Data(x=torch.zeros(4, 1),
+                                       edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]])),
+                           name="homo")
+    with pytest.raises(DDStoreValueError, match=r"num_neighbors: graph store 'homo' is "
+                                                r"homogeneous .* a list of fanouts per hop"):
+        dpyg.NeighborSampler(gs, {("_N", "to", "_N"): [2]})
+    h = HeteroData()
+    h["p"].x, h["q"].x = torch.zeros(4, 1), torch.zeros(3, 1)
+    h["p", "r", "q"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    h["q", "s", "p"].edge_index = torch.tensor([[0, 2], [1, 3]])
+    fh, gh = dpyg.from_hetero(store, h, name="het")
+    sampler = dpyg.NeighborSampler(gh, [2])
+    plain = NeighborLoader((fh, gh), num_neighbors=[2], neighbor_sampler=sampler,
+                           input_nodes=torch.tensor([0, 1]), batch_size=2)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "is heterogeneous (node types ['p', 'q']): seed nodes need their node type; "
+            "pass input_nodes=(node_type, ids)")):
+        next(iter(plain))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "sample: unknown node type 'foo'; known: ['p', 'q']")):
+        sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([0]),
+                                                   input_type="foo"))
+    with pytest.raises(DDStoreValueError, match="is homogeneous: pass the seed nodes as "
+                                                "plain ids"):
+        dpyg.NeighborSampler(gs, [2])._sample({"p": torch.tensor([0])})
+    # the right calls work
+    batch = next(iter(NeighborLoader((fh, gh), num_neighbors=[2], neighbor_sampler=sampler,
+                                     input_nodes=("q", torch.tensor([1, 2])),
+                                     batch_size=2)))
+    assert batch["q"].n_id[:2].tolist() == [1, 2]
+
+
+def test_errors_from_gathered_values_are_marked_agreed(store):
+    """Errors every rank computes alike from gathered values carry the agreed mark
+    (ranges that do not tile the rows, a destination beyond the size); MPI checks at 2-4
+    ranks in tests/mpi/pyg_check.py, pyg_callables.py and scale_features.py."""
+    import numpy as np
+    from ddstore import DDStoreIndexError, DDStoreMemoryError
+    from ddstore._collective import as_error, is_agreed
+    from ddstore import pyg as dpyg
+    fs = dpyg.FeatureStore(store, "f")
+    with pytest.raises(DDStoreIndexError, match="leaves a gap") as info:
+        fs.put_range(np.zeros((3, 2)), (2, 5), None, "x")
+    assert is_agreed(info.value)
+    gs = dpyg.GraphStore(store, "g")
+    with pytest.raises(DDStoreIndexError, match="destination node 3 out of range") as info:
+        gs.put_edge_index(torch.tensor([[0, 1], [1, 3]]), edge_type=("a", "r", "b"),
+                          size=(4, 3))
+    assert is_agreed(info.value)
+    with pytest.raises(DDStoreIndexError, match="leaves a gap") as info:
+        gs.put_edge_range(lambda a, b: np.zeros((2, b - a), int), (1, 4))
+    assert is_agreed(info.value)
+    assert store.variables() == []
+    assert as_error(MemoryError("x"))[0] is DDStoreMemoryError
 
 
 def test_sampler_output_format(store):

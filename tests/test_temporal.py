@@ -234,6 +234,28 @@ def test_tgl_row_with_extra_field_refused(store, tmp_path):
     assert store.variables() == []
 
 
+@pytest.mark.parametrize("field,text", [("src", "1e1"), ("dst", "2.0"),
+                                        ("src", "18446744073709551615"),
+                                        ("dst", "9223372036854775808"),
+                                        ("ext_roll", "1.0")])
+def test_tgl_ids_must_be_integer_literals(store, tmp_path, field, text):
+    """A TGL id or split written other than as an integer literal within int64 ("1e1"
+    was node 10, 2**64 - 1 was "-1" with no line) is refused by ``from_tgl`` naming the
+    file, the line and the text as written; nothing is stored."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    row = {"src": "1", "dst": "2", "ext_roll": "0"}
+    row[field] = text
+    (tmp_path / "edges.csv").write_text(
+        ",src,dst,time,ext_roll\n0,0,1,1.0,0\n"
+        f"1,{row['src']},{row['dst']},2.0,{row['ext_roll']}\n2,2,0,3.0,0\n")
+    path = str(tmp_path / "edges.csv")
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{path}, line 3: column {field!r} is {text!r}; it must be")):
+        TemporalGraph.from_tgl(store, "g", str(tmp_path))
+    assert store.variables() == []
+
+
 # ------------------------------------------------------------------ JODIE and PyG (1 rank)
 def _jodie(path, rows):
     path.write_text("user_id,item_id,timestamp,state_label,comma_separated_list_of_features"
@@ -269,6 +291,12 @@ def test_jodie_small_file_and_labels(store, tmp_path):
     (["0,0,5.0,0,0.5", "1,1,2.0,0,0.5"], 3, "timestamp 2.0 is earlier than the previous "
                                             "row's 5.0"),
     (["0,0,1.0"], 2, "malformed row: 3 fields, a JODIE row needs at least 4"),
+    (["0,0,1.0,0,0.5", "1e1,1,2.0,0,0.5"], 3, "user (field 1) is '1e1'; it must be an "
+                                              "integer user id >= 0"),
+    (["0,0,1.0,0,0.5", "1,2.0,2.0,0,0.5"], 3, "item (field 2) is '2.0'; it must be an "
+                                              "integer item id >= 0"),
+    (["0,0,1.0,0,0.5", "1,1,2.0,1e0,0.5"], 3, "state_label (field 4) is '1e0'; it must "
+                                              "be an integer label"),
 ])
 def test_jodie_malformed_row_names_file_and_line(store, tmp_path, rows, line, fragment):
     from ddstore import DDStoreValueError

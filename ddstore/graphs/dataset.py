@@ -8,6 +8,7 @@ import torch
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
 from .._checks import as_indices, is_int, partition
+from .._collective import agreed_error
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
 
@@ -140,16 +141,18 @@ class GraphDataset(torch.utils.data.Dataset):
                                first))
         totals = {t for t, _, _ in info}
         if len(totals) > 1:
-            raise DDStoreValueError(f"graphs {name!r}: the data set has a different "
-                                    f"length on different ranks: "
-                                    f"{[t for t, _, _ in info]}")
+            raise agreed_error(DDStoreValueError,
+                               f"graphs {name!r}: the data set has a different "
+                               f"length on different ranks: "
+                               f"{[t for t, _, _ in info]}")
         layouts = [(GraphLayout(lay), f) for _, lay, f in info if lay is not None]
         reference, ref_first = layouts[0]
         for lay, f in layouts[1:]:
             diff = reference.difference(lay)
             if diff is not None:
-                raise DDStoreValueError(f"graphs {name!r}: sample {f}: {diff} (as in "
-                                        f"sample {ref_first})")
+                raise agreed_error(DDStoreValueError,
+                                   f"graphs {name!r}: sample {f}: {diff} (as in "
+                                   f"sample {ref_first})")
         before = store.nbytes()
         if records is None:  # a CFF file: read block by block straight into the store
             sizes = {k: np.diff(o) for k, o in offsets.items()}

@@ -9,6 +9,7 @@ from torch_geometric.data import TensorAttr as _PygTensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
 from .._checks import as_indices, check_indices, is_int, partition
+from .._collective import agreed_error
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..temporal.build import CHUNK_BYTES, fill_rows
@@ -179,7 +180,7 @@ class FeatureStore(_PygFeatureStore):
         else:
             err, total = tiling_error(info, what)
             if err is not None:
-                raise err[0](err[1])
+                raise agreed_error(*err)
             self._fill(var, arr, rows_of, first, lo, hi, total)
         self._attrs[(attr.group_name, attr.attr_name)] = _Attr(
             attr.group_name, attr.attr_name, var, int(total), tuple(arr.shape[1:]))

@@ -11,6 +11,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
 from .._checks import is_int
+from .._collective import agreed_error
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
 from ..temporal.build import (check_chunk_edges, create, default_chunk_edges, fill_tcsr,
@@ -164,7 +165,7 @@ class GraphStore(_PygGraphStore):
         columns, lo, hi = None, 0, 0
         if callable(edge_index):
             error, lo, hi = rows_error(rows, None, what)
-            columns = _checked_columns(edge_index, what)
+            columns = _checked_columns(edge_index, what, hi - lo)
         else:
             arr, error = as_numpy(edge_index, what)
             if error is None:
@@ -293,13 +294,7 @@ class GraphStore(_PygGraphStore):
             error = (DDStoreValueError, f"{what}: edge type {edge_type!r} is already stored; "
                                         f"remove_edge_index it first (collective)")
         if error is None and size is not None:
-            try:
-                size = (int(size[0]), int(size[1]))
-                if not all(is_int(s) for s in size) or min(size) < 0:
-                    raise ValueError
-            except (TypeError, ValueError, IndexError):
-                error = (DDStoreValueError, f"{what}: size must be (num_src, num_dst) "
-                                            f"integers >= 0, got {size!r}")
+            error, size = _size_error(size, edge_type, what)
         prefix = f"{self.name}/csc/{type_key(edge_type)}/"
         if error is None and any(v.startswith(prefix) for v in st.variables()):
             error = (DDStoreValueError, f"{what}: the store already holds variables under "
@@ -335,7 +330,7 @@ class GraphStore(_PygGraphStore):
             same=dict(same, size=size, time_attr=self.time_attr))
         err, num_edges = tiling_error([i[:2] for i in info], what)
         if err is not None:
-            raise err[0](err[1])
+            raise agreed_error(*err)
         max_src, max_dst = max(i[2] for i in info), max(i[3] for i in info)
         st_, dt_ = (None, None) if edge_type is None else (edge_type[0], edge_type[2])
         if size is None:
@@ -351,8 +346,9 @@ class GraphStore(_PygGraphStore):
             if m >= lim:
                 r = next(r for r, i in enumerate(info) if i[2 if label == "source" else 3]
                          == m)
-                raise DDStoreIndexError(f"{what}: rank {r}: {label} node {m} out of range "
-                                        f"[0, {lim}) (size={size})")
+                raise agreed_error(DDStoreIndexError, f"{what}: rank {r}: {label} node {m} "
+                                                      f"out of range [0, {lim}) "
+                                                      f"(size={size})")
         times = level = None
         if self.time_attr is not None:
             times, level, error = self._time_reader(edge_type, lo, hi, what)
@@ -490,6 +486,26 @@ class GraphStore(_PygGraphStore):
                 f"time_attr={self.time_attr!r})")
 
 
+def _size_error(size, edge_type, what):
+    """``(error or None, size)``: ``size`` checked as ``(num_src, num_dst)`` integers
+    (Python or numpy; never truncated floats or strings) >= 0, and as ``(n, n)`` for a
+    homogeneous graph (``edge_type`` None), whose sources and destinations are one node
+    set, as in PyG's ``Data``."""
+    try:
+        num_src, num_dst = size
+    except (TypeError, ValueError):
+        num_src = num_dst = None
+    if not (is_int(num_src) and is_int(num_dst)) or min(num_src, num_dst) < 0:
+        return (DDStoreValueError, f"{what}: size must be (num_src, num_dst) integers "
+                                   f">= 0, got {size!r}"), None
+    if edge_type is None and num_src != num_dst:
+        return (DDStoreValueError, f"{what}: size={size!r}: a homogeneous graph's "
+                                   f"sources and destinations are one node set, so size "
+                                   f"must be (n, n) (for two node types, put a "
+                                   f"(src, rel, dst) edge type)"), None
+    return None, (int(num_src), int(num_dst))
+
+
 def _ids(x):
     """Node ids as numpy can count and compare them (uint64 as int64, as ever)."""
     return x.astype(np.int64) if x.dtype.kind == "u" and x.dtype.itemsize >= 8 else x
@@ -503,10 +519,45 @@ def _count(deg, d):
         np.add.at(deg, d, 1)
 
 
-def _checked_columns(edges, what):
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
+        np.uint64(0x165667B19E3779F9))
+
+
+def _fingerprint(a, s, d):
+    """A 64-bit sum over the edges of local columns ``[a, a + len(s))`` of a hash of
+    (column, source, destination): the sum over any split of a range into pieces is the
+    same, and a changed, moved or swapped edge changes it (but for 2**-64)."""
+    h = s.astype(np.uint64) * _MIX[0]
+    h ^= d.astype(np.uint64) * _MIX[1]
+    h += np.arange(a, a + s.shape[0], dtype=np.uint64) * _MIX[2]
+    h ^= h >> np.uint64(31)
+    h *= _MIX[0]
+    return int(h.sum(dtype=np.uint64))
+
+
+def _checked_columns(edges, what, n_local):
     """``columns(a, b)`` over a user's callable ``edges(a, b)``: its piece checked (a
     ``[2, b - a]`` integer array or tensor), anything it raises turned into a
-    :class:`~ddstore.DDStoreError` (agreed by the caller)."""
+    :class:`~ddstore.DDStoreError` (agreed by the caller).
+
+    The build reads the ``n_local`` columns more than once (a pass that checks and
+    counts, then the rounds that place them); every later read must give the columns
+    of the first pass.  A later read of a piece read before is compared with it; a
+    later pass in pieces of other sizes is compared as a whole at its last piece (a
+    fingerprint of every column, :func:`_fingerprint`).  A difference raises a
+    :class:`~ddstore.DDStoreValueError` naming the callable and the columns, before
+    they are placed."""
+    name = getattr(edges, "__qualname__", None) or type(edges).__name__
+    first = {}          # (a, b) -> fingerprint, from the first pass
+    state = {"first pass": True, "total": 0, "running": 0}
+
+    def changed(a, b):
+        return DDStoreValueError(
+            f"{what}: the edge_index callable {name} returned other columns for local "
+            f"columns [{a}, {b}) than when it was first asked for them; it is asked for "
+            f"every piece more than once (a pass that counts the degrees, then the build "
+            f"that places the edges) and must return the same columns every time")
+
     def columns(a, b):
         out, arr = call_piece(edges, "edge_index", a, b, what)
         error = None
@@ -521,5 +572,19 @@ def _checked_columns(edges, what):
                                         f"{arr.dtype}; node ids must be integers")
         if error is not None:
             raise error[0](error[1])
-        return _ids(arr[0]), _ids(arr[1])
+        s, d = _ids(arr[0]), _ids(arr[1])
+        fp = _fingerprint(a, s, d)
+        if state["first pass"]:
+            first[(a, b)] = fp
+            state["total"] = (state["total"] + fp) & ((1 << 64) - 1)
+            state["first pass"] = b < n_local
+            return s, d
+        if a == 0:
+            state["running"] = 0
+        state["running"] = (state["running"] + fp) & ((1 << 64) - 1)
+        if first.get((a, b), fp) != fp:
+            raise changed(a, b)
+        if b == n_local and state["running"] != state["total"]:
+            raise changed(0, n_local)
+        return s, d
     return columns

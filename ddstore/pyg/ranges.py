@@ -35,6 +35,7 @@ import numpy as np
 
 from .. import partition
 from .._checks import is_int
+from .._collective import as_error
 from ..errors import DDStoreError, DDStoreValueError
 from ..memory import release_free_heap
 from ..sources.base import first_outside
@@ -73,7 +74,8 @@ def _local(store, what, fn, *args, call=None, **kwargs):
     except DDStoreError as exc:
         error = exc
     except (OSError, ValueError, MemoryError) as exc:
-        error = DDStoreValueError(f"{what}: {type(exc).__name__}: {exc}")
+        cls, message = as_error(exc)  # the one conversion (MemoryError: a memory error)
+        error = (cls, f"{what}: {message}")
     store.agree(error, call=call)
     return out
 

@@ -152,6 +152,11 @@ class NeighborSampler(BaseSampler):
             values = num_neighbors.get_values(self.edge_types if self.is_hetero else None)
         except ValueError as exc:
             raise DDStoreValueError(f"num_neighbors: {exc}") from None
+        if not self.is_hetero and isinstance(values, dict):
+            raise DDStoreValueError(f"num_neighbors: graph store {graph_store.name!r} is "
+                                    f"homogeneous (edge type None), so num_neighbors is a "
+                                    f"list of fanouts per hop (e.g. [10, 5]), not a dict "
+                                    f"per edge type (got {num_neighbors.values!r})")
         if self.is_hetero and isinstance(values, list):
             values = {et: values for et in self.edge_types}
         fanouts = values if isinstance(values, dict) else {None: values}
@@ -299,6 +304,22 @@ class NeighborSampler(BaseSampler):
                                                   empty)
 
     def _sample(self, seed, seed_time=None, **kwargs):
+        if self.is_hetero and not isinstance(seed, dict):
+            raise DDStoreValueError(
+                f"sample: graph store {self.graph_store.name!r} is heterogeneous (node "
+                f"types {self.node_types}): seed nodes need their node type; pass "
+                f"input_nodes=(node_type, ids) to the loader (or a dict "
+                f"{{node_type: ids}} to the sampler), not plain ids")
+        if not self.is_hetero and isinstance(seed, dict):
+            raise DDStoreValueError(
+                f"sample: graph store {self.graph_store.name!r} is homogeneous: pass the "
+                f"seed nodes as plain ids (input_nodes=ids), not by node type "
+                f"{list(seed)}")
+        if isinstance(seed, dict):
+            unknown = [t for t in seed if t not in self.node_types]
+            if unknown:
+                raise DDStoreValueError(f"sample: unknown node type {unknown[0]!r}; known: "
+                                        f"{self.node_types}")
         key = self._key()
         if not isinstance(seed, dict):
             return self._sample_homo(seed, seed_time, key)

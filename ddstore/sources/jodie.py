@@ -15,7 +15,8 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .tgl import _check_fields, check_sorted_across_ranks, read_csv_chunk, read_line_share
+from .tgl import (_check_fields, check_sorted_across_ranks, field_text, first_non_integer,
+                  read_csv_chunk, read_line_share)
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
 
@@ -81,7 +82,7 @@ def _header(path):
 
 
 _ALLOWED = {0: "an integer user id >= 0", 1: "an integer item id >= 0",
-            2: "a finite number", 3: "an integer label"}
+            2: "a finite number", 3: "an integer label"}  # integers: integer literals
 _NAMES = {0: "user", 1: "item", 2: "timestamp", 3: "state_label"}
 
 
@@ -104,6 +105,9 @@ def _parse(path, chunk, n, first_line):
                   expected="but line 2 has {n} (every row: user,item,timestamp,state_label "
                            "and the same number of features)")
     df = read_csv_chunk(path, chunk, n, first_line)
+    # ids and labels are integer literals ("1e1" or "2.0" are not, whatever a parser
+    # makes of them)
+    odd = first_non_integer(chunk, n, (0, 1, 3))
     cols = []
     for j in range(n):  # one pass per column, vectorised over the lines
         col = df[j]
@@ -127,11 +131,15 @@ def _parse(path, chunk, n, first_line):
             if j >= 4:
                 big = np.abs(vals) > np.finfo(np.float32).max
                 bad |= big
+        literal = odd is not None and odd[1] == j and not bad[odd[0]]
+        if literal:  # a whole number, but not written as an integer: show the text
+            bad[odd[0]] = True
         if bad.any():
             i = int(np.argmax(bad))
             allowed = _ALLOWED.get(j, f"a finite number within float32's range "
                                       f"(|x| <= {np.finfo(np.float32).max:.6g})")
-            raise _bad(path, first_line, i, j, col.iloc[i], allowed)
+            value = field_text(chunk, i, j) if literal and odd[0] == i else col.iloc[i]
+            raise _bad(path, first_line, i, j, value, allowed)
         cols.append(vals)
     user, item, t, label = (cols[0].astype(np.int64), cols[1].astype(np.int64),
                             cols[2].astype(np.float64), cols[3].astype(np.int64))

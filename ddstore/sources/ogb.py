@@ -30,7 +30,7 @@ import os
 
 import numpy as np
 
-from ..errors import DDStoreValueError
+from ..errors import DDStoreIndexError, DDStoreValueError
 from .base import check_range, first_outside
 from .rows import CsvRowReader, count_rows, read_csv_rows
 
@@ -110,11 +110,33 @@ class OGBNodeData:
                 self.paths[f"split/{s}"] = p
 
     def _read(self, path, lo, hi, **kwargs):
-        """Rows ``[lo, hi)`` of ``path`` from its kept stream (see the class docstring)."""
+        """Rows ``[lo, hi)`` of ``path`` from its kept stream (see the class docstring).
+
+        The file must hold as many rows as its count file says (``num-edge-list`` for
+        the edges, ``num-node-list`` for the node files): a file that ends before row
+        ``hi`` raises naming both files and counts, and so does one with rows after the
+        count, found by the read that ends at the count (the stream then reads on to the
+        file's end, where it nearly is)."""
+        count = "num-edge-list" if path == self.paths["edge"] else "num-node-list"
+        total = self.num_edges if count == "num-edge-list" else self.num_nodes
+        check_range(path, lo, hi, total)
         reader = self._readers.get(path)
         if reader is None:
             reader = self._readers[path] = CsvRowReader(path)
-        return reader.read(lo, hi, **kwargs)
+        try:
+            out = reader.read(lo, hi, **kwargs)
+        except DDStoreIndexError:  # the file ends before row hi <= total
+            reader.close()
+            self._count_error(path, count, total, count_rows(path))
+        if hi == total and (hi > lo or total == 0):
+            self._count_error(path, count, total, reader.count_to_end())
+        return out
+
+    def _count_error(self, path, count, total, rows):
+        if rows != total:
+            raise DDStoreValueError(
+                f"{path}: holds {rows} rows, but {self.paths[count]} says {total}; the "
+                f"files disagree (a truncated download, or files of two versions?)")
 
     def close(self):
         """End the kept decompression streams (a later read reopens its file)."""
@@ -130,7 +152,6 @@ class OGBNodeData:
         """Edges ``[lo, hi)`` of ``edge.csv.gz`` as int64 ``(src, dst)`` (one direction
         as stored).  Node ids outside ``[0, num_nodes)`` raise naming the line."""
         path = self.paths["edge"]
-        check_range(path, lo, hi, self.num_edges)
         e = self._read(path, lo, hi, dtype=np.int64, ncols=2, progress=progress)
         bad = first_outside(e, self.num_nodes)
         if bad is not None:
@@ -146,7 +167,6 @@ class OGBNodeData:
         if not self.num_features:
             raise DDStoreValueError(f"{path}: no such file (this dataset has no node "
                                     f"features)")
-        check_range(path, lo, hi, self.num_nodes)
         return self._read(path, lo, hi, dtype=dtype, ncols=self.num_features,
                           progress=progress)
 
@@ -156,10 +176,9 @@ class OGBNodeData:
         path = self.paths["node-label"]
         if not self.has_labels:
             raise DDStoreValueError(f"{path}: no such file")
-        check_range(path, lo, hi, self.num_nodes)
         y = self._read(path, lo, hi, dtype=np.float64, ncols=1, progress=progress)[:, 0]
         known = ~np.isnan(y)
-        bad = known & ((y != np.round(y)) | (y < 0))
+        bad = known & (~np.isfinite(y) | (y != np.round(y)) | (y < 0) | (y >= 2.0 ** 63))
         if bad.any():
             i = int(np.argmax(bad))
             raise DDStoreValueError(f"{path}, line {lo + i + 1}: label {float(y[i])!r} is not a "

@@ -122,6 +122,7 @@ def _locate_bad_value(path, chunk, n, first_line, integer):
     """The DDStoreValueError for the first bad value of ``chunk`` (slow; only called
     after the fast parse failed or found a non-integer)."""
     import pandas as pd
+    from .tgl import int64_text_error
     df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)), dtype=str,
                      keep_default_na=False, engine="c")
     first = None
@@ -132,6 +133,9 @@ def _locate_bad_value(path, chunk, n, first_line, integer):
         bad = np.isnan(vals) & ~nan_text.to_numpy()
         if integer:
             bad |= ~np.isfinite(vals) | (vals != np.round(vals))
+            bad |= text.str.contains(r"[^0-9+\-\s]", regex=True).to_numpy()
+            for j in np.flatnonzero(np.abs(np.nan_to_num(vals)) >= 2.0 ** 62):
+                bad[j] |= int64_text_error(text.iloc[j].strip()) is not None
         if bad.any():
             i = int(np.argmax(bad))
             if first is None or i < first[0] or (i == first[0] and c < first[1]):
@@ -140,7 +144,7 @@ def _locate_bad_value(path, chunk, n, first_line, integer):
         return DDStoreValueError(f"{path}, lines {first_line}+: cannot be parsed as "
                                  f"{n} numeric columns")
     i, c, value = first
-    want = "an integer" if integer else "a number"
+    want = "an integer (a literal within int64)" if integer else "a number"
     return DDStoreValueError(f"{path}, line {first_line + i}, column {c}: {value!r} is "
                              f"not {want}")
 
@@ -148,10 +152,13 @@ def _locate_bad_value(path, chunk, n, first_line, integer):
 def _parse_block(path, chunk, n, first_line, dtype, out):
     """Parse ``chunk`` (whole lines, ``n`` fields each) into ``out`` (pandas C parser)."""
     import pandas as pd
-    from .tgl import _check_fields
+    from .tgl import _check_fields, first_non_integer
     _check_fields(path, chunk, n, first_line,
                   expected="expected {n} (as the first row read)")
     integer = dtype.kind in "iub"
+    # pandas reads "2.0" or "1e1" as an integer: only integer literals are integers
+    if integer and first_non_integer(chunk, n, range(n)) is not None:
+        raise _locate_bad_value(path, chunk, n, first_line, integer)
     try:
         df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
                          dtype=np.int64 if integer else np.float64,
@@ -229,6 +236,18 @@ class CsvRowReader:
 
     def __exit__(self, *exc):
         self.close()
+
+    def count_to_end(self):
+        """The file's number of rows, counted on from where the stream is (the rows
+        already passed are not read again; nothing is parsed); the stream ends.  After
+        reading a file's last rows, this is what says whether more follow."""
+        if self._stream is None:
+            return count_rows(self.path, self.block_bytes)
+        total = self._row + (self._nlines if self._block is not None else 0)
+        for block in self._stream:
+            total += block.count(b"\n")
+        self.close()
+        return total
 
     def read(self, lo, hi, dtype=np.float64, ncols=None, progress=None):
         """Rows ``[lo, hi)`` as ``[hi - lo, ncols]`` of ``dtype`` (see

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 from .._checks import partition
+from .._collective import agreed_error
 
 __all__ = ["read_tgl_share", "write_tgl", "TGLShare", "TensorRows"]
 
@@ -84,6 +85,50 @@ def _check_fields(path, chunk, n, first_line, expected="expected {n}"):
                                 f"{int(fields[i])} fields, {expected.format(n=n)}")
 
 
+# bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
+# blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
+# literal, even where a parser would read a whole number from it
+_INT_BYTES = np.zeros(256, dtype=bool)
+_INT_TEXT = b"0123456789+- \t\r,\n"
+_INT_BYTES[list(_INT_TEXT)] = True
+_INT64_MAX = 2 ** 63 - 1
+
+
+def first_non_integer(chunk, n, columns):
+    """``(line index, column)`` of the first field of ``chunk`` (whole lines of ``n``
+    comma-separated fields each, as :func:`_check_fields` checked) among ``columns``
+    that holds a byte no integer literal has (a ".", an "e", letters...), or None.  One
+    vectorised pass over the bytes; only the odd bytes are located."""
+    if not chunk.translate(None, _INT_TEXT):  # digits and separators only (C speed)
+        return None
+    buf = np.frombuffer(chunk, dtype=np.uint8)
+    odd = np.flatnonzero(~_INT_BYTES[buf])
+    # every line has n fields, so the separators (",", "\n") before a byte say its
+    # line and column: the k-th separator ends field k % n of line k // n
+    k = np.searchsorted(np.flatnonzero((buf == ord(",")) | (buf == ord("\n"))), odd)
+    hit = np.flatnonzero(np.isin(k % n, list(columns)))
+    if not hit.size:
+        return None
+    return int(k[hit[0]] // n), int(k[hit[0]] % n)
+
+
+def field_text(chunk, i, c):
+    """The text of field ``c`` of line ``i`` of ``chunk``, as written (for messages)."""
+    line = chunk.split(b"\n", i + 1)[i]
+    return line.rstrip(b"\r").split(b",")[c].decode("utf-8", "replace").strip()
+
+
+def int64_text_error(text):
+    """None when ``text`` is an integer literal within int64, else what is wrong."""
+    try:
+        v = int(text)
+    except ValueError:
+        return "not an integer literal"
+    if not -_INT64_MAX - 1 <= v <= _INT64_MAX:
+        return "beyond the int64 range"
+    return None
+
+
 def _parse(path, chunk, cols, first_line):
     """Arrays (src, dst, t, split) of a chunk of whole lines; ``first_line`` is the
     1-based line number of its first line.  Raises DDStoreValueError naming the line.
@@ -103,6 +148,8 @@ def _parse_fast(chunk, cols):
     if not chunk or chunk.count(b",") != (n - 1) * lines:
         return None
     use = [cols.index(c) for c in _NEED]
+    if first_non_integer(chunk, n, (use[0], use[1], use[3])) is not None:
+        return None  # "1e1", "2.0": the careful path names it
     try:
         df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)), usecols=use,
                          skip_blank_lines=False, engine="c",
@@ -128,6 +175,16 @@ def _parse_careful(path, chunk, cols, first_line):
         return e, e.copy(), np.zeros(0), np.zeros(0, dtype=np.int8)
     _check_fields(path, chunk, n, first_line)
     df = read_csv_chunk(path, chunk, n, first_line, usecols=[cols.index(c) for c in _NEED])
+    allowed = {"time": "a finite number", "ext_roll": "0, 1 or 2 (train/val/test)",
+               "src": "an integer node id >= 0 (an integer literal, below 2**63)",
+               "dst": "an integer node id >= 0 (an integer literal, below 2**63)"}
+    ints = [cols.index(c) for c in ("src", "dst", "ext_roll")]
+    first_odd = first_non_integer(chunk, n, ints)
+
+    def bad_value(i, c):
+        return DDStoreValueError(f"{path}, line {first_line + i}: column {c!r} is "
+                                 f"{field_text(chunk, i, cols.index(c))!r}; it must be "
+                                 f"{allowed[c]}")
     out = []
     for c in _NEED:
         col = df[cols.index(c)]
@@ -135,17 +192,19 @@ def _parse_careful(path, chunk, cols, first_line):
         bad = ~np.isfinite(vals)
         if c != "time":
             bad |= vals != np.round(vals)
+            # beyond int64 (the float64 test is coarse: the text decides)
+            big = np.flatnonzero(np.abs(vals) >= 2.0 ** 62)
+            for i in big:
+                if int64_text_error(field_text(chunk, int(i), cols.index(c))):
+                    bad[i] = True
         if c == "ext_roll":
             bad |= (vals < 0) | (vals > 2)
         if c in ("src", "dst"):
             bad |= vals < 0
+        if first_odd is not None and first_odd[1] == cols.index(c):
+            bad[first_odd[0]] = True
         if bad.any():
-            i = int(np.argmax(bad))
-            allowed = {"time": "a finite number", "ext_roll": "0, 1 or 2 (train/val/test)",
-                       "src": "an integer node id >= 0",
-                       "dst": "an integer node id >= 0"}[c]
-            raise DDStoreValueError(f"{path}, line {first_line + i}: column {c!r} is "
-                                    f"{col.iloc[i]!r}; it must be {allowed}")
+            raise bad_value(int(np.argmax(bad)), c)
         if c == "time":
             out.append(vals)
         else:
@@ -341,8 +400,9 @@ def check_sorted_across_ranks(path, ends, what, advice):
         if e is None:
             continue
         if prev is not None and e[0] < prev:
-            raise DDStoreValueError(f"{path}, line {e[2]}: {what} {e[0]} is earlier than "
-                                    f"the previous row's {prev}; {advice}")
+            raise agreed_error(DDStoreValueError, f"{path}, line {e[2]}: {what} {e[0]} is "
+                                                  f"earlier than the previous row's "
+                                                  f"{prev}; {advice}")
         prev = e[1]
 
 

@@ -7,6 +7,7 @@ import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from .._checks import as_indices, check_indices, is_int
+from .._collective import agreed_error
 from ..sources.series import Series, from_arrays
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
@@ -413,7 +414,7 @@ class WindowDataset(_WindowView):
                 t, node, feat, val = min(fx for _, fx, _ in members if fx is not None)
                 where = (f" (as read by ranks {group * width}-{(group + 1) * width - 1})"
                          if store.replicas > 1 else "")
-                raise DDStoreValueError(
+                raise agreed_error(DDStoreValueError,
                     f"series for {self.name!r} has {total_bad} non-finite values (NaN or "
                     f"inf) of {T * n * f}{where}; the first at step {t}, node {node}, "
                     f"feature {feat} (value {val}); allowed: finite values only, or pass "

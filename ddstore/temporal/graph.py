@@ -23,6 +23,7 @@ from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
 from .._checks import (STORABLE_KINDS, as_indices, check_indices, is_int,
                        taken_error)
+from .._collective import agreed_error
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
 from .build import (check_chunk_edges, count_degrees, create, default_chunk_edges,
@@ -54,7 +55,7 @@ def _check_node_memory(name, num_nodes, derived, hosts):
     need = _NODE_BYTES * (num_nodes + 1)
     if need > avail:
         host, node_avail = hosts[r]
-        raise DDStoreMemoryError(
+        raise agreed_error(DDStoreMemoryError,
             f"graph {name!r}: num_nodes={num_nodes}"
             f"{' (the largest node id + 1)' if derived else ''} needs {_size(need)} per "
             f"rank for the replicated node index (indptr and degrees, {_NODE_BYTES} bytes "
@@ -255,11 +256,12 @@ class TemporalGraph:
             "edge_label given": edge_label is not None,
             "chunk_edges": chunk_edges})
         if len({i[2] for i in info}) > 1:
-            raise DDStoreValueError(f"graph {name!r}: split is given on some ranks only "
-                                    f"(ranks {[r for r, i in enumerate(info) if i[2]]})")
+            raise agreed_error(DDStoreValueError,
+                               f"graph {name!r}: split is given on some ranks only "
+                               f"(ranks {[r for r, i in enumerate(info) if i[2]]})")
         for key, pos in (("edge_feat", 3), ("node_feat", 4), ("edge_label", 8)):
             if len({i[pos] for i in info}) > 1:
-                raise DDStoreValueError(
+                raise agreed_error(DDStoreValueError,
                     f"graph {name!r}: {key} dtype or row shape differs between ranks: "
                     f"{[i[pos] for i in info]}")
         counts = np.array([i[0] for i in info], dtype=np.int64)
@@ -271,18 +273,21 @@ class TemporalGraph:
         if derived:
             num_nodes = max(max_id + 1, nf_rows if has_nf else 0)
             if num_nodes < 1:
-                raise DDStoreValueError(f"graph {name!r}: no edges and no node features "
-                                        f"on any rank (empty graph); pass num_nodes")
+                raise agreed_error(DDStoreValueError,
+                                   f"graph {name!r}: no edges and no node features "
+                                   f"on any rank (empty graph); pass num_nodes")
         num_nodes = int(num_nodes)
         _check_node_memory(name, num_nodes, derived, [i[7] for i in info])
         if max_id >= num_nodes:
             r = next(r for r, i in enumerate(info) if i[1] == max_id)
-            raise DDStoreIndexError(f"graph {name!r}: rank {r}: node id {max_id} out of "
-                                    f"range [0, {num_nodes}) (num_nodes={num_nodes})")
+            raise agreed_error(DDStoreIndexError,
+                               f"graph {name!r}: rank {r}: node id {max_id} out of "
+                               f"range [0, {num_nodes}) (num_nodes={num_nodes})")
         if has_nf and nf_rows != num_nodes:
-            raise DDStoreValueError(f"graph {name!r}: node_feat has {nf_rows} rows over all "
-                                    f"ranks ({[i[5] for i in info]}); it needs one row per "
-                                    f"node, num_nodes={num_nodes}")
+            raise agreed_error(DDStoreValueError,
+                               f"graph {name!r}: node_feat has {nf_rows} rows over all "
+                               f"ranks ({[i[5] for i in info]}); it needs one row per "
+                               f"node, num_nodes={num_nodes}")
         if info[0][2]:
             split_counts = np.sum([i[6] for i in info], axis=0).tolist()
         else:
@@ -403,13 +408,15 @@ class TemporalGraph:
             nf_rows = nfr.shape[0] if nfr is not None else 0
             num_nodes = max(max_id + 1, nf_rows)
             if num_nodes < 1:
-                raise DDStoreValueError(f"graph {name!r}: {share.path} has no edges and "
-                                        f"there are no node features (empty graph)")
+                raise agreed_error(DDStoreValueError,
+                                   f"graph {name!r}: {share.path} has no edges and "
+                                   f"there are no node features (empty graph)")
             _check_node_memory(name, num_nodes, True, [i[3] for i in info])
             if nfr is not None and nf_rows != num_nodes:
-                raise DDStoreValueError(f"graph {name!r}: node_feat has {nf_rows} rows over "
-                                        f"all ranks; it needs one row per node, "
-                                        f"num_nodes={num_nodes}")
+                raise agreed_error(DDStoreValueError,
+                                   f"graph {name!r}: node_feat has {nf_rows} rows over "
+                                   f"all ranks; it needs one row per node, "
+                                   f"num_nodes={num_nodes}")
             return num_nodes, np.sum([i[2] for i in info], axis=0).tolist()
         g = cls._build(store, name, share.num_edges, share.first_eid,
                        share.edge_pieces(chunk), add_reverse, chunk,

@@ -44,7 +44,7 @@ def check(cond, what):
 
 
 def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=None,
-                 also=None, **kwargs):
+                 also=None, agreed=False, **kwargs):
     """Call ``fn(*args, **kwargs)``: it must raise ``exc_type`` whose message contains
     every one of ``fragments`` (one string, or a sequence of anything ``str()`` turns
     into the text to find).  Each way it can fail is a failed :func:`check`.
@@ -53,7 +53,8 @@ def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=N
     type with the same message (checked by an ``allgather``; every rank must call this).
     ``store``: its ``variables()`` must be the same after the failed call as before.
     ``also``: a second class the exception must be an instance of (e.g. ``ValueError``
-    and the package's ``DDStoreError``).
+    and the package's ``DDStoreError``).  ``agreed=True``: the exception must carry the
+    mark of an error raised alike on every rank (``ddstore._collective.is_agreed``).
     Returns the message, or ``None`` if the right exception was not raised.
     """
     if isinstance(fragments, str):
@@ -70,6 +71,9 @@ def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=N
         if also is not None:
             check(isinstance(exc, also), f"{label}: {type(exc).__name__} is not a "
                                          f"{also.__name__}: {msg}")
+        if agreed:
+            from ddstore._collective import is_agreed
+            check(is_agreed(exc), f"{label}: not marked agreed: {msg}")
         for frag in fragments:
             check(str(frag) in msg, f"{label}: {str(frag)!r} not in the message {msg!r}")
     except Exception as exc:  # noqa: BLE001 -- reported as a failed check

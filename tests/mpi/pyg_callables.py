@@ -20,6 +20,7 @@
 
     mpiexec -n 2 python tests/mpi/pyg_callables.py [width ...]
 """
+import gzip
 import os
 import sys
 
@@ -342,6 +343,19 @@ def ogb_streamed(store, tag):
         check(src._readers == {}, f"{what}: streams left open")
         drop(store, f"{tag}-ogb")
         drop(store, f"{tag}-ogb-ref")
+        # num-edge-list.csv.gz saying fewer or more edges than edge.csv.gz holds
+        count = os.path.join(root, "raw", "num-edge-list.csv.gz")
+        for claimed in (1400, 1600):
+            comm.Barrier()
+            if rank == 0:
+                with gzip.open(count, "wt") as f:
+                    f.write(f"{claimed}\n")
+            comm.Barrier()
+            expect_error(DDStoreValueError, [
+                f"rank {size - 1}: {os.path.join(root, 'raw', 'edge.csv.gz')}: holds 1500 "
+                f"rows, but {count} says {claimed}"], ranges.load_ogb, store, root,
+                name=f"{tag}-ogb-bad", progress=False, agree=True, store=store,
+                agreed=True, what=f"{tag}: num-edge-list says {claimed}, the file 1500")
 
 
 def errors(store, tag):
@@ -392,8 +406,40 @@ def errors(store, tag):
                  store=store, what=f"{tag}: negative ids from a callable")
     expect_error(DDStoreIndexError, ["destination node", f"out of range [0, {N})"],
                  put_edges, lambda a, b: np.stack([np.zeros(b - a, int), np.full(b - a, N)]),
-                 agree=True, store=store,
+                 agree=True, store=store, agreed=True,
                  what=f"{tag}: ids out of range from a callable")
+
+    def changing(change, k=2):
+        """The rank's columns, but from the ``k``-th read of a piece on (on the last rank
+        only) with ``change`` applied: a callable that is not deterministic."""
+        reads = {}
+
+        def drifting(a, b):
+            reads[(a, b)] = reads.get((a, b), 0) + 1
+            out = ei[:, lo + a:lo + b].copy()
+            if rank == last and reads[(a, b)] >= k:
+                change(out)
+            return out
+        return drifting
+
+    def to_first(out):  # every destination becomes the first one
+        out[1] = out[1, 0]
+
+    def swap_sources(out):  # the same degrees, other sources: a silently wrong graph
+        out[0] = (out[0] + 1) % N
+    for change, chunk, sized, when in (
+            (to_first, 7, (N, N), "same pieces"),
+            (to_first, None, (N, N), "default pieces"),
+            (swap_sources, 7, (N, N), "same pieces, same degrees"),
+            (swap_sources, 7, None, "the degree pass (no size)")):
+        n_last = partition(E, size, last)[1] - partition(E, size, last)[0]
+        piece = "[0, 7)" if chunk == 7 else f"[0, {n_last})"
+        expect_error(DDStoreValueError, [f"rank {last}", "drifting returned other columns",
+                                         f"local columns {piece}",
+                                         "must return the same columns every time"],
+                     put_edges, changing(change), chunk=chunk, size=sized, agree=True,
+                     store=store, agreed=True,
+                     what=f"{tag}: an edges callable that changes ({when})")
     expect_error(DDStoreIndexError, ["rows=(5, 2)", "0 <= lo <= hi"],
                  dpyg.GraphStore(store, f"{tag}-bad").put_edge_range,
                  lambda a, b: ei[:, a:b], (5, 2), agree=True, store=store)

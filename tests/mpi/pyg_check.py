@@ -299,7 +299,7 @@ def errors(store, data, fs, gs, tag):
                      store=store, what="different attributes per rank")
         lo, hi = (0, 5) if rank < 2 else partition(N, size, rank)
         expect_error(DDStoreIndexError, ["cover"], fs.put_range, data.x[lo:hi], (lo, hi),
-                     None, "ov", agree=True, store=store, what="overlapping ranges")
+                     None, "ov", agree=True, store=store, what="overlapping ranges", agreed=True)
     expect_error(DDStoreValueError, ["dtype <U1", "cannot be stored"], fs.put_tensor,
                  np.array(["a"] * N), group_name=None, attr_name="s", agree=True,
                  store=store, what="string dtype")
@@ -307,7 +307,7 @@ def errors(store, data, fs, gs, tag):
                  group_name=None, attr_name="x", agree=True, store=store)
     expect_error(DDStoreIndexError, ["destination node", "out of range [0, 5)"],
                  gs.put_edge_index, data.edge_index, edge_type=("a", "r", "b"),
-                 layout="coo", size=(N, 5), agree=True, store=store)
+                 layout="coo", size=(N, 5), agree=True, store=store, agreed=True)
     expect_error(DDStoreValueError, ["integer node ids"], gs.put_edge_range,
                  data.edge_index[:, :3].float(), (3 * rank, 3 * rank + 3), ("a", "f", "b"),
                  agree=True, store=store)

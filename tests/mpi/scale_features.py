@@ -66,7 +66,7 @@ def test_plan():
             if want is None:
                 expect_error(DDStoreMemoryError, ["does not fit", f"width={size}"],
                              lambda: ddstore.DDStore.plan(nbytes, memory_budget=budget),
-                             what=what)
+                             what=what, agreed=True)
             else:
                 got = ddstore.DDStore.plan(nbytes, memory_budget=budget, comm=comm)
                 check(got == want, f"{what} = {got}, brute force {want}")
@@ -80,7 +80,7 @@ def test_plan():
               f"default budget {s.memory_budget} vs 0.7 x {avail} / {size}")
         check(len(set(comm.allgather(s.memory_budget))) == 1, "budget agreed")
     expect_error(DDStoreMemoryError, ["does not fit", "memory budget"],
-                 lambda: ddstore.DDStore.plan(10 ** 16), what="plan(10 PB)")
+                 lambda: ddstore.DDStore.plan(10 ** 16), what="plan(10 PB)", agreed=True)
     # bad input, on every rank and on one rank only: every rank raises
     for bad in (0, -5, float("nan"), float("inf"), "1GB", True, [1]):
         expect_error(DDStoreValueError, ["memory_budget=", "positive"],
@@ -123,7 +123,7 @@ def test_plan():
             expect_error(DDStoreMemoryError, ["does not fit"],
                          lambda: ddstore.DDStore(comm, width="auto", data_nbytes=nbytes,
                                            memory_budget=budget),
-                         what=f"auto rows budget {budget_rows}")
+                         what=f"auto rows budget {budget_rows}", agreed=True)
             continue
         with ddstore.DDStore(comm, width="auto", data_nbytes=nbytes,
                              memory_budget=budget) as s:
@@ -140,7 +140,7 @@ def test_plan():
         expect_error(DDStoreMemoryError,
                      ["width=1", f"width={brute_plan(4000, 1000) or ''}"],
                      lambda: ddstore.DDStore(comm, width=1, data_nbytes=4000, memory_budget=1000),
-                     what="explicit width over budget")
+                     what="explicit width over budget", agreed=True)
     ok = ddstore.DDStore(comm, width=size, data_nbytes=4000, memory_budget=4000)
     check(ok.width == size, "explicit width within budget")
     ok.free()
