@@ -29,6 +29,35 @@ def test_failing_rank_ends_the_job(mode, nprocs):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 3])
+@pytest.mark.parametrize("mode", ["end-during-commit", "exit0-during-commit",
+                                  "exit3-during-commit", "osexit0-during-commit"])
+def test_rank_leaving_during_a_collective_fails_the_job(mode, nprocs):
+    """A rank that ends its script while the others are inside NodeMemory.commit: the
+    others get the agreed "out of step" error (caught here) and end their scripts too.
+    Before: their exit-time free waited forever for the rank already in MPI_Finalize
+    (and os._exit(0) ended the job with exit code 0, no message).  Now the leaving
+    rank's exit-time free meets the others' commit, and it ends the job, non-zero, with
+    a message naming both calls."""
+    rc, elapsed, out = launch(mode, nprocs)
+    assert rc not in (0, 124, 137), f"exit code {rc} after {elapsed:.1f}s:\n{out}"
+    assert elapsed < PROMPT, f"job took {elapsed:.1f}s to end:\n{out}"
+    assert "while other ranks are inside a collective call" in out, out
+    assert "called NodeMemory.commit('mem')" in out and "called free() (exiting)" in out, out
+
+
+@pytest.mark.mpi
+def test_exit_time_free_waits_a_bounded_time():
+    """A rank ends its script while the others wait in a plain MPI Barrier: its free at
+    exit gives up after DDSTORE_EXIT_TIMEOUT seconds and ends the job (before: both
+    waited until the timeout killed them)."""
+    rc, elapsed, out = launch("end-during-barrier", 2, env={"DDSTORE_EXIT_TIMEOUT": "2"})
+    assert rc not in (0, 124, 137), f"exit code {rc} after {elapsed:.1f}s:\n{out}"
+    assert elapsed < PROMPT, f"job took {elapsed:.1f}s to end:\n{out}"
+    assert "was not joined by all 2 ranks" in out and "within 2 s" in out, out
+
+
+@pytest.mark.mpi
 def test_sys_exit_under_mpi4py_runner_ends_the_job():
     # python -m mpi4py aborts on sys.exit(n != 0); the exit-time free must not wait first
     rc, elapsed, out = launch("exit", 2, runner=("-m", "mpi4py"))
