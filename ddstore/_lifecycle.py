@@ -8,9 +8,10 @@ import sys
 import time
 
 from . import _collective
-from .errors import DDStoreError
+from .errors import DDStoreError, DDStoreStateError
 
-__all__ = ["abort_on_exception", "register", "unregister", "exit_timeout", "check_launch"]
+__all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
+           "launch_error"]
 
 EXIT_TIMEOUT = 10.0  # seconds; environment DDSTORE_EXIT_TIMEOUT
 _REAL_OS_EXIT = os._exit
@@ -177,3 +178,43 @@ def register(store):
 def unregister(store):
     if store in _LIVE_STORES:
         _LIVE_STORES.remove(store)
+
+
+# ------------------------------------------------------------------ launch size
+# Variables in which a launcher states how many processes it started, and the launcher.
+# Each is set only by its launcher, for every process it starts, to the size of the job
+# (MPICH's and Intel MPI's mpiexec set PMI_SIZE to its -n; srun's PMI does too).
+# SLURM_NTASKS is not one of them: an allocation's task count may exceed a job step's.
+LAUNCH_SIZE_VARIABLES = (
+    ("WORLD_SIZE", "torchrun / torch.distributed.launch"),
+    ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpiexec"),
+    ("PMI_SIZE", "an MPICH-style process manager (mpiexec, srun)"),
+    ("MV2_COMM_WORLD_SIZE", "MVAPICH's launcher"),
+)
+
+
+def launch_error(environ=None, world_size=None):
+    """``None``, or ``(DDStoreStateError, message)`` when the launch is not an MPI job of
+    the size its launcher meant: a variable of :data:`LAUNCH_SIZE_VARIABLES` says the
+    job has N processes while ``MPI.COMM_WORLD`` has another size.  The usual cause:
+    ``torchrun --nproc_per_node N script.py`` starts N processes that are each an MPI
+    job of one rank (they would then wait forever in torch's rendezvous or train on
+    disjoint stores).  ``environ`` / ``world_size`` default to ``os.environ`` and
+    ``MPI.COMM_WORLD.Get_size()`` (parameters for tests)."""
+    environ = os.environ if environ is None else environ
+    if world_size is None:
+        from mpi4py import MPI
+        world_size = MPI.COMM_WORLD.Get_size()
+    for var, launcher in LAUNCH_SIZE_VARIABLES:
+        text = environ.get(var, "").strip()
+        if not text.isdigit() or int(text) == world_size:
+            continue
+        n = int(text)
+        return (DDStoreStateError,
+                f"this process belongs to a job of {n} processes ({var}={n}, set by "
+                f"{launcher}) but its MPI world (MPI.COMM_WORLD) has {world_size} "
+                f"rank{'s' if world_size != 1 else ''}: the processes were not started "
+                f"as one MPI job.  ddstore needs every process in one MPI job: launch "
+                f"with `mpiexec -n {n} python script.py` (torch.distributed is started "
+                f"over MPI by ddstore.distributed.init_torch_distributed), not torchrun")
+    return None

@@ -80,3 +80,65 @@ def test_clean_run_exits_zero(nprocs):
     rc, elapsed, out = launch("clean", nprocs)
     assert rc == 0, f"exit code {rc}:\n{out}"
     assert out.count("done reading") == nprocs
+
+
+# ------------------------------------------------------------------ launch size (in-process)
+LAUNCH_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+@pytest.fixture
+def launch_env(monkeypatch):
+    """This process's launch variables cleared (pytest runs as an MPI world of one)."""
+    for var in LAUNCH_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("var", LAUNCH_VARIABLES)
+def test_launch_of_another_size_is_refused(launch_env, var):
+    """torchrun --nproc_per_node 2 makes every worker an MPI world of one with
+    WORLD_SIZE=2 (before: each waited forever in torch's rendezvous).  DDStore() refuses
+    such a launch, agreed, naming the variable and the mpiexec to use; nothing is left."""
+    from mpi4py import MPI
+    import ddstore
+    from ddstore._collective import is_agreed
+    launch_env.setenv(var, "2")
+    for comm in (MPI.COMM_SELF, MPI.COMM_WORLD):
+        with pytest.raises(ddstore.DDStoreStateError) as info:
+            ddstore.DDStore(comm)
+        msg = str(info.value)
+        assert f"{var}=2" in msg and "`mpiexec -n 2 python script.py`" in msg, msg
+        assert "has 1 rank" in msg and is_agreed(info.value), msg
+    from ddstore import _lifecycle
+    assert not _lifecycle._LIVE_STORES
+
+
+def test_launch_before_torch_rendezvous_is_refused(launch_env):
+    """The examples start torch.distributed before the store: the same check comes first
+    there, so a torchrun launch fails at once instead of blocking in the rendezvous."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+    import ddstore
+    from ddstore.distributed import init_torch_distributed
+    launch_env.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ddstore.DDStoreStateError, match=r"mpiexec -n 2 python"):
+        init_torch_distributed()
+    assert not dist.is_initialized()
+
+
+def test_launch_of_the_right_size_is_accepted(launch_env):
+    """mpiexec sets PMI_SIZE (MPICH) or OMPI_COMM_WORLD_SIZE (Open MPI) to the job's size
+    itself: equal to MPI.COMM_WORLD's size, it is no error; nor is a value that is not a
+    count."""
+    from mpi4py import MPI
+    import ddstore
+    from ddstore._lifecycle import launch_error
+    for var in LAUNCH_VARIABLES:
+        launch_env.setenv(var, "1")
+    launch_env.setenv("MV2_COMM_WORLD_SIZE", "")
+    ddstore.DDStore(MPI.COMM_SELF).free()
+    assert launch_error({"PMI_SIZE": "4", "WORLD_SIZE": "4"}, 4) is None
+    assert launch_error({"WORLD_SIZE": "x"}, 3) is None
+    err = launch_error({"PMI_SIZE": "4", "OMPI_COMM_WORLD_SIZE": "3"}, 4)
+    assert err is not None and "OMPI_COMM_WORLD_SIZE=3" in err[1] and \
+        "mpiexec -n 3" in err[1], err
