@@ -2,9 +2,10 @@
 calls: the rule").
 
 Every collective call of every layer starts with :func:`agree` on the store's
-communicator: one ``allgather`` of ``(call, error, extra)`` from every rank.  Because it
-is always the same MPI operation with the same kind of payload, ranks that are in
-*different* collective calls still meet in it, and all of them raise the same
+communicator: an ``Ibarrier`` (every rank has arrived in some agreement), then one
+``allgather`` of ``(call, error, extra)`` from every rank.  Because it is always the
+same MPI operations with the same kind of payload, ranks that are in *different*
+collective calls still meet in it, and all of them raise the same
 :class:`~ddstore.errors.DDStoreValueError` naming the ranks and their calls instead of
 waiting forever in mismatched MPI operations.  Then, if any rank reports an error (a
 bad argument, a file it cannot read, a NaN in its share), every rank raises the same
@@ -14,11 +15,63 @@ Errors raised by this module carry ``agreed = True``: every rank of the communic
 raised the same error at the same point, so a collective clean-up afterwards (the free
 that leaving ``with DDStore(...)`` runs) meets every rank.  Any other exception is local
 to one rank.
+
+An agreement normally waits as long as its peers take to arrive (a rank may compute for
+hours before its next collective call).  Inside :func:`bounded` (the free at interpreter
+exit, see :mod:`ddstore._lifecycle`) it waits at most a given number of seconds for the
+``Ibarrier``, then calls the caller's ``on_timeout`` (which ends the job).
 """
+import contextlib
+import time
+
 from .errors import DDStoreError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["agree", "as_error", "raise_errors", "is_agreed", "agreed_error",
-           "format_ranks"]
+           "format_ranks", "bounded", "last_call"]
+
+# what this rank is doing, for the messages of a job that is ended: the last collective
+# call it agreed on, and the bound of the agreements inside ``bounded`` (or None)
+_STATE = {"last": None, "bound": None}
+
+
+@contextlib.contextmanager
+def bounded(seconds, on_timeout, note):
+    """Within this block, every agreement waits at most ``seconds`` for the other ranks
+    to arrive; then ``on_timeout(seconds)`` is called (it must not return: it ends the
+    job).  ``note`` (e.g. ``"exiting"``) is shown beside this rank's call when the ranks
+    turn out to be in different calls."""
+    previous = _STATE["bound"]
+    _STATE["bound"] = (float(seconds), on_timeout, note)
+    try:
+        yield
+    finally:
+        _STATE["bound"] = previous
+
+
+def last_call():
+    """A description of the last collective call this rank agreed on (or entered), e.g.
+    ``"NodeMemory.commit('mem')"``, or None."""
+    return _STATE["last"]
+
+
+def _arrive(comm):
+    """Phase one of an agreement: wait until every rank of ``comm`` is in an agreement
+    (unbounded, or polled up to the deadline of :func:`bounded`)."""
+    request = comm.Ibarrier()
+    bound = _STATE["bound"]
+    if bound is None:
+        request.Wait()
+        return None
+    seconds, on_timeout, note = bound
+    deadline = time.monotonic() + seconds
+    pause = 0.001
+    while not request.Test():
+        if time.monotonic() >= deadline:
+            on_timeout(seconds)
+            raise RuntimeError("on_timeout returned")  # pragma: no cover
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
+    return note
 
 
 def format_ranks(ranks):
@@ -122,18 +175,21 @@ def agree(comm, call, error=None, extra=None, same=None):
     if call is not None:
         op, name = call
         call = (str(op), name if name is None or isinstance(name, str) else repr(name))
-    info = comm.allgather((call, as_error(error), extra, same))
-    calls = [c for c, _, _, _ in info]
+        _STATE["last"] = _describe(call)
+    note = _arrive(comm)
+    info = comm.allgather((call, as_error(error), extra, same, note))
+    calls = [c for c, _, _, _, _ in info]
     if any(c != calls[0] for c in calls):
         by_call = {}
-        for r, c in enumerate(calls):
-            by_call.setdefault(c, []).append(r)
+        for r, (c, *_, n) in enumerate(info):
+            by_call.setdefault((c, n), []).append(r)
         detail = "; ".join(f"{format_ranks(rs)} called {_describe(c)}"
-                           for c, rs in by_call.items())
+                           + (f" ({n})" if n else "")
+                           for (c, n), rs in by_call.items())
         raise _agreed(DDStoreValueError,
                       f"collective calls out of step: every rank must make the same "
                       f"collective calls, in the same order, with the same names "
                       f"({detail})")
-    raise_errors([e for _, e, _, _ in info])
-    _check_same(calls[0], [s for _, _, _, s in info])
-    return [x for _, _, x, _ in info]
+    raise_errors([e for _, e, _, _, _ in info])
+    _check_same(calls[0], [s for _, _, _, s, _ in info])
+    return [x for _, _, x, _, _ in info]

@@ -1,14 +1,20 @@
 """Process lifecycle of stores: the registry of live stores (freed collectively at a
-clean exit) and the abort hook that ends the whole MPI job when an exception is
-uncaught on one rank (see README, "Failure behaviour")."""
+clean exit, each wait bounded), the abort hook that ends the whole MPI job when an
+exception is uncaught on one rank, and the check that the launch is an MPI job of the
+size its launcher meant (see README, "Failure behaviour")."""
 import atexit
 import os
 import sys
 import time
 
-from .errors import DDStoreError
+from . import _collective
+from .errors import DDStoreError, DDStoreStateError
 
-__all__ = ["abort_on_exception", "register", "unregister"]
+__all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
+           "launch_error"]
+
+EXIT_TIMEOUT = 10.0  # seconds; environment DDSTORE_EXIT_TIMEOUT
+_REAL_OS_EXIT = os._exit
 
 # Stores not yet freed, in creation order (the same on every rank).  Held here so that
 # freeing, which is collective, never depends on when each rank's garbage collector drops
@@ -16,16 +22,49 @@ __all__ = ["abort_on_exception", "register", "unregister"]
 _LIVE_STORES = []
 
 
+def exit_timeout():
+    """Seconds the free at interpreter exit waits for the other ranks to join it:
+    ``DDSTORE_EXIT_TIMEOUT`` (a positive number) or 10."""
+    text = os.environ.get("DDSTORE_EXIT_TIMEOUT", "").strip()
+    try:
+        value = float(text) if text else EXIT_TIMEOUT
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        sys.stderr.write(f"[ddstore] DDSTORE_EXIT_TIMEOUT={text!r} is not a positive "
+                         f"number of seconds; using {EXIT_TIMEOUT:g}\n")
+        value = EXIT_TIMEOUT
+    return value
+
+
+def _abort_job(rank, message, code=1):
+    """Print ``message`` for this rank and end the whole MPI job (never returns)."""
+    from mpi4py import MPI
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(f"[ddstore] rank {rank}: {message}; aborting the MPI job\n")
+        sys.stderr.flush()
+        time.sleep(0.5)  # let the launcher forward the message before it ends the job
+    finally:
+        MPI.COMM_WORLD.Abort(code)
+        _REAL_OS_EXIT(code)  # pragma: no cover -- MPI_Abort may return before the kill
+
+
 @atexit.register
 def _free_live_stores():
     """Free live stores at a clean interpreter exit (collective, newest first, each
-    through the agreement of :meth:`DDStore.free`).
+    through the agreement of :meth:`DDStore.free`), every wait bounded.
+
+    The other ranks must join each free within :func:`exit_timeout` seconds, and must be
+    freeing too: a rank that ends its script (end of file, ``sys.exit(n)``) while
+    another is inside a collective call, or still running after that time, is a failed
+    job, so the job is aborted (non-zero exit code) with a message naming what the ranks
+    were doing, instead of leaving the others waiting for a rank that has gone.
 
     When an uncaught exception is ending this rank (and the abort hook is switched off),
     or ``python -m mpi4py`` is about to abort the job (``sys.exit(n)`` with ``n != 0``
-    under it), the other ranks are not exiting with it, so a collective free would wait
-    for them forever: then the windows are left to MPI_Abort / MPI_Finalize and the
-    operating system instead.
+    under it), the other ranks are not exiting with it, so no collective free is started:
+    the windows are left to MPI_Abort / MPI_Finalize and the operating system instead.
     """
     if (not _LIVE_STORES or getattr(sys, "last_value", None) is not None
             or _ABORT["status"]):
@@ -33,14 +72,26 @@ def _free_live_stores():
     from mpi4py import MPI
     if MPI.Is_finalized():
         return
+    seconds = exit_timeout()
     while _LIVE_STORES:
         store = _LIVE_STORES[-1]
+        last = _collective.last_call()
+        doing = f" (its last collective call: {last})" if last else ""
+
+        def timed_out(waited, store=store):
+            _abort_job(store.rank, f"exiting with a live DDStore, whose collective free "
+                                   f"at exit was not joined by all {store.size} ranks of "
+                                   f"its communicator within {waited:g} s "
+                                   f"(DDSTORE_EXIT_TIMEOUT): the others are still "
+                                   f"running or waiting in a call that is not a ddstore "
+                                   f"collective call; this rank ended its script{doing}")
         try:
-            store.free()
-        except DDStoreError as exc:  # out of step with another rank: nothing to wait for
-            sys.stderr.write(f"[ddstore] rank {store.rank}: store not freed at exit: "
-                             f"{exc}\n")
-            unregister(store)
+            with _collective.bounded(seconds, timed_out, "exiting"):
+                store.free()
+        except DDStoreError as exc:  # the others are inside another collective call
+            _abort_job(store.rank, f"is exiting (end of script, sys.exit or "
+                                   f"os._exit(0)) while other ranks are inside a "
+                                   f"collective call: a failed job: {exc}")
 
 
 # ------------------------------------------------------------------ failure behaviour
@@ -94,6 +145,17 @@ def _install_abort_hook():
 
     sys.excepthook = _ddstore_excepthook
 
+    # os._exit(0) skips atexit: the launcher would end the job with exit code 0 even when
+    # the other ranks are inside a collective call.  Free as a clean exit does first.
+    pid = os.getpid()
+
+    def _ddstore_os_exit(code):
+        if code == 0 and os.getpid() == pid and _ABORT["enabled"] and _LIVE_STORES:
+            _free_live_stores()
+        _REAL_OS_EXIT(code)
+
+    os._exit = _ddstore_os_exit
+
     # ``python -m mpi4py`` records a non-zero exit status (sys.exit(n), an exception)
     # and aborts in its own exit handler: note it, so that the collective free at exit
     # does not run first and wait for ranks that are not exiting.
@@ -116,3 +178,43 @@ def register(store):
 def unregister(store):
     if store in _LIVE_STORES:
         _LIVE_STORES.remove(store)
+
+
+# ------------------------------------------------------------------ launch size
+# Variables in which a launcher states how many processes it started, and the launcher.
+# Each is set only by its launcher, for every process it starts, to the size of the job
+# (MPICH's and Intel MPI's mpiexec set PMI_SIZE to its -n; srun's PMI does too).
+# SLURM_NTASKS is not one of them: an allocation's task count may exceed a job step's.
+LAUNCH_SIZE_VARIABLES = (
+    ("WORLD_SIZE", "torchrun / torch.distributed.launch"),
+    ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpiexec"),
+    ("PMI_SIZE", "an MPICH-style process manager (mpiexec, srun)"),
+    ("MV2_COMM_WORLD_SIZE", "MVAPICH's launcher"),
+)
+
+
+def launch_error(environ=None, world_size=None):
+    """``None``, or ``(DDStoreStateError, message)`` when the launch is not an MPI job of
+    the size its launcher meant: a variable of :data:`LAUNCH_SIZE_VARIABLES` says the
+    job has N processes while ``MPI.COMM_WORLD`` has another size.  The usual cause:
+    ``torchrun --nproc_per_node N script.py`` starts N processes that are each an MPI
+    job of one rank (they would then wait forever in torch's rendezvous or train on
+    disjoint stores).  ``environ`` / ``world_size`` default to ``os.environ`` and
+    ``MPI.COMM_WORLD.Get_size()`` (parameters for tests)."""
+    environ = os.environ if environ is None else environ
+    if world_size is None:
+        from mpi4py import MPI
+        world_size = MPI.COMM_WORLD.Get_size()
+    for var, launcher in LAUNCH_SIZE_VARIABLES:
+        text = environ.get(var, "").strip()
+        if not text.isdigit() or int(text) == world_size:
+            continue
+        n = int(text)
+        return (DDStoreStateError,
+                f"this process belongs to a job of {n} processes ({var}={n}, set by "
+                f"{launcher}) but its MPI world (MPI.COMM_WORLD) has {world_size} "
+                f"rank{'s' if world_size != 1 else ''}: the processes were not started "
+                f"as one MPI job.  ddstore needs every process in one MPI job: launch "
+                f"with `mpiexec -n {n} python script.py` (torch.distributed is started "
+                f"over MPI by ddstore.distributed.init_torch_distributed), not torchrun")
+    return None

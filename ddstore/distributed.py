@@ -15,12 +15,19 @@ def init_torch_distributed(comm=None, backend=None):
     set, else loopback when every rank runs on one node, else rank 0's address (its host
     name resolved on rank 0).  Returns the
     ``torch.device`` this rank should use: with ``"nccl"``, the GPU of its rank among the
-    ranks on its node; otherwise the CPU.
+    ranks on its node; otherwise the CPU.  Raises :class:`~ddstore.DDStoreStateError`
+    (every rank, before any rendezvous) when the processes were not launched as one MPI
+    job of the size their launcher meant (e.g. ``torchrun``: each process an MPI world
+    of one), naming the ``mpiexec -n N`` to use.
     """
     import torch
     import torch.distributed as dist
     from mpi4py import MPI
+    from ._collective import agree
+    from ._lifecycle import launch_error
     comm = MPI.COMM_WORLD if comm is None else comm
+    # before torch's rendezvous, which would wait forever for processes of another job
+    agree(comm, ("init_torch_distributed", None), launch_error())
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     device = torch.device("cpu")

@@ -99,6 +99,7 @@ class DDStore(RecordsAPI):
             comm = MPI.COMM_WORLD
         size = comm.Get_size()
         error, width, transport = self._check_settings(size, width, transport)
+        error = _lifecycle.launch_error() or error  # torchrun: each process a world of one
         nbytes, memory = None, None
         if error is None:
             error, nbytes, memory = memory_settings(width, data_nbytes, memory_budget)

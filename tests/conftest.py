@@ -7,9 +7,14 @@ it prints what it checked, and pytest shows that output when it fails.
 Every test that starts processes (an MPI job, a benchmark or example run as a program)
 is marked ``@pytest.mark.mpi``; ``run_mpi`` fails a test that is not, so the fast subset
 ``pytest -m "not mpi" tests`` (in-process tests only) stays fast.
+
+``DDSTORE_TEST_MAX_RANKS=N`` (default: no limit) skips, with the reason, every test that
+would start more than N ranks (its ``nprocs`` parameter, or a ``run_mpi`` call), for
+machines too small to oversubscribe 3-4 ranks.
 """
 import collections
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +38,25 @@ def pytest_configure(config):
 
 
 _CURRENT = {"item": None}  # the test being run, for run_mpi's marker check
+
+
+def max_ranks():
+    """``DDSTORE_TEST_MAX_RANKS`` as an int, or None (no limit)."""
+    text = os.environ.get("DDSTORE_TEST_MAX_RANKS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise pytest.UsageError(f"DDSTORE_TEST_MAX_RANKS={text!r}: expected a positive "
+                                f"integer (the most ranks a test may start)")
+    return int(text)
+
+
+def _over_max_ranks(nprocs):
+    """The skip reason when ``nprocs`` ranks exceed DDSTORE_TEST_MAX_RANKS, else None."""
+    limit = max_ranks()
+    if limit is not None and int(nprocs) > limit:
+        return f"needs {nprocs} ranks, more than DDSTORE_TEST_MAX_RANKS={limit}"
+    return None
 
 
 @pytest.fixture(autouse=True)
@@ -78,6 +102,9 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
     ``check=False`` an :class:`MPIResult` is returned whatever the exit code.
     """
     require_mpi_marker()
+    reason = _over_max_ranks(nprocs)
+    if reason is not None:
+        pytest.skip(reason)
     if script == "-m":
         target = ["-m"]
     else:
@@ -165,6 +192,11 @@ def _shared_spec(item):
 def pytest_collection_modifyitems(session, config, items):
     plan = collections.OrderedDict()
     for item in items:
+        params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+        reason = _over_max_ranks(params["nprocs"]) if "nprocs" in params else None
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
+            continue
         spec = _shared_spec(item)
         if spec is not None:
             runs = plan.setdefault(spec[0], [])
@@ -219,11 +251,37 @@ def shared_launch(request, tmp_path_factory):
                     f"it (exit code {result.returncode}).\n{head}\n{result.output}")
     out = sections[key]
     name = os.path.splitext(program)[0]
-    summary = [ln for ln in out.splitlines() if ln.startswith(f"{name}: ")
-               and " checks, " in ln]
-    if result.returncode in (124, 137) and not summary:
+    summary = summary_of(out, name)
+    if result.returncode in (124, 137) and summary is None:
         pytest.fail(f"timed out (deadlock?) in {program}\n{head}\n{result.output}")
-    if not summary or f" 0 failures {on_ranks(nprocs)}" not in summary[-1]:
-        pytest.fail(f"{program} {' '.join(args)} failed on {nprocs} rank(s)\n{head}\n"
-                    f"{out if summary else result.output}")
+    problem = summary_problem(summary, name, nprocs)
+    if problem is not None:
+        pytest.fail(f"{program} {' '.join(args)} failed on {nprocs} rank(s): {problem}\n"
+                    f"{head}\n{out if summary else result.output}")
     return out
+
+
+def summary_of(text, name):
+    """``(checks, failures, ranks)`` of the last summary line that program ``name``'s
+    harness printed in ``text`` (``<name>: <n> checks, <m> failures on <k> rank(s)``),
+    found anywhere in a line (another rank's unfinished output may precede it), or None.
+    """
+    found = re.findall(rf"{re.escape(name)}: (\d+) checks, (\d+) failures on (\d+) "
+                       rf"ranks?\b", text)
+    return tuple(int(v) for v in found[-1]) if found else None
+
+
+def summary_problem(summary, name, nprocs):
+    """Why a program's summary (from :func:`summary_of`) is not a pass on ``nprocs``
+    ranks, or None when it is one: no summary, no check run, a failure, another rank
+    count."""
+    if summary is None:
+        return f"no summary line '{name}: N checks, M failures on ...' found"
+    checks, failed, ranks = summary
+    if checks == 0:
+        return "it ran 0 checks"
+    if failed:
+        return f"{failed} failed checks"
+    if ranks != nprocs:
+        return f"the summary is for {ranks} ranks"
+    return None

@@ -29,6 +29,35 @@ def test_failing_rank_ends_the_job(mode, nprocs):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 3])
+@pytest.mark.parametrize("mode", ["end-during-commit", "exit0-during-commit",
+                                  "exit3-during-commit", "osexit0-during-commit"])
+def test_rank_leaving_during_a_collective_fails_the_job(mode, nprocs):
+    """A rank that ends its script while the others are inside NodeMemory.commit: the
+    others get the agreed "out of step" error (caught here) and end their scripts too.
+    Before: their exit-time free waited forever for the rank already in MPI_Finalize
+    (and os._exit(0) ended the job with exit code 0, no message).  Now the leaving
+    rank's exit-time free meets the others' commit, and it ends the job, non-zero, with
+    a message naming both calls."""
+    rc, elapsed, out = launch(mode, nprocs)
+    assert rc not in (0, 124, 137), f"exit code {rc} after {elapsed:.1f}s:\n{out}"
+    assert elapsed < PROMPT, f"job took {elapsed:.1f}s to end:\n{out}"
+    assert "while other ranks are inside a collective call" in out, out
+    assert "called NodeMemory.commit('mem')" in out and "called free() (exiting)" in out, out
+
+
+@pytest.mark.mpi
+def test_exit_time_free_waits_a_bounded_time():
+    """A rank ends its script while the others wait in a plain MPI Barrier: its free at
+    exit gives up after DDSTORE_EXIT_TIMEOUT seconds and ends the job (before: both
+    waited until the timeout killed them)."""
+    rc, elapsed, out = launch("end-during-barrier", 2, env={"DDSTORE_EXIT_TIMEOUT": "2"})
+    assert rc not in (0, 124, 137), f"exit code {rc} after {elapsed:.1f}s:\n{out}"
+    assert elapsed < PROMPT, f"job took {elapsed:.1f}s to end:\n{out}"
+    assert "was not joined by all 2 ranks" in out and "within 2 s" in out, out
+
+
+@pytest.mark.mpi
 def test_sys_exit_under_mpi4py_runner_ends_the_job():
     # python -m mpi4py aborts on sys.exit(n != 0); the exit-time free must not wait first
     rc, elapsed, out = launch("exit", 2, runner=("-m", "mpi4py"))
@@ -51,3 +80,65 @@ def test_clean_run_exits_zero(nprocs):
     rc, elapsed, out = launch("clean", nprocs)
     assert rc == 0, f"exit code {rc}:\n{out}"
     assert out.count("done reading") == nprocs
+
+
+# ------------------------------------------------------------------ launch size (in-process)
+LAUNCH_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+@pytest.fixture
+def launch_env(monkeypatch):
+    """This process's launch variables cleared (pytest runs as an MPI world of one)."""
+    for var in LAUNCH_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("var", LAUNCH_VARIABLES)
+def test_launch_of_another_size_is_refused(launch_env, var):
+    """torchrun --nproc_per_node 2 makes every worker an MPI world of one with
+    WORLD_SIZE=2 (before: each waited forever in torch's rendezvous).  DDStore() refuses
+    such a launch, agreed, naming the variable and the mpiexec to use; nothing is left."""
+    from mpi4py import MPI
+    import ddstore
+    from ddstore._collective import is_agreed
+    launch_env.setenv(var, "2")
+    for comm in (MPI.COMM_SELF, MPI.COMM_WORLD):
+        with pytest.raises(ddstore.DDStoreStateError) as info:
+            ddstore.DDStore(comm)
+        msg = str(info.value)
+        assert f"{var}=2" in msg and "`mpiexec -n 2 python script.py`" in msg, msg
+        assert "has 1 rank" in msg and is_agreed(info.value), msg
+    from ddstore import _lifecycle
+    assert not _lifecycle._LIVE_STORES
+
+
+def test_launch_before_torch_rendezvous_is_refused(launch_env):
+    """The examples start torch.distributed before the store: the same check comes first
+    there, so a torchrun launch fails at once instead of blocking in the rendezvous."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+    import ddstore
+    from ddstore.distributed import init_torch_distributed
+    launch_env.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ddstore.DDStoreStateError, match=r"mpiexec -n 2 python"):
+        init_torch_distributed()
+    assert not dist.is_initialized()
+
+
+def test_launch_of_the_right_size_is_accepted(launch_env):
+    """mpiexec sets PMI_SIZE (MPICH) or OMPI_COMM_WORLD_SIZE (Open MPI) to the job's size
+    itself: equal to MPI.COMM_WORLD's size, it is no error; nor is a value that is not a
+    count."""
+    from mpi4py import MPI
+    import ddstore
+    from ddstore._lifecycle import launch_error
+    for var in LAUNCH_VARIABLES:
+        launch_env.setenv(var, "1")
+    launch_env.setenv("MV2_COMM_WORLD_SIZE", "")
+    ddstore.DDStore(MPI.COMM_SELF).free()
+    assert launch_error({"PMI_SIZE": "4", "WORLD_SIZE": "4"}, 4) is None
+    assert launch_error({"WORLD_SIZE": "x"}, 3) is None
+    err = launch_error({"PMI_SIZE": "4", "OMPI_COMM_WORLD_SIZE": "3"}, 4)
+    assert err is not None and "OMPI_COMM_WORLD_SIZE=3" in err[1] and \
+        "mpiexec -n 3" in err[1], err

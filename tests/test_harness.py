@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import MPI_DIR, run_mpi
+from conftest import MPI_DIR, run_mpi, summary_of, summary_problem
 
 PROMPT = 30  # seconds; the job used to wait for ``timeout`` (180 s) instead
 
@@ -73,6 +73,69 @@ def test_a_raising_script_ends_the_shared_job(tmp_path):
     assert "[rank 1] ValueError: block broke" in r.output, r.output
     assert "after ran" not in r.output, r.output
     assert not (tmp_path / "0.1.out").exists() and (tmp_path / "0.1.out.part").exists()
+
+
+@pytest.mark.mpi
+def test_program_that_checks_nothing_fails():
+    """A program whose conditions are all asserts (or counted by itself) ran 0 checks:
+    it proves nothing, so the job fails (before: it exited 0 and its test passed)."""
+    r = run_mpi("harness_selftest.py", 2, "none", timeout=90, check=False)
+    assert r.returncode not in (0, 124, 137), f"exit {r.returncode}:\n{r.output}"
+    assert "FAIL: harness_selftest ran 0 checks" in r.output, r.output
+    assert summary_problem(summary_of(r.output, "harness_selftest"), "harness_selftest",
+                           2) == "it ran 0 checks", r.output
+    # in a shared job too: the job fails, and the program's own verdict is "0 checks"
+    r = run_mpi("checks.py", 2, "harness_selftest.py", "none", "+", "harness_selftest.py",
+                "pass", timeout=90, check=False)
+    assert r.returncode not in (0, 124, 137), f"exit {r.returncode}:\n{r.output}"
+    assert summary_of(r.output.split("=== harness_selftest.py pass")[0],
+                      "harness_selftest") == (0, 1, 2), r.output
+
+
+@pytest.mark.mpi
+def test_summary_is_a_line_of_its_own():
+    """Rank 1 leaves an unfinished line just before rank 0's summary (as a rank's block
+    buffer flushed mid-line once did: '...as expectedcore_errors: 458 checks, ...'): the
+    summary still starts a line of its own, after every rank's output."""
+    r = run_mpi("harness_selftest.py", 2, "mixed", timeout=90, check=False)
+    assert r.returncode == 0, f"exit {r.returncode}:\n{r.output}"
+    assert "harness_selftest: 2 checks, 0 failures on 2 ranks" in r.output.splitlines(), \
+        r.output
+    assert "rank 1 output without a newline" in r.output, r.output
+
+
+def test_summary_matcher_finds_mixed_lines_and_refuses_what_proves_nothing():
+    """conftest.summary_of finds a summary anywhere in a line (another rank's output
+    before it on the line); summary_problem passes only checks > 0, 0 failures, the
+    right rank count, and says why anything else fails."""
+    mixed = ("[rank 1] error raised as expectedcore_errors: 458 checks, 0 failures on 2 "
+             "ranks\nmore output\n")
+    assert summary_of(mixed, "core_errors") == (458, 0, 2)
+    assert summary_problem(summary_of(mixed, "core_errors"), "core_errors", 2) is None
+    assert summary_of(mixed, "core_roundtrip") is None
+    assert "no summary line" in summary_problem(None, "core_errors", 2)
+    one = "x: 3 checks, 0 failures on 1 rank (all)\n"
+    assert summary_of(one, "x") == (3, 0, 1)
+    assert summary_problem((0, 0, 2), "x", 2) == "it ran 0 checks"
+    assert summary_problem((5, 1, 2), "x", 2) == "1 failed checks"
+    assert summary_problem((5, 0, 3), "x", 2) == "the summary is for 3 ranks"
+    # the last summary counts (a program's section holds one; never an earlier one)
+    two = "x: 5 checks, 0 failures on 2 ranks\nx: 5 checks, 2 failures on 2 ranks\n"
+    assert summary_problem(summary_of(two, "x"), "x", 2) == "2 failed checks"
+
+
+def test_max_ranks_skips_larger_launches(monkeypatch):
+    """DDSTORE_TEST_MAX_RANKS caps the ranks a test may start (scripts/test.sh header):
+    larger ones are skipped with the reason, never run or passed."""
+    import conftest
+    monkeypatch.setenv("DDSTORE_TEST_MAX_RANKS", "2")
+    assert conftest._over_max_ranks(2) is None
+    assert conftest._over_max_ranks(3) == "needs 3 ranks, more than DDSTORE_TEST_MAX_RANKS=2"
+    monkeypatch.delenv("DDSTORE_TEST_MAX_RANKS")
+    assert conftest._over_max_ranks(64) is None
+    monkeypatch.setenv("DDSTORE_TEST_MAX_RANKS", "two")
+    with pytest.raises(pytest.UsageError, match="DDSTORE_TEST_MAX_RANKS"):
+        conftest.max_ranks()
 
 
 def test_every_mpi_program_runs_through_the_harness():

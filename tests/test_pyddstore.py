@@ -7,8 +7,9 @@ import pytest
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 @pytest.mark.shared_launch("pyddstore_roundtrip.py", timeout=120)
 def test_pyddstore_roundtrip(shared_launch, nprocs):
-    out = shared_launch
-    assert f"pyddstore_roundtrip: {nprocs} ranks" in out and "checks passed" in out, out
+    from conftest import summary_of
+    checks, failed, ranks = summary_of(shared_launch, "pyddstore_roundtrip")
+    assert checks > 0 and failed == 0 and ranks == nprocs, shared_launch
 
 
 def test_pyddstore_in_process_round_trip():

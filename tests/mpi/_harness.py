@@ -7,7 +7,12 @@ Every program puts its work in a ``main()`` and ends with ``run_main(main)``:
   other ranks waiting in a collective call until ``timeout`` kills them;
 - after ``main()`` returns on every rank, the ranks allreduce their number of failed
   checks, rank 0 prints the summary, and every rank exits 1 if any rank failed a check
-  (0 otherwise): all ranks agree on the result.
+  (0 otherwise): all ranks agree on the result.  A program that ran no check at all
+  (every condition an ``assert``, or a count of its own) fails: a check is counted only
+  through :func:`check` / :func:`expect_error`.
+- the summary is one line written by rank 0 alone, after every rank has flushed its
+  output, and it starts on a line of its own (a leading newline), so that another rank's
+  unfinished line cannot run into it (``conftest.summary_of`` reads it).
 
 Several programs can run in one job (``tests/mpi/checks.py``, which saves each launch's
 start-up: the interpreter, torch and MPI on every rank): ``run_main`` then prints the
@@ -139,11 +144,20 @@ def run_main(main, *args, name=None, note=""):
         main(*args)
     except BaseException:  # noqa: BLE001 -- SystemExit and KeyboardInterrupt included
         abort_job(name)
+    sys.stdout.flush()
+    sys.stderr.flush()
     nfail = comm.allreduce(len(failures))
     nchecks = comm.allreduce(counts["checks"])
-    if rank == 0:
-        print(f"{name}: {nchecks} checks, {nfail} failures on {size} "
-              f"rank{'s' if size != 1 else ''}" + (f" {note}" if note else ""), flush=True)
+    if nchecks == 0:  # a program that checked nothing proves nothing: refused
+        nfail += 1
+        if rank == 0:
+            print(f"\n[rank 0] FAIL: {name} ran 0 checks (count them through check() "
+                  f"or expect_error())", flush=True)
+    comm.Barrier()  # every rank's own output is written before the summary
+    if rank == 0:  # one write, on a line of its own
+        sys.stdout.write(f"\n{name}: {nchecks} checks, {nfail} failures on {size} "
+                         f"rank{'s' if size != 1 else ''}" + (f" {note}" if note else "")
+                         + "\n")
     sys.stdout.flush()
     if combined["active"]:
         combined["failed"] += nfail

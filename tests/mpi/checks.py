@@ -75,7 +75,9 @@ def main(argv):
     real = sys.stdout
     for i, (prog, *args) in enumerate(programs(argv)):
         if _harness.rank == 0:
-            print(f"=== {' '.join([prog] + args)}", flush=True)
+            # on a line of its own, whatever another rank left unfinished
+            sys.stdout.write(f"\n=== {' '.join([prog] + args)}\n")
+            sys.stdout.flush()
         if out_dir is not None:
             done = os.path.join(out_dir, f"{i}.{_harness.rank}.out")
             sys.stdout = _Tee(real, done + ".part")

@@ -6,7 +6,7 @@ Usage: timeout 300 mpiexec -n 2 python core_bigrow.py    (needs about 5 GB of me
 import numpy as np
 from mpi4py import MPI
 
-from _harness import run_main
+from _harness import check, run_main
 
 import ddstore
 
@@ -40,8 +40,8 @@ def main():
                 store.read_ranges("big", [0], [1], out=out, per_row_lock=per_row_lock)
                 for a in range(0, WORDS, PIECE):
                     b = min(WORDS, a + PIECE)
-                    assert np.array_equal(out[0, a:b], pattern(a, b)), \
-                        f"per_row_lock={per_row_lock}: words [{a}, {b}) differ"
+                    check(np.array_equal(out[0, a:b], pattern(a, b)),
+                          f"per_row_lock={per_row_lock}: words [{a}, {b}) differ")
                 print(f"rank {rank}: row of {ROW} bytes read byte-exact, "
                       f"per_row_lock={per_row_lock}", flush=True)
         comm.Barrier()

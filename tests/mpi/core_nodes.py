@@ -9,7 +9,7 @@ nodes on every rank with a clear error.
 import numpy as np
 from mpi4py import MPI
 
-from _harness import run_main
+from _harness import check, run_main
 
 import ddstore
 
@@ -26,23 +26,25 @@ def main():
         group = set(range(rank - rank % width, rank - rank % width + width))
         with ddstore.DDStore(comm, width=width, transport="auto") as store:
             expected_peers = len((group & node_ranks) - {rank})
-            assert store.shm_peers == expected_peers, (store.shm_peers,
-                                                             expected_peers)
+            check(store.shm_peers == expected_peers,
+                  f"width={width}: shm_peers {store.shm_peers}, expected {expected_peers}")
             total = 50 * width
             data = np.random.default_rng(3).standard_normal((total, 9)).astype(np.float32)
             lo, hi = ddstore.partition(total, width, store.group_rank)
             store.add("x", data[lo:hi])
             idx = np.random.default_rng(rank).integers(0, total, 400)
-            assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
-            assert store.get_range("x", 0, total).tobytes() == data.tobytes()
+            check(store.get_batch("x", idx).tobytes() == data[idx].tobytes(),
+                  f"width={width}: get_batch bytes differ")
+            check(store.get_range("x", 0, total).tobytes() == data.tobytes(),
+                  f"width={width}: get_range bytes differ")
         spans_nodes = not group <= node_ranks
         spans_anywhere = comm.allreduce(spans_nodes, op=MPI.LOR)
         try:
             ddstore.DDStore(comm, width=width, transport="shm").free()
-            assert not spans_anywhere, "transport='shm' accepted a group spanning nodes"
+            check(not spans_anywhere, "transport='shm' accepted a group spanning nodes")
         except ddstore.DDStoreValueError as exc:
-            assert spans_anywhere, f"unexpected error: {exc}"
-            assert "transport='shm'" in str(exc) and f"width={width}" in str(exc), str(exc)
+            check(spans_anywhere, f"unexpected error: {exc}")
+            check("transport='shm'" in str(exc) and f"width={width}" in str(exc), str(exc))
         if rank == 0:
             print(f"width={width}: shm peers {expected_peers}, spans nodes: {spans_anywhere}",
                   flush=True)

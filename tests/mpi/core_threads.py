@@ -11,7 +11,7 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
-from _harness import run_main
+from _harness import check, run_main
 
 import ddstore
 
@@ -64,7 +64,7 @@ def main():
         for t in threads:
             t.join()
         comm.Barrier()
-        assert not errors, errors[:5]
+        check(not errors, f"{transport}: {errors[:5]}")
         print(f"rank {rank}: {THREADS} threads read byte-exact over {transport}", flush=True)
 
 

@@ -15,6 +15,15 @@ MODE is what the last rank does after 0.5 s of reading:
   kill-in-commit, raise-in-commit   SIGKILL / an uncaught exception while the others
                         run NodeMemory.commit() after commit (the faulty rank commits
                         with them for 0.5 s first)
+  end-during-commit, exit0-during-commit, exit3-during-commit, osexit0-during-commit
+                        the faulty rank commits with the others for 0.5 s, then ends its
+                        script (end of file, sys.exit(0), sys.exit(3), os._exit(0))
+                        while they go on committing; they catch the "out of step" error
+                        and end their script too (the exit-time free must not wait for
+                        the rank that has gone, and the job must fail, with a message)
+  end-during-barrier    the faulty rank ends its script while the others wait in a plain
+                        MPI Barrier (not a ddstore call): its exit-time free must give up
+                        after DDSTORE_EXIT_TIMEOUT seconds and end the job
 The other ranks read (and check) rows for READ_SECONDS (default 60) unless the job is
 ended first; the test asserts that a fault ends the whole job within seconds, with a
 non-zero exit code, and that a clean run exits 0.
@@ -73,6 +82,32 @@ if mode in ("kill-in-commit", "raise-in-commit"):
     if mode == "kill-in-commit":
         os.kill(os.getpid(), signal.SIGKILL)
     raise RuntimeError("injected failure")
+if mode.endswith("-during-commit"):
+    from ddstore.temporal import NodeMemory
+    mem = NodeMemory(store, "mem", n, 4, 2)
+    rng = np.random.default_rng(rank)
+    t0 = time.perf_counter()
+    try:
+        while time.perf_counter() - t0 < limit:
+            nodes = rng.integers(0, n, 32)
+            mem.write(nodes, rng.standard_normal((32, 4)).astype(np.float32), time.time())
+            mem.commit()  # the others are here when the faulty rank leaves
+    except ddstore.DDStoreError as exc:  # caught: this rank goes on to its own exit
+        print(f"rank {rank}: commit raised {exc}", flush=True)
+    if faulty:
+        print(f"rank {rank}: leaving with {mode}", flush=True)
+        if mode.startswith("exit0"):
+            sys.exit(0)
+        if mode.startswith("exit3"):
+            sys.exit(3)
+        if mode.startswith("osexit0"):
+            os._exit(0)
+    sys.exit(0)  # end of script
+if mode == "end-during-barrier":
+    if faulty:
+        sys.exit(0)
+    comm.Barrier()  # the faulty rank never comes: it waits at exit in the store's free
+    raise AssertionError("the Barrier returned without the faulty rank")
 rng = np.random.default_rng(rank)
 t0 = time.perf_counter()
 while time.perf_counter() - t0 < limit:

@@ -15,7 +15,7 @@ import torch
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import run_main, shared_tmpdir  # noqa: E402
+from _harness import check, run_main, shared_tmpdir  # noqa: E402
 from graphs_common import (assert_batch_equal, assert_graph_equal,  # noqa: E402
                            rich_sample, tensor_sample)
 
@@ -30,7 +30,16 @@ rank, size = comm.rank, comm.size
 N_RICH, N_TENSOR = 24, 36  # 36 divides evenly over 1..4 ranks
 rich = [rich_sample(i) for i in range(N_RICH)]
 tens = [tensor_sample(i) for i in range(N_TENSOR)]
-checks = 0
+
+
+def same_graphs(compare, got, want, what):
+    """One check: ``compare`` (an ``assert_*_equal`` of graphs_common) finds ``got`` equal
+    to ``want``; a difference is a failed check with its message."""
+    try:
+        compare(got, want, what)
+    except AssertionError as exc:
+        return check(False, str(exc))
+    return check(True, what)
 
 
 class Recording(torch.utils.data.Dataset):
@@ -49,34 +58,32 @@ class Recording(torch.utils.data.Dataset):
 
 def check_all(ds, originals, tag):
     """Every graph, one at a time and in batches, equals its original."""
-    global checks
-    assert len(ds) == len(originals), f"{tag}: len {len(ds)} != {len(originals)}"
+    if not check(len(ds) == len(originals), f"{tag}: len {len(ds)} != {len(originals)}"):
+        return
     for i, want in enumerate(originals):
-        assert_graph_equal(ds[i], want, f"{tag} graph {i}")
-        checks += 1
+        same_graphs(assert_graph_equal, ds[i], want, f"{tag} graph {i}")
     rng = np.random.default_rng(7 + rank)
     idx = rng.integers(0, len(originals), 40)
     idx[:3] = [0, 0, len(originals) - 1]  # duplicates and the last one
     for i, got in zip(idx, ds.__getitems__(idx)):
-        assert_graph_equal(got, originals[i], f"{tag} __getitems__ graph {i}")
-        checks += 1
+        same_graphs(assert_graph_equal, got, originals[i], f"{tag} __getitems__ graph {i}")
     batch = ds.get_batch(idx)
-    assert batch.num_graphs == len(idx)
+    check(batch.num_graphs == len(idx), f"{tag}: get_batch num_graphs {batch.num_graphs}")
     if ds.layout.fast:
         ref = Batch.from_data_list([originals[i] for i in idx])
-        assert_batch_equal(batch, ref, f"{tag} get_batch")
+        same_graphs(assert_batch_equal, batch, ref, f"{tag} get_batch")
         # PyG's own to_data_list turns 0-d tensors into [1]; compare with its reference
         for i, got, want in zip(idx, batch.to_data_list(), ref.to_data_list()):
-            assert_graph_equal(got, want, f"{tag} batch.to_data_list graph {i}")
+            same_graphs(assert_graph_equal, got, want, f"{tag} batch.to_data_list graph {i}")
     else:
-        assert torch.equal(batch.x, torch.cat([originals[i].x for i in idx]))
-        assert torch.equal(batch.gid, torch.cat([originals[i].gid for i in idx]))
-    checks += 1
+        check(torch.equal(batch.x, torch.cat([originals[i].x for i in idx])),
+              f"{tag} get_batch: x differs")
+        check(torch.equal(batch.gid, torch.cat([originals[i].gid for i in idx])),
+              f"{tag} get_batch: gid differs")
 
 
 def check_epoch(ds, originals, tag, loader_kind):
     """A DataLoader epoch under DistributedSampler: every graph exactly once overall."""
-    global checks
     sampler = torch.utils.data.DistributedSampler(ds, num_replicas=size, rank=rank,
                                                   shuffle=True, seed=3)
     sampler.set_epoch(2)
@@ -91,11 +98,10 @@ def check_epoch(ds, originals, tag, loader_kind):
             seen.append(gid)
             want = originals[gid]
             for key in ("x", "edge_index", "y"):
-                assert torch.equal(got[key], want[key]), f"{tag}: graph {gid} {key}"
+                check(torch.equal(got[key], want[key]), f"{tag}: graph {gid} {key}")
     everyone = sorted(sum(comm.allgather(seen), []))
-    assert everyone == list(range(len(originals))), \
-        f"{tag} {loader_kind}: epoch saw {everyone}"
-    checks += 1
+    check(everyone == list(range(len(originals))),
+          f"{tag} {loader_kind}: epoch saw {everyone}")
 
 
 def main():
@@ -140,9 +146,6 @@ def main():
                     ids = graphs.GraphDataset.from_samples(store, "ising", ising,
                                                            progress=False)
                     check_all(ids, [ising[i] for i in range(12)], f"{tag} ising")
-    total = comm.allreduce(checks)
-    if rank == 0:
-        print(f"graphs_roundtrip: {size} ranks, {total} checks passed")
 
 
 run_main(main)

@@ -9,8 +9,12 @@ MODE:
   error   expect_error on a call that raises nothing (rank 1) or the wrong type
           (the others): every rank exits non-zero
   pass    every check passes: exit 0
+  none    no check at all (the program only asserts): refused, every rank exits non-zero
+  mixed   like pass, but rank 1 leaves an unfinished line (no newline) on its output
+          just before the summary: the summary must still be a line of its own
 """
 import sys
+import time
 
 from _harness import check, comm, expect_error, rank, run_main, size
 
@@ -30,6 +34,14 @@ def main():
             if rank != 1:
                 raise KeyError("not a ValueError")
         expect_error(ValueError, "bad", bad, what="injected", agree=True)
+    elif MODE == "none":
+        assert comm.allreduce(1) == size  # an assert is not a counted check
+    elif MODE == "mixed":
+        check(comm.allreduce(1) == size, "allreduce counts every rank")
+        if rank == 1:
+            sys.stdout.write("rank 1 output without a newline")
+            sys.stdout.flush()
+            time.sleep(0.5)  # the launcher has forwarded it before rank 0's summary
     elif MODE == "pass":
         check(comm.allreduce(1) == size, "allreduce counts every rank")
         msg = expect_error(ValueError, ("bad", 3), int, "bad 3", what="int('bad 3')",

@@ -14,12 +14,11 @@ from mpi4py import MPI
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import pyddstore as dds  # noqa: E402
-from _harness import counts, expect_error, run_main  # noqa: E402
+from _harness import check, expect_error, run_main  # noqa: E402
 from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size
-checks = 0
 
 
 def chunk_sizes(total, parts):
@@ -32,10 +31,9 @@ def chunk_sizes(total, parts):
 
 
 def same(got, want, what):
-    global checks
-    assert got.dtype == want.dtype and got.shape == want.shape, what
-    assert got.tobytes() == want.tobytes(), f"{what}: bytes differ"
-    checks += 1
+    """One check: same dtype, shape and bytes."""
+    return check(got.dtype == want.dtype and got.shape == want.shape and
+                 got.tobytes() == want.tobytes(), f"{what}: dtype, shape or bytes differ")
 
 
 def run(width, transport):
@@ -176,9 +174,6 @@ def main():
         run(width, "auto")
     if size > 1:
         run(size, "rma")
-    total = comm.allreduce(checks + counts["errors"])
-    if rank == 0:
-        print(f"pyddstore_roundtrip: {size} ranks, widths {widths}, {total} checks passed")
 
 
 run_main(main)
