@@ -15,9 +15,12 @@ raised the same error at the same point, so a collective clean-up afterwards (th
 that leaving ``with DDStore(...)`` runs) meets every rank.  Any other exception is local
 to one rank.
 """
+import contextlib
+
 from .errors import DDStoreError, DDStoreValueError
 
-__all__ = ["agree", "as_error", "raise_errors", "is_agreed", "format_ranks"]
+__all__ = ["agree", "as_error", "raise_errors", "is_agreed", "mark_agreed",
+           "raised_alike", "format_ranks"]
 
 
 def format_ranks(ranks):
@@ -38,9 +41,30 @@ def as_error(error):
 
 
 def _agreed(cls, message):
-    exc = cls(message)
+    return mark_agreed(cls(message))
+
+
+def mark_agreed(exc):
+    """``exc``, marked as raised alike on every rank (see :func:`is_agreed`).  For an
+    error that a layer raises from values every rank holds after an agreement (the
+    gathered ``extra``, agreed settings, the result of a collective reduction): every
+    rank raises it at the same point, so a collective clean-up (a transaction's
+    rollback) meets every rank.  Never for an error decided from this rank's own
+    data: agree on that first."""
     exc.agreed = True
     return exc
+
+
+@contextlib.contextmanager
+def raised_alike():
+    """``with raised_alike():`` a block that decides only from values every rank holds
+    (what an agreement gathered, agreed settings): a :class:`DDStoreError` it raises is
+    raised alike on every rank, and is marked so (:func:`mark_agreed`)."""
+    try:
+        yield
+    except DDStoreError as exc:
+        exc.agreed = True
+        raise
 
 
 def is_agreed(exc):
