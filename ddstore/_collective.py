@@ -26,8 +26,8 @@ import time
 
 from .errors import DDStoreError, DDStoreMemoryError, DDStoreValueError
 
-__all__ = ["agree", "as_error", "raise_errors", "is_agreed", "agreed_error",
-           "format_ranks", "bounded", "last_call"]
+__all__ = ["agree", "as_error", "raise_errors", "is_agreed", "mark_agreed",
+           "raised_alike", "format_ranks", "bounded", "last_call"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
 # call it agreed on, and the bound of the agreements inside ``bounded`` (or None)
@@ -93,18 +93,31 @@ def as_error(error):
     return cls, f"{type(error).__name__}: {error}"
 
 
-def agreed_error(cls, message):
-    """``cls(message)`` marked agreed (:func:`is_agreed`), to ``raise``: for an error that
-    every rank computes alike from values they all gathered (after :func:`agree` or an
-    ``allgather``), e.g. ranges that overlap or a node id beyond the agreed size.  Every
-    error raised on every rank at one point carries the mark, so that a collective
-    clean-up afterwards (the free of ``with DDStore(...)``) meets every rank."""
-    exc = cls(message)
+def _agreed(cls, message):
+    return mark_agreed(cls(message))
+
+
+def mark_agreed(exc):
+    """``exc``, marked as raised alike on every rank (see :func:`is_agreed`).  For an
+    error that a layer raises from values every rank holds after an agreement (the
+    gathered ``extra``, agreed settings, the result of a collective reduction): every
+    rank raises it at the same point, so a collective clean-up (a transaction's
+    rollback) meets every rank.  Never for an error decided from this rank's own
+    data: agree on that first."""
     exc.agreed = True
     return exc
 
 
-_agreed = agreed_error
+@contextlib.contextmanager
+def raised_alike():
+    """``with raised_alike():`` a block that decides only from values every rank holds
+    (what an agreement gathered, agreed settings): a :class:`DDStoreError` it raises is
+    raised alike on every rank, and is marked so (:func:`mark_agreed`)."""
+    try:
+        yield
+    except DDStoreError as exc:
+        exc.agreed = True
+        raise
 
 
 def is_agreed(exc):

@@ -5,7 +5,7 @@ and reading one runs no code.  :class:`RecordsAPI` is the records half of
 import numpy as np
 
 from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices
-from ._collective import agreed_error
+from ._collective import mark_agreed
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
 __all__ = ["RecordsAPI"]
@@ -45,19 +45,24 @@ class RecordsAPI:
                 error = (DDStoreValueError, f"records {name!r}: {type(exc).__name__}: {exc}")
         info = self._agreement(("add_records", name), error, schema)
         schemas = [(r, s) for r, s in enumerate(info) if s is not None]
-        if not schemas:
-            raise agreed_error(DDStoreValueError,
-                               f"records {name!r}: no rank holds any sample (empty "
-                               f"data set)")
+        if not schemas:  # decided from the gathered schemas: alike on every rank
+            raise mark_agreed(DDStoreValueError(f"records {name!r}: no rank holds any "
+                                                f"sample (empty data set)"))
         schema = _same_schema(name, schemas)
         counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
                           dtype=np.int64).reshape(len(samples), len(schema))
-        self._create_records(name, schema, counts)
-        for j, (key, dstr, trailing) in enumerate(schema):
-            if counts[:, j].sum():
-                data = np.concatenate([np.asarray(s[key]) for s in samples])
-                self._write_field(self._records[name].fields[key], 0, data)
-                del data
+        with self.transaction(f"add_records {name!r}"):
+            self._create_records(name, schema, counts)
+            error = None
+            try:  # a copy that fails on one rank (memory): agreed, then undone everywhere
+                for j, (key, dstr, trailing) in enumerate(schema):
+                    if counts[:, j].sum():
+                        data = np.concatenate([np.asarray(s[key]) for s in samples])
+                        self._write_field(self._records[name].fields[key], 0, data)
+                        del data
+            except Exception as exc:  # noqa: BLE001 -- agreed below
+                error = exc
+            self._agreement(None, error)
         self._core.sync()
 
     def init_records(self, name, schema, sizes):
@@ -129,6 +134,7 @@ class RecordsAPI:
         np.cumsum(table, axis=0, out=offsets[1:])
         start = sum(len(c) for c in all_counts[:self.group_rank])
         self._records[name] = _Records(name, keys, fields, offsets, start, len(counts))
+        self._created(name)
 
     def _write_field(self, var, offset, rows):
         self._core.write_local(var.vid, offset,
@@ -269,10 +275,10 @@ def _same_schema(name, schemas):
     differ (raised on every rank: each compares the same gathered list)."""
     for r, s in schemas:
         if s != schemas[0][1]:
-            raise DDStoreValueError(f"records {name!r}: keys, dtypes or trailing shapes "
-                                    f"differ between rank {schemas[0][0]} "
-                                    f"({_fmt_schema(schemas[0][1])}) and rank {r} "
-                                    f"({_fmt_schema(s)})")
+            raise mark_agreed(DDStoreValueError(
+                f"records {name!r}: keys, dtypes or trailing shapes differ between rank "
+                f"{schemas[0][0]} ({_fmt_schema(schemas[0][1])}) and rank {r} "
+                f"({_fmt_schema(s)})"))
     return schemas[0][1]
 
 

@@ -17,16 +17,17 @@ planning), :mod:`ddstore._lifecycle` (exit and abort), :mod:`ddstore._checks` (a
 checks).
 """
 import functools
+import math
 import os
 
 import numpy as np
 
-from . import _core, _lifecycle
+from . import _core, _lifecycle, _transaction
 from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices, is_int, partition
-from ._collective import agree, agreed_error, is_agreed
+from ._collective import agree, is_agreed, mark_agreed
 from ._lifecycle import abort_on_exception
-from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreStateError, \
-    DDStoreValueError
+from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, \
+    DDStoreStateError, DDStoreValueError
 from .memory import (MEMORY_BUDGET_FRACTION, agreed_budget, available_memory, gb,
                      memory_settings, plan_width)
 from .records import RecordsAPI
@@ -36,6 +37,7 @@ __all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception",
 
 # batches up to this length given as lists of ints skip the numpy index array
 _SHORT_BATCH = 16
+_MAX_ROW_BYTES = 2 ** 63 - 1  # one row's bytes must fit the core's int64
 
 
 class _Var:
@@ -114,15 +116,15 @@ class DDStore(RecordsAPI):
             if width == "auto":
                 err, width = plan_width(size, nbytes, budget, how)
                 if err is not None:
-                    raise agreed_error(*err)
+                    raise mark_agreed(err[0](err[1]))
             elif -(-nbytes // width) > budget:
                 err, fits = plan_width(size, nbytes, budget, how)
                 hint = (f"width={fits} (or width='auto') fits" if err is None else
                         "no width fits on this many ranks")
-                raise agreed_error(DDStoreMemoryError,
+                raise mark_agreed(DDStoreMemoryError(
                     f"width={width}: each rank would hold {gb(-(-nbytes // width))} of "
                     f"the {gb(nbytes)} of data (data_nbytes={nbytes}), more than the "
-                    f"{how}; {hint}")
+                    f"{how}; {hint}"))
             self.memory_budget = budget
         self._core = _core.Core(comm, width, transport)
         self.comm = comm
@@ -198,7 +200,7 @@ class DDStore(RecordsAPI):
         budget, how = agreed_budget(memories)
         err, width = plan_width(comm.Get_size(), nb, budget, how)
         if err is not None:
-            raise agreed_error(*err)
+            raise mark_agreed(err[0](err[1]))
         return width
 
     # ------------------------------------------------------------------ lifecycle
@@ -247,6 +249,35 @@ class DDStore(RecordsAPI):
         """Raise :class:`DDStoreStateError` if the store has been freed."""
         if not self._core.alive:
             raise DDStoreStateError("this DDStore has been freed; create a new one")
+
+    # ------------------------------------------------------------------ all or nothing
+    _txn_log = None  # the record of the open transactions (ddstore._transaction)
+
+    def transaction(self, label="transaction"):
+        """All or nothing for an operation that creates several variables:
+        ``with store.transaction("from_pyg"): ...``.
+
+        While the block runs, every variable the store creates (:meth:`add`,
+        :meth:`init`, :meth:`add_records`, :meth:`init_records`) is recorded.  If the
+        block raises an error that every rank raised together (an agreed
+        :class:`DDStoreError`, see :meth:`agree`; on one rank, any exception), every
+        rank removes what the block created, newest first, and the error goes on: the
+        store's :meth:`variables` is what it was before, and the same call with fixed
+        input succeeds.  A normal exit keeps everything.  Entering and leaving are local;
+        only the removal is collective.
+
+        Any other exception is this rank's alone (the other ranks are not leaving the
+        block with it): nothing collective is started, the variables stay, and the
+        exception, uncaught, ends the job (:func:`abort_on_exception`).  So every step
+        inside the block that can fail on one rank only must agree before raising.
+
+        Transactions nest: an inner one joins the outer record; an agreed error leaving
+        the inner block removes what was created since it began (the outer block may
+        catch it and go on), and the outer removes the rest if the error leaves it too.
+        Variables that existed before the block are never removed (nor brought back if
+        the block removed them).  See :mod:`ddstore._transaction`.
+        """
+        return _transaction.Transaction(self, label)
 
     # ------------------------------------------------------------------ agreement
     def agree(self, error=None, call=None, *, extra=None, same=None):
@@ -303,11 +334,30 @@ class DDStore(RecordsAPI):
                 f"or structured dtypes)")
         return None
 
+    @staticmethod
+    def _row_bytes(dtype, row_shape):
+        return int(dtype.itemsize) * math.prod(int(s) for s in row_shape)
+
     def _create(self, name, n_local, dtype, row_shape):
-        """Collective: allocate a variable whose metadata all ranks have agreed on."""
-        row_bytes = int(dtype.itemsize * int(np.prod(row_shape, dtype=np.int64)))
-        vid = self._core.add(name, n_local, row_bytes)
+        """Collective: allocate a variable whose metadata (dtype, row shape) all ranks
+        have agreed on.  Its errors are raised on every rank: a row too large (decided
+        from the agreed metadata, in exact integers) and the core's own failures (it
+        agrees on them: memory...)."""
+        row_bytes = self._row_bytes(dtype, row_shape)
+        if row_bytes > _MAX_ROW_BYTES:
+            raise mark_agreed(DDStoreValueError(
+                f"variable {name!r}: one row of shape {tuple(row_shape)} and dtype "
+                f"{dtype} is {row_bytes} bytes; allowed: at most 2**63 - 1"))
+        try:
+            vid = self._core.add(name, n_local, row_bytes)
+        except DDStoreError as exc:
+            raise mark_agreed(exc)
         return _Var(name, vid, dtype, tuple(row_shape), n_local, self._core.nrows(vid))
+
+    def _created(self, name):
+        """The one place where a new variable (rows or records) is announced: the open
+        transaction, if any, records it."""
+        _transaction.note_created(self, name)
 
     def _agree_layout(self, op, name, error, dtype, row_shape):
         """Collective: every rank is in ``op(name)``, checks its local error, and the
@@ -345,6 +395,7 @@ class DDStore(RecordsAPI):
                            arr.shape[1:] if ok else None)
         var = self._create(name, arr.shape[0], arr.dtype, arr.shape[1:])
         self._vars[name] = var
+        self._created(name)
         if arr.shape[0]:
             self._core.write_local(var.vid, 0, np.ascontiguousarray(arr))
         self._core.sync()
@@ -378,6 +429,7 @@ class DDStore(RecordsAPI):
         self._agree_layout("init", name, error, dt if ok else None,
                            shape if ok else None)
         self._vars[name] = self._create(name, int(n_local), dt, shape)
+        self._created(name)
 
     def update(self, name, rows, offset=0):
         """Local: write ``rows`` into this rank's chunk at local row ``offset``.
@@ -417,11 +469,16 @@ class DDStore(RecordsAPI):
             error = (DDStoreValueError, f"unknown variable {name!r}; known: "
                                         f"{self.variables()}")
         self._agreement(("remove", name), error)
+        self._drop(name)
+
+    def _drop(self, name):
+        """Collective, after the agreement: free variable (or records) ``name``."""
         if name in self._records:
             for var in self._records.pop(name).fields.values():
                 self._core.remove(var.vid)
         else:
             self._core.remove(self._vars.pop(name).vid)
+        _transaction.note_removed(self, name)
 
     # ------------------------------------------------------------------ reading
     # Every read checks its ranges before it allocates anything.  Single-row reads are

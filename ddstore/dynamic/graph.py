@@ -442,19 +442,13 @@ class DynamicGraph:
         return canonical_edges(ei, w, self.num_nodes, self.dedup, t)
 
     def _add_all(self, deltas, ckpts):
-        """Collective: add the delta and checkpoint records; on failure remove both."""
+        """Collective: add the delta and checkpoint records; on failure neither (the
+        store's transaction removes what was added)."""
         store = self.store
-        added = []
-        try:
+        with store.transaction(f"DynamicGraph {self.name!r}"):
             if self.has_deltas:
                 store.add_records(self._dname, deltas)
-                added.append(self._dname)
             store.add_records(self._cname, ckpts)
-            added.append(self._cname)
-        except DDStoreError:
-            for var in added:
-                store.remove(var)
-            raise
 
     # ------------------------------------------------------------------ reading
     def _check_step(self, t, what="t"):

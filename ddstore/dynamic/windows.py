@@ -65,40 +65,39 @@ class DynamicWindowDataset(WindowDataset):
             error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: give graph= or "
                                         f"edges=, not both")
         store.agree(error, call=("DynamicWindowDataset", name))
-        super().__init__(store, name, series, horizon, split, **kwargs)
-        T, n = self.num_steps, self.num_nodes
-        self.graph_steps = graph_steps
-        self._own_graph = graph is None
-        try:
-            if graph is not None:
-                if graph.num_steps != T or graph.num_nodes != n:
-                    raise DDStoreValueError(
-                        f"DynamicWindowDataset {name!r}: graph has {graph.num_steps} steps "
-                        f"and {graph.num_nodes} nodes, the series {T} steps and {n} nodes")
-            else:
-                if edges is None and hasattr(series, "edges") and \
-                        hasattr(series, "weights"):
-                    edges, weights = series.edges, series.weights
-                if edges is None:  # a static graph: every step the same edges
-                    edges = _Repeat(self.edge_index.numpy(), T)
-                    weights = _Repeat(self.edge_weight.numpy(), T)
-                if not hasattr(edges, "__len__") or len(edges) != T:
-                    raise DDStoreValueError(
-                        f"DynamicWindowDataset {name!r}: edges has "
-                        f"{len(edges) if hasattr(edges, '__len__') else '?'} steps, the "
-                        f"series {T}")
-        except DDStoreError as exc:
-            error = exc
-        try:
+        # the series and the graph, or nothing: a failure removes the series too
+        with store.transaction(f"DynamicWindowDataset {name!r}"):
+            super().__init__(store, name, series, horizon, split, **kwargs)
+            T, n = self.num_steps, self.num_nodes
+            self.graph_steps = graph_steps
+            self._own_graph = graph is None
+            try:
+                if graph is not None:
+                    if graph.num_steps != T or graph.num_nodes != n:
+                        raise DDStoreValueError(
+                            f"DynamicWindowDataset {name!r}: graph has {graph.num_steps} "
+                            f"steps and {graph.num_nodes} nodes, the series {T} steps and "
+                            f"{n} nodes")
+                else:
+                    if edges is None and hasattr(series, "edges") and \
+                            hasattr(series, "weights"):
+                        edges, weights = series.edges, series.weights
+                    if edges is None:  # a static graph: every step the same edges
+                        edges = _Repeat(self.edge_index.numpy(), T)
+                        weights = _Repeat(self.edge_weight.numpy(), T)
+                    if not hasattr(edges, "__len__") or len(edges) != T:
+                        raise DDStoreValueError(
+                            f"DynamicWindowDataset {name!r}: edges has "
+                            f"{len(edges) if hasattr(edges, '__len__') else '?'} steps, "
+                            f"the series {T}")
+            except DDStoreError as exc:
+                error = exc
             store.agree(error)
             if graph is None:
                 extra = {} if cache_size is None else {"cache_size": cache_size}
                 graph = DynamicGraph(store, f"{name}/graph", edges, weights, num_nodes=n,
                                      checkpoint_every=checkpoint_every, dedup=dedup,
                                      **extra)
-        except DDStoreError:
-            store.remove(name)  # nothing half-built: the series goes too
-            raise
         self.graph = graph
 
     def _graphs(self, starts):

@@ -8,7 +8,7 @@ import torch
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
 from .._checks import as_indices, is_int, partition
-from .._collective import agreed_error
+from .._collective import mark_agreed
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
 
@@ -140,31 +140,30 @@ class GraphDataset(torch.utils.data.Dataset):
         info = comm.allgather((len(source), None if layout is None else layout.to_list(),
                                first))
         totals = {t for t, _, _ in info}
-        if len(totals) > 1:
-            raise agreed_error(DDStoreValueError,
-                               f"graphs {name!r}: the data set has a different "
-                               f"length on different ranks: "
-                               f"{[t for t, _, _ in info]}")
+        if len(totals) > 1:  # decided from the gathered info: alike on every rank
+            raise mark_agreed(DDStoreValueError(
+                f"graphs {name!r}: the data set has a different length on different "
+                f"ranks: {[t for t, _, _ in info]}"))
         layouts = [(GraphLayout(lay), f) for _, lay, f in info if lay is not None]
         reference, ref_first = layouts[0]
         for lay, f in layouts[1:]:
             diff = reference.difference(lay)
             if diff is not None:
-                raise agreed_error(DDStoreValueError,
-                                   f"graphs {name!r}: sample {f}: {diff} (as in "
-                                   f"sample {ref_first})")
+                raise mark_agreed(DDStoreValueError(
+                    f"graphs {name!r}: sample {f}: {diff} (as in sample {ref_first})"))
         before = store.nbytes()
-        if records is None:  # a CFF file: read block by block straight into the store
-            sizes = {k: np.diff(o) for k, o in offsets.items()}
-            _fill_records(store, name, reference, sizes, _cff_blocks(source, lo, offsets),
-                          progress, "loading")
-        else:
-            keys = [lay.key for lay in reference.keys]
-            sizes = {k: np.fromiter((r[k].shape[0] for r in records), np.int64,
-                                    len(records)) for k in keys}
-            _fill_records(store, name, reference, sizes, _owned_blocks(records, keys),
-                          progress, "storing")
-            del records
+        with store.transaction(f"GraphDataset {name!r}"):  # the records, or nothing
+            if records is None:  # a CFF file: read block by block straight into the store
+                sizes = {k: np.diff(o) for k, o in offsets.items()}
+                _fill_records(store, name, reference, sizes,
+                              _cff_blocks(source, lo, offsets), progress, "loading")
+            else:
+                keys = [lay.key for lay in reference.keys]
+                sizes = {k: np.fromiter((r[k].shape[0] for r in records), np.int64,
+                                        len(records)) for k in keys}
+                _fill_records(store, name, reference, sizes, _owned_blocks(records, keys),
+                              progress, "storing")
+                del records
         held = store.nbytes() - before
         sizes = comm.gather(held, root=0)
         if comm.rank == 0:
@@ -341,8 +340,8 @@ def _fill_records(store, name, layout, sizes, read_block, progress, desc):
     """Collective: records ``name`` of this rank's chunk, whose per-key row counts are
     ``sizes``, copied into the store block by block (about ``LOAD_BLOCK_BYTES`` each):
     ``read_block(a, b)`` returns ``{key: rows}`` of local records ``[a, b)``, so the
-    rank never holds its chunk twice.  A failure on any rank raises on every rank and
-    leaves no records."""
+    rank never holds its chunk twice.  A failure on any rank raises on every rank (the
+    caller's transaction then removes the records)."""
     from tqdm import tqdm
     schema = {lay.key: (lay.dtype, lay.trailing) for lay in layout.keys}
     store.init_records(name, schema, sizes)
@@ -367,11 +366,7 @@ def _fill_records(store, name, layout, sizes, read_block, progress, desc):
         except Exception as exc:
             error = exc if isinstance(exc, DDStoreError) else (
                 DDStoreValueError, f"graphs {name!r}: {type(exc).__name__}: {exc}")
-    try:
-        store.agree(error, call=("GraphDataset.load", name))
-    except DDStoreError:
-        store.remove(name)  # collective: every rank is here
-        raise
+    store.agree(error, call=("GraphDataset.load", name))
     store.sync()
 
 

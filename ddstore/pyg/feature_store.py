@@ -9,7 +9,7 @@ from torch_geometric.data import TensorAttr as _PygTensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
 from .._checks import as_indices, check_indices, is_int, partition
-from .._collective import agreed_error
+from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..temporal.build import CHUNK_BYTES, fill_rows
@@ -173,17 +173,21 @@ class FeatureStore(_PygFeatureStore):
         info = store.agree(error, call=("FeatureStore.put", repr((attr.group_name,
                                                                   attr.attr_name))),
                            extra=(lo, hi), same=same)
-        if rows is None:
-            total = arr.shape[0]
-            mlo, mhi = partition(total, store.group_size, store.group_rank)
-            store.add(var, np.ascontiguousarray(arr[mlo:mhi]))
-        else:
-            err, total = tiling_error(info, what)
-            if err is not None:
-                raise agreed_error(*err)
-            self._fill(var, arr, rows_of, first, lo, hi, total)
-        self._attrs[(attr.group_name, attr.attr_name)] = _Attr(
-            attr.group_name, attr.attr_name, var, int(total), tuple(arr.shape[1:]))
+        key = (attr.group_name, attr.attr_name)
+        with store.transaction(f"FeatureStore.put {key!r}") as txn:
+            if rows is None:
+                total = arr.shape[0]
+                mlo, mhi = partition(total, store.group_size, store.group_rank)
+                store.add(var, np.ascontiguousarray(arr[mlo:mhi]))
+            else:
+                err, total = tiling_error(info, what)
+                if err is not None:  # decided from the gathered ranges: alike everywhere
+                    raise mark_agreed(err[0](err[1]))
+                self._fill(var, arr, rows_of, first, lo, hi, total)
+            self._attrs[key] = _Attr(attr.group_name, attr.attr_name, var, int(total),
+                                     tuple(arr.shape[1:]))
+            # an enclosing transaction that fails later removes the variable: forget it
+            txn.on_rollback(lambda: self._attrs.pop(key, None))
         return True
 
     def _fill(self, var, arr, rows_of, first, lo, hi, total):
@@ -208,14 +212,10 @@ class FeatureStore(_PygFeatureStore):
                 yield [arr[a:b] if rows_of is None else rows_of(a, b, first)]
                 a = b
         store.init(var, int(off[g + 1] - off[g]), arr.shape[1:], arr.dtype)
-        try:
-            view = store.local_view(var)
-            fill_rows(store, off, lo, pieces(), [view])
-            del view
-            store.sync()
-        except DDStoreError:  # agreed: every rank is here
-            store.remove(var)
-            raise
+        view = store.local_view(var)  # removed by _put's transaction on failure
+        fill_rows(store, off, lo, pieces(), [view])
+        del view
+        store.sync()
 
     def _put_tensor(self, tensor, attr):
         """Collective (PyG's ``put_tensor``): every rank passes the whole tensor."""

@@ -11,11 +11,10 @@ from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
 from .._checks import is_int
-from .._collective import agreed_error
+from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
-from ..temporal.build import (check_chunk_edges, create, default_chunk_edges, fill_tcsr,
-                              remove_all)
+from ..temporal.build import check_chunk_edges, create, default_chunk_edges, fill_tcsr
 from ._common import (as_numpy, call_piece, edge_var, is_edge_type, node_var,
                       piece_error, rows_error, tiling_error, type_key)
 from .feature_store import UnknownAttributeError
@@ -329,8 +328,8 @@ class GraphStore(_PygGraphStore):
             lo, hi, max_src if ok else -1, max_dst if ok else -1),
             same=dict(same, size=size, time_attr=self.time_attr))
         err, num_edges = tiling_error([i[:2] for i in info], what)
-        if err is not None:
-            raise agreed_error(*err)
+        if err is not None:  # decided from the gathered ranges: alike on every rank
+            raise mark_agreed(err[0](err[1]))
         max_src, max_dst = max(i[2] for i in info), max(i[3] for i in info)
         st_, dt_ = (None, None) if edge_type is None else (edge_type[0], edge_type[2])
         if size is None:
@@ -346,9 +345,9 @@ class GraphStore(_PygGraphStore):
             if m >= lim:
                 r = next(r for r, i in enumerate(info) if i[2 if label == "source" else 3]
                          == m)
-                raise agreed_error(DDStoreIndexError, f"{what}: rank {r}: {label} node {m} "
-                                                      f"out of range [0, {lim}) "
-                                                      f"(size={size})")
+                raise mark_agreed(DDStoreIndexError(
+                    f"{what}: rank {r}: {label} node {m} out of range [0, {lim}) "
+                    f"(size={size})"))
         times = level = None
         if self.time_attr is not None:
             times, level, error = self._time_reader(edge_type, lo, hi, what)
@@ -401,20 +400,19 @@ class GraphStore(_PygGraphStore):
                                         f"{type(exc).__name__}: {exc}") from exc
         # node and edge ids as int32 when both fit (see the class docstring)
         ids = np.int32 if max(size[0], num_edges) <= ID32_LIMIT else np.int64
-        created = []
-        try:
-            views = {k: create(st, created, prefix + k, n_csc, (),
-                               np.float64 if k == "ts" else ids) for k in names}
+        with st.transaction(f"GraphStore.put {edge_type!r}") as txn:
+            views = {k: create(st, prefix + k, n_csc, (), np.float64 if k == "ts" else ids)
+                     for k in names}
             fill_tcsr(st, hi - lo, rows, lo, False, indptr, node_off,
                       (views["nbr"], views.get("ts"), views["eid"]), chunk,
                       every_group=True)
             del views
             st.sync()
-        except DDStoreError:
-            remove_all(st, created)  # every step above raises on every rank alike
-            raise
-        self._csc[edge_type] = _CSC(edge_type, size, num_edges, indptr, node_off,
-                                    {k: prefix + k for k in names}, self.time_attr, level)
+            self._csc[edge_type] = _CSC(edge_type, size, num_edges, indptr, node_off,
+                                        {k: prefix + k for k in names}, self.time_attr,
+                                        level)
+            # an enclosing transaction that fails later removes the CSC: forget it too
+            txn.on_rollback(lambda: self._csc.pop(edge_type, None))
         return True
 
     # ------------------------------------------------------------------ the rest

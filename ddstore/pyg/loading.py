@@ -25,6 +25,9 @@ def from_pyg(store, data, name="pyg", time_attr=None):
     the columns of ``data.edge_index``).  ``time_attr``: the node- or edge-level attribute
     to sort each neighbourhood by, for temporal sampling.  Each rank keeps only its
     member's rows of everything.
+
+    All or nothing (:meth:`DDStore.transaction`): if any put fails on any rank, every
+    rank raises the same error and what was already put is removed.
     """
     from torch_geometric.data import Data
     error = None
@@ -34,12 +37,13 @@ def from_pyg(store, data, name="pyg", time_attr=None):
     store.agree(error, call=("pyg.from_pyg", name))
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr)
     n = data.num_nodes
-    for key, value in _tensors(data):
-        if data.is_node_attr(key) and value.size(0) == n:
-            fs.put_tensor(value, group_name=None, attr_name=key)
-        elif data.is_edge_attr(key):
-            fs.put_tensor(value, group_name=EDGES, attr_name=key)
-    gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(n, n))
+    with store.transaction(f"pyg.from_pyg {name!r}"):
+        for key, value in _tensors(data):
+            if data.is_node_attr(key) and value.size(0) == n:
+                fs.put_tensor(value, group_name=None, attr_name=key)
+            elif data.is_edge_attr(key):
+                fs.put_tensor(value, group_name=EDGES, attr_name=key)
+        gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(n, n))
     return fs, gs
 
 
@@ -47,19 +51,20 @@ def from_hetero(store, data, name="pyg", time_attr=None):
     """Collective: :func:`from_pyg` for a ``torch_geometric.data.HeteroData``: node
     attributes under their node type, edge attributes under their edge type
     ``(src, rel, dst)``, one CSC per edge type with ``size = (num src nodes, num dst
-    nodes)``."""
+    nodes)``.  All or nothing, as :func:`from_pyg`."""
     from torch_geometric.data import HeteroData
     error = None if isinstance(data, HeteroData) else (
         DDStoreValueError, f"from_hetero needs a HeteroData, got {type(data).__name__}")
     store.agree(error, call=("pyg.from_hetero", name))
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr)
-    for nt in data.node_types:
-        for key, value in _tensors(data[nt]):
-            fs.put_tensor(value, group_name=nt, attr_name=key)
-    for et in data.edge_types:
-        for key, value in _tensors(data[et]):
-            fs.put_tensor(value, group_name=et, attr_name=key)
-    for et in data.edge_types:
-        gs.put_edge_index(data[et].edge_index, edge_type=et, layout="coo",
-                          size=(data[et[0]].num_nodes, data[et[2]].num_nodes))
+    with store.transaction(f"pyg.from_hetero {name!r}"):
+        for nt in data.node_types:
+            for key, value in _tensors(data[nt]):
+                fs.put_tensor(value, group_name=nt, attr_name=key)
+        for et in data.edge_types:
+            for key, value in _tensors(data[et]):
+                fs.put_tensor(value, group_name=et, attr_name=key)
+        for et in data.edge_types:
+            gs.put_edge_index(data[et].edge_index, edge_type=et, layout="coo",
+                              size=(data[et[0]].num_nodes, data[et[2]].num_nodes))
     return fs, gs

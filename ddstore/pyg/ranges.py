@@ -73,7 +73,7 @@ def _local(store, what, fn, *args, call=None, **kwargs):
         out = fn(*args, **kwargs)
     except DDStoreError as exc:
         error = exc
-    except (OSError, ValueError, MemoryError) as exc:
+    except Exception as exc:  # noqa: BLE001 -- a reader's failure on one rank: agreed
         cls, message = as_error(exc)  # the one conversion (MemoryError: a memory error)
         error = (cls, f"{what}: {message}")
     store.agree(error, call=call)
@@ -118,7 +118,7 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
     built, then one piece and one block at a time.
 
     If any step fails on any rank, every rank raises the same error and what was already
-    put is removed: the store holds what it held before.
+    put is removed (:meth:`DDStore.transaction`): the store holds what it held before.
     """
     comm = store.comm
     if add_reverse is None:
@@ -136,15 +136,10 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
                       "chunk_edges": chunk_edges, "chunk_rows": chunk_rows})
     show = (lambda label: label) if (progress and comm.Get_rank() == 0) else \
         (lambda label: None)
-    before = set(store.variables())
     try:
-        return _put(store, data, name, add_reverse, has_x, has_y, split_name, show,
-                    chunk_edges, chunk_rows)
-    except DDStoreError:
-        # every rank is here (the failure was agreed): drop what was put, collectively
-        for var in sorted(set(store.variables()) - before):
-            store.remove(var)
-        raise
+        with store.transaction(f"pyg.put_node_data {name!r}"):
+            return _put(store, data, name, add_reverse, has_x, has_y, split_name, show,
+                        chunk_edges, chunk_rows)
     finally:
         close = getattr(data, "close", None)  # OGBNodeData's kept streams
         if callable(close):

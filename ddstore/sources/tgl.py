@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 from .._checks import partition
-from .._collective import agreed_error
+from .._collective import mark_agreed
 
 __all__ = ["read_tgl_share", "write_tgl", "TGLShare", "TensorRows"]
 
@@ -400,9 +400,9 @@ def check_sorted_across_ranks(path, ends, what, advice):
         if e is None:
             continue
         if prev is not None and e[0] < prev:
-            raise agreed_error(DDStoreValueError, f"{path}, line {e[2]}: {what} {e[0]} is "
+            raise mark_agreed(DDStoreValueError(f"{path}, line {e[2]}: {what} {e[0]} is "
                                                   f"earlier than the previous row's "
-                                                  f"{prev}; {advice}")
+                                                  f"{prev}; {advice}"))
         prev = e[1]
 
 

@@ -7,7 +7,7 @@ import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from .._checks import as_indices, check_indices, is_int
-from .._collective import agreed_error
+from .._collective import mark_agreed
 from ..sources.series import Series, from_arrays
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
@@ -295,7 +295,8 @@ class WindowDataset(_WindowView):
         series, fill, tf = config
         T, n, f = self.shape
         dt = self.dtype
-        self._load(series, fill, max(1, int(chunk_bytes) // (n * f * 8)))
+        with store.transaction(f"WindowDataset {name!r}"):  # the series, or nothing
+            self._load(series, fill, max(1, int(chunk_bytes) // (n * f * 8)))
 
         self._tdtype = _torch_dtype(dt)
         self._counts = {}
@@ -414,11 +415,11 @@ class WindowDataset(_WindowView):
                 t, node, feat, val = min(fx for _, fx, _ in members if fx is not None)
                 where = (f" (as read by ranks {group * width}-{(group + 1) * width - 1})"
                          if store.replicas > 1 else "")
-                raise agreed_error(DDStoreValueError,
+                raise mark_agreed(DDStoreValueError(
                     f"series for {self.name!r} has {total_bad} non-finite values (NaN or "
                     f"inf) of {T * n * f}{where}; the first at step {t}, node {node}, "
                     f"feature {feat} (value {val}); allowed: finite values only, or pass "
-                    f"fill=<number>")
+                    f"fill=<number>"))
         if self.standardized:
             merged = Moments.empty(n, f, self.per_node)
             for _, _, (cnt, mean, m2) in mine:
@@ -491,11 +492,7 @@ class WindowDataset(_WindowView):
                 del raw, block
         except Exception as exc:  # an I/O error on one rank must not hang the others
             error = exc
-        try:
-            store.agree(error)
-        except DDStoreError:
-            store.remove(self.name)
-            raise
+        store.agree(error)  # on failure the caller's transaction removes the series
         store.sync()
         got = store.local_rows(self.name)
         offsets = self.layout["member_offset"]

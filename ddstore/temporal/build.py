@@ -26,8 +26,8 @@ no reverse entries, and without a time the lists sorted by edge id alone.  The P
 
 Each round starts with the store's agreement (one ``allgather``, :meth:`DDStore.agree`):
 a failure on any rank in any round (a bad line in a parsed piece, memory for a chunk)
-raises the same error on every rank, and :func:`remove_all` then removes what was
-created, on every rank.
+raises the same error on every rank, and the builder's transaction
+(:meth:`DDStore.transaction`) then removes what was created, on every rank.
 """
 import numpy as np
 
@@ -65,18 +65,11 @@ def _error_of(exc):
     return DDStoreValueError, f"{type(exc).__name__}: {exc}"
 
 
-def create(store, created, name, n_local, row_shape, dtype):
-    """Collective: ``store.init`` one variable, remembering it in ``created``."""
+def create(store, name, n_local, row_shape, dtype):
+    """Collective: ``store.init`` one variable; returns this rank's chunk of it
+    (``store.local_view``).  Call it inside the build's transaction."""
     store.init(name, int(n_local), row_shape, dtype)
-    created.append(name)
     return store.local_view(name)
-
-
-def remove_all(store, created):
-    """Collective: remove the variables of a failed build (every rank created the same)."""
-    for var in reversed(created):
-        store.remove(var)
-    created.clear()
 
 
 def _row_type(row_bytes):

@@ -19,15 +19,15 @@ rank order.
 """
 import numpy as np
 
-from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
+from ..errors import (DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
 from .._checks import (STORABLE_KINDS, as_indices, check_indices, is_int,
                        taken_error)
-from .._collective import agreed_error
+from .._collective import mark_agreed, raised_alike
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
 from .build import (check_chunk_edges, count_degrees, create, default_chunk_edges,
-                    fill_rows, fill_tcsr, remove_all)
+                    fill_rows, fill_tcsr)
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
 _T_VARS = ("nbr", "ts", "eid")
@@ -55,13 +55,13 @@ def _check_node_memory(name, num_nodes, derived, hosts):
     need = _NODE_BYTES * (num_nodes + 1)
     if need > avail:
         host, node_avail = hosts[r]
-        raise agreed_error(DDStoreMemoryError,
+        raise mark_agreed(DDStoreMemoryError(
             f"graph {name!r}: num_nodes={num_nodes}"
             f"{' (the largest node id + 1)' if derived else ''} needs {_size(need)} per "
             f"rank for the replicated node index (indptr and degrees, {_NODE_BYTES} bytes "
             f"per node), more than the {_size(avail)} available to rank {r} "
             f"({_size(node_avail)} on its node / {ranks_on[host]} ranks there); at most "
-            f"{max(0, avail // _NODE_BYTES - 1)} nodes fit")
+            f"{max(0, avail // _NODE_BYTES - 1)} nodes fit"))
 
 
 def _layout(x):
@@ -256,14 +256,14 @@ class TemporalGraph:
             "edge_label given": edge_label is not None,
             "chunk_edges": chunk_edges})
         if len({i[2] for i in info}) > 1:
-            raise agreed_error(DDStoreValueError,
-                               f"graph {name!r}: split is given on some ranks only "
-                               f"(ranks {[r for r, i in enumerate(info) if i[2]]})")
+            raise mark_agreed(DDStoreValueError(
+                f"graph {name!r}: split is given on some ranks only "
+                f"(ranks {[r for r, i in enumerate(info) if i[2]]})"))
         for key, pos in (("edge_feat", 3), ("node_feat", 4), ("edge_label", 8)):
             if len({i[pos] for i in info}) > 1:
-                raise agreed_error(DDStoreValueError,
+                raise mark_agreed(DDStoreValueError(
                     f"graph {name!r}: {key} dtype or row shape differs between ranks: "
-                    f"{[i[pos] for i in info]}")
+                    f"{[i[pos] for i in info]}"))
         counts = np.array([i[0] for i in info], dtype=np.int64)
         num_edges = int(counts.sum())
         max_id = max(i[1] for i in info)
@@ -273,21 +273,21 @@ class TemporalGraph:
         if derived:
             num_nodes = max(max_id + 1, nf_rows if has_nf else 0)
             if num_nodes < 1:
-                raise agreed_error(DDStoreValueError,
-                                   f"graph {name!r}: no edges and no node features "
-                                   f"on any rank (empty graph); pass num_nodes")
+                raise mark_agreed(DDStoreValueError(
+                    f"graph {name!r}: no edges and no node features on any rank (empty "
+                    f"graph); pass num_nodes"))
         num_nodes = int(num_nodes)
         _check_node_memory(name, num_nodes, derived, [i[7] for i in info])
         if max_id >= num_nodes:
             r = next(r for r, i in enumerate(info) if i[1] == max_id)
-            raise agreed_error(DDStoreIndexError,
-                               f"graph {name!r}: rank {r}: node id {max_id} out of "
-                               f"range [0, {num_nodes}) (num_nodes={num_nodes})")
+            raise mark_agreed(DDStoreIndexError(
+                f"graph {name!r}: rank {r}: node id {max_id} out of range "
+                f"[0, {num_nodes}) (num_nodes={num_nodes})"))
         if has_nf and nf_rows != num_nodes:
-            raise agreed_error(DDStoreValueError,
-                               f"graph {name!r}: node_feat has {nf_rows} rows over all "
-                               f"ranks ({[i[5] for i in info]}); it needs one row per "
-                               f"node, num_nodes={num_nodes}")
+            raise mark_agreed(DDStoreValueError(
+                f"graph {name!r}: node_feat has {nf_rows} rows over all ranks "
+                f"({[i[5] for i in info]}); it needs one row per node, "
+                f"num_nodes={num_nodes}"))
         if info[0][2]:
             split_counts = np.sum([i[6] for i in info], axis=0).tolist()
         else:
@@ -335,36 +335,32 @@ class TemporalGraph:
         On failure every variable created is removed, on every rank."""
         width, g = store.group_size, store.group_rank
         edge_off = member_offsets(num_edges, width)
-        created = []
-        try:
+        with store.transaction(f"TemporalGraph {name!r}"):
             n_e = int(edge_off[g + 1] - edge_off[g])
-            views = [create(store, created, f"{name}/edges", n_e, (2,), np.int64),
-                     create(store, created, f"{name}/edge_t", n_e, (), np.float64),
-                     create(store, created, f"{name}/edge_split", n_e, (), np.int8)]
+            views = [create(store, f"{name}/edges", n_e, (2,), np.int64),
+                     create(store, f"{name}/edge_t", n_e, (), np.float64),
+                     create(store, f"{name}/edge_split", n_e, (), np.int8)]
             for key, lay in (("edge_feat", ef_layout), ("edge_label", el_layout)):
                 if lay is not None:
-                    views.append(create(store, created, f"{name}/{key}", n_e, lay[1],
-                                        lay[0]))
+                    views.append(create(store, f"{name}/{key}", n_e, lay[1], lay[0]))
             fill_rows(store, edge_off, first_eid, edge_pieces, views)
-            num_nodes, split_counts = resolve(views)
+            with raised_alike():  # resolve decides from what the ranks gathered
+                num_nodes, split_counts = resolve(views)
             deg = count_degrees(store, views[0], num_nodes, add_reverse)
             indptr = np.zeros(num_nodes + 1, dtype=np.int64)
             np.cumsum(deg, out=indptr[1:])
             del deg
             node_off = balanced_offsets(indptr, width)
             n_t = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
-            tcsr = [create(store, created, f"{name}/{k}", n_t, (), dt)
+            tcsr = [create(store, f"{name}/{k}", n_t, (), dt)
                     for k, dt in zip(_T_VARS, (np.int64, np.float64, np.int64))]
             fill_tcsr(store, n_e, lambda a, b: (views[0][a:b], views[1][a:b]),
                       int(edge_off[g]), add_reverse, indptr, node_off, tcsr, chunk)
             if nf_layout is not None:
-                nfv = create(store, created, f"{name}/node_feat",
+                nfv = create(store, f"{name}/node_feat",
                              int(node_off[g + 1] - node_off[g]), nf_layout[1], nf_layout[0])
                 fill_rows(store, node_off, nf_first, node_pieces, [nfv])
             store.sync()
-        except DDStoreError:
-            remove_all(store, created)  # every step above raises on every rank alike
-            raise
         return cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
                    dict(zip(SPLITS, (int(c) for c in split_counts))),
                    ef_layout is not None, nf_layout is not None, el_layout is not None)
@@ -408,15 +404,14 @@ class TemporalGraph:
             nf_rows = nfr.shape[0] if nfr is not None else 0
             num_nodes = max(max_id + 1, nf_rows)
             if num_nodes < 1:
-                raise agreed_error(DDStoreValueError,
-                                   f"graph {name!r}: {share.path} has no edges and "
-                                   f"there are no node features (empty graph)")
+                raise mark_agreed(DDStoreValueError(
+                    f"graph {name!r}: {share.path} has no edges and there are no node "
+                    f"features (empty graph)"))
             _check_node_memory(name, num_nodes, True, [i[3] for i in info])
             if nfr is not None and nf_rows != num_nodes:
-                raise agreed_error(DDStoreValueError,
-                                   f"graph {name!r}: node_feat has {nf_rows} rows over "
-                                   f"all ranks; it needs one row per node, "
-                                   f"num_nodes={num_nodes}")
+                raise mark_agreed(DDStoreValueError(
+                    f"graph {name!r}: node_feat has {nf_rows} rows over all ranks; it "
+                    f"needs one row per node, num_nodes={num_nodes}"))
             return num_nodes, np.sum([i[2] for i in info], axis=0).tolist()
         g = cls._build(store, name, share.num_edges, share.first_eid,
                        share.edge_pieces(chunk), add_reverse, chunk,

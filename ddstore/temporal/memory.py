@@ -124,6 +124,28 @@ class _StateLock:
                 self._hand_over()
 
 
+_MAX_ROW_BYTES = 2 ** 63 - 1  # what the store allows for one row (one node's state)
+
+
+def _row_bytes_error(name, memory_dim, mail_dim, mailbox_size, dt):
+    """None, or the error of a node whose memory or mailbox row exceeds what the store
+    can hold in one row, naming the argument and its allowed range."""
+    item = dt.itemsize
+    for label, dim in (("memory_dim", memory_dim), ("mail_dim", mail_dim)):
+        if dim > _MAX_ROW_BYTES // item:
+            return (DDStoreValueError, f"NodeMemory {name!r}: {label}={dim} out of range: "
+                                       f"allowed 1 <= {label} <= {_MAX_ROW_BYTES // item} "
+                                       f"(one node's row of {item}-byte values must fit "
+                                       f"in 2**63 - 1 bytes)")
+    top = _MAX_ROW_BYTES // max(mail_dim * item, 8)
+    if mailbox_size > top:
+        return (DDStoreValueError, f"NodeMemory {name!r}: mailbox_size={mailbox_size} out "
+                                   f"of range: allowed 1 <= mailbox_size <= {top} (one "
+                                   f"node's mailbox, mailbox_size x mail_dim={mail_dim} x "
+                                   f"{item} bytes, must fit in 2**63 - 1 bytes)")
+    return None
+
+
 def _as_array(x):
     if hasattr(x, "detach") and hasattr(x, "numpy"):
         x = x.detach().cpu().numpy()
@@ -205,6 +227,9 @@ class NodeMemory:
                 error = (DDStoreValueError, f"NodeMemory {name!r}: {label}={v!r} must be an"
                                             f" integer >= {low}")
         if error is None:
+            error = _row_bytes_error(name, int(memory_dim), int(mail_dim),
+                                     int(mailbox_size), dt)
+        if error is None:
             error = taken_error(f"NodeMemory {name!r}", name, store.variables())
         ok = error is None
         store.agree(error, call=("NodeMemory", name), same=None if not ok else {
@@ -225,22 +250,16 @@ class NodeMemory:
             "mail": ((S, self.mail_dim), dt), "mail_ts": ((S,), np.float64),
             "mail_count": ((), np.int64)}
         self._var = {k: f"{name}/{k}" for k in _VARS}
-        made = []
-        try:
+        with store.transaction(f"NodeMemory {name!r}"):  # all five, or none
             for k in _VARS:
                 shape, vdt = self._layout[k]
                 store.init(self._var[k], self.hi - self.lo, shape, vdt)
-                made.append(k)
-        except DDStoreError:
-            for k in reversed(made):  # collective: every rank made the same ones
-                store.remove(self._var[k])
-            raise
-        # views of this rank's chunks (what the owner scatters commits into)
-        self._own = {k: store.local_view(self._var[k]) for k in _VARS}
-        self._snapshot = None
-        self._clear()
-        self._zero_own_rows()
-        store.sync()
+            # views of this rank's chunks (what the owner scatters commits into)
+            self._own = {k: store.local_view(self._var[k]) for k in _VARS}
+            self._snapshot = None
+            self._clear()
+            self._zero_own_rows()
+            store.sync()
 
     def _check_vars(self):
         """Raise DDStoreStateError if the state's variables are gone (remove(), or

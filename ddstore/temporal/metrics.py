@@ -2,7 +2,7 @@
 form over the ranks of a data-parallel evaluation, beside a random scorer's."""
 import numpy as np
 
-from .._collective import agreed_error
+from .._collective import mark_agreed
 from ..errors import DDStoreValueError
 
 __all__ = ["average_precision", "link_prediction_metrics", "roc_auc"]
@@ -54,9 +54,9 @@ def link_prediction_metrics(comm, scores, labels, root=0, seed=0):
     bad = comm.allgather(local[0].shape != local[1].shape)  # every rank raises, or none
     if any(bad):
         r = bad.index(True)
-        raise agreed_error(DDStoreValueError,
-                           f"link_prediction_metrics: rank {r} passed scores and "
-                           f"labels of different lengths; they must be equal")
+        raise mark_agreed(DDStoreValueError(
+            f"link_prediction_metrics: rank {r} passed scores and labels of different "
+            f"lengths; they must be equal"))
     parts = comm.gather(local, root=root)
     if comm.Get_rank() != root:
         return None

@@ -1,0 +1,137 @@
+"""All or nothing: the one transaction over a store behind every operation that creates
+several variables (DESIGN.md, "All or nothing").
+
+An operation (``from_pyg``, ``NodeMemory(...)``, a loader...) runs its collective steps
+inside ``with store.transaction("from_pyg"):``.  While a transaction is open, the store
+records every variable (rows or records) that its creating calls (``add``, ``init``,
+``add_records``, ``init_records``) make, in creation order; a variable removed again
+inside the transaction is dropped from the record.
+
+Leaving the block:
+
+- **normally**: everything created stays; nothing collective happens.
+- **with an agreed error** (:func:`~ddstore._collective.is_agreed`: raised alike on
+  every rank by the agreement, so every rank is leaving the block with it): every rank
+  removes, newest first, what was created since the transaction began, then the error
+  goes on.  The store's ``variables()`` is what it was at the start, on every rank, and
+  the same operation with fixed input can run again under the same names.  On a
+  communicator of one rank every exception counts as agreed (there is no other rank to
+  wait for).
+- **with any other exception** (one rank's own failure: a bug, ``KeyboardInterrupt``,
+  an error raised before the ranks agreed): nothing collective is started, because the
+  other ranks are not leaving the block with it and would never join.  The variables
+  stay, the exception goes on, and uncaught it ends the whole job
+  (:func:`~ddstore.abort_on_exception`).  That is why every step of an operation that
+  can fail on one rank only agrees before it raises.
+
+Nesting: a transaction opened inside another joins it (one record per store).  An
+agreed error leaving the inner block removes what was created since the inner block
+began; if the error then leaves the outer block as well, the outer removes the rest.  So
+a block that catches an operation's error and goes on keeps exactly what succeeded.
+
+Variables that existed before the transaction are never touched: a transaction cannot
+bring back a variable that its block removed.
+
+Layers that keep their own record of what they put (a ``FeatureStore``'s attributes, a
+``GraphStore``'s edge types) register ``txn.on_rollback(forget)``: when a rollback
+removes what was created before the registration, it calls ``forget()`` (newest first,
+among the removals), so that the object does not name variables that are gone.
+"""
+from ._collective import is_agreed, mark_agreed
+from .errors import DDStoreStateError
+
+__all__ = ["Transaction"]
+
+
+class _Log:
+    """The record of one store's open transactions: what to undo, in order (variable
+    names, and ``on_rollback`` callables), and how deeply transactions are nested."""
+    __slots__ = ("entries", "depth")
+
+    def __init__(self):
+        self.entries, self.depth = [], 0
+
+
+def note_created(store, name):
+    """Called by the store where a variable comes into being."""
+    log = store._txn_log
+    if log is not None:
+        log.entries.append(name)
+
+
+def note_removed(store, name):
+    """Called by the store where a variable is removed: it is no longer the
+    transaction's to undo."""
+    log = store._txn_log
+    if log is not None and name in log.entries:
+        log.entries.remove(name)
+
+
+class Transaction:
+    """``with store.transaction(label):`` (see the module docstring).  Entering and a
+    normal exit are local (no communication); only the removal after an agreed error is
+    collective.  ``created``: the names created so far inside this (possibly nested)
+    transaction, oldest first."""
+
+    def __init__(self, store, label):
+        self.store, self.label = store, str(label)
+        self._log = None
+        self._mark = 0
+
+    def __enter__(self):
+        store = self.store
+        store.check_alive()
+        if store._txn_log is None:
+            store._txn_log = _Log()
+        self._log = store._txn_log
+        self._mark = len(self._log.entries)
+        self._log.depth += 1
+        return self
+
+    @property
+    def created(self):
+        if self._log is None:
+            return []
+        return [e for e in self._log.entries[self._mark:] if isinstance(e, str)]
+
+    def on_rollback(self, forget):
+        """Local: call ``forget()`` if a rollback (of this transaction or of one that
+        encloses it) removes what was created before this call."""
+        if not callable(forget):
+            raise TypeError(f"on_rollback needs a callable, got {type(forget).__name__}")
+        self._log.entries.append(forget)
+
+    def __exit__(self, exc_type, exc, tb):
+        log, store = self._log, self.store
+        log.depth -= 1
+        try:
+            if exc is not None and isinstance(exc, Exception) and \
+                    (is_agreed(exc) or store.size == 1) and not store.freed:
+                self._rollback()
+        finally:
+            if log.depth == 0 and store._txn_log is log:
+                store._txn_log = None
+        return False
+
+    def _rollback(self):
+        """Collective: remove, newest first, what this transaction created, on every
+        rank.  The ranks first check that they are all rolling back the same
+        transaction with the same record (one agreement); a record that differs (a
+        variable created on some ranks only: a bug) removes what every rank holds and
+        raises a :class:`DDStoreStateError` naming the rest."""
+        store, log = self.store, self._log
+        undo = log.entries[self._mark:]
+        mine = [e for e in undo if isinstance(e, str)]
+        names = store.agree(None, call=("transaction rollback", self.label), extra=mine)
+        for entry in reversed(undo):
+            if not isinstance(entry, str):
+                entry()
+            elif all(entry in other for other in names):
+                store._drop(entry)
+        del log.entries[self._mark:]
+        if any(other != names[0] for other in names):
+            raise mark_agreed(DDStoreStateError(
+                f"transaction {self.label!r}: ranks created different variables "
+                f"({'; '.join(f'rank {r}: {n}' for r, n in enumerate(names))}); removed "
+                f"those every rank held"))
+

@@ -1,0 +1,129 @@
+"""All or nothing: ``DDStore.transaction`` and every constructor that runs in one.
+
+The MPI program ``tests/mpi/transactions.py`` fails each constructor and loader mid-way
+on 1-3 ranks (issue 25's PyG cases and ``NodeMemory(mailbox_size=2**62)`` among them),
+checks that ``variables()`` is unchanged on every rank, and that the retry succeeds and
+reads back byte-equal.  The in-process tests here check the transaction's own rules on
+one rank."""
+import numpy as np
+import pytest
+
+from conftest import on_ranks
+from ddstore import DDStoreValueError
+from ddstore._collective import mark_agreed
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,transport", [(1, "auto"), (2, "auto"), (3, "rma")])
+@pytest.mark.shared_launch("transactions.py", "{transport}", timeout=300)
+def test_constructors_all_or_nothing(shared_launch, nprocs, transport):
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+
+
+def agreed(message="bad input"):
+    return mark_agreed(DDStoreValueError(message))
+
+
+def test_success_keeps_everything(store):
+    with store.transaction("ok") as t:
+        store.add("a", np.arange(4))
+        store.init("b", 2, (3,), np.float32)
+        store.add_records("r", [{"k": np.ones((2, 2))}])
+        assert t.created == ["a", "b", "r"]
+    assert store.variables() == ["a", "b", "r"]
+    assert store.get_range("a", 0, 4).tobytes() == np.arange(4).tobytes()
+
+
+def test_agreed_error_removes_newest_first_and_reraises(store):
+    store.add("old", np.arange(3))
+    removed = []
+    drop = store._drop
+
+    def spy(name):
+        removed.append(name)
+        drop(name)
+    store._drop = spy
+    with pytest.raises(DDStoreValueError, match="bad input") as info:
+        with store.transaction("fail"):
+            store.add("a", np.arange(4))
+            store.init_records("r", {"k": ("f4", (2,))}, {"k": [1, 2]})
+            store.init("b", 1)
+            raise agreed()
+    assert info.value.agreed
+    assert removed == ["b", "r", "a"]
+    assert store.variables() == ["old"]
+    store.add("a", np.arange(4))  # the names are free again
+    assert store.variables() == ["a", "old"]
+
+
+def test_nested_inner_failure_is_a_savepoint(store):
+    with store.transaction("outer") as outer:
+        store.add("o1", np.zeros(1))
+        with pytest.raises(DDStoreValueError):
+            with store.transaction("inner") as inner:
+                store.add("i1", np.zeros(1))
+                assert inner.created == ["i1"]
+                raise agreed()
+        assert store.variables() == ["o1"]
+        store.add("o2", np.zeros(1))
+    assert outer.created == ["o1", "o2"]
+    assert store.variables() == ["o1", "o2"]
+
+
+def test_nested_failure_through_both_removes_all(store):
+    with pytest.raises(DDStoreValueError):
+        with store.transaction("outer"):
+            store.add("o1", np.zeros(1))
+            with store.transaction("inner"):
+                store.add("i1", np.zeros(1))
+                raise agreed()
+    assert store.variables() == []
+
+
+def test_removed_inside_is_not_undone_and_on_rollback_runs(store):
+    calls = []
+    with pytest.raises(DDStoreValueError):
+        with store.transaction("t") as t:
+            store.add("tmp", np.zeros(1))
+            store.remove("tmp")
+            store.add("a", np.zeros(1))
+            t.on_rollback(lambda: calls.append("forget a"))
+            raise agreed()
+    assert calls == ["forget a"] and store.variables() == []
+
+
+def test_local_exception_starts_no_collective(store, monkeypatch):
+    """On a communicator of several ranks a non-agreed exception is one rank's own: the
+    transaction removes nothing and calls no agreement (the job is ending through the
+    abort hook).  Simulated on one rank by the size the transaction looks at."""
+    calls = []
+    monkeypatch.setattr(store, "size", 2)
+    monkeypatch.setattr(store, "agree", lambda *a, **k: calls.append(a))
+    for exc in (KeyError("local"), DDStoreValueError("not agreed")):
+        with pytest.raises(type(exc)):
+            with store.transaction("local"):
+                store.add(f"v{len(store.variables())}", np.zeros(1))
+                raise exc
+    assert calls == [] and store.variables() == ["v0", "v1"]
+    with store.transaction("after") as t:  # the record was dropped at the exit
+        assert t.created == []
+
+
+def test_one_rank_any_exception_rolls_back(store):
+    with pytest.raises(KeyError):
+        with store.transaction("one"):
+            store.add("a", np.zeros(1))
+            raise KeyError("local")
+    assert store.variables() == []
+
+
+def test_node_memory_huge_mailbox_refused_naming_the_range(store):
+    from ddstore.temporal import NodeMemory
+    with pytest.raises(DDStoreValueError, match=r"mailbox_size=4611686018427387904 out "
+                                                r"of range: allowed 1 <= mailbox_size <= "):
+        NodeMemory(store, "m", 10, 4, 4, mailbox_size=2 ** 62)
+    assert store.variables() == []
+    with pytest.raises(DDStoreValueError, match="2\\*\\*63 - 1"):
+        store.init("huge", 1, (2 ** 62, 4), np.float32)  # np.prod would wrap to 0
+    NodeMemory(store, "m", 10, 4, 4, mailbox_size=3)
+    assert len(store.variables()) == 5
