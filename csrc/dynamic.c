@@ -9,6 +9,17 @@
  */
 #include "internal.h"
 
+/* the position in rm[0, nr) of the first key not in keys[0, n) (both sorted), or -1 */
+static int64_t first_missing(const int64_t *keys, int64_t n, const int64_t *rm, int64_t nr)
+{
+    int64_t i = 0;
+    for (int64_t r = 0; r < nr; r++) {
+        while (i < n && keys[i] < rm[r]) i++;
+        if (i == n || keys[i] != rm[r]) return r;
+    }
+    return -1;
+}
+
 int dds_apply_delta(const int64_t *keys, const float *w, int64_t n, const int64_t *rm,
                     int64_t nr, const int64_t *add, const float *add_w, int64_t na,
                     const int64_t *chg, const float *chg_w, int64_t nc, int bits,
@@ -63,11 +74,17 @@ int dds_apply_delta(const int64_t *keys, const float *w, int64_t n, const int64_
             if (w) weight = w[i];
             i++;
         }
-        if (o >= cap) /* more kept keys than planned: a removed key the snapshot lacks */
+        if (o >= cap) { /* more kept keys than planned: a removed key the snapshot lacks */
+            int64_t miss = first_missing(keys + i, n - i, rm + r, nr - r);
+            if (miss >= 0)
+                return dds_set_error(DDS_EINVAL, "apply_delta: removed key %lld (position "
+                                     "%lld) is not in the snapshot", (long long)rm[r + miss],
+                                     (long long)(r + miss));
             return dds_set_error(DDS_EINVAL, "apply_delta: the result has more than "
                                  "cap=%lld keys (snapshot %lld, removed %lld, added %lld): "
-                                 "a removed key is not in the snapshot", (long long)cap,
+                                 "the inputs are not sorted and unique", (long long)cap,
                                  (long long)n, (long long)nr, (long long)na);
+        }
         while (c < nc && chg[c] < key) c++;
         if (c < nc && chg[c] == key) weight = chg_w[c++];
         out_keys[o] = key;
