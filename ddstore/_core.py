@@ -262,7 +262,8 @@ class TCSR:
         each), never by ``k`` alone."""
         n = roots.shape[0]
         cap = self._taken_at_most(roots, k)
-        row, nbr, eid = self._outputs(cap)
+        # a MemoryError here is explained by the caller (ddstore.temporal's sampler)
+        row, nbr, eid = (np.empty(cap, dtype=np.int64) for _ in range(3))
         ets = np.empty(cap, dtype=np.float64)
         count = ffi.new("int64_t *")
         core = self._live_core()
