@@ -558,11 +558,15 @@ int dds_row_bytes(const dds_store *s, int var_id, int64_t *row_bytes)
     return DDS_OK;
 }
 
-int dds_chunk_offsets(const dds_store *s, int var_id, int64_t *offsets)
+int dds_chunk_offsets(const dds_store *s, int var_id, int64_t *offsets, int64_t cap)
 {
     struct dds_var *v;
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
+    if (cap < (int64_t)s->width + 1)
+        return dds_set_error(DDS_EINVAL, "variable '%s': chunk offsets need %d entries, "
+                             "the output holds %lld", v->name, s->width + 1,
+                             (long long)cap);
     memcpy(offsets, v->offsets, sizeof(int64_t) * (s->width + 1));
     return DDS_OK;
 }
@@ -689,20 +693,30 @@ int dds_ranges_total(dds_store *s, int var_id, const int64_t *starts,
     return check_ranges(v, starts, counts, n, total);
 }
 
-int dds_read_range(dds_store *s, int var_id, int64_t start, int64_t count, void *out)
+int dds_read_range(dds_store *s, int var_id, int64_t start, int64_t count, void *out,
+                   int64_t out_bytes)
 {
-    return dds_read(s, var_id, &start, &count, 1, out, 0);
+    return dds_read(s, var_id, &start, &count, 1, out, out_bytes, 0);
 }
 
 int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *counts,
-             int64_t n, void *out, int flags)
+             int64_t n, void *out, int64_t out_bytes, int flags)
 {
     struct dds_var *v;
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
+    if (n < 0)
+        return dds_set_error(DDS_EINVAL, "variable '%s': n=%lld requests must be >= 0",
+                             v->name, (long long)n);
     int64_t total;
     rc = check_ranges(v, starts, counts, n, &total);
     if (rc) return rc;
+    /* no overflow: check_ranges bounds total * row_bytes by 2^62 */
+    if (total * v->row_bytes > out_bytes || (!out && total * v->row_bytes > 0))
+        return dds_set_error(DDS_EINVAL, "variable '%s': %lld rows of %lld bytes need "
+                             "%lld bytes, the output holds %lld", v->name,
+                             (long long)total, (long long)v->row_bytes,
+                             (long long)(total * v->row_bytes), (long long)out_bytes);
     int per_row = (flags & DDS_READ_PER_ROW_LOCK) && v->rma_win != MPI_WIN_NULL;
     char touched_stack[DDS_TOUCHED_ON_STACK], *touched = touched_stack;
     if (v->rma_win != MPI_WIN_NULL) {

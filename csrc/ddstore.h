@@ -27,6 +27,15 @@
  *     DDS_OK (or a local DDS_ESTATE for an unknown variable, checked before any MPI call).
  * Local functions touch no other rank.
  *
+ * Outputs.  Every function that writes into a caller's array is given that array's
+ * capacity (named `cap`, in elements, or `out_bytes`, in bytes) and returns an error
+ * (DDS_EINVAL, with a message naming both sizes) instead of writing past it; nothing is
+ * written to an output before its size is checked.  Sizes computed from the caller's
+ * integers (counts times row sizes, nodes times fanouts) are checked for overflow before
+ * they are used: DDS_ENOMEM when they do not fit 64 bits.  The exceptions are arrays
+ * whose length is another argument (`deg[num_nodes]`, `counts[width]`, `ids[n]`), and
+ * inputs, whose lengths are the caller's to get right.
+ *
  * Threads (MPI_THREAD_MULTIPLE for the RMA path).  Variables never move in memory once
  * added (see DDS_MAX_VARS in csrc/internal.h), so:
  *   - reads (dds_read, dds_read_range, dds_ranges_total) and queries (dds_nrows,
@@ -116,16 +125,18 @@ int dds_sync(dds_store *store);
 int dds_nrows(const dds_store *store, int var_id, int64_t *nrows);
 /* Bytes per row of a variable. */
 int dds_row_bytes(const dds_store *store, int var_id, int64_t *row_bytes);
-/* first global row of each group member's chunk: offsets[group_size + 1] */
-int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets);
+/* first global row of each group member's chunk: offsets[group_size + 1] (`cap` the
+ * capacity of offsets, at least group_size + 1) */
+int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets, int64_t cap);
 
 /* Local (one-sided).  Read `n` row ranges [starts[i], starts[i] + counts[i]) of a
  * variable into `out`, packed in request order.  Ranges may repeat, overlap and span
  * owners; `counts` may be NULL, meaning one row per range (a batch of row indices).
- * All remote reads of a call are issued in one access epoch and completed by one flush
- * per target (unless DDS_READ_PER_ROW_LOCK is given). */
+ * `out_bytes` is the capacity of `out` in bytes: DDS_EINVAL (nothing read) when the
+ * rows asked for need more.  All remote reads of a call are issued in one access epoch
+ * and completed by one flush per target (unless DDS_READ_PER_ROW_LOCK is given). */
 int dds_read(dds_store *store, int var_id, const int64_t *starts, const int64_t *counts,
-             int64_t n, void *out, int flags);
+             int64_t n, void *out, int64_t out_bytes, int flags);
 
 /* Local.  Check ranges as dds_read does, without reading: *total is the number of rows
  * they hold in all (what the caller must allocate).  Counts < 0 give DDS_EINVAL, ranges
@@ -133,8 +144,10 @@ int dds_read(dds_store *store, int var_id, const int64_t *starts, const int64_t 
 int dds_ranges_total(dds_store *store, int var_id, const int64_t *starts,
                      const int64_t *counts, int64_t n, int64_t *total);
 
-/* Local (one-sided).  dds_read of the one range [start, start + count). */
-int dds_read_range(dds_store *store, int var_id, int64_t start, int64_t count, void *out);
+/* Local (one-sided).  dds_read of the one range [start, start + count) into `out` of
+ * `out_bytes` bytes. */
+int dds_read_range(dds_store *store, int var_id, int64_t start, int64_t count, void *out,
+                   int64_t out_bytes);
 
 /* Bytes of row data this rank holds. */
 int64_t dds_local_bytes(const dds_store *store);
@@ -175,13 +188,16 @@ enum dds_sample_strategy {
  * (time) order.  `uniform`: all eligible edges in list order when there are at most k,
  * else k draws with replacement, in draw order, from a random stream that depends only
  * on (seed, epoch, layer, i), not on the rank or the store's layout.
- * Outputs (capacity n * k each), compact in root order: row[j] (root position), nbr[j],
- * eid[j], ets[j] (edge timestamp); *count is the number written.  Lists held by members
- * that are not load-readable are fetched with batched dds_read calls. */
+ * Outputs (capacity `cap` each; the sum over roots of min(k, degree) always suffices),
+ * compact in root order: row[j] (root position), nbr[j], eid[j], ets[j] (edge
+ * timestamp); *count is the number written.  DDS_EINVAL, nothing written, when the
+ * edges taken need more than `cap`.  Lists held by members that are not load-readable
+ * are fetched with batched dds_read calls. */
 int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *roots,
                         const double *root_ts, int64_t n, int64_t k, int strategy,
-                        uint64_t seed, uint64_t epoch, int layer, int64_t *row,
-                        int64_t *nbr, int64_t *eid, double *ets, int64_t *count);
+                        uint64_t seed, uint64_t epoch, int layer, int64_t cap,
+                        int64_t *row, int64_t *nbr, int64_t *eid, double *ets,
+                        int64_t *count);
 /* T-CSR build (csrc/tcsr.c; the MPI rounds are ddstore/temporal/build.py).  Local, no MPI,
  * no allocation.  `edges` is an edge table chunk: n rows of (src, dst) int64, row i is
  * edge id eid0 + i at time t[i].  An entry is 4 words: (node, neighbour, timestamp bits
@@ -189,14 +205,16 @@ int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
  * (dst, src, t, id).
  *
  * dds_tcsr_count: deg[v] += the entries of node v (DDS_ERANGE for a node outside
- * [0, num_nodes)).  dds_tcsr_pack: the entries of n edges into out (capacity
- * 4 * n * (1 + add_reverse) words), grouped by the member owning the node
- * (node_offsets[width + 1]), in edge order within a member; counts[width] gets the
+ * [0, num_nodes)).  dds_tcsr_pack: the entries of n edges into out (capacity `cap`
+ * entries of 4 words; n * (1 + add_reverse) suffice), grouped by the member owning the
+ * node (node_offsets[width + 1]), in edge order within a member; counts[width] gets the
  * number of entries per member.  dds_tcsr_place: put n received entries of nodes in
- * [node_lo, node_hi) into this member's chunk (nbr, ts, eid; local row 0 is global row
- * indptr[node_lo]) at row indptr[v] + fill[v - node_lo]++ (DDS_EINVAL if a node is not
- * this member's or gets more entries than its degree).  dds_tcsr_sort: sort every list of
- * nodes [node_lo, node_hi) in place by (timestamp, edge id).  Times are optional: t NULL
+ * [node_lo, node_hi) into this member's chunk (nbr, ts, eid, each of capacity `rows`;
+ * local row 0 is global row indptr[node_lo]) at row indptr[v] + fill[v - node_lo]++
+ * (DDS_EINVAL if a node is not this member's, gets more entries than its degree, or
+ * its row is outside [0, rows)).  dds_tcsr_sort: sort every list of nodes
+ * [node_lo, node_hi) in place by (timestamp, edge id) (DDS_EINVAL, nothing sorted, if a
+ * list is outside [0, rows) of the chunk).  Times are optional: t NULL
  * in dds_tcsr_pack packs time 0; ts NULL in dds_tcsr_place / dds_tcsr_sort keeps no
  * times and sorts every list by edge id alone (the CSC of ddstore.pyg without a time).
  * `id_bytes` is the width of the ids in nbr and eid: 8 (int64_t, the T-CSR) or 4
@@ -206,12 +224,12 @@ int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num
                    int64_t *deg);
 int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
                   int add_reverse, const int64_t *node_offsets, int width,
-                  int64_t *counts, int64_t *out);
+                  int64_t *counts, int64_t *out, int64_t cap);
 int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
                    const int64_t *indptr, int64_t *fill, void *nbr, double *ts,
-                   void *eid, int id_bytes);
+                   void *eid, int64_t rows, int id_bytes);
 int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void *nbr,
-                  double *ts, void *eid, int id_bytes);
+                  double *ts, void *eid, int64_t rows, int id_bytes);
 /* ================================================================== end temporal */
 
 /* ================================================================== neighbour sampling
@@ -232,9 +250,12 @@ enum dds_neighbor_flags {
  * prefix: lists are sorted by time).  With c eligible: k < 0 takes all c; LAST takes the
  * last min(k, c); REPLACE takes k independent uniform draws (none when c == 0);
  * otherwise min(k, c) distinct entries, uniformly (all c in list order when c <= k).
+ * Buffers are sized by what is taken, never by k alone, so any k >= 0 is valid.
  * Draws depend only on (seed, i).  Outputs (capacity `cap` each, compact in node
  * order): row[j] (position i of the node), nbr[j], eid[j]; *count is the number
- * written.  Rows readable by load are copied in place, the others read one-sidedly by
+ * written.  The entries taken are counted before anything is written: DDS_EINVAL when
+ * they exceed `cap`, DDS_ENOMEM when their number does not fit 64 bits (REPLACE with
+ * an absurd k).  Rows readable by load are copied in place, the others read one-sidedly by
  * one batched dds_read per variable. */
 int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *nodes,
                         const double *node_ts, int64_t n, int64_t k, int flags,
@@ -244,7 +265,8 @@ int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
 /* Local, no MPI, no store.  Map `n` keys (>= 0) to dense ids through the caller's
  * open-addressing table (`cap` a power of two > *next + n; empty slots hold key -1):
  * a key seen before gets its id, a new key the id *next (then incremented), and its
- * position is appended to new_pos (*n_new of them, in order of first occurrence). */
+ * position is appended to new_pos (*n_new of them, in order of first occurrence).
+ * ids and new_pos have capacity n (one entry per key at most). */
 int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t *keys,
                 int64_t n, int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
 /* ================================================================== end neighbour */
@@ -258,12 +280,15 @@ int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t 
  * chg_w.  Keys are dst << bits | src (1 <= bits <= 62).  Weights (`w`, `add_w`, `chg_w`,
  * `out_w`) may all be NULL for an unweighted graph.  out_keys/out_w hold n - nr + na;
  * `src`/`dst` (the rows of edge_index, same length), unless NULL, get each key's parts.
- * Returns DDS_EINVAL when the inputs break these rules (a corrupt delta). */
+ * `cap` is the capacity of every output (n - nr + na suffices for a valid delta).
+ * Returns DDS_EINVAL, with a message naming the key, when the inputs break these rules
+ * (a corrupt delta), never writing past `cap`: a removed key missing from the snapshot
+ * is found however it compares to the kept keys. */
 int dds_apply_delta(const int64_t *keys, const float *w, int64_t n, const int64_t *rm,
                     int64_t nr, const int64_t *add, const float *add_w, int64_t na,
                     const int64_t *chg, const float *chg_w, int64_t nc, int bits,
-                    int64_t *out_keys, float *out_w, int64_t *src, int64_t *dst,
-                    int64_t *out_n);
+                    int64_t cap, int64_t *out_keys, float *out_w, int64_t *src,
+                    int64_t *dst, int64_t *out_n);
 /* ================================================================== end dynamic */
 
 #ifdef __cplusplus

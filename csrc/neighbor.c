@@ -100,7 +100,13 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             if (deg && !base[m]) {
                 rstart[nremote] = g->indptr[v];
                 rcount[nremote++] = deg;
-                total += deg;
+                if (__builtin_add_overflow(total, deg, &total) ||
+                    total > INT64_MAX / (int64_t)sizeof(double)) {
+                    rc = dds_set_error(DDS_ENOMEM, "neighbour sample: the times of the "
+                                       "remote lists asked for hold more than 2^60 "
+                                       "entries");
+                    goto done;
+                }
             }
         }
         fetched = malloc(sizeof(double) * (size_t)total);
@@ -109,7 +115,8 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                                "of %lld remote list entries", (long long)total);
             goto done;
         }
-        rc = dds_read(s, g->ts_var, rstart, rcount, nremote, fetched, 0);
+        rc = dds_read(s, g->ts_var, rstart, rcount, nremote, fetched,
+                      (int64_t)sizeof(double) * total, 0);
         if (rc != DDS_OK) goto done;
     }
     int64_t off = 0;
@@ -210,6 +217,17 @@ static void set_clear(struct pos_set *h, const int64_t *values, int64_t n)
      * and the table ends empty */
 }
 
+/* the entries a node with c eligible takes (see ddstore.h) */
+static int64_t take_of(int64_t c, int64_t k, int replace, int last)
+{
+    if (c <= 0) return 0;
+    if (k < 0) return c;
+    if (replace && !last) return k;
+    return c <= k ? c : k;
+}
+
+#define return_error(...) do { rc = dds_set_error(__VA_ARGS__); goto done; } while (0)
+
 int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                         const double *node_ts, int64_t n, int64_t k, int flags,
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
@@ -220,27 +238,42 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (rc != DDS_OK) return rc;
     int replace = (flags & DDS_NEIGHBOR_REPLACE) != 0, last = (flags & DDS_NEIGHBOR_LAST) != 0;
     int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    int64_t *pstart = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
-    int64_t *pcount = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
-    int64_t *pslot = malloc(sizeof(int64_t) * (size_t)(cap ? cap : 1));
-    int64_t *picked = NULL;
+    int64_t *pstart = NULL, *pcount = NULL, *pslot = NULL, *picked = NULL;
     void *gathered = NULL; /* rows of remote picks, 4 or 8 bytes each */
     struct pos_set set = {0, NULL};
-    if (!cut || !pstart || !pcount || !pslot) { rc = no_memory(); goto done; }
-    if (k > 0 && !replace && !last) {
-        int64_t size = 16;
-        while (size < 2 * k) size *= 2;
-        set.mask = size - 1;
-        set.slot = malloc(sizeof(int64_t) * (size_t)size);
-        picked = malloc(sizeof(int64_t) * (size_t)k);
-        if (!set.slot || !picked) { rc = no_memory(); goto done; }
-        for (int64_t i = 0; i < size; i++) set.slot[i] = -1;
-    }
+    if (!cut) { rc = no_memory(); goto done; }
     int nb = 8, eb = 8; /* bytes per id of nbr and of eid */
     rc = id_bytes(s, g->nbr_var, "nbr", &nb);
     if (rc == DDS_OK) rc = id_bytes(s, g->eid_var, "eid", &eb);
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
     if (rc != DDS_OK) goto done;
+    /* what is taken, counted before any buffer is sized or any output written: buffers
+     * follow what exists (at most c per node without replacement), never k alone */
+    int64_t total = 0, floyd_k = 0; /* floyd_k: k when some list needs distinct draws */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t take = take_of(cut[i], k, replace, last);
+        if (__builtin_add_overflow(total, take, &total))
+            return_error(DDS_ENOMEM, "neighbour sample: k=%lld from each of %lld nodes is "
+                         "more than 2^63 entries", (long long)k, (long long)n);
+        if (!replace && !last && k >= 0 && cut[i] > k) floyd_k = k;
+    }
+    if (total > cap)
+        return_error(DDS_EINVAL, "neighbour sample: %lld entries taken, more than the "
+                     "output capacity %lld", (long long)total, (long long)cap);
+    size_t most = (size_t)(total ? total : 1);
+    pstart = malloc(sizeof(int64_t) * most);
+    pcount = malloc(sizeof(int64_t) * most);
+    pslot = malloc(sizeof(int64_t) * most);
+    if (!pstart || !pcount || !pslot) { rc = no_memory(); goto done; }
+    if (floyd_k > 0) { /* floyd_k < some list's length: its sizes exist in memory */
+        int64_t size = 16;
+        while (size / 2 < floyd_k) size *= 2;
+        set.mask = size - 1;
+        set.slot = malloc(sizeof(int64_t) * (size_t)size);
+        picked = malloc(sizeof(int64_t) * (size_t)floyd_k);
+        if (!set.slot || !picked) { rc = no_memory(); goto done; }
+        for (int64_t i = 0; i < size; i++) set.slot[i] = -1;
+    }
     /* members whose rows this rank reads by load: picks are copied in place */
     int width = dds_group_size(s);
     const char **pn = calloc((size_t)width, sizeof *pn), **pe = calloc((size_t)width,
@@ -269,14 +302,8 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
         const char *ln = pn[m] ? pn[m] + nb * (start - first[m]) : NULL;
         const char *le = pe[m] ? pe[m] + eb * (start - first[m]) : NULL;
-        int whole = k < 0 || (!replace && c <= k) || (last && c <= k);
-        int64_t take = whole ? c : k;
-        if (j + take > cap) {
-            free(pn); free(pe); free(first);
-            rc = dds_set_error(DDS_EINVAL, "neighbour sample: output capacity %lld too "
-                               "small", (long long)cap);
-            goto done;
-        }
+        int64_t take = take_of(c, k, replace, last);
+        int whole = k < 0 || (c <= k && (!replace || last));
         for (int64_t q = 0; q < take; q++) row[j + q] = i;
         if (whole || last) { /* one contiguous piece: all of them, or the k latest */
             if (ln) {
@@ -332,7 +359,8 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         int64_t *outs[2] = {nbr, eid};
         int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb};
         for (int w = 0; w < 2 && rc == DDS_OK; w++) {
-            rc = dds_read(s, vars[w], pstart, pcount, np, gathered, 0);
+            rc = dds_read(s, vars[w], pstart, pcount, np, gathered,
+                          (int64_t)sizeof(int64_t) * nsel, 0);
             if (rc != DDS_OK) break;
             if (bytes[w] == 8) {
                 const int64_t *got = gathered;
@@ -364,9 +392,13 @@ done:
 int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t *keys,
                 int64_t n, int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new)
 {
-    if (cap < 1 || (cap & (cap - 1)) || *next + n >= cap)
+    int64_t need;
+    if (n < 0 || *next < 0 || __builtin_add_overflow(*next, n, &need))
+        return dds_set_error(DDS_EINVAL, "relabel: n=%lld and next=%lld must be >= 0 and "
+                             "their sum fit 64 bits", (long long)n, (long long)*next);
+    if (cap < 1 || (cap & (cap - 1)) || need >= cap)
         return dds_set_error(DDS_EINVAL, "relabel: map capacity %lld is not a power of two "
-                             "above %lld", (long long)cap, (long long)(*next + n));
+                             "above %lld", (long long)cap, (long long)need);
     int64_t nn = 0, mask = cap - 1;
     for (int64_t i = 0; i < n; i++) {
         int64_t key = keys[i];

@@ -49,11 +49,11 @@ static int member_of(const int64_t *node_offsets, int width, int64_t v)
 
 int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
                   int add_reverse, const int64_t *node_offsets, int width,
-                  int64_t *counts, int64_t *out)
+                  int64_t *counts, int64_t *out, int64_t cap)
 {
-    if (n < 0 || width < 1)
-        return dds_set_error(DDS_EINVAL, "tcsr_pack: n=%lld must be >= 0 and width=%d "
-                             ">= 1", (long long)n, width);
+    if (n < 0 || width < 1 || cap < 0)
+        return dds_set_error(DDS_EINVAL, "tcsr_pack: n=%lld and cap=%lld must be >= 0 and "
+                             "width=%d >= 1", (long long)n, (long long)cap, width);
     int64_t num_nodes = node_offsets[width];
     int per = add_reverse ? 2 : 1;
     memset(counts, 0, (size_t)width * sizeof *counts);
@@ -75,6 +75,10 @@ int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n
         counts[g] = at;
         at += c;
     }
+    /* at <= 2n: no overflow (n entries of 2 words each exist in memory) */
+    if (at > cap)
+        return dds_set_error(DDS_EINVAL, "tcsr_pack: %lld entries do not fit the output's "
+                             "capacity of %lld", (long long)at, (long long)cap);
     for (int64_t i = 0; i < n; i++) {
         for (int r = 0; r < per; r++) {
             int64_t v = edges[2 * i + r], u = edges[2 * i + 1 - r];
@@ -117,21 +121,34 @@ static int bad_id_bytes(const char *what, int id_bytes)
 
 int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
                    const int64_t *indptr, int64_t *fill, void *nbr, double *ts,
-                   void *eid, int id_bytes)
+                   void *eid, int64_t rows, int id_bytes)
 {
+    if (n < 0 || rows < 0 || node_lo < 0 || node_hi < node_lo)
+        return dds_set_error(DDS_EINVAL, "tcsr_place: n=%lld and rows=%lld must be >= 0 "
+                             "and [%lld, %lld) a valid node range", (long long)n,
+                             (long long)rows, (long long)node_lo, (long long)node_hi);
     if (id_bytes == 4)
-        return place_i32(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid);
+        return place_i32(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid, rows);
     if (id_bytes == 8)
-        return place_i64(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid);
+        return place_i64(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid, rows);
     return bad_id_bytes("tcsr_place", id_bytes);
 }
 
 int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void *nbr,
-                  double *ts, void *eid, int id_bytes)
+                  double *ts, void *eid, int64_t rows, int id_bytes)
 {
     if (node_lo < 0 || node_hi < node_lo)
         return dds_set_error(DDS_EINVAL, "tcsr_sort: node range [%lld, %lld) is not valid",
                              (long long)node_lo, (long long)node_hi);
+    /* every list inside the chunk [0, rows) before anything moves */
+    for (int64_t v = node_lo; v < node_hi; v++) {
+        int64_t lo = indptr[v] - indptr[node_lo], hi = indptr[v + 1] - indptr[node_lo];
+        if (lo < 0 || hi < lo || hi > rows)
+            return dds_set_error(DDS_EINVAL, "tcsr_sort: the list of node %lld, local rows "
+                                 "[%lld, %lld), is not inside the chunk's %lld rows",
+                                 (long long)v, (long long)lo, (long long)hi,
+                                 (long long)rows);
+    }
     if (id_bytes == 4)
         sort_i32(node_lo, node_hi, indptr, nbr, ts, eid);
     else if (id_bytes == 8)

@@ -8,7 +8,7 @@
 
 static int ID_FN(place)(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
                         const int64_t *indptr, int64_t *fill, ID_T *nbr, double *ts,
-                        ID_T *eid)
+                        ID_T *eid, int64_t rows)
 {
     int64_t base = indptr[node_lo];
     for (int64_t i = 0; i < n; i++) {
@@ -22,13 +22,18 @@ static int ID_FN(place)(const int64_t *entries, int64_t n, int64_t node_lo, int6
             return dds_set_error(DDS_ERANGE, "tcsr_place: entry %lld has neighbour %lld "
                                  "and edge id %lld, not both %d-byte ids", (long long)i,
                                  (long long)e[1], (long long)e[3], (int)sizeof(ID_T));
-        int64_t row = indptr[v] + fill[v - node_lo];
-        if (row >= indptr[v + 1])
+        int64_t f = fill[v - node_lo];
+        if (f < 0 || f >= indptr[v + 1] - indptr[v])
             return dds_set_error(DDS_EINVAL, "tcsr_place: node %lld receives more than its "
                                  "degree %lld", (long long)v,
                                  (long long)(indptr[v + 1] - indptr[v]));
+        int64_t row = indptr[v] - base + f;
+        if (row < 0 || row >= rows)
+            return dds_set_error(DDS_EINVAL, "tcsr_place: entry %lld (node %lld) goes to "
+                                 "local row %lld, outside the chunk's %lld rows",
+                                 (long long)i, (long long)v, (long long)row,
+                                 (long long)rows);
         fill[v - node_lo]++;
-        row -= base;
         nbr[row] = (ID_T)e[1];
         if (ts) memcpy(&ts[row], &e[2], sizeof(double));
         eid[row] = (ID_T)e[3];

@@ -107,7 +107,7 @@ struct sampler {
     int64_t *slo, *shi, *sidx, *probe;
     double *probe_ts;
     /* rows selected from searched lists: output slot and offset in `gathered` of each
-     * ([nsearch * k]), read as npieces ranges (pstart, pcount) holding `packed` rows */
+     * (one per pick of a searched list), read as npieces ranges (pstart, pcount) holding `packed` rows */
     int64_t nsel_remote, npieces, packed;
     int64_t *rslot, *roff, *pstart, *pcount, *gathered;
 };
@@ -240,8 +240,9 @@ static int fetch_remote_lists(struct sampler *sp, int64_t nremote)
     for (int64_t d = 0; d < nd; d++) {
         int64_t v = sp->d_node[d], deg = g->indptr[v + 1] - g->indptr[v];
         sp->d_off[d] = -1;
-        if (deg <= sp->whole_max ||
-            deg * DDS_ROOTS_PER_WHOLE <= sp->whole_max * sp->d_occ[d]) {
+        int64_t limit; /* whole_max * occ / DDS_ROOTS_PER_WHOLE, saturated */
+        if (__builtin_mul_overflow(sp->whole_max, sp->d_occ[d], &limit)) limit = INT64_MAX;
+        if (deg <= sp->whole_max || deg <= limit / DDS_ROOTS_PER_WHOLE) {
             sp->d_off[d] = total;
             sp->req_start[nreq] = g->indptr[v];
             sp->req_count[nreq++] = deg;
@@ -255,11 +256,13 @@ static int fetch_remote_lists(struct sampler *sp, int64_t nremote)
         if (!sp->f_ts || !sp->f_nbr || !sp->f_eid)
             return dds_set_error(DDS_ENOMEM, "temporal sample: out of memory for %lld "
                                  "remote list entries", (long long)total);
-        int rc = dds_read(sp->s, g->ts_var, sp->req_start, sp->req_count, nreq, sp->f_ts, 0);
+        int64_t bytes = (int64_t)sizeof(double) * total; /* = sizeof(int64_t) * total */
+        int rc = dds_read(sp->s, g->ts_var, sp->req_start, sp->req_count, nreq, sp->f_ts,
+                          bytes, 0);
         if (rc == DDS_OK) rc = dds_read(sp->s, g->nbr_var, sp->req_start, sp->req_count,
-                                        nreq, sp->f_nbr, 0);
+                                        nreq, sp->f_nbr, bytes, 0);
         if (rc == DDS_OK) rc = dds_read(sp->s, g->eid_var, sp->req_start, sp->req_count,
-                                        nreq, sp->f_eid, 0);
+                                        nreq, sp->f_eid, bytes, 0);
         if (rc != DDS_OK) return rc;
     }
     for (int64_t i = 0; i < sp->n; i++) {
@@ -316,7 +319,8 @@ static int cut_lists_by_remote_search(struct sampler *sp)
                 sp->probe[na++] = sp->g->indptr[sp->roots[sp->sidx[q]]] + sp->slo[q] +
                                   (sp->shi[q] - sp->slo[q]) / 2;
         if (!na) break;
-        int rc = dds_read(sp->s, sp->g->ts_var, sp->probe, NULL, na, sp->probe_ts, 0);
+        int rc = dds_read(sp->s, sp->g->ts_var, sp->probe, NULL, na, sp->probe_ts,
+                          (int64_t)sizeof(double) * na, 0);
         if (rc != DDS_OK) return rc;
         na = 0;
         for (int64_t q = 0; q < ns; q++) {
@@ -381,11 +385,14 @@ static int64_t plan_remote_picks(struct sampler *sp, const struct pick *p, int64
                                  int64_t j, int64_t *row)
 {
     int64_t start = sp->g->indptr[sp->roots[i]], piece0 = sp->packed;
-    int singles = p->draw && p->c > sp->range_factor * sp->k;
+    int64_t range; /* range_factor * k, saturated */
+    if (__builtin_mul_overflow(sp->range_factor, sp->k, &range)) range = INT64_MAX;
+    int singles = p->draw && p->c > range;
     if (!singles) {
         sp->pstart[sp->npieces] = start + p->lo;
         sp->pcount[sp->npieces++] = p->draw ? p->c : p->take;
-        sp->packed += p->draw ? p->c : p->take;
+        if (__builtin_add_overflow(sp->packed, p->draw ? p->c : p->take, &sp->packed))
+            sp->packed = INT64_MAX; /* refused by read_remote_picks */
     }
     for (int64_t q = 0; q < p->take; q++, j++) {
         int64_t pos = pick_position(p, q);
@@ -394,7 +401,8 @@ static int64_t plan_remote_picks(struct sampler *sp, const struct pick *p, int64
         if (singles) {
             sp->pstart[sp->npieces] = start + pos;
             sp->pcount[sp->npieces++] = 1;
-            sp->roff[sp->nsel_remote++] = sp->packed++;
+            sp->roff[sp->nsel_remote++] = sp->packed;
+            if (sp->packed < INT64_MAX) sp->packed++; /* saturated: refused later */
         } else {
             sp->roff[sp->nsel_remote++] = piece0 + pos - p->lo;
         }
@@ -403,13 +411,27 @@ static int64_t plan_remote_picks(struct sampler *sp, const struct pick *p, int64
 }
 
 /* Every root's picks in root order: written for lists in memory, planned for searched
- * ones; *written = the number of output rows. */
+ * ones; *written = the number of output rows.  The picks are counted first: DDS_EINVAL,
+ * nothing written, when they need more than `cap` rows. */
 static int select_edges(struct sampler *sp, uint64_t seed, uint64_t epoch, int layer,
-                        int64_t *row, int64_t *nbr, int64_t *eid, double *ets,
+                        int64_t cap, int64_t *row, int64_t *nbr, int64_t *eid, double *ets,
                         int64_t *written)
 {
-    if (sp->nsearch) {
-        size_t most = (size_t)(sp->nsearch * sp->k);
+    /* count the picks (min(k, c) per root) before anything is sized or written */
+    int64_t total = 0, remote = 0;
+    for (int64_t i = 0; i < sp->n; i++) {
+        int64_t take = sp->cut[i] < sp->k ? sp->cut[i] : sp->k;
+        if (take <= 0) continue;
+        if (__builtin_add_overflow(total, take, &total))
+            return dds_set_error(DDS_ENOMEM, "temporal sample: the edges taken for %lld "
+                                 "roots are more than 2^63", (long long)sp->n);
+        if (!sp->src[i].ts) remote += take;
+    }
+    if (total > cap)
+        return dds_set_error(DDS_EINVAL, "temporal sample: %lld edges taken, more than the "
+                             "output capacity %lld", (long long)total, (long long)cap);
+    if (remote) {
+        size_t most = (size_t)remote; /* pieces <= picks: one per root or per pick */
         sp->rslot = malloc(sizeof(int64_t) * most);
         sp->roff = malloc(sizeof(int64_t) * most);
         sp->pstart = malloc(sizeof(int64_t) * most);
@@ -433,18 +455,24 @@ static int select_edges(struct sampler *sp, uint64_t seed, uint64_t epoch, int l
 static int read_remote_picks(struct sampler *sp, int64_t *nbr, int64_t *eid, double *ets)
 {
     const dds_tcsr *g = sp->g;
+    if (sp->packed > INT64_MAX / (int64_t)sizeof(int64_t))
+        return dds_set_error(DDS_ENOMEM, "temporal sample: the remote pieces to read hold "
+                             "more than 2^60 entries");
     sp->gathered = malloc(sizeof(int64_t) * (size_t)sp->packed);
     if (!sp->gathered) return out_of_memory();
+    int64_t bytes = (int64_t)sizeof(int64_t) * sp->packed;
     int rc = dds_read(sp->s, g->nbr_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
-                      0);
+                      bytes, 0);
     if (rc != DDS_OK) return rc;
     for (int64_t q = 0; q < sp->nsel_remote; q++)
         nbr[sp->rslot[q]] = sp->gathered[sp->roff[q]];
-    rc = dds_read(sp->s, g->eid_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered, 0);
+    rc = dds_read(sp->s, g->eid_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
+                  bytes, 0);
     if (rc != DDS_OK) return rc;
     for (int64_t q = 0; q < sp->nsel_remote; q++)
         eid[sp->rslot[q]] = sp->gathered[sp->roff[q]];
-    rc = dds_read(sp->s, g->ts_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered, 0);
+    rc = dds_read(sp->s, g->ts_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
+                  bytes, 0);
     if (rc != DDS_OK) return rc;
     for (int64_t q = 0; q < sp->nsel_remote; q++)
         memcpy(&ets[sp->rslot[q]], &sp->gathered[sp->roff[q]], sizeof(double));
@@ -453,8 +481,9 @@ static int read_remote_picks(struct sampler *sp, int64_t *nbr, int64_t *eid, dou
 
 int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
                         const double *root_ts, int64_t n, int64_t k, int strategy,
-                        uint64_t seed, uint64_t epoch, int layer, int64_t *row,
-                        int64_t *nbr, int64_t *eid, double *ets, int64_t *count)
+                        uint64_t seed, uint64_t epoch, int layer, int64_t cap,
+                        int64_t *row, int64_t *nbr, int64_t *eid, double *ets,
+                        int64_t *count)
 {
     *count = 0;
     int rc = check_args(s, g, roots, root_ts, n, k, strategy);
@@ -471,7 +500,7 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
     if (rc == DDS_OK && sp.any_remote && nremote) rc = fetch_remote_lists(&sp, nremote);
     if (rc == DDS_OK) cut_lists_in_memory(&sp);
     if (rc == DDS_OK && sp.nsearch) rc = cut_lists_by_remote_search(&sp);
-    if (rc == DDS_OK) rc = select_edges(&sp, seed, epoch, layer, row, nbr, eid, ets,
+    if (rc == DDS_OK) rc = select_edges(&sp, seed, epoch, layer, cap, row, nbr, eid, ets,
                                         &written);
     if (rc == DDS_OK && sp.nsel_remote) rc = read_remote_picks(&sp, nbr, eid, ets);
     if (rc == DDS_OK) *count = written;

@@ -42,6 +42,21 @@ def _ptr(arr):
     return ffi.from_buffer(arr, require_writable=False)
 
 
+def _out(arr, ctype=None):
+    """``(pointer, capacity)`` of a writable output buffer: the capacity in bytes (no
+    ``ctype``) or in elements of ``ctype`` (e.g. ``"int64_t[]"``), from the memory the
+    buffer really has, which is what the C core is told it may write.  A read-only or
+    non-contiguous buffer raises :class:`DDStoreValueError`."""
+    try:
+        buf = (ffi.from_buffer(arr, require_writable=True) if ctype is None else
+               ffi.from_buffer(ctype, arr, require_writable=True))
+    except (TypeError, ValueError, BufferError) as exc:
+        raise DDStoreValueError(f"output buffer: {exc} (a writable C-contiguous buffer "
+                                f"is needed)") from None
+    n = len(buf)
+    return (ffi.NULL if n == 0 else buf), n
+
+
 def _last_error():
     """The C core's message for this thread's last failed call (``dds_last_error``: per
     thread, so it must be read in the thread that made the call, as here)."""
@@ -125,21 +140,26 @@ class Core:
 
     def chunk_offsets(self, var):
         offsets = np.empty(self.group_size + 1, dtype=np.int64)
-        self._check(lib.dds_chunk_offsets(self._handle[0], var,
-                                          ffi.from_buffer("int64_t[]", offsets)))
+        self._check(lib.dds_chunk_offsets(self._handle[0], var, *_out(offsets,
+                                                                      "int64_t[]")))
         return offsets
 
     def range_reader(self):
         """A function ``read(var, start, count, out)``: rows ``[start, start + count)``
-        into ``out`` (a writable C-contiguous buffer of the right size); the core checks
-        the range.  The hot path of single-row reads, so everything it needs is bound
+        into ``out`` (a writable C-contiguous buffer); the core checks the range and that
+        ``out`` holds the rows (:class:`DDStoreValueError` when it is too small or not
+        writable).  The hot path of single-row reads, so everything it needs is bound
         once here instead of looked up per call.  Use it only while the store is alive
         (the caller checks: a freed store has no variables to read)."""
         handle, read_range, from_buffer, check = (self._handle, lib.dds_read_range,
                                                   ffi.from_buffer, self._check)
 
         def read(var, start, count, out):
-            rc = read_range(handle[0], var, start, count, from_buffer(out))
+            try:
+                buf = from_buffer(out, require_writable=True)
+            except (TypeError, ValueError, BufferError):
+                buf = _out(out)[0]  # raises the ddstore error
+            rc = read_range(handle[0], var, start, count, buf, len(buf))
             if rc:
                 check(rc)
         return read
@@ -152,8 +172,12 @@ class Core:
             self._handle, lib.dds_read, ffi.new, ffi.from_buffer, ffi.NULL, self._check)
 
         def read_rows(var, rows, out):
-            rc = read(handle[0], var, new("int64_t[]", rows), null, len(rows),
-                      from_buffer(out), 0)
+            try:
+                buf = from_buffer(out, require_writable=True)
+            except (TypeError, ValueError, BufferError):
+                buf = _out(out)[0]  # raises the ddstore error
+            rc = read(handle[0], var, new("int64_t[]", rows), null, len(rows), buf,
+                      len(buf), 0)
             if rc:
                 check(rc)
         return read_rows
@@ -170,12 +194,14 @@ class Core:
 
     def read(self, var, starts, counts, out, flags=0):
         """``starts``/``counts``: C-contiguous int64 arrays of equal length; ``counts``
-        None reads one row per start."""
+        None reads one row per start.  ``out``: a writable C-contiguous buffer; the core
+        refuses rows that do not fit it (:class:`DDStoreValueError`)."""
+        ptr, nbytes = _out(out)
         self._check(lib.dds_read(self._handle[0], var,
                                  ffi.from_buffer("int64_t[]", starts),
                                  ffi.NULL if counts is None else
                                  ffi.from_buffer("int64_t[]", counts),
-                                 starts.shape[0], ffi.from_buffer(out), flags))
+                                 starts.shape[0], ptr, nbytes, flags))
 
     def local_bytes(self):
         return lib.dds_local_bytes(self._handle[0])
@@ -207,24 +233,43 @@ class TCSR:
         return self._core
 
     @staticmethod
-    def _outputs(cap):
-        """``row, nbr, eid``: int64 output buffers of ``cap`` entries."""
-        return (np.empty(cap, dtype=np.int64) for _ in range(3))
+    def _outputs(cap, n=3):
+        """``n`` int64 output buffers of ``cap`` entries (a cap too large for memory is a
+        :class:`DDStoreMemoryError` naming it)."""
+        if cap < 0:
+            raise DDStoreValueError(f"sample: output capacity {cap} must be >= 0")
+        try:
+            return [np.empty(cap, dtype=np.int64) for _ in range(n)]
+        except (MemoryError, ValueError) as exc:
+            raise DDStoreMemoryError(f"sample: {n} output arrays of {cap} entries do not "
+                                     f"fit in memory ({exc})") from None
+
+    def _taken_at_most(self, nodes, k):
+        """The sum over ``nodes`` of ``min(k, degree)`` (every node's whole list when
+        ``k < 0``): what a sample without replacement can take.  Nodes out of range count
+        0 here (the core refuses them)."""
+        if nodes.shape[0] == 0:
+            return 0
+        num = self._indptr.shape[0] - 1
+        v = np.clip(nodes, 0, max(num - 1, 0))
+        deg = (self._indptr[v + 1] - self._indptr[v]) if num else np.zeros_like(v)
+        return int(deg.sum() if k < 0 else np.minimum(deg, k).sum())
 
     def sample(self, roots, root_ts, k, strategy, seed, epoch, layer):
         """One layer: ``(row, nbr, eid, ets)`` arrays of the sampled edges (compact, in
-        root order).  ``roots`` int64 and ``root_ts`` float64, C-contiguous, same length."""
+        root order).  ``roots`` int64 and ``root_ts`` float64, C-contiguous, same length.
+        The outputs are sized by what the roots' lists hold (at most ``min(k, degree)``
+        each), never by ``k`` alone."""
         n = roots.shape[0]
-        cap = n * k
-        row, nbr, eid = self._outputs(cap)
+        cap = self._taken_at_most(roots, k)
+        # a MemoryError here is explained by the caller (ddstore.temporal's sampler)
+        row, nbr, eid = (np.empty(cap, dtype=np.int64) for _ in range(3))
         ets = np.empty(cap, dtype=np.float64)
         count = ffi.new("int64_t *")
         core = self._live_core()
         core._check(lib.dds_temporal_sample(
-            core._handle[0], self._c, ffi.from_buffer("int64_t[]", roots),
-            ffi.from_buffer("double[]", root_ts), n, k, strategy, seed, epoch, layer,
-            ffi.from_buffer("int64_t[]", row), ffi.from_buffer("int64_t[]", nbr),
-            ffi.from_buffer("int64_t[]", eid), ffi.from_buffer("double[]", ets), count))
+            core._handle[0], self._c, _i64(roots), _f64(root_ts), n, k, strategy, seed,
+            epoch, layer, cap, _i64(row), _i64(nbr), _i64(eid), _f64(ets), count))
         m = count[0]
         return row[:m], nbr[:m], eid[:m], ets[:m]
 
@@ -253,11 +298,12 @@ def tcsr_pack(edges, t, eid0, add_reverse, node_offsets, out, counts):
     """Pack the T-CSR entries of edge-table rows ``edges`` (``[n, 2]``; times ``t``; ids
     from ``eid0``) into ``out`` (int64 ``[>= n * (1 + add_reverse), 4]``) grouped by
     owning member; ``counts`` (int64 ``[width]``) gets entries per member.  ``t`` None:
-    time 0."""
+    time 0.  The core refuses entries that do not fit ``out``."""
     width = node_offsets.shape[0] - 1
+    ptr, words = _out(out, "int64_t[]")
     _local_check(lib.dds_tcsr_pack(_i64(edges), _f64(t), int(eid0), edges.shape[0],
                                    int(bool(add_reverse)), _i64(node_offsets), width,
-                                   _i64(counts), _i64(out)))
+                                   _i64(counts), ptr, words // 4))
 
 
 def _id_lists(nbr, eid, what):
@@ -270,28 +316,39 @@ def _id_lists(nbr, eid, what):
     if not (nbr.flags.c_contiguous and eid.flags.c_contiguous):
         raise DDStoreValueError(f"{what}: nbr and eid must be C-contiguous")
 
-    def p(arr):
-        return ffi.NULL if arr.size == 0 else ffi.from_buffer(arr)
-    return p(nbr), p(eid), dt.itemsize
+    pn, nn = _out(nbr)
+    pe, ne = _out(eid)
+    return pn, pe, dt.itemsize, min(nn, ne) // dt.itemsize
+
+
+def _times_out(ts, rows):
+    """``(pointer, rows)`` with ``rows`` cut to the float64 times ``ts`` holds (None:
+    no times)."""
+    if ts is None:
+        return ffi.NULL, rows
+    pt, nt = _out(ts, "double[]")
+    return pt, min(rows, nt)
 
 
 def tcsr_place(entries, node_lo, node_hi, indptr, fill, nbr, ts, eid):
     """Place received entries (``[n, 4]`` int64) into this member's T-CSR chunk
     (``nbr``/``eid``: both int64, or both int32 when every id fits; ``ts`` None: no
     times kept)."""
-    pn, pe, id_bytes = _id_lists(nbr, eid, "tcsr_place")
+    pn, pe, id_bytes, rows = _id_lists(nbr, eid, "tcsr_place")
+    pt, rows = _times_out(ts, rows)
     _local_check(lib.dds_tcsr_place(_i64(entries), entries.shape[0], int(node_lo),
-                                    int(node_hi), _i64(indptr), _i64(fill), pn,
-                                    _f64(ts), pe, id_bytes))
+                                    int(node_hi), _i64(indptr), _i64(fill), pn, pt, pe,
+                                    rows, id_bytes))
 
 
 def tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid):
     """Sort every list of nodes ``[node_lo, node_hi)`` of the chunk in place by (time,
     edge id), or by edge id alone when ``ts`` is None (``nbr``/``eid`` as in
     :func:`tcsr_place`)."""
-    pn, pe, id_bytes = _id_lists(nbr, eid, "tcsr_sort")
-    _local_check(lib.dds_tcsr_sort(int(node_lo), int(node_hi), _i64(indptr), pn,
-                                   _f64(ts), pe, id_bytes))
+    pn, pe, id_bytes, rows = _id_lists(nbr, eid, "tcsr_sort")
+    pt, rows = _times_out(ts, rows)
+    _local_check(lib.dds_tcsr_sort(int(node_lo), int(node_hi), _i64(indptr), pn, pt, pe,
+                                   rows, id_bytes))
 
 
 NEIGHBOR_REPLACE = lib.DDS_NEIGHBOR_REPLACE
@@ -309,7 +366,9 @@ class CSC(TCSR):
 
     def sample(self, nodes, node_ts, k, flags, seed, cap):
         """One hop: ``(row, nbr, eid)`` (compact, in node order).  ``nodes`` int64 and
-        ``node_ts`` float64 (or None), C-contiguous; ``cap`` bounds the output."""
+        ``node_ts`` float64 (or None), C-contiguous; ``cap`` bounds the output (the core
+        refuses a sample that needs more; an output too large for memory is a
+        :class:`DDStoreMemoryError`)."""
         row, nbr, eid = self._outputs(cap)
         count = ffi.new("int64_t *")
         core = self._live_core()
@@ -317,7 +376,7 @@ class CSC(TCSR):
             return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer(ctype, arr)
         core._check(lib.dds_neighbor_sample(
             core._handle[0], self._c, p(nodes), p(node_ts, "double[]"), nodes.shape[0], k,
-            flags, seed, cap, p(row), p(nbr), p(eid), count))
+            flags, seed, min(row.shape[0], int(cap)), p(row), p(nbr), p(eid), count))
         m = count[0]
         return row[:m], nbr[:m], eid[:m]
 
@@ -378,10 +437,15 @@ def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):
     none = np.zeros(0, dtype=np.int64)
     rm, add, chg = (none if a is None else a for a in (rm, add, chg))
     n, nr, na = keys.shape[0], rm.shape[0], add.shape[0]
-    size = n - nr + na
+    size = max(0, n - nr + na)  # the core refuses a delta removing more than there is
     new_keys = np.empty(size, dtype=np.int64)
     edge_index = np.empty((2, size), dtype=np.int64)
     weighted = w is not None
+    for name, arr, length in (("w", w, n), ("add_w", add_w, na), ("chg_w", chg_w,
+                                                                 chg.shape[0])):
+        if weighted and (arr if arr is not None else none).shape[0] != length:
+            raise DDStoreValueError(f"apply_delta: {name} must hold {length} weights, got "
+                                    f"{None if arr is None else arr.shape[0]}")
     new_w = np.empty(size, dtype=np.float32) if weighted else None
     out_n = ffi.new("int64_t *")
 
@@ -396,10 +460,12 @@ def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):
         ptr(add, "int64_t[]"), ptr(add_w if weighted else None, "float[]"), na,
         ptr(chg if weighted else None, "int64_t[]"),
         ptr(chg_w if weighted else None, "float[]"),
-        chg.shape[0] if weighted else 0, int(bits), ptr(new_keys, "int64_t[]"),
+        chg.shape[0] if weighted else 0, int(bits), size, ptr(new_keys, "int64_t[]"),
         ptr(new_w, "float[]"), ptr(edge_index[0], "int64_t[]"),
         ptr(edge_index[1], "int64_t[]"), out_n)
     if rc != lib.DDS_OK or out_n[0] != size:
+        why = _last_error() if rc != lib.DDS_OK else f"{out_n[0]} edges, not {size}"
         raise DDStoreStateError(f"dynamic graph: a stored delta does not fit its snapshot "
-                                f"({n} edges, -{nr} +{na}); the stored data is corrupt")
+                                f"({n} edges, -{nr} +{na}): {why}; the stored data is "
+                                f"corrupt")
     return new_keys, new_w, edge_index

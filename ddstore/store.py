@@ -672,10 +672,11 @@ class DDStore(RecordsAPI):
         """The unchecked hot path of rows variable ``name``, for layers that check their
         own arguments (e.g. :mod:`pyddstore`): ``(read_range, read_rows)`` where
         ``read_range(start, count, out)`` reads rows ``[start, start + count)`` and
-        ``read_rows(indices, out)`` the rows of a list of Python ints.  ``out`` must be a
-        writable C-contiguous buffer of exactly that many rows; the core checks the
-        range (raising :class:`DDStoreIndexError`), nothing else is checked.  Valid until
-        the variable is removed."""
+        ``read_rows(indices, out)`` the rows of a list of Python ints.  ``out`` is a
+        writable C-contiguous buffer of at least that many rows; the core checks the
+        range (raising :class:`DDStoreIndexError`) and that ``out`` holds the rows (a
+        smaller or read-only one raises :class:`DDStoreValueError`; nothing is written
+        past its end); nothing else is checked.  Valid until the variable is removed."""
         var = self._var(name)
         return (functools.partial(self._read_range, var.vid),
                 functools.partial(self._read_rows, var.vid))

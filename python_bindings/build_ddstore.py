@@ -6,8 +6,14 @@ package from PyPI installs one, else ``mpicc`` on PATH).  Its compile and link f
 are passed to the compiler, and the MPI library directory is put in the extension's
 rpath, so it loads the same ``libmpi`` that mpi4py loads from that installation.
 
-Run directly (``python python_bindings/build_ddstore.py``) to build in place, or through
-``setup.py`` (``cffi_modules``).
+Run directly (``python python_bindings/build_ddstore.py [OUTDIR]``) to build in place
+(or into ``OUTDIR/ddstore/``), or through ``setup.py`` (``cffi_modules``).
+
+``DDSTORE_SANITIZE=1`` builds with AddressSanitizer and UndefinedBehaviorSanitizer
+(``-fsanitize=address,undefined``, frame pointers and debug lines kept): the build
+``scripts/sanitize.sh`` makes into ``build/asan`` and runs the tests over.  Python itself
+is not instrumented, so such a module loads only with the ASan runtime preloaded
+(``LD_PRELOAD=$(gcc -print-file-name=libasan.so)``).
 """
 import os
 import shlex
@@ -59,6 +65,9 @@ def mpi_flags():
     return incs, libdirs, libs or ["mpi"], link
 
 
+SANITIZE = os.environ.get("DDSTORE_SANITIZE", "") not in ("", "0")
+_SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
+
 with open(os.path.join(CSRC, "ddstore.h")) as f:
     _header = f.read()
 _cdef = []
@@ -72,20 +81,28 @@ ffibuilder = FFI()
 # MPI_Comm is opaque to cffi: an int in MPICH, a pointer in Open MPI.
 ffibuilder.cdef("typedef ... MPI_Comm;\n" + _cdef)
 _incs, _libdirs, _libs, _link = mpi_flags()
+
+
+def _csrc(f):
+    """A file of csrc/: relative to ROOT for setup.py, absolute when run directly (cffi
+    then compiles inside the output directory)."""
+    path = os.path.join(CSRC, f)
+    return path if __name__ == "__main__" else os.path.relpath(path, ROOT)
+
+
 ffibuilder.set_source(
     "ddstore._ddstore_cffi",
     '#include "ddstore.h"',
-    sources=[os.path.relpath(os.path.join(CSRC, f), ROOT)
-             for f in ("ddstore.c", "temporal.c", "tcsr.c", "neighbor.c", "dynamic.c")],
+    sources=[_csrc(f) for f in ("ddstore.c", "temporal.c", "tcsr.c", "neighbor.c",
+                                "dynamic.c")],
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,
-    depends=[os.path.relpath(os.path.join(CSRC, f), ROOT)
-             for f in ("ddstore.h", "internal.h", "sampling.h", "tcsr_lists.h")],
-    extra_compile_args=["-O2", "-std=c11", "-Wall"],
-    extra_link_args=_link,
+    depends=[_csrc(f) for f in ("ddstore.h", "internal.h", "sampling.h", "tcsr_lists.h")],
+    extra_compile_args=["-O2", "-std=c11", "-Wall"] + (_SANITIZE_FLAGS if SANITIZE else []),
+    extra_link_args=_link + (_SANITIZE_FLAGS if SANITIZE else []),
 )
 
 if __name__ == "__main__":
     os.chdir(ROOT)
-    ffibuilder.compile(verbose=True)
+    ffibuilder.compile(tmpdir=sys.argv[1] if len(sys.argv) > 1 else ".", verbose=True)

@@ -16,6 +16,11 @@ __all__ = ["NeighborSampler"]
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
+#: With ``replace=True`` every node draws exactly ``k`` edges, so ``k`` sizes the output
+#: (24 bytes per draw and node): fanouts above this bound are refused.  Without
+#: replacement any ``k`` is valid (a node takes ``min(k, degree)``).
+MAX_FANOUT_WITH_REPLACEMENT = 2 ** 20
+_INT64_MAX = (1 << 63) - 1
 
 
 class _StoredTime:
@@ -160,14 +165,21 @@ class NeighborSampler(BaseSampler):
         if self.is_hetero and isinstance(values, list):
             values = {et: values for et in self.edge_types}
         fanouts = values if isinstance(values, dict) else {None: values}
-        for et, ks in fanouts.items():
-            if not isinstance(ks, (list, tuple)) or any(not is_int(k) or k < -1 for k in ks):
-                raise DDStoreValueError(f"num_neighbors{'' if et is None else f'[{et}]'} "
-                                        f"must be a list of integers >= -1 (-1: all), got "
-                                        f"{ks!r}")
-        self._fanouts = {et: [int(k) for k in ks] for et, ks in fanouts.items()}
-        self.num_hops = max(len(ks) for ks in self._fanouts.values())
         self.replace = bool(replace)
+        for et, ks in fanouts.items():
+            where = f"num_neighbors{'' if et is None else f'[{et}]'}"
+            if not isinstance(ks, (list, tuple)) or any(not is_int(k) or k < -1 for k in ks):
+                raise DDStoreValueError(f"{where} must be a list of integers >= -1 (-1: "
+                                        f"all), got {ks!r}")
+            if self.replace and any(k > MAX_FANOUT_WITH_REPLACEMENT for k in ks):
+                raise DDStoreValueError(
+                    f"{where}={list(ks)!r} with replace=True: every node draws exactly k "
+                    f"edges, so k must be <= {MAX_FANOUT_WITH_REPLACEMENT} (-1: all "
+                    f"neighbours); use replace=False to take min(k, degree)")
+        # without replacement a k beyond every degree takes the whole list: cut to int64
+        self._fanouts = {et: [min(int(k), _INT64_MAX) for k in ks]
+                         for et, ks in fanouts.items()}
+        self.num_hops = max(len(ks) for ks in self._fanouts.values())
         self._disjoint = bool(disjoint)
         if temporal_strategy not in ("uniform", "last"):
             raise DDStoreValueError(f"temporal_strategy must be 'uniform' or 'last', got "
@@ -290,8 +302,9 @@ class NeighborSampler(BaseSampler):
             return empty, empty, empty, empty, empty
         c, handle = self._handle(et)
         deg = c.indptr[glob + 1] - c.indptr[glob]
-        cap = int(deg.sum() if k < 0 else (k * np.count_nonzero(deg) if self.replace else
-                                           np.minimum(deg, k).sum()))
+        # Python ints: k * nodes never wraps (k <= MAX_FANOUT_WITH_REPLACEMENT there)
+        cap = int(deg.sum()) if k < 0 else (k * int(np.count_nonzero(deg)) if self.replace
+                                            else int(np.minimum(deg, k).sum()))
         flags = (_core.NEIGHBOR_REPLACE if self.replace else 0) | (
             _core.NEIGHBOR_LAST if self.time_attr is not None and
             self.temporal_strategy == "last" else 0)

@@ -1,0 +1,328 @@
+"""Memory safety of the C core (issue 25, item 9) and fanouts beyond every degree in the
+PyG sampler (item 6), in-process on one rank.
+
+Every C entry point that writes an output is given the output's capacity and refuses to
+go past it: each test here hands the core a buffer with a guard region behind the
+capacity it states, and checks the error, its message and that the guard is untouched
+(before the capacities existed, these calls wrote into the guard).
+"""
+import numpy as np
+import pytest
+import torch
+
+from ddstore import _core
+from ddstore._core import ffi, lib
+from ddstore.errors import DDStoreMemoryError, DDStoreStateError, DDStoreValueError
+
+GUARD = 64                    # elements of guard behind every stated capacity
+SENTINEL = -0x5A5A5A5A5A5A5A5A
+
+
+def guarded(cap, dtype=np.int64):
+    """An array of ``cap + GUARD`` sentinel elements: the core is told ``cap``."""
+    buf = np.empty(cap + GUARD, dtype=dtype)
+    buf.view(np.uint8)[:] = 0xA5
+    return buf
+
+
+def intact(buf, cap):
+    """The guard behind ``cap`` holds its sentinel bytes (nothing was written past)."""
+    return bool((buf[cap:].view(np.uint8) == 0xA5).all())
+
+
+def p64(arr):
+    return ffi.from_buffer("int64_t[]", arr)
+
+
+def message():
+    return ffi.string(lib.dds_last_error()).decode()
+
+
+@pytest.fixture
+def core():
+    from mpi4py import MPI
+    c = _core.Core(MPI.COMM_SELF, 1, "auto")
+    yield c
+    c.free()
+
+
+def _var(core, name, values):
+    values = np.ascontiguousarray(values)
+    vid = core.add(name, values.shape[0], values.nbytes // max(values.shape[0], 1))
+    core.write_local(vid, 0, values)
+    return vid
+
+
+# a graph of 3 nodes as a T-CSR / CSC: lists of node 0 (3 entries), 1 (2), 2 (none)
+INDPTR = np.array([0, 3, 5, 5], dtype=np.int64)
+NBR = np.array([1, 2, 0, 0, 2], dtype=np.int64)
+TS = np.array([1.0, 2.0, 3.0, 1.0, 2.0])
+EID = np.arange(5, dtype=np.int64)
+
+
+@pytest.fixture
+def tcsr(core):
+    g = _core.TCSR(core, _var(core, "nbr", NBR), _var(core, "ts", TS),
+                   _var(core, "eid", EID), INDPTR, np.array([0, 3], dtype=np.int64))
+    core.sync()
+    return g
+
+
+# ------------------------------------------------------------------ reads
+def test_read_refuses_an_output_too_small(core):
+    vid = _var(core, "rows", np.arange(40, dtype=np.int64).reshape(10, 4))
+    core.sync()
+    starts = np.array([0, 3, 7], dtype=np.int64)
+    counts = np.array([2, 3, 3], dtype=np.int64)       # 8 rows of 32 bytes
+    for cap in (0, 1, 31, 8 * 32 - 1):                  # bytes
+        out = guarded(cap, np.uint8)
+        rc = lib.dds_read(core._handle[0], vid, p64(starts), p64(counts), 3,
+                          ffi.from_buffer(out), cap, 0)
+        assert rc == lib.DDS_EINVAL and "the output holds %d" % cap in message()
+        assert intact(out, 0)                           # nothing written at all
+        one = guarded(cap, np.uint8)
+        rc = lib.dds_read_range(core._handle[0], vid, 2, 8, ffi.from_buffer(one), cap)
+        assert rc == lib.DDS_EINVAL and intact(one, 0)
+    out = guarded(8 * 32, np.uint8)
+    assert lib.dds_read(core._handle[0], vid, p64(starts), p64(counts), 3,
+                        ffi.from_buffer(out), 8 * 32, 0) == lib.DDS_OK
+    assert intact(out, 8 * 32)
+    want = np.arange(40).reshape(10, 4)[[0, 1, 3, 4, 5, 7, 8, 9]]
+    assert np.array_equal(out[:8 * 32].view(np.int64).reshape(8, 4), want)
+    # the Python wrappers state the real size of the array they are given
+    with pytest.raises(DDStoreValueError, match="the output holds 224"):
+        core.read(vid, starts, counts, np.empty((7, 4), np.int64))
+    with pytest.raises(DDStoreValueError, match="writable"):
+        core.read(vid, starts, counts, bytes(256))
+    read_range, read_rows = core.range_reader(), core.rows_reader()
+    with pytest.raises(DDStoreValueError, match="the output holds 64"):
+        read_range(vid, 0, 3, np.empty((2, 4), np.int64))
+    with pytest.raises(DDStoreValueError, match="the output holds 32"):
+        read_rows(vid, [4, 5], np.empty((1, 4), np.int64))
+    with pytest.raises(DDStoreValueError, match="writable"):
+        read_rows(vid, [4], bytes(32))
+    got = np.empty((2, 4), np.int64)
+    read_rows(vid, [9, 0], got)
+    assert np.array_equal(got, np.arange(40).reshape(10, 4)[[9, 0]])
+    offsets = guarded(1)
+    assert lib.dds_chunk_offsets(core._handle[0], vid, p64(offsets), 1) == lib.DDS_EINVAL
+    assert intact(offsets, 0)
+
+
+def test_fast_readers_check_out(store):
+    """``DDStore.fast_readers``: an ``out`` smaller than the rows, or read-only, is a
+    DDStoreValueError, not a write past its end."""
+    store.add("a", np.arange(24, dtype=np.float32).reshape(6, 4))
+    read_range, read_rows = store.fast_readers("a")
+    big = guarded(12, np.float32)
+    with pytest.raises(DDStoreValueError, match="holds 48"):
+        read_range(0, 4, big[:12])                        # 3 rows' room for 4
+    assert intact(big, 12)
+    with pytest.raises(DDStoreValueError):
+        read_rows([1, 2, 3], big[:8])
+    assert intact(big, 8)
+    with pytest.raises(DDStoreValueError, match="writable"):
+        read_range(0, 1, np.zeros(4, np.float32).tobytes())
+    out = np.empty((2, 4), np.float32)
+    read_rows([5, 0], out)
+    assert np.array_equal(out, np.arange(24, dtype=np.float32).reshape(6, 4)[[5, 0]])
+
+
+# ------------------------------------------------------------------ samplers
+def test_temporal_sample_refuses_an_output_too_small(core, tcsr):
+    roots = np.array([0, 1, 0], dtype=np.int64)
+    rts = np.array([10.0, 10.0, 2.5])                   # takes 3, 2 and 2 entries
+    for cap in (0, 6):
+        outs = [guarded(cap) for _ in range(3)] + [guarded(cap, np.float64)]
+        count = ffi.new("int64_t *")
+        rc = lib.dds_temporal_sample(core._handle[0], tcsr._c, p64(roots),
+                                     ffi.from_buffer("double[]", rts), 3, 5,
+                                     lib.DDS_SAMPLE_RECENT, 1, 0, 0, cap,
+                                     *(p64(o) for o in outs[:3]),
+                                     ffi.from_buffer("double[]", outs[3]), count)
+        assert rc == lib.DDS_EINVAL and "7 edges taken" in message(), message()
+        assert count[0] == 0 and all(intact(o, 0) for o in outs)
+    # the wrapper sizes the outputs by min(k, degree): a huge k allocates nothing more
+    row, nbr, eid, ets = tcsr.sample(roots, rts, 2 ** 62, lib.DDS_SAMPLE_UNIFORM, 1, 0, 0)
+    assert row.tolist() == [0, 0, 0, 1, 1, 2, 2]
+    assert nbr.tolist() == [1, 2, 0, 0, 2, 1, 2] and eid.tolist() == [0, 1, 2, 3, 4, 0, 1]
+
+
+def _csc(core):
+    return _core.CSC(core, _var(core, "cn", NBR), _var(core, "ce", EID), None, INDPTR,
+                     np.array([0, 3], dtype=np.int64))
+
+
+def test_neighbor_sample_capacity_and_huge_k(core):
+    csc = _csc(core)
+    core.sync()
+    nodes = np.array([0, 1, 2, 0], dtype=np.int64)
+    full = ([0, 0, 0, 1, 1, 3, 3, 3], [1, 2, 0, 0, 2, 1, 2, 0], [0, 1, 2, 3, 4, 0, 1, 2])
+    for k in (-1, 3, 2 ** 31 - 1, 10 ** 12, 2 ** 62, 2 ** 63 - 1):
+        row, nbr, eid = csc.sample(nodes, None, k, 0, 7, 8)
+        assert (row.tolist(), nbr.tolist(), eid.tolist()) == full, k
+    for k, cap in ((-1, 7), (2 ** 62, 7), (2, 5)):     # k=2 takes 2 + 2 + 2
+        outs = [guarded(cap) for _ in range(3)]
+        count = ffi.new("int64_t *")
+        rc = lib.dds_neighbor_sample(core._handle[0], csc._c, p64(nodes), ffi.NULL, 4, k,
+                                     0, 7, cap, *(p64(o) for o in outs), count)
+        assert rc == lib.DDS_EINVAL and "output capacity %d" % cap in message()
+        assert count[0] == 0 and all(intact(o, 0) for o in outs)
+    # with replacement: k draws per node with edges; their number overflowing is refused
+    row, nbr, eid = csc.sample(nodes, None, 5, _core.NEIGHBOR_REPLACE, 7, 15)
+    assert row.tolist() == [0] * 5 + [1] * 5 + [3] * 5
+    assert all(NBR[e] == v for e, v in zip(eid, nbr))
+    outs = [guarded(4) for _ in range(3)]
+    count = ffi.new("int64_t *")
+    rc = lib.dds_neighbor_sample(core._handle[0], csc._c, p64(nodes), ffi.NULL, 4,
+                                 2 ** 62, lib.DDS_NEIGHBOR_REPLACE, 7, 4,
+                                 *(p64(o) for o in outs), count)
+    assert rc == lib.DDS_ENOMEM and "more than 2^63" in message()
+    assert all(intact(o, 0) for o in outs)
+    with pytest.raises(DDStoreMemoryError, match="do not fit in memory"):
+        csc.sample(nodes, None, 2 ** 40, _core.NEIGHBOR_REPLACE, 7, 3 * 2 ** 40)
+
+
+# ------------------------------------------------------------------ T-CSR build
+def test_tcsr_pack_place_sort_refuse_small_outputs():
+    edges = np.array([[0, 1], [1, 2], [2, 0]], dtype=np.int64)
+    offs = np.array([0, 2, 3], dtype=np.int64)
+    counts = np.zeros(2, np.int64)
+    for cap in (0, 5):                                  # 6 entries with reverse
+        out = guarded(4 * cap)
+        rc = lib.dds_tcsr_pack(p64(edges), ffi.NULL, 0, 3, 1, p64(offs), 2, p64(counts),
+                               p64(out), cap)
+        assert rc == lib.DDS_EINVAL and "6 entries" in message() and intact(out, 0)
+    with pytest.raises(DDStoreValueError, match="capacity of 2"):
+        _core.tcsr_pack(edges, None, 0, True, offs, np.empty((2, 4), np.int64), counts)
+    # place: entries of nodes [0, 2) into a chunk of 3 rows told as 2
+    entries = np.array([[0, 5, 0, 10], [1, 6, 0, 11], [0, 7, 0, 12]], dtype=np.int64)
+    indptr = np.array([0, 2, 3, 3], dtype=np.int64)
+    nbr, eid = guarded(2), guarded(2)
+    fill = np.zeros(2, np.int64)
+    rc = lib.dds_tcsr_place(p64(entries), 3, 0, 2, p64(indptr), p64(fill), p64(nbr),
+                            ffi.NULL, p64(eid), 2, 8)
+    assert rc == lib.DDS_EINVAL and "outside the chunk's 2 rows" in message()
+    assert intact(nbr, 2) and intact(eid, 2)
+    with pytest.raises(DDStoreValueError, match="chunk's 2 rows"):
+        _core.tcsr_place(entries, 0, 2, indptr, np.zeros(2, np.int64),
+                         np.empty(2, np.int64), np.empty(3), np.empty(3, np.int64))
+    rc = lib.dds_tcsr_sort(0, 2, p64(indptr), p64(nbr), ffi.NULL, p64(eid), 2, 8)
+    assert rc == lib.DDS_EINVAL and "not inside the chunk's 2 rows" in message()
+
+
+# ------------------------------------------------------------------ dynamic graphs
+def test_apply_delta_never_writes_past_the_result():
+    """A removed key missing from the snapshot and larger than every kept key: the
+    merge keeps all of them, one more than planned; it used to write that one past
+    out_keys and notice the mismatch after the loop."""
+    keys = np.array([1, 5, 9], dtype=np.int64)
+    for rm, add in (([10], []), ([9, 10], []), ([0], [3]), ([4], []), ([], [5]),
+                    ([1, 5, 9, 11], [])):
+        rm, add = np.array(rm, np.int64), np.array(add, np.int64)
+        size = max(0, 3 - rm.shape[0] + add.shape[0])
+        outs = [guarded(size) for _ in range(3)] + [guarded(size, np.float32)]
+        w = np.ones(3, np.float32)
+        n_out = ffi.new("int64_t *")
+        rc = lib.dds_apply_delta(p64(keys), ffi.from_buffer("float[]", w), 3,
+                                 p64(rm) if rm.size else ffi.NULL, rm.shape[0],
+                                 p64(add) if add.size else ffi.NULL, ffi.NULL,
+                                 add.shape[0], ffi.NULL, ffi.NULL, 0, 12, size,
+                                 p64(outs[0]), ffi.from_buffer("float[]", outs[3]),
+                                 p64(outs[1]), p64(outs[2]),
+                                 n_out)
+        assert rc == lib.DDS_EINVAL and message().startswith("apply_delta: "), message()
+        assert n_out[0] == 0
+        assert all(intact(o, size) for o in outs), (rm, add)
+        with pytest.raises(DDStoreStateError, match="corrupt") as err:
+            _core.apply_delta(keys, None, rm, add, None, None, None, 12)
+        assert "apply_delta:" in str(err.value)
+    with pytest.raises(DDStoreStateError, match="removed key 10 .position 0. is not in"):
+        _core.apply_delta(keys, None, np.array([10], np.int64), None, None, None, None, 12)
+    with pytest.raises(DDStoreValueError, match="add_w must hold 1 weights"):
+        _core.apply_delta(keys, np.ones(3, np.float32), None, np.array([2], np.int64),
+                          np.ones(0, np.float32), None, None, 12)
+    # every error return sets its message (bits and sizes included)
+    n_out = ffi.new("int64_t *")
+    for args, text in (((0, 3), "bits=0 out of range"),
+                       ((63, 3), "bits=63 out of range"),
+                       ((12, -1), "cap=-1 must be >= 0"),
+                       ((12, 2), "capacity 2 cannot hold the 3 keys")):
+        out = guarded(3)
+        rc = lib.dds_apply_delta(p64(keys), ffi.NULL, 3, ffi.NULL, 0, ffi.NULL, ffi.NULL,
+                                 0, ffi.NULL, ffi.NULL, 0, args[0], args[1], p64(out),
+                                 ffi.NULL, ffi.NULL, ffi.NULL, n_out)
+        assert rc == lib.DDS_EINVAL and text in message(), (args, message())
+        assert intact(out, 0)
+
+
+def test_relabel_sizes_checked():
+    keys = np.full(16, -1, np.int64)
+    ids = np.empty(16, np.int64)
+    nxt = ffi.new("int64_t *", 2 ** 63 - 2)
+    out, new_pos, n_new = np.empty(4, np.int64), np.empty(4, np.int64), ffi.new("int64_t *")
+    rc = lib.dds_relabel(p64(keys), p64(ids), 16, p64(np.arange(4, dtype=np.int64)), 4,
+                         p64(out), nxt, p64(new_pos), n_new)
+    assert rc == lib.DDS_EINVAL and "fit 64 bits" in message()
+
+
+# ------------------------------------------------------------------ PyG fanouts
+def _graph(store):
+    from torch_geometric.data import Data
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(3)
+    n, m = 30, 300
+    ei = torch.stack([torch.randint(0, n, (m,), generator=g),
+                      torch.randint(0, n, (m,), generator=g)])
+    fs, gs = dpyg.from_pyg(store, Data(x=torch.zeros(n, 1), edge_index=ei))
+    return ei, gs
+
+
+@pytest.mark.parametrize("k", [2 ** 31 - 1, 10 ** 12, 2 ** 62, 2 ** 63 - 1, 2 ** 64])
+def test_fanout_beyond_every_degree_takes_the_whole_neighbourhood(store, k):
+    """replace=False with k above every degree: two hops take every edge into the seeds
+    and into their sources (brute force over the edge index), as k=-1 does."""
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    ei, gs = _graph(store)
+    seeds = torch.tensor([0, 7, 29])
+    out = dpyg.NeighborSampler(gs, [k, k], seed=1).sample_from_nodes(
+        NodeSamplerInput(None, seeds))
+    src, dst = ei.tolist()
+    hop1 = sorted(e for e in range(len(src)) if dst[e] in set(seeds.tolist()))
+    new1 = {src[e] for e in hop1} - set(seeds.tolist())
+    hop2 = sorted(e for e in range(len(src)) if dst[e] in new1)
+    e1 = out.num_sampled_edges[0]
+    assert sorted(out.edge[:e1].tolist()) == hop1 and e1 == len(hop1)
+    assert sorted(out.edge[e1:].tolist()) == hop2
+    assert torch.equal(out.node[out.row], ei[0][out.edge])
+    assert torch.equal(out.node[out.col], ei[1][out.edge])
+    ref = dpyg.NeighborSampler(gs, [-1, -1], seed=1).sample_from_nodes(
+        NodeSamplerInput(None, seeds))
+    for f in ("node", "row", "col", "edge"):
+        assert torch.equal(getattr(out, f), getattr(ref, f)), f
+
+
+@pytest.mark.parametrize("k", [2 ** 20 + 1, 2 ** 31 - 1, 10 ** 12, 2 ** 62, 2 ** 64])
+def test_fanout_with_replacement_is_bounded(store, k):
+    from ddstore import pyg as dpyg
+    from ddstore.pyg.sampler import MAX_FANOUT_WITH_REPLACEMENT
+    _, gs = _graph(store)
+    with pytest.raises(DDStoreValueError, match=f"k must be <= "
+                                                f"{MAX_FANOUT_WITH_REPLACEMENT}"):
+        dpyg.NeighborSampler(gs, [2, k], replace=True)
+    dpyg.NeighborSampler(gs, [2, MAX_FANOUT_WITH_REPLACEMENT], replace=True)
+
+
+def test_fanout_with_replacement_within_the_bound(store):
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    ei, gs = _graph(store)
+    seeds = torch.tensor([0, 7, 29])
+    k = 5000
+    out = dpyg.NeighborSampler(gs, [k], replace=True, seed=2).sample_from_nodes(
+        NodeSamplerInput(None, seeds))
+    deg = torch.bincount(ei[1], minlength=30)[seeds]
+    assert out.num_sampled_edges == [k * int((deg > 0).sum())]
+    assert torch.equal(out.node[out.row], ei[0][out.edge])
+    assert torch.equal(out.node[out.col], ei[1][out.edge])
