@@ -115,7 +115,7 @@ def check_indices(idx, limit, what, item="index", low=0, detail=""):
                                     f"[{low}, {limit}){detail}")
 
 
-def exact_times(values, what, where=None):
+def exact_times(values, what, where=None, copy=True):
     """``values`` (an array of real numbers, any shape) as float64, refusing integers that
     float64 cannot hold exactly: for an integer array (or Python ints beyond int64, which
     numpy keeps as objects) with a value outside ``[-2**53, 2**53]``, a
@@ -123,7 +123,8 @@ def exact_times(values, what, where=None):
     e.g. ``"ts[1] = 9007199254740993 is outside [-2**53, 2**53], the integers the store's
     float64 times hold exactly"`` (``what`` names the array; ``where(position)``, if
     given, returns text shown after the value, e.g. ``" (node 7)"``).  Floats pass
-    unchanged (NaN and inf are the caller's to check); other dtypes raise."""
+    unchanged (NaN and inf are the caller's to check); other dtypes raise.  ``copy=False``
+    returns a float64 input itself instead of a copy."""
     arr = np.asarray(values)
     flat = arr.reshape(-1)
     if arr.dtype.kind == "O":  # Python ints numpy could not fit in (u)int64
@@ -135,7 +136,7 @@ def exact_times(values, what, where=None):
         if arr.dtype.kind == "i":
             big |= flat < -MAX_EXACT_TIME
     elif arr.dtype.kind == "f":
-        return arr.astype(np.float64)
+        return arr.astype(np.float64, copy=copy)
     else:
         raise DDStoreValueError(f"{what} must hold real numbers, got dtype {arr.dtype}")
     if big.any():

@@ -161,6 +161,21 @@ def test_uint64_node_ids_reported_as_given(store):
     assert store.variables() == []
 
 
+def test_integer_times_float64_would_round_are_refused(store):
+    """from_arrays keeps times as float64: 2**53 + 1 would become 2**53 (silently, before);
+    it is refused as NodeMemory and from_pyg refuse it, and +-2**53 itself is kept."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    for t, bad in (([0, 2 ** 53 + 1], 1), ([-2 ** 53 - 1, 0], 0)):
+        with pytest.raises(DDStoreValueError, match=rf"graph 'g': t\[{bad}\] = {t[bad]} is "
+                                                     rf"outside \[-2\*\*53, 2\*\*53\]"):
+            TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0], np.array(t, np.int64))
+        assert store.variables() == []
+    g = TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0],
+                                  np.array([2 ** 53, -2 ** 53], np.int64))
+    assert g.edges([0, 1])[2].tolist() == [2.0 ** 53, -2.0 ** 53]
+
+
 @pytest.mark.parametrize("strategy", ["recent", "uniform"])
 def test_huge_fanouts_sample_what_exists(store, strategy):
     """Fanouts of 10**9 or 2**63 take every eligible edge (no buffer of roots x fanout):

@@ -10,7 +10,7 @@ from torch_geometric.data import GraphStore as _PygGraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
-from .._checks import is_int
+from .._checks import exact_times, is_int
 from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
@@ -22,7 +22,6 @@ from .feature_store import UnknownAttributeError
 __all__ = ["GraphStore", "EdgeAttr"]
 
 _CSC_VARS = ("nbr", "eid", "ts")
-_MAX_EXACT = 2 ** 53  # integer times are kept as float64: exact up to here
 # the CSC's nbr and eid are int32 when num_src_nodes and num_edges are both <= this, else
 # int64 (read at every put: a test may lower it to store int64)
 ID32_LIMIT = 2 ** 31 - 1
@@ -267,12 +266,7 @@ class GraphStore(_PygGraphStore):
                                             f"source node {int(src.max())} is out of range")
                 raw = st.get_batch(var, np.asarray(src, dtype=np.int64)) if src.size \
                     else np.zeros(0, st.dtype(var))
-            raw = raw.reshape(-1)
-            if raw.dtype.kind in "iu" and raw.size and (
-                    int(raw.max()) > _MAX_EXACT or int(raw.min()) < -_MAX_EXACT):
-                raise DDStoreValueError(f"{what}: integer times beyond 2**53 cannot be kept "
-                                        f"exactly")
-            ts = raw.astype(np.float64)
+            ts = exact_times(raw.reshape(-1), f"{what}: time_attr {t!r}", copy=False)
             if ts.size and not np.isfinite(ts).all():
                 raise DDStoreValueError(f"{what}: time_attr {t!r} holds NaN or infinite "
                                         f"values")

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import (DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
-from .._checks import (STORABLE_KINDS, as_indices, check_indices, is_int,
+from .._checks import (STORABLE_KINDS, as_indices, check_indices, exact_times, is_int,
                        taken_error)
 from .._collective import mark_agreed, raised_alike
 from ..memory import available_memory
@@ -113,7 +113,10 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
                                          f" they must be equal")
     out["src"] = out["src"].astype(np.int64, copy=False)
     out["dst"] = out["dst"].astype(np.int64, copy=False)
-    out["t"] = out["t"].astype(np.float64, copy=False)
+    try:  # integer times float64 would round are refused, as everywhere (one checker)
+        out["t"] = exact_times(out["t"], f"graph {name!r}: t", copy=False)
+    except DDStoreValueError as exc:
+        return None, (DDStoreValueError, str(exc))
     for key in ("src", "dst"):
         if m and int(out[key].min()) < 0:
             pos = int(np.argmax(out[key] < 0))

@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
+from .._checks import exact_times
 from ..errors import DDStoreValueError
 
 __all__ = ["chronological_split", "chronological_split_share", "check_ratios"]
 
-_MAX_EXACT = 2 ** 53
 
 
 def check_ratios(val_ratio, test_ratio):
@@ -132,13 +132,10 @@ def temporal_data_arrays(data, name):
         return None, (DDStoreValueError, f"graph {name!r}: data.t has dtype {t.dtype}; "
                                          f"timestamps must be integers or floats")
     if not t.is_floating_point() and n:
-        big = t.abs() > _MAX_EXACT
-        if bool(big.any()):
-            i = int(big.nonzero()[0, 0])
-            return None, (DDStoreValueError,
-                          f"graph {name!r}: data.t[{i}] = {int(t[i])} is outside "
-                          f"[-2**53, 2**53], the integers the store's float64 times hold "
-                          f"exactly")
+        try:  # the one check of integer times float64 would round
+            exact_times(t.numpy(), f"graph {name!r}: data.t", copy=False)
+        except DDStoreValueError as exc:
+            return None, (DDStoreValueError, str(exc))
     arrs = {k: (v.numpy() if v.dtype != torch.bfloat16 else v.float().numpy())
             for k, v in out.items()}
     return arrs, None
