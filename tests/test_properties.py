@@ -75,9 +75,9 @@ test_npy_reader = _property("npy", 30)
 
 
 @pytest.mark.mpi
-@pytest.mark.shared_launch("properties.py", "20", nprocs=2, timeout=300)
+@pytest.mark.shared_launch("properties.py", "25", nprocs=2, timeout=300)
 def test_properties_two_ranks(shared_launch):
-    """Every property on 2 ranks (widths 1 and 2, transports auto and rma), 20
+    """Every property on 2 ranks (widths 1 and 2, transports auto and rma), 25
     derandomized examples each, the same on both ranks."""
     assert "0 failures " + on_ranks(2) in shared_launch, shared_launch
 

@@ -266,7 +266,8 @@ class DynamicGraph:
         (graphs that change almost entirely every step gain nothing from deltas).
     dedup : None, "sum" or "last"
         Duplicate edges within one step are an error by default; ``"sum"`` adds their
-        weights, ``"last"`` keeps the last one (input order).
+        weights (in input order; a sum beyond float32 is refused), ``"last"`` keeps the
+        last one (input order).
     cache_size : int
         Snapshots kept in an LRU cache (default 8; at least 1), for the repeated access
         of truncated backpropagation through time.

@@ -37,7 +37,6 @@ from mpi4py import MPI
 from _harness import check, counts, run_main
 
 import ddstore  # noqa: E402
-from ddstore import DDStoreError, partition  # noqa: E402
 from ddstore.testing.temporal import (ReferenceNodeMemory, reference_lists,  # noqa: E402
                                       reference_sample)
 
@@ -114,7 +113,7 @@ def temporal_examples(draw):
     num_nodes = draw(st.one_of(st.none(), st.integers(max(top, 1), max(top, 1) + 3))) \
         if m else draw(st.integers(1, 5))
     roots = draw(st.lists(st.integers(0, (num_nodes or top) - 1), min_size=0, max_size=8))
-    # query times: the graph's own times (ties with the root's edges), next to them, extremes
+    # query times: the graph's times (ties with the roots' edges), next to them, extremes
     near = st.sampled_from(pool).flatmap(lambda x: st.sampled_from(
         [x, float(np.nextafter(x, np.inf)), float(np.nextafter(x, -np.inf))]))
     rts = draw(st.lists(st.one_of(near, times), min_size=len(roots), max_size=len(roots)))
@@ -127,6 +126,9 @@ def temporal_examples(draw):
         strategy=draw(st.sampled_from(["recent", "uniform"])),
         prop_time=draw(st.booleans()), seed=draw(st.integers(0, 2 ** 64 - 1)),
         epoch=draw(st.integers(0, 3)), store=draw(st.integers(0, 7)),
+        # how lists of other members are read (rma / width 2): whole, or binary-searched
+        # remotely with range reads or one row per draw
+        remote=draw(st.sampled_from([(2048, 64), (1, 1), (1, 64), (3, 1)])),
         bad_root=draw(st.sampled_from([-1, -2 ** 63, 2 ** 31 - 1, 2 ** 31, 2 ** 63 - 1,
                                        None])))
 
@@ -176,7 +178,9 @@ def prop_temporal(stores, ex):
                 same_bytes(g.edge_features(ids), feat[ids], "edge features")
 
         sampler = tg.TemporalSampler(g, ex["fanouts"], ex["strategy"], seed=ex["seed"],
-                                     prop_time=ex["prop_time"])
+                                     prop_time=ex["prop_time"],
+                                     remote_fetch_max=ex["remote"][0],
+                                     remote_range_factor=ex["remote"][1])
         sampler.set_epoch(ex["epoch"])
         roots = np.array(ex["roots"], np.int64)
         rts = np.array(ex["rts"], np.float64)
@@ -337,6 +341,8 @@ def _check_pyg_output(ex, out, src, dst, etime, disjoint):
         ne = out.num_sampled_edges[hop]
         r, c, ed = row[e0:e0 + ne], col[e0:e0 + ne], edge[e0:e0 + ne]
         assert np.all(np.isin(c, frontier)), f"hop {hop}: a target outside the frontier"
+        assert np.all(r < first + cnt + hop_nodes[hop + 1]), \
+            f"hop {hop}: a neighbour placed after this hop's new nodes"
         for p in frontier:
             v = node[p]
             cand = np.flatnonzero(dst == v)
@@ -576,7 +582,8 @@ def prop_tgl(stores, ex):
     m = len(ex["src"])
     src, dst = np.array(ex["src"], np.int64), np.array(ex["dst"], np.int64)
     t, split = np.array(ex["t"], np.float64), np.array(ex["split"], np.int8)
-    ef = None if ex["feat"] is None else _features(m, "float32", ex["fseed"])[:, :ex["feat"]]
+    ef = None if ex["feat"] is None else \
+        _features(m, "float32", ex["fseed"])[:, :ex["feat"]]
     nf = None if ex["nodes"] is None else _features(ex["nodes"], "float64", ex["fseed"])
     with shared_dir() as tmp:
         if rank == 0:
@@ -666,7 +673,7 @@ def prop_npy(stores, ex):
         try:
             got = s.read(a, b)
         finally:
-            s.close() if hasattr(s, "close") else None
+            s.close()
         want = arr[a:b] if arr.ndim == 3 else arr[a:b, :, None]
         same_bytes(got, want, f"load_npy read({a}, {b})")
         same_bytes(read_npy_rows(path, a, b), arr[a:b], f"read_npy_rows({a}, {b})")
