@@ -109,8 +109,9 @@ def canonical_edges(edge_index, edge_weight, num_nodes, dedup=None, step=0):
     ``keys`` is int64, sorted and unique, ``(dst << b) | src`` with ``b`` the bit length
     of ``num_nodes - 1`` (sorted keys = edges sorted by ``(dst, src)``); ``weights``
     float64 in key order (None when ``edge_weight`` is None).  Duplicate edges raise
-    :class:`~ddstore.DDStoreValueError` unless ``dedup`` is ``"sum"`` (weights added) or
-    ``"last"`` (the last occurrence in input order wins).
+    :class:`~ddstore.DDStoreValueError` unless ``dedup`` is ``"sum"`` (weights added in
+    float64 one after the other in input order, as ``sum()`` would) or ``"last"`` (the
+    last occurrence in input order wins).
     """
     ei = np.asarray(edge_index, dtype=np.int64)
     bits = _key_bits(num_nodes)
@@ -133,8 +134,11 @@ def canonical_edges(edge_index, edge_weight, num_nodes, dedup=None, step=0):
                     f"pass dedup='sum' or dedup='last' to merge them")
             starts = np.flatnonzero(np.concatenate(([True], ~dup)))
             if w is not None:
-                if dedup == "sum":
-                    w = np.add.reduceat(w, starts)
+                if dedup == "sum":  # in input order, one addition after the other
+                    # (np.add.at is unbuffered and in order; reduceat's order is numpy's)
+                    summed = np.full(starts.shape[0], -0.0)  # -0.0 + x is x, -0.0 too
+                    np.add.at(summed, np.concatenate(([0], np.cumsum(~dup))), w)
+                    w = summed
                 else:  # last occurrence in input order: the end of each stable run
                     w = w[np.concatenate((starts[1:], [key.shape[0]])) - 1]
             key = key[starts]
@@ -160,7 +164,7 @@ def _diff(old_k, old_w, new_k, new_w):
         out["del_w"] = old_w[~in_new].astype(np.float32)
         wo = old_w.astype(np.float32)[pos[in_old]]
         wn = new_w.astype(np.float32)[in_old]
-        changed = wo != wn
+        changed = wo.view(np.int32) != wn.view(np.int32)  # bits: 0.0 -> -0.0 too
         out["chg_key"] = new_k[in_old][changed]
         out["chg_old"] = wo[changed]
         out["chg_new"] = wn[changed]
@@ -262,7 +266,8 @@ class DynamicGraph:
         (graphs that change almost entirely every step gain nothing from deltas).
     dedup : None, "sum" or "last"
         Duplicate edges within one step are an error by default; ``"sum"`` adds their
-        weights, ``"last"`` keeps the last one (input order).
+        weights (in input order; a sum beyond float32 is refused), ``"last"`` keeps the
+        last one (input order).
     cache_size : int
         Snapshots kept in an LRU cache (default 8; at least 1), for the repeated access
         of truncated backpropagation through time.
@@ -439,7 +444,14 @@ class DynamicGraph:
     def _canonical(self, edges, weights, t):
         ei = _step_edges(edges[t], t, self.num_nodes)
         w = _step_weights(weights, t, ei)
-        return canonical_edges(ei, w, self.num_nodes, self.dedup, t)
+        keys, w = canonical_edges(ei, w, self.num_nodes, self.dedup, t)
+        if w is not None and self.dedup == "sum" and keys.shape[0] < ei.shape[1]:
+            # finite inputs can add up beyond float32 (as stored): refused, not kept as inf
+            with np.errstate(over="ignore"):
+                w32 = w.astype(np.float32)
+            merged = np.stack([keys & self._mask, keys >> self._bits])
+            check_finite_weights(w32, merged, f"weights[{t}] summed by dedup='sum'")
+        return keys, w
 
     def _add_all(self, deltas, ckpts):
         """Collective: add the delta and checkpoint records; on failure neither (the
