@@ -116,7 +116,6 @@ def test_launch_of_another_size_is_refused(launch_env, var):
 def test_launch_before_torch_rendezvous_is_refused(launch_env):
     """The examples start torch.distributed before the store: the same check comes first
     there, so a torchrun launch fails at once instead of blocking in the rendezvous."""
-    pytest.importorskip("torch")
     import torch.distributed as dist
     import ddstore
     from ddstore.distributed import init_torch_distributed

@@ -232,8 +232,11 @@ def pyg_examples(draw):
     dst = draw(st.lists(node, min_size=e, max_size=e))
     seeds = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=6))  # repeats too
     hops = draw(st.integers(1, 3))
-    # (fanouts far above every degree are issue 25 item 6: tests/test_properties.py)
-    fan = st.one_of(st.integers(-1, 4), st.just(50))
+    replace = draw(st.booleans())
+    # without replacement a fanout far above every degree takes what exists (min(k, deg));
+    # with replacement k draws are made, so k stays small there
+    fan = st.one_of(st.integers(-1, 4), st.just(50)) if replace else st.one_of(
+        st.integers(-1, 4), st.just(50), st.sampled_from([2 ** 31 - 1, 2 ** 62, 2 ** 63 - 1]))
     temporal = draw(st.booleans())
     etime = draw(st.lists(st.sampled_from([-F53, -3.0, 0.0, 1.0, 2.0, F53]), min_size=e,
                           max_size=e))
@@ -241,7 +244,7 @@ def pyg_examples(draw):
                           min_size=len(seeds), max_size=len(seeds)))
     return dict(n=n, src=src, dst=dst, seeds=seeds,
                 fanouts=draw(st.lists(fan, min_size=hops, max_size=hops)),
-                replace=draw(st.booleans()), disjoint=draw(st.booleans()),
+                replace=replace, disjoint=draw(st.booleans()),
                 temporal=temporal, strategy=draw(st.sampled_from(["uniform", "last"])),
                 etime=etime, stime=stime, xdtype=draw(st.sampled_from(
                     ["float32", "float64", "int64", "int8"])),
