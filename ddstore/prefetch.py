@@ -40,7 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from .errors import DDStoreValueError
 from ._checks import is_int
 
-__all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "prefetch_depth"]
+__all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "prefetch",
+           "prefetch_depth"]
 
 
 class PrefetchWarning(RuntimeWarning):
@@ -173,3 +174,34 @@ class PrefetchLoader:
 
     def __repr__(self):
         return f"PrefetchLoader(depth={self.depth}, loader={self.loader!r})"
+
+
+def _store_of(loader):
+    """The DDStore a loader reads (PyG's NodeLoader / LinkLoader over a ddstore sampler,
+    or a loader whose dataset has a ``store``), or None."""
+    for owner in (getattr(loader, "node_sampler", None), getattr(loader, "link_sampler",
+                                                                 None),
+                  getattr(loader, "dataset", None)):
+        store = getattr(owner, "store", None)
+        if store is not None and hasattr(store, "shm_peers"):
+            return store
+    return None
+
+
+def prefetch(loader, depth=2, store=None):
+    """Wrap any loader (PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` over a
+    :class:`ddstore.pyg.NeighborSampler`, or a torch ``DataLoader`` over the store) so
+    that one background thread produces up to ``depth`` batches ahead: the supported way
+    to overlap sampling and feature reads with training (``num_workers > 0`` is refused:
+    worker processes cannot read the store's MPI windows).  Batches come in exactly the
+    order of ``loader`` itself; with the sampler's ``seed=`` (or no other use of torch's
+    random generator during the loop) they are the same batches.
+
+    ``store``: the store the loader reads (found by itself for PyG loaders over a
+    ddstore sampler); with it, a rank whose reads need ``MPI_THREAD_MULTIPLE`` that MPI
+    does not provide falls back to no prefetch with a :class:`PrefetchWarning`."""
+    depth = check_prefetch(depth, getattr(loader, "num_workers", 0), "prefetch")
+    store = store if store is not None else _store_of(loader)
+    if store is not None:
+        depth = prefetch_depth(store, depth, "prefetch")
+    return PrefetchLoader(loader, depth)

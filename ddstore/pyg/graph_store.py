@@ -76,6 +76,9 @@ class GraphStore(_PygGraphStore):
     or a node attribute of the source node type (node-level time), one value per row, put
     **before** the edges.  The CSC is then sorted by that time within every list, as
     PyG's temporal sampling requires.  Integer times must lie in ``[-2**53, 2**53]``.
+    In a heterogeneous graph, an edge type with neither (its source node type has no
+    time attribute) is stored without times and sampled without a time rule: its
+    neighbours are always eligible, as in PyG.
 
     Putting is **collective** (checked like every collective call; bad input on any rank
     raises the same :class:`~ddstore.DDStoreError` on every rank and nothing is stored):
@@ -240,6 +243,10 @@ class GraphStore(_PygGraphStore):
             return None, None, (DDStoreValueError, f"{what}: time_attr {t!r} is both an edge "
                                                    f"attribute ({evar!r}) and a node "
                                                    f"attribute ({nvar!r}); keep one")
+        if not has_e and not has_n and edge_type is not None:
+            # PyG's rule: a source node type without the time attribute is always
+            # eligible; the edge type is stored (and sampled) without times
+            return None, None, None
         if not has_e and not has_n:
             return None, None, (UnknownAttributeError, f"{what}: time_attr {t!r} not found: "
                                                        f"put it first as an edge attribute "

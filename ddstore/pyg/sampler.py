@@ -1,5 +1,7 @@
 """NeighborSampler: PyG's ``BaseSampler`` over a :class:`GraphStore`, one C call per hop
 and edge type (``csrc/neighbor.c``) where the CSC lives."""
+import os
+
 import numpy as np
 import torch
 from torch_geometric.sampler import (BaseSampler, HeteroSamplerOutput, NegativeSampling,
@@ -10,7 +12,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from .. import _core
 from .._checks import as_indices, check_indices, is_int
 from ..errors import DDStoreStateError, DDStoreValueError
-from ._common import node_var
+from ._common import edge_var, node_var
 
 __all__ = ["NeighborSampler"]
 
@@ -21,6 +23,10 @@ _GOLDEN = 0x9E3779B97F4A7C15
 #: replacement any ``k`` is valid (a node takes ``min(k, degree)``).
 MAX_FANOUT_WITH_REPLACEMENT = 2 ** 20
 _INT64_MAX = (1 << 63) - 1
+#: ``subgraph_type="induced"`` reads the whole in-list of every sampled node: at most
+#: this many list entries per C call (lists longer than it are read one per call).
+INDUCED_CHUNK_ENTRIES = 1 << 20
+SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
 
 
 class _StoredTime:
@@ -97,6 +103,44 @@ class _NodeSet:
                                 np.zeros(0, dtype=np.int64))
 
 
+def _check_subgraph_type(subgraph_type, disjoint, asked_disjoint):
+    """PyG's ``subgraph_type`` (a str or ``SubgraphType``) as a str, checked."""
+    value = getattr(subgraph_type, "value", subgraph_type)
+    if value not in SUBGRAPH_TYPES:
+        raise DDStoreValueError(f"subgraph_type must be one of {list(SUBGRAPH_TYPES)}, got "
+                                f"{subgraph_type!r}")
+    if value == "induced" and disjoint:
+        raise DDStoreValueError(
+            "subgraph_type='induced' cannot be combined with disjoint subgraphs ("
+            + ("disjoint=True" if asked_disjoint else "temporal sampling is disjoint")
+            + "), as in PyG; use subgraph_type='directional' or 'bidirectional'")
+    return value
+
+
+def _untimed_edge_types(graph_store, edge_types, time_attr):
+    """The edge types stored without times while the graph store has a ``time_attr``
+    (heterogeneous graphs whose source node type has no such attribute): sampled
+    without a time rule.  Refused when the times exist now (put after the edges)."""
+    if time_attr is None:
+        return frozenset()
+    out = []
+    for et in edge_types:
+        c = graph_store._csc[et]
+        if "ts" in c.vars:
+            continue
+        st, name = graph_store.store, graph_store.name
+        late = [v for v in (edge_var(name, et, time_attr),
+                            node_var(name, None if et is None else et[0], time_attr))
+                if v in st]
+        if late:
+            raise DDStoreValueError(
+                f"edge type {et!r} was put without times but {late[0]!r} exists now: "
+                f"put the time attribute before the edge index (remove_edge_index and "
+                f"put it again)")
+        out.append(et)
+    return frozenset(out)
+
+
 class NeighborSampler(BaseSampler):
     """PyG's neighbour sampling over a :class:`GraphStore`, for ``NeighborLoader`` /
     ``LinkNeighborLoader(data=(feature_store, graph_store), ...,
@@ -135,7 +179,8 @@ class NeighborSampler(BaseSampler):
     """
 
     def __init__(self, graph_store, num_neighbors, replace=False, disjoint=False,
-                 temporal_strategy="uniform", time_attr=None, seed=None):
+                 temporal_strategy="uniform", time_attr=None, seed=None,
+                 subgraph_type="directional", sample_direction="forward"):
         from .graph_store import GraphStore
         if not isinstance(graph_store, GraphStore):
             raise DDStoreValueError(f"NeighborSampler needs a ddstore.pyg.GraphStore, got "
@@ -191,16 +236,29 @@ class NeighborSampler(BaseSampler):
                 f"time_attr={graph_store.time_attr!r}; temporal sampling needs the lists "
                 f"sorted by the same attribute (GraphStore(store, name, time_attr=...))")
         self.time_attr = time_attr
-        levels = {graph_store._csc[et].time_level for et in self.edge_types}
+        # edge types put without times (PyG's rule: a source node type with no time
+        # attribute is always eligible) have no time level
+        levels = {graph_store._csc[et].time_level for et in self.edge_types} - {None}
         self.time_level = levels.pop() if time_attr is not None and len(levels) == 1 \
             else None
         if time_attr is not None and self.time_level is None:
-            raise DDStoreValueError(f"time_attr={time_attr!r} is node-level for some edge "
-                                    f"types and edge-level for others")
+            raise DDStoreValueError(
+                f"time_attr={time_attr!r} is node-level for some edge types and "
+                f"edge-level for others" if levels else
+                f"time_attr={time_attr!r}: no edge type of graph store "
+                f"{graph_store.name!r} has times (put {time_attr!r} before the edges)")
         if seed is not None and not is_int(seed):
             raise DDStoreValueError(f"seed must be None or an integer, got {seed!r}")
         self.seed = None if seed is None else int(seed) & _MASK
         self._calls = 0
+        self.subgraph_type = _check_subgraph_type(subgraph_type, self.disjoint,
+                                                  self._disjoint)
+        if sample_direction not in ("forward", "backward"):
+            raise DDStoreValueError(f"sample_direction must be 'forward' or 'backward', "
+                                    f"got {sample_direction!r}")
+        self.sample_direction = sample_direction
+        self._untimed = _untimed_edge_types(graph_store, self.edge_types, time_attr)
+        self._pid = os.getpid()  # a forked child (DataLoader worker) must not sample
         sizes = {}
         for et in self.edge_types:
             c = graph_store._csc[et]
@@ -223,22 +281,103 @@ class NeighborSampler(BaseSampler):
 
     def sample_from_nodes(self, index, **kwargs):
         """Local: the sampled subgraph of ``index.node`` (PyG's ``NodeSamplerInput``)."""
-        return node_sample(index, self._sample)
+        self._check_process()
+        return self._subgraph(node_sample(index, self._sample))
 
     def sample_from_edges(self, index, neg_sampling=None):
         """Local: the sampled subgraph of the seed links (``EdgeSamplerInput``), with
         PyG's negative sampling (``binary``: random node pairs; ``triplet``: random
         destinations), done in torch as PyG does, with node-level times (when temporal)
         read from the store."""
+        self._check_process()
         if neg_sampling is not None and not isinstance(neg_sampling, NegativeSampling):
             neg_sampling = NegativeSampling.cast(neg_sampling)
         node_time = None
         if self.time_level == "node":
             mk = self._time_source
-            node_time = ({t: mk(t) for t in self.node_types} if self.is_hetero else
-                         mk(None))
-        return edge_sample(index, self._sample, self.num_nodes, self.disjoint, node_time,
-                           neg_sampling)
+            if self.is_hetero:  # types without the attribute: no time (always eligible)
+                node_time = {t: v for t, v in ((t, mk(t)) for t in self.node_types)
+                             if v is not None}
+            else:
+                node_time = mk(None)
+        return self._subgraph(edge_sample(index, self._sample, self.num_nodes,
+                                          self.disjoint, node_time, neg_sampling))
+
+    # ------------------------------------------------------------------ options
+    def _subgraph(self, out):
+        """``subgraph_type="bidirectional"``: PyG's own ``to_bidirectional`` (every
+        sampled edge also reversed, duplicates merged; edge ids dropped for hetero
+        reverse pairs and the per-hop counts cleared, as PyG does)."""
+        if self.subgraph_type == "bidirectional":
+            out = out.to_bidirectional(keep_orig_edges=False)
+        return out
+
+    def _check_process(self):
+        if os.getpid() != self._pid:
+            raise DDStoreStateError(
+                "NeighborSampler used in a forked process (a DataLoader worker: "
+                "num_workers > 0?): the store's MPI windows cannot be read from a child "
+                "process. Use num_workers=0 and overlap sampling with training by a "
+                "background thread: ddstore.prefetch.prefetch(loader, depth=2) (the C "
+                "sampler and the store reads run without the GIL)")
+
+    def __getstate__(self):
+        raise DDStoreStateError(
+            "NeighborSampler cannot be pickled (a DataLoader with num_workers > 0 and the "
+            "'spawn' or 'forkserver' start method?): it reads the store's MPI windows of "
+            "this process. Use num_workers=0 with ddstore.prefetch.prefetch(loader, "
+            "depth=2) to overlap sampling with training")
+
+    def _induced_edges(self, et, dst_nodes, src_nodes):
+        """``(row, col, edge)`` of every stored edge of type ``et`` from a node of
+        ``src_nodes`` to one of ``dst_nodes`` (positions of each node's first
+        occurrence), each edge once: the whole in-list of every sampled destination is
+        read (one C call per :data:`INDUCED_CHUNK_ENTRIES` list entries) and filtered."""
+        empty = np.zeros(0, dtype=np.int64)
+        if dst_nodes.shape[0] == 0 or src_nodes.shape[0] == 0:
+            return empty, empty, empty
+        c, handle = self._handle(et)
+        src_ids, src_first = np.unique(src_nodes, return_index=True)
+        _, dst_first = np.unique(dst_nodes, return_index=True)
+        dst_pos = np.sort(dst_first)
+        dst = np.ascontiguousarray(dst_nodes[dst_pos])
+        deg = c.indptr[dst + 1] - c.indptr[dst]
+        ends = np.cumsum(deg)
+        rows, cols, edges = [], [], []
+        a = 0
+        while a < dst.shape[0]:
+            base = ends[a - 1] if a else 0
+            b = max(a + 1, int(np.searchsorted(ends, base + INDUCED_CHUNK_ENTRIES,
+                                               side="right")))
+            cap = int(ends[b - 1] - base)
+            if cap:
+                r, nbr, eid = handle.sample(dst[a:b], None, -1, 0, 0, cap)
+                at = np.minimum(np.searchsorted(src_ids, nbr), src_ids.shape[0] - 1)
+                hit = src_ids[at] == nbr
+                rows.append(src_first[at[hit]])
+                cols.append(dst_pos[a:b][r[hit]])
+                edges.append(eid[hit])
+            a = b
+        if not rows:
+            return empty, empty, empty
+        return np.concatenate(rows), np.concatenate(cols), np.concatenate(edges)
+
+    def _induce(self, out):
+        """``subgraph_type="induced"``: the sampled nodes as drawn, with every stored
+        edge among them instead of the drawn edges (PyG's ``directed=False``)."""
+        t = torch.from_numpy
+        if isinstance(out, SamplerOutput):
+            nodes = out.node.numpy()
+            r, c, e = self._induced_edges(None, nodes, nodes)
+            out.row, out.col, out.edge = t(r), t(c), t(e)
+            out.num_sampled_edges = None
+            return out
+        for et in self.edge_types:
+            r, c, e = self._induced_edges(et, out.node[et[2]].numpy(),
+                                          out.node[et[0]].numpy())
+            out.row[et], out.col[et], out.edge[et] = t(r), t(c), t(e)
+        out.num_sampled_edges = None
+        return out
 
     @property
     def edge_permutation(self):
@@ -305,10 +444,10 @@ class NeighborSampler(BaseSampler):
         # Python ints: k * nodes never wraps (k <= MAX_FANOUT_WITH_REPLACEMENT there)
         cap = int(deg.sum()) if k < 0 else (k * int(np.count_nonzero(deg)) if self.replace
                                             else int(np.minimum(deg, k).sum()))
+        timed = times is not None and et not in self._untimed
         flags = (_core.NEIGHBOR_REPLACE if self.replace else 0) | (
-            _core.NEIGHBOR_LAST if self.time_attr is not None and
-            self.temporal_strategy == "last" else 0)
-        ts = None if times is None else np.ascontiguousarray(times[batch])
+            _core.NEIGHBOR_LAST if timed and self.temporal_strategy == "last" else 0)
+        ts = np.ascontiguousarray(times[batch]) if timed else None
         stream = (key + _GOLDEN * (1 + hop * 4096 + slot)) & _MASK
         r, nbr, eid = handle.sample(glob, ts, k, flags, stream, cap)
         sub = batch[r] if nset.disjoint else None
@@ -334,9 +473,9 @@ class NeighborSampler(BaseSampler):
                 raise DDStoreValueError(f"sample: unknown node type {unknown[0]!r}; known: "
                                         f"{self.node_types}")
         key = self._key()
-        if not isinstance(seed, dict):
-            return self._sample_homo(seed, seed_time, key)
-        return self._sample_hetero(seed, seed_time, key)
+        out = (self._sample_homo(seed, seed_time, key) if not isinstance(seed, dict) else
+               self._sample_hetero(seed, seed_time, key))
+        return self._induce(out) if self.subgraph_type == "induced" else out
 
     def _seeds(self, node_type, seed, num_nodes):
         seeds = as_indices(seed.numpy() if hasattr(seed, "numpy") else seed,
