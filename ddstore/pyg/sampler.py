@@ -256,6 +256,12 @@ class NeighborSampler(BaseSampler):
         if sample_direction not in ("forward", "backward"):
             raise DDStoreValueError(f"sample_direction must be 'forward' or 'backward', "
                                     f"got {sample_direction!r}")
+        if sample_direction == "backward":
+            raise DDStoreValueError(
+                "sample_direction='backward' is not supported yet: it samples each node's "
+                "out-edges (PyG samples the CSR), and a GraphStore holds only the CSC "
+                "(in-edges); put the reversed edges as an edge type of their own and "
+                "sample forward")
         self.sample_direction = sample_direction
         self._untimed = _untimed_edge_types(graph_store, self.edge_types, time_attr)
         self._pid = os.getpid()  # a forked child (DataLoader worker) must not sample

@@ -1,0 +1,320 @@
+"""MPI program: the sampling options of ddstore.pyg.NeighborSampler against brute force.
+
+Run under mpiexec (inside ``timeout``) on 1-3 ranks, or in-process on one rank
+(tests/test_pyg_options.py).  Width = all ranks, transports auto and rma (every other
+member's lists read with MPI_Get):
+
+- ``subgraph_type="bidirectional"``: with ``[-1, -1]`` the edge set of every batch is the
+  brute-force 2-hop edge set plus its reverse (homogeneous; hetero by PyG's pairing of
+  ``(a, r, b)`` with the unique ``(b, r', a)``), no pair twice; with fanouts the same
+  draws as ``directional`` (same seed) plus their reverse;
+- ``subgraph_type="induced"``: the sampled nodes are those of ``directional`` (same
+  seed) and the edges exactly every stored edge between them, once each (homogeneous and
+  hetero, repeated seeds), features byte-equal;
+- hetero temporal where one node type has no time attribute (PyG's rule: its nodes are
+  always eligible): each seed's subgraph with ``[-1, -1]`` equals the brute force;
+- ``ddstore.prefetch.prefetch(loader)``: the same batches in the same order as the
+  plain loader (same seed), homogeneous and hetero.
+"""
+import numpy as np
+import torch
+from mpi4py import MPI
+
+from _harness import check, run_main
+
+import ddstore  # noqa: E402
+from ddstore import pyg as dpyg  # noqa: E402
+from ddstore.prefetch import prefetch  # noqa: E402
+from torch_geometric.data import Data, HeteroData  # noqa: E402
+from torch_geometric.loader import LinkNeighborLoader, NeighborLoader  # noqa: E402
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+N, E = 36, 160
+NT = {"a": 17, "b": 11}
+ETS = ((("a", "ab", "b"), 50), (("b", "ba", "a"), 40), (("a", "aa", "a"), 45))
+
+
+def make_homo():
+    g = torch.Generator().manual_seed(11)
+    return Data(x=torch.randn(N, 3, generator=g),
+                edge_index=torch.randint(0, N, (2, E), generator=g))
+
+
+def make_hetero(times=False):
+    g = torch.Generator().manual_seed(12)
+    h = HeteroData()
+    for t, n in NT.items():
+        h[t].x = torch.randn(n, 2, generator=g)
+    if times:  # node-level time on "a" only: edge type ("b", "ba", "a") has none
+        h["a"].time = torch.randint(0, 20, (NT["a"],), generator=g)
+    for et, m in ETS:
+        h[et].edge_index = torch.stack([torch.randint(0, NT[et[0]], (m,), generator=g),
+                                        torch.randint(0, NT[et[2]], (m,), generator=g)])
+    return h
+
+
+def pairs_of(b, et=None):
+    """The batch's edges of ``et`` as global (src, dst) pairs, in order."""
+    s = b if et is None else b[et]
+    st = b.n_id if et is None else b[et[0]].n_id
+    dt = b.n_id if et is None else b[et[2]].n_id
+    return list(zip(st[s.edge_index[0]].tolist(), dt[s.edge_index[1]].tolist()))
+
+
+def hetero_khop(h, seeds, seed_type, hops, ok=None):
+    """Brute force, non-disjoint: per edge type the set of edge ids taken into each
+    hop's new nodes, and the nodes reached per type."""
+    seen = {t: set() for t in NT}
+    seen[seed_type] = set(seeds)
+    frontier = {t: set() for t in NT}
+    frontier[seed_type] = set(seeds)
+    taken = {et: set() for et, _ in ETS}
+    for _ in range(hops):
+        new = {t: set() for t in NT}
+        for et, _ in ETS:
+            src, dst = h[et].edge_index.tolist()
+            for e, (u, v) in enumerate(zip(src, dst)):
+                if v in frontier[et[2]] and (ok is None or ok(et, e)):
+                    taken[et].add(e)
+                    if u not in seen[et[0]]:
+                        new[et[0]].add(u)
+        for t in NT:
+            seen[t] |= new[t]
+        frontier = new
+    return taken, seen
+
+
+def homo_bidirectional(fs, gs, data, tag):
+    src, dst = data.edge_index.tolist()
+    seeds = torch.tensor([3, 9, 9, 30])
+    for nn in ([-1, -1], [2, 3]):
+        outs = {}
+        for sub in ("directional", "bidirectional"):
+            smp = dpyg.NeighborSampler(gs, nn, seed=4, subgraph_type=sub)
+            outs[sub] = next(iter(NeighborLoader((fs, gs), num_neighbors=nn,
+                                                 input_nodes=seeds, batch_size=4,
+                                                 neighbor_sampler=smp)))
+        d, b = outs["directional"], outs["bidirectional"]
+        what = f"{tag} homo bidirectional {nn}"
+        # PyG's rule on local indices (a repeated seed has two positions)
+        loc = set(zip(d.edge_index[0].tolist(), d.edge_index[1].tolist()))
+        want_loc = loc | {(v, u) for u, v in loc}
+        got_loc = list(zip(b.edge_index[0].tolist(), b.edge_index[1].tolist()))
+        check(set(got_loc) == want_loc and len(got_loc) == len(want_loc),
+              f"{what}: edges {sorted(got_loc)} != directional + reversed "
+              f"{sorted(want_loc)}")
+        dp, got = set(pairs_of(d)), pairs_of(b)
+        check(torch.equal(b.n_id, d.n_id), f"{what}: nodes differ from directional")
+        check(all((src[e], dst[e]) in ((u, v), (v, u)) for (u, v), e in
+                  zip(got, b.e_id.tolist())), f"{what}: e_id is not the edge or its reverse")
+        check(torch.equal(b.x, data.x[b.n_id]), f"{what}: features differ")
+        if nn == [-1, -1]:
+            taken = set()
+            frontier, seen = set(seeds.tolist()), set(seeds.tolist())
+            for _ in range(2):
+                ids = [e for e in range(E) if dst[e] in frontier]
+                taken |= {(src[e], dst[e]) for e in ids}
+                frontier = {src[e] for e in ids} - seen
+                seen |= frontier
+            check(dp == taken, f"{what}: directional edges differ from brute force")
+            check(set(got) == taken | {(v, u) for u, v in taken},
+                  f"{what}: bidirectional edges differ from brute force")
+
+
+def homo_induced(fs, gs, data, tag):
+    src, dst = data.edge_index.tolist()
+    for seeds in (torch.tensor([1, 5, 5, 20, 33]), torch.arange(N)):
+        outs = {}
+        for sub in ("directional", "induced"):
+            smp = dpyg.NeighborSampler(gs, [3, 2], seed=8, subgraph_type=sub)
+            outs[sub] = next(iter(NeighborLoader((fs, gs), num_neighbors=[3, 2],
+                                                 input_nodes=seeds, batch_size=len(seeds),
+                                                 neighbor_sampler=smp)))
+        d, b = outs["directional"], outs["induced"]
+        what = f"{tag} homo induced seeds {len(seeds)}"
+        check(torch.equal(b.n_id, d.n_id), f"{what}: nodes differ from directional")
+        nodes = set(b.n_id.tolist())
+        want = sorted(e for e in range(E) if src[e] in nodes and dst[e] in nodes)
+        check(sorted(b.e_id.tolist()) == want, f"{what}: edge ids {sorted(b.e_id.tolist())} "
+                                               f"!= brute force {want}")
+        check(pairs_of(b) == [(src[e], dst[e]) for e in b.e_id.tolist()],
+              f"{what}: edge_index is not the stored edges of e_id")
+        first = {}
+        for i, v in enumerate(b.n_id.tolist()):
+            first.setdefault(v, i)
+        check(all(first[b.n_id[i].item()] == i for i in b.edge_index.view(-1).tolist()),
+              f"{what}: an edge names a repeated seed's later position")
+        check(torch.equal(b.x, data.x[b.n_id]), f"{what}: features differ")
+    # LinkNeighborLoader: the same induced rule around seed links
+    smp = dpyg.NeighborSampler(gs, [2], seed=2, subgraph_type="induced")
+    b = next(iter(LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=6,
+                                     edge_label_index=(None, data.edge_index[:, :6]),
+                                     neighbor_sampler=smp)))
+    nodes = set(b.n_id.tolist())
+    want = sorted(e for e in range(E) if src[e] in nodes and dst[e] in nodes)
+    check(sorted(b.e_id.tolist()) == want, f"{tag} link induced: edges differ")
+    check(pairs_of(b) == [(src[e], dst[e]) for e in b.e_id.tolist()],
+          f"{tag} link induced: edge_index is not the stored edges")
+
+
+def hetero_options(fs, gs, h, tag):
+    seeds = [0, 4, 9]  # distinct: a repeated seed's positions are apart (homo case)
+    nn = {et: [-1, -1] for et, _ in ETS}
+    outs = {}
+    for sub in ("directional", "bidirectional"):
+        smp = dpyg.NeighborSampler(gs, nn, seed=1, subgraph_type=sub)
+        outs[sub] = next(iter(NeighborLoader((fs, gs), num_neighbors=nn, batch_size=3,
+                                             input_nodes=("b", torch.tensor(seeds)),
+                                             neighbor_sampler=smp)))
+    d, b = outs["directional"], outs["bidirectional"]
+    taken, seen = hetero_khop(h, set(seeds), "b", 2)
+    dp = {}
+    for et, _ in ETS:
+        src, dst = h[et].edge_index.tolist()
+        dp[et] = {(src[e], dst[e]) for e in taken[et]}
+        check(set(pairs_of(d, et)) == dp[et], f"{tag} hetero directional {et}: edges")
+    for t in NT:
+        check(set(b[t].n_id.tolist()) == seen[t], f"{tag} hetero bidirectional: nodes {t}")
+        check(torch.equal(b[t].x, h[t].x[b[t].n_id]), f"{tag} hetero: features {t}")
+    rev = lambda ps: {(v, u) for u, v in ps}  # noqa: E731
+    ab, ba, aa = (et for et, _ in ETS)
+    want = {ab: dp[ab] | rev(dp[ba]), ba: dp[ba] | rev(dp[ab]), aa: dp[aa] | rev(dp[aa])}
+    for et in want:
+        got = pairs_of(b, et)
+        check(set(got) == want[et] and len(got) == len(want[et]),
+              f"{tag} hetero bidirectional {et}: {sorted(got)} != {sorted(want[et])}")
+    # induced: every stored edge of every type between the sampled nodes
+    nn = {et: [2, 2] for et, _ in ETS}
+    outs = {}
+    for sub in ("directional", "induced"):
+        smp = dpyg.NeighborSampler(gs, nn, seed=6, subgraph_type=sub)
+        outs[sub] = next(iter(NeighborLoader((fs, gs), num_neighbors=nn, batch_size=4,
+                                             input_nodes=("a", torch.tensor([2, 2, 7, 16])),
+                                             neighbor_sampler=smp)))
+    d, b = outs["directional"], outs["induced"]
+    for t in NT:
+        check(torch.equal(b[t].n_id, d[t].n_id), f"{tag} hetero induced: nodes {t}")
+    for et, m in ETS:
+        src, dst = h[et].edge_index.tolist()
+        ns, nd = set(b[et[0]].n_id.tolist()), set(b[et[2]].n_id.tolist())
+        want = sorted(e for e in range(m) if src[e] in ns and dst[e] in nd)
+        got = b[et].e_id.tolist() if "e_id" in b[et] else []
+        check(sorted(got) == want, f"{tag} hetero induced {et}: {sorted(got)} != {want}")
+        check(pairs_of(b, et) == [(src[e], dst[e]) for e in got],
+              f"{tag} hetero induced {et}: edge_index is not the stored edges")
+
+
+def hetero_partly_timed(store, h, tag):
+    """Node-level time on "a" only: ("b", "ba", "a") is stored without times and its
+    edges are always eligible (PyG's rule); the others need time[src] <= seed time."""
+    fs, gs = dpyg.from_hetero(store, h, name="pt", time_attr="time")
+    seeds = torch.tensor([0, 3, 3, 10])
+    seed_t = torch.tensor([19, 5, 12, 0])
+    for sub in ("directional", "bidirectional"):
+        smp = dpyg.NeighborSampler(gs, [-1, -1], time_attr="time", seed=2,
+                                   subgraph_type=sub)
+        b = next(iter(NeighborLoader((fs, gs), num_neighbors=[-1, -1], batch_size=4,
+                                     input_nodes=("b", seeds), input_time=seed_t,
+                                     time_attr="time", neighbor_sampler=smp)))
+        if sub == "bidirectional":  # nodes as directional, edges made bidirectional
+            check(all(torch.equal(b[t].n_id, keep[t]) for t in NT),
+                  f"{tag} partly timed bidirectional: nodes differ")
+            continue
+        keep = {t: b[t].n_id for t in NT}
+        got = {}
+        for et, _ in ETS:
+            if "e_id" not in b[et]:
+                continue
+            src, dst = h[et].edge_index
+            e = b[et].e_id
+            check(torch.equal(b[et[0]].n_id[b[et].edge_index[0]], src[e]) and
+                  torch.equal(b[et[2]].n_id[b[et].edge_index[1]], dst[e]),
+                  f"{tag} partly timed {et}: edge_index is not the stored edges")
+            root = b[et[2]].batch[b[et].edge_index[1]]
+            for r, eid in zip(root.tolist(), e.tolist()):
+                got.setdefault(r, []).append((et, eid))
+        time_a = h["a"].time
+        untimed_taken = 0
+        for i, (s, T) in enumerate(zip(seeds.tolist(), seed_t.tolist())):
+            def ok(et, e, T=T):
+                return et[0] != "a" or int(time_a[h[et].edge_index[0, e]]) <= T
+            want, frontier, seen = [], [("b", s)], {("b", s)}
+            for _ in range(2):
+                nxt = []
+                for et, _ in ETS:
+                    es, ed = h[et].edge_index.tolist()
+                    for _, v in [f for f in frontier if f[0] == et[2]]:
+                        for e in range(len(es)):
+                            if ed[e] == v and ok(et, e):
+                                want.append((et, e))
+                                untimed_taken += et[0] == "b"
+                                if (et[0], es[e]) not in seen:
+                                    seen.add((et[0], es[e]))
+                                    nxt.append((et[0], es[e]))
+                frontier = nxt
+            check(sorted(got.get(i, [])) == sorted(want),
+                  f"{tag} partly timed seed {i}: subgraph differs from brute force")
+        check(untimed_taken > 0, f"{tag} partly timed: the case took no untimed edge")
+        for t in NT:
+            check(torch.equal(b[t].x, h[t].x[b[t].n_id]), f"{tag} partly timed: x {t}")
+
+
+def same_batches(xs, ys):
+    if len(xs) != len(ys):
+        return False
+    for a, b in zip(xs, ys):
+        sa, sb = a.to_dict(), b.to_dict()
+        if sa.keys() != sb.keys():
+            return False
+        for k in sa:
+            va, vb = sa[k], sb[k]
+            if isinstance(va, torch.Tensor):
+                if va.dtype != vb.dtype or va.shape != vb.shape or \
+                        va.numpy().tobytes() != vb.numpy().tobytes():
+                    return False
+            elif va != vb:
+                return False
+    return True
+
+
+def prefetched(fs, gs, data, h, hfs, hgs, tag):
+    for seed in (5, None):
+        runs = []
+        for wrap in (False, True):
+            torch.manual_seed(0)
+            smp = dpyg.NeighborSampler(gs, [3, 2], seed=seed)
+            loader = NeighborLoader((fs, gs), num_neighbors=[3, 2], batch_size=7,
+                                    input_nodes=torch.arange(N), shuffle=True,
+                                    neighbor_sampler=smp)
+            runs.append(list(prefetch(loader, 2) if wrap else loader))
+        check(len(runs[0]) == 6 and same_batches(runs[0], runs[1]),
+              f"{tag} prefetch seed={seed}: batches differ from the plain loader")
+    runs = []
+    for wrap in (False, True):
+        torch.manual_seed(1)
+        smp = dpyg.NeighborSampler(hgs, [2, 2], seed=3, subgraph_type="induced")
+        loader = NeighborLoader((hfs, hgs), num_neighbors=[2, 2], batch_size=4,
+                                input_nodes=("a", torch.arange(NT["a"])), shuffle=True,
+                                neighbor_sampler=smp)
+        runs.append([b.to_homogeneous() for b in (prefetch(loader, 3) if wrap else loader)])
+    check(len(runs[0]) == 5 and same_batches(runs[0], runs[1]),
+          f"{tag} prefetch hetero: batches differ from the plain loader")
+
+
+def main():
+    data, h = make_homo(), make_hetero()
+    for transport in ("auto", "rma"):
+        tag = f"n{size}-{transport}"
+        with ddstore.DDStore(comm, width=size, transport=transport) as store:
+            fs, gs = dpyg.from_pyg(store, data, name="g")
+            homo_bidirectional(fs, gs, data, tag)
+            homo_induced(fs, gs, data, tag)
+            hfs, hgs = dpyg.from_hetero(store, h, name="h")
+            hetero_options(hfs, hgs, h, tag)
+            hetero_partly_timed(store, make_hetero(times=True), tag)
+            prefetched(fs, gs, data, h, hfs, hgs, tag)
+
+
+if __name__ == "__main__":
+    run_main(main)
