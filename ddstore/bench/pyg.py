@@ -55,9 +55,22 @@ def _args(argv, prog=None):
     p.add_argument("--in-memory", default="auto", choices=["auto", "skip"],
                    help="the NeighborLoader(Data) reference (auto: where a PyG sampler "
                         "is installed)")
+    p.add_argument("--prefetch", default="0",
+                   help="comma-separated prefetch depths to run (0: the loader alone; k: "
+                        "ddstore.prefetch.prefetch(loader, k), a background thread k "
+                        "batches ahead)")
+    p.add_argument("--step-ms", type=float, default=0.0,
+                   help="a simulated training step per batch (sleep: the CPU waits as for "
+                        "a GPU step), what prefetching overlaps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bench_results")
     args = p.parse_args(argv)
+    try:
+        args.prefetch = [int(k) for k in args.prefetch.split(",") if k]
+    except ValueError:
+        args.prefetch = [-1]
+    if not args.prefetch or min(args.prefetch) < 0 or args.step_ms < 0:
+        exit_on_every_rank("--prefetch must be integers >= 0, --step-ms >= 0")
     if not 0 < args.scale <= 1000 or args.batches < 1 or args.batch_size < 1:
         exit_on_every_rank("--scale must be in (0, 1000], --batches and --batch-size "
                            ">= 1")
@@ -95,7 +108,7 @@ def _in_memory_error():
     return None
 
 
-def _time_loader(loader, batches, sampler):
+def _time_loader(loader, batches, sampler, step_s=0.0):
     """(seconds, sampler seconds, sampled edges, sampled nodes) of ``batches`` batches
     after one warm-up batch.  Each batch is dropped before the next is drawn, as a
     training step that ends with ``del batch`` does (a bare ``for batch in loader`` keeps
@@ -121,6 +134,8 @@ def _time_loader(loader, batches, sampler):
         edges += int(b.edge_index.size(1))
         nodes += int(b.num_nodes)
         del b
+        if step_s:
+            time.sleep(step_s)
     return time.perf_counter() - t0, spent[0], edges, nodes
 
 
@@ -132,6 +147,7 @@ def run(argv=None, prog=None):
     import ddstore
     from ddstore import pyg as dpyg
     from ddstore.bench.memory import MemoryWatch, current_rss
+    from ddstore.prefetch import prefetch
     from ddstore.pyg import load_synthetic
     from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
     torch.set_num_threads(1)
@@ -167,13 +183,21 @@ def run(argv=None, prog=None):
                 data = load_synthetic(store, scale=args.scale, seed=args.seed)
                 load_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
                 mem_load = watch.phase()
-                sampler = dpyg.NeighborSampler(data.graph_store, num_neighbors=fanouts)
-                loader = NeighborLoader(data.pyg, num_neighbors=fanouts,
-                                        neighbor_sampler=sampler,
-                                        input_nodes=torch.from_numpy(seeds),
-                                        batch_size=args.batch_size)
-                comm.Barrier()
-                secs, sample_s, edges, nodes = _time_loader(loader, args.batches, sampler)
+                by_depth = {}
+                for depth in args.prefetch:
+                    sampler = dpyg.NeighborSampler(data.graph_store, num_neighbors=fanouts)
+                    loader = NeighborLoader(data.pyg, num_neighbors=fanouts,
+                                            neighbor_sampler=sampler,
+                                            input_nodes=torch.from_numpy(seeds),
+                                            batch_size=args.batch_size)
+                    if depth:
+                        loader = prefetch(loader, depth)
+                    comm.Barrier()
+                    by_depth[depth] = _time_loader(loader, args.batches, sampler,
+                                                   args.step_ms / 1e3)
+                    del loader, sampler
+                secs, sample_s, edges, nodes = by_depth[args.prefetch[0]]
+                depth_bps = {d: args.batches / v[0] for d, v in by_depth.items()}
                 mem_sample = watch.phase()
                 held = store.nbytes()
                 shm_peers = store.shm_peers
@@ -182,13 +206,17 @@ def run(argv=None, prog=None):
                     load_peak_rss=mem_load["peak_rss"], rss_after_load=mem_load["rss"],
                     sample_peak_rss=mem_sample["peak_rss"],
                     load_peak_pss=mem_load["peak_pss"],
-                    sample_peak_pss=mem_sample["peak_pss"]))
-                del loader, sampler, data
+                    sample_peak_pss=mem_sample["peak_pss"], depth_bps=depth_bps))
+                del data
             peak = [max(p["load_peak_rss"], p["sample_peak_rss"]) for p in per]
             res = dict(
                 width=width, transport=transport, shm_peers=shm_peers, load_s=load_s,
                 batches_per_s_per_rank=float(np.mean([args.batches / p["secs"]
                                                       for p in per])),
+                step_ms=args.step_ms,
+                batches_per_s_per_rank_by_prefetch={
+                    d: float(np.mean([p["depth_bps"][d] for p in per]))
+                    for d in args.prefetch},
                 edges_per_s_per_rank=float(np.mean([p["edges"] / p["secs"] for p in per])),
                 edges_per_s_slowest_rank=float(min(p["edges"] / p["secs"] for p in per)),
                 sampler_share=float(np.mean([p["sample_s"] / p["secs"] for p in per])),
@@ -221,6 +249,11 @@ def run(argv=None, prog=None):
                        f"{max(res['load_peak_pss_per_rank']) / 1e9:.2f} GB, sampling "
                        f"{max(res['sample_peak_pss_per_rank']) / 1e9:.2f} GB; loaded in "
                        f"{load_s:.1f} s")
+            if len(args.prefetch) > 1 or args.prefetch != [0]:
+                _log(comm, f"width {width} {transport:4s}: batches/s per rank by prefetch "
+                           f"depth (step {args.step_ms:g} ms): " + ", ".join(
+                               f"{d}: {v:.2f}" for d, v in
+                               res["batches_per_s_per_rank_by_prefetch"].items()))
     watch.stop()
 
     # the reference: NeighborLoader over PyG's in-memory Data on every rank
