@@ -172,6 +172,17 @@ class NeighborSampler(BaseSampler):
     (``input_time`` / ``edge_label_time``); without them, node-level time uses the
     seeds' own times and edge-level time is an error (as pyg-lib).
 
+    ``subgraph_type`` (PyG's): ``"directional"`` (the drawn edges), ``"bidirectional"``
+    (PyG's ``to_bidirectional``: every drawn edge also reversed, duplicate local pairs
+    merged, per-hop counts cleared) or ``"induced"`` (the drawn nodes with every stored
+    edge among them, each once; not with disjoint/temporal sampling, as in PyG).
+    ``sample_direction="backward"`` is refused (the store holds in-lists only).
+    Hetero temporal: an edge type whose source node type has no time attribute is
+    sampled without the time rule (PyG's rule).  DataLoader workers (``num_workers >
+    0``) are refused at their first batch; overlap sampling with training by
+    :func:`ddstore.prefetch.prefetch` (a background thread; the C sampler and the store
+    reads release the GIL).
+
     Draws come from a counter-based stream: with ``seed=None`` (default) its key is drawn
     from torch's generator for every batch (reproducible under ``torch.manual_seed``);
     an integer ``seed`` gives the same sequence of batches on every run and rank count.
