@@ -85,7 +85,8 @@ class GraphStore(_PygGraphStore):
     and its value, and nothing is stored) and keeps a copy in CSC order (``.../w``,
     float64: 8 more bytes per edge), so that the sampler reads a list's weights with
     the list.  A hetero edge type without that attribute is unweighted (sampled
-    uniformly, as PyG does); a homogeneous graph without it is an error.
+    uniformly, as PyG does); a homogeneous graph without it is an error.  An edge type
+    put without weights can be weighted later by :meth:`put_edge_weights`.
 
     Putting is **collective** (checked like every collective call; bad input on any rank
     raises the same :class:`~ddstore.DDStoreError` on every rank and nothing is stored):
@@ -493,6 +494,55 @@ class GraphStore(_PygGraphStore):
         st.agree(error)
         st.sync()
         return prefix + "w"
+
+    def put_edge_weights(self, weight_attr, edge_type=None):
+        """Collective: weight an edge type already stored, from the edge attribute
+        ``weight_attr`` of the :class:`FeatureStore` (one real number per edge, put
+        before this call): the weights are checked and kept in CSC order as a put with
+        ``GraphStore(..., weight_attr=...)`` keeps them (see the class docstring).  A
+        graph store has one ``weight_attr``: this call sets it when it has none.  Bad
+        weights raise the same error on every rank and nothing changes.  Returns
+        True."""
+        from .. import partition
+        st = self.store
+        what = f"put_edge_weights ({edge_type!r})"
+        error = None
+        try:
+            _checked_weight_attr(weight_attr)
+            if weight_attr is None:
+                raise DDStoreValueError(f"{what}: weight_attr must be a non-empty str")
+            c = self._entry(edge_type, what)
+            if self.weight_attr not in (None, weight_attr):
+                raise DDStoreValueError(f"{what}: graph store {self.name!r} is weighted by "
+                                        f"{self.weight_attr!r}, not {weight_attr!r} (one "
+                                        f"weight_attr per graph store)")
+            if "w" in c.vars:
+                raise DDStoreValueError(f"{what}: edge type {edge_type!r} is already "
+                                        f"weighted by {self.weight_attr!r}")
+        except DDStoreError as exc:
+            error = exc
+        st.agree(error, call=("GraphStore.put_edge_weights", repr(edge_type)),
+                 same={"weight_attr": weight_attr})
+        previous, self.weight_attr = self.weight_attr, weight_attr
+        try:
+            lo, hi = partition(c.num_edges, st.size, st.rank)
+            step = self.chunk_edges or default_chunk_edges(c.num_edges, st.size, 24,
+                                                           add_reverse=False)
+            var = self._weight_check(edge_type, lo, hi, c.num_edges, step, what)
+            if var is None:
+                raise mark_agreed(UnknownAttributeError(
+                    f"{what}: weight_attr {weight_attr!r} not found: put it first as an "
+                    f"edge attribute ({edge_var(self.name, edge_type, weight_attr)!r})"))
+            prefix = c.vars["nbr"][:-len("nbr")]
+            with st.transaction(f"GraphStore.put_edge_weights {edge_type!r}") as txn:
+                n_csc = st.local_view(c.vars["eid"]).shape[0]
+                name = self._weight_fill(prefix, var, c.vars["eid"], n_csc, step, what)
+                c.vars["w"] = name
+                txn.on_rollback(lambda: c.vars.pop("w", None))
+        except BaseException:
+            self.weight_attr = previous
+            raise
+        return True
 
     def weight_attr_of(self, edge_type=None):
         """The ``weight_attr`` the lists of ``edge_type`` are weighted by, or None (no

@@ -22,7 +22,8 @@ other member's rows and weights read with MPI_Get), the graph put by the quick p
 - bad weights (NaN, negative, infinite) refused at put on every rank, naming the edge
   id and its value, with the store's variables unchanged; a homogeneous graph without
   the attribute, a sampler whose ``weight_attr`` is not the graph store's, and
-  ``temporal_strategy="last"`` with weights, refused.
+  ``temporal_strategy="last"`` with weights, refused;
+- ``put_edge_weights`` on a graph put without weights: the same laws.
 """
 import itertools
 
@@ -287,6 +288,22 @@ def errors(store, data, tag):
     check(store.variables() == before, f"{tag}: failed puts left variables")
 
 
+def late(store, data, tag):
+    """``put_edge_weights`` on a graph put without weights: the same laws; refused for
+    an unknown attribute (nothing changes) and a second time."""
+    fs, gs = dpyg.from_pyg(store, data, name=f"late{tag}")
+    before = store.variables()
+    expect_error(dpyg.UnknownAttributeError, ["'nope' not found"], gs.put_edge_weights,
+                 "nope", agree=True, store=store, agreed=True)
+    check(gs.weight_attr is None, f"{tag} late: weight_attr set by a failed call")
+    gs.put_edge_weights("edge_weight")
+    check(gs.weight_attr_of(None) == "edge_weight", f"{tag} late: not weighted")
+    laws(gs, f"{tag} late")
+    expect_error(DDStoreValueError, ["already weighted"], gs.put_edge_weights,
+                 "edge_weight", agree=True, what=f"{tag} late twice")
+    check(len(store.variables()) == len(before) + 1, f"{tag} late: variables")
+
+
 def main(widths=None):
     data = make_graph()
     if widths is None:
@@ -302,6 +319,7 @@ def main(widths=None):
                 zeros_and_all(data, fs, gs, tag)
                 expect_error(DDStoreValueError, ["weight_attr='other'"],
                              dpyg.NeighborSampler, gs, [2], weight_attr="other")
+                late(store, data, tag)
                 temporal(store, data, tag, rangewise)
                 hetero(store, tag, rangewise)
                 errors(store, data, tag)
