@@ -624,23 +624,32 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
                 double x = (double)(r >> 11) * (1.0 / 9007199254740992.0) * tot;
                 eid[j + q] = start + draw_cum(scratch, w, c, x);
             }
-        } else { /* Efraimidis-Spirakis: the k smallest E_p / w_p, E_p exponential */
-            int64_t h = 0;
-            for (int64_t p = 0; p < c; p++) {
+        } else {
+            /* Efraimidis-Spirakis: the k smallest keys E_p / w_p (E_p exponential), with
+             * their exponential jumps: once the heap holds k keys of largest tau, the
+             * positive entries that a stretch of total weight S leaves out of it have
+             * probability exp(-S tau), so the weight skipped before the next entry
+             * that enters is E / tau, and that entry's key is E / w given E < w tau */
+            int64_t h = 0, p = 0;
+            for (; p < c && h < t; p++) {
                 if (!(w[p] > 0)) continue;
                 uint64_t r = splitmix64(key + (uint64_t)(p + 1) * 0x9E3779B97F4A7C15ULL);
-                double e = log(-log(open_unit(r))) - log(w[p]);
-                if (h < t) {
-                    hkey[h] = e;
-                    hpos[h] = p;
-                    h++;
-                    if (h == t)
-                        for (int64_t a = t / 2; a-- > 0;) heap_down(hkey, hpos, t, a);
-                } else if (e < hkey[0]) {
-                    hkey[0] = e;
-                    hpos[0] = p;
-                    heap_down(hkey, hpos, t, 0);
-                }
+                hkey[h] = -log(open_unit(r)) / w[p];
+                hpos[h++] = p;
+            }
+            for (int64_t a = t / 2; a-- > 0;) heap_down(hkey, hpos, t, a);
+            uint64_t jump = splitmix64(key ^ 0xD1B54A32D192ED03ULL), q = 0;
+            double skip = -log(open_unit(splitmix64(jump + ++q * 0x9E3779B97F4A7C15ULL)))
+                          / hkey[0];
+            for (; p < c; p++) {
+                if (!(w[p] > 0) || (skip -= w[p]) > 0) continue;
+                double u = open_unit(splitmix64(jump + ++q * 0x9E3779B97F4A7C15ULL));
+                double e = -log1p(u * expm1(-w[p] * hkey[0]));  /* E < w tau */
+                hkey[0] = e / w[p];
+                hpos[0] = p;
+                heap_down(hkey, hpos, t, 0);
+                skip = -log(open_unit(splitmix64(jump + ++q * 0x9E3779B97F4A7C15ULL)))
+                       / hkey[0];
             }
             qsort(hpos, (size_t)t, sizeof *hpos, cmp_i64);  /* list order */
             for (int64_t q = 0; q < t; q++) eid[j + q] = start + hpos[q];

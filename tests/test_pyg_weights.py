@@ -83,3 +83,29 @@ def test_all_zero_list_takes_nothing(store):
         s = dpyg.NeighborSampler(gs, [3], replace=replace, weight_attr="edge_weight")
         out = s._sample(torch.zeros(4, dtype=torch.long))
         assert out.edge.numel() == 0 and out.node.tolist() == [0, 0, 0, 0]
+
+
+def test_without_replacement_law_longer_list(store):
+    """k=3 of 8 positive weights (zeros between them): many exponential jumps per list;
+    the drawn 3-subsets against their exact law (brute force over the 336 orders),
+    chi-square below the 0.999 quantile (df 55)."""
+    import sys
+    from conftest import MPI_DIR
+    if MPI_DIR not in sys.path:
+        sys.path.insert(0, MPI_DIR)
+    from pyg_weights import subset_law
+    from ddstore import pyg as dpyg
+    weights = [0.5, 0.0, 1.0, 4.0, 0.0, 2.0, 3.0, 1.5, 0.0, 0.75, 2.5]
+    fs, gs = _one_list(store, weights, "long")
+    law = subset_law(weights, 3)
+    trials = 20000
+    s = dpyg.NeighborSampler(gs, [3], seed=9, weight_attr="edge_weight")
+    e = s._sample(torch.zeros(trials, dtype=torch.long)).edge.numpy().reshape(trials, 3)
+    got = {}
+    for r in np.sort(e, axis=1).tolist():
+        got[tuple(r)] = got.get(tuple(r), 0) + 1
+    assert set(got) <= set(law), sorted(set(got) - set(law))
+    keys = sorted(law)
+    counts = np.array([got.get(k, 0) for k in keys], float)
+    exp = trials * np.array([law[k] for k in keys])
+    assert len(keys) == 56 and (((counts - exp) ** 2) / exp).sum() < 93.17
