@@ -416,3 +416,317 @@ int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t 
     *n_new = nn;
     return DDS_OK;
 }
+
+/* ------------------------------------------------------------------ weighted draws
+ * dds_neighbor_sample_weighted (see ddstore.h).  A list's weights are read with the
+ * list: in place for members readable by load, else the eligible ranges of all remote
+ * lists of the call in one batched dds_read.  The picks are chosen as CSC rows, then
+ * their nbr and eid are read as in dds_neighbor_sample (by load, or one batched read
+ * per variable of the runs of consecutive picked rows). */
+
+/* a uniform double in (0, 1) from a random word (never 0 or 1) */
+static double open_unit(uint64_t r)
+{
+    return ((double)(r >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* max-heap on key of the k smallest keys seen (Efraimidis-Spirakis' top k) */
+static void heap_down(double *key, int64_t *pos, int64_t n, int64_t i)
+{
+    for (;;) {
+        int64_t l = 2 * i + 1, r = l + 1, top = i;
+        if (l < n && key[l] > key[top]) top = l;
+        if (r < n && key[r] > key[top]) top = r;
+        if (top == i) return;
+        double tk = key[i]; key[i] = key[top]; key[top] = tk;
+        int64_t tp = pos[i]; pos[i] = pos[top]; pos[top] = tp;
+        i = top;
+    }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* with replacement: cum[p] = w[0] + ... + w[p] (scaled by 1 / max w when the plain sum
+ * overflows); returns the total */
+static double cumulate(const double *w, int64_t c, double *cum)
+{
+    double t = 0;
+    for (int64_t p = 0; p < c; p++) cum[p] = t += w[p];
+    if (isfinite(t)) return t;
+    double m = 0;
+    for (int64_t p = 0; p < c; p++) if (w[p] > m) m = w[p];
+    t = 0;
+    for (int64_t p = 0; p < c; p++) cum[p] = t += w[p] / m;
+    return t;
+}
+
+/* the first p in [0, c) with cum[p] > x, or the last p with a positive weight when
+ * rounding left none (x within an ulp of the total) */
+static int64_t draw_cum(const double *cum, const double *w, int64_t c, double x)
+{
+    int64_t lo = 0, hi = c;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (cum[mid] <= x) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < c) return lo;
+    lo = c - 1;
+    while (lo > 0 && !(w[lo] > 0)) lo--;
+    return lo;
+}
+
+/* the entries a node with `pos` positive-weight eligible entries takes (see ddstore.h) */
+static int64_t weighted_take(int64_t pos, int64_t k, int replace)
+{
+    if (pos == 0) return 0;
+    if (k < 0) return pos;
+    if (replace) return k;
+    return pos < k ? pos : k;
+}
+
+int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
+                                 const int64_t *nodes, const double *node_ts, int64_t n,
+                                 int64_t k, int flags, uint64_t seed, int64_t cap,
+                                 int64_t *row, int64_t *nbr, int64_t *eid, int64_t *count)
+{
+    *count = 0;
+    int rc = check_args(s, g, nodes, node_ts, n, cap);
+    if (rc != DDS_OK) return rc;
+    if (flags & ~DDS_NEIGHBOR_REPLACE)
+        return dds_set_error(DDS_EINVAL, "weighted neighbour sample: flags %d: only "
+                             "DDS_NEIGHBOR_REPLACE applies (the latest entries, LAST, "
+                             "ignore weights)", flags);
+    int replace = (flags & DDS_NEIGHBOR_REPLACE) != 0;
+    int64_t wb = 0;
+    rc = dds_row_bytes(s, w_var, &wb);
+    if (rc != DDS_OK) return rc;
+    if (wb != (int64_t)sizeof(double))
+        return dds_set_error(DDS_EINVAL, "weighted neighbour sample: the weight variable "
+                             "has rows of %lld bytes, not float64", (long long)wb);
+    int width = dds_group_size(s), nb = 8, eb = 8;
+    size_t nn = (size_t)(n ? n : 1);
+    int64_t *cut = malloc(sizeof(int64_t) * nn), *npos = malloc(sizeof(int64_t) * nn);
+    const double **wl = malloc(sizeof *wl * nn);  /* each node's eligible weights */
+    const double **wbase = calloc((size_t)width, sizeof *wbase);
+    const char **pn = calloc((size_t)width, sizeof *pn), **pe = calloc((size_t)width,
+                                                                       sizeof *pe);
+    int64_t *first = calloc((size_t)width, sizeof *first);
+    int64_t *rstart = NULL, *rcount = NULL, *pslot = NULL, *hpos = NULL;
+    double *fetched = NULL, *scratch = NULL, *hkey = NULL;
+    void *gathered = NULL;
+    if (!cut || !npos || !wl || !wbase || !pn || !pe || !first) { rc = no_memory(); goto done; }
+    rc = id_bytes(s, g->nbr_var, "nbr", &nb);
+    if (rc == DDS_OK) rc = id_bytes(s, g->eid_var, "eid", &eb);
+    if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
+    for (int m = 0; m < width && rc == DDS_OK; m++) {
+        void *a = NULL, *b = NULL, *w = NULL;
+        int64_t rows = 0;
+        rc = dds_member_ptr(s, g->nbr_var, m, &a, &rows);
+        if (rc == DDS_OK) rc = dds_member_ptr(s, g->eid_var, m, &b, &rows);
+        if (rc == DDS_OK) rc = dds_member_ptr(s, w_var, m, &w, &rows);
+        pn[m] = a && b ? a : NULL;
+        pe[m] = a && b ? b : NULL;
+        wbase[m] = w;
+        first[m] = g->indptr[g->node_offsets[m]];
+    }
+    if (rc != DDS_OK) goto done;
+    /* the weights of the eligible ranges of lists not readable by load: one read */
+    int64_t nremote = 0, wtotal = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
+        if (cut[i] > 0 && !wbase[m]) nremote++;
+    }
+    if (nremote) {
+        rstart = malloc(sizeof(int64_t) * (size_t)nremote);
+        rcount = malloc(sizeof(int64_t) * (size_t)nremote);
+        if (!rstart || !rcount) { rc = no_memory(); goto done; }
+        nremote = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
+            if (cut[i] <= 0 || wbase[m]) continue;
+            rstart[nremote] = g->indptr[nodes[i]];
+            rcount[nremote++] = cut[i];
+            if (__builtin_add_overflow(wtotal, cut[i], &wtotal) ||
+                wtotal > INT64_MAX / (int64_t)sizeof(double))
+                return_error(DDS_ENOMEM, "weighted neighbour sample: the weights of the "
+                             "remote lists asked for hold more than 2^60 entries");
+        }
+        fetched = malloc(sizeof(double) * (size_t)wtotal);
+        if (!fetched)
+            return_error(DDS_ENOMEM, "weighted neighbour sample: out of memory for the "
+                         "weights of %lld remote list entries", (long long)wtotal);
+        rc = dds_read(s, w_var, rstart, rcount, nremote, fetched,
+                      (int64_t)sizeof(double) * wtotal, 0);
+        if (rc != DDS_OK) goto done;
+    }
+    /* what each node takes, counted (and the weights checked) before anything is
+     * written; scratch sizes: the longest list drawn with replacement, the largest k
+     * drawn without */
+    int64_t off = 0, total = 0, most_c = 0, most_k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = cut[i], start = g->indptr[nodes[i]], pos = 0;
+        npos[i] = 0;
+        wl[i] = NULL;
+        if (c <= 0) continue;
+        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
+        const double *w = wbase[m] ? wbase[m] + (start - first[m]) : fetched + off;
+        if (!wbase[m]) off += c;
+        wl[i] = w;
+        for (int64_t p = 0; p < c; p++) {
+            if (!(w[p] >= 0) || !isfinite(w[p]))
+                return_error(DDS_EINVAL, "weighted neighbour sample: the weight at CSC row "
+                             "%lld (node %lld) is %g; weights must be finite and >= 0",
+                             (long long)(start + p), (long long)nodes[i], w[p]);
+            pos += w[p] > 0;
+        }
+        int64_t t = weighted_take(pos, k, replace);
+        npos[i] = pos;
+        if (__builtin_add_overflow(total, t, &total))
+            return_error(DDS_ENOMEM, "weighted neighbour sample: k=%lld from each of %lld "
+                         "nodes is more than 2^63 entries", (long long)k, (long long)n);
+        if (k >= 0 && pos > 0 && (replace || pos > k)) {
+            if (replace && c > most_c) most_c = c;
+            if (!replace && k > most_k) most_k = k;
+        }
+    }
+    if (total > cap)
+        return_error(DDS_EINVAL, "weighted neighbour sample: %lld entries taken, more than "
+                     "the output capacity %lld", (long long)total, (long long)cap);
+    if (most_c) scratch = malloc(sizeof(double) * (size_t)most_c);
+    if (most_k) {  /* most_k < some list's length: it exists in memory */
+        hkey = malloc(sizeof(double) * (size_t)most_k);
+        hpos = malloc(sizeof(int64_t) * (size_t)most_k);
+    }
+    if ((most_c && !scratch) || (most_k && (!hkey || !hpos))) { rc = no_memory(); goto done; }
+    /* the picks, as global CSC rows in eid[j] */
+    uint64_t base = splitmix64(seed);
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = cut[i], t = weighted_take(npos[i], k, replace);
+        int64_t start = g->indptr[nodes[i]];
+        if (t == 0) continue;
+        const double *w = wl[i];
+        uint64_t key = splitmix64(base ^ splitmix64((uint64_t)i + 1));
+        for (int64_t q = 0; q < t; q++) row[j + q] = i;
+        if (k < 0 || (!replace && npos[i] <= k)) {
+            int64_t q = 0; /* every positive entry, in list order */
+            for (int64_t p = 0; p < c; p++)
+                if (w[p] > 0) eid[j + q++] = start + p;
+        } else if (replace) {
+            double tot = cumulate(w, c, scratch);
+            for (int64_t q = 0; q < t; q++) {
+                uint64_t r = splitmix64(key + (uint64_t)(q + 1) * 0x9E3779B97F4A7C15ULL);
+                double x = (double)(r >> 11) * (1.0 / 9007199254740992.0) * tot;
+                eid[j + q] = start + draw_cum(scratch, w, c, x);
+            }
+        } else {
+            /* Efraimidis-Spirakis: the k smallest keys E_p / w_p (E_p exponential), with
+             * their exponential jumps: once the heap holds k keys of largest tau, the
+             * positive entries that a stretch of total weight S leaves out of it have
+             * probability exp(-S tau), so the weight skipped before the next entry
+             * that enters is E / tau, and that entry's key is E / w given E < w tau */
+            int64_t h = 0, p = 0;
+            for (; p < c && h < t; p++) {
+                if (!(w[p] > 0)) continue;
+                uint64_t r = splitmix64(key + (uint64_t)(p + 1) * 0x9E3779B97F4A7C15ULL);
+                hkey[h] = -log(open_unit(r)) / w[p];
+                hpos[h++] = p;
+            }
+            for (int64_t a = t / 2; a-- > 0;) heap_down(hkey, hpos, t, a);
+            uint64_t jump = splitmix64(key ^ 0xD1B54A32D192ED03ULL), q = 0;
+            double skip = -log(open_unit(splitmix64(jump + ++q * 0x9E3779B97F4A7C15ULL)))
+                          / hkey[0];
+            for (; p < c; p++) {
+                if (!(w[p] > 0) || (skip -= w[p]) > 0) continue;
+                double u = open_unit(splitmix64(jump + ++q * 0x9E3779B97F4A7C15ULL));
+                double e = -log1p(u * expm1(-w[p] * hkey[0]));  /* E < w tau */
+                hkey[0] = e / w[p];
+                hpos[0] = p;
+                heap_down(hkey, hpos, t, 0);
+                skip = -log(open_unit(splitmix64(jump + ++q * 0x9E3779B97F4A7C15ULL)))
+                       / hkey[0];
+            }
+            qsort(hpos, (size_t)t, sizeof *hpos, cmp_i64);  /* list order */
+            for (int64_t q = 0; q < t; q++) eid[j + q] = start + hpos[q];
+        }
+        j += t;
+    }
+    /* the ids of the picked rows: by load, else runs of consecutive rows read one-sidedly
+     * (one batched read per variable) */
+    int64_t np = 0, nsel = 0;
+    for (int64_t q = 0; q < j; q++) {
+        int64_t i = row[q], v = nodes[i], r0 = eid[q];
+        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, v);
+        if (pn[m]) {
+            int64_t lr = r0 - first[m];
+            nbr[q] = nb == 8 ? ((const int64_t *)pn[m])[lr] : ((const int32_t *)pn[m])[lr];
+            eid[q] = eb == 8 ? ((const int64_t *)pe[m])[lr] : ((const int32_t *)pe[m])[lr];
+        } else {
+            nbr[q] = -1;  /* marks the slots read below */
+            nsel++;
+        }
+    }
+    if (nsel) {
+        free(rstart);
+        free(rcount);
+        rstart = malloc(sizeof(int64_t) * (size_t)nsel);
+        rcount = malloc(sizeof(int64_t) * (size_t)nsel);
+        pslot = malloc(sizeof(int64_t) * (size_t)nsel);
+        gathered = malloc(sizeof(int64_t) * (size_t)nsel);
+        if (!rstart || !rcount || !pslot || !gathered) { rc = no_memory(); goto done; }
+        for (int64_t q = 0; q < j; q++) {
+            if (nbr[q] != -1) continue;
+            if (np && pslot[np - 1] + rcount[np - 1] == q &&
+                rstart[np - 1] + rcount[np - 1] == eid[q]) {
+                rcount[np - 1]++;
+            } else {
+                pslot[np] = q;
+                rstart[np] = eid[q];
+                rcount[np++] = 1;
+            }
+        }
+        int64_t *outs[2] = {nbr, eid};
+        int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb};
+        for (int w = 0; w < 2 && rc == DDS_OK; w++) {
+            rc = dds_read(s, vars[w], rstart, rcount, np, gathered,
+                          (int64_t)sizeof(int64_t) * nsel, 0);
+            if (rc != DDS_OK) break;
+            if (bytes[w] == 8) {
+                const int64_t *got = gathered;
+                for (int64_t p = 0; p < np; p++) {
+                    memcpy(outs[w] + pslot[p], got, sizeof(int64_t) * (size_t)rcount[p]);
+                    got += rcount[p];
+                }
+            } else {
+                const uint32_t *got = gathered;
+                for (int64_t p = 0; p < np; p++) {
+                    widen_ids(outs[w] + pslot[p], got, rcount[p]);
+                    got += rcount[p];
+                }
+            }
+        }
+    }
+    if (rc == DDS_OK) *count = j;
+done:
+    free(cut);
+    free(npos);
+    free(wl);
+    free(wbase);
+    free(pn);
+    free(pe);
+    free(first);
+    free(rstart);
+    free(rcount);
+    free(pslot);
+    free(hpos);
+    free(hkey);
+    free(fetched);
+    free(scratch);
+    free(gathered);
+    return rc;
+}

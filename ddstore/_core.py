@@ -380,6 +380,23 @@ class CSC(TCSR):
         m = count[0]
         return row[:m], nbr[:m], eid[:m]
 
+    def sample_weighted(self, weight_var, nodes, node_ts, k, flags, seed, cap):
+        """One hop drawn in proportion to the float64 weights of variable ``weight_var``
+        (one per CSC row; ``dds_neighbor_sample_weighted``): ``(row, nbr, eid)`` as
+        :meth:`sample`; ``flags`` only ``NEIGHBOR_REPLACE``."""
+        row, nbr, eid = self._outputs(cap)
+        count = ffi.new("int64_t *")
+        core = self._live_core()
+
+        def p(arr, ctype="int64_t[]"):
+            return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer(ctype, arr)
+        core._check(lib.dds_neighbor_sample_weighted(
+            core._handle[0], self._c, int(weight_var), p(nodes), p(node_ts, "double[]"),
+            nodes.shape[0], k, flags, seed, min(row.shape[0], int(cap)), p(row), p(nbr),
+            p(eid), count))
+        m = count[0]
+        return row[:m], nbr[:m], eid[:m]
+
 
 class Relabel:
     """Dense ids for int64 keys >= 0 in order of first appearance (``dds_relabel``),

@@ -63,6 +63,10 @@ def _args(argv, prog=None):
                    help="a simulated training step per batch (sleep: the CPU waits as for "
                         "a GPU step), what prefetching overlaps")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--weighted", action="store_true",
+                   help="also time weighted sampling (weight_attr: a float32 weight per "
+                        "directed edge, 30 %% of them 0, put range-wise and weighted by "
+                        "GraphStore.put_edge_weights), beside the unweighted loader")
     p.add_argument("--out", default="bench_results")
     args = p.parse_args(argv)
     try:
@@ -139,6 +143,46 @@ def _time_loader(loader, batches, sampler, step_s=0.0):
     return time.perf_counter() - t0, spent[0], edges, nodes
 
 
+def _weighted(args, comm, store, data, fanouts, seeds):
+    """Collective: weight the loaded graph (a float32 weight per directed edge from a
+    hash of its id, 30 % of them 0), then time the weighted loader as the unweighted
+    one; returns its numbers (means over ranks)."""
+    import torch
+    from torch_geometric.loader import NeighborLoader
+
+    from ddstore import partition
+    from ddstore import pyg as dpyg
+    from ddstore.pyg._common import edge_var
+    gs, fs = data.graph_store, data.feature_store
+    m = gs.num_edges(None)
+    t0 = time.perf_counter()
+    lo, hi = partition(m, comm.Get_size(), comm.Get_rank())
+
+    def weights(a, b):  # edges [lo + a, lo + b): weight in [0.1, 2), or 0
+        h = (np.arange(lo + a, lo + b, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+             ) >> np.uint64(40)
+        w = (h % np.uint64(1000)).astype(np.float32) / 500 + np.float32(0.1)
+        w[(h >> np.uint64(10)) % np.uint64(10) < 3] = 0
+        return w
+    fs.put_range(weights, (lo, hi), dpyg.EDGES, "bench_w")
+    gs.put_edge_weights("bench_w")
+    put_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    sampler = dpyg.NeighborSampler(gs, num_neighbors=fanouts, weight_attr="bench_w")
+    loader = NeighborLoader(data.pyg, num_neighbors=fanouts, neighbor_sampler=sampler,
+                            input_nodes=torch.from_numpy(seeds), batch_size=args.batch_size)
+    comm.Barrier()
+    secs, sample_s, edges, _ = _time_loader(loader, args.batches, sampler)
+    per = comm.allgather((secs, sample_s, edges))
+    wvar = [v for v in store.variables() if v.endswith("/w") and "/csc/" in v]
+    return dict(put_s=put_s,
+                ms_per_batch=1e3 * float(np.mean([p[0] for p in per])) / args.batches,
+                sampler_ms_per_batch=1e3 * float(np.mean([p[1] for p in per])) /
+                args.batches,
+                edges_per_batch=float(np.mean([p[2] for p in per])) / args.batches,
+                bytes_per_rank=int(sum(store.nbytes(v) for v in wvar) +
+                                   store.nbytes(edge_var(gs.name, None, "bench_w"))))
+
+
 def run(argv=None, prog=None):
     args = _args(argv, prog)
     import torch
@@ -198,6 +242,8 @@ def run(argv=None, prog=None):
                     del loader, sampler
                 secs, sample_s, edges, nodes = by_depth[args.prefetch[0]]
                 depth_bps = {d: args.batches / v[0] for d, v in by_depth.items()}
+                weighted = _weighted(args, comm, store, data, fanouts, seeds) \
+                    if args.weighted else None
                 mem_sample = watch.phase()
                 held = store.nbytes()
                 shm_peers = store.shm_peers
@@ -233,6 +279,14 @@ def run(argv=None, prog=None):
                 sample_peak_pss_per_rank=[p["sample_peak_pss"] for p in per],
                 peak_rss_over_data=max(peak) / total_bytes,
                 store_bytes_over_data=max(p["held"] for p in per) / total_bytes)
+            if weighted is not None:
+                res["weighted"] = weighted
+                _log(comm, f"width {width} {transport:4s} weighted: "
+                           f"{weighted['ms_per_batch']:.1f} ms/batch (unweighted "
+                           f"{1e3 * np.mean([p['secs'] for p in per]) / args.batches:.1f})"
+                           f", sampler {weighted['sampler_ms_per_batch']:.1f} ms/batch; "
+                           f"weights put and ordered in {weighted['put_s']:.1f} s, "
+                           f"{weighted['bytes_per_rank'] / 1e9:.2f} GB/rank")
             results.append(res)
             _log(comm, f"width {width} {transport:4s}: {res['batches_per_s_per_rank']:6.2f} "
                        f"batches/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M sampled "

@@ -80,6 +80,17 @@ class GraphStore(_PygGraphStore):
     time attribute) is stored without times and sampled without a time rule: its
     neighbours are always eligible, as in PyG.
 
+    **Weights** (``weight_attr``, for weighted sampling: ``NeighborSampler(...,
+    weight_attr=...)``): the name of an edge attribute of the :class:`FeatureStore` (same
+    ``store`` and ``name``), one real number per edge, put **before** the edges.  Each
+    put then checks every weight (a negative, NaN or infinite one raises the same
+    :class:`~ddstore.DDStoreValueError` on every rank, naming the smallest such edge id
+    and its value, and nothing is stored) and keeps a copy in CSC order (``.../w``,
+    float64: 8 more bytes per edge), so that the sampler reads a list's weights with
+    the list.  A hetero edge type without that attribute is unweighted (sampled
+    uniformly, as PyG does); a homogeneous graph without it is an error.  An edge type
+    put without weights can be weighted later by :meth:`put_edge_weights`.
+
     Putting is **collective** (checked like every collective call; bad input on any rank
     raises the same :class:`~ddstore.DDStoreError` on every rank and nothing is stored):
 
@@ -106,7 +117,8 @@ class GraphStore(_PygGraphStore):
     buffers, the degrees and the ``indptr``.
     """
 
-    def __init__(self, store, name="pyg", time_attr=None, chunk_edges=None):
+    def __init__(self, store, name="pyg", time_attr=None, chunk_edges=None,
+                 weight_attr=None):
         super().__init__(edge_attr_cls=EdgeAttr)
         if not isinstance(name, str) or not name:
             raise DDStoreValueError(f"GraphStore name must be a non-empty str, got {name!r}")
@@ -117,6 +129,7 @@ class GraphStore(_PygGraphStore):
             raise DDStoreValueError(f"time_attr must be None or a non-empty str, got "
                                     f"{time_attr!r}")
         self.store, self.name, self.time_attr = store, name, time_attr
+        self.weight_attr = _checked_weight_attr(weight_attr)
         self.chunk_edges = chunk_edges
         self._csc = {}  # edge type -> _CSC
 
@@ -327,7 +340,8 @@ class GraphStore(_PygGraphStore):
         ok = error is None
         info = st.agree(error, call=("GraphStore.put", repr(edge_type)), extra=(
             lo, hi, max_src if ok else -1, max_dst if ok else -1),
-            same=dict(same, size=size, time_attr=self.time_attr))
+            same=dict(same, size=size, time_attr=self.time_attr,
+                      weight_attr=self.weight_attr))
         err, num_edges = tiling_error([i[:2] for i in info], what)
         if err is not None:  # decided from the gathered ranges: alike on every rank
             raise mark_agreed(err[0](err[1]))
@@ -373,6 +387,7 @@ class GraphStore(_PygGraphStore):
             except (DDStoreError, MemoryError) as exc:
                 error = piece_error(exc, what)
             st.agree(error)
+        weights = self._weight_check(edge_type, lo, hi, num_edges, step, what)
         width, g = st.group_size, st.group_rank
         st.comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
         indptr = np.zeros(size[1] + 1, dtype=np.int64)
@@ -409,12 +424,138 @@ class GraphStore(_PygGraphStore):
                       every_group=True)
             del views
             st.sync()
+            vars_ = {k: prefix + k for k in names}
+            if weights is not None:
+                vars_["w"] = self._weight_fill(prefix, weights, vars_["eid"], n_csc, chunk,
+                                               what)
             self._csc[edge_type] = _CSC(edge_type, size, num_edges, indptr, node_off,
-                                        {k: prefix + k for k in names}, self.time_attr,
-                                        level)
+                                        vars_, self.time_attr, level)
             # an enclosing transaction that fails later removes the CSC: forget it too
             txn.on_rollback(lambda: self._csc.pop(edge_type, None))
         return True
+
+    # ------------------------------------------------------------------ edge weights
+    def _weight_check(self, edge_type, lo, hi, num_edges, step, what):
+        """Collective step of a put (``weight_attr`` set): the name of the edge attribute
+        holding the weights of ``edge_type``, checked, or None (no ``weight_attr``, or a
+        hetero edge type without that attribute: sampled uniformly, as PyG does).  Each
+        rank checks the weights of its edges ``[lo, hi)`` (in pieces of ``step``); any
+        negative, NaN or infinite weight raises on every rank a
+        :class:`~ddstore.DDStoreValueError` naming the smallest such edge id and its
+        value."""
+        w, st = self.weight_attr, self.store
+        if w is None:
+            return None
+        var = edge_var(self.name, edge_type, w)
+        if var not in st:  # the same on every rank (variables are collective)
+            if edge_type is not None:
+                return None
+            raise mark_agreed(UnknownAttributeError(
+                f"{what}: weight_attr {w!r} not found: put it first as an edge attribute "
+                f"({var!r}), one weight per edge"))
+        if st.row_shape(var) not in ((), (1,)) or st.dtype(var).kind not in "iuf":
+            raise mark_agreed(DDStoreValueError(
+                f"{what}: weight_attr {w!r} must hold one real number per edge, got dtype "
+                f"{st.dtype(var)} row shape {st.row_shape(var)}"))
+        if st.nrows(var) < num_edges:
+            raise mark_agreed(DDStoreIndexError(
+                f"{what}: weight_attr {w!r} ({var!r}) has {st.nrows(var)} rows, fewer than "
+                f"the {num_edges} edges"))
+        error = bad = None
+        try:
+            for a in range(lo, hi, step):
+                b = min(a + step, hi)
+                x = st.get_range(var, a, b - a).reshape(-1).astype(np.float64)
+                wrong = ~(np.isfinite(x) & (x >= 0))
+                if wrong.any():
+                    p = int(np.argmax(wrong))
+                    bad = (a + p, float(x[p]))
+                    break
+        except (DDStoreError, MemoryError) as exc:
+            error = piece_error(exc, what)
+        found = [x for x in st.agree(error, extra=bad) if x is not None]
+        if found:
+            eid, value = min(found)
+            raise mark_agreed(DDStoreValueError(
+                f"{what}: weight_attr {w!r}: edge {eid} has weight {value!r}; weights must "
+                f"be finite and >= 0"))
+        return var
+
+    def _weight_fill(self, prefix, weights, eid_name, n_csc, chunk, what):
+        """Collective step of a put, inside its transaction: the weight column
+        ``<prefix>w`` (float64, one per CSC row, in CSC order, so that the sampler reads
+        a list's weights with the list), this rank's chunk gathered from the edge
+        attribute ``weights`` by the chunk's edge ids, in pieces of ``chunk`` rows.
+        Returns its name."""
+        st = self.store
+        view = create(st, prefix + "w", n_csc, (), np.float64)
+        eids = st.local_view(eid_name)
+        error = None
+        try:
+            for a in range(0, n_csc, chunk):
+                b = min(a + chunk, n_csc)
+                view[a:b] = st.get_batch(weights, eids[a:b].astype(np.int64)).reshape(-1)
+        except (DDStoreError, MemoryError) as exc:
+            error = piece_error(exc, what)
+        del view, eids
+        st.agree(error)
+        st.sync()
+        return prefix + "w"
+
+    def put_edge_weights(self, weight_attr, edge_type=None):
+        """Collective: weight an edge type already stored, from the edge attribute
+        ``weight_attr`` of the :class:`FeatureStore` (one real number per edge, put
+        before this call): the weights are checked and kept in CSC order as a put with
+        ``GraphStore(..., weight_attr=...)`` keeps them (see the class docstring).  A
+        graph store has one ``weight_attr``: this call sets it when it has none.  Bad
+        weights raise the same error on every rank and nothing changes.  Returns
+        True."""
+        from .. import partition
+        st = self.store
+        what = f"put_edge_weights ({edge_type!r})"
+        error = None
+        try:
+            _checked_weight_attr(weight_attr)
+            if weight_attr is None:
+                raise DDStoreValueError(f"{what}: weight_attr must be a non-empty str")
+            c = self._entry(edge_type, what)
+            if self.weight_attr not in (None, weight_attr):
+                raise DDStoreValueError(f"{what}: graph store {self.name!r} is weighted by "
+                                        f"{self.weight_attr!r}, not {weight_attr!r} (one "
+                                        f"weight_attr per graph store)")
+            if "w" in c.vars:
+                raise DDStoreValueError(f"{what}: edge type {edge_type!r} is already "
+                                        f"weighted by {self.weight_attr!r}")
+        except DDStoreError as exc:
+            error = exc
+        st.agree(error, call=("GraphStore.put_edge_weights", repr(edge_type)),
+                 same={"weight_attr": weight_attr})
+        previous, self.weight_attr = self.weight_attr, weight_attr
+        try:
+            lo, hi = partition(c.num_edges, st.size, st.rank)
+            step = self.chunk_edges or default_chunk_edges(c.num_edges, st.size, 24,
+                                                           add_reverse=False)
+            var = self._weight_check(edge_type, lo, hi, c.num_edges, step, what)
+            if var is None:
+                raise mark_agreed(UnknownAttributeError(
+                    f"{what}: weight_attr {weight_attr!r} not found: put it first as an "
+                    f"edge attribute ({edge_var(self.name, edge_type, weight_attr)!r})"))
+            prefix = c.vars["nbr"][:-len("nbr")]
+            with st.transaction(f"GraphStore.put_edge_weights {edge_type!r}") as txn:
+                n_csc = st.local_view(c.vars["eid"]).shape[0]
+                name = self._weight_fill(prefix, var, c.vars["eid"], n_csc, step, what)
+                c.vars["w"] = name
+                txn.on_rollback(lambda: c.vars.pop("w", None))
+        except BaseException:
+            self.weight_attr = previous
+            raise
+        return True
+
+    def weight_attr_of(self, edge_type=None):
+        """The ``weight_attr`` the lists of ``edge_type`` are weighted by, or None (no
+        weights stored for it)."""
+        c = self._entry(edge_type, "weight_attr_of")
+        return self.weight_attr if "w" in c.vars else None
 
     # ------------------------------------------------------------------ the rest
     def _entry(self, edge_type, what):
@@ -482,7 +623,15 @@ class GraphStore(_PygGraphStore):
 
     def __repr__(self):
         return (f"GraphStore({self.name!r}, edge_types={list(self._csc)}, "
-                f"time_attr={self.time_attr!r})")
+                f"time_attr={self.time_attr!r}"
+                + (f", weight_attr={self.weight_attr!r})" if self.weight_attr else ")"))
+
+
+def _checked_weight_attr(weight_attr):
+    if weight_attr is not None and (not isinstance(weight_attr, str) or not weight_attr):
+        raise DDStoreValueError(f"weight_attr must be None or a non-empty str, got "
+                                f"{weight_attr!r}")
+    return weight_attr
 
 
 def _size_error(size, edge_type, what):

@@ -15,7 +15,7 @@ def _tensors(storage, skip=("edge_index", "adj_t")):
             if k not in skip and isinstance(v, torch.Tensor) and v.dim() >= 1]
 
 
-def from_pyg(store, data, name="pyg", time_attr=None):
+def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     """Collective: every rank passes the same ``torch_geometric.data.Data`` (checked:
     attributes, shapes and dtypes); returns ``(feature_store, graph_store)``.
 
@@ -23,7 +23,8 @@ def from_pyg(store, data, name="pyg", time_attr=None):
     (``group_name=None``), edge-level tensors (``edge_attr``, ``edge_time``...) edge
     attributes of the edge type :data:`EDGES`, and ``edge_index`` the CSC (edge ids are
     the columns of ``data.edge_index``).  ``time_attr``: the node- or edge-level attribute
-    to sort each neighbourhood by, for temporal sampling.  Each rank keeps only its
+    to sort each neighbourhood by, for temporal sampling.  ``weight_attr``: the edge
+    attribute to keep in CSC order for weighted sampling (see :class:`GraphStore`).  Each rank keeps only its
     member's rows of everything.
 
     All or nothing (:meth:`DDStore.transaction`): if any put fails on any rank, every
@@ -35,7 +36,8 @@ def from_pyg(store, data, name="pyg", time_attr=None):
         error = (DDStoreValueError, f"from_pyg needs a torch_geometric.data.Data with an "
                                     f"edge_index, got {type(data).__name__}")
     store.agree(error, call=("pyg.from_pyg", name))
-    fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr)
+    fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
+                                                         weight_attr=weight_attr)
     n = data.num_nodes
     with store.transaction(f"pyg.from_pyg {name!r}"):
         for key, value in _tensors(data):
@@ -47,7 +49,7 @@ def from_pyg(store, data, name="pyg", time_attr=None):
     return fs, gs
 
 
-def from_hetero(store, data, name="pyg", time_attr=None):
+def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
     """Collective: :func:`from_pyg` for a ``torch_geometric.data.HeteroData``: node
     attributes under their node type, edge attributes under their edge type
     ``(src, rel, dst)``, one CSC per edge type with ``size = (num src nodes, num dst
@@ -56,7 +58,8 @@ def from_hetero(store, data, name="pyg", time_attr=None):
     error = None if isinstance(data, HeteroData) else (
         DDStoreValueError, f"from_hetero needs a HeteroData, got {type(data).__name__}")
     store.agree(error, call=("pyg.from_hetero", name))
-    fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr)
+    fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
+                                                         weight_attr=weight_attr)
     with store.transaction(f"pyg.from_hetero {name!r}"):
         for nt in data.node_types:
             for key, value in _tensors(data[nt]):

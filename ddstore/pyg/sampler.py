@@ -183,6 +183,23 @@ class NeighborSampler(BaseSampler):
     :func:`ddstore.prefetch.prefetch` (a background thread; the C sampler and the store
     reads release the GIL).
 
+    **Weighted** (``weight_attr``, which must be the ``weight_attr`` the graph store was
+    built with: ``GraphStore(store, name, weight_attr=...)``, the weights put as an edge
+    attribute before the edges): an entry is drawn in proportion to its edge's weight,
+    and an edge of weight 0 is never drawn.  ``replace=True``: ``k`` independent draws,
+    each entry with probability ``w / sum(w)`` over the node's (eligible) list.
+    ``replace=False``: ``min(k, p)`` distinct entries (``p``: the positive-weight ones),
+    drawn as pyg-lib draws them (Efraimidis-Spirakis: the ``k`` smallest ``E / w``, ``E``
+    exponential), which is the law of ``k`` successive draws without replacement, each
+    in proportion to the weights left; when ``p <= k`` (or ``k = -1``) every
+    positive-weight entry, in list order (pyg-lib then takes zero-weight edges too; we
+    never do).  A node whose list has no positive weight takes nothing.  Weighted
+    temporal sampling draws among the eligible entries (pyg-lib refuses it);
+    ``temporal_strategy="last"`` ignores weights, so it is refused with them.  Hetero:
+    edge types without the attribute are sampled uniformly, as in PyG.  Costs one more
+    read per list (its weights: by load, or one batched read for the remote lists) and
+    a pass over the list for each node that draws.
+
     Draws come from a counter-based stream: with ``seed=None`` (default) its key is drawn
     from torch's generator for every batch (reproducible under ``torch.manual_seed``);
     an integer ``seed`` gives the same sequence of batches on every run and rank count.
@@ -191,7 +208,8 @@ class NeighborSampler(BaseSampler):
 
     def __init__(self, graph_store, num_neighbors, replace=False, disjoint=False,
                  temporal_strategy="uniform", time_attr=None, seed=None,
-                 subgraph_type="directional", sample_direction="forward"):
+                 subgraph_type="directional", sample_direction="forward",
+                 weight_attr=None):
         from .graph_store import GraphStore
         if not isinstance(graph_store, GraphStore):
             raise DDStoreValueError(f"NeighborSampler needs a ddstore.pyg.GraphStore, got "
@@ -285,6 +303,8 @@ class NeighborSampler(BaseSampler):
         self.node_types = list(sizes)
         self.num_nodes = sizes if self.is_hetero else sizes[None]
         self._handles = {}
+        self.weight_attr = self._check_weight_attr(weight_attr)
+        self._weight_vids = {}
 
     # ------------------------------------------------------------------ PyG's API
     @property
@@ -419,6 +439,38 @@ class NeighborSampler(BaseSampler):
             self._handles[et] = h
         return h
 
+    def _check_weight_attr(self, weight_attr):
+        """``weight_attr`` checked against the graph store (see the class docstring)."""
+        if weight_attr is None:
+            return None
+        gs = self.graph_store
+        if weight_attr != gs.weight_attr:
+            raise DDStoreValueError(
+                f"weight_attr={weight_attr!r}: graph store {gs.name!r} keeps the weights "
+                f"of weight_attr={gs.weight_attr!r}; weighted sampling reads them in CSC "
+                f"order, so build the graph store with GraphStore(store, name, "
+                f"weight_attr={weight_attr!r}) (weights put as an edge attribute first)")
+        if not any(gs.weight_attr_of(et) for et in self.edge_types):
+            raise DDStoreValueError(f"weight_attr={weight_attr!r}: no edge type of graph "
+                                    f"store {gs.name!r} has that attribute")
+        if self.time_attr is not None and self.temporal_strategy == "last":
+            raise DDStoreValueError(f"weight_attr={weight_attr!r} with "
+                                    f"temporal_strategy='last': 'last' takes the latest "
+                                    f"entries whatever their weights; use 'uniform' (draws "
+                                    f"in proportion to the weights among eligible entries)")
+        return weight_attr
+
+    def _weight_vid(self, et, c):
+        """The variable id of edge type ``et``'s CSC-ordered weights, or None when the
+        sampling is not weighted for it."""
+        if self.weight_attr is None or "w" not in c.vars:
+            return None
+        h = self._weight_vids.get(et)
+        if h is None or h[0] is not c:
+            h = (c, self.store._var(c.vars["w"]).vid)
+            self._weight_vids[et] = h
+        return h[1]
+
     def _key(self):
         """The stream key of this batch."""
         self._calls += 1
@@ -466,7 +518,11 @@ class NeighborSampler(BaseSampler):
             _core.NEIGHBOR_LAST if timed and self.temporal_strategy == "last" else 0)
         ts = np.ascontiguousarray(times[batch]) if timed else None
         stream = (key + _GOLDEN * (1 + hop * 4096 + slot)) & _MASK
-        r, nbr, eid = handle.sample(glob, ts, k, flags, stream, cap)
+        wvid = self._weight_vid(et, c)
+        if wvid is None:
+            r, nbr, eid = handle.sample(glob, ts, k, flags, stream, cap)
+        else:
+            r, nbr, eid = handle.sample_weighted(wvid, glob, ts, k, flags, stream, cap)
         sub = batch[r] if nset.disjoint else None
         ids, new_first = nset.add(nbr, sub)
         return ids, loc[r], eid, nbr[new_first], (sub[new_first] if nset.disjoint else
@@ -595,4 +651,5 @@ class NeighborSampler(BaseSampler):
 
     def __repr__(self):
         return (f"NeighborSampler(num_neighbors={self._fanouts}, replace={self.replace}, "
-                f"disjoint={self.disjoint}, time_attr={self.time_attr!r})")
+                f"disjoint={self.disjoint}, time_attr={self.time_attr!r}"
+                + (f", weight_attr={self.weight_attr!r})" if self.weight_attr else ")"))
