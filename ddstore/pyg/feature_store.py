@@ -53,13 +53,13 @@ def _filled(attr):
     """``attr`` with every UNSET field None (PyG's own rule when a view is called or an
     attribute deleted), a copy if anything changed, and a list edge type as a tuple."""
     g = group_of(attr.group_name)
-    if g is attr.group_name and attr.is_fully_specified():
+    unset = [key for key in attr.__dataclass_fields__ if getattr(attr, key) is _UNSET]
+    if g is attr.group_name and not unset:  # (PyG's is_set fails on numpy indices)
         return attr
     attr = copy.copy(attr)
     attr.group_name = g
-    for key in attr.__dataclass_fields__:
-        if getattr(attr, key) is _UNSET:
-            setattr(attr, key, None)
+    for key in unset:
+        setattr(attr, key, None)
     return attr
 
 
@@ -195,6 +195,11 @@ class FeatureStore(_PygFeatureStore):
     def remove_tensor(self, *args, **kwargs):
         """Collective: drop an attribute; False (on every rank) if it is not held."""
         return self._remove_tensor(self._cast(args, kwargs))
+
+    def get_tensor_size(self, *args, **kwargs):
+        """Local: the shape ``get_tensor`` would return, or None for an attribute not
+        held."""
+        return self._get_tensor_size(self._cast(args, kwargs))
 
     def update_tensor(self, tensor, *args, **kwargs):
         """Collective: PyG's ``update_tensor``.  With an ``index``: writes those rows (as
