@@ -13,7 +13,7 @@ from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..temporal.build import CHUNK_BYTES, fill_rows
-from ._common import (EDGES, as_source, bits_dtype, call_piece, edge_var, is_edge_type,
+from ._common import (EDGES, as_source, call_piece, edge_var, is_edge_type,
                       node_var, piece_error, rows_error, storable_error, tiling_error)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
