@@ -75,6 +75,87 @@ def as_numpy(x, what):
         return None, (DDStoreValueError, f"{what} is not an array ({exc})")
 
 
+# torch dtypes numpy has no equivalent for, kept as their bit pattern in an integer of
+# the same size (the attribute remembers the torch dtype and reads come back as it)
+_BITS = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def bits_dtype(torch_dtype):
+    """The numpy integer dtype a torch-only dtype (bfloat16, float8...) is stored as."""
+    import torch
+    return _BITS.get(torch.empty(0, dtype=torch_dtype).element_size())
+
+
+class LazyRows:
+    """An array-like that is not a numpy array or torch tensor (a subclass of
+    ``np.ndarray`` such as ``np.memmap``, or anything with ``shape`` and row slicing),
+    read **row range by row range**: ``rows[a:b]`` reads ``source[a:b]`` only, never the
+    whole source.  Has ``shape``, ``ndim`` and ``dtype`` (from ``source.dtype`` or, if
+    that is not a numpy dtype, from its first row)."""
+
+    __slots__ = ("source", "shape", "ndim", "dtype")
+
+    def __init__(self, source):
+        self.source = source
+        self.shape = tuple(int(s) for s in source.shape)
+        self.ndim = len(self.shape)
+        try:
+            self.dtype = np.dtype(source.dtype)
+        except Exception:  # noqa: BLE001 -- a torch dtype and the like: look at a row
+            self.dtype = np.asarray(source[0:min(1, self.shape[0])]).dtype \
+                if self.ndim else np.asarray(source).dtype
+
+    def __getitem__(self, rows):
+        if not isinstance(rows, slice):
+            raise TypeError("LazyRows reads row ranges (slices) only")
+        out = np.asarray(self.source[rows])
+        if out.dtype != self.dtype:
+            raise DDStoreValueError(f"rows {rows.start}:{rows.stop} of the array-like came "
+                                    f"back as dtype {out.dtype}, its first rows as "
+                                    f"{self.dtype}")
+        return out
+
+
+def is_array_like(x):
+    """What a put accepts as a whole array: a torch tensor, a numpy array (memmaps
+    included), or anything with ``shape`` and ``__array__`` (or ``__getitem__``)."""
+    import torch
+    if isinstance(x, (torch.Tensor, np.ndarray)):
+        return True
+    return hasattr(x, "shape") and (hasattr(x, "__array__") or hasattr(x, "__getitem__"))
+
+
+def as_source(x, what):
+    """``x`` for a put: ``(rows, torch_dtype, error)``.  ``rows`` is a numpy array (a
+    torch tensor's own memory; a plain ``np.ndarray`` as it is), or a :class:`LazyRows`
+    for other array-likes (``np.memmap``, objects with ``shape`` and row slicing), read
+    only in the row ranges the put asks for.  ``torch_dtype``: a torch dtype numpy has no
+    equivalent for (bfloat16, float8...), whose bit pattern ``rows`` then holds
+    (:func:`bits_dtype`); None otherwise.  ``error``: ``(class, message)`` or None."""
+    import torch
+    try:
+        if isinstance(x, torch.Tensor):
+            x = x.detach().cpu()
+            try:
+                return x.numpy(), None, None
+            except TypeError as exc:
+                bits = bits_dtype(x.dtype)
+                if bits is None or x.is_complex():
+                    return None, None, (DDStoreValueError,
+                                        f"{what}: dtype {x.dtype} has no numpy equivalent "
+                                        f"and cannot be stored ({exc})")
+                return x.view(getattr(torch, np.dtype(bits).name)).numpy(), x.dtype, None
+        if type(x) is np.ndarray:
+            return x, None, None
+        if hasattr(x, "shape") and hasattr(x, "__getitem__") and len(x.shape) >= 1:
+            return LazyRows(x), None, None
+        return np.asarray(x), None, None
+    except DDStoreError as exc:
+        return None, None, (type(exc), str(exc))
+    except Exception as exc:  # noqa: BLE001 -- reported, agreed by the caller
+        return None, None, (DDStoreValueError, f"{what} is not an array ({exc})")
+
+
 def storable_error(arr, what):
     if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
         return DDStoreValueError, (f"{what}: dtype {arr.dtype} cannot be stored (allowed: "

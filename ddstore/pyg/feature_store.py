@@ -1,23 +1,25 @@
 """PyG's ``FeatureStore`` over a :class:`~ddstore.DDStore`: node and edge attributes striped
 by row range over each group, replicated by ``width``."""
-import dataclasses
+import copy
 
 import numpy as np
 import torch
 from torch_geometric.data import FeatureStore as _PygFeatureStore
-from torch_geometric.data import TensorAttr as _PygTensorAttr
+from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
-from .._checks import as_indices, check_indices, is_int, partition
+from .._checks import as_indices, check_indices, is_int
 from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..temporal.build import CHUNK_BYTES, fill_rows
-from ._common import (EDGES, as_numpy, call_piece, edge_var, is_edge_type, node_var,
-                      piece_error, rows_error, storable_error, tiling_error)
+from ._common import (EDGES, as_source, call_piece, edge_var, is_edge_type,
+                      node_var, piece_error, rows_error, storable_error, tiling_error)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
            "default_chunk_rows"]
+
+_UNSET = _FieldStatus.UNSET
 
 
 def default_chunk_rows(num_rows, row_bytes):
@@ -38,22 +40,42 @@ class UnknownAttributeError(DDStoreValueError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-@dataclasses.dataclass
-class TensorAttr(_PygTensorAttr):
-    """PyG's ``TensorAttr`` with ``group_name`` and ``index`` defaulting to None (a
-    homogeneous graph's node attribute; the whole tensor), so that
-    ``feature_store.put_tensor(x, attr_name="x")`` is fully specified."""
+def group_of(group_name):
+    """``group_name`` as the store keys it: an edge type given as a list
+    (``['a', 'to', 'b']``) is the tuple ``('a', 'to', 'b')``; anything else as given."""
+    if type(group_name) is list and len(group_name) == 3 and all(
+            isinstance(x, str) for x in group_name):
+        return tuple(group_name)
+    return group_name
 
-    def __init__(self, group_name=None, attr_name=_FieldStatus.UNSET, index=None):
-        super().__init__(group_name, attr_name, index)
+
+def _filled(attr):
+    """``attr`` with every UNSET field None (PyG's own rule when a view is called or an
+    attribute deleted), a copy if anything changed, and a list edge type as a tuple."""
+    g = group_of(attr.group_name)
+    unset = [key for key in attr.__dataclass_fields__ if getattr(attr, key) is _UNSET]
+    if g is attr.group_name and not unset:  # (PyG's is_set fails on numpy indices)
+        return attr
+    attr = copy.copy(attr)
+    attr.group_name = g
+    for key in unset:
+        setattr(attr, key, None)
+    return attr
 
 
 class _Attr:
-    __slots__ = ("group_name", "attr_name", "var", "num_rows", "row_shape")
+    __slots__ = ("group_name", "attr_name", "var", "num_rows", "row_shape", "dtype",
+                 "torch_dtype")
 
-    def __init__(self, group_name, attr_name, var, num_rows, row_shape):
+    def __init__(self, group_name, attr_name, var, num_rows, row_shape, dtype,
+                 torch_dtype):
         self.group_name, self.attr_name, self.var = group_name, attr_name, var
         self.num_rows, self.row_shape = num_rows, row_shape
+        self.dtype, self.torch_dtype = dtype, torch_dtype  # stored numpy dtype; torch-only
+
+    def layout(self):
+        return (self.num_rows, self.row_shape, self.dtype.str,
+                None if self.torch_dtype is None else str(self.torch_dtype))
 
 
 class FeatureStore(_PygFeatureStore):
@@ -63,25 +85,48 @@ class FeatureStore(_PygFeatureStore):
 
     - a **node** attribute has ``group_name`` = a node type (a str) or None (a homogeneous
       graph); row ``i`` belongs to node ``i`` of that type;
-    - an **edge** attribute has ``group_name`` = an edge type ``(src, rel, dst)``; row
-      ``i`` belongs to edge id ``i`` of that type, the id the :class:`GraphStore` gives
-      the edge (its position in the edge index as put) and the sampler returns in
-      ``edge`` / the loaders in ``e_id``.  A homogeneous graph's edge attributes use the
-      edge type :data:`EDGES` (``("_N", "to", "_N")``).
+    - an **edge** attribute has ``group_name`` = an edge type ``(src, rel, dst)`` (a list
+      of three str is the same type); row ``i`` belongs to edge id ``i`` of that type,
+      the id the :class:`GraphStore` gives the edge (its position in the edge index as
+      put) and the sampler returns in ``edge`` / the loaders in ``e_id``.  A homogeneous
+      graph's edge attributes use the edge type :data:`EDGES` (``("_N", "to", "_N")``);
+    - ``attr_name=None`` is a key like the others: the group's own (unnamed) tensor, as
+      PyG's ``fs[group] = x`` / ``fs[group]()`` use it.
+
+    Keys are PyG's ``TensorAttr`` (``ddstore.pyg.TensorAttr`` is PyG's class), so views
+    work as in PyG: ``fs[group, name]`` and ``fs.view().group.name`` are views,
+    ``fs[group, name][idx]``, ``fs[group][name][idx]``, ``fs[group, name]()`` tensors.  A
+    field left UNSET in a direct call (``put_tensor``, ``get_tensor``,
+    ``multi_get_tensor``, ``remove_tensor``, ``update_tensor``, ``fs[group, name] = x``)
+    is None, as when PyG calls a view: ``get_tensor(group_name=None, attr_name="x")``
+    reads the whole tensor.
 
     Layout: every attribute is one store variable (``"<name>/node/<type>/<attr>"`` or
     ``"<name>/edge/<src>__<rel>__<dst>/<attr>"``) of ``num_rows`` rows striped over each
     group (member ``g`` holds rows ``partition(num_rows, width, g)``) and replicated in
-    every group.  Reads are one-sided and need nothing from the owners.
+    every group.  Reads are one-sided and need nothing from the owners.  Any dtype numpy
+    has; torch-only dtypes (bfloat16, float8...) are stored as their bit pattern and read
+    back as the torch dtype.
 
     Putting is **collective** (every rank, same order, same attributes: checked, and a
     mismatch or bad input on any rank raises the same :class:`~ddstore.DDStoreError` on
-    every rank with nothing added):
+    every rank with nothing added or changed):
 
-    - ``put_tensor(x, group_name=..., attr_name=...)`` (PyG's call, also
+    - ``put_tensor(x, group_name=..., attr_name=..., index=None)`` (PyG's call, also
       ``fs[group, attr] = x``): the quick path, **every rank passes the whole tensor**
       (same shape and dtype, checked; the values must be equal too, not checked) and
-      keeps its own member's rows;
+      keeps its own member's rows.  ``x`` is any array-like PyG accepts: a torch tensor,
+      a numpy array, an ``np.memmap`` or anything with ``shape`` and row slicing; those
+      last ones are read only in this member's row range.  Putting an attribute already
+      held replaces its values when rows, row shape and dtype are the same (in place; a
+      different layout is refused: ``remove_tensor`` it first, or ``update_tensor``);
+    - ``put_tensor(values, ..., index=idx)`` on an attribute already held writes rows
+      ``idx`` (a tensor / array / list of row ids, negatives from the end, a slice, a
+      boolean mask or an int), as PyG's ``Data`` does with ``out[idx] = values``:
+      ``values`` broadcast to ``[len(idx), *row_shape]`` and cast (same kind) to the
+      attribute's dtype; every rank passes the same ``idx`` and ``values`` and each
+      writes the rows it holds.  An ``index`` on an attribute not held is refused (the
+      store's rows are ``[0, num_rows)``; put the whole tensor first);
     - :meth:`put_range` ``(x, rows=(lo, hi), group_name=..., attr_name=...)``: the
       range-wise path for data that does not fit one rank: **each rank passes its own
       rows** ``[lo, hi)`` (an array, or a callable ``rows_of(a, b)`` giving them piece by
@@ -91,15 +136,23 @@ class FeatureStore(_PygFeatureStore):
       rank per round (a keyword of the constructor; default
       :func:`default_chunk_rows`), received straight into the owners' chunks.
 
-    Reading is local: ``get_tensor(group_name=..., attr_name=..., index=idx)`` (rows
-    ``idx`` in request order; ``index=None`` reads the whole tensor onto this rank) and
-    ``multi_get_tensor([...])``, which reads every attribute with one batched read per
-    store variable (all indices of all requests for that variable together, one access
-    epoch with one flush per owner).  Results are CPU ``torch`` tensors.
+    ``remove_tensor`` is collective and returns False (on every rank) for an attribute
+    not held.
 
-    ``get_all_tensor_attrs()`` lists the **node** attributes (what PyG's loaders gather
-    for every sampled node; they would index edge attributes by node ids otherwise);
-    :meth:`edge_tensor_attrs` lists the edge attributes, and :func:`edge_features`
+    Reading is local: ``get_tensor(group_name=..., attr_name=..., index=idx)`` (rows
+    ``idx`` in request order, as torch indexing: negatives count from the end, an int
+    gives one row ``[*row_shape]``, a slice or boolean mask its rows; ``index=None``
+    reads the whole tensor onto this rank) and ``multi_get_tensor([...])``, which reads
+    every attribute with one batched read per store variable (all indices of all
+    requests for that variable together, one access epoch with one flush per owner).
+    Results are CPU ``torch`` tensors.  An attribute never stored raises
+    :class:`UnknownAttributeError`, a ``KeyError`` as PyG's stores raise.
+
+    ``get_all_tensor_attrs()`` lists the node attributes and the edge attributes of
+    every edge type but a homogeneous graph's (:data:`EDGES`): PyG's homogeneous loaders
+    gather **every** listed attribute by the batch's node ids (their
+    ``filter_custom_store``), which would give a batch edge rows of the wrong ids;
+    :meth:`edge_tensor_attrs` lists every edge attribute, and :func:`edge_features`
     attaches them to loaded mini-batches by ``e_id``.
     """
 
@@ -117,23 +170,155 @@ class FeatureStore(_PygFeatureStore):
         self.__dict__["name"] = name
         self.__dict__["_attrs"] = {}  # (group_name, attr_name) -> _Attr
 
+    # ------------------------------------------------ PyG's calls, UNSET fields None
+    def _cast(self, args, kwargs):
+        return _filled(self._tensor_attr_cls.cast(*args, **kwargs))
+
+    def put_tensor(self, tensor, *args, **kwargs):
+        """Collective: PyG's ``put_tensor`` (see the class docstring)."""
+        return self._put_tensor(tensor, self._cast(args, kwargs))
+
+    def get_tensor(self, *args, convert_type=False, **kwargs):
+        """Local: PyG's ``get_tensor`` (see the class docstring)."""
+        attr = self._cast(args, kwargs)
+        out = self._get_tensor(attr)
+        return self._to_type(attr, out) if convert_type else out
+
+    def multi_get_tensor(self, attrs, convert_type=False):
+        """Local: PyG's ``multi_get_tensor``, one batched read per store variable."""
+        attrs = [_filled(self._tensor_attr_cls.cast(a)) for a in attrs]
+        out = self._multi_get_tensor(attrs)
+        if convert_type:
+            out = [self._to_type(a, t) for a, t in zip(attrs, out)]
+        return out
+
+    def remove_tensor(self, *args, **kwargs):
+        """Collective: drop an attribute; False (on every rank) if it is not held."""
+        return self._remove_tensor(self._cast(args, kwargs))
+
+    def get_tensor_size(self, *args, **kwargs):
+        """Local: the shape ``get_tensor`` would return, or None for an attribute not
+        held."""
+        return self._get_tensor_size(self._cast(args, kwargs))
+
+    def update_tensor(self, tensor, *args, **kwargs):
+        """Collective: PyG's ``update_tensor``.  With an ``index``: writes those rows (as
+        :meth:`put_tensor`).  Without: the attribute's new whole value, written in place
+        when rows, row shape and dtype are unchanged (all or nothing), otherwise the
+        attribute is removed and put again (PyG's default)."""
+        attr = self._cast(args, kwargs)
+        key = (attr.group_name, attr.attr_name)
+        a = self._attrs.get(key)
+        if a is None or attr.index is not None and not _is_all(attr.index):
+            return self._put_tensor(tensor, attr)
+        arr, tdt, error = as_source(tensor, f"update_tensor {key!r}")
+        same = error is None and arr.ndim >= 1 and (
+            arr.shape[0], tuple(arr.shape[1:]), arr.dtype.str,
+            None if tdt is None else str(tdt)) == a.layout()
+        self.store.agree(None, call=("FeatureStore.update", repr(key)),
+                         same={"in place (same layout as held)": bool(same)})
+        if not same:
+            self._remove_tensor(attr)
+        return self._put_tensor(tensor, attr)
+
+    def __setitem__(self, key, value):
+        """Collective: ``fs[group, name] = x`` (``fs[group] = x``: attr_name None)."""
+        self.put_tensor(value, self._tensor_attr_cls.cast(key))
+
     # ------------------------------------------------------------------ putting
     def _key_error(self, attr, what):
         g, a = attr.group_name, attr.attr_name
         if not (g is None or isinstance(g, str) or is_edge_type(g)):
             return DDStoreValueError, (f"{what}: group_name must be None, a node type (str)"
                                        f" or an edge type (src, rel, dst), got {g!r}")
-        if not isinstance(a, str) or not a:
-            return DDStoreValueError, f"{what}: attr_name must be a non-empty str, got {a!r}"
-        if (g, a) in self._attrs:
-            return DDStoreValueError, (f"{what}: attribute ({g!r}, {a!r}) is already stored;"
-                                       f" remove_tensor it first (collective)")
+        if a is not None and (not isinstance(a, str) or not a):
+            return DDStoreValueError, (f"{what}: attr_name must be a non-empty str or None"
+                                       f" (the group's own tensor), got {a!r}")
         return None
 
     def _var_of(self, group_name, attr_name):
+        attr_name = "" if attr_name is None else attr_name
         if is_edge_type(group_name):
             return edge_var(self.name, group_name, attr_name)
         return node_var(self.name, group_name, attr_name)
+
+    def _put_tensor(self, tensor, attr):
+        """Collective (PyG's ``put_tensor``): every rank passes the whole tensor, or
+        with an ``index`` the rows to write into an attribute already held."""
+        attr = _filled(attr)
+        key = (attr.group_name, attr.attr_name)
+        if key in self._attrs:
+            return self._put_rows(tensor, attr, self._attrs[key])
+        return self._put(tensor, attr, None)
+
+    def _put_rows(self, tensor, attr, a):
+        """Collective: write rows ``attr.index`` (None: all) of the held attribute ``a``
+        from ``tensor`` (the same on every rank); each rank writes the rows it holds."""
+        store = self.store
+        store.check_alive()
+        what = f"put ({a.group_name!r}, {a.attr_name!r})"
+        whole = attr.index is None or _is_all(attr.index)
+        error = vals = idx = None
+        n = a.num_rows
+        try:
+            if whole:
+                arr, tdt, error = as_source(tensor, what)
+                if error is None and (arr.ndim < 1 or (
+                        arr.shape[0], tuple(arr.shape[1:]), arr.dtype.str,
+                        None if tdt is None else str(tdt)) != a.layout()):
+                    got = (tuple(arr.shape), str(tdt or arr.dtype))
+                    error = (DDStoreValueError,
+                             f"{what}: attribute already stored as {n} rows of "
+                             f"{a.row_shape} {a.torch_dtype or a.dtype}; a whole put of "
+                             f"shape {got[0]} {got[1]} replaces it only with the same "
+                             f"rows, row shape and dtype: remove_tensor it first "
+                             f"(collective) or update_tensor")
+                vals = arr
+            else:
+                idx = self._index(a, attr.index, what)
+                vals = self._values(a, tensor, idx.shape[0], what)
+        except (DDStoreError, MemoryError) as exc:
+            error = piece_error(exc, what)
+        store.agree(error, call=("FeatureStore.put_rows", repr((a.group_name, a.attr_name))),
+                    same={"index rows": None if whole or error else int(idx.shape[0])})
+        off = member_offsets(n, store.group_size)
+        mlo, mhi = int(off[store.group_rank]), int(off[store.group_rank + 1])
+        view = store.local_view(a.var)
+        if whole:
+            if mhi > mlo:
+                view[:] = vals[mlo:mhi]
+        elif idx.shape[0]:
+            mine = (idx >= mlo) & (idx < mhi)
+            view[idx[mine] - mlo] = vals[mine]
+        del view
+        store.sync()
+        return True
+
+    @staticmethod
+    def _values(a, tensor, count, what):
+        """``tensor`` as ``[count, *row_shape]`` rows of the attribute's stored dtype
+        (broadcast as ``out[idx] = tensor`` would; cast within the same kind)."""
+        if a.torch_dtype is not None:  # stored as the bit pattern of a torch dtype
+            t = torch.as_tensor(tensor)
+            if t.is_complex():
+                raise DDStoreValueError(f"{what}: values of dtype {t.dtype} cannot be "
+                                        f"written into a {a.torch_dtype} attribute")
+            vals = t.to(a.torch_dtype).view(getattr(torch, a.dtype.name)).numpy()
+        else:
+            if isinstance(tensor, torch.Tensor):
+                tensor = tensor.detach().cpu().numpy()
+            vals = np.asarray(tensor)
+            if vals.dtype != a.dtype:
+                if not np.can_cast(vals.dtype, a.dtype, "same_kind"):
+                    raise DDStoreValueError(f"{what}: values of dtype {vals.dtype} cannot "
+                                            f"be cast to the attribute's dtype {a.dtype}")
+                vals = vals.astype(a.dtype)
+        try:
+            return np.broadcast_to(vals, (count,) + a.row_shape)
+        except ValueError:
+            raise DDStoreValueError(f"{what}: values of shape {tuple(vals.shape)} do not "
+                                    f"fit {count} indexed rows of shape {a.row_shape}") \
+                from None
 
     def _put(self, tensor, attr, rows):
         """The collective put behind both paths; ``rows`` None: whole tensor."""
@@ -141,10 +326,16 @@ class FeatureStore(_PygFeatureStore):
         store.check_alive()
         what = f"put ({attr.group_name!r}, {attr.attr_name!r})"
         error = self._key_error(attr, what)
-        if error is None and attr.index is not None:
-            error = (DDStoreValueError, f"{what}: index must be None (the whole tensor); "
-                                        f"put rows of a range with put_range")
-        arr = rows_of = first = None
+        key = (attr.group_name, attr.attr_name)
+        if error is None and key in self._attrs:
+            error = (DDStoreValueError, f"{what}: attribute {key!r} is already stored; "
+                                        f"remove_tensor it first (collective)")
+        if error is None and attr.index is not None and not _is_all(attr.index):
+            error = (DDStoreValueError,
+                     f"{what}: an index writes rows of an attribute already stored; "
+                     f"{key!r} is not (put the whole tensor with index=None first; a "
+                     f"range-wise put is put_range)")
+        arr = rows_of = first = tdt = None
         lo = hi = 0
         if error is None and rows is not None and callable(tensor):
             error, lo, hi = rows_error(rows, None, what)
@@ -156,7 +347,7 @@ class FeatureStore(_PygFeatureStore):
                 except (DDStoreError, MemoryError) as exc:
                     error = piece_error(exc, what)
         elif error is None:
-            arr, error = as_numpy(tensor, what)
+            arr, tdt, error = as_source(tensor, what)
         if error is None:
             error = storable_error(arr, what)
         if error is None and rows is not None and rows_of is None:
@@ -166,26 +357,35 @@ class FeatureStore(_PygFeatureStore):
         if ok and var in store:
             error = (DDStoreValueError, f"{what}: the store already holds variable {var!r}")
             ok = False
-        layout = (arr.dtype.str, tuple(arr.shape[1:])) if ok else None
-        same = {"attribute": (attr.group_name, attr.attr_name), "dtype and row shape": layout}
+        layout = (arr.dtype.str, tuple(arr.shape[1:]),
+                  None if tdt is None else str(tdt)) if ok else None
+        same = {"attribute": key, "dtype and row shape": layout}
         if rows is None:
             same["rows (the whole tensor on every rank)"] = arr.shape[0] if ok else None
-        info = store.agree(error, call=("FeatureStore.put", repr((attr.group_name,
-                                                                  attr.attr_name))),
+        info = store.agree(error, call=("FeatureStore.put", repr(key)),
                            extra=(lo, hi), same=same)
-        key = (attr.group_name, attr.attr_name)
         with store.transaction(f"FeatureStore.put {key!r}") as txn:
             if rows is None:
                 total = arr.shape[0]
-                mlo, mhi = partition(total, store.group_size, store.group_rank)
-                store.add(var, np.ascontiguousarray(arr[mlo:mhi]))
+                off = member_offsets(total, store.group_size)
+                g = store.group_rank
+                try:  # an array-like read range-wise can fail here: agree
+                    mine, err = np.ascontiguousarray(arr[int(off[g]):int(off[g + 1])]), None
+                except (DDStoreError, MemoryError) as exc:
+                    mine, err = None, piece_error(exc, what)
+                except Exception as exc:  # noqa: BLE001 -- agreed just below
+                    mine, err = None, (DDStoreValueError, f"{what}: reading rows "
+                                       f"[{off[g]}, {off[g + 1]}) raised "
+                                       f"{type(exc).__name__}: {exc}")
+                store.agree(err)
+                store.add(var, mine)
             else:
                 err, total = tiling_error(info, what)
                 if err is not None:  # decided from the gathered ranges: alike everywhere
                     raise mark_agreed(err[0](err[1]))
                 self._fill(var, arr, rows_of, first, lo, hi, total)
             self._attrs[key] = _Attr(attr.group_name, attr.attr_name, var, int(total),
-                                     tuple(arr.shape[1:]))
+                                     tuple(arr.shape[1:]), arr.dtype, tdt)
             # an enclosing transaction that fails later removes the variable: forget it
             txn.on_rollback(lambda: self._attrs.pop(key, None))
         return True
@@ -217,10 +417,6 @@ class FeatureStore(_PygFeatureStore):
         del view
         store.sync()
 
-    def _put_tensor(self, tensor, attr):
-        """Collective (PyG's ``put_tensor``): every rank passes the whole tensor."""
-        return self._put(tensor, attr, None)
-
     def put_range(self, tensor, rows, group_name=None, attr_name="x"):
         """Collective: store an attribute from each rank's own rows.
 
@@ -248,16 +444,18 @@ class FeatureStore(_PygFeatureStore):
         in (only one piece of them, with a callable) and one round's piece.  Returns
         True.
         """
-        return self._put(tensor, TensorAttr(group_name, attr_name, None), rows)
+        return self._put(tensor, TensorAttr(group_of(group_name), attr_name, None), rows)
 
     def _remove_tensor(self, attr):
-        """Collective: drop the attribute (every rank, the same one)."""
+        """Collective: drop the attribute (every rank, the same one); False if it is not
+        held (on every rank)."""
         store = self.store
+        attr = _filled(attr)
         key = (attr.group_name, attr.attr_name)
-        error = None
-        if key not in self._attrs:
-            error = (UnknownAttributeError, self._unknown(key, "remove_tensor"))
-        store.agree(error, call=("FeatureStore.remove", repr(key)))
+        held = key in self._attrs
+        store.agree(None, call=("FeatureStore.remove", repr(key)), same={"held": held})
+        if not held:
+            return False
         store.remove(self._attrs.pop(key).var)
         return True
 
@@ -268,31 +466,43 @@ class FeatureStore(_PygFeatureStore):
                f"{', '.join(known) if known else 'none'}"
 
     def _lookup(self, attr, what="get_tensor"):
-        a = self._attrs.get((attr.group_name, attr.attr_name))
+        key = (group_of(attr.group_name), attr.attr_name)
+        a = self._attrs.get(key)
         if a is None:
             self.store.check_alive()
-            raise UnknownAttributeError(self._unknown((attr.group_name, attr.attr_name),
-                                                      what))
+            raise UnknownAttributeError(self._unknown(key, what))
         return a
 
     @staticmethod
     def _index(a, index, what):
-        """``index`` as (None: everything) or an int64 array checked against the rows."""
+        """``index`` as (None: everything) or an int64 array of rows in ``[0, n)``
+        (negatives from the end, as torch indexing)."""
         if index is None:
             return None
+        n = a.num_rows
         if isinstance(index, slice):
-            return np.arange(*index.indices(a.num_rows), dtype=np.int64)
-        if is_int(index):
+            return np.arange(*index.indices(n), dtype=np.int64)
+        if _one_row(index):
             index = [int(index)]
-        if isinstance(index, torch.Tensor):
+        elif isinstance(index, torch.Tensor):
             if index.dtype == torch.bool:
-                if index.numel() != a.num_rows:
+                if index.numel() != n:
                     raise DDStoreIndexError(f"{what}: boolean index of {index.numel()} "
-                                            f"entries for {a.num_rows} rows")
+                                            f"entries for {n} rows")
                 index = index.nonzero().view(-1)
             index = index.detach().cpu().numpy()
-        idx = as_indices(index, what, a.num_rows)
-        check_indices(idx, a.num_rows, what, item="index")
+        elif isinstance(index, np.ndarray) and index.dtype == np.bool_:
+            if index.size != n:
+                raise DDStoreIndexError(f"{what}: boolean index of {index.size} entries "
+                                        f"for {n} rows")
+            index = np.flatnonzero(index)
+        idx = as_indices(index, what, n)
+        if idx.size:
+            smallest, largest = int(idx.min()), int(idx.max())
+            if smallest < -n or largest >= n:
+                check_indices(idx, n, what, item="index", low=-n)
+            if smallest < 0:
+                idx = np.where(idx < 0, idx + n, idx)
         return idx
 
     def _read(self, a, idx):
@@ -300,18 +510,22 @@ class FeatureStore(_PygFeatureStore):
             out = self.store.get_range(a.var, 0, a.num_rows)
         else:
             out = self.store.get_batch(a.var, idx)
-        return torch.from_numpy(out)
+        out = torch.from_numpy(out)
+        return out if a.torch_dtype is None else out.view(a.torch_dtype)
 
     def _get_tensor(self, attr):
-        """Local: rows ``attr.index`` (None: all) of the attribute, a CPU tensor."""
+        """Local: rows ``attr.index`` (None: all; an int: that row alone) of the
+        attribute, a CPU tensor."""
         a = self._lookup(attr)
+        index = attr.index
         what = f"get_tensor ({a.group_name!r}, {a.attr_name!r})"
-        return self._read(a, self._index(a, attr.index, what))
+        out = self._read(a, self._index(a, index, what))
+        return out[0] if _one_row(index) else out
 
     def _multi_get_tensor(self, attrs):
         """Local: every attribute of ``attrs``, with one batched read per store variable
         (the indices of every request for it concatenated)."""
-        plan = {}  # var -> [(position, attr, idx)]
+        plan = {}  # var -> [(position, attr, idx, one_row)]
         out = [None] * len(attrs)
         for pos, attr in enumerate(attrs):
             a = self._lookup(attr, "multi_get_tensor")
@@ -320,34 +534,41 @@ class FeatureStore(_PygFeatureStore):
             if idx is None:
                 out[pos] = self._read(a, None)
             else:
-                plan.setdefault(a.var, []).append((pos, a, idx))
+                plan.setdefault(a.var, []).append((pos, a, idx, _one_row(attr.index)))
         for var, reqs in plan.items():
             a = reqs[0][1]
             if len(reqs) == 1:
-                out[reqs[0][0]] = self._read(a, reqs[0][2])
+                pos, _, idx, one = reqs[0]
+                rows = self._read(a, idx)
+                out[pos] = rows[0] if one else rows
                 continue
             rows = self._read(a, np.concatenate([r[2] for r in reqs]))
             start = 0
-            for pos, _, idx in reqs:
-                out[pos] = rows[start:start + idx.shape[0]]
+            for pos, _, idx, one in reqs:
+                out[pos] = rows[start] if one else rows[start:start + idx.shape[0]]
                 start += idx.shape[0]
         return out
 
     def _get_tensor_size(self, attr):
-        a = self._attrs.get((attr.group_name, attr.attr_name))
+        a = self._attrs.get((group_of(attr.group_name), attr.attr_name))
         if a is None:
             return None
+        if _one_row(attr.index):
+            self._index(a, attr.index, "get_tensor_size")
+            return a.row_shape
         n = a.num_rows if attr.index is None else len(
             self._index(a, attr.index, "get_tensor_size"))
         return (n,) + a.row_shape
 
     def get_all_tensor_attrs(self):
-        """The node attributes (see the class docstring for why not the edge ones)."""
+        """Every attribute (a fresh PyG ``TensorAttr`` each, index None) but a
+        homogeneous graph's edge attributes (edge type :data:`EDGES`): PyG's homogeneous
+        loaders read every listed attribute by the batch's node ids."""
         return [TensorAttr(a.group_name, a.attr_name, None) for a in self._attrs.values()
-                if not is_edge_type(a.group_name)]
+                if a.group_name != EDGES]
 
     def edge_tensor_attrs(self):
-        """The edge attributes (``group_name`` an edge type)."""
+        """The edge attributes (``group_name`` an edge type), :data:`EDGES` included."""
         return [TensorAttr(a.group_name, a.attr_name, None) for a in self._attrs.values()
                 if is_edge_type(a.group_name)]
 
@@ -357,6 +578,23 @@ class FeatureStore(_PygFeatureStore):
 
     def __repr__(self):
         return f"FeatureStore({self.name!r}, attributes={sorted(map(repr, self._attrs))})"
+
+
+def _one_row(index):
+    """``index`` names one row (an int, or a 0-d integer tensor / array): the result
+    then has no row dimension, as ``tensor[3]``."""
+    if is_int(index):
+        return True
+    if isinstance(index, np.ndarray):
+        return index.ndim == 0 and index.dtype.kind in "iu"
+    return (isinstance(index, torch.Tensor) and index.dim() == 0 and
+            index.dtype != torch.bool and not index.is_floating_point() and
+            not index.is_complex())
+
+
+def _is_all(index):
+    """``index`` is ``slice(None)`` (every row, in order)."""
+    return isinstance(index, slice) and index == slice(None)
 
 
 def edge_features(feature_store, attr_names=None):

@@ -1,30 +1,78 @@
 """The quick path: a PyG ``Data`` / ``HeteroData`` that fits one rank, put into a
 :class:`FeatureStore` and a :class:`GraphStore` by every rank."""
-import torch
-
 from ..errors import DDStoreValueError
-from ._common import EDGES
+from ._common import EDGES, is_array_like
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
 
 __all__ = ["from_pyg", "from_hetero"]
 
+# connectivity, not attributes (the GraphStore holds it)
+_STRUCTURE = ("edge_index", "adj", "adj_t", "num_nodes")
 
-def _tensors(storage, skip=("edge_index", "adj_t")):
-    return [(k, v) for k, v in storage.items()
-            if k not in skip and isinstance(v, torch.Tensor) and v.dim() >= 1]
+
+def _row_attrs(data, storage, counts):
+    """The one rule of :func:`from_pyg` and :func:`from_hetero`: which values of one
+    storage are stored, and as what.  ``counts``: ``{"node": n, "edge": m}`` (only the
+    kinds this storage can hold).  A value is an attribute of a kind when it is
+    array-like (a torch tensor, numpy array / memmap, anything with ``shape``, or a
+    list / tuple as PyG's ``Data`` takes) of at least one dimension, concatenated along
+    its first dimension (``data.__cat_dim__`` is 0: never ``*_index`` such as
+    ``edge_label_index``) and that dimension equals the kind's count; when nodes and
+    edges are as many, a key containing ``edge`` is an edge attribute (PyG's own tie
+    rule).  Anything else (graph-level values: ``edge_label_index``, an ``edge_label``
+    of the label edges, scalars, strings) is not a node or edge attribute and is not
+    stored.  Returns ``[(kind, key, value)]``."""
+    out = []
+    for key, value in storage.items():
+        if key in _STRUCTURE:
+            continue
+        if isinstance(value, (list, tuple)):
+            rows, ndim = len(value), 1
+        elif is_array_like(value):
+            ndim = len(value.shape)
+            rows = int(value.shape[0]) if ndim else None
+        else:
+            continue
+        if ndim < 1:
+            continue
+        try:
+            cat = data.__cat_dim__(key, value, storage)
+        except Exception:  # noqa: BLE001 -- PyG could not tell: row-wise by default
+            cat = 0
+        if cat != 0:
+            continue
+        kinds = [k for k, n in counts.items() if n == rows]
+        if len(kinds) > 1:
+            kinds = ["edge" if "edge" in key else "node"]
+        if kinds:
+            out.append((kinds[0], key, value))
+    return out
+
+
+def _num_edges(storage):
+    ei = storage.get("edge_index") if hasattr(storage, "get") else None
+    return None if ei is None else int(ei.shape[1])
 
 
 def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     """Collective: every rank passes the same ``torch_geometric.data.Data`` (checked:
     attributes, shapes and dtypes); returns ``(feature_store, graph_store)``.
 
-    Node-level tensors (``x``, ``y``, masks, ``time``...) become node attributes
-    (``group_name=None``), edge-level tensors (``edge_attr``, ``edge_time``...) edge
-    attributes of the edge type :data:`EDGES`, and ``edge_index`` the CSC (edge ids are
-    the columns of ``data.edge_index``).  ``time_attr``: the node- or edge-level attribute
+    Per-node values (``x``, ``y``, masks, ``time``...: first dimension ``num_nodes``)
+    become node attributes (``group_name=None``), per-edge values (``edge_attr``,
+    ``edge_time``...: first dimension the number of edges) edge attributes of the edge
+    type :data:`EDGES`, and ``edge_index`` the CSC (edge ids are the columns of
+    ``data.edge_index``); the rule is :func:`_row_attrs`, shared with
+    :func:`from_hetero`.  Graph-level values (``edge_label_index``, ``edge_label`` of
+    other edges...) are not stored: give them to the loader.  Values may be any
+    array-like PyG takes: torch tensors, numpy arrays, ``np.memmap`` (read range-wise:
+    each rank reads only its own member's rows, never the whole array), lists; one that
+    cannot be stored (strings, objects, a torch dtype without a bit-pattern form) is
+    refused on every rank naming it.  ``time_attr``: the node- or edge-level attribute
     to sort each neighbourhood by, for temporal sampling.  ``weight_attr``: the edge
-    attribute to keep in CSC order for weighted sampling (see :class:`GraphStore`).  Each rank keeps only its
+    attribute to keep in CSC order for weighted sampling (see :class:`GraphStore`).  Each
+    rank keeps only its
     member's rows of everything.
 
     All or nothing (:meth:`DDStore.transaction`): if any put fails on any rank, every
@@ -40,20 +88,20 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
                                                          weight_attr=weight_attr)
     n = data.num_nodes
     with store.transaction(f"pyg.from_pyg {name!r}"):
-        for key, value in _tensors(data):
-            if data.is_node_attr(key) and value.size(0) == n:
-                fs.put_tensor(value, group_name=None, attr_name=key)
-            elif data.is_edge_attr(key):
-                fs.put_tensor(value, group_name=EDGES, attr_name=key)
+        for kind, key, value in _row_attrs(data, data.stores[0],
+                                           {"node": n, "edge": _num_edges(data)}):
+            fs.put_tensor(value, group_name=None if kind == "node" else EDGES,
+                          attr_name=key, index=None)
         gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(n, n))
     return fs, gs
 
 
 def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
-    """Collective: :func:`from_pyg` for a ``torch_geometric.data.HeteroData``: node
-    attributes under their node type, edge attributes under their edge type
-    ``(src, rel, dst)``, one CSC per edge type with ``size = (num src nodes, num dst
-    nodes)``.  All or nothing, as :func:`from_pyg`."""
+    """Collective: :func:`from_pyg` for a ``torch_geometric.data.HeteroData``: per-node
+    values under their node type, per-edge values (first dimension the edge type's
+    number of edges: never ``edge_label_index`` and other graph-level values) under
+    their edge type ``(src, rel, dst)``, one CSC per edge type with ``size = (num src
+    nodes, num dst nodes)``.  Same rule and all or nothing, as :func:`from_pyg`."""
     from torch_geometric.data import HeteroData
     error = None if isinstance(data, HeteroData) else (
         DDStoreValueError, f"from_hetero needs a HeteroData, got {type(data).__name__}")
@@ -62,11 +110,12 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
                                                          weight_attr=weight_attr)
     with store.transaction(f"pyg.from_hetero {name!r}"):
         for nt in data.node_types:
-            for key, value in _tensors(data[nt]):
-                fs.put_tensor(value, group_name=nt, attr_name=key)
+            for _, key, value in _row_attrs(data, data[nt], {"node": data[nt].num_nodes}):
+                fs.put_tensor(value, group_name=nt, attr_name=key, index=None)
         for et in data.edge_types:
-            for key, value in _tensors(data[et]):
-                fs.put_tensor(value, group_name=et, attr_name=key)
+            for _, key, value in _row_attrs(data, data[et],
+                                            {"edge": _num_edges(data[et])}):
+                fs.put_tensor(value, group_name=et, attr_name=key, index=None)
         for et in data.edge_types:
             gs.put_edge_index(data[et].edge_index, edge_type=et, layout="coo",
                               size=(data[et[0]].num_nodes, data[et[2]].num_nodes))

@@ -303,8 +303,10 @@ def errors(store, data, fs, gs, tag):
     expect_error(DDStoreValueError, ["dtype <U1", "cannot be stored"], fs.put_tensor,
                  np.array(["a"] * N), group_name=None, attr_name="s", agree=True,
                  store=store, what="string dtype")
-    expect_error(DDStoreValueError, ["already stored"], fs.put_tensor, data.x,
-                 group_name=None, attr_name="x", agree=True, store=store)
+    # a whole put over a held attribute replaces it in place only with the same layout
+    expect_error(DDStoreValueError, ["already stored as", "remove_tensor it first"],
+                 fs.put_tensor, data.x.double(), group_name=None, attr_name="x",
+                 agree=True, store=store)
     expect_error(DDStoreIndexError, ["destination node", "out of range [0, 5)"],
                  gs.put_edge_index, data.edge_index, edge_type=("a", "r", "b"),
                  layout="coo", size=(N, 5), agree=True, store=store, agreed=True)
@@ -314,8 +316,8 @@ def errors(store, data, fs, gs, tag):
     # local reads
     expect_error(dpyg.UnknownAttributeError, ["no attribute", "'nope'", "known"],
                  fs.get_tensor, group_name=None, attr_name="nope", also=KeyError)
-    expect_error(DDStoreIndexError, [f"out of range [0, {N})"], fs.get_tensor,
-                 group_name=None, attr_name="x", index=torch.tensor([0, N]))
+    expect_error(DDStoreIndexError, [f"index {N} (position 1) out of range [-{N}, {N})"],
+                 fs.get_tensor, group_name=None, attr_name="x", index=torch.tensor([0, N]))
     s = dpyg.NeighborSampler(gs, [2])
     expect_error(DDStoreIndexError, [f"out of range [0, {N})"], s._sample,
                  torch.tensor([1, N + 3]))

@@ -1,0 +1,157 @@
+"""MPI program: ddstore.pyg.FeatureStore as PyG's own (issue 26, items 2, 3, 7) on 1-4
+ranks, every width dividing the rank count (or those named), both transports.
+
+- ``from_pyg(Data(x=np.memmap))`` stores ``x`` range-wise: a spy memmap records every
+  read; each rank reads exactly its own member's rows, once; the stored ``x`` equals
+  the file byte for byte, whole and at random rows (read across ranks);
+- bfloat16: put whole and by rows, read back as bfloat16, every byte;
+- puts with an index write those rows on every replica (read back from every rank);
+  an index out of range on one rank only raises the same error everywhere, nothing
+  changed; remove_tensor of a missing attribute is False on every rank;
+- ``from_hetero`` with ``edge_label_index`` / ``edge_label``: not stored as edge
+  attributes; ``edge_features`` gives the loader's batch its per-edge rows by e_id.
+"""
+import os
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+from _harness import check, expect_error, run_main, shared_tmpdir
+
+import ddstore  # noqa: E402
+from ddstore import DDStoreIndexError  # noqa: E402
+from ddstore import pyg as dpyg  # noqa: E402
+from ddstore.placement import member_offsets  # noqa: E402
+from torch_geometric.data import Data, HeteroData  # noqa: E402
+from torch_geometric.loader import NeighborLoader  # noqa: E402
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+N = 37
+READS = []  # the keys every SpyMemmap was indexed with, on this rank
+
+
+class SpyMemmap(np.memmap):
+    """np.memmap that records how it is indexed."""
+
+    def __getitem__(self, key):
+        READS.append(key)
+        return super().__getitem__(key)
+
+
+def same_bytes(a, b):
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype == torch.bfloat16:
+        a, b = a.view(torch.int16), b.view(torch.int16)
+    return a.contiguous().numpy().tobytes() == b.contiguous().numpy().tobytes()
+
+
+def memmap_x(store, tag, tmp):
+    path = os.path.join(tmp, "x.bin")
+    full = np.random.default_rng(4).standard_normal((N, 5)).astype(np.float32)
+    if rank == 0 and not os.path.exists(path):
+        full.tofile(path)
+    comm.Barrier()
+    x = SpyMemmap(path, dtype=np.float32, mode="r", shape=(N, 5))
+    ei = torch.tensor([[i for i in range(N)], [(i * 7) % N for i in range(N)]])
+    data = Data(x=x, edge_index=ei, edge_attr=torch.arange(N * 2.).view(N, 2))
+    del READS[:]
+    fs, gs = dpyg.from_pyg(store, data, name=f"mm{tag}")
+    off = member_offsets(N, store.group_size)
+    lo, hi = int(off[store.group_rank]), int(off[store.group_rank + 1])
+    check(READS == [slice(lo, hi, None)],
+          f"{tag}: memmap x read as {READS}, expected this member's rows {lo}:{hi} once")
+    check(same_bytes(fs.get_tensor(None, "x", None), full), f"{tag}: memmap x whole")
+    idx = torch.from_numpy(np.random.default_rng(rank).integers(-N, N, 50))
+    check(same_bytes(fs.get_tensor(None, "x", idx), full[idx.numpy()]),
+          f"{tag}: memmap x rows")
+    check(same_bytes(fs.get_tensor(None, "x", -1), full[-1]), f"{tag}: x[-1] is [F]")
+
+
+def bfloat16(store, tag):
+    g = torch.Generator().manual_seed(9)
+    b = torch.randn(N, 3, generator=g).bfloat16()
+    b[0, 0], b[1, 0] = float("nan"), float("-inf")
+    fs = dpyg.FeatureStore(store, f"bf{tag}")
+    fs.put_tensor(b, "n", "b", None)
+    check(same_bytes(fs.get_tensor("n", "b", None), b), f"{tag}: bfloat16 whole")
+    idx = torch.tensor([N - 1, 0, size, N // 2, -2])
+    check(same_bytes(fs.get_tensor("n", "b", idx), b[idx]), f"{tag}: bfloat16 rows")
+    rows = torch.tensor([N - 1, 1, N // 2])
+    vals = torch.tensor([[1.5, -2.0, 0.25]]).bfloat16()
+    fs.put_tensor(vals, "n", "b", rows)
+    b[rows] = vals
+    check(same_bytes(fs.get_tensor("n", "b", None), b), f"{tag}: bfloat16 after row put")
+    fs.remove_tensor("n", "b", None)
+
+
+def row_puts(store, tag):
+    x = torch.arange(N * 2, dtype=torch.int64).view(N, 2)
+    fs = dpyg.FeatureStore(store, f"rp{tag}")
+    fs.put_tensor(x, ["a", "r", "b"], "x", None)  # an edge type given as a list
+    idx = torch.tensor([0, N - 1, -3, N // 2, 1])
+    vals = -torch.arange(10).view(5, 2)
+    fs.put_tensor(vals, ("a", "r", "b"), "x", idx)
+    x[idx] = vals
+    check(same_bytes(fs.get_tensor(("a", "r", "b"), "x", None), x), f"{tag}: row put")
+    fs.put_tensor(torch.tensor(7), ("a", "r", "b"), "x", slice(N - 4, None))
+    x[N - 4:] = 7
+    check(same_bytes(fs.get_tensor(["a", "r", "b"], "x", None), x), f"{tag}: slice put")
+    before = store.variables()
+    bad = torch.tensor([0, N if rank == size - 1 else 1])
+    expect_error(DDStoreIndexError, [f"index {N} (position 1) out of range"],
+                 fs.put_tensor, torch.zeros(2, 2, dtype=torch.int64), ("a", "r", "b"), "x",
+                 bad, agree=True, store=store, what=f"{tag}: bad index on one rank")
+    check(store.variables() == before and
+          same_bytes(fs.get_tensor(("a", "r", "b"), "x", None), x),
+          f"{tag}: a refused row put changed something")
+    removed = fs.remove_tensor("zz", "x", None)
+    check(removed is False, f"{tag}: remove_tensor of a missing attribute gave {removed}")
+    check(fs.remove_tensor(("a", "r", "b"), "x", None) is True, f"{tag}: remove")
+
+
+def hetero(store, tag):
+    g = torch.Generator().manual_seed(13)
+    h = HeteroData()
+    h["a"].x = torch.randn(19, 3, generator=g)
+    h["b"].x = torch.randn(11, 3, generator=g)
+    et = ("a", "to", "b")
+    h[et].edge_index = torch.stack([torch.randint(0, 19, (400,), generator=g),
+                                    torch.randint(0, 11, (400,), generator=g)])
+    h[et].w = torch.randn(400, 2, generator=g)
+    h[et].edge_label_index = torch.stack([torch.randint(0, 19, (6,), generator=g),
+                                          torch.randint(0, 11, (6,), generator=g)])
+    h[et].edge_label = torch.ones(6)
+    fs, gs = dpyg.from_hetero(store, h, name=f"h{tag}")
+    names = sorted(a.attr_name for a in fs.edge_tensor_attrs())
+    check(names == ["w"], f"{tag}: edge attributes {names}, expected ['w']")
+    s = dpyg.NeighborSampler(gs, [-1], seed=3)
+    loader = NeighborLoader((fs, gs), num_neighbors=[-1],
+                            input_nodes=("b", torch.arange(11)), batch_size=11,
+                            neighbor_sampler=s, transform=dpyg.edge_features(fs))
+    b = next(iter(loader))
+    check(b[et].e_id.numel() == 400 and same_bytes(b[et].w, h[et].w[b[et].e_id]),
+          f"{tag}: hetero edge_features")
+
+
+def main(widths=None):
+    if widths is None:
+        widths = [w for w in range(1, size + 1) if size % w == 0]
+    with shared_tmpdir() as tmp:
+        for width in widths:
+            for transport in ("auto", "rma"):
+                tag = f"w{width}-{transport}"
+                with ddstore.DDStore(comm, width=width, transport=transport) as store:
+                    memmap_x(store, tag, tmp)
+                    bfloat16(store, tag)
+                    row_puts(store, tag)
+                    hetero(store, tag)
+
+
+if __name__ == "__main__":
+    import sys
+    run_main(main, None if sys.argv[1:] in ([], ["all"]) else
+             [int(w) for w in sys.argv[1:]])

@@ -1,0 +1,327 @@
+"""ddstore.pyg.FeatureStore against PyG's own in-memory semantics (issue 26, items 2, 3, 7):
+every call made on our store and on a reference FeatureStore subclass backed by a dict
+(torch indexing, as PyG's ``Data`` does it), results compared byte for byte; PyG's
+views and TensorAttr; from_pyg / from_hetero storing exactly the per-node and per-edge
+values (memmaps and other array-likes read range-wise).  The same at 2 ranks:
+tests/mpi/pyg_features.py (shared launch)."""
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data, FeatureStore as PygFeatureStore, HeteroData
+from torch_geometric.data import TensorAttr as PygTensorAttr
+from torch_geometric.data.feature_store import AttrView
+
+from conftest import on_ranks, run_in_process
+
+
+class RefStore(PygFeatureStore):
+    """PyG's contract in memory: a dict of tensors; put with an index writes those rows
+    of a held tensor (``out[index] = tensor``, as ``Data._put_tensor``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.d = {}
+
+    @staticmethod
+    def key(attr):
+        g = tuple(attr.group_name) if isinstance(attr.group_name, list) else attr.group_name
+        return g, attr.attr_name
+
+    def _put_tensor(self, tensor, attr):
+        if attr.index is None or (isinstance(attr.index, slice) and
+                                  attr.index == slice(None)):
+            self.d[self.key(attr)] = torch.as_tensor(tensor).clone()
+        else:
+            t = self.d[self.key(attr)]
+            t[attr.index] = torch.as_tensor(tensor).to(t.dtype)
+        return True
+
+    def _get_tensor(self, attr):
+        t = self.d.get(self.key(attr))
+        if t is None:
+            raise KeyError(f"no {attr}")
+        return t if attr.index is None else t[attr.index]
+
+    def _remove_tensor(self, attr):
+        return self.d.pop(self.key(attr), None) is not None
+
+    def _get_tensor_size(self, attr):
+        return self._get_tensor(attr).size()
+
+    def get_all_tensor_attrs(self):
+        return [PygTensorAttr(g, a, None) for g, a in self.d]
+
+
+def same(a, b):
+    """Byte-equal tensors (dtype, shape and every byte)."""
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype in (torch.bfloat16, torch.float16):
+        a, b = a.view(torch.int16), b.view(torch.int16)
+    return a.contiguous().numpy().tobytes() == b.contiguous().numpy().tobytes()
+
+
+def both(fs, ref, call, *args, **kwargs):
+    """The same call on both stores: equal results (or both KeyError)."""
+    out = []
+    for s in (fs, ref):
+        try:
+            out.append(getattr(s, call)(*args, **kwargs))
+        except KeyError:
+            out.append(KeyError)
+    return out
+
+
+@pytest.fixture
+def fs(store):
+    from ddstore import pyg as dpyg
+    return dpyg.FeatureStore(store, "f")
+
+
+def test_tensor_attr_is_pygs(fs):
+    """ddstore.pyg.TensorAttr is PyG's (equal, same defaults); fs.view().x is a view."""
+    from ddstore import pyg as dpyg
+    assert dpyg.TensorAttr("a", "x", None) == PygTensorAttr("a", "x", None)
+    assert dpyg.TensorAttr() == PygTensorAttr()
+    fs["g", "x"] = torch.arange(6.).view(3, 2)
+    assert isinstance(fs.view().x, AttrView)
+    assert isinstance(fs["g", "x"], AttrView) and isinstance(fs["g"], AttrView)
+    ref = RefStore()
+    ref["g", "x", None] = torch.arange(6.).view(3, 2)
+    for get in (lambda s: s.view().g.x[:], lambda s: s["g"]["x"][torch.tensor([2, 0])],
+                lambda s: s["g", "x"][-1], lambda s: s["g", "x"](),
+                lambda s: s.view(group_name="g").x[1]):
+        assert same(get(fs), get(ref))
+    with pytest.raises(AttributeError):
+        fs.view(group_name="g", index=None).x.g
+
+
+@pytest.mark.parametrize("index", [
+    None, slice(None), slice(1, 4), slice(-3, None), slice(None, None, 2), 3, -1, -5,
+    torch.tensor(2), np.int64(4), [0, -1, 2, -2], torch.tensor([4, 0, 4, -3]),
+    np.array([1, -1]), torch.tensor([], dtype=torch.long),
+    torch.tensor([True, False, True, False, True]),
+    np.array([False, True, False, True, False])])
+def test_get_as_torch_indexing(fs, index):
+    """get_tensor / multi_get_tensor with every index form PyG's stores take: the same
+    bytes and shape as torch indexing (an int gives [F], negatives from the end)."""
+    ref = RefStore()
+    x = torch.arange(15, dtype=torch.float64).view(5, 3)
+    y = torch.arange(5, dtype=torch.int32) * 7
+    for s in (fs, ref):
+        s.put_tensor(x, "n", "x", None)
+        s.put_tensor(y, "n", "y", None)
+    # PyG's base class cannot take a numpy array index (its is_set compares arrays):
+    # the reference then indexes its tensors with the same index as a torch tensor
+    tidx = torch.from_numpy(index) if isinstance(index, np.ndarray) else index
+    a, b = fs.get_tensor("n", "x", index), ref.get_tensor("n", "x", tidx)
+    assert same(a, b), (a, b)
+    got = fs.multi_get_tensor([PygTensorAttr("n", "x", index), PygTensorAttr("n", "y", index),
+                               PygTensorAttr("n", "x", index)])
+    want = ref.multi_get_tensor([PygTensorAttr("n", "x", tidx),
+                                 PygTensorAttr("n", "y", tidx),
+                                 PygTensorAttr("n", "x", tidx)])
+    assert all(same(g, w) for g, w in zip(got, want))
+    size = fs.get_tensor_size("n", "x", index)
+    assert tuple(size) == tuple(b.shape)
+
+
+def test_put_with_index_updates_rows(fs):
+    """put_tensor with an index writes those rows of a held attribute (values broadcast
+    and cast as ``out[idx] = v``); whole puts with index None / slice(None); a whole put
+    of the same layout replaces in place; an index on an attribute not held, a whole put
+    of another layout, values that do not fit: refused, nothing changed."""
+    from ddstore import DDStoreValueError, DDStoreIndexError
+    ref = RefStore()
+    x = torch.arange(24, dtype=torch.float32).view(8, 3)
+    steps = [(x, dict(index=None)),
+             (torch.full((2, 3), -1.0), dict(index=torch.tensor([6, -8]))),
+             (torch.tensor(5.0), dict(index=slice(5, None))),               # broadcast
+             (torch.tensor([[1, 2, 3]], dtype=torch.int64), dict(index=[2])),  # cast
+             (torch.full((3,), 4.5), dict(index=3)),
+             (torch.ones(4, 3) * 2, dict(index=torch.tensor([True, False] * 4))),
+             (x.flip(0), dict(index=slice(None)))]
+    for value, kw in steps:
+        for s in (fs, ref):
+            assert s.put_tensor(value, "n", "x", **kw) is True
+        assert same(fs.get_tensor("n", "x", None), ref.get_tensor("n", "x", None)), kw
+    assert same(fs.get_tensor("n", "x", None), x.flip(0))
+    before = fs.get_tensor("n", "x", None)
+    with pytest.raises(DDStoreValueError, match="not .*put the whole tensor"):
+        fs.put_tensor(x, "n", "new", index=torch.tensor([0]))
+    with pytest.raises(DDStoreValueError, match="already stored as 8 rows"):
+        fs.put_tensor(x.double(), "n", "x", None)
+    with pytest.raises(DDStoreValueError, match="cannot be cast"):
+        fs.put_tensor(torch.ones(1, 3, dtype=torch.complex64), "n", "x", index=[0])
+    with pytest.raises(DDStoreValueError, match="do not fit 2 indexed rows"):
+        fs.put_tensor(torch.ones(3, 3), "n", "x", index=[0, 1])
+    with pytest.raises(DDStoreIndexError, match=r"index 8 \(position 1\) out of range"):
+        fs.put_tensor(torch.ones(2, 3), "n", "x", index=[0, 8])
+    assert same(fs.get_tensor("n", "x", None), before)
+    assert [a.attr_name for a in fs.get_all_tensor_attrs()] == ["x"]
+    # update_tensor: in place with the same layout, remove + put otherwise (PyG's)
+    # (PyG's default update_tensor with an index removes the tensor, then fails to put
+    # rows of it: ours writes the rows, what put_tensor with that index does)
+    for s in (fs, ref):
+        s.update_tensor(x[:5].double(), "n", "x", None)
+    fs.update_tensor(torch.zeros(2, 3, dtype=torch.float64), "n", "x", index=[0, 4])
+    ref.put_tensor(torch.zeros(2, 3, dtype=torch.float64), "n", "x", index=[0, 4])
+    fs.update_tensor(torch.ones(5, 3, dtype=torch.float64), "n", "x", None)  # in place
+    ref.update_tensor(torch.ones(5, 3, dtype=torch.float64), "n", "x", None)
+    assert same(fs.get_tensor("n", "x", None), ref.get_tensor("n", "x", None))
+
+
+def test_bfloat16_round_trip(fs, store):
+    """bfloat16 (no numpy dtype) is stored as its bit pattern and read back as bfloat16:
+    every byte, whole, by index and row puts."""
+    ref = RefStore()
+    g = torch.Generator().manual_seed(3)
+    b = torch.randn(9, 4, generator=g).bfloat16()
+    b[0, 0] = float("nan")
+    b[1, 1] = float("-inf")
+    for s in (fs, ref):
+        s.put_tensor(b, "n", "b", None)
+        s.put_tensor(torch.tensor([1.5, -2.25, 3.0, 0.0]), "n", "b", index=[-1])
+    for index in (None, 3, torch.tensor([8, 0, 2])):
+        a, r = both(fs, ref, "get_tensor", "n", "b", index)
+        assert a.dtype == torch.bfloat16 and same(a, r)
+    assert store.dtype("f/node/n/b") == np.int16
+    assert fs.get_tensor_size("n", "b", None) == (9, 4)
+
+
+def test_group_keys_edge_types_and_missing(fs):
+    """attr_name=None is the group's own tensor (fs[group] = x; fs[group]()); edge types
+    given as lists are the tuples; hetero edge attributes are listed; a missing
+    attribute: KeyError on get, False on remove, None size."""
+    ref = RefStore()
+    t = torch.arange(6).view(3, 2)
+    et = ("a", "to", "b")
+    fs["A"] = t  # PyG's own __setitem__ asserts a fully specified key; ours fills None
+    ref.put_tensor(t, "A", None, None)
+    w = torch.arange(5, dtype=torch.float16)
+    for s in (fs, ref):
+        s.put_tensor(w, list(et), "w", None)
+    assert same(fs["A"](), ref["A"]()) and same(fs.get_tensor("A", None, None), t)
+    for group in (et, list(et)):
+        a, r = both(fs, ref, "get_tensor", group, "w", torch.tensor([-1, 0]))
+        assert same(a, r)
+        got = fs.multi_get_tensor([PygTensorAttr(group, "w", [1, 2])])
+        assert same(got[0], w[[1, 2]])
+    assert sorted(map(repr, fs.get_all_tensor_attrs())) == sorted(
+        map(repr, ref.get_all_tensor_attrs()))
+    assert both(fs, ref, "get_tensor", "A", "nope", None) == [KeyError, KeyError]
+    assert both(fs, ref, "get_tensor", "zz", None, None) == [KeyError, KeyError]
+    assert both(fs, ref, "remove_tensor", "zz", "x", None) == [False, False]
+    assert fs.get_tensor_size("zz", "x") is None
+    assert both(fs, ref, "remove_tensor", list(et), "w", None) == [True, True]
+    assert both(fs, ref, "get_tensor", et, "w", None) == [KeyError, KeyError]
+    del fs["A"]
+    with pytest.raises(KeyError):
+        fs["A"]()
+
+
+def test_homogeneous_edge_attributes_not_listed_for_loaders(store):
+    """A homogeneous graph's edge attributes (EDGES) stay out of get_all_tensor_attrs:
+    PyG's homogeneous loader reads every listed attribute by node ids; the batch gets
+    them by e_id through edge_features."""
+    from ddstore import pyg as dpyg
+    data = Data(x=torch.randn(6, 2), edge_index=torch.tensor([[0, 1, 2, 3, 4, 5, 0],
+                                                                [1, 2, 3, 4, 5, 0, 2]]),
+                edge_attr=torch.arange(7.))
+    fs, gs = dpyg.from_pyg(store, data)
+    assert [(a.group_name, a.attr_name) for a in fs.get_all_tensor_attrs()] == [(None, "x")]
+    assert [(a.group_name, a.attr_name) for a in fs.edge_tensor_attrs()] == [
+        (dpyg.EDGES, "edge_attr")]
+
+
+class RowSpy:
+    """An array-like (shape, dtype, row slicing) that records what is read and refuses
+    to be read whole."""
+
+    def __init__(self, arr):
+        self.arr, self.reads = arr, []
+        self.shape, self.dtype = arr.shape, arr.dtype
+
+    def __getitem__(self, key):
+        assert isinstance(key, slice), key
+        self.reads.append((key.start, key.stop))
+        return self.arr[key]
+
+    def __len__(self):
+        return len(self.arr)
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("read whole")
+
+
+def test_from_pyg_memmap_and_array_likes(store, tmp_path):
+    """from_pyg stores an np.memmap x (it was silently skipped) and any array-like
+    (read by row slices, never whole); numpy arrays and lists of node length too; a
+    value that cannot be stored is refused naming it, with nothing left in the store."""
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    n = 11
+    mm = np.memmap(tmp_path / "x.bin", dtype=np.float32, mode="w+", shape=(n, 3))
+    mm[:] = np.random.default_rng(0).standard_normal((n, 3))
+    spy = RowSpy(np.arange(n * 2, dtype=np.int16).reshape(n, 2))
+    ei = torch.tensor([[0, 1, 2, 10], [1, 2, 3, 0]])
+    data = Data(x=mm, s=spy, yn=np.arange(n), lst=list(range(n)), edge_index=ei,
+                num_nodes=n, title="graph", scalar=torch.tensor(3.0))
+    fs, gs = dpyg.from_pyg(store, data, name="m")
+    assert spy.reads == [(0, n)]  # one rank, width 1: its range is every row
+    assert same(fs.get_tensor(None, "x", None), torch.from_numpy(np.array(mm)))
+    assert same(fs.get_tensor(None, "s", None), torch.from_numpy(spy.arr))
+    assert same(fs.get_tensor(None, "yn", None), torch.arange(n))
+    assert same(fs.get_tensor(None, "lst", None), torch.arange(n))
+    assert sorted(a.attr_name for a in fs.get_all_tensor_attrs()) == ["lst", "s", "x", "yn"]
+    before = store.variables()
+    bad = Data(x=torch.randn(n, 2), names=np.array(["v"] * n), edge_index=ei, num_nodes=n)
+    with pytest.raises(DDStoreValueError, match="'names'.*cannot be stored"):
+        dpyg.from_pyg(store, bad, name="bad")
+    assert store.variables() == before
+
+
+def test_hetero_edge_label_index_not_an_edge_attribute(store):
+    """from_hetero keeps only per-edge values (first dimension = the type's edges) as
+    edge attributes: edge_label_index [2, L] and an edge_label of L labels are not; the
+    edge_features transform then works (it failed with 'index ... out of range [0, 2)')."""
+    from torch_geometric.loader import NeighborLoader
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(5)
+    h = HeteroData()
+    h["a"].x = torch.randn(7, 2, generator=g)
+    h["b"].x = torch.randn(5, 2, generator=g)
+    et = ("a", "to", "b")
+    h[et].edge_index = torch.stack([torch.randint(0, 7, (20,), generator=g),
+                                    torch.randint(0, 5, (20,), generator=g)])
+    h[et].w = torch.randn(20, 3, generator=g)
+    h[et].edge_label_index = torch.randint(0, 5, (2, 4), generator=g)
+    h[et].edge_label = torch.ones(4)
+    fs, gs = dpyg.from_hetero(store, h, name="h")
+    assert sorted((str(a.group_name), a.attr_name) for a in fs.get_all_tensor_attrs()) == [
+        ("('a', 'to', 'b')", "w"), ("a", "x"), ("b", "x")]
+    s = dpyg.NeighborSampler(gs, [-1])
+    loader = NeighborLoader((fs, gs), num_neighbors=[-1], input_nodes=("b", torch.arange(5)),
+                            batch_size=5, neighbor_sampler=s,
+                            transform=dpyg.edge_features(fs))
+    b = next(iter(loader))
+    assert b[et].e_id.numel() == 20
+    assert same(b[et].w, h[et].w[b[et].e_id])
+
+
+def test_mpi_program_one_rank():
+    """tests/mpi/pyg_features.py on one rank, in this process."""
+    checks, failures = run_in_process("pyg_features", [1])
+    assert checks > 20
+    assert not failures, failures
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,widths", [(2, "all")])
+@pytest.mark.shared_launch("pyg_features.py", "{widths}", timeout=180)
+def test_mpi_program(shared_launch, nprocs, widths):
+    """2 ranks, widths 1 and 2, both transports: memmap put range-wise (a spy sees only
+    the rank's own rows read), bfloat16 round trip, row puts, hetero edge_label_index
+    not stored and edge_features working."""
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
