@@ -22,18 +22,19 @@ def from_pyg(store, data, name="pyg", time_attr=None):
     Node-level tensors (``x``, ``y``, masks, ``time``...) become node attributes
     (``group_name=None``), edge-level tensors (``edge_attr``, ``edge_time``...) edge
     attributes of the edge type :data:`EDGES`, and ``edge_index`` the CSC (edge ids are
-    the columns of ``data.edge_index``).  ``time_attr``: the node- or edge-level attribute
-    to sort each neighbourhood by, for temporal sampling.  Each rank keeps only its
-    member's rows of everything.
+    the columns of ``data.edge_index``; without one, a graph with no edges, stored as an
+    empty edge index of ``num_nodes`` nodes, which samples its seeds).  ``time_attr``:
+    the node- or edge-level attribute to sort each neighbourhood by, for temporal
+    sampling.  Each rank keeps only its member's rows of everything.
 
     All or nothing (:meth:`DDStore.transaction`): if any put fails on any rank, every
     rank raises the same error and what was already put is removed.
     """
     from torch_geometric.data import Data
     error = None
-    if not isinstance(data, Data) or getattr(data, "edge_index", None) is None:
-        error = (DDStoreValueError, f"from_pyg needs a torch_geometric.data.Data with an "
-                                    f"edge_index, got {type(data).__name__}")
+    if not isinstance(data, Data):
+        error = (DDStoreValueError, f"from_pyg needs a torch_geometric.data.Data, got "
+                                    f"{type(data).__name__}")
     store.agree(error, call=("pyg.from_pyg", name))
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr)
     n = data.num_nodes
@@ -43,7 +44,11 @@ def from_pyg(store, data, name="pyg", time_attr=None):
                 fs.put_tensor(value, group_name=None, attr_name=key)
             elif data.is_edge_attr(key):
                 fs.put_tensor(value, group_name=EDGES, attr_name=key)
-        gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(n, n))
+        # no edge_index: a graph with no edges (stored empty: its size names the nodes)
+        edge_index = getattr(data, "edge_index", None)
+        if edge_index is None:
+            edge_index = torch.zeros((2, 0), dtype=torch.long)
+        gs.put_edge_index(edge_index, edge_type=None, layout="coo", size=(n, n))
     return fs, gs
 
 

@@ -143,10 +143,17 @@ class NeighborSampler(BaseSampler):
         self.graph_store = graph_store
         self.store = graph_store.store
         self.edge_types = list(graph_store._csc)
-        if not self.edge_types:
-            raise DDStoreValueError(f"graph store {graph_store.name!r} holds no edges: put "
-                                    f"an edge index first")
-        self.is_hetero = self.edge_types != [None]
+        # node types: those of the edge types, then those with node attributes only
+        # (a graph with no edges, or no edge of some type, samples its seeds)
+        counts = graph_store.node_counts()
+        self.is_hetero = (self.edge_types != [None] if self.edge_types else
+                          any(t is not None for t in counts))
+        counts = {t: n for t, n in counts.items() if (t is not None) == self.is_hetero}
+        if not counts:
+            raise DDStoreValueError(f"graph store {graph_store.name!r} holds no edges and "
+                                    f"its feature store no node attributes: put an edge "
+                                    f"index (it may have no edges) or node attributes "
+                                    f"first")
         if not isinstance(num_neighbors, NumNeighbors):
             try:
                 num_neighbors = NumNeighbors(num_neighbors)
@@ -179,7 +186,8 @@ class NeighborSampler(BaseSampler):
         # without replacement a k beyond every degree takes the whole list: cut to int64
         self._fanouts = {et: [min(int(k), _INT64_MAX) for k in ks]
                          for et, ks in fanouts.items()}
-        self.num_hops = max(len(ks) for ks in self._fanouts.values())
+        self.num_hops = max([len(ks) for ks in self._fanouts.values()] + [
+            len(num_neighbors.values) if isinstance(num_neighbors.values, list) else 0])
         self._disjoint = bool(disjoint)
         if temporal_strategy not in ("uniform", "last"):
             raise DDStoreValueError(f"temporal_strategy must be 'uniform' or 'last', got "
@@ -191,7 +199,7 @@ class NeighborSampler(BaseSampler):
                 f"time_attr={graph_store.time_attr!r}; temporal sampling needs the lists "
                 f"sorted by the same attribute (GraphStore(store, name, time_attr=...))")
         self.time_attr = time_attr
-        levels = {graph_store._csc[et].time_level for et in self.edge_types}
+        levels = {graph_store._csc[et].time_level for et in self.edge_types} or {"node"}
         self.time_level = levels.pop() if time_attr is not None and len(levels) == 1 \
             else None
         if time_attr is not None and self.time_level is None:
@@ -201,14 +209,8 @@ class NeighborSampler(BaseSampler):
             raise DDStoreValueError(f"seed must be None or an integer, got {seed!r}")
         self.seed = None if seed is None else int(seed) & _MASK
         self._calls = 0
-        sizes = {}
-        for et in self.edge_types:
-            c = graph_store._csc[et]
-            s_t, d_t = (None, None) if et is None else (et[0], et[2])
-            sizes.setdefault(s_t, c.size[0])
-            sizes.setdefault(d_t, c.size[1])
-        self.node_types = list(sizes)
-        self.num_nodes = sizes if self.is_hetero else sizes[None]
+        self.node_types = list(counts)
+        self.num_nodes = counts if self.is_hetero else counts[None]
         self._handles = {}
 
     # ------------------------------------------------------------------ PyG's API
@@ -292,9 +294,10 @@ class NeighborSampler(BaseSampler):
         """One C call: the drawn edges of edge type ``et`` for ``frontier`` (global ids,
         positions, subgraphs); returns (row, col, edge, new node indices)."""
         glob, loc, batch = frontier
-        k = self._fanouts[et][hop] if hop < len(self._fanouts[et]) else 0
+        ks = self._fanouts.get(et, ())
+        k = ks[hop] if hop < len(ks) else 0
         empty = np.zeros(0, dtype=np.int64)
-        if k == 0 or glob.shape[0] == 0:
+        if k == 0 or glob.shape[0] == 0 or et not in self.edge_types:
             nset.sizes.append(0)
             nset.nodes.append(empty)
             if nset.disjoint:
