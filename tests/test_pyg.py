@@ -495,3 +495,31 @@ def test_hetero_temporal_all_neighbours_against_brute_force(store):
                for s, T in zip(seeds.tolist(), seed_t.tolist()))
     for t in n:
         assert torch.equal(b[t].x, h[t].x[b[t].n_id])
+
+
+def test_time_sorted_coo_and_raw_graph_without_edges(store):
+    """A store sorted by time (its CSC lists are not in edge-id order) still gives the
+    COO back as put; a GraphStore with no edge put, beside node attributes of its
+    FeatureStore, samples its seeds (homogeneous), and with neither it is refused by
+    name."""
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(9)
+    ei = torch.randint(0, 10, (2, 80), generator=g)
+    fs = dpyg.FeatureStore(store, "t")
+    fs.put_tensor(torch.randint(0, 5, (80,), generator=g), group_name=dpyg.EDGES,
+                  attr_name="et")
+    gs = dpyg.GraphStore(store, "t", time_attr="et")
+    gs.put_edge_index(ei, edge_type=None, layout="coo", size=(10, 10))
+    assert not torch.equal(gs.edge_ids(), torch.sort(gs.edge_ids()).values)
+    _same(gs.get_edge_index(None, "coo"), tuple(ei), "time-sorted COO")
+    _same(gs.csc(), _reference([(None, ei, (10, 10))]).csc(), "time-sorted csc()")
+    fn = dpyg.FeatureStore(store, "n")
+    fn.put_tensor(torch.zeros(6, 1), group_name=None, attr_name="x")
+    out = dpyg.NeighborSampler(dpyg.GraphStore(store, "n"), [2, 2])._sample(
+        torch.tensor([4, 1, 4]))
+    assert out.node.tolist() == [4, 1, 4] and out.edge.numel() == 0 and \
+        out.num_sampled_nodes == [3, 0, 0]
+    with pytest.raises(DDStoreValueError, match="holds no edges and its feature store no "
+                                                "node attributes"):
+        dpyg.NeighborSampler(dpyg.GraphStore(store, "z"), [2])
