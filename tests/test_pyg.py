@@ -186,6 +186,11 @@ def test_several_layouts_of_one_edge_type(store):
     with pytest.raises(DDStoreValueError, match="already stored in layout 'coo'"):
         gs.put_edge_index(ei, edge_type=et, layout="coo", size=(6, 6))
     assert store.variables() == before
+    with pytest.raises(DDStoreValueError, match="pointer must start at 0, not decrease"):
+        gs.put_edge_index((torch.tensor([0, 1]), torch.tensor([0, 2, 1, 2, 2, 2, 2])),
+                          edge_type=et, layout="csc", size=(6, 6))
+    assert store.variables() == before and len(gs.get_all_edge_attrs()) == 2
+    _same(gs.get_edge_index(et, "coo"), tuple(ei), "coo after a failed csc put")
     assert gs.remove_edge_index(edge_type=et, layout="csc") is False
     # the sampler reads the COO (no CSC stored): e_id are COO columns
     out = dpyg.NeighborSampler(gs, [-1], seed=1)._sample({"b": torch.arange(6)})
