@@ -43,24 +43,182 @@ def test_put_get_and_layout(store):
     assert fs.get_all_tensor_attrs() == [] and "f/node/n/x" not in store
 
 
-def test_csc_layout_and_edge_index(store):
+def _reference(pairs, hetero=False):
+    """PyG's own in-memory GraphStore (``Data`` / ``HeteroData``) holding the same COO
+    edge indices: ``pairs`` = [(edge_type, edge_index, size)]."""
+    from torch_geometric.data import Data, HeteroData
+    ref = HeteroData() if hetero else Data()
+    for et, ei, size in pairs:
+        if hetero:
+            ref.put_edge_index(ei, edge_type=et, layout="coo", size=size)
+        else:
+            ref.put_edge_index(ei, layout="coo", size=size)
+    return ref
+
+
+def _same(x, y, what):
+    """Byte-equal tensors (or both None), recursively through tuples and dicts."""
+    if isinstance(x, dict):
+        assert isinstance(y, dict) and list(x) == list(y), what
+        for k in x:
+            _same(x[k], y[k], f"{what}[{k}]")
+    elif isinstance(x, (tuple, list)):
+        assert isinstance(y, (tuple, list)) and len(x) == len(y), what
+        for i, (u, v) in enumerate(zip(x, y)):
+            _same(u, v, f"{what}[{i}]")
+    elif x is None or y is None:
+        assert x is None and y is None, what
+    else:
+        assert x.dtype == y.dtype == torch.int64 and x.shape == y.shape and \
+            x.numpy().tobytes() == y.numpy().tobytes(), (what, x, y)
+
+
+def test_coo_comes_back_as_put(store):
+    """Issue 26 item 1: COO comes back in the order put (edge id = put column), CSR /
+    CSC with the permutation from that order, all byte-equal to PyG's own in-memory
+    store (``Data`` as GraphStore) for the same input: the issue's example, then random
+    edge orders with duplicates and self loops, homogeneous and hetero.  (The CSC order
+    came back as COO with no permutation.)"""
     from ddstore import pyg as dpyg
     gs = dpyg.GraphStore(store, "g")
-    ei = torch.tensor([[2, 0, 1, 2, 0], [1, 1, 0, 2, 1]])
-    gs.put_edge_index(ei, edge_type=None, layout="coo", size=(3, 3))
-    row, colptr = gs.get_edge_index(edge_type=None, layout="csc")
-    assert colptr.tolist() == [0, 1, 4, 5]
-    assert row.tolist() == [1, 2, 0, 0, 2]          # by destination, then edge id
-    assert gs.edge_ids().tolist() == [2, 0, 1, 4, 3]
-    (attr,) = gs.get_all_edge_attrs()
-    assert attr.size == (3, 3) and attr.is_sorted
-    # CSR and CSC input give the same edges (ids in the given entry order)
-    gs2 = dpyg.GraphStore(store, "g2")
+    ei = torch.tensor([[3, 0, 2, 1, 0], [0, 1, 0, 2, 2]])
+    gs.put_edge_index(ei, edge_type=None, layout="coo", size=(4, 4))
+    row, col = gs.get_edge_index(edge_type=None, layout="coo")
+    _same((row, col), (ei[0], ei[1]), "issue example")
+    ref = _reference([(None, ei, (4, 4))])
+    for layout in ("coo", "csr", "csc"):
+        _same(getattr(gs, layout)(), getattr(ref, layout)(), layout)
+    # perm: the put ids of the CSC entries
+    r, colptr, perm = gs.csc()
+    assert perm.tolist() == [0, 2, 1, 3, 4] and r.tolist() == [3, 2, 0, 1, 0]
+    g = torch.Generator().manual_seed(3)
+    for trial in range(4):
+        n, m = 7 + trial, 60
+        ei = torch.randint(0, n, (2, m), generator=g)
+        ei[1, :5] = ei[0, :5]            # self loops
+        ei[:, 10:20] = ei[:, 20:30]      # duplicates
+        gs = dpyg.GraphStore(store, f"r{trial}")
+        gs.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
+        ref = _reference([(None, ei, (n, n))])
+        for layout in ("coo", "csr", "csc"):
+            _same(getattr(gs, layout)(), getattr(ref, layout)(), f"{trial} {layout}")
+        _same(gs.get_edge_index(None, "coo"), tuple(ei), f"{trial} get_edge_index")
+        assert [(a.edge_type, a.layout.value, a.is_sorted, a.size)
+                for a in gs.get_all_edge_attrs()] == [(None, "coo", False, (n, n))]
+    # hetero: per edge type, against HeteroData
+    pairs = [(("a", "r", "b"), torch.randint(0, 5, (2, 40), generator=g), (5, 5)),
+             (("b", "s", "a"), torch.randint(0, 5, (2, 33), generator=g), (5, 5))]
+    gh = dpyg.GraphStore(store, "h")
+    for et, ei, size in pairs:
+        gh.put_edge_index(ei, edge_type=et, layout="coo", size=size)
+    ref = _reference(pairs, hetero=True)
+    for layout in ("coo", "csr", "csc"):
+        _same(getattr(gh, layout)(), getattr(ref, layout)(), f"hetero {layout}")
+        _same(getattr(gh, layout)([("b", "s", "a")]),
+              getattr(ref, layout)([("b", "s", "a")]), f"hetero {layout} one type")
+
+
+def test_csr_and_csc_puts_come_back_as_given(store):
+    """A CSC ``(row, colptr)`` / CSR ``(rowptr, col)`` put comes back as given (pointer
+    of the given length, edge ids = entry order), other layouts are ``KeyError`` as in
+    PyG's stores, and ``coo()`` / ``csr()`` / ``csc()`` equal those of PyG's reference
+    store (``torch_geometric.testing.MyGraphStore``) holding the same puts."""
+    from torch_geometric.testing import MyGraphStore
+    from ddstore import pyg as dpyg
     et = ("a", "to", "b")
-    gs2.put_edge_index((torch.tensor([0, 0, 1, 1]), torch.tensor([0, 2, 3, 4])),
-                       edge_type=et, layout="csc", size=(2, 4))
-    r, c = gs2.get_edge_index(edge_type=et, layout="coo")
-    assert r.tolist() == [0, 0, 1, 1] and c.tolist() == [0, 0, 1, 2]
+    row, colptr = torch.tensor([1, 0, 0, 1, 1]), torch.tensor([0, 2, 2, 5, 5, 5])
+    rowptr, col = torch.tensor([0, 1, 1, 4, 4]), torch.tensor([2, 0, 1, 1])
+    gs, ref = dpyg.GraphStore(store, "g"), MyGraphStore()
+    for g in (gs, ref):
+        g.put_edge_index((row, colptr), edge_type=et, layout="csc", size=(2, 5))
+        g.put_edge_index((rowptr, col), edge_type=("b", "to", "a"), layout="csr",
+                         size=(4, 3))
+    _same(gs.get_edge_index(et, "csc"), (row, colptr), "csc as put")
+    _same(gs.get_edge_index(("b", "to", "a"), "csr"), (rowptr, col), "csr as put")
+    for layout in ("coo", "csr", "csc"):
+        _same(getattr(gs, layout)(), getattr(ref, layout)(), layout)
+    for bad in ((et, "coo"), (et, "csr"), (("b", "to", "a"), "coo"), (("x", "y", "z"),
+                                                                      "csc")):
+        with pytest.raises(KeyError, match="no edge type"):
+            gs.get_edge_index(*bad)
+    # without size: the pointer's nodes count (trailing nodes with no edges kept)
+    g2 = dpyg.GraphStore(store, "g2")
+    g2.put_edge_index((torch.tensor([0, 1, 1]), torch.tensor([0, 1, 3])), edge_type=None,
+                      layout="csc")
+    r, c = g2.get_edge_index(None, "csc")
+    assert r.tolist() == [0, 1, 1] and c.tolist() == [0, 1, 3] and \
+        g2.get_all_edge_attrs()[0].size == (2, 2)
+    g2.put_edge_index((torch.tensor([0, 0, 2, 2, 2]), torch.tensor([1, 0])),
+                      edge_type=None, layout="csr")
+    rp, c = g2.get_edge_index(None, "csr")
+    assert rp.tolist() == [0, 0, 2, 2, 2] and c.tolist() == [1, 0]
+
+
+def test_several_layouts_of_one_edge_type(store):
+    """Issue 26 item 6: ``put_edge_index`` with COO then CSR (even another graph, as
+    PyG's stores allow), ``csc(store=True)``, per-layout removal: every read, the
+    listing and the conversions equal PyG's reference store doing the same; a layout
+    put twice is refused and nothing changes; removing a layout never put returns False;
+    the sampler reads a stored CSC, else the COO, and its ``e_id`` are that layout's
+    edge ids.  (A second layout was refused: "already stored".)"""
+    from torch_geometric.testing import MyGraphStore
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    et = ("a", "to", "b")
+    g = torch.Generator().manual_seed(5)
+    ei = torch.randint(0, 6, (2, 30), generator=g)
+    other = torch.randint(0, 6, (2, 12), generator=g)     # a different graph
+    order = torch.argsort(other[0], stable=True)
+    rowptr = torch.zeros(7, dtype=torch.long)
+    rowptr[1:] = torch.cumsum(torch.bincount(other[0], minlength=6), 0)
+    gs, ref = dpyg.GraphStore(store, "g"), MyGraphStore()
+    for s in (gs, ref):
+        s.put_edge_index(ei, edge_type=et, layout="coo", size=(6, 6))
+        s.put_edge_index((rowptr, other[1][order]), edge_type=et, layout="csr",
+                         size=(6, 6))
+    assert [(a.edge_type, a.layout.value) for a in gs.get_all_edge_attrs()] == [
+        (et, "coo"), (et, "csr")]
+    _same(gs.get_edge_index(et, "coo"), tuple(ei), "coo")
+    _same(gs.get_edge_index(et, "csr"), (rowptr, other[1][order]), "csr")
+    for layout in ("coo", "csr", "csc"):
+        _same(getattr(gs, layout)(), getattr(ref, layout)(), layout)
+    before = store.variables()
+    with pytest.raises(DDStoreValueError, match="already stored in layout 'coo'"):
+        gs.put_edge_index(ei, edge_type=et, layout="coo", size=(6, 6))
+    assert store.variables() == before
+    with pytest.raises(DDStoreValueError, match="pointer must start at 0, not decrease"):
+        gs.put_edge_index((torch.tensor([0, 1]), torch.tensor([0, 2, 1, 2, 2, 2, 2])),
+                          edge_type=et, layout="csc", size=(6, 6))
+    assert store.variables() == before and len(gs.get_all_edge_attrs()) == 2
+    _same(gs.get_edge_index(et, "coo"), tuple(ei), "coo after a failed csc put")
+    assert gs.remove_edge_index(edge_type=et, layout="csc") is False
+    # the sampler reads the COO (no CSC stored): e_id are COO columns
+    out = dpyg.NeighborSampler(gs, [-1], seed=1)._sample({"b": torch.arange(6)})
+    e = out.edge[et]
+    assert sorted(e.tolist()) == list(range(30))
+    assert torch.equal(out.node["a"][out.row[et]], ei[0][e])
+    # csc(store=True): a third layout, the CSC of the COO (PyG converts from the COO;
+    # MyGraphStore cannot read back a CSC it stored so: its key keeps is_sorted=False)
+    want = ref.csc()
+    _same(gs.csc(store=True), want, "csc(store=True)")
+    _same(gs.csc(), ({et: want[0][et]}, {et: want[1][et]}, {et: None}), "stored csc")
+    assert [a.layout.value for a in gs.get_all_edge_attrs()] == ["coo", "csr", "csc"]
+    # the sampler now reads the stored CSC: e_id are its entries
+    r, colptr = gs.get_edge_index(et, "csc")
+    dst = torch.repeat_interleave(torch.arange(6), colptr.diff())
+    out = dpyg.NeighborSampler(gs, [-1], seed=1)._sample({"b": torch.arange(6)})
+    e = out.edge[et]
+    assert sorted(e.tolist()) == list(range(30))
+    assert torch.equal(out.node["a"][out.row[et]], r[e]) and \
+        torch.equal(out.node["b"][out.col[et]], dst[e])
+    # remove one layout: the others stay, as put
+    for s_ in (gs, ref):
+        assert s_.remove_edge_index(edge_type=et, layout="coo", size=(6, 6)) is True
+    assert [a.layout.value for a in gs.get_all_edge_attrs()] == ["csr", "csc"]
+    _same(gs.csr(), ref.csr(), "csr after remove")
+    _same(gs.get_edge_index(et, "csc"), (want[0][et], want[1][et]), "csc after remove")
+    with pytest.raises(KeyError):
+        gs.get_edge_index(et, "coo")
 
 
 @pytest.mark.parametrize("size,fragment", [
@@ -206,13 +364,13 @@ def test_csc_int32_and_int64_ids_alike(store, monkeypatch):
         stores[name] = gs
     a, b = stores["default"], stores["wide-e"]
     for layout in ("coo", "csc", "csr"):
-        x = a.get_edge_index(edge_type=None, layout=layout)
-        y = b.get_edge_index(edge_type=None, layout=layout)
+        x, y = (getattr(gs, layout)() for gs in (a, b))
         for u, v in zip(x, y):
-            assert u.dtype == v.dtype == torch.int64 and torch.equal(u, v), layout
+            assert (u is None and v is None) or (
+                u.dtype == v.dtype == torch.int64 and torch.equal(u, v)), layout
     assert a.edge_ids().dtype == torch.int64 and torch.equal(a.edge_ids(), b.edge_ids())
     row, col = a.get_edge_index(edge_type=None, layout="coo")
-    assert torch.equal(ei[0][a.edge_ids()], row) and torch.equal(ei[1][a.edge_ids()], col)
+    assert torch.equal(ei[0], row) and torch.equal(ei[1], col)
     seeds = NodeSamplerInput(None, torch.tensor([0, 3, 3, 17, 39, 21]))
     for fanout, kw in (([-1, -1], {}), ([3, 2], {"seed": 11}),
                        ([4, 4], {"seed": 5, "replace": True})):
@@ -342,3 +500,31 @@ def test_hetero_temporal_all_neighbours_against_brute_force(store):
                for s, T in zip(seeds.tolist(), seed_t.tolist()))
     for t in n:
         assert torch.equal(b[t].x, h[t].x[b[t].n_id])
+
+
+def test_time_sorted_coo_and_raw_graph_without_edges(store):
+    """A store sorted by time (its CSC lists are not in edge-id order) still gives the
+    COO back as put; a GraphStore with no edge put, beside node attributes of its
+    FeatureStore, samples its seeds (homogeneous), and with neither it is refused by
+    name."""
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(9)
+    ei = torch.randint(0, 10, (2, 80), generator=g)
+    fs = dpyg.FeatureStore(store, "t")
+    fs.put_tensor(torch.randint(0, 5, (80,), generator=g), group_name=dpyg.EDGES,
+                  attr_name="et")
+    gs = dpyg.GraphStore(store, "t", time_attr="et")
+    gs.put_edge_index(ei, edge_type=None, layout="coo", size=(10, 10))
+    assert not torch.equal(gs.edge_ids(), torch.sort(gs.edge_ids()).values)
+    _same(gs.get_edge_index(None, "coo"), tuple(ei), "time-sorted COO")
+    _same(gs.csc(), _reference([(None, ei, (10, 10))]).csc(), "time-sorted csc()")
+    fn = dpyg.FeatureStore(store, "n")
+    fn.put_tensor(torch.zeros(6, 1), group_name=None, attr_name="x")
+    out = dpyg.NeighborSampler(dpyg.GraphStore(store, "n"), [2, 2])._sample(
+        torch.tensor([4, 1, 4]))
+    assert out.node.tolist() == [4, 1, 4] and out.edge.numel() == 0 and \
+        out.num_sampled_nodes == [3, 0, 0]
+    with pytest.raises(DDStoreValueError, match="holds no edges and its feature store no "
+                                                "node attributes"):
+        dpyg.NeighborSampler(dpyg.GraphStore(store, "z"), [2])

@@ -37,39 +37,64 @@ class EdgeAttr(_PygEdgeAttr):
 
 
 class _CSC:
-    """One stored edge type: its variables and the replicated ``indptr`` (global CSC row
-    where each destination's list starts) and ``node_offsets`` (destination-node range
-    of each group member)."""
+    """One stored layout of an edge type: its variables and the replicated ``indptr``
+    (global CSC row where each destination's list starts) and ``node_offsets``
+    (destination-node range of each group member); ``layout`` / ``is_sorted`` as put,
+    and ``ptr_nodes`` (CSR / CSC puts: the nodes of the pointer as put, else None)."""
 
     def __init__(self, edge_type, size, num_edges, indptr, node_offsets, vars_, time_attr,
-                 time_level):
+                 time_level, layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None):
         self.edge_type, self.size, self.num_edges = edge_type, size, num_edges
         self.indptr, self.node_offsets, self.vars = indptr, node_offsets, vars_
         self.time_attr, self.time_level = time_attr, time_level
+        self.layout, self.is_sorted, self.ptr_nodes = layout, is_sorted, ptr_nodes
         self.removed = False
 
 
 class GraphStore(_PygGraphStore):
     """PyG's ``torch_geometric.data.GraphStore`` over a :class:`~ddstore.DDStore`.
 
-    Every edge type (``None`` for a homogeneous graph, else ``(src, rel, dst)``) is held
-    once as **CSC**: the sources of each destination node's incoming edges, sorted by
-    destination, then (when the store has a ``time_attr``) by time, then by edge id.
-    Three store variables of one row per edge: ``<name>/csc/<type>/nbr`` (source node),
-    ``.../eid`` (edge id) and, with a time, ``.../ts`` (float64: the edge's time or its
-    source node's time).  ``nbr`` and ``eid`` are both **int32 when both fit**
-    (``num_src_nodes <= 2**31 - 1`` and ``num_edges <= 2**31 - 1``: 8 bytes per edge, half
-    of PyG's int64 ``edge_index``), else both int64 (16 bytes per edge); ``ts`` adds 8.
-    What they return (:meth:`get_edge_index`, :meth:`edge_ids`, the sampler) is int64
-    either way.  Member ``g`` of every group holds the lists of a contiguous
-    destination-node range chosen so that members hold about equal numbers of edges.
-    Replicated on every rank: ``indptr`` (``num_dst + 1`` int64) and the member ranges.
-    The edge index is never gathered whole on any rank (except by an explicit
-    ``get_edge_index``, for inspection).
+    Every stored edge index (an edge type -- ``None`` for a homogeneous graph, else
+    ``(src, rel, dst)`` -- in one layout) is held as **CSC**: the sources of each
+    destination node's incoming edges, sorted by destination, then (when the store has a
+    ``time_attr``) by time, then by edge id.  Three store variables of one row per edge:
+    ``<name>/csc/<type>/<layout>/nbr`` (source node), ``.../eid`` (edge id) and, with a
+    time, ``.../ts`` (float64: the edge's time or its source node's time).  ``nbr`` and
+    ``eid`` are both **int32 when both fit** (``num_src_nodes <= 2**31 - 1`` and
+    ``num_edges <= 2**31 - 1``: 8 bytes per edge, half of PyG's int64 ``edge_index``),
+    else both int64 (16 bytes per edge); ``ts`` adds 8.  What they return
+    (:meth:`get_edge_index`, :meth:`edge_ids`, the sampler) is int64 either way.  Member
+    ``g`` of every group holds the lists of a contiguous destination-node range chosen
+    so that members hold about equal numbers of edges.  Replicated on every rank:
+    ``indptr`` (``num_dst + 1`` int64) and the member ranges.  The edge index is never
+    gathered whole on any rank, except by an explicit :meth:`get_edge_index` (and PyG's
+    ``coo()`` / ``csr()`` / ``csc()`` built on it), which return whole tensors as PyG's
+    own stores do.
 
-    **Edge ids**: edge ``i`` is column ``i`` of the COO edge index as put (with
-    :meth:`put_edge_range`: the global column of the ranks' ranges); they index the edge
-    attributes of the :class:`FeatureStore` and are what the sampler returns.
+    **Edge ids**: edge ``i`` is entry ``i`` of the edge index as put: column ``i`` of a
+    COO edge index (with :meth:`put_edge_range`: the global column of the ranks'
+    ranges), entry ``i`` of a CSC's ``row`` or a CSR's ``col``.  They index the edge
+    attributes of the :class:`FeatureStore` and are what the sampler returns as ``e_id``.
+
+    **Layouts, as PyG's stores keep them**: each ``(edge_type, layout)`` is stored on its
+    own (``put_edge_index`` with ``coo`` and then ``csr`` stores both, even different
+    graphs; ``gs.csr(store=True)`` adds the CSR of the stored COO) and
+    :meth:`get_all_edge_attrs` lists each, in the order put.  ``get_edge_index(type,
+    layout)`` returns exactly what was put in that layout: a COO ``(row, col)`` in the
+    order put, a CSR ``(rowptr, col)`` or CSC ``(row, colptr)`` as given (the pointer of
+    the length given); a layout never put raises a ``KeyError``
+    (:class:`~ddstore.pyg.UnknownAttributeError`), as PyG's do.  PyG's ``coo()``,
+    ``csr()`` and ``csc()`` convert from a stored layout as PyG's stores do, with the
+    permutation from that layout's order (``perm``: None when the layout is stored).
+    A second put of a layout already stored is refused (``remove_edge_index`` it
+    first).  Each layout is a CSC of its own (its memory, as PyG's in-memory stores keep
+    each layout's tensors).  The sampler samples, per edge type, the layout PyG's
+    ``csc()`` converts from (a stored CSC, else COO, else CSR; for edge type ``None``
+    the first put, as PyG's homogeneous ``csc()``), so its ``e_id`` are that layout's
+    edge ids, as PyG's ``perm`` would make them.
+
+    **No edges**: an edge type with zero edges is stored (its ``size`` gives the node
+    counts) and sampled (seeds only).
 
     **Time** (``time_attr``): the name of an attribute of the :class:`FeatureStore` with
     the same ``store`` and ``name``: an edge attribute of the edge type (edge-level time)
@@ -96,15 +121,17 @@ class GraphStore(_PygGraphStore):
 
     - ``put_edge_index(edge_index, edge_type=..., layout="coo"|"csc"|"csr", size=...)``
       (PyG's call): the quick path, **every rank passes the whole edge index** (COO
-      ``[2, E]``, CSC ``(row, colptr)`` or CSR ``(rowptr, col)``; edge ids follow COO
-      order, or the order of the given CSC/CSR entries);
+      ``[2, E]``, CSC ``(row, colptr)`` or CSR ``(rowptr, col)``);
     - :meth:`put_edge_range` ``(edge_index, rows=(lo, hi), edge_type=..., size=...)``:
-      the range-wise path, **each rank passes its own COO columns** ``[lo, hi)`` (a
-      ``[2, hi - lo]`` array, or a callable ``edges(a, b)`` returning local columns
-      ``[a, b)`` on demand); the ranks' ranges must cover ``[0, num_edges)`` once.
+      the range-wise path (layout COO), **each rank passes its own COO columns**
+      ``[lo, hi)`` (a ``[2, hi - lo]`` array, or a callable ``edges(a, b)`` returning
+      local columns ``[a, b)`` on demand); the ranks' ranges must cover
+      ``[0, num_edges)`` once.
 
     ``size = (num_src_nodes, num_dst_nodes)``: default, the rows of a stored node
-    attribute of that type, else the largest node id + 1.
+    attribute of that type, else the largest node id + 1 (at least the nodes of a CSR /
+    CSC pointer).  ``remove_edge_index(edge_type, layout)`` (collective) removes that
+    layout and returns True, or False when it was not stored (as PyG's stores).
 
     **Memory**: the CSC is built like a T-CSR (:mod:`ddstore.temporal.build`, keyed by
     destination): its variables are created once at their final size and filled in
@@ -131,29 +158,35 @@ class GraphStore(_PygGraphStore):
         self.store, self.name, self.time_attr = store, name, time_attr
         self.weight_attr = _checked_weight_attr(weight_attr)
         self.chunk_edges = chunk_edges
-        self._csc = {}  # edge type -> _CSC
+        self._stored = {}  # (edge type, EdgeLayout) -> _CSC, in the order put
+        self._csc = {}  # edge type -> the _CSC the sampler reads (see _choose)
 
     # ------------------------------------------------------------------ putting
     def _put_edge_index(self, edge_index, edge_attr):
         """Collective (PyG's ``put_edge_index``): every rank passes the whole edge index;
         each keeps the columns ``partition(E, size, rank)`` and the CSC is built from
         those shares."""
-        what = f"put_edge_index ({edge_attr.edge_type!r})"
+        layout = EdgeLayout(edge_attr.layout)
+        edge_type = _edge_type(edge_attr.edge_type)
+        what = f"put_edge_index ({edge_type!r}, {layout.value})"
         src = dst = None
-        error = None
+        error, ptr_nodes = None, None
         try:
-            src, dst, error = self._as_coo(edge_index, edge_attr.layout, what)
+            src, dst, error = self._as_coo(edge_index, layout, what)
+            if error is None and layout != EdgeLayout.COO:
+                ptr_nodes = len(edge_index[1 if layout == EdgeLayout.CSC else 0]) - 1
         except Exception as exc:  # noqa: BLE001 -- agreed below
             error = (DDStoreValueError, f"{what}: {exc}")
         n = src.shape[0] if error is None else 0
         lo, hi = partition(n, self.store.size, self.store.rank)
         extra_same = {"edges (the whole edge index on every rank)": n if error is None
-                      else None}
+                      else None, "pointer nodes": ptr_nodes}
 
         def columns(a, b):  # views of this rank's share
             return src[lo + a:lo + b], dst[lo + a:lo + b]
-        return self._build(columns, lo, hi, edge_attr.edge_type, edge_attr.size, what,
-                           error, extra_same)
+        return self._build(columns, lo, hi, edge_type, edge_attr.size, what,
+                           error, extra_same, layout=layout,
+                           is_sorted=bool(edge_attr.is_sorted), ptr_nodes=ptr_nodes)
 
     def put_edge_range(self, edge_index, rows, edge_type=None, size=None):
         """Collective: store an edge type from each rank's own COO columns.
@@ -175,6 +208,7 @@ class GraphStore(_PygGraphStore):
         same on every rank).  Every rank raises the same error on bad input anywhere,
         and nothing is stored.  Returns True.
         """
+        edge_type = _edge_type(edge_type)
         what = f"put_edge_range ({edge_type!r})"
         columns, lo, hi = None, 0, 0
         if callable(edge_index):
@@ -293,22 +327,27 @@ class GraphStore(_PygGraphStore):
             return ts
         return times, "edge" if has_e else "node", None
 
-    def _build(self, columns, lo, hi, edge_type, size, what, error, same):
-        """Collective: the CSC of one edge type from this rank's COO columns [lo, hi);
-        ``columns(a, b)`` returns local columns ``[a, b)`` as 1-D integer arrays (src,
-        dst), raising a :class:`~ddstore.DDStoreError` for bad ones."""
+    def _build(self, columns, lo, hi, edge_type, size, what, error, same,
+               layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None):
+        """Collective: the CSC of one edge type in one layout from this rank's COO
+        columns [lo, hi); ``columns(a, b)`` returns local columns ``[a, b)`` as 1-D
+        integer arrays (src, dst), raising a :class:`~ddstore.DDStoreError` for bad
+        ones.  ``ptr_nodes``: the nodes of a CSR / CSC pointer as put (a lower bound of
+        the default size)."""
         from mpi4py import MPI
         st = self.store
         st.check_alive()
         if error is None and not (edge_type is None or is_edge_type(edge_type)):
             error = (DDStoreValueError, f"{what}: edge_type must be None or (src, rel, dst) "
                                         f"strings, got {edge_type!r}")
-        if error is None and edge_type in self._csc:
-            error = (DDStoreValueError, f"{what}: edge type {edge_type!r} is already stored; "
-                                        f"remove_edge_index it first (collective)")
+        if error is None and (edge_type, layout) in self._stored:
+            error = (DDStoreValueError, f"{what}: edge type {edge_type!r} is already stored "
+                                        f"in layout {layout.value!r}; remove_edge_index("
+                                        f"edge_type, layout={layout.value!r}) it first "
+                                        f"(collective)")
         if error is None and size is not None:
             error, size = _size_error(size, edge_type, what)
-        prefix = f"{self.name}/csc/{type_key(edge_type)}/"
+        prefix = f"{self.name}/csc/{type_key(edge_type)}/{layout.value}/"
         if error is None and any(v.startswith(prefix) for v in st.variables()):
             error = (DDStoreValueError, f"{what}: the store already holds variables under "
                                         f"{prefix!r}")
@@ -349,12 +388,14 @@ class GraphStore(_PygGraphStore):
         st_, dt_ = (None, None) if edge_type is None else (edge_type[0], edge_type[2])
         if size is None:
             ns, nd = self._node_count(st_), self._node_count(dt_)
+            ps, pd = ((ptr_nodes or 0, 0) if layout == EdgeLayout.CSR else
+                      (0, ptr_nodes or 0))
             if edge_type is None:
-                n = max(ns or 0, max_src + 1, max_dst + 1)
+                n = max(ns or 0, max_src + 1, max_dst + 1, ps, pd)
                 size = (n, n)
             else:
-                size = (ns if ns is not None else max_src + 1,
-                        nd if nd is not None else max_dst + 1)
+                size = (max(ns if ns is not None else max_src + 1, ps),
+                        max(nd if nd is not None else max_dst + 1, pd))
         for label, m, lim in (("source", max_src, size[0]), ("destination", max_dst,
                                                              size[1])):
             if m >= lim:
@@ -428,10 +469,16 @@ class GraphStore(_PygGraphStore):
             if weights is not None:
                 vars_["w"] = self._weight_fill(prefix, weights, vars_["eid"], n_csc, chunk,
                                                what)
-            self._csc[edge_type] = _CSC(edge_type, size, num_edges, indptr, node_off,
-                                        vars_, self.time_attr, level)
-            # an enclosing transaction that fails later removes the CSC: forget it too
-            txn.on_rollback(lambda: self._csc.pop(edge_type, None))
+            key = (edge_type, layout)
+            self._stored[key] = _CSC(edge_type, size, num_edges, indptr, node_off, vars_,
+                                     self.time_attr, level, layout,
+                                     is_sorted or layout == EdgeLayout.CSC, ptr_nodes)
+            self._choose(edge_type)
+
+            def forget():  # an enclosing transaction that fails later removes the CSC
+                self._stored.pop(key, None)
+                self._choose(edge_type)
+            txn.on_rollback(forget)
         return True
 
     # ------------------------------------------------------------------ edge weights
@@ -558,56 +605,87 @@ class GraphStore(_PygGraphStore):
         return self.weight_attr if "w" in c.vars else None
 
     # ------------------------------------------------------------------ the rest
-    def _entry(self, edge_type, what):
-        c = self._csc.get(edge_type)
+    def _choose(self, edge_type):
+        """Set ``_csc[edge_type]``, the layout the sampler reads: the one PyG's ``csc()``
+        converts from (a stored CSC, else COO, else CSR; for edge type None, whose
+        ``csc()`` PyG takes from its first edge attribute, the first put)."""
+        have = [k[1] for k in self._stored if k[0] == edge_type]
+        if not have:
+            self._csc.pop(edge_type, None)
+            return
+        if edge_type is not None:
+            have = sorted(have, key=[EdgeLayout.CSC, EdgeLayout.COO, EdgeLayout.CSR].index)
+        self._csc[edge_type] = self._stored[(edge_type, have[0])]
+
+    def _entry(self, edge_type, what, layout=None):
+        """The sampled CSC of ``edge_type`` (``layout`` None) or its stored ``layout``;
+        a :class:`~ddstore.pyg.UnknownAttributeError` (a ``KeyError``) naming what is
+        stored when there is none."""
+        edge_type = _edge_type(edge_type)
+        c = self._csc.get(edge_type) if layout is None else self._stored.get(
+            (edge_type, EdgeLayout(layout)))
         if c is None:
             self.store.check_alive()
-            known = [repr(k) for k in self._csc]
-            raise UnknownAttributeError(f"{what}: no edge type {edge_type!r} in graph store "
-                                        f"{self.name!r}; known: "
+            known = [f"({k[0]!r}, {k[1].value!r})" for k in self._stored]
+            which = f"edge type {edge_type!r}" + (
+                "" if layout is None else f" in layout {EdgeLayout(layout).value!r}")
+            raise UnknownAttributeError(f"{what}: no {which} in graph store {self.name!r}; "
+                                        f"stored (edge type, layout): "
                                         f"{', '.join(known) if known else 'none'}")
         return c
 
     def _remove_edge_index(self, edge_attr):
-        """Collective: drop an edge type."""
-        error = None
-        if edge_attr.edge_type not in self._csc:
-            try:
-                self._entry(edge_attr.edge_type, "remove_edge_index")
-            except UnknownAttributeError as exc:
-                error = (UnknownAttributeError, str(exc))
-        self.store.agree(error, call=("GraphStore.remove", repr(edge_attr.edge_type)))
-        c = self._csc.pop(edge_attr.edge_type)
+        """Collective (PyG's ``remove_edge_index(edge_type, layout)``): drop that layout
+        of the edge type; True, or False (on every rank) when it was not stored."""
+        edge_type = _edge_type(edge_attr.edge_type)
+        key = (edge_type, EdgeLayout(edge_attr.layout))
+        self.store.agree(None, call=("GraphStore.remove", repr(key)))
+        c = self._stored.pop(key, None)
+        if c is None:
+            return False
+        self._choose(edge_type)
         for v in c.vars.values():
             self.store.remove(v)
         c.removed = True
         return True
 
     def _get_edge_index(self, edge_attr):
-        """Local: the whole edge index of the edge type **read onto this rank** (for
-        inspection and small graphs; the sampler never calls it), in ``edge_attr``'s
-        layout: CSC ``(row, colptr)``, COO ``(row, col)`` in CSC order, or CSR
-        ``(rowptr, col)``."""
-        c = self._entry(edge_attr.edge_type, "get_edge_index")
-        row = self.store.get_range(c.vars["nbr"], 0, c.num_edges).astype(np.int64,
-                                                                         copy=False)
-        layout = EdgeLayout(edge_attr.layout)
-        if layout == EdgeLayout.CSC:
-            return torch.from_numpy(row), torch.from_numpy(c.indptr.copy())
+        """Local: the edge index of ``edge_attr``'s edge type in its layout **read onto
+        this rank**, exactly as put: COO ``(row, col)`` in the order put, CSR
+        ``(rowptr, col)``, CSC ``(row, colptr)``; a layout never put raises a
+        :class:`~ddstore.pyg.UnknownAttributeError` (a ``KeyError``).  The sampler never
+        calls it."""
+        c = self._entry(edge_attr.edge_type, "get_edge_index", edge_attr.layout)
+        if edge_attr.size is None:
+            edge_attr.size = c.size  # as PyG's Data does
+        src, dst = self._put_order(c)
+        if c.layout == EdgeLayout.COO:
+            return torch.from_numpy(src), torch.from_numpy(dst)
+        n = c.ptr_nodes
+        if c.layout == EdgeLayout.CSR:
+            return torch.from_numpy(_pointer(src, n)), torch.from_numpy(dst)
+        return torch.from_numpy(src), torch.from_numpy(_pointer(dst, n))
+
+    def _put_order(self, c):
+        """``(src, dst)`` int64 of a stored CSC in edge-id order (the entries as put)."""
+        e = c.num_edges
+        nbr = self.store.get_range(c.vars["nbr"], 0, e)
+        eid = self.store.get_range(c.vars["eid"], 0, e)
         col = np.repeat(np.arange(c.size[1], dtype=np.int64), np.diff(c.indptr))
-        if layout == EdgeLayout.COO:
-            return torch.from_numpy(row), torch.from_numpy(col)
-        order = np.argsort(row, kind="stable")
-        rowptr = np.zeros(c.size[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(row, minlength=c.size[0]), out=rowptr[1:])
-        return torch.from_numpy(rowptr), torch.from_numpy(col[order])
+        src, dst = np.empty(e, dtype=np.int64), np.empty(e, dtype=np.int64)
+        src[eid], dst[eid] = nbr, col
+        return src, dst
 
     def get_all_edge_attrs(self):
-        """Every stored edge type, as CSC (sorted) with its size."""
-        return [EdgeAttr(c.edge_type, "csc", True, c.size) for c in self._csc.values()]
+        """Every stored ``(edge type, layout)`` in the order put, with ``is_sorted`` as
+        put (CSC: True) and the size."""
+        return [EdgeAttr(c.edge_type, c.layout, c.is_sorted, c.size)
+                for c in self._stored.values()]
 
     def edge_ids(self, edge_type=None):
-        """Local: the edge ids in CSC order (read onto this rank; for inspection)."""
+        """Local: the edge ids of the sampled layout of ``edge_type`` in its CSC order
+        (read onto this rank; for inspection): entry ``j`` of the CSC's ``nbr`` is edge
+        ``edge_ids()[j]`` of the edge index as put."""
         c = self._entry(edge_type, "edge_ids")
         eid = self.store.get_range(c.vars["eid"], 0, c.num_edges)
         return torch.from_numpy(eid.astype(np.int64, copy=False))
@@ -615,14 +693,36 @@ class GraphStore(_PygGraphStore):
     def num_edges(self, edge_type=None):
         return self._entry(edge_type, "num_edges").num_edges
 
+    def node_counts(self):
+        """``{node type: number of nodes}``: the node types of the stored edge types
+        (from their sizes), then those of node attributes put in the
+        :class:`FeatureStore` of the same ``store`` and ``name`` (their rows) that no
+        edge type names -- so a graph with no edges still has its nodes (None: the
+        homogeneous node type)."""
+        sizes = {}
+        for (et, _), c in self._stored.items():
+            s_t, d_t = (None, None) if et is None else (et[0], et[2])
+            sizes.setdefault(s_t, c.size[0])
+            sizes.setdefault(d_t, c.size[1])
+        prefix = node_var(self.name, None, "")[:-len(type_key(None)) - 1]
+        for v in self.store.variables():
+            if v.startswith(prefix):
+                t = v[len(prefix):].split("/", 1)[0]
+                t = None if t == type_key(None) else t
+                if t not in sizes:
+                    sizes[t] = int(self.store.nrows(v))
+        return sizes
+
     def csc_bytes(self):
-        """Bytes of this rank's CSC chunks plus the replicated indptrs."""
-        return int(sum(self.store.nbytes(v) for c in self._csc.values()
+        """Bytes of this rank's CSC chunks (every stored layout) plus the replicated
+        indptrs."""
+        return int(sum(self.store.nbytes(v) for c in self._stored.values()
                        for v in c.vars.values()) +
-                   sum(c.indptr.nbytes for c in self._csc.values()))
+                   sum(c.indptr.nbytes for c in self._stored.values()))
 
     def __repr__(self):
         return (f"GraphStore({self.name!r}, edge_types={list(self._csc)}, "
+                f"layouts={[(k[0], k[1].value) for k in self._stored]}, "
                 f"time_attr={self.time_attr!r}"
                 + (f", weight_attr={self.weight_attr!r})" if self.weight_attr else ")"))
 
@@ -632,6 +732,18 @@ def _checked_weight_attr(weight_attr):
         raise DDStoreValueError(f"weight_attr must be None or a non-empty str, got "
                                 f"{weight_attr!r}")
     return weight_attr
+
+
+def _edge_type(edge_type):
+    """An edge type given as a list (as PyG accepts) as the tuple it stands for."""
+    return tuple(edge_type) if isinstance(edge_type, list) else edge_type
+
+
+def _pointer(ids, n):
+    """The CSR / CSC pointer (``n + 1`` int64) of sorted node ids ``ids`` (all < n)."""
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ids, minlength=n), out=ptr[1:])
+    return ptr
 
 
 def _size_error(size, edge_type, what):

@@ -1,5 +1,7 @@
 """The quick path: a PyG ``Data`` / ``HeteroData`` that fits one rank, put into a
 :class:`FeatureStore` and a :class:`GraphStore` by every rank."""
+import torch
+
 from ..errors import DDStoreValueError
 from ._common import EDGES, is_array_like
 from .feature_store import FeatureStore
@@ -64,7 +66,8 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     ``edge_time``...: first dimension the number of edges) edge attributes of the edge
     type :data:`EDGES`, and ``edge_index`` the CSC (edge ids are the columns of
     ``data.edge_index``); the rule is :func:`_row_attrs`, shared with
-    :func:`from_hetero`.  Graph-level values (``edge_label_index``, ``edge_label`` of
+    :func:`from_hetero`; without an ``edge_index``, a graph with no edges, stored as an
+    empty edge index of ``num_nodes`` nodes, which samples its seeds.  Graph-level values (``edge_label_index``, ``edge_label`` of
     other edges...) are not stored: give them to the loader.  Values may be any
     array-like PyG takes: torch tensors, numpy arrays, ``np.memmap`` (read range-wise:
     each rank reads only its own member's rows, never the whole array), lists; one that
@@ -80,9 +83,9 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     """
     from torch_geometric.data import Data
     error = None
-    if not isinstance(data, Data) or getattr(data, "edge_index", None) is None:
-        error = (DDStoreValueError, f"from_pyg needs a torch_geometric.data.Data with an "
-                                    f"edge_index, got {type(data).__name__}")
+    if not isinstance(data, Data):
+        error = (DDStoreValueError, f"from_pyg needs a torch_geometric.data.Data, got "
+                                    f"{type(data).__name__}")
     store.agree(error, call=("pyg.from_pyg", name))
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
                                                          weight_attr=weight_attr)
@@ -92,7 +95,11 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
                                            {"node": n, "edge": _num_edges(data)}):
             fs.put_tensor(value, group_name=None if kind == "node" else EDGES,
                           attr_name=key, index=None)
-        gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(n, n))
+        # no edge_index: a graph with no edges (stored empty: its size names the nodes)
+        edge_index = getattr(data, "edge_index", None)
+        if edge_index is None:
+            edge_index = torch.zeros((2, 0), dtype=torch.long)
+        gs.put_edge_index(edge_index, edge_type=None, layout="coo", size=(n, n))
     return fs, gs
 
 

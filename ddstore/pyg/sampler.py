@@ -217,10 +217,17 @@ class NeighborSampler(BaseSampler):
         self.graph_store = graph_store
         self.store = graph_store.store
         self.edge_types = list(graph_store._csc)
-        if not self.edge_types:
-            raise DDStoreValueError(f"graph store {graph_store.name!r} holds no edges: put "
-                                    f"an edge index first")
-        self.is_hetero = self.edge_types != [None]
+        # node types: those of the edge types, then those with node attributes only
+        # (a graph with no edges, or no edge of some type, samples its seeds)
+        counts = graph_store.node_counts()
+        self.is_hetero = (self.edge_types != [None] if self.edge_types else
+                          any(t is not None for t in counts))
+        counts = {t: n for t, n in counts.items() if (t is not None) == self.is_hetero}
+        if not counts:
+            raise DDStoreValueError(f"graph store {graph_store.name!r} holds no edges and "
+                                    f"its feature store no node attributes: put an edge "
+                                    f"index (it may have no edges) or node attributes "
+                                    f"first")
         if not isinstance(num_neighbors, NumNeighbors):
             try:
                 num_neighbors = NumNeighbors(num_neighbors)
@@ -253,7 +260,8 @@ class NeighborSampler(BaseSampler):
         # without replacement a k beyond every degree takes the whole list: cut to int64
         self._fanouts = {et: [min(int(k), _INT64_MAX) for k in ks]
                          for et, ks in fanouts.items()}
-        self.num_hops = max(len(ks) for ks in self._fanouts.values())
+        self.num_hops = max([len(ks) for ks in self._fanouts.values()] + [
+            len(num_neighbors.values) if isinstance(num_neighbors.values, list) else 0])
         self._disjoint = bool(disjoint)
         if temporal_strategy not in ("uniform", "last"):
             raise DDStoreValueError(f"temporal_strategy must be 'uniform' or 'last', got "
@@ -266,8 +274,10 @@ class NeighborSampler(BaseSampler):
                 f"sorted by the same attribute (GraphStore(store, name, time_attr=...))")
         self.time_attr = time_attr
         # edge types put without times (PyG's rule: a source node type with no time
-        # attribute is always eligible) have no time level
-        levels = {graph_store._csc[et].time_level for et in self.edge_types} - {None}
+        # attribute is always eligible) have no time level; a graph with no edge types
+        # samples its seeds only, at node level
+        levels = {graph_store._csc[et].time_level for et in self.edge_types} - {None} \
+            if self.edge_types else {"node"}
         self.time_level = levels.pop() if time_attr is not None and len(levels) == 1 \
             else None
         if time_attr is not None and self.time_level is None:
@@ -294,14 +304,8 @@ class NeighborSampler(BaseSampler):
         self.sample_direction = sample_direction
         self._untimed = _untimed_edge_types(graph_store, self.edge_types, time_attr)
         self._pid = os.getpid()  # a forked child (DataLoader worker) must not sample
-        sizes = {}
-        for et in self.edge_types:
-            c = graph_store._csc[et]
-            s_t, d_t = (None, None) if et is None else (et[0], et[2])
-            sizes.setdefault(s_t, c.size[0])
-            sizes.setdefault(d_t, c.size[1])
-        self.node_types = list(sizes)
-        self.num_nodes = sizes if self.is_hetero else sizes[None]
+        self.node_types = list(counts)
+        self.num_nodes = counts if self.is_hetero else counts[None]
         self._handles = {}
         self.weight_attr = self._check_weight_attr(weight_attr)
         self._weight_vids = {}
@@ -500,9 +504,10 @@ class NeighborSampler(BaseSampler):
         """One C call: the drawn edges of edge type ``et`` for ``frontier`` (global ids,
         positions, subgraphs); returns (row, col, edge, new node indices)."""
         glob, loc, batch = frontier
-        k = self._fanouts[et][hop] if hop < len(self._fanouts[et]) else 0
+        ks = self._fanouts.get(et, ())
+        k = ks[hop] if hop < len(ks) else 0
         empty = np.zeros(0, dtype=np.int64)
-        if k == 0 or glob.shape[0] == 0:
+        if k == 0 or glob.shape[0] == 0 or et not in self.edge_types:
             nset.sizes.append(0)
             nset.nodes.append(empty)
             if nset.disjoint:

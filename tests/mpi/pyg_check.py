@@ -21,6 +21,10 @@ its own rows) with rma:
 - ``LinkNeighborLoader`` with binary and triplet negative sampling;
 - the CSC built with ``chunk_edges`` 1 and 7 byte-equal to the default build and to
   the reference sort (destination, time, edge id), without and with times;
+- edge order: a COO comes back as put, ``coo()`` / ``csr()`` / ``csc()`` as PyG's
+  ``Data`` store's, a CSR beside it as given, link labels on their own edges, ``e_id``
+  the put ids; graphs with no edges (homogeneous, no edge types, an empty edge type)
+  sampled as their seeds;
 - bad input (unknown attribute, index out of range, wrong dtype, ranks putting different
   attributes or dtypes, overlapping ranges, node ids out of range, seeds out of range, a
   time_attr the graph is not sorted by) raising the same error on every rank for
@@ -374,6 +378,135 @@ def chunked(store, data, tag, rangewise):
                  chunk_edges=0)
 
 
+def orders(store, tag, rangewise):
+    """Issue 26 items 1 and 6: a COO comes back in the order put (random order,
+    duplicates, self loops; put whole or range-wise), byte-equal; ``coo()`` / ``csr()`` /
+    ``csc()`` (with ``perm``) equal PyG's own ``Data`` store's; a CSR put beside it comes
+    back as given; ``LinkNeighborLoader(edge_label_index=(et, None), edge_label=f(src,
+    dst))`` gives every seed edge its own label, and sampled ``e_id`` are put-order ids."""
+    g = torch.Generator().manual_seed(21)
+    n, m = 13, 150
+    ei = torch.randint(0, n, (2, m), generator=g)
+    ei[1, :9] = ei[0, :9]              # self loops
+    ei[:, 40:60] = ei[:, 60:80]        # duplicates
+    name = f"ord{tag}"
+    gs = dpyg.GraphStore(store, name)
+    if rangewise:
+        lo, hi = partition(m, size, (rank + 1) % size)
+        gs.put_edge_range(ei[:, lo:hi], (lo, hi), None, size=(n, n))
+    else:
+        gs.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
+    row, col = gs.get_edge_index(None, "coo")
+    check(same_bytes(torch.stack([row, col]).numpy(), ei.numpy()),
+          f"{tag}: COO not as put")
+    ref = Data()
+    ref.put_edge_index(ei, layout="coo", size=(n, n))
+    for layout in ("coo", "csr", "csc"):
+        a, b = getattr(gs, layout)(), getattr(ref, layout)()
+        check(all((x is None and y is None) or same_bytes(x.numpy(), y.numpy())
+                  for x, y in zip(a, b)), f"{tag}: {layout}() differs from PyG's Data")
+    # a second layout (another graph) beside it, as PyG's stores allow
+    other = torch.randint(0, n, (2, 20), generator=g)
+    order = torch.argsort(other[0], stable=True)
+    rowptr = torch.zeros(n + 1, dtype=torch.long)
+    rowptr[1:] = torch.cumsum(torch.bincount(other[0], minlength=n), 0)
+    gs.put_edge_index((rowptr, other[1][order]), edge_type=None, layout="csr",
+                      size=(n, n))
+    rp, c = gs.get_edge_index(None, "csr")
+    check(same_bytes(rp.numpy(), rowptr.numpy()) and same_bytes(c.numpy(),
+                                                                other[1][order].numpy()),
+          f"{tag}: CSR not as put")
+    check([a.layout.value for a in gs.get_all_edge_attrs()] == ["coo", "csr"],
+          f"{tag}: layouts {gs.get_all_edge_attrs()}")
+    check(same_bytes(gs.get_edge_index(None, "coo")[0].numpy(), ei[0].numpy()),
+          f"{tag}: COO changed by the CSR put")
+    expect_error(KeyError, ["no edge type None in layout 'csc'"], gs.get_edge_index, None,
+                 "csc")
+    # sampled e_id (the COO, the first put) are put columns
+    out = dpyg.NeighborSampler(gs, [-1, 3], seed=9)._sample(torch.arange(n))
+    check(torch.equal(out.node[out.row], ei[0][out.edge]) and
+          torch.equal(out.node[out.col], ei[1][out.edge]), f"{tag}: e_id not put ids")
+    # link labels: hetero, edge_label_index=(et, None), label = f(src, dst)
+    h = HeteroData()
+    h["a"].x = torch.randn(9, 2, generator=g)
+    h["b"].x = torch.randn(11, 2, generator=g)
+    et = ("a", "r", "b")
+    h[et].edge_index = torch.stack([torch.randint(0, 9, (70,), generator=g),
+                                    torch.randint(0, 11, (70,), generator=g)])
+    h["b", "s", "a"].edge_index = torch.randint(0, 9, (2, 30), generator=g)
+    fs, hs = dpyg.from_hetero(store, h, name=f"lab{tag}")
+    src, dst = h[et].edge_index
+    label = (src * 100 + dst).float()
+    ll = LinkNeighborLoader((fs, hs), num_neighbors=[2, 2], edge_label_index=(et, None),
+                            edge_label=label, batch_size=16, shuffle=True,
+                            neighbor_sampler=dpyg.NeighborSampler(hs, [2, 2], seed=3))
+    seen = []
+    for i, b in enumerate(ll):
+        s_ = b["a"].n_id[b[et].edge_label_index[0]]
+        d_ = b["b"].n_id[b[et].edge_label_index[1]]
+        check(torch.equal(b[et].edge_label, (s_ * 100 + d_).float()),
+              f"{tag} link batch {i}: labels belong to other edges")
+        check(torch.equal(s_, src[b[et].input_id]) and torch.equal(d_, dst[b[et].input_id]),
+              f"{tag} link batch {i}: input_id is not the seed edge")
+        for t in h.edge_types:
+            if "e_id" in b[t] and b[t].e_id.numel():
+                es, ed = h[t].edge_index
+                check(torch.equal(b[t[0]].n_id[b[t].edge_index[0]], es[b[t].e_id]) and
+                      torch.equal(b[t[2]].n_id[b[t].edge_index[1]], ed[b[t].e_id]),
+                      f"{tag} link batch {i} {t}: e_id not the put edges")
+        seen += b[et].input_id.tolist()
+    check(sorted(seen) == list(range(70)), f"{tag}: link seeds {sorted(seen)[:5]}...")
+
+
+def empty_graphs(store, tag):
+    """Issue 26 item 4: a graph with no edges (``Data(num_nodes, x)``), a hetero graph
+    with no edge types, and an empty edge type beside a non-empty one are stored and
+    sampled, as PyG's in-memory loader does: batches of the seeds (and, beside, the
+    non-empty type's neighbours against brute force)."""
+    g = torch.Generator().manual_seed(31)
+    x = torch.randn(30, 3, generator=g)
+    fs, gs = dpyg.from_pyg(store, Data(x=x, num_nodes=30), name=f"e0{tag}")
+    check(gs.num_edges(None) == 0 and gs.get_all_edge_attrs()[0].size == (30, 30),
+          f"{tag}: empty graph stored as {gs.get_all_edge_attrs()}")
+    loader = NeighborLoader((fs, gs), num_neighbors=[3, 2], input_nodes=torch.arange(30),
+                            batch_size=7, neighbor_sampler=dpyg.NeighborSampler(gs, [3, 2]))
+    for i, b in enumerate(loader):
+        seeds = torch.arange(7 * i, min(30, 7 * i + 7))
+        check(torch.equal(b.n_id, seeds) and b.edge_index.shape == (2, 0) and
+              same_bytes(b.x.numpy(), x[seeds].numpy()),
+              f"{tag} empty graph batch {i}: {b}")
+    # hetero with no edge types
+    h = HeteroData()
+    h["a"].x = torch.randn(8, 2, generator=g)
+    h["b"].x = torch.randn(5, 2, generator=g)
+    fh, gh = dpyg.from_hetero(store, h, name=f"e1{tag}")
+    check(gh.get_all_edge_attrs() == [], f"{tag}: edge attrs {gh.get_all_edge_attrs()}")
+    loader = NeighborLoader((fh, gh), num_neighbors=[2], input_nodes=("b", torch.arange(5)),
+                            batch_size=3, neighbor_sampler=dpyg.NeighborSampler(gh, [2]))
+    for i, b in enumerate(loader):
+        seeds = torch.arange(3 * i, min(5, 3 * i + 3))
+        check(torch.equal(b["b"].n_id, seeds) and b["a"].n_id.numel() == 0 and
+              same_bytes(b["b"].x.numpy(), h["b"].x[seeds].numpy()),
+              f"{tag} no edge types batch {i}: {b}")
+    # an empty edge type beside a non-empty one
+    h["a", "r", "b"].edge_index = torch.stack([torch.randint(0, 8, (25,), generator=g),
+                                               torch.randint(0, 5, (25,), generator=g)])
+    h["b", "s", "a"].edge_index = torch.zeros((2, 0), dtype=torch.long)
+    fh, gh = dpyg.from_hetero(store, h, name=f"e2{tag}")
+    loader = NeighborLoader((fh, gh), num_neighbors=[-1, -1],
+                            input_nodes=("b", torch.arange(5)), batch_size=5,
+                            neighbor_sampler=dpyg.NeighborSampler(gh, [-1, -1]))
+    b = next(iter(loader))
+    es, ed = h["a", "r", "b"].edge_index
+    got = b["a", "r", "b"].e_id
+    check(sorted(got.tolist()) == list(range(25)) and
+          torch.equal(b["a"].n_id[b["a", "r", "b"].edge_index[0]], es[got]) and
+          torch.equal(b["b"].n_id[b["a", "r", "b"].edge_index[1]], ed[got]),
+          f"{tag}: the non-empty edge type beside an empty one")
+    check(b["b", "s", "a"].edge_index.shape == (2, 0), f"{tag}: edges of the empty type")
+    check(set(b["a"].n_id.tolist()) == set(es.tolist()), f"{tag}: nodes of a")
+
+
 def main(widths=None):
     """Every case for each width (default: every width dividing the rank count; the
     command line may name some) and both transports."""
@@ -402,6 +535,8 @@ def main(widths=None):
                         temporal(store, data, tag, level, strategy, tfs, tgs)
                 hetero(store, tag, rangewise)
                 chunked(store, data, tag, rangewise)
+                orders(store, tag, rangewise)
+                empty_graphs(store, tag)
 
 
 if __name__ == "__main__":

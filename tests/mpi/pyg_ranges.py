@@ -25,10 +25,9 @@ def stored(data):
     fs, gs = data.pyg
     x = fs.get_tensor(group_name=None, attr_name="x").numpy() if data.num_features else None
     y = fs.get_tensor(group_name=None, attr_name="y").numpy().reshape(-1)
-    row, col = gs.get_edge_index(edge_type=None, layout="coo")
-    eid = gs.edge_ids(None).numpy()
-    order = np.argsort(eid)
-    return x, y, eid[order], row.numpy()[order], col.numpy()[order]
+    row, col = gs.get_edge_index(edge_type=None, layout="coo")  # in the order put
+    eid = np.sort(gs.edge_ids(None).numpy())
+    return x, y, eid, row.numpy(), col.numpy()
 
 
 def check_graph(label, data, x, y, src, dst, add_reverse, splits):

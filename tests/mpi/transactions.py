@@ -215,11 +215,9 @@ def check_pyg(store, fs, gs, data, what):
          f"{what}: x")
     same(fs.get_tensor(group_name=dpyg.EDGES, attr_name="edge_attr").numpy(),
          data.edge_attr.numpy(), f"{what}: edge_attr")
-    row, col = gs.get_edge_index(edge_type=None, layout="coo")
-    eid = gs.edge_ids(None).numpy()
-    ei = np.empty((2, eid.shape[0]), np.int64)
-    ei[0, eid], ei[1, eid] = row.numpy(), col.numpy()
-    same(ei, data.edge_index.numpy(), f"{what}: edge index")
+    row, col = gs.get_edge_index(edge_type=None, layout="coo")  # in the order put
+    same(np.stack([row.numpy(), col.numpy()]), data.edge_index.numpy(),
+         f"{what}: edge index")
 
 
 def pyg_cases(store):
