@@ -160,6 +160,7 @@ class GraphStore(_PygGraphStore):
         self.chunk_edges = chunk_edges
         self._stored = {}  # (edge type, EdgeLayout) -> _CSC, in the order put
         self._csc = {}  # edge type -> the _CSC the sampler reads (see _choose)
+        self._reversed = {}  # (edge type, EdgeLayout) -> its out-lists (build_backward)
 
     # ------------------------------------------------------------------ putting
     def _put_edge_index(self, edge_index, edge_attr):
@@ -328,26 +329,32 @@ class GraphStore(_PygGraphStore):
         return times, "edge" if has_e else "node", None
 
     def _build(self, columns, lo, hi, edge_type, size, what, error, same,
-               layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None):
+               layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None, reverse_of=None):
         """Collective: the CSC of one edge type in one layout from this rank's COO
         columns [lo, hi); ``columns(a, b)`` returns local columns ``[a, b)`` as 1-D
         integer arrays (src, dst), raising a :class:`~ddstore.DDStoreError` for bad
         ones.  ``ptr_nodes``: the nodes of a CSR / CSC pointer as put (a lower bound of
-        the default size)."""
+        the default size).  ``reverse_of`` (a stored ``_CSC``; see
+        :meth:`build_backward`): the columns are its CSC rows reversed, column ``i``
+        being its CSC row ``lo + i``; the result is its out-lists (no times), whose
+        ``eid`` are then turned from those CSC rows into its edge ids (and its weights,
+        if any, gathered the same way)."""
         from mpi4py import MPI
         st = self.store
         st.check_alive()
         if error is None and not (edge_type is None or is_edge_type(edge_type)):
             error = (DDStoreValueError, f"{what}: edge_type must be None or (src, rel, dst) "
                                         f"strings, got {edge_type!r}")
-        if error is None and (edge_type, layout) in self._stored:
+        built = self._stored if reverse_of is None else self._reversed
+        if error is None and (edge_type, layout) in built:
             error = (DDStoreValueError, f"{what}: edge type {edge_type!r} is already stored "
                                         f"in layout {layout.value!r}; remove_edge_index("
                                         f"edge_type, layout={layout.value!r}) it first "
                                         f"(collective)")
         if error is None and size is not None:
             error, size = _size_error(size, edge_type, what)
-        prefix = f"{self.name}/csc/{type_key(edge_type)}/{layout.value}/"
+        prefix = (f"{self.name}/{'csc' if reverse_of is None else 'out'}/"
+                  f"{type_key(edge_type)}/{layout.value}/")
         if error is None and any(v.startswith(prefix) for v in st.variables()):
             error = (DDStoreValueError, f"{what}: the store already holds variables under "
                                         f"{prefix!r}")
@@ -377,7 +384,8 @@ class GraphStore(_PygGraphStore):
             except (DDStoreError, MemoryError) as exc:
                 error = piece_error(exc, what)
         ok = error is None
-        info = st.agree(error, call=("GraphStore.put", repr(edge_type)), extra=(
+        info = st.agree(error, call=("GraphStore.put" if reverse_of is None else
+                                     "GraphStore.build_backward", repr(edge_type)), extra=(
             lo, hi, max_src if ok else -1, max_dst if ok else -1),
             same=dict(same, size=size, time_attr=self.time_attr,
                       weight_attr=self.weight_attr))
@@ -405,7 +413,7 @@ class GraphStore(_PygGraphStore):
                     f"{what}: rank {r}: {label} node {m} out of range [0, {lim}) "
                     f"(size={size})"))
         times = level = None
-        if self.time_attr is not None:
+        if self.time_attr is not None and reverse_of is None:
             times, level, error = self._time_reader(edge_type, lo, hi, what)
             st.agree(error)
         # second pass, when needed: the degrees (size was not given), the times checked
@@ -428,7 +436,8 @@ class GraphStore(_PygGraphStore):
             except (DDStoreError, MemoryError) as exc:
                 error = piece_error(exc, what)
             st.agree(error)
-        weights = self._weight_check(edge_type, lo, hi, num_edges, step, what)
+        weights = (self._weight_check(edge_type, lo, hi, num_edges, step, what)
+                   if reverse_of is None else reverse_of.vars.get("w"))
         width, g = st.group_size, st.group_rank
         st.comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
         indptr = np.zeros(size[1] + 1, dtype=np.int64)
@@ -466,18 +475,23 @@ class GraphStore(_PygGraphStore):
             del views
             st.sync()
             vars_ = {k: prefix + k for k in names}
-            if weights is not None:
+            if weights is not None:  # (reversed: gathered at the CSC rows it names)
                 vars_["w"] = self._weight_fill(prefix, weights, vars_["eid"], n_csc, chunk,
                                                what)
+            if reverse_of is not None:
+                self._rows_to_edge_ids(vars_["eid"], reverse_of.vars["eid"], n_csc, chunk,
+                                       what)
             key = (edge_type, layout)
-            self._stored[key] = _CSC(edge_type, size, num_edges, indptr, node_off, vars_,
-                                     self.time_attr, level, layout,
-                                     is_sorted or layout == EdgeLayout.CSC, ptr_nodes)
-            self._choose(edge_type)
+            built[key] = _CSC(edge_type, size, num_edges, indptr, node_off, vars_,
+                              self.time_attr if reverse_of is None else None, level,
+                              layout, is_sorted or layout == EdgeLayout.CSC, ptr_nodes)
+            if reverse_of is None:
+                self._choose(edge_type)
 
             def forget():  # an enclosing transaction that fails later removes the CSC
-                self._stored.pop(key, None)
-                self._choose(edge_type)
+                built.pop(key, None)
+                if reverse_of is None:
+                    self._choose(edge_type)
             txn.on_rollback(forget)
         return True
 
@@ -593,10 +607,109 @@ class GraphStore(_PygGraphStore):
                 name = self._weight_fill(prefix, var, c.vars["eid"], n_csc, step, what)
                 c.vars["w"] = name
                 txn.on_rollback(lambda: c.vars.pop("w", None))
+                r = self._reversed.get((c.edge_type, c.layout))
+                if r is not None:  # its out-lists: weights gathered by their edge ids
+                    n_out = st.local_view(r.vars["eid"]).shape[0]
+                    r.vars["w"] = self._weight_fill(r.vars["nbr"][:-len("nbr")], var,
+                                                    r.vars["eid"], n_out, step, what)
+                    txn.on_rollback(lambda: r.vars.pop("w", None))
         except BaseException:
             self.weight_attr = previous
             raise
         return True
+
+    # ------------------------------------------------------------------ out-lists
+    def build_backward(self, edge_types=None):
+        """Collective: store the **out-lists** (each source node's outgoing edges: the
+        CSR) of edge types already put, which ``NeighborSampler(...,
+        sample_direction="backward")`` and :class:`~ddstore.pyg.BidirectionalNeighborSampler`
+        read.  ``edge_types``: None (every stored edge type), one edge type, or a list
+        of them (``None`` in it: the homogeneous graph).
+
+        For each edge type, of the layout the sampler reads (see the class docstring),
+        the out-lists are the CSC of the reversed edges, built by the same collective
+        build as a put (bounded memory, in chunks of ``chunk_edges``) from the stored
+        CSC itself: variables ``<name>/out/<type>/<layout>/nbr`` (the destinations of a
+        source's edges, sorted by destination, then edge id) and ``.../eid`` (the edge
+        ids as put, what the sampler returns as ``e_id``), plus ``.../w`` when the edge
+        type is weighted (so weighted backward sampling draws by the same weights; a
+        later :meth:`put_edge_weights` fills it too); never times (PyG defines no
+        temporal backward sampling).  The same memory as the forward lists: 8 bytes per
+        edge with int32 ids, 16 with int64, plus 8 with weights.
+
+        Edge types whose out-lists exist are left as they are.  An unknown edge type
+        raises the same :class:`~ddstore.pyg.UnknownAttributeError` on every rank;
+        a failure of any build raises on every rank and removes the out-lists this call
+        built (the store's ``variables()`` is as before).  ``remove_edge_index`` of the
+        layout removes its out-lists.  Returns the edge types built."""
+        st = self.store
+        what = "build_backward"
+        error, todo = None, []
+        try:
+            if edge_types is None:
+                types = list(self._csc)
+            elif is_edge_type(_edge_type(edge_types)):
+                types = [_edge_type(edge_types)]
+            elif isinstance(edge_types, (list, tuple)):
+                types = [_edge_type(t) for t in edge_types]
+            else:
+                raise DDStoreValueError(f"{what}: edge_types must be None, an edge type or "
+                                        f"a list of edge types, got {edge_types!r}")
+            for et in dict.fromkeys(types):
+                c = self._entry(et, what)
+                if (et, c.layout) not in self._reversed:
+                    todo.append((et, c))
+        except DDStoreError as exc:
+            error = exc
+        st.agree(error, call=("GraphStore.build_backward", repr(edge_types)))
+        with st.transaction("GraphStore.build_backward"):
+            for et, c in todo:
+                lo, hi = partition(c.num_edges, st.size, st.rank)
+                self._build(self._reversed_columns(c, lo), lo, hi, et,
+                            (c.size[1], c.size[0]), f"{what} ({et!r})", None, {},
+                            layout=c.layout, reverse_of=c)
+        return [et for et, _ in todo]
+
+    def _reversed_columns(self, c, lo):
+        """``columns(a, b)`` of the reversed edges of stored CSC ``c``: local column
+        ``i`` is its CSC row ``lo + i`` as ``(destination, source)``, read in pieces."""
+        st, nbr, indptr = self.store, c.vars["nbr"], c.indptr
+
+        def columns(a, b):
+            src = st.get_range(nbr, lo + a, b - a).reshape(-1).astype(np.int64)
+            dst = np.searchsorted(indptr, np.arange(lo + a, lo + b, dtype=np.int64),
+                                  side="right") - 1
+            return dst, src
+        return columns
+
+    def _rows_to_edge_ids(self, eid_name, of_eid, n_csc, chunk, what):
+        """Collective step of :meth:`build_backward`: this rank's chunk of ``eid_name``
+        holds CSC rows of the forward lists; replace them by the edge ids those rows
+        hold (``of_eid``), in pieces of ``chunk``."""
+        st = self.store
+        view = st.local_view(eid_name)
+        error = None
+        try:
+            for a in range(0, n_csc, chunk):
+                b = min(a + chunk, n_csc)
+                view[a:b] = st.get_batch(of_eid, view[a:b].astype(np.int64)).reshape(-1)
+        except (DDStoreError, MemoryError) as exc:
+            error = piece_error(exc, what)
+        del view
+        st.agree(error)
+        st.sync()
+
+    def _out_lists(self, edge_type):
+        """The out-lists of the sampled layout of ``edge_type`` (a ``_CSC`` keyed by
+        source node), or None when :meth:`build_backward` has not built them."""
+        c = self._csc.get(edge_type)
+        return None if c is None else self._reversed.get((edge_type, c.layout))
+
+    def has_backward(self, edge_type=None):
+        """Local: whether the out-lists of ``edge_type`` (its sampled layout) are
+        stored (:meth:`build_backward`)."""
+        self._entry(edge_type, "has_backward")
+        return self._out_lists(_edge_type(edge_type)) is not None
 
     def weight_attr_of(self, edge_type=None):
         """The ``weight_attr`` the lists of ``edge_type`` are weighted by, or None (no
@@ -644,9 +757,11 @@ class GraphStore(_PygGraphStore):
         if c is None:
             return False
         self._choose(edge_type)
-        for v in c.vars.values():
-            self.store.remove(v)
-        c.removed = True
+        for x in (c, self._reversed.pop(key, None)):  # with its out-lists
+            if x is not None:
+                for v in x.vars.values():
+                    self.store.remove(v)
+                x.removed = True
         return True
 
     def _get_edge_index(self, edge_attr):

@@ -7,6 +7,9 @@ import torch
 from torch_geometric.sampler import (BaseSampler, HeteroSamplerOutput, NegativeSampling,
                                      SamplerOutput)
 from torch_geometric.sampler.base import NumNeighbors
+from torch_geometric.sampler.base import SubgraphType
+from torch_geometric.sampler.neighbor_sampler import \
+    BidirectionalNeighborSampler as _PygBidirectionalNeighborSampler
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from .. import _core
@@ -14,7 +17,7 @@ from .._checks import as_indices, check_indices, is_int
 from ..errors import DDStoreStateError, DDStoreValueError
 from ._common import edge_var, node_var
 
-__all__ = ["NeighborSampler"]
+__all__ = ["NeighborSampler", "BidirectionalNeighborSampler"]
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -176,7 +179,16 @@ class NeighborSampler(BaseSampler):
     (PyG's ``to_bidirectional``: every drawn edge also reversed, duplicate local pairs
     merged, per-hop counts cleared) or ``"induced"`` (the drawn nodes with every stored
     edge among them, each once; not with disjoint/temporal sampling, as in PyG).
-    ``sample_direction="backward"`` is refused (the store holds in-lists only).
+    ``sample_direction="backward"`` (PyG's): every node draws from its **out**-lists
+    instead (the destinations of its outgoing edges, as PyG samples the CSR), so each
+    hop of edge type ``(src, rel, dst)`` grows ``dst`` nodes from the ``src`` frontier;
+    the output keeps PyG's orientation: ``row`` = the edge's source (the node drawn
+    for), ``col`` = its destination (the drawn neighbour), ``edge`` = the edge ids as
+    put, edge types as stored (a dict ``num_neighbors`` is keyed by them).  The
+    out-lists must exist: ``gs.build_backward()`` (collective, once) builds them; the
+    sampler names that call when they are missing.  Weighted backward sampling draws by
+    the same weights; ``"induced"`` takes every stored edge among the drawn nodes, as
+    forward; temporal backward sampling is refused (PyG does not define it).
     Hetero temporal: an edge type whose source node type has no time attribute is
     sampled without the time rule (PyG's rule).  DataLoader workers (``num_workers >
     0``) are refused at their first batch; overlap sampling with training by
@@ -228,40 +240,8 @@ class NeighborSampler(BaseSampler):
                                     f"its feature store no node attributes: put an edge "
                                     f"index (it may have no edges) or node attributes "
                                     f"first")
-        if not isinstance(num_neighbors, NumNeighbors):
-            try:
-                num_neighbors = NumNeighbors(num_neighbors)
-            except (ValueError, TypeError) as exc:
-                raise DDStoreValueError(f"num_neighbors: {exc}") from None
-        self.num_neighbors = num_neighbors
-        try:
-            values = num_neighbors.get_values(self.edge_types if self.is_hetero else None)
-        except ValueError as exc:
-            raise DDStoreValueError(f"num_neighbors: {exc}") from None
-        if not self.is_hetero and isinstance(values, dict):
-            raise DDStoreValueError(f"num_neighbors: graph store {graph_store.name!r} is "
-                                    f"homogeneous (edge type None), so num_neighbors is a "
-                                    f"list of fanouts per hop (e.g. [10, 5]), not a dict "
-                                    f"per edge type (got {num_neighbors.values!r})")
-        if self.is_hetero and isinstance(values, list):
-            values = {et: values for et in self.edge_types}
-        fanouts = values if isinstance(values, dict) else {None: values}
         self.replace = bool(replace)
-        for et, ks in fanouts.items():
-            where = f"num_neighbors{'' if et is None else f'[{et}]'}"
-            if not isinstance(ks, (list, tuple)) or any(not is_int(k) or k < -1 for k in ks):
-                raise DDStoreValueError(f"{where} must be a list of integers >= -1 (-1: "
-                                        f"all), got {ks!r}")
-            if self.replace and any(k > MAX_FANOUT_WITH_REPLACEMENT for k in ks):
-                raise DDStoreValueError(
-                    f"{where}={list(ks)!r} with replace=True: every node draws exactly k "
-                    f"edges, so k must be <= {MAX_FANOUT_WITH_REPLACEMENT} (-1: all "
-                    f"neighbours); use replace=False to take min(k, degree)")
-        # without replacement a k beyond every degree takes the whole list: cut to int64
-        self._fanouts = {et: [min(int(k), _INT64_MAX) for k in ks]
-                         for et, ks in fanouts.items()}
-        self.num_hops = max([len(ks) for ks in self._fanouts.values()] + [
-            len(num_neighbors.values) if isinstance(num_neighbors.values, list) else 0])
+        self.num_neighbors = num_neighbors
         self._disjoint = bool(disjoint)
         if temporal_strategy not in ("uniform", "last"):
             raise DDStoreValueError(f"temporal_strategy must be 'uniform' or 'last', got "
@@ -296,12 +276,22 @@ class NeighborSampler(BaseSampler):
             raise DDStoreValueError(f"sample_direction must be 'forward' or 'backward', "
                                     f"got {sample_direction!r}")
         if sample_direction == "backward":
-            raise DDStoreValueError(
-                "sample_direction='backward' is not supported yet: it samples each node's "
-                "out-edges (PyG samples the CSR), and a GraphStore holds only the CSC "
-                "(in-edges); put the reversed edges as an edge type of their own and "
-                "sample forward")
+            if time_attr is not None:
+                raise DDStoreValueError(
+                    f"sample_direction='backward' with time_attr={time_attr!r}: PyG does "
+                    f"not define temporal backward sampling (its NeighborSampler raises "
+                    f"NotImplementedError); sample forward, or backward without "
+                    f"time_attr")
+            missing = [et for et in self.edge_types if graph_store._out_lists(et) is None]
+            if missing:
+                names = ", ".join(repr(et) for et in missing)
+                raise DDStoreValueError(
+                    f"sample_direction='backward' samples each node's out-edges, and graph "
+                    f"store {graph_store.name!r} holds no out-lists of edge type(s) "
+                    f"{names}: build them first with GraphStore.build_backward() "
+                    f"(collective: every rank calls gs.build_backward())")
         self.sample_direction = sample_direction
+        self._backward = sample_direction == "backward"
         self._untimed = _untimed_edge_types(graph_store, self.edge_types, time_attr)
         self._pid = os.getpid()  # a forked child (DataLoader worker) must not sample
         self.node_types = list(counts)
@@ -311,6 +301,51 @@ class NeighborSampler(BaseSampler):
         self._weight_vids = {}
 
     # ------------------------------------------------------------------ PyG's API
+    @property
+    def num_neighbors(self):
+        """PyG's ``NumNeighbors`` as given (for ``sample_direction="backward"`` too, a
+        dict is keyed by the stored edge types)."""
+        return self._num_neighbors
+
+    @num_neighbors.setter
+    def num_neighbors(self, num_neighbors):
+        """Checked and turned into the fanouts per edge type and hop (PyG's
+        ``BidirectionalNeighborSampler`` sets it before every hop)."""
+        if not isinstance(num_neighbors, NumNeighbors):
+            try:
+                num_neighbors = NumNeighbors(num_neighbors)
+            except (ValueError, TypeError) as exc:
+                raise DDStoreValueError(f"num_neighbors: {exc}") from None
+        try:
+            values = num_neighbors.get_values(self.edge_types if self.is_hetero else None)
+        except ValueError as exc:
+            raise DDStoreValueError(f"num_neighbors: {exc}") from None
+        if not self.is_hetero and isinstance(values, dict):
+            raise DDStoreValueError(f"num_neighbors: graph store "
+                                    f"{self.graph_store.name!r} is "
+                                    f"homogeneous (edge type None), so num_neighbors is a "
+                                    f"list of fanouts per hop (e.g. [10, 5]), not a dict "
+                                    f"per edge type (got {num_neighbors.values!r})")
+        if self.is_hetero and isinstance(values, list):
+            values = {et: values for et in self.edge_types}
+        fanouts = values if isinstance(values, dict) else {None: values}
+        for et, ks in fanouts.items():
+            where = f"num_neighbors{'' if et is None else f'[{et}]'}"
+            if not isinstance(ks, (list, tuple)) or any(not is_int(k) or k < -1 for k in ks):
+                raise DDStoreValueError(f"{where} must be a list of integers >= -1 (-1: "
+                                        f"all), got {ks!r}")
+            if self.replace and any(k > MAX_FANOUT_WITH_REPLACEMENT for k in ks):
+                raise DDStoreValueError(
+                    f"{where}={list(ks)!r} with replace=True: every node draws exactly k "
+                    f"edges, so k must be <= {MAX_FANOUT_WITH_REPLACEMENT} (-1: all "
+                    f"neighbours); use replace=False to take min(k, degree)")
+        # without replacement a k beyond every degree takes the whole list: cut to int64
+        self._fanouts = {et: [min(int(k), _INT64_MAX) for k in ks]
+                         for et, ks in fanouts.items()}
+        self._num_neighbors = num_neighbors
+        self.num_hops = max([len(ks) for ks in self._fanouts.values()] + [
+            len(num_neighbors.values) if isinstance(num_neighbors.values, list) else 0])
+
     @property
     def disjoint(self):
         """Disjoint subgraphs per seed: as asked, and always with temporal sampling."""
@@ -429,18 +464,23 @@ class NeighborSampler(BaseSampler):
         var = node_var(self.graph_store.name, node_type, self.time_attr)
         return _StoredTime(self.store, var) if var in self.store else None
 
-    def _handle(self, et):
-        c = self.graph_store._csc.get(et)
+    def _handle(self, et, backward=False):
+        """``(lists, C handle)`` of edge type ``et``: its in-lists (the CSC), or with
+        ``backward`` its out-lists (:meth:`GraphStore.build_backward`)."""
+        gs = self.graph_store
+        c = gs._out_lists(et) if backward else gs._csc.get(et)
         if c is None or c.removed:
             raise DDStoreStateError(f"sample: edge type {et!r} was removed from graph store "
-                                    f"{self.graph_store.name!r}; build a new sampler")
-        h = self._handles.get(et)
+                                    f"{self.graph_store.name!r}"
+                                    + (" (or its out-lists)" if backward else "")
+                                    + "; build a new sampler")
+        h = self._handles.get((et, backward))
         if h is None or h[0] is not c:
             st = self.store
             vid = {k: st._var(v).vid for k, v in c.vars.items()}
             h = (c, _core.CSC(st._core, vid["nbr"], vid["eid"], vid.get("ts"), c.indptr,
                               c.node_offsets))
-            self._handles[et] = h
+            self._handles[(et, backward)] = h
         return h
 
     def _check_weight_attr(self, weight_attr):
@@ -502,7 +542,10 @@ class NeighborSampler(BaseSampler):
 
     def _hop(self, et, hop, frontier, nset, times, key, slot):
         """One C call: the drawn edges of edge type ``et`` for ``frontier`` (global ids,
-        positions, subgraphs); returns (row, col, edge, new node indices)."""
+        positions, subgraphs: its destination nodes, or with backward sampling its
+        source nodes); ``nset``: the node set of the drawn neighbours.  Returns (row,
+        col, edge, new nodes, their subgraphs): ``row`` indexes the edges' sources,
+        ``col`` their destinations, as PyG's samplers return them in both directions."""
         glob, loc, batch = frontier
         ks = self._fanouts.get(et, ())
         k = ks[hop] if hop < len(ks) else 0
@@ -513,7 +556,7 @@ class NeighborSampler(BaseSampler):
             if nset.disjoint:
                 nset.batch.append(empty)
             return empty, empty, empty, empty, empty
-        c, handle = self._handle(et)
+        c, handle = self._handle(et, self._backward)
         deg = c.indptr[glob + 1] - c.indptr[glob]
         # Python ints: k * nodes never wraps (k <= MAX_FANOUT_WITH_REPLACEMENT there)
         cap = int(deg.sum()) if k < 0 else (k * int(np.count_nonzero(deg)) if self.replace
@@ -530,8 +573,9 @@ class NeighborSampler(BaseSampler):
             r, nbr, eid = handle.sample_weighted(wvid, glob, ts, k, flags, stream, cap)
         sub = batch[r] if nset.disjoint else None
         ids, new_first = nset.add(nbr, sub)
-        return ids, loc[r], eid, nbr[new_first], (sub[new_first] if nset.disjoint else
-                                                  empty)
+        row, col = (loc[r], ids) if self._backward else (ids, loc[r])
+        return row, col, eid, nbr[new_first], (sub[new_first] if nset.disjoint else
+                                               empty)
 
     def _sample(self, seed, seed_time=None, **kwargs):
         if self.is_hetero and not isinstance(seed, dict):
@@ -619,7 +663,8 @@ class NeighborSampler(BaseSampler):
             added = {t: [] for t in types}
             before = {t: sets[t].count for t in types}
             for slot, et in enumerate(self.edge_types):
-                s_t, d_t = et[0], et[2]
+                # forward: destinations draw sources; backward: sources draw destinations
+                s_t, d_t = (et[2], et[0]) if self._backward else (et[0], et[2])
                 r, c, e, new_nodes, new_batch = self._hop(et, hop, frontier[d_t],
                                                           sets[s_t], times, key, slot)
                 rows[et].append(r)
@@ -657,4 +702,64 @@ class NeighborSampler(BaseSampler):
     def __repr__(self):
         return (f"NeighborSampler(num_neighbors={self._fanouts}, replace={self.replace}, "
                 f"disjoint={self.disjoint}, time_attr={self.time_attr!r}"
+                + (", sample_direction='backward'" if self._backward else "")
                 + (f", weight_attr={self.weight_attr!r})" if self.weight_attr else ")"))
+
+
+class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
+    """PyG's ``BidirectionalNeighborSampler`` over a :class:`GraphStore`: PyG's own
+    class (its hop loop, merge and collate, so its contract exactly), with our
+    :class:`NeighborSampler` as its ``forward_sampler`` and its ``backward_sampler``
+    (``sample_direction="backward"``: the out-lists must exist,
+    :meth:`GraphStore.build_backward`).  Each hop samples the frontier forward (in-edges)
+    and backward (out-edges) with that hop's fanout, merges the two
+    (``SamplerOutput.merge_with``: the forward's nodes first, each node once), and the
+    nodes not seen before are the next frontier; the hops are then collated.  As PyG's:
+    homogeneous graphs only, a list ``num_neighbors`` (no dict), no temporal sampling,
+    no negative sampling in ``LinkNeighborLoader``; ``disjoint=True`` is refused (PyG's
+    loop fails on it beyond the first hop).  The arguments are
+    :class:`NeighborSampler`'s (``seed``, ``weight_attr``, ...), given to both samplers;
+    ``subgraph_type="bidirectional"`` is applied to the collated output (PyG's
+    ``to_bidirectional``).  Local, like :class:`NeighborSampler`."""
+
+    def __init__(self, graph_store, num_neighbors, subgraph_type="directional",
+                 replace=False, disjoint=False, temporal_strategy="uniform",
+                 time_attr=None, weight_attr=None, seed=None):
+        values = (num_neighbors.values if isinstance(num_neighbors, NumNeighbors) else
+                  num_neighbors)
+        if isinstance(values, dict):
+            raise DDStoreValueError(
+                "BidirectionalNeighborSampler: num_neighbors must be a list of fanouts "
+                "per hop; PyG's BidirectionalNeighborSampler does not define a dict per "
+                "edge type")
+        if disjoint:
+            raise DDStoreValueError(
+                "BidirectionalNeighborSampler: disjoint=True is not supported: PyG's "
+                "hop loop maps each hop's subgraph ids back to the seeds through its "
+                "merged output, which fails beyond the first hop (IndexError in PyG "
+                "2.8); use disjoint=False")
+        kw = dict(subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
+                  temporal_strategy=temporal_strategy, time_attr=time_attr,
+                  weight_attr=weight_attr, seed=seed)
+        self.forward_sampler = NeighborSampler(graph_store, num_neighbors, **kw)
+        if self.forward_sampler.is_hetero:
+            raise DDStoreValueError(
+                f"BidirectionalNeighborSampler: graph store {graph_store.name!r} is "
+                f"heterogeneous; PyG's BidirectionalNeighborSampler samples homogeneous "
+                f"graphs only")
+        self.backward_sampler = NeighborSampler(graph_store, num_neighbors,
+                                                sample_direction="backward", **kw)
+        self._num_neighbors = self.forward_sampler.num_neighbors  # (PyG's setter prints)
+        self.subgraph_type = SubgraphType(self.forward_sampler.subgraph_type)
+        self.keep_orig_edges = False
+        self.num_nodes = self.forward_sampler.num_nodes
+        self.node_time = None
+        self.graph_store = graph_store
+
+    def __getstate__(self):
+        return self.forward_sampler.__getstate__()
+
+    def __repr__(self):
+        return (f"BidirectionalNeighborSampler(num_neighbors="
+                f"{self.forward_sampler._fanouts[None]}, replace="
+                f"{self.forward_sampler.replace}, disjoint={self.disjoint})")

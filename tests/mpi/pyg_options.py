@@ -14,13 +14,22 @@ member's lists read with MPI_Get):
 - hetero temporal where one node type has no time attribute (PyG's rule: its nodes are
   always eligible): each seed's subgraph with ``[-1, -1]`` equals the brute force;
 - ``ddstore.prefetch.prefetch(loader)``: the same batches in the same order as the
-  plain loader (same seed), homogeneous and hetero.
+  plain loader (same seed), homogeneous and hetero;
+- ``sample_direction="backward"`` over ``gs.build_backward()``'s out-lists: every drawn
+  edge is a stored edge ``(u -> v)`` with ``u`` the node drawn for (``row``) and ``v``
+  the neighbour (``col``), ``e_id`` the id as put, ``min(k, outdeg)`` distinct per node
+  and hop, ``[-1, -1]`` exactly the brute-force out-BFS (homogeneous, hetero with a dict
+  of fanouts), weighted (zero weights never drawn, also after ``put_edge_weights``),
+  features byte-equal; refusals (no out-lists, temporal); ``build_backward`` all or
+  nothing (a failure on one rank in its last edge type leaves ``variables()`` as before);
+- ``BidirectionalNeighborSampler`` (PyG's class over ours): ``[-1, -1]`` takes exactly
+  every edge touching each hop's frontier, each once.
 """
 import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import check, run_main
+from _harness import check, expect_error, run_main
 
 import ddstore  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
@@ -302,6 +311,202 @@ def prefetched(fs, gs, data, h, hfs, hgs, tag):
           f"{tag} prefetch hetero: batches differ from the plain loader")
 
 
+def backward_batch(gs, fs, nn, seeds, **kw):
+    smp = dpyg.NeighborSampler(gs, nn, sample_direction="backward", **kw)
+    return next(iter(NeighborLoader((fs, gs), num_neighbors=nn, input_nodes=seeds,
+                                    batch_size=len(seeds[1] if isinstance(seeds, tuple)
+                                                   else seeds),
+                                    neighbor_sampler=smp)))
+
+
+def homo_backward(store, data, tag):
+    """Homogeneous backward sampling against brute force (out-edges)."""
+    src, dst = data.edge_index.tolist()
+    fs, gs = dpyg.from_pyg(store, data, name="bw")
+    expect_error(ddstore.DDStoreValueError, ("holds no out-lists of edge type(s) None",
+                                             "gs.build_backward()"),
+                 dpyg.NeighborSampler, gs, [2], sample_direction="backward",
+                 what=f"{tag} backward without out-lists")
+    check(gs.build_backward() == [None] and gs.has_backward(), f"{tag} build_backward")
+    check(gs.build_backward() == [], f"{tag} build_backward again: nothing to build")
+    outdeg = [src.count(u) for u in range(N)]
+    seeds = torch.tensor([3, 9, 9, 30])
+    for nn in ([3, 2], [-1, -1], [1, 4]):
+        b = backward_batch(gs, fs, nn, seeds, seed=5)
+        what = f"{tag} homo backward {nn}"
+        e = b.e_id
+        check(torch.equal(b.n_id[b.edge_index[0]], data.edge_index[0][e]) and
+              torch.equal(b.n_id[b.edge_index[1]], data.edge_index[1][e]),
+              f"{what}: (n_id[row], n_id[col]) is not the stored edge of e_id")
+        check(b.x.numpy().tobytes() == data.x[b.n_id].numpy().tobytes(),
+              f"{what}: features differ")
+        # per hop: each frontier position draws min(k, outdeg) distinct out-edges
+        lo_n, lo_e, ok = 0, 0, True
+        for hop, (k, m) in enumerate(zip(nn, b.num_sampled_edges)):
+            n_front = b.num_sampled_nodes[hop]
+            rows = b.edge_index[0, lo_e:lo_e + m].tolist()
+            eids = e[lo_e:lo_e + m].tolist()
+            for pos in range(lo_n, lo_n + n_front):
+                mine = [x for r, x in zip(rows, eids) if r == pos]
+                u = int(b.n_id[pos])
+                want = outdeg[u] if k < 0 else min(k, outdeg[u])
+                ok &= len(mine) == want and len(set(mine)) == want and \
+                    all(src[x] == u for x in mine)
+            ok &= all(lo_n <= r < lo_n + n_front for r in rows)
+            lo_n, lo_e = lo_n + n_front, lo_e + m
+        check(ok, f"{what}: not min(k, outdeg) distinct out-edges per frontier node")
+        if nn == [-1, -1]:
+            taken, frontier, seen = set(), set(seeds.tolist()), set(seeds.tolist())
+            for _ in range(2):
+                ids = {x for x in range(E) if src[x] in frontier}
+                taken |= ids
+                frontier = {dst[x] for x in ids} - seen
+                seen |= frontier
+            check(set(e.tolist()) == taken and set(b.n_id.tolist()) == seen,
+                  f"{what}: edges/nodes differ from the brute-force out-BFS")
+    # weighted: edges of weight 0 never drawn, with weights at put and put_edge_weights
+    w = (torch.arange(E) % 3).double()  # every third edge weight 0
+    for late in (False, True):
+        name = f"bww{int(late)}"
+        wfs = dpyg.FeatureStore(store, name)
+        wfs.put_tensor(data.x, group_name=None, attr_name="x")
+        wfs.put_tensor(w, group_name=dpyg.EDGES, attr_name="w")
+        wgs = dpyg.GraphStore(store, name, weight_attr=None if late else "w")
+        wgs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(N, N))
+        wgs.build_backward()
+        if late:
+            wgs.put_edge_weights("w")
+        b = backward_batch(wgs, wfs, [-1, -1], seeds, weight_attr="w", seed=3)
+        what = f"{tag} weighted backward (weights {'after' if late else 'at put'})"
+        ids = b.e_id.tolist()
+        check(ids and all(int(w[x]) != 0 for x in ids), f"{what}: a zero weight drawn")
+        taken, frontier, seen = set(), set(seeds.tolist()), set(seeds.tolist())
+        for _ in range(2):
+            got = {x for x in range(E) if src[x] in frontier and w[x] > 0}
+            taken |= got
+            frontier = {dst[x] for x in got} - seen
+            seen |= frontier
+        check(set(ids) == taken, f"{what}: edges differ from brute force")
+        before = store.variables()
+        wgs.remove_edge_index(None, "coo")
+        gone = set(before) - set(store.variables())
+        check(gone == {v for v in before if v.startswith(f"{name}/csc/") or
+                       v.startswith(f"{name}/out/")} and any("/out/" in v for v in gone),
+              f"{what}: remove_edge_index left out-lists: {sorted(gone)}")
+    # BidirectionalNeighborSampler: PyG's class over ours
+    smp = dpyg.BidirectionalNeighborSampler(gs, [-1, -1], seed=1)
+    b = next(iter(NeighborLoader((fs, gs), num_neighbors=[-1, -1], batch_size=3,
+                                 input_nodes=torch.tensor([0, 5, 7]),
+                                 neighbor_sampler=smp)))
+    seen, frontier, taken = {0, 5, 7}, {0, 5, 7}, set()
+    for _ in range(2):
+        es = {x for x in range(E) if src[x] in frontier or dst[x] in frontier}
+        taken |= es
+        frontier = {y for x in es for y in (src[x], dst[x])} - seen
+        seen |= frontier
+    ids = b.e_id.tolist()
+    check(sorted(ids) == sorted(taken), f"{tag} BidirectionalNeighborSampler [-1, -1]: "
+                                        f"edges differ from brute force (each once)")
+    check(sorted(b.n_id.tolist()) == sorted(seen), f"{tag} BidirectionalNeighborSampler: "
+                                                   f"nodes differ")
+    check(torch.equal(b.n_id[b.edge_index[0]], data.edge_index[0][b.e_id]) and
+          torch.equal(b.n_id[b.edge_index[1]], data.edge_index[1][b.e_id]),
+          f"{tag} BidirectionalNeighborSampler: edge_index is not the stored edges")
+    check(b.x.numpy().tobytes() == data.x[b.n_id].numpy().tobytes(),
+          f"{tag} BidirectionalNeighborSampler: features differ")
+    b = next(iter(NeighborLoader((fs, gs), num_neighbors=[2, 2], batch_size=3,
+                                 input_nodes=torch.tensor([0, 5, 7]), neighbor_sampler=
+                                 dpyg.BidirectionalNeighborSampler(gs, [2, 2], seed=1))))
+    check(set(b.e_id.tolist()) <= taken and torch.equal(
+        b.n_id[b.edge_index[0]], data.edge_index[0][b.e_id]),
+        f"{tag} BidirectionalNeighborSampler [2, 2]: not stored edges of the 2-hop ball")
+    expect_error(ddstore.DDStoreValueError, "disjoint=True is not supported",
+                 dpyg.BidirectionalNeighborSampler, gs, [2], disjoint=True,
+                 what=f"{tag} bidirectional sampler disjoint")
+
+
+def hetero_backward(store, h, tag):
+    fs, gs = dpyg.from_hetero(store, h, name="hbw")
+    # all or nothing: the last edge type's build fails on rank 0 only
+    real = store.get_range
+    aa = ETS[2][0]
+
+    def failing(name, *a, **k):
+        if "/csc/" in name and "aa" in name and name.endswith("/nbr"):
+            raise ddstore.DDStoreIndexError("injected read failure")
+        return real(name, *a, **k)
+    if rank == 0:
+        store.get_range = failing
+    try:
+        expect_error(ddstore.DDStoreError, "injected read failure", gs.build_backward,
+                     agree=True, store=store, what=f"{tag} build_backward failing")
+    finally:
+        if rank == 0:
+            del store.get_range
+    check(not any(gs.has_backward(et) for et, _ in ETS),
+          f"{tag} build_backward failed but some out-lists remain")
+    expect_error(dpyg.UnknownAttributeError, "no edge type ('a', 'zz', 'b')",
+                 gs.build_backward, [ETS[0][0], ("a", "zz", "b")], agree=True,
+                 store=store, what=f"{tag} build_backward unknown type")
+    check(gs.build_backward([ETS[0][0]]) == [ETS[0][0]] and
+          gs.build_backward() == [ETS[1][0], aa], f"{tag} build_backward by type")
+    nn = {et: [-1, -1] for et, _ in ETS}
+    nn[ETS[1][0]] = [0, 0]  # keyed by the stored edge types, as PyG's getter
+    seeds = [2, 7, 16]  # distinct (a repeated seed draws once per position)
+    b = backward_batch(gs, fs, nn, ("a", torch.tensor(seeds)), seed=2)
+    seen = {t: set() for t in NT}
+    seen["a"] = set(seeds)
+    frontier = {t: set(v) for t, v in seen.items()}
+    taken = {et: set() for et, _ in ETS}
+    for _ in range(2):
+        new = {t: set() for t in NT}
+        for et, _ in ETS:
+            if nn[et][0] == 0:
+                continue
+            src, dst = h[et].edge_index.tolist()
+            for x, (u, v) in enumerate(zip(src, dst)):
+                if u in frontier[et[0]]:
+                    taken[et].add(x)
+                    if v not in seen[et[2]]:
+                        new[et[2]].add(v)
+        for t in NT:
+            seen[t] |= new[t]
+        frontier = new
+    for et, _ in ETS:
+        got = b[et].e_id if "e_id" in b[et] else torch.zeros(0, dtype=torch.long)
+        check(set(got.tolist()) == taken[et] and len(got) == len(taken[et]),
+              f"{tag} hetero backward {et}: edges differ from brute force")
+        if len(got):
+            check(torch.equal(b[et[0]].n_id[b[et].edge_index[0]], h[et].edge_index[0][got])
+                  and torch.equal(b[et[2]].n_id[b[et].edge_index[1]],
+                                  h[et].edge_index[1][got]),
+                  f"{tag} hetero backward {et}: edge_index is not the stored edges")
+    for t in NT:
+        check(set(b[t].n_id.tolist()) == seen[t] and
+              b[t].x.numpy().tobytes() == h[t].x[b[t].n_id].numpy().tobytes(),
+              f"{tag} hetero backward: nodes/features of {t}")
+    # fanouts: min(k, outdeg) per source node, any direction of the batch orientation
+    b = backward_batch(gs, fs, {et: [2] for et, _ in ETS}, ("a", torch.tensor(seeds)),
+                       seed=9)
+    for et in (ETS[0][0], aa):
+        src = h[et].edge_index[0].tolist()
+        rows = b[et].edge_index[0].tolist()
+        ok = all(rows.count(p) == min(2, src.count(int(b["a"].n_id[p])))
+                 for p in range(len(seeds)))
+        check(ok, f"{tag} hetero backward {et}: not min(2, outdeg) per seed")
+    expect_error(ddstore.DDStoreValueError,
+                 "homogeneous graphs only", dpyg.BidirectionalNeighborSampler, gs, [2],
+                 what=f"{tag} bidirectional sampler hetero")
+    tfs, tgs = dpyg.from_hetero(store, make_hetero(times=True), name="hbwt",
+                                time_attr="time")
+    tgs.build_backward()
+    expect_error(ddstore.DDStoreValueError, "PyG does not define temporal backward",
+                 dpyg.NeighborSampler, tgs, [2], time_attr="time",
+                 sample_direction="backward", what=f"{tag} temporal backward")
+    check(dpyg.NeighborSampler(tgs, [2], sample_direction="backward").sample_direction
+          == "backward", f"{tag} backward without time on a temporal store")
+
+
 def main():
     data, h = make_homo(), make_hetero()
     for transport in ("auto", "rma"):
@@ -314,6 +519,8 @@ def main():
             hetero_options(hfs, hgs, h, tag)
             hetero_partly_timed(store, make_hetero(times=True), tag)
             prefetched(fs, gs, data, h, hfs, hgs, tag)
+            homo_backward(store, data, tag)
+            hetero_backward(store, h, tag)
 
 
 if __name__ == "__main__":
