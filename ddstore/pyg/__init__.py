@@ -23,6 +23,7 @@ from .loading import from_hetero, from_pyg
 from .ranges import NodeData, load_npy, load_ogb, load_synthetic, put_node_data
 from .sampler import BidirectionalNeighborSampler, NeighborSampler
 
-__all__ = ["FeatureStore", "GraphStore", "NeighborSampler", "BidirectionalNeighborSampler", "TensorAttr", "EdgeAttr",
-           "EDGES", "UnknownAttributeError", "edge_features", "from_pyg", "from_hetero", "NodeData", "put_node_data", "load_ogb",
-           "load_npy", "load_synthetic"]
+__all__ = ["FeatureStore", "GraphStore", "NeighborSampler", "BidirectionalNeighborSampler",
+           "TensorAttr", "EdgeAttr", "EDGES", "UnknownAttributeError", "edge_features",
+           "from_pyg", "from_hetero", "NodeData", "put_node_data", "load_ogb", "load_npy",
+           "load_synthetic"]
