@@ -37,14 +37,18 @@ def test_benchmark_smoke(tmp_path):
     """mpiexec -n 2 python -m ddstore.bench.pyg on a tiny graph: width 2, one transport;
     the JSON names the numbers and says why the in-memory reference did or did not run."""
     out = run_mpi("-m", 2, "ddstore.bench.pyg", "--scale", "0.001", "--batches", "2",
-                  "--batch-size", "64", "--transports", "auto", "--out", str(tmp_path),
-                  timeout=180)
+                  "--batch-size", "64", "--transports", "auto", "--options", "all",
+                  "--out", str(tmp_path), timeout=180)
     assert "width 2 auto" in out and "sampled edges/s per rank" in out, out
     res = json.load(open(tmp_path / "pyg_n2.json"))
     assert res["benchmark"] == "pyg" and res["ranks"] == 2 and res["num_nodes"] == 2449
     (r,) = res["results"]
     assert r["width"] == 2 and r["edges_per_s_per_rank"] > 0 and r["batches_per_s_per_rank"] > 0
     assert len(r["peak_rss_per_rank"]) == 2 and min(r["peak_rss_per_rank"]) > 0
+    assert sorted(r["by_option"]) == ["bidirectional", "directional", "induced", "weighted"]
+    assert all(v["ms_per_batch"] > 0 and v["edges_per_batch"] > 0
+               for v in r["by_option"].values()), r["by_option"]
+    assert r["weights_bytes_per_rank"] > 0 and "by option" in out, out
     mem = res["in_memory"]
     if mem["sampler_library"] is None:
         assert not mem["available"] and "requires either 'pyg-lib' or 'torch-sparse'" in \

@@ -20,6 +20,11 @@ through shared memory in full -- on one node MPICH's windows are shared memory w
 either transport -- while PSS divides them among the ranks mapping them: the memory the
 job really uses, per rank), the bytes the store holds, and a batch's own ``x`` and ``y``.
 
+``--options`` times the sampling options (``subgraph_type`` bidirectional and induced,
+``weight_attr``) beside PyG's default, each against the same option of the reference
+where it runs: ms per batch, the sampler's share and the ratio to the reference per
+option and configuration.
+
 The reference is the same ``NeighborLoader`` over PyG's in-memory ``Data`` (every rank
 holding the whole graph) where a PyG sampler (pyg-lib or torch-sparse) is installed; where
 none is, ``NeighborLoader(Data)`` raises ImportError, and the report says so.  Targets:
@@ -37,6 +42,11 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import ArgumentParser, exit_on_every_rank, plural, write_report
+
+
+# --options: NeighborLoader keyword arguments of each (the same for ours and PyG's)
+OPTIONS = {"directional": {}, "bidirectional": {"subgraph_type": "bidirectional"},
+           "induced": {"subgraph_type": "induced"}, "weighted": {"weight_attr": "bench_w"}}
 
 
 def _args(argv, prog=None):
@@ -63,10 +73,14 @@ def _args(argv, prog=None):
                    help="a simulated training step per batch (sleep: the CPU waits as for "
                         "a GPU step), what prefetching overlaps")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--options", default="directional",
+                   help="comma-separated sampling options to time, ours and the in-memory "
+                        "reference's alike: directional (PyG's default), bidirectional, "
+                        "induced (subgraph_type), weighted (weight_attr: a float32 weight "
+                        "per directed edge, 30 %% of them 0, put range-wise and weighted "
+                        "by GraphStore.put_edge_weights); 'all' for every one")
     p.add_argument("--weighted", action="store_true",
-                   help="also time weighted sampling (weight_attr: a float32 weight per "
-                        "directed edge, 30 %% of them 0, put range-wise and weighted by "
-                        "GraphStore.put_edge_weights), beside the unweighted loader")
+                   help="the same as adding 'weighted' to --options")
     p.add_argument("--out", default="bench_results")
     args = p.parse_args(argv)
     try:
@@ -75,6 +89,14 @@ def _args(argv, prog=None):
         args.prefetch = [-1]
     if not args.prefetch or min(args.prefetch) < 0 or args.step_ms < 0:
         exit_on_every_rank("--prefetch must be integers >= 0, --step-ms >= 0")
+    options = [o for o in args.options.split(",") if o]
+    options = list(OPTIONS) if options == ["all"] else options
+    if args.weighted and "weighted" not in options:
+        options.append("weighted")
+    if not options or any(o not in OPTIONS for o in options):
+        exit_on_every_rank(f"--options: comma-separated names of {list(OPTIONS)}, or all; "
+                           f"got {args.options!r}")
+    args.options = options
     if not 0 < args.scale <= 1000 or args.batches < 1 or args.batch_size < 1:
         exit_on_every_rank("--scale must be in (0, 1000], --batches and --batch-size "
                            ">= 1")
@@ -143,44 +165,55 @@ def _time_loader(loader, batches, sampler, step_s=0.0):
     return time.perf_counter() - t0, spent[0], edges, nodes
 
 
-def _weighted(args, comm, store, data, fanouts, seeds):
-    """Collective: weight the loaded graph (a float32 weight per directed edge from a
-    hash of its id, 30 % of them 0), then time the weighted loader as the unweighted
-    one; returns its numbers (means over ranks)."""
-    import torch
-    from torch_geometric.loader import NeighborLoader
+def _edge_weights(a, b):
+    """Weights of directed edges ``[a, b)`` (put order: each undirected edge, then its
+    reverse): in [0.1, 2) from a hash of the id, 0 for 30 % of them."""
+    h = (np.arange(a, b, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
+    w = (h % np.uint64(1000)).astype(np.float32) / 500 + np.float32(0.1)
+    w[(h >> np.uint64(10)) % np.uint64(10) < 3] = 0
+    return w
 
+
+def _put_weights(comm, store, data):
+    """Collective: weight the loaded graph (:func:`_edge_weights`, put range-wise, kept in
+    CSC order by ``GraphStore.put_edge_weights``); returns (seconds, bytes per rank)."""
     from ddstore import partition
     from ddstore import pyg as dpyg
     from ddstore.pyg._common import edge_var
     gs, fs = data.graph_store, data.feature_store
-    m = gs.num_edges(None)
     t0 = time.perf_counter()
-    lo, hi = partition(m, comm.Get_size(), comm.Get_rank())
-
-    def weights(a, b):  # edges [lo + a, lo + b): weight in [0.1, 2), or 0
-        h = (np.arange(lo + a, lo + b, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-             ) >> np.uint64(40)
-        w = (h % np.uint64(1000)).astype(np.float32) / 500 + np.float32(0.1)
-        w[(h >> np.uint64(10)) % np.uint64(10) < 3] = 0
-        return w
-    fs.put_range(weights, (lo, hi), dpyg.EDGES, "bench_w")
-    gs.put_edge_weights("bench_w")
+    lo, hi = partition(gs.num_edges(None), comm.Get_size(), comm.Get_rank())
+    fs.put_range(lambda a, b: _edge_weights(lo + a, lo + b), (lo, hi), dpyg.EDGES,
+                 OPTIONS["weighted"]["weight_attr"])
+    gs.put_edge_weights(OPTIONS["weighted"]["weight_attr"])
     put_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-    sampler = dpyg.NeighborSampler(gs, num_neighbors=fanouts, weight_attr="bench_w")
-    loader = NeighborLoader(data.pyg, num_neighbors=fanouts, neighbor_sampler=sampler,
-                            input_nodes=torch.from_numpy(seeds), batch_size=args.batch_size)
-    comm.Barrier()
-    secs, sample_s, edges, _ = _time_loader(loader, args.batches, sampler)
-    per = comm.allgather((secs, sample_s, edges))
     wvar = [v for v in store.variables() if v.endswith("/w") and "/csc/" in v]
-    return dict(put_s=put_s,
-                ms_per_batch=1e3 * float(np.mean([p[0] for p in per])) / args.batches,
-                sampler_ms_per_batch=1e3 * float(np.mean([p[1] for p in per])) /
-                args.batches,
-                edges_per_batch=float(np.mean([p[2] for p in per])) / args.batches,
-                bytes_per_rank=int(sum(store.nbytes(v) for v in wvar) +
-                                   store.nbytes(edge_var(gs.name, None, "bench_w"))))
+    return put_s, int(sum(store.nbytes(v) for v in wvar) + store.nbytes(
+        edge_var(gs.name, None, OPTIONS["weighted"]["weight_attr"])))
+
+
+def _per_batch(comm, batches, timing):
+    """Means over ranks of one option's ``_time_loader`` numbers, per batch."""
+    per = comm.allgather(timing[:3])
+    return dict(ms_per_batch=1e3 * float(np.mean([p[0] for p in per])) / batches,
+                batches_per_s_per_rank=float(np.mean([batches / p[0] for p in per])),
+                sampler_share=float(np.mean([p[1] / p[0] for p in per])),
+                edges_per_batch=float(np.mean([p[2] for p in per])) / batches)
+
+
+def _time_option(args, comm, data, fanouts, seeds, option):
+    """Collective: our loader with one of :data:`OPTIONS`, timed as the plain one."""
+    import torch
+    from torch_geometric.loader import NeighborLoader
+
+    from ddstore import pyg as dpyg
+    kw = OPTIONS[option]
+    sampler = dpyg.NeighborSampler(data.graph_store, num_neighbors=fanouts, **kw)
+    loader = NeighborLoader(data.pyg, num_neighbors=fanouts, neighbor_sampler=sampler,
+                            input_nodes=torch.from_numpy(seeds), batch_size=args.batch_size,
+                            **kw)
+    comm.Barrier()
+    return _per_batch(comm, args.batches, _time_loader(loader, args.batches, sampler))
 
 
 def run(argv=None, prog=None):
@@ -242,8 +275,15 @@ def run(argv=None, prog=None):
                     del loader, sampler
                 secs, sample_s, edges, nodes = by_depth[args.prefetch[0]]
                 depth_bps = {d: args.batches / v[0] for d, v in by_depth.items()}
-                weighted = _weighted(args, comm, store, data, fanouts, seeds) \
-                    if args.weighted else None
+                by_option = {"directional": _per_batch(comm, args.batches,
+                                                       by_depth[args.prefetch[0]])}
+                weights = None
+                for option in args.options:
+                    if option == "weighted":
+                        weights = _put_weights(comm, store, data)
+                    if option != "directional":
+                        by_option[option] = _time_option(args, comm, data, fanouts, seeds,
+                                                         option)
                 mem_sample = watch.phase()
                 held = store.nbytes()
                 shm_peers = store.shm_peers
@@ -279,14 +319,19 @@ def run(argv=None, prog=None):
                 sample_peak_pss_per_rank=[p["sample_peak_pss"] for p in per],
                 peak_rss_over_data=max(peak) / total_bytes,
                 store_bytes_over_data=max(p["held"] for p in per) / total_bytes)
-            if weighted is not None:
-                res["weighted"] = weighted
-                _log(comm, f"width {width} {transport:4s} weighted: "
-                           f"{weighted['ms_per_batch']:.1f} ms/batch (unweighted "
-                           f"{1e3 * np.mean([p['secs'] for p in per]) / args.batches:.1f})"
-                           f", sampler {weighted['sampler_ms_per_batch']:.1f} ms/batch; "
-                           f"weights put and ordered in {weighted['put_s']:.1f} s, "
-                           f"{weighted['bytes_per_rank'] / 1e9:.2f} GB/rank")
+            res["by_option"] = by_option
+            if weights is not None:
+                res["weights_put_s"], res["weights_bytes_per_rank"] = weights
+            if len(by_option) > 1:
+                _log(comm, f"width {width} {transport:4s} by option (ms/batch per rank, "
+                           f"x directional, sampler share): " + "; ".join(
+                               f"{o} {v['ms_per_batch']:.1f} ms "
+                               f"({v['ms_per_batch'] / by_option['directional']['ms_per_batch']:.2f}x"
+                               f", {100 * v['sampler_share']:.0f} %)"
+                               for o, v in by_option.items())
+                           + ("" if weights is None else
+                              f"; weights put and ordered in {weights[0]:.1f} s, "
+                              f"{weights[1] / 1e9:.2f} GB/rank"))
             results.append(res)
             _log(comm, f"width {width} {transport:4s}: {res['batches_per_s_per_rank']:6.2f} "
                        f"batches/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M sampled "
@@ -331,6 +376,8 @@ def run(argv=None, prog=None):
         ei[0, 0::2], ei[1, 0::2], ei[0, 1::2], ei[1, 1::2] = src, dst, dst, src
         del src, dst
         d = Data(x=x, y=y, edge_index=torch.from_numpy(ei), num_nodes=n)
+        if "weighted" in args.options:
+            d[OPTIONS["weighted"]["weight_attr"]] = torch.from_numpy(_edge_weights(0, e2))
         loader = NeighborLoader(d, num_neighbors=fanouts, batch_size=args.batch_size,
                                 input_nodes=torch.from_numpy(seeds))
         comm.Barrier()
@@ -342,12 +389,38 @@ def run(argv=None, prog=None):
             available=True,
             batches_per_s_per_rank=float(np.mean([args.batches / p[0] for p in per])),
             edges_per_s_per_rank=float(np.mean([p[1] / p[0] for p in per])),
-            peak_rss_per_rank=[p[2] for p in per])
+            peak_rss_per_rank=[p[2] for p in per],
+            by_option={"directional": _per_batch(comm, args.batches, (secs, 0.0, edges))})
+        del loader
+        for option in args.options:
+            if option == "directional":
+                continue
+            loader = NeighborLoader(d, num_neighbors=fanouts, batch_size=args.batch_size,
+                                    input_nodes=torch.from_numpy(seeds), **OPTIONS[option])
+            comm.Barrier()
+            try:
+                timing = _time_loader(loader, args.batches, None)
+            except Exception as exc:  # noqa: BLE001 -- the library lacks the option
+                in_memory["by_option"][option] = {"error": f"{type(exc).__name__}: {exc}"}
+                continue
+            in_memory["by_option"][option] = _per_batch(comm, args.batches, timing)
+            del loader
         _log(comm, f"in-memory NeighborLoader(Data) ({lib}): "
                    f"{in_memory['batches_per_s_per_rank']:.2f} batches/s, "
                    f"{in_memory['edges_per_s_per_rank'] / 1e6:.2f} M sampled edges/s per "
                    f"rank; peak RSS {max(p[2] for p in per) / 1e9:.2f} GB")
-        del d, loader, x, y, ei
+        del d, x, y, ei
+        # ours over the in-memory loader, per rank, per option and configuration
+        for r in results:
+            r["over_in_memory_by_option"] = {
+                o: v["batches_per_s_per_rank"] / in_memory["by_option"][o][
+                    "batches_per_s_per_rank"]
+                for o, v in r["by_option"].items()
+                if "batches_per_s_per_rank" in in_memory["by_option"].get(o, {})}
+            _log(comm, f"width {r['width']} {r['transport']:4s} over in-memory ({lib}), "
+                       f"batches/s per rank: " + ", ".join(
+                           f"{o} {q:.2f}x" for o, q in
+                           r["over_in_memory_by_option"].items()))
 
     if rank == 0:
         w2 = [r for r in results if r["width"] == 2 and size == 2]
