@@ -163,6 +163,30 @@ static void copy_ids(int64_t *out, const void *ids, int bytes, int64_t n)
     else widen_ids(out, ids, n);
 }
 
+/* The picks held by other members: runs start[p], count[p] (np runs, nsel entries in all)
+ * of the nbr and eid lists, read with one batched one-sided read per variable into
+ * `gathered` (nsel int64 of room) and copied, widened to int64, to nbr / eid from slot
+ * slot[p] on. */
+static int read_remote_picks(dds_store *s, const dds_tcsr *g, int nb, int eb,
+                             const int64_t *start, const int64_t *count,
+                             const int64_t *slot, int64_t np, int64_t nsel,
+                             void *gathered, int64_t *nbr, int64_t *eid)
+{
+    int64_t *outs[2] = {nbr, eid};
+    int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb};
+    for (int w = 0; w < 2; w++) {
+        int rc = dds_read(s, vars[w], start, count, np, gathered,
+                          (int64_t)sizeof(int64_t) * nsel, 0);
+        if (rc != DDS_OK) return rc;
+        const char *got = gathered;
+        for (int64_t p = 0; p < np; p++) {
+            copy_ids(outs[w] + slot[p], got, bytes[w], count[p]);
+            got += (size_t)bytes[w] * (size_t)count[p];
+        }
+    }
+    return DDS_OK;
+}
+
 /* out[q] = ids[pos[q]] as int64, for q < n; out may be pos */
 static void gather_ids(int64_t *out, const void *ids, int bytes, const int64_t *pos,
                        int64_t n)
@@ -356,26 +380,8 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (np) {
         gathered = malloc(sizeof(int64_t) * (size_t)nsel);
         if (!gathered) { rc = no_memory(); goto done; }
-        int64_t *outs[2] = {nbr, eid};
-        int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb};
-        for (int w = 0; w < 2 && rc == DDS_OK; w++) {
-            rc = dds_read(s, vars[w], pstart, pcount, np, gathered,
-                          (int64_t)sizeof(int64_t) * nsel, 0);
-            if (rc != DDS_OK) break;
-            if (bytes[w] == 8) {
-                const int64_t *got = gathered;
-                for (int64_t p = 0; p < np; p++) {
-                    memcpy(outs[w] + pslot[p], got, sizeof(int64_t) * (size_t)pcount[p]);
-                    got += pcount[p];
-                }
-            } else {
-                const uint32_t *got = gathered;
-                for (int64_t p = 0; p < np; p++) {
-                    widen_ids(outs[w] + pslot[p], got, pcount[p]);
-                    got += pcount[p];
-                }
-            }
-        }
+        rc = read_remote_picks(s, g, nb, eb, pstart, pcount, pslot, np, nsel, gathered,
+                               nbr, eid);
     }
     if (rc == DDS_OK) *count = j;
 done:
@@ -690,26 +696,8 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
                 rcount[np++] = 1;
             }
         }
-        int64_t *outs[2] = {nbr, eid};
-        int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb};
-        for (int w = 0; w < 2 && rc == DDS_OK; w++) {
-            rc = dds_read(s, vars[w], rstart, rcount, np, gathered,
-                          (int64_t)sizeof(int64_t) * nsel, 0);
-            if (rc != DDS_OK) break;
-            if (bytes[w] == 8) {
-                const int64_t *got = gathered;
-                for (int64_t p = 0; p < np; p++) {
-                    memcpy(outs[w] + pslot[p], got, sizeof(int64_t) * (size_t)rcount[p]);
-                    got += rcount[p];
-                }
-            } else {
-                const uint32_t *got = gathered;
-                for (int64_t p = 0; p < np; p++) {
-                    widen_ids(outs[w] + pslot[p], got, rcount[p]);
-                    got += rcount[p];
-                }
-            }
-        }
+        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, pslot, np, nsel, gathered,
+                               nbr, eid);
     }
     if (rc == DDS_OK) *count = j;
 done:
