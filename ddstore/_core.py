@@ -57,6 +57,12 @@ def _out(arr, ctype=None):
     return (ffi.NULL if n == 0 else buf), n
 
 
+def _typed(arr, ctype="int64_t[]"):
+    """A C-contiguous array (or None) as a ``ctype`` buffer for the core; NULL when None
+    or empty."""
+    return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer(ctype, arr)
+
+
 def _last_error():
     """The C core's message for this thread's last failed call (``dds_last_error``: per
     thread, so it must be read in the thread that made the call, as here)."""
@@ -372,8 +378,7 @@ class CSC(TCSR):
         row, nbr, eid = self._outputs(cap)
         count = ffi.new("int64_t *")
         core = self._live_core()
-        def p(arr, ctype="int64_t[]"):
-            return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer(ctype, arr)
+        p = _typed
         core._check(lib.dds_neighbor_sample(
             core._handle[0], self._c, p(nodes), p(node_ts, "double[]"), nodes.shape[0], k,
             flags, seed, min(row.shape[0], int(cap)), p(row), p(nbr), p(eid), count))
@@ -387,9 +392,7 @@ class CSC(TCSR):
         row, nbr, eid = self._outputs(cap)
         count = ffi.new("int64_t *")
         core = self._live_core()
-
-        def p(arr, ctype="int64_t[]"):
-            return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer(ctype, arr)
+        p = _typed
         core._check(lib.dds_neighbor_sample_weighted(
             core._handle[0], self._c, int(weight_var), p(nodes), p(node_ts, "double[]"),
             nodes.shape[0], k, flags, seed, min(row.shape[0], int(cap)), p(row), p(nbr),

@@ -550,18 +550,25 @@ class GraphStore(_PygGraphStore):
         Returns its name."""
         st = self.store
         view = create(st, prefix + "w", n_csc, (), np.float64)
-        eids = st.local_view(eid_name)
+        self._fill_by_ids(view, weights, st.local_view(eid_name), chunk, what)
+        return prefix + "w"
+
+    def _fill_by_ids(self, view, source, ids, chunk, what):
+        """Collective step: ``view[i] = source[ids[i]]`` (``view`` and ``ids`` this rank's
+        rows, ``source`` a store variable read one-sidedly) in pieces of ``chunk``;
+        ``ids`` may be ``view`` itself.  A failure on any rank is agreed; then every rank
+        syncs."""
+        st = self.store
         error = None
         try:
-            for a in range(0, n_csc, chunk):
-                b = min(a + chunk, n_csc)
-                view[a:b] = st.get_batch(weights, eids[a:b].astype(np.int64)).reshape(-1)
+            for a in range(0, view.shape[0], chunk):
+                b = min(a + chunk, view.shape[0])
+                view[a:b] = st.get_batch(source, ids[a:b].astype(np.int64)).reshape(-1)
         except (DDStoreError, MemoryError) as exc:
             error = piece_error(exc, what)
-        del view, eids
+        del view, ids
         st.agree(error)
         st.sync()
-        return prefix + "w"
 
     def put_edge_weights(self, weight_attr, edge_type=None):
         """Collective: weight an edge type already stored, from the edge attribute
@@ -686,18 +693,8 @@ class GraphStore(_PygGraphStore):
         """Collective step of :meth:`build_backward`: this rank's chunk of ``eid_name``
         holds CSC rows of the forward lists; replace them by the edge ids those rows
         hold (``of_eid``), in pieces of ``chunk``."""
-        st = self.store
-        view = st.local_view(eid_name)
-        error = None
-        try:
-            for a in range(0, n_csc, chunk):
-                b = min(a + chunk, n_csc)
-                view[a:b] = st.get_batch(of_eid, view[a:b].astype(np.int64)).reshape(-1)
-        except (DDStoreError, MemoryError) as exc:
-            error = piece_error(exc, what)
-        del view
-        st.agree(error)
-        st.sync()
+        view = self.store.local_view(eid_name)
+        self._fill_by_ids(view, of_eid, view, chunk, what)
 
     def _out_lists(self, edge_type):
         """The out-lists of the sampled layout of ``edge_type`` (a ``_CSC`` keyed by
