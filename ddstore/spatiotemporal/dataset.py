@@ -497,9 +497,10 @@ class WindowDataset(_WindowView):
         got = store.local_rows(self.name)
         offsets = self.layout["member_offset"]
         want = (int(offsets[g]), int(offsets[g + 1]))
-        if tuple(got) != want or store.nrows(self.name) != int(offsets[-1]):
-            raise DDStoreStateError(f"{self.name!r}: store placed local rows at {got}, "
-                                    f"expected {want}")
+        bad = tuple(got) != want or store.nrows(self.name) != int(offsets[-1])
+        # agreed: a rank whose rows are misplaced fails the call on every rank
+        store.agree((DDStoreStateError, f"{self.name!r}: store placed local rows at {got}, "
+                                        f"expected {want}") if bad else None)
 
     # ------------------------------------------------------------------ reading
     def rows_of(self, starts):
