@@ -608,13 +608,79 @@ struct pending {
  * that reads from several threads never flush or skip each other's targets. */
 #define DDS_TOUCHED_ON_STACK 256
 
+/* RMA pieces of one owner gathered into one MPI_Get of two hindexed datatypes (the
+ * pieces' places in the output and in the owner's chunk), so that a batch of scattered
+ * rows costs one get per DDS_GET_BLOCKS rows and owner, not one per row. */
+#define DDS_GET_BLOCKS 4096
+
+struct gathered {
+    MPI_Aint *odisp, *tdisp;  /* DDS_GET_BLOCKS each; NULL until the owner is read */
+    int *len;
+    int n;
+    int64_t bytes;
+};
+
+static int get_gathered(struct dds_var *v, char *out, int owner, struct gathered *g)
+{
+    if (g->n == 0) return DDS_OK;
+    int rc;
+    if (g->n == 1) {
+        rc = MPI_Get(out + g->odisp[0], g->len[0], MPI_BYTE, owner, g->tdisp[0], g->len[0],
+                     MPI_BYTE, v->rma_win);
+    } else {
+        MPI_Datatype ot = MPI_DATATYPE_NULL, tt = MPI_DATATYPE_NULL;
+        rc = MPI_Type_create_hindexed(g->n, g->len, g->odisp, MPI_BYTE, &ot);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Type_create_hindexed(g->n, g->len, g->tdisp, MPI_BYTE, &tt);
+        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&ot);
+        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&tt);
+        if (rc == MPI_SUCCESS) rc = MPI_Get(out, 1, ot, owner, 0, 1, tt, v->rma_win);
+        /* freeing a datatype leaves the operations using it intact */
+        if (ot != MPI_DATATYPE_NULL) MPI_Type_free(&ot);
+        if (tt != MPI_DATATYPE_NULL) MPI_Type_free(&tt);
+    }
+    g->n = 0;
+    g->bytes = 0;
+    return rc == MPI_SUCCESS ? DDS_OK : dds_mpi_error(rc, "MPI_Get (gathered rows)");
+}
+
 static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row,
-                 char *touched)
+                 char *touched, char *out, struct gathered *gath)
 {
     if (p->owner < 0 || p->bytes == 0) return DDS_OK;
     const char *src = p->owner == s->group_rank ? v->base : v->peer_base[p->owner];
     if (src) {
         memcpy(p->dst, src + p->disp, (size_t)p->bytes);
+        p->owner = -1;
+        return DDS_OK;
+    }
+    if (gath && !per_row) {
+        struct gathered *g = &gath[p->owner];
+        if (!g->odisp) {
+            g->odisp = malloc(sizeof(MPI_Aint) * 2 * DDS_GET_BLOCKS);
+            g->len = malloc(sizeof(int) * DDS_GET_BLOCKS);
+            if (!g->odisp || !g->len) {
+                p->owner = -1;
+                return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
+            }
+            g->tdisp = g->odisp + DDS_GET_BLOCKS;
+        }
+        for (int64_t done = 0; done < p->bytes; done += DDS_MAX_GET_BYTES) {
+            int64_t n = p->bytes - done < DDS_MAX_GET_BYTES ? p->bytes - done
+                                                             : DDS_MAX_GET_BYTES;
+            if (g->n == DDS_GET_BLOCKS || g->bytes + n > DDS_MAX_GET_BYTES) {
+                int rc = get_gathered(v, out, p->owner, g);
+                if (rc != DDS_OK) {
+                    p->owner = -1;
+                    return rc;
+                }
+            }
+            g->odisp[g->n] = (MPI_Aint)(p->dst + done - out);
+            g->tdisp[g->n] = (MPI_Aint)(p->disp + done);
+            g->len[g->n++] = (int)n;
+            g->bytes += n;
+        }
+        touched[p->owner] = 1;
         p->owner = -1;
         return DDS_OK;
     }
@@ -759,6 +825,14 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
             return dds_mpi_error(rc, "MPI_Win_unlock_all");
         }
     }
+    struct gathered *gath = NULL;
+    if (v->rma_win != MPI_WIN_NULL && !per_row && n > 1) {
+        gath = calloc(s->width, sizeof(struct gathered));
+        if (!gath) {
+            if (touched != touched_stack) free(touched);
+            return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
+        }
+    }
     char *dst = out;
     struct pending p = {-1, 0, NULL, 0};
     int code = DDS_OK;
@@ -779,7 +853,7 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
             if (p.owner == owner && p.disp + p.bytes == disp && p.dst + p.bytes == dst) {
                 p.bytes += bytes;
             } else {
-                code = issue(s, v, &p, per_row, touched);
+                code = issue(s, v, &p, per_row, touched, out, gath);
                 if (code != DDS_OK) break;
                 p.owner = owner;
                 p.disp = disp;
@@ -791,7 +865,15 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
             left -= take;
         }
     }
-    if (code == DDS_OK) code = issue(s, v, &p, per_row, touched);
+    if (code == DDS_OK) code = issue(s, v, &p, per_row, touched, out, gath);
+    if (gath) {
+        for (int g = 0; g < s->width; g++) {
+            if (code == DDS_OK) code = get_gathered(v, out, g, &gath[g]);
+            free(gath[g].odisp);
+            free(gath[g].len);
+        }
+        free(gath);
+    }
     if (per_row) {
         rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
         if (rc != MPI_SUCCESS && code == DDS_OK)
