@@ -81,6 +81,10 @@ def _args(argv, prog=None):
                         "by GraphStore.put_edge_weights); 'all' for every one")
     p.add_argument("--weighted", action="store_true",
                    help="the same as adding 'weighted' to --options")
+    p.add_argument("--profile", action="store_true",
+                   help="cProfile the timed batches of the default loader on rank 0 "
+                        "(each configuration): the top functions by cumulative time and "
+                        "their calls per batch, printed and written to the JSON")
     p.add_argument("--out", default="bench_results")
     args = p.parse_args(argv)
     try:
@@ -134,7 +138,18 @@ def _in_memory_error():
     return None
 
 
-def _time_loader(loader, batches, sampler, step_s=0.0):
+def _profile_rows(prof, batches, top=25):
+    """The ``top`` functions of a cProfile run by cumulative time: name, calls per
+    batch, own and cumulative ms per batch."""
+    import pstats
+    st = pstats.Stats(prof).stats
+    rows = sorted(st.items(), key=lambda kv: -kv[1][3])[:top]
+    return [dict(function=f"{os.path.basename(k[0])}:{k[1]}({k[2]})",
+                 calls_per_batch=v[1] / batches, own_ms_per_batch=1e3 * v[2] / batches,
+                 cum_ms_per_batch=1e3 * v[3] / batches) for k, v in rows]
+
+
+def _time_loader(loader, batches, sampler, step_s=0.0, profile=None):
     """(seconds, sampler seconds, sampled edges, sampled nodes) of ``batches`` batches
     after one warm-up batch.  Each batch is dropped before the next is drawn, as a
     training step that ends with ``del batch`` does (a bare ``for batch in loader`` keeps
@@ -155,6 +170,8 @@ def _time_loader(loader, batches, sampler, step_s=0.0):
     spent[0] = 0.0
     edges = nodes = 0
     t0 = time.perf_counter()
+    if profile is not None:
+        profile.enable()
     for _ in range(batches):
         b = next(it)
         edges += int(b.edge_index.size(1))
@@ -162,6 +179,8 @@ def _time_loader(loader, batches, sampler, step_s=0.0):
         del b
         if step_s:
             time.sleep(step_s)
+    if profile is not None:
+        profile.disable()
     return time.perf_counter() - t0, spent[0], edges, nodes
 
 
@@ -270,8 +289,14 @@ def run(argv=None, prog=None):
                     if depth:
                         loader = prefetch(loader, depth)
                     comm.Barrier()
+                    prof = None
+                    if args.profile and rank == 0 and depth == args.prefetch[0]:
+                        import cProfile
+                        prof = cProfile.Profile()
                     by_depth[depth] = _time_loader(loader, args.batches, sampler,
-                                                   args.step_ms / 1e3)
+                                                   args.step_ms / 1e3, prof)
+                    if prof is not None:
+                        profile_rows = _profile_rows(prof, args.batches)
                     del loader, sampler
                 secs, sample_s, edges, nodes = by_depth[args.prefetch[0]]
                 depth_bps = {d: args.batches / v[0] for d, v in by_depth.items()}
@@ -320,6 +345,13 @@ def run(argv=None, prog=None):
                 peak_rss_over_data=max(peak) / total_bytes,
                 store_bytes_over_data=max(p["held"] for p in per) / total_bytes)
             res["by_option"] = by_option
+            if args.profile and rank == 0:
+                res["profile"] = profile_rows
+                _log(comm, f"width {width} {transport}: profile of a batch (rank 0; ms per "
+                           f"batch cumulative / own, calls per batch):\n" + "\n".join(
+                               f"  {r['cum_ms_per_batch']:8.1f} {r['own_ms_per_batch']:8.1f}"
+                               f" {r['calls_per_batch']:7.1f}  {r['function']}"
+                               for r in profile_rows))
             if weights is not None:
                 res["weights_put_s"], res["weights_bytes_per_rank"] = weights
             if len(by_option) > 1:
