@@ -662,3 +662,22 @@ def test_node_memory_post_to_neighbors(store):
                                                 r" and ts \(6,\); needs 6 of each"):
         a.commit()
     assert np.array_equal(a.read(np.arange(12)).mail.numpy(), ra.mail.numpy())
+
+
+def test_link_prediction_metrics_agrees_on_bad_input():
+    """link_prediction_metrics is collective: bad input on any rank raises the same
+    agreed error on every rank (a raw allgather before: not through the agreement, not
+    in step with other collective calls); good input gives AP and AUC on the root."""
+    from mpi4py import MPI
+    from ddstore import DDStoreValueError
+    from ddstore._collective import is_agreed
+    from ddstore.temporal.metrics import link_prediction_metrics
+    for scores, labels, fragment in (([0.1, 0.9], [1], "2 scores and 1 labels"),
+                                     (["a"], [1], "must be real numbers")):
+        with pytest.raises(DDStoreValueError, match=fragment) as info:
+            link_prediction_metrics(MPI.COMM_SELF, scores, labels)
+        assert is_agreed(info.value) and "rank 0: link_prediction_metrics" in \
+            str(info.value), info.value
+    ap, auc, _, _, pos = link_prediction_metrics(MPI.COMM_SELF, [0.9, 0.8, 0.1, 0.2],
+                                                 [1, 1, 0, 0])
+    assert (ap, auc, pos) == (1.0, 1.0, 2)

@@ -2,7 +2,7 @@
 form over the ranks of a data-parallel evaluation, beside a random scorer's."""
 import numpy as np
 
-from .._collective import mark_agreed
+from .._collective import agree
 from ..errors import DDStoreValueError
 
 __all__ = ["average_precision", "link_prediction_metrics", "roc_auc"]
@@ -49,14 +49,18 @@ def link_prediction_metrics(comm, scores, labels, root=0, seed=0):
     precision and ROC AUC of the scores, the same of a random scorer (uniform scores from
     ``numpy.random.default_rng(seed)``) over the same labels, and the number of
     positives; ``None`` on the other ranks."""
-    local = (np.asarray(scores, dtype=np.float64).reshape(-1),
-             np.asarray(labels, dtype=np.float64).reshape(-1))
-    bad = comm.allgather(local[0].shape != local[1].shape)  # every rank raises, or none
-    if any(bad):
-        r = bad.index(True)
-        raise mark_agreed(DDStoreValueError(
-            f"link_prediction_metrics: rank {r} passed scores and labels of different "
-            f"lengths; they must be equal"))
+    error = local = None
+    try:
+        local = (np.asarray(scores, dtype=np.float64).reshape(-1),
+                 np.asarray(labels, dtype=np.float64).reshape(-1))
+        if local[0].shape != local[1].shape:
+            error = (DDStoreValueError, f"link_prediction_metrics: {local[0].shape[0]} "
+                                        f"scores and {local[1].shape[0]} labels; their "
+                                        f"lengths must be equal")
+    except (TypeError, ValueError) as exc:  # not numbers
+        error = (DDStoreValueError, f"link_prediction_metrics: scores and labels must be "
+                                    f"real numbers ({type(exc).__name__}: {exc})")
+    agree(comm, ("link_prediction_metrics", None), error)  # every rank raises, or none
     parts = comm.gather(local, root=root)
     if comm.Get_rank() != root:
         return None
