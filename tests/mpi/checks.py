@@ -1,7 +1,7 @@
 """Run several harness programs (``tests/mpi/*.py``), or any scripts (README blocks), one
 after another in one MPI job.
 
-    mpiexec -n 4 python tests/mpi/checks.py core_roundtrip.py auto + graphs_roundtrip.py
+    timeout 600 mpiexec -n 4 python tests/mpi/checks.py core_roundtrip.py auto + graphs_roundtrip.py
 
 Each program runs as if launched alone (``sys.argv`` = its path and arguments, module
 run as ``__main__``); its ``run_main`` prints its summary line and returns (see

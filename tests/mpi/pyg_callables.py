@@ -18,7 +18,7 @@
   raises the same error on every rank with the store's variables unchanged; a callable
   returning the wrong shape or dtype raises naming what it returned.
 
-    mpiexec -n 2 python tests/mpi/pyg_callables.py [width ...]
+    timeout 600 mpiexec -n 2 python tests/mpi/pyg_callables.py [width ...]
 """
 import gzip
 import os

@@ -4,7 +4,7 @@ reverse under the right edge id, the splits' shares tiling the split files -- wh
 and the width; a bad line in one rank's range raises the same error on every rank and
 leaves the store as it was.
 
-    mpiexec -n 2 python tests/mpi/pyg_ranges.py [width]
+    timeout 600 mpiexec -n 2 python tests/mpi/pyg_ranges.py [width]
 """
 import os
 import sys

@@ -7,7 +7,7 @@ back byte-equal.  Also the transaction itself (success keeps, nested savepoints,
 exception starts no collective) and the 12 PyG put cases of issue 25 and
 ``NodeMemory(mailbox_size=2**62)``.
 
-    mpiexec -n 2 python tests/mpi/transactions.py [auto|rma]
+    timeout 600 mpiexec -n 2 python tests/mpi/transactions.py [auto|rma]
 """
 import contextlib
 import os
