@@ -39,6 +39,11 @@ failures = []        # what failed on this rank
 counts = {"checks": 0, "errors": 0}  # checks run, of which expect_error cases
 
 
+def every_width():
+    """The widths a store of this job can have: every divisor of the rank count."""
+    return [w for w in range(1, size + 1) if size % w == 0]
+
+
 def check(cond, what):
     """Record ``what`` as a failure on this rank if ``cond`` is false; return ``cond``."""
     counts["checks"] += 1

@@ -15,7 +15,7 @@ import os
 import numpy as np
 from mpi4py import MPI
 
-from _harness import check, expect_error
+from _harness import check, expect_error, every_width
 
 import ddstore  # noqa: E402
 from ddstore import DDStoreValueError  # noqa: E402
@@ -89,7 +89,7 @@ def check_samples(g, src, dst, t, rev, ties, tag, cache):
 
 
 def check_arrays():
-    widths = [w for w in range(1, size + 1) if size % w == 0]
+    widths = every_width()
     cache = {}
     for seed, (nn, ne, ties, chunks) in enumerate(((40, 400, 30, (64, None)),
                                                    (9, 60, 3, (1, 7)))):

@@ -26,7 +26,7 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main
+from _harness import check, expect_error, run_main, every_width
 
 import ddstore  # noqa: E402
 from ddstore import DDStoreIndexError, DDStoreValueError  # noqa: E402
@@ -338,7 +338,7 @@ def main():
     if size <= 2:
         for transport in ("auto", "rma"):
             check_concurrent_reads(transport)
-    widths = [w for w in range(1, size + 1) if size % w == 0]
+    widths = every_width()
     for width in widths:
         # width 1: every rank reads only its own rows, so rma reads nothing remote
         for transport in ("auto", "rma") if width > 1 else ("auto",):

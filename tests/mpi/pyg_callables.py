@@ -27,7 +27,8 @@ import sys
 import numpy as np
 import torch
 
-from _harness import check, comm, expect_error, rank, run_main, shared_tmpdir, size
+from _harness import (check, comm, every_width, expect_error, rank, run_main, shared_tmpdir,
+                      size)
 
 import ddstore
 from ddstore import DDStoreIndexError, DDStoreValueError, partition
@@ -513,7 +514,7 @@ def errors(store, tag):
 
 def main(widths=None):
     if widths is None:
-        widths = [w for w in range(1, size + 1) if size % w == 0]
+        widths = every_width()
     for width in widths:
         tag = f"w{width}"
         with ddstore.DDStore(comm, width=width) as store:

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main
+from _harness import check, expect_error, run_main, every_width
 
 import ddstore  # noqa: E402
 from ddstore import DDStoreIndexError, DDStoreValueError, partition  # noqa: E402
@@ -512,7 +512,7 @@ def main(widths=None):
     command line may name some) and both transports."""
     data = make_graph()
     if widths is None:
-        widths = [w for w in range(1, size + 1) if size % w == 0]
+        widths = every_width()
     for width in widths:
         for transport in ("auto", "rma"):
             tag = f"w{width}-{transport}"

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main, shared_tmpdir
+from _harness import check, expect_error, run_main, shared_tmpdir, every_width
 
 import ddstore  # noqa: E402
 from ddstore import DDStoreIndexError  # noqa: E402
@@ -139,7 +139,7 @@ def hetero(store, tag):
 
 def main(widths=None):
     if widths is None:
-        widths = [w for w in range(1, size + 1) if size % w == 0]
+        widths = every_width()
     with shared_tmpdir() as tmp:
         for width in widths:
             for transport in ("auto", "rma"):

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main
+from _harness import check, expect_error, run_main, every_width
 
 torch.set_num_threads(1)
 
@@ -397,7 +397,7 @@ T_START = time.time()
 
 
 def main():
-    widths = [w for w in range(1, size + 1) if size % w == 0]
+    widths = every_width()
     # 1 and 2 ranks run every configuration at every width.  3 and 4 ranks oversubscribe
     # the CI machine (and every graph creates store windows, collectively): they run
     # everything at width == size (partitioned over all ranks) and a subset at the

@@ -16,7 +16,7 @@ T0 = time.time()
 import numpy as np
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main
+from _harness import check, expect_error, run_main, every_width
 
 import torch
 
@@ -255,7 +255,7 @@ def h5_checks(store, tag):
 
 
 def main():
-    widths = [w for w in range(1, size + 1) if size % w == 0]
+    widths = every_width()
     for width in widths:
         for transport in ("rma", "auto"):
             for halo in ((True, False) if width > 1 else (True,)):

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main
+from _harness import check, expect_error, run_main, every_width
 import _tcsr_cases as tcsr_cases  # noqa: E402
 
 import ddstore  # noqa: E402
@@ -334,7 +334,7 @@ def check_tgl(store, tag):
 
 
 def main():
-    widths = [w for w in range(1, size + 1) if size % w == 0]
+    widths = every_width()
     for width in widths:
         for transport in ("auto", "rma"):
             tag = f"[n={size} w={width} {transport}]"
