@@ -116,8 +116,7 @@ def raised_alike():
     try:
         yield
     except DDStoreError as exc:
-        exc.agreed = True
-        raise
+        raise mark_agreed(exc)
 
 
 def is_agreed(exc):

@@ -37,14 +37,16 @@ def exit_timeout():
     return value
 
 
-def _abort_job(rank, message, code=1):
+def _abort_job(rank, message, code=1, hint=""):
     """Print ``message`` for this rank and end the whole MPI job (never returns)."""
     from mpi4py import MPI
     try:
         sys.stdout.flush()
-        sys.stderr.write(f"[ddstore] rank {rank}: {message}; aborting the MPI job\n")
+        sys.stderr.write(f"[ddstore] rank {rank}: {message}; aborting the MPI job{hint}\n")
         sys.stderr.flush()
-        time.sleep(0.5)  # let the launcher forward the message before it ends the job
+        # the launcher forwards output asynchronously and stops forwarding when the job
+        # is aborted: give it a moment to pass the message (and a traceback) on
+        time.sleep(0.5)
     finally:
         MPI.COMM_WORLD.Abort(code)
         _REAL_OS_EXIT(code)  # pragma: no cover -- MPI_Abort may return before the kill
@@ -131,17 +133,8 @@ def _install_abort_hook():
         if (not MPI.Is_initialized() or MPI.Is_finalized() or
                 MPI.COMM_WORLD.Get_size() == 1):
             return
-        try:
-            sys.stdout.flush()
-            sys.stderr.write(f"[ddstore] rank {MPI.COMM_WORLD.Get_rank()}: uncaught "
-                             f"{exc_type.__name__}; aborting the MPI job (see "
-                             f"ddstore.abort_on_exception)\n")
-            sys.stderr.flush()
-            # the launcher forwards output asynchronously and stops forwarding when the
-            # job is aborted: give it a moment to pass the traceback on
-            time.sleep(0.5)
-        finally:
-            MPI.COMM_WORLD.Abort(1)
+        _abort_job(MPI.COMM_WORLD.Get_rank(), f"uncaught {exc_type.__name__}",
+                   hint=" (see ddstore.abort_on_exception)")
 
     sys.excepthook = _ddstore_excepthook
 
