@@ -26,6 +26,14 @@ def is_edge_type(t):
     return isinstance(t, tuple) and len(t) == 3 and all(isinstance(x, str) for x in t)
 
 
+def as_edge_type(t):
+    """``t`` as the store keys it: an edge type given as a list (``['a', 'to', 'b']``, as
+    PyG accepts) is the tuple ``('a', 'to', 'b')``; anything else as given."""
+    if type(t) is list and len(t) == 3 and all(isinstance(x, str) for x in t):
+        return tuple(t)
+    return t
+
+
 def node_var(name, node_type, attr):
     return f"{name}/node/{type_key(node_type)}/{attr}"
 

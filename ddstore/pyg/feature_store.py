@@ -13,7 +13,7 @@ from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..temporal.build import CHUNK_BYTES, fill_rows
-from ._common import (EDGES, as_source, call_piece, edge_var, is_edge_type,
+from ._common import (EDGES, as_edge_type, as_source, call_piece, edge_var, is_edge_type,
                       node_var, piece_error, rows_error, storable_error, tiling_error)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
@@ -40,19 +40,10 @@ class UnknownAttributeError(DDStoreValueError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def group_of(group_name):
-    """``group_name`` as the store keys it: an edge type given as a list
-    (``['a', 'to', 'b']``) is the tuple ``('a', 'to', 'b')``; anything else as given."""
-    if type(group_name) is list and len(group_name) == 3 and all(
-            isinstance(x, str) for x in group_name):
-        return tuple(group_name)
-    return group_name
-
-
 def _filled(attr):
     """``attr`` with every UNSET field None (PyG's own rule when a view is called or an
     attribute deleted), a copy if anything changed, and a list edge type as a tuple."""
-    g = group_of(attr.group_name)
+    g = as_edge_type(attr.group_name)
     unset = [key for key in attr.__dataclass_fields__ if getattr(attr, key) is _UNSET]
     if g is attr.group_name and not unset:  # (PyG's is_set fails on numpy indices)
         return attr
@@ -444,7 +435,7 @@ class FeatureStore(_PygFeatureStore):
         in (only one piece of them, with a callable) and one round's piece.  Returns
         True.
         """
-        return self._put(tensor, TensorAttr(group_of(group_name), attr_name, None), rows)
+        return self._put(tensor, TensorAttr(as_edge_type(group_name), attr_name, None), rows)
 
     def _remove_tensor(self, attr):
         """Collective: drop the attribute (every rank, the same one); False if it is not
@@ -466,7 +457,7 @@ class FeatureStore(_PygFeatureStore):
                f"{', '.join(known) if known else 'none'}"
 
     def _lookup(self, attr, what="get_tensor"):
-        key = (group_of(attr.group_name), attr.attr_name)
+        key = (as_edge_type(attr.group_name), attr.attr_name)
         a = self._attrs.get(key)
         if a is None:
             self.store.check_alive()
@@ -550,7 +541,7 @@ class FeatureStore(_PygFeatureStore):
         return out
 
     def _get_tensor_size(self, attr):
-        a = self._attrs.get((group_of(attr.group_name), attr.attr_name))
+        a = self._attrs.get((as_edge_type(attr.group_name), attr.attr_name))
         if a is None:
             return None
         if _one_row(attr.index):

@@ -15,7 +15,7 @@ from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
 from ..temporal.build import check_chunk_edges, create, default_chunk_edges, fill_tcsr
-from ._common import (as_numpy, call_piece, edge_var, is_edge_type, node_var,
+from ._common import (as_edge_type, as_numpy, call_piece, edge_var, is_edge_type, node_var,
                       piece_error, rows_error, tiling_error, type_key)
 from .feature_store import UnknownAttributeError
 
@@ -168,7 +168,7 @@ class GraphStore(_PygGraphStore):
         each keeps the columns ``partition(E, size, rank)`` and the CSC is built from
         those shares."""
         layout = EdgeLayout(edge_attr.layout)
-        edge_type = _edge_type(edge_attr.edge_type)
+        edge_type = as_edge_type(edge_attr.edge_type)
         what = f"put_edge_index ({edge_type!r}, {layout.value})"
         src = dst = None
         error, ptr_nodes = None, None
@@ -209,7 +209,7 @@ class GraphStore(_PygGraphStore):
         same on every rank).  Every rank raises the same error on bad input anywhere,
         and nothing is stored.  Returns True.
         """
-        edge_type = _edge_type(edge_type)
+        edge_type = as_edge_type(edge_type)
         what = f"put_edge_range ({edge_type!r})"
         columns, lo, hi = None, 0, 0
         if callable(edge_index):
@@ -655,10 +655,10 @@ class GraphStore(_PygGraphStore):
         try:
             if edge_types is None:
                 types = list(self._csc)
-            elif is_edge_type(_edge_type(edge_types)):
-                types = [_edge_type(edge_types)]
+            elif is_edge_type(as_edge_type(edge_types)):
+                types = [as_edge_type(edge_types)]
             elif isinstance(edge_types, (list, tuple)):
-                types = [_edge_type(t) for t in edge_types]
+                types = [as_edge_type(t) for t in edge_types]
             else:
                 raise DDStoreValueError(f"{what}: edge_types must be None, an edge type or "
                                         f"a list of edge types, got {edge_types!r}")
@@ -706,7 +706,7 @@ class GraphStore(_PygGraphStore):
         """Local: whether the out-lists of ``edge_type`` (its sampled layout) are
         stored (:meth:`build_backward`)."""
         self._entry(edge_type, "has_backward")
-        return self._out_lists(_edge_type(edge_type)) is not None
+        return self._out_lists(as_edge_type(edge_type)) is not None
 
     def weight_attr_of(self, edge_type=None):
         """The ``weight_attr`` the lists of ``edge_type`` are weighted by, or None (no
@@ -731,7 +731,7 @@ class GraphStore(_PygGraphStore):
         """The sampled CSC of ``edge_type`` (``layout`` None) or its stored ``layout``;
         a :class:`~ddstore.pyg.UnknownAttributeError` (a ``KeyError``) naming what is
         stored when there is none."""
-        edge_type = _edge_type(edge_type)
+        edge_type = as_edge_type(edge_type)
         c = self._csc.get(edge_type) if layout is None else self._stored.get(
             (edge_type, EdgeLayout(layout)))
         if c is None:
@@ -747,7 +747,7 @@ class GraphStore(_PygGraphStore):
     def _remove_edge_index(self, edge_attr):
         """Collective (PyG's ``remove_edge_index(edge_type, layout)``): drop that layout
         of the edge type; True, or False (on every rank) when it was not stored."""
-        edge_type = _edge_type(edge_attr.edge_type)
+        edge_type = as_edge_type(edge_attr.edge_type)
         key = (edge_type, EdgeLayout(edge_attr.layout))
         self.store.agree(None, call=("GraphStore.remove", repr(key)))
         c = self._stored.pop(key, None)
@@ -844,11 +844,6 @@ def _checked_weight_attr(weight_attr):
         raise DDStoreValueError(f"weight_attr must be None or a non-empty str, got "
                                 f"{weight_attr!r}")
     return weight_attr
-
-
-def _edge_type(edge_type):
-    """An edge type given as a list (as PyG accepts) as the tuple it stands for."""
-    return tuple(edge_type) if isinstance(edge_type, list) else edge_type
 
 
 def _pointer(ids, n):
