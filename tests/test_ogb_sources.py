@@ -281,8 +281,6 @@ def test_ogb_layout_ranges(tmp_path):
         ds.features(0, 121)
     with pytest.raises(DDStoreIndexError, match=r"edge.csv.gz: row range \[499, 501\)"):
         ds.edges(499, 501)
-    with pytest.raises(DDStoreValueError, match="split 'val': allowed"):
-        ds.split("val", 0, 1)
 
 
 def test_ogb_errors(tmp_path):
@@ -417,8 +415,6 @@ def test_synthetic_graph_errors():
         g.features(0, 2450)
     with pytest.raises(DDStoreIndexError, match=r"edges: row range \[61859, 61860\)"):
         g.edges(61859, 61860)
-    with pytest.raises(DDStoreValueError, match="split 'val': allowed"):
-        g.split("val", 0, 1)
     with pytest.raises(DDStoreValueError, match="scale=0 must be a number in"):
         SyntheticNodeGraph(scale=0)
     with pytest.raises(DDStoreValueError, match="homophily=2 must be in"):
@@ -463,3 +459,71 @@ def test_npy_node_data(tmp_path):
     with pytest.raises(DDStoreValueError, match=r"edge 3 \(.*\) names a node outside "
                                                 r"\[0, 90\)"):
         NpyNodeData(tmp_path / "bad.npy", num_nodes=90).edges(0, 400)
+
+
+def test_row_bounds_must_be_integers(tmp_path):
+    """A float row bound (2.5) is refused naming the call, the bound and its allowed
+    range, never truncated to 2 (``check_range`` took ``int()`` of it); an integral float
+    (2.0) too: integers only, as everywhere (``_checks.is_int``)."""
+    from ddstore.sources import SequenceSource
+    from ddstore.sources.npy_nodes import NpyNodeData
+    from ddstore.sources.series import from_arrays
+    from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
+    g = SyntheticNodeGraph(scale=0.001)
+    for bound in (2.5, 2.0, True, "2"):
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"SyntheticNodeGraph.features: stop={bound!r} must be an integer in "
+                f"[0, {g.num_nodes}]")):
+            g.features(0, bound)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"SyntheticNodeGraph.edges: start=2.5 must be an integer in [0, {g.num_edges}]")):
+        g.edges(2.5, 10)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "SyntheticNodeGraph.split('train'): start=0.5 must be an integer in [0, ")):
+        g.split("train", 0.5, 3)
+    assert g.edges(np.int64(2), np.int32(4))[0].shape == (2,)  # numpy integers are fine
+    np.save(tmp_path / "edge_index.npy", np.array([[0, 1], [1, 0]]))
+    np.save(tmp_path / "x.npy", np.zeros((2, 3)))
+    nd = NpyNodeData.from_dir(tmp_path)
+    with pytest.raises(DDStoreValueError, match=r"x.npy: stop=1.5 must be an integer in "
+                                                r"\[0, 2\]"):
+        nd.features(0, 1.5)
+    with pytest.raises(DDStoreValueError, match=r"SequenceSource: stop=2.5 must be an "
+                                                r"integer in \[0, 3\]"):
+        list(SequenceSource([1, 2, 3]).read(0, 2.5))
+    with pytest.raises(DDStoreValueError, match=r"Series.read: stop=1.5 must be an "
+                                                r"integer in \[0, 4\]"):
+        from_arrays(np.zeros((4, 2))).read(0, 1.5)
+    with pytest.raises(DDStoreValueError, match="hi must be an integer, got 2.5"):
+        R.read_csv_rows(write_csv(tmp_path / "r.csv", np.zeros((3, 2))), 0, 2.5)
+
+
+def test_node_data_sets_share_split_and_edge_checks(tmp_path):
+    """The three node data sets answer ``split`` the same way (one base): an unknown
+    split name is refused by each, and ids outside ``[0, num_nodes)`` are named with
+    their file and row."""
+    from ddstore.sources.node_data import NodeDataSource
+    from ddstore.sources.npy_nodes import NpyNodeData
+    from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
+    np.save(tmp_path / "edge_index.npy", np.array([[0, 1, 2], [1, 2, 0]]))
+    np.save(tmp_path / "train_idx.npy", np.array([0, 1, 7]))
+    for s in ("valid", "test"):
+        np.save(tmp_path / f"{s}_idx.npy", np.array([2]))
+    root = tmp_path / "ogb"
+    write_ogb_node(root, np.array([[0, 1, 2], [1, 2, 0]]), y=np.array([0.0, 1.0, 1.0]),
+                   splits={"train": [0, 1, 7], "valid": [2], "test": [2]})
+    sets = [NpyNodeData.from_dir(tmp_path, num_nodes=3), OGBNodeData(str(root)),
+            SyntheticNodeGraph(scale=0.001)]
+    for ds in sets:
+        assert isinstance(ds, NodeDataSource)
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                "split 'val': allowed ['train', 'valid', 'test']")):
+            ds.split("val", 0, 1)
+    with pytest.raises(DDStoreValueError, match=r"train_idx.npy, entry 2: node id 7 "
+                                                r"outside \[0, 3\)"):
+        sets[0].split("train", 1, 3)
+    with pytest.raises(DDStoreValueError, match=r"train.csv.gz, line 3: node id 7 "
+                                                r"outside \[0, 3\)"):
+        sets[1].split("train", 0, 3)
+    assert sets[0].split("train", 0, 2).tolist() == sets[1].split("train", 0, 2).tolist() \
+        == [0, 1]

@@ -681,3 +681,23 @@ def test_link_prediction_metrics_agrees_on_bad_input():
     ap, auc, _, _, pos = link_prediction_metrics(MPI.COMM_SELF, [0.9, 0.8, 0.1, 0.2],
                                                  [1, 1, 0, 0])
     assert (ap, auc, pos) == (1.0, 1.0, 2)
+
+
+def test_csv_readers_name_the_first_bad_line(store, tmp_path):
+    """TGL and JODIE files go through one reader: with bad values in two columns, the
+    error names the first bad line (line 3, the later column), not the first bad column
+    (the TGL reader named ``time`` on line 4, the JODIE reader ``timestamp`` on line 4)."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    (tmp_path / "edges.csv").write_text(",src,dst,time,ext_roll\n0,0,1,1.0,0\n"
+                                        "1,1,2,2.0,7\n2,2,0,abc,0\n")
+    path = str(tmp_path / "edges.csv")
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{path}, line 3: column 'ext_roll' is '7'; it must be 0, 1 or 2")):
+        TemporalGraph.from_tgl(store, "g", str(tmp_path))
+    path = _jodie(tmp_path / "j.csv", ["0,0,1.0,0,0.5", "1,1,2.0,2.5,0.5",
+                                       "1,1,abc,0,0.5"])
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{path}, line 3: state_label (field 4) is 2.5; it must be an integer label")):
+        TemporalGraph.from_jodie(store, "g", path)
+    assert store.variables() == []

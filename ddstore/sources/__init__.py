@@ -29,6 +29,11 @@ node-property layout (``raw/edge.csv.gz``, ``node-feat.csv.gz``, ``node-label.cs
 the same from ``.npy`` arrays; :class:`SyntheticNodeGraph` (``synthetic_nodes``): an
 ogbn-products-shaped graph generated range by range, the same for any number of ranks.
 
+Shared by the readers: :mod:`~ddstore.sources.csv_lines`, the one CSV reader (TGL, JODIE
+and the ``.csv`` / ``.csv.gz`` tables: field counts, typed columns, the first bad line
+named, sortedness across ranks); :mod:`~ddstore.sources.node_data`, the base of the three
+node data sets (split names and id ranges checked one way).
+
 Only numpy is imported here; torch, pandas, h5py and adios2 are imported where a reader
 needs them.
 """

@@ -7,14 +7,28 @@ will not hold.
 """
 import numpy as np
 
+from .._checks import is_int
 from ..errors import DDStoreIndexError, DDStoreValueError
 
-__all__ = ["Source", "SequenceSource", "check_range"]
+__all__ = ["Source", "SequenceSource", "check_range", "int_bounds"]
+
+
+def int_bounds(what, start, stop, total):
+    """``(start, stop)`` as Python ints, or a :class:`DDStoreValueError` naming ``what``,
+    the bound that is not an integer (a float such as 2.5 is never truncated) and the
+    range ``[0, total]`` it must lie in.  Only the type is checked here."""
+    for name, value in (("start", start), ("stop", stop)):
+        if not is_int(value):
+            raise DDStoreValueError(f"{what}: {name}={value!r} must be an integer in "
+                                    f"[0, {total}]")
+    return int(start), int(stop)
 
 
 def check_range(what, start, stop, total):
-    """Raise :class:`DDStoreIndexError` unless ``0 <= start <= stop <= total``."""
-    start, stop = int(start), int(stop)
+    """``(start, stop)`` as Python ints: a :class:`DDStoreValueError` unless both are
+    integers (a float such as 2.5 is never truncated), a :class:`DDStoreIndexError`
+    unless ``0 <= start <= stop <= total``; each names ``what`` and the allowed range."""
+    start, stop = int_bounds(what, start, stop, total)
     if not 0 <= start <= stop <= total:
         raise DDStoreIndexError(f"{what}: row range [{start}, {stop}) out of range "
                                 f"[0, {total}]")

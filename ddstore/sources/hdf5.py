@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .series import Series, _timestamps, adjacency_to_edges, gaussian_kernel_adjacency
+from .series import Series, adjacency_to_edges, check_timestamps, gaussian_kernel_adjacency
 
 __all__ = ["load_pems_h5", "write_pems_h5"]
 
@@ -44,7 +44,7 @@ def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df", unit=None):
     if arr.ndim != 2:
         raise DDStoreValueError(f"write_pems_h5: data must be 2-D [T, sensors], got shape "
                                 f"{arr.shape}")
-    ts = _timestamps(timestamps, arr.shape[0], "write_pems_h5")
+    ts = check_timestamps(timestamps, arr.shape[0], "write_pems_h5")
     ids = np.arange(arr.shape[1]) if sensor_ids is None else np.asarray(sensor_ids)
     if ids.shape != (arr.shape[1],):
         raise DDStoreValueError(f"write_pems_h5: {ids.shape} sensor ids for "

@@ -15,13 +15,11 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .tgl import (_check_fields, check_sorted_across_ranks, field_text, first_non_integer,
-                  read_csv_chunk, read_line_share)
+from .csv_lines import Column, check_sorted_across_ranks, parse_lines, read_line_share
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
 
 HEADER = "user_id,item_id,timestamp,state_label,comma_separated_list_of_features"
-_MAX_EXACT = 2 ** 53  # integers above this are not exact in the float64 a parser may give
 
 JodieShare = collections.namedtuple(
     "JodieShare", "src dst t label edge_feat num_users num_items whole_times first_edge "
@@ -81,78 +79,57 @@ def _header(path):
     return n, len(first), size
 
 
-_ALLOWED = {0: "an integer user id >= 0", 1: "an integer item id >= 0",
-            2: "a finite number", 3: "an integer label"}  # integers: integer literals
-_NAMES = {0: "user", 1: "item", 2: "timestamp", 3: "state_label"}
+_ADVICE = ("a JODIE file must be sorted by timestamp (PyG's chronological split assumes "
+           "it; sort it, or use from_arrays, which accepts any order)")
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
-def _bad(path, first_line, i, j, value, allowed):
-    what = _NAMES.get(j, f"feature {j - 4}")
-    if isinstance(value, np.generic):
-        value = value.item()
-    return DDStoreValueError(f"{path}, line {first_line + i}: {what} (field {j + 1}) is "
-                             f"{value!r}; it must be {allowed}")
+def _columns(n):
+    """The :class:`~ddstore.sources.csv_lines.Column` of each of the ``n`` fields."""
+    return [Column(0, "user", "int", "an integer user id >= 0", low=0),
+            Column(1, "item", "int", "an integer item id >= 0", low=0),
+            Column(2, "timestamp", "float", "a finite number", finite=True),
+            Column(3, "state_label", "int", "an integer label")] + \
+        [Column(j, f"feature {j - 4}", "float", f"a finite number within float32's range "
+                f"(|x| <= {_F32_MAX:.6g})", finite=True, limit=_F32_MAX)
+         for j in range(4, n)]
+
+
+def _shown(col, text):
+    """A bad field as a message shows it: the number it reads as, or the text where the
+    number would hide what is wrong ("2.0" for an id: a whole number, but no integer
+    literal)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        v = float(text)
+    except ValueError:
+        return text
+    if col.kind == "int" and np.isfinite(v) and v == round(v):
+        return text
+    return v
 
 
 def _parse(path, chunk, n, first_line):
     """(user, item, t, label, feat) of a chunk of whole lines; ``first_line`` is the
-    1-based line number of its first line.  Raises DDStoreValueError naming the line."""
-    import pandas as pd
-    if not chunk:
-        e = np.zeros(0, dtype=np.int64)
-        return e, e.copy(), np.zeros(0), e.copy(), np.zeros((0, n - 4), np.float32)
-    _check_fields(path, chunk, n, first_line,
-                  expected="but line 2 has {n} (every row: user,item,timestamp,state_label "
-                           "and the same number of features)")
-    df = read_csv_chunk(path, chunk, n, first_line)
-    # ids and labels are integer literals ("1e1" or "2.0" are not, whatever a parser
-    # makes of them)
-    odd = first_non_integer(chunk, n, (0, 1, 3))
-    cols = []
-    for j in range(n):  # one pass per column, vectorised over the lines
-        col = df[j]
-        kind = col.dtype.kind
-        if kind in "iu":
-            vals = col.to_numpy()
-            if kind == "u" and vals.size and int(vals.max()) > np.iinfo(np.int64).max:
-                i = int(np.argmax(vals > np.iinfo(np.int64).max))
-                raise _bad(path, first_line, i, j, col.iloc[i],
-                           _ALLOWED.get(j, "a number") + " below 2**63")
-            vals = vals.astype(np.int64) if j < 2 or j == 3 else vals.astype(np.float64)
-            bad = (vals < 0) if j < 2 else np.zeros(len(vals), bool)
-        else:
-            vals = col.to_numpy(dtype=np.float64) if kind == "f" else \
-                pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
-            bad = ~np.isfinite(vals)
-            if j < 2 or j == 3:
-                bad |= (vals != np.round(vals)) | (np.abs(vals) >= _MAX_EXACT)
-            if j < 2:
-                bad |= vals < 0
-            if j >= 4:
-                big = np.abs(vals) > np.finfo(np.float32).max
-                bad |= big
-        literal = odd is not None and odd[1] == j and not bad[odd[0]]
-        if literal:  # a whole number, but not written as an integer: show the text
-            bad[odd[0]] = True
-        if bad.any():
-            i = int(np.argmax(bad))
-            allowed = _ALLOWED.get(j, f"a finite number within float32's range "
-                                      f"(|x| <= {np.finfo(np.float32).max:.6g})")
-            value = field_text(chunk, i, j) if literal and odd[0] == i else col.iloc[i]
-            raise _bad(path, first_line, i, j, value, allowed)
-        cols.append(vals)
-    user, item, t, label = (cols[0].astype(np.int64), cols[1].astype(np.int64),
-                            cols[2].astype(np.float64), cols[3].astype(np.int64))
+    1-based line number of its first line.  Raises DDStoreValueError naming the line
+    (:func:`~ddstore.sources.csv_lines.parse_lines`)."""
+    def bad_value(line, col, text):
+        value = _shown(col, text)
+        allowed = col.allowed
+        if col.kind == "int" and isinstance(value, int) and abs(value) >= 2 ** 63:
+            allowed += " below 2**63"
+        return DDStoreValueError(f"{path}, line {line}: {col.name} (field "
+                                 f"{col.field + 1}) is {value!r}; it must be {allowed}")
+    cols = parse_lines(path, chunk, first_line, n, _columns(n), bad_value,
+                       expected="but line 2 has {n} (every row: user,item,timestamp,"
+                                "state_label and the same number of features)",
+                       sort=(2, "timestamp", _ADVICE))
+    user, item, t, label = cols[:4]
     feat = np.stack(cols[4:], axis=1).astype(np.float32) if n > 4 else \
         np.zeros((len(user), 0), np.float32)
-    down = np.flatnonzero(np.diff(t) < 0)
-    if down.size:
-        i = int(down[0]) + 1
-        raise DDStoreValueError(f"{path}, line {first_line + i}: timestamp {t[i]} is "
-                                f"earlier than the previous row's {t[i - 1]}; a JODIE file "
-                                f"must be sorted by timestamp (PyG's chronological split "
-                                f"assumes it; sort it, or use from_arrays, which accepts "
-                                f"any order)")
     return user, item, t, label, feat
 
 
@@ -165,30 +142,26 @@ def read_jodie_share(store, path, call=("read_jodie_share", None)):
     raised on every rank.  ``call`` names the collective call this is the first step of
     (see :meth:`DDStore.agree`).
     """
-    comm = store.comm
-    rank = comm.Get_rank()
+    rank = store.comm.Get_rank()
     path = str(path)
     n, chunk, counts = read_line_share(
         store, path, _header, "a JODIE CSV file: header line, then user,item,timestamp,"
         "state_label,features...", call)
     first_line, nlines = 2 + sum(counts[:rank]), counts[rank]
-    error = None
-    parsed = None
+    error, extra = None, None
     try:
-        parsed = _parse(path, chunk, n, first_line)
+        user, item, t, label, feat = _parse(path, chunk, n, first_line)
+        if len(t):  # this share's ends, for the checks across ranks
+            extra = (t[0], t[-1], first_line, int(user.max()), int(item.max()),
+                     bool(np.all(t == np.floor(t))))
     except DDStoreValueError as exc:
         error = exc
     except MemoryError:
         error = DDStoreValueError(f"{path}, lines {first_line}-{first_line + nlines - 1}: "
                                   f"this rank's {len(chunk)} bytes do not fit in memory "
                                   f"once parsed; use more ranks")
-    store.agree(error)
-    user, item, t, label, feat = parsed
-    ends = comm.allgather((t[0], t[-1], first_line, int(user.max()), int(item.max()),
-                           bool(np.all(t == np.floor(t)))) if len(t) else None)
-    check_sorted_across_ranks(path, ends, "timestamp", "a JODIE file must be sorted "
-                              "by timestamp (PyG's chronological split assumes it; sort "
-                              "it, or use from_arrays, which accepts any order)")
+    ends = store.agree(error, extra=extra)  # the one decision: every rank's ends
+    check_sorted_across_ranks(path, ends, "timestamp", _ADVICE)
     live = [e for e in ends if e is not None]
     num_users = max(e[3] for e in live) + 1
     num_items = max(e[4] for e in live) + 1

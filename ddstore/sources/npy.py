@@ -11,12 +11,12 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .series import Series, _edges, adjacency_to_edges
+from .series import Series, adjacency_to_edges, check_edges
 
 __all__ = ["load_npy"]
 
 
-def _npy_header(path, fh):
+def npy_header(path, fh):
     """(shape, dtype, fortran_order, data offset) of the .npy file open as ``fh``."""
     from numpy.lib import format as npy_format
     try:
@@ -58,7 +58,7 @@ def load_npy(path, *, shape=None, dtype=None, edge_index=None, edge_weight=None,
     except OSError as exc:
         raise DDStoreValueError(f"load_npy: cannot open {spath}: {exc}") from None
     try:
-        file_shape, file_dtype, fortran, offset = _npy_header(spath, fh)
+        file_shape, file_dtype, fortran, offset = npy_header(spath, fh)
         if shape is not None and tuple(int(s) for s in shape) != file_shape:
             raise DDStoreValueError(f"load_npy: {spath} holds shape {file_shape}, expected "
                                     f"{tuple(int(s) for s in shape)}")
@@ -113,7 +113,7 @@ def load_npy(path, *, shape=None, dtype=None, edge_index=None, edge_weight=None,
             if edge_index is not None:
                 raise DDStoreValueError("load_npy: give either edge_index or adjacency, "
                                         "not both")
-            series.edge_index, series.edge_weight = _edges(
+            series.edge_index, series.edge_weight = check_edges(
                 *adjacency_to_edges(adjacency, n), n, series.source)
         series.stats = stats
         return series

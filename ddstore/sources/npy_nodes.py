@@ -23,15 +23,14 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .base import check_range, first_outside
+from .base import check_range
+from .node_data import SPLITS, NodeDataSource
 from .rows import npy_shape, read_npy_rows
 
 __all__ = ["NpyNodeData"]
 
-SPLITS = ("train", "valid", "test")
 
-
-class NpyNodeData:
+class NpyNodeData(NodeDataSource):
     """Range-wise reader of a node data set in ``.npy`` files (see the module docstring).
 
     ``num_nodes``: default the rows of ``x`` or ``y`` (which must agree), else given.
@@ -119,14 +118,12 @@ class NpyNodeData:
         e = read_npy_rows(path, lo, hi, axis=self._edge_axis)
         if self._edge_axis == 0:
             e = e.T
-        src, dst = e[0].astype(np.int64), e[1].astype(np.int64)
-        for arr in (src, dst):
-            i = first_outside(arr, self.num_nodes)
-            if i is not None:
-                raise DDStoreValueError(f"{path}: edge {lo + i} ({int(src[i])}, "
-                                        f"{int(dst[i])}) names a node outside "
-                                        f"[0, {self.num_nodes})")
-        return src, dst
+        return self.checked_edges(e[0], e[1], lo)
+
+    def where(self, what, row):
+        """A row's file and entry (for messages)."""
+        return self.paths["edge_index" if what == "edges" else what] + \
+            ("" if what == "edges" else f", entry {row}")
 
     def features(self, lo, hi, dtype=np.float32, progress=None):
         """Rows ``[lo, hi)`` of ``x`` as ``dtype`` (float32 by default)."""
@@ -145,19 +142,12 @@ class NpyNodeData:
     def split_size(self, which):
         return npy_shape(self._split_path(which))[0][0]
 
-    def split(self, which, lo, hi):
-        """Node ids ``[lo, hi)`` of split ``which``."""
-        path = self._split_path(which)
-        ids = read_npy_rows(path, lo, hi).astype(np.int64)
-        i = first_outside(ids, self.num_nodes)
-        if i is not None:
-            raise DDStoreValueError(f"{path}: entry {lo + i} = node {int(ids[i])} outside "
-                                    f"[0, {self.num_nodes})")
-        return ids
+    def split_ids(self, which, lo, hi):
+        """Node ids ``[lo, hi)`` of split ``which`` (see :meth:`split`)."""
+        return read_npy_rows(self._split_path(which), lo, hi)
 
     def _split_path(self, which):
-        if which not in SPLITS:
-            raise DDStoreValueError(f"split {which!r}: allowed {list(SPLITS)}")
+        self.check_split(which)
         if which not in self.paths:
             raise DDStoreValueError(f"NpyNodeData: no {which} file given")
         return self.paths[which]

@@ -31,12 +31,11 @@ import os
 import numpy as np
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import check_range, first_outside
-from .rows import CsvRowReader, count_rows, read_csv_rows
+from .base import check_range
+from .node_data import SPLITS, NodeDataSource
+from .rows import CsvRowReader, count_rows, first_line_fields, read_csv_rows
 
 __all__ = ["OGBNodeData", "write_ogb_node"]
-
-SPLITS = ("train", "valid", "test")
 
 
 def _count_file(path):
@@ -51,7 +50,7 @@ def _count_file(path):
     return int(values[0, 0])
 
 
-class OGBNodeData:
+class OGBNodeData(NodeDataSource):
     """An OGB node-property dataset directory (``root`` holds ``raw/`` and ``split/``).
 
     Attributes: ``num_nodes``, ``num_edges`` (lines of ``edge.csv.gz``: one direction),
@@ -88,8 +87,7 @@ class OGBNodeData:
         self.num_edges = _count_file(self.paths["num-edge-list"])
         self.num_features = 0
         if os.path.isfile(self.paths["node-feat"]):
-            from .rows import _first_line_fields
-            self.num_features = _first_line_fields(self.paths["node-feat"]) or 0
+            self.num_features = first_line_fields(self.paths["node-feat"]) or 0
         self.has_labels = os.path.isfile(self.paths["node-label"])
         split_dir = os.path.join(root, "split")
         if split is None:
@@ -151,14 +149,14 @@ class OGBNodeData:
     def edges(self, lo, hi, progress=None):
         """Edges ``[lo, hi)`` of ``edge.csv.gz`` as int64 ``(src, dst)`` (one direction
         as stored).  Node ids outside ``[0, num_nodes)`` raise naming the line."""
-        path = self.paths["edge"]
-        e = self._read(path, lo, hi, dtype=np.int64, ncols=2, progress=progress)
-        bad = first_outside(e, self.num_nodes)
-        if bad is not None:
-            raise DDStoreValueError(f"{path}, line {lo + bad + 1}: edge "
-                                    f"{e[bad].tolist()} names a node outside "
-                                    f"[0, {self.num_nodes})")
-        return np.ascontiguousarray(e[:, 0]), np.ascontiguousarray(e[:, 1])
+        e = self._read(self.paths["edge"], lo, hi, dtype=np.int64, ncols=2,
+                       progress=progress)
+        return self.checked_edges(e[:, 0], e[:, 1], lo)
+
+    def where(self, what, row):
+        """A row's file and line (for messages)."""
+        path = self.paths["edge"] if what == "edges" else self.paths[f"split/{what}"]
+        return f"{path}, line {row + 1}"
 
     def features(self, lo, hi, dtype=np.float32, progress=None):
         """Node features ``[lo, hi)`` of ``node-feat.csv.gz`` as ``[hi - lo, D]``
@@ -192,19 +190,12 @@ class OGBNodeData:
         file is decompressed whole to count its lines)."""
         return count_rows(self._split_path(which))
 
-    def split(self, which, lo, hi):
-        """Node ids ``[lo, hi)`` of split file ``which`` as int64."""
-        path = self._split_path(which)
-        ids = read_csv_rows(path, lo, hi, dtype=np.int64, ncols=1)[:, 0]
-        i = first_outside(ids, self.num_nodes)
-        if i is not None:
-            raise DDStoreValueError(f"{path}, line {lo + i + 1}: node id {int(ids[i])} "
-                                    f"outside [0, {self.num_nodes})")
-        return ids
+    def split_ids(self, which, lo, hi):
+        """Node ids ``[lo, hi)`` of split file ``which`` (see :meth:`split`)."""
+        return read_csv_rows(self._split_path(which), lo, hi, dtype=np.int64, ncols=1)[:, 0]
 
     def _split_path(self, which):
-        if which not in SPLITS:
-            raise DDStoreValueError(f"split {which!r}: allowed {list(SPLITS)}")
+        self.check_split(which)
         if self.split_name is None:
             raise DDStoreValueError(f"{os.path.join(self.root, 'split')}: no split "
                                     f"directory")

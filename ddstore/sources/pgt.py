@@ -24,7 +24,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .series import Series, _check_series_array
+from .series import Series, check_series_array
 
 __all__ = ["load_pgt_json", "DynamicSeries"]
 
@@ -109,7 +109,7 @@ def _read_matrix(doc, path, dtype):
     except (TypeError, ValueError) as exc:
         raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} or 'edges' is not a "
                                 f"numeric array: {exc}") from None
-    data = np.ascontiguousarray(_check_series_array(data, f"{path}: {key!r}"), dtype=dtype)
+    data = np.ascontiguousarray(check_series_array(data, f"{path}: {key!r}"), dtype=dtype)
     weights = _pgt_weights(doc.get("weights"), edges.shape[0], path, "'weights'")
     node_ids = _pgt_node_ids(doc, data.shape[1], path)
     return Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=edges.T,

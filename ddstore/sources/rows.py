@@ -29,16 +29,18 @@ value that is not a number (or not an integer, for an integer ``dtype``) is a
 path; a row range outside the file names the allowed range.
 """
 import gzip
-import io
 import os
 import zlib
 
 import numpy as np
 
+from .._checks import as_int
 from ..errors import DDStoreIndexError, DDStoreValueError
+from .csv_lines import Column, parse_lines
+from .npy import npy_header
 
 __all__ = ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "npy_shape",
-           "CsvRowReader"]
+           "CsvRowReader", "first_line_fields"]
 
 BLOCK_BYTES = 32 << 20
 
@@ -61,10 +63,7 @@ def _need_file(path):
 
 
 def _check_bounds(path, lo, hi):
-    for what, v in (("lo", lo), ("hi", hi)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
-            raise DDStoreValueError(f"{path}: {what} must be an integer, got {v!r}")
-    lo, hi = int(lo), int(hi)
+    lo, hi = as_int(lo, f"{path}: lo"), as_int(hi, f"{path}: hi")
     if lo < 0 or hi < lo:
         raise DDStoreIndexError(f"{path}: row range [{lo}, {hi}) is not a range of rows "
                                 f"(need 0 <= lo <= hi)")
@@ -118,61 +117,22 @@ def _nth_line_end(block, k):
     return int(ends[k - 1]) + 1
 
 
-def _locate_bad_value(path, chunk, n, first_line, integer):
-    """The DDStoreValueError for the first bad value of ``chunk`` (slow; only called
-    after the fast parse failed or found a non-integer)."""
-    import pandas as pd
-    from .tgl import int64_text_error
-    df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)), dtype=str,
-                     keep_default_na=False, engine="c")
-    first = None
-    for c in range(n):
-        text = df[c]
-        vals = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
-        nan_text = text.str.strip().str.lower().isin(["nan", "", "na", "null", "n/a"])
-        bad = np.isnan(vals) & ~nan_text.to_numpy()
-        if integer:
-            bad |= ~np.isfinite(vals) | (vals != np.round(vals))
-            bad |= text.str.contains(r"[^0-9+\-\s]", regex=True).to_numpy()
-            for j in np.flatnonzero(np.abs(np.nan_to_num(vals)) >= 2.0 ** 62):
-                bad[j] |= int64_text_error(text.iloc[j].strip()) is not None
-        if bad.any():
-            i = int(np.argmax(bad))
-            if first is None or i < first[0] or (i == first[0] and c < first[1]):
-                first = (i, c, text.iloc[i])
-    if first is None:  # pandas failed on something else
-        return DDStoreValueError(f"{path}, lines {first_line}+: cannot be parsed as "
-                                 f"{n} numeric columns")
-    i, c, value = first
-    want = "an integer (a literal within int64)" if integer else "a number"
-    return DDStoreValueError(f"{path}, line {first_line + i}, column {c}: {value!r} is "
-                             f"not {want}")
-
-
 def _parse_block(path, chunk, n, first_line, dtype, out):
-    """Parse ``chunk`` (whole lines, ``n`` fields each) into ``out`` (pandas C parser)."""
-    import pandas as pd
-    from .tgl import _check_fields, first_non_integer
-    _check_fields(path, chunk, n, first_line,
-                  expected="expected {n} (as the first row read)")
+    """Parse ``chunk`` (whole lines, ``n`` fields each) into ``out``
+    (:func:`~ddstore.sources.csv_lines.parse_lines`: pandas' C parser, the first bad line
+    named)."""
     integer = dtype.kind in "iub"
-    # pandas reads "2.0" or "1e1" as an integer: only integer literals are integers
-    if integer and first_non_integer(chunk, n, range(n)) is not None:
-        raise _locate_bad_value(path, chunk, n, first_line, integer)
-    try:
-        df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
-                         dtype=np.int64 if integer else np.float64,
-                         skip_blank_lines=False, engine="c")
-    except (ValueError, TypeError, OverflowError):
-        raise _locate_bad_value(path, chunk, n, first_line, integer) from None
-    if len(df) != len(out):
-        raise DDStoreValueError(f"{path}, lines {first_line}+: parsed {len(df)} rows, "
-                                f"expected {len(out)} (blank lines?)")
-    values = df.to_numpy()
-    if integer and dtype != np.int64:
-        info = np.iinfo(dtype) if dtype.kind != "b" else None
-        if info is not None and values.size and (values.min() < info.min or
-                                                 values.max() > info.max):
+    want = "an integer (a literal within int64)" if integer else "a number"
+
+    def bad_value(line, col, text):
+        return DDStoreValueError(f"{path}, line {line}, column {col.field}: {text!r} is "
+                                 f"not {want}")
+    columns = [Column(j, f"column {j}", "int" if integer else "float") for j in range(n)]
+    values = np.column_stack(parse_lines(path, chunk, first_line, n, columns, bad_value,
+                                         expected="expected {n} (as the first row read)"))
+    if integer and dtype != np.int64 and dtype.kind != "b":
+        info = np.iinfo(dtype)
+        if values.size and (values.min() < info.min or values.max() > info.max):
             bad = np.flatnonzero(((values < info.min) | (values > info.max)).any(axis=1))
             i = int(bad[0])
             raise DDStoreValueError(f"{path}, line {first_line + i}: {values[i].tolist()} "
@@ -180,7 +140,9 @@ def _parse_block(path, chunk, n, first_line, dtype, out):
     out[...] = values
 
 
-def _first_line_fields(path):
+def first_line_fields(path):
+    """The number of comma-separated fields of the first line of a ``.csv`` /
+    ``.csv.gz`` file, or None for an empty file."""
     for block in _blocks(path, 1 << 16):
         line = block[:block.find(b"\n")]
         return line.count(b",") + 1
@@ -303,7 +265,7 @@ class CsvRowReader:
             raise DDStoreIndexError(f"{path}: row range [{lo}, {hi}) out of range "
                                     f"[0, {have}] (the file has {have} rows)")
         if out is None:  # lo == hi
-            ncols = _first_line_fields(path) or 0
+            ncols = first_line_fields(path) or 0
             out = np.empty((0, ncols), dtype=dtype)
         return out
 
@@ -311,10 +273,9 @@ class CsvRowReader:
 # ------------------------------------------------------------------------------ npy
 def npy_shape(path):
     """``(shape, dtype, fortran_order, data offset)`` of a ``.npy`` file (header only)."""
-    from .npy import _npy_header
     path = _need_file(path)
     with open(path, "rb") as fh:
-        shape, dtype, fortran, offset = _npy_header(path, fh)
+        shape, dtype, fortran, offset = npy_header(path, fh)
     if len(shape) == 0:
         raise DDStoreValueError(f"{path}: holds a 0-d array; rows need at least 1 "
                                 f"dimension")

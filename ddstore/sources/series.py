@@ -23,9 +23,10 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
+from .base import int_bounds
 
 __all__ = ["Series", "from_arrays", "adjacency_to_edges", "gaussian_kernel_adjacency",
-           "check_finite_weights"]
+           "check_finite_weights", "check_series_array", "check_edges", "check_timestamps"]
 
 
 def _as_array(data, what):
@@ -47,7 +48,9 @@ def _as_array(data, what):
         raise DDStoreValueError(f"{what} cannot be converted to an array: {exc}") from None
 
 
-def _check_series_array(arr, what="series"):
+def check_series_array(arr, what="series"):
+    """``arr`` (2-D ``[T, nodes]`` or 3-D ``[T, nodes, features]``, numeric) as a 3-D
+    view, or raise :class:`DDStoreValueError` naming ``what`` and what it must be."""
     if arr.ndim not in (2, 3):
         raise DDStoreValueError(
             f"{what} must be 2-D [T, nodes] or 3-D [T, nodes, features], got {arr.ndim}-D "
@@ -63,8 +66,11 @@ def _check_series_array(arr, what="series"):
     return arr
 
 
-def _edges(edge_index, edge_weight, num_nodes, what):
-    """Validate / default the graph: int64 ``[2, E]`` and float32 ``[E]``."""
+def check_edges(edge_index, edge_weight, num_nodes, what):
+    """The graph of a series checked, or its default: ``(edge_index, edge_weight)`` as
+    int64 ``[2, E]`` (``[E, 2]`` is transposed; ids in ``[0, num_nodes)``) and finite
+    float32 ``[E]`` (ones when None); a :class:`DDStoreValueError` naming ``what``
+    otherwise."""
     if edge_index is None:
         ei = np.zeros((2, 0), dtype=np.int64)
     else:
@@ -108,7 +114,9 @@ def check_finite_weights(weights, edge_index, what):
                                 f"are NaN or inf)")
 
 
-def _timestamps(timestamps, num_steps, what):
+def check_timestamps(timestamps, num_steps, what):
+    """``timestamps`` (None, or one per time step) as ``datetime64[ns]`` ``[num_steps]``,
+    or raise :class:`DDStoreValueError` naming ``what``."""
     if timestamps is None:
         return None
     ts = np.asarray(timestamps)
@@ -144,9 +152,9 @@ class Series:
         self._close = close
         self.num_steps, self.num_nodes, self.num_features = self.shape
         self.source = source
-        self.edge_index, self.edge_weight = _edges(edge_index, edge_weight,
+        self.edge_index, self.edge_weight = check_edges(edge_index, edge_weight,
                                                    self.num_nodes, source or "series")
-        self.timestamps = _timestamps(timestamps, self.num_steps, source or "series")
+        self.timestamps = check_timestamps(timestamps, self.num_steps, source or "series")
         self.node_ids = node_ids
 
     def read(self, start, stop):
@@ -155,7 +163,7 @@ class Series:
         For an in-memory series this is a view (any memory layout); for a file it is a
         fresh array read from the file.
         """
-        start, stop = int(start), int(stop)
+        start, stop = int_bounds("Series.read", start, stop, self.num_steps)
         if not 0 <= start <= stop <= self.num_steps:
             raise DDStoreValueError(f"Series.read: steps [{start}, {stop}) out of range "
                                     f"[0, {self.num_steps}]")
@@ -197,7 +205,7 @@ def from_arrays(data, edge_index=None, edge_weight=None, *, adjacency=None,
     a dense ``adjacency`` ``[nodes, nodes]`` (non-zeros become weighted edges), or no
     edges.  ``timestamps`` (``[T]`` datetime64) enables time-of-day / day-of-week features.
     """
-    arr = _check_series_array(_as_array(data, "series"))
+    arr = check_series_array(_as_array(data, "series"))
     if adjacency is not None:
         if edge_index is not None:
             raise DDStoreValueError("from_arrays: give either edge_index or adjacency, "

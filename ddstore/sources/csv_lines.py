@@ -1,0 +1,378 @@
+"""The one CSV reader of the sources: chunks of whole lines of comma-separated numbers.
+
+TGL's ``edges.csv`` (:mod:`~ddstore.sources.tgl`), JODIE's files
+(:mod:`~ddstore.sources.jodie`) and headerless tables (:mod:`~ddstore.sources.rows`) are
+all read through :func:`parse_lines`: each describes its fields with :class:`Column`
+(what a field must hold) and says how to word a bad value; the reader checks every
+line's field count, parses the typed columns, names the first bad line (its 1-based line
+number in the file) and, where asked, checks that a column never goes back, within the
+chunk and across pieces (:func:`check_sorted_across_ranks` across ranks).
+
+The fast path parses with fixed dtypes (pandas' C parser) and checks the result with
+whole-array operations; any doubt (a field count, a byte no integer literal has, a value
+outside its range) re-reads the chunk as text, which locates the first bad line.
+
+Byte ranges of a file with one header line, split over a store's ranks, are found and
+read in pieces of whole lines by :func:`line_share_range`, :func:`line_pieces` and
+:func:`read_line_share`.  pandas is imported where used.
+"""
+import io
+import os
+import re
+
+import numpy as np
+
+from ..errors import DDStoreValueError
+from .._collective import mark_agreed
+
+__all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_text",
+           "int64_text_error", "read_csv_chunk", "sorted_error", "check_sorted_across_ranks",
+           "line_share_range", "line_pieces", "read_line_share", "count_lines"]
+
+# bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
+# blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
+# literal, even where a parser would read a whole number from it
+_INT_TEXT = b"0123456789+- \t\r,\n"
+_INT_BYTES = np.zeros(256, dtype=bool)
+_INT_BYTES[list(_INT_TEXT)] = True
+_INT64_MAX = 2 ** 63 - 1
+# the texts a float column may hold for "no value" (NaN), as pandas reads them
+_NA_TEXT = ("nan", "", "na", "null", "n/a")
+
+
+class Column:
+    """What field ``field`` (0-based) of every line must hold, for :func:`parse_lines`.
+
+    ``kind="int"``: an integer literal within int64 (not "2.0" or "1e1", whatever a
+    parser makes of them), then ``low <= value <= high`` where given; parsed as int64.
+    ``kind="float"``: a number, parsed as float64; NaN ("nan", "", ...) allowed unless
+    ``finite`` (then inf is refused too); ``limit``: a bound on ``|value|``.
+    ``name`` and ``allowed`` are for the reader's messages."""
+
+    __slots__ = ("field", "name", "kind", "low", "high", "finite", "limit", "allowed")
+
+    def __init__(self, field, name, kind, allowed="", low=None, high=None, finite=False,
+                 limit=None):
+        if kind not in ("int", "float"):
+            raise ValueError(f"Column kind {kind!r}: allowed 'int' or 'float'")
+        self.field, self.name, self.kind, self.allowed = int(field), name, kind, allowed
+        self.low, self.high, self.finite, self.limit = low, high, bool(finite), limit
+
+
+def check_fields(path, chunk, n, first_line, expected="expected {n}"):
+    """Every line of ``chunk`` has ``n`` comma-separated fields, or raise naming the
+    first line that has not (pandas would take a row with an extra field as one with an
+    index column, and read the other columns shifted).  ``expected`` ends the message
+    (``{n}`` is filled in)."""
+    buf = np.frombuffer(chunk, dtype=np.uint8)
+    ends = np.flatnonzero(buf == ord("\n"))
+    if not chunk.endswith(b"\n"):
+        ends = np.append(ends, len(chunk))
+    commas = np.flatnonzero(buf == ord(","))
+    fields = np.diff(np.searchsorted(commas, ends), prepend=0) + 1
+    bad = np.flatnonzero(fields != n)
+    if bad.size:
+        i = int(bad[0])
+        raise DDStoreValueError(f"{path}, line {first_line + i}: malformed row: "
+                                f"{int(fields[i])} fields, {expected.format(n=n)}")
+
+
+def first_non_integer(chunk, n, columns):
+    """``(line index, column)`` of the first field of ``chunk`` (whole lines of ``n``
+    comma-separated fields each, as :func:`check_fields` checked) among ``columns``
+    that holds a byte no integer literal has (a ".", an "e", letters...), or None.  One
+    vectorised pass over the bytes; only the odd bytes are located."""
+    if not chunk.translate(None, _INT_TEXT):  # digits and separators only (C speed)
+        return None
+    buf = np.frombuffer(chunk, dtype=np.uint8)
+    odd = np.flatnonzero(~_INT_BYTES[buf])
+    # every line has n fields, so the separators (",", "\n") before a byte say its
+    # line and column: the k-th separator ends field k % n of line k // n
+    k = np.searchsorted(np.flatnonzero((buf == ord(",")) | (buf == ord("\n"))), odd)
+    hit = np.flatnonzero(np.isin(k % n, list(columns)))
+    if not hit.size:
+        return None
+    return int(k[hit[0]] // n), int(k[hit[0]] % n)
+
+
+def field_text(chunk, i, c):
+    """The text of field ``c`` of line ``i`` of ``chunk``, as written (for messages)."""
+    line = chunk.split(b"\n", i + 1)[i]
+    return line.rstrip(b"\r").split(b",")[c].decode("utf-8", "replace").strip()
+
+
+def int64_text_error(text):
+    """None when ``text`` is an integer literal within int64, else what is wrong."""
+    try:
+        v = int(text)
+    except ValueError:
+        return "not an integer literal"
+    if not -_INT64_MAX - 1 <= v <= _INT64_MAX:
+        return "beyond the int64 range"
+    return None
+
+
+def read_csv_chunk(path, chunk, n, first_line, usecols=None, **kwargs):
+    """A chunk of whole CSV lines with ``n`` fields as a pandas DataFrame (columns
+    ``0..n-1``, C parser; ``kwargs`` go to ``pandas.read_csv``); a row pandas cannot
+    parse is a :class:`DDStoreValueError` naming the file and line (``first_line``: the
+    chunk's first line number)."""
+    import pandas as pd
+    try:
+        return pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
+                           usecols=usecols, skip_blank_lines=False, engine="c", **kwargs)
+    except Exception as exc:
+        msg = str(exc)
+        m = re.search(r"line (\d+)", msg)
+        where = f"line {first_line + int(m.group(1)) - 1}" if m else \
+            f"lines {first_line}+"
+        raise DDStoreValueError(f"{path}, {where}: malformed row ({msg.strip()}); "
+                                f"expected {n} fields") from None
+
+
+def sorted_error(path, line, what, value, previous, advice):
+    """The error of a row whose ``what`` (e.g. "time") goes back: line ``line``."""
+    return DDStoreValueError(f"{path}, line {line}: {what} {value} is earlier than the "
+                             f"previous row's {previous}; {advice}")
+
+
+def check_sorted_across_ranks(path, ends, what, advice):
+    """Raise on every rank if the shares' values go back across ranks: ``ends`` is every
+    rank's ``(first value, last value, first line, ...)`` or None for an empty share
+    (gathered by an agreement; each share is checked in order by :func:`parse_lines`)."""
+    prev = None
+    for e in ends:
+        if e is None:
+            continue
+        if prev is not None and e[0] < prev:
+            raise mark_agreed(sorted_error(path, e[2], what, e[0], prev, advice))
+        prev = e[1]
+
+
+def _empty(columns):
+    return [np.zeros(0, dtype=np.int64 if c.kind == "int" else np.float64)
+            for c in columns]
+
+
+def parse_lines(path, chunk, first_line, n, columns, bad_value, expected="expected {n}",
+                sort=None, after=None):
+    """The arrays of ``columns`` (:class:`Column`; int64 or float64, in that order) of
+    ``chunk``: whole lines of ``n`` comma-separated fields (a last line may lack its
+    newline); ``first_line`` is the 1-based line number of its first line.  Fields not
+    named by a column are only counted.
+
+    Raises :class:`DDStoreValueError` naming the file and the first bad line: a line
+    without ``n`` fields (``expected`` ends that message, see :func:`check_fields`), a
+    value its column refuses (the message is ``bad_value(line, column, text)``, ``text``
+    the field as written) or, with ``sort=(k, what, advice)``, a value of
+    ``columns[k]`` smaller than the line's before it (``after``: the last value of the
+    previous piece, or None)."""
+    if not chunk:
+        return _empty(columns)
+    out = _parse_fast(chunk, n, columns)
+    if out is None:
+        out = _parse_careful(path, chunk, first_line, n, columns, bad_value, expected)
+    if sort is not None:
+        k, what, advice = sort
+        t = out[k]
+        if after is not None and t[0] < after:
+            raise sorted_error(path, first_line, what, t[0], after, advice)
+        down = np.flatnonzero(t[1:] < t[:-1])
+        if down.size:
+            i = int(down[0]) + 1
+            raise sorted_error(path, first_line + i, what, t[i], t[i - 1], advice)
+    return out
+
+
+def _in_range(col, vals):
+    """True when every value of the parsed column ``vals`` is one ``col`` allows."""
+    if not vals.size:
+        return True
+    if col.kind == "int":
+        return (col.low is None or int(vals.min()) >= col.low) and \
+            (col.high is None or int(vals.max()) <= col.high)
+    if col.finite and not np.isfinite(vals).all():
+        return False
+    if col.limit is not None:
+        with np.errstate(invalid="ignore"):
+            return not bool((np.abs(vals) > col.limit).any())
+    return True
+
+
+def _parse_fast(chunk, n, columns):
+    """The columns' arrays when every line of ``chunk`` is well formed, else None."""
+    import pandas as pd
+    lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+    if chunk.count(b",") != (n - 1) * lines:
+        return None
+    ints = [c.field for c in columns if c.kind == "int"]
+    if ints and first_non_integer(chunk, n, ints) is not None:
+        return None  # "1e1", "2.0": the careful path names it
+    use = sorted({c.field for c in columns})
+    try:
+        df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
+                         usecols=use, skip_blank_lines=False, engine="c",
+                         dtype={c.field: np.int64 if c.kind == "int" else np.float64
+                                for c in columns})
+    except (ValueError, TypeError, OverflowError, pd.errors.ParserError):
+        return None
+    if df.shape[0] != lines:
+        return None
+    out = [df[c.field].to_numpy() for c in columns]
+    if not all(_in_range(c, v) for c, v in zip(columns, out)):
+        return None
+    return out
+
+
+def _bad_mask(col, text):
+    """(bad lines of the text column ``text``, its values): float64 for a float column,
+    int64 (0 where bad) for an integer column."""
+    import pandas as pd
+    vals = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
+    if col.kind == "float":
+        na = text.str.lower().isin(_NA_TEXT).to_numpy()
+        bad = np.isnan(vals) & ~na
+        if col.finite:
+            bad |= ~np.isfinite(vals)
+        if col.limit is not None:
+            with np.errstate(invalid="ignore"):
+                bad |= np.abs(vals) > col.limit
+        return bad, vals
+    bad = ~np.isfinite(vals) | (vals != np.round(vals))
+    bad |= text.str.contains(r"[^0-9+\-\s]", regex=True).to_numpy()
+    # beyond int64 (the float64 test is coarse: the text decides)
+    for i in np.flatnonzero(np.abs(np.nan_to_num(vals)) >= 2.0 ** 62):
+        bad[i] |= int64_text_error(text.iloc[i]) is not None
+    with np.errstate(invalid="ignore"):
+        if col.low is not None:
+            bad |= vals < col.low
+        if col.high is not None:
+            bad |= vals > col.high
+    if bad.any():
+        return bad, None
+    return bad, text.to_numpy(dtype=str).astype(np.int64)  # exact, from the text
+
+
+def _parse_careful(path, chunk, first_line, n, columns, bad_value, expected):
+    """Re-read ``chunk`` as text: raise for its first bad line, or return its arrays."""
+    check_fields(path, chunk, n, first_line, expected)
+    lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+    use = sorted({c.field for c in columns})
+    df = read_csv_chunk(path, chunk, n, first_line, usecols=use, dtype=str,
+                        keep_default_na=False)
+    if len(df) != lines:
+        raise DDStoreValueError(f"{path}, lines {first_line}+: parsed {len(df)} rows, "
+                                f"expected {lines} (blank lines?)")
+    first, out = None, []
+    for col in columns:
+        text = df[col.field].str.strip()
+        bad, vals = _bad_mask(col, text)
+        if bad.any():
+            i = int(np.argmax(bad))
+            if first is None or (i, col.field) < (first[0], first[1].field):
+                first = (i, col, text.iloc[i])
+        out.append(vals)
+    if first is not None:
+        i, col, text = first
+        raise bad_value(first_line + i, col, text)
+    return out
+
+
+def count_lines(f, a, b, block=16 << 20):
+    """Lines in bytes [a, b) of an open file (a last line without a newline counts)."""
+    f.seek(a)
+    n, left, last = 0, b - a, b""
+    while left > 0:
+        buf = f.read(min(block, left))
+        if not buf:
+            break
+        n += buf.count(b"\n")
+        left -= len(buf)
+        last = buf[-1:]
+    return n + (1 if b > a and last != b"\n" else 0)
+
+
+def _line_start(f, pos, lo, size):
+    """First position >= pos where a line begins (lines start at ``lo``)."""
+    if pos <= lo:
+        return lo
+    if pos >= size:
+        return size
+    f.seek(pos - 1)
+    at = pos - 1
+    while True:
+        block = f.read(1 << 16)
+        if not block:
+            return size
+        k = block.find(b"\n")
+        if k >= 0:
+            return at + k + 1
+        at += len(block)
+
+
+def line_share_range(store, path, header, missing, call):
+    """Collective: the first step of a reader that parses only its share of a text file
+    with one header line, without reading it.  Rank ``r`` of ``size`` takes the whole
+    lines that start in the ``r``-th of ``size`` equal byte ranges of the body.
+    ``header(path)`` returns ``(info, header length in bytes, file size)`` or raises
+    :class:`DDStoreValueError`; ``missing`` says what the file should be when it does not
+    exist.  A failure on any rank raises on every rank (``call`` names the collective
+    call, see :meth:`DDStore.agree`).  Returns ``(info, (start, stop), counts)``: this
+    rank's byte range and every rank's number of lines (rank ``r``'s first line is
+    ``2 + sum(counts[:r])``), counted in blocks."""
+    rank, size = store.comm.Get_rank(), store.comm.Get_size()
+    error, info, a, b, nlines = None, None, 0, 0, 0
+    try:
+        if not os.path.isfile(path):
+            raise DDStoreValueError(f"{path}: not found ({missing})")
+        info, hlen, fsize = header(path)
+        body = fsize - hlen
+        with open(path, "rb") as f:
+            a = _line_start(f, hlen + body * rank // size, hlen, fsize)
+            b = _line_start(f, hlen + body * (rank + 1) // size, hlen, fsize)
+            nlines = count_lines(f, a, b)
+    except DDStoreValueError as exc:
+        error = exc
+    except OSError as exc:
+        error = DDStoreValueError(f"{path}: {exc}")
+    counts = store.agree(error, call=call, extra=nlines)
+    return info, (a, b), counts
+
+
+def line_pieces(path, start, stop, piece_bytes, first_line):
+    """This rank's bytes ``[start, stop)`` of whole lines in pieces of whole lines of
+    about ``piece_bytes`` (at least one line each): yields ``(bytes, first line
+    number)``."""
+    piece_bytes = max(1, int(piece_bytes))
+    line = first_line
+    with open(path, "rb") as f:
+        f.seek(start)
+        at, carry = start, b""
+        while at < stop or carry:
+            buf = f.read(min(piece_bytes, stop - at)) if at < stop else b""
+            at += len(buf)
+            if not buf and at < stop:  # the file shrank under us
+                raise DDStoreValueError(f"{path}: ends at byte {at}, expected {stop}")
+            buf = carry + buf if carry else buf
+            cut = buf.rfind(b"\n") + 1 if at < stop else len(buf)
+            if cut == 0:  # no whole line yet: read on
+                carry = buf
+                continue
+            piece, carry = buf[:cut], buf[cut:]
+            yield piece, line
+            line += piece.count(b"\n")
+
+
+def read_line_share(store, path, header, missing, call):
+    """Collective: :func:`line_share_range`, then this rank's bytes read whole.  Returns
+    ``(info, chunk, counts)``."""
+    info, (a, b), counts = line_share_range(store, path, header, missing, call)
+    error, chunk = None, b""
+    try:
+        with open(path, "rb") as f:
+            f.seek(a)
+            chunk = f.read(b - a)
+    except OSError as exc:
+        error = DDStoreValueError(f"{path}: {exc}")
+    store.agree(error)
+    return info, chunk, counts
