@@ -119,7 +119,7 @@ def _parse(path, chunk, n, first_line):
     def bad_value(line, col, text):
         value = _shown(col, text)
         allowed = col.allowed
-        if col.kind == "int" and isinstance(value, int) and abs(value) >= 2 ** 63:
+        if col.kind == "int" and isinstance(value, int) and value >= 2 ** 63:
             allowed += " below 2**63"
         return DDStoreValueError(f"{path}, line {line}: {col.name} (field "
                                  f"{col.field + 1}) is {value!r}; it must be {allowed}")
