@@ -25,11 +25,9 @@ class NodeDataSource:
     implements ``edges``, ``features``, ``labels``, ``split_size`` and
     :meth:`split_ids` (the raw ids of a split range); the base checks the split's name
     and the ids' range (:meth:`split`, :meth:`checked_edges`), naming the place
-    :meth:`where` gives."""
-
-    num_nodes = num_edges = num_features = 0
-    has_labels = False
-    split_name = None
+    :meth:`where` gives.  The attributes (``num_nodes``...) are the subclass's to set
+    (the base gives no defaults: ``put_node_data`` reads a missing ``has_labels`` as
+    True)."""
 
     def where(self, what, row):
         """How a message names row ``row`` (0-based) of ``what`` (``"edges"`` or a
