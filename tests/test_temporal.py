@@ -681,3 +681,26 @@ def test_link_prediction_metrics_agrees_on_bad_input():
     ap, auc, _, _, pos = link_prediction_metrics(MPI.COMM_SELF, [0.9, 0.8, 0.1, 0.2],
                                                  [1, 1, 0, 0])
     assert (ap, auc, pos) == (1.0, 1.0, 2)
+
+
+def test_edge_batches_refuse_what_int_would_truncate(store):
+    """EdgeBatches' integers go through _checks.as_int: floats, bools and negatives are
+    refused, naming the argument and the range (int() truncated 2.5 and took True)."""
+    import numpy as np
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import EdgeBatches, TemporalGraph
+    g = TemporalGraph.from_arrays(store, "g", np.arange(6), np.arange(1, 7),
+                                  np.arange(6.0), split=np.zeros(6, np.int64))
+    for kw, text in ((dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
+                     (dict(batch_size=2, chunks=True), "chunks must be an integer >= 1"),
+                     (dict(batch_size=2, negatives=1.0), "negatives must be an integer"),
+                     (dict(batch_size=2, seed=-1), "seed must be an integer >= 0"),
+                     (dict(batch_size=2, split=True), "split=True must be")):
+        with pytest.raises(DDStoreValueError, match=text):
+            EdgeBatches(g, **kw)
+    eb = EdgeBatches(g, 2, seed=np.int64(3))
+    for epoch in (1.5, -1, "2"):
+        with pytest.raises(DDStoreValueError, match="set_epoch: epoch must be an integer"):
+            eb.set_epoch(epoch)
+    eb.set_epoch(np.int32(2))
+    assert eb.epoch == 2 and type(eb.epoch) is int
