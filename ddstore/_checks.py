@@ -7,6 +7,7 @@ import numpy as np
 from .errors import DDStoreIndexError, DDStoreValueError
 
 __all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "taken_error",
+           "names_under",
            "exact_times", "MAX_EXACT_TIME", "STORABLE_KINDS"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
@@ -81,24 +82,34 @@ def is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-def as_int(value, what):
-    """``value`` as a Python int if it is an integer (Python or numpy, not bool); a
-    :class:`DDStoreValueError` naming ``what`` and the value otherwise (floats are never
-    truncated)."""
-    if is_int(value):
+def as_int(value, what, low=None):
+    """``value`` as a Python int if it is an integer (Python or numpy, not bool) and, when
+    ``low`` is given, ``>= low``; a :class:`DDStoreValueError` naming ``what``, the range
+    and the value otherwise (floats are never truncated)."""
+    if is_int(value) and (low is None or value >= low):
         return int(value)
-    raise DDStoreValueError(f"{what} must be an integer, got {value!r}")
+    bound = "" if low is None else f" >= {low}"
+    raise DDStoreValueError(f"{what} must be an integer{bound}, got {value!r}")
 
 
-def taken_error(what, name, variables):
-    """``(DDStoreValueError, message)`` if any of ``variables`` (a store's names) lies
-    under ``name/`` (the variables a layer object called ``name`` would create), else
-    None; ``what`` names the layer object, e.g. ``"graph 'g'"``."""
-    taken = [v for v in variables if v.startswith(f"{name}/")]
-    if taken:
-        return (DDStoreValueError, f"{what}: the store already holds variables {taken}; "
-                                   f"remove them or pick another name")
-    return None
+def taken_error(what, taken, remedy="remove them or pick another name"):
+    """The one "name already taken" error of every layer: ``(DDStoreValueError,
+    "<what>: the store already holds <taken>; <remedy>")``, or None when ``taken`` is
+    empty.  ``taken``: the variable names already held (a list, e.g.
+    :func:`names_under`), or a description of one thing held (e.g. ``"attribute ('paper',
+    'x')"``); ``what`` names the call or object (None: no prefix); ``remedy`` says how to
+    free the name."""
+    if not taken:
+        return None
+    held = f"variables {taken}" if isinstance(taken, list) else taken
+    return (DDStoreValueError, f"{'' if what is None else f'{what}: '}the store already "
+                               f"holds {held}; {remedy}")
+
+
+def names_under(name, variables):
+    """The names among ``variables`` (a store's) that lie under ``name/``: the
+    variables a layer object called ``name`` creates."""
+    return [v for v in variables if v.startswith(f"{name}/")]
 
 
 def check_indices(idx, limit, what, item="index", low=0, detail=""):

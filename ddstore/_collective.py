@@ -24,9 +24,9 @@ exit, see :mod:`ddstore._lifecycle`) it waits at most a given number of seconds 
 import contextlib
 import time
 
-from .errors import DDStoreError, DDStoreMemoryError, DDStoreValueError
+from .errors import DDStoreError, DDStoreValueError, as_error
 
-__all__ = ["agree", "as_error", "raise_errors", "is_agreed", "mark_agreed",
+__all__ = ["agree", "raise_errors", "is_agreed", "mark_agreed",
            "raised_alike", "format_ranks", "bounded", "last_call"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
@@ -78,19 +78,6 @@ def format_ranks(ranks):
     """``"rank 3"`` or ``"ranks 0, 2"``."""
     return f"rank {ranks[0]}" if len(ranks) == 1 else \
         f"ranks {', '.join(map(str, ranks))}"
-
-
-def as_error(error):
-    """``None``, an exception, or ``(exception class, message)`` as ``None`` or a
-    picklable ``(class, message)`` pair.  A foreign exception becomes a
-    :class:`DDStoreValueError` (a ``MemoryError``: a :class:`DDStoreMemoryError`) whose
-    message starts with its type name: the one conversion of foreign errors."""
-    if error is None or isinstance(error, tuple):
-        return error
-    if isinstance(error, DDStoreError):
-        return type(error), str(error)
-    cls = DDStoreMemoryError if isinstance(error, MemoryError) else DDStoreValueError
-    return cls, f"{type(error).__name__}: {error}"
 
 
 def _agreed(cls, message):
@@ -177,12 +164,18 @@ def agree(comm, call, error=None, extra=None, same=None):
 
     - a :class:`DDStoreValueError` naming the ranks and their calls when the ranks are
       not all in the same call;
-    - the error of any rank that passed one (see :func:`as_error`), naming its ranks;
+    - the error of any rank that passed one (an exception, converted by
+      :func:`ddstore.errors.as_error`, or a ``(class, message)`` pair), naming its
+      ranks;
     - a :class:`DDStoreValueError` when ``same`` (settings that must be equal on every
       rank, e.g. ``{"dtype": ..., "row shape": ...}``) differ, naming the ranks and
       their values (for a dict, only the entries that differ).
 
-    Returns every rank's ``extra`` (any picklable value), in rank order.
+    Returns every rank's ``extra`` (any picklable value), in rank order: a value the
+    ranks decide on together (a count, a layout, the first bad item) travels here, in
+    the same round as the errors, not in a collective of its own.  Errors a caller
+    raises from these values are raised alike on every rank: mark them
+    (:func:`mark_agreed`, :func:`raised_alike`).
     """
     if call is not None:
         op, name = call

@@ -1,4 +1,10 @@
-"""Exceptions raised by ddstore.  Every error a user can cause is a :class:`DDStoreError`."""
+"""Exceptions raised by ddstore.  Every error a user can cause is a :class:`DDStoreError`.
+
+:func:`as_error` is the one conversion of any other exception (a user callable failing, an
+allocation refused) into one of these."""
+
+__all__ = ["DDStoreError", "DDStoreValueError", "DDStoreIndexError", "DDStoreMemoryError",
+           "DDStoreStateError", "as_error"]
 
 
 class DDStoreError(Exception):
@@ -19,3 +25,22 @@ class DDStoreMemoryError(DDStoreError, MemoryError):
 
 class DDStoreStateError(DDStoreError, RuntimeError):
     """A call on a freed store, or an MPI failure."""
+
+
+def as_error(error, what=None):
+    """The one conversion of a failure into a ``(class, message)`` pair (what an agreement
+    carries, see :func:`ddstore._collective.agree`, or what a layer raises as
+    ``cls(message)``).
+
+    ``None`` and a ``(class, message)`` pair are returned as they are; a
+    :class:`DDStoreError` keeps its class and message.  Any other exception becomes a
+    :class:`DDStoreMemoryError` if it is a ``MemoryError`` (numpy's refused allocations
+    included), a :class:`DDStoreValueError` otherwise, with the message
+    ``"<type name>: <text>"``, prefixed by ``"<what>: "`` when ``what`` is given."""
+    if error is None or isinstance(error, tuple):
+        return error
+    if isinstance(error, DDStoreError):
+        return type(error), str(error)
+    cls = DDStoreMemoryError if isinstance(error, MemoryError) else DDStoreValueError
+    text = f"{type(error).__name__}: {error}"
+    return cls, text if what is None else f"{what}: {text}"

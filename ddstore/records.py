@@ -6,7 +6,7 @@ import numpy as np
 
 from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices
 from ._collective import mark_agreed
-from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
 
 __all__ = ["RecordsAPI"]
 
@@ -42,7 +42,7 @@ class RecordsAPI:
             try:
                 schema, error = _record_schema(name, samples)
             except Exception as exc:  # a sample numpy cannot read: agree, do not hang
-                error = (DDStoreValueError, f"records {name!r}: {type(exc).__name__}: {exc}")
+                error = as_error(exc, f"records {name!r}")
         info = self._agreement(("add_records", name), error, schema)
         schemas = [(r, s) for r, s in enumerate(info) if s is not None]
         if not schemas:  # decided from the gathered schemas: alike on every rank

@@ -23,7 +23,8 @@ import os
 import numpy as np
 
 from . import _core, _lifecycle, _transaction
-from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices, is_int, partition
+from ._checks import (STORABLE_KINDS, as_indices, as_int, check_indices, is_int, partition,
+                      taken_error)
 from ._collective import agree, is_agreed, mark_agreed
 from ._lifecycle import abort_on_exception
 from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, \
@@ -322,7 +323,7 @@ class DDStore(RecordsAPI):
         if not isinstance(name, str) or not name:
             return DDStoreValueError, f"variable name must be a non-empty str, got {name!r}"
         if name in self._vars or name in self._records:
-            return DDStoreValueError, f"variable {name!r} already exists"
+            return taken_error(None, f"variable {name!r}", "remove it or pick another name")
         return None
 
     @staticmethod

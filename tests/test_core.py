@@ -213,3 +213,96 @@ def test_release_free_heap_returns_freed_memory():
     after = current_rss()
     assert before - after > 20 << 20, (before, after)
     assert all(k[0] == 1.0 for k in kept)
+
+
+class _OutOfMemory:
+    """An array-like (and a sequence) whose every read fails as an allocation would."""
+
+    def __len__(self):
+        return 4
+
+    def __array__(self, *args, **kwargs):
+        raise MemoryError("Unable to allocate 8 EiB")
+
+    def __getitem__(self, index):
+        raise MemoryError("Unable to allocate 8 EiB")
+
+    def __getattr__(self, name):  # a sampled block's fields
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise MemoryError("Unable to allocate 8 EiB")
+
+
+def _memory_paths():
+    """(label, call(store)) of every layer path that converts a failure of local work
+    into an agreed error."""
+    import numpy as np
+    from ddstore.dynamic import DynamicGraph
+    from ddstore.graphs import GraphDataset
+    from ddstore.sources import SequenceSource
+    from ddstore.temporal import NodeMemory
+    from ddstore import pyg as dpyg
+
+    def graphs(store):
+        GraphDataset.from_source(store, "g", SequenceSource(_OutOfMemory()), progress=False)
+
+    def records(store):
+        store.add_records("r", [{"x": _OutOfMemory()}])
+
+    def node_memory(store):
+        mem = NodeMemory(store, "m", 10, 4, 3, mailbox_size=2)
+        mem.write(np.array([1]), _OutOfMemory(), np.array([1.0]))
+        mem.commit()
+
+    def node_memory_post(store):
+        mem = NodeMemory(store, "m", 10, 4, 3, mailbox_size=2)
+        mem.post_to_neighbors(_OutOfMemory(), np.zeros((1, 3)), np.array([1.0]))
+        mem.commit()
+
+    def feature_rows(store):
+        class Rows(_OutOfMemory):  # dtype and shape known, rows fail when read
+            shape, dtype, ndim = (4, 2), np.dtype(np.float64), 2
+        dpyg.FeatureStore(store, "f").put_tensor(Rows(), group_name=None, attr_name="x",
+                                                 index=None)
+
+    def edge_range(store):
+        def fn(a, b):
+            raise MemoryError("Unable to allocate 8 EiB")
+        dpyg.GraphStore(store, "e").put_edge_range(fn, (0, 4))
+
+    def dynamic(store):
+        DynamicGraph(store, "d", [np.array([[0], [1]]), _OutOfMemory()])
+
+    return {"graphs": graphs, "records": records, "node_memory": node_memory,
+            "node_memory_post": node_memory_post, "feature_rows": feature_rows,
+            "edge_range": edge_range, "dynamic": dynamic}
+
+
+@pytest.mark.parametrize("path", ["graphs", "records", "node_memory", "node_memory_post",
+                                  "feature_rows", "edge_range", "dynamic"])
+def test_memory_error_becomes_ddstore_memory_error(store, path):
+    """A MemoryError in local work of any layer is agreed on and raised as a
+    DDStoreMemoryError (the one conversion, ddstore.errors.as_error), not a
+    DDStoreValueError, naming the failure; nothing is left in the store."""
+    from ddstore import DDStoreMemoryError
+    from ddstore._collective import is_agreed
+    with pytest.raises(DDStoreMemoryError, match="MemoryError: Unable to allocate 8 EiB") \
+            as info:
+        _memory_paths()[path](store)
+    assert is_agreed(info.value)
+    left = store.variables()  # a NodeMemory keeps its own variables, nothing else is
+    assert all(v.startswith("m/") for v in left) if path.startswith("node_") else \
+        left == [], left
+
+
+def test_as_error_is_the_one_conversion():
+    from ddstore import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+    from ddstore.errors import as_error
+    assert as_error(None) is None
+    assert as_error((DDStoreValueError, "m")) == (DDStoreValueError, "m")
+    assert as_error(DDStoreIndexError("i"), "w") == (DDStoreIndexError, "i")
+    assert as_error(MemoryError("x"), "w") == (DDStoreMemoryError, "w: MemoryError: x")
+    assert as_error(TypeError("t")) == (DDStoreValueError, "TypeError: t")
+    numpy_refusal = type("_ArrayMemoryError", (MemoryError,), {})  # as numpy's
+    assert as_error(numpy_refusal("no")) == (DDStoreMemoryError,
+                                             "_ArrayMemoryError: no")

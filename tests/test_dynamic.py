@@ -299,3 +299,21 @@ def test_pgt_bad_node_ids_and_ragged_y_name_the_file(tmp_path):
     with pytest.raises(DDStoreValueError, match=r"covid.json: 'y' must be \[T, nodes\] "
                                                 r"numbers: "):
         st.load_pgt_json(_write(tmp_path, "covid.json", doc))
+
+
+def test_taken_name_is_named_like_every_layer():
+    """A DynamicGraph whose variables exist names them as every layer does
+    (_checks.taken_error); a plain variable too."""
+    store = _store()
+    try:
+        store.add("g/delta", np.zeros((1, 1)))
+        with pytest.raises(DDStoreValueError, match=r"DynamicGraph 'g': the store already "
+                                                    r"holds variables \['g/delta'\]; "
+                                                    r"remove them or pick another name"):
+            DynamicGraph(store, "g", [np.array([[0], [1]])])
+        with pytest.raises(DDStoreValueError, match=r"the store already holds variable "
+                                                    r"'g/delta'; remove it or pick another"):
+            store.add("g/delta", np.zeros((1, 1)))
+        assert store.variables() == ["g/delta"]
+    finally:
+        store.free()

@@ -183,7 +183,7 @@ def test_several_layouts_of_one_edge_type(store):
     for layout in ("coo", "csr", "csc"):
         _same(getattr(gs, layout)(), getattr(ref, layout)(), layout)
     before = store.variables()
-    with pytest.raises(DDStoreValueError, match="already stored in layout 'coo'"):
+    with pytest.raises(DDStoreValueError, match=r"already holds edge type .* in layout 'coo'"):
         gs.put_edge_index(ei, edge_type=et, layout="coo", size=(6, 6))
     assert store.variables() == before
     with pytest.raises(DDStoreValueError, match="pointer must start at 0, not decrease"):
@@ -298,7 +298,8 @@ def test_errors_from_gathered_values_are_marked_agreed(store):
     ranks in tests/mpi/pyg_check.py, pyg_callables.py and scale_features.py."""
     import numpy as np
     from ddstore import DDStoreIndexError, DDStoreMemoryError
-    from ddstore._collective import as_error, is_agreed
+    from ddstore._collective import is_agreed
+    from ddstore.errors import as_error
     from ddstore import pyg as dpyg
     fs = dpyg.FeatureStore(store, "f")
     with pytest.raises(DDStoreIndexError, match="leaves a gap") as info:
@@ -528,3 +529,29 @@ def test_time_sorted_coo_and_raw_graph_without_edges(store):
     with pytest.raises(DDStoreValueError, match="holds no edges and its feature store no "
                                                 "node attributes"):
         dpyg.NeighborSampler(dpyg.GraphStore(store, "z"), [2])
+
+
+def test_size_must_be_integers_and_taken_names_are_named(store):
+    """put_edge_index / put_edge_range refuse a size that int() would truncate (2.5),
+    a float that happens to be whole, a str or a bool, in every layout; a second put of
+    a stored layout names what the store already holds (_checks.taken_error)."""
+    import numpy as np
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    gs = dpyg.GraphStore(store, "g")
+    coo = torch.tensor([[0, 1], [1, 2]])
+    inputs = {"coo": coo, "csc": (torch.tensor([0, 1]), torch.tensor([0, 0, 1, 2])),
+              "csr": (torch.tensor([0, 1, 2, 2]), torch.tensor([1, 2]))}
+    for size in ((2.5, 3), (3, 2.5), (3.0, 3), (np.float64(3), 3), ("3", 3), (True, 3)):
+        for layout, ei in inputs.items():
+            with pytest.raises(DDStoreValueError, match="size must be"):
+                gs.put_edge_index(ei, edge_type=("a", "r", "b"), layout=layout, size=size)
+        with pytest.raises(DDStoreValueError, match="size must be"):
+            gs.put_edge_range(lambda a, b: np.zeros((2, b - a), int), (0, 2),
+                              edge_type=("a", "r", "b"), size=size)
+    assert store.variables() == []
+    gs.put_edge_index(coo, edge_type=("a", "r", "b"), layout="coo", size=(3, 3))
+    with pytest.raises(DDStoreValueError, match=r"the store already holds edge type "
+                                                r"\('a', 'r', 'b'\) in layout 'coo'; "
+                                                r"remove_edge_index"):
+        gs.put_edge_index(coo, edge_type=("a", "r", "b"), layout="coo", size=(3, 3))

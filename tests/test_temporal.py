@@ -701,3 +701,26 @@ def test_csv_readers_name_the_first_bad_line(store, tmp_path):
             f"{path}, line 3: state_label (field 4) is 2.5; it must be an integer label")):
         TemporalGraph.from_jodie(store, "g", path)
     assert store.variables() == []
+
+
+def test_edge_batches_refuse_what_int_would_truncate(store):
+    """EdgeBatches' integers go through _checks.as_int: floats, bools and negatives are
+    refused, naming the argument and the range (int() truncated 2.5 and took True)."""
+    import numpy as np
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import EdgeBatches, TemporalGraph
+    g = TemporalGraph.from_arrays(store, "g", np.arange(6), np.arange(1, 7),
+                                  np.arange(6.0), split=np.zeros(6, np.int64))
+    for kw, text in ((dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
+                     (dict(batch_size=2, chunks=True), "chunks must be an integer >= 1"),
+                     (dict(batch_size=2, negatives=1.0), "negatives must be an integer"),
+                     (dict(batch_size=2, seed=-1), "seed must be an integer >= 0"),
+                     (dict(batch_size=2, split=True), "split=True must be")):
+        with pytest.raises(DDStoreValueError, match=text):
+            EdgeBatches(g, **kw)
+    eb = EdgeBatches(g, 2, seed=np.int64(3))
+    for epoch in (1.5, -1, "2"):
+        with pytest.raises(DDStoreValueError, match="set_epoch: epoch must be an integer"):
+            eb.set_epoch(epoch)
+    eb.set_epoch(np.int32(2))
+    assert eb.epoch == 2 and type(eb.epoch) is int

@@ -27,8 +27,8 @@ import torch
 from tqdm import tqdm
 
 from .. import _core
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
-from .._checks import is_int, partition
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
+from .._checks import is_int, partition, taken_error
 from ..sources.series import check_finite_weights
 
 __all__ = ["DynamicGraph", "canonical_edges"]
@@ -48,14 +48,21 @@ def _to_numpy(value):
     return np.asarray(value)
 
 
+def _unreadable(what, exc):
+    """The error for ``what`` (e.g. ``"edges[3]"``) that could not be read as an array
+    (``exc``): ``"<what> is not an array: <type>: <text>"``, or, for a ``MemoryError``,
+    a :class:`DDStoreMemoryError` (:func:`~ddstore.errors.as_error`)."""
+    cls, text = as_error(exc)
+    return cls(f"{what}{' is not an array' if cls is DDStoreValueError else ''}: {text}")
+
+
 def _step_edges(edges_t, t, num_nodes):
     """Validated ``[2, E]`` int64 array of step ``t`` (``num_nodes`` None: ids in
     ``[0, _MAX_NODES)``)."""
     try:
         arr = _to_numpy(edges_t)
     except Exception as exc:
-        raise DDStoreValueError(f"edges[{t}] is not an array: {type(exc).__name__}: "
-                                f"{exc}") from None
+        raise _unreadable(f"edges[{t}]", exc) from None
     if arr.size == 0 and arr.ndim in (1, 2) and (arr.ndim == 1 or arr.shape[0] == 2 or
                                                 arr.shape[1] == 2):
         return np.zeros((2, 0), dtype=np.int64)  # an empty step (PGT writes [] for it)
@@ -88,7 +95,7 @@ def _step_weights(weights, t, edge_index):
     try:
         w = _to_numpy(w_t)
     except Exception as exc:
-        raise DDStoreValueError(f"weights[{t}] is not an array: {exc}") from None
+        raise _unreadable(f"weights[{t}]", exc) from None
     if w.size == 0 and num_edges == 0:
         return np.zeros(0)
     if w.ndim != 1 or w.dtype.kind not in "biuf":
@@ -309,8 +316,7 @@ class DynamicGraph:
                         top = max(top, int(ei.max()))
             except Exception as exc:
                 error = exc
-            store.agree(error)
-            num_nodes = max(1, 1 + max(store.comm.allgather(top)))  # <= _MAX_NODES
+            num_nodes = max(1, 1 + max(store.agree(error, extra=top)))  # <= _MAX_NODES
         self.num_nodes = int(num_nodes)
         self._bits = _key_bits(self.num_nodes)
         self._mask = (1 << self._bits) - 1
@@ -336,13 +342,16 @@ class DynamicGraph:
         except Exception as exc:
             error = exc
         progress.close()
-        store.agree(error)
 
-        # every rank learns every step's edge and delta sizes (small), then k
+        # every rank learns every step's edge and delta sizes (small), then k: gathered
+        # by the agreement, over the communicator; this group's members are its ranks
+        # [group * width, (group + 1) * width)
         dkeys = ("add_key", "del_key") + (("chg_key",) if self.weighted else ())
-        sizes = np.array([[d[k].shape[0] for k in dkeys] for d in deltas],
-                         dtype=np.int64).reshape(-1, len(dkeys))
-        gathered = store.group_comm.allgather((counts, sizes))
+        sizes = None if error is not None else np.array(
+            [[d[k].shape[0] for k in dkeys] for d in deltas],
+            dtype=np.int64).reshape(-1, len(dkeys))
+        gathered = store.agree(error, extra=(counts, sizes))[
+            store.group * width:(store.group + 1) * width]
         self._num_edges = np.concatenate([c for c, _ in gathered])
         dsize = np.concatenate([s for _, s in gathered]).reshape(-1, len(dkeys))
         self._delta_entries = dsize.sum(axis=1)
@@ -435,10 +444,10 @@ class DynamicGraph:
         if not is_int(cache_size) or cache_size < 1:
             raise DDStoreValueError(f"DynamicGraph {name!r}: cache_size={cache_size!r}; "
                                     f"allowed: an integer >= 1")
-        for var in (f"{name}/delta", f"{name}/ckpt"):
-            if var in store:
-                raise DDStoreValueError(f"DynamicGraph {name!r}: store variable {var!r} "
-                                        f"already exists")
+        error = taken_error(f"DynamicGraph {name!r}", [
+            var for var in (f"{name}/delta", f"{name}/ckpt") if var in store])
+        if error is not None:
+            raise error[0](error[1])
         return T
 
     def _canonical(self, edges, weights, t):

@@ -5,7 +5,7 @@ import time
 import numpy as np
 import torch
 
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
 from .._checks import as_indices, is_int, partition
 from .._collective import mark_agreed
@@ -114,7 +114,7 @@ class GraphDataset(torch.utils.data.Dataset):
             raise DDStoreValueError(f"source must be a ddstore.sources.Source, got "
                                     f"{type(source).__name__}")
         comm = store.comm
-        error, layout, records, first, lo, hi = None, None, [], None, 0, 0
+        error, layout, records, first, lo, hi, total = None, None, [], None, 0, 0, None
         stored_layout, offsets = None, None
         try:
             total = len(source)
@@ -130,15 +130,12 @@ class GraphDataset(torch.utils.data.Dataset):
             else:
                 layout, records, first = _load_chunk(store, name, source, lo, hi,
                                                      stored_layout, progress)
-        except DDStoreError as exc:
-            error = exc
         except Exception as exc:  # a user Dataset failing, an I/O error...
-            error = (DDStoreValueError, f"graphs {name!r}: {type(exc).__name__}: {exc}")
+            error = as_error(exc, f"graphs {name!r}")  # a DDStoreError as it is
         # collective: every rank is loading the same name, and a failure on any rank
-        # raises on every rank
-        store.agree(error, call=("GraphDataset", name))
-        info = comm.allgather((len(source), None if layout is None else layout.to_list(),
-                               first))
+        # raises on every rank; the same round gathers every rank's length and layout
+        info = store.agree(error, call=("GraphDataset", name), extra=(
+            total, None if layout is None else layout.to_list(), first))
         totals = {t for t, _, _ in info}
         if len(totals) > 1:  # decided from the gathered info: alike on every rank
             raise mark_agreed(DDStoreValueError(
@@ -364,8 +361,7 @@ def _fill_records(store, name, layout, sizes, read_block, progress, desc):
                 bar.update(stop - done)
                 done = stop
         except Exception as exc:
-            error = exc if isinstance(exc, DDStoreError) else (
-                DDStoreValueError, f"graphs {name!r}: {type(exc).__name__}: {exc}")
+            error = as_error(exc, f"graphs {name!r}")  # a DDStoreError as it is
     store.agree(error, call=("GraphDataset.load", name))
     store.sync()
 
@@ -417,10 +413,7 @@ def _load_chunk(store, name, source, lo, hi, stored_layout, progress):
                 bar.update(1)
         except Exception as exc:  # DDStoreErrors, and a user Dataset's own failures
             where = source.describe(index)
-            if isinstance(exc, DDStoreError):
-                cls, text = type(exc), str(exc)
-            else:
-                cls, text = DDStoreValueError, f"{type(exc).__name__}: {exc}"
+            cls, text = as_error(exc)
             named = source.file(index) if hasattr(source, "file") else where
             prefix = "" if (named in text or where == f"sample {index}") else f"{where}: "
             raise cls(f"graphs {name!r}: sample {index}: {prefix}{text}") from None

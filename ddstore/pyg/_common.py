@@ -5,8 +5,7 @@ one replica; member ``g`` holds rows ``partition(num_rows, width, g)``)."""
 import numpy as np
 
 from .._checks import STORABLE_KINDS, is_int
-from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
-                      DDStoreValueError)
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
 # the edge type under which a homogeneous graph's edge attributes are kept in the feature
 # store (the GraphStore calls that edge type None, as PyG does)
@@ -58,14 +57,6 @@ def call_piece(fn, label, a, b, what):
     if error is not None:
         raise error[0](error[1])
     return out, arr
-
-
-def piece_error(exc, what):
-    """What to agree on after ``exc`` (a :class:`~ddstore.DDStoreError` or a
-    ``MemoryError``) was raised while reading or checking one piece of a put."""
-    if isinstance(exc, DDStoreError):
-        return exc
-    return DDStoreMemoryError, f"{what}: out of memory for one piece ({exc})"
 
 
 def as_numpy(x, what):

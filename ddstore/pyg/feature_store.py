@@ -8,13 +8,13 @@ from torch_geometric.data import FeatureStore as _PygFeatureStore
 from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
-from .._checks import as_indices, check_indices, is_int
+from .._checks import as_indices, check_indices, is_int, taken_error
 from .._collective import mark_agreed
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
 from ..placement import member_offsets
 from ..temporal.build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, as_edge_type, as_source, call_piece, edge_var, is_edge_type,
-                      node_var, piece_error, rows_error, storable_error, tiling_error)
+                      node_var, rows_error, storable_error, tiling_error)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
            "default_chunk_rows"]
@@ -269,7 +269,7 @@ class FeatureStore(_PygFeatureStore):
                 idx = self._index(a, attr.index, what)
                 vals = self._values(a, tensor, idx.shape[0], what)
         except (DDStoreError, MemoryError) as exc:
-            error = piece_error(exc, what)
+            error = as_error(exc, what)
         store.agree(error, call=("FeatureStore.put_rows", repr((a.group_name, a.attr_name))),
                     same={"index rows": None if whole or error else int(idx.shape[0])})
         off = member_offsets(n, store.group_size)
@@ -319,8 +319,8 @@ class FeatureStore(_PygFeatureStore):
         error = self._key_error(attr, what)
         key = (attr.group_name, attr.attr_name)
         if error is None and key in self._attrs:
-            error = (DDStoreValueError, f"{what}: attribute {key!r} is already stored; "
-                                        f"remove_tensor it first (collective)")
+            error = taken_error(what, f"attribute {key!r}", "remove_tensor it first "
+                                                          "(collective)")
         if error is None and attr.index is not None and not _is_all(attr.index):
             error = (DDStoreValueError,
                      f"{what}: an index writes rows of an attribute already stored; "
@@ -336,7 +336,7 @@ class FeatureStore(_PygFeatureStore):
                     first = rows_of(0, min(hi - lo, self.chunk_rows or 1), None)
                     arr = first
                 except (DDStoreError, MemoryError) as exc:
-                    error = piece_error(exc, what)
+                    error = as_error(exc, what)
         elif error is None:
             arr, tdt, error = as_source(tensor, what)
         if error is None:
@@ -362,12 +362,12 @@ class FeatureStore(_PygFeatureStore):
                 g = store.group_rank
                 try:  # an array-like read range-wise can fail here: agree
                     mine, err = np.ascontiguousarray(arr[int(off[g]):int(off[g + 1])]), None
-                except (DDStoreError, MemoryError) as exc:
-                    mine, err = None, piece_error(exc, what)
+                except DDStoreError as exc:
+                    mine, err = None, exc
                 except Exception as exc:  # noqa: BLE001 -- agreed just below
-                    mine, err = None, (DDStoreValueError, f"{what}: reading rows "
-                                       f"[{off[g]}, {off[g + 1]}) raised "
-                                       f"{type(exc).__name__}: {exc}")
+                    cls, text = as_error(exc)  # a MemoryError: a memory error
+                    mine, err = None, (cls, f"{what}: reading rows [{off[g]}, "
+                                            f"{off[g + 1]}) raised {text}")
                 store.agree(err)
                 store.add(var, mine)
             else:

@@ -10,13 +10,13 @@ from torch_geometric.data import GraphStore as _PygGraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
-from .._checks import exact_times, is_int
+from .._checks import exact_times, is_int, names_under, taken_error
 from .._collective import mark_agreed
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
 from ..placement import balanced_offsets
 from ..temporal.build import check_chunk_edges, create, default_chunk_edges, fill_tcsr
 from ._common import (as_edge_type, as_numpy, call_piece, edge_var, is_edge_type, node_var,
-                      piece_error, rows_error, tiling_error, type_key)
+                      rows_error, tiling_error, type_key)
 from .feature_store import UnknownAttributeError
 
 __all__ = ["GraphStore", "EdgeAttr"]
@@ -347,17 +347,15 @@ class GraphStore(_PygGraphStore):
                                         f"strings, got {edge_type!r}")
         built = self._stored if reverse_of is None else self._reversed
         if error is None and (edge_type, layout) in built:
-            error = (DDStoreValueError, f"{what}: edge type {edge_type!r} is already stored "
-                                        f"in layout {layout.value!r}; remove_edge_index("
-                                        f"edge_type, layout={layout.value!r}) it first "
-                                        f"(collective)")
+            error = taken_error(what, f"edge type {edge_type!r} in layout {layout.value!r}",
+                                f"remove_edge_index(edge_type, layout={layout.value!r}) "
+                                f"it first (collective)")
         if error is None and size is not None:
             error, size = _size_error(size, edge_type, what)
         prefix = (f"{self.name}/{'csc' if reverse_of is None else 'out'}/"
                   f"{type_key(edge_type)}/{layout.value}/")
-        if error is None and any(v.startswith(prefix) for v in st.variables()):
-            error = (DDStoreValueError, f"{what}: the store already holds variables under "
-                                        f"{prefix!r}")
+        if error is None:
+            error = taken_error(what, names_under(prefix[:-1], st.variables()))
         n_local = hi - lo
         # first pass, local, in pieces: node ids checked; degrees counted when the size
         # is known (else in a second pass, once it is agreed)
@@ -382,7 +380,7 @@ class GraphStore(_PygGraphStore):
                     else:  # out of range: raised below on every rank
                         deg = None
             except (DDStoreError, MemoryError) as exc:
-                error = piece_error(exc, what)
+                error = as_error(exc, what)
         ok = error is None
         info = st.agree(error, call=("GraphStore.put" if reverse_of is None else
                                      "GraphStore.build_backward", repr(edge_type)), extra=(
@@ -434,7 +432,7 @@ class GraphStore(_PygGraphStore):
                     if times is not None:
                         times(a, b, s)
             except (DDStoreError, MemoryError) as exc:
-                error = piece_error(exc, what)
+                error = as_error(exc, what)
             st.agree(error)
         weights = (self._weight_check(edge_type, lo, hi, num_edges, step, what)
                    if reverse_of is None else reverse_of.vars.get("w"))
@@ -533,7 +531,7 @@ class GraphStore(_PygGraphStore):
                     bad = (a + p, float(x[p]))
                     break
         except (DDStoreError, MemoryError) as exc:
-            error = piece_error(exc, what)
+            error = as_error(exc, what)
         found = [x for x in st.agree(error, extra=bad) if x is not None]
         if found:
             eid, value = min(found)
@@ -565,7 +563,7 @@ class GraphStore(_PygGraphStore):
                 b = min(a + chunk, view.shape[0])
                 view[a:b] = st.get_batch(source, ids[a:b].astype(np.int64)).reshape(-1)
         except (DDStoreError, MemoryError) as exc:
-            error = piece_error(exc, what)
+            error = as_error(exc, what)
         del view, ids
         st.agree(error)
         st.sync()

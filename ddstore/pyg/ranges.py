@@ -35,8 +35,7 @@ import numpy as np
 
 from .. import partition
 from .._checks import is_int
-from .._collective import as_error
-from ..errors import DDStoreError, DDStoreValueError
+from ..errors import DDStoreValueError, as_error
 from ..memory import release_free_heap
 from ..sources.base import first_outside
 from ..temporal.build import check_chunk_edges
@@ -71,11 +70,8 @@ def _local(store, what, fn, *args, call=None, **kwargs):
     out, error = None, None
     try:
         out = fn(*args, **kwargs)
-    except DDStoreError as exc:
-        error = exc
     except Exception as exc:  # noqa: BLE001 -- a reader's failure on one rank: agreed
-        cls, message = as_error(exc)  # the one conversion (MemoryError: a memory error)
-        error = (cls, f"{what}: {message}")
+        error = as_error(exc, what)  # a DDStoreError as it is
     store.agree(error, call=call)
     return out
 

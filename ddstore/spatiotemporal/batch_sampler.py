@@ -3,7 +3,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreValueError
-from .._checks import is_int
+from .._checks import as_int, is_int
 
 __all__ = ["BatchShuffleSampler", "assign_blocks"]
 
@@ -130,7 +130,7 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
 
     def set_epoch(self, epoch):
         """Shuffle differently in epoch ``epoch`` (same on every rank)."""
-        self.epoch = int(epoch)
+        self.epoch = as_int(epoch, "set_epoch: epoch", 0)
 
     def rank_blocks(self, rank=None):
         """Block ids (into :attr:`blocks`) that ``rank`` gets this epoch, in order."""

@@ -5,7 +5,8 @@ import numbers
 import numpy as np
 import torch
 
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
+from ..errors import (DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError,
+                      as_error)
 from .._checks import as_indices, check_indices, is_int
 from .._collective import mark_agreed
 from ..sources.series import Series, from_arrays
@@ -400,10 +401,8 @@ class WindowDataset(_WindowView):
                 first = fx if first is None or (fx is not None and fx < first) else first
                 moments = moments.merge(m)
         except Exception as exc:  # any failure on one rank: agree, not hang
-            failure = (DDStoreValueError, f"loading {self.name!r} failed: "
-                                          f"{type(exc).__name__}: {exc}")
-        store.agree(failure)
-        info = store.comm.allgather((nan_count, first, moments.as_tuple()))
+            failure = as_error(exc, f"loading {self.name!r} failed")
+        info = store.agree(failure, extra=(nan_count, first, moments.as_tuple()))
         width = store.group_size
         mine = info[store.group * width:(store.group + 1) * width]
         # decided over the whole communicator, not per replica group: every group reads

@@ -3,7 +3,7 @@ scheduling."""
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .._checks import is_int, partition
+from .._checks import as_int, is_int, partition
 from .graph import SPLITS
 
 
@@ -31,13 +31,10 @@ class EdgeBatches:
 
     def __init__(self, graph, batch_size, split="train", chunks=1, negatives=1,
                  shuffle_chunks=True, comm=None, seed=0):
-        for label, v in (("batch_size", batch_size), ("chunks", chunks)):
-            if not is_int(v) or v < 1:
-                raise DDStoreValueError(f"EdgeBatches: {label}={v!r} must be an integer "
-                                        f">= 1")
-        if (not is_int(negatives)
-                or negatives < 0):
-            raise DDStoreValueError(f"EdgeBatches: negatives={negatives!r} must be >= 0")
+        batch_size = as_int(batch_size, "EdgeBatches: batch_size", 1)
+        chunks = as_int(chunks, "EdgeBatches: chunks", 1)
+        negatives = as_int(negatives, "EdgeBatches: negatives", 0)
+        seed = as_int(seed, "EdgeBatches: seed", 0)
         if batch_size % chunks:
             raise DDStoreValueError(f"EdgeBatches: chunks={chunks} must divide "
                                     f"batch_size={batch_size}")
@@ -46,25 +43,25 @@ class EdgeBatches:
                 raise DDStoreValueError(f"EdgeBatches: split={split!r} is not one of "
                                         f"{list(SPLITS)}")
             code = SPLITS[split]
-        elif isinstance(split, (int, np.integer)) and 0 <= split <= 2:
+        elif is_int(split) and 0 <= split <= 2:
             code = int(split)
         else:
             raise DDStoreValueError(f"EdgeBatches: split={split!r} must be 'train', 'val', "
                                     f"'test' or 0-2")
         self.graph = graph
-        self.batch_size, self.chunks = int(batch_size), int(chunks)
+        self.batch_size, self.chunks = batch_size, chunks
         self.chunk_size = self.batch_size // self.chunks
-        self.negatives = int(negatives)
+        self.negatives = negatives
         self.shuffle_chunks = bool(shuffle_chunks)
         self.comm = comm
-        self.seed = int(seed)
+        self.seed = seed
         self.epoch = 0
         eids = np.flatnonzero(graph.split == code).astype(np.int64)
         t = graph.store.get_range(f"{graph.name}/edge_t", 0, graph.num_edges)[eids]
         self.eids = eids[np.argsort(t, kind="stable")]  # time order, ties by edge id
 
     def set_epoch(self, epoch):
-        self.epoch = int(epoch)
+        self.epoch = as_int(epoch, "EdgeBatches.set_epoch: epoch", 0)
 
     def shift(self):
         """The batch-boundary shift of this epoch, in edges."""

@@ -31,7 +31,7 @@ raises the same error on every rank, and the builder's transaction
 """
 import numpy as np
 
-from ..errors import DDStoreError, DDStoreMemoryError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreValueError, as_error
 from .._checks import is_int
 from .. import _core
 
@@ -55,14 +55,6 @@ def check_chunk_edges(chunk_edges, name):
         return None
     return (DDStoreValueError, f"graph {name!r}: chunk_edges={chunk_edges!r} must be an "
                                f"integer >= 1 (edges per rank per round) or None")
-
-
-def _error_of(exc):
-    if isinstance(exc, DDStoreError):
-        return exc
-    if isinstance(exc, MemoryError):
-        return DDStoreMemoryError, f"out of memory for one chunk of the build ({exc})"
-    return DDStoreValueError, f"{type(exc).__name__}: {exc}"
 
 
 def create(store, name, n_local, row_shape, dtype):
@@ -111,7 +103,7 @@ def fill_rows(store, owner_off, first_row, pieces, views):
                 except StopIteration:
                     done = True
                 except Exception as exc:  # noqa: BLE001 -- agreed on below
-                    error = _error_of(exc)
+                    error = as_error(exc)
             n = int(piece[0].shape[0]) if piece is not None else 0
             if piece is not None and error is None:
                 bad = [i for i, p in enumerate(piece) if p.shape[0] != n or
@@ -171,9 +163,9 @@ def count_degrees(store, edges_view, num_nodes, add_reverse):
         deg = np.zeros(int(num_nodes), dtype=np.int64)
         if store.comm.Get_rank() < store.group_size:  # group 0 holds one full replica
             _core.tcsr_count(edges_view, add_reverse, deg)
-    except MemoryError:
-        error = (DDStoreMemoryError, f"the degrees of num_nodes={num_nodes} nodes "
-                                     f"({8 * int(num_nodes)} bytes) cannot be allocated")
+    except MemoryError as exc:
+        error = as_error(exc, f"the degrees of num_nodes={num_nodes} nodes "
+                              f"({8 * int(num_nodes)} bytes) cannot be allocated")
     except DDStoreError as exc:
         error = exc
     store.agree(error)
@@ -215,7 +207,7 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
             fill = np.zeros(node_hi - node_lo, dtype=np.int64)
             out = np.empty((per * min(chunk, max(n_local, 1)), 4), dtype=np.int64)
         except MemoryError as exc:
-            error = _error_of(exc)
+            error = as_error(exc)
         store.agree(error)
         place_error = None
         for k in range(rounds):
@@ -229,7 +221,7 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
             except DDStoreError as exc:
                 error = exc
             except MemoryError as exc:
-                error = _error_of(exc)
+                error = as_error(exc)
             info = store.agree(error, extra=counts.tolist())
             displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
             send_c = np.zeros(size, dtype=np.int64)
@@ -245,7 +237,7 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
             try:
                 recv = np.empty((int(recv_c.sum()), 4), dtype=np.int64)
             except MemoryError as exc:
-                error = _error_of(exc)
+                error = as_error(exc)
             store.agree(error)
             comm.Alltoallv([out.reshape(-1).view(np.uint8),
                             (send_c.tolist(), send_d.tolist()), entry_t],

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import (DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
 from .._checks import (STORABLE_KINDS, as_indices, check_indices, exact_times, is_int,
-                       taken_error)
+                       names_under, taken_error)
 from .._collective import mark_agreed, raised_alike
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
@@ -232,7 +232,7 @@ class TemporalGraph:
         arrs, error = _check_local(name, src, dst, t, edge_feat, node_feat, split,
                                    num_nodes, edge_label)
         if error is None:
-            error = taken_error(f"graph {name!r}", name, store.variables())
+            error = taken_error(f"graph {name!r}", names_under(name, store.variables()))
         if error is None:
             error = check_chunk_edges(chunk_edges, name)
         ok = error is None
@@ -383,7 +383,7 @@ class TemporalGraph:
         from mpi4py import MPI
         from ..sources.tgl import TGLShare, check_sorted_across_ranks
         store.check_alive()
-        error = taken_error(f"graph {name!r}", name, store.variables()) if \
+        error = taken_error(f"graph {name!r}", names_under(name, store.variables())) if \
             isinstance(name, str) and name else \
             (DDStoreValueError, f"graph name must be a non-empty str, got {name!r}")
         if error is None:

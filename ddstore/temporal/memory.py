@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._checks import (as_indices, check_indices, exact_times, is_int, partition,
-                       taken_error)
-from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
+                       names_under, taken_error)
+from ..errors import DDStoreStateError, DDStoreValueError, as_error
 from ..placement import exchange
 
 _VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
@@ -230,7 +230,8 @@ class NodeMemory:
             error = _row_bytes_error(name, int(memory_dim), int(mail_dim),
                                      int(mailbox_size), dt)
         if error is None:
-            error = taken_error(f"NodeMemory {name!r}", name, store.variables())
+            error = taken_error(f"NodeMemory {name!r}",
+                                names_under(name, store.variables()))
         ok = error is None
         store.agree(error, call=("NodeMemory", name), same=None if not ok else {
             "num_nodes": int(num_nodes), "memory_dim": int(memory_dim),
@@ -370,13 +371,9 @@ class NodeMemory:
                 p = int(np.argmax(bad))
                 raise DDStoreValueError(f"{what}: ts[{p}] = {t[p]} (node {int(idx[p])}) is "
                                         f"NaN or infinite; timestamps must be finite")
-        except DDStoreError as exc:
-            if self._error is None:
-                self._error = (type(exc), str(exc))
-            return
         except Exception as exc:  # noqa: BLE001 -- not an array at all: raised at commit
             if self._error is None:
-                self._error = (DDStoreValueError, f"{what}: {type(exc).__name__}: {exc}")
+                self._error = as_error(exc, what)  # a DDStoreError as it is
             return
         if n:
             (self._writes if op == "write" else self._posts).append(
@@ -411,14 +408,9 @@ class NodeMemory:
                 raise DDStoreValueError(
                     f"NodeMemory {self.name!r}: post_to_neighbors: mail has shape "
                     f"{m.shape} and ts {t.shape}; needs {nr} of each (one per root)")
-        except DDStoreError as exc:
-            if self._error is None:
-                self._error = (type(exc), str(exc))
-            return
-        except Exception as exc:  # noqa: BLE001
-            if self._error is None:
-                self._error = (DDStoreValueError, f"NodeMemory {self.name!r}: post_to_"
-                                                  f"neighbors: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 -- raised at commit
+            if self._error is None:  # a DDStoreError as it is
+                self._error = as_error(exc, f"NodeMemory {self.name!r}: post_to_neighbors")
             return
         self._stage("post", nbrs, m[row], t[row], self.mail_dim, "mail")
 

@@ -5,7 +5,7 @@ import numpy as np
 from .. import _core
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
     DDStoreValueError
-from .._checks import as_indices, check_indices, is_int
+from .._checks import as_indices, as_int, check_indices, is_int
 from ..memory import available_memory
 
 _CLAMP_ABOVE = 1 << 16  # output buffers larger than this are sized by the roots' degrees
@@ -119,7 +119,7 @@ class TemporalSampler:
 
     def set_epoch(self, epoch):
         """Select the random stream of ``uniform`` sampling (like DistributedSampler)."""
-        self.epoch = int(epoch) & 0xFFFFFFFFFFFFFFFF
+        self.epoch = as_int(epoch, "set_epoch: epoch") & 0xFFFFFFFFFFFFFFFF
 
     def sample(self, nodes, ts):
         """Local: sample every layer for roots ``nodes`` at times ``ts``.

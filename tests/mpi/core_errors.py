@@ -73,7 +73,7 @@ def main():
                  lambda: store.add("s", np.array(["ab", "cd"])), what="string dtype")
     expect_error(DDStoreValueError, ["'sc'", "scalar"],
                  lambda: store.add("sc", np.float32(3.0)), what="scalar rows")
-    expect_error(DDStoreValueError, ["'x'", "already exists"],
+    expect_error(DDStoreValueError, ["'x'", "already holds variable"],
                  lambda: store.add("x", data[lo:hi]), what="name twice")
     expect_error(DDStoreValueError, ["name"], lambda: store.add("", data[lo:hi]),
                  what="empty name")

@@ -267,7 +267,7 @@ def main():
     expect_error(DDStoreValueError, ["batch_size"], lambda: ds.loader(0))
     expect_error(DDStoreValueError, ["num_workers"],
                  lambda: next(iter(DataLoader(ds, batch_size=4, num_workers=1))))
-    expect_error(DDStoreValueError, ["'good'", "already exists"],
+    expect_error(DDStoreValueError, ["'good'", "already holds variable"],
                  lambda: graphs.GraphDataset.from_samples(store, "good", good, progress=False))
     # ---- the store still serves correct data
     for i in range(N):

@@ -145,7 +145,7 @@ def run(width, transport):
                  also=DDStoreError)
     expect_error(DDStoreValueError, ["nrows=-1"], lambda: store.init("bad", -1, 3),
                  also=DDStoreError)
-    expect_error(DDStoreValueError, ["already exists"],
+    expect_error(DDStoreValueError, ["already holds variable"],
                  lambda: store.add("f32", cases["f32"]), also=DDStoreError)
     # bad input on the last rank only: every rank raises, none is left waiting
     last = comm.size - 1
