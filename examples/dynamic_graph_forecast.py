@@ -23,7 +23,6 @@ over gloo; ranks come from MPI.  Prints the training loss and the validation MAE
 ``log1p`` units) per epoch next to the persistence baseline (next value = last value), the
 test MAE, and the edge memory of deltas vs full snapshots.
 """
-import argparse
 import os
 import resource
 import sys
@@ -43,35 +42,21 @@ import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.dynamic import DynamicWindowDataset  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
-from graph_gru import GraphGRUCell  # noqa: E402 (examples/graph_gru.py)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = [os.path.join(HERE, "..", "tests", "data", "twitter_tennis_rg17.json"),
-                "/work/shared/data/twitter_tennis_rg17.json"]
+from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
+    train_epoch  # noqa: E402 (examples/graph_gru.py)
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", help="a PGT JSON with per-step graphs (default: Twitter "
-                                  "tennis, bundled)")
+    p = example_parser(__doc__, "a PGT JSON with per-step graphs (default: Twitter tennis, "
+                                "bundled)", batch_size=8)
     p.add_argument("--horizon", type=int, default=4, help="input steps per window")
-    p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=8, help="per rank")
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--width", type=int, default=1,
-                   help="store width: 1 replicated, >1 partitioned over that many ranks")
     p.add_argument("--checkpoint-every", type=int, default=None,
                    help="graph checkpoint interval (default: from the delta sizes)")
-    p.add_argument("--seed", type=int, default=0)
     return p.parse_args()
 
 
 def load(args):
-    path = args.data or next((p for p in DEFAULT_DATA if os.path.exists(p)), None)
-    if path is None:
-        raise SystemExit(f"twitter_tennis_rg17.json not found in {DEFAULT_DATA}")
+    path = args.data or bundled("twitter_tennis_rg17.json")
     series = st.load_pgt_json(path)
     if not isinstance(series, st.DynamicSeries):
         raise SystemExit(f"{path}: not a dynamic graph (static graph: see "
@@ -105,23 +90,12 @@ class DynamicGRU(nn.Module):
 def evaluate(model, split, target, batch_size, comm):
     """MAE (log1p units) of the next step's target over ``split`` (windows shared by
     rank); ``model=None`` is the persistence baseline."""
-    if model is not None:
-        model.eval()
-    mine = np.arange(comm.rank, len(split), comm.size)
-    err, count = 0.0, 0
-    with torch.no_grad():
-        for i in range(0, len(mine), batch_size):
-            x, y, graphs = split.__getitems__(mine[i:i + batch_size])
-            pred = x[:, -1, :, target] if model is None else model(x, graphs)
-            pred = split.inverse_transform(pred[..., None], features=[target])
-            true = split.inverse_transform(y[:, 0, :, target:target + 1],
-                                           features=[target])
-            err += float((pred - true).abs().sum())
-            count += true.numel()
-    err, count = comm.allreduce(err), comm.allreduce(count)
-    if model is not None:
-        model.train()
-    return err / max(count, 1)
+    def predict(batch):
+        x, y, graphs = batch
+        pred = x[:, -1, :, target] if model is None else model(x, graphs)
+        return (split.inverse_transform(pred[..., None], features=[target]),
+                split.inverse_transform(y[:, 0, :, target:target + 1], features=[target]))
+    return split_mae(split, predict, batch_size, comm, model)
 
 
 def main():
@@ -159,15 +133,8 @@ def main():
     for epoch in range(args.epochs):
         st.set_epoch(loader, epoch)
         t0 = time.time()
-        total, batches = 0.0, 0
-        for x, y, graphs in loader:
-            opt.zero_grad()
-            loss = nn.functional.l1_loss(model(x, graphs), y[:, 0, :, target])
-            loss.backward()
-            opt.step()
-            total += float(loss.detach())
-            batches += 1
-        train_loss = comm.allreduce(total) / max(comm.allreduce(batches), 1)
+        train_loss = train_epoch(loader, lambda b: nn.functional.l1_loss(
+            model(b[0], b[2]), b[1][:, 0, :, target]), opt, comm)
         val_mae = evaluate(model.module, val, target, 64, comm)
         if comm.rank == 0:
             print(f"epoch {epoch:3d}  train L1 (standardised) {train_loss:.4f}  val MAE "

@@ -1,10 +1,83 @@
-"""The graph GRU cell shared by the recurrent examples (``traffic_index_batching.py``,
-``dynamic_graph_forecast.py``)."""
+"""What the recurrent examples (``traffic_index_batching.py``,
+``dynamic_graph_forecast.py``) share: the graph GRU cell, one training epoch over a
+loader and the MAE over a split's windows, both summed over every rank, and their
+common options."""
+import argparse
+import os
+
+import numpy as np
 import torch
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-__all__ = ["GraphGRUCell"]
+__all__ = ["GraphGRUCell", "example_parser", "bundled", "train_epoch", "split_mae"]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def bundled(name):
+    """The path of the data file ``name`` shipped with the repository (``tests/data``,
+    or a shared data folder beside it); exits naming the places looked in if none."""
+    places = [os.path.join(HERE, "..", "tests", "data", name),
+              os.path.join(HERE, "..", "..", "shared", "data", name),
+              os.path.join("/work/shared/data", name)]
+    path = next((p for p in places if os.path.exists(p)), None)
+    if path is None:
+        raise SystemExit(f"{name} not found in {places}")
+    return path
+
+
+def example_parser(doc, data_help, batch_size):
+    """The ``argparse`` parser of an example (described by its docstring ``doc``'s first
+    line) with the options both take: ``--data`` (``data_help``), ``--epochs``,
+    ``--batch-size`` (per rank; default ``batch_size``), ``--hidden``, ``--lr``,
+    ``--width`` (of the store) and ``--seed``."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data", help=data_help)
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=batch_size, help="per rank")
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--width", type=int, default=1,
+                   help="store width: 1 replicated, >1 partitioned over that many ranks")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def train_epoch(loader, loss_of, opt, comm):
+    """One epoch of ``loader``: for each batch ``opt.zero_grad()``, ``loss_of(batch)``,
+    backward, ``opt.step()``.  Returns the mean loss over every rank's batches."""
+    total, batches = 0.0, 0
+    for batch in loader:
+        opt.zero_grad()
+        loss = loss_of(batch)
+        loss.backward()
+        opt.step()
+        total += float(loss.detach())
+        batches += 1
+    return comm.allreduce(total) / max(comm.allreduce(batches), 1)
+
+
+def split_mae(split, predict, batch_size, comm, model=None):
+    """Mean absolute error over ``split``'s windows, shared by rank (rank ``r`` takes
+    every ``size``-th one, in batches of ``batch_size``): ``predict(batch)`` returns
+    ``(prediction, truth)`` of a batch (``split.__getitems__``); summed over every rank,
+    without gradients.  ``model`` (an ``nn.Module``, if any) is in eval mode meanwhile,
+    in train mode after."""
+    if isinstance(model, nn.Module):
+        model.eval()
+    mine = np.arange(comm.rank, len(split), comm.size)
+    err, count = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(mine), batch_size):
+            pred, true = predict(split.__getitems__(mine[i:i + batch_size]))
+            err += float((pred - true).abs().sum())
+            count += true.numel()
+    err, count = comm.allreduce(err), comm.allreduce(count)
+    if isinstance(model, nn.Module):
+        model.train()
+    return err / max(count, 1)
 
 
 class GraphGRUCell(nn.Module):

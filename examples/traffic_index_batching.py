@@ -21,7 +21,6 @@ sensors, built in); ``--data chickenpox`` for the real Hungarian chickenpox seri
 ``.h5``, or a ``.npy`` ``[T, nodes(, features)]``).  Prints the training loss and the
 validation MAE (original units) per epoch, test MAE, and peak memory per rank (rank 0).
 """
-import argparse
 import os
 import resource
 import sys
@@ -40,31 +39,18 @@ from torch import nn  # noqa: E402
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
-from graph_gru import GraphGRUCell  # noqa: E402 (examples/graph_gru.py)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = [os.path.join(HERE, "..", "tests", "data", "chickenpox.json"),
-                os.path.join(HERE, "..", "..", "shared", "data", "chickenpox.json"),
-                "/work/shared/data/chickenpox.json"]
+from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
+    train_epoch  # noqa: E402 (examples/graph_gru.py)
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data", help="'chickenpox' (bundled), or a JSON (PGT), .h5 "
-                                  "(PeMS/METR-LA) or .npy series; default: synthetic")
+    p = example_parser(__doc__, "'chickenpox' (bundled), or a JSON (PGT), .h5 (PeMS/METR-LA)"
+                                " or .npy series; default: synthetic", batch_size=16)
     p.add_argument("--horizon", type=int, default=None,
                    help="window length h (default 4 for weekly data, 12 for 5-minute)")
-    p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=16, help="per rank")
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--width", type=int, default=1,
-                   help="store width: 1 replicated, >1 partitioned over that many ranks")
     p.add_argument("--sampler", choices=["global", "batch"], default="global",
                    help="global: DistributedSampler; batch: batch-level shuffle")
     p.add_argument("--overlap", action="store_true", help="PGT's overlapping splits")
-    p.add_argument("--seed", type=int, default=0)
     return p.parse_args()
 
 
@@ -86,9 +72,7 @@ def load_series(args):
     if path is None:
         return synthetic_series(seed=args.seed)
     if path == "chickenpox":
-        path = next((p for p in DEFAULT_DATA if os.path.exists(p)), None)
-        if path is None:
-            raise SystemExit(f"chickenpox.json not found in {DEFAULT_DATA}")
+        path = bundled("chickenpox.json")
     if path.endswith(".json"):
         return st.load_pgt_json(path), os.path.basename(path)
     if path.endswith((".h5", ".hdf5")):
@@ -132,32 +116,20 @@ class BatchedGraph:
 def evaluate(model, split, graph, batch_size, comm):
     """MAE of feature 0 in original units over ``split``, the windows shared by rank.
     ``model=None``: the training-mean predictor (0 in standardised units), a baseline."""
-    if model is None:
-        def model(x, ei, ew):
-            return x.new_zeros(x.shape[:3] + (1,))
-    else:
-        model.eval()
-    mine = np.arange(comm.rank, len(split), comm.size)
-    err, count = 0.0, 0
-    with torch.no_grad():
-        for i in range(0, len(mine), batch_size):
-            x, y = split.__getitems__(mine[i:i + batch_size])
-            ei, ew = graph(x.shape[0])
-            pred = split.inverse_transform(model(x, ei, ew), features=[0])
-            true = split.inverse_transform(y[..., :1], features=[0])
-            err += float((pred - true).abs().sum())
-            count += true.numel()
-    err, count = comm.allreduce(err), comm.allreduce(count)
-    if isinstance(model, nn.Module):
-        model.train()
-    return err / max(count, 1)
+    def predict(batch):
+        x, y = batch
+        pred = x.new_zeros(x.shape[:3] + (1,)) if model is None else \
+            model(x, *graph(x.shape[0]))
+        return (split.inverse_transform(pred, features=[0]),
+                split.inverse_transform(y[..., :1], features=[0]))
+    return split_mae(split, predict, batch_size, comm, model)
 
 
 def main():
+    t_start = time.time()
     args = parse_args()
     comm = MPI.COMM_WORLD
     torch.manual_seed(args.seed)
-    t_start = time.time()
     series, label = load_series(args)
     weekly = label.endswith(".json")
     horizon = args.horizon or (4 if weekly else 12)
@@ -186,16 +158,8 @@ def main():
     for epoch in range(args.epochs):
         st.set_epoch(loader, epoch)
         t0 = time.time()
-        total, batches = 0.0, 0
-        for x, y in loader:
-            ei, ew = graph(x.shape[0])
-            opt.zero_grad()
-            loss = loss_fn(model(x, ei, ew), y[..., :1])
-            loss.backward()
-            opt.step()
-            total += float(loss.detach())
-            batches += 1
-        train_mae = comm.allreduce(total) / max(comm.allreduce(batches), 1)
+        train_mae = train_epoch(loader, lambda b: loss_fn(
+            model(b[0], *graph(b[0].shape[0])), b[1][..., :1]), opt, comm)
         val_mae = evaluate(model, val, graph, 64, comm)
         if comm.rank == 0:
             print(f"epoch {epoch:3d}  train MAE (standardised) {train_mae:.4f}  val MAE "

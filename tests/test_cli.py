@@ -74,6 +74,33 @@ def test_plural():
     assert ddstore.bench.plural(2, "rank") == "2 ranks"
 
 
+def test_ratio_carries_its_control():
+    """A benchmark's ratio states the spread of its control (one side measured again in
+    the same job): max / min - 1 of the control's runs, printed beside the ratio."""
+    from ddstore.bench import ratio, ratio_text, spread
+    entry = ratio(3.0, 2.0, control=[2.0, 2.5])
+    assert entry == {"ratio": 1.5, "control": [2.0, 2.5], "spread": 0.25}
+    assert ratio_text(entry) == "1.50x (control spread 25 %)"
+    assert spread([4.0]) == 0.0 and spread([1.0, 3.0, 2.0]) == 2.0
+
+
+def test_report_states_command_seed_and_versions(tmp_path):
+    """Every benchmark JSON (write_report, their one writer) states the command, the seed
+    and the versions of python, numpy, torch, PyG, mpi4py and the MPI library."""
+    import json
+    import platform
+
+    import numpy as np
+    path = tmp_path / "r.json"
+    ddstore.bench.write_report({"x": np.float32(1.5)}, str(path), 7)
+    report = json.loads(path.read_text())
+    assert report["x"] == 1.5 and report["seed"] == 7
+    assert isinstance(report["command"], str) and report["command"].startswith("python ")
+    v = report["versions"]
+    assert v["python"] == platform.python_version() and v["numpy"] == np.__version__
+    assert {"torch", "torch_geometric", "mpi4py", "mpi"} <= set(v)
+
+
 @pytest.mark.mpi
 def test_demo_on_one_rank_says_one_replica():
     out = run_mpi("-m", 1, "ddstore", "demo", "--rows", "1000", "--row-bytes", "16",

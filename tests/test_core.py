@@ -135,7 +135,8 @@ def test_core_benchmark_writes_json(mpirun, tmp_path):
     assert report["ranks"] == 2
     for entry in report["row_sizes"].values():
         assert set(entry["worst_rank"]) == {"a_per_row_lock", "b_batch_rma", "c_batch_shm",
-                                            "d_memcpy", "d_local_gather"}
+                                            "d_memcpy", "d_local_gather",
+                                            "a_per_row_lock_control", "d_memcpy_control"}
         assert all(r["p50_us"] > 0 for r in entry["worst_rank"].values())
 
 

@@ -42,10 +42,14 @@ def test_benchmark_smoke(tmp_path):
     assert "width 2 auto" in out and "sampled edges/s per rank" in out, out
     res = json.load(open(tmp_path / "pyg_n2.json"))
     assert res["benchmark"] == "pyg" and res["ranks"] == 2 and res["num_nodes"] == 2449
+    assert res["command"].startswith("mpiexec -n 2 python -m ddstore.bench.pyg --scale")
+    assert res["seed"] == 0 and res["versions"]["torch_geometric"] and res["versions"]["mpi"]
     (r,) = res["results"]
     assert r["width"] == 2 and r["edges_per_s_per_rank"] > 0 and r["batches_per_s_per_rank"] > 0
     assert len(r["peak_rss_per_rank"]) == 2 and min(r["peak_rss_per_rank"]) > 0
-    assert sorted(r["by_option"]) == ["bidirectional", "directional", "induced", "weighted"]
+    assert sorted(r["by_option"]) == ["backward", "bidirectional", "directional", "induced",
+                                      "temporal", "weighted"]
+    assert all(v["over_directional"]["control"] for v in r["by_option"].values())
     assert all(v["ms_per_batch"] > 0 and v["edges_per_batch"] > 0
                for v in r["by_option"].values()), r["by_option"]
     assert r["weights_bytes_per_rank"] > 0 and "by option" in out, out

@@ -2,19 +2,101 @@
 ``ddstore.bench.<name>`` with a ``main(argv=None, prog=None)``, run as ``python -m
 ddstore.bench.<name>`` or ``python -m ddstore bench-<name>`` (the same program; see README
 "Benchmarks" and ``python -m ddstore --help``).  ``ddstore.bench.memory`` is the memory
-measurement they share, not a benchmark."""
+measurement they share, not a benchmark.
+
+What every benchmark shares lives here: :func:`parser` (the command line, with the
+options all of them take), :func:`write_report` (the JSON, stating the command, seed and
+versions it came from), :func:`ratio` / :func:`ratio_text` (a ratio printed and written
+with its control: the spread of one side measured twice in the same job, so a change can
+be told from the noise of a shared machine), :func:`log` and :class:`Items`."""
 import argparse
+import importlib.metadata
 import json
 import os
+import platform
+import shlex
 import sys
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
-           "require_files", "plural"]
+           "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
+           "ratio", "ratio_text", "log", "Items"]
+
+# the packages whose versions every report states (None: not installed)
+PACKAGES = ("numpy", "torch", "torch_geometric", "pyg_lib", "torch_sparse", "mpi4py")
 
 
-def write_report(report, path):
+def parser(name, prog=None, description=None, out="bench_results", batch_size=None,
+           batch_help=None, widths_help=None):
+    """The command line of benchmark ``ddstore.bench.<name>``: rank-0-only messages
+    (:class:`ArgumentParser`), defaults shown in ``--help``, and the options every
+    benchmark takes: ``--seed`` (default 0) and ``--out`` (default ``out``: the directory
+    of the JSON, or with ``out=None`` its path, default :func:`report_path`).  Options
+    several take, added when asked: ``--batch-size`` (default ``batch_size``) and, with
+    ``widths_help``, the store configurations ``--widths`` (default ``auto``) and
+    ``--transports`` (default ``auto,rma``)."""
+    p = ArgumentParser(prog=prog or f"python -m ddstore.bench.{name}",
+                       description=description,
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
+    p.add_argument("--out", default=out, help=(
+        f"JSON path (default bench_results/{name}_n<ranks>.json)" if out is None else
+        "directory of the JSON report"))
+    if batch_size is not None:
+        p.add_argument("--batch-size", type=int, default=batch_size, help=batch_help)
+    if widths_help is not None:
+        p.add_argument("--widths", default="auto", help=widths_help)
+        p.add_argument("--transports", default="auto,rma",
+                       help="transports for widths > 1 (width 1 never reads remotely)")
+    return p
+
+
+def report_path(out, name, ranks):
+    """Where a benchmark whose ``--out`` is a file path writes: ``out``, or by default
+    ``bench_results/<name>_n<ranks>.json``."""
+    return out or os.path.join("bench_results", f"{name}_n{ranks}.json")
+
+
+def versions():
+    """``{python, numpy, torch, torch_geometric, pyg_lib, torch_sparse, mpi4py, mpi}``:
+    the versions this process runs (None for a package not installed; ``mpi``: the MPI
+    library's version line, where mpi4py.MPI is loaded)."""
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        version = getattr(sys.modules.get(name), "__version__", None)
+        if version is None:
+            try:
+                version = importlib.metadata.version(name.replace("_", "-"))
+            except importlib.metadata.PackageNotFoundError:
+                version = None
+        out[name] = str(version) if version is not None else None
+    mpi = sys.modules.get("mpi4py.MPI")
+    out["mpi"] = mpi.Get_library_version().splitlines()[0].strip() if mpi else None
+    return out
+
+
+def command_line():
+    """The command that started this job, as one would type it again: ``mpiexec -n
+    <ranks>`` (when more than one), ``python -m <module>`` (or the script) and the
+    arguments."""
+    main = sys.modules.get("__main__")
+    module = getattr(getattr(main, "__spec__", None), "name", None)
+    if module:
+        head = ["python", "-m", module[:-len(".__main__")] if
+                module.endswith(".__main__") else module]
+    else:
+        head = ["python", sys.argv[0]]
+    mpi = sys.modules.get("mpi4py.MPI")
+    size = mpi.COMM_WORLD.Get_size() if mpi and mpi.Is_initialized() else 1
+    return shlex.join((["mpiexec", "-n", str(size)] if size > 1 else []) + head +
+                      sys.argv[1:])
+
+
+def write_report(report, path, seed):
     """The one JSON writer of the benchmarks: ``report`` as indented JSON to ``path``
-    (directories created; numpy scalars written as numbers); prints where."""
+    (directories created; numpy scalars written as numbers), with ``command``
+    (:func:`command_line`), ``seed`` and ``versions`` (:func:`versions`) added, so that
+    every number states where it came from; prints where."""
+    report = dict(report, command=command_line(), seed=seed, versions=versions())
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(report, f, indent=2, default=_number)
@@ -85,3 +167,45 @@ def require_files(comm, paths):
                     f" (on {plural(len(ranks), 'rank')}: {ranks})"
                 lines.append(f"{what}: no such file or directory: {path}{where}")
         exit_on_every_rank("; ".join(lines))
+
+
+def spread(runs):
+    """The spread of measurements of the same code in one job: ``max / min - 1`` (0.05:
+    the runs differ by 5 %; 0 for fewer than two)."""
+    runs = [float(r) for r in runs]
+    return max(runs) / min(runs) - 1 if len(runs) > 1 and min(runs) > 0 else 0.0
+
+
+def ratio(ours, theirs, control):
+    """A ratio with its control: ``{ratio: ours / theirs, control: runs, spread}``, where
+    ``control`` is one side measured at least twice in the same job (the same code,
+    e.g. the reference run again) and ``spread`` (:func:`spread`) is how far those runs
+    differ: a ratio that moves by less than its spread is noise."""
+    return {"ratio": float(ours) / float(theirs) if float(theirs) else float("inf"),
+            "control": [float(r) for r in control], "spread": spread(control)}
+
+
+def ratio_text(entry, digits=2):
+    """``"1.26x (control spread 4 %)"``: a :func:`ratio` as printed."""
+    return f"{entry['ratio']:.{digits}f}x (control spread {100 * entry['spread']:.0f} %)"
+
+
+def log(comm, *args):
+    """Print on rank 0 of ``comm`` only (flushed)."""
+    if comm.Get_rank() == 0:
+        print(*args, flush=True)
+
+
+class Items:
+    """A sequence of ``length`` items made on demand by ``get(i)``: what a
+    ``torch.utils.data.DataLoader`` needs of a dataset (``len`` and ``[i]``)."""
+
+    def __init__(self, length, get):
+        self.length, self.get = length, get
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, i):
+        return self.get(i)
+

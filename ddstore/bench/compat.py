@@ -16,7 +16,6 @@ that issues one MPI lock/get/unlock per row (``read_ranges(..., per_row_lock=Tru
 the way the original DDStore's ``get`` works; the original itself is not installed
 here (its numbers measured on this machine are quoted in the README).
 """
-import os
 import platform
 import time
 
@@ -24,7 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 import pyddstore
-from ddstore.bench import ArgumentParser, plural, write_report
+from ddstore.bench import parser, plural, report_path, write_report
 from ddstore.bench.core import percentiles
 
 ROW = 256
@@ -41,10 +40,10 @@ def per_call(fn, calls):
     return times
 
 
-def run(comm, transport, rows_per_rank, calls, batches):
+def run(comm, transport, rows_per_rank, calls, batches, seed=0):
     rank, size = comm.Get_rank(), comm.Get_size()
     total = rows_per_rank * size
-    rng = np.random.default_rng(rank)
+    rng = np.random.default_rng(rank + size * seed)
     chunk = rng.integers(0, 256, (rows_per_rank, ROW), dtype=np.uint8)
     full = np.concatenate(comm.allgather(chunk))  # for checking the bytes read
     idx = rng.integers(0, total, calls).tolist()
@@ -92,20 +91,18 @@ def run(comm, transport, rows_per_rank, calls, batches):
 
 
 def main(argv=None, prog=None):
-    parser = ArgumentParser(prog=prog or "python -m ddstore.bench.compat",
-                            description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=None,
-                        help="JSON path (default bench_results/compat_n<ranks>.json)")
-    parser.add_argument("--calls", type=int, default=3000, help="single gets per rank")
-    parser.add_argument("--batches", type=int, default=400, help="HydraGNN batches")
-    parser.add_argument("--rows-per-rank", type=int, default=1 << 15)
-    args = parser.parse_args(argv)
+    p = parser("compat", prog, __doc__.split("\n\n")[0], out=None)
+    p.add_argument("--calls", type=int, default=3000, help="single gets per rank")
+    p.add_argument("--batches", type=int, default=400, help="HydraGNN batches")
+    p.add_argument("--rows-per-rank", type=int, default=1 << 15)
+    args = p.parse_args(argv)
     comm = MPI.COMM_WORLD
     report = {"ranks": comm.Get_size(), "row_bytes": ROW, "batch": BATCH,
               "host": platform.node(), "mpi": MPI.Get_library_version().splitlines()[0],
               "transports": {}}
     for transport in ("auto", "rma"):
-        res = run(comm, transport, args.rows_per_rank, args.calls, args.batches)
+        res = run(comm, transport, args.rows_per_rank, args.calls, args.batches,
+                  args.seed)
         gathered = comm.gather(res, root=0)
         if comm.Get_rank() == 0:
             worst = {k: max((g[k] for g in gathered),
@@ -122,13 +119,11 @@ def main(argv=None, prog=None):
                   f"{transport} (slowest rank):")
             for k in ("single", "single_lock_per_row"):
                 print(f"  {k:20s} p50 {w[k]['p50_us']:8.2f} us  p99 {w[k]['p99_us']:8.2f} us")
-            h = w["hydragnn"]
-            print(f"  hydragnn (32 gets per epoch pair): "
-                  f"{entry['hydragnn_rows_per_s_all_ranks']:.0f} rows/s over all ranks; "
-                  f"epoch pair p50 {h['epoch_pair_p50_us']:.2f} us, "
-                  f"p99 {h['epoch_pair_p99_us']:.2f} us")
-        write_report(report, args.out or os.path.join(
-            "bench_results", f"compat_n{report['ranks']}.json"))
+            h, rows_per_s = w["hydragnn"], entry["hydragnn_rows_per_s_all_ranks"]
+            print(f"  hydragnn (32 gets per epoch pair): {rows_per_s:.0f} rows/s over all "
+                  f"ranks; epoch pair p50 {h['epoch_pair_p50_us']:.2f} us, p99 "
+                  f"{h['epoch_pair_p99_us']:.2f} us")
+        write_report(report, report_path(args.out, "compat", report["ranks"]), args.seed)
 
 
 if __name__ == "__main__":

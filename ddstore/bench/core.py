@@ -16,9 +16,10 @@ Single rows (``get``, ``get(out=)``, ``get_range(i, 1)``, ``get_batch([i])``, on
 per call, shm and RMA) are timed per call against numpy reading one row of a local array.
 
 Reported: microseconds per row (p50/p95/p99 over calls; a batch's time is divided by its
-rows) and MB/s, written to JSON.  Ratios are taken within one run on the same machine.
+rows) and MB/s, written to JSON.  Ratios are taken within one run on the same machine,
+each with its control: the denominator's path (``..._control``) timed a second time,
+whose spread from the first is printed beside the ratio.
 """
-import os
 import platform
 import time
 
@@ -26,7 +27,7 @@ import numpy as np
 from mpi4py import MPI
 
 import ddstore
-from ddstore.bench import ArgumentParser, plural, write_report
+from ddstore.bench import parser, plural, ratio, ratio_text, report_path, write_report
 
 BATCH = 128
 
@@ -68,10 +69,11 @@ def bench_row_size(comm, row_bytes, rows_per_rank, calls_single, calls_batch, se
                 for i in range(min(50, calls_single)):
                     store.read_ranges("rows", idx[i:i + 1], one, per_row_lock=True)
                 comm.Barrier()
-                results["a_per_row_lock"] = timed(
-                    lambda i: store.read_ranges("rows", idx[i:i + 1], one,
-                                                per_row_lock=True),
-                    calls_single, 1, row_bytes)
+                for key in ("a_per_row_lock", "a_per_row_lock_control"):
+                    results[key] = timed(
+                        lambda i: store.read_ranges("rows", idx[i:i + 1], one,
+                                                    per_row_lock=True),
+                        calls_single, 1, row_bytes)
             key = "b_batch_rma" if transport == "rma" else "c_batch_shm"
             batches = rng.integers(0, total, (calls_batch, BATCH))
             out = np.empty((BATCH, row_bytes), dtype=np.uint8)
@@ -89,9 +91,10 @@ def bench_row_size(comm, row_bytes, rows_per_rank, calls_single, calls_batch, se
     flat_src, flat_dst = src.reshape(-1), dst.reshape(-1)
     nbytes = BATCH * row_bytes
     offs = rng.integers(0, src.size - nbytes, calls_batch)
-    results["d_memcpy"] = timed(
-        lambda i: np.copyto(flat_dst, flat_src[offs[i]:offs[i] + nbytes]),
-        calls_batch, BATCH, row_bytes)
+    for key in ("d_memcpy", "d_memcpy_control"):
+        results[key] = timed(
+            lambda i: np.copyto(flat_dst, flat_src[offs[i]:offs[i] + nbytes]),
+            calls_batch, BATCH, row_bytes)
     local_idx = rng.integers(0, src.shape[0], (calls_batch, BATCH))
     results["d_local_gather"] = timed(
         lambda i: np.take(src, local_idx[i], axis=0, out=dst), calls_batch, BATCH,
@@ -128,29 +131,33 @@ def bench_single_rows(comm, row_bytes, rows_per_rank, calls, seed):
     src = np.random.default_rng(1).integers(0, 256, (rows_per_rank, row_bytes),
                                             dtype=np.uint8)
     local = [i % rows_per_rank for i in idx]
-    results["numpy_fancy_index"] = timed(lambda i: src[[local[i]]], calls, 1, row_bytes)
+    for key in ("numpy_fancy_index", "numpy_fancy_index_control"):
+        results[key] = timed(lambda i: src[[local[i]]], calls, 1, row_bytes)
     results["numpy_row_copy"] = timed(lambda i: src[local[i]].copy(), calls, 1, row_bytes)
     return results
 
 
 def summarise(res):
+    """The ratios of one row size, each with its control (:func:`ddstore.bench.ratio`)."""
     a, b = res["a_per_row_lock"], res["b_batch_rma"]
     c, d = res["c_batch_shm"], res["d_memcpy"]
-    return {"b_vs_a_speedup_p50": a["p50_us"] / b["p50_us"],
+    a_runs = [res[k]["p50_us"] for k in ("a_per_row_lock", "a_per_row_lock_control")]
+    b_vs_a = ratio(a["p50_us"], b["p50_us"], control=a_runs)
+    c_of_d = ratio(c["MB_per_s"], d["MB_per_s"], control=[
+        res[k]["MB_per_s"] for k in ("d_memcpy", "d_memcpy_control")])
+    return {"b_vs_a_speedup_p50": b_vs_a["ratio"], "b_vs_a_speedup_p50_control": b_vs_a,
             "b_vs_a_speedup_mean": a["mean_us"] / b["mean_us"],
-            "c_bandwidth_fraction_of_memcpy": c["MB_per_s"] / d["MB_per_s"],
+            "c_bandwidth_fraction_of_memcpy": c_of_d["ratio"],
+            "c_bandwidth_fraction_of_memcpy_control": c_of_d,
             "c_p99_ms_per_batch": c["p99_us"] * BATCH / 1e3}
 
 
 def main(argv=None, prog=None):
-    parser = ArgumentParser(prog=prog or "python -m ddstore.bench.core",
-                            description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=None,
-                        help="JSON path (default bench_results/core_n<ranks>.json)")
-    parser.add_argument("--calls-single", type=int, default=4000)
-    parser.add_argument("--calls-batch", type=int, default=400)
-    parser.add_argument("--quick", action="store_true", help="few calls (smoke test)")
-    args = parser.parse_args(argv)
+    p = parser("core", prog, __doc__.split("\n\n")[0], out=None)
+    p.add_argument("--calls-single", type=int, default=4000)
+    p.add_argument("--calls-batch", type=int, default=400)
+    p.add_argument("--quick", action="store_true", help="few calls (smoke test)")
+    args = p.parse_args(argv)
     comm = MPI.COMM_WORLD
     if args.quick:
         args.calls_single, args.calls_batch = 200, 40
@@ -159,18 +166,21 @@ def main(argv=None, prog=None):
     report["single_row"] = {}
     for row_bytes, rows_per_rank in ((256, 1 << 16), (64 << 10, 1024)):
         res = bench_single_rows(comm, row_bytes, rows_per_rank, args.calls_single,
-                                seed=row_bytes + 1)
+                                seed=row_bytes + 1 + args.seed)
         gathered = comm.gather(res, root=0)
         if comm.Get_rank() == 0:
             worst = {k: max((g[k] for g in gathered), key=lambda r: r["p50_us"])
                      for k in res}
-            fancy = worst["numpy_fancy_index"]["p50_us"]
+            over = ratio(worst["get_shm"]["p50_us"], worst["numpy_fancy_index"]["p50_us"],
+                         control=[worst[k]["p50_us"] for k in (
+                             "numpy_fancy_index", "numpy_fancy_index_control")])
             report["single_row"][str(row_bytes)] = {
                 "per_rank": gathered, "worst_rank": worst,
-                "get_shm_p50_over_numpy_fancy_index": worst["get_shm"]["p50_us"] / fancy}
+                "get_shm_p50_over_numpy_fancy_index": over["ratio"],
+                "get_shm_p50_over_numpy_fancy_index_control": over}
     for row_bytes, rows_per_rank in ((256, 1 << 16), (64 << 10, 1024)):
         res = bench_row_size(comm, row_bytes, rows_per_rank, args.calls_single,
-                             args.calls_batch, seed=row_bytes)
+                             args.calls_batch, seed=row_bytes + args.seed)
         gathered = comm.gather(res, root=0)
         if comm.Get_rank() == 0:
             # per rank results, and the slowest rank's numbers as the headline
@@ -185,7 +195,7 @@ def main(argv=None, prog=None):
             for k, r in entry["worst_rank"].items():
                 print(f"  {k:18s} p50 {r['p50_us']:8.3f}  p99 {r['p99_us']:8.3f}")
             print(f"  get (shm) p50 / numpy fancy-index p50 = "
-                  f"{entry['get_shm_p50_over_numpy_fancy_index']:.2f}")
+                  f"{ratio_text(entry['get_shm_p50_over_numpy_fancy_index_control'])}")
         for rb, entry in report["row_sizes"].items():
             print(f"rows of {int(rb)} B, {plural(report['ranks'], 'rank')}, batch {BATCH} "
                   f"(slowest rank):")
@@ -193,12 +203,13 @@ def main(argv=None, prog=None):
                 print(f"  {k:16s} p50 {r['p50_us']:9.3f} us/row  p95 {r['p95_us']:9.3f}  "
                       f"p99 {r['p99_us']:9.3f}  {r['MB_per_s']:10.1f} MB/s")
             s = entry["summary"]
-            print(f"  (b) vs (a): {s['b_vs_a_speedup_p50']:.1f}x fewer us/row at p50 "
-                  f"({s['b_vs_a_speedup_mean']:.1f}x mean); (c) bandwidth = "
-                  f"{100 * s['c_bandwidth_fraction_of_memcpy']:.0f}% of memcpy; "
-                  f"(c) p99 per batch {s['c_p99_ms_per_batch']:.3f} ms")
-        write_report(report, args.out or os.path.join(
-            "bench_results", f"core_n{report['ranks']}.json"))
+            bw = s["c_bandwidth_fraction_of_memcpy_control"]
+            print(f"  (b) vs (a): {ratio_text(s['b_vs_a_speedup_p50_control'], 1)} fewer "
+                  f"us/row at p50 ({s['b_vs_a_speedup_mean']:.1f}x mean); (c) bandwidth = "
+                  f"{100 * bw['ratio']:.0f}% of memcpy (control spread "
+                  f"{100 * bw['spread']:.0f} %); (c) p99 per batch "
+                  f"{s['c_p99_ms_per_batch']:.3f} ms")
+        write_report(report, report_path(args.out, "core", report["ranks"]), args.seed)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ DDStore (width ``--width``, default all ranks):
   snapshot out of a full copy;
 - ``DynamicGraph``: checkpoints every ``k`` steps (the default rule) plus deltas.
 
-Measured, alternating the two for ``--repeat`` rounds (best round reported): bytes per
+Measured, alternating the two for ``--repeat`` rounds (best round reported; the full
+copies at least twice: their spread is the control printed beside the speed ratio): bytes per
 rank; forward and backward iteration over all steps (snapshots/s, edges/s; the snapshot
 cache is cleared before each pass); random access p50/p99 (cache cleared before every
 call: the uncached cost).  Every snapshot of the dynamic graph is compared with the full
@@ -34,14 +35,14 @@ recurrent GCN (GRU gates with ``GCNConv``, as in ``examples/dynamic_graph_foreca
 with windows from :class:`~ddstore.dynamic.DynamicWindowDataset` vs from a
 WindowDataset plus a list of full snapshots.
 """
-import argparse
 import os
 import platform
 import time
 
 import numpy as np
 
-from ddstore.bench import ArgumentParser, plural, require_files, write_report
+from ddstore.bench import Items, parser, plural, ratio, ratio_text, require_files, \
+    write_report
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
@@ -49,9 +50,7 @@ TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "t
 
 
 def _args(argv, prog=None):
-    p = ArgumentParser(prog=prog or "python -m ddstore.bench.dynamic",
-                       description="ddstore dynamic-graph benchmark",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = parser("dynamic", prog, "ddstore dynamic-graph benchmark")
     p.add_argument("--nodes", type=int, default=50_000)
     p.add_argument("--edges", type=int, default=200_000, help="edges per step")
     p.add_argument("--steps", type=int, default=100,
@@ -61,12 +60,10 @@ def _args(argv, prog=None):
     p.add_argument("--width", type=int, default=None)
     p.add_argument("--repeat", type=int, default=3, help="alternating timing rounds")
     p.add_argument("--random", type=int, default=200, help="random-access calls")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tennis", default=None,
                    help="Twitter tennis JSON file (default: the repository's "
                         "tests/data/twitter_tennis_rg17.json, skipped if absent)")
     p.add_argument("--tennis-epochs", type=int, default=1)
-    p.add_argument("--out", default="bench_results")
     return p.parse_args(argv)
 
 
@@ -118,17 +115,6 @@ class SyntheticSteps:
         return self.step(t)[0]
 
 
-class _Weights:
-    def __init__(self, steps):
-        self.steps = steps
-
-    def __len__(self):
-        return len(self.steps)
-
-    def __getitem__(self, t):
-        return self.steps.step(t)[1]
-
-
 def _pcts(us):
     p50, p99 = np.percentile(us, [50, 99])
     return {"p50_ms": float(p50) / 1e3, "p99_ms": float(p99) / 1e3,
@@ -143,7 +129,7 @@ def synthetic(store, args, log):
     comm = store.comm
     comm.Barrier()
     t0 = time.perf_counter()
-    g = DynamicGraph(store, "dyn", gen, _Weights(gen), num_nodes=args.nodes,
+    g = DynamicGraph(store, "dyn", gen, Items(len(gen), lambda t: gen.step(t)[1]), num_nodes=args.nodes,
                      show_progress=True)
     build_dyn = time.perf_counter() - t0
     log(f"DynamicGraph built in {build_dyn:.1f} s: {g}")
@@ -201,19 +187,22 @@ def synthetic(store, args, log):
 
     timing = {}
     for order in ("forward", "backward"):
-        best_d, best_f = np.inf, np.inf
-        for _ in range(args.repeat):
-            best_d = min(best_d, run_dyn(order))
-            best_f = min(best_f, run_full(order))
+        runs_d, runs_f = [], []
+        for r in range(max(2, args.repeat)):  # the full copies at least twice: control
+            if r < args.repeat:
+                runs_d.append(run_dyn(order))
+            runs_f.append(run_full(order))
+        best_d, best_f = min(runs_d), min(runs_f)
+        speed = ratio(best_f, best_d, control=runs_f)
         timing[order] = {
             "dynamic_s": best_d, "full_s": best_f,
             "dynamic_snapshots_per_s": T / best_d, "full_snapshots_per_s": T / best_f,
             "dynamic_edges_per_s": total_edges / best_d,
             "full_edges_per_s": total_edges / best_f,
-            "speed_ratio_dynamic_over_full": best_f / best_d}
+            "speed_ratio_dynamic_over_full": speed["ratio"], "speed_ratio": speed}
         log(f"{order:8s}: deltas {T / best_d:8.1f} snapshots/s "
             f"({total_edges / best_d / 1e6:.1f} M edges/s), full copies "
-            f"{T / best_f:8.1f} snapshots/s -> {best_f / best_d:.2f}x of the full-copy "
+            f"{T / best_f:8.1f} snapshots/s -> {ratio_text(speed)} of the full-copy "
             f"speed")
     rng = np.random.default_rng(args.seed + store.rank)
     picks = rng.integers(0, T, args.random)
@@ -373,7 +362,7 @@ def main(argv=None, prog=None):
         if os.path.exists(args.tennis):
             res["twitter_tennis"] = tennis(store, args, log)
     if comm.rank == 0:
-        write_report(res, os.path.join(args.out, "dynamic.json"))
+        write_report(res, os.path.join(args.out, "dynamic.json"), args.seed)
 
 
 if __name__ == "__main__":

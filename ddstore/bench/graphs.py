@@ -15,6 +15,8 @@ Methods:
 
 - ``store``: ``GraphDataset.loader`` (one batched read per mini-batch, ``Batch`` built
   from the packed rows);
+- ``store_control``: the ``store`` epoch again, the control: the spread of the two is
+  printed beside every ratio, so that a change can be told from noise;
 - ``store_pyg``: the same store through ``torch_geometric.loader.DataLoader``
   (``__getitems__`` gives ``Data`` objects, PyG collates them);
 - ``store_per_sample``: a Dataset with only ``__getitem__`` (``dataset[i]`` per graph)
@@ -27,7 +29,6 @@ Methods:
 Results are printed and written as JSON and a latency-CDF PNG under ``--out``
 (default ``bench_results/``).
 """
-import argparse
 import os
 import platform
 import shutil
@@ -38,26 +39,18 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import ArgumentParser, plural, write_report
+from ddstore.bench import Items, parser, plural, ratio, ratio_text, write_report
 
 
 def _args(argv, prog=None):
-    p = ArgumentParser(prog=prog or "python -m ddstore.bench.graphs",
-                       description="ddstore graph loading benchmark",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = parser("graphs", prog, "ddstore graph loading benchmark", batch_size=128,
+               widths_help="comma-separated widths for the sweep; auto = 1, 2, 4 that "
+                           "divide the number of ranks")
     p.add_argument("--num-graphs", type=int, default=4096)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--widths", default="auto",
-                   help="comma-separated widths for the sweep; auto = 1, 2, 4 that "
-                        "divide the number of ranks")
-    p.add_argument("--transports", default="auto,rma",
-                   help="transports for the width sweep")
     p.add_argument("--single", type=int, default=512,
                    help="graphs per rank for the one-graph-at-a-time store reads")
     p.add_argument("--sweep-only", action="store_true",
                    help="only the store width sweep (no files, no baselines)")
-    p.add_argument("--out", default="bench_results")
     p.add_argument("--workdir", default=None,
                    help="directory for the PFF/CFF files (default: a temporary one)")
     p.add_argument("--no-plot", action="store_true")
@@ -99,45 +92,6 @@ def _sampler(torch, dataset, comm, seed):
     return s
 
 
-class _PickleFiles:
-    """PFF baseline: each sample is one restricted-unpickled file."""
-
-    def __init__(self, source):
-        self.source = source
-
-    def __len__(self):
-        return len(self.source)
-
-    def __getitem__(self, i):
-        return self.source.read_one(int(i))
-
-
-class _AdiosSamples:
-    """CFF baseline: each sample is read from the ADIOS2 file on its own."""
-
-    def __init__(self, source, layout):
-        self.source, self.layout = source, layout
-
-    def __len__(self):
-        return len(self.source)
-
-    def __getitem__(self, i):
-        return self.layout.to_data(self.source.read_one(int(i)))
-
-
-class _PerSample:
-    """Per-sample access only (no ``__getitems__``): what HydraGNN's datasets do."""
-
-    def __init__(self, ds):
-        self.ds = ds
-
-    def __len__(self):
-        return len(self.ds)
-
-    def __getitem__(self, i):
-        return self.ds[i]
-
-
 def _store_methods(comm, torch, graphs, ddstore, full, args, width, transport,
                    extra=True):
     """Measure the store with ``width``/``transport``; returns a list of results."""
@@ -154,11 +108,13 @@ def _store_methods(comm, torch, graphs, ddstore, full, args, width, transport,
         res = _stats(comm, "store", *_epoch(comm, loader))
         out.append((tag, res))
         if extra:
+            # the control: the same epoch again (its spread is printed beside the ratios)
+            out.append((tag, _stats(comm, "store_control", *_epoch(comm, loader))))
             loader = DataLoader(ds, batch_size=args.batch_size, sampler=sampler)
             out.append((tag, _stats(comm, "store_pyg", *_epoch(comm, loader))))
             # HydraGNN's way: a Dataset with only __getitem__ (one ds[i] per sample),
             # batched by PyG's DataLoader
-            loader = DataLoader(_PerSample(ds), batch_size=args.batch_size,
+            loader = DataLoader(Items(len(ds), ds.__getitem__), batch_size=args.batch_size,
                                 sampler=sampler)
             out.append((tag, _stats(comm, "store_per_sample", *_epoch(comm, loader))))
             idx = list(sampler)[:args.single]
@@ -222,13 +178,15 @@ def main(argv=None, prog=None):
                 say(f"wrote PFF ({t1 - t0:.1f} s) and CFF "
                     f"({time.perf_counter() - t1:.1f} s) under {workdir}")
             comm.Barrier()
-            pff = _PickleFiles(PickleDirSource(pff_dir))
+            pff_source = PickleDirSource(pff_dir)  # PFF: one restricted-unpickled file
+            pff = Items(len(pff_source), lambda i: pff_source.read_one(int(i)))
             loader = DataLoader(pff, batch_size=args.batch_size,
                                 sampler=_sampler(torch, pff, comm, args.seed))
             results.append(_stats(comm, "pff", *_epoch(comm, loader)))
             with AdiosSource(cff_path) as src:
                 layout = graphs.GraphLayout(src.meta["layout"])
-                cff = _AdiosSamples(src, layout)
+                # CFF: each sample read from the ADIOS2 file on its own
+                cff = Items(len(src), lambda i: layout.to_data(src.read_one(int(i))))
                 loader = DataLoader(cff, batch_size=args.batch_size,
                                     sampler=_sampler(torch, cff, comm, args.seed))
                 results.append(_stats(comm, "cff", *_epoch(comm, loader)))
@@ -257,16 +215,17 @@ def main(argv=None, prog=None):
               f"{r['p95_us']:>10.2f}{r['p99_us']:>10.2f}{r['graphs']:>8}")
     ratios = {}
     if "store" in by:
+        control = [by[m]["samples_per_s"] for m in ("store", "store_control") if m in by]
         for method, base, target in (("store", "pff", 10.0), ("store", "cff", 10.0),
                                      ("store", "list", 0.5), ("store_pyg", "list", 0.5)):
             if method in by and base in by and by[base]["samples_per_s"] > 0:
-                ratios[f"{method}_vs_{base}"] = {
-                    "ratio": by[method]["samples_per_s"] / by[base]["samples_per_s"],
-                    "target": target}
+                ratios[f"{method}_vs_{base}"] = dict(ratio(
+                    by[method]["samples_per_s"], by[base]["samples_per_s"], control),
+                    target=target)
         print()
         for key, v in ratios.items():
             ok = "meets" if v["ratio"] >= v["target"] else "MISSES"
-            print(f"{key}: {v['ratio']:.2f}x (target >= {v['target']}x: {ok})")
+            print(f"{key}: {ratio_text(v)} (target >= {v['target']}x: {ok})")
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"graphs_n{size}" + ("_sweep" if args.sweep_only
                                                        else ""))
@@ -280,7 +239,7 @@ def main(argv=None, prog=None):
                            for r in sweep],
            "ratios": ratios}
     print()
-    write_report(doc, stem + ".json")
+    write_report(doc, stem + ".json", args.seed)
     if not args.no_plot:
         try:
             import matplotlib

@@ -27,35 +27,34 @@ the batch in the ring, up to ``mailbox_size``, in ``(ts, rank, position)`` order
 
 Reported per mailbox size: the median over the warm batches (the first ``--warmup``
 skipped) of the slowest rank's time per batch for read, write+post, commit and their
-sum, the torch baseline's read, update and sum, and the ratio ours / torch; the bytes
+sum, the torch baseline's read, update and sum, and the ratio ours / torch with its
+control (the torch step run a second time on every batch: the spread of the two sums
+is printed beside the ratio); the bytes
 each rank holds (``NodeMemory.nbytes()``) and the same computed for ``--big-nodes``
 (default 10 M) nodes at width 2: ``state / width + O(batch)``.  Printed and written as
 JSON to ``--out`` (default ``bench_results/node_memory_n<ranks>.json``).
 """
-import argparse
-import os
 import platform
 import time
 
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import ArgumentParser, plural, write_report
+from ddstore.bench import log, parser, plural, ratio, ratio_text, report_path, \
+    write_report
 
 MEMORY_DIM = 100
 EDGE_DIM = 172
 
 
 def _args(argv, prog=None):
-    p = ArgumentParser(prog=prog or "python -m ddstore.bench.node_memory",
-                       description="ddstore NodeMemory benchmark: read + write/post + "
-                                   "commit per batch vs TGL's MailBox in torch",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = parser("node_memory", prog, "ddstore NodeMemory benchmark: read + write/post + "
+                                    "commit per batch vs TGL's MailBox in torch", out=None,
+               batch_size=600, batch_help="events per batch")
     p.add_argument("--num-nodes", type=int, default=100_000)
     p.add_argument("--batches", type=int, default=40,
                    help="batches timed per mailbox size (the first --warmup not counted)")
     p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=600, help="events per batch")
     p.add_argument("--mailbox", default="1,10", help="comma-separated mailbox sizes")
     p.add_argument("--memory-dim", type=int, default=MEMORY_DIM)
     p.add_argument("--edge-dim", type=int, default=EDGE_DIM,
@@ -67,20 +66,12 @@ def _args(argv, prog=None):
                    help="torch threads of the baseline (one rank's core)")
     p.add_argument("--big-nodes", type=int, default=10_000_000,
                    help="node count of the computed per-rank memory (at width 2)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true",
                    help="a tiny setting (smoke test): 2000 nodes, 8 batches of 60")
-    p.add_argument("--out", default=None,
-                   help="JSON path (default bench_results/node_memory_n<ranks>.json)")
     args = p.parse_args(argv)
     if args.quick:
         args.num_nodes, args.batches, args.warmup, args.batch_size = 2000, 8, 2, 60
     return args
-
-
-def _log(comm, *a):
-    if comm.Get_rank() == 0:
-        print(*a, flush=True)
 
 
 def _quiet_barrier(comm):
@@ -161,8 +152,9 @@ class _Torch:
             rng.standard_normal((2 * B, args.memory_dim)).astype(np.float32))
         self.mail = torch.from_numpy(rng.standard_normal((2 * B, mail_dim)).astype(np.float32))
         self.times = np.zeros((args.batches, 2))
+        self.control = np.zeros((args.batches, 2))  # the same step again: the control
 
-    def step(self, b):
+    def step(self, b, times=None):
         import torch
         B, S = self.args.batch_size, self.S
         nodes, ts = _batch_nodes(*self.events, b * B, (b + 1) * B)
@@ -189,7 +181,7 @@ class _Torch:
         if S > 1:
             self.next_mail_pos[unid] = torch.remainder(pos + 1, S)
         t2 = time.perf_counter()
-        self.times[b] = (t1 - t0, t2 - t1)
+        (self.times if times is None else times)[b] = (t1 - t0, t2 - t1)
         return mem, mem_ts, mem_input, mail_ts
 
 
@@ -207,10 +199,11 @@ def _pair(comm, store, args, S, events, mail_dim):
             ours.step(b)
             if base is not None:
                 base.step(b)
+                base.step(b, base.control)
             _quiet_barrier(comm)
     finally:
         torch.set_num_threads(threads)
-    return ours.nbytes, ours.finish(), (base.times if base is not None else None)
+    return ours.nbytes, ours.finish(), base
 
 
 def _state_bytes_per_node(memory_dim, mail_dim, S, itemsize=4):
@@ -225,7 +218,7 @@ def _batch_bytes(args, mail_dim, ranks, itemsize=4):
     return 3 * per * ((args.memory_dim + mail_dim) * itemsize + 2 * 32)
 
 
-def run(argv=None, prog=None):
+def main(argv=None, prog=None):
     import ddstore
     args = _args(argv, prog)
     comm = MPI.COMM_WORLD
@@ -234,22 +227,24 @@ def run(argv=None, prog=None):
     sizes = [int(x) for x in args.mailbox.split(",") if x]
     t0 = time.perf_counter()
     events = _events(args)
-    _log(comm, f"{args.batches} batches of {args.batch_size} events over "
-               f"{args.num_nodes} nodes on {plural(size, 'rank')} (generated in "
-               f"{time.perf_counter() - t0:.1f} s); memory_dim {args.memory_dim}, mail_dim "
-               f"{mail_dim}, mailbox {sizes}")
+    log(comm, f"{args.batches} batches of {args.batch_size} events over "
+              f"{args.num_nodes} nodes on {plural(size, 'rank')} (generated in "
+              f"{time.perf_counter() - t0:.1f} s); memory_dim {args.memory_dim}, mail_dim "
+              f"{mail_dim}, mailbox {sizes}")
     warm = slice(min(args.warmup, args.batches - 1), None)
     results = []
     with ddstore.DDStore(comm, width=args.width or size, transport=args.transport) as store:
         width = store.group_size
         for S in sizes:
-            nbytes, ours, tt = _pair(comm, store, args, S, events, mail_dim)
+            nbytes, ours, base = _pair(comm, store, args, S, events, mail_dim)
             res = None
             if rank == 0:
                 med = np.median(ours[warm], axis=0) * 1e3
                 tot = float(np.median(ours[warm].sum(axis=1)) * 1e3)
-                tmed = np.median(tt[warm], axis=0) * 1e3
-                ttot = float(np.median(tt[warm].sum(axis=1)) * 1e3)
+                tmed = np.median(base.times[warm], axis=0) * 1e3
+                ttot = float(np.median(base.times[warm].sum(axis=1)) * 1e3)
+                again = float(np.median(base.control[warm].sum(axis=1)) * 1e3)
+                total = ratio(tot, ttot, control=[ttot, again])
                 per_node = _state_bytes_per_node(args.memory_dim, mail_dim, S)
                 big_state = per_node * args.big_nodes
                 big_batch = _batch_bytes(args, mail_dim, 2)
@@ -260,7 +255,8 @@ def run(argv=None, prog=None):
                                       commit=float(med[2]), total=tot),
                     torch_ms_per_batch=dict(read=float(tmed[0]), update=float(tmed[1]),
                                             total=ttot),
-                    ratio_ours_over_torch=tot / ttot,
+                    torch_control_ms_per_batch=again,
+                    ratio_ours_over_torch=total["ratio"], ratio_total=total,
                     ratio_read=float(med[0] / tmed[0]),
                     ratio_update=float((med[1] + med[2]) / tmed[1]),
                     nbytes_per_rank=[int(x[0]) for x in nbytes],
@@ -273,7 +269,7 @@ def run(argv=None, prog=None):
                 print(f"mailbox {S:2d}, width {width}: ours {tot:7.2f} ms/batch (read "
                       f"{med[0]:.2f}, write+post {med[1]:.2f}, commit {med[2]:.2f}); "
                       f"torch {ttot:7.2f} ms (read {tmed[0]:.2f}, update {tmed[1]:.2f}); "
-                      f"ours/torch {tot / ttot:.2f}; "
+                      f"ours/torch {ratio_text(total)}; "
                       f"{max(x[0] for x in nbytes) / 1e6:.1f} MB/rank; "
                       f"10M nodes at width 2: {res['big']['bytes_per_rank'] / 1e9:.2f} "
                       f"GB/rank", flush=True)
@@ -281,14 +277,14 @@ def run(argv=None, prog=None):
             results.append(comm.bcast(res, root=0))
     if rank == 0:
         print("\n| mailbox | ours read | write+post | commit | ours total | torch read "
-              "| torch update | torch total | ours/torch | MB/rank |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+              "| torch update | torch total | ours/torch | control spread | MB/rank |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in results:
             m, q = r["ms_per_batch"], r["torch_ms_per_batch"]
             print(f"| {r['mailbox_size']} | {m['read']:.2f} | {m['write_post']:.2f} | "
                   f"{m['commit']:.2f} | {m['total']:.2f} | {q['read']:.2f} | "
                   f"{q['update']:.2f} | {q['total']:.2f} | {r['ratio_ours_over_torch']:.2f}"
-                  f" | {max(r['nbytes_per_rank']) / 1e6:.1f} |", flush=True)
+                  f" | {100 * r['ratio_total']['spread']:.0f} % | {max(r['nbytes_per_rank']) / 1e6:.1f} |", flush=True)
         targets = {"target_ratio": 2.0,
                    "meets_2x": bool(size == 2 and all(r["ratio_ours_over_torch"] <= 2.0
                                                       for r in results)),
@@ -302,13 +298,7 @@ def run(argv=None, prog=None):
                       torch_threads=args.torch_threads, torch_version=torch.__version__,
                       host=platform.node(), results=results, targets=targets)
         print(f"targets: {targets}", flush=True)
-        write_report(report, args.out or os.path.join("bench_results",
-                                                      f"node_memory_n{size}.json"))
-    return results
-
-
-def main(argv=None, prog=None):
-    run(argv, prog)
+        write_report(report, report_path(args.out, "node_memory", size), args.seed)
     return 0
 
 

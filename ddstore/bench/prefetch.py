@@ -9,7 +9,8 @@ For a WindowDataset (PeMS-BAY-like series, global sampler, batch 64) and a Graph
 (Ising graphs, DistributedSampler, batch 64) on a width-``size`` store, it first times one
 epoch of loading alone to get the mean load time per batch ``L``, then runs epochs with a
 synthetic compute step after each batch, without and with prefetch, alternating, and
-reports the median epoch times and their ratio (target: prefetch <= 0.65 x without).
+reports the median epoch times and their ratio (target: prefetch <= 0.65 x without),
+with the spread of the epochs without prefetch beside it (the control).
 
 Compute steps (``--compute``):
 
@@ -21,30 +22,27 @@ Compute steps (``--compute``):
 Both ranks measure; results are printed by rank 0 and written to
 ``<out>/prefetch.json``.
 """
-import argparse
 import os
 import platform
 import time
 
 import numpy as np
 
-from ddstore.bench import ArgumentParser, plural, write_report
+from ddstore.bench import parser, plural, ratio, ratio_text, write_report
 
 
 def _args(argv, prog=None):
-    p = ArgumentParser(prog=prog or "python -m ddstore.bench.prefetch",
-                       description="ddstore prefetch benchmark",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = parser("prefetch", prog, "ddstore prefetch benchmark", batch_size=64)
     p.add_argument("--steps", type=int, default=20000)
     p.add_argument("--nodes", type=int, default=325)
     p.add_argument("--graphs", type=int, default=20000)
-    p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--transport", default="auto")
     p.add_argument("--compute", default="sleep,cpu",
                    help="comma-separated compute steps: sleep, cpu")
     p.add_argument("--prefetch", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", default="bench_results")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="epochs without and with prefetch, alternating (at least 2: the "
+                        "spread of the epochs without is the control)")
     return p.parse_args(argv)
 
 
@@ -86,13 +84,15 @@ def _case(comm, name, make_loader, args, a):
     pre = make_loader(args.prefetch)
     for compute in [c.strip() for c in args.compute.split(",") if c.strip()]:
         times = {"without": [], "with": []}
-        for _ in range(args.repeats):
+        for _ in range(max(2, args.repeats)):
             times["without"].append(_epoch(comm, plain, compute, per_batch, a)[0])
             times["with"].append(_epoch(comm, pre, compute, per_batch, a)[0])
         med = {k: float(np.median(v)) for k, v in times.items()}
+        with_over_without = ratio(med["with"], med["without"], control=times["without"])
         out["compute"][compute] = {
             "epoch_s_without": med["without"], "epoch_s_with": med["with"],
-            "ratio": med["with"] / med["without"], "all_without": times["without"],
+            "ratio": with_over_without["ratio"], "control": with_over_without["control"],
+            "spread": with_over_without["spread"], "all_without": times["without"],
             "all_with": times["with"], "ideal_ratio": max(load_s, nb * per_batch) /
             (load_s + nb * per_batch)}
         if comm.rank == 0:
@@ -100,7 +100,7 @@ def _case(comm, name, make_loader, args, a):
             print(f"  {name:8s} compute={compute:5s}: load {per_batch * 1e3:.2f} ms/batch x "
                   f"{nb} batches; epoch without prefetch {r['epoch_s_without']:.3f} s, "
                   f"with prefetch={args.prefetch} {r['epoch_s_with']:.3f} s: ratio "
-                  f"{r['ratio']:.3f} (ideal {r['ideal_ratio']:.2f}, target <= 0.65)",
+                  f"{ratio_text(r, 3)} (ideal {r['ideal_ratio']:.2f}, target <= 0.65)",
                   flush=True)
     return out
 
@@ -117,18 +117,18 @@ def main(argv=None, prog=None):
     comm = MPI.COMM_WORLD
     a = torch.randn(128, 128)
     store = ddstore.DDStore(comm, transport=args.transport)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(args.seed)
     t = np.arange(args.steps)[:, None, None]
     raw = (np.sin(2 * np.pi * t / 288) + 0.1 * rng.standard_normal(
         (args.steps, args.nodes, 2))).astype(np.float32)
     ds = st.WindowDataset(store, "series", raw, horizon=12)
     del raw
     train = ds.splits()[0]
-    gds = graphs.GraphDataset.from_samples(store, "ising",
-                                           graphs.ising_dataset(args.graphs, seed=0),
-                                           progress=False)
+    gds = graphs.GraphDataset.from_samples(
+        store, "ising", graphs.ising_dataset(args.graphs, seed=args.seed), progress=False)
     gsampler = torch.utils.data.DistributedSampler(gds, num_replicas=comm.size,
-                                                   rank=comm.rank, shuffle=True, seed=0)
+                                                   rank=comm.rank, shuffle=True,
+                                                   seed=args.seed)
     if comm.rank == 0:
         print(f"[prefetch] {plural(comm.size, 'rank')}, width {store.width} "
               f"({store.transport}), MPI thread level {MPI.Query_thread()} "
@@ -145,7 +145,7 @@ def main(argv=None, prog=None):
         comm, "graphs", lambda k: gds.loader(args.batch_size, sampler=gsampler,
                                              prefetch=k), args, a)
     if comm.rank == 0:
-        write_report(doc, os.path.join(args.out, "prefetch.json"))
+        write_report(doc, os.path.join(args.out, "prefetch.json"), args.seed)
     store.free()
 
 

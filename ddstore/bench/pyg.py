@@ -21,9 +21,15 @@ either transport -- while PSS divides them among the ranks mapping them: the mem
 job really uses, per rank), the bytes the store holds, and a batch's own ``x`` and ``y``.
 
 ``--options`` times the sampling options (``subgraph_type`` bidirectional and induced,
-``weight_attr``) beside PyG's default, each against the same option of the reference
-where it runs: ms per batch, the sampler's share and the ratio to the reference per
-option and configuration.
+``weight_attr``, temporal sampling by a node time ``time_attr`` with a time per seed
+``input_time``, and ``sample_direction="backward"``) beside PyG's default, each against
+the same option of the reference where it runs: ms per batch, the sampler's share and
+the ratio to the reference per option and configuration (width x transport).  Every
+ratio is printed with its control: the reference (and our directional loader, for the
+ratios to it) timed twice in the job; the spread of the two is printed beside the
+ratio, so that a change can be told from the noise of a shared machine.  (Backward
+sampling is not temporal: PyG's sampler refuses ``time_attr`` with it, and so does
+ours.)
 
 The reference is the same ``NeighborLoader`` over PyG's in-memory ``Data`` (every rank
 holding the whole graph) where a PyG sampler (pyg-lib or torch-sparse) is installed; where
@@ -33,7 +39,6 @@ per-rank throughput at least the in-memory path's; peak RSS per rank at most 0.6
 ``Data`` holds: ``edge_index`` (2 x int64 per directed edge) + ``x`` (float32) + ``y``
 (int64).  Results are printed and written as JSON under ``--out``.
 """
-import argparse
 import os
 import platform
 import time
@@ -41,27 +46,27 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import ArgumentParser, exit_on_every_rank, plural, write_report
+from ddstore.bench import exit_on_every_rank, log, parser, plural, ratio, ratio_text, \
+    write_report
 
 
-# --options: NeighborLoader keyword arguments of each (the same for ours and PyG's)
+# --options: the sampler keyword arguments of each (the same for ours and PyG's;
+# NeighborLoader takes them too, but sample_direction, which only the samplers take)
 OPTIONS = {"directional": {}, "bidirectional": {"subgraph_type": "bidirectional"},
-           "induced": {"subgraph_type": "induced"}, "weighted": {"weight_attr": "bench_w"}}
+           "induced": {"subgraph_type": "induced"}, "weighted": {"weight_attr": "bench_w"},
+           "temporal": {"time_attr": "time"},
+           "backward": {"sample_direction": "backward"}}
+TIMES = 1000  # node times and seed times are integers in [0, TIMES)
 
 
 def _args(argv, prog=None):
-    p = ArgumentParser(prog=prog or "python -m ddstore.bench.pyg",
-                       description="PyG NeighborLoader over the store vs in memory",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = parser("pyg", prog, "PyG NeighborLoader over the store vs in memory",
+               batch_size=1024, widths_help="comma-separated; auto = all ranks")
     p.add_argument("--scale", type=float, default=1.0,
                    help="graph size, times ogbn-products'")
     p.add_argument("--fanouts", default="15,10,5")
-    p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--batches", type=int, default=20,
                    help="timed batches per rank and configuration (after one warm-up)")
-    p.add_argument("--widths", default="auto", help="comma-separated; auto = all ranks")
-    p.add_argument("--transports", default="auto,rma",
-                   help="transports for widths > 1 (width 1 never reads remotely)")
     p.add_argument("--in-memory", default="auto", choices=["auto", "skip"],
                    help="the NeighborLoader(Data) reference (auto: where a PyG sampler "
                         "is installed)")
@@ -72,20 +77,21 @@ def _args(argv, prog=None):
     p.add_argument("--step-ms", type=float, default=0.0,
                    help="a simulated training step per batch (sleep: the CPU waits as for "
                         "a GPU step), what prefetching overlaps")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--options", default="directional",
                    help="comma-separated sampling options to time, ours and the in-memory "
                         "reference's alike: directional (PyG's default), bidirectional, "
                         "induced (subgraph_type), weighted (weight_attr: a float32 weight "
                         "per directed edge, 30 %% of them 0, put range-wise and weighted "
-                        "by GraphStore.put_edge_weights); 'all' for every one")
+                        "by GraphStore.put_edge_weights), temporal (time_attr: a node "
+                        "time in [0, 1000) per node, one per seed as input_time), "
+                        "backward (sample_direction='backward', on out-lists built by "
+                        "GraphStore.build_backward); 'all' for every one")
     p.add_argument("--weighted", action="store_true",
                    help="the same as adding 'weighted' to --options")
     p.add_argument("--profile", action="store_true",
                    help="cProfile the timed batches of the default loader on rank 0 "
                         "(each configuration): the top functions by cumulative time and "
                         "their calls per batch, printed and written to the JSON")
-    p.add_argument("--out", default="bench_results")
     args = p.parse_args(argv)
     try:
         args.prefetch = [int(k) for k in args.prefetch.split(",") if k]
@@ -105,11 +111,6 @@ def _args(argv, prog=None):
         exit_on_every_rank("--scale must be in (0, 1000], --batches and --batch-size "
                            ">= 1")
     return args
-
-
-def _log(comm, *a):
-    if comm.Get_rank() == 0:
-        print(*a, flush=True)
 
 
 def _pyg_sampler():
@@ -211,31 +212,110 @@ def _put_weights(comm, store, data):
         edge_var(gs.name, None, OPTIONS["weighted"]["weight_attr"])))
 
 
+def _node_times(a, b):
+    """Times of nodes ``[a, b)`` (the temporal option's ``time_attr``): int64 in
+    ``[0, TIMES)`` from a hash of the id."""
+    h = (np.arange(a, b, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)
+    return (h % np.uint64(TIMES)).astype(np.int64)
+
+
+def _seed_times(args, rank, count):
+    """This rank's seed times (``input_time`` of the temporal option)."""
+    return np.random.default_rng([args.seed, rank, 1]).integers(0, TIMES, count)
+
+
+def _put_times(comm, store, shape):
+    """Collective: the temporal option's graph store: the node times
+    (:func:`_node_times`) and the same edges as the loaded graph (each undirected edge,
+    then its reverse), put range-wise under the name ``"bench_t"`` into a GraphStore
+    sorted by that time.  Returns (graph store, seconds, bytes per rank)."""
+    from ddstore import partition
+    from ddstore import pyg as dpyg
+    rank, size = comm.Get_rank(), comm.Get_size()
+    n, before = shape.num_nodes, store.nbytes()
+    t0 = time.perf_counter()
+    lo, hi = partition(n, size, rank)
+    fs = dpyg.FeatureStore(store, "bench_t")
+    fs.put_range(lambda a, b: _node_times(lo + a, lo + b), (lo, hi), None,
+                 OPTIONS["temporal"]["time_attr"])
+    gs = dpyg.GraphStore(store, "bench_t", time_attr=OPTIONS["temporal"]["time_attr"])
+    elo, ehi = partition(shape.num_edges, size, rank)
+    src, dst = shape.edges(elo, ehi)
+
+    def columns(a, b):  # local columns [a, b) of directed edges [2 elo, 2 ehi)
+        i, j = a // 2, (b + 1) // 2
+        out = np.empty((2, 2 * (j - i)), dtype=np.int64)
+        out[0, 0::2], out[1, 0::2] = src[i:j], dst[i:j]
+        out[0, 1::2], out[1, 1::2] = dst[i:j], src[i:j]
+        return out[:, a - 2 * i:b - 2 * i]
+    gs.put_edge_range(columns, rows=(2 * elo, 2 * ehi), edge_type=None, size=(n, n))
+    put_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    return gs, put_s, store.nbytes() - before
+
+
 def _per_batch(comm, batches, timing):
     """Means over ranks of one option's ``_time_loader`` numbers, per batch."""
     per = comm.allgather(timing[:3])
     return dict(ms_per_batch=1e3 * float(np.mean([p[0] for p in per])) / batches,
                 batches_per_s_per_rank=float(np.mean([batches / p[0] for p in per])),
+                edges_per_s_per_rank=float(np.mean([p[2] / p[0] for p in per])),
                 sampler_share=float(np.mean([p[1] / p[0] for p in per])),
                 edges_per_batch=float(np.mean([p[2] for p in per])) / batches)
 
 
-def _time_option(args, comm, data, fanouts, seeds, option):
-    """Collective: our loader with one of :data:`OPTIONS`, timed as the plain one."""
+def _loader_kwargs(option, times):
+    """NeighborLoader keywords of an option: its sampler's but ``sample_direction``
+    (only samplers take it), and the seeds' times (``input_time``) when temporal."""
+    import torch
+    kw = {k: v for k, v in OPTIONS[option].items() if k != "sample_direction"}
+    if "time_attr" in kw:
+        kw["input_time"] = torch.from_numpy(times)
+    return kw
+
+
+def _time_option(args, comm, data, fanouts, seeds, times, option, graph_store=None):
+    """Collective: our loader with one of :data:`OPTIONS` (over ``graph_store``, default
+    the loaded one), timed as the plain one."""
     import torch
     from torch_geometric.loader import NeighborLoader
 
     from ddstore import pyg as dpyg
-    kw = OPTIONS[option]
-    sampler = dpyg.NeighborSampler(data.graph_store, num_neighbors=fanouts, **kw)
-    loader = NeighborLoader(data.pyg, num_neighbors=fanouts, neighbor_sampler=sampler,
-                            input_nodes=torch.from_numpy(seeds), batch_size=args.batch_size,
-                            **kw)
+    gs = graph_store or data.graph_store
+    sampler = dpyg.NeighborSampler(gs, num_neighbors=fanouts, **OPTIONS[option])
+    loader = NeighborLoader((data.feature_store, gs), num_neighbors=fanouts,
+                            neighbor_sampler=sampler, input_nodes=torch.from_numpy(seeds),
+                            batch_size=args.batch_size, **_loader_kwargs(option, times))
     comm.Barrier()
     return _per_batch(comm, args.batches, _time_loader(loader, args.batches, sampler))
 
 
-def run(argv=None, prog=None):
+def _time_in_memory(args, comm, d, fanouts, seeds, times, option):
+    """Collective: PyG's NeighborLoader over the in-memory ``d`` with ``option``, timed
+    twice (the second run: the control); ``(first, second)`` as :func:`_per_batch`, or
+    ``({"error": ...}, None)`` where PyG's sampler refuses the option."""
+    import torch
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.sampler import NeighborSampler
+    kw = OPTIONS[option]
+    runs = []
+    for _ in range(2):
+        try:
+            sampler = NeighborSampler(d, num_neighbors=fanouts, **kw) \
+                if "sample_direction" in kw else None
+            loader = NeighborLoader(d, num_neighbors=fanouts, batch_size=args.batch_size,
+                                    input_nodes=torch.from_numpy(seeds),
+                                    neighbor_sampler=sampler,
+                                    **_loader_kwargs(option, times))
+            comm.Barrier()
+            timing = _time_loader(loader, args.batches, None)
+        except Exception as exc:  # noqa: BLE001 -- the library lacks the option
+            return {"error": f"{type(exc).__name__}: {exc}"}, None
+        runs.append(_per_batch(comm, args.batches, timing))
+        del loader, sampler
+    return runs
+
+
+def main(argv=None, prog=None):
     args = _args(argv, prog)
     import torch
     from torch_geometric.loader import NeighborLoader
@@ -260,14 +340,15 @@ def run(argv=None, prog=None):
     if bad:
         exit_on_every_rank(f"--widths {bad}: a width must divide the {size} ranks")
     transports = [t for t in args.transports.split(",") if t]
-    _log(comm, f"graph: {shape}; {e2} directed edges; in-memory Data (edge_index + x + y) "
-               f"{total_bytes / 1e9:.2f} GB; {plural(size, 'rank')}, NeighborLoader "
-               f"{fanouts}, batch {args.batch_size}, {args.batches} timed batches per rank")
+    log(comm, f"graph: {shape}; {e2} directed edges; in-memory Data (edge_index + x + y) "
+              f"{total_bytes / 1e9:.2f} GB; {plural(size, 'rank')}, NeighborLoader "
+              f"{fanouts}, batch {args.batch_size}, {args.batches} timed batches per rank")
     base_rss = comm.allgather(current_rss())
-    _log(comm, f"RSS per rank before loading (Python, torch, PyG, MPI): "
-               f"{max(base_rss) / 1e9:.2f} GB")
+    log(comm, f"RSS per rank before loading (Python, torch, PyG, MPI): "
+              f"{max(base_rss) / 1e9:.2f} GB")
     seeds = np.random.default_rng([args.seed, rank]).integers(
         0, n, (args.batches + 1) * args.batch_size)
+    times = _seed_times(args, rank, len(seeds))
     watch = MemoryWatch()
     results = []
     for width in widths:
@@ -302,13 +383,21 @@ def run(argv=None, prog=None):
                 depth_bps = {d: args.batches / v[0] for d, v in by_depth.items()}
                 by_option = {"directional": _per_batch(comm, args.batches,
                                                        by_depth[args.prefetch[0]])}
-                weights = None
+                weights = graph_store = None
                 for option in args.options:
                     if option == "weighted":
                         weights = _put_weights(comm, store, data)
+                    if option == "temporal":
+                        graph_store, times_s, times_bytes = _put_times(comm, store, shape)
+                    if option == "backward":
+                        data.graph_store.build_backward()
                     if option != "directional":
-                        by_option[option] = _time_option(args, comm, data, fanouts, seeds,
-                                                         option)
+                        by_option[option] = _time_option(
+                            args, comm, data, fanouts, seeds, times, option,
+                            graph_store if option == "temporal" else None)
+                if len(by_option) > 1:  # the control of the ratios to directional
+                    by_option["directional"]["control"] = _time_option(
+                        args, comm, data, fanouts, seeds, times, "directional")
                 mem_sample = watch.phase()
                 held = store.nbytes()
                 shm_peers = store.shm_peers
@@ -347,44 +436,52 @@ def run(argv=None, prog=None):
             res["by_option"] = by_option
             if args.profile and rank == 0:
                 res["profile"] = profile_rows
-                _log(comm, f"width {width} {transport}: profile of a batch (rank 0; ms per "
-                           f"batch cumulative / own, calls per batch):\n" + "\n".join(
-                               f"  {r['cum_ms_per_batch']:8.1f} {r['own_ms_per_batch']:8.1f}"
-                               f" {r['calls_per_batch']:7.1f}  {r['function']}"
-                               for r in profile_rows))
+                log(comm, f"width {width} {transport}: profile of a batch (rank 0; ms per "
+                          f"batch cumulative / own, calls per batch):\n" + "\n".join(
+                              f"  {r['cum_ms_per_batch']:8.1f} {r['own_ms_per_batch']:8.1f}"
+                              f" {r['calls_per_batch']:7.1f}  {r['function']}"
+                              for r in profile_rows))
             if weights is not None:
                 res["weights_put_s"], res["weights_bytes_per_rank"] = weights
+            if graph_store is not None:
+                res["times_put_s"], res["times_graph_bytes_per_rank"] = times_s, \
+                    comm.allgather(times_bytes)
             if len(by_option) > 1:
-                _log(comm, f"width {width} {transport:4s} by option (ms/batch per rank, "
-                           f"x directional, sampler share): " + "; ".join(
-                               f"{o} {v['ms_per_batch']:.1f} ms "
-                               f"({v['ms_per_batch'] / by_option['directional']['ms_per_batch']:.2f}x"
-                               f", {100 * v['sampler_share']:.0f} %)"
-                               for o, v in by_option.items())
-                           + ("" if weights is None else
-                              f"; weights put and ordered in {weights[0]:.1f} s, "
-                              f"{weights[1] / 1e9:.2f} GB/rank"))
+                plain = by_option["directional"]
+                control = [plain["ms_per_batch"], plain["control"]["ms_per_batch"]]
+                for v in by_option.values():
+                    v["over_directional"] = ratio(v["ms_per_batch"], plain["ms_per_batch"],
+                                                  control)
+                log(comm, f"width {width} {transport:4s} by option (ms/batch per rank, "
+                          f"x directional, sampler share): " + "; ".join(
+                              f"{o} {v['ms_per_batch']:.1f} ms "
+                              f"({ratio_text(v['over_directional'])}"
+                              f", {100 * v['sampler_share']:.0f} %)"
+                              for o, v in by_option.items())
+                          + ("" if weights is None else
+                             f"; weights put and ordered in {weights[0]:.1f} s, "
+                             f"{weights[1] / 1e9:.2f} GB/rank"))
             results.append(res)
-            _log(comm, f"width {width} {transport:4s}: {res['batches_per_s_per_rank']:6.2f} "
-                       f"batches/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M sampled "
-                       f"edges/s per rank (slowest {res['edges_per_s_slowest_rank'] / 1e6:.2f}"
-                       f"; sampler {100 * res['sampler_share']:.0f} % of it); "
-                       f"{res['edges_per_batch'] / 1e3:.0f} k edges/batch (its x and y: "
-                       f"{res['batch_feature_bytes'] / 1e9:.2f} GB); store "
-                       f"{max(res['store_bytes_per_rank']) / 1e9:.2f} GB/rank "
-                       f"({res['store_bytes_over_data']:.2f} x graph + features); peak RSS "
-                       f"load {max(res['load_peak_rss_per_rank']) / 1e9:.2f} GB (after: "
-                       f"{max(res['rss_after_load_per_rank']) / 1e9:.2f} GB), sampling "
-                       f"{max(res['sample_peak_rss_per_rank']) / 1e9:.2f} GB "
-                       f"({res['peak_rss_over_data']:.2f} x graph + features); peak PSS load "
-                       f"{max(res['load_peak_pss_per_rank']) / 1e9:.2f} GB, sampling "
-                       f"{max(res['sample_peak_pss_per_rank']) / 1e9:.2f} GB; loaded in "
-                       f"{load_s:.1f} s")
+            log(comm, f"width {width} {transport:4s}: {res['batches_per_s_per_rank']:6.2f} "
+                      f"batches/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M sampled "
+                      f"edges/s per rank (slowest {res['edges_per_s_slowest_rank'] / 1e6:.2f}"
+                      f"; sampler {100 * res['sampler_share']:.0f} % of it); "
+                      f"{res['edges_per_batch'] / 1e3:.0f} k edges/batch (its x and y: "
+                      f"{res['batch_feature_bytes'] / 1e9:.2f} GB); store "
+                      f"{max(res['store_bytes_per_rank']) / 1e9:.2f} GB/rank "
+                      f"({res['store_bytes_over_data']:.2f} x graph + features); peak RSS "
+                      f"load {max(res['load_peak_rss_per_rank']) / 1e9:.2f} GB (after: "
+                      f"{max(res['rss_after_load_per_rank']) / 1e9:.2f} GB), sampling "
+                      f"{max(res['sample_peak_rss_per_rank']) / 1e9:.2f} GB "
+                      f"({res['peak_rss_over_data']:.2f} x graph + features); peak PSS load "
+                      f"{max(res['load_peak_pss_per_rank']) / 1e9:.2f} GB, sampling "
+                      f"{max(res['sample_peak_pss_per_rank']) / 1e9:.2f} GB; loaded in "
+                      f"{load_s:.1f} s")
             if len(args.prefetch) > 1 or args.prefetch != [0]:
-                _log(comm, f"width {width} {transport:4s}: batches/s per rank by prefetch "
-                           f"depth (step {args.step_ms:g} ms): " + ", ".join(
-                               f"{d}: {v:.2f}" for d, v in
-                               res["batches_per_s_per_rank_by_prefetch"].items()))
+                log(comm, f"width {width} {transport:4s}: batches/s per rank by prefetch "
+                          f"depth (step {args.step_ms:g} ms): " + ", ".join(
+                              f"{d}: {v:.2f}" for d, v in
+                              res["batches_per_s_per_rank_by_prefetch"].items()))
     watch.stop()
 
     # the reference: NeighborLoader over PyG's in-memory Data on every rank
@@ -394,7 +491,7 @@ def run(argv=None, prog=None):
         in_memory["available"] = False
         in_memory["reason"] = ("no PyG sampler installed (pyg-lib or torch-sparse): "
                                + (_in_memory_error() or "?"))
-        _log(comm, f"in-memory NeighborLoader(Data): not run: {in_memory['reason']}")
+        log(comm, f"in-memory NeighborLoader(Data): not run: {in_memory['reason']}")
     elif args.in_memory == "skip":
         in_memory["available"] = False
         in_memory["reason"] = "skipped (--in-memory skip)"
@@ -410,49 +507,44 @@ def run(argv=None, prog=None):
         d = Data(x=x, y=y, edge_index=torch.from_numpy(ei), num_nodes=n)
         if "weighted" in args.options:
             d[OPTIONS["weighted"]["weight_attr"]] = torch.from_numpy(_edge_weights(0, e2))
-        loader = NeighborLoader(d, num_neighbors=fanouts, batch_size=args.batch_size,
-                                input_nodes=torch.from_numpy(seeds))
-        comm.Barrier()
-        secs, _, edges, nodes = _time_loader(loader, args.batches, None)
-        mem = watch.phase()
-        watch.stop()
-        per = comm.allgather((secs, edges, mem["peak_rss"]))
-        in_memory.update(
-            available=True,
-            batches_per_s_per_rank=float(np.mean([args.batches / p[0] for p in per])),
-            edges_per_s_per_rank=float(np.mean([p[1] / p[0] for p in per])),
-            peak_rss_per_rank=[p[2] for p in per],
-            by_option={"directional": _per_batch(comm, args.batches, (secs, 0.0, edges))})
-        del loader
-        for option in args.options:
+        if "temporal" in args.options:
+            d[OPTIONS["temporal"]["time_attr"]] = torch.from_numpy(_node_times(0, n))
+        # the default loader first (its peak is the in-memory path's), every option
+        # twice: the second run is the control printed beside the ratios
+        by_option, controls = {}, {}
+        for option in ["directional"] + [o for o in args.options if o != "directional"]:
+            by_option[option], controls[option] = _time_in_memory(
+                args, comm, d, fanouts, seeds, times, option)
             if option == "directional":
-                continue
-            loader = NeighborLoader(d, num_neighbors=fanouts, batch_size=args.batch_size,
-                                    input_nodes=torch.from_numpy(seeds), **OPTIONS[option])
-            comm.Barrier()
-            try:
-                timing = _time_loader(loader, args.batches, None)
-            except Exception as exc:  # noqa: BLE001 -- the library lacks the option
-                in_memory["by_option"][option] = {"error": f"{type(exc).__name__}: {exc}"}
-                continue
-            in_memory["by_option"][option] = _per_batch(comm, args.batches, timing)
-            del loader
-        _log(comm, f"in-memory NeighborLoader(Data) ({lib}): "
-                   f"{in_memory['batches_per_s_per_rank']:.2f} batches/s, "
-                   f"{in_memory['edges_per_s_per_rank'] / 1e6:.2f} M sampled edges/s per "
-                   f"rank; peak RSS {max(p[2] for p in per) / 1e9:.2f} GB")
+                mem = watch.phase()
+                watch.stop()
+        plain = by_option["directional"]
+        per = comm.allgather(mem["peak_rss"])
+        in_memory.update(
+            available=True, batches_per_s_per_rank=plain["batches_per_s_per_rank"],
+            edges_per_s_per_rank=plain["edges_per_s_per_rank"],
+            peak_rss_per_rank=per, by_option=by_option)
+        for option, again in controls.items():
+            if again is not None:
+                by_option[option]["control"] = again
+        log(comm, f"in-memory NeighborLoader(Data) ({lib}): "
+                  f"{in_memory['batches_per_s_per_rank']:.2f} batches/s, "
+                  f"{in_memory['edges_per_s_per_rank'] / 1e6:.2f} M sampled edges/s per "
+                  f"rank; peak RSS {max(per) / 1e9:.2f} GB" + "".join(
+                      f"; {o}: {v['error']}" for o, v in by_option.items() if "error" in v))
         del d, x, y, ei
         # ours over the in-memory loader, per rank, per option and configuration
         for r in results:
-            r["over_in_memory_by_option"] = {
-                o: v["batches_per_s_per_rank"] / in_memory["by_option"][o][
-                    "batches_per_s_per_rank"]
-                for o, v in r["by_option"].items()
-                if "batches_per_s_per_rank" in in_memory["by_option"].get(o, {})}
-            _log(comm, f"width {r['width']} {r['transport']:4s} over in-memory ({lib}), "
-                       f"batches/s per rank: " + ", ".join(
-                           f"{o} {q:.2f}x" for o, q in
-                           r["over_in_memory_by_option"].items()))
+            over = {o: ratio(v["batches_per_s_per_rank"], by_option[o][
+                        "batches_per_s_per_rank"], control=[by_option[o][
+                            "batches_per_s_per_rank"], by_option[o]["control"][
+                            "batches_per_s_per_rank"]])
+                    for o, v in r["by_option"].items() if "control" in by_option.get(o, {})}
+            r["over_in_memory_by_option"] = {o: q["ratio"] for o, q in over.items()}
+            r["over_in_memory_by_option_control"] = over
+            log(comm, f"width {r['width']} {r['transport']:4s} over in-memory ({lib}), "
+                      f"batches/s per rank: " + ", ".join(
+                          f"{o} {ratio_text(q)}" for o, q in over.items()))
 
     if rank == 0:
         w2 = [r for r in results if r["width"] == 2 and size == 2]
@@ -478,12 +570,7 @@ def run(argv=None, prog=None):
                    host=platform.node(), results=results, in_memory=in_memory,
                    targets=targets)
         print(f"targets: {targets}", flush=True)
-        write_report(out, os.path.join(args.out, f"pyg_n{size}.json"))
-    return results
-
-
-def main(argv=None, prog=None):
-    run(argv, prog)
+        write_report(out, os.path.join(args.out, f"pyg_n{size}.json"), args.seed)
     return 0
 
 

@@ -195,7 +195,7 @@ def _gb(x):
 
 def _write_json(comm, args, doc):
     if comm.rank == 0:
-        write_report(doc, os.path.join(args.out, f"scale_{args.what}.json"))
+        write_report(doc, os.path.join(args.out, f"scale_{args.what}.json"), args.seed)
 
 
 def _machine():

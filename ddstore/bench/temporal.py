@@ -11,10 +11,10 @@ edges are taken evenly over the whole stream (rank ``r`` takes every ``size``-th
 each giving ``3 * batch_size`` roots (src, dst, one negative) at the edges' times; each
 rank samples them on one thread.  Reported per configuration (strategy and fanouts ×
 width × transport): roots/s and sampled edges/s per rank (the time of ``sample`` calls
-only; mean and slowest rank), and the T-CSR bytes each rank holds.  Results are printed
+only; mean and slowest rank; each configuration sampled twice, the second pass the
+control printed beside the width ratio), and the T-CSR bytes each rank holds.  Results are printed
 and written as JSON (and a PNG) under ``--out`` (default ``bench_results/``).
 """
-import argparse
 import os
 import platform
 import time
@@ -22,35 +22,39 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import ArgumentParser, plural, write_report
+from ddstore.bench import log, parser, plural, ratio, ratio_text, write_report
 
 CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
 
 
 def _args(argv, prog=None):
-    p = ArgumentParser(prog=prog or "python -m ddstore.bench.temporal",
-                       description="ddstore temporal sampling benchmark",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = parser("temporal", prog, "ddstore temporal sampling benchmark", batch_size=600,
+               widths_help="comma-separated; auto = 1 and size")
     p.add_argument("--num-nodes", type=int, default=10_000)
     p.add_argument("--num-edges", type=int, default=1_000_000)
-    p.add_argument("--batch-size", type=int, default=600)
     p.add_argument("--batches", type=int, default=200,
                    help="mini-batches sampled per configuration (over all ranks)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--widths", default="auto", help="comma-separated; auto = 1 and size")
-    p.add_argument("--transports", default="auto,rma",
-                   help="transports for widths > 1 (width 1 never reads remotely)")
-    p.add_argument("--out", default="bench_results")
     p.add_argument("--no-plot", action="store_true")
     return p.parse_args(argv)
 
 
-def _log(comm, *a):
-    if comm.Get_rank() == 0:
-        print(*a, flush=True)
+def _sample(sm, s, mine, batch_size, num_nodes):
+    """(roots, sampled edges, seconds of ``sample`` calls) of this rank's batches."""
+    roots_n = edges_n = 0
+    elapsed = 0.0
+    for b in mine:
+        a, z = int(b) * batch_size, (int(b) + 1) * batch_size
+        roots = np.concatenate([s.src[a:z], s.dst[a:z], (s.src[a:z] * 7919 + b) % num_nodes])
+        ts = np.tile(s.t[a:z], 3)
+        t1 = time.perf_counter()
+        blocks = sm.sample(roots, ts)
+        elapsed += time.perf_counter() - t1
+        roots_n += len(roots)
+        edges_n += sum(bl.num_edges for bl in blocks)
+    return roots_n, edges_n, elapsed
 
 
-def run(argv=None, prog=None):
+def main(argv=None, prog=None):
     import ddstore
     from ddstore import temporal as tg
     args = _args(argv, prog)
@@ -58,9 +62,9 @@ def run(argv=None, prog=None):
     rank, size = comm.Get_rank(), comm.Get_size()
     t0 = time.perf_counter()
     s = tg.synthetic_stream(args.num_nodes, args.num_edges, seed=args.seed)
-    _log(comm, f"stream: {args.num_nodes} nodes, {args.num_edges} edges, max degree "
-               f"{int(np.bincount(np.concatenate([s.src, s.dst])).max())} (add_reverse), "
-               f"generated in {time.perf_counter() - t0:.1f} s")
+    log(comm, f"stream: {args.num_nodes} nodes, {args.num_edges} edges, max degree "
+              f"{int(np.bincount(np.concatenate([s.src, s.dst])).max())} (add_reverse), "
+              f"generated in {time.perf_counter() - t0:.1f} s")
     if args.widths == "auto":
         widths = sorted({1, size})
     else:
@@ -83,33 +87,28 @@ def run(argv=None, prog=None):
                 tcsr = comm.allgather(g.tcsr_bytes())
                 for strategy, fanouts in CONFIGS:
                     sm = tg.TemporalSampler(g, fanouts, strategy, seed=args.seed)
-                    roots_n = edges_n = 0
-                    elapsed = 0.0
-                    for b in mine:
-                        a, z = int(b) * args.batch_size, (int(b) + 1) * args.batch_size
-                        roots = np.concatenate([s.src[a:z], s.dst[a:z],
-                                                (s.src[a:z] * 7919 + b) % args.num_nodes])
-                        ts = np.tile(s.t[a:z], 3)
-                        t1 = time.perf_counter()
-                        blocks = sm.sample(roots, ts)
-                        elapsed += time.perf_counter() - t1
-                        roots_n += len(roots)
-                        edges_n += sum(bl.num_edges for bl in blocks)
-                    per = comm.allgather((roots_n / elapsed, edges_n / elapsed, edges_n))
+                    roots_n, edges_n, elapsed = _sample(sm, s, mine, args.batch_size,
+                                                        args.num_nodes)
+                    # the control: the same batches sampled again
+                    control = _sample(sm, s, mine, args.batch_size, args.num_nodes)
+                    per = comm.allgather((roots_n / elapsed, edges_n / elapsed, edges_n,
+                                          control[1] / control[2]))
                     res = dict(width=width, transport=transport, strategy=strategy,
                                fanouts=list(fanouts), batches=len(picks),
                                roots_per_s_per_rank=float(np.mean([p[0] for p in per])),
                                edges_per_s_per_rank=float(np.mean([p[1] for p in per])),
                                edges_per_s_slowest_rank=float(min(p[1] for p in per)),
+                               edges_per_s_per_rank_control=float(np.mean([p[3]
+                                                                           for p in per])),
                                sampled_edges=int(sum(p[2] for p in per)),
                                tcsr_bytes_per_rank=[int(x) for x in tcsr],
                                build_s=build_s, shm_peers=store.shm_peers)
                     results.append(res)
-                    _log(comm, f"width {width} {transport:4s} {strategy:7s} "
-                               f"{str(list(fanouts)):8s}: {res['roots_per_s_per_rank'] / 1e6:6.2f}"
-                               f" M roots/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M edges/s"
-                               f" per rank (slowest {res['edges_per_s_slowest_rank'] / 1e6:.2f})"
-                               f"; T-CSR {max(tcsr) / 1e6:.1f} MB/rank; build {build_s:.2f} s")
+                    log(comm, f"width {width} {transport:4s} {strategy:7s} "
+                              f"{str(list(fanouts)):8s}: {res['roots_per_s_per_rank'] / 1e6:6.2f}"
+                              f" M roots/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M edges/s"
+                              f" per rank (slowest {res['edges_per_s_slowest_rank'] / 1e6:.2f})"
+                              f"; T-CSR {max(tcsr) / 1e6:.1f} MB/rank; build {build_s:.2f} s")
                 g.remove()
     if rank == 0:
         uni = {(r["width"], r["transport"]): r["edges_per_s_per_rank"] for r in results
@@ -118,16 +117,23 @@ def run(argv=None, prog=None):
                    "target_edges_per_s": 4e6,
                    "meets_4M": bool(uni.get((1, "auto"), 0) >= 4e6)}
         if size > 1 and (size, "auto") in uni:
-            targets["width_size_over_width1"] = uni[(1, "auto")] / uni[(size, "auto")]
+            control = [r[k] for r in results if r["strategy"] == "uniform" and
+                       r["fanouts"] == [10, 10] and (r["width"], r["transport"]) == (1, "auto")
+                       for k in ("edges_per_s_per_rank", "edges_per_s_per_rank_control")]
+            width = ratio(uni[(1, "auto")], uni[(size, "auto")], control)
+            targets["width_size_over_width1"] = width["ratio"]
+            targets["width_size_over_width1_control"] = width
+            print(f"uniform [10, 10], edges/s per rank: width 1 over width {size}: "
+                  f"{ratio_text(width)}", flush=True)
         out = dict(benchmark="temporal", ranks=size, num_nodes=args.num_nodes,
                    num_edges=args.num_edges, batch_size=args.batch_size,
                    roots_per_batch=3 * args.batch_size, host=platform.node(),
                    results=results, targets=targets)
         print(f"targets: {targets}", flush=True)
-        write_report(out, os.path.join(args.out, f"temporal_n{size}.json"))
+        write_report(out, os.path.join(args.out, f"temporal_n{size}.json"), args.seed)
         if not args.no_plot:
             _plot(results, os.path.join(args.out, f"temporal_n{size}.png"), size)
-    return results
+    return 0
 
 
 def _plot(results, path, size):
@@ -154,11 +160,6 @@ def _plot(results, path, size):
     fig.savefig(path, dpi=100)
     plt.close(fig)
     print(f"wrote {path}", flush=True)
-
-
-def main(argv=None, prog=None):
-    run(argv, prog)
-    return 0
 
 
 if __name__ == "__main__":

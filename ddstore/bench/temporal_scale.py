@@ -21,7 +21,6 @@ them at its byte offset) and built again with ``from_tgl`` (no inputs in memory:
 peak is all above the baseline), with lines parsed per second per rank, and the two
 T-CSRs compared.  Printed, and written as JSON under ``--out``.
 """
-import argparse
 import os
 import platform
 import resource
@@ -31,7 +30,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import ArgumentParser, write_report
+from ddstore.bench import log, parser, write_report
+from ddstore.bench.memory import current_rss, peak_rss, reset_peak
 
 GDELT_NODES = 16_682
 GDELT_EDGES = 191_290_882
@@ -39,9 +39,8 @@ BLOCK = 1 << 20
 
 
 def _args(argv, prog=None):
-    p = ArgumentParser(prog=prog or "python -m ddstore.bench.temporal_scale",
-                       description="ddstore T-CSR build at TGL's scale (GDELT-shaped)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = parser("temporal_scale", prog, "ddstore T-CSR build at TGL's scale (GDELT-shaped)",
+               batch_size=600)
     p.add_argument("--scale", choices=["gdelt", "small"], default="small",
                    help="gdelt: 1 M, 20 M and 191,290,882 edges; small: 1 M only")
     p.add_argument("--sizes", default=None, help="comma-separated edge counts (overrides "
@@ -49,7 +48,6 @@ def _args(argv, prog=None):
     p.add_argument("--quick", action="store_true", help="smoke sizes (20 k, 60 k edges)")
     p.add_argument("--num-nodes", type=int, default=GDELT_NODES)
     p.add_argument("--events-per-ts", type=int, default=7)
-    p.add_argument("--batch-size", type=int, default=600)
     p.add_argument("--batches", type=int, default=40, help="mini-batches per rank and "
                                                            "configuration")
     p.add_argument("--chunk-edges", type=int, default=None,
@@ -57,14 +55,7 @@ def _args(argv, prog=None):
     p.add_argument("--no-csv", action="store_true", help="skip the edges.csv path")
     p.add_argument("--csv-dir", default=None, help="where edges.csv is written (default: "
                                                    "a temporary directory)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="bench_results")
     return p.parse_args(argv)
-
-
-def _log(comm, *a):
-    if comm.Get_rank() == 0:
-        print(*a, flush=True)
 
 
 # ------------------------------------------------------------------ the stream
@@ -165,27 +156,11 @@ def write_tgl_range(comm, path, num_edges, num_nodes, seed, per_ts):
 
 
 # ------------------------------------------------------------------ memory
-def _status(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def reset_peak():
-    """Reset the peak RSS (VmHWM) to the current RSS; False where Linux refuses."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_rss(reset_ok):
+def _peak(reset_ok):
+    """The peak RSS since :func:`~ddstore.bench.memory.reset_peak` (``ru_maxrss``, the
+    process's whole-life peak, where the reset was refused)."""
     if reset_ok:
-        return _status("VmHWM")
+        return peak_rss()
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -202,13 +177,13 @@ def _checksum(store, name):
 
 # ------------------------------------------------------------------ one size
 def _measure_build(comm, build):
-    base = _status("VmRSS")
+    base = current_rss()
     ok = reset_peak()
     comm.Barrier()
     t0, c0 = time.perf_counter(), time.process_time()
     g = build()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    peak = peak_rss(ok)
+    peak = _peak(ok)
     return g, dict(build_s=comm.allreduce(wall, op=MPI.MAX), cpu_s=cpu,
                    rss_before=base, peak_rss=peak, peak_above=peak - base, hwm_reset=ok)
 
@@ -262,14 +237,14 @@ def run_size(comm, store_factory, num_edges, args, csv_dir):
             store_over_tcsr=[p["store_bytes"] / whole for p in per_rank],
             transient_over_tcsr=[(p["peak_above"] - p["store_bytes"]) / whole
                                  for p in per_rank])
-        _log(comm, f"{num_edges:>11,} edges from arrays: build {m['build_s']:.1f} s; "
-                   f"peak RSS above inputs / whole T-CSR {whole / 1e9:.3g} GB: "
-                   f"{', '.join(f'{x:.3f}' for x in res['arrays']['peak_above_over_tcsr'])}"
-                   f" (store alone {', '.join(f'{x:.3f}' for x in res['arrays']['store_over_tcsr'])})")
+        log(comm, f"{num_edges:>11,} edges from arrays: build {m['build_s']:.1f} s; "
+                  f"peak RSS above inputs / whole T-CSR {whole / 1e9:.3g} GB: "
+                  f"{', '.join(f'{x:.3f}' for x in res['arrays']['peak_above_over_tcsr'])}"
+                  f" (store alone {', '.join(f'{x:.3f}' for x in res['arrays']['store_over_tcsr'])})")
         res["sampling"] = _sample(comm, g, src, dst, t, args, lo)
         for k, v in res["sampling"].items():
-            _log(comm, f"    {k:14s} {v['edges_per_s_per_rank'] / 1e6:7.2f} M sampled "
-                       f"edges/s per rank (slowest {v['slowest'] / 1e6:.2f})")
+            log(comm, f"    {k:14s} {v['edges_per_s_per_rank'] / 1e6:7.2f} M sampled "
+                      f"edges/s per rank (slowest {v['slowest'] / 1e6:.2f})")
         ref = comm.allgather(_checksum(store, "g"))
         g.remove()
         src = dst = t = split = None  # the inputs are freed before the edges.csv path
@@ -277,8 +252,8 @@ def run_size(comm, store_factory, num_edges, args, csv_dir):
             path = os.path.join(csv_dir, "edges.csv")
             w_s, fbytes = write_tgl_range(comm, path, num_edges, args.num_nodes, args.seed,
                                           args.events_per_ts)
-            _log(comm, f"    edges.csv written range-wise: {fbytes / 1e9:.3g} GB in "
-                       f"{w_s:.1f} s")
+            log(comm, f"    edges.csv written range-wise: {fbytes / 1e9:.3g} GB in "
+                      f"{w_s:.1f} s")
             g, m = _measure_build(comm, lambda: tg.TemporalGraph.from_tgl(
                 store, "g", csv_dir, add_reverse=True, chunk_edges=args.chunk_edges))
             per_rank = comm.allgather(dict(m, store_bytes=store.nbytes(), **g.read_stats))
@@ -294,15 +269,15 @@ def run_size(comm, store_factory, num_edges, args, csv_dir):
                 transient_over_tcsr=[(p["peak_above"] - p["store_bytes"]) / whole
                                      for p in per_rank],
                 same_tcsr_as_arrays=bool(same))
-            _log(comm, f"    from_tgl: build {m['build_s']:.1f} s "
-                       f"({min(res['tgl']['lines_per_s_per_rank']) / 1e6:.2f} M lines/s "
-                       f"per rank, {min(res['tgl']['lines_per_cpu_s_per_rank']) / 1e6:.2f} "
-                       f"M per CPU-second; parsing alone "
-                       f"{min(res['tgl']['parse_lines_per_s_per_rank']) / 1e6:.2f} M/s, "
-                       f"{min(res['tgl']['parse_lines_per_cpu_s_per_rank']) / 1e6:.2f} M per "
-                       f"CPU-second); peak RSS / whole T-CSR: "
-                       f"{', '.join(f'{x:.3f}' for x in res['tgl']['peak_above_over_tcsr'])}"
-                       f"; same T-CSR as from arrays: {same}")
+            log(comm, f"    from_tgl: build {m['build_s']:.1f} s "
+                      f"({min(res['tgl']['lines_per_s_per_rank']) / 1e6:.2f} M lines/s "
+                      f"per rank, {min(res['tgl']['lines_per_cpu_s_per_rank']) / 1e6:.2f} "
+                      f"M per CPU-second; parsing alone "
+                      f"{min(res['tgl']['parse_lines_per_s_per_rank']) / 1e6:.2f} M/s, "
+                      f"{min(res['tgl']['parse_lines_per_cpu_s_per_rank']) / 1e6:.2f} M per "
+                      f"CPU-second); peak RSS / whole T-CSR: "
+                      f"{', '.join(f'{x:.3f}' for x in res['tgl']['peak_above_over_tcsr'])}"
+                      f"; same T-CSR as from arrays: {same}")
             g.remove()
             comm.Barrier()
             if rank == 0:
@@ -310,7 +285,7 @@ def run_size(comm, store_factory, num_edges, args, csv_dir):
     return res
 
 
-def run(argv=None, prog=None):
+def main(argv=None, prog=None):
     import pandas  # noqa: F401 (imported before any peak is measured: from_tgl uses it)
 
     import ddstore
@@ -344,12 +319,8 @@ def run(argv=None, prog=None):
                    host=platform.node(), num_nodes=args.num_nodes,
                    events_per_ts=args.events_per_ts, chunk_edges=args.chunk_edges,
                    results=results)
-        write_report(out, os.path.join(args.out, f"temporal_scale_n{size}.json"))
-    return results
-
-
-def main(argv=None, prog=None):
-    run(argv, prog)
+        write_report(out, os.path.join(args.out, f"temporal_scale_n{size}.json"),
+                     args.seed)
     return 0
 
 
