@@ -1,9 +1,9 @@
-"""Every code block of README.md runs as written.
+"""Every code block of README.md and of docs/*.md runs as written.
 
 - ```python blocks: each is saved as a file and run from the repository root with
   ``mpiexec -n 2`` (under ``timeout``, through ``conftest.run_mpi``); the test checks the
-  exit code and a line the block prints (``PYTHON_EXPECT``, keyed by the heading of the
-  README section the block is in).
+  exit code and a line the block prints (``PYTHON_EXPECT``, keyed by the file and the
+  heading of the section the block is in, so one section holds at most one block).
 - ```bash blocks: every command line is run with ``bash -c`` from the repository root
   (under ``timeout``), the interpreter's own directory first on ``PATH``, and must print
   what ``BASH_EXPECT`` names, unless ``BASH_SKIP`` names it with the reason (installs,
@@ -12,7 +12,12 @@
 - ```text blocks are shown, never run: output, the layout, commands for a script of your
   own or a cluster.  Any other fence (or a bare ```) is an error, so a new block is run
   unless someone marks it on purpose.
+
+A new file in docs/ is picked up by itself.  The README stays a front door (at most
+``README_MAX_LINES`` lines), and every relative link of these files names a file and a
+heading that exist.
 """
+import glob
 import os
 import re
 import subprocess
@@ -24,24 +29,43 @@ from conftest import run_mpi
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
+README_MAX_LINES = 300
 FENCES = {"python", "bash", "text"}
 
-# section heading -> a regular expression the block's output must match
+
+def doc_files():
+    """README.md, then every docs/*.md, as paths relative to the repository root."""
+    return ["README.md"] + sorted(os.path.relpath(p, ROOT)
+                                  for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+
+
+# "file: section heading" -> a regular expression the block's output must match
 PYTHON_EXPECT = {
-    "The store": r"rank 1: holds rows \[500, 1000\), read row 567 = \[1701\. 1702\. 1703\.\]",
-    '`width="auto"` and the memory budget':
+    "README.md: The store":
+        r"rank 1: holds rows \[500, 1000\), read row 567 = \[1701\. 1702\. 1703\.\]",
+    "README.md: Index-batching: windows of a series, cut on demand":
+        r"rank 1: 358 training windows; x \(19, 4, 20, 1\), y \(19, 4, 20, 1\)",
+    "README.md: Dynamic graphs: checkpoints plus deltas":
+        r"rank 1: step 57 has 78 edges, 40839 over 120 steps",
+    "README.md: Temporal graphs and node memory":
+        r"rank 1: \d+ neighbours sampled in the last batch; memory sum 13144",
+    "README.md: PyG: FeatureStore, GraphStore and NeighborLoader":
+        r"rank 1: 4 batches; the first has \d+ nodes, \d+ edges",
+    'docs/cluster.md: `width="auto"` and the memory budget':
         r"width [12] \([12] replicas\) for 800000 bytes; budget [0-9.]+ GB per rank",
-    "Graph samples (HydraGNN)": r"rank 1: 2 batches of 16 graphs, 2000 atoms",
-    "Compatibility: `pyddstore` (the original DDStore API)":
+    "docs/hydragnn.md: Graph samples (HydraGNN)":
+        r"rank 1: 2 batches of 16 graphs, 2000 atoms",
+    "docs/hydragnn.md: Compatibility: `pyddstore` (the original DDStore API)":
         r"rank 0: x rows 100, 101 come from rank 1; y\[50\] = 11\.0",
-    "Spatiotemporal series: index-batching":
+    "docs/index-batching.md: Spatiotemporal series: index-batching":
         r"rank 1: 358 training windows, x \(4, 20, 1\), last batch \(\d+, 4, 20, 1\)",
-    "Dynamic graphs: checkpoints plus deltas":
+    "docs/dynamic-graphs.md: Dynamic graphs: checkpoints plus deltas":
         r"rank 1: snapshot 57 has 78 edges; \d+ bytes here vs 816780 as full snapshots",
-    "Temporal graphs": r"rank 1: node 42 has \d+ temporal neighbours; last batch: \d+ edges",
-    "Node memory: training state for TGN, JODIE and APAN":
+    "docs/temporal-graphs.md: Temporal graphs":
+        r"rank 1: node 42 has \d+ temporal neighbours; last batch: \d+ edges",
+    "docs/temporal-graphs.md: Node memory: training state for TGN, JODIE and APAN":
         r"rank 1: 726 nodes have mail; memory checksum -?[0-9.]+; 120000 bytes here",
-    "PyG's loaders over the store (`ddstore.pyg`)":
+    "docs/pyg.md: PyG's loaders over the store (`ddstore.pyg`)":
         r"rank 1: 4 batches, the last \d+ nodes and \d+ edges; \d+ CSC bytes here",
 }
 
@@ -52,7 +76,7 @@ BASH_EXPECT = {
         r"core_roundtrip: [1-9]\d* checks, 0 failures on 2 ranks",
 }
 
-# bash commands not run here, and why
+# bash commands not run here, and why (commands of README.md and docs/*.md alike)
 BASH_SKIP = {
     "bash scripts/run.sh": "installs, then the full main job (4 ranks, ~40 s); the main "
                            "job runs small in test_examples.py",
@@ -108,9 +132,10 @@ BASH_SKIP = {
 }
 
 
-def readme_blocks(text=None):
-    """[(fence, heading, code, line number)] of every fenced block of the README."""
-    lines = (open(README).read() if text is None else text).splitlines()
+def readme_blocks(text=None, path="README.md"):
+    """[(fence, heading, code, line number)] of every fenced block of a markdown file
+    (``path`` relative to the repository root; ``text`` instead of reading it)."""
+    lines = (open(os.path.join(ROOT, path)).read() if text is None else text).splitlines()
     blocks, heading, i = [], None, 0
     while i < len(lines):
         line = lines[i]
@@ -120,12 +145,17 @@ def readme_blocks(text=None):
             while i < len(lines) and not lines[i].startswith("```"):
                 body.append(lines[i])
                 i += 1
-            assert i < len(lines), f"README.md:{start}: unclosed ``` block"
+            assert i < len(lines), f"{path}:{start}: unclosed ``` block"
             blocks.append((fence, heading, "\n".join(body) + "\n", start))
         elif line.startswith("#"):
             heading = line.lstrip("#").strip()
         i += 1
     return blocks
+
+
+def doc_blocks():
+    """[(file, fence, heading, code, line number)] of every block of every doc file."""
+    return [(path, *block) for path in doc_files() for block in readme_blocks(path=path)]
 
 
 def bash_commands(code):
@@ -144,31 +174,73 @@ def bash_commands(code):
 
 
 def python_blocks():
-    return [(heading, code, line) for fence, heading, code, line in readme_blocks()
-            if fence == "python"]
+    """[("file: heading", code, "file:line")] of every python block."""
+    return [(f"{path}: {heading}", code, f"{path}:{line}")
+            for path, fence, heading, code, line in doc_blocks() if fence == "python"]
 
 
 def all_bash_commands():
-    return [(command, line) for fence, _, code, line in readme_blocks() if fence == "bash"
-            for command in bash_commands(code)]
+    return [(command, f"{path}:{line}") for path, fence, _, code, line in doc_blocks()
+            if fence == "bash" for command in bash_commands(code)]
 
 
 def test_fences_are_known():
-    bad = [(line, fence) for fence, _, _, line in readme_blocks() if fence not in FENCES]
-    assert not bad, f"README.md blocks with a fence other than {sorted(FENCES)}: {bad}"
+    bad = [(where, fence) for path, fence, _, _, line in doc_blocks()
+           if fence not in FENCES for where in [f"{path}:{line}"]]
+    assert not bad, f"blocks with a fence other than {sorted(FENCES)}: {bad}"
 
 
 def test_expectations_name_existing_blocks():
     headings = [heading for heading, _, _ in python_blocks()]
     assert sorted(headings) == sorted(PYTHON_EXPECT), \
-        "each ```python block needs one PYTHON_EXPECT entry keyed by its section heading"
+        "each ```python block needs one PYTHON_EXPECT entry keyed by 'file: heading'"
     commands = [command for command, _ in all_bash_commands()]
     assert len(set(commands)) == len(commands), commands
     assert not set(BASH_SKIP) & set(BASH_EXPECT)
     stale = (set(BASH_SKIP) | set(BASH_EXPECT)) - set(commands)
-    assert not stale, f"BASH_SKIP / BASH_EXPECT name commands not in README.md: {stale}"
+    assert not stale, f"BASH_SKIP / BASH_EXPECT name commands in no doc file: {stale}"
     unlisted = set(commands) - set(BASH_SKIP) - set(BASH_EXPECT)
-    assert not unlisted, f"README.md commands with no expected output: {unlisted}"
+    assert not unlisted, f"doc commands with no expected output: {unlisted}"
+
+
+def test_readme_is_a_front_door():
+    """README.md stays short: the rest lives in docs/, which has its index."""
+    with open(README) as f:
+        n = len(f.read().splitlines())
+    assert n <= README_MAX_LINES, f"README.md has {n} lines (at most {README_MAX_LINES})"
+    assert "docs/README.md" in doc_files()
+
+
+def slug(heading):
+    """The anchor GitHub gives a heading: lower case, punctuation dropped except '-' and
+    '_', each space a '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_name_existing_files_and_headings():
+    """Every relative link [text](path#anchor) in README.md and docs/*.md names a file of
+    the repository and, with an anchor, a heading of that file."""
+    bad = []
+    for path in doc_files():
+        with open(os.path.join(ROOT, path)) as f:
+            text = f.read()
+        prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target):
+                continue                                   # http:, https:, mailto:
+            file, _, anchor = target.partition("#")
+            full = os.path.normpath(os.path.join(ROOT, os.path.dirname(path), file)) \
+                if file else os.path.join(ROOT, path)
+            if not os.path.exists(full):
+                bad.append(f"{path}: {target} (no file)")
+            elif anchor and full.endswith(".md"):
+                with open(full) as f:
+                    body = re.sub(r"^```.*?^```", "", f.read(), flags=re.S | re.M)
+                anchors = {slug(line.lstrip("#")) for line in body.splitlines()
+                           if line.startswith("#")}
+                if anchor not in anchors:
+                    bad.append(f"{path}: {target} (no such heading)")
+    assert not bad, "broken links:\n" + "\n".join(bad)
 
 
 def run_python_block(code, tmp_path, nprocs=2):
@@ -181,10 +253,11 @@ _BLOCKS_JOB = {}  # the one job of every python block (run by the first test tha
 
 
 def blocks_job(tmp_path_factory, nprocs=2):
-    """Every ```python block of README.md, each saved as its own file and run as
-    ``__main__`` one after another in one ``mpiexec -n 2`` job from the repository root
-    (tests/mpi/checks.py: torch and PyG imported once, not once per block; a block that
-    raises ends the job).  Returns (result, {heading: what every rank printed})."""
+    """Every ```python block of README.md and docs/*.md, each saved as its own file and
+    run as ``__main__`` one after another in one ``mpiexec -n 2`` job from the repository
+    root (tests/mpi/checks.py: torch and PyG imported once, not once per block; a block
+    that raises ends the job).  Returns (result, {"file: heading": what every rank
+    printed})."""
     if not _BLOCKS_JOB:
         tmp = tmp_path_factory.mktemp("readme")
         blocks = python_blocks()
@@ -210,9 +283,9 @@ def test_python_block(heading, tmp_path_factory):
     (code, line), = [(c, n) for h, c, n in python_blocks() if h == heading]
     result, outs = blocks_job(tmp_path_factory)
     out = outs.get(heading)
-    assert out is not None, (f"README.md:{line}: the block did not run to its end (exit "
+    assert out is not None, (f"{line}: the block did not run to its end (exit "
                              f"{result.returncode}):\n{result.output}")
-    assert re.search(PYTHON_EXPECT[heading], out), f"README.md:{line}:\n{out}"
+    assert re.search(PYTHON_EXPECT[heading], out), f"{line}:\n{out}"
 
 
 def run_bash(command, timeout=300):
