@@ -50,6 +50,9 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPI_DIR = os.path.join(HERE, "mpi")
+ROOT = os.path.dirname(HERE)  # the repository root
+if MPI_DIR not in sys.path:  # the tests import the programs' builders (tests/mpi/_graphs.py)
+    sys.path.insert(0, MPI_DIR)
 
 
 def pytest_configure(config):
@@ -180,6 +183,38 @@ def run_in_process(module, *args):
     _harness.counts.update(checks=0, errors=0)
     importlib.import_module(module).main(*args)
     return _harness.counts["checks"], list(_harness.failures)
+
+
+def passes_in_process(module, *args, more_than):
+    """Run ``tests/mpi/<module>.py``'s ``main(*args)`` in this process
+    (:func:`run_in_process`); fail the test unless it ran more than ``more_than`` checks
+    and none failed."""
+    checks, failures = run_in_process(module, *args)
+    assert checks > more_than, f"{module}: {checks} checks, expected more than {more_than}"
+    assert not failures, failures
+
+
+def passed_on(section, nprocs, note=""):
+    """Fail the test unless a program's output (a ``shared_launch`` section, or
+    ``run_mpi``'s) has the summary ``0 failures on <nprocs> rank(s)``, then ``note``."""
+    want = f"0 failures {on_ranks(nprocs)}" + (f" {note}" if note else "")
+    assert want in section, f"{want!r} not in:\n{section}"
+
+
+def widths_program_test(program, params, timeout=240, doc=None):
+    """The test of a program ``tests/mpi/<program>`` that takes the store widths to run
+    as its argument: one test per ``(nprocs, widths)`` of ``params`` (``widths``: "all",
+    or the widths, "1 2"), each the program's section of the shared job of ``nprocs``
+    ranks (``shared_launch``), passing when it says ``0 failures on <nprocs> ranks``.
+    A test module assigns it to its test's name: ``test_x = widths_program_test(...)``.
+    """
+    @pytest.mark.mpi
+    @pytest.mark.parametrize("nprocs,widths", params)
+    @pytest.mark.shared_launch(program, "{widths}", timeout=timeout)
+    def test(shared_launch, nprocs, widths):
+        passed_on(shared_launch, nprocs)
+    test.__doc__ = doc
+    return test
 
 
 @pytest.fixture

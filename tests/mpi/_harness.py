@@ -55,6 +55,23 @@ def every_width():
     return [w for w in range(1, size + 1) if size % w == 0]
 
 
+def widths_from(argv):
+    """The widths a program's command line names (``2 3``), or None for every width
+    (no argument, or ``all``): what :func:`each_store` takes."""
+    return None if list(argv) in ([], ["all"]) else [int(w) for w in argv]
+
+
+def each_store(widths=None, transports=("auto", "rma")):
+    """Yield ``(store, tag, transport)`` for each width of ``widths`` (default:
+    :func:`every_width`) and each transport: a fresh ``DDStore(comm, width, transport)``,
+    freed when the loop goes on, and ``tag`` = ``w<width>-<transport>`` for messages."""
+    import ddstore
+    for width in every_width() if widths is None else widths:
+        for transport in transports:
+            with ddstore.DDStore(comm, width=width, transport=transport) as store:
+                yield store, f"w{width}-{transport}", transport
+
+
 def check(cond, what):
     """Record ``what`` as a failure on this rank if ``cond`` is false; return ``cond``."""
     counts["checks"] += 1
