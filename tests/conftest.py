@@ -1,16 +1,42 @@
-"""Shared pytest helpers.
+"""Shared pytest helpers; how a test id leads to the MPI program it runs.
 
-MPI cases run as separate programs under ``mpiexec``, wrapped in ``timeout`` so that a
-deadlock fails the test instead of hanging CI.  A program signals success by exiting 0;
-it prints what it checked, and pytest shows that output when it fails.
+From a test id to its program.  Every MPI test names its program in ``tests/mpi/`` in
+one of two ways, both visible in the test's own source:
+
+- ``run_mpi("<prog>.py", nprocs, *args)`` (or the ``mpirun`` fixture) runs
+  ``tests/mpi/<prog>.py`` alone: ``timeout --kill-after=10 <timeout> mpiexec -n
+  <nprocs> python tests/mpi/<prog>.py <args>``.  On failure the message starts with that
+  command line.
+- ``@pytest.mark.shared_launch("<prog>.py", *args)`` with an ``nprocs`` parameter: the
+  program runs as one section of a job that runs every selected shared-launch program of
+  that rank count (``tests/mpi/checks.py``, to pay start-up once); the test gets (and
+  is judged on) its program's section only, and its failure message names the program,
+  its arguments, the rank count and the failed cases.  ``{name}`` in args is the test's
+  parameter ``name`` (``{tmp}``: a fresh directory).  E.g.
+  ``tests/test_core.py::test_bad_input[2-auto]`` is
+  ``@pytest.mark.shared_launch("core_errors.py", "{transport}")`` with nprocs=2,
+  transport=auto.
+
+To rerun one program by hand, alone, as the test ran it (from the repository root, with
+``PYTHONPATH=.``)::
+
+    timeout 300 mpiexec -n 2 python tests/mpi/core_errors.py auto
+
+Always under ``timeout``: a deadlock then ends instead of hanging.  Every program's
+docstring gives its ``Usage:`` line.  A program prints one line per failed check
+(``[rank 1] FAIL (case 'bad widths'): ...``), one line per named case (``case 'bad
+widths': 14 checks, 0 failures``, see ``tests/mpi/_harness.py``) and its summary
+(``core_errors: 458 checks, 0 failures on 2 ranks``); it exits 0 only when every rank
+passed every check.
 
 Every test that starts processes (an MPI job, a benchmark or example run as a program)
 is marked ``@pytest.mark.mpi``; ``run_mpi`` fails a test that is not, so the fast subset
-``pytest -m "not mpi" tests`` (in-process tests only) stays fast.
+``pytest -m "not mpi" tests`` (in-process tests only) stays fast.  Several programs also
+run in-process on one rank (``run_in_process``: their ``main()`` in the pytest process).
 
 ``DDSTORE_TEST_MAX_RANKS=N`` (default: no limit) skips, with the reason, every test that
 would start more than N ranks (its ``nprocs`` parameter, or a ``run_mpi`` call), for
-machines too small to oversubscribe 3-4 ranks.
+machines too small to oversubscribe 3-4 ranks; the skip says how many ranks it needed.
 """
 import collections
 import os
@@ -24,6 +50,9 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MPI_DIR = os.path.join(HERE, "mpi")
+ROOT = os.path.dirname(HERE)  # the repository root
+if MPI_DIR not in sys.path:  # the tests import the programs' builders (tests/mpi/_graphs.py)
+    sys.path.insert(0, MPI_DIR)
 
 
 def pytest_configure(config):
@@ -126,7 +155,12 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
     if proc.returncode in (124, 137):
         pytest.fail(f"timed out after {timeout}s (deadlock?): {result.cmd}\n{out}")
     if proc.returncode != 0:
-        pytest.fail(f"exit code {proc.returncode}: {result.cmd}\n{out}")
+        name = os.path.splitext(os.path.basename(str(target[-1] if script != "-m" else
+                                                     args[0])))[0]
+        cases = failed_cases(out, name)
+        pytest.fail(f"exit code {proc.returncode}"
+                    + (f", failed case(s) {', '.join(map(repr, cases))}" if cases else "")
+                    + f": {result.cmd}\n{out}")
     return out
 
 
@@ -145,9 +179,42 @@ def run_in_process(module, *args):
         sys.path.insert(0, MPI_DIR)
     import _harness
     del _harness.failures[:]
+    del _harness.failed_case_names[:]
     _harness.counts.update(checks=0, errors=0)
     importlib.import_module(module).main(*args)
     return _harness.counts["checks"], list(_harness.failures)
+
+
+def passes_in_process(module, *args, more_than):
+    """Run ``tests/mpi/<module>.py``'s ``main(*args)`` in this process
+    (:func:`run_in_process`); fail the test unless it ran more than ``more_than`` checks
+    and none failed."""
+    checks, failures = run_in_process(module, *args)
+    assert checks > more_than, f"{module}: {checks} checks, expected more than {more_than}"
+    assert not failures, failures
+
+
+def passed_on(section, nprocs, note=""):
+    """Fail the test unless a program's output (a ``shared_launch`` section, or
+    ``run_mpi``'s) has the summary ``0 failures on <nprocs> rank(s)``, then ``note``."""
+    want = f"0 failures {on_ranks(nprocs)}" + (f" {note}" if note else "")
+    assert want in section, f"{want!r} not in:\n{section}"
+
+
+def widths_program_test(program, params, timeout=240, doc=None):
+    """The test of a program ``tests/mpi/<program>`` that takes the store widths to run
+    as its argument: one test per ``(nprocs, widths)`` of ``params`` (``widths``: "all",
+    or the widths, "1 2"), each the program's section of the shared job of ``nprocs``
+    ranks (``shared_launch``), passing when it says ``0 failures on <nprocs> ranks``.
+    A test module assigns it to its test's name: ``test_x = widths_program_test(...)``.
+    """
+    @pytest.mark.mpi
+    @pytest.mark.parametrize("nprocs,widths", params)
+    @pytest.mark.shared_launch(program, "{widths}", timeout=timeout)
+    def test(shared_launch, nprocs, widths):
+        passed_on(shared_launch, nprocs)
+    test.__doc__ = doc
+    return test
 
 
 @pytest.fixture
@@ -256,6 +323,9 @@ def shared_launch(request, tmp_path_factory):
         pytest.fail(f"timed out (deadlock?) in {program}\n{head}\n{result.output}")
     problem = summary_problem(summary, name, nprocs)
     if problem is not None:
+        cases = failed_cases(out, name)
+        if cases:
+            problem += f" in case(s) {', '.join(map(repr, cases))}"
         pytest.fail(f"{program} {' '.join(args)} failed on {nprocs} rank(s): {problem}\n"
                     f"{head}\n{out if summary else result.output}")
     return out
@@ -269,6 +339,16 @@ def summary_of(text, name):
     found = re.findall(rf"{re.escape(name)}: (\d+) checks, (\d+) failures on (\d+) "
                        rf"ranks?\b", text)
     return tuple(int(v) for v in found[-1]) if found else None
+
+
+def failed_cases(text, name):
+    """The names of the cases that program ``name`` reported failed in ``text`` (the
+    harness's ``<name>: failed cases: 'a', 'b'`` line, the last one), or ``[]``."""
+    import ast
+    found = re.findall(rf"{re.escape(name)}: failed cases: (.*)$", text, re.M)
+    if not found:
+        return []
+    return list(ast.literal_eval(f"[{found[-1]}]"))
 
 
 def summary_problem(summary, name, nprocs):

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import MPI_DIR, run_mpi, summary_of, summary_problem
+from conftest import MPI_DIR, failed_cases, run_mpi, summary_of, summary_problem
 
 PROMPT = 30  # seconds; the job used to wait for ``timeout`` (180 s) instead
 
@@ -102,6 +102,26 @@ def test_summary_is_a_line_of_its_own():
     assert "harness_selftest: 2 checks, 0 failures on 2 ranks" in r.output.splitlines(), \
         r.output
     assert "rank 1 output without a newline" in r.output, r.output
+
+
+@pytest.mark.mpi
+def test_a_failed_case_is_named_in_the_test_failure():
+    """Named cases (_harness.Cases): one line per case with its checks and failures, a
+    failed check printed with its case, a case for more ranks skipped, and the pytest
+    failure of the job names the failed case (and no other) on its first line."""
+    with pytest.raises(pytest.fail.Exception) as failed:
+        run_mpi("harness_selftest.py", 2, "cases", timeout=90)
+    text = str(failed.value)
+    first, out = text.split("\n", 1)
+    assert first.startswith("exit code 1, failed case(s) 'second': "), first
+    lines = out.splitlines()
+    assert "case 'first': 2 checks, 0 failures" in lines, out
+    assert "case 'second': 2 checks, 1 failures FAILED" in lines, out
+    assert "case 'too big': skipped (needs 3 ranks)" in lines, out
+    assert "case 'last': 2 checks, 0 failures" in lines, out
+    assert "[rank 1] FAIL (case 'second'): injected failed check on rank 1" in lines, out
+    assert failed_cases(out, "harness_selftest") == ["second"], out
+    assert summary_of(out, "harness_selftest") == (6, 1, 2), out
 
 
 def test_summary_matcher_finds_mixed_lines_and_refuses_what_proves_nothing():

@@ -7,23 +7,18 @@ and single-process checks of the API."""
 import pytest
 import torch
 
-from conftest import on_ranks, run_in_process
+from conftest import passes_in_process, widths_program_test
 
 
 def test_pyg_check_one_rank():
     """The whole MPI program on one rank, in this process (width 1, both transports)."""
-    checks, failures = run_in_process("pyg_check", [1])
-    assert checks > 500
-    assert not failures, failures
+    passes_in_process("pyg_check", [1], more_than=500)
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("nprocs,widths", [(2, "all"), (3, "3"), (4, "2")])
-@pytest.mark.shared_launch("pyg_check.py", "{widths}", timeout=240)
-def test_pyg_check(shared_launch, nprocs, widths):
-    """2 ranks: widths 1 and 2 (all); 3 ranks: width 3 (all, uneven stripes); 4 ranks:
-    width 2 (two replicas of two members); each with transports auto and rma."""
-    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+test_pyg_check = widths_program_test(
+    "pyg_check.py", [(2, "all"), (3, "3"), (4, "2")], timeout=240,
+    doc="""2 ranks: widths 1 and 2 (all); 3 ranks: width 3 (all, uneven stripes); 4 ranks:
+    width 2 (two replicas of two members); each with transports auto and rma.""")
 
 
 def test_put_get_and_layout(store):

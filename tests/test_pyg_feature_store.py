@@ -7,11 +7,12 @@ tests/mpi/pyg_features.py (shared launch)."""
 import numpy as np
 import pytest
 import torch
-from torch_geometric.data import Data, FeatureStore as PygFeatureStore, HeteroData
+from torch_geometric.data import Data, FeatureStore as PygFeatureStore
 from torch_geometric.data import TensorAttr as PygTensorAttr
 from torch_geometric.data.feature_store import AttrView
 
-from conftest import on_ranks, run_in_process
+from _graphs import two_type_graph
+from conftest import passes_in_process, widths_program_test
 
 
 class RefStore(PygFeatureStore):
@@ -289,12 +290,8 @@ def test_hetero_edge_label_index_not_an_edge_attribute(store):
     from torch_geometric.loader import NeighborLoader
     from ddstore import pyg as dpyg
     g = torch.Generator().manual_seed(5)
-    h = HeteroData()
-    h["a"].x = torch.randn(7, 2, generator=g)
-    h["b"].x = torch.randn(5, 2, generator=g)
     et = ("a", "to", "b")
-    h[et].edge_index = torch.stack([torch.randint(0, 7, (20,), generator=g),
-                                    torch.randint(0, 5, (20,), generator=g)])
+    h = two_type_graph(g, 7, 5, 20, et)
     h[et].w = torch.randn(20, 3, generator=g)
     h[et].edge_label_index = torch.randint(0, 5, (2, 4), generator=g)
     h[et].edge_label = torch.ones(4)
@@ -312,16 +309,11 @@ def test_hetero_edge_label_index_not_an_edge_attribute(store):
 
 def test_mpi_program_one_rank():
     """tests/mpi/pyg_features.py on one rank, in this process."""
-    checks, failures = run_in_process("pyg_features", [1])
-    assert checks > 20
-    assert not failures, failures
+    passes_in_process("pyg_features", [1], more_than=20)
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("nprocs,widths", [(2, "all")])
-@pytest.mark.shared_launch("pyg_features.py", "{widths}", timeout=180)
-def test_mpi_program(shared_launch, nprocs, widths):
-    """2 ranks, widths 1 and 2, both transports: memmap put range-wise (a spy sees only
+test_mpi_program = widths_program_test(
+    "pyg_features.py", [(2, "all")], timeout=180,
+    doc="""2 ranks, widths 1 and 2, both transports: memmap put range-wise (a spy sees only
     the rank's own rows read), bfloat16 round trip, row puts, hetero edge_label_index
-    not stored and edge_features working."""
-    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+    not stored and edge_features working.""")

@@ -6,14 +6,12 @@ tests/mpi/pyg_options.py runs the same checks on 2 ranks, both transports."""
 import pytest
 import torch
 
-from conftest import on_ranks, run_in_process
+from conftest import passed_on, passes_in_process
 
 
 def test_pyg_options_one_rank():
     """The whole MPI program on one rank, in this process (both transports)."""
-    checks, failures = run_in_process("pyg_options")
-    assert checks > 190
-    assert not failures, failures
+    passes_in_process("pyg_options", more_than=190)
 
 
 @pytest.mark.mpi
@@ -21,7 +19,7 @@ def test_pyg_options_one_rank():
 @pytest.mark.shared_launch("pyg_options.py", timeout=240)
 def test_pyg_options_two_ranks(shared_launch, nprocs):
     """2 ranks, width 2, transports auto and rma (every other member read by MPI_Get)."""
-    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+    passed_on(shared_launch, nprocs)
 
 
 def _graph(store):

@@ -3,33 +3,28 @@ load_synthetic) on 2 ranks against the files; the bounded puts (callables given 
 put_edge_range / put_range, put_node_data's pieces) byte-equal to the array path
 (tests/mpi/pyg_callables.py, in-process on one rank and on 2 and 3 ranks); and a smoke
 run of the benchmark (python -m ddstore.bench.pyg).  The readers themselves are tested
-in-process in test_ogb_sources.py; the example in test_examples.py."""
+in-process in test_sources_nodes.py; the example in test_examples.py."""
 import json
 
 import pytest
 
-from conftest import on_ranks, run_in_process, run_mpi
+from conftest import passed_on, passes_in_process, run_mpi, widths_program_test
 
 
 def test_callables_one_rank():
     """tests/mpi/pyg_callables.py on one rank, in this process (width 1)."""
-    checks, failures = run_in_process("pyg_callables", [1])
-    assert checks > 500
-    assert not failures, failures
+    passes_in_process("pyg_callables", [1], more_than=500)
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("nprocs,widths", [(2, "all"), (3, "3")])
-@pytest.mark.shared_launch("pyg_callables.py", "{widths}", timeout=300)
-def test_callables(shared_launch, nprocs, widths):
-    """2 ranks: widths 1 and 2; 3 ranks: width 3 (uneven stripes)."""
-    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+test_callables = widths_program_test(
+    "pyg_callables.py", [(2, "all"), (3, "3")], timeout=300,
+    doc="2 ranks: widths 1 and 2; 3 ranks: width 3 (uneven stripes).")
 
 
 @pytest.mark.mpi
 @pytest.mark.shared_launch("pyg_ranges.py", nprocs=2, timeout=180)
 def test_range_loaders_on_two_ranks(shared_launch):
-    assert "0 failures " + on_ranks(2) in shared_launch, shared_launch
+    passed_on(shared_launch, 2)
 
 
 @pytest.mark.mpi

@@ -9,20 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import on_ranks, run_in_process
+from conftest import passes_in_process, widths_program_test
 
 
 def test_pyg_weights_one_rank():
-    checks, failures = run_in_process("pyg_weights", [1])
-    assert checks > 500
-    assert not failures, failures
+    passes_in_process("pyg_weights", [1], more_than=500)
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("nprocs,widths", [(2, "all"), (3, "3")])
-@pytest.mark.shared_launch("pyg_weights.py", "{widths}", timeout=240)
-def test_pyg_weights(shared_launch, nprocs, widths):
-    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+test_pyg_weights = widths_program_test("pyg_weights.py", [(2, "all"), (3, "3")], timeout=240)
 
 
 def _one_list(store, weights, name, **kw):

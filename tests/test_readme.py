@@ -108,7 +108,7 @@ BASH_SKIP = {
         "long job (~40 s); runs small in test_examples.py",
     "mpiexec -n 2 python -m ddstore.bench.core": "benchmark (long job)",
     # the benchmark list: full runs take minutes each; their small versions run in
-    # the benchmark smoke tests of test_core, test_graphs, test_spatiotemporal_mpi,
+    # the benchmark smoke tests of test_core, test_graphs, test_spatiotemporal,
     # test_temporal, test_dynamic and test_scale
     "mpiexec -n 2 python -m ddstore.bench.compat": "benchmark (long job)",
     "mpiexec -n 2 python -m ddstore.bench.graphs": "benchmark (long job)",

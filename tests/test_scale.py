@@ -3,22 +3,19 @@
 MPI_THREAD_SERIALIZED, and the small (about 1 % of the shape) version of the scale
 benchmark checked against brute force."""
 import json
-import os
 
 import pytest
 
-from conftest import on_ranks
+from conftest import passed_on
 
 import torch  # noqa: E402,F401
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 @pytest.mark.shared_launch("scale_features.py", "{tmp}", timeout=240)
 def test_plan_prefetch_npy(shared_launch, nprocs):
-    assert f"0 failures {on_ranks(nprocs)} (all)" in shared_launch, shared_launch
+    passed_on(shared_launch, nprocs, "(all)")
 
 
 @pytest.mark.mpi

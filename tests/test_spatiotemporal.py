@@ -1,8 +1,10 @@
-"""Spatiotemporal index-batching: loaders, windows, splits, statistics, errors (1 rank).
+"""Spatiotemporal index-batching: loaders, windows, splits, statistics, errors (1 rank,
+in-process); windows on 2, 3 and 4 ranks (tests/mpi/st_windows.py: every width dividing
+the rank count, transports rma and auto, halo and multi-owner reads); a smoke run of the
+benchmark (python -m ddstore.bench.spatiotemporal).
 
 Every window is compared element for element with the materialised sliding-window
-pipeline (ddstore.testing.windows).  Multi-rank placements are tested in
-test_spatiotemporal_mpi.py.
+pipeline (ddstore.testing.windows).
 """
 import itertools
 import json
@@ -10,6 +12,8 @@ import os
 
 import numpy as np
 import pytest
+
+from conftest import ROOT, passed_on
 
 import torch  # noqa: E402
 
@@ -535,3 +539,33 @@ def test_nonfinite_edge_weights_refused(store, tmp_path):
     with pytest.raises(DDStoreValueError, match=r"^load_pgt_json: .*pedalme_like.json: "
                                                 r"'weights' is not numeric"):
         st.load_pgt_json(str(path))
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 3, 4])
+@pytest.mark.shared_launch("st_windows.py", "{tmp}", timeout=180)
+def test_windows_all_placements(shared_launch, nprocs):
+    passed_on(shared_launch, nprocs)
+
+
+@pytest.mark.mpi
+def test_benchmark_smoke(tmp_path):
+    """python -m ddstore.bench.spatiotemporal on a small series, (a), (b) and (c)."""
+    import subprocess
+    import sys
+    out = subprocess.run(
+        ["timeout", "--kill-after=10", "240", sys.executable, "-m",
+         "ddstore.bench.spatiotemporal", "--steps", "3000", "--nodes", "20",
+         "--epochs", "1", "--out", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert out.returncode == 0, out.stdout
+    res = json.load(open(tmp_path / "spatiotemporal.json"))
+    assert res["targets"]["stats_a_equal_b"] and res["materialized"]["windows_identical"]
+    assert res["materialized"]["window_bytes"] == 2 * (3000 - 23) * 12 * 20 * 2 * 4
+    halo, multi = res["partitioned"]
+    assert halo["halo"] and not multi["halo"]
+    # balanced placement: 3 splits x 2 members = 6 pieces, each but the last with a halo
+    # of 2h - 1 = 23 steps, split evenly over the two ranks
+    stored = [r["stored_steps"] for r in halo["per_rank"]]
+    assert sum(stored) == 3000 + 5 * 23 and abs(stored[0] - stored[1]) <= 1, stored
+    assert [r["stored_steps"] for r in multi["per_rank"]] == [1500, 1500]

@@ -4,22 +4,19 @@ a smoke run of the benchmark (the TGAT example runs in test_examples.py); JODIE 
 PyG's TemporalData through tests/mpi/temporal_formats_check.py on 1-3 ranks (against PyG's
 own JODIEDataset processing and train_val_test_split) and bad input on one rank."""
 import json
-import os
 import re
 
 import numpy as np
 import pytest
 
-from conftest import on_ranks, run_mpi
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+from conftest import ROOT, passed_on, run_mpi
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
 @pytest.mark.shared_launch("temporal_check.py", "{tmp}", timeout=180)
 def test_temporal_all_placements(shared_launch, nprocs):
-    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+    passed_on(shared_launch, nprocs)
 
 
 @pytest.mark.mpi
@@ -28,7 +25,7 @@ def test_temporal_all_placements(shared_launch, nprocs):
 def test_temporal_formats(shared_launch, nprocs):
     """from_jodie / from_pyg / to_pyg against PyG's own JODIEDataset processing and
     train_val_test_split, every value; bad input on every rank (temporal_formats_check)."""
-    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+    passed_on(shared_launch, nprocs)
 
 
 def test_synthetic_stream():
@@ -397,7 +394,7 @@ def test_node_memory_all_placements(shared_launch, nprocs):
     """tests/mpi/node_memory.py: NodeMemory on every width and both transports against
     the one-process brute force, byte for byte; the P-rank equality; snapshot/restore,
     reset; every error on every rank with the state unchanged."""
-    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+    passed_on(shared_launch, nprocs)
 
 
 @pytest.fixture

@@ -22,6 +22,14 @@ program's summary and returns instead of exiting, and the runner exits once all 
 ``expect_error(exc_type, fragments, fn, *args)`` checks that a call raises the right
 exception with the right message.  Neither aborts: a program that must stop at a failed
 condition raises (``assert``), and ``run_main`` ends the job.
+
+A long program splits its ``main`` into named cases (:class:`Cases`): functions run one
+after another, in the same order on every rank (they make collective calls), each
+reported by name.  A failed check is printed with its case (``[rank 1] FAIL (case 'bad
+widths'): ...``), rank 0 prints one line per case (``case 'bad widths': 14 checks, 0
+failures``) and, before the summary, ``<name>: failed cases: 'bad widths'`` when any
+failed (``conftest.failed_cases`` reads it into the pytest failure); an exception
+names its case in the traceback's heading.
 """
 import contextlib
 import os
@@ -29,6 +37,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import types
 
 from mpi4py import MPI
 
@@ -37,6 +46,8 @@ rank, size = comm.Get_rank(), comm.Get_size()
 
 failures = []        # what failed on this rank
 counts = {"checks": 0, "errors": 0}  # checks run, of which expect_error cases
+current = {"case": None}  # the name of the case running now (Cases.run), or None
+failed_case_names = []    # the cases of this program that failed (rank 0 prints them)
 
 
 def every_width():
@@ -44,13 +55,91 @@ def every_width():
     return [w for w in range(1, size + 1) if size % w == 0]
 
 
+def widths_from(argv):
+    """The widths a program's command line names (``2 3``), or None for every width
+    (no argument, or ``all``): what :func:`each_store` takes."""
+    return None if list(argv) in ([], ["all"]) else [int(w) for w in argv]
+
+
+def each_store(widths=None, transports=("auto", "rma")):
+    """Yield ``(store, tag, transport)`` for each width of ``widths`` (default:
+    :func:`every_width`) and each transport: a fresh ``DDStore(comm, width, transport)``,
+    freed when the loop goes on, and ``tag`` = ``w<width>-<transport>`` for messages."""
+    import ddstore
+    for width in every_width() if widths is None else widths:
+        for transport in transports:
+            with ddstore.DDStore(comm, width=width, transport=transport) as store:
+                yield store, f"w{width}-{transport}", transport
+
+
 def check(cond, what):
     """Record ``what`` as a failure on this rank if ``cond`` is false; return ``cond``."""
     counts["checks"] += 1
     if not cond:
-        failures.append(what)
-        print(f"[rank {rank}] FAIL: {what}", flush=True)
+        where = f" (case {current['case']!r})" if current["case"] is not None else ""
+        failures.append(f"{current['case']}: {what}" if where else what)
+        print(f"[rank {rank}] FAIL{where}: {what}", flush=True)
     return bool(cond)
+
+
+class Cases:
+    """The named cases of one program, in the order they are declared::
+
+        cases = Cases()
+
+        @cases("bad widths")
+        def _(t):
+            ...
+
+        run_main(cases.run)
+
+    ``run(t=None)`` calls every case with one shared namespace ``t`` (a fresh
+    ``types.SimpleNamespace`` by default) in which a case leaves what later cases use
+    (a store, its data).  The cases are collective: every rank runs all of them in the
+    same order.  ``@cases(name, min_ranks=2)``: a case that needs several ranks is
+    skipped (and said so) in a smaller job.  After each case the ranks add up its checks and failures and rank 0
+    prints ``case '<name>': <n> checks, <m> failures``; a case that failed is also
+    listed by :func:`run_main` before the summary.  A case that ran no check is
+    refused (a failure of that case), as a program that ran none is."""
+
+    def __init__(self):
+        self.items = []
+
+    def __call__(self, name, min_ranks=1):
+        if any(name == n for n, _, _ in self.items):
+            raise ValueError(f"two cases named {name!r}")
+
+        def register(fn):
+            self.items.append((name, fn, min_ranks))
+            return fn
+        return register
+
+    def run(self, t=None):
+        t = types.SimpleNamespace() if t is None else t
+        for name, fn, min_ranks in self.items:
+            if size < min_ranks:
+                if rank == 0:
+                    print(f"case {name!r}: skipped (needs {min_ranks} ranks)", flush=True)
+                continue
+            checks0, failed0 = counts["checks"], len(failures)
+            current["case"] = name
+            fn(t)  # an exception goes on to run_main, which names the case
+            current["case"] = None
+            nchecks = comm.allreduce(counts["checks"] - checks0)
+            nfail = comm.allreduce(len(failures) - failed0)
+            if nchecks == 0:  # proves nothing: refused, as a program without checks is
+                if rank == 0:
+                    failures.append(f"{name}: ran 0 checks")
+                    print(f"[rank 0] FAIL (case {name!r}): ran 0 checks", flush=True)
+                nfail += 1
+            if nfail:
+                failed_case_names.append(name)
+            sys.stdout.flush()
+            comm.Barrier()  # the case's own lines are out before its verdict
+            if rank == 0:
+                sys.stdout.write(f"\ncase {name!r}: {nchecks} checks, {nfail} failures"
+                                 + (" FAILED" if nfail else "") + "\n")
+                sys.stdout.flush()
 
 
 def expect_error(exc_type, fragments, fn, *args, what=None, agree=False, store=None,
@@ -127,6 +216,8 @@ def abort_job(name):
     """In an ``except`` block: print the exception's traceback, each line tagged with
     this rank, and end the whole job (never returns)."""
     text = traceback.format_exc()
+    if current["case"] is not None:
+        name = f"{name}, case {current['case']!r}"
     sys.stdout.flush()
     sys.stderr.write(f"[rank {rank}] {name}: uncaught exception, aborting the job:\n"
                      + "".join(f"[rank {rank}] {line}\n" for line in
@@ -144,7 +235,9 @@ def run_main(main, *args, name=None, note=""):
     summary, adding the failures to ``combined["failed"]``."""
     name = name or os.path.splitext(os.path.basename(sys.argv[0]))[0]
     del failures[:]  # this program's checks only (several may run in one job)
+    del failed_case_names[:]
     counts.update(checks=0, errors=0)
+    current["case"] = None
     try:
         main(*args)
     except BaseException:  # noqa: BLE001 -- SystemExit and KeyboardInterrupt included
@@ -159,6 +252,9 @@ def run_main(main, *args, name=None, note=""):
             print(f"\n[rank 0] FAIL: {name} ran 0 checks (count them through check() "
                   f"or expect_error())", flush=True)
     comm.Barrier()  # every rank's own output is written before the summary
+    if rank == 0 and failed_case_names:
+        sys.stdout.write(f"\n{name}: failed cases: "
+                         + ", ".join(repr(c) for c in failed_case_names) + "\n")
     if rank == 0:  # one write, on a line of its own
         sys.stdout.write(f"\n{name}: {nchecks} checks, {nfail} failures on {size} "
                          f"rank{'s' if size != 1 else ''}" + (f" {note}" if note else "")

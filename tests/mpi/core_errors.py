@@ -1,6 +1,7 @@
 """Bad input to the core store: each case must raise a DDStoreError (of the right kind,
 with a message naming the variable, the value and the limit) on every rank, and the store
-must keep serving correct data afterwards.
+must keep serving correct data afterwards.  The cases below run in order on every rank
+(each after the ones before it, on the same store); the harness reports each by name.
 
 Usage: timeout 300 mpiexec -n N python core_errors.py TRANSPORT
 """
@@ -10,7 +11,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from _harness import counts, failures, expect_error, run_main
+from _harness import Cases, counts, failures, expect_error, run_main
 
 import ddstore
 from ddstore import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
@@ -18,10 +19,11 @@ from ddstore import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 transport = sys.argv[1]
+cases = Cases()
 
 
-def main():
-    # --------------------------------------------------------------- widths
+@cases("widths and transport")
+def _widths_and_transport(t):
     bad_widths = [0, -1, size + 1] + [w for w in range(2, size) if size % w]
     for w in bad_widths:
         expect_error(DDStoreValueError, [f"width={w}", str(size)],
@@ -43,25 +45,24 @@ def main():
     expect_error(DDStoreValueError, ["transport", "'udp'"],
                  lambda: ddstore.DDStore(comm, transport="udp"), what="transport")
 
-    store = ddstore.DDStore(comm, width=size, transport=transport)
-    n = 10 * size + 3
-    data = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3) * 1.5
-    lo, hi = ddstore.partition(n, size, rank)
+
+@cases("add: bad arrays")
+def _add_bad_arrays(t):
+    t.store = store = ddstore.DDStore(comm, width=size, transport=transport)
+    t.n = n = 10 * size + 3
+    t.data = data = np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3) * 1.5
+    t.lo, t.hi = lo, hi = ddstore.partition(n, size, rank)
     store.add("x", data[lo:hi])
     rng = np.random.default_rng(rank)
-
 
     def still_serves():
         idx = rng.integers(0, n, 50)
         assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
         assert store.get_range("x", 0, n).tobytes() == data.tobytes()
 
-
+    t.still_serves = still_serves
     still_serves()
 
-    good_records = [{"a": np.zeros((2, 3), np.float32)}]
-
-    # --------------------------------------------------------------- add / init
     expect_error(DDStoreValueError, ["'obj'", "object"],
                  lambda: store.add("obj", np.array([[1], ["a"]], dtype=object)),
                  what="object dtype")
@@ -101,6 +102,11 @@ def main():
         bad = np.array([None]) if rank == size - 1 else np.zeros(1)
         expect_error(DDStoreValueError, [f"rank {size - 1}", "'onebad'"],
                      lambda: store.add("onebad", bad), what="one bad rank")
+
+
+@cases("init: sizes beyond memory")
+def _init_sizes_beyond_memory(t):
+    store, still_serves = t.store, t.still_serves
     still_serves()
     expect_error(DDStoreMemoryError, ["'huge'", "GB", "physical memory"],
                  lambda: store.init("huge", 2 ** 40, (1024,), np.uint8), what="1 PB chunk")
@@ -121,7 +127,10 @@ def main():
     assert "huge" not in store.variables() and "huge0" not in store.variables()
     still_serves()
 
-    # --------------------------------------------------------------- update
+
+@cases("update: bad rows and offsets")
+def _update_bad_rows_and_offsets(t):
+    store = t.store
     store.init("u", 4, (3,), np.int32)
     expect_error(DDStoreIndexError, ["'u'", "[3, 5)", "[0, 4)"],
                  lambda: store.update("u", np.zeros((2, 3), dtype=np.int32), offset=3),
@@ -139,7 +148,10 @@ def main():
     store.sync()
     assert (store.get_batch("u", [4 * r for r in range(size)])[:, 0] == np.arange(size)).all()
 
-    # --------------------------------------------------------------- reads
+
+@cases("reads: bad names, indices and out buffers")
+def _reads_bad_names_indices_and_out_buffers(t):
+    store, n = t.store, t.n
     expect_error(DDStoreValueError, ["'nope'", "unknown"], lambda: store.remove("nope"),
                  what="remove unknown")
     expect_error(DDStoreValueError, ["'nope'", "unknown", "'x'"],
@@ -164,6 +176,11 @@ def main():
                  lambda: store.get_batch("x", [0, 1, 2],
                                    out=np.empty((3, 2, 6), dtype=np.float32)[:, :, ::2]),
                  what="out non-contiguous")
+
+
+@cases("reads: hostile numbers")
+def _reads_hostile_numbers(t):
+    store, n, still_serves = t.store, t.n, t.still_serves
     # hostile numbers: checked before anything is allocated, never truncated or wrapped
     expect_error(DDStoreIndexError, ["'x'", f"[0, {10**11})", f"[0, {n})"],
                  lambda: store.read_ranges("x", [0], [10 ** 11]),
@@ -210,47 +227,53 @@ def main():
     assert (store.get_batch("u", [4 * r for r in range(size)])[:, 0] == np.arange(size)).all()
     still_serves()
 
-    # --------------------------------------------------------------- collective calls out of step
-    if size > 1:
-        # names in a different order on different ranks (e.g. iterating a set under hash
-        # randomisation): every rank raises at the first add, naming ranks and names, and
-        # nothing is created
-        first, second = ("a", "b") if rank == 0 else ("b", "a")
-        expect_error(DDStoreValueError,
-                     ["out of step", "rank 0 called add('a')", "add('b')", "same names"],
-                     lambda: store.add(first, data[lo:hi]), what="add names out of order")
-        assert "a" not in store.variables() and "b" not in store.variables()
-        expect_error(DDStoreValueError, ["out of step", "init('i0')", "init('i1')"],
-                     lambda: store.init(f"i{min(rank, 1)}", 2, (3,), np.float32),
-                     what="init names differ")
-        expect_error(DDStoreValueError,
-                     ["out of step", "add_records('q0')", "add_records('q1')"],
-                     lambda: store.add_records(f"q{min(rank, 1)}", good_records),
-                     what="add_records names differ")
-        # one rank in add, the others in init: a different operation is caught as well
-        expect_error(DDStoreValueError, ["out of step", "add('op')", "init('op')"],
-                     lambda: store.add("op", data[lo:hi]) if rank == 0 else
-                         store.init("op", hi - lo, (2, 3), np.float32),
-                     what="add on one rank, init on the others")
-        store.add("rm1", data[lo:hi])
-        store.add("rm2", data[lo:hi])
-        expect_error(DDStoreValueError, ["out of step", "remove('rm1')", "remove('rm2')"],
-                     lambda: store.remove("rm1" if rank == 0 else "rm2"),
-                     what="remove names differ")
-        assert {"rm1", "rm2"} <= set(store.variables())
-        store.remove("rm1")
-        store.remove("rm2")
-        expect_error(DDStoreValueError, ["out of step", "step('s0')"],
-                     lambda: store.agree(None, call=("step", f"s{min(rank, 1)}")),
-                     what="agree with different calls")
-        # in the same order everything works afterwards, with the right rows in each name
-        for nm, scale in (("a", 1), ("b", 2)):
-            store.add(nm, data[lo:hi] * scale)
-        assert store.get_range("a", 0, n).tobytes() == data.tobytes()
-        assert store.get_range("b", 0, n).tobytes() == (data * 2).tobytes()
-    still_serves()
 
-    # --------------------------------------------------------------- records
+@cases("collective calls out of step", min_ranks=2)
+def _collective_calls_out_of_step(t):
+    store, data, n, lo, hi = t.store, t.data, t.n, t.lo, t.hi
+    good_records = [{"a": np.zeros((2, 3), np.float32)}]
+    # names in a different order on different ranks (e.g. iterating a set under hash
+    # randomisation): every rank raises at the first add, naming ranks and names, and
+    # nothing is created
+    first, second = ("a", "b") if rank == 0 else ("b", "a")
+    expect_error(DDStoreValueError,
+                 ["out of step", "rank 0 called add('a')", "add('b')", "same names"],
+                 lambda: store.add(first, data[lo:hi]), what="add names out of order")
+    assert "a" not in store.variables() and "b" not in store.variables()
+    expect_error(DDStoreValueError, ["out of step", "init('i0')", "init('i1')"],
+                 lambda: store.init(f"i{min(rank, 1)}", 2, (3,), np.float32),
+                 what="init names differ")
+    expect_error(DDStoreValueError,
+                 ["out of step", "add_records('q0')", "add_records('q1')"],
+                 lambda: store.add_records(f"q{min(rank, 1)}", good_records),
+                 what="add_records names differ")
+    # one rank in add, the others in init: a different operation is caught as well
+    expect_error(DDStoreValueError, ["out of step", "add('op')", "init('op')"],
+                 lambda: store.add("op", data[lo:hi]) if rank == 0 else
+                     store.init("op", hi - lo, (2, 3), np.float32),
+                 what="add on one rank, init on the others")
+    store.add("rm1", data[lo:hi])
+    store.add("rm2", data[lo:hi])
+    expect_error(DDStoreValueError, ["out of step", "remove('rm1')", "remove('rm2')"],
+                 lambda: store.remove("rm1" if rank == 0 else "rm2"),
+                 what="remove names differ")
+    assert {"rm1", "rm2"} <= set(store.variables())
+    store.remove("rm1")
+    store.remove("rm2")
+    expect_error(DDStoreValueError, ["out of step", "step('s0')"],
+                 lambda: store.agree(None, call=("step", f"s{min(rank, 1)}")),
+                 what="agree with different calls")
+    # in the same order everything works afterwards, with the right rows in each name
+    for nm, scale in (("a", 1), ("b", 2)):
+        store.add(nm, data[lo:hi] * scale)
+    assert store.get_range("a", 0, n).tobytes() == data.tobytes()
+    assert store.get_range("b", 0, n).tobytes() == (data * 2).tobytes()
+
+
+@cases("add_records: bad samples")
+def _add_records_bad_samples(t):
+    store, still_serves = t.store, t.still_serves
+    still_serves()
     good = [{"a": np.zeros((2, 3), np.float32), "b": np.zeros(4, np.int64)} for _ in range(3)]
     expect_error(DDStoreValueError, ["'r1'", "sample 1", "missing", "'b'"],
                  lambda: store.add_records("r1", [good[0], {"a": good[0]["a"]}]),
@@ -273,7 +296,12 @@ def main():
         expect_error(DDStoreValueError, ["'r6'", "rank 0", "rank 1"],
                      lambda: store.add_records("r6", mine),
                      what="records differ between ranks")
-    # init_records / update_records
+    t.good = good
+
+
+@cases("init_records: bad schemas and sizes")
+def _init_records_bad_schemas_and_sizes(t):
+    store = t.store
     schema = {"a": (np.float32, (3,)), "b": (np.int64, ())}
     expect_error(DDStoreValueError, ["'i1'", "schema"],
                  lambda: store.init_records("i1", [("a", np.float32)], {"a": [1]}),
@@ -306,6 +334,12 @@ def main():
                                                          "b": [1]}),
                      what="init_records bad sizes on one rank")
     assert not any(v.startswith("i") and v[1:].isdigit() for v in store.variables())
+    t.schema = schema
+
+
+@cases("update_records and record reads")
+def _update_records_and_record_reads(t):
+    store, still_serves, good, schema = t.store, t.still_serves, t.good, t.schema
     store.init_records("ir", schema, {"a": [2, 0, 1], "b": [1, 1, 1]})
     rows = {"a": np.ones((2, 3), np.float32), "b": np.arange(2)}
     expect_error(DDStoreIndexError, ["'ir'", "[2, 4)", "[0, 3)"],
@@ -348,7 +382,10 @@ def main():
                  what="get_record on rows")
     still_serves()
 
-    # --------------------------------------------------------------- after free
+
+@cases("after free")
+def _after_free(t):
+    store, data, n, lo, hi = t.store, t.data, t.n, t.lo, t.hi
     store.free()
     store.free()  # twice is fine
     for label, fn in [("get after free", lambda: store.get("x", 0)),
@@ -363,6 +400,9 @@ def main():
         again.add("x", data[lo:hi])
         assert again.get_range("x", 0, n).tobytes() == data.tobytes()
 
+
+def main():
+    cases.run()
     if not failures:
         print(f"rank {rank}: {counts['errors']} error cases raised as expected", flush=True)
 

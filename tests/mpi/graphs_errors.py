@@ -1,20 +1,23 @@
 """Bad input to the graph layer: every case is a DDStoreError raised on every rank with a
 message naming the sample/file/key, never a hang or crash; the store keeps working.
 
-Usage: timeout 300 mpiexec -n N python graphs_errors.py   (N >= 2; bad samples sit in the last
-rank's chunk only, so the other ranks must learn of the error collectively)
+Usage: timeout 300 mpiexec -n N python graphs_errors.py   (N >= 2; bad samples sit in the
+last rank's chunk only, so the other ranks must learn of the error collectively).  The cases
+below run in order on every rank, on one store and one shared temporary directory; the
+harness reports each by name.
 """
 import os
 import pickle
 import shutil
 import sys
+import types
 
 import numpy as np
 import torch
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import counts, expect_error, run_main, shared_tmpdir  # noqa: E402
+from _harness import Cases, counts, expect_error, run_main, shared_tmpdir  # noqa: E402
 from graphs_common import assert_graph_equal, tensor_sample  # noqa: E402
 
 import ddstore  # noqa: E402
@@ -25,6 +28,7 @@ from torch_geometric.loader import DataLoader  # noqa: E402
 torch.set_num_threads(1)
 comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size
+cases = Cases()
 assert size >= 2, "run with at least 2 ranks"
 N = 12
 LAST = N - 1  # in the last rank's chunk
@@ -50,15 +54,10 @@ class Failing(torch.utils.data.Dataset):
         return tensor_sample(i)
 
 
-def main():
-    store = ddstore.DDStore(comm)
-    good = [tensor_sample(i) for i in range(N)]
-    counter = iter(range(1000))
-
-    def name():
-        return f"v{next(counter)}"
-
-    # ---- samples whose keys, dtypes or trailing shapes differ (last rank only)
+@cases("samples of another kind on the last rank")
+def _samples_of_another_kind_on_the_last_rank(t):
+    store, good, name = t.store, t.good, t.name
+    # keys, dtypes or trailing shapes that differ (last rank only)
     bad = list(good)
     bad[LAST] = tensor_sample(LAST)
     bad[LAST].x = bad[LAST].x.double()
@@ -83,6 +82,11 @@ def main():
         other[i].y = other[i].y.to(torch.float64)
     expect_error(DDStoreValueError, [f"sample {lo}", "'y'"],
                  lambda: graphs.GraphDataset.from_samples(store, name(), other, progress=False))
+
+
+@cases("empty, unequal and failing data sets")
+def _empty_unequal_and_failing_data_sets(t):
+    store, good, name = t.store, t.good, t.name
     # ---- empty data set, ranks disagreeing on the length, a failing generator
     expect_error(DDStoreValueError, ["empty data set"],
                  lambda: graphs.GraphDataset.from_samples(store, name(), [], progress=False))
@@ -97,154 +101,179 @@ def main():
                  lambda: graphs.GraphDataset.from_samples(store, name(), [1, 2, 3],
                                                     progress=False))
 
-    # ---- pickle directories
-    with shared_tmpdir("ddstore-err-") as tmp:
-        marker = os.path.join(tmp, "PWNED")
-        dirs = {k: os.path.join(tmp, k) for k in ("ok", "empty", "corrupt", "evil",
-                                                   "emptyfile", "notpickle")}
-        if rank == 0:
-            for k, d in dirs.items():
-                if k == "empty":
-                    os.makedirs(d)
-                else:
-                    graphs.write_pickle_dir(good, d)
-            with open(os.path.join(dirs["corrupt"], f"sample-{LAST:08d}.pkl"), "r+b") as f:
-                f.truncate(40)
-            with open(os.path.join(dirs["evil"], f"sample-{LAST:08d}.pkl"), "wb") as f:
-                pickle.dump(Evil(marker), f)
-            open(os.path.join(dirs["emptyfile"], f"sample-{LAST:08d}.pkl"), "wb").close()
-            with open(os.path.join(dirs["notpickle"], f"sample-{LAST:08d}.pkl"), "w") as f:
-                f.write("this is not a pickle at all")
-            os.makedirs(os.path.join(tmp, "unlisted"))
-            with open(os.path.join(tmp, "unlisted", "nothing.txt"), "w") as f:
-                f.write("x")
-            with open(os.path.join(tmp, "raw.bp.txt"), "w") as f:
-                f.write("x")
-        comm.Barrier()
-        missing = os.path.join(tmp, "no-such-dir")
-        expect_error(DDStoreValueError, [missing, "does not exist"],
-                     lambda: graphs.GraphDataset.from_pickle_dir(store, name(), missing,
-                                                           progress=False))
-        expect_error(DDStoreValueError, [dirs["empty"], "empty"],
-                     lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["empty"],
-                                                           progress=False))
-        expect_error(DDStoreValueError, ["unlisted", "empty"],
-                     lambda: graphs.GraphDataset.from_pickle_dir(
-                         store, name(), os.path.join(tmp, "unlisted"), progress=False))
-        bad_file = f"sample-{LAST:08d}.pkl"
-        for k in ("corrupt", "emptyfile", "notpickle"):
-            expect_error(DDStoreValueError,
-                         [f"sample {LAST}: ", os.path.join(dirs[k], bad_file)],
-                         lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs[k],
-                                                               progress=False))
-        msg = expect_error(DDStoreValueError,
-                           [os.path.join(dirs["evil"], bad_file), "system", "not allowed"],
-                           lambda: graphs.GraphDataset.from_pickle_dir(store, name(),
-                                                                 dirs["evil"],
-                                                                 progress=False))
-        comm.Barrier()
-        assert not os.path.exists(marker), "the malicious pickle ran code"
-        assert "nothing was executed" in msg
-        # a missing file in the middle of a PFF directory (metadata says N files)
-        if rank == 0:
-            os.remove(os.path.join(dirs["ok"], f"sample-{LAST:08d}.pkl"))
-        comm.Barrier()
+
+@cases("pickle directories")
+def _pickle_directories(t):
+    store, good, name, tmp = t.store, t.good, t.name, t.tmp
+    marker = os.path.join(tmp, "PWNED")
+    dirs = {k: os.path.join(tmp, k) for k in ("ok", "empty", "corrupt", "evil",
+                                               "emptyfile", "notpickle")}
+    if rank == 0:
+        for k, d in dirs.items():
+            if k == "empty":
+                os.makedirs(d)
+            else:
+                graphs.write_pickle_dir(good, d)
+        with open(os.path.join(dirs["corrupt"], f"sample-{LAST:08d}.pkl"), "r+b") as f:
+            f.truncate(40)
+        with open(os.path.join(dirs["evil"], f"sample-{LAST:08d}.pkl"), "wb") as f:
+            pickle.dump(Evil(marker), f)
+        open(os.path.join(dirs["emptyfile"], f"sample-{LAST:08d}.pkl"), "wb").close()
+        with open(os.path.join(dirs["notpickle"], f"sample-{LAST:08d}.pkl"), "w") as f:
+            f.write("this is not a pickle at all")
+        os.makedirs(os.path.join(tmp, "unlisted"))
+        with open(os.path.join(tmp, "unlisted", "nothing.txt"), "w") as f:
+            f.write("x")
+        with open(os.path.join(tmp, "raw.bp.txt"), "w") as f:
+            f.write("x")
+    comm.Barrier()
+    missing = os.path.join(tmp, "no-such-dir")
+    expect_error(DDStoreValueError, [missing, "does not exist"],
+                 lambda: graphs.GraphDataset.from_pickle_dir(store, name(), missing,
+                                                       progress=False))
+    expect_error(DDStoreValueError, [dirs["empty"], "empty"],
+                 lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["empty"],
+                                                       progress=False))
+    expect_error(DDStoreValueError, ["unlisted", "empty"],
+                 lambda: graphs.GraphDataset.from_pickle_dir(
+                     store, name(), os.path.join(tmp, "unlisted"), progress=False))
+    bad_file = f"sample-{LAST:08d}.pkl"
+    for k in ("corrupt", "emptyfile", "notpickle"):
         expect_error(DDStoreValueError,
-                     [os.path.join(dirs["ok"], bad_file), "cannot read"],
-                     lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["ok"],
+                     [f"sample {LAST}: ", os.path.join(dirs[k], bad_file)],
+                     lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs[k],
                                                            progress=False))
+    msg = expect_error(DDStoreValueError,
+                       [os.path.join(dirs["evil"], bad_file), "system", "not allowed"],
+                       lambda: graphs.GraphDataset.from_pickle_dir(store, name(),
+                                                             dirs["evil"],
+                                                             progress=False))
+    comm.Barrier()
+    assert not os.path.exists(marker), "the malicious pickle ran code"
+    assert "nothing was executed" in msg
+    # a missing file in the middle of a PFF directory (metadata says N files)
+    if rank == 0:
+        os.remove(os.path.join(dirs["ok"], f"sample-{LAST:08d}.pkl"))
+    comm.Barrier()
+    expect_error(DDStoreValueError,
+                 [os.path.join(dirs["ok"], bad_file), "cannot read"],
+                 lambda: graphs.GraphDataset.from_pickle_dir(store, name(), dirs["ok"],
+                                                       progress=False))
 
-        # ---- ADIOS2 files
-        bp_missing = os.path.join(tmp, "missing.bp")
-        expect_error(DDStoreValueError, [bp_missing, "does not exist"],
-                     lambda: graphs.GraphDataset.from_adios(store, name(), bp_missing,
-                                                      progress=False))
-        foreign, plain, junk = (os.path.join(tmp, f) for f in ("foreign.bp", "plain.bp",
-                                                                "raw.bp.txt"))
+
+@cases("ADIOS2 files not written by ddstore")
+def _adios2_files_not_written_by_ddstore(t):
+    store, name, tmp = t.store, t.name, t.tmp
+    bp_missing = os.path.join(tmp, "missing.bp")
+    expect_error(DDStoreValueError, [bp_missing, "does not exist"],
+                 lambda: graphs.GraphDataset.from_adios(store, name(), bp_missing,
+                                                  progress=False))
+    foreign, plain, junk = (os.path.join(tmp, f) for f in ("foreign.bp", "plain.bp",
+                                                            "raw.bp.txt"))
+    if rank == 0:
+        import adios2
+        with adios2.Stream(foreign, "w") as s:
+            s.write("foo", np.arange(5.0), [5], [0], [5])
+        from ddstore.sources import write_records_adios
+        write_records_adios([{"a": np.zeros((2, 1))}] * 3, plain)
+    comm.Barrier()
+    expect_error(DDStoreValueError, [foreign, "missing", "ddstore/schema", "foo"],
+                 lambda: graphs.GraphDataset.from_adios(store, name(), foreign,
+                                                  progress=False))
+    expect_error(DDStoreValueError,
+                 [plain, "not written by ddstore.graphs.write_adios"],
+                 lambda: graphs.GraphDataset.from_adios(store, name(), plain,
+                                                  progress=False))
+    expect_error(DDStoreValueError, [junk],
+                 lambda: graphs.GraphDataset.from_adios(store, name(), junk,
+                                                  progress=False))
+
+
+@cases("ADIOS2 files truncated")
+def _adios2_files_truncated(t):
+    store, good, name, tmp = t.store, t.good, t.name, t.tmp
+    # a truncated copy (ADIOS2 itself would wait forever for the missing bytes): cut
+    # the data file by 16 bytes (BP5 may end it with up to 8 bytes that hold no
+    # array data), by half, and to nothing
+    whole = os.path.join(tmp, "whole.bp")
+    if rank == 0:
+        graphs.write_adios(good, whole)
+    comm.Barrier()
+    for cut in ("16", "half", "all"):
+        short = os.path.join(tmp, f"short-{cut}.bp")
         if rank == 0:
-            import adios2
-            with adios2.Stream(foreign, "w") as s:
-                s.write("foo", np.arange(5.0), [5], [0], [5])
-            from ddstore.sources import write_records_adios
-            write_records_adios([{"a": np.zeros((2, 1))}] * 3, plain)
+            shutil.copytree(whole, short)
+            data0 = os.path.join(short, "data.0")
+            size0 = os.path.getsize(data0)
+            with open(data0, "r+b") as f:
+                f.truncate({"16": size0 - 16, "half": size0 // 2, "all": 0}[cut])
         comm.Barrier()
-        expect_error(DDStoreValueError, [foreign, "missing", "ddstore/schema", "foo"],
-                     lambda: graphs.GraphDataset.from_adios(store, name(), foreign,
+        expect_error(DDStoreValueError, [short, "truncated", "data.0"],
+                     lambda: graphs.GraphDataset.from_adios(store, name(), short,
                                                       progress=False))
+    ok = graphs.GraphDataset.from_adios(store, name(), whole, progress=False)
+    for i in range(N):
+        assert_graph_equal(ok[i], good[i], f"untruncated file graph {i}")
+    t.whole, t.ok = whole, ok
+
+
+@cases("ADIOS2 scalar key with two rows")
+def _adios2_scalar_key_with_two_rows(t):
+    store, good, name, tmp, whole = t.store, t.good, t.name, t.tmp, t.whole
+    # a scalar key with two rows in one sample (the last rank's)
+    twice = os.path.join(tmp, "twice.bp")
+    if rank == 0:
+        from ddstore.sources import AdiosSource, write_records_adios
+        layout, recs = graphs.graph_records(good)
+        recs[LAST]["t"] = np.repeat(recs[LAST]["t"], 2, axis=0)
+        with AdiosSource(whole) as src:
+            write_records_adios(recs, twice, meta=src.meta)
+    comm.Barrier()
+    expect_error(DDStoreValueError,
+                 [f"sample {LAST}", twice, "'t' is a scalar", "2 rows"],
+                 lambda: graphs.GraphDataset.from_adios(store, name(), twice,
+                                                  progress=False))
+
+
+@cases("ADIOS2 read failing in the middle of a load; block by block")
+def _adios2_read_failing_mid_load(t):
+    store, good, name, whole, ok = t.store, t.good, t.name, t.whole, t.ok
+    # a read failing in the middle of the last rank's block-by-block load: raised
+    # on every rank, no half-loaded records left, the store keeps serving
+    from ddstore.graphs import dataset as dataset_module
+    from ddstore.sources import AdiosSource
+    plain_read = AdiosSource.read_packed
+
+    def failing_read(self, start, stop, offsets=None):
+        if rank == size - 1 and start <= LAST < stop:
+            raise OSError(f"disk gone at sample {LAST}")
+        return plain_read(self, start, stop, offsets)
+
+    before = set(store.variables())
+    dataset_module.LOAD_BLOCK_BYTES, AdiosSource.read_packed = 1, failing_read
+    try:
         expect_error(DDStoreValueError,
-                     [plain, "not written by ddstore.graphs.write_adios"],
-                     lambda: graphs.GraphDataset.from_adios(store, name(), plain,
-                                                      progress=False))
-        expect_error(DDStoreValueError, [junk],
-                     lambda: graphs.GraphDataset.from_adios(store, name(), junk,
-                                                      progress=False))
-        # a truncated copy (ADIOS2 itself would wait forever for the missing bytes): cut
-        # the data file by 16 bytes (BP5 may end it with up to 8 bytes that hold no
-        # array data), by half, and to nothing
-        whole = os.path.join(tmp, "whole.bp")
-        if rank == 0:
-            graphs.write_adios(good, whole)
-        comm.Barrier()
-        for cut in ("16", "half", "all"):
-            short = os.path.join(tmp, f"short-{cut}.bp")
-            if rank == 0:
-                shutil.copytree(whole, short)
-                data0 = os.path.join(short, "data.0")
-                size0 = os.path.getsize(data0)
-                with open(data0, "r+b") as f:
-                    f.truncate({"16": size0 - 16, "half": size0 // 2, "all": 0}[cut])
-            comm.Barrier()
-            expect_error(DDStoreValueError, [short, "truncated", "data.0"],
-                         lambda: graphs.GraphDataset.from_adios(store, name(), short,
-                                                          progress=False))
-        ok = graphs.GraphDataset.from_adios(store, name(), whole, progress=False)
-        for i in range(N):
-            assert_graph_equal(ok[i], good[i], f"untruncated file graph {i}")
-        # a scalar key with two rows in one sample (the last rank's)
-        twice = os.path.join(tmp, "twice.bp")
-        if rank == 0:
-            from ddstore.sources import AdiosSource, write_records_adios
-            layout, recs = graphs.graph_records(good)
-            recs[LAST]["t"] = np.repeat(recs[LAST]["t"], 2, axis=0)
-            with AdiosSource(whole) as src:
-                write_records_adios(recs, twice, meta=src.meta)
-        comm.Barrier()
-        expect_error(DDStoreValueError,
-                     [f"sample {LAST}", twice, "'t' is a scalar", "2 rows"],
-                     lambda: graphs.GraphDataset.from_adios(store, name(), twice,
-                                                      progress=False))
-        # a read failing in the middle of the last rank's block-by-block load: raised
-        # on every rank, no half-loaded records left, the store keeps serving
-        from ddstore.graphs import dataset as dataset_module
-        from ddstore.sources import AdiosSource
-        plain_read = AdiosSource.read_packed
+                     ["'half'", "OSError", f"disk gone at sample {LAST}"],
+                     lambda: graphs.GraphDataset.from_adios(store, "half", whole,
+                                                            progress=False))
+    finally:
+        dataset_module.LOAD_BLOCK_BYTES, AdiosSource.read_packed = 64 << 20, plain_read
+    assert set(store.variables()) == before, store.variables()
+    for i in range(N):
+        assert_graph_equal(ok[i], good[i], f"graph {i} after a failed load")
+    # block by block (one sample per block) gives the same graphs as one block
+    dataset_module.LOAD_BLOCK_BYTES = 1
+    try:
+        small = graphs.GraphDataset.from_adios(store, name(), whole, progress=False)
+    finally:
+        dataset_module.LOAD_BLOCK_BYTES = 64 << 20
+    for i in range(N):
+        assert_graph_equal(small[i], good[i], f"graph {i} loaded in 1-sample blocks")
 
-        def failing_read(self, start, stop, offsets=None):
-            if rank == size - 1 and start <= LAST < stop:
-                raise OSError(f"disk gone at sample {LAST}")
-            return plain_read(self, start, stop, offsets)
 
-        before = set(store.variables())
-        dataset_module.LOAD_BLOCK_BYTES, AdiosSource.read_packed = 1, failing_read
-        try:
-            expect_error(DDStoreValueError,
-                         ["'half'", "OSError", f"disk gone at sample {LAST}"],
-                         lambda: graphs.GraphDataset.from_adios(store, "half", whole,
-                                                                progress=False))
-        finally:
-            dataset_module.LOAD_BLOCK_BYTES, AdiosSource.read_packed = 64 << 20, plain_read
-        assert set(store.variables()) == before, store.variables()
-        for i in range(N):
-            assert_graph_equal(ok[i], good[i], f"graph {i} after a failed load")
-        # block by block (one sample per block) gives the same graphs as one block
-        dataset_module.LOAD_BLOCK_BYTES = 1
-        try:
-            small = graphs.GraphDataset.from_adios(store, name(), whole, progress=False)
-        finally:
-            dataset_module.LOAD_BLOCK_BYTES = 64 << 20
-        for i in range(N):
-            assert_graph_equal(small[i], good[i], f"graph {i} loaded in 1-sample blocks")
-
+@cases("ranks loading different names")
+def _ranks_loading_different_names(t):
+    store, good = t.store, t.good
     # ---- ranks loading different names: caught before anything is stored
     expect_error(DDStoreValueError,
                  ["out of step", "GraphDataset('g0')", "GraphDataset('g1')"],
@@ -252,8 +281,12 @@ def main():
                                                     progress=False))
     assert "g0" not in store.variables() and "g1" not in store.variables()
 
+
+@cases("reads: bad indices, types and workers")
+def _reads_bad_indices_types_and_workers(t):
+    store, good = t.store, t.good
     # ---- reading: indices out of range, wrong types, DataLoader workers
-    ds = graphs.GraphDataset.from_samples(store, "good", good, progress=False)
+    t.ds = ds = graphs.GraphDataset.from_samples(store, "good", good, progress=False)
     expect_error(DDStoreIndexError, [str(N), f"[0, {N})"], lambda: ds[N])
     expect_error(DDStoreIndexError, ["-1"], lambda: ds[-1])
     expect_error(DDStoreValueError, ["integer"], lambda: ds["a"])
@@ -269,6 +302,11 @@ def main():
                  lambda: next(iter(DataLoader(ds, batch_size=4, num_workers=1))))
     expect_error(DDStoreValueError, ["'good'", "already holds variable"],
                  lambda: graphs.GraphDataset.from_samples(store, "good", good, progress=False))
+
+
+@cases("the store serves after the errors, and is freed")
+def _the_store_serves_after_the_errors_and_is_freed(t):
+    store, good, ds = t.store, t.good, t.ds
     # ---- the store still serves correct data
     for i in range(N):
         assert_graph_equal(ds[i], good[i], f"after errors graph {i}")
@@ -277,6 +315,15 @@ def main():
         assert_graph_equal(got, good[i], f"new data set after errors graph {i}")
     store.free()
     expect_error(DDStoreError, ["freed"], lambda: ds[0])
+
+
+def main():
+    counter = iter(range(1000))
+    t = types.SimpleNamespace(store=ddstore.DDStore(comm),
+                              good=[tensor_sample(i) for i in range(N)],
+                              name=lambda: f"v{next(counter)}")  # a fresh name each call
+    with shared_tmpdir("ddstore-err-") as t.tmp:
+        cases.run(t)
     total = comm.allreduce(counts["errors"])
     if rank == 0:
         print(f"graphs_errors: {size} ranks, {total} error cases checked")

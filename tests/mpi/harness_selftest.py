@@ -12,11 +12,14 @@ MODE:
   none    no check at all (the program only asserts): refused, every rank exits non-zero
   mixed   like pass, but rank 1 leaves an unfinished line (no newline) on its output
           just before the summary: the summary must still be a line of its own
+  cases   named cases (_harness.Cases): 'first' passes, 'second' fails a check on rank
+          1, 'too big' needs more ranks than the job has (skipped), 'last' passes:
+          every rank exits non-zero and the failure names 'second' alone
 """
 import sys
 import time
 
-from _harness import check, comm, expect_error, rank, run_main, size
+from _harness import Cases, check, comm, expect_error, rank, run_main, size
 
 MODE = sys.argv[1]
 
@@ -47,6 +50,27 @@ def main():
         msg = expect_error(ValueError, ("bad", 3), int, "bad 3", what="int('bad 3')",
                            agree=True)
         check(msg is not None and "invalid literal" in msg, f"message returned: {msg!r}")
+    elif MODE == "cases":
+        cases = Cases()
+
+        @cases("first")
+        def _first(t):
+            t.total = comm.allreduce(1)
+            check(t.total == size, "allreduce counts every rank")
+
+        @cases("second")
+        def _second(t):
+            check(rank != 1, "injected failed check on rank 1")
+
+        @cases("too big", min_ranks=size + 1)
+        def _too_big(t):
+            check(False, "a case for more ranks than the job has ran")
+
+        @cases("last")
+        def _last(t):
+            check(t.total == size, "what an earlier case left is there")
+
+        cases.run()
     else:
         raise SystemExit(f"unknown mode {MODE!r}")
     comm.Barrier()

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from _harness import (check, comm, every_width, expect_error, rank, run_main, shared_tmpdir,
-                      size)
+                      size, widths_from)
 
 import ddstore
 from ddstore import DDStoreIndexError, DDStoreValueError, partition
@@ -527,5 +527,4 @@ def main(widths=None):
 
 
 if __name__ == "__main__":
-    run_main(main, None if sys.argv[1:] in ([], ["all"]) else
-             [int(w) for w in sys.argv[1:]])
+    run_main(main, widths_from(sys.argv[1:]))

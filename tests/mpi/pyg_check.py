@@ -34,9 +34,9 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main, every_width
+from _harness import check, each_store, expect_error, run_main, widths_from
+from _graphs import two_type_graph
 
-import ddstore  # noqa: E402
 from ddstore import DDStoreIndexError, DDStoreValueError, partition  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
 from ddstore.placement import balanced_offsets  # noqa: E402
@@ -427,12 +427,8 @@ def orders(store, tag, rangewise):
     check(torch.equal(out.node[out.row], ei[0][out.edge]) and
           torch.equal(out.node[out.col], ei[1][out.edge]), f"{tag}: e_id not put ids")
     # link labels: hetero, edge_label_index=(et, None), label = f(src, dst)
-    h = HeteroData()
-    h["a"].x = torch.randn(9, 2, generator=g)
-    h["b"].x = torch.randn(11, 2, generator=g)
     et = ("a", "r", "b")
-    h[et].edge_index = torch.stack([torch.randint(0, 9, (70,), generator=g),
-                                    torch.randint(0, 11, (70,), generator=g)])
+    h = two_type_graph(g, 9, 11, 70, et)
     h["b", "s", "a"].edge_index = torch.randint(0, 9, (2, 30), generator=g)
     fs, hs = dpyg.from_hetero(store, h, name=f"lab{tag}")
     src, dst = h[et].edge_index
@@ -511,35 +507,29 @@ def main(widths=None):
     """Every case for each width (default: every width dividing the rank count; the
     command line may name some) and both transports."""
     data = make_graph()
-    if widths is None:
-        widths = every_width()
-    for width in widths:
-        for transport in ("auto", "rma"):
-            tag = f"w{width}-{transport}"
-            with ddstore.DDStore(comm, width=width, transport=transport) as store:
-                rangewise = transport == "rma"
-                if rangewise:
-                    fs, gs = put_rangewise(store, data, "g")
-                else:
-                    fs, gs = dpyg.from_pyg(store, data, name="g")
-                homogeneous(store, data, fs, gs, tag)
-                errors(store, data, fs, gs, tag)
-                for level in ("edge", "node"):
-                    ta = "edge_time" if level == "edge" else "time"
-                    name = f"t{level}"
-                    if rangewise:
-                        tfs, tgs = put_rangewise(store, data, name, time_attr=ta)
-                    else:
-                        tfs, tgs = dpyg.from_pyg(store, data, name=name, time_attr=ta)
-                    for strategy in ("all", "uniform", "last"):
-                        temporal(store, data, tag, level, strategy, tfs, tgs)
-                hetero(store, tag, rangewise)
-                chunked(store, data, tag, rangewise)
-                orders(store, tag, rangewise)
-                empty_graphs(store, tag)
+    for store, tag, transport in each_store(widths):
+        rangewise = transport == "rma"
+        if rangewise:
+            fs, gs = put_rangewise(store, data, "g")
+        else:
+            fs, gs = dpyg.from_pyg(store, data, name="g")
+        homogeneous(store, data, fs, gs, tag)
+        errors(store, data, fs, gs, tag)
+        for level in ("edge", "node"):
+            ta = "edge_time" if level == "edge" else "time"
+            name = f"t{level}"
+            if rangewise:
+                tfs, tgs = put_rangewise(store, data, name, time_attr=ta)
+            else:
+                tfs, tgs = dpyg.from_pyg(store, data, name=name, time_attr=ta)
+            for strategy in ("all", "uniform", "last"):
+                temporal(store, data, tag, level, strategy, tfs, tgs)
+        hetero(store, tag, rangewise)
+        chunked(store, data, tag, rangewise)
+        orders(store, tag, rangewise)
+        empty_graphs(store, tag)
 
 
 if __name__ == "__main__":
     import sys
-    run_main(main, None if sys.argv[1:] in ([], ["all"]) else
-             [int(w) for w in sys.argv[1:]])
+    run_main(main, widths_from(sys.argv[1:]))

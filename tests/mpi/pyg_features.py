@@ -17,13 +17,14 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main, shared_tmpdir, every_width
+from _harness import check, expect_error, run_main, shared_tmpdir, every_width, widths_from
+from _graphs import two_type_graph
 
 import ddstore  # noqa: E402
 from ddstore import DDStoreIndexError  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
 from ddstore.placement import member_offsets  # noqa: E402
-from torch_geometric.data import Data, HeteroData  # noqa: E402
+from torch_geometric.data import Data  # noqa: E402
 from torch_geometric.loader import NeighborLoader  # noqa: E402
 
 comm = MPI.COMM_WORLD
@@ -115,12 +116,8 @@ def row_puts(store, tag):
 
 def hetero(store, tag):
     g = torch.Generator().manual_seed(13)
-    h = HeteroData()
-    h["a"].x = torch.randn(19, 3, generator=g)
-    h["b"].x = torch.randn(11, 3, generator=g)
     et = ("a", "to", "b")
-    h[et].edge_index = torch.stack([torch.randint(0, 19, (400,), generator=g),
-                                    torch.randint(0, 11, (400,), generator=g)])
+    h = two_type_graph(g, 19, 11, 400, et, features=3)
     h[et].w = torch.randn(400, 2, generator=g)
     h[et].edge_label_index = torch.stack([torch.randint(0, 19, (6,), generator=g),
                                           torch.randint(0, 11, (6,), generator=g)])
@@ -153,5 +150,4 @@ def main(widths=None):
 
 if __name__ == "__main__":
     import sys
-    run_main(main, None if sys.argv[1:] in ([], ["all"]) else
-             [int(w) for w in sys.argv[1:]])
+    run_main(main, widths_from(sys.argv[1:]))

@@ -71,9 +71,11 @@ def pairs_of(b, et=None):
     return list(zip(st[s.edge_index[0]].tolist(), dt[s.edge_index[1]].tolist()))
 
 
-def hetero_khop(h, seeds, seed_type, hops, ok=None):
+def hetero_khop(h, seeds, seed_type, hops, ok=None, backward=False):
     """Brute force, non-disjoint: per edge type the set of edge ids taken into each
-    hop's new nodes, and the nodes reached per type."""
+    hop's new nodes, and the nodes reached per type.  A hop takes the frontier's
+    in-edges (their sources are new), or with ``backward`` its out-edges (their
+    destinations); ``ok(edge_type, e)``: whether edge ``e`` may be taken."""
     seen = {t: set() for t in NT}
     seen[seed_type] = set(seeds)
     frontier = {t: set() for t in NT}
@@ -83,11 +85,14 @@ def hetero_khop(h, seeds, seed_type, hops, ok=None):
         new = {t: set() for t in NT}
         for et, _ in ETS:
             src, dst = h[et].edge_index.tolist()
-            for e, (u, v) in enumerate(zip(src, dst)):
-                if v in frontier[et[2]] and (ok is None or ok(et, e)):
+            # (the frontier's end, the other end) of each edge, and their node types
+            ends, near, far = ((zip(src, dst), et[0], et[2]) if backward else
+                               (zip(dst, src), et[2], et[0]))
+            for e, (v, u) in enumerate(ends):
+                if v in frontier[near] and (ok is None or ok(et, e)):
                     taken[et].add(e)
-                    if u not in seen[et[0]]:
-                        new[et[0]].add(u)
+                    if u not in seen[far]:
+                        new[far].add(u)
         for t in NT:
             seen[t] |= new[t]
         frontier = new
@@ -454,24 +459,8 @@ def hetero_backward(store, h, tag):
     nn[ETS[1][0]] = [0, 0]  # keyed by the stored edge types, as PyG's getter
     seeds = [2, 7, 16]  # distinct (a repeated seed draws once per position)
     b = backward_batch(gs, fs, nn, ("a", torch.tensor(seeds)), seed=2)
-    seen = {t: set() for t in NT}
-    seen["a"] = set(seeds)
-    frontier = {t: set(v) for t, v in seen.items()}
-    taken = {et: set() for et, _ in ETS}
-    for _ in range(2):
-        new = {t: set() for t in NT}
-        for et, _ in ETS:
-            if nn[et][0] == 0:
-                continue
-            src, dst = h[et].edge_index.tolist()
-            for x, (u, v) in enumerate(zip(src, dst)):
-                if u in frontier[et[0]]:
-                    taken[et].add(x)
-                    if v not in seen[et[2]]:
-                        new[et[2]].add(v)
-        for t in NT:
-            seen[t] |= new[t]
-        frontier = new
+    taken, seen = hetero_khop(h, seeds, "a", 2, ok=lambda et, e: nn[et][0] != 0,
+                              backward=True)
     for et, _ in ETS:
         got = b[et].e_id if "e_id" in b[et] else torch.zeros(0, dtype=torch.long)
         check(set(got.tolist()) == taken[et] and len(got) == len(taken[et]),

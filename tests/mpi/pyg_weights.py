@@ -31,9 +31,8 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main, every_width
+from _harness import check, each_store, expect_error, run_main, widths_from
 
-import ddstore  # noqa: E402
 from ddstore import DDStoreValueError, partition  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
 from torch_geometric.data import Data, HeteroData  # noqa: E402
@@ -306,28 +305,22 @@ def late(store, data, tag):
 
 def main(widths=None):
     data = make_graph()
-    if widths is None:
-        widths = every_width()
-    for width in widths:
-        for transport in ("auto", "rma"):
-            tag = f"w{width}-{transport}"
-            with ddstore.DDStore(comm, width=width, transport=transport) as store:
-                rangewise = transport == "rma"
-                fs, gs = put(store, data, "g", rangewise)
-                check(gs.weight_attr_of(None) == "edge_weight", f"{tag}: not weighted")
-                laws(gs, tag)
-                zeros_and_all(data, fs, gs, tag)
-                expect_error(DDStoreValueError, ["weight_attr='other'"],
-                             dpyg.NeighborSampler, gs, [2], weight_attr="other")
-                late(store, data, tag)
-                temporal(store, data, tag, rangewise)
-                hetero(store, tag, rangewise)
-                errors(store, data, tag)
-                x = fs.get_tensor(group_name=None, attr_name="x")
-                check(torch.equal(x, data.x), f"{tag}: x changed")
+    for store, tag, transport in each_store(widths):
+        rangewise = transport == "rma"
+        fs, gs = put(store, data, "g", rangewise)
+        check(gs.weight_attr_of(None) == "edge_weight", f"{tag}: not weighted")
+        laws(gs, tag)
+        zeros_and_all(data, fs, gs, tag)
+        expect_error(DDStoreValueError, ["weight_attr='other'"],
+                     dpyg.NeighborSampler, gs, [2], weight_attr="other")
+        late(store, data, tag)
+        temporal(store, data, tag, rangewise)
+        hetero(store, tag, rangewise)
+        errors(store, data, tag)
+        x = fs.get_tensor(group_name=None, attr_name="x")
+        check(torch.equal(x, data.x), f"{tag}: x changed")
 
 
 if __name__ == "__main__":
     import sys
-    run_main(main, None if sys.argv[1:] in ([], ["all"]) else
-             [int(w) for w in sys.argv[1:]])
+    run_main(main, widths_from(sys.argv[1:]))

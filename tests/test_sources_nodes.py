@@ -1,7 +1,8 @@
-"""Range-wise readers of ddstore.sources.rows (.csv, .csv.gz, .npy) and ddstore.sources.ogb
-(OGB's raw node-property layout), in-process on small files written here: every range
-equals the same rows of the whole file read by pandas / numpy, byte for byte; only the
-range's rows are parsed; bad input is a clear error."""
+"""The node-data sources of ddstore.sources and the range-wise readers below them:
+rows (.csv, .csv.gz, .npy), ogb (OGB's raw node-property layout), synthetic_nodes and
+npy_nodes, in-process on small files written here: every range equals the same rows of
+the whole file read by pandas / numpy, byte for byte; only the range's rows are parsed;
+bad input is a clear error."""
 import gzip
 import os
 import re
@@ -276,11 +277,22 @@ def test_ogb_layout_ranges(tmp_path):
         assert k == len(splits[s])
         assert np.array_equal(np.concatenate([ds.split(s, 0, k // 2),
                                               ds.split(s, k // 2, k)]), splits[s])
-    with pytest.raises(DDStoreIndexError, match=r"row range \[0, 121\) out of range "
-                                                r"\[0, 120\]"):
-        ds.features(0, 121)
-    with pytest.raises(DDStoreIndexError, match=r"edge.csv.gz: row range \[499, 501\)"):
-        ds.edges(499, 501)
+    refuses_past_the_end(ds, 120, 499, 501, names=("node-feat.csv.gz", "edge.csv.gz"))
+
+
+def refuses_past_the_end(src, num_nodes, lo, hi, names):
+    """A node-data source refuses the feature rows ``[0, num_nodes + 1)``, the edge rows
+    ``[lo, hi)`` and the split 'val', each with an error naming what was asked and the
+    allowed range (``names``: how the messages name the features and the edges)."""
+    features, edges = (re.escape(n) for n in names)
+    with pytest.raises(DDStoreIndexError, match=rf"{features}: row range "
+                                                rf"\[0, {num_nodes + 1}\) out of "
+                                                rf"range \[0, {num_nodes}\]"):
+        src.features(0, num_nodes + 1)
+    with pytest.raises(DDStoreIndexError, match=rf"{edges}: row range \[{lo}, {hi}\)"):
+        src.edges(lo, hi)
+    with pytest.raises(DDStoreValueError, match="split 'val': allowed"):
+        src.split("val", 0, 1)
 
 
 def test_ogb_errors(tmp_path):
@@ -410,11 +422,7 @@ def test_synthetic_graph_errors():
     from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
     g = SyntheticNodeGraph(scale=0.001)
     assert (g.num_nodes, g.num_edges) == (2449, 61859)
-    with pytest.raises(DDStoreIndexError, match=r"features: row range \[0, 2450\) out of "
-                                                r"range \[0, 2449\]"):
-        g.features(0, 2450)
-    with pytest.raises(DDStoreIndexError, match=r"edges: row range \[61859, 61860\)"):
-        g.edges(61859, 61860)
+    refuses_past_the_end(g, 2449, 61859, 61860, names=("features", "edges"))
     with pytest.raises(DDStoreValueError, match="scale=0 must be a number in"):
         SyntheticNodeGraph(scale=0)
     with pytest.raises(DDStoreValueError, match="homophily=2 must be in"):
