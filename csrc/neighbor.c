@@ -362,11 +362,11 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     int64_t j = 0, np = 0, nsel = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t c = cut[i], start = g->indptr[nodes[i]];
-        if (c <= 0) continue;
+        int64_t take = take_of(c, k, replace, last);
+        if (take <= 0) continue;  /* nothing eligible, or k == 0: no pick, nothing read */
         int m = dds_member_of(g->node_offsets, width, nodes[i]);
         const char *ln = view.nbr[m] ? view.nbr[m] + nb * (start - view.first[m]) : NULL;
         const char *le = view.eid[m] ? view.eid[m] + eb * (start - view.first[m]) : NULL;
-        int64_t take = take_of(c, k, replace, last);
         int whole = k < 0 || (c <= k && (!replace || last));
         for (int64_t q = 0; q < take; q++) row[j + q] = i;
         if (whole || last) { /* one contiguous piece: all of them, or the k latest */
