@@ -1,7 +1,7 @@
 /*
  * ddstore.c - the C core of ddstore: chunked variables in MPI windows, replicated over
  * groups of `width` ranks, read with one-sided MPI (or plain loads from node-local
- * shared memory).  See ddstore.h for the API contract.
+ * shared memory).  See dds_store.h for the API contract.
  */
 #define _DEFAULT_SOURCE
 #include "internal.h"
@@ -582,20 +582,6 @@ int64_t dds_local_bytes(const dds_store *s)
 
 /* ------------------------------------------------------------------ reads */
 
-/* the member whose chunk holds global row `row`: offsets[g] <= row < offsets[g + 1] */
-static int owner_of(const struct dds_var *v, int width, int64_t row)
-{
-    int lo = 0, hi = width - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (v->offsets[mid] <= row) lo = mid;
-        else hi = mid - 1;
-    }
-    /* skip members with empty chunks that share the same offset */
-    while (lo < width - 1 && v->offsets[lo + 1] <= row) lo++;
-    return lo;
-}
-
 /* a contiguous copy waiting to be issued, so adjacent pieces merge into one */
 struct pending {
     int owner;        /* -1: none */
@@ -774,7 +760,7 @@ int dds_read_range(dds_store *s, int var_id, int64_t start, int64_t count, void 
 static void prefetch_row(const dds_store *s, const struct dds_var *v, int64_t row)
 {
 #if defined(__GNUC__)
-    int owner = owner_of(v, s->width, row);
+    int owner = dds_member_of(v->offsets, s->width, row);
     const char *src = owner == s->group_rank ? v->base : v->peer_base[owner];
     if (!src || v->row_bytes <= 0) return;
     uintptr_t first = (uintptr_t)(src + (row - v->offsets[owner]) * v->row_bytes);
@@ -845,7 +831,7 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
             prefetch_row(s, v, starts[i + DDS_PREFETCH_AHEAD]);
         int64_t row = starts[i], left = counts ? counts[i] : 1;
         while (left > 0) {
-            int owner = owner_of(v, s->width, row);
+            int owner = dds_member_of(v->offsets, s->width, row);
             int64_t take = v->offsets[owner + 1] - row;
             if (take > left) take = left;
             int64_t disp = (row - v->offsets[owner]) * v->row_bytes;

@@ -1,7 +1,7 @@
 /*
- * dynamic.c - one step of a dynamic graph (ddstore.spatiotemporal.DynamicGraph): apply an
- * edge delta to a snapshot kept as sorted int64 keys (dst << bits | src), in one linear
- * merge that also writes the edge_index rows.  See ddstore.h for the contract.
+ * dynamic.c - one step of a dynamic graph (ddstore.dynamic.DynamicGraph): apply an edge
+ * delta to a snapshot kept as sorted int64 keys (dst << bits | src), in one linear merge
+ * that also writes the edge_index rows.  See dds_dynamic.h for the contract.
  *
  * Every output write is checked against `cap` first: a corrupt delta (a removed key the
  * snapshot lacks, an added key it already has) makes the result longer than the caller

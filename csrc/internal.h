@@ -1,6 +1,7 @@
 /*
  * internal.h - what the C files of the core share and the API does not show: the store
- * and variable structs, and the one way to set the error message.  Not for bindings.
+ * and variable structs, the one way to set the error message, and the one search for
+ * the group member that holds a row or a node.  Not for bindings.
  */
 #ifndef DDSTORE_INTERNAL_H
 #define DDSTORE_INTERNAL_H
@@ -52,5 +53,23 @@ int dds_set_error(int code, const char *fmt, ...)
 
 /* dds_set_error(DDS_EMPI, "<what> failed: <MPI's text for rc>"); returns DDS_EMPI. */
 int dds_mpi_error(int rc, const char *what) __attribute__((visibility("hidden")));
+
+/* The group member that holds position `x` of a space cut into `width` consecutive
+ * pieces: piece g is [offsets[g], offsets[g + 1]), `offsets` non-decreasing with
+ * width + 1 entries (a variable's rows: dds_var.offsets; a T-CSR's nodes:
+ * dds_tcsr.node_offsets).  Returns the last g in [0, width) with offsets[g] <= x, so
+ * members with empty pieces (equal offsets) are skipped, in O(log width) loads.  Bounds
+ * are the caller's to check: on a miss the result is still a valid member, 0 for
+ * x < offsets[0] and width - 1 for x >= offsets[width].  `width` >= 1 (1: always 0). */
+static inline int dds_member_of(const int64_t *offsets, int width, int64_t x)
+{
+    int lo = 0, hi = width - 1;
+    while (lo < hi) {  /* offsets[lo] <= x (or lo == 0), and the answer is in [lo, hi] */
+        int mid = lo + (hi - lo + 1) / 2;
+        if (offsets[mid] <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
 
 #endif /* DDSTORE_INTERNAL_H */

@@ -1,6 +1,6 @@
 /*
  * neighbor.c - one hop of PyG-style neighbour sampling over a CSC held in the store (see
- * the "neighbour sampling" section of ddstore.h).
+ * dds_neighbor.h).
  *
  * The CSC has the shape of a T-CSR (dds_tcsr): nbr = source node, eid = edge id and an
  * optional ts = time, one row per edge, sorted by destination (then time); indptr and
@@ -60,19 +60,59 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     return DDS_OK;
 }
 
+/* The float64 rows of variable `var` (times or weights) from indptr[nodes[i]] on, len[i]
+ * of them, for every node i with len[i] > 0 whose owner's chunk this rank cannot read by
+ * load (base[owner] NULL): read by one batched dds_read, packed in node order into *out
+ * (allocated here for the caller to free; NULL when there are none).  `who` and `what`
+ * name the call and the values in messages. */
+static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const double **base,
+                        const int64_t *nodes, const int64_t *len, int64_t n,
+                        const char *who, const char *what, double **out)
+{
+    int width = dds_group_size(s), rc = DDS_OK;
+    int64_t nremote = 0, total = 0;
+    *out = NULL;
+    for (int64_t i = 0; i < n; i++)
+        if (len[i] > 0 && !base[dds_member_of(g->node_offsets, width, nodes[i])]) nremote++;
+    if (!nremote) return DDS_OK;
+    int64_t *rstart = malloc(sizeof(int64_t) * (size_t)nremote);
+    int64_t *rcount = malloc(sizeof(int64_t) * (size_t)nremote);
+    if (!rstart || !rcount) rc = no_memory();
+    nremote = 0;
+    for (int64_t i = 0; i < n && rc == DDS_OK; i++) {
+        if (len[i] <= 0 || base[dds_member_of(g->node_offsets, width, nodes[i])]) continue;
+        rstart[nremote] = g->indptr[nodes[i]];
+        rcount[nremote++] = len[i];
+        if (__builtin_add_overflow(total, len[i], &total) ||
+            total > INT64_MAX / (int64_t)sizeof(double))
+            rc = dds_set_error(DDS_ENOMEM, "%s: the %s of the remote lists asked for hold "
+                               "more than 2^60 entries", who, what);
+    }
+    if (rc == DDS_OK && !(*out = malloc(sizeof(double) * (size_t)total)))
+        rc = dds_set_error(DDS_ENOMEM, "%s: out of memory for the %s of %lld remote list "
+                           "entries", who, what, (long long)total);
+    if (rc == DDS_OK)
+        rc = dds_read(s, var, rstart, rcount, nremote, *out,
+                      (int64_t)sizeof(double) * total, 0);
+    free(rstart);
+    free(rcount);
+    if (rc != DDS_OK) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 /* cut[i] = eligible entries of node i: its degree, or with times the entries whose time
  * is <= node_ts[i] */
 static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                     const double *node_ts, int64_t n, int64_t *cut)
 {
-    if (!node_ts) {
-        for (int64_t i = 0; i < n; i++) cut[i] = g->indptr[nodes[i] + 1] - g->indptr[nodes[i]];
-        return DDS_OK;
-    }
+    for (int64_t i = 0; i < n; i++) cut[i] = g->indptr[nodes[i] + 1] - g->indptr[nodes[i]];
+    if (!node_ts) return DDS_OK;
     int width = dds_group_size(s), rc = DDS_OK;
     const double **base = calloc((size_t)width, sizeof *base);
     int64_t *first = calloc((size_t)width, sizeof *first);
-    int64_t *rstart = NULL, *rcount = NULL, nremote = 0, total = 0;
     double *fetched = NULL;
     if (!base || !first) { rc = no_memory(); goto done; }
     for (int m = 0; m < width && rc == DDS_OK; m++) {
@@ -82,47 +122,15 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         base[m] = p;
         first[m] = g->indptr[g->node_offsets[m]];
     }
+    /* lists of members not readable by load: their times fetched in one batched read */
+    if (rc == DDS_OK)
+        rc = fetch_remote(s, g, g->ts_var, base, nodes, cut, n, "neighbour sample", "times",
+                          &fetched);
     if (rc != DDS_OK) goto done;
-    /* lists of members not readable by load: fetch their times in one batched read */
-    for (int64_t i = 0; i < n; i++) {
-        int64_t v = nodes[i], deg = g->indptr[v + 1] - g->indptr[v];
-        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, v);
-        if (deg && !base[m]) nremote++;
-    }
-    if (nremote) {
-        rstart = malloc(sizeof(int64_t) * (size_t)nremote);
-        rcount = malloc(sizeof(int64_t) * (size_t)nremote);
-        if (!rstart || !rcount) { rc = no_memory(); goto done; }
-        nremote = 0;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t v = nodes[i], deg = g->indptr[v + 1] - g->indptr[v];
-            int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, v);
-            if (deg && !base[m]) {
-                rstart[nremote] = g->indptr[v];
-                rcount[nremote++] = deg;
-                if (__builtin_add_overflow(total, deg, &total) ||
-                    total > INT64_MAX / (int64_t)sizeof(double)) {
-                    rc = dds_set_error(DDS_ENOMEM, "neighbour sample: the times of the "
-                                       "remote lists asked for hold more than 2^60 "
-                                       "entries");
-                    goto done;
-                }
-            }
-        }
-        fetched = malloc(sizeof(double) * (size_t)total);
-        if (!fetched) {
-            rc = dds_set_error(DDS_ENOMEM, "neighbour sample: out of memory for the times "
-                               "of %lld remote list entries", (long long)total);
-            goto done;
-        }
-        rc = dds_read(s, g->ts_var, rstart, rcount, nremote, fetched,
-                      (int64_t)sizeof(double) * total, 0);
-        if (rc != DDS_OK) goto done;
-    }
     int64_t off = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t v = nodes[i], deg = g->indptr[v + 1] - g->indptr[v];
-        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, v);
+        int m = dds_member_of(g->node_offsets, width, v);
         if (!deg) {
             cut[i] = 0;
         } else if (base[m]) {
@@ -135,8 +143,6 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
 done:
     free(base);
     free(first);
-    free(rstart);
-    free(rcount);
     free(fetched);
     return rc;
 }
@@ -164,27 +170,74 @@ static void copy_ids(int64_t *out, const void *ids, int bytes, int64_t n)
 }
 
 /* The picks held by other members: runs start[p], count[p] (np runs, nsel entries in all)
- * of the nbr and eid lists, read with one batched one-sided read per variable into
- * `gathered` (nsel int64 of room) and copied, widened to int64, to nbr / eid from slot
- * slot[p] on. */
+ * of the nbr and eid lists, read with one batched one-sided read per variable into a
+ * buffer of nsel int64 (rows of 4 or 8 bytes) and copied, widened to int64, to nbr / eid
+ * from slot slot[p] on.  Nothing to do when np is 0. */
 static int read_remote_picks(dds_store *s, const dds_tcsr *g, int nb, int eb,
                              const int64_t *start, const int64_t *count,
                              const int64_t *slot, int64_t np, int64_t nsel,
-                             void *gathered, int64_t *nbr, int64_t *eid)
+                             int64_t *nbr, int64_t *eid)
 {
+    if (np == 0) return DDS_OK;
+    void *gathered = malloc(sizeof(int64_t) * (size_t)nsel);
+    if (!gathered) return no_memory();
     int64_t *outs[2] = {nbr, eid};
-    int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb};
-    for (int w = 0; w < 2; w++) {
-        int rc = dds_read(s, vars[w], start, count, np, gathered,
-                          (int64_t)sizeof(int64_t) * nsel, 0);
-        if (rc != DDS_OK) return rc;
+    int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb}, rc = DDS_OK;
+    for (int w = 0; w < 2 && rc == DDS_OK; w++) {
+        rc = dds_read(s, vars[w], start, count, np, gathered,
+                      (int64_t)sizeof(int64_t) * nsel, 0);
         const char *got = gathered;
-        for (int64_t p = 0; p < np; p++) {
+        for (int64_t p = 0; p < np && rc == DDS_OK; p++) {
             copy_ids(outs[w] + slot[p], got, bytes[w], count[p]);
             got += (size_t)bytes[w] * (size_t)count[p];
         }
     }
-    return DDS_OK;
+    free(gathered);
+    return rc;
+}
+
+/* Where this rank reads each group member's lists by plain loads: nbr[m] and eid[m] are
+ * member m's chunks of the nbr and eid variables (both NULL unless both are readable by
+ * load), w[m] its chunk of the weight variable (with a weight variable; NULL when not
+ * readable by load), first[m] the global CSC row of its chunks' first entry. */
+struct views {
+    const char **nbr, **eid;
+    const double **w;
+    int64_t *first;
+};
+
+static void views_close(struct views *v)
+{
+    free(v->nbr);
+    free(v->eid);
+    free(v->w);
+    free(v->first);
+    *v = (struct views){NULL, NULL, NULL, NULL};
+}
+
+/* fill *v for the lists of g and, when w_var >= 0, the weight variable w_var */
+static int views_open(dds_store *s, const dds_tcsr *g, int w_var, struct views *v)
+{
+    size_t width = (size_t)dds_group_size(s);
+    int rc = DDS_OK;
+    v->nbr = calloc(width, sizeof *v->nbr);
+    v->eid = calloc(width, sizeof *v->eid);
+    v->w = w_var >= 0 ? calloc(width, sizeof *v->w) : NULL;
+    v->first = calloc(width, sizeof *v->first);
+    if (!v->nbr || !v->eid || (w_var >= 0 && !v->w) || !v->first) rc = no_memory();
+    for (size_t m = 0; m < width && rc == DDS_OK; m++) {
+        void *a = NULL, *b = NULL, *w = NULL;
+        int64_t rows = 0;
+        rc = dds_member_ptr(s, g->nbr_var, (int)m, &a, &rows);
+        if (rc == DDS_OK) rc = dds_member_ptr(s, g->eid_var, (int)m, &b, &rows);
+        if (rc == DDS_OK && w_var >= 0) rc = dds_member_ptr(s, w_var, (int)m, &w, &rows);
+        v->nbr[m] = a && b ? a : NULL;
+        v->eid[m] = a && b ? b : NULL;
+        if (w_var >= 0) v->w[m] = w;
+        v->first[m] = g->indptr[g->node_offsets[m]];
+    }
+    if (rc != DDS_OK) views_close(v);
+    return rc;
 }
 
 /* out[q] = ids[pos[q]] as int64, for q < n; out may be pos */
@@ -241,7 +294,7 @@ static void set_clear(struct pos_set *h, const int64_t *values, int64_t n)
      * and the table ends empty */
 }
 
-/* the entries a node with c eligible takes (see ddstore.h) */
+/* the entries a node with c eligible takes (see dds_neighbor.h) */
 static int64_t take_of(int64_t c, int64_t k, int replace, int last)
 {
     if (c <= 0) return 0;
@@ -263,8 +316,8 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     int replace = (flags & DDS_NEIGHBOR_REPLACE) != 0, last = (flags & DDS_NEIGHBOR_LAST) != 0;
     int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *pstart = NULL, *pcount = NULL, *pslot = NULL, *picked = NULL;
-    void *gathered = NULL; /* rows of remote picks, 4 or 8 bytes each */
     struct pos_set set = {0, NULL};
+    struct views view = {NULL, NULL, NULL, NULL};
     if (!cut) { rc = no_memory(); goto done; }
     int nb = 8, eb = 8; /* bytes per id of nbr and of eid */
     rc = id_bytes(s, g->nbr_var, "nbr", &nb);
@@ -285,10 +338,13 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         return_error(DDS_EINVAL, "neighbour sample: %lld entries taken, more than the "
                      "output capacity %lld", (long long)total, (long long)cap);
     size_t most = (size_t)(total ? total : 1);
-    pstart = malloc(sizeof(int64_t) * most);
-    pcount = malloc(sizeof(int64_t) * most);
-    pslot = malloc(sizeof(int64_t) * most);
-    if (!pstart || !pcount || !pslot) { rc = no_memory(); goto done; }
+    /* the remote picks: runs pstart[p], pcount[p] going to output slot pslot[p], in
+     * one block of 3 * most */
+    if (most > SIZE_MAX / (3 * sizeof(int64_t))) { rc = no_memory(); goto done; }
+    pstart = malloc(3 * sizeof(int64_t) * most);
+    if (!pstart) { rc = no_memory(); goto done; }
+    pcount = pstart + most;
+    pslot = pcount + most;
     if (floyd_k > 0) { /* floyd_k < some list's length: its sizes exist in memory */
         int64_t size = 16;
         while (size / 2 < floyd_k) size *= 2;
@@ -300,33 +356,17 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     }
     /* members whose rows this rank reads by load: picks are copied in place */
     int width = dds_group_size(s);
-    const char **pn = calloc((size_t)width, sizeof *pn), **pe = calloc((size_t)width,
-                                                                       sizeof *pe);
-    int64_t *first = calloc((size_t)width, sizeof *first);
-    if (!pn || !pe || !first) {
-        free(pn); free(pe); free(first);
-        rc = no_memory();
-        goto done;
-    }
-    for (int m = 0; m < width && rc == DDS_OK; m++) {
-        void *a = NULL, *b = NULL;
-        int64_t rows = 0;
-        rc = dds_member_ptr(s, g->nbr_var, m, &a, &rows);
-        if (rc == DDS_OK) rc = dds_member_ptr(s, g->eid_var, m, &b, &rows);
-        pn[m] = a && b ? a : NULL;
-        pe[m] = a && b ? b : NULL;
-        first[m] = g->indptr[g->node_offsets[m]];
-    }
-    if (rc != DDS_OK) { free(pn); free(pe); free(first); goto done; }
+    rc = views_open(s, g, -1, &view);
+    if (rc != DDS_OK) goto done;
     uint64_t base = splitmix64(seed);
     int64_t j = 0, np = 0, nsel = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t c = cut[i], start = g->indptr[nodes[i]];
-        if (c <= 0) continue;
-        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
-        const char *ln = pn[m] ? pn[m] + nb * (start - first[m]) : NULL;
-        const char *le = pe[m] ? pe[m] + eb * (start - first[m]) : NULL;
         int64_t take = take_of(c, k, replace, last);
+        if (take <= 0) continue;  /* nothing eligible, or k == 0: no pick, nothing read */
+        int m = dds_member_of(g->node_offsets, width, nodes[i]);
+        const char *ln = view.nbr[m] ? view.nbr[m] + nb * (start - view.first[m]) : NULL;
+        const char *le = view.eid[m] ? view.eid[m] + eb * (start - view.first[m]) : NULL;
         int whole = k < 0 || (c <= k && (!replace || last));
         for (int64_t q = 0; q < take; q++) row[j + q] = i;
         if (whole || last) { /* one contiguous piece: all of them, or the k latest */
@@ -372,26 +412,16 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         }
         j += take;
     }
-    free(pn);
-    free(pe);
-    free(first);
-    /* the picks of other members' lists: one batched one-sided read per variable into
-     * `gathered`, then each piece to its output slot (widened) */
-    if (np) {
-        gathered = malloc(sizeof(int64_t) * (size_t)nsel);
-        if (!gathered) { rc = no_memory(); goto done; }
-        rc = read_remote_picks(s, g, nb, eb, pstart, pcount, pslot, np, nsel, gathered,
-                               nbr, eid);
-    }
+    /* the picks of other members' lists: one batched one-sided read per variable, then
+     * each piece to its output slot (widened) */
+    rc = read_remote_picks(s, g, nb, eb, pstart, pcount, pslot, np, nsel, nbr, eid);
     if (rc == DDS_OK) *count = j;
 done:
-    free(gathered);
-    free(pslot);
-    free(cut);
-    free(pstart);
-    free(pcount);
-    free(picked);
     free(set.slot);
+    free(picked);
+    free(pstart);
+    free(cut);
+    views_close(&view);
     return rc;
 }
 
@@ -424,7 +454,7 @@ int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t 
 }
 
 /* ------------------------------------------------------------------ weighted draws
- * dds_neighbor_sample_weighted (see ddstore.h).  A list's weights are read with the
+ * dds_neighbor_sample_weighted (see dds_neighbor.h).  A list's weights are read with the
  * list: in place for members readable by load, else the eligible ranges of all remote
  * lists of the call in one batched dds_read.  The picks are chosen as CSC rows, then
  * their nbr and eid are read as in dds_neighbor_sample (by load, or one batched read
@@ -486,7 +516,7 @@ static int64_t draw_cum(const double *cum, const double *w, int64_t c, double x)
     return lo;
 }
 
-/* the entries a node with `pos` positive-weight eligible entries takes (see ddstore.h) */
+/* the entries a node with `pos` positive-weight eligible entries takes (see dds_neighbor.h) */
 static int64_t weighted_take(int64_t pos, int64_t k, int replace)
 {
     if (pos == 0) return 0;
@@ -518,58 +548,20 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     size_t nn = (size_t)(n ? n : 1);
     int64_t *cut = malloc(sizeof(int64_t) * nn), *npos = malloc(sizeof(int64_t) * nn);
     const double **wl = malloc(sizeof *wl * nn);  /* each node's eligible weights */
-    const double **wbase = calloc((size_t)width, sizeof *wbase);
-    const char **pn = calloc((size_t)width, sizeof *pn), **pe = calloc((size_t)width,
-                                                                       sizeof *pe);
-    int64_t *first = calloc((size_t)width, sizeof *first);
     int64_t *rstart = NULL, *rcount = NULL, *pslot = NULL, *hpos = NULL;
     double *fetched = NULL, *scratch = NULL, *hkey = NULL;
-    void *gathered = NULL;
-    if (!cut || !npos || !wl || !wbase || !pn || !pe || !first) { rc = no_memory(); goto done; }
+    struct views view = {NULL, NULL, NULL, NULL};
+    if (!cut || !npos || !wl) { rc = no_memory(); goto done; }
     rc = id_bytes(s, g->nbr_var, "nbr", &nb);
     if (rc == DDS_OK) rc = id_bytes(s, g->eid_var, "eid", &eb);
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
-    for (int m = 0; m < width && rc == DDS_OK; m++) {
-        void *a = NULL, *b = NULL, *w = NULL;
-        int64_t rows = 0;
-        rc = dds_member_ptr(s, g->nbr_var, m, &a, &rows);
-        if (rc == DDS_OK) rc = dds_member_ptr(s, g->eid_var, m, &b, &rows);
-        if (rc == DDS_OK) rc = dds_member_ptr(s, w_var, m, &w, &rows);
-        pn[m] = a && b ? a : NULL;
-        pe[m] = a && b ? b : NULL;
-        wbase[m] = w;
-        first[m] = g->indptr[g->node_offsets[m]];
-    }
+    if (rc == DDS_OK) rc = views_open(s, g, w_var, &view);
     if (rc != DDS_OK) goto done;
+    const double **wbase = view.w;
     /* the weights of the eligible ranges of lists not readable by load: one read */
-    int64_t nremote = 0, wtotal = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
-        if (cut[i] > 0 && !wbase[m]) nremote++;
-    }
-    if (nremote) {
-        rstart = malloc(sizeof(int64_t) * (size_t)nremote);
-        rcount = malloc(sizeof(int64_t) * (size_t)nremote);
-        if (!rstart || !rcount) { rc = no_memory(); goto done; }
-        nremote = 0;
-        for (int64_t i = 0; i < n; i++) {
-            int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
-            if (cut[i] <= 0 || wbase[m]) continue;
-            rstart[nremote] = g->indptr[nodes[i]];
-            rcount[nremote++] = cut[i];
-            if (__builtin_add_overflow(wtotal, cut[i], &wtotal) ||
-                wtotal > INT64_MAX / (int64_t)sizeof(double))
-                return_error(DDS_ENOMEM, "weighted neighbour sample: the weights of the "
-                             "remote lists asked for hold more than 2^60 entries");
-        }
-        fetched = malloc(sizeof(double) * (size_t)wtotal);
-        if (!fetched)
-            return_error(DDS_ENOMEM, "weighted neighbour sample: out of memory for the "
-                         "weights of %lld remote list entries", (long long)wtotal);
-        rc = dds_read(s, w_var, rstart, rcount, nremote, fetched,
-                      (int64_t)sizeof(double) * wtotal, 0);
-        if (rc != DDS_OK) goto done;
-    }
+    rc = fetch_remote(s, g, w_var, wbase, nodes, cut, n, "weighted neighbour sample",
+                      "weights", &fetched);
+    if (rc != DDS_OK) goto done;
     /* what each node takes, counted (and the weights checked) before anything is
      * written; scratch sizes: the longest list drawn with replacement, the largest k
      * drawn without */
@@ -579,8 +571,8 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         npos[i] = 0;
         wl[i] = NULL;
         if (c <= 0) continue;
-        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, nodes[i]);
-        const double *w = wbase[m] ? wbase[m] + (start - first[m]) : fetched + off;
+        int m = dds_member_of(g->node_offsets, width, nodes[i]);
+        const double *w = wbase[m] ? wbase[m] + (start - view.first[m]) : fetched + off;
         if (!wbase[m]) off += c;
         wl[i] = w;
         for (int64_t p = 0; p < c; p++) {
@@ -667,11 +659,12 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     int64_t np = 0, nsel = 0;
     for (int64_t q = 0; q < j; q++) {
         int64_t i = row[q], v = nodes[i], r0 = eid[q];
-        int m = width == 1 ? 0 : owner_of_node(g->node_offsets, width, v);
-        if (pn[m]) {
-            int64_t lr = r0 - first[m];
-            nbr[q] = nb == 8 ? ((const int64_t *)pn[m])[lr] : ((const int32_t *)pn[m])[lr];
-            eid[q] = eb == 8 ? ((const int64_t *)pe[m])[lr] : ((const int32_t *)pe[m])[lr];
+        int m = dds_member_of(g->node_offsets, width, v);
+        if (view.nbr[m]) {
+            const char *pn = view.nbr[m], *pe = view.eid[m];
+            int64_t lr = r0 - view.first[m];
+            nbr[q] = nb == 8 ? ((const int64_t *)pn)[lr] : ((const int32_t *)pn)[lr];
+            eid[q] = eb == 8 ? ((const int64_t *)pe)[lr] : ((const int32_t *)pe)[lr];
         } else {
             nbr[q] = -1;  /* marks the slots read below */
             nsel++;
@@ -683,8 +676,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         rstart = malloc(sizeof(int64_t) * (size_t)nsel);
         rcount = malloc(sizeof(int64_t) * (size_t)nsel);
         pslot = malloc(sizeof(int64_t) * (size_t)nsel);
-        gathered = malloc(sizeof(int64_t) * (size_t)nsel);
-        if (!rstart || !rcount || !pslot || !gathered) { rc = no_memory(); goto done; }
+        if (!rstart || !rcount || !pslot) { rc = no_memory(); goto done; }
         for (int64_t q = 0; q < j; q++) {
             if (nbr[q] != -1) continue;
             if (np && pslot[np - 1] + rcount[np - 1] == q &&
@@ -696,18 +688,14 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
                 rcount[np++] = 1;
             }
         }
-        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, pslot, np, nsel, gathered,
-                               nbr, eid);
+        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, pslot, np, nsel, nbr, eid);
     }
     if (rc == DDS_OK) *count = j;
 done:
+    views_close(&view);
     free(cut);
     free(npos);
     free(wl);
-    free(wbase);
-    free(pn);
-    free(pe);
-    free(first);
     free(rstart);
     free(rcount);
     free(pslot);
@@ -715,6 +703,5 @@ done:
     free(hkey);
     free(fetched);
     free(scratch);
-    free(gathered);
     return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * tcsr.c - the local loops of the chunked T-CSR build (see the "T-CSR build" part of
- * ddstore.h; the rounds of MPI exchange are driven from ddstore/temporal/build.py).
+ * dds_tcsr.h; the rounds of MPI exchange are driven from Python, through
+ * ddstore._core.tcsr_count / tcsr_pack / tcsr_place / tcsr_sort).
  *
  * The build never holds more than one chunk of entries outside the store: degrees are
  * counted from the edge table (dds_tcsr_count), each chunk of edges is packed into
@@ -8,8 +9,8 @@
  * placed straight into its chunk of the T-CSR at a per-node cursor (dds_tcsr_place), and
  * at the end every node's list is sorted in place by (time, edge id) (dds_tcsr_sort).
  * Times are optional (t / ts NULL: entries carry time 0, lists are sorted by edge id);
- * the PyG GraphStore's CSC is built this way, keyed by destination without reverse
- * entries.
+ * the CSC of ddstore.pyg.GraphStore is built this way, keyed by destination without
+ * reverse entries.
  * Node and edge ids in the lists are int64 (the T-CSR) or int32 (a CSC whose ids fit):
  * placing and sorting are written once, in tcsr_lists.h, and instantiated per width.
  * No MPI and no allocation: every buffer is the caller's.
@@ -36,17 +37,6 @@ int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num
     return DDS_OK;
 }
 
-static int member_of(const int64_t *node_offsets, int width, int64_t v)
-{
-    int lo = 0, hi = width - 1; /* last member g with node_offsets[g] <= v */
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (node_offsets[mid] <= v) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
-}
-
 int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
                   int add_reverse, const int64_t *node_offsets, int width,
                   int64_t *counts, int64_t *out, int64_t cap)
@@ -64,7 +54,7 @@ int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n
                 return dds_set_error(DDS_ERANGE, "tcsr_pack: edge row %lld has node %lld "
                                      "outside [0, %lld)", (long long)i, (long long)v,
                                      (long long)num_nodes);
-            counts[member_of(node_offsets, width, v)]++;
+            counts[dds_member_of(node_offsets, width, v)]++;
         }
     }
     /* counts[g] becomes the cursor of member g (its first entry in `out`), and after
@@ -82,7 +72,7 @@ int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n
     for (int64_t i = 0; i < n; i++) {
         for (int r = 0; r < per; r++) {
             int64_t v = edges[2 * i + r], u = edges[2 * i + 1 - r];
-            int64_t *e = out + 4 * counts[member_of(node_offsets, width, v)]++;
+            int64_t *e = out + 4 * counts[dds_member_of(node_offsets, width, v)]++;
             double ti = t ? t[i] : 0.0;
             e[0] = v;
             e[1] = u;

@@ -1,6 +1,6 @@
 /*
- * temporal.c - temporal neighbour sampling over a T-CSR held in the store (see the
- * "temporal graphs" section of ddstore.h).
+ * temporal.c - temporal neighbour sampling over a T-CSR held in the store (see
+ * dds_temporal.h).
  *
  * Lists of members this rank can read by load (its own chunk, node-local peers) are
  * read in place.  Lists of the other members are read with batched one-sided reads:
@@ -187,7 +187,7 @@ static int place_lists(struct sampler *sp, int64_t *nremote)
     for (int64_t i = 0; i < sp->n; i++) {
         int64_t v = sp->roots[i], start = g->indptr[v];
         const struct member_view *mv =
-            &sp->view[sp->width == 1 ? 0 : owner_of_node(g->node_offsets, sp->width, v)];
+            &sp->view[dds_member_of(g->node_offsets, sp->width, v)];
         struct list_src *ls = &sp->src[i];
         ls->ts = NULL;
         if (g->indptr[v + 1] == start) {

@@ -15,7 +15,9 @@ Run directly (``python python_bindings/build_ddstore.py [OUTDIR]``) to build in 
 is not instrumented, so such a module loads only with the ASan runtime preloaded
 (``LD_PRELOAD=$(gcc -print-file-name=libasan.so)``).
 """
+import glob
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -68,14 +70,24 @@ def mpi_flags():
 SANITIZE = os.environ.get("DDSTORE_SANITIZE", "") not in ("", "0")
 _SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g"]
 
-with open(os.path.join(CSRC, "ddstore.h")) as f:
-    _header = f.read()
-_cdef = []
-for line in _header.splitlines():
-    if line.startswith("#") or "extern \"C\"" in line or line.strip() in ("}",):
-        continue
-    _cdef.append(line)
-_cdef = "\n".join(_cdef).replace("#include <mpi.h>", "")
+
+def _api_headers():
+    """The concept headers of the C API, in the order the umbrella ``csrc/ddstore.h``
+    includes them (its ``#include "..."`` lines)."""
+    with open(os.path.join(CSRC, "ddstore.h")) as f:
+        return re.findall(r'^#include "([^"]+)"', f.read(), re.M)
+
+
+def _declarations(name):
+    """What cffi declares of one API header: its text without preprocessor lines and
+    the C++ ``extern "C"`` wrapper."""
+    with open(os.path.join(CSRC, name)) as f:
+        return "\n".join(line for line in f.read().splitlines()
+                         if not (line.startswith("#") or 'extern "C"' in line
+                                 or line.strip() == "}"))
+
+
+_cdef = "\n".join(_declarations(h) for h in _api_headers())
 
 ffibuilder = FFI()
 # MPI_Comm is opaque to cffi: an int in MPICH, a pointer in Open MPI.
@@ -98,7 +110,7 @@ ffibuilder.set_source(
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,
-    depends=[_csrc(f) for f in ("ddstore.h", "internal.h", "sampling.h", "tcsr_lists.h")],
+    depends=[_csrc(os.path.basename(h)) for h in sorted(glob.glob(os.path.join(CSRC, "*.h")))],
     extra_compile_args=["-O2", "-std=c11", "-Wall"] + (_SANITIZE_FLAGS if SANITIZE else []),
     extra_link_args=_link + (_SANITIZE_FLAGS if SANITIZE else []),
 )

@@ -25,6 +25,9 @@ its own rows) with rma:
   ``Data`` store's, a CSR beside it as given, link labels on their own edges, ``e_id``
   the put ids; graphs with no edges (homogeneous, no edge types, an empty edge type)
   sampled as their seeds;
+- the C sampler under the sampler (``dds_neighbor_sample``, int32 and int64 ids): ``k = 0``
+  takes nothing with every flag, and ``k = 1`` with ``LAST`` the last entry of every
+  list, for lists held by every member (other members' by MPI_Get with rma);
 - bad input (unknown attribute, index out of range, wrong dtype, ranks putting different
   attributes or dtypes, overlapping ranges, node ids out of range, seeds out of range, a
   time_attr the graph is not sorted by) raising the same error on every rank for
@@ -38,6 +41,7 @@ from _harness import check, each_store, expect_error, run_main, widths_from
 from _graphs import two_type_graph
 
 from ddstore import DDStoreIndexError, DDStoreValueError, partition  # noqa: E402
+from ddstore import _core  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
 from ddstore.placement import balanced_offsets  # noqa: E402
 from torch_geometric.data import Data, HeteroData  # noqa: E402
@@ -503,6 +507,43 @@ def empty_graphs(store, tag):
     check(set(b["a"].n_id.tolist()) == set(es.tolist()), f"{tag}: nodes of a")
 
 
+def c_zero_fanout(width, transport, tag):
+    """dds_neighbor_sample, below the sampler (which never asks for k = 0): k = 0 takes
+    nothing with every flag, and k = 1 with LAST the last entry of each list, for all
+    nodes, whose lists are spread over the group's members (read with MPI_Get from
+    other members under rma).  Before the fix, LAST with k = 0 queued an empty read per
+    node held by another member into a buffer sized by what is taken (one slot): a heap
+    overflow that aborted the process."""
+    n_nodes, per = 64, 3
+    indptr = np.arange(0, per * (n_nodes + 1), per, dtype=np.int64)
+    node_off = np.linspace(0, n_nodes, width + 1).astype(np.int64)
+    src = (np.arange(per * n_nodes, dtype=np.int64) * 7) % n_nodes
+    core = _core.Core(comm, width, transport)
+    try:
+        g = core.group_rank
+        lo, hi = indptr[node_off[g]], indptr[node_off[g + 1]]
+        for dt in (np.int64, np.int32):
+            nbr = core.add(f"nbr{dt.__name__}", int(hi - lo), dt().itemsize)
+            eid = core.add(f"eid{dt.__name__}", int(hi - lo), dt().itemsize)
+            core.write_local(nbr, 0, np.ascontiguousarray(src[lo:hi].astype(dt)))
+            core.write_local(eid, 0, np.arange(lo, hi, dtype=dt))
+            core.sync()
+            csc = _core.CSC(core, nbr, eid, None, indptr, node_off)
+            nodes = np.arange(n_nodes, dtype=np.int64)
+            for flags in (0, _core.NEIGHBOR_REPLACE, _core.NEIGHBOR_LAST):
+                row, _, _ = csc.sample(nodes, None, 0, flags, 5, 16)
+                check(row.shape[0] == 0, f"{tag} C k=0 flags={flags} {dt.__name__}: "
+                                         f"{row.shape[0]} taken")
+            row, got_nbr, got_eid = csc.sample(nodes, None, 1, _core.NEIGHBOR_LAST, 5,
+                                               n_nodes)
+            last = indptr[1:] - 1
+            check(np.array_equal(row, nodes) and np.array_equal(got_eid, last) and
+                  np.array_equal(got_nbr, src[last]),
+                  f"{tag} C k=1 LAST {dt.__name__}: not the last entry of every list")
+    finally:
+        core.free()
+
+
 def main(widths=None):
     """Every case for each width (default: every width dividing the rank count; the
     command line may name some) and both transports."""
@@ -528,6 +569,7 @@ def main(widths=None):
         chunked(store, data, tag, rangewise)
         orders(store, tag, rangewise)
         empty_graphs(store, tag)
+        c_zero_fanout(store.width, transport, tag)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+/*
+ * dds_neighbor.h - one hop of PyG-style neighbour sampling over a CSC held in the store,
+ * uniform or weighted, and the relabelling of the nodes sampled (csrc/neighbor.c; used
+ * by ddstore.pyg.NeighborSampler through ddstore._core.CSC and ddstore._core.Relabel).
+ * Part of the C API of the ddstore core (include ddstore.h); the rules every function
+ * follows are at the top of dds_store.h, the T-CSR layout in dds_tcsr.h.
+ *
+ * A CSC held like a T-CSR (dds_tcsr): per edge, `nbr` = its source node, `eid` = its
+ * edge id and, optionally, `ts` = its time (ts_var < 0: no times); the lists sorted by
+ * destination, then time; `indptr` indexed by destination node.  `nbr` and `eid` hold
+ * int32 or int64 ids (rows of 4 or 8 bytes, each variable its own); outputs are int64.
+ */
+#ifndef DDSTORE_NEIGHBOR_H
+#define DDSTORE_NEIGHBOR_H
+
+#include "dds_store.h"
+#include "dds_tcsr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dds_neighbor_flags {
+    DDS_NEIGHBOR_REPLACE = 1, /* k independent uniform draws (with replacement) */
+    DDS_NEIGHBOR_LAST = 2     /* the last min(k, eligible) entries of the list */
+};
+
+/* Local (one-sided).  One hop for `n` destination nodes.  Node i's eligible entries are
+ * its whole list or, when `node_ts` is not NULL, the entries with ts <= node_ts[i] (a
+ * prefix: lists are sorted by time).  With c eligible: k < 0 takes all c; LAST takes the
+ * last min(k, c); REPLACE takes k independent uniform draws (none when c == 0);
+ * otherwise min(k, c) distinct entries, uniformly (all c in list order when c <= k).
+ * Buffers are sized by what is taken, never by k alone, so any k >= 0 is valid.
+ * Draws depend only on (seed, i).  Outputs (capacity `cap` each, compact in node
+ * order): row[j] (position i of the node), nbr[j], eid[j]; *count is the number
+ * written.  The entries taken are counted before anything is written: DDS_EINVAL when
+ * they exceed `cap`, DDS_ENOMEM when their number does not fit 64 bits (REPLACE with
+ * an absurd k).  Rows readable by load are copied in place, the others read one-sidedly by
+ * one batched dds_read per variable. */
+int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *nodes,
+                        const double *node_ts, int64_t n, int64_t k, int flags,
+                        uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
+                        int64_t *eid, int64_t *count);
+
+/* Local, no MPI, no store.  Map `n` keys (>= 0) to dense ids through the caller's
+ * open-addressing table (`cap` a power of two > *next + n; empty slots hold key -1):
+ * a key seen before gets its id, a new key the id *next (then incremented), and its
+ * position is appended to new_pos (*n_new of them, in order of first occurrence).
+ * ids and new_pos have capacity n (one entry per key at most). */
+int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t *keys,
+                int64_t n, int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
+/* Local (one-sided).  dds_neighbor_sample with weights: `w_var` holds one float64 per
+ * CSC row (the edge's weight, in the CSC's row order), read with each list (by load, or
+ * the eligible ranges of all remote lists in one batched dds_read).  Entries of weight 0
+ * are never taken; with p positive-weight entries among node i's eligible ones: k < 0
+ * or (without REPLACE) p <= k takes all p, in list order; REPLACE takes k independent
+ * draws, each entry with probability w / (sum of the eligible weights) (none when
+ * p == 0); otherwise k distinct entries by Efraimidis-Spirakis: every positive entry
+ * gets the key E / w (E exponential(1), from the stream of (seed, i, entry)), and the k
+ * smallest keys are taken, in list order (the law of k successive draws without
+ * replacement, each in proportion to the weights left).  flags: only REPLACE
+ * (DDS_EINVAL for LAST).  DDS_EINVAL when an eligible weight is negative, NaN or
+ * infinite (naming its CSC row), or the entries taken exceed `cap`; nothing is
+ * counted as written then.  Outputs as dds_neighbor_sample. */
+int dds_neighbor_sample_weighted(dds_store *store, const dds_tcsr *graph, int w_var,
+                                 const int64_t *nodes, const double *node_ts, int64_t n,
+                                 int64_t k, int flags, uint64_t seed, int64_t cap,
+                                 int64_t *row, int64_t *nbr, int64_t *eid, int64_t *count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DDSTORE_NEIGHBOR_H */

@@ -1,0 +1,161 @@
+/*
+ * dds_store.h - the store: variables whose rows are spread over the ranks, and their
+ * reads; the status codes and the rules (errors, collective calls, outputs, threads)
+ * that every function of the C API follows.  Part of the C API of the ddstore core
+ * (include ddstore.h, which includes every part).
+ *
+ * A store spreads the rows of each variable over the ranks of a communicator.  Ranks
+ * form groups of `width` consecutive ranks; each group holds one full replica, each
+ * member one chunk.  The global row space of a variable is the concatenation of the
+ * members' chunks in group-rank order.  A rank only ever reads from its own group.
+ *
+ * Every function returns DDS_OK (0) or an error code; on error the message is left in
+ * dds_last_error(), which is per thread: read it in the thread that made the failed call
+ * (before that thread's next call into the core).
+ *
+ * Functions marked COLLECTIVE must be called by every rank of the communicator, in the
+ * same order, for the same variable.  C does not check that: collective calls made out
+ * of step wait forever or mismatch.  The Python layer checks every collective call before
+ * it enters C (ddstore/_collective.py: one allgather of (operation, name, error) that
+ * every rank meets), so ranks in different calls are told instead of waiting.
+ * What C guarantees once the calls match:
+ *   - dds_create and dds_add agree on errors (every MPI call and allocation included):
+ *     either every rank succeeds, or every rank returns the same code and the message of
+ *     the lowest failing rank, and nothing is created (the store stays usable).  The
+ *     exceptions are failures that leave nothing to agree over: MPI_Comm_dup (and the
+ *     rank and size of its result) in dds_create, and an MPI error inside the agreement
+ *     itself; those are this rank's alone.
+ *   - dds_sync returns this rank's own MPI error only (an MPI failure there is fatal to
+ *     the job in practice); dds_remove and dds_free release what they can and return
+ *     DDS_OK (or a local DDS_ESTATE for an unknown variable, checked before any MPI call).
+ * Local functions touch no other rank.
+ *
+ * Outputs.  Every function that writes into a caller's array is given that array's
+ * capacity (named `cap`, in elements, or `out_bytes`, in bytes) and returns an error
+ * (DDS_EINVAL, with a message naming both sizes) instead of writing past it; nothing is
+ * written to an output before its size is checked.  Sizes computed from the caller's
+ * integers (counts times row sizes, nodes times fanouts) are checked for overflow before
+ * they are used: DDS_ENOMEM when they do not fit 64 bits.  The exceptions are arrays
+ * whose length is another argument (`deg[num_nodes]`, `counts[width]`, `ids[n]`), and
+ * inputs, whose lengths are the caller's to get right.
+ *
+ * Threads (MPI_THREAD_MULTIPLE for the RMA path).  Variables never move in memory once
+ * added (see DDS_MAX_VARS in csrc/internal.h), so:
+ *   - reads (dds_read, dds_read_range, dds_ranges_total) and queries (dds_nrows,
+ *     dds_chunk_offsets, dds_member_ptr, dds_local_bytes, dds_group_*) may run in several
+ *     threads at once, and may overlap a dds_add on the same store (in one other thread);
+ *   - dds_write_local may overlap reads; rows it writes read as undefined until dds_sync;
+ *   - a dds_read with DDS_READ_PER_ROW_LOCK leaves the variable's shared access epoch for
+ *     its duration: it may not overlap any other read of that variable;
+ *   - dds_remove may not overlap anything on that variable; dds_sync and dds_free may
+ *     not overlap anything on the store; two dds_add calls may not overlap each other.
+ */
+#ifndef DDSTORE_STORE_H
+#define DDSTORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dds_status {
+    DDS_OK = 0,
+    DDS_EINVAL = 1,   /* bad argument (value error) */
+    DDS_ERANGE = 2,   /* index or offset out of range */
+    DDS_ENOMEM = 3,   /* allocation too large or failed */
+    DDS_EMPI = 4,     /* an MPI call failed */
+    DDS_ESTATE = 5    /* store freed, or variable unknown */
+};
+
+enum dds_transport {
+    DDS_TRANSPORT_AUTO = 0, /* node-local peers by shared memory, others by MPI_Get */
+    DDS_TRANSPORT_RMA = 1,  /* always MPI_Get, even for node-local peers */
+    DDS_TRANSPORT_SHM = 2   /* shared memory only: every group member must be node-local */
+};
+
+/* flags for dds_read */
+enum dds_read_flags {
+    DDS_READ_PER_ROW_LOCK = 1 /* lock/get/unlock per row (the slow path, for benchmarks) */
+};
+
+typedef struct dds_store dds_store;
+
+/* COLLECTIVE.  Create a store over `*comm` (duplicated internally) with groups of
+ * `width` consecutive ranks (width <= 0 means all ranks).  The communicator is passed by
+ * address so that bindings need not know the size of MPI_Comm (mpi4py's
+ * MPI._addressof(comm) gives it). */
+int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out);
+
+/* COLLECTIVE.  Free every window and communicator; *store becomes NULL.  Safe on NULL.
+ * If MPI is already finalized the memory is released without MPI calls. */
+int dds_free(dds_store **store);
+
+/* Local.  The message of this thread's last failed call (empty before any failure).
+ * Per thread, not per store: valid until this thread's next call into the core. */
+const char *dds_last_error(void);
+
+int dds_group_rank(const dds_store *store);
+int dds_group_size(const dds_store *store);
+int dds_ngroups(const dds_store *store);
+/* number of group members whose chunk this rank reads by direct load (shared memory) */
+int dds_shm_peers(const dds_store *store);
+
+/* COLLECTIVE.  Add a variable: this rank holds `n_local` rows of `row_bytes` bytes each
+ * (contents undefined until written).  `name` is used in messages only.  On success
+ * *var_id is the variable's handle. */
+int dds_add(dds_store *store, const char *name, int64_t n_local, int64_t row_bytes,
+            int *var_id);
+
+/* COLLECTIVE.  Free a variable's windows and memory; its id is never reused. */
+int dds_remove(dds_store *store, int var_id);
+
+/* Local.  Copy `nrows` rows from `src` into this rank's chunk at local row `offset`. */
+int dds_write_local(dds_store *store, int var_id, int64_t offset, const void *src,
+                    int64_t nrows);
+
+/* Local.  Address of group member `member`'s chunk when this rank can read it by plain
+ * loads (its own chunk, or a node-local peer's in shared memory), else NULL (read it
+ * with dds_read); *nrows is the member's number of rows either way. */
+int dds_member_ptr(dds_store *store, int var_id, int member, void **ptr, int64_t *nrows);
+
+/* COLLECTIVE.  Make every rank's local writes visible to every reader. */
+int dds_sync(dds_store *store);
+
+/* Rows of a variable in the group's global row space. */
+int dds_nrows(const dds_store *store, int var_id, int64_t *nrows);
+/* Bytes per row of a variable. */
+int dds_row_bytes(const dds_store *store, int var_id, int64_t *row_bytes);
+/* first global row of each group member's chunk: offsets[group_size + 1] (`cap` the
+ * capacity of offsets, at least group_size + 1) */
+int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets, int64_t cap);
+
+/* Local (one-sided).  Read `n` row ranges [starts[i], starts[i] + counts[i]) of a
+ * variable into `out`, packed in request order.  Ranges may repeat, overlap and span
+ * owners; `counts` may be NULL, meaning one row per range (a batch of row indices).
+ * `out_bytes` is the capacity of `out` in bytes: DDS_EINVAL (nothing read) when the
+ * rows asked for need more.  All remote reads of a call are issued in one access epoch
+ * and completed by one flush per target (unless DDS_READ_PER_ROW_LOCK is given). */
+int dds_read(dds_store *store, int var_id, const int64_t *starts, const int64_t *counts,
+             int64_t n, void *out, int64_t out_bytes, int flags);
+
+/* Local.  Check ranges as dds_read does, without reading: *total is the number of rows
+ * they hold in all (what the caller must allocate).  Counts < 0 give DDS_EINVAL, ranges
+ * outside [0, nrows) DDS_ERANGE, a total too large for one buffer DDS_ENOMEM. */
+int dds_ranges_total(dds_store *store, int var_id, const int64_t *starts,
+                     const int64_t *counts, int64_t n, int64_t *total);
+
+/* Local (one-sided).  dds_read of the one range [start, start + count) into `out` of
+ * `out_bytes` bytes. */
+int dds_read_range(dds_store *store, int var_id, int64_t start, int64_t count, void *out,
+                   int64_t out_bytes);
+
+/* Bytes of row data this rank holds. */
+int64_t dds_local_bytes(const dds_store *store);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DDSTORE_STORE_H */

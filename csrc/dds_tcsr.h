@@ -1,0 +1,77 @@
+/*
+ * dds_tcsr.h - the T-CSR: neighbour lists sorted by time, held in three store variables,
+ * and its build (csrc/tcsr.c).  The temporal sampler (dds_temporal.h) reads it, and the
+ * PyG neighbour sampler (dds_neighbor.h) reads a CSC held the same way.  Part of the C
+ * API of the ddstore core (include ddstore.h); the rules every function follows are at
+ * the top of dds_store.h.
+ *
+ * A T-CSR: the neighbour lists of all nodes, each sorted by timestamp (ties in edge
+ * order), concatenated in node order into three store variables of equal row count:
+ * `nbr` (int64 neighbour id), `ts` (double timestamp) and `eid` (int64 edge id).  Group
+ * member g holds the lists of nodes [node_offsets[g], node_offsets[g + 1]), so its chunk
+ * is the global rows [indptr[node_offsets[g]], indptr[node_offsets[g + 1]]).  `indptr`
+ * (num_nodes + 1 global rows) and `node_offsets` are replicated metadata.
+ */
+#ifndef DDSTORE_TCSR_H
+#define DDSTORE_TCSR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dds_tcsr {
+    int nbr_var, ts_var, eid_var;
+    int64_t num_nodes;
+    const int64_t *indptr;       /* [num_nodes + 1] */
+    const int64_t *node_offsets; /* [group_size + 1] */
+    /* lists of members that are not load-readable are fetched whole (ts, nbr, eid) when
+     * they have at most fetch_whole_max * max(1, roots asking / 2) entries; longer ones
+     * are binary-searched remotely (one batched read per step); <= 0 means 2048 */
+    int64_t fetch_whole_max;
+    /* uniform draws from a list that is not load-readable read its whole eligible range
+     * in one piece when it has at most range_factor * k entries, else one row per draw;
+     * <= 0 means 64 */
+    int64_t range_factor;
+} dds_tcsr;
+
+/* T-CSR build (csrc/tcsr.c; the MPI rounds are driven from Python, through
+ * ddstore._core.tcsr_count / tcsr_pack / tcsr_place / tcsr_sort).  Local, no MPI,
+ * no allocation.  `edges` is an edge table chunk: n rows of (src, dst) int64, row i is
+ * edge id eid0 + i at time t[i].  An entry is 4 words: (node, neighbour, timestamp bits
+ * as double, edge id); every edge gives (src, dst, t, id), and with add_reverse also
+ * (dst, src, t, id).
+ *
+ * dds_tcsr_count: deg[v] += the entries of node v (DDS_ERANGE for a node outside
+ * [0, num_nodes)).  dds_tcsr_pack: the entries of n edges into out (capacity `cap`
+ * entries of 4 words; n * (1 + add_reverse) suffice), grouped by the member owning the
+ * node (node_offsets[width + 1]), in edge order within a member; counts[width] gets the
+ * number of entries per member.  dds_tcsr_place: put n received entries of nodes in
+ * [node_lo, node_hi) into this member's chunk (nbr, ts, eid, each of capacity `rows`;
+ * local row 0 is global row indptr[node_lo]) at row indptr[v] + fill[v - node_lo]++
+ * (DDS_EINVAL if a node is not this member's, gets more entries than its degree, or
+ * its row is outside [0, rows)).  dds_tcsr_sort: sort every list of nodes
+ * [node_lo, node_hi) in place by (timestamp, edge id) (DDS_EINVAL, nothing sorted, if a
+ * list is outside [0, rows) of the chunk).  Times are optional: t NULL
+ * in dds_tcsr_pack packs time 0; ts NULL in dds_tcsr_place / dds_tcsr_sort keeps no
+ * times and sorts every list by edge id alone (the CSC of ddstore.pyg.GraphStore
+ * without a time).  `id_bytes` is the width of the ids in nbr and eid: 8 (int64_t, the
+ * T-CSR) or 4 (int32_t, the CSC of ddstore.pyg.GraphStore when its ids fit;
+ * dds_tcsr_place gives DDS_ERANGE for an entry whose neighbour or edge id does not fit);
+ * anything else is DDS_EINVAL. */
+int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num_nodes,
+                   int64_t *deg);
+int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
+                  int add_reverse, const int64_t *node_offsets, int width,
+                  int64_t *counts, int64_t *out, int64_t cap);
+int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
+                   const int64_t *indptr, int64_t *fill, void *nbr, double *ts,
+                   void *eid, int64_t rows, int id_bytes);
+int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void *nbr,
+                  double *ts, void *eid, int64_t rows, int id_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DDSTORE_TCSR_H */
