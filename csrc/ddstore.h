@@ -12,6 +12,8 @@
  *                   or weighted, and relabelling (csrc/neighbor.c)
  *   dds_dynamic.h   one dynamic-graph step: a snapshot plus an edge delta
  *                   (csrc/dynamic.c)
+ *   dds_subgraph.h  transforms of a sampled batch's edges: PyG's to_bidirectional
+ *                   (csrc/subgraph.c)
  *
  * The cffi bindings (python_bindings/build_ddstore.py) declare what these headers
  * declare, read in the order of the #include lines below.
@@ -24,5 +26,6 @@
 #include "dds_temporal.h"
 #include "dds_neighbor.h"
 #include "dds_dynamic.h"
+#include "dds_subgraph.h"
 
 #endif /* DDSTORE_H */

@@ -489,3 +489,44 @@ def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):
                                 f"({n} edges, -{nr} +{na}): {why}; the stored data is "
                                 f"corrupt")
     return new_keys, new_w, edge_index
+
+
+_ONE_I64 = np.zeros(1, dtype=np.int64)  # a valid pointer for an empty id array
+
+
+def bidirectional(row, col, rev_row, rev_col, edge_id=None, rev_edge_id=None,
+                  num_nodes=None):
+    """PyG's ``to_bidirectional`` in C (``dds_bidirectional``): ``(row, col, edge_id)``
+    of the pairs ``(row, col)`` and ``(rev_col, rev_row)`` sorted by ``(col, row)``, each
+    distinct pair once, a pair with ids keeping the id of its last occurrence (the
+    reversed ones come after the originals).  Inputs are int64 numpy arrays; ids given for
+    both sides or for none (``edge_id`` None: the third output is None).  ``num_nodes``
+    bounds every id (default: the largest + 1)."""
+    row, col, rev_row, rev_col = (np.ascontiguousarray(a, dtype=np.int64)
+                                  for a in (row, col, rev_row, rev_col))
+    with_ids = edge_id is not None
+    if with_ids != (rev_edge_id is not None):
+        raise DDStoreValueError("bidirectional: edge ids must be given for both sides or "
+                                "for neither")
+    n, nr = row.shape[0], rev_row.shape[0]
+    if num_nodes is None:
+        num_nodes = 1 + max([-1] + [int(a.max()) for a in (row, col, rev_row, rev_col)
+                                    if a.shape[0]])
+    cap = n + nr
+    out_row, out_col = np.empty(cap, np.int64), np.empty(cap, np.int64)
+    out_eid = np.empty(cap, np.int64) if with_ids else None
+
+    def ptr(arr):
+        if arr is None:
+            return ffi.NULL
+        return ffi.from_buffer("int64_t[]", arr if arr.shape[0] else _ONE_I64)
+
+    if with_ids:
+        edge_id, rev_edge_id = (np.ascontiguousarray(a, dtype=np.int64)
+                                for a in (edge_id, rev_edge_id))
+    out_n = ffi.new("int64_t *")
+    _local_check(lib.dds_bidirectional(
+        ptr(row), ptr(col), ptr(edge_id), n, ptr(rev_row), ptr(rev_col), ptr(rev_edge_id),
+        nr, int(num_nodes), cap, ptr(out_row), ptr(out_col), ptr(out_eid), out_n))
+    m = out_n[0]
+    return out_row[:m], out_col[:m], None if out_eid is None else out_eid[:m]

@@ -105,3 +105,79 @@ def test_untimed_edge_type_put_before_its_time_is_refused(store):
     with pytest.raises(DDStoreValueError, match=r"edge type \('b', 'ba', 'a'\) was put "
                        r"without times but 'late/node/b/time' exists now"):
         dpyg.NeighborSampler(gs, [-1], time_attr="time")
+
+
+def _pyg_pairs_and_ids(row, col, edge):
+    """Brute force: every (row, col) pair of the edges and their reversals, with the set
+    of edge ids that give each pair."""
+    ids = {}
+    for r, c, e in zip(row.tolist(), col.tolist(), edge.tolist()):
+        ids.setdefault((r, c), set()).add(e)
+        ids.setdefault((c, r), set()).add(e)
+    return ids
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_to_bidirectional_is_pygs(seed):
+    """The C to_bidirectional gives PyG's pairs in PyG's order, every edge id one of the
+    pair's own (PyG's reduce='any'), and per-hop counts cleared; hetero as PyG's rules."""
+    import warnings
+    import numpy as np
+    from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
+    from ddstore.pyg.sampler import to_bidirectional
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    e = int(rng.integers(0, 200))
+    pairs = np.unique(rng.integers(0, n, (e, 2)), axis=0)  # a sampler never repeats one
+    rng.shuffle(pairs)
+    row, col = torch.from_numpy(pairs[:, 0].copy()), torch.from_numpy(pairs[:, 1].copy())
+    edge = torch.from_numpy(rng.permutation(10 * n + len(pairs))[:len(pairs)])
+    node = torch.arange(n)
+    out = SamplerOutput(node, row, col, edge, num_sampled_nodes=[1],
+                        num_sampled_edges=[len(pairs)])
+    ours, pygs = to_bidirectional(out), out.to_bidirectional()
+    assert torch.equal(ours.row, pygs.row) and torch.equal(ours.col, pygs.col)
+    assert ours.num_sampled_nodes is None and ours.num_sampled_edges is None
+    ids = _pyg_pairs_and_ids(row, col, edge)
+    assert set(ids) == set(zip(ours.row.tolist(), ours.col.tolist()))
+    assert all(e in ids[(r, c)] for r, c, e in
+               zip(ours.row.tolist(), ours.col.tolist(), ours.edge.tolist()))
+    # hetero: a rev_ pair, a self type, a unique reverse, and a type without reverse
+    types = [("a", "to", "b"), ("b", "rev_to", "a"), ("a", "self", "a"),
+             ("b", "up", "c"), ("c", "down", "b"), ("a", "lone", "c")]
+    rows, cols, edges = {}, {}, {}
+    for t in types:
+        k = int(rng.integers(0, 40))
+        rows[t] = torch.from_numpy(rng.integers(0, 9, k))
+        cols[t] = torch.from_numpy(rng.integers(0, 9, k))
+        edges[t] = torch.arange(k)
+    nodes = {t: torch.arange(9) for t in "abc"}
+    hout = HeteroSamplerOutput(nodes, rows, cols, edges)
+    with warnings.catch_warnings(record=True) as ours_warn:
+        warnings.simplefilter("always")
+        ours = to_bidirectional(hout)
+    with warnings.catch_warnings(record=True) as pyg_warn:
+        warnings.simplefilter("always")
+        pygs = hout.to_bidirectional()
+    assert [str(w.message) for w in ours_warn] == [str(w.message) for w in pyg_warn]
+    assert len(ours_warn) == 1  # ("a", "lone", "c") has no reverse
+    for t in types:
+        assert torch.equal(ours.row[t], pygs.row[t]), t
+        assert torch.equal(ours.col[t], pygs.col[t]), t
+        assert (ours.edge[t] is None) == (pygs.edge[t] is None), t
+        if ours.edge[t] is not None:
+            assert torch.equal(ours.edge[t], pygs.edge[t]), t
+    assert hout.row[types[0]] is rows[types[0]]  # the input is left as it was
+
+
+def test_bidirectional_core_errors():
+    import numpy as np
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    from ddstore._core import bidirectional
+    one = np.array([0], dtype=np.int64)
+    with pytest.raises(DDStoreIndexError, match=r"outside \[0, 1\)"):
+        bidirectional(one, one + 1, one, one, num_nodes=1)
+    with pytest.raises(DDStoreValueError, match="both sides"):
+        bidirectional(one, one, one, one, edge_id=one)
+    r, c, e = bidirectional(one[:0], one[:0], one, one, one[:0], one + 7)
+    assert r.tolist() == [0] and c.tolist() == [0] and e.tolist() == [7]
