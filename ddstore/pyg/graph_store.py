@@ -14,7 +14,7 @@ from .._checks import exact_times, is_int
 from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
-from ..temporal.build import check_chunk_edges, create, default_chunk_edges, fill_tcsr
+from ..build import check_chunk_edges, create, default_chunk_edges, fill_tcsr
 from ._common import (as_edge_type, as_numpy, call_piece, edge_var, is_edge_type, node_var,
                       piece_error, rows_error, tiling_error, type_key)
 from .feature_store import UnknownAttributeError
@@ -133,10 +133,10 @@ class GraphStore(_PygGraphStore):
     CSC pointer).  ``remove_edge_index(edge_type, layout)`` (collective) removes that
     layout and returns True, or False when it was not stored (as PyG's stores).
 
-    **Memory**: the CSC is built like a T-CSR (:mod:`ddstore.temporal.build`, keyed by
+    **Memory**: the CSC is built like a T-CSR (:mod:`ddstore.build`, keyed by
     destination): its variables are created once at their final size and filled in
     place, each rank sending ``chunk_edges`` of its edges per round (default
-    :func:`~ddstore.temporal.build.default_chunk_edges`), and every list is sorted in C.
+    :func:`~ddstore.build.default_chunk_edges`), and every list is sorted in C.
     The edges are read in pieces of at most ``chunk_edges`` columns: a pass that checks
     them and counts the degrees (two passes without ``size``; one more with a
     ``time_attr``, to check the times), then the rounds of the build.  Beyond the edges

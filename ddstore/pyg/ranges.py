@@ -39,7 +39,7 @@ from .._collective import as_error
 from ..errors import DDStoreError, DDStoreValueError
 from ..memory import release_free_heap
 from ..sources.base import first_outside
-from ..temporal.build import check_chunk_edges
+from ..build import check_chunk_edges
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
 
