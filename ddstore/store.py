@@ -681,6 +681,15 @@ class DDStore(RecordsAPI):
         return (functools.partial(self._read_range, var.vid),
                 functools.partial(self._read_rows, var.vid))
 
+    def core_ids(self, *names):
+        """For layers that build C handles over stored rows variables (the samplers'
+        ``ddstore._core.CSC`` / ``TCSR``): ``(core, ids)``, this store's core handle and
+        the core ids of variables ``names``, in order.  An unknown name raises a
+        :class:`DDStoreValueError` naming the known ones; nothing else is checked.  Ids
+        are valid until their variable is removed or the store freed."""
+        ids = [self._var(n).vid for n in names]
+        return self._core, ids
+
     def __repr__(self):
         if not self._core.alive:
             return "DDStore(freed)"

@@ -631,11 +631,16 @@ class TemporalGraph:
         lo, hi = self.node_offsets[self.store.group_rank:self.store.group_rank + 2]
         return int(24 * (self.indptr[hi] - self.indptr[lo]) + self.indptr.nbytes)
 
-    def _c_tcsr(self, fetch_whole_max=0, range_factor=0):
+    def tcsr_handle(self, fetch_whole_max=0, range_factor=0):
+        """Local: a new C handle over this graph's T-CSR (``ddstore._core.TCSR``: the
+        stored ``nbr`` / ``ts`` / ``eid`` with the replicated ``indptr`` and member
+        ranges), what :class:`~ddstore.temporal.TemporalSampler` samples through;
+        ``fetch_whole_max`` / ``range_factor`` are its remote-read settings (checked by
+        the caller).  Valid while the graph's variables are stored."""
         from .._core import TCSR
-        st = self.store
-        return TCSR(st._core, *(st._var(f"{self.name}/{k}").vid for k in _T_VARS),
-                    self.indptr, self.node_offsets, fetch_whole_max, range_factor)
+        core, ids = self.store.core_ids(*(f"{self.name}/{k}" for k in _T_VARS))
+        return TCSR(core, *ids, self.indptr, self.node_offsets, fetch_whole_max,
+                    range_factor)
 
     def __repr__(self):
         return (f"TemporalGraph({self.name!r}, num_nodes={self.num_nodes}, "
