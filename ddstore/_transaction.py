@@ -40,77 +40,73 @@ among the removals), so that the object does not name variables that are gone.
 from ._collective import is_agreed, mark_agreed
 from .errors import DDStoreStateError
 
-__all__ = ["Transaction"]
+__all__ = ["Transaction", "Journal"]
 
 
-class _Log:
-    """The record of one store's open transactions: what to undo, in order (variable
-    names, and ``on_rollback`` callables), and how deeply transactions are nested."""
+class Journal:
+    """The record of one store's open transactions (the store owns one): what to undo,
+    in order (variable names, and ``on_rollback`` callables), and how deeply
+    transactions are nested (``depth``; 0: none open, nothing is recorded)."""
     __slots__ = ("entries", "depth")
 
     def __init__(self):
         self.entries, self.depth = [], 0
 
+    def note_created(self, name):
+        """Called by the store where a variable comes into being."""
+        if self.depth:
+            self.entries.append(name)
 
-def note_created(store, name):
-    """Called by the store where a variable comes into being."""
-    log = store._txn_log
-    if log is not None:
-        log.entries.append(name)
-
-
-def note_removed(store, name):
-    """Called by the store where a variable is removed: it is no longer the
-    transaction's to undo."""
-    log = store._txn_log
-    if log is not None and name in log.entries:
-        log.entries.remove(name)
+    def note_removed(self, name):
+        """Called by the store where a variable is removed: it is no longer the
+        transaction's to undo."""
+        if self.depth and name in self.entries:
+            self.entries.remove(name)
 
 
 class Transaction:
     """``with store.transaction(label):`` (see the module docstring).  Entering and a
     normal exit are local (no communication); only the removal after an agreed error is
     collective.  ``created``: the names created so far inside this (possibly nested)
-    transaction, oldest first."""
+    transaction, oldest first.  ``journal``: the store's :class:`Journal`; ``drop(name)``:
+    the store's collective removal of a variable once the ranks agreed on it."""
 
-    def __init__(self, store, label):
+    def __init__(self, store, label, journal, drop):
         self.store, self.label = store, str(label)
-        self._log = None
+        self._journal, self._drop = journal, drop
+        self._entries = None  # the journal's record while this transaction is open
         self._mark = 0
 
     def __enter__(self):
-        store = self.store
-        store.check_alive()
-        if store._txn_log is None:
-            store._txn_log = _Log()
-        self._log = store._txn_log
-        self._mark = len(self._log.entries)
-        self._log.depth += 1
+        self.store.check_alive()
+        self._entries = self._journal.entries
+        self._mark = len(self._entries)
+        self._journal.depth += 1
         return self
 
     @property
     def created(self):
-        if self._log is None:
+        if self._entries is None:
             return []
-        return [e for e in self._log.entries[self._mark:] if isinstance(e, str)]
+        return [e for e in self._entries[self._mark:] if isinstance(e, str)]
 
     def on_rollback(self, forget):
         """Local: call ``forget()`` if a rollback (of this transaction or of one that
         encloses it) removes what was created before this call."""
         if not callable(forget):
             raise TypeError(f"on_rollback needs a callable, got {type(forget).__name__}")
-        self._log.entries.append(forget)
+        self._entries.append(forget)
 
     def __exit__(self, exc_type, exc, tb):
-        log, store = self._log, self.store
-        log.depth -= 1
+        journal, store = self._journal, self.store
+        journal.depth -= 1
         try:
             if exc is not None and isinstance(exc, Exception) and \
                     (is_agreed(exc) or store.size == 1) and not store.freed:
                 self._rollback()
         finally:
-            if log.depth == 0 and store._txn_log is log:
-                store._txn_log = None
+            if journal.depth == 0:  # the next transaction starts a new record
+                journal.entries = []
         return False
 
     def _rollback(self):
@@ -119,16 +115,16 @@ class Transaction:
         transaction with the same record (one agreement); a record that differs (a
         variable created on some ranks only: a bug) removes what every rank holds and
         raises a :class:`DDStoreStateError` naming the rest."""
-        store, log = self.store, self._log
-        undo = log.entries[self._mark:]
+        store, entries = self.store, self._entries
+        undo = entries[self._mark:]
         mine = [e for e in undo if isinstance(e, str)]
         names = store.agree(None, call=("transaction rollback", self.label), extra=mine)
         for entry in reversed(undo):
             if not isinstance(entry, str):
                 entry()
             elif all(entry in other for other in names):
-                store._drop(entry)
-        del log.entries[self._mark:]
+                self._drop(entry)
+        del entries[self._mark:]
         if any(other != names[0] for other in names):
             raise mark_agreed(DDStoreStateError(
                 f"transaction {self.label!r}: ranks created different variables "

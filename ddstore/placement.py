@@ -1,4 +1,6 @@
-"""Where rows live in the striped layout, and the collective that moves rows there.
+"""Where rows live in the striped layout, and the collective that moves rows there
+(:func:`alltoallv_rows`, the one row scatter of :func:`exchange` and of the bounded
+build, :mod:`ddstore.build`).
 
 Every group of ``width`` consecutive ranks holds one replica; member ``g`` of a group
 holds a contiguous range of rows (``member_offsets``: ``partition(total, width, g)``; or,
@@ -27,36 +29,51 @@ def balanced_offsets(indptr, width):
     return np.array([0] + [min(c, n) for c in cuts] + [n], dtype=np.int64)
 
 
+def alltoallv_rows(comm, send, send_counts, send_displs, recv, recv_counts, recv_displs):
+    """Collective: the one row scatter of the layers (``MPI_Alltoallv``).  ``send`` and
+    ``recv`` are C-contiguous arrays of the same row size (bytes of ``a[0]``);
+    ``send_counts[r]`` rows starting at row ``send_displs[r]`` of ``send`` go to rank
+    ``r``, and what rank ``r`` sends lands at row ``recv_displs[r]`` of ``recv``
+    (``recv_counts[r]`` rows).  Counts and displacements are in **rows** of a contiguous
+    datatype, so up to ``2**31 - 1`` rows per peer whatever the row size.  Rows of zero
+    bytes move nothing (no communication).  Allocation is the caller's (every caller
+    allocates ``recv`` under its own agreement, so that a failed allocation is raised on
+    every rank before anyone enters this call)."""
+    row_bytes = send.itemsize * int(np.prod(send.shape[1:], dtype=np.int64))
+    if not row_bytes:
+        return
+    from mpi4py import MPI
+
+    def raw(a):
+        return a.reshape(-1).view(np.uint8) if a.size else np.zeros(0, np.uint8)
+    row_type = MPI.BYTE.Create_contiguous(int(row_bytes)).Commit()
+    try:
+        comm.Alltoallv([raw(send), (list(send_counts), list(send_displs)), row_type],
+                       [raw(recv), (list(recv_counts), list(recv_displs)), row_type])
+    finally:
+        row_type.Free()
+
+
 def exchange(comm, width, dest, arrays):
     """Collective: send item ``i`` of every array to group member ``dest[i]`` of **every**
     group (each group holds one full replica).  Returns the arrays each rank receives,
     concatenated in source-rank order (within a source, in its original order)."""
-    from mpi4py import MPI
     size = comm.Get_size()
     ngroups = size // width
     dest = np.asarray(dest, dtype=np.int64)
     order = np.argsort(dest, kind="stable")
     counts = np.bincount(dest, minlength=width).astype(np.int64)
     displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    send_counts = np.tile(counts, ngroups)
-    send_displs = np.tile(displs, ngroups)
-    recv_counts = np.array(comm.alltoall(send_counts.tolist()), dtype=np.int64)
+    send_counts = np.tile(counts, ngroups).tolist()
+    send_displs = np.tile(displs, ngroups).tolist()
+    recv_counts = np.array(comm.alltoall(send_counts), dtype=np.int64)
     recv_displs = np.concatenate([[0], np.cumsum(recv_counts)[:-1]]).astype(np.int64)
     nrecv = int(recv_counts.sum())
     out = []
     for a in arrays:
         a = np.ascontiguousarray(a[order])
-        row_bytes = a.itemsize * int(np.prod(a.shape[1:], dtype=np.int64))
         recv = np.empty((nrecv,) + a.shape[1:], dtype=a.dtype)
-        if row_bytes:
-            # counts in rows of a contiguous datatype: up to 2**31 - 1 rows per peer
-            row_type = MPI.BYTE.Create_contiguous(row_bytes).Commit()
-            try:
-                sb = a.reshape(-1).view(np.uint8)
-                rb = recv.reshape(-1).view(np.uint8)
-                comm.Alltoallv([sb, (send_counts.tolist(), send_displs.tolist()), row_type],
-                               [rb, (recv_counts.tolist(), recv_displs.tolist()), row_type])
-            finally:
-                row_type.Free()
+        alltoallv_rows(comm, a, send_counts, send_displs, recv, recv_counts.tolist(),
+                       recv_displs.tolist())
         out.append(recv)
     return out

@@ -128,6 +128,7 @@ class DDStore(RecordsAPI):
                     f"{how}; {hint}"))
             self.memory_budget = budget
         self._core = _core.Core(comm, width, transport)
+        self._journal = _transaction.Journal()  # the open transactions' record
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = size
@@ -252,8 +253,6 @@ class DDStore(RecordsAPI):
             raise DDStoreStateError("this DDStore has been freed; create a new one")
 
     # ------------------------------------------------------------------ all or nothing
-    _txn_log = None  # the record of the open transactions (ddstore._transaction)
-
     def transaction(self, label="transaction"):
         """All or nothing for an operation that creates several variables:
         ``with store.transaction("from_pyg"): ...``.
@@ -278,7 +277,7 @@ class DDStore(RecordsAPI):
         Variables that existed before the block are never removed (nor brought back if
         the block removed them).  See :mod:`ddstore._transaction`.
         """
-        return _transaction.Transaction(self, label)
+        return _transaction.Transaction(self, label, self._journal, self._drop)
 
     # ------------------------------------------------------------------ agreement
     def agree(self, error=None, call=None, *, extra=None, same=None):
@@ -358,7 +357,7 @@ class DDStore(RecordsAPI):
     def _created(self, name):
         """The one place where a new variable (rows or records) is announced: the open
         transaction, if any, records it."""
-        _transaction.note_created(self, name)
+        self._journal.note_created(name)
 
     def _agree_layout(self, op, name, error, dtype, row_shape):
         """Collective: every rank is in ``op(name)``, checks its local error, and the
@@ -479,7 +478,7 @@ class DDStore(RecordsAPI):
                 self._core.remove(var.vid)
         else:
             self._core.remove(self._vars.pop(name).vid)
-        _transaction.note_removed(self, name)
+        self._journal.note_removed(name)
 
     # ------------------------------------------------------------------ reading
     # Every read checks its ranges before it allocates anything.  Single-row reads are
@@ -681,6 +680,15 @@ class DDStore(RecordsAPI):
         var = self._var(name)
         return (functools.partial(self._read_range, var.vid),
                 functools.partial(self._read_rows, var.vid))
+
+    def core_ids(self, *names):
+        """For layers that build C handles over stored rows variables (the samplers'
+        ``ddstore._core.CSC`` / ``TCSR``): ``(core, ids)``, this store's core handle and
+        the core ids of variables ``names``, in order.  An unknown name raises a
+        :class:`DDStoreValueError` naming the known ones; nothing else is checked.  Ids
+        are valid until their variable is removed or the store freed."""
+        ids = [self._var(n).vid for n in names]
+        return self._core, ids
 
     def __repr__(self):
         if not self._core.alive:

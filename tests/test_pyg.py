@@ -353,7 +353,7 @@ def test_csc_int32_and_int64_ids_alike(store, monkeypatch):
             monkeypatch.setattr(graph_store, "ID32_LIMIT", limit)
         gs = dpyg.GraphStore(store, name)
         gs.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
-        c = gs._csc[None]
+        c = gs.sampled_lists(None)
         assert store.dtype(c.vars["nbr"]) == ids and store.dtype(c.vars["eid"]) == ids, name
         per_edge = np.dtype(ids).itemsize * 2
         assert gs.csc_bytes() == per_edge * m + 8 * (n + 1), name

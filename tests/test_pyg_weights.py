@@ -44,7 +44,7 @@ def test_weights_core_refusals(store):
         handle.sample_weighted(wvid, nodes, None, 2, _core.NEIGHBOR_LAST, 1, 6)
     with pytest.raises(DDStoreValueError, match="output capacity 5"):
         handle.sample_weighted(wvid, nodes, None, 2, 0, 1, 5)
-    nbr_vid = store._var(c.vars["nbr"]).vid
+    nbr_vid = store.core_ids(c.vars["nbr"])[1][0]
     with pytest.raises(DDStoreValueError, match="not float64"):
         handle.sample_weighted(nbr_vid, nodes, None, 2, 0, 1, 6)
     r, nbr, eid = handle.sample_weighted(wvid, nodes, None, 2, 0, 1, 6)

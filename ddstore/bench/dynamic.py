@@ -224,7 +224,7 @@ def synthetic(store, args, log):
     res = {
         "nodes": args.nodes, "edges_per_step": args.edges, "steps": T,
         "churn": args.churn, "mean_edges": float(sizes.mean()),
-        "mean_delta_entries": float(g._delta_entries[1:].mean()) if T > 1 else 0.0,
+        "mean_delta_entries": float(g.delta_entries()[1:].mean()) if T > 1 else 0.0,
         "checkpoint_every": g.checkpoint_every,
         "build_s": {"dynamic": build_dyn, "full": build_full},
         "bytes": {"deltas_and_checkpoints": int(sum(d for d, _ in per_rank)),

@@ -674,6 +674,12 @@ class DynamicGraph:
             return self._num_edges.copy()
         return int(self._num_edges[self._check_step(t)])
 
+    def delta_entries(self):
+        """Local: the entries of each step's delta (edges added + deleted [+ changed
+        weights]) as a new int64 array of one value per step; step 0 (a checkpoint,
+        never a delta) counts 0."""
+        return self._delta_entries.copy()
+
     def _record_bytes(self, name):
         return self.store.nbytes(name) if name in self.store else 0
 

@@ -1,6 +1,6 @@
 """What the feature store, the graph store and the sampler share: variable names, the
 conversion of tensors to numpy, and the checks of range-wise puts (the rows are placed
-into the striped layout by :func:`ddstore.temporal.build.fill_rows`: each group holds
+into the striped layout by :func:`ddstore.build.fill_rows`: each group holds
 one replica; member ``g`` holds rows ``partition(num_rows, width, g)``)."""
 import numpy as np
 

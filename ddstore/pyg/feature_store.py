@@ -12,7 +12,7 @@ from .._checks import as_indices, check_indices, is_int, taken_error
 from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
 from ..placement import member_offsets
-from ..temporal.build import CHUNK_BYTES, fill_rows
+from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, as_edge_type, as_source, call_piece, edge_var, is_edge_type,
                       node_var, rows_error, storable_error, tiling_error)
 
@@ -385,7 +385,7 @@ class FeatureStore(_PygFeatureStore):
         """Collective: create ``var`` at its final size and fill this member's rows in
         place from every rank's rows ``[lo, hi)`` (the array ``arr``, or ``first`` then
         the pieces of ``rows_of``), one piece per rank per round
-        (:func:`~ddstore.temporal.build.fill_rows`)."""
+        (:func:`~ddstore.build.fill_rows`)."""
         store = self.store
         off = member_offsets(total, store.group_size)
         g = store.group_rank

@@ -14,7 +14,7 @@ from .._checks import exact_times, is_int, names_under, taken_error
 from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
 from ..placement import balanced_offsets
-from ..temporal.build import check_chunk_edges, create, default_chunk_edges, fill_tcsr
+from ..build import check_chunk_edges, create, default_chunk_edges, fill_tcsr
 from ._common import (as_edge_type, as_numpy, call_piece, edge_var, is_edge_type, node_var,
                       rows_error, tiling_error, type_key)
 from .feature_store import UnknownAttributeError
@@ -133,10 +133,10 @@ class GraphStore(_PygGraphStore):
     CSC pointer).  ``remove_edge_index(edge_type, layout)`` (collective) removes that
     layout and returns True, or False when it was not stored (as PyG's stores).
 
-    **Memory**: the CSC is built like a T-CSR (:mod:`ddstore.temporal.build`, keyed by
+    **Memory**: the CSC is built like a T-CSR (:mod:`ddstore.build`, keyed by
     destination): its variables are created once at their final size and filled in
     place, each rank sending ``chunk_edges`` of its edges per round (default
-    :func:`~ddstore.temporal.build.default_chunk_edges`), and every list is sorted in C.
+    :func:`~ddstore.build.default_chunk_edges`), and every list is sorted in C.
     The edges are read in pieces of at most ``chunk_edges`` columns: a pass that checks
     them and counts the degrees (two passes without ``size``; one more with a
     ``time_attr``, to check the times), then the rounds of the build.  Beyond the edges
@@ -694,17 +694,39 @@ class GraphStore(_PygGraphStore):
         view = self.store.local_view(eid_name)
         self._fill_by_ids(view, of_eid, view, chunk, what)
 
-    def _out_lists(self, edge_type):
-        """The out-lists of the sampled layout of ``edge_type`` (a ``_CSC`` keyed by
-        source node), or None when :meth:`build_backward` has not built them."""
+    def sampled_edge_types(self):
+        """Local: the edge types the sampler samples (those with at least one stored
+        layout), in the order first put; a new list on every call."""
+        return list(self._csc)
+
+    def sampled_lists(self, edge_type, backward=False):
+        """Local: the stored lists a sampler reads for ``edge_type`` (an edge type as
+        given to :meth:`put_edge_index`; a list is taken as its tuple), or None when there
+        are none: its **in-lists** (the CSC of the layout PyG's ``csc()`` converts from,
+        see the class docstring), or with ``backward`` its **out-lists**
+        (:meth:`build_backward`; None until built).
+
+        The object returned describes the stored lists and must not be changed:
+        ``vars`` (``{"nbr", "eid"[, "ts"][, "w"]}`` -> store variable names: source
+        node, edge id, time, weight per CSC row), ``indptr`` (replicated int64
+        ``[num_dst + 1]``: where each destination's list starts), ``node_offsets`` (the
+        group members' destination-node ranges), ``time_level`` (``"edge"``, ``"node"``
+        or None: no times stored), ``size``, ``num_edges``, ``layout``, and ``removed``
+        (True once :meth:`remove_edge_index` removed it: a sampler holding it must
+        stop).  The same object is returned until that layout is removed or another
+        layout becomes the sampled one, so a sampler may cache what it builds from it
+        while ``sampled_lists(et) is`` the object it cached."""
+        edge_type = as_edge_type(edge_type)
         c = self._csc.get(edge_type)
-        return None if c is None else self._reversed.get((edge_type, c.layout))
+        if c is None or not backward:
+            return c
+        return self._reversed.get((edge_type, c.layout))
 
     def has_backward(self, edge_type=None):
         """Local: whether the out-lists of ``edge_type`` (its sampled layout) are
         stored (:meth:`build_backward`)."""
         self._entry(edge_type, "has_backward")
-        return self._out_lists(as_edge_type(edge_type)) is not None
+        return self.sampled_lists(edge_type, backward=True) is not None
 
     def weight_attr_of(self, edge_type=None):
         """The ``weight_attr`` the lists of ``edge_type`` are weighted by, or None (no

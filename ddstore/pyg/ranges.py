@@ -38,7 +38,7 @@ from .._checks import is_int
 from ..errors import DDStoreValueError, as_error
 from ..memory import release_free_heap
 from ..sources.base import first_outside
-from ..temporal.build import check_chunk_edges
+from ..build import check_chunk_edges
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
 

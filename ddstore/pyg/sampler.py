@@ -190,8 +190,7 @@ def _untimed_edge_types(graph_store, edge_types, time_attr):
         return frozenset()
     out = []
     for et in edge_types:
-        c = graph_store._csc[et]
-        if "ts" in c.vars:
+        if "ts" in graph_store.sampled_lists(et).vars:
             continue
         st, name = graph_store.store, graph_store.name
         late = [v for v in (edge_var(name, et, time_attr),
@@ -290,7 +289,7 @@ class NeighborSampler(BaseSampler):
                                     f"{type(graph_store).__name__}")
         self.graph_store = graph_store
         self.store = graph_store.store
-        self.edge_types = list(graph_store._csc)
+        self.edge_types = graph_store.sampled_edge_types()
         # node types: those of the edge types, then those with node attributes only
         # (a graph with no edges, or no edge of some type, samples its seeds)
         counts = graph_store.node_counts()
@@ -318,7 +317,8 @@ class NeighborSampler(BaseSampler):
         # edge types put without times (PyG's rule: a source node type with no time
         # attribute is always eligible) have no time level; a graph with no edge types
         # samples its seeds only, at node level
-        levels = {graph_store._csc[et].time_level for et in self.edge_types} - {None} \
+        levels = {graph_store.sampled_lists(et).time_level
+                  for et in self.edge_types} - {None} \
             if self.edge_types else {"node"}
         self.time_level = levels.pop() if time_attr is not None and len(levels) == 1 \
             else None
@@ -344,7 +344,8 @@ class NeighborSampler(BaseSampler):
                     f"not define temporal backward sampling (its NeighborSampler raises "
                     f"NotImplementedError); sample forward, or backward without "
                     f"time_attr")
-            missing = [et for et in self.edge_types if graph_store._out_lists(et) is None]
+            missing = [et for et in self.edge_types
+                       if graph_store.sampled_lists(et, backward=True) is None]
             if missing:
                 names = ", ".join(repr(et) for et in missing)
                 raise DDStoreValueError(
@@ -407,6 +408,12 @@ class NeighborSampler(BaseSampler):
         self._num_neighbors = num_neighbors
         self.num_hops = max([len(ks) for ks in self._fanouts.values()] + [
             len(num_neighbors.values) if isinstance(num_neighbors.values, list) else 0])
+
+    def fanouts(self, edge_type=None):
+        """Local: the fanouts sampled per hop for ``edge_type`` (None: a homogeneous
+        graph), as checked from ``num_neighbors``: a new list of Python ints (-1: all
+        neighbours; a fanout beyond int64 is cut to its largest value)."""
+        return list(self._fanouts[edge_type])
 
     @property
     def disjoint(self):
@@ -528,8 +535,7 @@ class NeighborSampler(BaseSampler):
     def _handle(self, et, backward=False):
         """``(lists, C handle)`` of edge type ``et``: its in-lists (the CSC), or with
         ``backward`` its out-lists (:meth:`GraphStore.build_backward`)."""
-        gs = self.graph_store
-        c = gs._out_lists(et) if backward else gs._csc.get(et)
+        c = self.graph_store.sampled_lists(et, backward)
         if c is None or c.removed:
             raise DDStoreStateError(f"sample: edge type {et!r} was removed from graph store "
                                     f"{self.graph_store.name!r}"
@@ -537,9 +543,9 @@ class NeighborSampler(BaseSampler):
                                     + "; build a new sampler")
         h = self._handles.get((et, backward))
         if h is None or h[0] is not c:
-            st = self.store
-            vid = {k: st._var(v).vid for k, v in c.vars.items()}
-            h = (c, _core.CSC(st._core, vid["nbr"], vid["eid"], vid.get("ts"), c.indptr,
+            core, ids = self.store.core_ids(*c.vars.values())
+            vid = dict(zip(c.vars, ids))
+            h = (c, _core.CSC(core, vid["nbr"], vid["eid"], vid.get("ts"), c.indptr,
                               c.node_offsets))
             self._handles[(et, backward)] = h
         return h
@@ -572,7 +578,7 @@ class NeighborSampler(BaseSampler):
             return None
         h = self._weight_vids.get(et)
         if h is None or h[0] is not c:
-            h = (c, self.store._var(c.vars["w"]).vid)
+            h = (c, self.store.core_ids(c.vars["w"])[1][0])
             self._weight_vids[et] = h
         return h[1]
 
@@ -822,5 +828,5 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
 
     def __repr__(self):
         return (f"BidirectionalNeighborSampler(num_neighbors="
-                f"{self.forward_sampler._fanouts[None]}, replace="
+                f"{self.forward_sampler.fanouts()}, replace="
                 f"{self.forward_sampler.replace}, disjoint={self.disjoint})")

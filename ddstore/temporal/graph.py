@@ -26,8 +26,8 @@ from .._checks import (STORABLE_KINDS, as_indices, check_indices, exact_times, i
 from .._collective import mark_agreed, raised_alike
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
-from .build import (check_chunk_edges, count_degrees, create, default_chunk_edges,
-                    fill_rows, fill_tcsr)
+from ..build import (check_chunk_edges, count_degrees, create, default_chunk_edges,
+                     fill_rows, fill_tcsr)
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
 _T_VARS = ("nbr", "ts", "eid")
@@ -219,9 +219,9 @@ class TemporalGraph:
         per edge and read back by :meth:`edge_labels`.
 
         The build holds outside the store one chunk of ``chunk_edges`` edges per rank at a
-        time (default: :func:`~ddstore.temporal.build.default_chunk_edges`, about 1/64 of
+        time (default: :func:`~ddstore.build.default_chunk_edges`, about 1/64 of
         a rank's share, at most ~64 MB of buffers); every variable is allocated once in
-        the store and filled in place (see :mod:`ddstore.temporal.build`).
+        the store and filled in place (see :mod:`ddstore.build`).
 
         Every rank raises the same :class:`~ddstore.DDStoreError` on bad input on any
         rank; on failure nothing of the graph is left in the store.
@@ -329,7 +329,7 @@ class TemporalGraph:
     @classmethod
     def _build(cls, store, name, num_edges, first_eid, edge_pieces, add_reverse, chunk,
                ef_layout, el_layout, resolve, nf_layout, nf_first, node_pieces):
-        """Collective: the bounded build (see :mod:`ddstore.temporal.build`).
+        """Collective: the bounded build (see :mod:`ddstore.build`).
         ``edge_pieces``: this rank's edges from global id ``first_eid`` on, as pieces
         ``[edges [n, 2], t, split, (edge_feat), (edge_label)]`` of at most ``chunk`` rows;
         ``*_layout``: ``(dtype, row shape)`` or None; ``resolve(views)`` (collective, after
@@ -631,11 +631,16 @@ class TemporalGraph:
         lo, hi = self.node_offsets[self.store.group_rank:self.store.group_rank + 2]
         return int(24 * (self.indptr[hi] - self.indptr[lo]) + self.indptr.nbytes)
 
-    def _c_tcsr(self, fetch_whole_max=0, range_factor=0):
+    def tcsr_handle(self, fetch_whole_max=0, range_factor=0):
+        """Local: a new C handle over this graph's T-CSR (``ddstore._core.TCSR``: the
+        stored ``nbr`` / ``ts`` / ``eid`` with the replicated ``indptr`` and member
+        ranges), what :class:`~ddstore.temporal.TemporalSampler` samples through;
+        ``fetch_whole_max`` / ``range_factor`` are its remote-read settings (checked by
+        the caller).  Valid while the graph's variables are stored."""
         from .._core import TCSR
-        st = self.store
-        return TCSR(st._core, *(st._var(f"{self.name}/{k}").vid for k in _T_VARS),
-                    self.indptr, self.node_offsets, fetch_whole_max, range_factor)
+        core, ids = self.store.core_ids(*(f"{self.name}/{k}" for k in _T_VARS))
+        return TCSR(core, *ids, self.indptr, self.node_offsets, fetch_whole_max,
+                    range_factor)
 
     def __repr__(self):
         return (f"TemporalGraph({self.name!r}, num_nodes={self.num_nodes}, "

@@ -115,7 +115,7 @@ class TemporalSampler:
                          ("remote_range_factor", remote_range_factor)):
             if not is_int(v) or v < 1:
                 raise DDStoreValueError(f"{label}={v!r} must be an integer >= 1")
-        self._tcsr = graph._c_tcsr(int(remote_fetch_max), int(remote_range_factor))
+        self._tcsr = graph.tcsr_handle(int(remote_fetch_max), int(remote_range_factor))
 
     def set_epoch(self, epoch):
         """Select the random stream of ``uniform`` sampling (like DistributedSampler)."""

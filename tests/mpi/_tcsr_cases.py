@@ -1,5 +1,5 @@
 """Cases of tests/mpi/temporal_check.py (run in its launch, on 1-4 ranks): the chunked
-T-CSR build (ddstore.temporal.build) against the first, all-at-once build
+T-CSR build (ddstore.build) against the first, all-at-once build
 (ddstore.testing.temporal.reference_tcsr: the same T-CSR in numpy).
 
 For every width dividing the rank count, chunk sizes 1, 7, 64 and the default, with and

@@ -370,7 +370,7 @@ def chunked(store, data, tag, rangewise):
                 gs.put_edge_range(data.edge_index[:, lo:hi], (lo, hi), None, size=(N, N))
             else:
                 gs.put_edge_index(data.edge_index, edge_type=None, size=(N, N))
-            c = gs._csc[None]
+            c = gs.sampled_lists(None)
             got = [c.indptr, c.node_offsets] + [store.get_range(c.vars[k], 0, E)
                                                 for k in ("nbr", "eid", "ts") if k in c.vars]
             what = f"{tag} chunk_edges={chunk} time_attr={ta}"

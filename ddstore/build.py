@@ -1,4 +1,8 @@
-"""The T-CSR build with a bounded transient (used by :class:`TemporalGraph`'s builders).
+"""The bounded build of striped rows and of (T-)CSR adjacency lists, shared by the layers
+that store graphs: :class:`~ddstore.TemporalGraph`'s builders (the T-CSR) and the PyG
+stores (the ``GraphStore``'s CSC, the ``FeatureStore``'s range-wise put).  It sits
+below both, beside :mod:`ddstore.placement` (where rows live, and the one row scatter
+every round uses: :func:`~ddstore.placement.alltoallv_rows`).
 
 Every variable of the graph is created once in the store at its final size
 (:meth:`DDStore.init`) and filled in place; outside the store, the build holds one chunk
@@ -31,9 +35,10 @@ raises the same error on every rank, and the builder's transaction
 """
 import numpy as np
 
-from ..errors import DDStoreError, DDStoreValueError, as_error
-from .._checks import is_int
-from .. import _core
+from .errors import DDStoreError, DDStoreValueError, as_error
+from ._checks import is_int
+from . import _core
+from .placement import alltoallv_rows
 
 _ENTRY = 32  # bytes of one packed T-CSR entry (node, nbr, ts, eid)
 CHUNK_BYTES = 64 << 20  # default bound of one round's buffers per rank
@@ -64,11 +69,6 @@ def create(store, name, n_local, row_shape, dtype):
     return store.local_view(name)
 
 
-def _row_type(row_bytes):
-    from mpi4py import MPI
-    return MPI.BYTE.Create_contiguous(int(row_bytes)).Commit()
-
-
 def _intersect(a, b, c, d):
     lo, hi = max(a, c), min(b, d)
     return lo, max(lo, hi)
@@ -90,67 +90,54 @@ def fill_rows(store, owner_off, first_row, pieces, views):
     ngroups = size // width
     g = store.group_rank
     my_lo, my_hi = int(owner_off[g]), int(owner_off[g + 1])
-    row_bytes = [v.dtype.itemsize * int(np.prod(v.shape[1:], dtype=np.int64)) for v in views]
-    types = [_row_type(b) if b else None for b in row_bytes]
     it = iter(pieces)
     row, done = int(first_row), False
-    try:
-        while True:
-            piece, error = None, None
-            if not done:
-                try:
-                    piece = next(it)
-                except StopIteration:
-                    done = True
-                except Exception as exc:  # noqa: BLE001 -- agreed on below
-                    error = as_error(exc)
-            n = int(piece[0].shape[0]) if piece is not None else 0
-            if piece is not None and error is None:
-                bad = [i for i, p in enumerate(piece) if p.shape[0] != n or
-                       p.shape[1:] != views[i].shape[1:] or p.dtype != views[i].dtype]
-                if bad:  # the layer's own pieces are wrong: say so, on every rank
-                    error = (DDStoreValueError, f"fill_rows: piece {bad[0]} has shape "
-                                                f"{piece[bad[0]].shape} {piece[bad[0]].dtype}"
-                                                f", the variable {views[bad[0]].shape[1:]} "
-                                                f"{views[bad[0]].dtype}")
-            info = store.agree(error, extra=(row, n, done))
-            if all(x[2] and x[1] == 0 for x in info):
-                return row - int(first_row)
-            send_c = np.zeros(size, dtype=np.int64)
-            send_d = np.zeros(size, dtype=np.int64)
-            for m in range(width):
-                lo, hi = _intersect(row, row + n, int(owner_off[m]), int(owner_off[m + 1]))
-                for k in range(ngroups):
-                    send_c[k * width + m] = hi - lo
-                    send_d[k * width + m] = lo - row
-            recv_c = np.zeros(size, dtype=np.int64)
-            recv_d = np.zeros(size, dtype=np.int64)
-            for r, (r_row, r_n, _) in enumerate(info):
-                lo, hi = _intersect(r_row, r_row + r_n, my_lo, my_hi)
-                recv_c[r] = hi - lo
-                recv_d[r] = lo - my_lo
-            got = recv_c > 0
-            base = int(recv_d[got].min()) if got.any() else 0
-            span = int((recv_d + recv_c)[got].max()) - base if got.any() else 0
-            recv_d -= base  # displacements from the first row received (int-sized)
-            recv_d[~got] = 0
-            for i, v in enumerate(views):
-                if not row_bytes[i]:
-                    continue
-                send = np.ascontiguousarray(piece[i]) if n else \
-                    np.zeros((0,) + v.shape[1:], v.dtype)
-                recv = v[base:base + span]
-                comm.Alltoallv(
-                    [send.reshape(-1).view(np.uint8), (send_c.tolist(), send_d.tolist()),
-                     types[i]],
-                    [recv.reshape(-1).view(np.uint8) if span else
-                     np.zeros(0, np.uint8), (recv_c.tolist(), recv_d.tolist()), types[i]])
-            row += n
-            del piece
-    finally:
-        for t in types:
-            if t is not None:
-                t.Free()
+    while True:
+        piece, error = None, None
+        if not done:
+            try:
+                piece = next(it)
+            except StopIteration:
+                done = True
+            except Exception as exc:  # noqa: BLE001 -- agreed on below
+                error = as_error(exc)
+        n = int(piece[0].shape[0]) if piece is not None else 0
+        if piece is not None and error is None:
+            bad = [i for i, p in enumerate(piece) if p.shape[0] != n or
+                   p.shape[1:] != views[i].shape[1:] or p.dtype != views[i].dtype]
+            if bad:  # the layer's own pieces are wrong: say so, on every rank
+                error = (DDStoreValueError, f"fill_rows: piece {bad[0]} has shape "
+                                            f"{piece[bad[0]].shape} {piece[bad[0]].dtype}"
+                                            f", the variable {views[bad[0]].shape[1:]} "
+                                            f"{views[bad[0]].dtype}")
+        info = store.agree(error, extra=(row, n, done))
+        if all(x[2] and x[1] == 0 for x in info):
+            return row - int(first_row)
+        send_c = np.zeros(size, dtype=np.int64)
+        send_d = np.zeros(size, dtype=np.int64)
+        for m in range(width):
+            lo, hi = _intersect(row, row + n, int(owner_off[m]), int(owner_off[m + 1]))
+            for k in range(ngroups):
+                send_c[k * width + m] = hi - lo
+                send_d[k * width + m] = lo - row
+        recv_c = np.zeros(size, dtype=np.int64)
+        recv_d = np.zeros(size, dtype=np.int64)
+        for r, (r_row, r_n, _) in enumerate(info):
+            lo, hi = _intersect(r_row, r_row + r_n, my_lo, my_hi)
+            recv_c[r] = hi - lo
+            recv_d[r] = lo - my_lo
+        got = recv_c > 0
+        base = int(recv_d[got].min()) if got.any() else 0
+        span = int((recv_d + recv_c)[got].max()) - base if got.any() else 0
+        recv_d -= base  # displacements from the first row received (int-sized)
+        recv_d[~got] = 0
+        for i, v in enumerate(views):
+            send = np.ascontiguousarray(piece[i]) if n else \
+                np.zeros((0,) + v.shape[1:], v.dtype)
+            alltoallv_rows(comm, send, send_c.tolist(), send_d.tolist(),
+                           v[base:base + span], recv_c.tolist(), recv_d.tolist())
+        row += n
+        del piece
 
 
 def count_degrees(store, edges_view, num_nodes, add_reverse):
@@ -199,66 +186,60 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
     n_rows = store.agree(None, extra=n_local)
     rounds = -(-max(n_rows) // chunk) if max(n_rows) else 0
     per = 2 if add_reverse else 1
-    entry_t = _row_type(_ENTRY)
     fill = out = None
+    error = None
     try:
+        fill = np.zeros(node_hi - node_lo, dtype=np.int64)
+        out = np.empty((per * min(chunk, max(n_local, 1)), 4), dtype=np.int64)
+    except MemoryError as exc:
+        error = as_error(exc)
+    store.agree(error)
+    place_error = None
+    for k in range(rounds):
+        a, b = min(k * chunk, n_local), min((k + 1) * chunk, n_local)
+        counts = np.zeros(width, dtype=np.int64)
         error = None
         try:
-            fill = np.zeros(node_hi - node_lo, dtype=np.int64)
-            out = np.empty((per * min(chunk, max(n_local, 1)), 4), dtype=np.int64)
+            e, t = rows(a, b)
+            _core.tcsr_pack(e, t, first_eid + a, add_reverse, node_off, out, counts)
+            del e, t
+        except DDStoreError as exc:
+            error = exc
+        except MemoryError as exc:
+            error = as_error(exc)
+        info = store.agree(error, extra=counts.tolist())
+        displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        send_c = np.zeros(size, dtype=np.int64)
+        send_d = np.zeros(size, dtype=np.int64)
+        recv_c = np.zeros(size, dtype=np.int64)
+        for first in (range(0, size, width) if every_group else (grp0,)):
+            send_c[first:first + width] = counts
+            send_d[first:first + width] = displs
+        for r in peers:
+            recv_c[r] = info[r][g]
+        recv_d = np.concatenate([[0], np.cumsum(recv_c)[:-1]])
+        error, recv = None, None
+        try:
+            recv = np.empty((int(recv_c.sum()), 4), dtype=np.int64)
         except MemoryError as exc:
             error = as_error(exc)
         store.agree(error)
-        place_error = None
-        for k in range(rounds):
-            a, b = min(k * chunk, n_local), min((k + 1) * chunk, n_local)
-            counts = np.zeros(width, dtype=np.int64)
-            error = None
+        alltoallv_rows(comm, out, send_c.tolist(), send_d.tolist(), recv,
+                       recv_c.tolist(), recv_d.tolist())
+        if place_error is None:
             try:
-                e, t = rows(a, b)
-                _core.tcsr_pack(e, t, first_eid + a, add_reverse, node_off, out, counts)
-                del e, t
-            except DDStoreError as exc:
-                error = exc
-            except MemoryError as exc:
-                error = as_error(exc)
-            info = store.agree(error, extra=counts.tolist())
-            displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
-            send_c = np.zeros(size, dtype=np.int64)
-            send_d = np.zeros(size, dtype=np.int64)
-            recv_c = np.zeros(size, dtype=np.int64)
-            for first in (range(0, size, width) if every_group else (grp0,)):
-                send_c[first:first + width] = counts
-                send_d[first:first + width] = displs
-            for r in peers:
-                recv_c[r] = info[r][g]
-            recv_d = np.concatenate([[0], np.cumsum(recv_c)[:-1]])
-            error, recv = None, None
-            try:
-                recv = np.empty((int(recv_c.sum()), 4), dtype=np.int64)
-            except MemoryError as exc:
-                error = as_error(exc)
-            store.agree(error)
-            comm.Alltoallv([out.reshape(-1).view(np.uint8),
-                            (send_c.tolist(), send_d.tolist()), entry_t],
-                           [recv.reshape(-1).view(np.uint8),
-                            (recv_c.tolist(), recv_d.tolist()), entry_t])
-            if place_error is None:
-                try:
-                    _core.tcsr_place(recv, node_lo, node_hi, indptr, fill, nbr, ts, eid)
-                except DDStoreError as exc:  # agreed on after the rounds
-                    place_error = exc
-            del recv
-        del out
-        error = place_error
-        if error is None and not np.array_equal(fill, np.diff(indptr[node_lo:node_hi + 1])):
-            error = (DDStoreValueError, "T-CSR build: the entries received do not match "
-                                        "the counted degrees (edge table changed?)")
-        if error is None:
-            try:
-                _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid)
-            except DDStoreError as exc:
-                error = exc
-        store.agree(error)
-    finally:
-        entry_t.Free()
+                _core.tcsr_place(recv, node_lo, node_hi, indptr, fill, nbr, ts, eid)
+            except DDStoreError as exc:  # agreed on after the rounds
+                place_error = exc
+        del recv
+    del out
+    error = place_error
+    if error is None and not np.array_equal(fill, np.diff(indptr[node_lo:node_hi + 1])):
+        error = (DDStoreValueError, "T-CSR build: the entries received do not match "
+                                    "the counted degrees (edge table changed?)")
+    if error is None:
+        try:
+            _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid)
+        except DDStoreError as exc:
+            error = exc
+    store.agree(error)
