@@ -199,7 +199,6 @@ def _put_weights(comm, store, data):
     CSC order by ``GraphStore.put_edge_weights``); returns (seconds, bytes per rank)."""
     from ddstore import partition
     from ddstore import pyg as dpyg
-    from ddstore.pyg._common import edge_var
     gs, fs = data.graph_store, data.feature_store
     t0 = time.perf_counter()
     lo, hi = partition(gs.num_edges(None), comm.Get_size(), comm.Get_rank())
@@ -207,9 +206,10 @@ def _put_weights(comm, store, data):
                  OPTIONS["weighted"]["weight_attr"])
     gs.put_edge_weights(OPTIONS["weighted"]["weight_attr"])
     put_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-    wvar = [v for v in store.variables() if v.endswith("/w") and "/csc/" in v]
-    return put_s, int(sum(store.nbytes(v) for v in wvar) + store.nbytes(
-        edge_var(gs.name, None, OPTIONS["weighted"]["weight_attr"])))
+    attr = OPTIONS["weighted"]["weight_attr"]
+    wvar = [v for v in store.variables() if (v.endswith("/w") and "/csc/" in v) or
+            (v.startswith(f"{gs.name}/edge/") and v.endswith(f"/{attr}"))]
+    return put_s, int(sum(store.nbytes(v) for v in wvar))
 
 
 def _node_times(a, b):
