@@ -401,7 +401,7 @@ def loader_cases(store, tmp):
             np.save(os.path.join(where, "valid_idx.npy"), splits["valid"])
             np.save(os.path.join(where, "test_idx.npy"), test)
     comm.Barrier()
-    fails_midway(store, DDStoreValueError, ["node 99 outside"], dpyg.load_npy, store,
+    fails_midway(store, DDStoreValueError, ["node id 99 outside"], dpyg.load_npy, store,
                  bad, name="npy", progress=False, what="load_npy: bad split file")
     before = store.variables()
     nd = dpyg.load_npy(store, d, name="npy", progress=False)
