@@ -7,8 +7,11 @@ group member ``g`` holds the nodes ``partition(num_nodes, width, g)`` of five st
 variables, whose global row is the node id:
 
 - ``name/memory`` (``dtype``, ``[memory_dim]``) and ``name/memory_ts`` (float64);
-- ``name/mail`` (``dtype``, ``[mailbox_size, mail_dim]``) and ``name/mail_ts`` (float64,
-  ``[mailbox_size]``): a ring per node, physical slot ``count % mailbox_size`` next;
+- ``name/mail`` (``dtype``, rows of ``[mail_dim]``) and ``name/mail_ts`` (float64
+  scalars): ``mailbox_size`` consecutive rows per node (node ``v``'s ring is rows
+  ``[v * mailbox_size, (v + 1) * mailbox_size)``), physical slot
+  ``count % mailbox_size`` next, so a read copies each ring, oldest first, as two row
+  ranges straight into the caller's buffer;
 - ``name/mail_count`` (int64): mails the node has received since the last reset (the next
   ring slot is ``mail_count % mailbox_size``).
 
@@ -146,6 +149,14 @@ def _row_bytes_error(name, memory_dim, mail_dim, mailbox_size, dt):
     return None
 
 
+def _flat(arr, shape, what):
+    """``arr`` (a C-contiguous buffer of ``out``) viewed as ``shape`` without a copy."""
+    if not arr.flags.c_contiguous or not arr.flags.writeable:
+        raise DDStoreValueError(f"NodeMemory read: out.{what} must be a C-contiguous "
+                                f"writable tensor (as read returns it)")
+    return arr.reshape(shape)
+
+
 def _as_array(x):
     if hasattr(x, "detach") and hasattr(x, "numpy"):
         x = x.detach().cpu().numpy()
@@ -229,6 +240,13 @@ class NodeMemory:
         if error is None:
             error = _row_bytes_error(name, int(memory_dim), int(mail_dim),
                                      int(mailbox_size), dt)
+        if error is None and int(num_nodes) > _MAX_ROW_BYTES // int(mailbox_size):
+            error = (DDStoreValueError, f"NodeMemory {name!r}: mailbox_size={mailbox_size} "
+                                        f"out of range for num_nodes={num_nodes}: allowed "
+                                        f"1 <= mailbox_size <= "
+                                        f"{_MAX_ROW_BYTES // int(num_nodes)} (the mailbox "
+                                        f"holds num_nodes x mailbox_size rows, at most "
+                                        f"2**63 - 1)")
         if error is None:
             error = taken_error(f"NodeMemory {name!r}",
                                 names_under(name, store.variables()))
@@ -246,17 +264,22 @@ class NodeMemory:
         self.lo = int(self.node_offsets[store.group_rank])
         self.hi = int(self.node_offsets[store.group_rank + 1])
         S = self.mailbox_size
+        # (rows per node, row shape, dtype): a mailbox is S rows per node
         self._layout = {
-            "memory": ((self.memory_dim,), dt), "memory_ts": ((), np.float64),
-            "mail": ((S, self.mail_dim), dt), "mail_ts": ((S,), np.float64),
-            "mail_count": ((), np.int64)}
+            "memory": (1, (self.memory_dim,), dt), "memory_ts": (1, (), np.float64),
+            "mail": (S, (self.mail_dim,), dt), "mail_ts": (S, (), np.float64),
+            "mail_count": (1, (), np.int64)}
         self._var = {k: f"{name}/{k}" for k in _VARS}
         with store.transaction(f"NodeMemory {name!r}"):  # all five, or none
             for k in _VARS:
-                shape, vdt = self._layout[k]
-                store.init(self._var[k], self.hi - self.lo, shape, vdt)
-            # views of this rank's chunks (what the owner scatters commits into)
+                per, shape, vdt = self._layout[k]
+                store.init(self._var[k], (self.hi - self.lo) * per, shape, vdt)
+            # views of this rank's chunks (what the owner scatters commits into); the
+            # mailbox as [local nodes, S, ...] (a view of its S rows per node)
             self._own = {k: store.local_view(self._var[k]) for k in _VARS}
+            for k in ("mail", "mail_ts"):
+                self._own[k] = self._own[k].reshape((self.hi - self.lo, S)
+                                                    + self._layout[k][1])
             self._snapshot = None
             self._clear()
             self._zero_own_rows()
@@ -321,16 +344,25 @@ class NodeMemory:
         st.get_batch(self._var["memory"], idx, out=out.memory.numpy())
         st.get_batch(self._var["memory_ts"], idx, out=out.memory_ts.numpy())
         if S == 1:
-            st.get_batch(self._var["mail"], idx, out=out.mail.numpy())
-            st.get_batch(self._var["mail_ts"], idx, out=out.mail_ts.numpy())
-        else:  # ring slots to arrival order: logical row j is slot (count + j) % S
-            mail = st.get_batch(self._var["mail"], idx)
-            mts = st.get_batch(self._var["mail_ts"], idx)
-            count = st.get_batch(self._var["mail_count"], idx)
-            slot = (count[:, None] + np.arange(S)[None, :]) % S
-            rows = np.arange(n)[:, None]
-            out.mail.numpy()[...] = mail[rows, slot]
-            out.mail_ts.numpy()[...] = mts[rows, slot]
+            st.get_batch(self._var["mail"], idx,
+                         out=_flat(out.mail.numpy(), (n, self.mail_dim), "mail"))
+            st.get_batch(self._var["mail_ts"], idx,
+                         out=_flat(out.mail_ts.numpy(), (n,), "mail_ts"))
+        else:  # ring slots to arrival order: logical row j is slot (count + j) % S, so
+            # node v's ring is rows [v*S + c, v*S + S) then [v*S, v*S + c), c = count % S:
+            # two ranges per node, read straight into the caller's buffers
+            c = st.get_batch(self._var["mail_count"], idx) % S
+            starts = np.empty((n, 2), np.int64)
+            counts = np.empty((n, 2), np.int64)
+            np.multiply(idx, S, out=starts[:, 1])
+            np.add(starts[:, 1], c, out=starts[:, 0])
+            np.subtract(S, c, out=counts[:, 0])
+            counts[:, 1] = c
+            starts, counts = starts.reshape(-1), counts.reshape(-1)
+            st.read_ranges(self._var["mail"], starts, counts,
+                           out=_flat(out.mail.numpy(), (n * S, self.mail_dim), "mail"))
+            st.read_ranges(self._var["mail_ts"], starts, counts,
+                           out=_flat(out.mail_ts.numpy(), (n * S,), "mail_ts"))
 
     # ------------------------------------------------------------------ staging
     def _clear(self):
