@@ -7,8 +7,11 @@ group member ``g`` holds the nodes ``partition(num_nodes, width, g)`` of five st
 variables, whose global row is the node id:
 
 - ``name/memory`` (``dtype``, ``[memory_dim]``) and ``name/memory_ts`` (float64);
-- ``name/mail`` (``dtype``, ``[mailbox_size, mail_dim]``) and ``name/mail_ts`` (float64,
-  ``[mailbox_size]``): a ring per node, physical slot ``count % mailbox_size`` next;
+- ``name/mail`` (``dtype``, rows of ``[mail_dim]``) and ``name/mail_ts`` (float64
+  scalars): ``mailbox_size`` consecutive rows per node (node ``v``'s ring is rows
+  ``[v * mailbox_size, (v + 1) * mailbox_size)``), physical slot
+  ``count % mailbox_size`` next, so a read copies each ring, oldest first, as two row
+  ranges straight into the caller's buffer;
 - ``name/mail_count`` (int64): mails the node has received since the last reset (the next
   ring slot is ``mail_count % mailbox_size``).
 
@@ -27,7 +30,6 @@ import numpy as np
 from .._checks import (as_indices, check_indices, exact_times, is_int, partition,
                        names_under, taken_error)
 from ..errors import DDStoreStateError, DDStoreValueError, as_error
-from ..placement import exchange
 
 _VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
 
@@ -124,6 +126,10 @@ class _StateLock:
                 self._hand_over()
 
 
+# the commit's agreement carries every rank's counts per group member (size x width
+# pairs gathered on every rank) up to this many; beyond it an alltoall of the counts
+_COUNTS_IN_AGREEMENT = 1 << 16
+
 _MAX_ROW_BYTES = 2 ** 63 - 1  # what the store allows for one row (one node's state)
 
 
@@ -144,6 +150,14 @@ def _row_bytes_error(name, memory_dim, mail_dim, mailbox_size, dt):
                                    f"node's mailbox, mailbox_size x mail_dim={mail_dim} x "
                                    f"{item} bytes, must fit in 2**63 - 1 bytes)")
     return None
+
+
+def _flat(arr, shape, what):
+    """``arr`` (a C-contiguous buffer of ``out``) viewed as ``shape`` without a copy."""
+    if not arr.flags.c_contiguous or not arr.flags.writeable:
+        raise DDStoreValueError(f"NodeMemory read: out.{what} must be a C-contiguous "
+                                f"writable tensor (as read returns it)")
+    return arr.reshape(shape)
 
 
 def _as_array(x):
@@ -229,6 +243,13 @@ class NodeMemory:
         if error is None:
             error = _row_bytes_error(name, int(memory_dim), int(mail_dim),
                                      int(mailbox_size), dt)
+        if error is None and int(num_nodes) > _MAX_ROW_BYTES // int(mailbox_size):
+            error = (DDStoreValueError, f"NodeMemory {name!r}: mailbox_size={mailbox_size} "
+                                        f"out of range for num_nodes={num_nodes}: allowed "
+                                        f"1 <= mailbox_size <= "
+                                        f"{_MAX_ROW_BYTES // int(num_nodes)} (the mailbox "
+                                        f"holds num_nodes x mailbox_size rows, at most "
+                                        f"2**63 - 1)")
         if error is None:
             error = taken_error(f"NodeMemory {name!r}",
                                 names_under(name, store.variables()))
@@ -246,18 +267,25 @@ class NodeMemory:
         self.lo = int(self.node_offsets[store.group_rank])
         self.hi = int(self.node_offsets[store.group_rank + 1])
         S = self.mailbox_size
+        # (rows per node, row shape, dtype): a mailbox is S rows per node
         self._layout = {
-            "memory": ((self.memory_dim,), dt), "memory_ts": ((), np.float64),
-            "mail": ((S, self.mail_dim), dt), "mail_ts": ((S,), np.float64),
-            "mail_count": ((), np.int64)}
+            "memory": (1, (self.memory_dim,), dt), "memory_ts": (1, (), np.float64),
+            "mail": (S, (self.mail_dim,), dt), "mail_ts": (S, (), np.float64),
+            "mail_count": (1, (), np.int64)}
         self._var = {k: f"{name}/{k}" for k in _VARS}
+        self._buffers = {}  # the commit's send and receive buffers (see _buffer)
         with store.transaction(f"NodeMemory {name!r}"):  # all five, or none
             for k in _VARS:
-                shape, vdt = self._layout[k]
-                store.init(self._var[k], self.hi - self.lo, shape, vdt)
-            # views of this rank's chunks (what the owner scatters commits into)
+                per, shape, vdt = self._layout[k]
+                store.init(self._var[k], (self.hi - self.lo) * per, shape, vdt)
+            # views of this rank's chunks (what the owner scatters commits into); the
+            # mailbox as [local nodes, S, ...] (a view of its S rows per node)
             self._own = {k: store.local_view(self._var[k]) for k in _VARS}
+            for k in ("mail", "mail_ts"):
+                self._own[k] = self._own[k].reshape((self.hi - self.lo, S)
+                                                    + self._layout[k][1])
             self._snapshot = None
+            self._buffers = {}
             self._clear()
             self._zero_own_rows()
             store.sync()
@@ -321,16 +349,25 @@ class NodeMemory:
         st.get_batch(self._var["memory"], idx, out=out.memory.numpy())
         st.get_batch(self._var["memory_ts"], idx, out=out.memory_ts.numpy())
         if S == 1:
-            st.get_batch(self._var["mail"], idx, out=out.mail.numpy())
-            st.get_batch(self._var["mail_ts"], idx, out=out.mail_ts.numpy())
-        else:  # ring slots to arrival order: logical row j is slot (count + j) % S
-            mail = st.get_batch(self._var["mail"], idx)
-            mts = st.get_batch(self._var["mail_ts"], idx)
-            count = st.get_batch(self._var["mail_count"], idx)
-            slot = (count[:, None] + np.arange(S)[None, :]) % S
-            rows = np.arange(n)[:, None]
-            out.mail.numpy()[...] = mail[rows, slot]
-            out.mail_ts.numpy()[...] = mts[rows, slot]
+            st.get_batch(self._var["mail"], idx,
+                         out=_flat(out.mail.numpy(), (n, self.mail_dim), "mail"))
+            st.get_batch(self._var["mail_ts"], idx,
+                         out=_flat(out.mail_ts.numpy(), (n,), "mail_ts"))
+        else:  # ring slots to arrival order: logical row j is slot (count + j) % S, so
+            # node v's ring is rows [v*S + c, v*S + S) then [v*S, v*S + c), c = count % S:
+            # two ranges per node, read straight into the caller's buffers
+            c = st.get_batch(self._var["mail_count"], idx) % S
+            starts = np.empty((n, 2), np.int64)
+            counts = np.empty((n, 2), np.int64)
+            np.multiply(idx, S, out=starts[:, 1])
+            np.add(starts[:, 1], c, out=starts[:, 0])
+            np.subtract(S, c, out=counts[:, 0])
+            counts[:, 1] = c
+            starts, counts = starts.reshape(-1), counts.reshape(-1)
+            st.read_ranges(self._var["mail"], starts, counts,
+                           out=_flat(out.mail.numpy(), (n * S, self.mail_dim), "mail"))
+            st.read_ranges(self._var["mail_ts"], starts, counts,
+                           out=_flat(out.mail_ts.numpy(), (n * S,), "mail_ts"))
 
     # ------------------------------------------------------------------ staging
     def _clear(self):
@@ -423,7 +460,9 @@ class NodeMemory:
     def _gather(self, staged, dim):
         """This rank's staged updates as (keys [k, 4] int64: node, rank, position and the
         float64 ts's bits; rows [k, dim])."""
-        if staged:
+        if len(staged) == 1:
+            nodes, ts, rows = staged[0]
+        elif staged:
             nodes = np.concatenate([s[0] for s in staged])
             ts = np.concatenate([s[1] for s in staged])
             rows = np.concatenate([s[2] for s in staged])
@@ -440,13 +479,14 @@ class NodeMemory:
         """Collective: apply every rank's staged writes and mails (see the class
         docstring for the order and the guarantee), then clear them.
 
-        Each rank sends each staged update to the owner of its node in every group
-        (for writes and for mails: one ``alltoall`` of counts, then one ``Alltoallv``
-        of the keys ``(node, rank, position, ts)`` and one of the rows): a rank sends
-        ``staged x replicas`` updates and receives the updates of its own node range,
-        about ``total / width``; nothing of size ``num_nodes`` is exchanged.  Owners
-        scatter them into their own chunks (what ``store.update`` does, row by row),
-        then the store's sync makes them visible to every reader."""
+        One collective round: the agreement (every rank's errors, and the number of
+        updates it sends to each group member), then one ``Alltoallv`` of records
+        (keys ``(node, rank, position, ts)`` with their row, writes then mails): a rank
+        sends each staged update to the owner of its node in every group (``staged x
+        replicas`` records) and receives the updates of its own node range, about
+        ``total / width``; nothing of size ``num_nodes`` is exchanged.  Owners scatter
+        them into their own chunks (what ``store.update`` does, row by row), then the
+        store's sync makes them visible to every reader."""
         error = self._error
         writes, posts = self._writes, self._posts
         self._clear()  # dropped on every rank whether or not the commit succeeds
@@ -455,19 +495,117 @@ class NodeMemory:
         # leaves it) until after the sync that ends the commit (which no rank leaves
         # before every rank's apply is done): no read of any rank overlaps any apply
         with self._lock.exclusive():
-            st.agree(error, call=("NodeMemory.commit", self.name))
-            self._check_vars()
-            comm, width = st.comm, st.group_size
-            w = self._gather(writes, self.memory_dim)
-            p = self._gather(posts, self.mail_dim)
-            wk, wr = exchange(comm, width, self._owner(w[0][:, 0]), list(w))
-            pk, pr = exchange(comm, width, self._owner(p[0][:, 0]), list(p))
+            error = error or self._vars_error()
+            packed = None
+            if error is None:
+                try:  # local work: a failure (MemoryError) is agreed like a bad update
+                    packed = self._pack(writes, posts)
+                except Exception as exc:  # noqa: BLE001
+                    error = exc
+            counts = None if packed is None else packed[0]
+            small = st.size * st.group_size <= _COUNTS_IN_AGREEMENT
+            gathered = st.agree(error, call=("NodeMemory.commit", self.name),
+                                extra=counts if small else None)
+            wk, wr, pk, pr = self._exchange(packed, gathered if small else None)
             if wk.shape[0]:
                 self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64),
                                    wr)
             if pk.shape[0]:
                 self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(np.float64), pr)
             self._sync()
+
+    def _records(self):
+        """Bytes of one write record and of one mail record: 4 int64 keys and the row,
+        padded to 8 bytes."""
+        item = self.dtype.itemsize
+        return (32 + -(-self.memory_dim * item // 8) * 8,
+                32 + -(-self.mail_dim * item // 8) * 8)
+
+    def _pack(self, writes, posts):
+        """This rank's staged updates as one send buffer for the group members:
+        ``(counts, buffer, displs)``, ``counts [width, 2]`` the writes and mails for
+        member ``g``, whose bytes (its write records, then its mail records) start at
+        ``displs[g]`` of ``buffer``."""
+        width = self.store.group_size
+        recs = self._records()
+        parts = []
+        for staged, dim, rec in ((writes, self.memory_dim, recs[0]),
+                                 (posts, self.mail_dim, recs[1])):
+            keys, rows = self._gather(staged, dim)
+            dest = self._owner(keys[:, 0])
+            order = None if width == 1 else np.argsort(dest, kind="stable")
+            cnt = np.bincount(dest, minlength=width).astype(np.int64)
+            rb = dim * self.dtype.itemsize
+            parts.append((keys.view(np.uint8).reshape(-1, 32),
+                          rows.view(np.uint8).reshape(rows.shape[0], rb), order, cnt,
+                          np.concatenate([[0], np.cumsum(cnt)])))
+        wc, pc = parts[0][3], parts[1][3]
+        nbytes = wc * recs[0] + pc * recs[1]
+        displs = np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.int64)
+        buf = self._buffer("send", int(nbytes.sum()))
+        for g in range(width):  # member g's write records, then its mail records
+            d = int(displs[g])
+            for (keys, rows, order, cnt, off), rec in zip(parts, recs):
+                k = int(cnt[g])
+                if not k:
+                    continue
+                view = buf[d:d + k * rec].reshape(k, rec)
+                sel = slice(off[g], off[g + 1]) if order is None else \
+                    order[off[g]:off[g + 1]]
+                view[:, :32] = keys[sel]
+                view[:, 32:32 + rows.shape[1]] = rows[sel]
+                view[:, 32 + rows.shape[1]:] = 0  # padding
+                d += k * rec
+        return np.stack([wc, pc], axis=1), buf, displs
+
+    def _buffer(self, which, nbytes):
+        """A byte buffer of ``nbytes`` for the commit's exchange, kept between commits
+        (grown as needed, O(batch)): no fresh pages to fault in on every commit."""
+        buf = self._buffers.get(which)
+        if buf is None or buf.shape[0] < nbytes:
+            buf = self._buffers[which] = np.empty(max(nbytes, 1 << 16), np.uint8)
+        return buf[:nbytes]
+
+    def _exchange(self, packed, gathered):
+        """Collective (after the agreement): the one ``Alltoallv`` of records.
+        ``gathered``: every rank's counts from the agreement (None: too many ranks to
+        gather them there; then an ``alltoall`` of the counts).  Returns this rank's
+        write keys, write rows, mail keys and mail rows, in source-rank order."""
+        from mpi4py import MPI
+        st = self.store
+        comm, width, size = st.comm, st.group_size, st.size
+        ngroups = size // width
+        counts, buf, displs = packed
+        recs = self._records()
+        send_bytes = counts[:, 0] * recs[0] + counts[:, 1] * recs[1]
+        if gathered is None:  # [size, 2]: what each rank sends to this group member
+            got = np.array(comm.alltoall([counts.tolist()] * ngroups),
+                           np.int64).reshape(size, 2)
+        else:
+            got = np.array([c[st.group_rank] for c in gathered], np.int64).reshape(size, 2)
+        recv_bytes = got[:, 0] * recs[0] + got[:, 1] * recs[1]
+        recv_displs = np.concatenate([[0], np.cumsum(recv_bytes)[:-1]]).astype(np.int64)
+        recv = self._buffer("recv", int(recv_bytes.sum()))
+        # counts in units of 8 bytes (every record is padded to 8): up to 16 GB per peer
+        unit = MPI.BYTE.Create_contiguous(8).Commit()
+        try:
+            comm.Alltoallv(
+                [buf, (np.tile(send_bytes // 8, ngroups).tolist(),
+                       np.tile(displs // 8, ngroups).tolist()), unit],
+                [recv, ((recv_bytes // 8).tolist(), (recv_displs // 8).tolist()), unit])
+        finally:
+            unit.Free()
+        out = []
+        for kind, rec, dim in ((0, recs[0], self.memory_dim), (1, recs[1], self.mail_dim)):
+            start = recv_displs + (0 if kind == 0 else got[:, 0] * recs[0])
+            pieces = [recv[int(a):int(a) + int(k) * rec]
+                      for a, k in zip(start, got[:, kind]) if k]
+            rows = (np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)).reshape(
+                -1, rec)
+            rb = dim * self.dtype.itemsize
+            out.append(np.ascontiguousarray(rows[:, :32]).view(np.int64))
+            out.append(np.ascontiguousarray(rows[:, 32:32 + rb]).view(self.dtype))
+        return out
 
     def _sync(self):
         """Every rank's writes visible to all readers (the store's collective sync)."""
@@ -562,6 +700,7 @@ class NodeMemory:
             for k in _VARS:
                 self.store.remove(self._var[k])
             self._snapshot = None
+            self._buffers = {}
             self._clear()
 
     def nbytes(self):

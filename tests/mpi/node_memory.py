@@ -160,7 +160,7 @@ def check_neighbors(mem, ref, rng, dtype, tag):
 def own_bytes(store, mem):
     """Every byte of the state's five variables (all rows, every owner), mail_count
     included: what a failed commit must leave as it was."""
-    return [store.get_range(f"{mem.name}/{k}", 0, mem.num_nodes).tobytes()
+    return [store.get_range(f"{mem.name}/{k}", 0, store.nrows(f"{mem.name}/{k}")).tobytes()
             for k in ("memory", "memory_ts", "mail", "mail_ts", "mail_count")]
 
 
