@@ -7,7 +7,9 @@
  *
  * A T-CSR: the neighbour lists of all nodes, each sorted by timestamp (ties in edge
  * order), concatenated in node order into three store variables of equal row count:
- * `nbr` (int64 neighbour id), `ts` (double timestamp) and `eid` (int64 edge id).  Group
+ * `nbr` (neighbour id), `ts` (double timestamp) and `eid` (edge id), the ids int32 when
+ * the node and edge counts fit in int32, else int64 (the variables' row bytes, 4 or 8,
+ * say which; the samplers widen them to their int64 outputs).  Group
  * member g holds the lists of nodes [node_offsets[g], node_offsets[g + 1]), so its chunk
  * is the global rows [indptr[node_offsets[g]], indptr[node_offsets[g + 1]]).  `indptr`
  * (num_nodes + 1 global rows) and `node_offsets` are replicated metadata.
@@ -56,8 +58,8 @@ typedef struct dds_tcsr {
  * list is outside [0, rows) of the chunk).  Times are optional: t NULL
  * in dds_tcsr_pack packs time 0; ts NULL in dds_tcsr_place / dds_tcsr_sort keeps no
  * times and sorts every list by edge id alone (the CSC of ddstore.pyg.GraphStore
- * without a time).  `id_bytes` is the width of the ids in nbr and eid: 8 (int64_t, the
- * T-CSR) or 4 (int32_t, the CSC of ddstore.pyg.GraphStore when its ids fit;
+ * without a time).  `id_bytes` is the width of the ids in nbr and eid: 8 (int64_t) or 4
+ * (int32_t, a T-CSR or a CSC of ddstore.pyg.GraphStore whose ids fit;
  * dds_tcsr_place gives DDS_ERANGE for an entry whose neighbour or edge id does not fit);
  * anything else is DDS_EINVAL. */
 int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num_nodes,

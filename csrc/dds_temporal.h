@@ -29,7 +29,8 @@ enum dds_sample_strategy {
  * compact in root order: row[j] (root position), nbr[j], eid[j], ets[j] (edge
  * timestamp); *count is the number written.  DDS_EINVAL, nothing written, when the
  * edges taken need more than `cap`.  Lists held by members that are not load-readable
- * are fetched with batched dds_read calls. */
+ * are fetched with batched dds_read calls.  nbr and eid of the T-CSR may hold int32 or
+ * int64 ids (DDS_EINVAL for rows of another size); the outputs are int64. */
 int dds_temporal_sample(dds_store *store, const dds_tcsr *graph, const int64_t *roots,
                         const double *root_ts, int64_t n, int64_t k, int strategy,
                         uint64_t seed, uint64_t epoch, int layer, int64_t cap,

@@ -253,19 +253,6 @@ static void gather_ids(int64_t *out, const void *ids, int bytes, const int64_t *
     }
 }
 
-/* the width of the ids of variable `var` (its row bytes: 4 or 8) */
-static int id_bytes(dds_store *s, int var, const char *what, int *bytes)
-{
-    int64_t rb = 0;
-    int rc = dds_row_bytes(s, var, &rb);
-    if (rc != DDS_OK) return rc;
-    if (rb != 4 && rb != 8)
-        return dds_set_error(DDS_EINVAL, "neighbour sample: the %s variable has rows of "
-                             "%lld bytes, not int32 or int64 ids", what, (long long)rb);
-    *bytes = (int)rb;
-    return DDS_OK;
-}
-
 /* open-addressing set of list positions, for k distinct draws (Floyd's algorithm) */
 struct pos_set {
     int64_t mask, *slot;
@@ -320,8 +307,8 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     struct views view = {NULL, NULL, NULL, NULL};
     if (!cut) { rc = no_memory(); goto done; }
     int nb = 8, eb = 8; /* bytes per id of nbr and of eid */
-    rc = id_bytes(s, g->nbr_var, "nbr", &nb);
-    if (rc == DDS_OK) rc = id_bytes(s, g->eid_var, "eid", &eb);
+    rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &nb);
+    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "neighbour sample", "eid", &eb);
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
     if (rc != DDS_OK) goto done;
     /* what is taken, counted before any buffer is sized or any output written: buffers
@@ -552,8 +539,8 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     double *fetched = NULL, *scratch = NULL, *hkey = NULL;
     struct views view = {NULL, NULL, NULL, NULL};
     if (!cut || !npos || !wl) { rc = no_memory(); goto done; }
-    rc = id_bytes(s, g->nbr_var, "nbr", &nb);
-    if (rc == DDS_OK) rc = id_bytes(s, g->eid_var, "eid", &eb);
+    rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &nb);
+    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "neighbour sample", "eid", &eb);
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
     if (rc == DDS_OK) rc = views_open(s, g, w_var, &view);
     if (rc != DDS_OK) goto done;

@@ -14,7 +14,9 @@
  * No state outlives the call: dds_temporal_sample runs the steps below in order (check
  * the arguments, open the members, place each root's list, fetch remote lists, cut the
  * eligible ranges, select, read the remote picks), every buffer owned by one struct
- * sampler and released by sampler_free.
+ * sampler and released by sampler_free.  Node and edge ids are stored as int32 or int64
+ * (each variable's row bytes say which, see dds_tcsr.h) and widened to the int64
+ * outputs as they are copied.
  */
 #include "internal.h"
 #include "sampling.h"
@@ -36,7 +38,7 @@ static int64_t lower_bound(const double *ts, int64_t n, double t)
 }
 
 struct member_view {
-    const int64_t *nbr, *eid;
+    const char *nbr, *eid; /* ids of sampler.nb / sampler.eb bytes */
     const double *ts;
     int64_t first_row; /* global row of the chunk's first entry */
     int readable;      /* 1: read in place */
@@ -65,7 +67,7 @@ static int64_t *map_slot(struct fetch_map *m, int64_t node)
 #define DDS_RANGE_FACTOR 64
 /* A remote list is fetched whole when deg <= fetch_whole_max * max(1, occ / 2), occ
  * being the number of roots of the call that ask for it: a remote search costs about
- * log2(deg) + k small reads per root, a whole fetch 24 bytes per entry once (with the
+ * log2(deg) + k small reads per root, a whole fetch 16 or 24 bytes per entry once (with the
  * default 2048: 1024 entries per root). */
 #define DDS_ROOTS_PER_WHOLE 2
 
@@ -75,7 +77,7 @@ static const double no_entries = 0.0; /* list of a node without entries */
  * remote search (ts == NULL) */
 struct list_src {
     const double *ts;
-    const int64_t *nbr, *eid;
+    const char *nbr, *eid; /* ids of sampler.nb / sampler.eb bytes */
 };
 
 /* Everything one call of dds_temporal_sample works with: its arguments, where each
@@ -89,6 +91,7 @@ struct sampler {
     const double *root_ts;
     int64_t n, k, whole_max, range_factor;
     int strategy, width;
+    int nb, eb; /* bytes per id of nbr and of eid: 4 (int32) or 8 (int64) */
     /* [width] where each member's lists are; any_remote: some member is not readable */
     struct member_view *view;
     int any_remote;
@@ -101,7 +104,7 @@ struct sampler {
     struct fetch_map map;
     int64_t *d_node, *d_occ, *d_off, *req_start, *req_count;
     double *f_ts;
-    int64_t *f_nbr, *f_eid;
+    char *f_nbr, *f_eid;
     /* [nsearch] remote binary searches: bounds, root position, probed row and time */
     int64_t nsearch;
     int64_t *slo, *shi, *sidx, *probe;
@@ -195,8 +198,8 @@ static int place_lists(struct sampler *sp, int64_t *nremote)
         } else if (mv->readable) {
             int64_t local = start - mv->first_row;
             ls->ts = mv->ts + local;
-            ls->nbr = mv->nbr + local;
-            ls->eid = mv->eid + local;
+            ls->nbr = mv->nbr + local * sp->nb;
+            ls->eid = mv->eid + local * sp->eb;
         } else {
             (*nremote)++;
         }
@@ -251,18 +254,17 @@ static int fetch_remote_lists(struct sampler *sp, int64_t nremote)
     }
     if (nreq) {
         sp->f_ts = malloc(sizeof(double) * total);
-        sp->f_nbr = malloc(sizeof(int64_t) * total);
-        sp->f_eid = malloc(sizeof(int64_t) * total);
+        sp->f_nbr = malloc((size_t)sp->nb * (size_t)total);
+        sp->f_eid = malloc((size_t)sp->eb * (size_t)total);
         if (!sp->f_ts || !sp->f_nbr || !sp->f_eid)
             return dds_set_error(DDS_ENOMEM, "temporal sample: out of memory for %lld "
                                  "remote list entries", (long long)total);
-        int64_t bytes = (int64_t)sizeof(double) * total; /* = sizeof(int64_t) * total */
         int rc = dds_read(sp->s, g->ts_var, sp->req_start, sp->req_count, nreq, sp->f_ts,
-                          bytes, 0);
+                          (int64_t)sizeof(double) * total, 0);
         if (rc == DDS_OK) rc = dds_read(sp->s, g->nbr_var, sp->req_start, sp->req_count,
-                                        nreq, sp->f_nbr, bytes, 0);
+                                        nreq, sp->f_nbr, sp->nb * total, 0);
         if (rc == DDS_OK) rc = dds_read(sp->s, g->eid_var, sp->req_start, sp->req_count,
-                                        nreq, sp->f_eid, bytes, 0);
+                                        nreq, sp->f_eid, sp->eb * total, 0);
         if (rc != DDS_OK) return rc;
     }
     for (int64_t i = 0; i < sp->n; i++) {
@@ -270,8 +272,8 @@ static int fetch_remote_lists(struct sampler *sp, int64_t nremote)
         int64_t off = sp->d_off[*map_slot(map, sp->roots[i])];
         if (off >= 0) {
             sp->src[i].ts = sp->f_ts + off;
-            sp->src[i].nbr = sp->f_nbr + off;
-            sp->src[i].eid = sp->f_eid + off;
+            sp->src[i].nbr = sp->f_nbr + off * sp->nb;
+            sp->src[i].eid = sp->f_eid + off * sp->eb;
         } else {
             sp->nsearch++;
         }
@@ -372,8 +374,8 @@ static int64_t write_picks(const struct sampler *sp, const struct pick *p, int64
         int64_t pos = pick_position(p, q);
         row[j] = i;
         ets[j] = ls->ts[pos];
-        nbr[j] = ls->nbr[pos];
-        eid[j] = ls->eid[pos];
+        nbr[j] = id_at(ls->nbr, sp->nb, pos);
+        eid[j] = id_at(ls->eid, sp->eb, pos);
     }
     return j;
 }
@@ -460,17 +462,17 @@ static int read_remote_picks(struct sampler *sp, int64_t *nbr, int64_t *eid, dou
                              "more than 2^60 entries");
     sp->gathered = malloc(sizeof(int64_t) * (size_t)sp->packed);
     if (!sp->gathered) return out_of_memory();
-    int64_t bytes = (int64_t)sizeof(int64_t) * sp->packed;
+    int64_t bytes = (int64_t)sizeof(int64_t) * sp->packed; /* >= ids of 4 or 8 bytes */
     int rc = dds_read(sp->s, g->nbr_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
                       bytes, 0);
     if (rc != DDS_OK) return rc;
     for (int64_t q = 0; q < sp->nsel_remote; q++)
-        nbr[sp->rslot[q]] = sp->gathered[sp->roff[q]];
+        nbr[sp->rslot[q]] = id_at(sp->gathered, sp->nb, sp->roff[q]);
     rc = dds_read(sp->s, g->eid_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
                   bytes, 0);
     if (rc != DDS_OK) return rc;
     for (int64_t q = 0; q < sp->nsel_remote; q++)
-        eid[sp->rslot[q]] = sp->gathered[sp->roff[q]];
+        eid[sp->rslot[q]] = id_at(sp->gathered, sp->eb, sp->roff[q]);
     rc = dds_read(sp->s, g->ts_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
                   bytes, 0);
     if (rc != DDS_OK) return rc;
@@ -495,7 +497,9 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
         .range_factor = g->range_factor > 0 ? g->range_factor : DDS_RANGE_FACTOR,
     };
     int64_t nremote = 0, written = 0;
-    rc = open_members(&sp);
+    rc = sample_id_bytes(s, g->nbr_var, "temporal sample", "nbr", &sp.nb);
+    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "temporal sample", "eid", &sp.eb);
+    if (rc == DDS_OK) rc = open_members(&sp);
     if (rc == DDS_OK) rc = place_lists(&sp, &nremote);
     if (rc == DDS_OK && sp.any_remote && nremote) rc = fetch_remote_lists(&sp, nremote);
     if (rc == DDS_OK) cut_lists_in_memory(&sp);

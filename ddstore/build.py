@@ -42,6 +42,17 @@ from .placement import alltoallv_rows
 
 _ENTRY = 32  # bytes of one packed T-CSR entry (node, nbr, ts, eid)
 CHUNK_BYTES = 64 << 20  # default bound of one round's buffers per rank
+# node and edge ids are stored as int32 when the counts they index are all <= this, else
+# int64 (read at every build: a test lowers it to force the int64 layout on a small graph)
+ID32_LIMIT = 2 ** 31 - 1
+
+
+def id_dtype(*counts, limit=None):
+    """The dtype of stored ids indexing ``counts`` items (ids ``< count``): int32 when
+    every count is ``<= limit`` (default :data:`ID32_LIMIT`), else int64.  The samplers
+    (C) read either width and give int64; readers widen what they return."""
+    limit = ID32_LIMIT if limit is None else limit
+    return np.dtype(np.int32 if max(int(c) for c in counts) <= limit else np.int64)
 
 
 def default_chunk_edges(num_edges, size, row_bytes=25, add_reverse=True):
@@ -142,14 +153,17 @@ def fill_rows(store, owner_off, first_row, pieces, views):
 
 def count_degrees(store, edges_view, num_nodes, add_reverse):
     """Collective: every node's number of T-CSR entries (int64 ``[num_nodes]``), counted
-    by group 0's members from their chunk of the edge table and summed over the
-    communicator."""
+    by group 0's members from their chunk of the edge table (int64 or int32 ids, widened
+    one block at a time) and summed over the communicator."""
     from mpi4py import MPI
     error, deg = None, None
     try:
         deg = np.zeros(int(num_nodes), dtype=np.int64)
         if store.comm.Get_rank() < store.group_size:  # group 0 holds one full replica
-            _core.tcsr_count(edges_view, add_reverse, deg)
+            step = max(1, CHUNK_BYTES // 16)
+            for a in range(0, edges_view.shape[0], step):
+                _core.tcsr_count(np.ascontiguousarray(edges_view[a:a + step],
+                                                      dtype=np.int64), add_reverse, deg)
     except MemoryError as exc:
         error = as_error(exc, f"the degrees of num_nodes={num_nodes} nodes "
                               f"({8 * int(num_nodes)} bytes) cannot be allocated")
@@ -166,11 +180,11 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
     no times, lists sorted by edge id alone) from ``n_local`` rows of edges on this rank,
     ``chunk`` rows per rank per round, then sort every list by (time, edge id).
 
-    ``rows(a, b)`` returns rows ``[a, b)`` as ``(edges [b - a, 2] int64, t float64 or
-    None)``; row ``i`` is edge id ``first_eid + i`` and its entries are keyed by column 0
-    (and by column 1 too with ``add_reverse``).  ``every_group`` False: the rows are this
-    member's chunk of its group's edge table (every group holds the same edges), sent
-    within the group; True: the rows are this rank's own (one copy over the
+    ``rows(a, b)`` returns rows ``[a, b)`` as ``(edges [b - a, 2] int64 or int32, t
+    float64 or None)``; row ``i`` is edge id ``first_eid + i`` and its entries are keyed
+    by column 0 (and by column 1 too with ``add_reverse``).  ``every_group`` False: the
+    rows are this member's chunk of its group's edge table (every group holds the same
+    edges), sent within the group; True: the rows are this rank's own (one copy over the
     communicator), sent to the owning member of every group (the PyG ``GraphStore``'s
     CSC: rows ``(destination, source)``)."""
     comm = store.comm
@@ -201,6 +215,7 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
         error = None
         try:
             e, t = rows(a, b)
+            e = np.ascontiguousarray(e, dtype=np.int64)  # one chunk, widened if int32
             _core.tcsr_pack(e, t, first_eid + a, add_reverse, node_off, out, counts)
             del e, t
         except DDStoreError as exc:

@@ -94,9 +94,10 @@ def test_scale_benchmark_smoke(tmp_path):
     res = json.load(open(tmp_path / "temporal_scale_n2.json"))["results"][0]
     whole = res["arrays"]["tcsr_bytes_whole"]
     assert whole == 24 * 2 * 30000
-    # the store holds the T-CSR (24 B per entry, 2 entries per edge) and the edge table
-    # (src, dst, t, split: 25 B per edge), once over the two ranks
-    assert sum(p["store_bytes"] for p in res["arrays"]["per_rank"]) == 30000 * (48 + 25)
+    # the store holds the T-CSR (int32 ids: 16 B per entry, 2 entries per edge) and the
+    # edge table (int32 src, dst, float64 t, int8 split: 17 B per edge), once over the
+    # two ranks (49 B per edge; 73 with int64 ids)
+    assert sum(p["store_bytes"] for p in res["arrays"]["per_rank"]) == 30000 * (32 + 17)
     assert all(p["peak_above"] > 0 for p in res["arrays"]["per_rank"])
     assert res["tgl"]["same_tcsr_as_arrays"] is True
     assert all(v["edges_per_s_per_rank"] > 0 for v in res["sampling"].values())

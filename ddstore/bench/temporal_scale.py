@@ -165,13 +165,16 @@ def _peak(reset_ok):
 
 
 def _checksum(store, name):
-    """Order-sensitive checksum of this rank's T-CSR chunk."""
+    """Order-sensitive checksum of this rank's T-CSR chunk (ids as int64, whatever
+    their stored width)."""
     acc = 0
     for k in ("nbr", "ts", "eid"):
-        v = store.local_view(f"{name}/{k}").view(np.uint64)
+        v = store.local_view(f"{name}/{k}")
         for a in range(0, v.shape[0], BLOCK):  # in blocks: no full-size temporary
             w = np.arange(a + 1, min(a + BLOCK, v.shape[0]) + 1, dtype=np.uint64)
-            acc ^= int(np.bitwise_xor.reduce(v[a:a + BLOCK] * w))
+            b = v[a:a + BLOCK]
+            b = (b if b.dtype == np.float64 else b.astype(np.int64)).view(np.uint64)
+            acc ^= int(np.bitwise_xor.reduce(b * w))
     return acc
 
 

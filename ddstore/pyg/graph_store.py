@@ -14,7 +14,7 @@ from .._checks import exact_times, is_int, names_under, taken_error
 from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
 from ..placement import balanced_offsets
-from ..build import check_chunk_edges, create, default_chunk_edges, fill_tcsr
+from ..build import check_chunk_edges, create, default_chunk_edges, fill_tcsr, id_dtype
 from ._common import (as_edge_type, as_numpy, call_piece, edge_var, is_edge_type, node_var,
                       rows_error, tiling_error, type_key)
 from .feature_store import UnknownAttributeError
@@ -463,7 +463,7 @@ class GraphStore(_PygGraphStore):
                 raise DDStoreValueError(f"{what}: local edges [{a}, {b}): "
                                         f"{type(exc).__name__}: {exc}") from exc
         # node and edge ids as int32 when both fit (see the class docstring)
-        ids = np.int32 if max(size[0], num_edges) <= ID32_LIMIT else np.int64
+        ids = id_dtype(size[0], num_edges, limit=ID32_LIMIT)
         with st.transaction(f"GraphStore.put {edge_type!r}") as txn:
             views = {k: create(st, prefix + k, n_csc, (), np.float64 if k == "ts" else ids)
                      for k in names}

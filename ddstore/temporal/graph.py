@@ -2,20 +2,27 @@
 
 Layout (for a graph called ``name``; ``width`` members per group, each group one replica):
 
-- T-CSR: ``name/nbr`` (int64), ``name/ts`` (float64), ``name/eid`` (int64): every node's
-  neighbour list sorted by timestamp (ties in edge-id order), the lists concatenated in
-  node order.  Member ``g`` holds the lists of the contiguous node range
+- T-CSR: ``name/nbr``, ``name/ts`` (float64), ``name/eid``: every node's neighbour list
+  sorted by timestamp (ties in edge-id order), the lists concatenated in node order.
+  ``nbr`` and ``eid`` are int32 when ``num_nodes`` and ``num_edges`` both fit
+  (:func:`ddstore.build.id_dtype`: 16 bytes per entry instead of 24), else int64.  Member ``g`` holds the lists of the contiguous node range
   ``node_offsets[g:g + 2]``, chosen so that members hold about equal numbers of entries.
-- edges by id: ``name/edges`` (int64 ``[E, 2]``: src, dst), ``name/edge_t`` (float64),
-  ``name/edge_split`` (int8: 0 train, 1 val, 2 test), optional ``name/edge_feat`` and
+- edges by id: ``name/edges`` (``[E, 2]``: src, dst; int32 when every node id + 1 fits,
+  else int64), ``name/edge_t`` (float64), ``name/edge_split`` (int8: 0 train, 1 val,
+  2 test), optional ``name/edge_feat`` and
   ``name/edge_label`` (one label row per edge, e.g. JODIE's ``state_label``, PyG's ``y``);
   member ``g`` holds edge ids ``partition(num_edges, width, g)``.
 - optional ``name/node_feat`` by node, chunked like the T-CSR.
 
 Replicated metadata: ``indptr`` (``num_nodes + 1`` int64: the global T-CSR row where each
 node's list starts) and the chunk boundaries (``node_offsets``, ``edge_offsets``).  Edge
-ids are int64: the position of the edge in the concatenation of every rank's share in
-rank order.
+ids are the position of the edge in the concatenation of every rank's share in rank
+order.  Whatever the stored width, every read returns int64 ids.
+
+The edge table's ``src, dst, t`` repeat what the T-CSR holds (without ``add_reverse``,
+edge ``e`` is the entry with ``eid == e`` in ``src``'s list); they are kept as a table
+because reading an edge by id from the T-CSR would need an index from edge id to
+T-CSR row (4 or 8 more bytes per edge) and a search of ``indptr``.
 """
 import numpy as np
 
@@ -26,8 +33,9 @@ from .._checks import (STORABLE_KINDS, as_indices, check_indices, exact_times, i
 from .._collective import mark_agreed, raised_alike
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
+from .. import build
 from ..build import (check_chunk_edges, count_degrees, create, default_chunk_edges,
-                     fill_rows, fill_tcsr)
+                     fill_rows, fill_tcsr, id_dtype)
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
 _T_VARS = ("nbr", "ts", "eid")
@@ -62,6 +70,24 @@ def _check_node_memory(name, num_nodes, derived, hosts):
             f"per node), more than the {_size(avail)} available to rank {r} "
             f"({_size(node_avail)} on its node / {ranks_on[host]} ranks there); at most "
             f"{max(0, avail // _NODE_BYTES - 1)} nodes fit"))
+
+
+class _WideIds(DDStoreValueError):
+    """A node id of the edges parsed does not fit the int32 edge table being filled
+    (:meth:`TemporalGraph.from_tgl` then builds again with int64; agreed, like every
+    error of the build)."""
+
+
+def _narrow_pieces(pieces, ids):
+    """``pieces`` (``[edges [n, 2] int64, ...]``) with the edges as ``ids``; raises
+    :class:`_WideIds` at a piece holding a node id that does not fit."""
+    for p in pieces:
+        if ids != np.int64:
+            e = p[0]
+            if e.size and int(e.max()) + 1 > build.ID32_LIMIT:
+                raise _WideIds(f"node id {int(e.max())} needs int64 ids")
+            p[0] = e.astype(ids)
+        yield p
 
 
 def _layout(x):
@@ -324,29 +350,34 @@ class TemporalGraph:
             return num_nodes, split_counts
         return cls._build(store, name, num_edges, int(counts[:rank].sum()), edge_pieces(),
                           add_reverse, chunk, _layout(ef), _layout(el), resolve,
-                          _layout(nf), nf_first, node_pieces() if has_nf else None)
+                          _layout(nf), nf_first, node_pieces() if has_nf else None,
+                          id_dtype(max_id + 1))
 
     @classmethod
     def _build(cls, store, name, num_edges, first_eid, edge_pieces, add_reverse, chunk,
-               ef_layout, el_layout, resolve, nf_layout, nf_first, node_pieces):
+               ef_layout, el_layout, resolve, nf_layout, nf_first, node_pieces,
+               edge_ids=np.int64):
         """Collective: the bounded build (see :mod:`ddstore.build`).
         ``edge_pieces``: this rank's edges from global id ``first_eid`` on, as pieces
         ``[edges [n, 2], t, split, (edge_feat), (edge_label)]`` of at most ``chunk`` rows;
         ``*_layout``: ``(dtype, row shape)`` or None; ``resolve(views)`` (collective, after
         the edge table is filled) returns ``(num_nodes, split_counts)``;
-        ``node_pieces``: this rank's node-feature rows from node ``nf_first`` on, or None.
-        On failure every variable created is removed, on every rank."""
+        ``node_pieces``: this rank's node-feature rows from node ``nf_first`` on, or None;
+        ``edge_ids``: the dtype of the edge table's node ids (int32: :class:`_WideIds`
+        at a piece with an id that does not fit).  The T-CSR's ids are int32 when
+        ``num_nodes`` and ``num_edges`` fit (:func:`~ddstore.build.id_dtype`).  On failure every variable created is removed, on every rank."""
         width, g = store.group_size, store.group_rank
         edge_off = member_offsets(num_edges, width)
         with store.transaction(f"TemporalGraph {name!r}"):
             n_e = int(edge_off[g + 1] - edge_off[g])
-            views = [create(store, f"{name}/edges", n_e, (2,), np.int64),
+            views = [create(store, f"{name}/edges", n_e, (2,), edge_ids),
                      create(store, f"{name}/edge_t", n_e, (), np.float64),
                      create(store, f"{name}/edge_split", n_e, (), np.int8)]
             for key, lay in (("edge_feat", ef_layout), ("edge_label", el_layout)):
                 if lay is not None:
                     views.append(create(store, f"{name}/{key}", n_e, lay[1], lay[0]))
-            fill_rows(store, edge_off, first_eid, edge_pieces, views)
+            fill_rows(store, edge_off, first_eid, _narrow_pieces(edge_pieces, edge_ids),
+                      views)
             with raised_alike():  # resolve decides from what the ranks gathered
                 num_nodes, split_counts = resolve(views)
             deg = count_degrees(store, views[0], num_nodes, add_reverse)
@@ -355,8 +386,9 @@ class TemporalGraph:
             del deg
             node_off = balanced_offsets(indptr, width)
             n_t = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
+            ids = id_dtype(num_nodes, num_edges)
             tcsr = [create(store, f"{name}/{k}", n_t, (), dt)
-                    for k, dt in zip(_T_VARS, (np.int64, np.float64, np.int64))]
+                    for k, dt in zip(_T_VARS, (ids, np.float64, ids))]
             fill_tcsr(store, n_e, lambda a, b: (views[0][a:b], views[1][a:b]),
                       int(edge_off[g]), add_reverse, indptr, node_off, tcsr, chunk)
             if nf_layout is not None:
@@ -380,8 +412,7 @@ class TemporalGraph:
         what :meth:`from_arrays` holds (one chunk), and no whole share is ever parsed
         into memory.  ``g.read_stats``: this rank's lines parsed and seconds spent
         parsing them (``parse_s`` wall, ``parse_cpu_s`` CPU)."""
-        from mpi4py import MPI
-        from ..sources.tgl import TGLShare, check_sorted_across_ranks
+        from ..sources.tgl import TGLShare
         store.check_alive()
         error = taken_error(f"graph {name!r}", names_under(name, store.variables())) if \
             isinstance(name, str) and name else \
@@ -391,7 +422,17 @@ class TemporalGraph:
         call = ("TemporalGraph.from_tgl", name)
         store.agree(error, call=call, same=None if error else {
             "add_reverse": bool(add_reverse), "chunk_edges": chunk_edges})
-        share = TGLShare(store, directory, call=None)
+        try:  # int32 node ids in the edge table, again with int64 if one does not fit
+            return cls._from_tgl_share(store, name, TGLShare(store, directory, call=None),
+                                       add_reverse, chunk_edges, np.int32)
+        except _WideIds:
+            return cls._from_tgl_share(store, name, TGLShare(store, directory, call=None),
+                                       add_reverse, chunk_edges, np.int64)
+
+    @classmethod
+    def _from_tgl_share(cls, store, name, share, add_reverse, chunk_edges, edge_ids):
+        from mpi4py import MPI
+        from ..sources.tgl import check_sorted_across_ranks
         ef, nfr = share.edge_feat, share.node_feat
         chunk = int(chunk_edges) if chunk_edges is not None else default_chunk_edges(
             share.num_edges, store.size, 25 + (ef.row_bytes if ef else 0), add_reverse)
@@ -421,7 +462,7 @@ class TemporalGraph:
                        None if ef is None else (ef.dtype, ef.shape[1:]), None, resolve,
                        None if nfr is None else (nfr.dtype, nfr.shape[1:]),
                        share.node_rows[0],
-                       share.node_pieces(chunk) if nfr is not None else None)
+                       share.node_pieces(chunk) if nfr is not None else None, edge_ids)
         g.read_stats = dict(share.stats)
         return g
 
@@ -534,8 +575,8 @@ class TemporalGraph:
                                         f"{float(t[i])!r}, not a whole number in [{info.min}, "
                                         f"{info.max}] for t_dtype={dtype}; pass "
                                         f"t_dtype=torch.float64")
-        kw = dict(src=torch.from_numpy(np.ascontiguousarray(sd[:, 0])),
-                  dst=torch.from_numpy(np.ascontiguousarray(sd[:, 1])),
+        kw = dict(src=torch.from_numpy(sd[:, 0].astype(np.int64)),
+                  dst=torch.from_numpy(sd[:, 1].astype(np.int64)),
                   t=torch.from_numpy(t.astype(dtype)))
         if self._has_edge_feat:
             kw["msg"] = torch.from_numpy(st.get_range(f"{self.name}/edge_feat", 0, e))
@@ -577,19 +618,21 @@ class TemporalGraph:
         return deg if nids is None else deg[self._nodes(nids, "degree")]
 
     def neighbors(self, v):
-        """Local: node ``v``'s list ``(nbr, ts, eid)`` in T-CSR order (time, then edge id)."""
+        """Local: node ``v``'s list ``(nbr, ts, eid)`` in T-CSR order (time, then edge id);
+        ids int64."""
         if not is_int(v):
             raise DDStoreValueError(f"neighbors of graph {self.name!r}: node must be an "
                                     f"integer, got {v!r}")
         v = int(self._nodes([v], "neighbors")[0])
         a, b = int(self.indptr[v]), int(self.indptr[v + 1])
-        return tuple(self.store.get_range(f"{self.name}/{k}", a, b - a) for k in _T_VARS)
+        nbr, ts, eid = (self.store.get_range(f"{self.name}/{k}", a, b - a) for k in _T_VARS)
+        return nbr.astype(np.int64, copy=False), ts, eid.astype(np.int64, copy=False)
 
     def edges(self, eids):
-        """Local: ``(src, dst, t)`` of edges ``eids``, in request order."""
+        """Local: ``(src, dst, t)`` of edges ``eids``, in request order (ids int64)."""
         idx = self._edges(eids, "edges")
         sd = self.store.get_batch(f"{self.name}/edges", idx)
-        return sd[:, 0].copy(), sd[:, 1].copy(), self.store.get_batch(f"{self.name}/edge_t",
+        return sd[:, 0].astype(np.int64), sd[:, 1].astype(np.int64), self.store.get_batch(f"{self.name}/edge_t",
                                                                       idx)
 
     def edge_split(self, eids):
@@ -629,7 +672,8 @@ class TemporalGraph:
     def tcsr_bytes(self):
         """Bytes of this rank's T-CSR chunk (nbr + ts + eid) plus the replicated indptr."""
         lo, hi = self.node_offsets[self.store.group_rank:self.store.group_rank + 2]
-        return int(24 * (self.indptr[hi] - self.indptr[lo]) + self.indptr.nbytes)
+        entry = sum(self.store.dtype(f"{self.name}/{k}").itemsize for k in _T_VARS)
+        return int(entry * (self.indptr[hi] - self.indptr[lo]) + self.indptr.nbytes)
 
     def tcsr_handle(self, fetch_whole_max=0, range_factor=0):
         """Local: a new C handle over this graph's T-CSR (``ddstore._core.TCSR``: the

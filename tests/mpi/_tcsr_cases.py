@@ -6,9 +6,12 @@ For every width dividing the rank count, chunk sizes 1, 7, 64 and the default, w
 without reverse edges, on graphs with many timestamp ties, self-loops, a hub node with
 more entries than a chunk and uneven shares (one rank with none on 3+ ranks): the
 T-CSR's bytes (indptr, node ranges, nbr, ts, eid), the edge table, features and
-samples equal the reference's.  Then from_tgl with chunk sizes 1 and the default (edge
-and node features included), and a malformed row in a later piece of the last rank's
-range: every rank raises the same error and nothing is left in the store.
+samples equal the reference's (ids stored as int32, the default for these small graphs,
+and read back as int64).  Then from_tgl with chunk sizes 1 and the default (edge and node
+features included), once more with int64 ids forced (``ddstore.build.ID32_LIMIT``
+lowered below a node id: the int32 edge table is refused at a later piece and the build
+starts again with int64), and a malformed row in a later piece of the last rank's range:
+every rank raises the same error and nothing is left in the store.
 """
 import os
 
@@ -18,7 +21,7 @@ from mpi4py import MPI
 from _harness import check, expect_error, every_width
 
 import ddstore  # noqa: E402
-from ddstore import DDStoreValueError  # noqa: E402
+from ddstore import DDStoreValueError, build  # noqa: E402
 from ddstore import temporal as tg  # noqa: E402
 from ddstore.testing.temporal import (reference_lists, reference_sample,  # noqa: E402
                                       reference_tcsr)
@@ -60,8 +63,12 @@ def check_tcsr(store, g, src, dst, t, rev, width, tag):
     equal(g.indptr, ip, f"{tag}: indptr")
     equal(g.node_offsets, off, f"{tag}: node ranges")
     total = int(ip[-1])
+    ids = build.id_dtype(g.num_nodes, g.num_edges)
     for var, want in (("nbr", nbr), ("ts", ts), ("eid", eid)):
-        equal(store.get_range(f"{g.name}/{var}", 0, total), want, f"{tag}: {var}")
+        got = store.get_range(f"{g.name}/{var}", 0, total)
+        check(got.dtype == (np.float64 if var == "ts" else ids),
+              f"{tag}: {var} stored as {got.dtype}")
+        equal(got if var == "ts" else got.astype(np.int64), want, f"{tag}: {var}")
     lo, hi = store.local_rows(f"{g.name}/ts")
     g0 = store.group_rank
     check((lo, hi) == (int(ip[off[g0]]), int(ip[off[g0 + 1]])), f"{tag}: local rows")
@@ -145,11 +152,20 @@ def check_tgl(tmp):
     comm.Barrier()
     for width in sorted({1, size}):
         with ddstore.DDStore(comm, width=width) as store:
-            for chunk in (1, None):
-                tag = f"[n={size} w={width} chunk={chunk}] from_tgl"
-                g = tg.TemporalGraph.from_tgl(store, "tgl", d, add_reverse=True,
-                                              chunk_edges=chunk)
-                check_tcsr(store, g, src, dst, t, True, width, tag)
+            for chunk, limit in ((1, None), (None, None), (1, 10)):
+                tag = f"[n={size} w={width} chunk={chunk} id32<={limit}] from_tgl"
+                old = build.ID32_LIMIT
+                build.ID32_LIMIT = old if limit is None else limit
+                try:
+                    g = tg.TemporalGraph.from_tgl(store, "tgl", d, add_reverse=True,
+                                                  chunk_edges=chunk)
+                    want = np.int64 if limit is not None else np.int32
+                    check(store.dtype("tgl/edges") == want and
+                          store.dtype("tgl/nbr") == want, f"{tag}: id widths "
+                          f"{store.dtype('tgl/edges')} {store.dtype('tgl/nbr')}")
+                    check_tcsr(store, g, src, dst, t, True, width, tag)
+                finally:
+                    build.ID32_LIMIT = old
                 equal(g.edge_features(np.arange(ne)), ef, f"{tag}: edge features")
                 equal(g.node_features(np.arange(nn)), nf, f"{tag}: node features")
                 equal(g.split, split, f"{tag}: split")

@@ -9,7 +9,9 @@ exactly; ``recent`` and ``uniform`` samples equal to the reference for 1 and 2 l
 (with and without prop_time), nothing at or after a root's time; chunk scheduling
 coverage; from_tgl round trip; every bad input raising the same error on every rank with
 nothing left in the store; the chunked T-CSR build's bytes against the first build's
-(tests/mpi/_tcsr_cases.py).  Exits non-zero on any failure.
+(tests/mpi/_tcsr_cases.py); the same graph stored with int32 ids (the default when they
+fit) and with int64 ids (forced) giving the same bytes from every read, sampler and
+EdgeBatches (check_id_widths).  Exits non-zero on any failure.
 """
 import os
 import sys
@@ -21,6 +23,7 @@ from _harness import check, expect_error, run_main, every_width
 import _tcsr_cases as tcsr_cases  # noqa: E402
 
 import ddstore  # noqa: E402
+from ddstore import build  # noqa: E402
 from ddstore import (DDStoreIndexError, DDStoreMemoryError,  # noqa: E402
                      DDStoreValueError)
 from ddstore import temporal as tg  # noqa: E402
@@ -191,6 +194,64 @@ def check_batches(g, src, t, split, tag):
                 check(len(shifts) > 1, f"{tag}: chunk shift never changed ({shifts})")
 
 
+def same_bytes(a, b, what):
+    a, b = np.asarray(a), np.asarray(b)
+    ok = a.shape == b.shape and a.dtype == b.dtype and \
+        a.reshape(-1).view(np.uint8).tobytes() == b.reshape(-1).view(np.uint8).tobytes()
+    check(ok, what + ("" if ok else f" ({a.shape} {a.dtype} vs {b.shape} {b.dtype})"))
+
+
+def check_id_widths(store, tag):
+    """One graph built with int32 ids (the default: they fit) and with int64 ids
+    (``build.ID32_LIMIT`` lowered below its node ids): the stored widths, and every read
+    (neighbors, edges, to the last byte and dtype), sampler output (lists read in place,
+    fetched whole, searched remotely, one row per draw) and EdgeBatches the same."""
+    src, dst, t, split, ef, nf = random_graph(5, 31, 260, 9)
+    lo, hi = shares(260, 5)
+    rng = np.random.default_rng(77)
+    roots = rng.integers(0, 31, 90)
+    rts = rng.integers(-1, 12, 90).astype(np.float64)
+    out = {}
+    for wide in (False, True):
+        old = build.ID32_LIMIT
+        build.ID32_LIMIT = 8 if wide else old  # below num_nodes and the largest node id
+        try:
+            g = tg.TemporalGraph.from_arrays(store, "gw", src[lo:hi], dst[lo:hi], t[lo:hi],
+                                             num_nodes=31, add_reverse=True,
+                                             split=split[lo:hi])
+        finally:
+            build.ID32_LIMIT = old
+        want = np.dtype(np.int64 if wide else np.int32)
+        for var in ("nbr", "eid", "edges"):
+            check(store.dtype(f"gw/{var}") == want, f"{tag} wide={wide}: {var} stored as "
+                                                     f"{store.dtype(f'gw/{var}')}")
+        res = []
+        for v in range(g.num_nodes):
+            res += [(f"neighbors({v}) {i}", x) for i, x in enumerate(g.neighbors(v))]
+        res += [(f"edges {i}", x) for i, x in enumerate(g.edges(np.arange(260)[::-1]))]
+        for strategy in ("recent", "uniform"):
+            for fetch, factor in ((2048, 64), (4, 1)):
+                sm = tg.TemporalSampler(g, (4, 3), strategy, seed=9, remote_fetch_max=fetch,
+                                        remote_range_factor=factor)
+                for li, b in enumerate(sm.sample(roots, rts)):
+                    for key in ("nodes", "ts", "row", "col", "eid", "edge_ts", "dts",
+                                "edge_index"):
+                        res.append((f"{strategy} fetch={fetch} layer {li} {key}",
+                                    getattr(b, key)))
+        eb = tg.EdgeBatches(g, 16, "train", chunks=2, negatives=2, comm=comm, seed=3)
+        eb.set_epoch(1)
+        for bi, batch in enumerate(eb):
+            res += [(f"EdgeBatches batch {bi} field {i}", x) for i, x in enumerate(batch)]
+        out[wide] = res
+        g.remove()
+    check(len(out[False]) == len(out[True]), f"{tag}: id widths: {len(out[False])} vs "
+                                             f"{len(out[True])} outputs")
+    for (what, a), (_, b) in zip(out[False], out[True]):
+        same_bytes(a, b, f"{tag}: int32 vs int64 ids: {what}")
+        check(np.asarray(a).dtype.kind == "f" or np.asarray(a).dtype == np.int64,
+              f"{tag}: {what} given as {np.asarray(a).dtype}, not int64")
+
+
 def check_errors(store, tag):
     src, dst, t, split, ef, nf = random_graph(3, 20, 60, 10)
     lo, hi = shares(60, 1)
@@ -356,6 +417,7 @@ def main():
                     if seed == 0 and transport == "auto":
                         check_batches(g, src, t, split, f"{tag} g{seed}")
                     g.remove()
+                check_id_widths(store, tag)
                 if transport == "auto" and width == widths[-1]:
                     check_errors(store, tag)
                     check_tgl(store, tag)
