@@ -100,6 +100,12 @@ def test_scale_benchmark_smoke(tmp_path):
     assert all(p["peak_above"] > 0 for p in res["arrays"]["per_rank"])
     assert res["tgl"]["same_tcsr_as_arrays"] is True
     assert all(v["edges_per_s_per_rank"] > 0 for v in res["sampling"].values())
+    # cold, warm (the same batches again) and prefaulted (a fresh build mapped first:
+    # each rank's half of the T-CSR and its node-local peer's, the whole of it)
+    for way in ("sampling_warm", "sampling_prefaulted"):
+        assert sorted(res[way]) == sorted(res["sampling"]), res
+        assert all(v["edges_per_s_per_rank"] > 0 for v in res[way].values())
+    assert res["prefault_bytes_per_rank"] == [whole, whole], res
 
 
 @pytest.mark.mpi
