@@ -81,6 +81,14 @@ enum dds_read_flags {
     DDS_READ_PER_ROW_LOCK = 1 /* lock/get/unlock per row (the slow path, for benchmarks) */
 };
 
+/* flags for dds_prefault (a union; DDS_PREFAULT_OWN | DDS_PREFAULT_PEERS: every chunk
+ * this rank reads by plain loads) */
+enum dds_prefault_flags {
+    DDS_PREFAULT_OWN = 1,   /* this rank's own chunk */
+    DDS_PREFAULT_PEERS = 2, /* the chunks of node-local group members (shared memory) */
+    DDS_PREFAULT_TOUCH = 4  /* no madvise: read one byte per page (the fallback path) */
+};
+
 typedef struct dds_store dds_store;
 
 /* COLLECTIVE.  Create a store over `*comm` (duplicated internally) with groups of
@@ -151,6 +159,19 @@ int dds_ranges_total(dds_store *store, int var_id, const int64_t *starts,
  * `out_bytes` bytes. */
 int dds_read_range(dds_store *store, int var_id, int64_t start, int64_t count, void *out,
                    int64_t out_bytes);
+
+/* Local.  Map the pages of a variable's chunks that this rank reads by plain loads (its
+ * own with DDS_PREFAULT_OWN, node-local members' in shared memory with
+ * DDS_PREFAULT_PEERS; under transport RMA there are none of the latter) into this
+ * process's page tables, so that a read's first touch of a page costs no page fault:
+ * madvise(MADV_POPULATE_READ) (Linux >= 5.14), else (refused, or DDS_PREFAULT_TOUCH) a
+ * read of one byte per page.  Reads only: every byte stays as it is, nothing is
+ * allocated (the pages are their owner's; only page tables grow), and the system's
+ * refusals are not errors.  *bytes (unless NULL) = the bytes of the chunks mapped.
+ * DDS_EINVAL for unknown flags.  Makes no MPI call: may run in any thread, overlapping
+ * anything but dds_remove of that variable and dds_free.  (dds_add also advises huge
+ * pages on every chunk before it is written: MADV_HUGEPAGE, where the system allows.) */
+int dds_prefault(dds_store *store, int var_id, int flags, int64_t *bytes);
 
 /* Bytes of row data this rank holds. */
 int64_t dds_local_bytes(const dds_store *store);

@@ -11,8 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux >= 5.14; older kernels refuse it with EINVAL */
+#endif
 
 /* largest byte count handed to one MPI_Get (MPI counts are int) */
 #define DDS_MAX_GET_BYTES ((int64_t)1 << 30)
@@ -295,6 +300,72 @@ int dds_group_size(const dds_store *s) { return s->width; }
 int dds_ngroups(const dds_store *s) { return s->ngroups; }
 int dds_shm_peers(const dds_store *s) { return s->shm_peers; }
 
+/* ------------------------------------------------------------------ page mappings */
+
+/* What the system's pages are: the base page size, and the 2 MiB of a transparent huge
+ * page on x86-64 and arm64 with 4 KiB pages (the advice below is harmless elsewhere). */
+#define DDS_HUGE_PAGE ((uintptr_t)2 << 20)
+
+static uintptr_t page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (uintptr_t)p : 4096;
+}
+
+/* madvise(MADV_HUGEPAGE) on the 2 MiB-aligned part of [p, p + n): memory first touched
+ * afterwards may come as transparent huge pages where the system allows it
+ * (/sys/kernel/mm/transparent_hugepage: 'madvise' mode, and for shared memory
+ * shmem_enabled 'advise'), so a sampler's scattered reads of a multi-GB chunk take one
+ * TLB entry and one fault per 2 MiB instead of per 4 KiB.  Advice only: a refusal
+ * (EINVAL where THP is off or the memory cannot have them) changes nothing. */
+static void advise_huge(char *p, int64_t n)
+{
+    if (!p || n <= 0) return;
+    uintptr_t a = (uintptr_t)p, lo = (a + DDS_HUGE_PAGE - 1) & ~(DDS_HUGE_PAGE - 1);
+    uintptr_t hi = (a + (uintptr_t)n) & ~(DDS_HUGE_PAGE - 1);
+    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_HUGEPAGE);
+}
+
+/* Map every page of [p, p + n) into this process's page tables, reading nothing it
+ * changes: madvise(MADV_POPULATE_READ) on the whole pages holding the range (they lie in
+ * one window's mapping, itself whole pages), else (`touch`, or the kernel refused: older
+ * than 5.14, EINTR, EFAULT...) one volatile read of a byte in every page. */
+static void populate(const char *p, int64_t n, int touch)
+{
+    if (!p || n <= 0 || (uint64_t)n > SIZE_MAX / 2) return; /* (not one mapping) */
+    uintptr_t page = page_size(), a = (uintptr_t)p, lo = a & ~(page - 1);
+    if (!touch && madvise((void *)lo, (size_t)(a - lo) + (size_t)n, MADV_POPULATE_READ) == 0)
+        return;
+    const volatile char *q = p;
+    (void)q[0];
+    for (uintptr_t off = lo + page - a; off < (uintptr_t)n; off += page) (void)q[off];
+}
+
+int dds_prefault(dds_store *s, int var_id, int flags, int64_t *bytes)
+{
+    struct dds_var *v;
+    int rc = get_var(s, var_id, &v);
+    if (rc) return rc;
+    if (flags & ~(DDS_PREFAULT_OWN | DDS_PREFAULT_PEERS | DDS_PREFAULT_TOUCH))
+        return dds_set_error(DDS_EINVAL, "variable '%s': prefault flags %d outside the "
+                             "known ones (own %d | peers %d | touch %d)", v->name, flags,
+                             DDS_PREFAULT_OWN, DDS_PREFAULT_PEERS, DDS_PREFAULT_TOUCH);
+    int touch = (flags & DDS_PREFAULT_TOUCH) != 0;
+    int64_t done = 0;
+    for (int g = 0; g < s->width; g++) {
+        int own = g == s->group_rank;
+        if (!(flags & (own ? DDS_PREFAULT_OWN : DDS_PREFAULT_PEERS))) continue;
+        const char *base = own ? v->base : v->peer_base[g];
+        /* each member's chunk fits int64 bytes: dds_add checked it on its owner */
+        int64_t n = (v->offsets[g + 1] - v->offsets[g]) * v->row_bytes;
+        if (!base || n <= 0) continue;
+        populate(base, n, touch);
+        done += n;
+    }
+    if (bytes) *bytes = done;
+    return DDS_OK;
+}
+
 /* ------------------------------------------------------------------ variables */
 
 static int64_t physical_memory(void)
@@ -472,6 +543,11 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
     }
     for (int g = 0; g < s->width; g++) v.offsets[g + 1] += v.offsets[g];
     v.nrows = v.offsets[s->width];
+    /* before this rank first writes its chunk (and reads the peers'): huge pages where
+     * the system gives them (advice; see advise_huge) */
+    for (int g = 0; g < s->width; g++)
+        advise_huge(g == s->group_rank ? v.base : v.peer_base[g],
+                    (v.offsets[g + 1] - v.offsets[g]) * v.row_bytes);
     /* fill the slot, then publish it: a reader that sees the new count sees the slot */
     int id = nvars_published(s);
     *var_at(s, id) = v;

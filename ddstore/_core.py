@@ -136,6 +136,16 @@ class Core:
         buf = ffi.buffer(ptr[0], shape[0] * row * dtype.itemsize)
         return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
+    def prefault(self, var, peers=True, touch=False):
+        """``dds_prefault`` of ``var``: map this rank's own chunk and (``peers``) the
+        node-local members' chunks; ``touch``: without madvise (one read per page).
+        Returns the bytes mapped.  Releases the GIL (a cffi call)."""
+        out = ffi.new("int64_t *")
+        flags = (lib.DDS_PREFAULT_OWN | (lib.DDS_PREFAULT_PEERS if peers else 0) |
+                 (lib.DDS_PREFAULT_TOUCH if touch else 0))
+        self._check(lib.dds_prefault(self._handle[0], var, flags, out))
+        return int(out[0])
+
     def sync(self):
         self._check(lib.dds_sync(self._handle[0]))
 

@@ -33,6 +33,8 @@ a failure on any rank in any round (a bad line in a parsed piece, memory for a c
 raises the same error on every rank, and the builder's transaction
 (:meth:`DDStore.transaction`) then removes what was created, on every rank.
 """
+import os
+
 import numpy as np
 
 from .errors import DDStoreError, DDStoreValueError, as_error
@@ -258,3 +260,34 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
         except DDStoreError as exc:
             error = exc
     store.agree(error)
+
+
+PREFAULT_ENV = "DDSTORE_PREFAULT"
+_PREFAULT_MODES = {"": "sync", "1": "sync", "on": "sync", "sync": "sync",
+                   "background": "background", "0": "off", "off": "off", "no": "off"}
+
+
+def prefault_mode():
+    """How :func:`prefault_built` maps what a build made: the environment variable
+    ``DDSTORE_PREFAULT``: ``sync`` (default; also ``1``, ``on``), ``background``, or
+    ``off`` (also ``0``, ``no``).  Another value warns and means ``sync``."""
+    raw = os.environ.get(PREFAULT_ENV, "").strip().lower()
+    mode = _PREFAULT_MODES.get(raw)
+    if mode is None:
+        import warnings
+        warnings.warn(f"{PREFAULT_ENV}={raw!r} is not one of sync, background, off: "
+                      f"using sync", stacklevel=3)
+        mode = "sync"
+    return mode
+
+
+def prefault_built(store, names):
+    """Local, at the end of a graph build: :meth:`DDStore.prefault` of the variables a
+    sampler reads (``names``), so that sampling's first pass pays no page fault per
+    first touch of a node-local peer's chunk, as :func:`prefault_mode` says (in the
+    calling thread, in a background thread, or not at all).  Returns what
+    ``store.prefault`` returned, or None when off."""
+    mode = prefault_mode()
+    if mode == "off":
+        return None
+    return store.prefault(*names, background=mode == "background")

@@ -19,6 +19,7 @@ checks).
 import functools
 import math
 import os
+import threading
 
 import numpy as np
 
@@ -47,6 +48,21 @@ class _Var:
     def __init__(self, name, vid, dtype, row_shape, n_local, nrows):
         self.name, self.vid, self.dtype = name, vid, dtype
         self.row_shape, self.n_local, self.nrows = row_shape, n_local, nrows
+
+
+class _PrefaultThread(threading.Thread):
+    """:meth:`DDStore.prefault` in the background: ``nbytes`` (bytes mapped) once joined,
+    ``error`` the exception if it failed (it cannot on a live variable)."""
+
+    def __init__(self, run):
+        super().__init__(name="ddstore-prefault", daemon=True)
+        self._run, self.nbytes, self.error = run, None, None
+
+    def run(self):
+        try:
+            self.nbytes = self._run()
+        except Exception as exc:  # noqa: BLE001 -- kept for the caller; advisory work
+            self.error = exc
 
 
 class DDStore(RecordsAPI):
@@ -144,6 +160,7 @@ class DDStore(RecordsAPI):
         self._read_rows = self._core.rows_reader()
         self._vars = {}
         self._records = {}
+        self._prefaults = []  # background prefault threads, joined before remove / free
         _lifecycle.register(self)
 
     @staticmethod
@@ -217,6 +234,7 @@ class DDStore(RecordsAPI):
         core = getattr(self, "_core", None)
         if core is None or not core.alive:
             return
+        self._wait_prefaults()
         from mpi4py import MPI
         if not MPI.Is_finalized():
             self._agreement(("free", None))
@@ -473,6 +491,7 @@ class DDStore(RecordsAPI):
 
     def _drop(self, name):
         """Collective, after the agreement: free variable (or records) ``name``."""
+        self._wait_prefaults()  # no thread may be reading pages that are unmapped
         if name in self._records:
             for var in self._records.pop(name).fields.values():
                 self._core.remove(var.vid)
@@ -689,6 +708,49 @@ class DDStore(RecordsAPI):
         are valid until their variable is removed or the store freed."""
         ids = [self._var(n).vid for n in names]
         return self._core, ids
+
+    def prefault(self, *names, background=False):
+        """Local: map the pages of variables ``names`` (rows or records; every variable
+        when none is named) into this process, so that reading a row never pays a page
+        fault on first touch.  The chunks mapped are the ones this rank reads by plain
+        loads: its own, and those of the members of its group on the same node (shared
+        memory; with ``transport="rma"`` there are none).  A sampler's first pass over a
+        multi-GB chunk otherwise pays one fault per page touched; the temporal and PyG
+        graph builds call this on what they sample (see
+        :func:`ddstore.build.prefault_built`).
+
+        Reads only: every byte stays as it is, nothing is allocated (the pages are held
+        by their owner; only this process's page tables grow, about 2 MB per GB mapped),
+        and no other rank is involved.  Uses ``madvise(MADV_POPULATE_READ)`` (Linux >=
+        5.14), else reads one byte per page; what the system refuses is not an error.
+        Note that the resident size (RSS) of the process grows by the peers' chunks
+        mapped: shared pages are counted in every process that maps them.
+
+        Returns the bytes mapped.  ``background=True`` starts the work in a daemon thread
+        (the core releases the GIL) and returns it at once: ``t.join()`` waits, then
+        ``t.nbytes`` is the bytes mapped; :meth:`remove` and :meth:`free` wait for it.
+        An unknown name raises :class:`DDStoreValueError` before anything is started."""
+        self.check_alive()
+        vids = []
+        for name in names or self.variables():
+            rec = self._records.get(name)
+            vids += ([v.vid for v in rec.fields.values()] if rec is not None else
+                     [self._var(name).vid])
+        core = self._core
+
+        def run():
+            return sum(core.prefault(v) for v in vids)
+        if not background:
+            return run()
+        self._prefaults = [t for t in self._prefaults if t.is_alive()]
+        t = _PrefaultThread(run)
+        self._prefaults.append(t)
+        t.start()
+        return t
+
+    def _wait_prefaults(self):
+        while self._prefaults:
+            self._prefaults.pop().join()
 
     def __repr__(self):
         if not self._core.alive:

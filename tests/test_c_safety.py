@@ -326,3 +326,24 @@ def test_fanout_with_replacement_within_the_bound(store):
     assert out.num_sampled_edges == [k * int((deg > 0).sum())]
     assert torch.equal(out.node[out.row], ei[0][out.edge])
     assert torch.equal(out.node[out.col], ei[1][out.edge])
+
+
+def test_prefault_changes_no_byte_and_refuses_unknown_flags(core):
+    """dds_prefault (madvise and the one-read-per-page fallback) maps the chunk and
+    leaves every byte; unknown flags and variables are refused, nothing touched."""
+    data = np.random.default_rng(3).integers(0, 256, (3 * 4096 + 17, 3), dtype=np.uint8)
+    vid = _var(core, "raw", data)
+    for flags in (lib.DDS_PREFAULT_OWN, lib.DDS_PREFAULT_OWN | lib.DDS_PREFAULT_PEERS,
+                  lib.DDS_PREFAULT_OWN | lib.DDS_PREFAULT_TOUCH, lib.DDS_PREFAULT_PEERS, 0):
+        out = ffi.new("int64_t *", -1)
+        assert lib.dds_prefault(core._handle[0], vid, flags, out) == lib.DDS_OK
+        assert out[0] == (data.nbytes if flags & lib.DDS_PREFAULT_OWN else 0)
+        assert lib.dds_prefault(core._handle[0], vid, flags, ffi.NULL) == lib.DDS_OK
+    assert core.local_view(vid, np.uint8, (3,)).tobytes() == data.tobytes()
+    out = ffi.new("int64_t *", -1)
+    assert lib.dds_prefault(core._handle[0], vid, 8, out) == lib.DDS_EINVAL
+    assert "prefault flags 8" in message() and out[0] == -1
+    assert lib.dds_prefault(core._handle[0], vid + 1, 1, out) == lib.DDS_ESTATE
+    assert out[0] == -1
+    empty = core.add("empty", 0, 8)
+    assert core.prefault(empty) == 0 and core.prefault(empty, touch=True) == 0

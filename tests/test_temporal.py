@@ -101,6 +101,12 @@ def test_scale_benchmark_smoke(tmp_path):
     assert all(p["peak_above"] > 0 for p in res["arrays"]["per_rank"])
     assert res["tgl"]["same_tcsr_as_arrays"] is True
     assert all(v["edges_per_s_per_rank"] > 0 for v in res["sampling"].values())
+    # cold, warm (the same batches again) and prefaulted (a fresh build mapped first:
+    # each rank's half of the T-CSR and its node-local peer's, the whole of it)
+    for way in ("sampling_warm", "sampling_prefaulted"):
+        assert sorted(res[way]) == sorted(res["sampling"]), res
+        assert all(v["edges_per_s_per_rank"] > 0 for v in res[way].values())
+    assert res["prefault_bytes_per_rank"] == [whole, whole], res
 
 
 @pytest.mark.mpi
@@ -722,3 +728,52 @@ def test_edge_batches_refuse_what_int_would_truncate(store):
             eb.set_epoch(epoch)
     eb.set_epoch(np.int32(2))
     assert eb.epoch == 2 and type(eb.epoch) is int
+
+
+@pytest.mark.parametrize("mode,background", [("", False), ("sync", False),
+                                             ("background", True), ("off", None),
+                                             ("sometimes", False)])
+def test_build_prefaults_what_samplers_read(store, monkeypatch, mode, background):
+    """A build ends with store.prefault of the T-CSR (DDSTORE_PREFAULT: sync by default,
+    background, off; an unknown value warns and means sync); samples are the same every
+    way, and removing the graph right after a background prefault waits for it."""
+    import ddstore
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    calls, real = [], ddstore.DDStore.prefault
+
+    def spy(self, *names, background=False):
+        out = real(self, *names, background=background)
+        calls.append((names, background, out))
+        return out
+    monkeypatch.setattr(ddstore.DDStore, "prefault", spy)
+    monkeypatch.setenv("DDSTORE_PREFAULT", mode)
+    rng = np.random.default_rng(5)
+    m = 3000
+    src, dst, t = rng.integers(0, 50, m), rng.integers(0, 50, m), rng.random(m)
+    roots, ts = np.arange(50), np.full(50, 0.6)
+    if mode == "sometimes":
+        with pytest.warns(UserWarning, match="DDSTORE_PREFAULT='sometimes'"):
+            g = TemporalGraph.from_arrays(store, "g", src, dst, t, add_reverse=True)
+    else:
+        g = TemporalGraph.from_arrays(store, "g", src, dst, t, add_reverse=True)
+    if background is None:
+        assert calls == []
+    else:
+        (names, bg, out), = calls
+        assert names == ("g/nbr", "g/ts", "g/eid") and bg is background
+        if bg:
+            out.join()
+            out = out.nbytes
+        assert out == 24 * 2 * m  # its whole T-CSR: one rank holds it all
+    got = TemporalSampler(g, (5, 5), "uniform", seed=1).sample(roots, ts)
+    monkeypatch.setenv("DDSTORE_PREFAULT", "off")
+    ref_g = TemporalGraph.from_arrays(store, "ref", src, dst, t, add_reverse=True)
+    ref = TemporalSampler(ref_g, (5, 5), "uniform", seed=1).sample(roots, ts)
+    for a, b in zip(got, ref):
+        for key in ("nodes", "ts", "row", "col", "eid", "edge_ts"):
+            assert np.array_equal(getattr(a, key), getattr(b, key)), key
+    monkeypatch.setenv("DDSTORE_PREFAULT", "background")
+    g.remove()
+    g = TemporalGraph.from_arrays(store, "g", src, dst, t, add_reverse=True)
+    g.remove()  # joins the prefault thread before the pages go
+    assert "g/nbr" not in store.variables()

@@ -15,7 +15,14 @@ above the RSS before it (the inputs already allocated: ``VmHWM`` after resetting
 through ``/proc/self/clear_refs``, ``ru_maxrss`` where that is refused) against the
 whole T-CSR's bytes and the bytes the rank stores; sampled edges/s for ``recent [10]``
 and ``uniform [10, 10]`` (mini-batches of ``--batch-size`` edges from the rank's own
-range, roots src, dst and a negative at the edges' times).  Then the same stream is
+range, roots src, dst and a negative at the edges' times), three ways: ``cold`` (the
+first pass after the build, its chunks not prefaulted: every first touch of a page of
+the peer's chunk is a page fault), ``warm`` (the same batches again) and
+``prefaulted`` (the graph built again, ``store.prefault`` of its T-CSR timed, then the
+first pass; skipped with ``--no-prefault-pass``), each with the page faults taken
+while sampling (``ru_minflt``).  The builds measured here run with
+``DDSTORE_PREFAULT=off`` (the library's default maps the T-CSR at the end of the build,
+which would count the peer's shared pages in this process's peak RSS).  Then the same stream is
 written range-wise as TGL's ``edges.csv`` (each rank formats its own lines and writes
 them at its byte offset) and built again with ``from_tgl`` (no inputs in memory: the
 peak is all above the baseline), with lines parsed per second per rank, and the two
@@ -53,6 +60,8 @@ def _args(argv, prog=None):
     p.add_argument("--chunk-edges", type=int, default=None,
                    help="edges per rank per round of the build (default: the library's)")
     p.add_argument("--no-csv", action="store_true", help="skip the edges.csv path")
+    p.add_argument("--no-prefault-pass", action="store_true",
+                   help="skip the second build and its prefaulted first pass")
     p.add_argument("--csv-dir", default=None, help="where edges.csv is written (default: "
                                                    "a temporary directory)")
     return p.parse_args(argv)
@@ -198,21 +207,30 @@ def _sample(comm, g, src, dst, t, args, lo):
     out = {}
     for strategy, fanouts in (("recent", (10,)), ("uniform", (10, 10))):
         sm = tg.TemporalSampler(g, fanouts, strategy, seed=args.seed)
-        edges_n, elapsed = 0, 0.0
+        edges_n, elapsed, faults = 0, 0.0, 0
         nb = min(args.batches, max(1, m // args.batch_size))
         for b in np.linspace(0, max(0, m - args.batch_size), nb).astype(np.int64):
             a, z = int(b), int(b) + min(args.batch_size, m)
             roots = np.concatenate([src[a:z], dst[a:z], rng.integers(0, g.num_nodes, z - a)])
             ts = np.tile(t[a:z], 3)
+            f1 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t1 = time.perf_counter()
             blocks = sm.sample(roots, ts)
             elapsed += time.perf_counter() - t1
+            faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f1
             edges_n += sum(bl.num_edges for bl in blocks)
         per = comm.allgather(edges_n / elapsed if elapsed else 0.0)
         out[f"{strategy}_{'_'.join(map(str, fanouts))}"] = dict(
             edges_per_s_per_rank=float(np.mean(per)), slowest=float(min(per)),
-            batches_per_rank=int(nb))
+            batches_per_rank=int(nb), page_faults_per_rank=comm.allgather(faults))
     return out
+
+
+def _build_arrays(store, src, dst, t, split, args):
+    from ddstore import temporal as tg
+    return tg.TemporalGraph.from_arrays(store, "g", src, dst, t, split=split,
+                                        num_nodes=args.num_nodes, add_reverse=True,
+                                        chunk_edges=args.chunk_edges)
 
 
 def run_size(comm, store_factory, num_edges, args, csv_dir):
@@ -228,9 +246,7 @@ def run_size(comm, store_factory, num_edges, args, csv_dir):
     res["generate_s"] = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
     inputs = src.nbytes + dst.nbytes + t.nbytes + split.nbytes
     with store_factory() as store:
-        g, m = _measure_build(comm, lambda: tg.TemporalGraph.from_arrays(
-            store, "g", src, dst, t, split=split, num_nodes=args.num_nodes,
-            add_reverse=True, chunk_edges=args.chunk_edges))
+        g, m = _measure_build(comm, lambda: _build_arrays(store, src, dst, t, split, args))
         whole = 24 * int(g.indptr[-1])
         per_rank = comm.allgather(dict(m, inputs=inputs, store_bytes=store.nbytes()))
         res["arrays"] = dict(
@@ -244,10 +260,27 @@ def run_size(comm, store_factory, num_edges, args, csv_dir):
                   f"peak RSS above inputs / whole T-CSR {whole / 1e9:.3g} GB: "
                   f"{', '.join(f'{x:.3f}' for x in res['arrays']['peak_above_over_tcsr'])}"
                   f" (store alone {', '.join(f'{x:.3f}' for x in res['arrays']['store_over_tcsr'])})")
+        # cold: the first pass after the build; warm: the same batches again
         res["sampling"] = _sample(comm, g, src, dst, t, args, lo)
+        res["sampling_warm"] = _sample(comm, g, src, dst, t, args, lo)
+        if not args.no_prefault_pass:  # a fresh build, its T-CSR mapped before sampling
+            g.remove()
+            g = _build_arrays(store, src, dst, t, split, args)
+            comm.Barrier()
+            t0 = time.perf_counter()
+            mapped = store.prefault(*(f"g/{k}" for k in ("nbr", "ts", "eid")))
+            res["prefault_s"] = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+            res["prefault_bytes_per_rank"] = comm.allgather(mapped)
+            res["sampling_prefaulted"] = _sample(comm, g, src, dst, t, args, lo)
+            log(comm, f"    prefault of the T-CSR: {res['prefault_s']:.2f} s for "
+                      f"{max(res['prefault_bytes_per_rank']) / 1e9:.3g} GB per rank")
         for k, v in res["sampling"].items():
-            log(comm, f"    {k:14s} {v['edges_per_s_per_rank'] / 1e6:7.2f} M sampled "
-                      f"edges/s per rank (slowest {v['slowest'] / 1e6:.2f})")
+            rates = [("cold", v)] + [(w, res[f"sampling_{w}"][k]) for w in
+                                     ("prefaulted", "warm") if f"sampling_{w}" in res]
+            log(comm, f"    {k:14s} M sampled edges/s per rank: " + ", ".join(
+                f"{w} {x['edges_per_s_per_rank'] / 1e6:.2f} (slowest "
+                f"{x['slowest'] / 1e6:.2f}; {max(x['page_faults_per_rank']):,} minor "
+                f"faults)" for w, x in rates))
         ref = comm.allgather(_checksum(store, "g"))
         g.remove()
         src = dst = t = split = None  # the inputs are freed before the edges.csv path
@@ -308,11 +341,18 @@ def main(argv=None, prog=None):
         tmp = comm.bcast(tempfile.mkdtemp(prefix="ddstore-tgl-") if rank == 0 else None)
         csv_dir = tmp
     results = []
+    from ddstore.build import PREFAULT_ENV
+    before = os.environ.get(PREFAULT_ENV)
+    os.environ[PREFAULT_ENV] = "off"  # cold, prefaulted and warm are measured apart
     try:
         for n in sizes:
             results.append(run_size(comm, lambda: ddstore.DDStore(comm, width=size), n,
                                     args, csv_dir))
     finally:
+        if before is None:
+            os.environ.pop(PREFAULT_ENV, None)
+        else:
+            os.environ[PREFAULT_ENV] = before
         comm.Barrier()
         if rank == 0 and tmp is not None:
             import shutil

@@ -35,7 +35,7 @@ from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
 from .. import build
 from ..build import (check_chunk_edges, count_degrees, create, default_chunk_edges,
-                     fill_rows, fill_tcsr, id_dtype)
+                     fill_rows, fill_tcsr, id_dtype, prefault_built)
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
 _T_VARS = ("nbr", "ts", "eid")
@@ -396,9 +396,12 @@ class TemporalGraph:
                              int(node_off[g + 1] - node_off[g]), nf_layout[1], nf_layout[0])
                 fill_rows(store, node_off, nf_first, node_pieces, [nfv])
             store.sync()
-        return cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
-                   dict(zip(SPLITS, (int(c) for c in split_counts))),
-                   ef_layout is not None, nf_layout is not None, el_layout is not None)
+        graph = cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
+                    dict(zip(SPLITS, (int(c) for c in split_counts))),
+                    ef_layout is not None, nf_layout is not None, el_layout is not None)
+        # what samplers read, mapped now rather than one page fault per first touch
+        prefault_built(store, [f"{name}/{k}" for k in _T_VARS])
+        return graph
 
     @classmethod
     def from_tgl(cls, store, name, directory, add_reverse=False, chunk_edges=None):

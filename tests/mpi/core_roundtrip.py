@@ -3,7 +3,8 @@
 Usage: timeout 300 mpiexec -n N python core_roundtrip.py TRANSPORT
 Runs every width that divides N (1, 2, N), every dtype, row shapes (), (7,), (3, 5),
 1 MB rows, a rank holding 0 rows, get/get_batch/get_range/read_ranges, init+update,
-and records with empty samples (added whole, or init_records + update_records).
+and records with empty samples (added whole, or init_records + update_records);
+store.prefault (own and node-local chunks, both core paths, background) changes no byte.
 Leaves one store live to check the free at exit.
 """
 import sys
@@ -77,6 +78,36 @@ def check_variable(store, name, data, rng):
     assert store.nrows(name) == n
 
 
+def check_prefault(store, datas, rng):
+    """store.prefault maps this rank's own chunk and those of the node-local members of
+    its group (none under transport rma), in both ways of the core (madvise, one read
+    per page), in the calling thread or in the background, and changes no byte."""
+    from mpi4py import MPI
+    names = list(datas)
+    node = store.group_comm.Split_type(MPI.COMM_TYPE_SHARED, store.group_rank)
+    local = set(node.allgather(store.group_rank)) if transport != "rma" else \
+        {store.group_rank}
+    node.Free()
+    chunks = store.group_comm.allgather([store.nbytes(n) for n in names])
+    want = {n: sum(chunks[g][i] for g in local) for i, n in enumerate(names)}
+    own = {n: store.local_view(n).tobytes() for n in names}
+    core, vids = store.core_ids(*names)
+    for n, vid in zip(names, vids):
+        check(core.prefault(vid) == want[n], f"prefault {n}: {core.prefault(vid)} bytes, "
+                                             f"want {want[n]} (members {sorted(local)})")
+        check(core.prefault(vid, touch=True) == want[n], f"prefault touch {n}")
+        check(core.prefault(vid, peers=False) == chunks[store.group_rank][names.index(n)],
+              f"prefault own {n}")
+    check(store.prefault(*names) == sum(want.values()), "store.prefault total")
+    t = store.prefault(*names, background=True)
+    t.join()
+    check(t.nbytes == sum(want.values()) and t.error is None, f"background: {t.nbytes}")
+    for n in names:
+        check(store.local_view(n).tobytes() == own[n], f"prefault changed {n}'s chunk")
+        same_bytes(store.get_range(n, 0, datas[n].shape[0]), datas[n], f"{n} after prefault")
+        check_variable(store, n, datas[n], rng)
+
+
 def run_width(width):
     rng = np.random.default_rng(1234 + rank)
     with ddstore.DDStore(comm, width=width, transport=transport) as store:
@@ -88,6 +119,7 @@ def run_width(width):
         lo = int(counts[:store.group_rank].sum())
         hi = lo + int(counts[store.group_rank])
         k = 0
+        datas = {}
         for dtype in DTYPES:
             for shape in SHAPES:
                 data = global_data(k, n, shape, dtype)
@@ -95,6 +127,7 @@ def run_width(width):
                 store.add(name, data[lo:hi])
                 assert store.local_rows(name) == (lo, hi)
                 check_variable(store, name, data, rng)
+                datas[name] = data
                 k += 1
         # 1 MB rows
         big = global_data(99, 2 * store.group_size + 5, (1 << 20,), np.uint8)
@@ -110,6 +143,8 @@ def run_width(width):
             store.update("filled", data[a:b], offset=a - ilo)
         store.sync()
         check_variable(store, "filled", data, rng)
+        datas["filled"], datas["big"] = data, big
+        check_prefault(store, datas, rng)
         # records: variable first dimension, empty samples included
         nrec = 23
         recs = []
@@ -157,6 +192,7 @@ def run_width(width):
             same_bytes(packed[k], np.concatenate([recs[i][k] for i in idx]),
                        f"init_records key {k}")
             assert sizes[k].tolist() == [recs[i][k].shape[0] for i in idx]
+        store.prefault(background=True)  # remove waits for it: no page is unmapped under it
         store.remove("blocks")
         assert store.nbytes() > 0
         assert "recs" in store.variables() and "big" in store.variables()
