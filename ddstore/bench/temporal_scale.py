@@ -13,7 +13,9 @@ not depend on the number of ranks) and the graph is built with ``add_reverse=Tru
 ``width = size``.  Per size, reported per rank: build time; peak RSS during the build
 above the RSS before it (the inputs already allocated: ``VmHWM`` after resetting it
 through ``/proc/self/clear_refs``, ``ru_maxrss`` where that is refused) against the
-whole T-CSR's bytes and the bytes the rank stores; sampled edges/s for ``recent [10]``
+whole T-CSR's bytes with int64 ids (24 B per entry: the T-CSR as TGL keeps it, the fixed
+reference of issue 28's target, whatever id width the store chose) and the bytes the
+rank stores; sampled edges/s for ``recent [10]``
 and ``uniform [10, 10]`` (mini-batches of ``--batch-size`` edges from the rank's own
 range, roots src, dst and a negative at the edges' times), three ways: ``cold`` (the
 first pass after the build, its chunks not prefaulted: every first touch of a page of
@@ -247,7 +249,7 @@ def run_size(comm, store_factory, num_edges, args, csv_dir):
     inputs = src.nbytes + dst.nbytes + t.nbytes + split.nbytes
     with store_factory() as store:
         g, m = _measure_build(comm, lambda: _build_arrays(store, src, dst, t, split, args))
-        whole = 24 * int(g.indptr[-1])
+        whole = 24 * int(g.indptr[-1])  # int64 ids (TGL's T-CSR), the fixed reference
         per_rank = comm.allgather(dict(m, inputs=inputs, store_bytes=store.nbytes()))
         res["arrays"] = dict(
             build_s=m["build_s"], tcsr_bytes_whole=whole,
