@@ -600,11 +600,14 @@ class NodeMemory:
             start = recv_displs + (0 if kind == 0 else got[:, 0] * recs[0])
             pieces = [recv[int(a):int(a) + int(k) * rec]
                       for a, k in zip(start, got[:, kind]) if k]
-            rows = (np.concatenate(pieces) if pieces else np.zeros(0, np.uint8)).reshape(
-                -1, rec)
+            # one sender: its records in place; several: one copy into one block
+            rows = (pieces[0] if len(pieces) == 1 else np.concatenate(pieces) if pieces
+                    else np.zeros(0, np.uint8)).reshape(-1, rec)
             rb = dim * self.dtype.itemsize
-            out.append(np.ascontiguousarray(rows[:, :32]).view(np.int64))
-            out.append(np.ascontiguousarray(rows[:, 32:32 + rb]).view(self.dtype))
+            # views of the records (each row's bytes are contiguous and 8-aligned): the
+            # apply reads keys and rows in place, no copy
+            out.append(rows[:, :32].view(np.int64))
+            out.append(rows[:, 32:32 + rb].view(self.dtype))
         return out
 
     def _sync(self):
