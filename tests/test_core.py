@@ -274,13 +274,31 @@ def _memory_paths():
     def dynamic(store):
         DynamicGraph(store, "d", [np.array([[0], [1]]), _OutOfMemory()])
 
+    def jodie(store):  # the parse of this rank's lines runs out of memory
+        import tempfile
+        from ddstore.sources import jodie as jodie_source
+        from ddstore.temporal import TemporalGraph
+
+        def parse(*args):
+            raise MemoryError("Unable to allocate 8 EiB")
+        real = jodie_source._parse
+        with tempfile.TemporaryDirectory() as tmp:
+            path = f"{tmp}/j.csv"
+            with open(path, "w") as f:
+                f.write("user,item,timestamp,state_label,f0\n0,0,1.0,0,0.5\n")
+            jodie_source._parse = parse
+            try:
+                TemporalGraph.from_jodie(store, "j", path)
+            finally:
+                jodie_source._parse = real
+
     return {"graphs": graphs, "records": records, "node_memory": node_memory,
             "node_memory_post": node_memory_post, "feature_rows": feature_rows,
-            "edge_range": edge_range, "dynamic": dynamic}
+            "edge_range": edge_range, "dynamic": dynamic, "jodie": jodie}
 
 
 @pytest.mark.parametrize("path", ["graphs", "records", "node_memory", "node_memory_post",
-                                  "feature_rows", "edge_range", "dynamic"])
+                                  "feature_rows", "edge_range", "dynamic", "jodie"])
 def test_memory_error_becomes_ddstore_memory_error(store, path):
     """A MemoryError in local work of any layer is agreed on and raised as a
     DDStoreMemoryError (the one conversion, ddstore.errors.as_error), not a

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ..errors import DDStoreValueError
+from ..errors import DDStoreValueError, as_error
 from .csv_lines import Column, check_sorted_across_ranks, parse_lines, read_line_share
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
@@ -156,10 +156,10 @@ def read_jodie_share(store, path, call=("read_jodie_share", None)):
                      bool(np.all(t == np.floor(t))))
     except DDStoreValueError as exc:
         error = exc
-    except MemoryError:
-        error = DDStoreValueError(f"{path}, lines {first_line}-{first_line + nlines - 1}: "
-                                  f"this rank's {len(chunk)} bytes do not fit in memory "
-                                  f"once parsed; use more ranks")
+    except MemoryError as exc:  # the one conversion: a DDStoreMemoryError
+        error = as_error(exc, f"{path}, lines {first_line}-{first_line + nlines - 1}: "
+                              f"this rank's {len(chunk)} bytes do not fit in memory once "
+                              f"parsed; use more ranks")
     ends = store.agree(error, extra=extra)  # the one decision: every rank's ends
     check_sorted_across_ranks(path, ends, "timestamp", _ADVICE)
     live = [e for e in ends if e is not None]
