@@ -132,6 +132,15 @@ int dds_member_ptr(dds_store *store, int var_id, int member, void **ptr, int64_t
 /* COLLECTIVE.  Make every rank's local writes visible to every reader. */
 int dds_sync(dds_store *store);
 
+/* Local.  MPI_Win_sync of the windows of the `n` variables `var_ids` (every id checked
+ * first: DDS_ESTATE for an unknown one, nothing synced).  The local half of dds_sync for
+ * a layer that runs its own barrier on its own communicator: this rank's writes to those
+ * variables are made visible before the barrier, and (called again after it) the other
+ * ranks' writes made before their barrier are visible to this rank's reads after it.
+ * May overlap reads, dds_add and dds_sync_windows of other variables (its own thread);
+ * not a dds_remove of one of those variables nor dds_free. */
+int dds_sync_windows(dds_store *store, const int *var_ids, int64_t n);
+
 /* Rows of a variable in the group's global row space. */
 int dds_nrows(const dds_store *store, int var_id, int64_t *nrows);
 /* Bytes per row of a variable. */

@@ -616,6 +616,27 @@ int dds_sync(dds_store *s)
     return code;
 }
 
+int dds_sync_windows(dds_store *s, const int *var_ids, int64_t n)
+{
+    if (!s) return freed_store();
+    if (n < 0) return dds_set_error(DDS_EINVAL, "dds_sync_windows: n = %lld < 0", (long long)n);
+    if (n && !var_ids) return dds_set_error(DDS_EINVAL, "dds_sync_windows: var_ids is NULL");
+    struct dds_var *v;
+    for (int64_t i = 0; i < n; i++) { /* every id checked before any MPI call */
+        int rc = get_var(s, var_ids[i], &v);
+        if (rc) return rc;
+    }
+    int code = DDS_OK;
+    for (int64_t i = 0; i < n && code == DDS_OK; i++) {
+        get_var(s, var_ids[i], &v);
+        if (v->shm_win != MPI_WIN_NULL)
+            code = mpi_check(MPI_Win_sync(v->shm_win), "MPI_Win_sync");
+        if (v->rma_win != MPI_WIN_NULL && code == DDS_OK)
+            code = mpi_check(MPI_Win_sync(v->rma_win), "MPI_Win_sync");
+    }
+    return code;
+}
+
 int dds_nrows(const dds_store *s, int var_id, int64_t *nrows)
 {
     struct dds_var *v;

@@ -27,7 +27,7 @@ import time
 from .errors import DDStoreError, DDStoreValueError, as_error
 
 __all__ = ["agree", "raise_errors", "is_agreed", "mark_agreed",
-           "raised_alike", "format_ranks", "bounded", "last_call"]
+           "raised_alike", "format_ranks", "bounded", "join_bounded", "last_call"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
 # call it agreed on, and the bound of the agreements inside ``bounded`` (or None)
@@ -46,6 +46,21 @@ def bounded(seconds, on_timeout, note):
         yield
     finally:
         _STATE["bound"] = previous
+
+
+def join_bounded(thread):
+    """``thread.join()``; inside :func:`bounded`, at most its ``seconds``, then its
+    ``on_timeout`` (the job ends): a background thread waiting on a rank that has gone
+    does not hold the exit forever."""
+    bound = _STATE["bound"]
+    if bound is None:
+        thread.join()
+        return
+    seconds, on_timeout, _ = bound
+    thread.join(seconds)
+    if thread.is_alive():
+        on_timeout(seconds)
+        raise RuntimeError("on_timeout returned")  # pragma: no cover
 
 
 def last_call():

@@ -149,6 +149,13 @@ class Core:
     def sync(self):
         self._check(lib.dds_sync(self._handle[0]))
 
+    def sync_windows(self, var_ids):
+        """``dds_sync_windows``: local MPI_Win_sync of the windows of ``var_ids`` (a
+        sequence of ids).  Releases the GIL (a cffi call)."""
+        ids = np.ascontiguousarray(var_ids, dtype=np.intc)
+        self._check(lib.dds_sync_windows(self._handle[0], ffi.from_buffer("int[]", ids)
+                                         if ids.size else ffi.NULL, int(ids.size)))
+
     def nrows(self, var):
         n = ffi.new("int64_t *")
         self._check(lib.dds_nrows(self._handle[0], var, n))

@@ -26,7 +26,7 @@ import numpy as np
 from . import _core, _lifecycle, _transaction
 from ._checks import (STORABLE_KINDS, as_indices, as_int, check_indices, is_int, partition,
                       taken_error)
-from ._collective import agree, is_agreed, mark_agreed
+from ._collective import agree, is_agreed, join_bounded, mark_agreed
 from ._lifecycle import abort_on_exception
 from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, \
     DDStoreStateError, DDStoreValueError
@@ -478,6 +478,34 @@ class DDStore(RecordsAPI):
         self._agreement(("sync", None))
         self._core.sync()
 
+    def sync_windows(self, *names):
+        """Local (no other rank involved): ``MPI_Win_sync`` of the windows of variables
+        ``names`` (rows variables), the local half of :meth:`sync`, for a layer that
+        runs its own barrier on its own communicator (a duplicate of :attr:`comm`, e.g.
+        in a background thread: :meth:`sync` itself is collective on :attr:`comm`).
+        Guarantees: this rank's writes to its own chunks of those variables (``update``,
+        ``local_view``) made before the call are visible to other ranks that call it
+        after a barrier this rank has entered after the call; after that barrier, calling
+        it again makes the other ranks' writes made before their call visible to this
+        rank's reads.  ``sync_windows(...); barrier; sync_windows(...)`` on every rank is
+        what :meth:`sync` does for every variable.  An unknown name raises
+        :class:`DDStoreValueError`, nothing synced.  May run in another thread while
+        this one makes other calls on the store, except removing one of those
+        variables or freeing the store."""
+        ids = [self._var(n).vid for n in names]
+        self._core.sync_windows(ids)
+
+    def track(self, thread):
+        """Local: ``thread`` (a started :class:`threading.Thread` that uses this store's
+        variables, e.g. a layer's background commit) is joined before any variable is
+        removed (:meth:`remove`, a rollback) and before the store is freed, as
+        ``prefault(background=True)`` threads are.  The join waits as long as the
+        thread runs, except inside the free at interpreter exit, where it waits at most
+        ``DDSTORE_EXIT_TIMEOUT`` seconds and then ends the job with a message (see
+        :func:`ddstore._collective.bounded`)."""
+        self._prefaults = [t for t in self._prefaults if t.is_alive()]
+        self._prefaults.append(thread)
+
     def remove(self, name):
         """Collective: drop variable (or records) ``name`` and free its memory; the name
         can then be added again."""
@@ -749,8 +777,9 @@ class DDStore(RecordsAPI):
         return t
 
     def _wait_prefaults(self):
+        """Join the background threads (prefaults, :meth:`track`), bounded at exit."""
         while self._prefaults:
-            self._prefaults.pop().join()
+            join_bounded(self._prefaults.pop())
 
     def __repr__(self):
         if not self._core.alive:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._collective import join_bounded
 from .._checks import (as_indices, check_indices, exact_times, is_int, partition,
                        names_under, taken_error)
 from ..errors import DDStoreStateError, DDStoreValueError, as_error
@@ -104,8 +105,9 @@ class _StateLock:
         self._turn += 1
         self._cond.notify_all()
 
-    @contextmanager
-    def exclusive(self):
+    def acquire_exclusive(self):
+        """Hold the lock exclusively (a writer); pair with :meth:`release_exclusive`,
+        which any thread may call (a non-blocking commit's background thread does)."""
         with self._cond:
             self._waiting += 1
             try:
@@ -118,12 +120,19 @@ class _StateLock:
                 raise
             self._waiting -= 1
             self._writing = True
+
+    def release_exclusive(self):
+        with self._cond:
+            self._writing = False
+            self._hand_over()
+
+    @contextmanager
+    def exclusive(self):
+        self.acquire_exclusive()
         try:
             yield
         finally:
-            with self._cond:
-                self._writing = False
-                self._hand_over()
+            self.release_exclusive()
 
 
 # the commit's agreement carries every rank's counts per group member (size x width
@@ -221,6 +230,9 @@ class NodeMemory:
     def __init__(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size=1,
                  dtype=np.float32):
         self._lock = _StateLock()  # reads against commits in other threads (see read)
+        self._comm = None      # the non-blocking commits' communicator (a dup of comm)
+        self._pending = None   # the thread of the last non-blocking commit
+        self._failure = None   # what made a background commit fail (kept, re-raised)
         store.check_alive()
         error = None
         dt = None
@@ -289,6 +301,9 @@ class NodeMemory:
             self._clear()
             self._zero_own_rows()
             store.sync()
+            # collective, after the agreements: the background commits' own
+            # communicator, so they never interleave with collectives on store.comm
+            self._comm = store.comm.Dup()
 
     def _check_vars(self):
         """Raise DDStoreStateError if the state's variables are gone (remove(), or
@@ -298,8 +313,14 @@ class NodeMemory:
         if error is not None:
             raise error[0](error[1])
 
-    def _vars_error(self):
+    def _vars_error(self, failure=True):
         self.store.check_alive()
+        if failure and self._failure is not None:
+            exc = self._failure
+            return (DDStoreStateError, f"NodeMemory {self.name!r}: a non-blocking commit "
+                                       f"failed on rank {self.store.rank} "
+                                       f"({type(exc).__name__}: {exc}); its state is "
+                                       f"unknown: remove it and create a new one")
         gone = [self._var[k] for k in _VARS if self._var[k] not in self.store]
         if self._own is None or gone:
             missing = gone or list(self._var.values())
@@ -475,7 +496,7 @@ class NodeMemory:
                         axis=1)
         return keys, rows
 
-    def commit(self):
+    def commit(self, wait=True):
         """Collective: apply every rank's staged writes and mails (see the class
         docstring for the order and the guarantee), then clear them.
 
@@ -486,15 +507,39 @@ class NodeMemory:
         replicas`` records) and receives the updates of its own node range, about
         ``total / width``; nothing of size ``num_nodes`` is exchanged.  Owners scatter
         them into their own chunks (what ``store.update`` does, row by row), then the
-        store's sync makes them visible to every reader."""
+        store's sync makes them visible to every reader.
+
+        ``wait=False`` (the same on every rank, agreed): a non-blocking commit, to
+        overlap the update of batch ``i`` with the sampling of batch ``i + 1``.  The
+        checks, the agreement (so every error is still raised on every rank, before
+        anything starts) and the packing run here as with ``wait=True``; the exchange,
+        the apply and the sync run in a background thread on this memory's own
+        communicator (a duplicate of ``store.comm``, made by the constructor), so the
+        caller may make other collective calls on the store meanwhile.  Until it ends,
+        this memory's lock is held as during a blocking commit: :meth:`read` (any
+        thread), :meth:`reset`, :meth:`snapshot`, :meth:`restore`, :meth:`remove` and
+        the next ``commit`` wait for it, so every read returns exactly what it would
+        after a blocking commit; :meth:`write` / :meth:`post` stage at once (for the
+        next commit).  :meth:`wait` blocks until it is applied.  ``store.remove`` of its
+        variables and ``store.free`` (at exit: at most ``DDSTORE_EXIT_TIMEOUT``
+        seconds) wait for it too.  An MPI failure in the background is kept and raised
+        by every later call on this memory (the next commit raises it on every rank)."""
         error = self._error
         writes, posts = self._writes, self._posts
         self._clear()  # dropped on every rank whether or not the commit succeeds
+        if not isinstance(wait, (bool, np.bool_)) and error is None:
+            error = (DDStoreValueError, f"NodeMemory {self.name!r}: commit(wait={wait!r}):"
+                                        f" wait must be True or False")
+        wait = bool(wait) if isinstance(wait, (bool, np.bool_)) else True
         st = self.store
+        self._settle()  # the previous non-blocking commit ends first (its failure kept)
+        lock = self._lock
         # held from before the agreement (which every rank must enter before any rank
         # leaves it) until after the sync that ends the commit (which no rank leaves
         # before every rank's apply is done): no read of any rank overlaps any apply
-        with self._lock.exclusive():
+        lock.acquire_exclusive()
+        started = False
+        try:
             error = error or self._vars_error()
             packed = None
             if error is None:
@@ -505,14 +550,62 @@ class NodeMemory:
             counts = None if packed is None else packed[0]
             small = st.size * st.group_size <= _COUNTS_IN_AGREEMENT
             gathered = st.agree(error, call=("NodeMemory.commit", self.name),
-                                extra=counts if small else None)
-            wk, wr, pk, pr = self._exchange(packed, gathered if small else None)
-            if wk.shape[0]:
-                self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64),
-                                   wr)
-            if pk.shape[0]:
-                self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(np.float64), pr)
-            self._sync()
+                                extra=counts if small else None,
+                                same={"wait": wait})
+            gathered = gathered if small else None
+            if wait:
+                self._apply(packed, gathered, st.comm)
+                self._sync()
+                return
+            thread = threading.Thread(target=self._background, args=(packed, gathered),
+                                      name=f"ddstore-commit-{self.name}", daemon=True)
+            st.track(thread)  # store.remove / free join it first
+            self._pending = thread
+            thread.start()
+            started = True
+        finally:
+            if not started:
+                lock.release_exclusive()
+
+    def _apply(self, packed, gathered, comm):
+        """The commit after its agreement: the exchange over ``comm`` and the apply into
+        this rank's chunks (not yet synced)."""
+        wk, wr, pk, pr = self._exchange(packed, gathered, comm)
+        if wk.shape[0]:
+            self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64), wr)
+        if pk.shape[0]:
+            self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(np.float64), pr)
+
+    def _background(self, packed, gathered):
+        """A non-blocking commit's thread: exchange and apply on this memory's own
+        communicator, then the store's sync made of its local halves around a barrier
+        on that communicator (what ``store.sync`` does on ``store.comm``); releases the
+        lock the caller took, whatever happens."""
+        try:
+            self._apply(packed, gathered, self._comm)
+            names = list(self._var.values())
+            self.store.sync_windows(*names)
+            self._comm.Barrier()
+            self.store.sync_windows(*names)
+        except BaseException as exc:  # noqa: BLE001 -- kept, raised by the next call
+            self._failure = exc
+        finally:
+            self._lock.release_exclusive()
+
+    def _settle(self):
+        """Join the last non-blocking commit's thread (bounded at exit)."""
+        thread = self._pending
+        if thread is not None:
+            join_bounded(thread)
+            self._pending = None
+
+    def wait(self):
+        """Local: block until the last :meth:`commit` (``wait=False``) has been applied
+        here and every rank's part of it is visible to this rank's reads; raises
+        :class:`DDStoreStateError` if it failed.  Returns at once when none is under
+        way."""
+        self._settle()
+        self._check_vars()
 
     def _records(self):
         """Bytes of one write record and of one mail record: 4 int64 keys and the row,
@@ -566,14 +659,14 @@ class NodeMemory:
             buf = self._buffers[which] = np.empty(max(nbytes, 1 << 16), np.uint8)
         return buf[:nbytes]
 
-    def _exchange(self, packed, gathered):
+    def _exchange(self, packed, gathered, comm):
         """Collective (after the agreement): the one ``Alltoallv`` of records.
         ``gathered``: every rank's counts from the agreement (None: too many ranks to
         gather them there; then an ``alltoall`` of the counts).  Returns this rank's
         write keys, write rows, mail keys and mail rows, in source-rank order."""
         from mpi4py import MPI
         st = self.store
-        comm, width, size = st.comm, st.group_size, st.size
+        width, size = st.group_size, st.size
         ngroups = size // width
         counts, buf, displs = packed
         recs = self._records()
@@ -665,9 +758,9 @@ class NodeMemory:
         """Collective: every node's memory, mailbox and timestamps back to zero (e.g. at
         the start of every epoch).  Staged updates are dropped."""
         self._clear()
+        self._settle()
         with self._lock.exclusive():  # as in commit
-            self.store.agree(None, call=("NodeMemory.reset", self.name))
-            self._check_vars()
+            self.store.agree(self._vars_error(), call=("NodeMemory.reset", self.name))
             self._zero_own_rows()
             self._sync()
 
@@ -676,8 +769,8 @@ class NodeMemory:
         in local memory: ``nbytes()`` counts it) to bring it back with :meth:`restore`,
         e.g. the state at the end of training to evaluate val and test from it twice.
         A later snapshot replaces it."""
-        self.store.agree(None, call=("NodeMemory.snapshot", self.name))
-        self._check_vars()
+        self._settle()  # the state after the last commit
+        self.store.agree(self._vars_error(), call=("NodeMemory.snapshot", self.name))
         self._snapshot = {k: self._own[k].copy() for k in _VARS}
 
     def restore(self):
@@ -685,23 +778,31 @@ class NodeMemory:
         it can be restored again).  Staged updates are dropped.  Raises
         :class:`DDStoreValueError` on every rank if any rank has no snapshot."""
         self._clear()
+        self._settle()
         error = self._vars_error() or (None if self._snapshot is not None else (
             DDStoreValueError, f"NodeMemory {self.name!r}: restore() without a snapshot(); "
                                f"call snapshot() first"))
         with self._lock.exclusive():  # as in commit
             self.store.agree(error, call=("NodeMemory.restore", self.name))
-            self._check_vars()
             for k in _VARS:
                 self._own[k][...] = self._snapshot[k]
             self._sync()
 
     def remove(self):
-        """Collective: remove the state's variables from the store (and the snapshot)."""
-        self._check_vars()
+        """Collective: remove the state's variables from the store (and the snapshot);
+        a non-blocking commit under way ends first (a failed one does not prevent
+        the removal)."""
+        self._settle()
+        error = self._vars_error(failure=False)
+        if error is not None:
+            raise error[0](error[1])
         with self._lock.exclusive():  # reads in other threads finish first
             self._own = None  # the chunks go with the variables
             for k in _VARS:
                 self.store.remove(self._var[k])
+            if self._comm is not None:  # collective: every rank is removing
+                self._comm.Free()
+                self._comm = None
             self._snapshot = None
             self._buffers = {}
             self._clear()

@@ -18,7 +18,16 @@ mailbox sizes 1 and 3:
   name) raised the same on every rank, with every stored byte unchanged and the staged
   updates dropped everywhere;
 - on 1-2 ranks, both transports: a reader thread per rank reading every node while the
-  main thread commits never sees a node (or two nodes of one read) from two commits.
+  main thread commits never sees a node (or two nodes of one read) from two commits;
+- non-blocking commits (``commit(wait=False)``), both transports: a sequence of batches,
+  with the next batch staged and other collective calls on the store (an agreement, a
+  variable added and removed) made while the background exchange runs, read back (with
+  and without ``wait()``) byte for byte equal to the same sequence committed blocking and
+  to the reference; a bad update, a ``wait`` that differs between ranks or is not a bool
+  raise on every rank with nothing applied; a failure in the background thread is raised
+  by the next calls (the lock is not left held); ``remove``, ``store.remove`` and
+  ``store.free`` right after a non-blocking commit do not hang, nor does the free at
+  interpreter exit of a store left with one under way.
 """
 import sys
 import threading
@@ -334,10 +343,98 @@ def check_concurrent_reads(transport):
         mem.remove()
 
 
+def check_nonblocking(transport):
+    tag = f"[n={size} w={size} {transport}] non-blocking"
+    with ddstore.DDStore(comm, width=size, transport=transport) as store:
+        for S, dtype in ((1, np.float32), (3, np.float64)):
+            t = f"{tag} S={S}"
+            a = tg.NodeMemory(store, "nb", N, MD, AD, mailbox_size=S, dtype=dtype)
+            b = tg.NodeMemory(store, "bl", N, MD, AD, mailbox_size=S, dtype=dtype)
+            ref = ReferenceNodeMemory(N, MD, AD, S, dtype)
+            rng = np.random.default_rng(77 + S)
+            plans = [random_updates(rng, dtype) for _ in range(7)]
+            stage(a, plans[0][rank])
+            for i in range(len(plans) - 1):
+                a.commit(wait=False)
+                # the next batch staged while this one is applied (for the next commit)
+                stage(a, plans[i + 1][rank])
+                # the main thread's collectives on store.comm during the background exchange
+                got = store.agree(None, call=("nb-test", str(i)), extra=rank)
+                check(got == list(range(size)), f"{t} {i}: agreement gave {got}")
+                if i % 2 == 0:
+                    store.init("other", 3, (2,), np.float64)
+                    store.remove("other")
+                stage(b, plans[i][rank])
+                b.commit()
+                ref.commit(*as_reference(plans[i]))
+                if i % 3 == 2:
+                    a.wait()
+                q = np.arange(N)
+                x, y = a.read(q), b.read(q)  # a's read waits for its commit
+                for key in ("memory", "memory_ts", "mail", "mail_ts"):
+                    same_bytes(getattr(x, key), getattr(y, key).numpy(),
+                               f"{t} batch {i}: {key} (wait=False == wait=True)")
+                compare(a, ref, f"{t} batch {i}")
+            check(a.staged() != (0, 0) or not sum(len(c[1]) for c in plans[-1][rank]),
+                  f"{t}: the batch staged during the commit was lost")
+            a.commit(wait=False)
+            ref.commit(*as_reference(plans[-1]))
+            compare(a, ref, f"{t}: last batch")
+            # a bad update on one rank: raised on every rank, nothing applied, lock free
+            bad = size - 1
+            a.wait()
+            before = own_bytes(store, a)
+            stage(a, random_updates(rng, dtype, most=8)[rank])
+            if rank == bad:
+                a.write([0, N], np.zeros((2, MD), dtype), [1.0, 2.0])
+            expect_error(DDStoreIndexError, [f"rank {bad}:", f"node id {N}"], a.commit,
+                         wait=False, agree=True, agreed=True, what=f"{t}: bad update")
+            check(own_bytes(store, a) == before, f"{t}: bad update: the bytes changed")
+            compare(a, ref, f"{t}: after bad update")
+            expect_error(DDStoreValueError, ["commit(wait='yes')", "True or False"],
+                         a.commit, wait="yes", agree=True, what=f"{t}: wait not a bool")
+            if size > 1:
+                expect_error(DDStoreValueError, ["wait differs between ranks"], a.commit,
+                             wait=rank == 0, agree=True, what=f"{t}: wait differs")
+            compare(a, ref, f"{t}: after wait errors")
+            # a failure in the background thread (injected on every rank before any MPI
+            # call): kept, raised by the next calls, the lock not left held
+            def boom(*args):
+                raise RuntimeError("injected")
+            a._apply = boom
+            a.commit(wait=False)
+            expect_error(ddstore.DDStoreStateError, ["non-blocking commit failed",
+                                                     "injected"], a.read, [0],
+                         what=f"{t}: read after a failed commit")
+            expect_error(ddstore.DDStoreStateError, ["injected"], a.wait,
+                         what=f"{t}: wait after a failed commit")
+            expect_error(ddstore.DDStoreStateError, ["injected"], a.commit, agree=True,
+                         agreed=True, what=f"{t}: commit after a failed commit")
+            a.remove()
+            # removed / freed right after a non-blocking commit: no hang, nothing left
+            stage(b, random_updates(rng, dtype)[rank])
+            b.commit(wait=False)
+            b.remove()
+            check(store.variables() == [], f"{t}: left {store.variables()}")
+        c = tg.NodeMemory(store, "c", N, MD, AD)
+        c.post(np.arange(N), np.ones((N, AD), np.float32), 1.0)
+        c.commit(wait=False)
+        store.remove("c/mail")  # waits for the commit first
+        d = tg.NodeMemory(store, "d", N, MD, AD)
+        d.post(np.arange(N), np.ones((N, AD), np.float32), 1.0)
+        d.commit(wait=False)
+    check(store.freed, f"{tag}: store not freed")
+
+
+_LEFT = []  # a store left live with a non-blocking commit under way: freed at exit
+
+
 def main():
     if size <= 2:
         for transport in ("auto", "rma"):
             check_concurrent_reads(transport)
+    for transport in ("auto", "rma"):
+        check_nonblocking(transport)
     widths = every_width()
     for width in widths:
         # width 1: every rank reads only its own rows, so rma reads nothing remote
@@ -384,6 +481,11 @@ def main():
                     mem.remove()
                     check(store.variables() == [], f"{tag}: left {store.variables()}")
     comm.Barrier()
+    left = ddstore.DDStore(comm, width=size)
+    mem = tg.NodeMemory(left, "left", N, MD, AD)
+    mem.post(np.arange(N), np.ones((N, AD), np.float32), 1.0)
+    mem.commit(wait=False)
+    _LEFT.append((left, mem))
 
 
 run_main(main)
