@@ -25,6 +25,12 @@ keeping the last occurrence per node, ``index_put`` of memory / memory_ts, and t
 size``.  (TGL keeps one mail per node per batch, the last; NodeMemory keeps every mail of
 the batch in the ring, up to ``mailbox_size``, in ``(ts, rank, position)`` order.)
 
+``--sampling-ms X`` adds X ms of CPU work after each commit (the sampling of the next
+batch, simulated), timed as ``sampling``; ``--pipelined`` commits with ``wait=False`` so
+that the commit overlaps it, and ``commit`` is then the call plus the ``wait()`` after the
+sampling (until the next read may start).  The ratio to torch leaves the sampling out;
+``with_sampling`` is the whole step.
+
 Reported per mailbox size: the median over the warm batches (the first ``--warmup``
 skipped) of the slowest rank's time per batch for read, write+post, commit and their
 sum, the torch baseline's read, update and sum, and the ratio ours / torch with its
@@ -66,6 +72,16 @@ def _args(argv, prog=None):
                    help="torch threads of the baseline (one rank's core)")
     p.add_argument("--big-nodes", type=int, default=10_000_000,
                    help="node count of the computed per-rank memory (at width 2)")
+    p.add_argument("--sampling-ms", type=float, default=0.0,
+                   help="simulated sampling of the next batch after each commit: this "
+                        "many ms of CPU work (numpy sorts), timed as 'sampling'")
+    p.add_argument("--sampling-sleep", action="store_true",
+                   help="the simulated sampling sleeps instead of computing (what this "
+                        "rank's cores would do if the sampling ran elsewhere)")
+    p.add_argument("--pipelined", action="store_true",
+                   help="commit(wait=False): the commit overlaps the simulated sampling; "
+                        "'commit' is then the call plus wait() after the sampling (when "
+                        "the next read may start)")
     p.add_argument("--quick", action="store_true",
                    help="a tiny setting (smoke test): 2000 nodes, 8 batches of 60")
     args = p.parse_args(argv)
@@ -111,7 +127,9 @@ class _Ours:
         n = 2 * (self.hi - self.lo)
         self.mem_rows = rng.standard_normal((n, args.memory_dim)).astype(np.float32)
         self.mail_rows = rng.standard_normal((n, mail_dim)).astype(np.float32)
-        self.times = np.zeros((args.batches, 3))
+        # read, write+post, commit (call + wait), sampling, the call, the wait
+        self.times = np.zeros((args.batches, 6))
+        self.work = np.random.default_rng(args.seed).random(20_000)
         self.out = None
 
     def step(self, b):
@@ -124,9 +142,17 @@ class _Ours:
         mem.write(nodes, self.mem_rows, ts)
         mem.post(nodes, self.mail_rows, ts)
         t2 = time.perf_counter()
-        mem.commit()
+        mem.commit(wait=not self.args.pipelined)
         t3 = time.perf_counter()
-        self.times[b] = (t1 - t0, t2 - t1, t3 - t2)
+        end = t3 + self.args.sampling_ms / 1e3  # the next batch's sampling (simulated)
+        if self.args.sampling_sleep:  # an idle wait (sampling on another core/device)
+            time.sleep(self.args.sampling_ms / 1e3)
+        while time.perf_counter() < end:
+            np.sort(self.work)
+        t4 = time.perf_counter()
+        mem.wait()  # the next read may start (at once after a blocking commit)
+        t5 = time.perf_counter()
+        self.times[b] = (t1 - t0, t2 - t1, (t3 - t2) + (t5 - t4), t4 - t3, t3 - t2, t5 - t4)
 
     def finish(self):
         """Collective: remove the state; on rank 0 the slowest rank's times per batch."""
@@ -240,7 +266,8 @@ def main(argv=None, prog=None):
             res = None
             if rank == 0:
                 med = np.median(ours[warm], axis=0) * 1e3
-                tot = float(np.median(ours[warm].sum(axis=1)) * 1e3)
+                tot = float(np.median(ours[warm, :3].sum(axis=1)) * 1e3)  # no sampling
+                with_sampling = float(np.median(ours[warm, :4].sum(axis=1)) * 1e3)
                 tmed = np.median(base.times[warm], axis=0) * 1e3
                 ttot = float(np.median(base.times[warm].sum(axis=1)) * 1e3)
                 again = float(np.median(base.control[warm].sum(axis=1)) * 1e3)
@@ -252,7 +279,10 @@ def main(argv=None, prog=None):
                     mailbox_size=S, width=width, transport=store.transport,
                     shm_peers=store.shm_peers,
                     ms_per_batch=dict(read=float(med[0]), write_post=float(med[1]),
-                                      commit=float(med[2]), total=tot),
+                                      commit=float(med[2]), commit_call=float(med[4]),
+                                      commit_wait=float(med[5]), sampling=float(med[3]),
+                                      total=tot, with_sampling=with_sampling),
+                    pipelined=bool(args.pipelined), sampling_ms=args.sampling_ms,
                     torch_ms_per_batch=dict(read=float(tmed[0]), update=float(tmed[1]),
                                             total=ttot),
                     torch_control_ms_per_batch=again,
@@ -267,7 +297,10 @@ def main(argv=None, prog=None):
                              batch_bytes_per_rank=big_batch,
                              bytes_per_rank=big_state // 2 + big_batch))
                 print(f"mailbox {S:2d}, width {width}: ours {tot:7.2f} ms/batch (read "
-                      f"{med[0]:.2f}, write+post {med[1]:.2f}, commit {med[2]:.2f}); "
+                      f"{med[0]:.2f}, write+post {med[1]:.2f}, commit {med[2]:.2f} (call "
+                      f"{med[4]:.2f} + wait {med[5]:.2f}), "
+                      f"sampling {med[3]:.2f}{' pipelined' if args.pipelined else ''}; with "
+                      f"sampling {with_sampling:.2f}); "
                       f"torch {ttot:7.2f} ms (read {tmed[0]:.2f}, update {tmed[1]:.2f}); "
                       f"ours/torch {ratio_text(total)}; "
                       f"{max(x[0] for x in nbytes) / 1e6:.1f} MB/rank; "
