@@ -347,3 +347,26 @@ def test_prefault_changes_no_byte_and_refuses_unknown_flags(core):
     assert out[0] == -1
     empty = core.add("empty", 0, 8)
     assert core.prefault(empty) == 0 and core.prefault(empty, touch=True) == 0
+
+
+def test_sync_windows_checks_every_id_first(core, store):
+    """dds_sync_windows: a negative count, a NULL list and an unknown id are refused
+    before any window is synced; valid ids (and none) succeed; the bytes stay as they
+    are.  store.sync_windows names an unknown variable."""
+    data = np.arange(12, dtype=np.uint8).reshape(4, 3)
+    vid = _var(core, "raw", data)
+    h = core._handle[0]
+    ids = ffi.new("int[]", [vid, vid + 1])
+    assert lib.dds_sync_windows(h, ids, 1) == lib.DDS_OK
+    assert lib.dds_sync_windows(h, ffi.NULL, 0) == lib.DDS_OK
+    assert lib.dds_sync_windows(h, ids, 2) == lib.DDS_ESTATE
+    assert f"unknown variable id {vid + 1}" in message()
+    assert lib.dds_sync_windows(h, ids, -1) == lib.DDS_EINVAL and "n = -1" in message()
+    assert lib.dds_sync_windows(h, ffi.NULL, 1) == lib.DDS_EINVAL
+    core.sync_windows([vid])
+    assert core.local_view(vid, np.uint8, (3,)).tobytes() == data.tobytes()
+    store.init("x", 3, (2,), np.float64)
+    store.sync_windows("x")
+    store.sync_windows()
+    with pytest.raises(DDStoreValueError, match="unknown variable 'y'"):
+        store.sync_windows("y")
