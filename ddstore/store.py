@@ -160,7 +160,8 @@ class DDStore(RecordsAPI):
         self._read_rows = self._core.rows_reader()
         self._vars = {}
         self._records = {}
-        self._prefaults = []  # background prefault threads, joined before remove / free
+        self._threads = []  # background threads on the store's variables (prefault,
+        # a layer's commit: track), joined before remove / free
         _lifecycle.register(self)
 
     @staticmethod
@@ -234,7 +235,7 @@ class DDStore(RecordsAPI):
         core = getattr(self, "_core", None)
         if core is None or not core.alive:
             return
-        self._wait_prefaults()
+        self._join_threads()
         from mpi4py import MPI
         if not MPI.Is_finalized():
             self._agreement(("free", None))
@@ -503,8 +504,8 @@ class DDStore(RecordsAPI):
         thread runs, except inside the free at interpreter exit, where it waits at most
         ``DDSTORE_EXIT_TIMEOUT`` seconds and then ends the job with a message (see
         :func:`ddstore._collective.bounded`)."""
-        self._prefaults = [t for t in self._prefaults if t.is_alive()]
-        self._prefaults.append(thread)
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(thread)
 
     def remove(self, name):
         """Collective: drop variable (or records) ``name`` and free its memory; the name
@@ -519,7 +520,7 @@ class DDStore(RecordsAPI):
 
     def _drop(self, name):
         """Collective, after the agreement: free variable (or records) ``name``."""
-        self._wait_prefaults()  # no thread may be reading pages that are unmapped
+        self._join_threads()  # no thread may be reading pages that are unmapped
         if name in self._records:
             for var in self._records.pop(name).fields.values():
                 self._core.remove(var.vid)
@@ -770,16 +771,15 @@ class DDStore(RecordsAPI):
             return sum(core.prefault(v) for v in vids)
         if not background:
             return run()
-        self._prefaults = [t for t in self._prefaults if t.is_alive()]
         t = _PrefaultThread(run)
-        self._prefaults.append(t)
         t.start()
+        self.track(t)
         return t
 
-    def _wait_prefaults(self):
+    def _join_threads(self):
         """Join the background threads (prefaults, :meth:`track`), bounded at exit."""
-        while self._prefaults:
-            join_bounded(self._prefaults.pop())
+        while self._threads:
+            join_bounded(self._threads.pop())
 
     def __repr__(self):
         if not self._core.alive:
