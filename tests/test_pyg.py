@@ -336,12 +336,12 @@ def test_sampler_output_format(store):
 
 def test_csc_int32_and_int64_ids_alike(store, monkeypatch):
     """``nbr`` / ``eid`` are int32 when the source nodes and edges fit
-    (``graph_store.ID32_LIMIT``, inclusive), else int64; the two layouts give the same
+    (``ddstore.build.ID32_LIMIT``, inclusive: the one rule of every stored graph), else int64; the two layouts give the same
     edge index, edge ids and sampled subgraphs (all int64), and int32 halves the bytes."""
     import numpy as np
     from torch_geometric.sampler import NodeSamplerInput
     from ddstore import pyg as dpyg
-    from ddstore.pyg import graph_store
+    from ddstore import build
     g = torch.Generator().manual_seed(7)
     n, m = 40, 300
     ei = torch.stack([torch.randint(0, n, (m,), generator=g),
@@ -350,7 +350,7 @@ def test_csc_int32_and_int64_ids_alike(store, monkeypatch):
     for name, limit, ids in (("default", None, np.int32), ("at-limit", m, np.int32),
                              ("wide-e", m - 1, np.int64), ("wide-n", n - 1, np.int64)):
         if limit is not None:
-            monkeypatch.setattr(graph_store, "ID32_LIMIT", limit)
+            monkeypatch.setattr(build, "ID32_LIMIT", limit)
         gs = dpyg.GraphStore(store, name)
         gs.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
         c = gs.sampled_lists(None)

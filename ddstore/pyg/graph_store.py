@@ -23,9 +23,6 @@ from .feature_store import UnknownAttributeError
 __all__ = ["GraphStore", "EdgeAttr"]
 
 _CSC_VARS = ("nbr", "eid", "ts")
-# the CSC's nbr and eid are int32 when num_src_nodes and num_edges are both <= this, else
-# int64 (read at every put: a test may lower it to store int64)
-ID32_LIMIT = 2 ** 31 - 1
 
 
 @dataclasses.dataclass
@@ -464,7 +461,7 @@ class GraphStore(_PygGraphStore):
                 raise DDStoreValueError(f"{what}: local edges [{a}, {b}): "
                                         f"{type(exc).__name__}: {exc}") from exc
         # node and edge ids as int32 when both fit (see the class docstring)
-        ids = id_dtype(size[0], num_edges, limit=ID32_LIMIT)
+        ids = id_dtype(size[0], num_edges)  # the one rule (ddstore.build.ID32_LIMIT)
         with st.transaction(f"GraphStore.put {edge_type!r}") as txn:
             views = {k: create(st, prefix + k, n_csc, (), np.float64 if k == "ts" else ids)
                      for k in names}

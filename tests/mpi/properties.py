@@ -270,7 +270,7 @@ def prop_pyg(stores, ex):
     from torch_geometric.data import Data
     from torch_geometric.sampler import NodeSamplerInput
     from ddstore import pyg as dpyg
-    from ddstore.pyg import graph_store as gsmod
+    from ddstore import build  # ID32_LIMIT: the id width rule of every stored graph
     store = stores[ex["store"] % len(stores)]
     n = ex["n"]
     src = np.array(ex["src"], np.int64)
@@ -281,9 +281,9 @@ def prop_pyg(stores, ex):
     etime = torch.tensor(ex["etime"], dtype=torch.float64).reshape(e)
     data = Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(np.stack([src, dst])),
                 edge_attr=torch.from_numpy(ea), edge_time=etime, num_nodes=n)
-    old = gsmod.ID32_LIMIT
+    old = build.ID32_LIMIT
     if ex["id32"] is not None:
-        gsmod.ID32_LIMIT = ex["id32"]  # the int64 CSC (ids beyond int32)
+        build.ID32_LIMIT = ex["id32"]  # the int64 CSC (ids beyond int32)
     try:
         with cleanup(store):
             fs, gs = dpyg.from_pyg(store, data, name="pp",
@@ -306,7 +306,7 @@ def prop_pyg(stores, ex):
             same_bytes(fs.get_tensor(dpyg.EDGES, "edge_attr", index=out.edge).numpy(),
                        ea[out.edge.numpy()], "edge_attr of the sampled edges")
     finally:
-        gsmod.ID32_LIMIT = old
+        build.ID32_LIMIT = old
 
 
 def _check_pyg_output(ex, out, src, dst, etime, disjoint):
