@@ -87,6 +87,10 @@ def parse_args(argv=None):
     p.add_argument("--mailbox", type=int, default=10, help="mails per node (APAN only)")
     p.add_argument("--baseline", default="tgat", choices=["tgat", "none"],
                    help="also train TGAT on the same stream")
+    p.add_argument("--pipelined-commit", action="store_true",
+                   help="commit each batch's memory without waiting (NodeMemory.commit("
+                        "wait=False)): the update of batch i runs while batch i+1 is "
+                        "sampled; the next read waits for it, so the metrics are the same")
     args = p.parse_args(argv)
     for name in ("num_nodes", "num_edges", "batch_size", "epochs", "memory_dim", "hidden",
                  "time_dim", "heads", "fanout", "mailbox"):
@@ -207,6 +211,7 @@ class Runner:
     def __init__(self, graph, memory, sampler, args, dim_edge, t_offset):
         self.graph, self.memory, self.sampler = graph, memory, sampler
         self.model_name, self.dim_edge, self.t_offset = args.model, dim_edge, t_offset
+        self.wait = not args.pipelined_commit
         self.memory_s = 0.0  # time in NodeMemory reads and commits
 
     def edge_features(self, eids):
@@ -256,7 +261,7 @@ class Runner:
             block = self.sampler.sample(ends, np.concatenate([t, t]))[0]
             self.memory.post_to_neighbors(block, mail, ts)
         a = time.perf_counter()
-        self.memory.commit()
+        self.memory.commit(wait=self.wait)  # not waiting: the next read waits for it
         self.memory_s += time.perf_counter() - a
 
 
