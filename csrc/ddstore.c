@@ -593,16 +593,21 @@ int dds_member_ptr(dds_store *s, int var_id, int member, void **ptr, int64_t *nr
 }
 
 /* MPI_Win_sync on every window of every variable; returns the first failure */
+/* MPI_Win_sync of one variable's windows (the local half of a sync) */
+static int sync_var(const struct dds_var *v)
+{
+    int code = DDS_OK;
+    if (v->shm_win != MPI_WIN_NULL)
+        code = mpi_check(MPI_Win_sync(v->shm_win), "MPI_Win_sync");
+    if (v->rma_win != MPI_WIN_NULL && code == DDS_OK)
+        code = mpi_check(MPI_Win_sync(v->rma_win), "MPI_Win_sync");
+    return code;
+}
+
 static int sync_windows(dds_store *s)
 {
     int code = DDS_OK, n = nvars_published(s);
-    for (int i = 0; i < n; i++) {
-        const struct dds_var *v = var_at(s, i);
-        if (v->shm_win != MPI_WIN_NULL && code == DDS_OK)
-            code = mpi_check(MPI_Win_sync(v->shm_win), "MPI_Win_sync");
-        if (v->rma_win != MPI_WIN_NULL && code == DDS_OK)
-            code = mpi_check(MPI_Win_sync(v->rma_win), "MPI_Win_sync");
-    }
+    for (int i = 0; i < n && code == DDS_OK; i++) code = sync_var(var_at(s, i));
     return code;
 }
 
@@ -629,10 +634,7 @@ int dds_sync_windows(dds_store *s, const int *var_ids, int64_t n)
     int code = DDS_OK;
     for (int64_t i = 0; i < n && code == DDS_OK; i++) {
         get_var(s, var_ids[i], &v);
-        if (v->shm_win != MPI_WIN_NULL)
-            code = mpi_check(MPI_Win_sync(v->shm_win), "MPI_Win_sync");
-        if (v->rma_win != MPI_WIN_NULL && code == DDS_OK)
-            code = mpi_check(MPI_Win_sync(v->rma_win), "MPI_Win_sync");
+        code = sync_var(v);
     }
     return code;
 }
