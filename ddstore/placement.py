@@ -1,6 +1,6 @@
 """Where rows live in the striped layout, and the collective that moves rows there
-(:func:`alltoallv_rows`, the one row scatter of :func:`exchange` and of the bounded
-build, :mod:`ddstore.build`).
+(:func:`alltoallv_rows`, the one row scatter of the bounded build, :mod:`ddstore.build`,
+and of the node memory's commit).
 
 Every group of ``width`` consecutive ranks holds one replica; member ``g`` of a group
 holds a contiguous range of rows (``member_offsets``: ``partition(total, width, g)``; or,
@@ -52,28 +52,3 @@ def alltoallv_rows(comm, send, send_counts, send_displs, recv, recv_counts, recv
                        [raw(recv), (list(recv_counts), list(recv_displs)), row_type])
     finally:
         row_type.Free()
-
-
-def exchange(comm, width, dest, arrays):
-    """Collective: send item ``i`` of every array to group member ``dest[i]`` of **every**
-    group (each group holds one full replica).  Returns the arrays each rank receives,
-    concatenated in source-rank order (within a source, in its original order)."""
-    size = comm.Get_size()
-    ngroups = size // width
-    dest = np.asarray(dest, dtype=np.int64)
-    order = np.argsort(dest, kind="stable")
-    counts = np.bincount(dest, minlength=width).astype(np.int64)
-    displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    send_counts = np.tile(counts, ngroups).tolist()
-    send_displs = np.tile(displs, ngroups).tolist()
-    recv_counts = np.array(comm.alltoall(send_counts), dtype=np.int64)
-    recv_displs = np.concatenate([[0], np.cumsum(recv_counts)[:-1]]).astype(np.int64)
-    nrecv = int(recv_counts.sum())
-    out = []
-    for a in arrays:
-        a = np.ascontiguousarray(a[order])
-        recv = np.empty((nrecv,) + a.shape[1:], dtype=a.dtype)
-        alltoallv_rows(comm, a, send_counts, send_displs, recv, recv_counts.tolist(),
-                       recv_displs.tolist())
-        out.append(recv)
-    return out

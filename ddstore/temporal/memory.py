@@ -31,6 +31,7 @@ from .._collective import join_bounded
 from .._checks import (as_indices, check_indices, exact_times, is_int, partition,
                        names_under, taken_error)
 from ..errors import DDStoreStateError, DDStoreValueError, as_error
+from ..placement import alltoallv_rows
 
 _VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
 
@@ -297,7 +298,6 @@ class NodeMemory:
                 self._own[k] = self._own[k].reshape((self.hi - self.lo, S)
                                                     + self._layout[k][1])
             self._snapshot = None
-            self._buffers = {}
             self._clear()
             self._zero_own_rows()
             store.sync()
@@ -664,7 +664,6 @@ class NodeMemory:
         ``gathered``: every rank's counts from the agreement (None: too many ranks to
         gather them there; then an ``alltoall`` of the counts).  Returns this rank's
         write keys, write rows, mail keys and mail rows, in source-rank order."""
-        from mpi4py import MPI
         st = self.store
         width, size = st.group_size, st.size
         ngroups = size // width
@@ -679,15 +678,11 @@ class NodeMemory:
         recv_bytes = got[:, 0] * recs[0] + got[:, 1] * recs[1]
         recv_displs = np.concatenate([[0], np.cumsum(recv_bytes)[:-1]]).astype(np.int64)
         recv = self._buffer("recv", int(recv_bytes.sum()))
-        # counts in units of 8 bytes (every record is padded to 8): up to 16 GB per peer
-        unit = MPI.BYTE.Create_contiguous(8).Commit()
-        try:
-            comm.Alltoallv(
-                [buf, (np.tile(send_bytes // 8, ngroups).tolist(),
-                       np.tile(displs // 8, ngroups).tolist()), unit],
-                [recv, ((recv_bytes // 8).tolist(), (recv_displs // 8).tolist()), unit])
-        finally:
-            unit.Free()
+        # the one row scatter, in rows of 8 bytes (every record is padded to 8): up to
+        # 16 GB per peer
+        alltoallv_rows(comm, buf.view(np.uint64), np.tile(send_bytes // 8, ngroups),
+                       np.tile(displs // 8, ngroups), recv.view(np.uint64),
+                       recv_bytes // 8, recv_displs // 8)
         out = []
         for kind, rec, dim in ((0, recs[0], self.memory_dim), (1, recs[1], self.mail_dim)):
             start = recv_displs + (0 if kind == 0 else got[:, 0] * recs[0])
@@ -804,7 +799,6 @@ class NodeMemory:
                 self._comm.Free()
                 self._comm = None
             self._snapshot = None
-            self._buffers = {}
             self._clear()
 
     def nbytes(self):
