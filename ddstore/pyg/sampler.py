@@ -106,12 +106,14 @@ class _NodeSet:
                                 np.zeros(0, dtype=np.int64))
 
 
-def _pair_bidirectional(row, col, rev_row, rev_col, edge=None, rev_edge=None):
-    """``(row, col, edge)`` tensors of the C ``to_bidirectional`` of one edge set."""
+def _pair_bidirectional(row, col, rev_row, rev_col, edge=None, rev_edge=None,
+                        num_nodes=None):
+    """``(row, col, edge)`` tensors of the C ``to_bidirectional`` of one edge set
+    (``num_nodes``: the bound of the local ids when known, else found from them)."""
     ids = edge is not None and rev_edge is not None
     r, c, e = _core.bidirectional(row.numpy(), col.numpy(), rev_row.numpy(),
                                   rev_col.numpy(), edge.numpy() if ids else None,
-                                  rev_edge.numpy() if ids else None)
+                                  rev_edge.numpy() if ids else None, num_nodes=num_nodes)
     return torch.from_numpy(r), torch.from_numpy(c), torch.from_numpy(e) if ids else None
 
 
@@ -135,8 +137,10 @@ def to_bidirectional(out):
     res = copy.copy(out)
     res.num_sampled_nodes = res.num_sampled_edges = None
     if not isinstance(out, HeteroSamplerOutput):
+        # local ids index the batch's nodes: their count bounds them (no pass to find it)
         res.row, res.col, res.edge = _pair_bidirectional(out.row, out.col, out.row,
-                                                         out.col, out.edge, out.edge)
+                                                         out.col, out.edge, out.edge,
+                                                         num_nodes=out.node.numel())
         return res
     res.row, res.col = dict(out.row), dict(out.col)
     res.edge = None if out.edge is None else dict(out.edge)
