@@ -671,8 +671,8 @@ class NodeMemory:
         recs = self._records()
         send_bytes = counts[:, 0] * recs[0] + counts[:, 1] * recs[1]
         if gathered is None:  # [size, 2]: what each rank sends to this group member
-            got = np.array(comm.alltoall([counts.tolist()] * ngroups),
-                           np.int64).reshape(size, 2)
+            got = np.array(comm.alltoall(counts.tolist() * ngroups),  # rank r: member
+                           np.int64).reshape(size, 2)                 # r % width's
         else:
             got = np.array([c[st.group_rank] for c in gathered], np.int64).reshape(size, 2)
         recv_bytes = got[:, 0] * recs[0] + got[:, 1] * recs[1]

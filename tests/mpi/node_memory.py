@@ -27,10 +27,13 @@ mailbox sizes 1 and 3:
   raise on every rank with nothing applied; a failure in the background thread is raised
   by the next calls (the lock is not left held); ``remove``, ``store.remove`` and
   ``store.free`` right after a non-blocking commit do not hang, nor does the free at
-  interpreter exit of a store left with one under way.
+  interpreter exit of a store left with one under way; with the commit's counts
+  exchanged by ``alltoall`` (the path of jobs above ``_COUNTS_IN_AGREEMENT`` rank x width
+  pairs, forced) the same.
 """
 import sys
 import threading
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -315,9 +318,12 @@ def check_concurrent_reads(transport):
         thread.start()
         mine = np.arange(rank, NT, size)  # nodes of every owner, staged on every rank
         c = 0
-        try:  # COMMITS commits, more until every rank's reader has read 20 times
-            while c < COMMITS or (c < 20 * COMMITS and not comm.allreduce(
-                    seen["reads"] >= 20, op=MPI.LAND)):
+        # COMMITS commits, more until every rank's reader has read 20 times (or 60 s:
+        # under a heavy load the reader thread may get little CPU in 800 fast commits)
+        deadline = time.monotonic() + 60
+        try:
+            while c < COMMITS or not comm.allreduce(
+                    seen["reads"] >= 20 or time.monotonic() > deadline, op=MPI.LAND):
                 c += 1
                 mem.write(mine, np.full((mine.shape[0], MDT), c, np.float32), float(c))
                 mem.post(mine, np.full((mine.shape[0], ADT), c, np.float32), float(c))
@@ -426,6 +432,31 @@ def check_nonblocking(transport):
     check(store.freed, f"{tag}: store not freed")
 
 
+def check_counts_outside_the_agreement():
+    """Jobs above ``_COUNTS_IN_AGREEMENT`` rank x width pairs exchange the commit's counts
+    by ``alltoall`` instead of inside the agreement: forced here (bound 0), blocking and
+    non-blocking commits still equal the reference byte for byte."""
+    from ddstore.temporal import memory as memory_module
+    bound = memory_module._COUNTS_IN_AGREEMENT
+    memory_module._COUNTS_IN_AGREEMENT = 0
+    try:
+        with ddstore.DDStore(comm, width=size) as store:
+            tag = f"[n={size} w={size}] counts by alltoall"
+            mem = tg.NodeMemory(store, "m", N, MD, AD, mailbox_size=2)
+            ref = ReferenceNodeMemory(N, MD, AD, 2, np.float32)
+            rng = np.random.default_rng(5)
+            for i in range(3):
+                run_round(mem, ref, rng, np.float32, f"{tag} round {i}")
+                plan = random_updates(rng, np.float32)
+                stage(mem, plan[rank])
+                mem.commit(wait=False)
+                ref.commit(*as_reference(plan))
+                compare(mem, ref, f"{tag} non-blocking {i}")
+            mem.remove()
+    finally:
+        memory_module._COUNTS_IN_AGREEMENT = bound
+
+
 _LEFT = []  # a store left live with a non-blocking commit under way: freed at exit
 
 
@@ -435,6 +466,7 @@ def main():
             check_concurrent_reads(transport)
     for transport in ("auto", "rma"):
         check_nonblocking(transport)
+    check_counts_outside_the_agreement()
     widths = every_width()
     for width in widths:
         # width 1: every rank reads only its own rows, so rma reads nothing remote
