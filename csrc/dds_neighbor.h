@@ -49,6 +49,12 @@ int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
  * ids and new_pos have capacity n (one entry per key at most). */
 int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t *keys,
                 int64_t n, int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
+/* Local, no MPI, no store.  dds_relabel over a dense table instead of a hash: `map` has
+ * one int32 per key in [0, map_len) (-1: not seen); ids stay below 2**31.  Every key is
+ * checked before any is mapped (a key outside [0, map_len) maps nothing).  The caller
+ * restores the table by setting the keys it added back to -1. */
+int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_t n,
+                      int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
 /* Local (one-sided).  dds_neighbor_sample with weights: `w_var` holds one float64 per
  * CSC row (the edge's weight, in the CSC's row order), read with each list (by load, or
  * the eligible ranges of all remote lists in one batched dds_read).  Entries of weight 0

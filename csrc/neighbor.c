@@ -440,6 +440,34 @@ int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t 
     return DDS_OK;
 }
 
+int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_t n,
+                      int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new)
+{
+    int64_t need;
+    if (n < 0 || *next < 0 || __builtin_add_overflow(*next, n, &need) || need > INT32_MAX)
+        return dds_set_error(DDS_EINVAL, "relabel: %lld keys after %lld ids: the dense "
+                             "map's ids must stay below 2**31", (long long)n,
+                             (long long)*next);
+    for (int64_t i = 0; i < n; i++)  /* checked first: nothing is mapped on a bad key */
+        if ((uint64_t)keys[i] >= (uint64_t)map_len)
+            return dds_set_error(DDS_EINVAL, "relabel: key %lld outside [0, %lld)",
+                                 (long long)keys[i], (long long)map_len);
+    int64_t nn = 0, nx = *next;
+    for (int64_t i = 0; i < n; i++) {
+        if (i + 16 < n) __builtin_prefetch(&map[keys[i + 16]], 1);
+        int32_t v = map[keys[i]];
+        if (v < 0) {
+            v = (int32_t)nx++;
+            map[keys[i]] = v;
+            new_pos[nn++] = i;
+        }
+        ids[i] = v;
+    }
+    *next = nx;
+    *n_new = nn;
+    return DDS_OK;
+}
+
 /* ------------------------------------------------------------------ weighted draws
  * dds_neighbor_sample_weighted (see dds_neighbor.h).  A list's weights are read with the
  * list: in place for members readable by load, else the eligible ranges of all remote

@@ -463,6 +463,47 @@ class Relabel:
         return ids, new_pos
 
 
+class DenseRelabel:
+    """:class:`Relabel`'s interface over a caller's dense table (``dds_relabel_dense``):
+    ``table`` is int32, one entry per key in ``[0, len(table))``, all -1 on entry;
+    :meth:`reset` sets the keys added back to -1 (the table can then serve the next
+    batch: no allocation or fill per batch)."""
+
+    def __init__(self, table):
+        self.table = table
+        self._next = ffi.new("int64_t *", 0)
+        self._known = []
+
+    @property
+    def count(self):
+        return self._next[0]
+
+    def add(self, keys):
+        """``(ids, new_pos)`` as :meth:`Relabel.add`."""
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        n = keys.shape[0]
+        if n == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        ids = np.empty(n, dtype=np.int64)
+        new_pos = np.empty(n, dtype=np.int64)
+        n_new = ffi.new("int64_t *")
+        i64 = "int64_t[]"
+        _local_check(lib.dds_relabel_dense(
+            ffi.from_buffer("int32_t[]", self.table), self.table.shape[0],
+            ffi.from_buffer(i64, keys), n, ffi.from_buffer(i64, ids), self._next,
+            ffi.from_buffer(i64, new_pos), n_new))
+        new_pos = new_pos[:n_new[0]]
+        self._known.append(keys[new_pos])
+        return ids, new_pos
+
+    def reset(self):
+        """Every key added back to -1; the count back to 0."""
+        for k in self._known:
+            self.table[k] = -1
+        self._known = []
+        self._next[0] = 0
+
+
 def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):
     """One dynamic-graph step in C (``dds_apply_delta``): ``(new_keys, new_w, edge_index)``
     for the snapshot ``keys - rm + add`` with the weights of ``chg`` set to ``chg_w``.

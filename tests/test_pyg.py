@@ -550,3 +550,98 @@ def test_size_must_be_integers_and_taken_names_are_named(store):
                                                 r"\('a', 'r', 'b'\) in layout 'coo'; "
                                                 r"remove_edge_index"):
         gs.put_edge_index(coo, edge_type=("a", "r", "b"), layout="coo", size=(3, 3))
+
+
+def test_dense_relabel_matches_the_hash_and_restores_its_table():
+    """``_core.DenseRelabel`` gives the ids and first positions of ``_core.Relabel`` on
+    the same keys (repeats, several calls); a key outside the table is refused naming
+    the range and maps nothing; ``reset`` leaves the table all -1."""
+    import numpy as np
+    from ddstore import _core
+    from ddstore.errors import DDStoreValueError
+    rng = np.random.default_rng(3)
+    table = np.full(500, -1, dtype=np.int32)
+    dense, hashed = _core.DenseRelabel(table), _core.Relabel(4)
+    for n in (7, 1, 0, 300, 1200):
+        keys = rng.integers(0, 500, n)
+        (a, p), (b, q) = dense.add(keys), hashed.add(keys)
+        assert np.array_equal(a, b) and np.array_equal(p, q) and dense.count == hashed.count
+    before = table.copy()
+    with pytest.raises(DDStoreValueError, match=r"key 500 outside \[0, 500\)"):
+        dense.add(np.array([1, 2, 500]))
+    with pytest.raises(DDStoreValueError, match=r"key -1 outside"):
+        dense.add(np.array([-1]))
+    assert np.array_equal(table, before) and (table >= 0).sum() == dense.count
+    dense.reset()
+    assert (table == -1).all() and dense.count == 0
+    assert dense.add(np.array([9, 9, 4]))[0].tolist() == [0, 0, 1]
+
+
+def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
+    """The sampler's dense relabelling (node types up to ``DENSE_RELABEL_MAX_NODES``)
+    gives the same batches as the hash table (forced by lowering the bound), homogeneous
+    and hetero, repeated seeds included; a batch that fails half-way gives its tables
+    back clean, and the next batch equals a fresh sampler's."""
+    import numpy as np
+    from torch_geometric.data import Data, HeteroData
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    from ddstore.pyg import sampler as smod
+    g = torch.Generator().manual_seed(2)
+    n, m = 60, 700
+    ei = torch.randint(0, n, (2, m), generator=g)
+    _, gs = dpyg.from_pyg(store, Data(x=torch.zeros(n, 1), edge_index=ei), name="homo")
+    h = HeteroData()
+    h["a"].x, h["b"].x = torch.zeros(30, 1), torch.zeros(45, 1)
+    h["a", "to", "b"].edge_index = torch.stack([torch.randint(0, 30, (300,), generator=g),
+                                                torch.randint(0, 45, (300,), generator=g)])
+    h["b", "to", "a"].edge_index = torch.stack([torch.randint(0, 45, (300,), generator=g),
+                                                torch.randint(0, 30, (300,), generator=g)])
+    _, hgs = dpyg.from_hetero(store, h, name="hetero")
+    homo_seeds = torch.tensor([0, 5, 5, 59, 17, 0])
+    hetero_seeds = {"a": torch.tensor([1, 1, 29]), "b": torch.tensor([0, 44])}
+
+    def batches(graph, seeds, limit, **kw):
+        monkeypatch.setattr(smod, "DENSE_RELABEL_MAX_NODES", limit)
+        s = dpyg.NeighborSampler(graph, [4, 3], seed=9, **kw)
+        return s, [s._sample(seeds) for _ in range(3)]
+
+    def same(x, y):
+        if isinstance(x, dict):
+            assert x.keys() == y.keys()
+            for k in x:
+                same(x[k], y[k])
+        else:
+            assert torch.equal(x, y)
+
+    for graph, seeds in ((gs, homo_seeds), (hgs, hetero_seeds)):
+        for kw in ({}, {"replace": True}, {"subgraph_type": "bidirectional"}):
+            s, dense = batches(graph, seeds, 1 << 24, **kw)
+            _, hashed = batches(graph, seeds, 0, **kw)
+            assert s._tables._free and all(
+                isinstance(t, np.ndarray) for ts in s._tables._free.values() for t in ts)
+            for x, y in zip(dense, hashed):
+                for f in ("node", "row", "col", "edge"):
+                    same(getattr(x, f), getattr(y, f))
+                assert x.num_sampled_nodes == y.num_sampled_nodes
+    # a batch failing in its second hop gives back clean tables
+    monkeypatch.setattr(smod, "DENSE_RELABEL_MAX_NODES", 1 << 24)
+    s = dpyg.NeighborSampler(gs, [4, 3], seed=9)
+    real = s._hop
+
+    def fail_second(et, hop, *a):
+        if hop == 1:
+            raise RuntimeError("injected")
+        return real(et, hop, *a)
+    s._hop = fail_second
+    with pytest.raises(RuntimeError, match="injected"):
+        s._sample(homo_seeds)
+    (table,) = s._tables._free[n]
+    assert (table == -1).all()
+    s._hop = real
+    fresh = dpyg.NeighborSampler(gs, [4, 3], seed=9)
+    s._calls = fresh._calls
+    x, y = s._sample(homo_seeds), fresh._sample(homo_seeds)
+    for f in ("node", "row", "col", "edge"):
+        assert torch.equal(getattr(x, f), getattr(y, f))
+    assert s.sample_from_nodes(NodeSamplerInput(None, homo_seeds)).node.numel() > 0

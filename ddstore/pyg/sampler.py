@@ -30,6 +30,28 @@ _INT64_MAX = (1 << 63) - 1
 #: this many list entries per C call (lists longer than it are read one per call).
 INDUCED_CHUNK_ENTRIES = 1 << 20
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
+#: The sampled nodes of a node type with at most this many nodes are relabelled through a
+#: dense table (4 bytes per node, kept by the sampler between batches: one random access
+#: per drawn node); larger node types, and disjoint sampling, through a hash table.
+DENSE_RELABEL_MAX_NODES = 1 << 24
+
+
+class _DenseTables:
+    """Free dense relabelling tables (int32, all -1) by node count: a batch takes one per
+    node type and gives it back reset (a background thread sampling beside the main one
+    takes its own)."""
+
+    def __init__(self):
+        self._free = {}
+
+    def take(self, n):
+        try:
+            return self._free.setdefault(n, []).pop()
+        except IndexError:
+            return np.full(n, -1, dtype=np.int32)
+
+    def give(self, table):
+        self._free.setdefault(table.shape[0], []).append(table)
 
 
 class _StoredTime:
@@ -54,13 +76,23 @@ class _NodeSet:
     mode), and the map from key (node id, or subgraph * num_nodes + node id) to the
     position in ``nodes``."""
 
-    def __init__(self, num_nodes, disjoint):
+    def __init__(self, num_nodes, disjoint, tables=None):
         self.num_nodes, self.disjoint = num_nodes, disjoint
         self.nodes, self.batch = [], []
         self.count = 0
         self.sizes = []
-        self.map = _core.Relabel(16)
+        self._tables = (tables if tables is not None and not disjoint
+                        and 0 < num_nodes <= DENSE_RELABEL_MAX_NODES else None)
+        self.map = (_core.DenseRelabel(self._tables.take(num_nodes)) if self._tables
+                    else _core.Relabel(16))
         self.pos_of_id = None  # position of each map id, when they differ
+
+    def release(self):
+        """Give a dense table back, reset (after the batch, failed or not)."""
+        if self._tables is not None:
+            self.map.reset()
+            self._tables.give(self.map.table)
+            self._tables = None
 
     def key(self, nodes, batch):
         return batch * self.num_nodes + nodes if self.disjoint else nodes
@@ -85,7 +117,8 @@ class _NodeSet:
         """The seeds, kept as given (duplicates included; a repeated seed maps to its
         first position); returns the frontier ``(ids, positions, subgraphs)``."""
         n = seeds.shape[0]
-        self.map = _core.Relabel(16 * n)
+        if self._tables is None:
+            self.map = _core.Relabel(16 * n)
         _, first = self.map.add(self.key(seeds, batch))
         if first.shape[0] != n:  # a repeated seed keeps every position; the map names
             self.pos_of_id = first  # its first
@@ -364,6 +397,7 @@ class NeighborSampler(BaseSampler):
         self.node_types = list(counts)
         self.num_nodes = counts if self.is_hetero else counts[None]
         self._handles = {}
+        self._tables = _DenseTables()
         self.weight_attr = self._check_weight_attr(weight_attr)
         self._weight_vids = {}
 
@@ -683,19 +717,23 @@ class NeighborSampler(BaseSampler):
         seeds = self._seeds(None, seed, n_nodes)
         times = self._seed_times(None, seeds, seed_time)
         disjoint = self.disjoint
-        nset = _NodeSet(n_nodes, disjoint)
-        frontier = nset.add_seeds(seeds, np.arange(seeds.shape[0], dtype=np.int64)
-                                  if disjoint else None)
-        rows, cols, edges, n_edges = [], [], [], []
-        for hop in range(self.num_hops):
-            r, c, e, new_nodes, new_batch = self._hop(None, hop, frontier, nset, times,
-                                                      key, 0)
-            rows.append(r)
-            cols.append(c)
-            edges.append(e)
-            n_edges.append(int(e.shape[0]))
-            new_ids = np.arange(nset.count - nset.sizes[-1], nset.count, dtype=np.int64)
-            frontier = (new_nodes, new_ids, new_batch)
+        nset = _NodeSet(n_nodes, disjoint, self._tables)
+        try:
+            frontier = nset.add_seeds(seeds, np.arange(seeds.shape[0], dtype=np.int64)
+                                      if disjoint else None)
+            rows, cols, edges, n_edges = [], [], [], []
+            for hop in range(self.num_hops):
+                r, c, e, new_nodes, new_batch = self._hop(None, hop, frontier, nset,
+                                                          times, key, 0)
+                rows.append(r)
+                cols.append(c)
+                edges.append(e)
+                n_edges.append(int(e.shape[0]))
+                new_ids = np.arange(nset.count - nset.sizes[-1], nset.count,
+                                    dtype=np.int64)
+                frontier = (new_nodes, new_ids, new_batch)
+        finally:
+            nset.release()
         cat = (lambda xs: torch.from_numpy(np.concatenate(xs)) if xs else
                torch.zeros(0, dtype=torch.long))
         return SamplerOutput(node=nset.node_tensor(), row=cat(rows), col=cat(cols), edge=cat(edges),
@@ -705,11 +743,20 @@ class NeighborSampler(BaseSampler):
     def _sample_hetero(self, seed, seed_time, key):
         disjoint = self.disjoint
         types = list(dict.fromkeys(self.node_types + list(seed)))
+        sets = {}
+        try:
+            for t in types:
+                sets[t] = _NodeSet(self.num_nodes.get(t, 0), disjoint, self._tables)
+            return self._grow_hetero(seed, seed_time, key, types, sets)
+        finally:
+            for s in sets.values():
+                s.release()
+
+    def _grow_hetero(self, seed, seed_time, key, types, sets):
+        disjoint = self.disjoint
         sizes = self.num_nodes
-        sets, frontier, times = {}, {}, {}
+        frontier = {}
         counter = 0
-        for t in types:
-            sets[t] = _NodeSet(sizes.get(t, 0), disjoint)
         time_of = np.zeros(0, dtype=np.float64)
         for t in types:
             s = sets[t]
