@@ -287,7 +287,7 @@ class NodeMemory:
             "mail_count": (1, (), np.int64)}
         self._var = {k: f"{name}/{k}" for k in _VARS}
         self._buffers = {}  # the commit's send and receive buffers (see _buffer)
-        with store.transaction(f"NodeMemory {name!r}"):  # all five, or none
+        with store.transaction(f"NodeMemory {name!r}") as txn:  # all five, or none
             for k in _VARS:
                 per, shape, vdt = self._layout[k]
                 store.init(self._var[k], (self.hi - self.lo) * per, shape, vdt)
@@ -304,6 +304,8 @@ class NodeMemory:
             # collective, after the agreements: the background commits' own
             # communicator, so they never interleave with collectives on store.comm
             self._comm = store.comm.Dup()
+            # rolled back by an enclosing transaction: the communicator goes too
+            txn.on_rollback(self._free_comm)
 
     def _check_vars(self):
         """Raise DDStoreStateError if the state's variables are gone (remove(), or
@@ -795,11 +797,16 @@ class NodeMemory:
             self._own = None  # the chunks go with the variables
             for k in _VARS:
                 self.store.remove(self._var[k])
-            if self._comm is not None:  # collective: every rank is removing
-                self._comm.Free()
-                self._comm = None
+            self._free_comm()
             self._snapshot = None
             self._clear()
+
+    def _free_comm(self):
+        """Free the non-blocking commits' communicator: collective (``remove``, or the
+        rollback of a transaction enclosing the constructor, on every rank)."""
+        if self._comm is not None:
+            self._comm.Free()
+            self._comm = None
 
     def nbytes(self):
         """Local: bytes this rank holds for this memory: its rows of the five variables

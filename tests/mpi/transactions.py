@@ -517,6 +517,17 @@ def temporal_cases(store, tmp):
           sorted(f"mem/{k}" for k in ("memory", "memory_ts", "mail", "mail_ts",
                                       "mail_count")), "NodeMemory retry: variables")
     drop_new(store, before)
+    # created inside a transaction that is rolled back: its variables and its
+    # communicator (a dup of the store's) go
+    made = []
+
+    def memory_then_fail():
+        with store.transaction("outer"):
+            made.append(tg.NodeMemory(store, "mem", 50, 4, 3))
+            store.agree((DDStoreValueError, "after the memory") if rank == LAST else None)
+    refused(store, DDStoreValueError, ["after the memory"], memory_then_fail,
+            what="NodeMemory rolled back by an outer transaction")
+    check(made and made[0]._comm is None, "NodeMemory rolled back: communicator kept")
 
 
 # ---------------------------------------------------------------- graphs, series, dynamic
