@@ -108,7 +108,10 @@ static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const double *
 static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                     const double *node_ts, int64_t n, int64_t *cut)
 {
-    for (int64_t i = 0; i < n; i++) cut[i] = g->indptr[nodes[i] + 1] - g->indptr[nodes[i]];
+    for (int64_t i = 0; i < n; i++) {
+        if (i + 16 < n) __builtin_prefetch(&g->indptr[nodes[i + 16]]);
+        cut[i] = g->indptr[nodes[i] + 1] - g->indptr[nodes[i]];
+    }
     if (!node_ts) return DDS_OK;
     int width = dds_group_size(s), rc = DDS_OK;
     const double **base = calloc((size_t)width, sizeof *base);
@@ -292,6 +295,25 @@ static int64_t take_of(int64_t c, int64_t k, int replace, int last)
 
 #define return_error(...) do { rc = dds_set_error(__VA_ARGS__); goto done; } while (0)
 
+/* the sampling loop asks for the lists of the node this many ahead (cache misses of
+ * consecutive nodes overlap instead of following one another) */
+#define PREFETCH_NODES 8
+
+/* prefetch the first c entries (at most 4 cache lines) of node v's nbr and eid lists
+ * when they are readable by load */
+static inline void prefetch_list(const dds_tcsr *g, const struct views *view, int width,
+                                 int64_t v, int64_t c, int nb, int eb)
+{
+    if (c <= 0) return;
+    int m = dds_member_of(g->node_offsets, width, v);
+    if (!view->nbr[m]) return;
+    int64_t at = g->indptr[v] - view->first[m];
+    const char *ln = view->nbr[m] + nb * at, *le = view->eid[m] + eb * at;
+    int64_t lines_n = (nb * c + 63) / 64, lines_e = (eb * c + 63) / 64;
+    for (int64_t q = 0; q < lines_n && q < 4; q++) __builtin_prefetch(ln + 64 * q);
+    for (int64_t q = 0; q < lines_e && q < 4; q++) __builtin_prefetch(le + 64 * q);
+}
+
 int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                         const double *node_ts, int64_t n, int64_t k, int flags,
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
@@ -348,6 +370,9 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     uint64_t base = splitmix64(seed);
     int64_t j = 0, np = 0, nsel = 0;
     for (int64_t i = 0; i < n; i++) {
+        if (i + PREFETCH_NODES < n)
+            prefetch_list(g, &view, width, nodes[i + PREFETCH_NODES], cut[i + PREFETCH_NODES],
+                          nb, eb);
         int64_t c = cut[i], start = g->indptr[nodes[i]];
         int64_t take = take_of(c, k, replace, last);
         if (take <= 0) continue;  /* nothing eligible, or k == 0: no pick, nothing read */
