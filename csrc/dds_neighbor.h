@@ -73,6 +73,27 @@ int dds_neighbor_sample_weighted(dds_store *store, const dds_tcsr *graph, int w_
                                  int64_t k, int flags, uint64_t seed, int64_t cap,
                                  int64_t *row, int64_t *nbr, int64_t *eid, int64_t *count);
 
+/* Local (one-sided).  PyG's induced subgraph (subgraph_type="induced"): every stored
+ * entry of the lists of the `n_dst` destination nodes `dst` (in [0, graph->num_nodes);
+ * a repeated node takes its list at its first occurrence only) whose source is one of
+ * the `n_src` nodes `src` (in [0, num_src); DDS_ERANGE, naming the position, otherwise).
+ * Output, in destination order (first occurrences), each list in its stored order:
+ * row[j] = the position in `src` of the entry's source node (its first occurrence),
+ * col[j] = the position in `dst` of the destination, eid[j] = the edge id; *count the
+ * number written.  `src` may be `dst` (same pointer and n: one node set).  Outputs have
+ * capacity `cap` each (the destinations' degree sum always suffices): DDS_EINVAL when
+ * more entries are kept, *count 0.  A list entry whose source is outside [0, num_src)
+ * is DDS_ERANGE naming its CSC row.  Lists readable by load are filtered in place; the
+ * others' sources are read by one batched dds_read per `chunk` (>= 1) list entries or
+ * fewer (a longer list alone), in destination order, and only the edge ids of the
+ * entries kept by one more.  Memory: a map of the source set (an int32 per
+ * node of [0, num_src) when num_src <= max(2^22, 16 n_src), else a table of 32 bytes
+ * per source node or less), the same for the destinations unless one node set. */
+int dds_induced_edges(dds_store *store, const dds_tcsr *graph, const int64_t *dst,
+                      int64_t n_dst, const int64_t *src, int64_t n_src, int64_t num_src,
+                      int64_t chunk, int64_t cap, int64_t *row, int64_t *col, int64_t *eid,
+                      int64_t *count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -175,7 +175,7 @@ static void copy_ids(int64_t *out, const void *ids, int bytes, int64_t n)
 /* The picks held by other members: runs start[p], count[p] (np runs, nsel entries in all)
  * of the nbr and eid lists, read with one batched one-sided read per variable into a
  * buffer of nsel int64 (rows of 4 or 8 bytes) and copied, widened to int64, to nbr / eid
- * from slot slot[p] on.  Nothing to do when np is 0. */
+ * from slot slot[p] on (nbr NULL: the eid list only).  Nothing to do when np is 0. */
 static int read_remote_picks(dds_store *s, const dds_tcsr *g, int nb, int eb,
                              const int64_t *start, const int64_t *count,
                              const int64_t *slot, int64_t np, int64_t nsel,
@@ -187,6 +187,7 @@ static int read_remote_picks(dds_store *s, const dds_tcsr *g, int nb, int eb,
     int64_t *outs[2] = {nbr, eid};
     int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb}, rc = DDS_OK;
     for (int w = 0; w < 2 && rc == DDS_OK; w++) {
+        if (!outs[w]) continue;  /* that variable not asked for */
         rc = dds_read(s, vars[w], start, count, np, gathered,
                       (int64_t)sizeof(int64_t) * nsel, 0);
         const char *got = gathered;
@@ -743,5 +744,224 @@ done:
     free(hkey);
     free(fetched);
     free(scratch);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ induced edges
+ * dds_induced_edges (see dds_neighbor.h).  The source set becomes a map from node id to
+ * the position of its first occurrence: a dense int32 array over [0, num_src) when that
+ * is small (at most 2^22 entries, or 16 per source node), else an open-addressing table
+ * of the source nodes.  Every destination's whole list is then filtered through it in
+ * list order: lists readable by load in place, the others' nbr fetched by one batched
+ * dds_read per `chunk` entries (in destination order, so the output
+ * keeps that order), and only the edge ids of the entries kept are read from them
+ * (one batched read of runs of consecutive rows). */
+
+struct first_pos {
+    int32_t *dense;   /* [bound]: position, or -1 */
+    int64_t *key;     /* hash: node ids, -1 empty */
+    int64_t *val;     /* hash: positions */
+    uint64_t mask;
+};
+
+static void first_pos_free(struct first_pos *m)
+{
+    free(m->dense);
+    free(m->key);
+    free(m->val);
+    *m = (struct first_pos){NULL, NULL, NULL, 0};
+}
+
+/* the position of id's first occurrence, or -1 (id in [0, bound)) */
+static inline int64_t first_pos_get(const struct first_pos *m, int64_t id)
+{
+    if (m->dense) return m->dense[id];
+    uint64_t h = splitmix64((uint64_t)id) & m->mask;
+    for (;;) {
+        int64_t k = m->key[h];
+        if (k == id) return m->val[h];
+        if (k == -1) return -1;
+        h = (h + 1) & m->mask;
+    }
+}
+
+/* map the n ids (each in [0, bound), else DDS_ERANGE naming `what`) to the position of
+ * their first occurrence */
+static int first_pos_build(struct first_pos *m, const int64_t *ids, int64_t n,
+                           int64_t bound, const char *what)
+{
+    *m = (struct first_pos){NULL, NULL, NULL, 0};
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= bound)
+            return dds_set_error(DDS_ERANGE, "induced edges: %s node %lld (position %lld) "
+                                 "out of range [0, %lld)", what, (long long)ids[i],
+                                 (long long)i, (long long)bound);
+    if (n < INT32_MAX && (bound <= ((int64_t)1 << 22) || bound / 16 <= n)) {
+        m->dense = malloc(sizeof(int32_t) * (size_t)(bound ? bound : 1));
+        if (!m->dense) return no_memory();
+        memset(m->dense, 0xff, sizeof(int32_t) * (size_t)bound);
+        for (int64_t i = n; i-- > 0;) m->dense[ids[i]] = (int32_t)i;
+        return DDS_OK;
+    }
+    uint64_t size = 16;
+    while (size / 2 < (uint64_t)n) size *= 2;  /* n < 2^62: ids are distinct-ish, bounded */
+    m->mask = size - 1;
+    m->key = malloc(sizeof(int64_t) * size);
+    m->val = malloc(sizeof(int64_t) * size);
+    if (!m->key || !m->val) {
+        first_pos_free(m);
+        return no_memory();
+    }
+    memset(m->key, 0xff, sizeof(int64_t) * size);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t h = splitmix64((uint64_t)ids[i]) & m->mask;
+        while (m->key[h] != -1 && m->key[h] != ids[i]) h = (h + 1) & m->mask;
+        if (m->key[h] == -1) {
+            m->key[h] = ids[i];
+            m->val[h] = i;
+        }
+    }
+    return DDS_OK;
+}
+
+int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64_t n_dst,
+                      const int64_t *src, int64_t n_src, int64_t num_src, int64_t chunk,
+                      int64_t cap, int64_t *row, int64_t *col, int64_t *eid, int64_t *count)
+{
+    *count = 0;
+    int rc = check_args(s, g, dst, NULL, n_dst, cap);
+    if (rc != DDS_OK) return rc;
+    if (n_src < 0 || num_src < 0 || chunk < 1)
+        return dds_set_error(DDS_EINVAL, "induced edges: n_src=%lld and num_src=%lld must "
+                             "be >= 0, chunk=%lld >= 1", (long long)n_src,
+                             (long long)num_src, (long long)chunk);
+    struct first_pos smap = {NULL, NULL, NULL, 0}, dmap_own = {NULL, NULL, NULL, 0};
+    const struct first_pos *dmap = &dmap_own;
+    struct views view = {NULL, NULL, NULL, NULL};
+    char *fetched = NULL;
+    int64_t *rstart = NULL, *rcount = NULL, *rslot = NULL;
+    int nb = 8, eb = 8;
+    rc = first_pos_build(&smap, src, n_src, num_src, "source");
+    if (rc != DDS_OK || n_dst == 0 || n_src == 0) goto done;
+    if (src == dst && n_src == n_dst) {
+        dmap = &smap;  /* one node set (homogeneous): its map serves both */
+    } else {
+        rc = first_pos_build(&dmap_own, dst, n_dst, g->num_nodes, "destination");
+        if (rc != DDS_OK) goto done;
+    }
+    rc = sample_id_bytes(s, g->nbr_var, "induced edges", "nbr", &nb);
+    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "induced edges", "eid", &eb);
+    if (rc == DDS_OK) rc = views_open(s, g, -1, &view);
+    if (rc != DDS_OK) goto done;
+    int width = dds_group_size(s);
+    /* the lists of members not readable by load: fetched chunk by chunk, in destination
+     * order: the chunk held has the lists of destinations [.., chunk_hi), `held` entries,
+     * the first `used` of them filtered already */
+    int64_t chunk_hi = 0, held = 0, used = 0, fetched_cap = 0;
+    int64_t j = 0, remote_hits = 0;
+    for (int64_t i = 0; i < n_dst; i++) {
+        int64_t v = dst[i];
+        if (first_pos_get(dmap, v) != i) continue;  /* a repeat: its first took the list */
+        int64_t start = g->indptr[v], deg = g->indptr[v + 1] - start;
+        if (deg <= 0) continue;
+        int m = dds_member_of(g->node_offsets, width, v);
+        const char *ln, *le = NULL;
+        if (view.nbr[m]) {
+            ln = view.nbr[m] + (size_t)nb * (size_t)(start - view.first[m]);
+            le = view.eid[m] + (size_t)eb * (size_t)(start - view.first[m]);
+        } else {
+            if (used == held) { /* the next chunk: the remote lists from i on */
+                int64_t nl = 0, total = 0, a = i, q = i; /* lists before i: used */
+                for (; q < n_dst; q++) {
+                    int64_t u = dst[q], d = g->indptr[u + 1] - g->indptr[u];
+                    if (d <= 0 || view.nbr[dds_member_of(g->node_offsets, width, u)] ||
+                        first_pos_get(dmap, u) != q)
+                        continue;
+                    if (nl && total + d > chunk) break;
+                    total += d;
+                    nl++;
+                }
+                chunk_hi = q;
+                free(rstart);
+                rstart = malloc(sizeof(int64_t) * 2 * (size_t)nl);
+                if (!rstart) { rc = no_memory(); goto done; }
+                rcount = rstart + nl;
+                nl = 0;
+                for (q = a; q < chunk_hi; q++) {
+                    int64_t u = dst[q], d = g->indptr[u + 1] - g->indptr[u];
+                    if (d <= 0 || view.nbr[dds_member_of(g->node_offsets, width, u)] ||
+                        first_pos_get(dmap, u) != q)
+                        continue;
+                    rstart[nl] = g->indptr[u];
+                    rcount[nl++] = d;
+                }
+                if (total > fetched_cap) {
+                    free(fetched);
+                    fetched_cap = total;
+                    if (!(fetched = malloc((size_t)nb * (size_t)total))) {
+                        rc = no_memory();
+                        goto done;
+                    }
+                }
+                rc = dds_read(s, g->nbr_var, rstart, rcount, nl, fetched, nb * total, 0);
+                if (rc != DDS_OK) goto done;
+                held = total;
+                used = 0;
+            }
+            ln = fetched + (size_t)nb * (size_t)used;
+            used += deg;
+        }
+        for (int64_t p = 0; p < deg; p++) {
+            int64_t u = nb == 8 ? ((const int64_t *)ln)[p] : ((const int32_t *)ln)[p];
+            if ((uint64_t)u >= (uint64_t)num_src)
+                return_error(DDS_ERANGE, "induced edges: CSC row %lld holds source node "
+                             "%lld, outside [0, %lld)", (long long)(start + p),
+                             (long long)u, (long long)num_src);
+            int64_t at = first_pos_get(&smap, u);
+            if (at < 0) continue;
+            if (j == cap)
+                return_error(DDS_EINVAL, "induced edges: more than the output capacity "
+                             "%lld edges", (long long)cap);
+            row[j] = at;
+            col[j] = i;
+            if (le) {
+                eid[j] = eb == 8 ? ((const int64_t *)le)[p] : ((const int32_t *)le)[p];
+            } else { /* read below: the CSC row, marked negative */
+                eid[j] = -(start + p) - 1;
+                remote_hits++;
+            }
+            j++;
+        }
+    }
+    if (remote_hits) { /* the edge ids of the entries kept from remote lists */
+        free(rstart);
+        rstart = malloc(sizeof(int64_t) * 2 * (size_t)remote_hits);
+        rslot = malloc(sizeof(int64_t) * (size_t)remote_hits);
+        if (!rstart || !rslot) { rc = no_memory(); goto done; }
+        rcount = rstart + remote_hits;
+        int64_t np = 0;
+        for (int64_t q = 0; q < j; q++) {
+            if (eid[q] >= 0) continue;
+            int64_t r = -eid[q] - 1;
+            if (np && rslot[np - 1] + rcount[np - 1] == q &&
+                rstart[np - 1] + rcount[np - 1] == r) {
+                rcount[np - 1]++;
+            } else {
+                rslot[np] = q;
+                rstart[np] = r;
+                rcount[np++] = 1;
+            }
+        }
+        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, rslot, np, remote_hits, NULL,
+                               eid);
+    }
+    if (rc == DDS_OK) *count = j;
+done:
+    first_pos_free(&smap);
+    first_pos_free(&dmap_own);
+    views_close(&view);
+    free(fetched);
+    free(rstart);
+    free(rslot);
     return rc;
 }

@@ -417,6 +417,24 @@ class CSC(TCSR):
         m = count[0]
         return row[:m], nbr[:m], eid[:m]
 
+    def induced(self, dst, src, num_src, chunk):
+        """``(row, col, eid)`` of every stored entry of the lists of ``dst`` whose source
+        is in ``src`` (``dds_induced_edges``): ``row`` / ``col`` the positions of the
+        first occurrences in ``src`` / ``dst``, in destination order, each list in its
+        stored order.  ``dst`` and ``src`` int64, C-contiguous (``src`` may be ``dst``);
+        sources in ``[0, num_src)``; ``chunk``: the most entries of lists not readable
+        by load fetched per batched read (a longer list alone)."""
+        cap = self._taken_at_most(dst, -1)
+        row, col, eid = self._outputs(cap)  # pages never written are never mapped
+        count = ffi.new("int64_t *")
+        core = self._live_core()
+        p = _typed
+        core._check(lib.dds_induced_edges(
+            core._handle[0], self._c, p(dst), dst.shape[0], p(src), src.shape[0],
+            int(num_src), int(chunk), cap, p(row), p(col), p(eid), count))
+        m = count[0]
+        return row[:m], col[:m], eid[:m]
+
 
 class Relabel:
     """Dense ids for int64 keys >= 0 in order of first appearance (``dds_relabel``),

@@ -26,9 +26,10 @@ _GOLDEN = 0x9E3779B97F4A7C15
 #: replacement any ``k`` is valid (a node takes ``min(k, degree)``).
 MAX_FANOUT_WITH_REPLACEMENT = 2 ** 20
 _INT64_MAX = (1 << 63) - 1
-#: ``subgraph_type="induced"`` reads the whole in-list of every sampled node: at most
-#: this many list entries per C call (lists longer than it are read one per call).
-INDUCED_CHUNK_ENTRIES = 1 << 20
+#: ``subgraph_type="induced"`` filters the whole in-list of every sampled node: the
+#: lists not readable by load (other members' over RMA) are fetched at most this many
+#: entries per batched read (a longer list alone), 8 bytes each at most.
+INDUCED_CHUNK_ENTRIES = 1 << 22
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
 #: The sampled nodes of a node type with at most this many nodes are relabelled through a
 #: dense table (4 bytes per node, kept by the sampler between batches: one random access
@@ -513,36 +514,19 @@ class NeighborSampler(BaseSampler):
     def _induced_edges(self, et, dst_nodes, src_nodes):
         """``(row, col, edge)`` of every stored edge of type ``et`` from a node of
         ``src_nodes`` to one of ``dst_nodes`` (positions of each node's first
-        occurrence), each edge once: the whole in-list of every sampled destination is
-        read (one C call per :data:`INDUCED_CHUNK_ENTRIES` list entries) and filtered."""
+        occurrence), each edge once, in destination order and each list's stored order:
+        one C call (:meth:`ddstore._core.CSC.induced`, ``dds_induced_edges``) that
+        filters the destinations' whole in-lists through a map of the source set."""
         empty = np.zeros(0, dtype=np.int64)
         if dst_nodes.shape[0] == 0 or src_nodes.shape[0] == 0:
             return empty, empty, empty
         c, handle = self._handle(et)
-        src_ids, src_first = np.unique(src_nodes, return_index=True)
-        _, dst_first = np.unique(dst_nodes, return_index=True)
-        dst_pos = np.sort(dst_first)
-        dst = np.ascontiguousarray(dst_nodes[dst_pos])
-        deg = c.indptr[dst + 1] - c.indptr[dst]
-        ends = np.cumsum(deg)
-        rows, cols, edges = [], [], []
-        a = 0
-        while a < dst.shape[0]:
-            base = ends[a - 1] if a else 0
-            b = max(a + 1, int(np.searchsorted(ends, base + INDUCED_CHUNK_ENTRIES,
-                                               side="right")))
-            cap = int(ends[b - 1] - base)
-            if cap:
-                r, nbr, eid = handle.sample(dst[a:b], None, -1, 0, 0, cap)
-                at = np.minimum(np.searchsorted(src_ids, nbr), src_ids.shape[0] - 1)
-                hit = src_ids[at] == nbr
-                rows.append(src_first[at[hit]])
-                cols.append(dst_pos[a:b][r[hit]])
-                edges.append(eid[hit])
-            a = b
-        if not rows:
-            return empty, empty, empty
-        return np.concatenate(rows), np.concatenate(cols), np.concatenate(edges)
+        dst = np.ascontiguousarray(dst_nodes, dtype=np.int64)
+        src = dst if src_nodes is dst_nodes else np.ascontiguousarray(src_nodes,
+                                                                      dtype=np.int64)
+        # sources beyond this edge type's size (another type's count) have no entries
+        return handle.induced(dst, src, max(int(c.size[0]), int(src.max()) + 1),
+                              INDUCED_CHUNK_ENTRIES)
 
     def _induce(self, out):
         """``subgraph_type="induced"``: the sampled nodes as drawn, with every stored

@@ -10,7 +10,10 @@ member's lists read with MPI_Get):
   draws as ``directional`` (same seed) plus their reverse;
 - ``subgraph_type="induced"``: the sampled nodes are those of ``directional`` (same
   seed) and the edges exactly every stored edge between them, once each (homogeneous and
-  hetero, repeated seeds), features byte-equal;
+  hetero, repeated seeds), features byte-equal; its one C call (dds_induced_edges)
+  byte for byte the Python path it replaced and the ordered brute force, for random node
+  sets with repeats, lists of other members read one per batched read and more, the
+  dense source map and the table, and its refusals;
 - hetero temporal where one node type has no time attribute (PyG's rule: its nodes are
   always eligible): each seed's subgraph with ``[-1, -1]`` equals the brute force;
 - ``ddstore.prefetch.prefetch(loader)``: the same batches in the same order as the
@@ -170,6 +173,105 @@ def homo_induced(fs, gs, data, tag):
     check(sorted(b.e_id.tolist()) == want, f"{tag} link induced: edges differ")
     check(pairs_of(b) == [(src[e], dst[e]) for e in b.e_id.tolist()],
           f"{tag} link induced: edge_index is not the stored edges")
+
+
+def python_induced(smp, et, dst_nodes, src_nodes):
+    """The Python path that dds_induced_edges replaced (every destination's whole list
+    read by the C sampler with k=-1, filtered in numpy): the reference, byte for byte."""
+    empty = np.zeros(0, dtype=np.int64)
+    if dst_nodes.shape[0] == 0 or src_nodes.shape[0] == 0:
+        return empty, empty, empty
+    c, handle = smp._handle(et)
+    src_ids, src_first = np.unique(src_nodes, return_index=True)
+    _, dst_first = np.unique(dst_nodes, return_index=True)
+    dst_pos = np.sort(dst_first)
+    dst = np.ascontiguousarray(dst_nodes[dst_pos])
+    cap = int((c.indptr[dst + 1] - c.indptr[dst]).sum())
+    if not cap:
+        return empty, empty, empty
+    r, nbr, eid = handle.sample(dst, None, -1, 0, 0, cap)
+    at = np.minimum(np.searchsorted(src_ids, nbr), src_ids.shape[0] - 1)
+    hit = src_ids[at] == nbr
+    return src_first[at[hit]], dst_pos[r[hit]], eid[hit]
+
+
+def brute_induced(src, dst, dst_nodes, src_nodes):
+    """Brute force from the edge list: for each destination's first occurrence, in
+    order, its edges by edge id (the stored order of untimed lists) whose source is in
+    ``src_nodes``: (source's first position, destination's position, edge id)."""
+    sfirst, out = {}, []
+    for i, v in enumerate(src_nodes.tolist()):
+        sfirst.setdefault(v, i)
+    seen = set()
+    for i, v in enumerate(dst_nodes.tolist()):
+        if v in seen:
+            continue
+        seen.add(v)
+        out += [(sfirst[src[e]], i, e) for e in range(len(dst))
+                if dst[e] == v and src[e] in sfirst]
+    return out
+
+
+def induced_core(gs, data, hgs, h, tag):
+    """dds_induced_edges (the induced sampler's one C call) against the Python path it
+    replaced and the brute force, byte for byte: homogeneous and every hetero edge type,
+    node sets with repeats, empty ones, one lists' worth, all nodes; lists of other
+    members fetched one list per read, a few per read and all in one; the dense map and
+    the table (a source bound too large for a dense map); its refusals."""
+    import ddstore.pyg.sampler as sampler_mod
+    rng = np.random.default_rng(5 + size)
+    cases = [(None, data.edge_index.tolist(), N, N)] + [
+        (et, h[et].edge_index.tolist(), NT[et[0]], NT[et[2]]) for et, _ in ETS]
+    chunk0 = sampler_mod.INDUCED_CHUNK_ENTRIES
+    try:
+        for chunk in (1, 7, chunk0):
+            sampler_mod.INDUCED_CHUNK_ENTRIES = chunk
+            for et, (src, dst), ns, nd in cases:
+                smp = dpyg.NeighborSampler(gs if et is None else hgs, [2], seed=1,
+                                           subgraph_type="induced")
+                sets = [(np.arange(nd), np.arange(ns)), (np.zeros(0, np.int64),
+                                                         np.arange(ns)),
+                        (np.arange(nd), np.zeros(0, np.int64))]
+                for _ in range(4):
+                    sets.append((rng.integers(0, nd, int(rng.integers(1, 2 * nd))),
+                                 rng.integers(0, ns, int(rng.integers(1, 2 * ns)))))
+                for dn, sn in sets:
+                    dn, sn = dn.astype(np.int64), sn.astype(np.int64)
+                    if et is None or et[0] == et[2]:  # one node set: the same array
+                        sn = dn if dn.shape[0] else sn
+                    what = f"{tag} induced core {et} chunk {chunk} n {len(dn)}/{len(sn)}"
+                    got = smp._induced_edges(et, dn, sn)
+                    want = python_induced(smp, et, dn, sn)
+                    check(all(g.dtype == np.int64 and np.array_equal(g, w)
+                              for g, w in zip(got, want)),
+                          f"{what}: {[g.tolist() for g in got]} != the Python path "
+                          f"{[w.tolist() for w in want]}")
+                    brute = brute_induced(src, dst, dn, sn) if len(dn) and len(sn) else []
+                    check(list(zip(*(g.tolist() for g in got))) == brute,
+                          f"{what}: differs from the brute force {brute}")
+                    if len(dn) and len(sn):  # the table instead of the dense map
+                        _, handle = smp._handle(et)
+                        big = handle.induced(np.ascontiguousarray(dn), np.ascontiguousarray(
+                            sn), 1 << 30, chunk)
+                        check(all(np.array_equal(g, w) for g, w in zip(big, want)),
+                              f"{what}: the table differs from the dense map")
+    finally:
+        sampler_mod.INDUCED_CHUNK_ENTRIES = chunk0
+    smp = dpyg.NeighborSampler(gs, [2], subgraph_type="induced")
+    _, handle = smp._handle(None)
+    nodes = np.arange(N, dtype=np.int64)
+    expect_error(ddstore.DDStoreIndexError, "source node 36 (position 2) out of range "
+                 "[0, 36)", handle.induced, nodes, np.array([1, 2, N], np.int64), N, 4,
+                 what=f"{tag} induced core: source out of range")
+    expect_error(ddstore.DDStoreIndexError, "node -1 (position 0) out of range [0, 36)",
+                 handle.induced, np.array([-1], np.int64), nodes, N, 4,
+                 what=f"{tag} induced core: destination out of range")
+    busy = int(np.argmax(np.diff(gs.sampled_lists(None).indptr)))
+    expect_error(ddstore.DDStoreIndexError, ("holds source node", "outside [0, 1)"),
+                 handle.induced, np.array([busy], np.int64), np.zeros(1, np.int64), 1, 4,
+                 what=f"{tag} induced core: a stored source beyond num_src")
+    expect_error(ddstore.DDStoreValueError, "chunk=0 >= 1", handle.induced, nodes, nodes,
+                 N, 0, what=f"{tag} induced core: chunk 0")
 
 
 def hetero_options(fs, gs, h, tag):
@@ -505,6 +607,7 @@ def main():
             homo_bidirectional(fs, gs, data, tag)
             homo_induced(fs, gs, data, tag)
             hfs, hgs = dpyg.from_hetero(store, h, name="h")
+            induced_core(gs, data, hgs, h, tag)
             hetero_options(hfs, hgs, h, tag)
             hetero_partly_timed(store, make_hetero(times=True), tag)
             prefetched(fs, gs, data, h, hfs, hgs, tag)
