@@ -9,8 +9,8 @@
  * picks are contiguous) are read by one batched dds_read per variable: rows of this rank
  * and of node-local members are copied by plain loads, the others fetched one-sidedly in
  * one access epoch.  With times, the eligible prefix of each list is found by binary
- * search: in place for lists readable by load, in a copy of the list's times (one
- * batched dds_read for all remote lists of the call) for the others.  Node and edge ids
+ * search: in place for lists readable by load, in a copy of the list's times for the
+ * others (read by one batched dds_read per piece of remote lists, see eligible).  Node and edge ids
  * are stored as int32 or int64 (each variable's row bytes say which) and widened to the
  * int64 outputs while copied, with the width chosen once per list, not per entry.
  */
@@ -103,6 +103,14 @@ static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const double *
     return rc;
 }
 
+/* The times of remote lists are read in pieces of at most TIMES_PIECE entries (one list
+ * longer than that: a piece of its own) and at most TIMES_PIECE_LISTS lists, each piece
+ * by one batched dds_read into one reused buffer and searched at once: the buffer stays
+ * in cache, so the search reads what the copy just wrote, and no buffer of all the
+ * call's remote times is allocated (and faulted in) per call. */
+#define TIMES_PIECE 32768
+#define TIMES_PIECE_LISTS 1024
+
 /* cut[i] = eligible entries of node i: its degree, or with times the entries whose time
  * is <= node_ts[i] */
 static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
@@ -116,8 +124,13 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     int width = dds_group_size(s), rc = DDS_OK;
     const double **base = calloc((size_t)width, sizeof *base);
     int64_t *first = calloc((size_t)width, sizeof *first);
-    double *fetched = NULL;
-    if (!base || !first) { rc = no_memory(); goto done; }
+    /* the piece being gathered: its lists (positions in nodes), their CSC ranges */
+    int64_t *pi = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
+    int64_t *pstart = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
+    int64_t *pcount = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
+    double *buf = NULL;
+    int64_t buf_cap = 0;  /* entries buf holds */
+    if (!base || !first || !pi || !pstart || !pcount) { rc = no_memory(); goto done; }
     for (int m = 0; m < width && rc == DDS_OK; m++) {
         void *p = NULL;
         int64_t rows = 0;
@@ -125,28 +138,55 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         base[m] = p;
         first[m] = g->indptr[g->node_offsets[m]];
     }
-    /* lists of members not readable by load: their times fetched in one batched read */
-    if (rc == DDS_OK)
-        rc = fetch_remote(s, g, g->ts_var, base, nodes, cut, n, "neighbour sample", "times",
-                          &fetched);
-    if (rc != DDS_OK) goto done;
-    int64_t off = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t v = nodes[i], deg = g->indptr[v + 1] - g->indptr[v];
-        int m = dds_member_of(g->node_offsets, width, v);
-        if (!deg) {
-            cut[i] = 0;
-        } else if (base[m]) {
-            cut[i] = upper_bound(base[m] + (g->indptr[v] - first[m]), deg, node_ts[i]);
-        } else {
-            cut[i] = upper_bound(fetched + off, deg, node_ts[i]);
-            off += deg;
+    int64_t np = 0, entries = 0;
+    for (int64_t i = 0; i <= n && rc == DDS_OK; i++) {
+        int64_t v = -1, deg = 0;
+        int m = 0;
+        if (i < n) {
+            v = nodes[i];
+            deg = cut[i];
+            if (!deg) continue;
+            m = dds_member_of(g->node_offsets, width, v);
+            if (base[m]) {  /* readable by load: searched in place */
+                cut[i] = upper_bound(base[m] + (g->indptr[v] - first[m]), deg, node_ts[i]);
+                continue;
+            }
+        }
+        /* the piece is read and searched when this list (or the end) would overflow it */
+        if (np && (i == n || np == TIMES_PIECE_LISTS || entries + deg > TIMES_PIECE)) {
+            if (entries > buf_cap) {
+                free(buf);
+                buf_cap = entries > TIMES_PIECE ? entries : TIMES_PIECE;
+                if (!(buf = malloc(sizeof(double) * (size_t)buf_cap))) {
+                    rc = dds_set_error(DDS_ENOMEM, "neighbour sample: out of memory for "
+                                       "the times of %lld remote list entries",
+                                       (long long)entries);
+                    break;
+                }
+            }
+            rc = dds_read(s, g->ts_var, pstart, pcount, np, buf,
+                          (int64_t)sizeof(double) * buf_cap, 0);
+            const double *t = buf;
+            for (int64_t q = 0; q < np && rc == DDS_OK; q++) {
+                cut[pi[q]] = upper_bound(t, pcount[q], node_ts[pi[q]]);
+                t += pcount[q];
+            }
+            np = entries = 0;
+        }
+        if (i < n) {  /* deg <= num edges: entries never overflows */
+            pi[np] = i;
+            pstart[np] = g->indptr[v];
+            pcount[np++] = deg;
+            entries += deg;
         }
     }
 done:
     free(base);
     free(first);
-    free(fetched);
+    free(pi);
+    free(pstart);
+    free(pcount);
+    free(buf);
     return rc;
 }
 
@@ -172,14 +212,30 @@ static void copy_ids(int64_t *out, const void *ids, int bytes, int64_t n)
     else widen_ids(out, ids, n);
 }
 
-/* The picks held by other members: runs start[p], count[p] (np runs, nsel entries in all)
+/* out[q] = ids[pos[q]] as int64, for q < n; out may be pos */
+static void gather_ids(int64_t *out, const void *ids, int bytes, const int64_t *pos,
+                       int64_t n)
+{
+    if (bytes == 8) {
+        const int64_t *a = ids;
+        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
+    } else {
+        const int32_t *a = ids;
+        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
+    }
+}
+
+/* The picks held by other members: runs start[p], count[p] (np runs, nsel rows in all)
  * of the nbr and eid lists, read with one batched one-sided read per variable into a
  * buffer of nsel int64 (rows of 4 or 8 bytes) and copied, widened to int64, to nbr / eid
- * from slot slot[p] on (nbr NULL: the eid list only).  Nothing to do when np is 0. */
+ * from slot slot[p] on (nbr NULL: the eid list only): the whole run, or with take (may
+ * be NULL) and take[p] >= 0 the take[p] rows of the run at the positions in
+ * eid[slot[p], slot[p] + take[p]) (the scattered picks of one list, read as the span
+ * that holds them).  Nothing to do when np is 0. */
 static int read_remote_picks(dds_store *s, const dds_tcsr *g, int nb, int eb,
                              const int64_t *start, const int64_t *count,
-                             const int64_t *slot, int64_t np, int64_t nsel,
-                             int64_t *nbr, int64_t *eid)
+                             const int64_t *slot, const int64_t *take, int64_t np,
+                             int64_t nsel, int64_t *nbr, int64_t *eid)
 {
     if (np == 0) return DDS_OK;
     void *gathered = malloc(sizeof(int64_t) * (size_t)nsel);
@@ -192,7 +248,10 @@ static int read_remote_picks(dds_store *s, const dds_tcsr *g, int nb, int eb,
                       (int64_t)sizeof(int64_t) * nsel, 0);
         const char *got = gathered;
         for (int64_t p = 0; p < np && rc == DDS_OK; p++) {
-            copy_ids(outs[w] + slot[p], got, bytes[w], count[p]);
+            if (take && take[p] >= 0)  /* eid holds the positions until w = 1 */
+                gather_ids(outs[w] + slot[p], got, bytes[w], eid + slot[p], take[p]);
+            else
+                copy_ids(outs[w] + slot[p], got, bytes[w], count[p]);
             got += (size_t)bytes[w] * (size_t)count[p];
         }
     }
@@ -242,19 +301,6 @@ static int views_open(dds_store *s, const dds_tcsr *g, int w_var, struct views *
     }
     if (rc != DDS_OK) views_close(v);
     return rc;
-}
-
-/* out[q] = ids[pos[q]] as int64, for q < n; out may be pos */
-static void gather_ids(int64_t *out, const void *ids, int bytes, const int64_t *pos,
-                       int64_t n)
-{
-    if (bytes == 8) {
-        const int64_t *a = ids;
-        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
-    } else {
-        const int32_t *a = ids;
-        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
-    }
 }
 
 /* open-addressing set of list positions, for k distinct draws (Floyd's algorithm) */
@@ -325,7 +371,8 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (rc != DDS_OK) return rc;
     int replace = (flags & DDS_NEIGHBOR_REPLACE) != 0, last = (flags & DDS_NEIGHBOR_LAST) != 0;
     int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    int64_t *pstart = NULL, *pcount = NULL, *pslot = NULL, *picked = NULL;
+    int64_t *pstart = NULL, *pcount = NULL, *pslot = NULL, *ptake = NULL;
+    int64_t *picked = NULL;
     struct pos_set set = {0, NULL};
     struct views view = {NULL, NULL, NULL, NULL};
     if (!cut) { rc = no_memory(); goto done; }
@@ -348,13 +395,15 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         return_error(DDS_EINVAL, "neighbour sample: %lld entries taken, more than the "
                      "output capacity %lld", (long long)total, (long long)cap);
     size_t most = (size_t)(total ? total : 1);
-    /* the remote picks: runs pstart[p], pcount[p] going to output slot pslot[p], in
-     * one block of 3 * most */
-    if (most > SIZE_MAX / (3 * sizeof(int64_t))) { rc = no_memory(); goto done; }
-    pstart = malloc(3 * sizeof(int64_t) * most);
+    /* the remote picks: runs pstart[p], pcount[p] going to output slot pslot[p] (whole,
+     * or the ptake[p] >= 0 scattered picks of one list in their span), in one block of
+     * 4 * most */
+    if (most > SIZE_MAX / (4 * sizeof(int64_t))) { rc = no_memory(); goto done; }
+    pstart = malloc(4 * sizeof(int64_t) * most);
     if (!pstart) { rc = no_memory(); goto done; }
     pcount = pstart + most;
     pslot = pcount + most;
+    ptake = pslot + most;
     if (floyd_k > 0) { /* floyd_k < some list's length: its sizes exist in memory */
         int64_t size = 16;
         while (size / 2 < floyd_k) size *= 2;
@@ -389,11 +438,13 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             } else {
                 pslot[np] = j;
                 pstart[np] = start + c - take;
+                ptake[np] = -1;
                 pcount[np++] = take;
                 nsel += take;
             }
         } else {
             uint64_t key = splitmix64(base ^ splitmix64((uint64_t)i + 1));
+            int64_t lo = c, hi = -1;  /* the smallest and largest position drawn */
             for (int64_t q = 0; q < take; q++) {
                 uint64_t r = splitmix64(key + (uint64_t)(q + 1) * 0x9E3779B97F4A7C15ULL);
                 int64_t pos;
@@ -408,26 +459,39 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                     }
                     picked[q] = pos;
                 }
-                if (ln) {
-                    eid[j + q] = pos; /* read below, once the positions are drawn */
-                } else {
-                    pslot[np] = j + q;
-                    pstart[np] = start + pos;
-                    pcount[np++] = 1;
-                    nsel++;
-                }
+                eid[j + q] = pos; /* the ids are read once the positions are drawn */
+                lo = pos < lo ? pos : lo;
+                hi = pos > hi ? pos : hi;
             }
             if (!replace) set_clear(&set, picked, take);
             if (ln) { /* the positions in eid[j, j + take) become the ids there */
                 gather_ids(nbr + j, ln, nb, eid + j, take);
                 gather_ids(eid + j, le, eb, eid + j, take);
+            } else if ((hi - lo + 1) * (nb > eb ? nb : eb) <= 64 * (take + 1)) {
+                /* the span holding the picks, read as one run: about the cache lines
+                 * the picks touch anyway, one block of a get instead of take */
+                for (int64_t q = 0; q < take; q++) eid[j + q] -= lo;
+                pslot[np] = j;
+                pstart[np] = start + lo;
+                ptake[np] = take;
+                pcount[np++] = hi - lo + 1;
+                nsel += hi - lo + 1;
+            } else {
+                for (int64_t q = 0; q < take; q++) {
+                    pslot[np] = j + q;
+                    pstart[np] = start + eid[j + q];
+                    ptake[np] = -1;
+                    pcount[np++] = 1;
+                    nsel++;
+                }
             }
         }
         j += take;
     }
     /* the picks of other members' lists: one batched one-sided read per variable, then
      * each piece to its output slot (widened) */
-    rc = read_remote_picks(s, g, nb, eb, pstart, pcount, pslot, np, nsel, nbr, eid);
+    rc = read_remote_picks(s, g, nb, eb, pstart, pcount, pslot, ptake, np, nsel, nbr,
+                           eid);
     if (rc == DDS_OK) *count = j;
 done:
     free(set.slot);
@@ -729,7 +793,8 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
                 rcount[np++] = 1;
             }
         }
-        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, pslot, np, nsel, nbr, eid);
+        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, pslot, NULL, np, nsel, nbr,
+                               eid);
     }
     if (rc == DDS_OK) *count = j;
 done:
@@ -952,8 +1017,8 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
                 rcount[np++] = 1;
             }
         }
-        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, rslot, np, remote_hits, NULL,
-                               eid);
+        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, rslot, NULL, np, remote_hits,
+                               NULL, eid);
     }
     if (rc == DDS_OK) *count = j;
 done:

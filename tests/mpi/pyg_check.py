@@ -544,6 +544,80 @@ def c_zero_fanout(width, transport, tag):
         core.free()
 
 
+def c_temporal_pieces(width, transport, tag):
+    """dds_neighbor_sample with times, below the sampler: the times of lists held by
+    other members are read in pieces (at most 32768 entries and 1024 lists each; a
+    longer list alone) and the scattered picks of one list as the span that holds them.
+    Over 3,000 lists (some of 40,000 entries, some empty) queried at times before their
+    first entry (nothing eligible), after their last (the whole list), on a tie and in
+    between: LAST takes exactly the latest eligible entries (brute force); uniform draws
+    (with and without replacement) and all neighbours take only eligible entries,
+    distinct without replacement, and equal byte for byte what width 1 (every list read
+    in place) takes for the same seed."""
+    rng = np.random.default_rng(17)
+    n_nodes = 3000
+    deg = rng.integers(0, 40, n_nodes)
+    deg[[5, 2500]] = 40000  # longer than a piece of times
+    deg[7] = 0
+    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    total = int(indptr[-1])
+    ts = np.concatenate([np.sort(rng.integers(0, 100, d)) for d in deg]).astype(np.float64)
+    src = rng.integers(0, n_nodes, total).astype(np.int64)
+    nodes = np.concatenate([np.arange(n_nodes), rng.permutation(n_nodes),
+                            np.arange(n_nodes)]).astype(np.int64)
+    q_ts = np.concatenate([np.full(n_nodes, -1.0), np.full(n_nodes, 99.0),
+                           rng.integers(0, 100, n_nodes).astype(np.float64)])
+    cut = np.array([np.searchsorted(ts[indptr[v]:indptr[v + 1]], t, side="right")
+                    for v, t in zip(nodes, q_ts)], dtype=np.int64)
+    k = 5
+    cases = [(k, 0), (k, _core.NEIGHBOR_REPLACE), (k, _core.NEIGHBOR_LAST), (-1, 0)]
+
+    def draw(w):
+        node_off = np.linspace(0, n_nodes, w + 1).astype(np.int64)
+        core = _core.Core(comm, w, transport)
+        out = []
+        try:
+            g = core.group_rank
+            lo, hi = indptr[node_off[g]], indptr[node_off[g + 1]]
+            nbr = core.add("nbr", int(hi - lo), 4)
+            eid = core.add("eid", int(hi - lo), 8)
+            tv = core.add("ts", int(hi - lo), 8)
+            core.write_local(nbr, 0, np.ascontiguousarray(src[lo:hi].astype(np.int32)))
+            core.write_local(eid, 0, np.arange(lo, hi, dtype=np.int64))
+            core.write_local(tv, 0, np.ascontiguousarray(ts[lo:hi]))
+            core.sync()
+            csc = _core.CSC(core, nbr, eid, tv, indptr, node_off)
+            for kk, flags in cases:
+                cap = int(cut.sum()) if kk < 0 else kk * len(nodes)
+                out.append(tuple(a.copy() for a in csc.sample(nodes, q_ts, kk, flags, 9,
+                                                              cap)))
+        finally:
+            core.free()
+        return out
+
+    got, ref = draw(width), (draw(1) if width > 1 else None)
+    for c, ((kk, flags), (row, nb, ei)) in enumerate(zip(cases, got)):
+        what = f"{tag} C temporal pieces k={kk} flags={flags}"
+        take = cut if kk < 0 else (np.where(cut > 0, kk, 0) if flags == _core.NEIGHBOR_REPLACE
+                                   else np.minimum(cut, kk))
+        ok = (np.array_equal(row, np.repeat(np.arange(len(nodes)), take)) and
+              np.array_equal(nb, src[ei]) and
+              bool((ei >= indptr[nodes[row]]).all()) and
+              bool((ei < indptr[nodes[row]] + cut[row]).all()))
+        check(ok, f"{what}: rows, ids or eligibility differ from the brute force")
+        if ok and flags == _core.NEIGHBOR_LAST:
+            want = np.concatenate([np.arange(indptr[v] + cut[i] - take[i],
+                                             indptr[v] + cut[i])
+                                   for i, v in enumerate(nodes)]).astype(np.int64)
+            check(np.array_equal(ei, want), f"{what}: not the latest eligible entries")
+        if ok and flags == 0:
+            pairs = np.unique(np.stack([row, ei]), axis=1).shape[1]
+            check(pairs == len(row), f"{what}: a list drew an entry twice")
+        if ref is not None:
+            check(all(np.array_equal(a, b) for a, b in zip(got[c], ref[c])),
+                  f"{what}: differs from width 1 (every list read in place)")
+
+
 def main(widths=None):
     """Every case for each width (default: every width dividing the rank count; the
     command line may name some) and both transports."""
@@ -570,6 +644,7 @@ def main(widths=None):
         orders(store, tag, rangewise)
         empty_graphs(store, tag)
         c_zero_fanout(store.width, transport, tag)
+        c_temporal_pieces(store.width, transport, tag)
 
 
 if __name__ == "__main__":
