@@ -43,12 +43,17 @@ int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
                         int64_t *eid, int64_t *count);
 
 /* Local, no MPI, no store.  Map `n` keys (>= 0) to dense ids through the caller's
- * open-addressing table (`cap` a power of two > *next + n; empty slots hold key -1):
- * a key seen before gets its id, a new key the id *next (then incremented), and its
- * position is appended to new_pos (*n_new of them, in order of first occurrence).
- * ids and new_pos have capacity n (one entry per key at most). */
-int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t *keys,
-                int64_t n, int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
+ * open-addressing table of `cap` slots (a power of two > *next - base + n), each two
+ * int64: a key and its id.  A slot belongs to the current generation when its id is
+ * >= base; older slots (ids below base: earlier generations, or -1 in a new table)
+ * count as empty, so a caller starts a new generation without clearing the table by
+ * setting base to *next.  A key seen in this generation gets its id, a new key the id
+ * *next (then incremented); ids are returned minus base (0, 1, ... per generation), and
+ * the positions of new keys are appended to new_pos (*n_new of them, in order of first
+ * occurrence).  ids and new_pos have capacity n.  Every key is checked (>= 0) before
+ * any is mapped. */
+int dds_relabel(int64_t *table, int64_t cap, int64_t base, const int64_t *keys, int64_t n,
+                int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
 /* Local, no MPI, no store.  dds_relabel over a dense table instead of a hash: `map` has
  * one int32 per key in [0, map_len) (-1: not seen); ids stay below 2**31.  Every key is
  * checked before any is mapped (a key outside [0, map_len) maps nothing).  The caller

@@ -502,30 +502,38 @@ done:
     return rc;
 }
 
-int dds_relabel(int64_t *map_keys, int64_t *map_ids, int64_t cap, const int64_t *keys,
-                int64_t n, int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new)
+int dds_relabel(int64_t *table, int64_t cap, int64_t base, const int64_t *keys, int64_t n,
+                int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new)
 {
     int64_t need;
-    if (n < 0 || *next < 0 || __builtin_add_overflow(*next, n, &need))
-        return dds_set_error(DDS_EINVAL, "relabel: n=%lld and next=%lld must be >= 0 and "
-                             "their sum fit 64 bits", (long long)n, (long long)*next);
-    if (cap < 1 || (cap & (cap - 1)) || need >= cap)
+    if (n < 0 || base < 0 || *next < base || __builtin_add_overflow(*next, n, &need))
+        return dds_set_error(DDS_EINVAL, "relabel: n=%lld, base=%lld and next=%lld must "
+                             "be >= 0, next >= base, and next + n fit 64 bits", (long long)n,
+                             (long long)base, (long long)*next);
+    if (cap < 1 || (cap & (cap - 1)) || need - base >= cap)
         return dds_set_error(DDS_EINVAL, "relabel: map capacity %lld is not a power of two "
-                             "above %lld", (long long)cap, (long long)need);
-    int64_t nn = 0, mask = cap - 1;
+                             "above %lld", (long long)cap, (long long)(need - base));
+    for (int64_t i = 0; i < n; i++)  /* checked first: nothing is mapped on a bad key */
+        if (keys[i] < 0)
+            return dds_set_error(DDS_EINVAL, "relabel: negative key %lld",
+                                 (long long)keys[i]);
+    uint64_t mask = (uint64_t)cap - 1;
+    int64_t nn = 0, nx = *next;
     for (int64_t i = 0; i < n; i++) {
+        if (i + 8 < n)  /* the slot of the key 8 ahead: its miss overlaps this one's */
+            __builtin_prefetch(&table[2 * (splitmix64((uint64_t)keys[i + 8]) & mask)], 1);
         int64_t key = keys[i];
-        if (key < 0) return dds_set_error(DDS_EINVAL, "relabel: negative key %lld",
-                                          (long long)key);
-        uint64_t h = splitmix64((uint64_t)key) & (uint64_t)mask;
-        while (map_keys[h] != -1 && map_keys[h] != key) h = (h + 1) & (uint64_t)mask;
-        if (map_keys[h] == -1) {
-            map_keys[h] = key;
-            map_ids[h] = (*next)++;
+        uint64_t h = splitmix64((uint64_t)key) & mask;
+        /* a slot is this generation's when its id >= base; older ones count as empty */
+        while (table[2 * h + 1] >= base && table[2 * h] != key) h = (h + 1) & mask;
+        if (table[2 * h + 1] < base) {
+            table[2 * h] = key;
+            table[2 * h + 1] = nx++;
             new_pos[nn++] = i;
         }
-        ids[i] = map_ids[h];
+        ids[i] = table[2 * h + 1] - base;
     }
+    *next = nx;
     *n_new = nn;
     return DDS_OK;
 }

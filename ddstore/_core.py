@@ -438,18 +438,23 @@ class CSC(TCSR):
 
 class Relabel:
     """Dense ids for int64 keys >= 0 in order of first appearance (``dds_relabel``),
-    over a growing open-addressing table owned here."""
+    over a growing open-addressing table owned here.  :meth:`reset` starts a new
+    generation (ids from 0 again) without clearing or reallocating the table, so one
+    Relabel serves batch after batch at the cost of its largest batch."""
 
     def __init__(self, expected=1024):
-        self._cap = 1 << max(4, int(2 * expected + 2).bit_length())
-        self._keys = np.full(self._cap, -1, dtype=np.int64)
-        self._ids = np.empty(self._cap, dtype=np.int64)
+        self._alloc(expected)
         self._next = ffi.new("int64_t *", 0)
-        self._known = []  # the keys in id order (to rebuild the table when it grows)
+        self._base = 0
+        self._known = []  # this generation's keys in id order (to rebuild on growth)
+
+    def _alloc(self, expected):
+        self._cap = 1 << max(4, int(2 * expected + 2).bit_length())
+        self._table = np.full(2 * self._cap, -1, dtype=np.int64)  # (key, id) per slot
 
     @property
     def count(self):
-        return self._next[0]
+        return self._next[0] - self._base
 
     def _call(self, keys):
         n = keys.shape[0]
@@ -457,11 +462,10 @@ class Relabel:
         new_pos = np.empty(n, dtype=np.int64)
         n_new = ffi.new("int64_t *")
         i64 = "int64_t[]"
-        rc = lib.dds_relabel(ffi.from_buffer(i64, self._keys), ffi.from_buffer(i64, self._ids),
-                             self._cap, ffi.from_buffer(i64, keys), n,
-                             ffi.from_buffer(i64, ids), self._next,
-                             ffi.from_buffer(i64, new_pos), n_new)
-        _local_check(rc)
+        _local_check(lib.dds_relabel(ffi.from_buffer(i64, self._table), self._cap,
+                                     self._base, ffi.from_buffer(i64, keys), n,
+                                     ffi.from_buffer(i64, ids), self._next,
+                                     ffi.from_buffer(i64, new_pos), n_new))
         return ids, new_pos[:n_new[0]]
 
     def add(self, keys):
@@ -472,13 +476,19 @@ class Relabel:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         if 2 * (self.count + keys.shape[0]) + 2 > self._cap:
             known = np.concatenate(self._known) if self._known else np.zeros(0, np.int64)
-            self.__init__(self.count + keys.shape[0])
+            self._alloc(self.count + keys.shape[0])
+            self._next[0] = self._base
             if known.shape[0]:
                 self._call(known)
                 self._known = [known]
         ids, new_pos = self._call(keys)
         self._known.append(keys[new_pos])
         return ids, new_pos
+
+    def reset(self):
+        """A new generation: no key known, ids from 0 again (the table is kept)."""
+        self._base = self._next[0]
+        self._known = []
 
 
 class DenseRelabel:

@@ -257,13 +257,21 @@ def test_apply_delta_never_writes_past_the_result():
 
 
 def test_relabel_sizes_checked():
-    keys = np.full(16, -1, np.int64)
-    ids = np.empty(16, np.int64)
-    nxt = ffi.new("int64_t *", 2 ** 63 - 2)
+    table = np.full(32, -1, np.int64)  # 16 slots of (key, id)
     out, new_pos, n_new = np.empty(4, np.int64), np.empty(4, np.int64), ffi.new("int64_t *")
-    rc = lib.dds_relabel(p64(keys), p64(ids), 16, p64(np.arange(4, dtype=np.int64)), 4,
-                         p64(out), nxt, p64(new_pos), n_new)
-    assert rc == lib.DDS_EINVAL and "fit 64 bits" in message()
+    keys = np.arange(4, dtype=np.int64)
+    for base, nxt, cap, text in ((0, 2 ** 63 - 2, 16, "fit 64 bits"),
+                                 (5, 4, 16, "next >= base"),
+                                 (-1, 0, 16, "must be >= 0"),
+                                 (0, 13, 16, "not a power of two above 17"),
+                                 (0, 0, 12, "not a power of two")):
+        rc = lib.dds_relabel(p64(table), cap, base, p64(keys), 4, p64(out),
+                             ffi.new("int64_t *", nxt), p64(new_pos), n_new)
+        assert rc == lib.DDS_EINVAL and text in message(), (base, nxt, cap, message())
+        assert (table == -1).all()
+    rc = lib.dds_relabel(p64(table), 16, 0, p64(np.array([1, -3, 2, 3], np.int64)), 4,
+                         p64(out), ffi.new("int64_t *", 0), p64(new_pos), n_new)
+    assert rc == lib.DDS_EINVAL and "negative key -3" in message() and (table == -1).all()
 
 
 # ------------------------------------------------------------------ PyG fanouts

@@ -552,6 +552,26 @@ def test_size_must_be_integers_and_taken_names_are_named(store):
         gs.put_edge_index(coo, edge_type=("a", "r", "b"), layout="coo", size=(3, 3))
 
 
+def test_relabel_generations_restart_without_clearing():
+    """``_core.Relabel.reset`` starts a new generation: the ids restart from 0 and keys of
+    earlier generations are unknown, with no clearing or new table (same as a fresh
+    Relabel, growth across generations included)."""
+    import numpy as np
+    from ddstore import _core
+    rng = np.random.default_rng(4)
+    kept = _core.Relabel(4)
+    for gen, sizes in enumerate(((5, 40), (3,), (300, 7, 2000), (1,), (60, 60))):
+        fresh = _core.Relabel(4)
+        for n in sizes:
+            keys = rng.integers(0, 200 if gen % 2 else 10 ** 12, n)
+            (a, p), (b, q) = kept.add(keys), fresh.add(keys)
+            assert np.array_equal(a, b) and np.array_equal(p, q), (gen, n)
+            assert kept.count == fresh.count
+        table = kept._table
+        kept.reset()
+        assert kept.count == 0 and kept._table is table  # nothing reallocated
+
+
 def test_dense_relabel_matches_the_hash_and_restores_its_table():
     """``_core.DenseRelabel`` gives the ids and first positions of ``_core.Relabel`` on
     the same keys (repeats, several calls); a key outside the table is refused naming
@@ -585,7 +605,7 @@ def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
     import numpy as np
     from torch_geometric.data import Data, HeteroData
     from torch_geometric.sampler import NodeSamplerInput
-    from ddstore import pyg as dpyg
+    from ddstore import _core, pyg as dpyg
     from ddstore.pyg import sampler as smod
     g = torch.Generator().manual_seed(2)
     n, m = 60, 700
@@ -618,30 +638,35 @@ def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
         for kw in ({}, {"replace": True}, {"subgraph_type": "bidirectional"}):
             s, dense = batches(graph, seeds, 1 << 24, **kw)
             _, hashed = batches(graph, seeds, 0, **kw)
-            assert s._tables._free and all(
-                isinstance(t, np.ndarray) for ts in s._tables._free.values() for t in ts)
+            free = [m for ms in s._maps._free.values() for m in ms]
+            assert free and all(m.count == 0 for m in free)
+            assert all(isinstance(m, _core.DenseRelabel) and (m.table == -1).all()
+                       for m in s._maps._free.get(n, []) + s._maps._free.get(30, []))
             for x, y in zip(dense, hashed):
                 for f in ("node", "row", "col", "edge"):
                     same(getattr(x, f), getattr(y, f))
                 assert x.num_sampled_nodes == y.num_sampled_nodes
-    # a batch failing in its second hop gives back clean tables
-    monkeypatch.setattr(smod, "DENSE_RELABEL_MAX_NODES", 1 << 24)
-    s = dpyg.NeighborSampler(gs, [4, 3], seed=9)
-    real = s._hop
+    # a batch failing in its second hop gives back clean maps (dense, and hash)
+    for limit, key in ((1 << 24, n), (0, None)):
+        monkeypatch.setattr(smod, "DENSE_RELABEL_MAX_NODES", limit)
+        s = dpyg.NeighborSampler(gs, [4, 3], seed=9)
+        s._sample(homo_seeds)  # the pool holds a map that served a batch
+        real = s._hop
 
-    def fail_second(et, hop, *a):
-        if hop == 1:
-            raise RuntimeError("injected")
-        return real(et, hop, *a)
-    s._hop = fail_second
-    with pytest.raises(RuntimeError, match="injected"):
-        s._sample(homo_seeds)
-    (table,) = s._tables._free[n]
-    assert (table == -1).all()
-    s._hop = real
-    fresh = dpyg.NeighborSampler(gs, [4, 3], seed=9)
-    s._calls = fresh._calls
-    x, y = s._sample(homo_seeds), fresh._sample(homo_seeds)
-    for f in ("node", "row", "col", "edge"):
-        assert torch.equal(getattr(x, f), getattr(y, f))
+        def fail_second(et, hop, *a):
+            if hop == 1:
+                raise RuntimeError("injected")
+            return real(et, hop, *a)
+        s._hop = fail_second
+        with pytest.raises(RuntimeError, match="injected"):
+            s._sample(homo_seeds)
+        (m,) = s._maps._free[key]
+        assert m.count == 0 and (key is None or (m.table == -1).all())
+        s._hop = real
+        fresh = dpyg.NeighborSampler(gs, [4, 3], seed=9)
+        fresh._sample(homo_seeds)
+        s._calls = fresh._calls
+        x, y = s._sample(homo_seeds), fresh._sample(homo_seeds)
+        for f in ("node", "row", "col", "edge"):
+            assert torch.equal(getattr(x, f), getattr(y, f)), (limit, f)
     assert s.sample_from_nodes(NodeSamplerInput(None, homo_seeds)).node.numel() > 0

@@ -89,9 +89,10 @@ def _args(argv, prog=None):
     p.add_argument("--weighted", action="store_true",
                    help="the same as adding 'weighted' to --options")
     p.add_argument("--profile", action="store_true",
-                   help="cProfile the timed batches of the default loader on rank 0 "
-                        "(each configuration): the top functions by cumulative time and "
-                        "their calls per batch, printed and written to the JSON")
+                   help="cProfile the timed batches of our loaders on rank 0 (the "
+                        "default one and each option's, each configuration): the top "
+                        "functions by cumulative time and their calls per batch, printed "
+                        "and written to the JSON")
     args = p.parse_args(argv)
     try:
         args.prefetch = [int(k) for k in args.prefetch.split(",") if k]
@@ -286,7 +287,21 @@ def _time_option(args, comm, data, fanouts, seeds, times, option, graph_store=No
                             neighbor_sampler=sampler, input_nodes=torch.from_numpy(seeds),
                             batch_size=args.batch_size, **_loader_kwargs(option, times))
     comm.Barrier()
-    return _per_batch(comm, args.batches, _time_loader(loader, args.batches, sampler))
+    prof = None
+    if args.profile and comm.Get_rank() == 0:
+        import cProfile
+        prof = cProfile.Profile()
+    out = _per_batch(comm, args.batches, _time_loader(loader, args.batches, sampler,
+                                                      profile=prof))
+    if prof is not None:
+        out["profile"] = _profile_rows(prof, args.batches)
+    return out
+
+
+def _profile_text(rows):
+    """A profile's rows as printed: ms per batch cumulative / own, calls per batch."""
+    return "\n".join(f"  {r['cum_ms_per_batch']:8.1f} {r['own_ms_per_batch']:8.1f}"
+                     f" {r['calls_per_batch']:7.1f}  {r['function']}" for r in rows)
 
 
 def _time_in_memory(args, comm, d, fanouts, seeds, times, option):
@@ -437,10 +452,12 @@ def main(argv=None, prog=None):
             if args.profile and rank == 0:
                 res["profile"] = profile_rows
                 log(comm, f"width {width} {transport}: profile of a batch (rank 0; ms per "
-                          f"batch cumulative / own, calls per batch):\n" + "\n".join(
-                              f"  {r['cum_ms_per_batch']:8.1f} {r['own_ms_per_batch']:8.1f}"
-                              f" {r['calls_per_batch']:7.1f}  {r['function']}"
-                              for r in profile_rows))
+                          f"batch cumulative / own, calls per batch):\n" +
+                          _profile_text(profile_rows))
+                for option, q in by_option.items():
+                    if "profile" in q:
+                        log(comm, f"width {width} {transport}: profile of a {option} "
+                                  f"batch:\n" + _profile_text(q["profile"]))
             if weights is not None:
                 res["weights_put_s"], res["weights_bytes_per_rank"] = weights
             if graph_store is not None:

@@ -32,27 +32,34 @@ _INT64_MAX = (1 << 63) - 1
 INDUCED_CHUNK_ENTRIES = 1 << 22
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
 #: The sampled nodes of a node type with at most this many nodes are relabelled through a
-#: dense table (4 bytes per node, kept by the sampler between batches: one random access
-#: per drawn node); larger node types, and disjoint sampling, through a hash table.
+#: dense table (4 bytes per node: one random access per drawn node); larger node types,
+#: and disjoint sampling, through a hash table.  Both are kept by the sampler between
+#: batches (sized by its largest batch).
 DENSE_RELABEL_MAX_NODES = 1 << 24
 
 
-class _DenseTables:
-    """Free dense relabelling tables (int32, all -1) by node count: a batch takes one per
-    node type and gives it back reset (a background thread sampling beside the main one
-    takes its own)."""
+class _RelabelPool:
+    """The relabelling maps a sampler keeps between batches: dense tables (int32, one
+    per node, all -1) by node count, and hash tables (``None``) whose generations
+    restart without clearing.  A batch takes one per node type and gives it back reset
+    (a background thread sampling beside the main one takes its own)."""
 
     def __init__(self):
         self._free = {}
 
-    def take(self, n):
+    def take(self, num_nodes):
+        """A map for ``num_nodes`` nodes (dense), or for ``None``: a hash table."""
         try:
-            return self._free.setdefault(n, []).pop()
+            return self._free.setdefault(num_nodes, []).pop()
         except IndexError:
-            return np.full(n, -1, dtype=np.int32)
+            if num_nodes is None:
+                return _core.Relabel(1024)
+            return _core.DenseRelabel(np.full(num_nodes, -1, dtype=np.int32))
 
-    def give(self, table):
-        self._free.setdefault(table.shape[0], []).append(table)
+    def give(self, relabel):
+        """Back, after its ``reset()``."""
+        key = relabel.table.shape[0] if isinstance(relabel, _core.DenseRelabel) else None
+        self._free.setdefault(key, []).append(relabel)
 
 
 class _StoredTime:
@@ -77,23 +84,23 @@ class _NodeSet:
     mode), and the map from key (node id, or subgraph * num_nodes + node id) to the
     position in ``nodes``."""
 
-    def __init__(self, num_nodes, disjoint, tables=None):
+    def __init__(self, num_nodes, disjoint, pool=None):
         self.num_nodes, self.disjoint = num_nodes, disjoint
         self.nodes, self.batch = [], []
         self.count = 0
         self.sizes = []
-        self._tables = (tables if tables is not None and not disjoint
-                        and 0 < num_nodes <= DENSE_RELABEL_MAX_NODES else None)
-        self.map = (_core.DenseRelabel(self._tables.take(num_nodes)) if self._tables
-                    else _core.Relabel(16))
+        self._pool = pool
+        dense = not disjoint and 0 < num_nodes <= DENSE_RELABEL_MAX_NODES
+        self.map = (pool.take(num_nodes if dense else None) if pool is not None else
+                    _core.Relabel(16))
         self.pos_of_id = None  # position of each map id, when they differ
 
     def release(self):
-        """Give a dense table back, reset (after the batch, failed or not)."""
-        if self._tables is not None:
+        """Give the map back to the pool, reset (after the batch, failed or not)."""
+        if self._pool is not None:
             self.map.reset()
-            self._tables.give(self.map.table)
-            self._tables = None
+            self._pool.give(self.map)
+            self._pool = None
 
     def key(self, nodes, batch):
         return batch * self.num_nodes + nodes if self.disjoint else nodes
@@ -118,7 +125,7 @@ class _NodeSet:
         """The seeds, kept as given (duplicates included; a repeated seed maps to its
         first position); returns the frontier ``(ids, positions, subgraphs)``."""
         n = seeds.shape[0]
-        if self._tables is None:
+        if self._pool is None:
             self.map = _core.Relabel(16 * n)
         _, first = self.map.add(self.key(seeds, batch))
         if first.shape[0] != n:  # a repeated seed keeps every position; the map names
@@ -398,7 +405,7 @@ class NeighborSampler(BaseSampler):
         self.node_types = list(counts)
         self.num_nodes = counts if self.is_hetero else counts[None]
         self._handles = {}
-        self._tables = _DenseTables()
+        self._maps = _RelabelPool()
         self.weight_attr = self._check_weight_attr(weight_attr)
         self._weight_vids = {}
 
@@ -701,7 +708,7 @@ class NeighborSampler(BaseSampler):
         seeds = self._seeds(None, seed, n_nodes)
         times = self._seed_times(None, seeds, seed_time)
         disjoint = self.disjoint
-        nset = _NodeSet(n_nodes, disjoint, self._tables)
+        nset = _NodeSet(n_nodes, disjoint, self._maps)
         try:
             frontier = nset.add_seeds(seeds, np.arange(seeds.shape[0], dtype=np.int64)
                                       if disjoint else None)
@@ -730,7 +737,7 @@ class NeighborSampler(BaseSampler):
         sets = {}
         try:
             for t in types:
-                sets[t] = _NodeSet(self.num_nodes.get(t, 0), disjoint, self._tables)
+                sets[t] = _NodeSet(self.num_nodes.get(t, 0), disjoint, self._maps)
             return self._grow_hetero(seed, seed_time, key, types, sets)
         finally:
             for s in sets.values():
