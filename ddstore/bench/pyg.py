@@ -124,6 +124,15 @@ def _pyg_sampler():
     return None
 
 
+def _option_library(option, lib):
+    """The library PyG's in-memory loader samples ``option`` with: pyg-lib has no
+    induced subgraphs, for which PyG calls torch-sparse (when installed)."""
+    import torch_geometric.typing as t
+    if option == "induced" and lib == "pyg-lib":
+        return "torch-sparse" if getattr(t, "WITH_TORCH_SPARSE", False) else None
+    return lib
+
+
 def _in_memory_error():
     """What NeighborLoader over an in-memory Data says without a PyG sampler."""
     import torch
@@ -544,6 +553,7 @@ def main(argv=None, prog=None):
         for option, again in controls.items():
             if again is not None:
                 by_option[option]["control"] = again
+            by_option[option]["sampler_library"] = _option_library(option, lib)
         log(comm, f"in-memory NeighborLoader(Data) ({lib}): "
                   f"{in_memory['batches_per_s_per_rank']:.2f} batches/s, "
                   f"{in_memory['edges_per_s_per_rank'] / 1e6:.2f} M sampled edges/s per "
@@ -561,7 +571,10 @@ def main(argv=None, prog=None):
             r["over_in_memory_by_option_control"] = over
             log(comm, f"width {r['width']} {r['transport']:4s} over in-memory ({lib}), "
                       f"batches/s per rank: " + ", ".join(
-                          f"{o} {ratio_text(q)}" for o, q in over.items()))
+                          f"{o} {ratio_text(q)}" + (
+                              f" (against {by_option[o]['sampler_library']})"
+                              if by_option[o]["sampler_library"] != lib else "")
+                          for o, q in over.items()))
 
     if rank == 0:
         w2 = [r for r in results if r["width"] == 2 and size == 2]
