@@ -15,10 +15,11 @@ def test_pyg_options_one_rank():
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", [2])
+@pytest.mark.parametrize("nprocs", [2, 3])
 @pytest.mark.shared_launch("pyg_options.py", timeout=240)
 def test_pyg_options_two_ranks(shared_launch, nprocs):
-    """2 ranks, width 2, transports auto and rma (every other member read by MPI_Get)."""
+    """2 and 3 ranks, width = ranks, transports auto and rma (every other member read by
+    MPI_Get)."""
     passed_on(shared_launch, nprocs)
 
 
