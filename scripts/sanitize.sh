@@ -6,8 +6,9 @@
 # the core, the samplers (PyG with its options, and temporal), dynamic graphs and node
 # memory.  Any report fails the run: UBSan halts on the first error, ASan always does.
 # Leak detection is off (MPI and Python keep memory to exit by design).  Python is not
-# instrumented, so the ASan runtime is preloaded.  Run by .ci/run after the README's test command (scripts/test.sh),
-# which installs what this needs.  Arguments are passed to both pytest runs.
+# instrumented, so the ASan runtime is preloaded.  Run by .ci/run after the README's test
+# command (scripts/test.sh), which installs what this needs.  Arguments are passed to both
+# pytest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
