@@ -436,6 +436,19 @@ class CSC(TCSR):
         return row[:m], col[:m], eid[:m]
 
 
+def _relabel(fn, table, keys, next_id):
+    """``(ids, new_pos)`` of one ``dds_relabel`` / ``dds_relabel_dense`` call over the
+    map arguments ``table`` (the arguments before the keys)."""
+    n = keys.shape[0]
+    ids = np.empty(n, dtype=np.int64)
+    new_pos = np.empty(n, dtype=np.int64)
+    n_new = ffi.new("int64_t *")
+    i64 = "int64_t[]"
+    _local_check(fn(*table, ffi.from_buffer(i64, keys), n, ffi.from_buffer(i64, ids),
+                    next_id, ffi.from_buffer(i64, new_pos), n_new))
+    return ids, new_pos[:n_new[0]]
+
+
 class Relabel:
     """Dense ids for int64 keys >= 0 in order of first appearance (``dds_relabel``),
     over a growing open-addressing table owned here.  :meth:`reset` starts a new
@@ -457,16 +470,8 @@ class Relabel:
         return self._next[0] - self._base
 
     def _call(self, keys):
-        n = keys.shape[0]
-        ids = np.empty(n, dtype=np.int64)
-        new_pos = np.empty(n, dtype=np.int64)
-        n_new = ffi.new("int64_t *")
-        i64 = "int64_t[]"
-        _local_check(lib.dds_relabel(ffi.from_buffer(i64, self._table), self._cap,
-                                     self._base, ffi.from_buffer(i64, keys), n,
-                                     ffi.from_buffer(i64, ids), self._next,
-                                     ffi.from_buffer(i64, new_pos), n_new))
-        return ids, new_pos[:n_new[0]]
+        return _relabel(lib.dds_relabel, (ffi.from_buffer("int64_t[]", self._table),
+                                          self._cap, self._base), keys, self._next)
 
     def add(self, keys):
         """``(ids, new_pos)``: the id of every key, and the positions (in ``keys``) of
@@ -509,18 +514,10 @@ class DenseRelabel:
     def add(self, keys):
         """``(ids, new_pos)`` as :meth:`Relabel.add`."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
-        n = keys.shape[0]
-        if n == 0:
+        if keys.shape[0] == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        ids = np.empty(n, dtype=np.int64)
-        new_pos = np.empty(n, dtype=np.int64)
-        n_new = ffi.new("int64_t *")
-        i64 = "int64_t[]"
-        _local_check(lib.dds_relabel_dense(
-            ffi.from_buffer("int32_t[]", self.table), self.table.shape[0],
-            ffi.from_buffer(i64, keys), n, ffi.from_buffer(i64, ids), self._next,
-            ffi.from_buffer(i64, new_pos), n_new))
-        new_pos = new_pos[:n_new[0]]
+        ids, new_pos = _relabel(lib.dds_relabel_dense, (
+            ffi.from_buffer("int32_t[]", self.table), self.table.shape[0]), keys, self._next)
         self._known.append(keys[new_pos])
         return ids, new_pos
 
