@@ -119,6 +119,58 @@ class MPIResult(collections.namedtuple("MPIResult", "returncode elapsed output c
     ended it), wall seconds, combined stdout/stderr text, and the command line."""
 
 
+SHM_DIR = "/dev/shm"
+
+
+def mpich_shm_files():
+    """The names of MPICH's shared-memory files in ``/dev/shm`` (empty where there is
+    none)."""
+    try:
+        return {f for f in os.listdir(SHM_DIR) if f.startswith("mpich_shm_")}
+    except OSError:
+        return set()
+
+
+def _mapped_shm():
+    """The MPICH shared-memory files some process maps now."""
+    mapped = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    at = line.find(SHM_DIR + "/mpich_shm_")
+                    if at >= 0:
+                        mapped.add(os.path.basename(line[at:].split()[0]))
+        except OSError:  # the process ended, or is not ours to read
+            continue
+    return mapped
+
+
+def remove_orphan_shm(before, wait=5.0):
+    """Remove MPICH's shared-memory files that appeared since ``before`` (a set of
+    names) once no process maps them (waiting up to ``wait`` seconds for the ranks of a
+    killed job to go): MPICH unlinks them when its ranks end normally, but a job whose
+    ranks are killed (a timeout, or the fault tests ending a rank) leaves them in
+    /dev/shm, 2-3 MB each, for as long as the machine runs.  Launches are sequential, so
+    a file created since ``before`` is this launch's.  Nothing to do (no wait) after a
+    normal end."""
+    deadline = time.monotonic() + wait
+    while True:
+        new = mpich_shm_files() - before
+        if not new:
+            return
+        for name in new - _mapped_shm():
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+            except OSError:
+                pass
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+
+
 def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
             cwd=None):
     """Run ``tests/mpi/<script>`` on ``nprocs`` ranks under ``timeout``.
@@ -145,8 +197,12 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
     if env:
         full_env.update(env)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, env=full_env, cwd=cwd)
+    shm_before = mpich_shm_files()
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env=full_env, cwd=cwd)
+    finally:
+        remove_orphan_shm(shm_before)
     result = MPIResult(proc.returncode, time.perf_counter() - t0, proc.stdout,
                        " ".join(cmd))
     if not check:
