@@ -502,6 +502,17 @@ done:
     return rc;
 }
 
+/* Open addressing over slots of two int64, (key, value), `mask` + 1 of them: the slot of
+ * `key`, or the empty slot where it would go.  A slot is in use when its value is >=
+ * base (older values, and -1 in a new table, count as empty). */
+static inline uint64_t slot_of(const int64_t *table, uint64_t mask, int64_t base,
+                               int64_t key)
+{
+    uint64_t h = splitmix64((uint64_t)key) & mask;
+    while (table[2 * h + 1] >= base && table[2 * h] != key) h = (h + 1) & mask;
+    return h;
+}
+
 int dds_relabel(int64_t *table, int64_t cap, int64_t base, const int64_t *keys, int64_t n,
                 int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new)
 {
@@ -523,9 +534,8 @@ int dds_relabel(int64_t *table, int64_t cap, int64_t base, const int64_t *keys, 
         if (i + 8 < n)  /* the slot of the key 8 ahead: its miss overlaps this one's */
             __builtin_prefetch(&table[2 * (splitmix64((uint64_t)keys[i + 8]) & mask)], 1);
         int64_t key = keys[i];
-        uint64_t h = splitmix64((uint64_t)key) & mask;
         /* a slot is this generation's when its id >= base; older ones count as empty */
-        while (table[2 * h + 1] >= base && table[2 * h] != key) h = (h + 1) & mask;
+        uint64_t h = slot_of(table, mask, base, key);
         if (table[2 * h + 1] < base) {
             table[2 * h] = key;
             table[2 * h + 1] = nx++;
@@ -832,30 +842,22 @@ done:
 
 struct first_pos {
     int32_t *dense;   /* [bound]: position, or -1 */
-    int64_t *key;     /* hash: node ids, -1 empty */
-    int64_t *val;     /* hash: positions */
+    int64_t *slots;   /* else: (node id, position) slots of slot_of, -1 empty */
     uint64_t mask;
 };
 
 static void first_pos_free(struct first_pos *m)
 {
     free(m->dense);
-    free(m->key);
-    free(m->val);
-    *m = (struct first_pos){NULL, NULL, NULL, 0};
+    free(m->slots);
+    *m = (struct first_pos){NULL, NULL, 0};
 }
 
 /* the position of id's first occurrence, or -1 (id in [0, bound)) */
 static inline int64_t first_pos_get(const struct first_pos *m, int64_t id)
 {
     if (m->dense) return m->dense[id];
-    uint64_t h = splitmix64((uint64_t)id) & m->mask;
-    for (;;) {
-        int64_t k = m->key[h];
-        if (k == id) return m->val[h];
-        if (k == -1) return -1;
-        h = (h + 1) & m->mask;
-    }
+    return m->slots[2 * slot_of(m->slots, m->mask, 0, id) + 1];  /* -1 when absent */
 }
 
 /* map the n ids (each in [0, bound), else DDS_ERANGE naming `what`) to the position of
@@ -863,7 +865,7 @@ static inline int64_t first_pos_get(const struct first_pos *m, int64_t id)
 static int first_pos_build(struct first_pos *m, const int64_t *ids, int64_t n,
                            int64_t bound, const char *what)
 {
-    *m = (struct first_pos){NULL, NULL, NULL, 0};
+    *m = (struct first_pos){NULL, NULL, 0};
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= bound)
             return dds_set_error(DDS_ERANGE, "induced edges: %s node %lld (position %lld) "
@@ -879,19 +881,14 @@ static int first_pos_build(struct first_pos *m, const int64_t *ids, int64_t n,
     uint64_t size = 16;
     while (size / 2 < (uint64_t)n) size *= 2;  /* n < 2^62: ids are distinct-ish, bounded */
     m->mask = size - 1;
-    m->key = malloc(sizeof(int64_t) * size);
-    m->val = malloc(sizeof(int64_t) * size);
-    if (!m->key || !m->val) {
-        first_pos_free(m);
-        return no_memory();
-    }
-    memset(m->key, 0xff, sizeof(int64_t) * size);
+    m->slots = malloc(2 * sizeof(int64_t) * size);
+    if (!m->slots) return no_memory();
+    memset(m->slots, 0xff, 2 * sizeof(int64_t) * size);
     for (int64_t i = 0; i < n; i++) {
-        uint64_t h = splitmix64((uint64_t)ids[i]) & m->mask;
-        while (m->key[h] != -1 && m->key[h] != ids[i]) h = (h + 1) & m->mask;
-        if (m->key[h] == -1) {
-            m->key[h] = ids[i];
-            m->val[h] = i;
+        uint64_t h = slot_of(m->slots, m->mask, 0, ids[i]);
+        if (m->slots[2 * h + 1] < 0) {  /* the first occurrence keeps its position */
+            m->slots[2 * h] = ids[i];
+            m->slots[2 * h + 1] = i;
         }
     }
     return DDS_OK;
@@ -908,7 +905,7 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
         return dds_set_error(DDS_EINVAL, "induced edges: n_src=%lld and num_src=%lld must "
                              "be >= 0, chunk=%lld >= 1", (long long)n_src,
                              (long long)num_src, (long long)chunk);
-    struct first_pos smap = {NULL, NULL, NULL, 0}, dmap_own = {NULL, NULL, NULL, 0};
+    struct first_pos smap = {NULL, NULL, 0}, dmap_own = {NULL, NULL, 0};
     const struct first_pos *dmap = &dmap_own;
     struct views view = {NULL, NULL, NULL, NULL};
     char *fetched = NULL;
