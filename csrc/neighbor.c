@@ -894,6 +894,19 @@ static int first_pos_build(struct first_pos *m, const int64_t *ids, int64_t n,
     return DDS_OK;
 }
 
+/* the degree of destination dst[q] when its list is fetched (another member's, not
+ * readable by load, and q its first occurrence), else 0 */
+static inline int64_t fetched_degree(const dds_tcsr *g, const struct views *view, int width,
+                                     const struct first_pos *dmap, const int64_t *dst,
+                                     int64_t q)
+{
+    int64_t u = dst[q], d = g->indptr[u + 1] - g->indptr[u];
+    if (d <= 0 || view->nbr[dds_member_of(g->node_offsets, width, u)] ||
+        first_pos_get(dmap, u) != q)
+        return 0;
+    return d;
+}
+
 int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64_t n_dst,
                       const int64_t *src, int64_t n_src, int64_t num_src, int64_t chunk,
                       int64_t cap, int64_t *row, int64_t *col, int64_t *eid, int64_t *count)
@@ -943,10 +956,8 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
             if (used == held) { /* the next chunk: the remote lists from i on */
                 int64_t nl = 0, total = 0, a = i, q = i; /* lists before i: used */
                 for (; q < n_dst; q++) {
-                    int64_t u = dst[q], d = g->indptr[u + 1] - g->indptr[u];
-                    if (d <= 0 || view.nbr[dds_member_of(g->node_offsets, width, u)] ||
-                        first_pos_get(dmap, u) != q)
-                        continue;
+                    int64_t d = fetched_degree(g, &view, width, dmap, dst, q);
+                    if (!d) continue;
                     if (nl && total + d > chunk) break;
                     total += d;
                     nl++;
@@ -958,11 +969,9 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
                 rcount = rstart + nl;
                 nl = 0;
                 for (q = a; q < chunk_hi; q++) {
-                    int64_t u = dst[q], d = g->indptr[u + 1] - g->indptr[u];
-                    if (d <= 0 || view.nbr[dds_member_of(g->node_offsets, width, u)] ||
-                        first_pos_get(dmap, u) != q)
-                        continue;
-                    rstart[nl] = g->indptr[u];
+                    int64_t d = fetched_degree(g, &view, width, dmap, dst, q);
+                    if (!d) continue;
+                    rstart[nl] = g->indptr[dst[q]];
                     rcount[nl++] = d;
                 }
                 if (total > fetched_cap) {
