@@ -6,8 +6,9 @@
  * follows are at the top of dds_store.h, the T-CSR layout in dds_tcsr.h.
  *
  * A CSC held like a T-CSR (dds_tcsr): per edge, `nbr` = its source node, `eid` = its
- * edge id and, optionally, `ts` = its time (ts_var < 0: no times); the lists sorted by
- * destination, then time; `indptr` indexed by destination node.  `nbr` and `eid` hold
+ * edge id and, optionally, `ts` = its time (ts_var < 0: no time per entry; then, with
+ * node-level time, graph->nbr_time holds the time of every source node); the lists
+ * sorted by destination, then time; `indptr` indexed by destination node.  `nbr` and `eid` hold
  * int32 or int64 ids (rows of 4 or 8 bytes, each variable its own); outputs are int64.
  */
 #ifndef DDSTORE_NEIGHBOR_H
@@ -26,8 +27,10 @@ enum dds_neighbor_flags {
 };
 
 /* Local (one-sided).  One hop for `n` destination nodes.  Node i's eligible entries are
- * its whole list or, when `node_ts` is not NULL, the entries with ts <= node_ts[i] (a
- * prefix: lists are sorted by time).  With c eligible: k < 0 takes all c; LAST takes the
+ * its whole list or, when `node_ts` is not NULL, the entries whose time is <= node_ts[i]
+ * (a prefix: lists are sorted by time); an entry's time is its `ts` row, or with
+ * node-level time (ts_var < 0, graph->nbr_time set) the time of its source node,
+ * nbr_time[nbr] (DDS_ERANGE for a source outside [0, nbr_time_len)).  With c eligible: k < 0 takes all c; LAST takes the
  * last min(k, c); REPLACE takes k independent uniform draws (none when c == 0);
  * otherwise min(k, c) distinct entries, uniformly (all c in list order when c <= k).
  * Buffers are sized by what is taken, never by k alone, so any k >= 0 is valid.

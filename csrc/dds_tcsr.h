@@ -36,6 +36,13 @@ typedef struct dds_tcsr {
      * in one piece when it has at most range_factor * k entries, else one row per draw;
      * <= 0 means 64 */
     int64_t range_factor;
+    /* node-level time (the PyG sampler's CSC only; the temporal sampler ignores it):
+     * when ts_var < 0 and nbr_time is not NULL, an entry's time is nbr_time[nbr], the
+     * time of its neighbour node (nbr_time_len of them, the lists sorted by it), so no
+     * time per entry is stored; an entry whose neighbour is outside [0, nbr_time_len) is
+     * DDS_ERANGE */
+    const double *nbr_time;
+    int64_t nbr_time_len;
 } dds_tcsr;
 
 /* T-CSR build (csrc/tcsr.c; the MPI rounds are driven from Python, through

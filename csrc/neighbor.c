@@ -45,9 +45,12 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (n < 0 || cap < 0)
         return dds_set_error(DDS_EINVAL, "neighbour sample: n=%lld and cap=%lld must be "
                              ">= 0", (long long)n, (long long)cap);
-    if (node_ts && g->ts_var < 0)
+    if (node_ts && g->ts_var < 0 && !g->nbr_time)
         return dds_set_error(DDS_EINVAL, "neighbour sample: times given but the graph "
                              "holds none");
+    if (g->nbr_time && g->nbr_time_len < 0)
+        return dds_set_error(DDS_EINVAL, "neighbour sample: nbr_time_len=%lld must be "
+                             ">= 0", (long long)g->nbr_time_len);
     for (int64_t i = 0; i < n; i++) {
         if (nodes[i] < 0 || nodes[i] >= g->num_nodes)
             return dds_set_error(DDS_ERANGE, "neighbour sample: node %lld (position %lld) "
@@ -107,11 +110,53 @@ static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const double *
  * longer than that: a piece of its own) and at most TIMES_PIECE_LISTS lists, each piece
  * by one batched dds_read into one reused buffer and searched at once: the buffer stays
  * in cache, so the search reads what the copy just wrote, and no buffer of all the
- * call's remote times is allocated (and faulted in) per call. */
+ * call's remote times is allocated (and faulted in) per call.  With node-level time
+ * (g->nbr_time) the pieces are of the lists' neighbour ids, each entry's time being its
+ * neighbour's. */
 #define TIMES_PIECE 32768
 #define TIMES_PIECE_LISTS 1024
 
-/* cut[i] = eligible entries of node i: its degree, or with times the entries whose time
+/* The entries' times of one list: `ts` (a time per entry), or with node-level time the
+ * list's neighbour ids `ids` (4 or 8 bytes each) and the times of those nodes. */
+struct list_times {
+    const double *ts;
+    const void *ids;
+    int id_bytes;
+    const double *node_time;
+    int64_t num_nodes;
+};
+
+/* the entries' time at position j of a list, or NaN for a neighbour id outside
+ * [0, num_nodes) of the node times (*bad set to it) */
+static inline double time_at(const struct list_times *l, int64_t j, int64_t *bad)
+{
+    if (l->ts) return l->ts[j];
+    int64_t v = l->id_bytes == 4 ? ((const int32_t *)l->ids)[j]
+                                 : ((const int64_t *)l->ids)[j];
+    if (v < 0 || v >= l->num_nodes) {
+        *bad = v;
+        return NAN;
+    }
+    return l->node_time[v];
+}
+
+/* the number of entries p of a list of n (sorted by time) whose time is <= t; *bad is
+ * set to a neighbour id without a time met on the way (the search then stops) */
+static int64_t eligible_prefix(const struct list_times *l, int64_t n, double t,
+                               int64_t *bad)
+{
+    if (l->ts) return upper_bound(l->ts, n, t);
+    int64_t lo = 0, hi = n;
+    while (lo < hi && *bad < 0) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (time_at(l, mid, bad) <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* cut[i] = eligible entries of node i: its degree, or with times (a time per entry in
+ * g->ts_var, or node-level: g->nbr_time of each entry's neighbour) the entries whose time
  * is <= node_ts[i] */
 static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                     const double *node_ts, int64_t n, int64_t *cut)
@@ -122,24 +167,31 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     }
     if (!node_ts) return DDS_OK;
     int width = dds_group_size(s), rc = DDS_OK;
-    const double **base = calloc((size_t)width, sizeof *base);
+    /* the variable searched: the times, or with node-level time the neighbour ids */
+    int node_level = g->ts_var < 0, var = node_level ? g->nbr_var : g->ts_var;
+    int entry_bytes = 8;
+    if (node_level)
+        rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &entry_bytes);
+    if (rc != DDS_OK) return rc;
+    struct list_times lt = {NULL, NULL, entry_bytes, g->nbr_time, g->nbr_time_len};
+    const char **base = calloc((size_t)width, sizeof *base);
     int64_t *first = calloc((size_t)width, sizeof *first);
     /* the piece being gathered: its lists (positions in nodes), their CSC ranges */
     int64_t *pi = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
     int64_t *pstart = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
     int64_t *pcount = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
-    double *buf = NULL;
-    int64_t buf_cap = 0;  /* entries buf holds */
+    char *buf = NULL;
+    int64_t buf_cap = 0, bad = -1;  /* entries buf holds; a neighbour without a time */
     if (!base || !first || !pi || !pstart || !pcount) { rc = no_memory(); goto done; }
     for (int m = 0; m < width && rc == DDS_OK; m++) {
         void *p = NULL;
         int64_t rows = 0;
-        rc = dds_member_ptr(s, g->ts_var, m, &p, &rows);
+        rc = dds_member_ptr(s, var, m, &p, &rows);
         base[m] = p;
         first[m] = g->indptr[g->node_offsets[m]];
     }
     int64_t np = 0, entries = 0;
-    for (int64_t i = 0; i <= n && rc == DDS_OK; i++) {
+    for (int64_t i = 0; i <= n && rc == DDS_OK && bad < 0; i++) {
         int64_t v = -1, deg = 0;
         int m = 0;
         if (i < n) {
@@ -148,7 +200,11 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             if (!deg) continue;
             m = dds_member_of(g->node_offsets, width, v);
             if (base[m]) {  /* readable by load: searched in place */
-                cut[i] = upper_bound(base[m] + (g->indptr[v] - first[m]), deg, node_ts[i]);
+                const char *at = base[m] + (size_t)entry_bytes * (size_t)(g->indptr[v] -
+                                                                          first[m]);
+                lt.ts = node_level ? NULL : (const double *)at;
+                lt.ids = at;
+                cut[i] = eligible_prefix(&lt, deg, node_ts[i], &bad);
                 continue;
             }
         }
@@ -157,19 +213,20 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             if (entries > buf_cap) {
                 free(buf);
                 buf_cap = entries > TIMES_PIECE ? entries : TIMES_PIECE;
-                if (!(buf = malloc(sizeof(double) * (size_t)buf_cap))) {
+                if (!(buf = malloc((size_t)entry_bytes * (size_t)buf_cap))) {
                     rc = dds_set_error(DDS_ENOMEM, "neighbour sample: out of memory for "
                                        "the times of %lld remote list entries",
                                        (long long)entries);
                     break;
                 }
             }
-            rc = dds_read(s, g->ts_var, pstart, pcount, np, buf,
-                          (int64_t)sizeof(double) * buf_cap, 0);
-            const double *t = buf;
-            for (int64_t q = 0; q < np && rc == DDS_OK; q++) {
-                cut[pi[q]] = upper_bound(t, pcount[q], node_ts[pi[q]]);
-                t += pcount[q];
+            rc = dds_read(s, var, pstart, pcount, np, buf, entry_bytes * buf_cap, 0);
+            const char *t = buf;
+            for (int64_t q = 0; q < np && rc == DDS_OK && bad < 0; q++) {
+                lt.ts = node_level ? NULL : (const double *)t;
+                lt.ids = t;
+                cut[pi[q]] = eligible_prefix(&lt, pcount[q], node_ts[pi[q]], &bad);
+                t += (size_t)entry_bytes * (size_t)pcount[q];
             }
             np = entries = 0;
         }
@@ -180,6 +237,10 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             entries += deg;
         }
     }
+    if (rc == DDS_OK && bad >= 0)
+        rc = dds_set_error(DDS_ERANGE, "neighbour sample: neighbour node %lld has no time "
+                           "(node times cover [0, %lld))", (long long)bad,
+                           (long long)g->nbr_time_len);
 done:
     free(base);
     free(first);

@@ -383,9 +383,16 @@ class CSC(TCSR):
     for ``dds_neighbor_sample`` (see ``csrc/ddstore.h``); keeps the replicated ``indptr``
     and ``node_offsets`` alive for C."""
 
-    def __init__(self, core, nbr_var, eid_var, ts_var, indptr, node_offsets):
+    def __init__(self, core, nbr_var, eid_var, ts_var, indptr, node_offsets,
+                 nbr_time=None):
+        """``nbr_time`` (node-level time without a time per entry, ``ts_var`` None): the
+        float64 time of every source node, by id (kept alive here)."""
         super().__init__(core, nbr_var, -1 if ts_var is None else ts_var, eid_var, indptr,
                          node_offsets)
+        if nbr_time is not None:
+            self._nbr_time = np.ascontiguousarray(nbr_time, dtype=np.float64)
+            self._c.nbr_time = ffi.from_buffer("double[]", self._nbr_time)
+            self._c.nbr_time_len = self._nbr_time.shape[0]
 
     def sample(self, nodes, node_ts, k, flags, seed, cap):
         """One hop: ``(row, nbr, eid)`` (compact, in node order).  ``nodes`` int64 and

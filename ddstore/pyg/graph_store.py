@@ -10,7 +10,7 @@ from torch_geometric.data import GraphStore as _PygGraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
-from .._checks import exact_times, is_int, names_under, taken_error
+from .._checks import MAX_EXACT_TIME, exact_times, is_int, names_under, taken_error
 from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
 from ..placement import balanced_offsets
@@ -41,10 +41,12 @@ class _CSC:
     and ``ptr_nodes`` (CSR / CSC puts: the nodes of the pointer as put, else None)."""
 
     def __init__(self, edge_type, size, num_edges, indptr, node_offsets, vars_, time_attr,
-                 time_level, layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None):
+                 time_level, layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None,
+                 node_times=None):
         self.edge_type, self.size, self.num_edges = edge_type, size, num_edges
         self.indptr, self.node_offsets, self.vars = indptr, node_offsets, vars_
         self.time_attr, self.time_level = time_attr, time_level
+        self.node_times = node_times  # node-level time: the sources' times, replicated
         self.layout, self.is_sorted, self.ptr_nodes = layout, is_sorted, ptr_nodes
         self.removed = False
 
@@ -56,8 +58,8 @@ class GraphStore(_PygGraphStore):
     ``(src, rel, dst)`` -- in one layout) is held as **CSC**: the sources of each
     destination node's incoming edges, sorted by destination, then (when the store has a
     ``time_attr``) by time, then by edge id.  Three store variables of one row per edge:
-    ``<name>/csc/<type>/<layout>/nbr`` (source node), ``.../eid`` (edge id) and, with a
-    time, ``.../ts`` (float64: the edge's time or its source node's time).  ``nbr`` and
+    ``<name>/csc/<type>/<layout>/nbr`` (source node), ``.../eid`` (edge id) and, with an
+    edge-level time, ``.../ts`` (float64: the edge's time).  ``nbr`` and
     ``eid`` are both **int32 when both fit** (``num_src_nodes <= 2**31 - 1`` and
     ``num_edges <= 2**31 - 1``: 8 bytes per edge, half of PyG's int64 ``edge_index``),
     else both int64 (16 bytes per edge); ``ts`` adds 8.  What they return
@@ -99,6 +101,11 @@ class GraphStore(_PygGraphStore):
     or a node attribute of the source node type (node-level time), one value per row, put
     **before** the edges.  The CSC is then sorted by that time within every list, as
     PyG's temporal sampling requires.  Integer times must lie in ``[-2**53, 2**53]``.
+    Edge-level time is kept per entry (``.../ts``); node-level time is not: every rank
+    keeps the source type's times as one replicated float64 array (8 bytes per source
+    node, shared by the edge types of that source type; read at the put: later changes
+    to the attribute are not seen, as the lists' order would not follow them), through
+    which the sampler finds each list's eligible entries.
     In a heterogeneous graph, an edge type with neither (its source node type has no
     time attribute) is stored without times and sampled without a time rule: its
     neighbours are always eligible, as in PyG.
@@ -159,6 +166,7 @@ class GraphStore(_PygGraphStore):
         self._stored = {}  # (edge type, EdgeLayout) -> _CSC, in the order put
         self._csc = {}  # edge type -> the _CSC the sampler reads (see _choose)
         self._reversed = {}  # (edge type, EdgeLayout) -> its out-lists (build_backward)
+        self._node_times = {}  # node-time variable -> its replicated float64 times
 
     # ------------------------------------------------------------------ putting
     def _put_edge_index(self, edge_index, edge_attr):
@@ -310,21 +318,60 @@ class GraphStore(_PygGraphStore):
             return None, None, (DDStoreIndexError, f"{what}: edge time {var!r} has {nrows} "
                                                    f"rows, fewer than the edges [{lo}, {hi})")
 
-        def times(a, b, src):
-            if has_e:
-                raw = st.get_range(var, lo + a, b - a)
-            else:
-                if src.size and int(src.max()) >= nrows:
-                    raise DDStoreIndexError(f"{what}: node time {var!r} has {nrows} rows, "
-                                            f"source node {int(src.max())} is out of range")
-                raw = st.get_batch(var, np.asarray(src, dtype=np.int64)) if src.size \
-                    else np.zeros(0, st.dtype(var))
+        def checked(raw):
             ts = exact_times(raw.reshape(-1), f"{what}: time_attr {t!r}", copy=False)
             if ts.size and not np.isfinite(ts).all():
                 raise DDStoreValueError(f"{what}: time_attr {t!r} holds NaN or infinite "
                                         f"values")
             return ts
-        return times, "edge" if has_e else "node", None
+        if has_e:
+            return (lambda a, b, src: checked(st.get_range(var, lo + a, b - a))), "edge", \
+                None
+        # node-level: the source type's times, replicated (what the sampler searches
+        # through each entry's source; no time per entry is stored); a time that float64
+        # does not hold exactly, NaN or infinite is refused when an edge's source has it
+        try:
+            node_times, bad = self._replicated_times(var)
+        except (DDStoreError, MemoryError) as exc:
+            return None, None, as_error(exc, what)
+
+        def times(a, b, src):
+            if src.size and int(src.max()) >= nrows:
+                raise DDStoreIndexError(f"{what}: node time {var!r} has {nrows} rows, "
+                                        f"source node {int(src.max())} is out of range")
+            if bad.size:
+                hit = np.unique(src[np.isin(src, bad)])
+                if hit.size:
+                    checked(st.get_batch(var, hit.astype(np.int64)))
+            return node_times[src]
+        times.node_times = node_times
+        return times, "node", None
+
+    def _replicated_times(self, var):
+        """``(times, bad)``: node-time variable ``var`` read whole onto this rank as
+        float64 (in pieces), and the sorted ids of the nodes whose time is not an exact,
+        finite float64 (integers beyond 2**53, NaN, infinities).  The same array as an
+        earlier call's when equal (edge types with one source type share it)."""
+        st = self.store
+        n = int(st.nrows(var))
+        out = np.empty(n, dtype=np.float64)
+        bad = []
+        step = 1 << 20
+        for a in range(0, n, step):
+            raw = st.get_range(var, a, min(step, n - a)).reshape(-1)
+            out[a:a + raw.shape[0]] = raw
+            wrong = ~np.isfinite(out[a:a + raw.shape[0]])
+            if raw.dtype.kind in "iu":
+                wrong |= raw > MAX_EXACT_TIME
+                if raw.dtype.kind == "i":
+                    wrong |= raw < -MAX_EXACT_TIME
+            bad.append(a + np.flatnonzero(wrong))
+        bad = np.concatenate(bad) if bad else np.zeros(0, np.int64)
+        old = self._node_times.get(var)
+        if old is not None and np.array_equal(old, out, equal_nan=True):
+            out = old
+        self._node_times[var] = out
+        return out, bad
 
     def _build(self, columns, lo, hi, edge_type, size, what, error, same,
                layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None, reverse_of=None):
@@ -445,7 +492,11 @@ class GraphStore(_PygGraphStore):
         chunk = self.chunk_edges if self.chunk_edges is not None else default_chunk_edges(
             num_edges, st.size, 24, add_reverse=False)
         n_csc = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
-        names = _CSC_VARS if times is not None else _CSC_VARS[:2]
+        # the variables kept: a time per entry only for edge-level time (node-level:
+        # the lists are sorted by their sources' times, which the sampler reads from
+        # the replicated node times; the sort's keys are a local array, freed after it)
+        names = _CSC_VARS if level == "edge" else _CSC_VARS[:2]
+        node_times = getattr(times, "node_times", None)
 
         def rows(a, b):  # (destination, source) pairs of local edges [a, b) and times
             pairs = np.empty((b - a, 2), dtype=np.int64)
@@ -465,6 +516,8 @@ class GraphStore(_PygGraphStore):
         with st.transaction(f"GraphStore.put {edge_type!r}") as txn:
             views = {k: create(st, prefix + k, n_csc, (), np.float64 if k == "ts" else ids)
                      for k in names}
+            if level == "node":
+                views["ts"] = np.empty(n_csc, dtype=np.float64)
             fill_tcsr(st, hi - lo, rows, lo, False, indptr, node_off,
                       (views["nbr"], views.get("ts"), views["eid"]), chunk,
                       every_group=True)
@@ -480,7 +533,8 @@ class GraphStore(_PygGraphStore):
             key = (edge_type, layout)
             built[key] = _CSC(edge_type, size, num_edges, indptr, node_off, vars_,
                               self.time_attr if reverse_of is None else None, level,
-                              layout, is_sorted or layout == EdgeLayout.CSC, ptr_nodes)
+                              layout, is_sorted or layout == EdgeLayout.CSC, ptr_nodes,
+                              node_times)
             if reverse_of is None:
                 self._choose(edge_type)
 
@@ -847,10 +901,13 @@ class GraphStore(_PygGraphStore):
 
     def csc_bytes(self):
         """Bytes of this rank's CSC chunks (every stored layout) plus the replicated
-        indptrs."""
+        indptrs and node times (node-level time)."""
+        times = {id(c.node_times): c.node_times.nbytes for c in self._stored.values()
+                 if c.node_times is not None}
         return int(sum(self.store.nbytes(v) for c in self._stored.values()
                        for v in c.vars.values()) +
-                   sum(c.indptr.nbytes for c in self._stored.values()))
+                   sum(c.indptr.nbytes for c in self._stored.values()) +
+                   sum(times.values()))
 
     def __repr__(self):
         return (f"GraphStore({self.name!r}, edge_types={list(self._csc)}, "

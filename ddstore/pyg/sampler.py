@@ -235,7 +235,7 @@ def _untimed_edge_types(graph_store, edge_types, time_attr):
         return frozenset()
     out = []
     for et in edge_types:
-        if "ts" in graph_store.sampled_lists(et).vars:
+        if graph_store.sampled_lists(et).time_level is not None:
             continue
         st, name = graph_store.store, graph_store.name
         late = [v for v in (edge_var(name, et, time_attr),
@@ -575,7 +575,7 @@ class NeighborSampler(BaseSampler):
             core, ids = self.store.core_ids(*c.vars.values())
             vid = dict(zip(c.vars, ids))
             h = (c, _core.CSC(core, vid["nbr"], vid["eid"], vid.get("ts"), c.indptr,
-                              c.node_offsets))
+                              c.node_offsets, c.node_times))
             self._handles[(et, backward)] = h
         return h
 

@@ -342,7 +342,8 @@ def chunked(store, data, tag, rangewise):
     """The CSC built with ``chunk_edges`` 1 and 7 (many rounds) is byte-equal to the
     default chunk's build and to the reference: ``indptr``, the members' node ranges and
     the ``nbr`` / ``eid`` / ``ts`` arrays sorted by (destination, time, edge id), for no
-    time, edge-level and node-level time (``nbr`` / ``eid`` int32: this graph's ids fit)."""
+    time, edge-level and node-level time (``nbr`` / ``eid`` int32: this graph's ids fit;
+    node-level time keeps no ``ts``, but the replicated node times)."""
     src, dst = data.edge_index[0].numpy(), data.edge_index[1].numpy()
     eid = np.arange(E, dtype=np.int64)
     indptr = np.zeros(N + 1, dtype=np.int64)
@@ -356,7 +357,7 @@ def chunked(store, data, tag, rangewise):
             order = np.lexsort((eid, t, dst))
         ref = [indptr, balanced_offsets(indptr, store.group_size),
                src[order].astype(np.int32), eid[order].astype(np.int32)]
-        ref += [] if t is None else [t[order]]
+        ref += [t[order]] if ta == "edge_time" else []  # node-level: no time per entry
         for chunk in (None, 1, 7):
             name = f"chunk-{ta}-{chunk}"
             fs = dpyg.FeatureStore(store, name)
@@ -377,6 +378,11 @@ def chunked(store, data, tag, rangewise):
             check(len(got) == len(ref), f"{what}: variables {sorted(c.vars)}")
             for label, a, b in zip(("indptr", "node_offsets", "nbr", "eid", "ts"), got, ref):
                 check(same_bytes(a, b), f"{what}: {label} differs from the reference")
+            # node-level time: the sources' times replicated, as float64, instead
+            check((c.node_times is None) == (ta != "time"), f"{what}: node times kept")
+            if ta == "time":
+                check(same_bytes(c.node_times, data.time.numpy().astype(np.float64)),
+                      f"{what}: node times differ from the attribute's")
             gs.remove_edge_index(edge_type=None, layout="coo")
     expect_error(DDStoreValueError, ["chunk_edges=0"], dpyg.GraphStore, store, "bad",
                  chunk_edges=0)
@@ -553,7 +559,10 @@ def c_temporal_pieces(width, transport, tag):
     between: LAST takes exactly the latest eligible entries (brute force); uniform draws
     (with and without replacement) and all neighbours take only eligible entries,
     distinct without replacement, and equal byte for byte what width 1 (every list read
-    in place) takes for the same seed."""
+    in place) takes for the same seed.  Both time levels: a time per entry (``ts``), and
+    node-level time (no ``ts``: each entry's time is its source node's, from the
+    replicated node times; ids int64 there, so both id widths are searched); a source
+    beyond the node times is refused naming it."""
     rng = np.random.default_rng(17)
     n_nodes = 3000
     deg = rng.integers(0, 40, n_nodes)
@@ -561,32 +570,36 @@ def c_temporal_pieces(width, transport, tag):
     deg[7] = 0
     indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
     total = int(indptr[-1])
-    ts = np.concatenate([np.sort(rng.integers(0, 100, d)) for d in deg]).astype(np.float64)
-    src = rng.integers(0, n_nodes, total).astype(np.int64)
+    node_time = rng.integers(0, 100, n_nodes).astype(np.float64)
     nodes = np.concatenate([np.arange(n_nodes), rng.permutation(n_nodes),
                             np.arange(n_nodes)]).astype(np.int64)
     q_ts = np.concatenate([np.full(n_nodes, -1.0), np.full(n_nodes, 99.0),
                            rng.integers(0, 100, n_nodes).astype(np.float64)])
-    cut = np.array([np.searchsorted(ts[indptr[v]:indptr[v + 1]], t, side="right")
-                    for v, t in zip(nodes, q_ts)], dtype=np.int64)
     k = 5
     cases = [(k, 0), (k, _core.NEIGHBOR_REPLACE), (k, _core.NEIGHBOR_LAST), (-1, 0)]
 
-    def draw(w):
+    def draw(w, level, src, ts, nbr_time=None):
         node_off = np.linspace(0, n_nodes, w + 1).astype(np.int64)
         core = _core.Core(comm, w, transport)
         out = []
         try:
             g = core.group_rank
             lo, hi = indptr[node_off[g]], indptr[node_off[g + 1]]
-            nbr = core.add("nbr", int(hi - lo), 4)
+            ib = 4 if level == "edge" else 8
+            nbr = core.add("nbr", int(hi - lo), ib)
             eid = core.add("eid", int(hi - lo), 8)
-            tv = core.add("ts", int(hi - lo), 8)
-            core.write_local(nbr, 0, np.ascontiguousarray(src[lo:hi].astype(np.int32)))
+            core.write_local(nbr, 0, np.ascontiguousarray(src[lo:hi].astype(f"i{ib}")))
             core.write_local(eid, 0, np.arange(lo, hi, dtype=np.int64))
-            core.write_local(tv, 0, np.ascontiguousarray(ts[lo:hi]))
+            tv = None
+            if level == "edge":
+                tv = core.add("ts", int(hi - lo), 8)
+                core.write_local(tv, 0, np.ascontiguousarray(ts[lo:hi]))
             core.sync()
-            csc = _core.CSC(core, nbr, eid, tv, indptr, node_off)
+            csc = _core.CSC(core, nbr, eid, tv, indptr, node_off,
+                            node_time if nbr_time is None else nbr_time)
+            if nbr_time is not None:  # too few node times: the sources beyond refused
+                return expect_error(DDStoreIndexError, ["has no time", "[0, 2999)"],
+                                    csc.sample, nodes, q_ts, k, 0, 9, k * len(nodes))
             for kk, flags in cases:
                 cap = int(cut.sum()) if kk < 0 else kk * len(nodes)
                 out.append(tuple(a.copy() for a in csc.sample(nodes, q_ts, kk, flags, 9,
@@ -595,27 +608,44 @@ def c_temporal_pieces(width, transport, tag):
             core.free()
         return out
 
-    got, ref = draw(width), (draw(1) if width > 1 else None)
-    for c, ((kk, flags), (row, nb, ei)) in enumerate(zip(cases, got)):
-        what = f"{tag} C temporal pieces k={kk} flags={flags}"
-        take = cut if kk < 0 else (np.where(cut > 0, kk, 0) if flags == _core.NEIGHBOR_REPLACE
-                                   else np.minimum(cut, kk))
-        ok = (np.array_equal(row, np.repeat(np.arange(len(nodes)), take)) and
-              np.array_equal(nb, src[ei]) and
-              bool((ei >= indptr[nodes[row]]).all()) and
-              bool((ei < indptr[nodes[row]] + cut[row]).all()))
-        check(ok, f"{what}: rows, ids or eligibility differ from the brute force")
-        if ok and flags == _core.NEIGHBOR_LAST:
-            want = np.concatenate([np.arange(indptr[v] + cut[i] - take[i],
-                                             indptr[v] + cut[i])
-                                   for i, v in enumerate(nodes)]).astype(np.int64)
-            check(np.array_equal(ei, want), f"{what}: not the latest eligible entries")
-        if ok and flags == 0:
-            pairs = np.unique(np.stack([row, ei]), axis=1).shape[1]
-            check(pairs == len(row), f"{what}: a list drew an entry twice")
-        if ref is not None:
-            check(all(np.array_equal(a, b) for a, b in zip(got[c], ref[c])),
-                  f"{what}: differs from width 1 (every list read in place)")
+    for level in ("edge", "node"):
+        src = rng.integers(0, n_nodes, total).astype(np.int64)
+        if level == "edge":
+            ts = np.concatenate([np.sort(rng.integers(0, 100, d)) for d in deg])
+            ts = ts.astype(np.float64)
+        else:  # each list sorted by its sources' times (ties by position, as stored)
+            order = np.lexsort((np.arange(total), node_time[src],
+                                np.repeat(np.arange(n_nodes), deg)))
+            src = src[order]
+            ts = node_time[src]
+        cut = np.array([np.searchsorted(ts[indptr[v]:indptr[v + 1]], t, side="right")
+                        for v, t in zip(nodes, q_ts)], dtype=np.int64)
+        got = draw(width, level, src, ts)
+        ref = draw(1, level, src, ts) if width > 1 else None
+        for c, ((kk, flags), (row, nb, ei)) in enumerate(zip(cases, got)):
+            what = f"{tag} C temporal pieces ({level}-level) k={kk} flags={flags}"
+            take = cut if kk < 0 else (np.where(cut > 0, kk, 0)
+                                       if flags == _core.NEIGHBOR_REPLACE
+                                       else np.minimum(cut, kk))
+            ok = (np.array_equal(row, np.repeat(np.arange(len(nodes)), take)) and
+                  np.array_equal(nb, src[ei]) and
+                  bool((ei >= indptr[nodes[row]]).all()) and
+                  bool((ei < indptr[nodes[row]] + cut[row]).all()))
+            check(ok, f"{what}: rows, ids or eligibility differ from the brute force")
+            if ok and flags == _core.NEIGHBOR_LAST:
+                want = np.concatenate([np.arange(indptr[v] + cut[i] - take[i],
+                                                 indptr[v] + cut[i])
+                                       for i, v in enumerate(nodes)]).astype(np.int64)
+                check(np.array_equal(ei, want), f"{what}: not the latest eligible entries")
+            if ok and flags == 0:
+                pairs = np.unique(np.stack([row, ei]), axis=1).shape[1]
+                check(pairs == len(row), f"{what}: a list drew an entry twice")
+            if ref is not None:
+                check(all(np.array_equal(a, b) for a, b in zip(got[c], ref[c])),
+                      f"{what}: differs from width 1 (every list read in place)")
+        if level == "node":
+            src[indptr[5]] = n_nodes - 1  # a source with no time (the array is short)
+            draw(width, level, src, ts, nbr_time=node_time[:-1])
 
 
 def main(widths=None):
