@@ -116,43 +116,72 @@ static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const double *
 #define TIMES_PIECE 32768
 #define TIMES_PIECE_LISTS 1024
 
-/* The entries' times of one list: `ts` (a time per entry), or with node-level time the
- * list's neighbour ids `ids` (4 or 8 bytes each) and the times of those nodes. */
-struct list_times {
-    const double *ts;
-    const void *ids;
-    int id_bytes;
+/* The eligible prefixes of lists, searched as they are added.  A time per entry: each
+ * list by a binary search of its times at once.  Node-level time: an entry's time is
+ * node_time[its neighbour id], a dependent load per probe (the id, then its node's
+ * time, a random line of an array of every node's time), so SEARCH_GROUP lists are
+ * searched in lockstep: every step loads the middle ids of all of them and prefetches
+ * their times before comparing any, overlapping the misses of SEARCH_GROUP searches.
+ * `ids` must stay valid until search_flush (a remote piece's buffer: flushed before
+ * it is reused). */
+#define SEARCH_GROUP 16
+
+struct searches {
+    int node_level, id_bytes;
     const double *node_time;
-    int64_t num_nodes;
+    int64_t num_nodes, bad;  /* bad: a neighbour id outside the node times, or -1 */
+    int m;                   /* lists queued */
+    const char *ids[SEARCH_GROUP];
+    int64_t lo[SEARCH_GROUP], hi[SEARCH_GROUP], *out[SEARCH_GROUP];
+    double t[SEARCH_GROUP];
 };
 
-/* the entries' time at position j of a list, or NaN for a neighbour id outside
- * [0, num_nodes) of the node times (*bad set to it) */
-static inline double time_at(const struct list_times *l, int64_t j, int64_t *bad)
+/* *out[q] = the number of entries of queued list q whose time is <= t[q] */
+static void search_flush(struct searches *S)
 {
-    if (l->ts) return l->ts[j];
-    int64_t v = l->id_bytes == 4 ? ((const int32_t *)l->ids)[j]
-                                 : ((const int64_t *)l->ids)[j];
-    if (v < 0 || v >= l->num_nodes) {
-        *bad = v;
-        return NAN;
+    int64_t v[SEARCH_GROUP];
+    int live = S->m;
+    while (live) {
+        live = 0;
+        for (int q = 0; q < S->m; q++) {
+            if (S->lo[q] >= S->hi[q]) continue;
+            v[q] = id_at(S->ids[q], S->id_bytes, S->lo[q] + (S->hi[q] - S->lo[q]) / 2);
+            if (v[q] >= 0 && v[q] < S->num_nodes) __builtin_prefetch(&S->node_time[v[q]]);
+            live = 1;
+        }
+        for (int q = 0; q < S->m; q++) {
+            if (S->lo[q] >= S->hi[q]) continue;
+            int64_t mid = S->lo[q] + (S->hi[q] - S->lo[q]) / 2;
+            if (v[q] < 0 || v[q] >= S->num_nodes) {  /* no time: stop (refused after) */
+                if (S->bad < 0) S->bad = v[q];
+                S->hi[q] = S->lo[q];
+            } else if (S->node_time[v[q]] <= S->t[q]) {
+                S->lo[q] = mid + 1;
+            } else {
+                S->hi[q] = mid;
+            }
+        }
     }
-    return l->node_time[v];
+    for (int q = 0; q < S->m; q++) *S->out[q] = S->lo[q];
+    S->m = 0;
 }
 
-/* the number of entries p of a list of n (sorted by time) whose time is <= t; *bad is
- * set to a neighbour id without a time met on the way (the search then stops) */
-static int64_t eligible_prefix(const struct list_times *l, int64_t n, double t,
-                               int64_t *bad)
+/* the list of n entries at `at` (its times, or node-level its neighbour ids): *out =
+ * its entries whose time is <= t, now or by search_flush */
+static void search_add(struct searches *S, const char *at, int64_t n, double t,
+                       int64_t *out)
 {
-    if (l->ts) return upper_bound(l->ts, n, t);
-    int64_t lo = 0, hi = n;
-    while (lo < hi && *bad < 0) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (time_at(l, mid, bad) <= t) lo = mid + 1;
-        else hi = mid;
+    if (!S->node_level) {
+        *out = upper_bound((const double *)at, n, t);
+        return;
     }
-    return lo;
+    int q = S->m++;
+    S->ids[q] = at;
+    S->lo[q] = 0;
+    S->hi[q] = n;
+    S->t[q] = t;
+    S->out[q] = out;
+    if (S->m == SEARCH_GROUP) search_flush(S);
 }
 
 /* cut[i] = eligible entries of node i: its degree, or with times (a time per entry in
@@ -173,7 +202,7 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (node_level)
         rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &entry_bytes);
     if (rc != DDS_OK) return rc;
-    struct list_times lt = {NULL, NULL, entry_bytes, g->nbr_time, g->nbr_time_len};
+    struct searches S = {node_level, entry_bytes, g->nbr_time, g->nbr_time_len, -1, 0};
     const char **base = calloc((size_t)width, sizeof *base);
     int64_t *first = calloc((size_t)width, sizeof *first);
     /* the piece being gathered: its lists (positions in nodes), their CSC ranges */
@@ -181,7 +210,7 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     int64_t *pstart = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
     int64_t *pcount = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
     char *buf = NULL;
-    int64_t buf_cap = 0, bad = -1;  /* entries buf holds; a neighbour without a time */
+    int64_t buf_cap = 0;  /* entries buf holds */
     if (!base || !first || !pi || !pstart || !pcount) { rc = no_memory(); goto done; }
     for (int m = 0; m < width && rc == DDS_OK; m++) {
         void *p = NULL;
@@ -191,7 +220,7 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         first[m] = g->indptr[g->node_offsets[m]];
     }
     int64_t np = 0, entries = 0;
-    for (int64_t i = 0; i <= n && rc == DDS_OK && bad < 0; i++) {
+    for (int64_t i = 0; i <= n && rc == DDS_OK && S.bad < 0; i++) {
         int64_t v = -1, deg = 0;
         int m = 0;
         if (i < n) {
@@ -200,11 +229,9 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             if (!deg) continue;
             m = dds_member_of(g->node_offsets, width, v);
             if (base[m]) {  /* readable by load: searched in place */
-                const char *at = base[m] + (size_t)entry_bytes * (size_t)(g->indptr[v] -
-                                                                          first[m]);
-                lt.ts = node_level ? NULL : (const double *)at;
-                lt.ids = at;
-                cut[i] = eligible_prefix(&lt, deg, node_ts[i], &bad);
+                search_add(&S, base[m] + (size_t)entry_bytes * (size_t)(g->indptr[v] -
+                                                                        first[m]),
+                           deg, node_ts[i], &cut[i]);
                 continue;
             }
         }
@@ -222,12 +249,11 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             }
             rc = dds_read(s, var, pstart, pcount, np, buf, entry_bytes * buf_cap, 0);
             const char *t = buf;
-            for (int64_t q = 0; q < np && rc == DDS_OK && bad < 0; q++) {
-                lt.ts = node_level ? NULL : (const double *)t;
-                lt.ids = t;
-                cut[pi[q]] = eligible_prefix(&lt, pcount[q], node_ts[pi[q]], &bad);
+            for (int64_t q = 0; q < np && rc == DDS_OK; q++) {
+                search_add(&S, t, pcount[q], node_ts[pi[q]], &cut[pi[q]]);
                 t += (size_t)entry_bytes * (size_t)pcount[q];
             }
+            search_flush(&S);  /* before buf is reused */
             np = entries = 0;
         }
         if (i < n) {  /* deg <= num edges: entries never overflows */
@@ -237,9 +263,10 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             entries += deg;
         }
     }
-    if (rc == DDS_OK && bad >= 0)
+    search_flush(&S);  /* the last local lists */
+    if (rc == DDS_OK && S.bad >= 0)
         rc = dds_set_error(DDS_ERANGE, "neighbour sample: neighbour node %lld has no time "
-                           "(node times cover [0, %lld))", (long long)bad,
+                           "(node times cover [0, %lld))", (long long)S.bad,
                            (long long)g->nbr_time_len);
 done:
     free(base);
