@@ -112,9 +112,11 @@ class GraphStore(_PygGraphStore):
     ``store`` and ``name``), one real number per edge, put **before** the edges.  Each
     put then checks every weight (a negative, NaN or infinite one raises the same
     :class:`~ddstore.DDStoreValueError` on every rank, naming the smallest such edge id
-    and its value, and nothing is stored) and keeps a copy in CSC order (``.../w``,
-    float64: 8 more bytes per edge), so that the sampler reads a list's weights with
-    the list.  A hetero edge type without that attribute is unweighted (sampled
+    and its value, and nothing is stored) and keeps a copy in CSC order (``.../w``, so
+    that the sampler reads a list's weights with the list): **float32** (4 more bytes per
+    edge) when the attribute is float32 or float16 (float32 holds those exactly), else
+    float64 (8 more bytes per edge).  The sampler computes in double
+    either way, so the draws are those of the attribute's own values.  A hetero edge type without that attribute is unweighted (sampled
     uniformly, as PyG does); a homogeneous graph without it is an error.  An edge type
     put without weights can be weighted later by :meth:`put_edge_weights`.
 
@@ -551,12 +553,12 @@ class GraphStore(_PygGraphStore):
 
     def _weight_fill(self, prefix, weights, eid_name, n_csc, chunk, what):
         """Collective step of a put, inside its transaction: the weight column
-        ``<prefix>w`` (float64, one per CSC row, in CSC order, so that the sampler reads
-        a list's weights with the list), this rank's chunk gathered from the edge
-        attribute ``weights`` by the chunk's edge ids, in pieces of ``chunk`` rows.
-        Returns its name."""
+        ``<prefix>w`` (one per CSC row, in CSC order, so that the sampler reads a list's
+        weights with the list: :func:`_weight_dtype` of the attribute), this rank's
+        chunk gathered from the edge attribute ``weights`` by the chunk's edge ids, in
+        pieces of ``chunk`` rows.  Returns its name."""
         st = self.store
-        view = create(st, prefix + "w", n_csc, (), np.float64)
+        view = create(st, prefix + "w", n_csc, (), _weight_dtype(st.dtype(weights)))
         self._fill_by_ids(view, weights, st.local_view(eid_name), chunk, what)
         return prefix + "w"
 
@@ -931,6 +933,15 @@ def _checked_weight_attr(weight_attr):
         raise DDStoreValueError(f"weight_attr must be None or a non-empty str, got "
                                 f"{weight_attr!r}")
     return weight_attr
+
+
+def _weight_dtype(dtype):
+    """The dtype of the weights kept in CSC order for an edge attribute of ``dtype``:
+    float32 for float32 and float16 (float32 holds each of their values exactly, so the
+    sampler's doubles are those of the attribute), float64 for anything else (float64
+    itself, and integers, which float32 may round)."""
+    return np.dtype(np.float32) if np.dtype(dtype) in (np.float32, np.float16) \
+        else np.dtype(np.float64)
 
 
 def _pointer(ids, n):
