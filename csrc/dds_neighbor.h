@@ -63,9 +63,11 @@ int dds_relabel(int64_t *table, int64_t cap, int64_t base, const int64_t *keys, 
  * restores the table by setting the keys it added back to -1. */
 int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_t n,
                       int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
-/* Local (one-sided).  dds_neighbor_sample with weights: `w_var` holds one float64 per
- * CSC row (the edge's weight, in the CSC's row order), read with each list (by load, or
- * the eligible ranges of all remote lists in one batched dds_read).  Entries of weight 0
+/* Local (one-sided).  dds_neighbor_sample with weights: `w_var` holds one float32 or
+ * float64 per CSC row (its row bytes, 4 or 8, say which: the edge's weight, in the
+ * CSC's row order), read with each list (by load, or the eligible ranges of all remote
+ * lists in one batched dds_read); float32 weights are widened to double once per entry,
+ * so the draws are exactly those of the same values stored as float64.  Entries of weight 0
  * are never taken; with p positive-weight entries among node i's eligible ones: k < 0
  * or (without REPLACE) p <= k takes all p, in list order; REPLACE takes k independent
  * draws, each entry with probability w / (sum of the eligible weights) (none when

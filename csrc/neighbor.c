@@ -63,14 +63,14 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     return DDS_OK;
 }
 
-/* The float64 rows of variable `var` (times or weights) from indptr[nodes[i]] on, len[i]
- * of them, for every node i with len[i] > 0 whose owner's chunk this rank cannot read by
- * load (base[owner] NULL): read by one batched dds_read, packed in node order into *out
- * (allocated here for the caller to free; NULL when there are none).  `who` and `what`
- * name the call and the values in messages. */
-static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const double **base,
-                        const int64_t *nodes, const int64_t *len, int64_t n,
-                        const char *who, const char *what, double **out)
+/* The rows of variable `var` (weights: `elem` bytes each) from indptr[nodes[i]] on,
+ * len[i] of them, for every node i with len[i] > 0 whose owner's chunk this rank cannot
+ * read by load (base[owner] NULL): read by one batched dds_read, packed in node order
+ * into *out (allocated here for the caller to free; NULL when there are none).  `who`
+ * and `what` name the call and the values in messages. */
+static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const char **base,
+                        int64_t elem, const int64_t *nodes, const int64_t *len, int64_t n,
+                        const char *who, const char *what, char **out)
 {
     int width = dds_group_size(s), rc = DDS_OK;
     int64_t nremote = 0, total = 0;
@@ -87,16 +87,15 @@ static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const double *
         rstart[nremote] = g->indptr[nodes[i]];
         rcount[nremote++] = len[i];
         if (__builtin_add_overflow(total, len[i], &total) ||
-            total > INT64_MAX / (int64_t)sizeof(double))
+            total > INT64_MAX / elem)
             rc = dds_set_error(DDS_ENOMEM, "%s: the %s of the remote lists asked for hold "
                                "more than 2^60 entries", who, what);
     }
-    if (rc == DDS_OK && !(*out = malloc(sizeof(double) * (size_t)total)))
+    if (rc == DDS_OK && !(*out = malloc((size_t)elem * (size_t)total)))
         rc = dds_set_error(DDS_ENOMEM, "%s: out of memory for the %s of %lld remote list "
                            "entries", who, what, (long long)total);
     if (rc == DDS_OK)
-        rc = dds_read(s, var, rstart, rcount, nremote, *out,
-                      (int64_t)sizeof(double) * total, 0);
+        rc = dds_read(s, var, rstart, rcount, nremote, *out, elem * total, 0);
     free(rstart);
     free(rcount);
     if (rc != DDS_OK) {
@@ -349,11 +348,11 @@ static int read_remote_picks(dds_store *s, const dds_tcsr *g, int nb, int eb,
 
 /* Where this rank reads each group member's lists by plain loads: nbr[m] and eid[m] are
  * member m's chunks of the nbr and eid variables (both NULL unless both are readable by
- * load), w[m] its chunk of the weight variable (with a weight variable; NULL when not
- * readable by load), first[m] the global CSC row of its chunks' first entry. */
+ * load), w[m] its chunk of the weight variable (with a weight variable: float32 or
+ * float64 rows; NULL when not readable by load), first[m] the global CSC row of its
+ * chunks' first entry. */
 struct views {
-    const char **nbr, **eid;
-    const double **w;
+    const char **nbr, **eid, **w;
     int64_t *first;
 };
 
@@ -727,6 +726,13 @@ static int64_t draw_cum(const double *cum, const double *w, int64_t c, double x)
     return lo;
 }
 
+/* the weight at entry p of a list of float32 (wb 4) or float64 (wb 8) weights, as a
+ * double (float32 widens exactly) */
+static inline double weight_at(const char *w, int64_t wb, int64_t p)
+{
+    return wb == 8 ? ((const double *)w)[p] : (double)((const float *)w)[p];
+}
+
 /* the entries a node with `pos` positive-weight eligible entries takes (see dds_neighbor.h) */
 static int64_t weighted_take(int64_t pos, int64_t k, int replace)
 {
@@ -752,15 +758,17 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     int64_t wb = 0;
     rc = dds_row_bytes(s, w_var, &wb);
     if (rc != DDS_OK) return rc;
-    if (wb != (int64_t)sizeof(double))
+    if (wb != 4 && wb != 8)
         return dds_set_error(DDS_EINVAL, "weighted neighbour sample: the weight variable "
-                             "has rows of %lld bytes, not float64", (long long)wb);
+                             "has rows of %lld bytes, not float32 (4) or float64 (8)",
+                             (long long)wb);
     int width = dds_group_size(s), nb = 8, eb = 8;
     size_t nn = (size_t)(n ? n : 1);
     int64_t *cut = malloc(sizeof(int64_t) * nn), *npos = malloc(sizeof(int64_t) * nn);
-    const double **wl = malloc(sizeof *wl * nn);  /* each node's eligible weights */
+    const char **wl = malloc(sizeof *wl * nn);  /* each node's eligible weights */
     int64_t *rstart = NULL, *rcount = NULL, *pslot = NULL, *hpos = NULL;
-    double *fetched = NULL, *scratch = NULL, *hkey = NULL;
+    char *fetched = NULL;
+    double *scratch = NULL, *hkey = NULL, *wide = NULL;
     struct views view = {NULL, NULL, NULL, NULL};
     if (!cut || !npos || !wl) { rc = no_memory(); goto done; }
     rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &nb);
@@ -768,33 +776,37 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
     if (rc == DDS_OK) rc = views_open(s, g, w_var, &view);
     if (rc != DDS_OK) goto done;
-    const double **wbase = view.w;
+    const char **wbase = view.w;
     /* the weights of the eligible ranges of lists not readable by load: one read */
-    rc = fetch_remote(s, g, w_var, wbase, nodes, cut, n, "weighted neighbour sample",
+    rc = fetch_remote(s, g, w_var, wbase, wb, nodes, cut, n, "weighted neighbour sample",
                       "weights", &fetched);
     if (rc != DDS_OK) goto done;
     /* what each node takes, counted (and the weights checked) before anything is
      * written; scratch sizes: the longest list drawn with replacement, the largest k
-     * drawn without */
-    int64_t off = 0, total = 0, most_c = 0, most_k = 0;
+     * drawn without, and with float32 weights the longest list drawn from (widened to
+     * double once per entry, list by list, so that the draws are those of float64) */
+    int64_t off = 0, total = 0, most_c = 0, most_k = 0, most_w = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t c = cut[i], start = g->indptr[nodes[i]], pos = 0;
         npos[i] = 0;
         wl[i] = NULL;
         if (c <= 0) continue;
         int m = dds_member_of(g->node_offsets, width, nodes[i]);
-        const double *w = wbase[m] ? wbase[m] + (start - view.first[m]) : fetched + off;
+        const char *w = wbase[m] ? wbase[m] + wb * (start - view.first[m])
+                                 : fetched + wb * off;
         if (!wbase[m]) off += c;
         wl[i] = w;
         for (int64_t p = 0; p < c; p++) {
-            if (!(w[p] >= 0) || !isfinite(w[p]))
+            double x = weight_at(w, wb, p);
+            if (!(x >= 0) || !isfinite(x))
                 return_error(DDS_EINVAL, "weighted neighbour sample: the weight at CSC row "
                              "%lld (node %lld) is %g; weights must be finite and >= 0",
-                             (long long)(start + p), (long long)nodes[i], w[p]);
-            pos += w[p] > 0;
+                             (long long)(start + p), (long long)nodes[i], x);
+            pos += x > 0;
         }
         int64_t t = weighted_take(pos, k, replace);
         npos[i] = pos;
+        if (wb != 8 && t > 0 && c > most_w) most_w = c;
         if (__builtin_add_overflow(total, t, &total))
             return_error(DDS_ENOMEM, "weighted neighbour sample: k=%lld from each of %lld "
                          "nodes is more than 2^63 entries", (long long)k, (long long)n);
@@ -807,6 +819,10 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         return_error(DDS_EINVAL, "weighted neighbour sample: %lld entries taken, more than "
                      "the output capacity %lld", (long long)total, (long long)cap);
     if (most_c) scratch = malloc(sizeof(double) * (size_t)most_c);
+    if (most_w && !(wide = malloc(sizeof(double) * (size_t)most_w))) {
+        rc = no_memory();
+        goto done;
+    }
     if (most_k) {  /* most_k < some list's length: it exists in memory */
         hkey = malloc(sizeof(double) * (size_t)most_k);
         hpos = malloc(sizeof(int64_t) * (size_t)most_k);
@@ -819,7 +835,12 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         int64_t c = cut[i], t = weighted_take(npos[i], k, replace);
         int64_t start = g->indptr[nodes[i]];
         if (t == 0) continue;
-        const double *w = wl[i];
+        const double *w = (const double *)wl[i];
+        if (wb != 8) {  /* float32: the list widened to double, once per entry */
+            const float *f = (const float *)wl[i];
+            for (int64_t p = 0; p < c; p++) wide[p] = f[p];
+            w = wide;
+        }
         uint64_t key = splitmix64(base ^ splitmix64((uint64_t)i + 1));
         for (int64_t q = 0; q < t; q++) row[j + q] = i;
         if (k < 0 || (!replace && npos[i] <= k)) {
@@ -915,6 +936,7 @@ done:
     free(hkey);
     free(fetched);
     free(scratch);
+    free(wide);
     return rc;
 }
 

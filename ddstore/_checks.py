@@ -92,6 +92,15 @@ def as_int(value, what, low=None):
     raise DDStoreValueError(f"{what} must be an integer{bound}, got {value!r}")
 
 
+def as_bool(value, what):
+    """``value`` as a Python bool if it is one (Python or numpy); a
+    :class:`DDStoreValueError` naming ``what`` and the value otherwise (no truthiness:
+    ``0``, ``"no"`` or ``None`` are refused, not read as False)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise DDStoreValueError(f"{what} must be True or False, got {value!r}")
+
+
 def taken_error(what, taken, remedy="remove them or pick another name"):
     """The one "name already taken" error of every layer: ``(DDStoreValueError,
     "<what>: the store already holds <taken>; <remedy>")``, or None when ``taken`` is

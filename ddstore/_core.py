@@ -410,7 +410,7 @@ class CSC(TCSR):
         return row[:m], nbr[:m], eid[:m]
 
     def sample_weighted(self, weight_var, nodes, node_ts, k, flags, seed, cap):
-        """One hop drawn in proportion to the float64 weights of variable ``weight_var``
+        """One hop drawn in proportion to the float32 or float64 weights of variable ``weight_var``
         (one per CSC row; ``dds_neighbor_sample_weighted``): ``(row, nbr, eid)`` as
         :meth:`sample`; ``flags`` only ``NEIGHBOR_REPLACE``."""
         row, nbr, eid = self._outputs(cap)

@@ -31,7 +31,7 @@ def _one_list(store, weights, name, **kw):
 
 def test_weights_core_refusals(store):
     """The C entry refuses what the Python layer never passes: LAST with weights, a
-    weight variable that is not float64, a capacity below what is taken, and a weight
+    weight variable that is neither float32 nor float64, a capacity below what is taken, and a weight
     it finds negative (naming the CSC row); nothing is counted as written."""
     from ddstore import DDStoreValueError, _core
     from ddstore import pyg as dpyg
@@ -44,9 +44,10 @@ def test_weights_core_refusals(store):
         handle.sample_weighted(wvid, nodes, None, 2, _core.NEIGHBOR_LAST, 1, 6)
     with pytest.raises(DDStoreValueError, match="output capacity 5"):
         handle.sample_weighted(wvid, nodes, None, 2, 0, 1, 5)
-    nbr_vid = store.core_ids(c.vars["nbr"])[1][0]
-    with pytest.raises(DDStoreValueError, match="not float64"):
-        handle.sample_weighted(nbr_vid, nodes, None, 2, 0, 1, 6)
+    with pytest.raises(DDStoreValueError, match=r"rows of 2 bytes, not float32 \(4\) or "
+                       r"float64 \(8\)"):
+        store.add("core_int16", np.zeros(4, dtype=np.int16))
+        handle.sample_weighted(store.core_ids("core_int16")[1][0], nodes, None, 2, 0, 1, 6)
     r, nbr, eid = handle.sample_weighted(wvid, nodes, None, 2, 0, 1, 6)
     assert r.tolist() == [0, 0, 1, 1, 2, 2] and set(eid.tolist()) <= {0, 1, 3}
     assert (nbr == eid + 1).all()

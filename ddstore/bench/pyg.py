@@ -31,6 +31,17 @@ ratio, so that a change can be told from the noise of a shared machine.  (Backwa
 sampling is not temporal: PyG's sampler refuses ``time_attr`` with it, and so does
 ours.)
 
+``--alone`` measures what the options given cost by themselves, memory above all: it
+times only those options (no default loader unless ``directional`` is among them, no
+controls, no ``--prefetch`` runs) and, before sampling, each option's preparation
+(:func:`_prepare`) frees what none of the options given needs -- for ``backward``, when
+no other option reads in-lists, ``build_backward(keep_in_lists=False)``: the out-lists
+replace the in-lists.  The peak of that preparation (both lists are held while the
+out-lists are built) is reported apart (``prepare_peak_*``), so that the sampling peak
+is that of a job holding only what it samples.  For example::
+
+    mpiexec -n 2 python -m ddstore.bench.pyg --options backward --alone
+
 The reference is the same ``NeighborLoader`` over PyG's in-memory ``Data`` (every rank
 holding the whole graph) where a PyG sampler (pyg-lib or torch-sparse) is installed; where
 none is, ``NeighborLoader(Data)`` raises ImportError, and the report says so.  Targets:
@@ -86,6 +97,12 @@ def _args(argv, prog=None):
                         "time in [0, 1000) per node, one per seed as input_time), "
                         "backward (sample_direction='backward', on out-lists built by "
                         "GraphStore.build_backward); 'all' for every one")
+    p.add_argument("--alone", action="store_true",
+                   help="time only the options given (no default loader unless "
+                        "'directional' is given, no controls, no prefetch runs) and free "
+                        "what they do not need before sampling (backward alone: "
+                        "build_backward(keep_in_lists=False)); the preparation's peak "
+                        "memory is reported apart from sampling's")
     p.add_argument("--weighted", action="store_true",
                    help="the same as adding 'weighted' to --options")
     p.add_argument("--profile", action="store_true",
@@ -263,6 +280,27 @@ def _put_times(comm, store, shape):
     return gs, put_s, store.nbytes() - before
 
 
+#: options that read only out-lists (GraphStore.build_backward): with --alone and only
+#: such options, the in-lists are dropped before sampling
+OUT_LISTS_ONLY = frozenset({"backward"})
+
+
+def _prepare(option, args, comm, store, data, shape):
+    """Collective: make the store ready to sample ``option`` (its weights, times or
+    out-lists); with ``--alone``, also free what none of ``args.options`` needs.
+    Returns what the report keeps of it: ``{"weights": (seconds, bytes per rank)}``,
+    ``{"graph_store": gs, "times": (seconds, bytes per rank)}`` or ``{}``."""
+    if option == "weighted":
+        return {"weights": _put_weights(comm, store, data)}
+    if option == "temporal":
+        gs, put_s, nbytes = _put_times(comm, store, shape)
+        return {"graph_store": gs, "times": (put_s, nbytes)}
+    if option == "backward":
+        keep = not (args.alone and OUT_LISTS_ONLY.issuperset(args.options))
+        data.graph_store.build_backward(keep_in_lists=keep)
+    return {}
+
+
 def _per_batch(comm, batches, timing):
     """Means over ranks of one option's ``_time_loader`` numbers, per batch."""
     per = comm.allgather(timing[:3])
@@ -283,9 +321,11 @@ def _loader_kwargs(option, times):
     return kw
 
 
-def _time_option(args, comm, data, fanouts, seeds, times, option, graph_store=None):
+def _time_option(args, comm, data, fanouts, seeds, times, option, graph_store=None,
+                 raw=None):
     """Collective: our loader with one of :data:`OPTIONS` (over ``graph_store``, default
-    the loaded one), timed as the plain one."""
+    the loaded one), timed as the plain one; ``raw`` (a list): this rank's
+    :func:`_time_loader` numbers are appended to it."""
     import torch
     from torch_geometric.loader import NeighborLoader
 
@@ -300,8 +340,10 @@ def _time_option(args, comm, data, fanouts, seeds, times, option, graph_store=No
     if args.profile and comm.Get_rank() == 0:
         import cProfile
         prof = cProfile.Profile()
-    out = _per_batch(comm, args.batches, _time_loader(loader, args.batches, sampler,
-                                                      profile=prof))
+    timing = _time_loader(loader, args.batches, sampler, profile=prof)
+    if raw is not None:
+        raw.append(timing)
+    out = _per_batch(comm, args.batches, timing)
     if prof is not None:
         out["profile"] = _profile_rows(prof, args.batches)
     return out
@@ -384,8 +426,8 @@ def main(argv=None, prog=None):
                 data = load_synthetic(store, scale=args.scale, seed=args.seed)
                 load_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
                 mem_load = watch.phase()
-                by_depth = {}
-                for depth in args.prefetch:
+                by_depth, profile_rows = {}, None
+                for depth in ([] if args.alone else args.prefetch):
                     sampler = dpyg.NeighborSampler(data.graph_store, num_neighbors=fanouts)
                     loader = NeighborLoader(data.pyg, num_neighbors=fanouts,
                                             neighbor_sampler=sampler,
@@ -403,23 +445,32 @@ def main(argv=None, prog=None):
                     if prof is not None:
                         profile_rows = _profile_rows(prof, args.batches)
                     del loader, sampler
-                secs, sample_s, edges, nodes = by_depth[args.prefetch[0]]
-                depth_bps = {d: args.batches / v[0] for d, v in by_depth.items()}
-                by_option = {"directional": _per_batch(comm, args.batches,
-                                                       by_depth[args.prefetch[0]])}
-                weights = graph_store = None
+                by_option = {} if args.alone else {
+                    "directional": _per_batch(comm, args.batches,
+                                              by_depth[args.prefetch[0]])}
+                prepared, raw, mem_prepare = {}, [], None
                 for option in args.options:
-                    if option == "weighted":
-                        weights = _put_weights(comm, store, data)
-                    if option == "temporal":
-                        graph_store, times_s, times_bytes = _put_times(comm, store, shape)
-                    if option == "backward":
-                        data.graph_store.build_backward()
+                    prepared.update(_prepare(option, args, comm, store, data, shape))
+                    if args.alone:  # every option prepared before any is timed
+                        continue
                     if option != "directional":
                         by_option[option] = _time_option(
                             args, comm, data, fanouts, seeds, times, option,
-                            graph_store if option == "temporal" else None)
-                if len(by_option) > 1:  # the control of the ratios to directional
+                            prepared.get("graph_store") if option == "temporal" else None)
+                if args.alone:
+                    mem_prepare = watch.phase()
+                    for option in args.options:
+                        by_option[option] = _time_option(
+                            args, comm, data, fanouts, seeds, times, option,
+                            prepared.get("graph_store") if option == "temporal" else None,
+                            raw)
+                    by_depth[args.prefetch[0]] = raw[0]  # the first option's, reported
+                secs, sample_s, edges, nodes = by_depth[args.prefetch[0]]
+                depth_bps = {d: args.batches / v[0] for d, v in by_depth.items()}
+                weights, graph_store = prepared.get("weights"), prepared.get("graph_store")
+                if graph_store is not None:
+                    times_s, times_bytes = prepared["times"]
+                if len(by_option) > 1 and not args.alone:  # the control of the ratios
                     by_option["directional"]["control"] = _time_option(
                         args, comm, data, fanouts, seeds, times, "directional")
                 mem_sample = watch.phase()
@@ -430,7 +481,11 @@ def main(argv=None, prog=None):
                     load_peak_rss=mem_load["peak_rss"], rss_after_load=mem_load["rss"],
                     sample_peak_rss=mem_sample["peak_rss"],
                     load_peak_pss=mem_load["peak_pss"],
-                    sample_peak_pss=mem_sample["peak_pss"], depth_bps=depth_bps))
+                    sample_peak_pss=mem_sample["peak_pss"], depth_bps=depth_bps,
+                    prepare_peak_rss=None if mem_prepare is None else
+                    mem_prepare["peak_rss"],
+                    prepare_peak_pss=None if mem_prepare is None else
+                    mem_prepare["peak_pss"]))
                 del data
             peak = [max(p["load_peak_rss"], p["sample_peak_rss"]) for p in per]
             res = dict(
@@ -458,7 +513,18 @@ def main(argv=None, prog=None):
                 peak_rss_over_data=max(peak) / total_bytes,
                 store_bytes_over_data=max(p["held"] for p in per) / total_bytes)
             res["by_option"] = by_option
-            if args.profile and rank == 0:
+            if args.alone:
+                res["alone"] = list(args.options)
+                res["prepare_peak_rss_per_rank"] = [p["prepare_peak_rss"] for p in per]
+                res["prepare_peak_pss_per_rank"] = [p["prepare_peak_pss"] for p in per]
+                log(comm, f"width {width} {transport:4s} alone ({', '.join(args.options)}"
+                          f"; the summary below is {args.options[0]}'s): peak PSS "
+                          f"preparing {max(res['prepare_peak_pss_per_rank']) / 1e9:.2f} GB "
+                          f"(RSS {max(res['prepare_peak_rss_per_rank']) / 1e9:.2f} GB); "
+                          + "; ".join(f"{o} {v['ms_per_batch']:.1f} ms/batch "
+                                      f"({100 * v['sampler_share']:.0f} % sampler)"
+                                      for o, v in by_option.items()))
+            if args.profile and rank == 0 and profile_rows is not None:
                 res["profile"] = profile_rows
                 log(comm, f"width {width} {transport}: profile of a batch (rank 0; ms per "
                           f"batch cumulative / own, calls per batch):\n" +
@@ -472,7 +538,7 @@ def main(argv=None, prog=None):
             if graph_store is not None:
                 res["times_put_s"], res["times_graph_bytes_per_rank"] = times_s, \
                     comm.allgather(times_bytes)
-            if len(by_option) > 1:
+            if len(by_option) > 1 and not args.alone:
                 plain = by_option["directional"]
                 control = [plain["ms_per_batch"], plain["control"]["ms_per_batch"]]
                 for v in by_option.values():

@@ -10,7 +10,8 @@ from torch_geometric.data import GraphStore as _PygGraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
-from .._checks import MAX_EXACT_TIME, exact_times, is_int, names_under, taken_error
+from .._checks import MAX_EXACT_TIME, as_bool, exact_times, is_int, names_under, \
+    taken_error
 from .._collective import mark_agreed
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
 from ..placement import balanced_offsets
@@ -38,7 +39,10 @@ class _CSC:
     """One stored layout of an edge type: its variables and the replicated ``indptr``
     (global CSC row where each destination's list starts) and ``node_offsets``
     (destination-node range of each group member); ``layout`` / ``is_sorted`` as put,
-    and ``ptr_nodes`` (CSR / CSC puts: the nodes of the pointer as put, else None)."""
+    and ``ptr_nodes`` (CSR / CSC puts: the nodes of the pointer as put, else None).
+    ``dropped``: True once ``build_backward(keep_in_lists=False)`` removed these lists'
+    variables (``vars`` empty, ``indptr`` / ``node_offsets`` None): only the edge type's
+    bookkeeping is left, and its out-lists hold the edges."""
 
     def __init__(self, edge_type, size, num_edges, indptr, node_offsets, vars_, time_attr,
                  time_level, layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None,
@@ -49,6 +53,7 @@ class _CSC:
         self.node_times = node_times  # node-level time: the sources' times, replicated
         self.layout, self.is_sorted, self.ptr_nodes = layout, is_sorted, ptr_nodes
         self.removed = False
+        self.dropped = False
 
 
 class GraphStore(_PygGraphStore):
@@ -115,9 +120,11 @@ class GraphStore(_PygGraphStore):
     ``store`` and ``name``), one real number per edge, put **before** the edges.  Each
     put then checks every weight (a negative, NaN or infinite one raises the same
     :class:`~ddstore.DDStoreValueError` on every rank, naming the smallest such edge id
-    and its value, and nothing is stored) and keeps a copy in CSC order (``.../w``,
-    float64: 8 more bytes per edge), so that the sampler reads a list's weights with
-    the list.  A hetero edge type without that attribute is unweighted (sampled
+    and its value, and nothing is stored) and keeps a copy in CSC order (``.../w``, so
+    that the sampler reads a list's weights with the list): **float32** (4 more bytes per
+    edge) when the attribute is float32 or float16 (float32 holds those exactly), else
+    float64 (8 more bytes per edge).  The sampler computes in double
+    either way, so the draws are those of the attribute's own values.  A hetero edge type without that attribute is unweighted (sampled
     uniformly, as PyG does); a homogeneous graph without it is an error.  An edge type
     put without weights can be weighted later by :meth:`put_edge_weights`.
 
@@ -540,7 +547,12 @@ class GraphStore(_PygGraphStore):
 
             def forget():  # an enclosing transaction that fails later removes the CSC
                 built.pop(key, None)
-                if reverse_of is None:
+                gone = reverse_of is None
+                if not gone and reverse_of.dropped and self._stored.get(key) is reverse_of:
+                    # out-lists gone and their in-lists dropped: nothing holds the edges
+                    self._stored.pop(key)
+                    reverse_of.removed = gone = True
+                if gone:
                     self._choose(edge_type)
             txn.on_rollback(forget)
         # what the sampler reads, mapped now rather than one page fault per first touch
@@ -596,12 +608,12 @@ class GraphStore(_PygGraphStore):
 
     def _weight_fill(self, prefix, weights, eid_name, n_csc, chunk, what):
         """Collective step of a put, inside its transaction: the weight column
-        ``<prefix>w`` (float64, one per CSC row, in CSC order, so that the sampler reads
-        a list's weights with the list), this rank's chunk gathered from the edge
-        attribute ``weights`` by the chunk's edge ids, in pieces of ``chunk`` rows.
-        Returns its name."""
+        ``<prefix>w`` (one per CSC row, in CSC order, so that the sampler reads a list's
+        weights with the list: :func:`_weight_dtype` of the attribute), this rank's
+        chunk gathered from the edge attribute ``weights`` by the chunk's edge ids, in
+        pieces of ``chunk`` rows.  Returns its name."""
         st = self.store
-        view = create(st, prefix + "w", n_csc, (), np.float64)
+        view = create(st, prefix + "w", n_csc, (), _weight_dtype(st.dtype(weights)))
         self._fill_by_ids(view, weights, st.local_view(eid_name), chunk, what)
         return prefix + "w"
 
@@ -643,7 +655,7 @@ class GraphStore(_PygGraphStore):
                 raise DDStoreValueError(f"{what}: graph store {self.name!r} is weighted by "
                                         f"{self.weight_attr!r}, not {weight_attr!r} (one "
                                         f"weight_attr per graph store)")
-            if "w" in c.vars:
+            if "w" in self._weighted_lists(c).vars:
                 raise DDStoreValueError(f"{what}: edge type {edge_type!r} is already "
                                         f"weighted by {self.weight_attr!r}")
         except DDStoreError as exc:
@@ -660,12 +672,12 @@ class GraphStore(_PygGraphStore):
                 raise mark_agreed(UnknownAttributeError(
                     f"{what}: weight_attr {weight_attr!r} not found: put it first as an "
                     f"edge attribute ({edge_var(self.name, edge_type, weight_attr)!r})"))
-            prefix = c.vars["nbr"][:-len("nbr")]
             with st.transaction(f"GraphStore.put_edge_weights {edge_type!r}") as txn:
-                n_csc = st.local_view(c.vars["eid"]).shape[0]
-                name = self._weight_fill(prefix, var, c.vars["eid"], n_csc, step, what)
-                c.vars["w"] = name
-                txn.on_rollback(lambda: c.vars.pop("w", None))
+                if not c.dropped:  # (dropped in-lists: only the out-lists are weighted)
+                    n_csc = st.local_view(c.vars["eid"]).shape[0]
+                    c.vars["w"] = self._weight_fill(c.vars["nbr"][:-len("nbr")], var,
+                                                    c.vars["eid"], n_csc, step, what)
+                    txn.on_rollback(lambda: c.vars.pop("w", None))
                 r = self._reversed.get((c.edge_type, c.layout))
                 if r is not None:  # its out-lists: weights gathered by their edge ids
                     n_out = st.local_view(r.vars["eid"]).shape[0]
@@ -678,7 +690,7 @@ class GraphStore(_PygGraphStore):
         return True
 
     # ------------------------------------------------------------------ out-lists
-    def build_backward(self, edge_types=None):
+    def build_backward(self, edge_types=None, keep_in_lists=True):
         """Collective: store the **out-lists** (each source node's outgoing edges: the
         CSR) of edge types already put, which ``NeighborSampler(...,
         sample_direction="backward")`` and :class:`~ddstore.pyg.BidirectionalNeighborSampler`
@@ -694,7 +706,30 @@ class GraphStore(_PygGraphStore):
         type is weighted (so weighted backward sampling draws by the same weights; a
         later :meth:`put_edge_weights` fills it too); never times (PyG defines no
         temporal backward sampling).  The same memory as the forward lists: 8 bytes per
-        edge with int32 ids, 16 with int64, plus 8 with weights.
+        edge with int32 ids, 16 with int64, plus the weights (4 or 8 bytes).
+
+        ``keep_in_lists=False`` (a bool, the same on every rank), for jobs that sample
+        only ``sample_direction="backward"``: once every out-list is built, the in-lists
+        of those edge types (the sampled layout's CSC variables and its replicated
+        ``indptr``) are removed, so that a rank holds the edges once, as out-lists.
+        Afterwards, for those edge types: ``get_edge_index`` / PyG's ``coo()`` /
+        ``csr()`` / ``csc()`` still return exactly what was put (read from the
+        out-lists), as do ``num_edges``, ``get_all_edge_attrs``, ``node_counts``,
+        ``has_backward`` (True) and ``weight_attr_of``; ``put_edge_weights`` weights the
+        out-lists; ``remove_edge_index`` removes the out-lists; backward sampling
+        (``subgraph_type`` ``"directional"`` or ``"bidirectional"``) gives the same
+        batches as with the in-lists kept.  Whatever reads the in-lists is refused with
+        a :class:`~ddstore.DDStoreValueError` naming the edge type and this call:
+        forward sampling (``NeighborSampler``'s default, its forward half in
+        :class:`~ddstore.pyg.BidirectionalNeighborSampler`, temporal sampling), and
+        ``subgraph_type="induced"`` (at the sampler's construction; a sampler built
+        before raises a :class:`~ddstore.DDStoreStateError` at its next batch), and
+        :meth:`edge_ids` (the CSC order no longer exists).  To sample forward again,
+        ``remove_edge_index`` and put the edges again.  Out-lists built before with
+        ``keep_in_lists=True`` are kept and their in-lists dropped now.  The in-lists
+        are removed only after every build succeeded: a failed call drops nothing.  A
+        transaction enclosing this call that fails later removes the out-lists built
+        here but cannot bring back the in-lists: the edge type is then gone.
 
         Edge types whose out-lists exist are left as they are.  An unknown edge type
         raises the same :class:`~ddstore.pyg.UnknownAttributeError` on every rank;
@@ -703,8 +738,9 @@ class GraphStore(_PygGraphStore):
         layout removes its out-lists.  Returns the edge types built."""
         st = self.store
         what = "build_backward"
-        error, todo = None, []
+        error, todo, drop = None, [], []
         try:
+            keep_in_lists = as_bool(keep_in_lists, f"{what}: keep_in_lists")
             if edge_types is None:
                 types = list(self._csc)
             elif is_edge_type(as_edge_type(edge_types)):
@@ -718,16 +754,33 @@ class GraphStore(_PygGraphStore):
                 c = self._entry(et, what)
                 if (et, c.layout) not in self._reversed:
                     todo.append((et, c))
+                if not keep_in_lists and not c.dropped:
+                    drop.append(c)
         except DDStoreError as exc:
             error = exc
-        st.agree(error, call=("GraphStore.build_backward", repr(edge_types)))
+        st.agree(error, call=("GraphStore.build_backward", repr(edge_types)),
+                 same={"keep_in_lists": keep_in_lists})
         with st.transaction("GraphStore.build_backward"):
             for et, c in todo:
                 lo, hi = partition(c.num_edges, st.size, st.rank)
                 self._build(self._reversed_columns(c, lo), lo, hi, et,
                             (c.size[1], c.size[0]), f"{what} ({et!r})", None, {},
                             layout=c.layout, reverse_of=c)
+        for c in drop:  # every build succeeded: the in-lists go (keep_in_lists=False)
+            for v in c.vars.values():
+                st.remove(v)
+            c.vars, c.indptr, c.node_offsets, c.dropped = {}, None, None, True
         return [et for et, _ in todo]
+
+    def _dropped_error(self, c, what):
+        """The error of a call that reads the in-lists of ``c``, which
+        ``build_backward(keep_in_lists=False)`` removed."""
+        return DDStoreValueError(
+            f"{what}: graph store {self.name!r} holds no in-lists of edge type "
+            f"{c.edge_type!r} (layout {c.layout.value!r}): build_backward(keep_in_lists="
+            f"False) dropped them and kept only its out-lists; sample it with "
+            f"sample_direction='backward', or remove_edge_index and put it again to "
+            f"read its in-lists")
 
     def _reversed_columns(self, c, lo):
         """``columns(a, b)`` of the reversed edges of stored CSC ``c``: local column
@@ -765,9 +818,11 @@ class GraphStore(_PygGraphStore):
         node, edge id, time, weight per CSC row), ``indptr`` (replicated int64
         ``[num_dst + 1]``: where each destination's list starts), ``node_offsets`` (the
         group members' destination-node ranges), ``time_level`` (``"edge"``, ``"node"``
-        or None: no times stored), ``size``, ``num_edges``, ``layout``, and ``removed``
+        or None: no times stored), ``size``, ``num_edges``, ``layout``, ``removed``
         (True once :meth:`remove_edge_index` removed it: a sampler holding it must
-        stop).  The same object is returned until that layout is removed or another
+        stop) and ``dropped`` (in-lists only: True once ``build_backward(
+        keep_in_lists=False)`` removed them; ``vars`` is then empty, ``indptr`` /
+        ``node_offsets`` None, and only the out-lists can be sampled).  The same object is returned until that layout is removed or another
         layout becomes the sampled one, so a sampler may cache what it builds from it
         while ``sampled_lists(et) is`` the object it cached."""
         edge_type = as_edge_type(edge_type)
@@ -786,7 +841,13 @@ class GraphStore(_PygGraphStore):
         """The ``weight_attr`` the lists of ``edge_type`` are weighted by, or None (no
         weights stored for it)."""
         c = self._entry(edge_type, "weight_attr_of")
-        return self.weight_attr if "w" in c.vars else None
+        return self.weight_attr if "w" in self._weighted_lists(c).vars else None
+
+    def _weighted_lists(self, c):
+        """The lists of stored layout ``c`` that hold its edges (and weights): its
+        in-lists, or its out-lists once the in-lists were dropped
+        (``build_backward(keep_in_lists=False)``)."""
+        return self._reversed[(c.edge_type, c.layout)] if c.dropped else c
 
     # ------------------------------------------------------------------ the rest
     def _choose(self, edge_type):
@@ -853,13 +914,20 @@ class GraphStore(_PygGraphStore):
         return torch.from_numpy(src), torch.from_numpy(_pointer(dst, n))
 
     def _put_order(self, c):
-        """``(src, dst)`` int64 of a stored CSC in edge-id order (the entries as put)."""
+        """``(src, dst)`` int64 of a stored layout in edge-id order (the entries as put),
+        read from its CSC (each list's owner the destination, ``nbr`` the source), or
+        once its in-lists were dropped from its out-lists (owner the source, ``nbr`` the
+        destination)."""
+        lists = self._weighted_lists(c)
         e = c.num_edges
-        nbr = self.store.get_range(c.vars["nbr"], 0, e)
-        eid = self.store.get_range(c.vars["eid"], 0, e)
-        col = np.repeat(np.arange(c.size[1], dtype=np.int64), np.diff(c.indptr))
+        nbr = self.store.get_range(lists.vars["nbr"], 0, e)
+        eid = self.store.get_range(lists.vars["eid"], 0, e)
+        owner = np.repeat(np.arange(lists.size[1], dtype=np.int64), np.diff(lists.indptr))
         src, dst = np.empty(e, dtype=np.int64), np.empty(e, dtype=np.int64)
-        src[eid], dst[eid] = nbr, col
+        if c.dropped:
+            src[eid], dst[eid] = owner, nbr
+        else:
+            src[eid], dst[eid] = nbr, owner
         return src, dst
 
     def get_all_edge_attrs(self):
@@ -873,6 +941,8 @@ class GraphStore(_PygGraphStore):
         (read onto this rank; for inspection): entry ``j`` of the CSC's ``nbr`` is edge
         ``edge_ids()[j]`` of the edge index as put."""
         c = self._entry(edge_type, "edge_ids")
+        if c.dropped:
+            raise self._dropped_error(c, "edge_ids")
         eid = self.store.get_range(c.vars["eid"], 0, c.num_edges)
         return torch.from_numpy(eid.astype(np.int64, copy=False))
 
@@ -900,14 +970,15 @@ class GraphStore(_PygGraphStore):
         return sizes
 
     def csc_bytes(self):
-        """Bytes of this rank's CSC chunks (every stored layout) plus the replicated
-        indptrs and node times (node-level time)."""
-        times = {id(c.node_times): c.node_times.nbytes for c in self._stored.values()
+        """Bytes of this rank's lists (every stored layout's in-lists, and out-lists
+        built by :meth:`build_backward`) plus the replicated indptrs and node times
+        (node-level time)."""
+        lists = [c for c in self._stored.values() if not c.dropped]
+        lists += list(self._reversed.values())
+        times = {id(c.node_times): c.node_times.nbytes for c in lists
                  if c.node_times is not None}
-        return int(sum(self.store.nbytes(v) for c in self._stored.values()
-                       for v in c.vars.values()) +
-                   sum(c.indptr.nbytes for c in self._stored.values()) +
-                   sum(times.values()))
+        return int(sum(self.store.nbytes(v) for c in lists for v in c.vars.values()) +
+                   sum(c.indptr.nbytes for c in lists) + sum(times.values()))
 
     def __repr__(self):
         return (f"GraphStore({self.name!r}, edge_types={list(self._csc)}, "
@@ -921,6 +992,15 @@ def _checked_weight_attr(weight_attr):
         raise DDStoreValueError(f"weight_attr must be None or a non-empty str, got "
                                 f"{weight_attr!r}")
     return weight_attr
+
+
+def _weight_dtype(dtype):
+    """The dtype of the weights kept in CSC order for an edge attribute of ``dtype``:
+    float32 for float32 and float16 (float32 holds each of their values exactly, so the
+    sampler's doubles are those of the attribute), float64 for anything else (float64
+    itself, and integers, which float32 may round)."""
+    return np.dtype(np.float32) if np.dtype(dtype) in (np.float32, np.float16) \
+        else np.dtype(np.float64)
 
 
 def _pointer(ids, n):

@@ -227,6 +227,31 @@ def _check_subgraph_type(subgraph_type, disjoint, asked_disjoint):
     return value
 
 
+def _refuse_dropped_in_lists(graph_store, edge_types, sample_direction, subgraph_type):
+    """A :class:`DDStoreValueError` when the sampling asked for reads in-lists that
+    ``build_backward(keep_in_lists=False)`` dropped: forward sampling (temporal too, and
+    the forward half of :class:`BidirectionalNeighborSampler`) and
+    ``subgraph_type="induced"`` (which filters in-lists)."""
+    dropped = [et for et in edge_types if graph_store.sampled_lists(et).dropped]
+    if not dropped:
+        return
+    if sample_direction != "backward":
+        why = (f"sample_direction={sample_direction!r} (forward sampling: also "
+               f"BidirectionalNeighborSampler's forward half) draws from each node's "
+               f"in-lists")
+    elif getattr(subgraph_type, "value", subgraph_type) == "induced":
+        why = "subgraph_type='induced' filters each sampled node's in-lists"
+    else:
+        return
+    raise DDStoreValueError(
+        f"{why}, and graph store {graph_store.name!r} holds none of edge type(s) "
+        f"{', '.join(repr(et) for et in dropped)}: build_backward(keep_in_lists=False) "
+        f"dropped them and kept only the out-lists.  Sample with "
+        f"sample_direction='backward' (subgraph_type 'directional' or 'bidirectional'), "
+        f"or keep the in-lists (remove_edge_index, put the edges again, build_backward() "
+        f"with keep_in_lists=True)")
+
+
 def _untimed_edge_types(graph_store, edge_types, time_attr):
     """The edge types stored without times while the graph store has a ``time_attr``
     (heterogeneous graphs whose source node type has no such attribute): sampled
@@ -292,7 +317,11 @@ class NeighborSampler(BaseSampler):
     for), ``col`` = its destination (the drawn neighbour), ``edge`` = the edge ids as
     put, edge types as stored (a dict ``num_neighbors`` is keyed by them).  The
     out-lists must exist: ``gs.build_backward()`` (collective, once) builds them; the
-    sampler names that call when they are missing.  Weighted backward sampling draws by
+    sampler names that call when they are missing.  After
+    ``gs.build_backward(keep_in_lists=False)`` (the out-lists replace the in-lists),
+    only backward sampling (``"directional"`` or ``"bidirectional"``) is possible:
+    forward, temporal and ``"induced"`` sampling are refused here, naming the edge
+    type and that call.  Weighted backward sampling draws by
     the same weights; ``"induced"`` takes every stored edge among the drawn nodes, as
     forward; temporal backward sampling is refused (PyG does not define it).
     Hetero temporal: an edge type whose source node type has no time attribute is
@@ -346,6 +375,8 @@ class NeighborSampler(BaseSampler):
                                     f"its feature store no node attributes: put an edge "
                                     f"index (it may have no edges) or node attributes "
                                     f"first")
+        _refuse_dropped_in_lists(graph_store, self.edge_types, sample_direction,
+                                 subgraph_type)
         self.replace = bool(replace)
         self.num_neighbors = num_neighbors
         self._disjoint = bool(disjoint)
@@ -570,6 +601,11 @@ class NeighborSampler(BaseSampler):
                                     f"{self.graph_store.name!r}"
                                     + (" (or its out-lists)" if backward else "")
                                     + "; build a new sampler")
+        if c.dropped:  # a sampler built before build_backward(keep_in_lists=False)
+            raise DDStoreStateError(f"sample: the in-lists of edge type {et!r} were "
+                                    f"dropped from graph store {self.graph_store.name!r} "
+                                    f"by build_backward(keep_in_lists=False); only "
+                                    f"sample_direction='backward' can sample it now")
         h = self._handles.get((et, backward))
         if h is None or h[0] is not c:
             core, ids = self.store.core_ids(*c.vars.values())

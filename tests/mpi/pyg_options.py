@@ -25,6 +25,12 @@ member's lists read with MPI_Get):
   of fanouts), weighted (zero weights never drawn, also after ``put_edge_weights``),
   features byte-equal; refusals (no out-lists, temporal); ``build_backward`` all or
   nothing (a failure on one rank in its last edge type leaves ``variables()`` as before);
+- ``build_backward(keep_in_lists=False)``: the in-lists' variables removed, the
+  backward batches byte-equal to those with the in-lists kept (uniform, weighted at put
+  and by ``put_edge_weights``, bidirectional, hetero with one edge type dropped), COO /
+  CSR / CSC as put, forward / induced / temporal / ``BidirectionalNeighborSampler`` /
+  ``edge_ids`` refused, ``keep_in_lists`` checked and agreed, a failed build drops
+  nothing, a failing enclosing transaction removes the edge type;
 - ``BidirectionalNeighborSampler`` (PyG's class over ours): ``[-1, -1]`` takes exactly
   every edge touching each hop's frontier, each once.
 """
@@ -37,6 +43,7 @@ from _harness import check, expect_error, run_main
 import ddstore  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
 from ddstore.prefetch import prefetch  # noqa: E402
+from ddstore.pyg._common import edge_var  # noqa: E402
 from torch_geometric.data import Data, HeteroData  # noqa: E402
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader  # noqa: E402
 
@@ -598,6 +605,180 @@ def hetero_backward(store, h, tag):
           == "backward", f"{tag} backward without time on a temporal store")
 
 
+def put_weighted(store, data, name, w, at_put=True, **kw):
+    fs = dpyg.FeatureStore(store, name)
+    fs.put_tensor(data.x, group_name=None, attr_name="x")
+    fs.put_tensor(w, group_name=dpyg.EDGES, attr_name="w")
+    gs = dpyg.GraphStore(store, name, weight_attr="w" if at_put else None)
+    gs.put_edge_index(data.edge_index, edge_type=None, layout="coo", size=(N, N))
+    return fs, gs
+
+
+def backward_alone(store, data, h, tag):
+    """``build_backward(keep_in_lists=False)``: the in-lists' variables gone, the
+    out-lists alone giving the same backward batches (byte for byte, also weighted,
+    bidirectional, hetero) and the edge index as put; whatever reads in-lists refused;
+    its argument agreed; a failed build drops nothing."""
+    kfs, kgs = dpyg.from_pyg(store, data, name="bk")  # in-lists kept: the reference
+    kgs.build_backward()
+    fs, gs = dpyg.from_pyg(store, data, name="bd")
+    old = dpyg.NeighborSampler(gs, [2], seed=1)  # built before the drop
+    # argument checks, agreed: nothing built, nothing dropped
+    before = store.variables()
+    expect_error(ddstore.DDStoreValueError, "keep_in_lists must be True or False, got 0",
+                 gs.build_backward, keep_in_lists=0, agree=True, agreed=True,
+                 store=store, what=f"{tag} keep_in_lists not a bool")
+    if size > 1:
+        expect_error(ddstore.DDStoreValueError, "keep_in_lists", gs.build_backward,
+                     keep_in_lists=rank == 0, agree=True, agreed=True, store=store,
+                     what=f"{tag} keep_in_lists differs between ranks")
+    # a failure on one rank in the build: nothing dropped, forward sampling still works
+    real = store.get_range
+
+    def failing(name, *a, **k):
+        if name.startswith("bd/csc/") and name.endswith("/nbr"):
+            raise ddstore.DDStoreIndexError("injected read failure")
+        return real(name, *a, **k)
+    if rank == 0:
+        store.get_range = failing
+    try:
+        expect_error(ddstore.DDStoreError, "injected read failure", gs.build_backward,
+                     keep_in_lists=False, agree=True, store=store,
+                     what=f"{tag} build_backward(keep_in_lists=False) failing")
+    finally:
+        if rank == 0:
+            del store.get_range
+    check(store.variables() == before and not gs.has_backward() and
+          not gs.sampled_lists(None).dropped, f"{tag} failed drop: state changed")
+    check(next(iter(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=3,
+                                   input_nodes=torch.tensor([1, 2, 3]),
+                                   neighbor_sampler=dpyg.NeighborSampler(gs, [2])))
+               ).e_id.numel() > 0, f"{tag} failed drop: forward sampling broken")
+    check(gs.build_backward(keep_in_lists=False) == [None] and gs.has_backward(),
+          f"{tag} build_backward(keep_in_lists=False)")
+    after = store.variables()
+    check(not any(v.startswith("bd/csc/") for v in after) and
+          {v for v in after if v.startswith("bd/out/")} ==
+          {"bd/out/_/coo/nbr", "bd/out/_/coo/eid"} and
+          set(before) - set(after) == {"bd/csc/_/coo/nbr", "bd/csc/_/coo/eid"},
+          f"{tag} keep_in_lists=False: variables {after}")
+    out_bytes = sum(store.nbytes(v) for v in after if v.startswith("bd/out/")) + \
+        gs.sampled_lists(None, backward=True).indptr.nbytes
+    check(gs.csc_bytes() == out_bytes and gs.build_backward(keep_in_lists=False) == [],
+          f"{tag} keep_in_lists=False: bytes {gs.csc_bytes()} are not the out-lists' "
+          f"{out_bytes}, or built again")
+    # PyG's interface, as put
+    ei = gs.get_edge_index(None, "coo")
+    check(ei[0].numpy().tobytes() == data.edge_index[0].numpy().tobytes() and
+          ei[1].numpy().tobytes() == data.edge_index[1].numpy().tobytes(),
+          f"{tag} dropped in-lists: COO is not the edge index as put")
+    for conv in ("coo", "csr", "csc"):
+        got, want = getattr(gs, conv)(), getattr(kgs, conv)()
+        check(all((g is None and w is None) or (g.dtype == w.dtype and g.numpy().tobytes()
+                                                 == w.numpy().tobytes())
+                  for g, w in zip(got, want)),
+              f"{tag} dropped in-lists: {conv}() differs from the kept store's")
+    check(gs.num_edges() == E and gs.node_counts() == kgs.node_counts() and
+          [(a.edge_type, a.layout, a.size) for a in gs.get_all_edge_attrs()] ==
+          [(a.edge_type, a.layout, a.size) for a in kgs.get_all_edge_attrs()],
+          f"{tag} dropped in-lists: num_edges / node_counts / edge attrs")
+    # backward batches byte-equal to the kept store's
+    seeds = torch.tensor([3, 9, 9, 30, 0])
+    for nn, sub in (([3, 2], "directional"), ([-1, -1], "directional"),
+                    ([2, 4], "bidirectional")):
+        got, want = (backward_batch(g, f, nn, seeds, seed=7, subgraph_type=sub)
+                     for g, f in ((gs, fs), (kgs, kfs)))
+        check(same_batches([got], [want]), f"{tag} dropped in-lists: backward {nn} {sub} "
+                                           f"batch differs from the in-lists kept")
+    # refused: whatever reads the in-lists
+    frag = ("holds none of edge type(s) None", "build_backward(keep_in_lists=False)",
+            "sample_direction='backward'")
+    expect_error(ddstore.DDStoreValueError, frag + ("sample_direction='forward'",),
+                 dpyg.NeighborSampler, gs, [2], what=f"{tag} dropped: forward refused")
+    expect_error(ddstore.DDStoreValueError, frag + ("subgraph_type='induced'",),
+                 dpyg.NeighborSampler, gs, [2], sample_direction="backward",
+                 subgraph_type="induced", what=f"{tag} dropped: induced refused")
+    expect_error(ddstore.DDStoreValueError, frag + ("BidirectionalNeighborSampler",),
+                 dpyg.BidirectionalNeighborSampler, gs, [2],
+                 what=f"{tag} dropped: BidirectionalNeighborSampler refused")
+    expect_error(ddstore.DDStoreStateError, ("in-lists of edge type None were dropped",
+                                             "keep_in_lists=False"),
+                 old._sample, torch.tensor([1, 2]),
+                 what=f"{tag} dropped: a sampler built before")
+    expect_error(ddstore.DDStoreValueError, ("edge_ids", "keep_in_lists=False"),
+                 gs.edge_ids, what=f"{tag} dropped: edge_ids")
+    # weights: put after the drop (out-lists only) and at put, as the kept store's
+    w = (torch.arange(E) % 3).float()
+    for at_put in (True, False):
+        name = f"bdw{int(at_put)}"
+        refs = put_weighted(store, data, name + "k", w)
+        refs[1].build_backward()
+        wfs, wgs = put_weighted(store, data, name, w, at_put=at_put)
+        wgs.build_backward(keep_in_lists=False)
+        if not at_put:
+            wgs.put_edge_weights("w")
+        mine = {v for v in store.variables() if v.startswith(name + "/")}
+        check(mine == {edge_var(name, None, "w"), f"{name}/node/_/x"} | {
+            f"{name}/out/_/coo/{k}" for k in ("nbr", "eid", "w")},
+              f"{tag} dropped weighted ({at_put}): variables {sorted(mine)}")
+        check(wgs.weight_attr_of() == "w", f"{tag} dropped weighted: weight_attr_of")
+        got, want = (backward_batch(g, f, [-1, 2], seeds, seed=3, weight_attr="w")
+                     for f, g in ((wfs, wgs), refs))
+        check(same_batches([got], [want]), f"{tag} dropped weighted ({at_put}): batch "
+                                           f"differs from the in-lists kept")
+        expect_error(ddstore.DDStoreValueError, "already weighted", wgs.put_edge_weights,
+                     "w", agree=True, store=store, what=f"{tag} dropped: weighted twice")
+        check(wgs.remove_edge_index(None, "coo") and not any(
+            v.startswith(f"{name}/out/") for v in store.variables()),
+            f"{tag} dropped: remove_edge_index left out-lists")
+    # hetero: one edge type's in-lists dropped, the others kept
+    hfs, hgs = dpyg.from_hetero(store, h, name="hbd")
+    rfs, rgs = dpyg.from_hetero(store, h, name="hbk")
+    rgs.build_backward()
+    ab = ETS[0][0]
+    check(hgs.build_backward(ab, keep_in_lists=False) == [ab] and
+          hgs.build_backward() == [et for et, _ in ETS[1:]],
+          f"{tag} hetero: build_backward by type")
+    check([v for v in store.variables() if v.startswith("hbd/csc/")] ==
+          [v for v in store.variables() if v.startswith("hbd/csc/") and "ab" not in v]
+          and sum("hbd/csc/" in v for v in store.variables()) == 4,
+          f"{tag} hetero: the in-lists of {ab} only should be gone")
+    nn = {et: [-1, 2] for et, _ in ETS}
+    got, want = (backward_batch(g, f, nn, ("a", torch.tensor([2, 7, 16])), seed=2)
+                 for f, g in ((hfs, hgs), (rfs, rgs)))
+    check(same_batches([got.to_homogeneous()], [want.to_homogeneous()]),
+          f"{tag} hetero dropped: backward batch differs from the in-lists kept")
+    src, dst = hgs.get_edge_index(ab, "coo")
+    check(torch.equal(src, h[ab].edge_index[0]) and torch.equal(dst, h[ab].edge_index[1]),
+          f"{tag} hetero dropped: COO of {ab} not as put")
+    expect_error(ddstore.DDStoreValueError, (f"edge type(s) {ab!r}", "keep_in_lists=False"),
+                 dpyg.NeighborSampler, hgs, nn, what=f"{tag} hetero dropped: forward")
+    # temporal (forward) sampling reads in-lists: refused
+    tfs, tgs = dpyg.from_hetero(store, make_hetero(times=True), name="tbd",
+                                time_attr="time")
+    tgs.build_backward(keep_in_lists=False)
+    expect_error(ddstore.DDStoreValueError, ("sample_direction='forward'",
+                                             "keep_in_lists=False"),
+                 dpyg.NeighborSampler, tgs, [2], time_attr="time",
+                 what=f"{tag} dropped: temporal refused")
+    check(not any(v.startswith("tbd/csc/") for v in store.variables()),
+          f"{tag} temporal dropped: in-lists (with times) left")
+    # an enclosing transaction that fails afterwards: the out-lists go, and the edge
+    # type with them (its in-lists cannot come back)
+    efs, egs = dpyg.from_pyg(store, data, name="be")
+    before = store.variables()
+
+    def fails_after():
+        with store.transaction("test"):
+            egs.build_backward(keep_in_lists=False)
+            store.agree(ddstore.DDStoreValueError("later failure"))
+    expect_error(ddstore.DDStoreValueError, "later failure", fails_after, agree=True,
+                 what=f"{tag} enclosing transaction fails")
+    check(store.variables() == [v for v in before if not v.startswith("be/csc/")] and
+          egs.get_all_edge_attrs() == [] and egs.sampled_edge_types() == [],
+          f"{tag} enclosing rollback: {store.variables()}, {egs.get_all_edge_attrs()}")
+
+
 def main():
     data, h = make_homo(), make_hetero()
     for transport in ("auto", "rma"):
@@ -613,6 +794,7 @@ def main():
             prefetched(fs, gs, data, h, hfs, hgs, tag)
             homo_backward(store, data, tag)
             hetero_backward(store, h, tag)
+            backward_alone(store, data, h, tag)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,11 @@ other member's rows and weights read with MPI_Get), the graph put by the quick p
   id and its value, with the store's variables unchanged; a homogeneous graph without
   the attribute, a sampler whose ``weight_attr`` is not the graph store's, and
   ``temporal_strategy="last"`` with weights, refused;
-- ``put_edge_weights`` on a graph put without weights: the same laws.
+- ``put_edge_weights`` on a graph put without weights: the same laws;
+- the weights kept in CSC order (and in the out-lists) as float32 for float32 and
+  float16 attributes, float64 otherwise (dtype checked); their draws byte for byte
+  those of the same values stored as float64, forward and backward, with and without
+  replacement; bad float32 weights refused naming the edge.
 """
 import itertools
 
@@ -303,6 +307,52 @@ def late(store, data, tag):
     check(len(store.variables()) == len(before) + 1, f"{tag} late: variables")
 
 
+def precisions(store, data, tag, rangewise):
+    """The weights kept in CSC order (and in the out-lists) in the attribute's own
+    precision: float32 for float32 and float16 attributes, float64 for float64 and
+    integer ones; the draws byte for byte those of the same values as float64 (with and
+    without replacement, fanouts and all, forward and backward, every node seeding);
+    bad float32 weights refused naming the edge."""
+    w32 = data.edge_weight.float()
+    w16 = data.edge_weight.half()
+    wint = (data.edge_weight * 4).round().long()
+    cases = (("f32", w32, np.float32), ("f32as64", w32.double(), np.float64),
+             ("f16", w16, np.float32), ("f16as64", w16.double(), np.float64),
+             ("i64", wint, np.float64), ("i64as64", wint.double(), np.float64))
+    drawn = {}
+    for label, w, want in cases:
+        name = f"prec{tag}{label}"
+        fs, gs = put(store, data, name, rangewise, weights=w)
+        gs.build_backward()
+        for lists in (gs.sampled_lists(None), gs.sampled_lists(None, backward=True)):
+            got = store.dtype(lists.vars["w"])
+            check(got == want, f"{tag} {label}: weights kept as {got}, expected "
+                               f"{np.dtype(want)}")
+        seeds = torch.arange(N).repeat(3)
+        out = []
+        for direction in ("forward", "backward"):
+            for nn, replace in (([2], False), ([3], True), ([-1], False), ([5, 2], False)):
+                s = dpyg.NeighborSampler(gs, nn, replace=replace, seed=4,
+                                         weight_attr="edge_weight",
+                                         sample_direction=direction)
+                o = s._sample(seeds)
+                out.append(b"".join(x.numpy().tobytes() for x in (o.node, o.row, o.col,
+                                                                   o.edge)))
+        drawn[label] = out
+    for label in ("f32", "f16", "i64"):
+        check(drawn[label] == drawn[label + "as64"], f"{tag} {label}: draws differ from "
+                                                     f"the same values as float64")
+    w = w32.clone()
+    w[9] = -0.5
+    expect_error(DDStoreValueError, ["edge 9 has weight", "-0.5"], put, store, data,
+                 f"prec{tag}bad", rangewise, weights=w, agree=True, store=store,
+                 agreed=True, what=f"{tag} float32 weight -0.5")
+    w[9] = float("nan")
+    expect_error(DDStoreValueError, ["edge 9 has weight", "nan"], put, store, data,
+                 f"prec{tag}bad", rangewise, weights=w, agree=True, store=store,
+                 agreed=True, what=f"{tag} float32 weight NaN")
+
+
 def main(widths=None):
     data = make_graph()
     for store, tag, transport in each_store(widths):
@@ -317,6 +367,7 @@ def main(widths=None):
         temporal(store, data, tag, rangewise)
         hetero(store, tag, rangewise)
         errors(store, data, tag)
+        precisions(store, data, tag, rangewise)
         x = fs.get_tensor(group_name=None, attr_name="x")
         check(torch.equal(x, data.x), f"{tag}: x changed")
 
