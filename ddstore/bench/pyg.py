@@ -36,7 +36,8 @@ times only those options (no default loader unless ``directional`` is among them
 controls, no ``--prefetch`` runs) and, before sampling, each option's preparation
 (:func:`_prepare`) frees what none of the options given needs -- for ``backward``, when
 no other option reads in-lists, ``build_backward(keep_in_lists=False)``: the out-lists
-replace the in-lists.  The peak of that preparation (both lists are held while the
+replace the in-lists; for ``temporal`` alone, the loaded graph's edges are removed
+before the time-sorted graph is put.  The peak of that preparation (both lists are held while the
 out-lists are built) is reported apart (``prepare_peak_*``), so that the sampling peak
 is that of a job holding only what it samples.  For example::
 
@@ -101,7 +102,8 @@ def _args(argv, prog=None):
                    help="time only the options given (no default loader unless "
                         "'directional' is given, no controls, no prefetch runs) and free "
                         "what they do not need before sampling (backward alone: "
-                        "build_backward(keep_in_lists=False)); the preparation's peak "
+                        "build_backward(keep_in_lists=False); temporal alone: the "
+                        "loaded graph's edges removed); the preparation's peak "
                         "memory is reported apart from sampling's")
     p.add_argument("--weighted", action="store_true",
                    help="the same as adding 'weighted' to --options")
@@ -283,6 +285,10 @@ def _put_times(comm, store, shape):
 #: options that read only out-lists (GraphStore.build_backward): with --alone and only
 #: such options, the in-lists are dropped before sampling
 OUT_LISTS_ONLY = frozenset({"backward"})
+#: options that read none of the loaded graph's lists (temporal samples a graph store of
+#: its own, sorted by time): with --alone and only such options, the loaded graph's edges
+#: are removed before theirs are put
+OWN_GRAPH_ONLY = frozenset({"temporal"})
 
 
 def _prepare(option, args, comm, store, data, shape):
@@ -293,6 +299,8 @@ def _prepare(option, args, comm, store, data, shape):
     if option == "weighted":
         return {"weights": _put_weights(comm, store, data)}
     if option == "temporal":
+        if args.alone and OWN_GRAPH_ONLY.issuperset(args.options):
+            data.graph_store.remove_edge_index(edge_type=None, layout="coo")
         gs, put_s, nbytes = _put_times(comm, store, shape)
         return {"graph_store": gs, "times": (put_s, nbytes)}
     if option == "backward":
