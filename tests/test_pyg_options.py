@@ -108,6 +108,43 @@ def test_untimed_edge_type_put_before_its_time_is_refused(store):
         dpyg.NeighborSampler(gs, [-1], time_attr="time")
 
 
+@pytest.mark.parametrize("level", ["node", "edge"])
+def test_bfloat16_times_are_read_as_their_values(store, level):
+    """A time attribute stored as bfloat16 (kept as its bit pattern) sorts the lists and
+    rules eligibility by its values: the batches equal those of the same times as
+    float64, and node-level times are replicated as those values.  (bfloat16 weights:
+    ``precisions`` in tests/mpi/pyg_weights.py.)"""
+    import numpy as np
+    from torch_geometric.data import Data
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(3)
+    n, m = 30, 200
+    ei = torch.randint(0, n, (2, m), generator=g)
+    # small integers and halves: exact in bfloat16; negative ones too (sign bit set)
+    t = (torch.randint(-40, 40, (n if level == "node" else m,), generator=g) / 2)
+    batches = []
+    for name, times in (("bf", t.bfloat16()), ("f64", t.double())):
+        d = Data(x=torch.zeros(n, 1), edge_index=ei, num_nodes=n)
+        fs, gs = dpyg.from_pyg(store, d, name=name)  # untimed; the timed store below
+        fs.put_tensor(times, group_name=None if level == "node" else dpyg.EDGES,
+                      attr_name="time")
+        gst = dpyg.GraphStore(store, name + "t", time_attr="time")
+        fst = dpyg.FeatureStore(store, name + "t")
+        fst.put_tensor(times, group_name=None if level == "node" else dpyg.EDGES,
+                       attr_name="time")
+        gst.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
+        c = gst.sampled_lists(None)
+        if level == "node":
+            assert c.node_times.tobytes() == t.double().numpy().tobytes()
+        s = dpyg.NeighborSampler(gst, [3, 2], time_attr="time", seed=11)
+        o = s.sample_from_nodes(NodeSamplerInput(None, torch.arange(n).repeat(2),
+                                                 (torch.arange(2 * n) % 13 - 6.0)))
+        batches.append([x.numpy().tobytes() for x in (o.node, o.row, o.col, o.edge)])
+        assert o.edge.numel() > 0
+    assert batches[0] == batches[1]
+
+
 def _pyg_pairs_and_ids(row, col, edge):
     """Brute force: every (row, col) pair of the edges and their reversals, with the set
     of edge ids that give each pair."""

@@ -2,6 +2,8 @@
 conversion of tensors to numpy, and the checks of range-wise puts (the rows are placed
 into the striped layout by :func:`ddstore.build.fill_rows`: each group holds
 one replica; member ``g`` holds rows ``partition(num_rows, width, g)``)."""
+import weakref
+
 import numpy as np
 
 from .._checks import STORABLE_KINDS, is_int
@@ -83,6 +85,41 @@ def bits_dtype(torch_dtype):
     """The numpy integer dtype a torch-only dtype (bfloat16, float8...) is stored as."""
     import torch
     return _BITS.get(torch.empty(0, dtype=torch_dtype).element_size())
+
+
+# store -> {variable: the torch-only dtype whose bit pattern it holds}: kept by the
+# feature store as it puts and removes attributes, read by whatever reads an attribute's
+# values as numbers (the graph store's weights and times)
+_TORCH_ONLY = weakref.WeakKeyDictionary()
+
+
+def keep_torch_dtype(store, var, torch_dtype):
+    """Record that store variable ``var`` holds the bit pattern of ``torch_dtype`` (None:
+    it holds plain numpy values)."""
+    known = _TORCH_ONLY.setdefault(store, {})
+    if torch_dtype is None:
+        known.pop(var, None)
+    else:
+        known[var] = torch_dtype
+
+
+def value_dtype(store, var):
+    """The numpy dtype of ``var``'s values read as numbers by :func:`as_values`: the
+    variable's dtype, or float32 for the bit pattern of a torch-only float dtype
+    (bfloat16 and float8 values are all exact in float32)."""
+    if var in _TORCH_ONLY.get(store, {}):
+        return np.dtype(np.float32)
+    return np.dtype(store.dtype(var))
+
+
+def as_values(store, var, raw):
+    """Rows ``raw`` read from store variable ``var`` as numbers: themselves, or the
+    values of the torch-only dtype whose bit pattern they hold, as float32."""
+    td = _TORCH_ONLY.get(store, {}).get(var)
+    if td is None:
+        return raw
+    import torch
+    return torch.from_numpy(np.ascontiguousarray(raw)).view(td).to(torch.float32).numpy()
 
 
 class LazyRows:

@@ -14,7 +14,8 @@ from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_erro
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, as_edge_type, as_source, call_piece, edge_var, is_edge_type,
-                      node_var, rows_error, storable_error, tiling_error)
+                      keep_torch_dtype, node_var, rows_error, storable_error,
+                      tiling_error)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
            "default_chunk_rows"]
@@ -377,8 +378,12 @@ class FeatureStore(_PygFeatureStore):
                 self._fill(var, arr, rows_of, first, lo, hi, total)
             self._attrs[key] = _Attr(attr.group_name, attr.attr_name, var, int(total),
                                      tuple(arr.shape[1:]), arr.dtype, tdt)
-            # an enclosing transaction that fails later removes the variable: forget it
-            txn.on_rollback(lambda: self._attrs.pop(key, None))
+            keep_torch_dtype(store, var, tdt)
+
+            def forget():  # an enclosing transaction that fails later removes the variable
+                self._attrs.pop(key, None)
+                keep_torch_dtype(store, var, None)
+            txn.on_rollback(forget)
         return True
 
     def _fill(self, var, arr, rows_of, first, lo, hi, total):
@@ -447,7 +452,9 @@ class FeatureStore(_PygFeatureStore):
         store.agree(None, call=("FeatureStore.remove", repr(key)), same={"held": held})
         if not held:
             return False
-        store.remove(self._attrs.pop(key).var)
+        var = self._attrs.pop(key).var
+        store.remove(var)
+        keep_torch_dtype(store, var, None)
         return True
 
     # ------------------------------------------------------------------ reading

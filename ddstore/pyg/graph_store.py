@@ -17,8 +17,8 @@ from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_erro
 from ..placement import balanced_offsets
 from ..build import (check_chunk_edges, create, default_chunk_edges, fill_tcsr, id_dtype,
                      prefault_built)
-from ._common import (as_edge_type, as_numpy, call_piece, edge_var, is_edge_type, node_var,
-                      rows_error, tiling_error, type_key)
+from ._common import (as_edge_type, as_numpy, as_values, call_piece, edge_var, is_edge_type,
+                      node_var, rows_error, tiling_error, type_key, value_dtype)
 from .feature_store import UnknownAttributeError
 
 __all__ = ["GraphStore", "EdgeAttr"]
@@ -122,7 +122,7 @@ class GraphStore(_PygGraphStore):
     :class:`~ddstore.DDStoreValueError` on every rank, naming the smallest such edge id
     and its value, and nothing is stored) and keeps a copy in CSC order (``.../w``, so
     that the sampler reads a list's weights with the list): **float32** (4 more bytes per
-    edge) when the attribute is float32 or float16 (float32 holds those exactly), else
+    edge) when the attribute is float32, float16 or bfloat16 (float32 holds those exactly), else
     float64 (8 more bytes per edge).  The sampler computes in double
     either way, so the draws are those of the attribute's own values.  A hetero edge type without that attribute is unweighted (sampled
     uniformly, as PyG does); a homogeneous graph without it is an error.  An edge type
@@ -315,7 +315,7 @@ class GraphStore(_PygGraphStore):
                                                        f"node attribute of the source type "
                                                        f"({nvar!r})")
         var = evar if has_e else nvar
-        if st.row_shape(var) not in ((), (1,)) or st.dtype(var).kind not in "iuf":
+        if st.row_shape(var) not in ((), (1,)) or value_dtype(st, var).kind not in "iuf":
             return None, None, (DDStoreValueError, f"{what}: time_attr {t!r} must hold one "
                                                    f"real number per row, got dtype "
                                                    f"{st.dtype(var)} row shape "
@@ -326,6 +326,7 @@ class GraphStore(_PygGraphStore):
                                                    f"rows, fewer than the edges [{lo}, {hi})")
 
         def checked(raw):
+            raw = as_values(st, var, raw)
             ts = exact_times(raw.reshape(-1), f"{what}: time_attr {t!r}", copy=False)
             if ts.size and not np.isfinite(ts).all():
                 raise DDStoreValueError(f"{what}: time_attr {t!r} holds NaN or infinite "
@@ -365,7 +366,7 @@ class GraphStore(_PygGraphStore):
         bad = []
         step = 1 << 20
         for a in range(0, n, step):
-            raw = st.get_range(var, a, min(step, n - a)).reshape(-1)
+            raw = as_values(st, var, st.get_range(var, a, min(step, n - a))).reshape(-1)
             out[a:a + raw.shape[0]] = raw
             wrong = ~np.isfinite(out[a:a + raw.shape[0]])
             if raw.dtype.kind in "iu":
@@ -578,7 +579,7 @@ class GraphStore(_PygGraphStore):
             raise mark_agreed(UnknownAttributeError(
                 f"{what}: weight_attr {w!r} not found: put it first as an edge attribute "
                 f"({var!r}), one weight per edge"))
-        if st.row_shape(var) not in ((), (1,)) or st.dtype(var).kind not in "iuf":
+        if st.row_shape(var) not in ((), (1,)) or value_dtype(st, var).kind not in "iuf":
             raise mark_agreed(DDStoreValueError(
                 f"{what}: weight_attr {w!r} must hold one real number per edge, got dtype "
                 f"{st.dtype(var)} row shape {st.row_shape(var)}"))
@@ -590,7 +591,8 @@ class GraphStore(_PygGraphStore):
         try:
             for a in range(lo, hi, step):
                 b = min(a + step, hi)
-                x = st.get_range(var, a, b - a).reshape(-1).astype(np.float64)
+                x = as_values(st, var, st.get_range(var, a, b - a)).reshape(-1).astype(
+                    np.float64)
                 wrong = ~(np.isfinite(x) & (x >= 0))
                 if wrong.any():
                     p = int(np.argmax(wrong))
@@ -613,7 +615,7 @@ class GraphStore(_PygGraphStore):
         chunk gathered from the edge attribute ``weights`` by the chunk's edge ids, in
         pieces of ``chunk`` rows.  Returns its name."""
         st = self.store
-        view = create(st, prefix + "w", n_csc, (), _weight_dtype(st.dtype(weights)))
+        view = create(st, prefix + "w", n_csc, (), _weight_dtype(value_dtype(st, weights)))
         self._fill_by_ids(view, weights, st.local_view(eid_name), chunk, what)
         return prefix + "w"
 
@@ -627,7 +629,8 @@ class GraphStore(_PygGraphStore):
         try:
             for a in range(0, view.shape[0], chunk):
                 b = min(a + chunk, view.shape[0])
-                view[a:b] = st.get_batch(source, ids[a:b].astype(np.int64)).reshape(-1)
+                view[a:b] = as_values(st, source, st.get_batch(
+                    source, ids[a:b].astype(np.int64))).reshape(-1)
         except (DDStoreError, MemoryError) as exc:
             error = as_error(exc, what)
         del view, ids
@@ -995,7 +998,8 @@ def _checked_weight_attr(weight_attr):
 
 
 def _weight_dtype(dtype):
-    """The dtype of the weights kept in CSC order for an edge attribute of ``dtype``:
+    """The dtype of the weights kept in CSC order for an edge attribute of values of
+    ``dtype`` (:func:`value_dtype`: a bfloat16 attribute's are float32):
     float32 for float32 and float16 (float32 holds each of their values exactly, so the
     sampler's doubles are those of the attribute), float64 for anything else (float64
     itself, and integers, which float32 may round)."""

@@ -309,15 +309,17 @@ def late(store, data, tag):
 
 def precisions(store, data, tag, rangewise):
     """The weights kept in CSC order (and in the out-lists) in the attribute's own
-    precision: float32 for float32 and float16 attributes, float64 for float64 and
-    integer ones; the draws byte for byte those of the same values as float64 (with and
+    precision: float32 for float32, float16 and bfloat16 attributes (bfloat16 stored as
+    its bit pattern, read as its values), float64 for float64 and integer ones; the draws byte for byte those of the same values as float64 (with and
     without replacement, fanouts and all, forward and backward, every node seeding);
     bad float32 weights refused naming the edge."""
     w32 = data.edge_weight.float()
     w16 = data.edge_weight.half()
     wint = (data.edge_weight * 4).round().long()
+    wb16 = data.edge_weight.bfloat16()  # stored as its bit pattern (int16)
     cases = (("f32", w32, np.float32), ("f32as64", w32.double(), np.float64),
              ("f16", w16, np.float32), ("f16as64", w16.double(), np.float64),
+             ("bf16", wb16, np.float32), ("bf16as64", wb16.double(), np.float64),
              ("i64", wint, np.float64), ("i64as64", wint.double(), np.float64))
     drawn = {}
     for label, w, want in cases:
@@ -339,7 +341,7 @@ def precisions(store, data, tag, rangewise):
                 out.append(b"".join(x.numpy().tobytes() for x in (o.node, o.row, o.col,
                                                                    o.edge)))
         drawn[label] = out
-    for label in ("f32", "f16", "i64"):
+    for label in ("f32", "f16", "bf16", "i64"):
         check(drawn[label] == drawn[label + "as64"], f"{tag} {label}: draws differ from "
                                                      f"the same values as float64")
     w = w32.clone()
@@ -351,6 +353,11 @@ def precisions(store, data, tag, rangewise):
     expect_error(DDStoreValueError, ["edge 9 has weight", "nan"], put, store, data,
                  f"prec{tag}bad", rangewise, weights=w, agree=True, store=store,
                  agreed=True, what=f"{tag} float32 weight NaN")
+    w = wb16.clone()  # the value is checked, not its bit pattern (-16384 as int16)
+    w[9] = -2.0
+    expect_error(DDStoreValueError, ["edge 9 has weight -2.0;"], put, store, data,
+                 f"prec{tag}bad", rangewise, weights=w, agree=True, store=store,
+                 agreed=True, what=f"{tag} bfloat16 weight -2.0")
 
 
 def main(widths=None):
