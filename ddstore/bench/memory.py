@@ -105,6 +105,11 @@ class MemoryWatch:
         while not self._stop.wait(self.interval):
             self._sample()
 
+    def sample(self):
+        """Sample now, besides the thread's samples: at a moment known to be a peak
+        (a benchmark's batch alive), which a sample every ``interval`` may miss."""
+        self._sample()
+
     def phase(self):
         """``{peak_rss, rss, peak_pss, pss, min_node_available}`` of the phase just ended
         (bytes), then a new phase starts."""

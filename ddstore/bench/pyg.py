@@ -179,11 +179,14 @@ def _profile_rows(prof, batches, top=25):
                  cum_ms_per_batch=1e3 * v[3] / batches) for k, v in rows]
 
 
-def _time_loader(loader, batches, sampler, step_s=0.0, profile=None):
+def _time_loader(loader, batches, sampler, step_s=0.0, profile=None, watch=None):
     """(seconds, sampler seconds, sampled edges, sampled nodes) of ``batches`` batches
     after one warm-up batch.  Each batch is dropped before the next is drawn, as a
     training step that ends with ``del batch`` does (a bare ``for batch in loader`` keeps
-    the previous batch alive while the next is built: one batch more at the peak)."""
+    the previous batch alive while the next is built: one batch more at the peak).
+    ``watch`` (a :class:`~ddstore.bench.memory.MemoryWatch`): sampled while each batch
+    is alive (its time not counted), so that the peak PSS does not depend on where the
+    watch's periodic samples fall."""
     spent = [0.0]
     if sampler is not None:
         inner = sampler.sample_from_nodes
@@ -199,6 +202,7 @@ def _time_loader(loader, batches, sampler, step_s=0.0, profile=None):
     next(it)
     spent[0] = 0.0
     edges = nodes = 0
+    paused = 0.0
     t0 = time.perf_counter()
     if profile is not None:
         profile.enable()
@@ -206,12 +210,16 @@ def _time_loader(loader, batches, sampler, step_s=0.0, profile=None):
         b = next(it)
         edges += int(b.edge_index.size(1))
         nodes += int(b.num_nodes)
+        if watch is not None:
+            t = time.perf_counter()
+            watch.sample()
+            paused += time.perf_counter() - t
         del b
         if step_s:
             time.sleep(step_s)
     if profile is not None:
         profile.disable()
-    return time.perf_counter() - t0, spent[0], edges, nodes
+    return time.perf_counter() - t0 - paused, spent[0], edges, nodes
 
 
 def _edge_weights(a, b):
@@ -348,7 +356,7 @@ def _time_option(args, comm, data, fanouts, seeds, times, option, graph_store=No
     if args.profile and comm.Get_rank() == 0:
         import cProfile
         prof = cProfile.Profile()
-    timing = _time_loader(loader, args.batches, sampler, profile=prof)
+    timing = _time_loader(loader, args.batches, sampler, profile=prof, watch=args.watch)
     if raw is not None:
         raw.append(timing)
     out = _per_batch(comm, args.batches, timing)
@@ -423,7 +431,7 @@ def main(argv=None, prog=None):
     seeds = np.random.default_rng([args.seed, rank]).integers(
         0, n, (args.batches + 1) * args.batch_size)
     times = _seed_times(args, rank, len(seeds))
-    watch = MemoryWatch()
+    watch = args.watch = MemoryWatch()
     results = []
     for width in widths:
         for transport in (["auto"] if width == 1 else transports):
@@ -449,7 +457,7 @@ def main(argv=None, prog=None):
                         import cProfile
                         prof = cProfile.Profile()
                     by_depth[depth] = _time_loader(loader, args.batches, sampler,
-                                                   args.step_ms / 1e3, prof)
+                                                   args.step_ms / 1e3, prof, watch)
                     if prof is not None:
                         profile_rows = _profile_rows(prof, args.batches)
                     del loader, sampler
