@@ -40,9 +40,11 @@ typedef struct dds_tcsr {
      * when ts_var < 0 and nbr_time is not NULL, an entry's time is nbr_time[nbr], the
      * time of its neighbour node (nbr_time_len of them, the lists sorted by it), so no
      * time per entry is stored; an entry whose neighbour is outside [0, nbr_time_len) is
-     * DDS_ERANGE */
-    const double *nbr_time;
+     * DDS_ERANGE.  nbr_time holds doubles, or floats when nbr_time_bytes is 4 (times
+     * that float32 holds exactly: half the memory); 0 means 8 */
+    const void *nbr_time;
     int64_t nbr_time_len;
+    int nbr_time_bytes;
 } dds_tcsr;
 
 /* T-CSR build (csrc/tcsr.c; the MPI rounds are driven from Python, through

@@ -48,9 +48,12 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (node_ts && g->ts_var < 0 && !g->nbr_time)
         return dds_set_error(DDS_EINVAL, "neighbour sample: times given but the graph "
                              "holds none");
-    if (g->nbr_time && g->nbr_time_len < 0)
+    if (g->nbr_time && (g->nbr_time_len < 0 || (g->nbr_time_bytes != 0 &&
+                                                 g->nbr_time_bytes != 4 &&
+                                                 g->nbr_time_bytes != 8)))
         return dds_set_error(DDS_EINVAL, "neighbour sample: nbr_time_len=%lld must be "
-                             ">= 0", (long long)g->nbr_time_len);
+                             ">= 0 and nbr_time_bytes=%d 4 or 8", (long long)g->nbr_time_len,
+                             g->nbr_time_bytes);
     for (int64_t i = 0; i < n; i++) {
         if (nodes[i] < 0 || nodes[i] >= g->num_nodes)
             return dds_set_error(DDS_ERANGE, "neighbour sample: node %lld (position %lld) "
@@ -127,7 +130,8 @@ static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const char **b
 
 struct searches {
     int node_level, id_bytes;
-    const double *node_time;
+    const void *node_time;   /* doubles, or floats when time_bytes is 4 */
+    int time_bytes;
     int64_t num_nodes, bad;  /* bad: a neighbour id outside the node times, or -1 */
     int m;                   /* lists queued */
     const char *ids[SEARCH_GROUP];
@@ -145,7 +149,8 @@ static void search_flush(struct searches *S)
         for (int q = 0; q < S->m; q++) {
             if (S->lo[q] >= S->hi[q]) continue;
             v[q] = id_at(S->ids[q], S->id_bytes, S->lo[q] + (S->hi[q] - S->lo[q]) / 2);
-            if (v[q] >= 0 && v[q] < S->num_nodes) __builtin_prefetch(&S->node_time[v[q]]);
+            if (v[q] >= 0 && v[q] < S->num_nodes)
+                __builtin_prefetch((const char *)S->node_time + S->time_bytes * v[q]);
             live = 1;
         }
         for (int q = 0; q < S->m; q++) {
@@ -154,7 +159,8 @@ static void search_flush(struct searches *S)
             if (v[q] < 0 || v[q] >= S->num_nodes) {  /* no time: stop (refused after) */
                 if (S->bad < 0) S->bad = v[q];
                 S->hi[q] = S->lo[q];
-            } else if (S->node_time[v[q]] <= S->t[q]) {
+            } else if ((S->time_bytes == 4 ? (double)((const float *)S->node_time)[v[q]]
+                        : ((const double *)S->node_time)[v[q]]) <= S->t[q]) {
                 S->lo[q] = mid + 1;
             } else {
                 S->hi[q] = mid;
@@ -201,7 +207,8 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (node_level)
         rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &entry_bytes);
     if (rc != DDS_OK) return rc;
-    struct searches S = {node_level, entry_bytes, g->nbr_time, g->nbr_time_len, -1, 0};
+    struct searches S = {node_level, entry_bytes, g->nbr_time,
+                         g->nbr_time_bytes == 4 ? 4 : 8, g->nbr_time_len, -1, 0};
     const char **base = calloc((size_t)width, sizeof *base);
     int64_t *first = calloc((size_t)width, sizeof *first);
     /* the piece being gathered: its lists (positions in nodes), their CSC ranges */

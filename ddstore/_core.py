@@ -57,10 +57,20 @@ def _out(arr, ctype=None):
     return (ffi.NULL if n == 0 else buf), n
 
 
+_C_DTYPES = {"int64_t[]": np.dtype(np.int64), "double[]": np.dtype(np.float64)}
+
+
 def _typed(arr, ctype="int64_t[]"):
-    """A C-contiguous array (or None) as a ``ctype`` buffer for the core; NULL when None
-    or empty."""
-    return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer(ctype, arr)
+    """A C-contiguous numpy array (or None) as a ``ctype`` buffer for the core (``int64_t[]``
+    or ``double[]``); NULL when None or empty.  Its dtype must be the C type's: cffi would
+    reinterpret any other's bytes (float32 times read as doubles), so another dtype
+    raises :class:`DDStoreValueError`."""
+    if arr is None or arr.size == 0:
+        return ffi.NULL
+    if arr.dtype != _C_DTYPES[ctype]:
+        raise DDStoreValueError(f"an array of dtype {arr.dtype} passed to the core as "
+                                f"{ctype}; expected {_C_DTYPES[ctype]}")
+    return ffi.from_buffer(ctype, arr)
 
 
 def _last_error():
@@ -303,11 +313,11 @@ def _local_check(rc):
 
 
 def _i64(arr):
-    return ffi.NULL if arr.size == 0 else ffi.from_buffer("int64_t[]", arr)
+    return _typed(arr, "int64_t[]")
 
 
 def _f64(arr):
-    return ffi.NULL if arr is None or arr.size == 0 else ffi.from_buffer("double[]", arr)
+    return _typed(arr, "double[]")
 
 
 def tcsr_count(edges, add_reverse, deg):
@@ -386,13 +396,16 @@ class CSC(TCSR):
     def __init__(self, core, nbr_var, eid_var, ts_var, indptr, node_offsets,
                  nbr_time=None):
         """``nbr_time`` (node-level time without a time per entry, ``ts_var`` None): the
-        float64 time of every source node, by id (kept alive here)."""
+        time of every source node, by id, float64 or float32 (kept alive here)."""
         super().__init__(core, nbr_var, -1 if ts_var is None else ts_var, eid_var, indptr,
                          node_offsets)
         if nbr_time is not None:
-            self._nbr_time = np.ascontiguousarray(nbr_time, dtype=np.float64)
-            self._c.nbr_time = ffi.from_buffer("double[]", self._nbr_time)
+            t = np.asarray(nbr_time)
+            self._nbr_time = np.ascontiguousarray(
+                t, dtype=np.float32 if t.dtype == np.float32 else np.float64)
+            self._c.nbr_time = ffi.from_buffer(self._nbr_time)
             self._c.nbr_time_len = self._nbr_time.shape[0]
+            self._c.nbr_time_bytes = self._nbr_time.itemsize
 
     def sample(self, nodes, node_ts, k, flags, seed, cap):
         """One hop: ``(row, nbr, eid)`` (compact, in node order).  ``nodes`` int64 and

@@ -211,6 +211,21 @@ def test_tcsr_pack_place_sort_refuse_small_outputs():
     assert rc == lib.DDS_EINVAL and "not inside the chunk's 2 rows" in message()
 
 
+
+def test_arrays_of_another_dtype_are_refused_before_the_core():
+    """An input array reaches the core only with its C type's dtype: float32 times (or
+    int32 edges) would be read as doubles (int64s) of other values and beyond the end."""
+    edges = np.array([[0, 1], [1, 2], [2, 0]], dtype=np.int64)
+    offs = np.array([0, 2, 3], dtype=np.int64)
+    out, counts = np.empty((6, 4), np.int64), np.zeros(2, np.int64)
+    with pytest.raises(DDStoreValueError, match="dtype float32 passed to the core as "
+                                                "double"):
+        _core.tcsr_pack(edges, np.zeros(3, np.float32), 0, True, offs, out, counts)
+    with pytest.raises(DDStoreValueError, match="dtype int32 passed to the core as int64"):
+        _core.tcsr_pack(edges.astype(np.int32), None, 0, True, offs, out, counts)
+    _core.tcsr_pack(edges, np.zeros(3), 0, True, offs, out, counts)  # the right dtypes
+    assert counts.tolist() == [4, 2]
+
 # ------------------------------------------------------------------ dynamic graphs
 def test_apply_delta_never_writes_past_the_result():
     """A removed key missing from the snapshot and larger than every kept key: the

@@ -135,14 +135,46 @@ def test_bfloat16_times_are_read_as_their_values(store, level):
                        attr_name="time")
         gst.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
         c = gst.sampled_lists(None)
-        if level == "node":
-            assert c.node_times.tobytes() == t.double().numpy().tobytes()
+        if level == "node":  # exact in float32: kept as float32
+            assert c.node_times.tobytes() == t.float().numpy().tobytes()
         s = dpyg.NeighborSampler(gst, [3, 2], time_attr="time", seed=11)
         o = s.sample_from_nodes(NodeSamplerInput(None, torch.arange(n).repeat(2),
                                                  (torch.arange(2 * n) % 13 - 6.0)))
         batches.append([x.numpy().tobytes() for x in (o.node, o.row, o.col, o.edge)])
         assert o.edge.numel() > 0
     assert batches[0] == batches[1]
+
+
+@pytest.mark.parametrize("kind", ["small ints", "big ints", "fractions"])
+def test_node_times_replicated_exactly(store, kind):
+    """Node-level times are replicated as float32 only when float32 holds every one
+    exactly (else float64), and sample as the same times kept per entry (edge-level)."""
+    import numpy as np
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(5)
+    n, m = 40, 300
+    ei = torch.randint(0, n, (2, m), generator=g)
+    base = torch.randint(0, 50, (n,), generator=g)
+    t = {"small ints": base, "big ints": base + 2 ** 24 + 1,  # odd beyond 2**24
+         "fractions": base.double() / 10}[kind]
+    want = np.float32 if kind == "small ints" else np.float64
+    batches = []
+    for level in ("node", "edge"):
+        fs = dpyg.FeatureStore(store, f"x{level}")
+        fs.put_tensor(t if level == "node" else t[ei[0]],
+                      group_name=None if level == "node" else dpyg.EDGES, attr_name="t")
+        gs = dpyg.GraphStore(store, f"x{level}", time_attr="t")
+        gs.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
+        c = gs.sampled_lists(None)
+        if level == "node":
+            assert c.node_times.dtype == want and "ts" not in c.vars
+            assert np.array_equal(c.node_times.astype(np.float64), t.double().numpy())
+        seed_t = t[torch.arange(n).repeat(2)].double() + (torch.arange(2 * n) % 3 - 1)
+        s = dpyg.NeighborSampler(gs, [4, 3], time_attr="t", seed=2)
+        o = s.sample_from_nodes(NodeSamplerInput(None, torch.arange(n).repeat(2), seed_t))
+        batches.append([x.numpy().tobytes() for x in (o.node, o.row, o.col, o.edge)])
+    assert batches[0] == batches[1] and len(batches[0][3]) > 0
 
 
 def _pyg_pairs_and_ids(row, col, edge):

@@ -107,8 +107,9 @@ class GraphStore(_PygGraphStore):
     **before** the edges.  The CSC is then sorted by that time within every list, as
     PyG's temporal sampling requires.  Integer times must lie in ``[-2**53, 2**53]``.
     Edge-level time is kept per entry (``.../ts``); node-level time is not: every rank
-    keeps the source type's times as one replicated float64 array (8 bytes per source
-    node, shared by the edge types of that source type; read at the put: later changes
+    keeps the source type's times as one replicated array (float32 when float32 holds
+    every one exactly, else float64: 4 or 8 bytes per source node, shared by the edge
+    types of that source type; read at the put: later changes
     to the attribute are not seen, as the lists' order would not follow them), through
     which the sampler finds each list's eligible entries.
     In a heterogeneous graph, an edge type with neither (its source node type has no
@@ -351,15 +352,17 @@ class GraphStore(_PygGraphStore):
                 hit = np.unique(src[np.isin(src, bad)])
                 if hit.size:
                     checked(st.get_batch(var, hit.astype(np.int64)))
-            return node_times[src]
+            return node_times[src].astype(np.float64, copy=False)
         times.node_times = node_times
         return times, "node", None
 
     def _replicated_times(self, var):
-        """``(times, bad)``: node-time variable ``var`` read whole onto this rank as
-        float64 (in pieces), and the sorted ids of the nodes whose time is not an exact,
-        finite float64 (integers beyond 2**53, NaN, infinities).  The same array as an
-        earlier call's when equal (edge types with one source type share it)."""
+        """``(times, bad)``: node-time variable ``var`` read whole onto this rank (in
+        pieces), as float32 when every time is exactly a float32 (integers up to 2**24,
+        float32 and float16 attributes...), else float64, and the sorted ids of the nodes
+        whose time is not an exact, finite float64 (integers beyond 2**53, NaN,
+        infinities).  The same array as an earlier call's when equal (edge types with
+        one source type share it)."""
         st = self.store
         n = int(st.nrows(var))
         out = np.empty(n, dtype=np.float64)
@@ -375,6 +378,10 @@ class GraphStore(_PygGraphStore):
                     wrong |= raw < -MAX_EXACT_TIME
             bad.append(a + np.flatnonzero(wrong))
         bad = np.concatenate(bad) if bad else np.zeros(0, np.int64)
+        narrow = out.astype(np.float32)
+        if np.array_equal(narrow, out, equal_nan=True):  # every time exact in float32
+            out = narrow
+        del narrow
         old = self._node_times.get(var)
         if old is not None and np.array_equal(old, out, equal_nan=True):
             out = old

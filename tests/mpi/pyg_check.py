@@ -380,9 +380,9 @@ def chunked(store, data, tag, rangewise):
                 check(same_bytes(a, b), f"{what}: {label} differs from the reference")
             # node-level time: the sources' times replicated, as float64, instead
             check((c.node_times is None) == (ta != "time"), f"{what}: node times kept")
-            if ta == "time":
-                check(same_bytes(c.node_times, data.time.numpy().astype(np.float64)),
-                      f"{what}: node times differ from the attribute's")
+            if ta == "time":  # small integers: float32 holds them, so kept as float32
+                check(same_bytes(c.node_times, data.time.numpy().astype(np.float32)),
+                      f"{what}: node times differ from the attribute's, as float32")
             gs.remove_edge_index(edge_type=None, layout="coo")
     expect_error(DDStoreValueError, ["chunk_edges=0"], dpyg.GraphStore, store, "bad",
                  chunk_edges=0)
@@ -578,7 +578,7 @@ def c_temporal_pieces(width, transport, tag):
     k = 5
     cases = [(k, 0), (k, _core.NEIGHBOR_REPLACE), (k, _core.NEIGHBOR_LAST), (-1, 0)]
 
-    def draw(w, level, src, ts, nbr_time=None):
+    def draw(w, level, src, ts, nbr_time=None):  # nbr_time short: refused
         node_off = np.linspace(0, n_nodes, w + 1).astype(np.int64)
         core = _core.Core(comm, w, transport)
         out = []
@@ -597,7 +597,7 @@ def c_temporal_pieces(width, transport, tag):
             core.sync()
             csc = _core.CSC(core, nbr, eid, tv, indptr, node_off,
                             node_time if nbr_time is None else nbr_time)
-            if nbr_time is not None:  # too few node times: the sources beyond refused
+            if nbr_time is not None and len(nbr_time) < n_nodes:  # sources beyond: refused
                 return expect_error(DDStoreIndexError, ["has no time", "[0, 2999)"],
                                     csc.sample, nodes, q_ts, k, 0, 9, k * len(nodes))
             for kk, flags in cases:
@@ -622,6 +622,11 @@ def c_temporal_pieces(width, transport, tag):
                         for v, t in zip(nodes, q_ts)], dtype=np.int64)
         got = draw(width, level, src, ts)
         ref = draw(1, level, src, ts) if width > 1 else None
+        if level == "node":  # the node times as float32 (exact here): the same draws
+            narrow = draw(width, level, src, ts, node_time.astype(np.float32))
+            check(all(np.array_equal(a, b) for x, y in zip(got, narrow)
+                      for a, b in zip(x, y)), f"{tag} C temporal pieces: float32 node "
+                                              f"times draw otherwise than float64 ones")
         for c, ((kk, flags), (row, nb, ei)) in enumerate(zip(cases, got)):
             what = f"{tag} C temporal pieces ({level}-level) k={kk} flags={flags}"
             take = cut if kk < 0 else (np.where(cut > 0, kk, 0)
