@@ -493,22 +493,47 @@ class Relabel:
         return _relabel(lib.dds_relabel, (ffi.from_buffer("int64_t[]", self._table),
                                           self._cap, self._base), keys, self._next)
 
+    def _room(self):
+        """Keys that may still be added before the table is 3/4 full: the load it keeps
+        (the table is sized by the keys it holds, not by the keys asked for)."""
+        return 3 * self._cap // 4 - self.count
+
+    def _grow(self):
+        """Twice the slots, this generation's keys mapped again (same ids)."""
+        known = np.concatenate(self._known) if self._known else np.zeros(0, np.int64)
+        self._cap *= 2
+        self._table = np.full(2 * self._cap, -1, dtype=np.int64)
+        self._next[0] = self._base
+        self._known = []
+        if known.shape[0]:
+            self._call(known)
+            self._known = [known]
+
     def add(self, keys):
         """``(ids, new_pos)``: the id of every key, and the positions (in ``keys``) of
-        the keys seen for the first time, in order."""
+        the keys seen for the first time, in order.  Keys are mapped in pieces that
+        keep the table at most 3/4 full (the core needs a free slot for every key that
+        may be new), the table doubling when the room left is small."""
         keys = np.ascontiguousarray(keys, dtype=np.int64)
-        if keys.shape[0] == 0:
+        n = keys.shape[0]
+        if n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        if 2 * (self.count + keys.shape[0]) + 2 > self._cap:
-            known = np.concatenate(self._known) if self._known else np.zeros(0, np.int64)
-            self._alloc(self.count + keys.shape[0])
-            self._next[0] = self._base
-            if known.shape[0]:
-                self._call(known)
-                self._known = [known]
-        ids, new_pos = self._call(keys)
-        self._known.append(keys[new_pos])
-        return ids, new_pos
+        if n <= self._room():
+            ids, new_pos = self._call(keys)
+            self._known.append(keys[new_pos])
+            return ids, new_pos
+        ids, new_pos, a = [], [], 0
+        while a < n:
+            if self._room() < min(n - a, max(1, self._cap // 8)):
+                self._grow()
+                continue
+            piece = keys[a:a + self._room()]
+            i, p = self._call(piece)
+            self._known.append(piece[p])
+            ids.append(i)
+            new_pos.append(p + a)
+            a += piece.shape[0]
+        return np.concatenate(ids), np.concatenate(new_pos)
 
     def reset(self):
         """A new generation: no key known, ids from 0 again (the table is kept)."""

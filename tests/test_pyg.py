@@ -572,6 +572,31 @@ def test_relabel_generations_restart_without_clearing():
         assert kept.count == 0 and kept._table is table  # nothing reallocated
 
 
+def test_relabel_table_is_sized_by_the_keys_it_holds():
+    """``_core.Relabel`` maps keys in pieces that keep its table at most 3/4 full: ids are
+    the order of first appearance (brute force) for calls far larger than the table,
+    repeats across pieces included, and the table grows with the distinct keys held,
+    not with the keys asked for (a disjoint temporal batch's 700 k keys fit 2**20
+    slots, not 2**21)."""
+    import numpy as np
+    from ddstore import _core
+    rng = np.random.default_rng(8)
+    r = _core.Relabel(4)
+    seen = {}
+    for n, span in ((10, 50), (20000, 100), (3, 10 ** 12), (5000, 3000), (70000, 60000)):
+        keys = rng.integers(0, span, n)
+        ids, new_pos = r.add(keys)
+        want_new = []
+        for j, k in enumerate(keys.tolist()):
+            if k not in seen:
+                seen[k] = len(seen)
+                want_new.append(j)
+        assert ids.tolist() == [seen[k] for k in keys.tolist()], n
+        assert new_pos.tolist() == want_new and r.count == len(seen), n
+        assert r.count <= 3 * r._cap // 4 and r._cap <= max(64, 8 * len(seen)), \
+            (n, r._cap, len(seen))
+
+
 def test_dense_relabel_matches_the_hash_and_restores_its_table():
     """``_core.DenseRelabel`` gives the ids and first positions of ``_core.Relabel`` on
     the same keys (repeats, several calls); a key outside the table is refused naming
