@@ -30,9 +30,9 @@ enum dds_neighbor_flags {
  * its whole list or, when `node_ts` is not NULL, the entries whose time is <= node_ts[i]
  * (a prefix: lists are sorted by time); an entry's time is its `ts` row, or with
  * node-level time (ts_var < 0, graph->nbr_time set) the time of its source node,
- * nbr_time[nbr] (DDS_ERANGE for a source outside [0, nbr_time_len)).  With c eligible: k < 0 takes all c; LAST takes the
- * last min(k, c); REPLACE takes k independent uniform draws (none when c == 0);
- * otherwise min(k, c) distinct entries, uniformly (all c in list order when c <= k).
+ * nbr_time[nbr] (DDS_ERANGE for a source outside [0, nbr_time_len)).  With c
+ * eligible: k < 0 takes all c; LAST takes the last min(k, c); REPLACE takes k
+ * independent uniform draws (none when c == 0); otherwise min(k, c) distinct entries, uniformly (all c in list order when c <= k).
  * Buffers are sized by what is taken, never by k alone, so any k >= 0 is valid.
  * Draws depend only on (seed, i).  Outputs (capacity `cap` each, compact in node
  * order): row[j] (position i of the node), nbr[j], eid[j]; *count is the number

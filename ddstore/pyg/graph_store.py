@@ -122,12 +122,13 @@ class GraphStore(_PygGraphStore):
     put then checks every weight (a negative, NaN or infinite one raises the same
     :class:`~ddstore.DDStoreValueError` on every rank, naming the smallest such edge id
     and its value, and nothing is stored) and keeps a copy in CSC order (``.../w``, so
-    that the sampler reads a list's weights with the list): **float32** (4 more bytes per
-    edge) when the attribute is float32, float16 or bfloat16 (float32 holds those exactly), else
-    float64 (8 more bytes per edge).  The sampler computes in double
-    either way, so the draws are those of the attribute's own values.  A hetero edge type without that attribute is unweighted (sampled
-    uniformly, as PyG does); a homogeneous graph without it is an error.  An edge type
-    put without weights can be weighted later by :meth:`put_edge_weights`.
+    that the sampler reads a list's weights with the list): **float32** (4 more bytes
+    per edge) when the attribute is float32, float16 or bfloat16 (float32 holds those
+    exactly), else float64 (8 more bytes per edge).  The sampler computes in double
+    either way, so the draws are those of the attribute's own values.  A hetero edge
+    type without that attribute is unweighted (sampled uniformly, as PyG does); a
+    homogeneous graph without it is an error.  An edge type put without weights can be
+    weighted later by :meth:`put_edge_weights`.
 
     Putting is **collective** (checked like every collective call; bad input on any rank
     raises the same :class:`~ddstore.DDStoreError` on every rank and nothing is stored):
@@ -174,7 +175,7 @@ class GraphStore(_PygGraphStore):
         self._stored = {}  # (edge type, EdgeLayout) -> _CSC, in the order put
         self._csc = {}  # edge type -> the _CSC the sampler reads (see _choose)
         self._reversed = {}  # (edge type, EdgeLayout) -> its out-lists (build_backward)
-        self._node_times = {}  # node-time variable -> its replicated float64 times
+        self._node_times = {}  # node-time variable -> its replicated times
 
     # ------------------------------------------------------------------ putting
     def _put_edge_index(self, edge_index, edge_attr):
@@ -832,7 +833,8 @@ class GraphStore(_PygGraphStore):
         (True once :meth:`remove_edge_index` removed it: a sampler holding it must
         stop) and ``dropped`` (in-lists only: True once ``build_backward(
         keep_in_lists=False)`` removed them; ``vars`` is then empty, ``indptr`` /
-        ``node_offsets`` None, and only the out-lists can be sampled).  The same object is returned until that layout is removed or another
+        ``node_offsets`` None, and only the out-lists can be sampled).  The same object
+        is returned until that layout is removed or another
         layout becomes the sampled one, so a sampler may cache what it builds from it
         while ``sampled_lists(et) is`` the object it cached."""
         edge_type = as_edge_type(edge_type)

@@ -310,7 +310,8 @@ def late(store, data, tag):
 def precisions(store, data, tag, rangewise):
     """The weights kept in CSC order (and in the out-lists) in the attribute's own
     precision: float32 for float32, float16 and bfloat16 attributes (bfloat16 stored as
-    its bit pattern, read as its values), float64 for float64 and integer ones; the draws byte for byte those of the same values as float64 (with and
+    its bit pattern, read as its values), float64 for float64 and integer ones; the
+    draws byte for byte those of the same values as float64 (with and
     without replacement, fanouts and all, forward and backward, every node seeding);
     bad float32 weights refused naming the edge."""
     w32 = data.edge_weight.float()
