@@ -34,6 +34,8 @@ member's lists read with MPI_Get):
 - ``BidirectionalNeighborSampler`` (PyG's class over ours): ``[-1, -1]`` takes exactly
   every edge touching each hop's frontier, each once.
 """
+import contextlib
+
 import numpy as np
 import torch
 from mpi4py import MPI
@@ -539,24 +541,33 @@ def homo_backward(store, data, tag):
                  what=f"{tag} bidirectional sampler disjoint")
 
 
-def hetero_backward(store, h, tag):
-    fs, gs = dpyg.from_hetero(store, h, name="hbw")
-    # all or nothing: the last edge type's build fails on rank 0 only
+@contextlib.contextmanager
+def reads_fail_on_rank0(store, fails):
+    """Within: ``store.get_range`` of the variables ``fails(name)`` selects raises on rank
+    0 only (a failure of one rank in the middle of a collective build)."""
     real = store.get_range
-    aa = ETS[2][0]
 
     def failing(name, *a, **k):
-        if "/csc/" in name and "aa" in name and name.endswith("/nbr"):
+        if fails(name):
             raise ddstore.DDStoreIndexError("injected read failure")
         return real(name, *a, **k)
     if rank == 0:
         store.get_range = failing
     try:
-        expect_error(ddstore.DDStoreError, "injected read failure", gs.build_backward,
-                     agree=True, store=store, what=f"{tag} build_backward failing")
+        yield
     finally:
         if rank == 0:
             del store.get_range
+
+
+def hetero_backward(store, h, tag):
+    fs, gs = dpyg.from_hetero(store, h, name="hbw")
+    # all or nothing: the last edge type's build fails on rank 0 only
+    aa = ETS[2][0]
+    with reads_fail_on_rank0(store, lambda name: "/csc/" in name and "aa" in name and
+                             name.endswith("/nbr")):
+        expect_error(ddstore.DDStoreError, "injected read failure", gs.build_backward,
+                     agree=True, store=store, what=f"{tag} build_backward failing")
     check(not any(gs.has_backward(et) for et, _ in ETS),
           f"{tag} build_backward failed but some out-lists remain")
     expect_error(dpyg.UnknownAttributeError, "no edge type ('a', 'zz', 'b')",
@@ -633,21 +644,11 @@ def backward_alone(store, data, h, tag):
                      keep_in_lists=rank == 0, agree=True, agreed=True, store=store,
                      what=f"{tag} keep_in_lists differs between ranks")
     # a failure on one rank in the build: nothing dropped, forward sampling still works
-    real = store.get_range
-
-    def failing(name, *a, **k):
-        if name.startswith("bd/csc/") and name.endswith("/nbr"):
-            raise ddstore.DDStoreIndexError("injected read failure")
-        return real(name, *a, **k)
-    if rank == 0:
-        store.get_range = failing
-    try:
+    with reads_fail_on_rank0(store, lambda name: name.startswith("bd/csc/") and
+                             name.endswith("/nbr")):
         expect_error(ddstore.DDStoreError, "injected read failure", gs.build_backward,
                      keep_in_lists=False, agree=True, store=store,
                      what=f"{tag} build_backward(keep_in_lists=False) failing")
-    finally:
-        if rank == 0:
-            del store.get_range
     check(store.variables() == before and not gs.has_backward() and
           not gs.sampled_lists(None).dropped, f"{tag} failed drop: state changed")
     check(next(iter(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=3,
