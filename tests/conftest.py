@@ -148,6 +148,20 @@ def _mapped_shm():
     return mapped
 
 
+def orphan_shm_files(before, wait=5.0):
+    """MPICH's shared-memory files that appeared since ``before`` and that no process
+    maps: what a job left behind.  Files still mapped are waited for (up to ``wait``
+    seconds: the ranks of a killed job may take a moment to go); those mapped after that
+    belong to a job running beside this one, and are not counted."""
+    deadline = time.monotonic() + wait
+    while True:
+        new = mpich_shm_files() - before
+        orphans = new - _mapped_shm()
+        if orphans or not new or time.monotonic() > deadline:
+            return orphans
+        time.sleep(0.1)
+
+
 def remove_orphan_shm(before, wait=5.0):
     """Remove MPICH's shared-memory files that appeared since ``before`` (a set of
     names) once no process maps them (waiting up to ``wait`` seconds for the ranks of a
