@@ -65,10 +65,10 @@ int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_
                       int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
 /* Local (one-sided).  dds_neighbor_sample with weights: `w_var` holds one float32 or
  * float64 per CSC row (its row bytes, 4 or 8, say which: the edge's weight, in the
- * CSC's row order), read with each list (by load, or the eligible ranges of all remote
- * lists in one batched dds_read); float32 weights are widened to double once per entry,
- * so the draws are exactly those of the same values stored as float64.  Entries of weight 0
- * are never taken; with p positive-weight entries among node i's eligible ones: k < 0
+ * CSC's row order), read with each list (by load, or the eligible ranges of remote
+ * lists in pieces: one batched dds_read per 32768 entries or 1024 lists, a longer list
+ * alone); float32 weights are widened to double once per entry, so the draws are exactly
+ * those of the same values stored as float64.  Entries of weight 0 are never taken; with p positive-weight entries among node i's eligible ones: k < 0
  * or (without REPLACE) p <= k takes all p, in list order; REPLACE takes k independent
  * draws, each entry with probability w / (sum of the eligible weights) (none when
  * p == 0); otherwise k distinct entries by Efraimidis-Spirakis: every positive entry
@@ -95,8 +95,8 @@ int dds_neighbor_sample_weighted(dds_store *store, const dds_tcsr *graph, int w_
  * more entries are kept, *count 0.  A list entry whose source is outside [0, num_src)
  * is DDS_ERANGE naming its CSC row.  Lists readable by load are filtered in place; the
  * others' sources are read by one batched dds_read per `chunk` (>= 1) list entries or
- * fewer (a longer list alone), in destination order, and only the edge ids of the
- * entries kept by one more.  Memory: a map of the source set (an int32 per
+ * 1024 lists, or fewer (a longer list alone), in destination order, and only the edge
+ * ids of the entries kept by one more.  Memory: a map of the source set (an int32 per
  * node of [0, num_src) when num_src <= max(2^22, 16 n_src), else a table of 32 bytes
  * per source node or less), the same for the destinations unless one node set. */
 int dds_induced_edges(dds_store *store, const dds_tcsr *graph, const int64_t *dst,

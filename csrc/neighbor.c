@@ -10,7 +10,8 @@
  * and of node-local members are copied by plain loads, the others fetched one-sidedly in
  * one access epoch.  With times, the eligible prefix of each list is found by binary
  * search: in place for lists readable by load, in a copy of the list's times for the
- * others (read by one batched dds_read per piece of remote lists, see eligible).  Node and edge ids
+ * others.  Whatever reads other members' whole lists (times, weights, the induced
+ * path's sources) reads them in pieces through one list_reader.  Node and edge ids
  * are stored as int32 or int64 (each variable's row bytes say which) and widened to the
  * int64 outputs while copied, with the width chosen once per list, not per entry.
  */
@@ -66,57 +67,118 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     return DDS_OK;
 }
 
-/* The rows of variable `var` (weights: `elem` bytes each) from indptr[nodes[i]] on,
- * len[i] of them, for every node i with len[i] > 0 whose owner's chunk this rank cannot
- * read by load (base[owner] NULL): read by one batched dds_read, packed in node order
- * into *out (allocated here for the caller to free; NULL when there are none).  `who`
- * and `what` name the call and the values in messages. */
-static int fetch_remote(dds_store *s, const dds_tcsr *g, int var, const char **base,
-                        int64_t elem, const int64_t *nodes, const int64_t *len, int64_t n,
-                        const char *who, const char *what, char **out)
+/* ------------------------------------------------------------------ lists in pieces
+ * A reader of the lists of one variable (times, neighbour ids or weights) in node
+ * order: list i is the len[i] rows from indptr[nodes[i]] on (none when len[i] <= 0).  A
+ * list of a member this rank reads by load is returned in place.  The others are read
+ * ahead, the remote lists from i on, in pieces of at most piece_entries entries (one
+ * longer list: a piece of its own) and PIECE_LISTS lists, each piece by one batched
+ * dds_read into one buffer the reader reuses: no buffer of all of a call's remote rows
+ * is allocated (and faulted in), and a piece's rows are used while the copy that wrote
+ * them is in cache.  The caller asks for every list with len[i] > 0, in increasing i; a
+ * list returned from a piece is valid until the next piece is read (reader_refills). */
+#define PIECE_ENTRIES 32768
+#define PIECE_LISTS 1024
+
+struct list_reader {
+    dds_store *s;
+    const dds_tcsr *g;
+    int var, width;
+    int64_t bytes, piece_entries, n;
+    const int64_t *nodes, *len;
+    const char **base;  /* member m's chunk of var when readable by load, else NULL */
+    int64_t *first;     /* the global row of member m's chunk's first entry */
+    int64_t held_end;   /* the remote lists before held_end have been read */
+    int64_t at;         /* the byte offset in buf of the next remote list's rows */
+    char *buf;
+    int64_t buf_cap;    /* entries buf holds */
+    int64_t *pstart, *pcount;  /* the piece's CSC ranges, PIECE_LISTS each */
+};
+
+static void reader_close(struct list_reader *r)
+{
+    free(r->base);
+    free(r->first);
+    free(r->buf);
+    free(r->pstart);
+    r->base = NULL;
+    r->first = r->pstart = NULL;
+    r->buf = NULL;
+}
+
+static int reader_open(struct list_reader *r, dds_store *s, const dds_tcsr *g, int var,
+                       int64_t bytes, const int64_t *nodes, const int64_t *len, int64_t n,
+                       int64_t piece_entries)
 {
     int width = dds_group_size(s), rc = DDS_OK;
-    int64_t nremote = 0, total = 0;
-    *out = NULL;
-    for (int64_t i = 0; i < n; i++)
-        if (len[i] > 0 && !base[dds_member_of(g->node_offsets, width, nodes[i])]) nremote++;
-    if (!nremote) return DDS_OK;
-    int64_t *rstart = malloc(sizeof(int64_t) * (size_t)nremote);
-    int64_t *rcount = malloc(sizeof(int64_t) * (size_t)nremote);
-    if (!rstart || !rcount) rc = no_memory();
-    nremote = 0;
-    for (int64_t i = 0; i < n && rc == DDS_OK; i++) {
-        if (len[i] <= 0 || base[dds_member_of(g->node_offsets, width, nodes[i])]) continue;
-        rstart[nremote] = g->indptr[nodes[i]];
-        rcount[nremote++] = len[i];
-        if (__builtin_add_overflow(total, len[i], &total) ||
-            total > INT64_MAX / elem)
-            rc = dds_set_error(DDS_ENOMEM, "%s: the %s of the remote lists asked for hold "
-                               "more than 2^60 entries", who, what);
+    *r = (struct list_reader){s, g, var, width, bytes, piece_entries, n, nodes, len};
+    r->base = calloc((size_t)width, sizeof *r->base);
+    r->first = calloc((size_t)width, sizeof *r->first);
+    r->pstart = malloc(2 * sizeof(int64_t) * PIECE_LISTS);
+    if (!r->base || !r->first || !r->pstart) rc = no_memory();
+    else r->pcount = r->pstart + PIECE_LISTS;
+    for (int m = 0; m < width && rc == DDS_OK; m++) {
+        void *p = NULL;
+        int64_t rows = 0;
+        rc = dds_member_ptr(s, var, m, &p, &rows);
+        r->base[m] = p;
+        r->first[m] = g->indptr[g->node_offsets[m]];
     }
-    if (rc == DDS_OK && !(*out = malloc((size_t)elem * (size_t)total)))
-        rc = dds_set_error(DDS_ENOMEM, "%s: out of memory for the %s of %lld remote list "
-                           "entries", who, what, (long long)total);
-    if (rc == DDS_OK)
-        rc = dds_read(s, var, rstart, rcount, nremote, *out, elem * total, 0);
-    free(rstart);
-    free(rcount);
-    if (rc != DDS_OK) {
-        free(*out);
-        *out = NULL;
-    }
+    if (rc != DDS_OK) reader_close(r);
     return rc;
 }
 
-/* The times of remote lists are read in pieces of at most TIMES_PIECE entries (one list
- * longer than that: a piece of its own) and at most TIMES_PIECE_LISTS lists, each piece
- * by one batched dds_read into one reused buffer and searched at once: the buffer stays
- * in cache, so the search reads what the copy just wrote, and no buffer of all the
- * call's remote times is allocated (and faulted in) per call.  With node-level time
- * (g->nbr_time) the pieces are of the lists' neighbour ids, each entry's time being its
- * neighbour's. */
-#define TIMES_PIECE 32768
-#define TIMES_PIECE_LISTS 1024
+static inline int reader_remote(const struct list_reader *r, int64_t i)
+{
+    return r->len[i] > 0 &&
+           !r->base[dds_member_of(r->g->node_offsets, r->width, r->nodes[i])];
+}
+
+/* whether reader_list(r, i) reads a new piece (the lists returned from the one held are
+ * then no longer valid) */
+static inline int reader_refills(const struct list_reader *r, int64_t i)
+{
+    return i >= r->held_end && reader_remote(r, i);
+}
+
+/* *rows = the rows of list i (len[i] > 0; i greater than at the previous call) */
+static int reader_list(struct list_reader *r, int64_t i, const char **rows)
+{
+    int64_t v = r->nodes[i];
+    int m = dds_member_of(r->g->node_offsets, r->width, v);
+    if (r->base[m]) {
+        *rows = r->base[m] + r->bytes * (r->g->indptr[v] - r->first[m]);
+        return DDS_OK;
+    }
+    if (i >= r->held_end) {  /* the next piece: the remote lists from i on */
+        int64_t np = 0, entries = 0, q = i;
+        for (; q < r->n; q++) {
+            if (!reader_remote(r, q)) continue;
+            if (np && (np == PIECE_LISTS || entries + r->len[q] > r->piece_entries)) break;
+            r->pstart[np] = r->g->indptr[r->nodes[q]];
+            r->pcount[np++] = r->len[q];
+            entries += r->len[q];  /* <= the rows of the variable: no overflow */
+        }
+        r->held_end = q;
+        if (entries > r->buf_cap) {
+            free(r->buf);
+            r->buf_cap = entries;
+            if (!(r->buf = malloc((size_t)r->bytes * (size_t)entries))) {
+                r->buf_cap = 0;
+                return dds_set_error(DDS_ENOMEM, "neighbour sample: out of memory for a "
+                                     "piece of %lld remote list entries",
+                                     (long long)entries);
+            }
+        }
+        int rc = dds_read(r->s, r->var, r->pstart, r->pcount, np, r->buf,
+                          r->bytes * r->buf_cap, 0);
+        if (rc != DDS_OK) return rc;
+        r->at = 0;
+    }
+    *rows = r->buf + r->at;
+    r->at += r->bytes * r->len[i];
+    return DDS_OK;
+}
 
 /* The eligible prefixes of lists, searched as they are added.  A time per entry: each
  * list by a binary search of its times at once.  Node-level time: an entry's time is
@@ -191,7 +253,7 @@ static void search_add(struct searches *S, const char *at, int64_t n, double t,
 
 /* cut[i] = eligible entries of node i: its degree, or with times (a time per entry in
  * g->ts_var, or node-level: g->nbr_time of each entry's neighbour) the entries whose time
- * is <= node_ts[i] */
+ * is <= node_ts[i]; the lists of other members are read in pieces (list_reader) */
 static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                     const double *node_ts, int64_t n, int64_t *cut)
 {
@@ -200,87 +262,29 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         cut[i] = g->indptr[nodes[i] + 1] - g->indptr[nodes[i]];
     }
     if (!node_ts) return DDS_OK;
-    int width = dds_group_size(s), rc = DDS_OK;
     /* the variable searched: the times, or with node-level time the neighbour ids */
-    int node_level = g->ts_var < 0, var = node_level ? g->nbr_var : g->ts_var;
-    int entry_bytes = 8;
+    int node_level = g->ts_var < 0, entry_bytes = 8, rc = DDS_OK;
     if (node_level)
         rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &entry_bytes);
     if (rc != DDS_OK) return rc;
     struct searches S = {node_level, entry_bytes, g->nbr_time,
                          g->nbr_time_bytes == 4 ? 4 : 8, g->nbr_time_len, -1, 0};
-    const char **base = calloc((size_t)width, sizeof *base);
-    int64_t *first = calloc((size_t)width, sizeof *first);
-    /* the piece being gathered: its lists (positions in nodes), their CSC ranges */
-    int64_t *pi = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
-    int64_t *pstart = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
-    int64_t *pcount = malloc(sizeof(int64_t) * TIMES_PIECE_LISTS);
-    char *buf = NULL;
-    int64_t buf_cap = 0;  /* entries buf holds */
-    if (!base || !first || !pi || !pstart || !pcount) { rc = no_memory(); goto done; }
-    for (int m = 0; m < width && rc == DDS_OK; m++) {
-        void *p = NULL;
-        int64_t rows = 0;
-        rc = dds_member_ptr(s, var, m, &p, &rows);
-        base[m] = p;
-        first[m] = g->indptr[g->node_offsets[m]];
+    struct list_reader r;
+    rc = reader_open(&r, s, g, node_level ? g->nbr_var : g->ts_var, entry_bytes, nodes, cut,
+                     n, PIECE_ENTRIES);
+    for (int64_t i = 0; i < n && rc == DDS_OK && S.bad < 0; i++) {
+        if (cut[i] <= 0) continue;
+        if (reader_refills(&r, i)) search_flush(&S);  /* they point into the piece held */
+        const char *rows;
+        rc = reader_list(&r, i, &rows);
+        if (rc == DDS_OK) search_add(&S, rows, cut[i], node_ts[i], &cut[i]);
     }
-    int64_t np = 0, entries = 0;
-    for (int64_t i = 0; i <= n && rc == DDS_OK && S.bad < 0; i++) {
-        int64_t v = -1, deg = 0;
-        int m = 0;
-        if (i < n) {
-            v = nodes[i];
-            deg = cut[i];
-            if (!deg) continue;
-            m = dds_member_of(g->node_offsets, width, v);
-            if (base[m]) {  /* readable by load: searched in place */
-                search_add(&S, base[m] + (size_t)entry_bytes * (size_t)(g->indptr[v] -
-                                                                        first[m]),
-                           deg, node_ts[i], &cut[i]);
-                continue;
-            }
-        }
-        /* the piece is read and searched when this list (or the end) would overflow it */
-        if (np && (i == n || np == TIMES_PIECE_LISTS || entries + deg > TIMES_PIECE)) {
-            if (entries > buf_cap) {
-                free(buf);
-                buf_cap = entries > TIMES_PIECE ? entries : TIMES_PIECE;
-                if (!(buf = malloc((size_t)entry_bytes * (size_t)buf_cap))) {
-                    rc = dds_set_error(DDS_ENOMEM, "neighbour sample: out of memory for "
-                                       "the times of %lld remote list entries",
-                                       (long long)entries);
-                    break;
-                }
-            }
-            rc = dds_read(s, var, pstart, pcount, np, buf, entry_bytes * buf_cap, 0);
-            const char *t = buf;
-            for (int64_t q = 0; q < np && rc == DDS_OK; q++) {
-                search_add(&S, t, pcount[q], node_ts[pi[q]], &cut[pi[q]]);
-                t += (size_t)entry_bytes * (size_t)pcount[q];
-            }
-            search_flush(&S);  /* before buf is reused */
-            np = entries = 0;
-        }
-        if (i < n) {  /* deg <= num edges: entries never overflows */
-            pi[np] = i;
-            pstart[np] = g->indptr[v];
-            pcount[np++] = deg;
-            entries += deg;
-        }
-    }
-    search_flush(&S);  /* the last local lists */
+    search_flush(&S);  /* the lists still queued */
+    reader_close(&r);
     if (rc == DDS_OK && S.bad >= 0)
         rc = dds_set_error(DDS_ERANGE, "neighbour sample: neighbour node %lld has no time "
                            "(node times cover [0, %lld))", (long long)S.bad,
                            (long long)g->nbr_time_len);
-done:
-    free(base);
-    free(first);
-    free(pi);
-    free(pstart);
-    free(pcount);
-    free(buf);
     return rc;
 }
 
@@ -672,8 +676,10 @@ int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_
 
 /* ------------------------------------------------------------------ weighted draws
  * dds_neighbor_sample_weighted (see dds_neighbor.h).  A list's weights are read with the
- * list: in place for members readable by load, else the eligible ranges of all remote
- * lists of the call in one batched dds_read.  The picks are chosen as CSC rows, then
+ * list: in place for members readable by load, else the eligible ranges of remote lists
+ * in pieces (list_reader), list by list in one pass: the output holds what k could
+ * take, or (rarely: a capacity below that) the entries taken are counted in a first
+ * pass.  The picks are chosen as CSC rows, then
  * their nbr and eid are read as in dds_neighbor_sample (by load, or one batched read
  * per variable of the runs of consecutive picked rows). */
 
@@ -749,6 +755,25 @@ static int64_t weighted_take(int64_t pos, int64_t k, int replace)
     return pos < k ? pos : k;
 }
 
+/* *pos = the positive weights among the c of a list (float32 or float64, wb bytes each)
+ * starting at CSC row `start` of `node`; DDS_EINVAL naming the first negative, NaN or
+ * infinite one */
+static int positive_weights(const char *w, int64_t wb, int64_t c, int64_t start,
+                            int64_t node, int64_t *pos)
+{
+    int64_t count = 0;
+    for (int64_t p = 0; p < c; p++) {
+        double x = weight_at(w, wb, p);
+        if (!(x >= 0) || !isfinite(x))
+            return dds_set_error(DDS_EINVAL, "weighted neighbour sample: the weight at CSC "
+                                 "row %lld (node %lld) is %g; weights must be finite and "
+                                 ">= 0", (long long)(start + p), (long long)node, x);
+        count += x > 0;
+    }
+    *pos = count;
+    return DDS_OK;
+}
+
 int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
                                  const int64_t *nodes, const double *node_ts, int64_t n,
                                  int64_t k, int flags, uint64_t seed, int64_t cap,
@@ -770,87 +795,90 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
                              "has rows of %lld bytes, not float32 (4) or float64 (8)",
                              (long long)wb);
     int width = dds_group_size(s), nb = 8, eb = 8;
-    size_t nn = (size_t)(n ? n : 1);
-    int64_t *cut = malloc(sizeof(int64_t) * nn), *npos = malloc(sizeof(int64_t) * nn);
-    const char **wl = malloc(sizeof *wl * nn);  /* each node's eligible weights */
+    int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *rstart = NULL, *rcount = NULL, *pslot = NULL, *hpos = NULL;
-    char *fetched = NULL;
     double *scratch = NULL, *hkey = NULL, *wide = NULL;
     struct views view = {NULL, NULL, NULL, NULL};
-    if (!cut || !npos || !wl) { rc = no_memory(); goto done; }
+    struct list_reader wr = {0};  /* the weights of the eligible ranges, in pieces */
+    if (!cut) { rc = no_memory(); goto done; }
     rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &nb);
     if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "neighbour sample", "eid", &eb);
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
-    if (rc == DDS_OK) rc = views_open(s, g, w_var, &view);
+    if (rc == DDS_OK) rc = views_open(s, g, -1, &view);
+    if (rc == DDS_OK)
+        rc = reader_open(&wr, s, g, w_var, wb, nodes, cut, n, PIECE_ENTRIES);
     if (rc != DDS_OK) goto done;
-    const char **wbase = view.w;
-    /* the weights of the eligible ranges of lists not readable by load: one read */
-    rc = fetch_remote(s, g, w_var, wbase, wb, nodes, cut, n, "weighted neighbour sample",
-                      "weights", &fetched);
-    if (rc != DDS_OK) goto done;
-    /* what each node takes, counted (and the weights checked) before anything is
-     * written; scratch sizes: the longest list drawn with replacement, the largest k
-     * drawn without, and with float32 weights the longest list drawn from (widened to
-     * double once per entry, list by list, so that the draws are those of float64) */
-    int64_t off = 0, total = 0, most_c = 0, most_k = 0, most_w = 0;
+    /* what the nodes can take (without the weights: at most min(k, c) of c eligible, k
+     * with replacement) and the scratch sizes: the longest list drawn with replacement,
+     * k when a list may be drawn without, and with float32 weights the longest list
+     * (widened to double once per entry, list by list, so that the draws are those of
+     * float64) */
+    int64_t bound = 0, most_c = 0, most_k = 0, most_w = 0;
     for (int64_t i = 0; i < n; i++) {
-        int64_t c = cut[i], start = g->indptr[nodes[i]], pos = 0;
-        npos[i] = 0;
-        wl[i] = NULL;
+        int64_t c = cut[i];
         if (c <= 0) continue;
-        int m = dds_member_of(g->node_offsets, width, nodes[i]);
-        const char *w = wbase[m] ? wbase[m] + wb * (start - view.first[m])
-                                 : fetched + wb * off;
-        if (!wbase[m]) off += c;
-        wl[i] = w;
-        for (int64_t p = 0; p < c; p++) {
-            double x = weight_at(w, wb, p);
-            if (!(x >= 0) || !isfinite(x))
-                return_error(DDS_EINVAL, "weighted neighbour sample: the weight at CSC row "
-                             "%lld (node %lld) is %g; weights must be finite and >= 0",
-                             (long long)(start + p), (long long)nodes[i], x);
-            pos += x > 0;
-        }
-        int64_t t = weighted_take(pos, k, replace);
-        npos[i] = pos;
-        if (wb != 8 && t > 0 && c > most_w) most_w = c;
-        if (__builtin_add_overflow(total, t, &total))
+        if (__builtin_add_overflow(bound, k < 0 ? c : replace ? k : (c < k ? c : k), &bound))
             return_error(DDS_ENOMEM, "weighted neighbour sample: k=%lld from each of %lld "
                          "nodes is more than 2^63 entries", (long long)k, (long long)n);
-        if (k >= 0 && pos > 0 && (replace || pos > k)) {
-            if (replace && c > most_c) most_c = c;
-            if (!replace && k > most_k) most_k = k;
+        if (k >= 0 && replace && c > most_c) most_c = c;
+        if (k >= 0 && !replace && c > k) most_k = k;
+        if (wb != 8 && c > most_w) most_w = c;
+    }
+    /* more than the output holds is possible: the entries taken are counted first (and
+     * the weights checked), every list read once more to draw */
+    if (bound > cap) {
+        int64_t total = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const char *w;
+            if (cut[i] <= 0) continue;
+            int64_t pos = 0;
+            rc = reader_list(&wr, i, &w);
+            if (rc == DDS_OK) rc = positive_weights(w, wb, cut[i], g->indptr[nodes[i]],
+                                                    nodes[i], &pos);
+            if (rc != DDS_OK) goto done;
+            total += weighted_take(pos, k, replace);  /* <= bound: no overflow */
         }
+        if (total > cap)
+            return_error(DDS_EINVAL, "weighted neighbour sample: %lld entries taken, more "
+                         "than the output capacity %lld", (long long)total, (long long)cap);
+        reader_close(&wr);
+        rc = reader_open(&wr, s, g, w_var, wb, nodes, cut, n, PIECE_ENTRIES);
+        if (rc != DDS_OK) goto done;
     }
-    if (total > cap)
-        return_error(DDS_EINVAL, "weighted neighbour sample: %lld entries taken, more than "
-                     "the output capacity %lld", (long long)total, (long long)cap);
     if (most_c) scratch = malloc(sizeof(double) * (size_t)most_c);
-    if (most_w && !(wide = malloc(sizeof(double) * (size_t)most_w))) {
-        rc = no_memory();
-        goto done;
-    }
+    if (most_w) wide = malloc(sizeof(double) * (size_t)most_w);
     if (most_k) {  /* most_k < some list's length: it exists in memory */
         hkey = malloc(sizeof(double) * (size_t)most_k);
         hpos = malloc(sizeof(int64_t) * (size_t)most_k);
     }
-    if ((most_c && !scratch) || (most_k && (!hkey || !hpos))) { rc = no_memory(); goto done; }
-    /* the picks, as global CSC rows in eid[j] */
+    if ((most_c && !scratch) || (most_w && !wide) || (most_k && (!hkey || !hpos))) {
+        rc = no_memory();
+        goto done;
+    }
+    /* the picks, as global CSC rows in eid[j]: each list's weights checked, then drawn */
     uint64_t base = splitmix64(seed);
     int64_t j = 0;
     for (int64_t i = 0; i < n; i++) {
-        int64_t c = cut[i], t = weighted_take(npos[i], k, replace);
-        int64_t start = g->indptr[nodes[i]];
+        int64_t c = cut[i], start = g->indptr[nodes[i]], pos = 0;
+        if (c <= 0) continue;
+        const char *wl;
+        rc = reader_list(&wr, i, &wl);
+        if (rc == DDS_OK) rc = positive_weights(wl, wb, c, start, nodes[i], &pos);
+        if (rc != DDS_OK) goto done;
+        int64_t t = weighted_take(pos, k, replace);
         if (t == 0) continue;
-        const double *w = (const double *)wl[i];
+        if (t > cap - j)  /* (never: the entries were bounded or counted) */
+            return_error(DDS_EINVAL, "weighted neighbour sample: more entries taken than "
+                         "the output capacity %lld", (long long)cap);
+        const double *w = (const double *)wl;
         if (wb != 8) {  /* float32: the list widened to double, once per entry */
-            const float *f = (const float *)wl[i];
+            const float *f = (const float *)wl;
             for (int64_t p = 0; p < c; p++) wide[p] = f[p];
             w = wide;
         }
         uint64_t key = splitmix64(base ^ splitmix64((uint64_t)i + 1));
         for (int64_t q = 0; q < t; q++) row[j + q] = i;
-        if (k < 0 || (!replace && npos[i] <= k)) {
+        if (k < 0 || (!replace && pos <= k)) {
             int64_t q = 0; /* every positive entry, in list order */
             for (int64_t p = 0; p < c; p++)
                 if (w[p] > 0) eid[j + q++] = start + p;
@@ -933,15 +961,13 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     if (rc == DDS_OK) *count = j;
 done:
     views_close(&view);
+    reader_close(&wr);
     free(cut);
-    free(npos);
-    free(wl);
     free(rstart);
     free(rcount);
     free(pslot);
     free(hpos);
     free(hkey);
-    free(fetched);
     free(scratch);
     free(wide);
     return rc;
@@ -952,10 +978,10 @@ done:
  * the position of its first occurrence: a dense int32 array over [0, num_src) when that
  * is small (at most 2^22 entries, or 16 per source node), else an open-addressing table
  * of the source nodes.  Every destination's whole list is then filtered through it in
- * list order: lists readable by load in place, the others' nbr fetched by one batched
- * dds_read per `chunk` entries (in destination order, so the output
- * keeps that order), and only the edge ids of the entries kept are read from them
- * (one batched read of runs of consecutive rows). */
+ * list order: lists readable by load in place, the others' nbr read in pieces of
+ * `chunk` entries (list_reader, in destination order, so the output keeps that order),
+ * and only the edge ids of the entries kept are read from them (one batched read of
+ * runs of consecutive rows). */
 
 struct first_pos {
     int32_t *dense;   /* [bound]: position, or -1 */
@@ -1011,19 +1037,6 @@ static int first_pos_build(struct first_pos *m, const int64_t *ids, int64_t n,
     return DDS_OK;
 }
 
-/* the degree of destination dst[q] when its list is fetched (another member's, not
- * readable by load, and q its first occurrence), else 0 */
-static inline int64_t fetched_degree(const dds_tcsr *g, const struct views *view, int width,
-                                     const struct first_pos *dmap, const int64_t *dst,
-                                     int64_t q)
-{
-    int64_t u = dst[q], d = g->indptr[u + 1] - g->indptr[u];
-    if (d <= 0 || view->nbr[dds_member_of(g->node_offsets, width, u)] ||
-        first_pos_get(dmap, u) != q)
-        return 0;
-    return d;
-}
-
 int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64_t n_dst,
                       const int64_t *src, int64_t n_src, int64_t num_src, int64_t chunk,
                       int64_t cap, int64_t *row, int64_t *col, int64_t *eid, int64_t *count)
@@ -1038,8 +1051,8 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
     struct first_pos smap = {NULL, NULL, 0}, dmap_own = {NULL, NULL, 0};
     const struct first_pos *dmap = &dmap_own;
     struct views view = {NULL, NULL, NULL, NULL};
-    char *fetched = NULL;
-    int64_t *rstart = NULL, *rcount = NULL, *rslot = NULL;
+    struct list_reader nr = {0};  /* the lists' source ids, in pieces */
+    int64_t *rstart = NULL, *rcount = NULL, *rslot = NULL, *len = NULL;
     int nb = 8, eb = 8;
     rc = first_pos_build(&smap, src, n_src, num_src, "source");
     if (rc != DDS_OK || n_dst == 0 || n_src == 0) goto done;
@@ -1049,64 +1062,27 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
         rc = first_pos_build(&dmap_own, dst, n_dst, g->num_nodes, "destination");
         if (rc != DDS_OK) goto done;
     }
+    /* each destination's list at its first occurrence (a repeat takes none) */
+    if (!(len = malloc(sizeof(int64_t) * (size_t)n_dst))) { rc = no_memory(); goto done; }
+    for (int64_t q = 0; q < n_dst; q++)
+        len[q] = first_pos_get(dmap, dst[q]) == q ? g->indptr[dst[q] + 1] - g->indptr[dst[q]]
+                                                  : 0;
     rc = sample_id_bytes(s, g->nbr_var, "induced edges", "nbr", &nb);
     if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "induced edges", "eid", &eb);
     if (rc == DDS_OK) rc = views_open(s, g, -1, &view);
+    if (rc == DDS_OK) rc = reader_open(&nr, s, g, g->nbr_var, nb, dst, len, n_dst, chunk);
     if (rc != DDS_OK) goto done;
     int width = dds_group_size(s);
-    /* the lists of members not readable by load: fetched chunk by chunk, in destination
-     * order: the chunk held has the lists of destinations [.., chunk_hi), `held` entries,
-     * the first `used` of them filtered already */
-    int64_t chunk_hi = 0, held = 0, used = 0, fetched_cap = 0;
     int64_t j = 0, remote_hits = 0;
     for (int64_t i = 0; i < n_dst; i++) {
-        int64_t v = dst[i];
-        if (first_pos_get(dmap, v) != i) continue;  /* a repeat: its first took the list */
-        int64_t start = g->indptr[v], deg = g->indptr[v + 1] - start;
+        int64_t v = dst[i], start = g->indptr[v], deg = len[i];
         if (deg <= 0) continue;
         int m = dds_member_of(g->node_offsets, width, v);
-        const char *ln, *le = NULL;
-        if (view.nbr[m]) {
-            ln = view.nbr[m] + (size_t)nb * (size_t)(start - view.first[m]);
-            le = view.eid[m] + (size_t)eb * (size_t)(start - view.first[m]);
-        } else {
-            if (used == held) { /* the next chunk: the remote lists from i on */
-                int64_t nl = 0, total = 0, a = i, q = i; /* lists before i: used */
-                for (; q < n_dst; q++) {
-                    int64_t d = fetched_degree(g, &view, width, dmap, dst, q);
-                    if (!d) continue;
-                    if (nl && total + d > chunk) break;
-                    total += d;
-                    nl++;
-                }
-                chunk_hi = q;
-                free(rstart);
-                rstart = malloc(sizeof(int64_t) * 2 * (size_t)nl);
-                if (!rstart) { rc = no_memory(); goto done; }
-                rcount = rstart + nl;
-                nl = 0;
-                for (q = a; q < chunk_hi; q++) {
-                    int64_t d = fetched_degree(g, &view, width, dmap, dst, q);
-                    if (!d) continue;
-                    rstart[nl] = g->indptr[dst[q]];
-                    rcount[nl++] = d;
-                }
-                if (total > fetched_cap) {
-                    free(fetched);
-                    fetched_cap = total;
-                    if (!(fetched = malloc((size_t)nb * (size_t)total))) {
-                        rc = no_memory();
-                        goto done;
-                    }
-                }
-                rc = dds_read(s, g->nbr_var, rstart, rcount, nl, fetched, nb * total, 0);
-                if (rc != DDS_OK) goto done;
-                held = total;
-                used = 0;
-            }
-            ln = fetched + (size_t)nb * (size_t)used;
-            used += deg;
-        }
+        const char *ln, *le = view.eid[m] ? view.eid[m] + (size_t)eb *
+                                                          (size_t)(start - view.first[m])
+                                          : NULL;
+        rc = reader_list(&nr, i, &ln);
+        if (rc != DDS_OK) goto done;
         for (int64_t p = 0; p < deg; p++) {
             int64_t u = nb == 8 ? ((const int64_t *)ln)[p] : ((const int32_t *)ln)[p];
             if ((uint64_t)u >= (uint64_t)num_src)
@@ -1156,7 +1132,8 @@ done:
     first_pos_free(&smap);
     first_pos_free(&dmap_own);
     views_close(&view);
-    free(fetched);
+    reader_close(&nr);
+    free(len);
     free(rstart);
     free(rslot);
     return rc;

@@ -31,8 +31,9 @@ def _one_list(store, weights, name, **kw):
 
 def test_weights_core_refusals(store):
     """The C entry refuses what the Python layer never passes: LAST with weights, a
-    weight variable that is neither float32 nor float64, a capacity below what is taken, and a weight
-    it finds negative (naming the CSC row); nothing is counted as written."""
+    weight variable that is neither float32 nor float64, a capacity below what is taken
+    (one below what k could take but not below what is taken draws as with room), and a
+    weight it finds negative (naming the CSC row); nothing is counted as written."""
     from ddstore import DDStoreValueError, _core
     from ddstore import pyg as dpyg
     fs, gs = _one_list(store, [1.0, 2.0, 0.0, 3.0], "core")
@@ -51,6 +52,15 @@ def test_weights_core_refusals(store):
     r, nbr, eid = handle.sample_weighted(wvid, nodes, None, 2, 0, 1, 6)
     assert r.tolist() == [0, 0, 1, 1, 2, 2] and set(eid.tolist()) <= {0, 1, 3}
     assert (nbr == eid + 1).all()
+    # a capacity below what k could take (3 x 4) but not below what is taken (3 x 3
+    # positive weights): the entries are counted first, then drawn as with room
+    roomy = handle.sample_weighted(wvid, nodes, None, 5, 0, 1, 12)
+    exact = handle.sample_weighted(wvid, nodes, None, 5, 0, 1, 9)
+    assert all(a.tolist() == b.tolist() for a, b in zip(roomy, exact))
+    assert exact[0].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    with pytest.raises(DDStoreValueError, match="9 entries taken, more than the output "
+                                                "capacity 8"):
+        handle.sample_weighted(wvid, nodes, None, 5, 0, 1, 8)
     # a corrupt weight column (never made by a put): refused naming the row
     store.local_view(c.vars["w"])[1] = -4.0
     with pytest.raises(DDStoreValueError, match="CSC row 1 .* is -4"):

@@ -559,7 +559,9 @@ def c_temporal_pieces(width, transport, tag):
     between: LAST takes exactly the latest eligible entries (brute force); uniform draws
     (with and without replacement) and all neighbours take only eligible entries,
     distinct without replacement, and equal byte for byte what width 1 (every list read
-    in place) takes for the same seed.  Both time levels: a time per entry (``ts``), and
+    in place) takes for the same seed; weighted draws (float32 weights, 30 % of them 0,
+    read in the same pieces) likewise, only positive eligible entries.  Both time
+    levels: a time per entry (``ts``), and
     node-level time (no ``ts``: each entry's time is its source node's, from the
     replicated node times; ids int64 there, so both id widths are searched); a source
     beyond the node times is refused naming it."""
@@ -577,6 +579,9 @@ def c_temporal_pieces(width, transport, tag):
                            rng.integers(0, 100, n_nodes).astype(np.float64)])
     k = 5
     cases = [(k, 0), (k, _core.NEIGHBOR_REPLACE), (k, _core.NEIGHBOR_LAST), (-1, 0)]
+    wcases = [(k, 0), (k, _core.NEIGHBOR_REPLACE), (-1, 0)]
+    weight = rng.random(int(deg.sum()), dtype=np.float32) * 2  # 30 % of them 0
+    weight[rng.random(weight.shape[0]) < 0.3] = 0
 
     def draw(w, level, src, ts, nbr_time=None):  # nbr_time short: refused
         node_off = np.linspace(0, n_nodes, w + 1).astype(np.int64)
@@ -604,6 +609,14 @@ def c_temporal_pieces(width, transport, tag):
                 cap = int(cut.sum()) if kk < 0 else kk * len(nodes)
                 out.append(tuple(a.copy() for a in csc.sample(nodes, q_ts, kk, flags, 9,
                                                               cap)))
+            # weighted, the weights of remote lists read in the same pieces
+            wv = core.add("w", int(hi - lo), 4)
+            core.write_local(wv, 0, np.ascontiguousarray(weight[lo:hi]))
+            core.sync()
+            for kk, flags in wcases:
+                cap = int(cut.sum()) if kk < 0 else kk * len(nodes)
+                out.append(tuple(a.copy() for a in csc.sample_weighted(
+                    wv, nodes, q_ts, kk, flags, 9, cap)))
         finally:
             core.free()
         return out
@@ -627,15 +640,22 @@ def c_temporal_pieces(width, transport, tag):
             check(all(np.array_equal(a, b) for x, y in zip(got, narrow)
                       for a, b in zip(x, y)), f"{tag} C temporal pieces: float32 node "
                                               f"times draw otherwise than float64 ones")
-        for c, ((kk, flags), (row, nb, ei)) in enumerate(zip(cases, got)):
-            what = f"{tag} C temporal pieces ({level}-level) k={kk} flags={flags}"
-            take = cut if kk < 0 else (np.where(cut > 0, kk, 0)
+        for c, ((kk, flags), (row, nb, ei)) in enumerate(zip(cases + wcases, got)):
+            weighted = c >= len(cases)
+            what = (f"{tag} C temporal pieces ({level}-level{', weighted' * weighted}) "
+                    f"k={kk} flags={flags}")
+            pos = cut
+            if weighted:  # the eligible entries of positive weight
+                pos = np.array([int((weight[indptr[v]:indptr[v] + cut[i]] > 0).sum())
+                                for i, v in enumerate(nodes)], dtype=np.int64)
+            take = pos if kk < 0 else (np.where(pos > 0, kk, 0)
                                        if flags == _core.NEIGHBOR_REPLACE
-                                       else np.minimum(cut, kk))
+                                       else np.minimum(pos, kk))
             ok = (np.array_equal(row, np.repeat(np.arange(len(nodes)), take)) and
                   np.array_equal(nb, src[ei]) and
                   bool((ei >= indptr[nodes[row]]).all()) and
-                  bool((ei < indptr[nodes[row]] + cut[row]).all()))
+                  bool((ei < indptr[nodes[row]] + cut[row]).all()) and
+                  (not weighted or bool((weight[ei] > 0).all())))
             check(ok, f"{what}: rows, ids or eligibility differ from the brute force")
             if ok and flags == _core.NEIGHBOR_LAST:
                 want = np.concatenate([np.arange(indptr[v] + cut[i] - take[i],
