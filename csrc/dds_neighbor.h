@@ -95,8 +95,8 @@ int dds_neighbor_sample_weighted(dds_store *store, const dds_tcsr *graph, int w_
  * more entries are kept, *count 0.  A list entry whose source is outside [0, num_src)
  * is DDS_ERANGE naming its CSC row.  Lists readable by load are filtered in place; the
  * others' sources are read by one batched dds_read per `chunk` (>= 1) list entries or
- * 1024 lists, or fewer (a longer list alone), in destination order, and only the edge
- * ids of the entries kept by one more.  Memory: a map of the source set (an int32 per
+ * fewer (a longer list alone), in destination order, and only the edge ids of the
+ * entries kept by one more.  Memory: a map of the source set (an int32 per
  * node of [0, num_src) when num_src <= max(2^22, 16 n_src), else a table of 32 bytes
  * per source node or less), the same for the destinations unless one node set. */
 int dds_induced_edges(dds_store *store, const dds_tcsr *graph, const int64_t *dst,

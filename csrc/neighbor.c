@@ -72,19 +72,19 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
  * order: list i is the len[i] rows from indptr[nodes[i]] on (none when len[i] <= 0).  A
  * list of a member this rank reads by load is returned in place.  The others are read
  * ahead, the remote lists from i on, in pieces of at most piece_entries entries (one
- * longer list: a piece of its own) and PIECE_LISTS lists, each piece by one batched
+ * longer list: a piece of its own) and piece_lists lists, each piece by one batched
  * dds_read into one buffer the reader reuses: no buffer of all of a call's remote rows
  * is allocated (and faulted in), and a piece's rows are used while the copy that wrote
  * them is in cache.  The caller asks for every list with len[i] > 0, in increasing i; a
  * list returned from a piece is valid until the next piece is read (reader_refills). */
-#define PIECE_ENTRIES 32768
+#define PIECE_ENTRIES 32768 /* cache-sized pieces, for what is used as it is read */
 #define PIECE_LISTS 1024
 
 struct list_reader {
     dds_store *s;
     const dds_tcsr *g;
     int var, width;
-    int64_t bytes, piece_entries, n;
+    int64_t bytes, piece_entries, piece_lists, n;
     const int64_t *nodes, *len;
     const char **base;  /* member m's chunk of var when readable by load, else NULL */
     int64_t *first;     /* the global row of member m's chunk's first entry */
@@ -92,7 +92,7 @@ struct list_reader {
     int64_t at;         /* the byte offset in buf of the next remote list's rows */
     char *buf;
     int64_t buf_cap;    /* entries buf holds */
-    int64_t *pstart, *pcount;  /* the piece's CSC ranges, PIECE_LISTS each */
+    int64_t *pstart, *pcount;  /* the piece's CSC ranges, piece_lists each */
 };
 
 static void reader_close(struct list_reader *r)
@@ -108,15 +108,17 @@ static void reader_close(struct list_reader *r)
 
 static int reader_open(struct list_reader *r, dds_store *s, const dds_tcsr *g, int var,
                        int64_t bytes, const int64_t *nodes, const int64_t *len, int64_t n,
-                       int64_t piece_entries)
+                       int64_t piece_entries, int64_t piece_lists)
 {
     int width = dds_group_size(s), rc = DDS_OK;
-    *r = (struct list_reader){s, g, var, width, bytes, piece_entries, n, nodes, len};
+    if (piece_lists > n) piece_lists = n > 0 ? n : 1;
+    *r = (struct list_reader){s, g, var, width, bytes, piece_entries, piece_lists, n,
+                              nodes, len};
     r->base = calloc((size_t)width, sizeof *r->base);
     r->first = calloc((size_t)width, sizeof *r->first);
-    r->pstart = malloc(2 * sizeof(int64_t) * PIECE_LISTS);
+    r->pstart = malloc(2 * sizeof(int64_t) * (size_t)piece_lists);
     if (!r->base || !r->first || !r->pstart) rc = no_memory();
-    else r->pcount = r->pstart + PIECE_LISTS;
+    else r->pcount = r->pstart + piece_lists;
     for (int m = 0; m < width && rc == DDS_OK; m++) {
         void *p = NULL;
         int64_t rows = 0;
@@ -154,7 +156,8 @@ static int reader_list(struct list_reader *r, int64_t i, const char **rows)
         int64_t np = 0, entries = 0, q = i;
         for (; q < r->n; q++) {
             if (!reader_remote(r, q)) continue;
-            if (np && (np == PIECE_LISTS || entries + r->len[q] > r->piece_entries)) break;
+            if (np && (np == r->piece_lists || entries + r->len[q] > r->piece_entries))
+                break;
             r->pstart[np] = r->g->indptr[r->nodes[q]];
             r->pcount[np++] = r->len[q];
             entries += r->len[q];  /* <= the rows of the variable: no overflow */
@@ -271,7 +274,7 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                          g->nbr_time_bytes == 4 ? 4 : 8, g->nbr_time_len, -1, 0};
     struct list_reader r;
     rc = reader_open(&r, s, g, node_level ? g->nbr_var : g->ts_var, entry_bytes, nodes, cut,
-                     n, PIECE_ENTRIES);
+                     n, PIECE_ENTRIES, PIECE_LISTS);
     for (int64_t i = 0; i < n && rc == DDS_OK && S.bad < 0; i++) {
         if (cut[i] <= 0) continue;
         if (reader_refills(&r, i)) search_flush(&S);  /* they point into the piece held */
@@ -806,7 +809,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
     if (rc == DDS_OK) rc = views_open(s, g, -1, &view);
     if (rc == DDS_OK)
-        rc = reader_open(&wr, s, g, w_var, wb, nodes, cut, n, PIECE_ENTRIES);
+        rc = reader_open(&wr, s, g, w_var, wb, nodes, cut, n, PIECE_ENTRIES, PIECE_LISTS);
     if (rc != DDS_OK) goto done;
     /* what the nodes can take (without the weights: at most min(k, c) of c eligible, k
      * with replacement) and the scratch sizes: the longest list drawn with replacement,
@@ -842,7 +845,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
             return_error(DDS_EINVAL, "weighted neighbour sample: %lld entries taken, more "
                          "than the output capacity %lld", (long long)total, (long long)cap);
         reader_close(&wr);
-        rc = reader_open(&wr, s, g, w_var, wb, nodes, cut, n, PIECE_ENTRIES);
+        rc = reader_open(&wr, s, g, w_var, wb, nodes, cut, n, PIECE_ENTRIES, PIECE_LISTS);
         if (rc != DDS_OK) goto done;
     }
     if (most_c) scratch = malloc(sizeof(double) * (size_t)most_c);
@@ -1070,7 +1073,8 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
     rc = sample_id_bytes(s, g->nbr_var, "induced edges", "nbr", &nb);
     if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "induced edges", "eid", &eb);
     if (rc == DDS_OK) rc = views_open(s, g, -1, &view);
-    if (rc == DDS_OK) rc = reader_open(&nr, s, g, g->nbr_var, nb, dst, len, n_dst, chunk);
+    if (rc == DDS_OK)  /* pieces of `chunk` entries, however many lists */
+        rc = reader_open(&nr, s, g, g->nbr_var, nb, dst, len, n_dst, chunk, n_dst);
     if (rc != DDS_OK) goto done;
     int width = dds_group_size(s);
     int64_t j = 0, remote_hits = 0;
