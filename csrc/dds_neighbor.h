@@ -32,14 +32,14 @@ enum dds_neighbor_flags {
  * node-level time (ts_var < 0, graph->nbr_time set) the time of its source node,
  * nbr_time[nbr] (DDS_ERANGE for a source outside [0, nbr_time_len)).  With c
  * eligible: k < 0 takes all c; LAST takes the last min(k, c); REPLACE takes k
- * independent uniform draws (none when c == 0); otherwise min(k, c) distinct entries, uniformly (all c in list order when c <= k).
- * Buffers are sized by what is taken, never by k alone, so any k >= 0 is valid.
- * Draws depend only on (seed, i).  Outputs (capacity `cap` each, compact in node
- * order): row[j] (position i of the node), nbr[j], eid[j]; *count is the number
- * written.  The entries taken are counted before anything is written: DDS_EINVAL when
- * they exceed `cap`, DDS_ENOMEM when their number does not fit 64 bits (REPLACE with
- * an absurd k).  Rows readable by load are copied in place, the others read one-sidedly by
- * one batched dds_read per variable. */
+ * independent uniform draws (none when c == 0); otherwise min(k, c) distinct entries,
+ * uniformly (all c in list order when c <= k).  Buffers are sized by what is taken,
+ * never by k alone, so any k >= 0 is valid.  Draws depend only on (seed, i).  Outputs
+ * (capacity `cap` each, compact in node order): row[j] (position i of the node),
+ * nbr[j], eid[j]; *count is the number written.  The entries taken are counted before
+ * anything is written: DDS_EINVAL when they exceed `cap`, DDS_ENOMEM when their number
+ * does not fit 64 bits (REPLACE with an absurd k).  Rows readable by load are copied in
+ * place, the others read one-sidedly by one batched dds_read per variable. */
 int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *nodes,
                         const double *node_ts, int64_t n, int64_t k, int flags,
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
@@ -68,10 +68,10 @@ int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_
  * CSC's row order), read with each list (by load, or the eligible ranges of remote
  * lists in pieces: one batched dds_read per 32768 entries or 1024 lists, a longer list
  * alone); float32 weights are widened to double once per entry, so the draws are exactly
- * those of the same values stored as float64.  Entries of weight 0 are never taken; with p positive-weight entries among node i's eligible ones: k < 0
- * or (without REPLACE) p <= k takes all p, in list order; REPLACE takes k independent
- * draws, each entry with probability w / (sum of the eligible weights) (none when
- * p == 0); otherwise k distinct entries by Efraimidis-Spirakis: every positive entry
+ * those of the same values stored as float64.  Entries of weight 0 are never taken;
+ * with p positive-weight entries among node i's eligible ones: k < 0 or (without
+ * REPLACE) p <= k takes all p, in list order; REPLACE takes k independent draws, each
+ * entry with probability w / (sum of the eligible weights) (none when p == 0); otherwise k distinct entries by Efraimidis-Spirakis: every positive entry
  * gets the key E / w (E exponential(1), from the stream of (seed, i, entry)), and the k
  * smallest keys are taken, in list order (the law of k successive draws without
  * replacement, each in proportion to the weights left).  flags: only REPLACE

@@ -37,9 +37,9 @@ controls, no ``--prefetch`` runs) and, before sampling, each option's preparatio
 (:func:`_prepare`) frees what none of the options given needs -- for ``backward``, when
 no other option reads in-lists, ``build_backward(keep_in_lists=False)``: the out-lists
 replace the in-lists; for ``temporal`` alone, the loaded graph's edges are removed
-before the time-sorted graph is put.  The peak of that preparation (both lists are held while the
-out-lists are built) is reported apart (``prepare_peak_*``), so that the sampling peak
-is that of a job holding only what it samples.  For example::
+before the time-sorted graph is put.  The peak of that preparation (both lists are held
+while the out-lists are built) is reported apart (``prepare_peak_*``), so that the
+sampling peak is that of a job holding only what it samples.  For example::
 
     mpiexec -n 2 python -m ddstore.bench.pyg --options backward --alone
 
