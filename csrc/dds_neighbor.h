@@ -71,13 +71,14 @@ int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_
  * those of the same values stored as float64.  Entries of weight 0 are never taken;
  * with p positive-weight entries among node i's eligible ones: k < 0 or (without
  * REPLACE) p <= k takes all p, in list order; REPLACE takes k independent draws, each
- * entry with probability w / (sum of the eligible weights) (none when p == 0); otherwise k distinct entries by Efraimidis-Spirakis: every positive entry
- * gets the key E / w (E exponential(1), from the stream of (seed, i, entry)), and the k
- * smallest keys are taken, in list order (the law of k successive draws without
- * replacement, each in proportion to the weights left).  flags: only REPLACE
- * (DDS_EINVAL for LAST).  DDS_EINVAL when an eligible weight is negative, NaN or
- * infinite (naming its CSC row), or the entries taken exceed `cap`; nothing is
- * counted as written then.  Outputs as dds_neighbor_sample. */
+ * entry with probability w / (sum of the eligible weights) (none when p == 0);
+ * otherwise k distinct entries by Efraimidis-Spirakis: every positive entry gets the
+ * key E / w (E exponential(1), from the stream of (seed, i, entry)), and the k smallest
+ * keys are taken, in list order (the law of k successive draws without replacement,
+ * each in proportion to the weights left).  flags: only REPLACE (DDS_EINVAL for LAST).
+ * DDS_EINVAL when an eligible weight is negative, NaN or infinite (naming its CSC
+ * row), or the entries taken exceed `cap`; nothing is counted as written then.
+ * Outputs as dds_neighbor_sample. */
 int dds_neighbor_sample_weighted(dds_store *store, const dds_tcsr *graph, int w_var,
                                  const int64_t *nodes, const double *node_ts, int64_t n,
                                  int64_t k, int flags, uint64_t seed, int64_t cap,
