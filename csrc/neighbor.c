@@ -362,11 +362,10 @@ static int read_remote_picks(dds_store *s, const dds_tcsr *g, int nb, int eb,
 
 /* Where this rank reads each group member's lists by plain loads: nbr[m] and eid[m] are
  * member m's chunks of the nbr and eid variables (both NULL unless both are readable by
- * load), w[m] its chunk of the weight variable (with a weight variable: float32 or
- * float64 rows; NULL when not readable by load), first[m] the global CSC row of its
- * chunks' first entry. */
+ * load), first[m] the global CSC row of its chunks' first entry.  (Other variables read
+ * list by list, times and weights, go through a list_reader.) */
 struct views {
-    const char **nbr, **eid, **w;
+    const char **nbr, **eid;
     int64_t *first;
 };
 
@@ -374,30 +373,26 @@ static void views_close(struct views *v)
 {
     free(v->nbr);
     free(v->eid);
-    free(v->w);
     free(v->first);
-    *v = (struct views){NULL, NULL, NULL, NULL};
+    *v = (struct views){NULL, NULL, NULL};
 }
 
-/* fill *v for the lists of g and, when w_var >= 0, the weight variable w_var */
-static int views_open(dds_store *s, const dds_tcsr *g, int w_var, struct views *v)
+/* fill *v for the lists of g */
+static int views_open(dds_store *s, const dds_tcsr *g, struct views *v)
 {
     size_t width = (size_t)dds_group_size(s);
     int rc = DDS_OK;
     v->nbr = calloc(width, sizeof *v->nbr);
     v->eid = calloc(width, sizeof *v->eid);
-    v->w = w_var >= 0 ? calloc(width, sizeof *v->w) : NULL;
     v->first = calloc(width, sizeof *v->first);
-    if (!v->nbr || !v->eid || (w_var >= 0 && !v->w) || !v->first) rc = no_memory();
+    if (!v->nbr || !v->eid || !v->first) rc = no_memory();
     for (size_t m = 0; m < width && rc == DDS_OK; m++) {
-        void *a = NULL, *b = NULL, *w = NULL;
+        void *a = NULL, *b = NULL;
         int64_t rows = 0;
         rc = dds_member_ptr(s, g->nbr_var, (int)m, &a, &rows);
         if (rc == DDS_OK) rc = dds_member_ptr(s, g->eid_var, (int)m, &b, &rows);
-        if (rc == DDS_OK && w_var >= 0) rc = dds_member_ptr(s, w_var, (int)m, &w, &rows);
         v->nbr[m] = a && b ? a : NULL;
         v->eid[m] = a && b ? b : NULL;
-        if (w_var >= 0) v->w[m] = w;
         v->first[m] = g->indptr[g->node_offsets[m]];
     }
     if (rc != DDS_OK) views_close(v);
@@ -475,7 +470,7 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     int64_t *pstart = NULL, *pcount = NULL, *pslot = NULL, *ptake = NULL;
     int64_t *picked = NULL;
     struct pos_set set = {0, NULL};
-    struct views view = {NULL, NULL, NULL, NULL};
+    struct views view = {NULL, NULL, NULL};
     if (!cut) { rc = no_memory(); goto done; }
     int nb = 8, eb = 8; /* bytes per id of nbr and of eid */
     rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &nb);
@@ -516,7 +511,7 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     }
     /* members whose rows this rank reads by load: picks are copied in place */
     int width = dds_group_size(s);
-    rc = views_open(s, g, -1, &view);
+    rc = views_open(s, g, &view);
     if (rc != DDS_OK) goto done;
     uint64_t base = splitmix64(seed);
     int64_t j = 0, np = 0, nsel = 0;
@@ -801,13 +796,13 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *rstart = NULL, *rcount = NULL, *pslot = NULL, *hpos = NULL;
     double *scratch = NULL, *hkey = NULL, *wide = NULL;
-    struct views view = {NULL, NULL, NULL, NULL};
+    struct views view = {NULL, NULL, NULL};
     struct list_reader wr = {0};  /* the weights of the eligible ranges, in pieces */
     if (!cut) { rc = no_memory(); goto done; }
     rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &nb);
     if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "neighbour sample", "eid", &eb);
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
-    if (rc == DDS_OK) rc = views_open(s, g, -1, &view);
+    if (rc == DDS_OK) rc = views_open(s, g, &view);
     if (rc == DDS_OK)
         rc = reader_open(&wr, s, g, w_var, wb, nodes, cut, n, PIECE_ENTRIES, PIECE_LISTS);
     if (rc != DDS_OK) goto done;
@@ -1053,7 +1048,7 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
                              (long long)num_src, (long long)chunk);
     struct first_pos smap = {NULL, NULL, 0}, dmap_own = {NULL, NULL, 0};
     const struct first_pos *dmap = &dmap_own;
-    struct views view = {NULL, NULL, NULL, NULL};
+    struct views view = {NULL, NULL, NULL};
     struct list_reader nr = {0};  /* the lists' source ids, in pieces */
     int64_t *rstart = NULL, *rcount = NULL, *rslot = NULL, *len = NULL;
     int nb = 8, eb = 8;
@@ -1072,7 +1067,7 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
                                                   : 0;
     rc = sample_id_bytes(s, g->nbr_var, "induced edges", "nbr", &nb);
     if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "induced edges", "eid", &eb);
-    if (rc == DDS_OK) rc = views_open(s, g, -1, &view);
+    if (rc == DDS_OK) rc = views_open(s, g, &view);
     if (rc == DDS_OK)  /* pieces of `chunk` entries, however many lists */
         rc = reader_open(&nr, s, g, g->nbr_var, nb, dst, len, n_dst, chunk, n_dst);
     if (rc != DDS_OK) goto done;
