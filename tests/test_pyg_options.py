@@ -177,6 +177,35 @@ def test_node_times_replicated_exactly(store, kind):
     assert batches[0] == batches[1] and len(batches[0][3]) > 0
 
 
+def test_node_times_shorter_than_the_sources_are_refused(store):
+    """Node-level time with fewer rows than the edges' sources: refused naming the
+    attribute, its rows and the largest source (found without a pass over the edges),
+    nothing stored; bad times of nodes no edge leaves from are not refused."""
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    from ddstore import pyg as dpyg
+    ei = torch.tensor([[0, 9, 3, 4], [1, 2, 3, 0]])
+    fs = dpyg.FeatureStore(store, "short")
+    fs.put_tensor(torch.arange(5), group_name=None, attr_name="t")
+    gs = dpyg.GraphStore(store, "short", time_attr="t")
+    before = store.variables()
+    with pytest.raises(DDStoreIndexError, match=r"node time 'short/node/_/t' has 5 rows, "
+                                                r"source node 9 is out of range"):
+        gs.put_edge_index(ei, edge_type=None, layout="coo", size=(10, 10))
+    assert store.variables() == before
+    t = torch.tensor([0.0, 1.0, float("nan"), 3.0, 4.0])  # node 2's time is NaN
+    for name, sources in (("nan0", [0, 3, 4]), ("nan1", [0, 2, 4])):
+        fs2 = dpyg.FeatureStore(store, name)
+        fs2.put_tensor(t, group_name=None, attr_name="t")
+        gs2 = dpyg.GraphStore(store, name, time_attr="t")
+        put = lambda: gs2.put_edge_index(torch.tensor([sources, [1, 2, 2]]),  # noqa: E731
+                                         edge_type=None, layout="coo", size=(5, 5))
+        if 2 not in sources:  # no edge leaves from node 2: fine
+            put()
+        else:
+            with pytest.raises(DDStoreValueError, match="holds NaN or infinite values"):
+                put()
+
+
 def _pyg_pairs_and_ids(row, col, edge):
     """Brute force: every (row, col) pair of the edges and their reversals, with the set
     of edge ids that give each pair."""

@@ -293,11 +293,14 @@ class GraphStore(_PygGraphStore):
                 return int(self.store.nrows(v))
         return None
 
-    def _time_reader(self, edge_type, lo, hi, what):
+    def _time_reader(self, edge_type, lo, hi, max_src, what):
         """``(times, level, error)``: ``times(a, b, src)`` reads the float64 times of
         local edges ``[a, b)`` (``src``: their sources) from the feature store and
         checks them (raising a :class:`~ddstore.DDStoreError`); ``level`` is "edge" or
-        "node"."""
+        "node".  ``times.check_pass``: whether a pass over the edges must check their
+        times before the build (node-level time: only when some node's time is not an
+        exact, finite float64; a source beyond the node times is found from
+        ``max_src``, the largest source of every rank's edges)."""
         st, name, t = self.store, self.name, self.time_attr
         evar = edge_var(name, edge_type, t)
         nvar = node_var(name, None if edge_type is None else edge_type[0], t)
@@ -335,8 +338,14 @@ class GraphStore(_PygGraphStore):
                                         f"values")
             return ts
         if has_e:
-            return (lambda a, b, src: checked(st.get_range(var, lo + a, b - a))), "edge", \
-                None
+            def times(a, b, src):
+                return checked(st.get_range(var, lo + a, b - a))
+            times.check_pass = True
+            return times, "edge", None
+        if max_src >= nrows:
+            return None, None, (DDStoreIndexError, f"{what}: node time {var!r} has {nrows} "
+                                                   f"rows, source node {max_src} is out of "
+                                                   f"range")
         # node-level: the source type's times, replicated (what the sampler searches
         # through each entry's source; no time per entry is stored); a time that float64
         # does not hold exactly, NaN or infinite is refused when an edge's source has it
@@ -346,15 +355,12 @@ class GraphStore(_PygGraphStore):
             return None, None, as_error(exc, what)
 
         def times(a, b, src):
-            if src.size and int(src.max()) >= nrows:
-                raise DDStoreIndexError(f"{what}: node time {var!r} has {nrows} rows, "
-                                        f"source node {int(src.max())} is out of range")
             if bad.size:
                 hit = np.unique(src[np.isin(src, bad)])
                 if hit.size:
                     checked(st.get_batch(var, hit.astype(np.int64)))
             return node_times[src].astype(np.float64, copy=False)
-        times.node_times = node_times
+        times.node_times, times.check_pass = node_times, bool(bad.size)
         return times, "node", None
 
     def _replicated_times(self, var):
@@ -473,10 +479,11 @@ class GraphStore(_PygGraphStore):
                     f"(size={size})"))
         times = level = None
         if self.time_attr is not None and reverse_of is None:
-            times, level, error = self._time_reader(edge_type, lo, hi, what)
+            times, level, error = self._time_reader(edge_type, lo, hi, max_src, what)
             st.agree(error)
         # second pass, when needed: the degrees (size was not given), the times checked
-        if deg is None or times is not None:
+        check_times = times is not None and times.check_pass
+        if deg is None or check_times:
             error = None
             try:
                 count = deg is None
@@ -490,7 +497,7 @@ class GraphStore(_PygGraphStore):
                             raise DDStoreValueError(f"{what}: edge_index gave other columns "
                                                     f"[{a}, {b}) than in the first pass")
                         _count(deg, d)
-                    if times is not None:
+                    if check_times:
                         times(a, b, s)
             except (DDStoreError, MemoryError) as exc:
                 error = as_error(exc, what)
