@@ -673,7 +673,7 @@ class GraphStore(_PygGraphStore):
                 raise DDStoreValueError(f"{what}: graph store {self.name!r} is weighted by "
                                         f"{self.weight_attr!r}, not {weight_attr!r} (one "
                                         f"weight_attr per graph store)")
-            if "w" in self._weighted_lists(c).vars:
+            if "w" in self._lists_holding(c).vars:
                 raise DDStoreValueError(f"{what}: edge type {edge_type!r} is already "
                                         f"weighted by {self.weight_attr!r}")
         except DDStoreError as exc:
@@ -860,9 +860,9 @@ class GraphStore(_PygGraphStore):
         """The ``weight_attr`` the lists of ``edge_type`` are weighted by, or None (no
         weights stored for it)."""
         c = self._entry(edge_type, "weight_attr_of")
-        return self.weight_attr if "w" in self._weighted_lists(c).vars else None
+        return self.weight_attr if "w" in self._lists_holding(c).vars else None
 
-    def _weighted_lists(self, c):
+    def _lists_holding(self, c):
         """The lists of stored layout ``c`` that hold its edges (and weights): its
         in-lists, or its out-lists once the in-lists were dropped
         (``build_backward(keep_in_lists=False)``)."""
@@ -937,7 +937,7 @@ class GraphStore(_PygGraphStore):
         read from its CSC (each list's owner the destination, ``nbr`` the source), or
         once its in-lists were dropped from its out-lists (owner the source, ``nbr`` the
         destination)."""
-        lists = self._weighted_lists(c)
+        lists = self._lists_holding(c)
         e = c.num_edges
         nbr = self.store.get_range(lists.vars["nbr"], 0, e)
         eid = self.store.get_range(lists.vars["eid"], 0, e)
