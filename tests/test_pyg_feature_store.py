@@ -305,6 +305,13 @@ def test_hetero_edge_label_index_not_an_edge_attribute(store):
     b = next(iter(loader))
     assert b[et].e_id.numel() == 20
     assert same(b[et].w, h[et].w[b[et].e_id])
+    # attr_names: one name as a str or a list; a name no edge type holds is refused
+    for names in ("w", ["w"]):
+        b = dpyg.edge_features(fs, names)(next(iter(loader)))
+        assert same(b[et].w, h[et].w[b[et].e_id])
+    with pytest.raises(dpyg.UnknownAttributeError, match="no edge attribute 'v' in "
+                                                          "feature store 'h'"):
+        dpyg.edge_features(fs, ["w", "v"])(next(iter(loader)))
 
 
 def test_mpi_program_one_rank():

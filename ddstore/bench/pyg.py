@@ -37,7 +37,9 @@ controls, no ``--prefetch`` runs) and, before sampling, each option's preparatio
 (:func:`_prepare`) frees what none of the options given needs -- for ``backward``, when
 no other option reads in-lists, ``build_backward(keep_in_lists=False)``: the out-lists
 replace the in-lists; for ``temporal`` alone, the loaded graph's edges are removed
-before the time-sorted graph is put.  The peak of that preparation (both lists are held
+before the time-sorted graph is put; for ``weighted``, the weights' edge attribute is
+removed once they are kept in CSC order (the sampler reads only that copy, and PyG's
+homogeneous loaders read no edge attribute), so that they are held once.  The peak of that preparation (both lists are held
 while the out-lists are built) is reported apart (``prepare_peak_*``), so that the
 sampling peak is that of a job holding only what it samples.  For example::
 
@@ -49,7 +51,8 @@ none is, ``NeighborLoader(Data)`` raises ImportError, and the report says so.  T
 per-rank throughput at least the in-memory path's; peak RSS per rank at most 0.6 x
 (graph + features) at width 2 over 2 ranks, where graph + features is what the in-memory
 ``Data`` holds: ``edge_index`` (2 x int64 per directed edge) + ``x`` (float32) + ``y``
-(int64).  Results are printed and written as JSON under ``--out``.
+(int64), and the options' data when they are run: the weights (float32 per directed edge)
+and the node times (int64 per node).  Results are printed and written as JSON under ``--out``.
 """
 import os
 import platform
@@ -231,9 +234,12 @@ def _edge_weights(a, b):
     return w
 
 
-def _put_weights(comm, store, data):
+def _put_weights(comm, store, data, keep_attr=True):
     """Collective: weight the loaded graph (:func:`_edge_weights`, put range-wise, kept in
-    CSC order by ``GraphStore.put_edge_weights``); returns (seconds, bytes per rank)."""
+    CSC order by ``GraphStore.put_edge_weights``); without ``keep_attr``, the edge
+    attribute is removed once they are (the sampler reads only the CSC copy, and PyG's
+    homogeneous loaders no edge attribute): the weights are then held once.  Returns
+    (seconds, bytes of weights held per rank)."""
     from ddstore import partition
     from ddstore import pyg as dpyg
     gs, fs = data.graph_store, data.feature_store
@@ -242,6 +248,9 @@ def _put_weights(comm, store, data):
     fs.put_range(lambda a, b: _edge_weights(lo + a, lo + b), (lo, hi), dpyg.EDGES,
                  OPTIONS["weighted"]["weight_attr"])
     gs.put_edge_weights(OPTIONS["weighted"]["weight_attr"])
+    if not keep_attr:
+        fs.remove_tensor(group_name=dpyg.EDGES,
+                         attr_name=OPTIONS["weighted"]["weight_attr"])
     put_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
     attr = OPTIONS["weighted"]["weight_attr"]
     wvar = [v for v in store.variables() if (v.endswith("/w") and "/csc/" in v) or
@@ -304,8 +313,8 @@ def _prepare(option, args, comm, store, data, shape):
     out-lists); with ``--alone``, also free what none of ``args.options`` needs.
     Returns what the report keeps of it: ``{"weights": (seconds, bytes per rank)}``,
     ``{"graph_store": gs, "times": (seconds, bytes per rank)}`` or ``{}``."""
-    if option == "weighted":
-        return {"weights": _put_weights(comm, store, data)}
+    if option == "weighted":  # alone: the weights held once (no option reads the attribute)
+        return {"weights": _put_weights(comm, store, data, keep_attr=not args.alone)}
     if option == "temporal":
         if args.alone and OWN_GRAPH_ONLY.issuperset(args.options):
             data.graph_store.remove_edge_index(edge_type=None, layout="coo")
@@ -415,6 +424,10 @@ def main(argv=None, prog=None):
     shape = SyntheticNodeGraph(scale=args.scale, seed=args.seed)
     n, e2, f = shape.num_nodes, 2 * shape.num_edges, shape.num_features
     data_bytes = {"edge_index": 2 * 8 * e2, "x": 4 * n * f, "y": 8 * n}
+    if "weighted" in args.options:  # what the in-memory Data holds for the options too
+        data_bytes["weights"] = 4 * e2
+    if "temporal" in args.options:
+        data_bytes["node_times"] = 8 * n
     total_bytes = sum(data_bytes.values())
     widths = [size] if args.widths == "auto" else \
         [int(w) for w in args.widths.split(",") if w]
@@ -422,7 +435,8 @@ def main(argv=None, prog=None):
     if bad:
         exit_on_every_rank(f"--widths {bad}: a width must divide the {size} ranks")
     transports = [t for t in args.transports.split(",") if t]
-    log(comm, f"graph: {shape}; {e2} directed edges; in-memory Data (edge_index + x + y) "
+    log(comm, f"graph: {shape}; {e2} directed edges; in-memory Data "
+              f"({' + '.join(data_bytes)}) "
               f"{total_bytes / 1e9:.2f} GB; {plural(size, 'rank')}, NeighborLoader "
               f"{fanouts}, batch {args.batch_size}, {args.batches} timed batches per rank")
     base_rss = comm.allgather(current_rss())

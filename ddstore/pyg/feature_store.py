@@ -601,11 +601,22 @@ def edge_features(feature_store, attr_names=None):
     ``NeighborLoader(..., transform=edge_features(fs))``.  ``attr_names``: which edge
     attributes (default: all).  A homogeneous batch gets ``data[attr]``, a heterogeneous
     one ``data[edge_type][attr]``; every attribute is read in one
-    :meth:`FeatureStore.multi_get_tensor`."""
+    :meth:`FeatureStore.multi_get_tensor`.  A name of ``attr_names`` that no edge type
+    holds (never put, or removed) raises :class:`UnknownAttributeError` at the batch."""
+    if isinstance(attr_names, str):
+        attr_names = [attr_names]
+
     def transform(data):
         from torch_geometric.data import HeteroData
         want, where = [], []
-        for ta in feature_store.edge_tensor_attrs():
+        held = feature_store.edge_tensor_attrs()
+        missing = sorted(set(attr_names or ()) - {ta.attr_name for ta in held})
+        if missing:
+            raise UnknownAttributeError(
+                f"edge_features: no edge attribute {missing[0]!r} in feature store "
+                f"{feature_store.name!r} (edge attributes held: "
+                f"{sorted({ta.attr_name for ta in held})})")
+        for ta in held:
             if attr_names is not None and ta.attr_name not in attr_names:
                 continue
             if isinstance(data, HeteroData):

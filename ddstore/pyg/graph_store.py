@@ -128,7 +128,13 @@ class GraphStore(_PygGraphStore):
     either way, so the draws are those of the attribute's own values.  A hetero edge
     type without that attribute is unweighted (sampled uniformly, as PyG does); a
     homogeneous graph without it is an error.  An edge type put without weights can be
-    weighted later by :meth:`put_edge_weights`.
+    weighted later by :meth:`put_edge_weights`.  The copy is the graph store's own: once
+    the edges are put, ``fs.remove_tensor`` of the attribute frees its 4-8 bytes per edge
+    when batches do not need the weights (PyG's homogeneous loaders read no edge
+    attribute; :func:`~ddstore.pyg.edge_features` and heterogeneous loaders read them by
+    ``e_id``), and weighted sampling, :meth:`weight_attr_of` and :meth:`build_backward`
+    (whose out-lists take their weights from the copy) go on as before; only a later
+    put or :meth:`put_edge_weights` needs the attribute again.
 
     Putting is **collective** (checked like every collective call; bad input on any rank
     raises the same :class:`~ddstore.DDStoreError` on every rank and nothing is stored):

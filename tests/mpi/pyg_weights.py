@@ -27,7 +27,11 @@ other member's rows and weights read with MPI_Get), the graph put by the quick p
 - the weights kept in CSC order (and in the out-lists) as float32 for float32 and
   float16 attributes, float64 otherwise (dtype checked); their draws byte for byte
   those of the same values stored as float64, forward and backward, with and without
-  replacement; bad float32 weights refused naming the edge.
+  replacement; bad float32 weights refused naming the edge;
+- the weights held once: the edge attribute removed (``fs.remove_tensor``) once the
+  edges are put, weighted batches (forward, and backward with out-lists built after the
+  removal, from the CSC copy) byte for byte those drawn before; the attribute's variable
+  gone; ``edge_features`` naming it refused.
 """
 import itertools
 
@@ -39,6 +43,7 @@ from _harness import check, each_store, expect_error, run_main, widths_from
 
 from ddstore import DDStoreValueError, partition  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
+from ddstore.pyg._common import edge_var  # noqa: E402
 from torch_geometric.data import Data, HeteroData  # noqa: E402
 from torch_geometric.loader import NeighborLoader  # noqa: E402
 
@@ -361,6 +366,63 @@ def precisions(store, data, tag, rangewise):
                  agreed=True, what=f"{tag} bfloat16 weight -2.0")
 
 
+def _draws(gs, seeds, directions):
+    """Bytes of weighted draws of ``gs`` (fanouts with and without replacement, every
+    direction of ``directions``) at fixed seeds."""
+    out = []
+    for direction in directions:
+        for nn, replace in (([2], False), ([3], True), ([-1], False), ([4, 2], False)):
+            s = dpyg.NeighborSampler(gs, nn, replace=replace, seed=8,
+                                     weight_attr="edge_weight", sample_direction=direction)
+            o = s._sample(seeds)
+            out.append(b"".join(x.numpy().tobytes() for x in (o.node, o.row, o.col,
+                                                               o.edge)))
+    return out
+
+
+def held_once(store, data, tag, rangewise):
+    """The weights held once: the edge attribute removed after the put (the sampler reads
+    only the CSC copy); the same draws as before, forward and backward (out-lists built
+    after the removal take their weights from the CSC copy); the loader still samples;
+    ``edge_features`` naming the removed attribute refused."""
+    seeds = torch.arange(N).repeat(2)
+    fs, gs = put(store, data, f"once{tag}", rangewise)
+    before = _draws(gs, seeds, ("forward",))
+    ref_fs, ref_gs = put(store, data, f"onceref{tag}", rangewise)
+    ref_gs.build_backward()
+    ref = _draws(ref_gs, seeds, ("forward", "backward"))
+    var = edge_var(f"once{tag}", None, "edge_weight")
+    check(var in store.variables(), f"{tag} held once: {var} not among the variables "
+                                    f"{sorted(store.variables())}")
+    check(fs.remove_tensor(group_name=dpyg.EDGES, attr_name="edge_weight") is True,
+          f"{tag} held once: remove_tensor did not remove the attribute")
+    check(var not in store.variables(), f"{tag} held once: {var} still held")
+    check(gs.weight_attr_of(None) == "edge_weight", f"{tag} held once: no longer weighted")
+    check(_draws(gs, seeds, ("forward",)) == before, f"{tag} held once: forward draws "
+                                                      f"changed by the removal")
+    gs.build_backward()
+    check(store.dtype(gs.sampled_lists(None, backward=True).vars["w"]) == np.float64,
+          f"{tag} held once: out-list weights not float64")
+    check(_draws(gs, seeds, ("forward", "backward")) == ref,
+          f"{tag} held once: draws differ from those of a store keeping the attribute")
+    s = dpyg.NeighborSampler(gs, [3, 2], seed=4, weight_attr="edge_weight")
+    loader = NeighborLoader((fs, gs), num_neighbors=[3, 2], input_nodes=torch.arange(N),
+                            batch_size=9, neighbor_sampler=s,
+                            transform=dpyg.edge_features(fs, ["edge_weight"]))
+    expect_error(dpyg.UnknownAttributeError, ["'edge_weight'", "no edge attribute"],
+                 lambda: next(iter(loader)), what=f"{tag} held once: edge_features")
+    loader.transform = None
+    src, dst = data.edge_index
+    w = data.edge_weight
+    for b in loader:
+        check(bool((w[b.e_id] > 0).all()) and torch.equal(b.n_id[b.edge_index[0]],
+                                                          src[b.e_id]) and
+              torch.equal(b.n_id[b.edge_index[1]], dst[b.e_id]),
+              f"{tag} held once: a batch with wrong or zero-weight edges")
+    gs.remove_edge_index(edge_type=None, layout="coo")
+    ref_gs.remove_edge_index(edge_type=None, layout="coo")
+
+
 def main(widths=None):
     data = make_graph()
     for store, tag, transport in each_store(widths):
@@ -376,6 +438,7 @@ def main(widths=None):
         hetero(store, tag, rangewise)
         errors(store, data, tag)
         precisions(store, data, tag, rangewise)
+        held_once(store, data, tag, rangewise)
         x = fs.get_tensor(group_name=None, attr_name="x")
         check(torch.equal(x, data.x), f"{tag}: x changed")
 
