@@ -70,7 +70,13 @@ typedef struct dds_tcsr {
  * without a time).  `id_bytes` is the width of the ids in nbr and eid: 8 (int64_t) or 4
  * (int32_t, a T-CSR or a CSC of ddstore.pyg.GraphStore whose ids fit;
  * dds_tcsr_place gives DDS_ERANGE for an entry whose neighbour or edge id does not fit);
- * anything else is DDS_EINVAL. */
+ * anything else is DDS_EINVAL.  dds_tcsr_sort with `nbr_time` (ts NULL; NULL otherwise):
+ * the lists are sorted by (nbr_time[neighbour], edge id) instead, the time of each
+ * neighbour read from a table of nbr_time_len floats (nbr_time_bytes 4) or doubles (8),
+ * so that no time per entry is kept (ddstore.pyg.GraphStore's node-level time): each
+ * list's times are gathered into `scratch` (scratch_len doubles, at least the longest
+ * list's length: DDS_EINVAL otherwise) and the list sorted with them; a neighbour
+ * outside the table gives DDS_ERANGE, nothing sorted. */
 int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num_nodes,
                    int64_t *deg);
 int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
@@ -80,7 +86,9 @@ int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t n
                    const int64_t *indptr, int64_t *fill, void *nbr, double *ts,
                    void *eid, int64_t rows, int id_bytes);
 int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void *nbr,
-                  double *ts, void *eid, int64_t rows, int id_bytes);
+                  double *ts, void *eid, int64_t rows, int id_bytes, const void *nbr_time,
+                  int64_t nbr_time_len, int nbr_time_bytes, double *scratch,
+                  int64_t scratch_len);
 
 #ifdef __cplusplus
 }

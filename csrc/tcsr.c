@@ -125,12 +125,22 @@ int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t n
 }
 
 int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void *nbr,
-                  double *ts, void *eid, int64_t rows, int id_bytes)
+                  double *ts, void *eid, int64_t rows, int id_bytes, const void *nbr_time,
+                  int64_t nbr_time_len, int nbr_time_bytes, double *scratch,
+                  int64_t scratch_len)
 {
     if (node_lo < 0 || node_hi < node_lo)
         return dds_set_error(DDS_EINVAL, "tcsr_sort: node range [%lld, %lld) is not valid",
                              (long long)node_lo, (long long)node_hi);
-    /* every list inside the chunk [0, rows) before anything moves */
+    if (id_bytes != 4 && id_bytes != 8)
+        return bad_id_bytes("tcsr_sort", id_bytes);
+    if (nbr_time && (ts || !scratch || nbr_time_len < 0 ||
+                     (nbr_time_bytes != 4 && nbr_time_bytes != 8)))
+        return dds_set_error(DDS_EINVAL, "tcsr_sort: a neighbour-time table needs ts NULL, "
+                             "a scratch, a length >= 0 and 4- or 8-byte times (got %d)",
+                             nbr_time_bytes);
+    /* every list inside the chunk [0, rows) (and, sorting by neighbour time, inside the
+     * scratch, every neighbour inside the table) before anything moves */
     for (int64_t v = node_lo; v < node_hi; v++) {
         int64_t lo = indptr[v] - indptr[node_lo], hi = indptr[v + 1] - indptr[node_lo];
         if (lo < 0 || hi < lo || hi > rows)
@@ -138,12 +148,23 @@ int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void 
                                  "[%lld, %lld), is not inside the chunk's %lld rows",
                                  (long long)v, (long long)lo, (long long)hi,
                                  (long long)rows);
+        if (nbr_time && hi - lo > scratch_len)
+            return dds_set_error(DDS_EINVAL, "tcsr_sort: the list of node %lld has %lld "
+                                 "entries, more than the scratch's %lld", (long long)v,
+                                 (long long)(hi - lo), (long long)scratch_len);
+    }
+    if (nbr_time) {
+        int64_t used = node_hi > node_lo ? indptr[node_hi] - indptr[node_lo] : 0;
+        int64_t bad = id_bytes == 4 ? nbr_outside_i32(nbr, used, nbr_time_len)
+                                    : nbr_outside_i64(nbr, used, nbr_time_len);
+        if (bad >= 0)
+            return dds_set_error(DDS_ERANGE, "tcsr_sort: local row %lld has a neighbour "
+                                 "outside the %lld neighbour times", (long long)bad,
+                                 (long long)nbr_time_len);
     }
     if (id_bytes == 4)
-        sort_i32(node_lo, node_hi, indptr, nbr, ts, eid);
-    else if (id_bytes == 8)
-        sort_i64(node_lo, node_hi, indptr, nbr, ts, eid);
+        sort_i32(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time, nbr_time_bytes, scratch);
     else
-        return bad_id_bytes("tcsr_sort", id_bytes);
+        sort_i64(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time, nbr_time_bytes, scratch);
     return DDS_OK;
 }

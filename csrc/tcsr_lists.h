@@ -150,19 +150,47 @@ static void ID_FN(introsort)(const struct ID_FN(list3) *l, int64_t lo, int64_t h
     ID_FN(insertion)(l, lo, hi);
 }
 
-/* sort every list of nodes [node_lo, node_hi) (the range is checked by the caller) */
+/* sort rows [lo, hi) of l, unless already in order */
+static void ID_FN(sort_rows)(const struct ID_FN(list3) *l, int64_t lo, int64_t hi)
+{
+    int64_t i;
+    for (i = lo + 1; i < hi && !ID_FN(before)(l, i, i - 1); i++) {
+    }
+    if (i >= hi) return; /* already in order */
+    int depth = 0;
+    for (int64_t m = hi - lo; m > 1; m >>= 1) depth += 2;
+    ID_FN(introsort)(l, lo, hi, depth);
+}
+
+/* sort every list of nodes [node_lo, node_hi) (the range is checked by the caller) by
+ * (ts, eid); with a neighbour-time table (ts NULL, nbr_time non-NULL: float when
+ * nbr_time_bytes is 4, else double) by (nbr_time[nbr], eid), each list's keys gathered
+ * into scratch first (the caller checked every neighbour against the table and the
+ * scratch against the longest list) */
 static void ID_FN(sort)(int64_t node_lo, int64_t node_hi, const int64_t *indptr, ID_T *nbr,
-                        double *ts, ID_T *eid)
+                        double *ts, ID_T *eid, const void *nbr_time, int nbr_time_bytes,
+                        double *scratch)
 {
     int64_t base = indptr[node_lo];
     struct ID_FN(list3) l = {nbr, eid, ts};
     for (int64_t v = node_lo; v < node_hi; v++) {
-        int64_t lo = indptr[v] - base, hi = indptr[v + 1] - base, i;
-        for (i = lo + 1; i < hi && !ID_FN(before)(&l, i, i - 1); i++) {
+        int64_t lo = indptr[v] - base, hi = indptr[v + 1] - base;
+        if (!nbr_time) {
+            ID_FN(sort_rows)(&l, lo, hi);
+            continue;
         }
-        if (i >= hi) continue; /* already in order */
-        int depth = 0;
-        for (int64_t m = hi - lo; m > 1; m >>= 1) depth += 2;
-        ID_FN(introsort)(&l, lo, hi, depth);
+        for (int64_t k = lo; k < hi; k++)
+            scratch[k - lo] = nbr_time_bytes == 4 ? (double)((const float *)nbr_time)[nbr[k]]
+                                                  : ((const double *)nbr_time)[nbr[k]];
+        struct ID_FN(list3) one = {nbr + lo, eid + lo, scratch};
+        ID_FN(sort_rows)(&one, 0, hi - lo);
     }
+}
+
+/* the first local row in [0, rows) whose neighbour is outside [0, len), or -1 */
+static int64_t ID_FN(nbr_outside)(const ID_T *nbr, int64_t rows, int64_t len)
+{
+    for (int64_t i = 0; i < rows; i++)
+        if (nbr[i] < 0 || (int64_t)nbr[i] >= len) return i;
+    return -1;
 }

@@ -374,14 +374,30 @@ def tcsr_place(entries, node_lo, node_hi, indptr, fill, nbr, ts, eid):
                                     rows, id_bytes))
 
 
-def tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid):
+def tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time=None):
     """Sort every list of nodes ``[node_lo, node_hi)`` of the chunk in place by (time,
     edge id), or by edge id alone when ``ts`` is None (``nbr``/``eid`` as in
-    :func:`tcsr_place`)."""
+    :func:`tcsr_place`).  ``nbr_time`` (with ``ts`` None): a float32 or float64 array of
+    every neighbour's time, by id; the lists are then sorted by (their neighbours'
+    times, edge id), through a scratch of the longest list's length."""
     pn, pe, id_bytes, rows = _id_lists(nbr, eid, "tcsr_sort")
     pt, rows = _times_out(ts, rows)
+    table, n_table, t_bytes, scratch, n_scratch = ffi.NULL, 0, 0, ffi.NULL, 0
+    if nbr_time is not None:
+        t = np.asarray(nbr_time)
+        if t.dtype not in (np.float32, np.float64) or t.ndim != 1 or \
+                not t.flags.c_contiguous:
+            raise DDStoreValueError(f"tcsr_sort: nbr_time must be a C-contiguous 1-d "
+                                    f"float32 or float64 array, got {t.dtype} of shape "
+                                    f"{t.shape}")
+        table = ffi.from_buffer(t, require_writable=False)  # (non-NULL even when empty)
+        n_table, t_bytes = t.shape[0], t.itemsize
+        lo, hi = int(node_lo), int(node_hi)
+        longest = int(np.diff(indptr[lo:hi + 1]).max()) if hi > lo else 0
+        scratch, n_scratch = _out(np.empty(max(longest, 1), dtype=np.float64), "double[]")
     _local_check(lib.dds_tcsr_sort(int(node_lo), int(node_hi), _i64(indptr), pn, pt, pe,
-                                   rows, id_bytes))
+                                   rows, id_bytes, table, n_table, t_bytes, scratch,
+                                   n_scratch))
 
 
 NEIGHBOR_REPLACE = lib.DDS_NEIGHBOR_REPLACE

@@ -177,10 +177,12 @@ def count_degrees(store, edges_view, num_nodes, add_reverse):
 
 
 def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tcsr_views,
-              chunk, every_group=False):
+              chunk, every_group=False, nbr_time=None):
     """Collective: fill this member's T-CSR chunk (``tcsr_views`` = nbr, ts, eid; ts None:
     no times, lists sorted by edge id alone) from ``n_local`` rows of edges on this rank,
     ``chunk`` rows per rank per round, then sort every list by (time, edge id).
+    ``nbr_time`` (ts None): every neighbour's time by id (float32 or float64); the lists
+    are then sorted by (their neighbours' times, edge id), and no time per entry is kept.
 
     ``rows(a, b)`` returns rows ``[a, b)`` as ``(edges [b - a, 2] int64 or int32, t
     float64 or None)``; row ``i`` is edge id ``first_eid + i`` and its entries are keyed
@@ -256,9 +258,11 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
                                     "the counted degrees (edge table changed?)")
     if error is None:
         try:
-            _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid)
+            _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time)
         except DDStoreError as exc:
             error = exc
+        except MemoryError as exc:  # (the scratch of a sort by neighbour time)
+            error = as_error(exc)
     store.agree(error)
 
 

@@ -207,8 +207,42 @@ def test_tcsr_pack_place_sort_refuse_small_outputs():
     with pytest.raises(DDStoreValueError, match="chunk's 2 rows"):
         _core.tcsr_place(entries, 0, 2, indptr, np.zeros(2, np.int64),
                          np.empty(2, np.int64), np.empty(3), np.empty(3, np.int64))
-    rc = lib.dds_tcsr_sort(0, 2, p64(indptr), p64(nbr), ffi.NULL, p64(eid), 2, 8)
+    rc = lib.dds_tcsr_sort(0, 2, p64(indptr), p64(nbr), ffi.NULL, p64(eid), 2, 8,
+                           ffi.NULL, 0, 0, ffi.NULL, 0)
     assert rc == lib.DDS_EINVAL and "not inside the chunk's 2 rows" in message()
+
+
+def test_tcsr_sort_by_neighbour_time_checks_before_moving():
+    """Sorting by a table of neighbour times: a list longer than the scratch (EINVAL),
+    a neighbour outside the table (ERANGE), the table with per-entry times too or of
+    another width (EINVAL): refused before any entry moves; the scratch is never written
+    past the length it was told."""
+    indptr = np.array([0, 3, 5], dtype=np.int64)
+    nbr0 = np.array([4, 1, 0, 3, 2], dtype=np.int64)
+    eid0 = np.arange(10, 15, dtype=np.int64)
+    table = np.array([1.0, 2.0, 3.0, 4.0, 5.0])  # both lists out of order
+    p = ffi.from_buffer
+    for scratch_len, tab_len, ts, t_bytes, rc_want, text in (
+            (2, 5, None, 8, lib.DDS_EINVAL, "more than the scratch's 2"),
+            (3, 4, None, 8, lib.DDS_ERANGE, "outside the 4 neighbour times"),
+            (3, 5, np.zeros(5), 8, lib.DDS_EINVAL, "needs ts NULL"),
+            (3, 5, None, 2, lib.DDS_EINVAL, "4- or 8-byte times")):
+        nbr, eid, scratch = nbr0.copy(), eid0.copy(), guarded(scratch_len, np.float64)
+        rc = lib.dds_tcsr_sort(0, 2, p64(indptr), p64(nbr), ffi.NULL if ts is None else
+                               p("double[]", ts), p64(eid), 5, 8, p(table), tab_len,
+                               t_bytes, p("double[]", scratch), scratch_len)
+        assert rc == rc_want and text in message(), (rc, message())
+        assert np.array_equal(nbr, nbr0) and np.array_equal(eid, eid0)
+        assert intact(scratch, scratch_len)
+    with pytest.raises(DDStoreValueError, match="nbr_time must be a C-contiguous 1-d "
+                                                "float32 or float64"):
+        _core.tcsr_sort(0, 2, indptr, nbr0.copy(), None, eid0.copy(),
+                        table.astype(np.int64))
+    nbr, eid, scratch = nbr0.copy(), eid0.copy(), guarded(3, np.float64)
+    assert lib.dds_tcsr_sort(0, 2, p64(indptr), p64(nbr), ffi.NULL, p64(eid), 5, 8,
+                             p(table), 5, 8, p("double[]", scratch), 3) == lib.DDS_OK
+    assert nbr.tolist() == [0, 1, 4, 2, 3] and eid.tolist() == [12, 11, 10, 14, 13]
+    assert intact(scratch, 3)
 
 
 

@@ -383,7 +383,8 @@ def test_csc_int32_and_int64_ids_alike(store, monkeypatch):
 
 def test_tcsr_place_and_sort_int32_like_int64():
     """The C build steps under the CSC (``dds_tcsr_place`` / ``dds_tcsr_sort``) give the
-    same lists with int32 ids as with int64, with and without times; ids that do not fit
+    same lists with int32 ids as with int64, with and without times, and sorted by a
+    table of neighbour times as by their times per entry; ids that do not fit
     int32, or nbr / eid of other or mixed dtypes, raise."""
     import numpy as np
     from ddstore import _core
@@ -414,6 +415,18 @@ def test_tcsr_place_and_sort_int32_like_int64():
         assert np.array_equal(n64, entries[order, 1])
         if timed:
             assert np.array_equal(t64, t32) and np.array_equal(t64, t[order])
+    # by the neighbours' times (node-level time: a table by neighbour id, float32 or
+    # float64, ties by edge id): the order of a sort by (table[neighbour], edge id)
+    table = rng.integers(0, 7, 50).astype(np.float64)
+    order = np.lexsort((entries[:, 3], table[entries[:, 1]], node))
+    for tdt in (np.float64, np.float32):
+        for dt in (np.int64, np.int32):
+            nbr, eid = np.empty(n, dt), np.empty(n, dt)
+            _core.tcsr_place(entries, lo, hi, indptr, np.zeros(hi - lo, dtype=np.int64),
+                             nbr, None, eid)
+            _core.tcsr_sort(lo, hi, indptr, nbr, None, eid, table.astype(tdt))
+            assert np.array_equal(eid, entries[order, 3])
+            assert np.array_equal(nbr, entries[order, 1])
     fill = np.zeros(hi - lo, dtype=np.int64)
     big = entries.copy()
     big[5, 3] = 2 ** 31

@@ -277,6 +277,7 @@ def _put_times(comm, store, shape):
     sorted by that time.  Returns (graph store, seconds, bytes per rank)."""
     from ddstore import partition
     from ddstore import pyg as dpyg
+    from ddstore.pyg.ranges import _columns, _read_edges
     rank, size = comm.Get_rank(), comm.Get_size()
     n, before = shape.num_nodes, store.nbytes()
     t0 = time.perf_counter()
@@ -286,14 +287,8 @@ def _put_times(comm, store, shape):
                  OPTIONS["temporal"]["time_attr"])
     gs = dpyg.GraphStore(store, "bench_t", time_attr=OPTIONS["temporal"]["time_attr"])
     elo, ehi = partition(shape.num_edges, size, rank)
-    src, dst = shape.edges(elo, ehi)
-
-    def columns(a, b):  # local columns [a, b) of directed edges [2 elo, 2 ehi)
-        i, j = a // 2, (b + 1) // 2
-        out = np.empty((2, 2 * (j - i)), dtype=np.int64)
-        out[0, 0::2], out[1, 0::2] = src[i:j], dst[i:j]
-        out[0, 1::2], out[1, 1::2] = dst[i:j], src[i:j]
-        return out[:, a - 2 * i:b - 2 * i]
+    # this rank's edges as load_synthetic reads them (int32 ids), each then its reverse
+    columns = _columns(*_read_edges(shape, elo, ehi, n, None), add_reverse=True)
     gs.put_edge_range(columns, rows=(2 * elo, 2 * ehi), edge_type=None, size=(n, n))
     put_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
     return gs, put_s, store.nbytes() - before

@@ -522,19 +522,22 @@ class GraphStore(_PygGraphStore):
             num_edges, st.size, 24, add_reverse=False)
         n_csc = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
         # the variables kept: a time per entry only for edge-level time (node-level:
-        # the lists are sorted by their sources' times, which the sampler reads from
-        # the replicated node times; the sort's keys are a local array, freed after it)
+        # the lists are sorted by their sources' times, read by the sort and the sampler
+        # from the replicated node times; no array of times per entry, even to sort)
         names = _CSC_VARS if level == "edge" else _CSC_VARS[:2]
         node_times = getattr(times, "node_times", None)
+
+        # edge-level times travel with the edges; node-level ones are the sort's table
+        per_entry = times if level == "edge" else None
 
         def rows(a, b):  # (destination, source) pairs of local edges [a, b) and times
             pairs = np.empty((b - a, 2), dtype=np.int64)
             if a == b:
-                return pairs, None if times is None else np.zeros(0, np.float64)
+                return pairs, None if per_entry is None else np.zeros(0, np.float64)
             try:
                 s, d = columns(a, b)
                 pairs[:, 0], pairs[:, 1] = d, s
-                return pairs, None if times is None else times(a, b, s)
+                return pairs, None if per_entry is None else per_entry(a, b, s)
             except (DDStoreError, MemoryError):
                 raise
             except Exception as exc:  # noqa: BLE001 -- agreed by fill_tcsr
@@ -545,11 +548,9 @@ class GraphStore(_PygGraphStore):
         with st.transaction(f"GraphStore.put {edge_type!r}") as txn:
             views = {k: create(st, prefix + k, n_csc, (), np.float64 if k == "ts" else ids)
                      for k in names}
-            if level == "node":
-                views["ts"] = np.empty(n_csc, dtype=np.float64)
             fill_tcsr(st, hi - lo, rows, lo, False, indptr, node_off,
                       (views["nbr"], views.get("ts"), views["eid"]), chunk,
-                      every_group=True)
+                      every_group=True, nbr_time=node_times)
             del views
             st.sync()
             vars_ = {k: prefix + k for k in names}
