@@ -39,9 +39,10 @@ no other option reads in-lists, ``build_backward(keep_in_lists=False)``: the out
 replace the in-lists; for ``temporal`` alone, the loaded graph's edges are removed
 before the time-sorted graph is put; for ``weighted``, the weights' edge attribute is
 removed once they are kept in CSC order (the sampler reads only that copy, and PyG's
-homogeneous loaders read no edge attribute), so that they are held once.  The peak of that preparation (both lists are held
-while the out-lists are built) is reported apart (``prepare_peak_*``), so that the
-sampling peak is that of a job holding only what it samples.  For example::
+homogeneous loaders read no edge attribute), so that they are held once.  The peak of
+that preparation (both lists are held while the out-lists are built) is reported apart
+(``prepare_peak_*``), so that the sampling peak is that of a job holding only what it
+samples.  For example::
 
     mpiexec -n 2 python -m ddstore.bench.pyg --options backward --alone
 
@@ -51,8 +52,9 @@ none is, ``NeighborLoader(Data)`` raises ImportError, and the report says so.  T
 per-rank throughput at least the in-memory path's; peak RSS per rank at most 0.6 x
 (graph + features) at width 2 over 2 ranks, where graph + features is what the in-memory
 ``Data`` holds: ``edge_index`` (2 x int64 per directed edge) + ``x`` (float32) + ``y``
-(int64), and the options' data when they are run: the weights (float32 per directed edge)
-and the node times (int64 per node).  Results are printed and written as JSON under ``--out``.
+(int64), and the options' data when they are run: the weights (float32 per directed
+edge) and the node times (int64 per node).  Results are printed and written as JSON under
+``--out``.
 """
 import os
 import platform
@@ -308,7 +310,7 @@ def _prepare(option, args, comm, store, data, shape):
     out-lists); with ``--alone``, also free what none of ``args.options`` needs.
     Returns what the report keeps of it: ``{"weights": (seconds, bytes per rank)}``,
     ``{"graph_store": gs, "times": (seconds, bytes per rank)}`` or ``{}``."""
-    if option == "weighted":  # alone: the weights held once (no option reads the attribute)
+    if option == "weighted":  # alone: the weights held once (no option reads the attr)
         return {"weights": _put_weights(comm, store, data, keep_attr=not args.alone)}
     if option == "temporal":
         if args.alone and OWN_GRAPH_ONLY.issuperset(args.options):

@@ -300,12 +300,14 @@ class GraphStore(_PygGraphStore):
         return None
 
     def _time_reader(self, edge_type, lo, hi, max_src, what):
-        """``(times, level, error)``: ``times(a, b, src)`` reads the float64 times of
-        local edges ``[a, b)`` (``src``: their sources) from the feature store and
-        checks them (raising a :class:`~ddstore.DDStoreError`); ``level`` is "edge" or
-        "node".  ``times.check_pass``: whether a pass over the edges must check their
-        times before the build (node-level time: only when some node's time is not an
-        exact, finite float64; a source beyond the node times is found from
+        """``(times, level, error)``: ``times(a, b, src)`` checks the times of local
+        edges ``[a, b)`` (``src``: their sources; raising a
+        :class:`~ddstore.DDStoreError`) and, edge-level, returns them as float64 from
+        the feature store; ``level`` is "edge" or "node".  Node-level, nothing is
+        returned: the build sorts through ``times.node_times`` (the source type's times,
+        replicated).  ``times.check_pass``: whether a pass over the edges must check
+        their times before the build (node-level time: only when some node's time is not
+        an exact, finite float64; a source beyond the node times is found from
         ``max_src``, the largest source of every rank's edges)."""
         st, name, t = self.store, self.name, self.time_attr
         evar = edge_var(name, edge_type, t)
@@ -365,7 +367,6 @@ class GraphStore(_PygGraphStore):
                 hit = np.unique(src[np.isin(src, bad)])
                 if hit.size:
                     checked(st.get_batch(var, hit.astype(np.int64)))
-            return node_times[src].astype(np.float64, copy=False)
         times.node_times, times.check_pass = node_times, bool(bad.size)
         return times, "node", None
 
