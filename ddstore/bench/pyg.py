@@ -551,11 +551,12 @@ def main(argv=None, prog=None):
                           + "; ".join(f"{o} {v['ms_per_batch']:.1f} ms/batch "
                                       f"({100 * v['sampler_share']:.0f} % sampler)"
                                       for o, v in by_option.items()))
-            if args.profile and rank == 0 and profile_rows is not None:
-                res["profile"] = profile_rows
-                log(comm, f"width {width} {transport}: profile of a batch (rank 0; ms per "
-                          f"batch cumulative / own, calls per batch):\n" +
-                          _profile_text(profile_rows))
+            if args.profile and rank == 0:  # (--alone: no default loader's profile)
+                if profile_rows is not None:
+                    res["profile"] = profile_rows
+                    log(comm, f"width {width} {transport}: profile of a batch (rank 0; ms "
+                              f"per batch cumulative / own, calls per batch):\n" +
+                              _profile_text(profile_rows))
                 for option, q in by_option.items():
                     if "profile" in q:
                         log(comm, f"width {width} {transport}: profile of a {option} "
