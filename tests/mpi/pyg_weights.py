@@ -312,6 +312,21 @@ def late(store, data, tag):
     check(len(store.variables()) == len(before) + 1, f"{tag} late: variables")
 
 
+def _draws(gs, seeds, directions, seed, deep):
+    """Bytes of weighted draws of ``gs`` from ``seeds`` (fanouts ``[2]``, ``[3]`` with
+    replacement, ``[-1]`` and two hops ``deep``; every direction of ``directions``) at
+    sampler seed ``seed``."""
+    out = []
+    for direction in directions:
+        for nn, replace in (([2], False), ([3], True), ([-1], False), (deep, False)):
+            s = dpyg.NeighborSampler(gs, nn, replace=replace, seed=seed,
+                                     weight_attr="edge_weight", sample_direction=direction)
+            o = s._sample(seeds)
+            out.append(b"".join(x.numpy().tobytes() for x in (o.node, o.row, o.col,
+                                                               o.edge)))
+    return out
+
+
 def precisions(store, data, tag, rangewise):
     """The weights kept in CSC order (and in the out-lists) in the attribute's own
     precision: float32 for float32, float16 and bfloat16 attributes (bfloat16 stored as
@@ -336,17 +351,8 @@ def precisions(store, data, tag, rangewise):
             got = store.dtype(lists.vars["w"])
             check(got == want, f"{tag} {label}: weights kept as {got}, expected "
                                f"{np.dtype(want)}")
-        seeds = torch.arange(N).repeat(3)
-        out = []
-        for direction in ("forward", "backward"):
-            for nn, replace in (([2], False), ([3], True), ([-1], False), ([5, 2], False)):
-                s = dpyg.NeighborSampler(gs, nn, replace=replace, seed=4,
-                                         weight_attr="edge_weight",
-                                         sample_direction=direction)
-                o = s._sample(seeds)
-                out.append(b"".join(x.numpy().tobytes() for x in (o.node, o.row, o.col,
-                                                                   o.edge)))
-        drawn[label] = out
+        drawn[label] = _draws(gs, torch.arange(N).repeat(3), ("forward", "backward"),
+                              4, [5, 2])
     for label in ("f32", "f16", "bf16", "i64"):
         check(drawn[label] == drawn[label + "as64"], f"{tag} {label}: draws differ from "
                                                      f"the same values as float64")
@@ -366,20 +372,6 @@ def precisions(store, data, tag, rangewise):
                  agreed=True, what=f"{tag} bfloat16 weight -2.0")
 
 
-def _draws(gs, seeds, directions):
-    """Bytes of weighted draws of ``gs`` (fanouts with and without replacement, every
-    direction of ``directions``) at fixed seeds."""
-    out = []
-    for direction in directions:
-        for nn, replace in (([2], False), ([3], True), ([-1], False), ([4, 2], False)):
-            s = dpyg.NeighborSampler(gs, nn, replace=replace, seed=8,
-                                     weight_attr="edge_weight", sample_direction=direction)
-            o = s._sample(seeds)
-            out.append(b"".join(x.numpy().tobytes() for x in (o.node, o.row, o.col,
-                                                               o.edge)))
-    return out
-
-
 def held_once(store, data, tag, rangewise):
     """The weights held once: the edge attribute removed after the put (the sampler reads
     only the CSC copy); the same draws as before, forward and backward (out-lists built
@@ -387,10 +379,10 @@ def held_once(store, data, tag, rangewise):
     ``edge_features`` naming the removed attribute refused."""
     seeds = torch.arange(N).repeat(2)
     fs, gs = put(store, data, f"once{tag}", rangewise)
-    before = _draws(gs, seeds, ("forward",))
-    ref_fs, ref_gs = put(store, data, f"onceref{tag}", rangewise)
+    before = _draws(gs, seeds, ("forward",), 8, [4, 2])
+    _, ref_gs = put(store, data, f"onceref{tag}", rangewise)
     ref_gs.build_backward()
-    ref = _draws(ref_gs, seeds, ("forward", "backward"))
+    ref = _draws(ref_gs, seeds, ("forward", "backward"), 8, [4, 2])
     var = edge_var(f"once{tag}", None, "edge_weight")
     check(var in store.variables(), f"{tag} held once: {var} not among the variables "
                                     f"{sorted(store.variables())}")
@@ -398,12 +390,12 @@ def held_once(store, data, tag, rangewise):
           f"{tag} held once: remove_tensor did not remove the attribute")
     check(var not in store.variables(), f"{tag} held once: {var} still held")
     check(gs.weight_attr_of(None) == "edge_weight", f"{tag} held once: no longer weighted")
-    check(_draws(gs, seeds, ("forward",)) == before, f"{tag} held once: forward draws "
-                                                      f"changed by the removal")
+    check(_draws(gs, seeds, ("forward",), 8, [4, 2]) == before,
+          f"{tag} held once: forward draws changed by the removal")
     gs.build_backward()
     check(store.dtype(gs.sampled_lists(None, backward=True).vars["w"]) == np.float64,
           f"{tag} held once: out-list weights not float64")
-    check(_draws(gs, seeds, ("forward", "backward")) == ref,
+    check(_draws(gs, seeds, ("forward", "backward"), 8, [4, 2]) == ref,
           f"{tag} held once: draws differ from those of a store keeping the attribute")
     s = dpyg.NeighborSampler(gs, [3, 2], seed=4, weight_attr="edge_weight")
     loader = NeighborLoader((fs, gs), num_neighbors=[3, 2], input_nodes=torch.arange(N),
