@@ -101,18 +101,18 @@ def as_bool(value, what):
     raise DDStoreValueError(f"{what} must be True or False, got {value!r}")
 
 
-def taken_error(what, taken, remedy="remove them or pick another name"):
-    """The one "name already taken" error of every layer: ``(DDStoreValueError,
-    "<what>: the store already holds <taken>; <remedy>")``, or None when ``taken`` is
-    empty.  ``taken``: the variable names already held (a list, e.g.
+def check_free_names(what, taken, remedy="remove them or pick another name"):
+    """The one "name already taken" check of every layer: raises
+    ``DDStoreValueError("<what>: the store already holds <taken>; <remedy>")`` unless
+    ``taken`` is empty.  ``taken``: the variable names already held (a list, e.g.
     :func:`names_under`), or a description of one thing held (e.g. ``"attribute ('paper',
     'x')"``); ``what`` names the call or object (None: no prefix); ``remedy`` says how to
     free the name."""
     if not taken:
-        return None
+        return
     held = f"variables {taken}" if isinstance(taken, list) else taken
-    return (DDStoreValueError, f"{'' if what is None else f'{what}: '}the store already "
-                               f"holds {held}; {remedy}")
+    raise DDStoreValueError(f"{'' if what is None else f'{what}: '}the store already "
+                            f"holds {held}; {remedy}")
 
 
 def names_under(name, variables):

@@ -1,24 +1,44 @@
-"""The one agreement mechanism behind every collective call (see DESIGN.md, "Collective
-calls: the rule").
+"""The one mechanism behind every collective call: the collective *step* (see
+docs/design.md, "Collective calls: the rule").
 
-Every collective call of every layer starts with :func:`agree` on the store's
-communicator: an ``Ibarrier`` (every rank has arrived in some agreement), then one
-``allgather`` of ``(call, error, extra)`` from every rank.  Because it is always the
-same MPI operations with the same kind of payload, ranks that are in *different*
-collective calls still meet in it, and all of them raise the same
-:class:`~ddstore.errors.DDStoreValueError` naming the ranks and their calls instead of
-waiting forever in mismatched MPI operations.  Then, if any rank reports an error (a
-bad argument, a file it cannot read, a NaN in its share), every rank raises the same
-error naming the ranks where it happened.  Only after that does anyone act.
+A collective call is made of steps.  Each step is written once, the same way::
 
-Errors raised by this module carry ``agreed = True``: every rank of the communicator
-raised the same error at the same point, so a collective clean-up afterwards (the free
-that leaving ``with DDStore(...)`` runs) meets every rank.  Any other exception is local
-to one rank.
+    with store.collective("from_jodie", name, same={"add_reverse": add_reverse}) as step:
+        share = parse_my_byte_range(path)          # the local part: may fail on one rank
+        ends = step.agree(share.ends())            # the round: every rank's value
+        if ends != sorted(ends):                   # decided from agreed values
+            raise DDStoreValueError("not sorted")  # agreed by construction
 
-An agreement normally waits as long as its peers take to arrive (a rank may compute for
-hours before its next collective call).  Inside :func:`bounded` (the free at interpreter
-exit, see :mod:`ddstore._lifecycle`) it waits at most a given number of seconds for the
+**The local part** (before :meth:`Step.agree`, or the whole block when it never calls
+it) may raise anything on any rank: *whatever it raises* (an ``OSError`` from a file, a
+``KeyError``, a ``MemoryError``, a bug) is carried into the step's one round, and every
+rank raises the same :class:`~ddstore.errors.DDStoreError` naming the ranks and what
+each raised (the failing rank's own exception is chained as its ``__cause__``).  No
+layer lists the exception types it expects.
+
+**The round** is always the same MPI operations on the store's communicator: an
+``Ibarrier`` (every rank has arrived in some step), then one ``allgather`` of ``(call,
+error, share, same, note)``.  So ranks that are in *different* steps still meet in it,
+and every rank raises the same error naming the ranks and their calls instead of waiting
+forever.  ``same`` (settings that must be equal on every rank) is checked in the round.
+A step whose block does not call :meth:`Step.agree` has its round when the block ends;
+``step.values`` then holds every rank's share.
+
+**After the round** the block decides from values every rank holds: whatever it raises
+there is raised alike on every rank and is marked agreed by the step (see
+:func:`is_agreed`), so the enclosing transaction rolls back on every rank.  Local work
+that can fail on one rank belongs in a step's local part, never after its round; and a
+local part makes no raw MPI collective call (only nested steps), so that a rank that
+fails early meets the others in their next round.
+
+An agreed error (raised by the round, or by a nested step) passes through the steps
+that enclose it without another round: every rank is leaving them with it.  Exceptions
+that are not ``Exception`` (``KeyboardInterrupt``, ``SystemExit``) are this rank's
+alone and pass through untouched: uncaught, they end the job.
+
+A step normally waits as long as its peers take to arrive (a rank may compute for hours
+before its next collective call).  Inside :func:`bounded` (the free at interpreter exit,
+see :mod:`ddstore._lifecycle`) it waits at most a given number of seconds for the
 ``Ibarrier``, then calls the caller's ``on_timeout`` (which ends the job).
 """
 import contextlib
@@ -26,18 +46,25 @@ import time
 
 from .errors import DDStoreError, DDStoreValueError, as_error
 
-__all__ = ["agree", "raise_errors", "is_agreed", "mark_agreed",
-           "raised_alike", "format_ranks", "bounded", "join_bounded", "last_call"]
+__all__ = ["Step", "collective", "is_agreed", "format_ranks", "bounded", "join_bounded",
+           "last_call", "current_call", "inject", "record_calls"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
-# call it agreed on, and the bound of the agreements inside ``bounded`` (or None)
-_STATE = {"last": None, "bound": None}
+# call it entered, the step it is in now (or None), and the bound of the rounds inside
+# ``bounded`` (or None)
+_STATE = {"last": None, "current": None, "bound": None}
+# called with a description of what this rank is doing whenever that changes (a step
+# entered or left): the status board of :mod:`ddstore._lifecycle` sets it
+_PUBLISH = {"hook": None}
+# test hooks: an exception to raise in the local part of a named step on this rank
+# (:func:`inject`), and the set of named steps entered (:func:`record_calls`)
+_TEST = {"inject": None, "seen": None}
 
 
 @contextlib.contextmanager
 def bounded(seconds, on_timeout, note):
-    """Within this block, every agreement waits at most ``seconds`` for the other ranks
-    to arrive; then ``on_timeout(seconds)`` is called (it must not return: it ends the
+    """Within this block, every round waits at most ``seconds`` for the other ranks to
+    arrive; then ``on_timeout(seconds)`` is called (it must not return: it ends the
     job).  ``note`` (e.g. ``"exiting"``) is shown beside this rank's call when the ranks
     turn out to be in different calls."""
     previous = _STATE["bound"]
@@ -64,14 +91,32 @@ def join_bounded(thread):
 
 
 def last_call():
-    """A description of the last collective call this rank agreed on (or entered), e.g.
+    """A description of the last collective call this rank entered, e.g.
     ``"NodeMemory.commit('mem')"``, or None."""
     return _STATE["last"]
 
 
+def current_call():
+    """A description of the collective call this rank is in now, or None."""
+    return _STATE["current"]
+
+
+def inject(op, exc=None):
+    """Test hook (this rank only): the next step of collective call ``op`` (its first,
+    named step) raises ``exc`` (an exception instance or class) at the end of its local
+    part, as if the local part had raised it.  ``inject(None)`` disarms."""
+    _TEST["inject"] = None if op is None else (str(op), exc)
+
+
+def record_calls(seen):
+    """Test hook: add the operation of every named step entered to the set ``seen``
+    (None stops recording)."""
+    _TEST["seen"] = seen
+
+
 def _arrive(comm):
-    """Phase one of an agreement: wait until every rank of ``comm`` is in an agreement
-    (unbounded, or polled up to the deadline of :func:`bounded`)."""
+    """Phase one of a round: wait until every rank of ``comm`` is in a round (unbounded,
+    or polled up to the deadline of :func:`bounded`)."""
     request = comm.Ibarrier()
     bound = _STATE["bound"]
     if bound is None:
@@ -95,50 +140,16 @@ def format_ranks(ranks):
         f"ranks {', '.join(map(str, ranks))}"
 
 
-def _agreed(cls, message):
-    return mark_agreed(cls(message))
-
-
-def mark_agreed(exc):
-    """``exc``, marked as raised alike on every rank (see :func:`is_agreed`).  For an
-    error that a layer raises from values every rank holds after an agreement (the
-    gathered ``extra``, agreed settings, the result of a collective reduction): every
-    rank raises it at the same point, so a collective clean-up (a transaction's
-    rollback) meets every rank.  Never for an error decided from this rank's own
-    data: agree on that first."""
-    exc.agreed = True
-    return exc
-
-
-@contextlib.contextmanager
-def raised_alike():
-    """``with raised_alike():`` a block that decides only from values every rank holds
-    (what an agreement gathered, agreed settings): a :class:`DDStoreError` it raises is
-    raised alike on every rank, and is marked so (:func:`mark_agreed`)."""
-    try:
-        yield
-    except DDStoreError as exc:
-        raise mark_agreed(exc)
-
-
 def is_agreed(exc):
-    """True when ``exc`` was raised the same way on every rank by :func:`agree`."""
+    """True when ``exc`` was raised alike on every rank of the communicator (by a step's
+    round, or decided after it): a collective clean-up (a transaction's rollback, the
+    free that leaving ``with DDStore`` runs) then meets every rank."""
     return getattr(exc, "agreed", False) is True
 
 
-def raise_errors(errors):
-    """Raise if any of the gathered ``(class, message)`` errors (one per rank, None where
-    a rank is fine) is set: one line per distinct message, naming its ranks, with the
-    class of the lowest failing rank.  Every rank that gathered the same list raises the
-    same error."""
-    by_message = {}  # message -> ranks, in rank order
-    for r, e in enumerate(errors):
-        if e is not None:
-            by_message.setdefault(e[1], []).append(r)
-    if by_message:
-        cls = next(e for e in errors if e is not None)[0]
-        raise _agreed(cls, "; ".join(f"{format_ranks(ranks)}: {msg}"
-                                     for msg, ranks in by_message.items()))
+def _mark(exc):
+    exc.agreed = True
+    return exc
 
 
 def _describe(call):
@@ -155,10 +166,39 @@ def _by_value(values):
     return "; ".join(f"{format_ranks(rs)}: {v}" for v, rs in groups.items())
 
 
-def _check_same(call, values):
-    """Raise (the same on every rank) when the gathered ``same`` values differ."""
+def _errors_error(errors):
+    """The agreed error of the gathered ``(class, message)`` errors (one per rank, None
+    where a rank is fine), or None: one line per distinct message, naming its ranks,
+    with the class of the lowest failing rank."""
+    by_message = {}  # message -> ranks, in rank order
+    for r, e in enumerate(errors):
+        if e is not None:
+            by_message.setdefault(e[1], []).append(r)
+    if not by_message:
+        return None
+    cls = next(e for e in errors if e is not None)[0]
+    return cls("; ".join(f"{format_ranks(ranks)}: {msg}"
+                         for msg, ranks in by_message.items()))
+
+
+def _calls_error(info):
+    calls = [i[0] for i in info]
+    if all(c == calls[0] for c in calls):
+        return None
+    by_call = {}
+    for r, (c, *_, n) in enumerate(info):
+        by_call.setdefault((c, n), []).append(r)
+    detail = "; ".join(f"{format_ranks(rs)} called {_describe(c)}"
+                       + (f" ({n})" if n else "") for (c, n), rs in by_call.items())
+    return DDStoreValueError(f"collective calls out of step: every rank must make the "
+                             f"same collective calls, in the same order, with the same "
+                             f"names ({detail})")
+
+
+def _same_error(call, values):
+    """The error (the same on every rank) when the gathered ``same`` values differ."""
     if all(v == values[0] for v in values):
-        return
+        return None
     what = _describe(call) if call is not None else "this collective call"
     if all(isinstance(v, dict) for v in values):  # name only the settings that differ
         keys = [k for k in dict.fromkeys(k for v in values for k in v)
@@ -167,49 +207,123 @@ def _check_same(call, values):
                            f"({_by_value([v.get(k) for v in values])})" for k in keys)
     else:
         detail = f"settings differ between ranks ({_by_value(values)})"
-    raise _agreed(DDStoreValueError, f"{what} is collective and needs the same settings "
-                                     f"on every rank: {detail}")
+    return DDStoreValueError(f"{what} is collective and needs the same settings on every "
+                             f"rank: {detail}")
 
 
-def agree(comm, call, error=None, extra=None, same=None):
-    """Collective over ``comm``: the agreement every collective call starts with.
-
-    ``call`` is ``(operation, name)`` (name may be None) or None (a step inside a
-    collective call that has already been checked).  Raises on every rank:
-
-    - a :class:`DDStoreValueError` naming the ranks and their calls when the ranks are
-      not all in the same call;
-    - the error of any rank that passed one (an exception, converted by
-      :func:`ddstore.errors.as_error`, or a ``(class, message)`` pair), naming its
-      ranks;
-    - a :class:`DDStoreValueError` when ``same`` (settings that must be equal on every
-      rank, e.g. ``{"dtype": ..., "row shape": ...}``) differ, naming the ranks and
-      their values (for a dict, only the entries that differ).
-
-    Returns every rank's ``extra`` (any picklable value), in rank order: a value the
-    ranks decide on together (a count, a layout, the first bad item) travels here, in
-    the same round as the errors, not in a collective of its own.  Errors a caller
-    raises from these values are raised alike on every rank: mark them
-    (:func:`mark_agreed`, :func:`raised_alike`).
-    """
-    if call is not None:
-        op, name = call
-        call = (str(op), name if name is None or isinstance(name, str) else repr(name))
-        _STATE["last"] = _describe(call)
+def _round(comm, call, error, share, same):
+    """One round (collective over ``comm``): returns every rank's ``share``, or raises,
+    alike on every rank, the first of: a rank's error (with a note when the ranks were
+    in different steps), calls out of step, ``same`` values that differ."""
     note = _arrive(comm)
-    info = comm.allgather((call, as_error(error), extra, same, note))
-    calls = [c for c, _, _, _, _ in info]
-    if any(c != calls[0] for c in calls):
-        by_call = {}
-        for r, (c, *_, n) in enumerate(info):
-            by_call.setdefault((c, n), []).append(r)
-        detail = "; ".join(f"{format_ranks(rs)} called {_describe(c)}"
-                           + (f" ({n})" if n else "")
-                           for (c, n), rs in by_call.items())
-        raise _agreed(DDStoreValueError,
-                      f"collective calls out of step: every rank must make the same "
-                      f"collective calls, in the same order, with the same names "
-                      f"({detail})")
-    raise_errors([e for _, e, _, _, _ in info])
-    _check_same(calls[0], [s for _, _, _, s, _ in info])
-    return [x for _, _, x, _, _ in info]
+    info = comm.allgather((call, as_error(error), share, same, note))
+    exc = _errors_error([i[1] for i in info])
+    if exc is None:
+        exc = _calls_error(info)
+    if exc is None:
+        exc = _same_error(info[0][0], [i[3] for i in info])
+    if exc is not None:
+        raise _mark(exc)
+    return [i[2] for i in info]
+
+
+class Step:
+    """One step of a collective call over ``comm`` (see the module docstring).  Made by
+    :meth:`DDStore.collective <ddstore.DDStore.collective>` (or :func:`collective` where
+    there is no store yet); used only as ``with ... as step:``.
+
+    ``op`` / ``name``: the call this step begins (e.g. ``"add"``, ``"x"``), checked to be
+    the same on every rank; ``op=None`` for a later step of a call already begun.
+    ``same``: settings that must be equal on every rank (more may be given to
+    :meth:`agree`).  ``values``: every rank's share, in rank order, once the round ran.
+    """
+    __slots__ = ("_comm", "_call", "_same", "_values", "_inject", "_previous",
+                 "_check")
+
+    def __init__(self, comm, op=None, name=None, same=None, check=None):
+        self._comm = comm
+        if op is None:
+            self._call = None
+        else:
+            self._call = (str(op), name if name is None or isinstance(name, str)
+                          else repr(name))
+        self._same, self._check = same, check
+        self._values = None
+        self._inject = None
+        self._previous = None
+
+    @property
+    def values(self):
+        if self._values is None:
+            raise DDStoreError("internal: step.values read before the step's round")
+        return self._values
+
+    def __enter__(self):
+        if self._check is not None:
+            self._check()
+        call = self._call
+        if call is not None:
+            _STATE["last"] = _describe(call)
+            if _TEST["seen"] is not None:
+                _TEST["seen"].add(call[0])
+            armed = _TEST["inject"]
+            if armed is not None and armed[0] == call[0]:
+                self._inject, _TEST["inject"] = armed[1], None
+        self._previous = _STATE["current"]
+        if call is not None and self._previous is None:
+            _STATE["current"] = _describe(call)
+            hook = _PUBLISH["hook"]
+            if hook is not None:
+                hook(_STATE["current"])
+        return self
+
+    def agree(self, share=None, same=None):
+        """The step's round (collective): ends its local part.  ``share``: this rank's
+        contribution (any picklable value); ``same``: settings that must be equal on every
+        rank (besides those given to the step).  Returns every rank's share, in rank
+        order; raises alike on every rank if any rank's local part failed, the ranks are
+        in different steps, or a ``same`` setting differs.  Call it at most once."""
+        if self._values is not None:
+            raise DDStoreError("internal: a step has one round")
+        error = None
+        if self._inject is not None:
+            error, self._inject = self._inject, None
+            error = error() if isinstance(error, type) else error
+        if same is not None and self._same is not None:
+            same = {"step": self._same, "call": same}
+        elif same is None:
+            same = self._same
+        self._values = _round(self._comm, self._call, error, share, same)
+        return self._values
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc is None:
+                if self._values is None:
+                    self.agree()
+                return False
+            if not isinstance(exc, Exception) or is_agreed(exc):
+                return False
+            if self._values is not None:  # decided from agreed values: alike everywhere
+                _mark(exc)
+                return False
+            # the local part failed on this rank: the others learn it in this round
+            try:
+                _round(self._comm, self._call, exc, None, None)
+            except DDStoreError as agreed:
+                raise agreed from exc
+            raise DDStoreError("internal: a failed local part was agreed as fine") \
+                from exc  # pragma: no cover
+        finally:
+            if _STATE["current"] is not None and self._previous is None and \
+                    self._call is not None:
+                _STATE["current"] = None
+                hook = _PUBLISH["hook"]
+                if hook is not None:
+                    hook(None)
+
+
+def collective(comm, op, name=None, *, same=None):
+    """A :class:`Step` over ``comm``, for a collective call that has no store yet
+    (``DDStore(...)``, ``DDStore.plan``); layers use :meth:`DDStore.collective`."""
+    return Step(comm, op, name, same)

@@ -11,7 +11,7 @@ from . import _collective
 from .errors import DDStoreError, DDStoreStateError
 
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
-           "launch_error"]
+           "check_launch", "launched_alone", "single_rank_hint"]
 
 EXIT_TIMEOUT = 10.0  # seconds; environment DDSTORE_EXIT_TIMEOUT
 _REAL_OS_EXIT = os._exit
@@ -186,28 +186,68 @@ LAUNCH_SIZE_VARIABLES = (
 )
 
 
-def launch_error(environ=None, world_size=None):
-    """``None``, or ``(DDStoreStateError, message)`` when the launch is not an MPI job of
-    the size its launcher meant: a variable of :data:`LAUNCH_SIZE_VARIABLES` says the
-    job has N processes while ``MPI.COMM_WORLD`` has another size.  The usual cause:
-    ``torchrun --nproc_per_node N script.py`` starts N processes that are each an MPI
-    job of one rank (they would then wait forever in torch's rendezvous or train on
-    disjoint stores).  ``environ`` / ``world_size`` default to ``os.environ`` and
+def _launch_sizes(environ):
+    """``[(variable, launcher, text)]`` of the launch-size variables set in ``environ``."""
+    return [(var, launcher, environ[var].strip()) for var, launcher in
+            LAUNCH_SIZE_VARIABLES if environ.get(var, "").strip()]
+
+
+def check_launch(environ=None, world_size=None):
+    """Raise :class:`DDStoreStateError` when the launch is not an MPI job of the size its
+    launcher meant.  An MPI launcher's own variable (``PMI_SIZE``,
+    ``OMPI_COMM_WORLD_SIZE``, ``MV2_COMM_WORLD_SIZE``) is trusted over torch's
+    ``WORLD_SIZE`` (a leftover of an earlier ``torchrun`` in the shell): when one of them
+    matches ``MPI.COMM_WORLD``, the launch is right whatever ``WORLD_SIZE`` says.  The
+    usual failure: ``torchrun --nproc_per_node N script.py`` starts N processes that are
+    each an MPI job of one rank (they would wait forever in torch's rendezvous or train
+    on disjoint stores).  ``environ`` / ``world_size`` default to ``os.environ`` and
     ``MPI.COMM_WORLD.Get_size()`` (parameters for tests)."""
     environ = os.environ if environ is None else environ
     if world_size is None:
         from mpi4py import MPI
         world_size = MPI.COMM_WORLD.Get_size()
-    for var, launcher in LAUNCH_SIZE_VARIABLES:
-        text = environ.get(var, "").strip()
-        if not text.isdigit() or int(text) == world_size:
-            continue
-        n = int(text)
-        return (DDStoreStateError,
-                f"this process belongs to a job of {n} processes ({var}={n}, set by "
-                f"{launcher}) but its MPI world (MPI.COMM_WORLD) has {world_size} "
-                f"rank{'s' if world_size != 1 else ''}: the processes were not started "
-                f"as one MPI job.  ddstore needs every process in one MPI job: launch "
-                f"with `mpiexec -n {n} python script.py` (torch.distributed is started "
-                f"over MPI by ddstore.distributed.init_torch_distributed), not torchrun")
-    return None
+    found = _launch_sizes(environ)
+    for var, _, text in found:
+        if not (text.isascii() and text.isdigit()):
+            raise DDStoreStateError(f"{var}={text!r} in the environment is not a number of "
+                                    f"processes: unset it, or launch with "
+                                    f"`mpiexec -n N python script.py`")
+    mpi = [(v, l, int(t)) for v, l, t in found if v != "WORLD_SIZE"]
+    if any(n == world_size for _, _, n in mpi):
+        bad = [(v, l, n) for v, l, n in mpi if n != world_size]
+    else:
+        bad = [(v, l, int(t)) for v, l, t in found if int(t) != world_size]
+    if not bad:
+        return
+    var, launcher, n = bad[0]
+    agree_with = [v for v, _, t in found if int(t) == world_size]
+    trusted = (f" ({', '.join(agree_with)} agree with the MPI world)" if agree_with
+               else "")
+    raise DDStoreStateError(
+        f"this process belongs to a job of {n} processes ({var}={n}, set by {launcher}) "
+        f"but its MPI world (MPI.COMM_WORLD) has {world_size} "
+        f"rank{'s' if world_size != 1 else ''}{trusted}: the processes were not started "
+        f"as one MPI job.  ddstore needs every process in one MPI job: launch with "
+        f"`mpiexec -n {n} python script.py` (torch.distributed is started over MPI by "
+        f"ddstore.distributed.init_torch_distributed), not torchrun"
+        + (f"; if {var} is a leftover in your shell, unset it" if var == "WORLD_SIZE"
+           else ""))
+
+
+def launched_alone(environ=None, world_size=None):
+    """True when this process is an MPI world of one rank that no launcher started
+    (``python script.py`` instead of ``mpiexec -n N python script.py``)."""
+    environ = os.environ if environ is None else environ
+    if world_size is None:
+        from mpi4py import MPI
+        world_size = MPI.COMM_WORLD.Get_size()
+    return world_size == 1 and not _launch_sizes(environ)
+
+
+def single_rank_hint(size):
+    """A hint for messages about a communicator of ``size`` ranks: launched without
+    ``mpiexec``?"""
+    if size == 1 and launched_alone():
+        return ("; launched without `mpiexec`? this process is an MPI job of one rank: "
+                "run `mpiexec -n N python script.py`")
+    return ""

@@ -37,7 +37,7 @@ Layers that keep their own record of what they put (a ``FeatureStore``'s attribu
 removes what was created before the registration, it calls ``forget()`` (newest first,
 among the removals), so that the object does not name variables that are gone.
 """
-from ._collective import is_agreed, mark_agreed
+from ._collective import is_agreed
 from .errors import DDStoreStateError
 
 __all__ = ["Transaction", "Journal"]
@@ -111,23 +111,24 @@ class Transaction:
 
     def _rollback(self):
         """Collective: remove, newest first, what this transaction created, on every
-        rank.  The ranks first check that they are all rolling back the same
-        transaction with the same record (one agreement); a record that differs (a
-        variable created on some ranks only: a bug) removes what every rank holds and
-        raises a :class:`DDStoreStateError` naming the rest."""
+        rank.  One step first checks that every rank is rolling back (the labels may
+        differ: they are names for messages, not part of the rule) and gathers what each
+        created; a record that differs (a variable created on some ranks only: a bug)
+        removes what every rank holds and raises a :class:`DDStoreStateError` naming the
+        rest."""
         store, entries = self.store, self._entries
         undo = entries[self._mark:]
         mine = [e for e in undo if isinstance(e, str)]
-        names = store.agree(None, call=("transaction rollback", self.label), extra=mine)
-        for entry in reversed(undo):
-            if not isinstance(entry, str):
-                entry()
-            elif all(entry in other for other in names):
-                self._drop(entry)
-        del entries[self._mark:]
-        if any(other != names[0] for other in names):
-            raise mark_agreed(DDStoreStateError(
-                f"transaction {self.label!r}: ranks created different variables "
-                f"({'; '.join(f'rank {r}: {n}' for r, n in enumerate(names))}); removed "
-                f"those every rank held"))
-
+        with store.collective("transaction rollback") as step:
+            names = [n for _, n in step.agree((self.label, mine))]
+            for entry in reversed(undo):
+                if not isinstance(entry, str):
+                    entry()
+                elif all(entry in other for other in names):
+                    self._drop(entry)
+            del entries[self._mark:]
+            if any(other != names[0] for other in names):
+                raise DDStoreStateError(
+                    f"transaction {self.label!r}: ranks created different variables "
+                    f"({'; '.join(f'rank {r}: {n}' for r, n in enumerate(names))}); "
+                    f"removed those every rank held")

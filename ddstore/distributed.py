@@ -23,11 +23,12 @@ def init_torch_distributed(comm=None, backend=None):
     import torch
     import torch.distributed as dist
     from mpi4py import MPI
-    from ._collective import agree
-    from ._lifecycle import launch_error
+    from ._collective import collective
+    from ._lifecycle import check_launch
     comm = MPI.COMM_WORLD if comm is None else comm
     # before torch's rendezvous, which would wait forever for processes of another job
-    agree(comm, ("init_torch_distributed", None), launch_error())
+    with collective(comm, "init_torch_distributed"):
+        check_launch()
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     device = torch.device("cpu")

@@ -29,7 +29,7 @@ class DDStoreStateError(DDStoreError, RuntimeError):
 
 def as_error(error, what=None):
     """The one conversion of a failure into a ``(class, message)`` pair (what an agreement
-    carries, see :func:`ddstore._collective.agree`, or what a layer raises as
+    carries, see :class:`ddstore._collective.Step`, or what a layer raises as
     ``cls(message)``).
 
     ``None`` and a ``(class, message)`` pair are returned as they are; a

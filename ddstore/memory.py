@@ -65,46 +65,42 @@ def release_free_heap():
 
 
 def check_nbytes(nbytes, what="nbytes"):
-    """(error or None, int value)."""
+    """``nbytes`` as an int; raises :class:`DDStoreValueError` naming ``what``."""
     if not is_int(nbytes) or nbytes < 0:
-        return (DDStoreValueError, f"{what}={nbytes!r} must be an integer number of bytes "
-                                   f">= 0"), None
-    return None, int(nbytes)
+        raise DDStoreValueError(f"{what}={nbytes!r} must be an integer number of bytes "
+                                f">= 0")
+    return int(nbytes)
 
 
 def check_budget(budget):
-    """(error or None, float value or None)."""
+    """``budget`` as a float (or None); raises :class:`DDStoreValueError`."""
     if budget is None:
-        return None, None
+        return None
     if (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
             or not math.isfinite(budget) or budget <= 0):
-        return (DDStoreValueError, f"memory_budget={budget!r} must be a positive finite "
-                                   f"number of bytes per rank (or None for "
-                                   f"{MEMORY_BUDGET_FRACTION} x the node's available memory "
-                                   f"/ ranks on the node)"), None
-    return None, float(budget)
+        raise DDStoreValueError(f"memory_budget={budget!r} must be a positive finite "
+                                f"number of bytes per rank (or None for "
+                                f"{MEMORY_BUDGET_FRACTION} x the node's available memory "
+                                f"/ ranks on the node)")
+    return float(budget)
 
 
 def memory_settings(width, data_nbytes, memory_budget, what="data_nbytes"):
-    """Local checks of the memory arguments: (error, nbytes, (budget, host, available))
-    where the last two are None when no data size is given."""
+    """Local checks of the memory arguments: ``(nbytes, (budget, host, available))``,
+    both None when no data size is given; raises :class:`DDStoreValueError`."""
     from mpi4py import MPI
     if data_nbytes is None:
         if width == "auto":
-            return (DDStoreValueError, "width='auto' needs data_nbytes= (the bytes of data "
-                                       "that will be added), or choose a width with "
-                                       "DDStore.plan(nbytes)"), None, None
+            raise DDStoreValueError("width='auto' needs data_nbytes= (the bytes of data "
+                                    "that will be added), or choose a width with "
+                                    "DDStore.plan(nbytes)")
         if memory_budget is not None:
-            return (DDStoreValueError, f"memory_budget={memory_budget!r} needs "
-                                       f"data_nbytes= (the bytes of data it is checked "
-                                       f"against)"), None, None
-        return None, None, None
-    error, nbytes = check_nbytes(data_nbytes, what)
-    if error is None:
-        error, budget = check_budget(memory_budget)
-    if error is not None:
-        return error, None, None
-    return None, nbytes, (budget, MPI.Get_processor_name(), available_memory())
+            raise DDStoreValueError(f"memory_budget={memory_budget!r} needs data_nbytes= "
+                                    f"(the bytes of data it is checked against)")
+        return None, None
+    nbytes = check_nbytes(data_nbytes, what)
+    budget = check_budget(memory_budget)
+    return nbytes, (budget, MPI.Get_processor_name(), available_memory())
 
 
 def gb(nbytes):
@@ -130,12 +126,12 @@ def agreed_budget(infos):
 
 
 def plan_width(size, nbytes, budget, how):
-    """(error or None, width): the smallest width dividing ``size`` whose per-rank share
-    ``ceil(nbytes / width)`` fits ``budget``."""
+    """The smallest width dividing ``size`` whose per-rank share ``ceil(nbytes / width)``
+    fits ``budget``; raises :class:`DDStoreMemoryError` when none does."""
     for w in range(1, size + 1):
         if size % w == 0 and -(-nbytes // w) <= budget:
-            return None, w
-    return (DDStoreMemoryError,
-            f"{gb(nbytes)} of data does not fit: even at width={size} (the communicator "
-            f"size) each rank holds {gb(-(-nbytes // size))}, more than the {how}; use "
-            f"more ranks (or nodes), or a larger memory_budget"), None
+            return w
+    raise DDStoreMemoryError(
+        f"{gb(nbytes)} of data does not fit: even at width={size} (the communicator "
+        f"size) each rank holds {gb(-(-nbytes // size))}, more than the {how}; use "
+        f"more ranks (or nodes), or a larger memory_budget")

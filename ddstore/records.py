@@ -5,8 +5,7 @@ and reading one runs no code.  :class:`RecordsAPI` is the records half of
 import numpy as np
 
 from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices
-from ._collective import mark_agreed
-from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
+from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
 __all__ = ["RecordsAPI"]
 
@@ -35,34 +34,32 @@ class RecordsAPI:
         Holds one key's rows twice while copying them in; to load more than that, use
         :meth:`init_records` and fill block by block.
         """
-        self.check_alive()
-        error = self._name_error(name)
-        schema = None
-        if error is None:
+        with self.collective("add_records", name) as step:
+            self._check_name(name)
             try:
-                schema, error = _record_schema(name, samples)
-            except Exception as exc:  # a sample numpy cannot read: agree, do not hang
-                error = as_error(exc, f"records {name!r}")
-        info = self._agreement(("add_records", name), error, schema)
-        schemas = [(r, s) for r, s in enumerate(info) if s is not None]
-        if not schemas:  # decided from the gathered schemas: alike on every rank
-            raise mark_agreed(DDStoreValueError(f"records {name!r}: no rank holds any "
-                                                f"sample (empty data set)"))
-        schema = _same_schema(name, schemas)
+                schema = _record_schema(name, samples)
+            except DDStoreError:
+                raise
+            except Exception as exc:  # a sample numpy cannot read
+                raise DDStoreValueError(f"records {name!r}: {type(exc).__name__}: "
+                                        f"{exc}") from exc
+            info = step.agree(schema)
+            schemas = [(r, s) for r, s in enumerate(info) if s is not None]
+            if not schemas:
+                raise DDStoreValueError(f"records {name!r}: no rank holds any sample "
+                                        f"(empty data set)")
+            schema = _same_schema(name, schemas)
         counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
                           dtype=np.int64).reshape(len(samples), len(schema))
         with self.transaction(f"add_records {name!r}"):
             self._create_records(name, schema, counts)
-            error = None
-            try:  # a copy that fails on one rank (memory): agreed, then undone everywhere
+            # a copy that fails on one rank (memory): agreed, then undone everywhere
+            with self.collective(None):
                 for j, (key, dstr, trailing) in enumerate(schema):
                     if counts[:, j].sum():
                         data = np.concatenate([np.asarray(s[key]) for s in samples])
                         self._write_field(self._records[name].fields[key], 0, data)
                         del data
-            except Exception as exc:  # noqa: BLE001 -- agreed below
-                error = exc
-            self._agreement(None, error)
         self._core.sync()
 
     def init_records(self, name, schema, sizes):
@@ -76,14 +73,12 @@ class RecordsAPI:
         The records are then read like those of :meth:`add_records`; contents are
         undefined until written.
         """
-        self.check_alive()
-        error = self._name_error(name)
-        spec, counts = None, None
-        if error is None:
-            spec, counts, error = _records_spec(name, schema, sizes)
-        info = self._agreement(("init_records", name), error, spec)
-        schema = _same_schema(name, list(enumerate(info)))
-        self._create_records(name, schema, counts)
+        with self.collective("init_records", name) as step:
+            self._check_name(name)
+            spec, counts = _records_spec(name, schema, sizes)
+            info = step.agree(spec)
+            schema = _same_schema(name, list(enumerate(info)))
+            self._create_records(name, schema, counts)
 
     def update_records(self, name, start, stop, data):
         """Local: write local records ``[start, stop)`` of ``name`` (numbered from 0 on
@@ -124,7 +119,7 @@ class RecordsAPI:
             for j, (key, dstr, trailing) in enumerate(schema):
                 fields[key] = self._create(f"{name}/{key}", int(counts[:, j].sum()),
                                            np.dtype(dstr), tuple(trailing))
-        except DDStoreError:  # agreed on every rank (e.g. out of memory): undo it all
+        except Exception:  # alike on every rank (e.g. out of memory): undo it all
             for var in fields.values():
                 self._core.remove(var.vid)
             raise
@@ -228,26 +223,25 @@ class RecordsAPI:
 
 
 def _record_schema(name, samples):
-    """(schema, error): schema is a tuple of (key, dtype.str, trailing shape) sorted by key."""
+    """The schema: a tuple of (key, dtype.str, trailing shape) sorted by key; raises
+    :class:`DDStoreValueError` naming the first bad sample."""
     if isinstance(samples, dict) or not hasattr(samples, "__len__"):
-        return None, (DDStoreValueError, f"records {name!r}: samples must be a sequence "
-                                         f"of dicts, got {type(samples).__name__}")
+        raise DDStoreValueError(f"records {name!r}: samples must be a sequence "
+                                f"of dicts, got {type(samples).__name__}")
     schema = None
     for i, sample in enumerate(samples):
         if not isinstance(sample, dict):
-            return None, (DDStoreValueError, f"records {name!r}: sample {i} is a "
-                                             f"{type(sample).__name__}, not a dict")
+            raise DDStoreValueError(f"records {name!r}: sample {i} is a "
+                                    f"{type(sample).__name__}, not a dict")
         this = []
         for key in sorted(sample):
             arr = np.asarray(sample[key])
             if arr.ndim < 1:
-                return None, (DDStoreValueError,
-                              f"records {name!r}: sample {i} key {key!r} is a scalar; "
-                              f"values need a first (variable) dimension")
+                raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} is a scalar; "
+                                        f"values need a first (variable) dimension")
             if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
-                return None, (DDStoreValueError,
-                              f"records {name!r}: sample {i} key {key!r} has dtype "
-                              f"{arr.dtype}, which cannot be stored")
+                raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} has dtype "
+                                        f"{arr.dtype}, which cannot be stored")
             this.append((key, arr.dtype.str, tuple(arr.shape[1:])))
         this = tuple(this)
         if schema is None:
@@ -266,8 +260,8 @@ def _record_schema(name, samples):
                 msg = (f"key {key!r} has dtype {np.dtype(got[key][0])} trailing shape "
                        f"{got[key][1]}, sample 0 has dtype {np.dtype(want[key][0])} "
                        f"trailing shape {want[key][1]}")
-            return None, (DDStoreValueError, f"records {name!r}: sample {i}: {msg}")
-    return schema, None
+            raise DDStoreValueError(f"records {name!r}: sample {i}: {msg}")
+    return schema
 
 
 def _same_schema(name, schemas):
@@ -275,19 +269,20 @@ def _same_schema(name, schemas):
     differ (raised on every rank: each compares the same gathered list)."""
     for r, s in schemas:
         if s != schemas[0][1]:
-            raise mark_agreed(DDStoreValueError(
+            raise DDStoreValueError(
                 f"records {name!r}: keys, dtypes or trailing shapes differ between rank "
                 f"{schemas[0][0]} ({_fmt_schema(schemas[0][1])}) and rank {r} "
-                f"({_fmt_schema(s)})"))
+                f"({_fmt_schema(s)})")
     return schemas[0][1]
 
 
 def _records_spec(name, schema, sizes):
-    """(schema tuple, counts ``[n_local, nkeys]``, error) of init_records' arguments."""
+    """(schema tuple, counts ``[n_local, nkeys]``) of init_records' arguments; raises
+    :class:`DDStoreValueError`."""
     what = f"init_records {name!r}"
     if not isinstance(schema, dict) or not schema:
-        return None, None, (DDStoreValueError, f"{what}: schema must be a non-empty dict "
-                                               f"{{key: (dtype, trailing_shape)}}")
+        raise DDStoreValueError(f"{what}: schema must be a non-empty dict "
+                                f"{{key: (dtype, trailing_shape)}}")
     spec = []
     for key in sorted(schema, key=str):
         try:
@@ -295,19 +290,19 @@ def _records_spec(name, schema, sizes):
             dt = np.dtype(dstr)
             trailing = tuple(as_int(t, "trailing dimension") for t in trailing)
         except (TypeError, ValueError) as exc:
-            return None, None, (DDStoreValueError, f"{what}: schema[{key!r}] must be "
-                                                   f"(dtype, trailing_shape): {exc}")
+            raise DDStoreValueError(f"{what}: schema[{key!r}] must be "
+                                    f"(dtype, trailing_shape): {exc}")
         if not isinstance(key, str) or dt.kind not in STORABLE_KINDS or \
                 dt.fields is not None or any(t < 0 for t in trailing):
-            return None, None, (DDStoreValueError, f"{what}: schema[{key!r}] = "
-                                                   f"({dt}, {trailing}) cannot be stored "
-                                                   f"(str key, numeric dtype, dims >= 0)")
+            raise DDStoreValueError(f"{what}: schema[{key!r}] = "
+                                    f"({dt}, {trailing}) cannot be stored "
+                                    f"(str key, numeric dtype, dims >= 0)")
         spec.append((key, dt.str, trailing))
     if not isinstance(sizes, dict) or set(sizes) != set(schema):
         got = sorted(sizes, key=str) if isinstance(sizes, dict) else type(sizes).__name__
-        return None, None, (DDStoreValueError, f"{what}: sizes must be a dict with the "
-                                               f"schema's keys {sorted(schema, key=str)}, "
-                                               f"got {got}")
+        raise DDStoreValueError(f"{what}: sizes must be a dict with the "
+                                f"schema's keys {sorted(schema, key=str)}, "
+                                f"got {got}")
     try:
         cols = [np.asarray(sizes[k]) for k, _, _ in spec]
         if any(c.ndim != 1 or (c.size and c.dtype.kind not in "iu") for c in cols):
@@ -319,8 +314,8 @@ def _records_spec(name, schema, sizes):
         if (counts < 0).any():
             raise ValueError("a size is negative")
     except (TypeError, ValueError, OverflowError) as exc:
-        return None, None, (DDStoreValueError, f"{what}: bad sizes: {exc}")
-    return tuple(spec), counts, None
+        raise DDStoreValueError(f"{what}: bad sizes: {exc}") from exc
+    return tuple(spec), counts
 
 
 def _fmt_schema(schema):

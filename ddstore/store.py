@@ -24,9 +24,9 @@ import threading
 import numpy as np
 
 from . import _core, _lifecycle, _transaction
-from ._checks import (STORABLE_KINDS, as_indices, as_int, check_indices, is_int, partition,
-                      taken_error)
-from ._collective import agree, is_agreed, join_bounded, mark_agreed
+from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, check_indices,
+                      is_int, partition)
+from ._collective import Step, collective, is_agreed, join_bounded
 from ._lifecycle import abort_on_exception
 from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, \
     DDStoreStateError, DDStoreValueError
@@ -117,32 +117,30 @@ class DDStore(RecordsAPI):
         if comm is None:
             comm = MPI.COMM_WORLD
         size = comm.Get_size()
-        error, width, transport = self._check_settings(size, width, transport)
-        error = _lifecycle.launch_error() or error  # torchrun: each process a world of one
-        nbytes, memory = None, None
-        if error is None:
-            error, nbytes, memory = memory_settings(width, data_nbytes, memory_budget)
-        # agree before raising: a rank whose arguments differ must not leave the others
-        # waiting in the next collective call
-        settings = agree(comm, ("DDStore", None), error, extra=memory,
-                         same={"width": width, "transport": transport,
-                                 "data_nbytes": nbytes})
-        self.memory_budget = None
-        if nbytes is not None:  # the same decision on every rank, from gathered values
-            budget, how = agreed_budget(settings)
-            if width == "auto":
-                err, width = plan_width(size, nbytes, budget, how)
-                if err is not None:
-                    raise mark_agreed(err[0](err[1]))
-            elif -(-nbytes // width) > budget:
-                err, fits = plan_width(size, nbytes, budget, how)
-                hint = (f"width={fits} (or width='auto') fits" if err is None else
-                        "no width fits on this many ranks")
-                raise mark_agreed(DDStoreMemoryError(
-                    f"width={width}: each rank would hold {gb(-(-nbytes // width))} of "
-                    f"the {gb(nbytes)} of data (data_nbytes={nbytes}), more than the "
-                    f"{how}; {hint}"))
-            self.memory_budget = budget
+        # the local part may fail on one rank only (bad arguments, the launch): the step
+        # agrees on it before anyone raises or allocates
+        with collective(comm, "DDStore") as step:
+            width, transport = self._check_settings(size, width, transport)
+            _lifecycle.check_launch()  # torchrun: each process a world of one
+            nbytes, memory = memory_settings(width, data_nbytes, memory_budget)
+            settings = step.agree(memory, same={"width": width, "transport": transport,
+                                                "data_nbytes": nbytes})
+            self.memory_budget = None
+            if nbytes is not None:  # the same decision on every rank, from agreed values
+                budget, how = agreed_budget(settings)
+                if width == "auto":
+                    width = plan_width(size, nbytes, budget, how)
+                elif -(-nbytes // width) > budget:
+                    try:
+                        hint = f"width={plan_width(size, nbytes, budget, how)} " \
+                               f"(or width='auto') fits"
+                    except DDStoreMemoryError:
+                        hint = "no width fits on this many ranks"
+                    raise DDStoreMemoryError(
+                        f"width={width}: each rank would hold {gb(-(-nbytes // width))} "
+                        f"of the {gb(nbytes)} of data (data_nbytes={nbytes}), more than "
+                        f"the {how}; {hint}")
+                self.memory_budget = budget
         self._core = _core.Core(comm, width, transport)
         self._journal = _transaction.Journal()  # the open transactions' record
         self.comm = comm
@@ -166,33 +164,32 @@ class DDStore(RecordsAPI):
 
     @staticmethod
     def _check_settings(size, width, transport):
-        """(error or None, width, transport) with the defaults filled in."""
+        """``(width, transport)`` with the defaults filled in; raises on a bad one."""
         if width is None:
             width = size
         if isinstance(width, str) and width == "auto":
             pass  # resolved from data_nbytes after the ranks agree
         elif not is_int(width):
-            return (DDStoreValueError, f"width must be 'auto' or an integer in [1, {size}] "
-                                       f"dividing the communicator size {size}, got "
-                                       f"{width!r}"), None, transport
+            raise DDStoreValueError(f"width must be 'auto' or an integer in [1, {size}] "
+                                    f"dividing the communicator size {size}, got "
+                                    f"{width!r}")
         else:
             width = int(width)
             if not 1 <= width <= size:
-                return (DDStoreValueError, f"width={width} out of range: allowed 1 <= "
-                                           f"width <= {size} (the communicator size)"), \
-                    width, transport
+                raise DDStoreValueError(f"width={width} out of range: allowed 1 <= width "
+                                        f"<= {size} (the communicator size)"
+                                        f"{_lifecycle.single_rank_hint(size)}")
         if width != "auto" and size % width:
             divisors = [d for d in range(1, size + 1) if size % d == 0]
-            return (DDStoreValueError, f"width={width} does not divide the communicator "
-                                       f"size {size}; allowed widths: {divisors}"), \
-                width, transport
+            raise DDStoreValueError(f"width={width} does not divide the communicator "
+                                    f"size {size}; allowed widths: {divisors}")
         if transport == "auto":
             transport = os.environ.get("DDSTORE_TRANSPORT", "auto").strip().lower() or "auto"
         if transport not in _core.TRANSPORTS:
-            return (DDStoreValueError, f"transport={transport!r} is not one of "
-                                       f"{sorted(_core.TRANSPORTS)} (argument or "
-                                       f"DDSTORE_TRANSPORT)"), width, transport
-        return None, width, transport
+            raise DDStoreValueError(f"transport={transport!r} is not one of "
+                                    f"{sorted(_core.TRANSPORTS)} (argument or "
+                                    f"DDSTORE_TRANSPORT)")
+        return width, transport
 
     @staticmethod
     def plan(nbytes, memory_budget=None, comm=None):
@@ -213,15 +210,11 @@ class DDStore(RecordsAPI):
         from mpi4py import MPI
         if comm is None:
             comm = MPI.COMM_WORLD
-        error, nb, memory = memory_settings("auto", nbytes, memory_budget,
-                                             what="nbytes")
-        memories = agree(comm, ("DDStore.plan", None), error, extra=memory,
-                         same={"nbytes": nb})
-        budget, how = agreed_budget(memories)
-        err, width = plan_width(comm.Get_size(), nb, budget, how)
-        if err is not None:
-            raise mark_agreed(err[0](err[1]))
-        return width
+        with collective(comm, "DDStore.plan") as step:
+            nb, memory = memory_settings("auto", nbytes, memory_budget, what="nbytes")
+            memories = step.agree(memory, same={"nbytes": nb})
+            budget, how = agreed_budget(memories)
+            return plan_width(comm.Get_size(), nb, budget, how)
 
     # ------------------------------------------------------------------ lifecycle
     def free(self):
@@ -238,7 +231,8 @@ class DDStore(RecordsAPI):
         self._join_threads()
         from mpi4py import MPI
         if not MPI.Is_finalized():
-            self._agreement(("free", None))
+            with self.collective("free"):
+                pass
             try:
                 self.group_comm.Free()
             except Exception:  # pragma: no cover
@@ -279,7 +273,7 @@ class DDStore(RecordsAPI):
         While the block runs, every variable the store creates (:meth:`add`,
         :meth:`init`, :meth:`add_records`, :meth:`init_records`) is recorded.  If the
         block raises an error that every rank raised together (an agreed
-        :class:`DDStoreError`, see :meth:`agree`; on one rank, any exception), every
+        :class:`DDStoreError`, see :meth:`collective`; on one rank, any exception), every
         rank removes what the block created, newest first, and the error goes on: the
         store's :meth:`variables` is what it was before, and the same call with fixed
         input succeeds.  A normal exit keeps everything.  Entering and leaving are local;
@@ -288,7 +282,7 @@ class DDStore(RecordsAPI):
         Any other exception is this rank's alone (the other ranks are not leaving the
         block with it): nothing collective is started, the variables stay, and the
         exception, uncaught, ends the job (:func:`abort_on_exception`).  So every step
-        inside the block that can fail on one rank only must agree before raising.
+        inside the block that can fail on one rank only is a step (:meth:`collective`).
 
         Transactions nest: an inner one joins the outer record; an agreed error leaving
         the inner block removes what was created since it began (the outer block may
@@ -298,33 +292,26 @@ class DDStore(RecordsAPI):
         """
         return _transaction.Transaction(self, label, self._journal, self._drop)
 
-    # ------------------------------------------------------------------ agreement
-    def agree(self, error=None, call=None, *, extra=None, same=None):
-        """Collective: the agreement every collective call starts with, for layers built
-        on the store (see :mod:`ddstore._collective`).
+    # ------------------------------------------------------------------ collective steps
+    def collective(self, op, name=None, *, same=None):
+        """A step of a collective call over this store's communicator, the one mechanism
+        of every collective call (see :mod:`ddstore._collective`)::
 
-        ``error`` is None, an exception, or ``(exception class, message)``; if any rank
-        passes one, every rank raises a :class:`DDStoreError` naming the failing ranks
-        (a foreign exception becomes a :class:`DDStoreValueError`).  Layers that do local
-        work inside a collective step (reading a file, filling a chunk) call this before
-        the next collective call, so that a failure on one rank becomes an error on all
-        ranks instead of a hang.
+            with store.collective("MyLayer.build", name, same={"k": k}) as step:
+                part = read_my_share(path)       # may raise anything on one rank
+                counts = step.agree(len(part))   # every rank's value, in rank order
+                if sum(counts) == 0:             # decided from agreed values
+                    raise DDStoreValueError("empty")
 
-        ``call`` (e.g. ``("GraphDataset.from_adios", name)``) names the collective step
-        this rank is in; if ranks name different steps (a different name, or calls made
-        in a different order) every rank raises a :class:`DDStoreValueError` naming the
-        ranks and their calls, before anything is created.  A layer's collective call
-        passes its ``call`` in its first agreement; later steps of the same call pass
-        None.
-
-        ``same``: a setting that must be equal on every rank (raises naming the ranks and
-        their values otherwise).  Returns every rank's ``extra``, in rank order.
-        """
-        return self._agreement(call, error, extra, same)
-
-    def _agreement(self, call, error=None, extra=None, same=None):
-        self.check_alive()
-        return agree(self.comm, call, error, extra, same)
+        Whatever the local part (the block before :meth:`Step.agree
+        <ddstore._collective.Step.agree>`, or the whole block) raises on any rank, every
+        rank raises the same :class:`DDStoreError` naming the ranks and what each raised;
+        ranks in different steps (another call, another ``name``, another order) raise an
+        error naming them, and so do ``same`` settings that differ.  What the block raises
+        after the round is raised alike on every rank, so the enclosing
+        :meth:`transaction` rolls back everywhere.  ``op=None``: a later step of a call
+        already begun."""
+        return Step(self.comm, op, name, same, self.check_alive)
 
     def _var(self, name):
         self.check_alive()
@@ -337,52 +324,40 @@ class DDStore(RecordsAPI):
             raise DDStoreValueError(f"unknown variable {name!r}; known: {known}")
         return var
 
-    def _name_error(self, name):
+    def _check_name(self, name):
         if not isinstance(name, str) or not name:
-            return DDStoreValueError, f"variable name must be a non-empty str, got {name!r}"
+            raise DDStoreValueError(f"variable name must be a non-empty str, got {name!r}")
         if name in self._vars or name in self._records:
-            return taken_error(None, f"variable {name!r}", "remove it or pick another name")
-        return None
+            check_free_names(None, f"variable {name!r}", "remove it or pick another name")
 
     @staticmethod
-    def _dtype_error(name, dtype):
+    def _check_dtype(name, dtype):
         if dtype.kind not in STORABLE_KINDS or dtype.fields is not None:
-            return DDStoreValueError, (
+            raise DDStoreValueError(
                 f"variable {name!r}: dtype {dtype} cannot be stored; allowed: bool, "
                 f"int8-int64, uint8-uint64, float16-float64, complex (no object, string "
                 f"or structured dtypes)")
-        return None
 
     @staticmethod
     def _row_bytes(dtype, row_shape):
         return int(dtype.itemsize) * math.prod(int(s) for s in row_shape)
 
     def _create(self, name, n_local, dtype, row_shape):
-        """Collective: allocate a variable whose metadata (dtype, row shape) all ranks
-        have agreed on.  Its errors are raised on every rank: a row too large (decided
-        from the agreed metadata, in exact integers) and the core's own failures (it
-        agrees on them: memory...)."""
+        """Collective, after a step's round: allocate a variable whose metadata (dtype,
+        row shape) all ranks have agreed on.  A row too large is decided from the agreed
+        metadata, in exact integers; the core agrees on its own failures (memory...)."""
         row_bytes = self._row_bytes(dtype, row_shape)
         if row_bytes > _MAX_ROW_BYTES:
-            raise mark_agreed(DDStoreValueError(
+            raise DDStoreValueError(
                 f"variable {name!r}: one row of shape {tuple(row_shape)} and dtype "
-                f"{dtype} is {row_bytes} bytes; allowed: at most 2**63 - 1"))
-        try:
-            vid = self._core.add(name, n_local, row_bytes)
-        except DDStoreError as exc:
-            raise mark_agreed(exc)
+                f"{dtype} is {row_bytes} bytes; allowed: at most 2**63 - 1")
+        vid = self._core.add(name, n_local, row_bytes)
         return _Var(name, vid, dtype, tuple(row_shape), n_local, self._core.nrows(vid))
 
     def _created(self, name):
         """The one place where a new variable (rows or records) is announced: the open
         transaction, if any, records it."""
         self._journal.note_created(name)
-
-    def _agree_layout(self, op, name, error, dtype, row_shape):
-        """Collective: every rank is in ``op(name)``, checks its local error, and the
-        (dtype, row shape) agree."""
-        self._agreement((op, name), error, same=None if dtype is None else {
-            "dtype": str(dtype), "row shape": tuple(row_shape)})
 
     # ------------------------------------------------------------------ writing
     def add(self, name, rows):
@@ -394,30 +369,24 @@ class DDStore(RecordsAPI):
         group-rank order.  The data is copied into the store and visible to every rank
         when ``add`` returns.
         """
-        self.check_alive()
-        error = self._name_error(name)
-        arr = None
-        if error is None:
+        with self.collective("add", name) as step:
+            self._check_name(name)
             try:
                 arr = rows if isinstance(rows, np.ndarray) else np.asarray(rows)
-            except Exception as exc:  # ragged lists...: agree below, do not hang
-                arr, error = None, (DDStoreValueError, f"variable {name!r}: rows are not "
-                                                       f"an array ({exc})")
-        if error is None:
-            error = self._dtype_error(name, arr.dtype)
-            if error is None and arr.ndim < 1:
-                error = (DDStoreValueError,
-                         f"variable {name!r}: rows must have at least one dimension "
-                         f"[n_local, *row_shape], got a scalar")
-        ok = error is None
-        self._agree_layout("add", name, error, arr.dtype if ok else None,
-                           arr.shape[1:] if ok else None)
-        var = self._create(name, arr.shape[0], arr.dtype, arr.shape[1:])
-        self._vars[name] = var
-        self._created(name)
-        if arr.shape[0]:
-            self._core.write_local(var.vid, 0, np.ascontiguousarray(arr))
-        self._core.sync()
+            except Exception as exc:  # ragged lists...
+                raise DDStoreValueError(f"variable {name!r}: rows are not an array "
+                                        f"({exc})") from exc
+            self._check_dtype(name, arr.dtype)
+            if arr.ndim < 1:
+                raise DDStoreValueError(f"variable {name!r}: rows must have at least one "
+                                        f"dimension [n_local, *row_shape], got a scalar")
+            step.agree(same={"dtype": str(arr.dtype), "row shape": arr.shape[1:]})
+            var = self._create(name, arr.shape[0], arr.dtype, arr.shape[1:])
+            self._vars[name] = var
+            self._created(name)
+            if arr.shape[0]:
+                self._core.write_local(var.vid, 0, np.ascontiguousarray(arr))
+            self._core.sync()
 
     def init(self, name, n_local, row_shape=(), dtype=np.float32):
         """Collective: create variable ``name`` with room for ``n_local`` local rows.
@@ -425,30 +394,24 @@ class DDStore(RecordsAPI):
         Fill it with :meth:`update` (in pieces, without a second copy), then call
         :meth:`sync` before anyone reads.  Contents are undefined until written.
         """
-        self.check_alive()
-        error = self._name_error(name)
-        dt = None
-        shape = None
-        if error is None:
+        with self.collective("init", name) as step:
+            self._check_name(name)
             try:
                 dt = np.dtype(dtype)
                 shape = tuple(as_int(s, "row_shape entry") for s in (
                     row_shape if np.iterable(row_shape) else (row_shape,)))
             except (TypeError, ValueError) as exc:
-                error = (DDStoreValueError, f"variable {name!r}: bad dtype or row_shape: "
-                                            f"{exc}")
-        if error is None:
-            error = self._dtype_error(name, dt)
-        if error is None and any(s < 0 for s in shape):
-            error = DDStoreValueError, f"variable {name!r}: row_shape {shape} is negative"
-        if error is None and (not is_int(n_local) or n_local < 0):
-            error = (DDStoreValueError,
-                     f"variable {name!r}: n_local={n_local!r} must be an integer >= 0")
-        ok = error is None
-        self._agree_layout("init", name, error, dt if ok else None,
-                           shape if ok else None)
-        self._vars[name] = self._create(name, int(n_local), dt, shape)
-        self._created(name)
+                raise DDStoreValueError(f"variable {name!r}: bad dtype or row_shape: "
+                                        f"{exc}") from exc
+            self._check_dtype(name, dt)
+            if any(s < 0 for s in shape):
+                raise DDStoreValueError(f"variable {name!r}: row_shape {shape} is negative")
+            if not is_int(n_local) or n_local < 0:
+                raise DDStoreValueError(f"variable {name!r}: n_local={n_local!r} must be "
+                                        f"an integer >= 0")
+            step.agree(same={"dtype": str(dt), "row shape": shape})
+            self._vars[name] = self._create(name, int(n_local), dt, shape)
+            self._created(name)
 
     def update(self, name, rows, offset=0):
         """Local: write ``rows`` into this rank's chunk at local row ``offset``.
@@ -476,7 +439,8 @@ class DDStore(RecordsAPI):
 
     def sync(self):
         """Collective: make every rank's :meth:`update` writes visible to all readers."""
-        self._agreement(("sync", None))
+        with self.collective("sync"):
+            pass
         self._core.sync()
 
     def sync_windows(self, *names):
@@ -510,12 +474,10 @@ class DDStore(RecordsAPI):
     def remove(self, name):
         """Collective: drop variable (or records) ``name`` and free its memory; the name
         can then be added again."""
-        self.check_alive()
-        error = None
-        if name not in self._vars and name not in self._records:
-            error = (DDStoreValueError, f"unknown variable {name!r}; known: "
+        with self.collective("remove", name):
+            if name not in self._vars and name not in self._records:
+                raise DDStoreValueError(f"unknown variable {name!r}; known: "
                                         f"{self.variables()}")
-        self._agreement(("remove", name), error)
         self._drop(name)
 
     def _drop(self, name):
