@@ -1,5 +1,5 @@
 """Every collective entry point of the package, found in the code, fails alike when its
-local part raises on one rank (issue 35; DESIGN.md, "Collective calls: the rule").
+local part raises on one rank (issue 35; docs/design.md, rule 1).
 
 The entry points are not a hand-kept list: :func:`named_steps` reads the package's
 source (AST) for every step that begins a collective call (``<x>.collective("<op>",
