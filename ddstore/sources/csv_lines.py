@@ -27,7 +27,8 @@ from .._collective import mark_agreed
 
 __all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_text",
            "int64_text_error", "read_csv_chunk", "sorted_error", "check_sorted_across_ranks",
-           "line_share_range", "line_pieces", "read_line_share", "count_lines"]
+           "line_share_range", "line_pieces", "read_line_share", "count_lines",
+           "non_integer_columns", "integer_column"]
 
 # bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
 # blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
@@ -47,14 +48,17 @@ class Column:
     parser makes of them), then ``low <= value <= high`` where given; parsed as int64.
     ``kind="float"``: a number, parsed as float64; NaN ("nan", "", ...) allowed unless
     ``finite`` (then inf is refused too); ``limit``: a bound on ``|value|``.
+    ``kind="time"`` (a time column, :mod:`ddstore._times`): int64 when every field of
+    the chunk is an integer literal (one beyond int64 is refused: it would not be kept
+    exactly), else a ``"float"`` column (with ``finite`` and ``limit``).
     ``name`` and ``allowed`` are for the reader's messages."""
 
     __slots__ = ("field", "name", "kind", "low", "high", "finite", "limit", "allowed")
 
     def __init__(self, field, name, kind, allowed="", low=None, high=None, finite=False,
                  limit=None):
-        if kind not in ("int", "float"):
-            raise ValueError(f"Column kind {kind!r}: allowed 'int' or 'float'")
+        if kind not in ("int", "float", "time"):
+            raise ValueError(f"Column kind {kind!r}: allowed 'int', 'float' or 'time'")
         self.field, self.name, self.kind, self.allowed = int(field), name, kind, allowed
         self.low, self.high, self.finite, self.limit = low, high, bool(finite), limit
 
@@ -82,17 +86,49 @@ def first_non_integer(chunk, n, columns):
     comma-separated fields each, as :func:`check_fields` checked) among ``columns``
     that holds a byte no integer literal has (a ".", an "e", letters...), or None.  One
     vectorised pass over the bytes; only the odd bytes are located."""
+    hits = _non_integer_fields(chunk, n)
+    if hits is None:
+        return None
+    k = hits[np.isin(hits % n, list(columns))]
+    return (int(k[0] // n), int(k[0] % n)) if k.size else None
+
+
+def non_integer_columns(chunk, n):
+    """The set of columns of ``chunk`` (as :func:`first_non_integer`) with some field
+    holding a byte no integer literal has: one pass for every column."""
+    hits = _non_integer_fields(chunk, n)
+    if hits is None:
+        return set()
+    return {int(c) for c in np.flatnonzero(np.bincount(hits % n, minlength=n))}
+
+
+def _non_integer_fields(chunk, n):
+    """The flat field numbers (line * n + column), in order, of the odd bytes of
+    ``chunk`` (one per odd byte), or None when it has none."""
     if not chunk.translate(None, _INT_TEXT):  # digits and separators only (C speed)
         return None
     buf = np.frombuffer(chunk, dtype=np.uint8)
     odd = np.flatnonzero(~_INT_BYTES[buf])
     # every line has n fields, so the separators (",", "\n") before a byte say its
     # line and column: the k-th separator ends field k % n of line k // n
-    k = np.searchsorted(np.flatnonzero((buf == ord(",")) | (buf == ord("\n"))), odd)
-    hit = np.flatnonzero(np.isin(k % n, list(columns)))
-    if not hit.size:
-        return None
-    return int(k[hit[0]] // n), int(k[hit[0]] % n)
+    return np.searchsorted(np.flatnonzero((buf == ord(",")) | (buf == ord("\n"))), odd)
+
+
+def integer_column(path, start, stop, n, field, piece_bytes=16 << 20):
+    """Local: whether field ``field`` of every line of bytes ``[start, stop)`` of the
+    file ``path`` (whole lines of ``n`` comma-separated fields) holds only the bytes of an
+    integer literal (digits, a sign, blanks): the kind of a time column before it is
+    parsed (:class:`Column` ``kind="time"``; "i" for :func:`ddstore._times.time_dtype`).
+    Read in pieces of whole lines, stopping at the first field that is not; a line that
+    has not ``n`` fields may be misread here, but the parse refuses it.  An ``OSError``
+    is worded as a :class:`DDStoreValueError` naming the file."""
+    try:
+        for piece, _ in line_pieces(path, start, stop, piece_bytes, 1):
+            if first_non_integer(piece, n, [field]) is not None:
+                return False
+    except OSError as exc:
+        raise DDStoreValueError(f"{path}: {exc}") from exc
+    return True
 
 
 def field_text(chunk, i, c):
@@ -150,7 +186,7 @@ def check_sorted_across_ranks(path, ends, what, advice):
 
 
 def _empty(columns):
-    return [np.zeros(0, dtype=np.int64 if c.kind == "int" else np.float64)
+    return [np.zeros(0, dtype=np.float64 if c.kind == "float" else np.int64)
             for c in columns]
 
 
@@ -188,7 +224,7 @@ def _in_range(col, vals):
     """True when every value of the parsed column ``vals`` is one ``col`` allows."""
     if not vals.size:
         return True
-    if col.kind == "int":
+    if vals.dtype.kind == "i":  # an "int" column, or a "time" one of integer literals
         return (col.low is None or int(vals.min()) >= col.low) and \
             (col.high is None or int(vals.max()) <= col.high)
     if col.finite and not np.isfinite(vals).all():
@@ -205,15 +241,17 @@ def _parse_fast(chunk, n, columns):
     lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
     if chunk.count(b",") != (n - 1) * lines:
         return None
-    ints = [c.field for c in columns if c.kind == "int"]
-    if ints and first_non_integer(chunk, n, ints) is not None:
+    odd = non_integer_columns(chunk, n)
+    if any(c.kind == "int" and c.field in odd for c in columns):
         return None  # "1e1", "2.0": the careful path names it
+    # a time column of integer literals only is int64 (one beyond int64: careful path)
+    int_times = {c.field for c in columns if c.kind == "time" and c.field not in odd}
     use = sorted({c.field for c in columns})
     try:
         df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
                          usecols=use, skip_blank_lines=False, engine="c",
-                         dtype={c.field: np.int64 if c.kind == "int" else np.float64
-                                for c in columns})
+                         dtype={c.field: np.int64 if c.kind == "int" or c.field in int_times
+                                else np.float64 for c in columns})
     except (ValueError, TypeError, OverflowError, pd.errors.ParserError):
         return None
     if df.shape[0] != lines:
@@ -226,10 +264,13 @@ def _parse_fast(chunk, n, columns):
 
 def _bad_mask(col, text):
     """(bad lines of the text column ``text``, its values): float64 for a float column,
-    int64 (0 where bad) for an integer column."""
+    int64 (None when some line is bad) for an integer column; a time column is an
+    integer one when every field is an integer literal, else a float one."""
     import pandas as pd
     vals = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
-    if col.kind == "float":
+    floats = col.kind == "float" or (
+        col.kind == "time" and not text.str.fullmatch(r"[+-]?[0-9]+").all())
+    if floats:
         na = text.str.lower().isin(_NA_TEXT).to_numpy()
         bad = np.isnan(vals) & ~na
         if col.finite:
