@@ -7,6 +7,7 @@ import numpy as np
 
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                      DDStoreStateError, DDStoreValueError)
+from ._times import as_time_dtype
 
 try:
     from ._ddstore_cffi import ffi, lib
@@ -81,16 +82,6 @@ _TABLE_DTYPES = {np.dtype(np.float32): np.dtype(np.float64),
                  np.dtype(np.float64): np.dtype(np.float64),
                  np.dtype(np.int32): np.dtype(np.int64),
                  np.dtype(np.int64): np.dtype(np.int64)}
-
-
-def as_time_dtype(dtype, what):
-    """``dtype`` as the numpy dtype of a graph's times (float64 or int64, the C
-    ``dds_time_type``s); another raises :class:`DDStoreValueError` naming ``what``."""
-    dt = np.dtype(dtype)
-    if dt not in TIME_TYPES:
-        raise DDStoreValueError(f"{what}: times of dtype {dt}; the core keeps float64 or "
-                                f"int64 times")
-    return dt
 
 
 def _times(arr, dtype, n, what):

@@ -21,8 +21,8 @@ import numpy as np
 
 from .errors import DDStoreValueError
 
-__all__ = ["INT_TIMES", "FLOAT_TIMES", "MAX_EXACT_TIME", "time_share", "time_dtype",
-           "as_times"]
+__all__ = ["INT_TIMES", "FLOAT_TIMES", "MAX_EXACT_TIME", "as_time_dtype", "time_share",
+           "time_dtype", "as_times"]
 
 INT_TIMES = np.dtype(np.int64)
 FLOAT_TIMES = np.dtype(np.float64)
@@ -30,6 +30,20 @@ FLOAT_TIMES = np.dtype(np.float64)
 # (2**53 + 1 becomes 2**53)
 MAX_EXACT_TIME = 2 ** 53
 _I64 = np.iinfo(np.int64)
+
+
+def as_time_dtype(dtype, what):
+    """``dtype`` as the numpy dtype of times (int64 or float64, the C core's
+    ``dds_time_type``s); anything else raises :class:`DDStoreValueError` naming
+    ``what``."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise DDStoreValueError(f"{what}: {dtype!r} is not a numpy dtype ({exc})") from exc
+    if dt not in (INT_TIMES, FLOAT_TIMES):
+        raise DDStoreValueError(f"{what}: times of dtype {dt}; times are kept as int64 "
+                                f"(integers, exactly) or float64")
+    return dt
 
 
 def _array(values, what):
@@ -46,10 +60,15 @@ def _array(values, what):
 
 
 def _where(arr, flat_pos, what, where):
-    """``what[i, j]`` of flat position ``flat_pos`` of ``arr``, with ``where``'s text."""
+    """The name of flat position ``flat_pos`` of ``arr``: ``what[i, j]``, or
+    ``what(flat_pos)`` when ``what`` is callable (e.g. a file's line), and ``where``'s
+    text to show after the value."""
+    extra = where(flat_pos) if where is not None else ""
+    if callable(what):
+        return what(flat_pos), extra
     pos = np.unravel_index(flat_pos, arr.shape) if arr.ndim != 1 else (flat_pos,)
     at = ", ".join(str(int(i)) for i in pos)
-    return f"{what}[{at}]", where(flat_pos) if where is not None else ""
+    return f"{what}[{at}]", extra
 
 
 def _first(mask):
@@ -117,8 +136,8 @@ def time_dtype(summaries, what):
 def as_times(values, dtype, what, where=None, copy=True):
     """``values`` (real numbers, any shape) as ``dtype`` (int64 or float64), exactly, or
     a :class:`DDStoreValueError` naming the first value that would change, its position
-    (``what[i]``; ``where(position)``, if given, returns text shown after the value, e.g.
-    ``" (node 7)"``) and the range:
+    (``what[i]``, or ``what(i)`` when ``what`` is callable; ``where(i)``, if given,
+    returns text shown after the value, e.g. ``" (node 7)"``) and the range:
 
     - to float64: floats as they are; integers only within ``[-2**53, 2**53]``;
     - to int64: integers within int64; floats only when whole (and within int64).
@@ -144,8 +163,7 @@ def as_times(values, dtype, what, where=None, copy=True):
                                     f"[-2**53, 2**53], the integers the store's float64 "
                                     f"times hold exactly")
         return arr.astype(np.float64)
-    if dtype != INT_TIMES:
-        raise DDStoreValueError(f"{what}: times are kept as int64 or float64, not {dtype}")
+    as_time_dtype(dtype, what if isinstance(what, str) else "times")
     if arr.dtype.kind != "f":
         return _int64(arr, what, where) if arr.dtype != INT_TIMES or copy else arr
     with np.errstate(invalid="ignore"):
@@ -153,7 +171,7 @@ def as_times(values, dtype, what, where=None, copy=True):
     p = _first(bad)
     if p is not None:
         name, extra = _where(arr, p, what, where)
-        raise DDStoreValueError(f"{name} = {flat[p]!r}{extra} is not an integer within "
+        raise DDStoreValueError(f"{name} = {float(flat[p])!r}{extra} is not an integer within "
                                 f"int64; these times are int64 (kept exactly): give "
                                 f"integer times")
     return arr.astype(np.int64)

@@ -28,7 +28,7 @@ from ..errors import DDStoreValueError
 __all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_text",
            "int64_text_error", "read_csv_chunk", "sorted_error", "check_sorted_across_ranks",
            "line_share_range", "line_pieces", "read_bytes", "count_lines",
-           "non_integer_columns", "integer_column"]
+           "non_integer_columns", "integer_column", "TIME_ALLOWED"]
 
 # bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
 # blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
@@ -37,8 +37,15 @@ _INT_TEXT = b"0123456789+- \t\r,\n"
 _INT_BYTES = np.zeros(256, dtype=bool)
 _INT_BYTES[list(_INT_TEXT)] = True
 _INT64_MAX = 2 ** 63 - 1
+_EXACT = 2 ** 53  # float64 holds every integer within +-2**53 exactly (ddstore._times)
 # the texts a float column may hold for "no value" (NaN), as pandas reads them
 _NA_TEXT = ("nan", "", "na", "null", "n/a")
+
+
+# what a time column allows, for the readers' messages (Column kind "time")
+TIME_ALLOWED = ("a finite number; integer literals are kept exactly: within int64, and "
+                "within [-2**53, 2**53] in a column that also holds non-integers (then "
+                "float64)")
 
 
 class Column:
@@ -50,7 +57,9 @@ class Column:
     ``finite`` (then inf is refused too); ``limit``: a bound on ``|value|``.
     ``kind="time"`` (a time column, :mod:`ddstore._times`): int64 when every field of
     the chunk is an integer literal (one beyond int64 is refused: it would not be kept
-    exactly), else a ``"float"`` column (with ``finite`` and ``limit``).
+    exactly), else a ``"float"`` column (with ``finite`` and ``limit``) in which an
+    integer literal float64 does not hold exactly (outside ``[-2**53, 2**53]``) is
+    refused, as :func:`ddstore._times.as_times` refuses it.
     ``name`` and ``allowed`` are for the reader's messages."""
 
     __slots__ = ("field", "name", "kind", "low", "high", "finite", "limit", "allowed")
@@ -231,6 +240,8 @@ def _in_range(col, vals):
             (col.high is None or int(vals.max()) <= col.high)
     if col.finite and not np.isfinite(vals).all():
         return False
+    if col.kind == "time" and (np.abs(vals) >= _EXACT).any():  # an integer literal?
+        return False
     if col.limit is not None:
         with np.errstate(invalid="ignore"):
             return not bool((np.abs(vals) > col.limit).any())
@@ -277,6 +288,10 @@ def _bad_mask(col, text):
         bad = np.isnan(vals) & ~na
         if col.finite:
             bad |= ~np.isfinite(vals)
+        if col.kind == "time":  # integer literals float64 would round
+            ints = text.str.fullmatch(r"[+-]?[0-9]+").to_numpy()
+            for i in np.flatnonzero(ints & (np.abs(np.nan_to_num(vals)) >= _EXACT)):
+                bad[i] |= abs(int(text.iloc[i])) > _EXACT
         if col.limit is not None:
             with np.errstate(invalid="ignore"):
                 bad |= np.abs(vals) > col.limit

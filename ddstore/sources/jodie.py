@@ -15,8 +15,8 @@ import os
 import numpy as np
 
 from ..errors import DDStoreMemoryError, DDStoreValueError
-from .csv_lines import (Column, check_sorted_across_ranks, line_share_range, parse_lines,
-                        read_bytes)
+from .csv_lines import (TIME_ALLOWED, Column, check_sorted_across_ranks, line_share_range,
+                        parse_lines, read_bytes)
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
 
@@ -26,7 +26,9 @@ JodieShare = collections.namedtuple(
     "JodieShare", "src dst t label edge_feat num_users num_items whole_times first_edge "
                   "num_edges")
 JodieShare.__doc__ = """This rank's share of a JODIE file: ``src`` (users), ``dst`` (items
-+ ``num_users``), ``t`` (float64, as in the file), ``label`` (int64 ``state_label``),
++ ``num_users``), ``t`` (as in the file: int64 when every timestamp of the share is an
+integer literal, else float64; ``TemporalGraph.from_jodie`` decides the graph's dtype over
+the ranks), ``label`` (int64 ``state_label``),
 ``edge_feat`` (float32 ``[m, F]``, None when the rows have no feature), ``num_users`` /
 ``num_items`` (largest id + 1 over the whole file), ``whole_times`` (every timestamp of the
 file is a whole number), ``first_edge`` (global id of this share's first edge: the file's
@@ -89,7 +91,7 @@ def _columns(n):
     """The :class:`~ddstore.sources.csv_lines.Column` of each of the ``n`` fields."""
     return [Column(0, "user", "int", "an integer user id >= 0", low=0),
             Column(1, "item", "int", "an integer item id >= 0", low=0),
-            Column(2, "timestamp", "float", "a finite number", finite=True),
+            Column(2, "timestamp", "time", TIME_ALLOWED, finite=True),
             Column(3, "state_label", "int", "an integer label")] + \
         [Column(j, f"feature {j - 4}", "float", f"a finite number within float32's range "
                 f"(|x| <= {_F32_MAX:.6g})", finite=True, limit=_F32_MAX)
@@ -171,7 +173,7 @@ def read_share(store, step, path):
         extra = None
         if len(t):  # this share's ends, for the checks across ranks
             extra = (t[0], t[-1], first_line, int(user.max()), int(item.max()),
-                     bool(np.all(t == np.floor(t))))
+                     t.dtype.kind == "i" or bool(np.all(t == np.floor(t))))
         ends = parse.agree(extra)  # the one decision: every rank's ends
         check_sorted_across_ranks(path, ends, "timestamp", _ADVICE)
         live = [e for e in ends if e is not None]
