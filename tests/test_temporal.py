@@ -166,19 +166,48 @@ def test_uint64_node_ids_reported_as_given(store):
     assert store.variables() == []
 
 
-def test_integer_times_float64_would_round_are_refused(store):
-    """from_arrays keeps times as float64: 2**53 + 1 would become 2**53 (silently, before);
-    it is refused as NodeMemory and from_pyg refuse it, and +-2**53 itself is kept."""
+def test_integer_times_are_kept_exactly(store):
+    """Integer times are int64 end to end (2**53 + 1 used to become 2**53): the edge
+    table, the T-CSR lists and to_pyg; float times stay float64.  A float graph refuses
+    query times it would round, an int64 graph query times that are not whole."""
     from ddstore import DDStoreValueError
-    from ddstore.temporal import TemporalGraph
-    for t, bad in (([0, 2 ** 53 + 1], 1), ([-2 ** 53 - 1, 0], 0)):
-        with pytest.raises(DDStoreValueError, match=rf"graph 'g': t\[{bad}\] = {t[bad]} is "
-                                                     rf"outside \[-2\*\*53, 2\*\*53\]"):
-            TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0], np.array(t, np.int64))
-        assert store.variables() == []
-    g = TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0],
-                                  np.array([2 ** 53, -2 ** 53], np.int64))
-    assert g.edges([0, 1])[2].tolist() == [2.0 ** 53, -2.0 ** 53]
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    t = np.array([2 ** 53 + 1, -2 ** 62 - 1, 2 ** 62 + 3, 9007199254740993], np.int64)
+    g = TemporalGraph.from_arrays(store, "g", [0, 1, 2, 0], [1, 0, 0, 2], t)
+    assert g.time_dtype == np.int64 and g.t_dtype == np.int64
+    got = g.edges([0, 1, 2, 3])[2]
+    assert got.dtype == np.int64 and got.tolist() == t.tolist()
+    assert g.neighbors(0)[1].tolist() == [2 ** 53 + 1, 9007199254740993]
+    assert g.to_pyg().t.tolist() == t.tolist()
+    with pytest.raises(DDStoreValueError, match=r"sample: ts\[0\] = 1.5 is not an integer "
+                                                r"within int64"):
+        TemporalSampler(g, (2,)).sample([0], [1.5])
+    f = TemporalGraph.from_arrays(store, "f", [0, 1], [1, 0], np.array([0.5, 2 ** 60]))
+    assert f.time_dtype == np.float64 and f.edges([0, 1])[2].tolist() == [0.5, 2.0 ** 60]
+    with pytest.raises(DDStoreValueError, match=r"sample: ts\[1\] = 9007199254740993 is "
+                                                r"outside \[-2\*\*53, 2\*\*53\]"):
+        TemporalSampler(f, (2,)).sample([0, 1], [1, 2 ** 53 + 1])
+    for bad in (np.array([2 ** 63], np.uint64), [0, 2 ** 64]):
+        with pytest.raises(DDStoreValueError, match=r"graph 'h': t\[\d\] = \d+ is outside "
+                                                    r"\[-2\*\*63, 2\*\*63 - 1\]"):
+            TemporalGraph.from_arrays(store, "h", [0] * len(bad), [1] * len(bad), bad)
+    assert sorted(store.variables()) == sorted(g._variables() + f._variables())
+
+
+def test_int64_dts_beyond_int64_is_refused(store):
+    """dts of int64 times is exact; a root and an edge more than 2**63 apart would wrap,
+    and are refused naming both times."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    g = TemporalGraph.from_arrays(store, "g", [0, 0], [1, 1],
+                                  np.array([-2 ** 62 - 5, 2 ** 62], np.int64))
+    s = TemporalSampler(g, (2,))
+    blk = s.sample([0], [-2 ** 62 + 7])[0]
+    assert blk.dts.dtype == np.int64 and blk.dts.tolist() == [12]
+    with pytest.raises(DDStoreValueError, match=r"root time 4611686018427387905 minus edge "
+                                                r"time -4611686018427387909 is "
+                                                r"9223372036854775814, beyond int64"):
+        s.sample([0], [2 ** 62 + 1])
 
 
 @pytest.mark.parametrize("strategy", ["recent", "uniform"])

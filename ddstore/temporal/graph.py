@@ -133,7 +133,7 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
             pos = int(np.argmax(arr == arr.max()))
             raise DDStoreIndexError(f"graph {name!r}: {key}[{pos}] = "
                                     f"{int(arr[pos])} out of range [0, num_nodes)")
-        if key == "t" and arr.size and arr.dtype.kind not in "iuf":
+        if key == "t" and arr.size and arr.dtype.kind not in "iufO":  # O: Python ints
             raise DDStoreValueError(f"graph {name!r}: t must be real numbers, got "
                                     f"dtype {arr.dtype}")
         out[key] = arr
