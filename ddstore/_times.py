@@ -22,7 +22,7 @@ import numpy as np
 from .errors import DDStoreValueError
 
 __all__ = ["INT_TIMES", "FLOAT_TIMES", "MAX_EXACT_TIME", "as_time_dtype", "time_share",
-           "time_dtype", "as_times"]
+           "time_dtype", "time_dtype_of", "as_times"]
 
 INT_TIMES = np.dtype(np.int64)
 FLOAT_TIMES = np.dtype(np.float64)
@@ -44,6 +44,13 @@ def as_time_dtype(dtype, what):
         raise DDStoreValueError(f"{what}: times of dtype {dt}; times are kept as int64 "
                                 f"(integers, exactly) or float64")
     return dt
+
+
+def time_dtype_of(dtype):
+    """The dtype times of numpy dtype ``dtype`` are kept in, when all of them have it (a
+    stored attribute, a CSV column parsed whole): :func:`time_dtype` of that one kind,
+    int64 for integers and float64 otherwise."""
+    return time_dtype([("i" if np.dtype(dtype).kind in "iu" else "f", 1, None)], "")
 
 
 def _array(values, what):

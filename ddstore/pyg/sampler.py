@@ -14,6 +14,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from .. import _core
 from .._checks import as_indices, check_indices, is_int
+from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreStateError, DDStoreValueError
 from ._common import edge_var, node_var
 
@@ -60,6 +61,14 @@ class _RelabelPool:
         """Back, after its ``reset()``."""
         key = relabel.table.shape[0] if isinstance(relabel, _core.DenseRelabel) else None
         self._free.setdefault(key, []).append(relabel)
+
+
+def _joined_times(parts):
+    """The seed times of every node type in one array: int64 when all are integers,
+    else float64 (an integer float64 would round is refused, as everywhere)."""
+    dt = INT_TIMES if all(p.dtype == INT_TIMES for p in parts) else FLOAT_TIMES
+    return np.concatenate([as_times(p, dt, "seed times", copy=False) for p in parts]
+                          or [np.zeros(0, dt)])
 
 
 class _StoredTime:
@@ -304,7 +313,11 @@ class NeighborSampler(BaseSampler):
     ``temporal_strategy="uniform"`` draws among the eligible entries as above,
     ``"last"`` takes the ``k`` latest eligible ones.  Seed times come from the loader
     (``input_time`` / ``edge_label_time``); without them, node-level time uses the
-    seeds' own times and edge-level time is an error (as pyg-lib).
+    seeds' own times and edge-level time is an error (as pyg-lib).  Times are compared
+    exactly, in the edge type's time dtype (int64 for an integer time attribute: Unix
+    nanoseconds included; else float64): a seed time that dtype does not hold exactly
+    (a fraction against int64 times, an integer beyond 2**53 against float64 ones) is
+    refused.
 
     ``subgraph_type`` (PyG's): ``"directional"`` (the drawn edges), ``"bidirectional"``
     (PyG's ``to_bidirectional``: every drawn edge also reversed, duplicate local pairs
@@ -611,7 +624,8 @@ class NeighborSampler(BaseSampler):
             core, ids = self.store.core_ids(*c.vars.values())
             vid = dict(zip(c.vars, ids))
             h = (c, _core.CSC(core, vid["nbr"], vid["eid"], vid.get("ts"), c.indptr,
-                              c.node_offsets, c.node_times))
+                              c.node_offsets, c.node_times,
+                              FLOAT_TIMES if c.time_dtype is None else c.time_dtype))
             self._handles[(et, backward)] = h
         return h
 
@@ -662,7 +676,7 @@ class NeighborSampler(BaseSampler):
             if t.shape != seeds.shape:
                 raise DDStoreValueError(f"seed times have shape {t.shape}, the seeds "
                                         f"{seeds.shape}")
-            return np.ascontiguousarray(t, dtype=np.float64)
+            return time_share(t, "seed times")[0]  # integers int64, floats float64
         if self.time_level == "edge":
             raise DDStoreValueError("temporal sampling with edge-level time needs the "
                                     "seeds' times (input_time / edge_label_time)")
@@ -670,7 +684,7 @@ class NeighborSampler(BaseSampler):
         if src is None:
             raise DDStoreValueError(f"node type {node_type!r} has no {self.time_attr!r} "
                                     f"attribute for its seeds' times; pass input_time")
-        return src[torch.from_numpy(seeds)].numpy().astype(np.float64)
+        return time_share(src[torch.from_numpy(seeds)].numpy(), "seed times")[0]
 
     def _hop(self, et, hop, frontier, nset, times, key, slot):
         """One C call: the drawn edges of edge type ``et`` for ``frontier`` (global ids,
@@ -696,7 +710,8 @@ class NeighborSampler(BaseSampler):
         timed = times is not None and et not in self._untimed
         flags = (_core.NEIGHBOR_REPLACE if self.replace else 0) | (
             _core.NEIGHBOR_LAST if timed and self.temporal_strategy == "last" else 0)
-        ts = np.ascontiguousarray(times[batch]) if timed else None
+        ts = np.ascontiguousarray(as_times(times[batch], handle.time_dtype, "seed times",
+                                           copy=False)) if timed else None
         stream = (key + _GOLDEN * (1 + hop * 4096 + slot)) & _MASK
         wvid = self._weight_vid(et, c)
         if wvid is None:
@@ -784,7 +799,7 @@ class NeighborSampler(BaseSampler):
         sizes = self.num_nodes
         frontier = {}
         counter = 0
-        time_of = np.zeros(0, dtype=np.float64)
+        time_of = []
         for t in types:
             s = sets[t]
             if t in seed:
@@ -792,14 +807,14 @@ class NeighborSampler(BaseSampler):
                 batch = np.arange(counter, counter + seeds.shape[0], dtype=np.int64)
                 counter += seeds.shape[0]
                 if self.time_attr is not None:
-                    time_of = np.concatenate([time_of, self._seed_times(
-                        t, seeds, None if seed_time is None else seed_time.get(t))])
+                    time_of.append(self._seed_times(
+                        t, seeds, None if seed_time is None else seed_time.get(t)))
                 frontier[t] = s.add_seeds(seeds, batch if disjoint else None)
             else:
                 s.sizes.append(0)
                 e = np.zeros(0, dtype=np.int64)
                 frontier[t] = (e, e, e)
-        times = time_of if self.time_attr is not None else None
+        times = _joined_times(time_of) if self.time_attr is not None else None
         rows = {et: [] for et in self.edge_types}
         cols = {et: [] for et in self.edge_types}
         edges = {et: [] for et in self.edge_types}
