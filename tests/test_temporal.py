@@ -1,5 +1,6 @@
 """ddstore.temporal: the MPI program tests/mpi/temporal_check.py on 1-4 ranks (every
-width, both transports, against brute-force references), the synthetic stream, and
+width, both transports, against brute-force references), integer times kept exactly
+(tests/mpi/temporal_int_times.py on 1-3 ranks), the synthetic stream, and
 a smoke run of the benchmark (the TGAT example runs in test_examples.py); JODIE files and
 PyG's TemporalData through tests/mpi/temporal_formats_check.py on 1-3 ranks (against PyG's
 own JODIEDataset processing and train_val_test_split) and bad input on one rank."""
@@ -25,6 +26,17 @@ def test_temporal_all_placements(shared_launch, nprocs):
 def test_temporal_formats(shared_launch, nprocs):
     """from_jodie / from_pyg / to_pyg against PyG's own JODIEDataset processing and
     train_val_test_split, every value; bad input on every rank (temporal_formats_check)."""
+    passed_on(shared_launch, nprocs)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [1, 2, 3])
+@pytest.mark.shared_launch("temporal_int_times.py", timeout=300)
+def test_integer_times_end_to_end(shared_launch, nprocs):
+    """Integer times (around 2**53, 2**62, negative, Unix nanoseconds) through
+    from_arrays / from_jodie / from_tgl / from_pyg, the sampler, EdgeBatches and
+    NodeMemory, every width and transport, against a brute force in exact ints; float
+    times unchanged; mixed shares decided alike (tests/mpi/temporal_int_times.py)."""
     passed_on(shared_launch, nprocs)
 
 

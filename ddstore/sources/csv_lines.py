@@ -24,6 +24,7 @@ import re
 import numpy as np
 
 from ..errors import DDStoreValueError
+from .._times import MAX_EXACT_TIME
 
 __all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_text",
            "int64_text_error", "read_csv_chunk", "sorted_error", "check_sorted_across_ranks",
@@ -37,7 +38,7 @@ _INT_TEXT = b"0123456789+- \t\r,\n"
 _INT_BYTES = np.zeros(256, dtype=bool)
 _INT_BYTES[list(_INT_TEXT)] = True
 _INT64_MAX = 2 ** 63 - 1
-_EXACT = 2 ** 53  # float64 holds every integer within +-2**53 exactly (ddstore._times)
+_EXACT = MAX_EXACT_TIME  # float64 holds every integer within +-2**53 exactly
 # the texts a float column may hold for "no value" (NaN), as pandas reads them
 _NA_TEXT = ("nan", "", "na", "null", "n/a")
 
