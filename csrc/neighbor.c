@@ -196,7 +196,7 @@ struct searches {
     int m;                   /* lists queued */
     const char *ids[SEARCH_GROUP];
     int64_t lo[SEARCH_GROUP], hi[SEARCH_GROUP], *out[SEARCH_GROUP];
-    int64_t t[SEARCH_GROUP];  /* the query times' keys */
+    int64_t t[SEARCH_GROUP];  /* the query times' keys (node-level) */
 };
 
 /* *out[q] = the number of entries of queued list q whose time key is <= t[q] */
@@ -231,7 +231,7 @@ static void search_flush(struct searches *S)
 }
 
 /* the list of n entries at `at` (its times, or node-level its neighbour ids): *out =
- * its entries whose time is <= the time of key t, now or by search_flush */
+ * its entries whose time is <= the time whose 8 bytes are t, now or by search_flush */
 static void search_add(struct searches *S, const char *at, int64_t n, int64_t t,
                        int64_t *out)
 {
@@ -243,7 +243,7 @@ static void search_add(struct searches *S, const char *at, int64_t n, int64_t t,
     S->ids[q] = at;
     S->lo[q] = 0;
     S->hi[q] = n;
-    S->t[q] = t;
+    S->t[q] = time_key(t, S->type);
     S->out[q] = out;
     if (S->m == SEARCH_GROUP) search_flush(S);
 }
@@ -274,8 +274,7 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         if (reader_refills(&r, i)) search_flush(&S);  /* they point into the piece held */
         const char *rows;
         rc = reader_list(&r, i, &rows);
-        if (rc == DDS_OK)
-            search_add(&S, rows, cut[i], time_key_at(node_ts, i, g->time_type), &cut[i]);
+        if (rc == DDS_OK) search_add(&S, rows, cut[i], time_bits(node_ts, i), &cut[i]);
     }
     search_flush(&S);  /* the lists still queued */
     reader_close(&r);

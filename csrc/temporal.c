@@ -286,8 +286,8 @@ static void cut_lists_in_memory(struct sampler *sp)
 {
     for (int64_t i = 0; i < sp->n; i++)
         if (sp->src[i].ts)
-            sp->cut[i] = time_search(sp->src[i].ts, degree(sp, i),
-                                     time_key(sp->root_ts[i], sp->type), sp->type, 0);
+            sp->cut[i] = time_search(sp->src[i].ts, degree(sp, i), sp->root_ts[i],
+                                     sp->type, 0);
 }
 
 /* cut[i] of the roots on long remote lists: binary searches, all of them in step, one

@@ -5,8 +5,10 @@
  * whose order is the times' order.  An int64 is its own key; a double's key is its
  * bits, with the bits below the sign flipped for negative values, so that every
  * non-NaN double (inf included) keeps its order and -0.0 has the key of +0.0.  So every
- * search and every sort is written once, over keys, for both types; times are moved as
- * their 8 bytes, never converted.  Internal, not for bindings; include after
+ * comparison is written once, over keys, for both types; times are moved as their 8
+ * bytes, never converted.  The samplers' binary search, their hot loop, is the one
+ * exception: it is instantiated per type from one template (SEARCH_AS) and compares
+ * natively, in the same order as the keys.  Internal, not for bindings; include after
  * internal.h.
  */
 #ifndef DDSTORE_TIMES_H
@@ -63,19 +65,37 @@ static inline int64_t table_key(const void *table, int bytes, int type, int64_t 
     return time_key(b, DDS_TIME_F64);
 }
 
-/* the number of leading entries of times[0, n) (sorted) that come before `key`: those
- * whose key is < key (`inclusive` 0: the temporal sampler's strictly earlier times) or
- * <= key (`inclusive` 1: the PyG sampler's times not later) */
-static inline int64_t time_search(const void *times, int64_t n, int64_t key, int type,
+/* SEARCH_AS(name, T): `name(times, n, t, inclusive)`, the number of leading entries of
+ * times[0, n) (sorted, of type T) that come before t: those < t (`inclusive` 0) or
+ * <= t (`inclusive` 1), compared natively as T (for doubles -0.0 == +0.0, the keys'
+ * order): the samplers' hot search, instantiated once per time type below */
+#define SEARCH_AS(name, T)                                                              \
+    static inline int64_t name(const void *times, int64_t n, T t, int inclusive)         \
+    {                                                                                    \
+        int64_t lo = 0, hi = n;                                                          \
+        while (lo < hi) {                                                                \
+            int64_t mid = lo + (hi - lo) / 2;                                            \
+            T x;                                                                         \
+            memcpy(&x, (const char *)times + 8 * mid, sizeof x);                         \
+            if (inclusive ? x <= t : x < t) lo = mid + 1;                                \
+            else hi = mid;                                                               \
+        }                                                                                \
+        return lo;                                                                       \
+    }
+SEARCH_AS(search_f64, double)
+SEARCH_AS(search_i64, int64_t)
+#undef SEARCH_AS
+
+/* the number of leading entries of times[0, n) (sorted, of `type`) that come before the
+ * time whose 8 bytes are `t`: those earlier (`inclusive` 0: the temporal sampler's
+ * strictly earlier times) or not later (`inclusive` 1: the PyG sampler's) */
+static inline int64_t time_search(const void *times, int64_t n, int64_t t, int type,
                                   int inclusive)
 {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2, k = time_key_at(times, mid, type);
-        if (inclusive ? k <= key : k < key) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
+    if (type == DDS_TIME_I64) return search_i64(times, n, t, inclusive);
+    double x;
+    memcpy(&x, &t, sizeof x);
+    return search_f64(times, n, x, inclusive);
 }
 
 #endif /* DDSTORE_TIMES_H */

@@ -78,26 +78,26 @@ def _where(arr, flat_pos, what, where):
     return f"{what}[{at}]", extra
 
 
-def _first(mask):
-    return int(np.argmax(mask)) if mask.any() else None
+def _refuse(arr, bad, what, where, text, shown=int):
+    """Raise :class:`DDStoreValueError` for the first position of ``arr`` where ``bad``
+    (flat) is set: ``"<its name> = <its value><where's text> <text>"``."""
+    if bad.any():
+        p = int(np.argmax(bad))
+        name, extra = _where(arr, p, what, where)
+        raise DDStoreValueError(f"{name} = {shown(arr.reshape(-1)[p])}{extra} {text}")
 
 
 def _int64(arr, what, where=None):
     """An integer array (or Python ints) as int64, refusing values beyond int64."""
     flat = arr.reshape(-1)
     if arr.dtype.kind == "O":
-        vals = [int(v) for v in flat.tolist()]
-        p = next((i for i, v in enumerate(vals) if not _I64.min <= v <= _I64.max), None)
-        bad_value = None if p is None else vals[p]
+        bad = np.array([not _I64.min <= int(v) <= _I64.max for v in flat.tolist()], bool)
     elif arr.dtype.kind == "u" and arr.dtype.itemsize == 8:
-        p = _first(flat > np.uint64(_I64.max))
-        bad_value = None if p is None else int(flat[p])
+        bad = flat > np.uint64(_I64.max)
     else:
-        p = bad_value = None
-    if p is not None:
-        name, extra = _where(arr, p, what, where)
-        raise DDStoreValueError(f"{name} = {bad_value}{extra} is outside [-2**63, 2**63 - 1]"
-                                f", the integer times the store keeps (int64)")
+        bad = np.zeros(0, bool)
+    _refuse(arr, bad, what, where, "is outside [-2**63, 2**63 - 1], the integer times the "
+                                   "store keeps (int64)")
     return arr.astype(np.int64)
 
 
@@ -114,7 +114,8 @@ def time_share(values, what):
         return arr.astype(np.float64), ("f", int(arr.size), None)
     out = _int64(arr, what)
     flat = out.reshape(-1)
-    p = _first((flat > MAX_EXACT_TIME) | (flat < -MAX_EXACT_TIME))
+    big = (flat > MAX_EXACT_TIME) | (flat < -MAX_EXACT_TIME)
+    p = int(np.argmax(big)) if big.any() else None
     return out, ("i", int(out.size), None if p is None else (p, int(flat[p])))
 
 
@@ -163,22 +164,15 @@ def as_times(values, dtype, what, where=None, copy=True):
             big = flat > MAX_EXACT_TIME
             if arr.dtype.kind == "i":
                 big |= flat < -MAX_EXACT_TIME
-        p = _first(big)
-        if p is not None:
-            name, extra = _where(arr, p, what, where)
-            raise DDStoreValueError(f"{name} = {int(flat[p])}{extra} is outside "
-                                    f"[-2**53, 2**53], the integers the store's float64 "
-                                    f"times hold exactly")
+        _refuse(arr, big, what, where, "is outside [-2**53, 2**53], the integers the "
+                                       "store's float64 times hold exactly")
         return arr.astype(np.float64)
     as_time_dtype(dtype, what if isinstance(what, str) else "times")
     if arr.dtype.kind != "f":
         return _int64(arr, what, where) if arr.dtype != INT_TIMES or copy else arr
     with np.errstate(invalid="ignore"):
         bad = ~(flat == np.floor(flat)) | (flat < -2.0 ** 63) | (flat >= 2.0 ** 63)
-    p = _first(bad)
-    if p is not None:
-        name, extra = _where(arr, p, what, where)
-        raise DDStoreValueError(f"{name} = {float(flat[p])!r}{extra} is not an integer within "
-                                f"int64; these times are int64 (kept exactly): give "
-                                f"integer times")
+    _refuse(arr, bad, what, where, "is not an integer within int64; these times are int64 "
+                                   "(kept exactly): give integer times",
+            shown=lambda v: repr(float(v)))
     return arr.astype(np.int64)
