@@ -157,9 +157,9 @@ class TGLShare:
     pieces.  Attributes: ``counts`` (every rank's number of edges), ``num_edges``,
     ``first_eid``, ``edge_feat`` / ``node_feat`` (:class:`TensorRows` or None),
     ``node_rows`` (this rank's ``(start, stop)`` of the node-feature rows),
-    ``time_dtype`` (the file's times: int64 when every time of the file is an integer
-    literal, else float64, decided by :func:`ddstore._times.time_dtype` from every
-    rank's look at its share before it is parsed).
+    ``time_dtype`` (the file's times: int64 when it has rows and every time is an
+    integer literal, else float64, decided by :func:`ddstore._times.time_dtype` from
+    every rank's look at its share before it is parsed).
     :meth:`edge_pieces` parses the rank's byte range of ``edges.csv`` piece by piece
     (``stats``: lines parsed and seconds spent parsing, wall and CPU, on this rank);
     :meth:`ends` is what :func:`check_sorted_across_ranks` needs after it ran;
@@ -203,7 +203,8 @@ class TGLShare:
                 self.node_rows = partition(self.node_feat.shape[0], size, rank)
             ints = integer_column(self.path, self._a, self._b, len(self.cols),
                                   self.cols.index("time"))
-            kinds = files.agree(("i" if ints else "f", self._nlines, None))
+            # (a file without rows: float64, as it always was; no integer was seen)
+            kinds = files.agree(("i" if ints and self._nlines else "f", self._nlines, None))
             self.time_dtype = time_dtype(kinds, f"{self.path}: time")  # (never raises)
 
     def rewind(self):
