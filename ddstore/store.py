@@ -23,7 +23,7 @@ import threading
 
 import numpy as np
 
-from . import _core, _lifecycle, _transaction
+from . import _core, _lifecycle, _status, _transaction
 from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, check_indices,
                       is_int, partition)
 from ._collective import Step, collective, is_agreed, join_bounded
@@ -142,6 +142,8 @@ class DDStore(RecordsAPI):
                         f"the {how}; {hint}")
                 self.memory_budget = budget
         self._core = _core.Core(comm, width, transport)
+        # what each rank is doing, read by a rank waiting at its exit (ddstore._status)
+        self._board = _status.Board(comm, shared=transport != "rma")
         self._journal = _transaction.Journal()  # the open transactions' record
         self.comm = comm
         self.rank = comm.Get_rank()
@@ -233,6 +235,7 @@ class DDStore(RecordsAPI):
         if not MPI.Is_finalized():
             with self.collective("free"):
                 pass
+            self._board.free()
             try:
                 self.group_comm.Free()
             except Exception:  # pragma: no cover
