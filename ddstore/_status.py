@@ -41,7 +41,7 @@ _MASK = (1 << 64) - 1
 
 # live boards (creation order) and this rank's own state for boards made later
 _BOARDS = []
-_SELF = {"exiting": None, "left": None}
+_SELF = {"exiting": None, "left": None, "done": False}
 
 
 def _signed(word):
@@ -69,6 +69,8 @@ class Board:
         self._words = self._bytes[:_HEAD].cast("q")
         self._gen = 0
         self._last = None    # the description in buffer self._gen % 2
+        self._desc_bits = 0  # its length and generation, as in a word
+        self._in_call = None  # the words of IN_CALL with it
         self._readers = {}   # peer rank -> _Reader
         self.win.Lock_all(MPI.MODE_NOCHECK)
         if _SELF["left"] is not None:
@@ -81,20 +83,35 @@ class Board:
 
     # ------------------------------------------------------------------ writing
     def publish(self, state, desc):
-        """Write this rank's slot (local stores only)."""
-        if desc is None:
-            n = 0
-        else:
-            if desc != self._last:
-                data = desc.encode("utf-8", "replace")[:_DESC]
-                self._gen += 1
-                at = _HEAD + (self._gen & 1) * _DESC
-                self._bytes[at:at + len(data)] = data
-                self._last, self._len = desc, len(data)
-            n = self._len
-        word = state | (n << 8) | ((self._gen & 0xFFFFFFFF) << 16)
-        self._words[0] = word
-        self._words[1] = _signed(~word & _MASK)
+        """Write this rank's slot (local stores only): ``state`` with description
+        ``desc`` (None for none)."""
+        if desc is not None and desc != self._last:
+            data = desc.encode("utf-8", "replace")[:_DESC]
+            self._gen += 1
+            at = _HEAD + (self._gen & 1) * _DESC
+            self._bytes[at:at + len(data)] = data
+            self._last = desc
+            self._desc_bits = (len(data) << 8) | ((self._gen & 0xFFFFFFFF) << 16)
+        word = state | (0 if desc is None else self._desc_bits)
+        w = self._words
+        w[0] = word
+        w[1] = _signed(~word & _MASK)
+
+    def computing(self):
+        """:meth:`publish` of ``COMPUTING`` (the hot path: two stores)."""
+        w = self._words
+        w[0] = COMPUTING
+        w[1] = ~COMPUTING
+
+    def in_call(self, desc):
+        """:meth:`publish` of ``IN_CALL`` with ``desc`` (the hot path: two stores when
+        ``desc`` is the last one written)."""
+        if desc != self._last:
+            self.publish(IN_CALL, desc)
+            self._in_call = (self._words[0], self._words[1])
+            return
+        w = self._words
+        w[0], w[1] = self._in_call
 
     # ------------------------------------------------------------------ reading
     def poll(self):
@@ -192,13 +209,17 @@ class _Reader:
 def publish(desc, comm):
     """This rank entered collective call ``desc`` over ``comm`` (``desc=None``: left it):
     written to the board of every live store whose communicator has the same ranks as
-    ``comm``.  Once this rank is exiting, its boards keep saying so."""
-    if _SELF["exiting"] is not None or _SELF["left"] is not None:
+    ``comm`` (the hook of :mod:`ddstore._collective`, called per named step: a few
+    hundred nanoseconds, no communication).  Once this rank is exiting, its boards keep
+    saying so."""
+    if _SELF["done"]:
         return
-    state = COMPUTING if desc is None else IN_CALL
     for board in _BOARDS:
         if board.comm is comm or _same_ranks(board.comm, comm):
-            board.publish(state, desc)
+            if desc is None:
+                board.computing()
+            else:
+                board.in_call(desc)
 
 
 def _same_ranks(a, b):
@@ -212,14 +233,14 @@ def _same_ranks(a, b):
 def set_exiting(desc):
     """This rank is in the free at interpreter exit (on every board, and those made
     later)."""
-    _SELF["exiting"] = desc
+    _SELF["exiting"], _SELF["done"] = desc, True
     for board in _BOARDS:
         board.publish(EXITING, desc)
 
 
 def set_left(desc):
     """This rank ends without the collective free at exit (every board)."""
-    _SELF["left"] = desc
+    _SELF["left"], _SELF["done"] = desc, True
     for board in _BOARDS:
         board.publish(LEFT, desc)
 

@@ -468,8 +468,9 @@ class DDStore(RecordsAPI):
         variables, e.g. a layer's background commit) is joined before any variable is
         removed (:meth:`remove`, a rollback) and before the store is freed, as
         ``prefault(background=True)`` threads are.  The join waits as long as the
-        thread runs, except inside the free at interpreter exit, where it waits at most
-        ``DDSTORE_EXIT_TIMEOUT`` seconds and then ends the job with a message (see
+        thread runs; inside the free at interpreter exit it is watched as that free's
+        wait is (the job ends at once, with a message, when a peer is in another
+        collective call, or after ``DDSTORE_EXIT_TIMEOUT`` seconds when that is set; see
         :func:`ddstore._collective.bounded`)."""
         self._threads = [t for t in self._threads if t.is_alive()]
         self._threads.append(thread)
