@@ -1,7 +1,10 @@
-"""Process lifecycle of stores: the registry of live stores (freed collectively at a
-clean exit, each wait bounded), the abort hook that ends the whole MPI job when an
-exception is uncaught on one rank, and the check that the launch is an MPI job of the
-size its launcher meant (see README, "Failure behaviour")."""
+"""Process lifecycle of stores (see docs/cluster.md, "Failure behaviour"): the registry of
+live stores, freed collectively at a clean exit (waiting for peers that compute, ending
+the job at once when one is in another collective call: what each rank is doing is read
+from the stores' status boards, :mod:`ddstore._status`); the abort hook that ends the
+whole MPI job when an exception is uncaught on one rank (an agreed error told once, by
+rank 0); the warning for a process launched without ``mpiexec``; and the check that the
+launch is an MPI job of the size its launcher meant."""
 import atexit
 import logging
 import os
@@ -287,6 +290,8 @@ def _install_abort_hook():
     if record is not None:
         def _set_abort_status(status):
             _ABORT["status"] = status
+            if status:  # mpi4py aborts at exit: MPI_Finalize will not unlink them
+                _release_mpich_shm()
             return record(status)
         MPI._set_abort_status = _set_abort_status
 
@@ -301,6 +306,7 @@ def _end_agreed(previous, exc_type, exc, tb, rank, hint):
         first = True
     if not first:  # rank 0 tells it; the job ends when it aborts
         _release_mpich_shm()
+        _status.set_left(f"uncaught {exc_type.__name__}")  # a peer at its exit ends it
         time.sleep(AGREED_WAIT)
     sys.stdout.flush()
     sys.stderr.write(f"[ddstore] error on every rank: {exc}\n")

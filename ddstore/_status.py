@@ -275,5 +275,16 @@ def summary(statuses, ranks=None):
         else:
             verb = text.split(" ", 1)
             plural = {"is": "are", "has": "have"}.get(verb[0], verb[0])
-            parts.append(f"ranks {', '.join(map(str, rs))} {plural} {verb[1]}")
+            parts.append(f"ranks {_spans(rs)} {plural} {verb[1]}")
     return ", ".join(parts)
+
+
+def _spans(ranks):
+    """``"1, 2"``, ``"1-5, 7"`` (ascending ``ranks``; runs of three or more joined)."""
+    out, start = [], 0
+    for i in range(1, len(ranks) + 1):
+        if i == len(ranks) or ranks[i] != ranks[i - 1] + 1:
+            run = ranks[start:i]
+            out += [f"{run[0]}-{run[-1]}"] if len(run) >= 3 else [str(r) for r in run]
+            start = i
+    return ", ".join(out)

@@ -352,3 +352,55 @@ def test_launched_alone_warns_once_in_process(launch_env, caplog):
     with caplog.at_level(logging.WARNING, logger="ddstore"):
         ddstore.DDStore(MPI.COMM_SELF).free()
     assert not [r for r in caplog.records if "launched without" in r.getMessage()]
+
+
+# ------------------------------------------------------------------ status board (in-process)
+def test_status_board_reads_back_what_a_rank_publishes():
+    """The slot a rank writes with local stores is read back by one-sided gets (here
+    this rank's own, through the same reader the exiting rank uses for its peers): each
+    state, a description that changes, one that comes back, one too long (cut to 240
+    bytes) and one that is not ASCII."""
+    from mpi4py import MPI
+    from ddstore import _status
+    board = _status.Board(MPI.COMM_SELF)
+    try:
+        reader = _status._Reader(board.win, 0)
+
+        def read():
+            for _ in range(100):
+                reader.advance()
+                if reader.request is None:
+                    return reader.state, reader.desc
+            raise AssertionError("a read of this rank's own slot did not complete")
+
+        assert read() == (_status.COMPUTING, None)
+        board.in_call("add('y')")
+        assert read() == (_status.IN_CALL, "add('y')")
+        board.computing()
+        assert read() == (_status.COMPUTING, None)
+        board.in_call("NodeMemory.commit('mem')")
+        assert read() == (_status.IN_CALL, "NodeMemory.commit('mem')")
+        board.in_call("add('y')")
+        assert read() == (_status.IN_CALL, "add('y')")
+        long = "GraphStore.build_backward('" + "g" * 300 + "')"
+        board.in_call(long)
+        assert read() == (_status.IN_CALL, long.encode()[:240].decode())
+        board.in_call("add('é→')")
+        assert read() == (_status.IN_CALL, "add('é→')")
+        board.publish(_status.EXITING, "the collective free at exit")
+        assert read() == (_status.EXITING, "the collective free at exit")
+        assert board.poll() == [(_status.EXITING, "the collective free at exit", True)]
+    finally:
+        board.free()
+
+
+def test_status_summary_names_each_rank():
+    from ddstore import _status
+    st = [(_status.IN_CALL, "NodeMemory.commit('mem')", True)] + \
+        [(_status.EXITING, "x", True)] * 4 + [(_status.COMPUTING, None, False),
+                                              (_status.LEFT, "uncaught KeyError", True)]
+    assert _status.summary(st) == (
+        "rank 0 is in NodeMemory.commit('mem'), ranks 1-4 are exiting, rank 5 is "
+        "computing outside any ddstore call (not answering: busy outside MPI), rank 6 "
+        "has left (uncaught KeyError)")
+    assert _status.summary(st, [1, 2]) == "ranks 1, 2 are exiting"
