@@ -20,15 +20,15 @@ READ_SECONDS = 120  # what the healthy ranks would do if the job were not ended
 PROMPT = 30         # seconds: generous for a loaded CI machine, far below READ_SECONDS
 
 
-def launch(mode, nprocs, runner=(), env=None, seconds=READ_SECONDS):
-    r = run_mpi("faults.py", nprocs, mode, seconds, timeout=seconds + 60,
-                env=env, runner=runner, check=False)
-    return r.returncode, r.elapsed, r.output
-
-
-def launch_result(mode, nprocs, env=None, seconds=READ_SECONDS):
+def launch_result(mode, nprocs, runner=(), env=None, seconds=READ_SECONDS):
+    """``tests/mpi/faults.py MODE SECONDS`` on ``nprocs`` ranks: its MPIResult."""
     return run_mpi("faults.py", nprocs, mode, seconds, timeout=seconds + 60, env=env,
-                   check=False)
+                   runner=runner, check=False)
+
+
+def launch(mode, nprocs, runner=(), env=None, seconds=READ_SECONDS):
+    r = launch_result(mode, nprocs, runner, env, seconds)
+    return r.returncode, r.elapsed, r.output
 
 
 @pytest.mark.mpi
