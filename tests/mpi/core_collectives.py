@@ -6,6 +6,7 @@ constructor (WindowDataset after a failed local load_npy).
 Usage: timeout 120 mpiexec -n N python core_collectives.py   (N >= 2)
 """
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -62,7 +63,9 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix=f"ddstore-coll{rank}-")
     own = os.path.join(tmp, "series.npy")
-    series = np.random.default_rng(0).standard_normal((30, 4, 2)).astype(np.float32)
+    # 60 steps: every split holds a window of horizon 3, so the others' WindowDataset
+    # fails only because rank 0 is elsewhere (a local error would be told first)
+    series = np.random.default_rng(0).standard_normal((60, 4, 2)).astype(np.float32)
     np.save(own, series)
     if rank == 0:
         os.truncate(own, os.path.getsize(own) - 4 * 8 * 5)
@@ -77,9 +80,12 @@ def main():
                                  "WindowDataset")
         st.WindowDataset(store, "w", s, horizon=3)
 
-    expect("load_npy failure then free vs WindowDataset",
-           ["out of step", "rank 0 called free()", f"{others} called WindowDataset('w')"],
-           npy_then_collective)
+    try:
+        expect("load_npy failure then free vs WindowDataset",
+               ["out of step", "rank 0 called free()",
+                f"{others} called WindowDataset('w')"], npy_then_collective)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # this rank's own folder
     check(not store.freed, "free() vs WindowDataset freed the store")
     intact("after free vs WindowDataset")
 
