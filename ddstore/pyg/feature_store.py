@@ -130,8 +130,8 @@ class FeatureStore(_PygFeatureStore):
     ``remove_tensor`` is collective and returns False (on every rank) for an attribute
     not held.
 
-    Construction is collective too (every rank, the same ``name`` and ``chunk_rows``):
-    a bad argument on any rank raises the same error on every rank.
+    Construction is collective too (every rank, the same ``name`` and ``chunk_rows``,
+    checked): a bad argument on any rank raises the same error on every rank.
 
     Reading is local: ``get_tensor(group_name=..., attr_name=..., index=idx)`` (rows
     ``idx`` in request order, as torch indexing: negatives count from the end, an int
@@ -152,7 +152,7 @@ class FeatureStore(_PygFeatureStore):
 
     def __init__(self, store, name="pyg", chunk_rows=None):
         super().__init__(tensor_attr_cls=TensorAttr)
-        with store.collective("FeatureStore", name):
+        with store.collective("FeatureStore", name) as step:
             if not isinstance(name, str) or not name:
                 raise DDStoreValueError(f"FeatureStore name must be a non-empty str, got "
                                         f"{name!r}")
@@ -160,6 +160,7 @@ class FeatureStore(_PygFeatureStore):
                 raise DDStoreValueError(f"feature store {name!r}: chunk_rows="
                                         f"{chunk_rows!r} must be an integer >= 1 (rows per "
                                         f"rank per round of put_range) or None")
+            step.agree(same={"chunk_rows": chunk_rows})
         self.__dict__["chunk_rows"] = None if chunk_rows is None else int(chunk_rows)
         self.__dict__["store"] = store
         self.__dict__["name"] = name

@@ -174,8 +174,13 @@ class GraphStore(_PygGraphStore):
     (whose out-lists take their weights from the copy) go on as before; only a later
     put or :meth:`put_edge_weights` needs the attribute again.
 
+    Construction is collective (every rank, the same ``name``, ``time_attr``,
+    ``weight_attr`` and ``chunk_edges``, checked: a bad or differing argument on any rank
+    raises the same error on every rank).
+
     Putting is **collective** (checked like every collective call; bad input on any rank
-    raises the same :class:`~ddstore.DDStoreError` on every rank and nothing is stored):
+    -- whatever reading it raises -- raises the same :class:`~ddstore.DDStoreError` on
+    every rank and nothing is stored):
 
     - ``put_edge_index(edge_index, edge_type=..., layout="coo"|"csc"|"csr", size=...)``
       (PyG's call): the quick path, **every rank passes the whole edge index** (COO
@@ -205,7 +210,7 @@ class GraphStore(_PygGraphStore):
     def __init__(self, store, name="pyg", time_attr=None, chunk_edges=None,
                  weight_attr=None):
         super().__init__(edge_attr_cls=EdgeAttr)
-        with store.collective("GraphStore", name):
+        with store.collective("GraphStore", name) as step:
             if not isinstance(name, str) or not name:
                 raise DDStoreValueError(f"GraphStore name must be a non-empty str, got "
                                         f"{name!r}")
@@ -214,6 +219,8 @@ class GraphStore(_PygGraphStore):
                 raise DDStoreValueError(f"time_attr must be None or a non-empty str, got "
                                         f"{time_attr!r}")
             weight_attr = _checked_weight_attr(weight_attr)
+            step.agree(same={"time_attr": time_attr, "weight_attr": weight_attr,
+                             "chunk_edges": chunk_edges})
         self.store, self.name, self.time_attr = store, name, time_attr
         self.weight_attr = weight_attr
         self.chunk_edges = chunk_edges

@@ -105,21 +105,21 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
     put is removed (:meth:`DDStore.transaction`): the store holds what it held before.
     """
     comm = store.comm
-    if add_reverse is None:
-        add_reverse = bool(getattr(data, "undirected", True))
-    with store.collective("pyg.put_node_data", name, same={
-            "data set": repr(data), "add_reverse": bool(add_reverse),
-            "chunk_edges": chunk_edges, "chunk_rows": chunk_rows}):
-        has_x = bool(getattr(data, "num_features", 0))
-        has_y = bool(getattr(data, "has_labels", True))
-        split_name = getattr(data, "split_name", None)
-        check_chunk_edges(chunk_edges, name)
-        if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
-            raise DDStoreValueError(f"put_node_data {name!r}: chunk_rows={chunk_rows!r} "
-                                    f"must be an integer >= 1 or None")
-    show = (lambda label: label) if (progress and comm.Get_rank() == 0) else \
-        (lambda label: None)
     try:
+        with store.collective("pyg.put_node_data", name) as step:
+            if add_reverse is None:
+                add_reverse = bool(getattr(data, "undirected", True))
+            has_x = bool(getattr(data, "num_features", 0))
+            has_y = bool(getattr(data, "has_labels", True))
+            split_name = getattr(data, "split_name", None)
+            check_chunk_edges(chunk_edges, name)
+            if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
+                raise DDStoreValueError(f"put_node_data {name!r}: chunk_rows="
+                                        f"{chunk_rows!r} must be an integer >= 1 or None")
+            step.agree(same={"data set": repr(data), "add_reverse": bool(add_reverse),
+                             "chunk_edges": chunk_edges, "chunk_rows": chunk_rows})
+        show = (lambda label: label) if (progress and comm.Get_rank() == 0) else \
+            (lambda label: None)
         with store.transaction(f"pyg.put_node_data {name!r}"):
             return _put(store, data, name, add_reverse, has_x, has_y, split_name, show,
                         chunk_edges, chunk_rows)

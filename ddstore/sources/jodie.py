@@ -4,10 +4,11 @@ which PyG's ``JODIEDataset`` downloads): one header line, then one interaction p
 line; rows sorted by timestamp).
 
 :func:`read_jodie_share` (collective over a store's ranks; :func:`read_share` inside a
-collective call already begun) parses only this rank's byte range of the file (whole lines, pandas' C parser) and numbers the nodes as PyG's
-``JODIEDataset.process`` does: users keep their ids, item ``i`` becomes node
-``i + num_users`` with ``num_users = max(user) + 1`` over the whole file (agreed over the
-ranks).  :func:`write_jodie` writes the layout (tests, examples).
+collective call already begun) parses only this rank's byte range of the file (whole
+lines, pandas' C parser) and numbers the nodes as PyG's ``JODIEDataset.process`` does:
+users keep their ids, item ``i`` becomes node ``i + num_users`` with ``num_users =
+max(user) + 1`` over the whole file (gathered by a step's round).  :func:`write_jodie`
+writes the layout (tests, examples).
 """
 import collections
 import os

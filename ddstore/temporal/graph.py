@@ -330,7 +330,8 @@ class TemporalGraph:
             m = int(counts[rank])
             s, d, tt = arrs["src"], arrs["dst"], arrs["t"]
             split_arr = arrs.get("split")
-            ef, el, nf = arrs.get("edge_feat"), arrs.get("edge_label"), arrs.get("node_feat")
+            ef, el = arrs.get("edge_feat"), arrs.get("edge_label")
+            nf = arrs.get("node_feat")
             chunk = int(chunk_edges) if chunk_edges is not None else default_chunk_edges(
                 num_edges, store.size, 25 + sum(
                     0 if x is None else x[:1].nbytes for x in (ef, el)), add_reverse)

@@ -252,8 +252,8 @@ class NodeMemory:
                 raise DDStoreValueError(f"NodeMemory {name!r}: dtype {dt} must be a "
                                         f"floating-point dtype (e.g. float32)")
             tdt = as_time_dtype(ts_dtype, f"NodeMemory {name!r}: ts_dtype")
-            for label, v, low in (("num_nodes", num_nodes, 1), ("memory_dim", memory_dim, 1),
-                                  ("mail_dim", mail_dim, 1),
+            for label, v, low in (("num_nodes", num_nodes, 1),
+                                  ("memory_dim", memory_dim, 1), ("mail_dim", mail_dim, 1),
                                   ("mailbox_size", mailbox_size, 1)):
                 if not is_int(v) or v < low:
                     raise DDStoreValueError(f"NodeMemory {name!r}: {label}={v!r} must be an"
@@ -307,7 +307,7 @@ class NodeMemory:
             self._clear()
             self._zero_own_rows()
             store.sync()
-            # collective, after the agreements: the background commits' own
+            # collective, after the round: the background commits' own
             # communicator, so they never interleave with collectives on store.comm
             self._comm = store.comm.Dup()
             # rolled back by an enclosing transaction: the communicator goes too
@@ -516,8 +516,10 @@ class NodeMemory:
         """Collective: apply every rank's staged writes and mails (see the class
         docstring for the order and the guarantee), then clear them.
 
-        One collective round: the agreement (every rank's errors, and the number of
-        updates it sends to each group member), then one ``Alltoallv`` of records
+        One collective step, ``"NodeMemory.commit"``: its local part raises this rank's
+        first bad staging, a failed earlier non-blocking commit, or whatever packing the
+        updates raises, and its one round agrees on that and gathers the number of
+        updates each rank sends to each group member; then one ``Alltoallv`` of records
         (keys ``(node, rank, position, ts)`` with their row, writes then mails): a rank
         sends each staged update to the owner of its node in every group (``staged x
         replicas`` records) and receives the updates of its own node range, about
@@ -525,10 +527,10 @@ class NodeMemory:
         them into their own chunks (what ``store.update`` does, row by row), then the
         store's sync makes them visible to every reader.
 
-        ``wait=False`` (the same on every rank, agreed): a non-blocking commit, to
-        overlap the update of batch ``i`` with the sampling of batch ``i + 1``.  The
-        checks, the agreement (so every error is still raised on every rank, before
-        anything starts) and the packing run here as with ``wait=True``; the exchange,
+        ``wait=False`` (the same on every rank, checked in the round): a non-blocking
+        commit, to overlap the update of batch ``i`` with the sampling of batch ``i + 1``.
+        The checks, the packing and the step's round (so every error is still raised on
+        every rank, before anything starts) run here as with ``wait=True``; the exchange,
         the apply and the sync run in a background thread on this memory's own
         communicator (a duplicate of ``store.comm``, made by the constructor), so the
         caller may make other collective calls on the store meanwhile.  Until it ends,
@@ -583,8 +585,8 @@ class NodeMemory:
                 lock.release_exclusive()
 
     def _apply(self, packed, gathered, comm):
-        """The commit after its agreement: the exchange over ``comm`` and the apply into
-        this rank's chunks (not yet synced)."""
+        """The commit after its step's round: the exchange over ``comm`` and the apply
+        into this rank's chunks (not yet synced)."""
         wk, wr, pk, pr = self._exchange(packed, gathered, comm)
         if wk.shape[0]:
             self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(self.ts_dtype), wr)
@@ -675,9 +677,9 @@ class NodeMemory:
         return buf[:nbytes]
 
     def _exchange(self, packed, gathered, comm):
-        """Collective (after the agreement): the one ``Alltoallv`` of records.
-        ``gathered``: every rank's counts from the agreement (None: too many ranks to
-        gather them there; then an ``alltoall`` of the counts).  Returns this rank's
+        """Collective (after the commit's round): the one ``Alltoallv`` of records.
+        ``gathered``: every rank's counts from the round (None: too many ranks to gather
+        them there; then an ``alltoall`` of the counts).  Returns this rank's
         write keys, write rows, mail keys and mail rows, in source-rank order."""
         st = self.store
         width, size = st.group_size, st.size

@@ -138,6 +138,16 @@ def drive_graphs(store, calls, tmp):
                     edge_index=torch.zeros((2, i % 2), dtype=torch.int64))
                for i in range(7)]
     calls(GraphDataset.from_samples, store, "gd", samples, progress=False)
+    from ddstore.graphs import write_adios, write_pickle_dir
+    from ddstore.sources import SequenceSource
+    pff, bp = os.path.join(tmp, "pff"), os.path.join(tmp, "graphs.bp")
+    if rank == 0 and not os.path.exists(bp):
+        write_pickle_dir(samples, pff)
+        write_adios(samples, bp)
+    comm.Barrier()
+    calls(GraphDataset.from_source, store, "gs", SequenceSource(samples), progress=False)
+    calls(GraphDataset.from_pickle_dir, store, "gp", pff, progress=False)
+    calls(GraphDataset.from_adios, store, "ga", bp, progress=False)
 
 
 def drive_series(store, calls, tmp):
@@ -150,14 +160,19 @@ def drive_series(store, calls, tmp):
 def drive_dynamic(store, calls, tmp):
     from ddstore.dynamic import DynamicGraph, DynamicWindowDataset
     rng = np.random.default_rng(4)
-    T, n = 8, 10
-    edges = [rng.integers(0, n, (2, 6 + s)).astype(np.int64) for s in range(T)]
+    T, n = 40, 10  # every split of the window dataset holds a window of horizon 2
+    edges = [rng.integers(0, n, (2, 6 + s % 5)).astype(np.int64) for s in range(T)]
     weights = [rng.random(e.shape[1]).astype(np.float32) for e in edges]
     calls(DynamicGraph, store, "dyn", edges, weights, num_nodes=n, checkpoint_every=4,
           dedup="last")
     series = np.arange(T * n * 2, dtype=np.float32).reshape(T, n, 2)
-    calls(DynamicWindowDataset, store, "dwin", series, 2, edges=edges, weights=weights,
-          standardize=False, dedup="last")
+    ds = calls(DynamicWindowDataset, store, "dwin", series, 2, edges=edges,
+               weights=weights, standardize=False, dedup="last")
+    calls(ds.free)
+    import types
+    dyn = types.SimpleNamespace(edges=edges, weights=weights, num_nodes=n)
+    g = calls(DynamicGraph.from_series, store, "dser", dyn, dedup="last")
+    calls(g.free)
 
 
 def temporal_arrays():
@@ -189,8 +204,17 @@ def drive_temporal(store, calls, tmp):
         tg.write_jodie(os.path.join(tmp, "jodie.csv"), src % 5, dst % 7, t, split % 2,
                        ef)
     comm.Barrier()
+    calls(mem.snapshot)
+    calls(mem.reset)
+    calls(mem.restore)
+    calls(mem.remove)
     calls(tg.TemporalGraph.from_tgl, store, "tgl", os.path.join(tmp, "tgl"))
     calls(tg.TemporalGraph.from_jodie, store, "jodie", os.path.join(tmp, "jodie.csv"))
+    calls(tg.read_tgl_share, store, os.path.join(tmp, "tgl"))
+    calls(tg.read_jodie_share, store, os.path.join(tmp, "jodie.csv"))
+    from ddstore.sources.tgl import TGLShare
+    calls(TGLShare, store, os.path.join(tmp, "tgl"))
+    calls(g.remove)
 
 
 def drive_temporal_pyg(store, calls, tmp):
@@ -208,7 +232,7 @@ def drive_temporal_pyg(store, calls, tmp):
 
 def drive_pyg(store, calls, tmp):
     import torch
-    from torch_geometric.data import Data
+    from torch_geometric.data import Data, HeteroData
     from ddstore import pyg as dpyg
     n, e = 12, 40
     g = torch.Generator().manual_seed(5)
@@ -222,8 +246,18 @@ def drive_pyg(store, calls, tmp):
     calls(fs2.put_tensor, data.x, group_name=None, attr_name="x")
     calls(gs2.put_edge_index, data.edge_index, edge_type=None, layout="coo",
           size=(n, n))
+    calls(fs2.put_tensor, torch.zeros(2, 3), group_name=None, attr_name="x",
+          index=torch.tensor([0, 5]))
+    calls(fs2.update_tensor, data.x, group_name=None, attr_name="x")
+    calls(fs2.put_tensor, torch.rand(e, generator=g), group_name=dpyg.EDGES,
+          attr_name="w")
+    calls(gs2.put_edge_weights, "w")
     calls(fs2.remove_tensor, group_name=None, attr_name="x")
     calls(gs2.remove_edge_index, edge_type=None, layout="coo")
+    h = HeteroData()
+    h["a"].x, h["b"].x = torch.randn(4, 2, generator=g), torch.randn(3, 2, generator=g)
+    h["a", "r", "b"].edge_index = torch.tensor([[0, 1, 3], [1, 2, 0]])
+    calls(dpyg.from_hetero, store, h, name="het")
 
 
 def drive_pyg_loaders(store, calls, tmp):
@@ -253,6 +287,7 @@ def drive_pyg_loaders(store, calls, tmp):
 def drive_pyddstore(store, calls, tmp):
     import pyddstore
     dds = calls(pyddstore.PyDDStore, store.comm)
+    calls = Calls(dds.store)  # what a failure must leave: the variables of dds's store
     calls(dds.add, "p", np.arange(4 * (rank + 1), dtype=np.float32).reshape(-1, 2))
     calls(dds.init, "q", 2, 2, 4)
     calls(dds.sync)
