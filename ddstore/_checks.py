@@ -1,15 +1,14 @@
 """Argument checks shared by every layer: integers, index arrays, ranges, the balanced
-split.  One place for each check, so that every layer words its errors the same way."""
+split.  One place for each check, so that every layer words its errors the same way.
+(Times have a module of their own: :mod:`ddstore._times`.)"""
 import numbers
 
 import numpy as np
 
 from .errors import DDStoreIndexError, DDStoreValueError
-from ._times import FLOAT_TIMES, MAX_EXACT_TIME, as_times
 
 __all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "check_free_names",
-           "names_under",
-           "exact_times", "MAX_EXACT_TIME", "STORABLE_KINDS"]
+           "names_under", "STORABLE_KINDS"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 STORABLE_KINDS = "biufcmM"
@@ -131,13 +130,3 @@ def check_indices(idx, limit, what, item="index", low=0, detail=""):
             pos = int(np.flatnonzero(idx == bad)[0])
             raise DDStoreIndexError(f"{what}: {item} {bad} (position {pos}) out of range "
                                     f"[{low}, {limit}){detail}")
-
-
-def exact_times(values, what, where=None, copy=True):
-    """``values`` (an array of real numbers, any shape) as float64, refusing integers that
-    float64 cannot hold exactly (outside ``[-2**53, 2**53]``), e.g. ``"ts[1] =
-    9007199254740993 is outside [-2**53, 2**53], the integers the store's float64 times
-    hold exactly"``: :func:`ddstore._times.as_times` to float64 (see there for ``where``
-    and ``copy``).  Floats pass unchanged (NaN and inf are the caller's to check); other
-    dtypes raise."""
-    return as_times(values, FLOAT_TIMES, what, where, copy)
