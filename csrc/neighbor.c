@@ -14,8 +14,8 @@
  * path's sources) reads them in pieces through one list_reader.  Node and edge ids
  * are stored as int32 or int64 (each variable's row bytes say which) and widened to the
  * int64 outputs while copied, with the width chosen once per list, not per entry.
- * Times are the graph's time type (doubles or int64, dds_tcsr.time_type), compared
- * through their keys (times.h).
+ * Times are the graph's time type (doubles or int64, dds_tcsr.time_type), compared as
+ * numbers of that type (times.h: a search per type; keys for node-level time).
  */
 #include "internal.h"
 #include "sampling.h"

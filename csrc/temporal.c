@@ -16,8 +16,9 @@
  * eligible ranges, select, read the remote picks), every buffer owned by one struct
  * sampler and released by sampler_free.  Node and edge ids are stored as int32 or int64
  * (each variable's row bytes say which, see dds_tcsr.h) and widened to the int64
- * outputs as they are copied.  Times are the graph's time type (doubles or int64):
- * compared through their keys (times.h), copied to the outputs as their 8 bytes.
+ * outputs as they are copied.  Times are the graph's time type (doubles or int64),
+ * compared as numbers of that type (times.h: a search per type, keys elsewhere) and
+ * copied to the outputs as their 8 bytes.
  */
 #include "internal.h"
 #include "sampling.h"
