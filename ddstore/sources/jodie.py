@@ -98,7 +98,10 @@ def _columns(n):
 def _shown(col, text):
     """A bad field as a message shows it: the number it reads as, or the text where the
     number would hide what is wrong ("2.0" for an id: a whole number, but no integer
-    literal)."""
+    literal; "1_0" or non-ASCII digits, which Python's ``int`` and ``float`` read as
+    numbers but the file's parser does not)."""
+    if "_" in text or not text.isascii():
+        return text
     try:
         return int(text)
     except ValueError:
