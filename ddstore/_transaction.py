@@ -1,5 +1,5 @@
 """All or nothing: the one transaction over a store behind every operation that creates
-several variables (DESIGN.md, "All or nothing").
+several variables (docs/design.md, rule 2).
 
 An operation (``from_pyg``, ``NodeMemory(...)``, a loader...) runs its collective steps
 inside ``with store.transaction("from_pyg"):``.  While a transaction is open, the store

@@ -1,0 +1,366 @@
+"""Every collective entry point of the package, found in the code, fails alike when its
+local part raises on one rank (issue 35; docs/design.md, rule 1).
+
+The entry points are not a hand-kept list: :func:`named_steps` reads the package's
+source (AST) for every step that begins a collective call (``<x>.collective("<op>",
+...)`` and ``collective(comm, "<op>", ...)``) and collects the ``op`` strings.  The
+drivers below call the package's public API in small settings; a first pass runs every
+driver with :func:`ddstore._collective.record_calls` on and checks that together they
+enter every named step found in the code (an entry point nobody drives fails this
+program, naming it).  Then, for each op and each of ``OSError``, ``RuntimeError``,
+``KeyError``, ``ValueError`` and ``MemoryError``, one rank (the last for some types,
+rank 0 for the others) arms :func:`ddstore._collective.inject` for that op and the
+driver that reaches it runs again on a fresh store: every rank must raise the same
+error (type and message, marked agreed, naming the failing rank and the injected
+text), within seconds, and the store must hold exactly the variables it held before the
+public call that failed.
+
+    timeout 900 mpiexec -n 2 python tests/mpi/collective_inject.py [auto|rma] [OP ...]
+"""
+import ast
+import os
+import pathlib
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from _harness import check, run_main, shared_tmpdir
+
+import ddstore
+from ddstore import _collective, _lifecycle
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+LAST = size - 1
+ROOT = pathlib.Path(ddstore.__file__).resolve().parent
+EXCEPTIONS = (OSError, RuntimeError, KeyError, ValueError, MemoryError)
+SECONDS = 30.0
+# named steps that are not entry points a user calls, with the reason
+NOT_ENTRY_POINTS = {
+    "transaction rollback": "the clean-up of a call that failed, not a call; its local "
+                            "part only lists names",
+}  # one injected failure, from the driver's start to every rank's raise
+
+
+# ---------------------------------------------------------------- the entry points
+def named_steps():
+    """``{op: [file:line, ...]}`` of every named step in the package's source."""
+    found = {}
+    files = sorted(ROOT.rglob("*.py")) + [ROOT.parent / "pyddstore.py"]
+    for path in files:
+        if not path.exists() or path.name == "_collective.py":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            is_method = isinstance(f, ast.Attribute) and f.attr == "collective"
+            is_func = isinstance(f, ast.Name) and f.id == "collective"
+            args = node.args[1:] if is_func else node.args
+            if not (is_method or is_func) or not args:
+                continue
+            op = args[0]
+            if isinstance(op, ast.Constant) and op.value is None:
+                continue  # a later step of a call already begun
+            where = f"{path.relative_to(ROOT.parent)}:{node.lineno}"
+            if not (isinstance(op, ast.Constant) and isinstance(op.value, str)):
+                found.setdefault("<not a string literal>", []).append(where)
+                continue
+            found.setdefault(op.value, []).append(where)
+    return found
+
+
+# ---------------------------------------------------------------- drivers
+class Calls:
+    """``calls(fn, *args)``: one public call of a driver; on an exception it notes
+    the store's variables from before the call (what the failure must leave)."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def __call__(self, fn, *args, **kwargs):
+        before = self.store.variables() if self.store is not None and \
+            not self.store.freed else None
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            if not hasattr(exc, "_variables_before"):
+                exc._variables_before = before
+            raise
+
+
+def share(total):
+    return ddstore.partition(total, size, rank)
+
+
+def drive_core(store, calls, tmp):
+    calls(store.add, "a", np.arange(3 * (rank + 1), dtype=np.int64).reshape(-1, 1))
+    calls(store.init, "b", 2, (3,), np.float32)
+    store.update("b", np.ones((2, 3), np.float32))
+    calls(store.sync)
+    calls(store.add_records, "r", [{"k": np.ones((rank + 1, 2), np.float32)}])
+    calls(store.init_records, "r2", {"k": ("f4", (2,))}, {"k": [1, 2]})
+    calls(store.remove, "b")
+
+    def rolled_back():
+        with store.transaction("t"):
+            store.add("t/a", np.zeros(2, np.int8))
+            with store.collective("test.fail"):
+                raise ValueError("a planned failure")
+    try:
+        calls(rolled_back)
+    except ddstore.DDStoreValueError as exc:
+        if "planned" not in str(exc):
+            raise
+
+
+def drive_plan(store, calls, tmp):
+    calls(ddstore.DDStore.plan, 10 ** 6, memory_budget=10 ** 9, comm=store.comm)
+
+
+def drive_distributed(store, calls, tmp):
+    import torch.distributed as dist
+    from ddstore.distributed import init_torch_distributed
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    calls(init_torch_distributed, store.comm)
+    dist.destroy_process_group()
+
+
+def drive_graphs(store, calls, tmp):
+    import torch
+    from torch_geometric.data import Data
+    from ddstore.graphs import GraphDataset
+    samples = [Data(x=torch.full((i % 3 + 1, 2), float(i)),
+                    edge_index=torch.zeros((2, i % 2), dtype=torch.int64))
+               for i in range(7)]
+    calls(GraphDataset.from_samples, store, "gd", samples, progress=False)
+
+
+def drive_series(store, calls, tmp):
+    from ddstore.spatiotemporal import WindowDataset
+    T, n, f, h = 40, 3, 2, 2
+    series = np.arange(T * n * f, dtype=np.float32).reshape(T, n, f)
+    calls(WindowDataset, store, "win", series, h, standardize=True)
+
+
+def drive_dynamic(store, calls, tmp):
+    from ddstore.dynamic import DynamicGraph, DynamicWindowDataset
+    rng = np.random.default_rng(4)
+    T, n = 8, 10
+    edges = [rng.integers(0, n, (2, 6 + s)).astype(np.int64) for s in range(T)]
+    weights = [rng.random(e.shape[1]).astype(np.float32) for e in edges]
+    calls(DynamicGraph, store, "dyn", edges, weights, num_nodes=n, checkpoint_every=4,
+          dedup="last")
+    series = np.arange(T * n * 2, dtype=np.float32).reshape(T, n, 2)
+    calls(DynamicWindowDataset, store, "dwin", series, 2, edges=edges, weights=weights,
+          standardize=False, dedup="last")
+
+
+def temporal_arrays():
+    rng = np.random.default_rng(9)
+    n, e = 20, 60
+    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
+    t = np.sort(rng.integers(0, 1000, e)).astype(np.float64) + 0.5
+    ef = rng.standard_normal((e, 3)).astype(np.float32)
+    nf = rng.standard_normal((n, 2)).astype(np.float32)
+    split = rng.integers(0, 3, e).astype(np.int8)
+    return src, dst, t, ef, nf, split
+
+
+def drive_temporal(store, calls, tmp):
+    from ddstore import temporal as tg
+    src, dst, t, ef, nf, split = temporal_arrays()
+    lo, hi = share(len(src))
+    nlo, nhi = share(len(nf))
+    g = calls(tg.TemporalGraph.from_arrays, store, "tg", src[lo:hi], dst[lo:hi],
+              t[lo:hi], edge_feat=ef[lo:hi], node_feat=nf[nlo:nhi], split=split[lo:hi])
+    mem = calls(tg.NodeMemory, store, "mem", g.num_nodes, 4, 3, mailbox_size=2)
+    ids = np.arange(rank, g.num_nodes, size)
+    mem.write(ids, np.ones((len(ids), 4), np.float32), 5.0)
+    mem.post(ids, np.ones((len(ids), 3), np.float32), 6.0)
+    calls(mem.commit)
+    if rank == 0 and not os.path.exists(os.path.join(tmp, "tgl")):
+        tg.write_tgl(os.path.join(tmp, "tgl"), src, dst, t, split, edge_feat=ef,
+                     node_feat=nf)
+        tg.write_jodie(os.path.join(tmp, "jodie.csv"), src % 5, dst % 7, t, split % 2,
+                       ef)
+    comm.Barrier()
+    calls(tg.TemporalGraph.from_tgl, store, "tgl", os.path.join(tmp, "tgl"))
+    calls(tg.TemporalGraph.from_jodie, store, "jodie", os.path.join(tmp, "jodie.csv"))
+
+
+def drive_temporal_pyg(store, calls, tmp):
+    import torch
+    from torch_geometric.data import TemporalData
+    from ddstore import temporal as tg
+    src, dst, t, ef, nf, split = temporal_arrays()
+    data = TemporalData(src=torch.from_numpy(src), dst=torch.from_numpy(dst),
+                        t=torch.from_numpy(t.astype(np.int64)),
+                        msg=torch.from_numpy(ef))
+    g = calls(tg.TemporalGraph.from_pyg, store, "tp", data)
+    calls(tg.link_prediction_metrics, store.comm, np.array([0.9, 0.1]), np.array([1, 0]))
+    del g
+
+
+def drive_pyg(store, calls, tmp):
+    import torch
+    from torch_geometric.data import Data
+    from ddstore import pyg as dpyg
+    n, e = 12, 40
+    g = torch.Generator().manual_seed(5)
+    data = Data(x=torch.randn(n, 3, generator=g), y=torch.randint(0, 4, (n,), generator=g),
+                edge_index=torch.randint(0, n, (2, e), generator=g),
+                edge_attr=torch.randn(e, 2, generator=g),
+                edge_time=torch.arange(e, dtype=torch.float64) / 4)
+    fs, gs = calls(dpyg.from_pyg, store, data, name="pyg", time_attr="edge_time")
+    calls(gs.build_backward)
+    fs2, gs2 = dpyg.FeatureStore(store, "own"), dpyg.GraphStore(store, "own")
+    calls(fs2.put_tensor, data.x, group_name=None, attr_name="x")
+    calls(gs2.put_edge_index, data.edge_index, edge_type=None, layout="coo",
+          size=(n, n))
+    calls(fs2.remove_tensor, group_name=None, attr_name="x")
+    calls(gs2.remove_edge_index, edge_type=None, layout="coo")
+
+
+def drive_pyg_loaders(store, calls, tmp):
+    from ddstore import pyg as dpyg
+    rng = np.random.default_rng(3)
+    n, e = 30, 90
+    ei = rng.integers(0, n, (2, e)).astype(np.int64)
+    x = rng.standard_normal((n, 4)).astype(np.float32)
+    y = rng.integers(0, 5, n).astype(np.int64)
+    splits = {"train": np.arange(0, 20), "valid": np.arange(20, 25),
+              "test": np.arange(25, 30)}
+    d, o = os.path.join(tmp, "npy"), os.path.join(tmp, "ogb")
+    if rank == 0 and not os.path.exists(d):
+        from ddstore.sources.ogb import write_ogb_node
+        os.makedirs(d)
+        for k, v in (("edge_index", ei), ("x", x), ("y", y),
+                     ("train_idx", splits["train"]), ("valid_idx", splits["valid"]),
+                     ("test_idx", splits["test"])):
+            np.save(os.path.join(d, f"{k}.npy"), v)
+        write_ogb_node(o, ei, x=x, y=y, splits=splits)
+    comm.Barrier()
+    calls(dpyg.load_npy, store, d, name="npy", progress=False)
+    calls(dpyg.load_ogb, store, o, name="ogb", add_reverse=False, progress=False)
+    calls(dpyg.load_synthetic, store, scale=1e-4, name="syn")
+
+
+def drive_pyddstore(store, calls, tmp):
+    import pyddstore
+    dds = calls(pyddstore.PyDDStore, store.comm)
+    calls(dds.add, "p", np.arange(4 * (rank + 1), dtype=np.float32).reshape(-1, 2))
+    calls(dds.init, "q", 2, 2, 4)
+    calls(dds.sync)
+    calls(dds.epoch_begin)
+    calls(dds.epoch_end)
+    calls(dds.free)
+
+
+DRIVERS = [("core", drive_core), ("plan", drive_plan), ("graphs", drive_graphs),
+           ("series", drive_series), ("dynamic", drive_dynamic),
+           ("temporal", drive_temporal), ("temporal-pyg", drive_temporal_pyg),
+           ("pyg", drive_pyg), ("pyg-loaders", drive_pyg_loaders),
+           ("pyddstore", drive_pyddstore), ("distributed", drive_distributed)]
+
+
+def run_driver(fn, tmp, transport):
+    """Run driver ``fn`` on a fresh store (created and freed through ``calls``, so that
+    the constructor and the free are entry points too).  A store left alive by a
+    failure is the caller's to inspect and free (:func:`free_new`)."""
+    calls = Calls(None)
+    store = calls(ddstore.DDStore, comm, transport=transport)
+    calls.store = store
+    fn(store, calls, tmp)
+    calls(store.free)
+
+
+def free_new(lives):
+    """Collective: free the stores created since ``len(_LIVE_STORES)`` was ``lives``;
+    returns the variables the newest held (None if there was none)."""
+    held = None
+    for store in reversed(_lifecycle._LIVE_STORES[lives:]):
+        if held is None:
+            held = store.variables()
+        store.free()
+    return held
+
+
+# ---------------------------------------------------------------- the checks
+def coverage(found, transport, tmp):
+    """Every named step in the code is entered by some driver: ``{op: driver}``."""
+    reached = {}
+    for label, fn in DRIVERS:
+        seen = set()
+        _collective.record_calls(seen)
+        lives = len(_lifecycle._LIVE_STORES)
+        try:
+            run_driver(fn, tmp, transport)
+        finally:
+            _collective.record_calls(None)
+            free_new(lives)
+        for op in seen:
+            reached.setdefault(op, label)
+    check("<not a string literal>" not in found,
+          f"steps whose op is not a string literal: {found.get('<not a string literal>')}")
+    missing = sorted(op for op in found if op not in reached and
+                     op != "<not a string literal>" and op not in NOT_ENTRY_POINTS)
+    check(not missing, f"named steps no driver reaches (add a driver): "
+                       f"{[(op, found[op]) for op in missing]}")
+    return {op: label for op, label in reached.items()
+            if op in found and op not in NOT_ENTRY_POINTS}
+
+
+def inject_one(op, label, exc_type, victim, transport, tmp):
+    fn = dict(DRIVERS)[label]
+    lives = len(_lifecycle._LIVE_STORES)
+    text = f"injected {exc_type.__name__} into {op}"
+    if rank == victim:
+        _collective.inject(op, exc_type(text))
+    start = time.monotonic()
+    got, before, after = None, None, None
+    try:
+        run_driver(fn, tmp, transport)
+    except ddstore.DDStoreError as exc:
+        got = (type(exc).__name__, str(exc), _collective.is_agreed(exc))
+        before = getattr(exc, "_variables_before", None)
+    except Exception as exc:  # noqa: BLE001 -- reported below
+        got = ("not a DDStoreError: " + type(exc).__name__, str(exc), False)
+    finally:
+        _collective.inject(None)
+        after = free_new(lives)  # a store left alive by the failure
+    elapsed = comm.allreduce(time.monotonic() - start, op=MPI.MAX)
+    what = f"{op} <- {exc_type.__name__} on rank {victim} ({label})"
+    everyone = comm.allgather(got)
+    if not check(got is not None, f"{what}: nothing raised"):
+        return
+    check(all(g == everyone[0] for g in everyone), f"{what}: ranks raised differently: "
+                                                   f"{everyone}")
+    check(got[2], f"{what}: not marked agreed: {got}")
+    check(text in got[1] and f"rank {victim}" in got[1],
+          f"{what}: the message does not name the rank and the failure: {got[1]!r}")
+    check(after is None or before is None or after == before,
+          f"{what}: the store holds {after}, before the call it held {before}")
+    check(elapsed < SECONDS, f"{what}: took {elapsed:.1f} s")
+
+
+def main(transport="auto", *only):
+    found = named_steps()
+    with shared_tmpdir() as tmp:
+        reached = coverage(found, transport, tmp)
+        ops = sorted(op for op in reached if not only or op in only)
+        if rank == 0:
+            print(f"{len(found)} named steps in the code, {len(reached)} reached by the "
+                  f"drivers; injecting into {len(ops)}", flush=True)
+        for i, op in enumerate(ops):
+            for j, exc_type in enumerate(EXCEPTIONS):
+                victim = LAST if (i + j) % 2 == 0 else 0
+                inject_one(op, reached[op], exc_type, victim, transport, tmp)
+
+
+if __name__ == "__main__":
+    run_main(main, *sys.argv[1:])

@@ -1,0 +1,30 @@
+"""The collective step (issue 35): every collective entry point, enumerated from the
+code, fails alike when its local part raises on one rank (tests/mpi/collective_inject.py),
+and the enumeration itself (in-process)."""
+import pytest
+
+from conftest import run_mpi, summary_of
+
+
+def test_named_steps_are_found_in_the_code():
+    """The AST scan finds the core's entry points with their places, and no step whose
+    op is computed (every op must be a string literal for the scan to see it)."""
+    from collective_inject import named_steps
+    found = named_steps()
+    for op in ("DDStore", "add", "init", "sync", "remove", "free", "add_records",
+               "init_records"):
+        assert op in found, (op, sorted(found))
+        assert all(":" in where for where in found[op])
+    assert "<not a string literal>" not in found, found.get("<not a string literal>")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,transport", [(2, "auto"), (3, "rma")])
+def test_every_entry_point_agrees_on_an_injected_failure(nprocs, transport):
+    """For every named step found in the code: OSError, RuntimeError, KeyError,
+    ValueError and MemoryError raised in its local part on one rank -> every rank raises
+    the same agreed error naming that rank, within seconds, and the store holds what it
+    held before the call."""
+    out = run_mpi("collective_inject.py", nprocs, transport, timeout=900)
+    summary = summary_of(out, "collective_inject")
+    assert summary is not None and summary[1] == 0 and summary[0] > 1000, out[-3000:]
