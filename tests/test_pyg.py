@@ -708,3 +708,71 @@ def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
         for f in ("node", "row", "col", "edge"):
             assert torch.equal(getattr(x, f), getattr(y, f)), (limit, f)
     assert s.sample_from_nodes(NodeSamplerInput(None, homo_seeds)).node.numel() > 0
+
+
+def test_disjoint_sampling_over_a_node_type_beyond_int64_keys(store, monkeypatch):
+    """Disjoint sampling over a node type of 2**62 nodes (ids such as 64-bit hashes):
+    ``subgraph * num_nodes + node`` would wrap int64 ("relabel: negative key"); the
+    sampler keys such a type by compact ids instead and returns, subgraph by subgraph,
+    exactly the in-neighbours a brute force finds (a node reached twice in one subgraph
+    once, in two subgraphs twice), the same batch as the graph with small ids.  Forcing
+    the compact keys on small graphs (homogeneous and hetero, repeated seeds) changes
+    no batch."""
+    from torch_geometric.data import Data, HeteroData
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    from ddstore.pyg import sampler as smod
+    big = 2 ** 62
+    small = {big - 1: 9, 5: 5, big - 2: 8, 7: 7}
+    src = [big - 1, 5, big - 2, 7, big - 1, big - 1, 5]
+    dst = [0, 1, 2, 3, 0, 1, 1]
+    et = ("u", "to", "v")
+    outs = {}
+    for label, ids, n in (("big", src, big), ("small", [small[s] for s in src], 10)):
+        gs = dpyg.GraphStore(store, label)
+        gs.put_edge_index(torch.tensor([ids, dst]), edge_type=et, layout="coo",
+                          size=(n, 4))
+        s = dpyg.NeighborSampler(gs, {et: [-1]}, disjoint=True)
+        outs[label] = s.sample_from_nodes(NodeSamplerInput(
+            None, torch.tensor([0, 1, 0, 3]), input_type="v"))
+    big_out, small_out = outs["big"], outs["small"]
+    u, b = big_out.node["u"].tolist(), big_out.batch["u"].tolist()
+    seeds = [0, 1, 0, 3]
+    want = {(k, s) for k, v in enumerate(seeds) for s, d in zip(src, dst) if d == v}
+    assert sorted(zip(b, u)) == sorted(want)  # each (subgraph, node) once
+    row, col = big_out.row[et].tolist(), big_out.col[et].tolist()
+    edges = {(u[r], seeds[c], b[r], e) for r, c, e in
+             zip(row, col, big_out.edge[et].tolist())}
+    assert edges == {(src[e], seeds[k], k, e) for k, v in enumerate(seeds)
+                     for e in range(len(src)) if dst[e] == v}
+    assert [small[x] for x in u] == small_out.node["u"].tolist()
+    for f in ("row", "col", "edge"):
+        assert torch.equal(getattr(big_out, f)[et], getattr(small_out, f)[et])
+    assert torch.equal(big_out.batch["u"], small_out.batch["u"])
+    # the compact keys forced on small graphs: the same batches as the direct keys
+    g = torch.Generator().manual_seed(4)
+    _, homo = dpyg.from_pyg(store, Data(x=torch.zeros(40, 1), edge_index=torch.randint(
+        0, 40, (2, 300), generator=g)), name="homo")
+    h = HeteroData()
+    h["a"].x, h["b"].x = torch.zeros(30, 1), torch.zeros(45, 1)
+    h["a", "to", "b"].edge_index = torch.stack([torch.randint(0, 30, (200,), generator=g),
+                                                torch.randint(0, 45, (200,), generator=g)])
+    h["b", "to", "a"].edge_index = torch.stack([torch.randint(0, 45, (200,), generator=g),
+                                                torch.randint(0, 30, (200,), generator=g)])
+    _, hetero = dpyg.from_hetero(store, h, name="hetero")
+    for graph, seed in ((homo, torch.tensor([3, 3, 17, 0, 39])),
+                        (hetero, {"a": torch.tensor([1, 1, 29]),
+                                  "b": torch.tensor([0, 44])})):
+        runs = []
+        for limit in (smod.DISJOINT_DIRECT_KEYS, 0):
+            monkeypatch.setattr(smod, "DISJOINT_DIRECT_KEYS", limit)
+            s = dpyg.NeighborSampler(graph, [3, 2], disjoint=True, seed=11)
+            runs.append([s._sample(seed) for _ in range(2)])
+        for x, y in zip(*runs):
+            for f in ("node", "row", "col", "edge", "batch"):
+                a, c = getattr(x, f), getattr(y, f)
+                if isinstance(a, dict):
+                    assert a.keys() == c.keys() and all(torch.equal(a[k], c[k]) for k in a)
+                else:
+                    assert torch.equal(a, c)
+            assert x.num_sampled_nodes == y.num_sampled_nodes
