@@ -66,6 +66,27 @@ def _memmap_key(arr):
     return str(name), start + (arr.ctypes.data - base)
 
 
+def _digest(value, seed):
+    """``(fingerprint, dtype name, shape)`` of ``value`` (see :func:`fingerprint`)."""
+    if value is None:
+        return _core.fingerprint(b"None", seed ^ _NONE), "None", ()
+    arr, dtype = _as_numpy(value)
+    shape = tuple(int(s) for s in arr.shape)
+    shown = dtype if dtype.startswith("torch.") else arr.dtype.name
+    if isinstance(arr, np.memmap):
+        where = _memmap_key(arr)
+        if where is not None:
+            text = f"{where}|{arr.strides}".encode()
+            return (_core.fingerprint(text, _header_seed("memmap", dtype, shape, seed)),
+                    f"memmap {shown}", shape)
+    if arr.dtype.hasobject:
+        return (_core.fingerprint(repr(arr.tolist()).encode(),
+                                  _header_seed("object", dtype, shape, seed)), shown, shape)
+    arr = np.ascontiguousarray(arr)
+    return (_core.fingerprint(arr.reshape(-1).view(np.uint8),
+                              _header_seed("array", dtype, shape, seed)), shown, shape)
+
+
 def fingerprint(value, seed=0):
     """A 64-bit fingerprint (an int in ``[0, 2**64)``) of ``value``: a numpy array, a
     torch tensor (its CPU copy), a list or tuple of numbers (as ``np.asarray`` makes it),
@@ -73,27 +94,17 @@ def fingerprint(value, seed=0):
     (but for a chance of about 2**-64).  A non-contiguous array is copied first; an
     ``np.memmap`` is described, not read (see the module docstring); an object array is
     hashed through its ``repr``."""
-    if value is None:
-        return _core.fingerprint(b"None", seed ^ _NONE)
-    arr, dtype = _as_numpy(value)
-    if isinstance(arr, np.memmap):
-        where = _memmap_key(arr)
-        if where is not None:
-            text = f"{where}|{arr.strides}".encode()
-            return _core.fingerprint(text, _header_seed("memmap", dtype, arr.shape, seed))
-    if arr.dtype.hasobject:
-        return _core.fingerprint(repr(arr.tolist()).encode(),
-                                 _header_seed("object", dtype, arr.shape, seed))
-    arr = np.ascontiguousarray(arr)
-    return _core.fingerprint(arr.reshape(-1).view(np.uint8),
-                             _header_seed("array", dtype, arr.shape, seed))
+    return _digest(value, seed)[0]
 
 
 def same_data(values, what="data"):
     """``same=`` settings of a collective step (see :meth:`DDStore.collective
-    <ddstore.DDStore.collective>`) that hold every rank to the same data:
-    ``{"<what> <key> (fingerprint)": "0x<16 hex digits>"}`` for each ``key, value`` of
-    the mapping ``values`` (see :func:`fingerprint`).  The step's round then names the
-    values that differ and which ranks hold which fingerprint."""
-    return {f"{what} {key} (fingerprint)": f"0x{fingerprint(value):016x}"
-            for key, value in values.items()}
+    <ddstore.DDStore.collective>`) that hold every rank to the same data: for each
+    ``key, value`` of the mapping ``values``, ``"<what> '<key>'"`` maps to ``"<dtype>
+    <shape>, fingerprint 0x<16 hex digits>"`` (see :func:`fingerprint`).  The step's
+    round then names the values that differ and which ranks hold what."""
+    out = {}
+    for key, value in values.items():
+        fp, dtype, shape = _digest(value, 0)
+        out[f"{what} {key!r}"] = f"{dtype} {list(shape)}, fingerprint 0x{fp:016x}"
+    return out

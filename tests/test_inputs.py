@@ -80,11 +80,14 @@ def test_fingerprint_of_a_memmap_is_what_it_maps(tmp_path):
 
 
 def test_same_data_settings():
-    same = same_data({"x": np.zeros(3), "edge_index": None}, what="data")
-    assert list(same) == ["data x (fingerprint)", "data edge_index (fingerprint)"]
-    assert all(v.startswith("0x") and len(v) == 18 for v in same.values())
-    assert same == same_data({"x": np.zeros(3), "edge_index": None})
-    assert same != same_data({"x": np.ones(3), "edge_index": None})
+    same = same_data({"x": np.zeros((3, 2), np.float32), "edge_index": None},
+                     what="data")
+    assert list(same) == ["data 'x'", "data 'edge_index'"]
+    assert same["data 'x'"] == \
+        f"float32 [3, 2], fingerprint 0x{fingerprint(np.zeros((3, 2), np.float32)):016x}"
+    assert same["data 'edge_index'"].startswith("None [], fingerprint 0x")
+    assert same == same_data({"x": np.zeros((3, 2), np.float32), "edge_index": None})
+    assert same != same_data({"x": np.ones((3, 2), np.float32), "edge_index": None})
 
 
 def test_mark_ids():
