@@ -99,8 +99,9 @@ class NodeDataSource:
     def repeated_error(self, which, row, node, first=None):
         """The error of node id ``node`` listed again at row ``row`` of split ``which``
         (``first``: the row that lists it first, when known)."""
-        also = "an earlier row" if first is None else \
-            self.where(which, first).rsplit(", ", 1)[-1]
+        also = self.where(which, row if first is None else first).rsplit(", ", 1)[-1]
+        if first is None:  # "line 21" -> "an earlier line"
+            also = f"an earlier {also.split(' ')[0]}"
         return DDStoreValueError(f"{self.where(which, row)}: node id {node} is listed "
                                  f"again (also at {also}); a split lists each node at "
                                  f"most once")
