@@ -368,11 +368,8 @@ def test_ogb_count_files_must_match_the_files(tmp_path, role, count_file, attr, 
             f.write("120\n")
     ds = OGBNodeData(root)
     assert getattr(ds, attr) == claimed
-    counts = f"{os.path.join(root, 'raw', count_file)}.csv.gz"
-    msg = re.escape(f"{path}: holds 120 rows, but {counts} says {claimed}") \
-        if claimed > 120 else (re.escape(f"{path}, line {claimed + 1}: b'") + ".*" +
-                               re.escape(f"' is past the {claimed} rows that {counts} "
-                                         f"says (the file has 120)"))
+    msg = re.escape(f"{path}: holds 120 rows, but "
+                    f"{os.path.join(root, 'raw', count_file)}.csv.gz says {claimed}")
     for pieces in ([(0, claimed)], [(0, 50), (50, 90), (90, claimed)]):
         with pytest.raises(DDStoreValueError, match=msg):
             for lo, hi in pieces:
@@ -626,10 +623,10 @@ def test_split_files_with_repeated_ids_refused(tmp_path):
         nd.split("train", 0, 4)
 
 
-def test_ogb_trailing_blank_lines_named(tmp_path):
-    """Two blank lines at the end of an OGB edge file: the first is named (its line),
-    told as blank, with the count the count file gives; any range short of the end
-    loads."""
+def test_ogb_rows_past_the_count_named_by_line(tmp_path):
+    """Two blank lines at the end of an OGB edge file: the first line past the count is
+    named and told as blank (the message said only "holds 122 rows, but num-edge-list
+    says 120"); a row past the count is shown; any range short of the end loads."""
     root = tmp_path / "ogb"
     ei = np.stack([np.arange(120) % 20, (np.arange(120) * 7) % 20])
     write_ogb_node(root, ei, y=np.zeros(20))
@@ -639,14 +636,20 @@ def test_ogb_trailing_blank_lines_named(tmp_path):
     with gzip.open(path, "wb") as f:
         f.write(text + b"\n\n")
     ds = OGBNodeData(root)
+    counts = os.path.join(root, "raw", "num-edge-list.csv.gz")
     with pytest.raises(DDStoreValueError, match=re.escape(
-            f"{path}, line 121: a blank line after the 120 rows that "
-            f"{os.path.join(root, 'raw', 'num-edge-list.csv.gz')} says (the file has 122 "
-            f"lines); remove the blank lines at its end")):
+            f"{path}: holds 122 rows, but {counts} says 120; line 121, the first past the "
+            f"count, is blank (remove the blank lines at the end of the file)")):
         ds.edges(60, 120)
     assert R.line_text(path, 119) == b"19,13" and R.line_text(path, 120) == b"" and \
         R.line_text(path, 122) is None
     assert ds.edges(0, 119)[0].tolist() == (np.arange(119) % 20).tolist()
+    with gzip.open(path, "wb") as f:
+        f.write(text + b"5,6\n")
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{path}: holds 121 rows, but {counts} says 120; line 121, the first past the "
+            f"count, is b'5,6'; the files disagree")):
+        OGBNodeData(root).edges(0, 120)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".csv.gz"])

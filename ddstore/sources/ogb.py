@@ -116,7 +116,7 @@ class OGBNodeData(NodeDataSource):
         ``hi`` raises naming both files and counts, and so does one with rows after the
         count, found by the read that ends at the count (the stream then reads on to the
         file's end, where it nearly is), naming the first line past the count and
-        showing it (a blank line at the end is told as such)."""
+        showing it (a blank line is told as such)."""
         count = "num-edge-list" if path == self.paths["edge"] else "num-node-list"
         total = self.num_edges if count == "num-edge-list" else self.num_nodes
         check_range(path, lo, hi, total)
@@ -139,16 +139,14 @@ class OGBNodeData(NodeDataSource):
             raise DDStoreValueError(
                 f"{path}: holds {rows} rows, but {self.paths[count]} says {total}; the "
                 f"files disagree (a truncated download, or files of two versions?)")
-        text = line_text(path, total)
-        if text is not None and not text.strip():
-            raise DDStoreValueError(
-                f"{path}, line {total + 1}: a blank line after the {total} rows that "
-                f"{self.paths[count]} says (the file has {rows} lines); remove the blank "
-                f"lines at its end")
-        raise DDStoreValueError(
-            f"{path}, line {total + 1}: {(text or b'')[:200]!r} is past the {total} rows "
-            f"that {self.paths[count]} says (the file has {rows}); the files disagree (a "
-            f"truncated download, or files of two versions?)")
+        text = line_text(path, total) or b""
+        head = (f"{path}: holds {rows} rows, but {self.paths[count]} says {total}; line "
+                f"{total + 1}, the first past the count, is")
+        if not text.strip():
+            raise DDStoreValueError(f"{head} blank (remove the blank lines at the end of "
+                                    f"the file)")
+        raise DDStoreValueError(f"{head} {text[:200]!r}; the files disagree (a truncated "
+                                f"download, or files of two versions?)")
 
     def close(self):
         """End the kept decompression streams (a later read reopens its file)."""
