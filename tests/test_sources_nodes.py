@@ -572,8 +572,8 @@ def test_node_features_must_be_finite(tmp_path, value, shown, text):
     write_ogb_node(root, np.array([[0, 1], [1, 0]]), x=x, y=np.zeros(20))
     feat = os.path.join(root, "raw", "node-feat.csv.gz")
     with pytest.raises(DDStoreValueError, match=re.escape(
-            f"{feat}, line 8, column 2: '{text}' is not a finite "
-            f"number within float32's range (|x| <= 3.40282e+38)")):
+            f"{feat}, line 8, column 2: '{text}' is not a number that is finite and "
+            f"within float32's range (|x| <= 3.40282e+38)")):
         OGBNodeData(root).features(0, 20)
     assert OGBNodeData(root).features(0, 7).tobytes() == \
         np.ones((7, 3), np.float32).tobytes()

@@ -142,8 +142,9 @@ def _parse_block(path, chunk, n, first_line, dtype, out, finite=False):
     limit = None
     if finite and not integer:
         limit = float(np.finfo(dtype).max) if dtype.itemsize < 8 else None
-        want = "a finite number" + ("" if limit is None else
-                                    f" within {dtype}'s range (|x| <= {limit:.6g})")
+        want = "a number that is finite" + ("" if limit is None else
+                                            f" and within {dtype}'s range (|x| <= "
+                                            f"{limit:.6g})")
 
     def bad_value(line, col, text):
         return DDStoreValueError(f"{path}, line {line}, column {col.field}: {text!r} is "
