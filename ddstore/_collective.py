@@ -38,23 +38,30 @@ alone and pass through untouched: uncaught, they end the job.
 
 A step normally waits as long as its peers take to arrive (a rank may compute for hours
 before its next collective call).  Inside :func:`bounded` (the free at interpreter exit,
-see :mod:`ddstore._lifecycle`) it waits at most a given number of seconds for the
-``Ibarrier``, then calls the caller's ``on_timeout`` (which ends the job).
+see :mod:`ddstore._lifecycle`) it polls the ``Ibarrier``: between polls the caller's
+``watch`` looks at what the other ranks are doing (the status board of
+:mod:`ddstore._status`, which may end the job), and when a limit is set it waits at most
+that many seconds, then calls the caller's ``on_timeout`` (which ends the job).
+
+What this rank is doing is published as it changes: entering the first named step of a
+call and leaving it call ``_PUBLISH["hook"](description, comm)`` (description None on
+leaving), a few local stores and no communication.
 """
 import contextlib
 import time
 
 from .errors import DDStoreError, DDStoreValueError, as_error
 
-__all__ = ["Step", "collective", "is_agreed", "format_ranks", "bounded", "join_bounded",
-           "last_call", "current_call", "inject", "record_calls"]
+__all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bounded",
+           "join_bounded", "last_call", "current_call", "inject", "record_calls"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
 # call it entered, the step it is in now (or None), and the bound of the rounds inside
 # ``bounded`` (or None)
 _STATE = {"last": None, "current": None, "bound": None}
-# called with a description of what this rank is doing whenever that changes (a step
-# entered or left): the status board of :mod:`ddstore._lifecycle` sets it
+# called as hook(description, comm) whenever what this rank is doing changes (the first
+# named step of a call entered, or left: description None): the status board of
+# :mod:`ddstore._status`, set by :mod:`ddstore._lifecycle`
 _PUBLISH = {"hook": None}
 # test hooks: an exception to raise in the local part of a named step on this rank
 # (:func:`inject`), and the set of named steps entered (:func:`record_calls`)
@@ -62,13 +69,15 @@ _TEST = {"inject": None, "seen": None}
 
 
 @contextlib.contextmanager
-def bounded(seconds, on_timeout, note):
-    """Within this block, every round waits at most ``seconds`` for the other ranks to
-    arrive; then ``on_timeout(seconds)`` is called (it must not return: it ends the
-    job).  ``note`` (e.g. ``"exiting"``) is shown beside this rank's call when the ranks
-    turn out to be in different calls."""
+def bounded(seconds, on_timeout, note, watch=None):
+    """Within this block, every round polls for the other ranks to arrive: ``watch()``
+    (if given) is called between polls (it may end the job, or return), and when
+    ``seconds`` is not None, after that many seconds ``on_timeout(seconds)`` is called
+    (it must not return: it ends the job).  ``note`` (e.g. ``"exiting"``) is shown beside
+    this rank's call when the ranks turn out to be in different calls."""
     previous = _STATE["bound"]
-    _STATE["bound"] = (float(seconds), on_timeout, note)
+    _STATE["bound"] = (None if seconds is None else float(seconds), on_timeout, note,
+                       watch)
     try:
         yield
     finally:
@@ -76,18 +85,29 @@ def bounded(seconds, on_timeout, note):
 
 
 def join_bounded(thread):
-    """``thread.join()``; inside :func:`bounded`, at most its ``seconds``, then its
-    ``on_timeout`` (the job ends): a background thread waiting on a rank that has gone
-    does not hold the exit forever."""
+    """``thread.join()``; inside :func:`bounded`, polled like a round (its ``watch``
+    between polls, at most its ``seconds``, then its ``on_timeout``: the job ends): a
+    background thread waiting on a rank that has gone does not hold the exit forever."""
     bound = _STATE["bound"]
     if bound is None:
         thread.join()
         return
-    seconds, on_timeout, _ = bound
-    thread.join(seconds)
-    if thread.is_alive():
-        on_timeout(seconds)
-        raise RuntimeError("on_timeout returned")  # pragma: no cover
+    _poll(lambda: (thread.join(0.05), not thread.is_alive())[1], bound)
+
+
+def _poll(done, bound):
+    """Call ``done()`` until it is true, under ``bound`` (see :func:`bounded`)."""
+    seconds, on_timeout, _, watch = bound
+    deadline = None if seconds is None else time.monotonic() + seconds
+    pause = 0.001
+    while not done():
+        if deadline is not None and time.monotonic() >= deadline:
+            on_timeout(seconds)
+            raise RuntimeError("on_timeout returned")  # pragma: no cover
+        if watch is not None:
+            watch()
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
 
 
 def last_call():
@@ -116,22 +136,14 @@ def record_calls(seen):
 
 def _arrive(comm):
     """Phase one of a round: wait until every rank of ``comm`` is in a round (unbounded,
-    or polled up to the deadline of :func:`bounded`)."""
+    or polled under :func:`bounded`)."""
     request = comm.Ibarrier()
     bound = _STATE["bound"]
     if bound is None:
         request.Wait()
         return None
-    seconds, on_timeout, note = bound
-    deadline = time.monotonic() + seconds
-    pause = 0.001
-    while not request.Test():
-        if time.monotonic() >= deadline:
-            on_timeout(seconds)
-            raise RuntimeError("on_timeout returned")  # pragma: no cover
-        time.sleep(pause)
-        pause = min(2 * pause, 0.05)
-    return note
+    _poll(request.Test, bound)
+    return bound[2]
 
 
 def format_ranks(ranks):
@@ -147,8 +159,15 @@ def is_agreed(exc):
     return getattr(exc, "agreed", False) is True
 
 
-def _mark(exc):
+def agreed_over(exc):
+    """The communicator over which agreed error ``exc`` was raised alike, or None."""
+    return getattr(exc, "agreed_comm", None)
+
+
+def _mark(exc, comm):
     exc.agreed = True
+    if getattr(exc, "agreed_comm", None) is None:
+        exc.agreed_comm = comm
     return exc
 
 
@@ -157,6 +176,14 @@ def _describe(call):
         return "another collective"
     op, name = call
     return f"{op}()" if name is None else f"{op}({name!r})"
+
+
+def _doing(call, current):
+    """What a rank in a round is doing, for messages: ``"called add('y')"``, or for a
+    later step of a call already begun, ``"is in put_range('x')"``."""
+    if call is None and current is not None:
+        return f"is in {current}"
+    return f"called {_describe(call)}"
 
 
 def _by_value(values):
@@ -186,10 +213,10 @@ def _calls_error(info):
     if all(c == calls[0] for c in calls):
         return None
     by_call = {}
-    for r, (c, *_, n) in enumerate(info):
-        by_call.setdefault((c, n), []).append(r)
-    detail = "; ".join(f"{format_ranks(rs)} called {_describe(c)}"
-                       + (f" ({n})" if n else "") for (c, n), rs in by_call.items())
+    for r, (c, _e, _s, _m, n, current) in enumerate(info):
+        by_call.setdefault((c, n, current if c is None else None), []).append(r)
+    detail = "; ".join(f"{format_ranks(rs)} {_doing(c, cur)}"
+                       + (f" ({n})" if n else "") for (c, n, cur), rs in by_call.items())
     return DDStoreValueError(f"collective calls out of step: every rank must make the "
                              f"same collective calls, in the same order, with the same "
                              f"names ({detail})")
@@ -216,14 +243,15 @@ def _round(comm, call, error, share, same):
     alike on every rank, the first of: a rank's error (with a note when the ranks were
     in different steps), calls out of step, ``same`` values that differ."""
     note = _arrive(comm)
-    info = comm.allgather((call, as_error(error), share, same, note))
+    info = comm.allgather((call, as_error(error), share, same, note,
+                           _STATE["current"] if call is None else None))
     exc = _errors_error([i[1] for i in info])
     if exc is None:
         exc = _calls_error(info)
     if exc is None:
         exc = _same_error(info[0][0], [i[3] for i in info])
     if exc is not None:
-        raise _mark(exc)
+        raise _mark(exc, comm)
     return [i[2] for i in info]
 
 
@@ -274,7 +302,7 @@ class Step:
             _STATE["current"] = _describe(call)
             hook = _PUBLISH["hook"]
             if hook is not None:
-                hook(_STATE["current"])
+                hook(_STATE["current"], self._comm)
         return self
 
     def agree(self, share=None, same=None):
@@ -305,7 +333,7 @@ class Step:
             if not isinstance(exc, Exception) or is_agreed(exc):
                 return False
             if self._values is not None:  # decided from agreed values: alike everywhere
-                _mark(exc)
+                _mark(exc, self._comm)
                 return False
             # the local part failed on this rank: the others learn it in this round
             try:
@@ -320,7 +348,7 @@ class Step:
                 _STATE["current"] = None
                 hook = _PUBLISH["hook"]
                 if hook is not None:
-                    hook(None)
+                    hook(None, self._comm)
 
 
 def collective(comm, op, name=None, *, same=None):

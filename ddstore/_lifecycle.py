@@ -1,19 +1,27 @@
-"""Process lifecycle of stores: the registry of live stores (freed collectively at a
-clean exit, each wait bounded), the abort hook that ends the whole MPI job when an
-exception is uncaught on one rank, and the check that the launch is an MPI job of the
-size its launcher meant (see README, "Failure behaviour")."""
+"""Process lifecycle of stores (see docs/cluster.md, "Failure behaviour"): the registry of
+live stores, freed collectively at a clean exit (waiting for peers that compute, ending
+the job at once when one is in another collective call: what each rank is doing is read
+from the stores' status boards, :mod:`ddstore._status`); the abort hook that ends the
+whole MPI job when an exception is uncaught on one rank (an agreed error told once, by
+rank 0); the warning for a process launched without ``mpiexec``; and the check that the
+launch is an MPI job of the size its launcher meant."""
 import atexit
+import logging
 import os
 import sys
 import time
 
-from . import _collective
+from . import _collective, _status
 from .errors import DDStoreError, DDStoreStateError
 
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
            "check_launch", "launched_alone", "single_rank_hint"]
 
-EXIT_TIMEOUT = 10.0  # seconds; environment DDSTORE_EXIT_TIMEOUT
+REPORT_EVERY = 60.0    # seconds between the lines of a rank waiting at its exit
+MISMATCH_GRACE = 0.5   # seconds a peer seen in another collective call has to meet the
+#                        exiting rank's round (then the agreed error names both calls)
+AGREED_WAIT = 10.0     # seconds a rank other than 0 waits for rank 0 to end the job
+#                        after an uncaught agreed error (rank 0 prints it)
 _REAL_OS_EXIT = os._exit
 
 # Stores not yet freed, in creation order (the same on every rank).  Held here so that
@@ -21,26 +29,69 @@ _REAL_OS_EXIT = os._exit
 # an object: a DDStore dropped without free() keeps its memory until exit.
 _LIVE_STORES = []
 
+_collective._PUBLISH["hook"] = _status.publish  # what this rank does, on the boards
 
-def exit_timeout():
-    """Seconds the free at interpreter exit waits for the other ranks to join it:
-    ``DDSTORE_EXIT_TIMEOUT`` (a positive number) or 10."""
-    text = os.environ.get("DDSTORE_EXIT_TIMEOUT", "").strip()
+
+def _seconds_from(var, default, meaning):
+    """Environment variable ``var`` as a positive number of seconds; ``default`` when it
+    is unset or (with a line on stderr saying so) not such a number."""
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return default
     try:
-        value = float(text) if text else EXIT_TIMEOUT
+        value = float(text)
     except ValueError:
         value = -1.0
     if not 0 < value < float("inf"):
-        sys.stderr.write(f"[ddstore] DDSTORE_EXIT_TIMEOUT={text!r} is not a positive "
-                         f"number of seconds; using {EXIT_TIMEOUT:g}\n")
-        value = EXIT_TIMEOUT
+        sys.stderr.write(f"[ddstore] {var}={text!r} is not a positive number of "
+                         f"seconds; {meaning}\n")
+        return default
     return value
+
+
+def exit_timeout():
+    """The most seconds the free at interpreter exit waits, in all, for the other ranks
+    to join it: ``DDSTORE_EXIT_TIMEOUT`` (a positive number), or None (the default: no
+    limit while the others are computing; see :func:`_free_live_stores`)."""
+    return _seconds_from("DDSTORE_EXIT_TIMEOUT", None, "waiting without a limit")
+
+
+def report_every():
+    """Seconds between the lines a rank waiting at its exit prints:
+    ``DDSTORE_EXIT_REPORT_SECONDS`` or 60."""
+    return _seconds_from("DDSTORE_EXIT_REPORT_SECONDS", REPORT_EVERY,
+                         f"using {REPORT_EVERY:g}")
+
+
+def _release_mpich_shm():
+    """Unlink the names of MPICH's node shared-memory segments that this process maps
+    (``/dev/shm/mpich_shm_*``, ``mpich_vci_*``, made at ``MPI_Init``): MPICH unlinks
+    them in ``MPI_Finalize``, which ``MPI_Abort`` skips, so every job ended by an abort
+    (an uncaught exception, Ctrl-C) would leave them in ``/dev/shm``.  Called just before
+    this process aborts: the job is ending, nothing opens them by name any more, and the
+    processes that map them keep their mappings."""
+    try:
+        with open("/proc/self/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:  # not Linux
+        return
+    for line in lines:
+        parts = line.split(None, 5)
+        path = parts[5] if len(parts) == 6 else ""
+        name = os.path.basename(path)
+        if os.path.dirname(path) == "/dev/shm" and name.startswith(("mpich_shm_",
+                                                                    "mpich_vci_")):
+            try:
+                os.unlink(path)
+            except OSError:  # another rank of the node was first
+                pass
 
 
 def _abort_job(rank, message, code=1, hint=""):
     """Print ``message`` for this rank and end the whole MPI job (never returns)."""
     from mpi4py import MPI
     try:
+        _release_mpich_shm()
         sys.stdout.flush()
         sys.stderr.write(f"[ddstore] rank {rank}: {message}; aborting the MPI job{hint}\n")
         sys.stderr.flush()
@@ -52,43 +103,118 @@ def _abort_job(rank, message, code=1, hint=""):
         _REAL_OS_EXIT(code)  # pragma: no cover -- MPI_Abort may return before the kill
 
 
+def _duration(seconds):
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+class _ExitWatch:
+    """What the free of ``store`` at interpreter exit does while it waits (the ``watch``
+    and ``on_timeout`` of :func:`ddstore._collective.bounded`): every 0.1 s it reads the
+    store's status board (:mod:`ddstore._status`).
+
+    - A peer *in another collective call* of the store's communicator (not ``free``)
+      can never finish it without this rank: after ``MISMATCH_GRACE`` seconds (in which
+      its round usually meets this rank's, and every rank is told the agreed error) the
+      job is ended, naming what each rank is doing.  So is a peer that *has left*.
+    - Peers *computing* (or exiting too) are waited for, without limit unless
+      ``DDSTORE_EXIT_TIMEOUT`` is set; every :func:`report_every` seconds one line on
+      stderr says which ranks this one waits for and what they are doing.
+    """
+
+    def __init__(self, store, started, cap):
+        self.store, self.started, self.cap = store, started, cap
+        self.board = getattr(store, "_board", None)
+        self.every = report_every()
+        self.next_poll = 0.0
+        self.next_report = started + self.every
+        self.away_since = None
+
+    def statuses(self):
+        return None if self.board is None else self.board.poll()
+
+    def __call__(self):
+        now = time.monotonic()
+        if now < self.next_poll or self.board is None:
+            return
+        self.next_poll = now + 0.1
+        st = self.board.poll()
+        me = self.store.rank
+        away = [r for r, (state, desc, _) in enumerate(st) if r != me and (
+            state == _status.LEFT or (state == _status.IN_CALL and desc != "free()"))]
+        if not away:
+            self.away_since = None
+        elif self.away_since is None:
+            self.away_since = now
+        if away and (now - self.away_since >= MISMATCH_GRACE or
+                     any(st[r][0] == _status.LEFT for r in away)):
+            _abort_job(me, f"is exiting (end of script, sys.exit or os._exit(0)) while "
+                           f"other ranks are inside a collective call of its "
+                           f"communicator, which cannot end without it: a failed job "
+                           f"({_status.summary(st)})")
+        if now >= self.next_report:
+            self.next_report = now + self.every
+            waited = [r for r, (state, _, _) in enumerate(st) if r != me and
+                      state != _status.EXITING] or [r for r in range(len(st)) if r != me]
+            limit = ("no time limit (DDSTORE_EXIT_TIMEOUT sets one)" if self.cap is None
+                     else f"the job ends after DDSTORE_EXIT_TIMEOUT={self.cap:g} s")
+            sys.stderr.write(f"[ddstore] rank {me}: exiting; waited "
+                             f"{_duration(now - self.started)} so far for "
+                             f"{_collective.format_ranks(waited)} to join the collective "
+                             f"free at exit ({_status.summary(st, waited)}); {limit}\n")
+            sys.stderr.flush()
+
+    def timed_out(self, _remaining):
+        last = _collective.last_call()
+        doing = f" (its last collective call: {last})" if last else ""
+        st = self.statuses()
+        what = f": {_status.summary(st)}" if st else ""
+        _abort_job(self.store.rank,
+                   f"exiting with a live DDStore, whose collective free at exit was not "
+                   f"joined by all {self.store.size} ranks of its communicator within "
+                   f"{self.cap:g} s (DDSTORE_EXIT_TIMEOUT){what}; this rank ended its "
+                   f"script{doing}")
+
+
 @atexit.register
 def _free_live_stores():
     """Free live stores at a clean interpreter exit (collective, newest first, each
-    through the agreement of :meth:`DDStore.free`), every wait bounded.
+    through the step of :meth:`DDStore.free`), waiting for the other ranks as long as
+    they are computing.
 
-    The other ranks must join each free within :func:`exit_timeout` seconds, and must be
-    freeing too: a rank that ends its script (end of file, ``sys.exit(n)``) while
-    another is inside a collective call, or still running after that time, is a failed
-    job, so the job is aborted (non-zero exit code) with a message naming what the ranks
-    were doing, instead of leaving the others waiting for a rank that has gone.
+    While it waits, this rank's status board says "exiting", and it reads what the
+    other ranks are doing (see :class:`_ExitWatch`): peers computing outside any ddstore
+    call (rank 0 writing a checkpoint for minutes) are waited for, without limit unless
+    ``DDSTORE_EXIT_TIMEOUT`` caps the whole wait, with one line on stderr every minute
+    naming them; a peer inside another collective call (which cannot end without this
+    rank) ends the job within about a second, non-zero, with a message naming what each
+    rank is doing; a peer whose round meets this rank's in another call gets the agreed
+    "out of step" error, and this rank ends the job naming both calls.
 
     When an uncaught exception is ending this rank (and the abort hook is switched off),
     or ``python -m mpi4py`` is about to abort the job (``sys.exit(n)`` with ``n != 0``
     under it), the other ranks are not exiting with it, so no collective free is started:
-    the windows are left to MPI_Abort / MPI_Finalize and the operating system instead.
+    the boards say that this rank has left, and the windows are left to MPI_Abort /
+    MPI_Finalize and the operating system instead.
     """
-    if (not _LIVE_STORES or getattr(sys, "last_value", None) is not None
-            or _ABORT["status"]):
+    if not _LIVE_STORES:
+        return
+    if getattr(sys, "last_value", None) is not None or _ABORT["status"]:
+        _status.set_left("without the collective free at exit: an uncaught exception"
+                         if _ABORT["status"] == 0 else
+                         "without the collective free at exit: python -m mpi4py aborts")
         return
     from mpi4py import MPI
     if MPI.Is_finalized():
         return
-    seconds = exit_timeout()
+    cap = exit_timeout()
+    started = time.monotonic()
+    _status.set_exiting("the collective free at exit")
     while _LIVE_STORES:
         store = _LIVE_STORES[-1]
-        last = _collective.last_call()
-        doing = f" (its last collective call: {last})" if last else ""
-
-        def timed_out(waited, store=store):
-            _abort_job(store.rank, f"exiting with a live DDStore, whose collective free "
-                                   f"at exit was not joined by all {store.size} ranks of "
-                                   f"its communicator within {waited:g} s "
-                                   f"(DDSTORE_EXIT_TIMEOUT): the others are still "
-                                   f"running or waiting in a call that is not a ddstore "
-                                   f"collective call; this rank ended its script{doing}")
+        watch = _ExitWatch(store, started, cap)
+        seconds = None if cap is None else max(cap - (time.monotonic() - started), 1e-3)
         try:
-            with _collective.bounded(seconds, timed_out, "exiting"):
+            with _collective.bounded(seconds, watch.timed_out, "exiting", watch):
                 store.free()
         except DDStoreError as exc:  # the others are inside another collective call
             _abort_job(store.rank, f"is exiting (end of script, sys.exit or "
@@ -107,11 +233,16 @@ def abort_on_exception(enabled=True):
     ``True`` (the default; environment ``DDSTORE_ABORT_ON_EXCEPTION=0`` sets ``False``):
     once a :class:`DDStore` exists, an uncaught exception prints its traceback as usual
     and then calls ``MPI_Abort(MPI_COMM_WORLD, 1)``, which ends every rank of the job
-    with a non-zero exit code, as ``python -m mpi4py`` does.  Without it the other ranks
-    would wait forever for the failed one in their next collective call (or in the
-    collective free at exit).  ``False``: the interpreter exits as Python decides and
-    the other ranks may hang; use it only where something else (``python -m mpi4py``,
-    your own handler) ends the job.  Returns the previous setting.
+    with a non-zero exit code, as ``python -m mpi4py`` does.  An agreed error (raised
+    alike on every rank of its communicator, see :func:`ddstore._collective.is_agreed`)
+    is told once: rank 0 of that communicator prints ``[ddstore] error on every rank:
+    <message>``, then its traceback, and ends the job; the other ranks print nothing
+    (they end the job themselves, with their traceback, if rank 0 has not within
+    ``AGREED_WAIT`` seconds, e.g. because it caught the error).  Without the hook the
+    other ranks would wait forever for the failed one in their next collective call (or
+    in the collective free at exit).  ``False``: the interpreter exits as Python decides
+    and the other ranks may hang; use it only where something else (``python -m
+    mpi4py``, your own handler) ends the job.  Returns the previous setting.
     """
     previous = _ABORT["enabled"]
     _ABORT["enabled"] = bool(enabled)
@@ -126,15 +257,17 @@ def _install_abort_hook():
     previous = sys.excepthook
 
     def _ddstore_excepthook(exc_type, exc, tb):
-        previous(exc_type, exc, tb)
-        if not _ABORT["enabled"]:
-            return
         from mpi4py import MPI
-        if (not MPI.Is_initialized() or MPI.Is_finalized() or
-                MPI.COMM_WORLD.Get_size() == 1):
+        if (not _ABORT["enabled"] or not MPI.Is_initialized() or MPI.Is_finalized()
+                or MPI.COMM_WORLD.Get_size() == 1):
+            previous(exc_type, exc, tb)
             return
-        _abort_job(MPI.COMM_WORLD.Get_rank(), f"uncaught {exc_type.__name__}",
-                   hint=" (see ddstore.abort_on_exception)")
+        rank = MPI.COMM_WORLD.Get_rank()
+        hint = " (see ddstore.abort_on_exception)"
+        if _collective.is_agreed(exc):
+            _end_agreed(previous, exc_type, exc, tb, rank, hint)
+        previous(exc_type, exc, tb)
+        _abort_job(rank, f"uncaught {exc_type.__name__}", hint=hint)
 
     sys.excepthook = _ddstore_excepthook
 
@@ -157,15 +290,40 @@ def _install_abort_hook():
     if record is not None:
         def _set_abort_status(status):
             _ABORT["status"] = status
+            if status:  # mpi4py aborts at exit: MPI_Finalize will not unlink them
+                _release_mpich_shm()
             return record(status)
         MPI._set_abort_status = _set_abort_status
 
 
+def _end_agreed(previous, exc_type, exc, tb, rank, hint):
+    """End the job for an uncaught agreed error (never returns): told once, by rank 0 of
+    the communicator it was agreed over (see :func:`abort_on_exception`)."""
+    comm = _collective.agreed_over(exc)
+    try:
+        first = comm is None or comm.Get_rank() == 0
+    except Exception:  # noqa: BLE001 -- a freed communicator: tell it here
+        first = True
+    if not first:  # rank 0 tells it; the job ends when it aborts
+        _release_mpich_shm()
+        _status.set_left(f"uncaught {exc_type.__name__}")  # a peer at its exit ends it
+        time.sleep(AGREED_WAIT)
+    sys.stdout.flush()
+    sys.stderr.write(f"[ddstore] error on every rank: {exc}\n")
+    sys.stderr.flush()
+    previous(exc_type, exc, tb)
+    _abort_job(rank, f"uncaught {exc_type.__name__}, raised on every rank"
+               + ("" if first else f" (rank 0 of its communicator did not end the job "
+                                   f"within {AGREED_WAIT:g} s)"), hint=hint)
+
+
 def register(store):
-    """Note a new live store (creation order is the same on every rank) and install the
-    abort hook at the first one."""
+    """Note a new live store (creation order is the same on every rank), install the
+    abort hook at the first one, and warn once when the process was launched without
+    ``mpiexec``."""
     _LIVE_STORES.append(store)
     _install_abort_hook()
+    _warn_if_alone()
 
 
 def unregister(store):
@@ -192,12 +350,24 @@ def _launch_sizes(environ):
             LAUNCH_SIZE_VARIABLES if environ.get(var, "").strip()]
 
 
+def _count(var, text):
+    """The number of processes launch variable ``var`` holds; raises
+    :class:`DDStoreStateError` naming it when it holds something else."""
+    if not (text.isascii() and text.isdigit()):
+        raise DDStoreStateError(f"{var}={text!r} in the environment is not a number of "
+                                f"processes: unset it, or launch with "
+                                f"`mpiexec -n N python script.py`")
+    return int(text)
+
+
 def check_launch(environ=None, world_size=None):
     """Raise :class:`DDStoreStateError` when the launch is not an MPI job of the size its
     launcher meant.  An MPI launcher's own variable (``PMI_SIZE``,
     ``OMPI_COMM_WORLD_SIZE``, ``MV2_COMM_WORLD_SIZE``) is trusted over torch's
     ``WORLD_SIZE`` (a leftover of an earlier ``torchrun`` in the shell): when one of them
-    matches ``MPI.COMM_WORLD``, the launch is right whatever ``WORLD_SIZE`` says.  The
+    matches ``MPI.COMM_WORLD``, the launch is right whatever ``WORLD_SIZE`` holds.  A
+    variable that is consulted and holds no count (``WORLD_SIZE=²``) is refused, named.
+    The
     usual failure: ``torchrun --nproc_per_node N script.py`` starts N processes that are
     each an MPI job of one rank (they would wait forever in torch's rendezvous or train
     on disjoint stores).  ``environ`` / ``world_size`` default to ``os.environ`` and
@@ -206,21 +376,17 @@ def check_launch(environ=None, world_size=None):
     if world_size is None:
         from mpi4py import MPI
         world_size = MPI.COMM_WORLD.Get_size()
-    found = _launch_sizes(environ)
-    for var, _, text in found:
-        if not (text.isascii() and text.isdigit()):
-            raise DDStoreStateError(f"{var}={text!r} in the environment is not a number of "
-                                    f"processes: unset it, or launch with "
-                                    f"`mpiexec -n N python script.py`")
-    mpi = [(v, l, int(t)) for v, l, t in found if v != "WORLD_SIZE"]
-    if any(n == world_size for _, _, n in mpi):
-        bad = [(v, l, n) for v, l, n in mpi if n != world_size]
+    found = [(v, l, _count(v, t)) for v, l, t in _launch_sizes(environ)
+             if v != "WORLD_SIZE"]  # the MPI launchers' own, checked first
+    if any(n == world_size for _, _, n in found):  # WORLD_SIZE is not looked at
+        bad = [(v, l, n) for v, l, n in found if n != world_size]
     else:
-        bad = [(v, l, int(t)) for v, l, t in found if int(t) != world_size]
+        found = [(v, l, _count(v, t)) for v, l, t in _launch_sizes(environ)]
+        bad = [(v, l, n) for v, l, n in found if n != world_size]
     if not bad:
         return
     var, launcher, n = bad[0]
-    agree_with = [v for v, _, t in found if int(t) == world_size]
+    agree_with = [v for v, _, c in found if c == world_size]
     trusted = (f" ({', '.join(agree_with)} agree with the MPI world)" if agree_with
                else "")
     raise DDStoreStateError(
@@ -232,6 +398,26 @@ def check_launch(environ=None, world_size=None):
         f"ddstore.distributed.init_torch_distributed), not torchrun"
         + (f"; if {var} is a leftover in your shell, unset it" if var == "WORLD_SIZE"
            else ""))
+
+
+_ALONE = {"warned": False}
+
+
+def _warn_if_alone():
+    """Once per process, at the first store: a warning (logger ``ddstore``, which prints
+    to stderr unless logging is configured otherwise) when this process is an MPI job of
+    one rank that no launcher started: ``python train.py`` trains alone, silently."""
+    if _ALONE["warned"]:
+        return
+    _ALONE["warned"] = True
+    if launched_alone():
+        logging.getLogger("ddstore").warning(
+            f"[ddstore] {_ALONE_TEXT}, so its stores hold all the data here and it works "
+            f"alone; to use N processes, {_RUN_TEXT} (told once per process)")
+
+
+_ALONE_TEXT = "launched without `mpiexec`? this process is an MPI job of one rank"
+_RUN_TEXT = "run `mpiexec -n N python script.py`"
 
 
 def launched_alone(environ=None, world_size=None):
@@ -248,6 +434,5 @@ def single_rank_hint(size):
     """A hint for messages about a communicator of ``size`` ranks: launched without
     ``mpiexec``?"""
     if size == 1 and launched_alone():
-        return ("; launched without `mpiexec`? this process is an MPI job of one rank: "
-                "run `mpiexec -n N python script.py`")
+        return f"; {_ALONE_TEXT}: {_RUN_TEXT}"
     return ""

@@ -23,7 +23,7 @@ import threading
 
 import numpy as np
 
-from . import _core, _lifecycle, _transaction
+from . import _core, _lifecycle, _status, _transaction
 from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, check_indices,
                       is_int, partition)
 from ._collective import Step, collective, is_agreed, join_bounded
@@ -142,6 +142,8 @@ class DDStore(RecordsAPI):
                         f"the {how}; {hint}")
                 self.memory_budget = budget
         self._core = _core.Core(comm, width, transport)
+        # what each rank is doing, read by a rank waiting at its exit (ddstore._status)
+        self._board = _status.Board(comm, shared=transport != "rma")
         self._journal = _transaction.Journal()  # the open transactions' record
         self.comm = comm
         self.rank = comm.Get_rank()
@@ -233,6 +235,7 @@ class DDStore(RecordsAPI):
         if not MPI.Is_finalized():
             with self.collective("free"):
                 pass
+            self._board.free()
             try:
                 self.group_comm.Free()
             except Exception:  # pragma: no cover
@@ -465,8 +468,9 @@ class DDStore(RecordsAPI):
         variables, e.g. a layer's background commit) is joined before any variable is
         removed (:meth:`remove`, a rollback) and before the store is freed, as
         ``prefault(background=True)`` threads are.  The join waits as long as the
-        thread runs, except inside the free at interpreter exit, where it waits at most
-        ``DDSTORE_EXIT_TIMEOUT`` seconds and then ends the job with a message (see
+        thread runs; inside the free at interpreter exit it is watched as that free's
+        wait is (the job ends at once, with a message, when a peer is in another
+        collective call, or after ``DDSTORE_EXIT_TIMEOUT`` seconds when that is set; see
         :func:`ddstore._collective.bounded`)."""
         self._threads = [t for t in self._threads if t.is_alive()]
         self._threads.append(thread)

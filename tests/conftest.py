@@ -114,68 +114,121 @@ def mpiexec_path():
     return exe
 
 
-class MPIResult(collections.namedtuple("MPIResult", "returncode elapsed output cmd")):
+class MPIResult(collections.namedtuple("MPIResult",
+                                       "returncode elapsed output cmd shm shm_left",
+                                       defaults=(frozenset(), frozenset()))):
     """What ``run_mpi(..., check=False)`` returns: exit code (124 or 137: ``timeout``
-    ended it), wall seconds, combined stdout/stderr text, and the command line."""
+    ended it), wall seconds, combined stdout/stderr text, the command line, the MPICH
+    shared-memory files this job's processes mapped (:class:`JobShm`), and those of them
+    still in ``/dev/shm`` when it ended (before ``run_mpi`` removed them: see
+    :func:`remove_job_shm`)."""
 
 
 SHM_DIR = "/dev/shm"
+# MPICH's node shared-memory segments made at MPI_Init (named by the job), unlinked in
+# MPI_Finalize; its windows' segments (mpich_shar_tmp*) are unlinked as soon as made
+SHM_PREFIXES = ("mpich_shm_", "mpich_vci_")
 
 
 def mpich_shm_files():
     """The names of MPICH's shared-memory files in ``/dev/shm`` (empty where there is
     none)."""
     try:
-        return {f for f in os.listdir(SHM_DIR) if f.startswith("mpich_shm_")}
+        return {f for f in os.listdir(SHM_DIR) if f.startswith(SHM_PREFIXES)}
     except OSError:
         return set()
 
 
-def _mapped_shm():
-    """The MPICH shared-memory files some process maps now."""
+def shm_mapped_by(pids=None):
+    """The MPICH shared-memory files (still named in ``/dev/shm``) that the processes
+    ``pids`` map now (every process when None)."""
     mapped = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    if pids is None:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/maps") as f:
                 for line in f:
-                    at = line.find(SHM_DIR + "/mpich_shm_")
-                    if at >= 0:
-                        mapped.add(os.path.basename(line[at:].split()[0]))
+                    parts = line.split(None, 5)
+                    path = parts[5].strip() if len(parts) == 6 else ""
+                    name = os.path.basename(path)
+                    if os.path.dirname(path) == SHM_DIR and name.startswith(SHM_PREFIXES):
+                        mapped.add(name)
         except OSError:  # the process ended, or is not ours to read
             continue
     return mapped
 
 
-def orphan_shm_files(before, wait=5.0):
-    """MPICH's shared-memory files that appeared since ``before`` and that no process
-    maps: what a job left behind.  Files still mapped are waited for (up to ``wait``
-    seconds: the ranks of a killed job may take a moment to go); those mapped after that
-    belong to a job running beside this one, and are not counted."""
-    deadline = time.monotonic() + wait
-    while True:
-        new = mpich_shm_files() - before
-        orphans = new - _mapped_shm()
-        if orphans or not new or time.monotonic() > deadline:
-            return orphans
-        time.sleep(0.1)
+def descendants(root):
+    """``root`` and every process below it (by parent pid, read from ``/proc``)."""
+    children = collections.defaultdict(list)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = stat[stat.rindex(")") + 2:].split()[1]  # after "(comm) state"
+        children[int(ppid)].append(int(pid))
+    found, todo = [], [int(root)]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
 
 
-def remove_orphan_shm(before, wait=5.0):
-    """Remove MPICH's shared-memory files that appeared since ``before`` (a set of
-    names) once no process maps them (waiting up to ``wait`` seconds for the ranks of a
-    killed job to go): MPICH unlinks them when its ranks end normally, but a job whose
-    ranks are killed (a timeout, or the fault tests ending a rank) leaves them in
-    /dev/shm, 2-3 MB each, for as long as the machine runs.  Launches are sequential, so
-    a file created since ``before`` is this launch's.  Nothing to do (no wait) after a
-    normal end."""
+class JobShm:
+    """The MPICH shared-memory files that one job's processes map, sampled every 0.2 s
+    from ``/proc`` while it runs (a thread): its ranks map their node's segment from
+    ``MPI_Init`` until they end, so a job of more than a moment is always seen.  Only
+    these files are the job's: other jobs on the machine make their own files in the
+    same ``/dev/shm`` at any time.  ``with JobShm(proc.pid) as shm: ...``; then
+    ``shm.seen``."""
+
+    def __init__(self, root):
+        import threading
+        self.root, self.seen = root, set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while True:
+            self.seen |= shm_mapped_by(descendants(self.root))
+            if self._stop.wait(0.2):
+                return
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+
+def job_shm_left(names):
+    """Which of a job's MPICH shared-memory files (``names``) are still in
+    ``/dev/shm``."""
+    return set(names) & mpich_shm_files()
+
+
+def remove_job_shm(names, wait=5.0):
+    """Remove the job's MPICH shared-memory files ``names`` still in ``/dev/shm`` once no
+    process maps them (waiting up to ``wait`` seconds for the ranks of a killed job to
+    go): MPICH unlinks them when its ranks end normally (and ddstore before it aborts a
+    job), but ranks that are killed (a timeout, SIGKILL, a rank's ``os._exit``) leave
+    them, 1-3 MB each, for as long as the machine runs.  Files of other jobs are never
+    touched.  Nothing to do (no wait) after a normal end."""
     deadline = time.monotonic() + wait
     while True:
-        new = mpich_shm_files() - before
-        if not new:
+        left = job_shm_left(names)
+        if not left:
             return
-        for name in new - _mapped_shm():
+        for name in left - shm_mapped_by():
             try:
                 os.unlink(os.path.join(SHM_DIR, name))
             except OSError:
@@ -211,24 +264,29 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
     if env:
         full_env.update(env)
     t0 = time.perf_counter()
-    shm_before = mpich_shm_files()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=full_env, cwd=cwd)
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, env=full_env, cwd=cwd)
+        with JobShm(proc.pid) as shm:
+            output = proc.communicate()[0]
     finally:
-        remove_orphan_shm(shm_before)
-    result = MPIResult(proc.returncode, time.perf_counter() - t0, proc.stdout,
-                       " ".join(cmd))
+        if proc.poll() is None:  # interrupted: end the job
+            proc.kill()
+            proc.wait()
+    left = job_shm_left(shm.seen)
+    remove_job_shm(shm.seen)
+    result = MPIResult(proc.returncode, time.perf_counter() - t0, output,
+                       " ".join(cmd), frozenset(shm.seen), frozenset(left))
     if not check:
         return result
     out = result.output
-    if proc.returncode in (124, 137):
+    if result.returncode in (124, 137):
         pytest.fail(f"timed out after {timeout}s (deadlock?): {result.cmd}\n{out}")
-    if proc.returncode != 0:
+    if result.returncode != 0:
         name = os.path.splitext(os.path.basename(str(target[-1] if script != "-m" else
                                                      args[0])))[0]
         cases = failed_cases(out, name)
-        pytest.fail(f"exit code {proc.returncode}"
+        pytest.fail(f"exit code {result.returncode}"
                     + (f", failed case(s) {', '.join(map(repr, cases))}" if cases else "")
                     + f": {result.cmd}\n{out}")
     return out

@@ -6,6 +6,7 @@ constructor (WindowDataset after a failed local load_npy).
 Usage: timeout 120 mpiexec -n N python core_collectives.py   (N >= 2)
 """
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -61,27 +62,30 @@ def main():
     import ddstore.spatiotemporal as st  # torch: only after the core cases
 
     tmp = tempfile.mkdtemp(prefix=f"ddstore-coll{rank}-")
-    own = os.path.join(tmp, "series.npy")
-    series = np.random.default_rng(0).standard_normal((30, 4, 2)).astype(np.float32)
-    np.save(own, series)
-    if rank == 0:
-        os.truncate(own, os.path.getsize(own) - 4 * 8 * 5)
+    try:
+        own = os.path.join(tmp, "series.npy")
+        series = np.random.default_rng(0).standard_normal((30, 4, 2)).astype(np.float32)
+        np.save(own, series)
+        if rank == 0:
+            os.truncate(own, os.path.getsize(own) - 4 * 8 * 5)
 
-    def npy_then_collective():
-        try:
-            s = st.load_npy(own)
-        except DDStoreValueError as exc:
-            check(rank == 0 and "truncated" in str(exc), f"load_npy error: {exc}")
-            store.free()  # what a user who catches the error does next
-            raise AssertionError("free() returned while the others build a "
-                                 "WindowDataset")
-        st.WindowDataset(store, "w", s, horizon=3)
+        def npy_then_collective():
+            try:
+                s = st.load_npy(own)
+            except DDStoreValueError as exc:
+                check(rank == 0 and "truncated" in str(exc), f"load_npy error: {exc}")
+                store.free()  # what a user who catches the error does next
+                raise AssertionError("free() returned while the others build a "
+                                     "WindowDataset")
+            st.WindowDataset(store, "w", s, horizon=3)
 
-    expect("load_npy failure then free vs WindowDataset",
-           ["out of step", "rank 0 called free()", f"{others} called WindowDataset('w')"],
-           npy_then_collective)
-    check(not store.freed, "free() vs WindowDataset freed the store")
-    intact("after free vs WindowDataset")
+        expect("load_npy failure then free vs WindowDataset",
+               ["out of step", "rank 0 called free()",
+                f"{others} called WindowDataset('w')"], npy_then_collective)
+        check(not store.freed, "free() vs WindowDataset freed the store")
+        intact("after free vs WindowDataset")
+    finally:  # this rank's own directory (its "local copy"), never left in /tmp
+        shutil.rmtree(tmp, ignore_errors=True)
 
     # an error every rank raises together (agreed) leaving `with DDStore`: the store is
     # freed collectively on the way out

@@ -24,6 +24,20 @@ MODE is what the last rank does after 0.5 s of reading:
   end-during-barrier    the faulty rank ends its script while the others wait in a plain
                         MPI Barrier (not a ddstore call): its exit-time free must give up
                         after DDSTORE_EXIT_TIMEOUT seconds and end the job
+  sleep-after-exit, busy-after-exit   rank 0 computes for READ_SECONDS (time.sleep, or a
+                        busy loop) after the other ranks have ended their script, then
+                        checks the store and ends its own: the others wait (exit code 0)
+  add-after-exit, store-after-exit   rank 0 computes 2 s while the others end their
+                        script, prints "rank 0: entering <call> at <time.time()>", then
+                        enters a collective call they are not in: store.add('late')
+                        (its round meets their exit-time free: the agreed error), or
+                        DDStore() over a duplicate of the communicator (whose round
+                        cannot meet their free's: their status
+                        boards tell them); the job must end within seconds, non-zero
+  hold                  every rank prints "rank R: pid P holding a store" and sleeps
+                        READ_SECONDS (the test sends SIGINT to mpiexec)
+  agreed                every rank raises the same agreed error, uncaught (a bad width
+                        given to DDStore on every rank)
 The other ranks read (and check) rows for READ_SECONDS (default 60) unless the job is
 ended first; the test asserts that a fault ends the whole job within seconds, with a
 non-zero exit code, and that a clean run exits 0.
@@ -103,6 +117,37 @@ if mode.endswith("-during-commit"):
         if mode.startswith("osexit0"):
             os._exit(0)
     sys.exit(0)  # end of script
+if mode in ("sleep-after-exit", "busy-after-exit"):
+    if rank == 0:
+        print(f"rank 0: computing {read_seconds:g} s", flush=True)
+        t0 = time.perf_counter()
+        if mode == "sleep-after-exit":
+            time.sleep(read_seconds)
+        while time.perf_counter() - t0 < read_seconds:
+            pass
+        idx = np.random.default_rng(0).integers(0, n, 64)
+        assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
+        print("rank 0: done computing", flush=True)
+    sys.exit(0)  # end of script: the others wait at their exit-time free
+if mode in ("add-after-exit", "store-after-exit"):
+    other = comm.Dup()  # collective: made while every rank is here
+    if rank == 0:
+        time.sleep(2.0)
+        call = "add('late')" if mode == "add-after-exit" else "DDStore()"
+        print(f"rank 0: entering {call} at {time.time():.3f}", flush=True)
+        if mode == "add-after-exit":
+            store.add("late", data[lo:hi])
+        else:
+            ddstore.DDStore(other)
+        raise AssertionError(f"{call} returned without the ranks that have exited")
+    sys.exit(0)
+if mode == "hold":
+    print(f"rank {rank}: pid {os.getpid()} holding a store", flush=True)
+    time.sleep(read_seconds)
+    sys.exit(0)
+if mode == "agreed":
+    ddstore.DDStore(comm, width=size + 1)  # refused alike on every rank
+    raise AssertionError("DDStore accepted a width larger than the communicator")
 if mode == "end-during-barrier":
     if faulty:
         sys.exit(0)
