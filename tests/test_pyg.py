@@ -635,27 +635,34 @@ def test_dense_relabel_matches_the_hash_and_restores_its_table():
     assert dense.add(np.array([9, 9, 4]))[0].tolist() == [0, 0, 1]
 
 
+def _random_graphs(store, seed, n, m, mh):
+    """Graph stores "homo" (``n`` nodes, ``m`` random edges) and "hetero" (node types
+    "a": 30 and "b": 45 nodes, ``mh`` random edges a->b and b->a), from a generator
+    seeded ``seed``."""
+    from torch_geometric.data import Data, HeteroData
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, m), generator=g)
+    _, homo = dpyg.from_pyg(store, Data(x=torch.zeros(n, 1), edge_index=ei), name="homo")
+    h = HeteroData()
+    h["a"].x, h["b"].x = torch.zeros(30, 1), torch.zeros(45, 1)
+    for s, d, ns, nd in (("a", "b", 30, 45), ("b", "a", 45, 30)):
+        h[s, "to", d].edge_index = torch.stack([torch.randint(0, ns, (mh,), generator=g),
+                                                torch.randint(0, nd, (mh,), generator=g)])
+    _, hetero = dpyg.from_hetero(store, h, name="hetero")
+    return homo, hetero
+
+
 def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
     """The sampler's dense relabelling (node types up to ``DENSE_RELABEL_MAX_NODES``)
     gives the same batches as the hash table (forced by lowering the bound), homogeneous
     and hetero, repeated seeds included; a batch that fails half-way gives its tables
     back clean, and the next batch equals a fresh sampler's."""
-    import numpy as np
-    from torch_geometric.data import Data, HeteroData
     from torch_geometric.sampler import NodeSamplerInput
     from ddstore import _core, pyg as dpyg
     from ddstore.pyg import sampler as smod
-    g = torch.Generator().manual_seed(2)
-    n, m = 60, 700
-    ei = torch.randint(0, n, (2, m), generator=g)
-    _, gs = dpyg.from_pyg(store, Data(x=torch.zeros(n, 1), edge_index=ei), name="homo")
-    h = HeteroData()
-    h["a"].x, h["b"].x = torch.zeros(30, 1), torch.zeros(45, 1)
-    h["a", "to", "b"].edge_index = torch.stack([torch.randint(0, 30, (300,), generator=g),
-                                                torch.randint(0, 45, (300,), generator=g)])
-    h["b", "to", "a"].edge_index = torch.stack([torch.randint(0, 45, (300,), generator=g),
-                                                torch.randint(0, 30, (300,), generator=g)])
-    _, hgs = dpyg.from_hetero(store, h, name="hetero")
+    n = 60
+    gs, hgs = _random_graphs(store, 2, n, 700, 300)
     homo_seeds = torch.tensor([0, 5, 5, 59, 17, 0])
     hetero_seeds = {"a": torch.tensor([1, 1, 29]), "b": torch.tensor([0, 44])}
 
@@ -718,7 +725,6 @@ def test_disjoint_sampling_over_a_node_type_beyond_int64_keys(store, monkeypatch
     once, in two subgraphs twice), the same batch as the graph with small ids.  Forcing
     the compact keys on small graphs (homogeneous and hetero, repeated seeds) changes
     no batch."""
-    from torch_geometric.data import Data, HeteroData
     from torch_geometric.sampler import NodeSamplerInput
     from ddstore import pyg as dpyg
     from ddstore.pyg import sampler as smod
@@ -750,16 +756,7 @@ def test_disjoint_sampling_over_a_node_type_beyond_int64_keys(store, monkeypatch
         assert torch.equal(getattr(big_out, f)[et], getattr(small_out, f)[et])
     assert torch.equal(big_out.batch["u"], small_out.batch["u"])
     # the compact keys forced on small graphs: the same batches as the direct keys
-    g = torch.Generator().manual_seed(4)
-    _, homo = dpyg.from_pyg(store, Data(x=torch.zeros(40, 1), edge_index=torch.randint(
-        0, 40, (2, 300), generator=g)), name="homo")
-    h = HeteroData()
-    h["a"].x, h["b"].x = torch.zeros(30, 1), torch.zeros(45, 1)
-    h["a", "to", "b"].edge_index = torch.stack([torch.randint(0, 30, (200,), generator=g),
-                                                torch.randint(0, 45, (200,), generator=g)])
-    h["b", "to", "a"].edge_index = torch.stack([torch.randint(0, 45, (200,), generator=g),
-                                                torch.randint(0, 30, (200,), generator=g)])
-    _, hetero = dpyg.from_hetero(store, h, name="hetero")
+    homo, hetero = _random_graphs(store, 4, 40, 300, 200)
     for graph, seed in ((homo, torch.tensor([3, 3, 17, 0, 39])),
                         (hetero, {"a": torch.tensor([1, 1, 29]),
                                   "b": torch.tensor([0, 44])})):
