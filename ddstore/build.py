@@ -12,9 +12,9 @@ of edges at a time (``chunk_edges`` rows, a keyword of the builders; default
 1. **edge table** (:func:`fill_rows`): each rank's edges go, one chunk per round, to the
    members that own their edge ids, in every group; the rows are received straight into
    the members' chunks of ``edges``, ``edge_t``, ``edge_split`` (and features, labels);
-2. **counting pass**: the members of group 0 count every node's T-CSR entries from their
-   chunk of the edge table (C), one ``Allreduce`` of the counts gives ``indptr`` and the
-   members' node ranges (about equal entries each);
+2. **counting pass** (:func:`degree_indptr`): the members of group 0 count every node's
+   T-CSR entries from their chunk of the edge table (C), one ``Allreduce`` of the counts
+   gives ``indptr`` and the members' node ranges (about equal entries each);
 3. **T-CSR** (:func:`fill_tcsr`): inside each group, each member packs one chunk of its
    edge table rows per round into entries ``(node, neighbour, time, edge id)`` for the
    members owning the nodes (C), and each member places what it receives at a per-node
@@ -28,16 +28,19 @@ no reverse entries, and without a time the lists sorted by edge id alone.  The P
 ``FeatureStore``'s range-wise put is step 1 alone (:func:`fill_rows`, rows striped by
 ``member_offsets``).
 
-Each round starts with the store's agreement (one ``allgather``, :meth:`DDStore.agree`):
-a failure on any rank in any round (a bad line in a parsed piece, memory for a chunk)
-raises the same error on every rank, and the builder's transaction
-(:meth:`DDStore.transaction`) then removes what was created, on every rank.
+Each round is a collective step (:meth:`DDStore.collective`, ``op=None``: a later step of
+the builder's call): its local part (parsing a piece, packing a chunk, allocating a
+buffer, placing what the last round received) may raise anything on any rank, the step's
+one round (an ``allgather``) agrees on it, and every rank raises the same error; the
+builder's transaction (:meth:`DDStore.transaction`) then removes what was created, on
+every rank.  The data exchanges (``Alltoallv``, ``Allreduce``) run after a round, never
+inside a local part.
 """
 import os
 
 import numpy as np
 
-from .errors import DDStoreError, DDStoreValueError, as_error
+from .errors import DDStoreMemoryError, DDStoreValueError
 from ._checks import is_int
 from . import _core
 from .placement import alltoallv_rows
@@ -68,11 +71,12 @@ def default_chunk_edges(num_edges, size, row_bytes=25, add_reverse=True):
 
 
 def check_chunk_edges(chunk_edges, name):
-    """None, or the error of a bad ``chunk_edges`` (an integer >= 1 or None)."""
+    """Raise :class:`DDStoreValueError` unless ``chunk_edges`` is an integer >= 1 or
+    None (a local check: call it in a step's local part)."""
     if chunk_edges is None or (is_int(chunk_edges) and chunk_edges >= 1):
-        return None
-    return (DDStoreValueError, f"graph {name!r}: chunk_edges={chunk_edges!r} must be an "
-                               f"integer >= 1 (edges per rank per round) or None")
+        return
+    raise DDStoreValueError(f"graph {name!r}: chunk_edges={chunk_edges!r} must be an "
+                            f"integer >= 1 (edges per rank per round) or None")
 
 
 def create(store, name, n_local, row_shape, dtype):
@@ -94,9 +98,10 @@ def fill_rows(store, owner_off, first_row, pieces, views):
     group); ``first_row``: the global row of this rank's first row; ``pieces``: an
     iterator over this rank's rows in order, each item a list with one array per view
     (same number of rows, at most one chunk); ``views``: this rank's local chunk of each
-    variable (``store.local_view``).  An exception raised by ``pieces`` (a parse error)
-    or by this rank's work in a round is agreed on: every rank raises it.  Returns the
-    number of rows this rank sent."""
+    variable (``store.local_view``).  Each round is a step whose local part takes the
+    next piece: whatever ``pieces`` raises (a parse error, an ``OSError``, a
+    ``MemoryError``) is agreed on, and every rank raises it.  Returns the number of rows
+    this rank sent."""
     comm = store.comm
     size = comm.Get_size()
     width = store.group_size
@@ -106,24 +111,21 @@ def fill_rows(store, owner_off, first_row, pieces, views):
     it = iter(pieces)
     row, done = int(first_row), False
     while True:
-        piece, error = None, None
-        if not done:
-            try:
-                piece = next(it)
-            except StopIteration:
-                done = True
-            except Exception as exc:  # noqa: BLE001 -- agreed on below
-                error = as_error(exc)
-        n = int(piece[0].shape[0]) if piece is not None else 0
-        if piece is not None and error is None:
-            bad = [i for i, p in enumerate(piece) if p.shape[0] != n or
-                   p.shape[1:] != views[i].shape[1:] or p.dtype != views[i].dtype]
-            if bad:  # the layer's own pieces are wrong: say so, on every rank
-                error = (DDStoreValueError, f"fill_rows: piece {bad[0]} has shape "
-                                            f"{piece[bad[0]].shape} {piece[bad[0]].dtype}"
-                                            f", the variable {views[bad[0]].shape[1:]} "
-                                            f"{views[bad[0]].dtype}")
-        info = store.agree(error, extra=(row, n, done))
+        with store.collective(None) as step:
+            piece = None
+            if not done:
+                piece = next(it, None)
+                done = piece is None
+            n = int(piece[0].shape[0]) if piece is not None else 0
+            if piece is not None:
+                bad = [i for i, p in enumerate(piece) if p.shape[0] != n or
+                       p.shape[1:] != views[i].shape[1:] or p.dtype != views[i].dtype]
+                if bad:  # the layer's own pieces are wrong: say so, on every rank
+                    raise DDStoreValueError(
+                        f"fill_rows: piece {bad[0]} has shape {piece[bad[0]].shape} "
+                        f"{piece[bad[0]].dtype}, the variable {views[bad[0]].shape[1:]} "
+                        f"{views[bad[0]].dtype}")
+            info = step.agree((row, n, done))
         if all(x[2] and x[1] == 0 for x in info):
             return row - int(first_row)
         send_c = np.zeros(size, dtype=np.int64)
@@ -153,27 +155,29 @@ def fill_rows(store, owner_off, first_row, pieces, views):
         del piece
 
 
-def count_degrees(store, edges_view, num_nodes, add_reverse):
-    """Collective: every node's number of T-CSR entries (int64 ``[num_nodes]``), counted
-    by group 0's members from their chunk of the edge table (int64 or int32 ids, widened
-    one block at a time) and summed over the communicator."""
+def degree_indptr(store, edges_view, num_nodes, add_reverse):
+    """Collective: ``indptr`` (int64 ``[num_nodes + 1]``: where each node's T-CSR list
+    starts) from every node's number of entries, counted by group 0's members from their
+    chunk of the edge table (int64 or int32 ids, widened one block at a time) and summed
+    over the communicator.  One step (allocating and counting are its local part: a
+    failure, memory for the counts included, is agreed), then one ``Allreduce``."""
     from mpi4py import MPI
-    error, deg = None, None
-    try:
-        deg = np.zeros(int(num_nodes), dtype=np.int64)
+    with store.collective(None):
+        try:
+            deg = np.zeros(int(num_nodes), dtype=np.int64)
+            indptr = np.zeros(int(num_nodes) + 1, dtype=np.int64)
+        except MemoryError as exc:  # the message says what did not fit
+            raise DDStoreMemoryError(
+                f"the degrees of num_nodes={num_nodes} nodes ({16 * int(num_nodes)} "
+                f"bytes) cannot be allocated: MemoryError: {exc}") from exc
         if store.comm.Get_rank() < store.group_size:  # group 0 holds one full replica
             step = max(1, CHUNK_BYTES // 16)
             for a in range(0, edges_view.shape[0], step):
                 _core.tcsr_count(np.ascontiguousarray(edges_view[a:a + step],
                                                       dtype=np.int64), add_reverse, deg)
-    except MemoryError as exc:
-        error = as_error(exc, f"the degrees of num_nodes={num_nodes} nodes "
-                              f"({8 * int(num_nodes)} bytes) cannot be allocated")
-    except DDStoreError as exc:
-        error = exc
-    store.agree(error)
     store.comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
-    return deg
+    np.cumsum(deg, out=indptr[1:])
+    return indptr
 
 
 def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tcsr_views,
@@ -190,7 +194,13 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
     rows are this member's chunk of its group's edge table (every group holds the same
     edges), sent within the group; True: the rows are this rank's own (one copy over the
     communicator), sent to the owning member of every group (the PyG ``GraphStore``'s
-    CSC: rows ``(destination, source)``)."""
+    CSC: rows ``(destination, source)``).
+
+    Steps (each agrees on whatever its local part raises, ``rows`` included): one that
+    allocates the buffers and agrees on the number of rounds; per round, one that places
+    what the previous round received and packs this round's rows, and one that allocates
+    the receive buffer before the ``Alltoallv``; a last one that places the last round's
+    entries, checks them against the degrees and sorts every list."""
     comm = store.comm
     size = comm.Get_size()
     width = store.group_size
@@ -200,33 +210,30 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
     node_lo, node_hi = int(node_off[g]), int(node_off[g + 1])
     nbr, ts, eid = tcsr_views
     n_local = int(n_local)
-    # the same number of rounds on every rank of the communicator
-    n_rows = store.agree(None, extra=n_local)
-    rounds = -(-max(n_rows) // chunk) if max(n_rows) else 0
     per = 2 if add_reverse else 1
-    fill = out = None
-    error = None
-    try:
+    with store.collective(None) as step:
         fill = np.zeros(node_hi - node_lo, dtype=np.int64)
         out = np.empty((per * min(chunk, max(n_local, 1)), 4), dtype=np.int64)
-    except MemoryError as exc:
-        error = as_error(exc)
-    store.agree(error)
-    place_error = None
+        # the same number of rounds on every rank of the communicator
+        n_rows = step.agree(n_local)
+    rounds = -(-max(n_rows) // chunk) if max(n_rows) else 0
+    recv = None
+
+    def place():  # what the last round received, into this member's lists
+        if recv is not None:
+            _core.tcsr_place(recv, node_lo, node_hi, indptr, fill, nbr, ts, eid)
+
     for k in range(rounds):
         a, b = min(k * chunk, n_local), min((k + 1) * chunk, n_local)
         counts = np.zeros(width, dtype=np.int64)
-        error = None
-        try:
+        with store.collective(None) as step:
+            place()
+            recv = None
             e, t = rows(a, b)
             e = np.ascontiguousarray(e, dtype=np.int64)  # one chunk, widened if int32
             _core.tcsr_pack(e, t, first_eid + a, add_reverse, node_off, out, counts)
             del e, t
-        except DDStoreError as exc:
-            error = exc
-        except MemoryError as exc:
-            error = as_error(exc)
-        info = store.agree(error, extra=counts.tolist())
+            info = step.agree(counts.tolist())
         displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
         send_c = np.zeros(size, dtype=np.int64)
         send_d = np.zeros(size, dtype=np.int64)
@@ -237,33 +244,18 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
         for r in peers:
             recv_c[r] = info[r][g]
         recv_d = np.concatenate([[0], np.cumsum(recv_c)[:-1]])
-        error, recv = None, None
-        try:
+        with store.collective(None):
             recv = np.empty((int(recv_c.sum()), 4), dtype=np.int64)
-        except MemoryError as exc:
-            error = as_error(exc)
-        store.agree(error)
         alltoallv_rows(comm, out, send_c.tolist(), send_d.tolist(), recv,
                        recv_c.tolist(), recv_d.tolist())
-        if place_error is None:
-            try:
-                _core.tcsr_place(recv, node_lo, node_hi, indptr, fill, nbr, ts, eid)
-            except DDStoreError as exc:  # agreed on after the rounds
-                place_error = exc
-        del recv
     del out
-    error = place_error
-    if error is None and not np.array_equal(fill, np.diff(indptr[node_lo:node_hi + 1])):
-        error = (DDStoreValueError, "T-CSR build: the entries received do not match "
-                                    "the counted degrees (edge table changed?)")
-    if error is None:
-        try:
-            _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time)
-        except DDStoreError as exc:
-            error = exc
-        except MemoryError as exc:  # (the scratch of a sort by neighbour time)
-            error = as_error(exc)
-    store.agree(error)
+    with store.collective(None):
+        place()
+        recv = None
+        if not np.array_equal(fill, np.diff(indptr[node_lo:node_hi + 1])):
+            raise DDStoreValueError("T-CSR build: the entries received do not match the "
+                                    "counted degrees (edge table changed?)")
+        _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time)
 
 
 PREFAULT_ENV = "DDSTORE_PREFAULT"

@@ -12,9 +12,10 @@ The fast path parses with fixed dtypes (pandas' C parser) and checks the result 
 whole-array operations; any doubt (a field count, a byte no integer literal has, a value
 outside its range) re-reads the chunk as text, which locates the first bad line.
 
-Byte ranges of a file with one header line, split over a store's ranks, are found and
-read in pieces of whole lines by :func:`line_share_range`, :func:`line_pieces` and
-:func:`read_line_share`.  pandas is imported where used.
+Byte ranges of a file with one header line, split over a store's ranks, are found by
+:func:`line_share_range` (the round of the caller's collective step) and read whole by
+:func:`read_bytes` or in pieces of whole lines by :func:`line_pieces`.  pandas is
+imported where used.
 """
 import io
 import os
@@ -23,12 +24,11 @@ import re
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .._collective import mark_agreed
 
 __all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_text",
            "int64_text_error", "read_csv_chunk", "not_text", "sorted_error",
-           "check_sorted_across_ranks", "line_share_range", "line_pieces",
-           "read_line_share", "count_lines"]
+           "check_sorted_across_ranks", "line_share_range", "line_pieces", "read_bytes",
+           "count_lines"]
 
 # bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
 # blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
@@ -156,15 +156,17 @@ def sorted_error(path, line, what, value, previous, advice):
 
 
 def check_sorted_across_ranks(path, ends, what, advice):
-    """Raise on every rank if the shares' values go back across ranks: ``ends`` is every
-    rank's ``(first value, last value, first line, ...)`` or None for an empty share
-    (gathered by an agreement; each share is checked in order by :func:`parse_lines`)."""
+    """Raise if the shares' values go back across ranks: ``ends`` is every rank's
+    ``(first value, last value, first line, ...)`` or None for an empty share, as a
+    step's round gathered them (each share is checked in order by
+    :func:`parse_lines`).  Call it after the round, inside the step: the same decision
+    on every rank, agreed by the step."""
     prev = None
     for e in ends:
         if e is None:
             continue
         if prev is not None and e[0] < prev:
-            raise mark_agreed(sorted_error(path, e[2], what, e[0], prev, advice))
+            raise sorted_error(path, e[2], what, e[0], prev, advice)
         prev = e[1]
 
 
@@ -329,32 +331,32 @@ def _line_start(f, pos, lo, size):
         at += len(block)
 
 
-def line_share_range(store, path, header, missing, call):
-    """Collective: the first step of a reader that parses only its share of a text file
+def line_share_range(store, step, path, header, missing):
+    """Collective: the first round of a reader that parses only its share of a text file
     with one header line, without reading it.  Rank ``r`` of ``size`` takes the whole
     lines that start in the ``r``-th of ``size`` equal byte ranges of the body.
-    ``header(path)`` returns ``(info, header length in bytes, file size)`` or raises
-    :class:`DDStoreValueError`; ``missing`` says what the file should be when it does not
-    exist.  A failure on any rank raises on every rank (``call`` names the collective
-    call, see :meth:`DDStore.agree`).  Returns ``(info, (start, stop), counts)``: this
-    rank's byte range and every rank's number of lines (rank ``r``'s first line is
-    ``2 + sum(counts[:r])``), counted in blocks."""
+    ``step``: the caller's collective step, entered and its round not yet run (the named
+    step of a public call, or ``store.collective(None)``); what this function does
+    before :meth:`~ddstore._collective.Step.agree` is the rest of its local part, so any
+    failure on any rank (no file, a bad header, an ``OSError`` while counting) raises
+    on every rank.  ``header(path)`` returns ``(info, header length in bytes, file
+    size)`` or raises :class:`DDStoreValueError`; ``missing`` says what the file should
+    be when it does not exist.  Returns ``(info, (start, stop), counts)``: this rank's
+    byte range and every rank's number of lines (rank ``r``'s first line is ``2 +
+    sum(counts[:r])``), counted in blocks."""
     rank, size = store.comm.Get_rank(), store.comm.Get_size()
-    error, info, a, b, nlines = None, None, 0, 0, 0
+    if not os.path.isfile(path):
+        raise DDStoreValueError(f"{path}: not found ({missing})")
     try:
-        if not os.path.isfile(path):
-            raise DDStoreValueError(f"{path}: not found ({missing})")
         info, hlen, fsize = header(path)
         body = fsize - hlen
         with open(path, "rb") as f:
             a = _line_start(f, hlen + body * rank // size, hlen, fsize)
             b = _line_start(f, hlen + body * (rank + 1) // size, hlen, fsize)
             nlines = count_lines(f, a, b)
-    except DDStoreValueError as exc:
-        error = exc
-    except OSError as exc:
-        error = DDStoreValueError(f"{path}: {exc}")
-    counts = store.agree(error, call=call, extra=nlines)
+    except OSError as exc:  # worded with the file's name
+        raise DDStoreValueError(f"{path}: {exc}") from exc
+    counts = step.agree(nlines)
     return info, (a, b), counts
 
 
@@ -382,16 +384,12 @@ def line_pieces(path, start, stop, piece_bytes, first_line):
             line += piece.count(b"\n")
 
 
-def read_line_share(store, path, header, missing, call):
-    """Collective: :func:`line_share_range`, then this rank's bytes read whole.  Returns
-    ``(info, chunk, counts)``."""
-    info, (a, b), counts = line_share_range(store, path, header, missing, call)
-    error, chunk = None, b""
+def read_bytes(path, start, stop):
+    """Local: bytes ``[start, stop)`` of the file ``path`` (an ``OSError`` is worded as a
+    :class:`DDStoreValueError` naming the file)."""
     try:
         with open(path, "rb") as f:
-            f.seek(a)
-            chunk = f.read(b - a)
+            f.seek(start)
+            return f.read(stop - start)
     except OSError as exc:
-        error = DDStoreValueError(f"{path}: {exc}")
-    store.agree(error)
-    return info, chunk, counts
+        raise DDStoreValueError(f"{path}: {exc}") from exc

@@ -3,19 +3,21 @@ which PyG's ``JODIEDataset`` downloads): one header line, then one interaction p
 ``user,item,timestamp,state_label,f1,f2,...`` (any number of features, the same on every
 line; rows sorted by timestamp).
 
-:func:`read_jodie_share` (collective over a store's ranks) parses only this rank's byte
-range of the file (whole lines, pandas' C parser) and numbers the nodes as PyG's
-``JODIEDataset.process`` does: users keep their ids, item ``i`` becomes node
-``i + num_users`` with ``num_users = max(user) + 1`` over the whole file (agreed over the
-ranks).  :func:`write_jodie` writes the layout (tests, examples).
+:func:`read_jodie_share` (collective over a store's ranks; :func:`read_share` inside a
+collective call already begun) parses only this rank's byte range of the file (whole
+lines, pandas' C parser) and numbers the nodes as PyG's ``JODIEDataset.process`` does:
+users keep their ids, item ``i`` becomes node ``i + num_users`` with ``num_users =
+max(user) + 1`` over the whole file (gathered by a step's round).  :func:`write_jodie`
+writes the layout (tests, examples).
 """
 import collections
 import os
 
 import numpy as np
 
-from ..errors import DDStoreValueError, as_error
-from .csv_lines import Column, check_sorted_across_ranks, parse_lines, read_line_share
+from ..errors import DDStoreMemoryError, DDStoreValueError
+from .csv_lines import (Column, check_sorted_across_ranks, line_share_range, parse_lines,
+                        read_bytes)
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
 
@@ -136,38 +138,50 @@ def _parse(path, chunk, n, first_line):
     return user, item, t, label, feat
 
 
-def read_jodie_share(store, path, call=("read_jodie_share", None)):
+def read_jodie_share(store, path):
     """Collective: this rank's share of a JODIE CSV, as a :class:`JodieShare`.
 
     Each rank parses only its byte range of the file (whole lines); edge ids are the row
-    order of the file.  Errors (missing file, a file without a header, a malformed row, a
-    value outside its range, timestamps that go back, naming the file and line) are
-    raised on every rank.  ``call`` names the collective call this is the first step of
-    (see :meth:`DDStore.agree`).
+    order of the file.  Whatever fails on any rank (missing file, a file without a
+    header, a malformed row, a value outside its range, timestamps that go back, naming
+    the file and line; an ``OSError`` or ``MemoryError`` while reading) raises the same
+    error on every rank.
     """
+    with store.collective("read_jodie_share") as step:
+        return read_share(store, step, path)
+
+
+def read_share(store, step, path):
+    """:func:`read_jodie_share` inside a collective call already begun: ``step`` is the
+    caller's step, entered and its round not yet run; the reader's first round is that
+    step's (:func:`~ddstore.sources.csv_lines.line_share_range`), its parse one more
+    step (``store.collective(None)``)."""
     rank = store.comm.Get_rank()
     path = str(path)
-    n, chunk, counts = read_line_share(
-        store, path, _header, "a JODIE CSV file: header line, then user,item,timestamp,"
-        "state_label,features...", call)
+    n, (a, b), counts = line_share_range(
+        store, step, path, _header, "a JODIE CSV file: header line, then user,item,"
+        "timestamp,state_label,features...")
     first_line, nlines = 2 + sum(counts[:rank]), counts[rank]
-    error, extra = None, None
-    try:
-        user, item, t, label, feat = _parse(path, chunk, n, first_line)
+    with store.collective(None) as parse:
+        chunk = read_bytes(path, a, b)
+        try:
+            user, item, t, label, feat = _parse(path, chunk, n, first_line)
+        except MemoryError as exc:  # the message says what did not fit, and the remedy
+            raise DDStoreMemoryError(
+                f"{path}, lines {first_line}-{first_line + nlines - 1}: this rank's "
+                f"{len(chunk)} bytes do not fit in memory once parsed; use more ranks: "
+                f"MemoryError: {exc}") from exc
+        dst = np.empty_like(item)  # items as nodes, filled once num_users is agreed
+        extra = None
         if len(t):  # this share's ends, for the checks across ranks
             extra = (t[0], t[-1], first_line, int(user.max()), int(item.max()),
                      bool(np.all(t == np.floor(t))))
-    except DDStoreValueError as exc:
-        error = exc
-    except MemoryError as exc:  # the one conversion: a DDStoreMemoryError
-        error = as_error(exc, f"{path}, lines {first_line}-{first_line + nlines - 1}: "
-                              f"this rank's {len(chunk)} bytes do not fit in memory once "
-                              f"parsed; use more ranks")
-    ends = store.agree(error, extra=extra)  # the one decision: every rank's ends
-    check_sorted_across_ranks(path, ends, "timestamp", _ADVICE)
-    live = [e for e in ends if e is not None]
-    num_users = max(e[3] for e in live) + 1
-    num_items = max(e[4] for e in live) + 1
-    return JodieShare(user, item + num_users, t, label, feat if n > 4 else None,
+        ends = parse.agree(extra)  # the one decision: every rank's ends
+        check_sorted_across_ranks(path, ends, "timestamp", _ADVICE)
+        live = [e for e in ends if e is not None]
+        num_users = max(e[3] for e in live) + 1
+        num_items = max(e[4] for e in live) + 1
+        np.add(item, num_users, out=dst)  # after the round: nothing that can fail
+    return JodieShare(user, dst, t, label, feat if n > 4 else None,
                       num_users, num_items, all(e[5] for e in live),
                       sum(counts[:rank]), sum(counts))

@@ -157,28 +157,37 @@ class TGLShare:
     ``node_rows`` (this rank's ``(start, stop)`` of the node-feature rows).
     :meth:`edge_pieces` parses the rank's byte range of ``edges.csv`` piece by piece
     (``stats``: lines parsed and seconds spent parsing, wall and CPU, on this rank);
-    :meth:`ends` is what :func:`check_sorted_across_ranks` needs after it ran.  Errors
-    (missing or malformed files, feature rows that do not match) raise on every rank."""
+    :meth:`ends` is what :func:`check_sorted_across_ranks` needs after it ran;
+    :meth:`rewind` starts the pieces again.  Whatever fails on any rank (missing or
+    malformed files, feature rows that do not match, an ``OSError``) raises the same
+    error on every rank.
 
-    def __init__(self, store, directory, call=("read_tgl_share", None)):
-        comm = store.comm
-        rank, size = comm.Get_rank(), comm.Get_size()
+    ``step``: None, the constructor is a collective call of its own; or the caller's
+    collective step, entered and its round not yet run (a layer's named step): the
+    constructor's first round is that step's."""
+
+    def __init__(self, store, directory, step=None):
+        if step is None:
+            with store.collective("TGLShare") as step:
+                self._open(store, directory, step)
+        else:
+            self._open(store, directory, step)
+
+    def _open(self, store, directory, step):
+        rank, size = store.comm.Get_rank(), store.comm.Get_size()
         self.path = os.path.join(str(directory), "edges.csv")
         self.cols, (self._a, self._b), self.counts = line_share_range(
-            store, self.path, _header, "a TGL dataset directory needs edges.csv", call)
+            store, step, self.path, _header, "a TGL dataset directory needs edges.csv")
         self.num_edges = int(sum(self.counts))
         self.first_eid = int(sum(self.counts[:rank]))
         self.first_line = 2 + self.first_eid
         self._nlines = int(self.counts[rank])
         self.edge_feat = self.node_feat = None
         self.node_rows = (0, 0)
-        self.split_counts = np.zeros(3, dtype=np.int64)
-        self.stats = {"lines": 0, "parse_s": 0.0, "parse_cpu_s": 0.0}
-        self._first = self._last = None
-        error = None
+        self.rewind()
         epath = os.path.join(str(directory), "edge_features.pt")
         npath = os.path.join(str(directory), "node_features.pt")
-        try:
+        with store.collective(None):  # the feature files: a local part of their own
             if os.path.isfile(epath):
                 self.edge_feat = TensorRows(epath)
                 if self.edge_feat.shape[0] != self.num_edges:
@@ -187,9 +196,13 @@ class TGLShare:
             if os.path.isfile(npath):
                 self.node_feat = TensorRows(npath)
                 self.node_rows = partition(self.node_feat.shape[0], size, rank)
-        except DDStoreValueError as exc:
-            error = exc
-        store.agree(error)
+
+    def rewind(self):
+        """Local: :meth:`edge_pieces` starts again from this rank's first line (the
+        split counts, the ends and ``stats`` count the next pass only)."""
+        self.split_counts = np.zeros(3, dtype=np.int64)
+        self.stats = {"lines": 0, "parse_s": 0.0, "parse_cpu_s": 0.0}
+        self._first = self._last = None
 
     def edge_pieces(self, chunk_edges):
         """This rank's edges in pieces of about ``chunk_edges`` lines (C parser): yields
@@ -230,38 +243,33 @@ class TGLShare:
             yield [self.node_feat.rows(a, min(a + chunk, hi))]
 
 
-def read_tgl_share(store, directory, call=("read_tgl_share", None)):
+def read_tgl_share(store, directory):
     """Collective: this rank's share of a TGL directory's edges, as
     ``(src, dst, t, split, edge_feat or None, node_feat or None)``, whole (see
     :class:`TGLShare` for reading it in pieces; ``TemporalGraph.from_tgl`` does).
 
     Each rank parses only its byte range of ``edges.csv`` (whole lines); edge ids are the
-    row order of the file.  Errors (missing or malformed file, naming the file and line;
-    unsorted times; feature rows that do not match) are raised on every rank.  ``call``
-    names the collective call this is the first step of (see :meth:`DDStore.agree`).
+    row order of the file.  Whatever fails on any rank (missing or malformed file,
+    naming the file and line; unsorted times; feature rows that do not match; an
+    ``OSError`` or ``MemoryError`` while reading) raises the same error on every rank.
     """
-    share = TGLShare(store, directory, call)
-    rank = store.comm.Get_rank()
-    error, pieces = None, []
-    try:
-        pieces = list(share.edge_pieces(max(1, share.counts[rank])))
-    except DDStoreValueError as exc:
-        error = exc
-    ends = store.agree(error, extra=share.ends())
-    check_sorted_across_ranks(share.path, ends, "time", _ADVICE)
-    if pieces:
-        cat = [np.concatenate([p[i] for p in pieces]) for i in range(len(pieces[0]))]
-    else:
-        cat = [np.zeros((0, 2), np.int64), np.zeros(0), np.zeros(0, np.int8)]
-        if share.edge_feat is not None:
-            cat.append(share.edge_feat.rows(0, 0))
-    nf = None
-    error = None
-    try:
-        if share.node_feat is not None:
-            nf = share.node_feat.rows(*share.node_rows)
-    except DDStoreValueError as exc:
-        error = exc
-    store.agree(error)
-    return (cat[0][:, 0].copy(), cat[0][:, 1].copy(), cat[1], cat[2],
-            cat[3] if share.edge_feat is not None else None, nf)
+    with store.collective("read_tgl_share") as step:
+        share = TGLShare(store, directory, step)
+        rank = store.comm.Get_rank()
+        with store.collective(None) as parse:
+            pieces = list(share.edge_pieces(max(1, share.counts[rank])))
+            if pieces:
+                cat = [np.concatenate([p[i] for p in pieces]) for i in
+                       range(len(pieces[0]))]
+            else:
+                cat = [np.zeros((0, 2), np.int64), np.zeros(0), np.zeros(0, np.int8)]
+                if share.edge_feat is not None:
+                    cat.append(share.edge_feat.rows(0, 0))
+            del pieces
+            src, dst = cat[0][:, 0].copy(), cat[0][:, 1].copy()
+            nf = None
+            if share.node_feat is not None:
+                nf = share.node_feat.rows(*share.node_rows)
+            ends = parse.agree(share.ends())
+            check_sorted_across_ranks(share.path, ends, "time", _ADVICE)
+    return (src, dst, cat[1], cat[2], cat[3] if share.edge_feat is not None else None, nf)

@@ -28,13 +28,12 @@ import numpy as np
 
 from ..errors import (DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
-from .._checks import (STORABLE_KINDS, as_indices, check_indices, exact_times, is_int,
-                       names_under, taken_error)
-from .._collective import mark_agreed, raised_alike
+from .._checks import (STORABLE_KINDS, as_indices, check_free_names, check_indices,
+                       exact_times, is_int, names_under)
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
 from .. import build
-from ..build import (check_chunk_edges, count_degrees, create, default_chunk_edges,
+from ..build import (check_chunk_edges, create, default_chunk_edges, degree_indptr,
                      fill_rows, fill_tcsr, id_dtype, prefault_built)
 
 SPLITS = {"train": 0, "val": 1, "test": 2}
@@ -54,8 +53,8 @@ def _size(nbytes):
 def _check_node_memory(name, num_nodes, derived, hosts):
     """Raise :class:`DDStoreMemoryError` if the replicated node arrays of ``num_nodes``
     nodes do not fit the memory available to some rank.  ``hosts``: every rank's
-    ``(processor name, bytes available on its node)``, gathered, so that every rank
-    decides the same."""
+    ``(processor name, bytes available on its node)``, gathered by a step's round, so
+    that every rank decides the same (call it after the round, inside the step)."""
     ranks_on = {}
     for host, _ in hosts:
         ranks_on[host] = ranks_on.get(host, 0) + 1
@@ -63,19 +62,19 @@ def _check_node_memory(name, num_nodes, derived, hosts):
     need = _NODE_BYTES * (num_nodes + 1)
     if need > avail:
         host, node_avail = hosts[r]
-        raise mark_agreed(DDStoreMemoryError(
+        raise DDStoreMemoryError(
             f"graph {name!r}: num_nodes={num_nodes}"
             f"{' (the largest node id + 1)' if derived else ''} needs {_size(need)} per "
             f"rank for the replicated node index (indptr and degrees, {_NODE_BYTES} bytes "
             f"per node), more than the {_size(avail)} available to rank {r} "
             f"({_size(node_avail)} on its node / {ranks_on[host]} ranks there); at most "
-            f"{max(0, avail // _NODE_BYTES - 1)} nodes fit"))
+            f"{max(0, avail // _NODE_BYTES - 1)} nodes fit")
 
 
 class _WideIds(DDStoreValueError):
     """A node id of the edges parsed does not fit the int32 edge table being filled
-    (:meth:`TemporalGraph.from_tgl` then builds again with int64; agreed, like every
-    error of the build)."""
+    (:meth:`TemporalGraph.from_tgl` then builds again with int64; raised in a step's
+    local part, so agreed like every error of the build: every rank raises this class)."""
 
 
 def _narrow_pieces(pieces, ids):
@@ -95,101 +94,95 @@ def _layout(x):
 
 
 def _as_array(x, what):
-    """``x`` as a numpy array (torch CPU tensors included), or (None, error)."""
+    """``x`` as a numpy array (torch CPU tensors included); raises
+    :class:`DDStoreValueError` naming ``what`` when it is not one."""
     try:
         if hasattr(x, "detach") and hasattr(x, "numpy"):
             x = x.detach().cpu().numpy()
-        return np.asarray(x), None
-    except Exception as exc:
-        return None, (DDStoreValueError, f"{what} is not an array ({exc})")
+        return np.asarray(x)
+    except Exception as exc:  # ragged lists, a GPU tensor...: worded with ``what``
+        raise DDStoreValueError(f"{what} is not an array ({exc})") from exc
 
 
 def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
                  edge_label=None):
-    """This rank's input, validated: (arrays dict, error or None)."""
+    """This rank's input, validated: the arrays dict; raises :class:`DDStoreValueError`
+    (or :class:`DDStoreIndexError` for a node id) on the first bad argument."""
     if not isinstance(name, str) or not name:
-        return None, (DDStoreValueError, f"graph name must be a non-empty str, got {name!r}")
+        raise DDStoreValueError(f"graph name must be a non-empty str, got {name!r}")
     if num_nodes is not None and (not is_int(num_nodes) or num_nodes < 1):
-        return None, (DDStoreValueError, f"graph {name!r}: num_nodes={num_nodes!r} must be "
-                                         f"an integer >= 1 or None")
+        raise DDStoreValueError(f"graph {name!r}: num_nodes={num_nodes!r} must be "
+                                f"an integer >= 1 or None")
     out = {}
     for key, x in (("src", src), ("dst", dst), ("t", t)):
-        arr, err = _as_array(x, f"graph {name!r}: {key}")
-        if err:
-            return None, err
+        arr = _as_array(x, f"graph {name!r}: {key}")
         if arr.ndim != 1:
-            return None, (DDStoreValueError, f"graph {name!r}: {key} must be 1-D, got "
-                                             f"shape {arr.shape}")
+            raise DDStoreValueError(f"graph {name!r}: {key} must be 1-D, got "
+                                    f"shape {arr.shape}")
         if key != "t" and arr.size and arr.dtype.kind not in "iu":
-            return None, (DDStoreValueError, f"graph {name!r}: {key} must hold integer "
-                                             f"node ids, got dtype {arr.dtype}")
+            raise DDStoreValueError(f"graph {name!r}: {key} must hold integer "
+                                    f"node ids, got dtype {arr.dtype}")
         if key != "t" and arr.size and arr.dtype.kind == "u" and \
                 int(arr.max()) > np.iinfo(np.int64).max:  # as given, before int64 wraps it
             pos = int(np.argmax(arr == arr.max()))
-            return None, (DDStoreIndexError, f"graph {name!r}: {key}[{pos}] = "
-                                             f"{int(arr[pos])} out of range [0, num_nodes)")
+            raise DDStoreIndexError(f"graph {name!r}: {key}[{pos}] = "
+                                    f"{int(arr[pos])} out of range [0, num_nodes)")
         if key == "t" and arr.size and arr.dtype.kind not in "iuf":
-            return None, (DDStoreValueError, f"graph {name!r}: t must be real numbers, got "
-                                             f"dtype {arr.dtype}")
+            raise DDStoreValueError(f"graph {name!r}: t must be real numbers, got "
+                                    f"dtype {arr.dtype}")
         out[key] = arr
     m = out["src"].shape[0]
     if out["dst"].shape[0] != m or out["t"].shape[0] != m:
-        return None, (DDStoreValueError, f"graph {name!r}: src, dst and t have lengths "
-                                         f"{m}, {out['dst'].shape[0]}, {out['t'].shape[0]};"
-                                         f" they must be equal")
+        raise DDStoreValueError(f"graph {name!r}: src, dst and t have lengths "
+                                f"{m}, {out['dst'].shape[0]}, {out['t'].shape[0]};"
+                                f" they must be equal")
     out["src"] = out["src"].astype(np.int64, copy=False)
     out["dst"] = out["dst"].astype(np.int64, copy=False)
-    try:  # integer times float64 would round are refused, as everywhere (one checker)
-        out["t"] = exact_times(out["t"], f"graph {name!r}: t", copy=False)
-    except DDStoreValueError as exc:
-        return None, (DDStoreValueError, str(exc))
+    # integer times float64 would round are refused, as everywhere (one checker)
+    out["t"] = exact_times(out["t"], f"graph {name!r}: t", copy=False)
     for key in ("src", "dst"):
         if m and int(out[key].min()) < 0:
             pos = int(np.argmax(out[key] < 0))
-            return None, (DDStoreIndexError, f"graph {name!r}: {key}[{pos}] = "
-                                             f"{int(out[key][pos])} is negative; node ids "
-                                             f"must be in [0, num_nodes)")
+            raise DDStoreIndexError(f"graph {name!r}: {key}[{pos}] = "
+                                    f"{int(out[key][pos])} is negative; node ids "
+                                    f"must be in [0, num_nodes)")
     bad = ~np.isfinite(out["t"])
     if bad.any():
         pos = int(np.argmax(bad))
-        return None, (DDStoreValueError, f"graph {name!r}: t[{pos}] = {out['t'][pos]} is "
-                                         f"NaN or infinite; timestamps must be finite")
+        raise DDStoreValueError(f"graph {name!r}: t[{pos}] = {out['t'][pos]} is "
+                                f"NaN or infinite; timestamps must be finite")
     if split is not None:
-        arr, err = _as_array(split, f"graph {name!r}: split")
-        if err:
-            return None, err
+        arr = _as_array(split, f"graph {name!r}: split")
         if arr.ndim != 1 or arr.shape[0] != m:
-            return None, (DDStoreValueError, f"graph {name!r}: split has shape {arr.shape},"
-                                             f" needs ({m},) (one value per edge)")
+            raise DDStoreValueError(f"graph {name!r}: split has shape {arr.shape},"
+                                    f" needs ({m},) (one value per edge)")
         if m and arr.dtype.kind not in "iub":
-            return None, (DDStoreValueError, f"graph {name!r}: split must hold integers "
-                                             f"0/1/2, got dtype {arr.dtype}")
+            raise DDStoreValueError(f"graph {name!r}: split must hold integers "
+                                    f"0/1/2, got dtype {arr.dtype}")
         badv = (arr < 0) | (arr > 2)
         if badv.any():
             pos = int(np.argmax(badv))
-            return None, (DDStoreValueError, f"graph {name!r}: split[{pos}] = "
-                                             f"{int(arr[pos])} outside 0-2 (0 train, 1 val,"
-                                             f" 2 test)")
+            raise DDStoreValueError(f"graph {name!r}: split[{pos}] = "
+                                    f"{int(arr[pos])} outside 0-2 (0 train, 1 val,"
+                                    f" 2 test)")
         out["split"] = arr.astype(np.int8)
     for key, x, rows in (("edge_feat", edge_feat, m), ("node_feat", node_feat, None),
                          ("edge_label", edge_label, m)):
         if x is None:
             continue
-        arr, err = _as_array(x, f"graph {name!r}: {key}")
-        if err:
-            return None, err
+        arr = _as_array(x, f"graph {name!r}: {key}")
         if arr.ndim < 1:
-            return None, (DDStoreValueError, f"graph {name!r}: {key} must have a first "
-                                             f"(row) dimension, got a scalar")
+            raise DDStoreValueError(f"graph {name!r}: {key} must have a first "
+                                    f"(row) dimension, got a scalar")
         if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
-            return None, (DDStoreValueError, f"graph {name!r}: {key} has dtype {arr.dtype},"
-                                             f" which cannot be stored")
+            raise DDStoreValueError(f"graph {name!r}: {key} has dtype {arr.dtype},"
+                                    f" which cannot be stored")
         if rows is not None and arr.shape[0] != rows:
-            return None, (DDStoreValueError, f"graph {name!r}: {key} has {arr.shape[0]}"
-                                             f" rows but this rank passes {rows} edges; "
-                                             f"they must be equal")
+            raise DDStoreValueError(f"graph {name!r}: {key} has {arr.shape[0]}"
+                                    f" rows but this rank passes {rows} edges; "
+                                    f"they must be equal")
         out[key] = arr
-    return out, None
+    return out
 
 
 class TemporalGraph:
@@ -250,122 +243,123 @@ class TemporalGraph:
         the store and filled in place (see :mod:`ddstore.build`).
 
         Every rank raises the same :class:`~ddstore.DDStoreError` on bad input on any
-        rank; on failure nothing of the graph is left in the store.
+        rank (whatever this rank's checks raise is agreed by the call's first step,
+        ``"TemporalGraph.from_arrays"``); on failure nothing of the graph is left in the
+        store.
         """
         from mpi4py import MPI
-        store.check_alive()
-        comm = store.comm
-        arrs, error = _check_local(name, src, dst, t, edge_feat, node_feat, split,
-                                   num_nodes, edge_label)
-        if error is None:
-            error = taken_error(f"graph {name!r}", names_under(name, store.variables()))
-        if error is None:
-            error = check_chunk_edges(chunk_edges, name)
-        ok = error is None
+        with store.collective("TemporalGraph.from_arrays", name) as step:
+            arrs = _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
+                                edge_label)
+            check_free_names(f"graph {name!r}", names_under(name, store.variables()))
+            check_chunk_edges(chunk_edges, name)
 
-        def layout(key):
-            if not ok or key not in arrs:
-                return None
-            return arrs[key].dtype.str, arrs[key].shape[1:]
-        info = store.agree(error, call=("TemporalGraph", name), extra=(
-            arrs["src"].shape[0] if ok else 0,
-            int(max(arrs["src"].max(initial=-1), arrs["dst"].max(initial=-1)))
-            if ok else -1,
-            "split" in arrs if ok else None,
-            layout("edge_feat"), layout("node_feat"),
-            arrs["node_feat"].shape[0] if ok and "node_feat" in arrs else 0,
-            np.bincount(arrs["split"], minlength=3).tolist()
-            if ok and "split" in arrs else None,
-            (MPI.Get_processor_name(), available_memory()), layout("edge_label")),
-            same=None if not ok else {
-            "add_reverse": bool(add_reverse),
-            "num_nodes": None if num_nodes is None else int(num_nodes),
-            "edge_feat given": edge_feat is not None,
-            "node_feat given": node_feat is not None,
-            "edge_label given": edge_label is not None,
-            "chunk_edges": chunk_edges})
-        if len({i[2] for i in info}) > 1:
-            raise mark_agreed(DDStoreValueError(
-                f"graph {name!r}: split is given on some ranks only "
-                f"(ranks {[r for r, i in enumerate(info) if i[2]]})"))
-        for key, pos in (("edge_feat", 3), ("node_feat", 4), ("edge_label", 8)):
-            if len({i[pos] for i in info}) > 1:
-                raise mark_agreed(DDStoreValueError(
-                    f"graph {name!r}: {key} dtype or row shape differs between ranks: "
-                    f"{[i[pos] for i in info]}"))
-        counts = np.array([i[0] for i in info], dtype=np.int64)
-        num_edges = int(counts.sum())
-        max_id = max(i[1] for i in info)
-        nf_rows = sum(i[5] for i in info)
-        has_nf = node_feat is not None
-        derived = num_nodes is None
-        if derived:
-            num_nodes = max(max_id + 1, nf_rows if has_nf else 0)
-            if num_nodes < 1:
-                raise mark_agreed(DDStoreValueError(
-                    f"graph {name!r}: no edges and no node features on any rank (empty "
-                    f"graph); pass num_nodes"))
-        num_nodes = int(num_nodes)
-        _check_node_memory(name, num_nodes, derived, [i[7] for i in info])
-        if max_id >= num_nodes:
-            r = next(r for r, i in enumerate(info) if i[1] == max_id)
-            raise mark_agreed(DDStoreIndexError(
-                f"graph {name!r}: rank {r}: node id {max_id} out of range "
-                f"[0, {num_nodes}) (num_nodes={num_nodes})"))
-        if has_nf and nf_rows != num_nodes:
-            raise mark_agreed(DDStoreValueError(
-                f"graph {name!r}: node_feat has {nf_rows} rows over all ranks "
-                f"({[i[5] for i in info]}); it needs one row per node, "
-                f"num_nodes={num_nodes}"))
-        if info[0][2]:
-            split_counts = np.sum([i[6] for i in info], axis=0).tolist()
-        else:
-            split_counts = [num_edges, 0, 0]
+            def layout(key):
+                if key not in arrs:
+                    return None
+                return arrs[key].dtype.str, arrs[key].shape[1:]
+            info = step.agree((
+                arrs["src"].shape[0],
+                int(max(arrs["src"].max(initial=-1), arrs["dst"].max(initial=-1))),
+                "split" in arrs, layout("edge_feat"), layout("node_feat"),
+                arrs["node_feat"].shape[0] if "node_feat" in arrs else 0,
+                np.bincount(arrs["split"], minlength=3).tolist() if "split" in arrs
+                else None,
+                (MPI.Get_processor_name(), available_memory()), layout("edge_label")),
+                same={"add_reverse": bool(add_reverse),
+                      "num_nodes": None if num_nodes is None else int(num_nodes),
+                      "edge_feat given": edge_feat is not None,
+                      "node_feat given": node_feat is not None,
+                      "edge_label given": edge_label is not None,
+                      "chunk_edges": chunk_edges})
+            # decided from the agreed values: raised alike on every rank
+            if len({i[2] for i in info}) > 1:
+                raise DDStoreValueError(
+                    f"graph {name!r}: split is given on some ranks only "
+                    f"(ranks {[r for r, i in enumerate(info) if i[2]]})")
+            for key, pos in (("edge_feat", 3), ("node_feat", 4), ("edge_label", 8)):
+                if len({i[pos] for i in info}) > 1:
+                    raise DDStoreValueError(
+                        f"graph {name!r}: {key} dtype or row shape differs between ranks: "
+                        f"{[i[pos] for i in info]}")
+            counts = np.array([i[0] for i in info], dtype=np.int64)
+            num_edges = int(counts.sum())
+            max_id = max(i[1] for i in info)
+            nf_rows = sum(i[5] for i in info)
+            has_nf = node_feat is not None
+            derived = num_nodes is None
+            if derived:
+                num_nodes = max(max_id + 1, nf_rows if has_nf else 0)
+                if num_nodes < 1:
+                    raise DDStoreValueError(
+                        f"graph {name!r}: no edges and no node features on any rank "
+                        f"(empty graph); pass num_nodes")
+            num_nodes = int(num_nodes)
+            _check_node_memory(name, num_nodes, derived, [i[7] for i in info])
+            if max_id >= num_nodes:
+                r = next(r for r, i in enumerate(info) if i[1] == max_id)
+                raise DDStoreIndexError(
+                    f"graph {name!r}: rank {r}: node id {max_id} out of range "
+                    f"[0, {num_nodes}) (num_nodes={num_nodes})")
+            if has_nf and nf_rows != num_nodes:
+                raise DDStoreValueError(
+                    f"graph {name!r}: node_feat has {nf_rows} rows over all ranks "
+                    f"({[i[5] for i in info]}); it needs one row per node, "
+                    f"num_nodes={num_nodes}")
+            if info[0][2]:
+                split_counts = np.sum([i[6] for i in info], axis=0).tolist()
+            else:
+                split_counts = [num_edges, 0, 0]
 
-        rank = comm.Get_rank()
-        m = int(counts[rank])
-        s, d, tt = arrs["src"], arrs["dst"], arrs["t"]
-        split_arr = arrs.get("split")
-        ef, el, nf = arrs.get("edge_feat"), arrs.get("edge_label"), arrs.get("node_feat")
-        chunk = int(chunk_edges) if chunk_edges is not None else default_chunk_edges(
-            num_edges, comm.Get_size(), 25 + sum(
-                0 if x is None else x[:1].nbytes for x in (ef, el)), add_reverse)
+            rank = store.rank
+            m = int(counts[rank])
+            s, d, tt = arrs["src"], arrs["dst"], arrs["t"]
+            split_arr = arrs.get("split")
+            ef, el = arrs.get("edge_feat"), arrs.get("edge_label")
+            nf = arrs.get("node_feat")
+            chunk = int(chunk_edges) if chunk_edges is not None else default_chunk_edges(
+                num_edges, store.size, 25 + sum(
+                    0 if x is None else x[:1].nbytes for x in (ef, el)), add_reverse)
 
-        def edge_pieces():
-            for a in range(0, m, chunk):
-                b = min(a + chunk, m)
-                p = [np.stack([s[a:b], d[a:b]], axis=1), tt[a:b],
-                     split_arr[a:b] if split_arr is not None else
-                     np.zeros(b - a, dtype=np.int8)]
-                p += [x[a:b] for x in (ef, el) if x is not None]
-                yield p
+            def edge_pieces():  # built in the local parts of the build's rounds
+                for a in range(0, m, chunk):
+                    b = min(a + chunk, m)
+                    p = [np.stack([s[a:b], d[a:b]], axis=1), tt[a:b],
+                         split_arr[a:b] if split_arr is not None else
+                         np.zeros(b - a, dtype=np.int8)]
+                    p += [x[a:b] for x in (ef, el) if x is not None]
+                    yield p
 
-        nf_first = sum(i[5] for i in info[:rank])
+            nf_first = sum(i[5] for i in info[:rank])
 
-        def node_pieces():
-            for a in range(0, nf.shape[0], chunk):
-                yield [nf[a:a + chunk]]
+            def node_pieces():
+                for a in range(0, nf.shape[0], chunk):
+                    yield [nf[a:a + chunk]]
 
-        def resolve(views):
-            return num_nodes, split_counts
-        return cls._build(store, name, num_edges, int(counts[:rank].sum()), edge_pieces(),
-                          add_reverse, chunk, _layout(ef), _layout(el), resolve,
-                          _layout(nf), nf_first, node_pieces() if has_nf else None,
-                          id_dtype(max_id + 1))
+            def resolve(views):
+                return num_nodes, split_counts
+            return cls._build(store, name, num_edges, int(counts[:rank].sum()),
+                              edge_pieces(), add_reverse, chunk, _layout(ef), _layout(el),
+                              resolve, _layout(nf), nf_first,
+                              node_pieces() if has_nf else None, id_dtype(max_id + 1))
 
     @classmethod
     def _build(cls, store, name, num_edges, first_eid, edge_pieces, add_reverse, chunk,
                ef_layout, el_layout, resolve, nf_layout, nf_first, node_pieces,
                edge_ids=np.int64):
-        """Collective: the bounded build (see :mod:`ddstore.build`).
+        """Collective, inside the builder's collective call (after its first step's
+        round): the bounded build (see :mod:`ddstore.build`).
         ``edge_pieces``: this rank's edges from global id ``first_eid`` on, as pieces
-        ``[edges [n, 2], t, split, (edge_feat), (edge_label)]`` of at most ``chunk`` rows;
-        ``*_layout``: ``(dtype, row shape)`` or None; ``resolve(views)`` (collective, after
-        the edge table is filled) returns ``(num_nodes, split_counts)``;
-        ``node_pieces``: this rank's node-feature rows from node ``nf_first`` on, or None;
-        ``edge_ids``: the dtype of the edge table's node ids (int32: :class:`_WideIds`
-        at a piece with an id that does not fit).  The T-CSR's ids are int32 when
-        ``num_nodes`` and ``num_edges`` fit (:func:`~ddstore.build.id_dtype`).  On failure every variable created is removed, on every rank."""
+        ``[edges [n, 2], t, split, (edge_feat), (edge_label)]`` of at most ``chunk`` rows
+        (made in the local parts of the build's steps: whatever they raise is agreed);
+        ``*_layout``: ``(dtype, row shape)`` or None; ``resolve(views)`` (collective,
+        after the edge table is filled: its own steps, or none) returns ``(num_nodes,
+        split_counts)``; ``node_pieces``: this rank's node-feature rows from node
+        ``nf_first`` on, or None; ``edge_ids``: the dtype of the edge table's node ids
+        (int32: :class:`_WideIds` at a piece with an id that does not fit).  The T-CSR's
+        ids are int32 when ``num_nodes`` and ``num_edges`` fit
+        (:func:`~ddstore.build.id_dtype`).  On failure every variable created is
+        removed, on every rank."""
         width, g = store.group_size, store.group_rank
         edge_off = member_offsets(num_edges, width)
         with store.transaction(f"TemporalGraph {name!r}"):
@@ -378,12 +372,8 @@ class TemporalGraph:
                     views.append(create(store, f"{name}/{key}", n_e, lay[1], lay[0]))
             fill_rows(store, edge_off, first_eid, _narrow_pieces(edge_pieces, edge_ids),
                       views)
-            with raised_alike():  # resolve decides from what the ranks gathered
-                num_nodes, split_counts = resolve(views)
-            deg = count_degrees(store, views[0], num_nodes, add_reverse)
-            indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-            np.cumsum(deg, out=indptr[1:])
-            del deg
+            num_nodes, split_counts = resolve(views)
+            indptr = degree_indptr(store, views[0], num_nodes, add_reverse)
             node_off = balanced_offsets(indptr, width)
             n_t = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
             ids = id_dtype(num_nodes, num_edges)
@@ -414,23 +404,24 @@ class TemporalGraph:
         it is one uncompressed tensor, as ``torch.save`` writes it).  The transient is
         what :meth:`from_arrays` holds (one chunk), and no whole share is ever parsed
         into memory.  ``g.read_stats``: this rank's lines parsed and seconds spent
-        parsing them (``parse_s`` wall, ``parse_cpu_s`` CPU)."""
+        parsing them (``parse_s`` wall, ``parse_cpu_s`` CPU).  Whatever fails on any
+        rank (a bad argument, a file, a line, an ``OSError`` while reading) raises the
+        same error on every rank, and nothing of the graph is left in the store."""
         from ..sources.tgl import TGLShare
-        store.check_alive()
-        error = taken_error(f"graph {name!r}", names_under(name, store.variables())) if \
-            isinstance(name, str) and name else \
-            (DDStoreValueError, f"graph name must be a non-empty str, got {name!r}")
-        if error is None:
-            error = check_chunk_edges(chunk_edges, name)
-        call = ("TemporalGraph.from_tgl", name)
-        store.agree(error, call=call, same=None if error else {
-            "add_reverse": bool(add_reverse), "chunk_edges": chunk_edges})
-        try:  # int32 node ids in the edge table, again with int64 if one does not fit
-            return cls._from_tgl_share(store, name, TGLShare(store, directory, call=None),
-                                       add_reverse, chunk_edges, np.int32)
-        except _WideIds:
-            return cls._from_tgl_share(store, name, TGLShare(store, directory, call=None),
-                                       add_reverse, chunk_edges, np.int64)
+        with store.collective("TemporalGraph.from_tgl", name, same={
+                "add_reverse": bool(add_reverse), "chunk_edges": chunk_edges}) as step:
+            if not isinstance(name, str) or not name:
+                raise DDStoreValueError(f"graph name must be a non-empty str, got {name!r}")
+            check_free_names(f"graph {name!r}", names_under(name, store.variables()))
+            check_chunk_edges(chunk_edges, name)
+            share = TGLShare(store, directory, step)  # its first round is this step's
+            try:  # int32 node ids in the edge table, again with int64 if one does not fit
+                return cls._from_tgl_share(store, name, share, add_reverse, chunk_edges,
+                                           np.int32)
+            except _WideIds:  # agreed: every rank builds again
+                share.rewind()
+                return cls._from_tgl_share(store, name, share, add_reverse, chunk_edges,
+                                           np.int64)
 
     @classmethod
     def _from_tgl_share(cls, store, name, share, add_reverse, chunk_edges, edge_ids):
@@ -441,25 +432,27 @@ class TemporalGraph:
             share.num_edges, store.size, 25 + (ef.row_bytes if ef else 0), add_reverse)
 
         def resolve(views):
-            mx = int(views[0].max(initial=-1)) if views[0].size else -1
-            info = store.agree(None, extra=(mx, share.ends(), share.split_counts.tolist(),
-                                            (MPI.Get_processor_name(), available_memory())))
-            check_sorted_across_ranks(share.path, [i[1] for i in info], "time",
-                                      "edges.csv must be sorted by time (sort it, or use "
-                                      "from_arrays, which accepts any order)")
-            max_id = max(i[0] for i in info)
-            nf_rows = nfr.shape[0] if nfr is not None else 0
-            num_nodes = max(max_id + 1, nf_rows)
-            if num_nodes < 1:
-                raise mark_agreed(DDStoreValueError(
-                    f"graph {name!r}: {share.path} has no edges and there are no node "
-                    f"features (empty graph)"))
-            _check_node_memory(name, num_nodes, True, [i[3] for i in info])
-            if nfr is not None and nf_rows != num_nodes:
-                raise mark_agreed(DDStoreValueError(
-                    f"graph {name!r}: node_feat has {nf_rows} rows over all ranks; it "
-                    f"needs one row per node, num_nodes={num_nodes}"))
-            return num_nodes, np.sum([i[2] for i in info], axis=0).tolist()
+            with store.collective(None) as step:
+                mx = int(views[0].max(initial=-1)) if views[0].size else -1
+                info = step.agree((mx, share.ends(), share.split_counts.tolist(),
+                                   (MPI.Get_processor_name(), available_memory())))
+                # decided from the agreed values: raised alike on every rank
+                check_sorted_across_ranks(share.path, [i[1] for i in info], "time",
+                                          "edges.csv must be sorted by time (sort it, or "
+                                          "use from_arrays, which accepts any order)")
+                max_id = max(i[0] for i in info)
+                nf_rows = nfr.shape[0] if nfr is not None else 0
+                num_nodes = max(max_id + 1, nf_rows)
+                if num_nodes < 1:
+                    raise DDStoreValueError(
+                        f"graph {name!r}: {share.path} has no edges and there are no node "
+                        f"features (empty graph)")
+                _check_node_memory(name, num_nodes, True, [i[3] for i in info])
+                if nfr is not None and nf_rows != num_nodes:
+                    raise DDStoreValueError(
+                        f"graph {name!r}: node_feat has {nf_rows} rows over all ranks; it "
+                        f"needs one row per node, num_nodes={num_nodes}")
+                return num_nodes, np.sum([i[2] for i in info], axis=0).tolist()
         g = cls._build(store, name, share.num_edges, share.first_eid,
                        share.edge_pieces(chunk), add_reverse, chunk,
                        None if ef is None else (ef.dtype, ef.shape[1:]), None, resolve,
@@ -484,23 +477,25 @@ class TemporalGraph:
         in the file; ``t_dtype`` (what :meth:`to_pyg` gives) is int64 when every one is a
         whole number (as in the four published files, and as PyG holds them) and float64
         otherwise (PyG would truncate them).  The split is PyG's
-        ``train_val_test_split(val_ratio, test_ratio)`` of that TemporalData.
+        ``train_val_test_split(val_ratio, test_ratio)`` of that TemporalData.  Whatever
+        fails on any rank (a bad ratio, the file, a line, an ``OSError`` or
+        ``MemoryError`` while parsing) raises the same error on every rank, and nothing
+        of the graph is left in the store.
         """
-        from ..sources.jodie import read_jodie_share
+        from ..sources.jodie import read_share
         from .pyg_data import check_ratios, chronological_split_share
-        store.check_alive()
-        store.agree(check_ratios(val_ratio, test_ratio), call=("TemporalGraph.from_jodie",
-                                                               name))
-        share = read_jodie_share(store, path, call=None)
-        t_dtype = np.dtype(np.int64 if share.whole_times else np.float64)
-        split = chronological_split_share(store.comm, share.t, t_dtype, val_ratio,
-                                          test_ratio)
-        g = cls.from_arrays(store, name, share.src, share.dst, share.t,
-                            edge_feat=share.edge_feat, add_reverse=add_reverse, split=split,
-                            edge_label=share.label)
-        g.t_dtype = t_dtype
-        g.num_users, g.num_items = share.num_users, share.num_items
-        return g
+        with store.collective("TemporalGraph.from_jodie", name) as step:
+            check_ratios(val_ratio, test_ratio)
+            share = read_share(store, step, path)  # its first round is this step's
+            t_dtype = np.dtype(np.int64 if share.whole_times else np.float64)
+            split = chronological_split_share(store.comm, share.t, t_dtype, val_ratio,
+                                              test_ratio)
+            g = cls.from_arrays(store, name, share.src, share.dst, share.t,
+                                edge_feat=share.edge_feat, add_reverse=add_reverse,
+                                split=split, edge_label=share.label)
+            g.t_dtype = t_dtype
+            g.num_users, g.num_items = share.num_users, share.num_items
+            return g
 
     @classmethod
     def from_pyg(cls, store, name, data, add_reverse=False, split=None, val_ratio=0.15,
@@ -518,35 +513,30 @@ class TemporalGraph:
         """
         from .. import partition
         from .pyg_data import check_ratios, chronological_split, temporal_data_arrays
-        store.check_alive()
-        arrs, error = temporal_data_arrays(data, name)
-        if error is None and split is None:
-            error = check_ratios(val_ratio, test_ratio)
-        layout = None
-        if error is None:
+        with store.collective("TemporalGraph.from_pyg", name) as step:
+            arrs = temporal_data_arrays(data, name)
+            n = arrs["src"].shape[0]
             layout = {k: (v.dtype.str, v.shape[1:]) for k, v in arrs.items()}
-            layout["events"] = arrs["src"].shape[0]
+            layout["events"] = n
             layout["split given"] = split is not None
-        store.agree(error, call=("TemporalGraph.from_pyg", name),
-                    same=None if error else {"TemporalData (the same on every rank)": layout})
-        n = layout["events"]
-        if split is None:
-            split = chronological_split(data.t, val_ratio, test_ratio)
-        else:
-            split, err = _as_array(split, f"graph {name!r}: split")
-            if err is None and (split.ndim != 1 or split.shape[0] != n):
-                err = (DDStoreValueError, f"graph {name!r}: split has shape {split.shape}, "
-                                          f"needs ({n},) (one value per event of data)")
-            store.agree(err)
-        lo, hi = partition(n, store.size, store.rank)
-        sl = slice(lo, hi)
-        g = cls.from_arrays(store, name, arrs["src"][sl], arrs["dst"][sl],
-                            arrs["t"][sl].astype(np.float64),
-                            edge_feat=arrs["msg"][sl] if "msg" in arrs else None,
-                            add_reverse=add_reverse, split=split[sl],
-                            edge_label=arrs["y"][sl] if "y" in arrs else None)
-        g.t_dtype = arrs["t"].dtype
-        return g
+            if split is None:
+                check_ratios(val_ratio, test_ratio)
+                split = chronological_split(data.t, val_ratio, test_ratio)
+            else:
+                split = _as_array(split, f"graph {name!r}: split")
+                if split.ndim != 1 or split.shape[0] != n:
+                    raise DDStoreValueError(f"graph {name!r}: split has shape "
+                                            f"{split.shape}, needs ({n},) (one value per "
+                                            f"event of data)")
+            sl = slice(*partition(n, store.size, store.rank))  # this rank's share
+            share = [arrs["src"][sl], arrs["dst"][sl], arrs["t"][sl].astype(np.float64)]
+            step.agree(same={"TemporalData (the same on every rank)": layout})
+            g = cls.from_arrays(store, name, *share,
+                                edge_feat=arrs["msg"][sl] if "msg" in arrs else None,
+                                add_reverse=add_reverse, split=split[sl],
+                                edge_label=arrs["y"][sl] if "y" in arrs else None)
+            g.t_dtype = arrs["t"].dtype
+            return g
 
     def to_pyg(self, t_dtype=None):
         """Local: the whole graph as a ``torch_geometric.data.TemporalData`` in edge-id
@@ -588,9 +578,13 @@ class TemporalGraph:
         return TemporalData(**kw)
 
     def remove(self):
-        """Collective: remove every variable of the graph from the store."""
-        for var in self._variables():
-            self.store.remove(var)
+        """Collective: remove every variable of the graph from the store (every rank
+        removes the same graph: checked in the call's one step before anything is
+        removed)."""
+        with self.store.collective("TemporalGraph.remove", self.name) as step:
+            step.agree()
+            for var in self._variables():
+                self.store.remove(var)
         self.removed = True
 
     def _variables(self):

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._collective import join_bounded
-from .._checks import (as_indices, check_indices, exact_times, is_int, partition,
-                       names_under, taken_error)
-from ..errors import DDStoreStateError, DDStoreValueError, as_error
+from .._checks import (as_indices, check_free_names, check_indices, exact_times, is_int,
+                       partition, names_under)
+from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 from ..placement import alltoallv_rows
 
 _VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
@@ -136,30 +136,29 @@ class _StateLock:
             self.release_exclusive()
 
 
-# the commit's agreement carries every rank's counts per group member (size x width
-# pairs gathered on every rank) up to this many; beyond it an alltoall of the counts
+# the commit's round carries every rank's counts per group member (size x width pairs
+# gathered on every rank) up to this many; beyond it an alltoall of the counts
 _COUNTS_IN_AGREEMENT = 1 << 16
 
 _MAX_ROW_BYTES = 2 ** 63 - 1  # what the store allows for one row (one node's state)
 
 
-def _row_bytes_error(name, memory_dim, mail_dim, mailbox_size, dt):
-    """None, or the error of a node whose memory or mailbox row exceeds what the store
-    can hold in one row, naming the argument and its allowed range."""
+def _check_row_bytes(name, memory_dim, mail_dim, mailbox_size, dt):
+    """Raise :class:`DDStoreValueError` if a node's memory or mailbox row exceeds what the
+    store can hold in one row, naming the argument and its allowed range."""
     item = dt.itemsize
     for label, dim in (("memory_dim", memory_dim), ("mail_dim", mail_dim)):
         if dim > _MAX_ROW_BYTES // item:
-            return (DDStoreValueError, f"NodeMemory {name!r}: {label}={dim} out of range: "
-                                       f"allowed 1 <= {label} <= {_MAX_ROW_BYTES // item} "
-                                       f"(one node's row of {item}-byte values must fit "
-                                       f"in 2**63 - 1 bytes)")
+            raise DDStoreValueError(f"NodeMemory {name!r}: {label}={dim} out of range: "
+                                    f"allowed 1 <= {label} <= {_MAX_ROW_BYTES // item} "
+                                    f"(one node's row of {item}-byte values must fit in "
+                                    f"2**63 - 1 bytes)")
     top = _MAX_ROW_BYTES // max(mail_dim * item, 8)
     if mailbox_size > top:
-        return (DDStoreValueError, f"NodeMemory {name!r}: mailbox_size={mailbox_size} out "
-                                   f"of range: allowed 1 <= mailbox_size <= {top} (one "
-                                   f"node's mailbox, mailbox_size x mail_dim={mail_dim} x "
-                                   f"{item} bytes, must fit in 2**63 - 1 bytes)")
-    return None
+        raise DDStoreValueError(f"NodeMemory {name!r}: mailbox_size={mailbox_size} out of "
+                                f"range: allowed 1 <= mailbox_size <= {top} (one node's "
+                                f"mailbox, mailbox_size x mail_dim={mail_dim} x {item} "
+                                f"bytes, must fit in 2**63 - 1 bytes)")
 
 
 def _flat(arr, shape, what):
@@ -234,43 +233,41 @@ class NodeMemory:
         self._comm = None      # the non-blocking commits' communicator (a dup of comm)
         self._pending = None   # the thread of the last non-blocking commit
         self._failure = None   # what made a background commit fail (kept, re-raised)
-        store.check_alive()
-        error = None
-        dt = None
-        try:
-            dt = np.dtype(dtype)
-        except TypeError as exc:
-            error = (DDStoreValueError, f"NodeMemory {name!r}: dtype {dtype!r} is not a "
-                                        f"numpy dtype ({exc})")
-        if not isinstance(name, str) or not name:
-            error = (DDStoreValueError, f"NodeMemory name must be a non-empty str, got "
+        with store.collective("NodeMemory", name) as step:
+            if not isinstance(name, str) or not name:
+                raise DDStoreValueError(f"NodeMemory name must be a non-empty str, got "
                                         f"{name!r}")
-        if error is None and dt.kind not in "fc":
-            error = (DDStoreValueError, f"NodeMemory {name!r}: dtype {dt} must be a "
+            try:
+                dt = np.dtype(dtype)
+            except TypeError as exc:
+                raise DDStoreValueError(f"NodeMemory {name!r}: dtype {dtype!r} is not a "
+                                        f"numpy dtype ({exc})") from exc
+            if dt.kind not in "fc":
+                raise DDStoreValueError(f"NodeMemory {name!r}: dtype {dt} must be a "
                                         f"floating-point dtype (e.g. float32)")
-        for label, v, low in (("num_nodes", num_nodes, 1), ("memory_dim", memory_dim, 1),
-                              ("mail_dim", mail_dim, 1), ("mailbox_size", mailbox_size, 1)):
-            if error is None and (not is_int(v) or v < low):
-                error = (DDStoreValueError, f"NodeMemory {name!r}: {label}={v!r} must be an"
+            for label, v, low in (("num_nodes", num_nodes, 1),
+                                  ("memory_dim", memory_dim, 1), ("mail_dim", mail_dim, 1),
+                                  ("mailbox_size", mailbox_size, 1)):
+                if not is_int(v) or v < low:
+                    raise DDStoreValueError(f"NodeMemory {name!r}: {label}={v!r} must be an"
                                             f" integer >= {low}")
-        if error is None:
-            error = _row_bytes_error(name, int(memory_dim), int(mail_dim),
-                                     int(mailbox_size), dt)
-        if error is None and int(num_nodes) > _MAX_ROW_BYTES // int(mailbox_size):
-            error = (DDStoreValueError, f"NodeMemory {name!r}: mailbox_size={mailbox_size} "
+            _check_row_bytes(name, int(memory_dim), int(mail_dim), int(mailbox_size), dt)
+            if int(num_nodes) > _MAX_ROW_BYTES // int(mailbox_size):
+                raise DDStoreValueError(f"NodeMemory {name!r}: mailbox_size={mailbox_size} "
                                         f"out of range for num_nodes={num_nodes}: allowed "
                                         f"1 <= mailbox_size <= "
                                         f"{_MAX_ROW_BYTES // int(num_nodes)} (the mailbox "
                                         f"holds num_nodes x mailbox_size rows, at most "
                                         f"2**63 - 1)")
-        if error is None:
-            error = taken_error(f"NodeMemory {name!r}",
-                                names_under(name, store.variables()))
-        ok = error is None
-        store.agree(error, call=("NodeMemory", name), same=None if not ok else {
-            "num_nodes": int(num_nodes), "memory_dim": int(memory_dim),
-            "mail_dim": int(mail_dim), "mailbox_size": int(mailbox_size),
-            "dtype": str(dt)})
+            check_free_names(f"NodeMemory {name!r}", names_under(name, store.variables()))
+            step.agree(same={"num_nodes": int(num_nodes), "memory_dim": int(memory_dim),
+                             "mail_dim": int(mail_dim), "mailbox_size": int(mailbox_size),
+                             "dtype": str(dt)})
+            self._create(store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt)
+
+    def _create(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt):
+        """Collective, after the constructor's round: the five variables (all, or none
+        on every rank) and the non-blocking commits' communicator."""
         self.store, self.name = store, name
         self.num_nodes, self.memory_dim = int(num_nodes), int(memory_dim)
         self.mail_dim, self.mailbox_size, self.dtype = int(mail_dim), int(mailbox_size), dt
@@ -301,34 +298,29 @@ class NodeMemory:
             self._clear()
             self._zero_own_rows()
             store.sync()
-            # collective, after the agreements: the background commits' own
+            # collective, after the round: the background commits' own
             # communicator, so they never interleave with collectives on store.comm
             self._comm = store.comm.Dup()
             # rolled back by an enclosing transaction: the communicator goes too
             txn.on_rollback(self._free_comm)
 
-    def _check_vars(self):
-        """Raise DDStoreStateError if the state's variables are gone (remove(), or
-        store.remove() of one of them): the same on every rank, since both are
-        collective."""
-        error = self._vars_error()
-        if error is not None:
-            raise error[0](error[1])
-
-    def _vars_error(self, failure=True):
+    def _check_vars(self, failure=True):
+        """Raise :class:`DDStoreStateError` if the state's variables are gone
+        (:meth:`remove`, or ``store.remove()`` of one of them; the same on every rank,
+        since both are collective) or, with ``failure``, if a non-blocking commit failed
+        on this rank (in a collective call: a step's local part agrees on it)."""
         self.store.check_alive()
         if failure and self._failure is not None:
             exc = self._failure
-            return (DDStoreStateError, f"NodeMemory {self.name!r}: a non-blocking commit "
-                                       f"failed on rank {self.store.rank} "
-                                       f"({type(exc).__name__}: {exc}); its state is "
-                                       f"unknown: remove it and create a new one")
+            raise DDStoreStateError(f"NodeMemory {self.name!r}: a non-blocking commit "
+                                    f"failed on rank {self.store.rank} "
+                                    f"({type(exc).__name__}: {exc}); its state is "
+                                    f"unknown: remove it and create a new one")
         gone = [self._var[k] for k in _VARS if self._var[k] not in self.store]
         if self._own is None or gone:
             missing = gone or list(self._var.values())
-            return (DDStoreStateError, f"NodeMemory {self.name!r} was removed from the "
-                                       f"store (missing {missing}); create a new one")
-        return None
+            raise DDStoreStateError(f"NodeMemory {self.name!r} was removed from the store "
+                                    f"(missing {missing}); create a new one")
 
     # ------------------------------------------------------------------ reading
     def read(self, nodes, out=None):
@@ -396,7 +388,7 @@ class NodeMemory:
     def _clear(self):
         self._writes = []   # (nodes, ts, rows)
         self._posts = []
-        self._error = None  # the first bad staging since the last commit
+        self._error = None  # the first bad staging since the last commit (raised there)
 
     def _stage(self, op, nodes, rows, ts, dim, kind):
         """Validate one staging; record it, or record the first error (raised at commit)."""
@@ -432,12 +424,24 @@ class NodeMemory:
                 raise DDStoreValueError(f"{what}: ts[{p}] = {t[p]} (node {int(idx[p])}) is "
                                         f"NaN or infinite; timestamps must be finite")
         except Exception as exc:  # noqa: BLE001 -- not an array at all: raised at commit
-            if self._error is None:
-                self._error = as_error(exc, what)  # a DDStoreError as it is
+            self._keep_error(exc, what)
             return
         if n:
             (self._writes if op == "write" else self._posts).append(
                 (idx.copy(), t, np.array(arr, copy=True)))
+
+    def _keep_error(self, exc, what):
+        """Keep the first bad staging since the last commit, to raise in the commit's
+        local part: a :class:`DDStoreError` as it is, another exception (not an array
+        at all, a ``MemoryError``...) worded with ``what`` and chained to it."""
+        if self._error is not None:
+            return
+        if not isinstance(exc, DDStoreError):
+            cls = DDStoreMemoryError if isinstance(exc, MemoryError) else DDStoreValueError
+            wrapped = cls(f"{what}: {type(exc).__name__}: {exc}")
+            wrapped.__cause__ = exc
+            exc = wrapped
+        self._error = exc
 
     def write(self, nodes, memory, ts):
         """Local: stage new memory rows ``memory [len(nodes), memory_dim]`` (this
@@ -469,8 +473,7 @@ class NodeMemory:
                     f"NodeMemory {self.name!r}: post_to_neighbors: mail has shape "
                     f"{m.shape} and ts {t.shape}; needs {nr} of each (one per root)")
         except Exception as exc:  # noqa: BLE001 -- raised at commit
-            if self._error is None:  # a DDStoreError as it is
-                self._error = as_error(exc, f"NodeMemory {self.name!r}: post_to_neighbors")
+            self._keep_error(exc, f"NodeMemory {self.name!r}: post_to_neighbors")
             return
         self._stage("post", nbrs, m[row], t[row], self.mail_dim, "mail")
 
@@ -502,8 +505,10 @@ class NodeMemory:
         """Collective: apply every rank's staged writes and mails (see the class
         docstring for the order and the guarantee), then clear them.
 
-        One collective round: the agreement (every rank's errors, and the number of
-        updates it sends to each group member), then one ``Alltoallv`` of records
+        One collective step, ``"NodeMemory.commit"``: its local part raises this rank's
+        first bad staging, a failed earlier non-blocking commit, or whatever packing the
+        updates raises, and its one round agrees on that and gathers the number of
+        updates each rank sends to each group member; then one ``Alltoallv`` of records
         (keys ``(node, rank, position, ts)`` with their row, writes then mails): a rank
         sends each staged update to the owner of its node in every group (``staged x
         replicas`` records) and receives the updates of its own node range, about
@@ -511,10 +516,10 @@ class NodeMemory:
         them into their own chunks (what ``store.update`` does, row by row), then the
         store's sync makes them visible to every reader.
 
-        ``wait=False`` (the same on every rank, agreed): a non-blocking commit, to
-        overlap the update of batch ``i`` with the sampling of batch ``i + 1``.  The
-        checks, the agreement (so every error is still raised on every rank, before
-        anything starts) and the packing run here as with ``wait=True``; the exchange,
+        ``wait=False`` (the same on every rank, checked in the round): a non-blocking
+        commit, to overlap the update of batch ``i`` with the sampling of batch ``i + 1``.
+        The checks, the packing and the step's round (so every error is still raised on
+        every rank, before anything starts) run here as with ``wait=True``; the exchange,
         the apply and the sync run in a background thread on this memory's own
         communicator (a duplicate of ``store.comm``, made by the constructor), so the
         caller may make other collective calls on the store meanwhile.  Until it ends,
@@ -529,31 +534,30 @@ class NodeMemory:
         error = self._error
         writes, posts = self._writes, self._posts
         self._clear()  # dropped on every rank whether or not the commit succeeds
-        if not isinstance(wait, (bool, np.bool_)) and error is None:
-            error = (DDStoreValueError, f"NodeMemory {self.name!r}: commit(wait={wait!r}):"
-                                        f" wait must be True or False")
-        wait = bool(wait) if isinstance(wait, (bool, np.bool_)) else True
+        given, good_wait = wait, isinstance(wait, (bool, np.bool_))
+        wait = bool(wait) if good_wait else True
         st = self.store
         self._settle()  # the previous non-blocking commit ends first (its failure kept)
         lock = self._lock
-        # held from before the agreement (which every rank must enter before any rank
+        # held from before the step's round (which every rank must enter before any rank
         # leaves it) until after the sync that ends the commit (which no rank leaves
         # before every rank's apply is done): no read of any rank overlaps any apply
         lock.acquire_exclusive()
         started = False
         try:
-            error = error or self._vars_error()
-            packed = None
-            if error is None:
-                try:  # local work: a failure (MemoryError) is agreed like a bad update
-                    packed = self._pack(writes, posts)
-                except Exception as exc:  # noqa: BLE001
-                    error = exc
-            counts = None if packed is None else packed[0]
             small = st.size * st.group_size <= _COUNTS_IN_AGREEMENT
-            gathered = st.agree(error, call=("NodeMemory.commit", self.name),
-                                extra=counts if small else None,
-                                same={"wait": wait})
+            # the one round: whatever the local part raises (a bad staging, a failed
+            # background commit, memory for the send buffer) is raised on every rank
+            with st.collective("NodeMemory.commit", self.name,
+                               same={"wait": wait}) as step:
+                if error is not None:
+                    raise error
+                if not good_wait:
+                    raise DDStoreValueError(f"NodeMemory {self.name!r}: commit(wait="
+                                            f"{given!r}): wait must be True or False")
+                self._check_vars()
+                packed = self._pack(writes, posts)
+                gathered = step.agree(packed[0] if small else None)
             gathered = gathered if small else None
             if wait:
                 self._apply(packed, gathered, st.comm)
@@ -570,8 +574,8 @@ class NodeMemory:
                 lock.release_exclusive()
 
     def _apply(self, packed, gathered, comm):
-        """The commit after its agreement: the exchange over ``comm`` and the apply into
-        this rank's chunks (not yet synced)."""
+        """The commit after its step's round: the exchange over ``comm`` and the apply
+        into this rank's chunks (not yet synced)."""
         wk, wr, pk, pr = self._exchange(packed, gathered, comm)
         if wk.shape[0]:
             self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64), wr)
@@ -662,9 +666,9 @@ class NodeMemory:
         return buf[:nbytes]
 
     def _exchange(self, packed, gathered, comm):
-        """Collective (after the agreement): the one ``Alltoallv`` of records.
-        ``gathered``: every rank's counts from the agreement (None: too many ranks to
-        gather them there; then an ``alltoall`` of the counts).  Returns this rank's
+        """Collective (after the commit's round): the one ``Alltoallv`` of records.
+        ``gathered``: every rank's counts from the round (None: too many ranks to gather
+        them there; then an ``alltoall`` of the counts).  Returns this rank's
         write keys, write rows, mail keys and mail rows, in source-rank order."""
         st = self.store
         width, size = st.group_size, st.size
@@ -757,7 +761,9 @@ class NodeMemory:
         self._clear()
         self._settle()
         with self._lock.exclusive():  # as in commit
-            self.store.agree(self._vars_error(), call=("NodeMemory.reset", self.name))
+            with self.store.collective("NodeMemory.reset", self.name) as step:
+                self._check_vars()
+                step.agree()
             self._zero_own_rows()
             self._sync()
 
@@ -765,10 +771,13 @@ class NodeMemory:
         """Collective: keep a copy of the whole state (each rank copies its own rows,
         in local memory: ``nbytes()`` counts it) to bring it back with :meth:`restore`,
         e.g. the state at the end of training to evaluate val and test from it twice.
-        A later snapshot replaces it."""
+        A later snapshot replaces it (a copy that does not fit on some rank raises on
+        every rank, and the earlier snapshot stays)."""
         self._settle()  # the state after the last commit
-        self.store.agree(self._vars_error(), call=("NodeMemory.snapshot", self.name))
-        self._snapshot = {k: self._own[k].copy() for k in _VARS}
+        with self.store.collective("NodeMemory.snapshot", self.name):
+            self._check_vars()
+            copy = {k: self._own[k].copy() for k in _VARS}
+        self._snapshot = copy
 
     def restore(self):
         """Collective: bring back the state of the last :meth:`snapshot` (it is kept, so
@@ -776,11 +785,13 @@ class NodeMemory:
         :class:`DDStoreValueError` on every rank if any rank has no snapshot."""
         self._clear()
         self._settle()
-        error = self._vars_error() or (None if self._snapshot is not None else (
-            DDStoreValueError, f"NodeMemory {self.name!r}: restore() without a snapshot(); "
-                               f"call snapshot() first"))
         with self._lock.exclusive():  # as in commit
-            self.store.agree(error, call=("NodeMemory.restore", self.name))
+            with self.store.collective("NodeMemory.restore", self.name) as step:
+                self._check_vars()
+                if self._snapshot is None:
+                    raise DDStoreValueError(f"NodeMemory {self.name!r}: restore() without "
+                                            f"a snapshot(); call snapshot() first")
+                step.agree()
             for k in _VARS:
                 self._own[k][...] = self._snapshot[k]
             self._sync()
@@ -790,14 +801,14 @@ class NodeMemory:
         a non-blocking commit under way ends first (a failed one does not prevent
         the removal)."""
         self._settle()
-        error = self._vars_error(failure=False)
-        if error is not None:
-            raise error[0](error[1])
         with self._lock.exclusive():  # reads in other threads finish first
-            self._own = None  # the chunks go with the variables
-            for k in _VARS:
-                self.store.remove(self._var[k])
-            self._free_comm()
+            with self.store.collective("NodeMemory.remove", self.name) as step:
+                self._check_vars(failure=False)
+                step.agree()
+                self._own = None  # the chunks go with the variables
+                for k in _VARS:
+                    self.store.remove(self._var[k])
+                self._free_comm()
             self._snapshot = None
             self._clear()
 

@@ -2,7 +2,7 @@
 form over the ranks of a data-parallel evaluation, beside a random scorer's."""
 import numpy as np
 
-from .._collective import agree
+from .._collective import collective
 from ..errors import DDStoreValueError
 
 __all__ = ["average_precision", "link_prediction_metrics", "roc_auc"]
@@ -43,24 +43,24 @@ def link_prediction_metrics(comm, scores, labels, root=0, seed=0):
     """Collective over ``comm`` (an mpi4py communicator): gather every rank's ``scores``
     and ``labels`` (1 for a true edge, 0 for a negative; equal lengths, any length,
     empty included) to ``root`` in rank order (scores and labels of different
-    lengths on any rank: :class:`DDStoreValueError` on every rank).
+    lengths on any rank: :class:`DDStoreValueError` on every rank; whatever this rank's
+    checks raise is agreed by the call's one step, ``"link_prediction_metrics"``).
 
     Returns, on ``root``, ``(ap, auc, random_ap, random_auc, positives)``: average
     precision and ROC AUC of the scores, the same of a random scorer (uniform scores from
     ``numpy.random.default_rng(seed)``) over the same labels, and the number of
     positives; ``None`` on the other ranks."""
-    error = local = None
-    try:
-        local = (np.asarray(scores, dtype=np.float64).reshape(-1),
-                 np.asarray(labels, dtype=np.float64).reshape(-1))
+    with collective(comm, "link_prediction_metrics"):  # every rank raises, or none
+        try:
+            local = (np.asarray(scores, dtype=np.float64).reshape(-1),
+                     np.asarray(labels, dtype=np.float64).reshape(-1))
+        except (TypeError, ValueError) as exc:  # not numbers: worded for the caller
+            raise DDStoreValueError(f"link_prediction_metrics: scores and labels must be "
+                                    f"real numbers ({type(exc).__name__}: {exc})") from exc
         if local[0].shape != local[1].shape:
-            error = (DDStoreValueError, f"link_prediction_metrics: {local[0].shape[0]} "
-                                        f"scores and {local[1].shape[0]} labels; their "
-                                        f"lengths must be equal")
-    except (TypeError, ValueError) as exc:  # not numbers
-        error = (DDStoreValueError, f"link_prediction_metrics: scores and labels must be "
-                                    f"real numbers ({type(exc).__name__}: {exc})")
-    agree(comm, ("link_prediction_metrics", None), error)  # every rank raises, or none
+            raise DDStoreValueError(f"link_prediction_metrics: {local[0].shape[0]} scores "
+                                    f"and {local[1].shape[0]} labels; their lengths must "
+                                    f"be equal")
     parts = comm.gather(local, root=root)
     if comm.Get_rank() != root:
         return None

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from .._checks import exact_times
+from .._collective import collective
 from ..errors import DDStoreValueError
 
 __all__ = ["chronological_split", "chronological_split_share", "check_ratios"]
@@ -24,19 +25,19 @@ __all__ = ["chronological_split", "chronological_split_share", "check_ratios"]
 
 
 def check_ratios(val_ratio, test_ratio):
-    """Error tuple (or None) for split ratios PyG's split cannot use."""
+    """Raise :class:`DDStoreValueError` for split ratios PyG's split cannot use."""
     for label, r in (("val_ratio", val_ratio), ("test_ratio", test_ratio)):
         if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)) \
                 or not math.isfinite(r) or not 0 <= r <= 1:
-            return (DDStoreValueError, f"{label}={r!r} must be a number in [0, 1]")
+            raise DDStoreValueError(f"{label}={r!r} must be a number in [0, 1]")
     if val_ratio + test_ratio > 1:
-        return (DDStoreValueError, f"val_ratio + test_ratio = {val_ratio + test_ratio} "
-                                   f"must be <= 1")
-    return None
+        raise DDStoreValueError(f"val_ratio + test_ratio = {val_ratio + test_ratio} must "
+                                f"be <= 1")
 
 
-def _positions(n, val_idx, test_idx):
-    pos = np.arange(n, dtype=np.int64)
+def _positions(lo, hi, val_idx, test_idx):
+    """The split (int8: 0 train, 1 val, 2 test) of the events ``[lo, hi)``."""
+    pos = np.arange(lo, hi, dtype=np.int64)
     return ((pos >= val_idx).astype(np.int8) + (pos >= test_idx).astype(np.int8))
 
 
@@ -49,7 +50,7 @@ def chronological_split(t, val_ratio=0.15, test_ratio=0.15):
                                       [1. - val_ratio - test_ratio, 1. - test_ratio])
     val_idx = int((t <= val_time).sum())
     test_idx = int((t <= test_time).sum())
-    return _positions(t.shape[0], val_idx, test_idx)
+    return _positions(0, t.shape[0], val_idx, test_idx)
 
 
 def _lerp_quantile(value_at, n, q):
@@ -71,36 +72,42 @@ def chronological_split_share(comm, t, t_dtype, val_ratio=0.15, test_ratio=0.15)
     """Collective: :func:`chronological_split` of the events of every rank's share of
     ``t`` concatenated in rank order, which must be sorted (JODIE files are): this rank's
     part of the split.  ``t_dtype``: the dtype PyG holds ``t`` in (``int64`` for
-    JODIEDataset), which decides the arithmetic."""
+    JODIEDataset), which decides the arithmetic.  Three steps over ``comm`` (later steps
+    of the caller's collective call: whatever a rank's part raises is agreed): the
+    shares' lengths, the times at the quantiles' positions, the events up to each
+    threshold."""
     import torch
     t_dtype = np.dtype(t_dtype)
-    counts = comm.allgather(len(t))
+    with collective(comm, None) as step:
+        counts = step.agree(len(t))
     rank = comm.Get_rank()
     n = sum(counts)
     off = sum(counts[:rank])
     qs = [1. - val_ratio - test_ratio, 1. - test_ratio]
-    need = set()
-    for q in qs:
-        virtual = (n - 1) * np.float64(q)
-        if virtual >= n - 1:
-            need.add(n - 1)
-        else:
-            need.update((int(np.floor(virtual)), int(np.floor(virtual)) + 1))
-    mine = {p: t[p - off] for p in need if off <= p < off + len(t)}
-    values = {}
-    for d in comm.allgather(mine):
-        values.update(d)
-    local = torch.from_numpy(np.ascontiguousarray(t).astype(t_dtype))
-    idx = []
-    for q in qs:
-        thr = _lerp_quantile(lambda i: t_dtype.type(values[i]), n, q)
-        idx.append(comm.allreduce(int((local <= thr).sum())))
-    return _positions(n, *idx)[off:off + len(t)]
+    with collective(comm, None) as step:
+        need = set()
+        for q in qs:
+            virtual = (n - 1) * np.float64(q)
+            if virtual >= n - 1:
+                need.add(n - 1)
+            else:
+                need.update((int(np.floor(virtual)), int(np.floor(virtual)) + 1))
+        mine = {p: t[p - off] for p in need if off <= p < off + len(t)}
+        local = torch.from_numpy(np.ascontiguousarray(t).astype(t_dtype))
+        values = {}
+        for d in step.agree(mine):
+            values.update(d)
+    with collective(comm, None) as step:
+        below = [int((local <= _lerp_quantile(lambda i: t_dtype.type(values[i]), n, q))
+                     .sum()) for q in qs]
+        idx = np.sum(step.agree(below), axis=0).tolist()
+    return _positions(off, off + len(t), *idx)
 
 
 def temporal_data_arrays(data, name):
-    """``(arrays dict, error or None)`` of a TemporalData: ``src, dst, t`` (required),
-    ``msg``, ``y`` (optional) as numpy arrays, checked."""
+    """The arrays dict of a TemporalData: ``src, dst, t`` (required), ``msg``, ``y``
+    (optional) as numpy arrays, checked; raises :class:`DDStoreValueError` naming the
+    graph and the field."""
     import torch
     out = {}
     for key in ("src", "dst", "t", "msg", "y"):
@@ -110,32 +117,29 @@ def temporal_data_arrays(data, name):
             x = None
         if x is None:
             if key in ("src", "dst", "t"):
-                return None, (DDStoreValueError,
-                              f"graph {name!r}: the TemporalData has no {key!r} (from_pyg "
-                              f"needs src, dst and t; msg and y are optional)")
+                raise DDStoreValueError(f"graph {name!r}: the TemporalData has no {key!r} "
+                                        f"(from_pyg needs src, dst and t; msg and y are "
+                                        f"optional)")
             continue
         if not isinstance(x, torch.Tensor):
-            return None, (DDStoreValueError, f"graph {name!r}: data.{key} is a "
-                                             f"{type(x).__name__}, not a torch tensor")
+            raise DDStoreValueError(f"graph {name!r}: data.{key} is a "
+                                    f"{type(x).__name__}, not a torch tensor")
         out[key] = x.detach().cpu()
     n = out["src"].shape[0] if out["src"].ndim else -1
     if n == 0:
-        return None, (DDStoreValueError, f"graph {name!r}: the TemporalData has no events")
+        raise DDStoreValueError(f"graph {name!r}: the TemporalData has no events")
     for key, x in out.items():
         if x.ndim == 0 or x.shape[0] != n or (key in ("src", "dst", "t") and x.ndim != 1):
-            return None, (DDStoreValueError,
-                          f"graph {name!r}: data.{key} has shape {tuple(x.shape)}; "
-                          f"src, dst and t must be 1-D and every field must have one row "
-                          f"per event (data.src has {n})")
+            raise DDStoreValueError(f"graph {name!r}: data.{key} has shape "
+                                    f"{tuple(x.shape)}; src, dst and t must be 1-D and "
+                                    f"every field must have one row per event (data.src "
+                                    f"has {n})")
     t = out["t"]
     if t.dtype == torch.bool or t.is_complex():
-        return None, (DDStoreValueError, f"graph {name!r}: data.t has dtype {t.dtype}; "
-                                         f"timestamps must be integers or floats")
-    if not t.is_floating_point() and n:
-        try:  # the one check of integer times float64 would round
-            exact_times(t.numpy(), f"graph {name!r}: data.t", copy=False)
-        except DDStoreValueError as exc:
-            return None, (DDStoreValueError, str(exc))
+        raise DDStoreValueError(f"graph {name!r}: data.t has dtype {t.dtype}; "
+                                f"timestamps must be integers or floats")
+    if not t.is_floating_point() and n:  # the one check of integer times float64 rounds
+        exact_times(t.numpy(), f"graph {name!r}: data.t", copy=False)
     arrs = {k: (v.numpy() if v.dtype != torch.bfloat16 else v.float().numpy())
             for k, v in out.items()}
-    return arrs, None
+    return arrs

@@ -189,8 +189,17 @@ def drive_temporal(store, calls, tmp):
         tg.write_jodie(os.path.join(tmp, "jodie.csv"), src % 5, dst % 7, t, split % 2,
                        ef)
     comm.Barrier()
+    calls(mem.snapshot)
+    calls(mem.reset)
+    calls(mem.restore)
+    calls(mem.remove)
     calls(tg.TemporalGraph.from_tgl, store, "tgl", os.path.join(tmp, "tgl"))
     calls(tg.TemporalGraph.from_jodie, store, "jodie", os.path.join(tmp, "jodie.csv"))
+    calls(tg.read_tgl_share, store, os.path.join(tmp, "tgl"))
+    calls(tg.read_jodie_share, store, os.path.join(tmp, "jodie.csv"))
+    from ddstore.sources.tgl import TGLShare
+    calls(TGLShare, store, os.path.join(tmp, "tgl"))
+    calls(g.remove)
 
 
 def drive_temporal_pyg(store, calls, tmp):

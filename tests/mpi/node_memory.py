@@ -365,8 +365,9 @@ def check_nonblocking(transport):
                 # the next batch staged while this one is applied (for the next commit)
                 stage(a, plans[i + 1][rank])
                 # the main thread's collectives on store.comm during the background exchange
-                got = store.agree(None, call=("nb-test", str(i)), extra=rank)
-                check(got == list(range(size)), f"{t} {i}: agreement gave {got}")
+                with store.collective("nb-test", str(i)) as step:
+                    got = step.agree(rank)
+                check(got == list(range(size)), f"{t} {i}: the step's round gave {got}")
                 if i % 2 == 0:
                     store.init("other", 3, (2,), np.float64)
                     store.remove("other")

@@ -8,11 +8,15 @@ makes of the same file (run offline on a local copy), split included
 exactly; a file with fractional times and no features keeps its times as float64; and
 ``from_pyg`` -> ``to_pyg`` returns every field with its dtype (unsorted float32 times,
 float64 multi-dimensional msg, float y).  Then bad input, every error raised on every
-rank with nothing left in the store.
+rank with nothing left in the store.  Last, any exception (``OSError``, ``RuntimeError``,
+``KeyError``, ``MemoryError``) raised by the parsing of one rank only, in ``from_jodie``,
+``from_tgl`` and ``load_ogb``: every rank raises the same agreed error within seconds and
+the store holds what it held before (issue 35: ``OSError`` in ``from_jodie`` hung).
 """
 import os
 import shutil
 import sys
+import time
 
 import numpy as np
 
@@ -20,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import check, comm, expect_error, rank, run_main, shared_tmpdir, size  # noqa
 
 import ddstore  # noqa: E402
-from ddstore import DDStoreValueError  # noqa: E402
+from ddstore import DDStoreMemoryError, DDStoreValueError  # noqa: E402
 from ddstore import temporal as tg  # noqa: E402
 
 FIELDS = ("src", "dst", "t", "msg", "y")
@@ -224,6 +228,76 @@ def check_errors(store, tmp, tag):
                  agree=True, store=store)
 
 
+INJECTED = (OSError(5, "Input/output error (injected)"), RuntimeError("injected bug"),
+            KeyError("injected key"), MemoryError("injected: no memory"))
+
+
+def injected_once(fn, exc, tag, store):
+    """Call ``fn()`` with ``exc`` raised by the parsing of the last rank only (through
+    the patch the caller made): every rank must raise the same agreed error, of class
+    DDStoreMemoryError for a MemoryError and DDStoreValueError otherwise, naming that
+    rank and the exception, within seconds; the store's variables are unchanged."""
+    bad = size - 1
+    cls = DDStoreMemoryError if isinstance(exc, MemoryError) else DDStoreValueError
+    fragments = (f"rank {bad}: ", f"{type(exc).__name__}: {exc}")
+    start = time.monotonic()
+    expect_error(cls, fragments, fn, what=f"{tag}: {type(exc).__name__} on rank {bad}",
+                 agree=True, agreed=True, store=store)
+    took = comm.allreduce(time.monotonic() - start, op=max_op())
+    check(took < 30, f"{tag}: {type(exc).__name__} on rank {bad}: took {took:.1f} s")
+
+
+def max_op():
+    from mpi4py import MPI
+    return MPI.MAX
+
+
+def check_injected(store, tmp, tag):
+    """Issue 35: an exception nobody listed, raised on one rank while it parses its share
+    (a file read failing on one node), is agreed in from_jodie, from_tgl and load_ogb."""
+    from ddstore.pyg import load_ogb
+    from ddstore.sources import jodie, ogb, tgl
+    whole = os.path.join(tmp, "whole.csv")
+    tgl_dir = os.path.join(tmp, "tgl")
+    ogb_dir = os.path.join(tmp, "ogb")
+    if rank == 0:
+        rng = np.random.default_rng(11)
+        m = 200
+        tg.write_tgl(tgl_dir, rng.integers(0, 30, m), rng.integers(0, 30, m),
+                     np.sort(rng.random(m) * 100), rng.integers(0, 3, m),
+                     edge_feat=rng.standard_normal((m, 2)).astype(np.float32))
+        ogb.write_ogb_node(ogb_dir, rng.integers(0, 40, (2, 300)),
+                           x=rng.standard_normal((40, 3)),
+                           y=rng.integers(0, 4, 40).astype(np.float64),
+                           splits={"train": np.arange(30), "valid": np.arange(30, 35),
+                                   "test": np.arange(35, 40)})
+    comm.Barrier()
+    # what parses each rank's share: the JODIE and TGL parsers, the OGB row reader
+    patches = ((jodie, "_parse", "from_jodie",
+                lambda: tg.TemporalGraph.from_jodie(store, "inj", whole)),
+               (tgl, "_parse", "from_tgl",
+                lambda: tg.TemporalGraph.from_tgl(store, "inj", tgl_dir, chunk_edges=16)),
+               (ogb.OGBNodeData, "_read", "load_ogb",
+                lambda: load_ogb(store, ogb_dir, name="inj", progress=False)))
+    for owner, attr, call, fn in patches:
+        real = getattr(owner, attr)
+        for exc in INJECTED:
+            def failing(*args, _exc=exc, _real=real, **kwargs):
+                if rank == size - 1:
+                    raise _exc
+                return _real(*args, **kwargs)
+            setattr(owner, attr, failing)
+            try:
+                injected_once(fn, exc, f"{tag} {call}", store)
+            finally:
+                setattr(owner, attr, real)
+        # and with nothing injected, the same call succeeds and is removed
+        fn()
+        for v in [v for v in store.variables() if v.startswith("inj")]:
+            store.remove(v)
+        check(store.variables() == [], f"{tag} {call}: left {store.variables()}")
+
+
 def main():
     rng = np.random.default_rng(3)
     with shared_tmpdir() as tmp:
@@ -249,6 +323,7 @@ def main():
                 check_pyg(store, tag)
                 if width == size:
                     check_errors(store, tmp, tag)
+                    check_injected(store, tmp, tag)
                 check(store.variables() == [], f"{tag}: left {store.variables()}")
 
 
