@@ -6,7 +6,7 @@ import numpy as np
 
 from .errors import DDStoreIndexError, DDStoreValueError
 
-__all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "taken_error",
+__all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "check_free_names",
            "names_under",
            "exact_times", "MAX_EXACT_TIME", "STORABLE_KINDS"]
 

@@ -241,9 +241,12 @@ def _same_error(call, values):
 def _round(comm, call, error, share, same):
     """One round (collective over ``comm``): returns every rank's ``share``, or raises,
     alike on every rank, the first of: a rank's error (with a note when the ranks were
-    in different steps), calls out of step, ``same`` values that differ."""
+    in different steps), calls out of step, ``same`` values that differ.  An error that
+    is not a :class:`DDStoreError` is told with the call it happened in
+    (``"rank 1: load_ogb('ogb'): OSError: ..."``)."""
     note = _arrive(comm)
-    info = comm.allgather((call, as_error(error), share, same, note,
+    what = _describe(call) if call is not None else _STATE["current"]
+    info = comm.allgather((call, as_error(error, what), share, same, note,
                            _STATE["current"] if call is None else None))
     exc = _errors_error([i[1] for i in info])
     if exc is None:

@@ -46,34 +46,36 @@ def edge_var(name, edge_type, attr):
 def call_piece(fn, label, a, b, what):
     """``(out, array)``: what a user's piece source ``fn(a, b)`` returned, and it as a
     numpy array.  Anything ``fn`` raises (but a :class:`~ddstore.DDStoreError` or a
-    ``MemoryError``) becomes a :class:`~ddstore.DDStoreValueError` naming ``label(a,
-    b)``, as does a value that is not array-like; the caller agrees on it."""
+    ``MemoryError``) is raised as a :class:`~ddstore.DDStoreValueError` naming ``label(a,
+    b)``, as is a value that is not array-like; the caller's collective step agrees on
+    it."""
     try:
         out = fn(a, b)
     except (DDStoreError, MemoryError):
         raise
-    except Exception as exc:  # noqa: BLE001 -- agreed by the caller
+    except Exception as exc:  # noqa: BLE001 -- named here, agreed by the caller's step
         raise DDStoreValueError(f"{what}: {label}({a}, {b}) raised "
                                 f"{type(exc).__name__}: {exc}") from exc
-    arr, error = as_numpy(out, what)
-    if error is not None:
-        raise error[0](error[1])
-    return out, arr
+    return out, as_numpy(out, what)
 
 
 def as_numpy(x, what):
-    """``x`` (torch tensor, numpy array or sequence) as a numpy array, or (None, error)."""
+    """``x`` (torch tensor, numpy array or sequence) as a numpy array; raises a
+    :class:`~ddstore.DDStoreValueError` naming ``what`` when it is not one (a
+    ``MemoryError`` goes on as it is)."""
     try:
         if hasattr(x, "detach") and hasattr(x, "numpy"):
             x = x.detach().cpu()
             try:
-                return x.numpy(), None
+                return x.numpy()
             except TypeError as exc:  # bfloat16 and the like
-                return None, (DDStoreValueError, f"{what}: dtype {x.dtype} has no numpy "
-                                                 f"equivalent and cannot be stored ({exc})")
-        return np.asarray(x), None
-    except Exception as exc:  # noqa: BLE001 -- reported, agreed by the caller
-        return None, (DDStoreValueError, f"{what} is not an array ({exc})")
+                raise DDStoreValueError(f"{what}: dtype {x.dtype} has no numpy equivalent "
+                                        f"and cannot be stored ({exc})") from exc
+        return np.asarray(x)
+    except (DDStoreError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- named here, agreed by the caller's step
+        raise DDStoreValueError(f"{what} is not an array ({exc})") from exc
 
 
 # torch dtypes numpy has no equivalent for, kept as their bit pattern in an integer of
@@ -162,77 +164,81 @@ def is_array_like(x):
 
 
 def as_source(x, what):
-    """``x`` for a put: ``(rows, torch_dtype, error)``.  ``rows`` is a numpy array (a
-    torch tensor's own memory; a plain ``np.ndarray`` as it is), or a :class:`LazyRows`
-    for other array-likes (``np.memmap``, objects with ``shape`` and row slicing), read
-    only in the row ranges the put asks for.  ``torch_dtype``: a torch dtype numpy has no
+    """``x`` for a put: ``(rows, torch_dtype)``.  ``rows`` is a numpy array (a torch
+    tensor's own memory; a plain ``np.ndarray`` as it is), or a :class:`LazyRows` for
+    other array-likes (``np.memmap``, objects with ``shape`` and row slicing), read only
+    in the row ranges the put asks for.  ``torch_dtype``: a torch dtype numpy has no
     equivalent for (bfloat16, float8...), whose bit pattern ``rows`` then holds
-    (:func:`bits_dtype`); None otherwise.  ``error``: ``(class, message)`` or None."""
+    (:func:`bits_dtype`); None otherwise.  Raises a :class:`~ddstore.DDStoreValueError`
+    naming ``what`` when ``x`` is not an array (a ``MemoryError`` as it is)."""
     import torch
     try:
         if isinstance(x, torch.Tensor):
             x = x.detach().cpu()
             try:
-                return x.numpy(), None, None
+                return x.numpy(), None
             except TypeError as exc:
                 bits = bits_dtype(x.dtype)
                 if bits is None or x.is_complex():
-                    return None, None, (DDStoreValueError,
-                                        f"{what}: dtype {x.dtype} has no numpy equivalent "
-                                        f"and cannot be stored ({exc})")
-                return x.view(getattr(torch, np.dtype(bits).name)).numpy(), x.dtype, None
+                    raise DDStoreValueError(f"{what}: dtype {x.dtype} has no numpy "
+                                            f"equivalent and cannot be stored ({exc})") \
+                        from exc
+                return x.view(getattr(torch, np.dtype(bits).name)).numpy(), x.dtype
         if type(x) is np.ndarray:
-            return x, None, None
+            return x, None
         if hasattr(x, "shape") and hasattr(x, "__getitem__") and len(x.shape) >= 1:
-            return LazyRows(x), None, None
-        return np.asarray(x), None, None
-    except DDStoreError as exc:
-        return None, None, (type(exc), str(exc))
-    except Exception as exc:  # noqa: BLE001 -- reported, agreed by the caller
-        return None, None, (DDStoreValueError, f"{what} is not an array ({exc})")
+            return LazyRows(x), None
+        return np.asarray(x), None
+    except (DDStoreError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- named here, agreed by the caller's step
+        raise DDStoreValueError(f"{what} is not an array ({exc})") from exc
 
 
-def storable_error(arr, what):
+def check_storable(arr, what):
+    """Raise a :class:`~ddstore.DDStoreValueError` unless ``arr`` (an array or
+    :class:`LazyRows`) has a storable dtype and a first (row) dimension."""
     if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
-        return DDStoreValueError, (f"{what}: dtype {arr.dtype} cannot be stored (allowed: "
-                                   f"bool, integer, float, complex)")
+        raise DDStoreValueError(f"{what}: dtype {arr.dtype} cannot be stored (allowed: "
+                                f"bool, integer, float, complex)")
     if arr.ndim < 1:
-        return DDStoreValueError, f"{what}: needs a first (row) dimension, got a scalar"
-    return None
+        raise DDStoreValueError(f"{what}: needs a first (row) dimension, got a scalar")
 
 
-def rows_error(rows, n, what):
+def check_rows(rows, n, what):
     """``rows`` = ``(lo, hi)`` for ``n`` local rows (None: any ``hi >= lo``, the rows of
-    a callable source), checked; (None or error, lo, hi)."""
+    a callable source), checked: returns ``(lo, hi)`` as ints, or raises."""
     try:
         lo, hi = rows
     except (TypeError, ValueError):
-        return (DDStoreValueError, f"{what}: rows must be a pair (lo, hi), got "
-                                   f"{rows!r}"), 0, 0
+        raise DDStoreValueError(f"{what}: rows must be a pair (lo, hi), got "
+                                f"{rows!r}") from None
     if not is_int(lo) or not is_int(hi):
-        return (DDStoreValueError, f"{what}: rows=({lo!r}, {hi!r}) must be integers"), 0, 0
+        raise DDStoreValueError(f"{what}: rows=({lo!r}, {hi!r}) must be integers")
     lo, hi = int(lo), int(hi)
     if n is None:
         if lo < 0 or hi < lo:
-            return (DDStoreIndexError, f"{what}: rows=({lo}, {hi}) must satisfy "
-                                       f"0 <= lo <= hi"), lo, hi
-        return None, lo, hi
+            raise DDStoreIndexError(f"{what}: rows=({lo}, {hi}) must satisfy "
+                                    f"0 <= lo <= hi")
+        return lo, hi
     if lo < 0 or hi - lo != n:
-        return (DDStoreIndexError, f"{what}: rows=({lo}, {hi}) must satisfy 0 <= lo and "
-                                   f"hi - lo = {n} (the rows this rank passes)"), lo, hi
-    return None, lo, hi
+        raise DDStoreIndexError(f"{what}: rows=({lo}, {hi}) must satisfy 0 <= lo and "
+                                f"hi - lo = {n} (the rows this rank passes)")
+    return lo, hi
 
 
-def tiling_error(ranges, what):
-    """Every rank's ``(lo, hi)``: they must tile ``[0, total)`` exactly (any order).
-    Returns (error or None, total)."""
+def tiled_total(ranges, what):
+    """Every rank's ``(lo, hi)`` (agreed, in rank order): they must tile ``[0, total)``
+    exactly (any order).  Returns ``total``; raises a :class:`~ddstore.DDStoreIndexError`
+    naming the first rank whose rows overlap or leave a gap (the same on every rank,
+    decided from the agreed ranges)."""
     spans = sorted((lo, hi, r) for r, (lo, hi) in enumerate(ranges) if hi > lo)
     pos = 0
     for lo, hi, r in spans:
         if lo != pos:
             kind = "overlaps rows" if lo < pos else "leaves a gap"
-            return (DDStoreIndexError, f"{what}: rank {r}'s rows [{lo}, {hi}) {kind} "
-                                       f"before row {pos}: the ranks' rows must together "
-                                       f"cover [0, total) once each ({ranges})"), 0
+            raise DDStoreIndexError(f"{what}: rank {r}'s rows [{lo}, {hi}) {kind} before "
+                                    f"row {pos}: the ranks' rows must together cover "
+                                    f"[0, total) once each ({ranges})")
         pos = hi
-    return None, pos
+    return pos

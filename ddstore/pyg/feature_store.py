@@ -8,14 +8,13 @@ from torch_geometric.data import FeatureStore as _PygFeatureStore
 from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
-from .._checks import as_indices, check_indices, is_int, taken_error
-from .._collective import mark_agreed
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
+from .._checks import as_indices, check_free_names, check_indices, is_int
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
-from ._common import (EDGES, as_edge_type, as_source, call_piece, edge_var, is_edge_type,
-                      keep_torch_dtype, node_var, rows_error, storable_error,
-                      tiling_error)
+from ._common import (EDGES, as_edge_type, as_source, call_piece, check_rows,
+                      check_storable, edge_var, is_edge_type, keep_torch_dtype, node_var,
+                      tiled_total)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
            "default_chunk_rows"]
@@ -131,6 +130,9 @@ class FeatureStore(_PygFeatureStore):
     ``remove_tensor`` is collective and returns False (on every rank) for an attribute
     not held.
 
+    Construction is collective too (every rank, the same ``name`` and ``chunk_rows``,
+    checked): a bad argument on any rank raises the same error on every rank.
+
     Reading is local: ``get_tensor(group_name=..., attr_name=..., index=idx)`` (rows
     ``idx`` in request order, as torch indexing: negatives count from the end, an int
     gives one row ``[*row_shape]``, a slice or boolean mask its rows; ``index=None``
@@ -150,13 +152,15 @@ class FeatureStore(_PygFeatureStore):
 
     def __init__(self, store, name="pyg", chunk_rows=None):
         super().__init__(tensor_attr_cls=TensorAttr)
-        if not isinstance(name, str) or not name:
-            raise DDStoreValueError(f"FeatureStore name must be a non-empty str, got "
-                                    f"{name!r}")
-        if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
-            raise DDStoreValueError(f"feature store {name!r}: chunk_rows={chunk_rows!r} "
-                                    f"must be an integer >= 1 (rows per rank per round of "
-                                    f"put_range) or None")
+        with store.collective("FeatureStore", name) as step:
+            if not isinstance(name, str) or not name:
+                raise DDStoreValueError(f"FeatureStore name must be a non-empty str, got "
+                                        f"{name!r}")
+            if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
+                raise DDStoreValueError(f"feature store {name!r}: chunk_rows="
+                                        f"{chunk_rows!r} must be an integer >= 1 (rows per "
+                                        f"rank per round of put_range) or None")
+            step.agree(same={"chunk_rows": chunk_rows})
         self.__dict__["chunk_rows"] = None if chunk_rows is None else int(chunk_rows)
         self.__dict__["store"] = store
         self.__dict__["name"] = name
@@ -203,12 +207,10 @@ class FeatureStore(_PygFeatureStore):
         a = self._attrs.get(key)
         if a is None or attr.index is not None and not _is_all(attr.index):
             return self._put_tensor(tensor, attr)
-        arr, tdt, error = as_source(tensor, f"update_tensor {key!r}")
-        same = error is None and arr.ndim >= 1 and (
-            arr.shape[0], tuple(arr.shape[1:]), arr.dtype.str,
-            None if tdt is None else str(tdt)) == a.layout()
-        self.store.agree(None, call=("FeatureStore.update", repr(key)),
-                         same={"in place (same layout as held)": bool(same)})
+        with self.store.collective("FeatureStore.update", repr(key)) as step:
+            arr, tdt = as_source(tensor, f"update_tensor {key!r}")
+            same = arr.ndim >= 1 and _layout(arr, tdt) == a.layout()
+            step.agree(same={"in place (same layout as held)": bool(same)})
         if not same:
             self._remove_tensor(attr)
         return self._put_tensor(tensor, attr)
@@ -218,15 +220,15 @@ class FeatureStore(_PygFeatureStore):
         self.put_tensor(value, self._tensor_attr_cls.cast(key))
 
     # ------------------------------------------------------------------ putting
-    def _key_error(self, attr, what):
+    @staticmethod
+    def _check_key(attr, what):
         g, a = attr.group_name, attr.attr_name
         if not (g is None or isinstance(g, str) or is_edge_type(g)):
-            return DDStoreValueError, (f"{what}: group_name must be None, a node type (str)"
-                                       f" or an edge type (src, rel, dst), got {g!r}")
+            raise DDStoreValueError(f"{what}: group_name must be None, a node type (str) "
+                                    f"or an edge type (src, rel, dst), got {g!r}")
         if a is not None and (not isinstance(a, str) or not a):
-            return DDStoreValueError, (f"{what}: attr_name must be a non-empty str or None"
-                                       f" (the group's own tensor), got {a!r}")
-        return None
+            raise DDStoreValueError(f"{what}: attr_name must be a non-empty str or None "
+                                    f"(the group's own tensor), got {a!r}")
 
     def _var_of(self, group_name, attr_name):
         attr_name = "" if attr_name is None else attr_name
@@ -245,43 +247,42 @@ class FeatureStore(_PygFeatureStore):
 
     def _put_rows(self, tensor, attr, a):
         """Collective: write rows ``attr.index`` (None: all) of the held attribute ``a``
-        from ``tensor`` (the same on every rank); each rank writes the rows it holds."""
+        from ``tensor`` (the same on every rank); each rank writes the rows it holds.
+        The local part of the step (checks, and this member's rows taken from
+        ``tensor``: an array-like is read there) may fail on any rank; once agreed, the
+        rows are written into this rank's chunk and every rank syncs."""
         store = self.store
-        store.check_alive()
         what = f"put ({a.group_name!r}, {a.attr_name!r})"
         whole = attr.index is None or _is_all(attr.index)
-        error = vals = idx = None
         n = a.num_rows
-        try:
+        with store.collective("FeatureStore.put_rows",
+                              repr((a.group_name, a.attr_name))) as step:
+            off = member_offsets(n, store.group_size)
+            mlo, mhi = int(off[store.group_rank]), int(off[store.group_rank + 1])
+            at = count = None
             if whole:
-                arr, tdt, error = as_source(tensor, what)
-                if error is None and (arr.ndim < 1 or (
-                        arr.shape[0], tuple(arr.shape[1:]), arr.dtype.str,
-                        None if tdt is None else str(tdt)) != a.layout()):
-                    got = (tuple(arr.shape), str(tdt or arr.dtype))
-                    error = (DDStoreValueError,
-                             f"{what}: attribute already stored as {n} rows of "
-                             f"{a.row_shape} {a.torch_dtype or a.dtype}; a whole put of "
-                             f"shape {got[0]} {got[1]} replaces it only with the same "
-                             f"rows, row shape and dtype: remove_tensor it first "
-                             f"(collective) or update_tensor")
-                vals = arr
+                arr, tdt = as_source(tensor, what)
+                if arr.ndim < 1 or _layout(arr, tdt) != a.layout():
+                    raise DDStoreValueError(
+                        f"{what}: attribute already stored as {n} rows of {a.row_shape} "
+                        f"{a.torch_dtype or a.dtype}; a whole put of shape "
+                        f"{tuple(arr.shape)} {tdt or arr.dtype} replaces it only with "
+                        f"the same rows, row shape and dtype: remove_tensor it first "
+                        f"(collective) or update_tensor")
+                mine = _member_rows(arr, mlo, mhi, what) if mhi > mlo else None
             else:
                 idx = self._index(a, attr.index, what)
                 vals = self._values(a, tensor, idx.shape[0], what)
-        except (DDStoreError, MemoryError) as exc:
-            error = as_error(exc, what)
-        store.agree(error, call=("FeatureStore.put_rows", repr((a.group_name, a.attr_name))),
-                    same={"index rows": None if whole or error else int(idx.shape[0])})
-        off = member_offsets(n, store.group_size)
-        mlo, mhi = int(off[store.group_rank]), int(off[store.group_rank + 1])
+                held = (idx >= mlo) & (idx < mhi)
+                at, mine = idx[held] - mlo, vals[held]
+                count = int(idx.shape[0])
+            step.agree(same={"index rows": count})
         view = store.local_view(a.var)
         if whole:
-            if mhi > mlo:
-                view[:] = vals[mlo:mhi]
-        elif idx.shape[0]:
-            mine = (idx >= mlo) & (idx < mhi)
-            view[idx[mine] - mlo] = vals[mine]
+            if mine is not None:
+                view[:] = mine
+        elif at.shape[0]:
+            view[at] = mine
         del view
         store.sync()
         return True
@@ -313,68 +314,54 @@ class FeatureStore(_PygFeatureStore):
                 from None
 
     def _put(self, tensor, attr, rows):
-        """The collective put behind both paths; ``rows`` None: whole tensor."""
+        """The collective put behind both paths; ``rows`` None: whole tensor.  Its first
+        step's local part checks everything and reads what this rank needs (its member's
+        rows of a whole tensor, the first piece of a callable); the round agrees on
+        them and on the ranks' row ranges, then the variable is made in a transaction."""
         store = self.store
-        store.check_alive()
         what = f"put ({attr.group_name!r}, {attr.attr_name!r})"
-        error = self._key_error(attr, what)
         key = (attr.group_name, attr.attr_name)
-        if error is None and key in self._attrs:
-            error = taken_error(what, f"attribute {key!r}", "remove_tensor it first "
-                                                          "(collective)")
-        if error is None and attr.index is not None and not _is_all(attr.index):
-            error = (DDStoreValueError,
-                     f"{what}: an index writes rows of an attribute already stored; "
-                     f"{key!r} is not (put the whole tensor with index=None first; a "
-                     f"range-wise put is put_range)")
-        arr = rows_of = first = tdt = None
-        lo = hi = 0
-        if error is None and rows is not None and callable(tensor):
-            error, lo, hi = rows_error(rows, None, what)
-            if error is None:
+        with store.collective("FeatureStore.put", repr(key)) as step:
+            self._check_key(attr, what)
+            if key in self._attrs:
+                check_free_names(what, f"attribute {key!r}",
+                                 "remove_tensor it first (collective)")
+            if attr.index is not None and not _is_all(attr.index):
+                raise DDStoreValueError(
+                    f"{what}: an index writes rows of an attribute already stored; {key!r} "
+                    f"is not (put the whole tensor with index=None first; a range-wise "
+                    f"put is put_range)")
+            rows_of = first = tdt = mine = None
+            lo = hi = 0
+            if rows is not None and callable(tensor):
+                lo, hi = check_rows(rows, None, what)
                 rows_of = _checked_rows(tensor, what)
-                try:  # the first piece (one row by default) gives dtype and row shape
-                    first = rows_of(0, min(hi - lo, self.chunk_rows or 1), None)
-                    arr = first
-                except (DDStoreError, MemoryError) as exc:
-                    error = as_error(exc, what)
-        elif error is None:
-            arr, tdt, error = as_source(tensor, what)
-        if error is None:
-            error = storable_error(arr, what)
-        if error is None and rows is not None and rows_of is None:
-            error, lo, hi = rows_error(rows, arr.shape[0], what)
-        ok = error is None
-        var = self._var_of(attr.group_name, attr.attr_name) if ok else None
-        if ok and var in store:
-            error = (DDStoreValueError, f"{what}: the store already holds variable {var!r}")
-            ok = False
-        layout = (arr.dtype.str, tuple(arr.shape[1:]),
-                  None if tdt is None else str(tdt)) if ok else None
-        same = {"attribute": key, "dtype and row shape": layout}
-        if rows is None:
-            same["rows (the whole tensor on every rank)"] = arr.shape[0] if ok else None
-        info = store.agree(error, call=("FeatureStore.put", repr(key)),
-                           extra=(lo, hi), same=same)
-        with store.transaction(f"FeatureStore.put {key!r}") as txn:
-            if rows is None:
+                # the first piece (one row by default) gives dtype and row shape
+                arr = first = rows_of(0, min(hi - lo, self.chunk_rows or 1), None)
+            else:
+                arr, tdt = as_source(tensor, what)
+            check_storable(arr, what)
+            if rows is not None and rows_of is None:
+                lo, hi = check_rows(rows, arr.shape[0], what)
+            var = self._var_of(attr.group_name, attr.attr_name)
+            if var in store:
+                raise DDStoreValueError(f"{what}: the store already holds variable {var!r}")
+            same = {"attribute": key, "dtype and row shape": (
+                arr.dtype.str, tuple(arr.shape[1:]), None if tdt is None else str(tdt))}
+            if rows is None:  # every rank keeps its member's rows of the whole tensor
                 total = arr.shape[0]
+                same["rows (the whole tensor on every rank)"] = total
                 off = member_offsets(total, store.group_size)
                 g = store.group_rank
-                try:  # an array-like read range-wise can fail here: agree
-                    mine, err = np.ascontiguousarray(arr[int(off[g]):int(off[g + 1])]), None
-                except DDStoreError as exc:
-                    mine, err = None, exc
-                except Exception as exc:  # noqa: BLE001 -- agreed just below
-                    cls, text = as_error(exc)  # a MemoryError: a memory error
-                    mine, err = None, (cls, f"{what}: reading rows [{off[g]}, "
-                                            f"{off[g + 1]}) raised {text}")
-                store.agree(err)
+                mine = _member_rows(arr, int(off[g]), int(off[g + 1]), what)
+            info = step.agree((lo, hi), same=same)
+            if rows is not None:  # decided from the agreed ranges: alike everywhere
+                total = tiled_total(info, what)
+        with store.transaction(f"FeatureStore.put {key!r}") as txn:
+            if rows is None:
                 store.add(var, mine)
+                del mine
             else:
-                err, total = tiling_error(info, what)
-                if err is not None:  # decided from the gathered ranges: alike everywhere
-                    raise mark_agreed(err[0](err[1]))
                 self._fill(var, arr, rows_of, first, lo, hi, total)
             self._attrs[key] = _Attr(attr.group_name, attr.attr_name, var, int(total),
                                      tuple(arr.shape[1:]), arr.dtype, tdt)
@@ -449,7 +436,8 @@ class FeatureStore(_PygFeatureStore):
         attr = _filled(attr)
         key = (attr.group_name, attr.attr_name)
         held = key in self._attrs
-        store.agree(None, call=("FeatureStore.remove", repr(key)), same={"held": held})
+        with store.collective("FeatureStore.remove", repr(key), same={"held": held}):
+            pass
         if not held:
             return False
         var = self._attrs.pop(key).var
@@ -590,6 +578,30 @@ def _one_row(index):
             not index.is_complex())
 
 
+def _layout(arr, torch_dtype):
+    """The layout of a whole tensor ``arr`` (at least one dimension), as
+    :meth:`_Attr.layout` gives a held attribute's."""
+    return (arr.shape[0], tuple(arr.shape[1:]), arr.dtype.str,
+            None if torch_dtype is None else str(torch_dtype))
+
+
+def _member_rows(arr, lo, hi, what):
+    """Rows ``[lo, hi)`` of ``arr``: of a numpy array, a view; of a :class:`LazyRows`,
+    read from its source.  What reading an array-like raises (but a
+    :class:`~ddstore.DDStoreError` or a ``MemoryError``) is raised as a
+    :class:`~ddstore.DDStoreValueError` naming the rows; the caller's step agrees on
+    it."""
+    if isinstance(arr, np.ndarray):
+        return arr[lo:hi]
+    try:
+        return arr[lo:hi]
+    except (DDStoreError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- named here, agreed by the caller's step
+        raise DDStoreValueError(f"{what}: reading rows [{lo}, {hi}) raised "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+
 def _is_all(index):
     """``index`` is ``slice(None)`` (every row, in order)."""
     return isinstance(index, slice) and index == slice(None)
@@ -636,8 +648,8 @@ def edge_features(feature_store, attr_names=None):
 
 def _checked_rows(rows_of, what):
     """``get(a, b, first)`` over a user's callable ``rows_of(a, b)``: its piece checked
-    (``b - a`` rows; with ``first``, its dtype and row shape), anything it raises turned
-    into a :class:`~ddstore.DDStoreError` (agreed by the caller)."""
+    (``b - a`` rows; with ``first``, its dtype and row shape), anything it raises raised
+    as a :class:`~ddstore.DDStoreError` (agreed by the caller's step)."""
     def get(a, b, first):
         out, arr = call_piece(rows_of, "rows_of", a, b, what)
         if arr.ndim < 1 or arr.shape[0] != b - a:

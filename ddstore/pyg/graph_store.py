@@ -10,15 +10,14 @@ from torch_geometric.data import GraphStore as _PygGraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
-from .._checks import MAX_EXACT_TIME, as_bool, exact_times, is_int, names_under, \
-    taken_error
-from .._collective import mark_agreed
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
+from .._checks import MAX_EXACT_TIME, as_bool, check_free_names, exact_times, is_int, \
+    names_under
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
 from ..build import (check_chunk_edges, create, default_chunk_edges, fill_tcsr, id_dtype,
                      prefault_built)
-from ._common import (as_edge_type, as_numpy, as_values, call_piece, edge_var, is_edge_type,
-                      node_var, rows_error, tiling_error, type_key, value_dtype)
+from ._common import (as_edge_type, as_numpy, as_values, call_piece, check_rows, edge_var,
+                      is_edge_type, node_var, tiled_total, type_key, value_dtype)
 from .feature_store import UnknownAttributeError
 
 __all__ = ["GraphStore", "EdgeAttr"]
@@ -54,6 +53,39 @@ class _CSC:
         self.layout, self.is_sorted, self.ptr_nodes = layout, is_sorted, ptr_nodes
         self.removed = False
         self.dropped = False
+
+
+class _Plan:
+    """What the first step of a CSC build learned (:meth:`GraphStore._first_pass`, then
+    :meth:`GraphStore._decide`), handed to :meth:`GraphStore._build`: the call
+    (``what``), edge type, layout, pointer nodes as put, the stored CSC reversed (or
+    None), the variables' name prefix, this rank's columns ``[lo, hi)``, the pieces
+    they are read in, ``size`` (None until decided when not given), the degrees and
+    the ``indptr`` (allocated once the size is known; ``deg`` None: counted in a second
+    pass), the largest node ids, ``num_edges`` (decided)."""
+
+    __slots__ = ("what", "edge_type", "layout", "ptr_nodes", "reverse_of", "prefix", "lo",
+                 "hi", "size", "time_attr", "weight_attr", "piece", "deg", "indptr",
+                 "max_src", "max_dst", "num_edges")
+
+    def __init__(self, what, edge_type, layout, ptr_nodes, reverse_of, prefix, lo, hi,
+                 size, time_attr, weight_attr):
+        self.what, self.edge_type, self.layout = what, edge_type, layout
+        self.ptr_nodes, self.reverse_of, self.prefix = ptr_nodes, reverse_of, prefix
+        self.lo, self.hi, self.size = lo, hi, size
+        self.time_attr, self.weight_attr = time_attr, weight_attr
+        self.piece, self.deg, self.indptr = None, None, None
+        self.max_src = self.max_dst = -1
+        self.num_edges = None
+
+    def share(self):
+        """This rank's share of the first step's round."""
+        return self.lo, self.hi, self.max_src, self.max_dst
+
+    def same(self):
+        """The settings of the build that must be equal on every rank."""
+        return {"size": self.size, "time_attr": self.time_attr,
+                "weight_attr": self.weight_attr}
 
 
 class GraphStore(_PygGraphStore):
@@ -136,8 +168,13 @@ class GraphStore(_PygGraphStore):
     (whose out-lists take their weights from the copy) go on as before; only a later
     put or :meth:`put_edge_weights` needs the attribute again.
 
+    Construction is collective (every rank, the same ``name``, ``time_attr``,
+    ``weight_attr`` and ``chunk_edges``, checked: a bad or differing argument on any rank
+    raises the same error on every rank).
+
     Putting is **collective** (checked like every collective call; bad input on any rank
-    raises the same :class:`~ddstore.DDStoreError` on every rank and nothing is stored):
+    -- whatever reading it raises -- raises the same :class:`~ddstore.DDStoreError` on
+    every rank and nothing is stored):
 
     - ``put_edge_index(edge_index, edge_type=..., layout="coo"|"csc"|"csr", size=...)``
       (PyG's call): the quick path, **every rank passes the whole edge index** (COO
@@ -167,16 +204,19 @@ class GraphStore(_PygGraphStore):
     def __init__(self, store, name="pyg", time_attr=None, chunk_edges=None,
                  weight_attr=None):
         super().__init__(edge_attr_cls=EdgeAttr)
-        if not isinstance(name, str) or not name:
-            raise DDStoreValueError(f"GraphStore name must be a non-empty str, got {name!r}")
-        error = check_chunk_edges(chunk_edges, name)
-        if error is not None:
-            raise error[0](error[1])
-        if time_attr is not None and (not isinstance(time_attr, str) or not time_attr):
-            raise DDStoreValueError(f"time_attr must be None or a non-empty str, got "
-                                    f"{time_attr!r}")
+        with store.collective("GraphStore", name) as step:
+            if not isinstance(name, str) or not name:
+                raise DDStoreValueError(f"GraphStore name must be a non-empty str, got "
+                                        f"{name!r}")
+            check_chunk_edges(chunk_edges, name)
+            if time_attr is not None and (not isinstance(time_attr, str) or not time_attr):
+                raise DDStoreValueError(f"time_attr must be None or a non-empty str, got "
+                                        f"{time_attr!r}")
+            weight_attr = _checked_weight_attr(weight_attr)
+            step.agree(same={"time_attr": time_attr, "weight_attr": weight_attr,
+                             "chunk_edges": chunk_edges})
         self.store, self.name, self.time_attr = store, name, time_attr
-        self.weight_attr = _checked_weight_attr(weight_attr)
+        self.weight_attr = weight_attr
         self.chunk_edges = chunk_edges
         self._stored = {}  # (edge type, EdgeLayout) -> _CSC, in the order put
         self._csc = {}  # edge type -> the _CSC the sampler reads (see _choose)
@@ -191,24 +231,20 @@ class GraphStore(_PygGraphStore):
         layout = EdgeLayout(edge_attr.layout)
         edge_type = as_edge_type(edge_attr.edge_type)
         what = f"put_edge_index ({edge_type!r}, {layout.value})"
-        src = dst = None
-        error, ptr_nodes = None, None
-        try:
-            src, dst, error = self._as_coo(edge_index, layout, what)
-            if error is None and layout != EdgeLayout.COO:
-                ptr_nodes = len(edge_index[1 if layout == EdgeLayout.CSC else 0]) - 1
-        except Exception as exc:  # noqa: BLE001 -- agreed below
-            error = (DDStoreValueError, f"{what}: {exc}")
-        n = src.shape[0] if error is None else 0
-        lo, hi = partition(n, self.store.size, self.store.rank)
-        extra_same = {"edges (the whole edge index on every rank)": n if error is None
-                      else None, "pointer nodes": ptr_nodes}
+        st = self.store
+        with st.collective("GraphStore.put", repr(edge_type)) as step:
+            src, dst, ptr_nodes = self._as_coo(edge_index, layout, what)
+            n = src.shape[0]
+            lo, hi = partition(n, st.size, st.rank)
 
-        def columns(a, b):  # views of this rank's share
-            return src[lo + a:lo + b], dst[lo + a:lo + b]
-        return self._build(columns, lo, hi, edge_type, edge_attr.size, what,
-                           error, extra_same, layout=layout,
-                           is_sorted=bool(edge_attr.is_sorted), ptr_nodes=ptr_nodes)
+            def columns(a, b):  # views of this rank's share
+                return src[lo + a:lo + b], dst[lo + a:lo + b]
+            plan = self._first_pass(columns, lo, hi, edge_type, edge_attr.size, what,
+                                    layout=layout, ptr_nodes=ptr_nodes)
+            self._decide(plan, step.agree(plan.share(), same={
+                "edges (the whole edge index on every rank)": n,
+                "pointer nodes": ptr_nodes, **plan.same()}))
+        return self._build(plan, columns, is_sorted=bool(edge_attr.is_sorted))
 
     def put_edge_range(self, edge_index, rows, edge_type=None, size=None):
         """Collective: store an edge type from each rank's own COO columns.
@@ -221,7 +257,8 @@ class GraphStore(_PygGraphStore):
         most ``chunk_edges`` columns (``0 <= a < b <= hi - lo``), each piece more than
         once (a checking pass, then the build), and must give the same columns every
         time.  Anything it raises is bad input like the rest: every rank raises (a
-        :class:`~ddstore.DDStoreError` as it is, anything else as a
+        :class:`~ddstore.DDStoreError` as it is, a ``MemoryError`` as a
+        :class:`~ddstore.DDStoreMemoryError`, anything else as a
         :class:`~ddstore.DDStoreValueError` naming the call), and nothing is stored; a
         piece of the wrong shape or dtype raises naming what it returned.
 
@@ -232,64 +269,61 @@ class GraphStore(_PygGraphStore):
         """
         edge_type = as_edge_type(edge_type)
         what = f"put_edge_range ({edge_type!r})"
-        columns, lo, hi = None, 0, 0
-        if callable(edge_index):
-            error, lo, hi = rows_error(rows, None, what)
-            columns = _checked_columns(edge_index, what, hi - lo)
-        else:
-            arr, error = as_numpy(edge_index, what)
-            if error is None:
+        with self.store.collective("GraphStore.put", repr(edge_type)) as step:
+            if callable(edge_index):
+                lo, hi = check_rows(rows, None, what)
+                columns = _checked_columns(edge_index, what, hi - lo)
+            else:
+                arr = as_numpy(edge_index, what)
                 if arr.ndim != 2 or arr.shape[0] != 2:
-                    error = (DDStoreValueError, f"{what}: edge_index must have shape "
-                                                f"[2, m], got {arr.shape}")
-                elif arr.shape[1] and arr.dtype.kind not in "iu":
-                    error = (DDStoreValueError, f"{what}: edge_index must hold integer "
-                                                f"node ids, got dtype {arr.dtype}")
-            if error is None:
-                error, lo, hi = rows_error(rows, arr.shape[1], what)
+                    raise DDStoreValueError(f"{what}: edge_index must have shape [2, m], "
+                                            f"got {arr.shape}")
+                if arr.shape[1] and arr.dtype.kind not in "iu":
+                    raise DDStoreValueError(f"{what}: edge_index must hold integer node "
+                                            f"ids, got dtype {arr.dtype}")
+                lo, hi = check_rows(rows, arr.shape[1], what)
 
-            def columns(a, b):  # views of the array
-                return _ids(arr[0, a:b]), _ids(arr[1, a:b])
-        return self._build(columns, lo, hi, edge_type, size, what, error, {})
+                def columns(a, b):  # views of the array
+                    return _ids(arr[0, a:b]), _ids(arr[1, a:b])
+            plan = self._first_pass(columns, lo, hi, edge_type, size, what)
+            self._decide(plan, step.agree(plan.share(), same=plan.same()))
+        return self._build(plan, columns)
 
     @staticmethod
     def _as_coo(edge_index, layout, what):
-        """(src, dst, error) in edge-id order from any of PyG's layouts."""
+        """``(src, dst, ptr_nodes)``: the edges as int64 arrays in edge-id order from
+        any of PyG's layouts, and the nodes of a CSR / CSC pointer as put (COO: None);
+        raises a :class:`~ddstore.DDStoreValueError` for a malformed edge index."""
         layout = EdgeLayout(layout)
         if layout == EdgeLayout.COO and not isinstance(edge_index, (tuple, list)):
-            arr, err = as_numpy(edge_index, what)
-            if err:
-                return None, None, err
+            arr = as_numpy(edge_index, what)
             if arr.ndim != 2 or arr.shape[0] != 2:
-                return None, None, (DDStoreValueError, f"{what}: a COO edge_index must "
-                                                       f"have shape [2, E], got {arr.shape}")
+                raise DDStoreValueError(f"{what}: a COO edge_index must have shape [2, E], "
+                                        f"got {arr.shape}")
             a, b = arr[0], arr[1]
         else:
-            if len(edge_index) != 2:
-                return None, None, (DDStoreValueError, f"{what}: edge_index must be a pair "
-                                                       f"of 1-D tensors")
-            (a, err1), (b, err2) = (as_numpy(x, what) for x in edge_index)
-            if err1 or err2:
-                return None, None, err1 or err2
+            if not isinstance(edge_index, (tuple, list)) or len(edge_index) != 2:
+                raise DDStoreValueError(f"{what}: edge_index must be a pair of 1-D tensors")
+            a, b = (as_numpy(x, what) for x in edge_index)
         for x in (a, b):
             if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
-                return None, None, (DDStoreValueError, f"{what}: edge_index entries must be "
-                                                       f"1-D integer arrays, got dtype "
-                                                       f"{x.dtype} shape {x.shape}")
+                raise DDStoreValueError(f"{what}: edge_index entries must be 1-D integer "
+                                        f"arrays, got dtype {x.dtype} shape {x.shape}")
         a, b = a.astype(np.int64), b.astype(np.int64)
         if layout == EdgeLayout.COO:
             if a.shape != b.shape:
-                return None, None, (DDStoreValueError, f"{what}: rows of lengths "
-                                                       f"{a.shape[0]}, {b.shape[0]}")
+                raise DDStoreValueError(f"{what}: rows of lengths {a.shape[0]}, "
+                                        f"{b.shape[0]}")
             return a, b, None
         ptr, idx = (b, a) if layout == EdgeLayout.CSC else (a, b)
         if ptr.size == 0 or ptr[0] != 0 or ptr[-1] != idx.shape[0] or \
                 np.any(np.diff(ptr) < 0):
-            return None, None, (DDStoreValueError, f"{what}: the {layout.value} pointer must "
-                                                   f"start at 0, not decrease and end at "
-                                                   f"{idx.shape[0]}")
+            raise DDStoreValueError(f"{what}: the {layout.value} pointer must start at 0, "
+                                    f"not decrease and end at {idx.shape[0]}")
         other = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr))
-        return (idx, other, None) if layout == EdgeLayout.CSC else (other, idx, None)
+        ptr_nodes = ptr.shape[0] - 1
+        return (idx, other, ptr_nodes) if layout == EdgeLayout.CSC else \
+            (other, idx, ptr_nodes)
 
     def _node_count(self, node_type):
         """Rows of any stored node attribute of ``node_type`` (None: none stored)."""
@@ -300,43 +334,42 @@ class GraphStore(_PygGraphStore):
         return None
 
     def _time_reader(self, edge_type, lo, hi, max_src, what):
-        """``(times, level, error)``: ``times(a, b, src)`` checks the times of local
-        edges ``[a, b)`` (``src``: their sources; raising a
+        """Local (a step's local part): ``(times, level)``: ``times(a, b, src)`` checks
+        the times of local edges ``[a, b)`` (``src``: their sources; raising a
         :class:`~ddstore.DDStoreError`) and, edge-level, returns them as float64 from
-        the feature store; ``level`` is "edge" or "node".  Node-level, nothing is
-        returned: the build sorts through ``times.node_times`` (the source type's times,
-        replicated).  ``times.check_pass``: whether a pass over the edges must check
-        their times before the build (node-level time: only when some node's time is not
-        an exact, finite float64; a source beyond the node times is found from
-        ``max_src``, the largest source of every rank's edges)."""
+        the feature store; ``level`` is "edge" or "node" (both None: a hetero edge type
+        whose source type has no time attribute).  Node-level, nothing is returned: the
+        build sorts through ``times.node_times`` (the source type's times, replicated).
+        ``times.check_pass``: whether a pass over the edges must check their times
+        before the build (node-level time: only when some node's time is not an exact,
+        finite float64; a source beyond the node times is found from ``max_src``, the
+        largest source of every rank's edges).  Raises when the time attribute is
+        missing, ambiguous, malformed or too short."""
         st, name, t = self.store, self.name, self.time_attr
         evar = edge_var(name, edge_type, t)
         nvar = node_var(name, None if edge_type is None else edge_type[0], t)
         has_e, has_n = evar in st, nvar in st
         if has_e and has_n:
-            return None, None, (DDStoreValueError, f"{what}: time_attr {t!r} is both an edge "
-                                                   f"attribute ({evar!r}) and a node "
-                                                   f"attribute ({nvar!r}); keep one")
+            raise DDStoreValueError(f"{what}: time_attr {t!r} is both an edge attribute "
+                                    f"({evar!r}) and a node attribute ({nvar!r}); keep one")
         if not has_e and not has_n and edge_type is not None:
             # PyG's rule: a source node type without the time attribute is always
             # eligible; the edge type is stored (and sampled) without times
-            return None, None, None
+            return None, None
         if not has_e and not has_n:
-            return None, None, (UnknownAttributeError, f"{what}: time_attr {t!r} not found: "
-                                                       f"put it first as an edge attribute "
-                                                       f"of the edge type ({evar!r}) or a "
-                                                       f"node attribute of the source type "
-                                                       f"({nvar!r})")
+            raise UnknownAttributeError(f"{what}: time_attr {t!r} not found: put it first "
+                                        f"as an edge attribute of the edge type ({evar!r}) "
+                                        f"or a node attribute of the source type "
+                                        f"({nvar!r})")
         var = evar if has_e else nvar
         if st.row_shape(var) not in ((), (1,)) or value_dtype(st, var).kind not in "iuf":
-            return None, None, (DDStoreValueError, f"{what}: time_attr {t!r} must hold one "
-                                                   f"real number per row, got dtype "
-                                                   f"{st.dtype(var)} row shape "
-                                                   f"{st.row_shape(var)}")
+            raise DDStoreValueError(f"{what}: time_attr {t!r} must hold one real number "
+                                    f"per row, got dtype {st.dtype(var)} row shape "
+                                    f"{st.row_shape(var)}")
         nrows = st.nrows(var)
         if has_e and hi > nrows:
-            return None, None, (DDStoreIndexError, f"{what}: edge time {var!r} has {nrows} "
-                                                   f"rows, fewer than the edges [{lo}, {hi})")
+            raise DDStoreIndexError(f"{what}: edge time {var!r} has {nrows} rows, fewer "
+                                    f"than the edges [{lo}, {hi})")
 
         def checked(raw):
             raw = as_values(st, var, raw)
@@ -349,18 +382,14 @@ class GraphStore(_PygGraphStore):
             def times(a, b, src):
                 return checked(st.get_range(var, lo + a, b - a))
             times.check_pass = True
-            return times, "edge", None
+            return times, "edge"
         if max_src >= nrows:
-            return None, None, (DDStoreIndexError, f"{what}: node time {var!r} has {nrows} "
-                                                   f"rows, source node {max_src} is out of "
-                                                   f"range")
+            raise DDStoreIndexError(f"{what}: node time {var!r} has {nrows} rows, source "
+                                    f"node {max_src} is out of range")
         # node-level: the source type's times, replicated (what the sampler searches
         # through each entry's source; no time per entry is stored); a time that float64
         # does not hold exactly, NaN or infinite is refused when an edge's source has it
-        try:
-            node_times, bad = self._replicated_times(var)
-        except (DDStoreError, MemoryError) as exc:
-            return None, None, as_error(exc, what)
+        node_times, bad = self._replicated_times(var)
 
         def times(a, b, src):
             if bad.size:
@@ -368,7 +397,7 @@ class GraphStore(_PygGraphStore):
                 if hit.size:
                     checked(st.get_batch(var, hit.astype(np.int64)))
         times.node_times, times.check_pass = node_times, bool(bad.size)
-        return times, "node", None
+        return times, "node"
 
     def _replicated_times(self, var):
         """``(times, bad)``: node-time variable ``var`` read whole onto this rank (in
@@ -402,121 +431,145 @@ class GraphStore(_PygGraphStore):
         self._node_times[var] = out
         return out, bad
 
-    def _build(self, columns, lo, hi, edge_type, size, what, error, same,
-               layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None, reverse_of=None):
-        """Collective: the CSC of one edge type in one layout from this rank's COO
-        columns [lo, hi); ``columns(a, b)`` returns local columns ``[a, b)`` as 1-D
-        integer arrays (src, dst), raising a :class:`~ddstore.DDStoreError` for bad
-        ones.  ``ptr_nodes``: the nodes of a CSR / CSC pointer as put (a lower bound of
-        the default size).  ``reverse_of`` (a stored ``_CSC``; see
-        :meth:`build_backward`): the columns are its CSC rows reversed, column ``i``
-        being its CSC row ``lo + i``; the result is its out-lists (no times), whose
-        ``eid`` are then turned from those CSC rows into its edge ids (and its weights,
-        if any, gathered the same way)."""
-        from mpi4py import MPI
+    def _first_pass(self, columns, lo, hi, edge_type, size, what, layout=EdgeLayout.COO,
+                    ptr_nodes=None, reverse_of=None):
+        """The rest of the local part of a build's first step, run inside the caller's
+        step (named by the public call) after the caller's own checks: the edge type,
+        ``size`` and the free names checked, then a first pass over this rank's COO
+        columns ``[lo, hi)`` in pieces (``columns(a, b)`` returns local columns ``[a,
+        b)`` as 1-D integer arrays (src, dst), raising for bad ones): node ids checked
+        and their largest found, the in-degrees counted when ``size`` is given (else in
+        a second pass, once the size is decided).  Raises on bad input.  Returns the
+        :class:`_Plan`: the caller agrees on its ``share()`` and ``same()``, hands the
+        agreed shares to :meth:`_decide` and, after its step, calls :meth:`_build`.
+
+        ``ptr_nodes``: the nodes of a CSR / CSC pointer as put (a lower bound of the
+        default size).  ``reverse_of`` (a stored ``_CSC``; see :meth:`build_backward`):
+        the columns are its CSC rows reversed, column ``i`` being its CSC row ``lo +
+        i``; the build makes its out-lists."""
         st = self.store
-        st.check_alive()
-        if error is None and not (edge_type is None or is_edge_type(edge_type)):
-            error = (DDStoreValueError, f"{what}: edge_type must be None or (src, rel, dst) "
-                                        f"strings, got {edge_type!r}")
+        if not (edge_type is None or is_edge_type(edge_type)):
+            raise DDStoreValueError(f"{what}: edge_type must be None or (src, rel, dst) "
+                                    f"strings, got {edge_type!r}")
         built = self._stored if reverse_of is None else self._reversed
-        if error is None and (edge_type, layout) in built:
-            error = taken_error(what, f"edge type {edge_type!r} in layout {layout.value!r}",
-                                f"remove_edge_index(edge_type, layout={layout.value!r}) "
-                                f"it first (collective)")
-        if error is None and size is not None:
-            error, size = _size_error(size, edge_type, what)
+        if (edge_type, layout) in built:
+            check_free_names(what, f"edge type {edge_type!r} in layout {layout.value!r}",
+                             f"remove_edge_index(edge_type, layout={layout.value!r}) it "
+                             f"first (collective)")
+        if size is not None:
+            size = _checked_size(size, edge_type, what)
         prefix = (f"{self.name}/{'csc' if reverse_of is None else 'out'}/"
                   f"{type_key(edge_type)}/{layout.value}/")
-        if error is None:
-            error = taken_error(what, names_under(prefix[:-1], st.variables()))
+        check_free_names(what, names_under(prefix[:-1], st.variables()))
+        plan = _Plan(what, edge_type, layout, ptr_nodes, reverse_of, prefix, lo, hi, size,
+                     self.time_attr, self.weight_attr)
         n_local = hi - lo
-        # first pass, local, in pieces: node ids checked; degrees counted when the size
-        # is known (else in a second pass, once it is agreed)
-        step = self.chunk_edges if self.chunk_edges is not None else default_chunk_edges(
-            n_local * st.size, st.size, 24, add_reverse=False)
-        max_src = max_dst = -1
-        deg = None
-        if error is None:
-            try:
-                deg = None if size is None else np.zeros(size[1], dtype=np.int64)
-                for a in range(0, n_local, step):
-                    s, d = columns(a, min(a + step, n_local))
-                    if not s.size:
-                        continue
-                    least = min(int(s.min()), int(d.min()))
-                    if least < 0:
-                        error = (DDStoreIndexError, f"{what}: negative node id {least}")
-                        break
-                    max_src, max_dst = max(max_src, int(s.max())), max(max_dst, int(d.max()))
-                    if deg is not None and max_dst < size[1]:
-                        _count(deg, d)
-                    else:  # out of range: raised below on every rank
-                        deg = None
-            except (DDStoreError, MemoryError) as exc:
-                error = as_error(exc, what)
-        ok = error is None
-        info = st.agree(error, call=("GraphStore.put" if reverse_of is None else
-                                     "GraphStore.build_backward", repr(edge_type)), extra=(
-            lo, hi, max_src if ok else -1, max_dst if ok else -1),
-            same=dict(same, size=size, time_attr=self.time_attr,
-                      weight_attr=self.weight_attr))
-        err, num_edges = tiling_error([i[:2] for i in info], what)
-        if err is not None:  # decided from the gathered ranges: alike on every rank
-            raise mark_agreed(err[0](err[1]))
-        max_src, max_dst = max(i[2] for i in info), max(i[3] for i in info)
+        plan.piece = self.chunk_edges if self.chunk_edges is not None else \
+            default_chunk_edges(n_local * st.size, st.size, 24, add_reverse=False)
+        if size is not None:  # the degrees, and the indptr they become (no allocation
+            # after the steps: what can fail on one rank fails in a local part)
+            plan.deg = np.zeros(size[1], dtype=np.int64)
+            plan.indptr = np.zeros(size[1] + 1, dtype=np.int64)
+        for a in range(0, n_local, plan.piece):
+            s, d = columns(a, min(a + plan.piece, n_local))
+            if not s.size:
+                continue
+            least = min(int(s.min()), int(d.min()))
+            if least < 0:
+                raise DDStoreIndexError(f"{what}: negative node id {least}")
+            plan.max_src = max(plan.max_src, int(s.max()))
+            plan.max_dst = max(plan.max_dst, int(d.max()))
+            if plan.deg is not None and plan.max_dst < size[1]:
+                _count(plan.deg, d)
+            else:  # out of range: raised by _decide on every rank
+                plan.deg = None
+        return plan
+
+    def _decide(self, plan, infos):
+        """After the round of a build's first step (``infos``: every rank's
+        ``plan.share()``), decided alike on every rank: the ranks' columns tile
+        ``[0, num_edges)``, the size (default: see the class docstring), every node id
+        within it.  Raises (inside the step, so agreed) otherwise."""
+        what, edge_type, size = plan.what, plan.edge_type, plan.size
+        plan.num_edges = tiled_total([i[:2] for i in infos], what)
+        max_src, max_dst = max(i[2] for i in infos), max(i[3] for i in infos)
+        plan.max_src = max_src
         st_, dt_ = (None, None) if edge_type is None else (edge_type[0], edge_type[2])
         if size is None:
             ns, nd = self._node_count(st_), self._node_count(dt_)
-            ps, pd = ((ptr_nodes or 0, 0) if layout == EdgeLayout.CSR else
-                      (0, ptr_nodes or 0))
+            ptr_nodes = plan.ptr_nodes or 0
+            ps, pd = (ptr_nodes, 0) if plan.layout == EdgeLayout.CSR else (0, ptr_nodes)
             if edge_type is None:
                 n = max(ns or 0, max_src + 1, max_dst + 1, ps, pd)
                 size = (n, n)
             else:
                 size = (max(ns if ns is not None else max_src + 1, ps),
                         max(nd if nd is not None else max_dst + 1, pd))
-        for label, m, lim in (("source", max_src, size[0]), ("destination", max_dst,
-                                                             size[1])):
+        for label, m, lim, k in (("source", max_src, size[0], 2),
+                                 ("destination", max_dst, size[1], 3)):
             if m >= lim:
-                r = next(r for r, i in enumerate(info) if i[2 if label == "source" else 3]
-                         == m)
-                raise mark_agreed(DDStoreIndexError(
-                    f"{what}: rank {r}: {label} node {m} out of range [0, {lim}) "
-                    f"(size={size})"))
+                r = next(r for r, i in enumerate(infos) if i[k] == m)
+                raise DDStoreIndexError(f"{what}: rank {r}: {label} node {m} out of range "
+                                        f"[0, {lim}) (size={size})")
+        plan.size = size
+
+    def _build(self, plan, columns, is_sorted=False):
+        """Collective, after the first step of a build (:meth:`_first_pass`,
+        :meth:`_decide`): the CSC of one edge type in one layout from this rank's COO
+        columns.  A second step, when the build needs one (a ``time_attr``, a
+        ``weight_attr``, or degrees not yet counted because no ``size`` was given):
+        its local part reads and checks the times (:meth:`_time_reader`), counts the
+        degrees and checks the times in a second pass over the columns, checks the
+        weights of this rank's edges; its round agrees on them.  Then one
+        ``Allreduce`` of the degrees, and the variables are created and filled
+        (:func:`~ddstore.build.fill_tcsr`) in a transaction.  With ``plan.reverse_of``
+        the result is its out-lists (no times), whose ``eid`` are then turned from
+        those CSC rows into its edge ids (and its weights, if any, gathered the same
+        way)."""
+        from mpi4py import MPI
+        st = self.store
+        what, edge_type, layout, size = plan.what, plan.edge_type, plan.layout, plan.size
+        reverse_of, lo, hi, prefix = plan.reverse_of, plan.lo, plan.hi, plan.prefix
+        n_local, piece = hi - lo, plan.piece
+        deg, indptr = plan.deg, plan.indptr
         times = level = None
-        if self.time_attr is not None and reverse_of is None:
-            times, level, error = self._time_reader(edge_type, lo, hi, max_src, what)
-            st.agree(error)
-        # second pass, when needed: the degrees (size was not given), the times checked
-        check_times = times is not None and times.check_pass
-        if deg is None or check_times:
-            error = None
-            try:
+        weights = None if reverse_of is None else reverse_of.vars.get("w")
+        timed = self.time_attr is not None and reverse_of is None
+        weighted = self.weight_attr is not None and reverse_of is None
+        if timed or weighted or deg is None:
+            with st.collective(None) as step:
+                if timed:
+                    times, level = self._time_reader(edge_type, lo, hi, plan.max_src, what)
+                check_times = times is not None and times.check_pass
                 count = deg is None
                 if count:
                     deg = np.zeros(size[1], dtype=np.int64)
-                for a in range(0, n_local, step):
-                    b = min(a + step, n_local)
-                    s, d = columns(a, b)
-                    if count:
-                        if d.size and (int(d.min()) < 0 or int(d.max()) >= size[1]):
-                            raise DDStoreValueError(f"{what}: edge_index gave other columns "
-                                                    f"[{a}, {b}) than in the first pass")
-                        _count(deg, d)
-                    if check_times:
-                        times(a, b, s)
-            except (DDStoreError, MemoryError) as exc:
-                error = as_error(exc, what)
-            st.agree(error)
-        weights = (self._weight_check(edge_type, lo, hi, num_edges, step, what)
-                   if reverse_of is None else reverse_of.vars.get("w"))
+                    indptr = np.zeros(size[1] + 1, dtype=np.int64)
+                if count or check_times:
+                    for a in range(0, n_local, piece):
+                        b = min(a + piece, n_local)
+                        s, d = columns(a, b)
+                        if count:
+                            if d.size and (int(d.min()) < 0 or int(d.max()) >= size[1]):
+                                raise DDStoreValueError(f"{what}: edge_index gave other "
+                                                        f"columns [{a}, {b}) than in the "
+                                                        f"first pass")
+                            _count(deg, d)
+                        if check_times:
+                            times(a, b, s)
+                bad = None
+                if weighted:
+                    weights = self._weight_var(self.weight_attr, edge_type,
+                                               plan.num_edges, what)
+                    if weights is not None:
+                        bad = self._weight_scan(weights, lo, hi, piece)
+                _raise_bad_weight(step.agree(bad), self.weight_attr, what)
         width, g = st.group_size, st.group_rank
         st.comm.Allreduce(MPI.IN_PLACE, deg, op=MPI.SUM)
-        indptr = np.zeros(size[1] + 1, dtype=np.int64)
         np.cumsum(deg, out=indptr[1:])
         del deg
         node_off = balanced_offsets(indptr, width)
+        num_edges = plan.num_edges
         # the T-CSR build keyed by destination (no reverse entries): the variables are
         # created at their final size and filled in place, one chunk of edges per round
         chunk = self.chunk_edges if self.chunk_edges is not None else default_chunk_edges(
@@ -541,11 +594,12 @@ class GraphStore(_PygGraphStore):
                 return pairs, None if per_entry is None else per_entry(a, b, s)
             except (DDStoreError, MemoryError):
                 raise
-            except Exception as exc:  # noqa: BLE001 -- agreed by fill_tcsr
+            except Exception as exc:  # noqa: BLE001 -- named here, agreed by fill_tcsr
                 raise DDStoreValueError(f"{what}: local edges [{a}, {b}): "
                                         f"{type(exc).__name__}: {exc}") from exc
         # node and edge ids as int32 when both fit (see the class docstring)
         ids = id_dtype(size[0], num_edges)  # the one rule (ddstore.build.ID32_LIMIT)
+        built = self._stored if reverse_of is None else self._reversed
         with st.transaction(f"GraphStore.put {edge_type!r}") as txn:
             views = {k: create(st, prefix + k, n_csc, (), np.float64 if k == "ts" else ids)
                      for k in names}
@@ -564,8 +618,8 @@ class GraphStore(_PygGraphStore):
             key = (edge_type, layout)
             built[key] = _CSC(edge_type, size, num_edges, indptr, node_off, vars_,
                               self.time_attr if reverse_of is None else None, level,
-                              layout, is_sorted or layout == EdgeLayout.CSC, ptr_nodes,
-                              node_times)
+                              layout, is_sorted or layout == EdgeLayout.CSC,
+                              plan.ptr_nodes, node_times)
             if reverse_of is None:
                 self._choose(edge_type)
 
@@ -584,52 +638,46 @@ class GraphStore(_PygGraphStore):
         return True
 
     # ------------------------------------------------------------------ edge weights
-    def _weight_check(self, edge_type, lo, hi, num_edges, step, what):
-        """Collective step of a put (``weight_attr`` set): the name of the edge attribute
-        holding the weights of ``edge_type``, checked, or None (no ``weight_attr``, or a
-        hetero edge type without that attribute: sampled uniformly, as PyG does).  Each
-        rank checks the weights of its edges ``[lo, hi)`` (in pieces of ``step``); any
-        negative, NaN or infinite weight raises on every rank a
-        :class:`~ddstore.DDStoreValueError` naming the smallest such edge id and its
-        value."""
-        w, st = self.weight_attr, self.store
+    def _weight_var(self, w, edge_type, num_edges, what, required=False):
+        """Local (a step's local part): the name of the edge attribute ``w`` of
+        ``edge_type`` holding its weights, checked (one real number per edge, at least
+        ``num_edges`` rows), or None when ``w`` is None or a hetero edge type lacks it
+        (sampled uniformly, as PyG does) and not ``required``.  Raises otherwise."""
+        st = self.store
         if w is None:
             return None
         var = edge_var(self.name, edge_type, w)
         if var not in st:  # the same on every rank (variables are collective)
-            if edge_type is not None:
+            if edge_type is not None and not required:
                 return None
-            raise mark_agreed(UnknownAttributeError(
+            raise UnknownAttributeError(
                 f"{what}: weight_attr {w!r} not found: put it first as an edge attribute "
-                f"({var!r}), one weight per edge"))
+                f"({var!r}), one weight per edge")
         if st.row_shape(var) not in ((), (1,)) or value_dtype(st, var).kind not in "iuf":
-            raise mark_agreed(DDStoreValueError(
+            raise DDStoreValueError(
                 f"{what}: weight_attr {w!r} must hold one real number per edge, got dtype "
-                f"{st.dtype(var)} row shape {st.row_shape(var)}"))
+                f"{st.dtype(var)} row shape {st.row_shape(var)}")
         if st.nrows(var) < num_edges:
-            raise mark_agreed(DDStoreIndexError(
+            raise DDStoreIndexError(
                 f"{what}: weight_attr {w!r} ({var!r}) has {st.nrows(var)} rows, fewer than "
-                f"the {num_edges} edges"))
-        error = bad = None
-        try:
-            for a in range(lo, hi, step):
-                b = min(a + step, hi)
-                x = as_values(st, var, st.get_range(var, a, b - a)).reshape(-1).astype(
-                    np.float64)
-                wrong = ~(np.isfinite(x) & (x >= 0))
-                if wrong.any():
-                    p = int(np.argmax(wrong))
-                    bad = (a + p, float(x[p]))
-                    break
-        except (DDStoreError, MemoryError) as exc:
-            error = as_error(exc, what)
-        found = [x for x in st.agree(error, extra=bad) if x is not None]
-        if found:
-            eid, value = min(found)
-            raise mark_agreed(DDStoreValueError(
-                f"{what}: weight_attr {w!r}: edge {eid} has weight {value!r}; weights must "
-                f"be finite and >= 0"))
+                f"the {num_edges} edges")
         return var
+
+    def _weight_scan(self, var, lo, hi, piece):
+        """Local (a step's local part): the weights of edges ``[lo, hi)`` of edge
+        attribute ``var`` read in pieces of ``piece``: ``(edge id, weight)`` of the
+        first negative, NaN or infinite one, or None.  The caller agrees on it and hands
+        every rank's to :func:`_raise_bad_weight`."""
+        st = self.store
+        for a in range(lo, hi, piece):
+            b = min(a + piece, hi)
+            x = as_values(st, var, st.get_range(var, a, b - a)).reshape(-1).astype(
+                np.float64)
+            wrong = ~(np.isfinite(x) & (x >= 0))
+            if wrong.any():
+                p = int(np.argmax(wrong))
+                return a + p, float(x[p])
+        return None
 
     def _weight_fill(self, prefix, weights, eid_name, n_csc, chunk, what):
         """Collective step of a put, inside its transaction: the weight column
@@ -643,21 +691,17 @@ class GraphStore(_PygGraphStore):
         return prefix + "w"
 
     def _fill_by_ids(self, view, source, ids, chunk, what):
-        """Collective step: ``view[i] = source[ids[i]]`` (``view`` and ``ids`` this rank's
+        """Collective: ``view[i] = source[ids[i]]`` (``view`` and ``ids`` this rank's
         rows, ``source`` a store variable read one-sidedly) in pieces of ``chunk``;
-        ``ids`` may be ``view`` itself.  A failure on any rank is agreed; then every rank
-        syncs."""
+        ``ids`` may be ``view`` itself.  The gather is the local part of a step: a
+        failure on any rank is agreed; then every rank syncs."""
         st = self.store
-        error = None
-        try:
+        with st.collective(None):
             for a in range(0, view.shape[0], chunk):
                 b = min(a + chunk, view.shape[0])
                 view[a:b] = as_values(st, source, st.get_batch(
                     source, ids[a:b].astype(np.int64))).reshape(-1)
-        except (DDStoreError, MemoryError) as exc:
-            error = as_error(exc, what)
         del view, ids
-        st.agree(error)
         st.sync()
 
     def put_edge_weights(self, weight_attr, edge_type=None):
@@ -668,11 +712,10 @@ class GraphStore(_PygGraphStore):
         graph store has one ``weight_attr``: this call sets it when it has none.  Bad
         weights raise the same error on every rank and nothing changes.  Returns
         True."""
-        from .. import partition
         st = self.store
         what = f"put_edge_weights ({edge_type!r})"
-        error = None
-        try:
+        with st.collective("GraphStore.put_edge_weights", repr(edge_type),
+                           same={"weight_attr": weight_attr}) as step:
             _checked_weight_attr(weight_attr)
             if weight_attr is None:
                 raise DDStoreValueError(f"{what}: weight_attr must be a non-empty str")
@@ -684,31 +727,26 @@ class GraphStore(_PygGraphStore):
             if "w" in self._lists_holding(c).vars:
                 raise DDStoreValueError(f"{what}: edge type {edge_type!r} is already "
                                         f"weighted by {self.weight_attr!r}")
-        except DDStoreError as exc:
-            error = exc
-        st.agree(error, call=("GraphStore.put_edge_weights", repr(edge_type)),
-                 same={"weight_attr": weight_attr})
+            var = self._weight_var(weight_attr, c.edge_type, c.num_edges, what,
+                                   required=True)
+            lo, hi = partition(c.num_edges, st.size, st.rank)
+            piece = self.chunk_edges or default_chunk_edges(c.num_edges, st.size, 24,
+                                                            add_reverse=False)
+            _raise_bad_weight(step.agree(self._weight_scan(var, lo, hi, piece)),
+                              weight_attr, what)
         previous, self.weight_attr = self.weight_attr, weight_attr
         try:
-            lo, hi = partition(c.num_edges, st.size, st.rank)
-            step = self.chunk_edges or default_chunk_edges(c.num_edges, st.size, 24,
-                                                           add_reverse=False)
-            var = self._weight_check(edge_type, lo, hi, c.num_edges, step, what)
-            if var is None:
-                raise mark_agreed(UnknownAttributeError(
-                    f"{what}: weight_attr {weight_attr!r} not found: put it first as an "
-                    f"edge attribute ({edge_var(self.name, edge_type, weight_attr)!r})"))
             with st.transaction(f"GraphStore.put_edge_weights {edge_type!r}") as txn:
                 if not c.dropped:  # (dropped in-lists: only the out-lists are weighted)
                     n_csc = st.local_view(c.vars["eid"]).shape[0]
                     c.vars["w"] = self._weight_fill(c.vars["nbr"][:-len("nbr")], var,
-                                                    c.vars["eid"], n_csc, step, what)
+                                                    c.vars["eid"], n_csc, piece, what)
                     txn.on_rollback(lambda: c.vars.pop("w", None))
                 r = self._reversed.get((c.edge_type, c.layout))
                 if r is not None:  # its out-lists: weights gathered by their edge ids
                     n_out = st.local_view(r.vars["eid"]).shape[0]
                     r.vars["w"] = self._weight_fill(r.vars["nbr"][:-len("nbr")], var,
-                                                    r.vars["eid"], n_out, step, what)
+                                                    r.vars["eid"], n_out, piece, what)
                     txn.on_rollback(lambda: r.vars.pop("w", None))
         except BaseException:
             self.weight_attr = previous
@@ -764,8 +802,7 @@ class GraphStore(_PygGraphStore):
         layout removes its out-lists.  Returns the edge types built."""
         st = self.store
         what = "build_backward"
-        error, todo, drop = None, [], []
-        try:
+        with st.collective("GraphStore.build_backward", repr(edge_types)) as step:
             keep_in_lists = as_bool(keep_in_lists, f"{what}: keep_in_lists")
             if edge_types is None:
                 types = list(self._csc)
@@ -776,22 +813,24 @@ class GraphStore(_PygGraphStore):
             else:
                 raise DDStoreValueError(f"{what}: edge_types must be None, an edge type or "
                                         f"a list of edge types, got {edge_types!r}")
+            todo, drop = [], []
             for et in dict.fromkeys(types):
                 c = self._entry(et, what)
                 if (et, c.layout) not in self._reversed:
                     todo.append((et, c))
                 if not keep_in_lists and not c.dropped:
                     drop.append(c)
-        except DDStoreError as exc:
-            error = exc
-        st.agree(error, call=("GraphStore.build_backward", repr(edge_types)),
-                 same={"keep_in_lists": keep_in_lists})
+            step.agree(same={"keep_in_lists": keep_in_lists})
         with st.transaction("GraphStore.build_backward"):
-            for et, c in todo:
+            for et, c in todo:  # each the build of a put, from the stored CSC's rows
                 lo, hi = partition(c.num_edges, st.size, st.rank)
-                self._build(self._reversed_columns(c, lo), lo, hi, et,
-                            (c.size[1], c.size[0]), f"{what} ({et!r})", None, {},
-                            layout=c.layout, reverse_of=c)
+                columns = self._reversed_columns(c, lo)
+                with st.collective(None) as step:
+                    plan = self._first_pass(columns, lo, hi, et, (c.size[1], c.size[0]),
+                                            f"{what} ({et!r})", layout=c.layout,
+                                            reverse_of=c)
+                    self._decide(plan, step.agree(plan.share(), same=plan.same()))
+                self._build(plan, columns)
         for c in drop:  # every build succeeded: the in-lists go (keep_in_lists=False)
             for v in c.vars.values():
                 st.remove(v)
@@ -911,7 +950,8 @@ class GraphStore(_PygGraphStore):
         of the edge type; True, or False (on every rank) when it was not stored."""
         edge_type = as_edge_type(edge_attr.edge_type)
         key = (edge_type, EdgeLayout(edge_attr.layout))
-        self.store.agree(None, call=("GraphStore.remove", repr(key)))
+        with self.store.collective("GraphStore.remove", repr(key)):
+            pass
         c = self._stored.pop(key, None)
         if c is None:
             return False
@@ -1038,24 +1078,36 @@ def _pointer(ids, n):
     return ptr
 
 
-def _size_error(size, edge_type, what):
-    """``(error or None, size)``: ``size`` checked as ``(num_src, num_dst)`` integers
-    (Python or numpy; never truncated floats or strings) >= 0, and as ``(n, n)`` for a
-    homogeneous graph (``edge_type`` None), whose sources and destinations are one node
-    set, as in PyG's ``Data``."""
+def _checked_size(size, edge_type, what):
+    """``size`` checked as ``(num_src, num_dst)`` integers (Python or numpy; never
+    truncated floats or strings) >= 0, and as ``(n, n)`` for a homogeneous graph
+    (``edge_type`` None), whose sources and destinations are one node set, as in PyG's
+    ``Data``; returned as a pair of ints, or raises."""
     try:
         num_src, num_dst = size
     except (TypeError, ValueError):
         num_src = num_dst = None
     if not (is_int(num_src) and is_int(num_dst)) or min(num_src, num_dst) < 0:
-        return (DDStoreValueError, f"{what}: size must be (num_src, num_dst) integers "
-                                   f">= 0, got {size!r}"), None
+        raise DDStoreValueError(f"{what}: size must be (num_src, num_dst) integers >= 0, "
+                                f"got {size!r}")
     if edge_type is None and num_src != num_dst:
-        return (DDStoreValueError, f"{what}: size={size!r}: a homogeneous graph's "
-                                   f"sources and destinations are one node set, so size "
-                                   f"must be (n, n) (for two node types, put a "
-                                   f"(src, rel, dst) edge type)"), None
-    return None, (int(num_src), int(num_dst))
+        raise DDStoreValueError(f"{what}: size={size!r}: a homogeneous graph's sources "
+                                f"and destinations are one node set, so size must be "
+                                f"(n, n) (for two node types, put a (src, rel, dst) edge "
+                                f"type)")
+    return int(num_src), int(num_dst)
+
+
+def _raise_bad_weight(found, w, what):
+    """After the round of a step that scanned weights (``found``: every rank's
+    :meth:`GraphStore._weight_scan`): raise, alike on every rank, a
+    :class:`~ddstore.DDStoreValueError` naming the smallest edge id with a bad weight
+    and its value, if any rank found one."""
+    found = [x for x in found if x is not None]
+    if found:
+        eid, value = min(found)
+        raise DDStoreValueError(f"{what}: weight_attr {w!r}: edge {eid} has weight "
+                                f"{value!r}; weights must be finite and >= 0")
 
 
 def _ids(x):
@@ -1089,8 +1141,8 @@ def _fingerprint(a, s, d):
 
 def _checked_columns(edges, what, n_local):
     """``columns(a, b)`` over a user's callable ``edges(a, b)``: its piece checked (a
-    ``[2, b - a]`` integer array or tensor), anything it raises turned into a
-    :class:`~ddstore.DDStoreError` (agreed by the caller).
+    ``[2, b - a]`` integer array or tensor), anything it raises raised as a
+    :class:`~ddstore.DDStoreError` (agreed by the caller's step).
 
     The build reads the ``n_local`` columns more than once (a pass that checks and
     counts, then the rounds that place them); every later read must give the columns
@@ -1112,18 +1164,14 @@ def _checked_columns(edges, what, n_local):
 
     def columns(a, b):
         out, arr = call_piece(edges, "edge_index", a, b, what)
-        error = None
         if arr.shape != (2, b - a):
-            error = (DDStoreValueError, f"{what}: edge_index({a}, {b}) returned "
-                                        f"{type(out).__name__} of shape "
-                                        f"{tuple(arr.shape)}; expected [2, {b - a}] (the "
-                                        f"sources and destinations of local columns "
-                                        f"[{a}, {b}))")
-        if error is None and arr.size and arr.dtype.kind not in "iu":
-            error = (DDStoreValueError, f"{what}: edge_index({a}, {b}) returned dtype "
-                                        f"{arr.dtype}; node ids must be integers")
-        if error is not None:
-            raise error[0](error[1])
+            raise DDStoreValueError(f"{what}: edge_index({a}, {b}) returned "
+                                    f"{type(out).__name__} of shape {tuple(arr.shape)}; "
+                                    f"expected [2, {b - a}] (the sources and destinations "
+                                    f"of local columns [{a}, {b}))")
+        if arr.size and arr.dtype.kind not in "iu":
+            raise DDStoreValueError(f"{what}: edge_index({a}, {b}) returned dtype "
+                                    f"{arr.dtype}; node ids must be integers")
         s, d = _ids(arr[0]), _ids(arr[1])
         fp = _fingerprint(a, s, d)
         if state["first pass"]:

@@ -82,23 +82,22 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     rank raises the same error and what was already put is removed.
     """
     from torch_geometric.data import Data
-    error = None
-    if not isinstance(data, Data):
-        error = (DDStoreValueError, f"from_pyg needs a torch_geometric.data.Data, got "
+    with store.collective("pyg.from_pyg", name):
+        if not isinstance(data, Data):
+            raise DDStoreValueError(f"from_pyg needs a torch_geometric.data.Data, got "
                                     f"{type(data).__name__}")
-    store.agree(error, call=("pyg.from_pyg", name))
-    fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
-                                                         weight_attr=weight_attr)
-    n = data.num_nodes
-    with store.transaction(f"pyg.from_pyg {name!r}"):
-        for kind, key, value in _row_attrs(data, data.stores[0],
-                                           {"node": n, "edge": _num_edges(data)}):
-            fs.put_tensor(value, group_name=None if kind == "node" else EDGES,
-                          attr_name=key, index=None)
+        n = data.num_nodes
+        attrs = _row_attrs(data, data.stores[0], {"node": n, "edge": _num_edges(data)})
         # no edge_index: a graph with no edges (stored empty: its size names the nodes)
         edge_index = getattr(data, "edge_index", None)
         if edge_index is None:
             edge_index = torch.zeros((2, 0), dtype=torch.long)
+    fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
+                                                   weight_attr=weight_attr)
+    with store.transaction(f"pyg.from_pyg {name!r}"):
+        for kind, key, value in attrs:
+            fs.put_tensor(value, group_name=None if kind == "node" else EDGES,
+                          attr_name=key, index=None)
         gs.put_edge_index(edge_index, edge_type=None, layout="coo", size=(n, n))
     return fs, gs
 
@@ -110,20 +109,22 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
     their edge type ``(src, rel, dst)``, one CSC per edge type with ``size = (num src
     nodes, num dst nodes)``.  Same rule and all or nothing, as :func:`from_pyg`."""
     from torch_geometric.data import HeteroData
-    error = None if isinstance(data, HeteroData) else (
-        DDStoreValueError, f"from_hetero needs a HeteroData, got {type(data).__name__}")
-    store.agree(error, call=("pyg.from_hetero", name))
+    with store.collective("pyg.from_hetero", name):
+        if not isinstance(data, HeteroData):
+            raise DDStoreValueError(f"from_hetero needs a HeteroData, got "
+                                    f"{type(data).__name__}")
+        attrs = [(nt, key, value) for nt in data.node_types for _, key, value in
+                 _row_attrs(data, data[nt], {"node": data[nt].num_nodes})]
+        attrs += [(et, key, value) for et in data.edge_types for _, key, value in
+                  _row_attrs(data, data[et], {"edge": _num_edges(data[et])})]
+        edges = [(et, data[et].edge_index,
+                  (data[et[0]].num_nodes, data[et[2]].num_nodes))
+                 for et in data.edge_types]
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
-                                                         weight_attr=weight_attr)
+                                                   weight_attr=weight_attr)
     with store.transaction(f"pyg.from_hetero {name!r}"):
-        for nt in data.node_types:
-            for _, key, value in _row_attrs(data, data[nt], {"node": data[nt].num_nodes}):
-                fs.put_tensor(value, group_name=nt, attr_name=key, index=None)
-        for et in data.edge_types:
-            for _, key, value in _row_attrs(data, data[et],
-                                            {"edge": _num_edges(data[et])}):
-                fs.put_tensor(value, group_name=et, attr_name=key, index=None)
-        for et in data.edge_types:
-            gs.put_edge_index(data[et].edge_index, edge_type=et, layout="coo",
-                              size=(data[et[0]].num_nodes, data[et[2]].num_nodes))
+        for group, key, value in attrs:
+            fs.put_tensor(value, group_name=group, attr_name=key, index=None)
+        for et, edge_index, size in edges:
+            gs.put_edge_index(edge_index, edge_type=et, layout="coo", size=size)
     return fs, gs

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import partition
 from .._checks import is_int
-from ..errors import DDStoreValueError, as_error
+from ..errors import DDStoreValueError
 from ..memory import release_free_heap
 from ..sources.base import first_outside
 from ..build import check_chunk_edges
@@ -62,18 +62,6 @@ class NodeData(collections.namedtuple(
     def pyg(self):
         """``(feature_store, graph_store)``, PyG's remote-backend ``data``."""
         return self.feature_store, self.graph_store
-
-
-def _local(store, what, fn, *args, call=None, **kwargs):
-    """``fn(*args)`` on this rank, agreed: an error on any rank raises on every rank
-    (``call``: the collective call this is the first step of, see :meth:`DDStore.agree`)."""
-    out, error = None, None
-    try:
-        out = fn(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 -- a reader's failure on one rank: agreed
-        error = as_error(exc, what)  # a DDStoreError as it is
-    store.agree(error, call=call)
-    return out
 
 
 def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
@@ -117,22 +105,21 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
     put is removed (:meth:`DDStore.transaction`): the store holds what it held before.
     """
     comm = store.comm
-    if add_reverse is None:
-        add_reverse = bool(getattr(data, "undirected", True))
-    has_x = bool(getattr(data, "num_features", 0))
-    has_y = bool(getattr(data, "has_labels", True))
-    split_name = getattr(data, "split_name", None)
-    error = check_chunk_edges(chunk_edges, name)
-    if error is None and chunk_rows is not None and not (is_int(chunk_rows) and
-                                                         chunk_rows >= 1):
-        error = (DDStoreValueError, f"put_node_data {name!r}: chunk_rows={chunk_rows!r} "
-                                    f"must be an integer >= 1 or None")
-    store.agree(error, call=("pyg.put_node_data", name),
-                same={"data set": repr(data), "add_reverse": bool(add_reverse),
-                      "chunk_edges": chunk_edges, "chunk_rows": chunk_rows})
-    show = (lambda label: label) if (progress and comm.Get_rank() == 0) else \
-        (lambda label: None)
     try:
+        with store.collective("pyg.put_node_data", name) as step:
+            if add_reverse is None:
+                add_reverse = bool(getattr(data, "undirected", True))
+            has_x = bool(getattr(data, "num_features", 0))
+            has_y = bool(getattr(data, "has_labels", True))
+            split_name = getattr(data, "split_name", None)
+            check_chunk_edges(chunk_edges, name)
+            if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
+                raise DDStoreValueError(f"put_node_data {name!r}: chunk_rows="
+                                        f"{chunk_rows!r} must be an integer >= 1 or None")
+            step.agree(same={"data set": repr(data), "add_reverse": bool(add_reverse),
+                             "chunk_edges": chunk_edges, "chunk_rows": chunk_rows})
+        show = (lambda label: label) if (progress and comm.Get_rank() == 0) else \
+            (lambda label: None)
         with store.transaction(f"pyg.put_node_data {name!r}"):
             return _put(store, data, name, add_reverse, has_x, has_y, split_name, show,
                         chunk_edges, chunk_rows)
@@ -252,7 +239,8 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
     # edges: this rank's range of the file, narrowed; put_edge_range's columns [lo, hi)
     # are made from it piece by piece, reverses interleaved (edge 2i+1 = reverse of i)
     elo, ehi = partition(e, size, rank)
-    src, dst = _local(store, "edges", _read_edges, data, elo, ehi, n, show("edges"))
+    with store.collective(None):  # this rank's range of the file (may fail here only)
+        src, dst = _read_edges(data, elo, ehi, n, show("edges"))
     edges = _columns(src, dst, add_reverse)
     del src, dst
     gs.put_edge_range(edges, rows=(2 * elo, 2 * ehi) if add_reverse else (elo, ehi),
@@ -282,10 +270,12 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
     splits, sizes = {}, {}
     if split_name is not None:
         for which in SPLITS:
-            k = _local(store, f"split {which}", data.split_size, which)
-            a, b = partition(int(k), size, rank)
-            splits[which] = _local(store, f"split {which}", data.split, which, a, b)
-            sizes[which] = int(k)
+            with store.collective(None) as step:  # its size, and this rank's share
+                k = int(data.split_size(which))
+                a, b = partition(k, size, rank)
+                splits[which] = data.split(which, a, b)
+                step.agree(same={f"{which} split size": k})
+            sizes[which] = k
     release_free_heap()  # the pieces freed above, back to the kernel
     return NodeData(fs, gs, n, 2 * e if add_reverse else e, num_features, num_classes,
                     splits, sizes)
@@ -307,8 +297,8 @@ def load_ogb(store, root, name="pyg", split=None, add_reverse=True, progress=Tru
     Every rank decompresses each ``.csv.gz`` from its start up to the end of its own rows
     (gzip has no random access) and parses only its rows."""
     from ..sources.ogb import OGBNodeData
-    data = _local(store, "load_ogb", OGBNodeData, root, split=split,
-                  call=("pyg.load_ogb", name))
+    with store.collective("pyg.load_ogb", name):
+        data = OGBNodeData(root, split=split)
     return put_node_data(store, data, name=name, add_reverse=add_reverse,
                          progress=progress)
 
@@ -323,12 +313,9 @@ def load_npy(store, directory=None, name="pyg", add_reverse=False, progress=True
     ``add_reverse`` (False by default: ``edge_index`` as PyG keeps it holds every
     direction)."""
     from ..sources.npy_nodes import NpyNodeData
-    if directory is not None:
-        data = _local(store, "load_npy", NpyNodeData.from_dir, directory,
-                      call=("pyg.load_npy", name), **paths)
-    else:
-        data = _local(store, "load_npy", NpyNodeData, call=("pyg.load_npy", name),
-                      **paths)
+    with store.collective("pyg.load_npy", name):
+        data = NpyNodeData.from_dir(directory, **paths) if directory is not None else \
+            NpyNodeData(**paths)
     return put_node_data(store, data, name=name, add_reverse=add_reverse,
                          progress=progress)
 
@@ -339,6 +326,6 @@ def load_synthetic(store, scale=1.0, seed=0, name="pyg", progress=False, **optio
     ``options``); each rank generates only its ranges, and the graph is the same for any
     number of ranks."""
     from ..sources.synthetic_nodes import SyntheticNodeGraph
-    data = _local(store, "load_synthetic", SyntheticNodeGraph, scale=scale, seed=seed,
-                  call=("pyg.load_synthetic", name), **options)
+    with store.collective("pyg.load_synthetic", name):
+        data = SyntheticNodeGraph(scale=scale, seed=seed, **options)
     return put_node_data(store, data, name=name, add_reverse=True, progress=progress)

@@ -217,7 +217,7 @@ def drive_temporal_pyg(store, calls, tmp):
 
 def drive_pyg(store, calls, tmp):
     import torch
-    from torch_geometric.data import Data
+    from torch_geometric.data import Data, HeteroData
     from ddstore import pyg as dpyg
     n, e = 12, 40
     g = torch.Generator().manual_seed(5)
@@ -231,8 +231,18 @@ def drive_pyg(store, calls, tmp):
     calls(fs2.put_tensor, data.x, group_name=None, attr_name="x")
     calls(gs2.put_edge_index, data.edge_index, edge_type=None, layout="coo",
           size=(n, n))
+    calls(fs2.put_tensor, torch.zeros(2, 3), group_name=None, attr_name="x",
+          index=torch.tensor([0, 5]))
+    calls(fs2.update_tensor, data.x, group_name=None, attr_name="x")
+    calls(fs2.put_tensor, torch.rand(e, generator=g), group_name=dpyg.EDGES,
+          attr_name="w")
+    calls(gs2.put_edge_weights, "w")
     calls(fs2.remove_tensor, group_name=None, attr_name="x")
     calls(gs2.remove_edge_index, edge_type=None, layout="coo")
+    h = HeteroData()
+    h["a"].x, h["b"].x = torch.randn(4, 2, generator=g), torch.randn(3, 2, generator=g)
+    h["a", "r", "b"].edge_index = torch.tensor([[0, 1, 3], [1, 2, 0]])
+    calls(dpyg.from_hetero, store, h, name="het")
 
 
 def drive_pyg_loaders(store, calls, tmp):

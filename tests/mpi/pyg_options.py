@@ -25,6 +25,8 @@ member's lists read with MPI_Get):
   of fanouts), weighted (zero weights never drawn, also after ``put_edge_weights``),
   features byte-equal; refusals (no out-lists, temporal); ``build_backward`` all or
   nothing (a failure on one rank in its last edge type leaves ``variables()`` as before);
+  any exception reading the stored rows on one rank (OSError, RuntimeError, KeyError,
+  MemoryError) agreed: the same error on every rank, nothing built;
 - ``build_backward(keep_in_lists=False)``: the in-lists' variables removed, the
   backward batches byte-equal to those with the in-lists kept (uniform, weighted at put
   and by ``put_edge_weights``, bidirectional, hetero with one edge type dropped), COO /
@@ -542,29 +544,70 @@ def homo_backward(store, data, tag):
 
 
 @contextlib.contextmanager
-def reads_fail_on_rank0(store, fails):
+def reads_fail_on(store, fails, error=None, on=0):
     """Within: ``store.get_range`` of the variables ``fails(name)`` selects raises on rank
-    0 only (a failure of one rank in the middle of a collective build)."""
+    ``on`` only (a failure of one rank in the middle of a collective build): the
+    exception ``error()`` makes (default: a DDStoreIndexError "injected read
+    failure")."""
     real = store.get_range
 
     def failing(name, *a, **k):
         if fails(name):
-            raise ddstore.DDStoreIndexError("injected read failure")
+            raise (error or (lambda: ddstore.DDStoreIndexError("injected read failure")))()
         return real(name, *a, **k)
-    if rank == 0:
+    if rank == on:
         store.get_range = failing
     try:
         yield
     finally:
-        if rank == 0:
+        if rank == on:
             del store.get_range
+
+
+def backward_read_failures(store, data, tag):
+    """Issue 35: ``gs.build_backward()`` where reading the reversed columns (the stored
+    in-lists' rows) raises on one rank only -- an OSError, a RuntimeError, a KeyError, a
+    MemoryError, any exception, not a list of types (an OSError there hung the other
+    ranks): every rank raises the same agreed error naming the failing rank and what it
+    raised (DDStoreMemoryError for the MemoryError), the failing rank's exception is its
+    ``__cause__``, ``store.variables()`` is what it was before, nothing is built; then
+    the same call succeeds."""
+    fs, gs = dpyg.from_pyg(store, data, name="brf")
+    on = size - 1  # the last rank (rank 0 too, on one rank)
+    for make, cls in ((lambda: OSError(5, "Input/output error"), ddstore.DDStoreValueError),
+                      (lambda: RuntimeError("reader thread died"), ddstore.DDStoreValueError),
+                      (lambda: KeyError("brf/csc/_/coo/nbr"), ddstore.DDStoreValueError),
+                      (lambda: MemoryError("Unable to allocate 8 EiB"),
+                       ddstore.DDStoreMemoryError)):
+        exc = make()
+        what = f"{tag} build_backward, {type(exc).__name__} on rank {on} reading its rows"
+        raised = []
+
+        def build():
+            try:
+                return gs.build_backward()
+            except Exception as e:
+                raised.append(e)
+                raise
+        with reads_fail_on(store, lambda name: name.startswith("brf/csc/") and
+                                 name.endswith("/nbr"), make, on=on):
+            expect_error(cls, [f"rank {on}: {type(exc).__name__}: {exc}"], build,
+                         agree=True, agreed=True, store=store, what=what)
+        if rank == on and raised:
+            check(type(raised[0].__cause__) is type(exc) and
+                  str(raised[0].__cause__) == str(exc),
+                  f"{what}: the local exception is not the cause: "
+                  f"{raised[0].__cause__!r}")
+        check(not gs.has_backward(), f"{what}: out-lists left")
+    check(gs.build_backward() == [None] and gs.has_backward(),
+          f"{tag} build_backward after the injected failures")
 
 
 def hetero_backward(store, h, tag):
     fs, gs = dpyg.from_hetero(store, h, name="hbw")
     # all or nothing: the last edge type's build fails on rank 0 only
     aa = ETS[2][0]
-    with reads_fail_on_rank0(store, lambda name: "/csc/" in name and "aa" in name and
+    with reads_fail_on(store, lambda name: "/csc/" in name and "aa" in name and
                              name.endswith("/nbr")):
         expect_error(ddstore.DDStoreError, "injected read failure", gs.build_backward,
                      agree=True, store=store, what=f"{tag} build_backward failing")
@@ -644,7 +687,7 @@ def backward_alone(store, data, h, tag):
                      keep_in_lists=rank == 0, agree=True, agreed=True, store=store,
                      what=f"{tag} keep_in_lists differs between ranks")
     # a failure on one rank in the build: nothing dropped, forward sampling still works
-    with reads_fail_on_rank0(store, lambda name: name.startswith("bd/csc/") and
+    with reads_fail_on(store, lambda name: name.startswith("bd/csc/") and
                              name.endswith("/nbr")):
         expect_error(ddstore.DDStoreError, "injected read failure", gs.build_backward,
                      keep_in_lists=False, agree=True, store=store,
@@ -772,7 +815,8 @@ def backward_alone(store, data, h, tag):
     def fails_after():
         with store.transaction("test"):
             egs.build_backward(keep_in_lists=False)
-            store.agree(ddstore.DDStoreValueError("later failure"))
+            with store.collective(None):  # a later step that fails on every rank
+                raise ddstore.DDStoreValueError("later failure")
     expect_error(ddstore.DDStoreValueError, "later failure", fails_after, agree=True,
                  what=f"{tag} enclosing transaction fails")
     check(store.variables() == [v for v in before if not v.startswith("be/csc/")] and
@@ -794,6 +838,7 @@ def main():
             hetero_partly_timed(store, make_hetero(times=True), tag)
             prefetched(fs, gs, data, h, hfs, hgs, tag)
             homo_backward(store, data, tag)
+            backward_read_failures(store, data, tag)
             hetero_backward(store, h, tag)
             backward_alone(store, data, h, tag)
 
