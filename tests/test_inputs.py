@@ -1,8 +1,12 @@
 """The checks of a user's input at memory speed (csrc/checks.c, ddstore._fingerprint):
 the 64-bit fingerprint that holds the ranks of a collective call to the same data, and
-the bitmap that finds an id listed twice; in-process."""
+the bitmap that finds an id listed twice, in-process; and the program
+tests/mpi/inputs_check.py on 2 and 3 ranks (data that differs between ranks refused
+naming the ranks, a split's repeat found across ranks, labels that are not class ids)."""
 import numpy as np
 import pytest
+
+from conftest import passed_on
 
 from ddstore import _core
 from ddstore._fingerprint import fingerprint, same_data
@@ -107,3 +111,14 @@ def test_mark_ids():
         _core.mark_ids(bits, np.array([10, 1000]), n)
     with pytest.raises(DDStoreIndexError, match=r"id -1 at position 0"):
         _core.mark_ids(bits, np.array([-1]), n)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 3])
+@pytest.mark.shared_launch("inputs_check.py", timeout=240)
+def test_inputs_check(shared_launch, nprocs):
+    """from_pyg / from_hetero / TemporalGraph.from_pyg handed other values of the same
+    shapes on one rank, a split repeating a node on another rank's rows (OGB, .npy), a
+    source's label 2**63 - 1: refused on every rank, naming what and where; nothing
+    stored."""
+    passed_on(shared_launch, nprocs)

@@ -4,6 +4,8 @@ and all; both transports; brute-force k-hop neighbourhoods, fanouts, uniformity,
 temporal, hetero, LinkNeighborLoader with negative sampling, bad input on every rank),
 and single-process checks of the API."""
 
+import re
+
 import pytest
 import torch
 
@@ -773,3 +775,80 @@ def test_disjoint_sampling_over_a_node_type_beyond_int64_keys(store, monkeypatch
                 else:
                     assert torch.equal(a, c)
             assert x.num_sampled_nodes == y.num_sampled_nodes
+
+
+def test_from_pyg_weight_attr_with_as_many_nodes_as_edges(store):
+    """``weight_attr="w"`` where nodes and edges are as many: ``w`` is taken as the edge
+    attribute the weights are (it was a node attribute by PyG's tie rule, and the put
+    said "not found"); a weight attribute put as a node attribute by hand is refused
+    saying so."""
+    import numpy as np
+    from torch_geometric.data import Data
+    from ddstore import pyg as dpyg
+    from ddstore.pyg.feature_store import UnknownAttributeError
+    ei = torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 0]])
+    w = torch.tensor([0.5, 1.0, 2.0, 0.0, 3.0])
+    fs, gs = dpyg.from_pyg(store, Data(edge_index=ei, num_nodes=5, w=w, y=torch.ones(5)),
+                           name="tie", weight_attr="w")
+    assert fs.get_tensor(group_name=("_N", "to", "_N"), attr_name="w",
+                         index=None).tolist() == w.tolist()
+    assert fs.get_tensor(group_name=None, attr_name="y", index=None).tolist() == [1] * 5
+    c = gs.sampled_lists(None)
+    eid = store.get_range(c.vars["eid"], 0, 5).astype(np.int64)
+    assert store.get_range(c.vars["w"], 0, 5).tolist() == w[eid].tolist()
+    fs2 = dpyg.FeatureStore(store, "byhand")
+    fs2.put_tensor(w, group_name=None, attr_name="w", index=None)
+    gs2 = dpyg.GraphStore(store, "byhand", weight_attr="w")
+    with pytest.raises(UnknownAttributeError, match=re.escape(
+            "weight_attr 'w' not found: put it first as an edge attribute "
+            "('byhand/edge/_N__to___N/w'), one weight per edge; 'w' is stored as a node "
+            "attribute ('byhand/node/_/w', 5 rows): a value with as many rows as nodes "
+            "and edges is taken as a node attribute unless its name contains 'edge'")):
+        gs2.put_edge_index(ei, edge_type=None, layout="coo", size=(5, 5))
+
+
+def test_from_pyg_takes_a_list_edge_index(store):
+    """A Python-list ``edge_index`` (PyG's ``Data`` takes one; documented as accepted)
+    loads as the tensor does (it raised ``AttributeError: 'list' object has no attribute
+    'shape'``)."""
+    from torch_geometric.data import Data
+    from ddstore import pyg as dpyg
+    pairs = [[0, 1, 2, 2], [1, 2, 0, 3]]
+    _, a = dpyg.from_pyg(store, Data(edge_index=pairs, num_nodes=4,
+                                     edge_attr=[1.0, 2.0, 3.0, 4.0]), name="lst")
+    fs, b = dpyg.from_pyg(store, Data(edge_index=torch.tensor(pairs), num_nodes=4),
+                          name="ten")
+    for x, y in zip(a.get_edge_index(None, "coo"), b.get_edge_index(None, "coo")):
+        assert torch.equal(x, y)
+    assert a.get_edge_index(None, "coo")[1].tolist() == pairs[1]
+    assert store.get_range("lst/edge/_N__to___N/edge_attr", 0, 4).tolist() == \
+        [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("how", ["put_edge_index", "pair", "put_edge_range", "callable"])
+def test_uint64_node_id_beyond_int64_named(store, how):
+    """A uint64 node id of 2**63 (beyond int64) is refused as such, naming the id and the
+    range (it was cast to -2**63 and reported as a "negative node id"); uint64 ids within
+    range load."""
+    import numpy as np
+    from ddstore import DDStoreIndexError, pyg as dpyg
+    bad = np.array([[0, 2 ** 63, 1], [1, 0, 2]], dtype=np.uint64)
+    good = np.array([[0, 2, 1], [1, 0, 2]], dtype=np.uint64)
+
+    def put(gs, ei):
+        if how == "put_edge_index":
+            return gs.put_edge_index(ei, edge_type=None, layout="coo", size=(3, 3))
+        if how == "pair":
+            return gs.put_edge_index((ei[0], ei[1]), edge_type=None, layout="coo",
+                                     size=(3, 3))
+        if how == "put_edge_range":
+            return gs.put_edge_range(ei, rows=(0, 3), size=(3, 3))
+        return gs.put_edge_range(lambda a, b: ei[:, a:b], rows=(0, 3), size=(3, 3))
+    with pytest.raises(DDStoreIndexError, match=re.escape(
+            "node id 9223372036854775808 (uint64) is beyond int64; node ids must be in "
+            "[0, num_nodes) with num_nodes <= 2**63 - 1")):
+        put(dpyg.GraphStore(store, "bad"), bad)
+    assert store.variables() == []
+    gs = dpyg.GraphStore(store, "good")
+    put(gs, good)
+    assert gs.get_edge_index(None, "coo")[0].tolist() == [0, 2, 1]
