@@ -149,29 +149,24 @@ class PyDDStore:
 
     def add(self, name, arr):
         """Collective: add variable ``name`` from each rank's rows ``arr``."""
-        error = rows = None
-        try:
+        # bad input on one rank raises on every rank, before anything is created
+        with self._store.collective("PyDDStore.add", name):
             local = _as_numpy(arr, name, "add")
             disp = int(np.prod(local.shape[1:], dtype=np.int64))
             rows = _bytes_rows(local, local.shape[0])
-        except Exception as exc:  # bad input on one rank: every rank raises, none waits
-            error = exc
-        self._store.agree(error, call=("PyDDStore.add", name))
         self._store.add(name, rows)
         self._info[name] = _Info(disp, local.itemsize, self._store.fast_readers(name))
 
     def init(self, name, nrows, disp, itemsize=1):
         """Collective: reserve ``nrows`` local rows of ``disp`` elements of ``itemsize``
         bytes for ``name``; fill them with :meth:`update`."""
-        error = None
-        for label, value, low in (("nrows", nrows, 0), ("disp", disp, 1),
-                                  ("itemsize", itemsize, 1)):
-            if not is_int(value) or value < low:
-                error = DDStoreValueError(f"init {name!r}: {label}={value!r} must be an "
-                                          f"integer >= {low}")
-                break
-        # collective: a bad argument on one rank fails all
-        self._store.agree(error, call=("PyDDStore.init", name))
+        # a bad argument on one rank raises on every rank
+        with self._store.collective("PyDDStore.init", name):
+            for label, value, low in (("nrows", nrows, 0), ("disp", disp, 1),
+                                      ("itemsize", itemsize, 1)):
+                if not is_int(value) or value < low:
+                    raise DDStoreValueError(f"init {name!r}: {label}={value!r} must be an "
+                                            f"integer >= {low}")
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
         self._info[name] = _Info(int(disp), int(itemsize), self._store.fast_readers(name))
         self._unpublished = True

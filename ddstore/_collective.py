@@ -240,8 +240,9 @@ def _same_error(call, values):
 
 def _round(comm, call, error, share, same):
     """One round (collective over ``comm``): returns every rank's ``share``, or raises,
-    alike on every rank, the first of: a rank's error (with a note when the ranks were
-    in different steps), calls out of step, ``same`` values that differ.  An error that
+    alike on every rank, the first of: a rank's error (a rank whose local part
+    failed meets the others in whatever round they are in next, so their calls may
+    differ: the error is what matters), calls out of step, ``same`` values that differ.  An error that
     is not a :class:`DDStoreError` is told with the call it happened in
     (``"rank 1: load_ogb('ogb'): OSError: ..."``)."""
     note = _arrive(comm)

@@ -37,7 +37,7 @@ def alltoallv_rows(comm, send, send_counts, send_displs, recv, recv_counts, recv
     (``recv_counts[r]`` rows).  Counts and displacements are in **rows** of a contiguous
     datatype, so up to ``2**31 - 1`` rows per peer whatever the row size.  Rows of zero
     bytes move nothing (no communication).  Allocation is the caller's (every caller
-    allocates ``recv`` under its own agreement, so that a failed allocation is raised on
+    allocates ``recv`` in a step's local part, so that a failed allocation is raised on
     every rank before anyone enters this call)."""
     row_bytes = send.itemsize * int(np.prod(send.shape[1:], dtype=np.int64))
     if not row_bytes:

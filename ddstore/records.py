@@ -38,7 +38,7 @@ class RecordsAPI:
             self._check_name(name)
             try:
                 schema = _record_schema(name, samples)
-            except DDStoreError:
+            except (DDStoreError, MemoryError):  # a MemoryError: agreed as one by the step
                 raise
             except Exception as exc:  # a sample numpy cannot read
                 raise DDStoreValueError(f"records {name!r}: {type(exc).__name__}: "

@@ -235,8 +235,8 @@ class _OutOfMemory:
 
 
 def _memory_paths():
-    """(label, call(store)) of every layer path that converts a failure of local work
-    into an agreed error."""
+    """(label, call(store)) of layer paths whose local work fails (a step's local part
+    raising MemoryError)."""
     import numpy as np
     from ddstore.dynamic import DynamicGraph
     from ddstore.graphs import GraphDataset
@@ -300,9 +300,9 @@ def _memory_paths():
 @pytest.mark.parametrize("path", ["graphs", "records", "node_memory", "node_memory_post",
                                   "feature_rows", "edge_range", "dynamic", "jodie"])
 def test_memory_error_becomes_ddstore_memory_error(store, path):
-    """A MemoryError in local work of any layer is agreed on and raised as a
-    DDStoreMemoryError (the one conversion, ddstore.errors.as_error), not a
-    DDStoreValueError, naming the failure; nothing is left in the store."""
+    """A MemoryError in local work of any layer (a step's local part) is agreed on and
+    raised as a DDStoreMemoryError, not a DDStoreValueError, naming the failure; nothing
+    is left in the store."""
     from ddstore import DDStoreMemoryError
     from ddstore._collective import is_agreed
     with pytest.raises(DDStoreMemoryError, match="MemoryError: Unable to allocate 8 EiB") \
@@ -312,6 +312,29 @@ def test_memory_error_becomes_ddstore_memory_error(store, path):
     left = store.variables()  # a NodeMemory keeps its own variables, nothing else is
     assert all(v.startswith("m/") for v in left) if path.startswith("node_") else \
         left == [], left
+
+
+def test_step_lets_what_is_not_an_exception_through(store, monkeypatch):
+    """KeyboardInterrupt / SystemExit in a step's local part are this rank's alone: they
+    leave the step untouched, with no round (uncaught, they end the job); an Exception
+    has its round."""
+    from ddstore import _collective
+    rounds = []
+    plain = _collective._round
+    monkeypatch.setattr(_collective, "_round",
+                        lambda *a, **k: rounds.append(a[1]) or plain(*a, **k))
+    for exc in (KeyboardInterrupt("stop"), SystemExit(3)):
+        with pytest.raises(type(exc)) as info:
+            with store.collective("interrupted"):
+                raise exc
+        assert info.value is exc and not _collective.is_agreed(exc)
+    assert rounds == []
+    with pytest.raises(ddstore.DDStoreValueError, match=r"^rank 0: OSError: gone$"):
+        with store.collective("fails"):
+            raise OSError("gone")
+    assert rounds == [("fails", None)]
+    store.add("x", [1, 2])  # the store serves on
+    assert store.get_range("x", 0, 2).tolist() == [1, 2]
 
 
 def test_as_error_is_the_one_conversion():

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import on_ranks
 from ddstore import DDStoreValueError
-from ddstore._collective import mark_agreed
+from ddstore._collective import is_agreed
 
 
 @pytest.mark.mpi
@@ -20,8 +20,12 @@ def test_constructors_all_or_nothing(shared_launch, nprocs, transport):
     assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
 
 
-def agreed(message="bad input"):
-    return mark_agreed(DDStoreValueError(message))
+def fail_in_step(store, message="bad input"):
+    """A collective step whose local part raises: its round turns the error into the
+    agreed DDStoreValueError ``"rank 0: <message>"`` (what a layer's failing step
+    raises)."""
+    with store.collective("test step"):
+        raise DDStoreValueError(message)
 
 
 def test_success_keeps_everything(store):
@@ -43,13 +47,13 @@ def test_agreed_error_removes_newest_first_and_reraises(store):
         removed.append(name)
         drop(name)
     store._drop = spy
-    with pytest.raises(DDStoreValueError, match="bad input") as info:
+    with pytest.raises(DDStoreValueError, match="rank 0: bad input") as info:
         with store.transaction("fail"):
             store.add("a", np.arange(4))
             store.init_records("r", {"k": ("f4", (2,))}, {"k": [1, 2]})
             store.init("b", 1)
-            raise agreed()
-    assert info.value.agreed
+            fail_in_step(store)
+    assert is_agreed(info.value)
     assert removed == ["b", "r", "a"]
     assert store.variables() == ["old"]
     store.add("a", np.arange(4))  # the names are free again
@@ -63,7 +67,7 @@ def test_nested_inner_failure_is_a_savepoint(store):
             with store.transaction("inner") as inner:
                 store.add("i1", np.zeros(1))
                 assert inner.created == ["i1"]
-                raise agreed()
+                fail_in_step(store)
         assert store.variables() == ["o1"]
         store.add("o2", np.zeros(1))
     assert outer.created == ["o1", "o2"]
@@ -76,7 +80,7 @@ def test_nested_failure_through_both_removes_all(store):
             store.add("o1", np.zeros(1))
             with store.transaction("inner"):
                 store.add("i1", np.zeros(1))
-                raise agreed()
+                fail_in_step(store)
     assert store.variables() == []
 
 
@@ -88,25 +92,38 @@ def test_removed_inside_is_not_undone_and_on_rollback_runs(store):
             store.remove("tmp")
             store.add("a", np.zeros(1))
             t.on_rollback(lambda: calls.append("forget a"))
-            raise agreed()
+            fail_in_step(store)
     assert calls == ["forget a"] and store.variables() == []
 
 
 def test_local_exception_starts_no_collective(store, monkeypatch):
     """On a communicator of several ranks a non-agreed exception is one rank's own: the
-    transaction removes nothing and calls no agreement (the job is ending through the
-    abort hook).  Simulated on one rank by the size the transaction looks at."""
+    transaction removes nothing and starts no collective step (the job is ending through
+    the abort hook).  Simulated on one rank by the size the transaction looks at."""
     calls = []
     monkeypatch.setattr(store, "size", 2)
-    monkeypatch.setattr(store, "agree", lambda *a, **k: calls.append(a))
+    plain = store.collective
+
+    def spy(*args, **kwargs):
+        calls.append(args)
+        return plain(*args, **kwargs)
+    monkeypatch.setattr(store, "collective", spy)
     for exc in (KeyError("local"), DDStoreValueError("not agreed")):
         with pytest.raises(type(exc)):
             with store.transaction("local"):
                 store.add(f"v{len(store.variables())}", np.zeros(1))
+                calls.clear()  # what leaving the block starts
                 raise exc
-    assert calls == [] and store.variables() == ["v0", "v1"]
+        assert calls == []
+    assert store.variables() == ["v0", "v1"]
     with store.transaction("after") as t:  # the record was dropped at the exit
         assert t.created == []
+    # the control: an agreed error leaving the block does start the rollback's step
+    with pytest.raises(DDStoreValueError):
+        with store.transaction("agreed"):
+            store.add("v2", np.zeros(1))
+            fail_in_step(store)
+    assert calls[-1] == ("transaction rollback",) and store.variables() == ["v0", "v1"]
 
 
 def test_one_rank_any_exception_rolls_back(store):

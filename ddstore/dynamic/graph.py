@@ -27,8 +27,8 @@ import torch
 from tqdm import tqdm
 
 from .. import _core
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
-from .._checks import is_int, partition, taken_error
+from ..errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from .._checks import check_free_names, is_int, partition
 from ..sources.series import check_finite_weights
 
 __all__ = ["DynamicGraph", "canonical_edges"]
@@ -51,9 +51,10 @@ def _to_numpy(value):
 def _unreadable(what, exc):
     """The error for ``what`` (e.g. ``"edges[3]"``) that could not be read as an array
     (``exc``): ``"<what> is not an array: <type>: <text>"``, or, for a ``MemoryError``,
-    a :class:`DDStoreMemoryError` (:func:`~ddstore.errors.as_error`)."""
-    cls, text = as_error(exc)
-    return cls(f"{what}{' is not an array' if cls is DDStoreValueError else ''}: {text}")
+    a :class:`DDStoreMemoryError` ``"<what>: MemoryError: <text>"``."""
+    if isinstance(exc, MemoryError):
+        return DDStoreMemoryError(f"{what}: {type(exc).__name__}: {exc}")
+    return DDStoreValueError(f"{what} is not an array: {type(exc).__name__}: {exc}")
 
 
 def _step_edges(edges_t, t, num_nodes):
@@ -289,44 +290,43 @@ class DynamicGraph:
                  checkpoint_every=None, *, dedup=None, cache_size=8, show_progress=False):
         self.store, self.name = store, name
         self._dname, self._cname = f"{name}/delta", f"{name}/ckpt"
-        error, T = None, 0
-        try:
+        g, width = store.group_rank, store.group_size
+        # step 1: the arguments, and (only without num_nodes) this rank's own steps
+        # validated for the node count
+        with store.collective("DynamicGraph", name) as step:
             T = self._check_args(store, name, edges, weights, num_nodes, checkpoint_every,
                                  dedup, cache_size)
-        except DDStoreError as exc:
-            error = exc
-        store.agree(error, call=("DynamicGraph", name), same={
-            "steps": T, "num_nodes": num_nodes, "checkpoint_every": checkpoint_every,
-            "dedup": dedup, "weighted": weights is not None})
+            lo, hi = partition(T, width, g)  # the steps whose deltas this rank stores
+            top = -1
+            if num_nodes is None:
+                for t in range(lo, hi):
+                    ei = _step_edges(edges[t], t, None)
+                    if ei.size:
+                        top = max(top, int(ei.max()))
+            tops = step.agree(top, same={
+                "steps": T, "num_nodes": num_nodes, "checkpoint_every": checkpoint_every,
+                "dedup": dedup, "weighted": weights is not None})
+        if num_nodes is None:
+            num_nodes = max(1, 1 + max(tops))  # <= _MAX_NODES
         self.num_steps = T
         self.weighted = weights is not None
         self.dedup = dedup
         self.cache_size = int(cache_size)
         self._cache = collections.OrderedDict()
-        g, width = store.group_rank, store.group_size
-        lo, hi = partition(T, width, g)  # the steps whose deltas this rank stores
-
-        # pass 1 (only without num_nodes): validate own steps, agree on the node count
-        if num_nodes is None:
-            top, error = -1, None
-            try:
-                for t in range(lo, hi):
-                    ei = _step_edges(edges[t], t, None)
-                    if ei.size:
-                        top = max(top, int(ei.max()))
-            except Exception as exc:
-                error = exc
-            num_nodes = max(1, 1 + max(store.agree(error, extra=top)))  # <= _MAX_NODES
         self.num_nodes = int(num_nodes)
         self._bits = _key_bits(self.num_nodes)
         self._mask = (1 << self._bits) - 1
 
-        # pass 2: canonical snapshots of own steps (and the one before), their deltas
-        deltas, counts, error = [], np.zeros(hi - lo, dtype=np.int64), None
+        # step 2: canonical snapshots of own steps (and the one before), their deltas;
+        # every rank learns every step's edge and delta sizes (small), then k: gathered
+        # over the communicator; this group's members are its ranks
+        # [group * width, (group + 1) * width)
+        dkeys = ("add_key", "del_key") + (("chg_key",) if self.weighted else ())
         kept = {}  # canonical checkpoints, when k is known already
-        progress = tqdm(total=hi - lo, desc=f"deltas of {name!r}",
-                        disable=not (show_progress and store.rank == 0))
-        try:
+        with store.collective(None) as step, \
+                tqdm(total=hi - lo, desc=f"deltas of {name!r}",
+                     disable=not (show_progress and store.rank == 0)) as progress:
+            deltas, counts = [], np.zeros(hi - lo, dtype=np.int64)
             prev = self._canonical(edges, weights, lo - 1) if lo > 0 else None
             for t in range(lo, hi):
                 cur = self._canonical(edges, weights, t)
@@ -339,19 +339,10 @@ class DynamicGraph:
                     deltas.append(_diff(cur[0], cur[1], cur[0], cur[1]))  # empty
                 prev = cur
                 progress.update(1)
-        except Exception as exc:
-            error = exc
-        progress.close()
-
-        # every rank learns every step's edge and delta sizes (small), then k: gathered
-        # by the agreement, over the communicator; this group's members are its ranks
-        # [group * width, (group + 1) * width)
-        dkeys = ("add_key", "del_key") + (("chg_key",) if self.weighted else ())
-        sizes = None if error is not None else np.array(
-            [[d[k].shape[0] for k in dkeys] for d in deltas],
-            dtype=np.int64).reshape(-1, len(dkeys))
-        gathered = store.agree(error, extra=(counts, sizes))[
-            store.group * width:(store.group + 1) * width]
+            sizes = np.array([[d[k].shape[0] for k in dkeys] for d in deltas],
+                             dtype=np.int64).reshape(-1, len(dkeys))
+            gathered = step.agree((counts, sizes))[
+                store.group * width:(store.group + 1) * width]
         self._num_edges = np.concatenate([c for c, _ in gathered])
         dsize = np.concatenate([s for _, s in gathered]).reshape(-1, len(dkeys))
         self._delta_entries = dsize.sum(axis=1)
@@ -374,20 +365,18 @@ class DynamicGraph:
 
         # checkpoints of own steps (same layout: steps lo..hi of this member)
         mine = self._ckpt_steps[(self._ckpt_steps >= lo) & (self._ckpt_steps < hi)]
-        ckpts, error = [], None
-        try:
+        # step 3 (a local part only): an edges sequence that fails when read again, or
+        # memory that runs out, on one rank raises on every rank
+        with store.collective(None):
+            ckpts = []
             for c in mine.tolist():
                 key, w = kept.pop(c) if c in kept else self._canonical(edges, weights, c)
                 rec = {"key": key}
                 if self.weighted:
                     rec["w"] = w.astype(np.float32)
                 ckpts.append(rec)
-        except Exception as exc:  # an edges sequence that fails when read again
-            error = exc
-        store.agree(error)
-        if not self.has_deltas:
-            deltas = []
-        else:
+            if not self.has_deltas:
+                deltas = []
             for d in deltas:
                 for k2 in d:
                     if d[k2].dtype == np.float64:
@@ -399,12 +388,11 @@ class DynamicGraph:
         """Collective: the graph of a :class:`~ddstore.spatiotemporal.DynamicSeries` (what
         :func:`~ddstore.spatiotemporal.load_pgt_json` returns for a file whose edges change
         every step, e.g. Twitter tennis); keyword arguments as for the constructor."""
-        edges = getattr(series, "edges", None)
-        if edges is None:
-            error = DDStoreValueError(f"DynamicGraph.from_series {name!r}: "
-                                      f"{type(series).__name__} has no per-step edges "
-                                      f"(a DynamicSeries is needed)")
-            store.agree(error, call=("DynamicGraph", name))
+        with store.collective("DynamicGraph.from_series", name):
+            if getattr(series, "edges", None) is None:
+                raise DDStoreValueError(f"DynamicGraph.from_series {name!r}: "
+                                        f"{type(series).__name__} has no per-step edges "
+                                        f"(a DynamicSeries is needed)")
         return cls(store, name, series.edges, series.weights, num_nodes=series.num_nodes,
                    **kwargs)
 
@@ -444,10 +432,8 @@ class DynamicGraph:
         if not is_int(cache_size) or cache_size < 1:
             raise DDStoreValueError(f"DynamicGraph {name!r}: cache_size={cache_size!r}; "
                                     f"allowed: an integer >= 1")
-        error = taken_error(f"DynamicGraph {name!r}", [
+        check_free_names(f"DynamicGraph {name!r}", [
             var for var in (f"{name}/delta", f"{name}/ckpt") if var in store])
-        if error is not None:
-            raise error[0](error[1])
         return T
 
     def _canonical(self, edges, weights, t):
@@ -711,10 +697,12 @@ class DynamicGraph:
         return int(self._num_edges.sum()) * (16 + (4 if self.weighted else 0))
 
     def free(self):
-        """Collective: remove the graph's records from the store."""
-        for var in (self._dname, self._cname):
-            if var in self.store:
-                self.store.remove(var)
+        """Collective: remove the graph's records from the store.  Safe to call
+        twice."""
+        with self.store.collective("DynamicGraph.free", self.name):
+            held = [var for var in (self._dname, self._cname) if var in self.store]
+        for var in held:
+            self.store.remove(var)
         self._cache.clear()
 
     def __repr__(self):

@@ -4,7 +4,7 @@
 import numpy as np
 import torch
 
-from ..errors import DDStoreError, DDStoreValueError
+from ..errors import DDStoreValueError
 from ..spatiotemporal.dataset import WindowDataset
 from .graph import DynamicGraph
 
@@ -54,24 +54,23 @@ class DynamicWindowDataset(WindowDataset):
     def __init__(self, store, name, series, horizon, split=(0.7, 0.1, 0.2), *,
                  edges=None, weights=None, graph=None, graph_steps="x", dedup=None,
                  checkpoint_every=None, cache_size=None, **kwargs):
-        error = None
-        if graph_steps not in ("x", "xy"):
-            error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: graph_steps="
+        with store.collective("DynamicWindowDataset", name):
+            if graph_steps not in ("x", "xy"):
+                raise DDStoreValueError(f"DynamicWindowDataset {name!r}: graph_steps="
                                         f"{graph_steps!r}; allowed: 'x', 'xy'")
-        elif graph is not None and not isinstance(graph, DynamicGraph):
-            error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: graph must be a "
+            if graph is not None and not isinstance(graph, DynamicGraph):
+                raise DDStoreValueError(f"DynamicWindowDataset {name!r}: graph must be a "
                                         f"DynamicGraph, got {type(graph).__name__}")
-        elif graph is not None and edges is not None:
-            error = (DDStoreValueError, f"DynamicWindowDataset {name!r}: give graph= or "
+            if graph is not None and edges is not None:
+                raise DDStoreValueError(f"DynamicWindowDataset {name!r}: give graph= or "
                                         f"edges=, not both")
-        store.agree(error, call=("DynamicWindowDataset", name))
         # the series and the graph, or nothing: a failure removes the series too
         with store.transaction(f"DynamicWindowDataset {name!r}"):
             super().__init__(store, name, series, horizon, split, **kwargs)
             T, n = self.num_steps, self.num_nodes
             self.graph_steps = graph_steps
             self._own_graph = graph is None
-            try:
+            with store.collective(None):  # the graph's steps and nodes fit the series
                 if graph is not None:
                     if graph.num_steps != T or graph.num_nodes != n:
                         raise DDStoreValueError(
@@ -90,9 +89,6 @@ class DynamicWindowDataset(WindowDataset):
                             f"DynamicWindowDataset {name!r}: edges has "
                             f"{len(edges) if hasattr(edges, '__len__') else '?'} steps, "
                             f"the series {T}")
-            except DDStoreError as exc:
-                error = exc
-            store.agree(error)
             if graph is None:
                 extra = {} if cache_size is None else {"cache_size": cache_size}
                 graph = DynamicGraph(store, f"{name}/graph", edges, weights, num_nodes=n,
@@ -141,10 +137,13 @@ class DynamicWindowDataset(WindowDataset):
         return super().local_bytes() + self.graph.nbytes()
 
     def free(self):
-        """Collective: remove the series and (if this dataset built it) the graph."""
+        """Collective: remove the series and (if this dataset built it) the graph.  Safe
+        to call twice."""
+        with self.store.collective("DynamicWindowDataset.free", self.name):
+            held = self.name in self.store.variables()
         if self._own_graph:
             self.graph.free()
-        if self.name in self.store.variables():
+        if held:
             self.store.remove(self.name)
 
     def __repr__(self):

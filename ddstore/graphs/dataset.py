@@ -5,10 +5,9 @@ import time
 import numpy as np
 import torch
 
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, as_error
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
 from .._checks import as_indices, is_int, partition
-from .._collective import mark_agreed
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
 
@@ -81,94 +80,78 @@ class GraphDataset(torch.utils.data.Dataset):
         """Collective: store the graphs ``samples`` (a list, or any map-style Dataset
         that builds samples on access; the same on every rank).  Each rank touches only
         ``samples[i]`` of its own chunk."""
-        return cls.from_source(store, name, SequenceSource(samples), progress=progress)
+        with store.collective("GraphDataset.from_samples", name) as step:
+            share = _Share(store, name, SequenceSource(samples), progress)
+            reference = share.agree(step)
+        return cls._store(store, name, share, reference, progress)
 
     @classmethod
     def from_pickle_dir(cls, store, name, path, pattern="*.pkl", progress=True):
         """Collective: load a PFF directory (one pickle per sample, see
         :func:`write_pickle_dir`); each rank unpickles (restricted) only its files."""
-        source = _collective_open(store, ("GraphDataset.from_pickle_dir", name),
-                                  lambda: PickleDirSource(path, pattern))
-        return cls.from_source(store, name, source, progress=progress)
+        with store.collective("GraphDataset.from_pickle_dir", name) as step:
+            share = _Share(store, name, PickleDirSource(path, pattern), progress)
+            reference = share.agree(step)
+        return cls._store(store, name, share, reference, progress)
 
     @classmethod
     def from_adios(cls, store, name, path, progress=True):
         """Collective: load a CFF ADIOS2 file written by :func:`write_adios`; each rank
         reads only its row range."""
-        source = _collective_open(store, ("GraphDataset.from_adios", name),
-                                  lambda: AdiosSource(path))
+        source = None
         try:
-            return cls.from_source(store, name, source, progress=progress)
+            with store.collective("GraphDataset.from_adios", name) as step:
+                source = AdiosSource(path)
+                share = _Share(store, name, source, progress)
+                reference = share.agree(step)
+            return cls._store(store, name, share, reference, progress)
         finally:
-            source.close()
+            if source is not None:
+                source.close()
 
     @classmethod
     def from_source(cls, store, name, source, progress=True):
         """Collective: load the rank's chunk of ``source`` into records ``name``.
 
         Every error (an unreadable file, a sample whose keys, dtypes or shapes differ,
-        an empty data set) is raised on every rank, naming the sample and the key, and
-        the store stays usable.
+        an empty data set, whatever a user's ``Dataset`` raises) is raised on every rank,
+        naming the sample and the key, and the store stays usable.
         """
-        if not isinstance(source, Source):
-            raise DDStoreValueError(f"source must be a ddstore.sources.Source, got "
-                                    f"{type(source).__name__}")
-        comm = store.comm
-        error, layout, records, first, lo, hi, total = None, None, [], None, 0, 0, None
-        stored_layout, offsets = None, None
-        try:
-            total = len(source)
-            if total == 0:
-                raise DDStoreValueError(f"graphs {name!r}: empty data set (no samples)")
-            if isinstance(source, AdiosSource):
-                stored_layout = _adios_layout(source)
-            lo, hi = partition(total, store.group_size, store.group_rank)
-            if stored_layout is not None:  # packed rows: loaded block by block below
-                layout, first = stored_layout, (lo if hi > lo else None)
-                offsets = _stored_offsets(name, source, stored_layout, lo, hi)
-                records = None
-            else:
-                layout, records, first = _load_chunk(store, name, source, lo, hi,
-                                                     stored_layout, progress)
-        except Exception as exc:  # a user Dataset failing, an I/O error...
-            error = as_error(exc, f"graphs {name!r}")  # a DDStoreError as it is
-        # collective: every rank is loading the same name, and a failure on any rank
-        # raises on every rank; the same round gathers every rank's length and layout
-        info = store.agree(error, call=("GraphDataset", name), extra=(
-            total, None if layout is None else layout.to_list(), first))
-        totals = {t for t, _, _ in info}
-        if len(totals) > 1:  # decided from the gathered info: alike on every rank
-            raise mark_agreed(DDStoreValueError(
-                f"graphs {name!r}: the data set has a different length on different "
-                f"ranks: {[t for t, _, _ in info]}"))
-        layouts = [(GraphLayout(lay), f) for _, lay, f in info if lay is not None]
-        reference, ref_first = layouts[0]
-        for lay, f in layouts[1:]:
-            diff = reference.difference(lay)
-            if diff is not None:
-                raise mark_agreed(DDStoreValueError(
-                    f"graphs {name!r}: sample {f}: {diff} (as in sample {ref_first})"))
+        with store.collective("GraphDataset.from_source", name) as step:
+            if not isinstance(source, Source):
+                raise DDStoreValueError(f"source must be a ddstore.sources.Source, got "
+                                        f"{type(source).__name__}")
+            share = _Share(store, name, source, progress)
+            reference = share.agree(step)
+        return cls._store(store, name, share, reference, progress)
+
+    @classmethod
+    def _store(cls, store, name, share, reference, progress):
+        """Collective, after the ranks agreed on ``reference`` (the layout): copy this
+        rank's ``share`` into records ``name`` (all or nothing) and log the bytes held."""
         before = store.nbytes()
         with store.transaction(f"GraphDataset {name!r}"):  # the records, or nothing
-            if records is None:  # a CFF file: read block by block straight into the store
-                sizes = {k: np.diff(o) for k, o in offsets.items()}
+            if share.records is None:  # a CFF file: read block by block into the store
+                sizes = {k: np.diff(o) for k, o in share.offsets.items()}
                 _fill_records(store, name, reference, sizes,
-                              _cff_blocks(source, lo, offsets), progress, "loading")
+                              _cff_blocks(share.source, share.lo, share.offsets),
+                              progress, "loading")
             else:
                 keys = [lay.key for lay in reference.keys]
+                records, share.records = share.records, None
                 sizes = {k: np.fromiter((r[k].shape[0] for r in records), np.int64,
                                         len(records)) for k in keys}
                 _fill_records(store, name, reference, sizes, _owned_blocks(records, keys),
                               progress, "storing")
                 del records
         held = store.nbytes() - before
-        sizes = comm.gather(held, root=0)
-        if comm.rank == 0:
+        sizes = store.comm.gather(held, root=0)
+        if store.comm.rank == 0:
             logger.info("graphs %r: %d graphs, %d replica%s of width %d; bytes per rank: "
-                        "%s (min %s, max %s, total %s)", name, int(total), store.replicas,
+                        "%s (min %s, max %s, total %s)", name, share.total, store.replicas,
                         "s" if store.replicas != 1 else "", store.width, sizes,
                         _human(min(sizes)), _human(max(sizes)), _human(sum(sizes)))
-        return cls(store, name, reference, int(total))
+        return cls(store, name, reference, share.total)
 
     # ------------------------------------------------------------------ reading
     def __len__(self):
@@ -276,21 +259,48 @@ class _BatchView(torch.utils.data.Dataset):
         return self.dataset.get_batch(indices)
 
 
-def _collective_open(store, call, opener):
-    """Collective step ``call``: open a source on every rank; if it fails anywhere,
-    raise everywhere."""
-    source, error = None, None
-    try:
-        source = opener()
-    except Exception as exc:
-        error = exc
-    try:
-        store.agree(error, call=call)
-    except DDStoreError:
-        if source is not None and hasattr(source, "close"):
-            source.close()
-        raise
-    return source
+class _Share:
+    """What one rank reads of a graph source for its chunk ``[lo, hi)`` (the local part
+    of a constructor's step): the sample ``total``, the ``layout`` of its samples (None
+    for an empty chunk) and the index of its ``first`` sample, and either the samples'
+    ``records`` (dicts of arrays) or, for a CFF file, their row ``offsets`` (the rows
+    are then read block by block while storing)."""
+    __slots__ = ("name", "source", "total", "lo", "hi", "layout", "first", "records",
+                 "offsets")
+
+    def __init__(self, store, name, source, progress):
+        """Local: read this rank's chunk of ``source``; raises on bad input."""
+        self.name, self.source, self.records, self.offsets = name, source, None, None
+        self.total = int(len(source))
+        if self.total == 0:
+            raise DDStoreValueError(f"graphs {name!r}: empty data set (no samples)")
+        self.lo, self.hi = partition(self.total, store.group_size, store.group_rank)
+        if isinstance(source, AdiosSource):  # packed rows: loaded block by block
+            self.layout = _adios_layout(source)
+            self.first = self.lo if self.hi > self.lo else None
+            self.offsets = _stored_offsets(name, source, self.layout, self.lo, self.hi)
+        else:
+            self.layout, self.records, self.first = _load_chunk(
+                store, name, source, self.lo, self.hi, progress)
+
+    def agree(self, step):
+        """The round of ``step``: every rank's length and layout.  Returns the layout of
+        every rank's samples, or raises (alike on every rank) when the lengths differ or
+        naming the first sample whose layout differs."""
+        info = step.agree((self.total, None if self.layout is None
+                           else self.layout.to_list(), self.first))
+        totals = [t for t, _, _ in info]
+        if len(set(totals)) > 1:
+            raise DDStoreValueError(f"graphs {self.name!r}: the data set has a different "
+                                    f"length on different ranks: {totals}")
+        layouts = [(GraphLayout(lay), f) for _, lay, f in info if lay is not None]
+        reference, ref_first = layouts[0]
+        for lay, f in layouts[1:]:
+            diff = reference.difference(lay)
+            if diff is not None:
+                raise DDStoreValueError(f"graphs {self.name!r}: sample {f}: {diff} (as in "
+                                        f"sample {ref_first})")
+        return reference
 
 
 def _adios_layout(source):
@@ -347,10 +357,13 @@ def _fill_records(store, name, layout, sizes, read_block, progress, desc):
     n = len(next(iter(sizes.values())))
     ends = np.cumsum(sum(np.asarray(sizes[k], dtype=np.int64) * row_bytes[k]
                          for k in sizes)) if n else np.zeros(0)
-    error, done, block_bytes = None, 0, LOAD_BLOCK_BYTES
+    done, block_bytes = 0, LOAD_BLOCK_BYTES
     show = bool(progress) and store.rank == 0
-    with tqdm(total=n, desc=f"{desc} {name} (rank 0)", unit="graph", disable=not show,
-              leave=False) as bar:
+    # the copy is this step's local part: a block that fails to read on one rank (an
+    # I/O error...) raises on every rank, and the caller's transaction removes the records
+    with store.collective(None), \
+            tqdm(total=n, desc=f"{desc} {name} (rank 0)", unit="graph", disable=not show,
+                 leave=False) as bar:
         try:
             while done < n:
                 # the records that fit in one block (at least one)
@@ -360,9 +373,11 @@ def _fill_records(store, name, layout, sizes, read_block, progress, desc):
                 store.update_records(name, done, stop, read_block(done, stop))
                 bar.update(stop - done)
                 done = stop
-        except Exception as exc:
-            error = as_error(exc, f"graphs {name!r}")  # a DDStoreError as it is
-    store.agree(error, call=("GraphDataset.load", name))
+        except (DDStoreError, MemoryError):
+            raise
+        except Exception as exc:  # named: the step says which rank, this says what
+            raise DDStoreValueError(f"graphs {name!r}: {type(exc).__name__}: {exc}") \
+                from exc
     store.sync()
 
 
@@ -386,11 +401,13 @@ def _owned_blocks(records, keys):
     return read_block
 
 
-def _load_chunk(store, name, source, lo, hi, stored_layout, progress):
-    """Records of samples [lo, hi) of ``source``; (layout, records, first index)."""
+def _load_chunk(store, name, source, lo, hi, progress):
+    """Local: records of samples [lo, hi) of ``source``; (layout, records, first index).
+    Whatever reading a sample raises is raised as a :class:`DDStoreError` naming the
+    sample (a ``MemoryError`` as a :class:`DDStoreMemoryError`)."""
     from tqdm import tqdm
     show = bool(progress) and store.rank == 0
-    layout = stored_layout
+    layout = None
     records = []
     index = lo
     with tqdm(total=hi - lo, desc=f"loading {name} (rank 0)", unit="graph",
@@ -403,9 +420,7 @@ def _load_chunk(store, name, source, lo, hi, stored_layout, progress):
                     index, sample = next(samples)
                 except StopIteration:
                     break
-                if stored_layout is not None:
-                    rec = stored_layout.check_record(sample)
-                elif layout is None:
+                if layout is None:
                     layout, rec = GraphLayout.of(sample)
                 else:
                     rec = layout.to_record(sample)
@@ -413,8 +428,13 @@ def _load_chunk(store, name, source, lo, hi, stored_layout, progress):
                 bar.update(1)
         except Exception as exc:  # DDStoreErrors, and a user Dataset's own failures
             where = source.describe(index)
-            cls, text = as_error(exc)
+            if isinstance(exc, DDStoreError):
+                cls, text = type(exc), str(exc)
+            else:
+                cls = DDStoreMemoryError if isinstance(exc, MemoryError) else \
+                    DDStoreValueError
+                text = f"{type(exc).__name__}: {exc}"
             named = source.file(index) if hasattr(source, "file") else where
             prefix = "" if (named in text or where == f"sample {index}") else f"{where}: "
-            raise cls(f"graphs {name!r}: sample {index}: {prefix}{text}") from None
+            raise cls(f"graphs {name!r}: sample {index}: {prefix}{text}") from exc
     return layout, records, lo if records else None

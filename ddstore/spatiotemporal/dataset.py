@@ -5,10 +5,8 @@ import numbers
 import numpy as np
 import torch
 
-from ..errors import (DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError,
-                      as_error)
+from ..errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from .._checks import as_indices, check_indices, is_int
-from .._collective import mark_agreed
 from ..sources.series import Series, from_arrays
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
@@ -278,39 +276,37 @@ class WindowDataset(_WindowView):
                  overlap=False, standardize=True, per_node=False, time_features=None,
                  timestamps=None, fill=None, dtype=np.float32, device="cpu", halo=True,
                  resident=None, chunk_bytes=2 << 20):
-        # validate locally, then agree: a rank whose arguments fail must not leave the
-        # others waiting in a collective
-        error, config = None, None
-        try:
-            config = self._configure(store, name, series, horizon, split, overlap,
-                                     standardize, per_node, time_features, timestamps, fill,
-                                     dtype, device, halo, resident)
-        except (DDStoreError, ValueError, TypeError, RuntimeError) as exc:
-            error = exc
-        setting = None if error else {
-            "name": name, "shape": self.shape, "horizon": self.horizon,
-            "splits": self.split_bounds, "dtype": self.dtype.str, "halo": self.halo,
-            "per_node": self.per_node, "standardize": self.standardized,
-            "fill": config[1]}
-        store.agree(error, call=("WindowDataset", name), same=setting)
-        series, fill, tf = config
+        # the first step: every rank checks its arguments (a failure on any rank raises on
+        # every rank) and the settings that shape the stored series must agree
+        with store.collective("WindowDataset", name) as step:
+            series, fill, tf = self._configure(
+                store, name, series, horizon, split, overlap, standardize, per_node,
+                time_features, timestamps, fill, dtype, device, halo, resident)
+            step.agree(same={
+                "name": name, "shape": self.shape, "horizon": self.horizon,
+                "splits": self.split_bounds, "dtype": self.dtype.str, "halo": self.halo,
+                "per_node": self.per_node, "standardize": self.standardized,
+                "fill": fill})
         T, n, f = self.shape
         dt = self.dtype
-        with store.transaction(f"WindowDataset {name!r}"):  # the series, or nothing
-            self._load(series, fill, max(1, int(chunk_bytes) // (n * f * 8)))
-
         self._tdtype = _torch_dtype(dt)
         self._counts = {}
-        self._tf = None
-        if tf is not None:
-            self._tf = torch.from_numpy(tf.astype(dt)).to(self.device)
-        self._dev_series = None
-        if self.resident == "device":
-            self._dev_series = torch.empty((T, n, f), dtype=self._tdtype, device=self.device)
-            step = max(1, int(chunk_bytes) // (n * f * dt.itemsize))
-            for a in range(0, T, step):
-                b = min(T, a + step)
-                self._dev_series[a:b] = torch.from_numpy(store.get_range(name, a, b - a))
+        self._tf = self._dev_series = None
+        with store.transaction(f"WindowDataset {name!r}"):  # the series, or nothing
+            self._load(series, fill, max(1, int(chunk_bytes) // (n * f * 8)))
+            # the copies on the device (a device out of memory on one rank raises on
+            # every rank, and the series is removed)
+            with store.collective(None):
+                if tf is not None:
+                    self._tf = torch.from_numpy(tf.astype(dt)).to(self.device)
+                if self.resident == "device":
+                    self._dev_series = torch.empty((T, n, f), dtype=self._tdtype,
+                                                   device=self.device)
+                    rows = max(1, int(chunk_bytes) // (n * f * dt.itemsize))
+                    for a in range(0, T, rows):
+                        b = min(T, a + rows)
+                        self._dev_series[a:b] = torch.from_numpy(
+                            store.get_range(name, a, b - a))
 
     def _configure(self, store, name, series, horizon, split, overlap, standardize,
                    per_node, time_features, timestamps, fill, dtype, device, halo,
@@ -391,34 +387,33 @@ class WindowDataset(_WindowView):
         train = self.split_bounds["train"]
         check = series.dtype.kind == "f"
 
-        # pass 1 (own steps only): non-finite values and as-if-SWA moments
-        nan_count, first, failure = 0, None, None
-        moments = Moments.empty(n, f, self.per_node)
-        try:
+        # pass 1 (own steps only): non-finite values and as-if-SWA moments; every rank
+        # learns every rank's counts and moments in the step's round
+        with store.collective(None) as step:
+            nan_count, first = 0, None
+            moments = Moments.empty(n, f, self.per_node)
             for lo, hi, _ in pieces:
                 c, fx, m = self._scan(series, fill, chunk, lo, hi, train, check)
                 nan_count += c
                 first = fx if first is None or (fx is not None and fx < first) else first
                 moments = moments.merge(m)
-        except Exception as exc:  # any failure on one rank: agree, not hang
-            failure = as_error(exc, f"loading {self.name!r} failed")
-        info = store.agree(failure, extra=(nan_count, first, moments.as_tuple()))
-        width = store.group_size
+            info = step.agree((nan_count, first, moments.as_tuple()))
+            # decided over the whole communicator, not per replica group: every group
+            # reads its own copy, and a NaN in one copy must stop every rank
+            width = store.group_size
+            for group in range(store.replicas):
+                members = info[group * width:(group + 1) * width]
+                total_bad = sum(c for c, _, _ in members)
+                if total_bad and fill is None:
+                    t, node, feat, val = min(fx for _, fx, _ in members if fx is not None)
+                    where = (f" (as read by ranks {group * width}-"
+                             f"{(group + 1) * width - 1})" if store.replicas > 1 else "")
+                    raise DDStoreValueError(
+                        f"series for {self.name!r} has {total_bad} non-finite values (NaN "
+                        f"or inf) of {T * n * f}{where}; the first at step {t}, node "
+                        f"{node}, feature {feat} (value {val}); allowed: finite values "
+                        f"only, or pass fill=<number>")
         mine = info[store.group * width:(store.group + 1) * width]
-        # decided over the whole communicator, not per replica group: every group reads
-        # its own copy, and a NaN in one copy must stop every rank, not only that group
-        for group in range(store.replicas):
-            members = info[group * width:(group + 1) * width]
-            total_bad = sum(c for c, _, _ in members)
-            if total_bad and fill is None:
-                t, node, feat, val = min(fx for _, fx, _ in members if fx is not None)
-                where = (f" (as read by ranks {group * width}-{(group + 1) * width - 1})"
-                         if store.replicas > 1 else "")
-                raise mark_agreed(DDStoreValueError(
-                    f"series for {self.name!r} has {total_bad} non-finite values (NaN or "
-                    f"inf) of {T * n * f}{where}; the first at step {t}, node {node}, "
-                    f"feature {feat} (value {val}); allowed: finite values only, or pass "
-                    f"fill=<number>"))
         if self.standardized:
             merged = Moments.empty(n, f, self.per_node)
             for _, _, (cnt, mean, m2) in mine:
@@ -467,13 +462,20 @@ class WindowDataset(_WindowView):
         g = store.group_rank
         # pass 2: own pieces (+ halo) -> store, standardised, one after the other
         store.init(self.name, sum(c for _, _, c in pieces), (n, f), self.dtype)
-        error = None
         blocks, row = [], 0  # (first step, stop, local row of the first step)
         for lo, _, stored in pieces:
             blocks += [(a, min(lo + stored, a + chunk), row + a - lo)
                        for a in range(lo, lo + stored, chunk)]
             row += stored
-        try:
+        # the fill is a step's local part: an I/O error on one rank raises on every rank
+        # (the caller's transaction then removes the series)
+        with store.collective(None):
+            got = store.local_rows(self.name)
+            offsets = self.layout["member_offset"]
+            want = (int(offsets[g]), int(offsets[g + 1]))
+            if tuple(got) != want or store.nrows(self.name) != int(offsets[-1]):
+                raise DDStoreStateError(f"{self.name!r}: store placed local rows at {got}, "
+                                        f"expected {want}")
             mean, std = self.mean, self.std
             for a, b, local in blocks:
                 raw = series.read(a, b)
@@ -489,17 +491,7 @@ class WindowDataset(_WindowView):
                     block = np.asarray(raw, dtype=self.dtype)
                 store.update(self.name, block, local)
                 del raw, block
-        except Exception as exc:  # an I/O error on one rank must not hang the others
-            error = exc
-        store.agree(error)  # on failure the caller's transaction removes the series
         store.sync()
-        got = store.local_rows(self.name)
-        offsets = self.layout["member_offset"]
-        want = (int(offsets[g]), int(offsets[g + 1]))
-        bad = tuple(got) != want or store.nrows(self.name) != int(offsets[-1])
-        # agreed: a rank whose rows are misplaced fails the call on every rank
-        store.agree((DDStoreStateError, f"{self.name!r}: store placed local rows at {got}, "
-                                        f"expected {want}") if bad else None)
 
     # ------------------------------------------------------------------ reading
     def rows_of(self, starts):

@@ -138,6 +138,16 @@ def drive_graphs(store, calls, tmp):
                     edge_index=torch.zeros((2, i % 2), dtype=torch.int64))
                for i in range(7)]
     calls(GraphDataset.from_samples, store, "gd", samples, progress=False)
+    from ddstore.graphs import write_adios, write_pickle_dir
+    from ddstore.sources import SequenceSource
+    pff, bp = os.path.join(tmp, "pff"), os.path.join(tmp, "graphs.bp")
+    if rank == 0 and not os.path.exists(bp):
+        write_pickle_dir(samples, pff)
+        write_adios(samples, bp)
+    comm.Barrier()
+    calls(GraphDataset.from_source, store, "gs", SequenceSource(samples), progress=False)
+    calls(GraphDataset.from_pickle_dir, store, "gp", pff, progress=False)
+    calls(GraphDataset.from_adios, store, "ga", bp, progress=False)
 
 
 def drive_series(store, calls, tmp):
@@ -150,14 +160,19 @@ def drive_series(store, calls, tmp):
 def drive_dynamic(store, calls, tmp):
     from ddstore.dynamic import DynamicGraph, DynamicWindowDataset
     rng = np.random.default_rng(4)
-    T, n = 8, 10
-    edges = [rng.integers(0, n, (2, 6 + s)).astype(np.int64) for s in range(T)]
+    T, n = 40, 10  # every split of the window dataset holds a window of horizon 2
+    edges = [rng.integers(0, n, (2, 6 + s % 5)).astype(np.int64) for s in range(T)]
     weights = [rng.random(e.shape[1]).astype(np.float32) for e in edges]
     calls(DynamicGraph, store, "dyn", edges, weights, num_nodes=n, checkpoint_every=4,
           dedup="last")
     series = np.arange(T * n * 2, dtype=np.float32).reshape(T, n, 2)
-    calls(DynamicWindowDataset, store, "dwin", series, 2, edges=edges, weights=weights,
-          standardize=False, dedup="last")
+    ds = calls(DynamicWindowDataset, store, "dwin", series, 2, edges=edges,
+               weights=weights, standardize=False, dedup="last")
+    calls(ds.free)
+    import types
+    dyn = types.SimpleNamespace(edges=edges, weights=weights, num_nodes=n)
+    g = calls(DynamicGraph.from_series, store, "dser", dyn, dedup="last")
+    calls(g.free)
 
 
 def temporal_arrays():
@@ -272,6 +287,7 @@ def drive_pyg_loaders(store, calls, tmp):
 def drive_pyddstore(store, calls, tmp):
     import pyddstore
     dds = calls(pyddstore.PyDDStore, store.comm)
+    calls = Calls(dds.store)  # what a failure must leave: the variables of dds's store
     calls(dds.add, "p", np.arange(4 * (rank + 1), dtype=np.float32).reshape(-1, 2))
     calls(dds.init, "q", 2, 2, 4)
     calls(dds.sync)

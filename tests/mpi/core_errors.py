@@ -11,7 +11,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from _harness import Cases, counts, failures, expect_error, run_main
+from _harness import Cases, check, counts, failures, expect_error, run_main
 
 import ddstore
 from ddstore import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
@@ -260,14 +260,162 @@ def _collective_calls_out_of_step(t):
     assert {"rm1", "rm2"} <= set(store.variables())
     store.remove("rm1")
     store.remove("rm2")
-    expect_error(DDStoreValueError, ["out of step", "step('s0')"],
-                 lambda: store.agree(None, call=("step", f"s{min(rank, 1)}")),
-                 what="agree with different calls")
+    others = _others()
+
+    def steps_with_names(name):
+        with store.collective("step", name):
+            pass
+    expect_error(DDStoreValueError, ["out of step", "rank 0 called step('s0')",
+                                     f"{others} called step('s1')"],
+                 steps_with_names, f"s{min(rank, 1)}", what="steps with different names",
+                 agree=True, agreed=True)
+
+    def steps_of_calls(op):
+        with store.collective(op) as step:
+            step.agree(rank)
+    expect_error(DDStoreValueError, ["out of step", "rank 0 called a()",
+                                     f"{others} called b()"],
+                 steps_of_calls, "a" if rank == 0 else "b",
+                 what="steps of different calls", agree=True, agreed=True)
+    # a later step (op None) on one rank against a call beginning on the others
+    expect_error(DDStoreValueError, ["out of step", "rank 0 called another collective",
+                                     f"{others} called c()"],
+                 steps_of_calls, None if rank == 0 else "c",
+                 what="a later step against a new call", agree=True, agreed=True)
     # in the same order everything works afterwards, with the right rows in each name
     for nm, scale in (("a", 1), ("b", 2)):
         store.add(nm, data[lo:hi] * scale)
     assert store.get_range("a", 0, n).tobytes() == data.tobytes()
     assert store.get_range("b", 0, n).tobytes() == (data * 2).tobytes()
+
+
+def _others():
+    """How the messages name the ranks other than 0."""
+    return "rank 1" if size == 2 else f"ranks {', '.join(map(str, range(1, size)))}"
+
+
+@cases("collective steps", min_ranks=2)
+def _collective_steps(t):
+    """The one mechanism (ddstore._collective.Step): whatever a local part raises on one
+    rank is raised on every rank, agreed; what is raised after the round is agreed; an
+    agreed error passes through the enclosing steps without another round; settings that
+    must be the same are named when they differ."""
+    from ddstore import _collective
+    store, still_serves = t.store, t.still_serves
+    last = size - 1
+
+    # a local part raising anything on one rank: every rank raises the same agreed
+    # DDStoreError naming the rank and the original type; on the failing rank the
+    # original exception is the cause
+    for exc, cls, text in ((OSError(5, "disk gone"), DDStoreValueError,
+                            "OSError: [Errno 5] disk gone"),
+                           (KeyError("key"), DDStoreValueError, "KeyError: 'key'"),
+                           (MemoryError("no room"), DDStoreMemoryError,
+                            "MemoryError: no room"),
+                           (RuntimeError("broke"), DDStoreValueError,
+                            "RuntimeError: broke")):
+        caught = []
+
+        def local_part_fails():
+            try:
+                with store.collective("fails", "one"):
+                    if rank == last:
+                        raise exc
+            except Exception as agreed:
+                caught.append(agreed)
+                raise
+        msg = expect_error(cls, [f"rank {last}: {text}"], local_part_fails,
+                           what=f"local part raises {type(exc).__name__} on rank {last}",
+                           agree=True, agreed=True)
+        check(msg == f"rank {last}: {text}", f"{type(exc).__name__}: message {msg!r}")
+        if caught:
+            cause = caught[0].__cause__
+            check(cause is exc if rank == last else cause is None,
+                  f"{type(exc).__name__}: cause on rank {rank} is {cause!r}")
+        still_serves()
+
+    # several ranks failing: one line per message, naming the ranks
+    def two_fail():
+        with store.collective("fails", "two"):
+            if rank in (0, last):
+                raise OSError(f"gone on {'first' if rank == 0 else 'last'}")
+    expect_error(DDStoreValueError, ["rank 0: OSError: gone on first",
+                                     f"rank {last}: OSError: gone on last"], two_fail,
+                 what="two ranks fail", agree=True, agreed=True)
+
+    # the round returns every rank's share, in rank order
+    with store.collective("shares") as step:
+        shares = step.agree(rank * 10)
+    check(shares == [r * 10 for r in range(size)], f"shares {shares}")
+    check(step.values == shares, f"values {step.values}")
+
+    # decided after the round: raised alike on every rank and agreed (also an exception
+    # that is not a DDStoreError, as it is)
+    for cls in (DDStoreValueError, KeyError):
+        def decided():
+            with store.collective("decides") as step:
+                total = sum(step.agree(rank + 1))
+                raise cls(f"decided from the total {total}")
+        expect_error(cls, [f"decided from the total {size * (size + 1) // 2}"], decided,
+                     what=f"{cls.__name__} raised after the round", agree=True,
+                     agreed=True)
+
+    # an agreed error passes through the enclosing steps without another round: the
+    # rounds are counted, and the message is the inner step's, unchanged
+    rounds = []
+    plain = _collective._round
+
+    def counted(*args, **kwargs):
+        rounds.append(args[1])
+        return plain(*args, **kwargs)
+
+    def nested():
+        with store.collective("outer", "n"):
+            with store.collective(None):
+                if rank == last:
+                    raise OSError("inner local part")
+    _collective._round = counted
+    try:
+        msg = expect_error(DDStoreValueError, [f"rank {last}: OSError: inner local part"],
+                           nested, what="agreed error through an enclosing step",
+                           agree=True, agreed=True)
+        check(msg == f"rank {last}: OSError: inner local part", f"nested: {msg!r}")
+        check(len(rounds) == 1, f"nested: {len(rounds)} rounds, expected 1")
+        # the same for an agreed error of a store call made in an enclosing step
+        del rounds[:]
+
+        def store_call_in_step():
+            with store.collective("outer", "add"):
+                store.add("mixed3", np.zeros((2, 3), np.float32 if rank == 0 else
+                                             np.float64))
+        expect_error(DDStoreValueError, ["'mixed3'", "dtype differs"],
+                     store_call_in_step, what="store call's agreed error through a step",
+                     agree=True, agreed=True)
+        check(len(rounds) == 1, f"store call in a step: {len(rounds)} rounds, "
+                                f"expected 1 (add's)")
+    finally:
+        _collective._round = plain
+    check("mixed3" not in store.variables(), "mixed3 was created")
+
+    # settings that must be the same: the ones that differ are named, with each rank's
+    # value; the ones that agree are not
+    others = _others()
+
+    def settings(step_same, call_same=None):
+        with store.collective("configure", "cfg", same=step_same) as step:
+            step.agree(same=call_same)
+    msg = expect_error(DDStoreValueError,
+                       ["configure('cfg') is collective and needs the same settings",
+                        "k differs between ranks", "rank 0: 0", f"{others}: 1"],
+                       settings, {"k": 0 if rank == 0 else 1, "m": 2},
+                       what="same: one setting differs", agree=True, agreed=True)
+    check(msg is None or "m differs" not in msg, f"same: an equal setting named: {msg}")
+    expect_error(DDStoreValueError, ["n differs between ranks", "rank 0: 5",
+                                     f"{others}: 6"],
+                 settings, None, {"n": 5 if rank == 0 else 6},
+                 what="same given to agree", agree=True, agreed=True)
+    settings({"k": 1}, {"n": 2})  # the same everywhere: no error
+    still_serves()
 
 
 @cases("add_records: bad samples")

@@ -276,7 +276,8 @@ def _ranks_loading_different_names(t):
     store, good = t.store, t.good
     # ---- ranks loading different names: caught before anything is stored
     expect_error(DDStoreValueError,
-                 ["out of step", "GraphDataset('g0')", "GraphDataset('g1')"],
+                 ["out of step", "GraphDataset.from_samples('g0')",
+                  "GraphDataset.from_samples('g1')"],
                  lambda: graphs.GraphDataset.from_samples(store, f"g{min(rank, 1)}", good,
                                                     progress=False))
     assert "g0" not in store.variables() and "g1" not in store.variables()

@@ -95,6 +95,14 @@ def failing_on(ranks, obj, attr, when=lambda *a, **k: True, error=ValueError):
                 delattr(obj, attr)
 
 
+def fail_on(store, ranks, message):
+    """Collective: one step whose local part raises ``DDStoreValueError(message)`` on
+    ``ranks`` only: every rank raises the agreed error (the way a layer's step fails)."""
+    with store.collective(None):
+        if rank in ranks:
+            raise DDStoreValueError(message)
+
+
 def drop_new(store, before):
     """Collective: remove what was added since ``before`` (to reuse the names)."""
     for v in sorted(set(store.variables()) - set(before), reverse=True):
@@ -126,7 +134,7 @@ def transaction_unit(store):
         with store.transaction("fail"):
             store.add("u/a", np.zeros(2, np.int64))
             store.add_records("u/r", [{"k": np.ones((rank + 1, 2), np.float32)}])
-            store.agree((DDStoreValueError, "injected") if rank == LAST else None)
+            fail_on(store, [LAST], "injected")
     refused(store, DDStoreValueError, ["injected", f"rank {LAST}"], failing,
             what="transaction: agreed error")
     # a variable created then removed inside is not the transaction's any more
@@ -135,7 +143,7 @@ def transaction_unit(store):
             store.add("u/tmp", np.zeros(1, np.int8))
             store.remove("u/tmp")
             store.add("u/a", np.zeros(1, np.int8))
-            store.agree((DDStoreValueError, "late") if rank == 0 else None)
+            fail_on(store, [0], "late")
     refused(store, DDStoreValueError, ["late"], temp_then_fail, what="transaction: temp")
 
     # nested: the inner failure removes only the inner's; the outer keeps the rest
@@ -144,7 +152,7 @@ def transaction_unit(store):
         try:
             with store.transaction("inner"):
                 store.add("u/i1", np.zeros(1, np.int8))
-                store.agree((DDStoreValueError, "inner") if rank == LAST else None)
+                fail_on(store, [LAST], "inner")
         except DDStoreValueError:
             pass
         check(store.variables() == sorted(before + ["u/o1"]),
@@ -161,7 +169,7 @@ def transaction_unit(store):
             store.add("u/o1", np.zeros(1, np.int8))
             with store.transaction("inner"):
                 store.add("u/i1", np.zeros(1, np.int8))
-                store.agree((DDStoreValueError, "deep") if rank == 0 else None)
+                fail_on(store, [0], "deep")
     refused(store, DDStoreValueError, ["deep"], both, what="transaction: nested both")
 
     # on_rollback: called when what was created before it is removed
@@ -171,9 +179,25 @@ def transaction_unit(store):
         with store.transaction("cb") as t:
             store.add("u/c", np.zeros(1, np.int8))
             t.on_rollback(lambda: forgotten.append("u/c"))
-            store.agree((DDStoreValueError, "cb") if rank == LAST else None)
+            fail_on(store, [LAST], "cb")
     refused(store, DDStoreValueError, ["cb"], with_callback, what="on_rollback")
     check(forgotten == ["u/c"], f"on_rollback not called: {forgotten}")
+
+    # labels are names for messages, not part of the rule: a transaction whose label
+    # differs between ranks rolls back on every rank, and the original error goes on
+    # (not an "out of step" error of the rollback)
+    def labels_differ():
+        with store.transaction(f"label of rank {rank}"):
+            store.add("u/lab", np.zeros(rank + 1, np.int8))
+            store.add_records("u/labr", [{"k": np.ones((rank + 1, 2), np.float32)}])
+            fail_on(store, [LAST], "labelled")
+    msg = refused(store, DDStoreValueError, [f"rank {LAST}: labelled"], labels_differ,
+                  what="transaction: labels differ between ranks")
+    check(msg is None or "out of step" not in msg, f"labels differ: the rollback was "
+                                                   f"refused: {msg}")
+    everyone = comm.allgather(store.variables())
+    check(all(v == before for v in everyone), f"labels differ: variables left on some "
+                                              f"rank: {everyone}")
 
     # a local (not agreed) exception starts no collective: the variables stay, and the
     # other ranks are not waiting for anything (every rank raises its own here)
@@ -301,7 +325,7 @@ def pyg_cases(store):
         with store.transaction("enclosing"):
             fs.put_tensor(good.x, group_name=None, attr_name="x")
             gs.put_edge_index(ei, edge_type=None, layout="coo", size=(N, N))
-            store.agree((DDStoreValueError, "later") if rank == LAST else None)
+            fail_on(store, [LAST], "later")
     fails_midway(store, DDStoreValueError, ["later"], enclosing,
                  what="FeatureStore/GraphStore put inside a failed transaction")
     check(fs.get_all_tensor_attrs() == [] and gs.get_all_edge_attrs() == [],
@@ -524,7 +548,7 @@ def temporal_cases(store, tmp):
     def memory_then_fail():
         with store.transaction("outer"):
             made.append(tg.NodeMemory(store, "mem", 50, 4, 3))
-            store.agree((DDStoreValueError, "after the memory") if rank == LAST else None)
+            fail_on(store, [LAST], "after the memory")
     refused(store, DDStoreValueError, ["after the memory"], memory_then_fail,
             what="NodeMemory rolled back by an outer transaction")
     check(made and made[0]._comm is None, "NodeMemory rolled back: communicator kept")
