@@ -8,7 +8,11 @@ A node data set answers, each for one range at a time: ``edges(lo, hi)`` (int64
 ``split(which, lo, hi)`` (node ids of ``"train"``, ``"valid"`` or ``"test"``), with the
 attributes ``num_nodes``, ``num_edges``, ``num_features``, ``has_labels`` and
 ``split_name`` (None without splits).  ``ddstore.pyg.put_node_data`` puts any of them
-into a store.  Pure I/O: no store, no MPI.
+into a store.  Pure I/O: no store, no MPI.  What every reader refuses, naming the file
+and row: a node id outside ``[0, num_nodes)``, a split listing a node twice within the
+range read (:func:`id_bitmap` / :func:`first_marked` let a loader check ranges read by
+several ranks against each other), a label other than -1 or a class id up to
+:data:`MAX_LABEL`, a feature that is NaN or infinite.
 """
 import numpy as np
 
@@ -26,9 +30,9 @@ MAX_LABEL = 2 ** 63 - 2
 
 
 def first_non_finite(x):
-    """``(flat position, value)`` of the first NaN or infinity of the float array ``x``,
-    or None (an integer or empty array: None).  One pass (a float64 sum) when every
-    value is finite, a second to locate a bad one."""
+    """The flat position of the first NaN or infinity of the float array ``x``, or None
+    (an integer or empty array: None).  One pass (a float64 sum) when every value is
+    finite, a second to locate a bad one."""
     if x.dtype.kind not in "fc" or not x.size:
         return None
     with np.errstate(all="ignore"):
@@ -39,8 +43,7 @@ def first_non_finite(x):
     bad = ~np.isfinite(flat)
     if not bad.any():  # finite values whose sum overflowed
         return None
-    i = int(np.argmax(bad))
-    return i, flat[i]
+    return int(np.argmax(bad))
 
 
 def id_bitmap(num_nodes):
@@ -59,9 +62,10 @@ def first_marked(bits, ids, num_nodes, mark=True):
 class NodeDataSource:
     """Base of the node data sets (see the module docstring).  A subclass reads: it
     implements ``edges``, ``features``, ``labels``, ``split_size`` and
-    :meth:`split_ids` (the raw ids of a split range); the base checks the split's name
-    and the ids' range (:meth:`split`, :meth:`checked_edges`), naming the place
-    :meth:`where` gives.  The attributes (``num_nodes``...) are the subclass's to set
+    :meth:`split_ids` (the raw ids of a split range); the base checks the split's name,
+    the ids' range and repeats (:meth:`split`, :meth:`checked_edges`), and offers the
+    checks of labels (-1 or a class id, :meth:`checked_labels`) and features (finite,
+    :meth:`checked_features`), each naming the place :meth:`where` gives.  The attributes (``num_nodes``...) are the subclass's to set
     (the base gives no defaults: ``put_node_data`` reads a missing ``has_labels`` as
     True)."""
 
@@ -131,10 +135,9 @@ class NodeDataSource:
         finite (as the JODIE reader's edge features).  ``raw``: the values before a cast
         to ``x``'s dtype, shown in the message (a value beyond float32's range is
         infinite once cast)."""
-        bad = first_non_finite(x)
-        if bad is None:
+        k = first_non_finite(x)
+        if k is None:
             return x
-        k, _ = bad
         cols = int(np.prod(x.shape[1:], dtype=np.int64)) if x.ndim > 1 else 1
         i, j = divmod(k, cols)
         value = (raw if raw is not None else x).reshape(-1)[k].item()
