@@ -122,3 +122,23 @@ def test_inputs_check(shared_launch, nprocs):
     source's label 2**63 - 1: refused on every rank, naming what and where; nothing
     stored."""
     passed_on(shared_launch, nprocs)
+
+
+def test_check_functions_refuse_bad_sizes_in_c():
+    """The C entry points themselves (no Python check before them): a negative size, or
+    no buffer for a positive one, is DDS_EINVAL with a message, nothing read or
+    written."""
+    from ddstore._core import ffi, lib
+    out = ffi.new("uint64_t *", 7)
+    assert lib.dds_fingerprint(ffi.NULL, 5, 0, out) == lib.DDS_EINVAL and out[0] == 7
+    assert lib.dds_fingerprint(ffi.NULL, -1, 0, out) == lib.DDS_EINVAL
+    assert "nbytes=-1 must be >= 0" in ffi.string(lib.dds_last_error()).decode()
+    assert lib.dds_fingerprint(ffi.NULL, 0, 0, out) == lib.DDS_OK and \
+        out[0] == 0xEF46DB3751D8E999
+    first = ffi.new("int64_t *", 3)
+    bits = np.zeros(1, np.uint64)
+    ids = np.array([1, 2], np.int64)
+    for nbits, n, b in ((-1, 2, bits), (64, -1, bits), (64, 2, None)):
+        rc = lib.dds_mark_ids(ffi.NULL if b is None else ffi.from_buffer("uint64_t[]", b),
+                              nbits, ffi.from_buffer("int64_t[]", ids), n, 1, first)
+        assert rc == lib.DDS_EINVAL and first[0] == -1 and not bits.any()
