@@ -13,7 +13,10 @@ step's round, naming the value and which ranks hold which fingerprint.
 
 An ``np.memmap`` is fingerprinted by what it maps (file, position, strides, shape and
 dtype), not by its bytes: the loaders read a memory-mapped array range-wise (each rank
-only its rows), and hashing it whole would read the whole file on every rank.
+only its rows), and hashing it whole would read the whole file on every rank.  For the
+same reason any other array-like that is read range-wise (an h5py dataset, a zarr array:
+``shape``, ``dtype`` and row slicing, neither a numpy array nor a tensor) is fingerprinted
+by its type, dtype and shape only.
 """
 import mmap
 
@@ -51,6 +54,21 @@ def _as_numpy(value):
     return arr, arr.dtype.str
 
 
+def _lazy(value):
+    """True for an array-like that is neither a numpy array, a torch tensor nor a
+    sequence (an h5py dataset, a zarr array, a reader of rows): it has ``shape``,
+    ``dtype`` and row slicing, and reading it whole on every rank is what range-wise
+    loading avoids."""
+    if isinstance(value, (np.ndarray, list, tuple)) or hasattr(value, "detach"):
+        return False
+    try:
+        np.dtype(getattr(value, "dtype"))
+        len(getattr(value, "shape"))
+    except (AttributeError, TypeError):
+        return False
+    return hasattr(value, "__getitem__")
+
+
 def _memmap_key(arr):
     """What a memmap view maps: ``(file, byte position of its first element)``, or None
     when that cannot be told (its bytes are hashed then)."""
@@ -70,6 +88,12 @@ def _digest(value, seed):
     """``(fingerprint, dtype name, shape)`` of ``value`` (see :func:`fingerprint`)."""
     if value is None:
         return _core.fingerprint(b"None", seed ^ _NONE), "None", ()
+    if _lazy(value):  # read range-wise by the loaders: described, not read
+        dtype, shape = np.dtype(value.dtype), tuple(int(s) for s in value.shape)
+        kind = f"lazy {type(value).__module__}.{type(value).__qualname__}"
+        return (_core.fingerprint(kind.encode(), _header_seed("lazy", dtype.str, shape,
+                                                              seed)),
+                f"{type(value).__name__} {dtype.name}", shape)
     arr, dtype = _as_numpy(value)
     shape = tuple(int(s) for s in arr.shape)
     shown = dtype if dtype.startswith("torch.") else arr.dtype.name
@@ -92,8 +116,8 @@ def fingerprint(value, seed=0):
     torch tensor (its CPU copy), a list or tuple of numbers (as ``np.asarray`` makes it),
     or None.  Arrays that differ in dtype, shape or any byte have different fingerprints
     (but for a chance of about 2**-64).  A non-contiguous array is copied first; an
-    ``np.memmap`` is described, not read (see the module docstring); an object array is
-    hashed through its ``repr``."""
+    ``np.memmap`` or another range-wise array-like is described, not read (see the
+    module docstring); an object array is hashed through its ``repr``."""
     return _digest(value, seed)[0]
 
 
