@@ -415,7 +415,8 @@ class NeighborSampler(BaseSampler):
         if seed is not None and not is_int(seed):
             raise DDStoreValueError(f"seed must be None or an integer, got {seed!r}")
         self.seed = None if seed is None else int(seed) & _MASK
-        self._calls = workers.Calls()
+        self._calls = 0
+        self._worker_calls = workers.Calls()  # how _calls goes on in DataLoader workers
         self.subgraph_type = _check_subgraph_type(subgraph_type, self.disjoint,
                                                   self._disjoint)
         if sample_direction not in ("forward", "backward"):
@@ -664,10 +665,10 @@ class NeighborSampler(BaseSampler):
 
     def _key(self):
         """The stream key of this batch."""
-        call = self._calls.next()
+        self._calls = self._worker_calls.next(self._calls)
         if self.seed is None:
             return int(torch.randint(0, 1 << 62, (1,)).item())
-        return (self.seed + _GOLDEN * call) & _MASK
+        return (self.seed + _GOLDEN * self._calls) & _MASK
 
     def _seed_times(self, node_type, seeds, given):
         if self.time_attr is None:
@@ -910,7 +911,7 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
         self.backward_sampler = NeighborSampler(graph_store, num_neighbors,
                                                 sample_direction="backward", **kw)
         for inner in (self.forward_sampler, self.backward_sampler):
-            inner._calls.per = max(1, len(values))  # one draw per hop and batch
+            inner._worker_calls.per = max(1, len(values))  # a draw per hop and batch
         self._num_neighbors = self.forward_sampler.num_neighbors  # (PyG's setter prints)
         self.subgraph_type = SubgraphType(self.forward_sampler.subgraph_type)
         self.keep_orig_edges = False

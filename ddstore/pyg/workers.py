@@ -41,8 +41,8 @@ import numpy as np
 
 from ..errors import DDStoreStateError, DDStoreValueError
 
-__all__ = ["ALTERNATIVE", "reads_need_mpi", "start_method", "check_loader", "Calls",
-           "install"]
+__all__ = ["ALTERNATIVE", "reads_need_mpi", "refusal", "start_method", "check_loader",
+           "Calls", "sync", "install"]
 
 #: What to use instead of worker processes where they are refused.
 ALTERNATIVE = ("use num_workers=0 and overlap sampling with training in a background "
@@ -112,7 +112,7 @@ def check_loader(loader, graph_store, samplers):
             f"the loader (workers forked from this rank read the store by plain loads), "
             f"or {ALTERNATIVE}")
     for sampler in samplers:
-        sampler._calls.share(n)
+        sampler._worker_calls.share(sampler, n)
 
 
 # samplers whose count the workers advance: synced by the rank before each fork
@@ -120,58 +120,57 @@ _SHARED = weakref.WeakSet()
 
 
 class Calls:
-    """The count of a sampler's draws (its stream keys): ``next()`` gives 1, 2, 3, ...
-    in the process that built the sampler; in one of a DataLoader's workers the number
-    the rank would give the same call with ``num_workers=0`` (see the module docstring):
-    the worker's ``c``-th call (from 0) of ``per`` per batch is call ``(w + (c // per) *
-    n) * per + c % per + 1`` after the count it inherited (``w``: its id, ``n``: the
-    workers).  ``per``: the calls per batch (1 for :class:`NeighborSampler`; the hops
-    for the inner samplers of :class:`BidirectionalNeighborSampler`)."""
+    """How a sampler's count of draws (``sampler._calls``: the stream key of its
+    ``c``-th draw is made from ``c``) goes on in DataLoader workers: :meth:`next` gives
+    ``count + 1`` in the process that built the sampler, and in worker ``w`` of ``n``
+    the number the rank would give the same draw with ``num_workers=0`` (see the module
+    docstring): the worker's ``c``-th draw (from 0), of ``per`` per batch, is number
+    ``(w + (c // per) * n) * per + c % per + 1`` after the count it inherited.  ``per``:
+    the draws per batch (1 for :class:`NeighborSampler`; the hops for the inner samplers
+    of :class:`BidirectionalNeighborSampler`)."""
 
-    __slots__ = ("count", "per", "_owner", "_slots", "_pid", "_base", "_local",
-                 "__weakref__")
+    __slots__ = ("per", "_owner", "_slots", "_pid", "_base", "_local")
 
     def __init__(self, per=1):
-        self.count, self.per = 0, per
+        self.per = per
         self._owner = os.getpid()
-        self._slots = None  # the last call of each worker id, shared with the workers
+        self._slots = None  # the last number of each worker id, shared with the workers
         self._pid, self._base, self._local = None, 0, 0
 
-    def share(self, num_workers):
-        """Before forking: room for ``num_workers`` workers to record their last call
-        (an anonymous shared mapping, 8 bytes per worker, kept while the sampler is)."""
-        if self._slots is not None and self._slots.shape[0] >= num_workers:
-            return
-        slots = np.frombuffer(mmap.mmap(-1, 8 * num_workers), dtype=np.int64)
-        if self._slots is not None:
-            slots[:self._slots.shape[0]] = self._slots
-        self._slots = slots
-        _SHARED.add(self)
+    def share(self, sampler, num_workers):
+        """Before forking: room for ``num_workers`` workers of ``sampler`` to record
+        their last number (an anonymous shared mapping, 8 bytes per worker, kept while
+        the sampler is); the rank takes them up before each fork (:func:`sync`)."""
+        if self._slots is None or self._slots.shape[0] < num_workers:
+            slots = np.frombuffer(mmap.mmap(-1, 8 * num_workers), dtype=np.int64)
+            if self._slots is not None:
+                slots[:self._slots.shape[0]] = self._slots
+            self._slots = slots
+        _SHARED.add(sampler)
 
-    def sync(self):
-        """In the owner: take the calls the workers made."""
+    def taken(self, count):
+        """In the owner: ``count`` raised to the last number the workers drew."""
         if self._slots is not None and os.getpid() == self._owner:
-            self.count = max(self.count, int(self._slots.max()))
+            return max(count, int(self._slots.max()))
+        return count
 
-    def next(self):
-        """The number of this call."""
+    def next(self, count):
+        """The number of the draw after ``count`` (the sampler's count in this process,
+        inherited by a worker)."""
         pid = os.getpid()
         if pid == self._owner:
-            self.sync()
-            self.count += 1
-            return self.count
+            return self.taken(count) + 1
         import torch.utils.data
         info = torch.utils.data.get_worker_info()
         if info is None or self._slots is None:  # forked otherwise: a count of its own
-            self.count += 1
-            return self.count
+            return count + 1
         if info.id >= self._slots.shape[0]:
             raise DDStoreStateError(
                 f"DataLoader worker {info.id} of {info.num_workers}: the loader was built "
                 f"with fewer workers ({self._slots.shape[0]}); set num_workers when "
                 f"building the loader, not after")
-        if self._pid != pid:  # this worker's first call: start from the inherited count
-            self._pid, self._base, self._local = pid, self.count, 0
+        if self._pid != pid:  # this worker's first draw: from the count it inherited
+            self._pid, self._base, self._local = pid, count, 0
         c, per = self._local, self.per
         call = self._base + (info.id + (c // per) * info.num_workers) * per + c % per + 1
         self._local += 1
@@ -179,9 +178,15 @@ class Calls:
         return call
 
 
+def sync(sampler):
+    """In the rank: take up the draws ``sampler``'s workers made (what its next draw
+    and the next fork do)."""
+    sampler._calls = sampler._worker_calls.taken(sampler._calls)
+
+
 def _sync_before_fork():
-    for calls in list(_SHARED):
-        calls.sync()
+    for sampler in list(_SHARED):
+        sync(sampler)
 
 
 os.register_at_fork(before=_sync_before_fork)

@@ -37,6 +37,7 @@ from _harness import Cases, check, expect_error, run_main
 import ddstore  # noqa: E402
 from ddstore import DDStoreStateError, DDStoreValueError  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
+from ddstore.pyg.workers import sync  # noqa: E402
 from torch_geometric.data import Data, HeteroData  # noqa: E402
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader  # noqa: E402
 
@@ -130,11 +131,10 @@ def node_loaders(store, tag):
         forked, l2 = _epochs(make(workers), _homo_fields)
         sub = f"{tag} NeighborLoader workers={workers} shuffle={shuffle}"
         _same(plain, forked, sub)
-        l2.node_sampler._calls.sync()  # what the rank's next call (or fork) does
-        check(l2.node_sampler._calls.count == l0.node_sampler._calls.count ==
-              2 * len(l0), f"{sub}: the rank's count after the epochs "
-                           f"{l2.node_sampler._calls.count}, num_workers=0: "
-                           f"{l0.node_sampler._calls.count}")
+        sync(l2.node_sampler)  # what the rank's next draw (or fork) does
+        check(l2.node_sampler._calls == l0.node_sampler._calls == 2 * len(l0),
+              f"{sub}: the rank's count after the epochs {l2.node_sampler._calls}, "
+              f"num_workers=0: {l0.node_sampler._calls}")
         for epoch in plain:  # the features are the data's
             check(all(torch.equal(p[0][3], data.x[p[0][0]]) for p in epoch),
                   f"{sub}: x is not data.x[n_id]")
