@@ -683,3 +683,39 @@ def bidirectional(row, col, rev_row, rev_col, edge_id=None, rev_edge_id=None,
         nr, int(num_nodes), cap, ptr(out_row), ptr(out_col), ptr(out_eid), out_n))
     m = out_n[0]
     return out_row[:m], out_col[:m], None if out_eid is None else out_eid[:m]
+
+
+def fingerprint(buffer, seed=0):
+    """XXH64 of the bytes of ``buffer`` (``dds_fingerprint``: a C-contiguous numpy array,
+    ``bytes`` or any other contiguous buffer) with ``seed`` (an integer, taken modulo
+    2**64), as a Python int in ``[0, 2**64)``; about one pass over the memory, the GIL
+    released."""
+    try:
+        view = memoryview(buffer)
+        if not view.c_contiguous:
+            raise BufferError("not C-contiguous")
+        data = ffi.from_buffer(view.cast("B") if view.nbytes else b"",
+                               require_writable=False)
+    except (TypeError, ValueError, BufferError) as exc:
+        raise DDStoreValueError(f"fingerprint: {exc} (a C-contiguous buffer is needed)") \
+            from None
+    out = ffi.new("uint64_t *")
+    _local_check(lib.dds_fingerprint(data if view.nbytes else ffi.NULL, view.nbytes,
+                                     int(seed) & 0xFFFFFFFFFFFFFFFF, out))
+    return int(out[0])
+
+
+def mark_ids(bits, ids, nbits, mark=True):
+    """``dds_mark_ids``: with ``mark``, set the bits of the int64 ``ids`` in the uint64
+    bitmap ``bits`` (``nbits`` bits), stopping at the first id whose bit was already set;
+    without, only test.  Returns that id's position in ``ids``, or None (every bit was
+    clear).  An id outside ``[0, nbits)`` raises :class:`DDStoreIndexError`."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    if bits.dtype != np.uint64 or bits.shape[0] * 64 < nbits:
+        raise DDStoreValueError(f"mark_ids: a uint64 bitmap of at least {nbits} bits is "
+                                f"needed, got {bits.dtype} [{bits.shape[0]}]")
+    first = ffi.new("int64_t *")
+    _local_check(lib.dds_mark_ids(
+        ffi.from_buffer("uint64_t[]", bits, require_writable=True) if bits.size else
+        ffi.NULL, int(nbits), _typed(ids), ids.shape[0], 1 if mark else 0, first))
+    return None if first[0] < 0 else int(first[0])

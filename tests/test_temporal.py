@@ -317,12 +317,40 @@ def test_jodie_small_file_and_labels(store, tmp_path):
                                               "integer item id >= 0"),
     (["0,0,1.0,0,0.5", "1,1,2.0,1e0,0.5"], 3, "state_label (field 4) is '1e0'; it must "
                                               "be an integer label"),
+    # Python's int() reads "1_0" as 10: shown as written
+    (["0,0,1.0,0,0.5", "1_0,1,2.0,0,0.5"], 3, "user (field 1) is '1_0'; it must be an "
+                                              "integer user id >= 0"),
+    (["0,0,1.0,0,0.5", "1,1,2_0,0,0.5"], 3, "timestamp (field 3) is '2_0'; it must be a "
+                                            "finite number"),
+    # a legal int64 user id leaving no room for the items' node ids (OverflowError)
+    (["0,0,1.0,0,0.5", "9223372036854775807,1,2.0,0,0.5"], 3,
+     "user id 9223372036854775807 with item id 1 (line 3) makes 9223372036854775810 "
+     "nodes, beyond int64: JODIE numbers item i as node i + num_users"),
+    (["0,7,1.0,0,0.5", "9223372036854775800,0,2.0,0,0.5"], 3,
+     "user id 9223372036854775800 with item id 7 (line 2) makes 9223372036854775809 "
+     "nodes, beyond int64"),
 ])
 def test_jodie_malformed_row_names_file_and_line(store, tmp_path, rows, line, fragment):
     from ddstore import DDStoreValueError
     from ddstore.temporal import TemporalGraph
     path = _jodie(tmp_path / "bad.csv", rows)
     with pytest.raises(DDStoreValueError, match=re.escape(f"{path}, line {line}: {fragment}")):
+        TemporalGraph.from_jodie(store, "g", path)
+    assert store.variables() == []
+
+
+def test_jodie_bytes_that_are_not_text_name_their_line(store, tmp_path):
+    """Bytes ``ff fe`` on line 27 of a JODIE file are named by that line, bytes shown
+    (pandas' decode error said only "lines 2+", where the rank's share starts)."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    path = _jodie(tmp_path / "b.csv", [f"{i},0,{i}.0,0,0.5" for i in range(40)])
+    lines = open(path, "rb").read().split(b"\n")
+    lines[26] += b"\xff\xfe"
+    open(path, "wb").write(b"\n".join(lines))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{path}, line 27: bytes b'25,0,25.0,0,0.5\\xff\\xfe' are not UTF-8 text "
+            f"(byte 16 of the line is ff)")):
         TemporalGraph.from_jodie(store, "g", path)
     assert store.variables() == []
 

@@ -23,6 +23,7 @@ from .feature_store import UnknownAttributeError
 __all__ = ["GraphStore", "EdgeAttr"]
 
 _CSC_VARS = ("nbr", "eid", "ts")
+_INT64_MAX = 2 ** 63 - 1
 
 
 @dataclasses.dataclass
@@ -284,7 +285,7 @@ class GraphStore(_PygGraphStore):
                 lo, hi = check_rows(rows, arr.shape[1], what)
 
                 def columns(a, b):  # views of the array
-                    return _ids(arr[0, a:b]), _ids(arr[1, a:b])
+                    return _ids(arr[0, a:b], what), _ids(arr[1, a:b], what)
             plan = self._first_pass(columns, lo, hi, edge_type, size, what)
             self._decide(plan, step.agree(plan.share(), same=plan.same()))
         return self._build(plan, columns)
@@ -309,7 +310,7 @@ class GraphStore(_PygGraphStore):
             if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
                 raise DDStoreValueError(f"{what}: edge_index entries must be 1-D integer "
                                         f"arrays, got dtype {x.dtype} shape {x.shape}")
-        a, b = a.astype(np.int64), b.astype(np.int64)
+        a, b = (_ids(x, what).astype(np.int64, copy=False) for x in (a, b))
         if layout == EdgeLayout.COO:
             if a.shape != b.shape:
                 raise DDStoreValueError(f"{what}: rows of lengths {a.shape[0]}, "
@@ -650,9 +651,15 @@ class GraphStore(_PygGraphStore):
         if var not in st:  # the same on every rank (variables are collective)
             if edge_type is not None and not required:
                 return None
+            node = node_var(self.name, None if edge_type is None else edge_type[0], w)
+            why = "" if node not in st else (
+                f"; {w!r} is stored as a node attribute ({node!r}, {st.nrows(node)} rows): "
+                f"a value with as many rows as nodes and edges is taken as a node "
+                f"attribute unless its name contains 'edge' (PyG's rule); put it with "
+                f"group_name=<the edge type> (from_pyg does so for its weight_attr)")
             raise UnknownAttributeError(
                 f"{what}: weight_attr {w!r} not found: put it first as an edge attribute "
-                f"({var!r}), one weight per edge")
+                f"({var!r}), one weight per edge{why}")
         if st.row_shape(var) not in ((), (1,)) or value_dtype(st, var).kind not in "iuf":
             raise DDStoreValueError(
                 f"{what}: weight_attr {w!r} must hold one real number per edge, got dtype "
@@ -1110,9 +1117,16 @@ def _raise_bad_weight(found, w, what):
                                 f"{value!r}; weights must be finite and >= 0")
 
 
-def _ids(x):
-    """Node ids as numpy can count and compare them (uint64 as int64, as ever)."""
-    return x.astype(np.int64) if x.dtype.kind == "u" and x.dtype.itemsize >= 8 else x
+def _ids(x, what):
+    """Node ids as numpy can count and compare them: uint64 as int64, where an id beyond
+    int64 (which the cast would make negative) raises naming it and the range."""
+    if x.dtype.kind != "u" or x.dtype.itemsize < 8:
+        return x
+    if x.size and int(x.max()) > _INT64_MAX:
+        v = int(x[np.argmax(x > np.uint64(_INT64_MAX))])
+        raise DDStoreIndexError(f"{what}: node id {v} (uint64) is beyond int64; node ids "
+                                f"must be in [0, num_nodes) with num_nodes <= 2**63 - 1")
+    return x.astype(np.int64)
 
 
 def _count(deg, d):
@@ -1172,7 +1186,7 @@ def _checked_columns(edges, what, n_local):
         if arr.size and arr.dtype.kind not in "iu":
             raise DDStoreValueError(f"{what}: edge_index({a}, {b}) returned dtype "
                                     f"{arr.dtype}; node ids must be integers")
-        s, d = _ids(arr[0]), _ids(arr[1])
+        s, d = _ids(arr[0], what), _ids(arr[1], what)
         fp = _fingerprint(a, s, d)
         if state["first pass"]:
             first[(a, b)] = fp

@@ -27,6 +27,10 @@ _GOLDEN = 0x9E3779B97F4A7C15
 #: replacement any ``k`` is valid (a node takes ``min(k, degree)``).
 MAX_FANOUT_WITH_REPLACEMENT = 2 ** 20
 _INT64_MAX = (1 << 63) - 1
+#: Disjoint sampling keys a node by ``subgraph * num_nodes + node`` while
+#: ``subgraphs * num_nodes`` stays at most this (int64), else through compact ids (see
+#: ``_NodeSet``).
+DISJOINT_DIRECT_KEYS = _INT64_MAX
 #: ``subgraph_type="induced"`` filters the whole in-list of every sampled node: the
 #: lists not readable by load (other members' over RMA) are fetched at most this many
 #: entries per batched read (a longer list alone), 8 bytes each at most.
@@ -82,29 +86,51 @@ class _StoredTime:
 
 class _NodeSet:
     """The sampled nodes of one node type: global ids in order, their subgraph (disjoint
-    mode), and the map from key (node id, or subgraph * num_nodes + node id) to the
-    position in ``nodes``."""
+    mode), and the map from key to the position in ``nodes``.  The key is the node id;
+    disjoint, ``subgraph * num_nodes + node id`` while ``subgraphs * num_nodes`` fits
+    int64, else (a node type of more than ``2**63 / subgraphs`` nodes: ids such as
+    64-bit hashes) ``subgraphs * compact id + subgraph``, the compact id numbering the
+    batch's distinct nodes of this type in order of appearance (a second hash map), so
+    that no key wraps whatever the node count."""
 
-    def __init__(self, num_nodes, disjoint, pool=None):
+    def __init__(self, num_nodes, disjoint, pool=None, subgraphs=1):
         self.num_nodes, self.disjoint = num_nodes, disjoint
         self.nodes, self.batch = [], []
         self.count = 0
         self.sizes = []
         self._pool = pool
+        self.subgraphs = max(1, int(subgraphs))
         dense = not disjoint and 0 < num_nodes <= DENSE_RELABEL_MAX_NODES
-        self.map = (pool.take(num_nodes if dense else None) if pool is not None else
-                    _core.Relabel(16))
+        self.map = self._take(num_nodes if dense else None)
+        # node id -> compact id, when subgraph * num_nodes could wrap
+        self.compact = self._take(None) if disjoint and \
+            self.subgraphs * int(num_nodes) > DISJOINT_DIRECT_KEYS else None
         self.pos_of_id = None  # position of each map id, when they differ
 
+    def _take(self, num_nodes):
+        return self._pool.take(num_nodes) if self._pool is not None else \
+            _core.Relabel(16)
+
     def release(self):
-        """Give the map back to the pool, reset (after the batch, failed or not)."""
+        """Give the maps back to the pool, reset (after the batch, failed or not)."""
         if self._pool is not None:
-            self.map.reset()
-            self._pool.give(self.map)
+            for m in (self.map, self.compact):
+                if m is not None:
+                    m.reset()
+                    self._pool.give(m)
             self._pool = None
 
     def key(self, nodes, batch):
-        return batch * self.num_nodes + nodes if self.disjoint else nodes
+        if not self.disjoint:
+            return nodes
+        if self.compact is None:
+            return batch * self.num_nodes + nodes
+        ids, _ = self.compact.add(nodes)
+        if self.compact.count * self.subgraphs > _INT64_MAX:  # pragma: no cover
+            raise DDStoreValueError(
+                f"sample: {self.compact.count} distinct nodes in {self.subgraphs} "
+                f"disjoint subgraphs: more pairs than int64 keys")
+        return ids * self.subgraphs + batch
 
     def add(self, nodes, batch):
         """Relabel ``nodes`` (with their subgraph ``batch``, or None): returns their
@@ -760,7 +786,7 @@ class NeighborSampler(BaseSampler):
         seeds = self._seeds(None, seed, n_nodes)
         times = self._seed_times(None, seeds, seed_time)
         disjoint = self.disjoint
-        nset = _NodeSet(n_nodes, disjoint, self._maps)
+        nset = _NodeSet(n_nodes, disjoint, self._maps, subgraphs=seeds.shape[0])
         try:
             frontier = nset.add_seeds(seeds, np.arange(seeds.shape[0], dtype=np.int64)
                                       if disjoint else None)
@@ -787,9 +813,11 @@ class NeighborSampler(BaseSampler):
         disjoint = self.disjoint
         types = list(dict.fromkeys(self.node_types + list(seed)))
         sets = {}
+        subgraphs = sum(np.asarray(v).size for v in seed.values())  # one per seed
         try:
             for t in types:
-                sets[t] = _NodeSet(self.num_nodes.get(t, 0), disjoint, self._maps)
+                sets[t] = _NodeSet(self.num_nodes.get(t, 0), disjoint, self._maps,
+                                   subgraphs=subgraphs)
             return self._grow_hetero(seed, seed_time, key, types, sets)
         finally:
             for s in sets.values():

@@ -26,8 +26,9 @@ import numpy as np
 from ..errors import DDStoreValueError
 
 __all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_text",
-           "int64_text_error", "read_csv_chunk", "sorted_error", "check_sorted_across_ranks",
-           "line_share_range", "line_pieces", "read_bytes", "count_lines"]
+           "int64_text_error", "read_csv_chunk", "not_text", "sorted_error",
+           "check_sorted_across_ranks", "line_share_range", "line_pieces", "read_bytes",
+           "count_lines"]
 
 # bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
 # blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
@@ -122,12 +123,30 @@ def read_csv_chunk(path, chunk, n, first_line, usecols=None, **kwargs):
         return pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
                            usecols=usecols, skip_blank_lines=False, engine="c", **kwargs)
     except Exception as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            not_text(path, chunk, first_line)
         msg = str(exc)
         m = re.search(r"line (\d+)", msg)
         where = f"line {first_line + int(m.group(1)) - 1}" if m else \
             f"lines {first_line}+"
         raise DDStoreValueError(f"{path}, {where}: malformed row ({msg.strip()}); "
                                 f"expected {n} fields") from None
+
+
+def not_text(path, chunk, first_line):
+    """Raise for the first line of ``chunk`` (``first_line``: its line number) that is
+    not UTF-8 text, naming the line and showing its bytes; return if every line is."""
+    try:
+        chunk.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + chunk.count(b"\n", 0, exc.start)
+        start = chunk.rfind(b"\n", 0, exc.start) + 1
+        stop = chunk.find(b"\n", exc.start)
+        text = chunk[start:stop if stop >= 0 else len(chunk)].rstrip(b"\r")
+        raise DDStoreValueError(f"{path}, line {line}: bytes {text[:200]!r} are not UTF-8 "
+                                f"text (byte {exc.start - start + 1} of the line is "
+                                f"{chunk[exc.start:exc.start + 1].hex()}); a row holds "
+                                f"numbers written in ASCII") from None
 
 
 def sorted_error(path, line, what, value, previous, advice):

@@ -504,14 +504,18 @@ class TemporalGraph:
         ``dst``, ``t`` required; ``msg`` becomes ``edge_feat``, ``y`` the edge labels).
 
         The quick path for data that fits one rank: every rank passes the same ``data``
-        (checked: number of events, fields, dtypes and row shapes) and keeps its share
-        ``partition(num_events, size, rank)``; edge ``i`` is event ``i``.  ``split``: one
+        and ``split`` (checked: number of events, fields, dtypes, row shapes and a 64-bit
+        fingerprint of every array, see :func:`ddstore._fingerprint.same_data`: values
+        that differ between ranks are refused on every rank, naming the field and the
+        ranks) and keeps its share ``partition(num_events, size, rank)``; edge ``i`` is
+        event ``i``.  ``split``: one
         value per event (0 train / 1 val / 2 test) or None for PyG's chronological
         ``data.train_val_test_split(val_ratio, test_ratio)``, computed as PyG does.  ``t``
         is stored as float64 (integer times must lie in ``[-2**53, 2**53]``); ``t_dtype``
         remembers ``data.t``'s dtype for :meth:`to_pyg`.
         """
         from .. import partition
+        from .._fingerprint import same_data
         from .pyg_data import check_ratios, chronological_split, temporal_data_arrays
         with store.collective("TemporalGraph.from_pyg", name) as step:
             arrs = temporal_data_arrays(data, name)
@@ -530,7 +534,10 @@ class TemporalGraph:
                                             f"event of data)")
             sl = slice(*partition(n, store.size, store.rank))  # this rank's share
             share = [arrs["src"][sl], arrs["dst"][sl], arrs["t"][sl].astype(np.float64)]
-            step.agree(same={"TemporalData (the same on every rank)": layout})
+            step.agree(same={"TemporalData (the same on every rank)": layout,
+                             **same_data(arrs, what="TemporalData"),
+                             **(same_data({"split": split}, what="argument")
+                                if layout["split given"] else {})})
             g = cls.from_arrays(store, name, *share,
                                 edge_feat=arrs["msg"][sl] if "msg" in arrs else None,
                                 add_reverse=add_reverse, split=split[sl],
