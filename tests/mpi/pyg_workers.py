@@ -20,9 +20,11 @@ Run under mpiexec (inside ``timeout``) on 1-2 ranks, or in-process on one rank
 - the child-side guard, in a process forked from the rank (``os.fork``): a read of
   another member's rows under ``"rma"`` raises :class:`DDStoreStateError` ("needs MPI,
   and this process was forked") instead of calling ``MPI_Get``, and so do a collective
-  call (``store.add``: the step's guard) and the core's collectives called directly
-  (``dds_add``, ``dds_sync``); under a node-local store the child reads the other
-  member's rows by load, equal to the parent's.
+  call (``store.add``: the step's guard), the core's collectives called directly
+  (``dds_add``, ``dds_sync``) and a per-row-lock read; the free at exit does nothing
+  there and ``dds_free`` releases the child's copy without MPI (the rank's store works
+  on); under a node-local store the child reads the other member's rows by load, equal
+  to the parent's.
 """
 import gc
 import os
@@ -312,6 +314,23 @@ def child_guard(store, tag, transport):
         check(got[0] == "raised" and got[1] == "DDStoreStateError" and
               "needs MPI, and this process was forked from an MPI rank" in got[2],
               f"{tag}: the core's {call} in a forked child: {got}")
+    # the exit of a forked child frees nothing (no collective free at exit), and the
+    # core's free there releases the child's copy without MPI
+    from ddstore import _lifecycle
+    got = _in_child(lambda: (_lifecycle._free_live_stores(), store.freed))
+    check(got == ("returned", (None, False)), f"{tag}: the free at exit in a forked "
+                                              f"child: {got}")
+    got = _in_child(lambda: (store._core.free(), store._core.alive))
+    check(got == ("returned", (None, False)), f"{tag}: dds_free in a forked child: {got}")
+    got = _in_child(lambda: store.read_ranges("v", [0], [n], per_row_lock=True)
+                    .ravel().tolist())
+    if transport == "rma":
+        check(got[0] == "raised" and got[1] == "DDStoreStateError" and
+              "a read with DDS_READ_PER_ROW_LOCK needs MPI" in got[2],
+              f"{tag}: a per-row-lock read in a forked child: {got}")
+    else:  # no MPI window: the flag reads by load
+        check(got == ("returned", [10 * i for i in range(n)]),
+              f"{tag}: a per-row-lock read by load in a forked child: {got}")
     if other:
         got = _in_child(lambda: store.get_batch("v", other).ravel().tolist())
         if transport == "rma":
