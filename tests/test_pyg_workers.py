@@ -16,4 +16,4 @@ def test_pyg_workers_two_ranks(mpirun):
     """2 ranks, widths 1 and 2: node-local stores equal batch for batch with workers,
     rma refused at construction, the forked child's guard."""
     out = mpirun("pyg_workers.py", 2, timeout=400)
-    assert f"pyg_workers: " in out and f"0 failures {on_ranks(2)}" in out, out
+    assert "pyg_workers: " in out and f"0 failures {on_ranks(2)}" in out, out

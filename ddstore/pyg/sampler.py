@@ -574,8 +574,8 @@ class NeighborSampler(BaseSampler):
         a read needs MPI, before any is made (the core would refuse it too)."""
         if os.getpid() != self._pid and workers.reads_need_mpi(self.store):
             raise DDStoreStateError(workers.refusal(
-                f"NeighborSampler in a process forked from this rank (a DataLoader "
-                f"worker, num_workers > 0)", self.store))
+                "NeighborSampler in a process forked from this rank (a DataLoader "
+                "worker, num_workers > 0)", self.store))
 
     def _check_loader(self, loader):
         """Run by PyG's loader constructors (:func:`ddstore.pyg.workers.install`): refuse
