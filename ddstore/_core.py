@@ -30,6 +30,15 @@ _ERRORS = {
 }
 
 
+def forked():
+    """Whether this process was forked from an MPI rank after the core was loaded (a
+    DataLoader worker, ``os.fork``): there no MPI call may be made, and the core refuses
+    every one (``dds_forked``: a ``pthread_atfork`` flag) with a
+    :class:`DDStoreStateError`; reads of memory this process holds (its own chunk,
+    node-local members' shared memory) work as in the parent."""
+    return bool(lib.dds_forked())
+
+
 def _comm_handle(comm):
     from mpi4py import MPI
     return ffi.cast("MPI_Comm *", MPI._addressof(comm))

@@ -1,7 +1,7 @@
 """Sampling options of ddstore.pyg.NeighborSampler (issue 26: items 5, 8, 10, 11):
 ``subgraph_type`` bidirectional / induced, hetero edge types whose source type has no
-time attribute, ``sample_direction``, DataLoader workers refused and the prefetching
-thread that replaces them.  In-process on one rank against brute force; the MPI program
+time attribute, ``sample_direction``, DataLoader workers over a node-local store and
+the prefetching thread.  In-process on one rank against brute force; the MPI program
 tests/mpi/pyg_options.py runs the same checks on 2 ranks, both transports."""
 import pytest
 import torch
@@ -60,27 +60,31 @@ def test_option_errors(store):
     assert s.subgraph_type == "induced"
 
 
-def test_num_workers_refused_with_the_supported_way(store):
-    """A DataLoader worker (forked child) that samples raises at its first batch, naming
-    num_workers and the prefetching thread; the parent's loader still works after."""
+def test_num_workers_over_a_node_local_store(store):
+    """A DataLoader worker (forked child) samples from the inherited shared memory of a
+    node-local store: the batches of num_workers=0 (same seed); the sampler cannot be
+    pickled (spawn / forkserver workers), naming the fork start method and the
+    prefetching thread; prefetch with workers is refused.  (tests/mpi/pyg_workers.py:
+    2 ranks, the rma refusal at construction, the forked child's guard.)"""
     from torch_geometric.loader import NeighborLoader
-    from ddstore import DDStoreStateError
+    from ddstore import DDStoreStateError, DDStoreValueError
     from ddstore import pyg as dpyg
-    fs, gs = _graph(store)
-    sampler = dpyg.NeighborSampler(gs, [2, 2], seed=3)
-    loader = NeighborLoader((fs, gs), num_neighbors=[2, 2], input_nodes=torch.arange(20),
-                            batch_size=5, neighbor_sampler=sampler, num_workers=1)
-    with pytest.raises(DDStoreStateError, match=r"(?s)forked process.*num_workers > 0.*"
-                       r"ddstore\.prefetch\.prefetch\(loader, depth=2\)"):
-        next(iter(loader))
-    loader = NeighborLoader((fs, gs), num_neighbors=[2, 2], input_nodes=torch.arange(20),
-                            batch_size=5, neighbor_sampler=sampler)
-    assert next(iter(loader)).n_id.numel() >= 5
-    import pickle
-    with pytest.raises(DDStoreStateError, match="cannot be pickled.*num_workers > 0"):
-        pickle.dumps(sampler)
-    from ddstore import DDStoreValueError
     from ddstore.prefetch import prefetch
+    fs, gs = _graph(store)
+
+    def batches(num_workers):
+        sampler = dpyg.NeighborSampler(gs, [2, 2], seed=3)
+        return [(b.n_id, b.edge_index, b.x) for b in NeighborLoader(
+            (fs, gs), num_neighbors=[2, 2], input_nodes=torch.arange(20), batch_size=5,
+            neighbor_sampler=sampler, num_workers=num_workers)]
+    plain, forked = batches(0), batches(1)
+    assert len(plain) == len(forked) == 4
+    assert all(torch.equal(u, v) for p, q in zip(plain, forked) for u, v in zip(p, q))
+    import pickle
+    sampler = dpyg.NeighborSampler(gs, [2], seed=3)
+    with pytest.raises(DDStoreStateError, match=r"cannot be pickled.*spawn.*"
+                       r"multiprocessing_context='fork'.*ddstore\.prefetch\.prefetch"):
+        pickle.dumps(sampler)
     with pytest.raises(DDStoreValueError, match="num_workers=2.*use num_workers=0"):
         prefetch(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=5,
                                 input_nodes=torch.arange(20),

@@ -16,6 +16,7 @@ from .. import _core
 from .._checks import as_indices, check_indices, is_int
 from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreStateError, DDStoreValueError
+from . import workers
 from ._common import edge_var, node_var
 
 __all__ = ["NeighborSampler", "BidirectionalNeighborSampler"]
@@ -364,10 +365,17 @@ class NeighborSampler(BaseSampler):
     the same weights; ``"induced"`` takes every stored edge among the drawn nodes, as
     forward; temporal backward sampling is refused (PyG does not define it).
     Hetero temporal: an edge type whose source node type has no time attribute is
-    sampled without the time rule (PyG's rule).  DataLoader workers (``num_workers >
-    0``) are refused at their first batch; overlap sampling with training by
-    :func:`ddstore.prefetch.prefetch` (a background thread; the C sampler and the store
-    reads release the GIL).
+    sampled without the time rule (PyG's rule).
+
+    **DataLoader workers** (``num_workers > 0``, forked): they sample and read features
+    by plain loads from the shared-memory windows they inherit, where every read of the
+    store is node-local (``transport="auto"`` with each group on one node, or
+    ``"shm"``); the loader is refused when it is built where a read needs MPI
+    (``transport="rma"``, a group spanning nodes) or the workers would not be forked
+    (``"spawn"``, ``"forkserver"``): use :func:`ddstore.prefetch.prefetch` there (a
+    background thread; the C sampler and the store reads release the GIL).  With an
+    integer ``seed`` the workers' batches are those of ``num_workers=0``, batch for
+    batch.  See :mod:`ddstore.pyg.workers`.
 
     **Weighted** (``weight_attr``, which must be the ``weight_attr`` the graph store was
     built with: ``GraphStore(store, name, weight_attr=...)``, the weights put as an edge
@@ -447,6 +455,7 @@ class NeighborSampler(BaseSampler):
             raise DDStoreValueError(f"seed must be None or an integer, got {seed!r}")
         self.seed = None if seed is None else int(seed) & _MASK
         self._calls = 0
+        self._worker_calls = workers.Calls()  # how _calls goes on in DataLoader workers
         self.subgraph_type = _check_subgraph_type(subgraph_type, self.disjoint,
                                                   self._disjoint)
         if sample_direction not in ("forward", "backward"):
@@ -471,7 +480,7 @@ class NeighborSampler(BaseSampler):
         self.sample_direction = sample_direction
         self._backward = sample_direction == "backward"
         self._untimed = _untimed_edge_types(graph_store, self.edge_types, time_attr)
-        self._pid = os.getpid()  # a forked child (DataLoader worker) must not sample
+        self._pid = os.getpid()  # a forked child (DataLoader worker): _check_process
         self.node_types = list(counts)
         self.num_nodes = counts if self.is_hetero else counts[None]
         self._handles = {}
@@ -573,20 +582,27 @@ class NeighborSampler(BaseSampler):
         return out
 
     def _check_process(self):
-        if os.getpid() != self._pid:
-            raise DDStoreStateError(
-                "NeighborSampler used in a forked process (a DataLoader worker: "
-                "num_workers > 0?): the store's MPI windows cannot be read from a child "
-                "process. Use num_workers=0 and overlap sampling with training by a "
-                "background thread: ddstore.prefetch.prefetch(loader, depth=2) (the C "
-                "sampler and the store reads run without the GIL)")
+        """In a forked process (a DataLoader worker whose loader's check was bypassed:
+        ``num_workers`` set after it was built, a loader of another kind): refuse where
+        a read needs MPI, before any is made (the core would refuse it too)."""
+        if os.getpid() != self._pid and workers.reads_need_mpi(self.store):
+            raise DDStoreStateError(workers.refusal(
+                "NeighborSampler in a process forked from this rank (a DataLoader "
+                "worker, num_workers > 0)", self.store))
+
+    def _check_loader(self, loader):
+        """Run by PyG's loader constructors (:func:`ddstore.pyg.workers.install`): refuse
+        ``num_workers > 0`` where it cannot work (:func:`~ddstore.pyg.workers.
+        check_loader`)."""
+        workers.check_loader(loader, self.graph_store, [self])
 
     def __getstate__(self):
         raise DDStoreStateError(
-            "NeighborSampler cannot be pickled (a DataLoader with num_workers > 0 and the "
-            "'spawn' or 'forkserver' start method?): it reads the store's MPI windows of "
-            "this process. Use num_workers=0 with ddstore.prefetch.prefetch(loader, "
-            "depth=2) to overlap sampling with training")
+            "NeighborSampler cannot be pickled (a DataLoader with num_workers > 0 whose "
+            "workers start by 'spawn' or 'forkserver'?): it reads the store's memory of "
+            "this process, which only a forked process inherits. Pass "
+            "multiprocessing_context='fork' to the loader (where the store's reads are "
+            "node-local), or " + workers.ALTERNATIVE)
 
     def _induced_edges(self, et, dst_nodes, src_nodes):
         """``(row, col, edge)`` of every stored edge of type ``et`` from a node of
@@ -689,7 +705,7 @@ class NeighborSampler(BaseSampler):
 
     def _key(self):
         """The stream key of this batch."""
-        self._calls += 1
+        self._calls = self._worker_calls.next(self._calls)
         if self.seed is None:
             return int(torch.randint(0, 1 << 62, (1,)).item())
         return (self.seed + _GOLDEN * self._calls) & _MASK
@@ -937,6 +953,8 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
                 f"graphs only")
         self.backward_sampler = NeighborSampler(graph_store, num_neighbors,
                                                 sample_direction="backward", **kw)
+        for inner in (self.forward_sampler, self.backward_sampler):
+            inner._worker_calls.per = max(1, len(values))  # a draw per hop and batch
         self._num_neighbors = self.forward_sampler.num_neighbors  # (PyG's setter prints)
         self.subgraph_type = SubgraphType(self.forward_sampler.subgraph_type)
         self.keep_orig_edges = False
@@ -947,7 +965,15 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
     def __getstate__(self):
         return self.forward_sampler.__getstate__()
 
+    def _check_loader(self, loader):
+        """As :meth:`NeighborSampler._check_loader`, for both inner samplers."""
+        workers.check_loader(loader, self.graph_store,
+                             [self.forward_sampler, self.backward_sampler])
+
     def __repr__(self):
         return (f"BidirectionalNeighborSampler(num_neighbors="
                 f"{self.forward_sampler.fanouts()}, replace="
                 f"{self.forward_sampler.replace}, disjoint={self.disjoint})")
+
+
+workers.install()
