@@ -95,6 +95,19 @@ def bits_dtype(torch_dtype):
 _TORCH_ONLY = weakref.WeakKeyDictionary()
 
 
+# store -> {name: {group_name: rows}}: the row counts given once by
+# FeatureStore.declare_rows, read by that feature store's puts and by the node counts of
+# the GraphStore of the same store and name
+_DECLARED = weakref.WeakKeyDictionary()
+
+
+def declared_rows(store, name):
+    """The ``{group_name: rows}`` declared for the feature store ``name`` of ``store``
+    (:meth:`FeatureStore.declare_rows`): the dict itself (empty when none), which that
+    call alone changes."""
+    return _DECLARED.setdefault(store, {}).setdefault(name, {})
+
+
 def keep_torch_dtype(store, var, torch_dtype):
     """Record that store variable ``var`` holds the bit pattern of ``torch_dtype`` (None:
     it holds plain numpy values)."""
