@@ -380,9 +380,10 @@ class NeighborSampler(BaseSampler):
         counts = {t: n for t, n in counts.items() if (t is not None) == self.is_hetero}
         if not counts:
             raise DDStoreValueError(f"graph store {graph_store.name!r} holds no edges and "
-                                    f"its feature store no node attributes: put an edge "
-                                    f"index (it may have no edges) or node attributes "
-                                    f"first")
+                                    f"its feature store no node attributes nor declared "
+                                    f"node counts: put an edge index (it may have no "
+                                    f"edges) or node attributes, or declare the node "
+                                    f"counts (FeatureStore.declare_rows) first")
         _refuse_dropped_in_lists(graph_store, self.edge_types, sample_direction,
                                  subgraph_type)
         self.replace = bool(replace)
