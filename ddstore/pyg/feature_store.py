@@ -116,8 +116,13 @@ class FeatureStore(_PygFeatureStore):
       boolean mask or an int), as PyG's ``Data`` does with ``out[idx] = values``:
       ``values`` broadcast to ``[len(idx), *row_shape]`` and cast (same kind) to the
       attribute's dtype; every rank passes the same ``idx`` and ``values`` and each
-      writes the rows it holds.  An ``index`` on an attribute not held is refused (the
-      store's rows are ``[0, num_rows)``; put the whole tensor first);
+      writes the rows it holds.  On an attribute **not held**, a put with an index
+      creates it, as PyG's stores accept (the index names the rows): ``largest index
+      + 1`` rows, or the rows declared for its group by :meth:`declare_rows` (which
+      lets an attribute be filled partition by partition in any order; negatives and
+      open slices then count from that end), rows never written zeros; ``values`` has
+      one row per indexed row (an int index: one row), which gives the row shape.
+      Later puts with an index write rows within those;
     - :meth:`put_range` ``(x, rows=(lo, hi), group_name=..., attr_name=...)``: the
       range-wise path for data that does not fit one rank: **each rank passes its own
       rows** ``[lo, hi)`` (an array, or a callable ``rows_of(a, b)`` giving them piece by
