@@ -727,7 +727,8 @@ def _first_index(index, declared, what):
 def _scattered(arr, idx, lo, hi):
     """This member's rows ``[lo, hi)`` of an attribute created by a put with an index:
     zeros, but rows ``idx`` (those in the range) from ``arr`` (the values, one row per
-    entry of ``idx``; a row indexed twice keeps its last value, as ``out[idx] = arr``)."""
+    entry of ``idx``; a row indexed twice gets one of its values, as numpy's
+    ``out[idx] = arr``)."""
     out = np.zeros((hi - lo,) + tuple(arr.shape[1:]), dtype=arr.dtype)
     held = (idx >= lo) & (idx < hi)
     if held.any():
