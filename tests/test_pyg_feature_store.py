@@ -442,7 +442,8 @@ def test_declared_rows(fs, store):
     partition, in any order; negatives and open slices count from the declared end);
     every whole or range-wise put of the group must have that many rows; a declaration
     that a held attribute contradicts is refused; a transaction that rolls back undoes
-    it; the graph store counts a declared node type among its nodes."""
+    it; the graph store counts a declared node type among its nodes (those of the
+    feature store last made under its name)."""
     from ddstore import DDStoreIndexError, DDStoreValueError
     from ddstore import pyg as dpyg
     fs.declare_rows({"p": 10, ("a", "r", "b"): 3})
@@ -480,3 +481,8 @@ def test_declared_rows(fs, store):
     assert fs.num_rows("q", "x") == 2
     gs = dpyg.GraphStore(store, "f")
     assert gs.node_counts() == {"p": 10, "q": 2}
+    fs.declare_rows({"r": 6})
+    assert gs.node_counts() == {"p": 10, "q": 2, "r": 6}
+    again = dpyg.FeatureStore(store, "f")  # a feature store of its own: no declarations
+    again.put_tensor(torch.ones(1), "p", "new", index=[0])
+    assert again.num_rows("p", "new") == 1 and "r" not in gs.node_counts()

@@ -13,8 +13,8 @@ from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, as_edge_type, as_source, call_piece, check_rows,
-                      check_storable, declared_rows, edge_var, is_edge_type,
-                      keep_torch_dtype, node_var, tiled_total)
+                      check_storable, edge_var, is_edge_type, keep_torch_dtype, node_var,
+                      publish_declared_rows, tiled_total)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
            "default_chunk_rows"]
@@ -170,6 +170,9 @@ class FeatureStore(_PygFeatureStore):
         self.__dict__["store"] = store
         self.__dict__["name"] = name
         self.__dict__["_attrs"] = {}  # (group_name, attr_name) -> _Attr
+        # group_name -> rows (declare_rows), published for the graph store of this name
+        self.__dict__["_declared"] = {}
+        publish_declared_rows(store, name, self._declared)
 
     # ------------------------------------------------ PyG's calls, UNSET fields None
     def _cast(self, args, kwargs):
@@ -333,7 +336,7 @@ class FeatureStore(_PygFeatureStore):
             if key in self._attrs:
                 check_free_names(what, f"attribute {key!r}",
                                  "remove_tensor it first (collective)")
-            declared = declared_rows(store, self.name).get(attr.group_name)
+            declared = self._declared.get(attr.group_name)
             indexed = attr.index is not None and not _is_all(attr.index)
             rows_of = first = tdt = mine = None
             lo = hi = 0
@@ -411,7 +414,8 @@ class FeatureStore(_PygFeatureStore):
         - The :class:`GraphStore` of the same store and name counts a declared node type
           among its nodes (after its edge types' sizes): a node type with no edges and
           no attributes (``HeteroData(paper=dict(num_nodes=100))``, which
-          :func:`from_hetero` declares) is sampled (its seeds).
+          :func:`from_hetero` declares) is sampled (its seeds).  (The declarations are
+          this feature store's: one made later under the same name starts with none.)
 
         Every rank passes the same counts (checked).  Declaring a group again replaces
         its count; a count that an attribute of the group already held does not have
@@ -437,7 +441,7 @@ class FeatureStore(_PygFeatureStore):
                             f"attribute {a.attr_name!r} holds {a.num_rows} rows")
                 given[group] = int(n)
             step.agree(same={"counts": sorted((repr(g), n) for g, n in given.items())})
-        table = declared_rows(store, self.name)
+        table = self._declared
         before = {g: table.get(g) for g in given}
         with store.transaction(f"FeatureStore.declare_rows {self.name!r}") as txn:
             table.update(given)
