@@ -145,10 +145,15 @@ def test_bfloat16_times_are_read_as_their_values(store, level):
     assert batches[0] == batches[1]
 
 
-@pytest.mark.parametrize("kind", ["small ints", "big ints", "fractions"])
+@pytest.mark.parametrize("kind", ["small ints", "ints beyond int32", "ints beyond 2**53",
+                                  "fractions"])
 def test_node_times_replicated_exactly(store, kind):
-    """Node-level times are replicated as float32 only when float32 holds every one
-    exactly (else float64), and sample as the same times kept per entry (edge-level)."""
+    """Node-level times are replicated in the narrowest dtype that holds every one
+    exactly (integer times int32 or int64, float times float32 or float64), and sample
+    as the same times kept per entry (edge-level: int64 or float64).  Every sampled edge
+    is no later than its seed, and hop 0 takes min(k, eligible) edges per seed, counted
+    by a brute force in exact int64 (seed times 1 apart beyond 2**53, where float64
+    would tie them)."""
     import numpy as np
     from torch_geometric.sampler import NodeSamplerInput
     from ddstore import pyg as dpyg
@@ -156,9 +161,13 @@ def test_node_times_replicated_exactly(store, kind):
     n, m = 40, 300
     ei = torch.randint(0, n, (2, m), generator=g)
     base = torch.randint(0, 50, (n,), generator=g)
-    t = {"small ints": base, "big ints": base + 2 ** 24 + 1,  # odd beyond 2**24
-         "fractions": base.double() / 10}[kind]
-    want = np.float32 if kind == "small ints" else np.float64
+    t = {"small ints": base, "ints beyond int32": base * 3 + 2 ** 40,
+         "ints beyond 2**53": base + 2 ** 62, "fractions": base.double() / 10}[kind]
+    want = {"small ints": np.int32, "ints beyond int32": np.int64,
+            "ints beyond 2**53": np.int64, "fractions": np.float64}[kind]
+    seeds = torch.arange(n).repeat(2)
+    seed_t = t[seeds] + (torch.arange(2 * n) % 3 - 1)  # at, before and after
+    etime = t[ei[0]].numpy()
     batches = []
     for level in ("node", "edge"):
         fs = dpyg.FeatureStore(store, f"x{level}")
@@ -169,11 +178,20 @@ def test_node_times_replicated_exactly(store, kind):
         c = gs.sampled_lists(None)
         if level == "node":
             assert c.node_times.dtype == want and "ts" not in c.vars
-            assert np.array_equal(c.node_times.astype(np.float64), t.double().numpy())
-        seed_t = t[torch.arange(n).repeat(2)].double() + (torch.arange(2 * n) % 3 - 1)
+            assert np.array_equal(c.node_times, t.numpy())
+        else:
+            assert store.dtype(c.vars["ts"]) == (np.float64 if kind == "fractions"
+                                                 else np.int64)
         s = dpyg.NeighborSampler(gs, [4, 3], time_attr="t", seed=2)
-        o = s.sample_from_nodes(NodeSamplerInput(None, torch.arange(n).repeat(2), seed_t))
+        o = s.sample_from_nodes(NodeSamplerInput(None, seeds, seed_t))
         batches.append([x.numpy().tobytes() for x in (o.node, o.row, o.col, o.edge)])
+        root = o.batch[o.col].numpy()
+        assert (etime[o.edge.numpy()] <= seed_t.numpy()[root]).all()
+        hop0 = o.num_sampled_edges[0]
+        got = np.bincount(root[:hop0], minlength=2 * n)
+        eligible = [int(((ei[1] == v) & torch.from_numpy(etime <= seed_t[i].numpy()))
+                        .sum()) for i, v in enumerate(seeds.tolist())]
+        assert got.tolist() == [min(4, e) for e in eligible]
     assert batches[0] == batches[1] and len(batches[0][3]) > 0
 
 

@@ -14,6 +14,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from .. import _core
 from .._checks import as_indices, check_indices, is_int
+from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError
 from ._common import edge_var, node_var
 
@@ -26,6 +27,10 @@ _GOLDEN = 0x9E3779B97F4A7C15
 #: replacement any ``k`` is valid (a node takes ``min(k, degree)``).
 MAX_FANOUT_WITH_REPLACEMENT = 2 ** 20
 _INT64_MAX = (1 << 63) - 1
+#: Disjoint sampling keys a node by ``subgraph * num_nodes + node`` while
+#: ``subgraphs * num_nodes`` stays at most this (int64), else through compact ids (see
+#: ``_NodeSet``).
+DISJOINT_DIRECT_KEYS = _INT64_MAX
 #: ``subgraph_type="induced"`` filters the whole in-list of every sampled node: the
 #: lists not readable by load (other members' over RMA) are fetched at most this many
 #: entries per batched read (a longer list alone), 8 bytes each at most.
@@ -62,6 +67,14 @@ class _RelabelPool:
         self._free.setdefault(key, []).append(relabel)
 
 
+def _joined_times(parts):
+    """The seed times of every node type in one array: int64 when all are integers,
+    else float64 (an integer float64 would round is refused, as everywhere)."""
+    dt = INT_TIMES if all(p.dtype == INT_TIMES for p in parts) else FLOAT_TIMES
+    return np.concatenate([as_times(p, dt, "seed times", copy=False) for p in parts]
+                          or [np.zeros(0, dt)])
+
+
 class _StoredTime:
     """A node-time attribute read from the store on demand: what PyG's negative sampling
     indexes (``node_time[idx]``, ``node_time.argmin()``) without a replicated copy."""
@@ -81,29 +94,51 @@ class _StoredTime:
 
 class _NodeSet:
     """The sampled nodes of one node type: global ids in order, their subgraph (disjoint
-    mode), and the map from key (node id, or subgraph * num_nodes + node id) to the
-    position in ``nodes``."""
+    mode), and the map from key to the position in ``nodes``.  The key is the node id;
+    disjoint, ``subgraph * num_nodes + node id`` while ``subgraphs * num_nodes`` fits
+    int64, else (a node type of more than ``2**63 / subgraphs`` nodes: ids such as
+    64-bit hashes) ``subgraphs * compact id + subgraph``, the compact id numbering the
+    batch's distinct nodes of this type in order of appearance (a second hash map), so
+    that no key wraps whatever the node count."""
 
-    def __init__(self, num_nodes, disjoint, pool=None):
+    def __init__(self, num_nodes, disjoint, pool=None, subgraphs=1):
         self.num_nodes, self.disjoint = num_nodes, disjoint
         self.nodes, self.batch = [], []
         self.count = 0
         self.sizes = []
         self._pool = pool
+        self.subgraphs = max(1, int(subgraphs))
         dense = not disjoint and 0 < num_nodes <= DENSE_RELABEL_MAX_NODES
-        self.map = (pool.take(num_nodes if dense else None) if pool is not None else
-                    _core.Relabel(16))
+        self.map = self._take(num_nodes if dense else None)
+        # node id -> compact id, when subgraph * num_nodes could wrap
+        self.compact = self._take(None) if disjoint and \
+            self.subgraphs * int(num_nodes) > DISJOINT_DIRECT_KEYS else None
         self.pos_of_id = None  # position of each map id, when they differ
 
+    def _take(self, num_nodes):
+        return self._pool.take(num_nodes) if self._pool is not None else \
+            _core.Relabel(16)
+
     def release(self):
-        """Give the map back to the pool, reset (after the batch, failed or not)."""
+        """Give the maps back to the pool, reset (after the batch, failed or not)."""
         if self._pool is not None:
-            self.map.reset()
-            self._pool.give(self.map)
+            for m in (self.map, self.compact):
+                if m is not None:
+                    m.reset()
+                    self._pool.give(m)
             self._pool = None
 
     def key(self, nodes, batch):
-        return batch * self.num_nodes + nodes if self.disjoint else nodes
+        if not self.disjoint:
+            return nodes
+        if self.compact is None:
+            return batch * self.num_nodes + nodes
+        ids, _ = self.compact.add(nodes)
+        if self.compact.count * self.subgraphs > _INT64_MAX:  # pragma: no cover
+            raise DDStoreValueError(
+                f"sample: {self.compact.count} distinct nodes in {self.subgraphs} "
+                f"disjoint subgraphs: more pairs than int64 keys")
+        return ids * self.subgraphs + batch
 
     def add(self, nodes, batch):
         """Relabel ``nodes`` (with their subgraph ``batch``, or None): returns their
@@ -304,7 +339,11 @@ class NeighborSampler(BaseSampler):
     ``temporal_strategy="uniform"`` draws among the eligible entries as above,
     ``"last"`` takes the ``k`` latest eligible ones.  Seed times come from the loader
     (``input_time`` / ``edge_label_time``); without them, node-level time uses the
-    seeds' own times and edge-level time is an error (as pyg-lib).
+    seeds' own times and edge-level time is an error (as pyg-lib).  Times are compared
+    exactly, in the edge type's time dtype (int64 for an integer time attribute: Unix
+    nanoseconds included; else float64): a seed time that dtype does not hold exactly
+    (a fraction against int64 times, an integer beyond 2**53 against float64 ones) is
+    refused.
 
     ``subgraph_type`` (PyG's): ``"directional"`` (the drawn edges), ``"bidirectional"``
     (PyG's ``to_bidirectional``: every drawn edge also reversed, duplicate local pairs
@@ -614,7 +653,8 @@ class NeighborSampler(BaseSampler):
             core, ids = self.store.core_ids(*c.vars.values())
             vid = dict(zip(c.vars, ids))
             h = (c, _core.CSC(core, vid["nbr"], vid["eid"], vid.get("ts"), c.indptr,
-                              c.node_offsets, c.node_times))
+                              c.node_offsets, c.node_times,
+                              FLOAT_TIMES if c.time_dtype is None else c.time_dtype))
             self._handles[(et, backward)] = h
         return h
 
@@ -665,7 +705,7 @@ class NeighborSampler(BaseSampler):
             if t.shape != seeds.shape:
                 raise DDStoreValueError(f"seed times have shape {t.shape}, the seeds "
                                         f"{seeds.shape}")
-            return np.ascontiguousarray(t, dtype=np.float64)
+            return time_share(t, "seed times")[0]  # integers int64, floats float64
         if self.time_level == "edge":
             raise DDStoreValueError("temporal sampling with edge-level time needs the "
                                     "seeds' times (input_time / edge_label_time)")
@@ -673,7 +713,7 @@ class NeighborSampler(BaseSampler):
         if src is None:
             raise DDStoreValueError(f"node type {node_type!r} has no {self.time_attr!r} "
                                     f"attribute for its seeds' times; pass input_time")
-        return src[torch.from_numpy(seeds)].numpy().astype(np.float64)
+        return time_share(src[torch.from_numpy(seeds)].numpy(), "seed times")[0]
 
     def _hop(self, et, hop, frontier, nset, times, key, slot):
         """One C call: the drawn edges of edge type ``et`` for ``frontier`` (global ids,
@@ -699,7 +739,8 @@ class NeighborSampler(BaseSampler):
         timed = times is not None and et not in self._untimed
         flags = (_core.NEIGHBOR_REPLACE if self.replace else 0) | (
             _core.NEIGHBOR_LAST if timed and self.temporal_strategy == "last" else 0)
-        ts = np.ascontiguousarray(times[batch]) if timed else None
+        ts = np.ascontiguousarray(as_times(times[batch], handle.time_dtype, "seed times",
+                                           copy=False)) if timed else None
         stream = (key + _GOLDEN * (1 + hop * 4096 + slot)) & _MASK
         wvid = self._weight_vid(et, c)
         if wvid is None:
@@ -747,7 +788,7 @@ class NeighborSampler(BaseSampler):
         seeds = self._seeds(None, seed, n_nodes)
         times = self._seed_times(None, seeds, seed_time)
         disjoint = self.disjoint
-        nset = _NodeSet(n_nodes, disjoint, self._maps)
+        nset = _NodeSet(n_nodes, disjoint, self._maps, subgraphs=seeds.shape[0])
         try:
             frontier = nset.add_seeds(seeds, np.arange(seeds.shape[0], dtype=np.int64)
                                       if disjoint else None)
@@ -774,9 +815,11 @@ class NeighborSampler(BaseSampler):
         disjoint = self.disjoint
         types = list(dict.fromkeys(self.node_types + list(seed)))
         sets = {}
+        subgraphs = sum(np.asarray(v).size for v in seed.values())  # one per seed
         try:
             for t in types:
-                sets[t] = _NodeSet(self.num_nodes.get(t, 0), disjoint, self._maps)
+                sets[t] = _NodeSet(self.num_nodes.get(t, 0), disjoint, self._maps,
+                                   subgraphs=subgraphs)
             return self._grow_hetero(seed, seed_time, key, types, sets)
         finally:
             for s in sets.values():
@@ -787,7 +830,7 @@ class NeighborSampler(BaseSampler):
         sizes = self.num_nodes
         frontier = {}
         counter = 0
-        time_of = np.zeros(0, dtype=np.float64)
+        time_of = []
         for t in types:
             s = sets[t]
             if t in seed:
@@ -795,14 +838,14 @@ class NeighborSampler(BaseSampler):
                 batch = np.arange(counter, counter + seeds.shape[0], dtype=np.int64)
                 counter += seeds.shape[0]
                 if self.time_attr is not None:
-                    time_of = np.concatenate([time_of, self._seed_times(
-                        t, seeds, None if seed_time is None else seed_time.get(t))])
+                    time_of.append(self._seed_times(
+                        t, seeds, None if seed_time is None else seed_time.get(t)))
                 frontier[t] = s.add_seeds(seeds, batch if disjoint else None)
             else:
                 s.sizes.append(0)
                 e = np.zeros(0, dtype=np.int64)
                 frontier[t] = (e, e, e)
-        times = time_of if self.time_attr is not None else None
+        times = _joined_times(time_of) if self.time_attr is not None else None
         rows = {et: [] for et in self.edge_types}
         cols = {et: [] for et in self.edge_types}
         edges = {et: [] for et in self.edge_types}
