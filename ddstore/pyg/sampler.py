@@ -900,7 +900,7 @@ class NeighborSampler(BaseSampler):
 class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
     """PyG's ``BidirectionalNeighborSampler`` over a :class:`GraphStore`: PyG's own
     class (its merge and collate, so its contract exactly; its hop loop as PyG 2.8's,
-    written again in :meth:`_sample` for ``disjoint=True``), with our
+    written again in :meth:`_sample` to sample ``disjoint=True`` too), with our
     :class:`NeighborSampler` as its ``forward_sampler`` and its ``backward_sampler``
     (``sample_direction="backward"``: the out-lists must exist,
     :meth:`GraphStore.build_backward`).  Each hop samples the frontier forward (in-edges)
