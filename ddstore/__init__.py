@@ -19,13 +19,14 @@ and ``ddstore.temporal`` (temporal graphs: T-CSR, temporal neighbour sampling); 
 import importlib
 
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
-                     DDStoreStateError, DDStoreValueError)
+                     DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError)
 from .store import DDStore, partition
 
 __version__ = "0.1.0"
 
 __all__ = ["DDStore", "partition", "DDStoreError", "DDStoreValueError",
-           "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError"]
+           "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError",
+           "DDStoreNotImplementedError"]
 
 _LAZY = ("graphs", "spatiotemporal", "dynamic", "temporal", "bench", "sources", "pyg")
 

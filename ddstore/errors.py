@@ -4,7 +4,7 @@
 allocation refused) into one of these."""
 
 __all__ = ["DDStoreError", "DDStoreValueError", "DDStoreIndexError", "DDStoreMemoryError",
-           "DDStoreStateError", "as_error"]
+           "DDStoreStateError", "DDStoreNotImplementedError", "as_error"]
 
 
 class DDStoreError(Exception):
@@ -25,6 +25,15 @@ class DDStoreMemoryError(DDStoreError, MemoryError):
 
 class DDStoreStateError(DDStoreError, RuntimeError):
     """A call on a freed store, or an MPI failure."""
+
+
+class DDStoreNotImplementedError(DDStoreValueError, NotImplementedError):
+    """A request that the library ddstore stands in for refuses itself (PyG's samplers:
+    temporal backward sampling, a heterogeneous or per-edge-type
+    ``BidirectionalNeighborSampler``...): also a ``NotImplementedError``, the type that
+    library raises and its users catch (and so a ``RuntimeError``, what PyG raises for
+    some of the same refusals), and a :class:`DDStoreValueError` like every refused
+    argument."""
 
 
 def as_error(error, what=None):

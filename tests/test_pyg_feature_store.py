@@ -132,7 +132,8 @@ def test_put_with_index_updates_rows(fs):
     """put_tensor with an index writes those rows of a held attribute (values broadcast
     and cast as ``out[idx] = v``); whole puts with index None / slice(None); a whole put
     of the same layout replaces in place; an index on an attribute not held, a whole put
-    of another layout, values that do not fit: refused, nothing changed."""
+    of another layout, values that do not fit: refused, nothing changed (an index on an
+    attribute not held creates it: test_first_put_with_index)."""
     from ddstore import DDStoreValueError, DDStoreIndexError
     ref = RefStore()
     x = torch.arange(24, dtype=torch.float32).view(8, 3)
@@ -149,8 +150,6 @@ def test_put_with_index_updates_rows(fs):
         assert same(fs.get_tensor("n", "x", None), ref.get_tensor("n", "x", None)), kw
     assert same(fs.get_tensor("n", "x", None), x.flip(0))
     before = fs.get_tensor("n", "x", None)
-    with pytest.raises(DDStoreValueError, match="not .*put the whole tensor"):
-        fs.put_tensor(x, "n", "new", index=torch.tensor([0]))
     with pytest.raises(DDStoreValueError, match="already stored as 8 rows"):
         fs.put_tensor(x.double(), "n", "x", None)
     with pytest.raises(DDStoreValueError, match="cannot be cast"):
@@ -324,3 +323,166 @@ test_mpi_program = widths_program_test(
     doc="""2 ranks, widths 1 and 2, both transports: memmap put range-wise (a spy sees only
     the rank's own rows read), bfloat16 round trip, row puts, hetero edge_label_index
     not stored and edge_features working.""")
+
+
+# ------------------------------------------------------------ issue 38, item 1
+def test_pygs_own_feature_store_calls(fs):
+    """What PyG's test_feature_store asks of a store, asked of ours: a first put with an
+    index (rows given by it), reads by index, update to another shape, removal (then a
+    KeyError), views (equality, repr), every indexing form, the group's own tensor,
+    deletion by ``del``."""
+    t = torch.tensor([[0., 0, 0], [1, 1, 1], [2, 2, 2]])
+    idx = torch.tensor([0, 1, 2])
+    key = PygTensorAttr("A", "feat", idx)
+    assert fs.put_tensor(t, key) is True
+    assert same(fs.get_tensor(key), t)
+    assert same(fs.get_tensor("A", "feat", index=torch.tensor([2, 0])), t[[2, 0]])
+    assert fs.update_tensor(torch.tensor([0, 2]), "A", "feat", None) is True
+    assert same(fs.get_tensor("A", "feat", None), torch.tensor([0, 2]))
+    assert fs.remove_tensor("A", "feat", None) is True
+    with pytest.raises(KeyError):
+        fs.get_tensor(key)
+    view = fs.view(group_name="A")
+    view.attr_name = "feat"
+    view["index"] = idx
+    assert view == AttrView(fs, PygTensorAttr("A", "feat", idx))
+    assert (view == 0) is False
+    assert repr(view) == ("AttrView(store=FeatureStore('f', attributes=[]), attr=TensorAttr("
+                          "group_name='A', attr_name='feat', index=tensor([0, 1, 2])))")
+    fs["A", "feat", idx] = t  # a first put with an index again, by __setitem__
+    for got in (fs["A", "feat", idx], fs["A", "feat", None], fs["A", "feat", :],
+                fs["A"]["feat"][:], fs["A"].feat[:], fs.view().A.feat[:]):
+        assert same(got, t)
+    with pytest.raises(AttributeError):
+        fs.view(group_name="A", index=None).feat.A
+    assert fs["A"] == fs.view(PygTensorAttr(group_name="A"))
+    assert fs["A"].feat == fs.view(PygTensorAttr(group_name="A", attr_name="feat"))
+    fs["A"] = t * 2
+    assert isinstance(fs["A"], AttrView) and same(fs["A"](), t * 2)
+    del fs["A", "feat", idx]
+    with pytest.raises(KeyError):
+        fs["A", "feat", idx]
+    del fs["A"]
+    with pytest.raises(KeyError):
+        fs["A"]()
+    assert fs.get_all_tensor_attrs() == []
+
+
+def test_pygs_own_calls_with_a_tensor_attr_of_its_own(store):
+    """PyG's test_feature_store_override: a TensorAttr subclass without group_name
+    (always None), so keys are ``(attr_name, index)``; a first put with an index by
+    ``fs[name, index] = x``, then views and reads without a group."""
+    from dataclasses import dataclass
+    from torch_geometric.data.feature_store import _FieldStatus
+    from ddstore import pyg as dpyg
+
+    @dataclass
+    class NoGroupAttr(PygTensorAttr):
+        def __init__(self, attr_name=_FieldStatus.UNSET, index=_FieldStatus.UNSET):
+            super().__init__(None, attr_name, index)
+
+    class NoGroupStore(dpyg.FeatureStore):
+        def __init__(self, store):
+            super().__init__(store, "nogroup")
+            self._tensor_attr_cls = NoGroupAttr
+
+    fs = NoGroupStore(store)
+    t = torch.tensor([[0., 0, 0], [1, 1, 1], [2, 2, 2]])
+    idx = torch.tensor([0, 1, 2])
+    fs["feat", idx] = t
+    assert isinstance(fs["feat"], AttrView)
+    for got in (fs["feat", idx], fs["feat"][idx], fs["feat"][:], fs["feat", :],
+                fs.get_tensor("feat", None)):
+        assert same(got, t)
+    assert [(a.group_name, a.attr_name) for a in fs.get_all_tensor_attrs()] == [
+        (None, "feat")]
+
+
+def test_first_put_with_index(fs):
+    """A first put with an index creates the attribute: ``largest index + 1`` rows,
+    rows never written zeros (every index form: list, tensor, int, slice with a stop,
+    boolean mask; bfloat16 too); later puts with an index write rows within them; what
+    cannot be sized (a negative index, a slice without a stop) or does not fit is
+    refused naming the way out, nothing created."""
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    cases = [("list", [4, 1], torch.tensor([[1., 2], [3, 4]]), 5),
+             ("tensor", torch.tensor([2, 0, 2]), torch.arange(6).view(3, 2), 3),
+             ("int", 3, torch.tensor([7., 8.]), 4),
+             ("slice", slice(1, 6, 2), torch.ones(3, 2, dtype=torch.float64), 6),
+             ("mask", torch.tensor([False, True, False, True]), torch.full((2, 2), 9.), 4),
+             ("numpy", np.array([6]), torch.ones(1, 2).bfloat16(), 7),
+             ("empty", torch.tensor([], dtype=torch.long), torch.ones(0, 2), 0)]
+    for name, index, x, rows in cases:
+        want = torch.zeros((rows, 2), dtype=x.dtype)
+        want[index] = x
+        assert fs.put_tensor(x, "n", name, index=index) is True
+        assert fs.num_rows("n", name) == rows
+        assert same(fs.get_tensor("n", name, None), want), name
+    fs.put_tensor(torch.tensor([[5., 5]]), "n", "list", index=[0])  # rows now held
+    assert same(fs.get_tensor("n", "list", None), torch.tensor(
+        [[5., 5], [3, 4], [0, 0], [0, 0], [1, 2]]))
+    names, before = fs.store.variables(), fs.get_tensor("n", "list", None)
+    with pytest.raises(DDStoreIndexError, match=r"index 5 \(position 0\) out of range "
+                                                r"\[-5, 5\)"):
+        fs.put_tensor(torch.ones(1, 2), "n", "list", index=[5])
+    for index, match in ((-1, r"index -1 \(position 0\) counts from the end; the "
+                               r"attribute is not held.*declare_rows"),
+                         ([0, -2], "index -2 \\(position 1\\) counts from the end"),
+                         (slice(2, None), r"slice index slice\(2, None, None\) counts "
+                                          r"from the end.*declare_rows")):
+        with pytest.raises((DDStoreIndexError, DDStoreValueError), match=match):
+            fs.put_tensor(torch.ones(2), "n", "new", index=index)
+    with pytest.raises(DDStoreValueError, match=r"3 rows of values for an index of 2 rows"):
+        fs.put_tensor(torch.ones(3, 2), "n", "new", index=[0, 1])
+    assert fs.store.variables() == names and same(fs.get_tensor("n", "list", None), before)
+
+
+def test_declared_rows(fs, store):
+    """declare_rows: a first put with an index has the declared rows (partition by
+    partition, in any order; negatives and open slices count from the declared end);
+    every whole or range-wise put of the group must have that many rows; a declaration
+    that a held attribute contradicts is refused; a transaction that rolls back undoes
+    it; the graph store counts a declared node type among its nodes (those of the
+    feature store last made under its name)."""
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    from ddstore import pyg as dpyg
+    fs.declare_rows({"p": 10, ("a", "r", "b"): 3})
+    x = torch.arange(20.).view(10, 2)
+    for part in (torch.arange(6, 10), torch.arange(0, 3)):  # partitions, out of order
+        fs.put_tensor(x[part], "p", "x", index=part)
+    want = x.clone()
+    want[3:6] = 0
+    assert same(fs.get_tensor("p", "x", None), want)
+    fs.put_tensor(torch.tensor([1, 2]), "p", "y", index=[-1, -10])
+    assert same(fs.get_tensor("p", "y", None), torch.tensor([2, 0, 0, 0, 0, 0, 0, 0, 0, 1]))
+    fs.put_tensor(torch.tensor([7, 7]), "p", "z", index=slice(8, None))
+    assert same(fs.get_tensor("p", "z", None), torch.tensor([0] * 8 + [7, 7]))
+    with pytest.raises(DDStoreIndexError, match=r"index 10 \(position 0\) out of range "
+                                                r"\[-10, 10\)"):
+        fs.put_tensor(torch.ones(1), "p", "w", index=[10])
+    for call in (lambda: fs.put_tensor(torch.ones(9), "p", "w", None),
+                 lambda: fs.put_range(torch.ones(4), rows=(0, 4), group_name=("a", "r", "b"),
+                                      attr_name="w")):
+        with pytest.raises(DDStoreValueError, match=r"declared with (10|3) rows"):
+            call()
+    fs.put_range(torch.ones(3), rows=(0, 3), group_name=("a", "r", "b"), attr_name="w")
+    with pytest.raises(DDStoreValueError, match="group 'p' declared with 11 rows, but its "
+                                                "attribute 'x' holds 10 rows"):
+        fs.declare_rows({"p": 11, "q": 4})
+    with pytest.raises(DDStoreValueError, match=r"rows of group 'q' must be an integer"):
+        fs.declare_rows({"q": -1})
+    with pytest.raises(DDStoreValueError, match="counts must be a dict"):
+        fs.declare_rows([("q", 4)])
+    with pytest.raises(DDStoreValueError, match="3 rows of values for an index of 2 rows"):
+        with store.transaction("t"):
+            fs.declare_rows({"q": 4, "p": 10})
+            fs.put_tensor(torch.ones(3), "q", "x", index=[0, 1])  # 3 values, 2 rows
+    fs.put_tensor(torch.ones(2), "q", "x", index=[0, 1])  # 'q' undeclared again: 2 rows
+    assert fs.num_rows("q", "x") == 2
+    gs = dpyg.GraphStore(store, "f")
+    assert gs.node_counts() == {"p": 10, "q": 2}
+    fs.declare_rows({"r": 6})
+    assert gs.node_counts() == {"p": 10, "q": 2, "r": 6}
+    again = dpyg.FeatureStore(store, "f")  # a feature store of its own: no declarations
+    again.put_tensor(torch.ones(1), "p", "new", index=[0])
+    assert again.num_rows("p", "new") == 1 and "r" not in gs.node_counts()

@@ -302,3 +302,186 @@ def test_bidirectional_core_errors():
         bidirectional(one, one, one, one, edge_id=one)
     r, c, e = bidirectional(one[:0], one[:0], one, one, one[:0], one + 7)
     assert r.tolist() == [0] and c.tolist() == [0] and e.tolist() == [7]
+
+
+# ------------------------------------------- issue 38: PyG's own sampler tests, ours
+def _pygs_four_people(store, how, hetero=False):
+    """The graph of PyG's test_sampler_neighbor_sampler: Alice (0) -> Bob (1), Alice ->
+    Carol (2), Carol -> Dave (3), with node times; hetero: PyG's person / manager
+    version.  ``how``: "data" (from_pyg / from_hetero of PyG's Data) or "remote" (put
+    into a FeatureStore and a GraphStore by hand, as PyG's remote case).  Returns the
+    graph store, its out-lists built."""
+    from torch_geometric.data import Data, HeteroData
+    from ddstore import pyg as dpyg
+    if not hetero:
+        ei, x = torch.tensor([[0, 0, 2], [1, 2, 3]]), torch.tensor([[0], [1], [2], [3]])
+        if how == "data":
+            _, gs = dpyg.from_pyg(store, Data(edge_index=ei, x=x, time=x.view(-1)),
+                                  name=how)
+        else:
+            fs, gs = dpyg.FeatureStore(store, how), dpyg.GraphStore(store, how)
+            fs.put_tensor(x, group_name=None, attr_name="x", index=None)
+            fs.put_tensor(x.view(-1), group_name=None, attr_name="time", index=None)
+            gs.put_edge_index(ei, edge_type=None, layout="coo", size=(4, 4))
+        gs.build_backward()
+        return gs
+    xs = {"person": torch.tensor([[1], [2], [3]]), "manager": torch.tensor([[0]])}
+    eis = {("person", "works_with", "person"): torch.tensor([[1], [2]]),
+           ("manager", "leads", "person"): torch.tensor([[0], [1]]),
+           ("manager", "works_with", "person"): torch.tensor([[0], [0]])}
+    if how == "data":
+        h = HeteroData()
+        for t, x in xs.items():
+            h[t].x, h[t].time = x, x.view(-1)
+        for et, ei in eis.items():
+            h[et].edge_index = ei
+        _, gs = dpyg.from_hetero(store, h, name=how)
+    else:
+        fs, gs = dpyg.FeatureStore(store, how), dpyg.GraphStore(store, how)
+        for t, x in xs.items():
+            fs.put_tensor(x, group_name=t, attr_name="x", index=None)
+            fs.put_tensor(x.view(-1), group_name=t, attr_name="time", index=None)
+        for et, ei in eis.items():
+            gs.put_edge_index(ei, edge_type=et, layout="coo",
+                              size=(len(xs[et[0]]), len(xs[et[2]])))
+    gs.build_backward()
+    return gs
+
+
+@pytest.mark.parametrize("how", ["data", "remote"])
+def test_bidirectional_sampler_gives_pygs_expected_output(store, how):
+    """PyG's test_bidirectional_neighbor_sampler, data and remote: one hop from Carol,
+    four hops of 2 from (Bob, Dave), and the same disjoint, give exactly (str of the
+    whole SamplerOutput, as PyG compares) the outputs PyG's test expects."""
+    from torch_geometric.sampler import NodeSamplerInput, SamplerOutput
+    from ddstore import pyg as dpyg
+    gs = _pygs_four_people(store, how)
+    t = torch.tensor
+    cases = [
+        ([1], [2], {}, SamplerOutput(
+            node=t([2, 0, 3]), row=t([1, 0]), col=t([0, 2]), edge=t([1, 2]), batch=None,
+            num_sampled_nodes=[1, 1, 0, 1], num_sampled_edges=[1, 1],
+            metadata=(None, None))),
+        ([2, 2, 2, 2], [1, 3], {}, SamplerOutput(
+            node=t([1, 3, 0, 2]), row=t([2, 3, 2]), col=t([0, 1, 3]), edge=t([0, 2, 1]),
+            batch=None, num_sampled_nodes=[2, 2] + [0] * 14,
+            num_sampled_edges=[2, 0, 1, 0, 0, 0, 0, 0], metadata=(None, None))),
+        ([2, 2, 2, 2], [1, 3], {"disjoint": True}, SamplerOutput(
+            node=t([1, 3, 0, 2, 0, 2, 1, 3]), row=t([2, 3, 4, 2, 4, 5]),
+            col=t([0, 1, 3, 5, 6, 7]), edge=t([0, 2, 1, 1, 0, 2]),
+            batch=t([0, 1, 0, 1, 1, 0, 1, 0]),
+            num_sampled_nodes=[2, 2, 0, 0, 0, 1, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0],
+            num_sampled_edges=[2, 0, 1, 1, 0, 2, 0, 0], metadata=(None, None)))]
+    for fanouts, seeds, kw, want in cases:
+        smp = dpyg.BidirectionalNeighborSampler(gs, fanouts, **kw)
+        got = smp.sample_from_nodes(NodeSamplerInput(input_id=None, node=t(seeds)))
+        assert str(got) == str(want), (fanouts, kw)
+
+
+def test_bidirectional_sampler_is_pygs_loop(store):
+    """Not disjoint, on a random graph with fanouts: the output equals, field by field,
+    that of PyG's own hop loop (``BidirectionalNeighborSampler._sample`` of PyG 2.8)
+    run over our two samplers with the same seed; disjoint with one seed: the same
+    subgraph, every node of batch 0."""
+    from torch_geometric.data import Data
+    from torch_geometric.sampler.neighbor_sampler import \
+        BidirectionalNeighborSampler as PygBidirectional
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(7)
+    data = Data(x=torch.zeros(25, 1), edge_index=torch.randint(0, 25, (2, 90), generator=g))
+    _, gs = dpyg.from_pyg(store, data, name="r")
+    gs.build_backward()
+    compared = 0
+    for fanouts in ([2, 3], [-1, -1], [3, 1, 2]):
+        for seeds in (torch.tensor([4]), torch.tensor([0, 9, 17]), torch.tensor([5, 5, 6])):
+            ours = dpyg.BidirectionalNeighborSampler(gs, fanouts, seed=21)
+            theirs = dpyg.BidirectionalNeighborSampler(gs, fanouts, seed=21)
+            a = ours._sample(seeds)
+            b = PygBidirectional._sample(theirs, seeds)
+            for key in ("node", "row", "col", "edge"):
+                assert torch.equal(getattr(a, key), getattr(b, key).view(-1)), key
+            assert a.num_sampled_nodes == b.num_sampled_nodes
+            assert a.num_sampled_edges == b.num_sampled_edges and a.batch is None
+            compared += 1
+            if seeds.numel() == 1:
+                d = dpyg.BidirectionalNeighborSampler(gs, fanouts, seed=21, disjoint=True)
+                c = d._sample(seeds)
+                for key in ("node", "row", "col", "edge"):
+                    assert torch.equal(getattr(a, key), getattr(c, key)), key
+                assert torch.equal(c.batch, torch.zeros_like(c.node))
+    assert compared == 9
+
+
+def test_bidirectional_sampler_disjoint_against_brute_force(store):
+    """disjoint=True on a random graph, repeated seeds included: with [-1, -1] each
+    seed's subgraph is the brute-force ball (every edge touching each hop's frontier);
+    with fanouts, each node and edge once per subgraph, edges within their subgraph
+    (tests/mpi/pyg_options.py checks the same through NeighborLoader on 1-3 ranks)."""
+    from torch_geometric.data import Data
+    from pyg_options import disjoint_bidirectional_problems
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(8)
+    data = Data(x=torch.zeros(30, 1), edge_index=torch.randint(0, 30, (2, 70), generator=g))
+    _, gs = dpyg.from_pyg(store, data, name="r")
+    gs.build_backward()
+    src, dst = data.edge_index.tolist()
+    for fanouts in ([-1, -1], [2, 2], [1, 3, 1]):
+        seeds = [3, 11, 3, 20, 0]
+        out = dpyg.BidirectionalNeighborSampler(gs, fanouts, disjoint=True,
+                                                seed=2)._sample(torch.tensor(seeds))
+        bad = disjoint_bidirectional_problems(out.node, out.row, out.col, out.edge,
+                                              out.batch, src, dst, seeds, len(fanouts),
+                                              exact=fanouts == [-1, -1])
+        assert not bad, (fanouts, bad[:3])
+
+
+@pytest.mark.parametrize("how", ["data", "remote"])
+@pytest.mark.parametrize("hetero", [False, True])
+def test_backward_temporal_refused_as_pyg(store, how, hetero):
+    """PyG's test_neighbor_sampler_backwards_not_supported (data and remote, homogeneous
+    and hetero): temporal backward sampling raises a NotImplementedError (also our
+    DDStoreValueError), whatever else the store holds."""
+    from ddstore import DDStoreNotImplementedError, DDStoreValueError
+    from ddstore import pyg as dpyg
+    gs = _pygs_four_people(store, how, hetero)
+    with pytest.raises(NotImplementedError, match="PyG does not define temporal "
+                                                  "backward sampling") as info:
+        dpyg.NeighborSampler(gs, [1], sample_direction="backward", time_attr="time")
+    assert isinstance(info.value, DDStoreNotImplementedError)
+    assert isinstance(info.value, DDStoreValueError)
+
+
+def test_bidirectional_refusals_are_pygs_types(store):
+    """What PyG's BidirectionalNeighborSampler refuses, ours refuses with (an instance
+    of) the same type: a dict of fanouts (RuntimeError), a heterogeneous graph and
+    temporal sampling (NotImplementedError: time_attr, or seed times given), negative
+    sampling in LinkNeighborLoader (RuntimeError, PyG's own code)."""
+    from torch_geometric.loader import LinkNeighborLoader
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    gs = _pygs_four_people(store, "data")
+    with pytest.raises(RuntimeError, match="does not define a dict"):
+        dpyg.BidirectionalNeighborSampler(gs, {(None): [1]})
+    with pytest.raises(NotImplementedError, match="heterogeneous"):
+        dpyg.BidirectionalNeighborSampler(_pygs_four_people(store, "remote", True), [1])
+    with pytest.raises(NotImplementedError, match="temporal backward"):
+        dpyg.BidirectionalNeighborSampler(dpyg.from_pyg(
+            store, _time_graph(), name="tt", time_attr="time")[1], [1], time_attr="time")
+    for disjoint in (False, True):
+        smp = dpyg.BidirectionalNeighborSampler(gs, [1], disjoint=disjoint)
+        with pytest.raises(NotImplementedError, match="does not sample temporally"):
+            smp.sample_from_nodes(NodeSamplerInput(input_id=None, node=torch.tensor([2]),
+                                                   time=torch.tensor([5])))
+    fs = dpyg.FeatureStore(store, "data")
+    loader = LinkNeighborLoader((fs, gs), num_neighbors=[1], batch_size=2,
+                                edge_label_index=(None, torch.tensor([[0, 2], [1, 3]])),
+                                neg_sampling="binary",
+                                neighbor_sampler=dpyg.BidirectionalNeighborSampler(gs, [1]))
+    with pytest.raises(RuntimeError, match="negative sampling"):
+        next(iter(loader))
+
+
+def _time_graph():
+    from torch_geometric.data import Data
+    return Data(x=torch.zeros(4, 1), time=torch.arange(4.),
+                edge_index=torch.tensor([[0, 0, 2], [1, 2, 3]]))

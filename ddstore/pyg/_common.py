@@ -95,6 +95,25 @@ def bits_dtype(torch_dtype):
 _TORCH_ONLY = weakref.WeakKeyDictionary()
 
 
+# store -> {name: {group_name: rows}}: the row counts given once by
+# FeatureStore.declare_rows to the feature store last made under that name (its own
+# dict), read by the node counts of the GraphStore of the same store and name
+_DECLARED = weakref.WeakKeyDictionary()
+
+
+def publish_declared_rows(store, name, table):
+    """Make ``table`` (a feature store's own ``{group_name: rows}``, which its
+    ``declare_rows`` alone changes) the declarations of the name ``name`` of ``store``,
+    in place of any older feature store's of that name."""
+    _DECLARED.setdefault(store, {})[name] = table
+
+
+def declared_rows(store, name):
+    """The ``{group_name: rows}`` declared by the feature store last made under ``name``
+    on ``store`` (:meth:`FeatureStore.declare_rows`; empty when none): read only."""
+    return _DECLARED.get(store, {}).get(name, {})
+
+
 def keep_torch_dtype(store, var, torch_dtype):
     """Record that store variable ``var`` holds the bit pattern of ``torch_dtype`` (None:
     it holds plain numpy values)."""

@@ -14,7 +14,7 @@ from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, as_edge_type, as_source, call_piece, check_rows,
                       check_storable, edge_var, is_edge_type, keep_torch_dtype, node_var,
-                      tiled_total)
+                      publish_declared_rows, tiled_total)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
            "default_chunk_rows"]
@@ -116,8 +116,13 @@ class FeatureStore(_PygFeatureStore):
       boolean mask or an int), as PyG's ``Data`` does with ``out[idx] = values``:
       ``values`` broadcast to ``[len(idx), *row_shape]`` and cast (same kind) to the
       attribute's dtype; every rank passes the same ``idx`` and ``values`` and each
-      writes the rows it holds.  An ``index`` on an attribute not held is refused (the
-      store's rows are ``[0, num_rows)``; put the whole tensor first);
+      writes the rows it holds.  On an attribute **not held**, a put with an index
+      creates it, as PyG's stores accept (the index names the rows): ``largest index
+      + 1`` rows, or the rows declared for its group by :meth:`declare_rows` (which
+      lets an attribute be filled partition by partition in any order; negatives and
+      open slices then count from that end), rows never written zeros; ``values`` has
+      one row per indexed row (an int index: one row), which gives the row shape.
+      Later puts with an index write rows within those;
     - :meth:`put_range` ``(x, rows=(lo, hi), group_name=..., attr_name=...)``: the
       range-wise path for data that does not fit one rank: **each rank passes its own
       rows** ``[lo, hi)`` (an array, or a callable ``rows_of(a, b)`` giving them piece by
@@ -165,6 +170,9 @@ class FeatureStore(_PygFeatureStore):
         self.__dict__["store"] = store
         self.__dict__["name"] = name
         self.__dict__["_attrs"] = {}  # (group_name, attr_name) -> _Attr
+        # group_name -> rows (declare_rows), published for the graph store of this name
+        self.__dict__["_declared"] = {}
+        publish_declared_rows(store, name, self._declared)
 
     # ------------------------------------------------ PyG's calls, UNSET fields None
     def _cast(self, args, kwargs):
@@ -314,10 +322,12 @@ class FeatureStore(_PygFeatureStore):
                 from None
 
     def _put(self, tensor, attr, rows):
-        """The collective put behind both paths; ``rows`` None: whole tensor.  Its first
-        step's local part checks everything and reads what this rank needs (its member's
-        rows of a whole tensor, the first piece of a callable); the round agrees on
-        them and on the ranks' row ranges, then the variable is made in a transaction."""
+        """The collective put behind both paths; ``rows`` None: whole tensor (or, with
+        ``attr.index``, the rows it names of an attribute created by this put).  Its
+        first step's local part checks everything and reads what this rank needs (its
+        member's rows of a whole tensor, the first piece of a callable); the round
+        agrees on them and on the ranks' row ranges, then the variable is made in a
+        transaction."""
         store = self.store
         what = f"put ({attr.group_name!r}, {attr.attr_name!r})"
         key = (attr.group_name, attr.attr_name)
@@ -326,11 +336,8 @@ class FeatureStore(_PygFeatureStore):
             if key in self._attrs:
                 check_free_names(what, f"attribute {key!r}",
                                  "remove_tensor it first (collective)")
-            if attr.index is not None and not _is_all(attr.index):
-                raise DDStoreValueError(
-                    f"{what}: an index writes rows of an attribute already stored; {key!r} "
-                    f"is not (put the whole tensor with index=None first; a range-wise "
-                    f"put is put_range)")
+            declared = self._declared.get(attr.group_name)
+            indexed = attr.index is not None and not _is_all(attr.index)
             rows_of = first = tdt = mine = None
             lo = hi = 0
             if rows is not None and callable(tensor):
@@ -340,6 +347,10 @@ class FeatureStore(_PygFeatureStore):
                 arr = first = rows_of(0, min(hi - lo, self.chunk_rows or 1), None)
             else:
                 arr, tdt = as_source(tensor, what)
+            if indexed:  # the rows the index names; the others are zeros
+                idx, total, one = _first_index(attr.index, declared, what)
+                arr = _member_rows(arr, 0, arr.shape[0], what) if arr.ndim else arr
+                arr = arr[None] if one else arr
             check_storable(arr, what)
             if rows is not None and rows_of is None:
                 lo, hi = check_rows(rows, arr.shape[0], what)
@@ -348,15 +359,30 @@ class FeatureStore(_PygFeatureStore):
                 raise DDStoreValueError(f"{what}: the store already holds variable {var!r}")
             same = {"attribute": key, "dtype and row shape": (
                 arr.dtype.str, tuple(arr.shape[1:]), None if tdt is None else str(tdt))}
-            if rows is None:  # every rank keeps its member's rows of the whole tensor
+            g = store.group_rank
+            if indexed:
+                if arr.shape[0] != idx.shape[0]:
+                    raise DDStoreValueError(
+                        f"{what}: {arr.shape[0]} rows of values for an index of "
+                        f"{idx.shape[0]} rows (a first put with an index takes one row "
+                        f"per indexed row: its rows give the attribute's row shape)")
+                same["rows (the index's)"] = (total, idx.shape[0])
+                off = member_offsets(total, store.group_size)
+                mine = _scattered(arr, idx, int(off[g]), int(off[g + 1]))
+            elif rows is None:  # every rank keeps its member's rows of the whole tensor
                 total = arr.shape[0]
                 same["rows (the whole tensor on every rank)"] = total
                 off = member_offsets(total, store.group_size)
-                g = store.group_rank
                 mine = _member_rows(arr, int(off[g]), int(off[g + 1]), what)
+            if rows is None and declared is not None and total != declared:
+                raise DDStoreValueError(_not_declared(what, attr.group_name, declared,
+                                                      total))
             info = step.agree((lo, hi), same=same)
             if rows is not None:  # decided from the agreed ranges: alike everywhere
                 total = tiled_total(info, what)
+                if declared is not None and total != declared:
+                    raise DDStoreValueError(_not_declared(what, attr.group_name,
+                                                          declared, total))
         with store.transaction(f"FeatureStore.put {key!r}") as txn:
             if rows is None:
                 store.add(var, mine)
@@ -372,6 +398,61 @@ class FeatureStore(_PygFeatureStore):
                 keep_torch_dtype(store, var, None)
             txn.on_rollback(forget)
         return True
+
+    def declare_rows(self, counts):
+        """Collective: the number of rows of the attributes of some groups, given once:
+        ``counts = {group_name: rows}`` (a node type, None for a homogeneous graph's
+        nodes: its number of nodes; an edge type: its number of edges).
+
+        - A first put **with an index** of an attribute of such a group creates it with
+          that many rows (rows never written read as zeros; without a declaration the
+          attribute has ``largest index + 1`` rows), so that an attribute can be filled
+          index by index (partition by partition) in any order; negative indices then
+          count from the end.
+        - Every put of an attribute of the group (whole, with an index, range-wise) must
+          have that many rows: refused otherwise, naming the declaration.
+        - The :class:`GraphStore` of the same store and name counts a declared node type
+          among its nodes (after its edge types' sizes): a node type with no edges and
+          no attributes (``HeteroData(paper=dict(num_nodes=100))``, which
+          :func:`from_hetero` declares) is sampled (its seeds).  (The declarations are
+          this feature store's: one made later under the same name starts with none.)
+
+        Every rank passes the same counts (checked).  Declaring a group again replaces
+        its count; a count that an attribute of the group already held does not have
+        is refused on every rank, nothing declared.  Inside a transaction that rolls
+        back, the declarations are undone.  Returns None."""
+        store = self.store
+        what = f"declare_rows (feature store {self.name!r})"
+        with store.collective("FeatureStore.declare_rows", self.name) as step:
+            if not isinstance(counts, dict):
+                raise DDStoreValueError(f"{what}: counts must be a dict {{group_name: "
+                                        f"rows}}, got {type(counts).__name__}")
+            given = {}
+            for group, n in counts.items():
+                group = as_edge_type(group)
+                self._check_key(TensorAttr(group, None, None), what)
+                if not is_int(n) or n < 0:
+                    raise DDStoreValueError(f"{what}: rows of group {group!r} must be an "
+                                            f"integer >= 0, got {n!r}")
+                for a in self._attrs.values():
+                    if a.group_name == group and a.num_rows != n:
+                        raise DDStoreValueError(
+                            f"{what}: group {group!r} declared with {n} rows, but its "
+                            f"attribute {a.attr_name!r} holds {a.num_rows} rows")
+                given[group] = int(n)
+            step.agree(same={"counts": sorted((repr(g), n) for g, n in given.items())})
+        table = self._declared
+        before = {g: table.get(g) for g in given}
+        with store.transaction(f"FeatureStore.declare_rows {self.name!r}") as txn:
+            table.update(given)
+
+            def restore():  # an enclosing transaction rolled back
+                for g, n in before.items():
+                    if n is None:
+                        table.pop(g, None)
+                    else:
+                        table[g] = n
+            txn.on_rollback(restore)
 
     def _fill(self, var, arr, rows_of, first, lo, hi, total):
         """Collective: create ``var`` at its final size and fill this member's rows in
@@ -600,6 +681,69 @@ def _member_rows(arr, lo, hi, what):
     except Exception as exc:  # noqa: BLE001 -- named here, agreed by the caller's step
         raise DDStoreValueError(f"{what}: reading rows [{lo}, {hi}) raised "
                                 f"{type(exc).__name__}: {exc}") from exc
+
+
+def _first_index(index, declared, what):
+    """The index of a first put (the attribute is created by it): ``(rows, total,
+    one)``: the indexed rows (int64, in order), the attribute's rows (``declared``,
+    else the largest index + 1, or a boolean mask's length) and whether ``index`` names
+    one row (the values are then that row).  Without a declaration an index cannot count
+    from an end (a negative index, a slice without a stop) that the put has not yet
+    given: refused, naming :meth:`FeatureStore.declare_rows`."""
+    hint = ("the attribute is not held, so it has no end yet: declare its group's rows "
+            "first (FeatureStore.declare_rows, collective) or put the whole tensor")
+    if isinstance(index, slice):
+        if index.step == 0:
+            raise DDStoreValueError(f"{what}: slice index {index} has step 0")
+        if declared is None and (index.stop is None or any(
+                v is not None and v < 0 for v in (index.start, index.stop, index.step))):
+            raise DDStoreValueError(f"{what}: slice index {index} counts from the end; "
+                                    f"{hint}")
+        n = declared if declared is not None else index.stop
+        return np.arange(*index.indices(n), dtype=np.int64), n, False
+    mask = None
+    if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
+        mask = index.detach().cpu().numpy()
+    elif isinstance(index, np.ndarray) and index.dtype == np.bool_:
+        mask = index
+    if mask is not None:
+        if mask.ndim != 1 or declared is not None and mask.shape[0] != declared:
+            raise DDStoreIndexError(
+                f"{what}: boolean index of shape {mask.shape}; expected one entry per "
+                + ("row" if declared is None else f"row of the {declared} declared"))
+        return np.flatnonzero(mask).astype(np.int64), int(mask.shape[0]), False
+    one = _one_row(index)
+    if one:
+        index = [int(index)]
+    elif isinstance(index, torch.Tensor):
+        index = index.detach().cpu().numpy()
+    idx = as_indices(index, what)
+    if declared is not None:
+        check_indices(idx, declared, what, item="index", low=-declared)
+        return np.where(idx < 0, idx + declared, idx), declared, one
+    if idx.size and int(idx.min()) < 0:
+        pos = int(np.argmax(idx < 0))
+        raise DDStoreIndexError(f"{what}: index {int(idx[pos])} (position {pos}) counts "
+                                f"from the end; {hint}")
+    return idx, int(idx.max()) + 1 if idx.size else 0, one
+
+
+def _scattered(arr, idx, lo, hi):
+    """This member's rows ``[lo, hi)`` of an attribute created by a put with an index:
+    zeros, but rows ``idx`` (those in the range) from ``arr`` (the values, one row per
+    entry of ``idx``; a row indexed twice gets one of its values, as numpy's
+    ``out[idx] = arr``)."""
+    out = np.zeros((hi - lo,) + tuple(arr.shape[1:]), dtype=arr.dtype)
+    held = (idx >= lo) & (idx < hi)
+    if held.any():
+        out[idx[held] - lo] = arr[held]
+    return out
+
+
+def _not_declared(what, group, declared, total):
+    """The refusal of a put of ``total`` rows into a group declared with ``declared``."""
+    return (f"{what}: {total} rows, but group {group!r} was declared with {declared} rows "
+            f"(FeatureStore.declare_rows): every attribute of the group has that many")
 
 
 def _is_all(index):

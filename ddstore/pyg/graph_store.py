@@ -17,8 +17,9 @@ from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
 from ..build import (check_chunk_edges, create, default_chunk_edges, fill_tcsr, id_dtype,
                      prefault_built)
-from ._common import (as_edge_type, as_numpy, as_values, call_piece, check_rows, edge_var,
-                      is_edge_type, node_var, tiled_total, type_key, value_dtype)
+from ._common import (as_edge_type, as_numpy, as_values, call_piece, check_rows,
+                      declared_rows, edge_var, is_edge_type, node_var, tiled_total,
+                      type_key, value_dtype)
 from .feature_store import UnknownAttributeError
 
 __all__ = ["GraphStore", "EdgeAttr"]
@@ -1037,15 +1038,19 @@ class GraphStore(_PygGraphStore):
 
     def node_counts(self):
         """``{node type: number of nodes}``: the node types of the stored edge types
-        (from their sizes), then those of node attributes put in the
-        :class:`FeatureStore` of the same ``store`` and ``name`` (their rows) that no
-        edge type names -- so a graph with no edges still has its nodes (None: the
-        homogeneous node type)."""
+        (from their sizes), then those declared by ``declare_rows`` on the
+        :class:`FeatureStore` of the same ``store`` and ``name`` (``from_hetero``
+        declares every node type's count), then those of node attributes put in that
+        feature store (their rows) -- so a graph with no edges, even with no node
+        attributes, still has its nodes (None: the homogeneous node type)."""
         sizes = {}
         for (et, _), c in self._stored.items():
             s_t, d_t = (None, None) if et is None else (et[0], et[2])
             sizes.setdefault(s_t, c.size[0])
             sizes.setdefault(d_t, c.size[1])
+        for t, n in declared_rows(self.store, self.name).items():
+            if t is None or isinstance(t, str):  # node types (not edge types' rows)
+                sizes.setdefault(t, n)
         prefix = node_var(self.name, None, "")[:-len(type_key(None)) - 1]
         for v in self.store.variables():
             if v.startswith(prefix):

@@ -76,7 +76,8 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     become node attributes (``group_name=None``), per-edge values (``edge_attr``,
     ``edge_time``...: first dimension the number of edges) edge attributes of the edge
     type :data:`EDGES`, and ``edge_index`` the CSC (edge ids are the columns of
-    ``data.edge_index``); the rule is :func:`_row_attrs`, shared with
+    ``data.edge_index``; the number of nodes is declared,
+    :meth:`FeatureStore.declare_rows`); the rule is :func:`_row_attrs`, shared with
     :func:`from_hetero`; without an ``edge_index``, a graph with no edges, stored as an
     empty edge index of ``num_nodes`` nodes, which samples its seeds.  Graph-level values (``edge_label_index``, ``edge_label`` of
     other edges...) are not stored: give them to the loader.  Values may be any
@@ -109,6 +110,7 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
                                                    weight_attr=weight_attr)
     with store.transaction(f"pyg.from_pyg {name!r}"):
+        fs.declare_rows({None: n})
         for kind, key, value in attrs:
             fs.put_tensor(value, group_name=None if kind == "node" else EDGES,
                           attr_name=key, index=None)
@@ -121,8 +123,10 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
     values under their node type, per-edge values (first dimension the edge type's
     number of edges: never ``edge_label_index`` and other graph-level values) under
     their edge type ``(src, rel, dst)``, one CSC per edge type with ``size = (num src
-    nodes, num dst nodes)``.  Same rule, same-data check and all or nothing, as
-    :func:`from_pyg`."""
+    nodes, num dst nodes)``.  Every node type's number of nodes is declared
+    (:meth:`FeatureStore.declare_rows`), so that a node type with no edges and no
+    attributes (``HeteroData(paper=dict(num_nodes=100))``) is still sampled (its seeds).
+    Same rule, same-data check and all or nothing, as :func:`from_pyg`."""
     from torch_geometric.data import HeteroData
     with store.collective("pyg.from_hetero", name) as step:
         if not isinstance(data, HeteroData):
@@ -135,6 +139,8 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
         edges = [(et, data[et].edge_index,
                   (data[et[0]].num_nodes, data[et[2]].num_nodes))
                  for et in data.edge_types]
+        counts = {nt: data[nt].num_nodes for nt in data.node_types
+                  if data[nt].num_nodes is not None}
         values = {(group, key): value for group, key, value in attrs}
         values.update({(et, "edge_index"): ei for et, ei, _ in edges})
         values.update({(nt, "num_nodes"): [data[nt].num_nodes] for nt in data.node_types})
@@ -142,6 +148,7 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
                                                    weight_attr=weight_attr)
     with store.transaction(f"pyg.from_hetero {name!r}"):
+        fs.declare_rows(counts)
         for group, key, value in attrs:
             fs.put_tensor(value, group_name=group, attr_name=key, index=None)
         for et, edge_index, size in edges:

@@ -15,7 +15,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 from .. import _core
 from .._checks import as_indices, check_indices, is_int
 from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
-from ..errors import DDStoreStateError, DDStoreValueError
+from ..errors import DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError
 from . import workers
 from ._common import edge_var, node_var
 
@@ -363,7 +363,8 @@ class NeighborSampler(BaseSampler):
     forward, temporal and ``"induced"`` sampling are refused here, naming the edge
     type and that call.  Weighted backward sampling draws by
     the same weights; ``"induced"`` takes every stored edge among the drawn nodes, as
-    forward; temporal backward sampling is refused (PyG does not define it).
+    forward; temporal backward sampling is refused (PyG does not define it), with a
+    :class:`~ddstore.DDStoreNotImplementedError` (a ``NotImplementedError``, as PyG's).
     Hetero temporal: an edge type whose source node type has no time attribute is
     sampled without the time rule (PyG's rule).
 
@@ -408,6 +409,13 @@ class NeighborSampler(BaseSampler):
         if not isinstance(graph_store, GraphStore):
             raise DDStoreValueError(f"NeighborSampler needs a ddstore.pyg.GraphStore, got "
                                     f"{type(graph_store).__name__}")
+        if sample_direction == "backward" and time_attr is not None:
+            # PyG refuses this first, whatever else the graph holds: so do we
+            raise DDStoreNotImplementedError(
+                f"sample_direction='backward' with time_attr={time_attr!r}: PyG does "
+                f"not define temporal backward sampling (its NeighborSampler raises "
+                f"NotImplementedError); sample forward, or backward without "
+                f"time_attr")
         self.graph_store = graph_store
         self.store = graph_store.store
         self.edge_types = graph_store.sampled_edge_types()
@@ -419,9 +427,10 @@ class NeighborSampler(BaseSampler):
         counts = {t: n for t, n in counts.items() if (t is not None) == self.is_hetero}
         if not counts:
             raise DDStoreValueError(f"graph store {graph_store.name!r} holds no edges and "
-                                    f"its feature store no node attributes: put an edge "
-                                    f"index (it may have no edges) or node attributes "
-                                    f"first")
+                                    f"its feature store no node attributes nor declared "
+                                    f"node counts: put an edge index (it may have no "
+                                    f"edges) or node attributes, or declare the node "
+                                    f"counts (FeatureStore.declare_rows) first")
         _refuse_dropped_in_lists(graph_store, self.edge_types, sample_direction,
                                  subgraph_type)
         self.replace = bool(replace)
@@ -462,12 +471,6 @@ class NeighborSampler(BaseSampler):
             raise DDStoreValueError(f"sample_direction must be 'forward' or 'backward', "
                                     f"got {sample_direction!r}")
         if sample_direction == "backward":
-            if time_attr is not None:
-                raise DDStoreValueError(
-                    f"sample_direction='backward' with time_attr={time_attr!r}: PyG does "
-                    f"not define temporal backward sampling (its NeighborSampler raises "
-                    f"NotImplementedError); sample forward, or backward without "
-                    f"time_attr")
             missing = [et for et in self.edge_types
                        if graph_store.sampled_lists(et, backward=True) is None]
             if missing:
@@ -912,19 +915,35 @@ class NeighborSampler(BaseSampler):
 
 class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
     """PyG's ``BidirectionalNeighborSampler`` over a :class:`GraphStore`: PyG's own
-    class (its hop loop, merge and collate, so its contract exactly), with our
+    class (its merge and collate, so its contract exactly; its hop loop as PyG 2.8's,
+    written again in :meth:`_sample` to sample ``disjoint=True`` too), with our
     :class:`NeighborSampler` as its ``forward_sampler`` and its ``backward_sampler``
     (``sample_direction="backward"``: the out-lists must exist,
     :meth:`GraphStore.build_backward`).  Each hop samples the frontier forward (in-edges)
     and backward (out-edges) with that hop's fanout, merges the two
     (``SamplerOutput.merge_with``: the forward's nodes first, each node once), and the
-    nodes not seen before are the next frontier; the hops are then collated.  As PyG's:
-    homogeneous graphs only, a list ``num_neighbors`` (no dict), no temporal sampling,
-    no negative sampling in ``LinkNeighborLoader``; ``disjoint=True`` is refused (PyG's
-    loop fails on it beyond the first hop).  The arguments are
-    :class:`NeighborSampler`'s (``seed``, ``weight_attr``, ...), given to both samplers;
-    ``subgraph_type="bidirectional"`` is applied to the collated output (PyG's
-    ``to_bidirectional``).  Local, like :class:`NeighborSampler`."""
+    nodes not seen before are the next frontier; the hops are then collated.
+
+    ``disjoint=True``: every seed grows its own subgraph through every hop, and the
+    output is PyG's (node, row, col, edge, ``batch`` = the seed's position,
+    ``num_sampled_nodes`` / ``num_sampled_edges`` per forward and backward call, the
+    values PyG's own test expects): PyG's merge and collate are used, with each node
+    keyed by ``(subgraph, node)``.  Where PyG's hop loop maps a frontier node back to
+    its seed through the merged output (right when each hop's frontier holds each
+    subgraph once, as in PyG's tests; an ``IndexError`` or another subgraph otherwise,
+    PyG 2.8), ours keeps each frontier node's subgraph, so a node reached by two seeds
+    stays in both subgraphs at every hop.  PyG's merge is Python over the batch's
+    nodes (quadratic in them): meant for small batches, as PyG's.
+
+    As PyG's, refused with a :class:`~ddstore.DDStoreNotImplementedError` (a
+    ``NotImplementedError``, and so a ``RuntimeError``, the types PyG raises):
+    heterogeneous graphs, a dict ``num_neighbors`` (per edge type), temporal sampling
+    (``time_attr``: PyG's backward sampler refuses it; seed times given by a loader);
+    negative sampling in ``LinkNeighborLoader`` is refused by PyG's own code (a
+    ``RuntimeError``).  The arguments are :class:`NeighborSampler`'s (``seed``,
+    ``weight_attr``, ...), given to both samplers; ``subgraph_type="bidirectional"`` is
+    applied to the collated output (PyG's ``to_bidirectional``).  Local, like
+    :class:`NeighborSampler`."""
 
     def __init__(self, graph_store, num_neighbors, subgraph_type="directional",
                  replace=False, disjoint=False, temporal_strategy="uniform",
@@ -932,25 +951,19 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
         values = (num_neighbors.values if isinstance(num_neighbors, NumNeighbors) else
                   num_neighbors)
         if isinstance(values, dict):
-            raise DDStoreValueError(
+            raise DDStoreNotImplementedError(
                 "BidirectionalNeighborSampler: num_neighbors must be a list of fanouts "
                 "per hop; PyG's BidirectionalNeighborSampler does not define a dict per "
-                "edge type")
-        if disjoint:
-            raise DDStoreValueError(
-                "BidirectionalNeighborSampler: disjoint=True is not supported: PyG's "
-                "hop loop maps each hop's subgraph ids back to the seeds through its "
-                "merged output, which fails beyond the first hop (IndexError in PyG "
-                "2.8); use disjoint=False")
+                "edge type (it raises RuntimeError)")
         kw = dict(subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
                   temporal_strategy=temporal_strategy, time_attr=time_attr,
                   weight_attr=weight_attr, seed=seed)
         self.forward_sampler = NeighborSampler(graph_store, num_neighbors, **kw)
         if self.forward_sampler.is_hetero:
-            raise DDStoreValueError(
+            raise DDStoreNotImplementedError(
                 f"BidirectionalNeighborSampler: graph store {graph_store.name!r} is "
                 f"heterogeneous; PyG's BidirectionalNeighborSampler samples homogeneous "
-                f"graphs only")
+                f"graphs only (it raises NotImplementedError)")
         self.backward_sampler = NeighborSampler(graph_store, num_neighbors,
                                                 sample_direction="backward", **kw)
         for inner in (self.forward_sampler, self.backward_sampler):
@@ -961,6 +974,57 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
         self.num_nodes = self.forward_sampler.num_nodes
         self.node_time = None
         self.graph_store = graph_store
+
+    def _sample(self, seed, seed_time=None, **kwargs):
+        """PyG's hop loop (``BidirectionalNeighborSampler._sample``), merge and
+        collate, disjoint or not (see the class docstring); seed times are refused
+        first, as PyG's loop refuses them."""
+        if seed_time is not None:
+            raise DDStoreNotImplementedError(
+                "BidirectionalNeighborSampler does not sample temporally (seed times "
+                "were given): PyG's raises NotImplementedError; use NeighborSampler")
+        seeds = torch.as_tensor(seed).view(-1).long()
+        n = int(self.num_nodes)
+        # disjoint: node v of subgraph g (the g-th seed's) is keyed g * m + v, so that
+        # PyG's merge, which tells nodes apart by (node, the node its subgraph grew
+        # from), keeps subgraphs apart; the keys become node ids again at the end
+        disjoint = self.disjoint
+        m = max(n, 1) if disjoint else 0
+        count = int(seeds.numel())
+        if count * m > _INT64_MAX:
+            raise DDStoreValueError(
+                f"BidirectionalNeighborSampler(disjoint=True): {count} seeds of "
+                f"{n} nodes: the (subgraph, node) keys overflow int64; sample fewer seeds "
+                f"per batch")
+        front, sub = seeds, torch.arange(count, dtype=torch.long)
+        seen = set((sub * m + front).tolist())
+        hops = []
+        for fanout in self.num_neighbors.values:
+            self.forward_sampler.num_neighbors = [fanout]
+            self.backward_sampler.num_neighbors = [fanout]
+            outs = [self.forward_sampler._sample(front, None, **kwargs),
+                    self.backward_sampler._sample(front, None, **kwargs)]
+            if disjoint:
+                for out in outs:  # batch: the frontier position each node grew from
+                    out.node = sub[out.batch] * m + out.node
+            hop = _merged(outs[0], outs[1])
+            keys = hop.node
+            if disjoint:  # what the collate merges by: the key of the subgraph's seed
+                hop.seed_node = (keys // m) * m + seeds[keys // m]
+            fresh = torch.tensor([k not in seen for k in keys.tolist()], dtype=torch.bool)
+            seen.update(keys[fresh].tolist())
+            front, sub = ((keys[fresh] % m, keys[fresh] // m) if disjoint else
+                          (keys[fresh], sub[:0]))
+            hops.append(hop)
+        if not hops:
+            raise DDStoreValueError("BidirectionalNeighborSampler: num_neighbors has no "
+                                    "hop (PyG's collates no output then: ValueError)")
+        out = hops[0]
+        for hop in hops[1:]:  # PyG's SamplerOutput.collate
+            out = _merged(out, hop)
+        if disjoint:
+            out.node = out.node % m
+        return out
 
     def __getstate__(self):
         return self.forward_sampler.__getstate__()
@@ -974,6 +1038,16 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
         return (f"BidirectionalNeighborSampler(num_neighbors="
                 f"{self.forward_sampler.fanouts()}, replace="
                 f"{self.forward_sampler.replace}, disjoint={self.disjoint})")
+
+
+def _merged(first, second):
+    """PyG's ``first.merge_with(second)``, its edge ids kept one-dimensional (PyG
+    squeezes a single merged edge id to a 0-d tensor, which its next merge cannot
+    take)."""
+    out = first.merge_with(second)
+    if out.edge is not None:
+        out.edge = out.edge.view(-1)
+    return out
 
 
 workers.install()

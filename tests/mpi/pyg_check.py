@@ -23,8 +23,8 @@ its own rows) with rma:
   the reference sort (destination, time, edge id), without and with times;
 - edge order: a COO comes back as put, ``coo()`` / ``csr()`` / ``csc()`` as PyG's
   ``Data`` store's, a CSR beside it as given, link labels on their own edges, ``e_id``
-  the put ids; graphs with no edges (homogeneous, no edge types, an empty edge type)
-  sampled as their seeds;
+  the put ids; graphs with no edges (homogeneous, no edge types, an empty edge type,
+  a hetero graph of node counts alone in ``LinkNeighborLoader``) sampled as their seeds;
 - the C sampler under the sampler (``dds_neighbor_sample``, int32 and int64 ids): ``k = 0``
   takes nothing with every flag, and ``k = 1`` with ``LAST`` the last entry of every
   list, for lists held by every member (other members' by MPI_Get with rma);
@@ -468,7 +468,8 @@ def empty_graphs(store, tag):
     """Issue 26 item 4: a graph with no edges (``Data(num_nodes, x)``), a hetero graph
     with no edge types, and an empty edge type beside a non-empty one are stored and
     sampled, as PyG's in-memory loader does: batches of the seeds (and, beside, the
-    non-empty type's neighbours against brute force)."""
+    non-empty type's neighbours against brute force); a hetero graph of node counts
+    alone (``HeteroData(paper=dict(num_nodes=100))``) in ``LinkNeighborLoader``."""
     g = torch.Generator().manual_seed(31)
     x = torch.randn(30, 3, generator=g)
     fs, gs = dpyg.from_pyg(store, Data(x=x, num_nodes=30), name=f"e0{tag}")
@@ -511,6 +512,24 @@ def empty_graphs(store, tag):
           f"{tag}: the non-empty edge type beside an empty one")
     check(b["b", "s", "a"].edge_index.shape == (2, 0), f"{tag}: edges of the empty type")
     check(set(b["a"].n_id.tolist()) == set(es.tolist()), f"{tag}: nodes of a")
+    # issue 38 item 2: node counts alone (no edges, no attributes), as PyG's
+    # test_hetero_link_neighbor_loader_no_edges: LinkNeighborLoader over them
+    fp, gp = dpyg.from_hetero(store, HeteroData(paper=dict(num_nodes=100)),
+                              name=f"e3{tag}")
+    check(gp.node_counts() == {"paper": 100}, f"{tag}: node counts {gp.node_counts()}")
+    label = torch.randint(0, 100, (2, 100), generator=g)
+    loader = LinkNeighborLoader((fp, gp), num_neighbors=[], batch_size=20,
+                                edge_label_index=(("paper", "paper"), label),
+                                neighbor_sampler=dpyg.NeighborSampler(gp, []))
+    seen = []
+    for i, b in enumerate(loader):
+        ids, eli = b["paper", "paper"].input_id, b["paper", "paper"].edge_label_index
+        check(ids.numel() == 20 and eli.shape == (2, 20) and
+              b["paper"].num_nodes == eli.unique().numel() == b["paper"].n_id.numel() and
+              torch.equal(b["paper"].n_id[eli], label[:, ids]) and len(b) == 4,
+              f"{tag} node counts alone: link batch {i}: {b}")
+        seen += ids.tolist()
+    check(sorted(seen) == list(range(100)), f"{tag} node counts alone: link seeds")
 
 
 def c_zero_fanout(width, transport, tag):

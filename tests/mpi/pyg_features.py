@@ -9,7 +9,12 @@ ranks, every width dividing the rank count (or those named), both transports.
   an index out of range on one rank only raises the same error everywhere, nothing
   changed; remove_tensor of a missing attribute is False on every rank;
 - ``from_hetero`` with ``edge_label_index`` / ``edge_label``: not stored as edge
-  attributes; ``edge_features`` gives the loader's batch its per-edge rows by e_id.
+  attributes; ``edge_features`` gives the loader's batch its per-edge rows by e_id;
+- a first put with an index creates the attribute (largest index + 1 rows, or the rows
+  declared by ``declare_rows``), rows never written zeros, each member keeping its own
+  rows (read back whole from every rank); partitions put in any order into declared
+  rows; a negative index on one rank only (no declaration): the same error everywhere,
+  nothing created; a declaration that differs between ranks: refused everywhere.
 """
 import os
 
@@ -134,6 +139,43 @@ def hetero(store, tag):
           f"{tag}: hetero edge_features")
 
 
+def first_put_with_index(store, tag):
+    fs = dpyg.FeatureStore(store, f"fi{tag}")
+    x = torch.arange(3 * N, dtype=torch.float32).view(N, 3)
+    idx = torch.tensor([N - 1, 0, N // 2, 3])
+    fs.put_tensor(x[idx], "n", "x", idx)  # every rank the same; each keeps its rows
+    want = torch.zeros(N, 3)
+    want[idx] = x[idx]
+    check(fs.num_rows("n", "x") == N and same_bytes(fs.get_tensor("n", "x", None), want),
+          f"{tag}: first put with an index")
+    off = member_offsets(N, store.group_size)
+    mine = store.local_view(fs._attrs[("n", "x")].var)
+    g = store.group_rank
+    check(same_bytes(torch.from_numpy(np.array(mine)), want[int(off[g]):int(off[g + 1])]),
+          f"{tag}: this member's rows of the first put with an index")
+    del mine
+    fs.declare_rows({"p": N})
+    parts = [torch.arange(a, min(a + 10, N)) for a in range(0, N, 10)]
+    for part in reversed(parts[1:]):  # partitions, the first one never put
+        fs.put_tensor(x[part] + 1, "p", "x", part)
+    want = x + 1
+    want[parts[0]] = 0
+    check(same_bytes(fs.get_tensor("p", "x", None), want), f"{tag}: declared partitions")
+    before = store.variables()
+    bad = torch.tensor([0, -1 if rank == size - 1 else 1])
+    expect_error(DDStoreIndexError, ["index -1 (position 1) counts from the end"],
+                 fs.put_tensor, torch.ones(2, 3), "m", "x", bad, agree=True, store=store,
+                 what=f"{tag}: negative first index on one rank")
+    if size > 1:
+        expect_error(ddstore.DDStoreValueError, ["counts"], fs.declare_rows,
+                     {"m": 5 + rank}, agree=True, store=store,
+                     what=f"{tag}: declarations differ")
+    check(store.variables() == before and fs.get_tensor_size("m", "x") is None,
+          f"{tag}: a refused first put created something")
+    fs.put_tensor(torch.ones(1, 3), "m", "x", [0])  # 'm' was not declared: 1 row
+    check(fs.num_rows("m", "x") == 1, f"{tag}: a refused declaration was kept")
+
+
 def main(widths=None):
     if widths is None:
         widths = every_width()
@@ -146,6 +188,7 @@ def main(widths=None):
                     bfloat16(store, tag)
                     row_puts(store, tag)
                     hetero(store, tag)
+                    first_put_with_index(store, tag)
 
 
 if __name__ == "__main__":

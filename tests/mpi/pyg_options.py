@@ -34,7 +34,9 @@ member's lists read with MPI_Get):
   ``edge_ids`` refused, ``keep_in_lists`` checked and agreed, a failed build drops
   nothing, a failing enclosing transaction removes the edge type;
 - ``BidirectionalNeighborSampler`` (PyG's class over ours): ``[-1, -1]`` takes exactly
-  every edge touching each hop's frontier, each once.
+  every edge touching each hop's frontier, each once; ``disjoint=True`` (repeated seeds
+  too): each seed's subgraph that ball, its nodes and edges once each, edges within
+  their subgraph; with fanouts the same structure.
 """
 import contextlib
 
@@ -538,9 +540,57 @@ def homo_backward(store, data, tag):
     check(set(b.e_id.tolist()) <= taken and torch.equal(
         b.n_id[b.edge_index[0]], data.edge_index[0][b.e_id]),
         f"{tag} BidirectionalNeighborSampler [2, 2]: not stored edges of the 2-hop ball")
-    expect_error(ddstore.DDStoreValueError, "disjoint=True is not supported",
-                 dpyg.BidirectionalNeighborSampler, gs, [2], disjoint=True,
-                 what=f"{tag} bidirectional sampler disjoint")
+    # disjoint (issue 38 item 3): every seed's own subgraph, repeated seeds apart
+    seeds = torch.tensor([0, 5, 7, 5])
+    for nn in ([-1, -1], [2, 2]):
+        smp = dpyg.BidirectionalNeighborSampler(gs, nn, disjoint=True, seed=1)
+        b = next(iter(NeighborLoader((fs, gs), num_neighbors=nn, batch_size=4,
+                                     input_nodes=seeds, neighbor_sampler=smp)))
+        bad = disjoint_bidirectional_problems(
+            b.n_id, b.edge_index[0], b.edge_index[1], b.e_id, b.batch, src, dst,
+            seeds.tolist(), 2, exact=nn == [-1, -1])
+        check(not bad, f"{tag} BidirectionalNeighborSampler {nn} disjoint: {bad[:3]}")
+        check(b.x.numpy().tobytes() == data.x[b.n_id].numpy().tobytes(),
+              f"{tag} BidirectionalNeighborSampler {nn} disjoint: features differ")
+
+
+def disjoint_bidirectional_problems(node, row, col, edge, batch, src, dst, seeds, hops,
+                                    exact=True):
+    """What is wrong with a disjoint ``BidirectionalNeighborSampler`` output (``node``,
+    ``row``, ``col``, ``edge``, ``batch`` tensors) for the graph ``src -> dst`` (lists)
+    and ``seeds``: each seed's subgraph ``g`` starts at position ``g`` with its seed,
+    holds each node once, every edge once, between nodes of its own subgraph with the
+    stored ends; ``exact`` (fanouts -1): subgraph ``g`` is the brute force's: every edge
+    touching each hop's frontier (in- or out-edge), its nodes the ball they reach."""
+    node, row, col = node.tolist(), row.tolist(), col.tolist()
+    edge, batch = edge.tolist(), batch.tolist()
+    bad = []
+    if batch[:len(seeds)] != list(range(len(seeds))) or node[:len(seeds)] != seeds:
+        bad.append(f"seeds not first: {node[:len(seeds)]} {batch[:len(seeds)]}")
+    nodes = [(g, v) for g, v in zip(batch, node)]
+    if len(set(nodes)) != len(nodes):
+        bad.append("a node twice in one subgraph")
+    edges = []
+    for r, c, e in zip(row, col, edge):
+        if batch[r] != batch[c] or (node[r], node[c]) != (src[e], dst[e]):
+            bad.append(f"edge {e}: ({node[r]}, {node[c]}) of subgraphs {batch[r]}, "
+                       f"{batch[c]}")
+        edges.append((batch[r], e))
+    if len(set(edges)) != len(edges):
+        bad.append("an edge twice in one subgraph")
+    for g, s in enumerate(seeds) if exact else ():
+        seen, frontier, taken = {s}, {s}, set()
+        for _ in range(hops):
+            es = {x for x in range(len(src)) if src[x] in frontier or dst[x] in frontier}
+            taken |= es
+            frontier = {y for x in es for y in (src[x], dst[x])} - seen
+            seen |= frontier
+        got_nodes = {v for h, v in nodes if h == g}
+        got_edges = {e for h, e in edges if h == g}
+        if got_nodes != seen or got_edges != taken:
+            bad.append(f"subgraph {g} (seed {s}): nodes {sorted(got_nodes)} edges "
+                       f"{sorted(got_edges)}, brute force {sorted(seen)} {sorted(taken)}")
+    return bad
 
 
 @contextlib.contextmanager
@@ -654,7 +704,8 @@ def hetero_backward(store, h, tag):
     tgs.build_backward()
     expect_error(ddstore.DDStoreValueError, "PyG does not define temporal backward",
                  dpyg.NeighborSampler, tgs, [2], time_attr="time",
-                 sample_direction="backward", what=f"{tag} temporal backward")
+                 sample_direction="backward", also=NotImplementedError,
+                 what=f"{tag} temporal backward")
     check(dpyg.NeighborSampler(tgs, [2], sample_direction="backward").sample_direction
           == "backward", f"{tag} backward without time on a temporal store")
 
