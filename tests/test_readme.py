@@ -134,7 +134,7 @@ BASH_SKIP = {
     "mpiexec -n 2 python examples/graphsage_large.py":
         "long job (ogbn-products-sized graph); runs small in test_examples.py",
     "mpiexec -n 2 python examples/graphsage_large.py --scale 0.02 --epochs 5":
-        "long job (~1-2 min); runs small in test_examples.py",
+        "long job (~30 s); runs small in test_examples.py",
     "mpiexec -n 2 python -m ddstore.bench.temporal_scale --scale gdelt":
         "benchmark (long job, ~20 GB of memory; smoke-tested in test_temporal.py)",
     "mpiexec -n 2 python -m ddstore bench-core --quick":
