@@ -28,9 +28,11 @@ enum dds_neighbor_flags {
 
 /* Local (one-sided).  One hop for `n` destination nodes.  Node i's eligible entries are
  * its whole list or, when `node_ts` is not NULL, the entries whose time is <= node_ts[i]
- * (a prefix: lists are sorted by time); an entry's time is its `ts` row, or with
- * node-level time (ts_var < 0, graph->nbr_time set) the time of its source node,
- * nbr_time[nbr] (DDS_ERANGE for a source outside [0, nbr_time_len)).  With c
+ * (a prefix: lists are sorted by time; node_ts of the graph's time type, doubles or
+ * int64, see dds_tcsr.h; DDS_EINVAL for a NaN, or a graph->time_type that is not a
+ * dds_time_type); an entry's time is its `ts` row, or with node-level time (ts_var < 0,
+ * graph->nbr_time set) the time of its source node, nbr_time[nbr] (DDS_ERANGE for a
+ * source outside [0, nbr_time_len)).  With c
  * eligible: k < 0 takes all c; LAST takes the last min(k, c); REPLACE takes k
  * independent uniform draws (none when c == 0); otherwise min(k, c) distinct entries,
  * uniformly (all c in list order when c <= k).  Buffers are sized by what is taken,
@@ -41,7 +43,7 @@ enum dds_neighbor_flags {
  * does not fit 64 bits (REPLACE with an absurd k).  Rows readable by load are copied in
  * place, the others read one-sidedly by one batched dds_read per variable. */
 int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *nodes,
-                        const double *node_ts, int64_t n, int64_t k, int flags,
+                        const void *node_ts, int64_t n, int64_t k, int flags,
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
                         int64_t *eid, int64_t *count);
 
@@ -80,7 +82,7 @@ int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_
  * row), or the entries taken exceed `cap`; nothing is counted as written then.
  * Outputs as dds_neighbor_sample. */
 int dds_neighbor_sample_weighted(dds_store *store, const dds_tcsr *graph, int w_var,
-                                 const int64_t *nodes, const double *node_ts, int64_t n,
+                                 const int64_t *nodes, const void *node_ts, int64_t n,
                                  int64_t k, int flags, uint64_t seed, int64_t cap,
                                  int64_t *row, int64_t *nbr, int64_t *eid, int64_t *count);
 

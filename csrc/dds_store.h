@@ -111,6 +111,17 @@ int dds_ngroups(const dds_store *store);
 /* number of group members whose chunk this rank reads by direct load (shared memory) */
 int dds_shm_peers(const dds_store *store);
 
+/* Local.  1 in a process forked from an MPI rank after the core was loaded (a
+ * DataLoader worker, os.fork), else 0.  There every function that would make an MPI
+ * call returns DDS_ESTATE instead ("... needs MPI, and this process was forked ...")
+ * and makes none: dds_create, dds_add, dds_remove, dds_sync, dds_sync_windows, and a
+ * dds_read of rows that are not readable by load (another node's member, or any other
+ * member with transport RMA) or with DDS_READ_PER_ROW_LOCK.  Reads of rows in this
+ * process's memory (its own chunk, node-local members' shared memory inherited from
+ * the parent) work as in the parent; dds_free releases the child's copy of the memory
+ * without MPI. */
+int dds_forked(void);
+
 /* COLLECTIVE.  Add a variable: this rank holds `n_local` rows of `row_bytes` bytes each
  * (contents undefined until written).  `name` is used in messages only.  On success
  * *var_id is the variable's handle. */

@@ -7,12 +7,21 @@
  *
  * A T-CSR: the neighbour lists of all nodes, each sorted by timestamp (ties in edge
  * order), concatenated in node order into three store variables of equal row count:
- * `nbr` (neighbour id), `ts` (double timestamp) and `eid` (edge id), the ids int32 when
+ * `nbr` (neighbour id), `ts` (timestamp: 8 bytes, a double or an int64 as the graph's
+ * time_type says) and `eid` (edge id), the ids int32 when
  * the node and edge counts fit in int32, else int64 (the variables' row bytes, 4 or 8,
  * say which; the samplers widen them to their int64 outputs).  Group
  * member g holds the lists of nodes [node_offsets[g], node_offsets[g + 1]), so its chunk
  * is the global rows [indptr[node_offsets[g]], indptr[node_offsets[g + 1]]).  `indptr`
  * (num_nodes + 1 global rows) and `node_offsets` are replicated metadata.
+ *
+ * Times.  A graph's times are all of one type, enum dds_time_type: doubles (integer
+ * times beyond 2^53 would be rounded) or int64 (kept exactly, e.g. Unix nanoseconds).
+ * The times stored, the query times a sampler is given and the times it writes are of
+ * that type; every comparison of times (the sort of the build, the samplers' searches)
+ * orders them as numbers of that type (for doubles -0.0 equals +0.0; NaN is refused
+ * where times come in).  Where times are only moved (dds_tcsr_pack, dds_tcsr_place),
+ * they are 8-byte values copied as bits, whatever their type.
  */
 #ifndef DDSTORE_TCSR_H
 #define DDSTORE_TCSR_H
@@ -22,6 +31,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+enum dds_time_type {
+    DDS_TIME_F64 = 0, /* double */
+    DDS_TIME_I64 = 1  /* int64_t */
+};
 
 typedef struct dds_tcsr {
     int nbr_var, ts_var, eid_var;
@@ -40,19 +54,24 @@ typedef struct dds_tcsr {
      * when ts_var < 0 and nbr_time is not NULL, an entry's time is nbr_time[nbr], the
      * time of its neighbour node (nbr_time_len of them, the lists sorted by it), so no
      * time per entry is stored; an entry whose neighbour is outside [0, nbr_time_len) is
-     * DDS_ERANGE.  nbr_time holds doubles, or floats when nbr_time_bytes is 4 (times
-     * that float32 holds exactly: half the memory); 0 means 8 */
+     * DDS_ERANGE.  nbr_time holds times of time_type in nbr_time_bytes each: doubles
+     * (8) or floats (4: times that float32 holds exactly, half the memory) for
+     * DDS_TIME_F64, int64 (8) or int32 (4: times that fit) for DDS_TIME_I64; 0 means 8 */
     const void *nbr_time;
     int64_t nbr_time_len;
     int nbr_time_bytes;
+    /* the type of the graph's times (enum dds_time_type; 0: doubles): of ts_var's rows,
+     * of nbr_time, and of the samplers' query and output times.  Anything else is
+     * DDS_EINVAL. */
+    int time_type;
 } dds_tcsr;
 
 /* T-CSR build (csrc/tcsr.c; the MPI rounds are driven from Python, through
  * ddstore._core.tcsr_count / tcsr_pack / tcsr_place / tcsr_sort).  Local, no MPI,
  * no allocation.  `edges` is an edge table chunk: n rows of (src, dst) int64, row i is
- * edge id eid0 + i at time t[i].  An entry is 4 words: (node, neighbour, timestamp bits
- * as double, edge id); every edge gives (src, dst, t, id), and with add_reverse also
- * (dst, src, t, id).
+ * edge id eid0 + i at time t[i] (8 bytes: a double or an int64, moved as bits).  An
+ * entry is 4 words: (node, neighbour, the time's bits, edge id); every edge gives
+ * (src, dst, t, id), and with add_reverse also (dst, src, t, id).
  *
  * dds_tcsr_count: deg[v] += the entries of node v (DDS_ERANGE for a node outside
  * [0, num_nodes)).  dds_tcsr_pack: the entries of n edges into out (capacity `cap`
@@ -63,7 +82,8 @@ typedef struct dds_tcsr {
  * local row 0 is global row indptr[node_lo]) at row indptr[v] + fill[v - node_lo]++
  * (DDS_EINVAL if a node is not this member's, gets more entries than its degree, or
  * its row is outside [0, rows)).  dds_tcsr_sort: sort every list of nodes
- * [node_lo, node_hi) in place by (timestamp, edge id) (DDS_EINVAL, nothing sorted, if a
+ * [node_lo, node_hi) in place by (timestamp, edge id), the times compared as
+ * `time_type` (enum dds_time_type; DDS_EINVAL, nothing sorted, for another type or if a
  * list is outside [0, rows) of the chunk).  Times are optional: t NULL
  * in dds_tcsr_pack packs time 0; ts NULL in dds_tcsr_place / dds_tcsr_sort keeps no
  * times and sorts every list by edge id alone (the CSC of ddstore.pyg.GraphStore
@@ -72,23 +92,24 @@ typedef struct dds_tcsr {
  * dds_tcsr_place gives DDS_ERANGE for an entry whose neighbour or edge id does not fit);
  * anything else is DDS_EINVAL.  dds_tcsr_sort with `nbr_time` (ts NULL; NULL otherwise):
  * the lists are sorted by (nbr_time[neighbour], edge id) instead, the time of each
- * neighbour read from a table of nbr_time_len floats (nbr_time_bytes 4) or doubles (8),
- * so that no time per entry is kept (ddstore.pyg.GraphStore's node-level time): each
- * list's times are gathered into `scratch` (scratch_len doubles, at least the longest
- * list's length: DDS_EINVAL otherwise) and the list sorted with them; a neighbour
- * outside the table gives DDS_ERANGE, nothing sorted. */
+ * neighbour read from a table of nbr_time_len times of `time_type` in nbr_time_bytes
+ * each (as dds_tcsr.nbr_time: float or double, int32 or int64), so that no time per
+ * entry is kept (ddstore.pyg.GraphStore's node-level time): each list's times are
+ * gathered into `scratch` (scratch_len int64 sort keys, at least the longest list's
+ * length: DDS_EINVAL otherwise) and the list sorted with them; a neighbour outside the
+ * table gives DDS_ERANGE, nothing sorted. */
 int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num_nodes,
                    int64_t *deg);
-int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
+int dds_tcsr_pack(const int64_t *edges, const void *t, int64_t eid0, int64_t n,
                   int add_reverse, const int64_t *node_offsets, int width,
                   int64_t *counts, int64_t *out, int64_t cap);
 int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
-                   const int64_t *indptr, int64_t *fill, void *nbr, double *ts,
+                   const int64_t *indptr, int64_t *fill, void *nbr, void *ts,
                    void *eid, int64_t rows, int id_bytes);
 int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void *nbr,
-                  double *ts, void *eid, int64_t rows, int id_bytes, const void *nbr_time,
-                  int64_t nbr_time_len, int nbr_time_bytes, double *scratch,
-                  int64_t scratch_len);
+                  void *ts, void *eid, int64_t rows, int id_bytes, int time_type,
+                  const void *nbr_time, int64_t nbr_time_len, int nbr_time_bytes,
+                  int64_t *scratch, int64_t scratch_len);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@
 #include "internal.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,34 @@ int dds_mpi_error(int rc, const char *what)
 }
 
 const char *dds_last_error(void) { return dds_err; }
+
+/* ------------------------------------------------------------------ fork guard */
+
+/* Set in every process forked from this one after the library was loaded (a DataLoader
+ * worker, os.fork): pthread_atfork's child handler, registered when the library is
+ * loaded.  A forked process inherits the windows' memory (this rank's chunk and the
+ * node-local members' chunks stay readable by load) but must make no MPI call: MPI
+ * does not define a forked child's use of the parent's MPI state.  Every path that
+ * would call MPI returns DDS_ESTATE there instead (forked_refusal); reads by load go on.
+ * Written once, before the child runs anything else: no lock needed. */
+static volatile int dds_forked_flag;
+
+static void mark_forked(void) { dds_forked_flag = 1; }
+
+__attribute__((constructor)) static void register_fork_guard(void)
+{
+    pthread_atfork(NULL, NULL, mark_forked);
+}
+
+int dds_forked(void) { return dds_forked_flag; }
+
+static int forked_refusal(const char *what)
+{
+    return dds_set_error(DDS_ESTATE, "%s needs MPI, and this process was forked from an "
+                         "MPI rank (a DataLoader worker with num_workers > 0, os.fork), "
+                         "where no MPI call may be made; call it in the rank's own "
+                         "process", what);
+}
 
 /* DDS_OK when an MPI call returned MPI_SUCCESS, else its error (named `what`) */
 static int mpi_check(int rc, const char *what)
@@ -188,6 +217,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
 {
     int rc, code, initialized = 0, finalized = 0;
     *out = NULL;
+    if (dds_forked_flag) return forked_refusal("creating a store (collective)");
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (!initialized || finalized)
@@ -289,8 +319,10 @@ int dds_free(dds_store **store)
 {
     if (!store || !*store) return DDS_OK;
     int finalized = 0;
-    MPI_Finalized(&finalized);
-    destroy_store(*store, !finalized);
+    if (!dds_forked_flag) MPI_Finalized(&finalized);
+    /* a forked process releases its copy of the memory only: the windows are the
+     * parent's, and MPI may not be called here */
+    destroy_store(*store, !finalized && !dds_forked_flag);
     *store = NULL;
     return DDS_OK;
 }
@@ -518,6 +550,7 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
             int *var_id)
 {
     if (!s) return freed_store();
+    if (dds_forked_flag) return forked_refusal("adding a variable (collective)");
     int64_t bytes = 0;
     struct dds_var v;
     memset(&v, 0, sizeof v);
@@ -561,6 +594,7 @@ int dds_remove(dds_store *s, int var_id)
     struct dds_var *v;
     int rc = get_var(s, var_id, &v);
     if (rc) return rc;
+    if (dds_forked_flag) return forked_refusal("removing a variable (collective)");
     free_var(v, 1);
     return DDS_OK;
 }
@@ -614,6 +648,7 @@ static int sync_windows(dds_store *s)
 int dds_sync(dds_store *s)
 {
     if (!s) return freed_store();
+    if (dds_forked_flag) return forked_refusal("sync (collective)");
     int code = sync_windows(s);
     int rc = MPI_Barrier(s->comm); /* made whatever failed before: ranks stay in step */
     if (code == DDS_OK) code = mpi_check(rc, "MPI_Barrier");
@@ -631,6 +666,7 @@ int dds_sync_windows(dds_store *s, const int *var_ids, int64_t n)
         int rc = get_var(s, var_ids[i], &v);
         if (rc) return rc;
     }
+    if (dds_forked_flag && n) return forked_refusal("MPI_Win_sync of a variable's windows");
     int code = DDS_OK;
     for (int64_t i = 0; i < n && code == DDS_OK; i++) {
         get_var(s, var_ids[i], &v);
@@ -758,6 +794,14 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
         memcpy(p->dst, src + p->disp, (size_t)p->bytes);
         p->owner = -1;
         return DDS_OK;
+    }
+    if (dds_forked_flag) {
+        int owner = p->owner;
+        p->owner = -1;
+        char what[256];
+        snprintf(what, sizeof what, "variable '%s': reading rows of group member %d "
+                 "(not in this node's shared memory: MPI_Get)", v->name, owner);
+        return forked_refusal(what);
     }
     if (gath && !per_row) {
         struct gathered *g = &gath[p->owner];
@@ -923,6 +967,13 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
         } else {
             memset(touched, 0, s->width);
         }
+    }
+    if (per_row && dds_forked_flag) {
+        if (touched != touched_stack) free(touched);
+        char what[256];
+        snprintf(what, sizeof what, "variable '%s': a read with DDS_READ_PER_ROW_LOCK",
+                 v->name);
+        return forked_refusal(what);
     }
     if (per_row) {
         /* the per-row path locks each row itself: leave the variable's shared epoch */

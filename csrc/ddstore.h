@@ -14,6 +14,8 @@
  *                   (csrc/dynamic.c)
  *   dds_subgraph.h  transforms of a sampled batch's edges: PyG's to_bidirectional
  *                   (csrc/subgraph.c)
+ *   dds_checks.h    input checks at memory speed: a 64-bit fingerprint (XXH64) of a
+ *                   buffer, repeated ids through a bitmap (csrc/checks.c)
  *
  * The cffi bindings (python_bindings/build_ddstore.py) declare what these headers
  * declare, read in the order of the #include lines below.
@@ -27,5 +29,6 @@
 #include "dds_neighbor.h"
 #include "dds_dynamic.h"
 #include "dds_subgraph.h"
+#include "dds_checks.h"
 
 #endif /* DDSTORE_H */

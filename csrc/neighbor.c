@@ -14,25 +14,16 @@
  * path's sources) reads them in pieces through one list_reader.  Node and edge ids
  * are stored as int32 or int64 (each variable's row bytes say which) and widened to the
  * int64 outputs while copied, with the width chosen once per list, not per entry.
+ * Times are the graph's time type (doubles or int64, dds_tcsr.time_type), compared as
+ * numbers of that type (times.h: a search per type; keys for node-level time).
  */
 #include "internal.h"
 #include "sampling.h"
+#include "times.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* the number of entries p in ts[0, n) with ts[p] <= t (ts sorted) */
-static int64_t upper_bound(const double *ts, int64_t n, double t)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (ts[mid] <= t) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
 
 static int no_memory(void)
 {
@@ -40,9 +31,13 @@ static int no_memory(void)
 }
 
 static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
-                      const double *node_ts, int64_t n, int64_t cap)
+                      const void *node_ts, int64_t n, int64_t cap)
 {
     if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
+    if (!time_type_ok(g->time_type))
+        return dds_set_error(DDS_EINVAL, "neighbour sample: time_type=%d is not a "
+                             "dds_time_type (%d double, %d int64)", g->time_type,
+                             DDS_TIME_F64, DDS_TIME_I64);
     if (n < 0 || cap < 0)
         return dds_set_error(DDS_EINVAL, "neighbour sample: n=%lld and cap=%lld must be "
                              ">= 0", (long long)n, (long long)cap);
@@ -60,7 +55,7 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             return dds_set_error(DDS_ERANGE, "neighbour sample: node %lld (position %lld) "
                                  "out of range [0, %lld)", (long long)nodes[i],
                                  (long long)i, (long long)g->num_nodes);
-        if (node_ts && isnan(node_ts[i]))
+        if (node_ts && time_is_nan(time_bits(node_ts, i), g->time_type))
             return dds_set_error(DDS_EINVAL, "neighbour sample: time at position %lld is "
                                  "NaN", (long long)i);
     }
@@ -194,17 +189,17 @@ static int reader_list(struct list_reader *r, int64_t i, const char **rows)
 #define SEARCH_GROUP 16
 
 struct searches {
-    int node_level, id_bytes;
-    const void *node_time;   /* doubles, or floats when time_bytes is 4 */
+    int node_level, id_bytes, type;  /* type: the times' dds_time_type */
+    const void *node_time;   /* times of type in time_bytes (4 or 8) each */
     int time_bytes;
     int64_t num_nodes, bad;  /* bad: a neighbour id outside the node times, or -1 */
     int m;                   /* lists queued */
     const char *ids[SEARCH_GROUP];
     int64_t lo[SEARCH_GROUP], hi[SEARCH_GROUP], *out[SEARCH_GROUP];
-    double t[SEARCH_GROUP];
+    int64_t t[SEARCH_GROUP];  /* the query times' keys (node-level) */
 };
 
-/* *out[q] = the number of entries of queued list q whose time is <= t[q] */
+/* *out[q] = the number of entries of queued list q whose time key is <= t[q] */
 static void search_flush(struct searches *S)
 {
     int64_t v[SEARCH_GROUP];
@@ -224,8 +219,7 @@ static void search_flush(struct searches *S)
             if (v[q] < 0 || v[q] >= S->num_nodes) {  /* no time: stop (refused after) */
                 if (S->bad < 0) S->bad = v[q];
                 S->hi[q] = S->lo[q];
-            } else if ((S->time_bytes == 4 ? (double)((const float *)S->node_time)[v[q]]
-                        : ((const double *)S->node_time)[v[q]]) <= S->t[q]) {
+            } else if (table_key(S->node_time, S->time_bytes, S->type, v[q]) <= S->t[q]) {
                 S->lo[q] = mid + 1;
             } else {
                 S->hi[q] = mid;
@@ -237,19 +231,19 @@ static void search_flush(struct searches *S)
 }
 
 /* the list of n entries at `at` (its times, or node-level its neighbour ids): *out =
- * its entries whose time is <= t, now or by search_flush */
-static void search_add(struct searches *S, const char *at, int64_t n, double t,
+ * its entries whose time is <= the time whose 8 bytes are t, now or by search_flush */
+static void search_add(struct searches *S, const char *at, int64_t n, int64_t t,
                        int64_t *out)
 {
     if (!S->node_level) {
-        *out = upper_bound((const double *)at, n, t);
+        *out = time_search(at, n, t, S->type, 1);
         return;
     }
     int q = S->m++;
     S->ids[q] = at;
     S->lo[q] = 0;
     S->hi[q] = n;
-    S->t[q] = t;
+    S->t[q] = time_key(t, S->type);
     S->out[q] = out;
     if (S->m == SEARCH_GROUP) search_flush(S);
 }
@@ -258,7 +252,7 @@ static void search_add(struct searches *S, const char *at, int64_t n, double t,
  * g->ts_var, or node-level: g->nbr_time of each entry's neighbour) the entries whose time
  * is <= node_ts[i]; the lists of other members are read in pieces (list_reader) */
 static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
-                    const double *node_ts, int64_t n, int64_t *cut)
+                    const void *node_ts, int64_t n, int64_t *cut)
 {
     for (int64_t i = 0; i < n; i++) {
         if (i + 16 < n) __builtin_prefetch(&g->indptr[nodes[i + 16]]);
@@ -270,7 +264,7 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (node_level)
         rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &entry_bytes);
     if (rc != DDS_OK) return rc;
-    struct searches S = {node_level, entry_bytes, g->nbr_time,
+    struct searches S = {node_level, entry_bytes, g->time_type, g->nbr_time,
                          g->nbr_time_bytes == 4 ? 4 : 8, g->nbr_time_len, -1, 0};
     struct list_reader r;
     rc = reader_open(&r, s, g, node_level ? g->nbr_var : g->ts_var, entry_bytes, nodes, cut,
@@ -280,7 +274,7 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         if (reader_refills(&r, i)) search_flush(&S);  /* they point into the piece held */
         const char *rows;
         rc = reader_list(&r, i, &rows);
-        if (rc == DDS_OK) search_add(&S, rows, cut[i], node_ts[i], &cut[i]);
+        if (rc == DDS_OK) search_add(&S, rows, cut[i], time_bits(node_ts, i), &cut[i]);
     }
     search_flush(&S);  /* the lists still queued */
     reader_close(&r);
@@ -458,7 +452,7 @@ static inline void prefetch_list(const dds_tcsr *g, const struct views *view, in
 }
 
 int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
-                        const double *node_ts, int64_t n, int64_t k, int flags,
+                        const void *node_ts, int64_t n, int64_t k, int flags,
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
                         int64_t *eid, int64_t *count)
 {
@@ -773,7 +767,7 @@ static int positive_weights(const char *w, int64_t wb, int64_t c, int64_t start,
 }
 
 int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
-                                 const int64_t *nodes, const double *node_ts, int64_t n,
+                                 const int64_t *nodes, const void *node_ts, int64_t n,
                                  int64_t k, int flags, uint64_t seed, int64_t cap,
                                  int64_t *row, int64_t *nbr, int64_t *eid, int64_t *count)
 {

@@ -9,6 +9,8 @@
  * placed straight into its chunk of the T-CSR at a per-node cursor (dds_tcsr_place), and
  * at the end every node's list is sorted in place by (time, edge id) (dds_tcsr_sort).
  * Times are optional (t / ts NULL: entries carry time 0, lists are sorted by edge id);
+ * they are moved as their 8 bytes and compared, in the sort, through their keys
+ * (times.h), so doubles and int64 times share every loop;
  * the CSC of ddstore.pyg.GraphStore is built this way, keyed by destination without
  * reverse entries.
  * Node and edge ids in the lists are int64 (the T-CSR) or int32 (a CSC whose ids fit):
@@ -16,6 +18,7 @@
  * No MPI and no allocation: every buffer is the caller's.
  */
 #include "internal.h"
+#include "times.h"
 
 #include <string.h>
 
@@ -37,7 +40,7 @@ int dds_tcsr_count(const int64_t *edges, int64_t n, int add_reverse, int64_t num
     return DDS_OK;
 }
 
-int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n,
+int dds_tcsr_pack(const int64_t *edges, const void *t, int64_t eid0, int64_t n,
                   int add_reverse, const int64_t *node_offsets, int width,
                   int64_t *counts, int64_t *out, int64_t cap)
 {
@@ -73,10 +76,9 @@ int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n
         for (int r = 0; r < per; r++) {
             int64_t v = edges[2 * i + r], u = edges[2 * i + 1 - r];
             int64_t *e = out + 4 * counts[dds_member_of(node_offsets, width, v)]++;
-            double ti = t ? t[i] : 0.0;
             e[0] = v;
             e[1] = u;
-            memcpy(&e[2], &ti, sizeof(double));
+            e[2] = t ? time_bits(t, i) : 0; /* the bits of 0.0 and of 0 */
             e[3] = eid0 + i;
         }
     }
@@ -84,7 +86,8 @@ int dds_tcsr_pack(const int64_t *edges, const double *t, int64_t eid0, int64_t n
     return DDS_OK;
 }
 
-static inline int less(double ta, int64_t ia, double tb, int64_t ib)
+/* (time key, edge id) pairs in order */
+static inline int less(int64_t ta, int64_t ia, int64_t tb, int64_t ib)
 {
     return ta < tb || (ta == tb && ia < ib);
 }
@@ -110,7 +113,7 @@ static int bad_id_bytes(const char *what, int id_bytes)
 }
 
 int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
-                   const int64_t *indptr, int64_t *fill, void *nbr, double *ts,
+                   const int64_t *indptr, int64_t *fill, void *nbr, void *ts,
                    void *eid, int64_t rows, int id_bytes)
 {
     if (n < 0 || rows < 0 || node_lo < 0 || node_hi < node_lo)
@@ -125,15 +128,19 @@ int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t n
 }
 
 int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void *nbr,
-                  double *ts, void *eid, int64_t rows, int id_bytes, const void *nbr_time,
-                  int64_t nbr_time_len, int nbr_time_bytes, double *scratch,
-                  int64_t scratch_len)
+                  void *ts, void *eid, int64_t rows, int id_bytes, int time_type,
+                  const void *nbr_time, int64_t nbr_time_len, int nbr_time_bytes,
+                  int64_t *scratch, int64_t scratch_len)
 {
     if (node_lo < 0 || node_hi < node_lo)
         return dds_set_error(DDS_EINVAL, "tcsr_sort: node range [%lld, %lld) is not valid",
                              (long long)node_lo, (long long)node_hi);
     if (id_bytes != 4 && id_bytes != 8)
         return bad_id_bytes("tcsr_sort", id_bytes);
+    if (!time_type_ok(time_type))
+        return dds_set_error(DDS_EINVAL, "tcsr_sort: time_type=%d is not a dds_time_type "
+                             "(%d double, %d int64)", time_type, DDS_TIME_F64,
+                             DDS_TIME_I64);
     if (nbr_time && (ts || !scratch || nbr_time_len < 0 ||
                      (nbr_time_bytes != 4 && nbr_time_bytes != 8)))
         return dds_set_error(DDS_EINVAL, "tcsr_sort: a neighbour-time table needs ts NULL, "
@@ -163,8 +170,10 @@ int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void 
                                  (long long)nbr_time_len);
     }
     if (id_bytes == 4)
-        sort_i32(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time, nbr_time_bytes, scratch);
+        sort_i32(node_lo, node_hi, indptr, nbr, ts, eid, time_type, nbr_time,
+                 nbr_time_bytes, scratch);
     else
-        sort_i64(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time, nbr_time_bytes, scratch);
+        sort_i64(node_lo, node_hi, indptr, nbr, ts, eid, time_type, nbr_time,
+                 nbr_time_bytes, scratch);
     return DDS_OK;
 }

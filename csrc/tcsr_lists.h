@@ -7,7 +7,7 @@
  */
 
 static int ID_FN(place)(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
-                        const int64_t *indptr, int64_t *fill, ID_T *nbr, double *ts,
+                        const int64_t *indptr, int64_t *fill, ID_T *nbr, int64_t *ts,
                         ID_T *eid, int64_t rows)
 {
     int64_t base = indptr[node_lo];
@@ -35,22 +35,23 @@ static int ID_FN(place)(const int64_t *entries, int64_t n, int64_t node_lo, int6
                                  (long long)rows);
         fill[v - node_lo]++;
         nbr[row] = (ID_T)e[1];
-        if (ts) memcpy(&ts[row], &e[2], sizeof(double));
+        if (ts) ts[row] = e[2]; /* the time's 8 bytes */
         eid[row] = (ID_T)e[3];
     }
     return DDS_OK;
 }
 
 /* ---- in-place sort of one list by (ts, eid), or by eid when ts is NULL, moving nbr
- * along (introsort) */
+ * along (introsort); times are compared by their keys (times.h) and moved as bits */
 struct ID_FN(list3) {
     ID_T *nbr, *eid;
-    double *ts; /* NULL: no times, the order is by edge id alone */
+    int64_t *ts; /* the times' 8 bytes; NULL: no times, the order is by edge id alone */
+    int type;    /* their dds_time_type (DDS_TIME_I64 for keys) */
 };
 
-static inline double ID_FN(time_of)(const struct ID_FN(list3) *l, int64_t a)
+static inline int64_t ID_FN(time_of)(const struct ID_FN(list3) *l, int64_t a)
 {
-    return l->ts ? l->ts[a] : 0.0;
+    return l->ts ? time_key(l->ts[a], l->type) : 0;
 }
 
 static inline int ID_FN(before)(const struct ID_FN(list3) *l, int64_t a, int64_t b)
@@ -67,7 +68,7 @@ static inline void ID_FN(swap3)(const struct ID_FN(list3) *l, int64_t a, int64_t
     l->eid[a] = l->eid[b];
     l->eid[b] = x;
     if (l->ts) {
-        double y = l->ts[a];
+        int64_t y = l->ts[a];
         l->ts[a] = l->ts[b];
         l->ts[b] = y;
     }
@@ -77,7 +78,7 @@ static void ID_FN(insertion)(const struct ID_FN(list3) *l, int64_t lo, int64_t h
 {
     for (int64_t i = lo + 1; i < hi; i++) {
         ID_T nb = l->nbr[i], id = l->eid[i];
-        double t = ID_FN(time_of)(l, i);
+        int64_t t = ID_FN(time_of)(l, i), bits = l->ts ? l->ts[i] : 0;
         int64_t j = i;
         while (j > lo && less(t, id, ID_FN(time_of)(l, j - 1), l->eid[j - 1])) {
             l->nbr[j] = l->nbr[j - 1];
@@ -87,7 +88,7 @@ static void ID_FN(insertion)(const struct ID_FN(list3) *l, int64_t lo, int64_t h
         }
         l->nbr[j] = nb;
         l->eid[j] = id;
-        if (l->ts) l->ts[j] = t;
+        if (l->ts) l->ts[j] = bits;
     }
 }
 
@@ -163,16 +164,16 @@ static void ID_FN(sort_rows)(const struct ID_FN(list3) *l, int64_t lo, int64_t h
 }
 
 /* sort every list of nodes [node_lo, node_hi) (the range is checked by the caller) by
- * (ts, eid); with a neighbour-time table (ts NULL, nbr_time non-NULL: float when
- * nbr_time_bytes is 4, else double) by (nbr_time[nbr], eid), each list's keys gathered
- * into scratch first (the caller checked every neighbour against the table and the
- * scratch against the longest list) */
+ * (ts, eid), ts of `type`; with a neighbour-time table (ts NULL, nbr_time non-NULL: times
+ * of `type` in nbr_time_bytes each) by (nbr_time[nbr], eid), each list's time keys
+ * gathered into scratch first (the caller checked every neighbour against the table and
+ * the scratch against the longest list) */
 static void ID_FN(sort)(int64_t node_lo, int64_t node_hi, const int64_t *indptr, ID_T *nbr,
-                        double *ts, ID_T *eid, const void *nbr_time, int nbr_time_bytes,
-                        double *scratch)
+                        int64_t *ts, ID_T *eid, int type, const void *nbr_time,
+                        int nbr_time_bytes, int64_t *scratch)
 {
     int64_t base = indptr[node_lo];
-    struct ID_FN(list3) l = {nbr, eid, ts};
+    struct ID_FN(list3) l = {nbr, eid, ts, type};
     for (int64_t v = node_lo; v < node_hi; v++) {
         int64_t lo = indptr[v] - base, hi = indptr[v + 1] - base;
         if (!nbr_time) {
@@ -180,9 +181,8 @@ static void ID_FN(sort)(int64_t node_lo, int64_t node_hi, const int64_t *indptr,
             continue;
         }
         for (int64_t k = lo; k < hi; k++)
-            scratch[k - lo] = nbr_time_bytes == 4 ? (double)((const float *)nbr_time)[nbr[k]]
-                                                  : ((const double *)nbr_time)[nbr[k]];
-        struct ID_FN(list3) one = {nbr + lo, eid + lo, scratch};
+            scratch[k - lo] = table_key(nbr_time, nbr_time_bytes == 4 ? 4 : 8, type, nbr[k]);
+        struct ID_FN(list3) one = {nbr + lo, eid + lo, scratch, DDS_TIME_I64};
         ID_FN(sort_rows)(&one, 0, hi - lo);
     }
 }

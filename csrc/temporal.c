@@ -16,30 +16,20 @@
  * eligible ranges, select, read the remote picks), every buffer owned by one struct
  * sampler and released by sampler_free.  Node and edge ids are stored as int32 or int64
  * (each variable's row bytes say which, see dds_tcsr.h) and widened to the int64
- * outputs as they are copied.
+ * outputs as they are copied.  Times are the graph's time type (doubles or int64),
+ * compared as numbers of that type (times.h: a search per type, keys elsewhere) and
+ * copied to the outputs as their 8 bytes.
  */
 #include "internal.h"
 #include "sampling.h"
+#include "times.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* first position p in ts[0, n) with ts[p] >= t (n when none) */
-static int64_t lower_bound(const double *ts, int64_t n, double t)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (ts[mid] < t) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
 struct member_view {
     const char *nbr, *eid; /* ids of sampler.nb / sampler.eb bytes */
-    const double *ts;
+    const int64_t *ts;     /* times' 8 bytes */
     int64_t first_row; /* global row of the chunk's first entry */
     int readable;      /* 1: read in place */
 };
@@ -71,12 +61,12 @@ static int64_t *map_slot(struct fetch_map *m, int64_t node)
  * default 2048: 1024 entries per root). */
 #define DDS_ROOTS_PER_WHOLE 2
 
-static const double no_entries = 0.0; /* list of a node without entries */
+static const int64_t no_entries = 0; /* list of a node without entries */
 
 /* where a root's list is read: in place or in fetched copies (ts, nbr, eid), or by
  * remote search (ts == NULL) */
 struct list_src {
-    const double *ts;
+    const int64_t *ts;
     const char *nbr, *eid; /* ids of sampler.nb / sampler.eb bytes */
 };
 
@@ -88,9 +78,9 @@ struct sampler {
     dds_store *s;
     const dds_tcsr *g;
     const int64_t *roots;
-    const double *root_ts;
+    const int64_t *root_ts; /* the root times' 8 bytes, of type */
     int64_t n, k, whole_max, range_factor;
-    int strategy, width;
+    int strategy, width, type;
     int nb, eb; /* bytes per id of nbr and of eid: 4 (int32) or 8 (int64) */
     /* [width] where each member's lists are; any_remote: some member is not readable */
     struct member_view *view;
@@ -103,12 +93,12 @@ struct sampler {
      * roots asking (d_occ) and the offset of the copy in f_* (d_off, -1: searched) */
     struct fetch_map map;
     int64_t *d_node, *d_occ, *d_off, *req_start, *req_count;
-    double *f_ts;
+    int64_t *f_ts;
     char *f_nbr, *f_eid;
     /* [nsearch] remote binary searches: bounds, root position, probed row and time */
     int64_t nsearch;
     int64_t *slo, *shi, *sidx, *probe;
-    double *probe_ts;
+    int64_t *probe_ts;
     /* rows selected from searched lists: output slot and offset in `gathered` of each
      * (one per pick of a searched list), read as npieces ranges (pstart, pcount) holding `packed` rows */
     int64_t nsel_remote, npieces, packed;
@@ -130,11 +120,15 @@ static int out_of_memory(void)
     return dds_set_error(DDS_ENOMEM, "temporal sample: out of memory");
 }
 
-/* n, k, strategy, and every root and root time */
+/* n, k, strategy, the time type, and every root and root time */
 static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *roots,
-                      const double *root_ts, int64_t n, int64_t k, int strategy)
+                      const void *root_ts, int64_t n, int64_t k, int strategy)
 {
     if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
+    if (!time_type_ok(g->time_type))
+        return dds_set_error(DDS_EINVAL, "temporal sample: time_type=%d is not a "
+                             "dds_time_type (%d double, %d int64)", g->time_type,
+                             DDS_TIME_F64, DDS_TIME_I64);
     if (n < 0 || k < 1)
         return dds_set_error(DDS_EINVAL, "temporal sample: n=%lld must be >= 0 and k=%lld "
                              ">= 1", (long long)n, (long long)k);
@@ -146,7 +140,7 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *roots,
             return dds_set_error(DDS_ERANGE, "temporal sample: root %lld (position %lld) "
                                  "out of range [0, %lld)", (long long)roots[i],
                                  (long long)i, (long long)g->num_nodes);
-        if (isnan(root_ts[i]))
+        if (time_is_nan(time_bits(root_ts, i), g->time_type))
             return dds_set_error(DDS_EINVAL, "temporal sample: root time at position %lld "
                                  "is NaN", (long long)i);
     }
@@ -253,14 +247,14 @@ static int fetch_remote_lists(struct sampler *sp, int64_t nremote)
         }
     }
     if (nreq) {
-        sp->f_ts = malloc(sizeof(double) * total);
+        sp->f_ts = malloc(sizeof(int64_t) * total);
         sp->f_nbr = malloc((size_t)sp->nb * (size_t)total);
         sp->f_eid = malloc((size_t)sp->eb * (size_t)total);
         if (!sp->f_ts || !sp->f_nbr || !sp->f_eid)
             return dds_set_error(DDS_ENOMEM, "temporal sample: out of memory for %lld "
                                  "remote list entries", (long long)total);
         int rc = dds_read(sp->s, g->ts_var, sp->req_start, sp->req_count, nreq, sp->f_ts,
-                          (int64_t)sizeof(double) * total, 0);
+                          (int64_t)sizeof(int64_t) * total, 0);
         if (rc == DDS_OK) rc = dds_read(sp->s, g->nbr_var, sp->req_start, sp->req_count,
                                         nreq, sp->f_nbr, sp->nb * total, 0);
         if (rc == DDS_OK) rc = dds_read(sp->s, g->eid_var, sp->req_start, sp->req_count,
@@ -287,12 +281,14 @@ static int64_t degree(const struct sampler *sp, int64_t i)
     return sp->g->indptr[sp->roots[i] + 1] - sp->g->indptr[sp->roots[i]];
 }
 
-/* cut[i] of every root whose list is in memory (in place or fetched): binary search */
+/* cut[i] of every root whose list is in memory (in place or fetched): binary search for
+ * the entries strictly earlier than the root's time */
 static void cut_lists_in_memory(struct sampler *sp)
 {
     for (int64_t i = 0; i < sp->n; i++)
         if (sp->src[i].ts)
-            sp->cut[i] = lower_bound(sp->src[i].ts, degree(sp, i), sp->root_ts[i]);
+            sp->cut[i] = time_search(sp->src[i].ts, degree(sp, i), sp->root_ts[i],
+                                     sp->type, 0);
 }
 
 /* cut[i] of the roots on long remote lists: binary searches, all of them in step, one
@@ -305,7 +301,7 @@ static int cut_lists_by_remote_search(struct sampler *sp)
     sp->shi = malloc(sizeof(int64_t) * nsearch);
     sp->sidx = malloc(sizeof(int64_t) * nsearch);
     sp->probe = malloc(sizeof(int64_t) * nsearch);
-    sp->probe_ts = malloc(sizeof(double) * nsearch);
+    sp->probe_ts = malloc(sizeof(int64_t) * nsearch);
     if (!sp->slo || !sp->shi || !sp->sidx || !sp->probe || !sp->probe_ts)
         return out_of_memory();
     for (int64_t i = 0; i < sp->n; i++) {
@@ -322,13 +318,15 @@ static int cut_lists_by_remote_search(struct sampler *sp)
                                   (sp->shi[q] - sp->slo[q]) / 2;
         if (!na) break;
         int rc = dds_read(sp->s, sp->g->ts_var, sp->probe, NULL, na, sp->probe_ts,
-                          (int64_t)sizeof(double) * na, 0);
+                          (int64_t)sizeof(int64_t) * na, 0);
         if (rc != DDS_OK) return rc;
         na = 0;
         for (int64_t q = 0; q < ns; q++) {
             if (sp->slo[q] >= sp->shi[q]) continue;
             int64_t mid = sp->slo[q] + (sp->shi[q] - sp->slo[q]) / 2;
-            if (sp->probe_ts[na++] < sp->root_ts[sp->sidx[q]]) sp->slo[q] = mid + 1;
+            if (time_key(sp->probe_ts[na++], sp->type) <
+                time_key(sp->root_ts[sp->sidx[q]], sp->type))
+                sp->slo[q] = mid + 1;
             else sp->shi[q] = mid;
         }
     }
@@ -367,7 +365,7 @@ static int64_t pick_position(const struct pick *p, int64_t q)
 /* Root i's list is in memory: write its picks to the outputs from j on. */
 static int64_t write_picks(const struct sampler *sp, const struct pick *p, int64_t i,
                            int64_t j, int64_t *row, int64_t *nbr, int64_t *eid,
-                           double *ets)
+                           int64_t *ets)
 {
     const struct list_src *ls = &sp->src[i];
     for (int64_t q = 0; q < p->take; q++, j++) {
@@ -416,7 +414,7 @@ static int64_t plan_remote_picks(struct sampler *sp, const struct pick *p, int64
  * ones; *written = the number of output rows.  The picks are counted first: DDS_EINVAL,
  * nothing written, when they need more than `cap` rows. */
 static int select_edges(struct sampler *sp, uint64_t seed, uint64_t epoch, int layer,
-                        int64_t cap, int64_t *row, int64_t *nbr, int64_t *eid, double *ets,
+                        int64_t cap, int64_t *row, int64_t *nbr, int64_t *eid, int64_t *ets,
                         int64_t *written)
 {
     /* count the picks (min(k, c) per root) before anything is sized or written */
@@ -454,7 +452,7 @@ static int select_edges(struct sampler *sp, uint64_t seed, uint64_t epoch, int l
 
 /* Read the planned pieces of searched lists (nbr, eid, then ts: one batched read each)
  * and scatter each pick to its output slot. */
-static int read_remote_picks(struct sampler *sp, int64_t *nbr, int64_t *eid, double *ets)
+static int read_remote_picks(struct sampler *sp, int64_t *nbr, int64_t *eid, int64_t *ets)
 {
     const dds_tcsr *g = sp->g;
     if (sp->packed > INT64_MAX / (int64_t)sizeof(int64_t))
@@ -477,14 +475,14 @@ static int read_remote_picks(struct sampler *sp, int64_t *nbr, int64_t *eid, dou
                   bytes, 0);
     if (rc != DDS_OK) return rc;
     for (int64_t q = 0; q < sp->nsel_remote; q++)
-        memcpy(&ets[sp->rslot[q]], &sp->gathered[sp->roff[q]], sizeof(double));
+        ets[sp->rslot[q]] = sp->gathered[sp->roff[q]]; /* the time's 8 bytes */
     return DDS_OK;
 }
 
 int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
-                        const double *root_ts, int64_t n, int64_t k, int strategy,
+                        const void *root_ts, int64_t n, int64_t k, int strategy,
                         uint64_t seed, uint64_t epoch, int layer, int64_t cap,
-                        int64_t *row, int64_t *nbr, int64_t *eid, double *ets,
+                        int64_t *row, int64_t *nbr, int64_t *eid, void *ets,
                         int64_t *count)
 {
     *count = 0;
@@ -492,7 +490,7 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
     if (rc != DDS_OK) return rc;
     struct sampler sp = {
         .s = s, .g = g, .roots = roots, .root_ts = root_ts, .n = n, .k = k,
-        .strategy = strategy, .width = dds_group_size(s),
+        .strategy = strategy, .width = dds_group_size(s), .type = g->time_type,
         .whole_max = g->fetch_whole_max > 0 ? g->fetch_whole_max : DDS_FETCH_WHOLE_MAX,
         .range_factor = g->range_factor > 0 ? g->range_factor : DDS_RANGE_FACTOR,
     };

@@ -1,5 +1,6 @@
 """Argument checks shared by every layer: integers, index arrays, ranges, the balanced
-split.  One place for each check, so that every layer words its errors the same way."""
+split.  One place for each check, so that every layer words its errors the same way.
+(Times have a module of their own: :mod:`ddstore._times`.)"""
 import numbers
 
 import numpy as np
@@ -7,15 +8,11 @@ import numpy as np
 from .errors import DDStoreIndexError, DDStoreValueError
 
 __all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "check_free_names",
-           "names_under",
-           "exact_times", "MAX_EXACT_TIME", "STORABLE_KINDS"]
+           "names_under", "STORABLE_KINDS"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 STORABLE_KINDS = "biufcmM"
 
-# times are kept as float64, which holds every integer in [-2**53, 2**53] exactly (and
-# not every one beyond: 2**53 + 1 becomes 2**53)
-MAX_EXACT_TIME = 2 ** 53
 
 
 def partition(total, parts, index):
@@ -133,38 +130,3 @@ def check_indices(idx, limit, what, item="index", low=0, detail=""):
             pos = int(np.flatnonzero(idx == bad)[0])
             raise DDStoreIndexError(f"{what}: {item} {bad} (position {pos}) out of range "
                                     f"[{low}, {limit}){detail}")
-
-
-def exact_times(values, what, where=None, copy=True):
-    """``values`` (an array of real numbers, any shape) as float64, refusing integers that
-    float64 cannot hold exactly: for an integer array (or Python ints beyond int64, which
-    numpy keeps as objects) with a value outside ``[-2**53, 2**53]``, a
-    :class:`DDStoreValueError` naming the first one as given, its position and the range,
-    e.g. ``"ts[1] = 9007199254740993 is outside [-2**53, 2**53], the integers the store's
-    float64 times hold exactly"`` (``what`` names the array; ``where(position)``, if
-    given, returns text shown after the value, e.g. ``" (node 7)"``).  Floats pass
-    unchanged (NaN and inf are the caller's to check); other dtypes raise.  ``copy=False``
-    returns a float64 input itself instead of a copy."""
-    arr = np.asarray(values)
-    flat = arr.reshape(-1)
-    if arr.dtype.kind == "O":  # Python ints numpy could not fit in (u)int64
-        if not all(is_int(v) for v in flat.tolist()):
-            raise DDStoreValueError(f"{what} must hold real numbers, got dtype object")
-        big = np.array([abs(int(v)) > MAX_EXACT_TIME for v in flat.tolist()], bool)
-    elif arr.dtype.kind in "iu":
-        big = flat > MAX_EXACT_TIME
-        if arr.dtype.kind == "i":
-            big |= flat < -MAX_EXACT_TIME
-    elif arr.dtype.kind == "f":
-        return arr.astype(np.float64, copy=copy)
-    else:
-        raise DDStoreValueError(f"{what} must hold real numbers, got dtype {arr.dtype}")
-    if big.any():
-        p = int(np.argmax(big))
-        pos = np.unravel_index(p, arr.shape) if arr.ndim != 1 else (p,)
-        at = ", ".join(str(int(i)) for i in pos)
-        raise DDStoreValueError(f"{what}[{at}] = {int(flat[p])}"
-                                f"{where(p) if where is not None else ''} is outside "
-                                f"[-2**53, 2**53], the integers the store's float64 times "
-                                f"hold exactly")
-    return arr.astype(np.float64)

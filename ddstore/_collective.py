@@ -50,7 +50,8 @@ leaving), a few local stores and no communication.
 import contextlib
 import time
 
-from .errors import DDStoreError, DDStoreValueError, as_error
+from . import _core
+from .errors import DDStoreError, DDStoreStateError, DDStoreValueError, as_error
 
 __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bounded",
            "join_bounded", "last_call", "current_call", "inject", "record_calls"]
@@ -291,6 +292,12 @@ class Step:
         return self._values
 
     def __enter__(self):
+        if _core.forked():  # no MPI call in a forked child (a DataLoader worker)
+            raise DDStoreStateError(
+                f"{_describe(self._call) if self._call else 'a collective call'} in a "
+                f"process forked from an MPI rank (a DataLoader worker with num_workers "
+                f"> 0, os.fork): collective calls need MPI, which a forked process must "
+                f"not call; make it in the rank's own process")
         if self._check is not None:
             self._check()
         call = self._call

@@ -7,6 +7,7 @@ import numpy as np
 
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                      DDStoreStateError, DDStoreValueError)
+from ._times import as_time_dtype
 
 try:
     from ._ddstore_cffi import ffi, lib
@@ -27,6 +28,15 @@ _ERRORS = {
     lib.DDS_EMPI: DDStoreStateError,
     lib.DDS_ESTATE: DDStoreStateError,
 }
+
+
+def forked():
+    """Whether this process was forked from an MPI rank after the core was loaded (a
+    DataLoader worker, ``os.fork``): there no MPI call may be made, and the core refuses
+    every one (``dds_forked``: a ``pthread_atfork`` flag) with a
+    :class:`DDStoreStateError`; reads of memory this process holds (its own chunk,
+    node-local members' shared memory) work as in the parent."""
+    return bool(lib.dds_forked())
 
 
 def _comm_handle(comm):
@@ -71,6 +81,28 @@ def _typed(arr, ctype="int64_t[]"):
         raise DDStoreValueError(f"an array of dtype {arr.dtype} passed to the core as "
                                 f"{ctype}; expected {_C_DTYPES[ctype]}")
     return ffi.from_buffer(ctype, arr)
+
+
+# the dtypes of a graph's times and their C dds_time_type: float64 (double) and int64
+TIME_TYPES = {np.dtype(np.float64): lib.DDS_TIME_F64, np.dtype(np.int64): lib.DDS_TIME_I64}
+# the dtypes of a neighbour-time table (dds_tcsr.nbr_time) per time dtype: 8 bytes, or 4
+# for times the narrow dtype holds exactly
+_TABLE_DTYPES = {np.dtype(np.float32): np.dtype(np.float64),
+                 np.dtype(np.float64): np.dtype(np.float64),
+                 np.dtype(np.int32): np.dtype(np.int64),
+                 np.dtype(np.int64): np.dtype(np.int64)}
+
+
+def _times(arr, dtype, n, what):
+    """A C-contiguous 1-d array of ``n`` times of ``dtype`` (or None: NULL) for the core;
+    another dtype or length raises :class:`DDStoreValueError` (cffi would reinterpret
+    the bytes, or C read past the end)."""
+    if arr is None:
+        return ffi.NULL
+    if arr.dtype != dtype or arr.shape != (n,) or not arr.flags.c_contiguous:
+        raise DDStoreValueError(f"{what}: times of dtype {arr.dtype} shape {arr.shape}; "
+                                f"expected a C-contiguous {dtype} array of shape ({n},)")
+    return _ptr(arr)
 
 
 def _last_error():
@@ -245,11 +277,14 @@ SAMPLE_STRATEGIES = {"recent": lib.DDS_SAMPLE_RECENT, "uniform": lib.DDS_SAMPLE_
 
 class TCSR:
     """A ``dds_tcsr`` over three variables of ``core`` (see ``csrc/ddstore.h``).  Keeps
-    the replicated ``indptr`` and ``node_offsets`` arrays alive for the C sampler."""
+    the replicated ``indptr`` and ``node_offsets`` arrays alive for the C sampler.
+    ``time_dtype``: the dtype of the graph's times (float64 or int64: what ``ts_var``
+    holds, what :meth:`sample` takes and gives)."""
 
     def __init__(self, core, nbr_var, ts_var, eid_var, indptr, node_offsets,
-                 fetch_whole_max=0, range_factor=0):
+                 fetch_whole_max=0, range_factor=0, time_dtype=np.float64):
         self._core = core
+        self.time_dtype = as_time_dtype(time_dtype, "TCSR")
         self._indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self._node_offsets = np.ascontiguousarray(node_offsets, dtype=np.int64)
         self._c = ffi.new("dds_tcsr *")
@@ -259,6 +294,7 @@ class TCSR:
         self._c.node_offsets = ffi.from_buffer("int64_t[]", self._node_offsets)
         self._c.fetch_whole_max = int(fetch_whole_max)
         self._c.range_factor = int(range_factor)
+        self._c.time_type = TIME_TYPES[self.time_dtype]
 
     def _live_core(self):
         if not self._core.alive:
@@ -290,19 +326,20 @@ class TCSR:
 
     def sample(self, roots, root_ts, k, strategy, seed, epoch, layer):
         """One layer: ``(row, nbr, eid, ets)`` arrays of the sampled edges (compact, in
-        root order).  ``roots`` int64 and ``root_ts`` float64, C-contiguous, same length.
-        The outputs are sized by what the roots' lists hold (at most ``min(k, degree)``
-        each), never by ``k`` alone."""
+        root order).  ``roots`` int64 and ``root_ts`` of :attr:`time_dtype` (``ets``
+        too), C-contiguous, same length.  The outputs are sized by what the roots' lists
+        hold (at most ``min(k, degree)`` each), never by ``k`` alone."""
         n = roots.shape[0]
+        pt = _times(root_ts, self.time_dtype, n, "temporal sample: root_ts")
         cap = self._taken_at_most(roots, k)
         # a MemoryError here is explained by the caller (ddstore.temporal's sampler)
         row, nbr, eid = (np.empty(cap, dtype=np.int64) for _ in range(3))
-        ets = np.empty(cap, dtype=np.float64)
+        ets = np.empty(cap, dtype=self.time_dtype)
         count = ffi.new("int64_t *")
         core = self._live_core()
         core._check(lib.dds_temporal_sample(
-            core._handle[0], self._c, _i64(roots), _f64(root_ts), n, k, strategy, seed,
-            epoch, layer, cap, _i64(row), _i64(nbr), _i64(eid), _f64(ets), count))
+            core._handle[0], self._c, _i64(roots), pt, n, k, strategy, seed,
+            epoch, layer, cap, _i64(row), _i64(nbr), _i64(eid), _ptr(ets), count))
         m = count[0]
         return row[:m], nbr[:m], eid[:m], ets[:m]
 
@@ -316,10 +353,6 @@ def _i64(arr):
     return _typed(arr, "int64_t[]")
 
 
-def _f64(arr):
-    return _typed(arr, "double[]")
-
-
 def tcsr_count(edges, add_reverse, deg):
     """``deg[v] +=`` the T-CSR entries of node ``v`` in edge-table rows ``edges``
     (``[n, 2]`` C-contiguous int64; ``deg`` int64 of ``num_nodes``)."""
@@ -328,13 +361,16 @@ def tcsr_count(edges, add_reverse, deg):
 
 
 def tcsr_pack(edges, t, eid0, add_reverse, node_offsets, out, counts):
-    """Pack the T-CSR entries of edge-table rows ``edges`` (``[n, 2]``; times ``t``; ids
-    from ``eid0``) into ``out`` (int64 ``[>= n * (1 + add_reverse), 4]``) grouped by
-    owning member; ``counts`` (int64 ``[width]``) gets entries per member.  ``t`` None:
-    time 0.  The core refuses entries that do not fit ``out``."""
+    """Pack the T-CSR entries of edge-table rows ``edges`` (``[n, 2]``; times ``t``,
+    float64 or int64, moved as their bytes; ids from ``eid0``) into ``out`` (int64
+    ``[>= n * (1 + add_reverse), 4]``) grouped by owning member; ``counts`` (int64
+    ``[width]``) gets entries per member.  ``t`` None: time 0.  The core refuses entries
+    that do not fit ``out``."""
     width = node_offsets.shape[0] - 1
     ptr, words = _out(out, "int64_t[]")
-    _local_check(lib.dds_tcsr_pack(_i64(edges), _f64(t), int(eid0), edges.shape[0],
+    pt = ffi.NULL if t is None else _times(
+        t, as_time_dtype(t.dtype, "tcsr_pack: t"), edges.shape[0], "tcsr_pack: t")
+    _local_check(lib.dds_tcsr_pack(_i64(edges), pt, int(eid0), edges.shape[0],
                                    int(bool(add_reverse)), _i64(node_offsets), width,
                                    _i64(counts), ptr, words // 4))
 
@@ -354,21 +390,22 @@ def _id_lists(nbr, eid, what):
     return pn, pe, dt.itemsize, min(nn, ne) // dt.itemsize
 
 
-def _times_out(ts, rows):
-    """``(pointer, rows)`` with ``rows`` cut to the float64 times ``ts`` holds (None:
-    no times)."""
+def _times_out(ts, rows, what):
+    """``(pointer, rows, dds_time_type)`` with ``rows`` cut to the times ``ts`` holds
+    (float64 or int64; None: no times, ``DDS_TIME_F64``)."""
     if ts is None:
-        return ffi.NULL, rows
-    pt, nt = _out(ts, "double[]")
-    return pt, min(rows, nt)
+        return ffi.NULL, rows, lib.DDS_TIME_F64
+    dt = as_time_dtype(ts.dtype, f"{what}: ts")
+    pt, nbytes = _out(ts)
+    return pt, min(rows, nbytes // 8), TIME_TYPES[dt]
 
 
 def tcsr_place(entries, node_lo, node_hi, indptr, fill, nbr, ts, eid):
     """Place received entries (``[n, 4]`` int64) into this member's T-CSR chunk
     (``nbr``/``eid``: both int64, or both int32 when every id fits; ``ts`` None: no
-    times kept)."""
+    times kept; float64 or int64 times, moved as their bytes)."""
     pn, pe, id_bytes, rows = _id_lists(nbr, eid, "tcsr_place")
-    pt, rows = _times_out(ts, rows)
+    pt, rows, _ = _times_out(ts, rows, "tcsr_place")
     _local_check(lib.dds_tcsr_place(_i64(entries), entries.shape[0], int(node_lo),
                                     int(node_hi), _i64(indptr), _i64(fill), pn, pt, pe,
                                     rows, id_bytes))
@@ -377,27 +414,35 @@ def tcsr_place(entries, node_lo, node_hi, indptr, fill, nbr, ts, eid):
 def tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time=None):
     """Sort every list of nodes ``[node_lo, node_hi)`` of the chunk in place by (time,
     edge id), or by edge id alone when ``ts`` is None (``nbr``/``eid`` as in
-    :func:`tcsr_place`).  ``nbr_time`` (with ``ts`` None): a float32 or float64 array of
-    every neighbour's time, by id; the lists are then sorted by (their neighbours'
-    times, edge id), through a scratch of the longest list's length."""
+    :func:`tcsr_place`; ``ts`` float64 or int64, compared as numbers of its dtype).
+    ``nbr_time`` (with ``ts`` None): every neighbour's time, by id (float32 or float64,
+    int32 or int64: :func:`neighbour_times`); the lists are then sorted by (their
+    neighbours' times, edge id), through a scratch of the longest list's length."""
     pn, pe, id_bytes, rows = _id_lists(nbr, eid, "tcsr_sort")
-    pt, rows = _times_out(ts, rows)
+    pt, rows, ttype = _times_out(ts, rows, "tcsr_sort")
     table, n_table, t_bytes, scratch, n_scratch = ffi.NULL, 0, 0, ffi.NULL, 0
     if nbr_time is not None:
-        t = np.asarray(nbr_time)
-        if t.dtype not in (np.float32, np.float64) or t.ndim != 1 or \
-                not t.flags.c_contiguous:
-            raise DDStoreValueError(f"tcsr_sort: nbr_time must be a C-contiguous 1-d "
-                                    f"float32 or float64 array, got {t.dtype} of shape "
-                                    f"{t.shape}")
+        t, dt = neighbour_times(nbr_time, "tcsr_sort")
         table = ffi.from_buffer(t, require_writable=False)  # (non-NULL even when empty)
-        n_table, t_bytes = t.shape[0], t.itemsize
+        n_table, t_bytes, ttype = t.shape[0], t.itemsize, TIME_TYPES[dt]
         lo, hi = int(node_lo), int(node_hi)
         longest = int(np.diff(indptr[lo:hi + 1]).max()) if hi > lo else 0
-        scratch, n_scratch = _out(np.empty(max(longest, 1), dtype=np.float64), "double[]")
+        scratch, n_scratch = _out(np.empty(max(longest, 1), dtype=np.int64), "int64_t[]")
     _local_check(lib.dds_tcsr_sort(int(node_lo), int(node_hi), _i64(indptr), pn, pt, pe,
-                                   rows, id_bytes, table, n_table, t_bytes, scratch,
-                                   n_scratch))
+                                   rows, id_bytes, ttype, table, n_table, t_bytes,
+                                   scratch, n_scratch))
+
+
+def neighbour_times(nbr_time, what):
+    """``(table, time dtype)`` of a neighbour-time table (``dds_tcsr.nbr_time``): a
+    C-contiguous 1-d array of float32 or float64 (times of a float64 graph) or int32 or
+    int64 (times of an int64 graph); anything else raises :class:`DDStoreValueError`."""
+    t = np.asarray(nbr_time)
+    if t.dtype not in _TABLE_DTYPES or t.ndim != 1 or not t.flags.c_contiguous:
+        raise DDStoreValueError(f"{what}: nbr_time must be a C-contiguous 1-d float32, "
+                                f"float64, int32 or int64 array, got {t.dtype} of shape "
+                                f"{t.shape}")
+    return t, _TABLE_DTYPES[t.dtype]
 
 
 NEIGHBOR_REPLACE = lib.DDS_NEIGHBOR_REPLACE
@@ -410,30 +455,35 @@ class CSC(TCSR):
     and ``node_offsets`` alive for C."""
 
     def __init__(self, core, nbr_var, eid_var, ts_var, indptr, node_offsets,
-                 nbr_time=None):
+                 nbr_time=None, time_dtype=np.float64):
         """``nbr_time`` (node-level time without a time per entry, ``ts_var`` None): the
-        time of every source node, by id, float64 or float32 (kept alive here)."""
-        super().__init__(core, nbr_var, -1 if ts_var is None else ts_var, eid_var, indptr,
-                         node_offsets)
+        time of every source node, by id (kept alive here): float64 or float32 for
+        float64 times, int64 or int32 for int64 times (:func:`neighbour_times`), which
+        then decides :attr:`time_dtype`; else ``time_dtype`` is the dtype of
+        ``ts_var``'s times (float64 or int64), what :meth:`sample` compares."""
+        table = dt = None
         if nbr_time is not None:
-            t = np.asarray(nbr_time)
-            self._nbr_time = np.ascontiguousarray(
-                t, dtype=np.float32 if t.dtype == np.float32 else np.float64)
-            self._c.nbr_time = ffi.from_buffer(self._nbr_time)
-            self._c.nbr_time_len = self._nbr_time.shape[0]
-            self._c.nbr_time_bytes = self._nbr_time.itemsize
+            table, dt = neighbour_times(nbr_time, "CSC")
+        super().__init__(core, nbr_var, -1 if ts_var is None else ts_var, eid_var, indptr,
+                         node_offsets, time_dtype=time_dtype if dt is None else dt)
+        if table is not None:
+            self._nbr_time = table
+            self._c.nbr_time = ffi.from_buffer(table, require_writable=False)
+            self._c.nbr_time_len = table.shape[0]
+            self._c.nbr_time_bytes = table.itemsize
 
     def sample(self, nodes, node_ts, k, flags, seed, cap):
         """One hop: ``(row, nbr, eid)`` (compact, in node order).  ``nodes`` int64 and
-        ``node_ts`` float64 (or None), C-contiguous; ``cap`` bounds the output (the core
-        refuses a sample that needs more; an output too large for memory is a
-        :class:`DDStoreMemoryError`)."""
+        ``node_ts`` of :attr:`time_dtype` (or None), C-contiguous; ``cap`` bounds the
+        output (the core refuses a sample that needs more; an output too large for
+        memory is a :class:`DDStoreMemoryError`)."""
+        pt = _times(node_ts, self.time_dtype, nodes.shape[0], "neighbour sample: node_ts")
         row, nbr, eid = self._outputs(cap)
         count = ffi.new("int64_t *")
         core = self._live_core()
         p = _typed
         core._check(lib.dds_neighbor_sample(
-            core._handle[0], self._c, p(nodes), p(node_ts, "double[]"), nodes.shape[0], k,
+            core._handle[0], self._c, p(nodes), pt, nodes.shape[0], k,
             flags, seed, min(row.shape[0], int(cap)), p(row), p(nbr), p(eid), count))
         m = count[0]
         return row[:m], nbr[:m], eid[:m]
@@ -442,12 +492,13 @@ class CSC(TCSR):
         """One hop drawn in proportion to the float32 or float64 weights of variable ``weight_var``
         (one per CSC row; ``dds_neighbor_sample_weighted``): ``(row, nbr, eid)`` as
         :meth:`sample`; ``flags`` only ``NEIGHBOR_REPLACE``."""
+        pt = _times(node_ts, self.time_dtype, nodes.shape[0], "neighbour sample: node_ts")
         row, nbr, eid = self._outputs(cap)
         count = ffi.new("int64_t *")
         core = self._live_core()
         p = _typed
         core._check(lib.dds_neighbor_sample_weighted(
-            core._handle[0], self._c, int(weight_var), p(nodes), p(node_ts, "double[]"),
+            core._handle[0], self._c, int(weight_var), p(nodes), pt,
             nodes.shape[0], k, flags, seed, min(row.shape[0], int(cap)), p(row), p(nbr),
             p(eid), count))
         m = count[0]
@@ -674,3 +725,39 @@ def bidirectional(row, col, rev_row, rev_col, edge_id=None, rev_edge_id=None,
         nr, int(num_nodes), cap, ptr(out_row), ptr(out_col), ptr(out_eid), out_n))
     m = out_n[0]
     return out_row[:m], out_col[:m], None if out_eid is None else out_eid[:m]
+
+
+def fingerprint(buffer, seed=0):
+    """XXH64 of the bytes of ``buffer`` (``dds_fingerprint``: a C-contiguous numpy array,
+    ``bytes`` or any other contiguous buffer) with ``seed`` (an integer, taken modulo
+    2**64), as a Python int in ``[0, 2**64)``; about one pass over the memory, the GIL
+    released."""
+    try:
+        view = memoryview(buffer)
+        if not view.c_contiguous:
+            raise BufferError("not C-contiguous")
+        data = ffi.from_buffer(view.cast("B") if view.nbytes else b"",
+                               require_writable=False)
+    except (TypeError, ValueError, BufferError) as exc:
+        raise DDStoreValueError(f"fingerprint: {exc} (a C-contiguous buffer is needed)") \
+            from None
+    out = ffi.new("uint64_t *")
+    _local_check(lib.dds_fingerprint(data if view.nbytes else ffi.NULL, view.nbytes,
+                                     int(seed) & 0xFFFFFFFFFFFFFFFF, out))
+    return int(out[0])
+
+
+def mark_ids(bits, ids, nbits, mark=True):
+    """``dds_mark_ids``: with ``mark``, set the bits of the int64 ``ids`` in the uint64
+    bitmap ``bits`` (``nbits`` bits), stopping at the first id whose bit was already set;
+    without, only test.  Returns that id's position in ``ids``, or None (every bit was
+    clear).  An id outside ``[0, nbits)`` raises :class:`DDStoreIndexError`."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    if bits.dtype != np.uint64 or bits.shape[0] * 64 < nbits:
+        raise DDStoreValueError(f"mark_ids: a uint64 bitmap of at least {nbits} bits is "
+                                f"needed, got {bits.dtype} [{bits.shape[0]}]")
+    first = ffi.new("int64_t *")
+    _local_check(lib.dds_mark_ids(
+        ffi.from_buffer("uint64_t[]", bits, require_writable=True) if bits.size else
+        ffi.NULL, int(nbits), _typed(ids), ids.shape[0], 1 if mark else 0, first))
+    return None if first[0] < 0 else int(first[0])

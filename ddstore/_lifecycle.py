@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from . import _collective, _status
+from . import _collective, _core, _status
 from .errors import DDStoreError, DDStoreStateError
 
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
@@ -194,9 +194,11 @@ def _free_live_stores():
     or ``python -m mpi4py`` is about to abort the job (``sys.exit(n)`` with ``n != 0``
     under it), the other ranks are not exiting with it, so no collective free is started:
     the boards say that this rank has left, and the windows are left to MPI_Abort /
-    MPI_Finalize and the operating system instead.
+    MPI_Finalize and the operating system instead.  A process forked from a rank (a
+    DataLoader worker, ``os.fork``) frees nothing: its stores are the rank's, and it
+    may make no MPI call (:func:`ddstore._core.forked`).
     """
-    if not _LIVE_STORES:
+    if not _LIVE_STORES or _core.forked():  # a forked child's exit: no MPI call
         return
     if getattr(sys, "last_value", None) is not None or _ABORT["status"]:
         _status.set_left("without the collective free at exit: an uncaught exception"
@@ -242,7 +244,9 @@ def abort_on_exception(enabled=True):
     other ranks would wait forever for the failed one in their next collective call (or
     in the collective free at exit).  ``False``: the interpreter exits as Python decides
     and the other ranks may hang; use it only where something else (``python -m
-    mpi4py``, your own handler) ends the job.  Returns the previous setting.
+    mpi4py``, your own handler) ends the job.  In a process forked from a rank (a
+    DataLoader worker) the hook only prints: no MPI call is made there.  Returns the
+    previous setting.
     """
     previous = _ABORT["enabled"]
     _ABORT["enabled"] = bool(enabled)
@@ -258,8 +262,8 @@ def _install_abort_hook():
 
     def _ddstore_excepthook(exc_type, exc, tb):
         from mpi4py import MPI
-        if (not _ABORT["enabled"] or not MPI.Is_initialized() or MPI.Is_finalized()
-                or MPI.COMM_WORLD.Get_size() == 1):
+        if (not _ABORT["enabled"] or _core.forked() or not MPI.Is_initialized()
+                or MPI.Is_finalized() or MPI.COMM_WORLD.Get_size() == 1):
             previous(exc_type, exc, tb)
             return
         rank = MPI.COMM_WORLD.Get_rank()

@@ -192,8 +192,10 @@ def prefetch(loader, depth=2, store=None):
     """Wrap any loader (PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` over a
     :class:`ddstore.pyg.NeighborSampler`, or a torch ``DataLoader`` over the store) so
     that one background thread produces up to ``depth`` batches ahead: the supported way
-    to overlap sampling and feature reads with training (``num_workers > 0`` is refused:
-    worker processes cannot read the store's MPI windows).  Batches come in exactly the
+    to overlap sampling and feature reads with training, whatever the transport (a
+    loader with ``num_workers > 0`` is refused here: PyG's loaders over a node-local store
+    may use forked worker processes instead, :mod:`ddstore.pyg.workers`; elsewhere they
+    cannot read the store).  Batches come in exactly the
     order of ``loader`` itself; with the sampler's ``seed=`` (or no other use of torch's
     random generator during the loop) they are the same batches.
 

@@ -148,6 +148,45 @@ def test_temporal_sample_refuses_an_output_too_small(core, tcsr):
     assert nbr.tolist() == [1, 2, 0, 0, 2, 1, 2] and eid.tolist() == [0, 1, 2, 3, 4, 0, 1]
 
 
+def test_temporal_sample_int64_times(core):
+    """A T-CSR of int64 times (time_type DDS_TIME_I64) compares them exactly: times 1
+    apart beyond 2**53 and negative ones, root times of the same dtype only (float64
+    ones are refused before the core); the edge times come back as int64, into outputs
+    of the capacity stated; a time_type that is none is refused."""
+    big = 2 ** 62
+    ts = np.array([big + 1, big + 2, big + 3, -big - 1, -big], np.int64)
+    g = _core.TCSR(core, _var(core, "nbr", NBR), _var(core, "ts", ts),
+                   _var(core, "eid", EID), INDPTR, np.array([0, 3], dtype=np.int64),
+                   time_dtype=np.int64)
+    core.sync()
+    roots = np.array([0, 0, 1, 1, 2], dtype=np.int64)
+    rts = np.array([big + 3, big + 2, -big, -big + 1, big], np.int64)
+    row, nbr, eid, ets = g.sample(roots, rts, 10, lib.DDS_SAMPLE_RECENT, 0, 0, 0)
+    assert row.tolist() == [0, 0, 1, 2, 3, 3] and eid.tolist() == [0, 1, 0, 3, 3, 4]
+    assert ets.dtype == np.int64 and ets.tolist() == [big + 1, big + 2, big + 1, -big - 1,
+                                                      -big - 1, -big]
+    with pytest.raises(DDStoreValueError, match="root_ts: times of dtype float64"):
+        g.sample(roots, rts.astype(np.float64), 10, lib.DDS_SAMPLE_RECENT, 0, 0, 0)
+    outs = [guarded(3) for _ in range(4)]
+    count = ffi.new("int64_t *")
+    rc = lib.dds_temporal_sample(core._handle[0], g._c, p64(roots), p64(rts), 5, 10,
+                                 lib.DDS_SAMPLE_RECENT, 0, 0, 0, 3,
+                                 *(p64(o) for o in outs), count)
+    assert rc == lib.DDS_EINVAL and "6 edges taken" in message()
+    assert count[0] == 0 and all(intact(o, 0) for o in outs)
+    g._c.time_type = 9
+    rc = lib.dds_temporal_sample(core._handle[0], g._c, p64(roots), p64(rts), 5, 10,
+                                 lib.DDS_SAMPLE_RECENT, 0, 0, 0, 3,
+                                 *(p64(o) for o in outs), count)
+    assert rc == lib.DDS_EINVAL and "time_type=9 is not a dds_time_type" in message()
+    # the PyG sampler over the same lists, times <= the node's, as int64
+    csc = _core.CSC(core, g._c.nbr_var, g._c.eid_var, g._c.ts_var, INDPTR,
+                    np.array([0, 3], dtype=np.int64), time_dtype=np.int64)
+    row, nbr, eid = csc.sample(roots, rts, -1, 0, 0, 9)
+    assert row.tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 3] and \
+        eid.tolist() == [0, 1, 2, 0, 1, 3, 4, 3, 4]
+
+
 def _csc(core):
     return _core.CSC(core, _var(core, "cn", NBR), _var(core, "ce", EID), None, INDPTR,
                      np.array([0, 3], dtype=np.int64))
@@ -208,41 +247,63 @@ def test_tcsr_pack_place_sort_refuse_small_outputs():
         _core.tcsr_place(entries, 0, 2, indptr, np.zeros(2, np.int64),
                          np.empty(2, np.int64), np.empty(3), np.empty(3, np.int64))
     rc = lib.dds_tcsr_sort(0, 2, p64(indptr), p64(nbr), ffi.NULL, p64(eid), 2, 8,
-                           ffi.NULL, 0, 0, ffi.NULL, 0)
+                           lib.DDS_TIME_F64, ffi.NULL, 0, 0, ffi.NULL, 0)
     assert rc == lib.DDS_EINVAL and "not inside the chunk's 2 rows" in message()
 
 
 def test_tcsr_sort_by_neighbour_time_checks_before_moving():
     """Sorting by a table of neighbour times: a list longer than the scratch (EINVAL),
     a neighbour outside the table (ERANGE), the table with per-entry times too or of
-    another width (EINVAL): refused before any entry moves; the scratch is never written
-    past the length it was told."""
+    another width or a time type that is none (EINVAL): refused before any entry moves;
+    the scratch is never written past the length it was told."""
     indptr = np.array([0, 3, 5], dtype=np.int64)
     nbr0 = np.array([4, 1, 0, 3, 2], dtype=np.int64)
     eid0 = np.arange(10, 15, dtype=np.int64)
     table = np.array([1.0, 2.0, 3.0, 4.0, 5.0])  # both lists out of order
     p = ffi.from_buffer
-    for scratch_len, tab_len, ts, t_bytes, rc_want, text in (
-            (2, 5, None, 8, lib.DDS_EINVAL, "more than the scratch's 2"),
-            (3, 4, None, 8, lib.DDS_ERANGE, "outside the 4 neighbour times"),
-            (3, 5, np.zeros(5), 8, lib.DDS_EINVAL, "needs ts NULL"),
-            (3, 5, None, 2, lib.DDS_EINVAL, "4- or 8-byte times")):
-        nbr, eid, scratch = nbr0.copy(), eid0.copy(), guarded(scratch_len, np.float64)
+    f64 = lib.DDS_TIME_F64
+    for scratch_len, tab_len, ts, t_bytes, ttype, rc_want, text in (
+            (2, 5, None, 8, f64, lib.DDS_EINVAL, "more than the scratch's 2"),
+            (3, 4, None, 8, f64, lib.DDS_ERANGE, "outside the 4 neighbour times"),
+            (3, 5, np.zeros(5), 8, f64, lib.DDS_EINVAL, "needs ts NULL"),
+            (3, 5, None, 2, f64, lib.DDS_EINVAL, "4- or 8-byte times"),
+            (3, 5, None, 8, 7, lib.DDS_EINVAL, "time_type=7 is not a dds_time_type")):
+        nbr, eid, scratch = nbr0.copy(), eid0.copy(), guarded(scratch_len)
         rc = lib.dds_tcsr_sort(0, 2, p64(indptr), p64(nbr), ffi.NULL if ts is None else
-                               p("double[]", ts), p64(eid), 5, 8, p(table), tab_len,
-                               t_bytes, p("double[]", scratch), scratch_len)
+                               p("double[]", ts), p64(eid), 5, 8, ttype, p(table),
+                               tab_len, t_bytes, p64(scratch), scratch_len)
         assert rc == rc_want and text in message(), (rc, message())
         assert np.array_equal(nbr, nbr0) and np.array_equal(eid, eid0)
         assert intact(scratch, scratch_len)
     with pytest.raises(DDStoreValueError, match="nbr_time must be a C-contiguous 1-d "
-                                                "float32 or float64"):
+                                                "float32, float64, int32 or int64"):
         _core.tcsr_sort(0, 2, indptr, nbr0.copy(), None, eid0.copy(),
-                        table.astype(np.int64))
-    nbr, eid, scratch = nbr0.copy(), eid0.copy(), guarded(3, np.float64)
-    assert lib.dds_tcsr_sort(0, 2, p64(indptr), p64(nbr), ffi.NULL, p64(eid), 5, 8,
-                             p(table), 5, 8, p("double[]", scratch), 3) == lib.DDS_OK
+                        table.astype(np.int16))
+    nbr, eid, scratch = nbr0.copy(), eid0.copy(), guarded(3)
+    assert lib.dds_tcsr_sort(0, 2, p64(indptr), p64(nbr), ffi.NULL, p64(eid), 5, 8, f64,
+                             p(table), 5, 8, p64(scratch), 3) == lib.DDS_OK
     assert nbr.tolist() == [0, 1, 4, 2, 3] and eid.tolist() == [12, 11, 10, 14, 13]
     assert intact(scratch, 3)
+    # int64 (and int32) neighbour times beyond 2**53 sort exactly, as do int64 times per
+    # entry, and doubles with -0.0 == 0.0 and negative values
+    # (as doubles, node 0's three would tie and stay in edge-id order: 4, 1, 0)
+    big = np.array([2 ** 62 + 4, 2 ** 62 + 6, -2 ** 62, 2 ** 62 + 1, 2 ** 62 + 5], np.int64)
+    nbr, eid = nbr0.copy(), eid0.copy()
+    _core.tcsr_sort(0, 2, indptr, nbr, None, eid, big)
+    assert nbr.tolist() == [0, 4, 1, 2, 3] and eid.tolist() == [12, 10, 11, 14, 13]
+    nbr, eid = nbr0.copy(), eid0.copy()
+    _core.tcsr_sort(0, 2, indptr, nbr, None, eid, np.array([3, 1, 2, -7, 9], np.int32))
+    assert nbr.tolist() == [1, 0, 4, 3, 2]
+    ts = np.array([2 ** 62 + 1, 2 ** 62, -2 ** 62 - 1, 9007199254740993, 9007199254740992],
+                  np.int64)
+    nbr, eid = nbr0.copy(), eid0.copy()
+    _core.tcsr_sort(0, 2, indptr, nbr, ts, eid)
+    assert ts.tolist() == [-2 ** 62 - 1, 2 ** 62, 2 ** 62 + 1, 9007199254740992,
+                           9007199254740993] and eid.tolist() == [12, 11, 10, 14, 13]
+    ts = np.array([0.0, -0.0, -1.5, 2.0, -np.inf])
+    nbr, eid = nbr0.copy(), eid0.copy()
+    _core.tcsr_sort(0, 2, indptr, nbr, ts, eid)  # -0.0 == 0.0: ties in edge id order
+    assert ts[:3].tolist() == [-1.5, 0.0, -0.0] and eid.tolist() == [12, 10, 11, 14, 13]
 
 
 
@@ -252,9 +313,12 @@ def test_arrays_of_another_dtype_are_refused_before_the_core():
     edges = np.array([[0, 1], [1, 2], [2, 0]], dtype=np.int64)
     offs = np.array([0, 2, 3], dtype=np.int64)
     out, counts = np.empty((6, 4), np.int64), np.zeros(2, np.int64)
-    with pytest.raises(DDStoreValueError, match="dtype float32 passed to the core as "
-                                                "double"):
+    with pytest.raises(DDStoreValueError, match="tcsr_pack: t: times of dtype float32; "
+                                                "times are kept as int64"):
         _core.tcsr_pack(edges, np.zeros(3, np.float32), 0, True, offs, out, counts)
+    with pytest.raises(DDStoreValueError, match=r"expected a C-contiguous float64 array "
+                                                r"of shape \(3,\)"):
+        _core.tcsr_pack(edges, np.zeros(2), 0, True, offs, out, counts)  # t too short
     with pytest.raises(DDStoreValueError, match="dtype int32 passed to the core as int64"):
         _core.tcsr_pack(edges.astype(np.int32), None, 0, True, offs, out, counts)
     _core.tcsr_pack(edges, np.zeros(3), 0, True, offs, out, counts)  # the right dtypes

@@ -329,7 +329,7 @@ def test_step_lets_what_is_not_an_exception_through(store, monkeypatch):
                 raise exc
         assert info.value is exc and not _collective.is_agreed(exc)
     assert rounds == []
-    with pytest.raises(ddstore.DDStoreValueError, match=r"^rank 0: OSError: gone$"):
+    with pytest.raises(ddstore.DDStoreValueError, match=r"^rank 0: fails\(\): OSError: gone$"):
         with store.collective("fails"):
             raise OSError("gone")
     assert rounds == [("fails", None)]

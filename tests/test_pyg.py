@@ -4,6 +4,8 @@ and all; both transports; brute-force k-hop neighbourhoods, fanouts, uniformity,
 temporal, hetero, LinkNeighborLoader with negative sampling, bad input on every rank),
 and single-process checks of the API."""
 
+import re
+
 import pytest
 import torch
 
@@ -635,27 +637,34 @@ def test_dense_relabel_matches_the_hash_and_restores_its_table():
     assert dense.add(np.array([9, 9, 4]))[0].tolist() == [0, 0, 1]
 
 
+def _random_graphs(store, seed, n, m, mh):
+    """Graph stores "homo" (``n`` nodes, ``m`` random edges) and "hetero" (node types
+    "a": 30 and "b": 45 nodes, ``mh`` random edges a->b and b->a), from a generator
+    seeded ``seed``."""
+    from torch_geometric.data import Data, HeteroData
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(seed)
+    ei = torch.randint(0, n, (2, m), generator=g)
+    _, homo = dpyg.from_pyg(store, Data(x=torch.zeros(n, 1), edge_index=ei), name="homo")
+    h = HeteroData()
+    h["a"].x, h["b"].x = torch.zeros(30, 1), torch.zeros(45, 1)
+    for s, d, ns, nd in (("a", "b", 30, 45), ("b", "a", 45, 30)):
+        h[s, "to", d].edge_index = torch.stack([torch.randint(0, ns, (mh,), generator=g),
+                                                torch.randint(0, nd, (mh,), generator=g)])
+    _, hetero = dpyg.from_hetero(store, h, name="hetero")
+    return homo, hetero
+
+
 def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
     """The sampler's dense relabelling (node types up to ``DENSE_RELABEL_MAX_NODES``)
     gives the same batches as the hash table (forced by lowering the bound), homogeneous
     and hetero, repeated seeds included; a batch that fails half-way gives its tables
     back clean, and the next batch equals a fresh sampler's."""
-    import numpy as np
-    from torch_geometric.data import Data, HeteroData
     from torch_geometric.sampler import NodeSamplerInput
     from ddstore import _core, pyg as dpyg
     from ddstore.pyg import sampler as smod
-    g = torch.Generator().manual_seed(2)
-    n, m = 60, 700
-    ei = torch.randint(0, n, (2, m), generator=g)
-    _, gs = dpyg.from_pyg(store, Data(x=torch.zeros(n, 1), edge_index=ei), name="homo")
-    h = HeteroData()
-    h["a"].x, h["b"].x = torch.zeros(30, 1), torch.zeros(45, 1)
-    h["a", "to", "b"].edge_index = torch.stack([torch.randint(0, 30, (300,), generator=g),
-                                                torch.randint(0, 45, (300,), generator=g)])
-    h["b", "to", "a"].edge_index = torch.stack([torch.randint(0, 45, (300,), generator=g),
-                                                torch.randint(0, 30, (300,), generator=g)])
-    _, hgs = dpyg.from_hetero(store, h, name="hetero")
+    n = 60
+    gs, hgs = _random_graphs(store, 2, n, 700, 300)
     homo_seeds = torch.tensor([0, 5, 5, 59, 17, 0])
     hetero_seeds = {"a": torch.tensor([1, 1, 29]), "b": torch.tensor([0, 44])}
 
@@ -708,3 +717,138 @@ def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
         for f in ("node", "row", "col", "edge"):
             assert torch.equal(getattr(x, f), getattr(y, f)), (limit, f)
     assert s.sample_from_nodes(NodeSamplerInput(None, homo_seeds)).node.numel() > 0
+
+
+def test_disjoint_sampling_over_a_node_type_beyond_int64_keys(store, monkeypatch):
+    """Disjoint sampling over a node type of 2**62 nodes (ids such as 64-bit hashes):
+    ``subgraph * num_nodes + node`` would wrap int64 ("relabel: negative key"); the
+    sampler keys such a type by compact ids instead and returns, subgraph by subgraph,
+    exactly the in-neighbours a brute force finds (a node reached twice in one subgraph
+    once, in two subgraphs twice), the same batch as the graph with small ids.  Forcing
+    the compact keys on small graphs (homogeneous and hetero, repeated seeds) changes
+    no batch."""
+    from torch_geometric.sampler import NodeSamplerInput
+    from ddstore import pyg as dpyg
+    from ddstore.pyg import sampler as smod
+    big = 2 ** 62
+    small = {big - 1: 9, 5: 5, big - 2: 8, 7: 7}
+    src = [big - 1, 5, big - 2, 7, big - 1, big - 1, 5]
+    dst = [0, 1, 2, 3, 0, 1, 1]
+    et = ("u", "to", "v")
+    outs = {}
+    for label, ids, n in (("big", src, big), ("small", [small[s] for s in src], 10)):
+        gs = dpyg.GraphStore(store, label)
+        gs.put_edge_index(torch.tensor([ids, dst]), edge_type=et, layout="coo",
+                          size=(n, 4))
+        s = dpyg.NeighborSampler(gs, {et: [-1]}, disjoint=True)
+        outs[label] = s.sample_from_nodes(NodeSamplerInput(
+            None, torch.tensor([0, 1, 0, 3]), input_type="v"))
+    big_out, small_out = outs["big"], outs["small"]
+    u, b = big_out.node["u"].tolist(), big_out.batch["u"].tolist()
+    seeds = [0, 1, 0, 3]
+    want = {(k, s) for k, v in enumerate(seeds) for s, d in zip(src, dst) if d == v}
+    assert sorted(zip(b, u)) == sorted(want)  # each (subgraph, node) once
+    row, col = big_out.row[et].tolist(), big_out.col[et].tolist()
+    edges = {(u[r], seeds[c], b[r], e) for r, c, e in
+             zip(row, col, big_out.edge[et].tolist())}
+    assert edges == {(src[e], seeds[k], k, e) for k, v in enumerate(seeds)
+                     for e in range(len(src)) if dst[e] == v}
+    assert [small[x] for x in u] == small_out.node["u"].tolist()
+    for f in ("row", "col", "edge"):
+        assert torch.equal(getattr(big_out, f)[et], getattr(small_out, f)[et])
+    assert torch.equal(big_out.batch["u"], small_out.batch["u"])
+    # the compact keys forced on small graphs: the same batches as the direct keys
+    homo, hetero = _random_graphs(store, 4, 40, 300, 200)
+    for graph, seed in ((homo, torch.tensor([3, 3, 17, 0, 39])),
+                        (hetero, {"a": torch.tensor([1, 1, 29]),
+                                  "b": torch.tensor([0, 44])})):
+        runs = []
+        for limit in (smod.DISJOINT_DIRECT_KEYS, 0):
+            monkeypatch.setattr(smod, "DISJOINT_DIRECT_KEYS", limit)
+            s = dpyg.NeighborSampler(graph, [3, 2], disjoint=True, seed=11)
+            runs.append([s._sample(seed) for _ in range(2)])
+        for x, y in zip(*runs):
+            for f in ("node", "row", "col", "edge", "batch"):
+                a, c = getattr(x, f), getattr(y, f)
+                if isinstance(a, dict):
+                    assert a.keys() == c.keys() and all(torch.equal(a[k], c[k]) for k in a)
+                else:
+                    assert torch.equal(a, c)
+            assert x.num_sampled_nodes == y.num_sampled_nodes
+
+
+def test_from_pyg_weight_attr_with_as_many_nodes_as_edges(store):
+    """``weight_attr="w"`` where nodes and edges are as many: ``w`` is taken as the edge
+    attribute the weights are (it was a node attribute by PyG's tie rule, and the put
+    said "not found"); a weight attribute put as a node attribute by hand is refused
+    saying so."""
+    import numpy as np
+    from torch_geometric.data import Data
+    from ddstore import pyg as dpyg
+    from ddstore.pyg.feature_store import UnknownAttributeError
+    ei = torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 0]])
+    w = torch.tensor([0.5, 1.0, 2.0, 0.0, 3.0])
+    fs, gs = dpyg.from_pyg(store, Data(edge_index=ei, num_nodes=5, w=w, y=torch.ones(5)),
+                           name="tie", weight_attr="w")
+    assert fs.get_tensor(group_name=("_N", "to", "_N"), attr_name="w",
+                         index=None).tolist() == w.tolist()
+    assert fs.get_tensor(group_name=None, attr_name="y", index=None).tolist() == [1] * 5
+    c = gs.sampled_lists(None)
+    eid = store.get_range(c.vars["eid"], 0, 5).astype(np.int64)
+    assert store.get_range(c.vars["w"], 0, 5).tolist() == w[eid].tolist()
+    fs2 = dpyg.FeatureStore(store, "byhand")
+    fs2.put_tensor(w, group_name=None, attr_name="w", index=None)
+    gs2 = dpyg.GraphStore(store, "byhand", weight_attr="w")
+    with pytest.raises(UnknownAttributeError, match=re.escape(
+            "weight_attr 'w' not found: put it first as an edge attribute "
+            "('byhand/edge/_N__to___N/w'), one weight per edge; 'w' is stored as a node "
+            "attribute ('byhand/node/_/w', 5 rows): a value with as many rows as nodes "
+            "and edges is taken as a node attribute unless its name contains 'edge'")):
+        gs2.put_edge_index(ei, edge_type=None, layout="coo", size=(5, 5))
+
+
+def test_from_pyg_takes_a_list_edge_index(store):
+    """A Python-list ``edge_index`` (PyG's ``Data`` takes one; documented as accepted)
+    loads as the tensor does (it raised ``AttributeError: 'list' object has no attribute
+    'shape'``)."""
+    from torch_geometric.data import Data
+    from ddstore import pyg as dpyg
+    pairs = [[0, 1, 2, 2], [1, 2, 0, 3]]
+    _, a = dpyg.from_pyg(store, Data(edge_index=pairs, num_nodes=4,
+                                     edge_attr=[1.0, 2.0, 3.0, 4.0]), name="lst")
+    fs, b = dpyg.from_pyg(store, Data(edge_index=torch.tensor(pairs), num_nodes=4),
+                          name="ten")
+    for x, y in zip(a.get_edge_index(None, "coo"), b.get_edge_index(None, "coo")):
+        assert torch.equal(x, y)
+    assert a.get_edge_index(None, "coo")[1].tolist() == pairs[1]
+    assert store.get_range("lst/edge/_N__to___N/edge_attr", 0, 4).tolist() == \
+        [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("how", ["put_edge_index", "pair", "put_edge_range", "callable"])
+def test_uint64_node_id_beyond_int64_named(store, how):
+    """A uint64 node id of 2**63 (beyond int64) is refused as such, naming the id and the
+    range (it was cast to -2**63 and reported as a "negative node id"); uint64 ids within
+    range load."""
+    import numpy as np
+    from ddstore import DDStoreIndexError, pyg as dpyg
+    bad = np.array([[0, 2 ** 63, 1], [1, 0, 2]], dtype=np.uint64)
+    good = np.array([[0, 2, 1], [1, 0, 2]], dtype=np.uint64)
+
+    def put(gs, ei):
+        if how == "put_edge_index":
+            return gs.put_edge_index(ei, edge_type=None, layout="coo", size=(3, 3))
+        if how == "pair":
+            return gs.put_edge_index((ei[0], ei[1]), edge_type=None, layout="coo",
+                                     size=(3, 3))
+        if how == "put_edge_range":
+            return gs.put_edge_range(ei, rows=(0, 3), size=(3, 3))
+        return gs.put_edge_range(lambda a, b: ei[:, a:b], rows=(0, 3), size=(3, 3))
+    with pytest.raises(DDStoreIndexError, match=re.escape(
+            "node id 9223372036854775808 (uint64) is beyond int64; node ids must be in "
+            "[0, num_nodes) with num_nodes <= 2**63 - 1")):
+        put(dpyg.GraphStore(store, "bad"), bad)
+    assert store.variables() == []
+    gs = dpyg.GraphStore(store, "good")
+    put(gs, good)
+    assert gs.get_edge_index(None, "coo")[0].tolist() == [0, 2, 1]

@@ -1,7 +1,7 @@
 """Sampling options of ddstore.pyg.NeighborSampler (issue 26: items 5, 8, 10, 11):
 ``subgraph_type`` bidirectional / induced, hetero edge types whose source type has no
-time attribute, ``sample_direction``, DataLoader workers refused and the prefetching
-thread that replaces them.  In-process on one rank against brute force; the MPI program
+time attribute, ``sample_direction``, DataLoader workers over a node-local store and
+the prefetching thread.  In-process on one rank against brute force; the MPI program
 tests/mpi/pyg_options.py runs the same checks on 2 ranks, both transports."""
 import pytest
 import torch
@@ -60,27 +60,31 @@ def test_option_errors(store):
     assert s.subgraph_type == "induced"
 
 
-def test_num_workers_refused_with_the_supported_way(store):
-    """A DataLoader worker (forked child) that samples raises at its first batch, naming
-    num_workers and the prefetching thread; the parent's loader still works after."""
+def test_num_workers_over_a_node_local_store(store):
+    """A DataLoader worker (forked child) samples from the inherited shared memory of a
+    node-local store: the batches of num_workers=0 (same seed); the sampler cannot be
+    pickled (spawn / forkserver workers), naming the fork start method and the
+    prefetching thread; prefetch with workers is refused.  (tests/mpi/pyg_workers.py:
+    2 ranks, the rma refusal at construction, the forked child's guard.)"""
     from torch_geometric.loader import NeighborLoader
-    from ddstore import DDStoreStateError
+    from ddstore import DDStoreStateError, DDStoreValueError
     from ddstore import pyg as dpyg
-    fs, gs = _graph(store)
-    sampler = dpyg.NeighborSampler(gs, [2, 2], seed=3)
-    loader = NeighborLoader((fs, gs), num_neighbors=[2, 2], input_nodes=torch.arange(20),
-                            batch_size=5, neighbor_sampler=sampler, num_workers=1)
-    with pytest.raises(DDStoreStateError, match=r"(?s)forked process.*num_workers > 0.*"
-                       r"ddstore\.prefetch\.prefetch\(loader, depth=2\)"):
-        next(iter(loader))
-    loader = NeighborLoader((fs, gs), num_neighbors=[2, 2], input_nodes=torch.arange(20),
-                            batch_size=5, neighbor_sampler=sampler)
-    assert next(iter(loader)).n_id.numel() >= 5
-    import pickle
-    with pytest.raises(DDStoreStateError, match="cannot be pickled.*num_workers > 0"):
-        pickle.dumps(sampler)
-    from ddstore import DDStoreValueError
     from ddstore.prefetch import prefetch
+    fs, gs = _graph(store)
+
+    def batches(num_workers):
+        sampler = dpyg.NeighborSampler(gs, [2, 2], seed=3)
+        return [(b.n_id, b.edge_index, b.x) for b in NeighborLoader(
+            (fs, gs), num_neighbors=[2, 2], input_nodes=torch.arange(20), batch_size=5,
+            neighbor_sampler=sampler, num_workers=num_workers)]
+    plain, forked = batches(0), batches(1)
+    assert len(plain) == len(forked) == 4
+    assert all(torch.equal(u, v) for p, q in zip(plain, forked) for u, v in zip(p, q))
+    import pickle
+    sampler = dpyg.NeighborSampler(gs, [2], seed=3)
+    with pytest.raises(DDStoreStateError, match=r"cannot be pickled.*spawn.*"
+                       r"multiprocessing_context='fork'.*ddstore\.prefetch\.prefetch"):
+        pickle.dumps(sampler)
     with pytest.raises(DDStoreValueError, match="num_workers=2.*use num_workers=0"):
         prefetch(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=5,
                                 input_nodes=torch.arange(20),
@@ -145,10 +149,15 @@ def test_bfloat16_times_are_read_as_their_values(store, level):
     assert batches[0] == batches[1]
 
 
-@pytest.mark.parametrize("kind", ["small ints", "big ints", "fractions"])
+@pytest.mark.parametrize("kind", ["small ints", "ints beyond int32", "ints beyond 2**53",
+                                  "fractions"])
 def test_node_times_replicated_exactly(store, kind):
-    """Node-level times are replicated as float32 only when float32 holds every one
-    exactly (else float64), and sample as the same times kept per entry (edge-level)."""
+    """Node-level times are replicated in the narrowest dtype that holds every one
+    exactly (integer times int32 or int64, float times float32 or float64), and sample
+    as the same times kept per entry (edge-level: int64 or float64).  Every sampled edge
+    is no later than its seed, and hop 0 takes min(k, eligible) edges per seed, counted
+    by a brute force in exact int64 (seed times 1 apart beyond 2**53, where float64
+    would tie them)."""
     import numpy as np
     from torch_geometric.sampler import NodeSamplerInput
     from ddstore import pyg as dpyg
@@ -156,9 +165,13 @@ def test_node_times_replicated_exactly(store, kind):
     n, m = 40, 300
     ei = torch.randint(0, n, (2, m), generator=g)
     base = torch.randint(0, 50, (n,), generator=g)
-    t = {"small ints": base, "big ints": base + 2 ** 24 + 1,  # odd beyond 2**24
-         "fractions": base.double() / 10}[kind]
-    want = np.float32 if kind == "small ints" else np.float64
+    t = {"small ints": base, "ints beyond int32": base * 3 + 2 ** 40,
+         "ints beyond 2**53": base + 2 ** 62, "fractions": base.double() / 10}[kind]
+    want = {"small ints": np.int32, "ints beyond int32": np.int64,
+            "ints beyond 2**53": np.int64, "fractions": np.float64}[kind]
+    seeds = torch.arange(n).repeat(2)
+    seed_t = t[seeds] + (torch.arange(2 * n) % 3 - 1)  # at, before and after
+    etime = t[ei[0]].numpy()
     batches = []
     for level in ("node", "edge"):
         fs = dpyg.FeatureStore(store, f"x{level}")
@@ -169,11 +182,20 @@ def test_node_times_replicated_exactly(store, kind):
         c = gs.sampled_lists(None)
         if level == "node":
             assert c.node_times.dtype == want and "ts" not in c.vars
-            assert np.array_equal(c.node_times.astype(np.float64), t.double().numpy())
-        seed_t = t[torch.arange(n).repeat(2)].double() + (torch.arange(2 * n) % 3 - 1)
+            assert np.array_equal(c.node_times, t.numpy())
+        else:
+            assert store.dtype(c.vars["ts"]) == (np.float64 if kind == "fractions"
+                                                 else np.int64)
         s = dpyg.NeighborSampler(gs, [4, 3], time_attr="t", seed=2)
-        o = s.sample_from_nodes(NodeSamplerInput(None, torch.arange(n).repeat(2), seed_t))
+        o = s.sample_from_nodes(NodeSamplerInput(None, seeds, seed_t))
         batches.append([x.numpy().tobytes() for x in (o.node, o.row, o.col, o.edge)])
+        root = o.batch[o.col].numpy()
+        assert (etime[o.edge.numpy()] <= seed_t.numpy()[root]).all()
+        hop0 = o.num_sampled_edges[0]
+        got = np.bincount(root[:hop0], minlength=2 * n)
+        eligible = [int(((ei[1] == v) & torch.from_numpy(etime <= seed_t[i].numpy()))
+                        .sum()) for i, v in enumerate(seeds.tolist())]
+        assert got.tolist() == [min(4, e) for e in eligible]
     assert batches[0] == batches[1] and len(batches[0][3]) > 0
 
 

@@ -77,6 +77,8 @@ PYTHON_EXPECT = {
         r"rank 1 called add\('b'\)\)",
     "docs/pyg.md: PyG's loaders over the store (`ddstore.pyg`)":
         r"rank 1: 4 batches, the last \d+ nodes and \d+ edges; \d+ CSC bytes here",
+    "docs/pyg.md: DataLoader workers (`num_workers > 0`)":
+        r"rank 1: 4 batches from 2 workers, the same as num_workers=0",
 }
 
 # bash command (as written, without its trailing comment) -> what it must print

@@ -69,9 +69,9 @@ def test_csv_parses_only_its_rows(tmp_path, monkeypatch):
     parsed = []
     real = R._parse_block
 
-    def spy(path_, chunk, n, first_line, dtype, out):
+    def spy(path_, chunk, n, first_line, dtype, out, finite=False):
         parsed.append((first_line, chunk.count(b"\n")))
-        return real(path_, chunk, n, first_line, dtype, out)
+        return real(path_, chunk, n, first_line, dtype, out, finite)
 
     monkeypatch.setattr(R, "_parse_block", spy)
     got = R.read_csv_rows(path, 400, 450, block_bytes=256)
@@ -535,3 +535,135 @@ def test_node_data_sets_share_split_and_edge_checks(tmp_path):
         sets[1].split("train", 0, 3)
     assert sets[0].split("train", 0, 2).tolist() == sets[1].split("train", 0, 2).tolist() \
         == [0, 1]
+
+
+# ------------------------------------------------------------ inputs refused (issue 35)
+def _npy_set(tmp_path, n=20, x=None, y=None, train=None):
+    np.save(tmp_path / "edge_index.npy", np.array([[0, 1, 2], [1, 2, 0]]))
+    np.save(tmp_path / "x.npy", np.ones((n, 3), np.float32) if x is None else x)
+    np.save(tmp_path / "y.npy", np.zeros(n, np.int64) if y is None else y)
+    np.save(tmp_path / "train_idx.npy", np.arange(5) if train is None else train)
+    np.save(tmp_path / "valid_idx.npy", np.array([5]))
+    np.save(tmp_path / "test_idx.npy", np.array([6]))
+    from ddstore.sources.npy_nodes import NpyNodeData
+    return NpyNodeData.from_dir(tmp_path)
+
+
+@pytest.mark.parametrize("value, shown, text", [
+    (np.nan, "nan", ""), (np.inf, "inf", "inf"), (-np.inf, "-inf", "-inf"),
+    (1e39, "1e+39", "1e+39")])
+def test_node_features_must_be_finite(tmp_path, value, shown, text):
+    """A NaN or infinite node feature (or one beyond float32's range, infinite once
+    cast) is refused by the .npy and the OGB reader, naming the file, the row / line and
+    the column, as the JODIE reader refuses its edge features (a CSV field shown as
+    written: pandas writes NaN as nothing); the rows before it and a float64 read of a
+    large finite value load."""
+    x = np.ones((20, 3))
+    x[7, 2] = value
+    ds = _npy_set(tmp_path, x=x)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{tmp_path / 'x.npy'}, row 7, column 2: {shown} is not a finite number "
+            f"within float32's range (|x| <= 3.40282e+38); node features must be finite")):
+        ds.features(0, 20)
+    assert ds.features(0, 7).tobytes() == np.ones((7, 3), np.float32).tobytes()
+    if np.isfinite(value):
+        assert ds.features(7, 8, dtype=np.float64)[0, 2] == value
+    root = tmp_path / "ogb"
+    write_ogb_node(root, np.array([[0, 1], [1, 0]]), x=x, y=np.zeros(20))
+    feat = os.path.join(root, "raw", "node-feat.csv.gz")
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{feat}, line 8, column 2: '{text}' is not a number that is finite and "
+            f"within float32's range (|x| <= 3.40282e+38)")):
+        OGBNodeData(root).features(0, 20)
+    assert OGBNodeData(root).features(0, 7).tobytes() == \
+        np.ones((7, 3), np.float32).tobytes()
+
+
+@pytest.mark.parametrize("dtype, value", [(np.int64, 2 ** 63 - 1), (np.int64, -2),
+                                          (np.int8, -5), (np.uint64, 2 ** 63),
+                                          (np.uint64, 2 ** 64 - 1)])
+def test_npy_labels_must_be_class_ids(tmp_path, dtype, value):
+    """A label is -1 (none) or a class id in [0, 2**63 - 2]: 2**63 - 1 (num_classes
+    would be 2**63), another negative one, or a uint64 beyond int64 (-1 once cast) is
+    refused naming the file and entry; the limits themselves load."""
+    y = np.zeros(20, dtype)
+    y[5] = value
+    ds = _npy_set(tmp_path, y=y)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{tmp_path / 'y.npy'}, entry 5: label {value} is not a class id: allowed -1 "
+            f"(no label) or 0 <= label <= 2**63 - 2")):
+        ds.labels(0, 20)
+    assert ds.labels(0, 5).tolist() == [0] * 5
+    ok = np.array([-1, 0, 2 ** 63 - 2], np.int64)
+    np.save(tmp_path / "y.npy", np.resize(ok, 20))
+    assert ds.labels(0, 3).tolist() == ok.tolist()
+
+
+def test_split_files_with_repeated_ids_refused(tmp_path):
+    """A split that lists a node twice (train: 23 ids for 20 nodes) is refused naming the
+    file, the line of the repeat and the line listed first, by the OGB and the .npy
+    reader; a range without the repeat loads."""
+    root = tmp_path / "ogb"
+    train = np.r_[np.arange(20), 3, 4, 5]
+    write_ogb_node(root, np.array([[0, 1], [1, 0]]), y=np.zeros(20),
+                   splits={"train": train, "valid": [1], "test": [2]})
+    ds = OGBNodeData(root)
+    path = os.path.join(root, "split", "random", "train.csv.gz")
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{path}, line 21: node id 3 is listed again (also at line 4); a split lists "
+            f"each node at most once")):
+        ds.split("train", 0, ds.split_size("train"))
+    assert ds.split("train", 0, 20).tolist() == list(range(20))
+    assert ds.split("train", 10, 23).tolist() == list(range(10, 20)) + [3, 4, 5]
+    nd = _npy_set(tmp_path / "n" if os.makedirs(tmp_path / "n") is None else None,
+                  train=np.array([9, 1, 2, 9]))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{tmp_path / 'n' / 'train_idx.npy'}, entry 3: node id 9 is listed again "
+            f"(also at entry 0)")):
+        nd.split("train", 0, 4)
+
+
+def test_ogb_rows_past_the_count_named_by_line(tmp_path):
+    """Two blank lines at the end of an OGB edge file: the first line past the count is
+    named and told as blank (the message said only "holds 122 rows, but num-edge-list
+    says 120"); a row past the count is shown; any range short of the end loads."""
+    root = tmp_path / "ogb"
+    ei = np.stack([np.arange(120) % 20, (np.arange(120) * 7) % 20])
+    write_ogb_node(root, ei, y=np.zeros(20))
+    path = os.path.join(root, "raw", "edge.csv.gz")
+    with gzip.open(path, "rb") as f:
+        text = f.read()
+    with gzip.open(path, "wb") as f:
+        f.write(text + b"\n\n")
+    ds = OGBNodeData(root)
+    counts = os.path.join(root, "raw", "num-edge-list.csv.gz")
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{path}: holds 122 rows, but {counts} says 120; line 121, the first past the "
+            f"count, is blank (remove the blank lines at the end of the file)")):
+        ds.edges(60, 120)
+    assert R.line_text(path, 119) == b"19,13" and R.line_text(path, 120) == b"" and \
+        R.line_text(path, 122) is None
+    assert ds.edges(0, 119)[0].tolist() == (np.arange(119) % 20).tolist()
+    with gzip.open(path, "wb") as f:
+        f.write(text + b"5,6\n")
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{path}: holds 121 rows, but {counts} says 120; line 121, the first past the "
+            f"count, is b'5,6'; the files disagree")):
+        OGBNodeData(root).edges(0, 120)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz"])
+def test_csv_bytes_that_are_not_text_named_by_line(tmp_path, suffix):
+    """Bytes ``ff fe`` on line 27 are named by that line (not "lines 1+", the start of
+    the range read), with the bytes shown; read from anywhere before it."""
+    rows = "".join(f"{i},{i + 1}\n" for i in range(26)).encode() + b"26,27\xff\xfe\n" + \
+        b"28,29\n"
+    path = tmp_path / f"b{suffix}"
+    with (gzip.open(path, "wb") if suffix == ".csv.gz" else open(path, "wb")) as f:
+        f.write(rows)
+    for lo in (0, 20, 26):
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"{path}, line 27: bytes b'26,27\\xff\\xfe' are not UTF-8 text (byte 6 of "
+                f"the line is ff)")):
+            R.read_csv_rows(str(path), lo, 28, dtype=np.int64)
+    assert R.read_csv_rows(str(path), 0, 26, dtype=np.int64)[-1].tolist() == [25, 26]

@@ -1,5 +1,6 @@
 """ddstore.temporal: the MPI program tests/mpi/temporal_check.py on 1-4 ranks (every
-width, both transports, against brute-force references), the synthetic stream, and
+width, both transports, against brute-force references), integer times kept exactly
+(tests/mpi/temporal_int_times.py on 1-3 ranks), the synthetic stream, and
 a smoke run of the benchmark (the TGAT example runs in test_examples.py); JODIE files and
 PyG's TemporalData through tests/mpi/temporal_formats_check.py on 1-3 ranks (against PyG's
 own JODIEDataset processing and train_val_test_split) and bad input on one rank."""
@@ -25,6 +26,17 @@ def test_temporal_all_placements(shared_launch, nprocs):
 def test_temporal_formats(shared_launch, nprocs):
     """from_jodie / from_pyg / to_pyg against PyG's own JODIEDataset processing and
     train_val_test_split, every value; bad input on every rank (temporal_formats_check)."""
+    passed_on(shared_launch, nprocs)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [1, 2, 3])
+@pytest.mark.shared_launch("temporal_int_times.py", timeout=300)
+def test_integer_times_end_to_end(shared_launch, nprocs):
+    """Integer times (around 2**53, 2**62, negative, Unix nanoseconds) through
+    from_arrays / from_jodie / from_tgl / from_pyg, the sampler, EdgeBatches and
+    NodeMemory, every width and transport, against a brute force in exact ints; float
+    times unchanged; mixed shares decided alike (tests/mpi/temporal_int_times.py)."""
     passed_on(shared_launch, nprocs)
 
 
@@ -166,19 +178,48 @@ def test_uint64_node_ids_reported_as_given(store):
     assert store.variables() == []
 
 
-def test_integer_times_float64_would_round_are_refused(store):
-    """from_arrays keeps times as float64: 2**53 + 1 would become 2**53 (silently, before);
-    it is refused as NodeMemory and from_pyg refuse it, and +-2**53 itself is kept."""
+def test_integer_times_are_kept_exactly(store):
+    """Integer times are int64 end to end (2**53 + 1 used to become 2**53): the edge
+    table, the T-CSR lists and to_pyg; float times stay float64.  A float graph refuses
+    query times it would round, an int64 graph query times that are not whole."""
     from ddstore import DDStoreValueError
-    from ddstore.temporal import TemporalGraph
-    for t, bad in (([0, 2 ** 53 + 1], 1), ([-2 ** 53 - 1, 0], 0)):
-        with pytest.raises(DDStoreValueError, match=rf"graph 'g': t\[{bad}\] = {t[bad]} is "
-                                                     rf"outside \[-2\*\*53, 2\*\*53\]"):
-            TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0], np.array(t, np.int64))
-        assert store.variables() == []
-    g = TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0],
-                                  np.array([2 ** 53, -2 ** 53], np.int64))
-    assert g.edges([0, 1])[2].tolist() == [2.0 ** 53, -2.0 ** 53]
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    t = np.array([2 ** 53 + 1, -2 ** 62 - 1, 2 ** 62 + 3, 9007199254740993], np.int64)
+    g = TemporalGraph.from_arrays(store, "g", [0, 1, 2, 0], [1, 0, 0, 2], t)
+    assert g.time_dtype == np.int64 and g.t_dtype == np.int64
+    got = g.edges([0, 1, 2, 3])[2]
+    assert got.dtype == np.int64 and got.tolist() == t.tolist()
+    assert g.neighbors(0)[1].tolist() == [2 ** 53 + 1, 9007199254740993]
+    assert g.to_pyg().t.tolist() == t.tolist()
+    with pytest.raises(DDStoreValueError, match=r"sample: ts\[0\] = 1.5 is not an integer "
+                                                r"within int64"):
+        TemporalSampler(g, (2,)).sample([0], [1.5])
+    f = TemporalGraph.from_arrays(store, "f", [0, 1], [1, 0], np.array([0.5, 2 ** 60]))
+    assert f.time_dtype == np.float64 and f.edges([0, 1])[2].tolist() == [0.5, 2.0 ** 60]
+    with pytest.raises(DDStoreValueError, match=r"sample: ts\[1\] = 9007199254740993 is "
+                                                r"outside \[-2\*\*53, 2\*\*53\]"):
+        TemporalSampler(f, (2,)).sample([0, 1], [1, 2 ** 53 + 1])
+    for bad in (np.array([2 ** 63], np.uint64), [0, 2 ** 64]):
+        with pytest.raises(DDStoreValueError, match=r"graph 'h': t\[\d\] = \d+ is outside "
+                                                    r"\[-2\*\*63, 2\*\*63 - 1\]"):
+            TemporalGraph.from_arrays(store, "h", [0] * len(bad), [1] * len(bad), bad)
+    assert sorted(store.variables()) == sorted(g._variables() + f._variables())
+
+
+def test_int64_dts_beyond_int64_is_refused(store):
+    """dts of int64 times is exact; a root and an edge more than 2**63 apart would wrap,
+    and are refused naming both times."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    g = TemporalGraph.from_arrays(store, "g", [0, 0], [1, 1],
+                                  np.array([-2 ** 62 - 5, 2 ** 62], np.int64))
+    s = TemporalSampler(g, (2,))
+    blk = s.sample([0], [-2 ** 62 + 7])[0]
+    assert blk.dts.dtype == np.int64 and blk.dts.tolist() == [12]
+    with pytest.raises(DDStoreValueError, match=r"root time 4611686018427387905 minus edge "
+                                                r"time -4611686018427387909 is "
+                                                r"9223372036854775814, beyond int64"):
+        s.sample([0], [2 ** 62 + 1])
 
 
 @pytest.mark.parametrize("strategy", ["recent", "uniform"])
@@ -317,12 +358,40 @@ def test_jodie_small_file_and_labels(store, tmp_path):
                                               "integer item id >= 0"),
     (["0,0,1.0,0,0.5", "1,1,2.0,1e0,0.5"], 3, "state_label (field 4) is '1e0'; it must "
                                               "be an integer label"),
+    # Python's int() reads "1_0" as 10: shown as written
+    (["0,0,1.0,0,0.5", "1_0,1,2.0,0,0.5"], 3, "user (field 1) is '1_0'; it must be an "
+                                              "integer user id >= 0"),
+    (["0,0,1.0,0,0.5", "1,1,2_0,0,0.5"], 3, "timestamp (field 3) is '2_0'; it must be a "
+                                            "finite number"),
+    # a legal int64 user id leaving no room for the items' node ids (OverflowError)
+    (["0,0,1.0,0,0.5", "9223372036854775807,1,2.0,0,0.5"], 3,
+     "user id 9223372036854775807 with item id 1 (line 3) makes 9223372036854775810 "
+     "nodes, beyond int64: JODIE numbers item i as node i + num_users"),
+    (["0,7,1.0,0,0.5", "9223372036854775800,0,2.0,0,0.5"], 3,
+     "user id 9223372036854775800 with item id 7 (line 2) makes 9223372036854775809 "
+     "nodes, beyond int64"),
 ])
 def test_jodie_malformed_row_names_file_and_line(store, tmp_path, rows, line, fragment):
     from ddstore import DDStoreValueError
     from ddstore.temporal import TemporalGraph
     path = _jodie(tmp_path / "bad.csv", rows)
     with pytest.raises(DDStoreValueError, match=re.escape(f"{path}, line {line}: {fragment}")):
+        TemporalGraph.from_jodie(store, "g", path)
+    assert store.variables() == []
+
+
+def test_jodie_bytes_that_are_not_text_name_their_line(store, tmp_path):
+    """Bytes ``ff fe`` on line 27 of a JODIE file are named by that line, bytes shown
+    (pandas' decode error said only "lines 2+", where the rank's share starts)."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    path = _jodie(tmp_path / "b.csv", [f"{i},0,{i}.0,0,0.5" for i in range(40)])
+    lines = open(path, "rb").read().split(b"\n")
+    lines[26] += b"\xff\xfe"
+    open(path, "wb").write(b"\n".join(lines))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{path}, line 27: bytes b'25,0,25.0,0,0.5\\xff\\xfe' are not UTF-8 text "
+            f"(byte 16 of the line is ff)")):
         TemporalGraph.from_jodie(store, "g", path)
     assert store.variables() == []
 

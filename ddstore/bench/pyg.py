@@ -46,6 +46,16 @@ samples.  For example::
 
     mpiexec -n 2 python -m ddstore.bench.pyg --options backward --alone
 
+``--workers 0,2,4`` times the default loader with DataLoader worker processes
+(``num_workers``, forked: they read the store's shared memory by load) against the
+prefetch thread (``ddstore.prefetch.prefetch(loader, --workers-prefetch)``) and
+``num_workers=0``, timed first and again last (the control of the ratios), per rank and
+configuration, with ``--step-ms`` for the training step they overlap; where the store's
+reads need MPI (``rma``) the loader refuses workers at construction and the refusal is
+reported instead.  For example::
+
+    mpiexec -n 2 python -m ddstore.bench.pyg --scale 0.01 --workers 0,2,4 --step-ms 20
+
 The reference is the same ``NeighborLoader`` over PyG's in-memory ``Data`` (every rank
 holding the whole graph) where a PyG sampler (pyg-lib or torch-sparse) is installed; where
 none is, ``NeighborLoader(Data)`` raises ImportError, and the report says so.  Targets:
@@ -91,6 +101,14 @@ def _args(argv, prog=None):
                    help="comma-separated prefetch depths to run (0: the loader alone; k: "
                         "ddstore.prefetch.prefetch(loader, k), a background thread k "
                         "batches ahead)")
+    p.add_argument("--workers", default="",
+                   help="comma-separated DataLoader num_workers to time (e.g. 0,2,4; "
+                        "empty: none) against the prefetch thread "
+                        "(--workers-prefetch) and num_workers=0 (timed twice: the "
+                        "control), per configuration; where the store's reads need MPI "
+                        "(rma) the loader refuses workers and the refusal is reported")
+    p.add_argument("--workers-prefetch", type=int, default=2,
+                   help="the prefetch thread's depth in the --workers comparison")
     p.add_argument("--step-ms", type=float, default=0.0,
                    help="a simulated training step per batch (sleep: the CPU waits as for "
                         "a GPU step), what prefetching overlaps")
@@ -124,6 +142,13 @@ def _args(argv, prog=None):
         args.prefetch = [-1]
     if not args.prefetch or min(args.prefetch) < 0 or args.step_ms < 0:
         exit_on_every_rank("--prefetch must be integers >= 0, --step-ms >= 0")
+    try:
+        args.workers = sorted({int(k) for k in args.workers.split(",") if k} | (
+            {0} if args.workers.strip() else set()))
+    except ValueError:
+        args.workers = [-1]
+    if (args.workers and min(args.workers) < 0) or args.workers_prefetch < 1:
+        exit_on_every_rank("--workers must be integers >= 0, --workers-prefetch >= 1")
     options = [o for o in args.options.split(",") if o]
     options = list(OPTIONS) if options == ["all"] else options
     if args.weighted and "weighted" not in options:
@@ -184,9 +209,9 @@ def _profile_rows(prof, batches, top=25):
                  cum_ms_per_batch=1e3 * v[3] / batches) for k, v in rows]
 
 
-def _time_loader(loader, batches, sampler, step_s=0.0, profile=None, watch=None):
+def _time_loader(loader, batches, sampler, step_s=0.0, profile=None, watch=None, warm=1):
     """(seconds, sampler seconds, sampled edges, sampled nodes) of ``batches`` batches
-    after one warm-up batch.  Each batch is dropped before the next is drawn, as a
+    after ``warm`` warm-up batches.  Each batch is dropped before the next is drawn, as a
     training step that ends with ``del batch`` does (a bare ``for batch in loader`` keeps
     the previous batch alive while the next is built: one batch more at the peak).
     ``watch`` (a :class:`~ddstore.bench.memory.MemoryWatch`): sampled while each batch
@@ -204,7 +229,8 @@ def _time_loader(loader, batches, sampler, step_s=0.0, profile=None, watch=None)
                 spent[0] += time.perf_counter() - t
         sampler.sample_from_nodes = timed
     it = iter(loader)
-    next(it)
+    for _ in range(warm):
+        next(it)
     spent[0] = 0.0
     edges = nodes = 0
     paused = 0.0
@@ -371,6 +397,74 @@ def _time_option(args, comm, data, fanouts, seeds, times, option, graph_store=No
     return out
 
 
+def _time_workers(args, comm, data, fanouts):
+    """Collective: our default loader with DataLoader workers (each of ``--workers``,
+    ``num_workers=0`` first and again last: the control) and with the prefetch thread
+    (``ddstore.prefetch.prefetch(loader, --workers-prefetch)``), timed in turn over the
+    same seeds.  Each run's warm-up takes the batches its workers (thread) may have made
+    ahead while the first was awaited (``2 * num_workers + 1``; ``depth + 1``), so that
+    the timed batches are made at the steady rate.  Returns ``{run: {batches_per_s_per_rank,
+    batches_per_s_by_rank, edges_per_batch, over_workers_0}}`` (runs ``"0"``, ``"2"``...,
+    ``"prefetch"``), or ``{run: {refused: message}}`` where the loader refuses workers
+    (the store's reads need MPI)."""
+    import torch
+    from torch_geometric.loader import NeighborLoader
+
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    from ddstore.prefetch import prefetch
+    warm_of = {n: 2 * n + 1 for n in args.workers}
+    warm_of["prefetch"] = args.workers_prefetch + 1
+    seeds = torch.from_numpy(np.random.default_rng([args.seed, comm.Get_rank(), 38])
+                             .integers(0, data.num_nodes, (args.batches + max(
+                                 warm_of.values())) * args.batch_size))
+    out, control = {}, []
+    for run in [0] + [n for n in args.workers if n] + ["prefetch", 0]:
+        sampler = dpyg.NeighborSampler(data.graph_store, num_neighbors=fanouts)
+        try:
+            loader = NeighborLoader(data.pyg, num_neighbors=fanouts,
+                                    neighbor_sampler=sampler, input_nodes=seeds,
+                                    batch_size=args.batch_size,
+                                    num_workers=0 if run == "prefetch" else run)
+        except DDStoreValueError as exc:  # decided from the store: alike on every rank
+            out[str(run)] = {"refused": str(exc)}
+            continue
+        if run == "prefetch":
+            loader = prefetch(loader, args.workers_prefetch)
+        comm.Barrier()
+        secs, _, edges, _ = _time_loader(loader, args.batches, None, args.step_ms / 1e3,
+                                         warm=warm_of[run])
+        del loader, sampler
+        per = comm.allgather((args.batches / secs, edges / args.batches))
+        res = dict(batches_per_s_per_rank=float(np.mean([p[0] for p in per])),
+                   batches_per_s_by_rank=[float(p[0]) for p in per],
+                   edges_per_batch=float(np.mean([p[1] for p in per])))
+        if run == 0:
+            control.append(res["batches_per_s_per_rank"])
+            if len(control) == 2:
+                out["0"]["control"] = res
+                continue
+        out[str(run)] = res
+    for v in out.values():
+        if "refused" not in v:
+            v["over_workers_0"] = ratio(v["batches_per_s_per_rank"], control[0], control)
+    return out
+
+
+def _workers_text(by_workers, depth):
+    """One configuration's --workers comparison, as printed."""
+    parts = []
+    for run, v in by_workers.items():
+        name = (f"prefetch thread (depth {depth})" if run == "prefetch" else
+                f"num_workers={run}")
+        if "refused" in v:
+            parts.append(f"{name}: refused ({v['refused'][:110]}...)")
+        else:
+            parts.append(f"{name} {v['batches_per_s_per_rank']:.2f} "
+                         f"({ratio_text(v['over_workers_0'])})")
+    return "; ".join(parts)
+
+
 def _profile_text(rows):
     """A profile's rows as printed: ms per batch cumulative / own, calls per batch."""
     return "\n".join(f"  {r['cum_ms_per_batch']:8.1f} {r['own_ms_per_batch']:8.1f}"
@@ -472,6 +566,8 @@ def main(argv=None, prog=None):
                     if prof is not None:
                         profile_rows = _profile_rows(prof, args.batches)
                     del loader, sampler
+                by_workers = (_time_workers(args, comm, data, fanouts)
+                              if args.workers and not args.alone else None)
                 by_option = {} if args.alone else {
                     "directional": _per_batch(comm, args.batches,
                                               by_depth[args.prefetch[0]])}
@@ -540,6 +636,12 @@ def main(argv=None, prog=None):
                 peak_rss_over_data=max(peak) / total_bytes,
                 store_bytes_over_data=max(p["held"] for p in per) / total_bytes)
             res["by_option"] = by_option
+            if by_workers is not None:
+                res["by_workers"] = by_workers
+                res["workers_prefetch_depth"] = args.workers_prefetch
+                log(comm, f"width {width} {transport:4s} DataLoader workers (batches/s per "
+                          f"rank, x num_workers=0; step {args.step_ms:g} ms): "
+                          + _workers_text(by_workers, args.workers_prefetch))
             if args.alone:
                 res["alone"] = list(args.options)
                 res["prepare_peak_rss_per_rank"] = [p["prepare_peak_rss"] for p in per]

@@ -71,7 +71,8 @@ def _args(argv, prog=None):
 
 # ------------------------------------------------------------------ the stream
 def stream_range(num_edges, num_nodes, lo, hi, seed=0, per_ts=7):
-    """Edges ``[lo, hi)`` of the stream: ``(src, dst, t)`` (int64, int64, float64)."""
+    """Edges ``[lo, hi)`` of the stream: ``(src, dst, t)`` (int64; the times are
+    integers, as the edges.csv path writes them, so both paths keep int64 times)."""
     n = hi - lo
     src = np.empty(n, dtype=np.int64)
     dst = np.empty(n, dtype=np.int64)
@@ -81,7 +82,7 @@ def stream_range(num_edges, num_nodes, lo, hi, seed=0, per_ts=7):
         s, e = max(a, lo), min(z, hi)
         src[s - lo:e - lo] = pair[0, s - a:e - a]
         dst[s - lo:e - lo] = pair[1, s - a:e - a]
-    t = (np.arange(lo, hi, dtype=np.int64) // per_ts).astype(np.float64)
+    t = np.arange(lo, hi, dtype=np.int64) // per_ts
     return src, dst, t
 
 

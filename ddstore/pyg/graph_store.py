@@ -10,7 +10,8 @@ from torch_geometric.data import GraphStore as _PygGraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
-from .._checks import MAX_EXACT_TIME, as_bool, check_free_names, exact_times, is_int, \
+from .._times import as_times, time_dtype_of
+from .._checks import as_bool, check_free_names, is_int, \
     names_under
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
@@ -23,6 +24,7 @@ from .feature_store import UnknownAttributeError
 __all__ = ["GraphStore", "EdgeAttr"]
 
 _CSC_VARS = ("nbr", "eid", "ts")
+_INT64_MAX = 2 ** 63 - 1
 
 
 @dataclasses.dataclass
@@ -45,11 +47,12 @@ class _CSC:
 
     def __init__(self, edge_type, size, num_edges, indptr, node_offsets, vars_, time_attr,
                  time_level, layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None,
-                 node_times=None):
+                 node_times=None, time_dtype=None):
         self.edge_type, self.size, self.num_edges = edge_type, size, num_edges
         self.indptr, self.node_offsets, self.vars = indptr, node_offsets, vars_
         self.time_attr, self.time_level = time_attr, time_level
         self.node_times = node_times  # node-level time: the sources' times, replicated
+        self.time_dtype = time_dtype  # the times' (int64, float64), None without times
         self.layout, self.is_sorted, self.ptr_nodes = layout, is_sorted, ptr_nodes
         self.removed = False
         self.dropped = False
@@ -96,7 +99,8 @@ class GraphStore(_PygGraphStore):
     destination node's incoming edges, sorted by destination, then (when the store has a
     ``time_attr``) by time, then by edge id.  Three store variables of one row per edge:
     ``<name>/csc/<type>/<layout>/nbr`` (source node), ``.../eid`` (edge id) and, with an
-    edge-level time, ``.../ts`` (float64: the edge's time).  ``nbr`` and
+    edge-level time, ``.../ts`` (the edge's time: int64 for an integer time attribute,
+    else float64).  ``nbr`` and
     ``eid`` are both **int32 when both fit** (``num_src_nodes <= 2**31 - 1`` and
     ``num_edges <= 2**31 - 1``: 8 bytes per edge, half of PyG's int64 ``edge_index``),
     else both int64 (16 bytes per edge); ``ts`` adds 8.  What they return
@@ -137,10 +141,13 @@ class GraphStore(_PygGraphStore):
     the same ``store`` and ``name``: an edge attribute of the edge type (edge-level time)
     or a node attribute of the source node type (node-level time), one value per row, put
     **before** the edges.  The CSC is then sorted by that time within every list, as
-    PyG's temporal sampling requires.  Integer times must lie in ``[-2**53, 2**53]``.
+    PyG's temporal sampling requires.  An integer time attribute is kept and compared
+    exactly, as int64 (Unix nanoseconds included; uint64 values beyond int64 are
+    refused), a float one as float64 (:mod:`ddstore._times`).
     Edge-level time is kept per entry (``.../ts``); node-level time is not: every rank
-    keeps the source type's times as one replicated array (float32 when float32 holds
-    every one exactly, else float64: 4 or 8 bytes per source node, shared by the edge
+    keeps the source type's times as one replicated array (integer times: int32 when
+    every one fits, else int64; float times: float32 when float32 holds every one
+    exactly, else float64: 4 or 8 bytes per source node, shared by the edge
     types of that source type; read at the put: later changes
     to the attribute are not seen, as the lists' order would not follow them), through
     which the sampler finds each list's eligible entries.
@@ -284,7 +291,7 @@ class GraphStore(_PygGraphStore):
                 lo, hi = check_rows(rows, arr.shape[1], what)
 
                 def columns(a, b):  # views of the array
-                    return _ids(arr[0, a:b]), _ids(arr[1, a:b])
+                    return _ids(arr[0, a:b], what), _ids(arr[1, a:b], what)
             plan = self._first_pass(columns, lo, hi, edge_type, size, what)
             self._decide(plan, step.agree(plan.share(), same=plan.same()))
         return self._build(plan, columns)
@@ -309,7 +316,7 @@ class GraphStore(_PygGraphStore):
             if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
                 raise DDStoreValueError(f"{what}: edge_index entries must be 1-D integer "
                                         f"arrays, got dtype {x.dtype} shape {x.shape}")
-        a, b = a.astype(np.int64), b.astype(np.int64)
+        a, b = (_ids(x, what).astype(np.int64, copy=False) for x in (a, b))
         if layout == EdgeLayout.COO:
             if a.shape != b.shape:
                 raise DDStoreValueError(f"{what}: rows of lengths {a.shape[0]}, "
@@ -336,15 +343,16 @@ class GraphStore(_PygGraphStore):
     def _time_reader(self, edge_type, lo, hi, max_src, what):
         """Local (a step's local part): ``(times, level)``: ``times(a, b, src)`` checks
         the times of local edges ``[a, b)`` (``src``: their sources; raising a
-        :class:`~ddstore.DDStoreError`) and, edge-level, returns them as float64 from
-        the feature store; ``level`` is "edge" or "node" (both None: a hetero edge type
-        whose source type has no time attribute).  Node-level, nothing is returned: the
-        build sorts through ``times.node_times`` (the source type's times, replicated).
+        :class:`~ddstore.DDStoreError`) and, edge-level, returns them from the feature
+        store as ``times.dtype`` (int64 for an integer attribute, else float64); ``level``
+        is "edge" or "node" (both None: a hetero edge type whose source type has no time
+        attribute).  Node-level, nothing is returned: the build sorts through
+        ``times.node_times`` (the source type's times, replicated).
         ``times.check_pass``: whether a pass over the edges must check their times
-        before the build (node-level time: only when some node's time is not an exact,
-        finite float64; a source beyond the node times is found from ``max_src``, the
-        largest source of every rank's edges).  Raises when the time attribute is
-        missing, ambiguous, malformed or too short."""
+        before the build (node-level time: only when some node's time is not a finite
+        time of ``times.dtype``; a source beyond the node times is found from
+        ``max_src``, the largest source of every rank's edges).  Raises when the time
+        attribute is missing, ambiguous, malformed or too short."""
         st, name, t = self.store, self.name, self.time_attr
         evar = edge_var(name, edge_type, t)
         nvar = node_var(name, None if edge_type is None else edge_type[0], t)
@@ -371,9 +379,11 @@ class GraphStore(_PygGraphStore):
             raise DDStoreIndexError(f"{what}: edge time {var!r} has {nrows} rows, fewer "
                                     f"than the edges [{lo}, {hi})")
 
+        tdt = time_dtype_of(value_dtype(st, var))  # int64 for integers, else float64
+
         def checked(raw):
             raw = as_values(st, var, raw)
-            ts = exact_times(raw.reshape(-1), f"{what}: time_attr {t!r}", copy=False)
+            ts = as_times(raw.reshape(-1), tdt, f"{what}: time_attr {t!r}", copy=False)
             if ts.size and not np.isfinite(ts).all():
                 raise DDStoreValueError(f"{what}: time_attr {t!r} holds NaN or infinite "
                                         f"values")
@@ -381,48 +391,50 @@ class GraphStore(_PygGraphStore):
         if has_e:
             def times(a, b, src):
                 return checked(st.get_range(var, lo + a, b - a))
-            times.check_pass = True
+            times.check_pass, times.dtype = True, tdt
             return times, "edge"
         if max_src >= nrows:
             raise DDStoreIndexError(f"{what}: node time {var!r} has {nrows} rows, source "
                                     f"node {max_src} is out of range")
         # node-level: the source type's times, replicated (what the sampler searches
-        # through each entry's source; no time per entry is stored); a time that float64
+        # through each entry's source; no time per entry is stored); a time its dtype
         # does not hold exactly, NaN or infinite is refused when an edge's source has it
-        node_times, bad = self._replicated_times(var)
+        node_times, bad = self._replicated_times(var, tdt)
 
         def times(a, b, src):
             if bad.size:
                 hit = np.unique(src[np.isin(src, bad)])
                 if hit.size:
                     checked(st.get_batch(var, hit.astype(np.int64)))
-        times.node_times, times.check_pass = node_times, bool(bad.size)
+        times.node_times, times.check_pass, times.dtype = node_times, bool(bad.size), tdt
         return times, "node"
 
-    def _replicated_times(self, var):
+    def _replicated_times(self, var, tdt):
         """``(times, bad)``: node-time variable ``var`` read whole onto this rank (in
-        pieces), as float32 when every time is exactly a float32 (integers up to 2**24,
-        float32 and float16 attributes...), else float64, and the sorted ids of the nodes
-        whose time is not an exact, finite float64 (integers beyond 2**53, NaN,
-        infinities).  The same array as an earlier call's when equal (edge types with
-        one source type share it)."""
+        pieces), as times of ``tdt`` (:func:`~ddstore._times.time_dtype_of` its dtype):
+        integers as int32 when every one fits, else int64; floats as float32 when every
+        time is exactly a float32 (float32 and float16 attributes...), else float64; and
+        the sorted ids of the nodes whose time is not a finite time of ``tdt`` (uint64
+        values beyond int64, NaN, infinities).  The same array as an earlier call's when
+        equal (edge types with one source type share it)."""
         st = self.store
         n = int(st.nrows(var))
-        out = np.empty(n, dtype=np.float64)
+        out = np.empty(n, dtype=tdt)
         bad = []
         step = 1 << 20
         for a in range(0, n, step):
             raw = as_values(st, var, st.get_range(var, a, min(step, n - a))).reshape(-1)
-            out[a:a + raw.shape[0]] = raw
-            wrong = ~np.isfinite(out[a:a + raw.shape[0]])
-            if raw.dtype.kind in "iu":
-                wrong |= raw > MAX_EXACT_TIME
-                if raw.dtype.kind == "i":
-                    wrong |= raw < -MAX_EXACT_TIME
+            if tdt.kind == "i":  # beyond int64 (uint64 only): refused if an edge uses it
+                wrong = raw > np.iinfo(np.int64).max if raw.dtype == np.uint64 else \
+                    np.zeros(raw.shape[0], bool)
+                out[a:a + raw.shape[0]] = np.where(wrong, 0, raw)
+            else:
+                out[a:a + raw.shape[0]] = raw
+                wrong = ~np.isfinite(out[a:a + raw.shape[0]])
             bad.append(a + np.flatnonzero(wrong))
         bad = np.concatenate(bad) if bad else np.zeros(0, np.int64)
-        narrow = out.astype(np.float32)
-        if np.array_equal(narrow, out, equal_nan=True):  # every time exact in float32
+        narrow = out.astype(np.int32 if tdt.kind == "i" else np.float32)
+        if np.array_equal(narrow, out, equal_nan=tdt.kind == "f"):  # every time exact
             out = narrow
         del narrow
         old = self._node_times.get(var)
@@ -587,7 +599,7 @@ class GraphStore(_PygGraphStore):
         def rows(a, b):  # (destination, source) pairs of local edges [a, b) and times
             pairs = np.empty((b - a, 2), dtype=np.int64)
             if a == b:
-                return pairs, None if per_entry is None else np.zeros(0, np.float64)
+                return pairs, None if per_entry is None else np.zeros(0, per_entry.dtype)
             try:
                 s, d = columns(a, b)
                 pairs[:, 0], pairs[:, 1] = d, s
@@ -601,7 +613,7 @@ class GraphStore(_PygGraphStore):
         ids = id_dtype(size[0], num_edges)  # the one rule (ddstore.build.ID32_LIMIT)
         built = self._stored if reverse_of is None else self._reversed
         with st.transaction(f"GraphStore.put {edge_type!r}") as txn:
-            views = {k: create(st, prefix + k, n_csc, (), np.float64 if k == "ts" else ids)
+            views = {k: create(st, prefix + k, n_csc, (), times.dtype if k == "ts" else ids)
                      for k in names}
             fill_tcsr(st, hi - lo, rows, lo, False, indptr, node_off,
                       (views["nbr"], views.get("ts"), views["eid"]), chunk,
@@ -619,7 +631,8 @@ class GraphStore(_PygGraphStore):
             built[key] = _CSC(edge_type, size, num_edges, indptr, node_off, vars_,
                               self.time_attr if reverse_of is None else None, level,
                               layout, is_sorted or layout == EdgeLayout.CSC,
-                              plan.ptr_nodes, node_times)
+                              plan.ptr_nodes, node_times,
+                              None if times is None else times.dtype)
             if reverse_of is None:
                 self._choose(edge_type)
 
@@ -650,9 +663,15 @@ class GraphStore(_PygGraphStore):
         if var not in st:  # the same on every rank (variables are collective)
             if edge_type is not None and not required:
                 return None
+            node = node_var(self.name, None if edge_type is None else edge_type[0], w)
+            why = "" if node not in st else (
+                f"; {w!r} is stored as a node attribute ({node!r}, {st.nrows(node)} rows): "
+                f"a value with as many rows as nodes and edges is taken as a node "
+                f"attribute unless its name contains 'edge' (PyG's rule); put it with "
+                f"group_name=<the edge type> (from_pyg does so for its weight_attr)")
             raise UnknownAttributeError(
                 f"{what}: weight_attr {w!r} not found: put it first as an edge attribute "
-                f"({var!r}), one weight per edge")
+                f"({var!r}), one weight per edge{why}")
         if st.row_shape(var) not in ((), (1,)) or value_dtype(st, var).kind not in "iuf":
             raise DDStoreValueError(
                 f"{what}: weight_attr {w!r} must hold one real number per edge, got dtype "
@@ -1110,9 +1129,16 @@ def _raise_bad_weight(found, w, what):
                                 f"{value!r}; weights must be finite and >= 0")
 
 
-def _ids(x):
-    """Node ids as numpy can count and compare them (uint64 as int64, as ever)."""
-    return x.astype(np.int64) if x.dtype.kind == "u" and x.dtype.itemsize >= 8 else x
+def _ids(x, what):
+    """Node ids as numpy can count and compare them: uint64 as int64, where an id beyond
+    int64 (which the cast would make negative) raises naming it and the range."""
+    if x.dtype.kind != "u" or x.dtype.itemsize < 8:
+        return x
+    if x.size and int(x.max()) > _INT64_MAX:
+        v = int(x[np.argmax(x > np.uint64(_INT64_MAX))])
+        raise DDStoreIndexError(f"{what}: node id {v} (uint64) is beyond int64; node ids "
+                                f"must be in [0, num_nodes) with num_nodes <= 2**63 - 1")
+    return x.astype(np.int64)
 
 
 def _count(deg, d):
@@ -1172,7 +1198,7 @@ def _checked_columns(edges, what, n_local):
         if arr.size and arr.dtype.kind not in "iu":
             raise DDStoreValueError(f"{what}: edge_index({a}, {b}) returned dtype "
                                     f"{arr.dtype}; node ids must be integers")
-        s, d = _ids(arr[0]), _ids(arr[1])
+        s, d = _ids(arr[0], what), _ids(arr[1], what)
         fp = _fingerprint(a, s, d)
         if state["first pass"]:
             first[(a, b)] = fp

@@ -2,6 +2,7 @@
 :class:`FeatureStore` and a :class:`GraphStore` by every rank."""
 import torch
 
+from .._fingerprint import same_data
 from ..errors import DDStoreValueError
 from ._common import EDGES, is_array_like
 from .feature_store import FeatureStore
@@ -13,7 +14,7 @@ __all__ = ["from_pyg", "from_hetero"]
 _STRUCTURE = ("edge_index", "adj", "adj_t", "num_nodes")
 
 
-def _row_attrs(data, storage, counts):
+def _row_attrs(data, storage, counts, edge_keys=()):
     """The one rule of :func:`from_pyg` and :func:`from_hetero`: which values of one
     storage are stored, and as what.  ``counts``: ``{"node": n, "edge": m}`` (only the
     kinds this storage can hold).  A value is an attribute of a kind when it is
@@ -22,7 +23,8 @@ def _row_attrs(data, storage, counts):
     its first dimension (``data.__cat_dim__`` is 0: never ``*_index`` such as
     ``edge_label_index``) and that dimension equals the kind's count; when nodes and
     edges are as many, a key containing ``edge`` is an edge attribute (PyG's own tie
-    rule).  Anything else (graph-level values: ``edge_label_index``, an ``edge_label``
+    rule), and so is a key of ``edge_keys`` (the caller's ``weight_attr``: weights are
+    per edge).  Anything else (graph-level values: ``edge_label_index``, an ``edge_label``
     of the label edges, scalars, strings) is not a node or edge attribute and is not
     stored.  Returns ``[(kind, key, value)]``."""
     out = []
@@ -46,20 +48,29 @@ def _row_attrs(data, storage, counts):
             continue
         kinds = [k for k, n in counts.items() if n == rows]
         if len(kinds) > 1:
-            kinds = ["edge" if "edge" in key else "node"]
+            kinds = ["edge" if "edge" in key or key in edge_keys else "node"]
         if kinds:
             out.append((kinds[0], key, value))
     return out
 
 
 def _num_edges(storage):
+    """The columns of the storage's ``edge_index`` (a tensor, an array, or a pair of
+    lists, as PyG's ``Data`` takes), or None (no edge index, or not ``[2, E]``: the put
+    refuses it, naming it)."""
     ei = storage.get("edge_index") if hasattr(storage, "get") else None
-    return None if ei is None else int(ei.shape[1])
+    if isinstance(ei, (list, tuple)):
+        return len(ei[1]) if len(ei) == 2 and hasattr(ei[1], "__len__") else None
+    shape = getattr(ei, "shape", None)
+    return int(shape[1]) if shape is not None and len(shape) == 2 else None
 
 
 def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     """Collective: every rank passes the same ``torch_geometric.data.Data`` (checked:
-    attributes, shapes and dtypes); returns ``(feature_store, graph_store)``.
+    every stored value's dtype, shape and 64-bit fingerprint of its bytes, see
+    :func:`ddstore._fingerprint.same_data`: data that differs between ranks is refused
+    on every rank naming the value and the ranks); returns ``(feature_store,
+    graph_store)``.
 
     Per-node values (``x``, ``y``, masks, ``time``...: first dimension ``num_nodes``)
     become node attributes (``group_name=None``), per-edge values (``edge_attr``,
@@ -74,24 +85,27 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     cannot be stored (strings, objects, a torch dtype without a bit-pattern form) is
     refused on every rank naming it.  ``time_attr``: the node- or edge-level attribute
     to sort each neighbourhood by, for temporal sampling.  ``weight_attr``: the edge
-    attribute to keep in CSC order for weighted sampling (see :class:`GraphStore`).  Each
-    rank keeps only its
-    member's rows of everything.
+    attribute to keep in CSC order for weighted sampling (see :class:`GraphStore`), taken
+    as an edge attribute even where nodes and edges are as many.  Each rank keeps only
+    its member's rows of everything.
 
     All or nothing (:meth:`DDStore.transaction`): if any put fails on any rank, every
     rank raises the same error and what was already put is removed.
     """
     from torch_geometric.data import Data
-    with store.collective("pyg.from_pyg", name):
+    with store.collective("pyg.from_pyg", name) as step:
         if not isinstance(data, Data):
             raise DDStoreValueError(f"from_pyg needs a torch_geometric.data.Data, got "
                                     f"{type(data).__name__}")
         n = data.num_nodes
-        attrs = _row_attrs(data, data.stores[0], {"node": n, "edge": _num_edges(data)})
+        attrs = _row_attrs(data, data.stores[0], {"node": n, "edge": _num_edges(data)},
+                           edge_keys=() if weight_attr is None else (weight_attr,))
         # no edge_index: a graph with no edges (stored empty: its size names the nodes)
         edge_index = getattr(data, "edge_index", None)
         if edge_index is None:
             edge_index = torch.zeros((2, 0), dtype=torch.long)
+        step.agree(same=same_data(dict({key: value for _, key, value in attrs},
+                                       edge_index=edge_index, num_nodes=[n])))
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
                                                    weight_attr=weight_attr)
     with store.transaction(f"pyg.from_pyg {name!r}"):
@@ -107,9 +121,10 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
     values under their node type, per-edge values (first dimension the edge type's
     number of edges: never ``edge_label_index`` and other graph-level values) under
     their edge type ``(src, rel, dst)``, one CSC per edge type with ``size = (num src
-    nodes, num dst nodes)``.  Same rule and all or nothing, as :func:`from_pyg`."""
+    nodes, num dst nodes)``.  Same rule, same-data check and all or nothing, as
+    :func:`from_pyg`."""
     from torch_geometric.data import HeteroData
-    with store.collective("pyg.from_hetero", name):
+    with store.collective("pyg.from_hetero", name) as step:
         if not isinstance(data, HeteroData):
             raise DDStoreValueError(f"from_hetero needs a HeteroData, got "
                                     f"{type(data).__name__}")
@@ -120,6 +135,10 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
         edges = [(et, data[et].edge_index,
                   (data[et[0]].num_nodes, data[et[2]].num_nodes))
                  for et in data.edge_types]
+        values = {(group, key): value for group, key, value in attrs}
+        values.update({(et, "edge_index"): ei for et, ei, _ in edges})
+        values.update({(nt, "num_nodes"): [data[nt].num_nodes] for nt in data.node_types})
+        step.agree(same=same_data(values))
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
                                                    weight_attr=weight_attr)
     with store.transaction(f"pyg.from_hetero {name!r}"):

@@ -38,6 +38,7 @@ from .._checks import is_int
 from ..errors import DDStoreValueError
 from ..memory import release_free_heap
 from ..sources.base import first_outside
+from ..sources.node_data import MAX_LABEL, first_marked, id_bitmap
 from ..build import check_chunk_edges
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
@@ -89,8 +90,13 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
        made; the range is dropped once the CSC is built;
     2. the features, then the labels: :meth:`FeatureStore.put_range` reads this rank's
        rows (``partition(num_nodes, P, rank)``) piece by piece through a callable, and
-       each piece goes straight to its owners' chunks;
-    3. this rank's share of each split.
+       each piece goes straight to its owners' chunks; a label other than -1 (none) or
+       a class id in ``[0, 2**63 - 2]`` is refused (:func:`check_labels`);
+    3. this rank's share of each split; a node listed twice is refused naming the row
+       of the repeat (the data set's file and line), found across the ranks' shares
+       too: each rank marks its ids in a bitmap of ``num_nodes`` bits, and an exclusive
+       prefix OR of the bitmaps over the ranks holds the ids of the ranks before it
+       (``num_nodes / 8`` bytes per rank, freed after each split).
 
     Every source is read piece by piece, in increasing order: the ``.csv.gz`` files of
     :class:`~ddstore.sources.OGBNodeData`, which gzip cannot enter in the middle, are
@@ -262,6 +268,7 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
         def labels(a, b):
             out = y(a, b)
             if len(out):
+                check_labels(out, lo + a, name)
                 top[0] = max(top[0], int(np.max(out)))
             return out
         fs.put_range(labels, rows=(lo, hi), group_name=None, attr_name="y")
@@ -269,16 +276,60 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
         num_classes = int(comm.allreduce(top[0] + 1, op=_max_op()))
     splits, sizes = {}, {}
     if split_name is not None:
+        from mpi4py import MPI
         for which in SPLITS:
             with store.collective(None) as step:  # its size, and this rank's share
                 k = int(data.split_size(which))
                 a, b = partition(k, size, rank)
-                splits[which] = data.split(which, a, b)
+                ids = data.split(which, a, b)
+                bits = id_bitmap(n)  # this rank's ids, a node listed twice refused
+                _check_repeats(data, which, ids, a, bits, n, mark=True)
                 step.agree(same={f"{which} split size": k})
-            sizes[which] = k
+            # the ids of the ranks before this one (an exclusive prefix OR), against
+            # which this rank's are checked: a node listed on two ranks' rows
+            comm.Exscan(MPI.IN_PLACE, bits, op=MPI.BOR)
+            with store.collective(None):
+                if rank > 0:
+                    _check_repeats(data, which, ids, a, bits, n, mark=False)
+            del bits
+            splits[which], sizes[which] = ids, k
     release_free_heap()  # the pieces freed above, back to the kernel
     return NodeData(fs, gs, n, 2 * e if add_reverse else e, num_features, num_classes,
                     splits, sizes)
+
+
+def check_labels(y, row, name):
+    """Integer labels ``y`` (rows ``row, row + 1, ...`` of the data set) are -1 (none) or
+    class ids in ``[0, MAX_LABEL]``, or a :class:`DDStoreValueError` names the first that
+    is not (the readers of ``ddstore.sources`` name its file and line first; this is the
+    check of any other source)."""
+    if y.dtype.kind not in "iu":
+        return
+    low, high = int(np.min(y)), int(np.max(y))
+    if low < -1 or high > MAX_LABEL:
+        i = int(np.argmax((y < -1) | (y > MAX_LABEL)))
+        raise DDStoreValueError(f"put_node_data {name!r}: node {row + i} has label "
+                                f"{int(y[i])}: allowed -1 (no label) or 0 <= label <= "
+                                f"2**63 - 2 (num_classes, the largest label + 1, must be "
+                                f"an int64)")
+
+
+def _check_repeats(data, which, ids, a, bits, n, mark):
+    """Local: with ``mark``, set the bits of this rank's ``ids`` (rows ``a, a + 1, ...`` of
+    split ``which``) in ``bits`` and refuse an id listed twice among them; without, refuse
+    an id whose bit is set (listed by an earlier rank).  The error names the row as
+    the data set does (``data.repeated_error``: file and line), else by its number."""
+    j = first_marked(bits, ids, n, mark=mark)
+    if j is None:
+        return
+    first = a + int(np.flatnonzero(ids[:j] == ids[j])[0]) if mark else None
+    repeated = getattr(data, "repeated_error", None)
+    if callable(repeated):
+        raise repeated(which, a + j, int(ids[j]), first)
+    raise DDStoreValueError(f"split {which!r}, row {a + j}: node id {int(ids[j])} is listed "
+                            f"again (also at "
+                            f"{'an earlier row' if first is None else f'row {first}'}); a "
+                            f"split lists each node at most once")
 
 
 def _max_op():

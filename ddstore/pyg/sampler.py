@@ -14,7 +14,9 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from .. import _core
 from .._checks import as_indices, check_indices, is_int
+from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreStateError, DDStoreValueError
+from . import workers
 from ._common import edge_var, node_var
 
 __all__ = ["NeighborSampler", "BidirectionalNeighborSampler"]
@@ -26,6 +28,10 @@ _GOLDEN = 0x9E3779B97F4A7C15
 #: replacement any ``k`` is valid (a node takes ``min(k, degree)``).
 MAX_FANOUT_WITH_REPLACEMENT = 2 ** 20
 _INT64_MAX = (1 << 63) - 1
+#: Disjoint sampling keys a node by ``subgraph * num_nodes + node`` while
+#: ``subgraphs * num_nodes`` stays at most this (int64), else through compact ids (see
+#: ``_NodeSet``).
+DISJOINT_DIRECT_KEYS = _INT64_MAX
 #: ``subgraph_type="induced"`` filters the whole in-list of every sampled node: the
 #: lists not readable by load (other members' over RMA) are fetched at most this many
 #: entries per batched read (a longer list alone), 8 bytes each at most.
@@ -62,6 +68,14 @@ class _RelabelPool:
         self._free.setdefault(key, []).append(relabel)
 
 
+def _joined_times(parts):
+    """The seed times of every node type in one array: int64 when all are integers,
+    else float64 (an integer float64 would round is refused, as everywhere)."""
+    dt = INT_TIMES if all(p.dtype == INT_TIMES for p in parts) else FLOAT_TIMES
+    return np.concatenate([as_times(p, dt, "seed times", copy=False) for p in parts]
+                          or [np.zeros(0, dt)])
+
+
 class _StoredTime:
     """A node-time attribute read from the store on demand: what PyG's negative sampling
     indexes (``node_time[idx]``, ``node_time.argmin()``) without a replicated copy."""
@@ -81,29 +95,51 @@ class _StoredTime:
 
 class _NodeSet:
     """The sampled nodes of one node type: global ids in order, their subgraph (disjoint
-    mode), and the map from key (node id, or subgraph * num_nodes + node id) to the
-    position in ``nodes``."""
+    mode), and the map from key to the position in ``nodes``.  The key is the node id;
+    disjoint, ``subgraph * num_nodes + node id`` while ``subgraphs * num_nodes`` fits
+    int64, else (a node type of more than ``2**63 / subgraphs`` nodes: ids such as
+    64-bit hashes) ``subgraphs * compact id + subgraph``, the compact id numbering the
+    batch's distinct nodes of this type in order of appearance (a second hash map), so
+    that no key wraps whatever the node count."""
 
-    def __init__(self, num_nodes, disjoint, pool=None):
+    def __init__(self, num_nodes, disjoint, pool=None, subgraphs=1):
         self.num_nodes, self.disjoint = num_nodes, disjoint
         self.nodes, self.batch = [], []
         self.count = 0
         self.sizes = []
         self._pool = pool
+        self.subgraphs = max(1, int(subgraphs))
         dense = not disjoint and 0 < num_nodes <= DENSE_RELABEL_MAX_NODES
-        self.map = (pool.take(num_nodes if dense else None) if pool is not None else
-                    _core.Relabel(16))
+        self.map = self._take(num_nodes if dense else None)
+        # node id -> compact id, when subgraph * num_nodes could wrap
+        self.compact = self._take(None) if disjoint and \
+            self.subgraphs * int(num_nodes) > DISJOINT_DIRECT_KEYS else None
         self.pos_of_id = None  # position of each map id, when they differ
 
+    def _take(self, num_nodes):
+        return self._pool.take(num_nodes) if self._pool is not None else \
+            _core.Relabel(16)
+
     def release(self):
-        """Give the map back to the pool, reset (after the batch, failed or not)."""
+        """Give the maps back to the pool, reset (after the batch, failed or not)."""
         if self._pool is not None:
-            self.map.reset()
-            self._pool.give(self.map)
+            for m in (self.map, self.compact):
+                if m is not None:
+                    m.reset()
+                    self._pool.give(m)
             self._pool = None
 
     def key(self, nodes, batch):
-        return batch * self.num_nodes + nodes if self.disjoint else nodes
+        if not self.disjoint:
+            return nodes
+        if self.compact is None:
+            return batch * self.num_nodes + nodes
+        ids, _ = self.compact.add(nodes)
+        if self.compact.count * self.subgraphs > _INT64_MAX:  # pragma: no cover
+            raise DDStoreValueError(
+                f"sample: {self.compact.count} distinct nodes in {self.subgraphs} "
+                f"disjoint subgraphs: more pairs than int64 keys")
+        return ids * self.subgraphs + batch
 
     def add(self, nodes, batch):
         """Relabel ``nodes`` (with their subgraph ``batch``, or None): returns their
@@ -304,7 +340,11 @@ class NeighborSampler(BaseSampler):
     ``temporal_strategy="uniform"`` draws among the eligible entries as above,
     ``"last"`` takes the ``k`` latest eligible ones.  Seed times come from the loader
     (``input_time`` / ``edge_label_time``); without them, node-level time uses the
-    seeds' own times and edge-level time is an error (as pyg-lib).
+    seeds' own times and edge-level time is an error (as pyg-lib).  Times are compared
+    exactly, in the edge type's time dtype (int64 for an integer time attribute: Unix
+    nanoseconds included; else float64): a seed time that dtype does not hold exactly
+    (a fraction against int64 times, an integer beyond 2**53 against float64 ones) is
+    refused.
 
     ``subgraph_type`` (PyG's): ``"directional"`` (the drawn edges), ``"bidirectional"``
     (PyG's ``to_bidirectional``: every drawn edge also reversed, duplicate local pairs
@@ -325,10 +365,17 @@ class NeighborSampler(BaseSampler):
     the same weights; ``"induced"`` takes every stored edge among the drawn nodes, as
     forward; temporal backward sampling is refused (PyG does not define it).
     Hetero temporal: an edge type whose source node type has no time attribute is
-    sampled without the time rule (PyG's rule).  DataLoader workers (``num_workers >
-    0``) are refused at their first batch; overlap sampling with training by
-    :func:`ddstore.prefetch.prefetch` (a background thread; the C sampler and the store
-    reads release the GIL).
+    sampled without the time rule (PyG's rule).
+
+    **DataLoader workers** (``num_workers > 0``, forked): they sample and read features
+    by plain loads from the shared-memory windows they inherit, where every read of the
+    store is node-local (``transport="auto"`` with each group on one node, or
+    ``"shm"``); the loader is refused when it is built where a read needs MPI
+    (``transport="rma"``, a group spanning nodes) or the workers would not be forked
+    (``"spawn"``, ``"forkserver"``): use :func:`ddstore.prefetch.prefetch` there (a
+    background thread; the C sampler and the store reads release the GIL).  With an
+    integer ``seed`` the workers' batches are those of ``num_workers=0``, batch for
+    batch.  See :mod:`ddstore.pyg.workers`.
 
     **Weighted** (``weight_attr``, which must be the ``weight_attr`` the graph store was
     built with: ``GraphStore(store, name, weight_attr=...)``, the weights put as an edge
@@ -408,6 +455,7 @@ class NeighborSampler(BaseSampler):
             raise DDStoreValueError(f"seed must be None or an integer, got {seed!r}")
         self.seed = None if seed is None else int(seed) & _MASK
         self._calls = 0
+        self._worker_calls = workers.Calls()  # how _calls goes on in DataLoader workers
         self.subgraph_type = _check_subgraph_type(subgraph_type, self.disjoint,
                                                   self._disjoint)
         if sample_direction not in ("forward", "backward"):
@@ -432,7 +480,7 @@ class NeighborSampler(BaseSampler):
         self.sample_direction = sample_direction
         self._backward = sample_direction == "backward"
         self._untimed = _untimed_edge_types(graph_store, self.edge_types, time_attr)
-        self._pid = os.getpid()  # a forked child (DataLoader worker) must not sample
+        self._pid = os.getpid()  # a forked child (DataLoader worker): _check_process
         self.node_types = list(counts)
         self.num_nodes = counts if self.is_hetero else counts[None]
         self._handles = {}
@@ -534,20 +582,27 @@ class NeighborSampler(BaseSampler):
         return out
 
     def _check_process(self):
-        if os.getpid() != self._pid:
-            raise DDStoreStateError(
-                "NeighborSampler used in a forked process (a DataLoader worker: "
-                "num_workers > 0?): the store's MPI windows cannot be read from a child "
-                "process. Use num_workers=0 and overlap sampling with training by a "
-                "background thread: ddstore.prefetch.prefetch(loader, depth=2) (the C "
-                "sampler and the store reads run without the GIL)")
+        """In a forked process (a DataLoader worker whose loader's check was bypassed:
+        ``num_workers`` set after it was built, a loader of another kind): refuse where
+        a read needs MPI, before any is made (the core would refuse it too)."""
+        if os.getpid() != self._pid and workers.reads_need_mpi(self.store):
+            raise DDStoreStateError(workers.refusal(
+                "NeighborSampler in a process forked from this rank (a DataLoader "
+                "worker, num_workers > 0)", self.store))
+
+    def _check_loader(self, loader):
+        """Run by PyG's loader constructors (:func:`ddstore.pyg.workers.install`): refuse
+        ``num_workers > 0`` where it cannot work (:func:`~ddstore.pyg.workers.
+        check_loader`)."""
+        workers.check_loader(loader, self.graph_store, [self])
 
     def __getstate__(self):
         raise DDStoreStateError(
-            "NeighborSampler cannot be pickled (a DataLoader with num_workers > 0 and the "
-            "'spawn' or 'forkserver' start method?): it reads the store's MPI windows of "
-            "this process. Use num_workers=0 with ddstore.prefetch.prefetch(loader, "
-            "depth=2) to overlap sampling with training")
+            "NeighborSampler cannot be pickled (a DataLoader with num_workers > 0 whose "
+            "workers start by 'spawn' or 'forkserver'?): it reads the store's memory of "
+            "this process, which only a forked process inherits. Pass "
+            "multiprocessing_context='fork' to the loader (where the store's reads are "
+            "node-local), or " + workers.ALTERNATIVE)
 
     def _induced_edges(self, et, dst_nodes, src_nodes):
         """``(row, col, edge)`` of every stored edge of type ``et`` from a node of
@@ -611,7 +666,8 @@ class NeighborSampler(BaseSampler):
             core, ids = self.store.core_ids(*c.vars.values())
             vid = dict(zip(c.vars, ids))
             h = (c, _core.CSC(core, vid["nbr"], vid["eid"], vid.get("ts"), c.indptr,
-                              c.node_offsets, c.node_times))
+                              c.node_offsets, c.node_times,
+                              FLOAT_TIMES if c.time_dtype is None else c.time_dtype))
             self._handles[(et, backward)] = h
         return h
 
@@ -649,7 +705,7 @@ class NeighborSampler(BaseSampler):
 
     def _key(self):
         """The stream key of this batch."""
-        self._calls += 1
+        self._calls = self._worker_calls.next(self._calls)
         if self.seed is None:
             return int(torch.randint(0, 1 << 62, (1,)).item())
         return (self.seed + _GOLDEN * self._calls) & _MASK
@@ -662,7 +718,7 @@ class NeighborSampler(BaseSampler):
             if t.shape != seeds.shape:
                 raise DDStoreValueError(f"seed times have shape {t.shape}, the seeds "
                                         f"{seeds.shape}")
-            return np.ascontiguousarray(t, dtype=np.float64)
+            return time_share(t, "seed times")[0]  # integers int64, floats float64
         if self.time_level == "edge":
             raise DDStoreValueError("temporal sampling with edge-level time needs the "
                                     "seeds' times (input_time / edge_label_time)")
@@ -670,7 +726,7 @@ class NeighborSampler(BaseSampler):
         if src is None:
             raise DDStoreValueError(f"node type {node_type!r} has no {self.time_attr!r} "
                                     f"attribute for its seeds' times; pass input_time")
-        return src[torch.from_numpy(seeds)].numpy().astype(np.float64)
+        return time_share(src[torch.from_numpy(seeds)].numpy(), "seed times")[0]
 
     def _hop(self, et, hop, frontier, nset, times, key, slot):
         """One C call: the drawn edges of edge type ``et`` for ``frontier`` (global ids,
@@ -696,7 +752,8 @@ class NeighborSampler(BaseSampler):
         timed = times is not None and et not in self._untimed
         flags = (_core.NEIGHBOR_REPLACE if self.replace else 0) | (
             _core.NEIGHBOR_LAST if timed and self.temporal_strategy == "last" else 0)
-        ts = np.ascontiguousarray(times[batch]) if timed else None
+        ts = np.ascontiguousarray(as_times(times[batch], handle.time_dtype, "seed times",
+                                           copy=False)) if timed else None
         stream = (key + _GOLDEN * (1 + hop * 4096 + slot)) & _MASK
         wvid = self._weight_vid(et, c)
         if wvid is None:
@@ -744,7 +801,7 @@ class NeighborSampler(BaseSampler):
         seeds = self._seeds(None, seed, n_nodes)
         times = self._seed_times(None, seeds, seed_time)
         disjoint = self.disjoint
-        nset = _NodeSet(n_nodes, disjoint, self._maps)
+        nset = _NodeSet(n_nodes, disjoint, self._maps, subgraphs=seeds.shape[0])
         try:
             frontier = nset.add_seeds(seeds, np.arange(seeds.shape[0], dtype=np.int64)
                                       if disjoint else None)
@@ -771,9 +828,11 @@ class NeighborSampler(BaseSampler):
         disjoint = self.disjoint
         types = list(dict.fromkeys(self.node_types + list(seed)))
         sets = {}
+        subgraphs = sum(np.asarray(v).size for v in seed.values())  # one per seed
         try:
             for t in types:
-                sets[t] = _NodeSet(self.num_nodes.get(t, 0), disjoint, self._maps)
+                sets[t] = _NodeSet(self.num_nodes.get(t, 0), disjoint, self._maps,
+                                   subgraphs=subgraphs)
             return self._grow_hetero(seed, seed_time, key, types, sets)
         finally:
             for s in sets.values():
@@ -784,7 +843,7 @@ class NeighborSampler(BaseSampler):
         sizes = self.num_nodes
         frontier = {}
         counter = 0
-        time_of = np.zeros(0, dtype=np.float64)
+        time_of = []
         for t in types:
             s = sets[t]
             if t in seed:
@@ -792,14 +851,14 @@ class NeighborSampler(BaseSampler):
                 batch = np.arange(counter, counter + seeds.shape[0], dtype=np.int64)
                 counter += seeds.shape[0]
                 if self.time_attr is not None:
-                    time_of = np.concatenate([time_of, self._seed_times(
-                        t, seeds, None if seed_time is None else seed_time.get(t))])
+                    time_of.append(self._seed_times(
+                        t, seeds, None if seed_time is None else seed_time.get(t)))
                 frontier[t] = s.add_seeds(seeds, batch if disjoint else None)
             else:
                 s.sizes.append(0)
                 e = np.zeros(0, dtype=np.int64)
                 frontier[t] = (e, e, e)
-        times = time_of if self.time_attr is not None else None
+        times = _joined_times(time_of) if self.time_attr is not None else None
         rows = {et: [] for et in self.edge_types}
         cols = {et: [] for et in self.edge_types}
         edges = {et: [] for et in self.edge_types}
@@ -894,6 +953,8 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
                 f"graphs only")
         self.backward_sampler = NeighborSampler(graph_store, num_neighbors,
                                                 sample_direction="backward", **kw)
+        for inner in (self.forward_sampler, self.backward_sampler):
+            inner._worker_calls.per = max(1, len(values))  # a draw per hop and batch
         self._num_neighbors = self.forward_sampler.num_neighbors  # (PyG's setter prints)
         self.subgraph_type = SubgraphType(self.forward_sampler.subgraph_type)
         self.keep_orig_edges = False
@@ -904,7 +965,15 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
     def __getstate__(self):
         return self.forward_sampler.__getstate__()
 
+    def _check_loader(self, loader):
+        """As :meth:`NeighborSampler._check_loader`, for both inner samplers."""
+        workers.check_loader(loader, self.graph_store,
+                             [self.forward_sampler, self.backward_sampler])
+
     def __repr__(self):
         return (f"BidirectionalNeighborSampler(num_neighbors="
                 f"{self.forward_sampler.fanouts()}, replace="
                 f"{self.forward_sampler.replace}, disjoint={self.disjoint})")
+
+
+workers.install()

@@ -24,10 +24,12 @@ import re
 import numpy as np
 
 from ..errors import DDStoreValueError
+from .._times import MAX_EXACT_TIME
 
 __all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_text",
-           "int64_text_error", "read_csv_chunk", "sorted_error", "check_sorted_across_ranks",
-           "line_share_range", "line_pieces", "read_bytes", "count_lines"]
+           "int64_text_error", "read_csv_chunk", "not_text", "sorted_error",
+           "check_sorted_across_ranks", "line_share_range", "line_pieces", "read_bytes",
+           "count_lines", "non_integer_columns", "integer_column", "TIME_ALLOWED"]
 
 # bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
 # blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
@@ -36,8 +38,15 @@ _INT_TEXT = b"0123456789+- \t\r,\n"
 _INT_BYTES = np.zeros(256, dtype=bool)
 _INT_BYTES[list(_INT_TEXT)] = True
 _INT64_MAX = 2 ** 63 - 1
+_EXACT = MAX_EXACT_TIME  # float64 holds every integer within +-2**53 exactly
 # the texts a float column may hold for "no value" (NaN), as pandas reads them
 _NA_TEXT = ("nan", "", "na", "null", "n/a")
+
+
+# what a time column allows, for the readers' messages (Column kind "time")
+TIME_ALLOWED = ("a finite number; integer literals are kept exactly: within int64, and "
+                "within [-2**53, 2**53] in a column that also holds non-integers (then "
+                "float64)")
 
 
 class Column:
@@ -47,14 +56,19 @@ class Column:
     parser makes of them), then ``low <= value <= high`` where given; parsed as int64.
     ``kind="float"``: a number, parsed as float64; NaN ("nan", "", ...) allowed unless
     ``finite`` (then inf is refused too); ``limit``: a bound on ``|value|``.
+    ``kind="time"`` (a time column, :mod:`ddstore._times`): int64 when every field of
+    the chunk is an integer literal (one beyond int64 is refused: it would not be kept
+    exactly), else a ``"float"`` column (with ``finite`` and ``limit``) in which an
+    integer literal float64 does not hold exactly (outside ``[-2**53, 2**53]``) is
+    refused, as :func:`ddstore._times.as_times` refuses it.
     ``name`` and ``allowed`` are for the reader's messages."""
 
     __slots__ = ("field", "name", "kind", "low", "high", "finite", "limit", "allowed")
 
     def __init__(self, field, name, kind, allowed="", low=None, high=None, finite=False,
                  limit=None):
-        if kind not in ("int", "float"):
-            raise ValueError(f"Column kind {kind!r}: allowed 'int' or 'float'")
+        if kind not in ("int", "float", "time"):
+            raise ValueError(f"Column kind {kind!r}: allowed 'int', 'float' or 'time'")
         self.field, self.name, self.kind, self.allowed = int(field), name, kind, allowed
         self.low, self.high, self.finite, self.limit = low, high, bool(finite), limit
 
@@ -82,17 +96,61 @@ def first_non_integer(chunk, n, columns):
     comma-separated fields each, as :func:`check_fields` checked) among ``columns``
     that holds a byte no integer literal has (a ".", an "e", letters...), or None.  One
     vectorised pass over the bytes; only the odd bytes are located."""
+    hits = _non_integer_fields(chunk, n)
+    if hits is None:
+        return None
+    k = hits[np.isin(hits % n, list(columns))]
+    return (int(k[0] // n), int(k[0] % n)) if k.size else None
+
+
+def non_integer_columns(chunk, n):
+    """The set of columns of ``chunk`` (as :func:`first_non_integer`) with some field
+    holding a byte no integer literal has: one pass for every column."""
+    hits = _non_integer_fields(chunk, n)
+    if hits is None:
+        return set()
+    return {int(c) for c in np.flatnonzero(np.bincount(hits % n, minlength=n))}
+
+
+def _non_integer_fields(chunk, n):
+    """The flat field numbers (line * n + column), in order, of the odd bytes of
+    ``chunk`` (one per odd byte), or None when it has none."""
     if not chunk.translate(None, _INT_TEXT):  # digits and separators only (C speed)
         return None
     buf = np.frombuffer(chunk, dtype=np.uint8)
     odd = np.flatnonzero(~_INT_BYTES[buf])
     # every line has n fields, so the separators (",", "\n") before a byte say its
     # line and column: the k-th separator ends field k % n of line k // n
-    k = np.searchsorted(np.flatnonzero((buf == ord(",")) | (buf == ord("\n"))), odd)
-    hit = np.flatnonzero(np.isin(k % n, list(columns)))
-    if not hit.size:
-        return None
-    return int(k[hit[0]] // n), int(k[hit[0]] % n)
+    return np.searchsorted(np.flatnonzero((buf == ord(",")) | (buf == ord("\n"))), odd)
+
+
+def integer_column(path, start, stop, n, field, piece_bytes=16 << 20):
+    """Local: whether field ``field`` of every line of bytes ``[start, stop)`` of the
+    file ``path`` (whole lines of ``n`` comma-separated fields) holds only the bytes of an
+    integer literal (digits, a sign, blanks): the kind of a time column before it is
+    parsed (:class:`Column` ``kind="time"``; "i" for :func:`ddstore._times.time_dtype`).
+    The bytes are read in blocks and kept only when some byte is not one of an integer
+    literal's (a file of integers: one read and one C-speed pass); then that field is
+    looked at in pieces of whole lines (1 MB), stopping at the first that is not.  A line that
+    has not ``n`` fields may be misread here, but the parse refuses it.  An ``OSError``
+    is worded as a :class:`DDStoreValueError` naming the file."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            left = stop - start
+            while left > 0:
+                buf = f.read(min(piece_bytes, left))
+                left -= len(buf)
+                if not buf or buf.translate(None, _INT_TEXT):  # another byte: where?
+                    break
+            else:
+                return True
+        for piece, _ in line_pieces(path, start, stop, 1 << 20, 1):  # small: the first
+            if first_non_integer(piece, n, [field]) is not None:       # one usually says
+                return False
+    except OSError as exc:
+        raise DDStoreValueError(f"{path}: {exc}") from exc
+    return True
 
 
 def field_text(chunk, i, c):
@@ -122,12 +180,30 @@ def read_csv_chunk(path, chunk, n, first_line, usecols=None, **kwargs):
         return pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
                            usecols=usecols, skip_blank_lines=False, engine="c", **kwargs)
     except Exception as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            not_text(path, chunk, first_line)
         msg = str(exc)
         m = re.search(r"line (\d+)", msg)
         where = f"line {first_line + int(m.group(1)) - 1}" if m else \
             f"lines {first_line}+"
         raise DDStoreValueError(f"{path}, {where}: malformed row ({msg.strip()}); "
                                 f"expected {n} fields") from None
+
+
+def not_text(path, chunk, first_line):
+    """Raise for the first line of ``chunk`` (``first_line``: its line number) that is
+    not UTF-8 text, naming the line and showing its bytes; return if every line is."""
+    try:
+        chunk.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + chunk.count(b"\n", 0, exc.start)
+        start = chunk.rfind(b"\n", 0, exc.start) + 1
+        stop = chunk.find(b"\n", exc.start)
+        text = chunk[start:stop if stop >= 0 else len(chunk)].rstrip(b"\r")
+        raise DDStoreValueError(f"{path}, line {line}: bytes {text[:200]!r} are not UTF-8 "
+                                f"text (byte {exc.start - start + 1} of the line is "
+                                f"{chunk[exc.start:exc.start + 1].hex()}); a row holds "
+                                f"numbers written in ASCII") from None
 
 
 def sorted_error(path, line, what, value, previous, advice):
@@ -152,7 +228,7 @@ def check_sorted_across_ranks(path, ends, what, advice):
 
 
 def _empty(columns):
-    return [np.zeros(0, dtype=np.int64 if c.kind == "int" else np.float64)
+    return [np.zeros(0, dtype=np.float64 if c.kind == "float" else np.int64)
             for c in columns]
 
 
@@ -190,10 +266,12 @@ def _in_range(col, vals):
     """True when every value of the parsed column ``vals`` is one ``col`` allows."""
     if not vals.size:
         return True
-    if col.kind == "int":
+    if vals.dtype.kind == "i":  # an "int" column, or a "time" one of integer literals
         return (col.low is None or int(vals.min()) >= col.low) and \
             (col.high is None or int(vals.max()) <= col.high)
     if col.finite and not np.isfinite(vals).all():
+        return False
+    if col.kind == "time" and (np.abs(vals) >= _EXACT).any():  # an integer literal?
         return False
     if col.limit is not None:
         with np.errstate(invalid="ignore"):
@@ -207,15 +285,17 @@ def _parse_fast(chunk, n, columns):
     lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
     if chunk.count(b",") != (n - 1) * lines:
         return None
-    ints = [c.field for c in columns if c.kind == "int"]
-    if ints and first_non_integer(chunk, n, ints) is not None:
+    odd = non_integer_columns(chunk, n)
+    if any(c.kind == "int" and c.field in odd for c in columns):
         return None  # "1e1", "2.0": the careful path names it
+    # a time column of integer literals only is int64 (one beyond int64: careful path)
+    int_times = {c.field for c in columns if c.kind == "time" and c.field not in odd}
     use = sorted({c.field for c in columns})
     try:
         df = pd.read_csv(io.BytesIO(chunk), header=None, names=list(range(n)),
                          usecols=use, skip_blank_lines=False, engine="c",
-                         dtype={c.field: np.int64 if c.kind == "int" else np.float64
-                                for c in columns})
+                         dtype={c.field: np.int64 if c.kind == "int" or c.field in int_times
+                                else np.float64 for c in columns})
     except (ValueError, TypeError, OverflowError, pd.errors.ParserError):
         return None
     if df.shape[0] != lines:
@@ -228,14 +308,21 @@ def _parse_fast(chunk, n, columns):
 
 def _bad_mask(col, text):
     """(bad lines of the text column ``text``, its values): float64 for a float column,
-    int64 (0 where bad) for an integer column."""
+    int64 (None when some line is bad) for an integer column; a time column is an
+    integer one when every field is an integer literal, else a float one."""
     import pandas as pd
     vals = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
-    if col.kind == "float":
+    floats = col.kind == "float" or (
+        col.kind == "time" and not text.str.fullmatch(r"[+-]?[0-9]+").all())
+    if floats:
         na = text.str.lower().isin(_NA_TEXT).to_numpy()
         bad = np.isnan(vals) & ~na
         if col.finite:
             bad |= ~np.isfinite(vals)
+        if col.kind == "time":  # integer literals float64 would round
+            ints = text.str.fullmatch(r"[+-]?[0-9]+").to_numpy()
+            for i in np.flatnonzero(ints & (np.abs(np.nan_to_num(vals)) >= _EXACT)):
+                bad[i] |= abs(int(text.iloc[i])) > _EXACT
         if col.limit is not None:
             with np.errstate(invalid="ignore"):
                 bad |= np.abs(vals) > col.limit

@@ -16,8 +16,8 @@ import os
 import numpy as np
 
 from ..errors import DDStoreMemoryError, DDStoreValueError
-from .csv_lines import (Column, check_sorted_across_ranks, line_share_range, parse_lines,
-                        read_bytes)
+from .csv_lines import (TIME_ALLOWED, Column, check_sorted_across_ranks, line_share_range,
+                        parse_lines, read_bytes)
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
 
@@ -27,7 +27,9 @@ JodieShare = collections.namedtuple(
     "JodieShare", "src dst t label edge_feat num_users num_items whole_times first_edge "
                   "num_edges")
 JodieShare.__doc__ = """This rank's share of a JODIE file: ``src`` (users), ``dst`` (items
-+ ``num_users``), ``t`` (float64, as in the file), ``label`` (int64 ``state_label``),
++ ``num_users``), ``t`` (as in the file: int64 when every timestamp of the share is an
+integer literal, else float64; ``TemporalGraph.from_jodie`` decides the graph's dtype over
+the ranks), ``label`` (int64 ``state_label``),
 ``edge_feat`` (float32 ``[m, F]``, None when the rows have no feature), ``num_users`` /
 ``num_items`` (largest id + 1 over the whole file), ``whole_times`` (every timestamp of the
 file is a whole number), ``first_edge`` (global id of this share's first edge: the file's
@@ -84,13 +86,14 @@ def _header(path):
 _ADVICE = ("a JODIE file must be sorted by timestamp (PyG's chronological split assumes "
            "it; sort it, or use from_arrays, which accepts any order)")
 _F32_MAX = float(np.finfo(np.float32).max)
+_MAX_NODES = 2 ** 63 - 1  # users and items numbered as one int64 node id space
 
 
 def _columns(n):
     """The :class:`~ddstore.sources.csv_lines.Column` of each of the ``n`` fields."""
     return [Column(0, "user", "int", "an integer user id >= 0", low=0),
             Column(1, "item", "int", "an integer item id >= 0", low=0),
-            Column(2, "timestamp", "float", "a finite number", finite=True),
+            Column(2, "timestamp", "time", TIME_ALLOWED, finite=True),
             Column(3, "state_label", "int", "an integer label")] + \
         [Column(j, f"feature {j - 4}", "float", f"a finite number within float32's range "
                 f"(|x| <= {_F32_MAX:.6g})", finite=True, limit=_F32_MAX)
@@ -100,7 +103,10 @@ def _columns(n):
 def _shown(col, text):
     """A bad field as a message shows it: the number it reads as, or the text where the
     number would hide what is wrong ("2.0" for an id: a whole number, but no integer
-    literal)."""
+    literal; "1_0" or non-ASCII digits, which Python's ``int`` and ``float`` read as
+    numbers but the file's parser does not)."""
+    if "_" in text or not text.isascii():
+        return text
     try:
         return int(text)
     except ValueError:
@@ -133,6 +139,25 @@ def _parse(path, chunk, n, first_line):
     feat = np.stack(cols[4:], axis=1).astype(np.float32) if n > 4 else \
         np.zeros((len(user), 0), np.float32)
     return user, item, t, label, feat
+
+
+def check_num_nodes(path, ends):
+    """``(num_users, num_items)`` from the shares' ``ends`` (every non-empty share's
+    ``(.., largest user, largest item, .., line of that user, line of that item)``, as
+    the round gathered them), or a :class:`DDStoreValueError` naming the file and the
+    line of the largest user id when the nodes would not be int64: item ``i`` becomes
+    node ``i + num_users``, so ``num_users + num_items`` (the largest user id + the
+    largest item id + 2) must be at most ``2**63 - 1``."""
+    user = max(ends, key=lambda e: e[3])  # the first rank holding the largest
+    item = max(ends, key=lambda e: e[4])
+    num_users, num_items = user[3] + 1, item[4] + 1
+    if num_users + num_items > _MAX_NODES:
+        raise DDStoreValueError(
+            f"{path}, line {user[6]}: user id {user[3]} with item id {item[4]} (line "
+            f"{item[7]}) makes {num_users + num_items} nodes, beyond int64: JODIE numbers "
+            f"item i as node i + num_users (num_users = the largest user id + 1), so the "
+            f"largest user id + the largest item id must be at most 2**63 - 3")
+    return num_users, num_items
 
 
 def read_jodie_share(store, path):
@@ -171,13 +196,14 @@ def read_share(store, step, path):
         dst = np.empty_like(item)  # items as nodes, filled once num_users is agreed
         extra = None
         if len(t):  # this share's ends, for the checks across ranks
-            extra = (t[0], t[-1], first_line, int(user.max()), int(item.max()),
-                     bool(np.all(t == np.floor(t))))
+            u, i = int(np.argmax(user)), int(np.argmax(item))
+            extra = (t[0], t[-1], first_line, int(user[u]), int(item[i]),
+                     t.dtype.kind == "i" or bool(np.all(t == np.floor(t))),
+                     first_line + u, first_line + i)
         ends = parse.agree(extra)  # the one decision: every rank's ends
         check_sorted_across_ranks(path, ends, "timestamp", _ADVICE)
         live = [e for e in ends if e is not None]
-        num_users = max(e[3] for e in live) + 1
-        num_items = max(e[4] for e in live) + 1
+        num_users, num_items = check_num_nodes(path, live)
         np.add(item, num_users, out=dst)  # after the round: nothing that can fail
     return JodieShare(user, dst, t, label, feat if n > 4 else None,
                       num_users, num_items, all(e[5] for e in live),

@@ -11,9 +11,10 @@ Files (``np.save`` of C-order arrays):
 
 - ``edge_index``: ``[2, E]`` (PyG's layout: sources, destinations) or ``[E, 2]``
   (OGB's: one edge per row); integers;
-- ``x``: ``[N, D]`` node features (optional);
+- ``x``: ``[N, D]`` node features, finite (optional);
 - ``y``: ``[N]`` or ``[N, 1]`` integer labels, -1 for none (optional);
-- ``train`` / ``valid`` / ``test``: ``[k]`` integer node ids (optional).
+- ``train`` / ``valid`` / ``test``: ``[k]`` integer node ids, each at most once
+  (optional).
 
 ``NpyNodeData.from_dir(directory)`` finds them by the names ``edge_index.npy``, ``x.npy``,
 ``y.npy``, ``train_idx.npy``, ``valid_idx.npy``, ``test_idx.npy``.
@@ -121,23 +122,32 @@ class NpyNodeData(NodeDataSource):
         return self.checked_edges(e[0], e[1], lo)
 
     def where(self, what, row):
-        """A row's file and entry (for messages)."""
-        return self.paths["edge_index" if what == "edges" else what] + \
-            ("" if what == "edges" else f", entry {row}")
+        """A row's file and entry (for messages): ``what`` is "edges", "features",
+        "labels" or a split's name."""
+        key = {"edges": "edge_index", "features": "x", "labels": "y"}.get(what, what)
+        return self.paths[key] + ("" if what == "edges" else
+                                  f", {'row' if what == 'features' else 'entry'} {row}")
 
     def features(self, lo, hi, dtype=np.float32, progress=None):
-        """Rows ``[lo, hi)`` of ``x`` as ``dtype`` (float32 by default)."""
+        """Rows ``[lo, hi)`` of ``x`` as ``dtype`` (float32 by default); a NaN or
+        infinity (or a value beyond ``dtype``'s range) raises naming its row and column
+        (:meth:`checked_features`)."""
         if "x" not in self.paths:
             raise DDStoreValueError("NpyNodeData: no x file given")
         lo, hi = check_range(self.paths["x"], lo, hi, self.num_nodes)
-        return read_npy_rows(self.paths["x"], lo, hi).astype(dtype, copy=False)
+        raw = read_npy_rows(self.paths["x"], lo, hi)
+        with np.errstate(over="ignore"):  # beyond dtype's range: refused just below
+            x = raw.astype(dtype, copy=False)
+        return self.checked_features(x, lo, raw)
 
     def labels(self, lo, hi, progress=None):
-        """Labels ``[lo, hi)`` as int64 (-1: none)."""
+        """Labels ``[lo, hi)`` as int64 (-1: none); a label below -1 or above
+        :data:`~ddstore.sources.node_data.MAX_LABEL` raises naming its entry
+        (:meth:`checked_labels`)."""
         if "y" not in self.paths:
             raise DDStoreValueError("NpyNodeData: no y file given")
         lo, hi = check_range(self.paths["y"], lo, hi, self.num_nodes)
-        return read_npy_rows(self.paths["y"], lo, hi).reshape(-1).astype(np.int64)
+        return self.checked_labels(read_npy_rows(self.paths["y"], lo, hi), lo)
 
     def split_size(self, which):
         return npy_shape(self._split_path(which))[0][0]

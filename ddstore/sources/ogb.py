@@ -6,12 +6,13 @@ OGB's ``NodePropPredDataset`` reads the same files whole)::
     <root>/raw/edge.csv.gz            E lines "src,dst" (no header): one direction per pair
                                       for the undirected graphs (ogbn-products: OGB adds
                                       the reverse edges itself), citing -> cited (arxiv)
-    <root>/raw/node-feat.csv.gz       N lines of D floats (optional)
+    <root>/raw/node-feat.csv.gz       N lines of D finite floats (optional)
     <root>/raw/node-label.csv.gz      N lines, the class (papers100M: "nan" = no label)
     <root>/raw/num-node-list.csv.gz   one line: N
     <root>/raw/num-edge-list.csv.gz   one line: E
-    <root>/split/<name>/{train,valid,test}.csv.gz   node ids, one per line
-                                      (ogbn-products: "sales_ranking"; ogbn-arxiv: "time")
+    <root>/split/<name>/{train,valid,test}.csv.gz   node ids, one per line, each at
+                                      most once (ogbn-products: "sales_ranking";
+                                      ogbn-arxiv: "time")
 
 ``<root>`` is the dataset's own directory (``dataset/ogbn_products`` after
 ``NodePropPredDataset(name="ogbn-products")``, or the unzipped ``products/``).
@@ -33,7 +34,7 @@ import numpy as np
 from ..errors import DDStoreIndexError, DDStoreValueError
 from .base import check_range
 from .node_data import SPLITS, NodeDataSource
-from .rows import CsvRowReader, count_rows, first_line_fields, read_csv_rows
+from .rows import CsvRowReader, count_rows, first_line_fields, line_text, read_csv_rows
 
 __all__ = ["OGBNodeData", "write_ogb_node"]
 
@@ -114,7 +115,8 @@ class OGBNodeData(NodeDataSource):
         the edges, ``num-node-list`` for the node files): a file that ends before row
         ``hi`` raises naming both files and counts, and so does one with rows after the
         count, found by the read that ends at the count (the stream then reads on to the
-        file's end, where it nearly is)."""
+        file's end, where it nearly is), naming the first line past the count and
+        showing it (a blank line is told as such)."""
         count = "num-edge-list" if path == self.paths["edge"] else "num-node-list"
         total = self.num_edges if count == "num-edge-list" else self.num_nodes
         check_range(path, lo, hi, total)
@@ -131,10 +133,20 @@ class OGBNodeData(NodeDataSource):
         return out
 
     def _count_error(self, path, count, total, rows):
-        if rows != total:
+        if rows == total:
+            return
+        if rows < total:
             raise DDStoreValueError(
                 f"{path}: holds {rows} rows, but {self.paths[count]} says {total}; the "
                 f"files disagree (a truncated download, or files of two versions?)")
+        text = line_text(path, total) or b""
+        head = (f"{path}: holds {rows} rows, but {self.paths[count]} says {total}; line "
+                f"{total + 1}, the first past the count, is")
+        if not text.strip():
+            raise DDStoreValueError(f"{head} blank (remove the blank lines at the end of "
+                                    f"the file)")
+        raise DDStoreValueError(f"{head} {text[:200]!r}; the files disagree (a truncated "
+                                f"download, or files of two versions?)")
 
     def close(self):
         """End the kept decompression streams (a later read reopens its file)."""
@@ -154,19 +166,23 @@ class OGBNodeData(NodeDataSource):
         return self.checked_edges(e[:, 0], e[:, 1], lo)
 
     def where(self, what, row):
-        """A row's file and line (for messages)."""
-        path = self.paths["edge"] if what == "edges" else self.paths[f"split/{what}"]
-        return f"{path}, line {row + 1}"
+        """A row's file and line (for messages): ``what`` is "edges", "features",
+        "labels" or a split's name."""
+        key = {"edges": "edge", "features": "node-feat", "labels": "node-label"}.get(
+            what, f"split/{what}")
+        return f"{self.paths[key]}, line {row + 1}"
 
     def features(self, lo, hi, dtype=np.float32, progress=None):
         """Node features ``[lo, hi)`` of ``node-feat.csv.gz`` as ``[hi - lo, D]``
-        (float32 by default, as OGB's loaders give)."""
+        (float32 by default, as OGB's loaders give).  A value that is not a finite number
+        within ``dtype``'s range (``nan``, ``inf``, ``1e39`` for float32) raises naming
+        its line and column."""
         path = self.paths["node-feat"]
         if not self.num_features:
             raise DDStoreValueError(f"{path}: no such file (this dataset has no node "
                                     f"features)")
         return self._read(path, lo, hi, dtype=dtype, ncols=self.num_features,
-                          progress=progress)
+                          progress=progress, finite=True)
 
     def labels(self, lo, hi, progress=None):
         """Node labels ``[lo, hi)`` as int64 ``[hi - lo]``; -1 where the file says "nan"

@@ -4,7 +4,8 @@ and ``.npy`` arrays, each call reading only rows ``[lo, hi)``.
 - :func:`count_rows` ``(path)``: the number of rows.
 - :func:`read_rows` ``(path, lo, hi, dtype=...)``: rows ``[lo, hi)`` as a numpy array.
 - :func:`read_csv_rows` / :func:`read_npy_rows`: the two kinds on their own;
-  :class:`CsvRowReader`: consecutive ranges of one CSV from one stream.
+  :class:`CsvRowReader`: consecutive ranges of one CSV from one stream;
+  :func:`line_text`: one line of a CSV as written (for messages).
 
 What "reads only its range" costs, by kind:
 
@@ -40,7 +41,7 @@ from .csv_lines import Column, parse_lines
 from .npy import npy_header
 
 __all__ = ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "npy_shape",
-           "CsvRowReader", "first_line_fields"]
+           "CsvRowReader", "first_line_fields", "line_text"]
 
 BLOCK_BYTES = 32 << 20
 
@@ -109,6 +110,20 @@ def count_rows(path, block_bytes=BLOCK_BYTES):
     return sum(block.count(b"\n") for block in _blocks(path, block_bytes))
 
 
+def line_text(path, row, block_bytes=BLOCK_BYTES):
+    """The bytes of row ``row`` (0-based: line ``row + 1``) of a ``.csv`` / ``.csv.gz``
+    file without its newline, or None past the file's end; the file is read (a
+    ``.csv.gz`` decompressed) from its start up to that line (for messages)."""
+    at = 0
+    for block in _blocks(_need_file(path), block_bytes):
+        n = block.count(b"\n")
+        if row < at + n:
+            a = _nth_line_end(block, row - at)
+            return block[a:block.find(b"\n", a)].rstrip(b"\r")
+        at += n
+    return None
+
+
 def _nth_line_end(block, k):
     """Offset just past the ``k``-th newline of ``block`` (k >= 1), 0 for k == 0."""
     if k <= 0:
@@ -117,17 +132,25 @@ def _nth_line_end(block, k):
     return int(ends[k - 1]) + 1
 
 
-def _parse_block(path, chunk, n, first_line, dtype, out):
+def _parse_block(path, chunk, n, first_line, dtype, out, finite=False):
     """Parse ``chunk`` (whole lines, ``n`` fields each) into ``out``
     (:func:`~ddstore.sources.csv_lines.parse_lines`: pandas' C parser, the first bad line
-    named)."""
+    named); with ``finite`` (a float ``dtype``), NaN, infinities and values beyond
+    ``dtype``'s range are bad too."""
     integer = dtype.kind in "iub"
     want = "an integer (a literal within int64)" if integer else "a number"
+    limit = None
+    if finite and not integer:
+        limit = float(np.finfo(dtype).max) if dtype.itemsize < 8 else None
+        want = "a number that is finite" + ("" if limit is None else
+                                            f" and within {dtype}'s range (|x| <= "
+                                            f"{limit:.6g})")
 
     def bad_value(line, col, text):
         return DDStoreValueError(f"{path}, line {line}, column {col.field}: {text!r} is "
                                  f"not {want}")
-    columns = [Column(j, f"column {j}", "int" if integer else "float") for j in range(n)]
+    columns = [Column(j, f"column {j}", "int" if integer else "float",
+                      finite=finite and not integer, limit=limit) for j in range(n)]
     values = np.column_stack(parse_lines(path, chunk, first_line, n, columns, bad_value,
                                          expected="expected {n} (as the first row read)"))
     if integer and dtype != np.int64 and dtype.kind != "b":
@@ -150,7 +173,7 @@ def first_line_fields(path):
 
 
 def read_csv_rows(path, lo, hi, dtype=np.float64, ncols=None, block_bytes=BLOCK_BYTES,
-                  progress=None):
+                  progress=None, finite=False):
     """Rows ``[lo, hi)`` of a headerless ``.csv`` / ``.csv.gz`` file as an array
     ``[hi - lo, ncols]`` of ``dtype``.
 
@@ -162,11 +185,13 @@ def read_csv_rows(path, lo, hi, dtype=np.float64, ncols=None, block_bytes=BLOCK_
     ``pandas.read_csv(path, header=None).to_numpy().astype(dtype)`` gives for these rows.
     ``ncols``: the number of fields every row must have (default: as many as the first
     row read).  ``progress``: a label to show a tqdm bar over the rows passed (rank 0 of a
-    long preload), or None.  (To read a range in consecutive pieces, decompressing it
-    once: :class:`CsvRowReader`.)
+    long preload), or None.  ``finite``: refuse NaN, infinities and values beyond a
+    float ``dtype``'s range (naming the line and column).  (To read a range in
+    consecutive pieces, decompressing it once: :class:`CsvRowReader`.)
     """
     with CsvRowReader(path, block_bytes) as reader:
-        return reader.read(lo, hi, dtype=dtype, ncols=ncols, progress=progress)
+        return reader.read(lo, hi, dtype=dtype, ncols=ncols, progress=progress,
+                           finite=finite)
 
 
 class CsvRowReader:
@@ -211,7 +236,7 @@ class CsvRowReader:
         self.close()
         return total
 
-    def read(self, lo, hi, dtype=np.float64, ncols=None, progress=None):
+    def read(self, lo, hi, dtype=np.float64, ncols=None, progress=None, finite=False):
         """Rows ``[lo, hi)`` as ``[hi - lo, ncols]`` of ``dtype`` (see
         :func:`read_csv_rows`)."""
         path = self.path
@@ -248,7 +273,7 @@ class CsvRowReader:
                         ncols = part[:part.find(b"\n")].count(b",") + 1
                         out = np.empty((hi - lo, ncols), dtype=dtype)
                     _parse_block(path, part, ncols, first + 1, dtype,
-                                 out[first - lo:first - lo + take])
+                                 out[first - lo:first - lo + take], finite)
                 if row + nlines > hi:  # its later rows are the next read's
                     if bar is not None:
                         bar.update(hi - bar.n)

@@ -13,8 +13,9 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 from .._checks import partition
-from .csv_lines import Column, check_sorted_across_ranks, line_pieces, line_share_range, \
-    parse_lines
+from .._times import as_times, time_dtype
+from .csv_lines import TIME_ALLOWED, Column, check_sorted_across_ranks, integer_column, \
+    line_pieces, line_share_range, parse_lines
 
 __all__ = ["read_tgl_share", "write_tgl", "TGLShare", "TensorRows"]
 
@@ -60,13 +61,14 @@ def _columns(cols):
     positions ``cols``), in the order of ``_NEED``."""
     return [Column(cols.index("src"), "src", "int", _ID, low=0),
             Column(cols.index("dst"), "dst", "int", _ID, low=0),
-            Column(cols.index("time"), "time", "float", "a finite number", finite=True),
+            Column(cols.index("time"), "time", "time", TIME_ALLOWED, finite=True),
             Column(cols.index("ext_roll"), "ext_roll", "int",
                    "0, 1 or 2 (train/val/test)", low=0, high=2)]
 
 
 def _parse(path, chunk, cols, first_line, after=None):
-    """Arrays (src, dst, t, split) of a chunk of whole lines; ``first_line`` is the
+    """Arrays (src, dst, t, split) of a chunk of whole lines (``t`` int64 when every
+    time of the chunk is an integer literal, else float64); ``first_line`` is the
     1-based line number of its first line, ``after`` the previous piece's last time.
     Raises DDStoreValueError naming the line (:func:`~ddstore.sources.csv_lines.
     parse_lines`: the fast path, and the careful one only for a chunk in doubt)."""
@@ -154,7 +156,10 @@ class TGLShare:
     """Collective (the constructor): this rank's share of a TGL directory, to be read in
     pieces.  Attributes: ``counts`` (every rank's number of edges), ``num_edges``,
     ``first_eid``, ``edge_feat`` / ``node_feat`` (:class:`TensorRows` or None),
-    ``node_rows`` (this rank's ``(start, stop)`` of the node-feature rows).
+    ``node_rows`` (this rank's ``(start, stop)`` of the node-feature rows),
+    ``time_dtype`` (the file's times: int64 when it has rows and every time is an
+    integer literal, else float64, decided by :func:`ddstore._times.time_dtype` from
+    every rank's look at its share before it is parsed).
     :meth:`edge_pieces` parses the rank's byte range of ``edges.csv`` piece by piece
     (``stats``: lines parsed and seconds spent parsing, wall and CPU, on this rank);
     :meth:`ends` is what :func:`check_sorted_across_ranks` needs after it ran;
@@ -187,7 +192,7 @@ class TGLShare:
         self.rewind()
         epath = os.path.join(str(directory), "edge_features.pt")
         npath = os.path.join(str(directory), "node_features.pt")
-        with store.collective(None):  # the feature files: a local part of their own
+        with store.collective(None) as files:  # the feature files, the times' kind
             if os.path.isfile(epath):
                 self.edge_feat = TensorRows(epath)
                 if self.edge_feat.shape[0] != self.num_edges:
@@ -196,6 +201,11 @@ class TGLShare:
             if os.path.isfile(npath):
                 self.node_feat = TensorRows(npath)
                 self.node_rows = partition(self.node_feat.shape[0], size, rank)
+            ints = integer_column(self.path, self._a, self._b, len(self.cols),
+                                  self.cols.index("time"))
+            # (a file without rows: float64, as it always was; no integer was seen)
+            kinds = files.agree(("i" if ints and self._nlines else "f", self._nlines, None))
+            self.time_dtype = time_dtype(kinds, f"{self.path}: time")  # (never raises)
 
     def rewind(self):
         """Local: :meth:`edge_pieces` starts again from this rank's first line (the
@@ -206,8 +216,10 @@ class TGLShare:
 
     def edge_pieces(self, chunk_edges):
         """This rank's edges in pieces of about ``chunk_edges`` lines (C parser): yields
-        ``[edges [n, 2] int64, t float64, split int8, (edge_feat rows)]``; raises
-        :class:`DDStoreValueError` naming the file and line of a bad row."""
+        ``[edges [n, 2] int64, t, split int8, (edge_feat rows)]``, ``t`` of
+        :attr:`time_dtype`; raises :class:`DDStoreValueError` naming the file and line of
+        a bad row (or of an integer time float64 would round, in a file whose times are
+        float64)."""
         nlines = self._nlines
         avg = (self._b - self._a) / nlines if nlines else 64
         done = 0
@@ -222,9 +234,12 @@ class TGLShare:
             n = src.shape[0]
             if n == 0:
                 continue
+            t = as_times(t, self.time_dtype, lambda p, at=line: (
+                f"{self.path}, line {at + p}: time (float64: not every time of the file "
+                f"is an integer literal)"), copy=False)
             if self._first is None:
-                self._first = float(t[0])
-            self._last = float(t[-1])
+                self._first = t[0].item()  # (exact: a Python int for int64 times)
+            self._last = t[-1].item()
             self.split_counts += np.bincount(roll, minlength=3)
             out = [np.stack([src, dst], axis=1), t, roll]
             if self.edge_feat is not None:
@@ -262,7 +277,8 @@ def read_tgl_share(store, directory):
                 cat = [np.concatenate([p[i] for p in pieces]) for i in
                        range(len(pieces[0]))]
             else:
-                cat = [np.zeros((0, 2), np.int64), np.zeros(0), np.zeros(0, np.int8)]
+                cat = [np.zeros((0, 2), np.int64), np.zeros(0, share.time_dtype),
+                       np.zeros(0, np.int8)]
                 if share.edge_feat is not None:
                     cat.append(share.edge_feat.rows(0, 0))
             del pieces

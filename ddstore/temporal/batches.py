@@ -10,8 +10,9 @@ from .graph import SPLITS
 class EdgeBatches:
     """Iterate the edges of one split in time order, in batches of ``batch_size``.
 
-    Each item is ``(src, dst, neg_dst, t, eid)``: int64 ``src``/``dst``/``eid``, float64
-    ``t`` and int64 ``neg_dst`` of shape ``[n, negatives]`` (destinations drawn uniformly
+    Each item is ``(src, dst, neg_dst, t, eid)``: int64 ``src``/``dst``/``eid``, ``t`` of
+    the graph's ``time_dtype`` (int64 or float64) and int64 ``neg_dst`` of shape ``[n,
+    negatives]`` (destinations drawn uniformly
     from all nodes, deterministic per ``(seed, epoch, batch)``).
 
     Random chunk scheduling (TGL §4): with ``chunks > 1`` a batch is ``chunks`` chunks of

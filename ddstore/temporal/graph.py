@@ -2,13 +2,16 @@
 
 Layout (for a graph called ``name``; ``width`` members per group, each group one replica):
 
-- T-CSR: ``name/nbr``, ``name/ts`` (float64), ``name/eid``: every node's neighbour list
-  sorted by timestamp (ties in edge-id order), the lists concatenated in node order.
+- T-CSR: ``name/nbr``, ``name/ts`` (the graph's times), ``name/eid``: every node's
+  neighbour list sorted by timestamp (ties in edge-id order), the lists concatenated in
+  node order.  The graph's times (``time_dtype``) are int64 when it is built from
+  integer times (kept exactly: Unix nanoseconds, times beyond 2**53) and float64
+  otherwise; one decision for every builder (:mod:`ddstore._times`).
   ``nbr`` and ``eid`` are int32 when ``num_nodes`` and ``num_edges`` both fit
   (:func:`ddstore.build.id_dtype`: 16 bytes per entry instead of 24), else int64.  Member ``g`` holds the lists of the contiguous node range
   ``node_offsets[g:g + 2]``, chosen so that members hold about equal numbers of entries.
 - edges by id: ``name/edges`` (``[E, 2]``: src, dst; int32 when every node id + 1 fits,
-  else int64), ``name/edge_t`` (float64), ``name/edge_split`` (int8: 0 train, 1 val,
+  else int64), ``name/edge_t`` (the graph's times), ``name/edge_split`` (int8: 0 train, 1 val,
   2 test), optional ``name/edge_feat`` and
   ``name/edge_label`` (one label row per edge, e.g. JODIE's ``state_label``, PyG's ``y``);
   member ``g`` holds edge ids ``partition(num_edges, width, g)``.
@@ -29,7 +32,8 @@ import numpy as np
 from ..errors import (DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
 from .._checks import (STORABLE_KINDS, as_indices, check_free_names, check_indices,
-                       exact_times, is_int, names_under)
+                       is_int, names_under)
+from .._times import FLOAT_TIMES, time_dtype, time_share
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
 from .. import build
@@ -106,8 +110,10 @@ def _as_array(x, what):
 
 def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
                  edge_label=None):
-    """This rank's input, validated: the arrays dict; raises :class:`DDStoreValueError`
-    (or :class:`DDStoreIndexError` for a node id) on the first bad argument."""
+    """This rank's input, validated: the arrays dict (``t`` as int64 or float64, and
+    ``t_share`` its :func:`~ddstore._times.time_share` summary); raises
+    :class:`DDStoreValueError` (or :class:`DDStoreIndexError` for a node id) on the first
+    bad argument."""
     if not isinstance(name, str) or not name:
         raise DDStoreValueError(f"graph name must be a non-empty str, got {name!r}")
     if num_nodes is not None and (not is_int(num_nodes) or num_nodes < 1):
@@ -127,7 +133,7 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
             pos = int(np.argmax(arr == arr.max()))
             raise DDStoreIndexError(f"graph {name!r}: {key}[{pos}] = "
                                     f"{int(arr[pos])} out of range [0, num_nodes)")
-        if key == "t" and arr.size and arr.dtype.kind not in "iuf":
+        if key == "t" and arr.size and arr.dtype.kind not in "iufO":  # O: Python ints
             raise DDStoreValueError(f"graph {name!r}: t must be real numbers, got "
                                     f"dtype {arr.dtype}")
         out[key] = arr
@@ -138,8 +144,8 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
                                 f" they must be equal")
     out["src"] = out["src"].astype(np.int64, copy=False)
     out["dst"] = out["dst"].astype(np.int64, copy=False)
-    # integer times float64 would round are refused, as everywhere (one checker)
-    out["t"] = exact_times(out["t"], f"graph {name!r}: t", copy=False)
+    # integers as int64, floats as float64; the graph's dtype is decided over the ranks
+    out["t"], out["t_share"] = time_share(out["t"], f"graph {name!r}: t")
     for key in ("src", "dst"):
         if m and int(out[key].min()) < 0:
             pos = int(np.argmax(out[key] < 0))
@@ -191,8 +197,11 @@ class TemporalGraph:
 
     Attributes: ``num_nodes``, ``num_edges``, ``indptr`` (replicated), ``split_counts``
     (``{"train": n, "val": n, "test": n}``), ``edge_feat_dim`` / ``node_feat_dim``
-    (trailing shapes, None when absent), ``has_edge_label``, ``add_reverse``, ``t_dtype``
-    (the dtype :meth:`to_pyg` gives ``t``), ``num_users`` / ``num_items`` (graphs from
+    (trailing shapes, None when absent), ``has_edge_label``, ``add_reverse``,
+    ``time_dtype`` (the graph's times, int64 or float64: stored, compared by the
+    samplers and returned by every read), ``t_dtype`` (the dtype :meth:`to_pyg` gives
+    ``t``; ``time_dtype`` unless the builder says otherwise), ``num_users`` /
+    ``num_items`` (graphs from
     :meth:`from_jodie`; None otherwise).  Reads are local and one-sided: :meth:`neighbors`,
     :meth:`edges`, :meth:`edge_features`, :meth:`edge_labels`, :meth:`node_features`,
     :meth:`to_pyg`; each is one batched store read per variable, results in request order,
@@ -200,7 +209,8 @@ class TemporalGraph:
     """
 
     def __init__(self, store, name, num_nodes, num_edges, indptr, node_offsets, add_reverse,
-                 split_counts, has_edge_feat, has_node_feat, has_edge_label=False):
+                 split_counts, has_edge_feat, has_node_feat, has_edge_label=False,
+                 time_dtype=FLOAT_TIMES):
         self.store, self.name = store, name
         self.num_nodes, self.num_edges = int(num_nodes), int(num_edges)
         self.indptr = indptr
@@ -210,7 +220,8 @@ class TemporalGraph:
         self.edge_offsets = member_offsets(self.num_edges, store.group_size)
         self._has_edge_feat, self._has_node_feat = has_edge_feat, has_node_feat
         self.has_edge_label = bool(has_edge_label)
-        self.t_dtype = np.dtype(np.float64)
+        self.time_dtype = np.dtype(time_dtype)
+        self.t_dtype = self.time_dtype
         self.num_users = self.num_items = None
         self.edge_feat_dim = store.row_shape(f"{name}/edge_feat") if has_edge_feat else None
         self.node_feat_dim = store.row_shape(f"{name}/node_feat") if has_node_feat else None
@@ -226,7 +237,9 @@ class TemporalGraph:
         """Collective: build a temporal graph from each rank's share of the edges.
 
         ``src``, ``dst`` (integer node ids), ``t`` (finite real timestamps, any order:
-        the T-CSR is sorted here) and optional ``split`` (0 train / 1 val / 2 test per
+        the T-CSR is sorted here; integers on every rank are kept exactly as int64, else
+        the graph's times are float64, which must hold every integer given exactly) and
+        optional ``split`` (0 train / 1 val / 2 test per
         edge; default: every edge is train) and ``edge_feat`` (rows = this rank's edges)
         are this rank's share: any share, the global edge id of an edge being its
         position in the concatenation of all ranks' shares in rank order.  ``node_feat``
@@ -265,7 +278,8 @@ class TemporalGraph:
                 arrs["node_feat"].shape[0] if "node_feat" in arrs else 0,
                 np.bincount(arrs["split"], minlength=3).tolist() if "split" in arrs
                 else None,
-                (MPI.Get_processor_name(), available_memory()), layout("edge_label")),
+                (MPI.Get_processor_name(), available_memory()), layout("edge_label"),
+                arrs["t_share"]),
                 same={"add_reverse": bool(add_reverse),
                       "num_nodes": None if num_nodes is None else int(num_nodes),
                       "edge_feat given": edge_feat is not None,
@@ -282,6 +296,7 @@ class TemporalGraph:
                     raise DDStoreValueError(
                         f"graph {name!r}: {key} dtype or row shape differs between ranks: "
                         f"{[i[pos] for i in info]}")
+            time_dt = time_dtype([i[9] for i in info], f"graph {name!r}: t")
             counts = np.array([i[0] for i in info], dtype=np.int64)
             num_edges = int(counts.sum())
             max_id = max(i[1] for i in info)
@@ -324,7 +339,7 @@ class TemporalGraph:
             def edge_pieces():  # built in the local parts of the build's rounds
                 for a in range(0, m, chunk):
                     b = min(a + chunk, m)
-                    p = [np.stack([s[a:b], d[a:b]], axis=1), tt[a:b],
+                    p = [np.stack([s[a:b], d[a:b]], axis=1), tt[a:b].astype(time_dt),
                          split_arr[a:b] if split_arr is not None else
                          np.zeros(b - a, dtype=np.int8)]
                     p += [x[a:b] for x in (ef, el) if x is not None]
@@ -341,12 +356,13 @@ class TemporalGraph:
             return cls._build(store, name, num_edges, int(counts[:rank].sum()),
                               edge_pieces(), add_reverse, chunk, _layout(ef), _layout(el),
                               resolve, _layout(nf), nf_first,
-                              node_pieces() if has_nf else None, id_dtype(max_id + 1))
+                              node_pieces() if has_nf else None, id_dtype(max_id + 1),
+                              time_dt)
 
     @classmethod
     def _build(cls, store, name, num_edges, first_eid, edge_pieces, add_reverse, chunk,
                ef_layout, el_layout, resolve, nf_layout, nf_first, node_pieces,
-               edge_ids=np.int64):
+               edge_ids=np.int64, time_dtype=FLOAT_TIMES):
         """Collective, inside the builder's collective call (after its first step's
         round): the bounded build (see :mod:`ddstore.build`).
         ``edge_pieces``: this rank's edges from global id ``first_eid`` on, as pieces
@@ -356,7 +372,9 @@ class TemporalGraph:
         after the edge table is filled: its own steps, or none) returns ``(num_nodes,
         split_counts)``; ``node_pieces``: this rank's node-feature rows from node
         ``nf_first`` on, or None; ``edge_ids``: the dtype of the edge table's node ids
-        (int32: :class:`_WideIds` at a piece with an id that does not fit).  The T-CSR's
+        (int32: :class:`_WideIds` at a piece with an id that does not fit);
+        ``time_dtype``: the graph's times (int64 or float64: the pieces' ``t`` are of
+        it, and so are ``edge_t`` and the T-CSR's ``ts``).  The T-CSR's
         ids are int32 when ``num_nodes`` and ``num_edges`` fit
         (:func:`~ddstore.build.id_dtype`).  On failure every variable created is
         removed, on every rank."""
@@ -365,7 +383,7 @@ class TemporalGraph:
         with store.transaction(f"TemporalGraph {name!r}"):
             n_e = int(edge_off[g + 1] - edge_off[g])
             views = [create(store, f"{name}/edges", n_e, (2,), edge_ids),
-                     create(store, f"{name}/edge_t", n_e, (), np.float64),
+                     create(store, f"{name}/edge_t", n_e, (), time_dtype),
                      create(store, f"{name}/edge_split", n_e, (), np.int8)]
             for key, lay in (("edge_feat", ef_layout), ("edge_label", el_layout)):
                 if lay is not None:
@@ -378,7 +396,7 @@ class TemporalGraph:
             n_t = int(indptr[node_off[g + 1]] - indptr[node_off[g]])
             ids = id_dtype(num_nodes, num_edges)
             tcsr = [create(store, f"{name}/{k}", n_t, (), dt)
-                    for k, dt in zip(_T_VARS, (ids, np.float64, ids))]
+                    for k, dt in zip(_T_VARS, (ids, time_dtype, ids))]
             fill_tcsr(store, n_e, lambda a, b: (views[0][a:b], views[1][a:b]),
                       int(edge_off[g]), add_reverse, indptr, node_off, tcsr, chunk)
             if nf_layout is not None:
@@ -388,7 +406,8 @@ class TemporalGraph:
             store.sync()
         graph = cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
                     dict(zip(SPLITS, (int(c) for c in split_counts))),
-                    ef_layout is not None, nf_layout is not None, el_layout is not None)
+                    ef_layout is not None, nf_layout is not None, el_layout is not None,
+                    time_dtype)
         # what samplers read, mapped now rather than one page fault per first touch
         prefault_built(store, [f"{name}/{k}" for k in _T_VARS])
         return graph
@@ -458,7 +477,8 @@ class TemporalGraph:
                        None if ef is None else (ef.dtype, ef.shape[1:]), None, resolve,
                        None if nfr is None else (nfr.dtype, nfr.shape[1:]),
                        share.node_rows[0],
-                       share.node_pieces(chunk) if nfr is not None else None, edge_ids)
+                       share.node_pieces(chunk) if nfr is not None else None, edge_ids,
+                       share.time_dtype)
         g.read_stats = dict(share.stats)
         return g
 
@@ -473,10 +493,12 @@ class TemporalGraph:
         node ``i + num_users`` (``num_users = max(user) + 1`` over the file; the graph's
         ``num_users`` / ``num_items``).  Edge ids follow the file's rows; the features are
         ``edge_feat`` (float32, none when the rows have none), ``state_label`` the edge
-        labels (int64, :meth:`edge_labels`).  Timestamps are kept as float64, exactly as
-        in the file; ``t_dtype`` (what :meth:`to_pyg` gives) is int64 when every one is a
-        whole number (as in the four published files, and as PyG holds them) and float64
-        otherwise (PyG would truncate them).  The split is PyG's
+        labels (int64, :meth:`edge_labels`).  Timestamps are kept exactly as in the
+        file: int64 when every one is an integer literal (Unix nanoseconds included),
+        else float64 (the one decision of :meth:`from_arrays`); ``t_dtype`` (what
+        :meth:`to_pyg` gives) is int64 when every one is a whole number (as in the four
+        published files, and as PyG holds them) and float64 otherwise (PyG would
+        truncate them).  The split is PyG's
         ``train_val_test_split(val_ratio, test_ratio)`` of that TemporalData.  Whatever
         fails on any rank (a bad ratio, the file, a line, an ``OSError`` or
         ``MemoryError`` while parsing) raises the same error on every rank, and nothing
@@ -504,14 +526,19 @@ class TemporalGraph:
         ``dst``, ``t`` required; ``msg`` becomes ``edge_feat``, ``y`` the edge labels).
 
         The quick path for data that fits one rank: every rank passes the same ``data``
-        (checked: number of events, fields, dtypes and row shapes) and keeps its share
-        ``partition(num_events, size, rank)``; edge ``i`` is event ``i``.  ``split``: one
+        and ``split`` (checked: number of events, fields, dtypes, row shapes and a 64-bit
+        fingerprint of every array, see :func:`ddstore._fingerprint.same_data`: values
+        that differ between ranks are refused on every rank, naming the field and the
+        ranks) and keeps its share ``partition(num_events, size, rank)``; edge ``i`` is
+        event ``i``.  ``split``: one
         value per event (0 train / 1 val / 2 test) or None for PyG's chronological
-        ``data.train_val_test_split(val_ratio, test_ratio)``, computed as PyG does.  ``t``
-        is stored as float64 (integer times must lie in ``[-2**53, 2**53]``); ``t_dtype``
-        remembers ``data.t``'s dtype for :meth:`to_pyg`.
+        ``data.train_val_test_split(val_ratio, test_ratio)``, computed as PyG does.  An
+        integer ``data.t`` is kept exactly as int64, a float one as float64 (the one
+        decision of :meth:`from_arrays`); ``t_dtype`` remembers ``data.t``'s dtype for
+        :meth:`to_pyg`.
         """
         from .. import partition
+        from .._fingerprint import same_data
         from .pyg_data import check_ratios, chronological_split, temporal_data_arrays
         with store.collective("TemporalGraph.from_pyg", name) as step:
             arrs = temporal_data_arrays(data, name)
@@ -529,8 +556,11 @@ class TemporalGraph:
                                             f"{split.shape}, needs ({n},) (one value per "
                                             f"event of data)")
             sl = slice(*partition(n, store.size, store.rank))  # this rank's share
-            share = [arrs["src"][sl], arrs["dst"][sl], arrs["t"][sl].astype(np.float64)]
-            step.agree(same={"TemporalData (the same on every rank)": layout})
+            share = [arrs["src"][sl], arrs["dst"][sl], arrs["t"][sl]]
+            step.agree(same={"TemporalData (the same on every rank)": layout,
+                             **same_data(arrs, what="TemporalData"),
+                             **(same_data({"split": split}, what="argument")
+                                if layout["split given"] else {})})
             g = cls.from_arrays(store, name, *share,
                                 edge_feat=arrs["msg"][sl] if "msg" in arrs else None,
                                 add_reverse=add_reverse, split=split[sl],
@@ -543,8 +573,10 @@ class TemporalGraph:
         order (``src``, ``dst``, ``t``, plus ``msg`` = edge features and ``y`` = edge labels
         when the graph has them), read on this rank alone (one-sided reads from every
         owner; it needs the whole edge table's memory here).  ``t`` in ``t_dtype``
-        (numpy or torch dtype; default :attr:`t_dtype`); an integer dtype requires
-        whole-number times.  The split is not part of TemporalData: :attr:`split`."""
+        (numpy or torch dtype; default :attr:`t_dtype`, so int64 times come back
+        exactly); an integer dtype requires whole-number times within its range (a float
+        dtype takes what it holds: int64 times beyond 2**53 round in float64).  The split
+        is not part of TemporalData: :attr:`split`."""
         import torch
         from torch_geometric.data import TemporalData
         if t_dtype is None:
@@ -561,13 +593,17 @@ class TemporalGraph:
         t = st.get_range(f"{self.name}/edge_t", 0, e)
         if dtype.kind in "iu":
             info = np.iinfo(dtype)
-            bad = (t != np.floor(t)) | (t < info.min) | (t > info.max)
+            if t.dtype.kind == "f":  # (float(info.max) + 1: 2**bits, exactly)
+                bad = (t != np.floor(t)) | (t < info.min) | (t >= float(info.max) + 1)
+            else:  # int64 times: the target's range, within int64
+                i64 = np.iinfo(np.int64)
+                bad = (t < max(info.min, i64.min)) | (t > min(info.max, i64.max))
             if bad.any():
                 i = int(np.argmax(bad))
                 raise DDStoreValueError(f"to_pyg of graph {self.name!r}: edge {i} has time "
-                                        f"{float(t[i])!r}, not a whole number in [{info.min}, "
-                                        f"{info.max}] for t_dtype={dtype}; pass "
-                                        f"t_dtype=torch.float64")
+                                        f"{t[i].item()!r}, not a whole number in "
+                                        f"[{info.min}, {info.max}] for t_dtype={dtype}; "
+                                        f"pass t_dtype=torch.{self.time_dtype}")
         kw = dict(src=torch.from_numpy(sd[:, 0].astype(np.int64)),
                   dst=torch.from_numpy(sd[:, 1].astype(np.int64)),
                   t=torch.from_numpy(t.astype(dtype)))
@@ -616,7 +652,7 @@ class TemporalGraph:
 
     def neighbors(self, v):
         """Local: node ``v``'s list ``(nbr, ts, eid)`` in T-CSR order (time, then edge id);
-        ids int64."""
+        ids int64, ``ts`` of :attr:`time_dtype`."""
         if not is_int(v):
             raise DDStoreValueError(f"neighbors of graph {self.name!r}: node must be an "
                                     f"integer, got {v!r}")
@@ -626,7 +662,8 @@ class TemporalGraph:
         return nbr.astype(np.int64, copy=False), ts, eid.astype(np.int64, copy=False)
 
     def edges(self, eids):
-        """Local: ``(src, dst, t)`` of edges ``eids``, in request order (ids int64)."""
+        """Local: ``(src, dst, t)`` of edges ``eids``, in request order (ids int64, ``t``
+        of :attr:`time_dtype`)."""
         idx = self._edges(eids, "edges")
         sd = self.store.get_batch(f"{self.name}/edges", idx)
         return sd[:, 0].astype(np.int64), sd[:, 1].astype(np.int64), self.store.get_batch(f"{self.name}/edge_t",
@@ -681,7 +718,7 @@ class TemporalGraph:
         from .._core import TCSR
         core, ids = self.store.core_ids(*(f"{self.name}/{k}" for k in _T_VARS))
         return TCSR(core, *ids, self.indptr, self.node_offsets, fetch_whole_max,
-                    range_factor)
+                    range_factor, self.time_dtype)
 
     def __repr__(self):
         return (f"TemporalGraph({self.name!r}, num_nodes={self.num_nodes}, "

@@ -6,8 +6,9 @@ Layout (for a memory called ``name``; ``width`` members per group, one replica p
 group member ``g`` holds the nodes ``partition(num_nodes, width, g)`` of five store
 variables, whose global row is the node id:
 
-- ``name/memory`` (``dtype``, ``[memory_dim]``) and ``name/memory_ts`` (float64);
-- ``name/mail`` (``dtype``, rows of ``[mail_dim]``) and ``name/mail_ts`` (float64
+- ``name/memory`` (``dtype``, ``[memory_dim]``) and ``name/memory_ts`` (``ts_dtype``:
+  float64, or int64 to keep integer times exactly, as a graph built from them does);
+- ``name/mail`` (``dtype``, rows of ``[mail_dim]``) and ``name/mail_ts`` (``ts_dtype``
   scalars): ``mailbox_size`` consecutive rows per node (node ``v``'s ring is rows
   ``[v * mailbox_size, (v + 1) * mailbox_size)``), physical slot
   ``count % mailbox_size`` next, so a read copies each ring, oldest first, as two row
@@ -28,8 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._collective import join_bounded
-from .._checks import (as_indices, check_free_names, check_indices, exact_times, is_int,
-                       partition, names_under)
+from .._checks import (as_indices, check_free_names, check_indices, is_int, partition,
+                       names_under)
+from .._times import FLOAT_TIMES, as_time_dtype, as_times
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 from ..placement import alltoallv_rows
 
@@ -39,8 +41,9 @@ _VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
 @dataclass
 class MemoryBatch:
     """What :meth:`NodeMemory.read` returns, in request order (CPU torch tensors):
-    ``memory [n, memory_dim]``, ``memory_ts [n]`` (float64), ``mail [n, mailbox_size,
-    mail_dim]`` and ``mail_ts [n, mailbox_size]`` (float64), mailbox rows in arrival order,
+    ``memory [n, memory_dim]``, ``memory_ts [n]`` (the memory's ``ts_dtype``), ``mail [n,
+    mailbox_size, mail_dim]`` and ``mail_ts [n, mailbox_size]`` (``ts_dtype``), mailbox
+    rows in arrival order,
     oldest first, so the newest mail is always ``mail[:, -1]``.  Slots a node has not
     filled yet come first and hold zeros with ts 0."""
     memory: object
@@ -180,8 +183,10 @@ class NodeMemory:
     T-CSR (one replica per group).
 
     ``NodeMemory(store, name, num_nodes, memory_dim, mail_dim, mailbox_size=1,
-    dtype=np.float32)`` is collective (every rank, same arguments); the state starts at
-    zeros.  Then:
+    dtype=np.float32, ts_dtype=np.float64)`` is collective (every rank, same arguments);
+    the state starts at zeros.  ``ts_dtype``: the timestamps' dtype, float64 or int64
+    (integer times kept exactly and ordered exactly: pass a graph's ``time_dtype``).
+    Then:
 
     - :meth:`read` (local, one-sided): the state of any nodes;
     - :meth:`write` / :meth:`post` (local): stage a memory update / a mail;
@@ -217,8 +222,9 @@ class NodeMemory:
 
     **Errors.** A bad node id, a dtype or shape that does not match, a length mismatch,
     a NaN or infinite value in a memory or mail row (named by its node, as edge weights
-    are), a NaN/infinite timestamp or an integer timestamp outside ``[-2**53, 2**53]``
-    (float64 would round it; ``from_pyg`` refuses them too) is recorded where it is
+    are), a NaN/infinite timestamp, a timestamp ``ts_dtype`` does not hold exactly (an
+    integer outside ``[-2**53, 2**53]`` for float64; a float that is not a whole number
+    within int64 for int64) is recorded where it is
     staged and raised at the next ``commit()`` on **every** rank (a
     :class:`DDStoreIndexError` or :class:`DDStoreValueError` naming the rank, the node
     or argument, the value and the allowed range); nothing of that commit is applied
@@ -228,7 +234,7 @@ class NodeMemory:
     """
 
     def __init__(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size=1,
-                 dtype=np.float32):
+                 dtype=np.float32, ts_dtype=FLOAT_TIMES):
         self._lock = _StateLock()  # reads against commits in other threads (see read)
         self._comm = None      # the non-blocking commits' communicator (a dup of comm)
         self._pending = None   # the thread of the last non-blocking commit
@@ -245,6 +251,7 @@ class NodeMemory:
             if dt.kind not in "fc":
                 raise DDStoreValueError(f"NodeMemory {name!r}: dtype {dt} must be a "
                                         f"floating-point dtype (e.g. float32)")
+            tdt = as_time_dtype(ts_dtype, f"NodeMemory {name!r}: ts_dtype")
             for label, v, low in (("num_nodes", num_nodes, 1),
                                   ("memory_dim", memory_dim, 1), ("mail_dim", mail_dim, 1),
                                   ("mailbox_size", mailbox_size, 1)):
@@ -262,13 +269,15 @@ class NodeMemory:
             check_free_names(f"NodeMemory {name!r}", names_under(name, store.variables()))
             step.agree(same={"num_nodes": int(num_nodes), "memory_dim": int(memory_dim),
                              "mail_dim": int(mail_dim), "mailbox_size": int(mailbox_size),
-                             "dtype": str(dt)})
-            self._create(store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt)
+                             "dtype": str(dt), "ts_dtype": str(tdt)})
+            self._create(store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt,
+                         tdt)
 
-    def _create(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt):
+    def _create(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt,
+                tdt):
         """Collective, after the constructor's round: the five variables (all, or none
         on every rank) and the non-blocking commits' communicator."""
-        self.store, self.name = store, name
+        self.store, self.name, self.ts_dtype = store, name, tdt
         self.num_nodes, self.memory_dim = int(num_nodes), int(memory_dim)
         self.mail_dim, self.mailbox_size, self.dtype = int(mail_dim), int(mailbox_size), dt
         self.node_offsets = np.array(
@@ -279,8 +288,8 @@ class NodeMemory:
         S = self.mailbox_size
         # (rows per node, row shape, dtype): a mailbox is S rows per node
         self._layout = {
-            "memory": (1, (self.memory_dim,), dt), "memory_ts": (1, (), np.float64),
-            "mail": (S, (self.mail_dim,), dt), "mail_ts": (S, (), np.float64),
+            "memory": (1, (self.memory_dim,), dt), "memory_ts": (1, (), tdt),
+            "mail": (S, (self.mail_dim,), dt), "mail_ts": (S, (), tdt),
             "mail_count": (1, (), np.int64)}
         self._var = {k: f"{name}/{k}" for k in _VARS}
         self._buffers = {}  # the commit's send and receive buffers (see _buffer)
@@ -343,9 +352,9 @@ class NodeMemory:
         if out is None:
             out = MemoryBatch(
                 torch.from_numpy(np.empty((n, self.memory_dim), self.dtype)),
-                torch.from_numpy(np.empty(n, np.float64)),
+                torch.from_numpy(np.empty(n, self.ts_dtype)),
                 torch.from_numpy(np.empty((n, S, self.mail_dim), self.dtype)),
-                torch.from_numpy(np.empty((n, S), np.float64)))
+                torch.from_numpy(np.empty((n, S), self.ts_dtype)))
         elif not isinstance(out, MemoryBatch) or len(out) != n:
             raise DDStoreValueError(f"{what}: out must be a MemoryBatch of {n} nodes (from "
                                     f"an earlier read of as many), got {out!r:.80}")
@@ -416,8 +425,9 @@ class NodeMemory:
             if t.shape != (n,) or (n and t.dtype.kind not in "iufO"):
                 raise DDStoreValueError(f"{what}: ts has dtype {t.dtype} shape {t.shape}; "
                                         f"needs {n} real timestamps (one per node) or one")
-            # integer times beyond 2**53 would be rounded: refused, as from_pyg does
-            t = exact_times(t, f"{what}: ts", where=lambda p: f" (node {int(idx[p])})")
+            # as this memory's ts_dtype, exactly (what it would change is refused)
+            t = as_times(t, self.ts_dtype, f"{what}: ts",
+                         where=lambda p: f" (node {int(idx[p])})")
             bad = ~np.isfinite(t)
             if bad.any():
                 p = int(np.argmax(bad))
@@ -446,8 +456,9 @@ class NodeMemory:
     def write(self, nodes, memory, ts):
         """Local: stage new memory rows ``memory [len(nodes), memory_dim]`` (this
         memory's dtype, finite values) for ``nodes`` at times ``ts`` (one per node, or
-        one for all: finite reals; integers within ``[-2**53, 2**53]``).  Applied at the
-        next :meth:`commit`; a bad argument is raised there, on every rank."""
+        one for all: finite reals ``ts_dtype`` holds exactly: integers within
+        ``[-2**53, 2**53]`` for float64, whole numbers for int64).  Applied at the next
+        :meth:`commit`; a bad argument is raised there, on every rank."""
         self._stage("write", nodes, memory, ts, self.memory_dim, "memory")
 
     def post(self, nodes, mail, ts):
@@ -485,7 +496,7 @@ class NodeMemory:
     # ------------------------------------------------------------------ commit
     def _gather(self, staged, dim):
         """This rank's staged updates as (keys [k, 4] int64: node, rank, position and the
-        float64 ts's bits; rows [k, dim])."""
+        ts's 8 bytes (``ts_dtype``); rows [k, dim])."""
         if len(staged) == 1:
             nodes, ts, rows = staged[0]
         elif staged:
@@ -494,7 +505,7 @@ class NodeMemory:
             rows = np.concatenate([s[2] for s in staged])
         else:
             nodes = np.zeros(0, np.int64)
-            ts = np.zeros(0, np.float64)
+            ts = np.zeros(0, self.ts_dtype)
             rows = np.zeros((0, dim), self.dtype)
         keys = np.stack([nodes, np.full(nodes.shape[0], self.store.rank, np.int64),
                          np.arange(nodes.shape[0], dtype=np.int64), ts.view(np.int64)],
@@ -578,9 +589,9 @@ class NodeMemory:
         into this rank's chunks (not yet synced)."""
         wk, wr, pk, pr = self._exchange(packed, gathered, comm)
         if wk.shape[0]:
-            self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(np.float64), wr)
+            self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(self.ts_dtype), wr)
         if pk.shape[0]:
-            self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(np.float64), pr)
+            self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(self.ts_dtype), pr)
 
     def _background(self, packed, gathered):
         """A non-blocking commit's thread: exchange and apply on this memory's own
@@ -831,4 +842,4 @@ class NodeMemory:
     def __repr__(self):
         return (f"NodeMemory({self.name!r}, num_nodes={self.num_nodes}, memory_dim="
                 f"{self.memory_dim}, mail_dim={self.mail_dim}, mailbox_size="
-                f"{self.mailbox_size}, dtype={self.dtype})")
+                f"{self.mailbox_size}, dtype={self.dtype}, ts_dtype={self.ts_dtype})")

@@ -6,6 +6,7 @@ from .. import _core
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
     DDStoreValueError
 from .._checks import as_indices, as_int, check_indices, is_int
+from .._times import as_times
 from ..memory import available_memory
 
 _CLAMP_ABOVE = 1 << 16  # output buffers larger than this are sized by the roots' degrees
@@ -17,14 +18,16 @@ class TemporalBlock:
 
     - ``nodes``: the layer's roots first (``num_roots`` of them), then one entry per
       sampled edge (its neighbour);
-    - ``ts``: the time of each entry of ``nodes``: the root's query time for roots; for
+    - ``ts``: (like every time here, of the graph's ``time_dtype``: int64 times exactly)
+      the time of each entry of ``nodes``: the root's query time for roots; for
       sampled neighbours the edge's time (or, with ``prop_time=True``, its root's time).
       The next layer samples ``nodes`` at ``ts``;
     - ``row``: the root position (0 .. num_roots-1) of each sampled edge;
     - ``col``: the position in ``nodes`` of each sampled edge's neighbour
       (``num_roots + j`` for edge ``j``);
     - ``eid``: the edge id (int64); ``edge_ts``: the edge's timestamp;
-    - ``dts``: root time minus edge time (always > 0: only strictly earlier edges).
+    - ``dts``: root time minus edge time (always > 0: only strictly earlier edges;
+      exact for int64 times, whose span must then be below 2**63).
 
     ``edge_index`` is ``[col, row]`` (messages flow from the neighbour to its root, PyG's
     source/target order).  Fields are numpy arrays; :meth:`to_torch` gives CPU tensors.
@@ -122,7 +125,9 @@ class TemporalSampler:
         self.epoch = as_int(epoch, "set_epoch: epoch") & 0xFFFFFFFFFFFFFFFF
 
     def sample(self, nodes, ts):
-        """Local: sample every layer for roots ``nodes`` at times ``ts``.
+        """Local: sample every layer for roots ``nodes`` at times ``ts`` (real numbers
+        the graph's ``time_dtype`` holds exactly: for int64 times, integers or whole
+        floats; for float64, floats or integers within ``[-2**53, 2**53]``).
 
         Returns a list of :class:`TemporalBlock`, one per layer (layer 0 first).
         """
@@ -138,10 +143,11 @@ class TemporalSampler:
         if t.shape[0] != roots.shape[0]:
             raise DDStoreValueError(f"sample: {roots.shape[0]} nodes but {t.shape[0]} times;"
                                     f" they must have the same length")
-        t = np.ascontiguousarray(t, dtype=np.float64)
+        t = np.ascontiguousarray(as_times(t, self.graph.time_dtype, "sample: ts",
+                                          copy=False))
         n = self.graph.num_nodes
         check_indices(roots, n, "sample", item="root")
-        if np.isnan(t).any():
+        if t.dtype.kind == "f" and np.isnan(t).any():
             raise DDStoreValueError(f"sample: ts[{int(np.argmax(np.isnan(t)))}] is NaN")
         blocks = []
         indptr = self.graph.indptr
@@ -170,7 +176,21 @@ class TemporalSampler:
             nb_ts = root_time if self.prop_time else ets
             block = TemporalBlock(np.concatenate([roots, nbr]), np.concatenate([t, nb_ts]),
                                   row, np.arange(nr, nr + len(row), dtype=np.int64), eid,
-                                  ets, root_time - ets, nr)
+                                  ets, self._dts(root_time, ets, layer), nr)
             blocks.append(block)
             roots, t = block.nodes, block.ts
         return blocks
+
+    def _dts(self, root_time, ets, layer):
+        """Root time minus edge time; int64 times: exact, or a :class:`DDStoreValueError`
+        where the difference exceeds int64 (times spanning 2**63 or more)."""
+        with np.errstate(over="ignore"):
+            dts = root_time - ets
+        if dts.dtype.kind == "i" and dts.size and int(dts.min()) <= 0:  # wrapped around
+            j = int(np.argmax(dts <= 0))
+            raise DDStoreValueError(
+                f"sample of graph {self.graph.name!r}, layer {layer}: root time "
+                f"{int(root_time[j])} minus edge time {int(ets[j])} is "
+                f"{int(root_time[j]) - int(ets[j])}, beyond int64's 2**63 - 1: the graph's "
+                f"int64 times span too much for dts")
+        return dts

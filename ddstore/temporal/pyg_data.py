@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .._checks import exact_times
+from .._times import time_share
 from .._collective import collective
 from ..errors import DDStoreValueError
 
@@ -138,8 +138,8 @@ def temporal_data_arrays(data, name):
     if t.dtype == torch.bool or t.is_complex():
         raise DDStoreValueError(f"graph {name!r}: data.t has dtype {t.dtype}; "
                                 f"timestamps must be integers or floats")
-    if not t.is_floating_point() and n:  # the one check of integer times float64 rounds
-        exact_times(t.numpy(), f"graph {name!r}: data.t", copy=False)
+    if not t.is_floating_point():  # integers are kept as int64: within it (uint64)
+        time_share(t.numpy(), f"graph {name!r}: data.t")
     arrs = {k: (v.numpy() if v.dtype != torch.bfloat16 else v.float().numpy())
             for k, v in out.items()}
     return arrs

@@ -1,6 +1,7 @@
 """Brute-force references for tests: the T-CSR, the sampler and node memory written the
 obvious way (Python loops over every edge and update), with none of the code of the real
-implementation."""
+implementation.  Times are compared as Python numbers: integer times (int64 arrays) as
+exact Python ints, float times as floats."""
 import numpy as np
 
 from .._checks import partition
@@ -15,11 +16,18 @@ def _splitmix64(x):
     return z ^ (z >> 31)
 
 
+def _times(t):
+    """Times as an int64 array when they are integers, else float64."""
+    t = np.asarray(t)
+    return t.astype(np.int64 if t.dtype.kind in "iu" else np.float64)
+
+
 def reference_lists(src, dst, t, num_nodes, add_reverse=False):
-    """Every node's list ``[(time, eid, nbr), ...]`` sorted by time then edge id."""
+    """Every node's list ``[(time, eid, nbr), ...]`` sorted by time then edge id (times
+    Python ints for integer ``t``, else floats)."""
     lists = [[] for _ in range(num_nodes)]
     for e, (s, d, tt) in enumerate(zip(np.asarray(src).tolist(), np.asarray(dst).tolist(),
-                                       np.asarray(t, dtype=np.float64).tolist())):
+                                       _times(t).tolist())):
         lists[s].append((tt, e, d))
         if add_reverse:
             lists[d].append((tt, e, s))
@@ -32,7 +40,7 @@ def reference_tcsr(src, dst, t, num_nodes, add_reverse, width):
     entries sorted by (node, time, edge id), members' node ranges balanced by entries."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
-    t = np.asarray(t, dtype=np.float64)
+    t = _times(t)
     eid = np.arange(src.shape[0], dtype=np.int64)
     node = np.concatenate([src, dst]) if add_reverse else src
     nbr = np.concatenate([dst, src]) if add_reverse else dst
@@ -70,16 +78,17 @@ def reference_layer(lists, roots, ts, k, strategy, seed=0, epoch=0, layer=0):
 
 def reference_sample(lists, roots, ts, fanouts, strategy, seed=0, epoch=0,
                      prop_time=False):
-    """All layers: a list of dicts with nodes, ts, row, eid, edge_ts (numpy arrays)."""
+    """All layers: a list of dicts with nodes, ts, row, eid, edge_ts (numpy arrays; times
+    int64 for integer ``ts``, else float64, as the lists' times must be)."""
     roots = np.asarray(roots, dtype=np.int64)
-    ts = np.asarray(ts, dtype=np.float64)
+    ts = _times(ts)
     blocks = []
     for layer, k in enumerate(fanouts):
         got = reference_layer(lists, roots, ts, k, strategy, seed, epoch, layer)
         row = np.array([g[0] for g in got], dtype=np.int64)
         nbr = np.array([g[1] for g in got], dtype=np.int64)
         eid = np.array([g[2] for g in got], dtype=np.int64)
-        ets = np.array([g[3] for g in got], dtype=np.float64)
+        ets = np.array([g[3] for g in got], dtype=ts.dtype)
         nts = ts[row] if prop_time else ets
         blocks.append(dict(nodes=np.concatenate([roots, nbr]), ts=np.concatenate([ts, nts]),
                            row=row, eid=eid, edge_ts=ets))
@@ -90,20 +99,24 @@ def reference_sample(lists, roots, ts, fanouts, strategy, seed=0, epoch=0,
 class ReferenceNodeMemory:
     """Node memory and mailboxes the obvious way: Python lists, every update applied one
     by one in ``(ts, rank, position)`` order (memory: each replaces the last; mails:
-    appended, the ``mailbox_size`` latest kept)."""
+    appended, the ``mailbox_size`` latest kept).  Times are ``ts_dtype`` (int64: exact
+    Python ints)."""
 
-    def __init__(self, num_nodes, memory_dim, mail_dim, mailbox_size=1, dtype=np.float32):
+    def __init__(self, num_nodes, memory_dim, mail_dim, mailbox_size=1, dtype=np.float32,
+                 ts_dtype=np.float64):
         self.n, self.md, self.ad, self.S = num_nodes, memory_dim, mail_dim, mailbox_size
-        self.dtype = np.dtype(dtype)
+        self.dtype, self.ts_dtype = np.dtype(dtype), np.dtype(ts_dtype)
+        self._time = int if self.ts_dtype.kind == "i" else float
         self.reset()
 
     def reset(self):
         self.memory = [np.zeros(self.md, self.dtype) for _ in range(self.n)]
-        self.memory_ts = [0.0] * self.n
+        self.memory_ts = [self._time(0)] * self.n
         self.mails = [[] for _ in range(self.n)]  # [(ts, row)], arrival order
 
     def copy(self):
-        other = ReferenceNodeMemory(self.n, self.md, self.ad, self.S, self.dtype)
+        other = ReferenceNodeMemory(self.n, self.md, self.ad, self.S, self.dtype,
+                                    self.ts_dtype)
         other.memory = [m.copy() for m in self.memory]
         other.memory_ts = list(self.memory_ts)
         other.mails = [list(x) for x in self.mails]
@@ -113,9 +126,9 @@ class ReferenceNodeMemory:
         """``writes`` / ``posts``: lists of ``(rank, position, node, ts, row)``."""
         for rank, pos, node, ts, row in sorted(writes, key=lambda u: (u[3], u[0], u[1])):
             self.memory[node] = np.array(row, dtype=self.dtype)
-            self.memory_ts[node] = float(ts)
+            self.memory_ts[node] = self._time(ts)
         for rank, pos, node, ts, row in sorted(posts, key=lambda u: (u[3], u[0], u[1])):
-            self.mails[node].append((float(ts), np.array(row, dtype=self.dtype)))
+            self.mails[node].append((self._time(ts), np.array(row, dtype=self.dtype)))
             del self.mails[node][:-self.S]
 
     def read(self, nodes):
@@ -123,9 +136,9 @@ class ReferenceNodeMemory:
         nodes = list(nodes)
         mem = np.array([self.memory[v] for v in nodes], dtype=self.dtype).reshape(
             len(nodes), self.md)
-        mts = np.array([self.memory_ts[v] for v in nodes], dtype=np.float64)
+        mts = np.array([self.memory_ts[v] for v in nodes], dtype=self.ts_dtype)
         mail = np.zeros((len(nodes), self.S, self.ad), self.dtype)
-        mail_ts = np.zeros((len(nodes), self.S), np.float64)
+        mail_ts = np.zeros((len(nodes), self.S), self.ts_dtype)
         for i, v in enumerate(nodes):
             got = self.mails[v]
             for j, (t, row) in enumerate(got):

@@ -324,10 +324,12 @@ def _collective_steps(t):
             except Exception as agreed:
                 caught.append(agreed)
                 raise
-        msg = expect_error(cls, [f"rank {last}: {text}"], local_part_fails,
+        # a foreign exception is told with the call it happened in
+        told = f"rank {last}: fails('one'): {text}"
+        msg = expect_error(cls, [told], local_part_fails,
                            what=f"local part raises {type(exc).__name__} on rank {last}",
                            agree=True, agreed=True)
-        check(msg == f"rank {last}: {text}", f"{type(exc).__name__}: message {msg!r}")
+        check(msg == told, f"{type(exc).__name__}: message {msg!r}")
         if caught:
             cause = caught[0].__cause__
             check(cause is exc if rank == last else cause is None,
@@ -339,8 +341,9 @@ def _collective_steps(t):
         with store.collective("fails", "two"):
             if rank in (0, last):
                 raise OSError(f"gone on {'first' if rank == 0 else 'last'}")
-    expect_error(DDStoreValueError, ["rank 0: OSError: gone on first",
-                                     f"rank {last}: OSError: gone on last"], two_fail,
+    expect_error(DDStoreValueError, ["rank 0: fails('two'): OSError: gone on first",
+                                     f"rank {last}: fails('two'): OSError: gone on last"],
+                 two_fail,
                  what="two ranks fail", agree=True, agreed=True)
 
     # the round returns every rank's share, in rank order
@@ -376,10 +379,11 @@ def _collective_steps(t):
                     raise OSError("inner local part")
     _collective._round = counted
     try:
-        msg = expect_error(DDStoreValueError, [f"rank {last}: OSError: inner local part"],
+        told = f"rank {last}: outer('n'): OSError: inner local part"  # the call's name
+        msg = expect_error(DDStoreValueError, [told],
                            nested, what="agreed error through an enclosing step",
                            agree=True, agreed=True)
-        check(msg == f"rank {last}: OSError: inner local part", f"nested: {msg!r}")
+        check(msg == told, f"nested: {msg!r}")
         check(len(rounds) == 1, f"nested: {len(rounds)} rounds, expected 1")
         # the same for an agreed error of a store call made in an enclosing step
         del rounds[:]

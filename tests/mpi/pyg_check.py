@@ -353,7 +353,7 @@ def chunked(store, data, tag, rangewise):
             t, order = None, np.lexsort((eid, dst))
         else:
             t = (data.edge_time.numpy() if ta == "edge_time" else
-                 data.time.numpy()[src]).astype(np.float64)
+                 data.time.numpy()[src])  # integer times: kept as int64
             order = np.lexsort((eid, t, dst))
         ref = [indptr, balanced_offsets(indptr, store.group_size),
                src[order].astype(np.int32), eid[order].astype(np.int32)]
@@ -378,11 +378,11 @@ def chunked(store, data, tag, rangewise):
             check(len(got) == len(ref), f"{what}: variables {sorted(c.vars)}")
             for label, a, b in zip(("indptr", "node_offsets", "nbr", "eid", "ts"), got, ref):
                 check(same_bytes(a, b), f"{what}: {label} differs from the reference")
-            # node-level time: the sources' times replicated, as float64, instead
+            # node-level time: the sources' times replicated instead
             check((c.node_times is None) == (ta != "time"), f"{what}: node times kept")
-            if ta == "time":  # small integers: float32 holds them, so kept as float32
-                check(same_bytes(c.node_times, data.time.numpy().astype(np.float32)),
-                      f"{what}: node times differ from the attribute's, as float32")
+            if ta == "time":  # small integers: int32 holds them, so kept as int32
+                check(same_bytes(c.node_times, data.time.numpy().astype(np.int32)),
+                      f"{what}: node times differ from the attribute's, as int32")
             gs.remove_edge_index(edge_type=None, layout="coo")
     expect_error(DDStoreValueError, ["chunk_edges=0"], dpyg.GraphStore, store, "bad",
                  chunk_edges=0)

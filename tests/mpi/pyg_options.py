@@ -591,7 +591,7 @@ def backward_read_failures(store, data, tag):
                 raise
         with reads_fail_on(store, lambda name: name.startswith("brf/csc/") and
                                  name.endswith("/nbr"), make, on=on):
-            expect_error(cls, [f"rank {on}: {type(exc).__name__}: {exc}"], build,
+            expect_error(cls, [f"rank {on}: ", f"{type(exc).__name__}: {exc}"], build,
                          agree=True, agreed=True, store=store, what=what)
         if rank == on and raised:
             check(type(raised[0].__cause__) is type(exc) and

@@ -222,8 +222,9 @@ def check_errors(store, tmp, tag):
                      what=f"{tag} data differs", agree=True, store=store)
     huge = TemporalData(src=torch.zeros(3, dtype=torch.long),
                         dst=torch.ones(3, dtype=torch.long),
-                        t=torch.tensor([0, 1, 2 ** 60]))
-    expect_error(DDStoreValueError, ("data.t[2] = 1152921504606846976", "[-2**53, 2**53]"),
+                        t=torch.tensor([0, 2 ** 63], dtype=torch.uint64)[[0, 0, 1]])
+    expect_error(DDStoreValueError, ("data.t[2] = 9223372036854775808",
+                                     "[-2**63, 2**63 - 1]"),
                  tg.TemporalGraph.from_pyg, store, "bad", huge, what=f"{tag} huge t",
                  agree=True, store=store)
 

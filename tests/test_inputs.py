@@ -1,0 +1,144 @@
+"""The checks of a user's input at memory speed (csrc/checks.c, ddstore._fingerprint):
+the 64-bit fingerprint that holds the ranks of a collective call to the same data, and
+the bitmap that finds an id listed twice, in-process; and the program
+tests/mpi/inputs_check.py on 2 and 3 ranks (data that differs between ranks refused
+naming the ranks, a split's repeat found across ranks, labels that are not class ids)."""
+import numpy as np
+import pytest
+
+from conftest import passed_on
+
+from ddstore import _core
+from ddstore._fingerprint import fingerprint, same_data
+from ddstore.errors import DDStoreIndexError
+
+
+def _bytes(n, seed=0):
+    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8).tobytes()
+
+
+# XXH64 values from the xxHash specification's reference implementation
+_KNOWN = [(b"", 0, 0xEF46DB3751D8E999), (b"a", 0, 0xD24EC4F1A98C6E5B),
+          (b"abc", 0, 0x44BC2CF5AD770999),
+          (b"Nobody inspects the spammish repetition", 0, 0xFBCEA83C8A378BF1)]
+
+
+@pytest.mark.parametrize("data, seed, want", _KNOWN)
+def test_fingerprint_is_xxh64(data, seed, want):
+    assert _core.fingerprint(data, seed) == want
+
+
+def test_fingerprint_equals_the_reference_at_every_length():
+    """Every length through the stripe loop, the 8-, 4- and 1-byte tails, with seeds
+    around 0 and 2**64: equal to the xxhash package's XXH64 (skipped without it)."""
+    xxhash = pytest.importorskip("xxhash")
+    for n in list(range(0, 70)) + [255, 256, 1000, 4097]:
+        data = _bytes(n, n)
+        for seed in (0, 1, 2 ** 63, 2 ** 64 - 1):
+            assert _core.fingerprint(data, seed) == xxhash.xxh64_intdigest(data, seed), \
+                (n, seed)
+    a = np.arange(1000, dtype=np.int64)  # a numpy buffer: its bytes
+    assert _core.fingerprint(a) == xxhash.xxh64_intdigest(a.tobytes())
+    assert _core.fingerprint(a, -1) == xxhash.xxh64_intdigest(a.tobytes(), 2 ** 64 - 1)
+
+
+def test_fingerprint_of_values():
+    """Arrays that differ in one byte, in the order of two values, in dtype or in shape
+    have different fingerprints; the same values as numpy, torch or a list the same."""
+    torch = pytest.importorskip("torch")
+    a = np.arange(100_000, dtype=np.int64)
+    base = fingerprint(a)
+    assert fingerprint(a.copy()) == base == fingerprint(torch.arange(100_000))
+    b = a.copy()
+    b[[10, 99_990]] = b[[99_990, 10]]  # two values swapped
+    c = a.copy()
+    c.view(np.uint8)[123_457] ^= 1  # one bit
+    others = [fingerprint(x) for x in (b, c, a.reshape(1000, 100), a.view(np.float64),
+                                       a.astype(np.int32), a[:-1], a[::-1])]
+    assert base not in others and len(set(others)) == len(others)
+    assert fingerprint([1, 2, 3]) == fingerprint(np.array([1, 2, 3]))
+    assert fingerprint(a[::2]) == fingerprint(np.ascontiguousarray(a[::2]))
+    assert fingerprint(None) == fingerprint(None) != fingerprint(np.zeros(0))
+    bf = torch.arange(6, dtype=torch.bfloat16)  # no numpy dtype: its bytes and its name
+    assert fingerprint(bf) == fingerprint(bf.clone()) != \
+        fingerprint(bf.view(torch.int16))
+    obj = np.array([{"a": 1}, "x"], dtype=object)
+    assert fingerprint(obj) == fingerprint(obj.copy()) != \
+        fingerprint(np.array([{"a": 2}, "x"], dtype=object))
+
+
+def test_fingerprint_of_a_memmap_is_what_it_maps(tmp_path):
+    """A memmap is described (file, position, strides, shape, dtype), not read: views of
+    other rows or columns differ even where the bytes are equal, and changing the file's
+    bytes keeps the fingerprint."""
+    path = tmp_path / "m.dat"
+    m = np.memmap(path, dtype=np.float32, mode="w+", shape=(1000, 3))
+    assert fingerprint(m[10:20]) == fingerprint(m[10:20])
+    assert len({fingerprint(v) for v in (m, m[10:20], m[20:30], m[:, 0], m[:, 1])}) == 5
+    before = fingerprint(m[10:20])
+    m[10:20] = 7.0
+    assert fingerprint(m[10:20]) == before
+    assert fingerprint(np.array(m[10:20])) != before  # a copy: its bytes
+    assert fingerprint(np.memmap(path, dtype=np.float32, mode="r", shape=(1000, 3))) == \
+        fingerprint(m)
+
+
+def test_same_data_settings():
+    same = same_data({"x": np.zeros((3, 2), np.float32), "edge_index": None},
+                     what="data")
+    assert list(same) == ["data 'x'", "data 'edge_index'"]
+    assert same["data 'x'"] == \
+        f"float32 [3, 2], fingerprint 0x{fingerprint(np.zeros((3, 2), np.float32)):016x}"
+    assert same["data 'edge_index'"].startswith("None [], fingerprint 0x")
+    assert same == same_data({"x": np.zeros((3, 2), np.float32), "edge_index": None})
+    assert same != same_data({"x": np.ones((3, 2), np.float32), "edge_index": None})
+
+
+def test_mark_ids():
+    """The bitmap: the first id listed twice (within the call, or already marked), a test
+    without marking, and an id outside the bitmap refused naming its position."""
+    n = 1000
+    bits = np.zeros((n + 63) // 64, dtype=np.uint64)
+    assert _core.mark_ids(bits, np.array([5, 999, 0, 64]), n) is None
+    assert _core.mark_ids(bits, np.array([1, 2, 999]), n) == 2  # marked before
+    assert _core.mark_ids(bits, np.array([7, 8, 7]), n) == 2  # twice in this call
+    assert _core.mark_ids(bits, np.array([3, 4, 64]), n, mark=False) == 2
+    assert _core.mark_ids(bits, np.array([3, 4]), n, mark=False) is None
+    assert _core.mark_ids(bits, np.array([3, 4]), n, mark=False) is None  # not marked
+    assert _core.mark_ids(bits, np.zeros(0, np.int64), n) is None
+    with pytest.raises(DDStoreIndexError, match=r"id 1000 at position 1 is outside "
+                                                r"\[0, 1000\)"):
+        _core.mark_ids(bits, np.array([10, 1000]), n)
+    with pytest.raises(DDStoreIndexError, match=r"id -1 at position 0"):
+        _core.mark_ids(bits, np.array([-1]), n)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 3])
+@pytest.mark.shared_launch("inputs_check.py", timeout=240)
+def test_inputs_check(shared_launch, nprocs):
+    """from_pyg / from_hetero / TemporalGraph.from_pyg handed other values of the same
+    shapes on one rank, a split repeating a node on another rank's rows (OGB, .npy), a
+    source's label 2**63 - 1: refused on every rank, naming what and where; nothing
+    stored."""
+    passed_on(shared_launch, nprocs)
+
+
+def test_check_functions_refuse_bad_sizes_in_c():
+    """The C entry points themselves (no Python check before them): a negative size, or
+    no buffer for a positive one, is DDS_EINVAL with a message, nothing read or
+    written."""
+    from ddstore._core import ffi, lib
+    out = ffi.new("uint64_t *", 7)
+    assert lib.dds_fingerprint(ffi.NULL, 5, 0, out) == lib.DDS_EINVAL and out[0] == 7
+    assert lib.dds_fingerprint(ffi.NULL, -1, 0, out) == lib.DDS_EINVAL
+    assert "nbytes=-1 must be >= 0" in ffi.string(lib.dds_last_error()).decode()
+    assert lib.dds_fingerprint(ffi.NULL, 0, 0, out) == lib.DDS_OK and \
+        out[0] == 0xEF46DB3751D8E999
+    first = ffi.new("int64_t *", 3)
+    bits = np.zeros(1, np.uint64)
+    ids = np.array([1, 2], np.int64)
+    for nbits, n, b in ((-1, 2, bits), (64, -1, bits), (64, 2, None)):
+        rc = lib.dds_mark_ids(ffi.NULL if b is None else ffi.from_buffer("uint64_t[]", b),
+                              nbits, ffi.from_buffer("int64_t[]", ids), n, 1, first)
+        assert rc == lib.DDS_EINVAL and first[0] == -1 and not bits.any()

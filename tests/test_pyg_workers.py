@@ -1,0 +1,42 @@
+"""PyG loaders with DataLoader worker processes over ddstore.pyg (issue 38, item 5): the
+MPI program tests/mpi/pyg_workers.py on one rank in this process and on 2 ranks (its own
+job: the workers are forked from the ranks)."""
+import pytest
+
+from conftest import passed_on, passes_in_process
+
+
+def test_pyg_workers_one_rank():
+    """The whole program on one rank (width 1: auto, shm, rma), in this process."""
+    passes_in_process("pyg_workers", more_than=60)
+
+
+@pytest.mark.mpi
+def test_pyg_workers_two_ranks(mpirun):
+    """2 ranks, widths 1 and 2: node-local stores equal batch for batch with workers,
+    rma refused at construction, the forked child's guard."""
+    out = mpirun("pyg_workers.py", 2, timeout=400)
+    passed_on(out, 2)
+
+
+@pytest.mark.mpi
+def test_benchmark_workers_smoke(tmp_path):
+    """bench-pyg --workers on a tiny graph, 2 ranks: over shared memory num_workers 0 and
+    2 and the prefetch thread timed, each over num_workers=0 with its control; over rma
+    the workers' refusal reported, the thread timed."""
+    import json
+    from conftest import run_mpi
+    out = run_mpi("-m", 2, "ddstore.bench.pyg", "--scale", "0.001", "--batches", "2",
+                  "--batch-size", "64", "--widths", "2", "--workers", "2",
+                  "--in-memory", "skip", "--out", str(tmp_path), timeout=300)
+    assert "width 2 auto DataLoader workers" in out and "num_workers=2 " in out, out
+    res = json.load(open(tmp_path / "pyg_n2.json"))
+    by = {r["transport"]: r["by_workers"] for r in res["results"]}
+    assert sorted(by) == ["auto", "rma"] and sorted(by["auto"]) == ["0", "2", "prefetch"]
+    for v in by["auto"].values():
+        assert v["batches_per_s_per_rank"] > 0 and len(v["batches_per_s_by_rank"]) == 2
+        assert len(v["over_workers_0"]["control"]) == 2 and v["edges_per_batch"] > 0
+    assert by["auto"]["0"]["control"]["batches_per_s_per_rank"] > 0
+    assert "transport='rma'" in by["rma"]["2"]["refused"] and \
+        "ddstore.prefetch.prefetch(loader, depth=2)" in by["rma"]["2"]["refused"]
+    assert by["rma"]["prefetch"]["batches_per_s_per_rank"] > 0
