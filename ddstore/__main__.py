@@ -3,7 +3,7 @@
     mpiexec -n 4 python -m ddstore demo [--rows N] [--row-bytes B] [--width W]
     mpiexec -n 2 python -m ddstore bench-core        # = python -m ddstore.bench.core
 
-Every benchmark module ``ddstore.bench.<name>`` (the names README "Benchmarks" uses) is
+Every benchmark module ``ddstore.bench.<name>`` (the names docs/benchmarks.md uses) is
 the command ``bench-<name>``, the same program with the same options: see ``BENCHMARKS``
 below, or ``python -m ddstore --help``.
 
@@ -125,7 +125,7 @@ def build_parser():
         prog="python -m ddstore", description="ddstore command line (run under mpiexec; "
         "each command takes its own options, see: python -m ddstore COMMAND --help)",
         epilog="Each bench-NAME command is the benchmark module ddstore.bench.NAME (as "
-        "README \"Benchmarks\" names them): 'python -m ddstore bench-core --quick' runs "
+        "docs/benchmarks.md names them): 'python -m ddstore bench-core --quick' runs "
         "'python -m ddstore.bench.core --quick'.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, text) in COMMANDS.items():

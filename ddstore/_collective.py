@@ -1,5 +1,5 @@
 """The one mechanism behind every collective call: the collective *step* (see
-docs/design.md, "Collective calls: the rule").
+docs/design.md, "Rule 1: every collective call is made of collective steps").
 
 A collective call is made of steps.  Each step is written once, the same way::
 

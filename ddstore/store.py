@@ -97,6 +97,8 @@ class DDStore(RecordsAPI):
         (:func:`available_memory`) / the ranks of ``comm`` on that node.  Ranks agree on
         the smallest budget of any rank.
 
+    Notes
+    -----
     Construction is collective.  Attributes: ``rank``, ``size`` (of ``comm``),
     ``width``, ``group_rank`` (0 .. width-1), ``group_size`` (= width), ``replicas``
     (number of groups), ``group`` (index of this rank's group), ``transport``,

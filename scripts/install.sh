@@ -3,7 +3,7 @@
 # like): MPI from the `mpich` package on PyPI, mpi4py, torch (CPU), PyG, ADIOS2, then
 # builds the C core against that MPI.  Idempotent, and skipped when nothing changed since
 # the last install into the same Python (DDSTORE_REINSTALL=1 forces it).
-# A cluster's own MPI: see "Using your cluster's MPI" in README.md.
+# A cluster's own MPI: see docs/cluster.md, "Using your cluster's MPI".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

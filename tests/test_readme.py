@@ -15,7 +15,13 @@
 
 A new file in docs/ is picked up by itself.  The README stays a front door (at most
 ``README_MAX_LINES`` lines), and every relative link of these files names a file and a
-heading that exist.
+heading that exist; so does every file and heading that the code, scripts and tests
+cite (``docs/cluster.md, "Failure behaviour"``).
+
+The README's sample outputs are checked against a run where they are exact
+(``SAMPLES``: the demo's store line, the main job's header and first epochs; times and
+rates masked), and the data sizes its comments state against the loaders
+(``DATA_COMMENTS``).
 """
 import glob
 import os
@@ -65,6 +71,10 @@ PYTHON_EXPECT = {
         r"rank 1: node 42 has \d+ temporal neighbours; last batch: \d+ edges",
     "docs/temporal-graphs.md: Node memory: training state for TGN, JODIE and APAN":
         r"rank 1: 726 nodes have mail; memory checksum -?[0-9.]+; 120000 bytes here",
+    "docs/troubleshooting.md: A job that seems to hang":
+        r"rank 1: collective calls out of step: every rank must make the same collective "
+        r"calls, in the same order, with the same names \(rank 0 called add\('a'\); "
+        r"rank 1 called add\('b'\)\)",
     "docs/pyg.md: PyG's loaders over the store (`ddstore.pyg`)":
         r"rank 1: 4 batches, the last \d+ nodes and \d+ edges; \d+ CSC bytes here",
     "docs/pyg.md: DataLoader workers (`num_workers > 0`)":
@@ -126,7 +136,7 @@ BASH_SKIP = {
     "mpiexec -n 2 python examples/graphsage_large.py":
         "long job (ogbn-products-sized graph); runs small in test_examples.py",
     "mpiexec -n 2 python examples/graphsage_large.py --scale 0.02 --epochs 5":
-        "long job (~1-2 min); runs small in test_examples.py",
+        "long job (~30 s); runs small in test_examples.py",
     "mpiexec -n 2 python -m ddstore.bench.temporal_scale --scale gdelt":
         "benchmark (long job, ~20 GB of memory; smoke-tested in test_temporal.py)",
     "mpiexec -n 2 python -m ddstore bench-core --quick":
@@ -299,10 +309,20 @@ def run_bash(command, timeout=300):
     return proc.returncode, proc.stdout
 
 
+_BASH_RUNS = {}  # command -> (exit code, output): one run shared by the tests below
+
+
+def bash_run(command):
+    """``run_bash(command)``, run once per session."""
+    if command not in _BASH_RUNS:
+        _BASH_RUNS[command] = run_bash(command)
+    return _BASH_RUNS[command]
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("command", sorted(BASH_EXPECT))
 def test_bash_command(command):
-    rc, out = run_bash(command)
+    rc, out = bash_run(command)
     assert rc == 0, f"exit code {rc}: {command}\n{out}"
     assert re.search(BASH_EXPECT[command], out), f"{command}\n{out}"
 
@@ -319,3 +339,147 @@ def test_the_runners_fail_on_a_failing_block(tmp_path):
                            "```\n")
     assert [(f, h) for f, h, _, _ in blocks] == [("python", "A"), ("bash", "B")]
     assert bash_commands(blocks[1][2]) == ["ls    -l"]
+
+
+# README's sample outputs, checked against a run where they are exact: the first words of
+# a ```text block of README.md -> (how many of its lines are compared, the command that
+# prints them: a README bash command (its run is shared with test_bash_command) or
+# (nprocs, script, *args) run with run_mpi, the measured parts of a line: (regular
+# expression, replacement) applied to both sides before they are compared).
+MEASURED_DEMO = [(r"filled in [0-9.]+ s", "filled in <s>"), (r"\d+ rows/s", "<rows/s>"),
+                 (r"[0-9.]+ MB/s", "<MB/s>"), (r"(p\d\d) [0-9.]+ us", r"\1 <us>")]
+MEASURED_MAIN_JOB = [(r"preload [0-9.]+ s", "preload <s>"),
+                     # an epoch line: epoch, train and val loss are exact; samples/s,
+                     # load latencies and time are measured
+                     (r"^(\s*\d+\s+\S+\s+\S+)\s.*$", r"\1 <measured>")]
+SAMPLES = {
+    "[ddstore] store:": (3, "mpiexec -n 4 python -m ddstore demo", MEASURED_DEMO),
+    "ranks 4, width 4": (4, (4, "examples/hydragnn_ising.py", "--epochs", "1", "--quiet"),
+                         MEASURED_MAIN_JOB),
+}
+
+# a comment of a README python block stating a data set's size -> (file, the size as
+# the shape's first two entries)
+DATA_COMMENTS = {
+    r'load_pgt_json\("tests/data/chickenpox.json"\)\s*# (\d+) weeks x (\d+) counties':
+        "tests/data/chickenpox.json",
+    r'load_pgt_json\("tests/data/twitter_tennis_rg17.json"\)\s*# (\d+) hourly graphs':
+        "tests/data/twitter_tennis_rg17.json",
+}
+
+
+def readme_sample(first_words):
+    """The lines of README.md's ```text block that starts with ``first_words``."""
+    found = [code.splitlines() for fence, _, code, _ in readme_blocks()
+             if fence == "text" and code.startswith(first_words)]
+    assert len(found) == 1, f"README.md has {len(found)} text blocks starting " \
+                            f"{first_words!r}"
+    return found[0]
+
+
+def masked(line, measured):
+    for pattern, replacement in measured:
+        line = re.sub(pattern, replacement, line)
+    return " ".join(line.split())
+
+
+def sample_mismatches(sample, output, measured):
+    """The lines of ``sample`` (masked) that are not lines of ``output`` (masked)."""
+    printed = {masked(line, measured) for line in output.splitlines()}
+    return [line for line in sample if masked(line, measured) not in printed]
+
+
+def test_sample_check_catches_a_difference():
+    out = ("[ddstore] store: 4 ranks, width 4 (1 replica), transport auto; 10 rows; "
+           "filled in 0.31 s\n")
+    same = "[ddstore] store: 4 ranks, width 4 (1 replica), transport auto; 10 rows; " \
+           "filled in 0.17 s"
+    assert sample_mismatches([same], out, MEASURED_DEMO) == []
+    wrong = same.replace("replica)", "replicas)")
+    assert sample_mismatches([wrong], out, MEASURED_DEMO) == [wrong]
+    epoch = "    1     0.2605    0.0345      596.3        32.8       188.3    5.37"
+    assert sample_mismatches([epoch], epoch.replace("596.3", "200.5"),
+                             MEASURED_MAIN_JOB) == []
+    assert sample_mismatches([epoch], epoch.replace("0.0345", "0.0346"),
+                             MEASURED_MAIN_JOB) == [epoch]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("first_words", sorted(SAMPLES))
+def test_readme_sample_output(first_words):
+    n, command, measured = SAMPLES[first_words]
+    sample = [line for line in readme_sample(first_words)[:n] if line.strip() != "..."]
+    if isinstance(command, str):
+        rc, out = bash_run(command)
+        assert rc == 0, f"exit code {rc}: {command}\n{out}"
+    else:
+        nprocs, script, *args = command
+        out = run_mpi(os.path.join(ROOT, script), nprocs, *args, timeout=900, cwd=ROOT)
+    bad = sample_mismatches(sample, out, measured)
+    assert not bad, (f"README.md's sample lines not printed by {command} (times and rates "
+                     f"masked):\n" + "\n".join(bad) + f"\n--- output:\n{out}")
+
+
+def test_readme_data_comments_match_the_loaders():
+    from ddstore.sources import load_pgt_json
+    with open(README) as f:
+        text = f.read()
+    for pattern, path in DATA_COMMENTS.items():
+        m = re.search(pattern, text)
+        assert m, f"README.md: no comment matching {pattern}"
+        stated = tuple(int(g) for g in m.groups())
+        shape = tuple(load_pgt_json(os.path.join(ROOT, path)).shape[:len(stated)])
+        assert stated == shape, f"README.md says {stated} for {path}; the loader gives {shape}"
+
+
+def cited_docs():
+    """[(file:line, cited file, heading or None)] of every reference to README.md or
+    docs/*.md in the code, scripts and tests: ``docs/x.md, "Heading"``, ``"Heading" in
+    docs/x.md``, ``docs/x.md, rule N`` or a bare file name."""
+    files = [os.path.join(ROOT, p) for p in (".ci/run", "setup.py", "pyddstore.py")]
+    for folder, exts in (("ddstore", (".py",)), ("scripts", (".sh",)),
+                         ("tests", (".py",)), ("examples", (".py",)),
+                         ("csrc", (".c", ".h")), ("python_bindings", (".py",))):
+        for base, _, names in os.walk(os.path.join(ROOT, folder)):
+            files += [os.path.join(base, n) for n in names if n.endswith(exts)]
+    doc = r"(README(?:\.md)?|docs/[\w-]+\.md)"
+    out = []
+    for path in files:
+        if os.path.abspath(path) == os.path.abspath(__file__) or not os.path.exists(path):
+            continue
+        with open(path, errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                where = f"{os.path.relpath(path, ROOT)}:{number}"
+                if re.search(r"\bDESIGN\.md", line):
+                    out.append((where, "DESIGN.md", None))
+                for m in re.finditer(doc + r'(?:,? \\?"([^"\\]+)\\?"|,? rule (\d+))?',
+                                     line):
+                    heading = m.group(2) or (m.group(3) and f"Rule {m.group(3)}:")
+                    out.append((where, re.sub(r"^README$", "README.md", m.group(1)),
+                                heading))
+                for m in re.finditer(r'"([^"]+)" in ' + doc, line):
+                    out.append((where, re.sub(r"^README$", "README.md", m.group(2)),
+                                m.group(1)))
+    return out
+
+
+def test_code_cites_existing_docs():
+    """Every doc file the code, scripts and tests cite exists, with the heading they name
+    (``rule N``: the heading that starts ``Rule N:``)."""
+    bad, cited = [], cited_docs()
+    for where, path, heading in cited:
+        full = os.path.join(ROOT, path)
+        if not os.path.exists(full):
+            bad.append(f"{where}: {path} (no such file)")
+            continue
+        if heading is None:
+            continue
+        with open(full) as f:
+            body = re.sub(r"^```.*?^```", "", f.read(), flags=re.S | re.M)
+        headings = [line.lstrip("#").strip() for line in body.splitlines()
+                    if line.startswith("#")]
+        if not any(h == heading or (heading.startswith("Rule ") and h.startswith(heading))
+                   for h in headings):
+            bad.append(f"{where}: {path}, {heading!r} (no such heading)")
+    assert len(cited) >= 5, cited
+    assert not bad, "stale references to the docs:\n" + "\n".join(bad)

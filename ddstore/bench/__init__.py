@@ -1,8 +1,8 @@
 """Benchmarks: scripts that print numbers and write them as JSON.  Each is a module
 ``ddstore.bench.<name>`` with a ``main(argv=None, prog=None)``, run as ``python -m
-ddstore.bench.<name>`` or ``python -m ddstore bench-<name>`` (the same program; see README
-"Benchmarks" and ``python -m ddstore --help``).  ``ddstore.bench.memory`` is the memory
-measurement they share, not a benchmark.
+ddstore.bench.<name>`` or ``python -m ddstore bench-<name>`` (the same program; see
+docs/benchmarks.md and ``python -m ddstore --help``).  ``ddstore.bench.memory`` is the
+memory measurement they share, not a benchmark.
 
 What every benchmark shares lives here: :func:`parser` (the command line, with the
 options all of them take), :func:`write_report` (the JSON, stating the command, seed and

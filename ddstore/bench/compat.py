@@ -14,7 +14,7 @@ Rows of 256 B, random global rows, every rank reading concurrently:
 Each is run over shared memory (``transport="auto"``) and RMA, next to a reference read
 that issues one MPI lock/get/unlock per row (``read_ranges(..., per_row_lock=True)``),
 the way the original DDStore's ``get`` works; the original itself is not installed
-here (its numbers measured on this machine are quoted in the README).
+here (its numbers measured on this machine are quoted in docs/benchmarks.md).
 """
 import platform
 import time

@@ -280,6 +280,8 @@ class DynamicGraph:
         Snapshots kept in an LRU cache (default 8; at least 1), for the repeated access
         of truncated backpropagation through time.
 
+    Notes
+    -----
     Snapshots are ``(edge_index, edge_weight)``: int64 ``[2, E_t]`` and float32 ``[E_t]``
     (or None) torch tensors on the CPU, sorted by ``(dst, src)`` (the canonical order),
     equal as a set with weights to what went in at step ``t``.  They are shared with the

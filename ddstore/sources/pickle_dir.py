@@ -131,6 +131,8 @@ class PickleDirSource(Source):
         Glob of the sample files when the directory has no ``ddstore-pff.json``
         (default ``*.pkl``), sorted in natural order.
 
+    Notes
+    -----
     Constructing it reads only the small metadata file (or lists the directory);
     :meth:`read` opens only the files of the requested range.
     """

@@ -71,7 +71,7 @@ class TemporalSampler:
     timestamp **strictly before** the root's time: no information from the future and
     none from the root's own instant.  Every eligible edge can be returned, including the
     node's earliest (TGL's sampler never returns that one and loses one slot per edge at
-    the root's own time; see the README).
+    the root's own time; see docs/temporal-graphs.md).
 
     Uniform draws come from a counter-based stream keyed by ``(seed, epoch, layer, root
     position)``: the same roots give the same samples on any rank count, width or

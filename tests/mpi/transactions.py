@@ -1,4 +1,4 @@
-"""All or nothing (DESIGN.md): every operation that creates several variables runs as one
+"""All or nothing (docs/design.md): every operation that creates several variables runs as one
 store transaction.  For each constructor and loader, a failure injected mid-way (after
 some of its variables were created; bad input, or a failure on the last rank only) must
 raise the same error on every rank and leave the store's ``variables()`` as they were on
