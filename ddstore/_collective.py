@@ -66,7 +66,7 @@ _STATE = {"last": None, "current": None, "bound": None}
 _PUBLISH = {"hook": None}
 # test hooks: an exception to raise in the local part of a named step on this rank
 # (:func:`inject`), and the set of named steps entered (:func:`record_calls`)
-_TEST = {"inject": None, "seen": None}
+_TEST = {"inject": None, "seen": None, "steps": 0}
 
 
 @contextlib.contextmanager
@@ -125,8 +125,25 @@ def current_call():
 def inject(op, exc=None):
     """Test hook (this rank only): the next step of collective call ``op`` (its first,
     named step) raises ``exc`` (an exception instance or class) at the end of its local
-    part, as if the local part had raised it.  ``inject(None)`` disarms."""
-    _TEST["inject"] = None if op is None else (str(op), exc)
+    part, as if the local part had raised it; an int ``op`` arms the op-th step entered
+    from now on, named or not (a later step of a call: a build's rounds).
+    ``inject(None)`` disarms."""
+    if op is None:
+        _TEST["inject"] = None
+    elif isinstance(op, int):  # the op-th step entered from now on, named or not
+        _TEST["steps"], _TEST["inject"] = 0, (op, exc)
+    else:
+        _TEST["inject"] = (str(op), exc)
+
+
+def steps_entered():
+    """Test hook: the number of steps (named or not) this rank entered since the last
+    :func:`inject` of a step number or :func:`reset_steps`."""
+    return _TEST["steps"]
+
+
+def reset_steps():
+    _TEST["steps"] = 0
 
 
 def record_calls(seen):
@@ -301,11 +318,14 @@ class Step:
         if self._check is not None:
             self._check()
         call = self._call
+        _TEST["steps"] += 1
+        armed = _TEST["inject"]
+        if armed is not None and armed[0] == _TEST["steps"]:  # the n-th step, any step
+            self._inject, _TEST["inject"] = armed[1], None
         if call is not None:
             _STATE["last"] = _describe(call)
             if _TEST["seen"] is not None:
                 _TEST["seen"].add(call[0])
-            armed = _TEST["inject"]
             if armed is not None and armed[0] == call[0]:
                 self._inject, _TEST["inject"] = armed[1], None
         self._previous = _STATE["current"]

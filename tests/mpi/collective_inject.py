@@ -353,7 +353,8 @@ def coverage(found, transport, tmp):
 def inject_one(op, label, exc_type, victim, transport, tmp):
     fn = dict(DRIVERS)[label]
     lives = len(_lifecycle._LIVE_STORES)
-    text = f"injected {exc_type.__name__} into {op}"
+    text = f"injected {exc_type.__name__} into " + (
+        f"step {op}" if isinstance(op, int) else op)
     if rank == victim:
         _collective.inject(op, exc_type(text))
     start = time.monotonic()
@@ -383,7 +384,42 @@ def inject_one(op, label, exc_type, victim, transport, tmp):
     check(elapsed < SECONDS, f"{what}: took {elapsed:.1f} s")
 
 
+def every_step(transport, tmp, most=40):
+    """The hostile round: for each driver, the number of steps it enters (named or not:
+    a build's later rounds included), then a failure injected into the k-th of them for
+    up to ``most`` positions k spread over the run, the exception type and the failing
+    rank changing with k: every rank raises the same agreed error, and the store holds
+    what it held before the public call that failed."""
+    total = 0
+    for label, fn in DRIVERS:
+        lives = len(_lifecycle._LIVE_STORES)
+        _collective.reset_steps()
+        try:
+            run_driver(fn, tmp, transport)
+        finally:
+            free_new(lives)
+        n = _collective.steps_entered()
+        counts = comm.allgather(n)
+        check(len(set(counts)) == 1, f"{label}: ranks entered different numbers of "
+                                     f"steps: {counts}")
+        ks = sorted(set(np.linspace(1, n, min(most, n)).astype(int).tolist()))
+        for k in ks:
+            exc_type = EXCEPTIONS[k % len(EXCEPTIONS)]
+            victim = LAST if k % 2 else 0
+            inject_one(k, label, exc_type, victim, transport, tmp)
+        total += len(ks)
+        if rank == 0:
+            print(f"every step: {label}: {n} steps, injected into {len(ks)}", flush=True)
+    return total
+
+
 def main(transport="auto", *only):
+    if only and only[0] == "--every-step":
+        with shared_tmpdir() as tmp:
+            total = every_step(transport, tmp, *(int(m) for m in only[1:2]))
+        if rank == 0:
+            print(f"every step: {total} injections", flush=True)
+        return
     found = named_steps()
     with shared_tmpdir() as tmp:
         reached = coverage(found, transport, tmp)
