@@ -147,8 +147,9 @@ def reset_steps():
 
 
 def record_calls(seen):
-    """Test hook: add the operation of every named step entered to the set ``seen``
-    (None stops recording)."""
+    """Test hook: add the operation of every named step entered to the set ``seen``, or
+    append every step's (None for a later step of a call) to the list ``seen`` (None
+    stops recording)."""
     _TEST["seen"] = seen
 
 
@@ -319,12 +320,14 @@ class Step:
             self._check()
         call = self._call
         _TEST["steps"] += 1
+        if isinstance(_TEST["seen"], list):  # every step in order, None for a later one
+            _TEST["seen"].append(None if call is None else call[0])
         armed = _TEST["inject"]
         if armed is not None and armed[0] == _TEST["steps"]:  # the n-th step, any step
             self._inject, _TEST["inject"] = armed[1], None
         if call is not None:
             _STATE["last"] = _describe(call)
-            if _TEST["seen"] is not None:
+            if isinstance(_TEST["seen"], set):
                 _TEST["seen"].add(call[0])
             if armed is not None and armed[0] == call[0]:
                 self._inject, _TEST["inject"] = armed[1], None
