@@ -477,14 +477,21 @@ class DDStore(RecordsAPI):
         self._threads = [t for t in self._threads if t.is_alive()]
         self._threads.append(thread)
 
-    def remove(self, name):
-        """Collective: drop variable (or records) ``name`` and free its memory; the name
-        can then be added again."""
-        with self.collective("remove", name):
-            if name not in self._vars and name not in self._records:
-                raise DDStoreValueError(f"unknown variable {name!r}; known: "
-                                        f"{self.variables()}")
-        self._drop(name)
+    def remove(self, name, *more):
+        """Collective: drop variables (or records) ``name, *more`` and free their memory;
+        the names can then be added again.  All or nothing: one step checks every name
+        (known, given once) before any is removed, so a layer that removes the several
+        variables of one object removes them in one call."""
+        names = (name,) + more
+        with self.collective("remove", name if not more else repr(list(names))):
+            for n in names:
+                if n not in self._vars and n not in self._records:
+                    raise DDStoreValueError(f"unknown variable {n!r}; known: "
+                                            f"{self.variables()}")
+            if len(set(names)) != len(names):
+                raise DDStoreValueError(f"remove: a variable is named twice in {names}")
+        for n in names:
+            self._drop(n)
 
     def _drop(self, name):
         """Collective, after the agreement: free variable (or records) ``name``."""

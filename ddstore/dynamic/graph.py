@@ -702,10 +702,19 @@ class DynamicGraph:
         """Collective: remove the graph's records from the store.  Safe to call
         twice."""
         with self.store.collective("DynamicGraph.free", self.name):
-            held = [var for var in (self._dname, self._cname) if var in self.store]
-        for var in held:
-            self.store.remove(var)
+            held = self.held()
+        if held:
+            self.store.remove(*held)
         self._cache.clear()
+
+    def forget(self):
+        """Local: drop the snapshots this rank cached (after its variables were
+        removed by the dataset that owns it)."""
+        self._cache.clear()
+
+    def held(self):
+        """Local: the names of the graph's variables the store still holds."""
+        return [var for var in (self._dname, self._cname) if var in self.store]
 
     def __repr__(self):
         return (f"DynamicGraph({self.name!r}, steps={self.num_steps}, nodes="

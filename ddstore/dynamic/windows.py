@@ -140,11 +140,13 @@ class DynamicWindowDataset(WindowDataset):
         """Collective: remove the series and (if this dataset built it) the graph.  Safe
         to call twice."""
         with self.store.collective("DynamicWindowDataset.free", self.name):
-            held = self.name in self.store.variables()
+            names = [self.name] if self.name in self.store.variables() else []
+            if self._own_graph:  # its graph and its series in one removal
+                names = self.graph.held() + names
+        if names:
+            self.store.remove(*names)
         if self._own_graph:
-            self.graph.free()
-        if held:
-            self.store.remove(self.name)
+            self.graph.forget()
 
     def __repr__(self):
         return (f"DynamicWindowDataset({self.name!r}, T={self.num_steps}, nodes="

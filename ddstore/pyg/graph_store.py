@@ -851,9 +851,10 @@ class GraphStore(_PygGraphStore):
                                             reverse_of=c)
                     self._decide(plan, step.agree(plan.share(), same=plan.same()))
                 self._build(plan, columns)
-        for c in drop:  # every build succeeded: the in-lists go (keep_in_lists=False)
-            for v in c.vars.values():
-                st.remove(v)
+        gone = [v for c in drop for v in c.vars.values()]
+        if gone:  # every build succeeded: the in-lists go (keep_in_lists=False), at once
+            st.remove(*gone)
+        for c in drop:
             c.vars, c.indptr, c.node_offsets, c.dropped = {}, None, None, True
         return [et for et, _ in todo]
 
@@ -976,11 +977,12 @@ class GraphStore(_PygGraphStore):
         if c is None:
             return False
         self._choose(edge_type)
-        for x in (c, self._reversed.pop(key, None)):  # with its out-lists
-            if x is not None:
-                for v in x.vars.values():
-                    self.store.remove(v)
-                x.removed = True
+        gone = [x for x in (c, self._reversed.pop(key, None)) if x is not None]
+        names = [v for x in gone for v in x.vars.values()]  # with its out-lists
+        if names:
+            self.store.remove(*names)
+        for x in gone:
+            x.removed = True
         return True
 
     def _get_edge_index(self, edge_attr):

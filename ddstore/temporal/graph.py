@@ -619,8 +619,7 @@ class TemporalGraph:
         removed)."""
         with self.store.collective("TemporalGraph.remove", self.name) as step:
             step.agree()
-            for var in self._variables():
-                self.store.remove(var)
+            self.store.remove(*self._variables())
         self.removed = True
 
     def _variables(self):

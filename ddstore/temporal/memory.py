@@ -817,8 +817,7 @@ class NodeMemory:
                 self._check_vars(failure=False)
                 step.agree()
                 self._own = None  # the chunks go with the variables
-                for k in _VARS:
-                    self.store.remove(self._var[k])
+                self.store.remove(*(self._var[k] for k in _VARS))
                 self._free_comm()
             self._snapshot = None
             self._clear()
