@@ -28,3 +28,17 @@ def test_every_entry_point_agrees_on_an_injected_failure(nprocs, transport):
     out = run_mpi("collective_inject.py", nprocs, transport, timeout=900)
     summary = summary_of(out, "collective_inject")
     assert summary is not None and summary[1] == 0 and summary[0] > 1000, out[-3000:]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,transport", [(2, "auto"), (3, "rma")])
+def test_a_failure_in_any_step_is_agreed_and_undone(nprocs, transport):
+    """The hostile round: a failure injected into the k-th step each driver enters
+    (named or a later step of a call: a build's rounds, a removal), up to 40 positions
+    spread over each driver -> the same agreed error on every rank, and the store holds
+    what it held before the public call that failed (a removal included: all or
+    nothing)."""
+    out = run_mpi("collective_inject.py", nprocs, transport, "--every-step", 40,
+                  timeout=900)
+    summary = summary_of(out, "collective_inject")
+    assert summary is not None and summary[1] == 0 and summary[0] > 1000, out[-3000:]

@@ -27,6 +27,7 @@ import numpy as np
 from mpi4py import MPI
 
 from _harness import check, run_main, shared_tmpdir
+from transactions import node_arrays, temporal_arrays
 
 import ddstore
 from ddstore import _collective, _lifecycle
@@ -175,17 +176,6 @@ def drive_dynamic(store, calls, tmp):
     calls(g.free)
 
 
-def temporal_arrays():
-    rng = np.random.default_rng(9)
-    n, e = 20, 60
-    src, dst = rng.integers(0, n, e), rng.integers(0, n, e)
-    t = np.sort(rng.integers(0, 1000, e)).astype(np.float64) + 0.5
-    ef = rng.standard_normal((e, 3)).astype(np.float32)
-    nf = rng.standard_normal((n, 2)).astype(np.float32)
-    split = rng.integers(0, 3, e).astype(np.int8)
-    return src, dst, t, ef, nf, split
-
-
 def drive_temporal(store, calls, tmp):
     from ddstore import temporal as tg
     src, dst, t, ef, nf, split = temporal_arrays()
@@ -262,13 +252,7 @@ def drive_pyg(store, calls, tmp):
 
 def drive_pyg_loaders(store, calls, tmp):
     from ddstore import pyg as dpyg
-    rng = np.random.default_rng(3)
-    n, e = 30, 90
-    ei = rng.integers(0, n, (2, e)).astype(np.int64)
-    x = rng.standard_normal((n, 4)).astype(np.float32)
-    y = rng.integers(0, 5, n).astype(np.int64)
-    splits = {"train": np.arange(0, 20), "valid": np.arange(20, 25),
-              "test": np.arange(25, 30)}
+    ei, x, y, splits = node_arrays()
     d, o = os.path.join(tmp, "npy"), os.path.join(tmp, "ogb")
     if rank == 0 and not os.path.exists(d):
         from ddstore.sources.ogb import write_ogb_node
