@@ -303,7 +303,7 @@ def test_pgt_bad_node_ids_and_ragged_y_name_the_file(tmp_path):
 
 def test_taken_name_is_named_like_every_layer():
     """A DynamicGraph whose variables exist names them as every layer does
-    (_checks.taken_error); a plain variable too."""
+    (_checks.check_free_names); a plain variable too."""
     store = _store()
     try:
         store.add("g/delta", np.zeros((1, 1)))

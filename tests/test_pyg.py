@@ -544,7 +544,7 @@ def test_time_sorted_coo_and_raw_graph_without_edges(store):
 def test_size_must_be_integers_and_taken_names_are_named(store):
     """put_edge_index / put_edge_range refuse a size that int() would truncate (2.5),
     a float that happens to be whole, a str or a bool, in every layout; a second put of
-    a stored layout names what the store already holds (_checks.taken_error)."""
+    a stored layout names what the store already holds (_checks.check_free_names)."""
     import numpy as np
     from ddstore import DDStoreValueError
     from ddstore import pyg as dpyg
