@@ -253,8 +253,9 @@ def abort_on_exception(enabled=True):
     return previous
 
 
-def _install_abort_hook():
-    """Chain ``sys.excepthook`` once (at the first store): print, then abort the job."""
+def install_abort_hook():
+    """Chain ``sys.excepthook`` once (when the first store is being made, so that an
+    error that refuses it is told once too): print, then abort the job."""
     if _ABORT["installed"]:
         return
     _ABORT["installed"] = True
@@ -326,7 +327,7 @@ def register(store):
     abort hook at the first one, and warn once when the process was launched without
     ``mpiexec``."""
     _LIVE_STORES.append(store)
-    _install_abort_hook()
+    install_abort_hook()
     _warn_if_alone()
 
 

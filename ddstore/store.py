@@ -119,6 +119,7 @@ class DDStore(RecordsAPI):
         if comm is None:
             comm = MPI.COMM_WORLD
         size = comm.Get_size()
+        _lifecycle.install_abort_hook()  # an agreed refusal of this store: told once
         # the local part may fail on one rank only (bad arguments, the launch): the step
         # agrees on it before anyone raises or allocates
         with collective(comm, "DDStore") as step:

@@ -169,12 +169,13 @@ def test_clean_run_exits_zero(nprocs):
 
 # ------------------------------------------------------------------ told once
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", [2, 3])
-def test_agreed_error_is_told_once(nprocs):
+@pytest.mark.parametrize("nprocs,mode", [(2, "agreed"), (3, "agreed"), (2, "agreed-first")])
+def test_agreed_error_is_told_once(nprocs, mode):
     """An error every rank raises alike (a bad width), uncaught: rank 0 prints the
     message first, then its traceback, and ends the job; the other ranks print nothing
-    (before: every rank's traceback, 26-55 lines)."""
-    rc, elapsed, out = launch("agreed", nprocs)
+    (before: every rank's traceback, 26-55 lines).  ``agreed-first``: the job's first
+    store is the one refused (no store exists yet)."""
+    rc, elapsed, out = launch(mode, nprocs)
     assert rc == 1 and elapsed < PROMPT, f"exit code {rc} after {elapsed:.1f}s:\n{out}"
     told = [line for line in out.splitlines() if "[ddstore] error on every rank:" in line]
     assert len(told) == 1, out

@@ -59,6 +59,9 @@ mode = sys.argv[1]
 read_seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
+if mode == "agreed-first":  # refused alike on every rank, before any store exists
+    ddstore.DDStore(comm, width=size + 1)
+    raise AssertionError("DDStore accepted a width larger than the communicator")
 store = ddstore.DDStore(comm)
 n = 1000 * size
 data = np.arange(n * 8, dtype=np.int64).reshape(n, 8)
