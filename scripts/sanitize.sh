@@ -68,9 +68,12 @@ so = c.lib.__file__ if hasattr(c.lib, "__file__") else sys.modules["ddstore._dds
 assert so.startswith(sys.argv[1]), so
 print("sanitize.sh: testing", so)' "$OUT"
 
-# test_release_free_heap_returns_freed_memory measures glibc's heap, which ASan replaces
+# test_release_free_heap_returns_freed_memory measures glibc's heap, which ASan replaces;
+# test_num_workers_over_a_node_local_store forks DataLoader workers from the pytest
+# process, whose torch threads and the preloaded ASan runtime deadlock the forked child
+# (seen: it hung the run; the workers run unsanitized in tests/test_pyg_workers.py)
 "$PY" -m pytest -q -ra -p no:cacheprovider -m "not mpi" "$ROOT/tests" "$@" \
-    -k "not test_release_free_heap_returns_freed_memory"
+    -k "not test_release_free_heap_returns_freed_memory and not test_num_workers_over_a_node_local_store"
 "$PY" -m pytest -q -ra -p no:cacheprovider -m mpi "$@" \
     "$ROOT/tests/test_core.py::test_roundtrip[auto-2]" \
     "$ROOT/tests/test_core.py::test_roundtrip[rma-2]" \
