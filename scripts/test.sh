@@ -12,4 +12,7 @@ bash scripts/install.sh
 PY=${PYTHON:-python3}
 # the MPI launcher installed beside this Python comes first
 PATH="$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))'):$PATH"
-exec "$PY" -m pytest -q -ra tests "$@"   # -ra: failures, errors and skips, each with why
+# the whole run is bounded (DDSTORE_TEST_TIMEOUT seconds, default 2400): every MPI job
+# has its own timeout, and this one catches a hang in an in-process test
+exec timeout -k 30 "${DDSTORE_TEST_TIMEOUT:-2400}" \
+    "$PY" -m pytest -q -ra tests "$@"   # -ra: failures, errors and skips, each with why

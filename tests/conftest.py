@@ -64,6 +64,10 @@ def pytest_configure(config):
                    "runs in one job with the other selected programs of the same rank "
                    "count (tests/mpi/checks.py); args are formatted with the test's "
                    "parameters and {tmp}")
+    config.addinivalue_line(
+        "markers", "forks_workers: forks DataLoader worker processes from the pytest "
+                   "process (left out under the preloaded ASan runtime, which deadlocks "
+                   "a child forked while torch's threads run: scripts/sanitize.sh)")
 
 
 _CURRENT = {"item": None}  # the test being run, for run_mpi's marker check

@@ -60,6 +60,7 @@ def test_option_errors(store):
     assert s.subgraph_type == "induced"
 
 
+@pytest.mark.forks_workers
 def test_num_workers_over_a_node_local_store(store):
     """A DataLoader worker (forked child) samples from the inherited shared memory of a
     node-local store: the batches of num_workers=0 (same seed); the sampler cannot be

@@ -6,6 +6,7 @@ import pytest
 from conftest import passed_on, passes_in_process
 
 
+@pytest.mark.forks_workers
 def test_pyg_workers_one_rank():
     """The whole program on one rank (width 1: auto, shm, rma), in this process."""
     passes_in_process("pyg_workers", more_than=60)
