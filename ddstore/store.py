@@ -32,6 +32,7 @@ from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, \
     DDStoreStateError, DDStoreValueError
 from .memory import (MEMORY_BUDGET_FRACTION, agreed_budget, available_memory, gb,
                      memory_settings, plan_width)
+from .checkpoint import CheckpointAPI
 from .records import RecordsAPI
 
 __all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception",
@@ -65,7 +66,7 @@ class _PrefaultThread(threading.Thread):
             self.error = exc
 
 
-class DDStore(RecordsAPI):
+class DDStore(RecordsAPI, CheckpointAPI):
     """A distributed in-memory data store over an MPI communicator.
 
     Parameters
@@ -163,6 +164,7 @@ class DDStore(RecordsAPI):
         self._read_rows = self._core.rows_reader()
         self._vars = {}
         self._records = {}
+        self._annotations = {}  # what layers recorded to reopen by name (checkpoint)
         self._threads = []  # background threads on the store's variables (prefault,
         # a layer's commit: track), joined before remove / free
         _lifecycle.register(self)
@@ -502,6 +504,7 @@ class DDStore(RecordsAPI):
                 self._core.remove(var.vid)
         else:
             self._core.remove(self._vars.pop(name).vid)
+        self._forget_annotations(name)
         self._journal.note_removed(name)
 
     # ------------------------------------------------------------------ reading
@@ -654,6 +657,11 @@ class DDStore(RecordsAPI):
         var = self._var(name)
         offsets = self._core.chunk_offsets(var.vid)
         return int(offsets[self.group_rank]), int(offsets[self.group_rank + 1])
+
+    def chunk_offsets(self, name):
+        """Global row where each member's chunk of rows variable ``name`` starts, and its
+        row count last (``int64[width + 1]``; local, no communication)."""
+        return self._core.chunk_offsets(self._var(name).vid)
 
     def variables(self):
         """Names of every variable (rows and records), sorted."""
