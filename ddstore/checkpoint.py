@@ -315,9 +315,14 @@ class CheckpointAPI:
             replica = self._replica_fingerprints() if self.replicas > 1 else None
             shares = step.agree((gen, replica), same={"store": desc,
                                                      "block_bytes": block_bytes})
-        gen = shares[0][0]
-        if self.replicas > 1:
-            self._check_replicas([s[1] for s in shares])
+            gen = shares[0][0]
+            if self.replicas > 1:  # decided from agreed values: raised alike
+                try:
+                    self._check_replicas([s[1] for s in shares])
+                except DDStoreError:
+                    if self.rank == 0:
+                        shutil.rmtree(os.path.join(path, gen), ignore_errors=True)
+                    raise
         gen_dir = os.path.join(path, gen)
         try:
             with self.collective(None) as step:  # every rank writes its part
