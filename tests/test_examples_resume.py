@@ -1,4 +1,5 @@
-"""Checkpoint and restart of the HydraGNN example (issue 37, item 4):
+"""Checkpoint and restart of the HydraGNN example (issue 37, item 4), and of the traffic
+example (last test):
 ``examples/hydragnn_ising.py --checkpoint DIR`` then ``--resume DIR`` from epoch 1
 continues exactly as the run that never stopped: the same printed losses, and after the
 last epoch the same model weights, optimizer state and loss history, bit for bit.  The
@@ -52,3 +53,25 @@ def test_hydragnn_resume_is_exact(tmp_path):
         torch.equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i]), "optimizer state"
     assert torch.equal(a["torch_rng"], b["torch_rng"])
     assert sorted(os.listdir(half)) == ["epoch-2.pt", "epoch-3.pt", "store"]
+
+
+@pytest.mark.mpi
+def test_traffic_resume_is_exact(tmp_path):
+    """examples/traffic_index_batching.py (width 2, batch-level shuffle): a run resumed
+    after epoch 0 (the later epochs' states removed, as if the job had stopped there)
+    prints the same training and validation MAE for epochs 1 and 2."""
+    name = os.path.join(ROOT, "examples", "traffic_index_batching.py")
+    args = ["--width", "2", "--sampler", "batch", "--epochs", "3", "--batch-size", "64",
+            "--hidden", "8"]
+    out_full = run_mpi(name, 2, *args, "--checkpoint", tmp_path, timeout=240)
+    for k in (1, 2):
+        os.remove(tmp_path / f"epoch-{k}.pt")
+    out_res = run_mpi(name, 2, *args, "--resume", tmp_path, timeout=240)
+
+    def maes(out):
+        return [line.split("(")[0] for line in out.splitlines()
+                if line.startswith("epoch ")]
+    full, res = maes(out_full), maes(out_res)
+    assert "resumed from" in out_res and len(full) == 3 and len(res) == 2, (out_full,
+                                                                            out_res)
+    assert res == full[1:], (out_full, out_res)
