@@ -158,12 +158,14 @@ static void free_var(struct dds_var *v, int mpi_usable)
 static void destroy_store(dds_store *s, int mpi_usable)
 {
     int n = nvars_published(s);
+    dds_progress_halt(s);  /* before any window or communicator goes */
     for (int i = 0; i < n; i++) free_var(var_at(s, i), mpi_usable);
     for (int b = 0; b < DDS_VAR_BLOCKS; b++) free(s->var_blocks[b]);
     if (mpi_usable) {
         if (s->node_comm != MPI_COMM_NULL) MPI_Comm_free(&s->node_comm);
         if (s->host_comm != MPI_COMM_NULL) MPI_Comm_free(&s->host_comm);
         if (s->group_comm != MPI_COMM_NULL) MPI_Comm_free(&s->group_comm);
+        if (s->progress_comm != MPI_COMM_NULL) MPI_Comm_free(&s->progress_comm);
         if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
     }
     free(s->node_rank);
@@ -228,6 +230,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
     dds_store *s = calloc(1, sizeof *s);
     if (!s) return dds_set_error(DDS_ENOMEM, "out of memory creating the store");
     s->comm = s->group_comm = s->node_comm = s->host_comm = MPI_COMM_NULL;
+    s->progress_comm = MPI_COMM_NULL;
     s->transport = transport;
     atomic_init(&s->nvars, 0);
 
@@ -269,6 +272,10 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
     if (code == DDS_OK) code = mpi_check(rc, "MPI_Comm_split_type (ranks on this node)");
     if (code == DDS_OK) code = mpi_check(MPI_Comm_rank(s->group_comm, &s->group_rank),
                                          "MPI_Comm_rank");
+    /* the progress agent's own communicator (every rank: the dup is collective) */
+    rc = MPI_Comm_dup(s->comm, &s->progress_comm);
+    if (rc != MPI_SUCCESS) s->progress_comm = MPI_COMM_NULL;
+    if (code == DDS_OK) code = mpi_check(rc, "MPI_Comm_dup (progress agent)");
     if (code == DDS_OK) {
         s->node_rank = malloc(sizeof(int) * width);
         if (!s->node_rank) code = dds_set_error(DDS_ENOMEM, "out of memory creating the "

@@ -16,6 +16,8 @@
  *                   (csrc/subgraph.c)
  *   dds_checks.h    input checks at memory speed: a 64-bit fingerprint (XXH64) of a
  *                   buffer, repeated ids through a bitmap (csrc/checks.c)
+ *   dds_progress.h  the progress agent: a thread that lets MPI answer one-sided reads
+ *                   while the rank computes (csrc/progress.c)
  *
  * The cffi bindings (python_bindings/build_ddstore.py) declare what these headers
  * declare, read in the order of the #include lines below.
@@ -30,5 +32,6 @@
 #include "dds_dynamic.h"
 #include "dds_subgraph.h"
 #include "dds_checks.h"
+#include "dds_progress.h"
 
 #endif /* DDSTORE_H */

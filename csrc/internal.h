@@ -8,6 +8,7 @@
 
 #include "ddstore.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 /* Variables live in blocks of DDS_VAR_BLOCK that are allocated once and never moved or
@@ -41,11 +42,21 @@ struct dds_store {
     int *node_rank;      /* [group_size] rank in node_comm of each member, or -1 */
     int need_rma;        /* some member of the group is not reachable by load */
     int shm_peers;
+    /* the progress agent (csrc/progress.c): a duplicate of comm that its thread polls,
+     * the thread, whether it runs, its stop flag and period */
+    MPI_Comm progress_comm;
+    pthread_t progress_thread;
+    int progress_on;
+    atomic_int progress_stop;
+    atomic_llong progress_interval_ns;
     /* variables [0, nvars) are complete: dds_add fills a slot, then publishes it by a
      * release store of nvars; readers load nvars with acquire */
     atomic_int nvars;
     struct dds_var *var_blocks[DDS_VAR_BLOCKS];
 };
+
+/* Stop and join the store's progress agent if it runs (csrc/progress.c); local. */
+void dds_progress_halt(dds_store *s) __attribute__((visibility("hidden")));
 
 /* Set this thread's error message (what dds_last_error returns); returns `code`. */
 int dds_set_error(int code, const char *fmt, ...)

@@ -121,6 +121,16 @@ class Core:
             raise _ERRORS.get(rc, DDStoreError)(_last_error())
         self._handle = ffi.new("dds_store **", out[0])
 
+    def start_progress(self, interval_us):
+        """Start the store's progress agent (``dds_progress_start``; see
+        csrc/dds_progress.h); :meth:`free` stops it."""
+        self._check(lib.dds_progress_start(self._handle[0], int(interval_us)))
+
+    @property
+    def progress(self):
+        """Whether the store's progress agent runs."""
+        return bool(lib.dds_progress_running(self._handle[0]))
+
     @property
     def alive(self):
         return self._handle[0] != ffi.NULL
@@ -725,6 +735,15 @@ def bidirectional(row, col, rev_row, rev_col, edge_id=None, rev_edge_id=None,
         nr, int(num_nodes), cap, ptr(out_row), ptr(out_col), ptr(out_eid), out_n))
     m = out_n[0]
     return out_row[:m], out_col[:m], None if out_eid is None else out_eid[:m]
+
+
+def progress_stats():
+    """``{polls, busy_s, running}`` of this process's progress agents
+    (``dds_progress_stats``): polls made since the process started, seconds spent in
+    them, agents running now."""
+    out = [ffi.new("int64_t *") for _ in range(3)]
+    _local_check(lib.dds_progress_stats(*out))
+    return {"polls": out[0][0], "busy_s": out[1][0] / 1e9, "running": out[2][0]}
 
 
 def fingerprint(buffer, seed=0):

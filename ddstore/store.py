@@ -43,6 +43,44 @@ _SHORT_BATCH = 16
 _MAX_ROW_BYTES = 2 ** 63 - 1  # one row's bytes must fit the core's int64
 
 
+PROGRESS_US = 200  # the progress agent's default period (docs/cluster.md: how chosen)
+
+
+def progress_interval(core):
+    """The progress agent's period in microseconds for a store over ``core``, or 0 for
+    none.  ``DDSTORE_PROGRESS``: ``auto`` (default: on when a member of this rank's
+    group reads it with MPI, not through shared memory, i.e. between nodes or with
+    ``transport="rma"``), ``on`` or ``off`` (networks whose RMA needs no action of the
+    target: reads of a computing rank then never wait anyway); ``DDSTORE_PROGRESS_US``:
+    the period (default :data:`PROGRESS_US`).  The agent needs ``MPI_THREAD_MULTIPLE``;
+    a lower thread level is refused (local part of the constructor's step)."""
+    mode = os.environ.get("DDSTORE_PROGRESS", "auto").strip().lower() or "auto"
+    if mode not in ("auto", "on", "off"):
+        raise DDStoreValueError(f"DDSTORE_PROGRESS={mode!r} is not one of auto, on, off")
+    text = os.environ.get("DDSTORE_PROGRESS_US", "").strip()
+    try:
+        us = int(text) if text else PROGRESS_US
+    except ValueError:
+        us = -1
+    if not 1 <= us <= 1_000_000:
+        raise DDStoreValueError(f"DDSTORE_PROGRESS_US={text!r} must be an integer number "
+                                f"of microseconds in [1, 1000000]")
+    remote = core.group_size - 1 - core.shm_peers
+    if mode == "off" or (mode == "auto" and remote == 0):
+        return 0
+    from mpi4py import MPI
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        raise DDStoreValueError(
+            f"this rank's rows are read by {remote} group member(s) over MPI, and its "
+            f"progress agent (a thread that lets MPI answer those reads while the rank "
+            f"computes) needs MPI_THREAD_MULTIPLE, but MPI was initialised with thread "
+            f"level {MPI.Query_thread()} (< {MPI.THREAD_MULTIPLE}); initialise MPI with "
+            f"THREAD_MULTIPLE (mpi4py's default: do not lower mpi4py.rc.thread_level), or "
+            f"set DDSTORE_PROGRESS=off (then reads of a computing rank wait for its next "
+            f"MPI call on networks without hardware RMA)")
+    return us
+
+
 class _Var:
     __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows")
 
@@ -146,6 +184,14 @@ class DDStore(RecordsAPI, CheckpointAPI):
                         f"the {how}; {hint}")
                 self.memory_budget = budget
         self._core = _core.Core(comm, width, transport)
+        try:  # the progress agent: decided per rank from its members, agreed
+            with collective(comm, None):
+                interval = progress_interval(self._core)
+                if interval:
+                    self._core.start_progress(interval)
+        except BaseException:
+            self._core.free()  # collective: every rank raises the agreed error
+            raise
         # what each rank is doing, read by a rank waiting at its exit (ddstore._status)
         self._board = _status.Board(comm, shared=transport != "rma")
         self._journal = _transaction.Journal()  # the open transactions' record
@@ -263,6 +309,13 @@ class DDStore(RecordsAPI, CheckpointAPI):
         if exc is None or is_agreed(exc):
             self.free()
         return False
+
+    @property
+    def progress(self):
+        """Whether this rank runs the store's progress agent: a thread that lets MPI
+        answer other ranks' reads of this rank's rows while it computes (see
+        :func:`progress_interval` and docs/cluster.md, "Between nodes")."""
+        return self._core.alive and self._core.progress
 
     @property
     def freed(self):

@@ -1,0 +1,94 @@
+"""Reads of a computing rank's rows do not wait for it (issue 36, item 2): the progress
+agent (csrc/progress.c) answers them.  Rank 1 computes for COMPUTE seconds without an
+MPI call while rank 0 reads 64-row batches of rank 1's rows; every read must finish
+well before rank 1 is done (the slowest under READ_BOUND seconds), and every byte read
+is the byte written.  With ``off`` as argument the agent is off and the program checks
+the opposite where the network needs the target's progress (MPICH's ch4:ofi over TCP:
+``between`` as second argument): the first read waits for rank 1 — proof that the
+check above can fail.  The thread-level refusal: a store whose rows are read over MPI
+refuses MPI_THREAD_SERIALIZED with a message naming the fix, alike on every rank
+(``serialized`` as argument: MPI is then initialised at that level).
+
+    MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=tcp FI_TCP_IFACE=lo \\
+        timeout 120 mpiexec -n 2 python tests/mpi/progress_check.py [on|off|serialized] [between]
+"""
+import os
+import sys
+import time
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "on"
+BETWEEN = "between" in sys.argv[2:]
+if MODE == "serialized":
+    import mpi4py
+    mpi4py.rc.thread_level = "serialized"
+os.environ["DDSTORE_PROGRESS"] = "off" if MODE == "off" else "auto"
+
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+from _harness import check, expect_error, run_main  # noqa: E402
+
+import ddstore  # noqa: E402
+from ddstore import _core  # noqa: E402
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+COMPUTE, READ_BOUND = 3.0, 1.0
+N = 4096
+
+
+def compute(seconds):
+    """A training step's stand-in: numpy work, no MPI call."""
+    a = np.ones((200, 200))
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a = a @ a
+        a /= a.max()
+
+
+def main():
+    if MODE == "serialized":
+        expect_error(ddstore.DDStoreValueError, ["MPI_THREAD_MULTIPLE",
+                                                 "DDSTORE_PROGRESS=off"],
+                     ddstore.DDStore, comm, transport="rma", agree=True, agreed=True)
+        os.environ["DDSTORE_PROGRESS"] = "off"
+        with ddstore.DDStore(comm, transport="rma") as s:
+            check(not s.progress, "DDSTORE_PROGRESS=off: no agent")
+        return
+    with ddstore.DDStore(comm, width=size, transport="rma") as s:
+        check(s.progress == (MODE == "on" and size > 1),
+              f"agent running: {s.progress} (mode {MODE})")
+        rows = (np.arange(N * 16, dtype=np.float32).reshape(N, 16) + rank * N * 16)
+        s.add("x", rows)
+        comm.Barrier()
+        if rank == 1:
+            compute(COMPUTE)
+        elif rank == 0 and size > 1:
+            lat, bad = [], 0
+            rng = np.random.default_rng(0)
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < COMPUTE * 0.8:
+                idx = rng.integers(N, 2 * N, 64)
+                a = time.perf_counter()
+                got = s.get_batch("x", idx)
+                lat.append(time.perf_counter() - a)
+                want = (idx[:, None] * 16 + np.arange(16)).astype(np.float32)
+                bad += int(got.tobytes() != want.tobytes())
+            lat = np.array(lat)
+            print(f"mode {MODE}: {len(lat)} reads, first {lat[0] * 1e6:.0f} us, p50 "
+                  f"{np.percentile(lat, 50) * 1e6:.0f} us, p99 "
+                  f"{np.percentile(lat, 99) * 1e6:.0f} us, max {lat.max() * 1e6:.0f} us; "
+                  f"agent {_core.progress_stats()}", flush=True)
+            check(bad == 0, f"{bad} reads differ from the rows written")
+            if MODE == "on":
+                check(lat.max() < READ_BOUND and len(lat) > 10,
+                      f"a read waited {lat.max():.2f} s for the computing rank "
+                      f"({len(lat)} reads)")
+            elif BETWEEN:
+                check(lat[0] > COMPUTE * 0.5, f"without the agent the first read took "
+                                              f"{lat[0]:.3f} s: the network did not need "
+                                              f"the target's progress")
+        comm.Barrier()
+
+
+run_main(main)

@@ -1,0 +1,29 @@
+"""Between nodes (issue 36): MPICH routed through its network module on the loopback
+(``MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=tcp FI_TCP_IFACE=lo``: every
+rank on its own "node", one-sided reads over libfabric's TCP provider, which needs the
+target's progress).  The core round trip, PyG sampling and temporal sampling on 2 ranks
+in that mode; the progress agent answering reads of a computing rank (and, without it,
+the read waiting: the check can fail); the thread-level refusal."""
+import pytest
+
+from conftest import passed_on, summary_of, summary_problem
+
+BETWEEN_NODES = {"MPIR_CVAR_CH4_NETMOD": "ofi", "MPIR_CVAR_NOLOCAL": "1",
+                 "FI_PROVIDER": "tcp", "FI_TCP_IFACE": "lo"}
+
+
+@pytest.mark.mpi
+def test_round_trip_and_sampling_between_nodes(mpirun, tmp_path):
+    out = mpirun("checks.py", 2, "core_roundtrip.py", "auto", "+", "pyg_check.py", "2",
+                 "+", "temporal_check.py", str(tmp_path), env=BETWEEN_NODES, timeout=400)
+    for name in ("core_roundtrip", "pyg_check", "temporal_check"):
+        assert summary_problem(summary_of(out, name), name, 2) is None, out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("mode", ["on", "off", "serialized"])
+def test_progress_agent(mpirun, mode):
+    out = mpirun("progress_check.py", 2, mode, "between", env=BETWEEN_NODES, timeout=120)
+    passed_on(out, 2)
+    if mode != "serialized":
+        assert f"mode {mode}: " in out, out
