@@ -25,7 +25,10 @@ temporal (node-level and edge-level time), weighted, backward, bidirectional
 (``BidirectionalNeighborSampler``), heterogeneous, backward over dropped in-lists.  The
 builds are on every rank at width size/2 (or size), and (size > 1) on rank 0 alone, then
 restored on more ranks.  After an open, puts and removals go on (``remove_tensor``,
-``remove_edge_index``, a new attribute) and a second save / restore sees them.  Errors:
+``remove_edge_index``, a new attribute) and a second save / restore sees them.  A
+transaction that fails alike on every rank after puts, declarations, a new layout and
+out-lists over opened stores, or after making a new pair, leaves the annotations (and
+variables) as they were, and a save after it restores as the first one did.  Errors:
 an unknown name names the known ones, a name of the other kind says so.
 """
 import time
@@ -301,6 +304,47 @@ def _(t):
         b1 = _batches(fs, gs, 21, weight_attr="edge_weight")
         b2 = _batches(*dpyg.open_stores(st, "g"), 21, weight_attr="edge_weight")
         check(_equal(b1, b2), "two opens sample alike")
+
+
+def _failing_block(store, fs, gs):
+    """Collective: puts, out-lists and weights in a transaction that then fails alike
+    on every rank (a second put of a stored layout, refused)."""
+    with store.transaction("test"):
+        fs.put_tensor(torch.ones(N, 2), group_name=None, attr_name="extra")
+        fs.declare_rows({"other": 3})
+        gs.put_edge_index((torch.tensor([0, 1]), torch.tensor([0] + [1] * (N - 1) + [2])),
+                          edge_type=None, layout="csc", size=(N, N))
+        gs.build_backward()
+        fs.put_tensor(torch.full((gs.num_edges(None),), 0.5), group_name=dpyg.EDGES,
+                      attr_name="w2")
+        gs.put_edge_index(torch.tensor([[0], [1]]), edge_type=None, layout="coo")
+
+
+@cases("rollbacks leave the annotations as they were")
+def _(t):
+    with ddstore.DDStore.restore(f"{t.dir}/world", comm, width=size) as st:
+        def state():
+            return {n: (a.kind, a.meta, sorted(a.arrays), a.variables, a.cuts)
+                    for n, a in ((n, st.annotation(n)) for n in st.annotations())}
+        before, names = state(), st.variables()
+        fs, gs = dpyg.open_stores(st, "e")
+        expect_error(DDStoreValueError, ["already"], _failing_block, st, fs, gs,
+                     agree=True, store=st)
+        check(state() == before, "a rolled-back block changed the annotations")
+
+        def new_pair():
+            with st.transaction("new"):
+                nfs = dpyg.FeatureStore(st, "tx")
+                ngs = dpyg.GraphStore(st, "tx")
+                nfs.put_tensor(torch.zeros(N, 1), group_name=None, attr_name="x")
+                ngs.put_edge_index(torch.tensor([[0], [1]]), edge_type=None)
+                ngs.put_edge_index(torch.tensor([[0], [1]]), edge_type=None)
+        expect_error(DDStoreValueError, ["already"], new_pair, agree=True, store=st)
+        check(state() == before and st.variables() == names,
+              f"a rolled-back construction left annotations: {sorted(state())}")
+        st.save(f"{t.dir}/rolled")
+    with ddstore.DDStore.restore(f"{t.dir}/rolled", comm, width=1) as st:
+        compare(st, *t.ref, "after rollbacks")
 
 
 @cases("errors: unknown name, other kind")
