@@ -12,6 +12,7 @@ Four graphs are built over one store, covering the options a graph store keeps:
   declared rows), out-lists;
 - ``b``: out-lists with the in-lists dropped (``keep_in_lists=False``), weighted
   afterwards by ``put_edge_weights`` (the out-lists' weights);
+- ``z``: no edges (an empty edge index of 7 nodes: its seeds are sampled);
 
 and one empty ``GraphStore`` (``solo``).  The store is saved, then restored at every rank
 count ``k`` of 1..size (a sub-communicator of the first ``k`` ranks) and every width
@@ -98,7 +99,10 @@ def build(store):
     bfs.put_tensor(bdata.w, group_name=dpyg.EDGES, attr_name="w")
     bgs.put_edge_weights("w")
     dpyg.GraphStore(store, "solo")
-    return {"g": (fs, gs), "e": (efs, egs), "h": (hfs, hgs), "b": (bfs, bgs)}
+    zfs, zgs = dpyg.from_pyg(store, Data(x=torch.arange(7.0).view(7, 1), num_nodes=7),
+                             name="z")
+    return {"g": (fs, gs), "e": (efs, egs), "h": (hfs, hgs), "b": (bfs, bgs),
+            "z": (zfs, zgs)}
 
 
 def _flat(batch):
@@ -181,6 +185,8 @@ def reads(stores):
     fs, gs = stores["b"]
     out.append(("b backward weighted", _batches(fs, gs, 14, sample_direction="backward",
                                                 weight_attr="w")))
+    fs, gs = stores["z"]
+    out.append(("z no edges", _batches(fs, gs, 15, input_nodes=torch.arange(7))))
     return out
 
 
@@ -205,7 +211,7 @@ def variables_bytes(store):
 
 
 def open_all(store):
-    return {name: dpyg.open_stores(store, name) for name in ("g", "e", "h", "b")}
+    return {name: dpyg.open_stores(store, name) for name in ("g", "e", "h", "b", "z")}
 
 
 def compare(store, ref_vars, ref_reads, tag):
@@ -352,11 +358,11 @@ def _(t):
     with ddstore.DDStore.restore(f"{t.dir}/world", comm, width=size) as st:
         expect_error(DDStoreValueError, ["GraphStore.open", "no pyg.GraphStore 'x'",
                                          "known pyg.GraphStore names: ['b', 'e', 'g', "
-                                         "'h', 'solo']"],
+                                         "'h', 'solo', 'z']"],
                      dpyg.GraphStore.open, st, "x")
         expect_error(DDStoreValueError, ["FeatureStore.open", "no pyg.FeatureStore 'x'",
                                          "known pyg.FeatureStore names: ['b', 'e', 'g', "
-                                         "'h']"],
+                                         "'h', 'z']"],
                      dpyg.FeatureStore.open, st, "x")
         expect_error(DDStoreValueError, ["no pyg.FeatureStore 'solo'",
                                          "'solo' names a pyg.GraphStore there"],
