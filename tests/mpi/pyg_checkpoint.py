@@ -31,6 +31,8 @@ transaction that fails alike on every rank after puts, declarations, a new layou
 out-lists over opened stores, or after making a new pair, leaves the annotations (and
 variables) as they were, and a save after it restores as the first one did.  Errors:
 an unknown name names the known ones, a name of the other kind says so.
+``NodeData.open`` gives back what ``load_synthetic`` returned (counts, split sizes, the
+stores' reads and batches) at another width.
 """
 import time
 
@@ -351,6 +353,30 @@ def _(t):
         st.save(f"{t.dir}/rolled")
     with ddstore.DDStore.restore(f"{t.dir}/rolled", comm, width=1) as st:
         compare(st, *t.ref, "after rollbacks")
+
+
+@cases("NodeData.open after load_synthetic")
+def _(t):
+    with ddstore.DDStore(comm, width=1) as store:
+        nd = dpyg.load_synthetic(store, scale=0.0003, name="syn")
+        fs, gs = nd.pyg
+        ref = [fs.get_tensor(group_name=None, attr_name=a) for a in ("x", "y")]
+        ref.append(dpyg.NeighborSampler(gs, [4, 3], seed=2)._sample(torch.arange(30)))
+        store.save(f"{t.dir}/syn")
+    with ddstore.DDStore.restore(f"{t.dir}/syn", comm, width=size,
+                                 transport="rma") as st:
+        got = dpyg.NodeData.open(st, "syn")
+        check(got[2:] == (nd.num_nodes, nd.num_edges, nd.num_features, nd.num_classes,
+                          {}, nd.split_sizes), f"NodeData.open counts {got[2:]}")
+        fs, gs = got.pyg
+        for a, want in zip(("x", "y"), ref):
+            check(_equal(fs.get_tensor(group_name=None, attr_name=a), want),
+                  f"NodeData.open: {a} differs")
+        out = dpyg.NeighborSampler(gs, [4, 3], seed=2)._sample(torch.arange(30))
+        check(all(_equal(getattr(out, k), getattr(ref[2], k))
+                  for k in ("node", "row", "col", "edge")), "NodeData.open: sample")
+        expect_error(DDStoreValueError, ["NodeData.open", "no pyg.NodeData 'g'"],
+                     dpyg.NodeData.open, st, "g")
 
 
 @cases("errors: unknown name, other kind")
