@@ -27,5 +27,5 @@ from .sampler import BidirectionalNeighborSampler, NeighborSampler
 
 __all__ = ["FeatureStore", "GraphStore", "NeighborSampler", "BidirectionalNeighborSampler",
            "TensorAttr", "EdgeAttr", "EDGES", "UnknownAttributeError", "edge_features",
-           "from_pyg", "from_hetero", "open_stores", "NodeData", "put_node_data", "load_ogb", "load_npy",
-           "load_synthetic"]
+           "from_pyg", "from_hetero", "open_stores", "NodeData", "put_node_data",
+           "load_ogb", "load_npy", "load_synthetic"]

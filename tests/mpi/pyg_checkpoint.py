@@ -181,7 +181,8 @@ def reads(stores):
         14, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 100,
         time_attr="edge_time")))
     fs, gs = stores["h"]
-    out.append(("h hetero", _batches(fs, gs, 12, input_nodes=("a", torch.arange(0, HN["a"], 2)))))
+    out.append(("h hetero", _batches(fs, gs, 12,
+                                     input_nodes=("a", torch.arange(0, HN["a"], 2)))))
     out.append(("h hetero backward", _batches(
         fs, gs, 13, input_nodes=("b", torch.arange(HN["b"])), sample_direction="backward")))
     fs, gs = stores["b"]
