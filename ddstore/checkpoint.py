@@ -315,9 +315,14 @@ class CheckpointAPI:
             replica = self._replica_fingerprints() if self.replicas > 1 else None
             shares = step.agree((gen, replica), same={"store": desc,
                                                      "block_bytes": block_bytes})
-        gen = shares[0][0]
-        if self.replicas > 1:
-            self._check_replicas([s[1] for s in shares])
+            gen = shares[0][0]
+            if self.replicas > 1:  # decided from agreed values: raised alike
+                try:
+                    self._check_replicas([s[1] for s in shares])
+                except DDStoreError:
+                    if self.rank == 0:
+                        shutil.rmtree(os.path.join(path, gen), ignore_errors=True)
+                    raise
         gen_dir = os.path.join(path, gen)
         try:
             with self.collective(None) as step:  # every rank writes its part
@@ -329,10 +334,19 @@ class CheckpointAPI:
                     self._publish(path, manifest)
                 step.agree()
         except BaseException:
-            if self.rank == 0:
+            if self.rank == 0 and not self._published(path, gen):
                 shutil.rmtree(gen_dir, ignore_errors=True)
             raise
         return manifest
+
+    @staticmethod
+    def _published(path, gen):
+        """Whether the manifest at ``path`` names generation ``gen`` (then its files
+        stay, even if a later part of the save failed)."""
+        try:
+            return read_manifest(path)["generation"] == gen
+        except DDStoreError:
+            return False
 
     def _prepare_dir(self, path):
         """Rank 0, before the round: the directory and a new generation under it."""

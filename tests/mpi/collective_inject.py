@@ -280,7 +280,19 @@ def drive_pyddstore(store, calls, tmp):
     calls(dds.free)
 
 
-DRIVERS = [("core", drive_core), ("plan", drive_plan), ("graphs", drive_graphs),
+def drive_checkpoint(store, calls, tmp):
+    path = os.path.join(tmp, "ck")
+    calls(store.add, "c", np.arange(4 * (rank + 1), dtype=np.float32).reshape(-1, 2))
+    calls(store.add_records, "cr", [{"k": np.ones((rank + 1, 2), np.float32)}])
+    store.annotate("cobj", "Test", {"n": 1}, {"a": np.arange(3)}, variables=["c"])
+    calls(store.save, path)
+    calls(store.remove, "c", "cr")
+    calls(store.load, path)
+    r = calls(ddstore.DDStore.restore, path, store.comm)
+    calls(r.free)
+
+
+DRIVERS = [("core", drive_core), ("checkpoint", drive_checkpoint), ("plan", drive_plan), ("graphs", drive_graphs),
            ("series", drive_series), ("dynamic", drive_dynamic),
            ("temporal", drive_temporal), ("temporal-pyg", drive_temporal_pyg),
            ("pyg", drive_pyg), ("pyg-loaders", drive_pyg_loaders),

@@ -1,0 +1,92 @@
+"""Checkpoint and restart of the store (issue 37): ``tests/mpi/checkpoint_core.py`` saves
+on 1-4 ranks at every width and restores on every smaller rank count at every width,
+comparing every byte; failures during save, damaged files and refusals (see its
+docstring).  The in-process tests below check the one-rank rules and the file set."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import on_ranks
+from ddstore import DDStore, DDStoreValueError
+from ddstore import checkpoint as ck
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs,transport", [(1, "auto"), (2, "auto"), (2, "rma"),
+                                              (3, "rma"), (4, "auto")])
+@pytest.mark.shared_launch("checkpoint_core.py", "{transport}", timeout=300)
+def test_checkpoint_core(shared_launch, nprocs, transport):
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+
+
+def test_files_read_back_with_numpy_alone(store, tmp_path):
+    """The module docstring's recipe reads every variable back without ddstore."""
+    import math
+    x = np.arange(60, dtype=np.float32).reshape(20, 3)
+    store.add("x", x)
+    store.save(tmp_path / "ck", block_bytes=40)
+    path = str(tmp_path / "ck")
+    m = json.load(open(f"{path}/ddstore-checkpoint.json"))
+    v = m["variables"][0]
+    rows = [np.fromfile(f"{path}/{m['files'][f]}", dtype=v["dtype"], offset=off,
+                        count=n * math.prod(v["row_shape"]))
+            for f, off, r0, n, h in v["blocks"]]
+    assert np.concatenate(rows).tobytes() == x.tobytes()
+    assert len(v["blocks"]) == 7 and v["nrows"] == 20 and m["nbytes"] == x.nbytes
+
+
+def test_manifest_is_published_last(store, tmp_path, monkeypatch):
+    """A save that fails before its rename leaves no manifest and no new files; the old
+    checkpoint stays readable."""
+    store.add("x", np.arange(5))
+    path = tmp_path / "ck"
+    store.save(path)
+    before = sorted(os.listdir(path))
+
+    def broken(path, manifest):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(ck.CheckpointAPI, "_publish", staticmethod(broken))
+    store.update("x", np.zeros(5, np.int64))
+    with pytest.raises(Exception, match="No space left"):
+        store.save(path)
+    assert sorted(os.listdir(path)) == before
+    monkeypatch.undo()
+    from mpi4py import MPI
+    with DDStore.restore(path, MPI.COMM_SELF) as r:
+        assert (r.get_range("x", 0, 5) == np.arange(5)).all()
+
+
+def test_read_manifest_refusals(tmp_path):
+    with pytest.raises(DDStoreValueError, match="no checkpoint at"):
+        ck.read_manifest(tmp_path)
+    (tmp_path / ck.MANIFEST).write_text("{not json")
+    with pytest.raises(DDStoreValueError, match="is not JSON"):
+        ck.read_manifest(tmp_path)
+    (tmp_path / ck.MANIFEST).write_text(json.dumps({"format": ck.FORMAT, "version": 99}))
+    with pytest.raises(DDStoreValueError, match="format version 99"):
+        ck.read_manifest(tmp_path)
+
+
+def test_cut_bounds():
+    assert ck._cut_bounds(10, 3, [0, 2, 3, 9, 10], "v") == [0, 3, 9, 10]
+    assert ck._cut_bounds(10, 2, [0, 10], "v") == [0, 0, 10]
+    with pytest.raises(DDStoreValueError, match="cuts must rise from 0"):
+        ck._cut_bounds(10, 2, [0, 5], "v")
+
+
+@pytest.mark.mpi
+def test_checkpoint_benchmark_smoke(tmp_path):
+    """bench.checkpoint on 20 MB of rows: save, restore at two widths, dd, every byte
+    compared; the JSON names its rates and ratios."""
+    from conftest import run_mpi
+    out = run_mpi("-m", 2, "ddstore.bench.checkpoint", "--gb", "0.02", "--repeat", "1",
+                  "--out", str(tmp_path), timeout=240)
+    assert "per rank: save" in out, out
+    res = json.load(open(tmp_path / "checkpoint_rows_n2.json"))
+    assert res["checked_every_byte"] is True
+    for key in ("save", "restore_same_width", "restore_width_1", "dd_write", "dd_read",
+                "first_touch"):
+        assert res[key][0]["gb_per_s_per_rank"] > 0, key
+    assert res["save_over_dd_write"] > 0 and res["command"].startswith("mpiexec -n 2")
