@@ -43,7 +43,23 @@ a :class:`PyDDStoreRangeError`, both ``ValueError`` (the original's) and
 
 Differences from the original: adding a name that exists raises (the original silently
 kept the old data); ``get`` ranges may span ranks; epochs are optional for reads.
+
+Checkpoint and restart (the original has none): ``store.save(path)`` (collective)
+writes every variable, with its ``disp`` and ``itemsize``, to directory ``path``
+(:meth:`ddstore.DDStore.save`: one file per rank written in parallel, a JSON manifest,
+all or nothing); ``PyDDStore.restore(path, comm, ddstore_width=...)`` (collective) gives
+a new store holding them at any rank count and width, and ``store.load(path)`` adds them
+to a store that exists.  A variable keeps its global rows in order (rank ``r``'s rows
+of ``add`` are where they were in the global order), split over the new ranks as
+:func:`ddstore.partition` splits them, so ``get`` / ``get_batch`` of any global row
+give the bytes they gave before the save::
+
+    store.save("/lustre/me/ckpt")                               # collective
+    # ... a later job, any rank count
+    store = dds.PyDDStore.restore("/lustre/me/ckpt", comm, ddstore_width=2)
 """
+import os
+
 import numpy as np
 
 import ddstore
@@ -51,6 +67,9 @@ from ddstore.errors import DDStoreIndexError, DDStoreValueError
 from ddstore._checks import is_int
 
 __all__ = ["PyDDStore", "PyDDStoreRangeError"]
+
+_KIND = "PyDDStore"          # the annotation kind of a PyDDStore variable
+_ANNOTATION = "pyddstore:"   # + the variable's name: its annotation's name
 
 
 class PyDDStoreRangeError(DDStoreIndexError, ValueError):
@@ -125,14 +144,84 @@ class PyDDStore:
         if method != 0:
             raise DDStoreValueError(f"PyDDStore: method={method!r} is not available; "
                                     f"allowed: 0 (MPI one-sided reads)")
+        self._adopt(comm, ddstore.DDStore(comm, width=ddstore_width, transport=transport))
+
+    def _adopt(self, comm, store):
         self.comm = comm
         self.method = 0
-        self._store = ddstore.DDStore(comm, width=ddstore_width, transport=transport)
+        self._store = store
         self.ddstore_width = self._store.width
         self._info = {}
         # True from a collective add/init until the next epoch_begin publishes the
         # writes: the same on every rank, so the barrier is taken by all or by none
         self._unpublished = False
+        self._open_annotated()
+
+    # ------------------------------------------------------------ checkpoint
+    def _annotate(self, name, info):
+        """Record ``disp`` and ``itemsize`` of variable ``name`` in the store (local,
+        alike on every rank, at the end of the collective ``add`` / ``init``), so that
+        :meth:`save` keeps them and :meth:`restore` / :meth:`load` bring them back."""
+        self._store.annotate(_ANNOTATION + name, _KIND,
+                             {"disp": info.disp, "itemsize": info.itemsize},
+                             variables=(name,))
+
+    def _open_annotated(self):
+        """Take up every variable of the store that a PyDDStore annotated and this one
+        does not hold yet (after a restore or load)."""
+        st = self._store
+        for ann_name in st.annotations(_KIND):
+            name = ann_name[len(_ANNOTATION):]
+            if name in self._info or name not in st:
+                continue
+            meta = st.annotation(ann_name, _KIND).meta
+            self._info[name] = _Info(int(meta["disp"]), int(meta["itemsize"]),
+                                     st.fast_readers(name))
+
+    def save(self, path):
+        """Collective: write every variable (its rows, ``disp`` and ``itemsize``) to
+        directory ``path`` (created if needed): each rank writes its own part in
+        parallel, plus one JSON manifest, made visible by one atomic rename once every
+        rank's part is written, so a failure on any rank (a full disk) raises the same
+        error on every rank and leaves the previous checkpoint at ``path`` readable
+        (:meth:`ddstore.DDStore.save`).  ``update`` writes not yet published by
+        ``epoch_begin`` / ``sync`` are published first.  Returns the manifest (a
+        dict)."""
+        if self._unpublished:
+            self.sync()
+        return self._store.save(os.fspath(path) if isinstance(path, os.PathLike)
+                                else path)
+
+    @classmethod
+    def restore(cls, path, comm=None, ddstore_width=None, transport="auto"):
+        """Collective: a new PyDDStore over ``comm`` (default ``MPI.COMM_WORLD``) holding
+        every variable of the checkpoint at ``path`` (:meth:`save`), at any rank count
+        and ``ddstore_width``: each variable keeps its global rows, ``disp`` and
+        ``itemsize``; rank ``r`` of each group holds rows ``partition(nrows, width, r)``
+        and reads only those from the files (checksums verified).  A missing, truncated
+        or altered file is refused with a :class:`ddstore.DDStoreValueError` naming it,
+        alike on every rank."""
+        if comm is None:
+            from mpi4py import MPI
+            comm = MPI.COMM_WORLD
+        store = ddstore.DDStore.restore(path, comm, width=ddstore_width,
+                                        transport=transport)
+        self = cls.__new__(cls)
+        self._adopt(comm, store)
+        return self
+
+    def load(self, path):
+        """Collective: add every variable of the checkpoint at ``path`` to this store
+        (refused, on every rank, for a name it already holds; see
+        :meth:`ddstore.DDStore.load`).  Returns the manifest."""
+        manifest = self._store.load(os.fspath(path) if isinstance(path, os.PathLike)
+                                    else path)
+        self._open_annotated()
+        return manifest
+
+    def variables(self):
+        """Names of the variables, sorted (local)."""
+        return sorted(self._info)
 
     @property
     def store(self):
@@ -156,6 +245,7 @@ class PyDDStore:
             rows = _bytes_rows(local, local.shape[0])
         self._store.add(name, rows)
         self._info[name] = _Info(disp, local.itemsize, self._store.fast_readers(name))
+        self._annotate(name, self._info[name])
 
     def init(self, name, nrows, disp, itemsize=1):
         """Collective: reserve ``nrows`` local rows of ``disp`` elements of ``itemsize``
@@ -169,6 +259,7 @@ class PyDDStore:
                                             f"integer >= {low}")
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
         self._info[name] = _Info(int(disp), int(itemsize), self._store.fast_readers(name))
+        self._annotate(name, self._info[name])
         self._unpublished = True
 
     def update(self, name, arr, offset=0):

@@ -261,3 +261,61 @@ def tiled_total(ranges, what):
                                     f"[0, total) once each ({ranges})")
         pos = hi
     return pos
+
+
+# ------------------------------------------------------------ checkpoint and restart
+# A feature store and a graph store record what reopening them needs in an annotation
+# of the store (DDStore.annotate), kept by DDStore.save and brought back by restore:
+# FeatureStore.open / GraphStore.open rebuild them by name, with no source data.
+FEATURE_KIND, GRAPH_KIND = "pyg.FeatureStore", "pyg.GraphStore"
+
+
+def annotation_name(kind, name):
+    """The annotation of the ``kind`` object named ``name`` (the two stores of one name
+    are two objects): ``"<name>#<kind>"``."""
+    return f"{name}#{kind}"
+
+
+def type_to_json(t):
+    """A node or edge type (None, str, 3-tuple) as JSON (an edge type as a list)."""
+    return list(t) if isinstance(t, tuple) else t
+
+
+def type_from_json(t):
+    return tuple(t) if isinstance(t, list) else t
+
+
+def torch_dtype_named(text):
+    """The torch dtype ``str(dtype)`` names (``"torch.bfloat16"``), or None for None."""
+    if text is None:
+        return None
+    import torch
+    return getattr(torch, text.split(".", 1)[1])
+
+
+def find_annotation(store, kind, name, what):
+    """The annotation of the ``kind`` object ``name`` of ``store``; a
+    :class:`~ddstore.DDStoreValueError` naming the known names of that kind (and what
+    else the name is) when there is none."""
+    from ..errors import DDStoreValueError
+    store.check_alive()
+    if not isinstance(name, str) or not name:
+        raise DDStoreValueError(f"{what}: name must be a non-empty str, got {name!r}")
+    suffix = "#" + kind
+    try:
+        return store.annotation(annotation_name(kind, name), kind)
+    except DDStoreValueError:
+        pass
+    known = [n[:-len(suffix)] for n in store.annotations(kind) if n.endswith(suffix)]
+    other = sorted({store.annotation(a).kind for a in store.annotations()
+                    if a == name or a.startswith(name + "#")} - {kind})
+    hint = f"; {name!r} names a {' and a '.join(other)} there, not a {kind}" \
+        if other else ""
+    raise DDStoreValueError(f"{what}: no {kind} {name!r} in this store (restored or "
+                            f"built); known {kind} names: {known}{hint}")
+
+
+def forget_annotation(store, kind, name):
+    """Drop the annotation of the ``kind`` object ``name`` (a construction undone by a
+    rollback)."""
+    store._annotations.pop(annotation_name(kind, name), None)

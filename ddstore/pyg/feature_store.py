@@ -12,9 +12,11 @@ from .._checks import as_indices, check_free_names, check_indices, is_int
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
-from ._common import (EDGES, as_edge_type, as_source, call_piece, check_rows,
-                      check_storable, edge_var, is_edge_type, keep_torch_dtype, node_var,
-                      publish_declared_rows, tiled_total)
+from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_source,
+                      call_piece, check_rows, check_storable, edge_var, find_annotation,
+                      forget_annotation, is_edge_type, keep_torch_dtype, node_var,
+                      publish_declared_rows, tiled_total, torch_dtype_named,
+                      type_from_json, type_to_json)
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
            "default_chunk_rows"]
@@ -173,6 +175,64 @@ class FeatureStore(_PygFeatureStore):
         # group_name -> rows (declare_rows), published for the graph store of this name
         self.__dict__["_declared"] = {}
         publish_declared_rows(store, name, self._declared)
+        with store.transaction(f"FeatureStore {name!r}") as txn:
+            self._annotate()
+            txn.on_rollback(lambda: forget_annotation(store, FEATURE_KIND, name))
+
+    # ------------------------------------------------------------ checkpoint
+    def _annotate(self):
+        """Local, alike on every rank, at the end of every collective call that changes
+        the attributes or declarations: record them in the store's annotation
+        ``"<name>#pyg.FeatureStore"`` (:meth:`DDStore.annotate`), what :meth:`open`
+        rebuilds the feature store from after :meth:`DDStore.restore`."""
+        attrs = [[type_to_json(a.group_name), a.attr_name, a.var, a.num_rows,
+                  list(a.row_shape), a.dtype.str,
+                  None if a.torch_dtype is None else str(a.torch_dtype)]
+                 for a in self._attrs.values()]
+        declared = [[type_to_json(g), n] for g, n in self._declared.items()]
+        self.store.annotate(annotation_name(FEATURE_KIND, self.name), FEATURE_KIND,
+                            {"name": self.name, "chunk_rows": self.chunk_rows,
+                             "attrs": attrs, "declared": declared},
+                            variables=[a.var for a in self._attrs.values()])
+
+    @classmethod
+    def open(cls, store, name="pyg"):
+        """Local: the feature store ``name`` of ``store`` as it was saved
+        (:meth:`DDStore.save`), reopened from a store made by :meth:`DDStore.restore`
+        (or :meth:`DDStore.load`) at any rank count and width, with no source data:
+        every attribute (its rows, row shape, dtype -- torch-only dtypes included), the
+        rows declared by :meth:`declare_rows` and ``chunk_rows``.  Reads give the tensors
+        they gave before the save; puts, ``remove_tensor`` and the rest work as on the
+        feature store that was saved.  Also works on the store that built it (another
+        object over the same variables).  No communication: every rank calls it (it is
+        deterministic from what every rank holds alike).  An unknown ``name`` raises a
+        :class:`~ddstore.DDStoreValueError` naming the feature stores held."""
+        ann = find_annotation(store, FEATURE_KIND, name, "FeatureStore.open")
+        meta = ann.meta
+        self = cls.__new__(cls)
+        _PygFeatureStore.__init__(self, tensor_attr_cls=TensorAttr)
+        self.__dict__["chunk_rows"] = meta["chunk_rows"]
+        self.__dict__["store"] = store
+        self.__dict__["name"] = name
+        attrs = {}
+        for group, attr_name, var, num_rows, row_shape, dtype, tdt in meta["attrs"]:
+            group, dtype = type_from_json(group), np.dtype(dtype)
+            row_shape, tdt = tuple(row_shape), torch_dtype_named(tdt)
+            if var not in store or store.nrows(var) != num_rows or \
+                    np.dtype(store.dtype(var)) != dtype or \
+                    tuple(store.row_shape(var)) != row_shape:
+                raise DDStoreValueError(
+                    f"FeatureStore.open {name!r}: attribute {(group, attr_name)!r} needs "
+                    f"variable {var!r} of {num_rows} rows of {row_shape} {dtype}, which "
+                    f"the store does not hold")
+            attrs[(group, attr_name)] = _Attr(group, attr_name, var, int(num_rows),
+                                              row_shape, dtype, tdt)
+            keep_torch_dtype(store, var, tdt)
+        self.__dict__["_attrs"] = attrs
+        self.__dict__["_declared"] = {type_from_json(g): int(n)
+                                      for g, n in meta["declared"]}
+        publish_declared_rows(store, name, self._declared)
+        return self
 
     # ------------------------------------------------ PyG's calls, UNSET fields None
     def _cast(self, args, kwargs):
@@ -392,10 +452,12 @@ class FeatureStore(_PygFeatureStore):
             self._attrs[key] = _Attr(attr.group_name, attr.attr_name, var, int(total),
                                      tuple(arr.shape[1:]), arr.dtype, tdt)
             keep_torch_dtype(store, var, tdt)
+            self._annotate()
 
             def forget():  # an enclosing transaction that fails later removes the variable
                 self._attrs.pop(key, None)
                 keep_torch_dtype(store, var, None)
+                self._annotate()
             txn.on_rollback(forget)
         return True
 
@@ -445,6 +507,7 @@ class FeatureStore(_PygFeatureStore):
         before = {g: table.get(g) for g in given}
         with store.transaction(f"FeatureStore.declare_rows {self.name!r}") as txn:
             table.update(given)
+            self._annotate()
 
             def restore():  # an enclosing transaction rolled back
                 for g, n in before.items():
@@ -452,6 +515,7 @@ class FeatureStore(_PygFeatureStore):
                         table.pop(g, None)
                     else:
                         table[g] = n
+                self._annotate()
             txn.on_rollback(restore)
 
     def _fill(self, var, arr, rows_of, first, lo, hi, total):
@@ -524,6 +588,7 @@ class FeatureStore(_PygFeatureStore):
         var = self._attrs.pop(key).var
         store.remove(var)
         keep_torch_dtype(store, var, None)
+        self._annotate()
         return True
 
     # ------------------------------------------------------------------ reading

@@ -17,9 +17,10 @@ from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import balanced_offsets
 from ..build import (check_chunk_edges, create, default_chunk_edges, fill_tcsr, id_dtype,
                      prefault_built)
-from ._common import (as_edge_type, as_numpy, as_values, call_piece, check_rows,
-                      declared_rows, edge_var, is_edge_type, node_var, tiled_total,
-                      type_key, value_dtype)
+from ._common import (GRAPH_KIND, annotation_name, as_edge_type, as_numpy, as_values,
+                      call_piece, check_rows, declared_rows, edge_var, find_annotation,
+                      forget_annotation, is_edge_type, node_var, tiled_total, type_key,
+                      type_from_json, type_to_json, value_dtype)
 from .feature_store import UnknownAttributeError
 
 __all__ = ["GraphStore", "EdgeAttr"]
@@ -230,6 +231,107 @@ class GraphStore(_PygGraphStore):
         self._csc = {}  # edge type -> the _CSC the sampler reads (see _choose)
         self._reversed = {}  # (edge type, EdgeLayout) -> its out-lists (build_backward)
         self._node_times = {}  # node-time variable -> its replicated times
+        with store.transaction(f"GraphStore {name!r}") as txn:
+            self._annotate()
+            txn.on_rollback(lambda: forget_annotation(store, GRAPH_KIND, name))
+
+    # ------------------------------------------------------------ checkpoint
+    def _annotate(self):
+        """Local, alike on every rank, at the end of every collective call that changes
+        what is stored (puts, weights, out-lists, removals; and in their rollbacks):
+        record it in the store's annotation ``"<name>#pyg.GraphStore"``
+        (:meth:`DDStore.annotate`), what :meth:`open` rebuilds the graph store from.
+        The replicated ``indptr`` of every stored list is an array of the annotation and
+        the cuts of its variables (a restore splits them at list boundaries: each
+        destination's list whole on one member); node-level times too."""
+        arrays, cuts, variables, times = {}, {}, [], {}
+        by_id = {id(t): v for v, t in self._node_times.items()}
+
+        def entry(c, tag):
+            e = {"edge_type": type_to_json(c.edge_type), "layout": c.layout.value,
+                 "size": [int(x) for x in c.size], "num_edges": int(c.num_edges),
+                 "vars": dict(c.vars), "time_attr": c.time_attr,
+                 "time_level": c.time_level, "is_sorted": bool(c.is_sorted),
+                 "ptr_nodes": None if c.ptr_nodes is None else int(c.ptr_nodes),
+                 "time_dtype": None if c.time_dtype is None else np.dtype(
+                     c.time_dtype).str, "dropped": bool(c.dropped),
+                 "indptr": None, "node_times": None}
+            if c.indptr is not None:
+                e["indptr"] = key = f"indptr:{tag}"
+                arrays[key] = c.indptr
+                for v in c.vars.values():
+                    variables.append(v)
+                    cuts[v] = key
+            if c.node_times is not None:
+                k = times.setdefault(id(c.node_times), f"node_times:{len(times)}")
+                arrays[k] = c.node_times
+                e["node_times"] = [k, by_id.get(id(c.node_times))]
+            return e
+        stored = [entry(c, f"in{i}") for i, c in enumerate(self._stored.values())]
+        out = [entry(c, f"out{i}") for i, c in enumerate(self._reversed.values())]
+        meta = {"name": self.name, "time_attr": self.time_attr,
+                "weight_attr": self.weight_attr, "chunk_edges": self.chunk_edges,
+                "stored": stored, "reversed": out}
+        self.store.annotate(annotation_name(GRAPH_KIND, self.name), GRAPH_KIND, meta,
+                            arrays, variables=variables, cuts=cuts)
+
+    @classmethod
+    def open(cls, store, name="pyg"):
+        """Local: the graph store ``name`` of ``store`` as it was saved
+        (:meth:`DDStore.save`), reopened from a store made by :meth:`DDStore.restore`
+        (or :meth:`DDStore.load`) at any rank count and width, with no source data:
+        every stored ``(edge type, layout)`` in the order put (sizes, pointers as put,
+        ``is_sorted``), ``time_attr`` with its time-sorted lists (edge-level times per
+        entry, node-level times replicated), ``weight_attr`` and the weights in CSC
+        order, the out-lists of :meth:`build_backward` (in-lists dropped included) and
+        ``chunk_edges``.  The lists' variables were restored split at list boundaries
+        (the annotation's cuts); each member's destination-node range is derived from
+        :meth:`DDStore.chunk_offsets` and the replicated ``indptr``.  A sampler over the
+        opened graph store gives the batches it gave over the saved one for the same
+        ``seed``; ``get_edge_index`` gives what was put.  No communication (deterministic
+        from what every rank holds alike); every rank calls it.  An unknown ``name``
+        raises a :class:`~ddstore.DDStoreValueError` naming the graph stores held."""
+        ann = find_annotation(store, GRAPH_KIND, name, "GraphStore.open")
+        meta, arrays = ann.meta, ann.arrays
+        self = cls.__new__(cls)
+        _PygGraphStore.__init__(self, edge_attr_cls=EdgeAttr)
+        self.store, self.name, self.time_attr = store, name, meta["time_attr"]
+        self.weight_attr, self.chunk_edges = meta["weight_attr"], meta["chunk_edges"]
+        self._stored, self._csc, self._reversed, self._node_times = {}, {}, {}, {}
+        width = store.group_size
+
+        def entry(e):
+            edge_type, vars_ = type_from_json(e["edge_type"]), dict(e["vars"])
+            indptr = node_off = times = None
+            for v in vars_.values():
+                if v not in store:
+                    raise DDStoreValueError(
+                        f"GraphStore.open {name!r}: edge type {edge_type!r} needs "
+                        f"variable {v!r}, which the store does not hold")
+            if e["indptr"] is not None:
+                indptr = arrays[e["indptr"]]
+                node_off = _node_offsets(indptr, store.chunk_offsets(vars_["nbr"]),
+                                         width)
+            if e["node_times"] is not None:
+                key, var = e["node_times"]
+                times = arrays[key]
+                if var is not None:
+                    self._node_times[var] = times
+            c = _CSC(edge_type, tuple(e["size"]), e["num_edges"], indptr, node_off, vars_,
+                     e["time_attr"], e["time_level"], EdgeLayout(e["layout"]),
+                     e["is_sorted"], e["ptr_nodes"], times,
+                     None if e["time_dtype"] is None else np.dtype(e["time_dtype"]))
+            c.dropped = e["dropped"]
+            return (edge_type, c.layout), c
+        for e in meta["stored"]:
+            key, c = entry(e)
+            self._stored[key] = c
+        for e in meta["reversed"]:
+            key, c = entry(e)
+            self._reversed[key] = c
+        for edge_type in dict.fromkeys(k[0] for k in self._stored):
+            self._choose(edge_type)
+        return self
 
     # ------------------------------------------------------------------ putting
     def _put_edge_index(self, edge_index, edge_attr):
@@ -636,6 +738,7 @@ class GraphStore(_PygGraphStore):
                               None if times is None else times.dtype)
             if reverse_of is None:
                 self._choose(edge_type)
+            self._annotate()
 
             def forget():  # an enclosing transaction that fails later removes the CSC
                 built.pop(key, None)
@@ -646,6 +749,7 @@ class GraphStore(_PygGraphStore):
                     reverse_of.removed = gone = True
                 if gone:
                     self._choose(edge_type)
+                self._annotate()
             txn.on_rollback(forget)
         # what the sampler reads, mapped now rather than one page fault per first touch
         prefault_built(st, list(vars_.values()))
@@ -757,6 +861,9 @@ class GraphStore(_PygGraphStore):
         previous, self.weight_attr = self.weight_attr, weight_attr
         try:
             with st.transaction(f"GraphStore.put_edge_weights {edge_type!r}") as txn:
+                # a rollback (newest first) annotates last, from the state then
+                txn.on_rollback(self._annotate)
+                txn.on_rollback(lambda: setattr(self, "weight_attr", previous))
                 if not c.dropped:  # (dropped in-lists: only the out-lists are weighted)
                     n_csc = st.local_view(c.vars["eid"]).shape[0]
                     c.vars["w"] = self._weight_fill(c.vars["nbr"][:-len("nbr")], var,
@@ -768,6 +875,7 @@ class GraphStore(_PygGraphStore):
                     r.vars["w"] = self._weight_fill(r.vars["nbr"][:-len("nbr")], var,
                                                     r.vars["eid"], n_out, piece, what)
                     txn.on_rollback(lambda: r.vars.pop("w", None))
+                self._annotate()
         except BaseException:
             self.weight_attr = previous
             raise
@@ -856,6 +964,7 @@ class GraphStore(_PygGraphStore):
             st.remove(*gone)
         for c in drop:
             c.vars, c.indptr, c.node_offsets, c.dropped = {}, None, None, True
+        self._annotate()
         return [et for et, _ in todo]
 
     def _dropped_error(self, c, what):
@@ -983,6 +1092,7 @@ class GraphStore(_PygGraphStore):
             self.store.remove(*names)
         for x in gone:
             x.removed = True
+        self._annotate()
         return True
 
     def _get_edge_index(self, edge_attr):
@@ -1078,6 +1188,24 @@ class GraphStore(_PygGraphStore):
                 f"layouts={[(k[0], k[1].value) for k in self._stored]}, "
                 f"time_attr={self.time_attr!r}"
                 + (f", weight_attr={self.weight_attr!r})" if self.weight_attr else ")"))
+
+
+def _node_offsets(indptr, chunks, width):
+    """The destination-node range of each group member (``width + 1`` int64) of lists
+    with replicated ``indptr`` whose member chunks start at global rows ``chunks``
+    (:meth:`DDStore.chunk_offsets`; each a list boundary, as a restore splits them at
+    the annotation's cuts): member ``m`` holds the lists of nodes ``[off[m], off[m +
+    1])``, the first node of each range the first whose list starts at its chunk."""
+    n = indptr.shape[0] - 1
+    off = np.empty(width + 1, dtype=np.int64)
+    off[0], off[width] = 0, n
+    if width > 1:
+        off[1:width] = np.searchsorted(indptr, np.asarray(chunks[1:width], np.int64),
+                                       side="left")
+    if (indptr[off] != np.asarray(chunks, np.int64)).any():
+        raise DDStoreValueError(f"GraphStore.open: the lists' chunks (rows {list(chunks)}) "
+                                f"do not start at list boundaries")
+    return off
 
 
 def _checked_weight_attr(weight_attr):

@@ -8,7 +8,7 @@ from ._common import EDGES, is_array_like
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
 
-__all__ = ["from_pyg", "from_hetero"]
+__all__ = ["from_pyg", "from_hetero", "open_stores"]
 
 # connectivity, not attributes (the GraphStore holds it)
 _STRUCTURE = ("edge_index", "adj", "adj_t", "num_nodes")
@@ -154,3 +154,14 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
         for et, edge_index, size in edges:
             gs.put_edge_index(edge_index, edge_type=et, layout="coo", size=size)
     return fs, gs
+
+
+def open_stores(store, name="pyg"):
+    """Local: ``(feature_store, graph_store)`` named ``name`` reopened from a store made
+    by :meth:`DDStore.restore` (or :meth:`DDStore.load`) -- what :func:`from_pyg`,
+    :func:`from_hetero` and the range-wise loaders (:func:`~ddstore.pyg.load_ogb`...)
+    built before :meth:`DDStore.save` -- with no source data:
+    :meth:`FeatureStore.open` and :meth:`GraphStore.open`.  Every rank calls it (no
+    communication).  Raises :class:`~ddstore.DDStoreValueError` naming the stores held
+    when ``name`` is not one."""
+    return FeatureStore.open(store, name), GraphStore.open(store, name)

@@ -40,12 +40,14 @@ from ..memory import release_free_heap
 from ..sources.base import first_outside
 from ..sources.node_data import MAX_LABEL, first_marked, id_bitmap
 from ..build import check_chunk_edges
+from ._common import annotation_name, find_annotation, forget_annotation
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
 
 __all__ = ["NodeData", "put_node_data", "load_ogb", "load_npy", "load_synthetic"]
 
 SPLITS = ("train", "valid", "test")
+_KIND = "pyg.NodeData"  # the annotation of put_node_data's counts (NodeData.open)
 
 
 class NodeData(collections.namedtuple(
@@ -63,6 +65,24 @@ class NodeData(collections.namedtuple(
     def pyg(self):
         """``(feature_store, graph_store)``, PyG's remote-backend ``data``."""
         return self.feature_store, self.graph_store
+
+    @classmethod
+    def open(cls, store, name="pyg"):
+        """Local: the :class:`NodeData` that :func:`put_node_data` (or
+        :func:`load_ogb`, :func:`load_npy`, :func:`load_synthetic`) returned under
+        ``name`` before :meth:`DDStore.save`, reopened from a store made by
+        :meth:`DDStore.restore` at any rank count and width, with no source data: the
+        two stores (:func:`~ddstore.pyg.open_stores`), ``num_nodes``, ``num_edges``,
+        ``num_features``, ``num_classes`` and ``split_sizes``.  ``splits`` (each rank's
+        share of the split files' node ids) is not in the store: it is ``{}``; read the
+        shares again from the data set (``data.split(which, lo, hi)`` with ``lo, hi =
+        partition(split_sizes[which], size, rank)``).  No communication."""
+        from .loading import open_stores
+        ann = find_annotation(store, _KIND, name, "NodeData.open")
+        m = ann.meta
+        fs, gs = open_stores(store, name)
+        return cls(fs, gs, m["num_nodes"], m["num_edges"], m["num_features"],
+                   m["num_classes"], {}, dict(m["split_sizes"]))
 
 
 def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
@@ -294,6 +314,12 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
             del bits
             splits[which], sizes[which] = ids, k
     release_free_heap()  # the pieces freed above, back to the kernel
+    with store.transaction(f"pyg.put_node_data {name!r}") as txn:  # (joins the caller's)
+        store.annotate(annotation_name(_KIND, name), _KIND, {
+            "num_nodes": n, "num_edges": 2 * e if add_reverse else e,
+            "num_features": num_features, "num_classes": num_classes,
+            "split_sizes": {k: int(v) for k, v in sizes.items()}})
+        txn.on_rollback(lambda: forget_annotation(store, _KIND, name))
     return NodeData(fs, gs, n, 2 * e if add_reverse else e, num_features, num_classes,
                     splits, sizes)
 

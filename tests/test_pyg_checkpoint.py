@@ -1,0 +1,58 @@
+"""Checkpoint and restart of ddstore.pyg's feature and graph stores and of pyddstore
+(issue 37, item 3): MPI programs tests/mpi/pyg_checkpoint.py and
+tests/mpi/pyddstore_checkpoint.py.  Each builds on every rank, saves, and restores at
+every rank count from 1 to the job's (sub-communicators of its first ranks) and every
+width dividing it, transports auto and rma in turn; pyg_checkpoint also builds on one
+rank and restores on more."""
+import pytest
+
+from conftest import passed_on, passes_in_process
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 4])
+@pytest.mark.shared_launch("pyg_checkpoint.py", timeout=300)
+def test_pyg_checkpoint(shared_launch, nprocs):
+    """Every variable's bytes, every get_tensor / get_edge_index, and NeighborLoader's
+    batches for the same seed (uniform, temporal at node and edge level, weighted,
+    backward, bidirectional, hetero, dropped in-lists) equal after restore; puts and
+    removals after open; unknown names and the other kind refused."""
+    passed_on(shared_launch, nprocs)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 4])
+@pytest.mark.shared_launch("pyddstore_checkpoint.py", timeout=120)
+def test_pyddstore_checkpoint(shared_launch, nprocs):
+    """PyDDStore.save / restore / load: every row's bytes, info and size equal."""
+    passed_on(shared_launch, nprocs)
+
+
+def test_pyddstore_checkpoint_one_rank():
+    passes_in_process("pyddstore_checkpoint", more_than=100)
+
+
+def test_open_in_process(store, tmp_path):
+    """One rank: from_pyg's stores reopened by open_stores after save / restore read
+    the same; an unknown name names the known ones."""
+    import torch
+    from mpi4py import MPI
+    from torch_geometric.data import Data
+    import ddstore
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(12, 2, generator=g),
+                edge_index=torch.randint(0, 12, (2, 40), generator=g))
+    fs, gs = dpyg.from_pyg(store, data, name="g")
+    store.save(str(tmp_path / "ck"))
+    batch = dpyg.NeighborSampler(gs, [2, 2], seed=3)._sample(torch.arange(6))
+    with ddstore.DDStore.restore(str(tmp_path / "ck"), MPI.COMM_SELF, width=1) as st:
+        fs2, gs2 = dpyg.open_stores(st, "g")
+        assert torch.equal(fs2.get_tensor(group_name=None, attr_name="x"), data.x)
+        ei = gs2.get_edge_index(None, "coo")
+        assert torch.equal(torch.stack(list(ei)), data.edge_index)
+        out = dpyg.NeighborSampler(gs2, [2, 2], seed=3)._sample(torch.arange(6))
+        assert torch.equal(out.node, batch.node) and torch.equal(out.edge, batch.edge)
+        with pytest.raises(ddstore.DDStoreValueError, match=r"known pyg.GraphStore "
+                           r"names: \['g'\]"):
+            dpyg.GraphStore.open(st, "nope")
