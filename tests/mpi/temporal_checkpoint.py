@@ -3,7 +3,7 @@
 
 Every builder (from_arrays with float64 times, add_reverse, edge and node features,
 edge labels, a split and isolated nodes; from_arrays with int64 times beyond 2**53 and
-nothing else; from_tgl; from_jodie) and two node memories (mailbox 3 with float64
+nothing else; from_tgl; from_jodie; from_pyg with float32 times) and two node memories (mailbox 3 with float64
 times, mailbox 1 with int64 times), with commits applied, are saved from this job's
 ranks at width ``W`` (the second argument) and, when the job has 2 ranks or more, from
 its first ``size - 1`` ranks at width 1.  The first is restored on every rank count from
@@ -46,7 +46,7 @@ MOVED = []  # the restores whose mailbox open() laid out again
 
 N, E = 37, 240  # nodes 30..36 of graph "a" are isolated (no edges): trailing empty lists
 BLOCK_FIELDS = ("nodes", "ts", "row", "col", "eid", "edge_ts", "dts")
-GRAPHS = ("a", "b", "tgl", "jodie")
+GRAPHS = ("a", "b", "jodie", "pyg", "tgl")
 MEMORIES = {"m3": dict(mailbox_size=3, ts_dtype=np.float64, dtype=np.float32),
             "m1": dict(mailbox_size=1, ts_dtype=np.int64, dtype=np.float64)}
 
@@ -105,6 +105,11 @@ def build(store, tmp):
     tg.TemporalGraph.from_tgl(store, "tgl", os.path.join(tmp, "tgl"), add_reverse=True,
                               chunk_edges=31)
     tg.TemporalGraph.from_jodie(store, "jodie", os.path.join(tmp, "j.csv"))
+    import torch
+    from torch_geometric.data import TemporalData
+    tg.TemporalGraph.from_pyg(store, "pyg", TemporalData(  # t float32: its t_dtype
+        src=torch.from_numpy(src), dst=torch.from_numpy(dst),
+        t=torch.from_numpy(np.round(t).astype(np.float32)), y=torch.from_numpy(lab)))
     for name, spec in MEMORIES.items():
         mem = tg.NodeMemory(store, name, N, 4, 5, **spec)
         for r in range(3):
