@@ -193,7 +193,8 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
 
 class TemporalGraph:
     """A temporal graph in a :class:`~ddstore.DDStore` (build it with :meth:`from_arrays`,
-    :meth:`from_tgl`, :meth:`from_jodie` or :meth:`from_pyg`, all collective).
+    :meth:`from_tgl`, :meth:`from_jodie` or :meth:`from_pyg`, all collective; reopen it
+    by name from a restored store with :meth:`open`).
 
     Attributes: ``num_nodes``, ``num_edges``, ``indptr`` (replicated), ``split_counts``
     (``{"train": n, "val": n, "test": n}``), ``edge_feat_dim`` / ``node_feat_dim``

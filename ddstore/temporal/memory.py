@@ -192,7 +192,9 @@ class NodeMemory:
     - :meth:`write` / :meth:`post` (local): stage a memory update / a mail;
     - :meth:`commit` (collective): apply every rank's staged updates everywhere;
     - :meth:`reset`, :meth:`snapshot`, :meth:`restore`, :meth:`remove` (collective);
-      :meth:`nbytes` (local).
+      :meth:`nbytes` (local);
+    - :meth:`open` (collective): the memory of a store from ``DDStore.restore``, by name
+      (checkpoint and restart; ``restore`` is the in-memory snapshot, another thing).
 
     **What commit guarantees.** Every staged update of every rank reaches the owner of
     its node in every group and is applied in the order ``(ts, rank, position)``
