@@ -334,10 +334,19 @@ class CheckpointAPI:
                     self._publish(path, manifest)
                 step.agree()
         except BaseException:
-            if self.rank == 0:
+            if self.rank == 0 and not self._published(path, gen):
                 shutil.rmtree(gen_dir, ignore_errors=True)
             raise
         return manifest
+
+    @staticmethod
+    def _published(path, gen):
+        """Whether the manifest at ``path`` names generation ``gen`` (then its files
+        stay, even if a later part of the save failed)."""
+        try:
+            return read_manifest(path)["generation"] == gen
+        except DDStoreError:
+            return False
 
     def _prepare_dir(self, path):
         """Rank 0, before the round: the directory and a new generation under it."""

@@ -14,6 +14,23 @@ Run (the defaults finish in well under two minutes on a 2-core machine)::
 Per epoch rank 0 prints the train and validation loss (MSE of the standardised energy),
 training samples/s over all ranks, and the per-graph load latency (time to fetch and
 collate a mini-batch divided by its graphs) p50/p99 over every rank's batches.
+
+Checkpoint and restart (a job that outlives its allocation)::
+
+    mpiexec -n 4 python examples/hydragnn_ising.py --epochs 6 --checkpoint ck
+    mpiexec -n 4 python examples/hydragnn_ising.py --epochs 6 --resume ck
+
+``--checkpoint DIR`` writes, after each epoch, the store (``DIR/store``: the graphs, with
+``store.save``, once: they do not change while training) and the training state
+(``DIR/epoch-<k>.pt``: model, optimizer, RNG states, target statistics, the loss
+history; ``torch.save`` by rank 0).  ``--resume DIR`` restores the store
+(``DDStore.restore``, any width), reopens the three splits by name
+(``GraphDataset.open``: no data set is generated or read) and the training state of the
+last epoch saved (or ``--resume-epoch k``), and goes on from the next epoch: on the same
+rank count it prints the same losses, bit for bit, as the run that never stopped (the
+``DistributedSampler`` order is a function of the seed, the epoch and the rank count).
+On another rank count it resumes too, but each rank's mini-batches (and so the losses)
+are those of that rank count.
 """
 import argparse
 import logging
@@ -49,6 +66,15 @@ def parse_args(argv=None):
                         "directory, removed at the end)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     p.add_argument("--quiet", action="store_true", help="no progress bars or store log")
+    p.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="after each epoch save the store (once) and the training state "
+                        "in DIR")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="restore the store and training state from DIR and continue "
+                        "from the next epoch")
+    p.add_argument("--resume-epoch", type=int, default=None,
+                   help="with --resume: the epoch whose state to load (default: the "
+                        "last one saved)")
     return p.parse_args(argv)
 
 
@@ -141,6 +167,57 @@ def target_stats(store, comm, name):
     return mean, float(np.sqrt(max(sums[1] / sums[2] - mean ** 2, 1e-12)))
 
 
+STATE_KEYS = ("num_samples", "batch_size", "hidden", "layers", "lr", "seed", "lattice")
+
+
+def last_epoch(directory):
+    """The epochs whose training state ``directory`` holds (``epoch-<k>.pt``), sorted."""
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    return sorted(int(n[6:-3]) for n in names
+                  if n.startswith("epoch-") and n.endswith(".pt") and n[6:-3].isdigit())
+
+
+def save_checkpoint(args, comm, store, stored, epoch, model, optimizer, state):
+    """After epoch ``epoch``: the store (the first time only: ``stored``) then, by rank
+    0, the training state, written under a temporary name and renamed."""
+    import torch
+    if not stored:
+        store.save(os.path.join(args.checkpoint, "store"))
+    if comm.rank == 0:
+        state = dict(state, epoch=epoch, model=model.module.state_dict(),
+                     optimizer=optimizer.state_dict(), torch_rng=torch.get_rng_state(),
+                     numpy_rng=np.random.get_state(), ranks=comm.size,
+                     args={k: getattr(args, k) for k in STATE_KEYS})
+        name = os.path.join(args.checkpoint, f"epoch-{epoch}.pt")
+        torch.save(state, name + ".tmp")
+        os.replace(name + ".tmp", name)
+    comm.Barrier()
+    return True
+
+
+def load_state(args, comm):
+    """The training state to resume from (every rank reads it)."""
+    import torch
+    epochs = last_epoch(args.resume)
+    epoch = args.resume_epoch if args.resume_epoch is not None else \
+        (epochs[-1] if epochs else None)
+    if epoch is None or epoch not in epochs:
+        raise SystemExit(f"--resume {args.resume}: no training state for epoch {epoch} "
+                         f"(saved: {epochs})")
+    state = torch.load(os.path.join(args.resume, f"epoch-{epoch}.pt"),
+                       weights_only=False)
+    diff = {k: (v, getattr(args, k)) for k, v in state["args"].items()
+            if getattr(args, k) != v}
+    if diff:
+        raise SystemExit(f"--resume {args.resume}: saved with other settings "
+                         f"(saved, given): {diff}")
+    if comm.rank == 0 and state["ranks"] != comm.size:
+        print(f"resuming a run of {state['ranks']} ranks on {comm.size}: the mini-batches "
+              f"of each rank (and so the losses) are those of {comm.size} ranks",
+              flush=True)
+    return state
+
+
 def run_epoch(model, loader, device, mean, std, optimizer=None):
     """One pass; returns (loss sum, graphs, per-graph load latencies in seconds)."""
     import torch
@@ -173,6 +250,7 @@ def main(argv=None):
     from torch_geometric.utils import degree
     import ddstore
     from ddstore.distributed import init_torch_distributed
+    from ddstore.graphs import GraphDataset
 
     comm = MPI.COMM_WORLD
     rank = comm.rank
@@ -182,17 +260,35 @@ def main(argv=None):
     t_start = time.perf_counter()
     device = init_torch_distributed(comm)
 
-    with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
+    state = load_state(args, comm) if args.resume else None
+    if state is None:
+        store = ddstore.DDStore(comm, width=args.width, transport=args.transport)
+    else:  # the graphs come back from the checkpoint, at this rank count and width
+        store = ddstore.DDStore.restore(os.path.join(args.resume, "store"), comm,
+                                        width=args.width, transport=args.transport)
+    with store:
         t0 = time.perf_counter()
-        data = load_splits(args, comm, store)
+        if state is None:
+            data = load_splits(args, comm, store)
+        else:
+            data = {k: GraphDataset.open(store, k) for k in ("train", "val", "test")}
         t_load = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-        mean, std = target_stats(store, comm, "train")
+        if state is None:
+            mean, std = target_stats(store, comm, "train")
+        else:  # as saved: the sums' order depends on the ranks that made them
+            mean, std = state["mean"], state["std"]
         sample = data["train"][0]
         deg = torch.bincount(degree(sample.edge_index[1], sample.num_nodes,
                                     dtype=torch.long))
         model = build_model(args.hidden, args.layers, deg).to(device)
+        if state is not None:
+            model.load_state_dict(state["model"])
         model = DistributedDataParallel(model)
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        if state is not None:
+            optimizer.load_state_dict(state["optimizer"])
+            torch.set_rng_state(state["torch_rng"])
+            np.random.set_state(state["numpy_rng"])
         samplers = {k: torch.utils.data.DistributedSampler(
             d, num_replicas=comm.size, rank=rank, shuffle=(k == "train"),
             seed=args.seed) for k, d in data.items()}
@@ -206,13 +302,20 @@ def main(argv=None):
                   f"energy mean {mean:.2f} std {std:.2f}", flush=True)
             print(f"{'epoch':>5} {'train_loss':>10} {'val_loss':>9} {'samples/s':>10} "
                   f"{'load_p50_us':>11} {'load_p99_us':>11} {'time_s':>7}", flush=True)
-        va_loss, va_n, _ = run_epoch(model, loaders["val"], device, mean, std)
-        sums = comm.allreduce(np.array([va_loss, va_n]))
-        history = [sums[0] / sums[1]]
-        if rank == 0:
-            print(f"{0:>5} {'-':>10} {history[0]:>9.4f} {'-':>10} {'-':>11} {'-':>11} "
-                  f"{'-':>7}  (before training)", flush=True)
-        for epoch in range(1, args.epochs + 1):
+        if state is None:
+            va_loss, va_n, _ = run_epoch(model, loaders["val"], device, mean, std)
+            sums = comm.allreduce(np.array([va_loss, va_n]))
+            history, first = [sums[0] / sums[1]], 1
+            if rank == 0:
+                print(f"{0:>5} {'-':>10} {history[0]:>9.4f} {'-':>10} {'-':>11} "
+                      f"{'-':>11} {'-':>7}  (before training)", flush=True)
+        else:
+            history, first = list(state["history"]), state["epoch"] + 1
+            if rank == 0:
+                print(f"resumed from {args.resume} after epoch {state['epoch']} (store "
+                      f"restored and reopened in {t_load:.2f} s)", flush=True)
+        stored = False
+        for epoch in range(first, args.epochs + 1):
             samplers["train"].set_epoch(epoch)
             comm.Barrier()
             t0 = time.perf_counter()
@@ -230,6 +333,10 @@ def main(argv=None):
                 print(f"{epoch:>5} {sums[0] / sums[1]:>10.4f} {val:>9.4f} "
                       f"{sums[1] / t_train:>10.1f} {p50:>11.1f} {p99:>11.1f} "
                       f"{t_train:>7.2f}", flush=True)
+            if args.checkpoint:
+                stored = save_checkpoint(args, comm, store, stored, epoch, model,
+                                         optimizer, {"mean": mean, "std": std,
+                                                     "history": comm.bcast(history)})
         te_loss, te_n, _ = run_epoch(model, loaders["test"], device, mean, std)
         sums = comm.allreduce(np.array([te_loss, te_n]))
         if rank == 0:

@@ -20,6 +20,14 @@ sensors, built in); ``--data chickenpox`` for the real Hungarian chickenpox seri
 ``tests/data``; or ``--data PATH`` (a PyTorch Geometric Temporal JSON, a PeMS/METR-LA
 ``.h5``, or a ``.npy`` ``[T, nodes(, features)]``).  Prints the training loss and the
 validation MAE (original units) per epoch, test MAE, and peak memory per rank (rank 0).
+
+Checkpoint and restart: ``--checkpoint DIR`` saves, after each epoch, the store once
+(``DIR/store``: the standardised series does not change) and the training state
+(``DIR/epoch-<k>.pt``: model, optimizer, torch RNG; ``torch.save`` by rank 0);
+``--resume DIR`` restores the store (any width), reopens the series by name
+(``WindowDataset.open``: no data file is read) and the last state saved, and goes on
+from the next epoch: the same losses as the run that never stopped, on the same rank
+count (``--sampler batch``: and the same width, whose blocks follow the members).
 """
 import os
 import resource
@@ -51,6 +59,11 @@ def parse_args():
     p.add_argument("--sampler", choices=["global", "batch"], default="global",
                    help="global: DistributedSampler; batch: batch-level shuffle")
     p.add_argument("--overlap", action="store_true", help="PGT's overlapping splits")
+    p.add_argument("--checkpoint", metavar="DIR", default=None,
+                   help="after each epoch save the store (once) and the training state")
+    p.add_argument("--resume", metavar="DIR", default=None,
+                   help="restore the store and the last training state from DIR and "
+                        "continue from the next epoch")
     return p.parse_args()
 
 
@@ -130,13 +143,27 @@ def main():
     args = parse_args()
     comm = MPI.COMM_WORLD
     torch.manual_seed(args.seed)
-    series, label = load_series(args)
-    weekly = label.endswith(".json")
-    horizon = args.horizon or (4 if weekly else 12)
-    time_features = ("tod",) if series.timestamps is not None else None
-    store = ddstore.DDStore(comm, width=args.width)
-    ds = st.WindowDataset(store, "series", series, horizon, overlap=args.overlap,
-                          time_features=time_features)
+    state = None
+    if args.resume:  # the series from the checkpoint: no data file is read
+        saved = sorted(int(n[6:-3]) for n in os.listdir(args.resume)
+                       if n.startswith("epoch-") and n.endswith(".pt"))
+        if not saved:
+            raise SystemExit(f"--resume {args.resume}: no epoch-<k>.pt in it")
+        state = torch.load(os.path.join(args.resume, f"epoch-{saved[-1]}.pt"),
+                           weights_only=False)
+        label = state["label"]
+        store = ddstore.DDStore.restore(os.path.join(args.resume, "store"), comm,
+                                        width=args.width)
+        ds = st.WindowDataset.open(store, "series")
+        horizon = ds.horizon
+    else:
+        series, label = load_series(args)
+        weekly = label.endswith(".json")
+        horizon = args.horizon or (4 if weekly else 12)
+        time_features = ("tod",) if series.timestamps is not None else None
+        store = ddstore.DDStore(comm, width=args.width)
+        ds = st.WindowDataset(store, "series", series, horizon, overlap=args.overlap,
+                              time_features=time_features)
     train, val, test = ds.splits()
     loader = train.loader(args.batch_size, sampler=args.sampler, seed=args.seed)
     graph = BatchedGraph(ds.edge_index, ds.edge_weight, ds.num_nodes)
@@ -145,6 +172,12 @@ def main():
         Seq2Seq(ds.num_features, args.hidden, horizon))
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.L1Loss()
+    first, stored = 0, False
+    if state is not None:
+        model.module.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        first = state["epoch"] + 1
     if comm.rank == 0:
         print(f"{label}: T={ds.num_steps}, nodes={ds.num_nodes}, features={ds.num_features}"
               f", horizon={horizon}; windows train/val/test = {len(train)}/{len(val)}/"
@@ -155,7 +188,9 @@ def main():
     baseline = evaluate(None, val, graph, 64, comm)
     if comm.rank == 0:
         print(f"val MAE of the training-mean predictor: {baseline:.4f}", flush=True)
-    for epoch in range(args.epochs):
+        if state is not None:
+            print(f"resumed from {args.resume} after epoch {state['epoch']}", flush=True)
+    for epoch in range(first, args.epochs):
         st.set_epoch(loader, epoch)
         t0 = time.time()
         train_mae = train_epoch(loader, lambda b: loss_fn(
@@ -164,6 +199,18 @@ def main():
         if comm.rank == 0:
             print(f"epoch {epoch:3d}  train MAE (standardised) {train_mae:.4f}  val MAE "
                   f"{val_mae:.4f}  ({time.time() - t0:.2f}s)", flush=True)
+        if args.checkpoint:
+            if not stored:  # the series never changes: saved once
+                store.save(os.path.join(args.checkpoint, "store"))
+                stored = True
+            if comm.rank == 0:
+                name = os.path.join(args.checkpoint, f"epoch-{epoch}.pt")
+                torch.save({"epoch": epoch, "label": label,
+                            "model": model.module.state_dict(),
+                            "optimizer": opt.state_dict(),
+                            "torch_rng": torch.get_rng_state()}, name + ".tmp")
+                os.replace(name + ".tmp", name)
+            comm.Barrier()
     test_mae = evaluate(model, test, graph, 64, comm)
     peak = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
     held = comm.gather(ds.local_bytes() / 2 ** 20)

@@ -74,3 +74,19 @@ def test_cut_bounds():
     assert ck._cut_bounds(10, 2, [0, 10], "v") == [0, 0, 10]
     with pytest.raises(DDStoreValueError, match="cuts must rise from 0"):
         ck._cut_bounds(10, 2, [0, 5], "v")
+
+
+@pytest.mark.mpi
+def test_checkpoint_benchmark_smoke(tmp_path):
+    """bench.checkpoint on 20 MB of rows: save, restore at two widths, dd, every byte
+    compared; the JSON names its rates and ratios."""
+    from conftest import run_mpi
+    out = run_mpi("-m", 2, "ddstore.bench.checkpoint", "--gb", "0.02", "--repeat", "1",
+                  "--out", str(tmp_path), timeout=240)
+    assert "per rank: save" in out, out
+    res = json.load(open(tmp_path / "checkpoint_rows_n2.json"))
+    assert res["checked_every_byte"] is True
+    for key in ("save", "restore_same_width", "restore_width_1", "dd_write", "dd_read",
+                "first_touch"):
+        assert res[key][0]["gb_per_s_per_rank"] > 0, key
+    assert res["save_over_dd_write"] > 0 and res["command"].startswith("mpiexec -n 2")

@@ -140,6 +140,8 @@ BASH_SKIP = {
     "mpiexec -n 2 python -m ddstore.bench.pyg": "benchmark (long job, ~3 GB per rank "
                                                 "at full size); smoke test in "
                                                 "test_pyg_ranges.py",
+    "mpiexec -n 2 python -m ddstore.bench.checkpoint": "benchmark (1 GB of rows); smoke "
+                                                       "test in test_checkpoint.py",
     "mpiexec -n 2 python examples/graphsage_large.py":
         "long job (ogbn-products-sized graph); runs small in test_examples.py",
     "mpiexec -n 2 python examples/graphsage_large.py --scale 0.02 --epochs 5":

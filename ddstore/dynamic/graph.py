@@ -33,6 +33,8 @@ from ..sources.series import check_finite_weights
 
 __all__ = ["DynamicGraph", "canonical_edges"]
 
+KIND = "DynamicGraph"  # the kind of its annotation (checkpoint and restart)
+
 _DEDUP = (None, "sum", "last")
 _MAX_NODES = 1 << 31
 _READ_BLOCK = 64  # deltas per store read during iteration
@@ -458,6 +460,47 @@ class DynamicGraph:
             if self.has_deltas:
                 store.add_records(self._dname, deltas)
             store.add_records(self._cname, ckpts)
+            # what open() needs to rebuild every step from a restored store
+            store.annotate(self.name, KIND, {
+                "num_steps": int(self.num_steps), "num_nodes": int(self.num_nodes),
+                "weighted": bool(self.weighted), "dedup": self.dedup,
+                "checkpoint_every": int(self.checkpoint_every),
+                "cache_size": int(self.cache_size)},
+                {"num_edges": self._num_edges, "delta_entries": self._delta_entries},
+                variables=self.held())
+
+    @classmethod
+    def open(cls, store, name, *, cache_size=None):
+        """Local: the graph ``name`` built on this store, or brought back by
+        :meth:`DDStore.restore <ddstore.DDStore.restore>` from a checkpoint written by
+        :meth:`DDStore.save <ddstore.DDStore.save>`, at any rank count and width, without
+        its source edges (every rank calls it alike; no communication).  Every step's
+        snapshot equals the one saved.  ``cache_size``: the snapshot cache (default: as
+        built).  Raises :class:`DDStoreValueError` naming the known graphs when ``name``
+        is none of them."""
+        ann = store.annotation(name, kind=KIND)
+        meta = ann.meta
+        if cache_size is not None and (not is_int(cache_size) or cache_size < 1):
+            raise DDStoreValueError(f"DynamicGraph {name!r}: cache_size={cache_size!r}; "
+                                    f"allowed: an integer >= 1")
+        self = cls.__new__(cls)
+        self.store, self.name = store, name
+        self._dname, self._cname = f"{name}/delta", f"{name}/ckpt"
+        self.num_steps, self.num_nodes = int(meta["num_steps"]), int(meta["num_nodes"])
+        self.weighted, self.dedup = bool(meta["weighted"]), meta["dedup"]
+        self.cache_size = int(meta["cache_size"] if cache_size is None else cache_size)
+        self._cache = collections.OrderedDict()
+        self._bits = _key_bits(self.num_nodes)
+        self._mask = (1 << self._bits) - 1
+        self._num_edges = np.array(ann.arrays["num_edges"], dtype=np.int64)
+        self._delta_entries = np.array(ann.arrays["delta_entries"], dtype=np.int64)
+        self.checkpoint_every = int(meta["checkpoint_every"])
+        self._ckpt_steps = np.arange(0, self.num_steps, self.checkpoint_every,
+                                     dtype=np.int64)
+        self.has_deltas = self.checkpoint_every > 1
+        self._cum = np.concatenate(([0], np.cumsum(self._delta_entries[1:]))).astype(
+            np.int64)
+        return self
 
     # ------------------------------------------------------------------ reading
     def _check_step(self, t, what="t"):

@@ -24,6 +24,9 @@ class _Repeat:
         return self.value
 
 
+KIND = "DynamicWindowDataset"  # the kind of its annotation (checkpoint and restart)
+
+
 class DynamicWindowDataset(WindowDataset):
     """Index-batched windows of node features plus each window's graph snapshots.
 
@@ -49,7 +52,12 @@ class DynamicWindowDataset(WindowDataset):
       ``B`` windows batched block-diagonally (window ``b``'s nodes are
       ``b * nodes .. (b + 1) * nodes - 1``, PyG's batching), so a recurrent GNN runs step
       ``j`` on ``x[:, j].reshape(B * nodes, F)``.
+
+    Reopen one by name with :meth:`open` (after :meth:`DDStore.restore
+    <ddstore.DDStore.restore>`: no series nor edges needed); its graph is reopened too.
     """
+
+    _KIND = KIND
 
     def __init__(self, store, name, series, horizon, split=(0.7, 0.1, 0.2), *,
                  edges=None, weights=None, graph=None, graph_steps="x", dedup=None,
@@ -94,7 +102,17 @@ class DynamicWindowDataset(WindowDataset):
                 graph = DynamicGraph(store, f"{name}/graph", edges, weights, num_nodes=n,
                                      checkpoint_every=checkpoint_every, dedup=dedup,
                                      **extra)
-        self.graph = graph
+            self.graph = graph
+            # what open() needs (its graph is annotated by DynamicGraph, by name)
+            self._annotate(KIND, {"graph": graph.name, "graph_steps": graph_steps,
+                                  "own_graph": self._own_graph},
+                           variables=graph.held() if self._own_graph else ())
+
+    def _open(self, store, name, ann, device, resident):
+        super()._open(store, name, ann, device, resident)
+        self.graph_steps = ann.meta["graph_steps"]
+        self._own_graph = bool(ann.meta["own_graph"])
+        self.graph = DynamicGraph.open(store, ann.meta["graph"])
 
     def _graphs(self, starts):
         h, n = self.horizon, self.num_nodes

@@ -13,6 +13,8 @@ from .layout import GraphLayout, collate_records
 
 __all__ = ["GraphDataset", "timed_batches"]
 
+KIND = "GraphDataset"  # the kind of its annotation (checkpoint and restart)
+
 logger = logging.getLogger("ddstore.graphs")
 
 _WORKER_MESSAGE = (
@@ -56,7 +58,10 @@ class GraphDataset(torch.utils.data.Dataset):
     - :meth:`from_samples` (an indexable sequence, the same on every rank),
     - :meth:`from_pickle_dir` (one pickle file per sample, PFF),
     - :meth:`from_adios` (an ADIOS2 file written by :func:`write_adios`, CFF),
-    - :meth:`from_source` (any :class:`ddstore.sources.Source`).
+    - :meth:`from_source` (any :class:`ddstore.sources.Source`);
+
+    or reopen one by name with :meth:`open` (after :meth:`DDStore.restore
+    <ddstore.DDStore.restore>` of a checkpoint: no source needed).
 
     Reading is local and one-sided: ``ds[i]`` is a ``Data``; ``ds.__getitems__(idx)``
     (what ``DataLoader`` calls for a whole mini-batch) is a list of ``Data`` fetched with
@@ -144,6 +149,9 @@ class GraphDataset(torch.utils.data.Dataset):
                 _fill_records(store, name, reference, sizes, _owned_blocks(records, keys),
                               progress, "storing")
                 del records
+            # what open() needs to serve the records again from a restored store
+            store.annotate(name, KIND, {"layout": reference.to_list(),
+                                        "nsamples": int(share.total)}, variables=(name,))
         held = store.nbytes() - before
         sizes = store.comm.gather(held, root=0)
         if store.comm.rank == 0:
@@ -152,6 +160,18 @@ class GraphDataset(torch.utils.data.Dataset):
                         "s" if store.replicas != 1 else "", store.width, sizes,
                         _human(min(sizes)), _human(max(sizes)), _human(sum(sizes)))
         return cls(store, name, reference, share.total)
+
+    @classmethod
+    def open(cls, store, name):
+        """Local: the dataset ``name`` built by a constructor on this store, or brought
+        back by :meth:`DDStore.restore <ddstore.DDStore.restore>` (or
+        :meth:`~ddstore.DDStore.load`) from a checkpoint that :meth:`DDStore.save
+        <ddstore.DDStore.save>` wrote, at any rank count and width: no source data is
+        read and no communication is made (every rank calls it alike).  Every sample
+        equals the one that was saved.  Raises :class:`DDStoreValueError` naming the
+        graph datasets the store holds when ``name`` is none of them."""
+        ann = store.annotation(name, kind=KIND)
+        return cls(store, name, GraphLayout(ann.meta["layout"]), ann.meta["nsamples"])
 
     # ------------------------------------------------------------------ reading
     def __len__(self):

@@ -1,5 +1,6 @@
 """Index-batched sliding windows over a series kept once in a :class:`~ddstore.DDStore`."""
 import bisect
+import json
 import numbers
 
 import numpy as np
@@ -15,6 +16,27 @@ __all__ = ["WindowDataset", "WindowSplit", "time_feature_array", "batch_collate"
            "set_epoch"]
 
 _TIME_FEATURES = {"tod": 1, "dow": 7}
+KIND = "WindowDataset"  # the kind of its annotation (checkpoint and restart)
+
+
+def _restored_layout(store, name, halo, arrays):
+    """The layout (see :func:`series_layout`) of series ``name`` as the store holds it
+    now, at its width: with ``halo`` the saved pieces, each on the member whose chunk
+    holds its first row; without, one piece per member, its chunk (rows = steps)."""
+    offs = np.asarray(store.chunk_offsets(name), dtype=np.int64)
+    width = offs.shape[0] - 1
+    if halo:
+        lo, hi, stored, offset = (np.asarray(arrays[f"piece_{k}"], dtype=np.int64)
+                                  for k in ("lo", "hi", "stored", "offset"))
+        member = (np.searchsorted(offs, offset, side="right") - 1).clip(0, width - 1)
+    else:
+        keep = [g for g in range(width) if offs[g + 1] > offs[g] or width == 1]
+        lo = offs[keep]
+        hi = offs[[g + 1 for g in keep]]
+        member = np.array(keep, dtype=np.int64)
+        stored, offset = hi - lo, lo.copy()
+    return {"lo": lo, "hi": hi, "member": member.astype(np.int64), "stored": stored,
+            "offset": offset, "member_stored": np.diff(offs), "member_offset": offs}
 
 
 def time_feature_array(timestamps, kinds, dtype=np.float32):
@@ -272,6 +294,8 @@ class WindowDataset(_WindowView):
         Block size (float64 bytes) for loading and statistics.
     """
 
+    _KIND = KIND
+
     def __init__(self, store, name, series, horizon, split=(0.7, 0.1, 0.2), *,
                  overlap=False, standardize=True, per_node=False, time_features=None,
                  timestamps=None, fill=None, dtype=np.float32, device="cpu", halo=True,
@@ -307,6 +331,133 @@ class WindowDataset(_WindowView):
                         b = min(T, a + rows)
                         self._dev_series[a:b] = torch.from_numpy(
                             store.get_range(name, a, b - a))
+            if self._KIND == KIND:  # a layer built on it annotates once it is whole
+                self._annotate(KIND)
+
+    # ------------------------------------------------------------------ checkpoint
+    def _annotation(self):
+        """``(meta, arrays, cuts)``: what :meth:`open` needs (no source data)."""
+        T, n, f = self.shape
+        lay = self.layout
+        meta = {"shape": [int(T), int(n), int(f)], "horizon": int(self.horizon),
+                "splits": {k: [int(a), int(b)] for k, (a, b) in self.split_bounds.items()},
+                "overlap": self.overlap, "per_node": self.per_node,
+                "standardize": self.standardized, "dtype": self.dtype.str,
+                "time_features": list(self.time_features), "halo": self.halo,
+                "source": None if self.source is None else str(self.source),
+                "timestamps": self.timestamps is not None, "node_ids": None}
+        arrays = {"mean": np.ascontiguousarray(self.mean, dtype=np.float64),
+                  "std": np.ascontiguousarray(self.std, dtype=np.float64),
+                  "edge_index": self.edge_index.numpy(),
+                  "edge_weight": self.edge_weight.numpy()}
+        if self.timestamps is not None:
+            arrays["timestamps"] = np.ascontiguousarray(
+                self.timestamps.astype("datetime64[ns]")).view(np.int64)
+        ids = self.node_ids
+        if isinstance(ids, np.ndarray) and ids.dtype.kind in "biuf":
+            arrays["node_ids"] = ids
+            meta["node_ids"] = "array"
+        elif ids is not None:
+            try:  # labels (str, int) as JSON; anything else is not kept
+                meta["node_ids"] = json.loads(json.dumps(
+                    ids.tolist() if isinstance(ids, np.ndarray) else list(ids)))
+            except (TypeError, ValueError):
+                meta["node_ids"] = None
+        cuts = {}
+        if self.halo:  # the stored pieces (each with its halo) and where they start
+            for k in ("lo", "hi", "stored", "offset"):
+                arrays[f"piece_{k}"] = np.ascontiguousarray(lay[k], dtype=np.int64)
+            # a restore at another width starts each member's chunk at a piece, so
+            # that every window still lies wholly on one member
+            arrays["cuts"] = np.unique(np.concatenate(
+                ([0], lay["offset"], [lay["member_offset"][-1]]))).astype(np.int64)
+            cuts = {self.name: "cuts"}
+        return meta, arrays, cuts
+
+    def _annotate(self, kind, meta=None, arrays=None, variables=()):
+        """Local, alike on every rank, at the end of a constructor: record the dataset
+        for :meth:`open` (its series, plus ``variables``, ``meta``, ``arrays``)."""
+        m, a, cuts = self._annotation()
+        m.update(meta or {})
+        a.update(arrays or {})
+        self.store.annotate(self.name, kind, m, a, variables=(self.name,) +
+                            tuple(variables), cuts=cuts)
+
+    @classmethod
+    def open(cls, store, name, *, device="cpu", resident=None):
+        """Local: the dataset ``name`` built on this store, or brought back by
+        :meth:`DDStore.restore <ddstore.DDStore.restore>` from a checkpoint written by
+        :meth:`DDStore.save <ddstore.DDStore.save>`, at any rank count and width, without
+        the source series (every rank calls it alike; no communication).  Splits,
+        horizon, standardisation statistics, time features, graph and every window are
+        those that were saved.  ``device`` and ``resident`` as for the constructor.
+
+        The stored series keeps its rows (with the ``2h - 1`` halo steps of each piece
+        when it was built partitioned with ``halo=True``); a restore at another width
+        starts each member's chunk at a piece, so every window stays on one member.
+        Raises :class:`DDStoreValueError` naming the known datasets when ``name`` is
+        none of them."""
+        ann = store.annotation(name, kind=cls._KIND)
+        self = cls.__new__(cls)
+        self._open(store, name, ann, device, resident)
+        return self
+
+    def _open(self, store, name, ann, device, resident):
+        meta, arr = ann.meta, ann.arrays
+        T, n, f = (int(v) for v in meta["shape"])
+        self.store, self.name, self.shape = store, name, (T, n, f)
+        self.horizon, self.num_steps, self.num_nodes = int(meta["horizon"]), T, n
+        self.num_series_features = f
+        self.overlap, self.per_node = bool(meta["overlap"]), bool(meta["per_node"])
+        self.standardized = bool(meta["standardize"])
+        self.split_bounds = {k: (int(a), int(b)) for k, (a, b) in meta["splits"].items()}
+        self.source = meta["source"]
+        self.dtype = dt = np.dtype(meta["dtype"])
+        self.timestamps = (arr["timestamps"].view("datetime64[ns]") if meta["timestamps"]
+                           else None)
+        self.time_features = tuple(meta["time_features"])
+        tf = (time_feature_array(self.timestamps, self.time_features, dt)
+              if self.time_features else None)
+        self.num_features = f + (0 if tf is None else tf.shape[1])
+        ids = meta["node_ids"]
+        self.node_ids = arr["node_ids"] if ids == "array" else ids
+        self.mean, self.std = arr["mean"].copy(), arr["std"].copy()
+        self.edge_index = torch.from_numpy(arr["edge_index"].copy())
+        self.edge_weight = torch.from_numpy(arr["edge_weight"].copy())
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise DDStoreValueError(f"device={device!r} is not a torch device: {exc}") \
+                from None
+        width = store.group_size
+        if resident is None:
+            resident = "device" if (self.device.type != "cpu" and width == 1) else "store"
+        if resident not in ("store", "device"):
+            raise DDStoreValueError(f"resident={resident!r}; allowed: None, 'store', "
+                                    f"'device'")
+        if resident == "device" and width != 1:
+            raise DDStoreValueError(f"resident='device' needs the whole series on every "
+                                    f"rank: store width must be 1, got width={width}")
+        self.resident = resident
+        # the layout of the rows as they are now (the pieces as saved, on the members
+        # whose chunks hold them)
+        self.halo = bool(meta["halo"])
+        self.layout = _restored_layout(store, name, self.halo, arr)
+        self._lo, self._hi, self._offset = (self.layout[k].tolist()
+                                            for k in ("lo", "hi", "offset"))
+        self._init_view(self, "all", 0, num_windows(T, self.horizon))
+        self._tdtype = _torch_dtype(dt)
+        self._counts = {}
+        self._tf = self._dev_series = None
+        if tf is not None:
+            self._tf = torch.from_numpy(tf.astype(dt)).to(self.device)
+        if resident == "device":
+            self._dev_series = torch.empty((T, n, f), dtype=self._tdtype,
+                                           device=self.device)
+            for lo, hi, row in zip(self._lo, self._hi, self._offset):
+                if hi > lo:
+                    self._dev_series[lo:hi] = torch.from_numpy(
+                        store.get_range(name, row, hi - lo))
 
     def _configure(self, store, name, series, horizon, split, overlap, standardize,
                    per_node, time_features, timestamps, fill, dtype, device, halo,
