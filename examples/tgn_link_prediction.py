@@ -7,6 +7,8 @@ Run (2 ranks, the default synthetic stream; TGN, then TGAT on the same stream)::
     mpiexec -n 2 python examples/tgn_link_prediction.py --model jodie --baseline none
     mpiexec -n 2 python examples/tgn_link_prediction.py --model apan --width 1
     mpiexec -n 4 python examples/tgn_link_prediction.py --jodie DATA/wikipedia.csv
+    mpiexec -n 2 python examples/tgn_link_prediction.py --checkpoint CK --epochs 3
+    mpiexec -n 2 python examples/tgn_link_prediction.py --resume CK --epochs 5
 
 What it does:
 
@@ -45,9 +47,23 @@ What it does:
   negative per edge, the same as the TGAT example's), beside a random scorer's; then,
   unless ``--baseline none``, TGAT (``tgat_link_prediction.py``, its own defaults:
   2 layers, ``uniform`` 10/10) is trained on the same stream with the same batch size,
-  epochs, width, hidden size and learning rate, and a table compares the last epochs.
+  epochs, width, hidden size and learning rate, and a table compares the last epochs;
+- ``--checkpoint DIR``: after each epoch, the store (graph, node memory and a note of
+  the epoch: ``store.save(DIR/store)``) and the training state (model, optimizer, torch
+  RNG, the epoch's metrics: ``torch.save`` on rank 0, ``DIR/training-<epoch>.pt``,
+  written first, so that a job killed at any point leaves a store checkpoint whose
+  training state is there).  ``--resume DIR`` restores the store
+  (``DDStore.restore``, at this run's rank count and ``--width``), reopens the graph
+  and the memory by name (``TemporalGraph.open``, ``NodeMemory.open``: no source
+  data read), loads the training state and goes on from the next epoch: it prints
+  what the run that never stopped prints, to the bit at the same rank count (any
+  width; DDP's gradients are summed in rank order, :func:`rank_order_mean`, so that
+  the buckets a new DDP lays out do not change the sums).  On another rank count it
+  goes on as well (each rank's share of a batch, and so the float sums, then differ).
 """
 import argparse
+import glob
+import os
 import time
 
 import numpy as np
@@ -91,6 +107,12 @@ def parse_args(argv=None):
                    help="commit each batch's memory without waiting (NodeMemory.commit("
                         "wait=False)): the update of batch i runs while batch i+1 is "
                         "sampled; the next read waits for it, so the metrics are the same")
+    p.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="after each epoch, save the store to DIR/store and the training "
+                        "state to DIR/training-<epoch>.pt")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="go on from the checkpoint in DIR (written by --checkpoint): the "
+                        "store restored, the graph and memory reopened, the next epoch")
     args = p.parse_args(argv)
     for name in ("num_nodes", "num_edges", "batch_size", "epochs", "memory_dim", "hidden",
                  "time_dim", "heads", "fanout", "mailbox"):
@@ -316,18 +338,102 @@ def time_offset(graph, comm):
     return 1.0 - t_min
 
 
+# ---------------------------------------------------------------------------- checkpoints
+def rank_order_mean(process_group, bucket):
+    """DDP's gradient average (each rank's gradients divided by the rank count, then
+    summed), with the shares summed in rank order: the same bits whatever DDP's bucket
+    layout.  A DDP made again on resume lays its buckets out anew on its first
+    iteration, and the default ring all-reduce's order of summation (with 3 ranks or
+    more) depends on where a gradient sits in its bucket; with 2 ranks the sum is the
+    same either way.  Costs an all-gather (ranks x the gradients) instead of an
+    all-reduce: fine for this example's small models."""
+    t = bucket.buffer()
+    t.div_(dist.get_world_size(process_group))
+    parts = [torch.empty_like(t) for _ in range(dist.get_world_size(process_group))]
+    fut = dist.all_gather(parts, t, group=process_group, async_op=True).get_future()
+
+    def total(_):
+        out = parts[0].clone()
+        for p in parts[1:]:
+            out += p
+        return out
+    return fut.then(total)
+
+
+# the options a checkpoint must be resumed with (the others: --epochs, --width,
+# --transport, --baseline, --pipelined-commit, --checkpoint may change)
+SAME_OPTIONS = ("model", "jodie", "num_nodes", "num_edges", "partners", "p_repeat",
+                "memory_dim", "fanout", "mailbox", "batch_size", "max_batches", "hidden",
+                "time_dim", "heads", "lr", "seed")
+STATE = "training"  # the store's note of the epoch its checkpoint was taken after
+
+
+def save_checkpoint(directory, store, epoch, model, opt, history, args, comm):
+    """Collective, after epoch ``epoch``: rank 0 writes the training state
+    (``training-<epoch>.pt``, by rename: whole or absent), then every rank saves the
+    store with a note of the epoch (all or nothing: ``DDStore.save``); then rank 0
+    removes the older training states.  A job killed anywhere leaves the previous
+    store checkpoint and its training state, or the new ones."""
+    name = os.path.join(directory, f"training-{epoch:04d}.pt")
+    if comm.rank == 0:
+        os.makedirs(directory, exist_ok=True)
+        torch.save({"epoch": epoch, "model": model.state_dict(),
+                    "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "history": history,
+                    "options": {k: getattr(args, k) for k in SAME_OPTIONS}},
+                   name + ".tmp")
+        os.replace(name + ".tmp", name)
+    comm.Barrier()
+    store.annotate(STATE, "tgn_link_prediction", {"epoch": epoch})
+    store.save(os.path.join(directory, "store"))
+    if comm.rank == 0:
+        for old in glob.glob(os.path.join(directory, "training-*.pt")):
+            if old != name:
+                os.remove(old)
+
+
+def load_training_state(directory, store, args):
+    """The training state of the epoch the restored store was saved after."""
+    epoch = store.annotation(STATE, "tgn_link_prediction").meta["epoch"]
+    name = os.path.join(directory, f"training-{epoch:04d}.pt")
+    state = torch.load(name, weights_only=False)
+    changed = {k: (v, getattr(args, k)) for k, v in state["options"].items()
+               if getattr(args, k) != v}
+    if changed:
+        raise SystemExit(f"--resume {directory}: the checkpoint was made with other "
+                         f"options (saved, given): {changed}")
+    return state
+
+
 def train_memory_model(graph, store, args, comm):
-    """Train ``args.model`` for ``args.epochs`` epochs; rank 0 prints one line per epoch
-    and gets the last epoch's ``(val, test)`` metrics (None elsewhere)."""
+    """Train ``args.model`` for ``args.epochs`` epochs (from the epoch after the
+    checkpoint with ``--resume``); rank 0 prints one line per epoch and gets the last
+    epoch's ``(val, test)`` metrics (None elsewhere)."""
     dim_edge = int(np.prod(graph.edge_feat_dim)) if graph.edge_feat_dim else 1
     mail_dim = 2 * args.memory_dim + dim_edge
     mailbox = args.mailbox if args.model == "apan" else 1
-    memory = tg.NodeMemory(store, "memory", graph.num_nodes, args.memory_dim, mail_dim,
-                           mailbox_size=mailbox)
+    state = None
+    if args.resume:
+        memory = tg.NodeMemory.open(store, "memory")
+        state = load_training_state(args.resume, store, args)
+    else:
+        memory = tg.NodeMemory(store, "memory", graph.num_nodes, args.memory_dim,
+                               mail_dim, mailbox_size=mailbox)
     torch.manual_seed(args.seed)
     model = MODEL_CLASSES[args.model](dim_edge, mail_dim, args)
+    if state is not None:  # before DDP, which broadcasts rank 0's parameters
+        model.load_state_dict(state["model"])
     ddp = nn.parallel.DistributedDataParallel(model)
+    ddp.register_comm_hook(None, rank_order_mean)  # resumed runs: the same bits
     opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
+    start, val, test = 0, None, None
+    history = []  # per epoch (rank 0): the losses and metrics, kept by checkpoints
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        history = state["history"]
+        start, val, test = state["epoch"] + 1, history[-1]["val"], history[-1]["test"]
+        log(comm, f"resumed from {args.resume} after epoch {state['epoch']}")
     sampler = tg.TemporalSampler(graph, (args.fanout,), "recent", seed=args.seed)
     runner = Runner(graph, memory, sampler, args, dim_edge, time_offset(graph, comm))
     train = tg.EdgeBatches(graph, args.batch_size, "train", negatives=1, comm=comm,
@@ -335,8 +441,7 @@ def train_memory_model(graph, store, args, comm):
     log(comm, f"{args.model.upper()}: {sum(p.numel() for p in model.parameters())} "
               f"parameters; {memory}, {memory.nbytes() / 1e6:.2f} MB on rank 0")
     name = args.model.upper()
-    val = test = None
-    for epoch in range(args.epochs):
+    for epoch in range(start, args.epochs):
         train.set_epoch(epoch)
         memory.reset()
         runner.memory_s = 0.0
@@ -359,6 +464,9 @@ def train_memory_model(graph, store, args, comm):
         memory.restore()                  # ... back, without the val/test events
         log(comm, epoch_line(f"{name} epoch {epoch}", losses, train_s,
                              f"memory reads + commits {memory_s:.1f} s", val, test))
+        history.append({"epoch": epoch, "losses": losses, "val": val, "test": test})
+        if args.checkpoint:
+            save_checkpoint(args.checkpoint, store, epoch, model, opt, history, args, comm)
     memory.remove()
     return (val, test) if comm.rank == 0 else None
 
@@ -374,8 +482,18 @@ def tgat_args(args):
 def main(argv=None):
     args = parse_args(argv)
     comm = tgat.start_ranks()
-    with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
-        graph = build_graph(store, args, comm)
+    if args.resume:  # the graph and the memory from the checkpoint, no source data read
+        t0 = time.perf_counter()
+        store = ddstore.DDStore.restore(os.path.join(args.resume, "store"), comm,
+                                        width=args.width, transport=args.transport)
+        graph = tg.TemporalGraph.open(store, "g")
+        log(comm, f"restored {args.resume}: {graph} over {comm.size} ranks, width "
+                  f"{store.width}, in {time.perf_counter() - t0:.1f} s")
+    else:
+        store = ddstore.DDStore(comm, width=args.width, transport=args.transport)
+    with store:
+        if not args.resume:
+            graph = build_graph(store, args, comm)
         rows = {args.model.upper(): train_memory_model(graph, store, args, comm)}
         if args.baseline == "tgat":
             rows["TGAT"] = tgat.train_tgat(graph, tgat_args(args), comm, tag="TGAT ")

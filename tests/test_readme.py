@@ -71,6 +71,9 @@ PYTHON_EXPECT = {
         r"rank 1: node 42 has \d+ temporal neighbours; last batch: \d+ edges",
     "docs/temporal-graphs.md: Node memory: training state for TGN, JODIE and APAN":
         r"rank 1: 726 nodes have mail; memory checksum -?[0-9.]+; 120000 bytes here",
+    "docs/temporal-graphs.md: Checkpoint and restart":
+        r"rank 1: restored at width 1: 5000 edges, the same samples: True; every node's "
+        r"mail: True",
     "docs/troubleshooting.md: A job that seems to hang":
         r"rank 1: collective calls out of step: every rank must make the same collective "
         r"calls, in the same order, with the same names \(rank 0 called add\('a'\); "
@@ -118,6 +121,10 @@ BASH_SKIP = {
         "long job (~40 s); runs small in test_examples.py",
     "mpiexec -n 2 python examples/tgn_link_prediction.py --model apan --baseline none":
         "long job (~40 s); runs small in test_examples.py",
+    "mpiexec -n 2 python examples/tgn_link_prediction.py --epochs 2 --checkpoint CK":
+        "long job; runs small in test_temporal_checkpoint.py",
+    "mpiexec -n 2 python examples/tgn_link_prediction.py --epochs 3 --resume CK --width 1":
+        "long job; runs small in test_temporal_checkpoint.py",
     "mpiexec -n 2 python -m ddstore.bench.core": "benchmark (long job)",
     # the benchmark list: full runs take minutes each; their small versions run in
     # the benchmark smoke tests of test_core, test_graphs, test_spatiotemporal,

@@ -193,7 +193,8 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
 
 class TemporalGraph:
     """A temporal graph in a :class:`~ddstore.DDStore` (build it with :meth:`from_arrays`,
-    :meth:`from_tgl`, :meth:`from_jodie` or :meth:`from_pyg`, all collective).
+    :meth:`from_tgl`, :meth:`from_jodie` or :meth:`from_pyg`, all collective; reopen it
+    by name from a restored store with :meth:`open`).
 
     Attributes: ``num_nodes``, ``num_edges``, ``indptr`` (replicated), ``split_counts``
     (``{"train": n, "val": n, "test": n}``), ``edge_feat_dim`` / ``node_feat_dim``
@@ -408,6 +409,7 @@ class TemporalGraph:
                     dict(zip(SPLITS, (int(c) for c in split_counts))),
                     ef_layout is not None, nf_layout is not None, el_layout is not None,
                     time_dtype)
+        graph._annotate()  # every builder ends here (from_jodie / from_pyg annotate again)
         # what samplers read, mapped now rather than one page fault per first touch
         prefault_built(store, [f"{name}/{k}" for k in _T_VARS])
         return graph
@@ -517,6 +519,7 @@ class TemporalGraph:
                                 split=split, edge_label=share.label)
             g.t_dtype = t_dtype
             g.num_users, g.num_items = share.num_users, share.num_items
+            g._annotate()  # what open() gives back: t_dtype, num_users, num_items
             return g
 
     @classmethod
@@ -566,7 +569,63 @@ class TemporalGraph:
                                 add_reverse=add_reverse, split=split[sl],
                                 edge_label=arrs["y"][sl] if "y" in arrs else None)
             g.t_dtype = arrs["t"].dtype
+            g._annotate()
             return g
+
+    # ------------------------------------------------------------------ checkpoint
+    KIND = "TemporalGraph"
+
+    def _annotate(self):
+        """Local, alike on every rank (at the end of the build, inside its collective
+        call): what :meth:`open` needs, kept by :meth:`DDStore.save`.  The T-CSR's three
+        variables may only be cut at node boundaries (``indptr``), so that a restore at
+        any width keeps every node's list whole on one member."""
+        meta = {"version": 1, "num_nodes": self.num_nodes, "num_edges": self.num_edges,
+                "add_reverse": self.add_reverse, "split_counts": dict(self.split_counts),
+                "edge_feat": bool(self._has_edge_feat),
+                "node_feat": bool(self._has_node_feat),
+                "edge_label": self.has_edge_label, "time_dtype": self.time_dtype.str,
+                "t_dtype": np.dtype(self.t_dtype).str,
+                "num_users": None if self.num_users is None else int(self.num_users),
+                "num_items": None if self.num_items is None else int(self.num_items)}
+        tcsr = [f"{self.name}/{k}" for k in _T_VARS]
+        self.store.annotate(self.name, self.KIND, meta, {"indptr": self.indptr},
+                            variables=self._variables(),
+                            cuts={v: "indptr" for v in tcsr})
+
+    @classmethod
+    def open(cls, store, name):
+        """Local (no communication): the graph ``name`` of ``store`` as it was built, from
+        what its builder recorded (:meth:`DDStore.annotate`) and its variables; for a
+        store from :meth:`DDStore.restore` (any rank count and width) or
+        :meth:`DDStore.load`, without the source data.  Every read, :meth:`to_pyg`,
+        :meth:`remove` and a :class:`~ddstore.temporal.TemporalSampler` over it (same
+        seed: the same samples) behave as on the graph that was saved.  The T-CSR's
+        member node ranges (``node_offsets``) come from the restored chunks (cut at node
+        boundaries); node features are split by node count after a restore at another
+        width (reads do not depend on it).  Raises :class:`DDStoreValueError` naming the
+        graphs the store holds when there is no graph ``name``."""
+        ann = store.annotation(name, kind=cls.KIND)
+        meta = ann.meta
+        if meta.get("version") != 1:
+            raise DDStoreValueError(f"graph {name!r}: recorded by a newer ddstore (format "
+                                    f"{meta.get('version')!r}); this one reads format 1")
+        indptr = np.ascontiguousarray(ann.arrays["indptr"], dtype=np.int64)
+        num_nodes = int(meta["num_nodes"])
+        starts = store.chunk_offsets(f"{name}/nbr")
+        node_off = np.empty(starts.shape[0], np.int64)
+        node_off[0], node_off[-1] = 0, num_nodes
+        # each member's first node: its chunk starts at that node's list (a cut)
+        node_off[1:-1] = np.searchsorted(indptr, starts[1:-1], side="left")
+        g = cls(store, name, num_nodes, int(meta["num_edges"]), indptr, node_off,
+                meta["add_reverse"], {k: int(v) for k, v in meta["split_counts"].items()},
+                meta["edge_feat"], meta["node_feat"], meta["edge_label"],
+                np.dtype(meta["time_dtype"]))
+        g.t_dtype = np.dtype(meta["t_dtype"])
+        g.num_users, g.num_items = meta["num_users"], meta["num_items"]
+        g.edge_offsets = store.chunk_offsets(f"{name}/edges")
+        prefault_built(store, [f"{name}/{k}" for k in _T_VARS])
+        return g
 
     def to_pyg(self, t_dtype=None):
         """Local: the whole graph as a ``torch_geometric.data.TemporalData`` in edge-id

@@ -192,7 +192,9 @@ class NodeMemory:
     - :meth:`write` / :meth:`post` (local): stage a memory update / a mail;
     - :meth:`commit` (collective): apply every rank's staged updates everywhere;
     - :meth:`reset`, :meth:`snapshot`, :meth:`restore`, :meth:`remove` (collective);
-      :meth:`nbytes` (local).
+      :meth:`nbytes` (local);
+    - :meth:`open` (collective): the memory of a store from ``DDStore.restore``, by name
+      (checkpoint and restart; ``restore`` is the in-memory snapshot, another thing).
 
     **What commit guarantees.** Every staged update of every rank reaches the owner of
     its node in every group and is applied in the order ``(ts, rank, position)``
@@ -273,10 +275,8 @@ class NodeMemory:
             self._create(store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt,
                          tdt)
 
-    def _create(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt,
-                tdt):
-        """Collective, after the constructor's round: the five variables (all, or none
-        on every rank) and the non-blocking commits' communicator."""
+    def _setup(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt, tdt):
+        """Local: the attributes (the node ranges: ``partition(num_nodes, width, g)``)."""
         self.store, self.name, self.ts_dtype = store, name, tdt
         self.num_nodes, self.memory_dim = int(num_nodes), int(memory_dim)
         self.mail_dim, self.mailbox_size, self.dtype = int(mail_dim), int(mailbox_size), dt
@@ -293,25 +293,109 @@ class NodeMemory:
             "mail_count": (1, (), np.int64)}
         self._var = {k: f"{name}/{k}" for k in _VARS}
         self._buffers = {}  # the commit's send and receive buffers (see _buffer)
+        self._snapshot = None
+        self._own = None
+
+    def _create(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt,
+                tdt):
+        """Collective, after the constructor's round: the five variables (all, or none
+        on every rank) and the non-blocking commits' communicator."""
+        self._setup(store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt, tdt)
         with store.transaction(f"NodeMemory {name!r}") as txn:  # all five, or none
             for k in _VARS:
                 per, shape, vdt = self._layout[k]
                 store.init(self._var[k], (self.hi - self.lo) * per, shape, vdt)
-            # views of this rank's chunks (what the owner scatters commits into); the
-            # mailbox as [local nodes, S, ...] (a view of its S rows per node)
-            self._own = {k: store.local_view(self._var[k]) for k in _VARS}
-            for k in ("mail", "mail_ts"):
-                self._own[k] = self._own[k].reshape((self.hi - self.lo, S)
-                                                    + self._layout[k][1])
-            self._snapshot = None
-            self._clear()
+            self._attach(txn, zero=True)
+
+    def _attach(self, txn, zero=False):
+        """Collective, inside a transaction, once the five variables hold this rank's
+        node range: views of its chunks, the communicator of the non-blocking commits
+        (rolled back with ``txn``) and the annotation (what :meth:`open` reads)."""
+        store, S = self.store, self.mailbox_size
+        # views of this rank's chunks (what the owner scatters commits into); the
+        # mailbox as [local nodes, S, ...] (a view of its S rows per node)
+        self._own = {k: store.local_view(self._var[k]) for k in _VARS}
+        for k in ("mail", "mail_ts"):
+            self._own[k] = self._own[k].reshape((self.hi - self.lo, S)
+                                                + self._layout[k][1])
+        self._clear()
+        if zero:
             self._zero_own_rows()
-            store.sync()
-            # collective, after the round: the background commits' own
-            # communicator, so they never interleave with collectives on store.comm
-            self._comm = store.comm.Dup()
-            # rolled back by an enclosing transaction: the communicator goes too
-            txn.on_rollback(self._free_comm)
+        store.sync()
+        # collective, after the round: the background commits' own
+        # communicator, so they never interleave with collectives on store.comm
+        self._comm = store.comm.Dup()
+        # rolled back by an enclosing transaction: the communicator goes too
+        txn.on_rollback(self._free_comm)
+        store.annotate(self.name, self.KIND, {
+            "version": 1, "num_nodes": self.num_nodes, "memory_dim": self.memory_dim,
+            "mail_dim": self.mail_dim, "mailbox_size": self.mailbox_size,
+            "dtype": self.dtype.str, "ts_dtype": np.dtype(self.ts_dtype).str},
+            variables=[self._var[k] for k in _VARS])
+
+    KIND = "NodeMemory"
+
+    @classmethod
+    def open(cls, store, name):
+        """Collective: the node memory ``name`` of ``store`` (every node's memory,
+        mailbox, timestamps and mail counts as they were saved), from what its
+        constructor recorded (:meth:`DDStore.annotate`) and its five variables; for a
+        store from :meth:`DDStore.restore` (any rank count and width) or
+        :meth:`DDStore.load`.  Reads of every node return what they returned when the
+        store was saved, and :meth:`commit`, :meth:`reset`, :meth:`snapshot` /
+        :meth:`restore` and :meth:`remove` work as on the memory that was saved (a
+        snapshot is not part of a checkpoint: take a new one).
+
+        One collective step, ``"NodeMemory.open"``.  A restore splits the mailbox
+        (``mailbox_size`` rows per node) by rows, not at this memory's node ranges
+        (``partition(num_nodes, width, g)``): where a member's rows are not its node
+        range, the step reads that range (one-sided, about ``1/width`` of the mailbox
+        per rank) and the variables are made again at the node ranges, so ``open``
+        then holds that much more memory for a moment.  A failure is raised alike on
+        every rank (:class:`DDStoreValueError` naming the memories the store holds when
+        there is no memory ``name``); one after the mailbox was removed for its new
+        layout leaves the memory's variables removed (restore again)."""
+        self = cls.__new__(cls)
+        self._lock = _StateLock()
+        self._comm = self._pending = self._failure = None
+        with store.collective("NodeMemory.open", name) as step:
+            ann = store.annotation(name, kind=cls.KIND)
+            meta = ann.meta
+            if meta.get("version") != 1:
+                raise DDStoreValueError(f"NodeMemory {name!r}: recorded by a newer ddstore "
+                                        f"(format {meta.get('version')!r}); this one reads "
+                                        f"format 1")
+            self._setup(store, name, meta["num_nodes"], meta["memory_dim"],
+                        meta["mail_dim"], meta["mailbox_size"], np.dtype(meta["dtype"]),
+                        np.dtype(meta["ts_dtype"]))
+            moved, keep = [], {}
+            for k in _VARS:
+                per, shape, vdt = self._layout[k]
+                var = self._var[k]
+                if store.nrows(var) != self.num_nodes * per or \
+                        store.row_shape(var) != shape or store.dtype(var) != vdt:
+                    raise DDStoreValueError(
+                        f"NodeMemory {name!r}: variable {var!r} holds {store.nrows(var)} "
+                        f"rows of {store.row_shape(var)} {store.dtype(var)}; its "
+                        f"annotation says {self.num_nodes * per} rows of {shape} "
+                        f"{np.dtype(vdt)}")
+                if not np.array_equal(store.chunk_offsets(var), self.node_offsets * per):
+                    moved.append(k)  # decided from replicated metadata: alike everywhere
+                    n = (self.hi - self.lo) * per
+                    keep[k] = store.get_range(var, self.lo * per, n) if n else \
+                        np.zeros((0,) + shape, vdt)
+            step.agree(same={"NodeMemory": meta})
+            if moved:  # this memory's node ranges: the moved variables made again
+                store.remove(*(self._var[k] for k in moved))
+            with store.transaction(f"NodeMemory.open {name!r}") as txn:
+                for k in moved:
+                    per, shape, vdt = self._layout[k]
+                    store.init(self._var[k], keep[k].shape[0], shape, vdt)
+                    if keep[k].shape[0]:
+                        store.local_view(self._var[k])[...] = keep[k]
+                    keep[k] = None
+                self._attach(txn)
+        return self
 
     def _check_vars(self, failure=True):
         """Raise :class:`DDStoreStateError` if the state's variables are gone

@@ -292,7 +292,26 @@ def drive_checkpoint(store, calls, tmp):
     calls(r.free)
 
 
-DRIVERS = [("core", drive_core), ("checkpoint", drive_checkpoint), ("plan", drive_plan), ("graphs", drive_graphs),
+def drive_temporal_checkpoint(store, calls, tmp):
+    from ddstore import temporal as tg
+    path = os.path.join(tmp, "tck")
+    src, dst, t, ef, nf, split = temporal_arrays()
+    lo, hi = share(len(src))
+    g = calls(tg.TemporalGraph.from_arrays, store, "tg", src[lo:hi], dst[lo:hi],
+              t[lo:hi], edge_feat=ef[lo:hi])
+    mem = calls(tg.NodeMemory, store, "mem", g.num_nodes, 4, 3, mailbox_size=3)
+    calls(store.save, path)
+    r = calls(ddstore.DDStore.restore, path, store.comm)
+    calls = Calls(r)  # what a failure must leave: the variables of the restored store
+    calls(tg.TemporalGraph.open, r, "tg")
+    m = calls(tg.NodeMemory.open, r, "mem")  # its mailbox laid out again (3 rows a node)
+    calls(m.remove)
+    calls(r.free)
+    mem.remove()
+
+
+DRIVERS = [("core", drive_core), ("checkpoint", drive_checkpoint),
+           ("temporal-checkpoint", drive_temporal_checkpoint), ("plan", drive_plan), ("graphs", drive_graphs),
            ("series", drive_series), ("dynamic", drive_dynamic),
            ("temporal", drive_temporal), ("temporal-pyg", drive_temporal_pyg),
            ("pyg", drive_pyg), ("pyg-loaders", drive_pyg_loaders),
