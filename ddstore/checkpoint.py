@@ -212,10 +212,13 @@ class CheckpointAPI:
         :meth:`restore`.  ``kind``: the layer's class (str); ``meta``: a JSON-serialisable
         dict; ``arrays``: ``{key: numpy array}`` held alike by every rank (kept by
         reference, not copied); ``variables``: the store variables the object owns
-        (removing any of them drops the annotation); ``cuts``: ``{variable: key of an
-        array in arrays}`` for a variable whose member chunks must start at those rows
-        (rising from 0 to its row count): a restore at another width splits it at the
-        allowed cut nearest to the balanced split.  An existing annotation of the same
+        (removing any of them drops the annotation); ``cuts``: for a variable whose member
+        chunks must start at certain rows, ``{variable: key of an array in arrays}``
+        (allowed chunk starts, rising from 0 to its row count: a restore at another
+        width splits it at the allowed cut nearest to the balanced split) or
+        ``{variable: k}`` (an int: the rows are items of ``k`` rows each, split as
+        :func:`~ddstore.partition` splits the items, so a variable of ``k`` rows per
+        node follows the node ranges of a variable of one row per node).  An existing annotation of the same
         name is replaced.  :meth:`save` checks that every rank holds the same ones."""
         self.check_alive()
         if not isinstance(name, str) or not name or not isinstance(kind, str) or not kind:
@@ -235,10 +238,22 @@ class CheckpointAPI:
                 raise DDStoreValueError(f"annotate {name!r}: unknown variable {v!r}")
         cuts = dict(cuts or {})
         for v, key in cuts.items():
-            if v not in variables or key not in arrays:
+            per_item = isinstance(key, (int, np.integer)) and not isinstance(key, bool)
+            if v not in variables or not (key in arrays if isinstance(key, str) else
+                                          per_item and key >= 1):
                 raise DDStoreValueError(f"annotate {name!r}: cuts must map its variables "
-                                        f"to keys of its arrays, got {v!r}: {key!r}")
+                                        f"to keys of its arrays or to rows per item (an "
+                                        f"int >= 1), got {v!r}: {key!r}")
+            if per_item:
+                cuts[v] = int(key)
         self._annotations[name] = Annotation(kind, meta, arrays, variables, cuts)
+
+    def unannotate(self, name):
+        """Local, made alike on every rank: drop the annotation of object ``name`` (if
+        any), e.g. when a layer's object is rolled back or removed while its variables
+        stay.  Returns whether there was one."""
+        self.check_alive()
+        return self._annotations.pop(name, None) is not None
 
     def annotation(self, name, kind=None):
         """The :class:`Annotation` of object ``name`` (local).  Raises
@@ -532,7 +547,8 @@ class CheckpointAPI:
         cuts = {}
         for a in manifest["annotations"]:
             for v, key in a["cuts"].items():
-                cuts[v] = arrays[f"annotation:{a['name']}:{key}"]
+                cuts[v] = key if isinstance(key, int) else \
+                    arrays[f"annotation:{a['name']}:{key}"]
         rows, sizes = {}, {}
         for r in manifest["records"]:
             table = arrays[f"records:{r['name']}"]
@@ -545,8 +561,15 @@ class CheckpointAPI:
         for v in manifest["variables"]:
             if v["records"]:
                 continue
-            if v["name"] in cuts:
-                b = _cut_bounds(v["nrows"], w, cuts[v["name"]], f"variable {v['name']!r}")
+            cut = cuts.get(v["name"])
+            if isinstance(cut, int):
+                if v["nrows"] % cut:
+                    raise DDStoreValueError(f"checkpoint: variable {v['name']!r} has "
+                                            f"{v['nrows']} rows, not items of {cut} rows")
+                lo, hi = partition(v["nrows"] // cut, w, m)
+                rows[v["name"]] = (lo * cut, hi * cut)
+            elif cut is not None:
+                b = _cut_bounds(v["nrows"], w, cut, f"variable {v['name']!r}")
                 rows[v["name"]] = (b[m], b[m + 1])
             else:
                 rows[v["name"]] = partition(v["nrows"], w, m)

@@ -318,4 +318,4 @@ def find_annotation(store, kind, name, what):
 def forget_annotation(store, kind, name):
     """Drop the annotation of the ``kind`` object ``name`` (a construction undone by a
     rollback)."""
-    store._annotations.pop(annotation_name(kind, name), None)
+    store.unannotate(annotation_name(kind, name))

@@ -331,7 +331,9 @@ class NodeMemory:
             "version": 1, "num_nodes": self.num_nodes, "memory_dim": self.memory_dim,
             "mail_dim": self.mail_dim, "mailbox_size": self.mailbox_size,
             "dtype": self.dtype.str, "ts_dtype": np.dtype(self.ts_dtype).str},
-            variables=[self._var[k] for k in _VARS])
+            variables=[self._var[k] for k in _VARS],
+            # rows per node: a restore splits every variable at this memory's node ranges
+            cuts={self._var[k]: self._layout[k][0] for k in _VARS})
 
     KIND = "NodeMemory"
 
@@ -346,15 +348,13 @@ class NodeMemory:
         :meth:`restore` and :meth:`remove` work as on the memory that was saved (a
         snapshot is not part of a checkpoint: take a new one).
 
-        One collective step, ``"NodeMemory.open"``.  A restore splits the mailbox
-        (``mailbox_size`` rows per node) by rows, not at this memory's node ranges
-        (``partition(num_nodes, width, g)``): where a member's rows are not its node
-        range, the step reads that range (one-sided, about ``1/width`` of the mailbox
-        per rank) and the variables are made again at the node ranges, so ``open``
-        then holds that much more memory for a moment.  A failure is raised alike on
-        every rank (:class:`DDStoreValueError` naming the memories the store holds when
-        there is no memory ``name``); one after the mailbox was removed for its new
-        layout leaves the memory's variables removed (restore again)."""
+        One collective step, ``"NodeMemory.open"`` (the memory's own communicator is
+        duplicated).  The constructor's annotation declares every variable as
+        ``rows per node`` items (``cuts``), so a restore at any width puts each member's
+        rows at this memory's node range (``partition(num_nodes, width, g)``) and
+        nothing moves.  A failure is raised alike on every rank
+        (:class:`DDStoreValueError` naming the memories the store holds when there is no
+        memory ``name``)."""
         self = cls.__new__(cls)
         self._lock = _StateLock()
         self._comm = self._pending = self._failure = None
@@ -368,7 +368,6 @@ class NodeMemory:
             self._setup(store, name, meta["num_nodes"], meta["memory_dim"],
                         meta["mail_dim"], meta["mailbox_size"], np.dtype(meta["dtype"]),
                         np.dtype(meta["ts_dtype"]))
-            moved, keep = [], {}
             for k in _VARS:
                 per, shape, vdt = self._layout[k]
                 var = self._var[k]
@@ -380,20 +379,12 @@ class NodeMemory:
                         f"annotation says {self.num_nodes * per} rows of {shape} "
                         f"{np.dtype(vdt)}")
                 if not np.array_equal(store.chunk_offsets(var), self.node_offsets * per):
-                    moved.append(k)  # decided from replicated metadata: alike everywhere
-                    n = (self.hi - self.lo) * per
-                    keep[k] = store.get_range(var, self.lo * per, n) if n else \
-                        np.zeros((0,) + shape, vdt)
+                    raise DDStoreValueError(
+                        f"NodeMemory {name!r}: variable {var!r} is split at rows "
+                        f"{store.chunk_offsets(var).tolist()}, not at the memory's node "
+                        f"ranges {(self.node_offsets * per).tolist()}")
             step.agree(same={"NodeMemory": meta})
-            if moved:  # this memory's node ranges: the moved variables made again
-                store.remove(*(self._var[k] for k in moved))
             with store.transaction(f"NodeMemory.open {name!r}") as txn:
-                for k in moved:
-                    per, shape, vdt = self._layout[k]
-                    store.init(self._var[k], keep[k].shape[0], shape, vdt)
-                    if keep[k].shape[0]:
-                        store.local_view(self._var[k])[...] = keep[k]
-                    keep[k] = None
                 self._attach(txn)
         return self
 

@@ -64,6 +64,7 @@ def fill(store):
     store.add_records("recs", SAMPLES[lo:hi])
     store.annotate("thing", "Test", {"n": 5, "names": ["a", "b"]}, ANN_ARRAYS,
                    variables=["f32", "recs"], cuts={"f32": "ptr"})
+    store.annotate("items", "Test", variables=["u8"], cuts={"u8": 8})  # 8 rows per item
 
 
 def verify(store, tag, restored=True):
@@ -87,6 +88,12 @@ def verify(store, tag, restored=True):
           and ann.cuts == {"f32": "ptr"} and all(
               ann.arrays[k].tobytes() == v.tobytes() and ann.arrays[k].dtype == v.dtype
               for k, v in ANN_ARRAYS.items()), f"{tag}: annotation {ann}")
+    w = store.width
+    want = [partition(8, w, g)[0] * 8 for g in range(w)] + [64]
+    check(not restored or store.chunk_offsets("u8").tolist() == want,
+          f"{tag}: u8 (items of 8 rows) split at {store.chunk_offsets('u8').tolist()}, "
+          f"not {want}")
+    check(store.annotation("items").cuts == {"u8": 8}, f"{tag}: int cuts kept")
     # a variable with cuts: every member chunk starts at an allowed cut
     starts = store.chunk_offsets("f32")
     check(not restored or set(starts.tolist()) <= set(ANN_ARRAYS["ptr"].tolist()),
@@ -266,6 +273,11 @@ def _(t):
                      "Test", variables=["nope"])
         expect_error(DDStoreValueError, ["no Graph 'zz'", "known: []"], s.annotation,
                      "zz", "Graph")
+        expect_error(DDStoreValueError, ["rows per item (an int >= 1)"], s.annotate,
+                     "bad", "Test", variables=["a"], cuts={"a": 0})
+        s.annotate("gone", "Test", variables=["a"])
+        check(s.unannotate("gone") and not s.unannotate("gone") and
+              "gone" not in s.annotations(), "unannotate")
     if size > 1 and size % 2 == 0:
         with shared_tmpdir() as tmp, DDStore(comm, width=size // 2,
                                              transport=TRANSPORT) as s:
