@@ -110,6 +110,9 @@ int dds_group_size(const dds_store *store);
 int dds_ngroups(const dds_store *store);
 /* number of group members whose chunk this rank reads by direct load (shared memory) */
 int dds_shm_peers(const dds_store *store);
+/* Members of this rank's group on other nodes (as MPI_Comm_split_type sees the nodes;
+ * with MPICH's MPIR_CVAR_NOLOCAL=1 every other member), whatever the transport. */
+int dds_off_node(const dds_store *store);
 
 /* Local.  1 in a process forked from an MPI rank after the core was loaded (a
  * DataLoader worker, os.fork), else 0.  There every function that would make an MPI

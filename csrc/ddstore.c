@@ -288,8 +288,25 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
         return code;
     }
 
+    /* group members on other nodes (whatever the transport): the progress agent's
+     * decision (csrc/progress.c) */
+    {
+        MPI_Comm here = MPI_COMM_NULL;
+        int on_node = s->width;
+        rc = MPI_Comm_split_type(s->group_comm, MPI_COMM_TYPE_SHARED, s->group_rank,
+                                 MPI_INFO_NULL, &here);
+        if (rc == MPI_SUCCESS) {
+            MPI_Comm_size(here, &on_node);
+            MPI_Comm_free(&here);
+        }
+        s->off_node = s->width - on_node;
+        code = mpi_check(rc, "MPI_Comm_split_type (group members on this node)");
+    }
     int all_local = 0; /* every member of my group shares my node */
-    if (transport != DDS_TRANSPORT_RMA) code = find_node_peers(s, &all_local);
+    if (transport != DDS_TRANSPORT_RMA) {  /* collective: made whatever failed before */
+        int c2 = find_node_peers(s, &all_local);
+        if (code == DDS_OK) code = c2;
+    }
     /* agree within the group: is any member unreachable by load for anyone? */
     int group_all_local = all_local;
     rc = MPI_Allreduce(&all_local, &group_all_local, 1, MPI_INT, MPI_MIN, s->group_comm);
@@ -338,6 +355,7 @@ int dds_group_rank(const dds_store *s) { return s->group_rank; }
 int dds_group_size(const dds_store *s) { return s->width; }
 int dds_ngroups(const dds_store *s) { return s->ngroups; }
 int dds_shm_peers(const dds_store *s) { return s->shm_peers; }
+int dds_off_node(const dds_store *s) { return s->off_node; }
 
 /* ------------------------------------------------------------------ page mappings */
 

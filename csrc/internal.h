@@ -42,6 +42,7 @@ struct dds_store {
     int *node_rank;      /* [group_size] rank in node_comm of each member, or -1 */
     int need_rma;        /* some member of the group is not reachable by load */
     int shm_peers;
+    int off_node;        /* group members on other nodes (as MPI_Comm_split_type sees) */
     /* the progress agent (csrc/progress.c): a duplicate of comm that its thread polls,
      * the thread, whether it runs, its stop flag and period */
     MPI_Comm progress_comm;

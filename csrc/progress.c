@@ -4,7 +4,6 @@
 #define _DEFAULT_SOURCE
 #include "internal.h"
 
-#include <sched.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -18,33 +17,41 @@ static int64_t now_ns(void)
 }
 
 /* The agent's loop.  A poll that answered something (it took clearly longer than an
- * idle poll: the least time seen so far, plus 2 us) is followed by more polls without
- * sleeping, for up to DDS_PROGRESS_LINGER_NS after the last such poll: a read over
- * TCP is several messages (request, reply, completion), each needing a poll, and
- * lingering serves them in one wake instead of one per period.  Otherwise it sleeps
- * its period. */
-#define DDS_PROGRESS_LINGER_NS 200000
+ * idle poll: four times the least time seen so far, plus 10 us) is followed by up to
+ * DDS_PROGRESS_FOLLOW more polls DDS_PROGRESS_FOLLOW_NS apart: a read over TCP is
+ * several messages (request, reply, its completion), each needing a poll, and polling
+ * again soon serves them in one wake instead of one per period.  The thread always
+ * sleeps between polls (no spinning: on a busy node a thread that spins loses its
+ * place in the scheduler and then wakes late).  Otherwise it sleeps its period. */
+#define DDS_PROGRESS_FOLLOW 8
+#define DDS_PROGRESS_FOLLOW_NS 10000
+
+static void sleep_ns(int64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    nanosleep(&ts, NULL);
+}
 
 static void *agent_main(void *arg)
 {
     dds_store *s = arg;
-    int64_t idle_ns = INT64_MAX, last_work = 0;
+    int64_t idle_ns = INT64_MAX;
+    int follow = 0;
     while (!atomic_load(&s->progress_stop)) {
         int flag = 0;
         int64_t t0 = now_ns();
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->progress_comm, &flag, MPI_STATUS_IGNORE);
-        int64_t t1 = now_ns(), dt = t1 - t0;
+        int64_t dt = now_ns() - t0;
         atomic_fetch_add(&agent_busy_ns, dt);
         atomic_fetch_add(&agent_polls, 1);
         if (dt < idle_ns) idle_ns = dt;
-        if (dt > idle_ns + 2000) last_work = t1;
-        if (t1 - last_work < DDS_PROGRESS_LINGER_NS) {
-            sched_yield();
-            continue;
+        if (dt > 4 * idle_ns + 10000) follow = DDS_PROGRESS_FOLLOW;
+        if (follow > 0) {
+            follow--;
+            sleep_ns(DDS_PROGRESS_FOLLOW_NS);
+        } else {
+            sleep_ns(atomic_load(&s->progress_interval_ns));
         }
-        int64_t ns = atomic_load(&s->progress_interval_ns);
-        struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-        nanosleep(&ts, NULL);
     }
     return NULL;
 }

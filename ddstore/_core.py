@@ -151,6 +151,10 @@ class Core:
         return lib.dds_group_size(self._handle[0])
 
     @property
+    def off_node(self):
+        return lib.dds_off_node(self._handle[0])
+
+    @property
     def ngroups(self):
         return lib.dds_ngroups(self._handle[0])
 

@@ -49,9 +49,12 @@ PROGRESS_US = 200  # the progress agent's default period (docs/cluster.md: how c
 def progress_interval(core):
     """The progress agent's period in microseconds for a store over ``core``, or 0 for
     none.  ``DDSTORE_PROGRESS``: ``auto`` (default: on when a member of this rank's
-    group reads it with MPI, not through shared memory, i.e. between nodes or with
-    ``transport="rma"``), ``on`` or ``off`` (networks whose RMA needs no action of the
-    target: reads of a computing rank then never wait anyway); ``DDSTORE_PROGRESS_US``:
+    group is on another node, as ``MPI_Comm_split_type`` sees nodes: between nodes, or
+    with MPICH's ``MPIR_CVAR_NOLOCAL=1``; off inside a node, where MPI reads by shared
+    memory or the kernel's process-to-process copy and needs no action of the target,
+    even with ``transport="rma"``), ``on`` or ``off`` (networks whose RMA needs no action
+    of the target, e.g. RDMA reads: reads of a computing rank then never wait anyway);
+    ``DDSTORE_PROGRESS_US``:
     the period (default :data:`PROGRESS_US`).  The agent needs ``MPI_THREAD_MULTIPLE``;
     a lower thread level is refused (local part of the constructor's step)."""
     mode = os.environ.get("DDSTORE_PROGRESS", "auto").strip().lower() or "auto"
@@ -65,13 +68,13 @@ def progress_interval(core):
     if not 1 <= us <= 1_000_000:
         raise DDStoreValueError(f"DDSTORE_PROGRESS_US={text!r} must be an integer number "
                                 f"of microseconds in [1, 1000000]")
-    remote = core.group_size - 1 - core.shm_peers
+    remote = core.off_node
     if mode == "off" or (mode == "auto" and remote == 0):
         return 0
     from mpi4py import MPI
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
         raise DDStoreValueError(
-            f"this rank's rows are read by {remote} group member(s) over MPI, and its "
+            f"this rank's rows are read by {remote} group member(s) on other nodes, and its "
             f"progress agent (a thread that lets MPI answer those reads while the rank "
             f"computes) needs MPI_THREAD_MULTIPLE, but MPI was initialised with thread "
             f"level {MPI.Query_thread()} (< {MPI.THREAD_MULTIPLE}); initialise MPI with "

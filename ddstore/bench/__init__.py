@@ -74,6 +74,24 @@ def versions():
     return out
 
 
+# what routes MPI's messages: read from the environment by network()
+NETWORK_VARIABLES = ("MPIR_CVAR_CH4_NETMOD", "MPIR_CVAR_NOLOCAL", "FI_PROVIDER",
+                     "FI_TCP_IFACE", "UCX_TLS", "DDSTORE_TRANSPORT", "DDSTORE_PROGRESS",
+                     "DDSTORE_PROGRESS_US")
+
+
+def network():
+    """How this job's messages travel, from the environment: ``between_nodes`` (True
+    when ``MPIR_CVAR_NOLOCAL`` is set: MPICH treats every rank as on a node of its own,
+    so the store has no shared-memory peer and reads go through the network module;
+    with ``MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo``, over TCP on the
+    loopback: docs/cluster.md, "Between nodes") and the settings that decide it."""
+    env = {k: os.environ[k] for k in NETWORK_VARIABLES if k in os.environ}
+    nolocal = env.get("MPIR_CVAR_NOLOCAL", "0").strip().lower() not in ("", "0", "false",
+                                                                        "no")
+    return {"between_nodes": nolocal, "environment": env}
+
+
 def command_line():
     """The command that started this job, as one would type it again: ``mpiexec -n
     <ranks>`` (when more than one), ``python -m <module>`` (or the script) and the
@@ -94,9 +112,11 @@ def command_line():
 def write_report(report, path, seed):
     """The one JSON writer of the benchmarks: ``report`` as indented JSON to ``path``
     (directories created; numpy scalars written as numbers), with ``command``
-    (:func:`command_line`), ``seed`` and ``versions`` (:func:`versions`) added, so that
+    (:func:`command_line`), ``seed``, ``versions`` (:func:`versions`) and ``network``
+    (:func:`network`: between nodes or not) added, so that
     every number states where it came from; prints where."""
-    report = dict(report, command=command_line(), seed=seed, versions=versions())
+    report = dict(report, command=command_line(), seed=seed, versions=versions(),
+                  network=network())
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(report, f, indent=2, default=_number)
