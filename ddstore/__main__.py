@@ -109,6 +109,8 @@ BENCHMARKS = {
     "prefetch": "epoch time with and without prefetch (mpiexec -n 2)",
     "node_memory": "NodeMemory read + commit per batch vs TGL's MailBox in torch "
                    "(mpiexec -n 2, or one process)",
+    "progress": "reads of a computing rank: the progress agent on and off, its cost "
+                "(mpiexec -n 2; between nodes with MPICH's ofi/tcp)",
     "checkpoint": "save / restore per rank vs dd, and restore vs building from the "
                   "source (mpiexec -n 2)",
     "pyg": "PyG NeighborLoader over the store vs over an in-memory Data: sampled "

@@ -317,7 +317,8 @@ class DDStore(RecordsAPI, CheckpointAPI):
     def progress(self):
         """Whether this rank runs the store's progress agent: a thread that lets MPI
         answer other ranks' reads of this rank's rows while it computes (see
-        :func:`progress_interval` and docs/cluster.md, "Between nodes")."""
+        :func:`progress_interval` and docs/cluster.md, "Between nodes: reads of a
+        computing rank")."""
         return self._core.alive and self._core.progress
 
     @property

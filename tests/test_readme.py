@@ -55,6 +55,8 @@ PYTHON_EXPECT = {
         r"rank 1: step 57 has 78 edges, 40839 over 120 steps",
     "README.md: Temporal graphs and node memory":
         r"rank 1: \d+ neighbours sampled in the last batch; memory sum 13144",
+    "README.md: Checkpoint and restart: long jobs":
+        r"rank 1: restored \['x'\] at width 1",
     "README.md: PyG: FeatureStore, GraphStore and NeighborLoader":
         r"rank 1: 4 batches; the first has \d+ nodes, \d+ edges",
     'docs/cluster.md: `width="auto"` and the memory budget':
@@ -140,6 +142,8 @@ BASH_SKIP = {
     "mpiexec -n 2 python -m ddstore.bench.pyg": "benchmark (long job, ~3 GB per rank "
                                                 "at full size); smoke test in "
                                                 "test_pyg_ranges.py",
+    "mpiexec -n 2 python -m ddstore.bench.progress": "benchmark (about a minute); its "
+                                                     "check runs in test_between_nodes.py",
     "mpiexec -n 2 python -m ddstore.bench.checkpoint": "benchmark (1 GB of rows); smoke "
                                                        "test in test_checkpoint.py",
     "mpiexec -n 2 python examples/graphsage_large.py":

@@ -85,7 +85,8 @@ def network():
     when ``MPIR_CVAR_NOLOCAL`` is set: MPICH treats every rank as on a node of its own,
     so the store has no shared-memory peer and reads go through the network module;
     with ``MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp FI_TCP_IFACE=lo``, over TCP on the
-    loopback: docs/cluster.md, "Between nodes") and the settings that decide it."""
+    loopback: docs/cluster.md, "Between nodes: reads of a computing rank") and the
+    settings that decide it."""
     env = {k: os.environ[k] for k in NETWORK_VARIABLES if k in os.environ}
     nolocal = env.get("MPIR_CVAR_NOLOCAL", "0").strip().lower() not in ("", "0", "false",
                                                                         "no")
