@@ -113,6 +113,10 @@ int dds_shm_peers(const dds_store *store);
 /* Members of this rank's group on other nodes (as MPI_Comm_split_type sees the nodes;
  * with MPICH's MPIR_CVAR_NOLOCAL=1 every other member), whatever the transport. */
 int dds_off_node(const dds_store *store);
+/* This process's one-sided traffic so far, every store together: MPI_Get calls made,
+ * the bytes they asked for, and MPI_Win_flush calls (one per owner per read: the round
+ * trips reads waited for).  Counters only grow; take differences. */
+int dds_rma_stats(int64_t *gets, int64_t *bytes, int64_t *flushes);
 
 /* Local.  1 in a process forked from an MPI rank after the core was loaded (a
  * DataLoader worker, os.fork), else 0.  There every function that would make an MPI

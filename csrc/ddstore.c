@@ -781,10 +781,31 @@ static MPI_Datatype gather_unit(const struct gathered *g, const char *out, int *
     return MPI_BYTE;
 }
 
+/* RMA traffic of this process (dds_rma_stats): MPI_Get calls, their bytes, and
+ * flushes (one per owner per read call: the round trips a read waits for) */
+static atomic_llong rma_gets, rma_bytes, rma_flushes;
+
+int dds_rma_stats(int64_t *gets, int64_t *bytes, int64_t *flushes)
+{
+    if (!gets || !bytes || !flushes)
+        return dds_set_error(DDS_EINVAL, "dds_rma_stats: NULL output");
+    *gets = atomic_load_explicit(&rma_gets, memory_order_relaxed);
+    *bytes = atomic_load_explicit(&rma_bytes, memory_order_relaxed);
+    *flushes = atomic_load_explicit(&rma_flushes, memory_order_relaxed);
+    return DDS_OK;
+}
+
+static void count_get(int64_t bytes)
+{
+    atomic_fetch_add_explicit(&rma_gets, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rma_bytes, bytes, memory_order_relaxed);
+}
+
 static int get_gathered(struct dds_var *v, char *out, int owner, struct gathered *g)
 {
     if (g->n == 0) return DDS_OK;
     int rc;
+    count_get(g->bytes);
     if (g->n == 1) {
         rc = MPI_Get(out + g->odisp[0], g->len[0], MPI_BYTE, owner, g->tdisp[0], g->len[0],
                      MPI_BYTE, v->rma_win);
@@ -873,6 +894,7 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
             int64_t n = end - done < DDS_MAX_GET_BYTES ? end - done : DDS_MAX_GET_BYTES;
             rc = MPI_Get(p->dst + done, (int)n, MPI_BYTE, p->owner,
                          (MPI_Aint)(p->disp + done), (int)n, MPI_BYTE, v->rma_win);
+            count_get(n);
         }
         if (locked) {
             int rc2 = MPI_Win_unlock(p->owner, v->rma_win);
@@ -1064,6 +1086,7 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
     } else if (v->rma_win != MPI_WIN_NULL) {
         for (int g = 0; g < s->width; g++) {
             if (!touched[g]) continue;
+            atomic_fetch_add_explicit(&rma_flushes, 1, memory_order_relaxed);
             rc = MPI_Win_flush(g, v->rma_win);
             if (rc != MPI_SUCCESS && code == DDS_OK)
                 code = dds_mpi_error(rc, "MPI_Win_flush");
