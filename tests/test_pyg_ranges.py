@@ -29,17 +29,29 @@ def test_range_loaders_on_two_ranks(shared_launch):
 
 @pytest.mark.mpi
 def test_benchmark_smoke(tmp_path):
-    """mpiexec -n 2 python -m ddstore.bench.pyg on a tiny graph: width 2, one transport;
-    the JSON names the numbers and says why the in-memory reference did or did not run."""
+    """mpiexec -n 2 python -m ddstore.bench.pyg on a tiny graph: width 2, both transports;
+    the JSON names the numbers (the one-sided traffic per batch among them: some over
+    rma, none where every read is a load) and says why the in-memory reference did or did
+    not run."""
     out = run_mpi("-m", 2, "ddstore.bench.pyg", "--scale", "0.001", "--batches", "2",
-                  "--batch-size", "64", "--transports", "auto", "--options", "all",
+                  "--batch-size", "64", "--transports", "auto,rma", "--options", "all",
                   "--out", str(tmp_path), timeout=180)
     assert "width 2 auto" in out and "sampled edges/s per rank" in out, out
     res = json.load(open(tmp_path / "pyg_n2.json"))
     assert res["benchmark"] == "pyg" and res["ranks"] == 2 and res["num_nodes"] == 2449
     assert res["command"].startswith("mpiexec -n 2 python -m ddstore.bench.pyg --scale")
     assert res["seed"] == 0 and res["versions"]["torch_geometric"] and res["versions"]["mpi"]
-    (r,) = res["results"]
+    r, r_rma = res["results"]
+    assert r_rma["transport"] == "rma" and r_rma["shm_peers"] == 0, r_rma
+    assert "RMA per batch:" in out, out
+    for q in [r_rma["rma"]] + [v["rma"] for v in r_rma["by_option"].values()]:
+        assert q["remote_owners"] == 1 and len(q["by_rank"]) == 2, q
+        # 3 hops x (nbr, eid) + x + y, at least one gathered get and flush each
+        assert q["gets_per_batch"] > 0 and q["round_trips_per_batch"] > 0, q
+        assert q["bytes_per_batch"] > 0 and q["gets_per_owner_per_batch"] > 0, q
+        assert q["round_trips_per_owner_per_batch"] > 0, q
+    if r["shm_peers"] == 1:  # inside a node: every read a load, nothing counted
+        assert r["rma"]["gets_per_batch"] == 0 and r["rma"]["remote_owners"] == 0, r["rma"]
     assert r["width"] == 2 and r["edges_per_s_per_rank"] > 0 and r["batches_per_s_per_rank"] > 0
     assert len(r["peak_rss_per_rank"]) == 2 and min(r["peak_rss_per_rank"]) > 0
     assert sorted(r["by_option"]) == ["backward", "bidirectional", "directional", "induced",

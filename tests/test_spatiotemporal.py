@@ -569,3 +569,18 @@ def test_benchmark_smoke(tmp_path):
     stored = [r["stored_steps"] for r in halo["per_rank"]]
     assert sum(stored) == 3000 + 5 * 23 and abs(stored[0] - stored[1]) <= 1, stored
     assert [r["stored_steps"] for r in multi["per_rank"]] == [1500, 1500]
+    # the one-sided traffic of a window batch: global shuffle over rma reads the other
+    # member's windows (one gathered get and one round trip per owner per batch); batch
+    # counts alike on both ranks; nothing counted where every read is a load (auto, shm)
+    for part in (halo, multi):
+        for key in ("auto_global", "auto_batch_local", "rma_global", "rma_batch_local"):
+            q = part[key + "_rma"]
+            assert len(q["by_rank"]) == 2 and q["bytes_per_batch"] >= 0, (key, q)
+        q = part["rma_global_rma"]
+        assert q["remote_owners"] == 1 and q["gets_per_batch"] > 0, q
+        assert q["round_trips_per_batch"] > 0 and q["bytes_per_batch"] > 0, q
+        assert q["gets_per_owner_per_batch"] > 0, q
+        assert q["round_trips_per_owner_per_batch"] > 0, q
+        q = part["auto_global_rma"]
+        if q["remote_owners"] == 0:  # inside a node: the peer's windows read by load
+            assert q["gets_per_batch"] == 0 and q["round_trips_per_batch"] == 0, q

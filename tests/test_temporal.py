@@ -79,8 +79,9 @@ def test_synthetic_stream():
 @pytest.mark.mpi
 def test_benchmark_smoke(tmp_path):
     """mpiexec -n 2 python -m ddstore.bench.temporal on a small stream: widths 1 and 2,
-    transports auto and rma, JSON written."""
-    run_mpi("-m", 2, "ddstore.bench.temporal", "--num-nodes", "300", "--num-edges",
+    transports auto and rma, JSON written with the one-sided traffic per batch (some
+    over rma at width 2, none at width 1)."""
+    out = run_mpi("-m", 2, "ddstore.bench.temporal", "--num-nodes", "300", "--num-edges",
             "20000", "--batch-size", "100", "--batches", "12", "--out", str(tmp_path),
             "--no-plot", timeout=180, cwd=ROOT)
     res = json.load(open(tmp_path / "temporal_n2.json"))
@@ -89,8 +90,16 @@ def test_benchmark_smoke(tmp_path):
     assert len(combos) == 9, combos
     for r in res["results"]:
         assert r["sampled_edges"] > 0 and r["edges_per_s_per_rank"] > 0
+        q = r["rma"]
+        assert len(q["by_rank"]) == 2 and q["gets_per_batch"] >= 0, q
         if r["width"] == 2 and r["transport"] == "rma":
-            assert r["shm_peers"] == 0
+            assert r["shm_peers"] == 0 and q["remote_owners"] == 1, q
+            assert q["gets_per_batch"] > 0 and q["round_trips_per_batch"] > 0, q
+            assert q["bytes_per_batch"] > 0 and q["gets_per_owner_per_batch"] > 0, q
+            assert q["round_trips_per_owner_per_batch"] > 0, q
+        if r["width"] == 1:
+            assert q["remote_owners"] == 0 and q["gets_per_batch"] == 0, q
+    assert "RMA per batch:" in out, out
     by_w = {r["width"]: r["tcsr_bytes_per_rank"] for r in res["results"]}
     assert max(by_w[2]) < max(by_w[1])  # width 2 halves (about) the T-CSR per rank
 

@@ -8,7 +8,9 @@ What every benchmark shares lives here: :func:`parser` (the command line, with t
 options all of them take), :func:`write_report` (the JSON, stating the command, seed and
 versions it came from), :func:`ratio` / :func:`ratio_text` (a ratio printed and written
 with its control: the spread of one side measured twice in the same job, so a change can
-be told from the noise of a shared machine), :func:`log` and :class:`Items`."""
+be told from the noise of a shared machine), :func:`rma_counts` / :func:`traffic` (the
+one-sided messages a timed region made, per batch and per remote owner), :func:`log` and
+:class:`Items`."""
 import argparse
 import importlib.metadata
 import json
@@ -19,7 +21,7 @@ import sys
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
-           "ratio", "ratio_text", "log", "Items"]
+           "ratio", "ratio_text", "rma_counts", "traffic", "traffic_text", "log", "Items"]
 
 # the packages whose versions every report states (None: not installed)
 PACKAGES = ("numpy", "torch", "torch_geometric", "pyg_lib", "torch_sparse", "mpi4py")
@@ -129,6 +131,51 @@ def _number(value):
     if hasattr(value, "item"):
         return value.item()
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def rma_counts():
+    """This process's one-sided traffic so far, ``{gets, bytes, flushes}``
+    (``ddstore._core.rma_stats``: MPI_Get calls, the bytes they asked for, MPI_Win_flush
+    calls -- the round trips a read waits for, one per remote owner per read call).
+    Shared-memory reads are loads and count nothing.  Read it outside a timed region and
+    take differences (:func:`traffic`)."""
+    from ddstore import _core
+    return _core.rma_stats()
+
+
+def traffic(comm, before, after, batches, store):
+    """Collective over ``comm``: the one-sided traffic of ``batches`` batches, from
+    :func:`rma_counts` taken before and after them on each rank, per batch:
+    ``gets_per_batch`` (MPI_Get calls), ``round_trips_per_batch`` (flushes),
+    ``bytes_per_batch``, the same per remote owner (``*_per_owner_per_batch``: divided by
+    ``remote_owners``, the other members of this rank's group it does not read through
+    shared memory: ``store.group_size - 1 - store.shm_peers``; absent where there are
+    none), each the mean over ranks, and ``by_rank`` (each rank's per-batch numbers)."""
+    import numpy as np
+    remote = int(store.group_size) - 1 - int(store.shm_peers)
+    mine = {k: (after[k] - before[k]) / max(batches, 1) for k in ("gets", "flushes",
+                                                                   "bytes")}
+    per = comm.allgather(dict(mine, remote_owners=remote))
+    names = {"gets": "gets", "flushes": "round_trips", "bytes": "bytes"}
+    out = {"remote_owners": max(p["remote_owners"] for p in per)}
+    for k, name in names.items():
+        out[f"{name}_per_batch"] = float(np.mean([p[k] for p in per]))
+    if out["remote_owners"] > 0:
+        for k, name in names.items():
+            out[f"{name}_per_owner_per_batch"] = float(np.mean(
+                [p[k] / p["remote_owners"] for p in per if p["remote_owners"] > 0]))
+    out["by_rank"] = [{"gets_per_batch": p["gets"], "round_trips_per_batch": p["flushes"],
+                       "bytes_per_batch": p["bytes"], "remote_owners": p["remote_owners"]}
+                      for p in per]
+    return out
+
+
+def traffic_text(t):
+    """``"RMA per batch: 12 gets, 6 round trips, 1.2 MB (1 remote owner)"``."""
+    return (f"RMA per batch: {t['gets_per_batch']:.1f} gets, "
+            f"{t['round_trips_per_batch']:.1f} round trips, "
+            f"{t['bytes_per_batch'] / 1e6:.3f} MB "
+            f"({plural(t['remote_owners'], 'remote owner')})")
 
 
 def plural(n, word, words=None):

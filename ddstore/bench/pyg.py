@@ -18,7 +18,10 @@ relabelling, feature and label reads; mean and slowest rank), the share of that 
 RSS of loading and of sampling, the peak PSS (RSS counts the pages of peers' chunks read
 through shared memory in full -- on one node MPICH's windows are shared memory with
 either transport -- while PSS divides them among the ranks mapping them: the memory the
-job really uses, per rank), the bytes the store holds, and a batch's own ``x`` and ``y``.
+job really uses, per rank), the bytes the store holds, a batch's own ``x`` and ``y``, and
+the one-sided traffic of a batch (``rma``, also per option: MPI_Get calls, round trips and
+bytes per batch and per remote owner, counted outside the timed batches;
+:func:`ddstore.bench.traffic`).
 
 ``--options`` times the sampling options (``subgraph_type`` bidirectional and induced,
 ``weight_attr``, temporal sampling by a node time ``time_attr`` with a time per seed
@@ -74,7 +77,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import exit_on_every_rank, log, parser, plural, ratio, ratio_text, \
-    write_report
+    rma_counts, traffic, traffic_text, write_report
 
 
 # --options: the sampler keyword arguments of each (the same for ours and PyG's;
@@ -209,9 +212,12 @@ def _profile_rows(prof, batches, top=25):
                  cum_ms_per_batch=1e3 * v[3] / batches) for k, v in rows]
 
 
-def _time_loader(loader, batches, sampler, step_s=0.0, profile=None, watch=None, warm=1):
+def _time_loader(loader, batches, sampler, step_s=0.0, profile=None, watch=None, warm=1,
+                 counts=None):
     """(seconds, sampler seconds, sampled edges, sampled nodes) of ``batches`` batches
-    after ``warm`` warm-up batches.  Each batch is dropped before the next is drawn, as a
+    after ``warm`` warm-up batches.  ``counts`` (a list): ``(before, after)``
+    :func:`~ddstore.bench.rma_counts` of the timed batches is appended to it (read
+    outside the timed region).  Each batch is dropped before the next is drawn, as a
     training step that ends with ``del batch`` does (a bare ``for batch in loader`` keeps
     the previous batch alive while the next is built: one batch more at the peak).
     ``watch`` (a :class:`~ddstore.bench.memory.MemoryWatch`): sampled while each batch
@@ -234,6 +240,7 @@ def _time_loader(loader, batches, sampler, step_s=0.0, profile=None, watch=None,
     spent[0] = 0.0
     edges = nodes = 0
     paused = 0.0
+    before = rma_counts() if counts is not None else None
     t0 = time.perf_counter()
     if profile is not None:
         profile.enable()
@@ -250,7 +257,10 @@ def _time_loader(loader, batches, sampler, step_s=0.0, profile=None, watch=None,
             time.sleep(step_s)
     if profile is not None:
         profile.disable()
-    return time.perf_counter() - t0 - paused, spent[0], edges, nodes
+    secs = time.perf_counter() - t0 - paused
+    if counts is not None:
+        counts.append((before, rma_counts()))
+    return secs, spent[0], edges, nodes
 
 
 def _edge_weights(a, b):
@@ -388,10 +398,13 @@ def _time_option(args, comm, data, fanouts, seeds, times, option, graph_store=No
     if args.profile and comm.Get_rank() == 0:
         import cProfile
         prof = cProfile.Profile()
-    timing = _time_loader(loader, args.batches, sampler, profile=prof, watch=args.watch)
+    counts = []
+    timing = _time_loader(loader, args.batches, sampler, profile=prof, watch=args.watch,
+                          counts=counts)
     if raw is not None:
         raw.append(timing)
     out = _per_batch(comm, args.batches, timing)
+    out["rma"] = traffic(comm, *counts[0], args.batches, gs.store)
     if prof is not None:
         out["profile"] = _profile_rows(prof, args.batches)
     return out
@@ -561,16 +574,20 @@ def main(argv=None, prog=None):
                     if args.profile and rank == 0 and depth == args.prefetch[0]:
                         import cProfile
                         prof = cProfile.Profile()
+                    counts = []
                     by_depth[depth] = _time_loader(loader, args.batches, sampler,
-                                                   args.step_ms / 1e3, prof, watch)
+                                                   args.step_ms / 1e3, prof, watch,
+                                                   counts=counts)
+                    if depth == args.prefetch[0]:
+                        rma = traffic(comm, *counts[0], args.batches, store)
                     if prof is not None:
                         profile_rows = _profile_rows(prof, args.batches)
                     del loader, sampler
                 by_workers = (_time_workers(args, comm, data, fanouts)
                               if args.workers and not args.alone else None)
                 by_option = {} if args.alone else {
-                    "directional": _per_batch(comm, args.batches,
-                                              by_depth[args.prefetch[0]])}
+                    "directional": dict(_per_batch(comm, args.batches,
+                                                   by_depth[args.prefetch[0]]), rma=rma)}
                 prepared, raw, mem_prepare = {}, [], None
                 for option in args.options:
                     prepared.update(_prepare(option, args, comm, store, data, shape))
@@ -588,6 +605,7 @@ def main(argv=None, prog=None):
                             prepared.get("graph_store") if option == "temporal" else None,
                             raw)
                     by_depth[args.prefetch[0]] = raw[0]  # the first option's, reported
+                    rma = by_option[args.options[0]]["rma"]
                 secs, sample_s, edges, nodes = by_depth[args.prefetch[0]]
                 depth_bps = {d: args.batches / v[0] for d, v in by_depth.items()}
                 weights, graph_store = prepared.get("weights"), prepared.get("graph_store")
@@ -635,6 +653,7 @@ def main(argv=None, prog=None):
                 sample_peak_pss_per_rank=[p["sample_peak_pss"] for p in per],
                 peak_rss_over_data=max(peak) / total_bytes,
                 store_bytes_over_data=max(p["held"] for p in per) / total_bytes)
+            res["rma"] = rma  # the reported loader's one-sided traffic per batch
             res["by_option"] = by_option
             if by_workers is not None:
                 res["by_workers"] = by_workers
@@ -699,6 +718,7 @@ def main(argv=None, prog=None):
                       f"{max(res['load_peak_pss_per_rank']) / 1e9:.2f} GB, sampling "
                       f"{max(res['sample_peak_pss_per_rank']) / 1e9:.2f} GB; loaded in "
                       f"{load_s:.1f} s")
+            log(comm, f"width {width} {transport:4s}: {traffic_text(res['rma'])}")
             if len(args.prefetch) > 1 or args.prefetch != [0]:
                 log(comm, f"width {width} {transport:4s}: batches/s per rank by prefetch "
                           f"depth (step {args.step_ms:g} ms): " + ", ".join(

@@ -18,7 +18,9 @@ and its peak RSS at that point is its *baseline*:
     width-1 store, the series read from the file block by block (no whole copy);
 (c) ``partitioned``: ``mpiexec -n 2``, width 2, per-rank peak RSS, with a halo of
     ``2h - 1`` steps and with multi-owner reads (two launches), plus read times for
-    sample-level global shuffle and batch-level local shuffle over both transports.
+    sample-level global shuffle and batch-level local shuffle over both transports, each
+    with the one-sided traffic of a batch (``<transport>_<shuffle>_rma``: MPI_Get calls,
+    round trips and bytes per batch and per remote owner; :func:`ddstore.bench.traffic`).
 
 Each iterates one epoch of the training windows (the same shuffled order for (a) and (b))
 in batches of 64.  Results are printed and written to ``<out>/spatiotemporal.json``.
@@ -36,7 +38,8 @@ import time
 
 import numpy as np
 
-from ddstore.bench import parser, ratio, ratio_text, write_report
+from ddstore.bench import parser, ratio, ratio_text, rma_counts, traffic, traffic_text, \
+    write_report
 
 MB = 1024.0 * 1024.0
 
@@ -302,15 +305,20 @@ def run_partitioned(args):
     b = int(ds.layout["hi"][0])
     straddle = np.arange(b - 2 * args.horizon + 1, b) - train.start
 
-    def epoch_time(dset, kind):
+    def epoch_time(dset, kind, name):
+        """The best epoch's seconds (slowest rank); the one-sided traffic of a batch
+        (counted outside the timed epochs) in ``timings[name + "_rma"]``."""
         split = dset.splits()[0]
         best = float("inf")
+        before = rma_counts()
         for _ in range(args.epochs):
             comm.Barrier()
             t0 = time.perf_counter()
             for idx in plans[kind]:
                 split.__getitems__(idx)
             best = min(best, time.perf_counter() - t0)
+        timings[name + "_rma"] = traffic(comm, before, rma_counts(),
+                                         args.epochs * len(plans[kind]), dset.store)
         return max(comm.allgather(best))
 
     def straddle_us(dset):
@@ -338,7 +346,7 @@ def run_partitioned(args):
                                                                      split.stop)),
                                               minlength=store.group_size).tolist()}
     for kind in plans:
-        timings[f"auto_{kind}_s"] = epoch_time(ds, kind)
+        timings[f"auto_{kind}_s"] = epoch_time(ds, kind, f"auto_{kind}")
     timings["auto_straddle_us_per_window"] = straddle_us(ds)
     peak_read = _peak_mb()
     mem = _smaps()
@@ -352,7 +360,7 @@ def run_partitioned(args):
                            halo=bool(args.halo))
     series2.close()
     for kind in plans:
-        timings[f"rma_{kind}_s"] = epoch_time(ds2, kind)
+        timings[f"rma_{kind}_s"] = epoch_time(ds2, kind, f"rma_{kind}")
     timings["rma_straddle_us_per_window"] = straddle_us(ds2)
     rows = comm.gather({"rank": comm.rank, "baseline_mb": base, "peak_after_load_mb":
                         peak_load, "peak_after_reads_mb": peak_read, **mem,
@@ -505,6 +513,10 @@ def main(argv=None, prog=None):
                       f"straddling windows: shm {c['auto_straddle_us_per_window']:.1f} "
                       f"us/window, RMA {c['rma_straddle_us_per_window']:.1f} us/window",
                       flush=True)
+                for key in ("auto_global", "auto_batch_local", "rma_global",
+                            "rma_batch_local"):
+                    print(f"(c) halo={c['halo']} {key}: {traffic_text(c[key + '_rma'])}",
+                          flush=True)
             res["partitioned"] = parts
         res["targets"] = targets
         write_report(res, os.path.join(args.out, "spatiotemporal.json"), args.seed)

@@ -12,7 +12,9 @@ each giving ``3 * batch_size`` roots (src, dst, one negative) at the edges' time
 rank samples them on one thread.  Reported per configuration (strategy and fanouts ×
 width × transport): roots/s and sampled edges/s per rank (the time of ``sample`` calls
 only; mean and slowest rank; each configuration sampled twice, the second pass the
-control printed beside the width ratio), and the T-CSR bytes each rank holds.  Results are printed
+control printed beside the width ratio), the T-CSR bytes each rank holds, and the
+one-sided traffic of a batch (``rma``: MPI_Get calls, round trips and bytes per batch of
+``3 * batch_size`` roots, and per remote owner; :func:`ddstore.bench.traffic`).  Results are printed
 and written as JSON (and a PNG) under ``--out`` (default ``bench_results/``).
 """
 import os
@@ -22,7 +24,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import log, parser, plural, ratio, ratio_text, write_report
+from ddstore.bench import log, parser, plural, ratio, ratio_text, rma_counts, traffic, \
+    traffic_text, write_report
 
 CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
 
@@ -87,8 +90,10 @@ def main(argv=None, prog=None):
                 tcsr = comm.allgather(g.tcsr_bytes())
                 for strategy, fanouts in CONFIGS:
                     sm = tg.TemporalSampler(g, fanouts, strategy, seed=args.seed)
+                    before = rma_counts()  # only sample() reads the store in _sample
                     roots_n, edges_n, elapsed = _sample(sm, s, mine, args.batch_size,
                                                         args.num_nodes)
+                    rma = traffic(comm, before, rma_counts(), len(mine), store)
                     # the control: the same batches sampled again
                     control = _sample(sm, s, mine, args.batch_size, args.num_nodes)
                     per = comm.allgather((roots_n / elapsed, edges_n / elapsed, edges_n,
@@ -102,13 +107,14 @@ def main(argv=None, prog=None):
                                                                            for p in per])),
                                sampled_edges=int(sum(p[2] for p in per)),
                                tcsr_bytes_per_rank=[int(x) for x in tcsr],
-                               build_s=build_s, shm_peers=store.shm_peers)
+                               build_s=build_s, shm_peers=store.shm_peers, rma=rma)
                     results.append(res)
                     log(comm, f"width {width} {transport:4s} {strategy:7s} "
                               f"{str(list(fanouts)):8s}: {res['roots_per_s_per_rank'] / 1e6:6.2f}"
                               f" M roots/s, {res['edges_per_s_per_rank'] / 1e6:6.2f} M edges/s"
                               f" per rank (slowest {res['edges_per_s_slowest_rank'] / 1e6:.2f})"
-                              f"; T-CSR {max(tcsr) / 1e6:.1f} MB/rank; build {build_s:.2f} s")
+                              f"; T-CSR {max(tcsr) / 1e6:.1f} MB/rank; build {build_s:.2f} s"
+                              f"; {traffic_text(rma)}")
                 g.remove()
     if rank == 0:
         uni = {(r["width"], r["transport"]): r["edges_per_s_per_rank"] for r in results
