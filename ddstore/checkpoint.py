@@ -92,6 +92,15 @@ def _json(value, what):
                                 f"finite numbers, bool, None): {exc}") from None
 
 
+def _path_arg(path, op):
+    """``path`` (str or os.PathLike) as a non-empty str, else refused naming ``op``."""
+    path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
+    if not isinstance(path, str) or not path:
+        raise DDStoreValueError(f"{op}: path must be a directory name (str or "
+                                f"os.PathLike), got {path!r}")
+    return path
+
+
 def _checksum(buf):
     return _core.fingerprint(buf, _SEED)
 
@@ -314,11 +323,8 @@ class CheckpointAPI:
         variable).  Returns the manifest (a dict).
 
         The rows, records and annotations stay in the store, unchanged."""
-        path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
         with self.collective("save", str(path)) as step:
-            if not isinstance(path, str) or not path:
-                raise DDStoreValueError(f"save: path must be a directory name (str or "
-                                        f"os.PathLike), got {path!r}")
+            path = _path_arg(path, "save")
             block_bytes = int(block_bytes)
             if block_bytes < 1:
                 raise DDStoreValueError(f"save: block_bytes={block_bytes} must be >= 1")
@@ -491,11 +497,8 @@ class CheckpointAPI:
         or a variable or annotation name the store already holds is refused with a
         :class:`DDStoreValueError` naming it, alike on every rank, and the store keeps
         only what it held before.  Returns the manifest."""
-        path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else path
         with self.collective("load", str(path)) as step:
-            if not isinstance(path, str) or not path:
-                raise DDStoreValueError(f"load: path must be a directory name (str or "
-                                        f"os.PathLike), got {path!r}")
+            path = _path_arg(path, "load")
             manifest = read_manifest(path)
             names = [v["name"] for v in manifest["variables"] if not v["records"]] + \
                 [r["name"] for r in manifest["records"]]

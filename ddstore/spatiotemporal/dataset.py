@@ -220,6 +220,27 @@ class WindowSplit(_WindowView):
                 f"{len(self)} windows)")
 
 
+def _placement(store, device, resident):
+    """``(torch.device, resident)`` of a window dataset over ``store``: ``resident``
+    None chooses ``"device"`` for a non-CPU device at width 1, else ``"store"``; a bad
+    device, an unknown ``resident`` or ``"device"`` at width > 1 is refused."""
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise DDStoreValueError(f"device={device!r} is not a torch device: {exc}") \
+            from None
+    width = store.group_size
+    if resident is None:
+        resident = "device" if (device.type != "cpu" and width == 1) else "store"
+    if resident not in ("store", "device"):
+        raise DDStoreValueError(f"resident={resident!r}; allowed: None, 'store', "
+                                f"'device'")
+    if resident == "device" and width != 1:
+        raise DDStoreValueError(f"resident='device' needs the whole series on every "
+                                f"rank: store width must be 1, got width={width}")
+    return device, resident
+
+
 class WindowDataset(_WindowView):
     """Sliding windows of a series ``[T, nodes, features]`` held once in a DDStore.
 
@@ -424,21 +445,8 @@ class WindowDataset(_WindowView):
         self.mean, self.std = arr["mean"].copy(), arr["std"].copy()
         self.edge_index = torch.from_numpy(arr["edge_index"].copy())
         self.edge_weight = torch.from_numpy(arr["edge_weight"].copy())
-        try:
-            self.device = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise DDStoreValueError(f"device={device!r} is not a torch device: {exc}") \
-                from None
+        self.device, self.resident = _placement(store, device, resident)
         width = store.group_size
-        if resident is None:
-            resident = "device" if (self.device.type != "cpu" and width == 1) else "store"
-        if resident not in ("store", "device"):
-            raise DDStoreValueError(f"resident={resident!r}; allowed: None, 'store', "
-                                    f"'device'")
-        if resident == "device" and width != 1:
-            raise DDStoreValueError(f"resident='device' needs the whole series on every "
-                                    f"rank: store width must be 1, got width={width}")
-        self.resident = resident
         # the layout of the rows as they are now (the pieces as saved, on the members
         # whose chunks hold them)
         self.halo = bool(meta["halo"])
@@ -500,21 +508,8 @@ class WindowDataset(_WindowView):
         self.time_features = kinds
         tf = time_feature_array(ts, kinds, dt) if kinds else None
         self.num_features = f + (0 if tf is None else tf.shape[1])
-        try:
-            self.device = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise DDStoreValueError(f"device={device!r} is not a torch device: {exc}") \
-                from None
+        self.device, self.resident = _placement(store, device, resident)
         width = store.group_size
-        if resident is None:
-            resident = "device" if (self.device.type != "cpu" and width == 1) else "store"
-        if resident not in ("store", "device"):
-            raise DDStoreValueError(f"resident={resident!r}; allowed: None, 'store', "
-                                    f"'device'")
-        if resident == "device" and width != 1:
-            raise DDStoreValueError(f"resident='device' needs the whole series on every "
-                                    f"rank: store width must be 1, got width={width}")
-        self.resident = resident
         self.halo = bool(halo) and width > 1
         self.layout = series_layout(T, h, width, self.halo, self.split_bounds)
         # the same as Python lists, for scalar lookups on the per-window path
