@@ -14,8 +14,8 @@ from ddstore import checkpoint as ck
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs,transport", [(1, "auto"), (2, "auto"), (2, "rma"),
-                                              (3, "rma"), (4, "auto")])
+@pytest.mark.parametrize("nprocs,transport", [(1, "auto"), (2, "auto"), (3, "rma"),
+                                              (4, "auto")])
 @pytest.mark.shared_launch("checkpoint_core.py", "{transport}", timeout=300)
 def test_checkpoint_core(shared_launch, nprocs, transport):
     assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
