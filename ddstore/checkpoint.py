@@ -375,8 +375,9 @@ class CheckpointAPI:
             raise DDStoreValueError(f"save: {path!r} exists and is not a directory")
         os.makedirs(path, exist_ok=True)
         entries = set(os.listdir(path))
+        ours = ("g-", f".{MANIFEST}.")  # generations, manifests not yet renamed
         if entries and MANIFEST not in entries and not all(
-                e.startswith("g-") for e in entries):
+                e.startswith(ours) for e in entries):
             raise DDStoreValueError(
                 f"save: {path!r} holds other files ({sorted(entries)[:5]}) and no "
                 f"ddstore checkpoint; give an empty or new directory")
@@ -482,9 +483,11 @@ class CheckpointAPI:
             os.fsync(fd)
         finally:
             os.close(fd)
-        for e in os.listdir(path):
+        for e in os.listdir(path):  # earlier generations, and what killed saves left
             if e.startswith("g-") and e != manifest["generation"]:
                 shutil.rmtree(os.path.join(path, e), ignore_errors=True)
+            elif e.startswith(f".{MANIFEST}."):
+                os.remove(os.path.join(path, e))
 
     # ------------------------------------------------------------------ load
     def load(self, path):

@@ -90,3 +90,15 @@ def test_checkpoint_benchmark_smoke(tmp_path):
                 "first_touch"):
         assert res[key][0]["gb_per_s_per_rank"] > 0, key
     assert res["save_over_dd_write"] > 0 and res["command"].startswith("mpiexec -n 2")
+
+
+def test_a_killed_save_leaves_nothing_that_blocks_the_next(store, tmp_path):
+    """What a save killed before its rename leaves (a generation directory, a manifest
+    not yet renamed) does not make the directory "other files"; the next save succeeds
+    and removes it."""
+    path = tmp_path / "ck"
+    (path / "g-killed").mkdir(parents=True)
+    (path / f".{ck.MANIFEST}.g-killed").write_text("{}")
+    store.add("x", np.arange(3))
+    m = store.save(path)
+    assert sorted(os.listdir(path)) == sorted([ck.MANIFEST, m["generation"]])
