@@ -36,6 +36,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import traceback
 import types
 
@@ -223,6 +224,10 @@ def abort_job(name):
                      + "".join(f"[rank {rank}] {line}\n" for line in
                                text.rstrip("\n").split("\n")))
     sys.stderr.flush()
+    # give the process manager a moment to forward the traceback: MPI_Abort ends the
+    # job at once, and Hydra can drop what this rank wrote just before (seen once in
+    # CI: the job ended without the traceback)
+    time.sleep(0.3)
     comm.Abort(1)
     os._exit(1)  # MPI_Abort may return before the process manager ends this one
 
