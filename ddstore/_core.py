@@ -181,9 +181,18 @@ class Core:
         of ``dtype``, no copy): writing it is what :meth:`write_local` does, for layers
         that scatter rows (other ranks see the writes after the next :meth:`sync`).
         Valid until the variable is removed or the store freed."""
+        return self.member_view(var, self.group_rank, dtype, row_shape)
+
+    def member_view(self, var, member, dtype, row_shape):
+        """A numpy array over group member ``member``'s chunk of ``var``, no copy, when
+        this process maps it (its own chunk, and node-local members' over shared
+        memory); None for a member read with MPI_Get.  Valid until the variable is
+        removed or the store freed."""
         ptr = ffi.new("void **")
         n = ffi.new("int64_t *")
-        self._check(lib.dds_member_ptr(self._handle[0], var, self.group_rank, ptr, n))
+        self._check(lib.dds_member_ptr(self._handle[0], var, member, ptr, n))
+        if ptr[0] == ffi.NULL and n[0] > 0 and member != self.group_rank:
+            return None
         dtype = np.dtype(dtype)
         row = int(np.prod(row_shape, dtype=np.int64))
         shape = (int(n[0]),) + tuple(row_shape)

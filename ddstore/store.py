@@ -16,6 +16,7 @@ Beside it: :mod:`ddstore.records` (variable-size records), :mod:`ddstore.memory`
 planning), :mod:`ddstore._lifecycle` (exit and abort), :mod:`ddstore._checks` (argument
 checks).
 """
+import bisect
 import functools
 import math
 import os
@@ -85,11 +86,12 @@ def progress_interval(core):
 
 
 class _Var:
-    __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows")
+    __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows", "mapped")
 
     def __init__(self, name, vid, dtype, row_shape, n_local, nrows):
         self.name, self.vid, self.dtype = name, vid, dtype
         self.row_shape, self.n_local, self.nrows = row_shape, n_local, nrows
+        self.mapped = None  # (chunk starts, member views or None): DDStore._mapped
 
 
 class _PrefaultThread(threading.Thread):
@@ -586,6 +588,14 @@ class DDStore(RecordsAPI, CheckpointAPI):
             var = self._vars[name]
         except (KeyError, TypeError):
             var = self._var(name)  # raises: unknown name, records, freed store
+        if out is None and type(index) is int and 0 <= index < var.nrows:
+            # the hot path: a row this process maps (its own chunk, a node-local
+            # member's) is copied by numpy, without a call into the core
+            starts, views = var.mapped or self._mapped(var)
+            m = bisect.bisect_right(starts, index) - 1
+            view = views[m]
+            if view is not None:
+                return view[index - starts[m]].copy()
         if type(index) is not int:
             index = as_int(index, f"get {name!r}: index")
         buf = (np.empty(var.row_shape, var.dtype) if out is None else
@@ -596,6 +606,16 @@ class DDStore(RecordsAPI, CheckpointAPI):
             raise DDStoreIndexError(f"get {name!r}: index {index} out of range "
                                     f"[0, {var.nrows})") from None
         return buf if (out is not None or var.row_shape) else buf[()]
+
+    def _mapped(self, var):
+        """``(chunk starts, views)`` of ``var``, kept on it: where each member's chunk
+        starts (a list of ``width + 1`` ints) and a numpy view of the chunks this process
+        maps (None for members read with MPI_Get)."""
+        starts = [int(x) for x in self._core.chunk_offsets(var.vid)]
+        views = [self._core.member_view(var.vid, m, var.dtype, var.row_shape)
+                 for m in range(self.group_size)]
+        var.mapped = (starts, views)
+        return var.mapped
 
     def get_batch(self, name, indices, out=None):
         """Local: rows ``indices`` of ``name``, in request order, as ``[len, *row_shape]``.
