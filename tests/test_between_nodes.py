@@ -27,3 +27,25 @@ def test_progress_agent(mpirun, mode):
     passed_on(out, 2)
     if mode != "serialized":
         assert f"mode {mode}: " in out, out
+
+
+def test_progress_settings(monkeypatch):
+    """DDSTORE_PROGRESS: auto leaves the agent off when every member is on this node;
+    on starts it (and free stops it); a bad value or period is refused, naming it."""
+    from mpi4py import MPI
+    import ddstore
+    from ddstore import _core
+    monkeypatch.delenv("DDSTORE_PROGRESS_US", raising=False)
+    for mode, running in (("auto", False), ("off", False), ("on", True)):
+        monkeypatch.setenv("DDSTORE_PROGRESS", mode)
+        with ddstore.DDStore(MPI.COMM_SELF, transport="rma") as s:
+            assert s.progress is running, mode
+            assert _core.progress_stats()["running"] == int(running), mode
+        assert _core.progress_stats()["running"] == 0
+    monkeypatch.setenv("DDSTORE_PROGRESS", "sometimes")
+    with pytest.raises(ddstore.DDStoreValueError, match="DDSTORE_PROGRESS='sometimes'"):
+        ddstore.DDStore(MPI.COMM_SELF)
+    monkeypatch.setenv("DDSTORE_PROGRESS", "on")
+    monkeypatch.setenv("DDSTORE_PROGRESS_US", "0")
+    with pytest.raises(ddstore.DDStoreValueError, match=r"in \[1, 1000000\]"):
+        ddstore.DDStore(MPI.COMM_SELF)
