@@ -634,7 +634,9 @@ int dds_write_local(dds_store *s, int var_id, int64_t offset, const void *src,
         return dds_set_error(DDS_ERANGE, "variable '%s': local rows [%lld, %lld) outside "
                              "the local chunk [0, %lld)", v->name, (long long)offset,
                              (long long)(offset + nrows), (long long)v->n_local);
-    if (nrows) memcpy(v->base + offset * v->row_bytes, src, (size_t)(nrows * v->row_bytes));
+    /* rows of 0 bytes have no memory behind them (base may be NULL): nothing to copy */
+    if (nrows && v->row_bytes)
+        memcpy(v->base + offset * v->row_bytes, src, (size_t)(nrows * v->row_bytes));
     return DDS_OK;
 }
 
