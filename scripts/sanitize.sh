@@ -4,7 +4,8 @@
 # beside a view of the package whose every other file is the source tree's own, then runs
 # over it the fast in-process subset (pytest -m "not mpi") and the 2-rank MPI programs of
 # the core, the samplers (PyG with its options, and temporal), dynamic graphs, node
-# memory, checkpoint / restore, and the progress agent between nodes.  Any report fails the run: UBSan halts on the first error, ASan always does.
+# memory, checkpoint / restore, and the progress agent between nodes.  Any report fails
+# the run: UBSan halts on the first error, ASan always does.
 # Leak detection is off (MPI and Python keep memory to exit by design).  Python is not
 # instrumented, so the ASan runtime is preloaded.  Run by .ci/run after the README's test
 # command (scripts/test.sh), which installs what this needs.  Arguments are passed to both
