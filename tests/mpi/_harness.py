@@ -51,6 +51,14 @@ current = {"case": None}  # the name of the case running now (Cases.run), or Non
 failed_case_names = []    # the cases of this program that failed (rank 0 prints them)
 
 
+def first_ranks(k):
+    """Collective over COMM_WORLD: a communicator of its first ``k`` ranks (in rank
+    order) on those ranks, None on the others (a job restoring a checkpoint on fewer
+    ranks); the caller frees it."""
+    sub = comm.Split(0 if rank < k else MPI.UNDEFINED, rank)
+    return None if sub == MPI.COMM_NULL else sub
+
+
 def every_width():
     """The widths a store of this job can have: every divisor of the rank count."""
     return [w for w in range(1, size + 1) if size % w == 0]

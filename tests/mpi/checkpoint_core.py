@@ -18,7 +18,7 @@ import zlib
 import numpy as np
 from mpi4py import MPI
 
-from _harness import Cases, check, expect_error, run_main, shared_tmpdir
+from _harness import Cases, check, expect_error, first_ranks, run_main, shared_tmpdir
 
 import ddstore
 from ddstore import DDStore, DDStoreError, DDStoreValueError, partition
@@ -100,12 +100,6 @@ def verify(store, tag, restored=True):
           f"{tag}: f32 chunks start at {starts.tolist()}, not at its cuts")
 
 
-def subcomm(k):
-    """The first ``k`` ranks as a communicator (None on the others)."""
-    sub = comm.Split(0 if rank < k else MPI.UNDEFINED, rank)
-    return None if sub == MPI.COMM_NULL else sub
-
-
 @cases("save at each width, restore at every rank count and width")
 def _(t):
     with shared_tmpdir() as tmp:
@@ -122,7 +116,7 @@ def _(t):
             check(files == [f"rank-{r:05d}.bin" for r in range(size)],
                   f"w{w}: one file per rank, got {files}")
             for k in range(1, size + 1):
-                sub = subcomm(k)
+                sub = first_ranks(k)
                 if sub is not None:
                     for w2 in [w2 for w2 in range(1, k + 1) if k % w2 == 0]:
                         with DDStore.restore(path, sub, width=w2, transport=TRANSPORT) as r:

@@ -31,7 +31,8 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import Cases, check, comm, expect_error, every_width, rank, run_main, size
+from _harness import (Cases, check, comm, every_width, expect_error, first_ranks, rank,
+                      run_main, size)
 
 torch.set_num_threads(1)
 
@@ -294,8 +295,8 @@ def _(t):
 
 @cases("restore on fewer ranks", min_ranks=2)
 def _(t):
-    sub = comm.Split(0 if rank < size - 1 else MPI.UNDEFINED, rank)
-    if sub != MPI.COMM_NULL:
+    sub = first_ranks(size - 1)
+    if sub is not None:
         tag = f"{size} ranks w{t.width} -> {sub.size} ranks w{sub.size} rma"
         r = ddstore.DDStore.restore(t.path, sub, width=sub.size, transport="rma")
         try:

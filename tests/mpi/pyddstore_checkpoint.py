@@ -22,7 +22,8 @@ from mpi4py import MPI
 import pyddstore
 from ddstore import DDStoreValueError
 
-from _harness import Cases, check, comm, expect_error, rank, run_main, shared_tmpdir, size
+from _harness import (Cases, check, comm, expect_error, first_ranks, rank, run_main,
+                      shared_tmpdir, size)
 
 cases = Cases()
 
@@ -96,8 +97,8 @@ def _(t):
     configs = [(k, w) for k in range(1, size + 1) for w in range(1, k + 1) if k % w == 0]
     for turn, (k, w) in enumerate(configs):
         transport = ("auto", "rma")[turn % 2]
-        sub = comm.Split(0 if rank < k else MPI.UNDEFINED, rank)
-        if sub != MPI.COMM_NULL:
+        sub = first_ranks(k)
+        if sub is not None:
             with pyddstore.PyDDStore.restore(f"{t.tmp}/ck", sub, ddstore_width=w,
                                              transport=transport) as st:
                 check(st.ddstore_width == w, f"restore width {st.ddstore_width}")

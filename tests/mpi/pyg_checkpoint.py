@@ -45,7 +45,8 @@ from ddstore import pyg as dpyg
 from torch_geometric.data import Data, HeteroData
 from torch_geometric.loader import NeighborLoader
 
-from _harness import Cases, check, comm, expect_error, rank, run_main, shared_tmpdir, size
+from _harness import (Cases, check, comm, expect_error, first_ranks, rank, run_main,
+                      shared_tmpdir, size)
 
 cases = Cases()
 N, E = 40, 160
@@ -246,8 +247,8 @@ def restore_everywhere(path, ref_vars, ref_reads, tag, configs=None):
                    if k % w == 0]
     for turn, (k, w) in enumerate(configs):
         transport = ("auto", "rma")[turn % 2]
-        sub = comm.Split(0 if rank < k else MPI.UNDEFINED, rank)
-        if sub != MPI.COMM_NULL:
+        sub = first_ranks(k)
+        if sub is not None:
             with ddstore.DDStore.restore(path, sub, width=w, transport=transport) as st:
                 compare(st, ref_vars, ref_reads, f"{tag} -> {k} ranks w{w} {transport}")
             sub.Free()
@@ -274,8 +275,8 @@ def _(t):
 
 @cases("build on one rank, restore on more", min_ranks=2)
 def _(t):
-    sub = comm.Split(0 if rank == 0 else MPI.UNDEFINED, rank)
-    if sub != MPI.COMM_NULL:
+    sub = first_ranks(1)
+    if sub is not None:
         with ddstore.DDStore(sub, width=1) as store:
             build(store)
             store.save(f"{t.dir}/one")

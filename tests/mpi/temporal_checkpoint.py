@@ -31,7 +31,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from _harness import Cases, check, expect_error, run_main, shared_tmpdir
+from _harness import Cases, check, expect_error, first_ranks, run_main, shared_tmpdir
 
 import ddstore
 from ddstore import DDStore, DDStoreValueError, partition
@@ -263,11 +263,6 @@ def remove_all(r, graphs, mems, tag):
           f"{tag}: left after remove: {r.variables()} {r.annotations()}")
 
 
-def subcomm(k):
-    sub = comm.Split(0 if rank < k else MPI.UNDEFINED, rank)
-    return None if sub == MPI.COMM_NULL else sub
-
-
 @cases("build, save; restore at every rank count and width; open, compare, go on")
 def _(t):
     with shared_tmpdir() as tmp:
@@ -280,7 +275,7 @@ def _(t):
             # opening on the store that built them: the same reads
             verify(s, ref, f"{size} ranks w{WIDTH}, not saved", further=False)
         if size > 1:  # saved from the first size - 1 ranks, at width 1
-            sub = subcomm(size - 1)
+            sub = first_ranks(size - 1)
             if sub is not None:
                 with DDStore(sub, width=1, transport=TRANSPORT) as s:
                     build(s, tmp)
@@ -290,7 +285,7 @@ def _(t):
                 sub.Free()
             comm.Barrier()
         for k in range(1, size + 1):
-            sub = subcomm(k)
+            sub = first_ranks(k)
             if sub is not None:
                 for w in [w for w in range(1, k + 1) if k % w == 0]:
                     tag = f"saved {size} ranks w{WIDTH}, restored {k} ranks w{w}"
