@@ -176,6 +176,40 @@ int dds_chunk_offsets(const dds_store *store, int var_id, int64_t *offsets, int6
 int dds_read(dds_store *store, int var_id, const int64_t *starts, const int64_t *counts,
              int64_t n, void *out, int64_t out_bytes, int flags);
 
+/* One read of dds_read_many: what dds_read takes, as a struct. */
+typedef struct dds_read_req {
+    int var_id;
+    const int64_t *starts;
+    const int64_t *counts;  /* NULL: one row per start */
+    int64_t n;
+    void *out;
+    int64_t out_bytes;
+} dds_read_req;
+
+/* Local (one-sided).  Several reads (of one variable or of several) made as one: every
+ * request is checked before anything is read (the first bad one's error, nothing
+ * read), then the remote pieces of all of them are issued before any is waited for, so
+ * the call costs one round trip per remote owner, not one per request.  Owners on other
+ * nodes are asked by message when the store serves reads (dds_serve): one request
+ * message per owner for all the call's pieces of every variable, answered by the
+ * owner's agent thread with the rows packed in one reply. */
+int dds_read_many(dds_store *store, const dds_read_req *reqs, int64_t nreq);
+
+/* COLLECTIVE over the group in effect (the caller agrees that every member runs its
+ * progress agent, see dds_progress.h).  on = 1: reads of members on other nodes with at
+ * least `min_pieces` pieces (rows or runs of rows, every variable of the call
+ * together) go by message to the owner's agent, which packs them (the network path:
+ * a scattered MPI_Get over TCP costs about a microsecond per piece, a packed reply
+ * streams); fewer pieces stay one-sided gets.  on = 0: every read stays one-sided.
+ * DDS_EINVAL for min_pieces < 1, DDS_ESTATE when on = 1 and the agent does not run. */
+int dds_serve(dds_store *store, int on, int64_t min_pieces);
+/* Whether the store reads members on other nodes by message (0/1; 0 for NULL). */
+int dds_serving(const dds_store *store);
+/* What this process's message path did so far, every store together: request
+ * messages sent, requests answered (by its agents and by its waiting readers), and the
+ * bytes of rows those answers packed.  Counters only grow. */
+int dds_serve_stats(int64_t *sent, int64_t *served, int64_t *bytes);
+
 /* Local.  Check ranges as dds_read does, without reading: *total is the number of rows
  * they hold in all (what the caller must allocate).  Counts < 0 give DDS_EINVAL, ranges
  * outside [0, nrows) DDS_ERANGE, a total too large for one buffer DDS_ENOMEM. */

@@ -124,7 +124,7 @@ static int nvars_published(const dds_store *s)
     return atomic_load_explicit(&((dds_store *)s)->nvars, memory_order_acquire);
 }
 
-static int get_var(const dds_store *s, int var_id, struct dds_var **v)
+int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
 {
     *v = NULL;
     if (!s) return freed_store();
@@ -169,6 +169,7 @@ static void destroy_store(dds_store *s, int mpi_usable)
         if (s->comm != MPI_COMM_NULL) MPI_Comm_free(&s->comm);
     }
     free(s->node_rank);
+    free(s->member_off);
     free(s);
 }
 
@@ -272,14 +273,17 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
     if (code == DDS_OK) code = mpi_check(rc, "MPI_Comm_split_type (ranks on this node)");
     if (code == DDS_OK) code = mpi_check(MPI_Comm_rank(s->group_comm, &s->group_rank),
                                          "MPI_Comm_rank");
-    /* the progress agent's own communicator (every rank: the dup is collective) */
-    rc = MPI_Comm_dup(s->comm, &s->progress_comm);
+    /* the progress agent's own communicator, which the message path's requests and
+     * replies use too: a duplicate of the group's (every rank: the dup is collective) */
+    rc = s->group_comm != MPI_COMM_NULL ? MPI_Comm_dup(s->group_comm, &s->progress_comm)
+                                        : MPI_ERR_COMM;
     if (rc != MPI_SUCCESS) s->progress_comm = MPI_COMM_NULL;
     if (code == DDS_OK) code = mpi_check(rc, "MPI_Comm_dup (progress agent)");
     if (code == DDS_OK) {
         s->node_rank = malloc(sizeof(int) * width);
-        if (!s->node_rank) code = dds_set_error(DDS_ENOMEM, "out of memory creating the "
-                                                "store");
+        s->member_off = calloc((size_t)width, 1);
+        if (!s->node_rank || !s->member_off)
+            code = dds_set_error(DDS_ENOMEM, "out of memory creating the store");
         else for (int g = 0; g < width; g++) s->node_rank[g] = -1;
     }
     code = agree(s, code);
@@ -297,6 +301,20 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
                                  MPI_INFO_NULL, &here);
         if (rc == MPI_SUCCESS) {
             MPI_Comm_size(here, &on_node);
+            /* which members: those of the group that `here` does not hold */
+            MPI_Group gg = MPI_GROUP_NULL, hg = MPI_GROUP_NULL;
+            int *in = malloc(sizeof(int) * 2 * (size_t)s->width);
+            if (in && MPI_Comm_group(s->group_comm, &gg) == MPI_SUCCESS &&
+                MPI_Comm_group(here, &hg) == MPI_SUCCESS) {
+                for (int g = 0; g < s->width; g++) in[g] = g;
+                if (MPI_Group_translate_ranks(gg, s->width, in, hg, in + s->width) ==
+                    MPI_SUCCESS)
+                    for (int g = 0; g < s->width; g++)
+                        s->member_off[g] = in[s->width + g] == MPI_UNDEFINED;
+            }
+            if (gg != MPI_GROUP_NULL) MPI_Group_free(&gg);
+            if (hg != MPI_GROUP_NULL) MPI_Group_free(&hg);
+            free(in);
             MPI_Comm_free(&here);
         }
         s->off_node = s->width - on_node;
@@ -401,7 +419,7 @@ static void populate(const char *p, int64_t n, int touch)
 int dds_prefault(dds_store *s, int var_id, int flags, int64_t *bytes)
 {
     struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
+    int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     if (flags & ~(DDS_PREFAULT_OWN | DDS_PREFAULT_PEERS | DDS_PREFAULT_TOUCH))
         return dds_set_error(DDS_EINVAL, "variable '%s': prefault flags %d outside the "
@@ -617,7 +635,7 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
 int dds_remove(dds_store *s, int var_id)
 {
     struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
+    int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     if (dds_forked_flag) return forked_refusal("removing a variable (collective)");
     free_var(v, 1);
@@ -628,7 +646,7 @@ int dds_write_local(dds_store *s, int var_id, int64_t offset, const void *src,
                     int64_t nrows)
 {
     struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
+    int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     if (offset < 0 || nrows < 0 || offset > v->n_local - nrows)
         return dds_set_error(DDS_ERANGE, "variable '%s': local rows [%lld, %lld) outside "
@@ -643,7 +661,7 @@ int dds_write_local(dds_store *s, int var_id, int64_t offset, const void *src,
 int dds_member_ptr(dds_store *s, int var_id, int member, void **ptr, int64_t *nrows)
 {
     struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
+    int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     if (member < 0 || member >= s->width)
         return dds_set_error(DDS_ERANGE, "variable '%s': member %d out of range [0, %d)",
@@ -690,13 +708,13 @@ int dds_sync_windows(dds_store *s, const int *var_ids, int64_t n)
     if (n && !var_ids) return dds_set_error(DDS_EINVAL, "dds_sync_windows: var_ids is NULL");
     struct dds_var *v;
     for (int64_t i = 0; i < n; i++) { /* every id checked before any MPI call */
-        int rc = get_var(s, var_ids[i], &v);
+        int rc = dds_get_var(s, var_ids[i], &v);
         if (rc) return rc;
     }
     if (dds_forked_flag && n) return forked_refusal("MPI_Win_sync of a variable's windows");
     int code = DDS_OK;
     for (int64_t i = 0; i < n && code == DDS_OK; i++) {
-        get_var(s, var_ids[i], &v);
+        dds_get_var(s, var_ids[i], &v);
         code = sync_var(v);
     }
     return code;
@@ -705,7 +723,7 @@ int dds_sync_windows(dds_store *s, const int *var_ids, int64_t n)
 int dds_nrows(const dds_store *s, int var_id, int64_t *nrows)
 {
     struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
+    int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     *nrows = v->nrows;
     return DDS_OK;
@@ -714,7 +732,7 @@ int dds_nrows(const dds_store *s, int var_id, int64_t *nrows)
 int dds_row_bytes(const dds_store *s, int var_id, int64_t *row_bytes)
 {
     struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
+    int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     *row_bytes = v->row_bytes;
     return DDS_OK;
@@ -723,7 +741,7 @@ int dds_row_bytes(const dds_store *s, int var_id, int64_t *row_bytes)
 int dds_chunk_offsets(const dds_store *s, int var_id, int64_t *offsets, int64_t cap)
 {
     struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
+    int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     if (cap < (int64_t)s->width + 1)
         return dds_set_error(DDS_EINVAL, "variable '%s': chunk offsets need %d entries, "
@@ -833,8 +851,15 @@ static int get_gathered(struct dds_var *v, char *out, int owner, struct gathered
     return rc == MPI_SUCCESS ? DDS_OK : dds_mpi_error(rc, "MPI_Get (gathered rows)");
 }
 
+/* What one read call shares across its requests: the members whose pieces go by
+ * message (boxes: NULL when the store does not serve), and the request being walked. */
+struct call {
+    struct dds_outbox *boxes;
+    int req;
+};
+
 static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row,
-                 char *touched, char *out, struct gathered *gath)
+                 char *touched, char *out, struct gathered *gath, struct call *call)
 {
     if (p->owner < 0 || p->bytes == 0) return DDS_OK;
     const char *src = p->owner == s->group_rank ? v->base : v->peer_base[p->owner];
@@ -850,6 +875,11 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
         snprintf(what, sizeof what, "variable '%s': reading rows of group member %d "
                  "(not in this node's shared memory: MPI_Get)", v->name, owner);
         return forked_refusal(what);
+    }
+    if (call->boxes && s->member_off[p->owner] && !per_row) {
+        int owner = p->owner;
+        p->owner = -1;
+        return dds_outbox_add(&call->boxes[owner], call->req, p->disp, p->bytes, p->dst);
     }
     if (gath && !per_row) {
         struct gathered *g = &gath[p->owner];
@@ -954,7 +984,7 @@ int dds_ranges_total(dds_store *s, int var_id, const int64_t *starts,
                      const int64_t *counts, int64_t n, int64_t *total)
 {
     struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
+    int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     return check_ranges(v, starts, counts, n, total);
 }
@@ -988,58 +1018,43 @@ static void prefetch_row(const dds_store *s, const struct dds_var *v, int64_t ro
 #endif
 }
 
-int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *counts,
-             int64_t n, void *out, int64_t out_bytes, int flags)
+/* Check request r of a call: its variable, its ranges and its output's size. */
+static int check_request(dds_store *s, const dds_read_req *r, struct dds_var **v)
 {
-    struct dds_var *v;
-    int rc = get_var(s, var_id, &v);
+    int rc = dds_get_var(s, r->var_id, v);
     if (rc) return rc;
-    if (n < 0)
+    if (r->n < 0)
         return dds_set_error(DDS_EINVAL, "variable '%s': n=%lld requests must be >= 0",
-                             v->name, (long long)n);
+                             (*v)->name, (long long)r->n);
+    if (r->n > 0 && !r->starts)
+        return dds_set_error(DDS_EINVAL, "variable '%s': NULL starts", (*v)->name);
     int64_t total;
-    rc = check_ranges(v, starts, counts, n, &total);
+    rc = check_ranges(*v, r->starts, r->counts, r->n, &total);
     if (rc) return rc;
     /* no overflow: check_ranges bounds total * row_bytes by 2^62 */
-    if (total * v->row_bytes > out_bytes || (!out && total * v->row_bytes > 0))
+    if (total * (*v)->row_bytes > r->out_bytes || (!r->out && total * (*v)->row_bytes > 0))
         return dds_set_error(DDS_EINVAL, "variable '%s': %lld rows of %lld bytes need "
-                             "%lld bytes, the output holds %lld", v->name,
-                             (long long)total, (long long)v->row_bytes,
-                             (long long)(total * v->row_bytes), (long long)out_bytes);
-    int per_row = (flags & DDS_READ_PER_ROW_LOCK) && v->rma_win != MPI_WIN_NULL;
-    char touched_stack[DDS_TOUCHED_ON_STACK], *touched = touched_stack;
-    if (v->rma_win != MPI_WIN_NULL) {
-        if (s->width > DDS_TOUCHED_ON_STACK) {
-            touched = calloc(s->width, 1);
-            if (!touched)
-                return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
-        } else {
-            memset(touched, 0, s->width);
-        }
-    }
-    if (per_row && dds_forked_flag) {
-        if (touched != touched_stack) free(touched);
-        char what[256];
-        snprintf(what, sizeof what, "variable '%s': a read with DDS_READ_PER_ROW_LOCK",
-                 v->name);
-        return forked_refusal(what);
-    }
-    if (per_row) {
-        /* the per-row path locks each row itself: leave the variable's shared epoch */
-        rc = MPI_Win_unlock_all(v->rma_win);
-        if (rc != MPI_SUCCESS) {
-            if (touched != touched_stack) free(touched);
-            return dds_mpi_error(rc, "MPI_Win_unlock_all");
-        }
-    }
+                             "%lld bytes, the output holds %lld", (*v)->name,
+                             (long long)total, (long long)(*v)->row_bytes,
+                             (long long)(total * (*v)->row_bytes),
+                             (long long)r->out_bytes);
+    return DDS_OK;
+}
+
+/* Walk request `call->req` (checked): copy what is readable by load, issue the gets
+ * (gathered per owner) of what is not, or add it to the owner's outbox.  touched[g]:
+ * member g has gets of this variable in flight. */
+static int walk_request(dds_store *s, struct dds_var *v, const dds_read_req *r,
+                        int per_row, char *touched, struct call *call)
+{
+    char *out = r->out;
     struct gathered *gath = NULL;
-    if (v->rma_win != MPI_WIN_NULL && !per_row && n > 1) {
+    if (v->rma_win != MPI_WIN_NULL && !per_row && r->n > 1) {
         gath = calloc(s->width, sizeof(struct gathered));
-        if (!gath) {
-            if (touched != touched_stack) free(touched);
-            return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
-        }
+        if (!gath) return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
     }
+    const int64_t *starts = r->starts, *counts = r->counts;
+    int64_t n = r->n;
     char *dst = out;
     struct pending p = {-1, 0, NULL, 0};
     int code = DDS_OK;
@@ -1060,7 +1075,7 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
             if (p.owner == owner && p.disp + p.bytes == disp && p.dst + p.bytes == dst) {
                 p.bytes += bytes;
             } else {
-                code = issue(s, v, &p, per_row, touched, out, gath);
+                code = issue(s, v, &p, per_row, touched, out, gath, call);
                 if (code != DDS_OK) break;
                 p.owner = owner;
                 p.disp = disp;
@@ -1072,7 +1087,7 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
             left -= take;
         }
     }
-    if (code == DDS_OK) code = issue(s, v, &p, per_row, touched, out, gath);
+    if (code == DDS_OK) code = issue(s, v, &p, per_row, touched, out, gath, call);
     if (gath) {
         for (int g = 0; g < s->width; g++) {
             if (code == DDS_OK) code = get_gathered(v, out, g, &gath[g]);
@@ -1081,19 +1096,148 @@ int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *cou
         }
         free(gath);
     }
-    if (per_row) {
-        rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
+    return code;
+}
+
+/* Outboxes with fewer than the store's min_pieces pieces are read by one-sided gets
+ * instead of a message: one gathered get per request (few pieces by definition, each
+ * far below DDS_MAX_GET_BYTES: min_pieces is small and pieces come from a walk). */
+static int get_small_box(dds_store *s, struct dds_outbox *o, int owner,
+                         const dds_read_req *reqs, char *touched)
+{
+    int code = DDS_OK;
+    for (int64_t i = 0; i < o->n && code == DDS_OK;) {
+        int r = o->req[i];
+        struct dds_var *v;
+        code = dds_get_var(s, reqs[r].var_id, &v);
+        struct gathered g = {NULL, NULL, NULL, 0, 0, 0};
+        int64_t n = 0, parts = 0;
+        for (; i + n < o->n && o->req[i + n] == r; n++)
+            parts += (o->len[i + n] + DDS_MAX_GET_BYTES - 1) / DDS_MAX_GET_BYTES;
+        g.odisp = malloc(sizeof(MPI_Aint) * 2 * (size_t)parts);
+        g.len = malloc(sizeof(int) * (size_t)parts);
+        g.tdisp = g.odisp ? g.odisp + parts : NULL;
+        if (code == DDS_OK && (!g.odisp || !g.len))
+            code = dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
+        for (int64_t k = 0; k < n && code == DDS_OK; k++) {
+            for (int64_t done = 0; done < o->len[i + k] && code == DDS_OK;
+                 done += DDS_MAX_GET_BYTES) {
+                int64_t m = o->len[i + k] - done < DDS_MAX_GET_BYTES ? o->len[i + k] - done
+                                                                    : DDS_MAX_GET_BYTES;
+                if (g.bytes + m > DDS_MAX_GET_BYTES)
+                    code = get_gathered(v, reqs[r].out, owner, &g);
+                g.odisp[g.n] = (MPI_Aint)(o->dst[i + k] + done - (char *)reqs[r].out);
+                g.tdisp[g.n] = (MPI_Aint)(o->disp[i + k] + done);
+                g.len[g.n] = (int)m;
+                g.bits |= (uint64_t)g.odisp[g.n] | (uint64_t)g.tdisp[g.n] | (uint64_t)m;
+                g.bytes += m;
+                g.n++;
+            }
+        }
+        if (code == DDS_OK) code = get_gathered(v, reqs[r].out, owner, &g);
+        free(g.odisp);
+        free(g.len);
+        touched[(int64_t)r * s->width + owner] = 1;
+        i += n;
+    }
+    return code;
+}
+
+static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int per_row)
+{
+    if (!s) return freed_store();
+    if (nreq < 0 || (nreq > 0 && !reqs))
+        return dds_set_error(DDS_EINVAL, "dds_read_many: %lld requests (NULL: %d)",
+                             (long long)nreq, !reqs);
+    if (nreq > INT_MAX / 2)
+        return dds_set_error(DDS_EINVAL, "dds_read_many: %lld requests, at most %d",
+                             (long long)nreq, INT_MAX / 2);
+    struct dds_var *v;
+    for (int64_t r = 0; r < nreq; r++) {
+        int rc = check_request(s, &reqs[r], &v);
+        if (rc) return rc;
+    }
+    int any_rma = 0;
+    for (int64_t r = 0; r < nreq; r++) {
+        dds_get_var(s, reqs[r].var_id, &v);
+        any_rma |= v->rma_win != MPI_WIN_NULL;
+    }
+    per_row = per_row && any_rma;
+    if (per_row && dds_forked_flag) {
+        char what[256];
+        snprintf(what, sizeof what, "variable '%s': a read with DDS_READ_PER_ROW_LOCK",
+                 v->name);
+        return forked_refusal(what);
+    }
+    /* touched[r * width + g]: gets of request r's variable in flight at member g */
+    char touched_stack[DDS_TOUCHED_ON_STACK], *touched = touched_stack;
+    int64_t ntouched = any_rma ? nreq * s->width : 0;
+    if (ntouched > DDS_TOUCHED_ON_STACK) {
+        touched = calloc((size_t)ntouched, 1);
+        if (!touched) return dds_set_error(DDS_ENOMEM, "out of memory reading");
+    } else if (ntouched) {
+        memset(touched, 0, (size_t)ntouched);
+    }
+    struct call call = {NULL, 0};
+    int code = DDS_OK;
+    if (atomic_load_explicit(&s->serve_on, memory_order_acquire) && !per_row &&
+        s->off_node > 0 && !dds_forked_flag) {
+        call.boxes = calloc((size_t)s->width, sizeof(struct dds_outbox));
+        if (!call.boxes) code = dds_set_error(DDS_ENOMEM, "out of memory reading");
+    }
+    if (per_row && code == DDS_OK) {
+        /* the per-row path locks each row itself: leave the variable's shared epoch */
+        int rc = MPI_Win_unlock_all(v->rma_win);
+        if (rc != MPI_SUCCESS) code = dds_mpi_error(rc, "MPI_Win_unlock_all");
+        else per_row = 2;  /* relock below */
+    }
+    for (int64_t r = 0; r < nreq && code == DDS_OK; r++) {
+        dds_get_var(s, reqs[r].var_id, &v);
+        call.req = (int)r;
+        code = walk_request(s, v, &reqs[r], per_row, touched + (any_rma ? r * s->width : 0),
+                            &call);
+    }
+    if (call.boxes) {
+        for (int g = 0; g < s->width && code == DDS_OK; g++) {
+            struct dds_outbox *o = &call.boxes[g];
+            if (o->n == 0) continue;
+            code = o->n < s->serve_min_pieces ? get_small_box(s, o, g, reqs, touched)
+                                              : dds_outbox_send(s, o, g, reqs);
+        }
+    }
+    if (per_row == 2) {
+        int rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
         if (rc != MPI_SUCCESS && code == DDS_OK)
             code = dds_mpi_error(rc, "MPI_Win_lock_all");
-    } else if (v->rma_win != MPI_WIN_NULL) {
-        for (int g = 0; g < s->width; g++) {
-            if (!touched[g]) continue;
+    } else {
+        for (int64_t i = 0; i < ntouched; i++) {
+            if (!touched[i]) continue;
+            dds_get_var(s, reqs[i / s->width].var_id, &v);
             atomic_fetch_add_explicit(&rma_flushes, 1, memory_order_relaxed);
-            rc = MPI_Win_flush(g, v->rma_win);
+            int rc = MPI_Win_flush((int)(i % s->width), v->rma_win);
             if (rc != MPI_SUCCESS && code == DDS_OK)
                 code = dds_mpi_error(rc, "MPI_Win_flush");
         }
     }
+    if (call.boxes) {
+        /* sent requests are always waited for: their receives write into the output */
+        int c = dds_wait_outboxes(s, call.boxes, s->width, reqs);
+        if (code == DDS_OK) code = c;
+        for (int g = 0; g < s->width; g++) dds_outbox_free(&call.boxes[g]);
+        free(call.boxes);
+    }
     if (touched != touched_stack) free(touched);
     return code;
+}
+
+int dds_read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq)
+{
+    return read_many(s, reqs, nreq, 0);
+}
+
+int dds_read(dds_store *s, int var_id, const int64_t *starts, const int64_t *counts,
+             int64_t n, void *out, int64_t out_bytes, int flags)
+{
+    dds_read_req r = {var_id, starts, counts, n, out, out_bytes};
+    return read_many(s, &r, 1, (flags & DDS_READ_PER_ROW_LOCK) != 0);
 }

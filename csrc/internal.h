@@ -33,6 +33,15 @@ struct dds_var {
     char **peer_base;   /* [group_size] chunk address readable by load, or NULL */
 };
 
+/* The message path (csrc/serve.c).  A server's reusable buffers: one per thread that
+ * answers requests (the agent's own; a waiting reader's for the length of its call). */
+struct dds_server {
+    char *pack[2];     /* DDS_SERVE_CHUNK bytes each: a reply is sent while the next
+                        * part is packed */
+    int64_t *words;    /* the request being answered */
+    int64_t words_cap;
+    int patient;       /* the agent's: waits for its sends by testing and sleeping */
+};
 struct dds_store {
     MPI_Comm comm;       /* duplicate of the user's communicator */
     MPI_Comm group_comm; /* the `width` ranks of this rank's group */
@@ -45,11 +54,19 @@ struct dds_store {
     int off_node;        /* group members on other nodes (as MPI_Comm_split_type sees) */
     /* the progress agent (csrc/progress.c): a duplicate of comm that its thread polls,
      * the thread, whether it runs, its stop flag and period */
-    MPI_Comm progress_comm;
+    MPI_Comm progress_comm;  /* a duplicate of group_comm: ranks are group members */
     pthread_t progress_thread;
     int progress_on;
     atomic_int progress_stop;
     atomic_llong progress_interval_ns;
+    /* the message path (csrc/serve.c): whether reads of other nodes' members go by
+     * message (dds_serve), from how many pieces, and which members are on other nodes */
+    atomic_int serve_on;  /* set by dds_serve, read by the agent and by readers */
+    int64_t serve_min_pieces;
+    char *member_off;    /* [group_size] 1: member on another node */
+    struct dds_server agent_srv;  /* the agent's buffers (allocated by dds_serve) */
+    atomic_int readers_waiting;   /* threads of this rank waiting for replies: they
+                                   * answer requests, the agent leaves them */
     /* variables [0, nvars) are complete: dds_add fills a slot, then publishes it by a
      * release store of nvars; readers load nvars with acquire */
     atomic_int nvars;
@@ -58,6 +75,47 @@ struct dds_store {
 
 /* Stop and join the store's progress agent if it runs (csrc/progress.c); local. */
 void dds_progress_halt(dds_store *s) __attribute__((visibility("hidden")));
+
+/* The variable `var_id` of the store (DDS_ESTATE for a freed store or an unknown or
+ * removed variable). */
+int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
+    __attribute__((visibility("hidden")));
+
+/* Answer at most one request waiting for this rank (MPI_Improbe on progress_comm, which
+ * also runs MPI's progress engine).  *served = 1 when one was answered.  A request this
+ * rank cannot answer (an unknown variable, a range outside its chunk) is answered with
+ * a failure status, never left waiting.  DDS_OK, or an MPI error / DDS_ENOMEM. */
+int dds_serve_poll(dds_store *s, struct dds_server *srv, int *served)
+    __attribute__((visibility("hidden")));
+/* Allocate a server's pack buffers if it has none (DDS_ENOMEM); release them all. */
+int dds_server_prepare(struct dds_server *srv) __attribute__((visibility("hidden")));
+void dds_server_release(struct dds_server *srv) __attribute__((visibility("hidden")));
+
+/* A reader's request to one owner within one dds_read_many call: the pieces (request
+ * index, byte offset in the owner's chunk, bytes, where they go), then what sending it
+ * posted.  Zeroed before use; dds_outbox_free releases it. */
+struct dds_outbox {
+    int *req;
+    int64_t *disp, *len;
+    char **dst;
+    int64_t n, cap, bytes;
+    int64_t *words;    /* the request message */
+    char *tmp;         /* the reply when its pieces are not consecutive in the output */
+    MPI_Request *mpi;  /* status and data receives, the request's send */
+    int nmpi, sent;
+    int64_t status;
+};
+/* Add a piece (merged into the last one when it continues it in both places). */
+int dds_outbox_add(struct dds_outbox *o, int req, int64_t disp, int64_t len, char *dst)
+    __attribute__((visibility("hidden")));
+/* Post the reply's receives, then send the request to `owner` (no wait). */
+int dds_outbox_send(dds_store *s, struct dds_outbox *o, int owner,
+                    const dds_read_req *reqs) __attribute__((visibility("hidden")));
+/* Wait for the replies of every sent outbox of boxes[nboxes] (box g = member g),
+ * answering other ranks' requests meanwhile, and copy them into place. */
+int dds_wait_outboxes(dds_store *s, struct dds_outbox *boxes, int nboxes,
+                      const dds_read_req *reqs) __attribute__((visibility("hidden")));
+void dds_outbox_free(struct dds_outbox *o) __attribute__((visibility("hidden")));
 
 /* Set this thread's error message (what dds_last_error returns); returns `code`. */
 int dds_set_error(int code, const char *fmt, ...)

@@ -38,14 +38,19 @@ static void *agent_main(void *arg)
     int64_t idle_ns = INT64_MAX;
     int follow = 0;
     while (!atomic_load(&s->progress_stop)) {
-        int flag = 0;
+        int flag = 0, served = 0;
         int64_t t0 = now_ns();
-        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->progress_comm, &flag, MPI_STATUS_IGNORE);
+        if (atomic_load_explicit(&s->serve_on, memory_order_acquire) &&
+            !atomic_load_explicit(&s->readers_waiting, memory_order_acquire))
+            dds_serve_poll(s, &s->agent_srv, &served);  /* a failure is the reader's to see */
+        else
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->progress_comm, &flag,
+                       MPI_STATUS_IGNORE);
         int64_t dt = now_ns() - t0;
         atomic_fetch_add(&agent_busy_ns, dt);
         atomic_fetch_add(&agent_polls, 1);
-        if (dt < idle_ns) idle_ns = dt;
-        if (dt > 4 * idle_ns + 10000) follow = DDS_PROGRESS_FOLLOW;
+        if (!served && dt < idle_ns) idle_ns = dt;
+        if (served || dt > 4 * idle_ns + 10000) follow = DDS_PROGRESS_FOLLOW;
         if (follow > 0) {
             follow--;
             sleep_ns(DDS_PROGRESS_FOLLOW_NS);
@@ -86,6 +91,8 @@ void dds_progress_halt(dds_store *s)
     atomic_store(&s->progress_stop, 1);
     pthread_join(s->progress_thread, NULL);
     atomic_fetch_sub(&agents_running, 1);
+    atomic_store(&s->serve_on, 0);
+    dds_server_release(&s->agent_srv);
 }
 
 int dds_progress_running(const dds_store *s) { return s ? s->progress_on : 0; }

@@ -126,6 +126,17 @@ class Core:
         csrc/dds_progress.h); :meth:`free` stops it."""
         self._check(lib.dds_progress_start(self._handle[0], int(interval_us)))
 
+    def serve(self, min_pieces):
+        """Reads of members on other nodes by message from ``min_pieces`` pieces, or
+        never (0) (``dds_serve``; needs the progress agent)."""
+        self._check(lib.dds_serve(self._handle[0], int(min_pieces > 0),
+                                  max(1, int(min_pieces))))
+
+    @property
+    def serving(self):
+        """Whether reads of members on other nodes go by message (``dds_serving``)."""
+        return bool(lib.dds_serving(self._handle[0]))
+
     @property
     def progress(self):
         """Whether the store's progress agent runs."""
@@ -290,6 +301,22 @@ class Core:
                                  ffi.NULL if counts is None else
                                  ffi.from_buffer("int64_t[]", counts),
                                  starts.shape[0], ptr, nbytes, flags))
+
+    def read_many(self, requests):
+        """Several :meth:`read` calls made as one (``dds_read_many``): ``requests`` a
+        list of ``(var, starts, counts, out)`` as :meth:`read` takes them; every one is
+        checked before anything is read, and the remote pieces of all are waited for
+        together (one round trip per remote owner)."""
+        reqs = ffi.new("dds_read_req[]", len(requests))
+        keep = []
+        for r, (var, starts, counts, out) in zip(reqs, requests):
+            ptr, nbytes = _out(out)
+            st = ffi.from_buffer("int64_t[]", starts)
+            ct = ffi.NULL if counts is None else ffi.from_buffer("int64_t[]", counts)
+            keep.append((st, ct, ptr))
+            r.var_id, r.starts, r.counts, r.n = var, st, ct, starts.shape[0]
+            r.out, r.out_bytes = ptr, nbytes
+        self._check(lib.dds_read_many(self._handle[0], reqs, len(requests)))
 
     def local_bytes(self):
         return lib.dds_local_bytes(self._handle[0])
@@ -758,6 +785,14 @@ def rma_stats():
     out = [ffi.new("int64_t *") for _ in range(3)]
     _local_check(lib.dds_rma_stats(*out))
     return {"gets": out[0][0], "bytes": out[1][0], "flushes": out[2][0]}
+
+
+def serve_stats():
+    """What this process's message path did so far (``dds_serve_stats``): request
+    messages ``sent``, requests ``served`` (answered here) and the ``bytes`` packed."""
+    out = ffi.new("int64_t[3]")
+    _local_check(lib.dds_serve_stats(out, out + 1, out + 2))
+    return {"sent": out[0], "served": out[1], "bytes": out[2]}
 
 
 def progress_stats():

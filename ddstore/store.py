@@ -85,6 +85,31 @@ def progress_interval(core):
     return us
 
 
+SERVE_MIN_PIECES = 32  # reads by message from this many pieces (docs/cluster.md)
+
+
+def serve_settings():
+    """The message path's setting: the least number of pieces (rows or runs of rows) a
+    read asks of one member on another node for it to go by message (answered by that
+    member's progress agent, which packs the rows), or 0 for never.  ``DDSTORE_SERVE``:
+    ``auto`` (default: on wherever the progress agent runs on every member of the
+    group) or ``off`` (one-sided gets only: the comparison in docs/cluster.md);
+    ``DDSTORE_SERVE_MIN_PIECES``: the threshold (default :data:`SERVE_MIN_PIECES`;
+    fewer pieces stay one-sided gets)."""
+    mode = os.environ.get("DDSTORE_SERVE", "auto").strip().lower() or "auto"
+    if mode not in ("auto", "off"):
+        raise DDStoreValueError(f"DDSTORE_SERVE={mode!r} is not one of auto, off")
+    text = os.environ.get("DDSTORE_SERVE_MIN_PIECES", "").strip()
+    try:
+        pieces = int(text) if text else SERVE_MIN_PIECES
+    except ValueError:
+        pieces = -1
+    if not 1 <= pieces <= 2 ** 62:
+        raise DDStoreValueError(f"DDSTORE_SERVE_MIN_PIECES={text!r} must be an integer "
+                                f"in [1, 2**62]")
+    return 0 if mode == "off" else pieces
+
+
 class _Var:
     __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows", "mapped")
 
@@ -190,10 +215,17 @@ class DDStore(RecordsAPI, CheckpointAPI):
                 self.memory_budget = budget
         self._core = _core.Core(comm, width, transport)
         try:  # the progress agent: decided per rank from its members, agreed
-            with collective(comm, None):
+            with collective(comm, None) as step:
                 interval = progress_interval(self._core)
+                serve = serve_settings()
                 if interval:
                     self._core.start_progress(interval)
+                running = step.agree(bool(interval))
+                # reads by message only where every member of the group answers them
+                g = comm.Get_rank() // self._core.group_size * self._core.group_size
+                if serve and all(running[g:g + self._core.group_size]) and \
+                        self._core.off_node:
+                    self._core.serve(serve)
         except BaseException:
             self._core.free()  # collective: every rank raises the agreed error
             raise
@@ -322,6 +354,14 @@ class DDStore(RecordsAPI, CheckpointAPI):
         :func:`progress_interval` and docs/cluster.md, "Between nodes: reads of a
         computing rank")."""
         return self._core.alive and self._core.progress
+
+    @property
+    def serving(self):
+        """Whether this rank reads the rows of group members on other nodes by message
+        (from :func:`serve_settings`' number of pieces on): the member's progress agent
+        packs them into one reply.  On wherever every member of the group runs its
+        agent, unless ``DDSTORE_SERVE=off`` (docs/cluster.md, "Between nodes")."""
+        return self._core.alive and self._core.serving
 
     @property
     def freed(self):
@@ -652,6 +692,30 @@ class DDStore(RecordsAPI, CheckpointAPI):
                 check_indices(idx, var.nrows, f"get_batch {name!r}")
                 raise
         return out
+
+    def get_many(self, requests):
+        """Local: several :meth:`get_batch` reads made as one, ``requests`` a sequence of
+        ``(name, indices)``; returns the arrays in request order.
+
+        Every request is checked before anything is read; then the remote rows of all
+        of them are fetched together: one round trip per remote owner for the whole
+        call instead of one per request (the features and labels of a batch's nodes),
+        and between nodes one request message per owner (docs/cluster.md)."""
+        plan, outs = [], []
+        for name, indices in requests:
+            var = self._lookup(name)
+            idx = as_indices(indices, f"get_many {name!r}", var.nrows)
+            out = np.empty((idx.shape[0],) + var.row_shape, dtype=var.dtype)
+            plan.append((var, idx, out))
+            outs.append(out)
+        try:  # the core checks every index; explain a failure in user terms
+            self._core.read_many([(var.vid, idx, None, out) for var, idx, out in plan
+                                  if idx.shape[0]])
+        except DDStoreIndexError:
+            for var, idx, _ in plan:
+                check_indices(idx, var.nrows, f"get_many {var.name!r}")
+            raise
+        return outs
 
     def get_range(self, name, start, count, out=None):
         """Local: ``count`` consecutive global rows from ``start`` (may span owners), as

@@ -106,7 +106,7 @@ ffibuilder.set_source(
     "ddstore._ddstore_cffi",
     '#include "ddstore.h"',
     sources=[_csrc(f) for f in ("ddstore.c", "temporal.c", "tcsr.c", "neighbor.c",
-                                "dynamic.c", "subgraph.c", "checks.c", "progress.c")],
+                                "dynamic.c", "subgraph.c", "checks.c", "progress.c", "serve.c")],
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,

@@ -21,6 +21,27 @@ def test_round_trip_and_sampling_between_nodes(mpirun, tmp_path):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("ranks,mode,min_pieces", [(3, "on", "1"), (2, "on", None),
+                                                   (2, "off", None)])
+def test_reads_by_message(mpirun, ranks, mode, min_pieces):
+    """The message path (csrc/serve.c): every byte read equals the byte written, with
+    every remote read by message (min_pieces 1), with the default threshold, and with
+    the path off (one-sided gets only)."""
+    env = dict(BETWEEN_NODES)
+    if min_pieces is not None:
+        env["DDSTORE_SERVE_MIN_PIECES"] = min_pieces
+    out = mpirun("serve_check.py", ranks, mode, env=env, timeout=300)
+    passed_on(out, ranks)
+
+
+@pytest.mark.mpi
+def test_reads_by_message_inside_a_node(mpirun):
+    """Inside a node nothing goes by message (no member is on another node), and the
+    same reads hold."""
+    passed_on(mpirun("serve_check.py", 2, "on", timeout=300), 2)
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("mode", ["on", "off", "serialized"])
 def test_progress_agent(mpirun, mode):
     out = mpirun("progress_check.py", 2, mode, "between", env=BETWEEN_NODES, timeout=120)

@@ -667,14 +667,16 @@ class FeatureStore(_PygFeatureStore):
                 out[pos] = self._read(a, None)
             else:
                 plan.setdefault(a.var, []).append((pos, a, idx, _one_row(attr.index)))
-        for var, reqs in plan.items():
+        # one read for every variable together: one round trip per remote owner
+        plan = list(plan.items())
+        got = self.store.get_many([
+            (var, reqs[0][2] if len(reqs) == 1 else np.concatenate([r[2] for r in reqs]))
+            for var, reqs in plan])
+        for (var, reqs), rows in zip(plan, got):
             a = reqs[0][1]
-            if len(reqs) == 1:
-                pos, _, idx, one = reqs[0]
-                rows = self._read(a, idx)
-                out[pos] = rows[0] if one else rows
-                continue
-            rows = self._read(a, np.concatenate([r[2] for r in reqs]))
+            rows = torch.from_numpy(rows)
+            if a.torch_dtype is not None:
+                rows = rows.view(a.torch_dtype)
             start = 0
             for pos, _, idx, one in reqs:
                 out[pos] = rows[start] if one else rows[start:start + idx.shape[0]]
