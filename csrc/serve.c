@@ -28,6 +28,7 @@
 #include "internal.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,13 +330,41 @@ int dds_outbox_send(dds_store *s, struct dds_outbox *o, int owner, const dds_rea
     return DDS_OK;
 }
 
+/* A waiting reader's server: one per thread, kept from call to call (its buffers are
+ * allocated on its first request) and released when the thread ends. */
+static pthread_key_t reader_key;
+static pthread_once_t reader_once = PTHREAD_ONCE_INIT;
+
+static void reader_server_end(void *p)
+{
+    dds_server_release(p);
+    free(p);
+}
+
+static void reader_key_make(void) { pthread_key_create(&reader_key, reader_server_end); }
+
+static struct dds_server *reader_server(void)
+{
+    pthread_once(&reader_once, reader_key_make);
+    struct dds_server *srv = pthread_getspecific(reader_key);
+    if (!srv) {
+        srv = calloc(1, sizeof *srv);
+        if (srv && pthread_setspecific(reader_key, srv) != 0) {
+            free(srv);
+            srv = NULL;
+        }
+    }
+    return srv;
+}
+
 int dds_wait_outboxes(dds_store *s, struct dds_outbox *boxes, int nboxes,
                       const dds_read_req *reqs)
 {
     int code = DDS_OK;
-    struct dds_server srv = {{NULL, NULL}, NULL, 0, 0};
+    struct dds_server *srv = reader_server();  /* NULL: the agent answers instead */
+    if (srv && dds_server_prepare(srv) != DDS_OK) srv = NULL;
     /* while this thread waits it answers requests itself, and the agent leaves them */
-    atomic_fetch_add(&s->readers_waiting, 1);
+    if (srv) atomic_fetch_add(&s->readers_waiting, 1);
     for (int b = 0; b < nboxes; b++) {
         struct dds_outbox *o = &boxes[b];
         if (!o->sent) continue;
@@ -349,7 +378,7 @@ int dds_wait_outboxes(dds_store *s, struct dds_outbox *boxes, int nboxes,
             if (done) break;
             /* answer the requests of others while waiting: two ranks reading from
              * each other must not wait for each other's agent */
-            int served = 0, c = dds_serve_poll(s, &srv, &served);
+            int served = 0, c = srv ? dds_serve_poll(s, srv, &served) : DDS_OK;
             if (c != DDS_OK && code == DDS_OK) code = c;
         }
         if (code == DDS_OK && o->status != DDS_OK) {
@@ -368,7 +397,6 @@ int dds_wait_outboxes(dds_store *s, struct dds_outbox *boxes, int nboxes,
             }
         }
     }
-    atomic_fetch_sub(&s->readers_waiting, 1);
-    dds_server_release(&srv);
+    if (srv) atomic_fetch_sub(&s->readers_waiting, 1);
     return code;
 }

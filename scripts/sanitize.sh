@@ -4,7 +4,8 @@
 # beside a view of the package whose every other file is the source tree's own, then runs
 # over it the fast in-process subset (pytest -m "not mpi") and the 2-rank MPI programs of
 # the core, the samplers (PyG with its options, and temporal), dynamic graphs, node
-# memory, checkpoint / restore, and the progress agent between nodes.  Any report fails
+# memory, checkpoint / restore, and between nodes the progress agent and the reads by
+# message (csrc/serve.c).  Any report fails
 # the run: UBSan halts on the first error, ASan always does.
 # Leak detection is off (MPI and Python keep memory to exit by design).  Python is not
 # instrumented, so the ASan runtime is preloaded.  Run by .ci/run after the README's test
@@ -96,5 +97,6 @@ bounded "$PY" -m pytest -q -ra -p no:cacheprovider -m mpi "$@" \
     "$ROOT/tests/test_dynamic.py::test_dynamic_graph_mpi[2]" \
     "$ROOT/tests/test_temporal.py::test_node_memory_all_placements[2]" \
     "$ROOT/tests/test_checkpoint.py::test_checkpoint_core[2-auto]" \
-    "$ROOT/tests/test_between_nodes.py::test_progress_agent[on]"
+    "$ROOT/tests/test_between_nodes.py::test_progress_agent[on]" \
+    "$ROOT/tests/test_between_nodes.py::test_reads_by_message[3-on-1]"
 echo "sanitize.sh: ASan + UBSan run passed in $(( $(date +%s) - start )) s"
