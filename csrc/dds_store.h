@@ -206,9 +206,10 @@ int dds_serve(dds_store *store, int on, int64_t min_pieces);
 /* Whether the store reads members on other nodes by message (0/1; 0 for NULL). */
 int dds_serving(const dds_store *store);
 /* What this process's message path did so far, every store together: request
- * messages sent, requests answered (by its agents and by its waiting readers), and the
- * bytes of rows those answers packed.  Counters only grow. */
-int dds_serve_stats(int64_t *sent, int64_t *served, int64_t *bytes);
+ * messages sent and the bytes of rows they asked for (each a round trip of a read),
+ * requests answered here (by its agents and by its waiting readers) and the bytes of
+ * rows those answers packed.  Counters only grow. */
+int dds_serve_stats(int64_t *sent, int64_t *asked, int64_t *served, int64_t *bytes);
 
 /* Local.  Check ranges as dds_read does, without reading: *total is the number of rows
  * they hold in all (what the caller must allocate).  Counts < 0 give DDS_EINVAL, ranges

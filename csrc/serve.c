@@ -39,14 +39,15 @@
 #define DDS_SERVE_CHUNK ((int64_t)1 << 18)
 #define DDS_SERVE_NAP_NS 5000
 
-static atomic_llong serve_sent, serve_served, serve_bytes;
+static atomic_llong serve_sent, serve_asked, serve_served, serve_bytes;
 static atomic_int next_tag;
 
-int dds_serve_stats(int64_t *sent, int64_t *served, int64_t *bytes)
+int dds_serve_stats(int64_t *sent, int64_t *asked, int64_t *served, int64_t *bytes)
 {
-    if (!sent || !served || !bytes)
+    if (!sent || !asked || !served || !bytes)
         return dds_set_error(DDS_EINVAL, "dds_serve_stats: NULL output");
     *sent = atomic_load(&serve_sent);
+    *asked = atomic_load(&serve_asked);
     *served = atomic_load(&serve_served);
     *bytes = atomic_load(&serve_bytes);
     return DDS_OK;
@@ -326,6 +327,7 @@ int dds_outbox_send(dds_store *s, struct dds_outbox *o, int owner, const dds_rea
                        s->progress_comm, &o->mpi[o->nmpi++]);
     if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Irecv/MPI_Isend (read request)");
     atomic_fetch_add(&serve_sent, 1);
+    atomic_fetch_add(&serve_asked, o->bytes);
     o->sent = 1;
     return DDS_OK;
 }

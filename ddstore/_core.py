@@ -789,10 +789,11 @@ def rma_stats():
 
 def serve_stats():
     """What this process's message path did so far (``dds_serve_stats``): request
-    messages ``sent``, requests ``served`` (answered here) and the ``bytes`` packed."""
-    out = ffi.new("int64_t[3]")
-    _local_check(lib.dds_serve_stats(out, out + 1, out + 2))
-    return {"sent": out[0], "served": out[1], "bytes": out[2]}
+    messages ``sent`` and the bytes they ``asked`` for (a reader's side), requests
+    ``served`` here and the ``bytes`` packed (an owner's side)."""
+    out = ffi.new("int64_t[4]")
+    _local_check(lib.dds_serve_stats(out, out + 1, out + 2, out + 3))
+    return {"sent": out[0], "asked": out[1], "served": out[2], "bytes": out[3]}
 
 
 def progress_stats():

@@ -43,7 +43,7 @@ def test_benchmark_smoke(tmp_path):
     assert res["seed"] == 0 and res["versions"]["torch_geometric"] and res["versions"]["mpi"]
     r, r_rma = res["results"]
     assert r_rma["transport"] == "rma" and r_rma["shm_peers"] == 0, r_rma
-    assert "RMA per batch:" in out, out
+    assert "network per batch:" in out, out
     for q in [r_rma["rma"]] + [v["rma"] for v in r_rma["by_option"].values()]:
         assert q["remote_owners"] == 1 and len(q["by_rank"]) == 2, q
         # 3 hops x (nbr, eid) + x + y, at least one gathered get and flush each

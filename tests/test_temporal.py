@@ -99,7 +99,7 @@ def test_benchmark_smoke(tmp_path):
             assert q["round_trips_per_owner_per_batch"] > 0, q
         if r["width"] == 1:
             assert q["remote_owners"] == 0 and q["gets_per_batch"] == 0, q
-    assert "RMA per batch:" in out, out
+    assert "network per batch:" in out, out
     by_w = {r["width"]: r["tcsr_bytes_per_rank"] for r in res["results"]}
     assert max(by_w[2]) < max(by_w[1])  # width 2 halves (about) the T-CSR per rank
 

@@ -134,45 +134,53 @@ def _number(value):
 
 
 def rma_counts():
-    """This process's one-sided traffic so far, ``{gets, bytes, flushes}``
+    """This process's network traffic so far: one-sided ``{gets, bytes, flushes}``
     (``ddstore._core.rma_stats``: MPI_Get calls, the bytes they asked for, MPI_Win_flush
-    calls -- the round trips a read waits for, one per remote owner per read call).
+    calls -- one round trip per remote owner per read call) and by message
+    ``{messages, message_bytes}`` (``ddstore._core.serve_stats``: requests sent to
+    members on other nodes, each a round trip, and the bytes of rows they asked for).
     Shared-memory reads are loads and count nothing.  Read it outside a timed region and
     take differences (:func:`traffic`)."""
     from ddstore import _core
-    return _core.rma_stats()
+    served = _core.serve_stats()
+    return dict(_core.rma_stats(), messages=served["sent"], message_bytes=served["asked"])
 
 
 def traffic(comm, before, after, batches, store):
-    """Collective over ``comm``: the one-sided traffic of ``batches`` batches, from
+    """Collective over ``comm``: the network traffic of ``batches`` batches, from
     :func:`rma_counts` taken before and after them on each rank, per batch:
-    ``gets_per_batch`` (MPI_Get calls), ``round_trips_per_batch`` (flushes),
-    ``bytes_per_batch``, the same per remote owner (``*_per_owner_per_batch``: divided by
-    ``remote_owners``, the other members of this rank's group it does not read through
-    shared memory: ``store.group_size - 1 - store.shm_peers``; absent where there are
-    none), each the mean over ranks, and ``by_rank`` (each rank's per-batch numbers)."""
+    ``gets_per_batch`` (MPI_Get calls), ``messages_per_batch`` (read requests by
+    message), ``round_trips_per_batch`` (flushes + messages: what reads waited for),
+    ``bytes_per_batch`` (by either path), the same per remote owner
+    (``*_per_owner_per_batch``: divided by ``remote_owners``, the other members of this
+    rank's group it does not read through shared memory: ``store.group_size - 1 -
+    store.shm_peers``; absent where there are none), each the mean over ranks, and
+    ``by_rank`` (each rank's per-batch numbers)."""
     import numpy as np
     remote = int(store.group_size) - 1 - int(store.shm_peers)
-    mine = {k: (after[k] - before[k]) / max(batches, 1) for k in ("gets", "flushes",
-                                                                   "bytes")}
+    d = {k: (after[k] - before[k]) / max(batches, 1) for k in after}
+    mine = {"gets": d["gets"], "messages": d["messages"],
+            "round_trips": d["flushes"] + d["messages"],
+            "bytes": d["bytes"] + d["message_bytes"]}
     per = comm.allgather(dict(mine, remote_owners=remote))
-    names = {"gets": "gets", "flushes": "round_trips", "bytes": "bytes"}
+    names = ("gets", "messages", "round_trips", "bytes")
     out = {"remote_owners": max(p["remote_owners"] for p in per)}
-    for k, name in names.items():
-        out[f"{name}_per_batch"] = float(np.mean([p[k] for p in per]))
+    for k in names:
+        out[f"{k}_per_batch"] = float(np.mean([p[k] for p in per]))
     if out["remote_owners"] > 0:
-        for k, name in names.items():
-            out[f"{name}_per_owner_per_batch"] = float(np.mean(
+        for k in names:
+            out[f"{k}_per_owner_per_batch"] = float(np.mean(
                 [p[k] / p["remote_owners"] for p in per if p["remote_owners"] > 0]))
-    out["by_rank"] = [{"gets_per_batch": p["gets"], "round_trips_per_batch": p["flushes"],
-                       "bytes_per_batch": p["bytes"], "remote_owners": p["remote_owners"]}
-                      for p in per]
+    out["by_rank"] = [dict({f"{k}_per_batch": p[k] for k in names},
+                           remote_owners=p["remote_owners"]) for p in per]
     return out
 
 
 def traffic_text(t):
-    """``"RMA per batch: 12 gets, 6 round trips, 1.2 MB (1 remote owner)"``."""
-    return (f"RMA per batch: {t['gets_per_batch']:.1f} gets, "
+    """``"network per batch: 12 gets, 2 requests, 8 round trips, 1.2 MB (1 remote
+    owner)"``."""
+    return (f"network per batch: {t['gets_per_batch']:.1f} gets, "
+            f"{t['messages_per_batch']:.1f} requests, "
             f"{t['round_trips_per_batch']:.1f} round trips, "
             f"{t['bytes_per_batch'] / 1e6:.3f} MB "
             f"({plural(t['remote_owners'], 'remote owner')})")
