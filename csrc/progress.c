@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 static atomic_llong agent_polls, agent_busy_ns, agents_running;
@@ -25,6 +26,7 @@ static int64_t now_ns(void)
  * place in the scheduler and then wakes late).  Otherwise it sleeps its period. */
 #define DDS_PROGRESS_FOLLOW 8
 #define DDS_PROGRESS_FOLLOW_NS 10000
+#define DDS_PROGRESS_SLACK_NS 1000
 
 static void sleep_ns(int64_t ns)
 {
@@ -35,6 +37,11 @@ static void sleep_ns(int64_t ns)
 static void *agent_main(void *arg)
 {
     dds_store *s = arg;
+#ifdef PR_SET_TIMERSLACK
+    /* sleep as long as asked: the default slack (50 us) would stretch every short nap of
+     * a reply in flight (csrc/serve.c) and every follow-up poll */
+    prctl(PR_SET_TIMERSLACK, DDS_PROGRESS_SLACK_NS, 0, 0, 0);
+#endif
     int64_t idle_ns = INT64_MAX;
     int follow = 0;
     while (!atomic_load(&s->progress_stop)) {
