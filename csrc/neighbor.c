@@ -25,19 +25,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define WHO "neighbour sample" /* the messages' prefix */
+
 static int no_memory(void)
 {
-    return dds_set_error(DDS_ENOMEM, "neighbour sample: out of memory");
+    return sample_no_memory(WHO);
 }
 
 static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                       const void *node_ts, int64_t n, int64_t cap)
 {
-    if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
-    if (!time_type_ok(g->time_type))
-        return dds_set_error(DDS_EINVAL, "neighbour sample: time_type=%d is not a "
-                             "dds_time_type (%d double, %d int64)", g->time_type,
-                             DDS_TIME_F64, DDS_TIME_I64);
+    int rc = sample_check_graph(s, g, WHO);
+    if (rc != DDS_OK) return rc;
     if (n < 0 || cap < 0)
         return dds_set_error(DDS_EINVAL, "neighbour sample: n=%lld and cap=%lld must be "
                              ">= 0", (long long)n, (long long)cap);
@@ -50,16 +49,7 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         return dds_set_error(DDS_EINVAL, "neighbour sample: nbr_time_len=%lld must be "
                              ">= 0 and nbr_time_bytes=%d 4 or 8", (long long)g->nbr_time_len,
                              g->nbr_time_bytes);
-    for (int64_t i = 0; i < n; i++) {
-        if (nodes[i] < 0 || nodes[i] >= g->num_nodes)
-            return dds_set_error(DDS_ERANGE, "neighbour sample: node %lld (position %lld) "
-                                 "out of range [0, %lld)", (long long)nodes[i],
-                                 (long long)i, (long long)g->num_nodes);
-        if (node_ts && time_is_nan(time_bits(node_ts, i), g->time_type))
-            return dds_set_error(DDS_EINVAL, "neighbour sample: time at position %lld is "
-                                 "NaN", (long long)i);
-    }
-    return DDS_OK;
+    return sample_check_nodes(g, nodes, node_ts, n, WHO, "node", "time");
 }
 
 /* ------------------------------------------------------------------ lists in pieces
@@ -68,7 +58,7 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
  * list of a member this rank reads by load is returned in place.  The others are read
  * ahead, the remote lists from i on, in pieces of at most piece_entries entries (one
  * longer list: a piece of its own) and piece_lists lists, each piece by one batched
- * dds_read into one buffer the reader reuses: no buffer of all of a call's remote rows
+ * read (sample_read) into one buffer the reader reuses: no buffer of all of a call's remote rows
  * is allocated (and faulted in), and a piece's rows are used while the copy that wrote
  * them is in cache.  The caller asks for every list with len[i] > 0, in increasing i; a
  * list returned from a piece is valid until the next piece is read (reader_refills). */
@@ -78,11 +68,10 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
 struct list_reader {
     dds_store *s;
     const dds_tcsr *g;
-    int var, width;
+    int var;
     int64_t bytes, piece_entries, piece_lists, n;
     const int64_t *nodes, *len;
-    const char **base;  /* member m's chunk of var when readable by load, else NULL */
-    int64_t *first;     /* the global row of member m's chunk's first entry */
+    struct members mv;  /* where var's chunks are read by load */
     int64_t held_end;   /* the remote lists before held_end have been read */
     int64_t at;         /* the byte offset in buf of the next remote list's rows */
     char *buf;
@@ -92,12 +81,10 @@ struct list_reader {
 
 static void reader_close(struct list_reader *r)
 {
-    free(r->base);
-    free(r->first);
+    members_close(&r->mv);
     free(r->buf);
     free(r->pstart);
-    r->base = NULL;
-    r->first = r->pstart = NULL;
+    r->pstart = NULL;
     r->buf = NULL;
 }
 
@@ -105,22 +92,14 @@ static int reader_open(struct list_reader *r, dds_store *s, const dds_tcsr *g, i
                        int64_t bytes, const int64_t *nodes, const int64_t *len, int64_t n,
                        int64_t piece_entries, int64_t piece_lists)
 {
-    int width = dds_group_size(s), rc = DDS_OK;
+    int rc;
     if (piece_lists > n) piece_lists = n > 0 ? n : 1;
-    *r = (struct list_reader){s, g, var, width, bytes, piece_entries, piece_lists, n,
+    *r = (struct list_reader){s, g, var, bytes, piece_entries, piece_lists, n,
                               nodes, len};
-    r->base = calloc((size_t)width, sizeof *r->base);
-    r->first = calloc((size_t)width, sizeof *r->first);
-    r->pstart = malloc(2 * sizeof(int64_t) * (size_t)piece_lists);
-    if (!r->base || !r->first || !r->pstart) rc = no_memory();
-    else r->pcount = r->pstart + piece_lists;
-    for (int m = 0; m < width && rc == DDS_OK; m++) {
-        void *p = NULL;
-        int64_t rows = 0;
-        rc = dds_member_ptr(s, var, m, &p, &rows);
-        r->base[m] = p;
-        r->first[m] = g->indptr[g->node_offsets[m]];
-    }
+    rc = members_open(&r->mv, s, g, &var, 1, WHO);
+    if (rc == DDS_OK && !(r->pstart = malloc(2 * sizeof(int64_t) * (size_t)piece_lists)))
+        rc = no_memory();
+    if (rc == DDS_OK) r->pcount = r->pstart + piece_lists;
     if (rc != DDS_OK) reader_close(r);
     return rc;
 }
@@ -128,7 +107,7 @@ static int reader_open(struct list_reader *r, dds_store *s, const dds_tcsr *g, i
 static inline int reader_remote(const struct list_reader *r, int64_t i)
 {
     return r->len[i] > 0 &&
-           !r->base[dds_member_of(r->g->node_offsets, r->width, r->nodes[i])];
+           !member_chunk(&r->mv, member_of_node(r->g, &r->mv, r->nodes[i]), 0);
 }
 
 /* whether reader_list(r, i) reads a new piece (the lists returned from the one held are
@@ -142,9 +121,10 @@ static inline int reader_refills(const struct list_reader *r, int64_t i)
 static int reader_list(struct list_reader *r, int64_t i, const char **rows)
 {
     int64_t v = r->nodes[i];
-    int m = dds_member_of(r->g->node_offsets, r->width, v);
-    if (r->base[m]) {
-        *rows = r->base[m] + r->bytes * (r->g->indptr[v] - r->first[m]);
+    int m = member_of_node(r->g, &r->mv, v);
+    const char *chunk = member_chunk(&r->mv, m, 0);
+    if (chunk) {
+        *rows = chunk + r->bytes * (r->g->indptr[v] - r->mv.first[m]);
         return DDS_OK;
     }
     if (i >= r->held_end) {  /* the next piece: the remote lists from i on */
@@ -168,8 +148,9 @@ static int reader_list(struct list_reader *r, int64_t i, const char **rows)
                                      (long long)entries);
             }
         }
-        int rc = dds_read(r->s, r->var, r->pstart, r->pcount, np, r->buf,
-                          r->bytes * r->buf_cap, 0);
+        void *out = r->buf;
+        int64_t out_bytes = r->bytes * r->buf_cap;
+        int rc = sample_read(r->s, 1, &r->var, r->pstart, r->pcount, np, &out, &out_bytes);
         if (rc != DDS_OK) return rc;
         r->at = 0;
     }
@@ -262,7 +243,7 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     /* the variable searched: the times, or with node-level time the neighbour ids */
     int node_level = g->ts_var < 0, entry_bytes = 8, rc = DDS_OK;
     if (node_level)
-        rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &entry_bytes);
+        rc = sample_id_bytes(s, g->nbr_var, WHO, "nbr", &entry_bytes);
     if (rc != DDS_OK) return rc;
     struct searches S = {node_level, entry_bytes, g->time_type, g->nbr_time,
                          g->nbr_time_bytes == 4 ? 4 : 8, g->nbr_time_len, -1, 0};
@@ -285,142 +266,6 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     return rc;
 }
 
-/* n int32 ids to int64.  Ids are >= 0, so they are read as uint32 and zero-extended,
- * four at a time: compilers turn that into a few vector instructions even at -O2, and
- * copying long lists then costs about what memcpy of int64 ids does. */
-static void widen_ids(int64_t *out, const uint32_t *a, int64_t n)
-{
-    int64_t q = 0;
-    for (; q + 4 <= n; q += 4) {
-        out[q] = a[q];
-        out[q + 1] = a[q + 1];
-        out[q + 2] = a[q + 2];
-        out[q + 3] = a[q + 3];
-    }
-    for (; q < n; q++) out[q] = a[q];
-}
-
-/* n ids of `bytes` (4 or 8) bytes each, to int64 */
-static void copy_ids(int64_t *out, const void *ids, int bytes, int64_t n)
-{
-    if (bytes == 8) memcpy(out, ids, sizeof(int64_t) * (size_t)n);
-    else widen_ids(out, ids, n);
-}
-
-/* out[q] = ids[pos[q]] as int64, for q < n; out may be pos */
-static void gather_ids(int64_t *out, const void *ids, int bytes, const int64_t *pos,
-                       int64_t n)
-{
-    if (bytes == 8) {
-        const int64_t *a = ids;
-        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
-    } else {
-        const int32_t *a = ids;
-        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
-    }
-}
-
-/* The picks held by other members: runs start[p], count[p] (np runs, nsel rows in all)
- * of the nbr and eid lists, read with one batched one-sided read per variable into a
- * buffer of nsel int64 (rows of 4 or 8 bytes) and copied, widened to int64, to nbr / eid
- * from slot slot[p] on (nbr NULL: the eid list only): the whole run, or with take (may
- * be NULL) and take[p] >= 0 the take[p] rows of the run at the positions in
- * eid[slot[p], slot[p] + take[p]) (the scattered picks of one list, read as the span
- * that holds them).  Nothing to do when np is 0. */
-static int read_remote_picks(dds_store *s, const dds_tcsr *g, int nb, int eb,
-                             const int64_t *start, const int64_t *count,
-                             const int64_t *slot, const int64_t *take, int64_t np,
-                             int64_t nsel, int64_t *nbr, int64_t *eid)
-{
-    if (np == 0) return DDS_OK;
-    void *gathered = malloc(sizeof(int64_t) * (size_t)nsel);
-    if (!gathered) return no_memory();
-    int64_t *outs[2] = {nbr, eid};
-    int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb}, rc = DDS_OK;
-    for (int w = 0; w < 2 && rc == DDS_OK; w++) {
-        if (!outs[w]) continue;  /* that variable not asked for */
-        rc = dds_read(s, vars[w], start, count, np, gathered,
-                      (int64_t)sizeof(int64_t) * nsel, 0);
-        const char *got = gathered;
-        for (int64_t p = 0; p < np && rc == DDS_OK; p++) {
-            if (take && take[p] >= 0)  /* eid holds the positions until w = 1 */
-                gather_ids(outs[w] + slot[p], got, bytes[w], eid + slot[p], take[p]);
-            else
-                copy_ids(outs[w] + slot[p], got, bytes[w], count[p]);
-            got += (size_t)bytes[w] * (size_t)count[p];
-        }
-    }
-    free(gathered);
-    return rc;
-}
-
-/* Where this rank reads each group member's lists by plain loads: nbr[m] and eid[m] are
- * member m's chunks of the nbr and eid variables (both NULL unless both are readable by
- * load), first[m] the global CSC row of its chunks' first entry.  (Other variables read
- * list by list, times and weights, go through a list_reader.) */
-struct views {
-    const char **nbr, **eid;
-    int64_t *first;
-};
-
-static void views_close(struct views *v)
-{
-    free(v->nbr);
-    free(v->eid);
-    free(v->first);
-    *v = (struct views){NULL, NULL, NULL};
-}
-
-/* fill *v for the lists of g */
-static int views_open(dds_store *s, const dds_tcsr *g, struct views *v)
-{
-    size_t width = (size_t)dds_group_size(s);
-    int rc = DDS_OK;
-    v->nbr = calloc(width, sizeof *v->nbr);
-    v->eid = calloc(width, sizeof *v->eid);
-    v->first = calloc(width, sizeof *v->first);
-    if (!v->nbr || !v->eid || !v->first) rc = no_memory();
-    for (size_t m = 0; m < width && rc == DDS_OK; m++) {
-        void *a = NULL, *b = NULL;
-        int64_t rows = 0;
-        rc = dds_member_ptr(s, g->nbr_var, (int)m, &a, &rows);
-        if (rc == DDS_OK) rc = dds_member_ptr(s, g->eid_var, (int)m, &b, &rows);
-        v->nbr[m] = a && b ? a : NULL;
-        v->eid[m] = a && b ? b : NULL;
-        v->first[m] = g->indptr[g->node_offsets[m]];
-    }
-    if (rc != DDS_OK) views_close(v);
-    return rc;
-}
-
-/* open-addressing set of list positions, for k distinct draws (Floyd's algorithm) */
-struct pos_set {
-    int64_t mask, *slot;
-};
-
-/* insert p; returns 0 if it was there already */
-static int set_insert(struct pos_set *h, int64_t p)
-{
-    uint64_t i = splitmix64((uint64_t)p) & (uint64_t)h->mask;
-    while (h->slot[i] != -1) {
-        if (h->slot[i] == p) return 0;
-        i = (i + 1) & (uint64_t)h->mask;
-    }
-    h->slot[i] = p;
-    return 1;
-}
-
-static void set_clear(struct pos_set *h, const int64_t *values, int64_t n)
-{
-    for (int64_t q = 0; q < n; q++) {
-        uint64_t i = splitmix64((uint64_t)values[q]) & (uint64_t)h->mask;
-        while (h->slot[i] != values[q]) i = (i + 1) & (uint64_t)h->mask;
-        h->slot[i] = -1;
-    }
-    /* the probe for a key goes on past slots emptied before it, so every key is found
-     * and the table ends empty */
-}
-
 /* the entries a node with c eligible takes (see dds_neighbor.h) */
 static int64_t take_of(int64_t c, int64_t k, int replace, int last)
 {
@@ -438,17 +283,33 @@ static int64_t take_of(int64_t c, int64_t k, int replace, int last)
 
 /* prefetch the first c entries (at most 4 cache lines) of node v's nbr and eid lists
  * when they are readable by load */
-static inline void prefetch_list(const dds_tcsr *g, const struct views *view, int width,
-                                 int64_t v, int64_t c, int nb, int eb)
+static inline void prefetch_list(const dds_tcsr *g, const struct members *view, int64_t v,
+                                 int64_t c, int nb, int eb)
 {
     if (c <= 0) return;
-    int m = dds_member_of(g->node_offsets, width, v);
-    if (!view->nbr[m]) return;
+    int m = member_of_node(g, view, v);
+    if (!member_chunk(view, m, 0)) return;
     int64_t at = g->indptr[v] - view->first[m];
-    const char *ln = view->nbr[m] + nb * at, *le = view->eid[m] + eb * at;
+    const char *ln = member_chunk(view, m, 0) + nb * at;
+    const char *le = member_chunk(view, m, 1) + eb * at;
     int64_t lines_n = (nb * c + 63) / 64, lines_e = (eb * c + 63) / 64;
     for (int64_t q = 0; q < lines_n && q < 4; q++) __builtin_prefetch(ln + 64 * q);
     for (int64_t q = 0; q < lines_e && q < 4; q++) __builtin_prefetch(le + 64 * q);
+}
+
+/* the member views of the nbr and eid lists, and the reads of their picks */
+static int open_lists(dds_store *s, const dds_tcsr *g, struct members *view)
+{
+    int vars[2] = {g->nbr_var, g->eid_var};
+    return members_open(view, s, g, vars, 2, WHO);
+}
+
+static int read_picks(dds_store *s, const dds_tcsr *g, const struct picks *P, int nb,
+                      int eb, int64_t *nbr, int64_t *eid)
+{
+    int vars[2] = {g->nbr_var, g->eid_var}, bytes[2] = {nb, eb};
+    int64_t *outs[2] = {nbr, eid};
+    return picks_read(s, P, nbr ? 2 : 1, vars + !nbr, bytes + !nbr, outs + !nbr, WHO);
 }
 
 int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
@@ -461,14 +322,13 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (rc != DDS_OK) return rc;
     int replace = (flags & DDS_NEIGHBOR_REPLACE) != 0, last = (flags & DDS_NEIGHBOR_LAST) != 0;
     int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    int64_t *pstart = NULL, *pcount = NULL, *pslot = NULL, *ptake = NULL;
-    int64_t *picked = NULL;
-    struct pos_set set = {0, NULL};
-    struct views view = {NULL, NULL, NULL};
+    struct picks P = {0};
+    struct table set = {NULL, 0};
+    struct members view = {0};
     if (!cut) { rc = no_memory(); goto done; }
     int nb = 8, eb = 8; /* bytes per id of nbr and of eid */
-    rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &nb);
-    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "neighbour sample", "eid", &eb);
+    rc = sample_id_bytes(s, g->nbr_var, WHO, "nbr", &nb);
+    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, WHO, "eid", &eb);
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
     if (rc != DDS_OK) goto done;
     /* what is taken, counted before any buffer is sized or any output written: buffers
@@ -484,41 +344,29 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (total > cap)
         return_error(DDS_EINVAL, "neighbour sample: %lld entries taken, more than the "
                      "output capacity %lld", (long long)total, (long long)cap);
-    size_t most = (size_t)(total ? total : 1);
-    /* the remote picks: runs pstart[p], pcount[p] going to output slot pslot[p] (whole,
-     * or the ptake[p] >= 0 scattered picks of one list in their span), in one block of
-     * 4 * most */
-    if (most > SIZE_MAX / (4 * sizeof(int64_t))) { rc = no_memory(); goto done; }
-    pstart = malloc(4 * sizeof(int64_t) * most);
-    if (!pstart) { rc = no_memory(); goto done; }
-    pcount = pstart + most;
-    pslot = pcount + most;
-    ptake = pslot + most;
-    if (floyd_k > 0) { /* floyd_k < some list's length: its sizes exist in memory */
-        int64_t size = 16;
-        while (size / 2 < floyd_k) size *= 2;
-        set.mask = size - 1;
-        set.slot = malloc(sizeof(int64_t) * (size_t)size);
-        picked = malloc(sizeof(int64_t) * (size_t)floyd_k);
-        if (!set.slot || !picked) { rc = no_memory(); goto done; }
-        for (int64_t i = 0; i < size; i++) set.slot[i] = -1;
-    }
+    /* the remote picks: at most one piece per pick */
+    rc = picks_open(&P, total, WHO);
+    /* Floyd's distinct draws: the positions drawn from list i are the set's keys in use
+     * with base i (generation i: the earlier lists' keys count as absent) */
+    if (rc == DDS_OK && floyd_k > 0) rc = table_open(&set, floyd_k, WHO);
     /* members whose rows this rank reads by load: picks are copied in place */
-    int width = dds_group_size(s);
-    rc = views_open(s, g, &view);
+    if (rc == DDS_OK) rc = open_lists(s, g, &view);
     if (rc != DDS_OK) goto done;
     uint64_t base = splitmix64(seed);
-    int64_t j = 0, np = 0, nsel = 0;
+    int64_t j = 0;
     for (int64_t i = 0; i < n; i++) {
         if (i + PREFETCH_NODES < n)
-            prefetch_list(g, &view, width, nodes[i + PREFETCH_NODES], cut[i + PREFETCH_NODES],
-                          nb, eb);
+            prefetch_list(g, &view, nodes[i + PREFETCH_NODES], cut[i + PREFETCH_NODES], nb,
+                          eb);
         int64_t c = cut[i], start = g->indptr[nodes[i]];
         int64_t take = take_of(c, k, replace, last);
         if (take <= 0) continue;  /* nothing eligible, or k == 0: no pick, nothing read */
-        int m = dds_member_of(g->node_offsets, width, nodes[i]);
-        const char *ln = view.nbr[m] ? view.nbr[m] + nb * (start - view.first[m]) : NULL;
-        const char *le = view.eid[m] ? view.eid[m] + eb * (start - view.first[m]) : NULL;
+        int m = member_of_node(g, &view, nodes[i]);
+        const char *ln = member_chunk(&view, m, 0), *le = member_chunk(&view, m, 1);
+        if (ln) {
+            ln += nb * (start - view.first[m]);
+            le += eb * (start - view.first[m]);
+        }
         int whole = k < 0 || (c <= k && (!replace || last));
         for (int64_t q = 0; q < take; q++) row[j + q] = i;
         if (whole || last) { /* one contiguous piece: all of them, or the k latest */
@@ -526,34 +374,28 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                 copy_ids(nbr + j, ln + nb * (c - take), nb, take);
                 copy_ids(eid + j, le + eb * (c - take), eb, take);
             } else {
-                pslot[np] = j;
-                pstart[np] = start + c - take;
-                ptake[np] = -1;
-                pcount[np++] = take;
-                nsel += take;
+                picks_piece(&P, j, start + c - take, take, -1);
             }
         } else {
-            uint64_t key = splitmix64(base ^ splitmix64((uint64_t)i + 1));
-            int64_t lo = c, hi = -1;  /* the smallest and largest position drawn */
+            struct stream st = stream_of(base, (uint64_t)i + 1);
+            int64_t lo = c, hi = -1, had;  /* the smallest and largest position drawn */
             for (int64_t q = 0; q < take; q++) {
-                uint64_t r = splitmix64(key + (uint64_t)(q + 1) * 0x9E3779B97F4A7C15ULL);
+                uint64_t r = stream_next(&st);
                 int64_t pos;
                 if (replace) {
                     pos = below(r, c);
                 } else { /* Floyd: the q-th step draws from [0, c - k + q] */
                     int64_t top = c - k + q;
                     pos = below(r, top + 1);
-                    if (!set_insert(&set, pos)) {
+                    if (!table_add(&set, i, pos, i, &had)) {
                         pos = top;
-                        set_insert(&set, pos);
+                        table_add(&set, i, pos, i, &had);
                     }
-                    picked[q] = pos;
                 }
                 eid[j + q] = pos; /* the ids are read once the positions are drawn */
                 lo = pos < lo ? pos : lo;
                 hi = pos > hi ? pos : hi;
             }
-            if (!replace) set_clear(&set, picked, take);
             if (ln) { /* the positions in eid[j, j + take) become the ids there */
                 gather_ids(nbr + j, ln, nb, eid + j, take);
                 gather_ids(eid + j, le, eb, eid + j, take);
@@ -561,46 +403,24 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                 /* the span holding the picks, read as one run: about the cache lines
                  * the picks touch anyway, one block of a get instead of take */
                 for (int64_t q = 0; q < take; q++) eid[j + q] -= lo;
-                pslot[np] = j;
-                pstart[np] = start + lo;
-                ptake[np] = take;
-                pcount[np++] = hi - lo + 1;
-                nsel += hi - lo + 1;
+                picks_piece(&P, j, start + lo, hi - lo + 1, take);
             } else {
-                for (int64_t q = 0; q < take; q++) {
-                    pslot[np] = j + q;
-                    pstart[np] = start + eid[j + q];
-                    ptake[np] = -1;
-                    pcount[np++] = 1;
-                    nsel++;
-                }
+                for (int64_t q = 0; q < take; q++)
+                    picks_piece(&P, j + q, start + eid[j + q], 1, -1);
             }
         }
         j += take;
     }
     /* the picks of other members' lists: one batched one-sided read per variable, then
      * each piece to its output slot (widened) */
-    rc = read_remote_picks(s, g, nb, eb, pstart, pcount, pslot, ptake, np, nsel, nbr,
-                           eid);
+    rc = read_picks(s, g, &P, nb, eb, nbr, eid);
     if (rc == DDS_OK) *count = j;
 done:
-    free(set.slot);
-    free(picked);
-    free(pstart);
+    table_close(&set);
+    picks_close(&P);
     free(cut);
-    views_close(&view);
+    members_close(&view);
     return rc;
-}
-
-/* Open addressing over slots of two int64, (key, value), `mask` + 1 of them: the slot of
- * `key`, or the empty slot where it would go.  A slot is in use when its value is >=
- * base (older values, and -1 in a new table, count as empty). */
-static inline uint64_t slot_of(const int64_t *table, uint64_t mask, int64_t base,
-                               int64_t key)
-{
-    uint64_t h = splitmix64((uint64_t)key) & mask;
-    while (table[2 * h + 1] >= base && table[2 * h] != key) h = (h + 1) & mask;
-    return h;
 }
 
 int dds_relabel(int64_t *table, int64_t cap, int64_t base, const int64_t *keys, int64_t n,
@@ -625,7 +445,7 @@ int dds_relabel(int64_t *table, int64_t cap, int64_t base, const int64_t *keys, 
             __builtin_prefetch(&table[2 * (splitmix64((uint64_t)keys[i + 8]) & mask)], 1);
         int64_t key = keys[i];
         /* a slot is this generation's when its id >= base; older ones count as empty */
-        uint64_t h = slot_of(table, mask, base, key);
+        uint64_t h = table_find(table, mask, base, key);
         if (table[2 * h + 1] < base) {
             table[2 * h] = key;
             table[2 * h + 1] = nx++;
@@ -674,12 +494,6 @@ int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_
  * pass.  The picks are chosen as CSC rows, then
  * their nbr and eid are read as in dds_neighbor_sample (by load, or one batched read
  * per variable of the runs of consecutive picked rows). */
-
-/* a uniform double in (0, 1) from a random word (never 0 or 1) */
-static double open_unit(uint64_t r)
-{
-    return ((double)(r >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
 
 /* max-heap on key of the k smallest keys seen (Efraimidis-Spirakis' top k) */
 static void heap_down(double *key, int64_t *pos, int64_t n, int64_t i)
@@ -786,17 +600,18 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         return dds_set_error(DDS_EINVAL, "weighted neighbour sample: the weight variable "
                              "has rows of %lld bytes, not float32 (4) or float64 (8)",
                              (long long)wb);
-    int width = dds_group_size(s), nb = 8, eb = 8;
+    int nb = 8, eb = 8;
     int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    int64_t *rstart = NULL, *rcount = NULL, *pslot = NULL, *hpos = NULL;
+    int64_t *hpos = NULL;
     double *scratch = NULL, *hkey = NULL, *wide = NULL;
-    struct views view = {NULL, NULL, NULL};
+    struct picks P = {0};
+    struct members view = {0};
     struct list_reader wr = {0};  /* the weights of the eligible ranges, in pieces */
     if (!cut) { rc = no_memory(); goto done; }
-    rc = sample_id_bytes(s, g->nbr_var, "neighbour sample", "nbr", &nb);
-    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "neighbour sample", "eid", &eb);
+    rc = sample_id_bytes(s, g->nbr_var, WHO, "nbr", &nb);
+    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, WHO, "eid", &eb);
     if (rc == DDS_OK) rc = eligible(s, g, nodes, node_ts, n, cut);
-    if (rc == DDS_OK) rc = views_open(s, g, &view);
+    if (rc == DDS_OK) rc = open_lists(s, g, &view);
     if (rc == DDS_OK)
         rc = reader_open(&wr, s, g, w_var, wb, nodes, cut, n, PIECE_ENTRIES, PIECE_LISTS);
     if (rc != DDS_OK) goto done;
@@ -868,7 +683,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
             for (int64_t p = 0; p < c; p++) wide[p] = f[p];
             w = wide;
         }
-        uint64_t key = splitmix64(base ^ splitmix64((uint64_t)i + 1));
+        struct stream st = stream_of(base, (uint64_t)i + 1);
         for (int64_t q = 0; q < t; q++) row[j + q] = i;
         if (k < 0 || (!replace && pos <= k)) {
             int64_t q = 0; /* every positive entry, in list order */
@@ -877,8 +692,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         } else if (replace) {
             double tot = cumulate(w, c, scratch);
             for (int64_t q = 0; q < t; q++) {
-                uint64_t r = splitmix64(key + (uint64_t)(q + 1) * 0x9E3779B97F4A7C15ULL);
-                double x = (double)(r >> 11) * (1.0 / 9007199254740992.0) * tot;
+                double x = unit_closed(stream_next(&st)) * tot;
                 eid[j + q] = start + draw_cum(scratch, w, c, x);
             }
         } else {
@@ -890,23 +704,20 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
             int64_t h = 0, p = 0;
             for (; p < c && h < t; p++) {
                 if (!(w[p] > 0)) continue;
-                uint64_t r = splitmix64(key + (uint64_t)(p + 1) * 0x9E3779B97F4A7C15ULL);
-                hkey[h] = -log(open_unit(r)) / w[p];
+                hkey[h] = -log(unit_open(stream_word(&st, (uint64_t)p + 1))) / w[p];
                 hpos[h++] = p;
             }
             for (int64_t a = t / 2; a-- > 0;) heap_down(hkey, hpos, t, a);
-            uint64_t jump = splitmix64(key ^ 0xD1B54A32D192ED03ULL), q = 0;
-            double skip = -log(open_unit(splitmix64(jump + ++q * 0x9E3779B97F4A7C15ULL)))
-                          / hkey[0];
+            struct stream jump = stream_fork(st, 0xD1B54A32D192ED03ULL);
+            double skip = -log(unit_open(stream_next(&jump))) / hkey[0];
             for (; p < c; p++) {
                 if (!(w[p] > 0) || (skip -= w[p]) > 0) continue;
-                double u = open_unit(splitmix64(jump + ++q * 0x9E3779B97F4A7C15ULL));
+                double u = unit_open(stream_next(&jump));
                 double e = -log1p(u * expm1(-w[p] * hkey[0]));  /* E < w tau */
                 hkey[0] = e / w[p];
                 hpos[0] = p;
                 heap_down(hkey, hpos, t, 0);
-                skip = -log(open_unit(splitmix64(jump + ++q * 0x9E3779B97F4A7C15ULL)))
-                       / hkey[0];
+                skip = -log(unit_open(stream_next(&jump))) / hkey[0];
             }
             qsort(hpos, (size_t)t, sizeof *hpos, cmp_i64);  /* list order */
             for (int64_t q = 0; q < t; q++) eid[j + q] = start + hpos[q];
@@ -915,49 +726,32 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     }
     /* the ids of the picked rows: by load, else runs of consecutive rows read one-sidedly
      * (one batched read per variable) */
-    int64_t np = 0, nsel = 0;
+    int64_t nsel = 0;
     for (int64_t q = 0; q < j; q++) {
         int64_t i = row[q], v = nodes[i], r0 = eid[q];
-        int m = dds_member_of(g->node_offsets, width, v);
-        if (view.nbr[m]) {
-            const char *pn = view.nbr[m], *pe = view.eid[m];
+        int m = member_of_node(g, &view, v);
+        if (member_chunk(&view, m, 0)) {
             int64_t lr = r0 - view.first[m];
-            nbr[q] = nb == 8 ? ((const int64_t *)pn)[lr] : ((const int32_t *)pn)[lr];
-            eid[q] = eb == 8 ? ((const int64_t *)pe)[lr] : ((const int32_t *)pe)[lr];
+            nbr[q] = id_at(member_chunk(&view, m, 0), nb, lr);
+            eid[q] = id_at(member_chunk(&view, m, 1), eb, lr);
         } else {
             nbr[q] = -1;  /* marks the slots read below */
             nsel++;
         }
     }
-    if (nsel) {
-        free(rstart);
-        free(rcount);
-        rstart = malloc(sizeof(int64_t) * (size_t)nsel);
-        rcount = malloc(sizeof(int64_t) * (size_t)nsel);
-        pslot = malloc(sizeof(int64_t) * (size_t)nsel);
-        if (!rstart || !rcount || !pslot) { rc = no_memory(); goto done; }
-        for (int64_t q = 0; q < j; q++) {
-            if (nbr[q] != -1) continue;
-            if (np && pslot[np - 1] + rcount[np - 1] == q &&
-                rstart[np - 1] + rcount[np - 1] == eid[q]) {
-                rcount[np - 1]++;
-            } else {
-                pslot[np] = q;
-                rstart[np] = eid[q];
-                rcount[np++] = 1;
-            }
-        }
-        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, pslot, NULL, np, nsel, nbr,
-                               eid);
+    if (nsel) {  /* runs of consecutive rows to consecutive slots */
+        rc = picks_open(&P, nsel, WHO);
+        if (rc != DDS_OK) goto done;
+        for (int64_t q = 0; q < j; q++)
+            if (nbr[q] == -1) picks_row(&P, q, eid[q]);
+        rc = read_picks(s, g, &P, nb, eb, nbr, eid);
     }
     if (rc == DDS_OK) *count = j;
 done:
-    views_close(&view);
+    members_close(&view);
     reader_close(&wr);
+    picks_close(&P);
     free(cut);
-    free(rstart);
-    free(rcount);
-    free(pslot);
     free(hpos);
     free(hkey);
     free(scratch);
@@ -977,22 +771,21 @@ done:
 
 struct first_pos {
     int32_t *dense;   /* [bound]: position, or -1 */
-    int64_t *slots;   /* else: (node id, position) slots of slot_of, -1 empty */
-    uint64_t mask;
+    struct table map; /* else: node id -> position */
 };
 
 static void first_pos_free(struct first_pos *m)
 {
     free(m->dense);
-    free(m->slots);
-    *m = (struct first_pos){NULL, NULL, 0};
+    m->dense = NULL;
+    table_close(&m->map);
 }
 
 /* the position of id's first occurrence, or -1 (id in [0, bound)) */
 static inline int64_t first_pos_get(const struct first_pos *m, int64_t id)
 {
     if (m->dense) return m->dense[id];
-    return m->slots[2 * slot_of(m->slots, m->mask, 0, id) + 1];  /* -1 when absent */
+    return table_get(&m->map, 0, id);
 }
 
 /* map the n ids (each in [0, bound), else DDS_ERANGE naming `what`) to the position of
@@ -1000,7 +793,7 @@ static inline int64_t first_pos_get(const struct first_pos *m, int64_t id)
 static int first_pos_build(struct first_pos *m, const int64_t *ids, int64_t n,
                            int64_t bound, const char *what)
 {
-    *m = (struct first_pos){NULL, NULL, 0};
+    *m = (struct first_pos){NULL, {NULL, 0}};
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= bound)
             return dds_set_error(DDS_ERANGE, "induced edges: %s node %lld (position %lld) "
@@ -1013,20 +806,10 @@ static int first_pos_build(struct first_pos *m, const int64_t *ids, int64_t n,
         for (int64_t i = n; i-- > 0;) m->dense[ids[i]] = (int32_t)i;
         return DDS_OK;
     }
-    uint64_t size = 16;
-    while (size / 2 < (uint64_t)n) size *= 2;  /* n < 2^62: ids are distinct-ish, bounded */
-    m->mask = size - 1;
-    m->slots = malloc(2 * sizeof(int64_t) * size);
-    if (!m->slots) return no_memory();
-    memset(m->slots, 0xff, 2 * sizeof(int64_t) * size);
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t h = slot_of(m->slots, m->mask, 0, ids[i]);
-        if (m->slots[2 * h + 1] < 0) {  /* the first occurrence keeps its position */
-            m->slots[2 * h] = ids[i];
-            m->slots[2 * h + 1] = i;
-        }
-    }
-    return DDS_OK;
+    int rc = table_open(&m->map, n, WHO);
+    for (int64_t i = 0, had; i < n && rc == DDS_OK; i++)
+        table_add(&m->map, 0, ids[i], i, &had);  /* the first occurrence keeps its position */
+    return rc;
 }
 
 int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64_t n_dst,
@@ -1040,11 +823,12 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
         return dds_set_error(DDS_EINVAL, "induced edges: n_src=%lld and num_src=%lld must "
                              "be >= 0, chunk=%lld >= 1", (long long)n_src,
                              (long long)num_src, (long long)chunk);
-    struct first_pos smap = {NULL, NULL, 0}, dmap_own = {NULL, NULL, 0};
+    struct first_pos smap = {NULL, {NULL, 0}}, dmap_own = {NULL, {NULL, 0}};
     const struct first_pos *dmap = &dmap_own;
-    struct views view = {NULL, NULL, NULL};
+    struct members view = {0};
     struct list_reader nr = {0};  /* the lists' source ids, in pieces */
-    int64_t *rstart = NULL, *rcount = NULL, *rslot = NULL, *len = NULL;
+    struct picks P = {0};
+    int64_t *len = NULL;
     int nb = 8, eb = 8;
     rc = first_pos_build(&smap, src, n_src, num_src, "source");
     if (rc != DDS_OK || n_dst == 0 || n_src == 0) goto done;
@@ -1061,23 +845,21 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
                                                   : 0;
     rc = sample_id_bytes(s, g->nbr_var, "induced edges", "nbr", &nb);
     if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "induced edges", "eid", &eb);
-    if (rc == DDS_OK) rc = views_open(s, g, &view);
+    if (rc == DDS_OK) rc = open_lists(s, g, &view);
     if (rc == DDS_OK)  /* pieces of `chunk` entries, however many lists */
         rc = reader_open(&nr, s, g, g->nbr_var, nb, dst, len, n_dst, chunk, n_dst);
     if (rc != DDS_OK) goto done;
-    int width = dds_group_size(s);
     int64_t j = 0, remote_hits = 0;
     for (int64_t i = 0; i < n_dst; i++) {
         int64_t v = dst[i], start = g->indptr[v], deg = len[i];
         if (deg <= 0) continue;
-        int m = dds_member_of(g->node_offsets, width, v);
-        const char *ln, *le = view.eid[m] ? view.eid[m] + (size_t)eb *
-                                                          (size_t)(start - view.first[m])
-                                          : NULL;
+        int m = member_of_node(g, &view, v);
+        const char *ln, *le = member_chunk(&view, m, 1);
+        if (le) le += (size_t)eb * (size_t)(start - view.first[m]);
         rc = reader_list(&nr, i, &ln);
         if (rc != DDS_OK) goto done;
         for (int64_t p = 0; p < deg; p++) {
-            int64_t u = nb == 8 ? ((const int64_t *)ln)[p] : ((const int32_t *)ln)[p];
+            int64_t u = id_at(ln, nb, p);
             if ((uint64_t)u >= (uint64_t)num_src)
                 return_error(DDS_ERANGE, "induced edges: CSC row %lld holds source node "
                              "%lld, outside [0, %lld)", (long long)(start + p),
@@ -1090,7 +872,7 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
             row[j] = at;
             col[j] = i;
             if (le) {
-                eid[j] = eb == 8 ? ((const int64_t *)le)[p] : ((const int32_t *)le)[p];
+                eid[j] = id_at(le, eb, p);
             } else { /* read below: the CSC row, marked negative */
                 eid[j] = -(start + p) - 1;
                 remote_hits++;
@@ -1098,36 +880,21 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
             j++;
         }
     }
-    if (remote_hits) { /* the edge ids of the entries kept from remote lists */
-        free(rstart);
-        rstart = malloc(sizeof(int64_t) * 2 * (size_t)remote_hits);
-        rslot = malloc(sizeof(int64_t) * (size_t)remote_hits);
-        if (!rstart || !rslot) { rc = no_memory(); goto done; }
-        rcount = rstart + remote_hits;
-        int64_t np = 0;
-        for (int64_t q = 0; q < j; q++) {
-            if (eid[q] >= 0) continue;
-            int64_t r = -eid[q] - 1;
-            if (np && rslot[np - 1] + rcount[np - 1] == q &&
-                rstart[np - 1] + rcount[np - 1] == r) {
-                rcount[np - 1]++;
-            } else {
-                rslot[np] = q;
-                rstart[np] = r;
-                rcount[np++] = 1;
-            }
-        }
-        rc = read_remote_picks(s, g, nb, eb, rstart, rcount, rslot, NULL, np, remote_hits,
-                               NULL, eid);
+    if (remote_hits) { /* the edge ids of the entries kept from remote lists: runs of
+                        * consecutive rows to consecutive slots */
+        rc = picks_open(&P, remote_hits, WHO);
+        if (rc != DDS_OK) goto done;
+        for (int64_t q = 0; q < j; q++)
+            if (eid[q] < 0) picks_row(&P, q, -eid[q] - 1);
+        rc = read_picks(s, g, &P, nb, eb, NULL, eid);
     }
     if (rc == DDS_OK) *count = j;
 done:
     first_pos_free(&smap);
     first_pos_free(&dmap_own);
-    views_close(&view);
+    members_close(&view);
     reader_close(&nr);
+    picks_close(&P);
     free(len);
-    free(rstart);
-    free(rslot);
     return rc;
 }

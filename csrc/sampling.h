@@ -1,22 +1,157 @@
 /*
- * sampling.h - the small pieces the samplers over the store share (csrc/temporal.c,
- * csrc/neighbor.c): the counter-based random stream and a uniform integer from a random
- * word, and the node and edge ids of a list stored as int32 or int64 (the group member
- * holding a node's list is dds_member_of, internal.h).  Internal, not for bindings;
- * include after internal.h.
+ * sampling.h - the one internal unit of the samplers over the store (csrc/neighbor.c:
+ * the PyG sampler, weighted and induced; csrc/temporal.c: the temporal sampler) and of
+ * the T-CSR build's id handling (csrc/tcsr.c).  Each piece is written here once:
+ *
+ * - ids: node and edge ids are stored as int32 or int64 (each variable's row bytes say
+ *   which) and handled one way, by a width passed at run time (4 or 8): id_at / id_put
+ *   per entry, copy_ids / gather_ids per list (the branch taken once per list);
+ * - the random stream: one counter-based generator (SplitMix64's output function of a
+ *   key plus a multiple of the golden ratio), uniform integers and doubles from it;
+ * - argument checks that both samplers make (the store, the time type, every node and
+ *   its time);
+ * - member views: where this rank reads each group member's chunks of a set of
+ *   variables by plain loads;
+ * - one open-addressing table of int64 keys and values (a set, a map, with generations);
+ * - the remote picks of a batch: pieces of rows of other members' lists (consecutive
+ *   picks merged into runs), read and scattered to output slots;
+ * - sample_read: the one function through which every remote read of a batch goes
+ *   (lists, picks, probes), for one variable or several over the same ranges.
+ *
+ * Internal, not for bindings (nothing here is exported); include after internal.h.
+ * Hot helpers are static inline here, the rest is in csrc/sampling.c.
  */
 #ifndef DDSTORE_SAMPLING_H
 #define DDSTORE_SAMPLING_H
 
 #include <stdint.h>
+#include <string.h>
+
+#define SAMPLING_HIDDEN __attribute__((visibility("hidden")))
+
+/* ------------------------------------------------------------------ ids */
+
+/* the width of the ids of variable `var` (its row bytes: 4, int32, or 8, int64), for
+ * the sampler `who` (its error messages) */
+int sample_id_bytes(dds_store *s, int var, const char *who, const char *what, int *bytes)
+    SAMPLING_HIDDEN;
+
+/* id i of a list of ids of `bytes` (4 or 8) bytes each, as int64 (ids are >= 0) */
+static inline int64_t id_at(const void *ids, int bytes, int64_t i)
+{
+    return bytes == 8 ? ((const int64_t *)ids)[i] : (int64_t)((const int32_t *)ids)[i];
+}
+
+/* ids[i] = v, in `bytes` (4 or 8); v must fit (id_fits) */
+static inline void id_put(void *ids, int bytes, int64_t i, int64_t v)
+{
+    if (bytes == 8) ((int64_t *)ids)[i] = v;
+    else ((int32_t *)ids)[i] = (int32_t)v;
+}
+
+/* whether v is an id of `bytes` (4 or 8) bytes */
+static inline int id_fits(int bytes, int64_t v)
+{
+    return bytes == 8 || (int32_t)v == v;
+}
+
+/* swap ids a and b of a list of `bytes` (4 or 8) each */
+static inline void id_swap(void *ids, int bytes, int64_t a, int64_t b)
+{
+    if (bytes == 8) {
+        int64_t *x = ids, t = x[a];
+        x[a] = x[b];
+        x[b] = t;
+    } else {
+        int32_t *x = ids, t = x[a];
+        x[a] = x[b];
+        x[b] = t;
+    }
+}
+
+/* n int32 ids to int64.  Ids are >= 0, so they are read as uint32 and zero-extended,
+ * four at a time: compilers turn that into a few vector instructions even at -O2, and
+ * copying long lists then costs about what memcpy of int64 ids does. */
+static inline void widen_ids(int64_t *out, const uint32_t *a, int64_t n)
+{
+    int64_t q = 0;
+    for (; q + 4 <= n; q += 4) {
+        out[q] = a[q];
+        out[q + 1] = a[q + 1];
+        out[q + 2] = a[q + 2];
+        out[q + 3] = a[q + 3];
+    }
+    for (; q < n; q++) out[q] = a[q];
+}
+
+/* n ids of `bytes` (4 or 8) bytes each, to int64 (8: any 8-byte values, as bits) */
+static inline void copy_ids(int64_t *out, const void *ids, int bytes, int64_t n)
+{
+    if (bytes == 8) memcpy(out, ids, sizeof(int64_t) * (size_t)n);
+    else widen_ids(out, ids, n);
+}
+
+/* out[q] = ids[pos[q]] as int64, for q < n; out may be pos */
+static inline void gather_ids(int64_t *out, const void *ids, int bytes, const int64_t *pos,
+                              int64_t n)
+{
+    if (bytes == 8) {
+        const int64_t *a = ids;
+        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
+    } else {
+        const int32_t *a = ids;
+        for (int64_t q = 0; q < n; q++) out[q] = a[pos[q]];
+    }
+}
+
+/* ------------------------------------------------------------------ the random stream
+ * Every draw of both samplers comes from one counter-based stream: a key (from the
+ * call's seed and the list's position, so that the draws of a list depend on nothing
+ * else) and words 1, 2, ... of it, word q being splitmix64(key + q * golden ratio). */
+
+#define STREAM_GOLDEN 0x9E3779B97F4A7C15ULL
 
 /* SplitMix64's output function: a well-mixed 64-bit word from a counter */
 static inline uint64_t splitmix64(uint64_t x)
 {
-    uint64_t z = x + 0x9E3779B97F4A7C15ULL;
+    uint64_t z = x + STREAM_GOLDEN;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
+}
+
+struct stream {
+    uint64_t key, at; /* at: the last word taken by stream_next */
+};
+
+/* the word splitmix64(base ^ salt): a base mixed with a salt (an epoch, a layer) */
+static inline uint64_t stream_mix(uint64_t base, uint64_t salt)
+{
+    return splitmix64(base ^ salt);
+}
+
+/* the stream of item `id` (a list's position) under the call's base */
+static inline struct stream stream_of(uint64_t base, uint64_t id)
+{
+    return (struct stream){stream_mix(base, splitmix64(id)), 0};
+}
+
+/* a second stream of the same item, told apart by `salt` */
+static inline struct stream stream_fork(struct stream st, uint64_t salt)
+{
+    return (struct stream){stream_mix(st.key, salt), 0};
+}
+
+/* word q (q >= 1) of the stream */
+static inline uint64_t stream_word(const struct stream *st, uint64_t q)
+{
+    return splitmix64(st->key + q * STREAM_GOLDEN);
+}
+
+/* the next word of the stream (words 1, 2, ...) */
+static inline uint64_t stream_next(struct stream *st)
+{
+    return stream_word(st, ++st->at);
 }
 
 /* uniform integer in [0, n) from a 64-bit random word (multiply-shift) */
@@ -25,25 +160,168 @@ static inline int64_t below(uint64_t r, int64_t n)
     return (int64_t)(((unsigned __int128)r * (uint64_t)n) >> 64);
 }
 
-/* the width of the ids of variable `var` (its row bytes: 4, int32, or 8, int64), for
- * the sampler `who` (its error messages) */
-static inline int sample_id_bytes(dds_store *s, int var, const char *who,
-                                  const char *what, int *bytes)
+/* a uniform double in [0, 1) from a random word */
+static inline double unit_closed(uint64_t r)
 {
-    int64_t rb = 0;
-    int rc = dds_row_bytes(s, var, &rb);
-    if (rc != DDS_OK) return rc;
-    if (rb != 4 && rb != 8)
-        return dds_set_error(DDS_EINVAL, "%s: the %s variable has rows of %lld bytes, not "
-                             "int32 or int64 ids", who, what, (long long)rb);
-    *bytes = (int)rb;
-    return DDS_OK;
+    return (double)(r >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* id i of a list of ids of `bytes` (4 or 8) bytes each, as int64 (ids are >= 0) */
-static inline int64_t id_at(const void *ids, int bytes, int64_t i)
+/* a uniform double in (0, 1) from a random word (never 0 or 1) */
+static inline double unit_open(uint64_t r)
 {
-    return bytes == 8 ? ((const int64_t *)ids)[i] : (int64_t)((const int32_t *)ids)[i];
+    return ((double)(r >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
+
+/* ------------------------------------------------------------------ argument checks */
+
+/* the checks every sampler makes first, as sampler `who`: the store is alive and
+ * g->time_type a dds_time_type */
+int sample_check_graph(dds_store *s, const dds_tcsr *g, const char *who) SAMPLING_HIDDEN;
+
+/* every one of the n nodes in [0, g->num_nodes) (DDS_ERANGE naming it as `node`) and,
+ * when times are given, its time not NaN (DDS_EINVAL naming it as `time`) */
+int sample_check_nodes(const dds_tcsr *g, const int64_t *nodes, const void *times,
+                       int64_t n, const char *who, const char *node, const char *time)
+    SAMPLING_HIDDEN;
+
+/* DDS_ENOMEM "<who>: out of memory" */
+int sample_no_memory(const char *who) SAMPLING_HIDDEN;
+
+/* ------------------------------------------------------------------ member views
+ * Where this rank reads each group member's lists by plain loads: chunk[m * nvars + v]
+ * is member m's chunk of variable vars[v], all of them NULL unless every one is
+ * readable by load (its own chunk, a node-local peer's in shared memory); first[m] is
+ * the global row of the chunks' first entry (the T-CSR's variables share their rows). */
+#define SAMPLE_MAX_VARS 4
+
+struct members {
+    int width, nvars;
+    const char **chunk;
+    int64_t *first;
+};
+
+/* open the views of the `nvars` (<= SAMPLE_MAX_VARS) variables `vars` of g */
+int members_open(struct members *mv, dds_store *s, const dds_tcsr *g, const int *vars,
+                 int nvars, const char *who) SAMPLING_HIDDEN;
+void members_close(struct members *mv) SAMPLING_HIDDEN;
+
+/* member m's chunk of variable v (an index into the vars opened), or NULL */
+static inline const char *member_chunk(const struct members *mv, int m, int v)
+{
+    return mv->chunk[m * mv->nvars + v];
+}
+
+/* the group member holding node v's list */
+static inline int member_of_node(const dds_tcsr *g, const struct members *mv, int64_t v)
+{
+    return dds_member_of(g->node_offsets, mv->width, v);
+}
+
+/* ------------------------------------------------------------------ the table
+ * Open addressing over slots of two int64, (key, value), a power of two of them.  A slot
+ * is in use when its value is >= the caller's `base`: older values, and -1 in a new
+ * table, count as empty, so a caller starts a new generation without clearing the
+ * table by raising base above every value in it.  Keys are >= 0.  With base 0 and
+ * values >= 0 it is a plain map (or set). */
+struct table {
+    int64_t *slot; /* 2 * (mask + 1) */
+    uint64_t mask;
+};
+
+/* a table for at most `live` keys in use at once (16 slots or more, at least 2 per
+ * key), every slot empty (value -1) */
+int table_open(struct table *t, int64_t live, const char *who) SAMPLING_HIDDEN;
+void table_close(struct table *t) SAMPLING_HIDDEN;
+
+/* the slot of `key` among the slots in use (value >= base), or the empty slot where it
+ * would go */
+static inline uint64_t table_find(const int64_t *slot, uint64_t mask, int64_t base,
+                                  int64_t key)
+{
+    uint64_t h = splitmix64((uint64_t)key) & mask;
+    while (slot[2 * h + 1] >= base && slot[2 * h] != key) h = (h + 1) & mask;
+    return h;
+}
+
+/* the value of key in use (>= base) in t, or -1 when absent */
+static inline int64_t table_get(const struct table *t, int64_t base, int64_t key)
+{
+    int64_t v = t->slot[2 * table_find(t->slot, t->mask, base, key) + 1];
+    return v >= base ? v : -1;
+}
+
+/* key's value in t when in use (>= base), else key is added with `value` (>= base);
+ * returns whether it was added */
+static inline int table_add(struct table *t, int64_t base, int64_t key, int64_t value,
+                            int64_t *out)
+{
+    uint64_t h = table_find(t->slot, t->mask, base, key);
+    if (t->slot[2 * h + 1] >= base) {
+        *out = t->slot[2 * h + 1];
+        return 0;
+    }
+    t->slot[2 * h] = key;
+    t->slot[2 * h + 1] = *out = value;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ remote picks
+ * The rows a batch takes from lists of members this rank does not read by load, as
+ * pieces: piece p is the global rows [start[p], start[p] + count[p]) of the lists'
+ * variables, going to the outputs from slot slot[p] on: the whole piece, or with
+ * take[p] >= 0 the take[p] rows of it at the positions (in the piece) that the last
+ * output holds in [slot[p], slot[p] + take[p]) (the scattered picks of one list, read
+ * as the span that holds them).  `rows` is the pieces' rows in all (saturated at
+ * INT64_MAX: refused by picks_read). */
+struct picks {
+    int64_t n, rows;
+    int64_t *start, *count, *slot, *take;
+};
+
+/* room for `most` pieces */
+int picks_open(struct picks *P, int64_t most, const char *who) SAMPLING_HIDDEN;
+void picks_close(struct picks *P) SAMPLING_HIDDEN;
+
+/* a piece of `count` rows from global row `start` to the outputs from `slot` on (take
+ * -1: all of them; else the take rows at the positions the last output holds) */
+static inline void picks_piece(struct picks *P, int64_t slot, int64_t start, int64_t count,
+                               int64_t take)
+{
+    P->slot[P->n] = slot;
+    P->start[P->n] = start;
+    P->count[P->n] = count;
+    P->take[P->n++] = take;
+    if (__builtin_add_overflow(P->rows, count, &P->rows)) P->rows = INT64_MAX;
+}
+
+/* global row `row` to output slot `slot`: merged into the last piece when it continues
+ * it in both (runs of consecutive rows to consecutive slots) */
+static inline void picks_row(struct picks *P, int64_t slot, int64_t row)
+{
+    int64_t p = P->n - 1;
+    if (P->n && P->take[p] < 0 && P->slot[p] + P->count[p] == slot &&
+        P->start[p] + P->count[p] == row) {
+        P->count[p]++;
+        P->rows++;  /* <= the slots: no overflow */
+    } else {
+        picks_piece(P, slot, row, 1, -1);
+    }
+}
+
+/* Read the pieces of P from the `nvars` variables `vars` (rows of bytes[v], 4 or 8,
+ * each) by one sample_read and write each piece to outs[v] from its slot on, as int64
+ * (4-byte rows widened; 8-byte rows copied as they are): whole, or its take[p] picks
+ * at the positions outs[nvars - 1] holds (written last).  Nothing when P has no piece. */
+int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
+               const int *bytes, int64_t *const *outs, const char *who) SAMPLING_HIDDEN;
+
+/* ------------------------------------------------------------------ remote reads
+ * The one function through which every read of a batch from other members goes: the n
+ * ranges [starts[i], starts[i] + counts[i]) (counts NULL: one row each) of each of the
+ * `nvars` variables vars[v], packed in request order into outs[v] of out_bytes[v] bytes
+ * (dds_read's rules, per variable in order; the first failure is returned). */
+int sample_read(dds_store *s, int nvars, const int *vars, const int64_t *starts,
+                const int64_t *counts, int64_t n, void *const *outs,
+                const int64_t *out_bytes) SAMPLING_HIDDEN;
 
 #endif /* DDSTORE_SAMPLING_H */

@@ -14,10 +14,12 @@
  * the CSC of ddstore.pyg.GraphStore is built this way, keyed by destination without
  * reverse entries.
  * Node and edge ids in the lists are int64 (the T-CSR) or int32 (a CSC whose ids fit):
- * placing and sorting are written once, in tcsr_lists.h, and instantiated per width.
+ * placing and sorting are written once, with the width passed at run time (the id
+ * accessors of sampling.h, the one way ids of either width are handled).
  * No MPI and no allocation: every buffer is the caller's.
  */
 #include "internal.h"
+#include "sampling.h"
 #include "times.h"
 
 #include <string.h>
@@ -92,20 +94,245 @@ static inline int less(int64_t ta, int64_t ia, int64_t tb, int64_t ib)
     return ta < tb || (ta == tb && ia < ib);
 }
 
-/* placing and sorting, once per id width (see tcsr_lists.h) */
-#define ID_PASTE(a, b) a##b
-#define ID_CAT(a, b) ID_PASTE(a, b)
-#define ID_FN(name) ID_CAT(name, ID_SUFFIX)
-#define ID_T int32_t
-#define ID_SUFFIX _i32
-#include "tcsr_lists.h"
-#undef ID_T
-#undef ID_SUFFIX
-#define ID_T int64_t
-#define ID_SUFFIX _i64
-#include "tcsr_lists.h"
-#undef ID_T
-#undef ID_SUFFIX
+/* Placing and sorting take the ids' width as a value (4 or 8), as every loop over ids
+ * does (sampling.h); being this file's hot loops, they are written as always-inline
+ * bodies and compiled once per width (place_4 / place_8, sort_lists_4 / sort_lists_8:
+ * the constant width folds every id_at / id_put / id_swap into a plain load or store). */
+#define PER_WIDTH static inline __attribute__((always_inline))
+
+/* place the n entries (ids of `bytes`, 4 or 8, each; see dds_tcsr_place) */
+PER_WIDTH int place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi,
+                    const int64_t *indptr, int64_t *fill, void *nbr, int64_t *ts,
+                    void *eid, int64_t rows, int bytes)
+{
+    int64_t base = indptr[node_lo];
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t *e = entries + 4 * i;
+        int64_t v = e[0];
+        if (v < node_lo || v >= node_hi)
+            return dds_set_error(DDS_EINVAL, "tcsr_place: entry %lld is for node %lld, "
+                                 "not one of this member's [%lld, %lld)", (long long)i,
+                                 (long long)v, (long long)node_lo, (long long)node_hi);
+        if (!id_fits(bytes, e[1]) || !id_fits(bytes, e[3]))
+            return dds_set_error(DDS_ERANGE, "tcsr_place: entry %lld has neighbour %lld "
+                                 "and edge id %lld, not both %d-byte ids", (long long)i,
+                                 (long long)e[1], (long long)e[3], bytes);
+        int64_t f = fill[v - node_lo];
+        if (f < 0 || f >= indptr[v + 1] - indptr[v])
+            return dds_set_error(DDS_EINVAL, "tcsr_place: node %lld receives more than its "
+                                 "degree %lld", (long long)v,
+                                 (long long)(indptr[v + 1] - indptr[v]));
+        int64_t row = indptr[v] - base + f;
+        if (row < 0 || row >= rows)
+            return dds_set_error(DDS_EINVAL, "tcsr_place: entry %lld (node %lld) goes to "
+                                 "local row %lld, outside the chunk's %lld rows",
+                                 (long long)i, (long long)v, (long long)row,
+                                 (long long)rows);
+        fill[v - node_lo]++;
+        id_put(nbr, bytes, row, e[1]);
+        if (ts) ts[row] = e[2]; /* the time's 8 bytes */
+        id_put(eid, bytes, row, e[3]);
+    }
+    return DDS_OK;
+}
+
+/* ---- in-place sort of one list by (ts, eid), or by eid when ts is NULL, moving nbr
+ * along (introsort); times are compared by their keys (times.h) and moved as bits */
+struct list3 {
+    char *nbr, *eid; /* ids of `bytes` (4 or 8) each */
+    int64_t *ts;     /* the times' 8 bytes; NULL: no times, the order is by edge id alone */
+    int type;        /* their dds_time_type (DDS_TIME_I64 for keys) */
+    int bytes;
+};
+
+PER_WIDTH int64_t time_of(const struct list3 *l, int64_t a)
+{
+    return l->ts ? time_key(l->ts[a], l->type) : 0;
+}
+
+PER_WIDTH int before(const struct list3 *l, int64_t a, int64_t b)
+{
+    return less(time_of(l, a), id_at(l->eid, l->bytes, a), time_of(l, b),
+                id_at(l->eid, l->bytes, b));
+}
+
+PER_WIDTH void swap3(const struct list3 *l, int64_t a, int64_t b)
+{
+    id_swap(l->nbr, l->bytes, a, b);
+    id_swap(l->eid, l->bytes, a, b);
+    if (l->ts) {
+        int64_t y = l->ts[a];
+        l->ts[a] = l->ts[b];
+        l->ts[b] = y;
+    }
+}
+
+PER_WIDTH void insertion(const struct list3 *l, int64_t lo, int64_t hi)
+{
+    int w = l->bytes;
+    for (int64_t i = lo + 1; i < hi; i++) {
+        int64_t nb = id_at(l->nbr, w, i), id = id_at(l->eid, w, i);
+        int64_t t = time_of(l, i), bits = l->ts ? l->ts[i] : 0;
+        int64_t j = i;
+        while (j > lo && less(t, id, time_of(l, j - 1), id_at(l->eid, w, j - 1))) {
+            id_put(l->nbr, w, j, id_at(l->nbr, w, j - 1));
+            id_put(l->eid, w, j, id_at(l->eid, w, j - 1));
+            if (l->ts) l->ts[j] = l->ts[j - 1];
+            j--;
+        }
+        id_put(l->nbr, w, j, nb);
+        id_put(l->eid, w, j, id);
+        if (l->ts) l->ts[j] = bits;
+    }
+}
+
+PER_WIDTH void sift_down(const struct list3 *l, int64_t lo, int64_t root, int64_t n)
+{
+    for (;;) {
+        int64_t child = 2 * root + 1;
+        if (child >= n) return;
+        if (child + 1 < n && before(l, lo + child, lo + child + 1)) child++;
+        if (!before(l, lo + root, lo + child)) return;
+        swap3(l, lo + root, lo + child);
+        root = child;
+    }
+}
+
+PER_WIDTH void heapsort3(const struct list3 *l, int64_t lo, int64_t hi)
+{
+    int64_t n = hi - lo;
+    for (int64_t i = n / 2 - 1; i >= 0; i--) sift_down(l, lo, i, n);
+    for (int64_t end = n - 1; end > 0; end--) {
+        swap3(l, lo, lo + end);
+        sift_down(l, lo, 0, end);
+    }
+}
+
+/* introsort of rows [lo, hi): quicksort (median of three) down to `depth` levels, then
+ * heapsort; ranges of 24 rows or fewer by insertion.  The larger side of a partition
+ * waits on a stack while the smaller is sorted (at most 63 wait: each smaller side is at
+ * most half its range) */
+PER_WIDTH void introsort(const struct list3 *l, int64_t lo, int64_t hi, int depth)
+{
+    struct range {
+        int64_t lo, hi;
+        int depth;
+    } wait[64];
+    int waiting = 0;
+    for (;;) {
+        int done = 0;
+        while (hi - lo > 24) {
+            if (depth-- == 0) {
+                heapsort3(l, lo, hi);
+                done = 1;
+                break;
+            }
+            int64_t mid = lo + (hi - lo) / 2, last = hi - 1;
+            /* median of three to lo */
+            if (before(l, mid, lo)) swap3(l, mid, lo);
+            if (before(l, last, lo)) swap3(l, last, lo);
+            if (before(l, last, mid)) swap3(l, last, mid);
+            swap3(l, lo, mid); /* pivot (the median) at lo */
+            int64_t i = lo + 1, j = hi - 1;
+            for (;;) { /* Hoare partition around l[lo] */
+                while (i <= j && before(l, i, lo)) i++;
+                while (i <= j && before(l, lo, j)) j--;
+                if (i >= j) break;
+                swap3(l, i, j);
+                i++;
+                j--;
+            }
+            swap3(l, lo, j);
+            if (j - lo < hi - j - 1) { /* the larger side waits */
+                wait[waiting++] = (struct range){j + 1, hi, depth};
+                hi = j;
+            } else {
+                wait[waiting++] = (struct range){lo, j, depth};
+                lo = j + 1;
+            }
+        }
+        if (!done) insertion(l, lo, hi);
+        if (!waiting) return;
+        waiting--;
+        lo = wait[waiting].lo;
+        hi = wait[waiting].hi;
+        depth = wait[waiting].depth;
+    }
+}
+
+/* sort rows [lo, hi) of l, unless already in order */
+PER_WIDTH void sort_rows(const struct list3 *l, int64_t lo, int64_t hi)
+{
+    int64_t i;
+    for (i = lo + 1; i < hi && !before(l, i, i - 1); i++) {
+    }
+    if (i >= hi) return; /* already in order */
+    int depth = 0;
+    for (int64_t m = hi - lo; m > 1; m >>= 1) depth += 2;
+    introsort(l, lo, hi, depth);
+}
+
+/* sort every list of nodes [node_lo, node_hi) (the range is checked by the caller) by
+ * (ts, eid), ts of `type`; with a neighbour-time table (ts NULL, nbr_time non-NULL: times
+ * of `type` in nbr_time_bytes each) by (nbr_time[nbr], eid), each list's time keys
+ * gathered into scratch first (the caller checked every neighbour against the table and
+ * the scratch against the longest list) */
+PER_WIDTH void sort_lists(int64_t node_lo, int64_t node_hi, const int64_t *indptr,
+                          char *nbr, int64_t *ts, char *eid, int bytes, int type,
+                          const void *nbr_time, int nbr_time_bytes, int64_t *scratch)
+{
+    int64_t base = indptr[node_lo];
+    struct list3 l = {nbr, eid, ts, type, bytes};
+    for (int64_t v = node_lo; v < node_hi; v++) {
+        int64_t lo = indptr[v] - base, hi = indptr[v + 1] - base;
+        if (!nbr_time) {
+            sort_rows(&l, lo, hi);
+            continue;
+        }
+        for (int64_t k = lo; k < hi; k++)
+            scratch[k - lo] = table_key(nbr_time, nbr_time_bytes == 4 ? 4 : 8, type,
+                                        id_at(nbr, bytes, k));
+        struct list3 one = {nbr + bytes * lo, eid + bytes * lo, scratch, DDS_TIME_I64,
+                            bytes};
+        sort_rows(&one, 0, hi - lo);
+    }
+}
+
+/* the per-width copies (functions of their own, as the loops they hold) */
+#define PLACE_ARGS const int64_t *entries, int64_t n, int64_t node_lo, int64_t node_hi, \
+                   const int64_t *indptr, int64_t *fill, void *nbr, int64_t *ts,         \
+                   void *eid, int64_t rows
+#define SORT_ARGS int64_t node_lo, int64_t node_hi, const int64_t *indptr, char *nbr,     \
+                  int64_t *ts, char *eid, int type, const void *nbr_time,                \
+                  int nbr_time_bytes, int64_t *scratch
+static __attribute__((noinline)) int place_4(PLACE_ARGS)
+{
+    return place(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid, rows, 4);
+}
+static __attribute__((noinline)) int place_8(PLACE_ARGS)
+{
+    return place(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid, rows, 8);
+}
+static __attribute__((noinline)) void sort_lists_4(SORT_ARGS)
+{
+    sort_lists(node_lo, node_hi, indptr, nbr, ts, eid, 4, type, nbr_time, nbr_time_bytes,
+               scratch);
+}
+static __attribute__((noinline)) void sort_lists_8(SORT_ARGS)
+{
+    sort_lists(node_lo, node_hi, indptr, nbr, ts, eid, 8, type, nbr_time, nbr_time_bytes,
+               scratch);
+}
+
+/* the first local row in [0, rows) whose neighbour is outside [0, len), or -1 */
+static int64_t nbr_outside(const void *nbr, int bytes, int64_t rows, int64_t len)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t v = id_at(nbr, bytes, i);
+        if (v < 0 || v >= len) return i;
+    }
+    return -1;
+}
 
 static int bad_id_bytes(const char *what, int id_bytes)
 {
@@ -121,9 +348,9 @@ int dds_tcsr_place(const int64_t *entries, int64_t n, int64_t node_lo, int64_t n
                              "and [%lld, %lld) a valid node range", (long long)n,
                              (long long)rows, (long long)node_lo, (long long)node_hi);
     if (id_bytes == 4)
-        return place_i32(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid, rows);
+        return place_4(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid, rows);
     if (id_bytes == 8)
-        return place_i64(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid, rows);
+        return place_8(entries, n, node_lo, node_hi, indptr, fill, nbr, ts, eid, rows);
     return bad_id_bytes("tcsr_place", id_bytes);
 }
 
@@ -162,18 +389,14 @@ int dds_tcsr_sort(int64_t node_lo, int64_t node_hi, const int64_t *indptr, void 
     }
     if (nbr_time) {
         int64_t used = node_hi > node_lo ? indptr[node_hi] - indptr[node_lo] : 0;
-        int64_t bad = id_bytes == 4 ? nbr_outside_i32(nbr, used, nbr_time_len)
-                                    : nbr_outside_i64(nbr, used, nbr_time_len);
+        int64_t bad = nbr_outside(nbr, id_bytes, used, nbr_time_len);
         if (bad >= 0)
             return dds_set_error(DDS_ERANGE, "tcsr_sort: local row %lld has a neighbour "
                                  "outside the %lld neighbour times", (long long)bad,
                                  (long long)nbr_time_len);
     }
-    if (id_bytes == 4)
-        sort_i32(node_lo, node_hi, indptr, nbr, ts, eid, time_type, nbr_time,
-                 nbr_time_bytes, scratch);
-    else
-        sort_i64(node_lo, node_hi, indptr, nbr, ts, eid, time_type, nbr_time,
-                 nbr_time_bytes, scratch);
+    (id_bytes == 4 ? sort_lists_4 : sort_lists_8)(node_lo, node_hi, indptr, nbr, ts, eid,
+                                                  time_type, nbr_time, nbr_time_bytes,
+                                                  scratch);
     return DDS_OK;
 }

@@ -16,7 +16,9 @@
  * eligible ranges, select, read the remote picks), every buffer owned by one struct
  * sampler and released by sampler_free.  Node and edge ids are stored as int32 or int64
  * (each variable's row bytes say which, see dds_tcsr.h) and widened to the int64
- * outputs as they are copied.  Times are the graph's time type (doubles or int64),
+ * outputs as they are copied.  The member views, the table of fetched lists, the random
+ * stream, the remote picks and every remote read are those of the samplers' unit
+ * (sampling.h).  Times are the graph's time type (doubles or int64),
  * compared as numbers of that type (times.h: a search per type, keys elsewhere) and
  * copied to the outputs as their 8 bytes.
  */
@@ -27,29 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct member_view {
-    const char *nbr, *eid; /* ids of sampler.nb / sampler.eb bytes */
-    const int64_t *ts;     /* times' 8 bytes */
-    int64_t first_row; /* global row of the chunk's first entry */
-    int readable;      /* 1: read in place */
-};
+#define WHO "temporal sample" /* the messages' prefix */
 
-/* open-addressing map node -> index of its fetched list (remote lists only) */
-struct fetch_map {
-    int64_t cap; /* power of two */
-    int64_t *key, *val;
-};
-
-static int64_t *map_slot(struct fetch_map *m, int64_t node)
-{
-    uint64_t h = splitmix64((uint64_t)node) & (uint64_t)(m->cap - 1);
-    while (m->key[h] != -1 && m->key[h] != node) h = (h + 1) & (uint64_t)(m->cap - 1);
-    if (m->key[h] == -1) {
-        m->key[h] = node;
-        m->val[h] = -1;
-    }
-    return &m->val[h];
-}
+/* the variables of the member views, in this order */
+enum { V_NBR, V_TS, V_EID, NVARS };
 
 /* default of dds_tcsr.fetch_whole_max */
 #define DDS_FETCH_WHOLE_MAX 2048
@@ -80,18 +63,17 @@ struct sampler {
     const int64_t *roots;
     const int64_t *root_ts; /* the root times' 8 bytes, of type */
     int64_t n, k, whole_max, range_factor;
-    int strategy, width, type;
+    int strategy, type;
     int nb, eb; /* bytes per id of nbr and of eid: 4 (int32) or 8 (int64) */
-    /* [width] where each member's lists are; any_remote: some member is not readable */
-    struct member_view *view;
-    int any_remote;
+    /* where each member's lists (V_NBR, V_TS, V_EID) are read by load */
+    struct members view;
     /* [n] per root: where its list is read (ts NULL: searched remotely), and cut[i], the
      * number of its eligible entries (timestamp < root time) */
     struct list_src *src;
     int64_t *cut;
     /* remote lists fetched whole: distinct nodes d (map: node -> d) with the number of
      * roots asking (d_occ) and the offset of the copy in f_* (d_off, -1: searched) */
-    struct fetch_map map;
+    struct table map;
     int64_t *d_node, *d_occ, *d_off, *req_start, *req_count;
     int64_t *f_ts;
     char *f_nbr, *f_eid;
@@ -99,76 +81,50 @@ struct sampler {
     int64_t nsearch;
     int64_t *slo, *shi, *sidx, *probe;
     int64_t *probe_ts;
-    /* rows selected from searched lists: output slot and offset in `gathered` of each
-     * (one per pick of a searched list), read as npieces ranges (pstart, pcount) holding `packed` rows */
-    int64_t nsel_remote, npieces, packed;
-    int64_t *rslot, *roff, *pstart, *pcount, *gathered;
+    /* the rows selected from searched lists: one piece per root (the k latest, or the
+     * range its draws come from), else one per draw */
+    struct picks picks;
 };
 
 static void sampler_free(struct sampler *sp)
 {
-    void *owned[] = {sp->view, sp->src, sp->cut, sp->map.key, sp->map.val, sp->d_node,
-                     sp->d_occ, sp->d_off, sp->req_start, sp->req_count, sp->f_ts,
-                     sp->f_nbr, sp->f_eid, sp->slo, sp->shi, sp->sidx, sp->probe,
-                     sp->probe_ts, sp->rslot, sp->roff, sp->pstart, sp->pcount,
-                     sp->gathered};
+    void *owned[] = {sp->src, sp->cut, sp->d_node, sp->d_occ, sp->d_off, sp->req_start,
+                     sp->req_count, sp->f_ts, sp->f_nbr, sp->f_eid, sp->slo, sp->shi,
+                     sp->sidx, sp->probe, sp->probe_ts};
     for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
+    members_close(&sp->view);
+    table_close(&sp->map);
+    picks_close(&sp->picks);
 }
 
 static int out_of_memory(void)
 {
-    return dds_set_error(DDS_ENOMEM, "temporal sample: out of memory");
+    return sample_no_memory(WHO);
 }
 
 /* n, k, strategy, the time type, and every root and root time */
 static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *roots,
                       const void *root_ts, int64_t n, int64_t k, int strategy)
 {
-    if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
-    if (!time_type_ok(g->time_type))
-        return dds_set_error(DDS_EINVAL, "temporal sample: time_type=%d is not a "
-                             "dds_time_type (%d double, %d int64)", g->time_type,
-                             DDS_TIME_F64, DDS_TIME_I64);
+    int rc = sample_check_graph(s, g, WHO);
+    if (rc != DDS_OK) return rc;
     if (n < 0 || k < 1)
         return dds_set_error(DDS_EINVAL, "temporal sample: n=%lld must be >= 0 and k=%lld "
                              ">= 1", (long long)n, (long long)k);
     if (strategy != DDS_SAMPLE_RECENT && strategy != DDS_SAMPLE_UNIFORM)
         return dds_set_error(DDS_EINVAL, "temporal sample: strategy %d is not recent (0) "
                              "or uniform (1)", strategy);
-    for (int64_t i = 0; i < n; i++) {
-        if (roots[i] < 0 || roots[i] >= g->num_nodes)
-            return dds_set_error(DDS_ERANGE, "temporal sample: root %lld (position %lld) "
-                                 "out of range [0, %lld)", (long long)roots[i],
-                                 (long long)i, (long long)g->num_nodes);
-        if (time_is_nan(time_bits(root_ts, i), g->time_type))
-            return dds_set_error(DDS_EINVAL, "temporal sample: root time at position %lld "
-                                 "is NaN", (long long)i);
-    }
-    return DDS_OK;
+    return sample_check_nodes(g, roots, root_ts, n, WHO, "root", "root time");
 }
 
 /* sp->view: each member's three chunks, readable in place or not */
 static int open_members(struct sampler *sp)
 {
-    const dds_tcsr *g = sp->g;
-    int rc = DDS_OK;
-    sp->view = calloc((size_t)sp->width, sizeof *sp->view);
-    if (!sp->view) return out_of_memory();
-    for (int m = 0; m < sp->width && rc == DDS_OK; m++) {
-        void *pn = NULL, *pt = NULL, *pe = NULL;
-        int64_t rows = 0;
-        rc = dds_member_ptr(sp->s, g->nbr_var, m, &pn, &rows);
-        if (rc == DDS_OK) rc = dds_member_ptr(sp->s, g->ts_var, m, &pt, &rows);
-        if (rc == DDS_OK) rc = dds_member_ptr(sp->s, g->eid_var, m, &pe, &rows);
-        struct member_view *mv = &sp->view[m];
-        mv->nbr = pn;
-        mv->ts = pt;
-        mv->eid = pe;
-        mv->first_row = g->indptr[g->node_offsets[m]];
-        mv->readable = rows == 0 || (pn && pt && pe);
-        if (!mv->readable) sp->any_remote = 1;
-    }
-    return rc;
+    int vars[NVARS];
+    vars[V_NBR] = sp->g->nbr_var;
+    vars[V_TS] = sp->g->ts_var;
+    vars[V_EID] = sp->g->eid_var;
+    return members_open(&sp->view, sp->s, sp->g, vars, NVARS, WHO);
 }
 
 /* sp->src for every root whose list is empty or readable in place; *nremote = the
@@ -183,17 +139,16 @@ static int place_lists(struct sampler *sp, int64_t *nremote)
     *nremote = 0;
     for (int64_t i = 0; i < sp->n; i++) {
         int64_t v = sp->roots[i], start = g->indptr[v];
-        const struct member_view *mv =
-            &sp->view[dds_member_of(g->node_offsets, sp->width, v)];
+        int m = member_of_node(g, &sp->view, v);
         struct list_src *ls = &sp->src[i];
         ls->ts = NULL;
         if (g->indptr[v + 1] == start) {
             ls->ts = &no_entries; /* never read: the cut is 0 */
-        } else if (mv->readable) {
-            int64_t local = start - mv->first_row;
-            ls->ts = mv->ts + local;
-            ls->nbr = mv->nbr + local * sp->nb;
-            ls->eid = mv->eid + local * sp->eb;
+        } else if (member_chunk(&sp->view, m, V_NBR)) {
+            int64_t local = start - sp->view.first[m];
+            ls->ts = (const int64_t *)member_chunk(&sp->view, m, V_TS) + local;
+            ls->nbr = member_chunk(&sp->view, m, V_NBR) + local * sp->nb;
+            ls->eid = member_chunk(&sp->view, m, V_EID) + local * sp->eb;
         } else {
             (*nremote)++;
         }
@@ -208,33 +163,27 @@ static int place_lists(struct sampler *sp, int64_t *nremote)
 static int fetch_remote_lists(struct sampler *sp, int64_t nremote)
 {
     const dds_tcsr *g = sp->g;
-    struct fetch_map *map = &sp->map;
-    int64_t nd = 0, total = 0, nreq = 0;
-    map->cap = 16;
-    while (map->cap < 2 * nremote) map->cap *= 2;
-    map->key = malloc(sizeof(int64_t) * map->cap);
-    map->val = malloc(sizeof(int64_t) * map->cap);
+    struct table *map = &sp->map;
+    int64_t nd = 0, total = 0, nreq = 0, d;
+    int rc = table_open(map, nremote, WHO);
+    if (rc != DDS_OK) return rc;
     sp->d_node = malloc(sizeof(int64_t) * nremote);
     sp->d_occ = malloc(sizeof(int64_t) * nremote);
     sp->d_off = malloc(sizeof(int64_t) * nremote);
     sp->req_start = malloc(sizeof(int64_t) * nremote);
     sp->req_count = malloc(sizeof(int64_t) * nremote);
-    if (!map->key || !map->val || !sp->d_node || !sp->d_occ || !sp->d_off ||
-        !sp->req_start || !sp->req_count)
+    if (!sp->d_node || !sp->d_occ || !sp->d_off || !sp->req_start || !sp->req_count)
         return out_of_memory();
-    for (int64_t h = 0; h < map->cap; h++) map->key[h] = -1;
     for (int64_t i = 0; i < sp->n; i++) {
         if (sp->src[i].ts) continue;
-        int64_t *d = map_slot(map, sp->roots[i]);
-        if (*d < 0) {
-            *d = nd;
+        if (table_add(map, 0, sp->roots[i], nd, &d)) {
             sp->d_node[nd] = sp->roots[i];
             sp->d_occ[nd++] = 0;
         }
-        sp->d_occ[*d]++;
+        sp->d_occ[d]++;
     }
     /* lists fetched whole: short ones, and long ones asked for by many roots */
-    for (int64_t d = 0; d < nd; d++) {
+    for (d = 0; d < nd; d++) {
         int64_t v = sp->d_node[d], deg = g->indptr[v + 1] - g->indptr[v];
         sp->d_off[d] = -1;
         int64_t limit; /* whole_max * occ / DDS_ROOTS_PER_WHOLE, saturated */
@@ -253,17 +202,16 @@ static int fetch_remote_lists(struct sampler *sp, int64_t nremote)
         if (!sp->f_ts || !sp->f_nbr || !sp->f_eid)
             return dds_set_error(DDS_ENOMEM, "temporal sample: out of memory for %lld "
                                  "remote list entries", (long long)total);
-        int rc = dds_read(sp->s, g->ts_var, sp->req_start, sp->req_count, nreq, sp->f_ts,
-                          (int64_t)sizeof(int64_t) * total, 0);
-        if (rc == DDS_OK) rc = dds_read(sp->s, g->nbr_var, sp->req_start, sp->req_count,
-                                        nreq, sp->f_nbr, sp->nb * total, 0);
-        if (rc == DDS_OK) rc = dds_read(sp->s, g->eid_var, sp->req_start, sp->req_count,
-                                        nreq, sp->f_eid, sp->eb * total, 0);
+        int vars[3] = {g->ts_var, g->nbr_var, g->eid_var};
+        void *outs[3] = {sp->f_ts, sp->f_nbr, sp->f_eid};
+        int64_t bytes[3] = {(int64_t)sizeof(int64_t) * total, sp->nb * total,
+                            sp->eb * total};
+        rc = sample_read(sp->s, 3, vars, sp->req_start, sp->req_count, nreq, outs, bytes);
         if (rc != DDS_OK) return rc;
     }
     for (int64_t i = 0; i < sp->n; i++) {
         if (sp->src[i].ts) continue;
-        int64_t off = sp->d_off[*map_slot(map, sp->roots[i])];
+        int64_t off = sp->d_off[table_get(map, 0, sp->roots[i])];
         if (off >= 0) {
             sp->src[i].ts = sp->f_ts + off;
             sp->src[i].nbr = sp->f_nbr + off * sp->nb;
@@ -317,8 +265,9 @@ static int cut_lists_by_remote_search(struct sampler *sp)
                 sp->probe[na++] = sp->g->indptr[sp->roots[sp->sidx[q]]] + sp->slo[q] +
                                   (sp->shi[q] - sp->slo[q]) / 2;
         if (!na) break;
-        int rc = dds_read(sp->s, sp->g->ts_var, sp->probe, NULL, na, sp->probe_ts,
-                          (int64_t)sizeof(int64_t) * na, 0);
+        void *out = sp->probe_ts;
+        int64_t out_bytes = (int64_t)sizeof(int64_t) * na;
+        int rc = sample_read(sp->s, 1, &sp->g->ts_var, sp->probe, NULL, na, &out, &out_bytes);
         if (rc != DDS_OK) return rc;
         na = 0;
         for (int64_t q = 0; q < ns; q++) {
@@ -340,18 +289,18 @@ static int cut_lists_by_remote_search(struct sampler *sp)
 struct pick {
     int64_t c, lo, take;
     int draw;
-    uint64_t key;
+    struct stream st;
 };
 
 static struct pick choose(const struct sampler *sp, uint64_t base, int64_t i)
 {
-    struct pick p = {sp->cut[i], 0, sp->cut[i], 0, 0};
+    struct pick p = {sp->cut[i], 0, sp->cut[i], 0, {0, 0}};
     if (p.c > sp->k) {
         if (sp->strategy == DDS_SAMPLE_RECENT) p.lo = p.c - sp->k;
         else p.draw = 1;
         p.take = sp->k;
     }
-    p.key = p.draw ? splitmix64(base ^ splitmix64((uint64_t)i)) : 0;
+    if (p.draw) p.st = stream_of(base, (uint64_t)i);
     return p;
 }
 
@@ -359,7 +308,7 @@ static struct pick choose(const struct sampler *sp, uint64_t base, int64_t i)
 static int64_t pick_position(const struct pick *p, int64_t q)
 {
     if (!p->draw) return p->lo + q;
-    return below(splitmix64(p->key + (uint64_t)(q + 1) * 0x9E3779B97F4A7C15ULL), p->c);
+    return below(stream_word(&p->st, (uint64_t)q + 1), p->c);
 }
 
 /* Root i's list is in memory: write its picks to the outputs from j on. */
@@ -380,32 +329,23 @@ static int64_t write_picks(const struct sampler *sp, const struct pick *p, int64
 
 /* Root i's list was searched remotely: write its rows' root position from j on and plan
  * the reads of its picks: one piece (the k latest, or the whole eligible range for draws
- * from at most range_factor * k entries), else one row per draw. */
+ * from at most range_factor * k entries, the draws' positions in it kept in eid until
+ * it is read), else one row per draw. */
 static int64_t plan_remote_picks(struct sampler *sp, const struct pick *p, int64_t i,
-                                 int64_t j, int64_t *row)
+                                 int64_t j, int64_t *row, int64_t *eid)
 {
-    int64_t start = sp->g->indptr[sp->roots[i]], piece0 = sp->packed;
+    int64_t start = sp->g->indptr[sp->roots[i]];
     int64_t range; /* range_factor * k, saturated */
     if (__builtin_mul_overflow(sp->range_factor, sp->k, &range)) range = INT64_MAX;
     int singles = p->draw && p->c > range;
-    if (!singles) {
-        sp->pstart[sp->npieces] = start + p->lo;
-        sp->pcount[sp->npieces++] = p->draw ? p->c : p->take;
-        if (__builtin_add_overflow(sp->packed, p->draw ? p->c : p->take, &sp->packed))
-            sp->packed = INT64_MAX; /* refused by read_remote_picks */
-    }
+    if (!singles)
+        picks_piece(&sp->picks, j, start + p->lo, p->draw ? p->c : p->take,
+                    p->draw ? p->take : -1);
     for (int64_t q = 0; q < p->take; q++, j++) {
         int64_t pos = pick_position(p, q);
         row[j] = i;
-        sp->rslot[sp->nsel_remote] = j;
-        if (singles) {
-            sp->pstart[sp->npieces] = start + pos;
-            sp->pcount[sp->npieces++] = 1;
-            sp->roff[sp->nsel_remote++] = sp->packed;
-            if (sp->packed < INT64_MAX) sp->packed++; /* saturated: refused later */
-        } else {
-            sp->roff[sp->nsel_remote++] = piece0 + pos - p->lo;
-        }
+        if (singles) picks_piece(&sp->picks, j, start + pos, 1, -1);
+        else if (p->draw) eid[j] = pos; /* (lo is 0) */
     }
     return j;
 }
@@ -430,53 +370,33 @@ static int select_edges(struct sampler *sp, uint64_t seed, uint64_t epoch, int l
     if (total > cap)
         return dds_set_error(DDS_EINVAL, "temporal sample: %lld edges taken, more than the "
                              "output capacity %lld", (long long)total, (long long)cap);
-    if (remote) {
-        size_t most = (size_t)remote; /* pieces <= picks: one per root or per pick */
-        sp->rslot = malloc(sizeof(int64_t) * most);
-        sp->roff = malloc(sizeof(int64_t) * most);
-        sp->pstart = malloc(sizeof(int64_t) * most);
-        sp->pcount = malloc(sizeof(int64_t) * most);
-        if (!sp->rslot || !sp->roff || !sp->pstart || !sp->pcount) return out_of_memory();
+    if (remote) { /* pieces <= picks: one per root or per pick */
+        int rc = picks_open(&sp->picks, remote, WHO);
+        if (rc != DDS_OK) return rc;
     }
-    uint64_t base = splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ (uint64_t)layer);
+    uint64_t base = stream_mix(stream_mix(splitmix64(seed), epoch), (uint64_t)layer);
     int64_t j = 0;
     for (int64_t i = 0; i < sp->n; i++) {
         if (sp->cut[i] <= 0) continue;
         struct pick p = choose(sp, base, i);
         j = sp->src[i].ts ? write_picks(sp, &p, i, j, row, nbr, eid, ets)
-                          : plan_remote_picks(sp, &p, i, j, row);
+                          : plan_remote_picks(sp, &p, i, j, row, eid);
     }
     *written = j;
     return DDS_OK;
 }
 
-/* Read the planned pieces of searched lists (nbr, eid, then ts: one batched read each)
- * and scatter each pick to its output slot. */
+/* Read the planned pieces of searched lists (nbr, ts, eid: one batched read each) and
+ * scatter each pick to its output slot. */
 static int read_remote_picks(struct sampler *sp, int64_t *nbr, int64_t *eid, int64_t *ets)
 {
     const dds_tcsr *g = sp->g;
-    if (sp->packed > INT64_MAX / (int64_t)sizeof(int64_t))
+    if (sp->picks.rows > INT64_MAX / (int64_t)sizeof(int64_t))
         return dds_set_error(DDS_ENOMEM, "temporal sample: the remote pieces to read hold "
                              "more than 2^60 entries");
-    sp->gathered = malloc(sizeof(int64_t) * (size_t)sp->packed);
-    if (!sp->gathered) return out_of_memory();
-    int64_t bytes = (int64_t)sizeof(int64_t) * sp->packed; /* >= ids of 4 or 8 bytes */
-    int rc = dds_read(sp->s, g->nbr_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
-                      bytes, 0);
-    if (rc != DDS_OK) return rc;
-    for (int64_t q = 0; q < sp->nsel_remote; q++)
-        nbr[sp->rslot[q]] = id_at(sp->gathered, sp->nb, sp->roff[q]);
-    rc = dds_read(sp->s, g->eid_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
-                  bytes, 0);
-    if (rc != DDS_OK) return rc;
-    for (int64_t q = 0; q < sp->nsel_remote; q++)
-        eid[sp->rslot[q]] = id_at(sp->gathered, sp->eb, sp->roff[q]);
-    rc = dds_read(sp->s, g->ts_var, sp->pstart, sp->pcount, sp->npieces, sp->gathered,
-                  bytes, 0);
-    if (rc != DDS_OK) return rc;
-    for (int64_t q = 0; q < sp->nsel_remote; q++)
-        ets[sp->rslot[q]] = sp->gathered[sp->roff[q]]; /* the time's 8 bytes */
-    return DDS_OK;
+    int vars[3] = {g->nbr_var, g->ts_var, g->eid_var}, bytes[3] = {sp->nb, 8, sp->eb};
+    int64_t *outs[3] = {nbr, ets, eid}; /* eid last: it holds the draws' positions */
+    return picks_read(sp->s, &sp->picks, 3, vars, bytes, outs, WHO);
 }
 
 int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
@@ -490,21 +410,21 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
     if (rc != DDS_OK) return rc;
     struct sampler sp = {
         .s = s, .g = g, .roots = roots, .root_ts = root_ts, .n = n, .k = k,
-        .strategy = strategy, .width = dds_group_size(s), .type = g->time_type,
+        .strategy = strategy, .type = g->time_type,
         .whole_max = g->fetch_whole_max > 0 ? g->fetch_whole_max : DDS_FETCH_WHOLE_MAX,
         .range_factor = g->range_factor > 0 ? g->range_factor : DDS_RANGE_FACTOR,
     };
     int64_t nremote = 0, written = 0;
-    rc = sample_id_bytes(s, g->nbr_var, "temporal sample", "nbr", &sp.nb);
-    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "temporal sample", "eid", &sp.eb);
+    rc = sample_id_bytes(s, g->nbr_var, WHO, "nbr", &sp.nb);
+    if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, WHO, "eid", &sp.eb);
     if (rc == DDS_OK) rc = open_members(&sp);
     if (rc == DDS_OK) rc = place_lists(&sp, &nremote);
-    if (rc == DDS_OK && sp.any_remote && nremote) rc = fetch_remote_lists(&sp, nremote);
+    if (rc == DDS_OK && nremote) rc = fetch_remote_lists(&sp, nremote);
     if (rc == DDS_OK) cut_lists_in_memory(&sp);
     if (rc == DDS_OK && sp.nsearch) rc = cut_lists_by_remote_search(&sp);
     if (rc == DDS_OK) rc = select_edges(&sp, seed, epoch, layer, cap, row, nbr, eid, ets,
                                         &written);
-    if (rc == DDS_OK && sp.nsel_remote) rc = read_remote_picks(&sp, nbr, eid, ets);
+    if (rc == DDS_OK && sp.picks.n) rc = read_remote_picks(&sp, nbr, eid, ets);
     if (rc == DDS_OK) *count = written;
     sampler_free(&sp);
     return rc;

@@ -1,0 +1,175 @@
+/*
+ * sampling.c - the parts of the samplers' internal unit that are not inline (see
+ * sampling.h): argument checks, member views, the table's memory, the remote picks of
+ * a batch, and sample_read, through which every remote read of a batch goes.
+ */
+#include "internal.h"
+#include "sampling.h"
+#include "times.h"
+
+#include <stdlib.h>
+
+int sample_no_memory(const char *who)
+{
+    return dds_set_error(DDS_ENOMEM, "%s: out of memory", who);
+}
+
+int sample_id_bytes(dds_store *s, int var, const char *who, const char *what, int *bytes)
+{
+    int64_t rb = 0;
+    int rc = dds_row_bytes(s, var, &rb);
+    if (rc != DDS_OK) return rc;
+    if (rb != 4 && rb != 8)
+        return dds_set_error(DDS_EINVAL, "%s: the %s variable has rows of %lld bytes, not "
+                             "int32 or int64 ids", who, what, (long long)rb);
+    *bytes = (int)rb;
+    return DDS_OK;
+}
+
+/* ------------------------------------------------------------------ argument checks */
+
+int sample_check_graph(dds_store *s, const dds_tcsr *g, const char *who)
+{
+    if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
+    if (!time_type_ok(g->time_type))
+        return dds_set_error(DDS_EINVAL, "%s: time_type=%d is not a dds_time_type (%d "
+                             "double, %d int64)", who, g->time_type, DDS_TIME_F64,
+                             DDS_TIME_I64);
+    return DDS_OK;
+}
+
+int sample_check_nodes(const dds_tcsr *g, const int64_t *nodes, const void *times,
+                       int64_t n, const char *who, const char *node, const char *time)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (nodes[i] < 0 || nodes[i] >= g->num_nodes)
+            return dds_set_error(DDS_ERANGE, "%s: %s %lld (position %lld) out of range "
+                                 "[0, %lld)", who, node, (long long)nodes[i], (long long)i,
+                                 (long long)g->num_nodes);
+        if (times && time_is_nan(time_bits(times, i), g->time_type))
+            return dds_set_error(DDS_EINVAL, "%s: %s at position %lld is NaN", who, time,
+                                 (long long)i);
+    }
+    return DDS_OK;
+}
+
+/* ------------------------------------------------------------------ member views */
+
+void members_close(struct members *mv)
+{
+    free(mv->chunk);
+    free(mv->first);
+    mv->chunk = NULL;
+    mv->first = NULL;
+}
+
+int members_open(struct members *mv, dds_store *s, const dds_tcsr *g, const int *vars,
+                 int nvars, const char *who)
+{
+    int width = dds_group_size(s), rc = DDS_OK;
+    *mv = (struct members){width, nvars, NULL, NULL};
+    mv->chunk = calloc((size_t)width * (size_t)nvars, sizeof *mv->chunk);
+    mv->first = calloc((size_t)width, sizeof *mv->first);
+    if (!mv->chunk || !mv->first) rc = sample_no_memory(who);
+    for (int m = 0; m < width && rc == DDS_OK; m++) {
+        const char **c = mv->chunk + (size_t)m * (size_t)nvars;
+        int all = 1;
+        for (int v = 0; v < nvars && rc == DDS_OK; v++) {
+            void *p = NULL;
+            int64_t rows = 0;
+            rc = dds_member_ptr(s, vars[v], m, &p, &rows);
+            c[v] = p;
+            all = all && p;
+        }
+        if (!all)
+            for (int v = 0; v < nvars; v++) c[v] = NULL;
+        mv->first[m] = g->indptr[g->node_offsets[m]];
+    }
+    if (rc != DDS_OK) members_close(mv);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the table */
+
+int table_open(struct table *t, int64_t live, const char *who)
+{
+    uint64_t size = 16;
+    while (size / 2 < (uint64_t)live) size *= 2;  /* live keys exist in memory: < 2^62 */
+    t->mask = size - 1;
+    t->slot = malloc(2 * sizeof(int64_t) * size);
+    if (!t->slot) return sample_no_memory(who);
+    memset(t->slot, 0xff, 2 * sizeof(int64_t) * size);
+    return DDS_OK;
+}
+
+void table_close(struct table *t)
+{
+    free(t->slot);
+    *t = (struct table){NULL, 0};
+}
+
+/* ------------------------------------------------------------------ remote picks */
+
+int picks_open(struct picks *P, int64_t most, const char *who)
+{
+    size_t m = (size_t)(most > 0 ? most : 1);
+    *P = (struct picks){0};
+    if (m > SIZE_MAX / (4 * sizeof(int64_t))) return sample_no_memory(who);
+    P->start = malloc(4 * sizeof(int64_t) * m);  /* start, count, slot, take */
+    if (!P->start) return sample_no_memory(who);
+    P->count = P->start + m;
+    P->slot = P->count + m;
+    P->take = P->slot + m;
+    return DDS_OK;
+}
+
+void picks_close(struct picks *P)
+{
+    free(P->start);
+    *P = (struct picks){0};
+}
+
+int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
+               const int *bytes, int64_t *const *outs, const char *who)
+{
+    if (P->n == 0) return DDS_OK;
+    if (nvars > SAMPLE_MAX_VARS || P->rows > INT64_MAX / 8 / SAMPLE_MAX_VARS)
+        return sample_no_memory(who);
+    size_t total = 0;
+    int64_t cap[SAMPLE_MAX_VARS];
+    void *got[SAMPLE_MAX_VARS];
+    for (int v = 0; v < nvars; v++) {
+        cap[v] = (int64_t)bytes[v] * P->rows;
+        total += (size_t)cap[v];
+    }
+    char *buf = malloc(total ? total : 1);  /* one buffer per variable, in one block */
+    if (!buf) return sample_no_memory(who);
+    for (size_t v = 0, off = 0; v < (size_t)nvars; off += (size_t)cap[v++]) got[v] = buf + off;
+    int rc = sample_read(s, nvars, vars, P->start, P->count, P->n, got, cap);
+    for (int v = 0; v < nvars && rc == DDS_OK; v++) {
+        const char *at = got[v];
+        int64_t *pos = outs[nvars - 1];  /* the positions, until it is written last */
+        for (int64_t p = 0; p < P->n; p++) {
+            if (P->take[p] >= 0)
+                gather_ids(outs[v] + P->slot[p], at, bytes[v], pos + P->slot[p],
+                           P->take[p]);
+            else
+                copy_ids(outs[v] + P->slot[p], at, bytes[v], P->count[p]);
+            at += (size_t)bytes[v] * (size_t)P->count[p];
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ remote reads */
+
+int sample_read(dds_store *s, int nvars, const int *vars, const int64_t *starts,
+                const int64_t *counts, int64_t n, void *const *outs,
+                const int64_t *out_bytes)
+{
+    int rc = DDS_OK;
+    for (int v = 0; v < nvars && rc == DDS_OK; v++)
+        rc = dds_read(s, vars[v], starts, counts, n, outs[v], out_bytes[v], 0);
+    return rc;
+}
