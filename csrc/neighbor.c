@@ -6,14 +6,16 @@
  * optional ts = time, one row per edge, sorted by destination (then time); indptr and
  * node_offsets replicated.  A node's degree is known from indptr, so the positions to
  * take are chosen before anything is read; then the picked rows (whole ranges where the
- * picks are contiguous) are read by one batched dds_read per variable: rows of this rank
- * and of node-local members are copied by plain loads, the others fetched one-sidedly in
- * one access epoch.  With times, the eligible prefix of each list is found by binary
+ * picks are contiguous) are read by one batched read per variable (picks_read, through
+ * sample_read: csrc/sampling.c): rows of this rank and of node-local members are copied
+ * by plain loads, the others fetched one-sidedly in one access epoch.  With times, the eligible prefix of each list is found by binary
  * search: in place for lists readable by load, in a copy of the list's times for the
  * others.  Whatever reads other members' whole lists (times, weights, the induced
  * path's sources) reads them in pieces through one list_reader.  Node and edge ids
  * are stored as int32 or int64 (each variable's row bytes say which) and widened to the
- * int64 outputs while copied, with the width chosen once per list, not per entry.
+ * int64 outputs while copied, with the width chosen once per list, not per entry.  The
+ * argument checks, member views, hash tables, random stream, remote picks and reads are
+ * those of the samplers' unit (sampling.h).
  * Times are the graph's time type (doubles or int64, dds_tcsr.time_type), compared as
  * numbers of that type (times.h: a search per type; keys for node-level time).
  */
@@ -58,9 +60,9 @@ static int check_args(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
  * list of a member this rank reads by load is returned in place.  The others are read
  * ahead, the remote lists from i on, in pieces of at most piece_entries entries (one
  * longer list: a piece of its own) and piece_lists lists, each piece by one batched
- * read (sample_read) into one buffer the reader reuses: no buffer of all of a call's remote rows
- * is allocated (and faulted in), and a piece's rows are used while the copy that wrote
- * them is in cache.  The caller asks for every list with len[i] > 0, in increasing i; a
+ * read (sample_read) into one buffer the reader reuses: no buffer of all of a call's
+ * remote rows is allocated (and faulted in), and a piece's rows are used while the copy
+ * that wrote them is in cache.  The caller asks for every list with len[i] > 0, in increasing i; a
  * list returned from a piece is valid until the next piece is read (reader_refills). */
 #define PIECE_ENTRIES 32768 /* cache-sized pieces, for what is used as it is read */
 #define PIECE_LISTS 1024
@@ -808,7 +810,7 @@ static int first_pos_build(struct first_pos *m, const int64_t *ids, int64_t n,
     }
     int rc = table_open(&m->map, n, WHO);
     for (int64_t i = 0, had; i < n && rc == DDS_OK; i++)
-        table_add(&m->map, 0, ids[i], i, &had);  /* the first occurrence keeps its position */
+        table_add(&m->map, 0, ids[i], i, &had);  /* the first occurrence keeps its place */
     return rc;
 }
 

@@ -144,7 +144,11 @@ int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
     }
     char *buf = malloc(total ? total : 1);  /* one buffer per variable, in one block */
     if (!buf) return sample_no_memory(who);
-    for (size_t v = 0, off = 0; v < (size_t)nvars; off += (size_t)cap[v++]) got[v] = buf + off;
+    size_t off = 0;
+    for (int v = 0; v < nvars; v++) {
+        got[v] = buf + off;
+        off += (size_t)cap[v];
+    }
     int rc = sample_read(s, nvars, vars, P->start, P->count, P->n, got, cap);
     for (int v = 0; v < nvars && rc == DDS_OK; v++) {
         const char *at = got[v];

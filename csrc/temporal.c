@@ -16,9 +16,9 @@
  * eligible ranges, select, read the remote picks), every buffer owned by one struct
  * sampler and released by sampler_free.  Node and edge ids are stored as int32 or int64
  * (each variable's row bytes say which, see dds_tcsr.h) and widened to the int64
- * outputs as they are copied.  The member views, the table of fetched lists, the random
- * stream, the remote picks and every remote read are those of the samplers' unit
- * (sampling.h).  Times are the graph's time type (doubles or int64),
+ * outputs as they are copied.  The argument checks, member views, the table of fetched
+ * lists, the random stream, the remote picks and every remote read are those of the
+ * samplers' unit (sampling.h).  Times are the graph's time type (doubles or int64),
  * compared as numbers of that type (times.h: a search per type, keys elsewhere) and
  * copied to the outputs as their 8 bytes.
  */
@@ -267,7 +267,8 @@ static int cut_lists_by_remote_search(struct sampler *sp)
         if (!na) break;
         void *out = sp->probe_ts;
         int64_t out_bytes = (int64_t)sizeof(int64_t) * na;
-        int rc = sample_read(sp->s, 1, &sp->g->ts_var, sp->probe, NULL, na, &out, &out_bytes);
+        int rc = sample_read(sp->s, 1, &sp->g->ts_var, sp->probe, NULL, na, &out,
+                             &out_bytes);
         if (rc != DDS_OK) return rc;
         na = 0;
         for (int64_t q = 0; q < ns; q++) {
