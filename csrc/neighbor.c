@@ -314,6 +314,21 @@ static int read_picks(dds_store *s, const dds_tcsr *g, const struct picks *P, in
     return picks_read(s, P, nbr ? 2 : 1, vars + !nbr, bytes + !nbr, outs + !nbr, WHO);
 }
 
+/* The `marked` slots q < j whose eid[q] holds -(CSC row) - 1, a row of another member:
+ * their nbr (unless NULL) and eid read, as runs of consecutive rows going to
+ * consecutive slots (the slots readable by load are filled already). */
+static int read_marked(dds_store *s, const dds_tcsr *g, int64_t j, int64_t marked, int nb,
+                       int eb, int64_t *nbr, int64_t *eid)
+{
+    struct picks P;
+    int rc = picks_open(&P, marked, WHO);
+    for (int64_t q = 0; q < j && rc == DDS_OK; q++)
+        if (eid[q] < 0) picks_row(&P, q, -eid[q] - 1);
+    if (rc == DDS_OK) rc = read_picks(s, g, &P, nb, eb, nbr, eid);
+    picks_close(&P);
+    return rc;
+}
+
 int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                         const void *node_ts, int64_t n, int64_t k, int flags,
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
@@ -606,7 +621,6 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *hpos = NULL;
     double *scratch = NULL, *hkey = NULL, *wide = NULL;
-    struct picks P = {0};
     struct members view = {0};
     struct list_reader wr = {0};  /* the weights of the eligible ranges, in pieces */
     if (!cut) { rc = no_memory(); goto done; }
@@ -737,22 +751,15 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
             nbr[q] = id_at(member_chunk(&view, m, 0), nb, lr);
             eid[q] = id_at(member_chunk(&view, m, 1), eb, lr);
         } else {
-            nbr[q] = -1;  /* marks the slots read below */
+            eid[q] = -r0 - 1;  /* marks the slots read below */
             nsel++;
         }
     }
-    if (nsel) {  /* runs of consecutive rows to consecutive slots */
-        rc = picks_open(&P, nsel, WHO);
-        if (rc != DDS_OK) goto done;
-        for (int64_t q = 0; q < j; q++)
-            if (nbr[q] == -1) picks_row(&P, q, eid[q]);
-        rc = read_picks(s, g, &P, nb, eb, nbr, eid);
-    }
+    if (nsel) rc = read_marked(s, g, j, nsel, nb, eb, nbr, eid);
     if (rc == DDS_OK) *count = j;
 done:
     members_close(&view);
     reader_close(&wr);
-    picks_close(&P);
     free(cut);
     free(hpos);
     free(hkey);
@@ -829,7 +836,6 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
     const struct first_pos *dmap = &dmap_own;
     struct members view = {0};
     struct list_reader nr = {0};  /* the lists' source ids, in pieces */
-    struct picks P = {0};
     int64_t *len = NULL;
     int nb = 8, eb = 8;
     rc = first_pos_build(&smap, src, n_src, num_src, "source");
@@ -882,21 +888,14 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
             j++;
         }
     }
-    if (remote_hits) { /* the edge ids of the entries kept from remote lists: runs of
-                        * consecutive rows to consecutive slots */
-        rc = picks_open(&P, remote_hits, WHO);
-        if (rc != DDS_OK) goto done;
-        for (int64_t q = 0; q < j; q++)
-            if (eid[q] < 0) picks_row(&P, q, -eid[q] - 1);
-        rc = read_picks(s, g, &P, nb, eb, NULL, eid);
-    }
+    if (remote_hits)  /* the edge ids of the entries kept from remote lists */
+        rc = read_marked(s, g, j, remote_hits, nb, eb, NULL, eid);
     if (rc == DDS_OK) *count = j;
 done:
     first_pos_free(&smap);
     first_pos_free(&dmap_own);
     members_close(&view);
     reader_close(&nr);
-    picks_close(&P);
     free(len);
     return rc;
 }
