@@ -135,31 +135,28 @@ int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
     if (P->n == 0) return DDS_OK;
     if (nvars > SAMPLE_MAX_VARS || P->rows > INT64_MAX / 8 / SAMPLE_MAX_VARS)
         return sample_no_memory(who);
-    size_t total = 0;
+    size_t total = 0, at[SAMPLE_MAX_VARS];
     int64_t cap[SAMPLE_MAX_VARS];
     void *got[SAMPLE_MAX_VARS];
-    for (int v = 0; v < nvars; v++) {
+    for (int v = 0; v < nvars; v++) {  /* each variable's rows 8-byte aligned */
         cap[v] = (int64_t)bytes[v] * P->rows;
-        total += (size_t)cap[v];
+        at[v] = total;
+        total += ((size_t)cap[v] + 7) & ~(size_t)7;
     }
     char *buf = malloc(total ? total : 1);  /* one buffer per variable, in one block */
     if (!buf) return sample_no_memory(who);
-    size_t off = 0;
-    for (int v = 0; v < nvars; v++) {
-        got[v] = buf + off;
-        off += (size_t)cap[v];
-    }
+    for (int v = 0; v < nvars; v++) got[v] = buf + at[v];
     int rc = sample_read(s, nvars, vars, P->start, P->count, P->n, got, cap);
     for (int v = 0; v < nvars && rc == DDS_OK; v++) {
-        const char *at = got[v];
+        const char *piece = got[v];
         int64_t *pos = outs[nvars - 1];  /* the positions, until it is written last */
         for (int64_t p = 0; p < P->n; p++) {
             if (P->take[p] >= 0)
-                gather_ids(outs[v] + P->slot[p], at, bytes[v], pos + P->slot[p],
+                gather_ids(outs[v] + P->slot[p], piece, bytes[v], pos + P->slot[p],
                            P->take[p]);
             else
-                copy_ids(outs[v] + P->slot[p], at, bytes[v], P->count[p]);
-            at += (size_t)bytes[v] * (size_t)P->count[p];
+                copy_ids(outs[v] + P->slot[p], piece, bytes[v], P->count[p]);
+            piece += (size_t)bytes[v] * (size_t)P->count[p];
         }
     }
     free(buf);
