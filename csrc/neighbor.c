@@ -862,10 +862,14 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
         int64_t v = dst[i], start = g->indptr[v], deg = len[i];
         if (deg <= 0) continue;
         int m = member_of_node(g, &view, v);
-        const char *ln, *le = member_chunk(&view, m, 1);
-        if (le) le += (size_t)eb * (size_t)(start - view.first[m]);
-        rc = reader_list(&nr, i, &ln);
-        if (rc != DDS_OK) goto done;
+        const char *ln = member_chunk(&view, m, 0), *le = member_chunk(&view, m, 1);
+        if (ln) {  /* in place (the reader skips it: no piece to read) */
+            ln += (size_t)nb * (size_t)(start - view.first[m]);
+            le += (size_t)eb * (size_t)(start - view.first[m]);
+        } else {
+            rc = reader_list(&nr, i, &ln);
+            if (rc != DDS_OK) goto done;
+        }
         for (int64_t p = 0; p < deg; p++) {
             int64_t u = id_at(ln, nb, p);
             if ((uint64_t)u >= (uint64_t)num_src)
