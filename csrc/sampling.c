@@ -136,8 +136,8 @@ int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
     if (nvars > SAMPLE_MAX_VARS || P->rows > INT64_MAX / 8 / SAMPLE_MAX_VARS)
         return sample_no_memory(who);
     size_t total = 0, at[SAMPLE_MAX_VARS];
-    int64_t cap[SAMPLE_MAX_VARS];
-    void *got[SAMPLE_MAX_VARS];
+    int64_t cap[SAMPLE_MAX_VARS] = {0};
+    void *got[SAMPLE_MAX_VARS] = {0};
     for (int v = 0; v < nvars; v++) {  /* each variable's rows 8-byte aligned */
         cap[v] = (int64_t)bytes[v] * P->rows;
         at[v] = total;
@@ -169,8 +169,12 @@ int sample_read(dds_store *s, int nvars, const int *vars, const int64_t *starts,
                 const int64_t *counts, int64_t n, void *const *outs,
                 const int64_t *out_bytes)
 {
-    int rc = DDS_OK;
-    for (int v = 0; v < nvars && rc == DDS_OK; v++)
-        rc = dds_read(s, vars[v], starts, counts, n, outs[v], out_bytes[v], 0);
-    return rc;
+    /* one call for every variable: one round trip (one request by message) per owner */
+    dds_read_req reqs[SAMPLE_MAX_VARS];
+    if (nvars < 1 || nvars > SAMPLE_MAX_VARS)
+        return dds_set_error(DDS_EINVAL, "internal: sample_read of %d variables (1 to %d)",
+                             nvars, SAMPLE_MAX_VARS);
+    for (int v = 0; v < nvars; v++)
+        reqs[v] = (dds_read_req){vars[v], starts, counts, n, outs[v], out_bytes[v]};
+    return dds_read_many(s, reqs, nvars);
 }

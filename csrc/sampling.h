@@ -318,8 +318,9 @@ int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
 /* ------------------------------------------------------------------ remote reads
  * The one function through which every read of a batch from other members goes: the n
  * ranges [starts[i], starts[i] + counts[i]) (counts NULL: one row each) of each of the
- * `nvars` variables vars[v], packed in request order into outs[v] of out_bytes[v] bytes
- * (dds_read's rules, per variable in order; the first failure is returned). */
+ * `nvars` variables vars[v] (1 to SAMPLE_MAX_VARS), packed in request order into
+ * outs[v] of out_bytes[v] bytes, by one dds_read_many: every variable checked first
+ * (the first failure returned, nothing read), then one round trip per owner for all. */
 int sample_read(dds_store *s, int nvars, const int *vars, const int64_t *starts,
                 const int64_t *counts, int64_t n, void *const *outs,
                 const int64_t *out_bytes) SAMPLING_HIDDEN;
