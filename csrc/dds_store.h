@@ -114,8 +114,9 @@ int dds_shm_peers(const dds_store *store);
  * with MPICH's MPIR_CVAR_NOLOCAL=1 every other member), whatever the transport. */
 int dds_off_node(const dds_store *store);
 /* This process's one-sided traffic so far, every store together: MPI_Get calls made,
- * the bytes they asked for, and MPI_Win_flush calls (one per owner per read: the round
- * trips reads waited for).  Counters only grow; take differences. */
+ * the bytes they asked for, and the round trips reads waited for (one per owner per
+ * read call, whatever its variables: dds_read_many issues every get before its first
+ * MPI_Win_flush).  Counters only grow; take differences. */
 int dds_rma_stats(int64_t *gets, int64_t *bytes, int64_t *flushes);
 
 /* Local.  1 in a process forked from an MPI rank after the core was loaded (a

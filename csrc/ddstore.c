@@ -1213,10 +1213,16 @@ static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
         for (int64_t i = 0; i < ntouched; i++) {
             if (!touched[i]) continue;
             dds_get_var(s, reqs[i / s->width].var_id, &v);
-            atomic_fetch_add_explicit(&rma_flushes, 1, memory_order_relaxed);
             int rc = MPI_Win_flush((int)(i % s->width), v->rma_win);
             if (rc != MPI_SUCCESS && code == DDS_OK)
                 code = dds_mpi_error(rc, "MPI_Win_flush");
+        }
+        /* the round trips waited for: one per owner, whatever its variables (their
+         * gets were all issued before the first flush) */
+        for (int g = 0; g < s->width && ntouched; g++) {
+            int any = 0;
+            for (int64_t r = 0; r < nreq && !any; r++) any = touched[r * s->width + g];
+            if (any) atomic_fetch_add_explicit(&rma_flushes, 1, memory_order_relaxed);
         }
     }
     if (call.boxes) {

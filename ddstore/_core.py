@@ -779,9 +779,10 @@ def bidirectional(row, col, rev_row, rev_col, edge_id=None, rev_edge_id=None,
 
 def rma_stats():
     """``{gets, bytes, flushes}``: this process's one-sided traffic so far
-    (``dds_rma_stats``): MPI_Get calls, the bytes they asked for, and MPI_Win_flush
-    calls (one per owner per read: the round trips).  Shared-memory reads are loads and
-    count nothing.  Take differences around what you measure."""
+    (``dds_rma_stats``): MPI_Get calls, the bytes they asked for, and the round trips
+    reads waited for (``flushes``: one per owner per read call, whatever its
+    variables).  Shared-memory reads are loads and count nothing.  Take differences
+    around what you measure."""
     out = [ffi.new("int64_t *") for _ in range(3)]
     _local_check(lib.dds_rma_stats(*out))
     return {"gets": out[0][0], "bytes": out[1][0], "flushes": out[2][0]}
