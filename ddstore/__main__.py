@@ -111,6 +111,8 @@ BENCHMARKS = {
                    "(mpiexec -n 2, or one process)",
     "progress": "reads of a computing rank: the progress agent on and off, its cost "
                 "(mpiexec -n 2; between nodes with MPICH's ofi/tcp)",
+    "serve": "between nodes: reads by message vs one-sided gets (mpiexec -n 2 with "
+             "MPICH's ofi/tcp)",
     "checkpoint": "save / restore per rank vs dd, and restore vs building from the "
                   "source (mpiexec -n 2)",
     "pyg": "PyG NeighborLoader over the store vs over an in-memory Data: sampled "

@@ -360,7 +360,8 @@ class DDStore(RecordsAPI, CheckpointAPI):
         """Whether this rank reads the rows of group members on other nodes by message
         (from :func:`serve_settings`' number of pieces on): the member's progress agent
         packs them into one reply.  On wherever every member of the group runs its
-        agent, unless ``DDSTORE_SERVE=off`` (docs/cluster.md, "Between nodes")."""
+        agent, unless ``DDSTORE_SERVE=off`` (docs/cluster.md, "Between nodes: reads by
+        message")."""
         return self._core.alive and self._core.serving
 
     @property

@@ -35,6 +35,27 @@ def test_reads_by_message(mpirun, ranks, mode, min_pieces):
 
 
 @pytest.mark.mpi
+def test_serve_benchmark_smoke(tmp_path):
+    """bench.serve runs between nodes at small sizes: both paths, every pattern, rows
+    compared, the JSON written with both paths' figures."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, **BETWEEN_NODES)
+    out = subprocess.run(
+        ["timeout", "300", "mpiexec", "-n", "2", sys.executable, "-m", "ddstore.bench.serve",
+         "--rows", "2000", "--sizes", "10,500", "--reads", "3", "--repeat", "1",
+         "--out", str(tmp_path)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads((tmp_path / "serve_n2.json").read_text())
+    for pattern in ("one", "both", "computing"):
+        for path in ("message", "one-sided"):
+            assert len(report["results"][pattern][path]["500"]["p50_s"]) == 1, report
+    assert report["network"]["between_nodes"] is True, report["network"]
+
+
+@pytest.mark.mpi
 def test_reads_by_message_inside_a_node(mpirun):
     """Inside a node nothing goes by message (no member is on another node), and the
     same reads hold."""

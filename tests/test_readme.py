@@ -144,6 +144,9 @@ BASH_SKIP = {
                                                 "test_pyg_ranges.py",
     "mpiexec -n 2 python -m ddstore.bench.progress": "benchmark (about a minute); its "
                                                      "check runs in test_between_nodes.py",
+    "mpiexec -n 2 python -m ddstore.bench.serve": "benchmark (a few minutes, between "
+                                                  "nodes); smoke test in "
+                                                  "test_between_nodes.py",
     "mpiexec -n 2 python -m ddstore.bench.checkpoint": "benchmark (1 GB of rows); smoke "
                                                        "test in test_checkpoint.py",
     "mpiexec -n 2 python examples/graphsage_large.py":

@@ -6,7 +6,7 @@ a ``get_batch`` of ``m`` random rows of another rank, the store's message path
 Run (2 ranks; between nodes: MPICH's network module over TCP on the loopback)::
 
     MPIR_CVAR_CH4_NETMOD=ofi MPIR_CVAR_NOLOCAL=1 FI_PROVIDER=tcp FI_TCP_IFACE=lo \\
-        mpiexec -n 2 python -m ddstore.bench.network
+        mpiexec -n 2 python -m ddstore.bench.serve
 
 Each rank holds ``--rows`` rows of ``--row-bytes`` bytes.  Three patterns: ``one``
 (rank 0 reads rank 1's rows while rank 1 waits in a barrier), ``both`` (both ranks read
@@ -15,7 +15,7 @@ to a second while rank 1 computes on one thread without any MPI call, so its pro
 answers).  For each size of
 ``--sizes`` (rows per read) and each path the p50 and p90 of ``--reads`` reads are
 reported, the paths alternated ABAB ``--repeat`` times (a fresh store each), every row
-read compared with the row written.  Written to ``<out>/network_n2.json``.
+read compared with the row written.  Written to ``<out>/serve_n2.json``.
 """
 import os
 import time
@@ -30,7 +30,7 @@ COMPUTE_S = 1.0  # the computing pattern: rank 1 computes this long (+0.3 s) per
 
 
 def _args(argv=None, prog=None):
-    p = parser("network", prog=prog, description=__doc__.split("\n\n")[0])
+    p = parser("serve", prog=prog, description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=100_000, help="rows per rank")
     p.add_argument("--row-bytes", type=int, default=400,
                    help="bytes per row (400: 100 float32 features)")
@@ -137,7 +137,7 @@ def main(argv=None, prog=None):
                         report["results"][pattern]["message"][str(m)]["p50_s"],
                         report["results"][pattern]["one-sided"][str(m)]["p50_s"])))
                 log(comm, "; ".join(line))
-        write_report(report, os.path.join(args.out, "network_n2.json"), args.seed)
+        write_report(report, os.path.join(args.out, "serve_n2.json"), args.seed)
 
 
 if __name__ == "__main__":
