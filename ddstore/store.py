@@ -85,7 +85,7 @@ def progress_interval(core):
     return us
 
 
-SERVE_MIN_PIECES = 32  # reads by message from this many pieces (docs/cluster.md)
+SERVE_MIN_PIECES = 4096  # reads by message from this many pieces (docs/cluster.md)
 
 
 def serve_settings():
