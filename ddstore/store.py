@@ -673,6 +673,15 @@ class DDStore(RecordsAPI, CheckpointAPI):
         # a short list of Python ints (what per-sample code passes) goes to the core as
         # it is; anything else becomes an int64 array first
         t = type(indices)
+        if out is None and (t is list or t is tuple) and len(indices) == 1:
+            i = indices[0]
+            if type(i) is int and 0 <= i < var.nrows:
+                # one row this process maps: numpy copies it, as get does
+                starts, views = var.mapped or self._mapped(var)
+                m = bisect.bisect_right(starts, i) - 1
+                view = views[m]
+                if view is not None:
+                    return view[i - starts[m]:i - starts[m] + 1].copy()
         if (t is list or t is tuple) and 0 < len(indices) <= _SHORT_BATCH and all(
                 type(i) is int for i in indices):
             buf = (np.empty((len(indices),) + var.row_shape, var.dtype) if out is None
@@ -722,6 +731,14 @@ class DDStore(RecordsAPI, CheckpointAPI):
         """Local: ``count`` consecutive global rows from ``start`` (may span owners), as
         ``[count, *row_shape]``; ``out`` as in :meth:`get_batch`."""
         var = self._lookup(name)
+        if out is None and type(start) is int and type(count) is int and count > 0 and \
+                0 <= start and start + count <= var.nrows:
+            # rows of one chunk this process maps: numpy copies them, as get does
+            starts, views = var.mapped or self._mapped(var)
+            m = bisect.bisect_right(starts, start) - 1
+            view = views[m]
+            if view is not None and start + count <= starts[m + 1]:
+                return view[start - starts[m]:start - starts[m] + count].copy()
         if type(start) is not int:
             start = as_int(start, f"get_range {name!r}: start")
         if type(count) is not int:
