@@ -122,7 +122,7 @@ def main(argv=None, prog=None):
         targets = {"uniform_10_10_width1_edges_per_s": uni.get((1, "auto")),
                    "target_edges_per_s": 4e6,
                    "meets_4M": bool(uni.get((1, "auto"), 0) >= 4e6)}
-        if size > 1 and (size, "auto") in uni:
+        if size > 1 and (size, "auto") in uni and (1, "auto") in uni:  # both were run
             control = [r[k] for r in results if r["strategy"] == "uniform" and
                        r["fanouts"] == [10, 10] and (r["width"], r["transport"]) == (1, "auto")
                        for k in ("edges_per_s_per_rank", "edges_per_s_per_rank_control")]
