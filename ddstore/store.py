@@ -47,6 +47,28 @@ _MAX_ROW_BYTES = 2 ** 63 - 1  # one row's bytes must fit the core's int64
 PROGRESS_US = 200  # the progress agent's default period (docs/cluster.md: how chosen)
 
 
+def _env_choice(name, choices):
+    """Environment variable ``name``: one of ``choices`` (case-insensitive; unset or
+    empty: the first), else a :class:`DDStoreValueError` naming them."""
+    value = os.environ.get(name, "").strip().lower() or choices[0]
+    if value not in choices:
+        raise DDStoreValueError(f"{name}={value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def _env_int(name, default, most, what):
+    """Environment variable ``name``: an integer in ``[1, most]`` (unset or empty:
+    ``default``), else a :class:`DDStoreValueError` naming the range."""
+    text = os.environ.get(name, "").strip()
+    try:
+        value = int(text) if text else default
+    except ValueError:
+        value = -1
+    if not 1 <= value <= most:
+        raise DDStoreValueError(f"{name}={text!r} must be {what} in [1, {most}]")
+    return value
+
+
 def progress_interval(core):
     """The progress agent's period in microseconds for a store over ``core``, or 0 for
     none.  ``DDSTORE_PROGRESS``: ``auto`` (default: on when a member of this rank's
@@ -58,17 +80,9 @@ def progress_interval(core):
     ``DDSTORE_PROGRESS_US``:
     the period (default :data:`PROGRESS_US`).  The agent needs ``MPI_THREAD_MULTIPLE``;
     a lower thread level is refused (local part of the constructor's step)."""
-    mode = os.environ.get("DDSTORE_PROGRESS", "auto").strip().lower() or "auto"
-    if mode not in ("auto", "on", "off"):
-        raise DDStoreValueError(f"DDSTORE_PROGRESS={mode!r} is not one of auto, on, off")
-    text = os.environ.get("DDSTORE_PROGRESS_US", "").strip()
-    try:
-        us = int(text) if text else PROGRESS_US
-    except ValueError:
-        us = -1
-    if not 1 <= us <= 1_000_000:
-        raise DDStoreValueError(f"DDSTORE_PROGRESS_US={text!r} must be an integer number "
-                                f"of microseconds in [1, 1000000]")
+    mode = _env_choice("DDSTORE_PROGRESS", ("auto", "on", "off"))
+    us = _env_int("DDSTORE_PROGRESS_US", PROGRESS_US, 1_000_000,
+                  "an integer number of microseconds")
     remote = core.off_node
     if mode == "off" or (mode == "auto" and remote == 0):
         return 0
@@ -96,17 +110,8 @@ def serve_settings():
     group) or ``off`` (one-sided gets only: the comparison in docs/cluster.md);
     ``DDSTORE_SERVE_MIN_PIECES``: the threshold (default :data:`SERVE_MIN_PIECES`;
     fewer pieces stay one-sided gets)."""
-    mode = os.environ.get("DDSTORE_SERVE", "auto").strip().lower() or "auto"
-    if mode not in ("auto", "off"):
-        raise DDStoreValueError(f"DDSTORE_SERVE={mode!r} is not one of auto, off")
-    text = os.environ.get("DDSTORE_SERVE_MIN_PIECES", "").strip()
-    try:
-        pieces = int(text) if text else SERVE_MIN_PIECES
-    except ValueError:
-        pieces = -1
-    if not 1 <= pieces <= 2 ** 62:
-        raise DDStoreValueError(f"DDSTORE_SERVE_MIN_PIECES={text!r} must be an integer "
-                                f"in [1, 2**62]")
+    mode = _env_choice("DDSTORE_SERVE", ("auto", "off"))
+    pieces = _env_int("DDSTORE_SERVE_MIN_PIECES", SERVE_MIN_PIECES, 2 ** 62, "an integer")
     return 0 if mode == "off" else pieces
 
 

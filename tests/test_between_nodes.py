@@ -91,3 +91,23 @@ def test_progress_settings(monkeypatch):
     monkeypatch.setenv("DDSTORE_PROGRESS_US", "0")
     with pytest.raises(ddstore.DDStoreValueError, match=r"in \[1, 1000000\]"):
         ddstore.DDStore(MPI.COMM_SELF)
+
+
+def test_serve_settings(monkeypatch):
+    """DDSTORE_SERVE / DDSTORE_SERVE_MIN_PIECES: a bad value is refused, naming it and
+    the allowed ones; a store with no member on another node never reads by message."""
+    from mpi4py import MPI
+    import ddstore
+    monkeypatch.setenv("DDSTORE_PROGRESS", "on")
+    with ddstore.DDStore(MPI.COMM_SELF, transport="rma") as s:
+        assert s.progress and not s.serving
+    monkeypatch.setenv("DDSTORE_SERVE", "sometimes")
+    with pytest.raises(ddstore.DDStoreValueError, match="DDSTORE_SERVE='sometimes' is not "
+                                                        "one of auto, off"):
+        ddstore.DDStore(MPI.COMM_SELF)
+    monkeypatch.setenv("DDSTORE_SERVE", "auto")
+    for bad in ("0", "x", "-3"):
+        monkeypatch.setenv("DDSTORE_SERVE_MIN_PIECES", bad)
+        with pytest.raises(ddstore.DDStoreValueError, match=r"DDSTORE_SERVE_MIN_PIECES="
+                                                            r".* in \[1, 4611686018427387904\]"):
+            ddstore.DDStore(MPI.COMM_SELF)

@@ -96,12 +96,19 @@ def _(t):
             comm.Barrier()
 
 
+def one_group_store():
+    """A store of one group holding VARIABLES[0]: (store, its name, the global rows,
+    rows per rank)."""
+    s = ddstore.DDStore(comm, width=size)
+    name, dtype, shape, n = VARIABLES[0]
+    s.add(name, rows_of(name, dtype, shape, n, rank))
+    return s, name, whole(name, dtype, shape, n, size, 0), n
+
+
 @cases("two threads read at once", min_ranks=2)
 def _(t):
-    with ddstore.DDStore(comm, width=size) as s:
-        name, dtype, shape, n = VARIABLES[0]
-        s.add(name, rows_of(name, dtype, shape, n, rank))
-        w = whole(name, dtype, shape, n, size, 0)
+    s, name, w, _ = one_group_store()
+    with s:
         bad = []
 
         def reader(seed):
@@ -121,10 +128,8 @@ def _(t):
 
 @cases("a computing rank is read through its agent", min_ranks=2)
 def _(t):
-    with ddstore.DDStore(comm, width=size) as s:
-        name, dtype, shape, n = VARIABLES[0]
-        s.add(name, rows_of(name, dtype, shape, n, rank))
-        w = whole(name, dtype, shape, n, size, 0)
+    s, name, w, n = one_group_store()
+    with s:
         comm.Barrier()
         if rank == size - 1:  # computes for 2 s without an MPI call
             a = np.ones((200, 200))
