@@ -12,11 +12,11 @@ Run (2 ranks; between nodes: MPICH's network module over TCP on the loopback)::
 Each rank holds ``--rows`` rows of ``--row-bytes`` bytes.  Three patterns: ``one``
 (rank 0 reads rank 1's rows while rank 1 waits in a barrier), ``both`` (both ranks read
 each other's rows at once: a data-parallel loader) and ``computing`` (rank 0 reads for up
-to a second while rank 1 computes on one thread without any MPI call, so its progress agent
-answers).  For each size of
-``--sizes`` (rows per read) and each path the p50 and p90 of ``--reads`` reads are
-reported, the paths alternated ABAB ``--repeat`` times (a fresh store each), every row
-read compared with the row written.  Written to ``<out>/serve_n2.json``.
+to ``--compute-s`` seconds while rank 1 computes on one thread without any MPI call, so
+its progress agent answers).  For each size of ``--sizes`` (rows per read) and each path
+the p50 and p90 of ``--reads`` reads are reported, the paths alternated ABAB
+``--repeat`` times (a fresh store each), every row read compared with the row written.
+Written to ``<out>/serve_n2.json``.
 """
 import os
 import time
@@ -27,7 +27,6 @@ from mpi4py import MPI
 from ddstore.bench import log, parser, write_report
 
 PATHS = {"message": "auto", "one-sided": "off"}
-COMPUTE_S = 1.0  # the computing pattern: rank 1 computes this long (+0.3 s) per size
 
 
 def _args(argv=None, prog=None):
@@ -40,6 +39,9 @@ def _args(argv=None, prog=None):
     p.add_argument("--reads", type=int, default=20, help="timed reads per size")
     p.add_argument("--patterns", default="one,both,computing")
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--compute-s", type=float, default=1.0,
+                   help="the computing pattern: seconds rank 0 reads while rank 1 "
+                        "computes (rank 1 computes 0.3 s longer), per size and path")
     return p.parse_args(argv)
 
 
@@ -78,9 +80,9 @@ def _one(comm, args, path, pattern, sizes, rng):
             times = []
             comm.Barrier()
             if pattern == "computing" and rank == 1:
-                _compute(COMPUTE_S + 0.3)
+                _compute(args.compute_s + 0.3)
             elif reader:
-                # while rank 1 computes: at most COMPUTE_S seconds of reads
+                # while rank 1 computes: at most --compute-s seconds of reads
                 start = time.perf_counter()
                 if pattern == "computing":
                     time.sleep(0.05)  # rank 1 is computing by now
@@ -88,7 +90,7 @@ def _one(comm, args, path, pattern, sizes, rng):
                     t0 = time.perf_counter()
                     store.get_batch("x", lo + idx, out=buf)
                     times.append(time.perf_counter() - t0)
-                    if pattern == "computing" and t0 - start > COMPUTE_S:
+                    if pattern == "computing" and t0 - start > args.compute_s:
                         break
                 if not np.array_equal(buf, theirs[idx]):
                     raise AssertionError(f"rank {rank}: rows read differ from those "
