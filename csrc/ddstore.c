@@ -854,8 +854,9 @@ static int get_gathered(struct dds_var *v, char *out, int owner, struct gathered
 /* What one read call shares across its requests: the members whose pieces go by
  * message (boxes: NULL when the store does not serve), and the request being walked. */
 struct call {
-    struct dds_outbox *boxes;
+    struct dds_outbox *boxes;  /* [width], or NULL until needed */
     int req;
+    int serve;                 /* the store serves reads by message, and this call may */
 };
 
 static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row,
@@ -876,9 +877,13 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
                  "(not in this node's shared memory: MPI_Get)", v->name, owner);
         return forked_refusal(what);
     }
-    if (call->boxes && s->member_off[p->owner] && !per_row) {
+    if (call->serve && s->member_off[p->owner] && !per_row) {
         int owner = p->owner;
         p->owner = -1;
+        if (!call->boxes) {
+            call->boxes = calloc((size_t)s->width, sizeof(struct dds_outbox));
+            if (!call->boxes) return dds_set_error(DDS_ENOMEM, "out of memory reading");
+        }
         return dds_outbox_add(&call->boxes[owner], call->req, p->disp, p->bytes, p->dst);
     }
     if (gath && !per_row) {
@@ -1153,13 +1158,10 @@ static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
         return dds_set_error(DDS_EINVAL, "dds_read_many: %lld requests, at most %d",
                              (long long)nreq, INT_MAX / 2);
     struct dds_var *v;
+    int any_rma = 0;
     for (int64_t r = 0; r < nreq; r++) {
         int rc = check_request(s, &reqs[r], &v);
         if (rc) return rc;
-    }
-    int any_rma = 0;
-    for (int64_t r = 0; r < nreq; r++) {
-        dds_get_var(s, reqs[r].var_id, &v);
         any_rma |= v->rma_win != MPI_WIN_NULL;
     }
     per_row = per_row && any_rma;
@@ -1178,13 +1180,10 @@ static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
     } else if (ntouched) {
         memset(touched, 0, (size_t)ntouched);
     }
-    struct call call = {NULL, 0};
+    /* the outboxes are allocated by the first piece of a member on another node */
+    struct call call = {NULL, 0, atomic_load_explicit(&s->serve_on, memory_order_acquire) &&
+                                 !per_row && s->off_node > 0 && !dds_forked_flag};
     int code = DDS_OK;
-    if (atomic_load_explicit(&s->serve_on, memory_order_acquire) && !per_row &&
-        s->off_node > 0 && !dds_forked_flag) {
-        call.boxes = calloc((size_t)s->width, sizeof(struct dds_outbox));
-        if (!call.boxes) code = dds_set_error(DDS_ENOMEM, "out of memory reading");
-    }
     if (per_row && code == DDS_OK) {
         /* the per-row path locks each row itself: leave the variable's shared epoch */
         int rc = MPI_Win_unlock_all(v->rma_win);
