@@ -226,8 +226,10 @@ class DDStore(RecordsAPI, CheckpointAPI):
                 if interval:
                     self._core.start_progress(interval)
                 running = step.agree(bool(interval))
-                # reads by message only where every member of the group answers them
-                g = comm.Get_rank() // self._core.group_size * self._core.group_size
+            # reads by message only where every member of the group answers them (decided
+            # from agreed values; turning it on allocates, so it is a step's local part)
+            g = comm.Get_rank() // self._core.group_size * self._core.group_size
+            with collective(comm, None):
                 if serve and all(running[g:g + self._core.group_size]) and \
                         self._core.off_node:
                     self._core.serve(serve)
