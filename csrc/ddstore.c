@@ -851,6 +851,37 @@ static int get_gathered(struct dds_var *v, char *out, int owner, struct gathered
     return rc == MPI_SUCCESS ? DDS_OK : dds_mpi_error(rc, "MPI_Get (gathered rows)");
 }
 
+/* Add `bytes` at offset `disp` of member `owner`'s chunk, bound for `dst` in `out`, to
+ * g (its arrays allocated on its first piece): in pieces of at most DDS_MAX_GET_BYTES,
+ * issuing g's get first whenever it holds DDS_GET_BLOCKS pieces or would pass
+ * DDS_MAX_GET_BYTES.  The caller issues what is left (get_gathered) and frees g's
+ * arrays. */
+static int gather_piece(struct dds_var *v, char *out, int owner, struct gathered *g,
+                        char *dst, int64_t disp, int64_t bytes)
+{
+    if (!g->odisp) {
+        g->odisp = malloc(sizeof(MPI_Aint) * 2 * DDS_GET_BLOCKS);
+        g->len = malloc(sizeof(int) * DDS_GET_BLOCKS);
+        if (!g->odisp || !g->len)
+            return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
+        g->tdisp = g->odisp + DDS_GET_BLOCKS;
+    }
+    for (int64_t done = 0; done < bytes; done += DDS_MAX_GET_BYTES) {
+        int64_t n = bytes - done < DDS_MAX_GET_BYTES ? bytes - done : DDS_MAX_GET_BYTES;
+        if (g->n == DDS_GET_BLOCKS || g->bytes + n > DDS_MAX_GET_BYTES) {
+            int rc = get_gathered(v, out, owner, g);
+            if (rc != DDS_OK) return rc;
+        }
+        g->odisp[g->n] = (MPI_Aint)(dst + done - out);
+        g->tdisp[g->n] = (MPI_Aint)(disp + done);
+        g->len[g->n] = (int)n;
+        g->bits |= (uint64_t)g->odisp[g->n] | (uint64_t)g->tdisp[g->n] | (uint64_t)n;
+        g->n++;
+        g->bytes += n;
+    }
+    return DDS_OK;
+}
+
 /* What one read call shares across its requests: the members whose pieces go by
  * message (boxes: NULL when the store does not serve), and the request being walked. */
 struct call {
@@ -887,36 +918,11 @@ static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row
         return dds_outbox_add(&call->boxes[owner], call->req, p->disp, p->bytes, p->dst);
     }
     if (gath && !per_row) {
-        struct gathered *g = &gath[p->owner];
-        if (!g->odisp) {
-            g->odisp = malloc(sizeof(MPI_Aint) * 2 * DDS_GET_BLOCKS);
-            g->len = malloc(sizeof(int) * DDS_GET_BLOCKS);
-            if (!g->odisp || !g->len) {
-                p->owner = -1;
-                return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
-            }
-            g->tdisp = g->odisp + DDS_GET_BLOCKS;
-        }
-        for (int64_t done = 0; done < p->bytes; done += DDS_MAX_GET_BYTES) {
-            int64_t n = p->bytes - done < DDS_MAX_GET_BYTES ? p->bytes - done
-                                                             : DDS_MAX_GET_BYTES;
-            if (g->n == DDS_GET_BLOCKS || g->bytes + n > DDS_MAX_GET_BYTES) {
-                int rc = get_gathered(v, out, p->owner, g);
-                if (rc != DDS_OK) {
-                    p->owner = -1;
-                    return rc;
-                }
-            }
-            g->odisp[g->n] = (MPI_Aint)(p->dst + done - out);
-            g->tdisp[g->n] = (MPI_Aint)(p->disp + done);
-            g->len[g->n] = (int)n;
-            g->bits |= (uint64_t)g->odisp[g->n] | (uint64_t)g->tdisp[g->n] | (uint64_t)n;
-            g->n++;
-            g->bytes += n;
-        }
-        touched[p->owner] = 1;
+        int code = gather_piece(v, out, p->owner, &gath[p->owner], p->dst, p->disp,
+                                p->bytes);
+        if (code == DDS_OK) touched[p->owner] = 1;
         p->owner = -1;
-        return DDS_OK;
+        return code;
     }
     /* RMA: in pieces of at most DDS_MAX_GET_BYTES (MPI counts are int); with per_row,
      * each row in its own lock/unlock epoch (a row may itself need several pieces) */
@@ -1105,8 +1111,8 @@ static int walk_request(dds_store *s, struct dds_var *v, const dds_read_req *r,
 }
 
 /* Outboxes with fewer than the store's min_pieces pieces are read by one-sided gets
- * instead of a message: one gathered get per request (few pieces by definition, each
- * far below DDS_MAX_GET_BYTES: min_pieces is small and pieces come from a walk). */
+ * instead of a message, as a walk reads them: gathered, one get per request (and per
+ * DDS_GET_BLOCKS pieces). */
 static int get_small_box(dds_store *s, struct dds_outbox *o, int owner,
                          const dds_read_req *reqs, char *touched)
 {
@@ -1114,36 +1120,14 @@ static int get_small_box(dds_store *s, struct dds_outbox *o, int owner,
     for (int64_t i = 0; i < o->n && code == DDS_OK;) {
         int r = o->req[i];
         struct dds_var *v;
-        code = dds_get_var(s, reqs[r].var_id, &v);
         struct gathered g = {NULL, NULL, NULL, 0, 0, 0};
-        int64_t n = 0, parts = 0;
-        for (; i + n < o->n && o->req[i + n] == r; n++)
-            parts += (o->len[i + n] + DDS_MAX_GET_BYTES - 1) / DDS_MAX_GET_BYTES;
-        g.odisp = malloc(sizeof(MPI_Aint) * 2 * (size_t)parts);
-        g.len = malloc(sizeof(int) * (size_t)parts);
-        g.tdisp = g.odisp ? g.odisp + parts : NULL;
-        if (code == DDS_OK && (!g.odisp || !g.len))
-            code = dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
-        for (int64_t k = 0; k < n && code == DDS_OK; k++) {
-            for (int64_t done = 0; done < o->len[i + k] && code == DDS_OK;
-                 done += DDS_MAX_GET_BYTES) {
-                int64_t m = o->len[i + k] - done < DDS_MAX_GET_BYTES ? o->len[i + k] - done
-                                                                    : DDS_MAX_GET_BYTES;
-                if (g.bytes + m > DDS_MAX_GET_BYTES)
-                    code = get_gathered(v, reqs[r].out, owner, &g);
-                g.odisp[g.n] = (MPI_Aint)(o->dst[i + k] + done - (char *)reqs[r].out);
-                g.tdisp[g.n] = (MPI_Aint)(o->disp[i + k] + done);
-                g.len[g.n] = (int)m;
-                g.bits |= (uint64_t)g.odisp[g.n] | (uint64_t)g.tdisp[g.n] | (uint64_t)m;
-                g.bytes += m;
-                g.n++;
-            }
-        }
+        code = dds_get_var(s, reqs[r].var_id, &v);
+        for (; i < o->n && o->req[i] == r && code == DDS_OK; i++)
+            code = gather_piece(v, reqs[r].out, owner, &g, o->dst[i], o->disp[i], o->len[i]);
         if (code == DDS_OK) code = get_gathered(v, reqs[r].out, owner, &g);
         free(g.odisp);
         free(g.len);
         touched[(int64_t)r * s->width + owner] = 1;
-        i += n;
     }
     return code;
 }

@@ -52,8 +52,8 @@ struct dds_store {
     int need_rma;        /* some member of the group is not reachable by load */
     int shm_peers;
     int off_node;        /* group members on other nodes (as MPI_Comm_split_type sees) */
-    /* the progress agent (csrc/progress.c): a duplicate of comm that its thread polls,
-     * the thread, whether it runs, its stop flag and period */
+    /* the progress agent (csrc/progress.c): the communicator its thread polls, the
+     * thread, whether it runs, its stop flag and period */
     MPI_Comm progress_comm;  /* a duplicate of group_comm: ranks are group members */
     pthread_t progress_thread;
     int progress_on;

@@ -92,7 +92,7 @@ void dds_server_release(struct dds_server *srv)
 
 /* DDS_OK when every piece of the request lies in this rank's chunks of known
  * variables and their bytes add up to the total it announced. */
-static int check_request(const dds_store *s, const int64_t *w, int64_t nw)
+static int check_asked(const dds_store *s, const int64_t *w, int64_t nw)
 {
     if (nw < 3 || w[1] < 0 || w[2] < 0) return DDS_EINVAL;
     int64_t at = 3, sum = 0;
@@ -114,22 +114,36 @@ static int check_request(const dds_store *s, const int64_t *w, int64_t nw)
     return at == nw && sum == w[1] ? DDS_OK : DDS_EINVAL;
 }
 
-/* Send what is in pack[*cur] (bytes) and switch buffers, first waiting for the send
- * that used the other one. */
+/* Sleep DDS_SERVE_NAP_NS.  With `slack` (a waiting reader's: its thread's timer slack
+ * before its first nap, -1 until then), the first nap sets this thread's slack to 1 us
+ * (the default 50 us would stretch every nap; the reader puts it back when done); the
+ * agent's thread has its slack set once (csrc/progress.c). */
+static void nap(int *slack)
+{
+    if (slack && *slack < 0) {
+        int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+        *slack = old > 0 ? old : 0;
+        prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    }
+    struct timespec ts = {0, DDS_SERVE_NAP_NS};
+    nanosleep(&ts, NULL);
+}
+
 /* Wait for a request (a send, the request's receive).  The agent (patient) tests and
- * sleeps between tests: a blocking MPI call's progress loop yields its core and may
+ * naps between tests: a blocking MPI call's progress loop yields its core and may
  * then wait a whole time slice of the rank's computing thread (measured: 3-15 ms). */
-static int wait_send(MPI_Request *req, int patient)
+static int wait_request(MPI_Request *req, int patient)
 {
     if (!patient) return MPI_Wait(req, MPI_STATUS_IGNORE);
     for (;;) {
         int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS || done) return rc;
-        struct timespec ts = {0, DDS_SERVE_NAP_NS};
-        nanosleep(&ts, NULL);
+        nap(NULL);
     }
 }
 
+/* Send what is in pack[*cur] (bytes) and switch buffers, first waiting for the send
+ * that used the other one. */
 static int send_part(dds_store *s, struct dds_server *srv, int *cur, MPI_Request *req,
                      int64_t bytes, int to, int tag)
 {
@@ -137,7 +151,7 @@ static int send_part(dds_store *s, struct dds_server *srv, int *cur, MPI_Request
                        &req[*cur]);
     if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Isend (reply)");
     *cur ^= 1;
-    rc = wait_send(&req[*cur], srv->patient);
+    rc = wait_request(&req[*cur], srv->patient);
     return rc == MPI_SUCCESS ? DDS_OK : dds_mpi_error(rc, "MPI_Wait (reply)");
 }
 
@@ -145,7 +159,7 @@ static int answer(dds_store *s, struct dds_server *srv, int64_t nw, int to)
 {
     const int64_t *w = srv->words;
     int tag = (int)w[0];
-    int64_t status = check_request(s, w, nw);
+    int64_t status = check_asked(s, w, nw);
     int64_t total = nw >= 2 && w[1] > 0 ? w[1] : 0;
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     int rc = MPI_Isend(&status, 1, MPI_INT64_T, to, tag, s->progress_comm, &req[1]);
@@ -187,7 +201,7 @@ static int answer(dds_store *s, struct dds_server *srv, int64_t nw, int to)
         atomic_fetch_add(&serve_bytes, total);
     }
     for (int k = 0; k < 2; k++) {
-        rc = wait_send(&req[k], srv->patient);
+        rc = wait_request(&req[k], srv->patient);
         if (rc != MPI_SUCCESS && code == DDS_OK) code = dds_mpi_error(rc, "MPI_Wait (reply)");
     }
     atomic_fetch_add(&serve_served, 1);
@@ -233,7 +247,7 @@ int dds_serve_poll(dds_store *s, struct dds_server *srv, int *served)
     }
     MPI_Request req;
     rc = MPI_Imrecv(srv->words, count, MPI_INT64_T, &msg, &req);
-    if (rc == MPI_SUCCESS) rc = wait_send(&req, srv->patient);
+    if (rc == MPI_SUCCESS) rc = wait_request(&req, srv->patient);
     if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Imrecv (read request)");
     *served = 1;
     return answer(s, srv, count, st.MPI_SOURCE);
@@ -336,19 +350,6 @@ int dds_outbox_send(dds_store *s, struct dds_outbox *o, int owner, const dds_rea
     atomic_fetch_add(&serve_asked, o->bytes);
     o->sent = 1;
     return DDS_OK;
-}
-
-/* Sleep DDS_SERVE_NAP_NS; the first nap of a wait sets this thread's timer slack to
- * 1 us (the default 50 us would stretch every nap), *slack keeping the old value. */
-static void nap(int *slack)
-{
-    if (*slack < 0) {
-        int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-        *slack = old > 0 ? old : 0;
-        prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    }
-    struct timespec ts = {0, DDS_SERVE_NAP_NS};
-    nanosleep(&ts, NULL);
 }
 
 /* A waiting reader's server: one per thread, kept from call to call (its buffers are

@@ -638,7 +638,8 @@ class DDStore(RecordsAPI, CheckpointAPI):
             var = self._var(name)  # raises: unknown name, records, freed store
         if out is None and type(index) is int and 0 <= index < var.nrows:
             # the hot path: a row this process maps (its own chunk, a node-local
-            # member's) is copied by numpy, without a call into the core
+            # member's) is copied by numpy, without a call into the core.  What
+            # _mapped_rows does, inline: the call and the slice cost 0.6 -> 0.85 us
             starts, views = var.mapped or self._mapped(var)
             m = bisect.bisect_right(starts, index) - 1
             view = views[m]
@@ -654,6 +655,18 @@ class DDStore(RecordsAPI, CheckpointAPI):
             raise DDStoreIndexError(f"get {name!r}: index {index} out of range "
                                     f"[0, {var.nrows})") from None
         return buf if (out is not None or var.row_shape) else buf[()]
+
+    def _mapped_rows(self, var, start, count):
+        """A view of global rows ``[start, start + count)`` of ``var`` (in range, count
+        >= 1) when they lie in one chunk this process maps (its own, a node-local
+        member's), else None: the reads that numpy copies without a call into the
+        core."""
+        starts, views = var.mapped or self._mapped(var)
+        m = bisect.bisect_right(starts, start) - 1
+        view = views[m]
+        if view is None or start + count > starts[m + 1]:
+            return None
+        return view[start - starts[m]:start - starts[m] + count]
 
     def _mapped(self, var):
         """``(chunk starts, views)`` of ``var``, kept on it: where each member's chunk
@@ -683,12 +696,9 @@ class DDStore(RecordsAPI, CheckpointAPI):
         if out is None and (t is list or t is tuple) and len(indices) == 1:
             i = indices[0]
             if type(i) is int and 0 <= i < var.nrows:
-                # one row this process maps: numpy copies it, as get does
-                starts, views = var.mapped or self._mapped(var)
-                m = bisect.bisect_right(starts, i) - 1
-                view = views[m]
-                if view is not None:
-                    return view[i - starts[m]:i - starts[m] + 1].copy()
+                rows = self._mapped_rows(var, i, 1)  # as get does
+                if rows is not None:
+                    return rows.copy()
         if (t is list or t is tuple) and 0 < len(indices) <= _SHORT_BATCH and all(
                 type(i) is int for i in indices):
             buf = (np.empty((len(indices),) + var.row_shape, var.dtype) if out is None
@@ -740,12 +750,9 @@ class DDStore(RecordsAPI, CheckpointAPI):
         var = self._lookup(name)
         if out is None and type(start) is int and type(count) is int and count > 0 and \
                 0 <= start and start + count <= var.nrows:
-            # rows of one chunk this process maps: numpy copies them, as get does
-            starts, views = var.mapped or self._mapped(var)
-            m = bisect.bisect_right(starts, start) - 1
-            view = views[m]
-            if view is not None and start + count <= starts[m + 1]:
-                return view[start - starts[m]:start - starts[m] + count].copy()
+            rows = self._mapped_rows(var, start, count)  # as get does
+            if rows is not None:
+                return rows.copy()
         if type(start) is not int:
             start = as_int(start, f"get_range {name!r}: start")
         if type(count) is not int:
