@@ -65,8 +65,10 @@ struct dds_store {
     int64_t serve_min_pieces;
     char *member_off;    /* [group_size] 1: member on another node */
     struct dds_server agent_srv;  /* the agent's buffers (allocated by dds_serve) */
-    atomic_int readers_waiting;   /* threads of this rank waiting for replies: they
-                                   * answer requests, the agent leaves them */
+    atomic_int mpi_waiters;       /* threads of this rank waiting inside MPI for their
+                                   * own reads (a flush; or replies, answering others'
+                                   * requests meanwhile): they run MPI's progress, and
+                                   * the agent does not poll while any does */
     /* variables [0, nvars) are complete: dds_add fills a slot, then publishes it by a
      * release store of nvars; readers load nvars with acquire */
     atomic_int nvars;

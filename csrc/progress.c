@@ -17,15 +17,14 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The agent's loop.  A poll that answered something (it took clearly longer than an
- * idle poll: four times the least time seen so far, plus 10 us) is followed by up to
- * DDS_PROGRESS_FOLLOW more polls DDS_PROGRESS_FOLLOW_NS apart: a read over TCP is
- * several messages (request, reply, its completion), each needing a poll, and polling
- * again soon serves them in one wake instead of one per period.  The thread always
- * sleeps between polls (no spinning: on a busy node a thread that spins loses its
- * place in the scheduler and then wakes late).  Otherwise it sleeps its period. */
-#define DDS_PROGRESS_FOLLOW 8
-#define DDS_PROGRESS_FOLLOW_NS 10000
+/* The agent's loop: one poll (MPI_Iprobe, or a request answered when the store serves
+ * reads by message), then a sleep of its period.  Nothing more, as measured over TCP on
+ * a node whose cores all compute (docs/cluster.md, "Between nodes: reads of a computing
+ * rank"): follow-up polls soon after a busy one (a read is several messages) or a short
+ * spin made reads slower, not faster, each wake of a sleeping thread costing 20-30 us
+ * on a virtual machine and its polls contending for MPI's lock.  While a thread of this
+ * rank waits inside MPI for its own reads (s->mpi_waiters), that thread runs MPI's
+ * progress and the agent does not poll: it would only take MPI's lock from it. */
 #define DDS_PROGRESS_SLACK_NS 1000
 
 static void sleep_ns(int64_t ns)
@@ -39,31 +38,22 @@ static void *agent_main(void *arg)
     dds_store *s = arg;
 #ifdef PR_SET_TIMERSLACK
     /* sleep as long as asked: the default slack (50 us) would stretch every short nap of
-     * a reply in flight (csrc/serve.c) and every follow-up poll */
+     * a reply in flight (csrc/serve.c) */
     prctl(PR_SET_TIMERSLACK, DDS_PROGRESS_SLACK_NS, 0, 0, 0);
 #endif
-    int64_t idle_ns = INT64_MAX;
-    int follow = 0;
     while (!atomic_load(&s->progress_stop)) {
-        int flag = 0, served = 0;
-        int64_t t0 = now_ns();
-        if (atomic_load_explicit(&s->serve_on, memory_order_acquire) &&
-            !atomic_load_explicit(&s->readers_waiting, memory_order_acquire))
-            dds_serve_poll(s, &s->agent_srv, &served);  /* a failure is the reader's to see */
-        else
-            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->progress_comm, &flag,
-                       MPI_STATUS_IGNORE);
-        int64_t dt = now_ns() - t0;
-        atomic_fetch_add(&agent_busy_ns, dt);
-        atomic_fetch_add(&agent_polls, 1);
-        if (!served && dt < idle_ns) idle_ns = dt;
-        if (served || dt > 4 * idle_ns + 10000) follow = DDS_PROGRESS_FOLLOW;
-        if (follow > 0) {
-            follow--;
-            sleep_ns(DDS_PROGRESS_FOLLOW_NS);
-        } else {
-            sleep_ns(atomic_load(&s->progress_interval_ns));
+        if (!atomic_load_explicit(&s->mpi_waiters, memory_order_acquire)) {
+            int flag = 0, served = 0;
+            int64_t t0 = now_ns();
+            if (atomic_load_explicit(&s->serve_on, memory_order_acquire))
+                dds_serve_poll(s, &s->agent_srv, &served);  /* failures: the reader's */
+            else
+                MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->progress_comm, &flag,
+                           MPI_STATUS_IGNORE);
+            atomic_fetch_add(&agent_busy_ns, now_ns() - t0);
+            atomic_fetch_add(&agent_polls, 1);
         }
+        sleep_ns(atomic_load(&s->progress_interval_ns));
     }
     return NULL;
 }

@@ -56,10 +56,21 @@ def main():
             check(not s.progress, "DDSTORE_PROGRESS=off: no agent")
         return
     with ddstore.DDStore(comm, width=size, transport="rma") as s:
-        check(s.progress == (MODE == "on" and size > 1),
-              f"agent running: {s.progress} (mode {MODE})")
+        # auto: on where a group member is on another node (between nodes, here)
+        check(s.progress == (MODE == "on" and size > 1 and BETWEEN),
+              f"agent running: {s.progress} (mode {MODE}, between nodes: {BETWEEN})")
         rows = (np.arange(N * 16, dtype=np.float32).reshape(N, 16) + rank * N * 16)
         s.add("x", rows)
+        # every rank reads the others' rows first, one-sided and (between nodes) by
+        # message: its own waits inside MPI, during which its agent stands back, must
+        # leave the agent polling afterwards (rank 1's answers the reads below)
+        rng = np.random.default_rng(rank)
+        for other in range(size):
+            for m in (64, 5000):
+                idx = rng.integers(other * N, (other + 1) * N, m)
+                want = (idx[:, None] * 16 + np.arange(16)).astype(np.float32)
+                check(s.get_batch("x", idx).tobytes() == want.tobytes(),
+                      f"{m} rows of rank {other} differ from the rows written")
         comm.Barrier()
         if rank == 1:
             compute(COMPUTE)
