@@ -1193,10 +1193,11 @@ static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
         if (rc != MPI_SUCCESS && code == DDS_OK)
             code = dds_mpi_error(rc, "MPI_Win_lock_all");
     } else {
-        int waiting = 0;  /* while this thread flushes, the agent leaves MPI's lock to it */
+        /* while this thread flushes, the agent (if any) leaves MPI's lock to it */
+        int waiting = 0, agent = s->progress_on;
         for (int64_t i = 0; i < ntouched; i++) {
             if (!touched[i]) continue;
-            if (!waiting++) atomic_fetch_add(&s->mpi_waiters, 1);
+            if (agent && !waiting++) atomic_fetch_add(&s->mpi_waiters, 1);
             dds_get_var(s, reqs[i / s->width].var_id, &v);
             int rc = MPI_Win_flush((int)(i % s->width), v->rma_win);
             if (rc != MPI_SUCCESS && code == DDS_OK)
