@@ -1,6 +1,6 @@
 """Reads by message between nodes (issue 36, item 3: csrc/serve.c): every byte read
 through the message path equals the byte written, across widths, dtypes and row sizes,
-replies longer than one part (256 KiB) and pieces straddling parts, several variables in
+replies longer than one part (4 MiB) and pieces straddling parts, several variables in
 one ``get_many`` call, repeated and unsorted indices, ranges spanning owners, two
 threads of each rank reading at once, and a rank computing (no MPI call) while the
 others read it (its agent answers).  Run between nodes (MPICH's network module): with
@@ -74,6 +74,10 @@ def _(t):
                     got = s.get_batch(name, idx)
                     check(np.array_equal(got, w[idx]),
                           f"w{width} {name}: get_batch of {m} rows")
+                if name == "f32":  # 400-byte rows: over 4 MiB from each owner, rows
+                    idx = g.integers(0, N, 40000)  # straddling the reply's parts
+                    check(np.array_equal(s.get_batch(name, idx), w[idx]),
+                          f"w{width} {name}: get_batch of 40000 rows")
                 starts = g.integers(0, N, 30)
                 counts = np.minimum(g.integers(0, 2 * N // width + 2, 30), N - starts)
                 got = s.read_ranges(name, starts, counts)
