@@ -1168,7 +1168,7 @@ static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
     struct call call = {NULL, 0, atomic_load_explicit(&s->serve_on, memory_order_acquire) &&
                                  !per_row && s->off_node > 0 && !dds_forked_flag};
     int code = DDS_OK;
-    if (per_row && code == DDS_OK) {
+    if (per_row) {
         /* the per-row path locks each row itself: leave the variable's shared epoch */
         int rc = MPI_Win_unlock_all(v->rma_win);
         if (rc != MPI_SUCCESS) code = dds_mpi_error(rc, "MPI_Win_unlock_all");

@@ -37,6 +37,11 @@ COMPUTE, READ_BOUND = 3.0, 1.0
 N = 4096
 
 
+def written(idx):
+    """The rows ``idx`` as written: row i holds i * 16 + [0, 16)."""
+    return (idx[:, None] * 16 + np.arange(16)).astype(np.float32)
+
+
 def compute(seconds):
     """A training step's stand-in: numpy work, no MPI call."""
     a = np.ones((200, 200))
@@ -59,7 +64,7 @@ def main():
         # auto: on where a group member is on another node (between nodes, here)
         check(s.progress == (MODE == "on" and size > 1 and BETWEEN),
               f"agent running: {s.progress} (mode {MODE}, between nodes: {BETWEEN})")
-        rows = (np.arange(N * 16, dtype=np.float32).reshape(N, 16) + rank * N * 16)
+        rows = written(np.arange(rank * N, (rank + 1) * N))
         s.add("x", rows)
         # every rank reads the others' rows first, one-sided and (between nodes) by
         # message: its own waits inside MPI, during which its agent stands back, must
@@ -68,8 +73,7 @@ def main():
         for other in range(size):
             for m in (64, 5000):
                 idx = rng.integers(other * N, (other + 1) * N, m)
-                want = (idx[:, None] * 16 + np.arange(16)).astype(np.float32)
-                check(s.get_batch("x", idx).tobytes() == want.tobytes(),
+                check(s.get_batch("x", idx).tobytes() == written(idx).tobytes(),
                       f"{m} rows of rank {other} differ from the rows written")
         comm.Barrier()
         if rank == 1:
@@ -83,8 +87,7 @@ def main():
                 a = time.perf_counter()
                 got = s.get_batch("x", idx)
                 lat.append(time.perf_counter() - a)
-                want = (idx[:, None] * 16 + np.arange(16)).astype(np.float32)
-                bad += int(got.tobytes() != want.tobytes())
+                bad += int(got.tobytes() != written(idx).tobytes())
             lat = np.array(lat)
             print(f"mode {MODE}: {len(lat)} reads, first {lat[0] * 1e6:.0f} us, p50 "
                   f"{np.percentile(lat, 50) * 1e6:.0f} us, p99 "
