@@ -352,6 +352,19 @@ class TCSR:
         return self._core
 
     @staticmethod
+    def _sampled(core, rc, cap):
+        """``core._check(rc)`` for a sampling call whose outputs hold ``cap`` entries: a
+        failed allocation inside the core is told as the outputs' own is (the same
+        :class:`DDStoreMemoryError` whichever allocation failed first, which depends on
+        how much memory the machine has and whether it overcommits)."""
+        try:
+            core._check(rc)
+        except DDStoreMemoryError as exc:
+            raise DDStoreMemoryError(f"sample: {cap} sampled entries and the sampler's "
+                                     f"working memory do not fit in memory ({exc})") \
+                from None
+
+    @staticmethod
     def _outputs(cap, n=3):
         """``n`` int64 output buffers of ``cap`` entries (a cap too large for memory is a
         :class:`DDStoreMemoryError` naming it)."""
@@ -387,9 +400,9 @@ class TCSR:
         ets = np.empty(cap, dtype=self.time_dtype)
         count = ffi.new("int64_t *")
         core = self._live_core()
-        core._check(lib.dds_temporal_sample(
+        self._sampled(core, lib.dds_temporal_sample(
             core._handle[0], self._c, _i64(roots), pt, n, k, strategy, seed,
-            epoch, layer, cap, _i64(row), _i64(nbr), _i64(eid), _ptr(ets), count))
+            epoch, layer, cap, _i64(row), _i64(nbr), _i64(eid), _ptr(ets), count), cap)
         m = count[0]
         return row[:m], nbr[:m], eid[:m], ets[:m]
 
@@ -532,9 +545,9 @@ class CSC(TCSR):
         count = ffi.new("int64_t *")
         core = self._live_core()
         p = _typed
-        core._check(lib.dds_neighbor_sample(
+        self._sampled(core, lib.dds_neighbor_sample(
             core._handle[0], self._c, p(nodes), pt, nodes.shape[0], k,
-            flags, seed, min(row.shape[0], int(cap)), p(row), p(nbr), p(eid), count))
+            flags, seed, min(row.shape[0], int(cap)), p(row), p(nbr), p(eid), count), cap)
         m = count[0]
         return row[:m], nbr[:m], eid[:m]
 
@@ -547,10 +560,10 @@ class CSC(TCSR):
         count = ffi.new("int64_t *")
         core = self._live_core()
         p = _typed
-        core._check(lib.dds_neighbor_sample_weighted(
+        self._sampled(core, lib.dds_neighbor_sample_weighted(
             core._handle[0], self._c, int(weight_var), p(nodes), pt,
             nodes.shape[0], k, flags, seed, min(row.shape[0], int(cap)), p(row), p(nbr),
-            p(eid), count))
+            p(eid), count), cap)
         m = count[0]
         return row[:m], nbr[:m], eid[:m]
 
@@ -566,9 +579,9 @@ class CSC(TCSR):
         count = ffi.new("int64_t *")
         core = self._live_core()
         p = _typed
-        core._check(lib.dds_induced_edges(
+        self._sampled(core, lib.dds_induced_edges(
             core._handle[0], self._c, p(dst), dst.shape[0], p(src), src.shape[0],
-            int(num_src), int(chunk), cap, p(row), p(col), p(eid), count))
+            int(num_src), int(chunk), cap, p(row), p(col), p(eid), count), cap)
         m = count[0]
         return row[:m], col[:m], eid[:m]
 

@@ -491,3 +491,31 @@ def test_sync_windows_checks_every_id_first(core, store):
     store.sync_windows()
     with pytest.raises(DDStoreValueError, match="unknown variable 'y'"):
         store.sync_windows("y")
+
+
+def test_sample_out_of_memory_message_does_not_depend_on_the_machine(core, monkeypatch):
+    """Issue 44 item 7: on a machine that overcommits (or has the memory), the outputs of
+    a huge sample are allocated and the core's own allocation fails instead; the error
+    must be the same DDStoreMemoryError either way.  The outputs here are address space
+    only (MAP_NORESERVE, never touched), as a large-memory machine would give them."""
+    import mmap
+    maps = []
+
+    def reserved_only(cap, n=3):
+        out = []
+        for _ in range(n):
+            m = mmap.mmap(-1, max(cap, 1) * 8, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+                          | getattr(mmap, "MAP_NORESERVE", 0x4000))  # Linux
+            maps.append(m)
+            out.append(np.frombuffer(m, dtype=np.int64, count=cap))
+        return out
+
+    csc = _csc(core)
+    core.sync()
+    nodes = np.array([0, 1, 2, 0], dtype=np.int64)
+    monkeypatch.setattr(_core.CSC, "_outputs", staticmethod(reserved_only))
+    try:
+        with pytest.raises(DDStoreMemoryError, match="do not fit in memory"):
+            csc.sample(nodes, None, 2 ** 40, _core.NEIGHBOR_REPLACE, 7, 3 * 2 ** 40)
+    except (OSError, OverflowError, ValueError) as exc:  # no 72 TiB of address space here
+        pytest.skip(f"the address space for the outputs could not be reserved: {exc}")
