@@ -1,24 +1,111 @@
 """``torch.distributed`` over the ranks of an MPI job (for data-parallel training next to
-a DDStore, without a launcher of torch's own)."""
+a DDStore, without a launcher of torch's own), on CPUs, on one GPU per rank, or with
+several ranks sharing a GPU."""
+import logging
 import os
 import socket
 
-__all__ = ["init_torch_distributed"]
+from .errors import DDStoreValueError
+
+__all__ = ["init_torch_distributed", "choose_backend"]
+
+logger = logging.getLogger("ddstore")
+
+_DEVICES = ("auto", "cpu", "cuda")
+_BACKENDS = ("nccl", "gloo", "mpi", "ucc")
 
 
-def init_torch_distributed(comm=None, backend=None):
+def _device_kind(device):
+    """``device`` (None, a string or a ``torch.device``) as one of ``_DEVICES``."""
+    if device is None:
+        return "auto"
+    kind = getattr(device, "type", device)
+    if kind not in _DEVICES:
+        raise DDStoreValueError(f"init_torch_distributed: device={device!r}; allowed: "
+                                f"None, 'auto', 'cpu', 'cuda' (or a torch.device of type "
+                                f"cpu or cuda)")
+    return kind
+
+
+def choose_backend(ranks, backend=None, device=None):
+    """The backend and devices of a job, from what every rank saw (pure: the same result
+    on every rank for the same ``ranks``).
+
+    ``ranks``: one ``(node, local_rank, local_size, gpus)`` per rank, in rank order
+    (``gpus`` the CUDA devices the rank sees, 0 without CUDA).  ``backend``: None (choose)
+    or a name to use; ``device``: None/``"auto"`` (CUDA where every rank has it, else
+    CPU), ``"cpu"`` or ``"cuda"``.
+
+    Returns ``(backend, devices, reason)``: ``devices[r]`` is ``"cpu"`` or ``"cuda:i"``
+    for rank ``r`` (its rank among the ranks of its node, modulo the node's GPUs), and
+    ``reason`` says why, in one line.  NCCL needs one GPU per rank: where a node runs
+    more ranks than it has GPUs, the choice is gloo, which reduces CUDA tensors too
+    (through the host).  Raises :class:`~ddstore.DDStoreValueError` for a choice that
+    cannot work (``device="cuda"`` where a rank has no GPU, ``backend="nccl"`` on shared
+    or absent GPUs), naming the ranks and counts.
+    """
+    kind = _device_kind(device)
+    if backend is not None and backend not in _BACKENDS:
+        raise DDStoreValueError(f"init_torch_distributed: backend={backend!r}; allowed: "
+                                f"None (choose), {', '.join(map(repr, _BACKENDS))}")
+    no_gpu = [r for r, (_n, _l, _s, gpus) in enumerate(ranks) if gpus < 1]
+    if kind == "cuda" and no_gpu:
+        raise DDStoreValueError(
+            f"init_torch_distributed: device='cuda' but rank(s) "
+            f"{', '.join(map(str, no_gpu))} see no CUDA device (torch.cuda.is_available() "
+            f"is False there); use device='cpu' or None")
+    use_cuda = kind == "cuda" or (kind == "auto" and not no_gpu)
+    if not use_cuda:
+        if backend == "nccl":
+            raise DDStoreValueError(
+                "init_torch_distributed: backend='nccl' needs a GPU on every rank, but "
+                + (f"rank(s) {', '.join(map(str, no_gpu))} see none" if no_gpu
+                   else "device='cpu' was asked for") + "; use backend=None or 'gloo'")
+        why = ("device='cpu' was asked for" if kind == "cpu" else
+               "no rank sees a CUDA device" if len(no_gpu) == len(ranks) else
+               f"rank(s) {', '.join(map(str, no_gpu))} see no CUDA device")
+        return backend or "gloo", ["cpu"] * len(ranks), \
+            f"backend {backend or 'gloo'} on CPU: {why}"
+    shared = {}  # node -> (ranks there, GPUs there), where ranks outnumber GPUs
+    for node, _l, size, gpus in ranks:
+        if size > gpus:
+            shared[node] = (size, gpus)
+    devices = [f"cuda:{local % gpus}" for _n, local, _s, gpus in ranks]
+    if shared:
+        detail = "; ".join(f"{node}: {size} ranks on {gpus} GPU(s)"
+                           for node, (size, gpus) in shared.items())
+        if backend == "nccl":
+            raise DDStoreValueError(
+                f"init_torch_distributed: backend='nccl' needs one GPU per rank, but "
+                f"ranks share GPUs ({detail}); use backend=None (gloo, which reduces CUDA "
+                f"tensors through the host), fewer ranks per node, or device='cpu'")
+        chosen = backend or "gloo"
+        return chosen, devices, (f"backend {chosen} with ranks sharing GPUs ({detail}); "
+                                 f"NCCL needs one GPU per rank")
+    chosen = backend or "nccl"
+    return chosen, devices, f"backend {chosen}, one GPU per rank"
+
+
+def init_torch_distributed(comm=None, backend=None, device=None):
     """Collective: initialise ``torch.distributed`` with one process per rank of ``comm``
-    (default ``MPI.COMM_WORLD``), ranks and world size taken from MPI.
+    (default ``MPI.COMM_WORLD``), ranks and world size taken from MPI.  Returns the
+    ``torch.device`` this rank should train on.
 
-    ``backend`` None picks ``"nccl"`` when CUDA is available, else ``"gloo"``.  Rank 0
-    chooses a free port on its host and broadcasts it; the address is ``MASTER_ADDR`` if
-    set, else loopback when every rank runs on one node, else rank 0's address (its host
-    name resolved on rank 0).  Returns the
-    ``torch.device`` this rank should use: with ``"nccl"``, the GPU of its rank among the
-    ranks on its node; otherwise the CPU.  Raises :class:`~ddstore.DDStoreStateError`
-    (every rank, before any rendezvous) when the processes were not launched as one MPI
-    job of the size their launcher meant (e.g. ``torchrun``: each process an MPI world
-    of one), naming the ``mpiexec -n N`` to use.
+    ``device``: None or ``"auto"`` uses CUDA where every rank sees a GPU, else the CPU;
+    ``"cpu"`` / ``"cuda"`` force it.  ``backend``: None chooses (see
+    :func:`choose_backend`): NCCL with one GPU per rank; gloo where ranks outnumber the
+    GPUs of their node (they then share them, rank ``i`` of a node on GPU ``i % gpus``:
+    NCCL refuses two ranks on one GPU) and on CPUs.  Rank 0 logs the choice and why
+    (logger ``"ddstore"``).  Every rank decides alike from what all ranks see, so a
+    refused choice raises the same :class:`~ddstore.DDStoreValueError` everywhere,
+    before any rendezvous.
+
+    Rank 0 chooses a free port on its host and broadcasts it; the address is
+    ``MASTER_ADDR`` if set, else loopback when every rank runs on one node, else rank 0's
+    address (its host name resolved on rank 0).  Raises
+    :class:`~ddstore.DDStoreStateError` (every rank, before any rendezvous) when the
+    processes were not launched as one MPI job of the size their launcher meant (e.g.
+    ``torchrun``: each process an MPI world of one), naming the ``mpiexec -n N`` to use.
     """
     import torch
     import torch.distributed as dist
@@ -26,16 +113,23 @@ def init_torch_distributed(comm=None, backend=None):
     from ._collective import collective
     from ._lifecycle import check_launch
     comm = MPI.COMM_WORLD if comm is None else comm
+    mine = (MPI.Get_processor_name(),
+            torch.cuda.device_count() if torch.cuda.is_available() else 0)
     # before torch's rendezvous, which would wait forever for processes of another job
-    with collective(comm, "init_torch_distributed"):
+    with collective(comm, "init_torch_distributed",
+                    same={"backend": backend, "device": str(device)}) as step:
         check_launch()
-    if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-    device = torch.device("cpu")
-    if backend == "nccl":
-        local = comm.Split_type(MPI.COMM_TYPE_SHARED)
-        device = torch.device("cuda", local.rank % torch.cuda.device_count())
-        local.Free()
+        seen = step.agree(share=mine)
+        # a rank's place among the ranks of its node (by host name), and their number
+        ranks = [(node, sum(1 for n, _g in seen[:r] if n == node),
+                  sum(1 for n, _g in seen if n == node), gpus)
+                 for r, (node, gpus) in enumerate(seen)]
+        backend, devices, reason = choose_backend(ranks, backend, device)
+    if comm.rank == 0:
+        logger.info("init_torch_distributed: %s (%d ranks on %d node(s))", reason,
+                    comm.size, len({r[0] for r in ranks}))
+    device = torch.device(devices[comm.rank])
+    if device.type == "cuda":
         torch.cuda.set_device(device)
     addr, port = None, None
     if comm.rank == 0:
@@ -46,11 +140,10 @@ def init_torch_distributed(comm=None, backend=None):
         with socket.socket() as s:
             s.bind(("", 0))
             port = s.getsockname()[1]
-    names = comm.allgather(MPI.Get_processor_name())
     addr, port = comm.bcast((addr, port), root=0)
     if os.environ.get("MASTER_ADDR"):
         addr = os.environ["MASTER_ADDR"]  # the address torch's own launchers use
-    elif len(set(names)) == 1:
+    elif len({r[0] for r in ranks}) == 1:
         addr = "127.0.0.1"  # one node: stay on loopback
     dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=comm.rank,
                             world_size=comm.size)

@@ -65,6 +65,9 @@ def parse_args(argv=None):
                    help="where --source pickle/adios files go (default: a temporary "
                         "directory, removed at the end)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where to train: auto = CUDA when every rank sees a GPU (ranks "
+                        "outnumbering the GPUs share them, over gloo), else the CPU")
     p.add_argument("--quiet", action="store_true", help="no progress bars or store log")
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="after each epoch save the store (once) and the training state "
@@ -258,7 +261,7 @@ def main(argv=None):
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     torch.manual_seed(args.seed)
     t_start = time.perf_counter()
-    device = init_torch_distributed(comm)
+    device = init_torch_distributed(comm, device=args.device)
 
     state = load_state(args, comm) if args.resume else None
     if state is None:

@@ -1,0 +1,86 @@
+"""The backend and device choice of ``init_torch_distributed`` (issue 44 item 1): ranks
+that outnumber the GPUs of their node share them over gloo instead of failing in NCCL
+("Duplicate GPU detected"), a forced device or backend that cannot work is refused
+before any rendezvous, and the choice is logged once.  The choice is a pure function of
+what every rank sees, tested here for GPU layouts this CPU machine does not have."""
+import logging
+
+import pytest
+
+from ddstore.distributed import choose_backend
+from ddstore.errors import DDStoreValueError
+
+
+def _node(name, ranks, gpus):
+    return [(name, i, ranks, gpus) for i in range(ranks)]
+
+
+def test_one_gpu_per_rank_is_nccl():
+    backend, devices, reason = choose_backend(_node("a", 2, 2) + _node("b", 2, 4))
+    assert backend == "nccl" and devices == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert "one GPU per rank" in reason
+
+
+@pytest.mark.parametrize("ranks,gpus", [(2, 1), (4, 1), (4, 3), (5, 2)])
+def test_ranks_sharing_a_gpu_get_gloo_and_every_gpu_in_turn(ranks, gpus):
+    backend, devices, reason = choose_backend(_node("n0", ranks, gpus))
+    assert backend == "gloo"
+    assert devices == [f"cuda:{i % gpus}" for i in range(ranks)]
+    assert f"n0: {ranks} ranks on {gpus} GPU(s)" in reason and "NCCL" in reason
+
+
+def test_one_shared_node_makes_the_whole_job_gloo():
+    """One backend for the job: a node with too few GPUs decides it for all."""
+    backend, devices, _ = choose_backend(_node("a", 2, 2) + _node("b", 3, 1))
+    assert backend == "gloo" and devices == ["cuda:0", "cuda:1"] + ["cuda:0"] * 3
+
+
+def test_nccl_asked_for_on_shared_gpus_is_refused_naming_the_node():
+    with pytest.raises(DDStoreValueError, match=r"backend='nccl' needs one GPU per rank"
+                       r".*n0: 4 ranks on 1 GPU\(s\)"):
+        choose_backend(_node("n0", 4, 1), backend="nccl")
+
+
+def test_cpu_choices():
+    assert choose_backend(_node("a", 3, 0)) == (
+        "gloo", ["cpu"] * 3, "backend gloo on CPU: no rank sees a CUDA device")
+    backend, devices, reason = choose_backend(_node("a", 2, 2), device="cpu")
+    assert (backend, devices) == ("gloo", ["cpu", "cpu"]) and "device='cpu'" in reason
+    # some ranks without a GPU: the job stays on CPU, and says which ranks
+    backend, devices, reason = choose_backend(_node("a", 1, 1) + _node("b", 2, 0))
+    assert devices == ["cpu"] * 3 and "rank(s) 1, 2 see no CUDA device" in reason
+    with pytest.raises(DDStoreValueError, match=r"device='cuda' but rank\(s\) 1, 2"):
+        choose_backend(_node("a", 1, 1) + _node("b", 2, 0), device="cuda")
+    with pytest.raises(DDStoreValueError, match="backend='nccl' needs a GPU on every rank"):
+        choose_backend(_node("a", 2, 0), backend="nccl")
+
+
+def test_bad_arguments_name_the_allowed_values():
+    with pytest.raises(DDStoreValueError, match=r"device='tpu'; allowed: None, 'auto'"):
+        choose_backend(_node("a", 1, 0), device="tpu")
+    with pytest.raises(DDStoreValueError, match=r"backend='ncl'; allowed: None"):
+        choose_backend(_node("a", 1, 0), backend="ncl")
+
+
+def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypatch):
+    """In process, one rank (a world of one): device='cuda' without CUDA is refused before
+    any rendezvous; the default initialises gloo on the CPU and logs why."""
+    import torch
+    import torch.distributed as dist
+    from mpi4py import MPI
+    from ddstore.distributed import init_torch_distributed
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the refusal needs a machine without")
+    for var in ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MASTER_ADDR"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(DDStoreValueError, match="device='cuda' but rank"):
+        init_torch_distributed(MPI.COMM_SELF, device="cuda")
+    assert not dist.is_initialized()
+    with caplog.at_level(logging.INFO, logger="ddstore"):
+        device = init_torch_distributed(MPI.COMM_SELF)
+    try:
+        assert device == torch.device("cpu") and dist.get_backend() == "gloo"
+        assert "backend gloo on CPU: no rank sees a CUDA device (1 ranks on 1 node(s))" \
+            in caplog.text
+    finally:
+        dist.destroy_process_group()
