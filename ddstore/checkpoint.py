@@ -47,9 +47,13 @@ offset (numpy, ``dd``), one file per rank keeps a parallel file system's metadat
 one create per rank, the manifest names every block's checksum, and the pip wheel of
 ADIOS2 is serial (no MPI), which would make one rank write everything.
 """
+import errno
 import json
+import math
 import os
+import re
 import shutil
+import stat
 import time
 import uuid
 
@@ -59,11 +63,11 @@ from . import _core
 from ._checks import partition
 from .errors import DDStoreError, DDStoreValueError
 
-__all__ = ["CheckpointAPI", "Annotation", "MANIFEST", "read_manifest"]
+__all__ = ["CheckpointAPI", "Annotation", "MANIFEST", "read_manifest", "manifest_checksum"]
 
 MANIFEST = "ddstore-checkpoint.json"
 FORMAT = "ddstore-checkpoint"
-VERSION = 1
+VERSION = 2
 BLOCK_BYTES = 32 << 20
 _SEED = 0x64647374  # the checksum seed of every block ("ddst")
 
@@ -110,36 +114,369 @@ def _bytes_of(arr):
     return arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
 
 
+_PREFIX = b'{"manifest_xxh64":"'  # how a version-2 manifest starts: its checksum first
+_DIGITS = slice(len(_PREFIX), len(_PREFIX) + 16)  # the 16 hex digits of the checksum
+MAX_MANIFEST_BYTES = 256 << 20  # a manifest larger than this is refused unread
+_MARKER = ".ddstore-generation"  # in each generation directory, written first
+_MARKER_FORMAT = "ddstore-checkpoint-generation"
+_GEN_NAME = re.compile(r"g-[A-Za-z0-9_-]{1,100}\Z")
+_FILE_NAME = re.compile(r"rank-[0-9]{5,}\.bin\Z")
+_INT64 = 1 << 63
+
+
+def manifest_checksum(raw):
+    """The XXH64 (seed ``0x64647374``) of the manifest file's bytes ``raw`` with the 16
+    hex digits of its ``manifest_xxh64`` value (bytes 19 to 34, the file starts with
+    ``{"manifest_xxh64":"``) replaced by 16 ASCII zeros: what that value states."""
+    raw = bytes(raw)
+    return _checksum(raw[:_DIGITS.start] + b"0" * 16 + raw[_DIGITS.stop:])
+
+
+def _open_regular(name, what="checkpoint file"):
+    """``name`` opened for reading (binary) if it is a regular file, without waiting on
+    it (a FIFO is refused, not read); its ``(file, size)``."""
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise DDStoreValueError(f"{what} {name!r} cannot be read: {exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DDStoreValueError(f"{what} {name!r} is not a regular file (a "
+                                    f"{_kind(st.st_mode)}): refused unread")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), st.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind(mode):
+    for test, word in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"),
+                       (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link")):
+        if test(mode):
+            return word
+    return "special file"
+
+
 def read_manifest(path):
-    """The manifest of the checkpoint in directory ``path`` as a dict (no MPI needed).
-    Raises :class:`DDStoreValueError` naming the file when there is none or it is not a
-    ddstore checkpoint of a version this release reads."""
+    """The manifest of the checkpoint in directory ``path`` as a dict (no MPI needed),
+    its checksum verified and every field checked (types, ranges, consistency of the
+    blocks with the rows they hold).  Raises :class:`DDStoreValueError` naming the file
+    (and the field) when there is none, it is not a regular file of at most
+    ``MAX_MANIFEST_BYTES``, fails its checksum, or is not a ddstore checkpoint of a
+    version this release reads (1 or 2; version 1, written before the manifest had a
+    checksum, is read with every field checked)."""
     path = os.fspath(path)
     name = os.path.join(path, MANIFEST)
-    try:
-        with open(name, "rb") as f:
-            text = f.read()
-    except FileNotFoundError:
+    if not os.path.lexists(name):
         raise DDStoreValueError(f"no checkpoint at {path!r}: {MANIFEST} not found "
-                                f"(DDStore.save writes it last)") from None
-    except OSError as exc:
-        raise DDStoreValueError(f"checkpoint {name!r} cannot be read: {exc}") from None
+                                f"(DDStore.save writes it last)")
+    f, size = _open_regular(name, "checkpoint manifest")
+    with f:
+        if size > MAX_MANIFEST_BYTES:
+            raise DDStoreValueError(f"checkpoint manifest {name!r} has {size} bytes, more "
+                                    f"than the {MAX_MANIFEST_BYTES} a manifest may have: "
+                                    f"not a ddstore checkpoint, or damaged")
+        try:
+            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as exc:
+            raise DDStoreValueError(f"checkpoint {name!r} cannot be read: {exc}") from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise DDStoreValueError(f"checkpoint manifest {name!r} has more than "
+                                f"{MAX_MANIFEST_BYTES} bytes: refused")
     try:
-        manifest = json.loads(text)
+        manifest = json.loads(raw)
     except ValueError as exc:
         raise DDStoreValueError(f"checkpoint {name!r} is not JSON ({exc}): not a ddstore "
                                 f"checkpoint, or damaged") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise DDStoreValueError(f"{name!r} is not a ddstore checkpoint manifest "
                                 f"(its 'format' is not {FORMAT!r})")
-    if manifest.get("version") != VERSION:
+    version = manifest.get("version")
+    if version not in (1, VERSION) or isinstance(version, bool):
         raise DDStoreValueError(f"checkpoint {name!r} has format version "
-                                f"{manifest.get('version')!r}; this ddstore reads version "
+                                f"{version!r}; this ddstore reads versions 1 and "
                                 f"{VERSION}")
-    for key in ("generation", "files", "variables", "records", "arrays", "annotations"):
-        if key not in manifest:
-            raise DDStoreValueError(f"checkpoint {name!r}: the manifest has no {key!r}")
+    if version >= 2:
+        stated = raw[_DIGITS].decode("ascii", "replace")
+        if not raw.startswith(_PREFIX) or raw[_DIGITS.stop:_DIGITS.stop + 1] != b'"' or \
+                not re.fullmatch(r"[0-9a-f]{16}", stated):
+            raise DDStoreValueError(
+                f"checkpoint {name!r}: field 'manifest_xxh64': a version-{version} "
+                f"manifest starts with its checksum ({_PREFIX.decode()}<16 hex "
+                f"digits>\"); this one does not (rewritten by another tool, or damaged)")
+        actual = manifest_checksum(raw)
+        if int(stated, 16) != actual:
+            raise DDStoreValueError(
+                f"checkpoint {name!r}: the manifest fails its checksum (field "
+                f"'manifest_xxh64' states {stated}, its bytes hash to {actual:016x}): "
+                f"altered or damaged after ddstore wrote it; nothing loaded")
+    _validate(manifest, name)
     return manifest
+
+
+def _field_error(name, field, problem):
+    return DDStoreValueError(f"checkpoint {name!r}: field {field!r} {problem}")
+
+
+class _Fields:
+    """Type and range checks of a manifest's fields, each error naming field and file."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def fail(self, field, problem):
+        raise _field_error(self.name, field, problem)
+
+    def get(self, obj, key, field):
+        if not isinstance(obj, dict) or key not in obj:
+            self.fail(field, "is missing")
+        return obj[key]
+
+    def int(self, v, field, lo=0, hi=_INT64 - 1):
+        if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+            self.fail(field, f"must be an integer in [{lo}, {hi}], got {v!r:.80}")
+        return v
+
+    def str(self, v, field, pattern=None):
+        if not isinstance(v, str) or not v or (pattern and not pattern.match(v)):
+            self.fail(field, f"must be a non-empty string"
+                      f"{'' if pattern is None else ' matching ' + pattern.pattern}, "
+                      f"got {v!r:.80}")
+        return v
+
+    def list(self, v, field):
+        if not isinstance(v, list):
+            self.fail(field, f"must be a list, got {type(v).__name__}")
+        return v
+
+    def dict(self, v, field):
+        if not isinstance(v, dict):
+            self.fail(field, f"must be an object (dict), got {type(v).__name__}")
+        return v
+
+    def dtype(self, v, field):
+        self.str(v, field)
+        try:
+            dt = np.dtype(v)
+        except (TypeError, ValueError, SyntaxError):
+            dt = None
+        if dt is None or dt.hasobject or dt.fields is not None or dt.subdtype is not None \
+                or dt.itemsize == 0 or dt.str != v:
+            self.fail(field, f"must be a numpy dtype string as numpy writes it "
+                      f"(e.g. '<f8', '<i8', '|u1'), got {v!r:.80}")
+        return dt
+
+    def shape(self, v, field):
+        self.list(v, field)
+        if len(v) > 32:
+            self.fail(field, f"has {len(v)} dimensions, at most 32 are allowed")
+        n = 1
+        for i, d in enumerate(v):
+            n *= self.int(d, f"{field}[{i}]")
+            if n >= _INT64:
+                self.fail(field, f"{v} holds more than 2**63 items")
+        return tuple(v), n
+
+
+def _validate(m, name):
+    """Every field of manifest ``m`` (from file ``name``) checked: types, ranges, names
+    unique and known, every variable's blocks covering its rows once, in order."""
+    c = _Fields(name)
+    gen = c.str(c.get(m, "generation", "generation"), "generation", _GEN_NAME)
+    if m["version"] >= 2:
+        c.str(c.get(m, "checkpoint", "checkpoint"), "checkpoint",
+              re.compile(r"[0-9a-f]{32}\Z"))
+    files = c.list(c.get(m, "files", "files"), "files")
+    if not files:
+        c.fail("files", "is empty (a save writes one file per rank)")
+    for i, f in enumerate(files):
+        if not isinstance(f, str) or "/" not in f or f.split("/", 1)[0] != gen or \
+                not _FILE_NAME.match(f.split("/", 1)[1]):
+            c.fail(f"files[{i}]", f"must be '{gen}/rank-NNNNN.bin', got {f!r:.80}")
+    sb = c.dict(c.get(m, "saved_by", "saved_by"), "saved_by")
+    for k in ("size", "width", "replicas"):
+        c.int(c.get(sb, k, f"saved_by.{k}"), f"saved_by.{k}", 1)
+    nfiles = len(files)
+    records = c.list(c.get(m, "records", "records"), "records")
+    record_keys = {}
+    for i, r in enumerate(records):
+        f = f"records[{i}]"
+        rname = c.str(c.get(r, "name", f + ".name"), f + ".name")
+        if rname in record_keys:
+            c.fail(f + ".name", f"repeats record set {rname!r}")
+        keys = c.list(c.get(r, "keys", f + ".keys"), f + ".keys")
+        for j, k in enumerate(keys):
+            c.str(k, f"{f}.keys[{j}]")
+        if not keys or len(set(keys)) != len(keys):
+            c.fail(f + ".keys", f"must be distinct field names, at least one: {keys!r:.80}")
+        record_keys[rname] = keys
+    variables = c.list(c.get(m, "variables", "variables"), "variables")
+    seen, total = {}, 0
+    for i, v in enumerate(variables):
+        f = f"variables[{i}]"
+        vname = c.str(c.get(v, "name", f + ".name"), f + ".name")
+        f = f"variables[{i}] ({vname!r})"
+        if vname in seen:
+            c.fail(f + ".name", "repeats a variable name")
+        dt = c.dtype(c.get(v, "dtype", f + ".dtype"), f + ".dtype")
+        _, per_row = c.shape(c.get(v, "row_shape", f + ".row_shape"), f + ".row_shape")
+        nrows = c.int(c.get(v, "nrows", f + ".nrows"), f + ".nrows")
+        rec = c.get(v, "records", f + ".records")
+        if rec is not None:
+            c.str(rec, f + ".records")
+            if rec not in record_keys or not vname.startswith(rec + "/") or \
+                    vname[len(rec) + 1:] not in record_keys[rec]:
+                c.fail(f + ".records", f"names record set {rec!r}, which does not list "
+                       f"this variable as one of its fields")
+        elif vname in record_keys:
+            c.fail(f + ".name", "is also the name of a record set")
+        row_bytes = per_row * dt.itemsize
+        if nrows * row_bytes >= _INT64:
+            c.fail(f + ".nrows", f"{nrows} rows of {row_bytes} bytes exceed 2**63 bytes")
+        total += nrows * row_bytes
+        blocks = c.list(c.get(v, "blocks", f + ".blocks"), f + ".blocks")
+        row = 0
+        for j, b in enumerate(blocks):
+            fb = f"{f}.blocks[{j}]"
+            if not isinstance(b, list) or len(b) != 5:
+                c.fail(fb, f"must be [file, offset, first row, rows, xxh64], got {b!r:.80}")
+            c.int(b[0], fb + "[0] (file)", 0, nfiles - 1)
+            c.int(b[1], fb + "[1] (offset)")
+            c.int(b[2], fb + "[2] (first row)")
+            c.int(b[3], fb + "[3] (rows)")
+            c.int(b[4], fb + "[4] (xxh64)", 0, (1 << 64) - 1)
+            if b[2] != row:
+                c.fail(fb + "[2] (first row)", f"is {b[2]}: the blocks, in order, must "
+                       f"cover the rows once; row {row} was expected")
+            row += b[3]
+        if row != nrows:
+            c.fail(f + ".nrows", f"is {nrows} but its blocks hold {row} rows")
+        seen[vname] = v
+    for rname, keys in record_keys.items():
+        for k in keys:
+            if f"{rname}/{k}" not in seen:
+                c.fail("records", f"record set {rname!r} has no variable {rname}/{k!r}")
+    nbytes = c.int(c.get(m, "nbytes", "nbytes"), "nbytes")
+    if nbytes != total:
+        c.fail("nbytes", f"is {nbytes} but the variables hold {total} bytes")
+    arrays = c.dict(c.get(m, "arrays", "arrays"), "arrays")
+    for key, e in arrays.items():
+        f = f"arrays[{key!r}]"
+        c.dict(e, f)
+        c.int(c.get(e, "file", f + ".file"), f + ".file", 0, nfiles - 1)
+        c.int(c.get(e, "offset", f + ".offset"), f + ".offset")
+        dt = c.dtype(c.get(e, "dtype", f + ".dtype"), f + ".dtype")
+        _, n = c.shape(c.get(e, "shape", f + ".shape"), f + ".shape")
+        if n * dt.itemsize >= _INT64:
+            c.fail(f + ".shape", "exceeds 2**63 bytes")
+        c.int(c.get(e, "xxh64", f + ".xxh64"), f + ".xxh64", 0, (1 << 64) - 1)
+    for rname, keys in record_keys.items():
+        e = arrays.get(f"records:{rname}")
+        if e is None:
+            c.fail("arrays", f"has no 'records:{rname}' (the record sizes of {rname!r})")
+        if np.dtype(e["dtype"]) != np.int64 or len(e["shape"]) != 2 or \
+                e["shape"][1] != len(keys):
+            c.fail(f"arrays['records:{rname}']", f"must be int64 of shape [records, "
+                   f"{len(keys)}], got {e['dtype']} {e['shape']}")
+    anns = c.list(c.get(m, "annotations", "annotations"), "annotations")
+    ann_names = set()
+    for i, a in enumerate(anns):
+        f = f"annotations[{i}]"
+        aname = c.str(c.get(a, "name", f + ".name"), f + ".name")
+        f = f"annotations[{i}] ({aname!r})"
+        if aname in ann_names:
+            c.fail(f + ".name", "repeats an annotation name")
+        ann_names.add(aname)
+        c.str(c.get(a, "kind", f + ".kind"), f + ".kind")
+        c.dict(c.get(a, "meta", f + ".meta"), f + ".meta")
+        keys = c.list(c.get(a, "arrays", f + ".arrays"), f + ".arrays")
+        for j, k in enumerate(keys):
+            c.str(k, f"{f}.arrays[{j}]")
+            if f"annotation:{aname}:{k}" not in arrays:
+                c.fail(f"{f}.arrays[{j}]", f"names array {k!r}, which the manifest's "
+                       f"'arrays' lacks ('annotation:{aname}:{k}')")
+        avars = c.list(c.get(a, "variables", f + ".variables"), f + ".variables")
+        for j, vn in enumerate(avars):
+            c.str(vn, f"{f}.variables[{j}]")
+            if vn not in seen and vn not in record_keys:
+                c.fail(f"{f}.variables[{j}]", f"names {vn!r}, which is not a variable or "
+                       f"record set of the checkpoint")
+        cuts = c.dict(c.get(a, "cuts", f + ".cuts"), f + ".cuts")
+        for vn, key in cuts.items():
+            if vn not in avars or vn not in seen or seen[vn]["records"]:
+                c.fail(f"{f}.cuts", f"names {vn!r}, not a rows variable of the annotation")
+            if isinstance(key, str):
+                e = arrays.get(f"annotation:{aname}:{key}")
+                if key not in keys or e is None or len(e["shape"]) != 1 or \
+                        np.dtype(e["dtype"]).kind not in "iu":
+                    c.fail(f"{f}.cuts[{vn!r}]", f"names {key!r}, which must be one of "
+                           f"its arrays, 1-D of integers")
+            else:
+                c.int(key, f"{f}.cuts[{vn!r}]", 1)
+                if seen[vn]["nrows"] % key:
+                    c.fail(f"{f}.cuts[{vn!r}]", f"is {key} rows per item, but "
+                           f"{vn!r} has {seen[vn]['nrows']} rows")
+
+
+def _check_extents(path, m):
+    """Every byte of every file the manifest names is accounted for once: per file the
+    blocks and arrays, by offset, follow one another from 0 to the file's end (so the
+    dtypes, row shapes and row counts agree with the files' sizes).  Stats every file:
+    rank 0 does it, in load's first step."""
+    name = os.path.join(path, MANIFEST)
+    extents = [[] for _ in m["files"]]
+    for i, v in enumerate(m["variables"]):
+        row_bytes = np.dtype(v["dtype"]).itemsize * math.prod(v["row_shape"])
+        for j, (f, off, _r0, n, _h) in enumerate(v["blocks"]):
+            extents[f].append((off, n * row_bytes,
+                               f"variables[{i}] ({v['name']!r}).blocks[{j}]"))
+    for key, e in m["arrays"].items():
+        extents[e["file"]].append((e["offset"], np.dtype(e["dtype"]).itemsize *
+                                   math.prod(e["shape"]), f"arrays[{key!r}]"))
+    for f, ext in enumerate(extents):
+        fname = os.path.join(path, m["files"][f])
+        try:
+            st = os.stat(fname)
+        except OSError as exc:
+            raise DDStoreValueError(f"checkpoint file {fname!r} cannot be read: "
+                                    f"{exc}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise DDStoreValueError(f"checkpoint file {fname!r} is not a regular file "
+                                    f"(a {_kind(st.st_mode)})")
+        at = 0
+        for off, nb, field in sorted(ext, key=lambda x: (x[0], x[1])):
+            if off != at:
+                raise _field_error(name, field, f"puts {nb} bytes at offset {off} of "
+                                   f"{m['files'][f]!r}, where byte {at} was expected "
+                                   f"(a dtype, row shape or row count that does not "
+                                   f"match the data)")
+            at += nb
+        if at != st.st_size:
+            what = "is truncated" if at > st.st_size else "is longer"
+            raise DDStoreValueError(f"checkpoint file {fname!r} {what}: it has "
+                                    f"{st.st_size} bytes, the manifest {name!r} accounts "
+                                    f"for {at}")
+
+
+def _same_store(ids, what):
+    """Raised alike (from agreed values) when the ranks of one save or load name
+    different stores (rank 0 ``A.save(p)`` while rank 1 ``B.save(p)``): ``ids``, every
+    rank's ``store_id`` (agreed at construction, the same on every rank for one
+    store)."""
+    if any(i != ids[0] for i in ids):
+        groups = {}
+        for r, i in enumerate(ids):
+            groups.setdefault(i, []).append(r)
+        detail = "; ".join(f"{'rank' if len(rs) == 1 else 'ranks'} "
+                           f"{', '.join(map(str, rs))}: store #{i}"
+                           for i, rs in groups.items())
+        raise DDStoreValueError(f"{what}: the ranks called it on different stores "
+                                f"({detail}); every rank must save or load the same "
+                                f"store, or the checkpoint would mix them")
 
 
 def _cut_bounds(nrows, width, cuts, what):
@@ -161,6 +498,16 @@ def _cut_bounds(nrows, width, cuts, what):
     return bounds
 
 
+def _named(exc, name):
+    """OSError ``exc`` (a full disk, a quota...) with the file it concerns named: what
+    ``write`` raises names none ("No space left on device")."""
+    if isinstance(exc, OSError) and exc.errno is not None and not exc.filename:
+        out = OSError(exc.errno, exc.strerror or os.strerror(exc.errno), name)
+        out.__cause__ = exc
+        return out
+    return exc
+
+
 class _Writer:
     """One rank's part file: blocks appended, each checksummed."""
 
@@ -173,8 +520,11 @@ class _Writer:
         """Append bytes ``data`` (a uint8 array); returns ``(offset, xxh64)``."""
         at, view = self.offset, memoryview(data)
         done = 0
-        while done < view.nbytes:
-            done += self.f.write(view[done:done + (1 << 30)])
+        try:
+            while done < view.nbytes:
+                done += self.f.write(view[done:done + (1 << 30)])
+        except OSError as exc:
+            raise _named(exc, self.name) from None
         self.offset += view.nbytes
         return at, _checksum(data)
 
@@ -190,9 +540,195 @@ class _Writer:
         return out
 
     def close(self):
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
+        try:
+            self.f.flush()
+            os.fsync(self.f.fileno())
+        except OSError as exc:
+            raise _named(exc, self.name) from None
+        finally:
+            self.f.close()
+
+
+def _write_synced(name, data, exclusive=False):
+    """Write bytes ``data`` to a new file ``name``, synced; on a failure the file is
+    removed and the ``OSError`` names it."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(name, flags, 0o666)
+    try:
+        view, done = memoryview(data), 0
+        while done < len(view):
+            done += os.write(fd, view[done:])
+        os.fsync(fd)
+    except OSError as exc:
+        os.close(fd)
+        _remove_quietly(name)
+        raise _named(exc, name) from None
+    os.close(fd)
+
+
+def _remove_quietly(name):
+    try:
+        os.remove(name)
+    except OSError:
+        pass
+
+
+def _read_small_json(name, limit=1 << 16):
+    """The JSON in regular file ``name`` (not followed if a link) of at most ``limit``
+    bytes, or None (whatever is wrong with it)."""
+    try:
+        st = os.lstat(name)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        f, _ = _open_regular(name)
+        with f:
+            return json.loads(f.read(limit + 1))
+    except (OSError, ValueError, DDStoreError):
+        return None
+
+
+class _Directory:
+    """Rank 0's view of a save's target directory: what in it the checkpoint wrote
+    (ours: the manifest, generation directories marked with this checkpoint's id,
+    manifests not yet renamed of those generations, and a version-1 checkpoint's
+    generation, which had no marker) and what it did not.  :meth:`check` (before the
+    save's first round, writing nothing) refuses a directory holding anything not ours;
+    :meth:`create` makes the new generation, its marker first; :meth:`clean` (after the
+    rename) removes the other generations that are ours and nothing else."""
+
+    def __init__(self, path):
+        self.path = path
+        self.gen = f"g-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        self.cid = None      # this checkpoint's id (kept from save to save)
+        self.legacy = None   # the generation a version-1 manifest names
+        self.made_path = False
+        self.made_gen = False
+
+    def _marker_id(self, entry):
+        full = os.path.join(self.path, entry)
+        try:
+            if not stat.S_ISDIR(os.lstat(full).st_mode):
+                return None
+        except OSError:
+            return None
+        m = _read_small_json(os.path.join(full, _MARKER), 4096)
+        if isinstance(m, dict) and m.get("format") == _MARKER_FORMAT and \
+                m.get("generation") == entry and isinstance(m.get("checkpoint"), str):
+            return m["checkpoint"]
+        return None
+
+    def _legacy_ok(self, entry):
+        """A version-1 generation: a directory of rank files only."""
+        full = os.path.join(self.path, entry)
+        try:
+            if not stat.S_ISDIR(os.lstat(full).st_mode):
+                return False
+            return all(_FILE_NAME.match(e) and stat.S_ISREG(
+                os.lstat(os.path.join(full, e)).st_mode) for e in os.listdir(full))
+        except OSError:
+            return False
+
+    def _ours(self, entry, markers):
+        if entry == MANIFEST:
+            return True
+        if entry.startswith("g-"):
+            if markers.get(entry) is not None and markers[entry] == self.cid:
+                return True
+            return entry == self.legacy and self._legacy_ok(entry)
+        tmp = f".{MANIFEST}."
+        if entry.startswith(tmp):
+            gen = entry[len(tmp):]
+            if gen.startswith("g-") and (gen == self.gen or self._ours(gen, markers)):
+                return True
+            m = _read_small_json(os.path.join(self.path, entry), MAX_MANIFEST_BYTES)
+            return isinstance(m, dict) and m.get("format") == FORMAT and \
+                m.get("checkpoint") == self.cid and self.cid is not None
+        return False
+
+    def _scan(self):
+        entries = sorted(os.listdir(self.path))
+        markers = {e: self._marker_id(e) for e in entries if e.startswith("g-")}
+        return entries, markers
+
+    def check(self):
+        path = self.path
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise DDStoreValueError(f"save: {path!r} exists and is not a directory")
+        if not os.path.isdir(path):
+            self.cid = uuid.uuid4().hex
+            return
+        entries, markers = self._scan()
+        if MANIFEST in entries:
+            try:
+                m = read_manifest(path)
+            except DDStoreError as exc:
+                raise DDStoreValueError(
+                    f"save: {path!r} holds a {MANIFEST} that is not a checkpoint this "
+                    f"ddstore reads ({exc}); ddstore removes only what it wrote: move it "
+                    f"away or give an empty or new directory") from None
+            self.cid = m.get("checkpoint")
+            if m["version"] == 1:
+                self.legacy = m["generation"]
+        else:  # a first save that was killed: its generations carry one id
+            ids = {i for i in markers.values() if i is not None}
+            self.cid = ids.pop() if len(ids) == 1 else None
+        if self.cid is None:
+            self.cid = uuid.uuid4().hex
+        foreign = [e for e in entries if not self._ours(e, markers)]
+        if foreign:
+            raise DDStoreValueError(
+                f"save: {path!r} holds other files that ddstore did not write "
+                f"({', '.join(repr(e) for e in foreign[:5])}"
+                f"{', ...' if len(foreign) > 5 else ''}; a generation of ours holds "
+                f"{_MARKER!r} with this checkpoint's id); ddstore removes only what it "
+                f"wrote, so it refuses the directory: give an empty or new directory, "
+                f"or move them away")
+
+    def create(self):
+        """The generation directory, then at once its marker (so that a save killed
+        at any later point leaves a directory the next save knows as ours)."""
+        if not os.path.isdir(self.path):
+            try:
+                os.makedirs(self.path)
+                self.made_path = True
+            except FileExistsError:
+                pass
+        gen_dir = os.path.join(self.path, self.gen)
+        os.mkdir(gen_dir)
+        self.made_gen = True
+        marker = {"format": _MARKER_FORMAT, "checkpoint": self.cid, "generation": self.gen}
+        _write_synced(os.path.join(gen_dir, _MARKER), json.dumps(marker).encode(),
+                      exclusive=True)
+
+    def discard(self):
+        """After a failed save (rank 0): its generation and temporary manifest, unless
+        the manifest names it, and the directory if the save made it and it is empty."""
+        gen_dir = os.path.join(self.path, self.gen)
+        _remove_quietly(os.path.join(self.path, f".{MANIFEST}.{self.gen}"))
+        if self.made_gen and not CheckpointAPI._published(self.path, self.gen) and \
+                self._marker_id(self.gen) in (self.cid, None):
+            shutil.rmtree(gen_dir, ignore_errors=True)
+        if self.made_path:
+            try:
+                os.rmdir(self.path)
+            except OSError:
+                pass
+
+    def clean(self):
+        """After the rename (rank 0): the earlier generations of this checkpoint and
+        what killed saves of it left; whatever else is there stays."""
+        try:
+            entries, markers = self._scan()
+        except OSError:
+            return
+        for e in entries:
+            if e in (MANIFEST, self.gen) or not self._ours(e, markers):
+                continue
+            full = os.path.join(self.path, e)
+            if e.startswith("g-"):
+                shutil.rmtree(full, ignore_errors=True)
+            else:
+                _remove_quietly(full)
 
 
 def _read_exact(f, name, offset, view):
@@ -323,6 +859,7 @@ class CheckpointAPI:
         variable).  Returns the manifest (a dict).
 
         The rows, records and annotations stay in the store, unchanged."""
+        directory = None  # rank 0: the target directory, what in it is ours
         with self.collective("save", str(path)) as step:
             path = _path_arg(path, "save")
             block_bytes = int(block_bytes)
@@ -330,33 +867,35 @@ class CheckpointAPI:
                 raise DDStoreValueError(f"save: block_bytes={block_bytes} must be >= 1")
             self._join_threads()  # a layer's background commit writes rows
             desc = self._description()
-            gen = None
-            if self.rank == 0:
-                gen = self._prepare_dir(path)
+            plan = None
+            if self.rank == 0:  # checked, nothing written: a refusal leaves no trace
+                directory = _Directory(path)
+                directory.check()
+                plan = (directory.gen, directory.cid)
             replica = self._replica_fingerprints() if self.replicas > 1 else None
-            shares = step.agree((gen, replica), same={"store": desc,
-                                                     "block_bytes": block_bytes})
-            gen = shares[0][0]
+            shares = step.agree((plan, replica, getattr(self, "store_id", None)),
+                                same={"store": desc, "block_bytes": block_bytes})
+            _same_store([s[2] for s in shares], f"save {path!r}")
+            gen, cid = shares[0][0]
             if self.replicas > 1:  # decided from agreed values: raised alike
-                try:
-                    self._check_replicas([s[1] for s in shares])
-                except DDStoreError:
-                    if self.rank == 0:
-                        shutil.rmtree(os.path.join(path, gen), ignore_errors=True)
-                    raise
+                self._check_replicas([s[1] for s in shares])
         gen_dir = os.path.join(path, gen)
         try:
+            with self.collective(None):  # rank 0: the generation, its marker first
+                if self.rank == 0:
+                    directory.create()
             with self.collective(None) as step:  # every rank writes its part
                 mine = self._write_part(gen_dir, block_bytes)
                 parts = step.agree(mine)
             with self.collective(None) as step:  # rank 0 makes it visible
-                manifest = self._manifest(gen, parts)
+                manifest = self._manifest(gen, cid, parts)
                 if self.rank == 0:
                     self._publish(path, manifest)
-                step.agree()
+                    directory.clean()  # the earlier generations: only those of ours
+                manifest["manifest_xxh64"] = step.agree(manifest["manifest_xxh64"])[0]
         except BaseException:
-            if self.rank == 0 and not self._published(path, gen):
-                shutil.rmtree(gen_dir, ignore_errors=True)
+            if self.rank == 0:
+                directory.discard()
             raise
         return manifest
 
@@ -368,22 +907,6 @@ class CheckpointAPI:
             return read_manifest(path)["generation"] == gen
         except DDStoreError:
             return False
-
-    def _prepare_dir(self, path):
-        """Rank 0, before the round: the directory and a new generation under it."""
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise DDStoreValueError(f"save: {path!r} exists and is not a directory")
-        os.makedirs(path, exist_ok=True)
-        entries = set(os.listdir(path))
-        ours = ("g-", f".{MANIFEST}.")  # generations, manifests not yet renamed
-        if entries and MANIFEST not in entries and not all(
-                e.startswith(ours) for e in entries):
-            raise DDStoreValueError(
-                f"save: {path!r} holds other files ({sorted(entries)[:5]}) and no "
-                f"ddstore checkpoint; give an empty or new directory")
-        gen = f"g-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
-        os.mkdir(os.path.join(path, gen))
-        return gen
 
     def _replica_fingerprints(self):
         """This rank's chunk of every variable, hashed (compared across replicas)."""
@@ -437,7 +960,7 @@ class CheckpointAPI:
             out += [(f"annotation:{n}:{k}", x) for k, x in sorted(a.arrays.items())]
         return out
 
-    def _manifest(self, gen, parts):
+    def _manifest(self, gen, cid, parts):
         files = [f"{gen}/{p[0]}" for p in parts]
         variables = []
         for name, var, role in self._entries():
@@ -458,7 +981,8 @@ class CheckpointAPI:
                  "arrays": sorted(a.arrays), "variables": list(a.variables),
                  "cuts": a.cuts} for n, a in sorted(self._annotations.items())]
         from . import __version__
-        return {"format": FORMAT, "version": VERSION, "generation": gen,
+        return {"manifest_xxh64": "0" * 16,  # first: see manifest_checksum
+                "format": FORMAT, "version": VERSION, "checkpoint": cid, "generation": gen,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "ddstore": __version__,
                 "saved_by": {"size": self.size, "width": self.width,
                              "replicas": self.replicas},
@@ -470,24 +994,26 @@ class CheckpointAPI:
 
     @staticmethod
     def _publish(path, manifest):
-        """Rank 0: the manifest under a temporary name, synced, renamed over the old one
-        (atomic), the directory synced; then the old generations removed."""
+        """Rank 0: the manifest (its checksum first, see :func:`manifest_checksum`)
+        under a temporary name, synced, renamed over the old one (atomic), the directory
+        synced.  A failure removes the temporary file and names the file."""
+        raw = json.dumps(manifest, separators=(",", ":"), allow_nan=False).encode()
+        if not raw.startswith(_PREFIX):  # pragma: no cover
+            raise DDStoreError("internal: the manifest does not start with its checksum")
+        raw = raw[:_DIGITS.start] + b"%016x" % manifest_checksum(raw) + raw[_DIGITS.stop:]
         tmp = os.path.join(path, f".{MANIFEST}.{manifest['generation']}")
-        with open(tmp, "w") as f:
-            json.dump(manifest, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(path, MANIFEST))
+        _write_synced(tmp, raw)
+        try:
+            os.replace(tmp, os.path.join(path, MANIFEST))
+        except OSError as exc:
+            _remove_quietly(tmp)
+            raise _named(exc, tmp) from None
+        manifest["manifest_xxh64"] = raw[_DIGITS].decode()
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-        for e in os.listdir(path):  # earlier generations, and what killed saves left
-            if e.startswith("g-") and e != manifest["generation"]:
-                shutil.rmtree(os.path.join(path, e), ignore_errors=True)
-            elif e.startswith(f".{MANIFEST}."):
-                os.remove(os.path.join(path, e))
 
     # ------------------------------------------------------------------ load
     def load(self, path):
@@ -502,7 +1028,9 @@ class CheckpointAPI:
         only what it held before.  Returns the manifest."""
         with self.collective("load", str(path)) as step:
             path = _path_arg(path, "load")
-            manifest = read_manifest(path)
+            manifest = read_manifest(path)  # checksum and every field checked
+            if self.rank == 0:  # every byte of every file accounted for (sizes)
+                _check_extents(path, manifest)
             names = [v["name"] for v in manifest["variables"] if not v["records"]] + \
                 [r["name"] for r in manifest["records"]]
             taken = sorted(n for n in names if n in self)
@@ -511,10 +1039,14 @@ class CheckpointAPI:
             if taken:
                 raise DDStoreValueError(f"load {path!r}: the store already holds {taken}; "
                                         f"remove them or load into another store")
+            ids = step.agree(getattr(self, "store_id", None), same={
+                "manifest": (manifest["generation"], manifest.get("manifest_xxh64"))})
+            _same_store(ids, f"load {path!r}")
+        with self.collective(None):  # the replicated arrays, checked; this rank's rows
             arrays = self._read_arrays(path, manifest)
-            step.agree(same={"manifest generation": manifest["generation"]})
-        with self.transaction(f"load {path!r}"):
-            rows = self._create_from(manifest, arrays)
+            rows, sizes = self._layout(manifest, arrays, path)
+        with self.transaction(f"load {path!r}"):  # all or nothing: a failure removes
+            self._create_from(manifest, rows, sizes)  # what this call created
             with self.collective(None) as step:
                 self._fill(path, manifest, rows)
                 step.agree()
@@ -533,8 +1065,9 @@ class CheckpointAPI:
         for key, e in manifest["arrays"].items():
             name = os.path.join(path, manifest["files"][e["file"]])
             arr = np.empty(e["shape"], dtype=np.dtype(e["dtype"]))
+            f, _ = _open_regular(name)
             try:
-                with open(name, "rb") as f:
+                with f:
                     _read_exact(f, name, e["offset"], memoryview(_bytes_of(arr)))
             except OSError as exc:
                 raise DDStoreValueError(f"checkpoint file {name!r} cannot be read: "
@@ -546,7 +1079,7 @@ class CheckpointAPI:
             out[key] = arr
         return out
 
-    def _layout(self, manifest, arrays):
+    def _layout(self, manifest, arrays, path=""):
         """``{variable: (lo, hi)}``: the global rows this rank will hold, and for record
         sets ``{name: local sizes table}``."""
         w, m = self.width, self.group_rank
@@ -556,8 +1089,15 @@ class CheckpointAPI:
                 cuts[v] = key if isinstance(key, int) else \
                     arrays[f"annotation:{a['name']}:{key}"]
         rows, sizes = {}, {}
+        by_name = {v["name"]: v for v in manifest["variables"]}
         for r in manifest["records"]:
             table = arrays[f"records:{r['name']}"]
+            fields = [by_name[f"{r['name']}/{k}"]["nrows"] for k in r["keys"]]
+            if (table < 0).any() or table.sum(axis=0).tolist() != fields:
+                raise DDStoreValueError(
+                    f"checkpoint {os.path.join(path, MANIFEST)!r}: field "
+                    f"'arrays[\'records:{r['name']}\']': the record sizes of "
+                    f"{r['name']!r} must be >= 0 and add up to its fields' rows {fields}")
             offsets = np.zeros((table.shape[0] + 1, table.shape[1]), np.int64)
             np.cumsum(table, axis=0, out=offsets[1:])
             lo, hi = partition(table.shape[0], w, m)
@@ -575,15 +1115,16 @@ class CheckpointAPI:
                 lo, hi = partition(v["nrows"] // cut, w, m)
                 rows[v["name"]] = (lo * cut, hi * cut)
             elif cut is not None:
-                b = _cut_bounds(v["nrows"], w, cut, f"variable {v['name']!r}")
+                b = _cut_bounds(v["nrows"], w, cut, f"checkpoint "
+                                f"{os.path.join(path, MANIFEST)!r}: variable {v['name']!r}")
                 rows[v["name"]] = (b[m], b[m + 1])
             else:
                 rows[v["name"]] = partition(v["nrows"], w, m)
         return rows, sizes
 
-    def _create_from(self, manifest, arrays):
-        """Collective: the variables and record sets, empty, at this store's layout."""
-        rows, sizes = self._layout(manifest, arrays)
+    def _create_from(self, manifest, rows, sizes):
+        """Collective: the variables and record sets, empty, at this store's layout
+        (from :meth:`_layout`)."""
         by_name = {v["name"]: v for v in manifest["variables"]}
         for v in manifest["variables"]:
             if not v["records"]:
@@ -597,7 +1138,7 @@ class CheckpointAPI:
             table = sizes[r["name"]]
             self.init_records(r["name"], schema,
                               {k: table[:, j] for j, k in enumerate(r["keys"])})
-        return rows
+        return None
 
     def _fill(self, path, manifest, rows):
         """This rank's rows of every variable (``rows``: their global ranges, from
@@ -622,11 +1163,7 @@ class CheckpointAPI:
                         continue
                     name = os.path.join(path, manifest["files"][f_idx])
                     if name not in files:
-                        try:
-                            files[name] = open(name, "rb")
-                        except OSError as exc:
-                            raise DDStoreValueError(f"checkpoint file {name!r} cannot be "
-                                                    f"read: {exc}") from None
+                        files[name] = _open_regular(name)[0]
                     direct = a == r0 and b == r0 + n  # the whole block: into place
                     dst = flat[a - lo:b - lo].reshape(-1) if direct else \
                         np.empty(n * row_bytes, np.uint8)

@@ -97,7 +97,10 @@ def test_a_killed_save_leaves_nothing_that_blocks_the_next(store, tmp_path):
     not yet renamed) does not make the directory "other files"; the next save succeeds
     and removes it."""
     path = tmp_path / "ck"
-    (path / "g-killed").mkdir(parents=True)
+    (path / "g-killed").mkdir(parents=True)  # as a killed save leaves it: marker first
+    (path / "g-killed" / ".ddstore-generation").write_text(json.dumps(
+        {"format": "ddstore-checkpoint-generation", "checkpoint": "0" * 32,
+         "generation": "g-killed"}))
     (path / f".{ck.MANIFEST}.g-killed").write_text("{}")
     store.add("x", np.arange(3))
     m = store.save(path)

@@ -114,7 +114,8 @@ def _(t):
                       f"w{w}: saved_by {m['saved_by']}")
                 verify(s, f"w{w} after save", restored=False)  # the store is unchanged
             files = sorted(os.listdir(os.path.join(path, m["generation"])))
-            check(files == [f"rank-{r:05d}.bin" for r in range(size)],
+            check(files == [".ddstore-generation"] +  # the marker, then one per rank
+                  [f"rank-{r:05d}.bin" for r in range(size)],
                   f"w{w}: one file per rank, got {files}")
             # the save of the widest groups is restored at every rank count and width;
             # the others at this rank count and their own width (the layouts a save
