@@ -228,7 +228,7 @@ class GraphDataset(torch.utils.data.Dataset):
         return collate_records(self.layout, packed, sizes)
 
     def loader(self, batch_size, sampler=None, shuffle=False, drop_last=False,
-               num_workers=0, prefetch=0, **kwargs):
+               num_workers=0, prefetch=0, device=None, **kwargs):
         """A ``DataLoader`` that yields ``Batch`` objects built by :meth:`get_batch`.
 
         ``sampler`` (e.g. ``DistributedSampler``) gives the order of samples; it is
@@ -239,6 +239,11 @@ class GraphDataset(torch.utils.data.Dataset):
         :class:`ddstore.prefetch.PrefetchLoader` that yields the same batches in the same
         order (see :mod:`ddstore.prefetch` for the MPI thread level it needs and its
         fallback).
+
+        ``device`` (e.g. ``"cuda"``): batches arrive there through a
+        :class:`ddstore.device.DevicePrefetcher` (``prefetch`` batches read ahead, each
+        staged in reused pinned buffers and copied on a side stream while the caller
+        steps); ``"cpu"`` runs the same staging on the host.  Default None: as before.
         """
         from ..prefetch import PrefetchLoader, check_prefetch, prefetch_depth
         prefetch = check_prefetch(prefetch, num_workers, f"graphs {self.name!r} loader")
@@ -256,6 +261,10 @@ class GraphDataset(torch.utils.data.Dataset):
         loader = torch.utils.data.DataLoader(_BatchView(self), sampler=batches,
                                              batch_size=None, collate_fn=_identity,
                                              num_workers=0, **kwargs)
+        if device is not None:
+            from ..device import device_loader
+            return device_loader(loader, device, prefetch, store=self.store,
+                                 what=f"graphs {self.name!r} loader")
         if not prefetch:
             return loader
         return PrefetchLoader(loader, prefetch_depth(self.store, prefetch,

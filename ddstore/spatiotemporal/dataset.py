@@ -1,6 +1,7 @@
 """Index-batched sliding windows over a series kept once in a :class:`~ddstore.DDStore`."""
 import bisect
 import json
+import math
 import numbers
 
 import numpy as np
@@ -13,7 +14,7 @@ from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_wi
                       series_layout, split_ranges, window_weights)
 
 __all__ = ["WindowDataset", "WindowSplit", "time_feature_array", "batch_collate",
-           "set_epoch"]
+           "set_epoch", "distributed_order"]
 
 _TIME_FEATURES = {"tod": 1, "dow": 7}
 KIND = "WindowDataset"  # the kind of its annotation (checkpoint and restart)
@@ -163,7 +164,7 @@ class _WindowView(torch.utils.data.Dataset):
         return BatchShuffleSampler(self, batch_size, **kwargs)
 
     def loader(self, batch_size, *, sampler="global", shuffle=True, seed=0,
-               drop_last=False, local=None, prefetch=0, num_workers=0):
+               drop_last=False, local=None, prefetch=0, num_workers=0, device=None):
         """A ``DataLoader`` of batches ``(x, y)`` for this rank.
 
         ``sampler="global"``: ``DistributedSampler`` over all ranks of the store's
@@ -178,6 +179,17 @@ class _WindowView(torch.utils.data.Dataset):
         while the caller computes, and returns a :class:`ddstore.prefetch.PrefetchLoader`
         that yields the same batches in the same order (see :mod:`ddstore.prefetch` for
         the MPI thread level it needs and its fallback).
+
+        ``device``: where batches go; default the dataset's.  With the series in the
+        store (``resident="store"``) and a non-CPU device, or any ``device`` given here,
+        the loader is a :class:`ddstore.device.DevicePrefetcher`: windows are read
+        straight into reused (pinned, on CUDA) staging buffers, ``prefetch`` batches
+        ahead, and copied on a side stream while the caller steps (``device="cpu"``
+        runs the same staging on the host).  With the series on the device
+        (``resident="device"``) and ``sampler="global"``, the epoch's order is
+        ``DistributedSampler``'s, computed once per epoch and moved to the device once;
+        each batch is a slice of it and a gather there (no Python ints, no per-batch
+        host-to-device copy; ``prefetch`` has nothing to read and is ignored).
         """
         from ..prefetch import PrefetchLoader, check_prefetch, prefetch_depth
         what = f"{self._what()}.loader"
@@ -186,26 +198,147 @@ class _WindowView(torch.utils.data.Dataset):
             raise DDStoreValueError(f"{what}: num_workers={num_workers!r}; the store is "
                                     f"MPI memory of this process, which DataLoader worker "
                                     f"processes cannot read: use num_workers=0")
-        store = self._ds.store
+        ds = self._ds
+        store = ds.store
+        if device is not None:
+            device, _ = _placement(store, device, "store")
+        on_device = ds._dev_series is not None
+        if on_device and device is not None and device != ds.device:
+            raise DDStoreValueError(f"{what}: device={str(device)!r} but the series lives "
+                                    f"on {ds.device} (resident='device'); allowed: "
+                                    f"device=None or {str(ds.device)!r}")
         if sampler == "global":
             smp = torch.utils.data.DistributedSampler(
                 self, num_replicas=store.size, rank=store.rank, shuffle=shuffle,
                 seed=seed, drop_last=drop_last)
-            loader = torch.utils.data.DataLoader(self, batch_size=batch_size, sampler=smp,
-                                                 drop_last=False, collate_fn=batch_collate)
+            if on_device:
+                return _DeviceWindowBatches(self, smp, batch_size)
+            batches = torch.utils.data.BatchSampler(smp, batch_size, False)
         elif sampler == "batch":
-            bs = self.batch_sampler(batch_size, shuffle=shuffle, seed=seed,
-                                    drop_last=drop_last, local=local)
-            loader = torch.utils.data.DataLoader(self, batch_sampler=bs,
-                                                 collate_fn=batch_collate)
+            smp = None
+            batches = self.batch_sampler(batch_size, shuffle=shuffle, seed=seed,
+                                         drop_last=drop_last, local=local)
         else:
             raise DDStoreValueError(f"sampler={sampler!r}; allowed: 'global', 'batch'")
+        target = device if device is not None else ds.device
+        if not on_device and (device is not None or target.type != "cpu"):
+            from ..device import DevicePrefetcher
+            return DevicePrefetcher(_WindowBatches(self, smp, batches), target,
+                                    prefetch, store=store)
+        if smp is not None:
+            loader = torch.utils.data.DataLoader(self, batch_size=batch_size, sampler=smp,
+                                                 drop_last=False, collate_fn=batch_collate)
+        else:
+            loader = torch.utils.data.DataLoader(self, batch_sampler=batches,
+                                                 collate_fn=batch_collate)
         if not prefetch:
             return loader
         return PrefetchLoader(loader, prefetch_depth(store, prefetch, what))
 
     def _what(self):
         return f"{type(self).__name__}({self._ds.name!r}, {self.split_name})"
+
+
+def distributed_order(length, num_replicas, rank, shuffle=True, seed=0, epoch=0,
+                      drop_last=False):
+    """The indices ``DistributedSampler(dataset of length, num_replicas, rank, shuffle,
+    seed, drop_last)`` gives in ``epoch``, as an int64 tensor, computed with tensor
+    operations (the same ``torch.randperm`` with a generator seeded ``seed + epoch``, the
+    same padding by repetition or cut, the same stride over ranks)."""
+    if shuffle:
+        g = torch.Generator()
+        g.manual_seed(seed + epoch)
+        idx = torch.randperm(length, generator=g)
+    else:
+        idx = torch.arange(length)
+    if drop_last and length % num_replicas:
+        num_samples = math.ceil((length - num_replicas) / num_replicas)
+    else:
+        num_samples = math.ceil(length / num_replicas)
+    total = num_samples * num_replicas
+    if not drop_last:
+        pad = total - length
+        if pad > 0:
+            idx = torch.cat([idx, idx.repeat(math.ceil(pad / length))[:pad]])
+    else:
+        idx = idx[:total]
+    return idx[rank:total:num_replicas]
+
+
+class _WindowBatches:
+    """Host batches ``(x, y)`` of a window view, in the order of ``batches`` (a batch
+    sampler): what a ``DataLoader`` with ``collate_fn=batch_collate`` gives, plus
+    ``next_into`` on its iterator, which reads a batch straight into staging (for
+    :class:`ddstore.device.DevicePrefetcher`)."""
+
+    def __init__(self, view, sampler, batches):
+        self.view, self.sampler, self.batch_sampler = view, sampler, batches
+
+    @property
+    def dataset(self):
+        return self.view
+
+    def __len__(self):
+        return len(self.batch_sampler)
+
+    def __iter__(self):
+        return _WindowBatchIter(self.view, iter(self.batch_sampler))
+
+
+class _WindowBatchIter:
+    def __init__(self, view, indices):
+        self._view, self._indices = view, indices
+
+    def __iter__(self):
+        return self
+
+    def _starts(self):
+        v = self._view
+        idx = _index_array(next(self._indices), len(v), v._what())
+        return idx + v.start if v.start else idx
+
+    def __next__(self):
+        return self._view._ds._fetch(self._starts(), host=True)
+
+    def next_into(self, take):
+        """The next batch, its store read written into ``take(numel, dtype)``."""
+        return self._view._ds._fetch(self._starts(), host=True, into=take)
+
+
+class _DeviceWindowBatches:
+    """Batches ``(x, y)`` of a view whose dataset keeps the series on the device, in
+    ``DistributedSampler`` order: the order of an epoch is computed once
+    (:func:`distributed_order`), moved to the device once, and each batch is a slice of
+    it.  ``sampler`` is the ``DistributedSampler`` (its ``set_epoch``, seed, rank)."""
+
+    def __init__(self, view, sampler, batch_size):
+        if not is_int(batch_size) or batch_size < 1:
+            raise DDStoreValueError(f"batch_size={batch_size!r} must be an integer >= 1")
+        self.view, self.sampler, self.batch_size = view, sampler, int(batch_size)
+        self.batch_sampler = None
+
+    @property
+    def dataset(self):
+        return self.view
+
+    def order(self):
+        """This rank's window indices (in the view) of the current epoch, on the
+        device."""
+        s, ds = self.sampler, self.view._ds
+        idx = distributed_order(len(self.view), s.num_replicas, s.rank, s.shuffle,
+                                s.seed, s.epoch, s.drop_last)
+        return idx.to(ds.device)
+
+    def __len__(self):
+        return -(-self.sampler.num_samples // self.batch_size)
+
+    def __iter__(self):
+        ds, b = self.view._ds, self.batch_size
+        starts = self.order()
+        if self.view.start:
+            starts += self.view.start
+        for i in range(0, starts.shape[0], b):
+            yield ds._fetch(starts[i:i + b])
 
 
 class WindowSplit(_WindowView):
@@ -459,7 +592,7 @@ class WindowDataset(_WindowView):
         self._tf = self._dev_series = None
         if tf is not None:
             self._tf = torch.from_numpy(tf.astype(dt)).to(self.device)
-        if resident == "device":
+        if self.resident == "device":  # the decision (resident=None may choose it)
             self._dev_series = torch.empty((T, n, f), dtype=self._tdtype,
                                            device=self.device)
             for lo, hi, row in zip(self._lo, self._hi, self._offset):
@@ -671,35 +804,61 @@ class WindowDataset(_WindowView):
             y = y.to(self.device, non_blocking=True)
         return x, y
 
-    def _fetch(self, starts):
-        """Windows with global ``starts`` -> ``(x, y)`` ``[B, h, nodes, features]``."""
+    def _fetch(self, starts, host=False, into=None):
+        """Windows with global ``starts`` -> ``(x, y)`` ``[B, h, nodes, features]``.
+
+        ``starts``: int64 numpy array, or (series on the device) a tensor on the device.
+        ``host``: leave windows read from the store on the host (the device pipeline
+        copies them); ``into(numel, dtype)``: a 1-D CPU tensor to read them into."""
         h, B = self.horizon, len(starts)
         n, f = self.num_nodes, self.num_series_features
         if self._dev_series is not None:  # the series lives on the device
             st = torch.as_tensor(starts, device=self.device)
-            steps = st[:, None] + torch.arange(h, device=self.device)
-            x = self._dev_series[steps]
-            y = self._dev_series[steps + h]
+            ar = self._aranges(self.device)
+            x = self._dev_series[st[:, None] + ar[0]]
+            y = self._dev_series[st[:, None] + ar[1]]
         else:  # one store read: every window's x ranges, then every window's y ranges
             rows = self.rows_of(starts)
             counts = self._counts.get(B)
             if counts is None:
                 counts = self._counts[B] = np.full(2 * B, h, dtype=np.int64)
-            buf = self.store.read_ranges(self.name, np.concatenate((rows, rows + h)),
-                                         counts).reshape(2, B, h, n, f)
-            x, y = torch.from_numpy(buf[0]), torch.from_numpy(buf[1])
-            if self.device.type != "cpu":
+            if into is not None:
+                flat = into(2 * B * h * n * f, self._tdtype)
+                self.store.read_ranges(self.name, np.concatenate((rows, rows + h)), counts,
+                                       out=flat.numpy().reshape(2 * B * h, n, f))
+                xy = flat.view(2, B, h, n, f)
+                x, y = xy[0], xy[1]
+            else:
+                buf = self.store.read_ranges(self.name, np.concatenate((rows, rows + h)),
+                                             counts).reshape(2, B, h, n, f)
+                x, y = torch.from_numpy(buf[0]), torch.from_numpy(buf[1])
+            if self.device.type != "cpu" and not host:
                 x = x.to(self.device, non_blocking=True)
                 y = y.to(self.device, non_blocking=True)
         if self._tf is not None:
-            st = torch.as_tensor(starts, device=self._tf.device)
-            steps = st[:, None] + torch.arange(h, device=self._tf.device)
-            k = self._tf.shape[1]
-            tx = self._tf[steps].unsqueeze(2).expand(B, h, n, k)
-            ty = self._tf[steps + h].unsqueeze(2).expand(B, h, n, k)
+            tf = self._tf
+            if host and self._dev_series is None and tf.device.type != "cpu":
+                tf = self.__dict__.get("_tf_host")
+                if tf is None:
+                    tf = self._tf_host = self._tf.cpu()
+            st = torch.as_tensor(starts, device=tf.device)
+            ar = self._aranges(tf.device)
+            k = tf.shape[1]
+            tx = tf[st[:, None] + ar[0]].unsqueeze(2).expand(B, h, n, k)
+            ty = tf[st[:, None] + ar[1]].unsqueeze(2).expand(B, h, n, k)
             x = torch.cat([x, tx], dim=-1)
             y = torch.cat([y, ty], dim=-1)
         return x, y
+
+    def _aranges(self, device):
+        """``(arange(h), arange(h, 2h))`` on ``device``, made once."""
+        cache = self.__dict__.setdefault("_arange_cache", {})
+        ar = cache.get(device)
+        if ar is None:
+            h = self.horizon
+            ar = cache[device] = (torch.arange(h, device=device),
+                                  torch.arange(h, 2 * h, device=device))
+        return ar
 
     # ------------------------------------------------------------------ API
     def splits(self):

@@ -61,6 +61,17 @@ class EdgeBatches:
         t = graph.store.get_range(f"{graph.name}/edge_t", 0, graph.num_edges)[eids]
         self.eids = eids[np.argsort(t, kind="stable")]  # time order, ties by edge id
 
+    def loader(self, device=None, prefetch=0):
+        """These batches for training: with ``device`` (e.g. ``"cuda"``) through a
+        :class:`ddstore.device.DevicePrefetcher` (``prefetch`` batches read ahead,
+        staged in reused pinned buffers, copied on a side stream; the arrays arrive as
+        torch tensors on the device); with ``device=None`` and ``prefetch >= 1`` the
+        read-ahead thread alone (:class:`ddstore.prefetch.PrefetchLoader`, numpy
+        arrays); neither: this object.  Call :meth:`set_epoch` on this object."""
+        from ..device import device_loader
+        return device_loader(self, device, prefetch, store=self.graph.store,
+                             what="EdgeBatches.loader")
+
     def set_epoch(self, epoch):
         self.epoch = as_int(epoch, "EdgeBatches.set_epoch: epoch", 0)
 

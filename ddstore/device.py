@@ -1,0 +1,468 @@
+"""The pipeline from the store to the device: read ahead, stage, copy while the model steps.
+
+:class:`DevicePrefetcher` wraps any loader of the store (the window loaders of
+:mod:`ddstore.spatiotemporal`, :meth:`GraphDataset.loader
+<ddstore.graphs.GraphDataset.loader>`, PyG's ``NeighborLoader`` / ``LinkNeighborLoader``
+over a :class:`ddstore.pyg.NeighborSampler`, :class:`ddstore.temporal.EdgeBatches`) and
+yields the same batches, in the same order, on ``device``::
+
+    for x, y in DevicePrefetcher(loader, "cuda", prefetch=2):
+        loss = model(x, y)  # the copy of the next batch runs meanwhile
+
+What happens to batch ``i``:
+
+1. **Read ahead** (``prefetch=k >= 1``): one background thread runs the loader (sampler,
+   store read, collation) up to ``k`` batches ahead of the caller, exactly as
+   :mod:`ddstore.prefetch` does, with its rule for the MPI thread level: reads from
+   node-local members are plain loads and safe from a thread at any level, reads that
+   use ``MPI_Get`` need ``MPI_THREAD_MULTIPLE`` (``tests/mpi/core_threads.py`` checks
+   concurrent reads from several threads byte for byte), and a rank without it falls
+   back to ``k = 0`` with a :class:`~ddstore.prefetch.PrefetchWarning`.
+2. **Stage**: in the same thread, every tensor of the batch (and every numpy array,
+   which becomes a tensor) is copied into a staging buffer: one flat buffer per dtype
+   per slot, **pinned** (page-locked) when the device is CUDA, allocated once and grown
+   only when a batch is larger than any before (to 1.5x), never per batch.  There are
+   ``k + 2`` slots, used in turn.  A loader that can read straight into staging (the
+   window loaders: ``read_ranges(..., out=)``) does so and the copy is skipped.
+3. **Copy**: in the caller's thread, one copy per dtype from the slot to a new device
+   buffer, ``non_blocking=True`` on a side ``torch.cuda.Stream``; an event is recorded
+   after it.  With ``k >= 1`` batch ``i + 1`` is copied before batch ``i`` is returned,
+   so that copy overlaps the caller's step on batch ``i``.
+4. **Hand over**: the caller's current stream waits on batch ``i``'s event (no host
+   synchronisation), and every device buffer is marked with ``record_stream`` for the
+   caller's stream, so the caching allocator never reuses it early.  A slot is written
+   again only after the event of its last copy has completed.
+
+The batch's tensors are views of one device buffer per dtype (contiguous, their own
+shapes); containers are rebuilt: tensors, numpy arrays, tuples (namedtuples too),
+lists, dicts, and PyG ``Data`` / ``Batch`` / ``HeteroData`` (a shallow copy of the
+object, its tensors replaced through its ``apply``; the loader's object is not
+changed).  Anything else passes through unchanged; tensors already on ``device``
+too, and sparse tensors are moved with ``.to(device)``.
+
+With ``device="cpu"`` the same staging runs (buffers reused, copies ordinary, no
+streams): this is how the logic is tested without a GPU.  The loaders of the store only
+wrap with it for a non-CPU device, so CPU training keeps its path.
+
+Pinned memory it costs: ``k + 2`` slots, each as large as the largest batch seen
+(rounded up by at most 1.5x on growth), per dtype: for windows of 535 KB, batch 64,
+``k = 2``, about 4 x 34 MB = 137 MB of pinned host memory.  :attr:`StagingPool.nbytes`
+says what it holds.
+
+Errors: an exception in the loader (or in staging) is raised by the ``next`` that would
+have returned that batch; the read-ahead thread is then joined and the iteration ends.
+Leaving a loop early (``break``) drops the iterator, which joins the thread.
+
+PyG's own ``torch_geometric.loader.PrefetchLoader`` works over these loaders too (it
+pins each batch and copies it on its own stream, without reading ahead or reusing
+buffers).
+"""
+import copy
+import math
+
+import numpy as np
+import torch
+
+from .errors import DDStoreValueError
+from ._checks import is_int
+
+__all__ = ["DevicePrefetcher", "StagingPool", "device_loader"]
+
+_ALIGN_BYTES = 256  # every staged tensor starts at a multiple of this in its buffer
+
+
+def _is_pyg(obj):
+    """A PyG ``Data`` / ``Batch`` / ``HeteroData`` (anything of PyG's ``BaseData``)."""
+    try:
+        from torch_geometric.data.data import BaseData
+    except ImportError:  # pragma: no cover - PyG not installed
+        return False
+    return isinstance(obj, BaseData)
+
+
+def _map(obj, fn):
+    """``obj`` with every tensor / numpy array leaf ``t`` replaced by ``fn(t)``, in a
+    fixed order (the same for the same structure)."""
+    if isinstance(obj, (torch.Tensor, np.ndarray)):
+        return fn(obj)
+    if isinstance(obj, tuple):
+        items = [_map(v, fn) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    if isinstance(obj, list):
+        return [_map(v, fn) for v in obj]
+    if isinstance(obj, dict):
+        items = [(k, _map(v, fn)) for k, v in obj.items()]
+        try:
+            return type(obj)(items)
+        except TypeError:
+            return dict(items)
+    if _is_pyg(obj):  # its apply also calls fn on other values (strings): guard
+        return copy.copy(obj).apply(
+            lambda v: fn(v) if isinstance(v, (torch.Tensor, np.ndarray)) else v)
+    return obj
+
+
+def _leaves(obj):
+    """The tensor / numpy array leaves of ``obj`` in :func:`_map`'s order."""
+    out = []
+
+    def grab(t):
+        out.append(t)
+        return t
+    _map(obj, grab)
+    return out
+
+
+class _Slot:
+    """One staging slot: a flat buffer per dtype, filled front to back for one batch."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.buffers = {}  # dtype -> flat tensor
+        self.used = {}     # dtype -> elements taken this round
+        self.extra = []    # [dtype, flat tensor, elements taken]: overflow this round
+        self.event = None  # CUDA event after the last copy out of this slot
+
+    def begin(self):
+        """Start a new batch: wait until the last copy out of this slot is done; a
+        dtype that overflowed last round gets one buffer as large as that round."""
+        if self.event is not None:
+            self.event.synchronize()
+            self.event = None
+        for dt in {e[0] for e in self.extra}:
+            need = self.used.get(dt, 0) + sum(_aligned(n, dt) for d, _, n in self.extra
+                                              if d == dt)
+            self.buffers[dt] = self.pool._alloc(need, dt, grow=True)
+        self.extra = []
+        self.used = {}
+
+    def take(self, numel, dtype):
+        """A fresh 1-D staging view of ``numel`` elements of ``dtype``."""
+        return self._take(numel, dtype)[0]
+
+    def _take(self, numel, dtype):
+        """``(view, source key, offset)``: :meth:`take` and where the view lies."""
+        buf = self.buffers.get(dtype)
+        off = self.used.get(dtype, 0)
+        if buf is None:
+            buf = self.buffers[dtype] = self.pool._alloc(numel, dtype)
+        if off + numel <= buf.numel():
+            self.used[dtype] = off + _aligned(numel, dtype)
+            return buf[off:off + numel], ("main", dtype), off
+        t = self.pool._alloc(numel, dtype)
+        self.extra.append([dtype, t, numel])
+        return t[:numel], ("extra", len(self.extra) - 1), 0
+
+    def segments(self):
+        """``(source key, flat staging tensor, elements used)`` of this round."""
+        out = [(("main", dt), self.buffers[dt], min(n, self.buffers[dt].numel()))
+               for dt, n in self.used.items()]
+        out += [(("extra", i), t, n) for i, (_, t, n) in enumerate(self.extra)]
+        return out
+
+    def locate(self, t):
+        """``(source key, offset)`` when tensor ``t`` is a contiguous piece of this slot's
+        staging (handed out by :meth:`take`), else None."""
+        if not t.is_contiguous() or t.device.type != "cpu":
+            return None
+        ptr, size = t.data_ptr(), t.element_size()
+        for key, buf, n in self.segments():
+            if buf.dtype != t.dtype:
+                continue
+            lo = buf.data_ptr()
+            if lo <= ptr and ptr + t.numel() * size <= lo + n * size and \
+                    (ptr - lo) % size == 0:
+                return key, (ptr - lo) // size
+        return None
+
+
+def _aligned(numel, dtype):
+    step = max(1, _ALIGN_BYTES // torch.empty(0, dtype=dtype).element_size())
+    return -(-numel // step) * step
+
+
+class StagingPool:
+    """The staging buffers of one :class:`DevicePrefetcher` iteration: ``slots`` slots,
+    each a flat buffer per dtype (pinned when ``pin``).  :attr:`allocations` counts the
+    buffers allocated, :attr:`nbytes` the bytes held."""
+
+    def __init__(self, slots, pin):
+        self.pin = bool(pin)
+        self.allocations = 0
+        self.slots = [_Slot(self) for _ in range(int(slots))]
+        self._turn = 0
+
+    def _alloc(self, numel, dtype, grow=False):
+        if grow:  # a buffer that overflowed: room for some more growth
+            numel = int(math.ceil(numel * 1.5))
+        self.allocations += 1
+        return torch.empty(_aligned(max(numel, 1), dtype), dtype=dtype,
+                           pin_memory=self.pin)
+
+    def next_slot(self):
+        slot = self.slots[self._turn]
+        self._turn = (self._turn + 1) % len(self.slots)
+        slot.begin()
+        return slot
+
+    @property
+    def nbytes(self):
+        return sum(b.numel() * b.element_size() for s in self.slots
+                   for b in s.buffers.values())
+
+
+class _Staged:
+    """A batch staged in a slot: the batch object (its leaves as read) and, per leaf in
+    order, ``(source key, offset, shape)`` in the slot, or ``None`` (passes through)."""
+    __slots__ = ("batch", "where", "slot")
+
+    def __init__(self, batch, where, slot):
+        self.batch, self.where, self.slot = batch, where, slot
+
+
+def _stage(batch, slot):
+    """Copy every tensor leaf of ``batch`` that is not in ``slot`` already into it."""
+    where = []
+    for t in _leaves(batch):
+        if isinstance(t, np.ndarray):
+            t = torch.from_numpy(np.ascontiguousarray(t)) if t.dtype.kind in "biufc" \
+                else None
+        if t is None or t.layout != torch.strided or t.device.type != "cpu":
+            where.append(None)
+            continue
+        if t.numel() == 0:
+            where.append((None, t.dtype, tuple(t.shape)))
+            continue
+        found = slot.locate(t)
+        if found is None:
+            view, key, off = slot._take(t.numel(), t.dtype)
+            view.view(t.shape).copy_(t)
+            found = key, off
+        where.append((found[0], found[1], tuple(t.shape)))
+    return _Staged(batch, where, slot)
+
+
+def _stage_all(iterator, pool):
+    """Generator (runs in the read-ahead thread when there is one): each batch of
+    ``iterator`` staged in the next slot; reads straight into staging where the
+    iterator offers ``next_into``."""
+    into = getattr(iterator, "next_into", None)
+    while True:
+        slot = pool.next_slot()
+        try:
+            batch = into(slot.take) if into is not None else next(iterator)
+        except StopIteration:
+            return
+        yield _stage(batch, slot)
+
+
+class _DeviceIter:
+    def __init__(self, owner, host_iter, depth):
+        self._device = owner.device
+        self._cuda = self._device.type == "cuda"
+        self.pool = StagingPool(depth + 2, pin=self._cuda)
+        owner.last_pool = self.pool
+        self._stream = torch.cuda.Stream(device=self._device) if self._cuda else None
+        gen = _stage_all(host_iter, self.pool)
+        self._thread = None
+        if depth > 0:
+            from .prefetch import _PrefetchIter
+            self._thread = _PrefetchIter(gen, depth)
+            self._source = self._thread
+        else:
+            self._source = gen
+        self._overlap = depth > 0
+        self._ahead = _FIRST
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def _copy_next(self):
+        """Copy the next staged batch to the device: ``(batch, event, buffers)``, None
+        at the end, or the exception that producing it raised (raised in its turn)."""
+        try:
+            return self._to_device(next(self._source))
+        except StopIteration:
+            return None
+        except Exception as exc:  # noqa: BLE001 -- raised by the next that wants it
+            self.close()
+            return exc
+
+    def _to_device(self, staged):
+        slot, dev, event = staged.slot, {}, None
+        ctx = torch.cuda.stream(self._stream) if self._cuda else _nullcontext()
+        with ctx:
+            for key, buf, n in slot.segments():
+                d = torch.empty(n, dtype=buf.dtype, device=self._device)
+                d.copy_(buf[:n], non_blocking=self._cuda)
+                dev[key] = d
+            if self._cuda:
+                event = torch.cuda.Event()
+                event.record(self._stream)
+                slot.event = event
+        where = iter(staged.where)
+
+        def put(t):
+            w = next(where)
+            if w is None:
+                if isinstance(t, torch.Tensor) and t.device != self._device:
+                    return t.to(self._device)
+                return t
+            key, off, shape = w
+            if key is None:  # no elements
+                return torch.empty(shape, dtype=off, device=self._device)
+            flat = dev[key]
+            return flat[off:off + math.prod(shape)].view(shape)
+        return _map(staged.batch, put), event, list(dev.values())
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        if not self._overlap:
+            current = self._copy_next()
+        else:
+            current = self._copy_next() if self._ahead is _FIRST else self._ahead
+            self._ahead = None
+        if current is None or isinstance(current, BaseException):
+            self._done = True
+            self.close()
+            if current is None:
+                raise StopIteration
+            raise current
+        if self._overlap:
+            self._ahead = self._copy_next()  # overlaps the caller's step on `current`
+        batch, event, buffers = current
+        if self._cuda:
+            stream = torch.cuda.current_stream(self._device)
+            stream.wait_event(event)
+            for d in buffers:
+                d.record_stream(stream)
+        return batch
+
+    def close(self):
+        """Stop reading ahead and join the thread (the reads in flight finish)."""
+        self._ahead = None
+        if self._thread is not None:
+            self._thread.close()
+            self._thread = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+
+_FIRST = object()  # no batch copied ahead yet
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _check_device(device, what):
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise DDStoreValueError(f"{what}: device={device!r} is not a torch device: "
+                                f"{exc}") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DDStoreValueError(f"{what}: device={str(device)!r} but CUDA is not "
+                                    f"available here; allowed: 'cpu' or a CUDA device "
+                                    f"where torch.cuda.is_available()")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+class DevicePrefetcher:
+    """Iterate ``iterable`` with its batches on ``device``, reading ``prefetch`` batches
+    ahead and copying through reused (pinned, on CUDA) staging buffers on a side stream
+    (see the module notes).
+
+    Parameters
+    ----------
+    iterable : iterable of batches
+        Any loader of the store; iterated once per ``iter()``.
+    device : str or torch.device
+        Where batches go ("cuda", "cuda:1", or "cpu" for the staging logic alone).
+    prefetch : int
+        Batches read ahead in a background thread (``>= 0``; 0: no thread and no
+        overlap, each batch read, staged and copied when asked for).
+    store : ddstore.DDStore, optional
+        The store the loader reads, for the MPI thread-level rule (found by itself for
+        PyG loaders over a ddstore sampler and loaders whose dataset has a ``store``).
+
+    ``len()``, ``sampler``, ``batch_sampler``, ``dataset`` are the wrapped loader's;
+    :meth:`set_epoch` forwards to it.  :attr:`last_pool` is the :class:`StagingPool` of
+    the latest iteration (``allocations``, ``nbytes``).
+    """
+
+    def __init__(self, iterable, device, prefetch=2, store=None):
+        self.device = _check_device(device, "DevicePrefetcher")
+        if not is_int(prefetch) or prefetch < 0:
+            raise DDStoreValueError(f"DevicePrefetcher: prefetch={prefetch!r} must be an "
+                                    f"integer >= 0 (batches read ahead; 0 = none)")
+        from .prefetch import _store_of, check_prefetch, prefetch_depth
+        prefetch = check_prefetch(int(prefetch), getattr(iterable, "num_workers", 0),
+                                  "DevicePrefetcher")
+        store = store if store is not None else _store_of(iterable)
+        if store is not None:
+            prefetch = prefetch_depth(store, prefetch, "DevicePrefetcher")
+        self.loader = iterable
+        self.prefetch = prefetch
+        self.last_pool = None
+
+    @property
+    def sampler(self):
+        return getattr(self.loader, "sampler", None)
+
+    @property
+    def batch_sampler(self):
+        return getattr(self.loader, "batch_sampler", None)
+
+    @property
+    def dataset(self):
+        return getattr(self.loader, "dataset", None)
+
+    def set_epoch(self, epoch):
+        """Forward ``set_epoch`` to the loader, or to its sampler and batch sampler."""
+        if hasattr(self.loader, "set_epoch"):
+            self.loader.set_epoch(epoch)
+            return
+        for s in (self.sampler, self.batch_sampler):
+            if hasattr(s, "set_epoch"):
+                s.set_epoch(epoch)
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        return _DeviceIter(self, iter(self.loader), self.prefetch)
+
+    def __repr__(self):
+        return (f"DevicePrefetcher(device={self.device}, prefetch={self.prefetch}, "
+                f"loader={self.loader!r})")
+
+
+def device_loader(loader, device=None, prefetch=0, store=None, what="loader"):
+    """What the loaders of the store return for ``device=`` / ``prefetch=``: with no
+    ``device``, today's path (``loader`` itself, or with ``prefetch >= 1`` a
+    :class:`ddstore.prefetch.PrefetchLoader`: the read-ahead thread alone); with a
+    ``device`` (``"cpu"`` included, which runs the staging on the host), a
+    :class:`DevicePrefetcher`."""
+    if device is None:
+        if not prefetch:
+            return loader
+        from .prefetch import PrefetchLoader, _store_of, check_prefetch, prefetch_depth
+        prefetch = check_prefetch(prefetch, getattr(loader, "num_workers", 0), what)
+        store = store if store is not None else _store_of(loader)
+        return PrefetchLoader(loader, prefetch if store is None else
+                              prefetch_depth(store, prefetch, what))
+    return DevicePrefetcher(loader, _check_device(device, what), prefetch, store=store)

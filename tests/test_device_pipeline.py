@@ -1,0 +1,425 @@
+"""The pipeline from the store to the device (ddstore.device.DevicePrefetcher) and the
+device-resident index-batching of the window loader, on CPU (the staging logic with
+device="cpu"; the CUDA path in one test that needs a GPU): batches equal byte for byte
+and in order with and without the pipeline for prefetch 0, 1 and 3, staging buffers
+reused, the end and errors propagated with the read-ahead thread joined, every loader of
+the store (windows, graphs, PyG NeighborLoader, temporal edge batches) through it and
+through PyG's own PrefetchLoader; the device order equal to DistributedSampler's; open()
+honouring the resident decision; a smoke run of python -m ddstore.bench.device."""
+import collections
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT
+
+import ddstore
+from ddstore import DDStoreValueError
+from ddstore import spatiotemporal as st
+from ddstore.device import DevicePrefetcher
+from ddstore.spatiotemporal import dataset as st_dataset
+
+_names = itertools.count()
+Pair = collections.namedtuple("Pair", "a b")
+KS = (0, 1, 3)
+
+
+def _threads():
+    return [t for t in threading.enumerate() if t.name.startswith("ddstore-prefetch")]
+
+
+def _same(a, b, where="batch"):
+    """Equal structure, types, dtypes, shapes and bytes."""
+    if isinstance(b, np.ndarray) and b.dtype.kind in "biufc":
+        assert isinstance(a, torch.Tensor), f"{where}: {type(a)}"
+        b = torch.from_numpy(b)
+    if isinstance(b, torch.Tensor):
+        assert isinstance(a, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape, \
+            f"{where}: {a!r} vs {b!r}"
+        assert a.is_contiguous() and a.contiguous().cpu().numpy().tobytes() == \
+            b.contiguous().numpy().tobytes(), where
+    elif isinstance(b, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(b, dict):
+        assert type(a) is type(b) and list(a) == list(b), where
+        for k in b:
+            _same(a[k], b[k], f"{where}[{k!r}]")
+    elif hasattr(b, "stores"):  # PyG data
+        assert type(a) is type(b), where
+        sa, sb = a.stores, b.stores
+        assert len(sa) == len(sb), where
+        for x, y in zip(sa, sb):
+            assert sorted(x.keys()) == sorted(y.keys()), where
+            for k in y.keys():
+                _same(x[k], y[k], f"{where}.{k}")
+    elif isinstance(b, np.ndarray):  # not numeric: passes through unchanged
+        assert a is b, where
+    else:
+        assert a == b, where
+
+
+def _mixed_batches(n=7):
+    from torch_geometric.data import Batch, Data, HeteroData
+    out = []
+    for i in range(n):
+        g = torch.Generator().manual_seed(i)
+        d = Data(x=torch.randn(3 + i, 4, generator=g),
+                 edge_index=torch.randint(0, 3 + i, (2, 5 + i), generator=g), tag=f"g{i}")
+        h = HeteroData()
+        h["p"].x = torch.randn(i + 1, 2, generator=g)
+        h["p", "r", "p"].edge_index = torch.zeros(2, i, dtype=torch.int64)
+        out.append({
+            "t": torch.randn(5, i + 1, generator=g),
+            "strided": torch.arange(40, dtype=torch.int32).reshape(5, 8)[:, ::2],
+            "pair": Pair(torch.tensor([i], dtype=torch.int16), [np.arange(i, dtype=np.int64),
+                                                                 "label", None]),
+            "bool": torch.rand(4, generator=g) > 0.5,
+            "empty": torch.zeros(0, 3, dtype=torch.float64),
+            "data": d, "batch": Batch.from_data_list([d, d]), "hetero": h,
+            "words": np.array(["a", "b"]), "n": i})
+    return out
+
+
+@pytest.mark.parametrize("k", KS)
+def test_pipeline_equal_bytes_in_order(k):
+    batches = _mixed_batches()
+    before = [b["data"].x.clone() for b in batches]
+    pipe = DevicePrefetcher(batches, "cpu", prefetch=k)
+    got = list(pipe)
+    assert len(got) == len(batches) == len(pipe)
+    for i, (a, b) in enumerate(zip(got, batches)):
+        _same(a, b, f"batch {i}")
+        # the loader's objects are not changed; the pipeline's tensors are new memory
+        assert a["data"] is not b["data"] and a["data"].x.data_ptr() != b["data"].x.data_ptr()
+        assert torch.equal(b["data"].x, before[i])
+    assert not _threads()
+
+
+@pytest.mark.parametrize("k", KS)
+def test_staging_buffers_reused(k):
+    """Fixed shapes: one buffer per dtype per slot (k + 2 slots), however many batches;
+    growing shapes: a slot's buffer grows by 1.5x, not once per batch."""
+    fixed = [(torch.full((64, 12), float(i)), torch.full((64,), i, dtype=torch.int64))
+             for i in range(40)]
+    pipe = DevicePrefetcher(fixed, "cpu", prefetch=k)
+    for a, b in zip(pipe, fixed):
+        _same(a, b)
+    assert pipe.last_pool.allocations == 2 * (k + 2)
+    assert pipe.last_pool.nbytes >= (k + 2) * 64 * 13 * 4
+    growing = [torch.arange(100 + 10 * i, dtype=torch.float32) for i in range(60)]
+    pipe = DevicePrefetcher(growing, "cpu", prefetch=k)
+    for a, b in zip(pipe, growing):
+        _same(a, b)
+    assert pipe.last_pool.allocations <= 8 * (k + 2), pipe.last_pool.allocations
+
+
+class _Failing:
+    def __init__(self, n, fail_at):
+        self.n, self.fail_at = n, fail_at
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        for i in range(self.n):
+            if i == self.fail_at:
+                raise KeyError(f"bad batch {i}")
+            yield torch.full((3,), i)
+
+
+@pytest.mark.parametrize("k", KS)
+def test_end_and_errors_propagate(k):
+    it = iter(DevicePrefetcher(_Failing(5, 3), "cpu", prefetch=k))
+    assert [int(next(it)[0]) for _ in range(3)] == [0, 1, 2]  # batch 3's error waits
+    with pytest.raises(KeyError, match="bad batch 3"):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    assert not _threads()
+    it = iter(DevicePrefetcher(_Failing(4, None), "cpu", prefetch=k))
+    assert [int(b[0]) for b in it] == [0, 1, 2, 3]
+    with pytest.raises(StopIteration):
+        next(it)
+    assert not _threads()
+    for b in DevicePrefetcher(_Failing(50, None), "cpu", prefetch=k):  # leave early
+        break
+    del b
+    import gc
+    gc.collect()
+    assert not _threads()
+    assert list(DevicePrefetcher([], "cpu", prefetch=k)) == []
+
+
+def test_bad_arguments():
+    with pytest.raises(DDStoreValueError, match=r"prefetch=-1 must be an integer >= 0"):
+        DevicePrefetcher([], "cpu", prefetch=-1)
+    with pytest.raises(DDStoreValueError, match=r"device='nope' is not a torch device"):
+        DevicePrefetcher([], "nope")
+    if not torch.cuda.is_available():
+        with pytest.raises(DDStoreValueError, match=r"device='cuda' but CUDA is not "
+                                                    r"available"):
+            DevicePrefetcher([], "cuda")
+
+
+# ------------------------------------------------------------------------- windows
+def _series(T=90, n=6, f=2, seed=0):
+    return np.random.default_rng(seed).standard_normal((T, n, f)).astype(np.float32)
+
+
+def _plain_batches(loader):
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+@pytest.mark.parametrize("k", KS)
+def test_window_loader_through_the_pipeline(store, k, monkeypatch):
+    """loader(device="cpu", prefetch=k) reads straight into staging and gives the plain
+    loader's batches, for the global and the batch sampler and with time features."""
+    ts = np.datetime64("2024-01-01T00:00") + np.arange(90) * np.timedelta64(5, "m")
+    ds = st.WindowDataset(store, f"w{next(_names)}", _series(), 4, timestamps=ts)
+    dtf = st.WindowDataset(store, f"w{next(_names)}", _series(seed=1), 3, timestamps=ts,
+                           time_features=("tod", "dow"))
+    into = []
+    real = st_dataset._WindowBatchIter.next_into
+    monkeypatch.setattr(st_dataset._WindowBatchIter, "next_into",
+                        lambda self, take: into.append(1) or real(self, take))
+    for d in (ds, dtf):
+        train = d.splits()[0]
+        for kw in ({"sampler": "global", "seed": 3}, {"sampler": "batch", "seed": 2},
+                   {"sampler": "global", "shuffle": False, "drop_last": True}):
+            plain = train.loader(7, **kw)
+            piped = train.loader(7, device="cpu", prefetch=k, **kw)
+            assert isinstance(piped, DevicePrefetcher) and len(piped) == len(plain)
+            for epoch in (0, 1):
+                st.set_epoch(plain, epoch)
+                st.set_epoch(piped, epoch)
+                want = _plain_batches(plain)
+                got = list(piped)
+                assert len(got) == len(want) > 1
+                for i, (a, b) in enumerate(zip(got, want)):
+                    _same(a, b, f"{kw} epoch {epoch} batch {i}")
+            assert piped.last_pool.allocations <= 4 * (k + 2)  # not one per batch
+    assert into  # the store read went into the staging buffers
+    assert not _threads()
+
+
+def test_window_loader_cpu_default_unchanged(store):
+    ds = st.WindowDataset(store, f"w{next(_names)}", _series(), 4)
+    assert isinstance(ds.loader(8), torch.utils.data.DataLoader)
+    assert type(ds.loader(8, prefetch=2)).__name__ == "PrefetchLoader"
+
+
+@pytest.mark.parametrize("length,replicas,drop_last", [
+    (0, 1, False), (1, 3, False), (10, 1, False), (10, 3, False), (10, 3, True),
+    (7, 4, True), (5, 8, False), (31, 4, False), (31, 4, True), (3, 7, False)])
+def test_distributed_order_equals_distributed_sampler(length, replicas, drop_last):
+    data = list(range(length))
+    for shuffle, seed, epoch in itertools.product((True, False), (0, 17), (0, 1, 5)):
+        for rank in range(replicas):
+            s = torch.utils.data.DistributedSampler(data, replicas, rank, shuffle, seed,
+                                                    drop_last)
+            s.set_epoch(epoch)
+            got = st_dataset.distributed_order(length, replicas, rank, shuffle, seed,
+                                               epoch, drop_last)
+            assert got.dtype == torch.int64
+            assert got.tolist() == list(s), (shuffle, seed, epoch, rank)
+
+
+@pytest.mark.parametrize("replicas,rank,drop_last", [(1, 0, False), (3, 2, False),
+                                                     (4, 1, True)])
+def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_last):
+    """resident="device": the loader's batches are those of a DataLoader with
+    DistributedSampler over the store-resident windows (same windows, same order), each
+    batch's starts a slice of one tensor per epoch (no per-batch host ints)."""
+    series = _series(T=120)
+    dev = st.WindowDataset(store, f"w{next(_names)}", series, 3, resident="device")
+    host = st.WindowDataset(store, f"w{next(_names)}", series, 3)
+    assert dev._dev_series is not None and host._dev_series is None
+    seen = []
+    real = type(dev)._fetch
+
+    def spy(self, starts, *a, **kw):
+        seen.append(starts)
+        return real(self, starts, *a, **kw)
+    for view_d, view_h in zip(dev.splits(), host.splits()):
+        for seed, shuffle in ((0, True), (9, True), (0, False)):
+            # a pretend world: the store is one rank, the samplers take it for `rank` of
+            # `replicas` (they read store.size and store.rank when built)
+            with monkeypatch.context() as m:
+                m.setattr(store, "size", replicas)
+                m.setattr(store, "rank", rank)
+                ld = view_d.loader(5, seed=seed, shuffle=shuffle, drop_last=drop_last)
+                lh = view_h.loader(5, seed=seed, shuffle=shuffle, drop_last=drop_last)
+            assert (ld.sampler.num_replicas, ld.sampler.rank) == (replicas, rank)
+            assert type(ld).__name__ == "_DeviceWindowBatches" and len(ld) == len(lh)
+            for epoch in (0, 3):
+                st.set_epoch(ld, epoch)
+                st.set_epoch(lh, epoch)
+                want = _plain_batches(lh)
+                monkeypatch.setattr(type(dev), "_fetch", spy)
+                seen.clear()
+                got = _plain_batches(ld)
+                monkeypatch.setattr(type(dev), "_fetch", real)
+                assert len(got) == len(want)
+                for i, (a, b) in enumerate(zip(got, want)):
+                    _same(a, b, f"{view_d.split_name} seed {seed} epoch {epoch} batch {i}")
+                assert all(isinstance(s, torch.Tensor) for s in seen)
+                assert len({s.untyped_storage().data_ptr() for s in seen}) <= 1
+    with pytest.raises(DDStoreValueError, match=r"lives on cpu \(resident='device'\)"):
+        dev.loader(4, device="meta")
+
+
+def test_open_keeps_the_resident_decision(store, monkeypatch):
+    """open() with resident=None where the placement decides "device" (as a CUDA device
+    at width 1 does) copies the series to the device: the decision is used, not the
+    argument."""
+    series = _series(T=80)
+    name = f"w{next(_names)}"
+    st.WindowDataset(store, name, series, 4)
+    real = st_dataset._placement
+    monkeypatch.setattr(st_dataset, "_placement",
+                        lambda s, device, resident: (torch.device("cpu"), "device")
+                        if resident is None else real(s, device, resident))
+    ds = st.WindowDataset.open(store, name, device="cpu")
+    assert ds.resident == "device" and ds._dev_series is not None
+    stored = torch.from_numpy(store.get_range(name, 0, 80))
+    assert torch.equal(ds._dev_series, stored)
+    ref = st.WindowDataset.open(store, name, device="cpu", resident="store")
+    assert ref._dev_series is None
+    idx = np.arange(len(ds))
+    _same(ds.__getitems__(idx), ref.__getitems__(idx))
+
+
+# -------------------------------------------------------------- the other loaders
+@pytest.mark.parametrize("k", KS)
+def test_graph_loader_through_the_pipeline(store, k):
+    from ddstore.graphs import GraphDataset, ising_dataset
+    samples = [ising_dataset(12, size=3, seed=1)[i] for i in range(12)]
+    gd = GraphDataset.from_samples(store, f"g{next(_names)}", samples, progress=False)
+    plain = list(gd.loader(5))
+    piped = gd.loader(5, device="cpu", prefetch=k)
+    assert isinstance(piped, DevicePrefetcher)
+    got = list(piped)
+    assert len(got) == len(plain) == 3
+    for i, (a, b) in enumerate(zip(got, plain)):
+        _same(a, b, f"graph batch {i}")
+
+
+def _pyg_graph(store):
+    from torch_geometric.data import Data
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(60, 5, generator=g), y=torch.arange(60),
+                edge_index=torch.randint(0, 60, (2, 300), generator=g))
+    return dpyg.from_pyg(store, data, name=f"p{next(_names)}")
+
+
+@pytest.mark.parametrize("k", KS)
+def test_pyg_neighbor_loader_through_the_pipeline(store, k):
+    from torch_geometric.loader import NeighborLoader, PrefetchLoader
+    from ddstore import pyg as dpyg
+    fs, gs = _pyg_graph(store)
+
+    def make():
+        return NeighborLoader((fs, gs), num_neighbors=[3, 2], batch_size=16,
+                              neighbor_sampler=dpyg.NeighborSampler(gs, [3, 2], seed=4),
+                              input_nodes=torch.arange(60))
+    plain = list(make())
+    got = list(DevicePrefetcher(make(), "cpu", prefetch=k))
+    theirs = list(PrefetchLoader(make(), device="cpu"))
+    assert len(got) == len(plain) == len(theirs) == 4
+    for i, (a, b, c) in enumerate(zip(got, plain, theirs)):
+        _same(a, b, f"pyg batch {i}")
+        _same(c, b, f"PyG PrefetchLoader batch {i}")
+
+
+def test_pyg_prefetch_loader_over_our_loaders(store):
+    """PyG's own PrefetchLoader iterates the window and graph loaders (and ours through
+    ours) and gives the same batches."""
+    from torch_geometric.loader import PrefetchLoader
+    from ddstore.graphs import GraphDataset, ising_dataset
+    ds = st.WindowDataset(store, f"w{next(_names)}", _series(), 4)
+    for loader in (ds.loader(9, seed=1), ds.loader(9, seed=1, device="cpu", prefetch=2)):
+        want = _plain_batches(ds.loader(9, seed=1))
+        got = list(PrefetchLoader(loader, device="cpu"))
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            _same(tuple(a), b)
+    gd = GraphDataset.from_samples(store, f"g{next(_names)}",
+                                   [ising_dataset(6, size=3, seed=2)[i] for i in range(6)],
+                                   progress=False)
+    for a, b in zip(PrefetchLoader(gd.loader(4, prefetch=1), device="cpu"), gd.loader(4)):
+        _same(a, b)
+
+
+@pytest.mark.parametrize("k", KS)
+def test_temporal_edge_batches_through_the_pipeline(store, k):
+    from ddstore.temporal import EdgeBatches, TemporalGraph, synthetic_stream
+    s = synthetic_stream(40, 600, seed=2)
+    g = TemporalGraph.from_arrays(store, f"t{next(_names)}", s.src, s.dst, s.t)
+    eb = EdgeBatches(g, 64, "train", chunks=4, negatives=2, seed=1)
+    piped = eb.loader(device="cpu", prefetch=k)
+    for epoch in (0, 1):
+        piped.set_epoch(epoch)
+        want = list(eb)
+        got = list(piped)
+        assert len(got) == len(want) > 3
+        for i, (a, b) in enumerate(zip(got, want)):
+            _same(list(a), list(b), f"epoch {epoch} edge batch {i}")
+    assert eb.loader() is eb
+
+
+# ---------------------------------------------------------------------------- CUDA
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs a CUDA GPU (pinned staging, side stream, events)")
+@pytest.mark.parametrize("k", KS)
+def test_cuda_pipeline_device(store, k):
+    batches = _mixed_batches()
+    pipe = DevicePrefetcher(batches, "cuda", prefetch=k)
+    n = 0
+    for a, b in zip(pipe, batches):
+        assert a["t"].is_cuda and a["data"].x.is_cuda and a["hetero"]["p"].x.is_cuda
+        _same(a, b)
+        n += 1
+    assert n == len(batches)
+    assert all(buf.is_pinned() for s in pipe.last_pool.slots for buf in s.buffers.values())
+    ds = st.WindowDataset(store, f"w{next(_names)}", _series(T=200), 5, device="cuda",
+                          resident="store")
+    piped = ds.loader(16, seed=2, prefetch=k)
+    assert isinstance(piped, DevicePrefetcher)
+    plain = st.WindowDataset.open(store, ds.name, device="cpu").loader(16, seed=2)
+    for (x, y), (xw, yw) in zip(piped, plain):
+        assert x.is_cuda
+        _same((x, y), (xw, yw))
+    dev = st.WindowDataset.open(store, ds.name, device="cuda")
+    assert dev.resident == "device" and dev._dev_series.is_cuda
+    for (x, y), (xw, yw) in zip(dev.loader(16, seed=2), plain):
+        _same((x, y), (xw, yw))
+
+
+# ------------------------------------------------------------------------ benchmark
+def test_bench_device_smoke(tmp_path):
+    out = tmp_path / "device.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ddstore.bench.device", "--device", "cpu", "--steps", "300",
+         "--nodes", "20", "--features", "2", "--horizon", "4", "--batch", "8",
+         "--batches", "6", "--step-ms", "2", "--repeat", "1", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["device"] == "cpu"
+    names = {r["name"] for r in res["rows"]}
+    assert {"resident windows", "torch gather", "store windows (pipeline)",
+            "pinned copy", "epoch: steps alone", "epoch: pipeline k=2",
+            "epoch: no pipeline"} <= names
+    for r in res["rows"]:
+        assert r["per_s"] > 0 and r["seconds"] > 0, r
+    assert "resident windows" in proc.stdout and "ratio" in proc.stdout
