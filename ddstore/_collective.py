@@ -32,9 +32,31 @@ local part makes no raw MPI collective call (only nested steps), so that a rank 
 fails early meets the others in their next round.
 
 An agreed error (raised by the round, or by a nested step) passes through the steps
-that enclose it without another round: every rank is leaving them with it.  Exceptions
-that are not ``Exception`` (``KeyboardInterrupt``, ``SystemExit``) are this rank's
-alone and pass through untouched: uncaught, they end the job.
+that enclose it without another round: every rank is leaving them with it.
+``SystemExit`` is this rank's alone and passes through untouched: uncaught, it ends the
+job.
+
+**Interrupts** (SIGINT: Ctrl-C, ``kill -INT``; in the main thread, where Python runs
+signal handlers, while the handler is Python's or another Python callable).  A round is
+never left halfway: from the start of a step's round to the end of its block, and in a
+transaction's body between its steps, a SIGINT is only recorded (a temporary handler,
+the previous one restored when the outermost step or transaction closes).  A recorded
+SIGINT is agreed in the next round: every rank raises the same
+:class:`DDStoreInterrupt` (a ``KeyboardInterrupt``, marked agreed, naming the
+interrupted ranks), so the enclosing transaction rolls back on every rank and every
+rank's ``except KeyboardInterrupt:`` runs (e.g. a save).  In a local part a SIGINT raises
+``KeyboardInterrupt`` at once, as without the store, and the step agrees it in its round
+like an error (the same :class:`DDStoreInterrupt` on every rank).  A SIGINT that no later
+round of the call sees (it arrived during the last round's gather or after it) raises
+``KeyboardInterrupt`` on that rank alone when the call ends: the call completed on every
+rank.  With a SIGINT handler that is not Python's own, the handler is called then
+instead.
+
+**Stores.**  A step made through a store (:meth:`DDStore.collective`) carries the store's
+id, agreed in its constructor's round (the largest of the ranks' proposals from a
+counter per process, so every rank names the store alike and no two stores of a rank
+share one): ranks in the same call on different stores of one communicator raise an
+error naming both stores (``store #1``, ``store #2``) instead of matching wrongly.
 
 A step normally waits as long as its peers take to arrive (a rank may compute for hours
 before its next collective call).  Inside :func:`bounded` (the free at interpreter exit,
@@ -48,13 +70,18 @@ call and leaving it call ``_PUBLISH["hook"](description, comm)`` (description No
 leaving), a few local stores and no communication.
 """
 import contextlib
+import pickle
+import signal
+import threading
 import time
 
 from . import _core
-from .errors import DDStoreError, DDStoreStateError, DDStoreValueError, as_error
+from .errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
+    DDStoreValueError, as_error
 
 __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bounded",
-           "join_bounded", "last_call", "current_call", "inject", "record_calls"]
+           "join_bounded", "last_call", "current_call", "inject", "record_calls",
+           "DDStoreInterrupt", "hold_interrupts", "release_interrupts", "next_store_id"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
 # call it entered, the step it is in now (or None), and the bound of the rounds inside
@@ -67,6 +94,109 @@ _PUBLISH = {"hook": None}
 # test hooks: an exception to raise in the local part of a named step on this rank
 # (:func:`inject`), and the set of named steps entered (:func:`record_calls`)
 _TEST = {"inject": None, "seen": None, "steps": 0}
+# the next store id this rank proposes (see :func:`next_store_id`)
+_STORES = {"next": 1}
+
+
+class DDStoreInterrupt(KeyboardInterrupt):
+    """A ``KeyboardInterrupt`` (SIGINT: Ctrl-C, ``kill -INT``) that reached a rank inside
+    a collective call, raised alike on every rank of the communicator: the round it was
+    agreed in completed everywhere, the transaction around the call rolls back on every
+    rank (see :func:`is_agreed`), and every rank's ``except KeyboardInterrupt:`` runs.
+    The message names the interrupted ranks and what they were in."""
+
+
+# SIGINT inside collective calls (the main thread only; see "Interrupts" in the module
+# docstring): a stack of open contexts, "local" (a step's local part: SIGINT acts as
+# without the store, and the KeyboardInterrupt is agreed in the step's round) or "defer"
+# (a round, what follows it in its step, a transaction's body: SIGINT is recorded,
+# ``pending``, and acted on at the next round or when the outermost context closes)
+_SIG = {"stack": [], "previous": None, "installed": False, "pending": False}
+_MAIN = threading.main_thread()
+
+
+def _on_sigint(signum, frame):
+    stack = _SIG["stack"]
+    if stack and stack[-1] == "local":
+        _SIG["previous"](signum, frame)  # as without the store (KeyboardInterrupt)
+        return
+    _SIG["pending"] = True
+
+
+def _push(mode):
+    """Open an interrupt context; returns its level (None outside the main thread)."""
+    if threading.current_thread() is not _MAIN:
+        return None
+    stack = _SIG["stack"]
+    if not stack:
+        try:
+            current = signal.getsignal(signal.SIGINT)
+            if callable(current) and current is not _on_sigint:
+                signal.signal(signal.SIGINT, _on_sigint)
+                _SIG["previous"], _SIG["installed"] = current, True
+        except (ValueError, OSError, RuntimeError):  # pragma: no cover -- a subinterpreter
+            pass
+    stack.append(mode)
+    return len(stack)
+
+
+def _set_mode(level, mode):
+    if level is not None and level <= len(_SIG["stack"]):
+        _SIG["stack"][level - 1] = mode
+
+
+def _pop(level):
+    """Close the interrupt context at ``level`` (and any left open above it); closing
+    the outermost restores the previous SIGINT handler and, if a SIGINT was deferred and
+    not agreed in a round since, calls that handler now (``KeyboardInterrupt`` on this
+    rank, after a call that completed on every rank)."""
+    if level is None:
+        return
+    stack = _SIG["stack"]
+    del stack[level - 1:]
+    if stack or not _SIG["installed"]:
+        return
+    previous = _SIG["previous"]
+    _SIG["installed"], _SIG["previous"] = False, None
+    if signal.getsignal(signal.SIGINT) is _on_sigint:
+        signal.signal(signal.SIGINT, previous)
+    if _SIG["pending"]:
+        _SIG["pending"] = False
+        previous(signal.SIGINT, None)
+
+
+def hold_interrupts():
+    """Defer SIGINT until :func:`release_interrupts` (a transaction's body: code between
+    its steps is not left halfway on one rank); a SIGINT that arrives meanwhile is
+    agreed in the next round, or acted on when the outermost context closes.  Returns
+    the level to pass to :func:`release_interrupts`."""
+    return _push("defer")
+
+
+def release_interrupts(level):
+    _pop(level)
+
+
+def _take_pending():
+    """Whether this rank holds a deferred SIGINT to agree in the round now (only where
+    the handler it defers is Python's own, which raises ``KeyboardInterrupt``; another
+    handler is called when the outermost context closes); it is consumed."""
+    if _SIG["pending"] and _SIG["previous"] is signal.default_int_handler:
+        _SIG["pending"] = False
+        return True
+    return False
+
+
+def next_store_id():
+    """The store id this rank proposes in a store's constructor round: the ranks agree
+    on the largest proposal (:func:`take_store_id`), so that every rank names the store
+    alike and no two stores this rank made share an id."""
+    return _STORES["next"]
+
+
+def take_store_id(agreed):
+    _STORES["next"] = max(_STORES["next"], int(agreed) + 1)
+    return int(agreed)
 
 
 @contextlib.contextmanager
@@ -190,6 +320,57 @@ def _mark(exc, comm):
     return exc
 
 
+def _text(obj, how=str):
+    """``str(obj)`` (or ``how(obj)``), or ``"<str() raised X>"`` when that raises: what a
+    round tells never fails because of an object's own ``__str__``/``__repr__``."""
+    try:
+        return how(obj)
+    except Exception as failure:  # noqa: BLE001 -- any failure of user code
+        return f"<{how.__name__}() raised {type(failure).__name__}>"
+
+
+def _error_of(error, what):
+    """:func:`~ddstore.errors.as_error` that cannot fail: an exception whose ``__str__``
+    raises is told by its class name and ``"<str() raised ...>"``."""
+    try:
+        return as_error(error, what)
+    except Exception as failure:  # noqa: BLE001 -- the exception's own __str__
+        if isinstance(error, DDStoreError):
+            cls = type(error)
+        else:
+            cls = DDStoreMemoryError if isinstance(error, MemoryError) \
+                else DDStoreValueError
+        text = f"{_text(type(error).__name__)}: <str() raised " \
+               f"{_text(type(failure).__name__)}>"
+        return cls, text if what is None else f"{what}: {text}"
+
+
+def _package_class(cls):
+    """The nearest class of :mod:`ddstore.errors` above ``cls`` (one every rank can
+    unpickle)."""
+    for c in getattr(cls, "__mro__", ()):
+        if c.__module__ == DDStoreError.__module__:
+            return c
+    return DDStoreError
+
+
+def _payload(row, what):
+    """This rank's part of a round, pickled before the round begins: a share or error
+    that cannot be pickled becomes this rank's error instead of breaking the round."""
+    try:
+        return pickle.dumps(row, pickle.HIGHEST_PROTOCOL)
+    except Exception as failure:  # noqa: BLE001 -- a user's share or exception class
+        call, error, _share, _same, note, current, store = row
+        reason = f"{type(failure).__name__}: {_text(failure)}"
+        if error is None:
+            error = (DDStoreValueError, f"{what}: this rank's part of the round cannot "
+                                        f"be sent ({reason})")
+        else:
+            error = (_package_class(error[0]), str(error[1]))
+        return pickle.dumps((call, error, None, None, note, current, store),
+                            pickle.HIGHEST_PROTOCOL)
+
+
 def _describe(call):
     if call is None:
         return "another collective"
@@ -208,7 +389,7 @@ def _doing(call, current):
 def _by_value(values):
     groups = {}  # repr of a value -> ranks holding it
     for r, v in enumerate(values):
-        groups.setdefault(v if isinstance(v, str) else repr(v), []).append(r)
+        groups.setdefault(v if isinstance(v, str) else _text(v, repr), []).append(r)
     return "; ".join(f"{format_ranks(rs)}: {v}" for v, rs in groups.items())
 
 
@@ -223,22 +404,55 @@ def _errors_error(errors):
     if not by_message:
         return None
     cls = next(e for e in errors if e is not None)[0]
-    return cls("; ".join(f"{format_ranks(ranks)}: {msg}"
-                         for msg, ranks in by_message.items()))
+    message = "; ".join(f"{format_ranks(ranks)}: {msg}"
+                        for msg, ranks in by_message.items())
+    try:
+        return cls(message)
+    except Exception:  # noqa: BLE001 -- a user's subclass with another signature
+        return _package_class(cls)(message)
+
+
+def _store_of(store):
+    return f"store #{store}" if store is not None else "no store"
+
+
+def _detail(info, ranks=None, stores=False):
+    """``"rank 0 called add('a'); rank 1 called add('b') (exiting)"`` for the ranks
+    ``ranks`` (default: all), each with its store when ``stores``."""
+    by_call = {}
+    for r, (c, _e, _s, _m, n, current, store) in enumerate(info):
+        if ranks is None or r in ranks:
+            key = (c, n, current if c is None else None, store if stores else None)
+            by_call.setdefault(key, []).append(r)
+    return "; ".join(f"{format_ranks(rs)} {_doing(c, cur)}"
+                     + (f" on {_store_of(st)}" if stores else "")
+                     + (f" ({n})" if n else "") for (c, n, cur, st), rs in by_call.items())
 
 
 def _calls_error(info):
     calls = [i[0] for i in info]
-    if all(c == calls[0] for c in calls):
+    stores = [i[6] for i in info]
+    if all(c == calls[0] for c in calls) and all(s == stores[0] for s in stores):
         return None
-    by_call = {}
-    for r, (c, _e, _s, _m, n, current) in enumerate(info):
-        by_call.setdefault((c, n, current if c is None else None), []).append(r)
-    detail = "; ".join(f"{format_ranks(rs)} {_doing(c, cur)}"
-                       + (f" ({n})" if n else "") for (c, n, cur), rs in by_call.items())
+    if all(c == calls[0] for c in calls):  # the same call, on different stores
+        return DDStoreValueError(
+            f"collective calls out of step: every rank must make the same collective "
+            f"calls on the same store, in the same order: {_describe(calls[0]) if calls[0] else 'a later step of a call'} "
+            f"was called on different stores of one communicator "
+            f"({_detail(info, stores=True)}; a store's number is its place among the "
+            f"stores made on this communicator, see DDStore.store_id)")
+    differ = any(s != stores[0] for s in stores)
     return DDStoreValueError(f"collective calls out of step: every rank must make the "
                              f"same collective calls, in the same order, with the same "
-                             f"names ({detail})")
+                             f"names ({_detail(info, stores=differ)})")
+
+
+def _interrupt_error(info, flags):
+    ranks = [r for r, f in enumerate(flags) if f]
+    return DDStoreInterrupt(
+        f"interrupted (KeyboardInterrupt: SIGINT, Ctrl-C) on {format_ranks(ranks)} "
+        f"({_detail(info, ranks)}): the collective call stops alike on every rank, and "
+        f"what it had created is removed")
 
 
 def _same_error(call, values):
@@ -257,18 +471,35 @@ def _same_error(call, values):
                              f"rank: {detail}")
 
 
-def _round(comm, call, error, share, same):
+def _round(comm, call, error, share, same, store=None):
     """One round (collective over ``comm``): returns every rank's ``share``, or raises,
-    alike on every rank, the first of: a rank's error (a rank whose local part
-    failed meets the others in whatever round they are in next, so their calls may
-    differ: the error is what matters), calls out of step, ``same`` values that differ.  An error that
-    is not a :class:`DDStoreError` is told with the call it happened in
-    (``"rank 1: load_ogb('ogb'): OSError: ..."``)."""
-    note = _arrive(comm)
+    alike on every rank, the first of: an interrupt (a ``KeyboardInterrupt`` given as
+    ``error``, or a SIGINT deferred on some rank: :class:`DDStoreInterrupt`), a rank's
+    error (a rank whose local part failed meets the others in whatever round they are in
+    next, so their calls may differ: the error is what matters), calls (or stores) out
+    of step, ``same`` values that differ.  An error that is not a :class:`DDStoreError`
+    is told with the call it happened in (``"rank 1: load_ogb('ogb'): OSError: ..."``).
+
+    Everything this rank sends is made into text and pickled *before* the barrier (an
+    exception whose ``__str__`` raises cannot break the round halfway), and the caller
+    defers SIGINT while it runs (see :class:`Step`)."""
+    bound = _STATE["bound"]
     what = _describe(call) if call is not None else _STATE["current"]
-    info = comm.allgather((call, as_error(error, what), share, same, note,
-                           _STATE["current"] if call is None else None))
-    exc = _errors_error([i[1] for i in info])
+    interrupted = isinstance(error, KeyboardInterrupt)
+    row = (call, None if interrupted else _error_of(error, what), share, same,
+           None if bound is None else bound[2], _STATE["current"] if call is None else None,
+           store)
+    payload = _payload(row, what)
+    _arrive(comm)
+    # a SIGINT deferred until now is agreed here (one arriving during the allgather is
+    # acted on after the round, or agreed in the next)
+    interrupted = _take_pending() or interrupted
+    gathered = comm.allgather((payload, interrupted))
+    info = [pickle.loads(p) for p, _ in gathered]
+    flags = [f for _, f in gathered]
+    exc = _interrupt_error(info, flags) if any(flags) else None
+    if exc is None:
+        exc = _errors_error([i[1] for i in info])
     if exc is None:
         exc = _calls_error(info)
     if exc is None:
@@ -289,19 +520,20 @@ class Step:
     :meth:`agree`).  ``values``: every rank's share, in rank order, once the round ran.
     """
     __slots__ = ("_comm", "_call", "_same", "_values", "_inject", "_previous",
-                 "_check")
+                 "_check", "_store", "_level")
 
-    def __init__(self, comm, op=None, name=None, same=None, check=None):
+    def __init__(self, comm, op=None, name=None, same=None, check=None, store=None):
         self._comm = comm
         if op is None:
             self._call = None
         else:
             self._call = (str(op), name if name is None or isinstance(name, str)
-                          else repr(name))
-        self._same, self._check = same, check
+                          else _text(name, repr))
+        self._same, self._check, self._store = same, check, store
         self._values = None
         self._inject = None
         self._previous = None
+        self._level = None
 
     @property
     def values(self):
@@ -337,6 +569,7 @@ class Step:
             hook = _PUBLISH["hook"]
             if hook is not None:
                 hook(_STATE["current"], self._comm)
+        self._level = _push("local")  # closed by __exit__
         return self
 
     def agree(self, share=None, same=None):
@@ -347,6 +580,7 @@ class Step:
         in different steps, or a ``same`` setting differs.  Call it at most once."""
         if self._values is not None:
             raise DDStoreError("internal: a step has one round")
+        _set_mode(self._level, "defer")  # the round and what follows it: SIGINT waits
         error = None
         if self._inject is not None:
             error, self._inject = self._inject, None
@@ -355,37 +589,47 @@ class Step:
             same = {"step": self._same, "call": same}
         elif same is None:
             same = self._same
-        self._values = _round(self._comm, self._call, error, share, same)
+        self._values = _round(self._comm, self._call, error, share, same, self._store)
         return self._values
 
     def __exit__(self, exc_type, exc, tb):
+        _set_mode(self._level, "defer")  # from here on, SIGINT waits for the round
         try:
             if exc is None:
                 if self._values is None:
                     self.agree()
                 return False
-            if not isinstance(exc, Exception) or is_agreed(exc):
+            if is_agreed(exc):
                 return False
+            interrupted = isinstance(exc, KeyboardInterrupt) and self._values is None
+            if not isinstance(exc, Exception) and not interrupted:
+                return False  # SystemExit; a KeyboardInterrupt after the round
             if self._values is not None:  # decided from agreed values: alike everywhere
                 _mark(exc, self._comm)
                 return False
-            # the local part failed on this rank: the others learn it in this round
+            # the local part failed (or was interrupted) on this rank: the others learn
+            # it in this round
+            _set_mode(self._level, "defer")
             try:
-                _round(self._comm, self._call, exc, None, None)
-            except DDStoreError as agreed:
+                _round(self._comm, self._call, exc, None, None, self._store)
+            except (DDStoreError, DDStoreInterrupt) as agreed:
                 raise agreed from exc
             raise DDStoreError("internal: a failed local part was agreed as fine") \
                 from exc  # pragma: no cover
         finally:
-            if _STATE["current"] is not None and self._previous is None and \
-                    self._call is not None:
-                _STATE["current"] = None
-                hook = _PUBLISH["hook"]
-                if hook is not None:
-                    hook(None, self._comm)
+            try:
+                if _STATE["current"] is not None and self._previous is None and \
+                        self._call is not None:
+                    _STATE["current"] = None
+                    hook = _PUBLISH["hook"]
+                    if hook is not None:
+                        hook(None, self._comm)
+            finally:
+                _pop(self._level)  # may raise a SIGINT deferred and not agreed
 
 
-def collective(comm, op, name=None, *, same=None):
+def collective(comm, op, name=None, *, same=None, store=None):
     """A :class:`Step` over ``comm``, for a collective call that has no store yet
-    (``DDStore(...)``, ``DDStore.plan``); layers use :meth:`DDStore.collective`."""
-    return Step(comm, op, name, same)
+    (``DDStore(...)``, ``DDStore.plan``); layers use :meth:`DDStore.collective`.
+    ``store``: the store id the step belongs to (None: none)."""
+    return Step(comm, op, name, same, store=store)

@@ -17,10 +17,11 @@ Leaving the block:
   the same operation with fixed input can run again under the same names.  On a
   communicator of one rank every exception counts as agreed (there is no other rank to
   wait for).
-- **with any other exception** (one rank's own failure: a bug, ``KeyboardInterrupt``,
-  an error raised before the ranks agreed): nothing collective is started, because the
-  other ranks are not leaving the block with it and would never join.  The variables
-  stay, the exception goes on, and uncaught it ends the whole job
+- **with any other exception** (one rank's own failure: a bug, an error raised before
+  the ranks agreed; a ``KeyboardInterrupt`` inside a step is agreed instead, see
+  "Interrupts" in :mod:`ddstore._collective`, and rolls back like an agreed error):
+  nothing collective is started, because the other ranks are not leaving the block
+  with it and would never join.  The variables stay, the exception goes on, and uncaught it ends the whole job
   (:func:`~ddstore.abort_on_exception`).  That is why every step of an operation that
   can fail on one rank only agrees before it raises.
 
@@ -37,7 +38,7 @@ Layers that keep their own record of what they put (a ``FeatureStore``'s attribu
 removes what was created before the registration, it calls ``forget()`` (newest first,
 among the removals), so that the object does not name variables that are gone.
 """
-from ._collective import is_agreed
+from ._collective import hold_interrupts, is_agreed, release_interrupts
 from .errors import DDStoreStateError
 
 __all__ = ["Transaction", "Journal"]
@@ -76,12 +77,14 @@ class Transaction:
         self._journal, self._drop = journal, drop
         self._entries = None  # the journal's record while this transaction is open
         self._mark = 0
+        self._held = None  # SIGINT deferred between steps (ddstore._collective)
 
     def __enter__(self):
         self.store.check_alive()
         self._entries = self._journal.entries
         self._mark = len(self._entries)
         self._journal.depth += 1
+        self._held = hold_interrupts()
         return self
 
     @property
@@ -101,12 +104,16 @@ class Transaction:
         journal, store = self._journal, self.store
         journal.depth -= 1
         try:
-            if exc is not None and isinstance(exc, Exception) and \
-                    (is_agreed(exc) or store.size == 1) and not store.freed:
+            # an agreed error, or an interrupt agreed in a round (a KeyboardInterrupt
+            # raised alike on every rank: ddstore._collective.DDStoreInterrupt)
+            if exc is not None and (is_agreed(exc) or (isinstance(exc, Exception) and
+                                                       store.size == 1)) \
+                    and not store.freed:
                 self._rollback()
         finally:
             if journal.depth == 0:  # the next transaction starts a new record
                 journal.entries = []
+            release_interrupts(self._held)  # a SIGINT no round saw: raised now
         return False
 
     def _rollback(self):

@@ -27,6 +27,7 @@ import numpy as np
 from . import _core, _lifecycle, _status, _transaction
 from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, check_indices,
                       is_int, partition)
+from . import _collective
 from ._collective import Step, collective, is_agreed, join_bounded
 from ._lifecycle import abort_on_exception
 from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, \
@@ -57,19 +58,41 @@ def _env_choice(name, choices):
 
 
 def _env_int(name, default, most, what):
-    """Environment variable ``name``: an integer in ``[1, most]`` (unset or empty:
-    ``default``), else a :class:`DDStoreValueError` naming the range."""
+    """Environment variable ``name``: an integer in ``[1, most]`` written in plain ASCII
+    decimal digits (unset or empty: ``default``), else a :class:`DDStoreValueError`
+    naming the range and the form (``int()`` alone would take ``1_000`` and other
+    scripts' digits such as ``٣``)."""
     text = os.environ.get(name, "").strip()
-    try:
-        value = int(text) if text else default
-    except ValueError:
+    if not text:
+        value = default
+    elif not (text.isascii() and text.isdigit()):
         value = -1
+    else:
+        value = int(text)
     if not 1 <= value <= most:
-        raise DDStoreValueError(f"{name}={text!r} must be {what} in [1, {most}]")
+        raise DDStoreValueError(f"{name}={text!r} must be {what} in [1, {most}], "
+                                f"written in plain decimal digits 0-9 (no sign, "
+                                f"underscore, spaces or other digits)")
     return value
 
 
-def progress_interval(core):
+def env_settings():
+    """The environment settings that shape a store's collective behaviour, read (and
+    checked) in the constructor's local part and agreed in its round (``same=``: a
+    difference between ranks is refused naming the variable, the ranks and the
+    values): ``DDSTORE_PROGRESS``, ``DDSTORE_PROGRESS_US``, ``DDSTORE_SERVE``,
+    ``DDSTORE_SERVE_MIN_PIECES`` (``DDSTORE_TRANSPORT`` is agreed as ``transport``)."""
+    return {"DDSTORE_PROGRESS": _env_choice("DDSTORE_PROGRESS", ("auto", "on", "off")),
+            "DDSTORE_PROGRESS_US": _env_int("DDSTORE_PROGRESS_US", PROGRESS_US,
+                                            1_000_000,
+                                            "an integer number of microseconds"),
+            "DDSTORE_SERVE": _env_choice("DDSTORE_SERVE", ("auto", "off")),
+            "DDSTORE_SERVE_MIN_PIECES": _env_int("DDSTORE_SERVE_MIN_PIECES",
+                                                 SERVE_MIN_PIECES, 2 ** 62,
+                                                 "an integer")}
+
+
+def progress_interval(core, settings=None):
     """The progress agent's period in microseconds for a store over ``core``, or 0 for
     none.  ``DDSTORE_PROGRESS``: ``auto`` (default: on when a member of this rank's
     group is on another node, as ``MPI_Comm_split_type`` sees nodes: between nodes, or
@@ -80,9 +103,8 @@ def progress_interval(core):
     ``DDSTORE_PROGRESS_US``:
     the period (default :data:`PROGRESS_US`).  The agent needs ``MPI_THREAD_MULTIPLE``;
     a lower thread level is refused (local part of the constructor's step)."""
-    mode = _env_choice("DDSTORE_PROGRESS", ("auto", "on", "off"))
-    us = _env_int("DDSTORE_PROGRESS_US", PROGRESS_US, 1_000_000,
-                  "an integer number of microseconds")
+    settings = env_settings() if settings is None else settings
+    mode, us = settings["DDSTORE_PROGRESS"], settings["DDSTORE_PROGRESS_US"]
     remote = core.off_node
     if mode == "off" or (mode == "auto" and remote == 0):
         return 0
@@ -102,7 +124,7 @@ def progress_interval(core):
 SERVE_MIN_PIECES = 4096  # reads by message from this many pieces (docs/cluster.md)
 
 
-def serve_settings():
+def serve_settings(settings=None):
     """The message path's setting: the least number of pieces (rows or runs of rows) a
     read asks of one member on another node for it to go by message (answered by that
     member's progress agent, which packs the rows), or 0 for never.  ``DDSTORE_SERVE``:
@@ -110,8 +132,8 @@ def serve_settings():
     group) or ``off`` (one-sided gets only: the comparison in docs/cluster.md);
     ``DDSTORE_SERVE_MIN_PIECES``: the threshold (default :data:`SERVE_MIN_PIECES`;
     fewer pieces stay one-sided gets)."""
-    mode = _env_choice("DDSTORE_SERVE", ("auto", "off"))
-    pieces = _env_int("DDSTORE_SERVE_MIN_PIECES", SERVE_MIN_PIECES, 2 ** 62, "an integer")
+    settings = env_settings() if settings is None else settings
+    mode, pieces = settings["DDSTORE_SERVE"], settings["DDSTORE_SERVE_MIN_PIECES"]
     return 0 if mode == "off" else pieces
 
 
@@ -178,7 +200,15 @@ class DDStore(RecordsAPI, CheckpointAPI):
     (number of groups), ``group`` (index of this rank's group), ``transport``,
     ``shm_peers`` (other group members this rank reads through shared memory),
     ``memory_budget`` (the agreed budget per rank in bytes, or None without
-    ``data_nbytes``).
+    ``data_nbytes``), ``store_id`` (the store's number, the same on every rank, agreed
+    at construction: a rank calling one store while another calls a different store of
+    the same communicator raises an error naming ``store #<id>`` of each).
+
+    The environment settings that shape collective behaviour (``DDSTORE_TRANSPORT``,
+    ``DDSTORE_PROGRESS``, ``DDSTORE_PROGRESS_US``, ``DDSTORE_SERVE``,
+    ``DDSTORE_SERVE_MIN_PIECES``) are read at construction and must be the same on
+    every rank: a difference is refused on every rank, naming the variable, the ranks
+    and their values.
 
     ``group_comm`` is the communicator of this rank's group (for layers that exchange
     data within a group, after their collective call's agreement).
@@ -200,8 +230,13 @@ class DDStore(RecordsAPI, CheckpointAPI):
             width, transport = self._check_settings(size, width, transport)
             _lifecycle.check_launch()  # torchrun: each process a world of one
             nbytes, memory = memory_settings(width, data_nbytes, memory_budget)
-            settings = step.agree(memory, same={"width": width, "transport": transport,
-                                                "data_nbytes": nbytes})
+            env = env_settings()  # agreed: a rank that serves differently hangs reads
+            shares = step.agree((memory, _collective.next_store_id()),
+                                same={"width": width, "transport": transport,
+                                      "data_nbytes": nbytes, **env})
+            settings = [m for m, _ in shares]
+            # the store's id: the same on every rank, named by a step out of step
+            self.store_id = _collective.take_store_id(max(i for _, i in shares))
             self.memory_budget = None
             if nbytes is not None:  # the same decision on every rank, from agreed values
                 budget, how = agreed_budget(settings)
@@ -221,8 +256,8 @@ class DDStore(RecordsAPI, CheckpointAPI):
         self._core = _core.Core(comm, width, transport)
         try:  # the progress agent: decided per rank from its members, agreed
             with collective(comm, None) as step:
-                interval = progress_interval(self._core)
-                serve = serve_settings()
+                interval = progress_interval(self._core, env)
+                serve = serve_settings(env)
                 if interval:
                     self._core.start_progress(interval)
                 running = step.agree(bool(interval))
@@ -425,8 +460,9 @@ class DDStore(RecordsAPI, CheckpointAPI):
         error naming them, and so do ``same`` settings that differ.  What the block raises
         after the round is raised alike on every rank, so the enclosing
         :meth:`transaction` rolls back everywhere.  ``op=None``: a later step of a call
-        already begun."""
-        return Step(self.comm, op, name, same, self.check_alive)
+        already begun.  A step carries the store's :attr:`store_id`: ranks in the same
+        call on different stores of one communicator raise an error naming both."""
+        return Step(self.comm, op, name, same, self.check_alive, self.store_id)
 
     def _var(self, name):
         self.check_alive()
@@ -488,6 +524,8 @@ class DDStore(RecordsAPI, CheckpointAPI):
             self._check_name(name)
             try:
                 arr = rows if isinstance(rows, np.ndarray) else np.asarray(rows)
+            except MemoryError:  # what it is: agreed as a DDStoreMemoryError
+                raise
             except Exception as exc:  # ragged lists...
                 raise DDStoreValueError(f"variable {name!r}: rows are not an array "
                                         f"({exc})") from exc

@@ -104,6 +104,8 @@ def _as_array(x, what):
         if hasattr(x, "detach") and hasattr(x, "numpy"):
             x = x.detach().cpu().numpy()
         return np.asarray(x)
+    except MemoryError:  # what it is (agreed by the step as a DDStoreMemoryError)
+        raise
     except Exception as exc:  # ragged lists, a GPU tensor...: worded with ``what``
         raise DDStoreValueError(f"{what} is not an array ({exc})") from exc
 

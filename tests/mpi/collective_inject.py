@@ -8,7 +8,9 @@ drivers below call the package's public API in small settings; a first pass runs
 driver with :func:`ddstore._collective.record_calls` on and checks that together they
 enter every named step found in the code (an entry point nobody drives fails this
 program, naming it).  Then, for each op and each of ``OSError``, ``RuntimeError``,
-``KeyError``, ``ValueError`` and ``MemoryError``, one rank (the last for some types,
+``KeyError``, ``ValueError``, ``MemoryError``, an exception whose ``__str__`` raises
+(told by its class name) and ``KeyboardInterrupt`` (raised on every rank as the same
+agreed ``DDStoreInterrupt``, issue 43), one rank (the last for some types,
 rank 0 for the others) arms :func:`ddstore._collective.inject` for that op and the
 driver that reaches it runs again on a fresh store: every rank must raise the same
 error (type and message, marked agreed, naming the failing rank and the injected
@@ -36,7 +38,22 @@ comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 LAST = size - 1
 ROOT = pathlib.Path(ddstore.__file__).resolve().parent
-EXCEPTIONS = (OSError, RuntimeError, KeyError, ValueError, MemoryError)
+
+
+class BadStr(RuntimeError):
+    """An exception whose ``__str__`` (and ``__repr__``) raises (issue 43, item 5): told
+    as its class name and ``<str() raised ...>``, never breaking the round."""
+
+    def __str__(self):
+        raise ValueError("no text")
+
+    __repr__ = __str__
+
+
+# KeyboardInterrupt (issue 43, item 6): agreed like an error, raised on every rank as
+# the same DDStoreInterrupt (a KeyboardInterrupt), the call undone
+EXCEPTIONS = (OSError, RuntimeError, KeyError, ValueError, MemoryError, BadStr,
+              KeyboardInterrupt)
 SECONDS = 30.0
 # named steps that are not entry points a user calls, with the reason
 NOT_ENTRY_POINTS = {
@@ -376,9 +393,11 @@ def inject_one(op, label, exc_type, victim, transport, tmp):
     got, before, after = None, None, None
     try:
         run_driver(fn, tmp, transport)
-    except ddstore.DDStoreError as exc:
+    except (ddstore.DDStoreError, _collective.DDStoreInterrupt) as exc:
         got = (type(exc).__name__, str(exc), _collective.is_agreed(exc))
         before = getattr(exc, "_variables_before", None)
+    except KeyboardInterrupt as exc:
+        got = ("not a DDStoreInterrupt: " + type(exc).__name__, str(exc), False)
     except Exception as exc:  # noqa: BLE001 -- reported below
         got = ("not a DDStoreError: " + type(exc).__name__, str(exc), False)
     finally:
@@ -392,7 +411,13 @@ def inject_one(op, label, exc_type, victim, transport, tmp):
     check(all(g == everyone[0] for g in everyone), f"{what}: ranks raised differently: "
                                                    f"{everyone}")
     check(got[2], f"{what}: not marked agreed: {got}")
-    check(text in got[1] and f"rank {victim}" in got[1],
+    if exc_type is KeyboardInterrupt:  # the same interrupt on every rank
+        told = got[0] == "DDStoreInterrupt" and "interrupted" in got[1]
+    elif exc_type is BadStr:  # its class, and that its text could not be had
+        told = "BadStr: <str() raised ValueError>" in got[1]
+    else:
+        told = text in got[1]
+    check(told and f"rank {victim}" in got[1],
           f"{what}: the message does not name the rank and the failure: {got[1]!r}")
     check(after is None or before is None or after == before,
           f"{what}: the store holds {after}, before the call it held {before}")

@@ -1,0 +1,322 @@
+"""Nothing a rank's own code or signals do breaks a collective round halfway (issue 43,
+items 5-8 and 11; docs/design.md, rule 1):
+
+- an exception whose ``__str__`` raises, and a share that cannot be pickled, on one
+  rank: every rank raises the same agreed error;
+- SIGINT (a ``KeyboardInterrupt`` injected into a step, and a real ``os.kill(getpid(),
+  SIGINT)`` in a local part, during a round, after the last round of a call, and inside
+  ``put_range``'s callable and every step of ``load_synthetic``): the round completes
+  on every rank, an interrupt seen by a round is raised alike on every rank as a
+  ``KeyboardInterrupt`` and the call's variables are removed on every rank; one seen by
+  no round is raised on its rank after a call that completed everywhere;
+- two stores of one communicator called in different orders per rank: an error naming
+  both stores;
+- an environment setting that differs between ranks (``DDSTORE_SERVE=off`` on the last
+  rank) or an integer that is not plain ASCII decimal: refused at construction naming
+  the variable, the ranks and the values;
+- a ``MemoryError`` while reading ``add``'s rows is told as a ``MemoryError``.
+
+    timeout 300 mpiexec -n 2 python tests/mpi/collective_robust.py
+"""
+import os
+import signal
+
+import numpy as np
+import torch
+from mpi4py import MPI
+
+from _harness import Cases, check, expect_error, run_main
+
+import ddstore
+from ddstore import DDStoreMemoryError, DDStoreValueError, _collective
+from ddstore import pyg as dpyg
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+LAST = size - 1
+cases = Cases()
+
+
+class BadStr(RuntimeError):
+    """An exception whose ``__str__`` and ``__repr__`` raise."""
+
+    def __str__(self):
+        raise ValueError("no text")
+
+    __repr__ = __str__
+
+
+class SigintNow:
+    """Injected as an exception class: making it sends this process SIGINT (during the
+    step's round: the injection is made at the start of ``Step.agree``) and injects
+    nothing."""
+
+    def __new__(cls):
+        os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+
+def new_store():
+    return ddstore.DDStore(comm)
+
+
+def interrupted_alike(fn, store, what, ranks=None, before=None):
+    """``fn()`` must raise a KeyboardInterrupt on every rank, the same agreed
+    DDStoreInterrupt naming ``ranks`` (default: the last), and leave ``store`` as it
+    was; the SIGINT handler is Python's own again."""
+    before = store.variables() if before is None else before
+    got = None
+    try:
+        fn()
+    except KeyboardInterrupt as exc:
+        got = (type(exc).__name__, str(exc), _collective.is_agreed(exc))
+    except Exception as exc:  # noqa: BLE001 -- reported
+        got = ("other: " + type(exc).__name__, str(exc), False)
+    everyone = comm.allgather(got)
+    check(got is not None and got[0] == "DDStoreInterrupt" and got[2],
+          f"{what}: not an agreed DDStoreInterrupt: {got}")
+    check(all(g == everyone[0] for g in everyone), f"{what}: ranks differ: {everyone}")
+    ranks = [LAST] if ranks is None else ranks
+    check(got is not None and ddstore_ranks(ranks) in got[1],
+          f"{what}: the message does not name {ranks}: {got}")
+    after = store.variables()
+    check(after == before, f"{what}: variables {after}, before {before}")
+    check(comm.allgather(after) == [after] * size, f"{what}: ranks hold different "
+                                                    f"variables")
+    check(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+          f"{what}: the SIGINT handler is not restored: "
+          f"{signal.getsignal(signal.SIGINT)}")
+
+
+def ddstore_ranks(ranks):
+    return _collective.format_ranks(ranks)
+
+
+# ---------------------------------------------------------------- item 5
+@cases("an exception whose __str__ raises, a share that cannot be sent")
+def _(t):
+    t.store = store = new_store()
+    store.add("a", np.arange(3, dtype=np.int64).reshape(-1, 1))
+    for op, fn in (("add", lambda: store.add("b", np.zeros((2, 1)))),
+                   ("sync", store.sync),
+                   ("remove", lambda: store.remove("a"))):
+        if rank == LAST:
+            _collective.inject(op, BadStr())
+        expect_error(DDStoreValueError, [f"rank {LAST}", "BadStr",
+                                         "<str() raised ValueError>"], fn,
+                     what=f"{op} <- BadStr", agree=True, agreed=True, store=store)
+    # the constructor too (no store yet)
+    if rank == LAST:
+        _collective.inject("DDStore", BadStr())
+    expect_error(DDStoreValueError, [f"rank {LAST}", "BadStr", "<str() raised"],
+                 new_store, what="DDStore <- BadStr", agree=True, agreed=True)
+
+    def unpicklable_share():
+        with store.collective("test.share") as step:
+            step.agree((lambda: 0) if rank == LAST else 1)
+    expect_error(DDStoreValueError, [f"rank {LAST}", "cannot be sent", "test.share"],
+                 unpicklable_share, agree=True, agreed=True, store=store)
+    check(store.variables() == ["a"], f"variables {store.variables()}")
+
+
+# ---------------------------------------------------------------- item 6
+@cases("KeyboardInterrupt injected and real SIGINT in steps")
+def _(t):
+    store = t.store
+    before = store.variables()
+
+    def two_adds(injected):
+        with store.transaction("two adds"):
+            store.add("k1", np.zeros((2, 1)))
+            if rank == LAST:  # the next add's step, at the end of its local part
+                _collective.inject("add", injected)
+            store.add("k2", np.zeros((2, 1)))
+    # injected into the second add's local part: the first is removed on every rank
+    interrupted_alike(lambda: two_adds(KeyboardInterrupt()), store,
+                      "KeyboardInterrupt injected into the second add")
+    # a real SIGINT during the second add's round: deferred, then agreed in it
+    interrupted_alike(lambda: two_adds(SigintNow), store,
+                      "SIGINT during the second add's round")
+
+    # a real SIGINT in a local part: KeyboardInterrupt at once, agreed in the round
+    def in_local_part():
+        with store.transaction("local"):
+            store.add("k1", np.zeros((2, 1)))
+            with store.collective("test.local"):
+                if rank == LAST:
+                    os.kill(os.getpid(), signal.SIGINT)
+                    for _ in range(1000):  # the handler runs at the next bytecode
+                        pass
+    interrupted_alike(in_local_part, store, "SIGINT in a local part")
+
+    # a real SIGINT between two steps of a transaction: deferred, agreed at the next
+    def between_steps():
+        with store.transaction("between"):
+            store.add("k1", np.zeros((2, 1)))
+            if rank == LAST:
+                os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))
+            store.add("k2", np.zeros((2, 1)))
+    interrupted_alike(between_steps, store, "SIGINT between two steps")
+
+    # a real SIGINT after the last round of a call: the call completes on every rank,
+    # then KeyboardInterrupt on that rank alone
+    got = None
+    try:
+        with store.collective("test.after") as step:
+            step.agree()
+            store.add("late", np.arange(2, dtype=np.int64).reshape(-1, 1))
+            if rank == LAST:
+                os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))  # deferred: nothing raised here
+    except KeyboardInterrupt as exc:
+        got = type(exc).__name__
+    check(got == ("KeyboardInterrupt" if rank == LAST else None),
+          f"SIGINT after the last round: raised {got}")
+    check(store.variables() == before + ["late"] and comm.allgather(store.variables())
+          == [before + ["late"]] * size, f"SIGINT after the last round: variables "
+                                         f"{store.variables()}")
+    store.remove("late")
+    check(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+          "SIGINT after the last round: the handler is not restored")
+
+
+@cases("SIGINT inside put_range and load_synthetic's steps")
+def _(t):
+    store = t.store
+    n, width = 40, 3
+    lo, hi = ddstore.partition(n, size, rank)
+    rows = np.arange(n * width, dtype=np.float32).reshape(n, width)
+    fs = dpyg.FeatureStore(store, "pr", chunk_rows=2)
+    calls = {"n": 0}
+
+    def rows_of(a, b):
+        calls["n"] += 1
+        if rank == LAST and calls["n"] == 3:  # a real SIGINT inside put_range's work
+            os.kill(os.getpid(), signal.SIGINT)
+        return rows[lo + a:lo + b]
+    interrupted_alike(lambda: fs.put_range(rows_of, (lo, hi), attr_name="x"), store,
+                      "SIGINT in put_range's callable")
+    check(calls["n"] >= 3, f"put_range asked {calls['n']} pieces")
+    fs.put_range(rows[lo:hi], (lo, hi), attr_name="x")  # the same call succeeds
+    got = fs.get_tensor(group_name=None, attr_name="x").numpy()
+    check(np.array_equal(got, rows), "put_range after the interrupt: rows differ")
+    fs.remove_tensor(group_name=None, attr_name="x")
+
+    # every step of load_synthetic (put_node_data's steps), KeyboardInterrupt or a real
+    # SIGINT during the round, on the last rank
+    before = store.variables()
+    _collective.reset_steps()
+    nd = dpyg.load_synthetic(store, scale=1e-4, name="syn")
+    steps = _collective.steps_entered()
+    del nd
+    for v in sorted(set(store.variables()) - set(before)):
+        store.remove(v)
+    check(steps > 5, f"load_synthetic entered {steps} steps")
+    for k in sorted(set(np.linspace(1, steps, min(steps, 12)).astype(int).tolist())):
+        injected = KeyboardInterrupt() if k % 2 else SigintNow
+        if rank == LAST:
+            _collective.inject(k, injected)
+        interrupted_alike(lambda: dpyg.load_synthetic(store, scale=1e-4, name="syn"),
+                          store, f"load_synthetic, step {k} <- "
+                                 f"{'KeyboardInterrupt' if k % 2 else 'SIGINT'}")
+        _collective.inject(None)
+
+
+# ---------------------------------------------------------------- item 7
+@cases("two stores called in different orders", min_ranks=2)
+def _(t):
+    a = t.store
+    b = new_store()
+    check(a.store_id != b.store_id, f"two stores with one id {a.store_id}")
+    ids = comm.allgather((a.store_id, b.store_id))
+    check(all(i == ids[0] for i in ids), f"store ids differ between ranks: {ids}")
+    mine, other = (a, b) if rank == 0 else (b, a)
+    names = [f"store #{a.store_id}", f"store #{b.store_id}"]
+    expect_error(DDStoreValueError, ["out of step", "sync()", *names], mine.sync,
+                 what="A.sync / B.sync", agree=True, agreed=True)
+    a.add("y", np.zeros((2, 1)))
+    b.add("y", np.zeros((2, 1)))
+    expect_error(DDStoreValueError, ["out of step", "add('x')", *names],
+                 lambda: mine.add("x", np.zeros((2, 1))), what="A.add / B.add",
+                 agree=True, agreed=True, store=mine)
+    expect_error(DDStoreValueError, ["out of step", "remove", *names],
+                 lambda: mine.remove("y"), what="A.remove / B.remove", agree=True,
+                 agreed=True, store=mine)
+    check("y" in a.variables() and "y" in b.variables(),
+          f"a refused remove took 'y' away: {a.variables()}, {b.variables()}")
+    a.sync()  # in the same order, both work
+    b.sync()
+    a.remove("y")
+    b.remove("y")
+    b.free()
+
+
+# ---------------------------------------------------------------- item 8
+@cases("environment settings agreed at construction", min_ranks=2)
+def _(t):
+    def with_env(var, value, ranks):
+        old = os.environ.get(var)
+        if rank in ranks:
+            os.environ[var] = value
+        try:
+            s = new_store()
+            s.free()
+        finally:
+            if old is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = old
+    expect_error(DDStoreValueError, ["DDSTORE_SERVE differs between ranks",
+                                     _collective.format_ranks(list(range(LAST))) +
+                                     ": auto", f"rank {LAST}: off"],
+                 with_env, "DDSTORE_SERVE", "off", [LAST], what="DDSTORE_SERVE=off",
+                 agree=True, agreed=True)
+    expect_error(DDStoreValueError, ["DDSTORE_SERVE_MIN_PIECES differs", "4096", "64"],
+                 with_env, "DDSTORE_SERVE_MIN_PIECES", "64", [0],
+                 what="DDSTORE_SERVE_MIN_PIECES=64", agree=True, agreed=True)
+    expect_error(DDStoreValueError, ["DDSTORE_PROGRESS differs", "off"],
+                 with_env, "DDSTORE_PROGRESS", "off", [LAST],
+                 what="DDSTORE_PROGRESS=off", agree=True, agreed=True)
+    for bad in ("1_000", "\u0663", "+5", "0x10"):
+        expect_error(DDStoreValueError, ["DDSTORE_SERVE_MIN_PIECES", repr(bad),
+                                         "plain decimal digits 0-9", f"rank {LAST}"],
+                     with_env, "DDSTORE_SERVE_MIN_PIECES", bad, [LAST],
+                     what=f"DDSTORE_SERVE_MIN_PIECES={bad!r}", agree=True, agreed=True)
+    # the same value everywhere is taken
+    with_env("DDSTORE_SERVE_MIN_PIECES", "1000", list(range(size)))
+    check(True, "DDSTORE_SERVE_MIN_PIECES=1000 on every rank")
+
+
+# ---------------------------------------------------------------- item 11
+@cases("a MemoryError reading add's rows")
+def _(t):
+    store = t.store
+
+    class NoMemory:
+        def __array__(self, dtype=None, copy=None):
+            raise MemoryError("cannot allocate 8 EiB")
+    rows = NoMemory() if rank == LAST else np.zeros((2, 1))
+    msg = expect_error(DDStoreMemoryError, [f"rank {LAST}", "MemoryError",
+                                            "cannot allocate 8 EiB"],
+                       store.add, "m", rows, agree=True, agreed=True, store=store)
+    check(msg is None or "not an array" not in msg, f"told as not an array: {msg}")
+    from ddstore import temporal as tg
+    n = 4
+    src = NoMemory() if rank == LAST else np.zeros(n, np.int64)
+    msg = expect_error(DDStoreMemoryError, [f"rank {LAST}", "MemoryError",
+                                            "cannot allocate 8 EiB"],
+                       tg.TemporalGraph.from_arrays, store, "tgm", src,
+                       np.ones(n, np.int64), np.arange(n, dtype=np.float64),
+                       agree=True, agreed=True, store=store)
+    check(msg is None or "not an array" not in msg, f"from_arrays: told as not an "
+                                                    f"array: {msg}")
+    store.free()
+
+
+def main():
+    cases.run()
+
+
+if __name__ == "__main__":
+    run_main(main)

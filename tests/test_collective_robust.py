@@ -1,0 +1,110 @@
+"""Issue 43, items 5-8 and 11: nothing a rank's own code, signals or environment do breaks
+a collective round halfway (tests/mpi/collective_robust.py), and the pieces in-process:
+the robust text of an exception, the ASCII-decimal integer settings, SIGINT deferred
+past a round on one rank."""
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from conftest import run_mpi, summary_of, summary_problem
+
+
+class BadStr(Exception):
+    def __str__(self):
+        raise ValueError("no text")
+
+
+def test_error_text_never_fails():
+    from ddstore._collective import _error_of, _text
+    from ddstore.errors import DDStoreMemoryError, DDStoreValueError
+    assert _error_of(BadStr(), "add('x')") == (
+        DDStoreValueError, "add('x'): BadStr: <str() raised ValueError>")
+
+    class NoMemory(MemoryError):
+        def __str__(self):
+            raise RuntimeError
+
+    assert _error_of(NoMemory(), None) == (DDStoreMemoryError,
+                                           "NoMemory: <str() raised RuntimeError>")
+    assert _text(BadStr()) == "<str() raised ValueError>"
+    assert _error_of(OSError(5, "eio"), "f") == (DDStoreValueError,
+                                                 "f: OSError: [Errno 5] eio")
+
+
+@pytest.mark.parametrize("text", ["1_000", "\u0663", "+5", "0x10", "1e3", " 7 7"])
+def test_integer_settings_are_plain_ascii_decimal(monkeypatch, text):
+    from ddstore import DDStoreValueError
+    from ddstore.store import env_settings
+    monkeypatch.setenv("DDSTORE_SERVE_MIN_PIECES", text)
+    with pytest.raises(DDStoreValueError) as info:
+        env_settings()
+    msg = str(info.value)
+    assert "DDSTORE_SERVE_MIN_PIECES" in msg and repr(text.strip()) in msg
+    assert "plain decimal digits 0-9" in msg and "[1, " in msg
+
+
+def test_settings_read(monkeypatch):
+    from ddstore.store import SERVE_MIN_PIECES, env_settings
+    monkeypatch.setenv("DDSTORE_SERVE_MIN_PIECES", " 1000 ")
+    monkeypatch.setenv("DDSTORE_SERVE", "OFF")
+    monkeypatch.delenv("DDSTORE_PROGRESS_US", raising=False)
+    got = env_settings()
+    assert got["DDSTORE_SERVE_MIN_PIECES"] == 1000 and got["DDSTORE_SERVE"] == "off"
+    assert got["DDSTORE_PROGRESS_US"] == 200
+    monkeypatch.delenv("DDSTORE_SERVE_MIN_PIECES")
+    assert env_settings()["DDSTORE_SERVE_MIN_PIECES"] == SERVE_MIN_PIECES
+
+
+def test_sigint_after_the_round_is_raised_when_the_call_ends(store):
+    """One rank: a SIGINT in a step's post-round part waits until the step ends (the
+    variable made after it exists), then is raised; in a local part it is raised at
+    once and agreed (a DDStoreInterrupt, which rolls back the transaction); the handler
+    is Python's own again after each."""
+    from ddstore._collective import DDStoreInterrupt, is_agreed
+    reached = []
+    with pytest.raises(KeyboardInterrupt) as info:
+        with store.collective("test.after") as step:
+            step.agree()
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))
+            reached.append(True)
+    assert reached == [True] and not isinstance(info.value, DDStoreInterrupt)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    before = store.variables()
+    with pytest.raises(DDStoreInterrupt) as info:
+        with store.transaction("t"):
+            store.add("t1", np.zeros(3))
+            with store.collective("test.local"):
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(1000))
+                reached.append(False)  # not reached
+    assert reached == [True] and is_agreed(info.value) and "rank 0" in str(info.value)
+    assert store.variables() == before
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_custom_sigint_handler_is_called_after_the_round(store):
+    calls = []
+    previous = signal.signal(signal.SIGINT, lambda s, f: calls.append(s))
+    try:
+        with store.collective("test.custom") as step:
+            step.agree()
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(1000))
+            assert calls == []  # deferred
+        assert calls == [signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_rounds_survive_bad_text_interrupts_two_stores_and_settings(nprocs):
+    """tests/mpi/collective_robust.py: every case passes on every rank, within the
+    timeout (no hang)."""
+    out = run_mpi("collective_robust.py", nprocs, timeout=300)
+    problem = summary_problem(summary_of(out, "collective_robust"), "collective_robust",
+                              nprocs)
+    assert problem is None, f"{problem}\n{out[-3000:]}"
