@@ -205,21 +205,21 @@ def read_manifest(path):
         if not raw.startswith(_PREFIX) or raw[_DIGITS.stop:_DIGITS.stop + 1] != b'"' or \
                 not re.fullmatch(r"[0-9a-f]{16}", stated):
             raise DDStoreValueError(
-                f"checkpoint {name!r}: field 'manifest_xxh64': a version-{version} "
+                f"checkpoint {name!r}: field manifest_xxh64: a version-{version} "
                 f"manifest starts with its checksum ({_PREFIX.decode()}<16 hex "
                 f"digits>\"); this one does not (rewritten by another tool, or damaged)")
         actual = manifest_checksum(raw)
         if int(stated, 16) != actual:
             raise DDStoreValueError(
                 f"checkpoint {name!r}: the manifest fails its checksum (field "
-                f"'manifest_xxh64' states {stated}, its bytes hash to {actual:016x}): "
+                f"manifest_xxh64 states {stated}, its bytes hash to {actual:016x}): "
                 f"altered or damaged after ddstore wrote it; nothing loaded")
     _validate(manifest, name)
     return manifest
 
 
 def _field_error(name, field, problem):
-    return DDStoreValueError(f"checkpoint {name!r}: field {field!r} {problem}")
+    return DDStoreValueError(f"checkpoint {name!r}: field {field} {problem}")
 
 
 class _Fields:
@@ -447,14 +447,14 @@ def _check_extents(path, m):
         if not stat.S_ISREG(st.st_mode):
             raise DDStoreValueError(f"checkpoint file {fname!r} is not a regular file "
                                     f"(a {_kind(st.st_mode)})")
-        at = 0
+        at, prev = 0, None
         for off, nb, field in sorted(ext, key=lambda x: (x[0], x[1])):
             if off != at:
-                raise _field_error(name, field, f"puts {nb} bytes at offset {off} of "
-                                   f"{m['files'][f]!r}, where byte {at} was expected "
-                                   f"(a dtype, row shape or row count that does not "
-                                   f"match the data)")
-            at += nb
+                where = f"{prev} ends at byte {at}" if prev else "the file starts at 0"
+                raise _field_error(name, field, f"starts at byte {off} of "
+                                   f"{m['files'][f]!r}, but {where}: a dtype, row shape "
+                                   f"or row count that does not match the data")
+            at, prev = at + nb, field
         if at != st.st_size:
             what = "is truncated" if at > st.st_size else "is longer"
             raise DDStoreValueError(f"checkpoint file {fname!r} {what}: it has "
@@ -1096,7 +1096,7 @@ class CheckpointAPI:
             if (table < 0).any() or table.sum(axis=0).tolist() != fields:
                 raise DDStoreValueError(
                     f"checkpoint {os.path.join(path, MANIFEST)!r}: field "
-                    f"'arrays[\'records:{r['name']}\']': the record sizes of "
+                    f"arrays['records:{r['name']}']: the record sizes of "
                     f"{r['name']!r} must be >= 0 and add up to its fields' rows {fields}")
             offsets = np.zeros((table.shape[0] + 1, table.shape[1]), np.int64)
             np.cumsum(table, axis=0, out=offsets[1:])

@@ -1,0 +1,372 @@
+"""A checkpoint never trusted blindly, the user's files never touched (issue 43, items
+1-3 and the full disk of item 11).  In process, on one rank: a save removes only the
+generations it marked and refuses a directory holding anything else; the manifest's
+checksum (verified here with the ``xxhash`` package alone, as docs/cluster.md says) and
+its fields, each edit refused naming the field and the file; a FIFO or ``/dev/zero`` as
+manifest refused without waiting; ``load`` all or nothing; a full disk names the file.
+``tests/mpi/checkpoint_trust.py`` runs the cases that need two ranks (two stores saved
+to one path, a save refused in its first round)."""
+import errno
+import json
+import os
+import re
+import signal
+
+import numpy as np
+import pytest
+import xxhash
+
+from conftest import on_ranks
+from ddstore import DDStore, DDStoreError, DDStoreValueError
+from ddstore import checkpoint as ck
+
+
+@pytest.fixture(autouse=True)
+def _no_hang():
+    """Every test here ends within 60 s (a FIFO read would wait for ever)."""
+    def alarm(signum, frame):
+        raise TimeoutError("the test waited more than 60 s")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def restore(path):
+    from mpi4py import MPI
+    return DDStore.restore(path, MPI.COMM_SELF, width=1)
+
+
+def saved(store, path):
+    """``x`` (3 rows of 2 float64), records ``r`` and an annotated object, saved."""
+    store.add("x", np.arange(6, dtype=np.float64).reshape(3, 2))
+    store.add("y", np.arange(4, dtype=np.float32))
+    store.add_records("r", [{"k": np.ones((i + 1, 2), np.int32)} for i in range(3)])
+    store.annotate("obj", "Test", {"n": 1, "what": "x"}, {"cut": np.array([0, 1, 3])},
+                   variables=["x"], cuts={"x": "cut"})
+    return store.save(path)
+
+
+def raw_of(path):
+    with open(os.path.join(path, ck.MANIFEST), "rb") as f:
+        return f.read()
+
+
+def sign(raw):
+    """The documented checksum, computed with xxhash alone: the file's bytes with the
+    16 hex digits after '{"manifest_xxh64":"' replaced by zeros, seed 0x64647374."""
+    assert raw.startswith(b'{"manifest_xxh64":"') and raw[35:36] == b'"'
+    h = xxhash.xxh64_intdigest(raw[:19] + b"0" * 16 + raw[35:], seed=0x64647374)
+    return raw[:19] + b"%016x" % h + raw[35:]
+
+
+def edit(path, change, resign):
+    """Rewrite the manifest with ``change(manifest)`` applied, its checksum recomputed
+    (``resign``) or left as it was."""
+    raw = raw_of(path)
+    m = json.loads(raw)
+    change(m)
+    new = json.dumps(m, separators=(",", ":")).encode()
+    new = sign(new) if resign else new[:19] + raw[19:35] + new[35:]
+    with open(os.path.join(path, ck.MANIFEST), "wb") as f:
+        f.write(new)
+
+
+# --------------------------------------------------------------- item 1: user files
+def test_save_refuses_a_users_g_directory_and_keeps_it(store, tmp_path):
+    """The issue's case: ``g-results/keep.txt`` in the target; the save is refused
+    naming it, before anything is written; the file is still there."""
+    d = tmp_path / "d"
+    (d / "g-results").mkdir(parents=True)
+    (d / "g-results" / "keep.txt").write_text("keep")
+    store.add("x", np.arange(3))
+    with pytest.raises(DDStoreValueError, match="holds other files") as e:
+        store.save(d)
+    assert "'g-results'" in str(e.value) and "removes only what it wrote" in str(e.value)
+    assert sorted(os.listdir(d)) == ["g-results"]
+    assert (d / "g-results" / "keep.txt").read_text() == "keep"
+    # beside a checkpoint of ours as well
+    e2 = tmp_path / "e"
+    m = store.save(e2)
+    (e2 / "g-results").mkdir()
+    (e2 / "g-results" / "keep.txt").write_text("keep")
+    (e2 / "notes.txt").write_text("mine")
+    with pytest.raises(DDStoreValueError, match="'g-results', 'notes.txt'"):
+        store.save(e2)
+    assert sorted(os.listdir(e2)) == sorted([ck.MANIFEST, m["generation"], "g-results",
+                                             "notes.txt"])
+    assert (e2 / "g-results" / "keep.txt").read_text() == "keep"
+
+
+def test_only_our_marked_generations_are_removed(store, tmp_path):
+    """A save replaces its own earlier generation (marked with its checkpoint id); a
+    generation marked with another checkpoint's id is not ours: refused, kept."""
+    d = tmp_path / "d"
+    store.add("x", np.arange(3))
+    m1 = store.save(d)
+    marker = json.loads((d / m1["generation"] / ".ddstore-generation").read_text())
+    assert marker == {"format": "ddstore-checkpoint-generation",
+                      "checkpoint": m1["checkpoint"], "generation": m1["generation"]}
+    m2 = store.save(d)
+    assert m2["checkpoint"] == m1["checkpoint"]
+    assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, m2["generation"]])
+    other = d / "g-other"  # another checkpoint's generation, copied here
+    other.mkdir()
+    (other / ".ddstore-generation").write_text(json.dumps(
+        {"format": "ddstore-checkpoint-generation", "checkpoint": "f" * 32,
+         "generation": "g-other"}))
+    with pytest.raises(DDStoreValueError, match="'g-other'"):
+        store.save(d)
+    assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, m2["generation"], "g-other"])
+
+
+def test_a_failed_manifest_write_leaves_no_temporary_and_names_the_file(
+        store, tmp_path, monkeypatch):
+    """Item 11: a full disk while writing the manifest: the error names the file, the
+    temporary manifest and the new generation are gone, the old checkpoint reads."""
+    d = tmp_path / "d"
+    store.add("x", np.arange(3))
+    m1 = store.save(d)
+    real, calls = os.write, []
+
+    def full(fd, data):  # the marker's write goes through, the manifest's fails
+        calls.append(fd)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+    monkeypatch.setattr(ck.os, "write", full)
+    with pytest.raises(DDStoreError, match="No space left on device") as e:
+        store.save(d)
+    monkeypatch.undo()
+    assert f".{ck.MANIFEST}.g-" in str(e.value) and str(d) in str(e.value)
+    assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, m1["generation"]])
+    with restore(d) as r:
+        assert r.get_range("x", 0, 3).tolist() == [0, 1, 2]
+
+
+def test_a_full_disk_names_the_rank_file(store, tmp_path, monkeypatch):
+    """Item 11: "No space left on device" names the file being written."""
+    d = tmp_path / "d"
+    store.add("x", np.arange(3))
+    real_init = ck._Writer.__init__
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+    def init(self, name, block_bytes):
+        real_init(self, name, block_bytes)
+        self.f = Full(self.f)
+    monkeypatch.setattr(ck._Writer, "__init__", init)
+    with pytest.raises(DDStoreError, match="No space left on device") as e:
+        store.save(d)
+    assert "rank-00000.bin" in str(e.value) and str(d) in str(e.value), str(e.value)
+    assert not d.exists()  # the directory it made, emptied and removed
+
+
+def test_a_version_1_checkpoint_is_read_and_replaced(store, tmp_path):
+    """A checkpoint of format version 1 (no checksum, no marker) is read with every
+    field checked; a save into it replaces its generation (rank files only)."""
+    d = tmp_path / "d"
+    saved(store, d)
+    m = json.loads(raw_of(d))
+    old = m["generation"]
+    os.remove(d / old / ".ddstore-generation")
+    for k in ("manifest_xxh64", "checkpoint"):
+        del m[k]
+    m["version"] = 1
+    (d / ck.MANIFEST).write_text(json.dumps(m))
+    with restore(d) as r:
+        assert r.get_range("x", 0, 3).tobytes() == \
+            np.arange(6, dtype=np.float64).tobytes()
+    m2 = store.save(d)
+    assert m2["version"] == 2 and sorted(os.listdir(d)) == \
+        sorted([ck.MANIFEST, m2["generation"]])
+
+
+# --------------------------------------------------------------- item 2: the manifest
+def test_the_documented_checksum_is_what_save_writes(store, tmp_path):
+    d = tmp_path / "d"
+    m = saved(store, d)
+    raw = raw_of(d)
+    assert sign(raw) == raw
+    assert int(m["manifest_xxh64"], 16) == ck.manifest_checksum(raw)
+    assert ck.read_manifest(d)["manifest_xxh64"] == m["manifest_xxh64"]
+
+
+UNSIGNED = [  # the issue's edits: each fails the checksum
+    ("dtype <f8 -> <i8", lambda m: m["variables"][0].update(dtype="<i8")),
+    ("dtype <f4 -> <i4", lambda m: m["variables"][1].update(dtype="<i4")),
+    ("nrows 3 -> 2", lambda m: m["variables"][0].update(nrows=2)),
+    ("row_shape [2] -> [1, 2]", lambda m: m["variables"][0].update(row_shape=[1, 2])),
+    ("annotation meta", lambda m: m["annotations"][0]["meta"].update(n=2)),
+]
+
+
+@pytest.mark.parametrize("what,change", UNSIGNED, ids=[u[0] for u in UNSIGNED])
+def test_an_edited_manifest_fails_its_checksum(store, tmp_path, what, change):
+    d = tmp_path / "d"
+    saved(store, d)
+    assert [v["name"] for v in json.loads(raw_of(d))["variables"]][:2] == ["x", "y"]
+    edit(d, change, resign=False)
+    with pytest.raises(DDStoreValueError, match="fails its checksum") as e:
+        restore(d)
+    assert os.path.join(str(d), ck.MANIFEST) in str(e.value)
+    assert "manifest_xxh64" in str(e.value)
+
+
+def _block(k, value):
+    def change(m):
+        m["variables"][0]["blocks"][0][k] = value
+    return change
+
+
+SIGNED = [  # edits with the checksum made again: each refused naming its field
+    ("dtype", lambda m: m["variables"][0].update(dtype="<x9"),
+     "variables[0] ('x').dtype must be a numpy dtype string"),
+    ("dtype object", lambda m: m["variables"][0].update(dtype="|O"),
+     "variables[0] ('x').dtype"),
+    ("dtype itemsize", lambda m: m["variables"][0].update(dtype="<f4"),
+     "nbytes is 112 but the variables hold 88 bytes"),
+    ("dtype itemsize and nbytes", lambda m: m.update(nbytes=88) or
+     m["variables"][0].update(dtype="<f4"),
+     "but variables[0] ('x').blocks[0] ends at byte 24"),
+    ("dtype not a string", lambda m: m["variables"][0].update(dtype=8),
+     "variables[0] ('x').dtype must be a non-empty string"),
+    ("nrows", lambda m: m["variables"][0].update(nrows=2),
+     "variables[0] ('x').nrows is 2 but its blocks hold 3 rows"),
+    ("nrows negative", lambda m: m["variables"][0].update(nrows=-3),
+     "variables[0] ('x').nrows must be an integer in [0,"),
+    ("row_shape", lambda m: m["variables"][0].update(row_shape=[3]),
+     "nbytes is 112 but the variables hold 136 bytes"),
+    ("row_shape and nbytes", lambda m: m.update(nbytes=136) or
+     m["variables"][0].update(row_shape=[3]),
+     "but variables[0] ('x').blocks[0] ends at byte 72"),
+    ("row_shape negative", lambda m: m["variables"][0].update(row_shape=[-2]),
+     "variables[0] ('x').row_shape[0]"),
+    ("row_shape string", lambda m: m["variables"][0].update(row_shape="2"),
+     "variables[0] ('x').row_shape must be a list"),
+    ("offset negative", _block(1, -1), "variables[0] ('x').blocks[0][1] (offset)"),
+    ("file index", _block(0, 7), "variables[0] ('x').blocks[0][0] (file)"),
+    ("first row", _block(2, 1), "variables[0] ('x').blocks[0][2] (first row)"),
+    ("annotation meta", lambda m: m["annotations"][0].update(meta=[1]),
+     "annotations[0] ('obj').meta must be an object"),
+    ("annotation array", lambda m: m["annotations"][0].update(arrays=["cut", "gone"]),
+     "annotations[0] ('obj').arrays[1] names array 'gone'"),
+    ("annotation variable", lambda m: m["annotations"][0].update(variables=["zz"]),
+     "annotations[0] ('obj').variables[0] names 'zz'"),
+    ("nbytes", lambda m: m.update(nbytes="x"), "nbytes must be an integer"),
+    ("files outside", lambda m: m.update(files=["../../etc/passwd"]),
+     "files[0] must be"),
+    ("generation", lambda m: m.update(generation="../x"), "generation must be"),
+    ("variables", lambda m: m.update(variables={}), "variables must be a list"),
+    ("variable entry", lambda m: m["variables"].__setitem__(0, "x"),
+     "variables[0].name is missing"),
+    ("records sizes", lambda m: m["arrays"]["records:r"].update(shape=[3, 2]),
+     "arrays['records:r'] must be int64 of shape [records, 1]"),
+    ("saved_by", lambda m: m["saved_by"].update(size=0), "saved_by.size"),
+]
+
+
+@pytest.mark.parametrize("what,change,words", SIGNED, ids=[s[0] for s in SIGNED])
+def test_a_bad_field_is_refused_naming_it_and_nothing_is_loaded(store, tmp_path, what,
+                                                                change, words):
+    d = tmp_path / "d"
+    saved(store, d)
+    edit(d, change, resign=True)
+    with pytest.raises(DDStoreValueError) as e:
+        restore(d)
+    msg = str(e.value)
+    assert words in msg and os.path.join(str(d), ck.MANIFEST) in msg, msg
+    # load into a store that exists: refused, nothing of the checkpoint left behind
+    store.remove("x", "y", "r")
+    before = store.variables()
+    with pytest.raises(DDStoreValueError, match="field"):
+        store.load(d)
+    assert store.variables() == before and store.annotations() == []
+
+
+def test_a_re_signed_same_size_dtype_change_is_what_a_checksum_cannot_catch(store,
+                                                                            tmp_path):
+    """Documented limit: an edit made with its checksum recomputed that keeps every
+    size (<f8 -> <i8) is read as written; the checksum catches edits by anyone else."""
+    d = tmp_path / "d"
+    saved(store, d)
+    edit(d, lambda m: m["variables"][0].update(dtype="<i8"), resign=True)
+    with restore(d) as r:
+        assert r.get_range("x", 0, 3).dtype == np.int64
+
+
+def test_load_is_all_or_nothing(store, tmp_path):
+    """A damaged block of the last variable: the variables already created by the load
+    are removed again; the store keeps what it held."""
+    d = tmp_path / "d"
+    saved(store, d)
+    m = json.loads(raw_of(d))
+    v = m["variables"][-1]
+    f, off = v["blocks"][0][0], v["blocks"][0][1]
+    with open(d / m["files"][f], "r+b") as fh:
+        fh.seek(off)
+        b = fh.read(1)
+        fh.seek(off)
+        fh.write(bytes([b[0] ^ 1]))
+    store.remove("x", "y", "r")
+    store.unannotate("obj")
+    store.add("keep", np.ones(2))
+    with pytest.raises(DDStoreValueError, match="fails its checksum"):
+        store.load(d)
+    assert store.variables() == ["keep"] and store.annotations() == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge", "directory"])
+def test_a_manifest_that_is_not_a_small_regular_file_is_refused_unread(store, tmp_path,
+                                                                        kind):
+    d = tmp_path / "d"
+    d.mkdir()
+    name = d / ck.MANIFEST
+    words = {"fifo": "not a regular file (a FIFO)",
+             "dev-zero": "not a regular file (a character device)",
+             "huge": "more than the", "directory": "not a regular file (a directory)"}
+    if kind == "fifo":
+        os.mkfifo(name)
+    elif kind == "dev-zero":
+        os.symlink("/dev/zero", name)
+    elif kind == "huge":  # sparse: no disk used
+        with open(name, "wb") as f:
+            f.truncate(ck.MAX_MANIFEST_BYTES + 1)
+    else:
+        name.mkdir()
+    with pytest.raises(DDStoreValueError, match=re.escape(words[kind])) as e:
+        restore(d)
+    assert str(name) in str(e.value)
+    store.add("x", np.arange(2))
+    with pytest.raises(DDStoreValueError, match=re.escape(words[kind])):
+        store.load(d)
+    assert store.variables() == ["x"]
+    with pytest.raises(DDStoreValueError, match="holds a ddstore-checkpoint.json that"):
+        store.save(d)  # not ours: not replaced
+
+
+def test_a_data_file_that_is_a_fifo_is_refused(store, tmp_path):
+    d = tmp_path / "d"
+    m = saved(store, d)
+    name = d / m["files"][0]
+    os.remove(name)
+    os.mkfifo(name)
+    with pytest.raises(DDStoreValueError, match="not a regular file") as e:
+        restore(d)
+    assert str(name) in str(e.value)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2])
+@pytest.mark.shared_launch("checkpoint_trust.py", timeout=240)
+def test_checkpoint_trust_between_ranks(shared_launch, nprocs):
+    assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
