@@ -17,7 +17,9 @@ from .errors import DDStoreError, DDStoreStateError
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
            "check_launch", "launched_alone", "single_rank_hint"]
 
-REPORT_EVERY = 60.0    # seconds between the lines of a rank waiting at its exit
+REPORT_EVERY = 30.0    # seconds between the lines of a rank waiting at its exit
+EXIT_TIMEOUT = 600.0   # seconds the free at exit waits in all for computing peers, by
+#                        default (DDSTORE_EXIT_TIMEOUT: another number, or "none")
 MISMATCH_GRACE = 0.5   # seconds a peer seen in another collective call has to meet the
 #                        exiting rank's round (then the agreed error names both calls)
 AGREED_WAIT = 10.0     # seconds a rank other than 0 waits for rank 0 to end the job
@@ -49,42 +51,131 @@ def _seconds_from(var, default, meaning):
     return value
 
 
+NO_LIMIT = ("none", "inf", "infinity", "unlimited")  # DDSTORE_EXIT_TIMEOUT: wait for ever
+
+
 def exit_timeout():
     """The most seconds the free at interpreter exit waits, in all, for the other ranks
-    to join it: ``DDSTORE_EXIT_TIMEOUT`` (a positive number), or None (the default: no
-    limit while the others are computing; see :func:`_free_live_stores`)."""
-    return _seconds_from("DDSTORE_EXIT_TIMEOUT", None, "waiting without a limit")
+    to join it (see :func:`_free_live_stores`): ``DDSTORE_EXIT_TIMEOUT`` (a positive
+    number of seconds), ``EXIT_TIMEOUT`` (10 minutes) when it is unset or not such a
+    number, or None (no limit) when it is ``none`` (or ``inf``, ``unlimited``)."""
+    if os.environ.get("DDSTORE_EXIT_TIMEOUT", "").strip().lower() in NO_LIMIT:
+        return None
+    return _seconds_from("DDSTORE_EXIT_TIMEOUT", EXIT_TIMEOUT,
+                         f"waiting at most {_duration(EXIT_TIMEOUT)} (the default)")
 
 
 def report_every():
     """Seconds between the lines a rank waiting at its exit prints:
-    ``DDSTORE_EXIT_REPORT_SECONDS`` or 60."""
+    ``DDSTORE_EXIT_REPORT_SECONDS`` or 30."""
     return _seconds_from("DDSTORE_EXIT_REPORT_SECONDS", REPORT_EVERY,
                          f"using {REPORT_EVERY:g}")
 
 
-def _release_mpich_shm():
-    """Unlink the names of MPICH's node shared-memory segments that this process maps
-    (``/dev/shm/mpich_shm_*``, ``mpich_vci_*``, made at ``MPI_Init``): MPICH unlinks
-    them in ``MPI_Finalize``, which ``MPI_Abort`` skips, so every job ended by an abort
-    (an uncaught exception, Ctrl-C) would leave them in ``/dev/shm``.  Called just before
-    this process aborts: the job is ending, nothing opens them by name any more, and the
-    processes that map them keep their mappings."""
+def _mpich_shm_paths():
+    """The paths of MPICH's node shared-memory segments that this process maps
+    (``/dev/shm/mpich_shm_*``, ``mpich_vci_*``, made at ``MPI_Init``), in map order;
+    empty where ``/proc/self/maps`` cannot be read (not Linux)."""
     try:
         with open("/proc/self/maps") as f:
             lines = f.read().splitlines()
     except OSError:  # not Linux
-        return
+        return []
+    paths = []
     for line in lines:
         parts = line.split(None, 5)
         path = parts[5] if len(parts) == 6 else ""
         name = os.path.basename(path)
-        if os.path.dirname(path) == "/dev/shm" and name.startswith(("mpich_shm_",
-                                                                    "mpich_vci_")):
-            try:
-                os.unlink(path)
-            except OSError:  # another rank of the node was first
-                pass
+        if (os.path.dirname(path) == "/dev/shm" and name.startswith(SHM_PREFIXES)
+                and path not in paths):
+            paths.append(path)
+    return paths
+
+
+SHM_PREFIXES = ("mpich_shm_", "mpich_vci_")
+
+
+def _release_mpich_shm():
+    """Unlink the names of MPICH's node shared-memory segments that this process maps
+    (:func:`_mpich_shm_paths`): MPICH unlinks them in ``MPI_Finalize``, which
+    ``MPI_Abort`` skips, so every job ended by an abort (an uncaught exception, Ctrl-C)
+    would leave them in ``/dev/shm``.  Called just before this process aborts: the job
+    is ending, nothing opens them by name any more, and the processes that map them
+    keep their mappings."""
+    for path in _mpich_shm_paths():
+        try:
+            os.unlink(path)
+        except OSError:  # another rank of the node was first
+            pass
+
+
+# ------------------------------------------------------------------ signals: /dev/shm
+# A job ended by a signal (SIGTERM from ``scancel``, ``timeout`` or a batch system's time
+# limit, to ``mpiexec`` or to one rank; SIGKILL; the process manager's kill after
+# ``mpiexec`` died of SIGHUP) never reaches MPI_Finalize, and a rank blocked inside an MPI
+# call (a ``comm.Barrier()``) runs no Python signal handler.  So no handler is installed
+# (none of the user's, MPICH's or UCX's is replaced, and every signal keeps its action):
+# instead each rank starts, with its first store, a watcher: a small shell process that
+# ignores the usual signals and waits for the end of a pipe whose only writer is the
+# rank; when the rank ends, however it ends, the kernel closes the pipe and the watcher
+# unlinks the names the rank mapped (rm -f: nothing when MPI_Finalize has already).
+_SHM_WATCH = {"pid": None, "fd": None}
+# run by /bin/sh with the pipe's reading end as its input: the watcher (the subshell
+# started in the background) reads it to its end, then removes the names it was given
+_SHM_WATCH_SCRIPT = (
+    "exec 3<&0 </dev/null\n"
+    "( exec 0<&3 3<&- >/dev/null 2>&1\n"
+    "  trap '' HUP INT QUIT TERM USR1 USR2 PIPE ALRM\n"
+    "  while read -r _; do :; done\n"
+    "  exec rm -f -- \"$@\" ) &\n")
+
+
+def _close_shm_watch_fd():
+    """In a process forked from a rank (a DataLoader worker): drop the watcher's pipe,
+    so that the rank's end alone is the end of the pipe."""
+    fd, _SHM_WATCH["fd"] = _SHM_WATCH["fd"], None
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def watch_shm():
+    """Start this rank's ``/dev/shm`` watcher (see above) once per process: at the first
+    store, after ``MPI_Init`` has made the segments.  Returns the paths it watches (empty
+    where there is nothing to watch, it runs already, or it cannot start:
+    ``DDSTORE_SHM_WATCH=0`` switches it off)."""
+    if _SHM_WATCH["pid"] == os.getpid() or _core.forked():
+        return []
+    if os.environ.get("DDSTORE_SHM_WATCH", "1").strip().lower() in ("0", "false", "no",
+                                                                     "off"):
+        return []
+    paths = _mpich_shm_paths()
+    if not paths or not os.access("/bin/sh", os.X_OK):
+        return []
+    import subprocess
+    rfd, wfd = os.pipe()  # both close on exec: the rank's other children never hold it
+    try:
+        # the shell starts the watcher in the background and exits at once (waited for
+        # here): the watcher is nobody's child here (no zombie, no os.wait() of the
+        # user's reaps it), in a session of its own (a kill of the rank's process group
+        # spares it) and holds no descriptor of the rank but the pipe's end
+        subprocess.run(["/bin/sh", "-c", _SHM_WATCH_SCRIPT, "ddstore-shm-watch", *paths],
+                       stdin=rfd, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, close_fds=True,
+                       start_new_session=True,  # not killed with the rank's group
+                       timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        os.close(wfd)
+        return []
+    finally:
+        os.close(rfd)
+    _SHM_WATCH.update(pid=os.getpid(), fd=wfd)
+    if not _SHM_WATCH.get("at_fork"):
+        _SHM_WATCH["at_fork"] = True
+        os.register_at_fork(after_in_child=_close_shm_watch_fd)
+    return paths
 
 
 def _abort_job(rank, message, code=1, hint=""):
@@ -116,9 +207,11 @@ class _ExitWatch:
       can never finish it without this rank: after ``MISMATCH_GRACE`` seconds (in which
       its round usually meets this rank's, and every rank is told the agreed error) the
       job is ended, naming what each rank is doing.  So is a peer that *has left*.
-    - Peers *computing* (or exiting too) are waited for, without limit unless
-      ``DDSTORE_EXIT_TIMEOUT`` is set; every :func:`report_every` seconds one line on
-      stderr says which ranks this one waits for and what they are doing.
+    - Peers *computing* (or exiting too) are waited for, at most :func:`exit_timeout`
+      seconds in all (10 minutes unless ``DDSTORE_EXIT_TIMEOUT`` says otherwise); every
+      :func:`report_every` seconds one line on stderr says which ranks this one waits
+      for, what they are doing, when the job will be ended and how to end it now
+      (Ctrl-C, scancel) or wait longer (``DDSTORE_EXIT_TIMEOUT``).
     """
 
     def __init__(self, store, started, cap):
@@ -155,8 +248,14 @@ class _ExitWatch:
             self.next_report = now + self.every
             waited = [r for r, (state, _, _) in enumerate(st) if r != me and
                       state != _status.EXITING] or [r for r in range(len(st)) if r != me]
-            limit = ("no time limit (DDSTORE_EXIT_TIMEOUT sets one)" if self.cap is None
-                     else f"the job ends after DDSTORE_EXIT_TIMEOUT={self.cap:g} s")
+            if self.cap is None:
+                limit = ("no time limit (DDSTORE_EXIT_TIMEOUT=none); end the job with "
+                         "Ctrl-C or scancel")
+            else:
+                left = max(self.cap - (now - self.started), 0.0)
+                limit = (f"the job ends in {_duration(left)} (DDSTORE_EXIT_TIMEOUT="
+                         f"{self.cap:g} s in all); end it now with Ctrl-C or scancel, "
+                         f"or set DDSTORE_EXIT_TIMEOUT (seconds, or none) to wait longer")
             sys.stderr.write(f"[ddstore] rank {me}: exiting; waited "
                              f"{_duration(now - self.started)} so far for "
                              f"{_collective.format_ranks(waited)} to join the collective "
@@ -171,8 +270,9 @@ class _ExitWatch:
         _abort_job(self.store.rank,
                    f"exiting with a live DDStore, whose collective free at exit was not "
                    f"joined by all {self.store.size} ranks of its communicator within "
-                   f"{self.cap:g} s (DDSTORE_EXIT_TIMEOUT){what}; this rank ended its "
-                   f"script{doing}")
+                   f"{self.cap:g} s (DDSTORE_EXIT_TIMEOUT, {_duration(EXIT_TIMEOUT)} "
+                   f"by default; set it to more seconds, or none, to wait longer){what}; "
+                   f"this rank ended its script{doing}")
 
 
 @atexit.register
@@ -183,9 +283,10 @@ def _free_live_stores():
 
     While it waits, this rank's status board says "exiting", and it reads what the
     other ranks are doing (see :class:`_ExitWatch`): peers computing outside any ddstore
-    call (rank 0 writing a checkpoint for minutes) are waited for, without limit unless
-    ``DDSTORE_EXIT_TIMEOUT`` caps the whole wait, with one line on stderr every minute
-    naming them; a peer inside another collective call (which cannot end without this
+    call (rank 0 writing a checkpoint for minutes) are waited for, at most
+    :func:`exit_timeout` seconds in all (10 minutes by default; a peer blocked for ever
+    in an MPI call of the user's, e.g. a ``comm.Barrier()`` this rank never enters,
+    looks the same), with one line on stderr every 30 s naming them; a peer inside another collective call (which cannot end without this
     rank) ends the job within about a second, non-zero, with a message naming what each
     rank is doing; a peer whose round meets this rank's in another call gets the agreed
     "out of step" error, and this rank ends the job naming both calls.
@@ -328,6 +429,7 @@ def register(store):
     ``mpiexec``."""
     _LIVE_STORES.append(store)
     install_abort_hook()
+    watch_shm()
     _warn_if_alone()
 
 

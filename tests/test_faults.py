@@ -101,7 +101,8 @@ def test_exit_waits_for_a_computing_peer(mode, transport):
     assert "rank 0: done computing" in out and "aborting" not in out, out
     assert re.search(r"\[ddstore\] rank 1: exiting; waited \d+ s so far for rank 0 to "
                      r"join the collective free at exit \(rank 0 is computing outside "
-                     r"any ddstore call\); no time limit", out), out
+                     r"any ddstore call\); the job ends in \d+ min \(DDSTORE_EXIT_"
+                     r"TIMEOUT=600 s in all\)", out), out
 
 
 MINUTE_TEST = "test_exit_waits_a_minute_for_a_computing_peer"

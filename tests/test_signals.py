@@ -1,0 +1,135 @@
+"""How a job ends (issue 43, items 9 and 10): the wait at exit for a peer is bounded by
+default and says how to end or extend it; a job ended by a signal (SIGTERM from scancel
+or a time limit, to mpiexec or to one rank, SIGHUP, SIGKILL, Ctrl-C) leaves nothing in
+/dev/shm: checked in a private /dev/shm (``unshare -rm`` and a tmpfs), so that every
+name there is this job's."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import MPI_DIR, mpiexec_path, require_mpi_marker, run_mpi
+
+from ddstore import _lifecycle
+
+PROMPT = 60  # seconds: generous for a loaded machine, far below the jobs' 120 s
+
+
+# ------------------------------------------------------------------ item 9: the exit wait
+def test_exit_wait_is_bounded_by_default(monkeypatch):
+    monkeypatch.delenv("DDSTORE_EXIT_TIMEOUT", raising=False)
+    monkeypatch.delenv("DDSTORE_EXIT_REPORT_SECONDS", raising=False)
+    assert _lifecycle.exit_timeout() == 600.0
+    assert _lifecycle.report_every() == 30.0
+    monkeypatch.setenv("DDSTORE_EXIT_TIMEOUT", "7.5")
+    assert _lifecycle.exit_timeout() == 7.5
+    for text in ("none", "None", " inf ", "unlimited"):
+        monkeypatch.setenv("DDSTORE_EXIT_TIMEOUT", text)
+        assert _lifecycle.exit_timeout() is None, text
+
+
+def test_bad_exit_timeout_keeps_the_default_bound(monkeypatch, capfd):
+    monkeypatch.setenv("DDSTORE_EXIT_TIMEOUT", "-3")
+    assert _lifecycle.exit_timeout() == 600.0
+    err = capfd.readouterr().err
+    assert "DDSTORE_EXIT_TIMEOUT='-3' is not a positive number of seconds" in err, err
+    assert "waiting at most 10 min (the default)" in err, err
+
+
+@pytest.mark.mpi
+def test_exit_wait_for_a_rank_blocked_in_a_barrier_ends():
+    """Rank 0 waits in a plain comm.Barrier() that rank 1 never enters (rank 1 ends its
+    script): rank 1's free at exit sees rank 0 "computing", says every period whom it
+    waits for and how to end or extend the wait, and ends the job at the bound (here 6 s
+    through DDSTORE_EXIT_TIMEOUT; 10 minutes by default).  Before: it waited for ever."""
+    env = {"DDSTORE_EXIT_TIMEOUT": "6", "DDSTORE_EXIT_REPORT_SECONDS": "2"}
+    r = run_mpi("faults.py", 2, "end-during-barrier", 120, timeout=150, env=env,
+                check=False)
+    out = r.output
+    assert r.returncode not in (0, 124, 137), f"exit code {r.returncode}:\n{out}"
+    assert 6 <= r.elapsed < PROMPT, f"job took {r.elapsed:.1f}s to end:\n{out}"
+    reports = re.findall(r"\[ddstore\] rank 1: exiting; waited (\d+) s so far for rank 0 "
+                         r"to join the collective free at exit \(rank 0 is computing "
+                         r"outside any ddstore call\); the job ends in (\d+) s "
+                         r"\(DDSTORE_EXIT_TIMEOUT=6 s in all\); end it now with Ctrl-C "
+                         r"or scancel, or set DDSTORE_EXIT_TIMEOUT \(seconds, or none\) "
+                         r"to wait longer", out)
+    assert len(reports) >= 2, out
+    assert all(int(w) + int(left) in (5, 6, 7) for w, left in reports), reports
+    assert "was not joined by all 2 ranks of its communicator within 6 s" in out, out
+    assert "10 min by default; set it to more seconds, or none, to wait longer" in out
+    assert "aborting the MPI job" in out, out
+
+
+# ------------------------------------------------------------------ item 10: signals
+def _private_shm():
+    """Why a private /dev/shm cannot be made here, or None when it can."""
+    if shutil.which("unshare") is None:
+        return "no unshare(1)"
+    p = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /dev/shm"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return f"unshare -rm + mount of a tmpfs on /dev/shm refused: {p.stderr.strip()}"
+    return None
+
+
+NO_PRIVATE_SHM = _private_shm()
+
+
+def signal_job(target, signame, mode="hold", env=None):
+    """tests/mpi/signals_check.py's driver in a private /dev/shm: its result dict."""
+    require_mpi_marker()
+    if NO_PRIVATE_SHM:
+        pytest.skip(NO_PRIVATE_SHM)
+    cmd = ["timeout", "--kill-after=10", "150", "unshare", "-rm", "sh", "-c",
+           'mount -t tmpfs tmpfs /dev/shm && exec "$@"', "sh", sys.executable,
+           os.path.join(MPI_DIR, "signals_check.py"), "drive", mpiexec_path(), target,
+           signame, mode]
+    p = subprocess.run(cmd, capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})))
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert p.returncode == 0 and lines, f"driver failed ({p.returncode}):\n{p.stdout}\n" \
+                                        f"{p.stderr}"
+    result = json.loads(lines[-1][len("RESULT "):])
+    assert "error" not in result, result
+    # the job had MPICH's node segment: what the test looks for was there to leave
+    assert any(n.startswith("mpich_shm_") for n in result["before"]), result
+    return result
+
+
+def check_clean_end(r):
+    out = r["output"]
+    assert r["rc"] != 0, out
+    assert r["seconds"] < PROMPT, f"{r['seconds']:.1f} s:\n{out}"
+    assert "the signal did not end the job" not in out, out
+    assert r["after"] == [], f"left in /dev/shm: {r['after']}\n{out}"
+    assert r["watchers"] == [], f"watchers left: {r['watchers']}\n{out}"
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("target,signame,mode", [
+    ("mpiexec", "TERM", "hold"),     # scancel, timeout, a batch system's time limit
+    ("rank", "TERM", "hold"),        # one rank
+    ("mpiexec", "TERM", "barrier"),  # a rank blocked inside MPI
+    ("rank", "KILL", "hold"),        # the OOM killer; no handler could run
+    ("mpiexec", "HUP", "hold"),      # mpiexec dies; its proxy SIGKILLs the ranks
+    ("mpiexec", "INT", "hold"),      # Ctrl-C: KeyboardInterrupt, the abort hook
+])
+def test_signal_leaves_nothing_in_dev_shm(target, signame, mode):
+    r = signal_job(target, signame, mode)
+    check_clean_end(r)
+    if signame == "INT":  # SIGINT is still a KeyboardInterrupt in the ranks
+        assert "KeyboardInterrupt" in r["output"], r["output"]
+
+
+@pytest.mark.mpi
+def test_without_the_watcher_sigterm_leaves_the_segment():
+    """The control: with the watcher switched off (DDSTORE_SHM_WATCH=0) the same SIGTERM
+    leaves MPICH's node segment (what the cases above would see if it came back)."""
+    r = signal_job("mpiexec", "TERM", env={"DDSTORE_SHM_WATCH": "0"})
+    assert r["rc"] != 0, r["output"]
+    assert any(n.startswith("mpich_shm_") for n in r["after"]), r
