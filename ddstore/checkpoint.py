@@ -10,10 +10,24 @@ arrays that every rank holds alike (a T-CSR's ``indptr``), the variables it desc
 (removing any of them drops the annotation) and, for variables whose chunks must start
 at certain rows (each node's list whole on one member), the array of allowed cuts.
 
-**The file set** (format version 1), in directory ``path``::
+**The file set** (format version 2), in directory ``path``::
 
     path/ddstore-checkpoint.json     the manifest (JSON): everything below is named here
+    path/<generation>/.ddstore-generation  the marker, written first: {"format":
+                                     "ddstore-checkpoint-generation", "checkpoint": id,
+                                     "generation": name}
     path/<generation>/rank-00000.bin one raw file per writing rank: blocks of rows
+
+**The manifest's checksum.**  The manifest file starts with ``{"manifest_xxh64":"``
+(19 bytes) and 16 lowercase hex digits: the XXH64, seed ``0x64647374`` (the seed of
+every block's checksum), of the file's bytes with those 16 digits replaced by 16 ASCII
+``0`` (:func:`manifest_checksum`).  ``checkpoint`` is the directory's id (a 32-digit hex
+string kept from save to save), the one its generations' markers hold.  Reading
+(:func:`read_manifest`) refuses, naming the file and the field, a manifest that is not
+a regular file of at most ``MAX_MANIFEST_BYTES``, fails its checksum, or has a field of
+the wrong type or range; ``load`` then checks (rank 0) that the blocks and arrays tile
+every data file exactly.  Version 1 (no checksum, no marker) is read with every field
+checked; a save into its directory replaces it.
 
 Each rank writes one file, in parallel, with no gather on one rank: the rows of its own
 chunk of each variable, or (with replicas) its replica's share of that chunk, so the
@@ -23,7 +37,10 @@ variable, its blocks as ``[file, byte offset, first global row, rows, xxh64]`` a
 every annotation array and record-size table, ``{file, offset, dtype, shape, xxh64}``.
 Anyone can read a variable back with numpy alone::
 
-    m = json.load(open(f"{path}/ddstore-checkpoint.json"))
+    raw = open(f"{path}/ddstore-checkpoint.json", "rb").read()
+    assert xxhash.xxh64_intdigest(raw[:19] + b"0" * 16 + raw[35:],
+                                  seed=0x64647374) == int(raw[19:35], 16)
+    m = json.loads(raw)
     v = m["variables"][0]
     rows = [np.fromfile(f"{path}/{m['files'][f]}", dtype=v["dtype"], offset=off,
                         count=n * math.prod(v["row_shape"])) for f, off, r0, n, h in v["blocks"]]
@@ -31,8 +48,10 @@ Anyone can read a variable back with numpy alone::
 **All or nothing.** A save writes its files under a new generation directory, checks
 every rank's writes (a full disk on one node is agreed, raised alike everywhere, and
 the new files removed), then makes the checkpoint visible by one atomic rename of the
-manifest; only then are the previous generation's files removed.  A job killed at any
-point leaves the previous checkpoint readable.
+manifest; only then are the previous generations removed: those marked with this
+checkpoint's id, nothing else.  A directory holding anything the store did not write is
+refused before anything is written, naming the entries.  A job killed at any point
+leaves the previous checkpoint readable.
 
 **Restore at any rank count and width.** Rows are split as :func:`~ddstore.partition`
 splits them (or at the nearest allowed cut), records by record; each rank reads only the
@@ -852,8 +871,10 @@ class CheckpointAPI:
         becomes visible by one rename once every rank's files are written and synced;
         a failure on any rank (a full disk, a directory it cannot write) raises the same
         :class:`DDStoreError` on every rank and leaves the previous checkpoint at
-        ``path`` as it was.  Refuses a ``path`` that holds other files but no checkpoint
-        (it would not overwrite them).  Waits for the store's background threads (a
+        ``path`` as it was, its own new files removed.  Removes only what it wrote (the
+        earlier generations marked with this checkpoint's id): a ``path`` holding
+        anything else is refused before anything is written, naming the entries.  Ranks
+        calling it on different stores are refused (it would mix them).  Waits for the store's background threads (a
         layer's commit) first.  Replicas must hold the same rows (they do, unless a
         program wrote different rows into different groups: refused, naming the
         variable).  Returns the manifest (a dict).
