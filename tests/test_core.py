@@ -315,20 +315,29 @@ def test_memory_error_becomes_ddstore_memory_error(store, path):
 
 
 def test_step_lets_what_is_not_an_exception_through(store, monkeypatch):
-    """KeyboardInterrupt / SystemExit in a step's local part are this rank's alone: they
-    leave the step untouched, with no round (uncaught, they end the job); an Exception
-    has its round."""
+    """SystemExit in a step's local part is this rank's alone: it leaves the step
+    untouched, with no round (uncaught, it ends the job); a KeyboardInterrupt is agreed
+    in the step's round (issue 43: every rank raises the same DDStoreInterrupt, a
+    KeyboardInterrupt, so the rollback runs); an Exception has its round."""
     from ddstore import _collective
     rounds = []
     plain = _collective._round
     monkeypatch.setattr(_collective, "_round",
                         lambda *a, **k: rounds.append(a[1]) or plain(*a, **k))
-    for exc in (KeyboardInterrupt("stop"), SystemExit(3)):
-        with pytest.raises(type(exc)) as info:
-            with store.collective("interrupted"):
-                raise exc
-        assert info.value is exc and not _collective.is_agreed(exc)
+    exc = SystemExit(3)
+    with pytest.raises(SystemExit) as info:
+        with store.collective("interrupted"):
+            raise exc
+    assert info.value is exc and not _collective.is_agreed(exc)
     assert rounds == []
+    stop = KeyboardInterrupt("stop")
+    with pytest.raises(_collective.DDStoreInterrupt) as info:
+        with store.collective("interrupted"):
+            raise stop
+    assert _collective.is_agreed(info.value) and info.value.__cause__ is stop
+    assert "rank 0" in str(info.value) and "interrupted()" in str(info.value)
+    assert rounds == [("interrupted", None)]
+    rounds.clear()
     with pytest.raises(ddstore.DDStoreValueError, match=r"^rank 0: fails\(\): OSError: gone$"):
         with store.collective("fails"):
             raise OSError("gone")
