@@ -1,16 +1,28 @@
 """Variable-size records (graphs, deltas): each key one raw array of concatenated rows
 plus an offsets table that every rank keeps, so locating a record needs no communication
-and reading one runs no code.  :class:`RecordsAPI` is the records half of
-:class:`~ddstore.DDStore`."""
+and reading one runs no code.  :class:`Records` is the component of
+:class:`~ddstore.DDStore` that owns the record sets (name -> :class:`RecordSet`).
+
+Its interface: the public records calls the store delegates to (documented here:
+``add_records``, ``init_records``, ``update_records``, ``record_schema``,
+``record_sizes``, ``get_records_packed``, ``get_record``, ``get_records``); for the
+store and the checkpoints, :attr:`Records.table`, :meth:`Records.drop`,
+:meth:`Records.vids` and :meth:`Records.nbytes`.  It calls the store only through its
+public methods and attributes (``collective``, ``transaction``, ``check_alive``,
+``group_comm``, ``group_rank``) and creates each field as a rows variable of the store's
+:class:`~ddstore.variables.Variables` (not entered in its table)."""
 import numpy as np
 
 from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
-__all__ = ["RecordsAPI"]
+__all__ = ["Records", "RecordSet"]
 
 
-class _Records:
+class RecordSet:
+    """One record set: its ``keys``, a field (:class:`~ddstore.variables.Var`) per key,
+    the ``offsets`` table every rank keeps (``[nrecords + 1, nkeys]``), this rank's
+    first record ``start`` and its ``n_local`` records."""
     __slots__ = ("name", "keys", "fields", "offsets", "nrecords", "start", "n_local")
 
     def __init__(self, name, keys, fields, offsets, start, n_local):
@@ -19,9 +31,31 @@ class _Records:
         self.start, self.n_local = start, n_local
 
 
-class RecordsAPI:
-    """The records calls of :class:`~ddstore.DDStore` (a mixin: it uses the store's
-    variables, agreement and reads)."""
+class Records:
+    """The record sets of ``store``; their fields are rows variables created through
+    ``variables`` (the store's :class:`~ddstore.variables.Variables`); ``created(name)``
+    announces each new record set (the store's open transaction records it)."""
+
+    def __init__(self, store, variables, created):
+        self.store, self.variables, self.created = store, variables, created
+        self.table = {}  # name -> RecordSet
+
+    def drop(self, name):
+        """Collective, after the agreement: remove record set ``name``."""
+        for var in self.table.pop(name).fields.values():
+            self.variables.remove(var)
+
+    def vids(self, name):
+        """The core ids of the fields of record set ``name``."""
+        return [v.vid for v in self.table[name].fields.values()]
+
+    def nbytes(self, rec):
+        """Bytes this rank holds of record set ``rec``: its offsets table and fields."""
+        return int(rec.offsets.nbytes + sum(self.variables.nbytes(v)
+                                            for v in rec.fields.values()))
+
+    def clear(self):
+        self.table.clear()
 
     def add_records(self, name, samples):
         """Collective: add variable-size records; ``samples`` is this rank's chunk.
@@ -34,8 +68,8 @@ class RecordsAPI:
         Holds one key's rows twice while copying them in; to load more than that, use
         :meth:`init_records` and fill block by block.
         """
-        with self.collective("add_records", name) as step:
-            self._check_name(name)
+        with self.store.collective("add_records", name) as step:
+            self.variables.check_name(name)
             try:
                 schema = _record_schema(name, samples)
             except (DDStoreError, MemoryError):  # a MemoryError: agreed as one by the step
@@ -51,16 +85,16 @@ class RecordsAPI:
             schema = _same_schema(name, schemas)
         counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
                           dtype=np.int64).reshape(len(samples), len(schema))
-        with self.transaction(f"add_records {name!r}"):
-            self._create_records(name, schema, counts)
+        with self.store.transaction(f"add_records {name!r}"):
+            self.create(name, schema, counts)
             # a copy that fails on one rank (memory): agreed, then undone everywhere
-            with self.collective(None):
+            with self.store.collective(None):
                 for j, (key, dstr, trailing) in enumerate(schema):
                     if counts[:, j].sum():
                         data = np.concatenate([np.asarray(s[key]) for s in samples])
-                        self._write_field(self._records[name].fields[key], 0, data)
+                        self.variables.write(self.table[name].fields[key], 0, data)
                         del data
-        self._core.sync()
+        self.variables.sync_all()
 
     def init_records(self, name, schema, sizes):
         """Collective: create records ``name`` for this rank's chunk without their data:
@@ -73,19 +107,19 @@ class RecordsAPI:
         The records are then read like those of :meth:`add_records`; contents are
         undefined until written.
         """
-        with self.collective("init_records", name) as step:
-            self._check_name(name)
+        with self.store.collective("init_records", name) as step:
+            self.variables.check_name(name)
             spec, counts = _records_spec(name, schema, sizes)
             info = step.agree(spec)
             schema = _same_schema(name, list(enumerate(info)))
-            self._create_records(name, schema, counts)
+            self.create(name, schema, counts)
 
     def update_records(self, name, start, stop, data):
         """Local: write local records ``[start, stop)`` of ``name`` (numbered from 0 on
         each rank, as given to :meth:`init_records`); ``data`` is ``{key: their rows
         concatenated}``, as ``get_records_packed`` returns them.  Other ranks see them
         after the next collective :meth:`sync`."""
-        rec = self._rec(name)
+        rec = self.rec(name)
         start = as_int(start, f"update_records {name!r}: start")
         stop = as_int(stop, f"update_records {name!r}: stop")
         if not 0 <= start <= stop <= rec.n_local:
@@ -108,52 +142,50 @@ class RecordsAPI:
                 raise DDStoreValueError(f"update_records {name!r}: key {key!r} has dtype "
                                         f"{arr.dtype}, the records have {var.dtype}")
             if arr.shape[0]:
-                self._write_field(var, int(lo[j]), arr)
+                self.variables.write(var, int(lo[j]), arr)
 
-    def _create_records(self, name, schema, counts):
+    def create(self, name, schema, counts):
         """Collective: allocate the fields of agreed ``schema`` for local ``counts``
         (``[n_local, nkeys]``) and build the offsets table every rank keeps."""
         keys = [k for k, _, _ in schema]
         fields = {}
         try:
             for j, (key, dstr, trailing) in enumerate(schema):
-                fields[key] = self._create(f"{name}/{key}", int(counts[:, j].sum()),
-                                           np.dtype(dstr), tuple(trailing))
+                fields[key] = self.variables.create(f"{name}/{key}", int(counts[:, j].sum()),
+                                                    np.dtype(dstr), tuple(trailing))
         except Exception:  # alike on every rank (e.g. out of memory): undo it all
             for var in fields.values():
-                self._core.remove(var.vid)
+                self.variables.remove(var)
             raise
-        all_counts = self.group_comm.allgather(counts)
+        all_counts = self.store.group_comm.allgather(counts)
         table = np.concatenate(all_counts, axis=0)
         offsets = np.zeros((table.shape[0] + 1, len(keys)), dtype=np.int64)
         np.cumsum(table, axis=0, out=offsets[1:])
-        start = sum(len(c) for c in all_counts[:self.group_rank])
-        self._records[name] = _Records(name, keys, fields, offsets, start, len(counts))
-        self._created(name)
+        start = sum(len(c) for c in all_counts[:self.store.group_rank])
+        self.table[name] = RecordSet(name, keys, fields, offsets, start, len(counts))
+        self.created(name)
 
-    def _write_field(self, var, offset, rows):
-        self._core.write_local(var.vid, offset,
-                               np.ascontiguousarray(rows, dtype=var.dtype))
-
-    def _rec(self, name):
-        self.check_alive()
-        rec = self._records.get(name)
+    def rec(self, name):
+        """Record set ``name``, checked: the store alive, the name a record set (else a
+        :class:`DDStoreValueError` naming the known ones)."""
+        self.store.check_alive()
+        rec = self.table.get(name)
         if rec is None:
-            if name in self._vars:
+            if name in self.variables.table:
                 raise DDStoreValueError(f"variable {name!r} holds rows, not records: use "
                                         f"get_batch()")
             raise DDStoreValueError(f"unknown records {name!r}; known: "
-                                    f"{sorted(self._records)}")
+                                    f"{sorted(self.table)}")
         return rec
 
     def record_schema(self, name):
         """``{key: (dtype, trailing_shape)}`` of a records variable."""
-        rec = self._rec(name)
+        rec = self.rec(name)
         return {k: (v.dtype, v.row_shape) for k, v in rec.fields.items()}
 
     def record_sizes(self, name, indices):
         """``{key: first-dimension sizes}`` of records ``indices`` (no communication)."""
-        rec = self._rec(name)
+        rec = self.rec(name)
         idx = as_indices(indices, f"record_sizes {name!r}", rec.nrecords)
         check_indices(idx, rec.nrecords, f"record_sizes {name!r}")
         diff = rec.offsets[idx + 1] - rec.offsets[idx]
@@ -165,7 +197,7 @@ class RecordsAPI:
         The rows of every record, in request order, concatenated per key (what a graph
         batch is built from); one batched read per key.
         """
-        rec = self._rec(name)
+        rec = self.rec(name)
         idx = as_indices(indices, f"get_records {name!r}", rec.nrecords)
         check_indices(idx, rec.nrecords, f"get_records {name!r}")
         starts = rec.offsets[idx]
@@ -177,7 +209,7 @@ class RecordsAPI:
             c = np.ascontiguousarray(sizes[:, j])
             out = np.empty((int(c.sum()),) + var.row_shape, dtype=var.dtype)
             if len(idx):
-                self._core.read(var.vid, s, c, out)
+                self.variables.core.read(var.vid, s, c, out)
             data[key], size_by_key[key] = out, c
         return data, size_by_key
 
@@ -185,9 +217,9 @@ class RecordsAPI:
         """Local: record ``index`` as a dict ``{key: array}`` (one read per key, no index
         arrays: the per-sample path)."""
         try:
-            rec = self._records[name]
+            rec = self.table[name]
         except (KeyError, TypeError):
-            rec = self._rec(name)  # raises: unknown name, rows variable, freed store
+            rec = self.rec(name)  # raises: unknown name, rows variable, freed store
         if type(index) is not int:
             index = as_int(index, f"get_record {name!r}: index")
         if not 0 <= index < rec.nrecords:
@@ -195,7 +227,7 @@ class RecordsAPI:
                                     f"[0, {rec.nrecords})")
         first, stop = rec.offsets[index:index + 2].tolist()
         out = {}
-        read = self._read_range
+        read = self.variables.read_range
         for j, key in enumerate(rec.keys):
             var = rec.fields[key]
             count = stop[j] - first[j]

@@ -1,0 +1,124 @@
+"""Annotations: what a layer built over a store records so that it can reopen its object
+by name without its source data (``TemporalGraph.open(store, name)``...), kept by
+:class:`Annotations`, the component of :class:`~ddstore.DDStore` that the checkpoints
+save and restore (see :mod:`ddstore.checkpoint`).
+
+Its interface: the public calls the store delegates to (documented here: ``annotate``,
+``unannotate``, ``annotation``, ``annotations``); for the store, :meth:`Annotations.forget`
+(a variable removed drops the annotations that name it); for the checkpoints,
+:attr:`Annotations.table` (name -> :class:`Annotation`).  It calls the store only through
+its public methods (``check_alive``, ``name in store``)."""
+import json
+
+import numpy as np
+
+from .errors import DDStoreValueError
+
+__all__ = ["Annotation", "Annotations"]
+
+
+class Annotation:
+    """What a layer recorded about an object it built (see :meth:`DDStore.annotate`):
+    ``kind`` (str), ``meta`` (a JSON-serialisable dict), ``arrays`` (dict of numpy
+    arrays, alike on every rank), ``variables`` (tuple of variable names), ``cuts``
+    (dict: variable name -> name of an array in ``arrays`` of allowed chunk starts)."""
+    __slots__ = ("kind", "meta", "arrays", "variables", "cuts")
+
+    def __init__(self, kind, meta, arrays, variables, cuts):
+        self.kind, self.meta, self.arrays = kind, meta, arrays
+        self.variables, self.cuts = variables, cuts
+
+    def __repr__(self):
+        return (f"Annotation(kind={self.kind!r}, meta={self.meta!r}, "
+                f"arrays={sorted(self.arrays)}, variables={list(self.variables)})")
+
+
+def _json(value, what):
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise DDStoreValueError(f"{what} must be JSON-serialisable (dicts, lists, str, "
+                                f"finite numbers, bool, None): {exc}") from None
+
+
+class Annotations:
+    """The annotations of ``store`` (local state, made alike on every rank by the
+    layers' collective calls)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.table = {}  # object name -> Annotation
+
+    def annotate(self, name, kind, meta=None, arrays=None, *, variables=(), cuts=None):
+        """Local, made alike on every rank (a layer calls it at the end of the collective
+        call that built object ``name``): record what reopening the object needs, so that
+        :meth:`save` keeps it and a layer's ``open(store, name)`` finds it after
+        :meth:`restore`.  ``kind``: the layer's class (str); ``meta``: a JSON-serialisable
+        dict; ``arrays``: ``{key: numpy array}`` held alike by every rank (kept by
+        reference, not copied); ``variables``: the store variables the object owns
+        (removing any of them drops the annotation); ``cuts``: for a variable whose member
+        chunks must start at certain rows, ``{variable: key of an array in arrays}``
+        (allowed chunk starts, rising from 0 to its row count: a restore at another
+        width splits it at the allowed cut nearest to the balanced split) or
+        ``{variable: k}`` (an int: the rows are items of ``k`` rows each, split as
+        :func:`~ddstore.partition` splits the items, so a variable of ``k`` rows per
+        node follows the node ranges of a variable of one row per node).  An existing annotation of the same
+        name is replaced.  :meth:`save` checks that every rank holds the same ones."""
+        self.store.check_alive()
+        if not isinstance(name, str) or not name or not isinstance(kind, str) or not kind:
+            raise DDStoreValueError(f"annotate: name and kind must be non-empty strings, "
+                                    f"got {name!r}, {kind!r}")
+        meta = _json({} if meta is None else meta, f"annotate {name!r}: meta")
+        arrays = dict(arrays or {})
+        for key, arr in arrays.items():
+            if not isinstance(key, str) or not isinstance(arr, np.ndarray) or \
+                    arr.dtype.hasobject:
+                raise DDStoreValueError(f"annotate {name!r}: arrays must map str to numpy "
+                                        f"arrays of numbers, got {key!r}: "
+                                        f"{type(arr).__name__}")
+        variables = tuple(variables)
+        for v in variables:
+            if v not in self.store:
+                raise DDStoreValueError(f"annotate {name!r}: unknown variable {v!r}")
+        cuts = dict(cuts or {})
+        for v, key in cuts.items():
+            per_item = isinstance(key, (int, np.integer)) and not isinstance(key, bool)
+            if v not in variables or not (key in arrays if isinstance(key, str) else
+                                          per_item and key >= 1):
+                raise DDStoreValueError(f"annotate {name!r}: cuts must map its variables "
+                                        f"to keys of its arrays or to rows per item (an "
+                                        f"int >= 1), got {v!r}: {key!r}")
+            if per_item:
+                cuts[v] = int(key)
+        self.table[name] = Annotation(kind, meta, arrays, variables, cuts)
+
+    def unannotate(self, name):
+        """Local, made alike on every rank: drop the annotation of object ``name`` (if
+        any), e.g. when a layer's object is rolled back or removed while its variables
+        stay.  Returns whether there was one."""
+        self.store.check_alive()
+        return self.table.pop(name, None) is not None
+
+    def annotation(self, name, kind=None):
+        """The :class:`Annotation` of object ``name`` (local).  Raises
+        :class:`DDStoreValueError` naming the known ones when there is none (or it is of
+        another ``kind``)."""
+        self.store.check_alive()
+        ann = self.table.get(name)
+        if ann is None or (kind is not None and ann.kind != kind):
+            known = self.annotations(kind)
+            raise DDStoreValueError(
+                f"no {kind or 'object'} {name!r} in this store (restored or built); "
+                f"known: {known}")
+        return ann
+
+    def annotations(self, kind=None):
+        """Names of the annotated objects (of ``kind``, if given), sorted (local)."""
+        self.store.check_alive()
+        return sorted(n for n, a in self.table.items()
+                      if kind is None or a.kind == kind)
+
+    def forget(self, variable):
+        """Drop the annotations that name ``variable`` (being removed)."""
+        for n in [n for n, a in self.table.items() if variable in a.variables]:
+            del self.table[n]

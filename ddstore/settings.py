@@ -1,0 +1,101 @@
+"""The environment settings that shape a store's collective behaviour (the progress
+agent, reads by message), read and checked in the constructor's local part and agreed in
+its round: :func:`env_settings`, :func:`progress_interval`, :func:`serve_settings`.
+(``ddstore.store`` re-exports them.)"""
+import os
+
+from .errors import DDStoreValueError
+
+__all__ = ["env_settings", "progress_interval", "serve_settings", "PROGRESS_US",
+           "SERVE_MIN_PIECES"]
+
+PROGRESS_US = 200  # the progress agent's default period (docs/cluster.md: how chosen)
+
+
+def _env_choice(name, choices):
+    """Environment variable ``name``: one of ``choices`` (case-insensitive; unset or
+    empty: the first), else a :class:`DDStoreValueError` naming them."""
+    value = os.environ.get(name, "").strip().lower() or choices[0]
+    if value not in choices:
+        raise DDStoreValueError(f"{name}={value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def _env_int(name, default, most, what):
+    """Environment variable ``name``: an integer in ``[1, most]`` written in plain ASCII
+    decimal digits (unset or empty: ``default``), else a :class:`DDStoreValueError`
+    naming the range and the form (``int()`` alone would take ``1_000`` and other
+    scripts' digits such as ``٣``)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        value = default
+    elif not (text.isascii() and text.isdigit()):
+        value = -1
+    else:
+        value = int(text)
+    if not 1 <= value <= most:
+        raise DDStoreValueError(f"{name}={text!r} must be {what} in [1, {most}], "
+                                f"written in plain decimal digits 0-9 (no sign, "
+                                f"underscore, spaces or other digits)")
+    return value
+
+
+def env_settings():
+    """The environment settings that shape a store's collective behaviour, read (and
+    checked) in the constructor's local part and agreed in its round (``same=``: a
+    difference between ranks is refused naming the variable, the ranks and the
+    values): ``DDSTORE_PROGRESS``, ``DDSTORE_PROGRESS_US``, ``DDSTORE_SERVE``,
+    ``DDSTORE_SERVE_MIN_PIECES`` (``DDSTORE_TRANSPORT`` is agreed as ``transport``)."""
+    return {"DDSTORE_PROGRESS": _env_choice("DDSTORE_PROGRESS", ("auto", "on", "off")),
+            "DDSTORE_PROGRESS_US": _env_int("DDSTORE_PROGRESS_US", PROGRESS_US,
+                                            1_000_000,
+                                            "an integer number of microseconds"),
+            "DDSTORE_SERVE": _env_choice("DDSTORE_SERVE", ("auto", "off")),
+            "DDSTORE_SERVE_MIN_PIECES": _env_int("DDSTORE_SERVE_MIN_PIECES",
+                                                 SERVE_MIN_PIECES, 2 ** 62,
+                                                 "an integer")}
+
+
+def progress_interval(core, settings=None):
+    """The progress agent's period in microseconds for a store over ``core``, or 0 for
+    none.  ``DDSTORE_PROGRESS``: ``auto`` (default: on when a member of this rank's
+    group is on another node, as ``MPI_Comm_split_type`` sees nodes: between nodes, or
+    with MPICH's ``MPIR_CVAR_NOLOCAL=1``; off inside a node, where MPI reads by shared
+    memory or the kernel's process-to-process copy and needs no action of the target,
+    even with ``transport="rma"``), ``on`` or ``off`` (networks whose RMA needs no action
+    of the target, e.g. RDMA reads: reads of a computing rank then never wait anyway);
+    ``DDSTORE_PROGRESS_US``:
+    the period (default :data:`PROGRESS_US`).  The agent needs ``MPI_THREAD_MULTIPLE``;
+    a lower thread level is refused (local part of the constructor's step)."""
+    settings = env_settings() if settings is None else settings
+    mode, us = settings["DDSTORE_PROGRESS"], settings["DDSTORE_PROGRESS_US"]
+    remote = core.off_node
+    if mode == "off" or (mode == "auto" and remote == 0):
+        return 0
+    from mpi4py import MPI
+    if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        raise DDStoreValueError(
+            f"this rank's rows are read by {remote} group member(s) on other nodes, and its "
+            f"progress agent (a thread that lets MPI answer those reads while the rank "
+            f"computes) needs MPI_THREAD_MULTIPLE, but MPI was initialised with thread "
+            f"level {MPI.Query_thread()} (< {MPI.THREAD_MULTIPLE}); initialise MPI with "
+            f"THREAD_MULTIPLE (mpi4py's default: do not lower mpi4py.rc.thread_level), or "
+            f"set DDSTORE_PROGRESS=off (then reads of a computing rank wait for its next "
+            f"MPI call on networks without hardware RMA)")
+    return us
+
+
+SERVE_MIN_PIECES = 4096  # reads by message from this many pieces (docs/cluster.md)
+
+
+def serve_settings(settings=None):
+    """The message path's setting: the least number of pieces (rows or runs of rows) a
+    read asks of one member on another node for it to go by message (answered by that
+    member's progress agent, which packs the rows), or 0 for never.  ``DDSTORE_SERVE``:
+    ``auto`` (default: on wherever the progress agent runs on every member of the
+    group) or ``off`` (one-sided gets only: the comparison in docs/cluster.md);
+    ``DDSTORE_SERVE_MIN_PIECES``: the threshold (default :data:`SERVE_MIN_PIECES`;
+    fewer pieces stay one-sided gets)."""
+    settings = env_settings() if settings is None else settings
+    mode, pieces = settings["DDSTORE_SERVE"], settings["DDSTORE_SERVE_MIN_PIECES"]
+    return 0 if mode == "off" else pieces

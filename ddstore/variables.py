@@ -1,0 +1,469 @@
+"""The rows variables of one store and their reads: :class:`Variables`, the component of
+:class:`~ddstore.DDStore` that owns the table of variables (name -> :class:`Var`), creates
+and removes them in the core, writes this rank's chunk and reads any row of the group.
+
+Its interface to the store (the store calls it; it calls the store only through the
+store's public methods: :meth:`~ddstore.DDStore.check_alive`,
+:meth:`~ddstore.DDStore.collective`, ``name in store`` and
+:meth:`~ddstore.DDStore.variables`):
+
+- the public calls the store delegates to, documented here: ``add``, ``init``,
+  ``update``, ``sync_windows``, ``get``, ``get_batch``, ``get_many``, ``get_range``,
+  ``read_ranges``, ``chunk_offsets``, ``dtype``, ``row_shape``, ``local_view``,
+  ``fast_readers``, ``core_ids``;
+- for the other components (records, checkpoints): :attr:`table`, :attr:`core`,
+  :meth:`var` (a checked lookup), :meth:`check_name`, :meth:`create`, :meth:`write`,
+  :meth:`remove`, :meth:`drop`, :meth:`sync_all`.
+
+Every read checks its ranges before it allocates anything.  Single-row reads are the
+hot path (code written for other systems reads one sample per call): the core checks the
+range, Python only turns a failure into a message.
+"""
+import bisect
+import functools
+import math
+
+import numpy as np
+
+from . import _core
+from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, check_indices,
+                      is_int)
+from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+
+__all__ = ["Var", "Variables", "MAX_ROW_BYTES", "SHORT_BATCH"]
+
+# batches up to this length given as lists of ints skip the numpy index array
+SHORT_BATCH = 16
+MAX_ROW_BYTES = 2 ** 63 - 1  # one row's bytes must fit the core's int64
+
+
+class Var:
+    """One rows variable (or one field of a record set): its core id ``vid``, ``dtype``,
+    ``row_shape``, this rank's ``n_local`` rows, the group's ``nrows``, and ``mapped``
+    (``(chunk starts, member views or None)``, filled by :meth:`Variables.mapped`)."""
+    __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows", "mapped")
+
+    def __init__(self, name, vid, dtype, row_shape, n_local, nrows):
+        self.name, self.vid, self.dtype = name, vid, dtype
+        self.row_shape, self.n_local, self.nrows = row_shape, n_local, nrows
+        self.mapped = None
+
+
+class Variables:
+    """The rows variables of ``store`` over its core handle ``core``; ``created(name)``
+    announces each new variable (the store's open transaction records it)."""
+
+    def __init__(self, store, core, created):
+        self.store, self.core, self.created = store, core, created
+        self.table = {}  # name -> Var
+        self.read_range = core.range_reader()
+        self.read_rows = core.rows_reader()
+
+    # ------------------------------------------------------------------ the table
+    def var(self, name):
+        """The variable ``name``, checked: the store alive, the name a rows variable
+        (else a :class:`DDStoreValueError` naming the known ones)."""
+        self.store.check_alive()
+        var = self.table.get(name)
+        if var is None:
+            others = sorted(n for n in self.store.variables() if n not in self.table)
+            if name in others:  # a name the store holds that is not rows: records
+                raise DDStoreValueError(f"variable {name!r} holds records: use "
+                                        f"get_records()")
+            known = sorted(self.table) + others
+            raise DDStoreValueError(f"unknown variable {name!r}; known: {known}")
+        return var
+
+    def lookup(self, name):
+        """The variable's metadata: one dict lookup on the hot path, messages otherwise."""
+        try:
+            return self.table[name]
+        except (KeyError, TypeError):
+            return self.var(name)
+
+    def check_name(self, name):
+        """A new variable's (or record set's) name: a non-empty str the store does not
+        hold yet."""
+        if not isinstance(name, str) or not name:
+            raise DDStoreValueError(f"variable name must be a non-empty str, got {name!r}")
+        if name in self.store:
+            check_free_names(None, f"variable {name!r}", "remove it or pick another name")
+
+    @staticmethod
+    def check_dtype(name, dtype):
+        if dtype.kind not in STORABLE_KINDS or dtype.fields is not None:
+            raise DDStoreValueError(
+                f"variable {name!r}: dtype {dtype} cannot be stored; allowed: bool, "
+                f"int8-int64, uint8-uint64, float16-float64, complex (no object, string "
+                f"or structured dtypes)")
+
+    def create(self, name, n_local, dtype, row_shape):
+        """Collective, after a step's round: allocate a variable whose metadata (dtype,
+        row shape) all ranks have agreed on (not entered in :attr:`table`).  A row too
+        large is decided from the agreed metadata, in exact integers; the core agrees on
+        its own failures (memory...)."""
+        row_bytes = int(dtype.itemsize) * math.prod(int(s) for s in row_shape)
+        if row_bytes > MAX_ROW_BYTES:
+            raise DDStoreValueError(
+                f"variable {name!r}: one row of shape {tuple(row_shape)} and dtype "
+                f"{dtype} is {row_bytes} bytes; allowed: at most 2**63 - 1")
+        vid = self.core.add(name, n_local, row_bytes)
+        return Var(name, vid, dtype, tuple(row_shape), n_local, self.core.nrows(vid))
+
+    def write(self, var, offset, rows):
+        """Local: ``rows`` into this rank's chunk of ``var`` at local row ``offset``."""
+        self.core.write_local(var.vid, offset, np.ascontiguousarray(rows, dtype=var.dtype))
+
+    def remove(self, var):
+        """Collective: free ``var``'s memory in the core."""
+        self.core.remove(var.vid)
+
+    def drop(self, name):
+        """Collective, after the agreement: remove rows variable ``name``."""
+        self.remove(self.table.pop(name))
+
+    def sync_all(self):
+        """Collective, after a step: make every rank's writes visible (the core's sync)."""
+        self.core.sync()
+
+    def clear(self):
+        self.table.clear()
+
+    def nbytes(self, var):
+        """Bytes of this rank's chunk of ``var``."""
+        return var.n_local * var.dtype.itemsize * int(np.prod(var.row_shape, dtype=np.int64))
+
+    # ------------------------------------------------------------------ writing
+    def add(self, name, rows):
+        """Collective: add variable ``name`` with this rank's chunk ``rows``.
+
+        ``rows`` is an array ``[n_local, *row_shape]``; ``n_local`` may differ between
+        ranks and may be 0; dtype and row shape must be the same on every rank.  The
+        variable's global rows (within each group) are the members' chunks concatenated in
+        group-rank order.  The data is copied into the store and visible to every rank
+        when ``add`` returns.
+        """
+        with self.store.collective("add", name) as step:
+            self.check_name(name)
+            try:
+                arr = rows if isinstance(rows, np.ndarray) else np.asarray(rows)
+            except MemoryError:  # what it is: agreed as a DDStoreMemoryError
+                raise
+            except Exception as exc:  # ragged lists...
+                raise DDStoreValueError(f"variable {name!r}: rows are not an array "
+                                        f"({exc})") from exc
+            self.check_dtype(name, arr.dtype)
+            if arr.ndim < 1:
+                raise DDStoreValueError(f"variable {name!r}: rows must have at least one "
+                                        f"dimension [n_local, *row_shape], got a scalar")
+            step.agree(same={"dtype": str(arr.dtype), "row shape": arr.shape[1:]})
+            var = self.create(name, arr.shape[0], arr.dtype, arr.shape[1:])
+            self.table[name] = var
+            self.created(name)
+            if arr.shape[0]:
+                self.core.write_local(var.vid, 0, np.ascontiguousarray(arr))
+            self.core.sync()
+
+    def init(self, name, n_local, row_shape=(), dtype=np.float32):
+        """Collective: create variable ``name`` with room for ``n_local`` local rows.
+
+        Fill it with :meth:`update` (in pieces, without a second copy), then call
+        :meth:`sync` before anyone reads.  Contents are undefined until written.
+        """
+        with self.store.collective("init", name) as step:
+            self.check_name(name)
+            try:
+                dt = np.dtype(dtype)
+                shape = tuple(as_int(s, "row_shape entry") for s in (
+                    row_shape if np.iterable(row_shape) else (row_shape,)))
+            except (TypeError, ValueError) as exc:
+                raise DDStoreValueError(f"variable {name!r}: bad dtype or row_shape: "
+                                        f"{exc}") from exc
+            self.check_dtype(name, dt)
+            if any(s < 0 for s in shape):
+                raise DDStoreValueError(f"variable {name!r}: row_shape {shape} is negative")
+            if not is_int(n_local) or n_local < 0:
+                raise DDStoreValueError(f"variable {name!r}: n_local={n_local!r} must be "
+                                        f"an integer >= 0")
+            step.agree(same={"dtype": str(dt), "row shape": shape})
+            self.table[name] = self.create(name, int(n_local), dt, shape)
+            self.created(name)
+
+    def update(self, name, rows, offset=0):
+        """Local: write ``rows`` into this rank's chunk at local row ``offset``.
+
+        Other ranks see the new rows after the next collective :meth:`sync`.  ``rows``
+        must have the variable's row shape and a dtype castable to it (same kind).
+        """
+        var = self.var(name)
+        arr = np.asarray(rows)
+        if arr.shape[1:] != var.row_shape:
+            raise DDStoreValueError(f"update {name!r}: rows have row shape {arr.shape[1:]},"
+                                    f" the variable has {var.row_shape}")
+        if arr.dtype != var.dtype:
+            if not np.can_cast(arr.dtype, var.dtype, "same_kind"):
+                raise DDStoreValueError(f"update {name!r}: dtype {arr.dtype} cannot be "
+                                        f"cast to the variable's dtype {var.dtype}")
+            arr = arr.astype(var.dtype)
+        offset = as_int(offset, f"update {name!r}: offset")
+        if offset < 0 or offset + arr.shape[0] > var.n_local:
+            raise DDStoreIndexError(
+                f"update {name!r}: rows [{offset}, {offset + arr.shape[0]}) outside the "
+                f"local chunk [0, {var.n_local})")
+        if arr.shape[0]:
+            self.core.write_local(var.vid, offset, np.ascontiguousarray(arr))
+
+    def sync_windows(self, *names):
+        """Local (no other rank involved): ``MPI_Win_sync`` of the windows of variables
+        ``names`` (rows variables), the local half of :meth:`sync`, for a layer that
+        runs its own barrier on its own communicator (a duplicate of :attr:`comm`, e.g.
+        in a background thread: :meth:`sync` itself is collective on :attr:`comm`).
+        Guarantees: this rank's writes to its own chunks of those variables (``update``,
+        ``local_view``) made before the call are visible to other ranks that call it
+        after a barrier this rank has entered after the call; after that barrier, calling
+        it again makes the other ranks' writes made before their call visible to this
+        rank's reads.  ``sync_windows(...); barrier; sync_windows(...)`` on every rank is
+        what :meth:`sync` does for every variable.  An unknown name raises
+        :class:`DDStoreValueError`, nothing synced.  May run in another thread while
+        this one makes other calls on the store, except removing one of those
+        variables or freeing the store."""
+        ids = [self.var(n).vid for n in names]
+        self.core.sync_windows(ids)
+
+    # ------------------------------------------------------------------ reading
+    def get(self, name, index, out=None):
+        """Local: global row ``index`` of variable ``name``.
+
+        Returns a new array of the row shape (a numpy scalar for 0-d rows), or fills and
+        returns ``out`` (a C-contiguous writable array of the row's shape and dtype), which
+        allocates nothing.  ``index`` must be an integer in ``[0, nrows)``.
+        """
+        try:
+            var = self.table[name]
+        except (KeyError, TypeError):
+            var = self.var(name)  # raises: unknown name, records, freed store
+        if out is None and type(index) is int and 0 <= index < var.nrows:
+            # the hot path: a row this process maps (its own chunk, a node-local
+            # member's) is copied by numpy, without a call into the core.  What
+            # mapped_rows does, inline: the call and the slice cost 0.6 -> 0.85 us
+            starts, views = var.mapped or self.mapped(var)
+            m = bisect.bisect_right(starts, index) - 1
+            view = views[m]
+            if view is not None:
+                return view[index - starts[m]].copy()
+        if type(index) is not int:
+            index = as_int(index, f"get {name!r}: index")
+        buf = (np.empty(var.row_shape, var.dtype) if out is None else
+               self.out(var, var.row_shape, out))
+        try:
+            self.read_range(var.vid, index, 1, buf)
+        except (DDStoreIndexError, OverflowError):
+            raise DDStoreIndexError(f"get {name!r}: index {index} out of range "
+                                    f"[0, {var.nrows})") from None
+        return buf if (out is not None or var.row_shape) else buf[()]
+
+    def mapped_rows(self, var, start, count):
+        """A view of global rows ``[start, start + count)`` of ``var`` (in range, count
+        >= 1) when they lie in one chunk this process maps (its own, a node-local
+        member's), else None: the reads that numpy copies without a call into the
+        core."""
+        starts, views = var.mapped or self.mapped(var)
+        m = bisect.bisect_right(starts, start) - 1
+        view = views[m]
+        if view is None or start + count > starts[m + 1]:
+            return None
+        return view[start - starts[m]:start - starts[m] + count]
+
+    def mapped(self, var):
+        """``(chunk starts, views)`` of ``var``, kept on it: where each member's chunk
+        starts (a list of ``width + 1`` ints) and a numpy view of the chunks this process
+        maps (None for members read with MPI_Get)."""
+        starts = [int(x) for x in self.core.chunk_offsets(var.vid)]
+        views = [self.core.member_view(var.vid, m, var.dtype, var.row_shape)
+                 for m in range(self.core.group_size)]
+        var.mapped = (starts, views)
+        return var.mapped
+
+    def get_batch(self, name, indices, out=None):
+        """Local: rows ``indices`` of ``name``, in request order, as ``[len, *row_shape]``.
+
+        Indices may repeat and may belong to any members of the group; every remote row
+        is fetched in one access epoch with one flush per target.  ``out``, if given, must
+        be a C-contiguous writable array of the right dtype and shape; it is filled and
+        returned.
+        """
+        try:
+            var = self.table[name]
+        except (KeyError, TypeError):
+            var = self.var(name)  # raises: unknown name, records, freed store
+        # a short list of Python ints (what per-sample code passes) goes to the core as
+        # it is; anything else becomes an int64 array first
+        t = type(indices)
+        if out is None and (t is list or t is tuple) and len(indices) == 1:
+            i = indices[0]
+            if type(i) is int and 0 <= i < var.nrows:
+                rows = self.mapped_rows(var, i, 1)  # as get does
+                if rows is not None:
+                    return rows.copy()
+        if (t is list or t is tuple) and 0 < len(indices) <= SHORT_BATCH and all(
+                type(i) is int for i in indices):
+            buf = (np.empty((len(indices),) + var.row_shape, var.dtype) if out is None
+                   else self.out(var, (len(indices),) + var.row_shape, out))
+            try:
+                self.read_rows(var.vid, indices, buf)
+                return buf
+            except (DDStoreIndexError, OverflowError):
+                pass  # explained below, with the position of the bad index
+        idx = as_indices(indices, f"get_batch {name!r}", var.nrows)
+        n = idx.shape[0]
+        out = (np.empty((n,) + var.row_shape, dtype=var.dtype) if out is None else
+               self.out(var, (n,) + var.row_shape, out))
+        if n:
+            try:  # the core checks every index; explain a failure in user terms
+                self.core.read(var.vid, idx, None, out)
+            except DDStoreIndexError:
+                check_indices(idx, var.nrows, f"get_batch {name!r}")
+                raise
+        return out
+
+    def get_many(self, requests):
+        """Local: several :meth:`get_batch` reads made as one, ``requests`` a sequence of
+        ``(name, indices)``; returns the arrays in request order.
+
+        Every request is checked before anything is read; then the remote rows of all
+        of them are fetched together: one round trip per remote owner for the whole
+        call instead of one per request (the features and labels of a batch's nodes),
+        and between nodes one request message per owner (docs/cluster.md)."""
+        plan, outs = [], []
+        for name, indices in requests:
+            var = self.lookup(name)
+            idx = as_indices(indices, f"get_many {name!r}", var.nrows)
+            out = np.empty((idx.shape[0],) + var.row_shape, dtype=var.dtype)
+            plan.append((var, idx, out))
+            outs.append(out)
+        try:  # the core checks every index; explain a failure in user terms
+            self.core.read_many([(var.vid, idx, None, out) for var, idx, out in plan
+                                 if idx.shape[0]])
+        except DDStoreIndexError:
+            for var, idx, _ in plan:
+                check_indices(idx, var.nrows, f"get_many {var.name!r}")
+            raise
+        return outs
+
+    def get_range(self, name, start, count, out=None):
+        """Local: ``count`` consecutive global rows from ``start`` (may span owners), as
+        ``[count, *row_shape]``; ``out`` as in :meth:`get_batch`."""
+        var = self.lookup(name)
+        if out is None and type(start) is int and type(count) is int and count > 0 and \
+                0 <= start and start + count <= var.nrows:
+            rows = self.mapped_rows(var, start, count)  # as get does
+            if rows is not None:
+                return rows.copy()
+        if type(start) is not int:
+            start = as_int(start, f"get_range {name!r}: start")
+        if type(count) is not int:
+            count = as_int(count, f"get_range {name!r}: count")
+        if count < 0:
+            raise DDStoreValueError(f"get_range {name!r}: count={count} must be >= 0")
+        if start < 0 or start + count > var.nrows:
+            raise DDStoreIndexError(f"get_range {name!r}: rows [{start}, {start + count}) "
+                                    f"out of range [0, {var.nrows})")
+        shape = (count,) + var.row_shape
+        out = self.alloc(var, shape, f"get_range {name!r}") if out is None else \
+            self.out(var, shape, out)
+        if count:
+            self.read_range(var.vid, start, count, out)
+        return out
+
+    def read_ranges(self, name, starts, counts, out=None, per_row_lock=False):
+        """Local: row ranges ``[starts[i], starts[i] + counts[i])`` packed in order.
+
+        The general read that ``get_batch`` and ``get_range`` are special cases of (used
+        by the graph and spatiotemporal layers).  Every range is checked (without
+        overflow) before the result is allocated.  ``per_row_lock`` reads each row in its
+        own lock/get/unlock epoch: the slow path, for benchmarks only (not thread-safe).
+        """
+        var = self.lookup(name)
+        what = f"read_ranges {name!r}"
+        starts = as_indices(starts, what, var.nrows)
+        counts = as_indices(counts, what, var.nrows)
+        if starts.shape != counts.shape:
+            raise DDStoreValueError(f"{what}: {len(starts)} starts but {len(counts)} "
+                                    f"counts")
+        total = self.core.ranges_total(var.vid, starts, counts) if len(starts) else 0
+        shape = (total,) + var.row_shape
+        out = self.alloc(var, shape, what) if out is None else self.out(var, shape, out)
+        if len(starts):
+            self.core.read(var.vid, starts, counts, out,
+                           _core.READ_PER_ROW_LOCK if per_row_lock else 0)
+        return out
+
+    @staticmethod
+    def alloc(var, shape, what):
+        try:
+            return np.empty(shape, dtype=var.dtype)
+        except MemoryError:
+            nbytes = int(np.prod(shape, dtype=np.float64)) * var.dtype.itemsize
+            raise DDStoreMemoryError(f"{what}: the result ({shape[0]} rows, "
+                                     f"{nbytes / 1e9:.4g} GB) cannot be allocated") from None
+
+    @staticmethod
+    def out(var, shape, out):
+        if not isinstance(out, np.ndarray):
+            raise DDStoreValueError(f"out for {var.name!r} must be a numpy array, got "
+                                    f"{type(out).__name__}")
+        if out.dtype != var.dtype or out.shape != shape:
+            raise DDStoreValueError(f"out for {var.name!r} has dtype {out.dtype} shape "
+                                    f"{out.shape}; needs dtype {var.dtype} shape {shape}")
+        if not out.flags.c_contiguous or not out.flags.writeable:
+            raise DDStoreValueError(f"out for {var.name!r} must be C-contiguous and "
+                                    f"writable")
+        return out
+
+    # ------------------------------------------------------------------ inspection
+    def local_rows(self, name, group_rank):
+        """This rank's rows of ``name``: its ``(start, stop)`` in the group."""
+        offsets = self.core.chunk_offsets(self.var(name).vid)
+        return int(offsets[group_rank]), int(offsets[group_rank + 1])
+
+    def chunk_offsets(self, name):
+        """Global row where each member's chunk of rows variable ``name`` starts, and its
+        row count last (``int64[width + 1]``; local, no communication)."""
+        return self.core.chunk_offsets(self.var(name).vid)
+
+    def dtype(self, name):
+        return self.var(name).dtype
+
+    def row_shape(self, name):
+        return self.var(name).row_shape
+
+    def local_view(self, name):
+        """A writable numpy view of this rank's own chunk of rows variable ``name``
+        (``[n_local, *row_shape]``, no copy), for layers that scatter rows into their own
+        chunk (what :meth:`update` does, without the per-call checks); other ranks see
+        the writes after the next collective :meth:`sync`.  Valid until the variable is
+        removed or the store freed."""
+        var = self.var(name)
+        return self.core.local_view(var.vid, var.dtype, var.row_shape)
+
+    def fast_readers(self, name):
+        """The unchecked hot path of rows variable ``name``, for layers that check their
+        own arguments (e.g. :mod:`pyddstore`): ``(read_range, read_rows)`` where
+        ``read_range(start, count, out)`` reads rows ``[start, start + count)`` and
+        ``read_rows(indices, out)`` the rows of a list of Python ints.  ``out`` is a
+        writable C-contiguous buffer of at least that many rows; the core checks the
+        range (raising :class:`DDStoreIndexError`) and that ``out`` holds the rows (a
+        smaller or read-only one raises :class:`DDStoreValueError`; nothing is written
+        past its end); nothing else is checked.  Valid until the variable is removed."""
+        var = self.var(name)
+        return (functools.partial(self.read_range, var.vid),
+                functools.partial(self.read_rows, var.vid))
+
+    def core_ids(self, *names):
+        """For layers that build C handles over stored rows variables (the samplers'
+        ``ddstore._core.CSC`` / ``TCSR``): ``(core, ids)``, this store's core handle and
+        the core ids of variables ``names``, in order.  An unknown name raises a
+        :class:`DDStoreValueError` naming the known ones; nothing else is checked.  Ids
+        are valid until their variable is removed or the store freed."""
+        ids = [self.var(n).vid for n in names]
+        return self.core, ids
