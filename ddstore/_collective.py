@@ -66,8 +66,8 @@ see :mod:`ddstore._lifecycle`) it polls the ``Ibarrier``: between polls the call
 that many seconds, then calls the caller's ``on_timeout`` (which ends the job).
 
 What this rank is doing is published as it changes: entering the first named step of a
-call and leaving it call ``_PUBLISH["hook"](description, comm)`` (description None on
-leaving), a few local stores and no communication.
+call and leaving it call the hook set by :func:`set_publish_hook` as ``hook(description,
+comm)`` (description None on leaving), a few local stores and no communication.
 """
 import contextlib
 import pickle
@@ -81,7 +81,8 @@ from .errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
 
 __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bounded",
            "join_bounded", "last_call", "current_call", "inject", "record_calls",
-           "DDStoreInterrupt", "hold_interrupts", "release_interrupts", "next_store_id"]
+           "DDStoreInterrupt", "hold_interrupts", "release_interrupts", "next_store_id",
+           "set_publish_hook"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
 # call it entered, the step it is in now (or None), and the bound of the rounds inside
@@ -89,8 +90,16 @@ __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bo
 _STATE = {"last": None, "current": None, "bound": None}
 # called as hook(description, comm) whenever what this rank is doing changes (the first
 # named step of a call entered, or left: description None): the status board of
-# :mod:`ddstore._status`, set by :mod:`ddstore._lifecycle`
+# :mod:`ddstore._status`, set by :mod:`ddstore._lifecycle` (:func:`set_publish_hook`)
 _PUBLISH = {"hook": None}
+
+
+def set_publish_hook(hook):
+    """Call ``hook(description, comm)`` whenever what this rank is doing changes (the
+    first named step of a collective call entered; left: description None).  No
+    communication may happen in it."""
+    _PUBLISH["hook"] = hook
+
 # test hooks: an exception to raise in the local part of a named step on this rank
 # (:func:`inject`), and the set of named steps entered (:func:`record_calls`)
 _TEST = {"inject": None, "seen": None, "steps": 0}

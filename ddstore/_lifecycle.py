@@ -31,7 +31,7 @@ _REAL_OS_EXIT = os._exit
 # an object: a DDStore dropped without free() keeps its memory until exit.
 _LIVE_STORES = []
 
-_collective._PUBLISH["hook"] = _status.publish  # what this rank does, on the boards
+_collective.set_publish_hook(_status.publish)  # what this rank does, on the boards
 
 
 def _seconds_from(var, default, meaning):

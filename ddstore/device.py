@@ -266,8 +266,8 @@ class _DeviceIter:
         gen = _stage_all(host_iter, self.pool)
         self._thread = None
         if depth > 0:
-            from .prefetch import _PrefetchIter
-            self._thread = _PrefetchIter(gen, depth)
+            from .prefetch import PrefetchIter
+            self._thread = PrefetchIter(gen, depth)
             self._source = self._thread
         else:
             self._source = gen
@@ -409,10 +409,10 @@ class DevicePrefetcher:
         if not is_int(prefetch) or prefetch < 0:
             raise DDStoreValueError(f"DevicePrefetcher: prefetch={prefetch!r} must be an "
                                     f"integer >= 0 (batches read ahead; 0 = none)")
-        from .prefetch import _store_of, check_prefetch, prefetch_depth
+        from .prefetch import store_of, check_prefetch, prefetch_depth
         prefetch = check_prefetch(int(prefetch), getattr(iterable, "num_workers", 0),
                                   "DevicePrefetcher")
-        store = store if store is not None else _store_of(iterable)
+        store = store if store is not None else store_of(iterable)
         if store is not None:
             prefetch = prefetch_depth(store, prefetch, "DevicePrefetcher")
         self.loader = iterable
@@ -460,9 +460,9 @@ def device_loader(loader, device=None, prefetch=0, store=None, what="loader"):
     if device is None:
         if not prefetch:
             return loader
-        from .prefetch import PrefetchLoader, _store_of, check_prefetch, prefetch_depth
+        from .prefetch import PrefetchLoader, store_of, check_prefetch, prefetch_depth
         prefetch = check_prefetch(prefetch, getattr(loader, "num_workers", 0), what)
-        store = store if store is not None else _store_of(loader)
+        store = store if store is not None else store_of(loader)
         return PrefetchLoader(loader, prefetch if store is None else
                               prefetch_depth(store, prefetch, what))
     return DevicePrefetcher(loader, _check_device(device, what), prefetch, store=store)

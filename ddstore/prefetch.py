@@ -99,7 +99,7 @@ def _step(iterator):
         return True, None
 
 
-class _PrefetchIter:
+class PrefetchIter:
     def __init__(self, iterator, depth):
         self._it = iterator
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="ddstore-prefetch")
@@ -170,13 +170,13 @@ class PrefetchLoader:
     def __iter__(self):
         if self.depth <= 0:
             return iter(self.loader)
-        return _PrefetchIter(iter(self.loader), self.depth)
+        return PrefetchIter(iter(self.loader), self.depth)
 
     def __repr__(self):
         return f"PrefetchLoader(depth={self.depth}, loader={self.loader!r})"
 
 
-def _store_of(loader):
+def store_of(loader):
     """The DDStore a loader reads (PyG's NodeLoader / LinkLoader over a ddstore sampler,
     or a loader whose dataset has a ``store``), or None."""
     for owner in (getattr(loader, "node_sampler", None), getattr(loader, "link_sampler",
@@ -203,7 +203,7 @@ def prefetch(loader, depth=2, store=None):
     ddstore sampler); with it, a rank whose reads need ``MPI_THREAD_MULTIPLE`` that MPI
     does not provide falls back to no prefetch with a :class:`PrefetchWarning`."""
     depth = check_prefetch(depth, getattr(loader, "num_workers", 0), "prefetch")
-    store = store if store is not None else _store_of(loader)
+    store = store if store is not None else store_of(loader)
     if store is not None:
         depth = prefetch_depth(store, depth, "prefetch")
     return PrefetchLoader(loader, depth)

@@ -315,7 +315,7 @@ def _put_times(comm, store, shape):
     sorted by that time.  Returns (graph store, seconds, bytes per rank)."""
     from ddstore import partition
     from ddstore import pyg as dpyg
-    from ddstore.pyg.ranges import _columns, _read_edges
+    from ddstore.pyg.ranges import edge_columns, read_edges
     rank, size = comm.Get_rank(), comm.Get_size()
     n, before = shape.num_nodes, store.nbytes()
     t0 = time.perf_counter()
@@ -326,7 +326,7 @@ def _put_times(comm, store, shape):
     gs = dpyg.GraphStore(store, "bench_t", time_attr=OPTIONS["temporal"]["time_attr"])
     elo, ehi = partition(shape.num_edges, size, rank)
     # this rank's edges as load_synthetic reads them (int32 ids), each then its reverse
-    columns = _columns(*_read_edges(shape, elo, ehi, n, None), add_reverse=True)
+    columns = edge_columns(*read_edges(shape, elo, ehi, n, None), add_reverse=True)
     gs.put_edge_range(columns, rows=(2 * elo, 2 * ehi), edge_type=None, size=(n, n))
     put_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
     return gs, put_s, store.nbytes() - before

@@ -158,7 +158,7 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
 PIECE_EDGES = 1 << 20  # edges per read of a range-wise source (16 MB of int64 pairs)
 
 
-def _read_edges(data, lo, hi, num_nodes, label):
+def read_edges(data, lo, hi, num_nodes, label):
     """This rank's edges ``[lo, hi)`` as (src, dst) int32 (int64 from 2**31 nodes), read
     in increasing pieces of ``data.edge_block`` (default ``PIECE_EDGES``; aligned to
     multiples of it).  Ids outside ``[0, num_nodes)`` raise (they could not be
@@ -203,7 +203,7 @@ def _bar(label, total):
     return advance
 
 
-def _columns(src, dst, add_reverse):
+def edge_columns(src, dst, add_reverse):
     """``edges(a, b)``: columns ``[a, b)`` of the edges, with ``add_reverse`` their
     reverses interleaved (column ``2 i`` = edge ``i``, column ``2 i + 1`` = its
     reverse)."""
@@ -266,8 +266,8 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
     # are made from it piece by piece, reverses interleaved (edge 2i+1 = reverse of i)
     elo, ehi = partition(e, size, rank)
     with store.collective(None):  # this rank's range of the file (may fail here only)
-        src, dst = _read_edges(data, elo, ehi, n, show("edges"))
-    edges = _columns(src, dst, add_reverse)
+        src, dst = read_edges(data, elo, ehi, n, show("edges"))
+    edges = edge_columns(src, dst, add_reverse)
     del src, dst
     gs.put_edge_range(edges, rows=(2 * elo, 2 * ehi) if add_reverse else (elo, ehi),
                       edge_type=None, size=(n, n))
