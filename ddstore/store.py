@@ -200,6 +200,11 @@ class DDStore:
         self._annotations = Annotations(self)  # what layers record to reopen by name
         self._checkpoints = Checkpoints(self, self._variables, self._records,
                                         self._annotations, self._join_threads)
+        # the per-row reads (the hot path) call the component directly, with no call in
+        # between: these are the class's methods of the same names, bound to it
+        v = self._variables
+        self.get, self.get_batch, self.get_range = v.get, v.get_batch, v.get_range
+        self.get_record = self._records.get_record
         self._threads = []  # background threads on the store's variables (prefault,
         # a layer's commit: track), joined before remove / free
         _lifecycle.register(self)
