@@ -34,10 +34,12 @@ class RecordSet:
 class Records:
     """The record sets of ``store``; their fields are rows variables created through
     ``variables`` (the store's :class:`~ddstore.variables.Variables`); ``created(name)``
-    announces each new record set (the store's open transaction records it)."""
+    announces each new record set (the store's open transaction records it) and
+    ``write(var, offset, rows)`` writes rows into this rank's chunk of a field."""
 
-    def __init__(self, store, variables, created):
+    def __init__(self, store, variables, created, write):
         self.store, self.variables, self.created = store, variables, created
+        self.write = write
         self.table = {}  # name -> RecordSet
 
     def drop(self, name):
@@ -92,7 +94,7 @@ class Records:
                 for j, (key, dstr, trailing) in enumerate(schema):
                     if counts[:, j].sum():
                         data = np.concatenate([np.asarray(s[key]) for s in samples])
-                        self.variables.write(self.table[name].fields[key], 0, data)
+                        self.write(self.table[name].fields[key], 0, data)
                         del data
         self.variables.sync_all()
 
@@ -142,7 +144,7 @@ class Records:
                 raise DDStoreValueError(f"update_records {name!r}: key {key!r} has dtype "
                                         f"{arr.dtype}, the records have {var.dtype}")
             if arr.shape[0]:
-                self.variables.write(var, int(lo[j]), arr)
+                self.write(var, int(lo[j]), arr)
 
     def create(self, name, schema, counts):
         """Collective: allocate the fields of agreed ``schema`` for local ``counts``

@@ -24,7 +24,6 @@ rows and records.  Beside it: :mod:`ddstore.memory` (memory planning),
 :mod:`ddstore._lifecycle` (exit and abort), :mod:`ddstore._checks` (argument checks).
 """
 import os
-import threading
 
 import numpy as np
 
@@ -41,10 +40,11 @@ from .memory import (MEMORY_BUDGET_FRACTION, agreed_budget, available_memory, gb
 from .records import Records
 from .settings import (PROGRESS_US, SERVE_MIN_PIECES, env_settings,  # noqa: F401
                        progress_interval, serve_settings)
-from .variables import Variables
+from .variables import PrefaultThread, Variables
 
 __all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception",
            "available_memory", "MEMORY_BUDGET_FRACTION"]
+
 
 def _documented_by(impl):
     """The public method below keeps the docstring of ``impl``, the component's method
@@ -53,21 +53,6 @@ def _documented_by(impl):
         fn.__doc__ = impl.__doc__
         return fn
     return mark
-
-
-class _PrefaultThread(threading.Thread):
-    """:meth:`DDStore.prefault` in the background: ``nbytes`` (bytes mapped) once joined,
-    ``error`` the exception if it failed (it cannot on a live variable)."""
-
-    def __init__(self, run):
-        super().__init__(name="ddstore-prefault", daemon=True)
-        self._run, self.nbytes, self.error = run, None, None
-
-    def run(self):
-        try:
-            self.nbytes = self._run()
-        except Exception as exc:  # noqa: BLE001 -- kept for the caller; advisory work
-            self.error = exc
 
 
 class DDStore:
@@ -194,9 +179,11 @@ class DDStore:
         self.shm_peers = self._core.shm_peers
         self.group = self.rank // width
         self.group_comm = comm.Split(self.group, self.rank)
-        # the components (each announces what it creates through the one hook)
+        # the components; what they create is announced through the one hook, records
+        # are written through the one write (looked up when called: tests wrap them)
         self._variables = Variables(self, self._core, lambda n: self._created(n))
-        self._records = Records(self, self._variables, lambda n: self._created(n))
+        self._records = Records(self, self._variables, lambda n: self._created(n),
+                                lambda *a: self._write_field(*a))
         self._annotations = Annotations(self)  # what layers record to reopen by name
         self._checkpoints = Checkpoints(self, self._variables, self._records,
                                         self._annotations, self._join_threads)
@@ -383,6 +370,11 @@ class DDStore:
         """The one place where a new variable (rows or records) is announced: the open
         transaction, if any, records it."""
         self._journal.note_created(name)
+
+    def _write_field(self, var, offset, rows):
+        """Local: ``rows`` into this rank's chunk of a record set's field at ``offset``
+        (the one write of the records: :meth:`add_records`, :meth:`update_records`)."""
+        self._variables.write(var, offset, rows)
 
     # ------------------------------------------------------------------ rows variables
     @_documented_by(Variables.add)
@@ -629,7 +621,7 @@ class DDStore:
             return sum(core.prefault(v) for v in vids)
         if not background:
             return run()
-        t = _PrefaultThread(run)
+        t = PrefaultThread(run)
         t.start()
         self.track(t)
         return t

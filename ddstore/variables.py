@@ -22,6 +22,7 @@ range, Python only turns a failure into a message.
 import bisect
 import functools
 import math
+import threading
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, chec
                       is_int)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
-__all__ = ["Var", "Variables", "MAX_ROW_BYTES", "SHORT_BATCH"]
+__all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
 
 # batches up to this length given as lists of ints skip the numpy index array
 SHORT_BATCH = 16
@@ -47,6 +48,21 @@ class Var:
         self.name, self.vid, self.dtype = name, vid, dtype
         self.row_shape, self.n_local, self.nrows = row_shape, n_local, nrows
         self.mapped = None
+
+
+class PrefaultThread(threading.Thread):
+    """:meth:`DDStore.prefault` in the background: ``nbytes`` (bytes mapped) once joined,
+    ``error`` the exception if it failed (it cannot on a live variable)."""
+
+    def __init__(self, run):
+        super().__init__(name="ddstore-prefault", daemon=True)
+        self._run, self.nbytes, self.error = run, None, None
+
+    def run(self):
+        try:
+            self.nbytes = self._run()
+        except Exception as exc:  # noqa: BLE001 -- kept for the caller; advisory work
+            self.error = exc
 
 
 class Variables:
