@@ -83,8 +83,7 @@ from ._checks import partition
 from .annotations import Annotation
 from .errors import DDStoreError, DDStoreValueError
 
-__all__ = ["Checkpoints", "CheckpointAPI", "Annotation", "MANIFEST", "read_manifest",
-           "manifest_checksum", "restore"]
+__all__ = ["Checkpoints", "Annotation", "MANIFEST", "read_manifest", "manifest_checksum"]
 
 MANIFEST = "ddstore-checkpoint.json"
 FORMAT = "ddstore-checkpoint"
