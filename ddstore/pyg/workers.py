@@ -17,6 +17,19 @@ when the loader is built (:func:`check_loader`, run by PyG's ``NodeLoader`` /
 - and where the workers would not be forked (start method ``"spawn"`` /
   ``"forkserver"``: a new process inherits no mapping).
 
+A worker sees the feature store as it was when it was forked: the attribute table is a
+copy, and so are the mappings of its variables' windows.  Rows written in place later
+(``update_tensor`` of the same layout, a put with an index) reach it through the shared
+memory where this rank's rows are in shared memory (a group of several ranks on one
+node); anything else the rank changes afterwards (an attribute put, removed or replaced,
+e.g. ``update_tensor`` with another dtype, or rows written into the private memory of a
+group of one rank) would be stale there.  So every :class:`~ddstore.pyg.FeatureStore`
+keeps a version in a few shared bytes, raised by the rank at each such change, and a
+worker whose copy is older refuses every read (:class:`DDStoreStateError`: recreate the
+DataLoader, or use ``persistent_workers=False``, whose workers are forked anew each
+epoch).  This matters for ``persistent_workers=True`` (workers kept across epochs) and
+for a change made while an epoch is being loaded.
+
 Seeded samplers (``seed=`` an integer) draw each batch from a stream keyed by the
 batch's number.  A worker draws batch ``j`` of an iteration with the number the rank
 itself would give it (``num_workers=0``): PyG's loaders hand batch ``j`` to worker
