@@ -430,7 +430,9 @@ class WindowDataset(_WindowView):
         Where windows are returned.  With a CUDA device and ``width == 1`` the series is
         copied to the device once and windows are gathered there (GPU-index-batching:
         no host copies during training).  With ``width > 1`` windows are read from the
-        store on the host and copied to the device per batch.
+        store on the host; :meth:`loader` then reads them ahead into pinned staging
+        buffers and copies them on a side stream (:class:`ddstore.device.DevicePrefetcher`),
+        while ``__getitems__`` copies each batch itself.
     halo : bool
         Partitioned mode only.  Default True (balanced placement): each split's windows
         (train, val, test) are divided evenly over the members, each member owning one
