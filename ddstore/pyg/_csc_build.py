@@ -60,7 +60,6 @@ class Plan:
                 "weight_attr": self.weight_attr}
 
 
-
 def _node_count(state, node_type):
     """Rows of any stored node attribute of ``node_type`` (None: none stored)."""
     prefix = node_var(state.name, node_type, "")
@@ -333,7 +332,6 @@ def node_offsets(indptr, chunks, width):
     return off
 
 
-
 def _checked_size(size, edge_type, what):
     """``size`` checked as ``(num_src, num_dst)`` integers (Python or numpy; never
     truncated floats or strings) >= 0, and as ``(n, n)`` for a homogeneous graph
@@ -352,7 +350,6 @@ def _checked_size(size, edge_type, what):
                                 f"(n, n) (for two node types, put a (src, rel, dst) edge "
                                 f"type)")
     return int(num_src), int(num_dst)
-
 
 
 def node_ids(x, what):
