@@ -12,7 +12,7 @@
   cannot work there.  PyG offers no seam for this: its loaders call nothing on the
   sampler, the data or the DataLoader arguments while they are built (the sampler is
   stored, and first called in the worker, after the fork); ``worker_init_fn`` runs
-  in the worker.  See docs/pyg.md, "Worker processes".
+  in the worker.  See docs/pyg.md, "Why PyG's loader classes are wrapped".
 
 It sits at the package root, not in :mod:`ddstore.pyg`, so that :mod:`ddstore.graphs`
 uses it without importing the PyG stores (nor installing the loader hook).
