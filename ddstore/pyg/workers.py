@@ -205,25 +205,18 @@ def _sync_before_fork():
 os.register_at_fork(before=_sync_before_fork)
 
 
-def _checked(init, attr):
-    """``init`` (PyG's loader constructor), then :func:`check_loader` through the
-    loader's sampler (``attr``) when it is ours (it has ``_check_loader``)."""
-    @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        sampler = getattr(self, attr, None)
-        check = getattr(sampler, "_check_loader", None)
-        if check is not None:
-            check(self)
-    __init__.ddstore_checked = True
-    return __init__
+def _check_built(loader, sampler):
+    """After PyG's loader constructors: :func:`check_loader` through the loader's
+    sampler when it is ours (it has ``_check_loader``)."""
+    check = getattr(sampler, "_check_loader", None)
+    if check is not None:
+        check(loader)
 
 
 def install():
     """Make PyG's ``NodeLoader`` and ``LinkLoader`` (so ``NeighborLoader``,
-    ``LinkNeighborLoader``) run our check when built over our samplers: their
-    constructors wrapped once; loaders over other samplers are untouched."""
-    from torch_geometric.loader import LinkLoader, NodeLoader
-    for cls, attr in ((NodeLoader, "node_sampler"), (LinkLoader, "link_sampler")):
-        if not getattr(cls.__init__, "ddstore_checked", False):
-            cls.__init__ = _checked(cls.__init__, attr)
+    ``LinkNeighborLoader``) run our check when built over our samplers
+    (:func:`ddstore._pyg_seams.after_loader_init`); loaders over other samplers are
+    untouched."""
+    from .._pyg_seams import after_loader_init
+    after_loader_init(_check_built)
