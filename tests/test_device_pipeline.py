@@ -5,7 +5,8 @@ and in order with and without the pipeline for prefetch 0, 1 and 3, staging buff
 reused, the end and errors propagated with the read-ahead thread joined, every loader of
 the store (windows, graphs, PyG NeighborLoader, temporal edge batches) through it and
 through PyG's own PrefetchLoader; the device order equal to DistributedSampler's; open()
-honouring the resident decision; a smoke run of scripts/gpu_check.sh on the CPU (the
+honouring the resident decision; tests/mpi/device_pipeline.py on 2 and 3 ranks (every
+width, both transports); a smoke run of scripts/gpu_check.sh on the CPU (the
 benchmark python -m ddstore.bench.device at small sizes)."""
 import collections
 import itertools
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, widths_program_test
 
 import ddstore
 from ddstore import DDStoreValueError
@@ -376,6 +377,14 @@ def test_temporal_edge_batches_through_the_pipeline(store, k):
         for i, (a, b) in enumerate(zip(got, want)):
             _same(list(a), list(b), f"epoch {epoch} edge batch {i}")
     assert eb.loader() is eb
+
+
+test_device_pipeline_mpi = widths_program_test(
+    "device_pipeline.py", [(2, "all"), (3, "all")], timeout=240,
+    doc="""tests/mpi/device_pipeline.py: window and graph batches through the pipeline
+    (device="cpu", prefetch 0/1/3) equal the plain loaders' on 2 ranks (widths 1, 2) and
+    3 ranks (widths 1, 3), transports auto and rma (reads by MPI_Get from the read-ahead
+    thread), halo on and off, global and batch samplers.""")
 
 
 # ---------------------------------------------------------------------------- CUDA
