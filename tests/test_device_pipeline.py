@@ -277,6 +277,7 @@ def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_l
                 assert len({s.untyped_storage().data_ptr() for s in seen}) <= 1
     with pytest.raises(DDStoreValueError, match=r"lives on cpu \(resident='device'\)"):
         dev.loader(4, device="meta")
+    assert type(dev.loader(4, device="cpu")).__name__ == "_DeviceWindowBatches"
 
 
 def test_open_keeps_the_resident_decision(store, monkeypatch):

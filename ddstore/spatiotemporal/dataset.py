@@ -203,7 +203,9 @@ class _WindowView(torch.utils.data.Dataset):
         if device is not None:
             device, _ = _placement(store, device, "store")
         on_device = ds._dev_series is not None
-        if on_device and device is not None and device != ds.device:
+        if on_device and device is not None and _same_device(device, ds.device):
+            device = None  # the dataset's own device, however it is spelled
+        if on_device and device is not None:
             raise DDStoreValueError(f"{what}: device={str(device)!r} but the series lives "
                                     f"on {ds.device} (resident='device'); allowed: "
                                     f"device=None or {str(ds.device)!r}")
@@ -237,6 +239,18 @@ class _WindowView(torch.utils.data.Dataset):
 
     def _what(self):
         return f"{type(self).__name__}({self._ds.name!r}, {self.split_name})"
+
+
+def _same_device(a, b):
+    """Whether torch devices ``a`` and ``b`` are one device (``cuda`` is the current
+    CUDA device, ``cuda:0`` spelled out)."""
+    if a.type != b.type:
+        return False
+    if a.type != "cuda" or (a.index is not None and b.index is not None):
+        return a.index == b.index
+    current = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return (a.index if a.index is not None else current) == \
+        (b.index if b.index is not None else current)
 
 
 def distributed_order(length, num_replicas, rank, shuffle=True, seed=0, epoch=0,
