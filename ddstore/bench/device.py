@@ -13,7 +13,8 @@ measurement, ``--repeat`` runs of each (the median is reported, with the spread)
 
 - ``resident windows``: ``WindowDataset(resident="device")``'s loader (the epoch's order
   on the device, each batch a slice and a gather), against ``torch gather``: the same
-  starts, ``s[st[:, None] + arange(h)]`` and ``+ h`` for ``y``, on the same series tensor.
+  starts, ``s[st[:, None] + arange(h)]`` and ``+ h`` for ``y``, on the same series tensor
+  (each run of both makes the epoch's order once and moves it to the device).
 - ``store windows (pipeline)``: ``resident="store"``, ``loader(device=..., prefetch=k)``
   (read into reused pinned staging, side-stream copies), against ``pinned copy``: a
   pinned host buffer of the same bytes per batch copied to the device; and
@@ -187,7 +188,6 @@ def main(argv=None):
                                 standardize=False)
         nb = min(a.batches, -(-len(dev) // B))
         s = dev._dev_series
-        order = distributed_order(len(dev), 1, 0, True, 0, 0, False).to(device)
         ar, ar2 = torch.arange(h, device=device), torch.arange(h, 2 * h, device=device)
         pinned = torch.empty(2 * B * h * n * f, dtype=torch.float32,
                              pin_memory=device.type == "cuda")
@@ -199,7 +199,8 @@ def main(argv=None):
             for x, y in _take(dev.loader(B, seed=0), nb):
                 pass
 
-        def gather():
+        def gather():  # the epoch's order made here too, as the loader makes it
+            order = distributed_order(len(dev), 1, 0, True, 0, 0, False).to(device)
             for i in range(nb):
                 st_ = order[i * B:(i + 1) * B]
                 x = s[st_[:, None] + ar]
