@@ -410,17 +410,84 @@ def _end_agreed(previous, exc_type, exc, tb, rank, hint):
         first = comm is None or comm.Get_rank() == 0
     except Exception:  # noqa: BLE001 -- a freed communicator: tell it here
         first = True
+    stuck = None
     if not first:  # rank 0 tells it; the job ends when it aborts
         _release_mpich_shm()
         _status.set_left(f"uncaught {exc_type.__name__}")  # a peer at its exit ends it
-        time.sleep(AGREED_WAIT)
+        stuck = _wait_for_first(comm, AGREED_WAIT)
     sys.stdout.flush()
-    sys.stderr.write(f"[ddstore] error on every rank: {exc}\n")
+    sys.stderr.write(f"[ddstore] error on every rank: {exc}{_interrupted(exc)}\n")
     sys.stderr.flush()
     previous(exc_type, exc, tb)
-    _abort_job(rank, f"uncaught {exc_type.__name__}, raised on every rank"
-               + ("" if first else f" (rank 0 of its communicator did not end the job "
-                                   f"within {AGREED_WAIT:g} s)"), hint=hint)
+    if first:
+        why = ""
+    elif stuck is None:
+        why = (f" (rank 0 of its communicator did not end the job within "
+               f"{AGREED_WAIT:g} s)")
+    else:
+        why = (f" (rank 0 of its communicator caught it and {stuck}, which cannot end "
+               f"without this rank: it cannot end the job)")
+    _abort_job(rank, f"uncaught {exc_type.__name__}, raised on every rank{why}",
+               hint=hint)
+
+
+STUCK_GRACE = 2.0  # seconds rank 0 may stay in the call it was in when the error came
+
+
+def _wait_for_first(comm, seconds):
+    """On a rank other than 0 of ``comm`` that is ending the job for an uncaught agreed
+    error (its boards say it has left): wait up to ``seconds`` for rank 0 to end it, and
+    return None; or return what rank 0 does (e.g. ``"is in free()"``) as soon as a
+    store's status board shows it inside a collective call of ``comm`` that it entered
+    after the error (it caught the error and went on to a call, e.g. a ``free()`` in its
+    clean-up, which waits for this rank for ever), or still inside the call it was in
+    ``STUCK_GRACE`` seconds later: waiting longer would only delay the end.  (Rank 0
+    seen in the call where the error was agreed, just after it, is not stuck: it is on
+    its way to tell it.)"""
+    from mpi4py import MPI
+    boards = []
+    for board in list(_status._BOARDS):
+        try:
+            if board.comm is comm or _status._same_ranks(board.comm, comm):
+                at = MPI.Group.Translate_ranks(comm.Get_group(), [0],
+                                               board.comm.Get_group())[0]
+                boards.append((board, at))
+        except Exception:  # noqa: BLE001 -- a freed board or communicator
+            continue
+    started = time.monotonic()
+    first, left = {}, set()  # per board: the first status read; boards where it left
+    while time.monotonic() - started < seconds:
+        for i, (board, at) in enumerate(boards):
+            try:
+                state, desc, _ = board.poll()[at]
+            except Exception:  # noqa: BLE001 -- freed meanwhile: wait as without it
+                continue
+            if state == _status.UNKNOWN:
+                continue
+            first.setdefault(i, (state, desc))
+            if state != _status.IN_CALL:
+                left.add(i)
+            elif (i in left or first[i] != (state, desc)
+                  or time.monotonic() - started >= STUCK_GRACE):
+                return _status.describe(state, desc)
+        time.sleep(0.05)
+    return None
+
+
+def _interrupted(exc):
+    """`` (raised while this rank handled a KeyboardInterrupt: ...)`` when ``exc`` was
+    raised while a ``KeyboardInterrupt`` (Ctrl-C, ``kill -INT``) was being handled on
+    this rank, e.g. by a clean-up's collective call that the other ranks were not in:
+    the interrupt is what came first; else ``""``."""
+    seen, link = set(), exc.__context__
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return (" (raised while this rank handled a KeyboardInterrupt: the interrupt "
+                    "came first, and the call it left halfway on this rank put the ranks "
+                    "out of step)")
+        seen.add(id(link))
+        link = link.__context__
+    return ""
 
 
 def register(store):

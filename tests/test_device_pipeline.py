@@ -5,7 +5,9 @@ and in order with and without the pipeline for prefetch 0, 1 and 3, staging buff
 reused, the end and errors propagated with the read-ahead thread joined, every loader of
 the store (windows, graphs, PyG NeighborLoader, temporal edge batches) through it and
 through PyG's own PrefetchLoader; the device order equal to DistributedSampler's; open()
-honouring the resident decision; a smoke run of python -m ddstore.bench.device."""
+honouring the resident decision; tests/mpi/device_pipeline.py on 2 and 3 ranks (every
+width, both transports); a smoke run of scripts/gpu_check.sh on the CPU (the
+benchmark python -m ddstore.bench.device at small sizes)."""
 import collections
 import itertools
 import json
@@ -18,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT
+from conftest import ROOT, widths_program_test
 
 import ddstore
 from ddstore import DDStoreValueError
@@ -275,6 +277,7 @@ def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_l
                 assert len({s.untyped_storage().data_ptr() for s in seen}) <= 1
     with pytest.raises(DDStoreValueError, match=r"lives on cpu \(resident='device'\)"):
         dev.loader(4, device="meta")
+    assert type(dev.loader(4, device="cpu")).__name__ == "_DeviceWindowBatches"
 
 
 def test_open_keeps_the_resident_decision(store, monkeypatch):
@@ -377,6 +380,14 @@ def test_temporal_edge_batches_through_the_pipeline(store, k):
     assert eb.loader() is eb
 
 
+test_device_pipeline_mpi = widths_program_test(
+    "device_pipeline.py", [(2, "all"), (3, "all")], timeout=240,
+    doc="""tests/mpi/device_pipeline.py: window and graph batches through the pipeline
+    (device="cpu", prefetch 0/1/3) equal the plain loaders' on 2 ranks (widths 1, 2) and
+    3 ranks (widths 1, 3), transports auto and rma (reads by MPI_Get from the read-ahead
+    thread), halo on and off, global and batch samplers.""")
+
+
 # ---------------------------------------------------------------------------- CUDA
 @pytest.mark.skipif(not torch.cuda.is_available(),
                     reason="needs a CUDA GPU (pinned staging, side stream, events)")
@@ -406,20 +417,32 @@ def test_cuda_pipeline_device(store, k):
 
 
 # ------------------------------------------------------------------------ benchmark
-def test_bench_device_smoke(tmp_path):
-    out = tmp_path / "device.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "ddstore.bench.device", "--device", "cpu", "--steps", "300",
-         "--nodes", "20", "--features", "2", "--horizon", "4", "--batch", "8",
-         "--batches", "6", "--step-ms", "2", "--repeat", "1", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    res = json.loads(out.read_text())
-    assert res["device"] == "cpu"
-    names = {r["name"] for r in res["rows"]}
-    assert {"resident windows", "torch gather", "store windows (pipeline)",
-            "pinned copy", "epoch: steps alone", "epoch: pipeline k=2",
-            "epoch: no pipeline"} <= names
+@pytest.mark.mpi  # starts processes: the script and the benchmark as a program
+def test_gpu_check_script_smoke(tmp_path):
+    """scripts/gpu_check.sh without a GPU (its tests skipped here: they are this file):
+    the benchmark at small sizes on the CPU, its table, its JSON and the targets table."""
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: run bash scripts/gpu_check.sh itself")
+    env = dict(os.environ, GPU_CHECK_TESTS="0", OUT=str(tmp_path), STEP_MS="2",
+               PYTHON=sys.executable)
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu_check.sh")], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "no CUDA device: running on the CPU with small sizes" in proc.stdout
+    res = json.loads((tmp_path / "device_small.json").read_text())
+    assert res["device"] == "cpu" and res["args"]["steps"] == 600
+    names = [r["name"] for r in res["rows"]]
+    assert names == ["resident windows", "torch gather", "store windows (pipeline)",
+                     "store windows (plain)", "pinned copy", "epoch: steps alone",
+                     "epoch: pipeline k=2", "epoch: no pipeline"]
     for r in res["rows"]:
-        assert r["per_s"] > 0 and r["seconds"] > 0, r
-    assert "resident windows" in proc.stdout and "ratio" in proc.stdout
+        assert r["per_s"] > 0 and r["seconds"] > 0 and len(r["runs"]) == 2, r
+    assert set(res["ratios"]) == {"resident / gather", "store pipeline / pinned copy",
+                                  "store plain / pinned copy",
+                                  "epoch pipeline / steps alone",
+                                  "epoch no pipeline / steps alone"}
+    # the epoch with steps cannot be shorter than its steps (2 ms x 8 batches)
+    assert res["ratios"]["epoch pipeline / steps alone"] > 0.9
+    for line in ("resident windows", "ratio resident / gather:", "== targets",
+                 "resident/gather", "status 0"):
+        assert line in proc.stdout, line

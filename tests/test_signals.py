@@ -133,3 +133,25 @@ def test_without_the_watcher_sigterm_leaves_the_segment():
     r = signal_job("mpiexec", "TERM", env={"DDSTORE_SHM_WATCH": "0"})
     assert r["rc"] != 0, r["output"]
     assert any(n.startswith("mpich_shm_") for n in r["after"]), r
+
+
+# ------------------------------------------------------------------ item 11: interrupt
+@pytest.mark.mpi
+def test_interrupted_cleanup_ends_promptly_naming_the_interrupt():
+    """What an interrupted DDStore.restore did: a KeyboardInterrupt on rank 1 alone, whose
+    clean-up frees the store while rank 0 is in the operation's next call; both get the
+    agreed "out of step" error, rank 0 catches it and frees too (waiting for rank 1 for
+    ever).  Rank 1 sees rank 0 in free() on the status board and ends the job at once
+    (before: after AGREED_WAIT = 10 s), and the report says the interrupt came first
+    (before: only the out-of-step message)."""
+    r = run_mpi("signals_check.py", 2, "rank", "interrupted-cleanup", timeout=120,
+                check=False)
+    out = r.output
+    assert r.returncode not in (0, 124, 137), f"exit code {r.returncode}:\n{out}"
+    assert "(rank 0 called add('y'); rank 1 called free()) (raised while this rank " \
+           "handled a KeyboardInterrupt: the interrupt came first" in out, out
+    assert "[ddstore] rank 1: uncaught DDStoreValueError, raised on every rank (rank 0 " \
+           "of its communicator caught it and is in free(), which cannot end without " \
+           "this rank: it cannot end the job)" in out, out
+    assert "did not end the job within" not in out, out
+    assert r.elapsed < PROMPT, f"{r.elapsed:.1f} s:\n{out}"

@@ -54,6 +54,11 @@ def _args(argv, prog=None):
                    help="alternating (a)/(b) epochs for the timing comparison (at least "
                         "2: the spread of each reference's epochs is the control)")
     p.add_argument("--no-mpi", action="store_true", help="skip (c), the mpiexec -n 2 part")
+    p.add_argument("--step-ms", type=float, default=0.0,
+                   help="(c): also an epoch of the global shuffle with a synthetic model "
+                        "step of this many ms per batch, with and without reading ahead")
+    p.add_argument("--prefetch", type=int, default=2,
+                   help="(c) with --step-ms: batches read ahead")
     p.add_argument("--timeout", type=int, default=600, help="seconds per variant")
     p.add_argument("--variant", choices=["materialized", "index", "partitioned"],
                    help=argparse.SUPPRESS)
@@ -362,6 +367,12 @@ def run_partitioned(args):
     for kind in plans:
         timings[f"rma_{kind}_s"] = epoch_time(ds2, kind, f"rma_{kind}")
     timings["rma_straddle_us_per_window"] = straddle_us(ds2)
+    if args.step_ms > 0:  # reading ahead against a model step (global shuffle, rma)
+        from ddstore.bench.device import read_ahead
+        split2 = ds2.splits()[0]
+        timings["read_ahead"] = read_ahead(
+            lambda: split2.loader(args.batch_size, seed=args.seed), args.step_ms,
+            args.prefetch, store=store2, barrier=comm.Barrier)
     rows = comm.gather({"rank": comm.rank, "baseline_mb": base, "peak_after_load_mb":
                         peak_load, "peak_after_reads_mb": peak_read, **mem,
                         "stored_bytes": stored_bytes, "stored_steps": stored_steps,
@@ -380,7 +391,8 @@ def _child(args, variant, extra=(), mpi=0):
            "--file", args.file, "--steps", str(args.steps), "--nodes", str(args.nodes),
            "--features", str(args.features), "--horizon", str(args.horizon),
            "--batch-size", str(args.batch_size), "--seed", str(args.seed),
-           "--epochs", str(args.epochs)] + list(extra)
+           "--epochs", str(args.epochs), "--step-ms", str(args.step_ms),
+           "--prefetch", str(args.prefetch)] + list(extra)
     if mpi:
         exe = shutil.which("mpiexec") or shutil.which("mpirun")
         cmd = [exe, "-n", str(mpi)] + cmd
@@ -517,6 +529,10 @@ def main(argv=None, prog=None):
                             "rma_batch_local"):
                     print(f"(c) halo={c['halo']} {key}: {traffic_text(c[key + '_rma'])}",
                           flush=True)
+                if "read_ahead" in c:
+                    from ddstore.bench.device import read_ahead_text
+                    print(f"(c) halo={c['halo']} rma global shuffle, reading ahead (rank "
+                          f"0): {read_ahead_text(c['read_ahead'])}", flush=True)
             res["partitioned"] = parts
         res["targets"] = targets
         write_report(res, os.path.join(args.out, "spatiotemporal.json"), args.seed)

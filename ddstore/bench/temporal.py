@@ -38,6 +38,11 @@ def _args(argv, prog=None):
     p.add_argument("--batches", type=int, default=200,
                    help="mini-batches sampled per configuration (over all ranks)")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--step-ms", type=float, default=0.0,
+                   help="also an epoch of uniform [10, 10] with a synthetic model step of "
+                        "this many ms per batch, with and without reading ahead")
+    p.add_argument("--prefetch", type=int, default=2,
+                   help="with --step-ms: batches sampled ahead in a thread")
     return p.parse_args(argv)
 
 
@@ -55,6 +60,21 @@ def _sample(sm, s, mine, batch_size, num_nodes):
         roots_n += len(roots)
         edges_n += sum(bl.num_edges for bl in blocks)
     return roots_n, edges_n, elapsed
+
+
+class _Batches:
+    """This rank's batches sampled one after the other (an iterable, for read-ahead)."""
+
+    def __init__(self, sm, s, mine, batch_size, num_nodes):
+        self.args = sm, s, mine, batch_size, num_nodes
+
+    def __iter__(self):
+        sm, s, mine, batch_size, num_nodes = self.args
+        for b in mine:
+            a, z = int(b) * batch_size, (int(b) + 1) * batch_size
+            roots = np.concatenate([s.src[a:z], s.dst[a:z],
+                                    (s.src[a:z] * 7919 + b) % num_nodes])
+            yield sm.sample(roots, np.tile(s.t[a:z], 3))
 
 
 def main(argv=None, prog=None):
@@ -108,6 +128,14 @@ def main(argv=None, prog=None):
                                sampled_edges=int(sum(p[2] for p in per)),
                                tcsr_bytes_per_rank=[int(x) for x in tcsr],
                                build_s=build_s, shm_peers=store.shm_peers, rma=rma)
+                    if args.step_ms > 0 and (strategy, fanouts) == ("uniform", (10, 10)):
+                        from ddstore.bench.device import read_ahead, read_ahead_text
+                        res["read_ahead"] = read_ahead(
+                            lambda: _Batches(sm, s, mine, args.batch_size, args.num_nodes),
+                            args.step_ms, args.prefetch, store=store,
+                            barrier=comm.Barrier)
+                        log(comm, f"width {width} {transport} uniform [10, 10] reading "
+                                  f"ahead (rank 0): {read_ahead_text(res['read_ahead'])}")
                     results.append(res)
                     log(comm, f"width {width} {transport:4s} {strategy:7s} "
                               f"{str(list(fanouts)):8s}: {res['roots_per_s_per_rank'] / 1e6:6.2f}"

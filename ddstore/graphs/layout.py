@@ -16,6 +16,7 @@ per graph; it equals ``Batch.from_data_list`` of the same graphs.
 import numpy as np
 import torch
 
+from .._pyg_seams import set_batch_tables
 from ..errors import DDStoreValueError
 
 __all__ = ["GraphLayout", "KeyLayout", "collate_records"]
@@ -319,7 +320,4 @@ def collate_records(layout, packed, sizes):
         slice_dict[lay.key] = torch.from_numpy(_exclusive_cumsum(counts))
     out.batch = torch.from_numpy(np.repeat(np.arange(ngraphs, dtype=np.int64), num_nodes))
     out.ptr = torch.from_numpy(node_start)
-    out._num_graphs = ngraphs
-    out._slice_dict = slice_dict
-    out._inc_dict = inc_dict
-    return out
+    return set_batch_tables(out, ngraphs, slice_dict, inc_dict)

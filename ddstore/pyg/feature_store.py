@@ -1,6 +1,8 @@
 """PyG's ``FeatureStore`` over a :class:`~ddstore.DDStore`: node and edge attributes striped
 by row range over each group, replicated by ``width``."""
 import copy
+import mmap
+import os
 
 import numpy as np
 import torch
@@ -9,7 +11,7 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
 from .._checks import as_indices, check_free_names, check_indices, is_int
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_source,
@@ -54,6 +56,33 @@ def _filled(attr):
     for key in unset:
         setattr(attr, key, None)
     return attr
+
+
+def _shared_counter():
+    """An int64 in an anonymous shared mapping: what the rank writes there, the processes
+    forked from it (DataLoader workers) read, however long ago they were forked."""
+    return np.frombuffer(mmap.mmap(-1, 8), dtype=np.int64)
+
+
+def _in_shared_mapping(arr):
+    """Whether the memory of ``arr`` lies in a shared mapping (``MAP_SHARED``, by
+    ``/proc/self/maps``): then a process forked from this one before sees later writes
+    to it.  An MPI shared-memory window of a node communicator of one rank (a group of
+    width 1, a job of one rank) is private memory: a forked worker has a copy-on-write
+    copy of it.  False when it cannot be told (no rows here, not Linux)."""
+    addr = arr.__array_interface__["data"][0] if arr.size else 0
+    if not addr:
+        return False
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                span, perms = line.split(None, 2)[:2]
+                lo, hi = span.split("-")
+                if int(lo, 16) <= addr < int(hi, 16):
+                    return perms[3:4] == "s"
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 class _Attr:
@@ -172,6 +201,7 @@ class FeatureStore(_PygFeatureStore):
         self.__dict__["store"] = store
         self.__dict__["name"] = name
         self.__dict__["_attrs"] = {}  # (group_name, attr_name) -> _Attr
+        self._track_changes()
         # group_name -> rows (declare_rows), published for the graph store of this name
         self.__dict__["_declared"] = {}
         publish_declared_rows(store, name, self._declared)
@@ -190,10 +220,51 @@ class FeatureStore(_PygFeatureStore):
                   None if a.torch_dtype is None else str(a.torch_dtype)]
                  for a in self._attrs.values()]
         declared = [[type_to_json(g), n] for g, n in self._declared.items()]
+        self._changed()
         self.store.annotate(annotation_name(FEATURE_KIND, self.name), FEATURE_KIND,
                             {"name": self.name, "chunk_rows": self.chunk_rows,
                              "attrs": attrs, "declared": declared},
                             variables=[a.var for a in self._attrs.values()])
+
+    # ------------------------------------------------------------ forked workers
+    def _track_changes(self):
+        """Note the process that owns this feature store (the rank) and a version of its
+        attributes shared with the processes forked from it (DataLoader workers):
+        :meth:`_changed` in the rank, :meth:`_check_fresh` in a worker."""
+        self.__dict__["_owner"] = os.getpid()
+        self.__dict__["_version"] = _shared_counter()
+        self.__dict__["_version_seen"] = 0  # this process's copy: the version at its fork
+
+    def _changed(self):
+        """In the rank, after the attributes changed: a new version (a worker forked
+        before it sees its copy of the version behind the shared one)."""
+        if os.getpid() == self._owner:
+            self._version[0] += 1
+            self.__dict__["_version_seen"] = int(self._version[0])
+
+    def _check_fresh(self, what):
+        """In a process forked from the rank (a DataLoader worker, persistent ones kept
+        over epochs): raise :class:`DDStoreStateError` when the rank has changed the
+        attributes or declarations since the fork (an attribute put, removed or
+        replaced, e.g. by ``update_tensor`` with another dtype, row shape or number of
+        rows).  Such a worker holds the old attribute table and the old variables'
+        mappings: it would serve stale rows (or another dtype's bytes), or miss a new
+        attribute.  Writes in place (``update_tensor`` of the same layout, puts with an
+        index) change no version where this rank's rows are in shared memory (a group of
+        several ranks on one node): the workers read the new rows there; where they are
+        not (a group of one rank), the workers' copy is old and they refuse too.  One
+        read of a shared int64: cheap per batch."""
+        if int(self._version[0]) == self._version_seen or os.getpid() == self._owner:
+            return
+        raise DDStoreStateError(
+            f"{what}: the feature store {self.name!r} changed after the DataLoader "
+            f"workers started (an attribute was put, removed or replaced, e.g. by "
+            f"update_tensor with another dtype, row shape or number of rows, or rows were "
+            f"written in place into memory the workers do not share, in the rank, "
+            f"pid {self._owner}, after this worker process, pid {os.getpid()}, was "
+            f"forked): a worker sees only the store as it was at its fork; recreate the "
+            f"DataLoader (or its iterator) after changing the feature store, or use "
+            f"persistent_workers=False")
 
     @classmethod
     def open(cls, store, name="pyg"):
@@ -229,6 +300,7 @@ class FeatureStore(_PygFeatureStore):
                                               row_shape, dtype, tdt)
             keep_torch_dtype(store, var, tdt)
         self.__dict__["_attrs"] = attrs
+        self._track_changes()
         self.__dict__["_declared"] = {type_from_json(g): int(n)
                                       for g, n in meta["declared"]}
         publish_declared_rows(store, name, self._declared)
@@ -351,8 +423,11 @@ class FeatureStore(_PygFeatureStore):
                 view[:] = mine
         elif at.shape[0]:
             view[at] = mine
+        shared = _in_shared_mapping(view)
         del view
         store.sync()
+        if not shared:  # workers forked before have a copy of the old rows: refuse them
+            self._changed()
         return True
 
     @staticmethod
@@ -599,6 +674,7 @@ class FeatureStore(_PygFeatureStore):
 
     def _lookup(self, attr, what="get_tensor"):
         key = (as_edge_type(attr.group_name), attr.attr_name)
+        self._check_fresh(what)
         a = self._attrs.get(key)
         if a is None:
             self.store.check_alive()
@@ -684,7 +760,9 @@ class FeatureStore(_PygFeatureStore):
         return out
 
     def _get_tensor_size(self, attr):
-        a = self._attrs.get((as_edge_type(attr.group_name), attr.attr_name))
+        key = (as_edge_type(attr.group_name), attr.attr_name)
+        self._check_fresh("get_tensor_size")
+        a = self._attrs.get(key)
         if a is None:
             return None
         if _one_row(attr.index):
@@ -698,11 +776,13 @@ class FeatureStore(_PygFeatureStore):
         """Every attribute (a fresh PyG ``TensorAttr`` each, index None) but a
         homogeneous graph's edge attributes (edge type :data:`EDGES`): PyG's homogeneous
         loaders read every listed attribute by the batch's node ids."""
+        self._check_fresh("get_all_tensor_attrs")
         return [TensorAttr(a.group_name, a.attr_name, None) for a in self._attrs.values()
                 if a.group_name != EDGES]
 
     def edge_tensor_attrs(self):
         """The edge attributes (``group_name`` an edge type), :data:`EDGES` included."""
+        self._check_fresh("edge_tensor_attrs")
         return [TensorAttr(a.group_name, a.attr_name, None) for a in self._attrs.values()
                 if is_edge_type(a.group_name)]
 

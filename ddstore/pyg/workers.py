@@ -17,6 +17,19 @@ when the loader is built (:func:`check_loader`, run by PyG's ``NodeLoader`` /
 - and where the workers would not be forked (start method ``"spawn"`` /
   ``"forkserver"``: a new process inherits no mapping).
 
+A worker sees the feature store as it was when it was forked: the attribute table is a
+copy, and so are the mappings of its variables' windows.  Rows written in place later
+(``update_tensor`` of the same layout, a put with an index) reach it through the shared
+memory where this rank's rows are in shared memory (a group of several ranks on one
+node); anything else the rank changes afterwards (an attribute put, removed or replaced,
+e.g. ``update_tensor`` with another dtype, or rows written into the private memory of a
+group of one rank) would be stale there.  So every :class:`~ddstore.pyg.FeatureStore`
+keeps a version in a few shared bytes, raised by the rank at each such change, and a
+worker whose copy is older refuses every read (:class:`DDStoreStateError`: recreate the
+DataLoader, or use ``persistent_workers=False``, whose workers are forked anew each
+epoch).  This matters for ``persistent_workers=True`` (workers kept across epochs) and
+for a change made while an epoch is being loaded.
+
 Seeded samplers (``seed=`` an integer) draw each batch from a stream keyed by the
 batch's number.  A worker draws batch ``j`` of an iteration with the number the rank
 itself would give it (``num_workers=0``): PyG's loaders hand batch ``j`` to worker
@@ -192,25 +205,18 @@ def _sync_before_fork():
 os.register_at_fork(before=_sync_before_fork)
 
 
-def _checked(init, attr):
-    """``init`` (PyG's loader constructor), then :func:`check_loader` through the
-    loader's sampler (``attr``) when it is ours (it has ``_check_loader``)."""
-    @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        sampler = getattr(self, attr, None)
-        check = getattr(sampler, "_check_loader", None)
-        if check is not None:
-            check(self)
-    __init__.ddstore_checked = True
-    return __init__
+def _check_built(loader, sampler):
+    """After PyG's loader constructors: :func:`check_loader` through the loader's
+    sampler when it is ours (it has ``_check_loader``)."""
+    check = getattr(sampler, "_check_loader", None)
+    if check is not None:
+        check(loader)
 
 
 def install():
     """Make PyG's ``NodeLoader`` and ``LinkLoader`` (so ``NeighborLoader``,
-    ``LinkNeighborLoader``) run our check when built over our samplers: their
-    constructors wrapped once; loaders over other samplers are untouched."""
-    from torch_geometric.loader import LinkLoader, NodeLoader
-    for cls, attr in ((NodeLoader, "node_sampler"), (LinkLoader, "link_sampler")):
-        if not getattr(cls.__init__, "ddstore_checked", False):
-            cls.__init__ = _checked(cls.__init__, attr)
+    ``LinkNeighborLoader``) run our check when built over our samplers
+    (:func:`ddstore._pyg_seams.after_loader_init`); loaders over other samplers are
+    untouched."""
+    from .._pyg_seams import after_loader_init
+    after_loader_init(_check_built)

@@ -203,7 +203,9 @@ class _WindowView(torch.utils.data.Dataset):
         if device is not None:
             device, _ = _placement(store, device, "store")
         on_device = ds._dev_series is not None
-        if on_device and device is not None and device != ds.device:
+        if on_device and device is not None and _same_device(device, ds.device):
+            device = None  # the dataset's own device, however it is spelled
+        if on_device and device is not None:
             raise DDStoreValueError(f"{what}: device={str(device)!r} but the series lives "
                                     f"on {ds.device} (resident='device'); allowed: "
                                     f"device=None or {str(ds.device)!r}")
@@ -237,6 +239,18 @@ class _WindowView(torch.utils.data.Dataset):
 
     def _what(self):
         return f"{type(self).__name__}({self._ds.name!r}, {self.split_name})"
+
+
+def _same_device(a, b):
+    """Whether torch devices ``a`` and ``b`` are one device (``cuda`` is the current
+    CUDA device, ``cuda:0`` spelled out)."""
+    if a.type != b.type:
+        return False
+    if a.type != "cuda" or (a.index is not None and b.index is not None):
+        return a.index == b.index
+    current = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return (a.index if a.index is not None else current) == \
+        (b.index if b.index is not None else current)
 
 
 def distributed_order(length, num_replicas, rank, shuffle=True, seed=0, epoch=0,
@@ -430,7 +444,9 @@ class WindowDataset(_WindowView):
         Where windows are returned.  With a CUDA device and ``width == 1`` the series is
         copied to the device once and windows are gathered there (GPU-index-batching:
         no host copies during training).  With ``width > 1`` windows are read from the
-        store on the host and copied to the device per batch.
+        store on the host; :meth:`loader` then reads them ahead into pinned staging
+        buffers and copies them on a side stream (:class:`ddstore.device.DevicePrefetcher`),
+        while ``__getitems__`` copies each batch itself.
     halo : bool
         Partitioned mode only.  Default True (balanced placement): each split's windows
         (train, val, test) are divided evenly over the members, each member owning one

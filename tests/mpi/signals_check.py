@@ -12,6 +12,11 @@ TARGET is ``mpiexec`` or ``rank`` (the signal goes to the last rank), SIGNAL a n
   barrier   the same, but rank 0 then waits in a plain ``comm.Barrier()`` that the others
             never enter (blocked inside MPI: no Python signal handler can run there)
 
+``python signals_check.py rank interrupted-cleanup`` (2 ranks, no driver, no signal): a
+KeyboardInterrupt on rank 1 alone whose clean-up calls ``store.free()`` while rank 0 is in
+another call (``add``); rank 0 catches the agreed "out of step" error and frees too; the
+job must end promptly (not after AGREED_WAIT), the report naming the interrupt.
+
 The driver starts ``mpiexec -n 2 python signals_check.py rank MODE`` (each rank prints
 ``rank R: pid P holding a store`` once its store exists), sends the signal once both
 ranks hold one, waits for the job to end (60 s at most), then for up to 5 s for
@@ -25,6 +30,7 @@ it tests is how the job ends, which the harness would stand in for.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +46,25 @@ def rank_main(mode):
     rank = comm.Get_rank()
     store = ddstore.DDStore(comm)
     store.add("x", np.full((64, 8), rank, dtype=np.float64))
+    if mode == "interrupted-cleanup":
+        # what an interrupted DDStore.restore did (issue 43 item 11): a KeyboardInterrupt
+        # on rank 1 alone between two collective calls of one operation; its clean-up
+        # frees the store (collective) while rank 0 is in the operation's next call: the
+        # agreed "out of step" error; rank 0 catches it and frees too (its clean-up),
+        # rank 1's is uncaught
+        if rank == 1:
+            try:
+                raise KeyboardInterrupt
+            except BaseException:
+                store.free()  # the agreed "out of step" error, uncaught here
+                raise
+        try:
+            store.add("y", np.zeros((4, 2)))
+        except ddstore.DDStoreValueError:
+            print(f"rank {rank}: out of step, freeing", flush=True)
+            store.free()  # waits for rank 1 for ever: rank 1 must end the job
+            raise
+        raise AssertionError("no error")
     print(f"rank {rank}: pid {os.getpid()} holding a store", flush=True)
     if mode == "barrier" and rank == 0:
         comm.Barrier()  # the others never come: blocked inside MPI
@@ -80,9 +105,10 @@ def drive(mpiexec, target, signame, mode):
                                           "".join(lines) + proc.stdout.read()}))
             return
         lines.append(line)
-        if "holding a store" in line:
-            words = line.split()
-            pids[int(words[1].rstrip(":"))] = int(words[3])
+        # the ranks' lines may run into each other: read them from the text so far
+        for r, pid in re.findall(r"rank (\d+): pid (\d+) holding a store",
+                                 "".join(lines)):
+            pids[int(r)] = int(pid)
     time.sleep(0.5)  # the last rank may still be on its way to sleep/Barrier
     before = sorted(os.listdir("/dev/shm"))
     t0 = time.monotonic()

@@ -1,0 +1,109 @@
+"""What one :class:`~ddstore.pyg.GraphStore` holds, the one object its three parts share:
+the PyG adapter (:mod:`ddstore.pyg.graph_store`), the distributed CSC build
+(:mod:`ddstore.pyg._csc_build`) and the per-edge attributes
+(:mod:`ddstore.pyg._edge_attrs`) each take it as an argument and change it only through
+what is public here."""
+from torch_geometric.data.graph_store import EdgeLayout
+
+from ..errors import DDStoreValueError
+from ._common import as_edge_type
+from .feature_store import UnknownAttributeError
+
+__all__ = ["Lists", "GraphState"]
+
+
+class Lists:
+    """One stored layout of an edge type: its variables and the replicated ``indptr``
+    (global CSC row where each destination's list starts) and ``node_offsets``
+    (destination-node range of each group member); ``layout`` / ``is_sorted`` as put,
+    and ``ptr_nodes`` (CSR / CSC puts: the nodes of the pointer as put, else None).
+    ``dropped``: True once ``build_backward(keep_in_lists=False)`` removed these lists'
+    variables (``vars`` empty, ``indptr`` / ``node_offsets`` None): only the edge type's
+    bookkeeping is left, and its out-lists hold the edges."""
+
+    def __init__(self, edge_type, size, num_edges, indptr, node_offsets, vars_, time_attr,
+                 time_level, layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None,
+                 node_times=None, time_dtype=None):
+        self.edge_type, self.size, self.num_edges = edge_type, size, num_edges
+        self.indptr, self.node_offsets, self.vars = indptr, node_offsets, vars_
+        self.time_attr, self.time_level = time_attr, time_level
+        self.node_times = node_times  # node-level time: the sources' times, replicated
+        self.time_dtype = time_dtype  # the times' (int64, float64), None without times
+        self.layout, self.is_sorted, self.ptr_nodes = layout, is_sorted, ptr_nodes
+        self.removed = False
+        self.dropped = False
+
+
+class GraphState:
+    """The settings and stored lists of one graph store.
+
+    ``store``, ``name``, ``time_attr``, ``chunk_edges`` (fixed), ``weight_attr`` (set
+    once by ``put_edge_weights``); ``stored``: ``(edge type, EdgeLayout)`` -> its
+    in-lists (:class:`Lists`), in the order put; ``sampled``: edge type -> the in-lists
+    the sampler reads (:meth:`choose`); ``reversed``: ``(edge type, EdgeLayout)`` -> its
+    out-lists (``build_backward``); ``node_times``: node-time variable -> its replicated
+    times.  :meth:`changed` (the adapter's ``on_change``) records the state in the
+    store's annotation, at the end of every collective call that changes it."""
+
+    def __init__(self, store, name, time_attr, weight_attr, chunk_edges, on_change):
+        self.store, self.name, self.time_attr = store, name, time_attr
+        self.weight_attr, self.chunk_edges = weight_attr, chunk_edges
+        self.stored, self.sampled, self.reversed, self.node_times = {}, {}, {}, {}
+        self._on_change = on_change
+
+    def changed(self):
+        """Record the state (local, alike on every rank)."""
+        self._on_change()
+
+    def built(self, backward):
+        """The lists a build adds to: the in-lists, or (``backward``) the out-lists."""
+        return self.reversed if backward else self.stored
+
+    def choose(self, edge_type):
+        """Set ``sampled[edge_type]``, the layout the sampler reads: the one PyG's
+        ``csc()`` converts from (a stored CSC, else COO, else CSR; for edge type None,
+        whose ``csc()`` PyG takes from its first edge attribute, the first put)."""
+        have = [k[1] for k in self.stored if k[0] == edge_type]
+        if not have:
+            self.sampled.pop(edge_type, None)
+            return
+        if edge_type is not None:
+            have = sorted(have, key=[EdgeLayout.CSC, EdgeLayout.COO, EdgeLayout.CSR].index)
+        self.sampled[edge_type] = self.stored[(edge_type, have[0])]
+
+    def entry(self, edge_type, what, layout=None):
+        """The sampled in-lists of ``edge_type`` (``layout`` None) or its stored
+        ``layout``; a :class:`~ddstore.pyg.UnknownAttributeError` (a ``KeyError``)
+        naming what is stored when there is none."""
+        edge_type = as_edge_type(edge_type)
+        c = self.sampled.get(edge_type) if layout is None else self.stored.get(
+            (edge_type, EdgeLayout(layout)))
+        if c is None:
+            self.store.check_alive()
+            known = [f"({k[0]!r}, {k[1].value!r})" for k in self.stored]
+            which = f"edge type {edge_type!r}" + (
+                "" if layout is None else f" in layout {EdgeLayout(layout).value!r}")
+            raise UnknownAttributeError(f"{what}: no {which} in graph store {self.name!r}; "
+                                        f"stored (edge type, layout): "
+                                        f"{', '.join(known) if known else 'none'}")
+        return c
+
+    def out_lists(self, c):
+        """The out-lists of stored layout ``c``, or None (not built)."""
+        return self.reversed.get((c.edge_type, c.layout))
+
+    def holding(self, c):
+        """The lists of stored layout ``c`` that hold its edges (and weights): its
+        in-lists, or its out-lists once the in-lists were dropped
+        (``build_backward(keep_in_lists=False)``)."""
+        return self.reversed[(c.edge_type, c.layout)] if c.dropped else c
+
+    def dropped_error(self, c, what):
+        """The error of a call that reads the in-lists of ``c``, which
+        ``build_backward(keep_in_lists=False)`` removed."""
+        return DDStoreValueError(
+            f"{what}: graph store {self.name!r} holds no in-lists of edge type "
+            f"{c.edge_type!r} (layout {c.layout.value!r}): build_backward(keep_in_lists="
+            f"False) dropped them and kept only its out-lists; sample it with "
+            f"sample_direction='backward', or remove_edge_index and put it again to "
+            f"read its in-lists")

@@ -1,0 +1,18 @@
+"""DataLoader workers and a feature store changed after their fork (issue 43, item 4):
+persistent workers refuse it (DDStoreStateError naming the way out) instead of serving
+stale features; writes in place and workers forked per epoch see every change.  The
+MPI program tests/mpi/pyg_workers_stale.py on one rank in this process and on 2 ranks."""
+import pytest
+
+from conftest import passed_on, passes_in_process
+
+
+@pytest.mark.forks_workers
+def test_stale_workers_one_rank():
+    passes_in_process("pyg_workers_stale", more_than=40)
+
+
+@pytest.mark.mpi
+def test_stale_workers_two_ranks(mpirun):
+    out = mpirun("pyg_workers_stale.py", 2, timeout=300)
+    passed_on(out, 2)
