@@ -446,9 +446,9 @@ def _wait_for_first(comm, seconds):
     its way to tell it.)"""
     from mpi4py import MPI
     boards = []
-    for board in list(_status._BOARDS):
+    for board in _status.boards():
         try:
-            if board.comm is comm or _status._same_ranks(board.comm, comm):
+            if board.comm is comm or _status.same_ranks(board.comm, comm):
                 at = MPI.Group.Translate_ranks(comm.Get_group(), [0],
                                                board.comm.Get_group())[0]
                 boards.append((board, at))

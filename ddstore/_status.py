@@ -30,7 +30,8 @@ buffer, then the same word again holds a description that was not being rewritte
 """
 import time
 
-__all__ = ["Board", "publish", "set_exiting", "set_left", "describe", "UNKNOWN",
+__all__ = ["Board", "publish", "boards", "same_ranks", "set_exiting", "set_left", "describe",
+           "UNKNOWN",
            "COMPUTING", "IN_CALL", "EXITING", "LEFT"]
 
 UNKNOWN, COMPUTING, IN_CALL, EXITING, LEFT = 0, 1, 2, 3, 4
@@ -215,19 +216,26 @@ def publish(desc, comm):
     if _SELF["done"]:
         return
     for board in _BOARDS:
-        if board.comm is comm or _same_ranks(board.comm, comm):
+        if board.comm is comm or same_ranks(board.comm, comm):
             if desc is None:
                 board.computing()
             else:
                 board.in_call(desc)
 
 
-def _same_ranks(a, b):
+def same_ranks(a, b):
+    """Whether communicators ``a`` and ``b`` hold the same ranks (False when either is
+    freed)."""
     from mpi4py import MPI
     try:
         return MPI.Comm.Compare(a, b) in (MPI.IDENT, MPI.CONGRUENT, MPI.SIMILAR)
     except MPI.Exception:  # a freed communicator
         return False
+
+
+def boards():
+    """The live boards (a new list, in creation order)."""
+    return list(_BOARDS)
 
 
 def set_exiting(desc):

@@ -187,7 +187,7 @@ def main(argv=None):
         host = st.WindowDataset(store, "host", series, h, device=device, resident="store",
                                 standardize=False)
         nb = min(a.batches, -(-len(dev) // B))
-        s = dev._dev_series
+        s = dev.device_series
         ar, ar2 = torch.arange(h, device=device), torch.arange(h, 2 * h, device=device)
         pinned = torch.empty(2 * B * h * n * f, dtype=torch.float32,
                              pin_memory=device.type == "cuda")

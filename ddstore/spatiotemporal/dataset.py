@@ -935,6 +935,12 @@ class WindowDataset(_WindowView):
         arr = np.asarray(values, dtype=np.float64)
         return (arr - self.mean) / self.std
 
+    @property
+    def device_series(self):
+        """The whole series on :attr:`device` (a ``[T, nodes, features]`` tensor) when
+        the dataset was built with ``resident="device"``, else None (read-only)."""
+        return self._dev_series
+
     def local_bytes(self):
         """Bytes of the series this rank stores (its share, plus halo)."""
         g = self.store.group_rank
