@@ -31,6 +31,19 @@ rank count it prints the same losses, bit for bit, as the run that never stopped
 ``DistributedSampler`` order is a function of the seed, the epoch and the rank count).
 On another rank count it resumes too, but each rank's mini-batches (and so the losses)
 are those of that rank count.
+
+Reading ahead (``--prefetch K``, default 0)::
+
+    mpiexec -n 4 python examples/hydragnn_ising.py --prefetch 2
+
+wraps the training loader with the store's pipeline to the device
+(``GraphDataset.loader(..., prefetch=K, device=...)``, a
+:class:`ddstore.device.DevicePrefetcher`): a background thread reads and collates the
+next ``K`` mini-batches while the model steps on this one, and each is staged in reused
+buffers (pinned, and copied to the GPU on a side stream, with ``--device cuda``).  The
+batches, their order and so the losses are those of ``--prefetch 0``
+(``tests/test_examples_prefetch.py`` compares them on the CPU); the load latency
+printed is then the time the step waited for its batch.
 """
 import argparse
 import logging
@@ -68,6 +81,11 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where to train: auto = CUDA when every rank sees a GPU (ranks "
                         "outnumbering the GPUs share them, over gloo), else the CPU")
+    p.add_argument("--prefetch", type=int, default=0, metavar="K",
+                   help="read K training batches ahead through the store's pipeline to "
+                        "the device (ddstore.device.DevicePrefetcher: a read-ahead thread, "
+                        "reused staging buffers, pinned and copied on a side stream on "
+                        "CUDA); 0 = each batch read when asked for, as before")
     p.add_argument("--quiet", action="store_true", help="no progress bars or store log")
     p.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="after each epoch save the store (once) and the training state "
@@ -246,6 +264,9 @@ def run_epoch(model, loader, device, mean, std, optimizer=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.prefetch < 0:
+        raise SystemExit(f"--prefetch {args.prefetch}: must be an integer >= 0 (batches "
+                         f"read ahead; 0 = none)")
     import torch
     torch.set_num_threads(max(1, args.threads))
     import torch.distributed as dist
@@ -297,12 +318,18 @@ def main(argv=None):
             seed=args.seed) for k, d in data.items()}
         loaders = {k: d.loader(args.batch_size, sampler=samplers[k])
                    for k, d in data.items()}
+        if args.prefetch:  # the store's pipeline to the device, training batches only
+            loaders["train"] = data["train"].loader(
+                args.batch_size, sampler=samplers["train"], prefetch=args.prefetch,
+                device=device)
         if rank == 0:
             print(f"ranks {comm.size}, width {store.width} ({store.replicas} replica(s)), "
                   f"transport {store.transport}, source {args.source}; graphs train "
                   f"{len(data['train'])} val {len(data['val'])} test {len(data['test'])}; "
                   f"preload {t_load:.2f} s; store bytes on rank 0 {store.nbytes()}; "
-                  f"energy mean {mean:.2f} std {std:.2f}", flush=True)
+                  f"energy mean {mean:.2f} std {std:.2f}"
+                  + (f"; training batches read {args.prefetch} ahead to {device}"
+                     if args.prefetch else ""), flush=True)
             print(f"{'epoch':>5} {'train_loss':>10} {'val_loss':>9} {'samples/s':>10} "
                   f"{'load_p50_us':>11} {'load_p99_us':>11} {'time_s':>7}", flush=True)
         if state is None:

@@ -11,6 +11,14 @@ Rows of 256 B, random global rows, every rank reading concurrently:
   hydragnn batches of 32 single-row ``get`` calls, each batch inside its own
            ``epoch_begin``/``epoch_end`` pair: rows/s and the pair's p50.
 
+With ``--step-ms MS`` (issue 44 item 5), also the HydraGNN-style loop over the adapter's
+batched reads, reading ahead: an epoch (``epoch_begin`` ... ``epoch_end``) of batches of
+``--graph-batch`` random global "graphs" (rows of ``--graph-bytes``, about an Ising
+graph's packed size), each batch one ``get_batch`` call, against a synthetic model step
+of ``MS`` per batch, with ``--prefetch K`` batches read ahead in a thread
+(:func:`ddstore.bench.device.read_ahead`: read time per batch, the steps alone, the
+epoch read ahead against them, target <= 1.1x, and the overlap).
+
 Each is run over shared memory (``transport="auto"``) and RMA, next to a reference read
 that issues one MPI lock/get/unlock per row (``read_ranges(..., per_row_lock=True)``),
 the way the original DDStore's ``get`` works; the original itself is not installed
@@ -40,7 +48,36 @@ def per_call(fn, calls):
     return times
 
 
-def run(comm, transport, rows_per_rank, calls, batches, seed=0):
+def read_ahead_graphs(comm, dds, args, rng):
+    """The HydraGNN-style loop over ``get_batch`` against a ``--step-ms`` step, with
+    ``--prefetch`` batches read ahead (see the module notes); the bytes of every batch
+    are checked on the first pass."""
+    from ddstore.bench.device import read_ahead
+    rank, size = comm.Get_rank(), comm.Get_size()
+    n, nbytes, gb = args.graphs_per_rank, args.graph_bytes, args.graph_batch
+    graphs = np.random.default_rng([args.seed, rank, 7]).integers(
+        0, 256, (n, nbytes), dtype=np.uint8)
+    full = np.concatenate(comm.allgather(graphs))
+    dds.add("graphs", graphs)
+    idx = rng.integers(0, n * size, (args.read_ahead_batches, gb))
+
+    def batches():
+        for rows in idx:
+            out = np.empty((gb, nbytes), dtype=np.uint8)
+            dds.get_batch("graphs", out, rows)
+            yield out
+
+    for rows, out in zip(idx, batches()):  # warm-up, and every byte checked
+        assert out.tobytes() == full[rows].tobytes(), "get_batch: bytes differ"
+    dds.epoch_begin()  # collective: outside the read-ahead thread
+    res = read_ahead(batches, args.step_ms, args.prefetch, store=dds.store,
+                     barrier=comm.Barrier)
+    dds.epoch_end()
+    res.update(graph_bytes=nbytes, graph_batch=gb)
+    return res
+
+
+def run(comm, transport, rows_per_rank, calls, batches, seed=0, args=None):
     rank, size = comm.Get_rank(), comm.Get_size()
     total = rows_per_rank * size
     rng = np.random.default_rng(rank + size * seed)
@@ -87,6 +124,8 @@ def run(comm, transport, rows_per_rank, calls, batches, seed=0):
                            "epoch_pair_p50_us": float(np.median(pair) * 1e6),
                            "epoch_pair_p99_us": float(np.percentile(pair, 99) * 1e6)}
         assert buf.tobytes() == full[idx[-1]].tobytes(), "single: bytes differ"
+        if args is not None and args.step_ms > 0:
+            res["read_ahead"] = read_ahead_graphs(comm, dds, args, rng)
     return res
 
 
@@ -95,19 +134,42 @@ def main(argv=None, prog=None):
     p.add_argument("--calls", type=int, default=3000, help="single gets per rank")
     p.add_argument("--batches", type=int, default=400, help="HydraGNN batches")
     p.add_argument("--rows-per-rank", type=int, default=1 << 15)
+    p.add_argument("--transports", default="auto,rma", help="transports to run")
+    p.add_argument("--step-ms", type=float, default=0.0,
+                   help="also the HydraGNN-style loop over get_batch reading ahead "
+                        "against a synthetic step of this many ms per batch (0: skip)")
+    p.add_argument("--prefetch", type=int, default=2,
+                   help="with --step-ms: batches read ahead in a thread")
+    p.add_argument("--graph-bytes", type=int, default=12800,
+                   help="with --step-ms: bytes per graph (a row)")
+    p.add_argument("--graph-batch", type=int, default=32,
+                   help="with --step-ms: graphs per batch (one get_batch call)")
+    p.add_argument("--graphs-per-rank", type=int, default=2048,
+                   help="with --step-ms: graphs each rank adds")
+    p.add_argument("--read-ahead-batches", type=int, default=40,
+                   help="with --step-ms: batches per epoch")
     args = p.parse_args(argv)
+    transports = [t.strip() for t in args.transports.split(",") if t.strip()]
+    if (args.step_ms < 0 or args.prefetch < 0 or min(args.graph_bytes, args.graph_batch,
+                                                       args.graphs_per_rank,
+                                                       args.read_ahead_batches) < 1
+            or not transports or set(transports) - {"auto", "rma", "shm"}):
+        p.error("--step-ms and --prefetch must be >= 0, --graph-bytes, --graph-batch, "
+                "--graphs-per-rank and --read-ahead-batches >= 1, --transports of "
+                "auto, rma, shm")
     comm = MPI.COMM_WORLD
     report = {"ranks": comm.Get_size(), "row_bytes": ROW, "batch": BATCH,
               "host": platform.node(), "mpi": MPI.Get_library_version().splitlines()[0],
               "transports": {}}
-    for transport in ("auto", "rma"):
+    report["step_ms"], report["prefetch"] = args.step_ms, args.prefetch
+    for transport in transports:
         res = run(comm, transport, args.rows_per_rank, args.calls, args.batches,
-                  args.seed)
+                  args.seed, args)
         gathered = comm.gather(res, root=0)
         if comm.Get_rank() == 0:
             worst = {k: max((g[k] for g in gathered),
                             key=lambda r: r.get("p50_us", -r.get("rows_per_s", 0)))
-                     for k in res}
+                     for k in res if k != "read_ahead"}
             total_rows_s = sum(g["hydragnn"]["rows_per_s"] for g in gathered)
             report["transports"][transport] = {"per_rank": gathered, "worst_rank": worst,
                                                "hydragnn_rows_per_s_all_ranks":
@@ -123,6 +185,12 @@ def main(argv=None, prog=None):
             print(f"  hydragnn (32 gets per epoch pair): {rows_per_s:.0f} rows/s over all "
                   f"ranks; epoch pair p50 {h['epoch_pair_p50_us']:.2f} us, p99 "
                   f"{h['epoch_pair_p99_us']:.2f} us")
+            if "read_ahead" in entry["per_rank"][0]:
+                from ddstore.bench.device import read_ahead_text
+                r = entry["per_rank"][0]["read_ahead"]
+                print(f"  hydragnn loop over get_batch ({r['graph_batch']} graphs of "
+                      f"{r['graph_bytes']} B a batch) reading ahead (rank 0): "
+                      f"{read_ahead_text(r)}")
         write_report(report, report_path(args.out, "compat", report["ranks"]), args.seed)
 
 

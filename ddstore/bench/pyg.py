@@ -212,6 +212,29 @@ def _profile_rows(prof, batches, top=25):
                  cum_ms_per_batch=1e3 * v[3] / batches) for k, v in rows]
 
 
+def _read_ahead(args, comm, store, data, fanouts, seeds):
+    """:func:`ddstore.bench.device.read_ahead` over ``--batches`` batches of the
+    NeighborLoader (the read time per batch, the ``--step-ms`` steps alone, read then
+    step, the epoch with the largest ``--prefetch`` depth, or 2 where none is >= 1, read
+    ahead in a thread: its ratio to the steps alone and the overlap)."""
+    import itertools
+
+    import torch
+    from torch_geometric.loader import NeighborLoader
+
+    from ddstore import pyg as dpyg
+    from ddstore.bench.device import read_ahead
+    sampler = dpyg.NeighborSampler(data.graph_store, num_neighbors=fanouts)
+
+    def make():
+        return itertools.islice(NeighborLoader(
+            data.pyg, num_neighbors=fanouts, neighbor_sampler=sampler,
+            input_nodes=torch.from_numpy(seeds), batch_size=args.batch_size),
+            args.batches)
+    return read_ahead(make, args.step_ms, max(args.prefetch) or 2, store=store,
+                      barrier=comm.Barrier)
+
+
 def _time_loader(loader, batches, sampler, step_s=0.0, profile=None, watch=None, warm=1,
                  counts=None):
     """(seconds, sampler seconds, sampled edges, sampled nodes) of ``batches`` batches
@@ -583,6 +606,9 @@ def main(argv=None, prog=None):
                     if prof is not None:
                         profile_rows = _profile_rows(prof, args.batches)
                     del loader, sampler
+                read_ahead_res = None
+                if args.step_ms > 0 and not args.alone:  # issue 44 item 5's measurement
+                    read_ahead_res = _read_ahead(args, comm, store, data, fanouts, seeds)
                 by_workers = (_time_workers(args, comm, data, fanouts)
                               if args.workers and not args.alone else None)
                 by_option = {} if args.alone else {
@@ -661,6 +687,11 @@ def main(argv=None, prog=None):
                 log(comm, f"width {width} {transport:4s} DataLoader workers (batches/s per "
                           f"rank, x num_workers=0; step {args.step_ms:g} ms): "
                           + _workers_text(by_workers, args.workers_prefetch))
+            if read_ahead_res is not None:
+                from ddstore.bench.device import read_ahead_text
+                res["read_ahead"] = read_ahead_res
+                log(comm, f"width {width} {transport:4s} reading ahead (rank 0): "
+                          + read_ahead_text(read_ahead_res))
             if args.alone:
                 res["alone"] = list(args.options)
                 res["prepare_peak_rss_per_rank"] = [p["prepare_peak_rss"] for p in per]
