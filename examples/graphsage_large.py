@@ -29,6 +29,23 @@ What it does:
   seed nodes' own features alone is trained (the "features only" baseline);
 - at the end, accuracy on (a sample of ``--eval-nodes`` nodes of) each split, for
   GraphSAGE, the MLP and the majority class of the training labels.
+
+On a GPU and reading ahead (issue 44)::
+
+    mpiexec -n 2 python examples/graphsage_large.py --scale 0.02 --device cuda --prefetch 2
+
+``--device`` (default ``cpu``, as before) is where the models train (gradients still
+averaged over gloo, which reduces CUDA tensors, so ranks may share a GPU).
+``--prefetch K`` wraps the training ``NeighborLoader`` with the store's pipeline
+(:class:`ddstore.device.DevicePrefetcher`): a background thread samples and reads the
+next ``K`` batches while the model steps, each staged in reused buffers (pinned, and
+copied on a side stream, on CUDA).  The sampler then draws from its own seeded stream
+(``--sampler-seed``, default ``--seed``) and each rank's loader is given exactly the
+epoch's batches, so that the batches do not depend on when the thread draws them
+(the default sampler draws its keys from torch's generator, which dropout uses too):
+``--sampler-seed S`` gives the same losses with ``--prefetch 0`` and ``--prefetch K``
+(``tests/test_examples_prefetch.py``).  ``--prefetch 0`` without ``--sampler-seed`` is
+the path above, unchanged.
 """
 import argparse
 import math
@@ -73,7 +90,21 @@ def parse_args(argv=None):
     p.add_argument("--dropout", type=float, default=0.2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
-    return p.parse_args(argv)
+    p.add_argument("--device", default="cpu", choices=["cpu", "auto", "cuda"],
+                   help="where the models train (auto: CUDA where every rank sees a GPU)")
+    p.add_argument("--prefetch", type=int, default=0, metavar="K",
+                   help="training batches sampled and read ahead through the store's "
+                        "pipeline to --device (ddstore.device.DevicePrefetcher); 0 = none")
+    p.add_argument("--sampler-seed", type=int, default=None,
+                   help="the sampler's own seeded stream (default: with --prefetch, "
+                        "--seed; without, keys drawn from torch's generator)")
+    args = p.parse_args(argv)
+    if args.prefetch < 0:
+        p.error(f"--prefetch {args.prefetch}: must be an integer >= 0 (batches read "
+                f"ahead; 0 = none)")
+    if args.prefetch and args.sampler_seed is None:
+        args.sampler_seed = args.seed
+    return args
 
 
 def log(comm, *a):
@@ -121,11 +152,13 @@ def eval_sample(ids, total, limit):
 
 
 @torch.no_grad()
-def evaluate(model, data, sampler, fanouts, ids, args, majority):
+def evaluate(model, data, sampler, fanouts, ids, args, majority, device):
     """(GraphSAGE correct, MLP correct, majority correct, labelled) summed over ranks."""
     model.eval()
     counts = np.zeros(4, dtype=np.int64)
     for batch in loader_for(data, sampler, fanouts, ids, args.batch_size):
+        if device.type != "cpu":
+            batch = batch.to(device)
         n = batch.batch_size
         sage, mlp = model(batch)
         y = batch.y[:n]
@@ -142,7 +175,7 @@ def main(argv=None):
     rank, size = comm.rank, comm.size
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    init_torch_distributed(comm, backend="gloo")
+    device = init_torch_distributed(comm, backend="gloo", device=args.device)
     fanouts = [int(f) for f in args.fanouts.split(",")]
     with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
         t0 = time.perf_counter()
@@ -166,7 +199,7 @@ def main(argv=None):
         if not data.splits:
             raise SystemExit("the data set has no train/valid/test split")
         fs, gs = data.pyg
-        sampler = dpyg.NeighborSampler(gs, num_neighbors=fanouts)
+        sampler = dpyg.NeighborSampler(gs, num_neighbors=fanouts, seed=args.sampler_seed)
 
         # the majority class of the training labels (read one-sidedly from the store)
         train_mine = data.splits["train"]
@@ -178,8 +211,12 @@ def main(argv=None):
         train_all = np.concatenate(comm.allgather(train_mine))  # node ids only
 
         model = Models(data.num_features, args.hidden, data.num_classes, len(fanouts),
-                       args.dropout)
+                       args.dropout).to(device)
         ddp = nn.parallel.DistributedDataParallel(model)
+        if args.prefetch or device.type != "cpu":
+            log(comm, f"training on {device}" + (f", batches read {args.prefetch} ahead "
+                                                  f"(sampler seed {args.sampler_seed})"
+                                                  if args.prefetch else ""))
         opt = torch.optim.Adam(ddp.parameters(), lr=args.lr)
         for epoch in range(1, args.epochs + 1):
             perm = np.random.default_rng([args.seed, epoch]).permutation(train_all)
@@ -189,10 +226,18 @@ def main(argv=None):
                 nb = min(nb, args.max_batches)
             t0 = time.perf_counter()
             losses, edges = [], 0
-            for i, batch in enumerate(loader_for(data, sampler, fanouts, mine,
-                                                 args.batch_size)):
+            # a seeded sampler: exactly the epoch's batches (no draw for a batch not used)
+            ids = mine if args.sampler_seed is None else mine[:nb * args.batch_size]
+            loader = loader_for(data, sampler, fanouts, ids, args.batch_size)
+            if args.prefetch:
+                from ddstore.device import DevicePrefetcher
+                loader = DevicePrefetcher(loader, device, prefetch=args.prefetch,
+                                          store=store)
+            for i, batch in enumerate(loader):
                 if i >= nb:
                     break
+                if not args.prefetch and device.type != "cpu":
+                    batch = batch.to(device)
                 n = batch.batch_size
                 y = batch.y[:n]
                 keep = y >= 0
@@ -215,7 +260,7 @@ def main(argv=None):
         results = {}
         for which in ("train", "valid", "test"):
             ids = eval_sample(data.splits[which], data.split_sizes[which], args.eval_nodes)
-            c = evaluate(model, data, sampler, fanouts, ids, args, majority)
+            c = evaluate(model, data, sampler, fanouts, ids, args, majority, device)
             results[which] = (c[:3] / max(int(c[3]), 1), int(c[3]))
         log(comm, f"accuracy on {', '.join(f'{w} ({r[1]} nodes)' for w, r in results.items())}"
                   f" (evaluated in {time.perf_counter() - t0:.1f} s):")

@@ -1,10 +1,12 @@
 """The examples' ``--prefetch K`` (issue 44 item 4): the training batches read ahead
 through the store's pipeline to the device (``ddstore.device.DevicePrefetcher``, here
 with the CPU as the device: the read-ahead thread and the reused staging buffers) train
-exactly as ``--prefetch 0``: the same printed losses and, after the last epoch, the same
-model weights bit for bit.  The store is read with ``transport="rma"`` at width 2, so the
+exactly as ``--prefetch 0``: for hydragnn_ising.py the same printed losses and, after
+the last epoch, the same model weights bit for bit; for graphsage_large.py (with a
+seeded sampler) the same printed losses and accuracies.  The store is read with ``transport="rma"`` at width 2, so the
 read-ahead thread reads the other rank's graphs with ``MPI_Get``."""
 import os
+import re
 
 import pytest
 
@@ -56,3 +58,28 @@ def test_hydragnn_prefetch_refuses_negative():
                   "--quiet", check=False, timeout=120)
     assert res.returncode != 0, res.output
     assert "--prefetch -1: must be an integer >= 0" in res.output, res.output
+
+
+def sage_losses(out):
+    """The per-epoch loss lines and the accuracy table of graphsage_large.py."""
+    lines = [re.sub(r"; \d+ batches per rank in .*$", "", line) for line in out.splitlines()
+             if re.match(r"^epoch \d+: loss ", line)]
+    table = [line for line in out.splitlines()
+             if re.match(r"^\s+(GraphSAGE|MLP|majority)", line)]
+    return lines, table
+
+
+@pytest.mark.mpi
+def test_graphsage_prefetch_trains_as_without():
+    """graphsage_large.py with a seeded sampler: ``--prefetch 2`` (the NeighborLoader
+    wrapped with DevicePrefetcher on the CPU) prints the losses and accuracies of
+    ``--prefetch 0``."""
+    args = ["--scale", "0.002", "--classes", "8", "--epochs", "2", "--batch-size", "64",
+            "--hidden", "16", "--fanouts", "10,5", "--eval-nodes", "500",
+            "--transport", "rma", "--sampler-seed", "3"]
+    outs = {k: run_mpi(os.path.join(EXAMPLES, "graphsage_large.py"), 2, *args,
+                       "--prefetch", k, timeout=240) for k in (0, 2)}
+    assert "batches read 2 ahead (sampler seed 3)" in outs[2], outs[2]
+    lines0, table0 = sage_losses(outs[0])
+    assert len(lines0) == 2 and len(table0) == 3, outs[0]
+    assert sage_losses(outs[2]) == (lines0, table0), (outs[0], outs[2])
