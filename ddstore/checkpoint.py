@@ -78,7 +78,7 @@ import uuid
 
 import numpy as np
 
-from . import _core
+from . import _collective, _core
 from ._checks import partition
 from .annotations import Annotation
 from .errors import DDStoreError, DDStoreValueError
@@ -961,7 +961,17 @@ class Checkpoints:
         missing, truncated or altered file, a manifest that is not a ddstore checkpoint,
         or a variable or annotation name the store already holds is refused with a
         :class:`DDStoreValueError` naming it, alike on every rank, and the store keeps
-        only what it held before.  Returns the manifest."""
+        only what it held before.  A SIGINT on one rank is held over the whole call (its
+        steps are several): it is agreed in the next round, or raised once the call has
+        completed on every rank, never between two of its steps on that rank alone.
+        Returns the manifest."""
+        level = _collective.hold_interrupts()
+        try:
+            return self._load(path)
+        finally:
+            _collective.release_interrupts(level)
+
+    def _load(self, path):
         with self.store.collective("load", str(path)) as step:
             path = _path_arg(path, "load")
             manifest = read_manifest(path)  # checksum and every field checked
@@ -1139,10 +1149,18 @@ def restore(cls, path, comm=None, width=None, transport="auto", *, memory_budget
             nbytes = read_manifest(path)["nbytes"]
         except DDStoreError:
             nbytes = 1  # refused below, by load's agreed step
-    store = cls(comm, width, transport, data_nbytes=nbytes, memory_budget=memory_budget)
+    # held over the constructor and load together: a SIGINT after the constructor's last
+    # round is agreed in load's first, not raised on one rank between the two calls
+    level = _collective.hold_interrupts()
+    store = None
     try:
+        store = cls(comm, width, transport, data_nbytes=nbytes,
+                    memory_budget=memory_budget)
         store.load(path)
-    except BaseException:
-        store.free()
+    except BaseException as exc:
+        if store is not None and _collective.is_agreed(exc):  # alike everywhere: free()
+            store.free()                                       # meets every rank
         raise
+    finally:
+        _collective.release_interrupts(level)
     return store

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import Cases, check, expect_error, run_main
+from _harness import Cases, check, expect_error, run_main, shared_tmpdir
 
 import ddstore
 from ddstore import DDStoreMemoryError, DDStoreValueError, _collective
@@ -221,6 +221,84 @@ def _(t):
                           store, f"load_synthetic, step {k} <- "
                                  f"{'KeyboardInterrupt' if k % 2 else 'SIGINT'}")
         _collective.inject(None)
+
+
+@cases("SIGINT in every step of restore")
+def _(t):
+    """Issue 43 item 11: an interrupted restore.  Every step restore enters (the new
+    store's constructor, load's steps), a KeyboardInterrupt or a real SIGINT during its
+    round on the last rank: either every rank raises the same agreed DDStoreInterrupt
+    and no store is left alive, or (a SIGINT no round saw) the restore completed on
+    every rank and the interrupted rank alone raises KeyboardInterrupt after it; never
+    an out-of-step error, a hang, or a store left half-built."""
+    from ddstore import _lifecycle
+    store = t.store
+    with shared_tmpdir() as tmp:
+        path = os.path.join(tmp, "ck")
+        lo, hi = ddstore.partition(30, size, rank)
+        with ddstore.DDStore(comm) as src:
+            src.add("r", np.arange(2 * lo, 2 * hi, dtype=np.float64).reshape(-1, 2))
+            src.save(path)
+        _collective.reset_steps()
+        ddstore.DDStore.restore(path, comm).free()
+        steps = _collective.steps_entered()
+        check(steps >= 3, f"restore entered {steps} steps")
+        real_round = _collective._round
+        rounds = {"n": 0, "at": None}
+
+        def round_then_sigint(*args, **kwargs):  # a SIGINT just after the gather
+            out = real_round(*args, **kwargs)
+            rounds["n"] += 1
+            if rounds["n"] == rounds["at"]:
+                os.kill(os.getpid(), signal.SIGINT)
+            return out
+        _collective._round = round_then_sigint
+        try:
+            rounds["at"] = None
+            ddstore.DDStore.restore(path, comm).free()
+            n_rounds = rounds["n"]
+        finally:
+            _collective._round = real_round
+        kinds = [(k, "KeyboardInterrupt" if k % 2 else "SIGINT in the round")
+                 for k in range(1, steps + 1)]
+        kinds += [(k, "SIGINT after the gather") for k in range(1, n_rounds + 1)]
+        for k, kind in kinds:
+            lives = len(_lifecycle._LIVE_STORES)
+            _collective.reset_steps()
+            rounds["n"], rounds["at"] = 0, None
+            if rank == LAST and kind == "SIGINT after the gather":
+                rounds["at"] = k
+            elif rank == LAST:
+                _collective.inject(k, KeyboardInterrupt() if k % 2 else SigintNow)
+            got, restored = None, None
+            _collective._round = round_then_sigint
+            try:
+                restored = ddstore.DDStore.restore(path, comm)
+            except KeyboardInterrupt as exc:
+                got = (type(exc).__name__, _collective.is_agreed(exc))
+            except Exception as exc:  # noqa: BLE001 -- reported
+                got = ("other: " + type(exc).__name__ + ": " + str(exc), False)
+            finally:
+                _collective.inject(None)
+                _collective._round = real_round
+            what = f"restore, step/round {k} <- {kind}"
+            everyone = comm.allgather(got)
+            agreed = all(g == ("DDStoreInterrupt", True) for g in everyone)
+            # completed everywhere; only the interrupted rank raised, after the call
+            late = all(g is None for r, g in enumerate(everyone) if r != LAST) and \
+                everyone[LAST] in (None, ("KeyboardInterrupt", False))
+            check(agreed or late, f"{what}: ranks raised {everyone}")
+            if restored is not None:
+                check(np.array_equal(restored.get_batch("r", np.arange(30)),
+                                     np.arange(60, dtype=np.float64).reshape(30, 2)),
+                      f"{what}: the restored rows differ")
+            # a store restored on the other ranks, but whose handle the interrupted
+            # rank never got, is still alive there: free every new one alike
+            while len(_lifecycle._LIVE_STORES) > lives:
+                _lifecycle._LIVE_STORES[-1].free()
+            check(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+                  f"{what}: the SIGINT handler is not restored")
+    check(store.variables() is not None, "the case's store is still usable")
 
 
 # ---------------------------------------------------------------- item 7
