@@ -457,7 +457,7 @@ class CheckpointAPI:
         anns = [{"name": n, "kind": a.kind, "meta": a.meta,
                  "arrays": sorted(a.arrays), "variables": list(a.variables),
                  "cuts": a.cuts} for n, a in sorted(self._annotations.items())]
-        from . import __version__
+        from ._version import __version__
         return {"format": FORMAT, "version": VERSION, "generation": gen,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "ddstore": __version__,
                 "saved_by": {"size": self.size, "width": self.width,
