@@ -3,7 +3,8 @@
  * (ddstore.c walks a read's rows and hands each contiguous piece here), above the
  * progress agent (progress.c) and the message path (serve.c), which call nothing here.
  *
- * The routes, decided in one function (transport_route), per owner and call:
+ * The routes, decided in one function (transport_route, transport.h), per owner and
+ * call:
  *   local    the owner is this rank or a member on this node whose chunk is mapped in
  *            the shared-memory window: a memcpy.
  *   message  the owner is on another node, the store serves reads by message
@@ -25,18 +26,7 @@
 /* largest byte count handed to one MPI_Get (MPI counts are int) */
 #define DDS_MAX_GET_BYTES ((int64_t)1 << 30)
 
-/* ------------------------------------------------------------------ the route */
-
-enum transport_route transport_route(const dds_store *s, const struct dds_var *v,
-                                     int owner, const struct transport_call *c,
-                                     int64_t pieces)
-{
-    if (v && transport_load_base(s, v, owner)) return TRANSPORT_LOCAL;
-    if (dds_forked()) return TRANSPORT_NONE;
-    if (c->serve && s->member_off[owner] && (pieces < 0 || pieces >= s->serve_min_pieces))
-        return TRANSPORT_MESSAGE;
-    return TRANSPORT_RMA;
-}
+/* ------------------------------------------------------------------ the message route */
 
 /* The message route's switch: see dds_serve in dds_store.h. */
 int dds_serve(dds_store *s, int on, int64_t min_pieces)
@@ -173,17 +163,16 @@ static int gather_piece(struct dds_var *v, char *out, int owner, struct gathered
     return DDS_OK;
 }
 
-int transport_piece(dds_store *s, struct transport_call *c, struct transport_piece *p)
+int transport_far(dds_store *s, struct transport_call *c, struct transport_piece *p,
+                  enum transport_route route)
 {
-    if (p->owner < 0 || p->bytes == 0) return DDS_OK;
     struct dds_var *v = c->v;
     int per_row = c->per_row;
     char *touched = c->req_touched;
-    switch (transport_route(s, v, p->owner, c, -1)) {
-    case TRANSPORT_LOCAL:
-        memcpy(p->dst, transport_load_base(s, v, p->owner) + p->disp, (size_t)p->bytes);
-        p->owner = -1;
-        return DDS_OK;
+    switch (route) {
+    case TRANSPORT_LOCAL:  /* transport_piece copies these */
+    case TRANSPORT_RMA:
+        break;
     case TRANSPORT_NONE: {
         int owner = p->owner;
         p->owner = -1;
@@ -201,8 +190,6 @@ int transport_piece(dds_store *s, struct transport_call *c, struct transport_pie
         }
         return dds_outbox_add(&c->boxes[owner], c->req, p->disp, p->bytes, p->dst);
     }
-    case TRANSPORT_RMA:
-        break;
     }
     if (c->gath && !per_row) {
         int code = gather_piece(v, c->reqs[c->req].out, p->owner, &c->gath[p->owner],

@@ -10,6 +10,8 @@
 
 #include "internal.h"
 
+#include <string.h>
+
 /* The address of member `owner`'s chunk of `v` when this process reads it by plain
  * loads (its own chunk, or a node-local member's in the shared-memory window), else
  * NULL.  The one test of the local route (transport_route, the prefetch of a read,
@@ -63,13 +65,22 @@ struct transport_piece {
     int64_t bytes;
 };
 
-/* How the bytes of member `owner` travel in call `c`.  `v`: the variable read (NULL
- * when deciding for all of the owner's pieces of the call at once, which are never
- * local).  `pieces`: how many pieces the call reads from `owner` when known (after the
- * walk: fewer than the store's min_pieces go by MPI_Get, not by message), else -1. */
-enum transport_route transport_route(const dds_store *s, const struct dds_var *v,
-                                     int owner, const struct transport_call *c,
-                                     int64_t pieces) __attribute__((visibility("hidden")));
+/* How the bytes of member `owner` travel in call `c`: the one decision of the route.
+ * `v`: the variable read (NULL when deciding for all of the owner's pieces of the call
+ * at once, which are never local).  `pieces`: how many pieces the call reads from
+ * `owner` when known (after the walk: fewer than the store's min_pieces go by MPI_Get,
+ * not by message), else -1.  Inline: it runs for every piece of a read. */
+static inline enum transport_route transport_route(const dds_store *s,
+                                                   const struct dds_var *v, int owner,
+                                                   const struct transport_call *c,
+                                                   int64_t pieces)
+{
+    if (v && transport_load_base(s, v, owner)) return TRANSPORT_LOCAL;
+    if (dds_forked()) return TRANSPORT_NONE;
+    if (c->serve && s->member_off[owner] && (pieces < 0 || pieces >= s->serve_min_pieces))
+        return TRANSPORT_MESSAGE;
+    return TRANSPORT_RMA;
+}
 
 /* Start call `c` over the checked requests reqs[nreq] (`per_row`: each row in its own
  * lock epoch, for a call whose variable `rma_var` has an RMA window).  After a failure
@@ -84,10 +95,26 @@ int transport_begin(dds_store *s, struct transport_call *c, int req, struct dds_
     __attribute__((visibility("hidden")));
 int transport_end(dds_store *s, struct transport_call *c, int code)
     __attribute__((visibility("hidden")));
-/* Send piece `p` of the current request on its route (or queue it: gets gathered per
- * owner, pieces by message in the owner's outbox); p->owner is -1 after. */
-int transport_piece(dds_store *s, struct transport_call *c, struct transport_piece *p)
-    __attribute__((visibility("hidden")));
+/* Send piece `p` of the current request on a route other than the local one (gets
+ * gathered per owner, pieces by message queued in the owner's outbox); p->owner is -1
+ * after. */
+int transport_far(dds_store *s, struct transport_call *c, struct transport_piece *p,
+                  enum transport_route route) __attribute__((visibility("hidden")));
+
+/* Send piece `p` of the current request on its route: a local piece is copied here
+ * (inline: the walk of a read from shared memory is a copy per row), any other goes to
+ * transport_far.  p->owner is -1 after. */
+static inline int transport_piece(dds_store *s, struct transport_call *c,
+                                  struct transport_piece *p)
+{
+    if (p->owner < 0 || p->bytes == 0) return DDS_OK;
+    enum transport_route route = transport_route(s, c->v, p->owner, c, -1);
+    if (route != TRANSPORT_LOCAL) return transport_far(s, c, p, route);
+    memcpy(p->dst, transport_load_base(s, c->v, p->owner) + p->disp, (size_t)p->bytes);
+    p->owner = -1;
+    return DDS_OK;
+}
+
 /* End the call: its requests by message sent (or read by gets when small), its gets
  * flushed (or the per-row epoch relocked), the replies waited for and copied into
  * place; everything released.  Returns `code` unless it was DDS_OK and this failed. */
