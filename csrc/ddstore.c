@@ -4,11 +4,10 @@
  * shared memory).  See dds_store.h for the API contract.
  */
 #define _DEFAULT_SOURCE
-#include "internal.h"
+#include "transport.h"
 
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,64 +18,6 @@
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22 /* Linux >= 5.14; older kernels refuse it with EINVAL */
 #endif
-
-/* largest byte count handed to one MPI_Get (MPI counts are int) */
-#define DDS_MAX_GET_BYTES ((int64_t)1 << 30)
-
-/* ------------------------------------------------------------------ errors */
-
-/* The message of the last failure, per thread: a call fails and its caller reads the
- * message (dds_last_error) in the same thread, so concurrent readers (a prefetch thread
- * and the main thread) never see each other's text.  The only global state. */
-static _Thread_local char dds_err[1024];
-
-int dds_set_error(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(dds_err, sizeof dds_err, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-int dds_mpi_error(int rc, const char *what)
-{
-    char msg[MPI_MAX_ERROR_STRING];
-    int n = 0;
-    if (MPI_Error_string(rc, msg, &n) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "error code %d", rc);
-    return dds_set_error(DDS_EMPI, "%s failed: %s", what, msg);
-}
-
-const char *dds_last_error(void) { return dds_err; }
-
-/* ------------------------------------------------------------------ fork guard */
-
-/* Set in every process forked from this one after the library was loaded (a DataLoader
- * worker, os.fork): pthread_atfork's child handler, registered when the library is
- * loaded.  A forked process inherits the windows' memory (this rank's chunk and the
- * node-local members' chunks stay readable by load) but must make no MPI call: MPI
- * does not define a forked child's use of the parent's MPI state.  Every path that
- * would call MPI returns DDS_ESTATE there instead (forked_refusal); reads by load go on.
- * Written once, before the child runs anything else: no lock needed. */
-static volatile int dds_forked_flag;
-
-static void mark_forked(void) { dds_forked_flag = 1; }
-
-__attribute__((constructor)) static void register_fork_guard(void)
-{
-    pthread_atfork(NULL, NULL, mark_forked);
-}
-
-int dds_forked(void) { return dds_forked_flag; }
-
-static int forked_refusal(const char *what)
-{
-    return dds_set_error(DDS_ESTATE, "%s needs MPI, and this process was forked from an "
-                         "MPI rank (a DataLoader worker with num_workers > 0, os.fork), "
-                         "where no MPI call may be made; call it in the rank's own "
-                         "process", what);
-}
 
 /* DDS_OK when an MPI call returned MPI_SUCCESS, else its error (named `what`) */
 static int mpi_check(int rc, const char *what)
@@ -101,37 +42,12 @@ static int agree(dds_store *s, int code)
     if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Allreduce (agreeing on errors)");
     first = -res[1];
     int agreed = code;
+    char msg[DDS_ERROR_BYTES];
+    memcpy(msg, dds_last_error(), sizeof msg);
     rc = MPI_Bcast(&agreed, 1, MPI_INT, first, s->comm);
-    if (rc == MPI_SUCCESS)
-        rc = MPI_Bcast(dds_err, sizeof dds_err, MPI_CHAR, first, s->comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, s->comm);
     if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Bcast (agreeing on errors)");
-    char tmp[sizeof dds_err];
-    memcpy(tmp, dds_err, sizeof tmp);
-    snprintf(dds_err, sizeof dds_err, "rank %d: %.1000s", first, tmp);
-    return agreed;
-}
-
-/* ------------------------------------------------------------------ variables table */
-
-/* the variable in slot `id` (its block exists: id < nvars, or id == nvars in dds_add) */
-static struct dds_var *var_at(const dds_store *s, int id)
-{
-    return &s->var_blocks[id / DDS_VAR_BLOCK][id % DDS_VAR_BLOCK];
-}
-
-static int nvars_published(const dds_store *s)
-{
-    return atomic_load_explicit(&((dds_store *)s)->nvars, memory_order_acquire);
-}
-
-int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
-{
-    *v = NULL;
-    if (!s) return freed_store();
-    if (var_id < 0 || var_id >= nvars_published(s) || !var_at(s, var_id)->offsets)
-        return dds_set_error(DDS_ESTATE, "unknown variable id %d", var_id);
-    *v = var_at(s, var_id);
-    return DDS_OK;
+    return dds_set_error(agreed, "rank %d: %.1000s", first, msg);
 }
 
 /* ------------------------------------------------------------------ create / free */
@@ -157,9 +73,9 @@ static void free_var(struct dds_var *v, int mpi_usable)
 /* Release everything a store holds (MPI objects only while MPI is usable). */
 static void destroy_store(dds_store *s, int mpi_usable)
 {
-    int n = nvars_published(s);
+    int n = dds_nvars_published(s);
     dds_progress_halt(s);  /* before any window or communicator goes */
-    for (int i = 0; i < n; i++) free_var(var_at(s, i), mpi_usable);
+    for (int i = 0; i < n; i++) free_var(dds_var_at(s, i), mpi_usable);
     for (int b = 0; b < DDS_VAR_BLOCKS; b++) free(s->var_blocks[b]);
     if (mpi_usable) {
         if (s->node_comm != MPI_COMM_NULL) MPI_Comm_free(&s->node_comm);
@@ -220,7 +136,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
 {
     int rc, code, initialized = 0, finalized = 0;
     *out = NULL;
-    if (dds_forked_flag) return forked_refusal("creating a store (collective)");
+    if (dds_forked()) return dds_forked_refusal("creating a store (collective)");
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (!initialized || finalized)
@@ -361,10 +277,10 @@ int dds_free(dds_store **store)
 {
     if (!store || !*store) return DDS_OK;
     int finalized = 0;
-    if (!dds_forked_flag) MPI_Finalized(&finalized);
+    if (!dds_forked()) MPI_Finalized(&finalized);
     /* a forked process releases its copy of the memory only: the windows are the
      * parent's, and MPI may not be called here */
-    destroy_store(*store, !finalized && !dds_forked_flag);
+    destroy_store(*store, !finalized && !dds_forked());
     *store = NULL;
     return DDS_OK;
 }
@@ -430,7 +346,7 @@ int dds_prefault(dds_store *s, int var_id, int flags, int64_t *bytes)
     for (int g = 0; g < s->width; g++) {
         int own = g == s->group_rank;
         if (!(flags & (own ? DDS_PREFAULT_OWN : DDS_PREFAULT_PEERS))) continue;
-        const char *base = own ? v->base : v->peer_base[g];
+        const char *base = transport_load_base(s, v, g);
         /* each member's chunk fits int64 bytes: dds_add checked it on its owner */
         int64_t n = (v->offsets[g + 1] - v->offsets[g]) * v->row_bytes;
         if (!base || n <= 0) continue;
@@ -509,7 +425,7 @@ static int prepare_var(dds_store *s, const char *name, int64_t n_local, int64_t 
                                  (double)*bytes / 1e9, (double)avail / 1e9);
     }
     /* the slot: blocks are allocated once and never move (see internal.h) */
-    int id = nvars_published(s);
+    int id = dds_nvars_published(s);
     if (code == DDS_OK && id >= DDS_MAX_VARS)
         code = dds_set_error(DDS_ENOMEM, "variable '%s': a store holds at most %d "
                              "variables (ids are never reused)", name, DDS_MAX_VARS);
@@ -593,7 +509,7 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
             int *var_id)
 {
     if (!s) return freed_store();
-    if (dds_forked_flag) return forked_refusal("adding a variable (collective)");
+    if (dds_forked()) return dds_forked_refusal("adding a variable (collective)");
     int64_t bytes = 0;
     struct dds_var v;
     memset(&v, 0, sizeof v);
@@ -625,8 +541,8 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
         advise_huge(g == s->group_rank ? v.base : v.peer_base[g],
                     (v.offsets[g + 1] - v.offsets[g]) * v.row_bytes);
     /* fill the slot, then publish it: a reader that sees the new count sees the slot */
-    int id = nvars_published(s);
-    *var_at(s, id) = v;
+    int id = dds_nvars_published(s);
+    *dds_var_at(s, id) = v;
     atomic_store_explicit(&s->nvars, id + 1, memory_order_release);
     *var_id = id;
     return DDS_OK;
@@ -637,7 +553,7 @@ int dds_remove(dds_store *s, int var_id)
     struct dds_var *v;
     int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
-    if (dds_forked_flag) return forked_refusal("removing a variable (collective)");
+    if (dds_forked()) return dds_forked_refusal("removing a variable (collective)");
     free_var(v, 1);
     return DDS_OK;
 }
@@ -666,7 +582,7 @@ int dds_member_ptr(dds_store *s, int var_id, int member, void **ptr, int64_t *nr
     if (member < 0 || member >= s->width)
         return dds_set_error(DDS_ERANGE, "variable '%s': member %d out of range [0, %d)",
                     v->name, member, s->width);
-    *ptr = member == s->group_rank ? v->base : v->peer_base[member];
+    *ptr = transport_load_base(s, v, member);
     *nrows = v->offsets[member + 1] - v->offsets[member];
     return DDS_OK;
 }
@@ -685,15 +601,15 @@ static int sync_var(const struct dds_var *v)
 
 static int sync_windows(dds_store *s)
 {
-    int code = DDS_OK, n = nvars_published(s);
-    for (int i = 0; i < n && code == DDS_OK; i++) code = sync_var(var_at(s, i));
+    int code = DDS_OK, n = dds_nvars_published(s);
+    for (int i = 0; i < n && code == DDS_OK; i++) code = sync_var(dds_var_at(s, i));
     return code;
 }
 
 int dds_sync(dds_store *s)
 {
     if (!s) return freed_store();
-    if (dds_forked_flag) return forked_refusal("sync (collective)");
+    if (dds_forked()) return dds_forked_refusal("sync (collective)");
     int code = sync_windows(s);
     int rc = MPI_Barrier(s->comm); /* made whatever failed before: ranks stay in step */
     if (code == DDS_OK) code = mpi_check(rc, "MPI_Barrier");
@@ -711,7 +627,7 @@ int dds_sync_windows(dds_store *s, const int *var_ids, int64_t n)
         int rc = dds_get_var(s, var_ids[i], &v);
         if (rc) return rc;
     }
-    if (dds_forked_flag && n) return forked_refusal("MPI_Win_sync of a variable's windows");
+    if (dds_forked() && n) return dds_forked_refusal("MPI_Win_sync of a variable's windows");
     int code = DDS_OK;
     for (int64_t i = 0; i < n && code == DDS_OK; i++) {
         dds_get_var(s, var_ids[i], &v);
@@ -755,204 +671,12 @@ int64_t dds_local_bytes(const dds_store *s)
 {
     int64_t total = 0;
     if (!s) return 0;
-    int n = nvars_published(s);
-    for (int i = 0; i < n; i++) total += var_at(s, i)->n_local * var_at(s, i)->row_bytes;
+    int n = dds_nvars_published(s);
+    for (int i = 0; i < n; i++) total += dds_var_at(s, i)->n_local * dds_var_at(s, i)->row_bytes;
     return total;
 }
 
 /* ------------------------------------------------------------------ reads */
-
-/* a contiguous copy waiting to be issued, so adjacent pieces merge into one */
-struct pending {
-    int owner;        /* -1: none */
-    int64_t disp;     /* byte offset in the owner's chunk */
-    char *dst;
-    int64_t bytes;
-};
-
-/* Targets with gets in flight during one dds_read call.  Per call (not per store), so
- * that reads from several threads never flush or skip each other's targets. */
-#define DDS_TOUCHED_ON_STACK 256
-
-/* RMA pieces of one owner gathered into one MPI_Get of two hindexed datatypes (the
- * pieces' places in the output and in the owner's chunk), so that a batch of scattered
- * rows costs one get per DDS_GET_BLOCKS rows and owner, not one per row. */
-#define DDS_GET_BLOCKS 4096
-
-struct gathered {
-    MPI_Aint *odisp, *tdisp;  /* DDS_GET_BLOCKS each; NULL until the owner is read */
-    int *len;
-    int n;
-    int64_t bytes;
-    uint64_t bits;  /* every odisp, tdisp and len OR-ed: their common alignment */
-};
-
-/* The widest of 8, 4, 2, 1 bytes dividing every displacement and length of g and the
- * output's address, with its MPI type: the pieces are copied in units of it.  MPICH
- * copies a hindexed type of MPI_BYTE one byte at a time; of 8-byte integers, 8 at a
- * time (measured: the times of a batch's remote lists read 3-4x faster). */
-static MPI_Datatype gather_unit(const struct gathered *g, const char *out, int *unit)
-{
-    uint64_t bits = g->bits | (uint64_t)(uintptr_t)out;
-    if (!(bits & 7)) { *unit = 8; return MPI_INT64_T; }
-    if (!(bits & 3)) { *unit = 4; return MPI_INT32_T; }
-    if (!(bits & 1)) { *unit = 2; return MPI_INT16_T; }
-    *unit = 1;
-    return MPI_BYTE;
-}
-
-/* RMA traffic of this process (dds_rma_stats): MPI_Get calls, their bytes, and
- * flushes (one per owner per read call: the round trips a read waits for) */
-static atomic_llong rma_gets, rma_bytes, rma_flushes;
-
-int dds_rma_stats(int64_t *gets, int64_t *bytes, int64_t *flushes)
-{
-    if (!gets || !bytes || !flushes)
-        return dds_set_error(DDS_EINVAL, "dds_rma_stats: NULL output");
-    *gets = atomic_load_explicit(&rma_gets, memory_order_relaxed);
-    *bytes = atomic_load_explicit(&rma_bytes, memory_order_relaxed);
-    *flushes = atomic_load_explicit(&rma_flushes, memory_order_relaxed);
-    return DDS_OK;
-}
-
-static void count_get(int64_t bytes)
-{
-    atomic_fetch_add_explicit(&rma_gets, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&rma_bytes, bytes, memory_order_relaxed);
-}
-
-static int get_gathered(struct dds_var *v, char *out, int owner, struct gathered *g)
-{
-    if (g->n == 0) return DDS_OK;
-    int rc;
-    count_get(g->bytes);
-    if (g->n == 1) {
-        rc = MPI_Get(out + g->odisp[0], g->len[0], MPI_BYTE, owner, g->tdisp[0], g->len[0],
-                     MPI_BYTE, v->rma_win);
-    } else {
-        MPI_Datatype ot = MPI_DATATYPE_NULL, tt = MPI_DATATYPE_NULL;
-        int unit = 1;
-        MPI_Datatype elem = gather_unit(g, out, &unit);
-        if (unit > 1)  /* lengths in units (each a multiple of it) */
-            for (int i = 0; i < g->n; i++) g->len[i] /= unit;
-        rc = MPI_Type_create_hindexed(g->n, g->len, g->odisp, elem, &ot);
-        if (rc == MPI_SUCCESS)
-            rc = MPI_Type_create_hindexed(g->n, g->len, g->tdisp, elem, &tt);
-        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&ot);
-        if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&tt);
-        if (rc == MPI_SUCCESS) rc = MPI_Get(out, 1, ot, owner, 0, 1, tt, v->rma_win);
-        /* freeing a datatype leaves the operations using it intact */
-        if (ot != MPI_DATATYPE_NULL) MPI_Type_free(&ot);
-        if (tt != MPI_DATATYPE_NULL) MPI_Type_free(&tt);
-    }
-    g->n = 0;
-    g->bytes = 0;
-    g->bits = 0;
-    return rc == MPI_SUCCESS ? DDS_OK : dds_mpi_error(rc, "MPI_Get (gathered rows)");
-}
-
-/* Add `bytes` at offset `disp` of member `owner`'s chunk, bound for `dst` in `out`, to
- * g (its arrays allocated on its first piece): in pieces of at most DDS_MAX_GET_BYTES,
- * issuing g's get first whenever it holds DDS_GET_BLOCKS pieces or would pass
- * DDS_MAX_GET_BYTES.  The caller issues what is left (get_gathered) and frees g's
- * arrays. */
-static int gather_piece(struct dds_var *v, char *out, int owner, struct gathered *g,
-                        char *dst, int64_t disp, int64_t bytes)
-{
-    if (!g->odisp) {
-        g->odisp = malloc(sizeof(MPI_Aint) * 2 * DDS_GET_BLOCKS);
-        g->len = malloc(sizeof(int) * DDS_GET_BLOCKS);
-        if (!g->odisp || !g->len)
-            return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
-        g->tdisp = g->odisp + DDS_GET_BLOCKS;
-    }
-    for (int64_t done = 0; done < bytes; done += DDS_MAX_GET_BYTES) {
-        int64_t n = bytes - done < DDS_MAX_GET_BYTES ? bytes - done : DDS_MAX_GET_BYTES;
-        if (g->n == DDS_GET_BLOCKS || g->bytes + n > DDS_MAX_GET_BYTES) {
-            int rc = get_gathered(v, out, owner, g);
-            if (rc != DDS_OK) return rc;
-        }
-        g->odisp[g->n] = (MPI_Aint)(dst + done - out);
-        g->tdisp[g->n] = (MPI_Aint)(disp + done);
-        g->len[g->n] = (int)n;
-        g->bits |= (uint64_t)g->odisp[g->n] | (uint64_t)g->tdisp[g->n] | (uint64_t)n;
-        g->n++;
-        g->bytes += n;
-    }
-    return DDS_OK;
-}
-
-/* What one read call shares across its requests: the members whose pieces go by
- * message (boxes: NULL when the store does not serve), and the request being walked. */
-struct call {
-    struct dds_outbox *boxes;  /* [width], or NULL until needed */
-    int req;
-    int serve;                 /* the store serves reads by message, and this call may */
-};
-
-static int issue(dds_store *s, struct dds_var *v, struct pending *p, int per_row,
-                 char *touched, char *out, struct gathered *gath, struct call *call)
-{
-    if (p->owner < 0 || p->bytes == 0) return DDS_OK;
-    const char *src = p->owner == s->group_rank ? v->base : v->peer_base[p->owner];
-    if (src) {
-        memcpy(p->dst, src + p->disp, (size_t)p->bytes);
-        p->owner = -1;
-        return DDS_OK;
-    }
-    if (dds_forked_flag) {
-        int owner = p->owner;
-        p->owner = -1;
-        char what[256];
-        snprintf(what, sizeof what, "variable '%s': reading rows of group member %d "
-                 "(not in this node's shared memory: MPI_Get)", v->name, owner);
-        return forked_refusal(what);
-    }
-    if (call->serve && s->member_off[p->owner] && !per_row) {
-        int owner = p->owner;
-        p->owner = -1;
-        if (!call->boxes) {
-            call->boxes = calloc((size_t)s->width, sizeof(struct dds_outbox));
-            if (!call->boxes) return dds_set_error(DDS_ENOMEM, "out of memory reading");
-        }
-        return dds_outbox_add(&call->boxes[owner], call->req, p->disp, p->bytes, p->dst);
-    }
-    if (gath && !per_row) {
-        int code = gather_piece(v, out, p->owner, &gath[p->owner], p->dst, p->disp,
-                                p->bytes);
-        if (code == DDS_OK) touched[p->owner] = 1;
-        p->owner = -1;
-        return code;
-    }
-    /* RMA: in pieces of at most DDS_MAX_GET_BYTES (MPI counts are int); with per_row,
-     * each row in its own lock/unlock epoch (a row may itself need several pieces) */
-    int64_t row = per_row ? v->row_bytes : p->bytes;
-    for (int64_t first = 0; first < p->bytes; first += row) {
-        int64_t end = first + row < p->bytes ? first + row : p->bytes;
-        int rc = per_row ? MPI_Win_lock(MPI_LOCK_SHARED, p->owner, 0, v->rma_win)
-                         : MPI_SUCCESS;
-        int locked = per_row && rc == MPI_SUCCESS;
-        for (int64_t done = first; done < end && rc == MPI_SUCCESS;
-             done += DDS_MAX_GET_BYTES) {
-            int64_t n = end - done < DDS_MAX_GET_BYTES ? end - done : DDS_MAX_GET_BYTES;
-            rc = MPI_Get(p->dst + done, (int)n, MPI_BYTE, p->owner,
-                         (MPI_Aint)(p->disp + done), (int)n, MPI_BYTE, v->rma_win);
-            count_get(n);
-        }
-        if (locked) {
-            int rc2 = MPI_Win_unlock(p->owner, v->rma_win);
-            if (rc == MPI_SUCCESS) rc = rc2;
-        } else if (!per_row) {
-            touched[p->owner] = 1;
-        }
-        if (rc != MPI_SUCCESS) {
-            p->owner = -1;
-            return dds_mpi_error(rc, "MPI_Get");
-        }
-    }
-    p->owner = -1;
-    return DDS_OK;
-}
 
 /* Every range inside [0, nrows); *total = rows in all (no overflow: each count <= nrows
  * and the sum is checked against the largest buffer a process can address). */
@@ -1016,7 +740,7 @@ static void prefetch_row(const dds_store *s, const struct dds_var *v, int64_t ro
 {
 #if defined(__GNUC__)
     int owner = dds_member_of(v->offsets, s->width, row);
-    const char *src = owner == s->group_rank ? v->base : v->peer_base[owner];
+    const char *src = transport_load_base(s, v, owner);
     if (!src || v->row_bytes <= 0) return;
     uintptr_t first = (uintptr_t)(src + (row - v->offsets[owner]) * v->row_bytes);
     uintptr_t last = first + (uintptr_t)v->row_bytes - 1;
@@ -1052,23 +776,18 @@ static int check_request(dds_store *s, const dds_read_req *r, struct dds_var **v
     return DDS_OK;
 }
 
-/* Walk request `call->req` (checked): copy what is readable by load, issue the gets
- * (gathered per owner) of what is not, or add it to the owner's outbox.  touched[g]:
- * member g has gets of this variable in flight. */
-static int walk_request(dds_store *s, struct dds_var *v, const dds_read_req *r,
-                        int per_row, char *touched, struct call *call)
+/* Walk request `req` of call `c` (checked): its rows, cut at the owners' chunk
+ * boundaries and merged where they continue each other in both places, handed to the
+ * transport piece by piece (which copies, gets or asks for them: csrc/transport.c). */
+static int walk_request(dds_store *s, struct dds_var *v, int req, struct transport_call *c)
 {
-    char *out = r->out;
-    struct gathered *gath = NULL;
-    if (v->rma_win != MPI_WIN_NULL && !per_row && r->n > 1) {
-        gath = calloc(s->width, sizeof(struct gathered));
-        if (!gath) return dds_set_error(DDS_ENOMEM, "out of memory reading '%s'", v->name);
-    }
+    const dds_read_req *r = &c->reqs[req];
+    int code = transport_begin(s, c, req, v);
+    if (code != DDS_OK) return code;
     const int64_t *starts = r->starts, *counts = r->counts;
     int64_t n = r->n;
-    char *dst = out;
-    struct pending p = {-1, 0, NULL, 0};
-    int code = DDS_OK;
+    char *dst = r->out;
+    struct transport_piece p = {-1, 0, NULL, 0};
     int ahead = !counts;  /* one-row requests (get_batch's): prefetch their sources */
     if (ahead)
         for (int64_t i = 0; i < n && i < DDS_PREFETCH_AHEAD; i++)
@@ -1086,7 +805,7 @@ static int walk_request(dds_store *s, struct dds_var *v, const dds_read_req *r,
             if (p.owner == owner && p.disp + p.bytes == disp && p.dst + p.bytes == dst) {
                 p.bytes += bytes;
             } else {
-                code = issue(s, v, &p, per_row, touched, out, gath, call);
+                code = transport_piece(s, c, &p);
                 if (code != DDS_OK) break;
                 p.owner = owner;
                 p.disp = disp;
@@ -1098,38 +817,8 @@ static int walk_request(dds_store *s, struct dds_var *v, const dds_read_req *r,
             left -= take;
         }
     }
-    if (code == DDS_OK) code = issue(s, v, &p, per_row, touched, out, gath, call);
-    if (gath) {
-        for (int g = 0; g < s->width; g++) {
-            if (code == DDS_OK) code = get_gathered(v, out, g, &gath[g]);
-            free(gath[g].odisp);
-            free(gath[g].len);
-        }
-        free(gath);
-    }
-    return code;
-}
-
-/* Outboxes with fewer than the store's min_pieces pieces are read by one-sided gets
- * instead of a message, as a walk reads them: gathered, one get per request (and per
- * DDS_GET_BLOCKS pieces). */
-static int get_small_box(dds_store *s, struct dds_outbox *o, int owner,
-                         const dds_read_req *reqs, char *touched)
-{
-    int code = DDS_OK;
-    for (int64_t i = 0; i < o->n && code == DDS_OK;) {
-        int r = o->req[i];
-        struct dds_var *v;
-        struct gathered g = {NULL, NULL, NULL, 0, 0, 0};
-        code = dds_get_var(s, reqs[r].var_id, &v);
-        for (; i < o->n && o->req[i] == r && code == DDS_OK; i++)
-            code = gather_piece(v, reqs[r].out, owner, &g, o->dst[i], o->disp[i], o->len[i]);
-        if (code == DDS_OK) code = get_gathered(v, reqs[r].out, owner, &g);
-        free(g.odisp);
-        free(g.len);
-        touched[(int64_t)r * s->width + owner] = 1;
-    }
-    return code;
+    if (code == DDS_OK) code = transport_piece(s, c, &p);
+    return transport_end(s, c, code);
 }
 
 static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int per_row)
@@ -1141,7 +830,7 @@ static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
     if (nreq > INT_MAX / 2)
         return dds_set_error(DDS_EINVAL, "dds_read_many: %lld requests, at most %d",
                              (long long)nreq, INT_MAX / 2);
-    struct dds_var *v;
+    struct dds_var *v = NULL;
     int any_rma = 0;
     for (int64_t r = 0; r < nreq; r++) {
         int rc = check_request(s, &reqs[r], &v);
@@ -1149,78 +838,19 @@ static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
         any_rma |= v->rma_win != MPI_WIN_NULL;
     }
     per_row = per_row && any_rma;
-    if (per_row && dds_forked_flag) {
+    if (per_row && dds_forked()) {
         char what[256];
         snprintf(what, sizeof what, "variable '%s': a read with DDS_READ_PER_ROW_LOCK",
                  v->name);
-        return forked_refusal(what);
+        return dds_forked_refusal(what);
     }
-    /* touched[r * width + g]: gets of request r's variable in flight at member g */
-    char touched_stack[DDS_TOUCHED_ON_STACK], *touched = touched_stack;
-    int64_t ntouched = any_rma ? nreq * s->width : 0;
-    if (ntouched > DDS_TOUCHED_ON_STACK) {
-        touched = calloc((size_t)ntouched, 1);
-        if (!touched) return dds_set_error(DDS_ENOMEM, "out of memory reading");
-    } else if (ntouched) {
-        memset(touched, 0, (size_t)ntouched);
-    }
-    /* the outboxes are allocated by the first piece of a member on another node */
-    struct call call = {NULL, 0, atomic_load_explicit(&s->serve_on, memory_order_acquire) &&
-                                 !per_row && s->off_node > 0 && !dds_forked_flag};
-    int code = DDS_OK;
-    if (per_row) {
-        /* the per-row path locks each row itself: leave the variable's shared epoch */
-        int rc = MPI_Win_unlock_all(v->rma_win);
-        if (rc != MPI_SUCCESS) code = dds_mpi_error(rc, "MPI_Win_unlock_all");
-        else per_row = 2;  /* relock below */
-    }
+    struct transport_call call;
+    int code = transport_open(s, &call, reqs, nreq, per_row, any_rma, v);
     for (int64_t r = 0; r < nreq && code == DDS_OK; r++) {
         dds_get_var(s, reqs[r].var_id, &v);
-        call.req = (int)r;
-        code = walk_request(s, v, &reqs[r], per_row, touched + (any_rma ? r * s->width : 0),
-                            &call);
+        code = walk_request(s, v, (int)r, &call);
     }
-    if (call.boxes) {
-        for (int g = 0; g < s->width && code == DDS_OK; g++) {
-            struct dds_outbox *o = &call.boxes[g];
-            if (o->n == 0) continue;
-            code = o->n < s->serve_min_pieces ? get_small_box(s, o, g, reqs, touched)
-                                              : dds_outbox_send(s, o, g, reqs);
-        }
-    }
-    if (per_row == 2) {
-        int rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, v->rma_win);
-        if (rc != MPI_SUCCESS && code == DDS_OK)
-            code = dds_mpi_error(rc, "MPI_Win_lock_all");
-    } else {
-        /* while this thread flushes, the agent (if any) leaves MPI's lock to it */
-        int waiting = 0, agent = s->progress_on;
-        for (int64_t i = 0; i < ntouched; i++) {
-            if (!touched[i]) continue;
-            if (agent && !waiting++) atomic_fetch_add(&s->mpi_waiters, 1);
-            dds_get_var(s, reqs[i / s->width].var_id, &v);
-            int rc = MPI_Win_flush((int)(i % s->width), v->rma_win);
-            if (rc != MPI_SUCCESS && code == DDS_OK)
-                code = dds_mpi_error(rc, "MPI_Win_flush");
-        }
-        if (waiting) atomic_fetch_sub(&s->mpi_waiters, 1);
-        /* the round trips waited for: one per owner, whatever its variables (their
-         * gets were all issued before the first flush) */
-        for (int g = 0; g < s->width && ntouched; g++) {
-            int any = 0;
-            for (int64_t r = 0; r < nreq && !any; r++) any = touched[r * s->width + g];
-            if (any) atomic_fetch_add_explicit(&rma_flushes, 1, memory_order_relaxed);
-        }
-    }
-    if (call.boxes) {
-        /* sent requests are always waited for: their receives write into the output */
-        int c = dds_wait_outboxes(s, call.boxes, s->width, reqs);
-        if (code == DDS_OK) code = c;
-        for (int g = 0; g < s->width; g++) dds_outbox_free(&call.boxes[g]);
-        free(call.boxes);
-    }
-    if (touched != touched_stack) free(touched);
-    return code;
+    return transport_close(s, &call, code);
 }
 
 int dds_read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq)

@@ -78,8 +78,19 @@ struct dds_store {
 /* Stop and join the store's progress agent if it runs (csrc/progress.c); local. */
 void dds_progress_halt(dds_store *s) __attribute__((visibility("hidden")));
 
+/* The variable in slot `id` (its block exists: id < nvars, or id == nvars in dds_add),
+ * and how many slots are published (complete). */
+static inline struct dds_var *dds_var_at(const dds_store *s, int id)
+{
+    return &s->var_blocks[id / DDS_VAR_BLOCK][id % DDS_VAR_BLOCK];
+}
+static inline int dds_nvars_published(const dds_store *s)
+{
+    return atomic_load_explicit(&((dds_store *)s)->nvars, memory_order_acquire);
+}
+
 /* The variable `var_id` of the store (DDS_ESTATE for a freed store or an unknown or
- * removed variable). */
+ * removed variable); csrc/base.c. */
 int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
     __attribute__((visibility("hidden")));
 
@@ -119,12 +130,25 @@ int dds_wait_outboxes(dds_store *s, struct dds_outbox *boxes, int nboxes,
                       const dds_read_req *reqs) __attribute__((visibility("hidden")));
 void dds_outbox_free(struct dds_outbox *o) __attribute__((visibility("hidden")));
 
+/* The files of the core in layers, each calling only the files below it (a test,
+ * tests/test_layers.py, keeps it so): the samplers and checks (neighbor.c, temporal.c,
+ * sampling.c, tcsr.c, dynamic.c, subgraph.c, checks.c) -> the store (ddstore.c) -> the
+ * transport (transport.c: how a read's bytes travel) -> the progress agent
+ * (progress.c) -> the message path (serve.c) -> base.c (errors, the fork guard, the
+ * variable lookup), which calls none of them. */
+
+/* The size of this thread's error message buffer (csrc/base.c). */
+#define DDS_ERROR_BYTES 1024
+
 /* Set this thread's error message (what dds_last_error returns); returns `code`. */
 int dds_set_error(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), visibility("hidden")));
 
 /* dds_set_error(DDS_EMPI, "<what> failed: <MPI's text for rc>"); returns DDS_EMPI. */
 int dds_mpi_error(int rc, const char *what) __attribute__((visibility("hidden")));
+
+/* DDS_ESTATE: `what` needs MPI, and this process was forked from an MPI rank. */
+int dds_forked_refusal(const char *what) __attribute__((visibility("hidden")));
 
 /* The group member that holds position `x` of a space cut into `width` consecutive
  * pieces: piece g is [offsets[g], offsets[g + 1]), `offsets` non-decreasing with

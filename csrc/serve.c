@@ -60,30 +60,6 @@ int dds_serve_stats(int64_t *sent, int64_t *asked, int64_t *served, int64_t *byt
     return DDS_OK;
 }
 
-int dds_serve(dds_store *s, int on, int64_t min_pieces)
-{
-    if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
-    if (min_pieces < 1)
-        return dds_set_error(DDS_EINVAL, "min_pieces=%lld must be >= 1",
-                             (long long)min_pieces);
-    if (on && !dds_progress_running(s))
-        return dds_set_error(DDS_ESTATE, "reads by message need the progress agent, which "
-                             "does not run on this rank");
-    if (on) {
-        int code = dds_server_prepare(&s->agent_srv);
-        if (code != DDS_OK) return code;
-        s->agent_srv.patient = 1;
-    }
-    s->serve_min_pieces = min_pieces;
-    atomic_store_explicit(&s->serve_on, on ? 1 : 0, memory_order_release);
-    return DDS_OK;
-}
-
-int dds_serving(const dds_store *s)
-{
-    return s ? atomic_load_explicit(&((dds_store *)s)->serve_on, memory_order_acquire) : 0;
-}
-
 /* ------------------------------------------------------------------ the owner's side */
 
 void dds_server_release(struct dds_server *srv)

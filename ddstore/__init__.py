@@ -18,11 +18,10 @@ and ``ddstore.temporal`` (temporal graphs: T-CSR, temporal neighbour sampling); 
 """
 import importlib
 
+from ._version import __version__
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                      DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError)
 from .store import DDStore, partition
-
-__version__ = "0.1.0"
 
 __all__ = ["DDStore", "partition", "DDStoreError", "DDStoreValueError",
            "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError",

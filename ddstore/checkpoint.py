@@ -916,7 +916,7 @@ class Checkpoints:
         anns = [{"name": n, "kind": a.kind, "meta": a.meta,
                  "arrays": sorted(a.arrays), "variables": list(a.variables),
                  "cuts": a.cuts} for n, a in sorted(self.annotations.table.items())]
-        from . import __version__
+        from ._version import __version__
         return {"manifest_xxh64": "0" * 16,  # first: see manifest_checksum
                 "format": FORMAT, "version": VERSION, "checkpoint": cid, "generation": gen,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "ddstore": __version__,

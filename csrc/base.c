@@ -1,0 +1,78 @@
+/*
+ * base.c - the bottom of the C core: what every other file calls, and which calls no
+ * file of the core itself.  The error message (dds_set_error, dds_mpi_error,
+ * dds_last_error), the fork guard (dds_forked) and the lookup of a variable by id.
+ */
+#define _DEFAULT_SOURCE
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+/* ------------------------------------------------------------------ errors */
+
+/* The message of the last failure, per thread: a call fails and its caller reads the
+ * message (dds_last_error) in the same thread, so concurrent readers (a prefetch thread
+ * and the main thread) never see each other's text.  The only global state. */
+static _Thread_local char dds_err[DDS_ERROR_BYTES];
+
+int dds_set_error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dds_err, sizeof dds_err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int dds_mpi_error(int rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, msg, &n) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "error code %d", rc);
+    return dds_set_error(DDS_EMPI, "%s failed: %s", what, msg);
+}
+
+const char *dds_last_error(void) { return dds_err; }
+
+/* ------------------------------------------------------------------ fork guard */
+
+/* Set in every process forked from this one after the library was loaded (a DataLoader
+ * worker, os.fork): pthread_atfork's child handler, registered when the library is
+ * loaded.  A forked process inherits the windows' memory (this rank's chunk and the
+ * node-local members' chunks stay readable by load) but must make no MPI call: MPI
+ * does not define a forked child's use of the parent's MPI state.  Every path that
+ * would call MPI returns DDS_ESTATE there instead (dds_forked_refusal); reads by load
+ * go on.  Written once, before the child runs anything else: no lock needed. */
+static volatile int dds_forked_flag;
+
+static void mark_forked(void) { dds_forked_flag = 1; }
+
+__attribute__((constructor)) static void register_fork_guard(void)
+{
+    pthread_atfork(NULL, NULL, mark_forked);
+}
+
+int dds_forked(void) { return dds_forked_flag; }
+
+int dds_forked_refusal(const char *what)
+{
+    return dds_set_error(DDS_ESTATE, "%s needs MPI, and this process was forked from an "
+                         "MPI rank (a DataLoader worker with num_workers > 0, os.fork), "
+                         "where no MPI call may be made; call it in the rank's own "
+                         "process", what);
+}
+
+/* ------------------------------------------------------------------ variables table */
+
+int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
+{
+    *v = NULL;
+    if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
+    if (var_id < 0 || var_id >= dds_nvars_published(s) || !dds_var_at(s, var_id)->offsets)
+        return dds_set_error(DDS_ESTATE, "unknown variable id %d", var_id);
+    *v = dds_var_at(s, var_id);
+    return DDS_OK;
+}
