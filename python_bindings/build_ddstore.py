@@ -107,7 +107,7 @@ ffibuilder.set_source(
     '#include "ddstore.h"',
     sources=[_csrc(f) for f in ("ddstore.c", "temporal.c", "tcsr.c", "neighbor.c",
                                 "dynamic.c", "subgraph.c", "checks.c", "progress.c", "serve.c",
-                                "sampling.c")],
+                                "sampling.c", "relabel.c")],
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,
