@@ -38,7 +38,7 @@ static inline int64_t dense_key(const struct dds_relabel *m, int64_t node, int64
 
 static inline uint64_t hash_of(int64_t node, int64_t sub)
 {
-    return splitmix64((uint64_t)node ^ splitmix64((uint64_t)sub));
+    return splitmix64((uint64_t)node + (uint64_t)sub * STREAM_GOLDEN);  /* sub 0: node's */
 }
 
 /* the slot of (node, sub) among those in use, or the empty slot where it would go */
@@ -229,11 +229,17 @@ int relabel_check(const struct dds_relabel *m, const int64_t *nodes, const int64
         return dds_set_error(DDS_EINVAL, "relabel: subgraphs %s for a map begun with "
                              "subgraphs=%lld", subs ? "given" : "missing",
                              (long long)m->subgraphs);
-    for (int64_t i = 0; i < n; i++) {  /* checked first: nothing mapped on a bad key */
-        int rc = check_key(m, nodes[i], subs ? subs[i] : 0, i);
-        if (rc != DDS_OK) return rc;
+    /* checked first: nothing mapped on a bad key (one pass, the message on a miss) */
+    const uint64_t nodes_end = (uint64_t)m->num_nodes, subs_end = (uint64_t)m->subgraphs;
+    int64_t bad = -1;
+    if (subs) {
+        for (int64_t i = 0; i < n && bad < 0; i++)
+            if ((uint64_t)nodes[i] >= nodes_end || (uint64_t)subs[i] >= subs_end) bad = i;
+    } else {
+        for (int64_t i = 0; i < n && bad < 0; i++)
+            if ((uint64_t)nodes[i] >= nodes_end) bad = i;
     }
-    return DDS_OK;
+    return bad < 0 ? DDS_OK : check_key(m, nodes[bad], subs ? subs[bad] : 0, bad);
 }
 
 int relabel_seed(struct dds_relabel *m, const int64_t *nodes, const int64_t *subs,
@@ -254,6 +260,40 @@ int relabel_seed(struct dds_relabel *m, const int64_t *nodes, const int64_t *sub
     return rc;
 }
 
+/* relabel_map over the dense array: one tight loop, the map's fields in locals */
+static int map_dense(struct dds_relabel *m, const int64_t *nodes, const int64_t *subs,
+                     int64_t n, int64_t *pos, int64_t *new_nodes, int64_t *new_sub,
+                     int64_t *n_new)
+{
+    int32_t *d = m->dense_pos;
+    const int64_t width = m->num_nodes;
+    int64_t count = m->count, nn = 0;
+    int rc = DDS_OK;
+    for (int64_t i = 0; i < n; i++) {
+        if (i + 16 < n)
+            __builtin_prefetch(&d[subs ? subs[i + 16] * width + nodes[i + 16]
+                                       : nodes[i + 16]], 1);
+        int64_t node = nodes[i], sub = subs ? subs[i] : 0;  /* read before any write */
+        int32_t *e = &d[sub * width + node];
+        int64_t at = (int64_t)*e - 1;
+        if (at < 0) {
+            m->count = count;
+            if ((rc = dense_room(m)) != DDS_OK || (rc = list_room(m)) != DDS_OK) break;
+            at = count++;
+            *e = (int32_t)count;
+            m->nodes[at] = node;
+            if (subs) m->subs[at] = sub;
+            new_nodes[nn] = node;
+            if (new_sub) new_sub[nn] = sub;
+            nn++;
+        }
+        pos[i] = at;
+    }
+    m->count = count;
+    *n_new = nn;
+    return rc;
+}
+
 int relabel_map(struct dds_relabel *m, const int64_t *nodes, const int64_t *subs,
                 int64_t n, int64_t *pos, int64_t *new_nodes, int64_t *new_sub,
                 int64_t *n_new)
@@ -261,15 +301,12 @@ int relabel_map(struct dds_relabel *m, const int64_t *nodes, const int64_t *subs
     *n_new = 0;
     int rc = relabel_check(m, nodes, subs, n);
     if (rc != DDS_OK) return rc;
+    if (m->dense_pos) return map_dense(m, nodes, subs, n, pos, new_nodes, new_sub, n_new);
     int64_t nn = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (m->dense_pos && i + 16 < n) {
-            int64_t s16 = subs ? subs[i + 16] : 0;
-            __builtin_prefetch(&m->dense_pos[dense_key(m, nodes[i + 16], s16)], 1);
-        } else if (!m->dense_pos && i + 8 < n) {
-            uint64_t h = hash_of(nodes[i + 8], subs ? subs[i + 8] : 0) & m->mask;
-            __builtin_prefetch(&m->slot[3 * h], 1);
-        }
+        if (i + 8 < n)
+            __builtin_prefetch(&m->slot[3 * (hash_of(nodes[i + 8], subs ? subs[i + 8] : 0)
+                                             & m->mask)], 1);
         int64_t node = nodes[i], sub = subs ? subs[i] : 0, at;
         int added = put(m, node, sub, &at, &rc);  /* nodes[i], subs[i] read first */
         if (added < 0) break;
