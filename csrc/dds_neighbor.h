@@ -1,7 +1,8 @@
 /*
  * dds_neighbor.h - one hop of PyG-style neighbour sampling over a CSC held in the store,
- * uniform or weighted, and the relabelling of the nodes sampled (csrc/neighbor.c; used
- * by ddstore.pyg.NeighborSampler through ddstore._core.CSC and ddstore._core.Relabel).
+ * uniform or weighted (csrc/neighbor.c), and the relabelling of the nodes sampled
+ * (csrc/relabel.c), one call per hop (dds_neighbor_hop; used by
+ * ddstore.pyg.NeighborSampler through ddstore._core.CSC and ddstore._core.RelabelMap).
  * Part of the C API of the ddstore core (include ddstore.h); the rules every function
  * follows are at the top of dds_store.h, the T-CSR layout in dds_tcsr.h.
  *
@@ -47,24 +48,6 @@ int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
                         int64_t *eid, int64_t *count);
 
-/* Local, no MPI, no store.  Map `n` keys (>= 0) to dense ids through the caller's
- * open-addressing table of `cap` slots (a power of two > *next - base + n), each two
- * int64: a key and its id.  A slot belongs to the current generation when its id is
- * >= base; older slots (ids below base: earlier generations, or -1 in a new table)
- * count as empty, so a caller starts a new generation without clearing the table by
- * setting base to *next.  A key seen in this generation gets its id, a new key the id
- * *next (then incremented); ids are returned minus base (0, 1, ... per generation), and
- * the positions of new keys are appended to new_pos (*n_new of them, in order of first
- * occurrence).  ids and new_pos have capacity n.  Every key is checked (>= 0) before
- * any is mapped. */
-int dds_relabel(int64_t *table, int64_t cap, int64_t base, const int64_t *keys, int64_t n,
-                int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
-/* Local, no MPI, no store.  dds_relabel over a dense table instead of a hash: `map` has
- * one int32 per key in [0, map_len) (-1: not seen); ids stay below 2**31.  Every key is
- * checked before any is mapped (a key outside [0, map_len) maps nothing).  The caller
- * restores the table by setting the keys it added back to -1. */
-int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_t n,
-                      int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new);
 /* Local (one-sided).  dds_neighbor_sample with weights: `w_var` holds one float32 or
  * float64 per CSC row (its row bytes, 4 or 8, say which: the edge's weight, in the
  * CSC's row order), read with each list (by load, or the eligible ranges of remote
@@ -86,6 +69,69 @@ int dds_neighbor_sample_weighted(dds_store *store, const dds_tcsr *graph, int w_
                                  int64_t k, int flags, uint64_t seed, int64_t cap,
                                  int64_t *row, int64_t *nbr, int64_t *eid, int64_t *count);
 
+/* ------------------------------------------------------------------ the relabelling
+ * The one relabelling of the PyG sampler (csrc/relabel.c): a map holds a batch's node
+ * list of one node type and maps each key to the position of its first occurrence in
+ * it.  A key is a node id in [0, num_nodes), or in disjoint mode (subgraphs > 0) a
+ * (node, subgraph) pair, subgraph in [0, subgraphs).  One rule picks the structure at
+ * dds_relabel_begin: a dense array of an int32 per key of the key space (num_nodes
+ * keys, or subgraphs * num_nodes) when the key space holds at most max(dense_max,
+ * 16 * expected) keys and fewer than 2^31, else an open-addressing hash of 24-byte
+ * slots, doubled when 3/4 full of the batch's distinct keys.  The sampler passes
+ * DDS_RELABEL_DENSE_MAX (2^24 keys: 64 MiB, zeroed pages faulted in as touched) and
+ * expected 0; dds_induced_edges the same constant with its node count.  A map is kept
+ * between batches (the dense array, the hash slots): a new batch clears only what the
+ * last one set.  Local, no MPI, no store; one thread at a time per map. */
+enum { DDS_RELABEL_DENSE_MAX = 1 << 24 };
+
+typedef struct dds_relabel dds_relabel;
+
+/* a new empty map (*out; DDS_ENOMEM) */
+int dds_relabel_open(dds_relabel **out);
+void dds_relabel_free(dds_relabel *map);
+/* start a batch (the last one forgotten): keys of nodes [0, num_nodes), with subgraphs
+ * [0, subgraphs) when subgraphs > 0; `expected` keys (0: unknown) and `dense_max` as
+ * the rule above says.  DDS_EINVAL for a negative argument. */
+int dds_relabel_begin(dds_relabel *map, int64_t num_nodes, int64_t subgraphs,
+                      int64_t expected, int64_t dense_max);
+/* forget the batch (count 0, the structure cleared of its keys) */
+void dds_relabel_reset(dds_relabel *map);
+/* the seeds: the n keys appended to the node list as given, a repeat included (a
+ * repeated key keeps the position of its first occurrence); `subs` the subgraphs
+ * (NULL unless disjoint).  Every key is checked first (DDS_EINVAL naming it). */
+int dds_relabel_seed(dds_relabel *map, const int64_t *nodes, const int64_t *subs,
+                     int64_t n);
+/* pos[i] = the position of key (nodes[i], subs[i]); the keys not in the map are
+ * appended in order of first occurrence, and written to new_nodes (new_sub: their
+ * subgraphs, when disjoint), *n_new of them.  Outputs of capacity `cap` each: DDS_EINVAL
+ * when cap < n, nothing written.  Every key is checked first (DDS_EINVAL naming it). */
+int dds_relabel_add(dds_relabel *map, const int64_t *nodes, const int64_t *subs,
+                    int64_t n, int64_t cap, int64_t *pos, int64_t *new_nodes,
+                    int64_t *new_sub, int64_t *n_new);
+/* the nodes in the batch's list */
+int64_t dds_relabel_count(const dds_relabel *map);
+/* whether the batch is mapped densely, and the dense entries or hash slots held */
+int dds_relabel_is_dense(const dds_relabel *map);
+int64_t dds_relabel_slots(const dds_relabel *map);
+
+/* Local (one-sided).  One hop of the PyG sampler, sampled and relabelled in one call:
+ * dds_neighbor_sample (w_var < 0) or dds_neighbor_sample_weighted (w_var, its weights)
+ * of the n frontier nodes `nodes` (their times node_ts, flags, k, seed as there), then
+ * each drawn neighbour (with, in disjoint mode, the subgraph sub[i] of the frontier
+ * node that drew it; sub NULL otherwise) mapped through `map` (dds_relabel_add).
+ * Outputs, in the order dds_neighbor_sample gives, capacity `cap` each:
+ * from[j] = pos[i] (the local id of the frontier node i that drew edge j), to[j] = the
+ * position of the drawn neighbour in the map's node list, eid[j]; *count of them; the
+ * neighbours new to the map in new_nodes (and their subgraphs in new_sub, NULL unless
+ * disjoint), *n_new of them.  The errors of the samplers; DDS_EINVAL for a drawn node
+ * outside the map's node range. */
+int dds_neighbor_hop(dds_store *store, const dds_tcsr *graph, int w_var,
+                     const int64_t *nodes, const int64_t *pos, const int64_t *sub,
+                     const void *node_ts, int64_t n, int64_t k, int flags, uint64_t seed,
+                     dds_relabel *map, int64_t cap, int64_t *from, int64_t *to,
+                     int64_t *eid, int64_t *new_nodes, int64_t *new_sub, int64_t *count,
+                     int64_t *n_new);
+
 /* Local (one-sided).  PyG's induced subgraph (subgraph_type="induced"): every stored
  * entry of the lists of the `n_dst` destination nodes `dst` (in [0, graph->num_nodes);
  * a repeated node takes its list at its first occurrence only) whose source is one of
@@ -99,9 +145,10 @@ int dds_neighbor_sample_weighted(dds_store *store, const dds_tcsr *graph, int w_
  * is DDS_ERANGE naming its CSC row.  Lists readable by load are filtered in place; the
  * others' sources are read by one batched dds_read per `chunk` (>= 1) list entries or
  * fewer (a longer list alone), in destination order, and only the edge ids of the
- * entries kept by one more.  Memory: a map of the source set (an int32 per
- * node of [0, num_src) when num_src <= max(2^22, 16 n_src), else a table of 32 bytes
- * per source node or less), the same for the destinations unless one node set. */
+ * entries kept by one more.  Memory: a relabelling map of the source set (the rule
+ * of dds_relabel_begin with expected = n_src: an int32 per node of [0, num_src) when
+ * num_src <= max(2^24, 16 n_src), else a hash of at most 64 bytes per source node),
+ * the same for the destinations unless one node set. */
 int dds_induced_edges(dds_store *store, const dds_tcsr *graph, const int64_t *dst,
                       int64_t n_dst, const int64_t *src, int64_t n_src, int64_t num_src,
                       int64_t chunk, int64_t cap, int64_t *row, int64_t *col, int64_t *eid,

@@ -9,7 +9,8 @@
  *                   local build steps (csrc/tcsr.c)
  *   dds_temporal.h  temporal neighbour sampling over a T-CSR (csrc/temporal.c)
  *   dds_neighbor.h  PyG-style neighbour sampling over a CSC held as a T-CSR, uniform
- *                   or weighted, and relabelling (csrc/neighbor.c)
+ *                   or weighted (csrc/neighbor.c), and the one relabelling of the
+ *                   sampled nodes, inside each hop's call (csrc/relabel.c)
  *   dds_dynamic.h   one dynamic-graph step: a snapshot plus an edge delta
  *                   (csrc/dynamic.c)
  *   dds_subgraph.h  transforms of a sampled batch's edges: PyG's to_bidirectional

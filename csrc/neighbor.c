@@ -440,69 +440,6 @@ done:
     return rc;
 }
 
-int dds_relabel(int64_t *table, int64_t cap, int64_t base, const int64_t *keys, int64_t n,
-                int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new)
-{
-    int64_t need;
-    if (n < 0 || base < 0 || *next < base || __builtin_add_overflow(*next, n, &need))
-        return dds_set_error(DDS_EINVAL, "relabel: n=%lld, base=%lld and next=%lld must "
-                             "be >= 0, next >= base, and next + n fit 64 bits", (long long)n,
-                             (long long)base, (long long)*next);
-    if (cap < 1 || (cap & (cap - 1)) || need - base >= cap)
-        return dds_set_error(DDS_EINVAL, "relabel: map capacity %lld is not a power of two "
-                             "above %lld", (long long)cap, (long long)(need - base));
-    for (int64_t i = 0; i < n; i++)  /* checked first: nothing is mapped on a bad key */
-        if (keys[i] < 0)
-            return dds_set_error(DDS_EINVAL, "relabel: negative key %lld",
-                                 (long long)keys[i]);
-    uint64_t mask = (uint64_t)cap - 1;
-    int64_t nn = 0, nx = *next;
-    for (int64_t i = 0; i < n; i++) {
-        if (i + 8 < n)  /* the slot of the key 8 ahead: its miss overlaps this one's */
-            __builtin_prefetch(&table[2 * (splitmix64((uint64_t)keys[i + 8]) & mask)], 1);
-        int64_t key = keys[i];
-        /* a slot is this generation's when its id >= base; older ones count as empty */
-        uint64_t h = table_find(table, mask, base, key);
-        if (table[2 * h + 1] < base) {
-            table[2 * h] = key;
-            table[2 * h + 1] = nx++;
-            new_pos[nn++] = i;
-        }
-        ids[i] = table[2 * h + 1] - base;
-    }
-    *next = nx;
-    *n_new = nn;
-    return DDS_OK;
-}
-
-int dds_relabel_dense(int32_t *map, int64_t map_len, const int64_t *keys, int64_t n,
-                      int64_t *ids, int64_t *next, int64_t *new_pos, int64_t *n_new)
-{
-    int64_t need;
-    if (n < 0 || *next < 0 || __builtin_add_overflow(*next, n, &need) || need > INT32_MAX)
-        return dds_set_error(DDS_EINVAL, "relabel: %lld keys after %lld ids: the dense "
-                             "map's ids must stay below 2**31", (long long)n,
-                             (long long)*next);
-    for (int64_t i = 0; i < n; i++)  /* checked first: nothing is mapped on a bad key */
-        if ((uint64_t)keys[i] >= (uint64_t)map_len)
-            return dds_set_error(DDS_EINVAL, "relabel: key %lld outside [0, %lld)",
-                                 (long long)keys[i], (long long)map_len);
-    int64_t nn = 0, nx = *next;
-    for (int64_t i = 0; i < n; i++) {
-        if (i + 16 < n) __builtin_prefetch(&map[keys[i + 16]], 1);
-        int32_t v = map[keys[i]];
-        if (v < 0) {
-            v = (int32_t)nx++;
-            map[keys[i]] = v;
-            new_pos[nn++] = i;
-        }
-        ids[i] = v;
-    }
-    *next = nx;
-    *n_new = nn;
-    return DDS_OK;
-}
-
 /* ------------------------------------------------------------------ weighted draws
  * dds_neighbor_sample_weighted (see dds_neighbor.h).  A list's weights are read with the
  * list: in place for members readable by load, else the eligible ranges of remote lists
@@ -768,57 +705,65 @@ done:
     return rc;
 }
 
+/* ------------------------------------------------------------------ one hop, relabelled
+ * dds_neighbor_hop (see dds_neighbor.h): the hop is drawn into the caller's outputs
+ * (from = the frontier position, to = the global neighbour id), then relabelled in
+ * place through the map (csrc/relabel.c). */
+
+int dds_neighbor_hop(dds_store *s, const dds_tcsr *g, int w_var, const int64_t *nodes,
+                     const int64_t *pos, const int64_t *sub, const void *node_ts, int64_t n,
+                     int64_t k, int flags, uint64_t seed, dds_relabel *map, int64_t cap,
+                     int64_t *from, int64_t *to, int64_t *eid, int64_t *new_nodes,
+                     int64_t *new_sub, int64_t *count, int64_t *n_new)
+{
+    int64_t m = 0;
+    *count = *n_new = 0;
+    if (!map || (n > 0 && !pos))
+        return dds_set_error(DDS_EINVAL, "neighbour hop: the map and pos must be given");
+    if (n > 0 && ((sub != NULL) != (map->subgraphs != 0) || (sub && cap > 0 && !new_sub)))
+        return dds_set_error(DDS_EINVAL, "neighbour hop: sub and new_sub are given "
+                             "exactly with a disjoint map (subgraphs=%lld)",
+                             (long long)map->subgraphs);
+    int rc = w_var < 0
+        ? dds_neighbor_sample(s, g, nodes, node_ts, n, k, flags, seed, cap, from, to, eid,
+                              &m)
+        : dds_neighbor_sample_weighted(s, g, w_var, nodes, node_ts, n, k, flags, seed, cap,
+                                       from, to, eid, &m);
+    if (rc != DDS_OK) return rc;
+    if (sub)  /* each drawn neighbour's subgraph: its frontier node's */
+        for (int64_t j = 0; j < m; j++) new_sub[j] = sub[from[j]];
+    rc = relabel_map(map, to, sub ? new_sub : NULL, m, to, new_nodes, sub ? new_sub : NULL,
+                     n_new);
+    if (rc != DDS_OK) {
+        *n_new = 0;
+        return rc;
+    }
+    for (int64_t j = 0; j < m; j++) from[j] = pos[from[j]];
+    *count = m;
+    return DDS_OK;
+}
+
 /* ------------------------------------------------------------------ induced edges
- * dds_induced_edges (see dds_neighbor.h).  The source set becomes a map from node id to
- * the position of its first occurrence: a dense int32 array over [0, num_src) when that
- * is small (at most 2^22 entries, or 16 per source node), else an open-addressing table
- * of the source nodes.  Every destination's whole list is then filtered through it in
- * list order: lists readable by load in place, the others' nbr read in pieces of
- * `chunk` entries (list_reader, in destination order, so the output keeps that order),
- * and only the edge ids of the entries kept are read from them (one batched read of
- * runs of consecutive rows). */
-
-struct first_pos {
-    int32_t *dense;   /* [bound]: position, or -1 */
-    struct table map; /* else: node id -> position */
-};
-
-static void first_pos_free(struct first_pos *m)
-{
-    free(m->dense);
-    m->dense = NULL;
-    table_close(&m->map);
-}
-
-/* the position of id's first occurrence, or -1 (id in [0, bound)) */
-static inline int64_t first_pos_get(const struct first_pos *m, int64_t id)
-{
-    if (m->dense) return m->dense[id];
-    return table_get(&m->map, 0, id);
-}
+ * dds_induced_edges (see dds_neighbor.h).  The source set becomes a relabelling map
+ * from node id to the position of its first occurrence (csrc/relabel.c, its one rule
+ * with the source count as the keys expected).  Every destination's whole list is then
+ * filtered through it in list order: lists readable by load in place, the others' nbr
+ * read in pieces of `chunk` entries (list_reader, in destination order, so the output
+ * keeps that order), and only the edge ids of the entries kept are read from them (one
+ * batched read of runs of consecutive rows). */
 
 /* map the n ids (each in [0, bound), else DDS_ERANGE naming `what`) to the position of
  * their first occurrence */
-static int first_pos_build(struct first_pos *m, const int64_t *ids, int64_t n,
+static int first_pos_build(struct dds_relabel *m, const int64_t *ids, int64_t n,
                            int64_t bound, const char *what)
 {
-    *m = (struct first_pos){NULL, {NULL, 0}};
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= bound)
             return dds_set_error(DDS_ERANGE, "induced edges: %s node %lld (position %lld) "
                                  "out of range [0, %lld)", what, (long long)ids[i],
                                  (long long)i, (long long)bound);
-    if (n < INT32_MAX && (bound <= ((int64_t)1 << 22) || bound / 16 <= n)) {
-        m->dense = malloc(sizeof(int32_t) * (size_t)(bound ? bound : 1));
-        if (!m->dense) return no_memory();
-        memset(m->dense, 0xff, sizeof(int32_t) * (size_t)bound);
-        for (int64_t i = n; i-- > 0;) m->dense[ids[i]] = (int32_t)i;
-        return DDS_OK;
-    }
-    int rc = table_open(&m->map, n, WHO);
-    for (int64_t i = 0, had; i < n && rc == DDS_OK; i++)
-        table_add(&m->map, 0, ids[i], i, &had);  /* the first occurrence keeps its place */
-    return rc;
+    int rc = relabel_begin(m, bound, 0, n, DDS_RELABEL_DENSE_MAX);
+    return rc == DDS_OK ? relabel_seed(m, ids, NULL, n) : rc;
 }
 
 int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64_t n_dst,
@@ -832,8 +777,8 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
         return dds_set_error(DDS_EINVAL, "induced edges: n_src=%lld and num_src=%lld must "
                              "be >= 0, chunk=%lld >= 1", (long long)n_src,
                              (long long)num_src, (long long)chunk);
-    struct first_pos smap = {NULL, {NULL, 0}}, dmap_own = {NULL, {NULL, 0}};
-    const struct first_pos *dmap = &dmap_own;
+    struct dds_relabel smap = {0}, dmap_own = {0};
+    const struct dds_relabel *dmap = &dmap_own;
     struct members view = {0};
     struct list_reader nr = {0};  /* the lists' source ids, in pieces */
     int64_t *len = NULL;
@@ -849,7 +794,7 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
     /* each destination's list at its first occurrence (a repeat takes none) */
     if (!(len = malloc(sizeof(int64_t) * (size_t)n_dst))) { rc = no_memory(); goto done; }
     for (int64_t q = 0; q < n_dst; q++)
-        len[q] = first_pos_get(dmap, dst[q]) == q ? g->indptr[dst[q] + 1] - g->indptr[dst[q]]
+        len[q] = relabel_find(dmap, dst[q], 0) == q ? g->indptr[dst[q] + 1] - g->indptr[dst[q]]
                                                   : 0;
     rc = sample_id_bytes(s, g->nbr_var, "induced edges", "nbr", &nb);
     if (rc == DDS_OK) rc = sample_id_bytes(s, g->eid_var, "induced edges", "eid", &eb);
@@ -876,7 +821,7 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
                 return_error(DDS_ERANGE, "induced edges: CSC row %lld holds source node "
                              "%lld, outside [0, %lld)", (long long)(start + p),
                              (long long)u, (long long)num_src);
-            int64_t at = first_pos_get(&smap, u);
+            int64_t at = relabel_find(&smap, u, 0);
             if (at < 0) continue;
             if (j == cap)
                 return_error(DDS_EINVAL, "induced edges: more than the output capacity "
@@ -896,8 +841,8 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
         rc = read_marked(s, g, j, remote_hits, nb, eb, NULL, eid);
     if (rc == DDS_OK) *count = j;
 done:
-    first_pos_free(&smap);
-    first_pos_free(&dmap_own);
+    relabel_release(&smap);
+    relabel_release(&dmap_own);
     members_close(&view);
     reader_close(&nr);
     free(len);

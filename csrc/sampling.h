@@ -13,6 +13,7 @@
  * - member views: where this rank reads each group member's chunks of a set of
  *   variables by plain loads;
  * - one open-addressing table of int64 keys and values (a set, a map, with generations);
+ * - the relabelling map (csrc/relabel.c): global ids to a batch's positions;
  * - the remote picks of a batch: pieces of rows of other members' lists (consecutive
  *   picks merged into runs), read and scattered to output slots;
  * - sample_read: the one function through which every remote read of a batch goes
@@ -264,6 +265,50 @@ static inline int table_add(struct table *t, int64_t base, int64_t key, int64_t 
     t->slot[2 * h + 1] = *out = value;
     return 1;
 }
+
+/* ------------------------------------------------------------------ the relabelling
+ * The one relabelling of the samplers (csrc/relabel.c; the C API's dds_relabel is this
+ * struct): a batch's node list, keys (node, subgraph) (subgraph 0 unless disjoint) to
+ * the position of their first occurrence, through a dense array or a hash picked by
+ * one rule (see relabel.c and dds_neighbor.h). */
+struct dds_relabel {
+    int64_t num_nodes, subgraphs; /* this batch's key space (subgraphs 0: not disjoint) */
+    int64_t count, held;          /* positions given; room in nodes / subs */
+    int64_t *nodes, *subs;        /* the batch's node list (subs: disjoint only) */
+    int32_t *dense_pos;           /* dense: position + 1 by key (0: none), else NULL */
+    int32_t *dense_all;           /* the dense array kept between batches */
+    int64_t dense_len;
+    int64_t *slot;                /* hash: (node, sub, base + position) per slot */
+    uint64_t mask;
+    int64_t base, used;           /* the generation's values are >= base; its keys */
+};
+
+/* start a batch over nodes [0, num_nodes) (and subgraphs [0, subgraphs) when > 0),
+ * about `expected` keys (0: unknown); the map then is dense when the key space holds
+ * at most max(dense_max, 16 * expected) keys (and below 2^31), else hashed */
+int relabel_begin(struct dds_relabel *m, int64_t num_nodes, int64_t subgraphs,
+                  int64_t expected, int64_t dense_max) SAMPLING_HIDDEN;
+/* forget the batch (the dense entries set back to 0, the hash's generation ended) */
+void relabel_reset(struct dds_relabel *m) SAMPLING_HIDDEN;
+/* free the map's memory (an embedded map) */
+void relabel_release(struct dds_relabel *m) SAMPLING_HIDDEN;
+/* every key in the key space, and `subs` given exactly when disjoint (DDS_EINVAL) */
+int relabel_check(const struct dds_relabel *m, const int64_t *nodes, const int64_t *subs,
+                  int64_t n) SAMPLING_HIDDEN;
+/* append the n keys to the node list as given (repeats too), each new key mapped to
+ * its first position */
+int relabel_seed(struct dds_relabel *m, const int64_t *nodes, const int64_t *subs,
+                 int64_t n) SAMPLING_HIDDEN;
+/* pos[i] = the position of key i, new keys appended (and to new_nodes / new_sub, of
+ * capacity n; new_sub NULL unless disjoint), *n_new of them.  pos may be nodes and
+ * new_sub subs (each key is read before anything is written at or before it).  Keys
+ * checked first (relabel_check). */
+int relabel_map(struct dds_relabel *m, const int64_t *nodes, const int64_t *subs,
+                int64_t n, int64_t *pos, int64_t *new_nodes, int64_t *new_sub,
+                int64_t *n_new) SAMPLING_HIDDEN;
+/* the position of a key of the key space, or -1 */
+int64_t relabel_find(const struct dds_relabel *m, int64_t node, int64_t sub)
+    SAMPLING_HIDDEN;
 
 /* ------------------------------------------------------------------ remote picks
  * The rows a batch takes from lists of members this rank does not read by load, as

@@ -567,6 +567,28 @@ class CSC(TCSR):
         m = count[0]
         return row[:m], nbr[:m], eid[:m]
 
+    def hop(self, relabel, nodes, pos, sub, node_ts, k, flags, seed, cap, weight_var=-1):
+        """One hop sampled and relabelled in one C call (``dds_neighbor_hop``):
+        ``(from, to, eid, new_nodes, new_subs)``: per drawn edge the local id ``pos[i]``
+        of the frontier node that drew it and the position of the drawn neighbour in
+        ``relabel``'s node list (a :class:`RelabelMap`), its edge id; the neighbours new
+        to the list (``new_subs``: their subgraphs, ``sub[i]`` of the node that drew
+        them, None unless disjoint).  Drawn by :meth:`sample`, or by
+        :meth:`sample_weighted` when ``weight_var >= 0``."""
+        pt = _times(node_ts, self.time_dtype, nodes.shape[0], "neighbour sample: node_ts")
+        frm, to, eid, new, new_sub = self._outputs(cap, 5 if sub is not None else 4) + (
+            [] if sub is not None else [None])
+        count, n_new = ffi.new("int64_t *"), ffi.new("int64_t *")
+        core = self._live_core()
+        p = _typed
+        self._sampled(core, lib.dds_neighbor_hop(
+            core._handle[0], self._c, int(weight_var), p(nodes), p(pos), p(sub), pt,
+            nodes.shape[0], k, flags, seed, relabel._m, int(cap), p(frm), p(to), p(eid),
+            p(new), p(new_sub), count, n_new), cap)
+        m, q = count[0], n_new[0]
+        return frm[:m], to[:m], eid[:m], new[:q], (new_sub[:q] if sub is not None
+                                                   else None)
+
     def induced(self, dst, src, num_src, chunk):
         """``(row, col, eid)`` of every stored entry of the lists of ``dst`` whose source
         is in ``src`` (``dds_induced_edges``): ``row`` / ``col`` the positions of the
@@ -586,122 +608,68 @@ class CSC(TCSR):
         return row[:m], col[:m], eid[:m]
 
 
-def _relabel(fn, table, keys, next_id):
-    """``(ids, new_pos)`` of one ``dds_relabel`` / ``dds_relabel_dense`` call over the
-    map arguments ``table`` (the arguments before the keys)."""
-    n = keys.shape[0]
-    ids = np.empty(n, dtype=np.int64)
-    new_pos = np.empty(n, dtype=np.int64)
-    n_new = ffi.new("int64_t *")
-    i64 = "int64_t[]"
-    _local_check(fn(*table, ffi.from_buffer(i64, keys), n, ffi.from_buffer(i64, ids),
-                    next_id, ffi.from_buffer(i64, new_pos), n_new))
-    return ids, new_pos[:n_new[0]]
+#: The relabelling's one rule (``csrc/relabel.c``, see ``dds_relabel_begin``): a key
+#: space of at most this many keys (or 16 per key expected) is mapped densely.
+RELABEL_DENSE_MAX = lib.DDS_RELABEL_DENSE_MAX
 
 
-class Relabel:
-    """Dense ids for int64 keys >= 0 in order of first appearance (``dds_relabel``),
-    over a growing open-addressing table owned here.  :meth:`reset` starts a new
-    generation (ids from 0 again) without clearing or reallocating the table, so one
-    Relabel serves batch after batch at the cost of its largest batch."""
+class RelabelMap:
+    """A batch's node list of one node type and the map from its keys (node ids, or
+    ``(node, subgraph)`` pairs when disjoint) to their first positions, held in C
+    (``dds_relabel``): dense or hashed by the one rule of ``csrc/relabel.c``, kept
+    between batches (:meth:`begin` clears only what the last batch set)."""
 
-    def __init__(self, expected=1024):
-        self._alloc(expected)
-        self._next = ffi.new("int64_t *", 0)
-        self._base = 0
-        self._known = []  # this generation's keys in id order (to rebuild on growth)
+    def __init__(self):
+        out = ffi.new("dds_relabel **")
+        _local_check(lib.dds_relabel_open(out))
+        self._m = ffi.gc(out[0], lib.dds_relabel_free)
+        self.disjoint = False
 
-    def _alloc(self, expected):
-        self._cap = 1 << max(4, int(2 * expected + 2).bit_length())
-        self._table = np.full(2 * self._cap, -1, dtype=np.int64)  # (key, id) per slot
+    def begin(self, num_nodes, subgraphs=0, expected=0, dense_max=RELABEL_DENSE_MAX):
+        """A new batch over nodes ``[0, num_nodes)`` (and subgraphs ``[0, subgraphs)``
+        when ``subgraphs > 0``: disjoint keys)."""
+        _local_check(lib.dds_relabel_begin(self._m, int(num_nodes), int(subgraphs),
+                                           int(expected), int(dense_max)))
+        self.disjoint = subgraphs > 0
+
+    def reset(self):
+        """The batch forgotten (count 0; the map cleared of its keys)."""
+        lib.dds_relabel_reset(self._m)
 
     @property
     def count(self):
-        return self._next[0] - self._base
-
-    def _call(self, keys):
-        return _relabel(lib.dds_relabel, (ffi.from_buffer("int64_t[]", self._table),
-                                          self._cap, self._base), keys, self._next)
-
-    def _room(self):
-        """Keys that may still be added before the table is 3/4 full: the load it keeps
-        (the table is sized by the keys it holds, not by the keys asked for)."""
-        return 3 * self._cap // 4 - self.count
-
-    def _grow(self):
-        """Twice the slots, this generation's keys mapped again (same ids)."""
-        known = np.concatenate(self._known) if self._known else np.zeros(0, np.int64)
-        self._cap *= 2
-        self._table = np.full(2 * self._cap, -1, dtype=np.int64)
-        self._next[0] = self._base
-        self._known = []
-        if known.shape[0]:
-            self._call(known)
-            self._known = [known]
-
-    def add(self, keys):
-        """``(ids, new_pos)``: the id of every key, and the positions (in ``keys``) of
-        the keys seen for the first time, in order.  Keys are mapped in pieces that
-        keep the table at most 3/4 full (the core needs a free slot for every key that
-        may be new), the table doubling when the room left is small."""
-        keys = np.ascontiguousarray(keys, dtype=np.int64)
-        n = keys.shape[0]
-        if n == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        if n <= self._room():
-            ids, new_pos = self._call(keys)
-            self._known.append(keys[new_pos])
-            return ids, new_pos
-        ids, new_pos, a = [], [], 0
-        while a < n:
-            if self._room() < min(n - a, max(1, self._cap // 8)):
-                self._grow()
-                continue
-            piece = keys[a:a + self._room()]
-            i, p = self._call(piece)
-            self._known.append(piece[p])
-            ids.append(i)
-            new_pos.append(p + a)
-            a += piece.shape[0]
-        return np.concatenate(ids), np.concatenate(new_pos)
-
-    def reset(self):
-        """A new generation: no key known, ids from 0 again (the table is kept)."""
-        self._base = self._next[0]
-        self._known = []
-
-
-class DenseRelabel:
-    """:class:`Relabel`'s interface over a caller's dense table (``dds_relabel_dense``):
-    ``table`` is int32, one entry per key in ``[0, len(table))``, all -1 on entry;
-    :meth:`reset` sets the keys added back to -1 (the table can then serve the next
-    batch: no allocation or fill per batch)."""
-
-    def __init__(self, table):
-        self.table = table
-        self._next = ffi.new("int64_t *", 0)
-        self._known = []
+        return lib.dds_relabel_count(self._m)
 
     @property
-    def count(self):
-        return self._next[0]
+    def dense(self):
+        return bool(lib.dds_relabel_is_dense(self._m))
 
-    def add(self, keys):
-        """``(ids, new_pos)`` as :meth:`Relabel.add`."""
-        keys = np.ascontiguousarray(keys, dtype=np.int64)
-        if keys.shape[0] == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        ids, new_pos = _relabel(lib.dds_relabel_dense, (
-            ffi.from_buffer("int32_t[]", self.table), self.table.shape[0]), keys, self._next)
-        self._known.append(keys[new_pos])
-        return ids, new_pos
+    @property
+    def slots(self):
+        """Dense entries or hash slots held."""
+        return lib.dds_relabel_slots(self._m)
 
-    def reset(self):
-        """Every key added back to -1; the count back to 0."""
-        for k in self._known:
-            self.table[k] = -1
-        self._known = []
-        self._next[0] = 0
+    def seed(self, nodes, subs=None):
+        """Append ``nodes`` (int64, C-contiguous; ``subs`` their subgraphs when disjoint)
+        as given, a repeat keeping its own position (the map names the first)."""
+        _local_check(lib.dds_relabel_seed(self._m, _i64(nodes), _i64(subs),
+                                          nodes.shape[0]))
+
+    def add(self, nodes, subs=None):
+        """``(pos, new_nodes, new_subs)``: the position of every key, and the keys new to
+        the map (appended, in order of first occurrence; ``new_subs`` None unless
+        disjoint)."""
+        nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+        subs = None if subs is None else np.ascontiguousarray(subs, dtype=np.int64)
+        n = nodes.shape[0]
+        pos, new, new_sub = (np.empty(n, dtype=np.int64) for _ in range(3))
+        n_new = ffi.new("int64_t *")
+        _local_check(lib.dds_relabel_add(self._m, _i64(nodes), _i64(subs), n, n,
+                                         _i64(pos), _i64(new),
+                                         _i64(new_sub) if self.disjoint else ffi.NULL,
+                                         n_new))
+        m = n_new[0]
+        return pos, new[:m], (new_sub[:m] if self.disjoint else None)
 
 
 def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):

@@ -370,21 +370,80 @@ def test_apply_delta_never_writes_past_the_result():
 
 
 def test_relabel_sizes_checked():
-    table = np.full(32, -1, np.int64)  # 16 slots of (key, id)
-    out, new_pos, n_new = np.empty(4, np.int64), np.empty(4, np.int64), ffi.new("int64_t *")
+    """The relabelling map (csrc/relabel.c): outputs below the keys asked about, a key
+    outside the node range or the subgraphs, subgraphs missing for a disjoint map:
+    refused before anything is written or mapped; dense and hashed alike."""
+    n_new = ffi.new("int64_t *")
     keys = np.arange(4, dtype=np.int64)
-    for base, nxt, cap, text in ((0, 2 ** 63 - 2, 16, "fit 64 bits"),
-                                 (5, 4, 16, "next >= base"),
-                                 (-1, 0, 16, "must be >= 0"),
-                                 (0, 13, 16, "not a power of two above 17"),
-                                 (0, 0, 12, "not a power of two")):
-        rc = lib.dds_relabel(p64(table), cap, base, p64(keys), 4, p64(out),
-                             ffi.new("int64_t *", nxt), p64(new_pos), n_new)
-        assert rc == lib.DDS_EINVAL and text in message(), (base, nxt, cap, message())
-        assert (table == -1).all()
-    rc = lib.dds_relabel(p64(table), 16, 0, p64(np.array([1, -3, 2, 3], np.int64)), 4,
-                         p64(out), ffi.new("int64_t *", 0), p64(new_pos), n_new)
-    assert rc == lib.DDS_EINVAL and "negative key -3" in message() and (table == -1).all()
+    for dense_max in (1 << 24, 0):
+        m = _core.RelabelMap()
+        m.begin(10, 0, 0, dense_max)
+        assert m.dense == (dense_max > 0)
+        outs = [guarded(3) for _ in range(3)]
+        rc = lib.dds_relabel_add(m._m, p64(keys), ffi.NULL, 4, 3, *(p64(o) for o in outs),
+                                 n_new)
+        assert rc == lib.DDS_EINVAL and "at most the output capacity 3" in message()
+        assert n_new[0] == 0 and all(intact(o, 0) for o in outs) and m.count == 0
+        for bad, text in ((np.array([1, 10, 2], np.int64), "node 10 (position 1) outside "
+                                                             "[0, 10)"),
+                          (np.array([1, -3], np.int64), "node -3 (position 1) outside")):
+            outs = [guarded(bad.shape[0]) for _ in range(3)]
+            rc = lib.dds_relabel_add(m._m, p64(bad), ffi.NULL, bad.shape[0], bad.shape[0],
+                                     *(p64(o) for o in outs), n_new)
+            assert rc == lib.DDS_EINVAL and text in message(), message()
+            assert all(intact(o, 0) for o in outs) and m.count == 0
+        m.begin(10, 2, 0, dense_max)  # disjoint: subgraphs [0, 2)
+        outs = [guarded(2) for _ in range(3)]
+        rc = lib.dds_relabel_add(m._m, p64(keys[:2]), p64(np.array([0, 2], np.int64)), 2,
+                                 2, *(p64(o) for o in outs), n_new)
+        assert rc == lib.DDS_EINVAL and "subgraph 2 (position 1) outside [0, 2)" in \
+            message() and m.count == 0 and all(intact(o, 0) for o in outs)
+        rc = lib.dds_relabel_add(m._m, p64(keys[:2]), ffi.NULL, 2, 2,
+                                 *(p64(o) for o in outs), n_new)
+        assert rc == lib.DDS_EINVAL and "subgraphs missing" in message() and m.count == 0
+        rc = lib.dds_relabel_begin(m._m, -1, 0, 0, dense_max)
+        assert rc == lib.DDS_EINVAL and "num_nodes=-1" in message()
+
+
+def test_neighbor_hop_capacity(core):
+    """dds_neighbor_hop (one hop sampled and relabelled): outputs smaller than the hop
+    are refused, nothing written to any of its five outputs, nothing added to the map;
+    with room, the outputs stop at the count."""
+    csc = _csc(core)
+    core.sync()
+    nodes = np.array([0, 1, 2, 0], dtype=np.int64)
+    pos = np.array([5, 6, 7, 8], dtype=np.int64)
+    sub = np.array([0, 1, 2, 3], dtype=np.int64)
+    count, n_new = ffi.new("int64_t *"), ffi.new("int64_t *")
+    for disjoint in (False, True):
+        m = _core.RelabelMap()
+        m.begin(3, 4 if disjoint else 0)
+        for k, cap in ((-1, 7), (2, 5)):  # 8 entries; 6
+            outs = [guarded(cap) for _ in range(5)]
+            rc = lib.dds_neighbor_hop(core._handle[0], csc._c, -1, p64(nodes), p64(pos),
+                                      p64(sub) if disjoint else ffi.NULL, ffi.NULL, 4, k, 0,
+                                      7, m._m, cap, *(p64(o) for o in outs[:4]),
+                                      p64(outs[4]) if disjoint else ffi.NULL, count, n_new)
+            assert rc == lib.DDS_EINVAL and "output capacity %d" % cap in message()
+            assert count[0] == 0 and n_new[0] == 0 and m.count == 0
+            assert all(intact(o, 0) for o in outs)
+        outs = [guarded(8) for _ in range(5)]
+        rc = lib.dds_neighbor_hop(core._handle[0], csc._c, -1, p64(nodes), p64(pos),
+                                  p64(sub) if disjoint else ffi.NULL, ffi.NULL, 4, -1, 0, 7,
+                                  m._m, 8, *(p64(o) for o in outs[:4]),
+                                  p64(outs[4]) if disjoint else ffi.NULL, count, n_new)
+        assert rc == lib.DDS_OK and count[0] == 8
+        # lists: node 0 -> 1, 2, 0; node 1 -> 0, 2; node 2 none
+        assert outs[0][:8].tolist() == [5, 5, 5, 6, 6, 8, 8, 8]
+        want_new = [1, 2, 0, 0, 2, 1, 2, 0] if disjoint else [1, 2, 0]
+        assert n_new[0] == len(want_new) == m.count
+        assert outs[3][:n_new[0]].tolist() == want_new
+        assert outs[1][:8].tolist() == (list(range(8)) if disjoint else
+                                        [0, 1, 2, 2, 1, 0, 1, 2])
+        if disjoint:
+            assert outs[4][:8].tolist() == [0, 0, 0, 1, 1, 3, 3, 3]
+        assert all(intact(o, 8) for o in outs)
+        assert all(intact(o, n_new[0]) for o in outs[3:4])
 
 
 # ------------------------------------------------------------------ PyG fanouts

@@ -567,74 +567,97 @@ def test_size_must_be_integers_and_taken_names_are_named(store):
         gs.put_edge_index(coo, edge_type=("a", "r", "b"), layout="coo", size=(3, 3))
 
 
-def test_relabel_generations_restart_without_clearing():
-    """``_core.Relabel.reset`` starts a new generation: the ids restart from 0 and keys of
-    earlier generations are unknown, with no clearing or new table (same as a fresh
-    Relabel, growth across generations included)."""
+def test_relabel_batches_restart_without_clearing():
+    """``_core.RelabelMap.begin`` starts a new batch: the positions restart from 0 and
+    keys of earlier batches are unknown, with no new table (same as a fresh map, growth
+    across batches included), dense and hashed."""
     import numpy as np
     from ddstore import _core
     rng = np.random.default_rng(4)
-    kept = _core.Relabel(4)
-    for gen, sizes in enumerate(((5, 40), (3,), (300, 7, 2000), (1,), (60, 60))):
-        fresh = _core.Relabel(4)
-        for n in sizes:
-            keys = rng.integers(0, 200 if gen % 2 else 10 ** 12, n)
-            (a, p), (b, q) = kept.add(keys), fresh.add(keys)
-            assert np.array_equal(a, b) and np.array_equal(p, q), (gen, n)
-            assert kept.count == fresh.count
-        table = kept._table
-        kept.reset()
-        assert kept.count == 0 and kept._table is table  # nothing reallocated
+    for dense_max in (1 << 24, 0):
+        kept = _core.RelabelMap()
+        for gen, sizes in enumerate(((5, 40), (3,), (300, 7, 2000), (1,), (60, 60))):
+            bound = 200 if gen % 2 or dense_max else 10 ** 12
+            fresh = _core.RelabelMap()
+            kept.begin(bound, dense_max=dense_max)
+            fresh.begin(bound, dense_max=dense_max)
+            assert kept.dense == fresh.dense == (dense_max > 0)
+            slots = kept.slots
+            for n in sizes:
+                keys = rng.integers(0, bound, n)
+                for x, y in zip(kept.add(keys), fresh.add(keys)):
+                    assert (x is None and y is None) or np.array_equal(x, y), (gen, n)
+                assert kept.count == fresh.count
+            assert kept.slots >= slots
+            slots = kept.slots
+            kept.reset()
+            assert kept.count == 0 and kept.slots == slots  # nothing reallocated
 
 
 def test_relabel_table_is_sized_by_the_keys_it_holds():
-    """``_core.Relabel`` maps keys in pieces that keep its table at most 3/4 full: ids are
-    the order of first appearance (brute force) for calls far larger than the table,
-    repeats across pieces included, and the table grows with the distinct keys held,
-    not with the keys asked for (a disjoint temporal batch's 700 k keys fit 2**20
+    """The hashed map gives the positions of first appearance (brute force) for calls
+    far larger than its table, repeats included, and grows with the distinct keys held,
+    not with the keys asked about (a disjoint temporal batch's 700 k keys fit 2**20
     slots, not 2**21)."""
     import numpy as np
     from ddstore import _core
     rng = np.random.default_rng(8)
-    r = _core.Relabel(4)
+    r = _core.RelabelMap()
+    r.begin(10 ** 12, dense_max=0)
     seen = {}
     for n, span in ((10, 50), (20000, 100), (3, 10 ** 12), (5000, 3000), (70000, 60000)):
         keys = rng.integers(0, span, n)
-        ids, new_pos = r.add(keys)
+        ids, new, _ = r.add(keys)
         want_new = []
-        for j, k in enumerate(keys.tolist()):
+        for k in keys.tolist():
             if k not in seen:
                 seen[k] = len(seen)
-                want_new.append(j)
+                want_new.append(k)
         assert ids.tolist() == [seen[k] for k in keys.tolist()], n
-        assert new_pos.tolist() == want_new and r.count == len(seen), n
-        assert r.count <= 3 * r._cap // 4 and r._cap <= max(64, 8 * len(seen)), \
-            (n, r._cap, len(seen))
+        assert new.tolist() == want_new and r.count == len(seen), n
+        assert r.count <= 3 * r.slots // 4 and r.slots <= max(64, 8 * len(seen)), \
+            (n, r.slots, len(seen))
 
 
-def test_dense_relabel_matches_the_hash_and_restores_its_table():
-    """``_core.DenseRelabel`` gives the ids and first positions of ``_core.Relabel`` on
-    the same keys (repeats, several calls); a key outside the table is refused naming
-    the range and maps nothing; ``reset`` leaves the table all -1."""
+def test_dense_relabel_matches_the_hash_and_forgets_its_batch():
+    """The dense map gives the positions and new keys of the hashed one on the same keys
+    (repeated seeds, several calls, disjoint pairs); a key outside the node range is
+    refused naming the range and maps nothing; after ``reset`` the dense table is clean
+    (positions from 0, every key new again)."""
     import numpy as np
     from ddstore import _core
     from ddstore.errors import DDStoreValueError
     rng = np.random.default_rng(3)
-    table = np.full(500, -1, dtype=np.int32)
-    dense, hashed = _core.DenseRelabel(table), _core.Relabel(4)
-    for n in (7, 1, 0, 300, 1200):
-        keys = rng.integers(0, 500, n)
-        (a, p), (b, q) = dense.add(keys), hashed.add(keys)
-        assert np.array_equal(a, b) and np.array_equal(p, q) and dense.count == hashed.count
-    before = table.copy()
-    with pytest.raises(DDStoreValueError, match=r"key 500 outside \[0, 500\)"):
-        dense.add(np.array([1, 2, 500]))
-    with pytest.raises(DDStoreValueError, match=r"key -1 outside"):
-        dense.add(np.array([-1]))
-    assert np.array_equal(table, before) and (table >= 0).sum() == dense.count
-    dense.reset()
-    assert (table == -1).all() and dense.count == 0
-    assert dense.add(np.array([9, 9, 4]))[0].tolist() == [0, 0, 1]
+    for subgraphs in (0, 3):
+        dense, hashed = _core.RelabelMap(), _core.RelabelMap()
+        dense.begin(500, subgraphs)
+        hashed.begin(500, subgraphs, dense_max=0)
+        assert dense.dense and not hashed.dense
+        seeds = np.array([4, 4, 499, 0], dtype=np.int64)
+        seed_subs = np.array([0, 0, 1, 2]) if subgraphs else None
+        dense.seed(seeds, seed_subs)
+        hashed.seed(seeds, seed_subs)
+        assert dense.count == hashed.count == 4
+        for n in (7, 1, 0, 300, 1200):
+            keys = rng.integers(0, 500, n)
+            subs = rng.integers(0, subgraphs, n) if subgraphs else None
+            for x, y in zip(dense.add(keys, subs), hashed.add(keys, subs)):
+                assert (x is None and y is None) or np.array_equal(x, y)
+            assert dense.count == hashed.count
+        ids = dense.add(np.array([4, 499]), np.array([0, 1]) if subgraphs else None)[0]
+        assert ids.tolist() == [0, 2]  # a repeated seed maps to its first position
+        count = dense.count
+        with pytest.raises(DDStoreValueError, match=r"node 500 \(position 2\) outside "
+                                                    r"\[0, 500\)"):
+            dense.add(np.array([1, 2, 500]), np.zeros(3, np.int64) if subgraphs else None)
+        with pytest.raises(DDStoreValueError, match=r"node -1 \(position 0\) outside"):
+            dense.add(np.array([-1]), np.zeros(1, np.int64) if subgraphs else None)
+        assert dense.count == count
+        dense.reset()
+        assert dense.count == 0
+        pos, new, _ = dense.add(np.array([9, 9, 4]), np.zeros(3, np.int64) if subgraphs
+                                else None)
+        assert pos.tolist() == [0, 0, 1] and new.tolist() == [9, 4]
 
 
 def _random_graphs(store, seed, n, m, mh):
@@ -658,10 +681,10 @@ def _random_graphs(store, seed, n, m, mh):
 def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
     """The sampler's dense relabelling (node types up to ``DENSE_RELABEL_MAX_NODES``)
     gives the same batches as the hash table (forced by lowering the bound), homogeneous
-    and hetero, repeated seeds included; a batch that fails half-way gives its tables
+    and hetero, repeated seeds included; a batch that fails half-way gives its maps
     back clean, and the next batch equals a fresh sampler's."""
     from torch_geometric.sampler import NodeSamplerInput
-    from ddstore import _core, pyg as dpyg
+    from ddstore import pyg as dpyg
     from ddstore.pyg import sampler as smod
     n = 60
     gs, hgs = _random_graphs(store, 2, n, 700, 300)
@@ -684,17 +707,17 @@ def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
     for graph, seeds in ((gs, homo_seeds), (hgs, hetero_seeds)):
         for kw in ({}, {"replace": True}, {"subgraph_type": "bidirectional"}):
             s, dense = batches(graph, seeds, 1 << 24, **kw)
-            _, hashed = batches(graph, seeds, 0, **kw)
+            h, hashed = batches(graph, seeds, 0, **kw)
             free = [m for ms in s._maps._free.values() for m in ms]
-            assert free and all(m.count == 0 for m in free)
-            assert all(isinstance(m, _core.DenseRelabel) and (m.table == -1).all()
-                       for m in s._maps._free.get(n, []) + s._maps._free.get(30, []))
+            assert free and all(m.count == 0 and m.dense for m in free)
+            assert all(m.count == 0 and not m.dense
+                       for ms in h._maps._free.values() for m in ms)
             for x, y in zip(dense, hashed):
                 for f in ("node", "row", "col", "edge"):
                     same(getattr(x, f), getattr(y, f))
                 assert x.num_sampled_nodes == y.num_sampled_nodes
     # a batch failing in its second hop gives back clean maps (dense, and hash)
-    for limit, key in ((1 << 24, n), (0, None)):
+    for limit in (1 << 24, 0):
         monkeypatch.setattr(smod, "DENSE_RELABEL_MAX_NODES", limit)
         s = dpyg.NeighborSampler(gs, [4, 3], seed=9)
         s._sample(homo_seeds)  # the pool holds a map that served a batch
@@ -707,8 +730,8 @@ def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
         s._hop = fail_second
         with pytest.raises(RuntimeError, match="injected"):
             s._sample(homo_seeds)
-        (m,) = s._maps._free[key]
-        assert m.count == 0 and (key is None or (m.table == -1).all())
+        (m,) = s._maps._free[(n, False)]
+        assert m.count == 0 and m.dense == bool(limit)
         s._hop = real
         fresh = dpyg.NeighborSampler(gs, [4, 3], seed=9)
         fresh._sample(homo_seeds)
@@ -721,11 +744,11 @@ def test_dense_and_hash_relabelling_sample_alike(store, monkeypatch):
 
 def test_disjoint_sampling_over_a_node_type_beyond_int64_keys(store, monkeypatch):
     """Disjoint sampling over a node type of 2**62 nodes (ids such as 64-bit hashes):
-    ``subgraph * num_nodes + node`` would wrap int64 ("relabel: negative key"); the
-    sampler keys such a type by compact ids instead and returns, subgraph by subgraph,
-    exactly the in-neighbours a brute force finds (a node reached twice in one subgraph
-    once, in two subgraphs twice), the same batch as the graph with small ids.  Forcing
-    the compact keys on small graphs (homogeneous and hetero, repeated seeds) changes
+    ``subgraph * num_nodes + node`` would wrap int64; the relabelling keys such a type
+    by (node, subgraph) pairs in a hash and returns, subgraph by subgraph, exactly the
+    in-neighbours a brute force finds (a node reached twice in one subgraph once, in two
+    subgraphs twice), the same batch as the graph with small ids.  Forcing the hash on
+    small graphs (homogeneous and hetero, repeated seeds; dense below the bound) changes
     no batch."""
     from torch_geometric.sampler import NodeSamplerInput
     from ddstore import pyg as dpyg
@@ -757,14 +780,14 @@ def test_disjoint_sampling_over_a_node_type_beyond_int64_keys(store, monkeypatch
     for f in ("row", "col", "edge"):
         assert torch.equal(getattr(big_out, f)[et], getattr(small_out, f)[et])
     assert torch.equal(big_out.batch["u"], small_out.batch["u"])
-    # the compact keys forced on small graphs: the same batches as the direct keys
+    # the hash forced on small graphs: the same batches as the dense keys
     homo, hetero = _random_graphs(store, 4, 40, 300, 200)
     for graph, seed in ((homo, torch.tensor([3, 3, 17, 0, 39])),
                         (hetero, {"a": torch.tensor([1, 1, 29]),
                                   "b": torch.tensor([0, 44])})):
         runs = []
-        for limit in (smod.DISJOINT_DIRECT_KEYS, 0):
-            monkeypatch.setattr(smod, "DISJOINT_DIRECT_KEYS", limit)
+        for limit in (smod.DENSE_RELABEL_MAX_NODES, 0):
+            monkeypatch.setattr(smod, "DENSE_RELABEL_MAX_NODES", limit)
             s = dpyg.NeighborSampler(graph, [3, 2], disjoint=True, seed=11)
             runs.append([s._sample(seed) for _ in range(2)])
         for x, y in zip(*runs):

@@ -28,43 +28,35 @@ _GOLDEN = 0x9E3779B97F4A7C15
 #: replacement any ``k`` is valid (a node takes ``min(k, degree)``).
 MAX_FANOUT_WITH_REPLACEMENT = 2 ** 20
 _INT64_MAX = (1 << 63) - 1
-#: Disjoint sampling keys a node by ``subgraph * num_nodes + node`` while
-#: ``subgraphs * num_nodes`` stays at most this (int64), else through compact ids (see
-#: ``_NodeSet``).
-DISJOINT_DIRECT_KEYS = _INT64_MAX
 #: ``subgraph_type="induced"`` filters the whole in-list of every sampled node: the
 #: lists not readable by load (other members' over RMA) are fetched at most this many
 #: entries per batched read (a longer list alone), 8 bytes each at most.
 INDUCED_CHUNK_ENTRIES = 1 << 22
 SUBGRAPH_TYPES = ("directional", "bidirectional", "induced")
-#: The sampled nodes of a node type with at most this many nodes are relabelled through a
-#: dense table (4 bytes per node: one random access per drawn node); larger node types,
-#: and disjoint sampling, through a hash table.  Both are kept by the sampler between
-#: batches (sized by its largest batch).
-DENSE_RELABEL_MAX_NODES = 1 << 24
+#: The relabelling (global ids to a batch's positions) is done in C inside each hop's
+#: sampling call (``dds_neighbor_hop``, ``csrc/relabel.c``), by one rule: a key space
+#: (a node type's nodes, or with disjoint sampling subgraphs x nodes) of at most this
+#: many keys is mapped through a dense table (4 bytes per key), a larger one through a
+#: hash.  Both are kept by the sampler between batches.
+DENSE_RELABEL_MAX_NODES = _core.RELABEL_DENSE_MAX
 
 
 class _RelabelPool:
-    """The relabelling maps a sampler keeps between batches: dense tables (int32, one
-    per node, all -1) by node count, and hash tables (``None``) whose generations
-    restart without clearing.  A batch takes one per node type and gives it back reset
-    (a background thread sampling beside the main one takes its own)."""
+    """The relabelling maps (``_core.RelabelMap``, held in C) a sampler keeps between
+    batches, by node count and mode.  A batch takes one per node type and gives it back
+    reset (a background thread sampling beside the main one takes its own)."""
 
     def __init__(self):
         self._free = {}
 
-    def take(self, num_nodes):
-        """A map for ``num_nodes`` nodes (dense), or for ``None``: a hash table."""
+    def take(self, key):
         try:
-            return self._free.setdefault(num_nodes, []).pop()
+            return self._free.setdefault(key, []).pop()
         except IndexError:
-            if num_nodes is None:
-                return _core.Relabel(1024)
-            return _core.DenseRelabel(np.full(num_nodes, -1, dtype=np.int32))
+            return _core.RelabelMap()
 
-    def give(self, relabel):
+    def give(self, key, relabel):
         """Back, after its ``reset()``."""
-        key = relabel.table.shape[0] if isinstance(relabel, _core.DenseRelabel) else None
         self._free.setdefault(key, []).append(relabel)
 
 
@@ -95,77 +87,44 @@ class _StoredTime:
 
 class _NodeSet:
     """The sampled nodes of one node type: global ids in order, their subgraph (disjoint
-    mode), and the map from key to the position in ``nodes``.  The key is the node id;
-    disjoint, ``subgraph * num_nodes + node id`` while ``subgraphs * num_nodes`` fits
-    int64, else (a node type of more than ``2**63 / subgraphs`` nodes: ids such as
-    64-bit hashes) ``subgraphs * compact id + subgraph``, the compact id numbering the
-    batch's distinct nodes of this type in order of appearance (a second hash map), so
-    that no key wraps whatever the node count."""
+    mode), and the C map from key (the node id; disjoint, the pair (subgraph, node)) to
+    the position in ``nodes``, which each hop's sampling call fills."""
 
-    def __init__(self, num_nodes, disjoint, pool=None, subgraphs=1):
+    def __init__(self, num_nodes, disjoint, pool, subgraphs=1):
         self.num_nodes, self.disjoint = num_nodes, disjoint
         self.nodes, self.batch = [], []
         self.count = 0
         self.sizes = []
-        self._pool = pool
-        self.subgraphs = max(1, int(subgraphs))
-        dense = not disjoint and 0 < num_nodes <= DENSE_RELABEL_MAX_NODES
-        self.map = self._take(num_nodes if dense else None)
-        # node id -> compact id, when subgraph * num_nodes could wrap
-        self.compact = self._take(None) if disjoint and \
-            self.subgraphs * int(num_nodes) > DISJOINT_DIRECT_KEYS else None
-        self.pos_of_id = None  # position of each map id, when they differ
-
-    def _take(self, num_nodes):
-        return self._pool.take(num_nodes) if self._pool is not None else \
-            _core.Relabel(16)
+        self._pool, self._key = pool, (int(num_nodes), bool(disjoint))
+        self.map = pool.take(self._key)
+        try:
+            self.map.begin(num_nodes, max(1, int(subgraphs)) if disjoint else 0,
+                           dense_max=DENSE_RELABEL_MAX_NODES)
+        except BaseException:
+            self.release()
+            raise
 
     def release(self):
-        """Give the maps back to the pool, reset (after the batch, failed or not)."""
+        """Give the map back to the pool, reset (after the batch, failed or not)."""
         if self._pool is not None:
-            for m in (self.map, self.compact):
-                if m is not None:
-                    m.reset()
-                    self._pool.give(m)
+            self.map.reset()
+            self._pool.give(self._key, self.map)
             self._pool = None
 
-    def key(self, nodes, batch):
-        if not self.disjoint:
-            return nodes
-        if self.compact is None:
-            return batch * self.num_nodes + nodes
-        ids, _ = self.compact.add(nodes)
-        if self.compact.count * self.subgraphs > _INT64_MAX:  # pragma: no cover
-            raise DDStoreValueError(
-                f"sample: {self.compact.count} distinct nodes in {self.subgraphs} "
-                f"disjoint subgraphs: more pairs than int64 keys")
-        return ids * self.subgraphs + batch
-
-    def add(self, nodes, batch):
-        """Relabel ``nodes`` (with their subgraph ``batch``, or None): returns their
-        positions and the indices (into ``nodes``) of the first occurrence of every node
-        new to the set, in order of first occurrence; the new nodes are appended."""
-        ids, new_first = self.map.add(self.key(nodes, batch))
-        if self.pos_of_id is not None:  # repeated seeds: map ids are not positions
-            self.pos_of_id = np.concatenate([self.pos_of_id, self.count + np.arange(
-                new_first.shape[0], dtype=np.int64)])
-            ids = self.pos_of_id[ids]
-        self.count += new_first.shape[0]
-        self.nodes.append(nodes[new_first])
+    def added(self, new_nodes, new_batch):
+        """The nodes a hop appended to the map's list (and their subgraphs)."""
+        self.count += new_nodes.shape[0]
+        self.nodes.append(new_nodes)
         if self.disjoint:
-            self.batch.append(batch[new_first])
-        self.sizes.append(int(new_first.shape[0]))
-        return ids, new_first
+            self.batch.append(new_batch)
+        self.sizes.append(int(new_nodes.shape[0]))
 
     def add_seeds(self, seeds, batch):
         """The seeds, kept as given (duplicates included; a repeated seed maps to its
         first position); returns the frontier ``(ids, positions, subgraphs)``."""
         n = seeds.shape[0]
-        if self._pool is None:
-            self.map = _core.Relabel(16 * n)
-        _, first = self.map.add(self.key(seeds, batch))
-        if first.shape[0] != n:  # a repeated seed keeps every position; the map names
-            self.pos_of_id = first  # its first
+        seeds = np.ascontiguousarray(seeds, dtype=np.int64)
+        self.map.seed(seeds, batch if self.disjoint else None)
         self.count = n
         self.nodes.append(seeds)
         if self.disjoint:
@@ -759,15 +718,13 @@ class NeighborSampler(BaseSampler):
                                            copy=False)) if timed else None
         stream = (key + _GOLDEN * (1 + hop * 4096 + slot)) & _MASK
         wvid = self._weight_vid(et, c)
-        if wvid is None:
-            r, nbr, eid = handle.sample(glob, ts, k, flags, stream, cap)
-        else:
-            r, nbr, eid = handle.sample_weighted(wvid, glob, ts, k, flags, stream, cap)
-        sub = batch[r] if nset.disjoint else None
-        ids, new_first = nset.add(nbr, sub)
-        row, col = (loc[r], ids) if self._backward else (ids, loc[r])
-        return row, col, eid, nbr[new_first], (sub[new_first] if nset.disjoint else
-                                               empty)
+        # one C call: drawn, and relabelled through the node set's map (new nodes appended)
+        frm, to, eid, new_nodes, new_batch = handle.hop(
+            nset.map, glob, loc, np.ascontiguousarray(batch) if nset.disjoint else None,
+            ts, k, flags, stream, cap, -1 if wvid is None else wvid)
+        nset.added(new_nodes, new_batch)
+        row, col = (frm, to) if self._backward else (to, frm)
+        return row, col, eid, new_nodes, (new_batch if nset.disjoint else empty)
 
     def _sample(self, seed, seed_time=None, **kwargs):
         if self.is_hetero and not isinstance(seed, dict):
