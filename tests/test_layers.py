@@ -35,7 +35,7 @@ C_LAYERS = [
     ("transport", ["transport.c", "transport.h"]),  # local load / MPI_Get / message
     ("store", ["ddstore.c"]),                # windows, variables, the walk of a read
     ("samplers' unit and checks", ["sampling.c", "sampling.h", "tcsr.c", "dynamic.c",
-                                   "subgraph.c", "checks.c"]),
+                                   "subgraph.c", "checks.c", "relabel.c"]),
     ("samplers", ["neighbor.c", "temporal.c"]),
 ]
 
