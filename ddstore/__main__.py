@@ -117,6 +117,9 @@ BENCHMARKS = {
                   "source (mpiexec -n 2)",
     "pyg": "PyG NeighborLoader over the store vs over an in-memory Data: sampled "
            "edges/s, peak RSS (mpiexec -n 2, or one process)",
+    "device": "the pipeline to the device: resident windows vs a torch gather, windows "
+              "from the store vs a pinned copy, epochs with a step (one process; "
+              "scripts/gpu_check.sh on a GPU)",
 }
 
 COMMANDS = {"demo": (demo, "fill a store, read every row back from every rank, check "

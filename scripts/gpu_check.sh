@@ -46,7 +46,7 @@ for shape in "${SHAPES[@]}"; do
   name=$1; shift
   echo "== benchmark $name (device $DEV)"
   timeout 140 "$PY" -m ddstore.bench.device --device "$DEV" "$@" --step-ms "$STEP_MS" \
-    --repeat "$REPEAT" --json "$OUT/device_$name.json" 2>&1 | grep -v "launched without" \
+    --repeat "$REPEAT" --out "$OUT/device_$name.json" 2>&1 | grep -v "launched without" \
     || status=1
 done
 echo "== targets (issue 44 item 4)"

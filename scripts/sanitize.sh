@@ -34,7 +34,9 @@ done
 for f in "$ROOT"/* ; do
     case "$(basename "$f")" in
         ddstore|build) ;;
-        *) ln -s "$f" "$OUT/" ;;
+        # a name the build made in $OUT already (its objects go to $OUT/<the source's
+        # absolute path>, e.g. $OUT/work/... for a tree under /work) is left as it is
+        *) [ -e "$OUT/$(basename "$f")" ] || ln -s "$f" "$OUT/" ;;
     esac
 done
 

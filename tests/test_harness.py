@@ -159,13 +159,15 @@ def test_max_ranks_skips_larger_launches(monkeypatch):
 
 
 def test_every_mpi_program_runs_through_the_harness():
-    # faults.py is the exception: it tests the store's own abort-on-exception hook
-    # (tests/test_faults.py), which the harness would otherwise stand in for
+    # faults.py and signals_check.py are the exceptions: they test how the job ends (the
+    # store's own abort-on-exception hook, tests/test_faults.py; a signal and what it
+    # leaves in /dev/shm, tests/test_signals.py), which the harness would stand in for
     programs = sorted(glob.glob(os.path.join(MPI_DIR, "*.py")))
     missing = []
     for path in programs:
         name = os.path.basename(path)
-        if name.startswith("_") or name in ("faults.py", "graphs_common.py", "checks.py"):
+        if name.startswith("_") or name in ("faults.py", "signals_check.py",
+                                            "graphs_common.py", "checks.py"):
             continue
         text = open(path).read()
         if "run_main(" not in text:

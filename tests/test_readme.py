@@ -138,6 +138,20 @@ BASH_SKIP = {
     "mpiexec -n 2 python -m ddstore.bench.dynamic": "benchmark (long job)",
     "mpiexec -n 2 python -m ddstore.bench.scale series": "benchmark (long job, ~10 GB)",
     "mpiexec -n 2 python -m ddstore.bench.prefetch": "benchmark (long job)",
+    # between nodes, reading ahead (benchmarks.md; $BN: MPICH's network module on the
+    # loopback): the --step-ms / --prefetch options run small in the benchmarks' smoke
+    # tests
+    "env $BN mpiexec -n 2 python -m ddstore.bench.pyg --scale 0.05 --batches 10 "
+    "--in-memory skip      --transports auto --prefetch 2 --step-ms 400":
+        "benchmark between nodes (long job)",
+    "env $BN mpiexec -n 2 python -m ddstore.bench.temporal --num-nodes 20000 "
+    "--num-edges 200000      --batches 40 --widths 2 --transports auto --step-ms 150 "
+    "--prefetch 2 --no-plot": "benchmark between nodes (long job)",
+    "env $BN mpiexec -n 2 python -m ddstore.bench.compat --calls 2000 --batches 100      "
+    "--transports auto --step-ms 50 --prefetch 2 --read-ahead-batches 40":
+        "benchmark between nodes (long job)",
+    "env $BN python -m ddstore.bench.spatiotemporal --steps 5000 --epochs 2 --step-ms 30"
+    "      --prefetch 2": "benchmark between nodes (long job)",
     "mpiexec -n 2 python -m ddstore.bench.node_memory": "benchmark (long job)",
     "mpiexec -n 2 python -m ddstore.bench.pyg": "benchmark (long job, ~3 GB per rank "
                                                 "at full size); smoke test in "

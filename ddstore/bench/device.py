@@ -8,7 +8,7 @@ Run::
 
 One rank (``MPI.COMM_SELF``), a width-1 store, a synthetic PeMS-like series
 (``--steps`` x ``--nodes`` x ``--features``, float32), horizon ``--horizon``, batches of
-``--batch`` windows in ``DistributedSampler`` order (seed 0), ``--batches`` batches per
+``--batch`` windows in ``DistributedSampler`` order (``--seed``, default 0), ``--batches`` batches per
 measurement, ``--repeat`` runs of each (the median is reported, with the spread):
 
 - ``resident windows``: ``WindowDataset(resident="device")``'s loader (the epoch's order
@@ -24,10 +24,10 @@ measurement, ``--repeat`` runs of each (the median is reported, with the spread)
   steps alone, then with the store windows through the pipeline (``prefetch=k``) and
   without it (plain path).
 
-Prints a table and the ratios of issue 44's targets; writes ``--json``.
+Prints a table and the ratios of issue 44's targets; writes ``--out`` (JSON).
 """
-import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -36,10 +36,14 @@ import time
 import numpy as np
 import torch
 
+from . import parser, report_path
 
-def _args(argv):
-    p = argparse.ArgumentParser(prog="python -m ddstore.bench.device",
-                                description="ddstore device benchmark (issue 44)")
+
+def _args(argv, prog=None):
+    p = parser("device", prog=prog, out=None,
+               description="the pipeline to the device: device-resident windows against "
+                           "a torch gather, windows from the store against a pinned copy, "
+                           "epochs with a model step with and without reading ahead")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--steps", type=int, default=20000, help="time steps of the series")
     p.add_argument("--nodes", type=int, default=2790)
@@ -51,7 +55,6 @@ def _args(argv):
     p.add_argument("--step-ms", type=float, default=10.0,
                    help="synthetic model step per batch (ms)")
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--json", default="device_bench.json")
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: 1 on CPU, where torch's thread pool "
                         "stalls on a loaded machine; torch's own default on CUDA)")
@@ -161,8 +164,8 @@ def _take(iterable, n):
         yield b
 
 
-def main(argv=None):
-    a = _args(argv)
+def main(argv=None, prog=None):
+    a = _args(argv, prog)
     from mpi4py import MPI
     import ddstore
     from ddstore import spatiotemporal as st
@@ -196,7 +199,7 @@ def main(argv=None):
         step = _step_fn(device, a.step_ms)
 
         def resident():
-            for x, y in _take(dev.loader(B, seed=0), nb):
+            for x, y in _take(dev.loader(B, seed=a.seed), nb):
                 pass
 
         def gather():  # the epoch's order made here too, as the loader makes it
@@ -208,13 +211,13 @@ def main(argv=None):
             del x, y
 
         def pipeline(k=a.prefetch, work=None):
-            for b in _take(host.loader(B, seed=0, prefetch=k, device=device), nb):
+            for b in _take(host.loader(B, seed=a.seed, prefetch=k, device=device), nb):
                 if work is not None:
                     work(b)
 
         plain_loader = torch.utils.data.DataLoader(
             host, batch_size=B, sampler=torch.utils.data.DistributedSampler(
-                host, 1, 0, shuffle=True, seed=0), collate_fn=batch_collate)
+                host, 1, 0, shuffle=True, seed=a.seed), collate_fn=batch_collate)
 
         def plain(work=None):
             for b in _take(plain_loader, nb):  # the view's own per-batch .to(device)
@@ -278,7 +281,9 @@ def main(argv=None):
     out = {"device": str(device.type), "device_name": name, "args": vars(a), "rows": rows,
            "ratios": ratios, "torch": torch.__version__, "python": sys.version.split()[0],
            "numpy": np.__version__}
-    with open(a.json, "w") as fh:
+    path = report_path(a.out, "device", 1)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as fh:
         json.dump(out, fh, indent=1)
     return 0
 
