@@ -65,6 +65,7 @@ import torch
 
 from .errors import DDStoreValueError
 from ._checks import is_int
+from .prefetch import WrappedLoader
 
 __all__ = ["DevicePrefetcher", "StagingPool", "device_loader"]
 
@@ -381,7 +382,7 @@ def _check_device(device, what):
     return device
 
 
-class DevicePrefetcher:
+class DevicePrefetcher(WrappedLoader):
     """Iterate ``iterable`` with its batches on ``device``, reading ``prefetch`` batches
     ahead and copying through reused (pinned, on CUDA) staging buffers on a side stream
     (see the module notes).
@@ -418,30 +419,6 @@ class DevicePrefetcher:
         self.loader = iterable
         self.prefetch = prefetch
         self.last_pool = None
-
-    @property
-    def sampler(self):
-        return getattr(self.loader, "sampler", None)
-
-    @property
-    def batch_sampler(self):
-        return getattr(self.loader, "batch_sampler", None)
-
-    @property
-    def dataset(self):
-        return getattr(self.loader, "dataset", None)
-
-    def set_epoch(self, epoch):
-        """Forward ``set_epoch`` to the loader, or to its sampler and batch sampler."""
-        if hasattr(self.loader, "set_epoch"):
-            self.loader.set_epoch(epoch)
-            return
-        for s in (self.sampler, self.batch_sampler):
-            if hasattr(s, "set_epoch"):
-                s.set_epoch(epoch)
-
-    def __len__(self):
-        return len(self.loader)
 
     def __iter__(self):
         return _DeviceIter(self, iter(self.loader), self.prefetch)

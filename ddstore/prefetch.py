@@ -142,15 +142,12 @@ class PrefetchIter:
             pass
 
 
-class PrefetchLoader:
-    """An iterable over ``loader`` that produces up to ``depth`` batches ahead in a
-    background thread (see the module notes).  Batches come in the same order as from
-    ``loader`` itself; ``sampler``, ``batch_sampler``, ``dataset`` and ``len()`` are the
-    wrapped loader's, so :func:`~ddstore.spatiotemporal.set_epoch` works unchanged."""
-
-    def __init__(self, loader, depth):
-        self.loader = loader
-        self.depth = int(depth)
+class WrappedLoader:
+    """The part of a loader wrapper that looks like the loader it wraps (``self.loader``):
+    ``sampler``, ``batch_sampler``, ``dataset`` and ``len()`` are the wrapped loader's,
+    and :meth:`set_epoch` forwards to it, so :func:`~ddstore.spatiotemporal.set_epoch`
+    and a ``DistributedSampler``'s epochs work unchanged through the wrapper."""
+    loader = None
 
     @property
     def sampler(self):
@@ -164,8 +161,28 @@ class PrefetchLoader:
     def dataset(self):
         return getattr(self.loader, "dataset", None)
 
+    def set_epoch(self, epoch):
+        """Forward ``set_epoch`` to the loader, or to its sampler and batch sampler."""
+        if hasattr(self.loader, "set_epoch"):
+            self.loader.set_epoch(epoch)
+            return
+        for s in (self.sampler, self.batch_sampler):
+            if hasattr(s, "set_epoch"):
+                s.set_epoch(epoch)
+
     def __len__(self):
         return len(self.loader)
+
+
+class PrefetchLoader(WrappedLoader):
+    """An iterable over ``loader`` that produces up to ``depth`` batches ahead in a
+    background thread (see the module notes).  Batches come in the same order as from
+    ``loader`` itself; ``sampler``, ``batch_sampler``, ``dataset`` and ``len()`` are the
+    wrapped loader's (:class:`WrappedLoader`)."""
+
+    def __init__(self, loader, depth):
+        self.loader = loader
+        self.depth = int(depth)
 
     def __iter__(self):
         if self.depth <= 0:
