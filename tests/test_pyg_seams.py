@@ -104,7 +104,9 @@ def test_only_the_seams_module_touches_those_pyg_internals():
     for folder, _, files in os.walk(ROOT):
         for f in files:
             path = os.path.join(folder, f)
-            if not f.endswith(".py") or path == _pyg_seams.__file__:
+            # realpath: under scripts/sanitize.sh the package is a tree of links
+            if not f.endswith(".py") or \
+                    os.path.realpath(path) == os.path.realpath(_pyg_seams.__file__):
                 continue
             with open(path) as fh:
                 for i, line in enumerate(fh, 1):
