@@ -46,13 +46,6 @@ ALLOWED = {
     ("pyg/feature_store.py",
      "from torch_geometric.data.feature_store import _FieldStatus"):
         "PyG's TensorAttr needs its field-status enum, which PyG does not export",
-    # pending: the DataLoader workers advance a NeighborSampler's draw counter
-    # (sampler.py's _calls, _worker_calls; tests read _calls under that name); a public
-    # accessor on the sampler is for the owner of ddstore/pyg (issue 45 item 4, which
-    # left it): remove these entries then
-    ("pyg/workers.py", "sampler._worker_calls"):
-        "pending (item 4): the sampler's draw counter shared with DataLoader workers",
-    ("pyg/workers.py", "sampler._calls"): "pending (item 4): as sampler._worker_calls",
 }
 
 

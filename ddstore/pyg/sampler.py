@@ -552,6 +552,17 @@ class NeighborSampler(BaseSampler):
                 "NeighborSampler in a process forked from this rank (a DataLoader "
                 "worker, num_workers > 0)", self.store))
 
+    def share_draws(self, num_workers):
+        """Before a loader forks ``num_workers`` DataLoader workers: let them record the
+        draws they make, so that the rank's next draw follows theirs
+        (:class:`ddstore.pyg.workers.Calls`)."""
+        self._worker_calls.share(self, num_workers)
+
+    def take_worker_draws(self):
+        """In the rank: take up the draws this sampler's workers made (its next draw, and
+        the next fork, continue after them)."""
+        self._calls = self._worker_calls.taken(self._calls)
+
     def _check_loader(self, loader):
         """Run by PyG's loader constructors (:func:`ddstore.pyg.workers.install`): refuse
         ``num_workers > 0`` where it cannot work (:func:`~ddstore.pyg.workers.

@@ -125,7 +125,7 @@ def check_loader(loader, graph_store, samplers):
             f"the loader (workers forked from this rank read the store by plain loads), "
             f"or {ALTERNATIVE}")
     for sampler in samplers:
-        sampler._worker_calls.share(sampler, n)
+        sampler.share_draws(n)
 
 
 # samplers whose count the workers advance: synced by the rank before each fork
@@ -194,7 +194,7 @@ class Calls:
 def sync(sampler):
     """In the rank: take up the draws ``sampler``'s workers made (what its next draw
     and the next fork do)."""
-    sampler._calls = sampler._worker_calls.taken(sampler._calls)
+    sampler.take_worker_draws()
 
 
 def _sync_before_fork():
