@@ -1,13 +1,14 @@
 """``torch.distributed`` over the ranks of an MPI job (for data-parallel training next to
 a DDStore, without a launcher of torch's own), on CPUs, on one GPU per rank, or with
 several ranks sharing a GPU."""
+import collections
 import logging
 import os
 import socket
 
 from .errors import DDStoreValueError
 
-__all__ = ["init_torch_distributed", "choose_backend"]
+__all__ = ["init_torch_distributed", "choose_backend", "node_places"]
 
 logger = logging.getLogger("ddstore")
 
@@ -86,6 +87,19 @@ def choose_backend(ranks, backend=None, device=None):
     return chosen, devices, f"backend {chosen}, one GPU per rank"
 
 
+def node_places(seen):
+    """``(node, local_rank, local_size, gpus)`` per rank from every rank's ``(node,
+    gpus)`` in rank order: a rank's place among the ranks of its node (by host name) and
+    their number, in one pass (a job may have tens of thousands of ranks)."""
+    per_node = collections.Counter(node for node, _g in seen)
+    before = collections.Counter()
+    places = []
+    for node, gpus in seen:
+        places.append((node, before[node], per_node[node], gpus))
+        before[node] += 1
+    return places
+
+
 def init_torch_distributed(comm=None, backend=None, device=None):
     """Collective: initialise ``torch.distributed`` with one process per rank of ``comm``
     (default ``MPI.COMM_WORLD``), ranks and world size taken from MPI.  Returns the
@@ -120,10 +134,7 @@ def init_torch_distributed(comm=None, backend=None, device=None):
                     same={"backend": backend, "device": str(device)}) as step:
         check_launch()
         seen = step.agree(share=mine)
-        # a rank's place among the ranks of its node (by host name), and their number
-        ranks = [(node, sum(1 for n, _g in seen[:r] if n == node),
-                  sum(1 for n, _g in seen if n == node), gpus)
-                 for r, (node, gpus) in enumerate(seen)]
+        ranks = node_places(seen)
         backend, devices, reason = choose_backend(ranks, backend, device)
     if comm.rank == 0:
         logger.info("init_torch_distributed: %s (%d ranks on %d node(s))", reason,

@@ -84,3 +84,13 @@ def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypat
             in caplog.text
     finally:
         dist.destroy_process_group()
+
+
+def test_node_places_count_ranks_per_node_in_rank_order():
+    from ddstore.distributed import node_places
+    seen = [("a", 1), ("b", 0), ("a", 1), ("a", 1), ("b", 0)]
+    assert node_places(seen) == [("a", 0, 3, 1), ("b", 0, 2, 0), ("a", 1, 3, 1),
+                                 ("a", 2, 3, 1), ("b", 1, 2, 0)]
+    # interleaved nodes feed choose_backend: rank i of a node on GPU i % gpus
+    _, devices, _ = choose_backend(node_places([("a", 2), ("b", 1), ("a", 2), ("b", 1)]))
+    assert devices == ["cuda:0", "cuda:0", "cuda:1", "cuda:0"]
