@@ -234,6 +234,7 @@ class FeatureStore(_PygFeatureStore):
         self.__dict__["_owner"] = os.getpid()
         self.__dict__["_version"] = _shared_counter()
         self.__dict__["_version_seen"] = 0  # this process's copy: the version at its fork
+        self.__dict__["_shared_chunks"] = {}  # (variable, address) -> in shared memory
 
     def _changed(self):
         """In the rank, after the attributes changed: a new version (a worker forked
@@ -423,7 +424,12 @@ class FeatureStore(_PygFeatureStore):
                 view[:] = mine
         elif at.shape[0]:
             view[at] = mine
-        shared = _in_shared_mapping(view)
+        # constant for a chunk's life: /proc/self/maps is read once per chunk, not at
+        # every write (an attribute updated every batch)
+        key = (a.var, view.__array_interface__["data"][0] if view.size else 0)
+        shared = self._shared_chunks.get(key)
+        if shared is None:
+            shared = self._shared_chunks[key] = _in_shared_mapping(view)
         del view
         store.sync()
         if not shared:  # workers forked before have a copy of the old rows: refuse them
