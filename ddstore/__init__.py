@@ -19,13 +19,13 @@ and ``ddstore.temporal`` (temporal graphs: T-CSR, temporal neighbour sampling); 
 import importlib
 
 from ._version import __version__
-from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
+from .errors import (DDStoreError, DDStoreIndexError, DDStoreInterrupt, DDStoreMemoryError,
                      DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError)
 from .store import DDStore, partition
 
 __all__ = ["DDStore", "partition", "DDStoreError", "DDStoreValueError",
            "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError",
-           "DDStoreNotImplementedError"]
+           "DDStoreNotImplementedError", "DDStoreInterrupt"]
 
 _LAZY = ("graphs", "spatiotemporal", "dynamic", "temporal", "bench", "sources", "pyg")
 

@@ -76,8 +76,8 @@ import threading
 import time
 
 from . import _core
-from .errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
-    DDStoreValueError, as_error
+from .errors import DDStoreError, DDStoreInterrupt, DDStoreMemoryError, \
+    DDStoreStateError, DDStoreValueError, as_error
 
 __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bounded",
            "join_bounded", "last_call", "current_call", "inject", "record_calls",
@@ -105,14 +105,6 @@ def set_publish_hook(hook):
 _TEST = {"inject": None, "seen": None, "steps": 0}
 # the next store id this rank proposes (see :func:`next_store_id`)
 _STORES = {"next": 1}
-
-
-class DDStoreInterrupt(KeyboardInterrupt):
-    """A ``KeyboardInterrupt`` (SIGINT: Ctrl-C, ``kill -INT``) that reached a rank inside
-    a collective call, raised alike on every rank of the communicator: the round it was
-    agreed in completed everywhere, the transaction around the call rolls back on every
-    rank (see :func:`is_agreed`), and every rank's ``except KeyboardInterrupt:`` runs.
-    The message names the interrupted ranks and what they were in."""
 
 
 # SIGINT inside collective calls (the main thread only; see "Interrupts" in the module

@@ -4,7 +4,7 @@
 allocation refused) into one of these."""
 
 __all__ = ["DDStoreError", "DDStoreValueError", "DDStoreIndexError", "DDStoreMemoryError",
-           "DDStoreStateError", "DDStoreNotImplementedError", "as_error"]
+           "DDStoreStateError", "DDStoreNotImplementedError", "DDStoreInterrupt", "as_error"]
 
 
 class DDStoreError(Exception):
@@ -34,6 +34,15 @@ class DDStoreNotImplementedError(DDStoreValueError, NotImplementedError):
     library raises and its users catch (and so a ``RuntimeError``, what PyG raises for
     some of the same refusals), and a :class:`DDStoreValueError` like every refused
     argument."""
+
+
+class DDStoreInterrupt(KeyboardInterrupt):
+    """A ``KeyboardInterrupt`` (SIGINT: Ctrl-C, ``kill -INT``) that reached a rank inside
+    a collective call, raised alike on every rank of the communicator: the round it was
+    agreed in completed everywhere, the transaction around the call rolls back on every
+    rank, and every rank's ``except KeyboardInterrupt:`` runs (it is not a
+    :class:`DDStoreError`: code that catches those must not swallow a Ctrl-C).  The
+    message names the interrupted ranks and what they were in."""
 
 
 def as_error(error, what=None):

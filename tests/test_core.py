@@ -331,7 +331,7 @@ def test_step_lets_what_is_not_an_exception_through(store, monkeypatch):
     assert info.value is exc and not _collective.is_agreed(exc)
     assert rounds == []
     stop = KeyboardInterrupt("stop")
-    with pytest.raises(_collective.DDStoreInterrupt) as info:
+    with pytest.raises(ddstore.DDStoreInterrupt) as info:
         with store.collective("interrupted"):
             raise stop
     assert _collective.is_agreed(info.value) and info.value.__cause__ is stop
