@@ -8,6 +8,7 @@ launch is an MPI job of the size its launcher meant."""
 import atexit
 import logging
 import os
+import re
 import sys
 import time
 
@@ -40,10 +41,9 @@ def _seconds_from(var, default, meaning):
     text = os.environ.get(var, "").strip()
     if not text:
         return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
+    # plain ASCII decimal digits with at most one point: float() alone would also take
+    # "1_000", other scripts' digits ("٣"), "1e3" and "nan"
+    value = float(text) if re.fullmatch(r"[0-9]+\.?[0-9]*|\.[0-9]+", text) else -1.0
     if not 0 < value < float("inf"):
         sys.stderr.write(f"[ddstore] {var}={text!r} is not a positive number of "
                          f"seconds; {meaning}\n")

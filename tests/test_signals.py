@@ -32,12 +32,22 @@ def test_exit_wait_is_bounded_by_default(monkeypatch):
         assert _lifecycle.exit_timeout() is None, text
 
 
-def test_bad_exit_timeout_keeps_the_default_bound(monkeypatch, capfd):
-    monkeypatch.setenv("DDSTORE_EXIT_TIMEOUT", "-3")
+@pytest.mark.parametrize("text", ["-3", "0", "1_000", "\u0663", "1e3", "nan", "+5", "0x10",
+                                  "5 s"])
+def test_bad_exit_timeout_keeps_the_default_bound(monkeypatch, capfd, text):
+    """Only plain decimal seconds are taken (float() alone would take 1_000, Arabic-Indic
+    digits, exponents and nan): anything else keeps the default bound, said on stderr."""
+    monkeypatch.setenv("DDSTORE_EXIT_TIMEOUT", text)
     assert _lifecycle.exit_timeout() == 600.0
     err = capfd.readouterr().err
-    assert "DDSTORE_EXIT_TIMEOUT='-3' is not a positive number of seconds" in err, err
+    assert f"DDSTORE_EXIT_TIMEOUT={text!r} is not a positive number of seconds" in err, err
     assert "waiting at most 10 min (the default)" in err, err
+
+
+def test_exit_timeout_takes_plain_decimals(monkeypatch):
+    for text, value in (("12", 12.0), ("0.5", 0.5), (".5", 0.5), ("3.", 3.0)):
+        monkeypatch.setenv("DDSTORE_EXIT_TIMEOUT", text)
+        assert _lifecycle.exit_timeout() == value, text
 
 
 @pytest.mark.mpi
