@@ -1,8 +1,6 @@
 """PyG's ``FeatureStore`` over a :class:`~ddstore.DDStore`: node and edge attributes striped
 by row range over each group, replicated by ``width``."""
 import copy
-import mmap
-import os
 
 import numpy as np
 import torch
@@ -11,7 +9,7 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
 from .._checks import as_indices, check_free_names, check_indices, is_int
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_source,
@@ -19,6 +17,7 @@ from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_sou
                       forget_annotation, is_edge_type, keep_torch_dtype, node_var,
                       publish_declared_rows, tiled_total, torch_dtype_named,
                       type_from_json, type_to_json)
+from ._forks import ForkVersion
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
            "default_chunk_rows"]
@@ -56,12 +55,6 @@ def _filled(attr):
     for key in unset:
         setattr(attr, key, None)
     return attr
-
-
-def _shared_counter():
-    """An int64 in an anonymous shared mapping: what the rank writes there, the processes
-    forked from it (DataLoader workers) read, however long ago they were forked."""
-    return np.frombuffer(mmap.mmap(-1, 8), dtype=np.int64)
 
 
 def _in_shared_mapping(arr):
@@ -231,17 +224,16 @@ class FeatureStore(_PygFeatureStore):
         """Note the process that owns this feature store (the rank) and a version of its
         attributes shared with the processes forked from it (DataLoader workers):
         :meth:`_changed` in the rank, :meth:`_check_fresh` in a worker."""
-        self.__dict__["_owner"] = os.getpid()
-        self.__dict__["_version"] = _shared_counter()
-        self.__dict__["_version_seen"] = 0  # this process's copy: the version at its fork
+        self.__dict__["_forks"] = ForkVersion(
+            "feature store", self.name,
+            "an attribute was put, removed or replaced, e.g. by update_tensor with another "
+            "dtype, row shape or number of rows, or rows were written in place into "
+            "memory the workers do not share")
         self.__dict__["_shared_chunks"] = {}  # (variable, address) -> in shared memory
 
     def _changed(self):
-        """In the rank, after the attributes changed: a new version (a worker forked
-        before it sees its copy of the version behind the shared one)."""
-        if os.getpid() == self._owner:
-            self._version[0] += 1
-            self.__dict__["_version_seen"] = int(self._version[0])
+        """In the rank, after the attributes changed: a new version."""
+        self._forks.changed()
 
     def _check_fresh(self, what):
         """In a process forked from the rank (a DataLoader worker, persistent ones kept
@@ -253,19 +245,8 @@ class FeatureStore(_PygFeatureStore):
         attribute.  Writes in place (``update_tensor`` of the same layout, puts with an
         index) change no version where this rank's rows are in shared memory (a group of
         several ranks on one node): the workers read the new rows there; where they are
-        not (a group of one rank), the workers' copy is old and they refuse too.  One
-        read of a shared int64: cheap per batch."""
-        if int(self._version[0]) == self._version_seen or os.getpid() == self._owner:
-            return
-        raise DDStoreStateError(
-            f"{what}: the feature store {self.name!r} changed after the DataLoader "
-            f"workers started (an attribute was put, removed or replaced, e.g. by "
-            f"update_tensor with another dtype, row shape or number of rows, or rows were "
-            f"written in place into memory the workers do not share, in the rank, "
-            f"pid {self._owner}, after this worker process, pid {os.getpid()}, was "
-            f"forked): a worker sees only the store as it was at its fork; recreate the "
-            f"DataLoader (or its iterator) after changing the feature store, or use "
-            f"persistent_workers=False")
+        not (a group of one rank), the workers' copy is old and they refuse too."""
+        self._forks.check(what)
 
     @classmethod
     def open(cls, store, name="pyg"):

@@ -24,6 +24,7 @@ from ._common import (GRAPH_KIND, annotation_name, as_edge_type, as_numpy, check
 from ._csc_build import (as_coo, build, checked_columns, decide, first_pass,
                          node_ids, node_offsets)
 from ._edge_attrs import EdgeAttributes, checked_weight_attr
+from ._forks import ForkVersion
 from ._graph_state import GraphState, Lists
 
 __all__ = ["GraphStore", "EdgeAttr"]
@@ -182,6 +183,10 @@ class GraphStore(_PygGraphStore):
         self._state = GraphState(store, name, time_attr, weight_attr, chunk_edges,
                                  self._annotate)
         self._attrs = EdgeAttributes(self._state)
+        # DataLoader workers forked before a change refuse the graph store (_forks.py)
+        self._forks = ForkVersion(
+            "graph store", name, "edges were put or removed, weights put or out-lists "
+            "built")
 
     @property
     def weight_attr(self):
@@ -197,6 +202,7 @@ class GraphStore(_PygGraphStore):
         The replicated ``indptr`` of every stored list is an array of the annotation and
         the cuts of its variables (a restore splits them at list boundaries: each
         destination's list whole on one member); node-level times too."""
+        self._forks.changed()
         state = self._state
         arrays, cuts, variables, times = {}, {}, [], {}
         by_id = {id(t): v for v, t in state.node_times.items()}
@@ -414,6 +420,7 @@ class GraphStore(_PygGraphStore):
     def sampled_edge_types(self):
         """Local: the edge types the sampler samples (those with at least one stored
         layout), in the order first put; a new list on every call."""
+        self._forks.check("sampled_edge_types")
         return list(self._state.sampled)
 
     def sampled_lists(self, edge_type, backward=False):
@@ -435,7 +442,10 @@ class GraphStore(_PygGraphStore):
         ``node_offsets`` None, and only the out-lists can be sampled).  The same object
         is returned until that layout is removed or another
         layout becomes the sampled one, so a sampler may cache what it builds from it
-        while ``sampled_lists(et) is`` the object it cached."""
+        while ``sampled_lists(et) is`` the object it cached.  In a DataLoader worker
+        forked before the graph store changed, a :class:`~ddstore.DDStoreStateError`
+        (the worker's copy of the lists is stale)."""
+        self._forks.check("sample")
         c = self._state.sampled.get(as_edge_type(edge_type))
         if c is None or not backward:
             return c
@@ -480,6 +490,7 @@ class GraphStore(_PygGraphStore):
         ``(rowptr, col)``, CSC ``(row, colptr)``; a layout never put raises a
         :class:`~ddstore.pyg.UnknownAttributeError` (a ``KeyError``).  The sampler never
         calls it."""
+        self._forks.check("get_edge_index")
         c = self._state.entry(edge_attr.edge_type, "get_edge_index", edge_attr.layout)
         if edge_attr.size is None:
             edge_attr.size = c.size  # as PyG's Data does
@@ -511,6 +522,7 @@ class GraphStore(_PygGraphStore):
     def get_all_edge_attrs(self):
         """Every stored ``(edge type, layout)`` in the order put, with ``is_sorted`` as
         put (CSC: True) and the size."""
+        self._forks.check("get_all_edge_attrs")
         return [EdgeAttr(c.edge_type, c.layout, c.is_sorted, c.size)
                 for c in self._state.stored.values()]
 
@@ -518,6 +530,7 @@ class GraphStore(_PygGraphStore):
         """Local: the edge ids of the sampled layout of ``edge_type`` in its CSC order
         (read onto this rank; for inspection): entry ``j`` of the CSC's ``nbr`` is edge
         ``edge_ids()[j]`` of the edge index as put."""
+        self._forks.check("edge_ids")
         c = self._state.entry(edge_type, "edge_ids")
         if c.dropped:
             raise self._state.dropped_error(c, "edge_ids")

@@ -20,7 +20,10 @@ A ``NeighborLoader`` with ``num_workers=2`` over a node-local store (width = all
 - ``persistent_workers=False``: after the dtype change, every batch of the next epoch
   has the new features (float64, the new values);
 - a loader built after the change (persistent) serves the new features;
-- in the rank (``num_workers=0``) every read goes on after every change.
+- in the rank (``num_workers=0``) every read goes on after every change;
+- the same for the graph store: after ``build_backward`` and after its edges are removed
+  and others put, persistent workers refuse to sample; a loader built after the change
+  samples only the new edges.
 """
 import os
 
@@ -42,6 +45,9 @@ cases = Cases()
 STALE = ["DDStoreStateError", "feature store 'st' changed after the DataLoader workers "
          "started", "update_tensor with another dtype", "recreate the DataLoader",
          "persistent_workers=False"]
+GRAPH_STALE = ["DDStoreStateError", "graph store 'st' changed after the DataLoader "
+               "workers started", "edges were put or removed", "recreate the DataLoader",
+               "persistent_workers=False"]
 
 
 def make_data():
@@ -156,6 +162,36 @@ def _(t):
         fs.update_tensor(data.x.half(), group_name=None, attr_name="x")
         epoch_matches(l0, data.x.half(), "num_workers=0, float16", workers=False)
         del ld, l0
+
+
+@cases("persistent workers refuse a graph store changed after their fork")
+def _(t):
+    data = make_data()
+    with ddstore.DDStore(comm, width=size) as store:
+        fs, gs = dpyg.from_pyg(store, data, name="st")
+        ld = loader(fs, gs, 2, True)
+        epoch_matches(ld, data.x, "graph, epoch 1")
+        gs.build_backward()  # out-lists added: a change of the graph store
+        expect_error(DDStoreStateError, GRAPH_STALE, lambda: next(iter(ld)))
+        ld2 = loader(fs, gs, 2, True)
+        epoch_matches(ld2, data.x, "graph, built after build_backward")
+        # the edges replaced by a ring i -> i + 1: old workers refuse, new ones sample it
+        (attr,) = gs.get_all_edge_attrs()
+        check(gs.remove_edge_index(attr), "remove_edge_index")
+        ring = torch.arange(N)
+        gs.put_edge_index(torch.stack([ring, (ring + 1) % N]), edge_type=None,
+                          layout="coo", size=(N, N))
+        expect_error(DDStoreStateError, GRAPH_STALE, lambda: next(iter(ld2)))
+        ld3 = loader(fs, gs, 2, True)
+        edges = 0
+        for b in ld3:
+            src, dst = b.n_id[b.edge_index[0]], b.n_id[b.edge_index[1]]
+            check(torch.equal(src, (dst - 1) % N),
+                  f"graph, after the ring was put: sampled edges {src}->{dst} not in it")
+            check(torch.equal(b.x, data.x[b.n_id]), "graph, after the ring: features")
+            edges += src.numel()
+        check(edges > 0, "graph, after the ring: no edge sampled")
+        del ld, ld2, ld3
 
 
 def main():
