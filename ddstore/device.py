@@ -400,6 +400,8 @@ class DevicePrefetcher(WrappedLoader):
         The store the loader reads, for the MPI thread-level rule (found by itself for
         PyG loaders over a ddstore sampler and loaders whose dataset has a ``store``).
 
+    Notes
+    -----
     ``len()``, ``sampler``, ``batch_sampler``, ``dataset`` are the wrapped loader's;
     :meth:`set_epoch` forwards to it.  :attr:`last_pool` is the :class:`StagingPool` of
     the latest iteration (``allocations``, ``nbytes``).

@@ -28,7 +28,8 @@ API = os.path.join(ROOT, "docs", "api")
 PUBLIC = {"ddstore": "ddstore", "ddstore.graphs": "graphs",
           "ddstore.spatiotemporal": "spatiotemporal", "ddstore.dynamic": "dynamic",
           "ddstore.temporal": "temporal", "ddstore.pyg": "pyg", "ddstore.sources": "sources",
-          "pyddstore": "pyddstore"}
+          "pyddstore": "pyddstore", "ddstore.device": "training",
+          "ddstore.prefetch": "training", "ddstore.distributed": "training"}
 NOT_API = {"ddstore.bench": "benchmark programs (python -m ddstore bench-*), no API"}
 
 
