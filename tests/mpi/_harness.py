@@ -132,7 +132,9 @@ class Cases:
                 continue
             checks0, failed0 = counts["checks"], len(failures)
             current["case"] = name
+            t0 = time.perf_counter()
             fn(t)  # an exception goes on to run_main, which names the case
+            took = time.perf_counter() - t0
             current["case"] = None
             nchecks = comm.allreduce(counts["checks"] - checks0)
             nfail = comm.allreduce(len(failures) - failed0)
@@ -148,6 +150,8 @@ class Cases:
             if rank == 0:
                 sys.stdout.write(f"\ncase {name!r}: {nchecks} checks, {nfail} failures"
                                  + (" FAILED" if nfail else "") + "\n")
+                if os.environ.get("DDSTORE_TEST_TIMES"):  # to find the slow cases
+                    sys.stdout.write(f"case {name!r} took {took:.2f} s on rank 0\n")
                 sys.stdout.flush()
 
 
