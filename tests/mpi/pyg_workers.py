@@ -243,12 +243,18 @@ def refusals(store, tag):
     check(next(iter(loader)).n_id.numel() >= 4, f"{tag}: num_workers=0 over rma")
     # num_workers set after construction: the worker refuses before any read
     loader.num_workers, loader.prefetch_factor = 2, 2
+    it = iter(loader)
     msg = expect_error(DDStoreStateError, ["forked from this rank", "transport='rma'",
-                                           PREFETCH], lambda: next(iter(loader)),
+                                           PREFETCH], lambda: next(it),
                        what=f"{tag} workers set after construction")
     check(msg is None or "DataLoader worker process" in msg,
           f"{tag}: not raised from a worker: {msg}")
-    gc.collect()  # its iterator (in the exception's frames) goes before the next forks
+    # its workers ended now: left in the exception's frames to the garbage collector,
+    # the iterator's queues are finalized before its __del__ tells the workers to end,
+    # and each waits out torch's 5 s join (10 s of this program before)
+    it._shutdown_workers()
+    del it
+    gc.collect()
 
 
 def start_methods(store, tag):
