@@ -14,6 +14,7 @@ purpose) stays alive until the job ends, as it would alone.
 import os
 import runpy
 import sys
+import time
 
 import _harness
 
@@ -81,7 +82,11 @@ def main(argv):
         if out_dir is not None:
             done = os.path.join(out_dir, f"{i}.{_harness.rank}.out")
             sys.stdout = _Tee(real, done + ".part")
+        t0 = time.perf_counter()
         kept.append(run_one(os.path.join(HERE, prog), args))
+        if _harness.rank == 0 and os.environ.get("DDSTORE_TEST_TIMES"):  # slow programs
+            sys.stdout.write(f"program {prog} took {time.perf_counter() - t0:.2f} s on "
+                             f"rank 0\n")
         if out_dir is not None:  # the file gets its name once the program has returned
             sys.stdout.flush()
             sys.stdout.file.close()
