@@ -235,33 +235,31 @@ def test_distributed_order_equals_distributed_sampler(length, replicas, drop_las
             assert got.tolist() == list(s), (shuffle, seed, epoch, rank)
 
 
-@pytest.mark.parametrize("replicas,rank,drop_last", [(1, 0, False), (3, 2, False),
-                                                     (4, 1, True)])
-def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_last):
-    """resident="device": the loader's batches are those of a DataLoader with
-    DistributedSampler over the store-resident windows (same windows, same order), each
-    batch's starts a slice of one tensor per epoch (no per-batch host ints)."""
+def _device_loaders_match(store, monkeypatch, replicas, rank, configs):
+    """For each split and each ``(batch_size, loader kwargs)`` of ``configs``, built as
+    rank ``rank`` of ``replicas`` (a pretend world: the samplers read store.size and
+    store.rank when built): the device-resident loader gives the store-resident loader's
+    batches (same windows, same order) in epochs 0 and 3, each batch's starts a slice of
+    one tensor per epoch (no per-batch host ints).  Returns the device loaders."""
     series = _series(T=120)
     dev = st.WindowDataset(store, f"w{next(_names)}", series, 3, resident="device")
     host = st.WindowDataset(store, f"w{next(_names)}", series, 3)
     assert dev._dev_series is not None and host._dev_series is None
-    seen = []
+    seen, loaders = [], []
     real = type(dev)._fetch
 
     def spy(self, starts, *a, **kw):
         seen.append(starts)
         return real(self, starts, *a, **kw)
     for view_d, view_h in zip(dev.splits(), host.splits()):
-        for seed, shuffle in ((0, True), (9, True), (0, False)):
-            # a pretend world: the store is one rank, the samplers take it for `rank` of
-            # `replicas` (they read store.size and store.rank when built)
+        for b, kw in configs:
             with monkeypatch.context() as m:
                 m.setattr(store, "size", replicas)
                 m.setattr(store, "rank", rank)
-                ld = view_d.loader(5, seed=seed, shuffle=shuffle, drop_last=drop_last)
-                lh = view_h.loader(5, seed=seed, shuffle=shuffle, drop_last=drop_last)
-            assert (ld.sampler.num_replicas, ld.sampler.rank) == (replicas, rank)
+                ld = view_d.loader(b, **kw)
+                lh = view_h.loader(b, **kw)
             assert type(ld).__name__ == "_DeviceWindowBatches" and len(ld) == len(lh)
+            loaders.append(ld)
             for epoch in (0, 3):
                 st.set_epoch(ld, epoch)
                 st.set_epoch(lh, epoch)
@@ -270,14 +268,41 @@ def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_l
                 seen.clear()
                 got = _plain_batches(ld)
                 monkeypatch.setattr(type(dev), "_fetch", real)
-                assert len(got) == len(want)
-                for i, (a, b) in enumerate(zip(got, want)):
-                    _same(a, b, f"{view_d.split_name} seed {seed} epoch {epoch} batch {i}")
-                assert all(isinstance(s, torch.Tensor) for s in seen)
-                assert len({s.untyped_storage().data_ptr() for s in seen}) <= 1
+                assert len(got) == len(want) == len(ld)
+                for i, (x, y) in enumerate(zip(got, want)):
+                    _same(x, y, f"{view_d.split_name} {kw} epoch {epoch} batch {i}")
+                assert all(isinstance(t, torch.Tensor) for t in seen)
+                assert len({t.untyped_storage().data_ptr() for t in seen}) <= 1
+    return dev, loaders
+
+
+@pytest.mark.parametrize("replicas,rank,drop_last", [(1, 0, False), (3, 2, False),
+                                                     (4, 1, True)])
+def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_last):
+    """resident="device": the loader's batches are those of a DataLoader with
+    DistributedSampler over the store-resident windows (same windows, same order), each
+    batch's starts a slice of one tensor per epoch (no per-batch host ints)."""
+    configs = [(5, dict(seed=seed, shuffle=shuffle, drop_last=drop_last))
+               for seed, shuffle in ((0, True), (9, True), (0, False))]
+    dev, loaders = _device_loaders_match(store, monkeypatch, replicas, rank, configs)
+    for ld in loaders:
+        assert (ld.sampler.num_replicas, ld.sampler.rank) == (replicas, rank)
     with pytest.raises(DDStoreValueError, match=r"lives on cpu \(resident='device'\)"):
         dev.loader(4, device="meta")
     assert type(dev.loader(4, device="cpu")).__name__ == "_DeviceWindowBatches"
+
+
+@pytest.mark.parametrize("replicas,rank,drop_last", [(1, 0, False), (3, 2, False),
+                                                     (4, 1, True)])
+def test_device_resident_batch_sampler(store, monkeypatch, replicas, rank, drop_last):
+    """resident="device" with sampler="batch": the batches are those of the
+    store-resident loader with the same BatchShuffleSampler (same blocks, same order,
+    every epoch), each batch's starts a slice of one device tensor per epoch."""
+    configs = [(b, dict(sampler="batch", seed=seed, shuffle=shuffle, drop_last=drop_last))
+               for seed, shuffle, b in ((0, True, 5), (9, True, 4), (0, False, 7))]
+    _, loaders = _device_loaders_match(store, monkeypatch, replicas, rank, configs)
+    for ld in loaders:
+        assert ld.sampler is None and ld.batch_sampler.rank == rank
 
 
 def test_open_keeps_the_resident_decision(store, monkeypatch):

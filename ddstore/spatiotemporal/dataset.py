@@ -186,8 +186,8 @@ class _WindowView(torch.utils.data.Dataset):
         straight into reused (pinned, on CUDA) staging buffers, ``prefetch`` batches
         ahead, and copied on a side stream while the caller steps (``device="cpu"``
         runs the same staging on the host).  With the series on the device
-        (``resident="device"``) and ``sampler="global"``, the epoch's order is
-        ``DistributedSampler``'s, computed once per epoch and moved to the device once;
+        (``resident="device"``), the epoch's order (``DistributedSampler``'s, or the
+        batch sampler's blocks) is computed once per epoch and moved to the device once;
         each batch is a slice of it and a gather there (no Python ints, no per-batch
         host-to-device copy; ``prefetch`` has nothing to read and is ignored).
         """
@@ -220,6 +220,8 @@ class _WindowView(torch.utils.data.Dataset):
             smp = None
             batches = self.batch_sampler(batch_size, shuffle=shuffle, seed=seed,
                                          drop_last=drop_last, local=local)
+            if on_device:
+                return _DeviceWindowBatches(self, None, batch_size, batches)
         else:
             raise DDStoreValueError(f"sampler={sampler!r}; allowed: 'global', 'batch'")
         target = device if device is not None else ds.device
@@ -320,39 +322,61 @@ class _WindowBatchIter:
 
 
 class _DeviceWindowBatches:
-    """Batches ``(x, y)`` of a view whose dataset keeps the series on the device, in
-    ``DistributedSampler`` order: the order of an epoch is computed once
-    (:func:`distributed_order`), moved to the device once, and each batch is a slice of
-    it.  ``sampler`` is the ``DistributedSampler`` (its ``set_epoch``, seed, rank)."""
+    """Batches ``(x, y)`` of a view whose dataset keeps the series on the device: the
+    starts of an epoch are computed once, moved to the device once, and each batch is a
+    slice of them.  The order is ``DistributedSampler``'s (``sampler``: its
+    ``set_epoch``, seed, rank; :func:`distributed_order`), or, with ``batch_sampler`` (a
+    :class:`BatchShuffleSampler`), its blocks of consecutive starts for this rank."""
 
-    def __init__(self, view, sampler, batch_size):
+    def __init__(self, view, sampler, batch_size, batch_sampler=None):
         if not is_int(batch_size) or batch_size < 1:
             raise DDStoreValueError(f"batch_size={batch_size!r} must be an integer >= 1")
         self.view, self.sampler, self.batch_size = view, sampler, int(batch_size)
-        self.batch_sampler = None
+        self.batch_sampler = batch_sampler
 
     @property
     def dataset(self):
         return self.view
 
     def order(self):
-        """This rank's window indices (in the view) of the current epoch, on the
-        device."""
+        """This rank's window indices (in the view) of the current epoch in
+        ``DistributedSampler`` order, on the device."""
         s, ds = self.sampler, self.view._ds
         idx = distributed_order(len(self.view), s.num_replicas, s.rank, s.shuffle,
                                 s.seed, s.epoch, s.drop_last)
         return idx.to(ds.device)
 
+    def _epoch(self):
+        """``(starts, bounds)``: the window starts (in the series) of this rank's epoch
+        on the device, and each batch's ``(begin, end)`` in them."""
+        ds = self.view._ds
+        if self.batch_sampler is None:
+            starts = self.order()
+            if self.view.start:
+                starts += self.view.start
+            n, b = starts.shape[0], self.batch_size
+            return starts, [(i, min(i + b, n)) for i in range(0, n, b)]
+        bs = self.batch_sampler
+        blocks = np.asarray([bs.blocks[k] for k in bs.rank_blocks()],
+                            dtype=np.int64).reshape(-1, 2)
+        lens = blocks[:, 1] - blocks[:, 0]
+        ends = np.cumsum(lens)
+        begins = ends - lens
+        total = int(ends[-1]) if ends.size else 0
+        starts = np.repeat(blocks[:, 0] - begins, lens) + np.arange(total, dtype=np.int64)
+        return (torch.from_numpy(starts).to(ds.device),
+                list(zip(begins.tolist(), ends.tolist())))
+
     def __len__(self):
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)
         return -(-self.sampler.num_samples // self.batch_size)
 
     def __iter__(self):
-        ds, b = self.view._ds, self.batch_size
-        starts = self.order()
-        if self.view.start:
-            starts += self.view.start
-        for i in range(0, starts.shape[0], b):
-            yield ds._fetch(starts[i:i + b])
+        ds = self.view._ds
+        starts, bounds = self._epoch()
+        for a, e in bounds:
+            yield ds._fetch(starts[a:e])
 
 
 class WindowSplit(_WindowView):
