@@ -193,11 +193,14 @@ class Records:
         diff = rec.offsets[idx + 1] - rec.offsets[idx]
         return {k: diff[:, j] for j, k in enumerate(rec.keys)}
 
-    def get_records_packed(self, name, indices):
+    def get_records_packed(self, name, indices, alloc=None):
         """Local: records ``indices`` as ``({key: concatenated rows}, {key: sizes})``.
 
         The rows of every record, in request order, concatenated per key (what a graph
-        batch is built from); one batched read per key.
+        batch is built from); one batched read per key.  ``alloc``: None (new arrays),
+        or a callable ``alloc(shape, dtype)`` returning a writable C-contiguous numpy
+        array of that shape and dtype (or None for a new one) that the rows of a key are
+        read into: e.g. a view of a reused, pinned staging buffer.
         """
         rec = self.rec(name)
         idx = as_indices(indices, f"get_records {name!r}", rec.nrecords)
@@ -209,7 +212,17 @@ class Records:
             var = rec.fields[key]
             s = np.ascontiguousarray(starts[:, j])
             c = np.ascontiguousarray(sizes[:, j])
-            out = np.empty((int(c.sum()),) + var.row_shape, dtype=var.dtype)
+            shape = (int(c.sum()),) + var.row_shape
+            out = alloc(shape, var.dtype) if alloc is not None else None
+            if out is None:
+                out = np.empty(shape, dtype=var.dtype)
+            elif out.shape != shape or out.dtype != var.dtype or \
+                    not out.flags.c_contiguous or not out.flags.writeable:
+                raise DDStoreValueError(
+                    f"get_records_packed {name!r}: alloc({shape}, {var.dtype}) returned "
+                    f"{type(out).__name__} {getattr(out, 'shape', None)} "
+                    f"{getattr(out, 'dtype', None)}: a writable C-contiguous array of "
+                    f"that shape and dtype is needed")
             if len(idx):
                 self.variables.core.read(var.vid, s, c, out)
             data[key], size_by_key[key] = out, c

@@ -479,8 +479,8 @@ class DDStore:
         return self._records.record_sizes(name, indices)
 
     @_documented_by(Records.get_records_packed)
-    def get_records_packed(self, name, indices):
-        return self._records.get_records_packed(name, indices)
+    def get_records_packed(self, name, indices, alloc=None):
+        return self._records.get_records_packed(name, indices, alloc)
 
     @_documented_by(Records.get_record)
     def get_record(self, name, index):

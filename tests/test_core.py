@@ -3,6 +3,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import ddstore
@@ -357,3 +358,38 @@ def test_as_error_is_the_one_conversion():
     numpy_refusal = type("_ArrayMemoryError", (MemoryError,), {})  # as numpy's
     assert as_error(numpy_refusal("no")) == (DDStoreMemoryError,
                                              "_ArrayMemoryError: no")
+
+
+def test_get_records_packed_reads_into_given_arrays(store):
+    """get_records_packed(..., alloc=): each key's rows read into the array alloc gives
+    (a view of a staging buffer: the graph loader's pipeline), byte for byte what a read
+    into new arrays gives; None from alloc means a new array; a wrong array is refused
+    naming the shape and dtype needed."""
+    rng = np.random.default_rng(3)
+    samples = [{"x": rng.standard_normal((i % 4 + 1, 3)).astype(np.float32),
+                "e": rng.integers(0, 9, (2 * (i % 3), 2)).astype(np.int64)}
+               for i in range(9)]
+    store.add_records("rp", samples)
+    idx = np.array([4, 0, 8, 4], np.int64)
+    want, want_sizes = store.get_records_packed("rp", idx)
+    buffers = {}
+
+    def alloc(shape, dtype):
+        if dtype == np.int64:
+            return None
+        buffers[dtype.str] = np.full((100,), -1, dtype)
+        return buffers[dtype.str][:int(np.prod(shape))].reshape(shape)
+    got, sizes = store.get_records_packed("rp", idx, alloc)
+    assert set(got) == set(want) == {"x", "e"}
+    for key in want:
+        assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape
+        assert got[key].tobytes() == want[key].tobytes()
+        assert np.array_equal(sizes[key], want_sizes[key])
+    n = want["x"].size
+    assert np.shares_memory(got["x"], buffers["<f4"])
+    assert buffers["<f4"][:n].tobytes() == want["x"].tobytes()
+    assert (buffers["<f4"][n:] == -1).all()  # nothing written past it
+    with pytest.raises(ddstore.DDStoreValueError,
+                       match=r"'rp': alloc\(\(8, 2\), int64\) returned ndarray \(2, 3\) "
+                             r"int64: a writable C-contiguous array"):
+        store.get_records_packed("rp", idx, lambda shape, dtype: np.zeros((2, 3), dtype))

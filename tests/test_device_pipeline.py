@@ -328,17 +328,34 @@ def test_open_keeps_the_resident_decision(store, monkeypatch):
 
 # -------------------------------------------------------------- the other loaders
 @pytest.mark.parametrize("k", KS)
-def test_graph_loader_through_the_pipeline(store, k):
+def test_graph_loader_through_the_pipeline(store, k, monkeypatch):
+    """The graph loader through the pipeline gives the plain loader's batches; its rows
+    are read straight into the staging (the stored keys' tensors found there, not
+    copied), except with DataLoader options, which go through the DataLoader."""
+    from ddstore import device as dev_mod
     from ddstore.graphs import GraphDataset, ising_dataset
     samples = [ising_dataset(12, size=3, seed=1)[i] for i in range(12)]
     gd = GraphDataset.from_samples(store, f"g{next(_names)}", samples, progress=False)
     plain = list(gd.loader(5))
-    piped = gd.loader(5, device="cpu", prefetch=k)
-    assert isinstance(piped, DevicePrefetcher)
-    got = list(piped)
-    assert len(got) == len(plain) == 3
-    for i, (a, b) in enumerate(zip(got, plain)):
-        _same(a, b, f"graph batch {i}")
+    found = []
+    real = dev_mod._Slot.locate
+    monkeypatch.setattr(dev_mod._Slot, "locate",
+                        lambda self, t: found.append(real(self, t)) or found[-1])
+    for kwargs, straight in (({}, True), ({"timeout": 0}, False)):
+        found.clear()
+        piped = gd.loader(5, device="cpu", prefetch=k, **kwargs)
+        assert isinstance(piped, DevicePrefetcher)
+        got = list(piped)
+        assert len(got) == len(plain) == 3
+        for i, (a, b) in enumerate(zip(got, plain)):
+            _same(a, b, f"graph batch {i}")
+        staged = sum(f is not None for f in found)
+        # x, edge_attr, y and pos read into the staging; edge_index (offsets added,
+        # transposed), batch and ptr made on the host and copied
+        keys = [lay.key for lay in gd.layout.keys
+                if "index" not in lay.key and not (lay.ndim and lay.cat_dim)]
+        assert sorted(keys) == ["edge_attr", "pos", "x", "y"]
+        assert staged == (len(keys) * len(plain) if straight else 0), (kwargs, found)
 
 
 def _pyg_graph(store):

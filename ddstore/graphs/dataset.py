@@ -1,5 +1,7 @@
 """GraphDataset: PyG graph samples kept in a DDStore, as a torch Dataset."""
+import functools
 import logging
+import math
 import time
 
 import numpy as np
@@ -219,12 +221,18 @@ class GraphDataset(torch.utils.data.Dataset):
         """Local: graphs ``indices`` collated into a ``torch_geometric.data.Batch``
         (equal to ``Batch.from_data_list(self.__getitems__(indices))``) with one
         batched read and no per-graph objects."""
+        return self._batch(indices)
+
+    def _batch(self, indices, take=None):
+        """:meth:`get_batch`; with ``take`` (a staging slot's ``take(numel, torch
+        dtype)``, :mod:`ddstore.device`) the rows are read straight into staging."""
         self._check_process()
         idx = self._indices(indices)
         if not len(idx):
             raise DDStoreValueError(f"graphs {self.name!r}: get_batch needs at least one "
                                     f"index")
-        packed, sizes = self.store.get_records_packed(self.name, idx)
+        alloc = None if take is None else functools.partial(_staged_array, take)
+        packed, sizes = self.store.get_records_packed(self.name, idx, alloc)
         return collate_records(self.layout, packed, sizes)
 
     def loader(self, batch_size, sampler=None, shuffle=False, drop_last=False,
@@ -244,6 +252,9 @@ class GraphDataset(torch.utils.data.Dataset):
         :class:`ddstore.device.DevicePrefetcher` (``prefetch`` batches read ahead, each
         staged in reused pinned buffers and copied on a side stream while the caller
         steps); ``"cpu"`` runs the same staging on the host.  Default None: as before.
+        Without other ``DataLoader`` options (``**kwargs``), each batch's rows are read
+        from the store straight into the staging buffers (no copy on the host but the
+        edge indices' offsets and layout).
         """
         from ..prefetch import PrefetchLoader, check_prefetch, prefetch_depth
         prefetch = check_prefetch(prefetch, num_workers, f"graphs {self.name!r} loader")
@@ -258,21 +269,64 @@ class GraphDataset(torch.utils.data.Dataset):
         elif shuffle:
             raise DDStoreValueError("give either a sampler or shuffle=True, not both")
         batches = torch.utils.data.BatchSampler(sampler, int(batch_size), drop_last)
-        loader = torch.utils.data.DataLoader(_BatchView(self), sampler=batches,
-                                             batch_size=None, collate_fn=_identity,
-                                             num_workers=0, **kwargs)
+        what = f"graphs {self.name!r} loader"
+        if kwargs or device is None:
+            loader = torch.utils.data.DataLoader(_BatchView(self), sampler=batches,
+                                                 batch_size=None, collate_fn=_identity,
+                                                 num_workers=0, **kwargs)
+        else:  # the same batches, their rows read straight into the staging
+            loader = _GraphBatches(self, batches)
         if device is not None:
             from ..device import device_loader
-            return device_loader(loader, device, prefetch, store=self.store,
-                                 what=f"graphs {self.name!r} loader")
+            return device_loader(loader, device, prefetch, store=self.store, what=what)
         if not prefetch:
             return loader
-        return PrefetchLoader(loader, prefetch_depth(self.store, prefetch,
-                                                     f"graphs {self.name!r} loader"))
+        return PrefetchLoader(loader, prefetch_depth(self.store, prefetch, what))
 
     def __repr__(self):
         return (f"GraphDataset(name={self.name!r}, graphs={self._n}, "
                 f"keys={[k.key for k in self.layout.keys]})")
+
+
+def _staged_array(take, shape, dtype):
+    """A numpy view of ``take(numel, torch dtype)`` shaped ``shape``, or None for a
+    dtype torch does not have (read into a new array, staged by a copy)."""
+    try:
+        tdt = torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+    except TypeError:
+        return None
+    return take(math.prod(shape), tdt).numpy().reshape(shape)
+
+
+class _GraphBatches:
+    """The graph loader's batches for :class:`ddstore.device.DevicePrefetcher`: those of
+    the ``DataLoader`` over :class:`_BatchView` (same order; ``sampler`` the batch
+    sampler, ``dataset`` the view), plus ``next_into`` on its iterator, which reads a
+    batch's rows straight into the pipeline's staging."""
+
+    def __init__(self, dataset, batches):
+        self.dataset, self.sampler, self.batch_sampler = _BatchView(dataset), batches, None
+
+    def __len__(self):
+        return len(self.sampler)
+
+    def __iter__(self):
+        return _GraphBatchIter(self.dataset.dataset, iter(self.sampler))
+
+
+class _GraphBatchIter:
+    def __init__(self, dataset, batches):
+        self._dataset, self._batches = dataset, batches
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self._dataset._batch(next(self._batches))
+
+    def next_into(self, take):
+        """The next batch, its rows read into ``take(numel, dtype)``."""
+        return self._dataset._batch(next(self._batches), take)
 
 
 class _BatchView(torch.utils.data.Dataset):
