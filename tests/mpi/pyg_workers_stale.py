@@ -97,6 +97,15 @@ def release(*loaders):
         ld._iterator = None
 
 
+def started(store, data, tag):
+    """The feature and graph stores 'st' of ``data`` and a loader over them with 2
+    persistent workers, after one epoch checked."""
+    fs, gs = dpyg.from_pyg(store, data, name="st")
+    ld = loader(fs, gs, 2, True)
+    epoch_matches(ld, data.x, f"{tag}, epoch 1")
+    return fs, gs, ld
+
+
 def refused(ld, tag):
     """The next epoch of ``ld`` is refused (its first batch), with the message."""
     expect_error(DDStoreStateError, STALE, lambda: next(iter(ld)))
@@ -106,9 +115,7 @@ def refused(ld, tag):
 def _(t):
     data = make_data()
     with ddstore.DDStore(comm, width=size) as store:
-        fs, gs = dpyg.from_pyg(store, data, name="st")
-        ld = loader(fs, gs, 2, True)
-        epoch_matches(ld, data.x, "persistent, epoch 1")
+        fs, gs, ld = started(store, data, "persistent")
         x64 = data.x.double() * 3 + 1
         fs.update_tensor(x64, group_name=None, attr_name="x")  # the issue's case
         check(fs.get_tensor(group_name=None, attr_name="x").dtype == torch.float64,
@@ -180,9 +187,7 @@ def _(t):
 def _(t):
     data = make_data()
     with ddstore.DDStore(comm, width=size) as store:
-        fs, gs = dpyg.from_pyg(store, data, name="st")
-        ld = loader(fs, gs, 2, True)
-        epoch_matches(ld, data.x, "graph, epoch 1")
+        fs, gs, ld = started(store, data, "graph")
         gs.build_backward()  # out-lists added: a change of the graph store
         expect_error(DDStoreStateError, GRAPH_STALE, lambda: next(iter(ld)))
         ld2 = loader(fs, gs, 2, True)
