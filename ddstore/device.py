@@ -67,7 +67,7 @@ from .errors import DDStoreValueError
 from ._checks import is_int
 from .prefetch import WrappedLoader
 
-__all__ = ["DevicePrefetcher", "StagingPool", "device_loader"]
+__all__ = ["DevicePrefetcher", "StagingPool", "StagedReads", "device_loader"]
 
 _ALIGN_BYTES = 256  # every staged tensor starts at a multiple of this in its buffer
 
@@ -241,6 +241,26 @@ def _stage(batch, slot):
             found = key, off
         where.append((found[0], found[1], tuple(t.shape)))
     return _Staged(batch, where, slot)
+
+
+class StagedReads:
+    """The iterator a loader of the store gives :class:`DevicePrefetcher` to have its
+    reads land in the staging: the batch ``read(indices)`` of each item of ``batches``
+    (an iterator of index lists), and ``next_into(take)``, the next one read by
+    ``read(indices, take)`` into views that ``take(numel, dtype)`` hands out."""
+
+    def __init__(self, read, batches):
+        self._read, self._batches = read, batches
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self._read(next(self._batches))
+
+    def next_into(self, take):
+        """The next batch, its store reads written into ``take(numel, dtype)``."""
+        return self._read(next(self._batches), take)
 
 
 def _stage_all(iterator, pool):

@@ -25,7 +25,7 @@ from conftest import ROOT, widths_program_test
 import ddstore
 from ddstore import DDStoreValueError
 from ddstore import spatiotemporal as st
-from ddstore.device import DevicePrefetcher
+from ddstore.device import DevicePrefetcher, StagedReads
 from ddstore.spatiotemporal import dataset as st_dataset
 
 _names = itertools.count()
@@ -190,8 +190,8 @@ def test_window_loader_through_the_pipeline(store, k, monkeypatch):
     dtf = st.WindowDataset(store, f"w{next(_names)}", _series(seed=1), 3, timestamps=ts,
                            time_features=("tod", "dow"))
     into = []
-    real = st_dataset._WindowBatchIter.next_into
-    monkeypatch.setattr(st_dataset._WindowBatchIter, "next_into",
+    real = StagedReads.next_into
+    monkeypatch.setattr(StagedReads, "next_into",
                         lambda self, take: into.append(1) or real(self, take))
     for d in (ds, dtf):
         train = d.splits()[0]

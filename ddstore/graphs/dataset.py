@@ -311,22 +311,8 @@ class _GraphBatches:
         return len(self.sampler)
 
     def __iter__(self):
-        return _GraphBatchIter(self.dataset.dataset, iter(self.sampler))
-
-
-class _GraphBatchIter:
-    def __init__(self, dataset, batches):
-        self._dataset, self._batches = dataset, batches
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return self._dataset._batch(next(self._batches))
-
-    def next_into(self, take):
-        """The next batch, its rows read into ``take(numel, dtype)``."""
-        return self._dataset._batch(next(self._batches), take)
+        from ..device import StagedReads
+        return StagedReads(self.dataset.dataset._batch, iter(self.sampler))
 
 
 class _BatchView(torch.utils.data.Dataset):

@@ -298,27 +298,14 @@ class _WindowBatches:
         return len(self.batch_sampler)
 
     def __iter__(self):
-        return _WindowBatchIter(self.view, iter(self.batch_sampler))
+        from ..device import StagedReads
+        return StagedReads(self._read, iter(self.batch_sampler))
 
-
-class _WindowBatchIter:
-    def __init__(self, view, indices):
-        self._view, self._indices = view, indices
-
-    def __iter__(self):
-        return self
-
-    def _starts(self):
-        v = self._view
-        idx = _index_array(next(self._indices), len(v), v._what())
-        return idx + v.start if v.start else idx
-
-    def __next__(self):
-        return self._view._ds._fetch(self._starts(), host=True)
-
-    def next_into(self, take):
-        """The next batch, its store read written into ``take(numel, dtype)``."""
-        return self._view._ds._fetch(self._starts(), host=True, into=take)
+    def _read(self, indices, take=None):
+        """The batch of window ``indices`` (in the view), read into ``take`` if given."""
+        v = self.view
+        idx = _index_array(indices, len(v), v._what())
+        return v._ds._fetch(idx + v.start if v.start else idx, host=True, into=take)
 
 
 class _DeviceWindowBatches:
