@@ -23,7 +23,7 @@ itself: the class cannot be instantiated).
 """
 import functools
 
-__all__ = ["set_batch_tables", "after_loader_init", "check"]
+__all__ = ["set_batch_tables", "after_loader_init", "check", "probe_sampler"]
 
 # PyG's loader classes, the attribute each keeps its sampler in
 _LOADERS = (("NodeLoader", "node_sampler"), ("LinkLoader", "link_sampler"))
@@ -102,10 +102,10 @@ def check():
     return problems
 
 
-def _check_loaders(version):
-    import torch
-    from torch_geometric import loader
-    from torch_geometric.data import Data
+def probe_sampler():
+    """A PyG ``BaseSampler`` that samples nothing (every call raises
+    ``NotImplementedError``): what a loader is built over to see what its constructor
+    does with a sampler (:func:`check`, and the tests of the hook)."""
     from torch_geometric.sampler import BaseSampler
 
     class Probe(BaseSampler):
@@ -114,6 +114,13 @@ def _check_loaders(version):
 
         def sample_from_edges(self, *args, **kwargs):
             raise NotImplementedError
+    return Probe()
+
+
+def _check_loaders(version):
+    import torch
+    from torch_geometric import loader
+    from torch_geometric.data import Data
     seen = []
 
     def hook(built, sampler):
@@ -125,7 +132,7 @@ def _check_loaders(version):
     after_loader_init(hook)
     try:
         for name, attr in _LOADERS:
-            cls, probe = getattr(loader, name, None), Probe()
+            cls, probe = getattr(loader, name, None), probe_sampler()
             if cls is None:
                 problems.append(f"{version}: torch_geometric.loader.{name} is gone; "
                                 f"ddstore.pyg.workers checks the loaders built on it")

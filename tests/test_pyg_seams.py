@@ -74,14 +74,6 @@ def test_check_names_where_a_loader_keeps_its_sampler(monkeypatch, name, attr):
 def test_loader_hook_runs_once_per_loader_with_its_sampler():
     from torch_geometric.data import Data
     from torch_geometric.loader import NodeLoader
-    from torch_geometric.sampler import BaseSampler
-
-    class Probe(BaseSampler):
-        def sample_from_nodes(self, *args, **kwargs):
-            raise NotImplementedError
-
-        def sample_from_edges(self, *args, **kwargs):
-            raise NotImplementedError
     seen = []
 
     def hook(built, sampler):
@@ -89,7 +81,7 @@ def test_loader_hook_runs_once_per_loader_with_its_sampler():
     _pyg_seams.after_loader_init(hook)
     _pyg_seams.after_loader_init(hook)  # given twice: added once
     try:
-        probe = Probe()
+        probe = _pyg_seams.probe_sampler()
         built = NodeLoader(Data(num_nodes=3), probe, input_nodes=torch.arange(3))
         assert seen == [(built, probe)]
     finally:
