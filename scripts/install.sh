@@ -14,7 +14,8 @@ PY=${PYTHON:-python3}
 }
 # Skip the ~20 s of pip when nothing it depends on changed since the last install into
 # this interpreter: the stamp records the interpreter and a hash of requirements.txt,
-# setup.py, python_bindings/ and csrc/, and the imports must still work.
+# setup.py, python_bindings/ and csrc/, the imports must still work, and `ddstore` must
+# resolve to this checkout (an editable install made from another copy does not count).
 # DDSTORE_REINSTALL=1 forces the install.
 STAMP=build/.install-stamp
 want="$("$PY" -c 'import sys; print(sys.executable)') $(cat requirements.txt setup.py \
@@ -23,7 +24,10 @@ if [ "${DDSTORE_REINSTALL:-0}" != 1 ] && [ -f "$STAMP" ] && \
         [ "$(cat "$STAMP")" = "$want" ] && \
         "$PY" -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None
                   for m in ("mpi4py", "torch", "torch_geometric", "adios2")))' 2>/dev/null \
-        && [ -n "$(ls ddstore/_ddstore_cffi*.so 2>/dev/null)" ]
+        && [ -n "$(ls ddstore/_ddstore_cffi*.so 2>/dev/null)" ] \
+        && [ "$(cd / && "$PY" -c 'import importlib.util as u, os
+s = u.find_spec("ddstore"); print(os.path.dirname(s.origin) if s else "")' 2>/dev/null)" \
+             = "$(pwd -P)/ddstore" ]
 then
     exit 0
 fi
