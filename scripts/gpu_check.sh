@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # One command for the GPU checks of issue 44, on one GPU, in at most 8 minutes (each
-# step under its own timeout: 120 + 60 s of tests, 140 s per benchmark shape):
+# step under its own timeout, within a budget of BUDGET_S seconds, default 470):
 #   1. the GPU tests: tests/test_device_pipeline.py (the CUDA test included) and the
 #      device tests of tests/test_spatiotemporal.py;
 #   2. python -m ddstore.bench.device at two shapes (PeMS-BAY: 52,116 x 325 x 2, and a
 #      PeMS quarter: 26,280 x 2,790 x 2 -- 535 KB per window pair), each printing a table
-#      and writing $OUT/device_<shape>.json; then the ratios of the targets side by side.
-# Without a GPU it runs on the CPU with small sizes (what the suite checks).
+#      and writing $OUT/device_<shape>.json; then the ratios of the targets side by side;
+#   3. the examples on the GPU (scripts/gpu_examples.py): the main job on 4 ranks sharing
+#      the GPU against the CPU (the same losses within float tolerance), its samples/s
+#      and the PyG example's sampled edges/s with --prefetch 2 against 0
+#      ($OUT/examples.json), in the time the budget leaves.
+# Without a GPU it runs on the CPU with small sizes (what the suite checks; step 3 only
+# with GPU_CHECK_EXAMPLES=1, as the suite runs it through tests/test_examples_prefetch.py).
 # On an offline GPU machine set up the environment first (../shared/tools/gpu/README.md);
 # if scripts/gpu_env.sh exists it is sourced here.
 # Environment: PYTHON (default python3), OUT (default gpu_check), GPU_CHECK_TESTS=0 skips
-# step 1, STEP_MS (default 20) the synthetic model step.
+# step 1, GPU_CHECK_EXAMPLES=0/1 skips/forces step 3, STEP_MS (default 20) the synthetic
+# model step, BUDGET_S (default 470) the seconds for all steps.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -65,5 +71,17 @@ print(f"{'target':<14}{'>= 0.9':>16}{'>= 0.5':>14}{'':>9}{'<= 1.1':>13}{'':>9}")
 for s, dev, a, b, c, d, e in rows:
     print(f"{s:<14}{a:>16.2f}{b:>14.2f}{c:>9.2f}{d:>13.2f}{e:>9.2f}   {dev}")
 PYEOF
+examples=${GPU_CHECK_EXAMPLES:-$([ "$DEV" = cuda ] && echo 1 || echo 0)}
+left=$(( ${BUDGET_S:-470} - ($(date +%s) - start) ))
+if [ "$examples" = 1 ] && [ "$left" -lt 60 ]; then
+  echo "== examples skipped: $left s of the budget left (BUDGET_S=${BUDGET_S:-470})"
+  status=1
+elif [ "$examples" = 1 ]; then
+  echo "== examples on $DEV (issue 44 items 1 and 4), $left s left"
+  if [ "$DEV" = cuda ]; then runs=5; small=""; else runs=4; small="--small"; fi
+  PATH="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')"):$PATH" \
+    timeout "$left" "$PY" scripts/gpu_examples.py --device "$DEV" --ranks 4 $small \
+    --out "$OUT" --timeout $(( left / runs )) || status=1
+fi
 echo "== gpu_check: $(( $(date +%s) - start )) s, status $status (JSON in $OUT/)"
 exit $status

@@ -281,6 +281,11 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
     remove_job_shm(shm.seen)
     result = MPIResult(proc.returncode, time.perf_counter() - t0, output,
                        " ".join(cmd), frozenset(shm.seen), frozenset(left))
+    if os.environ.get("DDSTORE_TEST_LAUNCH_LOG"):  # where the suite's time goes
+        with open(os.environ["DDSTORE_TEST_LAUNCH_LOG"], "a") as f:
+            f.write(f"{result.elapsed:.2f}\t{nprocs}\t"
+                    f"{os.environ.get('PYTEST_CURRENT_TEST', '').split(' ')[0]}\t"
+                    f"{' '.join(cmd[5:])}\n")
     if not check:
         return result
     out = result.output

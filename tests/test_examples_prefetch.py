@@ -1,55 +1,91 @@
-"""The examples' ``--prefetch K`` (issue 44 item 4): the training batches read ahead
-through the store's pipeline to the device (``ddstore.device.DevicePrefetcher``, here
-with the CPU as the device: the read-ahead thread and the reused staging buffers) train
-exactly as ``--prefetch 0``: for hydragnn_ising.py the same printed losses and, after
-the last epoch, the same model weights bit for bit; for graphsage_large.py (with a
-seeded sampler) the same printed losses and accuracies.  The store is read with ``transport="rma"`` at width 2, so the
-read-ahead thread reads the other rank's graphs with ``MPI_Get``."""
+"""The examples' ``--prefetch K`` (issue 44 item 4), through ``scripts/gpu_examples.py``
+(what ``scripts/gpu_check.sh`` runs on a GPU) on the CPU with its ``--small`` settings:
+the training batches read ahead through the store's pipeline to the device
+(``ddstore.device.DevicePrefetcher``, here with the CPU as the device: the read-ahead
+thread and the reused staging buffers) train exactly as ``--prefetch 0``: for
+hydragnn_ising.py the same printed losses and, after the last epoch, the same model
+weights bit for bit; for graphsage_large.py (with a seeded sampler) the same printed
+losses and accuracies.  The store is read with ``transport="rma"`` at width 2, so the
+read-ahead thread reads the other rank's graphs with ``MPI_Get``.  The script's loss
+comparison is checked to catch a difference."""
+import importlib.util
+import json
 import os
-import re
+import subprocess
+import sys
 
 import pytest
 
-from conftest import run_mpi
+from conftest import ROOT, run_mpi
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
-SMALL = ["--num-samples", "160", "--epochs", "2", "--batch-size", "16", "--hidden", "8",
-         "--layers", "1", "--lattice", "3", "--quiet", "--device", "cpu", "--width", "2",
-         "--transport", "rma"]
 
 
-def losses(out):
-    """Epoch -> (train loss, val loss) as printed, and the test loss line."""
-    rows = {}
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) == 7 and f[0].isdigit():
-            rows[int(f[0])] = (f[1], f[2])
-    test = [line.split()[1] for line in out.splitlines() if line.startswith("test_loss")]
-    return rows, test
+def gpu_examples():
+    """scripts/gpu_examples.py as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "gpu_examples", os.path.join(ROOT, "scripts", "gpu_examples.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.mark.mpi
-def test_hydragnn_prefetch_trains_as_without(tmp_path):
+def test_examples_prefetch_train_as_without(tmp_path):
     import torch
-    outs, states = {}, {}
-    for k in (0, 2):
-        ck = tmp_path / f"k{k}"
-        outs[k] = run_mpi(os.path.join(EXAMPLES, "hydragnn_ising.py"), 2, *SMALL,
-                          "--prefetch", k, "--checkpoint", ck, timeout=240)
-        states[k] = torch.load(ck / "epoch-2.pt", weights_only=False)
-    assert "training batches read 2 ahead to cpu" in outs[2], outs[2]
-    assert "read 0 ahead" not in outs[0] and "ahead to" not in outs[0], outs[0]
-    rows0, test0 = losses(outs[0])
-    rows2, test2 = losses(outs[2])
-    assert sorted(rows0) == [1, 2] and len(test0) == 1, outs[0]
-    assert (rows2, test2) == (rows0, test0), (outs[0], outs[2])
+    ck = tmp_path / "ck"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_examples.py"),
+                           "--device", "cpu", "--small", "--ranks", "2", "--out",
+                           str(tmp_path), "--checkpoint-dir", str(ck), "--timeout", "240"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=1200)
+    res = json.loads((tmp_path / "examples.json").read_text())
+    assert proc.returncode == 0 and not res["problems"], (proc.stdout, proc.stderr)
+    runs = res["runs"]
+    assert sorted(runs) == ["main_cpu", "main_cpu_prefetch2", "sage_cpu",
+                            "sage_cpu_prefetch2"], sorted(runs)
+    main0, main2 = runs["main_cpu"], runs["main_cpu_prefetch2"]
+    assert "training batches read 2 ahead to cpu" in " ".join(main2["said"]), main2
+    assert not any("ahead to" in s for s in main0["said"]), main0
+    assert sorted(main0["epochs"]) == ["1", "2"] and main0["test"] is not None, main0
+    assert [r[:2] for r in main2["epochs"].values()] == \
+        [r[:2] for r in main0["epochs"].values()] and main2["test"] == main0["test"]
+    states = {k: torch.load(ck / name / "epoch-2.pt", weights_only=False)
+              for k, name in ((0, "main_cpu"), (2, "main_cpu_prefetch2"))}
     a, b = states[0]["model"], states[2]["model"]
     assert a.keys() == b.keys()
     for name, v in a.items():
         assert torch.equal(v, b[name]), name
     assert states[0]["history"] == states[2]["history"]
+    sage0, sage2 = runs["sage_cpu"], runs["sage_cpu_prefetch2"]
+    assert any("batches read 2 ahead (sampler seed 3)" in s for s in sage2["said"]), sage2
+    assert len(sage0["epochs"]) == 2 and len(sage0["table"]) == 3, sage0
+    assert [r[:3] for r in sage2["epochs"].values()] == \
+        [r[:3] for r in sage0["epochs"].values()] and sage2["table"] == sage0["table"]
+    assert set(res["summary"]) == {"main job samples/s, prefetch 2 / 0",
+                                   "graphsage M edges/s, prefetch 2 / 0"}
+    assert all(v > 0 for v in res["summary"].values()), res["summary"]
+
+
+def test_gpu_examples_loss_comparison_catches_a_difference():
+    g = gpu_examples()
+    out = ("ranks 2, width 2\n    1     0.2605    0.0345      596.3        32.8       "
+           "188.3    5.37\n    2     0.1000    0.0300      600.0        30.0       "
+           "150.0    5.00\ntest_loss 0.0290 (MSE)\n")
+    a = g.main_job_rows(out)
+    assert a == {"epochs": {1: [0.2605, 0.0345, 596.3], 2: [0.1, 0.03, 600.0]},
+                 "test": 0.029}
+    assert g.loss_differences(a, a, 0.0, 0.0, "same") == []
+    b = g.main_job_rows(out.replace("0.0300", "0.0302"))
+    assert g.loss_differences(b, a, 1e-3, 2e-4, "x") == []          # within 2e-4
+    c = g.main_job_rows(out.replace("0.0300", "0.0310"))
+    bad = g.loss_differences(c, a, 1e-3, 2e-4, "x")
+    assert len(bad) == 1 and "epoch 2 val loss 0.031 against 0.03" in bad[0], bad
+    d = g.main_job_rows(out.replace("test_loss", "no test"))
+    assert any("test loss None" in m for m in g.loss_differences(d, a, 1, 1, "x"))
+    assert g.loss_differences(g.main_job_rows(""), g.main_job_rows(""), 1, 1, "x")
+    line = ("epoch 1: loss 3.1000 (GraphSAGE), 2.9000 (MLP); 12 batches per rank in "
+            "1.5 s, 0.42 M sampled edges/s over 2 ranks")
+    assert g.sage_rows(line)["epochs"] == {1: [3.1, 2.9, 12, 1.5, 0.42]}
 
 
 @pytest.mark.mpi
@@ -58,28 +94,3 @@ def test_hydragnn_prefetch_refuses_negative():
                   "--quiet", check=False, timeout=120)
     assert res.returncode != 0, res.output
     assert "--prefetch -1: must be an integer >= 0" in res.output, res.output
-
-
-def sage_losses(out):
-    """The per-epoch loss lines and the accuracy table of graphsage_large.py."""
-    lines = [re.sub(r"; \d+ batches per rank in .*$", "", line) for line in out.splitlines()
-             if re.match(r"^epoch \d+: loss ", line)]
-    table = [line for line in out.splitlines()
-             if re.match(r"^\s+(GraphSAGE|MLP|majority)", line)]
-    return lines, table
-
-
-@pytest.mark.mpi
-def test_graphsage_prefetch_trains_as_without():
-    """graphsage_large.py with a seeded sampler: ``--prefetch 2`` (the NeighborLoader
-    wrapped with DevicePrefetcher on the CPU) prints the losses and accuracies of
-    ``--prefetch 0``."""
-    args = ["--scale", "0.002", "--classes", "8", "--epochs", "2", "--batch-size", "64",
-            "--hidden", "16", "--fanouts", "10,5", "--eval-nodes", "500",
-            "--transport", "rma", "--sampler-seed", "3"]
-    outs = {k: run_mpi(os.path.join(EXAMPLES, "graphsage_large.py"), 2, *args,
-                       "--prefetch", k, timeout=240) for k in (0, 2)}
-    assert "batches read 2 ahead (sampler seed 3)" in outs[2], outs[2]
-    lines0, table0 = sage_losses(outs[0])
-    assert len(lines0) == 2 and len(table0) == 3, outs[0]
-    assert sage_losses(outs[2]) == (lines0, table0), (outs[0], outs[2])
