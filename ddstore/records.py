@@ -216,8 +216,9 @@ class Records:
             out = alloc(shape, var.dtype) if alloc is not None else None
             if out is None:
                 out = np.empty(shape, dtype=var.dtype)
-            elif out.shape != shape or out.dtype != var.dtype or \
-                    not out.flags.c_contiguous or not out.flags.writeable:
+            elif not isinstance(out, np.ndarray) or out.shape != shape or \
+                    out.dtype != var.dtype or not out.flags.c_contiguous or \
+                    not out.flags.writeable:
                 raise DDStoreValueError(
                     f"get_records_packed {name!r}: alloc({shape}, {var.dtype}) returned "
                     f"{type(out).__name__} {getattr(out, 'shape', None)} "

@@ -393,3 +393,17 @@ def test_get_records_packed_reads_into_given_arrays(store):
                        match=r"'rp': alloc\(\(8, 2\), int64\) returned ndarray \(2, 3\) "
                              r"int64: a writable C-contiguous array"):
         store.get_records_packed("rp", idx, lambda shape, dtype: np.zeros((2, 3), dtype))
+    # anything but a numpy array (a torch tensor, a list) is refused the same way
+    import torch
+    for wrong in (lambda shape, dtype: torch.zeros(shape), lambda shape, dtype: [0] * 8,
+                  lambda shape, dtype: np.zeros(shape, dtype)[::-1] if len(shape) == 1
+                  else np.zeros(shape, dtype).T):
+        with pytest.raises(ddstore.DDStoreValueError, match=r"'rp': alloc\(\(\d+, \d+\), "
+                           r"\w+\) returned \w+ .*a writable C-contiguous array"):
+            store.get_records_packed("rp", idx, wrong)
+    ro = np.zeros((8, 2), np.int64)
+    ro.flags.writeable = False
+    with pytest.raises(ddstore.DDStoreValueError, match="writable C-contiguous"):
+        store.get_records_packed("rp", idx, lambda shape, dtype: ro if dtype == np.int64
+                                 else None)
+    assert not ro.any()  # nothing written into the refused array
