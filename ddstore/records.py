@@ -216,14 +216,12 @@ class Records:
             out = alloc(shape, var.dtype) if alloc is not None else None
             if out is None:
                 out = np.empty(shape, dtype=var.dtype)
-            elif not isinstance(out, np.ndarray) or out.shape != shape or \
-                    out.dtype != var.dtype or not out.flags.c_contiguous or \
-                    not out.flags.writeable:
-                raise DDStoreValueError(
-                    f"get_records_packed {name!r}: alloc({shape}, {var.dtype}) returned "
-                    f"{type(out).__name__} {getattr(out, 'shape', None)} "
-                    f"{getattr(out, 'dtype', None)}: a writable C-contiguous array of "
-                    f"that shape and dtype is needed")
+            else:  # the one check of an output array (Variables.out)
+                try:
+                    self.variables.out(var, shape, out)
+                except DDStoreValueError as exc:
+                    raise DDStoreValueError(f"get_records_packed {name!r}: "
+                                            f"alloc({shape}, {var.dtype}): {exc}") from None
             if len(idx):
                 self.variables.core.read(var.vid, s, c, out)
             data[key], size_by_key[key] = out, c

@@ -390,8 +390,8 @@ def test_get_records_packed_reads_into_given_arrays(store):
     assert buffers["<f4"][:n].tobytes() == want["x"].tobytes()
     assert (buffers["<f4"][n:] == -1).all()  # nothing written past it
     with pytest.raises(ddstore.DDStoreValueError,
-                       match=r"'rp': alloc\(\(8, 2\), int64\) returned ndarray \(2, 3\) "
-                             r"int64: a writable C-contiguous array"):
+                       match=r"'rp': alloc\(\(8, 2\), int64\): out for 'rp/e' has dtype "
+                             r"int64 shape \(2, 3\); needs dtype int64 shape \(8, 2\)"):
         store.get_records_packed("rp", idx, lambda shape, dtype: np.zeros((2, 3), dtype))
     # anything but a numpy array (a torch tensor, a list) is refused the same way
     import torch
@@ -399,11 +399,12 @@ def test_get_records_packed_reads_into_given_arrays(store):
                   lambda shape, dtype: np.zeros(shape, dtype)[::-1] if len(shape) == 1
                   else np.zeros(shape, dtype).T):
         with pytest.raises(ddstore.DDStoreValueError, match=r"'rp': alloc\(\(\d+, \d+\), "
-                           r"\w+\) returned \w+ .*a writable C-contiguous array"):
+                           r"\w+\): out for 'rp/\w' .*(must be a numpy array|needs dtype|"
+                           r"must be C-contiguous and writable)"):
             store.get_records_packed("rp", idx, wrong)
     ro = np.zeros((8, 2), np.int64)
     ro.flags.writeable = False
-    with pytest.raises(ddstore.DDStoreValueError, match="writable C-contiguous"):
+    with pytest.raises(ddstore.DDStoreValueError, match="must be C-contiguous and writable"):
         store.get_records_packed("rp", idx, lambda shape, dtype: ro if dtype == np.int64
                                  else None)
     assert not ro.any()  # nothing written into the refused array
