@@ -12,8 +12,9 @@
 #      ($OUT/examples.json), in the time the budget leaves.
 # Without a GPU it runs on the CPU with small sizes (what the suite checks; step 3 only
 # with GPU_CHECK_EXAMPLES=1, as the suite runs it through tests/test_examples_prefetch.py).
-# On an offline GPU machine set up the environment first (../shared/tools/gpu/README.md);
-# if scripts/gpu_env.sh exists it is sourced here.
+# On an offline GPU machine: `bash scripts/gpu_wheels.sh` where the package index is
+# reachable, carry .whl/ with the project, and this script sources scripts/gpu_env.sh,
+# which installs those wheels and builds the C core (it does nothing without .whl/).
 # Environment: PYTHON (default python3), OUT (default gpu_check), GPU_CHECK_TESTS=0 skips
 # step 1, GPU_CHECK_EXAMPLES=0/1 skips/forces step 3, STEP_MS (default 20) the synthetic
 # model step, BUDGET_S (default 470) the seconds for all steps.
@@ -79,8 +80,7 @@ if [ "$examples" = 1 ] && [ "$left" -lt 60 ]; then
 elif [ "$examples" = 1 ]; then
   echo "== examples on $DEV (issue 44 items 1 and 4), $left s left"
   if [ "$DEV" = cuda ]; then runs=5; small=""; else runs=4; small="--small"; fi
-  PATH="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')"):$PATH" \
-    timeout "$left" "$PY" scripts/gpu_examples.py --device "$DEV" --ranks 4 $small \
+  timeout "$left" "$PY" scripts/gpu_examples.py --device "$DEV" --ranks 4 $small \
     --out "$OUT" --timeout $(( left / runs )) || status=1
 fi
 echo "== gpu_check: $(( $(date +%s) - start )) s, status $status (JSON in $OUT/)"

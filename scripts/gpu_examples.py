@@ -43,8 +43,10 @@ SAGE_SMALL = ["--scale", "0.002", "--classes", "8", "--epochs", "2", "--batch-si
 def run(script, nprocs, args, timeout):
     """``mpiexec -n nprocs python examples/<script> args`` under ``timeout`` seconds:
     ``(exit code, stdout and stderr, seconds)``; 124 when it ran out of time."""
-    exe = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep +
-                       os.environ.get("PATH", ""))
+    # the launcher on PATH (an offline GPU machine's, scripts/gpu_env.sh), else the one
+    # pip installed beside this Python
+    exe = shutil.which("mpiexec") or shutil.which("mpiexec",
+                                                   path=os.path.dirname(sys.executable))
     cmd = ["timeout", "--kill-after=10", str(int(timeout)), exe, "-n", str(nprocs),
            sys.executable, os.path.join(EXAMPLES, script)] + [str(a) for a in args]
     t0 = time.perf_counter()
