@@ -386,12 +386,19 @@ class _nullcontext:
         return False
 
 
-def _check_device(device, what):
+def check_device(device, what):
+    """``device`` as a ``torch.device`` the pipeline serves (``cpu``, or a CUDA device
+    this process sees; a bare ``cuda`` becomes the current one), else a
+    :class:`~ddstore.DDStoreValueError` from ``what`` naming what is allowed."""
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise DDStoreValueError(f"{what}: device={device!r} is not a torch device: "
                                 f"{exc}") from None
+    if device.type not in ("cpu", "cuda"):
+        raise DDStoreValueError(f"{what}: device={str(device)!r}; allowed: 'cpu', 'cuda' "
+                                f"or 'cuda:N' (the pipeline stages for CUDA; 'cpu' runs "
+                                f"its staging on the host)")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise DDStoreValueError(f"{what}: device={str(device)!r} but CUDA is not "
@@ -399,6 +406,11 @@ def _check_device(device, what):
                                     f"where torch.cuda.is_available()")
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
+        elif device.index >= torch.cuda.device_count():
+            raise DDStoreValueError(f"{what}: device={str(device)!r} but this process "
+                                    f"sees {torch.cuda.device_count()} CUDA device(s); "
+                                    f"allowed: 'cuda:0' to "
+                                    f"'cuda:{torch.cuda.device_count() - 1}'")
     return device
 
 
@@ -428,7 +440,7 @@ class DevicePrefetcher(WrappedLoader):
     """
 
     def __init__(self, iterable, device, prefetch=2, store=None):
-        self.device = _check_device(device, "DevicePrefetcher")
+        self.device = check_device(device, "DevicePrefetcher")
         if not is_int(prefetch) or prefetch < 0:
             raise DDStoreValueError(f"DevicePrefetcher: prefetch={prefetch!r} must be an "
                                     f"integer >= 0 (batches read ahead; 0 = none)")
@@ -464,4 +476,4 @@ def device_loader(loader, device=None, prefetch=0, store=None, what="loader"):
         store = store if store is not None else store_of(loader)
         return PrefetchLoader(loader, prefetch if store is None else
                               prefetch_depth(store, prefetch, what))
-    return DevicePrefetcher(loader, _check_device(device, what), prefetch, store=store)
+    return DevicePrefetcher(loader, check_device(device, what), prefetch, store=store)

@@ -166,10 +166,21 @@ def test_bad_arguments():
         DevicePrefetcher([], "cpu", prefetch=-1)
     with pytest.raises(DDStoreValueError, match=r"device='nope' is not a torch device"):
         DevicePrefetcher([], "nope")
+    for dev in ("meta", "xpu"):  # devices torch knows that the pipeline does not serve
+        with pytest.raises(DDStoreValueError, match=rf"device='{dev}'; allowed: 'cpu', "
+                                                    r"'cuda' or 'cuda:N'"):
+            DevicePrefetcher([], dev)
+    with pytest.raises(DDStoreValueError, match=r"prefetch=True must be an integer"):
+        DevicePrefetcher([], "cpu", prefetch=True)
     if not torch.cuda.is_available():
         with pytest.raises(DDStoreValueError, match=r"device='cuda' but CUDA is not "
                                                     r"available"):
             DevicePrefetcher([], "cuda")
+    else:  # one past the last GPU this process sees
+        n = torch.cuda.device_count()
+        with pytest.raises(DDStoreValueError, match=rf"sees {n} CUDA device\(s\); "
+                                                    rf"allowed: 'cuda:0' to 'cuda:{n - 1}'"):
+            DevicePrefetcher([], f"cuda:{n}")
 
 
 # ------------------------------------------------------------------------- windows
@@ -287,7 +298,12 @@ def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_l
     dev, loaders = _device_loaders_match(store, monkeypatch, replicas, rank, configs)
     for ld in loaders:
         assert (ld.sampler.num_replicas, ld.sampler.rank) == (replicas, rank)
-    with pytest.raises(DDStoreValueError, match=r"lives on cpu \(resident='device'\)"):
+    with pytest.raises(DDStoreValueError, match=r"device='meta'; allowed: 'cpu', 'cuda'"):
+        dev.loader(4, device="meta")
+    # another device than the series' (a GPU's, on a GPU machine): "meta" let through
+    with monkeypatch.context() as m, \
+            pytest.raises(DDStoreValueError, match=r"lives on cpu \(resident='device'\)"):
+        m.setattr(ddstore.device, "check_device", lambda device, what: torch.device(device))
         dev.loader(4, device="meta")
     assert type(dev.loader(4, device="cpu")).__name__ == "_DeviceWindowBatches"
 

@@ -384,6 +384,10 @@ def test_bad_input(store):
         (dict(dtype=np.int32), r"dtype=int32.*allowed: float16, float32, float64"),
         (dict(resident="gpu"), r"resident='gpu'"),
         (dict(device="bogus"), r"device='bogus' is not a torch device"),
+        (dict(device="meta"), r"device='meta'; allowed: 'cpu', 'cuda' or 'cuda:N'"),
+    ] + ([] if torch.cuda.is_available() else [
+        (dict(device="cuda"), r"device='cuda' but CUDA is not available here"),
+    ]) + [
         (dict(fill="zero"), r"fill='zero' must be a finite number"),
         (dict(time_features="tod"), r"needs timestamps"),
     ]

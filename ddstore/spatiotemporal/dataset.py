@@ -382,11 +382,8 @@ def _placement(store, device, resident):
     """``(torch.device, resident)`` of a window dataset over ``store``: ``resident``
     None chooses ``"device"`` for a non-CPU device at width 1, else ``"store"``; a bad
     device, an unknown ``resident`` or ``"device"`` at width > 1 is refused."""
-    try:
-        device = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise DDStoreValueError(f"device={device!r} is not a torch device: {exc}") \
-            from None
+    from ..device import check_device  # the one check of a device argument
+    device = check_device(device, "window dataset")
     width = store.group_size
     if resident is None:
         resident = "device" if (device.type != "cpu" and width == 1) else "store"
@@ -457,7 +454,8 @@ class WindowDataset(_WindowView):
         no host copies during training).  With ``width > 1`` windows are read from the
         store on the host; :meth:`loader` then reads them ahead into pinned staging
         buffers and copies them on a side stream (:class:`ddstore.device.DevicePrefetcher`),
-        while ``__getitems__`` copies each batch itself.
+        while ``__getitems__`` copies each batch itself.  Allowed: ``"cpu"``, ``"cuda"``
+        or ``"cuda:N"`` for a GPU this process sees.
     halo : bool
         Partitioned mode only.  Default True (balanced placement): each split's windows
         (train, val, test) are divided evenly over the members, each member owning one
