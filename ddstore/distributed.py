@@ -87,6 +87,12 @@ def choose_backend(ranks, backend=None, device=None):
     return chosen, devices, f"backend {chosen}, one GPU per rank"
 
 
+def _backend_built(dist, name):
+    """Whether this process's torch has ``torch.distributed`` backend ``name``."""
+    probe = getattr(dist, f"is_{name}_available", None)
+    return bool(probe()) if probe is not None else False
+
+
 def node_places(seen):
     """``(node, local_rank, local_size, gpus)`` per rank from every rank's ``(node,
     gpus)`` in rank order: a rank's place among the ranks of its node (by host name) and
@@ -128,14 +134,22 @@ def init_torch_distributed(comm=None, backend=None, device=None):
     from ._lifecycle import check_launch
     comm = MPI.COMM_WORLD if comm is None else comm
     mine = (MPI.Get_processor_name(),
-            torch.cuda.device_count() if torch.cuda.is_available() else 0)
+            torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            [b for b in _BACKENDS if _backend_built(dist, b)])
     # before torch's rendezvous, which would wait forever for processes of another job
     with collective(comm, "init_torch_distributed",
                     same={"backend": backend, "device": str(device)}) as step:
         check_launch()
         seen = step.agree(share=mine)
-        ranks = node_places(seen)
+        ranks = node_places([(node, gpus) for node, gpus, _b in seen])
         backend, devices, reason = choose_backend(ranks, backend, device)
+        lacking = [r for r, (_n, _g, built) in enumerate(seen) if backend not in built]
+        if lacking:
+            raise DDStoreValueError(
+                f"init_torch_distributed: backend {backend!r} is not built into torch on "
+                f"rank(s) {', '.join(map(str, lacking[:8]))}"
+                f"{' ...' if len(lacking) > 8 else ''}; built there: "
+                f"{', '.join(map(repr, seen[lacking[0]][2])) or 'none'}")
     if comm.rank == 0:
         logger.info("init_torch_distributed: %s (%d ranks on %d node(s))", reason,
                     comm.size, len({r[0] for r in ranks}))

@@ -76,6 +76,15 @@ def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypat
     with pytest.raises(DDStoreValueError, match="device='cuda' but rank"):
         init_torch_distributed(MPI.COMM_SELF, device="cuda")
     assert not dist.is_initialized()
+    # a backend this torch was not built with: named, with the ones it has, before any
+    # rendezvous (torch's own error came from inside init_process_group)
+    missing = [b for b in ("mpi", "ucc") if not getattr(dist, f"is_{b}_available")()]
+    for b in missing:
+        with pytest.raises(DDStoreValueError, match=rf"backend '{b}' is not built into "
+                                                    rf"torch on rank\(s\) 0; built there: "
+                                                    rf".*'gloo'"):
+            init_torch_distributed(MPI.COMM_SELF, backend=b, device="cpu")
+        assert not dist.is_initialized()
     with caplog.at_level(logging.INFO, logger="ddstore"):
         device = init_torch_distributed(MPI.COMM_SELF)
     try:
