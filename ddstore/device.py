@@ -393,8 +393,8 @@ def check_device(device, what):
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise DDStoreValueError(f"{what}: device={device!r} is not a torch device: "
-                                f"{exc}") from None
+        raise DDStoreValueError(f"{what}: device={device!r} is not a torch device "
+                                f"({exc}); allowed: 'cpu', 'cuda' or 'cuda:N'") from None
     if device.type not in ("cpu", "cuda"):
         raise DDStoreValueError(f"{what}: device={str(device)!r}; allowed: 'cpu', 'cuda' "
                                 f"or 'cuda:N' (the pipeline stages for CUDA; 'cpu' runs "

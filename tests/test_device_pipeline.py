@@ -504,3 +504,22 @@ def test_gpu_check_script_smoke(tmp_path):
     for line in ("resident windows", "ratio resident / gather:", "== targets",
                  "resident/gather", "status 0"):
         assert line in proc.stdout, line
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--device", "tpu"], "device='tpu' is not a torch device"),
+    (["--device", "meta"], "device='meta'; allowed: 'cpu', 'cuda' or 'cuda:N'"),
+    (["--steps", "5"], "--steps 5 (must be >= 25)"),
+    (["--batches", "0"], "--batches 0 (must be >= 1)"),
+    (["--step-ms", "-1"], "--step-ms -1.0 (must be >= 0)"),
+    (["--repeat", "0", "--prefetch", "-2"], "--prefetch -2 (must be >= 0); --repeat 0 "
+                                            "(must be >= 1)"),
+])
+def test_device_benchmark_refuses_bad_options(args, words, capsys):
+    """python -m ddstore.bench.device: a bad option ends it with argparse's usage error
+    naming the option and its range, before anything is built."""
+    from ddstore.bench import device as bench_device
+    with pytest.raises(SystemExit) as info:
+        bench_device.main(["--device", "cpu"] + args)
+    assert info.value.code == 2
+    assert words in capsys.readouterr().err

@@ -58,7 +58,23 @@ def _args(argv, prog=None):
     p.add_argument("--threads", type=int, default=None,
                    help="torch threads (default: 1 on CPU, where torch's thread pool "
                         "stalls on a loaded machine; torch's own default on CUDA)")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    from ..device import check_device
+    from ..errors import DDStoreValueError
+    try:
+        check_device(a.device, "--device")
+    except DDStoreValueError as exc:
+        p.error(str(exc))
+    small = [f"--{k.replace('_', '-')} {v} (must be >= {lo})" for k, v, lo in
+             (("steps", a.steps, 2 * a.horizon + 1), ("nodes", a.nodes, 1),
+              ("features", a.features, 1), ("horizon", a.horizon, 1), ("batch", a.batch, 1),
+              ("batches", a.batches, 1), ("prefetch", a.prefetch, 0),
+              ("step_ms", a.step_ms, 0), ("repeat", a.repeat, 1),
+              ("threads", a.threads if a.threads is not None else 1, 1)) if v < lo]
+    if small:
+        p.error("; ".join(small) + (" (--steps: more than 2 x --horizon, a window and "
+                                    "its target)" if a.steps < 2 * a.horizon + 1 else ""))
+    return a
 
 
 class _Clock:
