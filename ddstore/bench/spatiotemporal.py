@@ -38,8 +38,8 @@ import time
 
 import numpy as np
 
-from ddstore.bench import parser, ratio, ratio_text, rma_counts, traffic, traffic_text, \
-    write_report
+from ddstore.bench import exit_on_every_rank, parser, ratio, ratio_text, rma_counts, \
+    traffic, traffic_text, write_report
 
 MB = 1024.0 * 1024.0
 
@@ -64,7 +64,14 @@ def _args(argv, prog=None):
                    help=argparse.SUPPRESS)
     p.add_argument("--file", help=argparse.SUPPRESS)
     p.add_argument("--halo", type=int, default=1, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.step_ms < 0 or a.prefetch < 0 or min(a.nodes, a.features, a.horizon) < 1 or \
+            a.epochs < 2 or a.steps < 2 * a.horizon + 1:
+        exit_on_every_rank(f"--step-ms {a.step_ms} and --prefetch {a.prefetch} must be "
+                           f">= 0, --nodes {a.nodes}, --features {a.features} and "
+                           f"--horizon {a.horizon} >= 1, --epochs {a.epochs} >= 2, "
+                           f"--steps {a.steps} > 2 x --horizon")
+    return a
 
 
 def _peak_mb():

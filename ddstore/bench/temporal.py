@@ -24,8 +24,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import log, parser, plural, ratio, ratio_text, rma_counts, traffic, \
-    traffic_text, write_report
+from ddstore.bench import exit_on_every_rank, log, parser, plural, ratio, ratio_text, \
+    rma_counts, traffic, traffic_text, write_report
 
 CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
 
@@ -43,7 +43,13 @@ def _args(argv, prog=None):
                         "this many ms per batch, with and without reading ahead")
     p.add_argument("--prefetch", type=int, default=2,
                    help="with --step-ms: batches sampled ahead in a thread")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.step_ms < 0 or a.prefetch < 0 or a.num_nodes < 1 or a.num_edges < 1 or \
+            a.batches < 1:
+        exit_on_every_rank(f"--step-ms {a.step_ms} and --prefetch {a.prefetch} must be "
+                           f">= 0, --num-nodes {a.num_nodes}, --num-edges {a.num_edges} "
+                           f"and --batches {a.batches} >= 1")
+    return a
 
 
 def _sample(sm, s, mine, batch_size, num_nodes):
