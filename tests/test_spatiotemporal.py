@@ -592,7 +592,7 @@ def test_benchmark_smoke(tmp_path):
 
 @pytest.mark.parametrize("module,args,words", [
     ("spatiotemporal", ["--step-ms", "-1"], "--step-ms -1.0 and --prefetch 2 must be >= 0"),
-    ("spatiotemporal", ["--epochs", "1"], "--epochs 1 >= 2"),
+    ("spatiotemporal", ["--epochs", "0"], "--epochs 0 >= 1"),
     ("spatiotemporal", ["--steps", "20"], "--steps 20 > 2 x --horizon"),
     ("temporal", ["--prefetch", "-1"], "--prefetch -1 must be >= 0"),
     ("temporal", ["--batches", "0"], "--batches 0 >= 1"),
