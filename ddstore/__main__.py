@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from ddstore.bench import ArgumentParser, plural
+from ddstore.bench import ArgumentParser, exit_on_every_rank, plural
 
 log = logging.getLogger("ddstore")
 
@@ -41,9 +41,17 @@ def demo(argv=None, prog=None):
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
     args = parser.parse_args(argv)
+    low = [f"--{k.replace('_', '-')} {v}" for k, v in (("rows", args.rows), ("row_bytes",
+           args.row_bytes), ("batch", args.batch)) if v < 1]
+    if low:
+        parser.error(f"{', '.join(low)}: must be >= 1")
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
-    with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
+    try:  # a width the job cannot have is refused alike on every rank: say it once
+        store = ddstore.DDStore(comm, width=args.width, transport=args.transport)
+    except ddstore.DDStoreValueError as exc:
+        exit_on_every_rank(str(exc))
+    with store:
         lo, hi = ddstore.partition(args.rows, store.group_size, store.group_rank)
         chunk = _rows(lo, hi, args.row_bytes)
         t0 = time.perf_counter()

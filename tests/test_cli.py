@@ -131,3 +131,26 @@ def test_bad_option_under_mpiexec_is_reported_once():
                 check=False)
     assert r.returncode == 2, f"exit {r.returncode}:\n{r.output}"
     assert r.output.count("unrecognized arguments: --no-such-option") == 1, r.output
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--rows", "-5"], "--rows -5: must be >= 1"),
+    (["--row-bytes", "0", "--batch", "0"], "--row-bytes 0, --batch 0: must be >= 1"),
+    (["--width", "3"], "width=3 out of range: allowed 1 <= width <= 1"),
+])
+def test_demo_refuses_bad_options_naming_them(args, words, capsys):
+    """In process (one rank): the demo's bad sizes and a width the job cannot have end
+    it with exit code 2 and one line naming them, not a traceback."""
+    from ddstore.__main__ import main
+    with pytest.raises(SystemExit) as info:
+        main(["demo"] + args)
+    assert info.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+@pytest.mark.mpi
+def test_demo_width_refused_once_under_mpiexec():
+    r = run_mpi("-m", 2, "ddstore", "demo", "--width", "3", timeout=60, check=False)
+    assert r.returncode == 2, f"exit {r.returncode}:\n{r.output}"
+    assert r.output.count("width=3 out of range: allowed 1 <= width <= 2") == 1, r.output
+    assert "Traceback" not in r.output, r.output
