@@ -40,6 +40,7 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
+from ddstore.cli import at_least  # noqa: E402
 from ddstore.dynamic import DynamicWindowDataset  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
@@ -49,8 +50,8 @@ from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
 def parse_args():
     p = example_parser(__doc__, "a PGT JSON with per-step graphs (default: Twitter tennis, "
                                 "bundled)", batch_size=8)
-    p.add_argument("--horizon", type=int, default=4, help="input steps per window")
-    p.add_argument("--checkpoint-every", type=int, default=None,
+    p.add_argument("--horizon", type=at_least(1), default=4, help="input steps per window")
+    p.add_argument("--checkpoint-every", type=at_least(1), default=None,
                    help="graph checkpoint interval (default: from the delta sizes)")
     return p.parse_args()
 

@@ -10,6 +10,8 @@ import torch
 from torch import nn
 from torch_geometric.nn import GCNConv
 
+from ddstore.cli import at_least
+
 __all__ = ["GraphGRUCell", "example_parser", "bundled", "train_epoch", "split_mae"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,11 +37,11 @@ def example_parser(doc, data_help, batch_size):
     p = argparse.ArgumentParser(description=doc.split("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", help=data_help)
-    p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=batch_size, help="per rank")
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--width", type=int, default=1,
+    p.add_argument("--epochs", type=at_least(1), default=20)
+    p.add_argument("--batch-size", type=at_least(1), default=batch_size, help="per rank")
+    p.add_argument("--hidden", type=at_least(1), default=32)
+    p.add_argument("--lr", type=at_least(0, float, above=True), default=0.01)
+    p.add_argument("--width", type=at_least(1), default=1,
                    help="store width: 1 replicated, >1 partitioned over that many ranks")
     p.add_argument("--seed", type=int, default=0)
     return p

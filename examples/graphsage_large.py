@@ -61,6 +61,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import pyg as dpyg
+from ddstore.cli import at_least, int_list
 from ddstore.distributed import init_torch_distributed
 from ddstore.pyg import load_npy, load_ogb, load_synthetic
 
@@ -76,32 +77,35 @@ def parse_args(argv=None):
                      help="directory of edge_index.npy, x.npy, y.npy, *_idx.npy")
     p.add_argument("--scale", type=float, default=1.0,
                    help="synthetic graph size, times ogbn-products'")
-    p.add_argument("--classes", type=int, default=47, help="synthetic graph's classes")
-    p.add_argument("--width", type=int, default=None, help="ranks per replica (default all)")
+    p.add_argument("--classes", type=at_least(2), default=47,
+                   help="synthetic graph's classes")
+    p.add_argument("--width", type=at_least(1), default=None,
+                   help="ranks per replica (default all)")
     p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
-    p.add_argument("--fanouts", default="15,10,5")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--max-batches", type=int, default=0, help="per epoch and rank; 0 = all")
-    p.add_argument("--eval-nodes", type=int, default=20000,
+    p.add_argument("--fanouts", type=int_list(-1), default="15,10,5",
+                   help="neighbours per hop (-1: all)")
+    p.add_argument("--batch-size", type=at_least(1), default=1024)
+    p.add_argument("--hidden", type=at_least(1), default=128)
+    p.add_argument("--epochs", type=at_least(1), default=3)
+    p.add_argument("--max-batches", type=at_least(0), default=0,
+                   help="per epoch and rank; 0 = all")
+    p.add_argument("--eval-nodes", type=at_least(0), default=20000,
                    help="nodes evaluated per split (an even sample); 0 = all")
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--lr", type=at_least(0, float, above=True), default=3e-3)
+    p.add_argument("--dropout", type=at_least(0, float), default=0.2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--threads", type=at_least(1), default=1, help="torch threads per rank")
     p.add_argument("--device", default="cpu", choices=["cpu", "auto", "cuda"],
                    help="where the models train (auto: CUDA where every rank sees a GPU)")
-    p.add_argument("--prefetch", type=int, default=0, metavar="K",
+    p.add_argument("--prefetch", type=at_least(0), default=0, metavar="K",
                    help="training batches sampled and read ahead through the store's "
                         "pipeline to --device (ddstore.device.DevicePrefetcher); 0 = none")
     p.add_argument("--sampler-seed", type=int, default=None,
                    help="the sampler's own seeded stream (default: with --prefetch, "
                         "--seed; without, keys drawn from torch's generator)")
     args = p.parse_args(argv)
-    if args.prefetch < 0:
-        p.error(f"--prefetch {args.prefetch}: must be an integer >= 0 (batches read "
-                f"ahead; 0 = none)")
+    if not args.dropout < 1:
+        p.error(f"argument --dropout: must be below 1, got {args.dropout}")
     if args.prefetch and args.sampler_seed is None:
         args.sampler_seed = args.seed
     return args
@@ -176,7 +180,7 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     device = init_torch_distributed(comm, backend="gloo", device=args.device)
-    fanouts = [int(f) for f in args.fanouts.split(",")]
+    fanouts = list(args.fanouts)
     with ddstore.DDStore(comm, width=args.width, transport=args.transport) as store:
         t0 = time.perf_counter()
         if args.ogb:

@@ -56,19 +56,21 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from ddstore.cli import at_least
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--num-samples", type=int, default=4000, help="Ising graphs in total")
-    p.add_argument("--epochs", type=int, default=6)
-    p.add_argument("--batch-size", type=int, default=32, help="graphs per rank per step")
-    p.add_argument("--hidden", type=int, default=24, help="hidden channels")
-    p.add_argument("--layers", type=int, default=2, help="PNA convolution layers")
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--num-samples", type=at_least(1), default=4000, help="Ising graphs in total")
+    p.add_argument("--epochs", type=at_least(0), default=6)
+    p.add_argument("--batch-size", type=at_least(1), default=32, help="graphs per rank per step")
+    p.add_argument("--hidden", type=at_least(1), default=24, help="hidden channels")
+    p.add_argument("--layers", type=at_least(1), default=2, help="PNA convolution layers")
+    p.add_argument("--lr", type=at_least(0, float, above=True), default=3e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--lattice", type=int, default=5, help="lattice edge (5 -> 125 atoms)")
-    p.add_argument("--width", type=int, default=None,
+    p.add_argument("--lattice", type=at_least(1), default=5, help="lattice edge (5 -> 125 atoms)")
+    p.add_argument("--width", type=at_least(1), default=None,
                    help="DDStore width (ranks per replica); default: all ranks")
     p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
     p.add_argument("--source", default="memory", choices=["memory", "pickle", "adios"],
@@ -77,11 +79,11 @@ def parse_args(argv=None):
     p.add_argument("--data-dir", default=None,
                    help="where --source pickle/adios files go (default: a temporary "
                         "directory, removed at the end)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--threads", type=at_least(1), default=1, help="torch threads per rank")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where to train: auto = CUDA when every rank sees a GPU (ranks "
                         "outnumbering the GPUs share them, over gloo), else the CPU")
-    p.add_argument("--prefetch", type=int, default=0, metavar="K",
+    p.add_argument("--prefetch", type=at_least(0), default=0, metavar="K",
                    help="read K training batches ahead through the store's pipeline to "
                         "the device (ddstore.device.DevicePrefetcher: a read-ahead thread, "
                         "reused staging buffers, pinned and copied on a side stream on "
@@ -93,7 +95,7 @@ def parse_args(argv=None):
     p.add_argument("--resume", default=None, metavar="DIR",
                    help="restore the store and training state from DIR and continue "
                         "from the next epoch")
-    p.add_argument("--resume-epoch", type=int, default=None,
+    p.add_argument("--resume-epoch", type=at_least(1), default=None,
                    help="with --resume: the epoch whose state to load (default: the "
                         "last one saved)")
     return p.parse_args(argv)
@@ -264,9 +266,6 @@ def run_epoch(model, loader, device, mean, std, optimizer=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.prefetch < 0:
-        raise SystemExit(f"--prefetch {args.prefetch}: must be an integer >= 0 (batches "
-                         f"read ahead; 0 = none)")
     import torch
     torch.set_num_threads(max(1, args.threads))
     import torch.distributed as dist

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import temporal as tg
+from ddstore.cli import at_least, int_list
 from ddstore.distributed import init_torch_distributed
 
 
@@ -43,11 +44,12 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="TGAT-style link prediction over a DDStore",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", default=None, help="TGL-format directory (edges.csv, ...)")
-    p.add_argument("--num-nodes", type=int, default=1000)
-    p.add_argument("--num-edges", type=int, default=30_000)
+    p.add_argument("--num-nodes", type=at_least(1), default=1000)
+    p.add_argument("--num-edges", type=at_least(1), default=30_000)
     p.add_argument("--strategy", default="uniform", choices=["uniform", "recent"])
-    p.add_argument("--fanouts", default="10,10")
-    p.add_argument("--chunks", type=int, default=1, help="random chunk scheduling (TGL)")
+    p.add_argument("--fanouts", type=int_list(1), default="10,10")
+    p.add_argument("--chunks", type=at_least(1), default=1,
+                   help="random chunk scheduling (TGL)")
     add_training_args(p)
     return p.parse_args(argv)
 
@@ -59,15 +61,17 @@ SHARED_OPTIONS = ("batch_size", "epochs", "max_batches", "hidden", "time_dim", "
 
 def add_training_args(p):
     """The store and training options of both link-prediction examples."""
-    p.add_argument("--width", type=int, default=None, help="ranks per replica (default all)")
+    p.add_argument("--width", type=at_least(1), default=None,
+                   help="ranks per replica (default all)")
     p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
-    p.add_argument("--batch-size", type=int, default=200, help="positive edges per batch")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--max-batches", type=int, default=0, help="per epoch; 0 = all")
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--time-dim", type=int, default=16)
-    p.add_argument("--heads", type=int, default=2)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--batch-size", type=at_least(1), default=200,
+                   help="positive edges per batch")
+    p.add_argument("--epochs", type=at_least(1), default=3)
+    p.add_argument("--max-batches", type=at_least(0), default=0, help="per epoch; 0 = all")
+    p.add_argument("--hidden", type=at_least(1), default=32)
+    p.add_argument("--time-dim", type=at_least(1), default=16)
+    p.add_argument("--heads", type=at_least(1), default=2)
+    p.add_argument("--lr", type=at_least(0, float, above=True), default=1e-3)
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -207,7 +211,7 @@ def train_tgat(graph, args, comm, tag=""):
     """Train a TGAT on ``graph`` for ``args.epochs`` epochs (DDP over the initialised
     process group), evaluating val and test after each; rank 0 prints one line per epoch
     (``tag`` first) and gets the last epoch's ``(val, test)`` metrics (None elsewhere)."""
-    fanouts = tuple(int(f) for f in args.fanouts.split(","))
+    fanouts = tuple(args.fanouts)
     dim_edge = int(np.prod(graph.edge_feat_dim)) if graph.edge_feat_dim else 1
     dim_node = int(np.prod(graph.node_feat_dim)) if graph.node_feat_dim else args.hidden
     dims = (dim_node, dim_edge)

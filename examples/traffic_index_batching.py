@@ -46,6 +46,7 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
+from ddstore.cli import at_least  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
@@ -54,7 +55,7 @@ from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
 def parse_args():
     p = example_parser(__doc__, "'chickenpox' (bundled), or a JSON (PGT), .h5 (PeMS/METR-LA)"
                                 " or .npy series; default: synthetic", batch_size=16)
-    p.add_argument("--horizon", type=int, default=None,
+    p.add_argument("--horizon", type=at_least(1), default=None,
                    help="window length h (default 4 for weekly data, 12 for 5-minute)")
     p.add_argument("--sampler", choices=["global", "batch"], default="global",
                    help="global: DistributedSampler; batch: batch-level shuffle")

@@ -232,3 +232,64 @@ def test_roc_auc_matches_pair_count():
     assert math.isnan(roc_auc(np.ones(3), np.arange(3.0)))
     assert average_precision(np.array([1, 0, 1]), np.array([0.9, 0.8, 0.1])) == \
         pytest.approx((1 + 2 / 3) / 2)
+
+
+def _example(name):
+    """examples/<name>.py imported as a module (examples/ first on the path, as when it
+    runs), for its argument parser."""
+    import importlib
+    import sys
+    if EXAMPLES not in sys.path:
+        sys.path.insert(0, EXAMPLES)
+    return importlib.import_module(name)
+
+
+@pytest.mark.parametrize("name,args,words", [
+    ("hydragnn_ising", ["--batch-size", "0"], "argument --batch-size: must be an integer "
+                                             ">= 1, got 0"),
+    ("hydragnn_ising", ["--lr", "nan"], "argument --lr: must be a number > 0, got nan"),
+    ("hydragnn_ising", ["--width", "x"], "argument --width: 'x' is not an integer"),
+    ("tgat_link_prediction", ["--fanouts", "10,0"], "argument --fanouts: must be an "
+                                                   "integer >= 1, got 0"),
+    ("tgat_link_prediction", ["--max-batches", "-1"], "argument --max-batches: must be "
+                                                     "an integer >= 0, got -1"),
+    ("graphsage_large", ["--fanouts", "5,x"], "argument --fanouts: 'x' is not an integer"),
+    ("graphsage_large", ["--dropout", "1"], "argument --dropout: must be below 1, got 1.0"),
+    ("graphsage_large", ["--classes", "1"], "argument --classes: must be an integer >= 2"),
+])
+def test_examples_refuse_bad_options_naming_them(name, args, words, capsys):
+    """The examples' options out of range end them through argparse (exit code 2, the
+    option and its range named) before torch, MPI or the store is set up; the
+    recurrent examples' shared options too (graph_gru.example_parser)."""
+    with pytest.raises(SystemExit) as info:
+        _example(name).parse_args(args)
+    assert info.value.code == 2
+    assert words in capsys.readouterr().err
+    assert _example(name).parse_args([]) is not None  # the defaults pass
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--epochs", "0"], "argument --epochs: must be an integer >= 1, got 0"),
+    (["--hidden", "-3"], "argument --hidden: must be an integer >= 1, got -3"),
+    (["--lr", "0"], "argument --lr: must be a number > 0, got 0"),
+])
+def test_recurrent_examples_shared_options_refuse_bad_values(args, words, capsys):
+    p = _example("graph_gru").example_parser("doc", "data", batch_size=16)
+    with pytest.raises(SystemExit):
+        p.parse_args(args)
+    assert words in capsys.readouterr().err
+
+
+def test_cli_types():
+    """ddstore.cli's argparse types: the value when in range, else argparse's error."""
+    import argparse
+    from ddstore.cli import at_least, int_list
+    assert at_least(1)("3") == 3 and at_least(0, float, above=True)("0.5") == 0.5
+    assert int_list(-1)("15, 10,-1") == (15, 10, -1)
+    for conv, text, words in ((at_least(1), "0", ">= 1, got 0"),
+                              (at_least(0, float, above=True), "0", "> 0, got 0"),
+                              (at_least(0, float), "nan", ">= 0, got nan"),
+                              (at_least(1), "2.5", "'2.5' is not an integer"),
+                              (int_list(1), "3,,4", "'' is not an integer")):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(words)):
+            conv(text)

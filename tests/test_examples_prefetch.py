@@ -93,4 +93,4 @@ def test_hydragnn_prefetch_refuses_negative():
     res = run_mpi(os.path.join(EXAMPLES, "hydragnn_ising.py"), 1, "--prefetch", "-1",
                   "--quiet", check=False, timeout=120)
     assert res.returncode != 0, res.output
-    assert "--prefetch -1: must be an integer >= 0" in res.output, res.output
+    assert "argument --prefetch: must be an integer >= 0, got -1" in res.output, res.output
