@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from ddstore.bench import ArgumentParser, exit_on_every_rank, plural
+from ddstore.cli import at_least
 
 log = logging.getLogger("ddstore")
 
@@ -35,16 +36,12 @@ def demo(argv=None, prog=None):
     import ddstore
     parser = ArgumentParser(prog=prog or "python -m ddstore demo",
                             description=COMMANDS["demo"][1])
-    parser.add_argument("--rows", type=int, default=200_000, help="global rows")
-    parser.add_argument("--row-bytes", type=int, default=1024, help="bytes per row")
-    parser.add_argument("--width", type=int, default=None, help="ranks per replica")
-    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--rows", type=at_least(1), default=200_000, help="global rows")
+    parser.add_argument("--row-bytes", type=at_least(1), default=1024, help="bytes per row")
+    parser.add_argument("--width", type=at_least(1), default=None, help="ranks per replica")
+    parser.add_argument("--batch", type=at_least(1), default=128)
     parser.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
     args = parser.parse_args(argv)
-    low = [f"--{k.replace('_', '-')} {v}" for k, v in (("rows", args.rows), ("row_bytes",
-           args.row_bytes), ("batch", args.batch)) if v < 1]
-    if low:
-        parser.error(f"{', '.join(low)}: must be >= 1")
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     try:  # a width the job cannot have is refused alike on every rank: say it once

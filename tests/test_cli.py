@@ -134,8 +134,9 @@ def test_bad_option_under_mpiexec_is_reported_once():
 
 
 @pytest.mark.parametrize("args,words", [
-    (["--rows", "-5"], "--rows -5: must be >= 1"),
-    (["--row-bytes", "0", "--batch", "0"], "--row-bytes 0, --batch 0: must be >= 1"),
+    (["--rows", "-5"], "argument --rows: must be an integer >= 1, got -5"),
+    (["--row-bytes", "0", "--batch", "0"], "argument --row-bytes: must be an integer >= 1, "
+                                           "got 0"),
     (["--width", "3"], "width=3 out of range: allowed 1 <= width <= 1"),
 ])
 def test_demo_refuses_bad_options_naming_them(args, words, capsys):

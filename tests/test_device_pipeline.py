@@ -509,11 +509,11 @@ def test_gpu_check_script_smoke(tmp_path):
 @pytest.mark.parametrize("args,words", [
     (["--device", "tpu"], "device='tpu' is not a torch device"),
     (["--device", "meta"], "device='meta'; allowed: 'cpu', 'cuda' or 'cuda:N'"),
-    (["--steps", "5"], "--steps 5 (must be >= 25)"),
-    (["--batches", "0"], "--batches 0 (must be >= 1)"),
-    (["--step-ms", "-1"], "--step-ms -1.0 (must be >= 0)"),
-    (["--repeat", "0", "--prefetch", "-2"], "--prefetch -2 (must be >= 0); --repeat 0 "
-                                            "(must be >= 1)"),
+    (["--steps", "5"], "--steps 5: must be more than 2 x --horizon = 24"),
+    (["--batches", "0"], "argument --batches: must be an integer >= 1, got 0"),
+    (["--step-ms", "-1"], "argument --step-ms: must be a number >= 0, got -1"),
+    (["--repeat", "0", "--prefetch", "-2"], "argument --repeat: must be an integer >= 1, "
+                                            "got 0"),
 ])
 def test_device_benchmark_refuses_bad_options(args, words, capsys):
     """python -m ddstore.bench.device: a bad option ends it with argparse's usage error

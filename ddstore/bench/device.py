@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from . import parser, report_path
+from ..cli import at_least
 
 
 def _args(argv, prog=None):
@@ -45,17 +46,17 @@ def _args(argv, prog=None):
                            "a torch gather, windows from the store against a pinned copy, "
                            "epochs with a model step with and without reading ahead")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--steps", type=int, default=20000, help="time steps of the series")
-    p.add_argument("--nodes", type=int, default=2790)
-    p.add_argument("--features", type=int, default=2)
-    p.add_argument("--horizon", type=int, default=12)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--batches", type=int, default=200, help="batches per measurement")
-    p.add_argument("--prefetch", type=int, default=2)
-    p.add_argument("--step-ms", type=float, default=10.0,
+    p.add_argument("--steps", type=at_least(1), default=20000, help="time steps of the series")
+    p.add_argument("--nodes", type=at_least(1), default=2790)
+    p.add_argument("--features", type=at_least(1), default=2)
+    p.add_argument("--horizon", type=at_least(1), default=12)
+    p.add_argument("--batch", type=at_least(1), default=64)
+    p.add_argument("--batches", type=at_least(1), default=200, help="batches per measurement")
+    p.add_argument("--prefetch", type=at_least(0), default=2)
+    p.add_argument("--step-ms", type=at_least(0, float), default=10.0,
                    help="synthetic model step per batch (ms)")
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--threads", type=int, default=None,
+    p.add_argument("--repeat", type=at_least(1), default=3)
+    p.add_argument("--threads", type=at_least(1), default=None,
                    help="torch threads (default: 1 on CPU, where torch's thread pool "
                         "stalls on a loaded machine; torch's own default on CUDA)")
     a = p.parse_args(argv)
@@ -65,15 +66,9 @@ def _args(argv, prog=None):
         check_device(a.device, "--device")
     except DDStoreValueError as exc:
         p.error(str(exc))
-    small = [f"--{k.replace('_', '-')} {v} (must be >= {lo})" for k, v, lo in
-             (("steps", a.steps, 2 * a.horizon + 1), ("nodes", a.nodes, 1),
-              ("features", a.features, 1), ("horizon", a.horizon, 1), ("batch", a.batch, 1),
-              ("batches", a.batches, 1), ("prefetch", a.prefetch, 0),
-              ("step_ms", a.step_ms, 0), ("repeat", a.repeat, 1),
-              ("threads", a.threads if a.threads is not None else 1, 1)) if v < lo]
-    if small:
-        p.error("; ".join(small) + (" (--steps: more than 2 x --horizon, a window and "
-                                    "its target)" if a.steps < 2 * a.horizon + 1 else ""))
+    if a.steps < 2 * a.horizon + 1:
+        p.error(f"--steps {a.steps}: must be more than 2 x --horizon = {2 * a.horizon} "
+                f"(a window and its target)")
     return a
 
 
