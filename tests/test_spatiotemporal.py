@@ -591,11 +591,11 @@ def test_benchmark_smoke(tmp_path):
 
 
 @pytest.mark.parametrize("module,args,words", [
-    ("spatiotemporal", ["--step-ms", "-1"], "--step-ms -1.0 and --prefetch 2 must be >= 0"),
-    ("spatiotemporal", ["--epochs", "0"], "--epochs 0 >= 1"),
-    ("spatiotemporal", ["--steps", "20"], "--steps 20 > 2 x --horizon"),
-    ("temporal", ["--prefetch", "-1"], "--prefetch -1 must be >= 0"),
-    ("temporal", ["--batches", "0"], "--batches 0 >= 1"),
+    ("spatiotemporal", ["--step-ms", "-1"], "argument --step-ms: must be a number >= 0"),
+    ("spatiotemporal", ["--epochs", "0"], "argument --epochs: must be an integer >= 1"),
+    ("spatiotemporal", ["--steps", "20"], "--steps 20: must be more than 2 x --horizon = 24"),
+    ("temporal", ["--prefetch", "-1"], "argument --prefetch: must be an integer >= 0"),
+    ("temporal", ["--batches", "0"], "argument --batches: must be an integer >= 1, got 0"),
 ])
 def test_read_ahead_benchmarks_refuse_bad_options(module, args, words, capsys):
     """The benchmarks with a synthetic model step refuse a negative --step-ms or

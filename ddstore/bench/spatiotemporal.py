@@ -38,26 +38,27 @@ import time
 
 import numpy as np
 
-from ddstore.bench import exit_on_every_rank, parser, ratio, ratio_text, rma_counts, \
-    traffic, traffic_text, write_report
+from ddstore.bench import parser, ratio, ratio_text, rma_counts, traffic, traffic_text, \
+    write_report
+from ddstore.cli import at_least
 
 MB = 1024.0 * 1024.0
 
 
 def _args(argv, prog=None):
     p = parser("spatiotemporal", prog, "ddstore spatiotemporal benchmark", batch_size=64)
-    p.add_argument("--steps", type=int, default=52116)
-    p.add_argument("--nodes", type=int, default=325)
-    p.add_argument("--features", type=int, default=2)
-    p.add_argument("--horizon", type=int, default=12)
-    p.add_argument("--epochs", type=int, default=5,
+    p.add_argument("--steps", type=at_least(1), default=52116)
+    p.add_argument("--nodes", type=at_least(1), default=325)
+    p.add_argument("--features", type=at_least(1), default=2)
+    p.add_argument("--horizon", type=at_least(1), default=12)
+    p.add_argument("--epochs", type=at_least(1), default=5,
                    help="alternating (a)/(b) epochs for the timing comparison (2 or more "
                         "give the control: the spread of each reference's epochs)")
     p.add_argument("--no-mpi", action="store_true", help="skip (c), the mpiexec -n 2 part")
-    p.add_argument("--step-ms", type=float, default=0.0,
+    p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
                    help="(c): also an epoch of the global shuffle with a synthetic model "
                         "step of this many ms per batch, with and without reading ahead")
-    p.add_argument("--prefetch", type=int, default=2,
+    p.add_argument("--prefetch", type=at_least(0), default=2,
                    help="(c) with --step-ms: batches read ahead")
     p.add_argument("--timeout", type=int, default=600, help="seconds per variant")
     p.add_argument("--variant", choices=["materialized", "index", "partitioned"],
@@ -65,12 +66,9 @@ def _args(argv, prog=None):
     p.add_argument("--file", help=argparse.SUPPRESS)
     p.add_argument("--halo", type=int, default=1, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    if a.step_ms < 0 or a.prefetch < 0 or min(a.nodes, a.features, a.horizon) < 1 or \
-            a.epochs < 1 or a.steps < 2 * a.horizon + 1:
-        exit_on_every_rank(f"--step-ms {a.step_ms} and --prefetch {a.prefetch} must be "
-                           f">= 0, --nodes {a.nodes}, --features {a.features}, "
-                           f"--horizon {a.horizon} and --epochs {a.epochs} >= 1, "
-                           f"--steps {a.steps} > 2 x --horizon")
+    if a.steps < 2 * a.horizon + 1:
+        p.error(f"--steps {a.steps}: must be more than 2 x --horizon = {2 * a.horizon} "
+                f"(a window and its target)")
     return a
 
 

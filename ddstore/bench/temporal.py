@@ -24,8 +24,9 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import exit_on_every_rank, log, parser, plural, ratio, ratio_text, \
-    rma_counts, traffic, traffic_text, write_report
+from ddstore.bench import log, parser, plural, ratio, ratio_text, rma_counts, traffic, \
+    traffic_text, write_report
+from ddstore.cli import at_least
 
 CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
 
@@ -33,23 +34,17 @@ CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
 def _args(argv, prog=None):
     p = parser("temporal", prog, "ddstore temporal sampling benchmark", batch_size=600,
                widths_help="comma-separated; auto = 1 and size")
-    p.add_argument("--num-nodes", type=int, default=10_000)
-    p.add_argument("--num-edges", type=int, default=1_000_000)
-    p.add_argument("--batches", type=int, default=200,
+    p.add_argument("--num-nodes", type=at_least(1), default=10_000)
+    p.add_argument("--num-edges", type=at_least(1), default=1_000_000)
+    p.add_argument("--batches", type=at_least(1), default=200,
                    help="mini-batches sampled per configuration (over all ranks)")
     p.add_argument("--no-plot", action="store_true")
-    p.add_argument("--step-ms", type=float, default=0.0,
+    p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
                    help="also an epoch of uniform [10, 10] with a synthetic model step of "
                         "this many ms per batch, with and without reading ahead")
-    p.add_argument("--prefetch", type=int, default=2,
+    p.add_argument("--prefetch", type=at_least(0), default=2,
                    help="with --step-ms: batches sampled ahead in a thread")
-    a = p.parse_args(argv)
-    if a.step_ms < 0 or a.prefetch < 0 or a.num_nodes < 1 or a.num_edges < 1 or \
-            a.batches < 1:
-        exit_on_every_rank(f"--step-ms {a.step_ms} and --prefetch {a.prefetch} must be "
-                           f">= 0, --num-nodes {a.num_nodes}, --num-edges {a.num_edges} "
-                           f"and --batches {a.batches} >= 1")
-    return a
+    return p.parse_args(argv)
 
 
 def _sample(sm, s, mine, batch_size, num_nodes):
