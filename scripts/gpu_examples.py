@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+from ddstore.cli import at_least
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 
@@ -108,12 +110,12 @@ def _args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--ranks", type=int, default=4, help="ranks of the main job")
+    p.add_argument("--ranks", type=at_least(1), default=4, help="ranks of the main job")
     p.add_argument("--out", default="gpu_check", help="folder for examples.json")
     p.add_argument("--small", action="store_true", help="tiny settings (a smoke run)")
-    p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--atol", type=float, default=2e-4)
-    p.add_argument("--timeout", type=float, default=150, help="seconds per run")
+    p.add_argument("--rtol", type=at_least(0, float), default=1e-3)
+    p.add_argument("--atol", type=at_least(0, float), default=2e-4)
+    p.add_argument("--timeout", type=at_least(1, float), default=150, help="seconds per run")
     p.add_argument("--checkpoint-dir", default=None,
                    help="the main job saves its model under DIR/<run>")
     return p.parse_args(argv)
