@@ -155,3 +155,27 @@ def test_demo_width_refused_once_under_mpiexec():
     assert r.returncode == 2, f"exit {r.returncode}:\n{r.output}"
     assert r.output.count("width=3 out of range: allowed 1 <= width <= 2") == 1, r.output
     assert "Traceback" not in r.output, r.output
+
+
+@pytest.mark.parametrize("command,args,words", [
+    ("bench-compat", ["--calls", "0"], "argument --calls: must be an integer >= 1, got 0"),
+    ("bench-dynamic", ["--steps", "0"], "argument --steps: must be an integer >= 1"),
+    ("bench-node_memory", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
+    ("bench-prefetch", ["--graphs", "0"], "argument --graphs: must be an integer >= 1"),
+    ("bench-checkpoint", ["--gb", "0"], "argument --gb: must be a number > 0, got 0"),
+    ("bench-serve", ["--rows", "-1"], "argument --rows: must be an integer >= 1, got -1"),
+    ("bench-core", ["--calls-batch", "0"], "argument --calls-batch: must be an integer >= 1"),
+    ("bench-graphs", ["--num-graphs", "x"], "argument --num-graphs: 'x' is not an integer"),
+    ("bench-progress", ["--reads-per-s", "0"], "argument --reads-per-s: must be a number > 0"),
+    ("bench-temporal_scale", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
+    ("bench-pyg", ["--batches", "0"], "argument --batches: must be an integer >= 1, got 0"),
+])
+def test_benchmarks_refuse_sizes_out_of_range(command, args, words, capsys):
+    """Every benchmark's sizes and rates go through ddstore.cli's types: a zero or
+    negative one is argparse's error naming it (exit code 2), before anything runs; they
+    used to end in an IndexError, a ZeroDivisionError or a store error deep inside."""
+    from ddstore.__main__ import main
+    with pytest.raises(SystemExit) as info:
+        main([command] + args)
+    assert info.value.code == 2
+    assert words in capsys.readouterr().err

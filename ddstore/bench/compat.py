@@ -32,6 +32,7 @@ from mpi4py import MPI
 
 import pyddstore
 from ddstore.bench import parser, plural, report_path, write_report
+from ddstore.cli import at_least
 from ddstore.bench.core import percentiles
 
 ROW = 256
@@ -131,22 +132,22 @@ def run(comm, transport, rows_per_rank, calls, batches, seed=0, args=None):
 
 def main(argv=None, prog=None):
     p = parser("compat", prog, __doc__.split("\n\n")[0], out=None)
-    p.add_argument("--calls", type=int, default=3000, help="single gets per rank")
-    p.add_argument("--batches", type=int, default=400, help="HydraGNN batches")
-    p.add_argument("--rows-per-rank", type=int, default=1 << 15)
+    p.add_argument("--calls", type=at_least(1), default=3000, help="single gets per rank")
+    p.add_argument("--batches", type=at_least(1), default=400, help="HydraGNN batches")
+    p.add_argument("--rows-per-rank", type=at_least(1), default=1 << 15)
     p.add_argument("--transports", default="auto,rma", help="transports to run")
-    p.add_argument("--step-ms", type=float, default=0.0,
+    p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
                    help="also the HydraGNN-style loop over get_batch reading ahead "
                         "against a synthetic step of this many ms per batch (0: skip)")
-    p.add_argument("--prefetch", type=int, default=2,
+    p.add_argument("--prefetch", type=at_least(0), default=2,
                    help="with --step-ms: batches read ahead in a thread")
-    p.add_argument("--graph-bytes", type=int, default=12800,
+    p.add_argument("--graph-bytes", type=at_least(1), default=12800,
                    help="with --step-ms: bytes per graph (a row)")
-    p.add_argument("--graph-batch", type=int, default=32,
+    p.add_argument("--graph-batch", type=at_least(1), default=32,
                    help="with --step-ms: graphs per batch (one get_batch call)")
-    p.add_argument("--graphs-per-rank", type=int, default=2048,
+    p.add_argument("--graphs-per-rank", type=at_least(1), default=2048,
                    help="with --step-ms: graphs each rank adds")
-    p.add_argument("--read-ahead-batches", type=int, default=40,
+    p.add_argument("--read-ahead-batches", type=at_least(1), default=40,
                    help="with --step-ms: batches per epoch")
     args = p.parse_args(argv)
     transports = [t.strip() for t in args.transports.split(",") if t.strip()]

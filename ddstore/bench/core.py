@@ -28,6 +28,7 @@ from mpi4py import MPI
 
 import ddstore
 from ddstore.bench import parser, plural, ratio, ratio_text, report_path, write_report
+from ddstore.cli import at_least
 
 BATCH = 128
 
@@ -154,8 +155,8 @@ def summarise(res):
 
 def main(argv=None, prog=None):
     p = parser("core", prog, __doc__.split("\n\n")[0], out=None)
-    p.add_argument("--calls-single", type=int, default=4000)
-    p.add_argument("--calls-batch", type=int, default=400)
+    p.add_argument("--calls-single", type=at_least(1), default=4000)
+    p.add_argument("--calls-batch", type=at_least(1), default=400)
     p.add_argument("--quick", action="store_true", help="few calls (smoke test)")
     args = p.parse_args(argv)
     comm = MPI.COMM_WORLD

@@ -43,6 +43,7 @@ import numpy as np
 
 from ddstore.bench import Items, parser, plural, ratio, ratio_text, require_files, \
     write_report
+from ddstore.cli import at_least
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
@@ -51,19 +52,19 @@ TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "t
 
 def _args(argv, prog=None):
     p = parser("dynamic", prog, "ddstore dynamic-graph benchmark")
-    p.add_argument("--nodes", type=int, default=50_000)
-    p.add_argument("--edges", type=int, default=200_000, help="edges per step")
-    p.add_argument("--steps", type=int, default=100,
+    p.add_argument("--nodes", type=at_least(1), default=50_000)
+    p.add_argument("--edges", type=at_least(1), default=200_000, help="edges per step")
+    p.add_argument("--steps", type=at_least(1), default=100,
                    help="time steps (the issue's full size is 1000)")
-    p.add_argument("--churn", type=float, default=0.01, help="share of edges replaced "
+    p.add_argument("--churn", type=at_least(0, float), default=0.01, help="share of edges replaced "
                                                              "per step")
-    p.add_argument("--width", type=int, default=None)
-    p.add_argument("--repeat", type=int, default=3, help="alternating timing rounds")
-    p.add_argument("--random", type=int, default=200, help="random-access calls")
+    p.add_argument("--width", type=at_least(1), default=None)
+    p.add_argument("--repeat", type=at_least(1), default=3, help="alternating timing rounds")
+    p.add_argument("--random", type=at_least(0), default=200, help="random-access calls")
     p.add_argument("--tennis", default=None,
                    help="Twitter tennis JSON file (default: the repository's "
                         "tests/data/twitter_tennis_rg17.json, skipped if absent)")
-    p.add_argument("--tennis-epochs", type=int, default=1)
+    p.add_argument("--tennis-epochs", type=at_least(0), default=1)
     return p.parse_args(argv)
 
 

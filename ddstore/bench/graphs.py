@@ -40,14 +40,15 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import Items, parser, plural, ratio, ratio_text, write_report
+from ddstore.cli import at_least
 
 
 def _args(argv, prog=None):
     p = parser("graphs", prog, "ddstore graph loading benchmark", batch_size=128,
                widths_help="comma-separated widths for the sweep; auto = 1, 2, 4 that "
                            "divide the number of ranks")
-    p.add_argument("--num-graphs", type=int, default=4096)
-    p.add_argument("--single", type=int, default=512,
+    p.add_argument("--num-graphs", type=at_least(1), default=4096)
+    p.add_argument("--single", type=at_least(0), default=512,
                    help="graphs per rank for the one-graph-at-a-time store reads")
     p.add_argument("--sweep-only", action="store_true",
                    help="only the store width sweep (no files, no baselines)")

@@ -48,6 +48,7 @@ from mpi4py import MPI
 
 from ddstore.bench import log, parser, plural, ratio, ratio_text, report_path, \
     write_report
+from ddstore.cli import at_least
 
 MEMORY_DIM = 100
 EDGE_DIM = 172
@@ -57,22 +58,22 @@ def _args(argv, prog=None):
     p = parser("node_memory", prog, "ddstore NodeMemory benchmark: read + write/post + "
                                     "commit per batch vs TGL's MailBox in torch", out=None,
                batch_size=600, batch_help="events per batch")
-    p.add_argument("--num-nodes", type=int, default=100_000)
-    p.add_argument("--batches", type=int, default=40,
+    p.add_argument("--num-nodes", type=at_least(1), default=100_000)
+    p.add_argument("--batches", type=at_least(1), default=40,
                    help="batches timed per mailbox size (the first --warmup not counted)")
-    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--warmup", type=at_least(0), default=5)
     p.add_argument("--mailbox", default="1,10", help="comma-separated mailbox sizes")
-    p.add_argument("--memory-dim", type=int, default=MEMORY_DIM)
-    p.add_argument("--edge-dim", type=int, default=EDGE_DIM,
+    p.add_argument("--memory-dim", type=at_least(1), default=MEMORY_DIM)
+    p.add_argument("--edge-dim", type=at_least(1), default=EDGE_DIM,
                    help="mail_dim = 2 * memory_dim + edge_dim")
-    p.add_argument("--width", type=int, default=None,
+    p.add_argument("--width", type=at_least(1), default=None,
                    help="ranks per replica (default: all ranks, one replica)")
     p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
-    p.add_argument("--torch-threads", type=int, default=1,
+    p.add_argument("--torch-threads", type=at_least(1), default=1,
                    help="torch threads of the baseline (one rank's core)")
-    p.add_argument("--big-nodes", type=int, default=10_000_000,
+    p.add_argument("--big-nodes", type=at_least(1), default=10_000_000,
                    help="node count of the computed per-rank memory (at width 2)")
-    p.add_argument("--sampling-ms", type=float, default=0.0,
+    p.add_argument("--sampling-ms", type=at_least(0, float), default=0.0,
                    help="simulated sampling of the next batch after each commit: this "
                         "many ms of CPU work (numpy sorts), timed as 'sampling'")
     p.add_argument("--sampling-sleep", action="store_true",

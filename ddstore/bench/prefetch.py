@@ -29,18 +29,19 @@ import time
 import numpy as np
 
 from ddstore.bench import parser, plural, ratio, ratio_text, write_report
+from ddstore.cli import at_least
 
 
 def _args(argv, prog=None):
     p = parser("prefetch", prog, "ddstore prefetch benchmark", batch_size=64)
-    p.add_argument("--steps", type=int, default=20000)
-    p.add_argument("--nodes", type=int, default=325)
-    p.add_argument("--graphs", type=int, default=20000)
+    p.add_argument("--steps", type=at_least(1), default=20000)
+    p.add_argument("--nodes", type=at_least(1), default=325)
+    p.add_argument("--graphs", type=at_least(1), default=20000)
     p.add_argument("--transport", default="auto")
     p.add_argument("--compute", default="sleep,cpu",
                    help="comma-separated compute steps: sleep, cpu")
-    p.add_argument("--prefetch", type=int, default=1)
-    p.add_argument("--repeats", type=int, default=3,
+    p.add_argument("--prefetch", type=at_least(0), default=1)
+    p.add_argument("--repeats", type=at_least(1), default=3,
                    help="epochs without and with prefetch, alternating (at least 2: the "
                         "spread of the epochs without is the control)")
     return p.parse_args(argv)

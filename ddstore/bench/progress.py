@@ -29,21 +29,22 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import log, parser, write_report
+from ddstore.cli import at_least
 
 ROWS, ROW_FLOATS, BATCH = 1 << 14, 64, 64
 
 
 def _args(argv=None, prog=None):
     p = parser("progress", prog=prog, description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=8000, help="matrix products per work unit")
+    p.add_argument("--steps", type=at_least(1), default=8000, help="matrix products per work unit")
     p.add_argument("--intervals", default="100,200,500",
                    help="agent periods to measure, microseconds, comma-separated")
-    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--repeat", type=at_least(1), default=2)
     p.add_argument("--work", default="matmul", choices=["matmul", "sleep"],
                    help="rank 1's work: torch products on one thread, or a sleep of "
                         "the same length (the control that has no CPU contention)")
     p.add_argument("--transport", default="rma", choices=["rma", "auto"])
-    p.add_argument("--reads-per-s", type=float, default=1000.0,
+    p.add_argument("--reads-per-s", type=at_least(0, float, above=True), default=1000.0,
                    help="rank 0's pace (a loader prefetching the next batches: 1000 "
                         "64-row reads/s is 64 k rows/s); 0: as fast as it can")
     return p.parse_args(argv)

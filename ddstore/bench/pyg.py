@@ -78,6 +78,7 @@ from mpi4py import MPI
 
 from ddstore.bench import exit_on_every_rank, log, parser, plural, ratio, ratio_text, \
     rma_counts, traffic, traffic_text, write_report
+from ddstore.cli import at_least
 
 
 # --options: the sampler keyword arguments of each (the same for ours and PyG's;
@@ -92,10 +93,10 @@ TIMES = 1000  # node times and seed times are integers in [0, TIMES)
 def _args(argv, prog=None):
     p = parser("pyg", prog, "PyG NeighborLoader over the store vs in memory",
                batch_size=1024, widths_help="comma-separated; auto = all ranks")
-    p.add_argument("--scale", type=float, default=1.0,
+    p.add_argument("--scale", type=at_least(0, float, above=True), default=1.0,
                    help="graph size, times ogbn-products'")
     p.add_argument("--fanouts", default="15,10,5")
-    p.add_argument("--batches", type=int, default=20,
+    p.add_argument("--batches", type=at_least(1), default=20,
                    help="timed batches per rank and configuration (after one warm-up)")
     p.add_argument("--in-memory", default="auto", choices=["auto", "skip"],
                    help="the NeighborLoader(Data) reference (auto: where a PyG sampler "
@@ -110,9 +111,9 @@ def _args(argv, prog=None):
                         "(--workers-prefetch) and num_workers=0 (timed twice: the "
                         "control), per configuration; where the store's reads need MPI "
                         "(rma) the loader refuses workers and the refusal is reported")
-    p.add_argument("--workers-prefetch", type=int, default=2,
+    p.add_argument("--workers-prefetch", type=at_least(0), default=2,
                    help="the prefetch thread's depth in the --workers comparison")
-    p.add_argument("--step-ms", type=float, default=0.0,
+    p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
                    help="a simulated training step per batch (sleep: the CPU waits as for "
                         "a GPU step), what prefetching overlaps")
     p.add_argument("--options", default="directional",

@@ -39,6 +39,7 @@ import time
 import numpy as np
 
 from ddstore.bench import ArgumentParser, plural, write_report
+from ddstore.cli import at_least
 
 from .memory import MemoryWatch, node_available
 
@@ -151,18 +152,18 @@ def _args(argv, prog=None):
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     s.add_argument("--path", default="/tmp/ddstore_scale/pems.npy",
                    help="the .npy file (written once if missing)")
-    s.add_argument("--steps", type=int, default=PEMS_STEPS)
-    s.add_argument("--nodes", type=int, default=PEMS_NODES)
-    s.add_argument("--features", type=int, default=PEMS_FEATURES)
-    s.add_argument("--scale", type=float, default=1.0,
+    s.add_argument("--steps", type=at_least(1), default=PEMS_STEPS)
+    s.add_argument("--nodes", type=at_least(1), default=PEMS_NODES)
+    s.add_argument("--features", type=at_least(1), default=PEMS_FEATURES)
+    s.add_argument("--scale", type=at_least(0, float, above=True), default=1.0,
                    help="fraction of --steps to use (e.g. 0.1 for a reduced run)")
-    s.add_argument("--horizon", type=int, default=12)
-    s.add_argument("--batch-size", type=int, default=64)
+    s.add_argument("--horizon", type=at_least(1), default=12)
+    s.add_argument("--batch-size", type=at_least(1), default=64)
     s.add_argument("--width", default="2", help="store width, or 'auto'")
     s.add_argument("--transport", default="auto")
-    s.add_argument("--max-batches", type=int, default=0,
+    s.add_argument("--max-batches", type=at_least(0), default=0,
                    help="cap batches per epoch and sampler (0: the whole epoch)")
-    s.add_argument("--chunk-mb", type=float, default=32.0,
+    s.add_argument("--chunk-mb", type=at_least(0, float, above=True), default=32.0,
                    help="load block size (float64 MB)")
     s.add_argument("--check", action="store_true",
                    help="compare statistics and every window with brute force (small "
@@ -173,10 +174,10 @@ def _args(argv, prog=None):
     g = sub.add_parser("graphs", help="Ising graphs from ADIOS2 in a GraphDataset",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     g.add_argument("--path", default="/tmp/ddstore_scale/ising.bp")
-    g.add_argument("--graphs", type=int, default=1000000)
-    g.add_argument("--batch-size", type=int, default=64)
+    g.add_argument("--graphs", type=at_least(1), default=1000000)
+    g.add_argument("--batch-size", type=at_least(1), default=64)
     g.add_argument("--width", default="2")
-    g.add_argument("--max-batches", type=int, default=0)
+    g.add_argument("--max-batches", type=at_least(0), default=0)
     g.add_argument("--check", action="store_true",
                    help="compare every graph of the epoch with the generator")
     g.add_argument("--keep", action="store_true")

@@ -25,21 +25,22 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import log, parser, write_report
+from ddstore.cli import at_least
 
 PATHS = {"message": "auto", "one-sided": "off"}
 
 
 def _args(argv=None, prog=None):
     p = parser("serve", prog=prog, description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=100_000, help="rows per rank")
-    p.add_argument("--row-bytes", type=int, default=400,
+    p.add_argument("--rows", type=at_least(1), default=100_000, help="rows per rank")
+    p.add_argument("--row-bytes", type=at_least(1), default=400,
                    help="bytes per row (400: 100 float32 features)")
     p.add_argument("--sizes", default="16,100,1000,10000,50000",
                    help="rows per read, comma-separated")
-    p.add_argument("--reads", type=int, default=20, help="timed reads per size")
+    p.add_argument("--reads", type=at_least(1), default=20, help="timed reads per size")
     p.add_argument("--patterns", default="one,both,computing")
-    p.add_argument("--repeat", type=int, default=2)
-    p.add_argument("--compute-s", type=float, default=1.0,
+    p.add_argument("--repeat", type=at_least(1), default=2)
+    p.add_argument("--compute-s", type=at_least(0, float), default=1.0,
                    help="the computing pattern: seconds rank 0 reads while rank 1 "
                         "computes (rank 1 computes 0.3 s longer), per size and path")
     return p.parse_args(argv)

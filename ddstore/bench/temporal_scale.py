@@ -40,6 +40,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import log, parser, write_report
+from ddstore.cli import at_least
 from ddstore.bench.memory import current_rss, peak_rss, reset_peak
 
 GDELT_NODES = 16_682
@@ -55,11 +56,11 @@ def _args(argv, prog=None):
     p.add_argument("--sizes", default=None, help="comma-separated edge counts (overrides "
                                                  "--scale)")
     p.add_argument("--quick", action="store_true", help="smoke sizes (20 k, 60 k edges)")
-    p.add_argument("--num-nodes", type=int, default=GDELT_NODES)
-    p.add_argument("--events-per-ts", type=int, default=7)
-    p.add_argument("--batches", type=int, default=40, help="mini-batches per rank and "
+    p.add_argument("--num-nodes", type=at_least(1), default=GDELT_NODES)
+    p.add_argument("--events-per-ts", type=at_least(1), default=7)
+    p.add_argument("--batches", type=at_least(1), default=40, help="mini-batches per rank and "
                                                            "configuration")
-    p.add_argument("--chunk-edges", type=int, default=None,
+    p.add_argument("--chunk-edges", type=at_least(1), default=None,
                    help="edges per rank per round of the build (default: the library's)")
     p.add_argument("--no-csv", action="store_true", help="skip the edges.csv path")
     p.add_argument("--no-prefault-pass", action="store_true",
