@@ -169,6 +169,22 @@ def test_demo_width_refused_once_under_mpiexec():
     ("bench-progress", ["--reads-per-s", "0"], "argument --reads-per-s: must be a number > 0"),
     ("bench-temporal_scale", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
     ("bench-pyg", ["--batches", "0"], "argument --batches: must be an integer >= 1, got 0"),
+    ("bench-spatiotemporal", ["--step-ms", "-1"], "argument --step-ms: must be a number "
+                                                  ">= 0"),
+    ("bench-spatiotemporal", ["--epochs", "0"], "argument --epochs: must be an integer >= 1"),
+    ("bench-spatiotemporal", ["--steps", "20"], "--steps 20: must be more than 2 x "
+                                                "--horizon = 24"),
+    ("bench-temporal", ["--prefetch", "-1"], "argument --prefetch: must be an integer >= 0"),
+    ("bench-temporal", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
+    ("bench-device", ["--device", "meta"], "device='meta'; allowed: 'cpu', 'cuda' or "
+                                           "'cuda:N'"),
+    ("bench-device", ["--device", "tpu"], "device='tpu' is not a torch device"),
+    ("bench-device", ["--device", "cpu", "--steps", "5"], "--steps 5: must be more than 2 "
+                                                          "x --horizon = 24"),
+    ("bench-device", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
+    ("bench-device", ["--step-ms", "-1"], "argument --step-ms: must be a number >= 0"),
+    ("bench-device", ["--repeat", "0", "--prefetch", "-2"], "argument --repeat: must be an "
+                                                            "integer >= 1, got 0"),
 ])
 def test_benchmarks_refuse_sizes_out_of_range(command, args, words, capsys):
     """Every benchmark's sizes and rates go through ddstore.cli's types: a zero or
