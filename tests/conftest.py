@@ -307,6 +307,17 @@ def on_ranks(nprocs):
     return f"on {nprocs} rank{'s' if nprocs != 1 else ''}"
 
 
+def argparse_exit(capsys, code, call, *args):
+    """``call(*args)`` must end the way argparse ends a program (``SystemExit`` with
+    ``code``: 0 after ``--help``, 2 for a refused option); returns ``(stdout, stderr)``
+    of what it printed."""
+    with pytest.raises(SystemExit) as info:
+        call(*args)
+    assert info.value.code == code, (info.value.code, code)
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
 def run_in_process(module, *args):
     """Run the MPI program ``tests/mpi/<module>.py``'s ``main(*args)`` in this process
     (one rank, ``COMM_WORLD`` of size 1) with the harness's counts reset; returns

@@ -7,7 +7,7 @@ import pytest
 
 import ddstore.bench
 from ddstore import __main__ as cli
-from conftest import run_mpi
+from conftest import argparse_exit, run_mpi
 
 BENCH_DIR = os.path.dirname(os.path.abspath(ddstore.bench.__file__))
 BENCH_GUIDE = os.path.join(os.path.dirname(BENCH_DIR), "..", "docs", "benchmarks.md")
@@ -29,10 +29,7 @@ MODULES = bench_modules_with_main()
 
 
 def help_text(capsys, fn, argv):
-    with pytest.raises(SystemExit) as exc:
-        fn(argv)
-    assert exc.value.code == 0
-    return capsys.readouterr().out
+    return argparse_exit(capsys, 0, fn, argv)[0]
 
 
 def test_every_benchmark_is_a_command(capsys):
@@ -143,10 +140,7 @@ def test_demo_refuses_bad_options_naming_them(args, words, capsys):
     """In process (one rank): the demo's bad sizes and a width the job cannot have end
     it with exit code 2 and one line naming them, not a traceback."""
     from ddstore.__main__ import main
-    with pytest.raises(SystemExit) as info:
-        main(["demo"] + args)
-    assert info.value.code == 2
-    assert words in capsys.readouterr().err
+    assert words in argparse_exit(capsys, 2, main, ["demo"] + args)[1]
 
 
 @pytest.mark.mpi
@@ -191,7 +185,4 @@ def test_benchmarks_refuse_sizes_out_of_range(command, args, words, capsys):
     negative one is argparse's error naming it (exit code 2), before anything runs; they
     used to end in an IndexError, a ZeroDivisionError or a store error deep inside."""
     from ddstore.__main__ import main
-    with pytest.raises(SystemExit) as info:
-        main([command] + args)
-    assert info.value.code == 2
-    assert words in capsys.readouterr().err
+    assert words in argparse_exit(capsys, 2, main, [command] + args)[1]
