@@ -41,6 +41,7 @@ machines too small to oversubscribe 3-4 ranks; the skip says how many ranks it n
 import collections
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -242,6 +243,12 @@ def remove_job_shm(names, wait=5.0):
         time.sleep(0.1)
 
 
+def _children_cpu():
+    """CPU seconds (user + system) of this process's ended and waited-for descendants."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
             cwd=None):
     """Run ``tests/mpi/<script>`` on ``nprocs`` ranks under ``timeout``.
@@ -268,6 +275,7 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
     if env:
         full_env.update(env)
     t0 = time.perf_counter()
+    cpu0 = _children_cpu()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, env=full_env, cwd=cwd)
     try:
@@ -283,7 +291,7 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
                        " ".join(cmd), frozenset(shm.seen), frozenset(left))
     if os.environ.get("DDSTORE_TEST_LAUNCH_LOG"):  # where the suite's time goes
         with open(os.environ["DDSTORE_TEST_LAUNCH_LOG"], "a") as f:
-            f.write(f"{result.elapsed:.2f}\t{nprocs}\t"
+            f.write(f"{result.elapsed:.2f}\t{_children_cpu() - cpu0:.2f}\t{nprocs}\t"
                     f"{os.environ.get('PYTEST_CURRENT_TEST', '').split(' ')[0]}\t"
                     f"{' '.join(cmd[5:])}\n")
     if not check:

@@ -3,7 +3,7 @@ code, fails alike when its local part raises on one rank (tests/mpi/collective_i
 and the enumeration itself (in-process)."""
 import pytest
 
-from conftest import run_mpi, summary_of
+from conftest import summary_of
 
 
 def test_named_steps_are_found_in_the_code():
@@ -20,25 +20,25 @@ def test_named_steps_are_found_in_the_code():
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs,transport", [(2, "auto"), (3, "rma")])
-def test_every_entry_point_agrees_on_an_injected_failure(nprocs, transport):
+@pytest.mark.shared_launch("collective_inject.py", "{transport}", timeout=900)
+def test_every_entry_point_agrees_on_an_injected_failure(shared_launch, nprocs, transport):
     """For every named step found in the code: OSError, RuntimeError, KeyError,
     ValueError and MemoryError raised in its local part on one rank -> every rank raises
     the same agreed error naming that rank, within seconds, and the store holds what it
     held before the call."""
-    out = run_mpi("collective_inject.py", nprocs, transport, timeout=900)
-    summary = summary_of(out, "collective_inject")
-    assert summary is not None and summary[1] == 0 and summary[0] > 1000, out[-3000:]
+    summary = summary_of(shared_launch, "collective_inject")
+    assert summary[0] > 1000, shared_launch[-3000:]
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs,transport", [(2, "auto"), (3, "rma")])
-def test_a_failure_in_any_step_is_agreed_and_undone(nprocs, transport):
+@pytest.mark.shared_launch("collective_inject.py", "{transport}", "--every-step", "40",
+                           timeout=900)
+def test_a_failure_in_any_step_is_agreed_and_undone(shared_launch, nprocs, transport):
     """The hostile round: a failure injected into the k-th step each driver enters
     (named or a later step of a call: a build's rounds, a removal), up to 40 positions
     spread over each driver -> the same agreed error on every rank, and the store holds
     what it held before the public call that failed (a removal included: all or
     nothing)."""
-    out = run_mpi("collective_inject.py", nprocs, transport, "--every-step", 40,
-                  timeout=900)
-    summary = summary_of(out, "collective_inject")
-    assert summary is not None and summary[1] == 0 and summary[0] > 1000, out[-3000:]
+    summary = summary_of(shared_launch, "collective_inject")
+    assert summary[0] > 1000, shared_launch[-3000:]

@@ -219,6 +219,31 @@ def test_from_arrays_layouts(store):
     check_all_windows(ds2, base[:, :, 0])
 
 
+
+def test_read_only_inputs_are_copied_without_warnings(store):
+    """A series and graph the caller cannot write (np.load(mmap_mode="r"), a cache) are
+    taken without torch's non-writable warning, and the dataset's graph is a copy: a
+    later change to the caller's arrays does not reach it."""
+    import warnings
+    base = random_series(T=30, n=4, f=1, seed=9)
+    ei = np.array([[0, 1, 2, 3], [1, 2, 3, 0]], dtype=np.int64)
+    ew = np.arange(1, 5, dtype=np.float32)
+    for a in (base, ei, ew):
+        a.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = make(store, st.from_arrays(base, ei, ew), 3, standardize=False,
+                  dtype=np.float64, overlap=True)
+    check_all_windows(ds, base)
+    assert np.array_equal(ds.edge_index.numpy(), ei) and np.array_equal(
+        ds.edge_weight.numpy(), ew)
+    writable = ei.copy()
+    ds2 = make(store, st.from_arrays(base, writable, ew.copy()), 3, standardize=False,
+               dtype=np.float64, overlap=True)
+    writable[:] = 0
+    assert np.array_equal(ds2.edge_index.numpy(), ei), "the dataset's graph is the caller's array"
+
+
 # ----------------------------------------------------------------------------- windows
 @pytest.mark.parametrize("overlap", [False, True])
 def test_windows_chickenpox(store, overlap):

@@ -673,8 +673,10 @@ class WindowDataset(_WindowView):
         # the same as Python lists, for scalar lookups on the per-window path
         self._lo, self._hi, self._offset = (self.layout[k].tolist()
                                             for k in ("lo", "hi", "offset"))
-        self.edge_index = torch.from_numpy(series.edge_index)
-        self.edge_weight = torch.from_numpy(series.edge_weight)
+        # copies: the dataset's graph is its own (a read-only or later changed array of
+        # the caller's is neither warned about by torch nor seen)
+        self.edge_index = torch.from_numpy(np.array(series.edge_index))
+        self.edge_weight = torch.from_numpy(np.array(series.edge_weight))
         self.node_ids = series.node_ids
         self._init_view(self, "all", 0, num_windows(T, h))
         return series, fill, tf

@@ -9,6 +9,7 @@ ranges), for checkpoints at both ends, in the middle, every step, at the start o
 the default; sizes; every bad input named in the issue raised as the same DDStoreError on
 every rank, leaving nothing in the store.  Exits non-zero on any failure.
 """
+import functools
 import json
 import os
 import time
@@ -250,7 +251,26 @@ def errors(store):
     check(store.variables() == before, "free left variables")
 
 
+@functools.lru_cache(maxsize=None)
+def load_pgt(path):
+    """``st.load_pgt_json(path)``, parsed once per process (the JSON parse is most of a
+    width's time here); its arrays are made read-only so no check can change what the
+    next one compares against."""
+    series = st.load_pgt_json(path)
+    data = series.to_numpy()  # a view of the array the series holds
+    while isinstance(data.base, np.ndarray):
+        data = data.base
+    for a in ([data, series.edge_index, series.edge_weight]
+              + list(getattr(series, "edges", ())) + list(getattr(series, "weights", ()))):
+        if isinstance(a, np.ndarray):
+            a.setflags(write=False)
+    return series
+
+
+@functools.lru_cache(maxsize=None)
 def tennis_graph():
+    """The tennis file's graphs (edges, weights per step), parsed once per process;
+    read-only (see :func:`load_pgt`)."""
     with open(TENNIS) as fh:
         doc = json.load(fh)
     edges, weights = [], []
@@ -258,7 +278,9 @@ def tennis_graph():
         e = np.array(doc[str(t)]["edges"], dtype=np.int64).reshape(-1, 2).T
         edges.append(e)
         weights.append(np.array(doc[str(t)]["weights"], dtype=np.float64))
-    return edges, weights
+    for a in edges + weights:
+        a.setflags(write=False)
+    return tuple(edges), tuple(weights)
 
 
 def tensors_equal(a, b, what):
@@ -338,7 +360,7 @@ def windows(store, width, rng):
         store.remove("base")
         ds.free()
     # a static graph reduces to WindowDataset (+ the same graph every step, stored once)
-    cp = st.load_pgt_json(CHICKENPOX)
+    cp = load_pgt(CHICKENPOX)
     ds = DynamicWindowDataset(store, "cp", cp, 4)
     base = st.WindowDataset(store, "cpbase", cp, 4)
     sref = reference([cp.edge_index], [cp.edge_weight])[0]
@@ -355,7 +377,7 @@ def windows(store, width, rng):
     store.remove("cpbase")
     ds.free()
     # Twitter tennis through the loader: features [X, y], graphs the file's
-    tt = st.load_pgt_json(TENNIS)
+    tt = load_pgt(TENNIS)
     te, tw = tennis_graph()
     tref = reference(te, tw)
     ds = DynamicWindowDataset(store, "tt", tt, 2, standardize=False)
