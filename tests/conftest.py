@@ -487,6 +487,43 @@ def shared_launch(request, tmp_path_factory):
     return out
 
 
+_SCRIPT_JOBS = {}  # key -> (MPIResult, [output of each script or None])
+
+
+def scripts_job(key, runs, tmp_path_factory, nprocs=2, cwd=ROOT, timeout_each=300):
+    """Run plain scripts (README blocks, examples: not harness programs) one after another
+    as ``__main__`` in one ``mpiexec -n nprocs`` job (tests/mpi/checks.py ``--out``), once
+    per session and ``key``: torch and PyG are imported once, not once per script.
+    ``runs``: ``[(script path, [arg, ...]), ...]``.  Returns ``(result, outs)``:
+    ``outs[i]`` is what every rank wrote to stdout and stderr during script ``i``, rank
+    by rank, or None when it did not run to its end (a script that raises or exits
+    non-zero ends the job: the scripts after it do not run either)."""
+    if key not in _SCRIPT_JOBS:
+        tmp = tmp_path_factory.mktemp(key)
+        cmd = ["--out", str(tmp)]
+        for i, (script, args) in enumerate(runs):
+            cmd += (["+"] if i else []) + [str(script)] + [str(a) for a in args]
+        result = run_mpi("checks.py", nprocs, *cmd, timeout=timeout_each * len(runs),
+                         cwd=cwd, check=False)
+        outs = []
+        for i in range(len(runs)):
+            files = [tmp / f"{i}.{r}.out" for r in range(nprocs)]
+            outs.append("".join(f.read_text() for f in files)
+                        if all(f.exists() for f in files) else None)
+        _SCRIPT_JOBS[key] = (result, outs)
+    return _SCRIPT_JOBS[key]
+
+
+def script_output(job, i, what):
+    """Script ``i``'s output from :func:`scripts_job`'s ``job``; fails the test, with the
+    job's output, when the script did not run to its end."""
+    result, outs = job
+    if outs[i] is None:
+        pytest.fail(f"{what} did not run to its end in the shared job (exit code "
+                    f"{result.returncode}): {result.cmd}\n{result.output}")
+    return outs[i]
+
+
 def summary_of(text, name):
     """``(checks, failures, ranks)`` of the last summary line that program ``name``'s
     harness printed in ``text`` (``<name>: <n> checks, <m> failures on <k> rank(s)``),

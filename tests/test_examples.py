@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import argparse_exit, run_mpi
+from conftest import argparse_exit, run_mpi, script_output, scripts_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -122,55 +122,87 @@ def test_every_example_is_run():
     assert found == sorted(EXAMPLE_RUNS), (found, sorted(EXAMPLE_RUNS))
 
 
+# the 2-rank runs of the tests below, in one job (conftest.scripts_job: torch and PyG
+# imported once per rank, not once per run); key -> (example, arguments)
+MEMORY_MODEL_ARGS = ["--baseline", "none", "--max-batches", "4", "--batch-size", "100",
+                     "--hidden", "16", "--memory-dim", "16"]
+PIPELINED_ARGS = ["--model", "tgn", "--baseline", "none", "--epochs", "2", "--max-batches",
+                  "6", "--batch-size", "100", "--hidden", "16", "--memory-dim", "16",
+                  "--num-nodes", "200", "--num-edges", "2000", "--width", "2"]
+
+
+def two_rank_runs(tmp):
+    """{key: (example, arguments)} of every 2-rank run here (``tmp``: a folder for the
+    JODIE file APAN reads)."""
+    runs = {name: (name, args) for name, (nprocs, args, _) in EXAMPLE_RUNS.items()
+            if nprocs == 2}
+    runs["jodie"] = ("tgn_link_prediction.py",
+                     ["--model", "jodie", "--epochs", "1"] + MEMORY_MODEL_ARGS
+                     + ["--num-nodes", "200", "--num-edges", "2000", "--width", "2"])
+    runs["apan"] = ("tgn_link_prediction.py",
+                    ["--model", "apan", "--epochs", "1"] + MEMORY_MODEL_ARGS
+                    + ["--jodie", str(tmp / "mini.csv"), "--width", "1", "--mailbox", "4"])
+    runs["blocking commit"] = ("tgn_link_prediction.py", PIPELINED_ARGS)
+    runs["pipelined commit"] = ("tgn_link_prediction.py",
+                                PIPELINED_ARGS + ["--pipelined-commit"])
+    return runs
+
+
+def example_output(key, tmp_path_factory):
+    """What the 2-rank run ``key`` of :func:`two_rank_runs` printed (every rank, stdout
+    and stderr), from the one job of all of them."""
+    tmp = tmp_path_factory.getbasetemp() / "examples-job"
+    tmp.mkdir(exist_ok=True)
+    path = tmp / "mini.csv"
+    if not path.exists():  # APAN on a JODIE CSV (--jodie): a small one
+        from ddstore import temporal as tg
+        s = tg.synthetic_stream(200, 1500, seed=1, partners=3)
+        tg.write_jodie(str(path), s.src % 80, s.dst % 120,
+                       np.floor(s.t * 10).astype(np.int64), np.zeros(s.num_edges, np.int64),
+                       s.edge_feat)
+    runs = two_rank_runs(tmp)
+    keys = list(runs)
+    job = scripts_job("examples", [(os.path.join(EXAMPLES, runs[k][0]), runs[k][1])
+                                   for k in keys], tmp_path_factory)
+    return script_output(job, keys.index(key), f"{runs[key][0]} ({key})")
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("name", sorted(EXAMPLE_RUNS))
-def test_example_runs(name):
+def test_example_runs(name, tmp_path_factory):
     nprocs, args, check = EXAMPLE_RUNS[name]
-    out = run_mpi(os.path.join(EXAMPLES, name), nprocs, *args, timeout=300)
+    if nprocs == 2:
+        out = example_output(name, tmp_path_factory)
+    else:
+        out = run_mpi(os.path.join(EXAMPLES, name), nprocs, *args, timeout=300)
     check(out)
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("model", ["jodie", "apan"])
-def test_tgn_example_other_models(model, tmp_path):
+def test_tgn_example_other_models(model, tmp_path_factory):
     """tgn_link_prediction.py's JODIE and APAN, small, without the TGAT baseline; APAN
     on a JODIE CSV (``--jodie``), JODIE on the synthetic stream at width 2."""
-    args = ["--model", model, "--baseline", "none", "--epochs", "1", "--max-batches", "4",
-            "--batch-size", "100", "--hidden", "16", "--memory-dim", "16"]
-    if model == "apan":
-        from ddstore import temporal as tg
-        s = tg.synthetic_stream(200, 1500, seed=1, partners=3)
-        path = str(tmp_path / "mini.csv")
-        tg.write_jodie(path, s.src % 80, s.dst % 120, np.floor(s.t * 10).astype(np.int64),
-                       np.zeros(s.num_edges, np.int64), s.edge_feat)
-        args += ["--jodie", path, "--width", "1", "--mailbox", "4"]
-    else:
-        args += ["--num-nodes", "200", "--num-edges", "2000", "--width", "2"]
-    out = run_mpi(os.path.join(EXAMPLES, "tgn_link_prediction.py"), 2, *args, timeout=300)
+    out = example_output(model, tmp_path_factory)
     check_memory_model(out, model, baseline=False, epochs=1)
     if model == "apan":
         assert "JODIE file" in out, out
 
 
 @pytest.mark.mpi
-def test_tgn_example_pipelined_commit_gives_the_same_metrics():
+def test_tgn_example_pipelined_commit_gives_the_same_metrics(tmp_path_factory):
     """``--pipelined-commit`` (NodeMemory.commit(wait=False): batch i's update runs while
     batch i+1 is sampled) prints the same losses and metrics, to the digit, as the
     blocking commit: every read waits for the commit before it, at width 2 over 2
     ranks (so the background exchange crosses ranks)."""
-    args = ["--model", "tgn", "--baseline", "none", "--epochs", "2", "--max-batches", "6",
-            "--batch-size", "100", "--hidden", "16", "--memory-dim", "16",
-            "--num-nodes", "200", "--num-edges", "2000", "--width", "2"]
-    path = os.path.join(EXAMPLES, "tgn_link_prediction.py")
-
     def metrics(out):  # the epoch lines without their timings, and the final table
         lines = [re.sub(r"batches in [0-9.]+ s \(memory reads \+ commits [0-9.]+ s\)",
                         "", line) for line in out.splitlines()
                  if re.match(r"^(TGN epoch \d+:|TGN\s|random\s)", line)]
         assert len(lines) == 4, out
         return lines
-    plain = metrics(run_mpi(path, 2, *args, timeout=300))
-    assert metrics(run_mpi(path, 2, *args, "--pipelined-commit", timeout=300)) == plain
+    plain = metrics(example_output("blocking commit", tmp_path_factory))
+    assert metrics(example_output("pipelined commit", tmp_path_factory)) == plain
 
 
 def test_examples_need_only_requirements():

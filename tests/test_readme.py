@@ -31,7 +31,7 @@ import sys
 
 import pytest
 
-from conftest import run_mpi
+from conftest import run_mpi, scripts_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -291,32 +291,23 @@ def run_python_block(code, tmp_path, nprocs=2):
     return run_mpi(str(script), nprocs, timeout=300, cwd=ROOT)
 
 
-_BLOCKS_JOB = {}  # the one job of every python block (run by the first test that asks)
-
-
 def blocks_job(tmp_path_factory, nprocs=2):
     """Every ```python block of README.md and docs/*.md, each saved as its own file and
     run as ``__main__`` one after another in one ``mpiexec -n 2`` job from the repository
-    root (tests/mpi/checks.py: torch and PyG imported once, not once per block; a block
+    root (conftest.scripts_job: torch and PyG imported once, not once per block; a block
     that raises ends the job).  Returns (result, {"file: heading": what every rank
     printed})."""
-    if not _BLOCKS_JOB:
-        tmp = tmp_path_factory.mktemp("readme")
-        blocks = python_blocks()
-        cmd = ["--out", str(tmp)]
-        for i, (_, code, _) in enumerate(blocks):
-            script = tmp / f"block{i}.py"
-            script.write_text(code)
-            cmd += (["+"] if i else []) + [str(script)]
-        result = run_mpi("checks.py", nprocs, *cmd, timeout=300 * len(blocks), cwd=ROOT,
-                         check=False)
-        outs = {}
-        for i, (heading, _, _) in enumerate(blocks):
-            files = [tmp / f"{i}.{r}.out" for r in range(nprocs)]
-            if all(f.exists() for f in files):
-                outs[heading] = "".join(f.read_text() for f in files)
-        _BLOCKS_JOB.update(result=result, outs=outs)
-    return _BLOCKS_JOB["result"], _BLOCKS_JOB["outs"]
+    blocks = python_blocks()
+    folder = tmp_path_factory.getbasetemp() / "readme-blocks"
+    folder.mkdir(exist_ok=True)
+    runs = []
+    for i, (_, code, _) in enumerate(blocks):
+        script = folder / f"block{i}.py"
+        script.write_text(code)
+        runs.append((script, []))
+    result, outs = scripts_job("readme", runs, tmp_path_factory, nprocs)
+    return result, {heading: out for (heading, _, _), out in zip(blocks, outs)
+                    if out is not None}
 
 
 @pytest.mark.mpi

@@ -36,17 +36,21 @@ def programs(argv):
 
 
 class _Tee:
-    """This rank's stdout, also written to a file (``--out``)."""
+    """This rank's stdout or stderr, also written to a file (``--out``; stdout and stderr
+    into the same one).  What writes to it after the program ended (a logging handler the
+    program made) goes to the stream alone."""
 
-    def __init__(self, stream, path):
-        self.stream, self.file = stream, open(path, "w")
+    def __init__(self, stream, file):
+        self.stream, self.file = stream, file
 
     def write(self, text):
-        self.file.write(text)
+        if not self.file.closed:
+            self.file.write(text)
         return self.stream.write(text)
 
     def flush(self):
-        self.file.flush()
+        if not self.file.closed:
+            self.file.flush()
         self.stream.flush()
 
     def __getattr__(self, name):
@@ -55,25 +59,37 @@ class _Tee:
 
 def run_one(path, args):
     """Run one program as ``__main__``; a program that is not a harness program (a
-    README block) and raises gets the harness's treatment: traceback, job aborted."""
+    README block, an example) and raises gets the harness's treatment: traceback, job
+    aborted.  ``sys.exit()`` / ``sys.exit(0)`` ends the program as it would end it alone,
+    successfully: the next program runs.  As alone, the program's folder is first on
+    ``sys.path`` while it runs (an example imports its sibling)."""
     sys.argv = [path] + args
+    first = sys.path[0]
+    sys.path[0] = os.path.dirname(os.path.abspath(path))
     try:
         return runpy.run_path(path, run_name="__main__")
+    except SystemExit as done:
+        if done.code in (None, 0):
+            return {}
+        _harness.abort_job(os.path.basename(path))
     except BaseException:  # noqa: BLE001 -- the job ends here, as run_main would end it
         _harness.abort_job(os.path.basename(path))
+    finally:
+        sys.path[0] = first
 
 
 def main(argv):
     """``[--out DIR] PROGRAM [ARG ...] [+ PROGRAM [ARG ...]] ...``; with ``--out``, each
-    rank's stdout during program ``i`` is also written to ``DIR/<i>.<rank>.out`` (what
-    every rank printed, in order, for tests that look at more than rank 0's lines); the
-    file gets that name only when the program has returned on that rank."""
+    rank's stdout and stderr during program ``i`` are also written to
+    ``DIR/<i>.<rank>.out`` (what every rank printed, in order, for tests that look at
+    more than rank 0's lines); the file gets that name only when the program has
+    returned on that rank."""
     out_dir = None
     if argv[:1] == ["--out"]:
         out_dir, argv = argv[1], argv[2:]
     _harness.combined["active"] = True
     kept = []  # each program's globals, alive to the end as in a job of its own
-    real = sys.stdout
+    real, real_err = sys.stdout, sys.stderr
     for i, (prog, *args) in enumerate(programs(argv)):
         if _harness.rank == 0:
             # on a line of its own, whatever another rank left unfinished
@@ -81,7 +97,8 @@ def main(argv):
             sys.stdout.flush()
         if out_dir is not None:
             done = os.path.join(out_dir, f"{i}.{_harness.rank}.out")
-            sys.stdout = _Tee(real, done + ".part")
+            part = open(done + ".part", "w")
+            sys.stdout, sys.stderr = _Tee(real, part), _Tee(real_err, part)
         t0 = time.perf_counter()
         kept.append(run_one(os.path.join(HERE, prog), args))
         if _harness.rank == 0 and os.environ.get("DDSTORE_TEST_TIMES"):  # slow programs
@@ -89,8 +106,9 @@ def main(argv):
                              f"rank 0\n")
         if out_dir is not None:  # the file gets its name once the program has returned
             sys.stdout.flush()
-            sys.stdout.file.close()
-            sys.stdout = real
+            sys.stderr.flush()
+            part.close()
+            sys.stdout, sys.stderr = real, real_err
             os.replace(done + ".part", done)
     sys.stdout.flush()
     sys.exit(1 if _harness.combined["failed"] else 0)
