@@ -162,8 +162,9 @@ def example_output(key, tmp_path_factory):
                        s.edge_feat)
     runs = two_rank_runs(tmp)
     keys = list(runs)
+    # a bound per run that a hang cannot stretch to the suite's own (each takes seconds)
     job = scripts_job("examples", [(os.path.join(EXAMPLES, runs[k][0]), runs[k][1])
-                                   for k in keys], tmp_path_factory)
+                                   for k in keys], tmp_path_factory, timeout_each=90)
     return script_output(job, keys.index(key), f"{runs[key][0]} ({key})")
 
 
