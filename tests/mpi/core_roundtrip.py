@@ -12,7 +12,7 @@ import sys
 import numpy as np
 from mpi4py import MPI
 
-from _harness import bytes_equal, check, run_main
+from _harness import bytes_equal, check, run_main, same_array
 
 import ddstore
 
@@ -27,8 +27,7 @@ SHAPES = [(), (7,), (3, 5)]
 def same_bytes(got, want, what):
     """One check: same dtype, shape and bytes."""
     got, want = np.asarray(got), np.asarray(want)
-    return check(got.dtype == want.dtype and got.shape == want.shape and
-                 bytes_equal(got, want),
+    return check(same_array(got, want),
                  f"{what}: got {got.dtype} {got.shape}, want {want.dtype} {want.shape}"
                  + ("" if got.shape != want.shape or got.dtype != want.dtype
                     else ": bytes differ"))

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from mpi4py import MPI
 
-from _harness import check, counts, run_main
+from _harness import check, counts, run_main, same_array
 
 import ddstore  # noqa: E402
 from ddstore.testing.temporal import (ReferenceNodeMemory, reference_lists,  # noqa: E402
@@ -76,7 +76,7 @@ def cleanup(store):
 
 def same_bytes(a, b, what):
     a, b = np.asarray(a), np.asarray(b)
-    assert a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes(), \
+    assert same_array(a, b), \
         f"{what}: got {a.dtype}{a.shape} {a.ravel()[:12]!r}, expected {b.dtype}{b.shape} " \
         f"{b.ravel()[:12]!r}"
 

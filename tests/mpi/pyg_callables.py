@@ -27,8 +27,8 @@ import sys
 import numpy as np
 import torch
 
-from _harness import (check, comm, every_width, expect_error, rank, run_main, shared_tmpdir,
-                      size, widths_from)
+from _harness import (check, comm, every_width, expect_error, rank, run_main, same_array,
+                      shared_tmpdir, size, widths_from)
 
 import ddstore
 from ddstore import DDStoreIndexError, DDStoreValueError, partition
@@ -36,11 +36,6 @@ from ddstore import pyg as dpyg
 from ddstore.pyg import ranges
 
 N, E = 37, 260
-
-
-def same_bytes(a, b):
-    a, b = (x.numpy() if isinstance(x, torch.Tensor) else np.asarray(x) for x in (a, b))
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 def csc_bytes(store, gs, edge_type=None):
@@ -57,7 +52,7 @@ def check_same_csc(store, got, ref, what):
     a, b = csc_bytes(store, got), csc_bytes(store, ref)
     check(sorted(a) == sorted(b), f"{what}: variables {sorted(a)} vs {sorted(b)}")
     for k in b:
-        check(k in a and same_bytes(a[k], b[k]), f"{what}: {k} differs from the array path")
+        check(k in a and same_array(a[k], b[k]), f"{what}: {k} differs from the array path")
 
 
 def edge_data():
@@ -131,7 +126,7 @@ def graph_store_callables(store, tag):
 def check_same_csc_typed(store, got, ref, et, what):
     a, b = csc_bytes(store, got, et), csc_bytes(store, ref, et)
     for k in b:
-        check(k in a and same_bytes(a[k], b[k]), f"{what}: {k} differs from the array path")
+        check(k in a and same_array(a[k], b[k]), f"{what}: {k} differs from the array path")
 
 
 def feature_store_callables(store, tag):
@@ -152,10 +147,10 @@ def feature_store_callables(store, tag):
         var_ref = ref._attrs[(None, key)].var
         for fs_ in (whole,):
             v = fs_._attrs[(None, key)].var
-            check(same_bytes(fs_.get_tensor(group_name=None, attr_name=key), t) and
-                  same_bytes(store.local_view(v), store.local_view(var_ref)),
+            check(same_array(fs_.get_tensor(group_name=None, attr_name=key), t) and
+                  same_array(store.local_view(v), store.local_view(var_ref)),
                   f"{tag}: put_tensor({key}) differs from put_range(array)")
-        check(same_bytes(ref.get_tensor(group_name=None, attr_name=key), t),
+        check(same_array(ref.get_tensor(group_name=None, attr_name=key), t),
               f"{tag}: put_range(array {key}) differs from the tensor")
         for chunk in (None, 1, 7):
             for kind in ("numpy", "torch"):
@@ -169,8 +164,8 @@ def feature_store_callables(store, tag):
                 fs.put_range(rows_of, (lo, hi), None, key)
                 what = f"{tag}: put_range(callable {key}) chunk_rows={chunk} {kind}"
                 v = fs._attrs[(None, key)].var
-                check(same_bytes(fs.get_tensor(group_name=None, attr_name=key), t) and
-                      same_bytes(store.local_view(v), store.local_view(var_ref)),
+                check(same_array(fs.get_tensor(group_name=None, attr_name=key), t) and
+                      same_array(store.local_view(v), store.local_view(var_ref)),
                       f"{what}: differs from put_range(array)")
                 check(fs.get_tensor_size(group_name=None, attr_name=key) == t.shape,
                       f"{what}: size")
@@ -261,8 +256,8 @@ def check_node_data(store, data, ref_fs, ref_gs, x, y, what):
     check_same_csc(store, gs, ref_gs, what)
     for key, t in (("x", x), ("y", y)):
         v, rv = fs._attrs[(None, key)].var, ref_fs._attrs[(None, key)].var
-        check(same_bytes(fs.get_tensor(group_name=None, attr_name=key), t) and
-              same_bytes(store.local_view(v), store.local_view(rv)),
+        check(same_array(fs.get_tensor(group_name=None, attr_name=key), t) and
+              same_array(store.local_view(v), store.local_view(rv)),
               f"{what}: {key} differs from the array path")
     check(data.num_classes == int(y.max()) + 1 and data.num_features == x.shape[1],
           f"{what}: {data.num_classes} classes, {data.num_features} features")

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import check, each_store, expect_error, run_main, widths_from
+from _harness import check, each_store, expect_error, run_main, same_array, widths_from
 from _graphs import two_type_graph
 
 from ddstore import DDStoreIndexError, DDStoreValueError, partition  # noqa: E402
@@ -104,20 +104,15 @@ def khop(src, dst, seeds, hops, ok=None):
     return out, set(np.flatnonzero(seen).tolist())
 
 
-def same_bytes(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-
-
 def check_batch_edges(b, data, what):
     src, dst = data.edge_index
     check(torch.equal(b.n_id[b.edge_index[0]], src[b.e_id]) and
           torch.equal(b.n_id[b.edge_index[1]], dst[b.e_id]),
           f"{what}: edge_index is not the stored edges of e_id")
-    check(same_bytes(b.x, data.x[b.n_id]) and same_bytes(b.y, data.y[b.n_id]),
+    check(same_array(b.x, data.x[b.n_id]) and same_array(b.y, data.y[b.n_id]),
           f"{what}: node features differ")
     if "edge_attr" in b:
-        check(same_bytes(b.edge_attr, data.edge_attr[b.e_id]), f"{what}: edge features")
+        check(same_array(b.edge_attr, data.edge_attr[b.e_id]), f"{what}: edge features")
 
 
 def homogeneous(store, data, fs, gs, tag):
@@ -289,9 +284,9 @@ def hetero(store, tag, rangewise):
     for t in ("a", "b"):
         check({(t, v) for v in b[t].n_id.tolist()} == {x for x in seen if x[0] == t},
               f"{what}: nodes of {t}")
-        check(same_bytes(b[t].x, h[t].x[b[t].n_id]), f"{what}: features of {t}")
+        check(same_array(b[t].x, h[t].x[b[t].n_id]), f"{what}: features of {t}")
     et = ("a", "ab", "b")
-    check(same_bytes(b[et].w, h[et].w[b[et].e_id]), f"{what}: edge features")
+    check(same_array(b[et].w, h[et].w[b[et].e_id]), f"{what}: edge features")
 
 
 def errors(store, data, fs, gs, tag):
@@ -334,7 +329,7 @@ def errors(store, data, fs, gs, tag):
     expect_error(DDStoreValueError, ["num_neighbors"], dpyg.NeighborSampler, gs, [-2])
     check(store.variables() == before, f"{tag}: variables changed by failed calls")
     # nothing lost: the stored data is still right
-    check(same_bytes(fs.get_tensor(group_name=None, attr_name="x"), data.x),
+    check(same_array(fs.get_tensor(group_name=None, attr_name="x"), data.x),
           f"{tag}: x changed")
 
 
@@ -377,11 +372,11 @@ def chunked(store, data, tag, rangewise):
             what = f"{tag} chunk_edges={chunk} time_attr={ta}"
             check(len(got) == len(ref), f"{what}: variables {sorted(c.vars)}")
             for label, a, b in zip(("indptr", "node_offsets", "nbr", "eid", "ts"), got, ref):
-                check(same_bytes(a, b), f"{what}: {label} differs from the reference")
+                check(same_array(a, b), f"{what}: {label} differs from the reference")
             # node-level time: the sources' times replicated instead
             check((c.node_times is None) == (ta != "time"), f"{what}: node times kept")
             if ta == "time":  # small integers: int32 holds them, so kept as int32
-                check(same_bytes(c.node_times, data.time.numpy().astype(np.int32)),
+                check(same_array(c.node_times, data.time.numpy().astype(np.int32)),
                       f"{what}: node times differ from the attribute's, as int32")
             gs.remove_edge_index(edge_type=None, layout="coo")
     expect_error(DDStoreValueError, ["chunk_edges=0"], dpyg.GraphStore, store, "bad",
@@ -407,13 +402,13 @@ def orders(store, tag, rangewise):
     else:
         gs.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
     row, col = gs.get_edge_index(None, "coo")
-    check(same_bytes(torch.stack([row, col]).numpy(), ei.numpy()),
+    check(same_array(torch.stack([row, col]).numpy(), ei.numpy()),
           f"{tag}: COO not as put")
     ref = Data()
     ref.put_edge_index(ei, layout="coo", size=(n, n))
     for layout in ("coo", "csr", "csc"):
         a, b = getattr(gs, layout)(), getattr(ref, layout)()
-        check(all((x is None and y is None) or same_bytes(x.numpy(), y.numpy())
+        check(all((x is None and y is None) or same_array(x.numpy(), y.numpy())
                   for x, y in zip(a, b)), f"{tag}: {layout}() differs from PyG's Data")
     # a second layout (another graph) beside it, as PyG's stores allow
     other = torch.randint(0, n, (2, 20), generator=g)
@@ -423,12 +418,12 @@ def orders(store, tag, rangewise):
     gs.put_edge_index((rowptr, other[1][order]), edge_type=None, layout="csr",
                       size=(n, n))
     rp, c = gs.get_edge_index(None, "csr")
-    check(same_bytes(rp.numpy(), rowptr.numpy()) and same_bytes(c.numpy(),
+    check(same_array(rp.numpy(), rowptr.numpy()) and same_array(c.numpy(),
                                                                 other[1][order].numpy()),
           f"{tag}: CSR not as put")
     check([a.layout.value for a in gs.get_all_edge_attrs()] == ["coo", "csr"],
           f"{tag}: layouts {gs.get_all_edge_attrs()}")
-    check(same_bytes(gs.get_edge_index(None, "coo")[0].numpy(), ei[0].numpy()),
+    check(same_array(gs.get_edge_index(None, "coo")[0].numpy(), ei[0].numpy()),
           f"{tag}: COO changed by the CSR put")
     expect_error(KeyError, ["no edge type None in layout 'csc'"], gs.get_edge_index, None,
                  "csc")
@@ -480,7 +475,7 @@ def empty_graphs(store, tag):
     for i, b in enumerate(loader):
         seeds = torch.arange(7 * i, min(30, 7 * i + 7))
         check(torch.equal(b.n_id, seeds) and b.edge_index.shape == (2, 0) and
-              same_bytes(b.x.numpy(), x[seeds].numpy()),
+              same_array(b.x.numpy(), x[seeds].numpy()),
               f"{tag} empty graph batch {i}: {b}")
     # hetero with no edge types
     h = HeteroData()
@@ -493,7 +488,7 @@ def empty_graphs(store, tag):
     for i, b in enumerate(loader):
         seeds = torch.arange(3 * i, min(5, 3 * i + 3))
         check(torch.equal(b["b"].n_id, seeds) and b["a"].n_id.numel() == 0 and
-              same_bytes(b["b"].x.numpy(), h["b"].x[seeds].numpy()),
+              same_array(b["b"].x.numpy(), h["b"].x[seeds].numpy()),
               f"{tag} no edge types batch {i}: {b}")
     # an empty edge type beside a non-empty one
     h["a", "r", "b"].edge_index = torch.stack([torch.randint(0, 8, (25,), generator=g),

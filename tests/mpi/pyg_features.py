@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from mpi4py import MPI
 
-from _harness import check, expect_error, run_main, shared_tmpdir, every_width, widths_from
+from _harness import (check, expect_error, run_main, same_array, shared_tmpdir, every_width,
+                      widths_from)
 from _graphs import two_type_graph
 
 import ddstore  # noqa: E402
@@ -46,15 +47,6 @@ class SpyMemmap(np.memmap):
         return super().__getitem__(key)
 
 
-def same_bytes(a, b):
-    a, b = torch.as_tensor(a), torch.as_tensor(b)
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype == torch.bfloat16:
-        a, b = a.view(torch.int16), b.view(torch.int16)
-    return a.contiguous().numpy().tobytes() == b.contiguous().numpy().tobytes()
-
-
 def memmap_x(store, tag, tmp):
     path = os.path.join(tmp, "x.bin")
     full = np.random.default_rng(4).standard_normal((N, 5)).astype(np.float32)
@@ -70,11 +62,11 @@ def memmap_x(store, tag, tmp):
     lo, hi = int(off[store.group_rank]), int(off[store.group_rank + 1])
     check(READS == [slice(lo, hi, None)],
           f"{tag}: memmap x read as {READS}, expected this member's rows {lo}:{hi} once")
-    check(same_bytes(fs.get_tensor(None, "x", None), full), f"{tag}: memmap x whole")
+    check(same_array(fs.get_tensor(None, "x", None), full), f"{tag}: memmap x whole")
     idx = torch.from_numpy(np.random.default_rng(rank).integers(-N, N, 50))
-    check(same_bytes(fs.get_tensor(None, "x", idx), full[idx.numpy()]),
+    check(same_array(fs.get_tensor(None, "x", idx), full[idx.numpy()]),
           f"{tag}: memmap x rows")
-    check(same_bytes(fs.get_tensor(None, "x", -1), full[-1]), f"{tag}: x[-1] is [F]")
+    check(same_array(fs.get_tensor(None, "x", -1), full[-1]), f"{tag}: x[-1] is [F]")
 
 
 def bfloat16(store, tag):
@@ -83,14 +75,14 @@ def bfloat16(store, tag):
     b[0, 0], b[1, 0] = float("nan"), float("-inf")
     fs = dpyg.FeatureStore(store, f"bf{tag}")
     fs.put_tensor(b, "n", "b", None)
-    check(same_bytes(fs.get_tensor("n", "b", None), b), f"{tag}: bfloat16 whole")
+    check(same_array(fs.get_tensor("n", "b", None), b), f"{tag}: bfloat16 whole")
     idx = torch.tensor([N - 1, 0, size, N // 2, -2])
-    check(same_bytes(fs.get_tensor("n", "b", idx), b[idx]), f"{tag}: bfloat16 rows")
+    check(same_array(fs.get_tensor("n", "b", idx), b[idx]), f"{tag}: bfloat16 rows")
     rows = torch.tensor([N - 1, 1, N // 2])
     vals = torch.tensor([[1.5, -2.0, 0.25]]).bfloat16()
     fs.put_tensor(vals, "n", "b", rows)
     b[rows] = vals
-    check(same_bytes(fs.get_tensor("n", "b", None), b), f"{tag}: bfloat16 after row put")
+    check(same_array(fs.get_tensor("n", "b", None), b), f"{tag}: bfloat16 after row put")
     fs.remove_tensor("n", "b", None)
 
 
@@ -102,17 +94,17 @@ def row_puts(store, tag):
     vals = -torch.arange(10).view(5, 2)
     fs.put_tensor(vals, ("a", "r", "b"), "x", idx)
     x[idx] = vals
-    check(same_bytes(fs.get_tensor(("a", "r", "b"), "x", None), x), f"{tag}: row put")
+    check(same_array(fs.get_tensor(("a", "r", "b"), "x", None), x), f"{tag}: row put")
     fs.put_tensor(torch.tensor(7), ("a", "r", "b"), "x", slice(N - 4, None))
     x[N - 4:] = 7
-    check(same_bytes(fs.get_tensor(["a", "r", "b"], "x", None), x), f"{tag}: slice put")
+    check(same_array(fs.get_tensor(["a", "r", "b"], "x", None), x), f"{tag}: slice put")
     before = store.variables()
     bad = torch.tensor([0, N if rank == size - 1 else 1])
     expect_error(DDStoreIndexError, [f"index {N} (position 1) out of range"],
                  fs.put_tensor, torch.zeros(2, 2, dtype=torch.int64), ("a", "r", "b"), "x",
                  bad, agree=True, store=store, what=f"{tag}: bad index on one rank")
     check(store.variables() == before and
-          same_bytes(fs.get_tensor(("a", "r", "b"), "x", None), x),
+          same_array(fs.get_tensor(("a", "r", "b"), "x", None), x),
           f"{tag}: a refused row put changed something")
     removed = fs.remove_tensor("zz", "x", None)
     check(removed is False, f"{tag}: remove_tensor of a missing attribute gave {removed}")
@@ -135,7 +127,7 @@ def hetero(store, tag):
                             input_nodes=("b", torch.arange(11)), batch_size=11,
                             neighbor_sampler=s, transform=dpyg.edge_features(fs))
     b = next(iter(loader))
-    check(b[et].e_id.numel() == 400 and same_bytes(b[et].w, h[et].w[b[et].e_id]),
+    check(b[et].e_id.numel() == 400 and same_array(b[et].w, h[et].w[b[et].e_id]),
           f"{tag}: hetero edge_features")
 
 
@@ -146,12 +138,12 @@ def first_put_with_index(store, tag):
     fs.put_tensor(x[idx], "n", "x", idx)  # every rank the same; each keeps its rows
     want = torch.zeros(N, 3)
     want[idx] = x[idx]
-    check(fs.num_rows("n", "x") == N and same_bytes(fs.get_tensor("n", "x", None), want),
+    check(fs.num_rows("n", "x") == N and same_array(fs.get_tensor("n", "x", None), want),
           f"{tag}: first put with an index")
     off = member_offsets(N, store.group_size)
     mine = store.local_view(fs._attrs[("n", "x")].var)
     g = store.group_rank
-    check(same_bytes(torch.from_numpy(np.array(mine)), want[int(off[g]):int(off[g + 1])]),
+    check(same_array(torch.from_numpy(np.array(mine)), want[int(off[g]):int(off[g + 1])]),
           f"{tag}: this member's rows of the first put with an index")
     del mine
     fs.declare_rows({"p": N})
@@ -160,7 +152,7 @@ def first_put_with_index(store, tag):
         fs.put_tensor(x[part] + 1, "p", "x", part)
     want = x + 1
     want[parts[0]] = 0
-    check(same_bytes(fs.get_tensor("p", "x", None), want), f"{tag}: declared partitions")
+    check(same_array(fs.get_tensor("p", "x", None), want), f"{tag}: declared partitions")
     before = store.variables()
     bad = torch.tensor([0, -1 if rank == size - 1 else 1])
     expect_error(DDStoreIndexError, ["index -1 (position 1) counts from the end"],
