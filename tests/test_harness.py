@@ -76,6 +76,35 @@ def test_a_raising_script_ends_the_shared_job(tmp_path):
 
 
 @pytest.mark.mpi
+def test_shared_scripts_run_as_alone(tmp_path):
+    """checks.py runs each plain script as if alone (what the examples' shared job needs):
+    its folder first on sys.path while it runs (a sibling module imports), sys.exit() and
+    sys.exit(0) end it successfully and the next one runs, stdout and stderr both reach
+    its output file; sys.exit(3) ends the job with a non-zero code, the next script not
+    run."""
+    sub = tmp_path / "ex"
+    sub.mkdir()
+    (sub / "sibling.py").write_text("VALUE = 41\n")
+    (sub / "uses_sibling.py").write_text(
+        "import sys\nimport sibling\nprint('sibling', sibling.VALUE + 1)\n"
+        "print('to stderr', file=sys.stderr)\nsys.exit()\n")
+    (sub / "exit0.py").write_text("import sys\nprint('exit0 ran')\nsys.exit(0)\n")
+    (sub / "exit3.py").write_text("import sys\nsys.exit(3)\n")
+    (sub / "after.py").write_text("print('after ran')\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = run_mpi("checks.py", 2, "--out", str(out), str(sub / "uses_sibling.py"), "+",
+                str(sub / "exit0.py"), "+", str(sub / "exit3.py"), "+",
+                str(sub / "after.py"), timeout=90, check=False)
+    for rank in (0, 1):
+        first = (out / f"0.{rank}.out").read_text()
+        assert "sibling 42" in first and "to stderr" in first, (first, r.output)
+        assert "exit0 ran" in (out / f"1.{rank}.out").read_text(), r.output
+    assert r.returncode not in (0, 124, 137) and r.elapsed < PROMPT, r.output
+    assert "after ran" not in r.output and not (out / "3.0.out").exists(), r.output
+
+
+@pytest.mark.mpi
 def test_program_that_checks_nothing_fails():
     """A program whose conditions are all asserts (or counted by itself) ran 0 checks:
     it proves nothing, so the job fails (before: it exited 0 and its test passed)."""
