@@ -3,7 +3,7 @@ refuse a value out of range with argparse's own error (exit code 2, the option n
 before anything is built or any rank waits for another."""
 import argparse
 
-__all__ = ["at_least", "int_list"]
+__all__ = ["at_least", "int_list", "check_windows"]
 
 
 def at_least(least, kind=int, above=False):
@@ -35,3 +35,12 @@ def int_list(least):
         return tuple(one(part.strip()) for part in text.split(","))
     convert.__name__ = "comma-separated integers"
     return convert
+
+
+def check_windows(parser, args):
+    """After ``parser.parse_args``: a series of ``args.steps`` time steps must hold a
+    window of ``args.horizon`` steps and its target (``2 x horizon + 1`` steps at
+    least), else argparse's error naming both options (exit code 2)."""
+    if args.steps < 2 * args.horizon + 1:
+        parser.error(f"--steps {args.steps}: must be more than 2 x --horizon = "
+                     f"{2 * args.horizon} (a window and its target)")

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from . import parser, report_path
-from ..cli import at_least
+from ..cli import at_least, check_windows
 
 
 def _args(argv, prog=None):
@@ -66,9 +66,7 @@ def _args(argv, prog=None):
         check_device(a.device, "--device")
     except DDStoreValueError as exc:
         p.error(str(exc))
-    if a.steps < 2 * a.horizon + 1:
-        p.error(f"--steps {a.steps}: must be more than 2 x --horizon = {2 * a.horizon} "
-                f"(a window and its target)")
+    check_windows(p, a)
     return a
 
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from ddstore.bench import parser, ratio, ratio_text, rma_counts, traffic, traffic_text, \
     write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, check_windows
 
 MB = 1024.0 * 1024.0
 
@@ -66,9 +66,7 @@ def _args(argv, prog=None):
     p.add_argument("--file", help=argparse.SUPPRESS)
     p.add_argument("--halo", type=int, default=1, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    if a.steps < 2 * a.horizon + 1:
-        p.error(f"--steps {a.steps}: must be more than 2 x --horizon = {2 * a.horizon} "
-                f"(a window and its target)")
+    check_windows(p, a)
     return a
 
 
