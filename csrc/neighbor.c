@@ -314,21 +314,6 @@ static int read_picks(dds_store *s, const dds_tcsr *g, const struct picks *P, in
     return picks_read(s, P, nbr ? 2 : 1, vars + !nbr, bytes + !nbr, outs + !nbr, WHO);
 }
 
-/* The `marked` slots q < j whose eid[q] holds -(CSC row) - 1, a row of another member:
- * their nbr (unless NULL) and eid read, as runs of consecutive rows going to
- * consecutive slots (the slots readable by load are filled already). */
-static int read_marked(dds_store *s, const dds_tcsr *g, int64_t j, int64_t marked, int nb,
-                       int eb, int64_t *nbr, int64_t *eid)
-{
-    struct picks P;
-    int rc = picks_open(&P, marked, WHO);
-    for (int64_t q = 0; q < j && rc == DDS_OK; q++)
-        if (eid[q] < 0) picks_row(&P, q, -eid[q] - 1);
-    if (rc == DDS_OK) rc = read_picks(s, g, &P, nb, eb, nbr, eid);
-    picks_close(&P);
-    return rc;
-}
-
 int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                         const void *node_ts, int64_t n, int64_t k, int flags,
                         uint64_t seed, int64_t cap, int64_t *row, int64_t *nbr,
@@ -396,6 +381,7 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
         } else {
             struct stream st = stream_of(base, (uint64_t)i + 1);
             int64_t lo = c, hi = -1, had;  /* the smallest and largest position drawn */
+            int64_t *draw = picks_positions(&P);  /* P has room for every pick */
             for (int64_t q = 0; q < take; q++) {
                 uint64_t r = stream_next(&st);
                 int64_t pos;
@@ -409,21 +395,21 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                         table_add(&set, i, pos, i, &had);
                     }
                 }
-                eid[j + q] = pos; /* the ids are read once the positions are drawn */
+                draw[q] = pos; /* the ids are read once the positions are drawn */
                 lo = pos < lo ? pos : lo;
                 hi = pos > hi ? pos : hi;
             }
-            if (ln) { /* the positions in eid[j, j + take) become the ids there */
-                gather_ids(nbr + j, ln, nb, eid + j, take);
-                gather_ids(eid + j, le, eb, eid + j, take);
+            if (ln) {
+                gather_ids(nbr + j, ln, nb, draw, take);
+                gather_ids(eid + j, le, eb, draw, take);
             } else if ((hi - lo + 1) * (nb > eb ? nb : eb) <= 64 * (take + 1)) {
                 /* the span holding the picks, read as one run: about the cache lines
                  * the picks touch anyway, one block of a get instead of take */
-                for (int64_t q = 0; q < take; q++) eid[j + q] -= lo;
-                picks_piece(&P, j, start + lo, hi - lo + 1, take);
+                for (int64_t q = 0; q < take; q++) draw[q] -= lo;
+                picks_piece(&P, j, start + lo, hi - lo + 1, take);  /* keeps the draws */
             } else {
                 for (int64_t q = 0; q < take; q++)
-                    picks_piece(&P, j + q, start + eid[j + q], 1, -1);
+                    picks_piece(&P, j + q, start + draw[q], 1, -1);
             }
         }
         j += take;
@@ -445,9 +431,10 @@ done:
  * list: in place for members readable by load, else the eligible ranges of remote lists
  * in pieces (list_reader), list by list in one pass: the output holds what k could
  * take, or (rarely: a capacity below that) the entries taken are counted in a first
- * pass.  The picks are chosen as CSC rows, then
- * their nbr and eid are read as in dds_neighbor_sample (by load, or one batched read
- * per variable of the runs of consecutive picked rows). */
+ * pass.  Each list's picks are taken as they are drawn (struct taker): their nbr and
+ * eid by load, or planned as rows of other members, read after the last list as in
+ * dds_neighbor_sample (one batched read per variable of the runs of consecutive
+ * picked rows). */
 
 /* max-heap on key of the k smallest keys seen (Efraimidis-Spirakis' top k) */
 static void heap_down(double *key, int64_t *pos, int64_t n, int64_t i)
@@ -534,6 +521,28 @@ static int positive_weights(const char *w, int64_t wb, int64_t c, int64_t start,
     return DDS_OK;
 }
 
+/* Where a list's picks go: output slots from j on; the ids read by load from the
+ * list's nbr and eid rows at ln / le, or (ln NULL: a list of another member) planned
+ * as global CSC rows of P from `start` on. */
+struct taker {
+    struct picks *P;
+    int64_t start, j;
+    int nb, eb;
+    int64_t *nbr, *eid;
+    const char *ln, *le;
+};
+
+/* the list's q-th pick: its entry at list position p */
+static inline void take_pick(const struct taker *t, int64_t q, int64_t p)
+{
+    if (t->ln) {
+        t->nbr[t->j + q] = id_at(t->ln, t->nb, p);
+        t->eid[t->j + q] = id_at(t->le, t->eb, p);
+    } else {
+        picks_row(t->P, t->j + q, t->start + p);
+    }
+}
+
 int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
                                  const int64_t *nodes, const void *node_ts, int64_t n,
                                  int64_t k, int flags, uint64_t seed, int64_t cap,
@@ -559,6 +568,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     int64_t *hpos = NULL;
     double *scratch = NULL, *hkey = NULL, *wide = NULL;
     struct members view = {0};
+    struct picks P = {0};
     struct list_reader wr = {0};  /* the weights of the eligible ranges, in pieces */
     if (!cut) { rc = no_memory(); goto done; }
     rc = sample_id_bytes(s, g->nbr_var, WHO, "nbr", &nb);
@@ -601,6 +611,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         if (total > cap)
             return_error(DDS_EINVAL, "weighted neighbour sample: %lld entries taken, more "
                          "than the output capacity %lld", (long long)total, (long long)cap);
+        bound = total;
         reader_close(&wr);
         rc = reader_open(&wr, s, g, w_var, wb, nodes, cut, n, PIECE_ENTRIES, PIECE_LISTS);
         if (rc != DDS_OK) goto done;
@@ -615,9 +626,11 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         rc = no_memory();
         goto done;
     }
-    /* the picks, as global CSC rows in eid[j]: each list's weights checked, then drawn */
+    /* each list's weights checked, then its picks drawn (positions in the list) and
+     * taken: their ids by load, or planned as rows of P (opened at the first remote
+     * list, with room for every pick left: at most one piece each) */
     uint64_t base = splitmix64(seed);
-    int64_t j = 0;
+    int64_t j = 0;  /* picks taken; at most bound in all */
     for (int64_t i = 0; i < n; i++) {
         int64_t c = cut[i], start = g->indptr[nodes[i]], pos = 0;
         if (c <= 0) continue;
@@ -630,6 +643,14 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         if (t > cap - j)  /* (never: the entries were bounded or counted) */
             return_error(DDS_EINVAL, "weighted neighbour sample: more entries taken than "
                          "the output capacity %lld", (long long)cap);
+        struct taker tk = {&P, start, j, nb, eb, nbr, eid, NULL, NULL};
+        int m = member_of_node(g, &view, nodes[i]);
+        if (member_chunk(&view, m, 0)) {
+            tk.ln = member_chunk(&view, m, 0) + nb * (start - view.first[m]);
+            tk.le = member_chunk(&view, m, 1) + eb * (start - view.first[m]);
+        } else if (!P.start && (rc = picks_open(&P, bound - j, WHO)) != DDS_OK) {
+            goto done;
+        }
         const double *w = (const double *)wl;
         if (wb != 8) {  /* float32: the list widened to double, once per entry */
             const float *f = (const float *)wl;
@@ -641,12 +662,12 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         if (k < 0 || (!replace && pos <= k)) {
             int64_t q = 0; /* every positive entry, in list order */
             for (int64_t p = 0; p < c; p++)
-                if (w[p] > 0) eid[j + q++] = start + p;
+                if (w[p] > 0) take_pick(&tk, q++, p);
         } else if (replace) {
             double tot = cumulate(w, c, scratch);
             for (int64_t q = 0; q < t; q++) {
                 double x = unit_closed(stream_next(&st)) * tot;
-                eid[j + q] = start + draw_cum(scratch, w, c, x);
+                take_pick(&tk, q, draw_cum(scratch, w, c, x));
             }
         } else {
             /* Efraimidis-Spirakis: the k smallest keys E_p / w_p (E_p exponential), with
@@ -673,28 +694,16 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
                 skip = -log(unit_open(stream_next(&jump))) / hkey[0];
             }
             qsort(hpos, (size_t)t, sizeof *hpos, cmp_i64);  /* list order */
-            for (int64_t q = 0; q < t; q++) eid[j + q] = start + hpos[q];
+            for (int64_t q = 0; q < t; q++) take_pick(&tk, q, hpos[q]);
         }
         j += t;
     }
-    /* the ids of the picked rows: by load, else runs of consecutive rows read one-sidedly
-     * (one batched read per variable) */
-    int64_t nsel = 0;
-    for (int64_t q = 0; q < j; q++) {
-        int64_t i = row[q], v = nodes[i], r0 = eid[q];
-        int m = member_of_node(g, &view, v);
-        if (member_chunk(&view, m, 0)) {
-            int64_t lr = r0 - view.first[m];
-            nbr[q] = id_at(member_chunk(&view, m, 0), nb, lr);
-            eid[q] = id_at(member_chunk(&view, m, 1), eb, lr);
-        } else {
-            eid[q] = -r0 - 1;  /* marks the slots read below */
-            nsel++;
-        }
-    }
-    if (nsel) rc = read_marked(s, g, j, nsel, nb, eb, nbr, eid);
+    /* the ids of the picks of remote lists: runs of consecutive rows, one batched
+     * one-sided read per variable */
+    rc = read_picks(s, g, &P, nb, eb, nbr, eid);
     if (rc == DDS_OK) *count = j;
 done:
+    picks_close(&P);
     members_close(&view);
     reader_close(&wr);
     free(cut);
@@ -781,6 +790,7 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
     const struct dds_relabel *dmap = &dmap_own;
     struct members view = {0};
     struct list_reader nr = {0};  /* the lists' source ids, in pieces */
+    struct picks P = {0};         /* the kept entries of those lists */
     int64_t *len = NULL;
     int nb = 8, eb = 8;
     rc = first_pos_build(&smap, src, n_src, num_src, "source");
@@ -802,7 +812,7 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
     if (rc == DDS_OK)  /* pieces of `chunk` entries, however many lists */
         rc = reader_open(&nr, s, g, g->nbr_var, nb, dst, len, n_dst, chunk, n_dst);
     if (rc != DDS_OK) goto done;
-    int64_t j = 0, remote_hits = 0;
+    int64_t j = 0;
     for (int64_t i = 0; i < n_dst; i++) {
         int64_t v = dst[i], start = g->indptr[v], deg = len[i];
         if (deg <= 0) continue;
@@ -811,8 +821,11 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
         if (ln) {  /* in place (the reader skips it: no piece to read) */
             ln += (size_t)nb * (size_t)(start - view.first[m]);
             le += (size_t)eb * (size_t)(start - view.first[m]);
-        } else {
+        } else {  /* room for a piece per entry kept from it */
             rc = reader_list(&nr, i, &ln);
+            if (rc == DDS_OK)
+                rc = P.start ? picks_reserve(&P, deg, "induced edges")
+                             : picks_open(&P, deg > 1024 ? deg : 1024, "induced edges");
             if (rc != DDS_OK) goto done;
         }
         for (int64_t p = 0; p < deg; p++) {
@@ -828,19 +841,18 @@ int dds_induced_edges(dds_store *s, const dds_tcsr *g, const int64_t *dst, int64
                              "%lld edges", (long long)cap);
             row[j] = at;
             col[j] = i;
-            if (le) {
+            if (le)
                 eid[j] = id_at(le, eb, p);
-            } else { /* read below: the CSC row, marked negative */
-                eid[j] = -(start + p) - 1;
-                remote_hits++;
-            }
+            else  /* read below */
+                picks_row(&P, j, start + p);
             j++;
         }
     }
-    if (remote_hits)  /* the edge ids of the entries kept from remote lists */
-        rc = read_marked(s, g, j, remote_hits, nb, eb, NULL, eid);
+    /* the edge ids of the entries kept from remote lists */
+    rc = read_picks(s, g, &P, nb, eb, NULL, eid);
     if (rc == DDS_OK) *count = j;
 done:
+    picks_close(&P);
     relabel_release(&smap);
     relabel_release(&dmap_own);
     members_close(&view);

@@ -110,17 +110,40 @@ void table_close(struct table *t)
 
 /* ------------------------------------------------------------------ remote picks */
 
-int picks_open(struct picks *P, int64_t most, const char *who)
+/* P's five arrays in one block of room for m of each (start, count, slot, take, pos) */
+static int picks_alloc(struct picks *P, int64_t most, const char *who)
 {
     size_t m = (size_t)(most > 0 ? most : 1);
-    *P = (struct picks){0};
-    if (m > SIZE_MAX / (4 * sizeof(int64_t))) return sample_no_memory(who);
-    P->start = malloc(4 * sizeof(int64_t) * m);  /* start, count, slot, take */
-    if (!P->start) return sample_no_memory(who);
-    P->count = P->start + m;
-    P->slot = P->count + m;
-    P->take = P->slot + m;
+    if (m > SIZE_MAX / (5 * sizeof(int64_t))) return sample_no_memory(who);
+    int64_t *block = malloc(5 * sizeof(int64_t) * m);
+    if (!block) return sample_no_memory(who);
+    int64_t *was[5] = {P->start, P->count, P->slot, P->take, P->pos};
+    int64_t held[5] = {P->n, P->n, P->n, P->n, P->npos};
+    for (int a = 0; a < 5; a++)
+        if (held[a]) memcpy(block + a * m, was[a], sizeof(int64_t) * (size_t)held[a]);
+    free(P->start);
+    P->start = block;
+    P->count = block + m;
+    P->slot = block + 2 * m;
+    P->take = block + 3 * m;
+    P->pos = block + 4 * m;
+    P->cap = (int64_t)m;
     return DDS_OK;
+}
+
+int picks_open(struct picks *P, int64_t most, const char *who)
+{
+    *P = (struct picks){0};
+    return picks_alloc(P, most, who);
+}
+
+int picks_reserve(struct picks *P, int64_t more, const char *who)
+{
+    if (more <= P->cap - P->n) return DDS_OK;
+    int64_t want;
+    if (__builtin_add_overflow(P->n, more, &want)) return sample_no_memory(who);
+    if (P->cap <= INT64_MAX / 2 && want < 2 * P->cap) want = 2 * P->cap;
+    return picks_alloc(P, want, who);
 }
 
 void picks_close(struct picks *P)
@@ -149,13 +172,14 @@ int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
     int rc = sample_read(s, nvars, vars, P->start, P->count, P->n, got, cap);
     for (int v = 0; v < nvars && rc == DDS_OK; v++) {
         const char *piece = got[v];
-        int64_t *pos = outs[nvars - 1];  /* the positions, until it is written last */
+        const int64_t *pos = P->pos;  /* the scattered pieces' positions, in piece order */
         for (int64_t p = 0; p < P->n; p++) {
-            if (P->take[p] >= 0)
-                gather_ids(outs[v] + P->slot[p], piece, bytes[v], pos + P->slot[p],
-                           P->take[p]);
-            else
+            if (P->take[p] >= 0) {
+                gather_ids(outs[v] + P->slot[p], piece, bytes[v], pos, P->take[p]);
+                pos += P->take[p];
+            } else {
                 copy_ids(outs[v] + P->slot[p], piece, bytes[v], P->count[p]);
+            }
             piece += (size_t)bytes[v] * (size_t)P->count[p];
         }
     }

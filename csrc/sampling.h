@@ -92,7 +92,7 @@ static inline void copy_ids(int64_t *out, const void *ids, int bytes, int64_t n)
     else widen_ids(out, ids, n);
 }
 
-/* out[q] = ids[pos[q]] as int64, for q < n; out may be pos */
+/* out[q] = ids[pos[q]] as int64, for q < n */
 static inline void gather_ids(int64_t *out, const void *ids, int bytes, const int64_t *pos,
                               int64_t n)
 {
@@ -314,21 +314,33 @@ int64_t relabel_find(const struct dds_relabel *m, int64_t node, int64_t sub)
  * The rows a batch takes from lists of members this rank does not read by load, as
  * pieces: piece p is the global rows [start[p], start[p] + count[p]) of the lists'
  * variables, going to the outputs from slot slot[p] on: the whole piece, or with
- * take[p] >= 0 the take[p] rows of it at the positions (in the piece) that the last
- * output holds in [slot[p], slot[p] + take[p]) (the scattered picks of one list, read
- * as the span that holds them).  `rows` is the pieces' rows in all (saturated at
- * INT64_MAX: refused by picks_read). */
+ * take[p] >= 0 only take[p] rows of it, at take[p] positions in the piece that P holds
+ * itself (pos: the scattered picks of one list, read as the span that holds them; the
+ * positions of the pieces in piece order, npos of them).  `rows` is the pieces' rows in
+ * all (saturated at INT64_MAX: refused by picks_read); `cap` the pieces and the
+ * positions P has room for. */
 struct picks {
-    int64_t n, rows;
-    int64_t *start, *count, *slot, *take;
+    int64_t n, rows, npos, cap;
+    int64_t *start, *count, *slot, *take, *pos;
 };
 
-/* room for `most` pieces */
+/* room for `most` pieces and `most` positions */
 int picks_open(struct picks *P, int64_t most, const char *who) SAMPLING_HIDDEN;
+/* room for `more` pieces after the n held (grown, doubling, when short) */
+int picks_reserve(struct picks *P, int64_t more, const char *who) SAMPLING_HIDDEN;
 void picks_close(struct picks *P) SAMPLING_HIDDEN;
 
+/* where the positions of the next scattered piece are written (room for cap - npos of
+ * them): a list's draws may be written here first, whether or not they become a piece
+ * (picks_piece with take >= 0 keeps them; anything else leaves them unkept) */
+static inline int64_t *picks_positions(struct picks *P)
+{
+    return P->pos + P->npos;
+}
+
 /* a piece of `count` rows from global row `start` to the outputs from `slot` on (take
- * -1: all of them; else the take rows at the positions the last output holds) */
+ * -1: all of them; else the take rows at the positions just written at
+ * picks_positions(P), kept by this call) */
 static inline void picks_piece(struct picks *P, int64_t slot, int64_t start, int64_t count,
                                int64_t take)
 {
@@ -336,6 +348,7 @@ static inline void picks_piece(struct picks *P, int64_t slot, int64_t start, int
     P->start[P->n] = start;
     P->count[P->n] = count;
     P->take[P->n++] = take;
+    if (take > 0) P->npos += take;
     if (__builtin_add_overflow(P->rows, count, &P->rows)) P->rows = INT64_MAX;
 }
 
@@ -356,7 +369,7 @@ static inline void picks_row(struct picks *P, int64_t slot, int64_t row)
 /* Read the pieces of P from the `nvars` variables `vars` (rows of bytes[v], 4 or 8,
  * each) by one sample_read and write each piece to outs[v] from its slot on, as int64
  * (4-byte rows widened; 8-byte rows copied as they are): whole, or its take[p] picks
- * at the positions outs[nvars - 1] holds (written last).  Nothing when P has no piece. */
+ * at its positions.  Nothing when P has no piece. */
 int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
                const int *bytes, int64_t *const *outs, const char *who) SAMPLING_HIDDEN;
 

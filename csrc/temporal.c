@@ -330,23 +330,25 @@ static int64_t write_picks(const struct sampler *sp, const struct pick *p, int64
 
 /* Root i's list was searched remotely: write its rows' root position from j on and plan
  * the reads of its picks: one piece (the k latest, or the whole eligible range for draws
- * from at most range_factor * k entries, the draws' positions in it kept in eid until
- * it is read), else one row per draw. */
+ * from at most range_factor * k entries, with the draws' positions in it), else one row
+ * per draw. */
 static int64_t plan_remote_picks(struct sampler *sp, const struct pick *p, int64_t i,
-                                 int64_t j, int64_t *row, int64_t *eid)
+                                 int64_t j, int64_t *row)
 {
     int64_t start = sp->g->indptr[sp->roots[i]];
     int64_t range; /* range_factor * k, saturated */
     if (__builtin_mul_overflow(sp->range_factor, sp->k, &range)) range = INT64_MAX;
     int singles = p->draw && p->c > range;
+    if (p->draw && !singles) {  /* the positions in the range (lo is 0) */
+        int64_t *at = picks_positions(&sp->picks);  /* room: the picks left */
+        for (int64_t q = 0; q < p->take; q++) at[q] = pick_position(p, q);
+    }
     if (!singles)
         picks_piece(&sp->picks, j, start + p->lo, p->draw ? p->c : p->take,
                     p->draw ? p->take : -1);
     for (int64_t q = 0; q < p->take; q++, j++) {
-        int64_t pos = pick_position(p, q);
         row[j] = i;
-        if (singles) picks_piece(&sp->picks, j, start + pos, 1, -1);
-        else if (p->draw) eid[j] = pos; /* (lo is 0) */
+        if (singles) picks_piece(&sp->picks, j, start + pick_position(p, q), 1, -1);
     }
     return j;
 }
@@ -381,7 +383,7 @@ static int select_edges(struct sampler *sp, uint64_t seed, uint64_t epoch, int l
         if (sp->cut[i] <= 0) continue;
         struct pick p = choose(sp, base, i);
         j = sp->src[i].ts ? write_picks(sp, &p, i, j, row, nbr, eid, ets)
-                          : plan_remote_picks(sp, &p, i, j, row, eid);
+                          : plan_remote_picks(sp, &p, i, j, row);
     }
     *written = j;
     return DDS_OK;
@@ -396,7 +398,7 @@ static int read_remote_picks(struct sampler *sp, int64_t *nbr, int64_t *eid, int
         return dds_set_error(DDS_ENOMEM, "temporal sample: the remote pieces to read hold "
                              "more than 2^60 entries");
     int vars[3] = {g->nbr_var, g->ts_var, g->eid_var}, bytes[3] = {sp->nb, 8, sp->eb};
-    int64_t *outs[3] = {nbr, ets, eid}; /* eid last: it holds the draws' positions */
+    int64_t *outs[3] = {nbr, ets, eid};
     return picks_read(sp->s, &sp->picks, 3, vars, bytes, outs, WHO);
 }
 
