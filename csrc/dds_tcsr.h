@@ -42,9 +42,13 @@ typedef struct dds_tcsr {
     int64_t num_nodes;
     const int64_t *indptr;       /* [num_nodes + 1] */
     const int64_t *node_offsets; /* [group_size + 1] */
-    /* lists of members that are not load-readable are fetched whole (ts, nbr, eid) when
-     * they have at most fetch_whole_max * max(1, roots asking / 2) entries; longer ones
-     * are binary-searched remotely (one batched read per step); <= 0 means 2048 */
+    /* lists of members that are not load-readable are read (the temporal sampler
+     * fetches ts, nbr and eid whole; the neighbour sampler reads the times in pieces)
+     * when they have at most fetch_whole_max * max(1, roots asking / 2) entries (the
+     * neighbour sampler counts one asking); longer ones are binary-searched where they
+     * lie (one batched read per step).  <= 0: 2048 for the temporal sampler, 65536 for
+     * the neighbour sampler, and the longer lists of a call are read too when they hold
+     * at most 1 MiB in all (csrc/sampling.h, "remote cuts") */
     int64_t fetch_whole_max;
     /* uniform draws from a list that is not load-readable read its whole eligible range
      * in one piece when it has at most range_factor * k entries, else one row per draw;

@@ -231,9 +231,56 @@ static void search_add(struct searches *S, const char *at, int64_t n, int64_t t,
     if (S->m == SEARCH_GROUP) search_flush(S);
 }
 
+/* whether the reader's list i (len[i] entries) is long (sample_long_list, each list
+ * counted as asked for once: a hop's frontier nodes are distinct) and of another member */
+static inline int long_remote(const dds_tcsr *g, const struct list_reader *r,
+                              const int64_t *len, int64_t i)
+{
+    return len[i] > 0 && sample_long_list(g, NEIGHBOR_WHOLE_MAX, len[i], 1) &&
+           reader_remote(r, i);
+}
+
+/* the long lists of other members, when sample_search_long says so: taken from the
+ * reader (their len[i] set to 0 before it reads anything) and searched where they lie
+ * (probe_cuts) */
+static int cut_where_they_lie(dds_store *s, const dds_tcsr *g, const struct searches *S,
+                              struct list_reader *r, int64_t *len, const void *node_ts,
+                              int64_t *cut, int64_t *bad)
+{
+    int64_t np = 0, n = r->n, bytes = 0;
+    *bad = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (long_remote(g, r, len, i)) {
+            np++;
+            sample_add_bytes(&bytes, len[i], r->bytes);
+        }
+    if (!sample_search_long(g, bytes)) np = 0;
+    if (!np) return DDS_OK;
+    size_t m = (size_t)np;
+    int64_t *at = malloc(5 * sizeof(int64_t) * m);  /* m <= n: no overflow */
+    if (!at) return no_memory();
+    int64_t *start = at + m, *plen = start + m, *key = plen + m, *pcut = key + m, q = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!long_remote(g, r, len, i)) continue;
+        at[q] = i;
+        start[q] = g->indptr[r->nodes[i]];
+        plen[q] = len[i];
+        key[q++] = time_key(time_bits(node_ts, i), S->type);
+        len[i] = 0;
+    }
+    struct probe_lists pl = {r->var, S->id_bytes, S->type, 1,
+                             S->node_level ? S->node_time : NULL, S->time_bytes,
+                             S->num_nodes};
+    int rc = probe_cuts(s, &pl, start, plen, key, np, pcut, bad, WHO);
+    for (q = 0; q < np && rc == DDS_OK; q++) cut[at[q]] = pcut[q];
+    free(at);
+    return rc;
+}
+
 /* cut[i] = eligible entries of node i: its degree, or with times (a time per entry in
  * g->ts_var, or node-level: g->nbr_time of each entry's neighbour) the entries whose time
- * is <= node_ts[i]; the lists of other members are read in pieces (list_reader) */
+ * is <= node_ts[i]; the lists of other members are searched where they lie when long
+ * (cut_where_they_lie), else read in pieces (list_reader) and searched in memory */
 static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                     const void *node_ts, int64_t n, int64_t *cut)
 {
@@ -249,11 +296,16 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (rc != DDS_OK) return rc;
     struct searches S = {node_level, entry_bytes, g->time_type, g->nbr_time,
                          g->nbr_time_bytes == 4 ? 4 : 8, g->nbr_time_len, -1, 0};
+    /* the lists the reader reads: all but those searched where they lie */
+    int64_t *len = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)), bad = -1;
+    if (!len) return no_memory();
+    memcpy(len, cut, sizeof(int64_t) * (size_t)n);
     struct list_reader r;
-    rc = reader_open(&r, s, g, node_level ? g->nbr_var : g->ts_var, entry_bytes, nodes, cut,
+    rc = reader_open(&r, s, g, node_level ? g->nbr_var : g->ts_var, entry_bytes, nodes, len,
                      n, PIECE_ENTRIES, PIECE_LISTS);
-    for (int64_t i = 0; i < n && rc == DDS_OK && S.bad < 0; i++) {
-        if (cut[i] <= 0) continue;
+    if (rc == DDS_OK) rc = cut_where_they_lie(s, g, &S, &r, len, node_ts, cut, &bad);
+    for (int64_t i = 0; i < n && rc == DDS_OK && S.bad < 0 && bad < 0; i++) {
+        if (len[i] <= 0) continue;
         if (reader_refills(&r, i)) search_flush(&S);  /* they point into the piece held */
         const char *rows;
         rc = reader_list(&r, i, &rows);
@@ -261,6 +313,8 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     }
     search_flush(&S);  /* the lists still queued */
     reader_close(&r);
+    free(len);
+    if (S.bad < 0) S.bad = bad;
     if (rc == DDS_OK && S.bad >= 0)
         rc = dds_set_error(DDS_ERANGE, "neighbour sample: neighbour node %lld has no time "
                            "(node times cover [0, %lld))", (long long)S.bad,

@@ -187,6 +187,64 @@ int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
     return rc;
 }
 
+/* ------------------------------------------------------------------ remote cuts */
+
+int probe_cuts(dds_store *s, const struct probe_lists *pl, const int64_t *start,
+               const int64_t *len, const int64_t *key, int64_t n, int64_t *cut,
+               int64_t *bad, const char *who)
+{
+    *bad = -1;
+    if (n <= 0) return DDS_OK;
+    size_t m = (size_t)n;
+    int eb = pl->node_time ? pl->id_bytes : 8;  /* bytes of an entry read */
+    if (m > SIZE_MAX / (3 * sizeof(int64_t))) return sample_no_memory(who);
+    int64_t *lo = malloc(3 * sizeof(int64_t) * m);  /* lo, hi, the rows probed */
+    char *got = malloc((size_t)eb * m);
+    if (!lo || !got) {
+        free(lo);
+        free(got);
+        return sample_no_memory(who);
+    }
+    int64_t *hi = lo + m, *row = hi + m;
+    for (int64_t q = 0; q < n; q++) {
+        lo[q] = 0;
+        hi[q] = len[q];
+    }
+    int rc = DDS_OK;
+    for (;;) {
+        int64_t na = 0;  /* row[a]: the middle row of the a-th list still searching */
+        for (int64_t q = 0; q < n; q++)
+            if (lo[q] < hi[q]) row[na++] = start[q] + lo[q] + (hi[q] - lo[q]) / 2;
+        if (!na) break;
+        void *out = got;
+        int64_t out_bytes = eb * na;
+        rc = sample_read(s, 1, &pl->var, row, NULL, na, &out, &out_bytes);
+        if (rc != DDS_OK) break;
+        na = 0;
+        for (int64_t q = 0; q < n; q++) {
+            if (lo[q] >= hi[q]) continue;
+            int64_t mid = lo[q] + (hi[q] - lo[q]) / 2, k;
+            if (pl->node_time) {
+                int64_t v = id_at(got, eb, na++);
+                if (v < 0 || v >= pl->node_time_len) {  /* no time: stop (refused after) */
+                    if (*bad < 0) *bad = v;
+                    hi[q] = lo[q];
+                    continue;
+                }
+                k = table_key(pl->node_time, pl->time_bytes, pl->type, v);
+            } else {
+                k = time_key_at(got, na++, pl->type);
+            }
+            if (pl->inclusive ? k <= key[q] : k < key[q]) lo[q] = mid + 1;
+            else hi[q] = mid;
+        }
+    }
+    for (int64_t q = 0; q < n; q++) cut[q] = lo[q];
+    free(lo);
+    free(got);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ remote reads */
 
 int sample_read(dds_store *s, int nvars, const int *vars, const int64_t *starts,

@@ -16,6 +16,8 @@
  * - the relabelling map (csrc/relabel.c): global ids to a batch's positions;
  * - the remote picks of a batch: pieces of rows of other members' lists (consecutive
  *   picks merged into runs), read and scattered to output slots;
+ * - remote cuts: whether a list of another member is read or searched where it lies
+ *   (one rule), and the search in step of all such lists of a call;
  * - sample_read: the one function through which every remote read of a batch goes
  *   (lists, picks, probes), for one variable or several over the same ranges.
  *
@@ -372,6 +374,70 @@ static inline void picks_row(struct picks *P, int64_t slot, int64_t row)
  * at its positions.  Nothing when P has no piece. */
 int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
                const int *bytes, int64_t *const *outs, const char *who) SAMPLING_HIDDEN;
+
+/* ------------------------------------------------------------------ remote cuts
+ * The one way both samplers cut a list of another member by time: read first (the
+ * temporal sampler fetches it whole, times and ids, 16-24 bytes an entry; the
+ * neighbour sampler reads its times, or node-level its neighbour ids, in pieces) and
+ * searched in memory, or searched where it lies.  One rule decides, in two steps.  A
+ * list is long when it holds more than `whole` entries (dds_tcsr.fetch_whole_max, else
+ * the sampler's default) and more than `whole` times half the lists of the call asking
+ * for it (sample_long_list); short lists are read.  The long lists of a call are all
+ * searched where they lie, or all read: searched when fetch_whole_max is set, else
+ * when reading them would move more than SAMPLE_READ_BUDGET bytes (sample_search_long).
+ * A search costs about log2(length) round trips, shared by every list searched in the
+ * call, and a piece per list per round; a read costs its bytes.  Through MPICH's
+ * network module (docs/benchmarks.md) reading lists was cheaper than searching them
+ * up to about 1 MiB a call, whatever their length, and searching cheaper above; the
+ * defaults of `whole` (TEMPORAL_WHOLE_MAX: a power-law graph's hubs searched, NEIGHBOR_WHOLE_MAX:
+ * lists of times read in cache-sized pieces) keep the pieces few.
+ * probe_cuts searches n such lists in step: each step one batched read (sample_read)
+ * of the middle entry of every list still searching, so about log2 of the longest
+ * list's length steps whatever n, with the midpoints of the searches in memory
+ * (times.h): the same cuts.  List q is the len[q] rows of variable pl->var from global
+ * CSC row start[q]; its entries' times are that variable's rows (8 bytes each,
+ * node_time NULL) or, node-level, the times node_time[id] of the neighbour ids it holds
+ * (id_bytes each; node_time_len times of time_bytes: table_key), an id outside them
+ * stopping its list's search (*bad = the first such id met, else -1: the caller
+ * refuses it).  cut[q] = the entries whose time key is < key[q] (inclusive 0) or <=
+ * key[q] (inclusive 1). */
+#define TEMPORAL_WHOLE_MAX 2048
+#define NEIGHBOR_WHOLE_MAX 65536
+#define SAMPLE_ASKING_PER_WHOLE 2
+#define SAMPLE_READ_BUDGET (1 << 20)
+
+static inline int sample_long_list(const dds_tcsr *g, int64_t whole_default, int64_t deg,
+                                   int64_t asking)
+{
+    int64_t whole = g->fetch_whole_max > 0 ? g->fetch_whole_max : whole_default, limit;
+    if (__builtin_mul_overflow(whole, asking, &limit)) limit = INT64_MAX;
+    return deg > whole && deg > limit / SAMPLE_ASKING_PER_WHOLE;
+}
+
+/* whether a call's long lists, `bytes` in all if read (saturated), are searched */
+static inline int sample_search_long(const dds_tcsr *g, int64_t bytes)
+{
+    return g->fetch_whole_max > 0 || bytes > SAMPLE_READ_BUDGET;
+}
+
+/* *sum += deg * entry_bytes, saturated */
+static inline void sample_add_bytes(int64_t *sum, int64_t deg, int64_t entry_bytes)
+{
+    int64_t b;
+    if (__builtin_mul_overflow(deg, entry_bytes, &b) || __builtin_add_overflow(*sum, b, sum))
+        *sum = INT64_MAX;
+}
+
+struct probe_lists {
+    int var, id_bytes, type, inclusive;
+    const void *node_time;  /* NULL: var holds the times */
+    int time_bytes;
+    int64_t node_time_len;
+};
+
+int probe_cuts(dds_store *s, const struct probe_lists *pl, const int64_t *start,
+               const int64_t *len, const int64_t *key, int64_t n, int64_t *cut,
+               int64_t *bad, const char *who) SAMPLING_HIDDEN;
 
 /* ------------------------------------------------------------------ remote reads
  * The one function through which every read of a batch from other members goes: the n

@@ -34,15 +34,10 @@
 /* the variables of the member views, in this order */
 enum { V_NBR, V_TS, V_EID, NVARS };
 
-/* default of dds_tcsr.fetch_whole_max */
-#define DDS_FETCH_WHOLE_MAX 2048
 /* default of dds_tcsr.range_factor */
 #define DDS_RANGE_FACTOR 64
-/* A remote list is fetched whole when deg <= fetch_whole_max * max(1, occ / 2), occ
- * being the number of roots of the call that ask for it: a remote search costs about
- * log2(deg) + k small reads per root, a whole fetch 16 or 24 bytes per entry once (with the
- * default 2048: 1024 entries per root). */
-#define DDS_ROOTS_PER_WHOLE 2
+/* A remote list is fetched whole (16, 20 or 24 bytes an entry: its time and ids)
+ * unless the rule of sampling.h ("remote cuts") says it is searched where it lies. */
 
 static const int64_t no_entries = 0; /* list of a node without entries */
 
@@ -62,7 +57,7 @@ struct sampler {
     const dds_tcsr *g;
     const int64_t *roots;
     const int64_t *root_ts; /* the root times' 8 bytes, of type */
-    int64_t n, k, whole_max, range_factor;
+    int64_t n, k, range_factor;
     int strategy, type;
     int nb, eb; /* bytes per id of nbr and of eid: 4 (int32) or 8 (int64) */
     /* where each member's lists (V_NBR, V_TS, V_EID) are read by load */
@@ -77,10 +72,10 @@ struct sampler {
     int64_t *d_node, *d_occ, *d_off, *req_start, *req_count;
     int64_t *f_ts;
     char *f_nbr, *f_eid;
-    /* [nsearch] remote binary searches: bounds, root position, probed row and time */
+    /* [nsearch] lists searched where they lie (probe_cuts): root position, first row,
+     * length, the root time's key, the cut */
     int64_t nsearch;
-    int64_t *slo, *shi, *sidx, *probe;
-    int64_t *probe_ts;
+    int64_t *sidx, *sstart, *slen, *skey, *scut;
     /* the rows selected from searched lists: one piece per root (the k latest, or the
      * range its draws come from), else one per draw */
     struct picks picks;
@@ -89,8 +84,7 @@ struct sampler {
 static void sampler_free(struct sampler *sp)
 {
     void *owned[] = {sp->src, sp->cut, sp->d_node, sp->d_occ, sp->d_off, sp->req_start,
-                     sp->req_count, sp->f_ts, sp->f_nbr, sp->f_eid, sp->slo, sp->shi,
-                     sp->sidx, sp->probe, sp->probe_ts};
+                     sp->req_count, sp->f_ts, sp->f_nbr, sp->f_eid, sp->sidx};
     for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) free(owned[i]);
     members_close(&sp->view);
     table_close(&sp->map);
@@ -182,13 +176,19 @@ static int fetch_remote_lists(struct sampler *sp, int64_t nremote)
         }
         sp->d_occ[d]++;
     }
-    /* lists fetched whole: short ones, and long ones asked for by many roots */
+    /* lists fetched whole: short ones (and long ones asked for by many roots), and the
+     * long ones too unless sample_search_long says they are searched */
+    int64_t long_bytes = 0;
+    for (d = 0; d < nd; d++) {
+        int64_t v = sp->d_node[d], deg = g->indptr[v + 1] - g->indptr[v];
+        if (sample_long_list(g, TEMPORAL_WHOLE_MAX, deg, sp->d_occ[d]))
+            sample_add_bytes(&long_bytes, deg, 8 + sp->nb + sp->eb);
+    }
+    int search = sample_search_long(g, long_bytes);
     for (d = 0; d < nd; d++) {
         int64_t v = sp->d_node[d], deg = g->indptr[v + 1] - g->indptr[v];
         sp->d_off[d] = -1;
-        int64_t limit; /* whole_max * occ / DDS_ROOTS_PER_WHOLE, saturated */
-        if (__builtin_mul_overflow(sp->whole_max, sp->d_occ[d], &limit)) limit = INT64_MAX;
-        if (deg <= sp->whole_max || deg <= limit / DDS_ROOTS_PER_WHOLE) {
+        if (!search || !sample_long_list(g, TEMPORAL_WHOLE_MAX, deg, sp->d_occ[d])) {
             sp->d_off[d] = total;
             sp->req_start[nreq] = g->indptr[v];
             sp->req_count[nreq++] = deg;
@@ -239,49 +239,30 @@ static void cut_lists_in_memory(struct sampler *sp)
                                      sp->type, 0);
 }
 
-/* cut[i] of the roots on long remote lists: binary searches, all of them in step, one
- * batched read of one timestamp per root per step */
+/* cut[i] of the roots on long remote lists: searched where they lie, in step
+ * (probe_cuts: the entries strictly earlier than the root's time) */
 static int cut_lists_by_remote_search(struct sampler *sp)
 {
-    int64_t ns = 0;
-    size_t nsearch = (size_t)sp->nsearch;
-    sp->slo = malloc(sizeof(int64_t) * nsearch);
-    sp->shi = malloc(sizeof(int64_t) * nsearch);
-    sp->sidx = malloc(sizeof(int64_t) * nsearch);
-    sp->probe = malloc(sizeof(int64_t) * nsearch);
-    sp->probe_ts = malloc(sizeof(int64_t) * nsearch);
-    if (!sp->slo || !sp->shi || !sp->sidx || !sp->probe || !sp->probe_ts)
-        return out_of_memory();
+    int64_t ns = 0, bad;
+    size_t m = (size_t)sp->nsearch;
+    if (m > SIZE_MAX / (5 * sizeof(int64_t))) return out_of_memory();
+    if (!(sp->sidx = malloc(5 * sizeof(int64_t) * m))) return out_of_memory();
+    sp->sstart = sp->sidx + m;
+    sp->slen = sp->sstart + m;
+    sp->skey = sp->slen + m;
+    sp->scut = sp->skey + m;
     for (int64_t i = 0; i < sp->n; i++) {
         if (sp->src[i].ts) continue;
         sp->sidx[ns] = i;
-        sp->slo[ns] = 0;
-        sp->shi[ns++] = degree(sp, i);
+        sp->sstart[ns] = sp->g->indptr[sp->roots[i]];
+        sp->slen[ns] = degree(sp, i);
+        sp->skey[ns++] = time_key(sp->root_ts[i], sp->type);
     }
-    for (;;) {
-        int64_t na = 0; /* probe[a]: row probed by the a-th active search */
-        for (int64_t q = 0; q < ns; q++)
-            if (sp->slo[q] < sp->shi[q])
-                sp->probe[na++] = sp->g->indptr[sp->roots[sp->sidx[q]]] + sp->slo[q] +
-                                  (sp->shi[q] - sp->slo[q]) / 2;
-        if (!na) break;
-        void *out = sp->probe_ts;
-        int64_t out_bytes = (int64_t)sizeof(int64_t) * na;
-        int rc = sample_read(sp->s, 1, &sp->g->ts_var, sp->probe, NULL, na, &out,
-                             &out_bytes);
-        if (rc != DDS_OK) return rc;
-        na = 0;
-        for (int64_t q = 0; q < ns; q++) {
-            if (sp->slo[q] >= sp->shi[q]) continue;
-            int64_t mid = sp->slo[q] + (sp->shi[q] - sp->slo[q]) / 2;
-            if (time_key(sp->probe_ts[na++], sp->type) <
-                time_key(sp->root_ts[sp->sidx[q]], sp->type))
-                sp->slo[q] = mid + 1;
-            else sp->shi[q] = mid;
-        }
-    }
-    for (int64_t q = 0; q < ns; q++) sp->cut[sp->sidx[q]] = sp->slo[q];
-    return DDS_OK;
+    struct probe_lists pl = {sp->g->ts_var, 8, sp->type, 0, NULL, 0, 0};
+    int rc = probe_cuts(sp->s, &pl, sp->sstart, sp->slen, sp->skey, ns, sp->scut, &bad,
+                        WHO);
+    for (int64_t q = 0; q < ns && rc == DDS_OK; q++) sp->cut[sp->sidx[q]] = sp->scut[q];
+    return rc;
 }
 
 /* What one root takes from its `c` eligible entries: the positions lo .. lo + take - 1
@@ -414,7 +395,6 @@ int dds_temporal_sample(dds_store *s, const dds_tcsr *g, const int64_t *roots,
     struct sampler sp = {
         .s = s, .g = g, .roots = roots, .root_ts = root_ts, .n = n, .k = k,
         .strategy = strategy, .type = g->time_type,
-        .whole_max = g->fetch_whole_max > 0 ? g->fetch_whole_max : DDS_FETCH_WHOLE_MAX,
         .range_factor = g->range_factor > 0 ? g->range_factor : DDS_RANGE_FACTOR,
     };
     int64_t nremote = 0, written = 0;

@@ -518,17 +518,21 @@ class CSC(TCSR):
     and ``node_offsets`` alive for C."""
 
     def __init__(self, core, nbr_var, eid_var, ts_var, indptr, node_offsets,
-                 nbr_time=None, time_dtype=np.float64):
+                 nbr_time=None, time_dtype=np.float64, fetch_whole_max=0):
         """``nbr_time`` (node-level time without a time per entry, ``ts_var`` None): the
         time of every source node, by id (kept alive here): float64 or float32 for
         float64 times, int64 or int32 for int64 times (:func:`neighbour_times`), which
         then decides :attr:`time_dtype`; else ``time_dtype`` is the dtype of
-        ``ts_var``'s times (float64 or int64), what :meth:`sample` compares."""
+        ``ts_var``'s times (float64 or int64), what :meth:`sample` compares.
+        ``fetch_whole_max``: the longest list of another member whose times are read to
+        cut it by time (longer ones are searched where they lie; 0: 65,536, and longer
+        ones read too while they hold at most 1 MiB: ``dds_tcsr.fetch_whole_max``)."""
         table = dt = None
         if nbr_time is not None:
             table, dt = neighbour_times(nbr_time, "CSC")
         super().__init__(core, nbr_var, -1 if ts_var is None else ts_var, eid_var, indptr,
-                         node_offsets, time_dtype=time_dtype if dt is None else dt)
+                         node_offsets, fetch_whole_max,
+                         time_dtype=time_dtype if dt is None else dt)
         if table is not None:
             self._nbr_time = table
             self._c.nbr_time = ffi.from_buffer(table, require_writable=False)

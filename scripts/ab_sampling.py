@@ -80,7 +80,7 @@ for width, transport in ((1, "auto"), (comm.size, "rma")):
         tag = f"w{width}"
         csc = _core.CSC(core, v["nbr"], v["eid"], None, indptr, node_off)
         tcsc = _core.CSC(core, v["nbr"], v["eid"], v["ts"], indptr, node_off)
-        tcsr = _core.TCSR(core, v["nbr"], v["ts"], v["eid"], indptr, node_off, 2048, 64)
+        tcsr = _core.TCSR(core, v["nbr"], v["ts"], v["eid"], indptr, node_off)  # defaults
         for flags, fname in ((0, "uniform"), (_core.NEIGHBOR_REPLACE, "replace"),
                              (_core.NEIGHBOR_LAST, "last")):
             run(f"{tag} {fname}", lambda b: csc.sample(seeds[b], None, K, flags, b,

@@ -87,11 +87,15 @@ class TemporalSampler:
     ask for it, is fetched whole once per layer and sampled like a local one; a longer
     list is binary-searched remotely and only the selected rows are read: in one piece
     per root, except for uniform draws from more than ``remote_range_factor * k``
-    eligible entries, read one row per draw.
+    eligible entries, read one row per draw.  With ``remote_fetch_max=None`` (the
+    default: 2048) the longer lists of a layer are fetched whole too when together they
+    hold at most 1 MiB (a search's round trips cost more than that between nodes:
+    docs/benchmarks.md); an integer makes the rule exact.  The samples are the same
+    whichever way a list is read.
     """
 
     def __init__(self, graph, fanouts=(10, 10), strategy="recent", seed=0, prop_time=False,
-                 remote_fetch_max=2048, remote_range_factor=64):
+                 remote_fetch_max=None, remote_range_factor=64):
         if isinstance(fanouts, (int, np.integer)) and not isinstance(fanouts, bool):
             fanouts = (fanouts,)
         try:
@@ -116,9 +120,10 @@ class TemporalSampler:
         self.epoch = 0
         for label, v in (("remote_fetch_max", remote_fetch_max),
                          ("remote_range_factor", remote_range_factor)):
-            if not is_int(v) or v < 1:
-                raise DDStoreValueError(f"{label}={v!r} must be an integer >= 1")
-        self._tcsr = graph.tcsr_handle(int(remote_fetch_max), int(remote_range_factor))
+            if (v is not None or label == "remote_range_factor") and (not is_int(v) or v < 1):
+                raise DDStoreValueError(f"{label}={v!r} must be an integer >= 1" +
+                                        (" or None" if label == "remote_fetch_max" else ""))
+        self._tcsr = graph.tcsr_handle(int(remote_fetch_max or 0), int(remote_range_factor))
 
     def set_epoch(self, epoch):
         """Select the random stream of ``uniform`` sampling (like DistributedSampler)."""

@@ -567,8 +567,12 @@ def c_zero_fanout(width, transport, tag):
 def c_temporal_pieces(width, transport, tag):
     """dds_neighbor_sample with times, below the sampler: the times of lists held by
     other members are read in pieces (at most 32768 entries and 1024 lists each; a
-    longer list alone) and the scattered picks of one list as the span that holds them.
-    Over 3,000 lists (some of 40,000 entries, some empty) queried at times before their
+    longer list alone), or searched where they lie (the rule of csrc/sampling.h: by
+    default lists over 65,536 entries when they hold over 1 MiB in all: the four of
+    70,000 here, two remote to each rank at width 2; fetch_whole_max 8: lists over 8
+    entries; 2^40: none, every list read, the longest alone in a piece; the same draws
+    all three ways), and the scattered picks of one list as the span that holds them.
+    Over 3,000 lists (four of 70,000 entries, some empty) queried at times before their
     first entry (nothing eligible), after their last (the whole list), on a tie and in
     between: LAST takes exactly the latest eligible entries (brute force); uniform draws
     (with and without replacement) and all neighbours take only eligible entries,
@@ -582,7 +586,7 @@ def c_temporal_pieces(width, transport, tag):
     rng = np.random.default_rng(17)
     n_nodes = 3000
     deg = rng.integers(0, 40, n_nodes)
-    deg[[5, 2500]] = 40000  # longer than a piece of times
+    deg[[5, 6, 2500, 2501]] = 70000  # longer than a piece of times
     deg[7] = 0
     indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
     total = int(indptr[-1])
@@ -597,7 +601,7 @@ def c_temporal_pieces(width, transport, tag):
     weight = rng.random(int(deg.sum()), dtype=np.float32) * 2  # 30 % of them 0
     weight[rng.random(weight.shape[0]) < 0.3] = 0
 
-    def draw(w, level, src, ts, nbr_time=None):  # nbr_time short: refused
+    def draw(w, level, src, ts, nbr_time=None, fw=0):  # nbr_time short: refused
         node_off = np.linspace(0, n_nodes, w + 1).astype(np.int64)
         core = _core.Core(comm, w, transport)
         out = []
@@ -615,7 +619,7 @@ def c_temporal_pieces(width, transport, tag):
                 core.write_local(tv, 0, np.ascontiguousarray(ts[lo:hi]))
             core.sync()
             csc = _core.CSC(core, nbr, eid, tv, indptr, node_off,
-                            node_time if nbr_time is None else nbr_time)
+                            node_time if nbr_time is None else nbr_time, fetch_whole_max=fw)
             if nbr_time is not None and len(nbr_time) < n_nodes:  # sources beyond: refused
                 return expect_error(DDStoreIndexError, ["has no time", "[0, 2999)"],
                                     csc.sample, nodes, q_ts, k, 0, 9, k * len(nodes))
@@ -649,6 +653,11 @@ def c_temporal_pieces(width, transport, tag):
                         for v, t in zip(nodes, q_ts)], dtype=np.int64)
         got = draw(width, level, src, ts)
         ref = draw(1, level, src, ts) if width > 1 else None
+        for fw in (8, 1 << 40) if width > 1 else ():
+            other = draw(width, level, src, ts, fw=fw)
+            check(all(np.array_equal(a, b) for x, y in zip(got, other) for a, b in zip(x, y)),
+                  f"{tag} C temporal pieces ({level}-level): fetch_whole_max={fw} draws "
+                  f"otherwise than the default rule")
         if level == "node":  # the node times as float32 (exact here): the same draws
             narrow = draw(width, level, src, ts, node_time.astype(np.float32))
             check(all(np.array_equal(a, b) for x, y in zip(got, narrow)

@@ -113,9 +113,10 @@ def check_sampler(g, lists, tie_range, tag):
                 for epoch in (0, 3):
                     what = f"{tag}: {strategy} {fanouts} prop_time={prop_time} epoch={epoch}"
                     # epoch 3: remote lists longer than 4 entries binary-searched, and
-                    # uniform draws from over k eligible read one row per draw
+                    # uniform draws from over k eligible read one row per draw; epoch 0:
+                    # the default rule (every list fetched whole: under 1 MiB)
                     sm = tg.TemporalSampler(g, fanouts, strategy, seed=5, prop_time=prop_time,
-                                            remote_fetch_max=4 if epoch else 2048,
+                                            remote_fetch_max=4 if epoch else None,
                                             remote_range_factor=1 if epoch else 64)
                     sm.set_epoch(epoch)
                     blocks = sm.sample(roots, rts)
@@ -324,7 +325,12 @@ def check_errors(store, tag):
                  what=f"{tag} name taken", agree=True, store=store)
     for bad, cls, m in ((dict(fanouts=(0,)), DDStoreValueError, "fanouts"),
                         (dict(fanouts=()), DDStoreValueError, "fanouts"),
-                        (dict(strategy="latest"), DDStoreValueError, "unknown strategy")):
+                        (dict(strategy="latest"), DDStoreValueError, "unknown strategy"),
+                        (dict(remote_fetch_max=0), DDStoreValueError,
+                         "remote_fetch_max=0 must be an integer >= 1 or None"),
+                        (dict(remote_fetch_max=2.5), DDStoreValueError, "remote_fetch_max"),
+                        (dict(remote_range_factor=None), DDStoreValueError,
+                         "remote_range_factor=None must be an integer >= 1")):
         try:
             tg.TemporalSampler(g, **bad)
             check(False, f"{tag}: {bad} accepted")
