@@ -8,9 +8,10 @@
  * take are chosen before anything is read; then the picked rows (whole ranges where the
  * picks are contiguous) are read by one batched read per variable (picks_read, through
  * sample_read: csrc/sampling.c): rows of this rank and of node-local members are copied
- * by plain loads, the others fetched one-sidedly in one access epoch.  With times, the eligible prefix of each list is found by binary
- * search: in place for lists readable by load, in a copy of the list's times for the
- * others.  Whatever reads other members' whole lists (times, weights, the induced
+ * by plain loads, the others fetched one-sidedly in one access epoch.  With times,
+ * the eligible prefix of each list is found by binary search: in place for lists
+ * readable by load, in a copy of the list's times for the others, or where they lie
+ * for the long ones when sampling.h's rule ("remote cuts") says so.  Whatever reads other members' whole lists (times, weights, the induced
  * path's sources) reads them in pieces through one list_reader.  Node and edge ids
  * are stored as int32 or int64 (each variable's row bytes say which) and widened to the
  * int64 outputs while copied, with the width chosen once per list, not per entry.  The

@@ -5,10 +5,12 @@
  * Lists of members this rank can read by load (its own chunk, node-local peers) are
  * read in place.  Lists of the other members are read with batched one-sided reads:
  * - a list that is short, or asked for by enough roots of the call to pay for itself,
- *   is fetched whole (ts, nbr and eid: one batched dds_read each for all such lists,
+ *   or (by default) long with the call's other long lists holding at most 1 MiB, is
+ *   fetched whole (ts, nbr and eid: one batched dds_read each for all such lists,
  *   each distinct node once) and then sampled like a local one;
- * - a long list asked for by few roots is binary-searched remotely (all such roots in
- *   step, one batched dds_read of one timestamp each per step), and only the selected
+ * - the other long lists are binary-searched remotely (sampling.h's probe_cuts: all
+ *   such roots in step, one batched dds_read of one timestamp each per step; the rule
+ *   is sampling.h's "remote cuts", the neighbour sampler's too), and only the selected
  *   rows are read: one piece per root (the k latest, or the whole eligible range for
  *   uniform draws from at most range_factor * k entries), else one row per draw.
  * No state outlives the call: dds_temporal_sample runs the steps below in order (check
