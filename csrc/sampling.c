@@ -196,10 +196,10 @@ int probe_cuts(dds_store *s, const struct probe_lists *pl, const int64_t *start,
     *bad = -1;
     if (n <= 0) return DDS_OK;
     size_t m = (size_t)n;
-    int eb = pl->node_time ? pl->id_bytes : 8;  /* bytes of an entry read */
+    int bytes = pl->node_time ? pl->id_bytes : 8;  /* of an entry read */
     if (m > SIZE_MAX / (3 * sizeof(int64_t))) return sample_no_memory(who);
     int64_t *lo = malloc(3 * sizeof(int64_t) * m);  /* lo, hi, the rows probed */
-    char *got = malloc((size_t)eb * m);
+    char *got = malloc((size_t)bytes * m);
     if (!lo || !got) {
         free(lo);
         free(got);
@@ -217,7 +217,7 @@ int probe_cuts(dds_store *s, const struct probe_lists *pl, const int64_t *start,
             if (lo[q] < hi[q]) row[na++] = start[q] + lo[q] + (hi[q] - lo[q]) / 2;
         if (!na) break;
         void *out = got;
-        int64_t out_bytes = eb * na;
+        int64_t out_bytes = bytes * na;
         rc = sample_read(s, 1, &pl->var, row, NULL, na, &out, &out_bytes);
         if (rc != DDS_OK) break;
         na = 0;
@@ -225,7 +225,7 @@ int probe_cuts(dds_store *s, const struct probe_lists *pl, const int64_t *start,
             if (lo[q] >= hi[q]) continue;
             int64_t mid = lo[q] + (hi[q] - lo[q]) / 2, k;
             if (pl->node_time) {
-                int64_t v = id_at(got, eb, na++);
+                int64_t v = id_at(got, bytes, na++);
                 if (v < 0 || v >= pl->node_time_len) {  /* no time: stop (refused after) */
                     if (*bad < 0) *bad = v;
                     hi[q] = lo[q];

@@ -389,8 +389,9 @@ int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
  * call, and a piece per list per round; a read costs its bytes.  Through MPICH's
  * network module (docs/benchmarks.md) reading lists was cheaper than searching them
  * up to about 1 MiB a call, whatever their length, and searching cheaper above; the
- * defaults of `whole` (TEMPORAL_WHOLE_MAX: a power-law graph's hubs searched, NEIGHBOR_WHOLE_MAX:
- * lists of times read in cache-sized pieces) keep the pieces few.
+ * defaults of `whole` keep the pieces few: TEMPORAL_WHOLE_MAX (a power-law graph's
+ * many hubs searched, not fetched), NEIGHBOR_WHOLE_MAX (lists of times read in
+ * cache-sized pieces below it).
  * probe_cuts searches n such lists in step: each step one batched read (sample_read)
  * of the middle entry of every list still searching, so about log2 of the longest
  * list's length steps whatever n, with the midpoints of the searches in memory
