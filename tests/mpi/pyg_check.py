@@ -567,12 +567,11 @@ def c_zero_fanout(width, transport, tag):
 def c_temporal_pieces(width, transport, tag):
     """dds_neighbor_sample with times, below the sampler: the times of lists held by
     other members are read in pieces (at most 32768 entries and 1024 lists each; a
-    longer list alone), or searched where they lie (the rule of csrc/sampling.h: by
-    default lists over 65,536 entries when they hold over 1 MiB in all: the four of
-    70,000 here, two remote to each rank at width 2; fetch_whole_max 8: lists over 8
-    entries; 2^40: none, every list read, the longest alone in a piece; the same draws
-    all three ways), and the scattered picks of one list as the span that holds them.
-    Over 3,000 lists (four of 70,000 entries, some empty) queried at times before their
+    longer list alone), or searched where they lie (the rule of csrc/sampling.h;
+    fetch_whole_max 8: lists over 8 entries; 2^40: none; the default here: none, see
+    c_search_budget; the same draws all three ways), and the scattered picks of one
+    list as the span that holds them.
+    Over 3,000 lists (some of 40,000 entries, some empty) queried at times before their
     first entry (nothing eligible), after their last (the whole list), on a tie and in
     between: LAST takes exactly the latest eligible entries (brute force); uniform draws
     (with and without replacement) and all neighbours take only eligible entries,
@@ -586,7 +585,7 @@ def c_temporal_pieces(width, transport, tag):
     rng = np.random.default_rng(17)
     n_nodes = 3000
     deg = rng.integers(0, 40, n_nodes)
-    deg[[5, 6, 2500, 2501]] = 70000  # longer than a piece of times
+    deg[[5, 2500]] = 40000  # longer than a piece of times
     deg[7] = 0
     indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
     total = int(indptr[-1])
@@ -623,10 +622,12 @@ def c_temporal_pieces(width, transport, tag):
             if nbr_time is not None and len(nbr_time) < n_nodes:  # sources beyond: refused
                 return expect_error(DDStoreIndexError, ["has no time", "[0, 2999)"],
                                     csc.sample, nodes, q_ts, k, 0, 9, k * len(nodes))
-            for kk, flags in cases:
+            for kk, flags in cases if not fw else cases[:3:2]:  # fw: the cuts' check
                 cap = int(cut.sum()) if kk < 0 else kk * len(nodes)
                 out.append(tuple(a.copy() for a in csc.sample(nodes, q_ts, kk, flags, 9,
                                                               cap)))
+            if fw:
+                return out
             # weighted, the weights of remote lists read in the same pieces
             wv = core.add("w", int(hi - lo), 4)
             core.write_local(wv, 0, np.ascontiguousarray(weight[lo:hi]))
@@ -653,9 +654,11 @@ def c_temporal_pieces(width, transport, tag):
                         for v, t in zip(nodes, q_ts)], dtype=np.int64)
         got = draw(width, level, src, ts)
         ref = draw(1, level, src, ts) if width > 1 else None
-        for fw in (8, 1 << 40) if width > 1 else ():
-            other = draw(width, level, src, ts, fw=fw)
-            check(all(np.array_equal(a, b) for x, y in zip(got, other) for a, b in zip(x, y)),
+        # where other members' lists are all remote: the cuts made all three ways
+        for fw in (8, 1 << 40) if width > 1 and transport == "rma" else ():
+            other = draw(width, level, src, ts, fw=fw)  # uniform and LAST draws
+            check(all(np.array_equal(a, b) for x, y in zip(got[:3:2], other)
+                      for a, b in zip(x, y)),
                   f"{tag} C temporal pieces ({level}-level): fetch_whole_max={fw} draws "
                   f"otherwise than the default rule")
         if level == "node":  # the node times as float32 (exact here): the same draws
@@ -696,6 +699,69 @@ def c_temporal_pieces(width, transport, tag):
             draw(width, level, src, ts, nbr_time=node_time[:-1])
 
 
+def c_search_budget(width, transport, tag):
+    """The default rule of csrc/sampling.h's remote cuts for the neighbour sampler: a
+    call's lists of other members over 65,536 entries are read (their times, in pieces)
+    while they hold at most 1 MiB in all, else searched where they lie.  Four lists of
+    70,000 entries, two held by each member of a width-2 group read over MPI_Get: a
+    call asking for one remote long list reads it (560 KB), a call asking for both
+    searches them (1.12 MB); either way the cut equals the brute force (LAST takes the
+    latest eligible entries), with a time per entry and node-level, and the draws equal
+    those with every list read (fetch_whole_max 2^40)."""
+    if width < 2 or transport != "rma":
+        return
+    rng = np.random.default_rng(23)
+    n_nodes, long_len = 8, 70000
+    deg = np.array([long_len, long_len, 3, 3, long_len, long_len, 3, 3])
+    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    node_off = np.array([0, 4, 8] + [8] * (width - 2), dtype=np.int64)
+    node_time = np.arange(n_nodes * 1000, dtype=np.float64)  # source v's time: v
+    total = int(indptr[-1])
+    src = np.concatenate([np.sort(rng.integers(0, n_nodes * 1000, d)) for d in deg])
+    ts = src.astype(np.float64)  # per entry: the same times, sorted in every list
+    for level in ("edge", "node"):
+        core = _core.Core(comm, width, transport)
+        try:
+            g = core.group_rank
+            remote = [4, 5] if g == 0 else [0, 1]  # long lists of another member
+            calls = [np.array(remote[:1] + [2, 3], np.int64),
+                     np.array(remote + [6], np.int64)]
+            lo, hi = int(indptr[node_off[g]]), int(indptr[node_off[g + 1]])
+            nbr = core.add("nbr", hi - lo, 8)
+            eid = core.add("eid", hi - lo, 8)
+            core.write_local(nbr, 0, np.ascontiguousarray(src[lo:hi]))
+            core.write_local(eid, 0, np.arange(lo, hi, dtype=np.int64))
+            tv = None
+            if level == "edge":
+                tv = core.add("ts", hi - lo, 8)
+                core.write_local(tv, 0, np.ascontiguousarray(ts[lo:hi]))
+            core.sync()
+            for nodes in calls:
+                q_ts = rng.integers(0, n_nodes * 1000, len(nodes)).astype(np.float64)
+                cut = np.array([np.searchsorted(ts[indptr[v]:indptr[v + 1]], t, "right")
+                                for v, t in zip(nodes, q_ts)], dtype=np.int64)
+                draws = []
+                for fw in (0, 1 << 40):
+                    csc = _core.CSC(core, nbr, eid, tv, indptr, node_off,
+                                    None if level == "edge" else node_time,
+                                    fetch_whole_max=fw)
+                    draws.append([csc.sample(nodes, q_ts, 5, flags, 3, 5 * len(nodes))
+                                  for flags in (_core.NEIGHBOR_LAST, 0)])
+                row, _, ei = draws[0][0]
+                take = np.minimum(cut, 5)
+                want = np.concatenate([np.arange(indptr[v] + c - t, indptr[v] + c)
+                                       for v, c, t in zip(nodes, cut, take)])
+                what = (f"{tag} C search budget ({level}-level, "
+                        f"{int(np.isin(nodes, remote).sum())} remote long lists)")
+                check(np.array_equal(row, np.repeat(np.arange(len(nodes)), take)) and
+                      np.array_equal(ei, want), f"{what}: not the latest eligible entries")
+                check(all(np.array_equal(a, b) for x, y in zip(*draws)
+                          for a, b in zip(x, y)),
+                      f"{what}: draws differ from every list read")
+        finally:
+            core.free()
+
+
 def main(widths=None):
     """Every case for each width (default: every width dividing the rank count; the
     command line may name some) and both transports."""
@@ -723,6 +789,7 @@ def main(widths=None):
         empty_graphs(store, tag)
         c_zero_fanout(store.width, transport, tag)
         c_temporal_pieces(store.width, transport, tag)
+        c_search_budget(store.width, transport, tag)
 
 
 if __name__ == "__main__":
