@@ -189,54 +189,84 @@ int picks_read(dds_store *s, const struct picks *P, int nvars, const int *vars,
 
 /* ------------------------------------------------------------------ remote cuts */
 
+/* the key of entry i of `entries` (bytes each) of a list of pl: its time, or node-level
+ * its neighbour's (*bad = the id and 0 returned when the id has no time) */
+static inline int entry_key(const struct probe_lists *pl, const char *entries, int bytes,
+                            int64_t i, int64_t *key, int64_t *bad)
+{
+    if (!pl->node_time) {
+        *key = time_key_at(entries, i, pl->type);
+        return 1;
+    }
+    int64_t v = id_at(entries, bytes, i);
+    if (v < 0 || v >= pl->node_time_len) {  /* refused by the caller */
+        if (*bad < 0) *bad = v;
+        return 0;
+    }
+    *key = table_key(pl->node_time, pl->time_bytes, pl->type, v);
+    return 1;
+}
+
 int probe_cuts(dds_store *s, const struct probe_lists *pl, const int64_t *start,
                const int64_t *len, const int64_t *key, int64_t n, int64_t *cut,
                int64_t *bad, const char *who)
 {
     *bad = -1;
     if (n <= 0) return DDS_OK;
-    size_t m = (size_t)n;
+    size_t m = (size_t)n, got_cap = 0;
     int bytes = pl->node_time ? pl->id_bytes : 8;  /* of an entry read */
-    if (m > SIZE_MAX / (3 * sizeof(int64_t))) return sample_no_memory(who);
-    int64_t *lo = malloc(3 * sizeof(int64_t) * m);  /* lo, hi, the rows probed */
-    char *got = malloc((size_t)bytes * m);
-    if (!lo || !got) {
-        free(lo);
-        free(got);
-        return sample_no_memory(who);
-    }
-    int64_t *hi = lo + m, *row = hi + m;
+    if (m > SIZE_MAX / (4 * sizeof(int64_t))) return sample_no_memory(who);
+    /* lo, hi, and the round's reads: the first row and the rows of each */
+    int64_t *lo = malloc(4 * sizeof(int64_t) * m);
+    char *got = NULL;  /* what a round read */
+    if (!lo) return sample_no_memory(who);
+    int64_t *hi = lo + m, *row = hi + m, *count = row + m;
     for (int64_t q = 0; q < n; q++) {
         lo[q] = 0;
         hi[q] = len[q];
     }
     int rc = DDS_OK;
     for (;;) {
-        int64_t na = 0;  /* row[a]: the middle row of the a-th list still searching */
-        for (int64_t q = 0; q < n; q++)
-            if (lo[q] < hi[q]) row[na++] = start[q] + lo[q] + (hi[q] - lo[q]) / 2;
+        /* each list still searching: its middle entry, or its PROBE_TAIL or fewer left */
+        int64_t na = 0;
+        size_t need = 0;
+        for (int64_t q = 0; q < n; q++) {
+            if (lo[q] >= hi[q]) continue;
+            int tail = hi[q] - lo[q] <= PROBE_TAIL;
+            row[na] = start[q] + (tail ? lo[q] : lo[q] + (hi[q] - lo[q]) / 2);
+            count[na] = tail ? hi[q] - lo[q] : 1;
+            need += (size_t)bytes * (size_t)count[na++];  /* <= bytes * PROBE_TAIL * m */
+        }
         if (!na) break;
+        if (need > got_cap) {
+            free(got);
+            if (!(got = malloc(need))) {
+                rc = sample_no_memory(who);
+                break;
+            }
+            got_cap = need;
+        }
         void *out = got;
-        int64_t out_bytes = bytes * na;
-        rc = sample_read(s, 1, &pl->var, row, NULL, na, &out, &out_bytes);
+        int64_t out_bytes = (int64_t)need;
+        rc = sample_read(s, 1, &pl->var, row, count, na, &out, &out_bytes);
         if (rc != DDS_OK) break;
+        /* each search goes on in what was read, with the same midpoints: one step on
+         * the middle entry, or to its end on the entries left */
+        const char *at = got;
         na = 0;
         for (int64_t q = 0; q < n; q++) {
             if (lo[q] >= hi[q]) continue;
-            int64_t mid = lo[q] + (hi[q] - lo[q]) / 2, k;
-            if (pl->node_time) {
-                int64_t v = id_at(got, bytes, na++);
-                if (v < 0 || v >= pl->node_time_len) {  /* no time: stop (refused after) */
-                    if (*bad < 0) *bad = v;
-                    hi[q] = lo[q];
-                    continue;
+            int64_t first = lo[q], c = count[na++], k;
+            do {
+                int64_t mid = lo[q] + (hi[q] - lo[q]) / 2;
+                if (!entry_key(pl, at, bytes, c == 1 ? 0 : mid - first, &k, bad)) {
+                    hi[q] = lo[q];  /* an id without a time: the search stops */
+                    break;
                 }
-                k = table_key(pl->node_time, pl->time_bytes, pl->type, v);
-            } else {
-                k = time_key_at(got, na++, pl->type);
-            }
-            if (pl->inclusive ? k <= key[q] : k < key[q]) lo[q] = mid + 1;
-            else hi[q] = mid;
+                if (pl->inclusive ? k <= key[q] : k < key[q]) lo[q] = mid + 1;
+                else hi[q] = mid;
+            } while (c > 1 && lo[q] < hi[q]);
+            at += (size_t)bytes * (size_t)c;
         }
     }
     for (int64_t q = 0; q < n; q++) cut[q] = lo[q];
