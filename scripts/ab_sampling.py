@@ -14,7 +14,8 @@ the other member fetched), and times ``--batches`` batches of 1,024 random seeds
 (``seed`` 0) of each of the samplers: uniform without replacement (Floyd), with
 replacement, the latest (``LAST``), every neighbour, each with and without times;
 weighted with and without replacement; ``dds_neighbor_hop`` (sample and relabel);
-``dds_induced_edges``; the temporal sampler (recent and uniform).  Per sampler it prints
+``dds_induced_edges``; the temporal sampler (recent and uniform; with its defaults,
+and with every list of another member over 64 entries searched where it lies).  Per sampler it prints
 the median ms per call on rank 0 of each tree and B over A (the median over rounds of
 each round's ratio), and whether both trees drew the same bytes on every rank (a SHA-256
 over every output of every call).  ``--between-nodes`` runs the jobs through MPICH's
@@ -81,6 +82,7 @@ for width, transport in ((1, "auto"), (comm.size, "rma")):
         csc = _core.CSC(core, v["nbr"], v["eid"], None, indptr, node_off)
         tcsc = _core.CSC(core, v["nbr"], v["eid"], v["ts"], indptr, node_off)
         tcsr = _core.TCSR(core, v["nbr"], v["ts"], v["eid"], indptr, node_off)  # defaults
+        searched = _core.TCSR(core, v["nbr"], v["ts"], v["eid"], indptr, node_off, 64, 64)
         for flags, fname in ((0, "uniform"), (_core.NEIGHBOR_REPLACE, "replace"),
                              (_core.NEIGHBOR_LAST, "last")):
             run(f"{tag} {fname}", lambda b: csc.sample(seeds[b], None, K, flags, b,
@@ -114,6 +116,9 @@ for width, transport in ((1, "auto"), (comm.size, "rma")):
         run(f"{tag} induced", induced)
         for strategy in ("recent", "uniform"):
             run(f"{tag} temporal {strategy}", lambda b: tcsr.sample(
+                seeds[b], times[b], K, _core.SAMPLE_STRATEGIES[strategy], b, 0, 0))
+        for strategy in ("recent", "uniform"):  # lists over 64 entries searched
+            run(f"{tag} temporal {strategy} searched", lambda b: searched.sample(
                 seeds[b], times[b], K, _core.SAMPLE_STRATEGIES[strategy], b, 0, 0))
     finally:
         core.free()

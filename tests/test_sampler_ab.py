@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "ab_sampling.py")
 SAMPLERS = ["uniform", "uniform timed", "replace", "replace timed", "last", "last timed",
             "all", "weighted", "weighted replace", "hop", "induced", "temporal recent",
-            "temporal uniform"]
+            "temporal uniform", "temporal recent searched", "temporal uniform searched"]
 
 
 def _module():
