@@ -11,8 +11,9 @@
  * by plain loads, the others fetched one-sidedly in one access epoch.  With times,
  * the eligible prefix of each list is found by binary search: in place for lists
  * readable by load, in a copy of the list's times for the others, or where they lie
- * for the long ones when sampling.h's rule ("remote cuts") says so.  Whatever reads other members' whole lists (times, weights, the induced
- * path's sources) reads them in pieces through one list_reader.  Node and edge ids
+ * for the long ones when sampling.h's rule ("remote cuts") says so.  Whatever reads
+ * other members' whole lists (times, weights, the induced path's sources) reads them in
+ * pieces through one list_reader.  Node and edge ids
  * are stored as int32 or int64 (each variable's row bytes say which) and widened to the
  * int64 outputs while copied, with the width chosen once per list, not per entry.  The
  * argument checks, member views, hash tables, random stream, remote picks and reads are
@@ -199,15 +200,14 @@ static void search_flush(struct searches *S)
         }
         for (int q = 0; q < S->m; q++) {
             if (S->lo[q] >= S->hi[q]) continue;
-            int64_t mid = S->lo[q] + (S->hi[q] - S->lo[q]) / 2;
-            if (v[q] < 0 || v[q] >= S->num_nodes) {  /* no time: stop (refused after) */
-                if (S->bad < 0) S->bad = v[q];
-                S->hi[q] = S->lo[q];
-            } else if (table_key(S->node_time, S->time_bytes, S->type, v[q]) <= S->t[q]) {
+            int64_t mid = S->lo[q] + (S->hi[q] - S->lo[q]) / 2, k;
+            if (!node_time_key(S->node_time, S->time_bytes, S->type, S->num_nodes, v[q],
+                               &k, &S->bad))
+                S->hi[q] = S->lo[q];  /* no time: stop (refused after) */
+            else if (k <= S->t[q])
                 S->lo[q] = mid + 1;
-            } else {
+            else
                 S->hi[q] = mid;
-            }
         }
     }
     for (int q = 0; q < S->m; q++) *S->out[q] = S->lo[q];
@@ -241,47 +241,58 @@ static inline int long_remote(const dds_tcsr *g, const struct list_reader *r,
            reader_remote(r, i);
 }
 
-/* the long lists of other members, when sample_search_long says so: taken from the
- * reader (their len[i] set to 0 before it reads anything) and searched where they lie
- * (probe_cuts) */
-static int cut_where_they_lie(dds_store *s, const dds_tcsr *g, const struct searches *S,
-                              struct list_reader *r, int64_t *len, const void *node_ts,
-                              int64_t *cut, int64_t *bad)
+/* The long lists of other members that sample_search_long has searched where they lie:
+ * list at[q] of plen[q] entries from CSC row start[q], its node's time key key[q]. */
+struct lying {
+    int64_t n, *at, *start, *plen, *key, *pcut;
+};
+
+/* L = the reader's long lists of other members, when sample_search_long says so; each
+ * taken from the reader before it reads anything (cut[i], its len, set to 0) */
+static int take_lying(const dds_tcsr *g, const struct searches *S, struct list_reader *r,
+                      int64_t *cut, const void *node_ts, struct lying *L)
 {
     int64_t np = 0, n = r->n, bytes = 0;
-    *bad = -1;
+    *L = (struct lying){0};
     for (int64_t i = 0; i < n; i++)
-        if (long_remote(g, r, len, i)) {
+        if (long_remote(g, r, cut, i)) {
             np++;
-            sample_add_bytes(&bytes, len[i], r->bytes);
+            sample_add_bytes(&bytes, cut[i], r->bytes);
         }
-    if (!sample_search_long(g, bytes)) np = 0;
-    if (!np) return DDS_OK;
+    if (!np || !sample_search_long(g, bytes)) return DDS_OK;
     size_t m = (size_t)np;
-    int64_t *at = malloc(5 * sizeof(int64_t) * m);  /* m <= n: no overflow */
-    if (!at) return no_memory();
-    int64_t *start = at + m, *plen = start + m, *key = plen + m, *pcut = key + m, q = 0;
+    if (!(L->at = malloc(5 * sizeof(int64_t) * m))) return no_memory();  /* m <= n */
+    L->start = L->at + m;
+    L->plen = L->start + m;
+    L->key = L->plen + m;
+    L->pcut = L->key + m;
     for (int64_t i = 0; i < n; i++) {
-        if (!long_remote(g, r, len, i)) continue;
-        at[q] = i;
-        start[q] = g->indptr[r->nodes[i]];
-        plen[q] = len[i];
-        key[q++] = time_key(time_bits(node_ts, i), S->type);
-        len[i] = 0;
+        if (!long_remote(g, r, cut, i)) continue;
+        L->at[L->n] = i;
+        L->start[L->n] = g->indptr[r->nodes[i]];
+        L->plen[L->n] = cut[i];
+        L->key[L->n++] = time_key(time_bits(node_ts, i), S->type);
+        cut[i] = 0;
     }
+    return DDS_OK;
+}
+
+/* cut[at[q]] = the cut of L's lists, searched where they lie (probe_cuts) */
+static int cut_lying(dds_store *s, const struct searches *S, const struct list_reader *r,
+                     const struct lying *L, int64_t *cut, int64_t *bad)
+{
     struct probe_lists pl = {r->var, S->id_bytes, S->type, 1,
                              S->node_level ? S->node_time : NULL, S->time_bytes,
                              S->num_nodes};
-    int rc = probe_cuts(s, &pl, start, plen, key, np, pcut, bad, WHO);
-    for (q = 0; q < np && rc == DDS_OK; q++) cut[at[q]] = pcut[q];
-    free(at);
+    int rc = probe_cuts(s, &pl, L->start, L->plen, L->key, L->n, L->pcut, bad, WHO);
+    for (int64_t q = 0; q < L->n && rc == DDS_OK; q++) cut[L->at[q]] = L->pcut[q];
     return rc;
 }
 
 /* cut[i] = eligible entries of node i: its degree, or with times (a time per entry in
  * g->ts_var, or node-level: g->nbr_time of each entry's neighbour) the entries whose time
  * is <= node_ts[i]; the lists of other members are searched where they lie when long
- * (cut_where_they_lie), else read in pieces (list_reader) and searched in memory */
+ * (take_lying, cut_lying), else read in pieces (list_reader) and searched in memory */
 static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                     const void *node_ts, int64_t n, int64_t *cut)
 {
@@ -297,25 +308,22 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
     if (rc != DDS_OK) return rc;
     struct searches S = {node_level, entry_bytes, g->time_type, g->nbr_time,
                          g->nbr_time_bytes == 4 ? 4 : 8, g->nbr_time_len, -1, 0};
-    /* the lists the reader reads: all but those searched where they lie */
-    int64_t *len = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)), bad = -1;
-    if (!len) return no_memory();
-    memcpy(len, cut, sizeof(int64_t) * (size_t)n);
     struct list_reader r;
-    rc = reader_open(&r, s, g, node_level ? g->nbr_var : g->ts_var, entry_bytes, nodes, len,
+    struct lying L = {0};
+    rc = reader_open(&r, s, g, node_level ? g->nbr_var : g->ts_var, entry_bytes, nodes, cut,
                      n, PIECE_ENTRIES, PIECE_LISTS);
-    if (rc == DDS_OK) rc = cut_where_they_lie(s, g, &S, &r, len, node_ts, cut, &bad);
-    for (int64_t i = 0; i < n && rc == DDS_OK && S.bad < 0 && bad < 0; i++) {
-        if (len[i] <= 0) continue;
+    if (rc == DDS_OK) rc = take_lying(g, &S, &r, cut, node_ts, &L);
+    for (int64_t i = 0; i < n && rc == DDS_OK && S.bad < 0; i++) {
+        if (cut[i] <= 0) continue;
         if (reader_refills(&r, i)) search_flush(&S);  /* they point into the piece held */
         const char *rows;
         rc = reader_list(&r, i, &rows);
         if (rc == DDS_OK) search_add(&S, rows, cut[i], time_bits(node_ts, i), &cut[i]);
     }
     search_flush(&S);  /* the lists still queued */
+    if (rc == DDS_OK && S.bad < 0 && L.n) rc = cut_lying(s, &S, &r, &L, cut, &S.bad);
     reader_close(&r);
-    free(len);
-    if (S.bad < 0) S.bad = bad;
+    free(L.at);
     if (rc == DDS_OK && S.bad >= 0)
         rc = dds_set_error(DDS_ERANGE, "neighbour sample: neighbour node %lld has no time "
                            "(node times cover [0, %lld))", (long long)S.bad,

@@ -198,13 +198,8 @@ static inline int entry_key(const struct probe_lists *pl, const char *entries, i
         *key = time_key_at(entries, i, pl->type);
         return 1;
     }
-    int64_t v = id_at(entries, bytes, i);
-    if (v < 0 || v >= pl->node_time_len) {  /* refused by the caller */
-        if (*bad < 0) *bad = v;
-        return 0;
-    }
-    *key = table_key(pl->node_time, pl->time_bytes, pl->type, v);
-    return 1;
+    return node_time_key(pl->node_time, pl->time_bytes, pl->type, pl->node_time_len,
+                         id_at(entries, bytes, i), key, bad);
 }
 
 int probe_cuts(dds_store *s, const struct probe_lists *pl, const int64_t *start,

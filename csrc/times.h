@@ -65,6 +65,20 @@ static inline int64_t table_key(const void *table, int bytes, int type, int64_t 
     return time_key(b, DDS_TIME_F64);
 }
 
+/* *key = the key of node v's time in a table of `len` times (table_key), or, for a v
+ * outside the table, 0 returned and *bad = v when it holds none yet (the samplers'
+ * node-level searches stop that list and refuse the id after) */
+static inline int node_time_key(const void *table, int bytes, int type, int64_t len,
+                                int64_t v, int64_t *key, int64_t *bad)
+{
+    if (v < 0 || v >= len) {
+        if (*bad < 0) *bad = v;
+        return 0;
+    }
+    *key = table_key(table, bytes, type, v);
+    return 1;
+}
+
 /* SEARCH_AS(name, T): `name(times, n, t, inclusive)`, the number of leading entries of
  * times[0, n) (sorted, of type T) that come before t: those < t (`inclusive` 0) or
  * <= t (`inclusive` 1), compared natively as T (for doubles -0.0 == +0.0, the keys'

@@ -101,10 +101,7 @@ for width, transport in ((1, "auto"), (comm.size, "rma")):
             rmap.begin(n_nodes, expected=1024 * (K + 1))
             rmap.seed(seeds[b])
             pos = np.arange(1024, dtype=np.int64)
-            return rmap_out(csc.hop(rmap, seeds[b], pos, None, None, K, 0, b, K * 1024))
-
-        def rmap_out(out):
-            return out[:4]
+            return csc.hop(rmap, seeds[b], pos, None, None, K, 0, b, K * 1024)[:4]
 
         run(f"{tag} hop", hop)
 
