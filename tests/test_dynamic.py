@@ -317,3 +317,65 @@ def test_taken_name_is_named_like_every_layer():
         assert store.variables() == ["g/delta"]
     finally:
         store.free()
+
+
+def _same_batch(a, b, what):
+    """(x, y, graphs) equal: dtype, shape and bytes of every tensor, None where None."""
+    assert len(a) == len(b) == 3, what
+    for i in (0, 1):
+        assert a[i].dtype == b[i].dtype and a[i].shape == b[i].shape, what
+        assert a[i].contiguous().numpy().tobytes() == b[i].contiguous().numpy().tobytes(), \
+            f"{what}: x/y {i}"
+    assert len(a[2]) == len(b[2]), what
+    for j, ((ei, ew), (ej, wj)) in enumerate(zip(a[2], b[2])):
+        assert torch.equal(ei, ej), f"{what}: edge_index of step {j}"
+        assert (ew is None) == (wj is None) and (ew is None or torch.equal(ew, wj)), \
+            f"{what}: edge_weight of step {j}"
+
+
+def test_window_loaders_every_path():
+    """DynamicWindowDataset through every loader path gives the plain loader's batches:
+    the device pipeline (device="cpu", prefetch 0 and 2; it read windows with
+    _fetch(host=, into=), which the subclass refused with a TypeError), one window with
+    time features or the series resident on the device (ds[i] unpacked the subclass's
+    three items into two: ValueError), and the resident loader (graphs of tensor starts)."""
+    from ddstore.dynamic import DynamicWindowDataset
+    store = _store()
+    try:
+        T, n = 60, 4
+        raw = np.random.default_rng(0).standard_normal((T, n, 2)).astype(np.float32)
+        rng = np.random.default_rng(1)
+        edges = [rng.integers(0, n, (2, 5)) for _ in range(T)]
+        ts = np.datetime64("2024-01-01") + np.arange(T) * np.timedelta64(1, "h")
+        base = DynamicWindowDataset(store, "dyn", raw, 3, edges=edges, dedup="sum",
+                                    graph_steps="xy")
+        train = base.splits()[0]
+        for kw in ({"seed": 3}, {"sampler": "batch", "seed": 1}):
+            want = list(train.loader(4, **kw))
+            assert len(want) > 1
+            for k in (0, 2):
+                piped = train.loader(4, device="cpu", prefetch=k, **kw)
+                got = list(piped)
+                assert len(got) == len(want) == len(piped)
+                for i, (a, b) in enumerate(zip(got, want)):
+                    _same_batch(a, b, f"{kw} prefetch={k} batch {i}")
+        for extra in ({"timestamps": ts, "time_features": ("tod",)},
+                      {"resident": "device"}):
+            name = f"dyn_{next(iter(extra))}"
+            ds = DynamicWindowDataset(store, name, raw, 3, edges=edges, dedup="sum",
+                                      **extra)
+            for i in (0, 5, len(ds) - 1, -1):
+                x, y, g = ds[i]
+                bx, by, bg = ds.__getitems__([i])
+                _same_batch((x[None], y[None], g), (bx, by, bg), f"{name}[{i}]")
+            if "resident" in extra:
+                tr = ds.splits()[0]
+                for kw in ({"shuffle": False}, {"sampler": "batch", "shuffle": False}):
+                    got = list(tr.loader(5, **kw))
+                    starts = [list(range(a, min(a + 5, len(tr))))
+                              for a in range(0, len(tr), 5)]
+                    assert len(got) == len(starts)
+                    for b, idx in zip(got, starts):
+                        _same_batch(b, tr.__getitems__(idx), f"{name} loader {kw}")
+    finally:
+        store.free()

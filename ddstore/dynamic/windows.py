@@ -114,9 +114,13 @@ class DynamicWindowDataset(WindowDataset):
         self._own_graph = bool(ann.meta["own_graph"])
         self.graph = DynamicGraph.open(store, ann.meta["graph"])
 
-    def _graphs(self, starts):
+    def _graphs(self, starts, host=False):
+        """The snapshots of windows ``starts`` (int64 numpy array, or a tensor of the
+        series on the device), batched per step; on :attr:`device` unless ``host``."""
         h, n = self.horizon, self.num_nodes
         span = h if self.graph_steps == "x" else 2 * h
+        if isinstance(starts, torch.Tensor):
+            starts = starts.cpu().numpy()
         starts = np.asarray(starts, dtype=np.int64)
         B = starts.shape[0]
         steps = starts[:, None] + np.arange(span)
@@ -134,16 +138,18 @@ class DynamicWindowDataset(WindowDataset):
                 ei = ei + torch.repeat_interleave(torch.arange(B, dtype=torch.int64) * n,
                                                   sizes)
                 ew = None if col[0][1] is None else torch.cat([c[1] for c in col])
-            if dev.type != "cpu":
+            if dev.type != "cpu" and not host:
                 ei = ei.to(dev, non_blocking=True)
                 ew = None if ew is None else ew.to(dev, non_blocking=True)
             out.append((ei, ew))
         return out
 
-    def _fetch(self, starts):
-        """Windows ``starts`` -> ``(x, y, graphs)`` (see the class docstring)."""
-        x, y = super()._fetch(starts)
-        return x, y, self._graphs(starts)
+    def _fetch(self, starts, host=False, into=None):
+        """Windows ``starts`` -> ``(x, y, graphs)`` (see the class docstring);
+        ``host`` and ``into`` as for :class:`WindowDataset` (the device pipeline's
+        staging: the graphs stay on the host too, and the pipeline copies them)."""
+        x, y = super()._fetch(starts, host=host, into=into)
+        return x, y, self._graphs(starts, host=host)
 
     def _fetch_one(self, start):
         """Window ``start`` -> ``(x, y, graphs)`` (see the class docstring)."""

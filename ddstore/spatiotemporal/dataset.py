@@ -817,7 +817,8 @@ class WindowDataset(_WindowView):
         """Window with global ``start`` (an int) -> ``(x, y)`` ``[h, nodes, features]``:
         one contiguous store read of ``2h`` rows (x then y), no index arrays."""
         if self._dev_series is not None or self._tf is not None:
-            x, y = self._fetch(np.array([start], dtype=np.int64))
+            # this class's windows alone (a subclass's _fetch adds to the batch)
+            x, y = WindowDataset._fetch(self, np.array([start], dtype=np.int64))
             return x[0], y[0]
         h = self.horizon
         row = start
