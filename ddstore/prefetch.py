@@ -40,8 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from .errors import DDStoreValueError
 from ._checks import is_int
 
-__all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "prefetch",
-           "prefetch_depth"]
+__all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "epoch_samplers",
+           "prefetch", "prefetch_depth"]
 
 
 class PrefetchWarning(RuntimeWarning):
@@ -142,6 +142,19 @@ class PrefetchIter:
             pass
 
 
+def epoch_samplers(loader):
+    """The samplers of ``loader`` that take ``set_epoch``: its ``sampler`` and
+    ``batch_sampler``, and the sampler inside either where it is a batch sampler
+    (``BatchSampler(DistributedSampler(...))`` given as a ``DataLoader``'s ``sampler``,
+    as the graph loader does), each once."""
+    out = []
+    for s in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
+        for t in (s, getattr(s, "sampler", None)):
+            if hasattr(t, "set_epoch") and all(t is not o for o in out):
+                out.append(t)
+    return out
+
+
 class WrappedLoader:
     """The part of a loader wrapper that looks like the loader it wraps (``self.loader``):
     ``sampler``, ``batch_sampler``, ``dataset`` and ``len()`` are the wrapped loader's,
@@ -162,13 +175,13 @@ class WrappedLoader:
         return getattr(self.loader, "dataset", None)
 
     def set_epoch(self, epoch):
-        """Forward ``set_epoch`` to the loader, or to its sampler and batch sampler."""
+        """Forward ``set_epoch`` to the loader, or to its samplers
+        (:func:`epoch_samplers`)."""
         if hasattr(self.loader, "set_epoch"):
             self.loader.set_epoch(epoch)
             return
-        for s in (self.sampler, self.batch_sampler):
-            if hasattr(s, "set_epoch"):
-                s.set_epoch(epoch)
+        for s in epoch_samplers(self):
+            s.set_epoch(epoch)
 
     def __len__(self):
         return len(self.loader)

@@ -335,3 +335,30 @@ def test_mpi_roundtrip(shared_launch, nprocs):
 @pytest.mark.shared_launch("graphs_errors.py", nprocs=3, timeout=180)
 def test_mpi_errors(shared_launch):
     assert "graphs_errors: 3 ranks" in shared_launch, shared_launch
+
+
+# ---------------------------------------------------------------------- loaders
+def test_loader_set_epoch_reaches_the_sampler(store):
+    """set_epoch on the graph loader (through PrefetchLoader / DevicePrefetcher, and
+    spatiotemporal.set_epoch on the plain DataLoader) reaches the DistributedSampler
+    inside its BatchSampler: each epoch's batches are DistributedSampler's order of that
+    epoch.  It used to stop at the BatchSampler: the same order every epoch."""
+    from ddstore import spatiotemporal as st
+    samples = [Data(x=torch.full((2 + i % 3, 2), float(i)),
+                    edge_index=torch.zeros(2, 1, dtype=torch.int64),
+                    y=torch.tensor([float(i)])) for i in range(23)]
+    ds = graphs.GraphDataset.from_samples(store, "epochs", samples, progress=False)
+    for prefetch, device in ((0, None), (2, None), (0, "cpu"), (2, "cpu")):
+        smp = torch.utils.data.DistributedSampler(ds, num_replicas=2, rank=1, seed=4)
+        ld = ds.loader(4, sampler=smp, prefetch=prefetch, device=device)
+        orders = []
+        for epoch in (0, 1, 2):
+            (ld.set_epoch if hasattr(ld, "set_epoch") else
+             lambda e: st.set_epoch(ld, e))(epoch)
+            assert smp.epoch == epoch, (prefetch, device)
+            got = [int(v) for b in ld for v in b.y.tolist()]
+            ref = torch.utils.data.DistributedSampler(ds, num_replicas=2, rank=1, seed=4)
+            ref.set_epoch(epoch)
+            assert got == list(ref), (prefetch, device, epoch)
+            orders.append(got)
+        assert orders[0] != orders[1] != orders[2], (prefetch, device)

@@ -85,10 +85,11 @@ def batch_collate(batch):
 
 
 def set_epoch(loader, epoch):
-    """Call ``set_epoch`` on a DataLoader's sampler and batch sampler, where they have it."""
-    for s in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
-        if hasattr(s, "set_epoch"):
-            s.set_epoch(epoch)
+    """Call ``set_epoch`` on a DataLoader's sampler and batch sampler, where they have it
+    (and on the sampler a batch sampler wraps: :func:`ddstore.prefetch.epoch_samplers`)."""
+    from ..prefetch import epoch_samplers
+    for s in epoch_samplers(loader):
+        s.set_epoch(epoch)
 
 
 def _torch_dtype(dtype):
