@@ -362,3 +362,14 @@ def test_loader_set_epoch_reaches_the_sampler(store):
             assert got == list(ref), (prefetch, device, epoch)
             orders.append(got)
         assert orders[0] != orders[1] != orders[2], (prefetch, device)
+
+
+def test_float_tensor_index_refused(store):
+    """A 0-d float or bool tensor is not an index (tensor(3.7) was graph 3)."""
+    samples = [Data(x=torch.full((2, 1), float(i))) for i in range(5)]
+    ds = graphs.GraphDataset.from_samples(store, "fidx", samples, progress=False)
+    for bad in (torch.tensor(3.7), torch.tensor(3.0), torch.tensor(True)):
+        with pytest.raises(DDStoreValueError, match=r"'fidx': index must be an integer, "
+                                                    r"got tensor\("):
+            ds[bad]
+    assert float(ds[torch.tensor(3, dtype=torch.int16)].x[0, 0]) == 3.0

@@ -613,3 +613,38 @@ def test_benchmark_smoke(tmp_path):
         q = part["auto_global_rma"]
         if q["remote_owners"] == 0:  # inside a node: the peer's windows read by load
             assert q["gets_per_batch"] == 0 and q["round_trips_per_batch"] == 0, q
+
+
+def test_loader_arguments_and_tensor_inputs(store):
+    """Refused with a DDStoreValueError naming the argument and its range (they were
+    torch's ValueError, numpy's 'expected non-negative integer' at the first batch, or
+    accepted): loader batch_size 0 / 2.5 with the global sampler, the batch sampler's
+    seed -1 / 1.5; a 0-d float or bool tensor as an index (tensor(2.7) was window 2).
+    A bfloat16 tensor series is read as its exact float32 values (it was 'Got
+    unsupported ScalarType BFloat16')."""
+    raw = random_series(T=80, n=3, f=2, seed=21, dtype=np.float32)
+    ds = make(store, raw, 3, standardize=False)
+    train = ds.splits()[0]
+    for bs in (0, 2.5, True):
+        for smp in ("global", "batch"):
+            with pytest.raises(DDStoreValueError, match=rf"batch_size={bs!r} must be an "
+                                                        r"integer >= 1"):
+                train.loader(bs, sampler=smp)
+    for seed in (-1, 1.5):
+        with pytest.raises(DDStoreValueError, match=rf"BatchShuffleSampler: seed={seed!r} "
+                                                    r"must be an integer >= 0"):
+            train.loader(4, sampler="batch", seed=seed)
+    assert len(list(train.loader(4, seed=-1))) == len(train.loader(4, seed=-1))  # torch's
+    for bad in (torch.tensor(2.7), torch.tensor(2.0), torch.tensor(True)):
+        with pytest.raises(DDStoreValueError, match=r"index must be an integer, got "
+                                                    r"tensor\("):
+            ds[bad]
+    x, _ = ds[torch.tensor(2, dtype=torch.int32)]
+    np.testing.assert_array_equal(x.numpy(), raw[2:5])
+    bf = torch.from_numpy(raw).to(torch.bfloat16)
+    exact = bf.float().numpy()
+    dbf = make(store, bf, 3, standardize=False)
+    xb, yb = dbf.__getitems__(np.arange(len(dbf)))
+    X, Y = materialize_windows(exact.astype(np.float64), 3)
+    np.testing.assert_array_equal(xb.numpy(), X.astype(np.float32))
+    np.testing.assert_array_equal(yb.numpy(), Y.astype(np.float32))

@@ -191,7 +191,9 @@ class GraphDataset(torch.utils.data.Dataset):
     def __getitem__(self, index):
         """Local: graph ``index`` as a ``torch_geometric.data.Data``."""
         self._check_process()
-        if isinstance(index, torch.Tensor) and index.dim() == 0:
+        if isinstance(index, torch.Tensor) and index.dim() == 0 and \
+                not (index.is_floating_point() or index.is_complex() or
+                     index.dtype == torch.bool):  # an integer tensor: its value
             index = int(index)
         if not is_int(index):
             raise DDStoreValueError(f"graphs {self.name!r}: index must be an integer, got "

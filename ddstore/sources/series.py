@@ -37,7 +37,14 @@ def _as_array(data, what):
             data = data.detach()
             if data.device.type != "cpu":
                 data = data.cpu()
-            return data.numpy()
+            if data.dtype == torch.bfloat16:  # numpy has no bfloat16: float32 is exact
+                data = data.float()
+            try:
+                return data.numpy()
+            except TypeError as exc:
+                raise DDStoreValueError(f"{what}: torch dtype {data.dtype} has no numpy "
+                                        f"equivalent ({exc}); allowed: bool, integer or "
+                                        f"floating point (bfloat16 included)") from None
     except ImportError:  # pragma: no cover
         pass
     if isinstance(data, np.ndarray):

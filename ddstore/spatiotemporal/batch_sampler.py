@@ -105,6 +105,9 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
                  seed=0, drop_last=False, local=None):
         if not is_int(batch_size) or batch_size < 1:
             raise DDStoreValueError(f"batch_size={batch_size!r} must be an integer >= 1")
+        if not is_int(seed) or seed < 0:  # numpy's generator takes no negative seed
+            raise DDStoreValueError(f"BatchShuffleSampler: seed={seed!r} must be an "
+                                    f"integer >= 0")
         ds = split.dataset
         store = ds.store
         self.num_replicas = store.size if num_replicas is None else int(num_replicas)

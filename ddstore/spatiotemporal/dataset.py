@@ -133,7 +133,9 @@ class _WindowView(torch.utils.data.Dataset):
 
     def __getitem__(self, index):
         """Window ``index`` of this view: ``(x, y)`` each ``[h, nodes, features]``."""
-        if isinstance(index, torch.Tensor) and index.ndim == 0:
+        if isinstance(index, torch.Tensor) and index.ndim == 0 and \
+                not (index.is_floating_point() or index.is_complex() or
+                     index.dtype == torch.bool):  # an integer tensor: its value
             index = int(index)
         if not is_int(index):
             raise DDStoreValueError(f"{self._what()}: index must be an integer, got "
@@ -194,6 +196,9 @@ class _WindowView(torch.utils.data.Dataset):
         """
         from ..prefetch import PrefetchLoader, check_prefetch, prefetch_depth
         what = f"{self._what()}.loader"
+        if not is_int(batch_size) or batch_size < 1:
+            raise DDStoreValueError(f"{what}: batch_size={batch_size!r} must be an integer "
+                                    f">= 1")
         prefetch = check_prefetch(prefetch, num_workers, what)
         if num_workers:
             raise DDStoreValueError(f"{what}: num_workers={num_workers!r}; the store is "
