@@ -137,7 +137,8 @@ class EdgeAttributes:
                 wrong = ~np.isfinite(out[a:a + raw.shape[0]])
             bad.append(a + np.flatnonzero(wrong))
         bad = np.concatenate(bad) if bad else np.zeros(0, np.int64)
-        narrow = out.astype(np.int32 if tdt.kind == "i" else np.float32)
+        with np.errstate(over="ignore"):  # beyond float32: inf there, so not narrowed
+            narrow = out.astype(np.int32 if tdt.kind == "i" else np.float32)
         if np.array_equal(narrow, out, equal_nan=tdt.kind == "f"):  # every time exact
             out = narrow
         del narrow

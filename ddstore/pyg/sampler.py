@@ -14,7 +14,7 @@ from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from .. import _core
 from .._checks import as_indices, check_indices, is_int
-from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
+from .._times import FLOAT_TIMES, INT_TIMES, as_times, tensor_values, time_share
 from ..errors import DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError
 from . import workers
 from ._common import edge_var, node_var
@@ -522,6 +522,14 @@ class NeighborSampler(BaseSampler):
         destinations), done in torch as PyG does, with node-level times (when temporal)
         read from the store."""
         self._check_process()
+        et = getattr(index, "input_type", None)
+        if self.is_hetero and et is not None:  # PyG reads its end types: a KeyError
+            unknown = [t for t in (et[0], et[-1]) if t not in self.node_types]
+            if unknown:
+                raise DDStoreValueError(
+                    f"sample: the seed links' edge type {tuple(et)!r} has node type "
+                    f"{unknown[0]!r}, unknown to graph store {self.graph_store.name!r}; "
+                    f"known node types: {self.node_types}")
         if neg_sampling is not None and not isinstance(neg_sampling, NegativeSampling):
             neg_sampling = NegativeSampling.cast(neg_sampling)
         node_time = None
@@ -687,7 +695,7 @@ class NeighborSampler(BaseSampler):
         if self.time_attr is None:
             return None
         if given is not None:
-            t = given.numpy() if hasattr(given, "numpy") else np.asarray(given)
+            t = np.asarray(tensor_values(given))
             if t.shape != seeds.shape:
                 raise DDStoreValueError(f"seed times have shape {t.shape}, the seeds "
                                         f"{seeds.shape}")

@@ -6,11 +6,12 @@ from .. import _core
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
     DDStoreValueError
 from .._checks import as_indices, as_int, check_indices, is_int
-from .._times import as_times
+from .._times import as_times, tensor_values
 from ..memory import available_memory
 
 _CLAMP_ABOVE = 1 << 16  # output buffers larger than this are sized by the roots' degrees
 _EDGE_BYTES = 32  # per sampled edge: row, neighbour, edge id, time
+_INT64_MAX = (1 << 63) - 1
 
 
 class TemporalBlock:
@@ -120,9 +121,11 @@ class TemporalSampler:
         self.epoch = 0
         for label, v in (("remote_fetch_max", remote_fetch_max),
                          ("remote_range_factor", remote_range_factor)):
-            if (v is not None or label == "remote_range_factor") and (not is_int(v) or v < 1):
+            if (v is not None or label == "remote_range_factor") and (
+                    not is_int(v) or not 1 <= v <= _INT64_MAX):
                 raise DDStoreValueError(f"{label}={v!r} must be an integer >= 1" +
-                                        (" or None" if label == "remote_fetch_max" else ""))
+                                        (" or None" if label == "remote_fetch_max" else "")
+                                        + " (integers at most 2**63 - 1)")
         self._tcsr = graph.tcsr_handle(int(remote_fetch_max or 0), int(remote_range_factor))
 
     def set_epoch(self, epoch):
@@ -141,7 +144,7 @@ class TemporalSampler:
                                     f"the store (TemporalGraph.remove); build a new graph "
                                     f"and a sampler over it")
         roots = as_indices(nodes, f"sample of graph {self.graph.name!r}")
-        t = np.asarray(ts.numpy() if hasattr(ts, "numpy") else ts)
+        t = np.asarray(tensor_values(ts))
         if t.ndim != 1 or (t.size and t.dtype.kind not in "iuf"):
             raise DDStoreValueError(f"sample: ts must be a 1-D array of real times, got "
                                     f"dtype {t.dtype} shape {t.shape}")
@@ -158,7 +161,7 @@ class TemporalSampler:
         indptr = self.graph.indptr
         for layer, k in enumerate(self.fanouts):
             nr = roots.shape[0]
-            if nr * k > _CLAMP_ABOVE:
+            if nr * k > _CLAMP_ABOVE or k > _CLAMP_ABOVE:  # (no roots: k beyond int64)
                 # the output buffers hold nr * k edges: no root has more eligible edges
                 # than its degree, so a larger k samples the same (recent: all of them;
                 # uniform: all of them, no draws); size them by what can exist
