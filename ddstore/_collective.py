@@ -80,7 +80,8 @@ from .errors import DDStoreError, DDStoreInterrupt, DDStoreMemoryError, \
     DDStoreStateError, DDStoreValueError, as_error
 
 __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bounded",
-           "join_bounded", "last_call", "current_call", "inject", "record_calls",
+           "join_bounded", "wait_bounded", "last_call", "current_call", "inject",
+           "record_calls",
            "DDStoreInterrupt", "hold_interrupts", "release_interrupts", "next_store_id",
            "set_publish_hook"]
 
@@ -220,11 +221,22 @@ def join_bounded(thread):
     """``thread.join()``; inside :func:`bounded`, polled like a round (its ``watch``
     between polls, at most its ``seconds``, then its ``on_timeout``: the job ends): a
     background thread waiting on a rank that has gone does not hold the exit forever."""
-    bound = _STATE["bound"]
-    if bound is None:
+    if _STATE["bound"] is None:
         thread.join()
         return
-    _poll(lambda: (thread.join(0.05), not thread.is_alive())[1], bound)
+    wait_bounded(lambda: (thread.join(0.05), not thread.is_alive())[1])
+
+
+def wait_bounded(done):
+    """Wait until ``done()`` (which may itself block a moment, e.g. a join with a
+    timeout) returns true: as long as it takes, or inside :func:`bounded` polled like a
+    round (see :func:`join_bounded`)."""
+    bound = _STATE["bound"]
+    if bound is None:
+        while not done():
+            pass
+        return
+    _poll(done, bound)
 
 
 def _poll(done, bound):

@@ -31,7 +31,9 @@ stay right).
 Ending early: leaving a ``for`` loop over a prefetching loader (``break``, an exception)
 drops its iterator, which waits for the reads in flight (at most ``k``) before it goes, so
 the store can be freed right after the loop.  ``close()`` on the iterator does the same
-explicitly.
+explicitly.  An iterator kept alive is safe too: freeing the store or removing a variable
+waits for the batch being made (:mod:`ddstore._readers`), and the batches after it raise
+(:class:`~ddstore.errors.DDStoreStateError` for a freed store) in their turn.
 """
 import collections
 import warnings
@@ -39,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .errors import DDStoreValueError
 from ._checks import is_int
+from ._readers import reading
 
 __all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "epoch_samplers",
            "prefetch", "prefetch_depth"]
@@ -92,9 +95,12 @@ def prefetch_depth(store, prefetch, what="loader"):
 
 def _step(iterator):
     """One batch from ``iterator`` in the background thread: ``(ended, batch)``.
-    A module function so that the thread holds no reference to the prefetch iterator."""
+    A module function so that the thread holds no reference to the prefetch iterator.
+    Made inside :func:`ddstore._readers.reading`: a free or a removal of a variable by
+    the caller's thread waits for it, and the batches after find what it removed gone."""
     try:
-        return False, next(iterator)
+        with reading():
+            return False, next(iterator)
     except StopIteration:
         return True, None
 

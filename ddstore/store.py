@@ -23,6 +23,7 @@ only through its public methods; the store keeps the communicator, the agreement
 rows and records.  Beside it: :mod:`ddstore.memory` (memory planning),
 :mod:`ddstore._lifecycle` (exit and abort), :mod:`ddstore._checks` (argument checks).
 """
+import contextlib
 import os
 
 import numpy as np
@@ -32,6 +33,7 @@ from ._checks import as_indices, as_int, is_int, partition
 from . import _collective
 from ._collective import Step, collective, is_agreed, join_bounded
 from ._lifecycle import abort_on_exception
+from ._readers import unmapping
 from .annotations import Annotations
 from .checkpoint import BLOCK_BYTES, Checkpoints
 from .errors import DDStoreMemoryError, DDStoreStateError, DDStoreValueError
@@ -262,20 +264,20 @@ class DDStore:
         core = getattr(self, "_core", None)
         if core is None or not core.alive:
             return
-        self._join_threads()
-        from mpi4py import MPI
-        if not MPI.Is_finalized():
-            with self.collective("free"):
-                pass
-            self._board.free()
-            try:
-                self.group_comm.Free()
-            except Exception:  # pragma: no cover
-                pass
-        core.free()
-        _lifecycle.unregister(self)
-        self._variables.clear()
-        self._records.clear()
+        with self._unmapping():
+            from mpi4py import MPI
+            if not MPI.Is_finalized():
+                with self.collective("free"):
+                    pass
+                self._board.free()
+                try:
+                    self.group_comm.Free()
+                except Exception:  # pragma: no cover
+                    pass
+            core.free()
+            _lifecycle.unregister(self)
+            self._variables.clear()
+            self._records.clear()
 
     def __enter__(self):
         return self
@@ -429,11 +431,11 @@ class DDStore:
 
     def _drop(self, name):
         """Collective, after the agreement: free variable (or records) ``name``."""
-        self._join_threads()  # no thread may be reading pages that are unmapped
-        if name in self._records.table:
-            self._records.drop(name)
-        else:
-            self._variables.drop(name)
+        with self._unmapping():  # no thread may be reading pages that are unmapped
+            if name in self._records.table:
+                self._records.drop(name)
+            else:
+                self._variables.drop(name)
         self._annotations.forget(name)
         self._journal.note_removed(name)
 
@@ -630,6 +632,15 @@ class DDStore:
         """Join the background threads (prefaults, :meth:`track`), bounded at exit."""
         while self._threads:
             join_bounded(self._threads.pop())
+
+    @contextlib.contextmanager
+    def _unmapping(self):
+        """Around a call that unmaps variables: the background threads joined, and the
+        read-ahead threads of loaders held between two batches
+        (:func:`ddstore._readers.unmapping`)."""
+        self._join_threads()
+        with unmapping():
+            yield
 
     def __repr__(self):
         if not self._core.alive:

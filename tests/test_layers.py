@@ -44,8 +44,8 @@ PY_LAYERS = [
     ("_core", ["ddstore._version", "ddstore.errors", "ddstore._times", "ddstore._checks",
                "ddstore._core"]),
     ("store", ["ddstore._fingerprint", "ddstore._status", "ddstore._collective",
-               "ddstore._transaction", "ddstore._lifecycle", "ddstore.memory",
-               "ddstore.placement", "ddstore.build", "ddstore.records",
+               "ddstore._readers", "ddstore._transaction", "ddstore._lifecycle",
+               "ddstore.memory", "ddstore.placement", "ddstore.build", "ddstore.records",
                "ddstore.checkpoint", "ddstore.store", "ddstore.prefetch",
                "ddstore.distributed", "ddstore.device",
                "ddstore"]),  # the package's __init__: re-exports errors and the store

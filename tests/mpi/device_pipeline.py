@@ -16,11 +16,64 @@ from _harness import check, each_store, rank, run_main, widths_from
 
 from ddstore import spatiotemporal as st
 from ddstore.device import DevicePrefetcher
+from ddstore.errors import DDStoreStateError, DDStoreValueError
+from ddstore.prefetch import prefetch
 
 
 def same(a, b):
     return (a.dtype == b.dtype and a.shape == b.shape and
             a.contiguous().numpy().tobytes() == b.contiguous().numpy().tobytes())
+
+
+class BigReads:
+    """Batches that are long reads of the store (every row of ``name``, 64 KiB each,
+    most of them from other members): a read-ahead thread is inside one almost always."""
+
+    def __init__(self, store, name, n):
+        self.store, self.name, self.n = store, name, n
+
+    def __iter__(self):
+        rows = np.arange(self.store.nrows(self.name))
+        for _ in range(self.n):
+            yield self.store.get_batch(self.name, rows)
+
+
+def unmapped_under_reads(store, tag, free):
+    """The read-ahead thread reads while the caller removes the variable (``free``:
+    frees the store): the removal waits for the batch in flight (no read of unmapped
+    memory: this used to end the rank with a segmentation fault now and then); every
+    batch handed over afterwards is whole, then the iteration raises that the variable
+    is gone (or the store freed) and ends."""
+    def rows(member):  # a group member's 40 rows (replicas hold the same)
+        return np.broadcast_to(np.arange(member * 40, member * 40 + 40.0)[:, None],
+                               (40, 8192))
+    data = rows(store.group_rank).copy()
+    store.add("big", data)
+    want = np.concatenate([rows(m) for m in range(store.group_size)])
+    for pipe in (prefetch(BigReads(store, "big", 50), 3, store=store),
+                 DevicePrefetcher(BigReads(store, "big", 50), "cpu", prefetch=3)):
+        if "big" not in store:
+            store.add("big", data)
+        it = iter(pipe)
+        first = next(it)
+        if free:
+            store.free()
+        else:
+            store.remove("big")
+        got, error = [first], None
+        try:
+            for batch in it:
+                got.append(batch)
+        except Exception as exc:  # noqa: BLE001 -- its kind is the check
+            error = exc
+        whole = all(np.asarray(b).tobytes() == want.tobytes() for b in got)
+        check(whole and 1 <= len(got) <= 5, f"{tag} {type(pipe).__name__} free={free}: "
+              f"{len(got)} batches, whole {whole}")
+        kind = DDStoreStateError if free else DDStoreValueError
+        check(isinstance(error, kind), f"{tag} {type(pipe).__name__} free={free}: "
+              f"{error!r}")
+        if free:
+            return
 
 
 def main():
@@ -58,6 +111,9 @@ def main():
                 and same(a.batch, b.batch) for a, b in zip(got, want)),
                 f"{tag} graphs k={k}: batches differ")
         store.remove("g")
+        unmapped_under_reads(store, tag, free=False)
+    for store, tag, _ in each_store(widths):
+        unmapped_under_reads(store, tag, free=True)
     if rank == 0:
         print("device pipeline: windows and graphs equal through the pipeline", flush=True)
 

@@ -1,0 +1,69 @@
+"""Read-ahead threads against the calls that unmap what they read.
+
+A loader that reads ahead (:class:`ddstore.prefetch.PrefetchIter`, behind every
+``prefetch=`` of :mod:`ddstore.prefetch` and :mod:`ddstore.device`) makes its batches in
+a background thread while the caller's thread goes on, and the caller may free the store
+(leave ``with DDStore(...)`` with a loader's iterator still alive) or remove a variable
+that a batch in flight is reading.  Memory unmapped under a read is a segmentation
+fault, so:
+
+- a read-ahead thread makes each batch inside :func:`reading`;
+- :meth:`DDStore.free <ddstore.DDStore.free>` and every removal of a variable run
+  inside :func:`unmapping`, which waits until no batch is being made and holds new ones
+  back until the memory is gone.  Those then find the store freed or the variable gone
+  and raise (:class:`~ddstore.errors.DDStoreStateError`, ...), which reaches the caller
+  in that batch's turn.
+
+One gate for the process: a loader does not say which store it reads, and unmapping is
+rare.  A batch may still start while an unmapping waits if another batch is being made
+(a :class:`~ddstore.device.DevicePrefetcher` over a prefetching loader waits, inside its
+own batch, for the inner thread's batch): the wait stays bounded, since each read-ahead
+thread has at most its depth of batches queued and the caller, inside the unmapping,
+asks for no more.  At exit the wait is bounded like a round
+(:func:`ddstore._collective.wait_bounded`).
+"""
+import contextlib
+import threading
+
+from ._collective import wait_bounded
+
+__all__ = ["reading", "unmapping"]
+
+_GATE = threading.Condition()
+# batches being made in read-ahead threads; unmapping calls open (the caller's thread)
+_STATE = {"reading": 0, "unmapping": 0}
+
+
+@contextlib.contextmanager
+def reading():
+    """Around one batch made in a read-ahead thread: waits while an unmapping is open
+    (unless another batch is being made, see the module docstring)."""
+    with _GATE:
+        _GATE.wait_for(lambda: not _STATE["unmapping"] or _STATE["reading"])
+        _STATE["reading"] += 1
+    try:
+        yield
+    finally:
+        with _GATE:
+            _STATE["reading"] -= 1
+            _GATE.notify_all()
+
+
+def _idle():
+    with _GATE:
+        return _GATE.wait_for(lambda: not _STATE["reading"], timeout=0.05)
+
+
+@contextlib.contextmanager
+def unmapping():
+    """Around a call that unmaps a store's memory (the caller's thread): waits for the
+    batches being made to end, and holds back new ones until the block ends."""
+    with _GATE:
+        _STATE["unmapping"] += 1
+    try:
+        wait_bounded(_idle)
+        yield
+    finally:
+        with _GATE:
+            _STATE["unmapping"] -= 1
+            _GATE.notify_all()
