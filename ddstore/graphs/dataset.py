@@ -189,7 +189,8 @@ class GraphDataset(torch.utils.data.Dataset):
         return as_indices(indices, f"graphs {self.name!r}")
 
     def __getitem__(self, index):
-        """Local: graph ``index`` as a ``torch_geometric.data.Data``."""
+        """Local: graph ``index`` as a ``torch_geometric.data.Data``; a negative
+        ``index`` counts from the end, as in a list or PyG's ``Dataset``."""
         self._check_process()
         if isinstance(index, torch.Tensor) and index.dim() == 0 and \
                 not (index.is_floating_point() or index.is_complex() or
@@ -198,10 +199,11 @@ class GraphDataset(torch.utils.data.Dataset):
         if not is_int(index):
             raise DDStoreValueError(f"graphs {self.name!r}: index must be an integer, got "
                                     f"{index!r} (use __getitems__ or get_batch for many)")
-        if not 0 <= index < self._n:
+        if not -self._n <= index < self._n:
             raise DDStoreIndexError(f"graphs {self.name!r}: index {index} out of range "
-                                    f"[0, {self._n})")
-        return self.layout.to_data(self.store.get_record(self.name, int(index)))
+                                    f"[{-self._n}, {self._n})")
+        index = int(index) % self._n
+        return self.layout.to_data(self.store.get_record(self.name, index))
 
     def records(self, indices):
         """Local: the raw stored records (dicts of arrays) of ``indices``."""

@@ -17,7 +17,8 @@ import torch
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import Cases, counts, expect_error, run_main, shared_tmpdir  # noqa: E402
+from _harness import (Cases, check, counts, expect_error, run_main,  # noqa: E402
+                      shared_tmpdir)
 from graphs_common import assert_graph_equal, tensor_sample  # noqa: E402
 
 import ddstore  # noqa: E402
@@ -288,8 +289,11 @@ def _reads_bad_indices_types_and_workers(t):
     store, good = t.store, t.good
     # ---- reading: indices out of range, wrong types, DataLoader workers
     t.ds = ds = graphs.GraphDataset.from_samples(store, "good", good, progress=False)
-    expect_error(DDStoreIndexError, [str(N), f"[0, {N})"], lambda: ds[N])
-    expect_error(DDStoreIndexError, ["-1"], lambda: ds[-1])
+    expect_error(DDStoreIndexError, [str(N), f"[{-N}, {N})"], lambda: ds[N])
+    expect_error(DDStoreIndexError, [str(-N - 1), f"[{-N}, {N})"], lambda: ds[-N - 1])
+    for i in (-1, -N):  # from the end, as PyG's Dataset
+        a, b = ds[i], ds[N + i]
+        check(all(torch.equal(a[k], b[k]) for k in b.keys()), f"ds[{i}] != ds[{N + i}]")
     expect_error(DDStoreValueError, ["integer"], lambda: ds["a"])
     expect_error(DDStoreIndexError, [str(N), f"[0, {N})"],
                  lambda: ds.__getitems__([0, N]))
