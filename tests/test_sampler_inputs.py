@@ -133,3 +133,21 @@ def test_time_checks_raise_no_overflow_warning(store):
         out = dpyg.NeighborSampler(gs, [-1], time_attr="et", seed=0)._sample(
             torch.tensor([1]), torch.tensor([0.0], dtype=torch.float64))
         assert sorted(out.edge.tolist()) == [0, 2]
+
+
+def test_num_neighbors_of_unknown_edge_types_are_named(store):
+    """A dict ``num_neighbors`` with an edge type the graph lacks: PyG's own message
+    ("Not all edge types specified in 'num_neighbors' exist in the graph") named none."""
+    from torch_geometric.data import HeteroData
+    from ddstore import pyg as dpyg
+    h = HeteroData()
+    h["p"].x, h["q"].x = torch.zeros(3, 1), torch.zeros(2, 1)
+    h["p", "r", "q"].edge_index = torch.tensor([[0, 2], [1, 1]])
+    fh, gh = dpyg.from_hetero(store, h, name="h")
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "num_neighbors: edge type(s) [('q', 'r', 'p'), ('x', 'y', 'z')] not in graph "
+            "store 'h'; its edge types: [('p', 'r', 'q')]")):
+        dpyg.NeighborSampler(gh, {("p", "r", "q"): [1], ("q", "r", "p"): [1],
+                                  "x__y__z": [2]})
+    s = dpyg.NeighborSampler(gh, {"p__r__q": [-1]})  # the string form is PyG's too
+    assert s.fanouts(("p", "r", "q")) == [-1]

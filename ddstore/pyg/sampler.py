@@ -7,6 +7,7 @@ import torch
 from torch_geometric.sampler import (BaseSampler, HeteroSamplerOutput, NegativeSampling,
                                      SamplerOutput)
 from torch_geometric.sampler.base import NumNeighbors
+from torch_geometric.typing import EdgeTypeStr
 from torch_geometric.sampler.base import SubgraphType
 from torch_geometric.sampler.neighbor_sampler import \
     BidirectionalNeighborSampler as _PygBidirectionalNeighborSampler
@@ -466,6 +467,14 @@ class NeighborSampler(BaseSampler):
                 num_neighbors = NumNeighbors(num_neighbors)
             except (ValueError, TypeError) as exc:
                 raise DDStoreValueError(f"num_neighbors: {exc}") from None
+        given = num_neighbors.values
+        if self.is_hetero and isinstance(given, dict):  # PyG's error names none of them
+            known = {EdgeTypeStr(et) for et in self.edge_types}
+            unknown = [k.to_tuple() for k in given if k not in known]
+            if unknown:
+                raise DDStoreValueError(
+                    f"num_neighbors: edge type(s) {unknown} not in graph store "
+                    f"{self.graph_store.name!r}; its edge types: {self.edge_types}")
         try:
             values = num_neighbors.get_values(self.edge_types if self.is_hetero else None)
         except ValueError as exc:
