@@ -151,3 +151,30 @@ def test_num_neighbors_of_unknown_edge_types_are_named(store):
                                   "x__y__z": [2]})
     s = dpyg.NeighborSampler(gh, {"p__r__q": [-1]})  # the string form is PyG's too
     assert s.fanouts(("p", "r", "q")) == [-1]
+
+
+def test_time_or_weight_attr_of_no_count_is_named(store):
+    """A ``time_attr`` / ``weight_attr`` whose first dimension is neither the nodes nor
+    the edges was left out by from_pyg's attribute rule, and the put then said "time_attr
+    'et' not found: put it first..." of an attribute the user had given."""
+    from torch_geometric.data import Data, HeteroData
+    from ddstore import pyg as dpyg
+    d = Data(x=torch.zeros(4, 1), edge_index=torch.tensor([[0, 2, 3], [1, 1, 1]]),
+             et=torch.tensor([1, 2]))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "time_attr='et' has shape (2,): it is stored when its first dimension is one "
+            "row per node or edge (4 nodes or 3 edges)")):
+        dpyg.from_pyg(store, d, name="d", time_attr="et")
+    assert store.variables() == []
+    h = HeteroData()
+    h["p"].x, h["q"].x = torch.zeros(3, 1), torch.zeros(2, 1)
+    h["p", "r", "q"].edge_index = torch.tensor([[0, 2], [1, 1]])
+    h["p", "r", "q"].w = torch.ones(5)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "weight_attr='w' of edge type ('p', 'r', 'q') has shape (5,): it is stored "
+            "when its first dimension is one row per edge (2 edges)")):
+        dpyg.from_hetero(store, h, name="h", weight_attr="w")
+    assert store.variables() == []
+    h["p", "r", "q"].w = torch.ones(2)  # fixed: the same call works
+    fh, gh = dpyg.from_hetero(store, h, name="h", weight_attr="w")
+    assert gh.weight_attr == "w"

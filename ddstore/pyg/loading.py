@@ -54,6 +54,24 @@ def _row_attrs(data, storage, counts, edge_keys=()):
     return out
 
 
+def _check_taken(storage, taken, named, counts, where):
+    """``named``: ``[(argument, key)]`` (``time_attr``, ``weight_attr``).  A key this
+    storage holds must be one of the attributes :func:`_row_attrs` took (``taken``):
+    one it left out (a first dimension that is no count of ``counts``) was not stored,
+    and the put then reported it "not found"."""
+    keys = set(storage.keys())
+    for argument, key in named:
+        if key is None or key not in keys or key in taken:
+            continue
+        value = storage[key]
+        shape = tuple(value.shape) if hasattr(value, "shape") else (
+            (len(value),) if isinstance(value, (list, tuple)) else ())
+        rows = " or ".join(f"{n} {kind}s" for kind, n in counts.items() if n is not None)
+        raise DDStoreValueError(f"{argument}={key!r}{where} has shape {shape}: it is "
+                                f"stored when its first dimension is one row per "
+                                f"{' or '.join(counts)} ({rows})")
+
+
 def _num_edges(storage):
     """The columns of the storage's ``edge_index`` (a tensor, an array, or a pair of
     lists, as PyG's ``Data`` takes), or None (no edge index, or not ``[2, E]``: the put
@@ -99,8 +117,11 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
             raise DDStoreValueError(f"from_pyg needs a torch_geometric.data.Data, got "
                                     f"{type(data).__name__}")
         n = data.num_nodes
-        attrs = _row_attrs(data, data.stores[0], {"node": n, "edge": _num_edges(data)},
+        counts = {"node": n, "edge": _num_edges(data)}
+        attrs = _row_attrs(data, data.stores[0], counts,
                            edge_keys=() if weight_attr is None else (weight_attr,))
+        _check_taken(data.stores[0], {key for _, key, _ in attrs},
+                     (("time_attr", time_attr), ("weight_attr", weight_attr)), counts, "")
         # no edge_index: a graph with no edges (stored empty: its size names the nodes)
         edge_index = getattr(data, "edge_index", None)
         if edge_index is None:
@@ -132,10 +153,16 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
         if not isinstance(data, HeteroData):
             raise DDStoreValueError(f"from_hetero needs a HeteroData, got "
                                     f"{type(data).__name__}")
-        attrs = [(nt, key, value) for nt in data.node_types for _, key, value in
-                 _row_attrs(data, data[nt], {"node": data[nt].num_nodes})]
-        attrs += [(et, key, value) for et in data.edge_types for _, key, value in
-                  _row_attrs(data, data[et], {"edge": _num_edges(data[et])})]
+        named = (("time_attr", time_attr), ("weight_attr", weight_attr))
+        attrs = []
+        for group, counts in ([(nt, {"node": data[nt].num_nodes}) for nt in data.node_types]
+                              + [(et, {"edge": _num_edges(data[et])})
+                                 for et in data.edge_types]):
+            got = [(group, key, value) for _, key, value in
+                   _row_attrs(data, data[group], counts)]
+            _check_taken(data[group], {key for _, key, _ in got}, named, counts,
+                         f" of {'node' if 'node' in counts else 'edge'} type {group!r}")
+            attrs += got
         edges = [(et, data[et].edge_index,
                   (data[et[0]].num_nodes, data[et[2]].num_nodes))
                  for et in data.edge_types]
