@@ -79,6 +79,22 @@ def is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
+def integer_scalar(value):
+    """``value`` as a Python int when it is a 0-d integer tensor or array (torch or numpy;
+    not bool, float or complex: ``tensor(2.7)`` is never read as 2); anything else
+    unchanged, for :func:`is_int` to judge.  The one rule for a tensor given where one
+    integer is asked for (an index, a time step, a node)."""
+    if getattr(value, "ndim", None) != 0 or isinstance(value, numbers.Number):
+        return value
+    dtype = value.dtype
+    kind = getattr(dtype, "kind", None)  # numpy's; torch dtypes have none
+    if kind is not None:
+        return int(value) if kind in "iu" else value
+    if dtype.is_floating_point or dtype.is_complex or str(dtype) == "torch.bool":
+        return value
+    return int(value)
+
+
 def as_int(value, what, low=None):
     """``value`` as a Python int if it is an integer (Python or numpy, not bool) and, when
     ``low`` is given, ``>= low``; a :class:`DDStoreValueError` naming ``what``, the range

@@ -142,3 +142,34 @@ def test_check_functions_refuse_bad_sizes_in_c():
         rc = lib.dds_mark_ids(ffi.NULL if b is None else ffi.from_buffer("uint64_t[]", b),
                               nbits, ffi.from_buffer("int64_t[]", ids), n, 1, first)
         assert rc == lib.DDS_EINVAL and first[0] == -1 and not bits.any()
+
+
+def test_a_tensor_given_for_one_integer(store):
+    """One rule (``_checks.integer_scalar``) wherever one integer is asked for: a 0-d
+    integer tensor or array stands for its value; a 0-d float, bool or complex one is
+    refused, never truncated (``DynamicGraph.snapshot(tensor(1.7))`` used to read step
+    1; ``TemporalGraph.neighbors(tensor(1))`` was refused)."""
+    import torch
+    from ddstore import DDStoreValueError
+    from ddstore._checks import integer_scalar
+    from ddstore.dynamic import DynamicGraph
+    from ddstore.temporal import TemporalGraph
+    for v, want in ((torch.tensor(3), 3), (torch.tensor(3, dtype=torch.uint8), 3),
+                    (np.array(4), 4), (np.array(4, np.uint16), 4)):
+        got = integer_scalar(v)
+        assert type(got) is int and got == want, (v, got)
+    for v in (torch.tensor(2.7), torch.tensor(True), torch.tensor(1 + 2j), np.array(4.5),
+              np.array(True), torch.tensor([1]), np.int64(5), 6, "6", None):
+        assert integer_scalar(v) is v
+    g = TemporalGraph.from_arrays(store, "t", [0, 1, 1], [1, 0, 2], [1.0, 2.0, 3.0])
+    for a, b in zip(g.neighbors(torch.tensor(1)), g.neighbors(1)):
+        assert a.tolist() == b.tolist()
+    with pytest.raises(DDStoreValueError, match="node must be an integer"):
+        g.neighbors(torch.tensor(1.0))
+    edges = [np.array([[0, 1], [1, 2]]), np.array([[0, 2, 1], [2, 1, 0]])]
+    d = DynamicGraph(store, "d", edges)
+    for a, b in zip(d.snapshot(torch.tensor(1)), d.snapshot(1)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    for bad in (torch.tensor(1.7), torch.tensor(True)):
+        with pytest.raises(DDStoreValueError, match="t must be an integer"):
+            d.snapshot(bad)

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from .. import _core
 from ..errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
-from .._checks import check_free_names, is_int, partition
+from .._checks import check_free_names, integer_scalar, is_int, partition
 from ..sources.series import check_finite_weights
 
 __all__ = ["DynamicGraph", "canonical_edges"]
@@ -504,8 +504,7 @@ class DynamicGraph:
 
     # ------------------------------------------------------------------ reading
     def _check_step(self, t, what="t"):
-        if isinstance(t, torch.Tensor) and t.ndim == 0:
-            t = int(t)
+        t = integer_scalar(t)
         if not is_int(t):
             raise DDStoreValueError(f"DynamicGraph {self.name!r}: {what} must be an "
                                     f"integer, got {t!r}")

@@ -9,7 +9,7 @@ import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
-from .._checks import as_indices, is_int, partition
+from .._checks import as_indices, integer_scalar, is_int, partition
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
 
@@ -192,10 +192,7 @@ class GraphDataset(torch.utils.data.Dataset):
         """Local: graph ``index`` as a ``torch_geometric.data.Data``; a negative
         ``index`` counts from the end, as in a list or PyG's ``Dataset``."""
         self._check_process()
-        if isinstance(index, torch.Tensor) and index.dim() == 0 and \
-                not (index.is_floating_point() or index.is_complex() or
-                     index.dtype == torch.bool):  # an integer tensor: its value
-            index = int(index)
+        index = integer_scalar(index)
         if not is_int(index):
             raise DDStoreValueError(f"graphs {self.name!r}: index must be an integer, got "
                                     f"{index!r} (use __getitems__ or get_batch for many)")

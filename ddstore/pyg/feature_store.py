@@ -8,7 +8,8 @@ from torch_geometric.data import FeatureStore as _PygFeatureStore
 from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
-from .._checks import as_indices, check_free_names, check_indices, is_int
+from .._checks import (as_indices, check_free_names, check_indices, integer_scalar,
+                       is_int)
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
@@ -784,13 +785,7 @@ class FeatureStore(_PygFeatureStore):
 def _one_row(index):
     """``index`` names one row (an int, or a 0-d integer tensor / array): the result
     then has no row dimension, as ``tensor[3]``."""
-    if is_int(index):
-        return True
-    if isinstance(index, np.ndarray):
-        return index.ndim == 0 and index.dtype.kind in "iu"
-    return (isinstance(index, torch.Tensor) and index.dim() == 0 and
-            index.dtype != torch.bool and not index.is_floating_point() and
-            not index.is_complex())
+    return is_int(integer_scalar(index))
 
 
 def _layout(arr, torch_dtype):

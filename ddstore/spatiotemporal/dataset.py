@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
-from .._checks import as_indices, check_indices, is_int
+from .._checks import as_indices, check_indices, integer_scalar, is_int
 from ..sources.series import Series, from_arrays
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
@@ -133,10 +133,7 @@ class _WindowView(torch.utils.data.Dataset):
 
     def __getitem__(self, index):
         """Window ``index`` of this view: ``(x, y)`` each ``[h, nodes, features]``."""
-        if isinstance(index, torch.Tensor) and index.ndim == 0 and \
-                not (index.is_floating_point() or index.is_complex() or
-                     index.dtype == torch.bool):  # an integer tensor: its value
-            index = int(index)
+        index = integer_scalar(index)
         if not is_int(index):
             raise DDStoreValueError(f"{self._what()}: index must be an integer, got "
                                     f"{index!r}; use __getitems__ for a batch")

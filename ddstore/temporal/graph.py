@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import (DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
 from .._checks import (STORABLE_KINDS, as_indices, check_free_names, check_indices,
-                       is_int, names_under)
+                       integer_scalar, is_int, names_under)
 from .._times import FLOAT_TIMES, time_dtype, time_share
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
@@ -713,6 +713,7 @@ class TemporalGraph:
     def neighbors(self, v):
         """Local: node ``v``'s list ``(nbr, ts, eid)`` in T-CSR order (time, then edge id);
         ids int64, ``ts`` of :attr:`time_dtype`."""
+        v = integer_scalar(v)
         if not is_int(v):
             raise DDStoreValueError(f"neighbors of graph {self.name!r}: node must be an "
                                     f"integer, got {v!r}")
