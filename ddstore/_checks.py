@@ -79,6 +79,24 @@ def is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
+def tensor_values(values, what):
+    """A torch tensor as a numpy array of the same values, whatever its device or
+    ``requires_grad`` (no copy on the host where possible; bfloat16, which numpy lacks,
+    widened to float32, which holds each of its values exactly; a dtype numpy cannot hold
+    refused naming ``what``); anything else returned as it is."""
+    if not (hasattr(values, "detach") and hasattr(values, "numpy")):
+        return values
+    values = values.detach().cpu()
+    if str(values.dtype) == "torch.bfloat16":
+        values = values.float()
+    try:
+        return values.numpy()
+    except TypeError as exc:
+        raise DDStoreValueError(f"{what}: torch dtype {values.dtype} has no numpy "
+                                f"equivalent ({exc}); allowed: bool, integer or floating "
+                                f"point (bfloat16 included)") from None
+
+
 def integer_scalar(value):
     """``value`` as a Python int when it is a 0-d integer tensor or array (torch or numpy;
     not bool, float or complex: ``tensor(2.7)`` is never read as 2); anything else

@@ -19,10 +19,11 @@ import numbers
 
 import numpy as np
 
+from ._checks import tensor_values
 from .errors import DDStoreValueError
 
 __all__ = ["INT_TIMES", "FLOAT_TIMES", "MAX_EXACT_TIME", "as_time_dtype", "time_share",
-           "time_dtype", "time_dtype_of", "as_times", "tensor_values"]
+           "time_dtype", "time_dtype_of", "as_times"]
 
 INT_TIMES = np.dtype(np.int64)
 FLOAT_TIMES = np.dtype(np.float64)
@@ -53,22 +54,10 @@ def time_dtype_of(dtype):
     return time_dtype([("i" if np.dtype(dtype).kind in "iu" else "f", 1, None)], "")
 
 
-def tensor_values(values):
-    """Times given as a torch tensor as a numpy array of the same values (whatever its
-    device or ``requires_grad``; bfloat16, which numpy lacks, widened to float32, which
-    holds each of its values exactly); anything else returned as it is."""
-    if hasattr(values, "detach") and hasattr(values, "numpy"):
-        values = values.detach().cpu()
-        if str(values.dtype) == "torch.bfloat16":
-            values = values.float()
-        return values.numpy()
-    return values
-
-
 def _array(values, what):
     """``values`` as a numpy array of real numbers: integers (any integer dtype, Python
     ints numpy keeps as objects) or floats; anything else raises."""
-    arr = np.asarray(tensor_values(values))
+    arr = np.asarray(tensor_values(values, what if isinstance(what, str) else "times"))
     if arr.dtype.kind == "O":  # Python ints numpy could not fit in (u)int64
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                    for v in arr.reshape(-1).tolist()):

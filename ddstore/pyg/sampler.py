@@ -14,8 +14,8 @@ from torch_geometric.sampler.neighbor_sampler import \
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from .. import _core
-from .._checks import as_indices, check_indices, is_int
-from .._times import FLOAT_TIMES, INT_TIMES, as_times, tensor_values, time_share
+from .._checks import as_indices, check_indices, is_int, tensor_values
+from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError
 from . import workers
 from ._common import edge_var, node_var
@@ -704,7 +704,7 @@ class NeighborSampler(BaseSampler):
         if self.time_attr is None:
             return None
         if given is not None:
-            t = np.asarray(tensor_values(given))
+            t = np.asarray(tensor_values(given, "seed times"))
             if t.shape != seeds.shape:
                 raise DDStoreValueError(f"seed times have shape {t.shape}, the seeds "
                                         f"{seeds.shape}")

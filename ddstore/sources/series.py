@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 
+from .._checks import tensor_values
 from ..errors import DDStoreValueError
 from .base import int_bounds
 
@@ -31,22 +32,7 @@ __all__ = ["Series", "from_arrays", "adjacency_to_edges", "gaussian_kernel_adjac
 
 def _as_array(data, what):
     """numpy view (no copy where possible) of an array-like or a torch tensor."""
-    try:
-        import torch
-        if isinstance(data, torch.Tensor):
-            data = data.detach()
-            if data.device.type != "cpu":
-                data = data.cpu()
-            if data.dtype == torch.bfloat16:  # numpy has no bfloat16: float32 is exact
-                data = data.float()
-            try:
-                return data.numpy()
-            except TypeError as exc:
-                raise DDStoreValueError(f"{what}: torch dtype {data.dtype} has no numpy "
-                                        f"equivalent ({exc}); allowed: bool, integer or "
-                                        f"floating point (bfloat16 included)") from None
-    except ImportError:  # pragma: no cover
-        pass
+    data = tensor_values(data, what)
     if isinstance(data, np.ndarray):
         return data
     try:

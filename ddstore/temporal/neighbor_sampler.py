@@ -5,8 +5,8 @@ import numpy as np
 from .. import _core
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
     DDStoreValueError
-from .._checks import as_indices, as_int, check_indices, is_int
-from .._times import as_times, tensor_values
+from .._checks import as_indices, as_int, check_indices, is_int, tensor_values
+from .._times import as_times
 from ..memory import available_memory
 
 _CLAMP_ABOVE = 1 << 16  # output buffers larger than this are sized by the roots' degrees
@@ -144,7 +144,7 @@ class TemporalSampler:
                                     f"the store (TemporalGraph.remove); build a new graph "
                                     f"and a sampler over it")
         roots = as_indices(nodes, f"sample of graph {self.graph.name!r}")
-        t = np.asarray(tensor_values(ts))
+        t = np.asarray(tensor_values(ts, "sample: ts"))
         if t.ndim != 1 or (t.size and t.dtype.kind not in "iuf"):
             raise DDStoreValueError(f"sample: ts must be a 1-D array of real times, got "
                                     f"dtype {t.dtype} shape {t.shape}")
