@@ -58,13 +58,16 @@ give the bytes they gave before the save::
     # ... a later job, any rank count
     store = dds.PyDDStore.restore("/lustre/me/ckpt", comm, ddstore_width=2)
 """
+import contextlib
+import functools
 import os
+import threading
 
 import numpy as np
 
 import ddstore
 from ddstore.errors import DDStoreIndexError, DDStoreValueError
-from ddstore._checks import is_int
+from ddstore._checks import integer_scalar, is_int
 
 __all__ = ["PyDDStore", "PyDDStoreRangeError"]
 
@@ -100,7 +103,12 @@ def _as_numpy(arr, name, what):
                                         f"supported, got one on {arr.device}")
             if not arr.is_contiguous():
                 raise DDStoreValueError(f"{what} {name!r}: tensor must be contiguous")
-            out = arr.detach().numpy()
+            try:
+                out = arr.detach().numpy()
+            except TypeError as exc:  # bfloat16 and the like: no numpy dtype
+                raise DDStoreValueError(f"{what} {name!r}: tensor dtype {arr.dtype} has no "
+                                        f"numpy equivalent ({exc}); allowed: bool, "
+                                        f"integers, float16/32/64, complex") from None
         else:
             raise DDStoreValueError(f"{what} {name!r}: expected a numpy array or torch "
                                     f"tensor, got {type(arr).__name__}")
@@ -114,11 +122,35 @@ def _as_numpy(arr, name, what):
     return out
 
 
+def _one_at_a_time(lock, read, *args):
+    with lock:
+        return read(*args)
+
+
 def _bytes_rows(arr, nrows):
     """``arr`` viewed as ``[nrows, row_bytes]`` uint8 (no copy)."""
     flat = arr.reshape(-1).view(np.uint8)
     return flat.reshape(nrows, -1) if nrows else flat.reshape(0, arr.itemsize *
                                                              int(np.prod(arr.shape[1:])))
+
+
+@contextlib.contextmanager
+def _as_the_original():
+    """Around the construction of the store: the original DDStore has no progress
+    agent, and its users (HydraGNN's ``DistDataset``, DDStore's own demos) lower mpi4py's
+    thread level to ``"serialized"``, below the ``MPI_THREAD_MULTIPLE`` the agent needs.
+    Then, unless ``DDSTORE_PROGRESS`` is set, the store is built without the agent (as
+    ``DDSTORE_PROGRESS=off``): reads of a rank on another node that is computing wait
+    for its next MPI call, as in the original, instead of the constructor refusing."""
+    from mpi4py import MPI
+    if "DDSTORE_PROGRESS" in os.environ or MPI.Query_thread() >= MPI.THREAD_MULTIPLE:
+        yield
+        return
+    os.environ["DDSTORE_PROGRESS"] = "off"
+    try:
+        yield
+    finally:
+        os.environ.pop("DDSTORE_PROGRESS", None)
 
 
 class PyDDStore:
@@ -144,9 +176,18 @@ class PyDDStore:
         if method != 0:
             raise DDStoreValueError(f"PyDDStore: method={method!r} is not available; "
                                     f"allowed: 0 (MPI one-sided reads)")
-        self._adopt(comm, ddstore.DDStore(comm, width=ddstore_width, transport=transport))
+        with _as_the_original():
+            store = ddstore.DDStore(comm, width=ddstore_width, transport=transport)
+        self._adopt(comm, store)
 
     def _adopt(self, comm, store):
+        from mpi4py import MPI
+        # below MPI_THREAD_MULTIPLE (what the original's users ask for: "serialized"),
+        # reads from several threads (HydraGNN's threaded loader) take turns: MPI calls
+        # made at once from two threads are then erroneous (MPICH asserts in
+        # MPI_Win_flush between nodes)
+        self._serial = threading.Lock() if MPI.Query_thread() < MPI.THREAD_MULTIPLE \
+            else None
         self.comm = comm
         self.method = 0
         self._store = store
@@ -176,7 +217,7 @@ class PyDDStore:
                 continue
             meta = st.annotation(ann_name, _KIND).meta
             self._info[name] = _Info(int(meta["disp"]), int(meta["itemsize"]),
-                                     st.fast_readers(name))
+                                     self._readers(name))
 
     def save(self, path):
         """Collective: write every variable (its rows, ``disp`` and ``itemsize``) to
@@ -204,8 +245,9 @@ class PyDDStore:
         if comm is None:
             from mpi4py import MPI
             comm = MPI.COMM_WORLD
-        store = ddstore.DDStore.restore(path, comm, width=ddstore_width,
-                                        transport=transport)
+        with _as_the_original():
+            store = ddstore.DDStore.restore(path, comm, width=ddstore_width,
+                                            transport=transport)
         self = cls.__new__(cls)
         self._adopt(comm, store)
         return self
@@ -228,8 +270,16 @@ class PyDDStore:
         """The underlying :class:`ddstore.DDStore`."""
         return self._store
 
+    def _readers(self, name):
+        """The store's unchecked readers of ``name``, taking turns under
+        :attr:`_serial`."""
+        readers = self._store.fast_readers(name)
+        if self._serial is None:
+            return readers
+        return tuple(functools.partial(_one_at_a_time, self._serial, r) for r in readers)
+
     def _var(self, name):
-        info = self._info.get(name)
+        info = self._info.get(name) if isinstance(name, str) else None
         if info is None:
             self._store.check_alive()
             raise DDStoreValueError(f"unknown variable {name!r}; known: "
@@ -239,26 +289,32 @@ class PyDDStore:
     def add(self, name, arr):
         """Collective: add variable ``name`` from each rank's rows ``arr``."""
         # bad input on one rank raises on every rank, before anything is created
-        with self._store.collective("PyDDStore.add", name):
+        with self._store.collective("PyDDStore.add", name) as step:
             local = _as_numpy(arr, name, "add")
             disp = int(np.prod(local.shape[1:], dtype=np.int64))
             rows = _bytes_rows(local, local.shape[0])
+            # rows of the same bytes but other elements (2 x float32 and 1 x float64):
+            # refused, as the original refused a disp that differs ("Invalid disp")
+            step.agree(same={"disp (elements per row)": disp,
+                             "itemsize (bytes per element)": local.itemsize})
         self._store.add(name, rows)
-        self._info[name] = _Info(disp, local.itemsize, self._store.fast_readers(name))
+        self._info[name] = _Info(disp, local.itemsize, self._readers(name))
         self._annotate(name, self._info[name])
 
     def init(self, name, nrows, disp, itemsize=1):
         """Collective: reserve ``nrows`` local rows of ``disp`` elements of ``itemsize``
         bytes for ``name``; fill them with :meth:`update`."""
         # a bad argument on one rank raises on every rank
-        with self._store.collective("PyDDStore.init", name):
+        with self._store.collective("PyDDStore.init", name) as step:
             for label, value, low in (("nrows", nrows, 0), ("disp", disp, 1),
                                       ("itemsize", itemsize, 1)):
                 if not is_int(value) or value < low:
                     raise DDStoreValueError(f"init {name!r}: {label}={value!r} must be an "
                                             f"integer >= {low}")
+            step.agree(same={"disp (elements per row)": int(disp),
+                             "itemsize (bytes per element)": int(itemsize)})
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
-        self._info[name] = _Info(int(disp), int(itemsize), self._store.fast_readers(name))
+        self._info[name] = _Info(int(disp), int(itemsize), self._readers(name))
         self._annotate(name, self._info[name])
         self._unpublished = True
 
@@ -267,7 +323,14 @@ class PyDDStore:
         info = self._var(name)
         local = _as_numpy(arr, name, "update")
         self._check_row(name, info, local, "update")
-        self._store.update(name, _bytes_rows(local, local.shape[0]), int(offset))
+        offset = integer_scalar(offset)
+        if not is_int(offset):  # never truncated (1.5) nor parsed ("1")
+            raise DDStoreValueError(f"update {name!r}: offset must be an integer (a local "
+                                    f"row), got {offset!r}")
+        try:
+            self._store.update(name, _bytes_rows(local, local.shape[0]), int(offset))
+        except DDStoreIndexError as exc:  # what get raises for rows outside: ValueError too
+            raise PyDDStoreRangeError(str(exc)) from None
 
     @staticmethod
     def _check_row(name, info, arr, what):
@@ -286,7 +349,7 @@ class PyDDStore:
         straight to the core, which checks the range; anything else (torch tensors, bad
         input) takes the checked path below, which explains what is wrong.
         """
-        info = self._info.get(name)
+        info = self._info.get(name) if type(name) is str else None
         if info is not None and type(arr) is np.ndarray and type(start) is int and \
                 arr.ndim:
             flags = arr.flags
@@ -306,6 +369,7 @@ class PyDDStore:
         if not out.flags.writeable:
             raise DDStoreValueError(f"get {name!r}: array is read-only")
         self._check_row(name, info, out, "get")
+        start = integer_scalar(start)  # a 0-d integer tensor: its value
         if not is_int(start):
             raise DDStoreValueError(f"get {name!r}: start must be an integer, got "
                                     f"{start!r}")
@@ -318,7 +382,7 @@ class PyDDStore:
 
     def get_batch(self, name, arr, indices):
         """Local: row ``i`` of ``arr`` receives global row ``indices[i]``."""
-        info = self._info.get(name)
+        info = self._info.get(name) if type(name) is str else None
         t = type(indices)
         if (info is not None and type(arr) is np.ndarray and (t is list or t is tuple)
                 and 0 < len(indices) <= 16 and arr.ndim and arr.shape[0] == len(indices)
@@ -342,7 +406,9 @@ class PyDDStore:
         self._check_row(name, info, out, "get_batch")
         if len(idx):
             try:
-                self._store.get_batch(name, idx, out=_bytes_rows(out, len(idx)))
+                with self._serial or contextlib.nullcontext():
+                    self._store.get_batch(name, indices if isinstance(indices, (list, tuple))
+                                          else idx, out=_bytes_rows(out, len(idx)))
             except DDStoreIndexError as exc:
                 raise PyDDStoreRangeError(str(exc)) from None
 

@@ -13,7 +13,7 @@ public methods and attributes (``collective``, ``transaction``, ``check_alive``,
 :class:`~ddstore.variables.Variables` (not entered in its table)."""
 import numpy as np
 
-from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices
+from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices, integer_scalar
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
 __all__ = ["Records", "RecordSet"]
@@ -85,6 +85,7 @@ class Records:
                 raise DDStoreValueError(f"records {name!r}: no rank holds any sample "
                                         f"(empty data set)")
             schema = _same_schema(name, schemas)
+            self.check_fields(name, schema)
         counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
                           dtype=np.int64).reshape(len(samples), len(schema))
         with self.store.transaction(f"add_records {name!r}"):
@@ -114,6 +115,7 @@ class Records:
             spec, counts = _records_spec(name, schema, sizes)
             info = step.agree(spec)
             schema = _same_schema(name, list(enumerate(info)))
+            self.check_fields(name, schema)
             self.create(name, schema, counts)
 
     def update_records(self, name, start, stop, data):
@@ -145,6 +147,20 @@ class Records:
                                         f"{arr.dtype}, the records have {var.dtype}")
             if arr.shape[0]:
                 self.write(var, int(lo[j]), arr)
+
+    def check_fields(self, name, schema):
+        """Refuse (from the agreed ``schema``) a record set whose fields' full names
+        (``"<name>/<key>"``) are already a variable's or another record set's field's:
+        the two would be one name in a checkpoint, which could then not be restored."""
+        fields = {f"{r}/{k}": r for r, rec in self.table.items() for k in rec.keys}
+        for key, _, _ in schema:
+            full = f"{name}/{key}"
+            if full in self.store or full in fields:
+                held = (f"variable {full!r}" if full in self.store else
+                        f"a field named {full!r} (of records {fields[full]!r})")
+                raise DDStoreValueError(f"records {name!r}: key {key!r} makes a field "
+                                        f"named {full!r}, but the store already holds "
+                                        f"{held}; pick another name or key")
 
     def create(self, name, schema, counts):
         """Collective: allocate the fields of agreed ``schema`` for local ``counts``
@@ -235,7 +251,7 @@ class Records:
         except (KeyError, TypeError):
             rec = self.rec(name)  # raises: unknown name, rows variable, freed store
         if type(index) is not int:
-            index = as_int(index, f"get_record {name!r}: index")
+            index = as_int(integer_scalar(index), f"get_record {name!r}: index")
         if not 0 <= index < rec.nrecords:
             raise DDStoreIndexError(f"get_record {name!r}: index {index} out of range "
                                     f"[0, {rec.nrecords})")
@@ -259,9 +275,10 @@ class Records:
                 return [self.get_record(name, indices[0])]
             except DDStoreIndexError:
                 pass  # the message below names the position
-        data, sizes = self.get_records_packed(name, indices)
-        n = len(next(iter(sizes.values()))) if sizes else 0
-        out = [dict() for _ in range(n)]
+        rec = self.rec(name)
+        idx = as_indices(indices, f"get_records {name!r}", rec.nrecords)
+        data, sizes = self.get_records_packed(name, idx)
+        out = [dict() for _ in range(len(idx))]  # records with no keys are {} each
         for key, arr in data.items():
             for rec, part in zip(out, np.split(arr, np.cumsum(sizes[key])[:-1])):
                 rec[key] = part
@@ -280,7 +297,10 @@ def _record_schema(name, samples):
             raise DDStoreValueError(f"records {name!r}: sample {i} is a "
                                     f"{type(sample).__name__}, not a dict")
         this = []
-        for key in sorted(sample):
+        for key in sorted(sample, key=str):
+            if not isinstance(key, str) or not key:
+                raise DDStoreValueError(f"records {name!r}: sample {i} has key {key!r}; "
+                                        f"keys must be non-empty str (as init_records')")
             arr = np.asarray(sample[key])
             if arr.ndim < 1:
                 raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} is a scalar; "

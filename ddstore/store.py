@@ -432,7 +432,7 @@ class DDStore:
     def _drop(self, name):
         """Collective, after the agreement: free variable (or records) ``name``."""
         with self._unmapping():  # no thread may be reading pages that are unmapped
-            if name in self._records.table:
+            if isinstance(name, str) and name in self._records.table:
                 self._records.drop(name)
             else:
                 self._variables.drop(name)
@@ -534,14 +534,14 @@ class DDStore:
     def nrows(self, name):
         """Global rows of a variable, or number of records of a records variable."""
         self.check_alive()
-        if name in self._records.table:
+        if isinstance(name, str) and name in self._records.table:
             return self._records.table[name].nrecords
         return self._variables.var(name).nrows
 
     def local_rows(self, name):
         """This rank's rows (or records) of ``name``: its ``(start, stop)`` in the group."""
         self.check_alive()
-        if name in self._records.table:
+        if isinstance(name, str) and name in self._records.table:
             rec = self._records.table[name]
             return rec.start, rec.start + rec.n_local
         return self._variables.local_rows(name, self.group_rank)
@@ -571,13 +571,14 @@ class DDStore:
         if name is None:
             return int(self._core.local_bytes() +
                        sum(r.offsets.nbytes for r in records.values()))
-        if name in records:
+        if isinstance(name, str) and name in records:
             return self._records.nbytes(records[name])
         return int(self._variables.nbytes(self._variables.var(name)))
 
     def __contains__(self, name):
         """``name in store``: a variable (rows or records) of that name exists."""
-        return name in self._variables.table or name in self._records.table
+        return isinstance(name, str) and (name in self._variables.table or
+                                          name in self._records.table)
 
     @_documented_by(Variables.local_view)
     def local_view(self, name):

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _core
 from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, check_indices,
-                      is_int)
+                      integer_scalar, is_int)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
@@ -80,6 +80,10 @@ class Variables:
         """The variable ``name``, checked: the store alive, the name a rows variable
         (else a :class:`DDStoreValueError` naming the known ones)."""
         self.store.check_alive()
+        if not isinstance(name, str):  # a list is unhashable: named, not a TypeError
+            raise DDStoreValueError(f"unknown variable {name!r:.80} (a "
+                                    f"{type(name).__name__}: names are str); known: "
+                                    f"{self.store.variables()}")
         var = self.table.get(name)
         if var is None:
             others = sorted(n for n in self.store.variables() if n not in self.table)
@@ -104,6 +108,21 @@ class Variables:
             raise DDStoreValueError(f"variable name must be a non-empty str, got {name!r}")
         if name in self.store:
             check_free_names(None, f"variable {name!r}", "remove it or pick another name")
+        field = self.record_field(name)
+        if field is not None:
+            check_free_names(None, f"a field named {name!r} (key {field[1]!r} of records "
+                             f"{field[0]!r})", "pick another name")
+
+    def record_field(self, name):
+        """``(record set, key)`` when ``name`` is the full name (``"<records>/<key>"``)
+        of a field of a record set of the store, else None: a rows variable of that name
+        would stand beside the field in a checkpoint, which could not be restored."""
+        store = self.store
+        for i, c in enumerate(name):
+            if c == "/" and name[:i] in store and name[:i] not in self.table and \
+                    name[i + 1:] in store.record_schema(name[:i]):
+                return name[:i], name[i + 1:]
+        return None
 
     @staticmethod
     def check_dtype(name, dtype):
@@ -267,8 +286,8 @@ class Variables:
             view = views[m]
             if view is not None:
                 return view[index - starts[m]].copy()
-        if type(index) is not int:
-            index = as_int(index, f"get {name!r}: index")
+        if type(index) is not int:  # numpy ints, 0-d integer tensors
+            index = as_int(integer_scalar(index), f"get {name!r}: index")
         buf = (np.empty(var.row_shape, var.dtype) if out is None else
                self.out(var, var.row_shape, out))
         try:
@@ -376,9 +395,9 @@ class Variables:
             if rows is not None:
                 return rows.copy()
         if type(start) is not int:
-            start = as_int(start, f"get_range {name!r}: start")
+            start = as_int(integer_scalar(start), f"get_range {name!r}: start")
         if type(count) is not int:
-            count = as_int(count, f"get_range {name!r}: count")
+            count = as_int(integer_scalar(count), f"get_range {name!r}: count")
         if count < 0:
             raise DDStoreValueError(f"get_range {name!r}: count={count} must be >= 0")
         if start < 0 or start + count > var.nrows:

@@ -408,3 +408,55 @@ def test_get_records_packed_reads_into_given_arrays(store):
         store.get_records_packed("rp", idx, lambda shape, dtype: ro if dtype == np.int64
                                  else None)
     assert not ro.any()  # nothing written into the refused array
+
+
+def test_hostile_names_indices_and_records_in_process():
+    """Hostile round (one process): a 0-d integer tensor is an index of get / get_range
+    / get_record (refused before, while get_batch took tensors); an unhashable name is a
+    DDStoreValueError (was TypeError); records without keys read back as one {} each
+    (get_records returned []); a non-str key is refused as init_records refuses it (it
+    was stored and then its checkpoint refused at restore); a rows variable and a record
+    set's field of one full name are refused both ways (a checkpoint of the two could
+    not be restored: 'nrows is 3 but its blocks hold 2 rows')."""
+    import torch
+    from mpi4py import MPI
+    data = np.arange(24, dtype=np.int16).reshape(8, 3)
+    with ddstore.DDStore(MPI.COMM_SELF) as s:
+        s.add("x", data)
+        assert s.get("x", torch.tensor(5)).tobytes() == data[5].tobytes()
+        assert s.get("x", np.array(6)).tobytes() == data[6].tobytes()
+        assert s.get_range("x", torch.tensor(2), np.int8(3)).tobytes() == \
+            data[2:5].tobytes()
+        for bad in (torch.tensor(1.0), torch.tensor(True), np.array(2.5)):
+            with pytest.raises(ddstore.DDStoreValueError, match="index must be an integer"):
+                s.get("x", bad)
+        for call in (lambda: s.get(["x"], 0), lambda: s.get_batch(["x"], [0]),
+                     lambda: s.get_range({"x"}, 0, 1), lambda: s.nrows(["x"])):
+            with pytest.raises(ddstore.DDStoreValueError, match=r"unknown variable .*'x'"):
+                call()
+        s.add_records("r", [{"a": np.arange(k, dtype=np.float32)} for k in range(4)])
+        assert s.get_record("r", torch.tensor(3))["a"].tolist() == [0, 1, 2]
+        s.add_records("empty", [{}, {}, {}])
+        assert s.get_records("empty", [2, 0]) == [{}, {}]
+        assert s.get_records("empty", np.array([1])) == [{}]
+        with pytest.raises(ddstore.DDStoreValueError, match="has key 1; keys must be "
+                                                            "non-empty str"):
+            s.add_records("intkey", [{1: np.zeros(2)}])
+        with pytest.raises(ddstore.DDStoreValueError,
+                           match=r"already holds a field named 'r/a' \(key 'a' of "
+                                 r"records 'r'\)"):
+            s.add("r/a", np.zeros(3))
+        with pytest.raises(ddstore.DDStoreValueError, match="already holds a field named"):
+            s.init("r/a", 3)
+        s.add("q/b", np.zeros(3))
+        with pytest.raises(ddstore.DDStoreValueError,
+                           match=r"key 'b' makes a field named 'q/b', but the store already "
+                                 r"holds variable 'q/b'"):
+            s.add_records("q", [{"b": np.zeros(2)}])
+        s.add_records("g", [{"b/c": np.zeros(2)}])  # field 'g/b/c'
+        with pytest.raises(ddstore.DDStoreValueError,
+                           match=r"key 'c' makes a field named 'g/b/c', but the store "
+                                 r"already holds a field named 'g/b/c' \(of records 'g'\)"):
+            s.add_records("g/b", [{"c": np.zeros(2)}])
+        assert s.variables() == ["empty", "g", "q/b", "r", "x"]
+        s.get_batch("x", [0])  # still serves

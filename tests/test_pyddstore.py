@@ -33,3 +33,54 @@ def test_pyddstore_in_process_round_trip():
         store.epoch_end()
     finally:
         store.free()
+
+
+def test_pyddstore_arguments_as_the_original_takes_them():
+    """Hostile round: an update offset that is not an integer is refused (1.5 wrote at
+    row 1, "1" at row 1, None raised TypeError); a 0-d integer tensor is a start (the
+    original's ``long start`` takes it); a bfloat16 tensor, an unhashable name and an
+    index beyond int64 are named in ddstore errors (were TypeError / 'dtype object');
+    an update outside the chunk is a ValueError too, as a get outside the rows is."""
+    import numpy as np
+    import pytest
+    import torch
+    from mpi4py import MPI
+
+    import pyddstore
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    data = np.arange(30, dtype=np.float32).reshape(10, 3)
+    store = pyddstore.PyDDStore(MPI.COMM_SELF)
+    try:
+        store.add("x", data)
+        store.init("f", 2, 3, 4)
+        for bad in (1.5, "1", None):
+            with pytest.raises(DDStoreValueError, match="offset must be an integer"):
+                store.update("f", np.ones((1, 3), np.float32), bad)
+        store.update("f", np.full((1, 3), 5, np.float32), torch.tensor(1))
+        with pytest.raises(pyddstore.PyDDStoreRangeError, match=r"rows \[2, 3\)"):
+            store.update("f", np.ones((1, 3), np.float32), 2)
+        with pytest.raises(ValueError):
+            store.update("f", np.ones((1, 3), np.float32), -1)
+        store.epoch_begin()
+        row = np.zeros((1, 3), np.float32)
+        store.get("f", row, np.int64(1))
+        assert row.tolist() == [[5, 5, 5]]
+        store.get("x", row, torch.tensor(7))
+        assert row.tobytes() == data[7:8].tobytes()
+        with pytest.raises(DDStoreValueError, match="start must be an integer"):
+            store.get("x", row, torch.tensor(7.0))
+        with pytest.raises(DDStoreValueError, match="bfloat16 has no numpy equivalent"):
+            store.get("x", torch.zeros(1, 3, dtype=torch.bfloat16), 0)
+        with pytest.raises(DDStoreValueError, match="bfloat16"):
+            store.add("bf", torch.zeros(2, 3, dtype=torch.bfloat16))
+        with pytest.raises(DDStoreValueError, match=r"unknown variable \['x'\]"):
+            store.get(["x"], row, 0)
+        with pytest.raises(DDStoreValueError, match=r"unknown variable \['x'\]"):
+            store.get_batch(["x"], row, [0])
+        with pytest.raises(pyddstore.PyDDStoreRangeError,
+                           match=r"index 18446744073709551616 \(position 0\) out of range"):
+            store.get_batch("x", row, [2 ** 64])
+        assert isinstance(pyddstore.PyDDStoreRangeError("e"), DDStoreIndexError)
+        store.epoch_end()
+    finally:
+        store.free()

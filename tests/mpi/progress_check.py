@@ -51,6 +51,38 @@ def compute(seconds):
         a /= a.max()
 
 
+def check_pyddstore_serialized():
+    """The original DDStore's users (HydraGNN's DistDataset, its demos) lower the
+    thread level to "serialized" and read from a thread pool (HydraGNN's loader):
+    PyDDStore is then built without the progress agent, as the original (no refusal),
+    and reads from several threads take turns (MPICH asserted in MPI_Win_flush between
+    nodes when two threads read at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+    import pyddstore
+    os.environ.pop("DDSTORE_PROGRESS", None)
+    store = pyddstore.PyDDStore(comm, transport="rma")
+    check(not store.store.progress and "DDSTORE_PROGRESS" not in os.environ,
+          "PyDDStore under MPI_THREAD_SERIALIZED: no agent, the environment unchanged")
+    store.add("x", written(np.arange(rank * N, (rank + 1) * N)))
+    store.epoch_begin()
+
+    def read(i):
+        buf = np.zeros((1, 16), np.float32)
+        store.get("x", buf, i)
+        rows = np.zeros((3, 16), np.float32)
+        idx = [i, (i * 7) % (N * size), 0]
+        store.get_batch("x", rows, idx)
+        return buf.tobytes() == written(np.array([i])).tobytes() and \
+            rows.tobytes() == written(np.array(idx)).tobytes()
+    with ThreadPoolExecutor(4) as pool:
+        ok = list(pool.map(read, list(range(0, N * size, 7)) * 2))
+    check(all(ok), f"threaded reads under MPI_THREAD_SERIALIZED: {ok.count(False)} of "
+                   f"{len(ok)} differ")
+    store.epoch_end()
+    comm.Barrier()
+    store.free()
+
+
 def main():
     if MODE == "serialized":
         expect_error(ddstore.DDStoreValueError, ["MPI_THREAD_MULTIPLE",
@@ -59,6 +91,7 @@ def main():
         os.environ["DDSTORE_PROGRESS"] = "off"
         with ddstore.DDStore(comm, transport="rma") as s:
             check(not s.progress, "DDSTORE_PROGRESS=off: no agent")
+        check_pyddstore_serialized()
         return
     with ddstore.DDStore(comm, width=size, transport="rma") as s:
         # auto: on where a group member is on another node (between nodes, here)

@@ -155,6 +155,18 @@ def run(width, transport):
     expect_error(DDStoreValueError, [f"rank {last}"],
                  lambda: store.add("bad2", [1, 2] if comm.rank == last else np.zeros(2)),
                  also=DDStoreError)
+    # rows of the same bytes but other elements on one rank (2 x float32 / 1 x float64,
+    # a rank with no rows given as float32): refused on every rank, as the original
+    # refused a disp that differs; nothing created
+    if comm.size > 1:
+        other = np.zeros((0, 8), np.float32) if comm.rank == last else np.zeros((2, 4))
+        expect_error(DDStoreValueError, ["disp", "itemsize", "differs"],
+                     lambda: store.add("mixed", other), also=DDStoreError)
+        expect_error(DDStoreValueError, ["disp", "itemsize", "differs"],
+                     lambda: store.init("mixed", 2, 8 if comm.rank == last else 4,
+                                        4 if comm.rank == last else 8), also=DDStoreError)
+        check("mixed" not in store.variables() and "mixed" not in store.store,
+              "a refused add / init left the variable")
     # the store still serves after the errors
     buf = np.zeros_like(cases["u8"])
     store.get("u8", buf, 0)
