@@ -41,6 +41,13 @@ subclasses that are also what the original raised: a row range outside the varia
 a :class:`PyDDStoreRangeError`, both ``ValueError`` (the original's) and
 ``DDStoreIndexError``; bad arguments are ``DDStoreValueError`` (a ``ValueError``).
 
+Thread level: the original's users lower mpi4py's thread level to ``"serialized"``
+(HydraGNN's ``DistDataset``); then, unless ``DDSTORE_PROGRESS`` is set, the store runs
+without its progress agent, as the original (reads of a computing rank on another node
+wait for its next MPI call), and reads made from several threads take turns.  ``add`` /
+``init`` refuse a ``disp`` or ``itemsize`` that differs between ranks, as the original
+refused a ``disp`` that differs.
+
 Differences from the original: adding a name that exists raises (the original silently
 kept the old data); ``get`` ranges may span ranks; epochs are optional for reads.
 
