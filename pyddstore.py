@@ -141,23 +141,18 @@ def _bytes_rows(arr, nrows):
                                                              int(np.prod(arr.shape[1:])))
 
 
-@contextlib.contextmanager
-def _as_the_original():
-    """Around the construction of the store: the original DDStore has no progress
-    agent, and its users (HydraGNN's ``DistDataset``, DDStore's own demos) lower mpi4py's
-    thread level to ``"serialized"``, below the ``MPI_THREAD_MULTIPLE`` the agent needs.
-    Then, unless ``DDSTORE_PROGRESS`` is set, the store is built without the agent (as
-    ``DDSTORE_PROGRESS=off``): reads of a rank on another node that is computing wait
-    for its next MPI call, as in the original, instead of the constructor refusing."""
+def _progress():
+    """The progress agent of a PyDDStore's store: the original DDStore has none, and its
+    users (HydraGNN's ``DistDataset``, DDStore's own demos) lower mpi4py's thread level
+    to ``"serialized"``, below the ``MPI_THREAD_MULTIPLE`` the agent needs.  Then,
+    unless ``DDSTORE_PROGRESS`` is set, the store is built without it (``"off"``): reads
+    of a rank on another node that is computing wait for its next MPI call, as in the
+    original, instead of the constructor refusing.  None otherwise (the store's own
+    rule)."""
     from mpi4py import MPI
     if "DDSTORE_PROGRESS" in os.environ or MPI.Query_thread() >= MPI.THREAD_MULTIPLE:
-        yield
-        return
-    os.environ["DDSTORE_PROGRESS"] = "off"
-    try:
-        yield
-    finally:
-        os.environ.pop("DDSTORE_PROGRESS", None)
+        return None
+    return "off"
 
 
 class PyDDStore:
@@ -183,9 +178,8 @@ class PyDDStore:
         if method != 0:
             raise DDStoreValueError(f"PyDDStore: method={method!r} is not available; "
                                     f"allowed: 0 (MPI one-sided reads)")
-        with _as_the_original():
-            store = ddstore.DDStore(comm, width=ddstore_width, transport=transport)
-        self._adopt(comm, store)
+        self._adopt(comm, ddstore.DDStore(comm, width=ddstore_width, transport=transport,
+                                          progress=_progress()))
 
     def _adopt(self, comm, store):
         from mpi4py import MPI
@@ -252,9 +246,8 @@ class PyDDStore:
         if comm is None:
             from mpi4py import MPI
             comm = MPI.COMM_WORLD
-        with _as_the_original():
-            store = ddstore.DDStore.restore(path, comm, width=ddstore_width,
-                                            transport=transport)
+        store = ddstore.DDStore.restore(path, comm, width=ddstore_width,
+                                        transport=transport, progress=_progress())
         self = cls.__new__(cls)
         self._adopt(comm, store)
         return self

@@ -1137,7 +1137,8 @@ class Checkpoints:
 CheckpointAPI = Checkpoints  # the name of the mixin it replaces (tests patch it)
 
 
-def restore(cls, path, comm=None, width=None, transport="auto", *, memory_budget=None):
+def restore(cls, path, comm=None, width=None, transport="auto", *, memory_budget=None,
+            progress=None):
     """:meth:`DDStore.restore <ddstore.DDStore.restore>` (``cls``: the store class): a
     new store sized from the manifest when asked, then :meth:`load`; freed on a
     refusal."""
@@ -1155,7 +1156,7 @@ def restore(cls, path, comm=None, width=None, transport="auto", *, memory_budget
     store = None
     try:
         store = cls(comm, width, transport, data_nbytes=nbytes,
-                    memory_budget=memory_budget)
+                    memory_budget=memory_budget, progress=progress)
         store.load(path)
     except BaseException as exc:
         if store is not None and _collective.is_agreed(exc):  # alike everywhere: free()

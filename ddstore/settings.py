@@ -12,6 +12,9 @@ __all__ = ["env_settings", "progress_interval", "serve_settings", "PROGRESS_US",
 PROGRESS_US = 200  # the progress agent's default period (docs/cluster.md: how chosen)
 
 
+_PROGRESS = ("auto", "on", "off")  # the progress agent's settings, the default first
+
+
 def _env_choice(name, choices):
     """Environment variable ``name``: one of ``choices`` (case-insensitive; unset or
     empty: the first), else a :class:`DDStoreValueError` naming them."""
@@ -40,13 +43,21 @@ def _env_int(name, default, most, what):
     return value
 
 
-def env_settings():
+def env_settings(progress=None):
     """The environment settings that shape a store's collective behaviour, read (and
     checked) in the constructor's local part and agreed in its round (``same=``: a
     difference between ranks is refused naming the variable, the ranks and the
     values): ``DDSTORE_PROGRESS``, ``DDSTORE_PROGRESS_US``, ``DDSTORE_SERVE``,
-    ``DDSTORE_SERVE_MIN_PIECES`` (``DDSTORE_TRANSPORT`` is agreed as ``transport``)."""
-    return {"DDSTORE_PROGRESS": _env_choice("DDSTORE_PROGRESS", ("auto", "on", "off")),
+    ``DDSTORE_SERVE_MIN_PIECES`` (``DDSTORE_TRANSPORT`` is agreed as ``transport``).
+    ``progress``: the constructor's argument, which takes the place of
+    ``DDSTORE_PROGRESS`` unless None."""
+    if progress is None:
+        progress = _env_choice("DDSTORE_PROGRESS", _PROGRESS)
+    elif progress not in _PROGRESS:
+        raise DDStoreValueError(f"progress={progress!r} is not one of "
+                                f"{', '.join(map(repr, _PROGRESS))} or None (None: from "
+                                f"DDSTORE_PROGRESS)")
+    return {"DDSTORE_PROGRESS": progress,
             "DDSTORE_PROGRESS_US": _env_int("DDSTORE_PROGRESS_US", PROGRESS_US,
                                             1_000_000,
                                             "an integer number of microseconds"),
@@ -80,7 +91,8 @@ def progress_interval(core, settings=None):
             f"computes) needs MPI_THREAD_MULTIPLE, but MPI was initialised with thread "
             f"level {MPI.Query_thread()} (< {MPI.THREAD_MULTIPLE}); initialise MPI with "
             f"THREAD_MULTIPLE (mpi4py's default: do not lower mpi4py.rc.thread_level), or "
-            f"set DDSTORE_PROGRESS=off (then reads of a computing rank wait for its next "
+            f"set DDSTORE_PROGRESS=off or DDStore(progress='off') (then reads of a "
+            f"computing rank wait for its next "
             f"MPI call on networks without hardware RMA)")
     return us
 

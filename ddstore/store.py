@@ -104,7 +104,9 @@ class DDStore:
     ``DDSTORE_PROGRESS``, ``DDSTORE_PROGRESS_US``, ``DDSTORE_SERVE``,
     ``DDSTORE_SERVE_MIN_PIECES``) are read at construction and must be the same on
     every rank: a difference is refused on every rank, naming the variable, the ranks
-    and their values.
+    and their values.  ``progress`` (``"auto"``, ``"on"`` or ``"off"``; None: from
+    ``DDSTORE_PROGRESS``) sets the progress agent instead of the environment (see
+    :func:`~ddstore.settings.progress_interval`), agreed the same way.
 
     ``group_comm`` is the communicator of this rank's group (for layers that exchange
     data within a group, after their collective call's agreement).
@@ -114,7 +116,7 @@ class DDStore:
     """
 
     def __init__(self, comm=None, width=None, transport="auto", *, data_nbytes=None,
-                 memory_budget=None):
+                 memory_budget=None, progress=None):
         from mpi4py import MPI
         if comm is None:
             comm = MPI.COMM_WORLD
@@ -126,7 +128,7 @@ class DDStore:
             width, transport = self._check_settings(size, width, transport)
             _lifecycle.check_launch()  # torchrun: each process a world of one
             nbytes, memory = memory_settings(width, data_nbytes, memory_budget)
-            env = env_settings()  # agreed: a rank that serves differently hangs reads
+            env = env_settings(progress)  # agreed: a rank serving otherwise hangs reads
             shares = step.agree((memory, _collective.next_store_id()),
                                 same={"width": width, "transport": transport,
                                       "data_nbytes": nbytes, **env})
@@ -521,14 +523,14 @@ class DDStore:
 
     @classmethod
     def restore(cls, path, comm=None, width=None, transport="auto", *,
-                memory_budget=None):
+                memory_budget=None, progress=None):
         """Collective: a new store over ``comm`` holding the checkpoint at ``path`` (see
         :meth:`save`), at any rank count and ``width`` (``"auto"``: the smallest width
         whose share fits the memory budget, from the checkpoint's size).  Layers reopen
         their objects from it by name (``TemporalGraph.open(store, name)``...).  On a
         refusal the new store is freed and the error raised alike on every rank."""
         return checkpoint.restore(cls, path, comm, width, transport,
-                                  memory_budget=memory_budget)
+                                  memory_budget=memory_budget, progress=progress)
 
     # ------------------------------------------------------------------ inspection
     def nrows(self, name):

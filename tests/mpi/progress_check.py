@@ -88,6 +88,11 @@ def main():
         expect_error(ddstore.DDStoreValueError, ["MPI_THREAD_MULTIPLE",
                                                  "DDSTORE_PROGRESS=off"],
                      ddstore.DDStore, comm, transport="rma", agree=True, agreed=True)
+        with ddstore.DDStore(comm, transport="rma", progress="off") as s:
+            check(not s.progress, "DDStore(progress='off'): no agent")
+        expect_error(ddstore.DDStoreValueError, ["progress='of'", "'auto', 'on', 'off'"],
+                     ddstore.DDStore, comm, transport="rma", progress="of", agree=True,
+                     agreed=True)
         os.environ["DDSTORE_PROGRESS"] = "off"
         with ddstore.DDStore(comm, transport="rma") as s:
             check(not s.progress, "DDSTORE_PROGRESS=off: no agent")
