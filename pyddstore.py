@@ -183,12 +183,14 @@ class PyDDStore:
 
     def _adopt(self, comm, store):
         from mpi4py import MPI
+        from ddstore.prefetch import needs_thread_multiple
         # below MPI_THREAD_MULTIPLE (what the original's users ask for: "serialized"),
-        # reads from several threads (HydraGNN's threaded loader) take turns: MPI calls
-        # made at once from two threads are then erroneous (MPICH asserts in
-        # MPI_Win_flush between nodes)
-        self._serial = threading.Lock() if MPI.Query_thread() < MPI.THREAD_MULTIPLE \
-            else None
+        # reads from several threads (HydraGNN's threaded loader) take turns where they
+        # make MPI calls (some member read by MPI_Get): MPI calls made at once from two
+        # threads are then erroneous (MPICH asserts in MPI_Win_flush between nodes).
+        # Reads of node-local shared memory make none and need no lock.
+        self._serial = threading.Lock() if needs_thread_multiple(store) and \
+            MPI.Query_thread() < MPI.THREAD_MULTIPLE else None
         self.comm = comm
         self.method = 0
         self._store = store
