@@ -65,6 +65,32 @@ class PrefaultThread(threading.Thread):
             self.error = exc
 
 
+def _cast_in_range(arr, dtype, what):
+    """``arr`` cast to ``dtype`` (of its kind, or a float from an integer), refusing a
+    value the cast would not keep: an integer outside ``dtype``'s range (it would wrap:
+    300 into int8 is 44) or a finite number that would become infinite (1e300 into
+    float32).  Rounding to the nearer float is kept: that is what the variable holds.
+    One pass over ``arr``, and only when the cast is not safe for every value."""
+    with np.errstate(over="ignore", invalid="ignore"):  # found and named below
+        out = arr.astype(dtype)
+    if np.can_cast(arr.dtype, dtype, "safe"):
+        return out
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        bad = (arr < info.min) | (arr > info.max)
+        allowed = f"[{info.min}, {info.max}]"
+    else:
+        bad = np.isfinite(arr) & ~np.isfinite(out)
+        allowed = f"finite values up to {np.finfo(dtype).max:g} in magnitude"
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise DDStoreValueError(
+            f"{what}: value {arr[where].item()!r} at {where} does not fit the variable's "
+            f"dtype {dtype} ({allowed}); it would be stored as {out[where].item()!r} "
+            f"({int(bad.sum())} of {bad.size} values do not fit)")
+    return out
+
+
 class Variables:
     """The rows variables of ``store`` over its core handle ``core``; ``created(name)``
     announces each new variable (the store's open transaction records it)."""
@@ -228,7 +254,9 @@ class Variables:
         """Local: write ``rows`` into this rank's chunk at local row ``offset``.
 
         Other ranks see the new rows after the next collective :meth:`sync`.  ``rows``
-        must have the variable's row shape and a dtype castable to it (same kind).
+        must have the variable's row shape and a dtype castable to it (same kind); a
+        value the variable's dtype cannot hold (300 into int8, 1e300 into float32) is
+        refused, naming it, and nothing is written.
         """
         var = self.var(name)
         arr = np.asarray(rows)
@@ -239,7 +267,7 @@ class Variables:
             if not np.can_cast(arr.dtype, var.dtype, "same_kind"):
                 raise DDStoreValueError(f"update {name!r}: dtype {arr.dtype} cannot be "
                                         f"cast to the variable's dtype {var.dtype}")
-            arr = arr.astype(var.dtype)
+            arr = _cast_in_range(arr, var.dtype, f"update {name!r}")
         offset = as_int(offset, f"update {name!r}: offset")
         if offset < 0 or offset + arr.shape[0] > var.n_local:
             raise DDStoreIndexError(

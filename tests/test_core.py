@@ -410,6 +410,43 @@ def test_get_records_packed_reads_into_given_arrays(store):
     assert not ro.any()  # nothing written into the refused array
 
 
+def test_update_refuses_values_the_dtype_cannot_hold(store):
+    """``update`` casts rows of the same kind to the variable's dtype, and refuses a
+    value the cast would not keep, naming it, its position and the range, the rows left
+    as they were: 300 into int8 was stored as 44, 1e300 into float32 as inf.  Rounding
+    (float64 -> float32), NaN and inf themselves, and values in range are written."""
+    import warnings
+    from ddstore import DDStoreValueError
+    store.add("i8", np.zeros((3, 2), np.int8))
+    store.add("f4", np.zeros(3, np.float32))
+    store.add("u2", np.zeros(2, np.uint16))
+    cases = [("i8", np.array([[1, 2], [300, -5]]), r"value 300 at \(1, 0\) does not fit "
+              r"the variable's dtype int8 \(\[-128, 127\]\); it would be stored as 44 "
+              r"\(1 of 4 values"),
+             ("i8", np.array([[0, -129]]), r"value -129 at \(0, 1\)"),
+             ("f4", np.array([1.0, -1e300]), r"value -1e\+300 at \(1,\) .* float32 "
+              r"\(finite values up to 3.40282e\+38 in magnitude\); it would be stored "
+              r"as -inf"),
+             ("f4", np.array([1, 2 ** 63], np.uint64).astype(np.float64) * 1e30,
+              r"value 9.223372036854776e\+48 at \(1,\)"),
+             ("u2", np.array([7, 65536], np.uint64), r"value 65536 at \(1,\) .* uint16 "
+              r"\(\[0, 65535\]\)")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow warning from the cast either
+        for name, rows, match in cases:
+            before = store.local_view(name).copy()
+            with pytest.raises(DDStoreValueError, match=match):
+                store.update(name, rows)
+            assert store.local_view(name).tobytes() == before.tobytes(), name
+        store.update("i8", np.array([[127, -128]], np.int64), offset=2)
+        store.update("f4", np.array([np.nan, -np.inf, 0.1]))
+        store.update("u2", np.array([65535], np.uint64), offset=1)
+    assert store.local_view("i8")[2].tolist() == [127, -128]
+    f4 = store.local_view("f4")
+    assert np.isnan(f4[0]) and f4[1] == -np.inf and f4[2] == np.float32(0.1)
+    assert store.local_view("u2")[1] == 65535
+
+
 def test_hostile_names_indices_and_records_in_process():
     """Hostile round (one process): a 0-d integer tensor is an index of get / get_range
     / get_record (refused before, while get_batch took tensors); an unhashable name is a
