@@ -358,11 +358,11 @@ def _records_spec(name, schema, sizes):
         except (TypeError, ValueError) as exc:
             raise DDStoreValueError(f"{what}: schema[{key!r}] must be "
                                     f"(dtype, trailing_shape): {exc}")
-        if not isinstance(key, str) or dt.kind not in STORABLE_KINDS or \
+        if not isinstance(key, str) or not key or dt.kind not in STORABLE_KINDS or \
                 dt.fields is not None or any(t < 0 for t in trailing):
             raise DDStoreValueError(f"{what}: schema[{key!r}] = "
                                     f"({dt}, {trailing}) cannot be stored "
-                                    f"(str key, numeric dtype, dims >= 0)")
+                                    f"(non-empty str key, numeric dtype, dims >= 0)")
         spec.append((key, dt.str, trailing))
     if not isinstance(sizes, dict) or set(sizes) != set(schema):
         got = sorted(sizes, key=str) if isinstance(sizes, dict) else type(sizes).__name__

@@ -479,6 +479,10 @@ def test_hostile_names_indices_and_records_in_process():
         with pytest.raises(ddstore.DDStoreValueError, match="has key 1; keys must be "
                                                             "non-empty str"):
             s.add_records("intkey", [{1: np.zeros(2)}])
+        for key in ("", 1):  # init_records refuses what add_records refuses
+            with pytest.raises(ddstore.DDStoreValueError,
+                               match=r"non-empty str key, numeric dtype"):
+                s.init_records("ikey", {key: ("f4", ())}, {key: [1]})
         with pytest.raises(ddstore.DDStoreValueError,
                            match=r"already holds a field named 'r/a' \(key 'a' of "
                                  r"records 'r'\)"):
