@@ -155,8 +155,8 @@ class Variables:
         if dtype.kind not in STORABLE_KINDS or dtype.fields is not None:
             raise DDStoreValueError(
                 f"variable {name!r}: dtype {dtype} cannot be stored; allowed: bool, "
-                f"int8-int64, uint8-uint64, float16-float64, complex (no object, string "
-                f"or structured dtypes)")
+                f"int8-int64, uint8-uint64, float16-float64, complex, datetime64, "
+                f"timedelta64 (no object, string or structured dtypes)")
 
     def create(self, name, n_local, dtype, row_shape):
         """Collective, after a step's round: allocate a variable whose metadata (dtype,
