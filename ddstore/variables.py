@@ -305,7 +305,10 @@ class Variables:
             var = self.table[name]
         except (KeyError, TypeError):
             var = self.var(name)  # raises: unknown name, records, freed store
-        if out is None and type(index) is int and 0 <= index < var.nrows:
+        if type(index) is not int:  # numpy ints (as fast as ints), 0-d integer tensors
+            index = int(index) if isinstance(index, np.integer) else \
+                as_int(integer_scalar(index), f"get {name!r}: index")
+        if out is None and 0 <= index < var.nrows:
             # the hot path: a row this process maps (its own chunk, a node-local
             # member's) is copied by numpy, without a call into the core.  What
             # mapped_rows does, inline: the call and the slice cost 0.6 -> 0.85 us
@@ -314,8 +317,6 @@ class Variables:
             view = views[m]
             if view is not None:
                 return view[index - starts[m]].copy()
-        if type(index) is not int:  # numpy ints, 0-d integer tensors
-            index = as_int(integer_scalar(index), f"get {name!r}: index")
         buf = (np.empty(var.row_shape, var.dtype) if out is None else
                self.out(var, var.row_shape, out))
         try:
