@@ -5,12 +5,46 @@ contiguous range ``[start, stop)`` without touching the others.  Each rank of a 
 asks its source only for its own chunk (``ddstore.partition``), so no rank reads data it
 will not hold.
 """
+import os
+import stat
+
 import numpy as np
 
 from .._checks import is_int
 from ..errors import DDStoreIndexError, DDStoreValueError
 
-__all__ = ["Source", "SequenceSource", "check_range", "int_bounds"]
+__all__ = ["Source", "SequenceSource", "check_range", "int_bounds", "regular_file"]
+
+
+def _file_kind(mode):
+    """What a non-regular file is, in words (for messages)."""
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def regular_file(path, prefix="", missing="no such file"):
+    """``path`` as a str when it names a regular file (through symlinks), else a
+    :class:`DDStoreValueError` ``"<prefix><path>: <why>"``: ``missing`` when nothing is
+    there, or what it is (a directory, a FIFO, a device...).  Readers call it before they
+    open a file: opening a FIFO waits for a writer forever, and reading a device such as
+    ``/dev/zero`` never ends."""
+    p = os.fspath(path)
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        raise DDStoreValueError(f"{prefix}{p}: {missing}") from None
+    except OSError as exc:
+        raise DDStoreValueError(f"{prefix}{p}: cannot be read ({exc.strerror or exc})") \
+            from None
+    if not stat.S_ISREG(mode):
+        kind = _file_kind(mode)
+        raise DDStoreValueError(f"{prefix}{p}: is {kind}, not a regular file"
+                                if kind.startswith("a ") else f"{prefix}{p}: {kind}")
+    return p
 
 
 def int_bounds(what, start, stop, total):

@@ -20,16 +20,19 @@ imported where used.
 import io
 import os
 import re
+import zlib
 
 import numpy as np
 
 from ..errors import DDStoreValueError
 from .._times import MAX_EXACT_TIME
+from .base import regular_file
 
 __all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_text",
            "int64_text_error", "read_csv_chunk", "not_text", "sorted_error",
            "check_sorted_across_ranks", "line_share_range", "line_pieces", "read_bytes",
-           "count_lines", "non_integer_columns", "integer_column", "TIME_ALLOWED"]
+           "count_lines", "non_integer_columns", "integer_column", "TIME_ALLOWED",
+           "refuse_cr_lines", "check_same_file"]
 
 # bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
 # blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
@@ -204,6 +207,16 @@ def not_text(path, chunk, first_line):
                                 f"text (byte {exc.start - start + 1} of the line is "
                                 f"{chunk[exc.start:exc.start + 1].hex()}); a row holds "
                                 f"numbers written in ASCII") from None
+
+
+def refuse_cr_lines(path, first):
+    """Raise naming ``path`` when its first line ``first`` (bytes) holds a carriage
+    return before its end: lines that end with CR alone (old Mac files) read as one
+    line; they must end with LF (or CR LF)."""
+    if b"\r" in first.rstrip(b"\r\n"):
+        raise DDStoreValueError(f"{path}, line 1: lines end with a carriage return "
+                                f"alone (CR, old Mac text); rows must end with LF or "
+                                f"CR LF (convert the file, e.g. tr '\\r' '\\n')")
 
 
 def sorted_error(path, line, what, value, previous, advice):
@@ -413,8 +426,7 @@ def line_share_range(store, step, path, header, missing):
     byte range and every rank's number of lines (rank ``r``'s first line is ``2 +
     sum(counts[:r])``), counted in blocks."""
     rank, size = store.comm.Get_rank(), store.comm.Get_size()
-    if not os.path.isfile(path):
-        raise DDStoreValueError(f"{path}: not found ({missing})")
+    regular_file(path, "", f"not found ({missing})")
     try:
         info, hlen, fsize = header(path)
         body = fsize - hlen
@@ -422,10 +434,50 @@ def line_share_range(store, step, path, header, missing):
             a = _line_start(f, hlen + body * rank // size, hlen, fsize)
             b = _line_start(f, hlen + body * (rank + 1) // size, hlen, fsize)
             nlines = count_lines(f, a, b)
+            mark = _file_mark(f, fsize)
     except OSError as exc:  # worded with the file's name
         raise DDStoreValueError(f"{path}: {exc}") from exc
-    counts = step.agree(nlines)
-    return info, (a, b), counts
+    shares = step.agree((nlines, fsize, mark, os.path.abspath(path)))
+    check_same_file(path, shares)
+    return info, (a, b), [s[0] for s in shares]
+
+
+_MARK_BYTES = 64 << 10
+
+
+def _file_mark(f, fsize):
+    """CRC-32 of the first and last 64 KiB of the open file (of ``fsize`` bytes): with the
+    size, what says cheaply whether two ranks read the same file."""
+    f.seek(0)
+    head = f.read(_MARK_BYTES)
+    f.seek(max(0, fsize - _MARK_BYTES))
+    return zlib.crc32(f.read(_MARK_BYTES), zlib.crc32(head))
+
+
+def check_same_file(path, shares):
+    """After a round that gathered every rank's ``(lines, size, mark, absolute path)``:
+    raise (alike on every rank) unless every rank saw the same file -- the same size and
+    the same first and last 64 KiB.  Each rank parses its own byte range of the file it
+    opened, so a different file on some rank (another path, a stale copy on one node)
+    would mix two files' rows into one data set."""
+    seen = {}
+    for r, (_, fsize, mark, where) in enumerate(shares):
+        seen.setdefault((fsize, mark), []).append((r, where))
+    if len(seen) == 1:
+        return
+    parts = []
+    for (fsize, _), ranks in seen.items():
+        names = sorted({w for _, w in ranks})
+        parts.append(f"rank{'s' if len(ranks) > 1 else ''} "
+                     f"{','.join(str(r) for r, _ in ranks)}: {fsize} bytes"
+                     + (f" ({', '.join(names)})" if len(names) == 1 else ""))
+    sizes = {fsize for fsize, _ in seen}
+    why = "" if len(sizes) > 1 else ", the same size but different bytes"
+    first = path if len({w for _, _, _, w in shares}) == 1 else shares[0][3]
+    raise DDStoreValueError(f"{first}: the ranks read different files{why} "
+                            f"({'; '.join(parts)}); each rank reads its own share of "
+                            f"one file, so every rank must see the same file (a copy "
+                            f"on each node must be identical)")
 
 
 def line_pieces(path, start, stop, piece_bytes, first_line):

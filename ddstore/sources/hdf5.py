@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 from ..errors import DDStoreValueError
+from .base import regular_file
 from .series import Series, adjacency_to_edges, check_timestamps, gaussian_kernel_adjacency
 
 __all__ = ["load_pems_h5", "write_pems_h5"]
@@ -96,6 +97,7 @@ def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=N
     computed in float64 from what is read, so a float64 file is not rounded first).
     """
     import h5py
+    path = regular_file(path, "load_pems_h5: cannot open ", "no such file")
     try:
         fh = h5py.File(path, "r")
     except OSError as exc:
@@ -120,21 +122,53 @@ def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=N
         if ptype != "frame" or "axis0" not in grp or "axis1" not in grp:
             raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] is not a pandas "
                                     f"fixed-format DataFrame (pandas_type={ptype!r})")
+        where = f"load_pems_h5: {path}[{key!r}]"
         columns = grp["axis0"][()]
         index = grp["axis1"]
+        if columns.ndim != 1 or index.ndim != 1:
+            raise DDStoreValueError(f"{where}: axis0 (sensors) and axis1 (time) must be "
+                                    f"1-D, got shapes {columns.shape} and {index.shape}")
         num_steps = index.shape[0]
-        nblocks = int(grp.attrs.get("nblocks", 1))
+        nblocks = grp.attrs.get("nblocks", 1)
+        if not isinstance(nblocks, (int, np.integer)) or not 1 <= nblocks <= 1 << 20:
+            raise DDStoreValueError(f"{where}: nblocks={nblocks} must be a positive "
+                                    f"integer")
         blocks = []
         col_pos = {c: i for i, c in enumerate(columns.tolist())}
-        for b in range(nblocks):
+        if len(col_pos) != len(columns):
+            dup = next(c for k, c in enumerate(columns.tolist())
+                       if c in columns.tolist()[:k])
+            raise DDStoreValueError(f"{where}: sensor {_h5_str(dup)!r} appears twice in "
+                                    f"axis0")
+        covered = np.zeros(len(columns), dtype=np.int64)
+        for b in range(int(nblocks)):
+            for part in (f"block{b}_values", f"block{b}_items"):
+                if part not in grp:
+                    raise DDStoreValueError(f"{where}: no {part!r} (nblocks={nblocks}); "
+                                            f"not a pandas fixed-format DataFrame")
             values = grp[f"block{b}_values"]
             items = grp[f"block{b}_items"][()].tolist()
             transposed = bool(values.attrs.get("transposed", False))
             if values.dtype.kind not in "biuf":
                 raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] block {b} has dtype"
                                         f" {values.dtype}; sensor columns must be numeric")
+            want = (num_steps, len(items)) if transposed else (len(items), num_steps)
+            if values.shape != want:
+                raise DDStoreValueError(f"{where}: block{b}_values has shape "
+                                        f"{values.shape}, expected {want} ({num_steps} time "
+                                        f"steps in axis1, {len(items)} sensors in "
+                                        f"block{b}_items{', transposed' if transposed else ''})")
+            unknown = [i for i in items if i not in col_pos]
+            if unknown:
+                raise DDStoreValueError(f"{where}: block{b}_items names sensor "
+                                        f"{_h5_str(unknown[0])!r}, which axis0 lacks")
             pos = np.array([col_pos[i] for i in items], dtype=np.int64)
+            np.add.at(covered, pos, 1)
             blocks.append((values, transposed, pos))
+        if (covered != 1).any():
+            k = int(np.flatnonzero(covered != 1)[0])
+            raise DDStoreValueError(f"{where}: sensor {_h5_str(columns[k])!r} is in "
+                                    f"{int(covered[k])} blocks; each must be in one")
         num_nodes = len(columns)
         kind = _h5_str(index.attrs.get("kind", b""))
         timestamps = None

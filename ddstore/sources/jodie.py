@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import DDStoreMemoryError, DDStoreValueError
 from .csv_lines import (TIME_ALLOWED, Column, check_sorted_across_ranks, line_share_range,
-                        parse_lines, read_bytes)
+                        parse_lines, read_bytes, refuse_cr_lines)
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
 
@@ -56,10 +56,11 @@ def _fields(line):
 
 def _header(path):
     """(fields per row, header length in bytes, file size); raise naming the line."""
-    with open(path, "rb") as f:
-        first = f.readline()
-        second = f.readline()
+    with open(path, "rb") as f:  # (at most 1 MB a line: a file without line ends is
+        first = f.readline(1 << 20)   # refused below, not read whole)
+        second = f.readline(1 << 20)
     size = os.path.getsize(path)
+    refuse_cr_lines(path, first)
     if not first.endswith(b"\n"):
         raise DDStoreValueError(f"{path}, line 1: {first[:200]!r} is not a header line "
                                 f"followed by data rows (JODIE files start with '{HEADER}')")

@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
+from .base import regular_file
 from .series import Series, adjacency_to_edges, check_edges
 
 __all__ = ["load_npy"]
@@ -52,7 +53,7 @@ def load_npy(path, *, shape=None, dtype=None, edge_index=None, edge_weight=None,
     from the file so far by this process) in ``series.stats``.  Graph and timestamps as
     for :func:`from_arrays`.
     """
-    spath = os.fspath(path)
+    spath = regular_file(path, "load_npy: cannot open ", "no such file")
     try:
         fh = open(spath, "rb")
     except OSError as exc:

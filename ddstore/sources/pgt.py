@@ -24,6 +24,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
+from .base import regular_file
 from .series import Series, check_series_array
 
 __all__ = ["load_pgt_json", "DynamicSeries"]
@@ -72,13 +73,24 @@ def load_pgt_json(path, dtype=np.float32):
     (sorted by name) and then ``y`` as features.  Any other layout raises an error that
     names the keys found.
     """
+    path = regular_file(path, "load_pgt_json: cannot read ", "no such file")
     try:
-        with open(path, "r", encoding="utf-8") as fh:
-            doc = json.load(fh)
+        with open(path, "rb") as fh:
+            text = fh.read()
     except OSError as exc:
         raise DDStoreValueError(f"load_pgt_json: cannot read {path}: {exc}") from None
+    try:
+        doc = json.loads(text.decode("utf-8-sig"))  # (a UTF-8 byte-order mark is skipped)
+    except UnicodeDecodeError as exc:
+        line = text.count(b"\n", 0, exc.start) + 1
+        raise DDStoreValueError(f"load_pgt_json: {path}, line {line}: byte {exc.start} "
+                                f"({text[exc.start:exc.start + 1].hex()}) is not UTF-8 "
+                                f"text; JSON files are UTF-8") from None
     except json.JSONDecodeError as exc:
         raise DDStoreValueError(f"load_pgt_json: {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise DDStoreValueError(f"load_pgt_json: {path}: JSON nested too deeply to read "
+                                f"(a PGT data set is a few levels deep)") from None
     if not isinstance(doc, dict):
         raise DDStoreValueError(f"load_pgt_json: {path} holds a {type(doc).__name__}, "
                                 f"expected an object")
@@ -105,14 +117,14 @@ def _read_matrix(doc, path, dtype):
     key = next(k for k in _MATRIX_KEYS if k in doc)
     try:
         data = np.asarray(doc[key], dtype=np.float64)
-        edges = np.asarray(doc["edges"], dtype=np.int64).reshape(-1, 2)
-    except (TypeError, ValueError) as exc:
-        raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} or 'edges' is not a "
-                                f"numeric array: {exc}") from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} is not a numeric array: "
+                                f"{exc}") from None
+    edges = _pgt_pairs(doc["edges"], path, "'edges'")
     data = np.ascontiguousarray(check_series_array(data, f"{path}: {key!r}"), dtype=dtype)
-    weights = _pgt_weights(doc.get("weights"), edges.shape[0], path, "'weights'")
+    weights = _pgt_weights(doc.get("weights"), edges.shape[1], path, "'weights'")
     node_ids = _pgt_node_ids(doc, data.shape[1], path)
-    return Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=edges.T,
+    return Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=edges,
                   edge_weight=weights, node_ids=node_ids,
                   source=f"{os.path.basename(str(path))}[{key}]")
 
@@ -201,6 +213,16 @@ def _read_nodes_links(doc, path, dtype):
            for i, n in enumerate(nodes)]
     if any(i is None for i in ids):
         raise _pgt_error(path, "every entry of 'nodes' must be an object")
+    bad = next((k for k, i in enumerate(ids) if not isinstance(i, (str, int, float))), None)
+    if bad is not None:
+        raise _pgt_error(path, f"node {bad}'s id {ids[bad]!r} is not a string or a number")
+    if len(set(ids)) != len(ids):
+        dup = next(i for k, i in enumerate(ids) if i in ids[:k])
+        raise _pgt_error(path, f"node id {dup!r} appears twice in 'nodes'")
+    bad = next((k for k, d in enumerate(links) if not isinstance(d, dict)), None)
+    if bad is not None:
+        raise _pgt_error(path, f"link {bad} is {links[bad]!r}, not an object with "
+                               f"'source', 'target' (and 'weight')")
     pos = {i: k for k, i in enumerate(ids)}
     try:
         src = [pos[d["source"]] for d in links]
@@ -208,11 +230,18 @@ def _read_nodes_links(doc, path, dtype):
     except KeyError as exc:
         raise _pgt_error(path, f"a link refers to node {exc.args[0]!r}, which is not "
                                f"in 'nodes' (or lacks 'source'/'target')") from None
-    w = [d.get("weight", 1.0) for d in links]
+    except TypeError:  # an unhashable source / target (a list, an object)
+        raise _pgt_error(path, "a link's 'source' or 'target' is not a node id (a string "
+                               "or a number)") from None
+    w = _pgt_weights([d.get("weight", 1.0) for d in links], len(links), path,
+                     "the links' 'weight'")
     feats = sorted(nodes[0]["X"]) if isinstance(nodes[0].get("X"), dict) else []
     cols = []
     for k, n in enumerate(nodes):
         X = n.get("X") or {}
+        if not isinstance(X, dict):
+            raise _pgt_error(path, f"node {ids[k]!r}: 'X' is {X!r}, not an object "
+                                   f"variable -> series")
         if sorted(X) != feats:
             raise _pgt_error(path, f"node {ids[k]!r} has X variables {sorted(X)}, node "
                                    f"{ids[0]!r} has {feats}")
@@ -221,7 +250,7 @@ def _read_nodes_links(doc, path, dtype):
         cols.append([X[f] for f in feats] + [n["y"]])
     try:
         arr = np.asarray(cols, dtype=np.float64)  # [N, F, T]
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise _pgt_error(path, f"node series are not numeric or differ in length: "
                                f"{exc}") from None
     if arr.ndim != 3:
@@ -230,7 +259,7 @@ def _read_nodes_links(doc, path, dtype):
     data = np.ascontiguousarray(arr.transpose(2, 0, 1), dtype=dtype)
     series = Series(data.shape, data.dtype, lambda a, b: data[a:b],
                     edge_index=np.array([src, dst], dtype=np.int64).reshape(2, -1),
-                    edge_weight=np.asarray(w, dtype=np.float32), node_ids=ids,
+                    edge_weight=w, node_ids=ids,
                     source=f"{os.path.basename(str(path))}[nodes/links]")
     series.target_feature = data.shape[2] - 1
     series.feature_names = feats + ["y"]
@@ -319,18 +348,35 @@ def _pgt_num_steps(doc, path):
 
 
 def _pgt_pairs(pairs, path, what):
-    """``[[src, dst], ...]`` (or ``[]``) -> int64 ``[2, E]``."""
+    """``[[src, dst], ...]`` (or ``[]``) -> int64 ``[2, E]``: every pair two integers
+    (a whole float such as ``3.0`` is taken; ``1.7``, a string or an id beyond int64 is
+    refused, naming the pair), the list exactly ``[E, 2]`` (a ``[2, E]`` list or rows of
+    three are refused, not reshaped)."""
+    why = None
     try:
-        arr = np.asarray(pairs if pairs is not None else [], dtype=np.int64)
-    except (TypeError, ValueError) as exc:
-        raise _pgt_error(path, f"{what} is not a list of [source, target] integer pairs: "
-                               f"{exc}") from None
-    if arr.size == 0:
+        arr = np.asarray(pairs if pairs is not None else [])
+    except (TypeError, ValueError, OverflowError) as exc:
+        why = str(exc)
+    if why is None and arr.size == 0:
         return np.zeros((2, 0), dtype=np.int64)
-    if arr.ndim != 2 or arr.shape[1] != 2:
-        raise _pgt_error(path, f"{what} must be [source, target] pairs, got shape "
-                               f"{arr.shape}")
-    return np.ascontiguousarray(arr.T)
+    if why is None and (arr.ndim != 2 or arr.shape[1] != 2):
+        raise _pgt_error(path, f"{what} must be a list of [source, target] pairs (shape "
+                               f"[E, 2]), got shape {arr.shape}")
+    if why is None and arr.dtype.kind not in "iuf":
+        why = f"values of type {arr.dtype.kind == 'O' and 'object' or arr.dtype} (an id " \
+              f"beyond int64, or not a number)"
+    if why is None:
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(arr) | (arr != np.round(arr)) if arr.dtype.kind == "f" \
+                else np.zeros(arr.shape, bool)
+            bad |= (arr >= 2.0 ** 63) | (arr < -2.0 ** 63)
+        if bad.any():
+            i = int(np.flatnonzero(bad.any(axis=1))[0])
+            why = f"pair {i} is {arr[i].tolist()}"
+    if why is not None:
+        raise _pgt_error(path, f"{what} is not a list of [source, target] integer pairs: "
+                               f"{why}")
+    return np.ascontiguousarray(arr.astype(np.int64).T)
 
 
 def _pgt_weights(values, num_edges, path, what):
@@ -339,7 +385,7 @@ def _pgt_weights(values, num_edges, path, what):
     try:
         with np.errstate(over="ignore"):  # beyond float32: inf, refused with the edge
             w = np.asarray(values, dtype=np.float32).reshape(-1)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
     if w.shape[0] != num_edges:
         raise _pgt_error(path, f"{what} has {w.shape[0]} entries for {num_edges} edges")
@@ -350,7 +396,7 @@ def _pgt_node_values(value, num_nodes, path, what):
     """A per-step node array ``[N]`` or ``[N, F]`` -> float64 ``[N, F]``."""
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
     if arr.ndim == 1:
         arr = arr[:, None]
@@ -371,8 +417,18 @@ def _pgt_node_ids(doc, num_nodes, path):
             if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < num_nodes:
                 raise _pgt_error(path, f"'node_ids'[{name!r}] = {i!r} is not an integer "
                                        f"node index in [0, {num_nodes})")
+            if names[i] is not None:
+                raise _pgt_error(path, f"'node_ids' gives index {i} to both "
+                                       f"{names[i]!r} and {name!r}")
             names[i] = name
+        if None in names:
+            raise _pgt_error(path, f"'node_ids' names {len(ids)} of the {num_nodes} nodes; "
+                                   f"node {names.index(None)} has no name")
         return names
+    if ids is not None and (not isinstance(ids, list) or len(ids) != num_nodes):
+        got = f"{len(ids)} entries" if isinstance(ids, list) else type(ids).__name__
+        raise _pgt_error(path, f"'node_ids' must be a list of the {num_nodes} nodes' ids "
+                               f"(or an object name -> index), got {got}")
     return ids
 
 
@@ -381,7 +437,7 @@ def _pgt_matrix(value, path, what):
     first row whose length differs."""
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         why = str(exc)
         if isinstance(value, list) and value and all(isinstance(r, list) for r in value):
             lens = [len(r) for r in value]

@@ -24,7 +24,7 @@ import pickle
 import re
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import Source
+from .base import Source, regular_file
 
 __all__ = ["RestrictedUnpickler", "restricted_load", "restricted_loads",
            "PickleDirSource", "write_pickle_files", "META_NAME"]
@@ -105,6 +105,7 @@ def restricted_load(path):
     """Unpickle the file ``path`` with :class:`RestrictedUnpickler`; every error names
     the file."""
     try:
+        path = regular_file(path, "", "cannot read pickle file (No such file or directory)")
         with open(path, "rb") as f:
             data = f.read()
     except OSError as exc:
@@ -144,18 +145,30 @@ class PickleDirSource(Source):
             raise DDStoreValueError(f"pickle directory {self.path!r} {what}")
         meta_path = os.path.join(self.path, META_NAME)
         self._files = None
-        if os.path.exists(meta_path):
+        if os.path.lexists(meta_path):
+            regular_file(meta_path)
             try:
                 with open(meta_path) as f:
                     meta = json.load(f)
-                self._n = int(meta["nsamples"])
+                self._n = meta["nsamples"]
                 self._pattern = str(meta.get("pattern", _DEFAULT_PATTERN))
-                self._pattern.format(0)
-            except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+                names = (self._pattern.format(0), self._pattern.format(1))
+            except (OSError, ValueError, KeyError, TypeError, IndexError,
+                    RecursionError) as exc:
                 raise DDStoreValueError(f"{meta_path}: corrupt metadata file "
                                         f"({type(exc).__name__}: {exc})") from None
-            if self._n < 0:
-                raise DDStoreValueError(f"{meta_path}: nsamples={self._n} must be >= 0")
+            if isinstance(self._n, bool) or not isinstance(self._n, int) or self._n < 0:
+                raise DDStoreValueError(f"{meta_path}: nsamples={self._n!r} must be an "
+                                        f"integer >= 0")
+            if self._n > 1 and names[0] == names[1]:
+                raise DDStoreValueError(f"{meta_path}: pattern={self._pattern!r} names the "
+                                        f"same file for every sample ({names[0]!r}); it "
+                                        f"needs a field for the sample number, e.g. "
+                                        f"{_DEFAULT_PATTERN!r}")
+            if os.path.isabs(names[0]) or ".." in re.split(r"[\\/]", names[0]):
+                raise DDStoreValueError(f"{meta_path}: pattern={self._pattern!r} names "
+                                        f"{names[0]!r}, outside the directory; sample "
+                                        f"files lie in it")
         else:
             files = glob.glob(os.path.join(glob.escape(self.path), pattern))
             self._files = sorted((f for f in files if os.path.isfile(f)),

@@ -37,6 +37,7 @@ import numpy as np
 
 from .._checks import as_int
 from ..errors import DDStoreIndexError, DDStoreValueError
+from .base import regular_file
 from .csv_lines import Column, parse_lines
 from .npy import npy_header
 
@@ -57,10 +58,7 @@ def _kind(path):
 
 
 def _need_file(path):
-    p = os.fspath(path)
-    if not os.path.isfile(p):
-        raise DDStoreValueError(f"{p}: no such file")
-    return p
+    return regular_file(path)
 
 
 def _check_bounds(path, lo, hi):

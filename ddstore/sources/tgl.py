@@ -5,6 +5,7 @@ the edge index; ``ext_roll`` 0/1/2 = train/val/test; rows sorted by time), optio
 :func:`read_tgl_share` (collective over a store's ranks) parses only this rank's byte
 range of ``edges.csv`` (whole lines); pandas and torch are imported where used.
 :func:`write_tgl` writes the layout."""
+import codecs
 import os
 import re
 import time
@@ -15,11 +16,12 @@ from ..errors import DDStoreValueError
 from .._checks import partition
 from .._times import as_times, time_dtype
 from .csv_lines import TIME_ALLOWED, Column, check_sorted_across_ranks, integer_column, \
-    line_pieces, line_share_range, parse_lines
+    line_pieces, line_share_range, parse_lines, refuse_cr_lines
 
 __all__ = ["read_tgl_share", "write_tgl", "TGLShare", "TensorRows"]
 
 _NEED = ("src", "dst", "time", "ext_roll")
+_HEADER_MAX = 1 << 20  # bytes a header line may have
 
 
 def write_tgl(directory, src, dst, t, split, edge_feat=None, node_feat=None):
@@ -41,11 +43,16 @@ def write_tgl(directory, src, dst, t, split, edge_feat=None, node_feat=None):
 def _header(path):
     """(column positions, header bytes length, file size) or raise DDStoreValueError."""
     with open(path, "rb") as f:
-        first = f.readline()
+        first = f.readline(_HEADER_MAX)
     size = os.path.getsize(path)
-    cols = [c.strip() for c in first.decode("utf-8", "replace").rstrip("\r\n").split(",")]
+    if len(first) == _HEADER_MAX and not first.endswith(b"\n"):
+        raise DDStoreValueError(f"{path}, line 1: no line end in the first {_HEADER_MAX} "
+                                f"bytes: not a CSV header ,src,dst,time,ext_roll")
+    refuse_cr_lines(path, first)
+    text = first[len(codecs.BOM_UTF8):] if first.startswith(codecs.BOM_UTF8) else first
+    cols = [c.strip() for c in text.decode("utf-8", "replace").rstrip("\r\n").split(",")]
     missing = [c for c in _NEED if c not in cols]
-    if not first.endswith(b"\n") or missing:
+    if missing:  # (a header without a line end is a file of no edges)
         raise DDStoreValueError(f"{path}, line 1: header {first[:200]!r} must name the "
                                 f"columns ,src,dst,time,ext_roll (missing {missing})")
     return cols, len(first), size

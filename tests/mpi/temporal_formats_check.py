@@ -8,7 +8,8 @@ makes of the same file (run offline on a local copy), split included
 exactly; a file with fractional times and no features keeps its times as float64; and
 ``from_pyg`` -> ``to_pyg`` returns every field with its dtype (unsorted float32 times,
 float64 multi-dimensional msg, float y).  Then bad input, every error raised on every
-rank with nothing left in the store.  Last, any exception (``OSError``, ``RuntimeError``,
+rank with nothing left in the store (a rank handed another file, or a copy of the same
+size that differs, included).  Last, any exception (``OSError``, ``RuntimeError``,
 ``KeyError``, ``MemoryError``) raised by the parsing of one rank only, in ``from_jodie``,
 ``from_tgl`` and ``load_ogb``: every rank raises the same agreed error within seconds and
 the store holds what it held before (issue 35: ``OSError`` in ``from_jodie`` hung).
@@ -205,6 +206,24 @@ def check_errors(store, tmp, tag):
         expect_error(DDStoreValueError, (path,) + tuple(fragments),
                      tg.TemporalGraph.from_jodie, store, "bad", path,
                      what=f"{tag} jodie {label}", agree=True, store=store)
+    if size > 1:  # each rank parses its share of the file it opened: two files mixed
+        other = os.path.join(tmp, "other.csv")   # (a stale copy on one node, another
+        same_size = os.path.join(tmp, "same_size.csv")  # path): refused on every rank
+        if rank == 0:
+            open(other, "w").write("\n".join(lines[:-1]) + "\n")
+            body = "\n".join(lines) + "\n"
+            open(same_size, "w").write(body[:-3] + ("1" if body[-3] != "1" else "2")
+                                       + body[-2:])
+        comm.Barrier()
+        for label, path, words in (("other file", other, " bytes (" + other),
+                                   ("same size", same_size, "the same size but different "
+                                                            "bytes")):
+            mine = path if rank == size - 1 else whole
+            expect_error(DDStoreValueError, ("the ranks read different files", words,
+                                             f"rank {size - 1}: ", "must see the same "
+                                             "file"),
+                         tg.TemporalGraph.from_jodie, store, "bad", mine,
+                         what=f"{tag} jodie {label}", agree=True, store=store)
     expect_error(DDStoreValueError, ("val_ratio + test_ratio", "<= 1"),
                  tg.TemporalGraph.from_jodie, store, "bad", whole, val_ratio=0.6,
                  test_ratio=0.5, what=f"{tag} ratios", agree=True, store=store)

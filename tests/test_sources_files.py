@@ -1,0 +1,265 @@
+"""The file readers of ddstore.sources against hostile files (in-process): a FIFO, a
+directory or a device where a file is expected is refused at once (opening a FIFO waited
+forever; reading /dev/zero as JSON never ended); PyTorch Geometric Temporal JSON, PeMS
+HDF5 and PFF metadata that are not what they claim are refused naming the file and the
+field instead of being misread (edge lists reshaped, float ids truncated, blocks of the
+wrong shape read short) or raising Python's own errors; TGL / JODIE headers with a
+UTF-8 byte-order mark, no line end or CR-only line ends."""
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from ddstore.errors import DDStoreValueError
+from ddstore.sources import (PickleDirSource, load_npy, load_pems_h5, load_pgt_json,
+                             read_jodie_share, read_rows, read_tgl_share, restricted_load,
+                             write_pems_h5, write_pickle_files)
+
+
+def _fifo(tmp_path, name):
+    path = str(tmp_path / name)
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("reader,name,prefix", [
+    (load_npy, "x.npy", "load_npy: cannot open "),
+    (load_pgt_json, "x.json", "load_pgt_json: cannot read "),
+    (load_pems_h5, "x.h5", "load_pems_h5: cannot open "),
+    (restricted_load, "x.pkl", ""),
+    (lambda p: read_rows(p, 0, 1), "x.csv", ""),
+])
+def test_readers_refuse_what_is_not_a_regular_file(tmp_path, reader, name, prefix):
+    """A FIFO (whose open waits for a writer), a directory and a character device are
+    each refused before anything is opened, naming the path and what it is; a missing
+    file keeps its wording."""
+    fifo = _fifo(tmp_path, name)
+    with pytest.raises(DDStoreValueError) as info:
+        reader(fifo)
+    assert str(info.value) == f"{prefix}{fifo}: is a FIFO (named pipe), not a regular file"
+    folder = str(tmp_path / ("d" + name))
+    os.mkdir(folder)
+    with pytest.raises(DDStoreValueError, match="is a directory, not a regular file"):
+        reader(folder)
+    if not name.endswith(".csv"):  # (read_rows: a name must end in .csv / .npy)
+        with pytest.raises(DDStoreValueError) as info:
+            reader("/dev/zero")
+        assert str(info.value) == f"{prefix}/dev/zero: is a character device, not a " \
+                                  f"regular file"
+    missing = str(tmp_path / ("no" + name))
+    with pytest.raises(DDStoreValueError, match=f"{missing}: "
+                       f"{'cannot read pickle' if name.endswith('pkl') else 'no such file'}"):
+        reader(missing)
+    link = str(tmp_path / ("link" + name))  # a symlink to a FIFO is the FIFO
+    os.symlink(fifo, link)
+    with pytest.raises(DDStoreValueError, match="is a FIFO"):
+        reader(link)
+
+
+def _json(tmp_path, doc, name="d.json"):
+    path = tmp_path / name
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("edges,words", [
+    ([[0, 1, 2], [3, 4, 5]], "'edges' must be a list of [source, target] pairs (shape "
+                             "[E, 2]), got shape (2, 3)"),          # was read as 3 pairs
+    ([[0, 1, 2], [1, 2, 0]], "got shape (2, 3)"),                    # [2, E]: was misread
+    ([[0, 1.7]], "integer pairs: pair 0 is [0.0, 1.7]"),             # was read as node 1
+    ([[0, 1], [1, 10 ** 20]], "integer pairs: values of type object (an id beyond int64"),
+    ([[0, "a"]], "integer pairs: values of type <U21"),
+    ([[0, 1], [2]], "integer pairs: setting an array element"),
+])
+def test_pgt_edges_refused_not_reshaped(tmp_path, edges, words):
+    path = _json(tmp_path, {"FX": [[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]], "edges": edges})
+    with pytest.raises(DDStoreValueError) as info:
+        load_pgt_json(path)
+    assert str(info.value).startswith(f"load_pgt_json: {path}: "), info.value
+    assert words in str(info.value), info.value
+
+
+def test_pgt_edges_exact_and_whole_floats_taken(tmp_path):
+    """[E, 2] pairs are read as they are, whole floats included (the edge order kept)."""
+    path = _json(tmp_path, {"FX": [[1.0, 2.0, 3.0]], "edges": [[0, 1], [2.0, 0], [1, 2]]})
+    s = load_pgt_json(path)
+    np.testing.assert_array_equal(s.edge_index, [[0, 2, 1], [1, 0, 2]])
+    assert s.edge_index.dtype == np.int64
+
+
+def test_pgt_text_and_structure_errors_named(tmp_path):
+    ok = {"FX": [[1.0, 2.0], [3.0, 4.0]], "edges": [[0, 1]]}
+    raw = json.dumps(ok).encode()
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + raw)  # a UTF-8 byte-order mark: the same data
+    np.testing.assert_array_equal(load_pgt_json(str(bom)).to_numpy(),
+                                  load_pgt_json(_json(tmp_path, ok, "ok.json")).to_numpy())
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(raw[:-1] + b',\n "name": "caf\xe9"}')
+    with pytest.raises(DDStoreValueError, match=r"latin.json, line 2: byte \d+ \(e9\) is "
+                                                r"not UTF-8 text"):
+        load_pgt_json(str(latin))
+    deep = _json(tmp_path, "[" * 100_000 + "]" * 100_000, "deep.json")
+    with pytest.raises(DDStoreValueError, match="deep.json: JSON nested too deeply"):
+        load_pgt_json(deep)
+    cases = [
+        (dict(ok, node_ids=["a"]), "'node_ids' must be a list of the 2 nodes' ids"),
+        (dict(ok, node_ids={"a": 0}), "'node_ids' names 1 of the 2 nodes; node 1 has no "
+                                      "name"),
+        (dict(ok, node_ids={"a": 0, "b": 0}), "'node_ids' gives index 0 to both 'a' and "
+                                              "'b'"),
+        ({"edge_mapping": {"edge_index": {"0": [[0, 2 ** 70]]}}, "y": [[1.0, 2.0]]},
+         "edge_mapping.edge_index['0'] is not a list of [source, target] integer pairs"),
+        ({"X": [[1, 2]], "edges": [[0, 1]], "weights": [10 ** 400]},
+         "'weights' is not numeric"),
+        ({"nodes": [{"bus_stop": 1, "y": [1.0]}], "links": [5]},
+         "link 0 is 5, not an object with 'source', 'target'"),
+        ({"nodes": [{"bus_stop": [1], "y": [1.0]}], "links": []},
+         "node 0's id [1] is not a string or a number"),
+        ({"nodes": [{"bus_stop": 1, "y": [1.0]}, {"bus_stop": 1, "y": [2.0]}],
+          "links": []}, "node id 1 appears twice in 'nodes'"),
+        ({"nodes": [{"bus_stop": 1, "y": [1.0], "X": 5}], "links": []},
+         "node 1: 'X' is 5, not an object"),
+        ({"nodes": [{"bus_stop": 1, "y": [1.0]}], "links": [{"source": [1], "target": 1}]},
+         "a link's 'source' or 'target' is not a node id"),
+        ({"nodes": [{"bus_stop": 1, "y": [1.0]}], "links": [{"source": 1, "target": 1,
+                                                             "weight": "x"}]},
+         "the links' 'weight' is not numeric"),
+    ]
+    for k, (doc, words) in enumerate(cases):
+        path = _json(tmp_path, doc, f"c{k}.json")
+        with pytest.raises(DDStoreValueError) as info:
+            load_pgt_json(path)
+        assert str(info.value).startswith(f"load_pgt_json: {path}: "), (k, info.value)
+        assert words in str(info.value), (k, info.value)
+
+
+def _h5(tmp_path, name, change):
+    import h5py
+    path = str(tmp_path / name)
+    write_pems_h5(path, np.arange(12.0).reshape(4, 3),
+                  np.arange(4).astype("datetime64[h]"), sensor_ids=[10, 11, 12])
+    with h5py.File(path, "a") as fh:
+        change(fh["df"])
+    return path
+
+
+def _replace(grp, name, data, **attrs):
+    del grp[name]
+    d = grp.create_dataset(name, data=data)
+    for k, v in attrs.items():
+        d.attrs[k] = v
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda g: _replace(g, "block0_values", np.ones((2, 3)), transposed=True),
+     "block0_values has shape (2, 3), expected (4, 3) (4 time steps in axis1, 3 sensors"),
+    (lambda g: _replace(g, "block0_values", np.ones((4, 5)), transposed=True),
+     "block0_values has shape (4, 5), expected (4, 3)"),
+    (lambda g: _replace(g, "block0_items", [10, 11, 99]),
+     "block0_items names sensor '99', which axis0 lacks"),
+    (lambda g: _replace(g, "block0_items", [10, 11]),
+     "expected (4, 2)"),
+    (lambda g: _replace(g, "axis0", [10, 10, 12]), "sensor '10' appears twice in axis0"),
+    (lambda g: g.__delitem__("block0_values"), "no 'block0_values' (nblocks=1)"),
+    (lambda g: g.attrs.__setitem__("nblocks", 2), "no 'block1_values' (nblocks=2)"),
+    (lambda g: g.attrs.__setitem__("nblocks", -1), "nblocks=-1 must be a positive integer"),
+])
+def test_pems_h5_inconsistent_frames_refused(tmp_path, change, words):
+    """A frame whose blocks do not match its axes was read short or wide (a series of 4
+    steps that read 2, or 5 sensors for 3), or raised KeyError / ValueError."""
+    path = _h5(tmp_path, "f.h5", change)
+    with pytest.raises(DDStoreValueError) as info:
+        load_pems_h5(path)
+    assert str(info.value).startswith(f"load_pems_h5: {path}['df']: "), info.value
+    assert words in str(info.value), info.value
+
+
+def test_pems_h5_split_blocks_read_whole(tmp_path):
+    """Two blocks that cover the sensors once each (pandas' mixed dtypes) still read every
+    value in place."""
+    def split(g):
+        values = g["block0_values"][()]
+        _replace(g, "block0_values", values[:, [2, 0]], transposed=True)
+        _replace(g, "block0_items", [12, 10])
+        g.create_dataset("block1_values", data=values[:, [1]].astype(np.float32))
+        g["block1_values"].attrs["transposed"] = True
+        g.create_dataset("block1_items", data=[11])
+        g.attrs["nblocks"] = 2
+    s = load_pems_h5(_h5(tmp_path, "s.h5", split))
+    np.testing.assert_array_equal(s.read(0, 4)[:, :, 0], np.arange(12.0).reshape(4, 3))
+
+
+def _pff(tmp_path, name, meta):
+    d = tmp_path / name
+    write_pickle_files([{"x": np.full(2, float(i))} for i in range(3)], str(d))
+    (d / "ddstore-pff.json").write_text(json.dumps(meta))
+    return str(d)
+
+
+@pytest.mark.parametrize("meta,words", [
+    ({"nsamples": 2.7}, "nsamples=2.7 must be an integer >= 0"),      # was 2
+    ({"nsamples": True}, "nsamples=True must be an integer >= 0"),    # was 1
+    ({"nsamples": 3, "pattern": "sample.pkl"},
+     "pattern='sample.pkl' names the same file for every sample"),   # read one file 3x
+    ({"nsamples": 1, "pattern": "/etc/x{}.pkl"}, "names '/etc/x0.pkl', outside the "
+                                                 "directory"),
+    ({"nsamples": 1, "pattern": "../x{}.pkl"}, "names '../x0.pkl', outside the directory"),
+])
+def test_pff_metadata_refused(tmp_path, meta, words):
+    d = _pff(tmp_path, "p", meta)
+    with pytest.raises(DDStoreValueError) as info:
+        PickleDirSource(d)
+    assert str(info.value).startswith(os.path.join(d, "ddstore-pff.json") + ": ")
+    assert words in str(info.value), info.value
+    src = PickleDirSource(_pff(tmp_path, "ok", {"nsamples": 3,
+                                               "pattern": "sample-{:08d}.pkl"}))
+    assert [float(s["x"][0]) for _, s in src.read(0, 3)] == [0.0, 1.0, 2.0]
+
+
+def test_pff_member_that_is_a_fifo_refused(tmp_path):
+    d = _pff(tmp_path, "p", {"nsamples": 3, "pattern": "sample-{:08d}.pkl"})
+    member = os.path.join(d, "sample-00000002.pkl")
+    os.remove(member)
+    os.mkfifo(member)
+    src = PickleDirSource(d)
+    assert float(src.read_one(1)["x"][0]) == 1.0
+    with pytest.raises(DDStoreValueError, match=f"{member}: is a FIFO"):
+        src.read_one(2)
+    with open(os.path.join(d, "sample-00000001.pkl"), "wb") as f:
+        pickle.dump(np.ones(1), f)
+    assert src.read_one(1).tolist() == [1.0]
+
+
+HDR = b",src,dst,time,ext_roll\n"
+
+
+def _tgl(tmp_path, name, body):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "edges.csv").write_bytes(body)
+    return str(d)
+
+
+def test_tgl_headers(store, tmp_path):
+    """A UTF-8 byte-order mark before a header without the index column ("\\ufeffsrc"
+    was "missing ['src']"); a header with no line end is a file of no edges (it said
+    "missing []"); CR-only line ends named as such (it said "missing ['ext_roll']")."""
+    body = b"1,2,10,0\n3,4,11,2\n"
+    got = read_tgl_share(store, _tgl(tmp_path, "bom", b"\xef\xbb\xbfsrc,dst,time,ext_roll\n"
+                                     + body))
+    assert [a.tolist() for a in got[:4]] == [[1, 3], [2, 4], [10, 11], [0, 2]]
+    got = read_tgl_share(store, _tgl(tmp_path, "nonl", HDR[:-1]))
+    assert [a.tolist() for a in got[:4]] == [[], [], [], []]
+    d = _tgl(tmp_path, "cr", (HDR + b"0,1,2,10,0\n").replace(b"\n", b"\r"))
+    with pytest.raises(DDStoreValueError, match="edges.csv, line 1: lines end with a "
+                                                "carriage return alone"):
+        read_tgl_share(store, d)
+    jodie = tmp_path / "j.csv"
+    jodie.write_bytes(b"user,item,t,label\r0,1,1.0,0\r")
+    with pytest.raises(DDStoreValueError, match="j.csv, line 1: lines end with a "
+                                                "carriage return alone"):
+        read_jodie_share(store, str(jodie))
+    assert store.variables() == []
