@@ -2,28 +2,65 @@
 refuse a value out of range with argparse's own error (exit code 2, the option named),
 before anything is built or any rank waits for another."""
 import argparse
+import os
 
-__all__ = ["at_least", "int_list", "check_windows"]
+__all__ = ["at_least", "int_list", "check_windows", "seed", "SEED_MAX", "output_dir"]
 
 
-def at_least(least, kind=int, above=False):
+def at_least(least, kind=int, above=False, most=None):
     """An ``argparse`` ``type=`` for the command lines of ddstore's programs and
     examples: the option's text as ``kind`` (int or float), refused by argparse (exit code
     2, the option named) unless it is ``>= least`` (``> least`` with ``above``; NaN
-    never passes)."""
+    never passes) and, where ``most`` is given, ``<= most``."""
+    what = "an integer" if kind is int else "a number"
+
     def convert(text):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
         if not (value > least if above else value >= least):
             raise argparse.ArgumentTypeError(
-                f"must be {'an integer' if kind is int else 'a number'} "
-                f"{'>' if above else '>='} {least}, got {text}")
+                f"must be {what} {'>' if above else '>='} {least}"
+                f"{'' if most is None else f' and <= {most}'}, got {text}")
+        if most is not None and not value <= most:
+            raise argparse.ArgumentTypeError(f"must be {what} <= {most}, got {text}")
         return value
     convert.__name__ = kind.__name__  # argparse's "invalid <name> value" wording
     return convert
+
+
+# what every example's --seed takes: numpy's generators refuse a negative seed, torch's
+# manual_seed one of 2**64 or more (a seed + 1000 is used for the negatives' stream)
+SEED_MAX = 2 ** 63 - 1
+
+
+def seed():
+    """The ``argparse`` ``type=`` of a seed option: an integer in ``[0, SEED_MAX]``."""
+    return at_least(0, most=SEED_MAX)
+
+
+def output_dir(text):
+    """An ``argparse`` ``type=`` for a directory a program will write into (a
+    ``--checkpoint``): refused at once (exit code 2, the option named) when the path, or
+    the nearest part of it that exists, is not a directory or cannot be written, rather
+    than after the first epoch's work.  Nothing is created here."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    path = os.path.abspath(text)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{text} exists and is not a directory")
+    parent = path
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"{text}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text}: {parent} is not writable")
+    return text
+
+
+output_dir.__name__ = "directory"
 
 
 def int_list(least):

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-from ddstore.cli import at_least
+from ddstore.cli import at_least, seed
 
 __all__ = ["GraphGRUCell", "example_parser", "bundled", "train_epoch", "split_mae"]
 
@@ -43,7 +43,7 @@ def example_parser(doc, data_help, batch_size):
     p.add_argument("--lr", type=at_least(0, float, above=True), default=0.01)
     p.add_argument("--width", type=at_least(1), default=1,
                    help="store width: 1 replicated, >1 partitioned over that many ranks")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed(), default=0)
     return p
 
 

@@ -61,7 +61,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import pyg as dpyg
-from ddstore.cli import at_least, int_list
+from ddstore.cli import at_least, int_list, seed
 from ddstore.distributed import init_torch_distributed
 from ddstore.pyg import load_npy, load_ogb, load_synthetic
 
@@ -75,7 +75,7 @@ def parse_args(argv=None):
                      help="OGB node-property dataset directory (raw/, split/)")
     src.add_argument("--npy", default=None, metavar="DIR",
                      help="directory of edge_index.npy, x.npy, y.npy, *_idx.npy")
-    p.add_argument("--scale", type=float, default=1.0,
+    p.add_argument("--scale", type=at_least(0, float, above=True, most=1000), default=1.0,
                    help="synthetic graph size, times ogbn-products'")
     p.add_argument("--classes", type=at_least(2), default=47,
                    help="synthetic graph's classes")
@@ -93,14 +93,14 @@ def parse_args(argv=None):
                    help="nodes evaluated per split (an even sample); 0 = all")
     p.add_argument("--lr", type=at_least(0, float, above=True), default=3e-3)
     p.add_argument("--dropout", type=at_least(0, float), default=0.2)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed(), default=0)
     p.add_argument("--threads", type=at_least(1), default=1, help="torch threads per rank")
     p.add_argument("--device", default="cpu", choices=["cpu", "auto", "cuda"],
                    help="where the models train (auto: CUDA where every rank sees a GPU)")
     p.add_argument("--prefetch", type=at_least(0), default=0, metavar="K",
                    help="training batches sampled and read ahead through the store's "
                         "pipeline to --device (ddstore.device.DevicePrefetcher); 0 = none")
-    p.add_argument("--sampler-seed", type=int, default=None,
+    p.add_argument("--sampler-seed", type=seed(), default=None,
                    help="the sampler's own seeded stream (default: with --prefetch, "
                         "--seed; without, keys drawn from torch's generator)")
     args = p.parse_args(argv)

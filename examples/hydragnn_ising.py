@@ -56,7 +56,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.cli import at_least
+from ddstore.cli import at_least, output_dir, seed
 
 
 def parse_args(argv=None):
@@ -68,7 +68,7 @@ def parse_args(argv=None):
     p.add_argument("--hidden", type=at_least(1), default=24, help="hidden channels")
     p.add_argument("--layers", type=at_least(1), default=2, help="PNA convolution layers")
     p.add_argument("--lr", type=at_least(0, float, above=True), default=3e-3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed(), default=0)
     p.add_argument("--lattice", type=at_least(1), default=5, help="lattice edge (5 -> 125 atoms)")
     p.add_argument("--width", type=at_least(1), default=None,
                    help="DDStore width (ranks per replica); default: all ranks")
@@ -89,7 +89,7 @@ def parse_args(argv=None):
                         "reused staging buffers, pinned and copied on a side stream on "
                         "CUDA); 0 = each batch read when asked for, as before")
     p.add_argument("--quiet", action="store_true", help="no progress bars or store log")
-    p.add_argument("--checkpoint", default=None, metavar="DIR",
+    p.add_argument("--checkpoint", type=output_dir, default=None, metavar="DIR",
                    help="after each epoch save the store (once) and the training state "
                         "in DIR")
     p.add_argument("--resume", default=None, metavar="DIR",
@@ -221,14 +221,21 @@ def save_checkpoint(args, comm, store, stored, epoch, model, optimizer, state):
 def load_state(args, comm):
     """The training state to resume from (every rank reads it)."""
     import torch
+    if not os.path.isdir(args.resume):
+        raise SystemExit(f"--resume {args.resume}: no such directory")
     epochs = last_epoch(args.resume)
-    epoch = args.resume_epoch if args.resume_epoch is not None else \
-        (epochs[-1] if epochs else None)
-    if epoch is None or epoch not in epochs:
+    if not epochs:
+        raise SystemExit(f"--resume {args.resume}: no epoch-<k>.pt in it (not a "
+                         f"directory that --checkpoint wrote)")
+    epoch = args.resume_epoch if args.resume_epoch is not None else epochs[-1]
+    if epoch not in epochs:
         raise SystemExit(f"--resume {args.resume}: no training state for epoch {epoch} "
                          f"(saved: {epochs})")
     state = torch.load(os.path.join(args.resume, f"epoch-{epoch}.pt"),
                        weights_only=False)
+    if not isinstance(state, dict) or not {"args", "ranks", "model"} <= set(state):
+        raise SystemExit(f"--resume {args.resume}: epoch-{epoch}.pt was not written by "
+                         f"this example's --checkpoint (another example's checkpoint?)")
     diff = {k: (v, getattr(args, k)) for k, v in state["args"].items()
             if getattr(args, k) != v}
     if diff:

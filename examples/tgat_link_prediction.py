@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import temporal as tg
-from ddstore.cli import at_least, int_list
+from ddstore.cli import at_least, int_list, seed
 from ddstore.distributed import init_torch_distributed
 
 
@@ -44,7 +44,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="TGAT-style link prediction over a DDStore",
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data", default=None, help="TGL-format directory (edges.csv, ...)")
-    p.add_argument("--num-nodes", type=at_least(1), default=1000)
+    p.add_argument("--num-nodes", type=at_least(2), default=1000)
     p.add_argument("--num-edges", type=at_least(1), default=30_000)
     p.add_argument("--strategy", default="uniform", choices=["uniform", "recent"])
     p.add_argument("--fanouts", type=int_list(1), default="10,10")
@@ -72,7 +72,7 @@ def add_training_args(p):
     p.add_argument("--time-dim", type=at_least(1), default=16)
     p.add_argument("--heads", type=at_least(1), default=2)
     p.add_argument("--lr", type=at_least(0, float, above=True), default=1e-3)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed(), default=0)
 
 
 def log(comm, *a):

@@ -75,6 +75,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ddstore
+from ddstore.cli import at_least, output_dir
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
@@ -92,7 +93,7 @@ def parse_args(argv=None):
                    help="JODIE CSV (user,item,timestamp,state_label,features...)")
     p.add_argument("--num-nodes", type=int, default=1000)
     p.add_argument("--num-edges", type=int, default=30_000)
-    p.add_argument("--partners", type=int, default=4,
+    p.add_argument("--partners", type=at_least(0), default=4,
                    help="synthetic stream: each node's own recurring partners")
     p.add_argument("--p-repeat", type=float, default=0.7,
                    help="synthetic stream: share of edges to a partner")
@@ -107,7 +108,7 @@ def parse_args(argv=None):
                    help="commit each batch's memory without waiting (NodeMemory.commit("
                         "wait=False)): the update of batch i runs while batch i+1 is "
                         "sampled; the next read waits for it, so the metrics are the same")
-    p.add_argument("--checkpoint", default=None, metavar="DIR",
+    p.add_argument("--checkpoint", type=output_dir, default=None, metavar="DIR",
                    help="after each epoch, save the store to DIR/store and the training "
                         "state to DIR/training-<epoch>.pt")
     p.add_argument("--resume", default=None, metavar="DIR",
@@ -116,8 +117,10 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     for name in ("num_nodes", "num_edges", "batch_size", "epochs", "memory_dim", "hidden",
                  "time_dim", "heads", "fanout", "mailbox"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+        least = 2 if name == "num_nodes" else 1  # (a synthetic stream needs two nodes)
+        if getattr(args, name) < least:
+            p.error(f"--{name.replace('_', '-')} must be >= {least}, got "
+                    f"{getattr(args, name)}")
     if args.hidden % args.heads:
         p.error(f"--hidden {args.hidden} must be a multiple of --heads {args.heads}")
     if args.model == "apan" and args.memory_dim % args.heads:

@@ -46,7 +46,7 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import at_least  # noqa: E402
+from ddstore.cli import at_least, output_dir  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
@@ -60,7 +60,7 @@ def parse_args():
     p.add_argument("--sampler", choices=["global", "batch"], default="global",
                    help="global: DistributedSampler; batch: batch-level shuffle")
     p.add_argument("--overlap", action="store_true", help="PGT's overlapping splits")
-    p.add_argument("--checkpoint", metavar="DIR", default=None,
+    p.add_argument("--checkpoint", type=output_dir, metavar="DIR", default=None,
                    help="after each epoch save the store (once) and the training state")
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="restore the store and the last training state from DIR and "
@@ -146,12 +146,18 @@ def main():
     torch.manual_seed(args.seed)
     state = None
     if args.resume:  # the series from the checkpoint: no data file is read
+        if not os.path.isdir(args.resume):
+            raise SystemExit(f"--resume {args.resume}: no such directory")
         saved = sorted(int(n[6:-3]) for n in os.listdir(args.resume)
                        if n.startswith("epoch-") and n.endswith(".pt"))
         if not saved:
             raise SystemExit(f"--resume {args.resume}: no epoch-<k>.pt in it")
         state = torch.load(os.path.join(args.resume, f"epoch-{saved[-1]}.pt"),
                            weights_only=False)
+        if not isinstance(state, dict) or not {"label", "model", "epoch"} <= set(state):
+            raise SystemExit(f"--resume {args.resume}: epoch-{saved[-1]}.pt was not "
+                             f"written by this example's --checkpoint (another "
+                             f"example's checkpoint?)")
         label = state["label"]
         store = ddstore.DDStore.restore(os.path.join(args.resume, "store"), comm,
                                         width=args.width)

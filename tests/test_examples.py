@@ -289,6 +289,27 @@ def _example(name):
     ("graphsage_large", ["--fanouts", "5,x"], "argument --fanouts: 'x' is not an integer"),
     ("graphsage_large", ["--dropout", "1"], "argument --dropout: must be below 1, got 1.0"),
     ("graphsage_large", ["--classes", "1"], "argument --classes: must be an integer >= 2"),
+    # (hostile round: each of these was a traceback after MPI and the store were set up)
+    ("graphsage_large", ["--scale", "0"], "argument --scale: must be a number > 0 and <= "
+                                          "1000, got 0"),
+    ("graphsage_large", ["--scale", "nan"], "argument --scale: must be a number > 0"),
+    ("graphsage_large", ["--scale", "2000"], "argument --scale: must be a number <= 1000"),
+    ("graphsage_large", ["--sampler-seed", "-5"], "argument --sampler-seed: must be an "
+                                                  "integer >= 0"),
+    ("hydragnn_ising", ["--seed", "-1"], "argument --seed: must be an integer >= 0 and <= "
+                                         "9223372036854775807, got -1"),
+    ("tgat_link_prediction", ["--seed", str(2 ** 63)], "argument --seed: must be an "
+                                                       "integer <= 9223372036854775807"),
+    ("tgat_link_prediction", ["--num-nodes", "1"], "argument --num-nodes: must be an "
+                                                   "integer >= 2, got 1"),
+    ("tgn_link_prediction", ["--num-nodes", "1"], "--num-nodes must be >= 2, got 1"),
+    ("tgn_link_prediction", ["--partners", "-3"], "argument --partners: must be an integer "
+                                                  ">= 0, got -3"),
+    ("tgn_link_prediction", ["--checkpoint", "/dev/null/ck"], "argument --checkpoint: "
+                                                              "/dev/null/ck: /dev/null is "
+                                                              "not a directory"),
+    ("hydragnn_ising", ["--checkpoint", "/dev/null"], "argument --checkpoint: /dev/null "
+                                                      "exists and is not a directory"),
 ])
 def test_examples_refuse_bad_options_naming_them(name, args, words, capsys):
     """The examples' options out of range end them through argparse (exit code 2, the
@@ -302,22 +323,45 @@ def test_examples_refuse_bad_options_naming_them(name, args, words, capsys):
     (["--epochs", "0"], "argument --epochs: must be an integer >= 1, got 0"),
     (["--hidden", "-3"], "argument --hidden: must be an integer >= 1, got -3"),
     (["--lr", "0"], "argument --lr: must be a number > 0, got 0"),
+    (["--seed", "-1"], "argument --seed: must be an integer >= 0"),  # (was numpy's error)
 ])
 def test_recurrent_examples_shared_options_refuse_bad_values(args, words, capsys):
     p = _example("graph_gru").example_parser("doc", "data", batch_size=16)
     assert words in argparse_exit(capsys, 2, p.parse_args, args)[1]
 
 
+def test_resume_from_what_is_not_this_examples_checkpoint(tmp_path, capsys):
+    """--resume of a missing directory, of one without a training state, and of another
+    example's checkpoint (a KeyError traceback before) end with a message naming it."""
+    import torch
+    example = _example("hydragnn_ising")
+    other = tmp_path / "traffic"
+    other.mkdir()
+    torch.save({"epoch": 1, "label": "x", "model": {}}, other / "epoch-1.pt")
+    for path, words in ((tmp_path / "none", "no such directory"),
+                        (tmp_path, "no epoch-<k>.pt in it"),
+                        (other, "epoch-1.pt was not written by this example's "
+                                "--checkpoint")):
+        with pytest.raises(SystemExit) as info:
+            example.load_state(example.parse_args(["--resume", str(path)]), None)
+        assert str(info.value) == f"--resume {path}: {words}" or \
+            str(info.value).startswith(f"--resume {path}: {words}"), info.value
+
+
 def test_cli_types():
     """ddstore.cli's argparse types: the value when in range, else argparse's error."""
     import argparse
-    from ddstore.cli import at_least, int_list
-    assert at_least(1)("3") == 3 and at_least(0, float, above=True)("0.5") == 0.5
+    from ddstore.cli import at_least, int_list, output_dir, seed
+    assert at_least(1)("3") == 3 and seed()("0") == 0 and at_least(0, most=9)("9") == 9 and at_least(0, float, above=True)("0.5") == 0.5
     assert int_list(-1)("15, 10,-1") == (15, 10, -1)
     for conv, text, words in ((at_least(1), "0", ">= 1, got 0"),
                               (at_least(0, float, above=True), "0", "> 0, got 0"),
                               (at_least(0, float), "nan", ">= 0, got nan"),
                               (at_least(1), "2.5", "'2.5' is not an integer"),
-                              (int_list(1), "3,,4", "'' is not an integer")):
+                              (int_list(1), "3,,4", "'' is not an integer"),
+                              (at_least(0, most=9), "10", "must be an integer <= 9, got 10"),
+                              (at_least(0, float, most=1), "inf", "<= 1, got inf"),
+                              (seed(), "-1", ">= 0 and <= 9223372036854775807, got -1"),
+                              (output_dir, "", "an empty path")):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(words)):
             conv(text)
