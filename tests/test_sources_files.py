@@ -263,3 +263,21 @@ def test_tgl_headers(store, tmp_path):
                                                 "carriage return alone"):
         read_jodie_share(store, str(jodie))
     assert store.variables() == []
+
+
+def test_adios_source_refuses_a_fifo(tmp_path):
+    """A BP path that is a FIFO (ADIOS2 waited for a writer forever) or a device is
+    refused naming it; a directory is still handed to ADIOS2 (BP4 / BP5 are directories)
+    and one that is not a BP file set is named by ADIOS2's error."""
+    from ddstore.sources import AdiosSource
+    fifo = _fifo(tmp_path, "x.bp")
+    with pytest.raises(DDStoreValueError) as info:
+        AdiosSource(fifo)
+    assert str(info.value) == f"ADIOS2 file {fifo}: is a FIFO (named pipe), not a " \
+                              f"regular file"
+    with pytest.raises(DDStoreValueError, match="ADIOS2 file /dev/zero: is a character "
+                                                "device"):
+        AdiosSource("/dev/zero")
+    with pytest.raises(DDStoreValueError, match=f"ADIOS2 file '{tmp_path}' cannot be "
+                                                f"opened"):
+        AdiosSource(str(tmp_path))

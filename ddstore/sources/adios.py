@@ -24,7 +24,7 @@ import shutil
 import numpy as np
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import Source, check_range
+from .base import Source, check_range, regular_file
 
 __all__ = ["AdiosSource", "write_records_adios"]
 
@@ -219,6 +219,8 @@ class AdiosSource(Source):
         self.path = os.fspath(path)
         if not os.path.exists(self.path):
             raise DDStoreValueError(f"ADIOS2 file {self.path!r} does not exist")
+        if not os.path.isdir(self.path):  # a BP4/BP5 directory, or a BP3 file
+            regular_file(self.path, "ADIOS2 file ")  # (a FIFO: ADIOS2 waited forever)
         try:
             self._reader = adios2.FileReader(self.path)
             variables = self._reader.available_variables()
