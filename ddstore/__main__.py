@@ -30,6 +30,32 @@ def _rows(start, stop, row_bytes):
     return ((rows * np.uint64(2654435761) + cols * np.uint64(40503)) % 251).astype(np.uint8)
 
 
+def check_demo_memory(comm, rows, row_bytes):
+    """Collective: end the demo on every rank, naming ``--rows`` and ``--row-bytes``, when
+    what its ranks would hold on some node (each rank: its chunk twice, while it is
+    copied into the store, and the shuffled order of every row, 8 bytes a row) is more
+    than that node's available memory -- instead of a MemoryError on some rank that
+    aborts the job.  Assumes width = all ranks, the least a rank can hold."""
+    from mpi4py import MPI
+
+    from ddstore.memory import available_memory
+    size = comm.Get_size()
+    need = 2 * -(-rows // size) * row_bytes + 8 * rows + (64 << 20)
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        node_need = node.allreduce(need)
+    finally:
+        node.Free()
+    avail = available_memory()
+    short = comm.allreduce((node_need - avail) if node_need > avail else 0, op=MPI.MAX)
+    if short:
+        exit_on_every_rank(f"--rows {rows} --row-bytes {row_bytes}: the demo's ranks "
+                           f"would need about {node_need / 2**30:.3g} GiB on a node (their "
+                           f"chunks twice while filling, 8 bytes a row for the read "
+                           f"order), {short / 2**30:.3g} GiB more than it has available; "
+                           f"use fewer rows or bytes per row")
+
+
 def demo(argv=None, prog=None):
     from mpi4py import MPI
 
@@ -44,13 +70,18 @@ def demo(argv=None, prog=None):
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
+    check_demo_memory(comm, args.rows, args.row_bytes)
     try:  # a width the job cannot have is refused alike on every rank: say it once
         store = ddstore.DDStore(comm, width=args.width, transport=args.transport)
     except ddstore.DDStoreValueError as exc:
         exit_on_every_rank(str(exc))
     with store:
         lo, hi = ddstore.partition(args.rows, store.group_size, store.group_rank)
-        chunk = _rows(lo, hi, args.row_bytes)
+        chunk = np.empty((hi - lo, args.row_bytes), dtype=np.uint8)
+        step = max(1, (16 << 20) // args.row_bytes)  # made in blocks of about 16 MB
+        for a in range(lo, hi, step):
+            chunk[a - lo:min(a + step, hi) - lo] = _rows(a, min(a + step, hi),
+                                                         args.row_bytes)
         t0 = time.perf_counter()
         store.add("demo", chunk)
         del chunk

@@ -135,6 +135,12 @@ def test_bad_option_under_mpiexec_is_reported_once():
     (["--row-bytes", "0", "--batch", "0"], "argument --row-bytes: must be an integer >= 1, "
                                            "got 0"),
     (["--width", "3"], "width=3 out of range: allowed 1 <= width <= 1"),
+    # more than the node has: was a MemoryError (an abort of the job) or numpy's
+    # "Maximum allowed size exceeded"
+    (["--rows", "10", "--row-bytes", str(10 ** 15)], "--rows 10 --row-bytes "
+                                                     "1000000000000000: the demo's ranks "
+                                                     "would need about"),
+    (["--rows", str(10 ** 23)], "more than it has available; use fewer rows or bytes"),
 ])
 def test_demo_refuses_bad_options_naming_them(args, words, capsys):
     """In process (one rank): the demo's bad sizes and a width the job cannot have end
