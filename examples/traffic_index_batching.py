@@ -92,7 +92,7 @@ def load_series(args):
     if path.endswith((".h5", ".hdf5")):
         return st.load_pems_h5(path), os.path.basename(path)
     if path.endswith(".npy"):
-        return st.from_arrays(np.load(path, mmap_mode="r")), os.path.basename(path)
+        return st.load_npy(path), os.path.basename(path)  # (checked, read by block)
     raise SystemExit(f"--data {path}: expected .json, .h5 or .npy")
 
 

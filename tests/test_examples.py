@@ -348,6 +348,27 @@ def test_resume_from_what_is_not_this_examples_checkpoint(tmp_path, capsys):
             str(info.value).startswith(f"--resume {path}: {words}"), info.value
 
 
+def test_traffic_npy_data_read_by_the_checked_reader(tmp_path):
+    """--data x.npy goes through ddstore's load_npy (block reads, dtype and shape
+    checked): the series is the file's values; an object array is refused naming the
+    file (np.load raised "Object arrays cannot be loaded", a missing file
+    FileNotFoundError)."""
+    import argparse
+    from ddstore.errors import DDStoreValueError
+    example = _example("traffic_index_batching")
+    arr = np.random.default_rng(0).standard_normal((30, 4)).astype(np.float32)
+    np.save(tmp_path / "s.npy", arr)
+    series, label = example.load_series(argparse.Namespace(data=str(tmp_path / "s.npy"),
+                                                           seed=0))
+    assert label == "s.npy"
+    np.testing.assert_array_equal(series.read(0, 30)[:, :, 0], arr)
+    np.save(tmp_path / "o.npy", np.array([[1, None]], dtype=object), allow_pickle=True)
+    for name, words in (("o.npy", "has dtype object; allowed"), ("none.npy",
+                                                                 "no such file")):
+        with pytest.raises(DDStoreValueError, match=f"{tmp_path / name}.*{words}"):
+            example.load_series(argparse.Namespace(data=str(tmp_path / name), seed=0))
+
+
 def test_cli_types():
     """ddstore.cli's argparse types: the value when in range, else argparse's error."""
     import argparse
