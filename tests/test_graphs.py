@@ -209,6 +209,40 @@ def test_restricted_unpickler_refuses_code(tmp_path):
     assert not marker.exists()
 
 
+def test_restricted_unpickler_refuses_sizes():
+    """The allowed callables cannot be made to allocate what the pickle does not hold:
+    bytes / bytearray / set / frozenset only from spelled-out items (``bytearray(2**40)``
+    and ``set(range(2**40))`` ran the process out of memory), numpy's ``_reconstruct``
+    only as numpy's pickles call it, ``numpy.ndarray`` never called.  Each payload is a
+    few bytes; each is refused at once.  The same objects pickled by Python (protocols
+    2-5, Python 2's names included) still load."""
+    big = b"\x8a\x06\x00\x00\x00\x00\x00\x01\x85"  # the tuple (2**40,)
+    payloads = {
+        "bytearray() of a int": b"\x80\x04\x8c\x08builtins\x8c\tbytearray\x93" + big + b"R.",
+        "bytes() of a int": b"\x80\x02c__builtin__\nbytes\n" + big + b"R.",
+        "set() of a range": b"\x80\x04\x8c\x08builtins\x8c\x03set\x93\x8c\x08builtins"
+                            b"\x8c\x05range\x93" + big + b"R\x85R.",
+        "frozenset() of a range": b"\x80\x02c__builtin__\nfrozenset\nc__builtin__\n"
+                                  b"xrange\n" + big + b"R\x85R.",
+        "not callable": b"\x80\x04\x8c\x05numpy\x8c\x07ndarray\x93" + big + b"R.",
+        "with (ndarray, (0,), ...) only":
+            b"\x80\x04\x8c\x16numpy._core.multiarray\x8c\x0c_reconstruct\x93\x8c\x05numpy"
+            b"\x8c\x07ndarray\x93" + big + b"C\x01b\x87R.",
+    }
+    for what, payload in payloads.items():
+        with pytest.raises(DDStoreValueError) as err:
+            restricted_loads(payload, "big.pkl")
+        assert str(err.value).startswith("big.pkl: not a readable pickle (") and \
+            what in str(err.value), (what, str(err.value))
+    obj = {"b": bytearray(b"xy"), "e": b"", "by": b"abc", "s": {1, 2}, "f": frozenset([3]),
+           "r": range(2, 9, 3), "a": np.asfortranarray(np.arange(6.0).reshape(2, 3))}
+    for proto in (2, 3, 4, 5):
+        got = restricted_loads(pickle.dumps(obj, protocol=proto))
+        assert {k: v for k, v in got.items() if k != "a"} == \
+            {k: v for k, v in obj.items() if k != "a"}, proto
+        assert got["a"].flags.f_contiguous and np.array_equal(got["a"], obj["a"]), proto
+
+
 # ---------------------------------------------------------------------- sources
 def test_pickle_dir_source_ranges(tmp_path):
     samples = [rich_sample(i) for i in range(10)]

@@ -14,8 +14,12 @@ Unpickling runs code named by the file, so files are read through
 :class:`RestrictedUnpickler`, which admits only numpy arrays and scalars, torch tensors
 and dtypes, and PyG ``Data`` objects.  A pickle that names anything else raises a
 :class:`~ddstore.errors.DDStoreValueError` naming the file, before anything it names is
-called.
+called.  Nor can the callables it admits be asked for memory the file does not hold:
+``bytes``, ``bytearray``, ``set`` and ``frozenset`` are made only from items spelled out
+in the pickle (not from a size or a ``range``), and numpy arrays only as numpy's own
+pickles make them (filled from the bytes in the file, checked against their shape).
 """
+import _compat_pickle
 import glob
 import io
 import json
@@ -35,7 +39,7 @@ _DEFAULT_PATTERN = "sample-{:08d}.pkl"
 _ALLOWED = {
     "collections": {"OrderedDict"},
     "_codecs": {"encode"},  # how protocols < 3 spell bytes objects
-    "builtins": {"set", "frozenset", "complex", "slice", "range", "bytearray"},
+    "builtins": {"set", "frozenset", "complex", "slice", "range", "bytearray", "bytes"},
     "numpy": {"ndarray", "dtype"},
     "numpy.core.multiarray": {"_reconstruct", "scalar"},
     "numpy._core.multiarray": {"_reconstruct", "scalar"},
@@ -49,6 +53,41 @@ _ALLOWED = {
     "torch_geometric.data.feature_store": {"TensorAttr"},
     "torch_geometric.data.graph_store": {"EdgeAttr", "EdgeLayout"},
 }
+
+
+def _given(kind):
+    """``kind`` (bytes, bytearray, set, frozenset) for the unpickler: made only from what the
+    pickle spells out (a list, a tuple, str or bytes: how pickle writes these objects),
+    never from a size or a lazy range, so a few bytes of pickle cannot ask for gigabytes
+    (``bytearray(2**40)``, ``set(range(2**40))``)."""
+    def make(*args):
+        if args and not isinstance(args[0], (list, tuple, str, bytes)):
+            raise ValueError(f"{kind.__name__}() of a {type(args[0]).__name__}: a pickle "
+                             f"spells out its items (a list, str or bytes)")
+        return kind(*args)
+    return make
+
+
+_NDARRAY = object()  # numpy.ndarray as the pickle names it: only _reconstruct's argument
+
+
+def _reconstruct(cls, shape, dtype):
+    """numpy's ``_reconstruct`` as numpy's own pickles call it: an empty ndarray
+    (``shape`` (0,)) that ``__setstate__`` then fills from the bytes in the pickle,
+    checked against its shape.  Anything else (another class, a size asked for here)
+    is refused."""
+    import numpy as np
+    if cls is not _NDARRAY or shape != (0,):
+        raise ValueError("numpy _reconstruct is called by numpy's pickles with "
+                         "(ndarray, (0,), ...) only")
+    return np.ndarray.__new__(np.ndarray, (0,), dtype)
+
+
+_CALLS = {("builtins", "bytearray"): _given(bytearray), ("builtins", "bytes"): _given(bytes),
+          ("builtins", "set"): _given(set), ("builtins", "frozenset"): _given(frozenset),
+          ("numpy", "ndarray"): _NDARRAY,
+          ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
+          ("numpy._core.multiarray", "_reconstruct"): _reconstruct}
 
 
 def _load_tensor_storage(data):
@@ -70,6 +109,10 @@ class RestrictedUnpickler(pickle.Unpickler):
         self.origin = origin
 
     def find_class(self, module, name):
+        # Python 2's names (__builtin__, xrange: protocols 0-2), mapped as pickle maps
+        # them; the result is checked like any other name
+        module, name = _compat_pickle.NAME_MAPPING.get(
+            (module, name), (_compat_pickle.IMPORT_MAPPING.get(module, module), name))
         if module == "torch.storage" and name == "_load_from_bytes":
             return _load_tensor_storage
         if module == "numpy.dtypes" and name.endswith("DType"):
@@ -79,7 +122,7 @@ class RestrictedUnpickler(pickle.Unpickler):
             if isinstance(getattr(torch, name, None), torch.dtype):
                 return getattr(torch, name)
         if name in _ALLOWED.get(module, ()):
-            return super().find_class(module, name)
+            return _CALLS.get((module, name)) or super().find_class(module, name)
         raise DDStoreValueError(
             f"{self.origin}: pickle refers to {module}.{name}, which is not allowed "
             f"(only numpy, torch and torch_geometric data types may be unpickled); "
