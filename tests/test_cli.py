@@ -80,6 +80,17 @@ def test_ratio_carries_its_control():
     assert spread([4.0]) == 0.0 and spread([1.0, 3.0, 2.0]) == 2.0
 
 
+def test_report_path_takes_a_file_or_a_directory():
+    """The benchmarks whose ``--out`` is a JSON path (compat, core, node_memory, device)
+    also take a directory, as the others do, so one ``--out DIR`` serves a series of
+    them (a directory given to them used to be written as the report file, and the next
+    benchmark's ``makedirs`` of it aborted the job)."""
+    from ddstore.bench import report_path
+    assert report_path(None, "core", 2) == os.path.join("bench_results", "core_n2.json")
+    assert report_path("x/run1", "compat", 4) == os.path.join("x/run1", "compat_n4.json")
+    assert report_path("x/mine.json", "core", 2) == "x/mine.json"
+
+
 def test_report_states_command_seed_and_versions(tmp_path):
     """Every benchmark JSON (write_report, their one writer) states the command, the seed
     and the versions of python, numpy, torch, PyG, mpi4py and the MPI library."""

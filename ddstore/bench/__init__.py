@@ -41,7 +41,8 @@ def parser(name, prog=None, description=None, out="bench_results", batch_size=No
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     p.add_argument("--out", default=out, help=(
-        f"JSON path (default bench_results/{name}_n<ranks>.json)" if out is None else
+        f"JSON path, or a directory to write {name}_n<ranks>.json in (default "
+        f"bench_results/{name}_n<ranks>.json)" if out is None else
         "directory of the JSON report"))
     if batch_size is not None:
         p.add_argument("--batch-size", type=int, default=batch_size, help=batch_help)
@@ -53,9 +54,14 @@ def parser(name, prog=None, description=None, out="bench_results", batch_size=No
 
 
 def report_path(out, name, ranks):
-    """Where a benchmark whose ``--out`` is a file path writes: ``out``, or by default
-    ``bench_results/<name>_n<ranks>.json``."""
-    return out or os.path.join("bench_results", f"{name}_n{ranks}.json")
+    """Where a benchmark whose ``--out`` is a file path writes: ``out`` when it ends in
+    ``.json``, else ``<name>_n<ranks>.json`` in the directory ``out`` (what the other
+    benchmarks' ``--out`` names: one ``--out DIR`` serves a series of them), by default
+    ``bench_results``."""
+    base = f"{name}_n{ranks}.json"
+    if not out:
+        return os.path.join("bench_results", base)
+    return out if out.endswith(".json") else os.path.join(out, base)
 
 
 def versions():
