@@ -187,7 +187,7 @@ def target_stats(store, comm, name):
         if hi > lo else np.zeros((0, 1))
     sums = comm.allreduce(np.array([y.sum(), (y ** 2).sum(), y.size], dtype=np.float64))
     mean = sums[0] / sums[2]
-    return mean, float(np.sqrt(max(sums[1] / sums[2] - mean ** 2, 1e-12)))
+    return float(mean), float(np.sqrt(max(sums[1] / sums[2] - mean ** 2, 1e-12)))
 
 
 STATE_KEYS = ("num_samples", "batch_size", "hidden", "layers", "lr", "seed", "lattice")
@@ -209,13 +209,25 @@ def save_checkpoint(args, comm, store, stored, epoch, model, optimizer, state):
     if comm.rank == 0:
         state = dict(state, epoch=epoch, model=model.module.state_dict(),
                      optimizer=optimizer.state_dict(), torch_rng=torch.get_rng_state(),
-                     numpy_rng=np.random.get_state(), ranks=comm.size,
+                     numpy_rng=numpy_rng_state(), ranks=comm.size,
                      args={k: getattr(args, k) for k in STATE_KEYS})
         name = os.path.join(args.checkpoint, f"epoch-{epoch}.pt")
         torch.save(state, name + ".tmp")
         os.replace(name + ".tmp", name)
     comm.Barrier()
     return True
+
+
+def numpy_rng_state(state=None):
+    """numpy's global RNG state as tensors and Python values (what ``torch.load`` with
+    ``weights_only=True`` reads back), or, given such a state, set it."""
+    import torch
+    if state is None:
+        kind, keys, pos, has_gauss, gauss = np.random.get_state()
+        return [kind, torch.from_numpy(keys.copy()), int(pos), int(has_gauss),
+                float(gauss)]
+    kind, keys, pos, has_gauss, gauss = state
+    np.random.set_state((kind, keys.numpy(), pos, has_gauss, gauss))
 
 
 def load_state(args, comm):
@@ -231,8 +243,13 @@ def load_state(args, comm):
     if epoch not in epochs:
         raise SystemExit(f"--resume {args.resume}: no training state for epoch {epoch} "
                          f"(saved: {epochs})")
-    state = torch.load(os.path.join(args.resume, f"epoch-{epoch}.pt"),
-                       weights_only=False)
+    try:  # tensors and Python values only: a checkpoint cannot run code
+        state = torch.load(os.path.join(args.resume, f"epoch-{epoch}.pt"),
+                           weights_only=True)
+    except Exception as exc:  # noqa: BLE001 -- unpickling raises many types
+        raise SystemExit(f"--resume {args.resume}: epoch-{epoch}.pt cannot be read as "
+                         f"this example's training state ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})") from None
     if not isinstance(state, dict) or not {"args", "ranks", "model"} <= set(state):
         raise SystemExit(f"--resume {args.resume}: epoch-{epoch}.pt was not written by "
                          f"this example's --checkpoint (another example's checkpoint?)")
@@ -318,7 +335,7 @@ def main(argv=None):
         if state is not None:
             optimizer.load_state_dict(state["optimizer"])
             torch.set_rng_state(state["torch_rng"])
-            np.random.set_state(state["numpy_rng"])
+            numpy_rng_state(state["numpy_rng"])
         samplers = {k: torch.utils.data.DistributedSampler(
             d, num_replicas=comm.size, rank=rank, shuffle=(k == "train"),
             seed=args.seed) for k, d in data.items()}
@@ -341,7 +358,7 @@ def main(argv=None):
         if state is None:
             va_loss, va_n, _ = run_epoch(model, loaders["val"], device, mean, std)
             sums = comm.allreduce(np.array([va_loss, va_n]))
-            history, first = [sums[0] / sums[1]], 1
+            history, first = [float(sums[0] / sums[1])], 1
             if rank == 0:
                 print(f"{0:>5} {'-':>10} {history[0]:>9.4f} {'-':>10} {'-':>11} "
                       f"{'-':>11} {'-':>7}  (before training)", flush=True)
@@ -364,7 +381,7 @@ def main(argv=None):
             if rank == 0:
                 lat_us = np.concatenate([np.asarray(v) for v in all_lat]) * 1e6
                 p50, p99 = np.percentile(lat_us, [50, 99])
-                val = sums[2] / sums[3]
+                val = float(sums[2] / sums[3])
                 history.append(val)
                 print(f"{epoch:>5} {sums[0] / sums[1]:>10.4f} {val:>9.4f} "
                       f"{sums[1] / t_train:>10.1f} {p50:>11.1f} {p99:>11.1f} "

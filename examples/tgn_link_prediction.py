@@ -399,7 +399,12 @@ def load_training_state(directory, store, args):
     """The training state of the epoch the restored store was saved after."""
     epoch = store.annotation(STATE, "tgn_link_prediction").meta["epoch"]
     name = os.path.join(directory, f"training-{epoch:04d}.pt")
-    state = torch.load(name, weights_only=False)
+    try:  # tensors and Python values only: a checkpoint cannot run code
+        state = torch.load(name, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 -- unpickling raises many types
+        raise SystemExit(f"--resume {directory}: {name} cannot be read as this "
+                         f"example's training state ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})") from None
     changed = {k: (v, getattr(args, k)) for k, v in state["options"].items()
                if getattr(args, k) != v}
     if changed:

@@ -139,6 +139,28 @@ def evaluate(model, split, graph, batch_size, comm):
     return split_mae(split, predict, batch_size, comm, model)
 
 
+def load_state(resume):
+    """The training state of the last epoch saved in directory ``resume`` (read with
+    ``weights_only=True``: tensors and Python values, so a checkpoint runs no code)."""
+    if not os.path.isdir(resume):
+        raise SystemExit(f"--resume {resume}: no such directory")
+    saved = sorted(int(n[6:-3]) for n in os.listdir(resume)
+                   if n.startswith("epoch-") and n.endswith(".pt"))
+    if not saved:
+        raise SystemExit(f"--resume {resume}: no epoch-<k>.pt in it")
+    name = f"epoch-{saved[-1]}.pt"
+    try:
+        state = torch.load(os.path.join(resume, name), weights_only=True)
+    except Exception as exc:  # noqa: BLE001 -- unpickling raises many types
+        raise SystemExit(f"--resume {resume}: {name} cannot be read as this example's "
+                         f"training state ({type(exc).__name__}: {str(exc)[:200]})") \
+            from None
+    if not isinstance(state, dict) or not {"label", "model", "epoch"} <= set(state):
+        raise SystemExit(f"--resume {resume}: {name} was not written by this example's "
+                         f"--checkpoint (another example's checkpoint?)")
+    return state
+
+
 def main():
     t_start = time.time()
     args = parse_args()
@@ -146,18 +168,7 @@ def main():
     torch.manual_seed(args.seed)
     state = None
     if args.resume:  # the series from the checkpoint: no data file is read
-        if not os.path.isdir(args.resume):
-            raise SystemExit(f"--resume {args.resume}: no such directory")
-        saved = sorted(int(n[6:-3]) for n in os.listdir(args.resume)
-                       if n.startswith("epoch-") and n.endswith(".pt"))
-        if not saved:
-            raise SystemExit(f"--resume {args.resume}: no epoch-<k>.pt in it")
-        state = torch.load(os.path.join(args.resume, f"epoch-{saved[-1]}.pt"),
-                           weights_only=False)
-        if not isinstance(state, dict) or not {"label", "model", "epoch"} <= set(state):
-            raise SystemExit(f"--resume {args.resume}: epoch-{saved[-1]}.pt was not "
-                             f"written by this example's --checkpoint (another "
-                             f"example's checkpoint?)")
+        state = load_state(args.resume)
         label = state["label"]
         store = ddstore.DDStore.restore(os.path.join(args.resume, "store"), comm,
                                         width=args.width)

@@ -348,6 +348,37 @@ def test_resume_from_what_is_not_this_examples_checkpoint(tmp_path, capsys):
             str(info.value).startswith(f"--resume {path}: {words}"), info.value
 
 
+class _Touch:
+    """Unpickled, creates a file: what a checkpoint from someone else could do."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("name,state_file", [
+    ("hydragnn_ising", "epoch-1.pt"), ("traffic_index_batching", "epoch-1.pt")])
+def test_resume_runs_no_code_from_the_checkpoint(tmp_path, name, state_file):
+    """--resume reads the training state with torch.load(weights_only=True): tensors
+    and Python values only.  A state file whose unpickling would run code is refused
+    naming it, and the code does not run (weights_only=False ran it)."""
+    import torch
+    example = _example(name)
+    marker = tmp_path / "ran"
+    torch.save({"epoch": 1, "label": "x", "model": {}, "args": {}, "ranks": 1,
+                "evil": _Touch(str(marker))}, tmp_path / state_file)
+    with pytest.raises(SystemExit) as info:
+        if name == "hydragnn_ising":
+            example.load_state(example.parse_args(["--resume", str(tmp_path)]), None)
+        else:
+            example.load_state(str(tmp_path))
+    assert f"{state_file} cannot be read as this example's training state" in \
+        str(info.value), info.value
+    assert not marker.exists()
+
+
 def test_traffic_npy_data_read_by_the_checked_reader(tmp_path):
     """--data x.npy goes through ddstore's load_npy (block reads, dtype and shape
     checked): the series is the file's values; an object array is refused naming the
