@@ -29,7 +29,8 @@ from tqdm import tqdm
 from .. import _core
 from ..errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 from .._checks import check_free_names, integer_scalar, is_int, partition
-from ..sources.series import check_finite_weights
+from ..sources.base import check_same_files
+from ..sources.series import Series, check_finite_weights
 
 __all__ = ["DynamicGraph", "canonical_edges"]
 
@@ -392,11 +393,15 @@ class DynamicGraph:
         """Collective: the graph of a :class:`~ddstore.spatiotemporal.DynamicSeries` (what
         :func:`~ddstore.spatiotemporal.load_pgt_json` returns for a file whose edges change
         every step, e.g. Twitter tennis); keyword arguments as for the constructor."""
-        with store.collective("DynamicGraph.from_series", name):
+        with store.collective("DynamicGraph.from_series", name) as step:
             if getattr(series, "edges", None) is None:
                 raise DDStoreValueError(f"DynamicGraph.from_series {name!r}: "
                                         f"{type(series).__name__} has no per-step edges "
                                         f"(a DynamicSeries is needed)")
+            # the file it was read from, the same on every rank (each rank stores its
+            # own steps' edges)
+            check_same_files(step.agree(series.files if isinstance(series, Series)
+                                        else None))
         return cls(store, name, series.edges, series.weights, num_nodes=series.num_nodes,
                    **kwargs)
 

@@ -9,6 +9,7 @@ import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
+from ..sources.base import check_same_files
 from .._checks import as_indices, integer_scalar, is_int, partition
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
@@ -336,11 +337,13 @@ class _Share:
     ``records`` (dicts of arrays) or, for a CFF file, their row ``offsets`` (the rows
     are then read block by block while storing)."""
     __slots__ = ("name", "source", "total", "lo", "hi", "layout", "first", "records",
-                 "offsets")
+                 "offsets", "marks")
 
     def __init__(self, store, name, source, progress):
         """Local: read this rank's chunk of ``source``; raises on bad input."""
         self.name, self.source, self.records, self.offsets = name, source, None, None
+        # what the samples are read from (None: not files), agreed in the round
+        self.marks = source.file_marks() if isinstance(source, Source) else None
         self.total = int(len(source))
         if self.total == 0:
             raise DDStoreValueError(f"graphs {name!r}: empty data set (no samples)")
@@ -358,7 +361,11 @@ class _Share:
         every rank's samples, or raises (alike on every rank) when the lengths differ or
         naming the first sample whose layout differs."""
         info = step.agree((self.total, None if self.layout is None
-                           else self.layout.to_list(), self.first))
+                           else self.layout.to_list(), self.first, self.marks))
+        # each rank loads its chunk from the files it opened: other files on some rank
+        # (a stale copy on one node) would mix two data sets
+        check_same_files([m for _, _, _, m in info])
+        info = [i[:3] for i in info]
         totals = [t for t, _, _ in info]
         if len(set(totals)) > 1:
             raise DDStoreValueError(f"graphs {self.name!r}: the data set has a different "

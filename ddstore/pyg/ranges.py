@@ -37,7 +37,7 @@ from .. import partition
 from .._checks import is_int
 from ..errors import DDStoreValueError
 from ..memory import release_free_heap
-from ..sources.base import first_outside
+from ..sources.base import check_same_files, first_outside
 from ..sources.node_data import MAX_LABEL, first_marked, id_bitmap
 from ..build import check_chunk_edges
 from ._common import annotation_name, find_annotation, forget_annotation
@@ -142,8 +142,13 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
             if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
                 raise DDStoreValueError(f"put_node_data {name!r}: chunk_rows="
                                         f"{chunk_rows!r} must be an integer >= 1 or None")
-            step.agree(same={"data set": repr(data), "add_reverse": bool(add_reverse),
-                             "chunk_edges": chunk_edges, "chunk_rows": chunk_rows})
+            marks = data.file_marks() if callable(getattr(data, "file_marks", None)) \
+                else None
+            # each rank reads its own ranges of the files it opened: the same files on
+            # every rank (a stale copy on one node would mix two data sets)
+            check_same_files(step.agree(marks, same={
+                "data set": repr(data), "add_reverse": bool(add_reverse),
+                "chunk_edges": chunk_edges, "chunk_rows": chunk_rows}))
         show = (lambda label: label) if (progress and comm.Get_rank() == 0) else \
             (lambda label: None)
         with store.transaction(f"pyg.put_node_data {name!r}"):
@@ -374,8 +379,11 @@ def load_ogb(store, root, name="pyg", split=None, add_reverse=True, progress=Tru
     Every rank decompresses each ``.csv.gz`` from its start up to the end of its own rows
     (gzip has no random access) and parses only its rows."""
     from ..sources.ogb import OGBNodeData
-    with store.collective("pyg.load_ogb", name):
+    with store.collective("pyg.load_ogb", name) as step:
         data = OGBNodeData(root, split=split)
+        # the files first (put_node_data agrees them after the data set's repr), so
+        # that other files are named, each rank's path and size
+        check_same_files(step.agree(data.file_marks()))
     return put_node_data(store, data, name=name, add_reverse=add_reverse,
                          progress=progress)
 
@@ -390,9 +398,10 @@ def load_npy(store, directory=None, name="pyg", add_reverse=False, progress=True
     ``add_reverse`` (False by default: ``edge_index`` as PyG keeps it holds every
     direction)."""
     from ..sources.npy_nodes import NpyNodeData
-    with store.collective("pyg.load_npy", name):
+    with store.collective("pyg.load_npy", name) as step:
         data = NpyNodeData.from_dir(directory, **paths) if directory is not None else \
             NpyNodeData(**paths)
+        check_same_files(step.agree(data.file_marks()))  # as in load_ogb
     return put_node_data(store, data, name=name, add_reverse=add_reverse,
                          progress=progress)
 

@@ -24,7 +24,7 @@ import shutil
 import numpy as np
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import Source, check_range, regular_file
+from .base import Source, check_range, file_share, regular_file
 
 __all__ = ["AdiosSource", "write_records_adios"]
 
@@ -330,6 +330,17 @@ class AdiosSource(Source):
 
     def describe(self, index):
         return f"sample {index} of ADIOS2 file {self.path!r}"
+
+    def file_marks(self):
+        """The file's mark (a BP4/BP5 directory: every file in it, names, sizes and
+        ends, but ``profiling.json``, whose timings differ between two writes of the
+        same data; see :func:`~ddstore.sources.base.file_share`), so that ranks handed
+        different files (a stale copy on one node) are refused."""
+        if not os.path.isdir(self.path):
+            return (file_share(self.path),)
+        files = sorted(e.path for e in os.scandir(self.path)
+                       if e.is_file() and e.name != "profiling.json")
+        return (file_share(self.path, files=files),)
 
     def _read(self, name, start, count):
         if self._reader is None:

@@ -4,16 +4,33 @@ A *source* knows how many samples a data set has and can produce the samples of 
 contiguous range ``[start, stop)`` without touching the others.  Each rank of a store
 asks its source only for its own chunk (``ddstore.partition``), so no rank reads data it
 will not hold.
+
+Also here, the one check that the ranks read the same files (:func:`file_share`,
+:func:`check_same_files`): each rank reads its own part of a data set from the file it
+opens, so a rank handed another file (another path, a relative path resolved from
+another directory, a stale copy on one node) would mix two data sets into one.  Each
+reader tells, in the round of the collective step that loads its data, what it opened
+(:func:`file_share`: the absolute path, the size and a CRC-32 of the first and last 64
+KiB, never the whole file), and the layer raises alike on every rank unless every rank
+saw the same bytes (:func:`check_same_files`).
 """
 import os
 import stat
+import zlib
 
 import numpy as np
 
 from .._checks import is_int
 from ..errors import DDStoreIndexError, DDStoreValueError
 
-__all__ = ["Source", "SequenceSource", "check_range", "int_bounds", "regular_file"]
+__all__ = ["Source", "SequenceSource", "check_range", "int_bounds", "regular_file",
+           "file_mark", "files_mark", "file_share", "check_same_files", "MARK_BYTES"]
+
+#: bytes at each end of a file that its mark covers (:func:`file_mark`)
+MARK_BYTES = 64 << 10
+#: a directory of at most this many files has every file's ends marked (an ADIOS2 BP
+#: directory); a longer one (one file per sample) its first and last file's
+_MARK_ALL_FILES = 16
 
 
 def _file_kind(mode):
@@ -45,6 +62,130 @@ def regular_file(path, prefix="", missing="no such file"):
         raise DDStoreValueError(f"{prefix}{p}: is {kind}, not a regular file"
                                 if kind.startswith("a ") else f"{prefix}{p}: {kind}")
     return p
+
+
+def _ends_crc(f, size):
+    """CRC-32 of the first and last :data:`MARK_BYTES` of the open binary file ``f``."""
+    f.seek(0)
+    head = f.read(MARK_BYTES)
+    f.seek(max(0, size - MARK_BYTES))
+    return zlib.crc32(f.read(MARK_BYTES), zlib.crc32(head))
+
+
+def file_mark(path, f=None):
+    """``(size, crc)``: what says cheaply whether two ranks read the same file -- its
+    size in bytes and a CRC-32 of its first and last :data:`MARK_BYTES` (a gzip file
+    ends with the CRC of all it holds).  ``f``: the file already open (binary, seekable:
+    what the reader reads; an ``io.BytesIO`` of bytes read whole), else ``path`` is
+    opened (a regular file: the caller checked it with :func:`regular_file`).  A
+    directory: :func:`files_mark` of its regular files, by sorted name (an ``OSError``
+    propagates: the caller words it or its step agrees it)."""
+    if f is None:
+        p = os.fspath(path)
+        if os.path.isdir(p):
+            with os.scandir(p) as entries:
+                names = sorted(e.name for e in entries if e.is_file())
+            return files_mark([os.path.join(p, n) for n in names])[:2]
+        with open(p, "rb") as fh:
+            return file_mark(p, fh)
+    try:
+        size = os.fstat(f.fileno()).st_size
+    except (AttributeError, OSError, ValueError):  # not a real file (io.BytesIO)
+        size = f.seek(0, os.SEEK_END)
+    return int(size), _ends_crc(f, size)
+
+
+def files_mark(paths):
+    """``(total bytes, crc, count)`` of the files ``paths`` (in the order given): a CRC-32
+    over their base names and sizes, and over the ends of every file (of the first and
+    last only when there are more than 16: one stat per file, two reads of 64 KiB).  A
+    file that cannot be read is marked as such (size -1), not raised: the reader that
+    opens it names it in its own words."""
+    crc, total, paths = 0, 0, list(paths)
+    ends = range(len(paths)) if len(paths) <= _MARK_ALL_FILES else \
+        sorted({0, len(paths) - 1})
+    regular = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            size = st.st_size if stat.S_ISREG(st.st_mode) else -2
+        except OSError:
+            size = -1
+        total += max(size, 0)
+        regular.append(size >= 0)
+        crc = zlib.crc32(f"{os.path.basename(p)}\0{size}\n".encode("utf-8",
+                                                                      "surrogateescape"),
+                         crc)
+    for i in ends:
+        try:  # (never opened unless a regular file: a FIFO would wait for a writer)
+            end = file_mark(paths[i])[1] if regular[i] else 1 << 32
+        except OSError:
+            end = 1 << 32
+        crc = zlib.crc32(end.to_bytes(5, "little"), crc)
+    return total, crc, len(paths)
+
+
+def file_share(path, f=None, files=None):
+    """What a rank tells the others, in the round of the step that loads a data set, of
+    the file (or directory) ``path`` it read: ``(absolute path, size, crc, count)``, for
+    :func:`check_same_files`.  ``f``: the file open (see :func:`file_mark`); ``files``:
+    the files of directory ``path`` that the reader reads (default every regular file in
+    it); ``count`` is None for a file, the number of files for a directory."""
+    p = os.fspath(path)
+    if files is not None:
+        size, crc, count = files_mark(files)
+    elif f is None and os.path.isdir(p):
+        with os.scandir(p) as entries:
+            names = sorted(e.name for e in entries if e.is_file())
+        size, crc, count = files_mark([os.path.join(p, n) for n in names])
+    else:
+        (size, crc), count = file_mark(p, f), None
+    return os.path.abspath(p), size, crc, count
+
+
+def _told(entry):
+    """How a rank's file is named in :func:`check_same_files`' message."""
+    if entry is None:
+        return "no such file"
+    where, size, _, count = entry
+    return f"{size} bytes" + ("" if count is None else
+                              f" in {count} file{'s' if count != 1 else ''}")
+
+
+def check_same_files(shares, path=None):
+    """Raise :class:`DDStoreValueError` (alike on every rank: call it with what a round
+    gathered) unless every rank read the same files.  ``shares``: every rank's share in
+    rank order, each None (a rank that read no file: data in memory; not compared) or a
+    sequence of :func:`file_share` entries, one per file the reader read (None for a
+    file that rank did not find).  The message names the first file that differs and,
+    per group of ranks, its size and path; ``path`` (what the caller was given) leads
+    it when every rank opened the same absolute path."""
+    seen = [(r, tuple(s)) for r, s in enumerate(shares) if s is not None]
+    if not seen:
+        return
+    width = max(len(s) for _, s in seen)
+    for k in range(width):
+        got = [(r, s[k] if k < len(s) else None) for r, s in seen]
+        groups = {}
+        for r, e in got:
+            groups.setdefault(None if e is None else e[1:], []).append((r, e))
+        if len(groups) == 1:
+            continue
+        parts = []
+        for ranks in groups.values():
+            names = sorted({e[0] for _, e in ranks if e is not None})
+            parts.append(f"rank{'s' if len(ranks) > 1 else ''} "
+                         f"{','.join(str(r) for r, _ in ranks)}: {_told(ranks[0][1])}"
+                         + (f" ({', '.join(names)})" if len(names) == 1 else ""))
+        sizes = {key[0] if key is not None else None for key in groups}
+        why = "" if len(sizes) > 1 else ", the same size but different bytes"
+        wheres = {e[0] for _, e in got if e is not None}
+        first = path if path is not None and len(wheres) == 1 else \
+            next(e[0] for _, e in got if e is not None)
+        raise DDStoreValueError(f"{first}: the ranks read different files{why} "
+                                f"({'; '.join(parts)}); each rank reads its own share of "
+                                f"one data set, so every rank must see the same file (a "
+                                f"copy on each node must be identical)")
 
 
 def int_bounds(what, start, stop, total):
@@ -104,6 +245,12 @@ class Source:
     def describe(self, index):
         """How to name sample ``index`` in an error message."""
         return f"sample {index}"
+
+    def file_marks(self):
+        """What this rank read its samples from, for :func:`check_same_files` (a tuple
+        of :func:`file_share` entries), or None for samples not read from files (the
+        default)."""
+        return None
 
 
 class SequenceSource(Source):

@@ -18,21 +18,19 @@ Byte ranges of a file with one header line, split over a store's ranks, are foun
 imported where used.
 """
 import io
-import os
 import re
-import zlib
 
 import numpy as np
 
 from ..errors import DDStoreValueError
 from .._times import MAX_EXACT_TIME
-from .base import regular_file
+from .base import check_same_files, file_share, regular_file
 
 __all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_text",
            "int64_text_error", "read_csv_chunk", "not_text", "sorted_error",
            "check_sorted_across_ranks", "line_share_range", "line_pieces", "read_bytes",
            "count_lines", "non_integer_columns", "integer_column", "TIME_ALLOWED",
-           "refuse_cr_lines", "check_same_file"]
+           "refuse_cr_lines"]
 
 # bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
 # blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
@@ -434,50 +432,14 @@ def line_share_range(store, step, path, header, missing):
             a = _line_start(f, hlen + body * rank // size, hlen, fsize)
             b = _line_start(f, hlen + body * (rank + 1) // size, hlen, fsize)
             nlines = count_lines(f, a, b)
-            mark = _file_mark(f, fsize)
+            mine = file_share(path, f)
     except OSError as exc:  # worded with the file's name
         raise DDStoreValueError(f"{path}: {exc}") from exc
-    shares = step.agree((nlines, fsize, mark, os.path.abspath(path)))
-    check_same_file(path, shares)
+    # each rank parses its own byte range of the file it opened: a different file on
+    # some rank (another path, a stale copy on one node) would mix two files' rows
+    shares = step.agree((nlines, mine))
+    check_same_files([(s[1],) for s in shares], path)
     return info, (a, b), [s[0] for s in shares]
-
-
-_MARK_BYTES = 64 << 10
-
-
-def _file_mark(f, fsize):
-    """CRC-32 of the first and last 64 KiB of the open file (of ``fsize`` bytes): with the
-    size, what says cheaply whether two ranks read the same file."""
-    f.seek(0)
-    head = f.read(_MARK_BYTES)
-    f.seek(max(0, fsize - _MARK_BYTES))
-    return zlib.crc32(f.read(_MARK_BYTES), zlib.crc32(head))
-
-
-def check_same_file(path, shares):
-    """After a round that gathered every rank's ``(lines, size, mark, absolute path)``:
-    raise (alike on every rank) unless every rank saw the same file -- the same size and
-    the same first and last 64 KiB.  Each rank parses its own byte range of the file it
-    opened, so a different file on some rank (another path, a stale copy on one node)
-    would mix two files' rows into one data set."""
-    seen = {}
-    for r, (_, fsize, mark, where) in enumerate(shares):
-        seen.setdefault((fsize, mark), []).append((r, where))
-    if len(seen) == 1:
-        return
-    parts = []
-    for (fsize, _), ranks in seen.items():
-        names = sorted({w for _, w in ranks})
-        parts.append(f"rank{'s' if len(ranks) > 1 else ''} "
-                     f"{','.join(str(r) for r, _ in ranks)}: {fsize} bytes"
-                     + (f" ({', '.join(names)})" if len(names) == 1 else ""))
-    sizes = {fsize for fsize, _ in seen}
-    why = "" if len(sizes) > 1 else ", the same size but different bytes"
-    first = path if len({w for _, _, _, w in shares}) == 1 else shares[0][3]
-    raise DDStoreValueError(f"{first}: the ranks read different files{why} "
-                            f"({'; '.join(parts)}); each rank reads its own share of "
-                            f"one file, so every rank must see the same file (a copy "
-                            f"on each node must be identical)")
 
 
 def line_pieces(path, start, stop, piece_bytes, first_line):

@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .base import regular_file
+from .base import file_share, regular_file
 from .series import Series, adjacency_to_edges, check_timestamps, gaussian_kernel_adjacency
 
 __all__ = ["load_pems_h5", "write_pems_h5"]
@@ -200,9 +200,15 @@ def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=N
                 out[:, pos] = part
             return out[:, :, None]
 
-        return Series((num_steps, num_nodes, 1), out_dtype, reader, edge_index=edge_index,
-                      edge_weight=edge_weight, timestamps=timestamps, node_ids=node_ids,
-                      source=f"{os.path.basename(str(path))}[{key}]", close=fh.close)
+        series = Series((num_steps, num_nodes, 1), out_dtype, reader,
+                        edge_index=edge_index, edge_weight=edge_weight,
+                        timestamps=timestamps, node_ids=node_ids,
+                        source=f"{os.path.basename(str(path))}[{key}]", close=fh.close)
+        # what it was read from, agreed across ranks by the layers (the distances CSV
+        # too: it makes the graph)
+        series.files = (file_share(path),) + (
+            (file_share(distances),) if isinstance(distances, (str, os.PathLike)) else ())
+        return series
     except BaseException:
         fh.close()
         raise

@@ -14,11 +14,13 @@ range read (:func:`id_bitmap` / :func:`first_marked` let a loader check ranges r
 several ranks against each other), a label other than -1 or a class id up to
 :data:`MAX_LABEL`, a feature that is NaN or infinite.
 """
+import os
+
 import numpy as np
 
 from .. import _core
 from ..errors import DDStoreValueError
-from .base import first_outside
+from .base import file_share, first_outside
 
 __all__ = ["NodeDataSource", "SPLITS", "MAX_LABEL", "first_non_finite", "id_bitmap",
            "first_marked"]
@@ -73,6 +75,22 @@ class NodeDataSource:
         """How a message names row ``row`` (0-based) of ``what`` (``"edges"`` or a
         split's name): a file and line, an entry..."""
         return f"{type(self).__name__}: {what} row {row}"
+
+    def file_marks(self):
+        """What this rank reads, for :func:`~ddstore.sources.base.check_same_files`: a
+        :func:`~ddstore.sources.base.file_share` entry per file of ``paths`` (by role,
+        sorted; None where no file is), computed once; None for a data set without
+        files (no ``paths``).  ``ddstore.pyg``'s loaders agree it across ranks, so that a
+        rank handed other files (a stale copy on one node) is refused."""
+        paths = getattr(self, "paths", None)
+        if not isinstance(paths, dict):
+            return None
+        marks = getattr(self, "_file_marks", None)
+        if marks is None:
+            marks = self._file_marks = tuple(
+                file_share(paths[k]) if os.path.isfile(paths[k]) else None
+                for k in sorted(paths))
+        return marks
 
     def check_split(self, which):
         """``which`` if it names a split, else a :class:`DDStoreValueError`."""

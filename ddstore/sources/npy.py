@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .base import regular_file
+from .base import file_share, regular_file
 from .series import Series, adjacency_to_edges, check_edges
 
 __all__ = ["load_npy"]
@@ -89,6 +89,7 @@ def load_npy(path, *, shape=None, dtype=None, edge_index=None, edge_weight=None,
                 f"load_npy: {spath} is truncated: its header says shape {file_shape} "
                 f"{file_dtype} ({T * step_bytes} data bytes) but it holds {have}; steps "
                 f"from {have // step_bytes} on (of {T}) are missing")
+        files = (file_share(spath, fh),)  # agreed across ranks by the layers
         fd = fh.fileno()
         stats = {"bytes_read": 0}
 
@@ -117,6 +118,7 @@ def load_npy(path, *, shape=None, dtype=None, edge_index=None, edge_weight=None,
             series.edge_index, series.edge_weight = check_edges(
                 *adjacency_to_edges(adjacency, n), n, series.source)
         series.stats = stats
+        series.files = files
         return series
     except BaseException:
         fh.close()

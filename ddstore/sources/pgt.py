@@ -18,13 +18,14 @@ Any other layout raises a :class:`~ddstore.errors.DDStoreValueError` that names 
 and the keys found.  The file is read whole (JSON has no block access); the series is
 held in memory and read as views.
 """
+import io
 import json
 import os
 
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .base import regular_file
+from .base import file_share, regular_file
 from .series import Series, check_series_array
 
 __all__ = ["load_pgt_json", "DynamicSeries"]
@@ -94,7 +95,9 @@ def load_pgt_json(path, dtype=np.float32):
     if not isinstance(doc, dict):
         raise DDStoreValueError(f"load_pgt_json: {path} holds a {type(doc).__name__}, "
                                 f"expected an object")
-    return _pgt_layout(doc, path)(doc, path, dtype)
+    series = _pgt_layout(doc, path)(doc, path, dtype)
+    series.files = (file_share(path, io.BytesIO(text)),)  # agreed by the layers
+    return series
 
 
 def _pgt_layout(doc, path):

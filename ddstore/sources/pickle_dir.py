@@ -28,7 +28,7 @@ import pickle
 import re
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import Source, regular_file
+from .base import Source, file_share, regular_file
 
 __all__ = ["RestrictedUnpickler", "restricted_load", "restricted_loads",
            "PickleDirSource", "write_pickle_files", "META_NAME"]
@@ -235,6 +235,16 @@ class PickleDirSource(Source):
 
     def describe(self, index):
         return f"file {self.file(index)!r}"
+
+    def file_marks(self):
+        """The directory's mark over the files read (the metadata file, if any, and every
+        sample file: names and sizes, the ends of the first and last; see
+        :func:`~ddstore.sources.base.file_share`), so that ranks handed different
+        directories (a stale copy on one node) are refused."""
+        files = [self.file(i) for i in range(self._n)]
+        if self._files is None:
+            files.insert(0, os.path.join(self.path, META_NAME))
+        return (file_share(self.path, files=files),)
 
     def read_one(self, index):
         """Unpickle sample ``index`` (restricted)."""

@@ -132,7 +132,9 @@ class Series:
     Attributes: ``shape`` (always 3-D; a 2-D input gets one feature), ``dtype``,
     ``num_steps``, ``num_nodes``, ``num_features``, ``edge_index`` (int64 ``[2, E]``),
     ``edge_weight`` (float32 ``[E]``), ``timestamps`` (``datetime64[ns]`` ``[T]`` or
-    None), ``node_ids`` (labels or None), ``source`` (where it came from).
+    None), ``node_ids`` (labels or None), ``source`` (where it came from), ``files``
+    (what a file reader read it from: :func:`~ddstore.sources.base.file_share` entries,
+    which the layers that store a series agree across ranks; None for arrays).
 
     :meth:`read` returns time steps ``[start, stop)``; the whole series is never copied.
     """
@@ -145,6 +147,7 @@ class Series:
         self._close = close
         self.num_steps, self.num_nodes, self.num_features = self.shape
         self.source = source
+        self.files = None
         self.edge_index, self.edge_weight = check_edges(edge_index, edge_weight,
                                                    self.num_nodes, source or "series")
         self.timestamps = check_timestamps(timestamps, self.num_steps, source or "series")

@@ -9,6 +9,7 @@ import torch
 
 from ..errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from .._checks import as_indices, check_indices, integer_scalar, is_int
+from ..sources.base import check_same_files
 from ..sources.series import Series, from_arrays
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
@@ -485,6 +486,12 @@ class WindowDataset(_WindowView):
         # the first step: every rank checks its arguments (a failure on any rank raises on
         # every rank) and the settings that shape the stored series must agree
         with store.collective("WindowDataset", name) as step:
+            # first the files the series was read from, the same on every rank (each
+            # rank reads its own steps from the file it opened), so that other files
+            # are named before the settings they make differ
+            with store.collective(None) as files:
+                check_same_files(files.agree(series.files if isinstance(series, Series)
+                                             else None))
             series, fill, tf = self._configure(
                 store, name, series, horizon, split, overlap, standardize, per_node,
                 time_features, timestamps, fill, dtype, device, halo, resident)

@@ -15,6 +15,7 @@ can find wrong, are refused on every rank naming what is wrong (issue 35, part 4
     timeout 600 mpiexec -n 2 python tests/mpi/inputs_check.py
 """
 import os
+import shutil
 
 import numpy as np
 import torch
@@ -167,6 +168,206 @@ def _(t):
             "label) or 0 <= label <= 2**63 - 2"],
             dpyg.put_node_data, st, Labels(scale=0.0005), progress=False, agree=True,
             store=st)
+
+
+# ---------------------------------------------------------------- files that differ
+# Each rank reads its own part of a data set from the file it opened: a rank handed
+# another file (a stale copy on one node; here another path, as one job has one
+# filesystem) must be refused on every rank, naming each rank's file, with nothing
+# stored; a copy with the same bytes at another path loads what the file holds.
+
+def _variants(prefix, make, changes):
+    """Rank 0 writes the original with ``make(path, variant)`` and one file per
+    ``changes`` entry (variant None: a byte-identical copy); returns ``{label: path}``
+    (``"ok"`` the original), each path ``prefix + label``."""
+    paths = {label: prefix + label for label in ("ok",) + tuple(changes)}
+    if rank == 0:
+        make(paths["ok"], None)
+        for label, variant in changes.items():
+            if variant is None:
+                copy = shutil.copytree if os.path.isdir(paths["ok"]) else shutil.copy
+                copy(paths["ok"], paths[label])
+            else:
+                make(paths[label], variant)
+    comm.Barrier()
+    return paths
+
+
+def _refused(fn, path, st, what, original=None):
+    """``fn()``, the last rank handed ``path``, the others the original: the same error
+    on every rank naming the last rank's file; nothing stored.  ``original``: the
+    original file, to tell whether the message says "the same size"."""
+    words = ["the ranks read different files", f"rank {size - 1}: ", f"({path}",
+             "bytes", "must see the same file"]
+    if original is not None and os.path.getsize(original) == os.path.getsize(path):
+        words.append("the same size but different bytes")
+    expect_error(DDStoreValueError, words, fn, what=what, agree=True, store=st)
+
+
+def _mine(paths, label):
+    return paths[label] if rank == size - 1 else paths["ok"]
+
+
+@cases("graphs: pickle directories and ADIOS2 files that differ", min_ranks=2)
+def _(t):
+    import torch_geometric.data as pyg_data
+    from ddstore import graphs
+
+    def sample(i, bump=0, rows=2):
+        g = torch.Generator().manual_seed(i)
+        return pyg_data.Data(x=torch.randn(rows + i % 3, 4, generator=g) + bump,
+                             edge_index=torch.tensor([[0, 1], [1, 0]]))
+    n = 7
+    good = [sample(i) for i in range(n)]
+
+    def make_pff(path, variant):
+        data = list(good)
+        if variant == "size":  # a middle sample of another size
+            data[3] = sample(3, rows=5)
+        elif variant == "bytes":  # the last sample, other values, the same size
+            data[n - 1] = sample(n - 1, bump=1)
+        graphs.write_pickle_dir(data, path)
+        if variant == "nometa":  # read by its *.pkl files (HydraGNN style)
+            os.remove(os.path.join(path, "ddstore-pff.json"))
+            os.remove(os.path.join(path, f"sample-{n - 1:08d}.pkl"))
+
+    def make_bp(path, variant):
+        data = list(good)
+        if variant == "bytes":
+            data[2] = sample(2, bump=1)
+        graphs.write_adios(data, path)
+
+    with shared_tmpdir() as tmp, ddstore.DDStore(comm) as st:
+        pff = _variants(os.path.join(tmp, "pff-"), make_pff,
+                        {"copy": None, "size": "size", "bytes": "bytes",
+                         "nometa": "nometa"})
+        ps = [os.path.getsize(os.path.join(pff[k], f"sample-{n - 1:08d}.pkl"))
+              for k in ("ok", "bytes")]
+        check(ps[0] == ps[1], f"test setup: sample sizes {ps} differ")
+        bp = _variants(os.path.join(tmp, "bp-"), make_bp, {"copy": None, "bytes": "bytes"})
+        for k, label in enumerate(("size", "bytes", "nometa")):
+            _refused(lambda: graphs.GraphDataset.from_pickle_dir(
+                st, f"bad{k}", _mine(pff, label), progress=False), pff[label], st,
+                f"pickle dir {label}")
+        _refused(lambda: graphs.GraphDataset.from_adios(st, "badbp", _mine(bp, "bytes"),
+                                                        progress=False),
+                 bp["bytes"], st, "ADIOS2 bytes")
+        for name, load, paths in (("pff", graphs.GraphDataset.from_pickle_dir, pff),
+                                  ("bp", graphs.GraphDataset.from_adios, bp)):
+            ds = load(st, name, _mine(paths, "copy"), progress=False)
+            check(len(ds) == n, f"{name}: {len(ds)} samples")
+            for i in range(n):
+                got, want = ds[i], good[i]
+                check(sorted(got.keys()) == sorted(want.keys()) and all(
+                    got[k].dtype == want[k].dtype and torch.equal(got[k], want[k])
+                    for k in want.keys()), f"{name} copy: sample {i} differs")
+
+
+@cases("series: .npy, PeMS HDF5 and PGT JSON files that differ", min_ranks=2)
+def _(t):
+    import json
+    from ddstore import spatiotemporal as sp
+    from ddstore.dynamic import DynamicGraph
+    T, nodes = 40, 3
+    data = np.arange(T * nodes, dtype=np.float32).reshape(T, nodes) / 8
+
+    def values(variant):
+        v = data.copy()
+        if "bytes" in str(variant):
+            v[-1, -1] += 1
+        return v[:-2] if variant == "short" else v
+
+    def make_npy(path, variant):
+        with open(path, "wb") as f:
+            np.save(f, values(variant))
+
+    def make_h5(path, variant):
+        sp.write_pems_h5(path, values(variant), np.arange(
+            "2024-01-01T00:00", T, dtype="datetime64[5m]")[:len(values(variant))])
+
+    def make_json(path, variant):
+        v = values(variant)
+        doc = {"FX": v.tolist(), "edges": [[0, 1], [1, 2]]} if "dyn" not in str(
+            variant) else {"y": v.tolist(), "edge_mapping": {"edge_index": {
+                str(s): [[0, 1], [s % nodes, 2]] for s in range(T)}}}
+        with open(path, "w") as f:
+            json.dump(doc, f)
+
+    with shared_tmpdir() as tmp, ddstore.DDStore(comm) as st:
+        changes = {"copy": None, "bytes": "bytes", "short": "short"}
+        readers = (("npy", make_npy, sp.load_npy),
+                   ("h5", make_h5, sp.load_pems_h5),
+                   ("json", make_json, sp.load_pgt_json))
+        for kind, make, load in readers:
+            paths = _variants(os.path.join(tmp, f"{kind}-"), make, changes)
+            for label in ("bytes", "short"):
+                with load(_mine(paths, label)) as series:
+                    _refused(lambda: sp.WindowDataset(
+                        st, f"bad{kind}", series, 2, overlap=True, standardize=False),
+                        paths[label], st, f"{kind} {label}", paths["ok"])
+            with load(_mine(paths, "copy")) as series:
+                ds = sp.WindowDataset(st, kind, series, 2, overlap=True,
+                                      standardize=False)
+            for i in range(len(ds)):  # every window: the file's steps, byte for byte
+                x, y = ds[i]
+                check(np.array_equal(x.numpy()[..., 0], data[i:i + 2]) and
+                      np.array_equal(y.numpy()[..., 0], data[i + 2:i + 4]),
+                      f"{kind} copy: window {i} differs")
+        # a dynamic graph read from a PGT file (England COVID's layout)
+        paths = _variants(os.path.join(tmp, "dyn-"), make_json,
+                          {"copy": "dyn", "bytes": "dyn-bytes"})
+        if rank == 0:  # the original in this layout too
+            make_json(paths["ok"], "dyn")
+            shutil.copy(paths["ok"], paths["copy"])
+        comm.Barrier()
+        _refused(lambda: DynamicGraph.from_series(
+            st, "baddyn", sp.load_pgt_json(_mine(paths, "bytes"))), paths["bytes"], st,
+            "dynamic json bytes")
+        g = DynamicGraph.from_series(st, "dyn", sp.load_pgt_json(_mine(paths, "copy")))
+        for s in range(T):
+            ei = g.snapshot(s)[0]
+            check(sorted(map(tuple, np.asarray(ei).T.tolist())) ==
+                  sorted({(0, 1), (s % nodes, 2)}), f"dynamic copy: step {s}: {ei}")
+        g.free()
+
+
+@cases("pyg.load_ogb / load_npy: node data files that differ", min_ranks=2)
+def _(t):
+    ei = np.stack([np.arange(30) % 12, (np.arange(30) * 5) % 12])
+    x = np.arange(36, dtype=np.float32).reshape(12, 3) / 4
+    y = np.arange(12) % 3
+
+    def make_ogb(path, variant):
+        write_ogb_node(path, ei, x=x + (variant == "bytes"), y=y, splits={
+            "train": np.arange(8), "valid": [8, 9], "test": [10, 11]})
+
+    def make_npy(path, variant):
+        os.makedirs(path)
+        for k, v in (("edge_index", ei), ("x", x), ("y", y)):
+            if variant == "bytes" and k == "x":
+                v = v.copy()
+                v[-1, -1] += 1
+            np.save(os.path.join(path, f"{k}.npy"), v)
+
+    with shared_tmpdir() as tmp:
+        for kind, make, load in (("ogb", make_ogb, dpyg.load_ogb),
+                                 ("npy", make_npy, dpyg.load_npy)):
+            paths = _variants(os.path.join(tmp, f"{kind}-"), make, {"bytes": "bytes"})
+            feat = "raw/node-feat.csv.gz" if kind == "ogb" else "x.npy"
+            with ddstore.DDStore(comm) as st:
+                _refused(lambda: load(st, _mine(paths, "bytes"), progress=False),
+                         os.path.join(paths["bytes"], feat), st, f"{kind} bytes",
+                         os.path.join(paths["ok"], feat))
+                # (the same path on every rank: a copy at another path is refused by
+                # put_node_data's agreed repr of the data set, which names its path)
+                d = load(st, paths["ok"], progress=False)
+                fs = d.feature_store
+                gx = fs.get_tensor(group_name=None, attr_name="x").numpy()
+                gy = fs.get_tensor(group_name=None, attr_name="y").numpy().reshape(-1)
+                check(gx.dtype == np.float32 and np.array_equal(gx, x) and
+                      np.array_equal(gy, y), f"{kind}: x ({gx.dtype}) or y differ")
+                edges = 30 * (2 if kind == "ogb" else 1)  # load_ogb adds the reverse
+                check(d.num_edges == edges, f"{kind}: {d.num_edges} edges, not {edges}")
 
 
 if __name__ == "__main__":
