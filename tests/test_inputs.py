@@ -2,7 +2,9 @@
 the 64-bit fingerprint that holds the ranks of a collective call to the same data, and
 the bitmap that finds an id listed twice, in-process; and the program
 tests/mpi/inputs_check.py on 2 and 3 ranks (data that differs between ranks refused
-naming the ranks, a split's repeat found across ranks, labels that are not class ids)."""
+naming the ranks, a split's repeat found across ranks, labels that are not class ids,
+a rank handed a file that differs for every file reader of the graph, series and PyG
+layers)."""
 import numpy as np
 import pytest
 

@@ -10,7 +10,15 @@ can find wrong, are refused on every rank naming what is wrong (issue 35, part 4
   read by two ranks (OGB's train: 23 ids for 20 nodes): the file and line of the repeat
   named on every rank; nothing stored;
 - ``pyg.put_node_data`` of a source whose labels are not class ids (2**63 - 1: no
-  ``num_classes``): refused naming the node.
+  ``num_classes``): refused naming the node;
+- the file readers handed a file that differs on the last rank (another path here: a
+  stale copy on one node in a real job): ``GraphDataset.from_pickle_dir`` (a sample of
+  another size, one of the same size with other bytes, a directory without metadata),
+  ``from_adios``, ``WindowDataset`` of ``load_npy`` / ``load_pems_h5`` /
+  ``load_pgt_json`` series (other bytes, fewer steps), ``DynamicGraph.from_series``,
+  ``pyg.load_ogb`` / ``load_npy``: the same error on every rank naming that rank's file
+  and size, nothing stored; an identical copy (the same path for the PyG loaders, whose
+  data set's repr names it) loads, every value as the file holds it.
 
     timeout 600 mpiexec -n 2 python tests/mpi/inputs_check.py
 """
