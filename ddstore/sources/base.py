@@ -97,32 +97,37 @@ def file_mark(path, f=None):
 
 def files_mark(paths):
     """``(total bytes, crc, count)`` of the files ``paths`` (in the order given): a CRC-32
-    over their base names and sizes, and over the ends of every file (of the first and
-    last only when there are more than 16: one stat per file, two reads of 64 KiB).  A
-    file that cannot be read is marked as such (size -1), not raised: the reader that
-    opens it names it in its own words."""
+    over all their base names (no I/O), over the sizes of at most
+    :data:`_MARK_ALL_FILES` of them (all when there are no more; else the first, the last
+    and evenly spaced ones between: every rank stats the same few files, never the
+    million samples of a data set on a parallel file system) and over the ends of those
+    (of the first and last only, when there are more: two reads of 64 KiB each).
+    ``total`` is the bytes of the files stated.  A file that cannot be read is marked as such (size -1), not raised: the
+    reader that opens it names it in its own words."""
     crc, total, paths = 0, 0, list(paths)
-    ends = range(len(paths)) if len(paths) <= _MARK_ALL_FILES else \
-        sorted({0, len(paths) - 1})
-    regular = []
+    n = len(paths)
     for p in paths:
+        crc = zlib.crc32(os.path.basename(p).encode("utf-8", "surrogateescape") + b"\0",
+                         crc)
+    k = min(n, _MARK_ALL_FILES)
+    picks = sorted({(i * (n - 1)) // max(k - 1, 1) for i in range(k)})
+    regular = {}
+    for i in picks:
         try:
-            st = os.stat(p)
+            st = os.stat(paths[i])
             size = st.st_size if stat.S_ISREG(st.st_mode) else -2
         except OSError:
             size = -1
         total += max(size, 0)
-        regular.append(size >= 0)
-        crc = zlib.crc32(f"{os.path.basename(p)}\0{size}\n".encode("utf-8",
-                                                                      "surrogateescape"),
-                         crc)
-    for i in ends:
+        regular[i] = size >= 0
+        crc = zlib.crc32(f"{i}\0{size}\n".encode(), crc)
+    for i in (picks if n <= _MARK_ALL_FILES else sorted({0, n - 1})):
         try:  # (never opened unless a regular file: a FIFO would wait for a writer)
             end = file_mark(paths[i])[1] if regular[i] else 1 << 32
         except OSError:
             end = 1 << 32
         crc = zlib.crc32(end.to_bytes(5, "little"), crc)
-    return total, crc, len(paths)
+    return total, crc, n
 
 
 def file_share(path, f=None, files=None):
@@ -148,8 +153,11 @@ def _told(entry):
     if entry is None:
         return "no such file"
     where, size, _, count = entry
-    return f"{size} bytes" + ("" if count is None else
-                              f" in {count} file{'s' if count != 1 else ''}")
+    if count is None:
+        return f"{size} bytes"
+    files = f"{count} file{'s' if count != 1 else ''}"
+    return f"{size} bytes in {files}" if count <= _MARK_ALL_FILES else \
+        f"{files} ({size} bytes in the {_MARK_ALL_FILES} compared)"
 
 
 def check_same_files(shares, path=None):
