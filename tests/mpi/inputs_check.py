@@ -6,6 +6,13 @@ can find wrong, are refused on every rank naming what is wrong (issue 35, part 4
   changed, another ``split``): the same error on every rank naming the value and the
   ranks that hold each fingerprint; nothing stored; equal data (numpy on one rank,
   torch on another) loads;
+- ``WindowDataset`` of an in-memory series (an array, a tensor, ``from_arrays``) whose
+  values, ``edge_index``, ``edge_weight``, ``timestamps`` or ``time_features`` differ
+  in one element on the last rank, and ``DynamicGraph`` of in-memory ``edges`` /
+  ``weights`` lists that do: the same error on every rank naming only that value and
+  the ranks holding each fingerprint; nothing stored; equal data in other layouts (C,
+  Fortran, torch) loads, every window and step as given; a lazy ``edges`` sequence is
+  still read only for the rank's own steps;
 - ``pyg.load_ogb`` / ``pyg.load_npy`` of a split that lists a node twice, the two rows
   read by two ranks (OGB's train: 23 ids for 20 nodes): the file and line of the repeat
   named on every rank; nothing stored;
@@ -121,6 +128,128 @@ def _(t):
                      TemporalGraph.from_pyg, st, "g",
                      TemporalData(src=src, dst=dst, t=times, msg=torch.ones(n, 2)),
                      agree=True, store=st)
+
+
+def _last():
+    """The last rank (whose data differs in the cases below) and the others."""
+    return f"rank {size - 1}", "rank 0" if size == 2 else "ranks 0, " + ", ".join(
+        str(r) for r in range(1, size - 1))
+
+
+def _only(msg, key, label):
+    """``msg`` names ``key`` and no other setting as differing."""
+    check(msg is None or msg.count(" differs between ranks") == 1,
+          f"{label}: not only {key!r} named: {msg}")
+
+
+@cases("WindowDataset: an in-memory series that differs in one value", min_ranks=2)
+def _(t):
+    from ddstore import spatiotemporal as sp
+    T, n, f = 40, 3, 2
+    data = np.random.default_rng(5).random((T, n, f), dtype=np.float32)
+    ei = np.array([[0, 1, 2], [1, 2, 0]])
+    ew = np.array([1.0, 0.5, 0.25], np.float32)
+    ts = np.arange("2024-01-01T00:00", T, dtype="datetime64[5m]")
+    last = rank == size - 1
+    odd, even = _last()
+    with ddstore.DDStore(comm, width=size) as st:
+        # equal values in another layout or as a tensor on some ranks: loaded, each
+        # window as the array holds it
+        mine = (data, np.asfortranarray(data), torch.from_numpy(data))[rank % 3]
+        ds = sp.WindowDataset(st, "ok", mine, 2, overlap=True, standardize=False,
+                              timestamps=ts, time_features="tod")
+        for i in range(len(ds)):
+            x, y = ds[i]
+            check(np.array_equal(x.numpy()[..., :f], data[i:i + 2]) and
+                  np.array_equal(y.numpy()[..., :f], data[i + 2:i + 4]),
+                  f"equal series: window {i} differs")
+        other = data.copy()
+        if last:
+            other[17, 1, 0] += 1
+        ei2, ew2, ts2 = ei.copy(), ew.copy(), ts.copy()
+        if last:
+            ei2[1, 2], ew2[1], ts2[9] = 1, 0.75, ts[9] + 1
+        cases_ = (
+            ("values", "series 'data'", f"float32 [{T}, {n}, {f}], fingerprint 0x",
+             dict(series=other)),
+            ("a tensor's values", "series 'data'", "fingerprint 0x",
+             dict(series=torch.from_numpy(other))),
+            ("edge_index", "series 'edge_index'", "int64 [2, 3], fingerprint 0x",
+             dict(series=sp.from_arrays(data, ei2, ew))),
+            ("edge_weight", "series 'edge_weight'", "float32 [3], fingerprint 0x",
+             dict(series=sp.from_arrays(data, ei, ew2))),
+            ("timestamps", "series 'timestamps'", f"datetime64[ns] [{T}], fingerprint",
+             dict(series=data, timestamps=ts2, time_features="tod")),
+            ("time_features", "time_features", "('tod', 'dow')",
+             dict(series=data, timestamps=ts,
+                  time_features=("tod", "dow") if last else "tod")))
+        for label, key, shown, kw in cases_:
+            series = kw.pop("series")
+            msg = expect_error(DDStoreValueError, [
+                "WindowDataset('w') is collective and needs the same settings on every "
+                f"rank: {key} differs between ranks (", f"{odd}: ", f"{even}: ", shown],
+                sp.WindowDataset, st, "w", series, 2, overlap=True, standardize=False,
+                what=f"WindowDataset, {label}", agree=True, store=st, **kw)
+            _only(msg, key, label)
+        check(st.variables() == ["ok"], f"refused series left {st.variables()}")
+
+
+@cases("DynamicGraph: in-memory steps that differ in one value", min_ranks=2)
+def _(t):
+    from ddstore.dynamic import DynamicGraph
+    T, n = 12, 9
+    rng = np.random.default_rng(6)
+    edges = [rng.integers(0, n, (2, 5 + s % 3)) for s in range(T)]
+    weights = [rng.random(e.shape[1], dtype=np.float32) for e in edges]
+    last = rank == size - 1
+    odd, even = _last()
+    with ddstore.DDStore(comm, width=size) as st:
+        mine = [torch.from_numpy(e) for e in edges] if rank % 2 else tuple(edges)
+        g = DynamicGraph(st, "ok", mine, weights, num_nodes=n, dedup="sum")
+        for s in range(T):  # every step as given (duplicates summed)
+            ei, w = g.snapshot(s)
+            want = {}
+            for (a, b), x in zip(edges[s].T.tolist(), weights[s].tolist()):
+                want[(a, b)] = want.get((a, b), 0) + x
+            got = dict(zip(map(tuple, ei.numpy().T.tolist()), w.numpy().tolist()))
+            check(got.keys() == want.keys() and all(
+                abs(got[k] - want[k]) < 1e-6 for k in want), f"equal steps: step {s}")
+        e2 = [e.copy() for e in edges]
+        w2 = [w.copy() for w in weights]
+        if last:
+            e2[7][1, 0] = (e2[7][1, 0] + 1) % n
+            w2[3][0] += 1
+        for label, key, args in (("edges", "argument 'edges'", (e2, weights)),
+                                 ("weights", "argument 'weights'", (edges, w2))):
+            msg = expect_error(DDStoreValueError, [
+                "DynamicGraph('g') is collective and needs the same settings on every "
+                f"rank: {key} differs between ranks (", f"{odd}: {T} steps, fingerprint 0x",
+                f"{even}: {T} steps, fingerprint 0x"], DynamicGraph, st, "g", *args,
+                num_nodes=n, dedup="sum", what=f"DynamicGraph, {label}", agree=True,
+                store=st)
+            _only(msg, key, label)
+
+        class Lazy:  # steps made on demand: each rank still reads only its own
+            def __init__(self):
+                self.seen = set()
+
+            def __len__(self):
+                return T
+
+            def __getitem__(self, s):
+                self.seen.add(s)
+                return edges[s]
+
+        lazy = Lazy()
+        g2 = DynamicGraph(st, "lazy", lazy, num_nodes=n, dedup="sum")
+        from ddstore._checks import partition
+        lo, hi = partition(T, size, rank)
+        check(lazy.seen <= set(range(max(0, lo - 1), hi)),
+              f"a lazy sequence read beyond its own steps [{lo}, {hi}): {sorted(lazy.seen)}")
+        check(not any(v.startswith("g/") for v in st.variables()),
+              f"variables after the refusals: {st.variables()}")
+        g.free()
+        g2.free()
 
 
 @cases("a split listing a node twice, read by two ranks", min_ranks=2)

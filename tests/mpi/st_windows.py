@@ -209,11 +209,18 @@ def error_checks(store, tag):
                  lambda: st.WindowDataset(store, "nan", bad, 3), what=f"{tag}: NaN")
     # a NaN in the copy of the last rank only (e.g. its own file): with width < size
     # the groups read different copies; every rank must raise, not only that group
+    # (a reader of its own: an array's copies that differ are refused by their
+    # fingerprints first, naming the series' values)
     mine = bad if rank == size - 1 else raw
+    reader = st.Series(mine.shape, mine.dtype, lambda a, b: mine[a:b], source="a reader")
     expect_error(DDStoreValueError, "2 non-finite values",
-                 lambda: st.WindowDataset(store, "nan_one_copy", mine, 3),
+                 lambda: st.WindowDataset(store, "nan_one_copy", reader, 3),
                  what=f"{tag}: NaN in one rank's copy (rank {rank})")
     check("nan_one_copy" not in store.variables(), f"{tag}: half-built variable left")
+    expect_error(DDStoreValueError, "series 'data' differs between ranks",
+                 lambda: st.WindowDataset(store, "nan_one_copy", mine, 3),
+                 what=f"{tag}: NaN in one rank's array (rank {rank})", agree=True,
+                 store=store)
     if store.group_size > 1:
         expect_error(DDStoreValueError, "width must be 1",
                      lambda: st.WindowDataset(store, "dev", raw, 3, resident="device"),
