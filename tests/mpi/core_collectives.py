@@ -82,9 +82,11 @@ def main():
                                      "WindowDataset")
             st.WindowDataset(store, "w", s, horizon=3)
 
+        # (the others are in WindowDataset's first round, the agreement of the files
+        # the series was read from: a step of a call already begun)
         expect("load_npy failure then free vs WindowDataset",
                ["out of step", "rank 0 called free()",
-                f"{others} called WindowDataset('w')"], npy_then_collective)
+                f"{others} is in WindowDataset('w')"], npy_then_collective)
         check(not store.freed, "free() vs WindowDataset freed the store")
         intact("after free vs WindowDataset")
     finally:  # this rank's own directory (its "local copy"), never left in /tmp
