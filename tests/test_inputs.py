@@ -4,7 +4,7 @@ the bitmap that finds an id listed twice, in-process; and the program
 tests/mpi/inputs_check.py on 2 and 3 ranks (data that differs between ranks refused
 naming the ranks, a split's repeat found across ranks, labels that are not class ids,
 a rank handed a file that differs for every file reader of the graph, series and PyG
-layers)."""
+layers, a WindowDataset or DynamicGraph handed in-memory data that differs)."""
 import numpy as np
 import pytest
 
@@ -121,8 +121,10 @@ def test_mark_ids():
 def test_inputs_check(shared_launch, nprocs):
     """from_pyg / from_hetero / TemporalGraph.from_pyg handed other values of the same
     shapes on one rank, a split repeating a node on another rank's rows (OGB, .npy), a
-    source's label 2**63 - 1: refused on every rank, naming what and where; nothing
-    stored."""
+    source's label 2**63 - 1, a file that differs on the last rank (every reader), a
+    WindowDataset's series / graph / timestamps or a DynamicGraph's edges / weights
+    that differ in one element on the last rank: refused on every rank, naming what and
+    where; nothing stored; the same data loads byte for byte."""
     passed_on(shared_launch, nprocs)
 
 
