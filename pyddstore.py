@@ -325,12 +325,8 @@ class PyDDStore:
         info = self._var(name)
         local = _as_numpy(arr, name, "update")
         self._check_row(name, info, local, "update")
-        offset = integer_scalar(offset)
-        if not is_int(offset):  # never truncated (1.5) nor parsed ("1")
-            raise DDStoreValueError(f"update {name!r}: offset must be an integer (a local "
-                                    f"row), got {offset!r}")
-        try:
-            self._store.update(name, _bytes_rows(local, local.shape[0]), int(offset))
+        try:  # the store checks offset: never truncated (1.5) nor parsed ("1")
+            self._store.update(name, _bytes_rows(local, local.shape[0]), offset)
         except DDStoreIndexError as exc:  # what get raises for rows outside: ValueError too
             raise PyDDStoreRangeError(str(exc)) from None
 

@@ -268,7 +268,7 @@ class Variables:
                 raise DDStoreValueError(f"update {name!r}: dtype {arr.dtype} cannot be "
                                         f"cast to the variable's dtype {var.dtype}")
             arr = _cast_in_range(arr, var.dtype, f"update {name!r}")
-        offset = as_int(offset, f"update {name!r}: offset")
+        offset = as_int(integer_scalar(offset), f"update {name!r}: offset")
         if offset < 0 or offset + arr.shape[0] > var.n_local:
             raise DDStoreIndexError(
                 f"update {name!r}: rows [{offset}, {offset + arr.shape[0]}) outside the "
