@@ -275,10 +275,10 @@ class Records:
                 return [self.get_record(name, indices[0])]
             except DDStoreIndexError:
                 pass  # the message below names the position
-        rec = self.rec(name)
-        idx = as_indices(indices, f"get_records {name!r}", rec.nrecords)
-        data, sizes = self.get_records_packed(name, idx)
-        out = [dict() for _ in range(len(idx))]  # records with no keys are {} each
+        data, sizes = self.get_records_packed(name, indices)
+        n = len(next(iter(sizes.values()))) if sizes else len(as_indices(
+            indices, f"get_records {name!r}", self.rec(name).nrecords))
+        out = [dict() for _ in range(n)]  # records with no keys are {} each
         for key, arr in data.items():
             for rec, part in zip(out, np.split(arr, np.cumsum(sizes[key])[:-1])):
                 rec[key] = part
