@@ -28,8 +28,9 @@ __all__ = ["Source", "SequenceSource", "check_range", "int_bounds", "regular_fil
 
 #: bytes at each end of a file that its mark covers (:func:`file_mark`)
 MARK_BYTES = 64 << 10
-#: a directory of at most this many files has every file's ends marked (an ADIOS2 BP
-#: directory); a longer one (one file per sample) its first and last file's
+#: a directory of at most this many files has every file's size and ends marked (an
+#: ADIOS2 BP directory); a longer one (one file per sample) this many files' sizes
+#: and its first and last file's ends
 _MARK_ALL_FILES = 16
 
 
@@ -72,6 +73,13 @@ def _ends_crc(f, size):
     return zlib.crc32(f.read(MARK_BYTES), zlib.crc32(head))
 
 
+def _dir_files(path):
+    """The regular files of directory ``path``, by sorted name."""
+    with os.scandir(path) as entries:
+        names = sorted(e.name for e in entries if e.is_file())
+    return [os.path.join(path, n) for n in names]
+
+
 def file_mark(path, f=None):
     """``(size, crc)``: what says cheaply whether two ranks read the same file -- its
     size in bytes and a CRC-32 of its first and last :data:`MARK_BYTES` (a gzip file
@@ -83,9 +91,7 @@ def file_mark(path, f=None):
     if f is None:
         p = os.fspath(path)
         if os.path.isdir(p):
-            with os.scandir(p) as entries:
-                names = sorted(e.name for e in entries if e.is_file())
-            return files_mark([os.path.join(p, n) for n in names])[:2]
+            return files_mark(_dir_files(p))[:2]
         with open(p, "rb") as fh:
             return file_mark(p, fh)
     try:
@@ -102,8 +108,8 @@ def files_mark(paths):
     and evenly spaced ones between: every rank stats the same few files, never the
     million samples of a data set on a parallel file system) and over the ends of those
     (of the first and last only, when there are more: two reads of 64 KiB each).
-    ``total`` is the bytes of the files stated.  A file that cannot be read is marked as such (size -1), not raised: the
-    reader that opens it names it in its own words."""
+    ``total`` is the bytes of the files stated.  A file that cannot be read is marked as
+    such (size -1), not raised: the reader that opens it names it in its own words."""
     crc, total, paths = 0, 0, list(paths)
     n = len(paths)
     for p in paths:
@@ -140,9 +146,7 @@ def file_share(path, f=None, files=None):
     if files is not None:
         size, crc, count = files_mark(files)
     elif f is None and os.path.isdir(p):
-        with os.scandir(p) as entries:
-            names = sorted(e.name for e in entries if e.is_file())
-        size, crc, count = files_mark([os.path.join(p, n) for n in names])
+        size, crc, count = files_mark(_dir_files(p))
     else:
         (size, crc), count = file_mark(p, f), None
     return os.path.abspath(p), size, crc, count
