@@ -1,0 +1,76 @@
+"""The temporal layer's hostile round (ddstore.temporal, sources/jodie.py, sources/tgl.py):
+one test per problem found, in-process on a one-rank store where possible; the cases that
+need several ranks are tests/mpi/hostile_temporal.py, launched once."""
+import math
+
+import numpy as np
+import pytest
+
+from ddstore import DDStoreValueError
+from ddstore.temporal import average_precision, roc_auc
+
+
+def _ap_by_thresholds(labels, scores):
+    """scikit-learn's average precision, spelled out: for every distinct score from high
+    to low, (recall gained there) x (precision of everything scored at least that)."""
+    y, s = np.asarray(labels, float), np.asarray(scores, float)
+    ap, recall = 0.0, 0.0
+    for th in sorted(set(s.tolist()), reverse=True):
+        sel = s >= th
+        new = y[sel].sum() / y.sum()
+        ap += (new - recall) * y[sel].mean()
+        recall = new
+    return ap
+
+
+def test_metrics_ties_and_bad_input():
+    """Average precision counts tied scores as one threshold (it ranked ties in input
+    order: a constant scorer with the positives listed first got AP 1.0, listed last
+    0.42); labels other than 0/1, NaN or infinite scores, unequal lengths and 2-D input
+    are refused naming the value (they returned a number, NaN with a warning, or an
+    IndexError)."""
+    assert average_precision([1, 1, 0, 0], [.5] * 4) == 0.5
+    assert average_precision([0, 0, 1, 1], [.5] * 4) == 0.5
+    assert average_precision([1, 0, 1, 0, 0, 1], [.9, .9, .3, .3, .1, .9]) == \
+        pytest.approx(_ap_by_thresholds([1, 0, 1, 0, 0, 1], [.9, .9, .3, .3, .1, .9]),
+                      abs=1e-15)
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        n = int(rng.integers(2, 30))
+        y, s = rng.integers(0, 2, n), rng.integers(0, 4, n) / 3
+        y[0] = 1
+        perm = rng.permutation(n)
+        assert average_precision(y, s) == pytest.approx(_ap_by_thresholds(y, s), abs=1e-12)
+        assert average_precision(y[perm], s[perm]) == pytest.approx(
+            average_precision(y, s), abs=1e-12)
+    assert math.isnan(average_precision([0, 0], [.1, .2]))
+    assert math.isnan(average_precision([], []))
+    for fn in (average_precision, roc_auc):
+        for labels, scores, words in (([2, 0, 1], [.9, .5, .1], "labels[0] = 2.0"),
+                                      ([1, -1], [.9, .5], "labels[1] = -1.0"),
+                                      ([1, 0], [np.nan, .5], "scores[0] = nan"),
+                                      ([1, 0], [.5, np.inf], "scores[1] = inf"),
+                                      ([1, 0], [.5], "1 scores and 2 labels"),
+                                      ([[1, 0]], [[.9, .1]], "must be 1-D")):
+            with pytest.raises(DDStoreValueError, match=r"\S+") as info:
+                fn(labels, scores)
+            assert words in str(info.value) and fn.__name__ in str(info.value), info.value
+
+
+def test_link_prediction_metrics_root_and_values():
+    """link_prediction_metrics refuses a root outside the communicator (was MPI's
+    'Invalid root' error stack), NaN scores and labels other than 0/1 (were scored: a
+    NaN gave AP 1.0), agreed in its step."""
+    from mpi4py import MPI
+    from ddstore._collective import is_agreed
+    from ddstore.temporal import link_prediction_metrics
+    for kw, words in ((dict(root=1), "root=1 must be a rank of comm, an integer in [0, 1)"),
+                      (dict(root=-1), "root=-1"), (dict(root=0.0), "root=0.0"),
+                      (dict(scores=[np.nan, .5]), "scores[0] = nan"),
+                      (dict(labels=[2, 0]), "labels[0] = 2.0")):
+        args = dict(scores=[.9, .5], labels=[1, 0])
+        args.update(kw)
+        with pytest.raises(DDStoreValueError) as info:
+            link_prediction_metrics(MPI.COMM_SELF, **args)
+        assert is_agreed(info.value) and words in str(info.value), info.value
+    assert link_prediction_metrics(MPI.COMM_SELF, [.5, .5], [1, 0])[:2] == (0.5, 0.5)
