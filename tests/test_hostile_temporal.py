@@ -74,3 +74,53 @@ def test_link_prediction_metrics_root_and_values():
             link_prediction_metrics(MPI.COMM_SELF, **args)
         assert is_agreed(info.value) and words in str(info.value), info.value
     assert link_prediction_metrics(MPI.COMM_SELF, [.5, .5], [1, 0])[:2] == (0.5, 0.5)
+
+
+def _graph(store, name="g", **kw):
+    from ddstore import temporal as tg
+    src, dst = np.arange(10) % 4, (np.arange(10) + 1) % 4
+    return tg.TemporalGraph.from_arrays(store, name, src, dst, np.arange(10), **kw)
+
+
+def test_switches_are_true_or_false(store, tmp_path):
+    """add_reverse (every builder), prop_time and shuffle_chunks take True or False, as
+    every switch of the package (as_bool): "no" was read as True (add_reverse="no"
+    indexed every edge at both ends).  (from_pyg checks it the same way, before
+    from_arrays would; not run here: importing PyG takes seconds.)"""
+    from ddstore import temporal as tg
+    tg.write_tgl(tmp_path / "tgl", [0, 1], [1, 0], [1, 2], [0, 0])
+    tg.write_jodie(tmp_path / "j.csv", [0, 1], [0, 0], [1, 2], [0, 0])
+    builders = {"from_arrays": lambda v: _graph(store, "a", add_reverse=v),
+                "from_tgl": lambda v: tg.TemporalGraph.from_tgl(store, "a", tmp_path / "tgl",
+                                                                add_reverse=v),
+                "from_jodie": lambda v: tg.TemporalGraph.from_jodie(
+                    store, "a", tmp_path / "j.csv", add_reverse=v)}
+    for label, build in builders.items():
+        for bad in ("no", 0, None):
+            with pytest.raises(DDStoreValueError,
+                               match=f"graph 'a': add_reverse must be True or False, got "
+                                     f"{bad!r}"):
+                build(bad)
+            assert store.variables() == [], (label, store.variables())
+        build(np.bool_(False)).remove()
+    g = _graph(store)
+    with pytest.raises(DDStoreValueError, match="prop_time must be True or False, got 'no'"):
+        tg.TemporalSampler(g, [2], prop_time="no")
+    with pytest.raises(DDStoreValueError,
+                       match="shuffle_chunks must be True or False, got 'no'"):
+        tg.EdgeBatches(g, 4, chunks=2, shuffle_chunks="no")
+    assert tg.EdgeBatches(g, 4, chunks=2, shuffle_chunks=False).shuffle_chunks is False
+
+
+def test_graph_inputs_named(store):
+    """to_pyg(t_dtype=) that is no dtype is named (was numpy's bare TypeError 'data type
+    not understood'); a bfloat16 torch edge_feat is stored as float32, as from_pyg stores
+    a bfloat16 msg (was 'edge_feat is not an array (Got unsupported ScalarType')."""
+    import torch
+    g = _graph(store, edge_feat=torch.arange(20.).reshape(10, 2).to(torch.bfloat16))
+    assert g.edge_features(np.arange(10)).dtype == np.float32
+    assert np.array_equal(g.edge_features(np.arange(10)),
+                          np.arange(20, dtype=np.float32).reshape(10, 2))
+    with pytest.raises(DDStoreValueError, match=r"t_dtype='garbage' is not a dtype .*"
+                                                r"integer or float dtype"):
+        g.to_pyg(t_dtype="garbage")

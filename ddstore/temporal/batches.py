@@ -3,7 +3,7 @@ scheduling."""
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .._checks import as_int, is_int, partition
+from .._checks import as_bool, as_int, is_int, partition
 from .graph import SPLITS
 
 
@@ -53,7 +53,7 @@ class EdgeBatches:
         self.batch_size, self.chunks = batch_size, chunks
         self.chunk_size = self.batch_size // self.chunks
         self.negatives = negatives
-        self.shuffle_chunks = bool(shuffle_chunks)
+        self.shuffle_chunks = as_bool(shuffle_chunks, "EdgeBatches: shuffle_chunks")
         self.comm = comm
         self.seed = seed
         self.epoch = 0

@@ -31,8 +31,8 @@ import numpy as np
 
 from ..errors import (DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
-from .._checks import (STORABLE_KINDS, as_indices, check_free_names, check_indices,
-                       integer_scalar, is_int, names_under)
+from .._checks import (STORABLE_KINDS, as_bool, as_indices, check_free_names,
+                       check_indices, integer_scalar, is_int, names_under, tensor_values)
 from .._times import FLOAT_TIMES, time_dtype, time_share
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
@@ -101,10 +101,8 @@ def _as_array(x, what):
     """``x`` as a numpy array (torch CPU tensors included); raises
     :class:`DDStoreValueError` naming ``what`` when it is not one."""
     try:
-        if hasattr(x, "detach") and hasattr(x, "numpy"):
-            x = x.detach().cpu().numpy()
-        return np.asarray(x)
-    except MemoryError:  # what it is (agreed by the step as a DDStoreMemoryError)
+        return np.asarray(tensor_values(x, what))  # bfloat16: float32, as from_pyg
+    except (MemoryError, DDStoreValueError):  # what it is (agreed by the step as a DDStoreMemoryError)
         raise
     except Exception as exc:  # ragged lists, a GPU tensor...: worded with ``what``
         raise DDStoreValueError(f"{what} is not an array ({exc})") from exc
@@ -267,6 +265,7 @@ class TemporalGraph:
         with store.collective("TemporalGraph.from_arrays", name) as step:
             arrs = _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
                                 edge_label)
+            as_bool(add_reverse, f"graph {name!r}: add_reverse")
             check_free_names(f"graph {name!r}", names_under(name, store.variables()))
             check_chunk_edges(chunk_edges, name)
 
@@ -435,6 +434,7 @@ class TemporalGraph:
                 "add_reverse": bool(add_reverse), "chunk_edges": chunk_edges}) as step:
             if not isinstance(name, str) or not name:
                 raise DDStoreValueError(f"graph name must be a non-empty str, got {name!r}")
+            as_bool(add_reverse, f"graph {name!r}: add_reverse")
             check_free_names(f"graph {name!r}", names_under(name, store.variables()))
             check_chunk_edges(chunk_edges, name)
             share = TGLShare(store, directory, step)  # its first round is this step's
@@ -512,6 +512,7 @@ class TemporalGraph:
         from .pyg_data import check_ratios, chronological_split_share
         with store.collective("TemporalGraph.from_jodie", name) as step:
             check_ratios(val_ratio, test_ratio)
+            as_bool(add_reverse, f"graph {name!r}: add_reverse")
             share = read_share(store, step, path)  # its first round is this step's
             t_dtype = np.dtype(np.int64 if share.whole_times else np.float64)
             split = chronological_split_share(store.comm, share.t, t_dtype, val_ratio,
@@ -547,6 +548,7 @@ class TemporalGraph:
         from .pyg_data import check_ratios, chronological_split, temporal_data_arrays
         with store.collective("TemporalGraph.from_pyg", name) as step:
             arrs = temporal_data_arrays(data, name)
+            as_bool(add_reverse, f"graph {name!r}: add_reverse")
             n = arrs["src"].shape[0]
             layout = {k: (v.dtype.str, v.shape[1:]) for k, v in arrs.items()}
             layout["events"] = n
@@ -645,7 +647,12 @@ class TemporalGraph:
         elif isinstance(t_dtype, torch.dtype):
             dtype = torch.empty(0, dtype=t_dtype).numpy().dtype
         else:
-            dtype = np.dtype(t_dtype)
+            try:
+                dtype = np.dtype(t_dtype)
+            except TypeError as exc:
+                raise DDStoreValueError(f"to_pyg of graph {self.name!r}: t_dtype={t_dtype!r}"
+                                        f" is not a dtype ({exc}); give an integer or float "
+                                        f"dtype (numpy or torch) or None") from None
         if dtype.kind not in "iuf":
             raise DDStoreValueError(f"to_pyg of graph {self.name!r}: t_dtype={t_dtype!r} "
                                     f"must be an integer or float dtype")

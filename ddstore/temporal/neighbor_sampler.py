@@ -5,7 +5,7 @@ import numpy as np
 from .. import _core
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
     DDStoreValueError
-from .._checks import as_indices, as_int, check_indices, is_int, tensor_values
+from .._checks import as_bool, as_indices, as_int, check_indices, is_int, tensor_values
 from .._times import as_times
 from ..memory import available_memory
 
@@ -117,7 +117,7 @@ class TemporalSampler:
         self.strategy = strategy
         self._strategy = _core.SAMPLE_STRATEGIES[strategy]
         self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
-        self.prop_time = bool(prop_time)
+        self.prop_time = as_bool(prop_time, "TemporalSampler: prop_time")
         self.epoch = 0
         for label, v in (("remote_fetch_max", remote_fetch_max),
                          ("remote_range_factor", remote_range_factor)):
