@@ -124,3 +124,27 @@ def test_graph_inputs_named(store):
     with pytest.raises(DDStoreValueError, match=r"t_dtype='garbage' is not a dtype .*"
                                                 r"integer or float dtype"):
         g.to_pyg(t_dtype="garbage")
+
+
+def test_synthetic_stream_arguments_named():
+    """synthetic_stream names a bad seed, communities, probability, edge_dim or alpha
+    (were numpy's 'expected non-negative integer', 'high <= 0', 'negative dimensions',
+    'Integers to negative integer powers', 'Probabilities contain NaN'; p_within=2 and
+    p_repeat=nan were used as they came, communities=0 meant the default); a negative
+    alpha works; the default stream is unchanged value for value."""
+    from ddstore.temporal import synthetic_stream
+    for kw, words in ((dict(seed=-1), "seed=-1 must be an integer >= 0"),
+                      (dict(seed="a"), "seed='a' must be an integer"),
+                      (dict(communities=0), "communities=0 must be an integer >= 1 or None"),
+                      (dict(communities=-3), "communities=-3"),
+                      (dict(p_within=2), "p_within=2 must be a probability in [0, 1]"),
+                      (dict(p_repeat=float("nan")), "p_repeat=nan must be a probability"),
+                      (dict(edge_dim=-1), "edge_dim=-1 must be an integer >= 0"),
+                      (dict(alpha=float("nan")), "alpha=nan must be a finite real number"),
+                      (dict(alpha="1"), "alpha='1'")):
+        with pytest.raises(DDStoreValueError) as info:
+            synthetic_stream(10, 10, **kw)
+        assert words in str(info.value), info.value
+    assert synthetic_stream(10, 20, alpha=-1).num_edges == 20
+    s = synthetic_stream(50, 200, seed=3)
+    assert int(s.src.sum()) == 3683 and float(s.t[-1]) == 215.39860704339418  # as before

@@ -1,4 +1,6 @@
 """A synthetic interaction stream with structure a temporal model can learn."""
+import numbers
+
 import numpy as np
 
 from ..errors import DDStoreValueError
@@ -42,17 +44,31 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
     node's history (TGN, JODIE, APAN) beats one that only looks at the structure of its
     recent neighbours.  With ``partners=0`` (the default) the stream is the one above,
     value for value (the partners come from a generator of their own).
+
+    Arguments: ``seed``, ``edge_dim``, ``partners`` integers >= 0, ``communities`` an
+    integer >= 1 or None, ``p_within`` / ``p_repeat`` probabilities in [0, 1], ``alpha``
+    a finite real; anything else is a :class:`~ddstore.DDStoreValueError` naming it.
     """
     for label, v, low in (("num_nodes", num_nodes, 2), ("num_edges", num_edges, 1),
-                          ("partners", partners, 0)):
+                          ("partners", partners, 0), ("seed", seed, 0),
+                          ("edge_dim", edge_dim, 0)):
         if not is_int(v) or v < low:
             raise DDStoreValueError(f"synthetic_stream: {label}={v!r} must be an integer "
                                     f">= {low}")
-    rng = np.random.default_rng(seed)
+    if communities is not None and (not is_int(communities) or communities < 1):
+        raise DDStoreValueError(f"synthetic_stream: communities={communities!r} must be an "
+                                f"integer >= 1 or None (num_nodes // 64, at least 2)")
+    for label, v, lo, hi in (("p_within", p_within, 0, 1), ("p_repeat", p_repeat, 0, 1),
+                             ("alpha", alpha, -np.inf, np.inf)):
+        if not isinstance(v, numbers.Real) or isinstance(v, (bool, np.bool_)) or \
+                not np.isfinite(v) or not lo <= v <= hi:
+            where = "a probability in [0, 1]" if hi == 1 else "a finite real number"
+            raise DDStoreValueError(f"synthetic_stream: {label}={v!r} must be {where}")
+    rng = np.random.default_rng(int(seed))
     n, e = int(num_nodes), int(num_edges)
-    c = int(communities or max(2, n // 64))
+    c = int(communities) if communities is not None else max(2, n // 64)
     community = rng.integers(0, c, n)
-    activity = 1.0 / np.arange(1, n + 1) ** alpha
+    activity = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** float(alpha)
     activity = activity[rng.permutation(n)]
     src = rng.choice(n, size=e, p=activity / activity.sum())
     # destinations within the source's community, by activity
