@@ -30,7 +30,7 @@ import numpy as np
 
 from .._collective import join_bounded
 from .._checks import (as_indices, check_free_names, check_indices, is_int, partition,
-                       names_under)
+                       names_under, tensor_values)
 from .._times import FLOAT_TIMES, as_time_dtype, as_times
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 from ..placement import alltoallv_rows
@@ -173,9 +173,10 @@ def _flat(arr, shape, what):
 
 
 def _as_array(x):
-    if hasattr(x, "detach") and hasattr(x, "numpy"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
+    """``x`` as a numpy array; a torch tensor through the package's one rule
+    (:func:`~ddstore._checks.tensor_values`: bfloat16, which numpy lacks, as float32,
+    which holds each of its values exactly)."""
+    return np.asarray(tensor_values(x, "NodeMemory"))
 
 
 class NodeMemory:
@@ -530,7 +531,8 @@ class NodeMemory:
 
     def write(self, nodes, memory, ts):
         """Local: stage new memory rows ``memory [len(nodes), memory_dim]`` (this
-        memory's dtype, finite values) for ``nodes`` at times ``ts`` (one per node, or
+        memory's dtype, finite values; a bfloat16 tensor counts as float32, which holds
+        it exactly) for ``nodes`` at times ``ts`` (one per node, or
         one for all: finite reals ``ts_dtype`` holds exactly: integers within
         ``[-2**53, 2**53]`` for float64, whole numbers for int64).  Applied at the next
         :meth:`commit`; a bad argument is raised there, on every rank."""
