@@ -9,7 +9,13 @@
   (so ``NeighborLoader`` and ``LinkNeighborLoader``) wrapped once, so that a hook sees
   every loader just built and its sampler (``loader.node_sampler`` /
   ``loader.link_sampler``): :mod:`ddstore.pyg.workers` refuses worker processes that
-  cannot work there.  PyG offers no seam for this: its loaders call nothing on the
+  cannot work there.
+- :func:`before_neighbor_loader_init`: PyG's ``NeighborLoader.__init__`` and
+  ``LinkNeighborLoader.__init__`` wrapped once, so that a hook sees (and may change) the
+  arguments by name before PyG builds its own sampler from them:
+  :mod:`ddstore.pyg.loader_options` builds ours over ddstore's stores, or refuses
+  sampling options the loader was given that differ from its ``neighbor_sampler``'s
+  (PyG drops them silently when a sampler is given).  PyG offers no seam for this: its loaders call nothing on the
   sampler, the data or the DataLoader arguments while they are built (the sampler is
   stored, and first called in the worker, after the fork); ``worker_init_fn`` runs
   in the worker.  See docs/pyg.md, "Why PyG's loader classes are wrapped".
@@ -22,12 +28,20 @@ abstract ``_put_edge_index`` / ``_put_tensor`` ... methods, whose renaming PyG r
 itself: the class cannot be instantiated).
 """
 import functools
+import inspect
 
-__all__ = ["set_batch_tables", "after_loader_init", "check", "probe_sampler"]
+__all__ = ["set_batch_tables", "after_loader_init", "before_neighbor_loader_init", "check",
+           "probe_sampler"]
 
 # PyG's loader classes, the attribute each keeps its sampler in
 _LOADERS = (("NodeLoader", "node_sampler"), ("LinkLoader", "link_sampler"))
 _HOOKS = []  # what after_loader_init installed, called in order
+# PyG's neighbour loaders, and the arguments before_neighbor_loader_init's hooks read
+_NEIGHBOR_LOADERS = ("NeighborLoader", "LinkNeighborLoader")
+_NEIGHBOR_ARGS = ("data", "num_neighbors", "replace", "subgraph_type", "disjoint",
+                  "temporal_strategy", "time_attr", "weight_attr", "directed",
+                  "neighbor_sampler")
+_ARG_HOOKS = []  # what before_neighbor_loader_init installed, called in order
 
 
 def set_batch_tables(batch, num_graphs, slice_dict, inc_dict):
@@ -65,6 +79,40 @@ def after_loader_init(hook):
         _HOOKS.append(hook)
 
 
+def _with_arguments(init, name):
+    sig = inspect.signature(init)
+    params = list(sig.parameters.values())
+    var_kw = next((p.name for p in params if p.kind is p.VAR_KEYWORD), None)
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        if not _ARG_HOOKS:
+            return init(self, *args, **kwargs)
+        given = dict(sig.bind(self, *args, **kwargs).arguments)  # as passed, by name
+        given.pop(params[0].name)
+        given.update(given.pop(var_kw, {}) if var_kw else {})
+        for hook in list(_ARG_HOOKS):
+            given = hook(name, given)
+        return init(self, **given)
+    __init__.ddstore_arguments = True
+    return __init__
+
+
+def before_neighbor_loader_init(hook):
+    """Run ``hook(class_name, arguments)`` when PyG's ``NeighborLoader`` or
+    ``LinkNeighborLoader`` is built, before its constructor runs: ``arguments`` is a
+    dict of the arguments passed (positional ones by their names; defaults not added),
+    and the hook returns the dict the constructor is then called with.  The
+    constructors are wrapped once; a hook given again is not added twice."""
+    from torch_geometric import loader
+    for name in _NEIGHBOR_LOADERS:
+        cls = getattr(loader, name)
+        if not getattr(cls.__init__, "ddstore_arguments", False):
+            cls.__init__ = _with_arguments(cls.__init__, name)
+    if hook not in _ARG_HOOKS:
+        _ARG_HOOKS.append(hook)
+
+
 def check():
     """The PyG internals ddstore relies on that the installed PyG no longer has, as a
     list of messages, each naming the PyG attribute and what in ddstore needs it
@@ -99,6 +147,7 @@ def check():
                             f"Batch._slice_dict and Batch._inc_dict (set_batch_tables) "
                             f"no longer gives back its graphs ({same or 'they differ'})")
     problems += _check_loaders(version)
+    problems += _check_neighbor_loaders(version)
     return problems
 
 
@@ -157,4 +206,22 @@ def _check_loaders(version):
                                     f"{a!r}, which ddstore.pyg.workers.check_loader reads")
     finally:
         _HOOKS.remove(hook)
+    return problems
+
+
+def _check_neighbor_loaders(version):
+    from torch_geometric import loader
+    problems = []
+    for name in _NEIGHBOR_LOADERS:
+        cls = getattr(loader, name, None)
+        if cls is None:
+            problems.append(f"{version}: torch_geometric.loader.{name} is gone; "
+                            f"ddstore.pyg.loader_options reads its arguments")
+            continue
+        have = inspect.signature(cls.__init__).parameters
+        missing = [a for a in _NEIGHBOR_ARGS if a not in have]
+        if missing:
+            problems.append(f"{version}: {name}.__init__ no longer takes {missing}, "
+                            f"which ddstore.pyg.loader_options reads "
+                            f"(ddstore._pyg_seams.before_neighbor_loader_init)")
     return problems

@@ -17,7 +17,7 @@ from .. import _core
 from .._checks import as_indices, check_indices, is_int, tensor_values
 from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError
-from . import workers
+from . import loader_options, workers
 from ._common import edge_var, node_var
 
 __all__ = ["NeighborSampler", "BidirectionalNeighborSampler"]
@@ -1036,3 +1036,4 @@ def _merged(first, second):
 
 
 workers.install()
+loader_options.install()

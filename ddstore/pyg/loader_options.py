@@ -1,0 +1,131 @@
+"""PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` sampling options over our stores.
+
+PyG's loaders take the sampling options (``num_neighbors``, ``replace``,
+``subgraph_type``, ``disjoint``, ``temporal_strategy``, ``time_attr``, ``weight_attr``,
+the deprecated ``directed``) and build their own sampler from them, unless a
+``neighbor_sampler`` is given, whose options then win and the loader's are dropped
+without a word.  Over ddstore's stores (``data=(FeatureStore, GraphStore)``) PyG's own
+sampler cannot run (it copies the whole edge index to every process, then needs pyg-lib
+or torch-sparse), so, through :func:`ddstore._pyg_seams.before_neighbor_loader_init`:
+
+- **no** ``neighbor_sampler``: the loader builds ours, :class:`~ddstore.pyg.NeighborSampler`
+  over the graph store, from the loader's options, as PyG builds its own
+  (``directed=False``: ``subgraph_type="induced"``, with PyG's deprecation warning;
+  ``is_sorted`` is moot: our lists are sorted at put);
+- **our** sampler given: every sampling option passed to the loader must be the
+  sampler's (``num_neighbors`` compared as the fanouts per edge type and hop); one that
+  differs is refused (:class:`~ddstore.DDStoreValueError` naming the option, the
+  loader's value and the sampler's) instead of being dropped.
+
+Loaders over other data or other samplers are untouched.
+"""
+import warnings
+
+from torch_geometric.sampler.base import NumNeighbors, SubgraphType
+
+from ..errors import DDStoreValueError
+
+__all__ = ["install"]
+
+#: The loader's sampling options, each with how the sampler keeps it.
+_OPTIONS = ("replace", "subgraph_type", "disjoint", "temporal_strategy", "time_attr",
+            "weight_attr")
+_INT64_MAX = (1 << 63) - 1  # the sampler cuts larger fanouts to this
+
+
+def _ours(data):
+    from .feature_store import FeatureStore
+    from .graph_store import GraphStore
+    return (isinstance(data, (tuple, list)) and len(data) == 2
+            and isinstance(data[0], FeatureStore) and isinstance(data[1], GraphStore))
+
+
+def _subgraph_type(value):
+    try:
+        return SubgraphType(value).value
+    except ValueError:
+        return value
+
+
+def _fanouts(sampler, value):
+    """``value`` (a loader's ``num_neighbors``) as the sampler keeps its own: a dict
+    ``{edge type: [fanouts]}`` over the sampler's edge types."""
+    nn = value if isinstance(value, NumNeighbors) else NumNeighbors(value)
+    values = nn.get_values(sampler.edge_types if sampler.is_hetero else None)
+    if sampler.is_hetero and isinstance(values, list):
+        values = {et: values for et in sampler.edge_types}
+    fan = values if isinstance(values, dict) else {None: values}
+    return {et: [min(int(k), _INT64_MAX) for k in ks] for et, ks in fan.items()}
+
+
+def _check_sampler(name, args, sampler):
+    """Refuse a sampling option given to the loader that differs from ``sampler``'s."""
+    def refuse(option, loader_value, sampler_value):
+        raise DDStoreValueError(
+            f"{name}({option}={loader_value!r}, neighbor_sampler=...): the "
+            f"neighbor_sampler samples with {option}={sampler_value!r}, and PyG would "
+            f"drop the loader's {option} without a word; pass the same {option} to "
+            f"both{'' if option == 'num_neighbors' else ', or leave it out of the loader'}"
+            f" (or leave out neighbor_sampler: the loader then builds ddstore's "
+            f"NeighborSampler from its own options)")
+    if "num_neighbors" in args:
+        given = args["num_neighbors"]
+        try:
+            fan = _fanouts(sampler, given)
+        except (ValueError, TypeError) as exc:
+            refuse("num_neighbors", given, f"{sampler.num_neighbors.values!r} ({exc})")
+        if fan != {et: list(ks) for et, ks in sampler._fanouts.items()}:
+            refuse("num_neighbors", given, sampler.num_neighbors.values)
+    have = {"replace": sampler.replace, "subgraph_type": sampler.subgraph_type,
+            "disjoint": sampler._disjoint, "temporal_strategy": sampler.temporal_strategy,
+            "time_attr": sampler.time_attr, "weight_attr": sampler.weight_attr}
+    for option in _OPTIONS:
+        if option not in args:
+            continue
+        given = args[option]
+        if option == "subgraph_type":
+            given = _subgraph_type(given)
+        elif option in ("replace", "disjoint"):
+            given = bool(given)
+        if given != have[option]:
+            refuse(option, args[option], have[option])
+    if "directed" in args and not args["directed"] and sampler.subgraph_type != "induced":
+        refuse("directed", args["directed"],
+               f"True (subgraph_type={sampler.subgraph_type!r})")
+
+
+def _arguments(name, args):
+    """The hook: ``args`` of a ``NeighborLoader`` / ``LinkNeighborLoader`` about to be
+    built, returned with our sampler when over our stores (see the module docstring)."""
+    from .sampler import NeighborSampler
+    data = args.get("data")
+    if not _ours(data):
+        return args
+    sampler = args.get("neighbor_sampler")
+    if isinstance(sampler, NeighborSampler):
+        _check_sampler(name, args, sampler)
+        return args
+    if sampler is not None:  # another sampler (BidirectionalNeighborSampler...): PyG's rules
+        return args
+    if "num_neighbors" not in args:
+        return args  # PyG's own TypeError names it
+    subgraph_type = args.get("subgraph_type", "directional")
+    if not args.get("directed", True):
+        warnings.warn(f"The usage of the 'directed' argument in '{name}' is deprecated. "
+                      f"Use `subgraph_type='induced'` instead.", stacklevel=4)
+        subgraph_type = "induced"
+    args = dict(args)
+    args["neighbor_sampler"] = NeighborSampler(
+        data[1], args["num_neighbors"], replace=args.get("replace", False),
+        disjoint=args.get("disjoint", False),
+        temporal_strategy=args.get("temporal_strategy", "uniform"),
+        time_attr=args.get("time_attr"), subgraph_type=subgraph_type,
+        weight_attr=args.get("weight_attr"))
+    return args
+
+
+def install():
+    """Make PyG's ``NeighborLoader`` and ``LinkNeighborLoader`` apply the rules of this
+    module over our stores (:func:`ddstore._pyg_seams.before_neighbor_loader_init`)."""
+    from .._pyg_seams import before_neighbor_loader_init
+    before_neighbor_loader_init(_arguments)

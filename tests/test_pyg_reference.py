@@ -1,0 +1,162 @@
+"""ddstore.pyg against PyG's own reference behaviour (in-process, one rank).
+
+PyG's ``NeighborLoader`` / ``LinkNeighborLoader`` take the sampling options and build
+their own sampler from them; given a ``neighbor_sampler`` they drop those options
+silently.  Over ddstore's stores the loader now builds ddstore's sampler from its own
+options (``ddstore.pyg.loader_options``), and refuses an option that differs from the
+sampler it is given.  Full neighbourhoods (``-1``) are compared with PyG's in-memory
+``k_hop_subgraph`` / ``subgraph`` (pyg-lib, which PyG's in-memory loader needs, is not
+installed here)."""
+import warnings
+
+import pytest
+import torch
+
+
+def _graph(store, time_attr=None):
+    from torch_geometric.data import Data
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(40, 3, generator=g),
+                edge_index=torch.randint(0, 40, (2, 150), generator=g),
+                t=torch.randint(0, 10, (40,), generator=g))
+    return data, dpyg.from_pyg(store, data, name="ref", time_attr=time_attr)
+
+
+def _batches(loader):
+    keys = ("n_id", "e_id", "edge_index", "x", "batch", "input_id")
+    return [tuple(getattr(b, k, None) for k in keys) +
+            tuple(getattr(b, k, None) for k in ("num_sampled_nodes", "num_sampled_edges"))
+            for b in loader]
+
+
+def _equal(a, b):
+    assert len(a) == len(b) and a
+    for p, q in zip(a, b):
+        for u, v in zip(p, q):
+            assert (u is None and v is None) or (
+                torch.equal(u, v) if isinstance(u, torch.Tensor) else u == v)
+
+
+@pytest.mark.parametrize("options", [
+    dict(), dict(disjoint=True), dict(subgraph_type="induced"),
+    dict(subgraph_type="bidirectional"), dict(replace=True)])
+def test_loader_builds_our_sampler_from_its_options(store, options):
+    """NeighborLoader((fs, gs), ...) with no neighbor_sampler: PyG's call as is, the
+    batches those of our sampler built with the same options (same seed: torch's)."""
+    from torch_geometric.loader import NeighborLoader
+    from ddstore import pyg as dpyg
+    data, (fs, gs) = _graph(store)
+    seeds = torch.arange(0, 40, 3)
+
+    def run(**extra):
+        torch.manual_seed(5)
+        return _batches(NeighborLoader((fs, gs), num_neighbors=[3, 2], batch_size=4,
+                                       input_nodes=seeds, **options, **extra))
+    ours = run()
+    explicit = run(neighbor_sampler=dpyg.NeighborSampler(gs, [3, 2], **options))
+    _equal(ours, explicit)
+    loader = NeighborLoader((fs, gs), num_neighbors=[3, 2], input_nodes=seeds, **options)
+    s = loader.node_sampler
+    assert isinstance(s, dpyg.NeighborSampler) and s.fanouts() == [3, 2]
+    assert (s.replace, s._disjoint, s.subgraph_type) == (
+        options.get("replace", False), options.get("disjoint", False),
+        options.get("subgraph_type", "directional"))
+
+
+def test_full_neighbourhoods_as_pyg(store):
+    """-1 fanouts: the nodes of each batch are PyG's k_hop_subgraph of its seeds (in
+    edges, flow source_to_target), every edge a stored edge with its e_id, x by n_id;
+    induced: the edges are PyG's subgraph of those nodes; directed=False is induced
+    (with PyG's deprecation warning)."""
+    from torch_geometric.loader import NeighborLoader
+    from torch_geometric.utils import k_hop_subgraph, subgraph
+    data, (fs, gs) = _graph(store)
+    ei = data.edge_index
+    for kw in (dict(), dict(subgraph_type="induced"), dict(directed=False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loader = NeighborLoader((fs, gs), num_neighbors=[-1, -1], batch_size=5,
+                                    input_nodes=torch.arange(0, 40, 4), **kw)
+        assert any("'directed' argument" in str(w.message) for w in caught) == \
+            ("directed" in kw)
+        for b in loader:
+            seeds = b.n_id[:b.batch_size]
+            want, _, _, _ = k_hop_subgraph(seeds, 2, ei, num_nodes=40)
+            assert sorted(b.n_id.tolist()) == want.tolist()
+            assert torch.equal(b.x, data.x[b.n_id])
+            got = b.n_id[b.edge_index]
+            assert torch.equal(got, ei[:, b.e_id])
+            if kw:
+                sub, _ = subgraph(b.n_id, ei, num_nodes=40)
+                key = lambda e: sorted(map(tuple, e.t().tolist()))  # noqa: E731
+                assert key(got) == key(sub)
+
+
+def test_link_loader_builds_our_sampler(store):
+    """LinkNeighborLoader((fs, gs), ...) with no neighbor_sampler and binary negatives:
+    the batches those of our sampler given explicitly."""
+    from torch_geometric.loader import LinkNeighborLoader
+    from ddstore import pyg as dpyg
+    data, (fs, gs) = _graph(store)
+    label_index = (None, data.edge_index[:, :20])
+
+    def run(**extra):
+        torch.manual_seed(3)
+        return [(b.n_id, b.edge_label_index, b.edge_label, b.e_id) for b in
+                LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=6,
+                                   edge_label_index=label_index,
+                                   neg_sampling="binary", **extra)]
+    ours = run()
+    explicit = run(neighbor_sampler=dpyg.NeighborSampler(gs, [2]))
+    _equal(ours, explicit)
+
+
+def test_temporal_loader_options(store):
+    """time_attr and input_time given to the loader alone reach our sampler: every
+    sampled node's time is not later than its seed's."""
+    from torch_geometric.loader import NeighborLoader
+    data, (fs, gs) = _graph(store, time_attr="t")
+    seeds = torch.arange(40)
+    times = torch.full((40,), 4)
+    for strategy in ("uniform", "last"):
+        loader = NeighborLoader((fs, gs), num_neighbors=[2, 2], batch_size=8,
+                                input_nodes=seeds, input_time=times, time_attr="t",
+                                temporal_strategy=strategy)
+        assert loader.node_sampler.temporal_strategy == strategy
+        sampled = 0
+        for b in loader:
+            assert b.batch is not None  # temporal: disjoint
+            assert (data.t[b.n_id[b.batch_size:]] <= 4).all()
+            sampled += b.n_id.numel() - b.batch_size
+        assert sampled > 0
+
+
+@pytest.mark.parametrize("loader_kw, sampler_kw, option", [
+    (dict(num_neighbors=[2]), dict(num_neighbors=[-1]), "num_neighbors"),
+    (dict(num_neighbors=[2], disjoint=True), dict(num_neighbors=[2]), "disjoint"),
+    (dict(num_neighbors=[2], replace=True), dict(num_neighbors=[2]), "replace"),
+    (dict(num_neighbors=[2], subgraph_type="induced"), dict(num_neighbors=[2]),
+     "subgraph_type"),
+    (dict(num_neighbors=[2], directed=False), dict(num_neighbors=[2]), "directed"),
+    (dict(num_neighbors=[2], time_attr="t", input_time=torch.zeros(40, dtype=torch.long)),
+     dict(num_neighbors=[2]), "time_attr"),
+    (dict(num_neighbors=[2], temporal_strategy="last"), dict(num_neighbors=[2]),
+     "temporal_strategy"),
+    (dict(num_neighbors=[2], weight_attr="w"), dict(num_neighbors=[2]), "weight_attr"),
+])
+def test_loader_option_differing_from_sampler_refused(store, loader_kw, sampler_kw,
+                                                      option):
+    """An option the loader was given that its neighbor_sampler does not sample with is
+    refused naming it (PyG drops it without a word); the same option passes."""
+    from torch_geometric.loader import NeighborLoader
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    _, (fs, gs) = _graph(store)
+    sampler = dpyg.NeighborSampler(gs, **sampler_kw)
+    with pytest.raises(DDStoreValueError, match=rf"NeighborLoader\({option}=.*the "
+                       rf"neighbor_sampler samples with {option}="):
+        NeighborLoader((fs, gs), input_nodes=torch.arange(40), neighbor_sampler=sampler,
+                       **loader_kw)
+    NeighborLoader((fs, gs), input_nodes=torch.arange(40), neighbor_sampler=sampler,
+                   **sampler_kw, subgraph_type="directional", disjoint=False)
