@@ -665,6 +665,10 @@ class DynamicGraph:
         The distinct steps are built in increasing order, each from the cheapest base
         (usually the one built just before), so a run of consecutive steps costs one
         delta per step."""
+        if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+            raise DDStoreValueError(f"DynamicGraph {self.name!r}.snapshots: steps must be "
+                                    f"a sequence of integers in [0, {self.num_steps}), got "
+                                    f"{type(steps).__name__}")
         steps = [self._check_step(t, "steps[i]") for t in steps]
         built = {}
         for t in sorted(set(steps)):
@@ -674,6 +678,7 @@ class DynamicGraph:
     def _range(self, start, stop, what):
         if stop is None:
             stop = self.num_steps
+        start, stop = integer_scalar(start), integer_scalar(stop)
         for label, v in (("start", start), ("stop", stop)):
             if not is_int(v):
                 raise DDStoreValueError(f"DynamicGraph {self.name!r}.{what}: {label} must "

@@ -74,6 +74,7 @@ def load_pgt_json(path, dtype=np.float32):
     (sorted by name) and then ``y`` as features.  Any other layout raises an error that
     names the keys found.
     """
+    dtype = _series_dtype(dtype)
     path = regular_file(path, "load_pgt_json: cannot read ", "no such file")
     try:
         with open(path, "rb") as fh:
@@ -124,7 +125,7 @@ def _read_matrix(doc, path, dtype):
         raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} is not a numeric array: "
                                 f"{exc}") from None
     edges = _pgt_pairs(doc["edges"], path, "'edges'")
-    data = np.ascontiguousarray(check_series_array(data, f"{path}: {key!r}"), dtype=dtype)
+    data = _cast(check_series_array(data, f"{path}: {key!r}"), dtype, path, repr(key))
     weights = _pgt_weights(doc.get("weights"), edges.shape[1], path, "'weights'")
     node_ids = _pgt_node_ids(doc, data.shape[1], path)
     return Series(data.shape, data.dtype, lambda a, b: data[a:b], edge_index=edges,
@@ -160,7 +161,7 @@ def _read_edge_mapping(doc, path, dtype):
                 raise _pgt_error(path, f"edge_mapping.edge_weight has no step '{t}'")
             weights.append(_pgt_weights(weight[str(t)], e.shape[1], path,
                                         f"edge_mapping.edge_weight['{t}']"))
-    data = np.ascontiguousarray(y[:, :, None], dtype=dtype)
+    data = _cast(y[:, :, None], dtype, path, "'y'")
     return DynamicSeries(data, edges, weights, target_feature=0,
                          node_ids=_pgt_node_ids(doc, data.shape[1], path),
                          source=f"{os.path.basename(str(path))}[edge_mapping]")
@@ -259,7 +260,7 @@ def _read_nodes_links(doc, path, dtype):
     if arr.ndim != 3:
         raise _pgt_error(path, f"node series must be lists of numbers of one length, "
                                f"got shape {arr.shape}")
-    data = np.ascontiguousarray(arr.transpose(2, 0, 1), dtype=dtype)
+    data = _cast(arr.transpose(2, 0, 1), dtype, path, "the nodes' series")
     series = Series(data.shape, data.dtype, lambda a, b: data[a:b],
                     edge_index=np.array([src, dst], dtype=np.int64).reshape(2, -1),
                     edge_weight=w, node_ids=ids,
@@ -322,7 +323,7 @@ def _pgt_step_signals(steps, path, dtype):
     if len({c.shape for c in cols}) != 1:
         raise _pgt_error(path, f"steps have different node/feature shapes "
                                f"{sorted({c.shape for c in cols})}")
-    return np.ascontiguousarray(np.stack(cols), dtype=dtype), target
+    return _cast(np.stack(cols), dtype, path, "the steps' 'X' / 'y'"), target
 
 
 # ------------------------------------------------------------------- shared helpers
@@ -331,6 +332,38 @@ _PGT_KNOWN = ("expected 'edges' and one of 'FX' (chickenpox), 'X' + 'weights' (P
               "(WikiMath); or 'edge_mapping' + 'y' + 'time_periods' (England COVID); or "
               "per-step '0', '1', ... with their own 'edges', 'weights', 'X', 'y' "
               "(Twitter tennis); or 'nodes' + 'links' (Montevideo bus)")
+
+
+def _series_dtype(dtype):
+    """``dtype`` (the series' numpy dtype) checked: a floating-point type (the file's
+    numbers are read as float64; an integer type would truncate them and turn NaN into
+    garbage)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise DDStoreValueError(f"load_pgt_json: dtype={dtype!r} is not a numpy dtype "
+                                f"({exc}); allowed: float16, float32, float64") from None
+    if dt.kind != "f":
+        raise DDStoreValueError(f"load_pgt_json: dtype={dt}; allowed: float16, float32, "
+                                f"float64")
+    return dt
+
+
+def _cast(values, dtype, path, what):
+    """float64 ``values`` ``[T, nodes, F]`` as a C-ordered ``dtype`` array, or raise
+    naming the first value that the cast made infinite (beyond the dtype's range): a
+    finite number in the file is never stored as inf."""
+    with np.errstate(over="ignore"):
+        out = np.ascontiguousarray(values, dtype=dtype)
+    if dtype.itemsize < 8:
+        grew = ~np.isfinite(out) & np.isfinite(values)
+        if grew.any():
+            t, node, feat = (int(i) for i in np.argwhere(grew)[0])
+            raise _pgt_error(path, f"{what}: step {t}, node {node}, feature {feat} holds "
+                                   f"{float(values[t, node, feat])!r}, beyond dtype={dtype} "
+                                   f"(largest finite {float(np.finfo(dtype).max):.4g}); "
+                                   f"allowed: dtype=np.float64 for such values")
+    return out
 
 
 def _pgt_error(path, msg):

@@ -3,7 +3,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreValueError
-from .._checks import as_int, is_int
+from .._checks import as_bool, as_int, is_int
 
 __all__ = ["BatchShuffleSampler", "assign_blocks"]
 
@@ -108,16 +108,24 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
         if not is_int(seed) or seed < 0:  # numpy's generator takes no negative seed
             raise DDStoreValueError(f"BatchShuffleSampler: seed={seed!r} must be an "
                                     f"integer >= 0")
+        from .dataset import _WindowView
+        if not isinstance(split, _WindowView):
+            raise DDStoreValueError(f"BatchShuffleSampler: split must be a WindowDataset "
+                                    f"or one of its splits, got {type(split).__name__}")
         ds = split.dataset
         store = ds.store
-        self.num_replicas = store.size if num_replicas is None else int(num_replicas)
-        self.rank = store.rank if rank is None else int(rank)
+        self.num_replicas = store.size if num_replicas is None else \
+            as_int(num_replicas, "BatchShuffleSampler: num_replicas", 1)
+        self.rank = store.rank if rank is None else as_int(rank, "BatchShuffleSampler: rank")
         if not 0 <= self.rank < self.num_replicas:
-            raise DDStoreValueError(f"rank={self.rank} out of range [0, "
-                                    f"{self.num_replicas})")
+            raise DDStoreValueError(f"BatchShuffleSampler: rank={self.rank} out of range "
+                                    f"[0, {self.num_replicas}) (num_replicas)")
+        shuffle = as_bool(shuffle, "BatchShuffleSampler: shuffle")
+        drop_last = as_bool(drop_last, "BatchShuffleSampler: drop_last")
         width = store.group_size
         if local is None:
             local = width > 1
+        local = as_bool(local, "BatchShuffleSampler: local")
         if local and width > 1 and self.num_replicas % width:
             raise DDStoreValueError(f"local=True needs num_replicas ({self.num_replicas}) "
                                     f"to be a multiple of the store width {width}")

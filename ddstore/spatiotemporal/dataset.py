@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
-from .._checks import as_indices, check_indices, integer_scalar, is_int
+from .._checks import (as_bool, as_indices, as_int, check_indices, integer_scalar,
+                      is_int)
 from .._fingerprint import fingerprint, same_data
 from ..sources.base import check_same_files
 from ..sources.series import Series, from_arrays
@@ -114,6 +115,7 @@ def set_epoch(loader, epoch):
     """Call ``set_epoch`` on a DataLoader's sampler and batch sampler, where they have it
     (and on the sampler a batch sampler wraps: :func:`ddstore.prefetch.epoch_samplers`)."""
     from ..prefetch import epoch_samplers
+    epoch = as_int(epoch, "set_epoch: epoch", 0)  # as BatchShuffleSampler.set_epoch
     for s in epoch_samplers(loader):
         s.set_epoch(epoch)
 
@@ -222,6 +224,7 @@ class _WindowView(torch.utils.data.Dataset):
         if not is_int(batch_size) or batch_size < 1:
             raise DDStoreValueError(f"{what}: batch_size={batch_size!r} must be an integer "
                                     f">= 1")
+        batch_size = int(batch_size)  # torch's BatchSampler takes no numpy integer
         prefetch = check_prefetch(prefetch, num_workers, what)
         if num_workers:
             raise DDStoreValueError(f"{what}: num_workers={num_workers!r}; the store is "
@@ -239,6 +242,12 @@ class _WindowView(torch.utils.data.Dataset):
                                     f"on {ds.device} (resident='device'); allowed: "
                                     f"device=None or {str(ds.device)!r}")
         if sampler == "global":
+            # DistributedSampler wants a Python int seed and bools (a numpy seed fails at
+            # the first epoch; a float or a truthy string would be taken and fail late,
+            # or mean True); BatchShuffleSampler checks its own
+            seed = as_int(seed, f"{what}: seed")
+            shuffle = as_bool(shuffle, f"{what}: shuffle")
+            drop_last = as_bool(drop_last, f"{what}: drop_last")
             smp = torch.utils.data.DistributedSampler(
                 self, num_replicas=store.size, rank=store.rank, shuffle=shuffle,
                 seed=seed, drop_last=drop_last)
@@ -528,7 +537,8 @@ class WindowDataset(_WindowView):
                                              else None))
             series, fill, tf = self._configure(
                 store, name, series, horizon, split, overlap, standardize, per_node,
-                time_features, timestamps, fill, dtype, device, halo, resident)
+                time_features, timestamps, fill, dtype, device, halo, resident,
+                chunk_bytes)
             # and the data in memory: each rank stores its own steps from its own copy,
             # so copies that differ would be stored as a mix of them
             step.agree(same={
@@ -543,7 +553,7 @@ class WindowDataset(_WindowView):
         self._counts = {}
         self._tf = self._dev_series = None
         with store.transaction(f"WindowDataset {name!r}"):  # the series, or nothing
-            self._load(series, fill, max(1, int(chunk_bytes) // (n * f * 8)))
+            self._load(series, fill, max(1, self.chunk_bytes // (n * f * 8)))
             # the copies on the device (a device out of memory on one rank raises on
             # every rank, and the series is removed)
             with store.collective(None):
@@ -552,7 +562,7 @@ class WindowDataset(_WindowView):
                 if self.resident == "device":
                     self._dev_series = torch.empty((T, n, f), dtype=self._tdtype,
                                                    device=self.device)
-                    rows = max(1, int(chunk_bytes) // (n * f * dt.itemsize))
+                    rows = max(1, self.chunk_bytes // (n * f * dt.itemsize))
                     for a in range(0, T, rows):
                         b = min(T, a + rows)
                         self._dev_series[a:b] = torch.from_numpy(
@@ -674,7 +684,7 @@ class WindowDataset(_WindowView):
 
     def _configure(self, store, name, series, horizon, split, overlap, standardize,
                    per_node, time_features, timestamps, fill, dtype, device, halo,
-                   resident):
+                   resident, chunk_bytes):
         """Local validation of every argument; no communication."""
         if not isinstance(name, str) or not name:
             raise DDStoreValueError(f"name must be a non-empty str, got {name!r}")
@@ -686,11 +696,20 @@ class WindowDataset(_WindowView):
         self.store, self.name, self.horizon = store, name, h
         self.num_steps, self.num_nodes = T, n
         self.num_series_features = f
-        self.overlap, self.per_node, self.standardized = bool(overlap), bool(per_node), \
-            bool(standardize)
-        self.split_bounds = split_ranges(T, h, split, overlap)
+        # flags are True or False, never truthiness ("no" or None would be read wrongly)
+        self.overlap = as_bool(overlap, "WindowDataset: overlap")
+        self.per_node = as_bool(per_node, "WindowDataset: per_node")
+        self.standardized = as_bool(standardize, "WindowDataset: standardize")
+        halo = as_bool(halo, "WindowDataset: halo")
+        self.chunk_bytes = as_int(chunk_bytes, "WindowDataset: chunk_bytes", 1)
+        self.split_bounds = split_ranges(T, h, split, self.overlap)
         self.source = series.source
-        dt = np.dtype(dtype)
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as exc:
+            raise DDStoreValueError(f"dtype={dtype!r} for the stored series is not a numpy "
+                                    f"dtype ({exc}); allowed: float16, float32, "
+                                    f"float64") from None
         if dt.kind != "f":
             raise DDStoreValueError(f"dtype={dt} for the stored series; allowed: float16, "
                                     f"float32, float64")
@@ -836,15 +855,34 @@ class WindowDataset(_WindowView):
                     vals = np.asarray(raw, dtype=np.float64)
                     if fill is not None and check:
                         vals = np.where(np.isfinite(vals), vals, fill)
-                    if self.standardized:
-                        vals = (vals - mean) / std
-                    block = vals.astype(self.dtype)
+                    with np.errstate(over="ignore"):  # inf: refused by _check_fits
+                        if self.standardized:
+                            vals = (vals - mean) / std
+                        block = vals.astype(self.dtype)
                     del vals
                 else:
-                    block = np.asarray(raw, dtype=self.dtype)
+                    with np.errstate(over="ignore"):
+                        block = np.asarray(raw, dtype=self.dtype)
+                self._check_fits(block, raw, a)
                 store.update(self.name, block, local)
                 del raw, block
         store.sync()
+
+    def _check_fits(self, block, raw, first):
+        """Raise naming the first value of ``block`` (steps from ``first``, as stored)
+        that the cast to the stored dtype made infinite: the source's values are finite
+        here (checked, or filled), so an inf is an overflow that would be stored."""
+        if (self.dtype.itemsize >= 8 and not self.standardized) or np.isfinite(block).all():
+            return
+        k = int(np.argmax(~np.isfinite(block).reshape(-1)))
+        t, node, feat = np.unravel_index(k, block.shape)
+        value = float(raw[t, node, feat])
+        what = " once standardised" if self.standardized else ""
+        raise DDStoreValueError(
+            f"series for {self.name!r}: step {first + int(t)}, node {int(node)}, feature "
+            f"{int(feat)} (value {value!r}){what} does not fit the stored dtype={self.dtype} "
+            f"(largest finite {float(np.finfo(self.dtype).max):.4g}); allowed: values "
+            f"within that range, or dtype=np.float64, or standardize=True")
 
     # ------------------------------------------------------------------ reading
     def rows_of(self, starts):
@@ -959,7 +997,11 @@ class WindowDataset(_WindowView):
         arr = values if is_torch else np.asarray(values)
         last = arr.shape[-1] if arr.ndim else 0
         if features is not None:
-            feats = [int(i) for i in np.atleast_1d(features)]
+            feats = [integer_scalar(i) for i in np.atleast_1d(features)]
+            if not all(is_int(i) for i in feats):
+                raise DDStoreValueError(f"inverse_transform: features={features!r} must "
+                                        f"be integers in [0, {f})")
+            feats = [int(i) for i in feats]
             if any(not 0 <= i < f for i in feats):
                 raise DDStoreValueError(f"inverse_transform: features {feats} out of range "
                                         f"[0, {f})")

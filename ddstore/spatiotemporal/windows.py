@@ -10,7 +10,7 @@ import numbers
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .._checks import is_int
+from .._checks import integer_scalar, is_int
 
 __all__ = ["check_horizon", "num_windows", "split_ranges", "window_weights",
            "Moments", "chunk_moments", "series_layout"]
@@ -19,7 +19,9 @@ SPLIT_NAMES = ("train", "val", "test")
 
 
 def check_horizon(horizon, num_steps):
-    """Validate ``horizon`` against a series of ``num_steps`` steps; returns it as int."""
+    """Validate ``horizon`` against a series of ``num_steps`` steps; returns it as int
+    (a Python or numpy integer, or a 0-d integer tensor; never a float or a bool)."""
+    horizon = integer_scalar(horizon)
     if not is_int(horizon):
         raise DDStoreValueError(f"horizon must be an integer in [1, {num_steps // 2}] "
                                 f"(2*horizon <= T = {num_steps}), got {horizon!r}")
@@ -144,16 +146,27 @@ class Moments:
         if self.count == 0:
             return other
         n = self.count + other.count
-        delta = other.mean - self.mean
-        mean = self.mean + delta * (other.count / n)
-        m2 = self.m2 + other.m2 + delta * delta * (self.count * other.count / n)
+        with np.errstate(over="ignore", invalid="ignore"):  # inf: refused by mean_std
+            delta = other.mean - self.mean
+            mean = self.mean + delta * (other.count / n)
+            m2 = self.m2 + other.m2 + delta * delta * (self.count * other.count / n)
         return Moments(n, mean, m2)
 
     def mean_std(self):
         """(mean, population std); a zero std becomes 1 so that scaling is defined."""
         if self.count == 0:
             raise DDStoreValueError("no training window to compute statistics from")
-        std = np.sqrt(np.maximum(self.m2 / self.count, 0.0))
+        with np.errstate(over="ignore", invalid="ignore"):
+            std = np.sqrt(np.maximum(self.m2 / self.count, 0.0))
+        if not (np.isfinite(self.mean).all() and np.isfinite(std).all()):
+            # values near float64's limit: their squares overflow, the std is inf and
+            # every standardised value would come out 0
+            raise DDStoreValueError(
+                f"standardize: the training windows' mean or standard deviation overflows "
+                f"float64 (mean {np.max(np.abs(self.mean)):.3g}, std "
+                f"{np.max(std):.3g}): the series' values are too large to standardise; "
+                f"allowed: values whose squares fit float64 (|x| < 1e154), or "
+                f"standardize=False")
         std = np.where(std > 0, std, 1.0)
         return self.mean.copy(), std
 
@@ -165,6 +178,11 @@ def chunk_moments(values, weights, per_node):
     """Moments of one block ``values`` ``[k, nodes, f]`` (float64) with step ``weights``."""
     k, n, f = values.shape
     total = float(weights.sum())
+    with np.errstate(over="ignore", invalid="ignore"):  # inf: refused by mean_std
+        return _chunk_moments(values, weights, per_node, k, n, f, total)
+
+
+def _chunk_moments(values, weights, per_node, k, n, f, total):
     if total == 0:
         return Moments.empty(n, f, per_node)
     flat = values.reshape(k, n * f)

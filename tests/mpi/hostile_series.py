@@ -1,0 +1,55 @@
+"""MPI program (2 ranks) of the hostile round on the spatiotemporal layer
+(tests/test_hostile_series.py): a value beyond the stored dtype in steps only the last
+member stores (width 2, halo) is refused with the same error on every rank, naming the
+step, and nothing is stored; a statistic that overflows likewise; loaders given numpy
+integers (batch size, seed, epoch) give DistributedSampler's order on every rank, for the
+plain, prefetching and device='cpu' loaders.  Exits non-zero on any failure."""
+import numpy as np
+import torch
+from mpi4py import MPI
+
+from _harness import check, expect_error, run_main
+
+torch.set_num_threads(1)
+
+import ddstore  # noqa: E402
+from ddstore import DDStoreValueError  # noqa: E402
+from ddstore import spatiotemporal as st  # noqa: E402
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+
+
+def main():
+    base = np.random.default_rng(1).standard_normal((80, 3, 2))
+    for width in (1, size):
+        with ddstore.DDStore(comm, width=width) as store:
+            big = base.copy()
+            big[78, 2, 1] = 1e300  # in the last member's steps only (width 2)
+            expect_error(DDStoreValueError, ["step 78, node 2, feature 1",
+                                             "does not fit the stored dtype=float32"],
+                         st.WindowDataset, store, "big", big, 2, standardize=False,
+                         what=f"w{width} overflow", agree=True, store=store)
+            expect_error(DDStoreValueError, ["overflows float64", "standardize=False"],
+                         st.WindowDataset, store, "huge", base * 1e200, 2,
+                         what=f"w{width} statistics", agree=True, store=store)
+            ds = st.WindowDataset(store, "ok", base, 3, standardize=False,
+                                  dtype=np.float64)
+            train = ds.splits()[0]
+            for kw in ({}, {"prefetch": 2}, {"device": "cpu"}):
+                loader = train.loader(np.int64(4), seed=np.int64(9), **kw)
+                for epoch in (np.int64(0), np.int64(2)):
+                    st.set_epoch(loader, epoch)
+                    got = [x.numpy() for xb, _ in loader for x in xb]
+                    ref = torch.utils.data.DistributedSampler(
+                        range(len(train)), num_replicas=size, rank=rank, seed=9)
+                    ref.set_epoch(int(epoch))
+                    want = [base[train.start + i:train.start + i + 3] for i in ref]
+                    check(len(got) == len(want) and
+                          all(np.array_equal(a, b) for a, b in zip(got, want)),
+                          f"w{width} {kw} epoch {epoch}: not DistributedSampler's order")
+            store.remove("ok")
+            check(store.variables() == [], f"left {store.variables()}")
+
+
+run_main(main)
