@@ -242,3 +242,21 @@ def test_pgt_json_dtype_checked(dtype):
     with pytest.raises(DDStoreValueError, match=r"load_pgt_json: dtype=.*allowed: float16, "
                                                 r"float32, float64"):
         st.load_pgt_json("/nonexistent.json", dtype=dtype)
+
+
+# ------------------------------------------------------------- from_arrays / Series
+def test_series_arguments():
+    x = np.zeros((30, 4))
+    # before: accepted with 2 ids for 4 nodes (kept in the checkpoint record)
+    with pytest.raises(DDStoreValueError, match=r"node_ids must hold one id per node "
+                                                r"\(4\), got 2 entries"):
+        st.from_arrays(x, node_ids=["a", "b"])
+    assert st.from_arrays(x, node_ids=list("abcd")).node_ids == list("abcd")
+    # before: a bare ValueError from numpy
+    with pytest.raises(DDStoreValueError, match=r"edge_weight has dtype <U1; allowed: "
+                                                r"bool, integer or floating point"):
+        st.from_arrays(x, np.array([[0], [1]]), ["a"])
+    # before: a bare FileNotFoundError
+    with pytest.raises(DDStoreValueError, match=r"gaussian_kernel_adjacency: cannot read "
+                                                r"/nonexistent.csv"):
+        st.gaussian_kernel_adjacency("/nonexistent.csv", ["a"])

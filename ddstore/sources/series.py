@@ -83,9 +83,12 @@ def check_edges(edge_index, edge_weight, num_nodes, what):
     if edge_weight is None:
         ew = np.ones(ei.shape[1], dtype=np.float32)
     else:
+        ew = _as_array(edge_weight, f"{what}: edge_weight")
+        if ew.dtype.kind not in "biuf":
+            raise DDStoreValueError(f"{what}: edge_weight has dtype {ew.dtype}; allowed: "
+                                    f"bool, integer or floating point numbers")
         with np.errstate(over="ignore"):  # beyond float32: inf, refused below
-            ew = np.ascontiguousarray(_as_array(edge_weight, f"{what}: edge_weight"),
-                                      dtype=np.float32).reshape(-1)
+            ew = np.ascontiguousarray(ew, dtype=np.float32).reshape(-1)
         if ew.shape[0] != ei.shape[1]:
             raise DDStoreValueError(f"{what}: edge_weight has {ew.shape[0]} entries, "
                                     f"edge_index has {ei.shape[1]} edges")
@@ -151,6 +154,12 @@ class Series:
         self.edge_index, self.edge_weight = check_edges(edge_index, edge_weight,
                                                    self.num_nodes, source or "series")
         self.timestamps = check_timestamps(timestamps, self.num_steps, source or "series")
+        if node_ids is not None and (not hasattr(node_ids, "__len__") or
+                                     len(node_ids) != self.num_nodes):
+            got = f"{len(node_ids)} entries" if hasattr(node_ids, "__len__") else \
+                type(node_ids).__name__
+            raise DDStoreValueError(f"{source or 'series'}: node_ids must hold one id per "
+                                    f"node ({self.num_nodes}), got {got}")
         self.node_ids = node_ids
 
     def read(self, start, stop):
@@ -239,8 +248,13 @@ def gaussian_kernel_adjacency(distances, sensor_ids, normalized_k=0.1):
     float32 in the order of ``sensor_ids``.
     """
     if isinstance(distances, (str, os.PathLike)):
-        rows = np.genfromtxt(distances, delimiter=",", names=True, dtype=None,
-                             encoding="utf-8")
+        try:
+            rows = np.genfromtxt(distances, delimiter=",", names=True, dtype=None,
+                                 encoding="utf-8")
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise DDStoreValueError(f"gaussian_kernel_adjacency: cannot read {distances} "
+                                    f"as a CSV from,to,cost: {type(exc).__name__}: "
+                                    f"{exc}") from None
         names = rows.dtype.names
         if names is None or len(names) < 3:
             raise DDStoreValueError(f"{distances}: expected CSV columns from,to,cost, got "
