@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import passed_on
 from ddstore import DDStoreValueError
 from ddstore.temporal import average_precision, roc_auc
 
@@ -148,3 +149,37 @@ def test_synthetic_stream_arguments_named():
     assert synthetic_stream(10, 20, alpha=-1).num_edges == 20
     s = synthetic_stream(50, 200, seed=3)
     assert int(s.src.sum()) == 3683 and float(s.t[-1]) == 215.39860704339418  # as before
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [2])
+@pytest.mark.shared_launch("hostile_temporal.py", timeout=120)
+def test_hostile_temporal_mpi(shared_launch, nprocs):
+    """EdgeBatches(comm=...) agrees its settings and set_epoch its epoch over comm (ranks
+    with another batch_size, seed, split, graph or epoch cut different batches: edges
+    trained twice or never, silently); link_prediction_metrics' root and values agreed
+    (tests/mpi/hostile_temporal.py)."""
+    passed_on(shared_launch, nprocs)
+
+
+def test_node_memory_takes_bfloat16_as_float32(store):
+    """A bfloat16 tensor staged into a NodeMemory is its float32 values (the package's
+    one rule for tensors: tensor_values), applied exactly into a float32 memory and
+    refused by a float16 one naming the dtypes (was 'write: TypeError: Got unsupported
+    ScalarType BFloat16', naming neither)."""
+    import torch
+    from ddstore import temporal as tg
+    mem = tg.NodeMemory(store, "m", 4, 3, 2)
+    rows = torch.tensor([[1.5, -2.0, 0.0078125]], dtype=torch.bfloat16)
+    mem.write([2], rows, [1.0])
+    mem.post([3], torch.ones(1, 2, dtype=torch.bfloat16), torch.tensor([2.0],
+                                                                     dtype=torch.bfloat16))
+    mem.commit()
+    got = mem.read([2, 3])
+    assert got.memory[0].tolist() == [1.5, -2.0, 0.0078125]
+    assert got.mail[1, -1].tolist() == [1.0, 1.0] and got.mail_ts[1, -1].item() == 2.0
+    half = tg.NodeMemory(store, "h", 4, 3, 2, dtype=np.float16)
+    half.write([0], rows, [1.0])
+    with pytest.raises(DDStoreValueError, match=r"write: memory has dtype float32 shape "
+                                                r"\(1, 3\); needs dtype float16"):
+        half.commit()

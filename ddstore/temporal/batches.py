@@ -2,9 +2,18 @@
 scheduling."""
 import numpy as np
 
+from .._collective import collective
 from ..errors import DDStoreValueError
 from .._checks import as_bool, as_int, is_int, partition
 from .graph import SPLITS
+
+
+def _shown(value):
+    """A setting as the agreement compares it: integers by value (``np.int64(3)`` is
+    ``3``), anything else by its repr (it is refused on every rank by the checks)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    return int(value) if is_int(value) else repr(value)
 
 
 class EdgeBatches:
@@ -24,7 +33,12 @@ class EdgeBatches:
 
     With ``comm`` (an mpi4py communicator), every rank gets its part
     (``partition(len(batch), comm.size, comm.rank)``) of every batch, so data-parallel
-    ranks train on the same time window; all ranks see the same number of batches.
+    ranks train on the same time window; all ranks see the same number of batches.  The
+    constructor and :meth:`set_epoch` are then collective over ``comm`` (one step each,
+    ``"EdgeBatches"`` / ``"EdgeBatches.set_epoch"``): the graph's name and every setting
+    (the epoch) must be the same on every rank, else every rank raises a
+    :class:`~ddstore.DDStoreValueError` naming the setting and each rank's value (ranks
+    with different settings would train on overlapping or missing edges).
 
     Construction reads the split and time of every edge once (``num_edges`` bytes and
     doubles) and keeps the split's edge ids in time order (int64 per edge of the split).
@@ -32,6 +46,19 @@ class EdgeBatches:
 
     def __init__(self, graph, batch_size, split="train", chunks=1, negatives=1,
                  shuffle_chunks=True, comm=None, seed=0):
+        if comm is None:
+            self._setup(graph, batch_size, split, chunks, negatives, shuffle_chunks, seed)
+        else:  # every rank must cut the same batches: the settings are agreed
+            same = {k: _shown(v) for k, v in (
+                ("graph", getattr(graph, "name", graph)), ("batch_size", batch_size),
+                ("split", split), ("chunks", chunks), ("negatives", negatives),
+                ("shuffle_chunks", shuffle_chunks), ("seed", seed))}
+            with collective(comm, "EdgeBatches", same=same):
+                self._setup(graph, batch_size, split, chunks, negatives, shuffle_chunks,
+                            seed)
+        self.comm = comm
+
+    def _setup(self, graph, batch_size, split, chunks, negatives, shuffle_chunks, seed):
         batch_size = as_int(batch_size, "EdgeBatches: batch_size", 1)
         chunks = as_int(chunks, "EdgeBatches: chunks", 1)
         negatives = as_int(negatives, "EdgeBatches: negatives", 0)
@@ -54,7 +81,6 @@ class EdgeBatches:
         self.chunk_size = self.batch_size // self.chunks
         self.negatives = negatives
         self.shuffle_chunks = as_bool(shuffle_chunks, "EdgeBatches: shuffle_chunks")
-        self.comm = comm
         self.seed = seed
         self.epoch = 0
         eids = np.flatnonzero(graph.split == code).astype(np.int64)
@@ -73,7 +99,14 @@ class EdgeBatches:
                              what="EdgeBatches.loader")
 
     def set_epoch(self, epoch):
-        self.epoch = as_int(epoch, "EdgeBatches.set_epoch: epoch", 0)
+        """Select the epoch's batch boundaries and negatives (an integer >= 0).  With
+        ``comm``: collective over it, every rank the same epoch (checked: ranks in
+        different epochs would cut different batches)."""
+        if self.comm is None:
+            self.epoch = as_int(epoch, "EdgeBatches.set_epoch: epoch", 0)
+            return
+        with collective(self.comm, "EdgeBatches.set_epoch", same={"epoch": _shown(epoch)}):
+            self.epoch = as_int(epoch, "EdgeBatches.set_epoch: epoch", 0)
 
     def shift(self):
         """The batch-boundary shift of this epoch, in edges."""
