@@ -160,3 +160,56 @@ def test_loader_option_differing_from_sampler_refused(store, loader_kw, sampler_
                        **loader_kw)
     NeighborLoader((fs, gs), input_nodes=torch.arange(40), neighbor_sampler=sampler,
                    **sampler_kw, subgraph_type="directional", disjoint=False)
+
+
+def test_feature_store_indices_as_pyg_data(store):
+    """get_tensor / get_tensor_size / multi_get_tensor with every index PyG's in-memory
+    HeteroData takes give its tensors and sizes, a 2-D (or 3-D) integer index included
+    (rows shaped as the index, as tensor[index]); a boolean mask of more than one
+    dimension is refused as torch refuses it (an IndexError)."""
+    from torch_geometric.data import HeteroData, TensorAttr
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(10, 3, generator=g), torch.arange(10)
+    ref = HeteroData()
+    ref["a"].x, ref["a"].y = x, y
+    fs = dpyg.FeatureStore(store, "idx")
+    fs.put_tensor(x, group_name="a", attr_name="x", index=None)
+    fs.put_tensor(y, group_name="a", attr_name="y", index=None)
+    for idx in (None, slice(None), slice(2, 8, 2), slice(-3, None), 4, torch.tensor(5),
+                torch.tensor([3, 1, 1, 9]), [3, 1, 9], torch.tensor([-1, -10]),
+                torch.arange(10) % 3 == 0, torch.tensor([], dtype=torch.long),
+                torch.tensor([[1, 2], [3, 4]]), torch.tensor([[[1], [2]]])):
+        for name in ("x", "y"):
+            want = ref.get_tensor("a", name, idx)
+            got = fs.get_tensor("a", name, idx)
+            assert got.dtype == want.dtype and torch.equal(got, want), idx
+            assert tuple(fs.get_tensor_size("a", name, idx)) == tuple(want.shape), idx
+    attrs = [TensorAttr("a", "x", torch.tensor([[1, 2], [3, 0]])),
+             TensorAttr("a", "y", torch.tensor([[0, 9, 0]])), TensorAttr("a", "x", 2),
+             TensorAttr("a", "y", slice(1, 3))]
+    for got, want in zip(fs.multi_get_tensor(attrs), ref.multi_get_tensor(attrs)):
+        assert torch.equal(got, want)
+    with pytest.raises(IndexError, match=r"boolean index of shape \(2, 5\) for 10 rows"):
+        fs.get_tensor("a", "x", (torch.arange(10) % 2 == 0).view(2, 5))
+    with pytest.raises(IndexError, match=r"index 10 \(position 1\) out of range"):
+        fs.get_tensor("a", "x", torch.tensor([[1, 10]]))
+
+
+def test_bidirectional_sampler_options_checked(store):
+    """A BidirectionalNeighborSampler given to the loader: its options are compared as
+    NeighborSampler's (the same pass; another num_neighbors or disjoint is refused)."""
+    from torch_geometric.loader import NeighborLoader
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    _, (fs, gs) = _graph(store)
+    gs.build_backward()
+    sampler = dpyg.BidirectionalNeighborSampler(gs, [2, 1], seed=0)
+    b = next(iter(NeighborLoader((fs, gs), num_neighbors=[2, 1], input_nodes=torch.arange(8),
+                                 batch_size=4, neighbor_sampler=sampler, disjoint=False)))
+    assert b.n_id.numel() >= 4
+    for kw in (dict(num_neighbors=[2]), dict(num_neighbors=[2, 1], disjoint=True)):
+        option = "disjoint" if "disjoint" in kw else "num_neighbors"
+        with pytest.raises(DDStoreValueError, match=rf"NeighborLoader\({option}="):
+            NeighborLoader((fs, gs), input_nodes=torch.arange(8), neighbor_sampler=sampler,
+                           **kw)

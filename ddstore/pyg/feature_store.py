@@ -682,15 +682,16 @@ class FeatureStore(_PygFeatureStore):
             index = [int(index)]
         elif isinstance(index, torch.Tensor):
             if index.dtype == torch.bool:
-                if index.numel() != n:
-                    raise DDStoreIndexError(f"{what}: boolean index of {index.numel()} "
-                                            f"entries for {n} rows")
+                if index.dim() != 1 or index.numel() != n:
+                    raise DDStoreIndexError(f"{what}: boolean index of shape "
+                                            f"{tuple(index.shape)} for {n} rows (a mask "
+                                            f"is 1-D, one entry per row)")
                 index = index.nonzero().view(-1)
             index = index.detach().cpu().numpy()
         elif isinstance(index, np.ndarray) and index.dtype == np.bool_:
-            if index.size != n:
-                raise DDStoreIndexError(f"{what}: boolean index of {index.size} entries "
-                                        f"for {n} rows")
+            if index.ndim != 1 or index.size != n:
+                raise DDStoreIndexError(f"{what}: boolean index of shape {index.shape} "
+                                        f"for {n} rows (a mask is 1-D, one entry per row)")
             index = np.flatnonzero(index)
         idx = as_indices(index, what, n)
         if idx.size:
@@ -713,10 +714,10 @@ class FeatureStore(_PygFeatureStore):
         """Local: rows ``attr.index`` (None: all; an int: that row alone) of the
         attribute, a CPU tensor."""
         a = self._lookup(attr)
-        index = attr.index
+        index, shape = _flat_index(attr.index)
         what = f"get_tensor ({a.group_name!r}, {a.attr_name!r})"
         out = self._read(a, self._index(a, index, what))
-        return out[0] if _one_row(index) else out
+        return out[0] if _one_row(index) else _unflat(out, shape)
 
     def _multi_get_tensor(self, attrs):
         """Local: every attribute of ``attrs``, with one batched read per store variable
@@ -725,12 +726,13 @@ class FeatureStore(_PygFeatureStore):
         out = [None] * len(attrs)
         for pos, attr in enumerate(attrs):
             a = self._lookup(attr, "multi_get_tensor")
-            idx = self._index(a, attr.index,
+            index, shape = _flat_index(attr.index)
+            idx = self._index(a, index,
                               f"multi_get_tensor ({a.group_name!r}, {a.attr_name!r})")
             if idx is None:
                 out[pos] = self._read(a, None)
             else:
-                plan.setdefault(a.var, []).append((pos, a, idx, _one_row(attr.index)))
+                plan.setdefault(a.var, []).append((pos, a, idx, _one_row(index), shape))
         # one read for every variable together: one round trip per remote owner
         plan = list(plan.items())
         got = self.store.get_many([
@@ -742,8 +744,9 @@ class FeatureStore(_PygFeatureStore):
             if a.torch_dtype is not None:
                 rows = rows.view(a.torch_dtype)
             start = 0
-            for pos, _, idx, one in reqs:
-                out[pos] = rows[start] if one else rows[start:start + idx.shape[0]]
+            for pos, _, idx, one, shape in reqs:
+                out[pos] = rows[start] if one else _unflat(rows[start:start + idx.shape[0]],
+                                                           shape)
                 start += idx.shape[0]
         return out
 
@@ -753,12 +756,12 @@ class FeatureStore(_PygFeatureStore):
         a = self._attrs.get(key)
         if a is None:
             return None
-        if _one_row(attr.index):
-            self._index(a, attr.index, "get_tensor_size")
+        index, shape = _flat_index(attr.index)
+        if _one_row(index):
+            self._index(a, index, "get_tensor_size")
             return a.row_shape
-        n = a.num_rows if attr.index is None else len(
-            self._index(a, attr.index, "get_tensor_size"))
-        return (n,) + a.row_shape
+        n = a.num_rows if index is None else len(self._index(a, index, "get_tensor_size"))
+        return (tuple(shape) if shape is not None else (n,)) + a.row_shape
 
     def get_all_tensor_attrs(self):
         """Every attribute (a fresh PyG ``TensorAttr`` each, index None) but a
@@ -780,6 +783,20 @@ class FeatureStore(_PygFeatureStore):
 
     def __repr__(self):
         return f"FeatureStore({self.name!r}, attributes={sorted(map(repr, self._attrs))})"
+
+
+def _flat_index(index):
+    """``(index, shape)``: an integer tensor / array index of two or more dimensions
+    flattened, with its shape (the rows read are then shaped ``[*shape, *row_shape]``,
+    as ``tensor[index]``); any other index as given, shape None."""
+    if isinstance(index, (torch.Tensor, np.ndarray)) and index.ndim >= 2 and \
+            index.dtype not in (torch.bool, np.bool_):
+        return index.reshape(-1), tuple(index.shape)
+    return index, None
+
+
+def _unflat(rows, shape):
+    return rows if shape is None else rows.reshape(tuple(shape) + tuple(rows.shape[1:]))
 
 
 def _one_row(index):

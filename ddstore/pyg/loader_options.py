@@ -12,7 +12,8 @@ or torch-sparse), so, through :func:`ddstore._pyg_seams.before_neighbor_loader_i
   over the graph store, from the loader's options, as PyG builds its own
   (``directed=False``: ``subgraph_type="induced"``, with PyG's deprecation warning;
   ``is_sorted`` is moot: our lists are sorted at put);
-- **our** sampler given: every sampling option passed to the loader must be the
+- **our** sampler given (:class:`~ddstore.pyg.NeighborSampler` or
+  :class:`~ddstore.pyg.BidirectionalNeighborSampler`): every sampling option passed to the loader must be the
   sampler's (``num_neighbors`` compared as the fanouts per edge type and hop); one that
   differs is refused (:class:`~ddstore.DDStoreValueError` naming the option, the
   loader's value and the sampler's) instead of being dropped.
@@ -68,17 +69,23 @@ def _check_sampler(name, args, sampler):
             f"both{'' if option == 'num_neighbors' else ', or leave it out of the loader'}"
             f" (or leave out neighbor_sampler: the loader then builds ddstore's "
             f"NeighborSampler from its own options)")
+    # BidirectionalNeighborSampler: its options are its inner samplers' (whose fanouts
+    # it sets hop by hop: its own num_neighbors is the list given)
+    inner = getattr(sampler, "forward_sampler", sampler)
     if "num_neighbors" in args:
         given = args["num_neighbors"]
         try:
-            fan = _fanouts(sampler, given)
+            fan = _fanouts(inner, given)
         except (ValueError, TypeError) as exc:
             refuse("num_neighbors", given, f"{sampler.num_neighbors.values!r} ({exc})")
-        if fan != {et: list(ks) for et, ks in sampler._fanouts.items()}:
+        held = ({None: [min(int(k), _INT64_MAX) for k in sampler.num_neighbors.values]}
+                if inner is not sampler else
+                {et: list(ks) for et, ks in sampler._fanouts.items()})
+        if fan != held:
             refuse("num_neighbors", given, sampler.num_neighbors.values)
-    have = {"replace": sampler.replace, "subgraph_type": sampler.subgraph_type,
-            "disjoint": sampler._disjoint, "temporal_strategy": sampler.temporal_strategy,
-            "time_attr": sampler.time_attr, "weight_attr": sampler.weight_attr}
+    have = {"replace": inner.replace, "subgraph_type": _subgraph_type(sampler.subgraph_type),
+            "disjoint": inner._disjoint, "temporal_strategy": inner.temporal_strategy,
+            "time_attr": inner.time_attr, "weight_attr": inner.weight_attr}
     for option in _OPTIONS:
         if option not in args:
             continue
@@ -89,23 +96,23 @@ def _check_sampler(name, args, sampler):
             given = bool(given)
         if given != have[option]:
             refuse(option, args[option], have[option])
-    if "directed" in args and not args["directed"] and sampler.subgraph_type != "induced":
+    if "directed" in args and not args["directed"] and have["subgraph_type"] != "induced":
         refuse("directed", args["directed"],
-               f"True (subgraph_type={sampler.subgraph_type!r})")
+               f"True (subgraph_type={have['subgraph_type']!r})")
 
 
 def _arguments(name, args):
     """The hook: ``args`` of a ``NeighborLoader`` / ``LinkNeighborLoader`` about to be
     built, returned with our sampler when over our stores (see the module docstring)."""
-    from .sampler import NeighborSampler
+    from .sampler import BidirectionalNeighborSampler, NeighborSampler
     data = args.get("data")
     if not _ours(data):
         return args
     sampler = args.get("neighbor_sampler")
-    if isinstance(sampler, NeighborSampler):
+    if isinstance(sampler, (NeighborSampler, BidirectionalNeighborSampler)):
         _check_sampler(name, args, sampler)
         return args
-    if sampler is not None:  # another sampler (BidirectionalNeighborSampler...): PyG's rules
+    if sampler is not None:  # a sampler of another kind: PyG's rules
         return args
     if "num_neighbors" not in args:
         return args  # PyG's own TypeError names it
