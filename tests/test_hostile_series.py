@@ -260,3 +260,16 @@ def test_series_arguments():
     with pytest.raises(DDStoreValueError, match=r"gaussian_kernel_adjacency: cannot read "
                                                 r"/nonexistent.csv"):
         st.gaussian_kernel_adjacency("/nonexistent.csv", ["a"])
+
+
+def test_series_reader_returning_another_block(store):
+    # before: "ValueError: matmul: Input operand 1 has a mismatch..." / "ufunc 'isfinite'
+    # not supported", naming neither the reader nor the block
+    from ddstore.sources.series import Series
+    x = np.zeros((60, 3, 1))
+    for reader, got in ((lambda a, b: x[a:a + 1], "shape (1, 3, 1)"),
+                        (lambda a, b: np.array([[["s"]] * 3] * (b - a)), "dtype <U1")):
+        msg = refused(store, ["Series.read(", "its reader returned ndarray", got,
+                              "expected a numpy array of shape"],
+                      make, store, Series(x.shape, x.dtype, reader, source="mine"), 3)
+        assert msg.startswith("rank 0: mine: ")

@@ -172,7 +172,19 @@ class Series:
         if not 0 <= start <= stop <= self.num_steps:
             raise DDStoreValueError(f"Series.read: steps [{start}, {stop}) out of range "
                                     f"[0, {self.num_steps}]")
-        return self._reader(start, stop)
+        block = self._reader(start, stop)
+        # a reader of one's own that returns another block is named here, not by the
+        # arithmetic it would break later (a matmul, an isfinite)
+        want = (stop - start,) + self.shape[1:]
+        shape = tuple(getattr(block, "shape", ()))
+        kind = getattr(getattr(block, "dtype", None), "kind", None)
+        if shape != want or kind is None or kind not in "biuf":
+            raise DDStoreValueError(
+                f"{self.source or 'series'}: Series.read({start}, {stop}): its reader "
+                f"returned {type(block).__name__} shape {shape} dtype "
+                f"{getattr(block, 'dtype', None)}; expected a numpy array of shape {want} "
+                f"(steps, nodes, features) of bool, integer or floating point")
+        return block
 
     def to_numpy(self):
         """The whole series as one array (reads a file completely)."""
