@@ -110,6 +110,12 @@ def test_link_loader_builds_our_sampler(store):
     ours = run()
     explicit = run(neighbor_sampler=dpyg.NeighborSampler(gs, [2]))
     _equal(ours, explicit)
+    from ddstore import DDStoreValueError
+    with pytest.raises(DDStoreValueError, match=r"LinkNeighborLoader\(replace=True, "
+                       r"neighbor_sampler=\.\.\.\): the neighbor_sampler samples with "
+                       r"replace=False"):
+        LinkNeighborLoader((fs, gs), num_neighbors=[2], edge_label_index=label_index,
+                           replace=True, neighbor_sampler=dpyg.NeighborSampler(gs, [2]))
 
 
 def test_temporal_loader_options(store):
