@@ -24,6 +24,9 @@ from .graph_store import EdgeAttr, GraphStore
 from .loading import from_hetero, from_pyg, open_stores
 from .ranges import NodeData, load_npy, load_ogb, load_synthetic, put_node_data
 from .sampler import BidirectionalNeighborSampler, NeighborSampler
+from . import loader_options
+
+loader_options.install()  # PyG's loaders build ours over our stores (see the module)
 
 __all__ = ["FeatureStore", "GraphStore", "NeighborSampler", "BidirectionalNeighborSampler",
            "TensorAttr", "EdgeAttr", "EDGES", "UnknownAttributeError", "edge_features",

@@ -80,11 +80,11 @@ def _check_sampler(name, args, sampler):
             refuse("num_neighbors", given, f"{sampler.num_neighbors.values!r} ({exc})")
         held = ({None: [min(int(k), _INT64_MAX) for k in sampler.num_neighbors.values]}
                 if inner is not sampler else
-                {et: list(ks) for et, ks in sampler._fanouts.items()})
+                sampler.fanouts_by_type)
         if fan != held:
             refuse("num_neighbors", given, sampler.num_neighbors.values)
     have = {"replace": inner.replace, "subgraph_type": _subgraph_type(sampler.subgraph_type),
-            "disjoint": inner._disjoint, "temporal_strategy": inner.temporal_strategy,
+            "disjoint": inner.asked_disjoint, "temporal_strategy": inner.temporal_strategy,
             "time_attr": inner.time_attr, "weight_attr": inner.weight_attr}
     for option in _OPTIONS:
         if option not in args:

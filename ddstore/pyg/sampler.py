@@ -17,7 +17,7 @@ from .. import _core
 from .._checks import as_indices, check_indices, is_int, tensor_values
 from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError
-from . import loader_options, workers
+from . import workers
 from ._common import edge_var, node_var
 
 __all__ = ["NeighborSampler", "BidirectionalNeighborSampler"]
@@ -510,6 +510,18 @@ class NeighborSampler(BaseSampler):
         graph), as checked from ``num_neighbors``: a new list of Python ints (-1: all
         neighbours; a fanout beyond int64 is cut to its largest value)."""
         return list(self._fanouts[edge_type])
+
+    @property
+    def fanouts_by_type(self):
+        """Local: ``{edge type: fanouts per hop}`` (None: a homogeneous graph), new
+        lists as :meth:`fanouts` gives them."""
+        return {et: list(ks) for et, ks in self._fanouts.items()}
+
+    @property
+    def asked_disjoint(self):
+        """``disjoint`` as given to the constructor (:attr:`disjoint` is also True with
+        temporal sampling)."""
+        return self._disjoint
 
     @property
     def disjoint(self):
@@ -1036,4 +1048,3 @@ def _merged(first, second):
 
 
 workers.install()
-loader_options.install()
