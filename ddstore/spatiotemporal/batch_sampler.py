@@ -108,8 +108,10 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
         if not is_int(seed) or seed < 0:  # numpy's generator takes no negative seed
             raise DDStoreValueError(f"BatchShuffleSampler: seed={seed!r} must be an "
                                     f"integer >= 0")
-        from .dataset import _WindowView
-        if not isinstance(split, _WindowView):
+        # what a WindowDataset or one of its splits offers (the split's window range, the
+        # dataset's store and layout); this module sits below the dataset's
+        if not (all(hasattr(split, a) for a in ("start", "stop", "dataset")) and
+                all(hasattr(split.dataset, a) for a in ("store", "layout"))):
             raise DDStoreValueError(f"BatchShuffleSampler: split must be a WindowDataset "
                                     f"or one of its splits, got {type(split).__name__}")
         ds = split.dataset
