@@ -348,6 +348,27 @@ def test_jodie_small_file_and_labels(store, tmp_path):
     assert store.variables() == []
 
 
+@pytest.mark.parametrize("tail", ["\n", "\n\n\n", "  \r\n\r\n", "\t\n \n"])
+def test_jodie_blank_lines_at_the_end_are_no_rows(store, tmp_path, tail):
+    """As pandas (PyG's JODIEDataset) reads them: the graph of the rows alone; a blank
+    line between rows stays refused, naming its line."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import TemporalGraph
+    rows = ["0,0,1.0,0,0.5,1.5", "2,1,1.0,1,0.25,-2", "1,0,4.0,0,3,4"]
+    path = _jodie(tmp_path / "j.csv", rows)
+    with open(path, "a") as f:
+        f.write(tail)
+    g = TemporalGraph.from_jodie(store, "j", path)
+    s, d, t = g.edges([0, 1, 2])
+    assert g.num_edges == 3 and s.tolist() == [0, 2, 1] and t.tolist() == [1, 1, 4]
+    assert g.edge_features([2]).tolist() == [[3.0, 4.0]]
+    g.remove()
+    path = _jodie(tmp_path / "gap.csv", rows[:2] + [""] + rows[2:])
+    with pytest.raises(DDStoreValueError, match=re.escape(f"{path}, line 4: malformed")):
+        TemporalGraph.from_jodie(store, "g", path)
+    assert store.variables() == []
+
+
 @pytest.mark.parametrize("rows, line, fragment", [
     (["0,0,1.0,0,0.5", "1,1,2.0,0,0.5,7", "2,0,3.0,1,0.1"], 3,
      "malformed row: 6 fields, but line 2 has 5"),

@@ -410,6 +410,24 @@ def _line_start(f, pos, lo, size):
         at += len(block)
 
 
+def _data_end(f, lo, size, block=1 << 16):
+    """The end of the file's rows: ``size`` less the blank lines (only blanks, CR or
+    LF) at its end, which pandas (and so PyG's readers) skip; ``lo``: the body's start."""
+    end = size
+    while end > lo:
+        start = max(lo, end - block)
+        f.seek(start)
+        buf = f.read(end - start).rstrip(b" \t\r\n")
+        if buf:
+            last = start + len(buf)  # just past the last byte that is not blank
+            f.seek(last)
+            tail = f.read(size - last)
+            k = tail.find(b"\n")
+            return size if k < 0 else last + k + 1
+        end = start
+    return lo
+
+
 def line_share_range(store, step, path, header, missing):
     """Collective: the first round of a reader that parses only its share of a text file
     with one header line, without reading it.  Rank ``r`` of ``size`` takes the whole
@@ -420,15 +438,17 @@ def line_share_range(store, step, path, header, missing):
     failure on any rank (no file, a bad header, an ``OSError`` while counting) raises
     on every rank.  ``header(path)`` returns ``(info, header length in bytes, file
     size)`` or raises :class:`DDStoreValueError`; ``missing`` says what the file should
-    be when it does not exist.  Returns ``(info, (start, stop), counts)``: this rank's
+    be when it does not exist.  Blank lines at the end of the file are not rows (pandas
+    skips them too); a blank line between rows is refused by the parse.  Returns ``(info, (start, stop), counts)``: this rank's
     byte range and every rank's number of lines (rank ``r``'s first line is ``2 +
     sum(counts[:r])``), counted in blocks."""
     rank, size = store.comm.Get_rank(), store.comm.Get_size()
     regular_file(path, "", f"not found ({missing})")
     try:
         info, hlen, fsize = header(path)
-        body = fsize - hlen
         with open(path, "rb") as f:
+            fsize = _data_end(f, hlen, fsize)  # blank lines at the end are no rows
+            body = fsize - hlen
             a = _line_start(f, hlen + body * rank // size, hlen, fsize)
             b = _line_start(f, hlen + body * (rank + 1) // size, hlen, fsize)
             nlines = count_lines(f, a, b)
