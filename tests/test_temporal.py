@@ -766,6 +766,11 @@ def test_node_memory_post_to_neighbors(store):
                                                 r" and ts \(6,\); needs 6 of each"):
         a.commit()
     assert np.array_equal(a.read(np.arange(12)).mail.numpy(), ra.mail.numpy())
+    a.post_to_neighbors(object(), mail, ts)  # not a block: named at commit
+    with pytest.raises(DDStoreValueError, match=r"block must be a TemporalBlock .*got "
+                                                r"object, which has no row, col, nodes"):
+        a.commit()
+    assert np.array_equal(a.read(np.arange(12)).mail.numpy(), ra.mail.numpy())
 
 
 def test_link_prediction_metrics_agrees_on_bad_input():

@@ -552,6 +552,14 @@ class NodeMemory:
         edge order (after this rank's earlier posts), so the same ordering rule applies;
         a bad block, mail or ts is raised at :meth:`commit`, on every rank."""
         try:
+            missing = [a for a in ("row", "col", "nodes", "num_roots")
+                       if not hasattr(block, a)]
+            if missing:
+                raise DDStoreValueError(
+                    f"NodeMemory {self.name!r}: post_to_neighbors: block must be a "
+                    f"TemporalBlock (a hop of TemporalSampler.sample: row, col, nodes, "
+                    f"num_roots); got {type(block).__name__}, which has no "
+                    f"{', '.join(missing)}")
             row = np.asarray(block.row, dtype=np.int64)
             nbrs = np.asarray(block.nodes)[np.asarray(block.col, dtype=np.int64)]
             m, t = _as_array(mail), _as_array(ts)
