@@ -123,6 +123,17 @@ def as_int(value, what, low=None):
     raise DDStoreValueError(f"{what} must be an integer{bound}, got {value!r}")
 
 
+SEED_MASK = (1 << 64) - 1  # a seed is taken modulo 2**64
+
+
+def as_seed(value, what):
+    """The package's one rule for a random seed: an integer (Python or numpy, not bool)
+    of any sign, taken modulo ``2**64`` (as torch's ``manual_seed`` reads a negative
+    one), so every generator gets a non-negative 64-bit value; a
+    :class:`DDStoreValueError` naming ``what`` and the value otherwise."""
+    return as_int(value, what) & SEED_MASK
+
+
 def as_bool(value, what):
     """``value`` as a Python bool if it is one (Python or numpy); a
     :class:`DDStoreValueError` naming ``what`` and the value otherwise (no truthiness:

@@ -141,7 +141,8 @@ def test_loader_numpy_arguments(train):
     ({"shuffle": "yes"}, ["shuffle must be True or False"]),
     ({"drop_last": None}, ["drop_last must be True or False"]),
     ({"sampler": "batch", "shuffle": "yes"}, ["BatchShuffleSampler: shuffle must be True or False"]),
-    ({"sampler": "batch", "seed": -1}, ["seed=-1", ">= 0"]),
+    ({"sampler": "batch", "seed": 1.5}, ["BatchShuffleSampler: seed must be an integer",
+                                         "1.5"]),
 ])
 def test_loader_bad_arguments(train, kw, fragments):
     # before: accepted; a float or str seed failed at the first epoch inside torch

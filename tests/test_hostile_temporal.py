@@ -134,8 +134,7 @@ def test_synthetic_stream_arguments_named():
     p_repeat=nan were used as they came, communities=0 meant the default); a negative
     alpha works; the default stream is unchanged value for value."""
     from ddstore.temporal import synthetic_stream
-    for kw, words in ((dict(seed=-1), "seed=-1 must be an integer >= 0"),
-                      (dict(seed="a"), "seed='a' must be an integer"),
+    for kw, words in ((dict(seed="a"), "seed must be an integer, got 'a'"),
                       (dict(communities=0), "communities=0 must be an integer >= 1 or None"),
                       (dict(communities=-3), "communities=-3"),
                       (dict(p_within=2), "p_within=2 must be a probability in [0, 1]"),

@@ -177,3 +177,35 @@ def test_a_tensor_given_for_one_integer(store):
     for bad in (torch.tensor(1.7), torch.tensor(True)):
         with pytest.raises(DDStoreValueError, match="t must be an integer"):
             d.snapshot(bad)
+
+
+def test_one_rule_for_seeds(store):
+    """Every seed argument is any integer taken modulo 2**64 (as torch's manual_seed
+    reads a negative seed): -1 gives what 2**64 - 1 gives, in every layer that draws;
+    a float or a string is refused naming the call."""
+    from ddstore import DDStoreValueError
+    from ddstore._checks import as_seed
+    from ddstore.temporal import (EdgeBatches, TemporalGraph, TemporalSampler,
+                                  synthetic_stream)
+    big = (1 << 64) - 1
+    assert as_seed(np.int8(-1), "s") == big and as_seed(5, "s") == 5
+    for bad in (1.0, "3", True, None):
+        with pytest.raises(DDStoreValueError, match=r"^s must be an integer, got"):
+            as_seed(bad, "s")
+    a = synthetic_stream(30, 80, seed=-1, partners=2)
+    b = synthetic_stream(30, 80, seed=big, partners=2)
+    assert all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("src", "dst", "t"))
+    g = TemporalGraph.from_arrays(store, "g", a.src, a.dst, a.t,
+                                  split=np.zeros(80, np.int64))
+    e1, e2 = EdgeBatches(g, 8, seed=-1), EdgeBatches(g, 8, seed=big)
+    for e in (e1, e2):
+        e.set_epoch(3)
+    assert e1.shift() == e2.shift()
+    s1, s2 = TemporalSampler(g, (4,), "uniform", seed=-1), \
+        TemporalSampler(g, (4,), "uniform", seed=big)
+    q, t = np.arange(10), np.full(10, 1e9)
+    b1, b2 = s1.sample(q, t)[0], s2.sample(q, t)[0]
+    assert np.array_equal(b1.nodes, b2.nodes) and np.array_equal(b1.col, b2.col)
+    with pytest.raises(DDStoreValueError, match="TemporalSampler: seed must be an integer"):
+        TemporalSampler(g, (4,), "uniform", seed=0.5)
+    g.remove()

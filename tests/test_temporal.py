@@ -823,7 +823,7 @@ def test_edge_batches_refuse_what_int_would_truncate(store):
     for kw, text in ((dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
                      (dict(batch_size=2, chunks=True), "chunks must be an integer >= 1"),
                      (dict(batch_size=2, negatives=1.0), "negatives must be an integer"),
-                     (dict(batch_size=2, seed=-1), "seed must be an integer >= 0"),
+                     (dict(batch_size=2, seed=1.0), "seed must be an integer, got 1.0"),
                      (dict(batch_size=2, split=True), "split=True must be")):
         with pytest.raises(DDStoreValueError, match=text):
             EdgeBatches(g, **kw)

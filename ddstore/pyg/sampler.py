@@ -14,7 +14,7 @@ from torch_geometric.sampler.neighbor_sampler import \
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from .. import _core
-from .._checks import as_indices, check_indices, is_int, tensor_values
+from .._checks import as_indices, as_seed, check_indices, is_int, tensor_values
 from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError
 from . import workers
@@ -420,9 +420,7 @@ class NeighborSampler(BaseSampler):
                 f"edge-level for others" if levels else
                 f"time_attr={time_attr!r}: no edge type of graph store "
                 f"{graph_store.name!r} has times (put {time_attr!r} before the edges)")
-        if seed is not None and not is_int(seed):
-            raise DDStoreValueError(f"seed must be None or an integer, got {seed!r}")
-        self.seed = None if seed is None else int(seed) & _MASK
+        self.seed = None if seed is None else as_seed(seed, "NeighborSampler: seed")
         self._calls = 0
         self._worker_calls = workers.Calls()  # how _calls goes on in DataLoader workers
         self.subgraph_type = _check_subgraph_type(subgraph_type, self.disjoint,

@@ -3,7 +3,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreValueError
-from .._checks import as_bool, as_int, is_int
+from .._checks import as_bool, as_int, as_seed, is_int
 
 __all__ = ["BatchShuffleSampler", "assign_blocks"]
 
@@ -105,9 +105,7 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
                  seed=0, drop_last=False, local=None):
         if not is_int(batch_size) or batch_size < 1:
             raise DDStoreValueError(f"batch_size={batch_size!r} must be an integer >= 1")
-        if not is_int(seed) or seed < 0:  # numpy's generator takes no negative seed
-            raise DDStoreValueError(f"BatchShuffleSampler: seed={seed!r} must be an "
-                                    f"integer >= 0")
+        seed = as_seed(seed, "BatchShuffleSampler: seed")
         # what a WindowDataset or one of its splits offers (the split's window range, the
         # dataset's store and layout); this module sits below the dataset's
         if not (all(hasattr(split, a) for a in ("start", "stop", "dataset")) and

@@ -4,7 +4,7 @@ import numpy as np
 
 from .._collective import collective
 from ..errors import DDStoreValueError
-from .._checks import as_bool, as_int, is_int, partition
+from .._checks import as_bool, as_int, as_seed, is_int, partition
 from .graph import SPLITS
 
 
@@ -62,7 +62,7 @@ class EdgeBatches:
         batch_size = as_int(batch_size, "EdgeBatches: batch_size", 1)
         chunks = as_int(chunks, "EdgeBatches: chunks", 1)
         negatives = as_int(negatives, "EdgeBatches: negatives", 0)
-        seed = as_int(seed, "EdgeBatches: seed", 0)
+        seed = as_seed(seed, "EdgeBatches: seed")
         if batch_size % chunks:
             raise DDStoreValueError(f"EdgeBatches: chunks={chunks} must divide "
                                     f"batch_size={batch_size}")

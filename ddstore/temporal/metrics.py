@@ -9,7 +9,7 @@ Tied scores count as one threshold in both metrics (scikit-learn's
 result does not depend on the order of the input."""
 import numpy as np
 
-from .._checks import is_int, tensor_values
+from .._checks import as_seed, is_int, tensor_values
 from .._collective import collective
 from ..errors import DDStoreValueError
 
@@ -112,6 +112,7 @@ def link_prediction_metrics(comm, scores, labels, root=0, seed=0):
             raise DDStoreValueError(f"link_prediction_metrics: root={root!r} must be a rank "
                                     f"of comm, an integer in [0, {size})")
         y, s = _checked(labels, scores, "link_prediction_metrics")
+        seed = as_seed(seed, "link_prediction_metrics: seed")
     parts = comm.gather((s, y), root=int(root))
     if comm.Get_rank() != root:
         return None

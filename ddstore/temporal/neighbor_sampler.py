@@ -5,7 +5,7 @@ import numpy as np
 from .. import _core
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
     DDStoreValueError
-from .._checks import as_bool, as_indices, as_int, check_indices, is_int, tensor_values
+from .._checks import as_bool, as_indices, as_int, as_seed, check_indices, is_int, tensor_values
 from .._times import as_times
 from ..memory import available_memory
 
@@ -110,13 +110,12 @@ class TemporalSampler:
         if strategy not in _core.SAMPLE_STRATEGIES:
             raise DDStoreValueError(f"unknown strategy {strategy!r}; allowed: "
                                     f"{sorted(_core.SAMPLE_STRATEGIES)}")
-        if not is_int(seed):
-            raise DDStoreValueError(f"seed must be an integer, got {seed!r}")
+        seed = as_seed(seed, "TemporalSampler: seed")
         self.graph = graph
         self.fanouts = tuple(int(f) for f in fan)
         self.strategy = strategy
         self._strategy = _core.SAMPLE_STRATEGIES[strategy]
-        self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+        self.seed = seed
         self.prop_time = as_bool(prop_time, "TemporalSampler: prop_time")
         self.epoch = 0
         for label, v in (("remote_fetch_max", remote_fetch_max),

@@ -4,7 +4,7 @@ import numbers
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .._checks import is_int
+from .._checks import as_seed, is_int
 
 
 class Stream:
@@ -45,13 +45,13 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
     recent neighbours.  With ``partners=0`` (the default) the stream is the one above,
     value for value (the partners come from a generator of their own).
 
-    Arguments: ``seed``, ``edge_dim``, ``partners`` integers >= 0, ``communities`` an
+    Arguments: ``seed`` an integer (modulo ``2**64``), ``edge_dim``, ``partners``
+    integers >= 0, ``communities`` an
     integer >= 1 or None, ``p_within`` / ``p_repeat`` probabilities in [0, 1], ``alpha``
     a finite real; anything else is a :class:`~ddstore.DDStoreValueError` naming it.
     """
     for label, v, low in (("num_nodes", num_nodes, 2), ("num_edges", num_edges, 1),
-                          ("partners", partners, 0), ("seed", seed, 0),
-                          ("edge_dim", edge_dim, 0)):
+                          ("partners", partners, 0), ("edge_dim", edge_dim, 0)):
         if not is_int(v) or v < low:
             raise DDStoreValueError(f"synthetic_stream: {label}={v!r} must be an integer "
                                     f">= {low}")
@@ -64,7 +64,8 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
                 not np.isfinite(v) or not lo <= v <= hi:
             where = "a probability in [0, 1]" if hi == 1 else "a finite real number"
             raise DDStoreValueError(f"synthetic_stream: {label}={v!r} must be {where}")
-    rng = np.random.default_rng(int(seed))
+    seed = as_seed(seed, "synthetic_stream: seed")
+    rng = np.random.default_rng(seed)
     n, e = int(num_nodes), int(num_edges)
     c = int(communities) if communities is not None else max(2, n // 64)
     community = rng.integers(0, c, n)
