@@ -221,6 +221,8 @@ def drive_temporal(store, calls, tmp):
     calls(tg.read_jodie_share, store, os.path.join(tmp, "jodie.csv"))
     from ddstore.sources.tgl import TGLShare
     calls(TGLShare, store, os.path.join(tmp, "tgl"))
+    eb = calls(tg.EdgeBatches, g, 4, comm=store.comm)
+    calls(eb.set_epoch, 1)
     calls(g.remove)
 
 
