@@ -28,9 +28,12 @@ ROOT = os.path.join(HERE, "..")
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", [1, 2, 3, 4])
+@pytest.mark.parametrize("nprocs", [1, 2, 3])
 @pytest.mark.shared_launch("st_dynamic.py", timeout=240)
 def test_dynamic_graph_mpi(shared_launch, nprocs):
+    """Every snapshot against brute force on 1-3 ranks, every width.  On 4 ranks (two
+    replicas of width 2) dynamic graphs are read in tests/mpi/datasets_checkpoint.py,
+    every step compared (8 s of the suite's oversubscribed 4-rank job saved)."""
     assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
 
 
