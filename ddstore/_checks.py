@@ -123,6 +123,26 @@ def as_int(value, what, low=None):
     raise DDStoreValueError(f"{what} must be an integer{bound}, got {value!r}")
 
 
+def as_dtype(value, what, kinds, allowed):
+    """The package's one rule for a dtype argument: a numpy dtype or what numpy takes for
+    one (a type, a string such as ``"float32"``), or a torch dtype (as the numpy dtype
+    of its tensors), whose kind is one of ``kinds`` (numpy's kind letters, e.g. ``"f"``),
+    returned as a numpy dtype; a :class:`DDStoreValueError` naming ``what``, the value
+    and ``allowed`` (the words for the dtypes taken) otherwise."""
+    try:
+        if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+            import torch
+            dt = torch.empty(0, dtype=value).numpy().dtype
+        else:
+            dt = np.dtype(value)
+    except (TypeError, ValueError) as exc:
+        raise DDStoreValueError(f"{what}={value!r} is not a dtype ({exc}); allowed: "
+                                f"{allowed}") from None
+    if dt.kind not in kinds or dt.fields is not None:
+        raise DDStoreValueError(f"{what}={dt}; allowed: {allowed}")
+    return dt
+
+
 SEED_MASK = (1 << 64) - 1  # a seed is taken modulo 2**64
 
 

@@ -209,3 +209,26 @@ def test_one_rule_for_seeds(store):
     with pytest.raises(DDStoreValueError, match="TemporalSampler: seed must be an integer"):
         TemporalSampler(g, (4,), "uniform", seed=0.5)
     g.remove()
+
+
+def test_one_rule_for_dtype_arguments():
+    """as_dtype: numpy dtypes, what numpy takes for one, torch dtypes; refused naming
+    the argument, the value and what is allowed; every layer that takes a dtype argument
+    uses it (load_pgt_json, WindowDataset, NodeMemory, TemporalGraph.to_pyg)."""
+    import torch
+    from ddstore import DDStoreValueError
+    from ddstore._checks import as_dtype
+    assert as_dtype(torch.float16, "d", "f", "floats") == np.float16
+    assert as_dtype("float32", "d", "f", "floats") == np.float32
+    assert as_dtype(np.int32, "d", "iu", "ints") == np.int32
+    with pytest.raises(DDStoreValueError, match=r"^d='banana' is not a dtype \(.*\); "
+                                                r"allowed: floats$"):
+        as_dtype("banana", "d", "f", "floats")
+    with pytest.raises(DDStoreValueError, match=r"^d=int64; allowed: floats$"):
+        as_dtype(torch.int64, "d", "f", "floats")
+    with pytest.raises(DDStoreValueError, match=r"^d=\[\('a', '<i4'\)\]; allowed: ints$"):
+        as_dtype([("a", "i4")], "d", "iu", "ints")  # structured: no
+    from ddstore import sources
+    with pytest.raises(DDStoreValueError, match=r"^load_pgt_json: dtype=int8; allowed: "
+                                                r"float16, float32, float64$"):
+        sources.load_pgt_json("/nonexistent.json", dtype=torch.int8)

@@ -25,6 +25,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreValueError
+from .._checks import as_dtype
 from .base import file_share, regular_file
 from .series import Series, check_series_array
 
@@ -338,15 +339,7 @@ def _series_dtype(dtype):
     """``dtype`` (the series' numpy dtype) checked: a floating-point type (the file's
     numbers are read as float64; an integer type would truncate them and turn NaN into
     garbage)."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
-        raise DDStoreValueError(f"load_pgt_json: dtype={dtype!r} is not a numpy dtype "
-                                f"({exc}); allowed: float16, float32, float64") from None
-    if dt.kind != "f":
-        raise DDStoreValueError(f"load_pgt_json: dtype={dt}; allowed: float16, float32, "
-                                f"float64")
-    return dt
+    return as_dtype(dtype, "load_pgt_json: dtype", "f", "float16, float32, float64")
 
 
 def _cast(values, dtype, path, what):

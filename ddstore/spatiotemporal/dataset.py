@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
-from .._checks import (as_bool, as_indices, as_int, check_indices, integer_scalar,
+from .._checks import (as_bool, as_dtype, as_indices, as_int, check_indices, integer_scalar,
                       is_int)
 from .._fingerprint import fingerprint, same_data
 from ..sources.base import check_same_files
@@ -704,15 +704,8 @@ class WindowDataset(_WindowView):
         self.chunk_bytes = as_int(chunk_bytes, "WindowDataset: chunk_bytes", 1)
         self.split_bounds = split_ranges(T, h, split, self.overlap)
         self.source = series.source
-        try:
-            dt = np.dtype(dtype)
-        except TypeError as exc:
-            raise DDStoreValueError(f"dtype={dtype!r} for the stored series is not a numpy "
-                                    f"dtype ({exc}); allowed: float16, float32, "
-                                    f"float64") from None
-        if dt.kind != "f":
-            raise DDStoreValueError(f"dtype={dt} for the stored series; allowed: float16, "
-                                    f"float32, float64")
+        dt = as_dtype(dtype, "WindowDataset: dtype", "f",
+                      "float16, float32, float64 (the stored series' dtype)")
         self.dtype = dt
         if fill is not None:
             if (isinstance(fill, bool) or not isinstance(fill, numbers.Real)

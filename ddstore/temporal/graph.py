@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import (DDStoreIndexError, DDStoreMemoryError,
                       DDStoreValueError)
-from .._checks import (STORABLE_KINDS, as_bool, as_indices, check_free_names,
+from .._checks import (STORABLE_KINDS, as_bool, as_dtype, as_indices, check_free_names,
                        check_indices, integer_scalar, is_int, names_under, tensor_values)
 from .._times import FLOAT_TIMES, time_dtype, time_share
 from ..memory import available_memory
@@ -642,20 +642,9 @@ class TemporalGraph:
         is not part of TemporalData: :attr:`split`."""
         import torch
         from torch_geometric.data import TemporalData
-        if t_dtype is None:
-            dtype = self.t_dtype
-        elif isinstance(t_dtype, torch.dtype):
-            dtype = torch.empty(0, dtype=t_dtype).numpy().dtype
-        else:
-            try:
-                dtype = np.dtype(t_dtype)
-            except TypeError as exc:
-                raise DDStoreValueError(f"to_pyg of graph {self.name!r}: t_dtype={t_dtype!r}"
-                                        f" is not a dtype ({exc}); give an integer or float "
-                                        f"dtype (numpy or torch) or None") from None
-        if dtype.kind not in "iuf":
-            raise DDStoreValueError(f"to_pyg of graph {self.name!r}: t_dtype={t_dtype!r} "
-                                    f"must be an integer or float dtype")
+        dtype = self.t_dtype if t_dtype is None else as_dtype(
+            t_dtype, f"to_pyg of graph {self.name!r}: t_dtype", "iuf",
+            "an integer or float dtype (numpy or torch), or None")
         st, e = self.store, self.num_edges
         sd = st.get_range(f"{self.name}/edges", 0, e)
         t = st.get_range(f"{self.name}/edge_t", 0, e)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._collective import join_bounded
-from .._checks import (as_indices, check_free_names, check_indices, is_int, partition,
-                       names_under, tensor_values)
+from .._checks import (as_dtype, as_indices, check_free_names, check_indices, is_int,
+                       partition, names_under, tensor_values)
 from .._times import FLOAT_TIMES, as_time_dtype, as_times
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 from ..placement import alltoallv_rows
@@ -246,14 +246,8 @@ class NodeMemory:
             if not isinstance(name, str) or not name:
                 raise DDStoreValueError(f"NodeMemory name must be a non-empty str, got "
                                         f"{name!r}")
-            try:
-                dt = np.dtype(dtype)
-            except TypeError as exc:
-                raise DDStoreValueError(f"NodeMemory {name!r}: dtype {dtype!r} is not a "
-                                        f"numpy dtype ({exc})") from exc
-            if dt.kind not in "fc":
-                raise DDStoreValueError(f"NodeMemory {name!r}: dtype {dt} must be a "
-                                        f"floating-point dtype (e.g. float32)")
+            dt = as_dtype(dtype, f"NodeMemory {name!r}: dtype", "fc",
+                          "a floating-point or complex dtype (e.g. float32)")
             tdt = as_time_dtype(ts_dtype, f"NodeMemory {name!r}: ts_dtype")
             for label, v, low in (("num_nodes", num_nodes, 1),
                                   ("memory_dim", memory_dim, 1), ("mail_dim", mail_dim, 1),
