@@ -258,7 +258,7 @@ def check_errors(store, mem, ref, dtype, tag):
                  what=f"{tag}: taken name")
     for kw, frag in (({"num_nodes": 0}, "num_nodes=0 must be an integer >= 1"),
                      ({"mailbox_size": 0}, "mailbox_size=0 must be an integer >= 1"),
-                     ({"dtype": np.int32}, "dtype int32 must be a floating-point")):
+                     ({"dtype": np.int32}, "dtype=int32; allowed: a floating-point")):
         args = dict(num_nodes=N, memory_dim=MD, mail_dim=AD)
         args.update(kw)
         expect_error(DDStoreValueError, [frag], tg.NodeMemory, store, "y", agree=True,
