@@ -135,3 +135,23 @@ def plan_width(size, nbytes, budget, how):
         f"{gb(nbytes)} of data does not fit: even at width={size} (the communicator "
         f"size) each rank holds {gb(-(-nbytes // size))}, more than the {how}; use "
         f"more ranks (or nodes), or a larger memory_budget")
+
+
+def decide_width(width, size, nbytes, settings):
+    """``(width, budget)`` from the agreed per-rank ``settings`` (see
+    :func:`agreed_budget`): ``width="auto"`` becomes the smallest width that fits
+    (:func:`plan_width`); a given width whose share per rank exceeds the budget raises
+    :class:`DDStoreMemoryError` naming the width that would fit.  The same on every rank
+    (agreed values only)."""
+    budget, how = agreed_budget(settings)
+    if width == "auto":
+        return plan_width(size, nbytes, budget, how), budget
+    if -(-nbytes // width) > budget:
+        try:
+            hint = f"width={plan_width(size, nbytes, budget, how)} (or width='auto') fits"
+        except DDStoreMemoryError:
+            hint = "no width fits on this many ranks"
+        raise DDStoreMemoryError(
+            f"width={width}: each rank would hold {gb(-(-nbytes // width))} of the "
+            f"{gb(nbytes)} of data (data_nbytes={nbytes}), more than the {how}; {hint}")
+    return width, budget

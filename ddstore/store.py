@@ -36,9 +36,9 @@ from ._lifecycle import abort_on_exception
 from ._readers import unmapping
 from .annotations import Annotations
 from .checkpoint import BLOCK_BYTES, Checkpoints
-from .errors import DDStoreMemoryError, DDStoreStateError, DDStoreValueError
-from .memory import (MEMORY_BUDGET_FRACTION, agreed_budget, available_memory, gb,
-                     memory_settings, plan_width)
+from .errors import DDStoreStateError, DDStoreValueError
+from .memory import (MEMORY_BUDGET_FRACTION, available_memory, decide_width,
+                     memory_settings)
 from .records import Records
 from .settings import (PROGRESS_US, SERVE_MIN_PIECES, env_settings,  # noqa: F401
                        progress_interval, serve_settings)
@@ -137,20 +137,7 @@ class DDStore:
             self.store_id = _collective.take_store_id(max(i for _, i in shares))
             self.memory_budget = None
             if nbytes is not None:  # the same decision on every rank, from agreed values
-                budget, how = agreed_budget(settings)
-                if width == "auto":
-                    width = plan_width(size, nbytes, budget, how)
-                elif -(-nbytes // width) > budget:
-                    try:
-                        hint = f"width={plan_width(size, nbytes, budget, how)} " \
-                               f"(or width='auto') fits"
-                    except DDStoreMemoryError:
-                        hint = "no width fits on this many ranks"
-                    raise DDStoreMemoryError(
-                        f"width={width}: each rank would hold {gb(-(-nbytes // width))} "
-                        f"of the {gb(nbytes)} of data (data_nbytes={nbytes}), more than "
-                        f"the {how}; {hint}")
-                self.memory_budget = budget
+                width, self.memory_budget = decide_width(width, size, nbytes, settings)
         self._core = _core.Core(comm, width, transport)
         try:  # the progress agent: decided per rank from its members, agreed
             with collective(comm, None) as step:
@@ -251,8 +238,7 @@ class DDStore:
         with collective(comm, "DDStore.plan") as step:
             nb, memory = memory_settings("auto", nbytes, memory_budget, what="nbytes")
             memories = step.agree(memory, same={"nbytes": nb})
-            budget, how = agreed_budget(memories)
-            return plan_width(comm.Get_size(), nb, budget, how)
+            return decide_width("auto", comm.Get_size(), nb, memories)[0]
 
     # ------------------------------------------------------------------ lifecycle
     def free(self):

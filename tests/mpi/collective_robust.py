@@ -3,9 +3,9 @@ items 5-8 and 11; docs/design.md, rule 1):
 
 - an exception whose ``__str__`` raises, and a share that cannot be pickled, on one
   rank: every rank raises the same agreed error;
-- SIGINT (a ``KeyboardInterrupt`` injected into a step, and a real ``os.kill(getpid(),
-  SIGINT)`` in a local part, during a round, after the last round of a call, and inside
-  ``put_range``'s callable and every step of ``load_synthetic``): the round completes
+- SIGINT (a ``KeyboardInterrupt`` injected into a step, and a real SIGINT sent to
+  this thread, ``signal.raise_signal``, in a local part, during a round, after the last
+  round of a call, and inside ``put_range``'s callable and every step of ``load_synthetic``): the round completes
   on every rank, an interrupt seen by a round is raised alike on every rank as a
   ``KeyboardInterrupt`` and the call's variables are removed on every rank; one seen by
   no round is raised on its rank after a call that completed everywhere;
@@ -52,7 +52,7 @@ class SigintNow:
     nothing."""
 
     def __new__(cls):
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # to this thread: handled now
         return None
 
 
@@ -144,7 +144,7 @@ def _(t):
             store.add("k1", np.zeros((2, 1)))
             with store.collective("test.local"):
                 if rank == LAST:
-                    os.kill(os.getpid(), signal.SIGINT)
+                    signal.raise_signal(signal.SIGINT)  # to this thread: handled now
                     for _ in range(1000):  # the handler runs at the next bytecode
                         pass
     interrupted_alike(in_local_part, store, "SIGINT in a local part")
@@ -154,7 +154,7 @@ def _(t):
         with store.transaction("between"):
             store.add("k1", np.zeros((2, 1)))
             if rank == LAST:
-                os.kill(os.getpid(), signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)  # to this thread: handled now
             sum(range(1000))
             store.add("k2", np.zeros((2, 1)))
     interrupted_alike(between_steps, store, "SIGINT between two steps")
@@ -167,7 +167,7 @@ def _(t):
             step.agree()
             store.add("late", np.arange(2, dtype=np.int64).reshape(-1, 1))
             if rank == LAST:
-                os.kill(os.getpid(), signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)  # to this thread: handled now
             sum(range(1000))  # deferred: nothing raised here
     except KeyboardInterrupt as exc:
         got = type(exc).__name__
@@ -193,7 +193,7 @@ def _(t):
     def rows_of(a, b):
         calls["n"] += 1
         if rank == LAST and calls["n"] == 3:  # a real SIGINT inside put_range's work
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)  # to this thread: handled now
         return rows[lo + a:lo + b]
     interrupted_alike(lambda: fs.put_range(rows_of, (lo, hi), attr_name="x"), store,
                       "SIGINT in put_range's callable")
@@ -250,7 +250,7 @@ def _(t):
             out = real_round(*args, **kwargs)
             rounds["n"] += 1
             if rounds["n"] == rounds["at"]:
-                os.kill(os.getpid(), signal.SIGINT)
+                signal.raise_signal(signal.SIGINT)  # to this thread: handled now
             return out
         _collective._round = round_then_sigint
         try:
