@@ -8,7 +8,8 @@ items 5-8 and 11; docs/design.md, rule 1):
   round of a call, and inside ``put_range``'s callable and every step of
   ``load_synthetic``): the round completes on every rank, an interrupt seen by a
   round is raised alike on every rank as a ``KeyboardInterrupt`` and the call's
-  variables are removed on every rank; one seen by no round is raised on its rank after a call that completed everywhere;
+  variables are removed on every rank; one seen by no round is raised on its
+  rank after a call that completed everywhere;
 - two stores of one communicator called in different orders per rank: an error naming
   both stores;
 - an environment setting that differs between ranks (``DDSTORE_SERVE=off`` on the last
