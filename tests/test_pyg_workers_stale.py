@@ -1,7 +1,8 @@
 """DataLoader workers and a feature store changed after their fork (issue 43, item 4):
 persistent workers refuse it (DDStoreStateError naming the way out) instead of serving
 stale features; writes in place and workers forked per epoch see every change.  The
-MPI program tests/mpi/pyg_workers_stale.py on one rank in this process and on 2 ranks."""
+MPI program tests/mpi/pyg_workers_stale.py on one rank in this process and on 2 ranks
+(in the shared job of 2 ranks)."""
 import pytest
 
 from conftest import passed_on, passes_in_process
@@ -13,6 +14,6 @@ def test_stale_workers_one_rank():
 
 
 @pytest.mark.mpi
-def test_stale_workers_two_ranks(mpirun):
-    out = mpirun("pyg_workers_stale.py", 2, timeout=300)
-    passed_on(out, 2)
+@pytest.mark.shared_launch("pyg_workers_stale.py", nprocs=2, timeout=120)
+def test_stale_workers_two_ranks(shared_launch):
+    passed_on(shared_launch, 2)

@@ -87,14 +87,19 @@ def epoch_matches(ld, x, tag, workers=True):
 
 def release(*loaders):
     """End the loaders' persistent workers now.  PyG's loader and its persistent
-    iterator form a reference cycle (the iterator holds the loader's ``filter_fn``);
-    freed by the garbage collector, the cycle's queues are finalized (their feeder
-    threads stopped) before the iterator's ``__del__`` sends its workers the ``None``
-    that ends them, so each worker waits out torch's 5 s join and is terminated (10 s
-    per loader of 2 workers; most of this program's time before).  Dropping the
-    iterator ends them by reference count, at once."""
+    iterator form a reference cycle (the iterator holds the loader's ``filter_fn``), and
+    an error re-raised from a worker makes another (the re-raising frame holds the
+    exception whose traceback holds that frame, and the iterator); freed by the garbage
+    collector, the cycle's queues are finalized (their feeder threads stopped) before
+    the iterator's ``__del__`` sends its workers the ``None`` that ends them, so each
+    worker waits out torch's 5 s join and is terminated (10 s per loader of 2 workers;
+    most of this program's time before).  Shutting the iterator's workers down here
+    (torch's own ``_shutdown_workers``, which ``__del__`` calls again harmlessly) ends
+    them at once."""
     for ld in loaders:
-        ld._iterator = None
+        it, ld._iterator = ld._iterator, None
+        if it is not None:
+            it._shutdown_workers()
 
 
 def started(store, data, tag):
