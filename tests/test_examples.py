@@ -11,10 +11,10 @@ import re
 import numpy as np
 import pytest
 
-from conftest import argparse_exit, run_mpi, script_output, scripts_job
+from conftest import argparse_exit, run_mpi
+from examples_job import EXAMPLES, SMALL, example_output
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXAMPLES = os.path.join(ROOT, "examples")
 
 
 def floats(pattern, out):
@@ -91,81 +91,20 @@ def check_graph_gru(out):
     assert all(float(b) < float(a) for a, b in losses), out
 
 
-# example -> (ranks, small-settings arguments, check of what it printed)
-EXAMPLE_RUNS = {
-    "hydragnn_ising.py": (2, ["--num-samples", "600", "--epochs", "3", "--source", "adios",
-                              "--quiet"], check_hydragnn_ising),
-    "traffic_index_batching.py": (2, ["--width", "2", "--sampler", "batch", "--epochs", "2",
-                                      "--batch-size", "64", "--hidden", "8"],
-                                  check_traffic_index_batching),
-    "dynamic_graph_forecast.py": (2, ["--epochs", "2", "--hidden", "8", "--width", "2"],
-                                  check_dynamic_graph_forecast),
-    "tgat_link_prediction.py": (2, ["--num-nodes", "200", "--num-edges", "4000",
-                                    "--epochs", "2", "--max-batches", "4", "--batch-size",
-                                    "100", "--chunks", "4", "--width", "1", "--strategy",
-                                    "recent", "--hidden", "16"], check_tgat_link_prediction),
-    "tgn_link_prediction.py": (2, ["--num-nodes", "200", "--num-edges", "4000", "--epochs",
-                                   "2", "--max-batches", "4", "--batch-size", "100",
-                                   "--width", "1", "--hidden", "16", "--memory-dim", "16"],
-                               check_tgn_link_prediction),
-    "graphsage_large.py": (2, ["--scale", "0.002", "--classes", "8", "--epochs", "8",
-                               "--batch-size", "64", "--hidden", "32", "--fanouts", "10,5",
-                               "--eval-nodes", "1000"], check_graphsage_large),
-    # the GRU cell shared by the two recurrent examples; run as a script it checks itself
-    # (no store, no MPI: one rank)
-    "graph_gru.py": (1, [], check_graph_gru),
-}
+# example -> (ranks, small-settings arguments (examples_job.SMALL), check of what it printed)
+CHECKS = {"hydragnn_ising.py": check_hydragnn_ising,
+          "traffic_index_batching.py": check_traffic_index_batching,
+          "dynamic_graph_forecast.py": check_dynamic_graph_forecast,
+          "tgat_link_prediction.py": check_tgat_link_prediction,
+          "tgn_link_prediction.py": check_tgn_link_prediction,
+          "graphsage_large.py": check_graphsage_large,
+          "graph_gru.py": check_graph_gru}
+EXAMPLE_RUNS = {name: (nprocs, args, CHECKS[name]) for name, (nprocs, args) in SMALL.items()}
 
 
 def test_every_example_is_run():
     found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(EXAMPLES, "*.py")))
     assert found == sorted(EXAMPLE_RUNS), (found, sorted(EXAMPLE_RUNS))
-
-
-# the 2-rank runs of the tests below, in one job (conftest.scripts_job: torch and PyG
-# imported once per rank, not once per run); key -> (example, arguments)
-MEMORY_MODEL_ARGS = ["--baseline", "none", "--max-batches", "4", "--batch-size", "100",
-                     "--hidden", "16", "--memory-dim", "16"]
-PIPELINED_ARGS = ["--model", "tgn", "--baseline", "none", "--epochs", "2", "--max-batches",
-                  "6", "--batch-size", "100", "--hidden", "16", "--memory-dim", "16",
-                  "--num-nodes", "200", "--num-edges", "2000", "--width", "2"]
-
-
-def two_rank_runs(tmp):
-    """{key: (example, arguments)} of every 2-rank run here (``tmp``: a folder for the
-    JODIE file APAN reads)."""
-    runs = {name: (name, args) for name, (nprocs, args, _) in EXAMPLE_RUNS.items()
-            if nprocs == 2}
-    runs["jodie"] = ("tgn_link_prediction.py",
-                     ["--model", "jodie", "--epochs", "1"] + MEMORY_MODEL_ARGS
-                     + ["--num-nodes", "200", "--num-edges", "2000", "--width", "2"])
-    runs["apan"] = ("tgn_link_prediction.py",
-                    ["--model", "apan", "--epochs", "1"] + MEMORY_MODEL_ARGS
-                    + ["--jodie", str(tmp / "mini.csv"), "--width", "1", "--mailbox", "4"])
-    runs["blocking commit"] = ("tgn_link_prediction.py", PIPELINED_ARGS)
-    runs["pipelined commit"] = ("tgn_link_prediction.py",
-                                PIPELINED_ARGS + ["--pipelined-commit"])
-    return runs
-
-
-def example_output(key, tmp_path_factory):
-    """What the 2-rank run ``key`` of :func:`two_rank_runs` printed (every rank, stdout
-    and stderr), from the one job of all of them."""
-    tmp = tmp_path_factory.getbasetemp() / "examples-job"
-    tmp.mkdir(exist_ok=True)
-    path = tmp / "mini.csv"
-    if not path.exists():  # APAN on a JODIE CSV (--jodie): a small one
-        from ddstore import temporal as tg
-        s = tg.synthetic_stream(200, 1500, seed=1, partners=3)
-        tg.write_jodie(str(path), s.src % 80, s.dst % 120,
-                       np.floor(s.t * 10).astype(np.int64), np.zeros(s.num_edges, np.int64),
-                       s.edge_feat)
-    runs = two_rank_runs(tmp)
-    keys = list(runs)
-    # a bound per run that a hang cannot stretch to the suite's own (each takes seconds)
-    job = scripts_job("examples", [(os.path.join(EXAMPLES, runs[k][0]), runs[k][1])
-                                   for k in keys], tmp_path_factory, timeout_each=90)
-    return script_output(job, keys.index(key), f"{runs[key][0]} ({key})")
 
 
 @pytest.mark.mpi
@@ -404,7 +343,8 @@ def test_cli_types():
     """ddstore.cli's argparse types: the value when in range, else argparse's error."""
     import argparse
     from ddstore.cli import at_least, int_list, output_dir, seed
-    assert at_least(1)("3") == 3 and seed()("0") == 0 and at_least(0, most=9)("9") == 9 and at_least(0, float, above=True)("0.5") == 0.5
+    assert at_least(1)("3") == 3 and seed()("0") == 0 and at_least(0, most=9)("9") == 9
+    assert at_least(0, float, above=True)("0.5") == 0.5
     assert int_list(-1)("15, 10,-1") == (15, 10, -1)
     for conv, text, words in ((at_least(1), "0", ">= 1, got 0"),
                               (at_least(0, float, above=True), "0", "> 0, got 0"),

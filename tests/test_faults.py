@@ -32,10 +32,14 @@ def launch(mode, nprocs, runner=(), env=None, seconds=READ_SECONDS):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", [2, 3])
-@pytest.mark.parametrize("mode", ["raise", "raise-in-collective", "raise-in-with", "osexit",
-                                  "kill", "kill-in-commit", "raise-in-commit"])
+@pytest.mark.parametrize("mode,nprocs", [("raise", 3), ("raise-in-collective", 2),
+                                         ("raise-in-with", 3), ("osexit", 2), ("kill", 3),
+                                         ("kill-in-commit", 2), ("raise-in-commit", 3)])
 def test_failing_rank_ends_the_job(mode, nprocs):
+    """Each way of failing on one rank (an exception while the others read, or in a
+    collective call, a ``with`` block or a commit; ``os._exit``; SIGKILL) ends the job
+    promptly.  Each mode on 2 or 3 ranks, both counts covering an exception and a kill
+    (the abort path does not depend on the count; the suite's time)."""
     r = launch_result(mode, nprocs)
     rc, elapsed, out = r.returncode, r.elapsed, r.output
     # a job ended by ddstore's abort leaves nothing in /dev/shm (MPICH unlinks its node
@@ -54,16 +58,16 @@ def test_failing_rank_ends_the_job(mode, nprocs):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", [2, 3])
-@pytest.mark.parametrize("mode", ["end-during-commit", "exit0-during-commit",
-                                  "exit3-during-commit", "osexit0-during-commit"])
+@pytest.mark.parametrize("mode,nprocs", [("end-during-commit", 3), ("exit0-during-commit", 2),
+                                         ("exit3-during-commit", 3),
+                                         ("osexit0-during-commit", 2)])
 def test_rank_leaving_during_a_collective_fails_the_job(mode, nprocs):
     """A rank that ends its script while the others are inside NodeMemory.commit: the
     others get the agreed "out of step" error (caught here) and end their scripts too.
     Before: their exit-time free waited forever for the rank already in MPI_Finalize
     (and os._exit(0) ended the job with exit code 0, no message).  Now the leaving
     rank's exit-time free meets the others' commit, and it ends the job, non-zero, with
-    a message naming both calls."""
+    a message naming both calls.  Each mode on 2 or 3 ranks (the suite's time)."""
     rc, elapsed, out = launch(mode, nprocs)
     assert rc not in (0, 124, 137), f"exit code {rc} after {elapsed:.1f}s:\n{out}"
     assert elapsed < PROMPT, f"job took {elapsed:.1f}s to end:\n{out}"

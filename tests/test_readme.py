@@ -124,9 +124,9 @@ BASH_SKIP = {
     "mpiexec -n 2 python examples/tgn_link_prediction.py --model apan --baseline none":
         "long job (~40 s); runs small in test_examples.py",
     "mpiexec -n 2 python examples/tgn_link_prediction.py --epochs 2 --checkpoint CK":
-        "long job; runs small in test_temporal_checkpoint.py",
+        "long job; runs small in test_examples_resume.py",
     "mpiexec -n 2 python examples/tgn_link_prediction.py --epochs 3 --resume CK --width 1":
-        "long job; runs small in test_temporal_checkpoint.py",
+        "long job; runs small in test_examples_resume.py",
     "mpiexec -n 2 python -m ddstore.bench.core": "benchmark (long job)",
     # the benchmark list: full runs take minutes each; their small versions run in
     # the benchmark smoke tests of test_core, test_graphs, test_spatiotemporal,

@@ -1,0 +1,110 @@
+"""The examples' small runs on 2 ranks, in one job (``conftest.scripts_job``: torch and
+PyG imported once per rank, not once per run, the suite's time): every example's small
+settings (:data:`SMALL`, checked by tests/test_examples.py), the memory models' runs,
+and the checkpoint / resume runs of tests/test_examples_resume.py (a run that writes a
+checkpoint comes before the run that resumes from it).  :func:`example_output` gives
+what one run printed; :func:`job_folder` where the runs write."""
+import os
+
+import numpy as np
+
+from conftest import ROOT, script_output, scripts_job
+
+EXAMPLES = os.path.join(ROOT, "examples")
+
+# example -> (ranks, small-settings arguments)
+SMALL = {
+    "hydragnn_ising.py": (2, ["--num-samples", "600", "--epochs", "3", "--source", "adios",
+                              "--quiet"]),
+    "traffic_index_batching.py": (2, ["--width", "2", "--sampler", "batch", "--epochs", "2",
+                                      "--batch-size", "64", "--hidden", "8"]),
+    "dynamic_graph_forecast.py": (2, ["--epochs", "2", "--hidden", "8", "--width", "2"]),
+    "tgat_link_prediction.py": (2, ["--num-nodes", "200", "--num-edges", "4000",
+                                    "--epochs", "2", "--max-batches", "4", "--batch-size",
+                                    "100", "--chunks", "4", "--width", "1", "--strategy",
+                                    "recent", "--hidden", "16"]),
+    "tgn_link_prediction.py": (2, ["--num-nodes", "200", "--num-edges", "4000", "--epochs",
+                                   "2", "--max-batches", "4", "--batch-size", "100",
+                                   "--width", "1", "--hidden", "16", "--memory-dim", "16"]),
+    "graphsage_large.py": (2, ["--scale", "0.002", "--classes", "8", "--epochs", "8",
+                               "--batch-size", "64", "--hidden", "32", "--fanouts", "10,5",
+                               "--eval-nodes", "1000"]),
+    # the GRU cell shared by the two recurrent examples; run as a script it checks itself
+    # (no store, no MPI: one rank)
+    "graph_gru.py": (1, []),
+}
+MEMORY_MODEL_ARGS = ["--baseline", "none", "--max-batches", "4", "--batch-size", "100",
+                     "--hidden", "16", "--memory-dim", "16"]
+PIPELINED_ARGS = ["--model", "tgn", "--baseline", "none", "--epochs", "2", "--max-batches",
+                  "6", "--batch-size", "100", "--hidden", "16", "--memory-dim", "16",
+                  "--num-nodes", "200", "--num-edges", "2000", "--width", "2"]
+# the resume runs (tests/test_examples_resume.py)
+HYDRAGNN = ["--num-samples", "160", "--epochs", "3", "--batch-size", "16", "--hidden", "8",
+            "--layers", "1", "--lattice", "3", "--quiet"]
+TRAFFIC = ["--width", "2", "--sampler", "batch", "--batch-size", "64", "--hidden", "8"]
+TEMPORAL = ["--baseline", "none", "--max-batches", "3", "--batch-size", "100", "--hidden",
+            "16", "--memory-dim", "16", "--num-nodes", "200", "--num-edges", "1500"]
+APAN = TEMPORAL + ["--model", "apan", "--mailbox", "4"]
+
+
+def job_folder(tmp_path_factory):
+    """The folder the job's runs write to (checkpoints, the JODIE file APAN reads)."""
+    tmp = tmp_path_factory.getbasetemp() / "examples-job"
+    tmp.mkdir(exist_ok=True)
+    return tmp
+
+
+def two_rank_runs(tmp):
+    """{key: (example, arguments)} of every run of the job, in order (``tmp``: see
+    :func:`job_folder`)."""
+    runs = {name: (name, args) for name, (nprocs, args) in SMALL.items() if nprocs == 2}
+    runs["jodie"] = ("tgn_link_prediction.py",
+                     ["--model", "jodie", "--epochs", "1"] + MEMORY_MODEL_ARGS
+                     + ["--num-nodes", "200", "--num-edges", "2000", "--width", "2"])
+    runs["apan"] = ("tgn_link_prediction.py",
+                    ["--model", "apan", "--epochs", "1"] + MEMORY_MODEL_ARGS
+                    + ["--jodie", str(tmp / "mini.csv"), "--width", "1", "--mailbox", "4"])
+    runs["blocking commit"] = ("tgn_link_prediction.py", PIPELINED_ARGS)
+    runs["pipelined commit"] = ("tgn_link_prediction.py",
+                                PIPELINED_ARGS + ["--pipelined-commit"])
+    hydra, traffic, tgn = ("hydragnn_ising.py", "traffic_index_batching.py",
+                           "tgn_link_prediction.py")
+    runs["hydragnn whole"] = (hydra, HYDRAGNN + ["--width", "2", "--checkpoint",
+                                                 str(tmp / "hydra-whole")])
+    runs["hydragnn resumed"] = (hydra, HYDRAGNN + [
+        "--width", "1", "--resume", str(tmp / "hydra-whole"), "--resume-epoch", "1",
+        "--checkpoint", str(tmp / "hydra-resumed")])
+    runs["traffic whole"] = (traffic, TRAFFIC + ["--epochs", "3"])
+    runs["traffic first"] = (traffic, TRAFFIC + ["--epochs", "1", "--checkpoint",
+                                                 str(tmp / "traffic")])
+    runs["traffic resumed"] = (traffic, TRAFFIC + ["--epochs", "3", "--resume",
+                                                   str(tmp / "traffic")])
+    runs["tgn whole"] = (tgn, TEMPORAL + ["--width", "2", "--epochs", "2", "--checkpoint",
+                                          str(tmp / "tgn-whole")])
+    runs["tgn first"] = (tgn, TEMPORAL + ["--width", "2", "--epochs", "1", "--checkpoint",
+                                          str(tmp / "tgn-part")])
+    runs["tgn resumed"] = (tgn, TEMPORAL + ["--width", "1", "--epochs", "2", "--resume",
+                                            str(tmp / "tgn-part"), "--checkpoint",
+                                            str(tmp / "tgn-part")])
+    runs["apan first"] = (tgn, APAN + ["--width", "2", "--epochs", "1", "--checkpoint",
+                                       str(tmp / "apan")])
+    return runs
+
+
+def example_output(key, tmp_path_factory):
+    """What the 2-rank run ``key`` of :func:`two_rank_runs` printed (every rank, stdout
+    and stderr), from the one job of all of them."""
+    tmp = job_folder(tmp_path_factory)
+    path = tmp / "mini.csv"
+    if not path.exists():  # APAN on a JODIE CSV (--jodie): a small one
+        from ddstore import temporal as tg
+        s = tg.synthetic_stream(200, 1500, seed=1, partners=3)
+        tg.write_jodie(str(path), s.src % 80, s.dst % 120,
+                       np.floor(s.t * 10).astype(np.int64), np.zeros(s.num_edges, np.int64),
+                       s.edge_feat)
+    runs = two_rank_runs(tmp)
+    keys = list(runs)
+    # a bound per run that a hang cannot stretch to the suite's own (each takes seconds)
+    job = scripts_job("examples", [(os.path.join(EXAMPLES, runs[k][0]), runs[k][1])
+                                   for k in keys], tmp_path_factory, timeout_each=90)
+    return script_output(job, keys.index(key), f"{runs[key][0]} ({key})")
