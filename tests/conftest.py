@@ -378,15 +378,21 @@ def mpirun():
     return run_mpi
 
 
-@pytest.fixture
-def store():
-    """A one-rank store (``MPI.COMM_SELF``, width 1) for in-process tests, freed after
-    the test."""
-    from mpi4py import MPI
-    import ddstore
-    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
-    yield s
-    s.free()
+def one_rank_store(scope="function"):
+    """The ``store`` fixture at ``scope``: a one-rank store (``MPI.COMM_SELF``, width 1)
+    for in-process tests, freed after the test (or the module: ``store =
+    one_rank_store("module")`` in a test module)."""
+    @pytest.fixture(scope=scope, name="store")
+    def fixture():
+        from mpi4py import MPI
+        import ddstore
+        s = ddstore.DDStore(MPI.COMM_SELF, width=1)
+        yield s
+        s.free()
+    return fixture
+
+
+store = one_rank_store()
 
 
 # ---------------------------------------------------------------- shared launches

@@ -10,23 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-import ddstore
 from ddstore import DDStoreIndexError, DDStoreValueError
 from ddstore import spatiotemporal as st
 from ddstore.dynamic import DynamicGraph
 
-from conftest import passed_on
+from conftest import one_rank_store, passed_on
 
 _names = itertools.count()
 BASE = np.random.default_rng(0).standard_normal((80, 3, 2))
 
 
-@pytest.fixture(scope="module")
-def store():
-    from mpi4py import MPI
-    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
-    yield s
-    s.free()
+store = one_rank_store("module")  # one store for the module's tests
 
 
 def make(store, series, horizon, **kw):

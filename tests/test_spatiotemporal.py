@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import ROOT, passed_on
+from conftest import ROOT, one_rank_store, passed_on
 
 import torch  # noqa: E402
 
@@ -29,12 +29,7 @@ PEDALME = os.path.join(DATA, "pedalme_london.json")
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def store():
-    from mpi4py import MPI
-    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
-    yield s
-    s.free()
+store = one_rank_store("module")  # one store for the module's tests
 
 
 def make(store, series, horizon, **kw):
