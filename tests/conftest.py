@@ -185,25 +185,59 @@ def descendants(root):
     return found
 
 
+def _started(pid):
+    """When process ``pid`` started (clock ticks since boot, ``/proc/<pid>/stat`` field
+    22), or None when it has ended (or is a zombie): with the pid, names one process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else int(fields[19])
+
+
 class JobShm:
     """The MPICH shared-memory files that one job's processes map, sampled every 0.2 s
     from ``/proc`` while it runs (a thread): its ranks map their node's segment from
     ``MPI_Init`` until they end, so a job of more than a moment is always seen.  Only
     these files are the job's: other jobs on the machine make their own files in the
     same ``/dev/shm`` at any time.  ``with JobShm(proc.pid) as shm: ...``; then
-    ``shm.seen``."""
+    ``shm.seen``, and ``shm.leftover()``: the job's processes still alive."""
 
     def __init__(self, root):
         import threading
-        self.root, self.seen = root, set()
+        self.root, self.seen, self.procs = root, set(), set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while True:
-            self.seen |= shm_mapped_by(descendants(self.root))
+            pids = descendants(self.root)
+            self.procs |= {(p, _started(p)) for p in pids if p != self.root}
+            self.seen |= shm_mapped_by(pids)
             if self._stop.wait(0.2):
                 return
+
+    def leftover(self, grace=2.0):
+        """The job's ranks (the processes below its root running this Python; not the
+        ranks' /dev/shm watchers, which end by themselves once their rank has ended)
+        still alive ``grace`` seconds after its root ended."""
+        python = os.path.realpath(sys.executable)
+
+        def alive():
+            out = []
+            for p, t in self.procs:
+                try:
+                    ours = os.path.realpath(f"/proc/{p}/exe") == python
+                except OSError:
+                    continue
+                if ours and t is not None and _started(p) == t:
+                    out.append(p)
+            return sorted(out)
+        deadline = time.monotonic() + grace
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return alive()
 
     def __enter__(self):
         self._thread.start()
@@ -285,6 +319,7 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
         if proc.poll() is None:  # interrupted: end the job
             proc.kill()
             proc.wait()
+    _end_leftovers(shm.leftover(), cmd)
     left = job_shm_left(shm.seen)
     remove_job_shm(shm.seen)
     result = MPIResult(proc.returncode, time.perf_counter() - t0, output,
@@ -307,6 +342,22 @@ def run_mpi(script, nprocs, *args, timeout=240, env=None, runner=(), check=True,
                     + (f", failed case(s) {', '.join(map(repr, cases))}" if cases else "")
                     + f": {result.cmd}\n{out}")
     return out
+
+
+def _end_leftovers(pids, cmd):
+    """Kill a job's ranks still alive after its ``mpiexec`` ended (seen once, under load:
+    a rank of an aborted job left spinning in ``MPI_Barrier`` for 17 minutes, a core
+    taken from every later test), and say so as a warning in pytest's summary."""
+    import signal
+    import warnings
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if pids:
+        warnings.warn(f"{len(pids)} process(es) of a job were alive after its mpiexec "
+                      f"ended, killed (pids {pids}): {' '.join(cmd)}")
 
 
 def on_ranks(nprocs):

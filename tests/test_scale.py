@@ -78,3 +78,33 @@ def test_scale_graphs_small(mpirun, tmp_path):
     assert sum(r["checked"] for r in doc["per_rank"]) == 600, out
     assert all(r["bad"] == 0 for r in doc["per_rank"]), out
     assert sum(r["store_bytes"] for r in doc["per_rank"]) == doc["data_bytes"] * 1
+
+
+def test_decide_width_every_branch():
+    """ddstore.memory.decide_width, the one rule behind DDStore(width=..., data_nbytes=...)
+    and DDStore.plan: 'auto' takes the smallest width dividing the size that fits the
+    smallest rank's budget; a given width that fits is kept; one that does not is refused
+    naming the width that would fit, or saying that none does."""
+    from ddstore import DDStoreMemoryError
+    from ddstore.memory import decide_width
+    ranks = [(30, "node", 0)] * 4  # 30 bytes per rank on each of 4 ranks, given
+    assert decide_width("auto", 4, 100, ranks) == (4, 30)    # 100, 50 > 30; 25 fits
+    assert decide_width("auto", 4, 60, ranks) == (2, 30)
+    assert decide_width(4, 4, 100, ranks) == (4, 30)
+    with pytest.raises(DDStoreMemoryError) as info:
+        decide_width(2, 4, 100, ranks)
+    msg = str(info.value)
+    assert "width=2: each rank would hold" in msg and "data_nbytes=100" in msg, msg
+    assert "width=4 (or width='auto') fits" in msg and "(given, rank 0)" in msg, msg
+    with pytest.raises(DDStoreMemoryError) as info:
+        decide_width(1, 4, 1000, ranks)
+    assert "no width fits on this many ranks" in str(info.value), str(info.value)
+    with pytest.raises(DDStoreMemoryError) as info:
+        decide_width("auto", 4, 1000, ranks)
+    assert "does not fit: even at width=4" in str(info.value), str(info.value)
+    # the smallest budget decides, whichever rank has it
+    mixed = [(50, "a", 0), (20, "b", 0)]
+    with pytest.raises(DDStoreMemoryError) as info:
+        decide_width(1, 2, 30, mixed)
+    assert "memory_budget=" in str(info.value) and "rank 1" in str(info.value)
+    assert decide_width("auto", 2, 30, mixed) == (2, 20)
