@@ -180,9 +180,18 @@ def test_several_layouts_of_one_edge_type(store):
     for layout in ("coo", "csr", "csc"):
         _same(getattr(gs, layout)(), getattr(ref, layout)(), layout)
     before = store.variables()
-    with pytest.raises(DDStoreValueError, match=r"already holds edge type .* in layout 'coo'"):
-        gs.put_edge_index(ei, edge_type=et, layout="coo", size=(6, 6))
-    assert store.variables() == before
+    for s_ in (gs, ref):  # a layout put again replaces it, as PyG's stores do
+        s_.put_edge_index(other, edge_type=et, layout="coo", size=(6, 6))
+    _same(gs.get_edge_index(et, "coo"), tuple(other), "coo replaced")
+    for layout in ("coo", "csr", "csc"):
+        _same(getattr(gs, layout)(), getattr(ref, layout)(), f"{layout} after replacing")
+    assert [(a.edge_type, a.layout.value) for a in gs.get_all_edge_attrs()] == [
+        (et, "coo"), (et, "csr")]
+    now = store.variables()  # the new lists beside the old names, the old ones gone
+    assert sorted(now) == sorted(v.replace("/coo/", "/coo~1/") for v in before), now
+    for s_ in (gs, ref):
+        s_.put_edge_index(ei, edge_type=et, layout="coo", size=(6, 6))
+    assert sorted(store.variables()) == sorted(before)  # the first free names again
     with pytest.raises(DDStoreValueError, match="pointer must start at 0, not decrease"):
         gs.put_edge_index((torch.tensor([0, 1]), torch.tensor([0, 2, 1, 2, 2, 2, 2])),
                           edge_type=et, layout="csc", size=(6, 6))
@@ -541,10 +550,11 @@ def test_time_sorted_coo_and_raw_graph_without_edges(store):
         dpyg.NeighborSampler(dpyg.GraphStore(store, "z"), [2])
 
 
-def test_size_must_be_integers_and_taken_names_are_named(store):
+def test_size_must_be_integers_and_a_refused_replacement_keeps_the_edges(store):
     """put_edge_index / put_edge_range refuse a size that int() would truncate (2.5),
     a float that happens to be whole, a str or a bool, in every layout; a second put of
-    a stored layout names what the store already holds (_checks.check_free_names)."""
+    a stored layout that is refused (a bad size, a node out of range) leaves the first
+    as it was (variables and edges)."""
     import numpy as np
     from ddstore import DDStoreValueError
     from ddstore import pyg as dpyg
@@ -561,10 +571,14 @@ def test_size_must_be_integers_and_taken_names_are_named(store):
                               edge_type=("a", "r", "b"), size=size)
     assert store.variables() == []
     gs.put_edge_index(coo, edge_type=("a", "r", "b"), layout="coo", size=(3, 3))
-    with pytest.raises(DDStoreValueError, match=r"the store already holds edge type "
-                                                r"\('a', 'r', 'b'\) in layout 'coo'; "
-                                                r"remove_edge_index"):
-        gs.put_edge_index(coo, edge_type=("a", "r", "b"), layout="coo", size=(3, 3))
+    held = store.variables()
+    for size in ((2.5, 3), (1, 3)):  # a refused replacement keeps what was stored
+        with pytest.raises((DDStoreValueError, IndexError),
+                           match="size must be|out of range"):
+            gs.put_edge_index(coo.flip(0), edge_type=("a", "r", "b"), layout="coo",
+                              size=size)
+        assert store.variables() == held
+        assert torch.equal(torch.stack(gs.get_edge_index(("a", "r", "b"), "coo")), coo)
 
 
 def test_relabel_batches_restart_without_clearing():

@@ -20,7 +20,7 @@ from ..build import create, default_chunk_edges, fill_tcsr, id_dtype, prefault_b
 from ._common import as_numpy, call_piece, is_edge_type, node_var, tiled_total, type_key
 from ._graph_state import Lists
 
-__all__ = ["Plan", "first_pass", "decide", "build", "as_coo", "node_offsets",
+__all__ = ["Plan", "first_pass", "decide", "build", "retire", "as_coo", "node_offsets",
            "node_ids", "checked_columns"]
 
 _CSC_VARS = ("nbr", "eid", "ts")
@@ -38,7 +38,7 @@ class Plan:
 
     __slots__ = ("what", "edge_type", "layout", "ptr_nodes", "reverse_of", "prefix", "lo",
                  "hi", "size", "time_attr", "weight_attr", "piece", "deg", "indptr",
-                 "max_src", "max_dst", "num_edges")
+                 "max_src", "max_dst", "num_edges", "index_dtypes")
 
     def __init__(self, what, edge_type, layout, ptr_nodes, reverse_of, prefix, lo, hi,
                  size, time_attr, weight_attr):
@@ -49,6 +49,7 @@ class Plan:
         self.piece, self.deg, self.indptr = None, None, None
         self.max_src = self.max_dst = -1
         self.num_edges = None
+        self.index_dtypes = None  # the dtypes of the edge index put (None: int64)
 
     def share(self):
         """This rank's share of the first step's round."""
@@ -89,15 +90,24 @@ def first_pass(state, columns, lo, hi, edge_type, size, what, layout=EdgeLayout.
     if not (edge_type is None or is_edge_type(edge_type)):
         raise DDStoreValueError(f"{what}: edge_type must be None or (src, rel, dst) "
                                 f"strings, got {edge_type!r}")
-    if (edge_type, layout) in state.built(reverse_of is not None):
-        check_free_names(what, f"edge type {edge_type!r} in layout {layout.value!r}",
-                         f"remove_edge_index(edge_type, layout={layout.value!r}) it "
-                         f"first (collective)")
+    if reverse_of is not None and (edge_type, layout) in state.reversed:
+        check_free_names(what, f"out-lists of edge type {edge_type!r} in layout "
+                               f"{layout.value!r}", "they are kept as built")
     if size is not None:
         size = _checked_size(size, edge_type, what)
-    prefix = (f"{state.name}/{'csc' if reverse_of is None else 'out'}/"
-              f"{type_key(edge_type)}/{layout.value}/")
-    check_free_names(what, names_under(prefix[:-1], st.variables()))
+    base = (f"{state.name}/{'csc' if reverse_of is None else 'out'}/"
+            f"{type_key(edge_type)}/{layout.value}")
+    held = st.variables()
+    prefix = base + "/"
+    if reverse_of is None and (edge_type, layout) in state.stored:
+        # a replacement (PyG's stores replace a layout put again): the new lists are
+        # built beside the old ones, under the first free of base, base~1, base~2...,
+        # and the old ones removed only once the new ones are complete (build)
+        k = 0
+        while names_under(prefix[:-1], held):
+            k += 1
+            prefix = f"{base}~{k}/"
+    check_free_names(what, names_under(prefix[:-1], held))
     plan = Plan(what, edge_type, layout, ptr_nodes, reverse_of, prefix, lo, hi, size,
                 state.time_attr, state.weight_attr)
     n_local = hi - lo
@@ -253,11 +263,15 @@ def build(state, attrs, plan, columns, is_sorted=False):
             attrs.rows_to_edge_ids(vars_["eid"], reverse_of.vars["eid"], n_csc, chunk,
                                    what)
         key = (edge_type, layout)
-        built[key] = Lists(edge_type, size, num_edges, indptr, node_off, vars_,
-                          state.time_attr if reverse_of is None else None, level,
-                          layout, is_sorted or layout == EdgeLayout.CSC,
-                          plan.ptr_nodes, node_times,
-                          None if times is None else times.dtype)
+        lists = Lists(edge_type, size, num_edges, indptr, node_off, vars_,
+                      state.time_attr if reverse_of is None else None, level,
+                      layout, is_sorted or layout == EdgeLayout.CSC,
+                      plan.ptr_nodes, node_times,
+                      None if times is None else times.dtype)
+        lists.index_dtypes = plan.index_dtypes
+        if reverse_of is None and key in built:  # a replacement, now complete
+            retire(state, built[key])
+        built[key] = lists
         if reverse_of is None:
             state.choose(edge_type)
         state.changed()
@@ -278,10 +292,26 @@ def build(state, attrs, plan, columns, is_sorted=False):
     return True
 
 
+def retire(state, c):
+    """Collective: remove the variables of stored lists ``c`` and of their out-lists
+    (which describe the same edges; popped from ``state.reversed``), marking both
+    removed (a sampler holding them stops).  ``remove_edge_index``, and a replacement
+    once its new lists are complete."""
+    gone = [x for x in (c, state.reversed.pop((c.edge_type, c.layout), None))
+            if x is not None]
+    names = [v for x in gone for v in x.vars.values()]
+    if names:
+        state.store.remove(*names)
+    for x in gone:
+        x.removed = True
+
+
 def as_coo(edge_index, layout, what):
-    """``(src, dst, ptr_nodes)``: the edges as int64 arrays in edge-id order from
-    any of PyG's layouts, and the nodes of a CSR / CSC pointer as put (COO: None);
-    raises a :class:`~ddstore.DDStoreValueError` for a malformed edge index."""
+    """``(src, dst, ptr_nodes, dtypes)``: the edges as int64 arrays in edge-id order
+    from any of PyG's layouts, the nodes of a CSR / CSC pointer as put (COO: None), and
+    the integer dtypes of the edge index's two entries as put (what ``get_edge_index``
+    returns; an empty entry of another dtype: int64); raises a
+    :class:`~ddstore.DDStoreValueError` for a malformed edge index."""
     layout = EdgeLayout(layout)
     if layout == EdgeLayout.COO and not isinstance(edge_index, (tuple, list)):
         arr = as_numpy(edge_index, what)
@@ -297,12 +327,14 @@ def as_coo(edge_index, layout, what):
         if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
             raise DDStoreValueError(f"{what}: edge_index entries must be 1-D integer "
                                     f"arrays, got dtype {x.dtype} shape {x.shape}")
+    dtypes = tuple(x.dtype.str if x.dtype.kind in "iu" else np.dtype(np.int64).str
+                   for x in (a, b))
     a, b = (node_ids(x, what).astype(np.int64, copy=False) for x in (a, b))
     if layout == EdgeLayout.COO:
         if a.shape != b.shape:
             raise DDStoreValueError(f"{what}: rows of lengths {a.shape[0]}, "
                                     f"{b.shape[0]}")
-        return a, b, None
+        return a, b, None, dtypes
     ptr, idx = (b, a) if layout == EdgeLayout.CSC else (a, b)
     if ptr.size == 0 or ptr[0] != 0 or ptr[-1] != idx.shape[0] or \
             np.any(np.diff(ptr) < 0):
@@ -310,8 +342,8 @@ def as_coo(edge_index, layout, what):
                                 f"not decrease and end at {idx.shape[0]}")
     other = np.repeat(np.arange(ptr.shape[0] - 1, dtype=np.int64), np.diff(ptr))
     ptr_nodes = ptr.shape[0] - 1
-    return (idx, other, ptr_nodes) if layout == EdgeLayout.CSC else \
-        (other, idx, ptr_nodes)
+    return (idx, other, ptr_nodes, dtypes) if layout == EdgeLayout.CSC else \
+        (other, idx, ptr_nodes, dtypes)
 
 
 def node_offsets(indptr, chunks, width):

@@ -19,7 +19,9 @@ class Lists:
     and ``ptr_nodes`` (CSR / CSC puts: the nodes of the pointer as put, else None).
     ``dropped``: True once ``build_backward(keep_in_lists=False)`` removed these lists'
     variables (``vars`` empty, ``indptr`` / ``node_offsets`` None): only the edge type's
-    bookkeeping is left, and its out-lists hold the edges."""
+    bookkeeping is left, and its out-lists hold the edges.  ``index_dtypes``: the numpy
+    dtype strings of the two entries of the edge index as put (``get_edge_index``
+    returns them), None for int64 (``put_edge_range``, out-lists)."""
 
     def __init__(self, edge_type, size, num_edges, indptr, node_offsets, vars_, time_attr,
                  time_level, layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None,
@@ -32,6 +34,7 @@ class Lists:
         self.layout, self.is_sorted, self.ptr_nodes = layout, is_sorted, ptr_nodes
         self.removed = False
         self.dropped = False
+        self.index_dtypes = None  # put_edge_index: its entries' dtypes (None: int64)
 
 
 class GraphState:

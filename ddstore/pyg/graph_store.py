@@ -21,7 +21,7 @@ from ..errors import DDStoreValueError
 from ._common import (GRAPH_KIND, annotation_name, as_edge_type, as_numpy, check_rows,
                       declared_rows, find_annotation, forget_annotation, node_var,
                       type_key, type_from_json, type_to_json)
-from ._csc_build import (as_coo, build, checked_columns, decide, first_pass,
+from ._csc_build import (as_coo, build, checked_columns, decide, first_pass, retire,
                          node_ids, node_offsets)
 from ._edge_attrs import EdgeAttributes, checked_weight_attr
 from ._forks import ForkVersion
@@ -46,13 +46,15 @@ class GraphStore(_PygGraphStore):
     ``(src, rel, dst)`` -- in one layout) is held as **CSC**: the sources of each
     destination node's incoming edges, sorted by destination, then (when the store has a
     ``time_attr``) by time, then by edge id.  Three store variables of one row per edge:
-    ``<name>/csc/<type>/<layout>/nbr`` (source node), ``.../eid`` (edge id) and, with an
+    ``<name>/csc/<type>/<layout>/nbr`` (source node; ``<layout>~1`` after a replacement,
+    below), ``.../eid`` (edge id) and, with an
     edge-level time, ``.../ts`` (the edge's time: int64 for an integer time attribute,
     else float64).  ``nbr`` and
     ``eid`` are both **int32 when both fit** (``num_src_nodes <= 2**31 - 1`` and
     ``num_edges <= 2**31 - 1``: 8 bytes per edge, half of PyG's int64 ``edge_index``),
-    else both int64 (16 bytes per edge); ``ts`` adds 8.  What they return
-    (:meth:`get_edge_index`, :meth:`edge_ids`, the sampler) is int64 either way.  Member
+    else both int64 (16 bytes per edge); ``ts`` adds 8.  What the sampler and
+    :meth:`edge_ids` return is int64 either way; :meth:`get_edge_index` returns the
+    dtypes put (an int32 edge index reads back int32, as from PyG's stores).  Member
     ``g`` of every group holds the lists of a contiguous destination-node range chosen
     so that members hold about equal numbers of edges.  Replicated on every rank:
     ``indptr`` (``num_dst + 1`` int64) and the member ranges.  The edge index is never
@@ -75,8 +77,10 @@ class GraphStore(_PygGraphStore):
     (:class:`~ddstore.pyg.UnknownAttributeError`), as PyG's do.  PyG's ``coo()``,
     ``csr()`` and ``csc()`` convert from a stored layout as PyG's stores do, with the
     permutation from that layout's order (``perm``: None when the layout is stored).
-    A second put of a layout already stored is refused (``remove_edge_index`` it
-    first).  Each layout is a CSC of its own (its memory, as PyG's in-memory stores keep
+    **A layout put again replaces it** (as in PyG's stores), all or nothing: the new
+    lists are built beside the old ones (``<layout>~1``), which go, with their
+    out-lists, once the new ones are complete; a sampler built before refuses its next
+    batch (docs/pyg.md).  Each layout is a CSC of its own (its memory, as PyG's in-memory stores keep
     each layout's tensors).  The sampler samples, per edge type, the layout PyG's
     ``csc()`` converts from (a stored CSC, else COO, else CSR; for edge type ``None``
     the first put, as PyG's homogeneous ``csc()``), so its ``e_id`` are that layout's
@@ -215,6 +219,7 @@ class GraphStore(_PygGraphStore):
                  "ptr_nodes": None if c.ptr_nodes is None else int(c.ptr_nodes),
                  "time_dtype": None if c.time_dtype is None else np.dtype(
                      c.time_dtype).str, "dropped": bool(c.dropped),
+                 "index_dtypes": None if c.index_dtypes is None else list(c.index_dtypes),
                  "indptr": None, "node_times": None}
             if c.indptr is not None:
                 e["indptr"] = key = f"indptr:{tag}"
@@ -281,6 +286,8 @@ class GraphStore(_PygGraphStore):
                      e["is_sorted"], e["ptr_nodes"], times,
                      None if e["time_dtype"] is None else np.dtype(e["time_dtype"]))
             c.dropped = e["dropped"]
+            dts = e.get("index_dtypes")  # (absent from older checkpoints: int64)
+            c.index_dtypes = None if dts is None else tuple(dts)
             return (edge_type, c.layout), c
         for e in meta["stored"]:
             key, c = entry(e)
@@ -294,15 +301,16 @@ class GraphStore(_PygGraphStore):
 
     # ------------------------------------------------------------------ putting
     def _put_edge_index(self, edge_index, edge_attr):
-        """Collective (PyG's ``put_edge_index``): every rank passes the whole edge index;
-        each keeps the columns ``partition(E, size, rank)`` and the CSC is built from
-        those shares."""
+        """Collective (PyG's ``put_edge_index``): every rank passes the whole edge index
+        (the same, in the same dtypes); each keeps the columns ``partition(E, size,
+        rank)`` and the CSC is built from those shares.  A layout already stored is
+        replaced (see the class docstring)."""
         layout = EdgeLayout(edge_attr.layout)
         edge_type = as_edge_type(edge_attr.edge_type)
         what = f"put_edge_index ({edge_type!r}, {layout.value})"
         st = self.store
         with st.collective("GraphStore.put", repr(edge_type)) as step:
-            src, dst, ptr_nodes = as_coo(edge_index, layout, what)
+            src, dst, ptr_nodes, dtypes = as_coo(edge_index, layout, what)
             n = src.shape[0]
             lo, hi = partition(n, st.size, st.rank)
 
@@ -312,7 +320,9 @@ class GraphStore(_PygGraphStore):
                               what, layout=layout, ptr_nodes=ptr_nodes)
             decide(self._state, plan, step.agree(plan.share(), same={
                 "edges (the whole edge index on every rank)": n,
-                "pointer nodes": ptr_nodes, **plan.same()}))
+                "pointer nodes": ptr_nodes, "edge index dtypes": dtypes,
+                **plan.same()}))
+            plan.index_dtypes = dtypes
         return build(self._state, self._attrs, plan, columns,
                      is_sorted=bool(edge_attr.is_sorted))
 
@@ -335,7 +345,8 @@ class GraphStore(_PygGraphStore):
         The ranks' ranges must cover ``[0, num_edges)`` exactly once (any split, e.g.
         ``partition(num_edges, size, rank)``).  ``size``: see the class docstring (the
         same on every rank).  Every rank raises the same error on bad input anywhere,
-        and nothing is stored.  Returns True.
+        and nothing is stored.  A stored COO is replaced (class docstring), read back as
+        int64.  Returns True.
         """
         edge_type = as_edge_type(edge_type)
         what = f"put_edge_range ({edge_type!r})"
@@ -475,19 +486,15 @@ class GraphStore(_PygGraphStore):
         if c is None:
             return False
         state.choose(edge_type)
-        gone = [x for x in (c, state.reversed.pop(key, None)) if x is not None]
-        names = [v for x in gone for v in x.vars.values()]  # with its out-lists
-        if names:
-            self.store.remove(*names)
-        for x in gone:
-            x.removed = True
+        retire(state, c)  # with its out-lists
         self._annotate()
         return True
 
     def _get_edge_index(self, edge_attr):
         """Local: the edge index of ``edge_attr``'s edge type in its layout **read onto
         this rank**, exactly as put: COO ``(row, col)`` in the order put, CSR
-        ``(rowptr, col)``, CSC ``(row, colptr)``; a layout never put raises a
+        ``(rowptr, col)``, CSC ``(row, colptr)``, each in the dtype put
+        (``put_edge_range``: int64); a layout never put raises a
         :class:`~ddstore.pyg.UnknownAttributeError` (a ``KeyError``).  The sampler never
         calls it."""
         self._forks.check("get_edge_index")
@@ -495,12 +502,14 @@ class GraphStore(_PygGraphStore):
         if edge_attr.size is None:
             edge_attr.size = c.size  # as PyG's Data does
         src, dst = self._put_order(c)
-        if c.layout == EdgeLayout.COO:
-            return torch.from_numpy(src), torch.from_numpy(dst)
         n = c.ptr_nodes
         if c.layout == EdgeLayout.CSR:
-            return torch.from_numpy(_pointer(src, n)), torch.from_numpy(dst)
-        return torch.from_numpy(src), torch.from_numpy(_pointer(dst, n))
+            src = _pointer(src, n)
+        elif c.layout == EdgeLayout.CSC:
+            dst = _pointer(dst, n)
+        dts = c.index_dtypes or (None, None)  # the dtypes put (None: int64)
+        return tuple(torch.from_numpy(x if dt is None else x.astype(dt, copy=False))
+                     for x, dt in zip((src, dst), dts))
 
     def _put_order(self, c):
         """``(src, dst)`` int64 of a stored layout in edge-id order (the entries as put),

@@ -379,6 +379,9 @@ class NeighborSampler(BaseSampler):
         self.graph_store = graph_store
         self.store = graph_store.store
         self.edge_types = graph_store.sampled_edge_types()
+        # the lists sampled (what the checks below and the node counts were taken
+        # from): a batch after they changed is refused (_handle)
+        self._built_on = {et: graph_store.sampled_lists(et) for et in self.edge_types}
         # node types: those of the edge types, then those with node attributes only
         # (a graph with no edges, or no edge of some type, samples its seeds)
         counts = graph_store.node_counts()
@@ -661,6 +664,13 @@ class NeighborSampler(BaseSampler):
                                     f"dropped from graph store {self.graph_store.name!r} "
                                     f"by build_backward(keep_in_lists=False); only "
                                     f"sample_direction='backward' can sample it now")
+        if (self.graph_store.sampled_lists(et) if backward else c) is not \
+                self._built_on.get(et):
+            raise DDStoreStateError(
+                f"sample: the edges of edge type {et!r} in graph store "
+                f"{self.graph_store.name!r} changed since this sampler was built (a "
+                f"put_edge_index replaced them, or a layout put or removed changed the "
+                f"one sampled); build a new sampler")
         h = self._handles.get((et, backward))
         if h is None or h[0] is not c:
             core, ids = self.store.core_ids(*c.vars.values())
