@@ -17,6 +17,8 @@ tests/test_pyg_replace.py.
 - a refused replacement keeps the old edges (variables, bytes, dtype): a negative node
   id on the last rank only, dtypes that differ between ranks, a ``put_edge_range``
   callable that fails on the last rank in the build after the first pass went well;
+  a transaction enclosing a replacement that fails afterwards removes the new lists,
+  and the edge type with them (the old ones cannot come back), nothing left over;
 - dtypes as put (int32, int16, uint8; CSR and CSC pointers and indices of different
   dtypes) against ``MyGraphStore``, also through PyG's ``coo()`` / ``csr()`` /
   ``csc()``; ``put_edge_range`` reads back int64;
@@ -174,6 +176,24 @@ def _(t):
         got = gs.get_edge_index(None, "coo")
         check(same_array(got[0], new[0]) and same_array(got[1], new[1]),
               "put_edge_range replaced (int64)")
+        # a replacement inside a transaction that fails afterwards: its new lists go,
+        # and the old ones cannot come back (the edge type is gone, nothing left over)
+        tx, ab, ba = dpyg.GraphStore(store, "tx"), ("a", "r", "b"), ("b", "s", "a")
+        for et, seed in ((ab, 11), (ba, 12)):
+            tx.put_edge_index(graph(seed, 40), edge_type=et, layout="coo", size=(N, N))
+        kept = [v for v in store.variables() if not v.startswith("tx/csc/a__r__b/")]
+
+        def fails_after():
+            with store.transaction("test"):
+                tx.put_edge_index(g1, edge_type=ab, layout="coo", size=(N, N))
+                with store.collective(None):  # a later step that fails on every rank
+                    raise ddstore.DDStoreValueError("later failure")
+        expect_error(ddstore.DDStoreValueError, "later failure", fails_after, agree=True,
+                     what="an enclosing transaction fails after a replacement")
+        check(store.variables() == kept and
+              [a.edge_type for a in tx.get_all_edge_attrs()] == [ba] and
+              tx.sampled_edge_types() == [ba],
+              f"enclosing rollback: {store.variables()}, {tx.get_all_edge_attrs()}")
 
 
 def outcome(fn):
