@@ -31,7 +31,11 @@ began; if the error then leaves the outer block as well, the outer removes the r
 a block that catches an operation's error and goes on keeps exactly what succeeded.
 
 Variables that existed before the transaction are never touched: a transaction cannot
-bring back a variable that its block removed.
+bring back a variable that its block removed.  A layer that replaces variables instead
+hands the old ones to ``txn.remove_at_commit(names)``: they stay in the store until the
+outermost transaction ends normally and are removed then (collectively, on every rank);
+a rollback of any enclosing transaction drops the request, so the old variables are kept
+(the layer's ``on_rollback`` puts them back in its record).
 
 Layers that keep their own record of what they put (a ``FeatureStore``'s attributes, a
 ``GraphStore``'s edge types) register ``txn.on_rollback(forget)``: when a rollback
@@ -42,6 +46,14 @@ from ._collective import hold_interrupts, is_agreed, release_interrupts
 from .errors import DDStoreStateError
 
 __all__ = ["Transaction", "Journal"]
+
+
+class _AtCommit:
+    """A journal entry: variables to remove when the outermost transaction commits."""
+    __slots__ = ("names",)
+
+    def __init__(self, names):
+        self.names = list(names)
 
 
 class Journal:
@@ -100,6 +112,13 @@ class Transaction:
             raise TypeError(f"on_rollback needs a callable, got {type(forget).__name__}")
         self._entries.append(forget)
 
+    def remove_at_commit(self, names):
+        """Local: remove the variables ``names`` (which existed before this transaction)
+        when the outermost transaction ends normally, collectively on every rank (each
+        must ask alike); if this transaction or one enclosing it rolls back, they are
+        kept (see the module docstring)."""
+        self._entries.append(_AtCommit(names))
+
     def __exit__(self, exc_type, exc, tb):
         journal, store = self._journal, self.store
         journal.depth -= 1
@@ -110,6 +129,12 @@ class Transaction:
                                                        store.size == 1)) \
                     and not store.freed:
                 self._rollback()
+            elif exc is None and journal.depth == 0:  # the outermost commits
+                gone = [n for e in journal.entries if isinstance(e, _AtCommit)
+                        for n in e.names]
+                journal.entries = []
+                if gone:
+                    store.remove(*gone)
         finally:
             if journal.depth == 0:  # the next transaction starts a new record
                 journal.entries = []
@@ -129,6 +154,8 @@ class Transaction:
         with store.collective("transaction rollback") as step:
             names = [n for _, n in step.agree((self.label, mine))]
             for entry in reversed(undo):
+                if isinstance(entry, _AtCommit):
+                    continue  # (kept: the rollback undoes what replaced them)
                 if not isinstance(entry, str):
                     entry()
                 elif all(entry in other for other in names):

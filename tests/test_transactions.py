@@ -96,6 +96,39 @@ def test_removed_inside_is_not_undone_and_on_rollback_runs(store):
     assert calls == ["forget a"] and store.variables() == []
 
 
+def test_remove_at_commit_waits_for_the_outermost(store):
+    """``remove_at_commit``: the old variables stay through an inner commit and are
+    removed when the outermost transaction ends normally; a rollback of the inner or
+    of the outer transaction keeps them (and removes only what was created)."""
+    store.add("old", np.arange(3))
+    store.add("other", np.arange(2))
+    # the inner transaction rolls back: its request goes with it
+    with store.transaction("outer"):
+        with pytest.raises(DDStoreValueError):
+            with store.transaction("inner") as inner:
+                store.add("new", np.arange(5))
+                inner.remove_at_commit(["old", "other"])
+                fail_in_step(store)
+    assert store.variables() == ["old", "other"]
+    # the outer one rolls back after the inner committed
+    with pytest.raises(DDStoreValueError):
+        with store.transaction("outer"):
+            with store.transaction("inner") as inner:
+                store.add("new", np.arange(5))
+                inner.remove_at_commit(["old", "other"])
+            assert store.variables() == ["new", "old", "other"]
+            fail_in_step(store)
+    assert store.variables() == ["old", "other"]
+    # both commit: removed when the outer ends, not before
+    with store.transaction("outer"):
+        with store.transaction("inner") as inner:
+            store.add("new", np.arange(5))
+            inner.remove_at_commit(["old", "other"])
+        assert store.variables() == ["new", "old", "other"]
+    assert store.variables() == ["new"]
+    assert store.get_range("new", 0, 5).tobytes() == np.arange(5).tobytes()
+
+
 def test_local_exception_starts_no_collective(store, monkeypatch):
     """On a communicator of several ranks a non-agreed exception is one rank's own: the
     transaction removes nothing and starts no collective step (the job is ending through

@@ -269,15 +269,19 @@ def build(state, attrs, plan, columns, is_sorted=False):
                       plan.ptr_nodes, node_times,
                       None if times is None else times.dtype)
         lists.index_dtypes = plan.index_dtypes
+        restore = None
         if reverse_of is None and key in built:  # a replacement, now complete
-            retire(state, built[key])
+            restore = _set_aside(state, built[key], txn)
         built[key] = lists
         if reverse_of is None:
             state.choose(edge_type)
         state.changed()
 
         def forget():  # an enclosing transaction that fails later removes the CSC
-            built.pop(key, None)
+            if restore is not None:  # and brings back the lists it replaced
+                restore()
+            else:
+                built.pop(key, None)
             gone = reverse_of is None
             if not gone and reverse_of.dropped and state.stored.get(key) is reverse_of:
                 # out-lists gone and their in-lists dropped: nothing holds the edges
@@ -292,11 +296,33 @@ def build(state, attrs, plan, columns, is_sorted=False):
     return True
 
 
+def _set_aside(state, c, txn):
+    """In a replacement's transaction ``txn``, once the new lists are complete: take
+    stored lists ``c`` and their out-lists (which describe the same edges) out of the
+    state, marked removed (a sampler holding them stops); their variables are removed
+    when the outermost transaction ends normally (``txn.remove_at_commit``), so that a
+    rollback keeps them.  Returns ``restore()``, which puts both back (a rollback; the
+    caller's ``on_rollback``)."""
+    key = (c.edge_type, c.layout)
+    out = state.reversed.pop(key, None)
+    aside = [x for x in (c, out) if x is not None]
+    for x in aside:
+        x.removed = True
+    txn.remove_at_commit([v for x in aside for v in x.vars.values()])
+
+    def restore():
+        for x in aside:
+            x.removed = False
+        state.stored[key] = c  # (in place: the order put is kept)
+        if out is not None:
+            state.reversed[key] = out
+    return restore
+
+
 def retire(state, c):
     """Collective: remove the variables of stored lists ``c`` and of their out-lists
     (which describe the same edges; popped from ``state.reversed``), marking both
-    removed (a sampler holding them stops).  ``remove_edge_index``, and a replacement
-    once its new lists are complete."""
+    removed (a sampler holding them stops): ``remove_edge_index``."""
     gone = [x for x in (c, state.reversed.pop((c.edge_type, c.layout), None))
             if x is not None]
     names = [v for x in gone for v in x.vars.values()]

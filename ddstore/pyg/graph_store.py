@@ -79,8 +79,8 @@ class GraphStore(_PygGraphStore):
     permutation from that layout's order (``perm``: None when the layout is stored).
     **A layout put again replaces it** (as in PyG's stores), all or nothing: the new
     lists are built beside the old ones (``<layout>~1``), which go, with their
-    out-lists, once the new ones are complete; a sampler built before refuses its next
-    batch (docs/pyg.md).  Each layout is a CSC of its own (its memory, as PyG's in-memory stores keep
+    out-lists, once the new ones are complete (and the outermost transaction ended); a
+    sampler built before refuses its next batch (docs/pyg.md).  Each layout is a CSC of its own (its memory, as PyG's in-memory stores keep
     each layout's tensors).  The sampler samples, per edge type, the layout PyG's
     ``csc()`` converts from (a stored CSC, else COO, else CSR; for edge type ``None``
     the first put, as PyG's homogeneous ``csc()``), so its ``e_id`` are that layout's

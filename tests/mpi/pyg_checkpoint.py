@@ -317,8 +317,8 @@ def _(t):
 
 
 def _failing_block(store, fs, gs):
-    """Collective: puts, out-lists and weights in a transaction that then fails alike
-    on every rank (a second put of a stored layout, refused)."""
+    """Collective: puts, out-lists, weights and a replacement of a stored layout in a
+    transaction that then fails alike on every rank."""
     with store.transaction("test"):
         fs.put_tensor(torch.ones(N, 2), group_name=None, attr_name="extra")
         fs.declare_rows({"other": 3})
@@ -328,6 +328,8 @@ def _failing_block(store, fs, gs):
         fs.put_tensor(torch.full((gs.num_edges(None),), 0.5), group_name=dpyg.EDGES,
                       attr_name="w2")
         gs.put_edge_index(torch.tensor([[0], [1]]), edge_type=None, layout="coo")
+        with store.collective(None):  # a later step that fails on every rank
+            raise DDStoreValueError("later failure")
 
 
 @cases("rollbacks leave the annotations as they were")
@@ -338,7 +340,7 @@ def _(t):
                     for n, a in ((n, st.annotation(n)) for n in st.annotations())}
         before, names = state(), st.variables()
         fs, gs = dpyg.open_stores(st, "e")
-        expect_error(DDStoreValueError, ["already"], _failing_block, st, fs, gs,
+        expect_error(DDStoreValueError, ["later failure"], _failing_block, st, fs, gs,
                      agree=True, store=st)
         check(state() == before, "a rolled-back block changed the annotations")
 
@@ -349,7 +351,9 @@ def _(t):
                 nfs.put_tensor(torch.zeros(N, 1), group_name=None, attr_name="x")
                 ngs.put_edge_index(torch.tensor([[0], [1]]), edge_type=None)
                 ngs.put_edge_index(torch.tensor([[0], [1]]), edge_type=None)
-        expect_error(DDStoreValueError, ["already"], new_pair, agree=True, store=st)
+                with st.collective(None):
+                    raise DDStoreValueError("later failure")
+        expect_error(DDStoreValueError, ["later failure"], new_pair, agree=True, store=st)
         check(state() == before and st.variables() == names,
               f"a rolled-back construction left annotations: {sorted(state())}")
         st.save(f"{t.dir}/rolled")

@@ -17,8 +17,9 @@ tests/test_pyg_replace.py.
 - a refused replacement keeps the old edges (variables, bytes, dtype): a negative node
   id on the last rank only, dtypes that differ between ranks, a ``put_edge_range``
   callable that fails on the last rank in the build after the first pass went well;
-  a transaction enclosing a replacement that fails afterwards removes the new lists,
-  and the edge type with them (the old ones cannot come back), nothing left over;
+  a transaction enclosing replacements that fails afterwards removes the new lists and
+  brings back the old ones (in place, with their out-lists; same batches), and one that
+  commits removes the old ones only then;
 - dtypes as put (int32, int16, uint8; CSR and CSC pointers and indices of different
   dtypes) against ``MyGraphStore``, also through PyG's ``coo()`` / ``csr()`` /
   ``csc()``; ``put_edge_range`` reads back int64;
@@ -176,24 +177,44 @@ def _(t):
         got = gs.get_edge_index(None, "coo")
         check(same_array(got[0], new[0]) and same_array(got[1], new[1]),
               "put_edge_range replaced (int64)")
-        # a replacement inside a transaction that fails afterwards: its new lists go,
-        # and the old ones cannot come back (the edge type is gone, nothing left over)
+        # replacements inside a transaction that fails afterwards: the new lists go and
+        # the old ones come back (in place, with their out-lists); committed, the old
+        # ones are removed only then
         tx, ab, ba = dpyg.GraphStore(store, "tx"), ("a", "r", "b"), ("b", "s", "a")
         for et, seed in ((ab, 11), (ba, 12)):
             tx.put_edge_index(graph(seed, 40), edge_type=et, layout="coo", size=(N, N))
-        kept = [v for v in store.variables() if not v.startswith("tx/csc/a__r__b/")]
+        tx.build_backward(ab)
+        kept, attrs = store.variables(), tx.get_all_edge_attrs()
+        seeds = torch.arange(0, N, 3)
+        want = dpyg.NeighborSampler(tx, [3], seed=4).sample_from_nodes(
+            NodeSamplerInput(input_id=None, node=seeds, input_type="b"))
 
-        def fails_after():
+        def fails_after(commit=False):
             with store.transaction("test"):
-                tx.put_edge_index(g1, edge_type=ab, layout="coo", size=(N, N))
-                with store.collective(None):  # a later step that fails on every rank
-                    raise ddstore.DDStoreValueError("later failure")
+                tx.put_edge_index(graph(13, 30), edge_type=ab, layout="coo", size=(N, N))
+                tx.put_edge_index(graph(14, 20), edge_type=ab, layout="coo", size=(N, N))
+                check(len(names(store, "tx/csc/a__r__b/")) == 6 and
+                      not tx.has_backward(ab),
+                      f"inside the transaction: {store.variables()}")
+                if not commit:
+                    with store.collective(None):  # a later step failing on every rank
+                        raise ddstore.DDStoreValueError("later failure")
         expect_error(ddstore.DDStoreValueError, "later failure", fails_after, agree=True,
-                     what="an enclosing transaction fails after a replacement")
-        check(store.variables() == kept and
-              [a.edge_type for a in tx.get_all_edge_attrs()] == [ba] and
-              tx.sampled_edge_types() == [ba],
-              f"enclosing rollback: {store.variables()}, {tx.get_all_edge_attrs()}")
+                     what="an enclosing transaction fails after two replacements")
+        check(store.variables() == kept and tx.get_all_edge_attrs() == attrs and
+              tx.has_backward(ab), f"enclosing rollback: {store.variables()}")
+        got = tx.get_edge_index(ab, "coo")
+        check(torch.equal(torch.stack(got), graph(11, 40)), "the old edges are back")
+        out = dpyg.NeighborSampler(tx, [3], seed=4).sample_from_nodes(
+            NodeSamplerInput(input_id=None, node=seeds, input_type="b"))
+        check(all(torch.equal(getattr(out, k)[ab], getattr(want, k)[ab])
+                  for k in ("row", "col", "edge")), "the old edges sample as before")
+        fails_after(commit=True)
+        check(sorted(names(store, "tx/csc/a__r__b/")) == sorted(
+            f"tx/csc/a__r__b/coo~2/{k}" for k in ("eid", "nbr")) and
+            not names(store, "tx/out/"), f"committed: {store.variables()}")
+        check(torch.equal(torch.stack(tx.get_edge_index(ab, "coo")), graph(14, 20)),
+              "committed: the last edges put")
 
 
 def outcome(fn):
