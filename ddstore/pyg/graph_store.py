@@ -67,24 +67,24 @@ class GraphStore(_PygGraphStore):
     ranges), entry ``i`` of a CSC's ``row`` or a CSR's ``col``.  They index the edge
     attributes of the :class:`FeatureStore` and are what the sampler returns as ``e_id``.
 
-    **Layouts, as PyG's stores keep them**: each ``(edge_type, layout)`` is stored on its
-    own (``put_edge_index`` with ``coo`` and then ``csr`` stores both, even different
-    graphs; ``gs.csr(store=True)`` adds the CSR of the stored COO) and
+    **Layouts, as PyG's stores keep them**: each ``(edge_type, layout)`` is stored on
+    its own (``put_edge_index`` with ``coo`` and then ``csr`` stores both, even
+    different graphs; ``gs.csr(store=True)`` adds the CSR of the stored COO) and
     :meth:`get_all_edge_attrs` lists each, in the order put.  ``get_edge_index(type,
     layout)`` returns exactly what was put in that layout: a COO ``(row, col)`` in the
     order put, a CSR ``(rowptr, col)`` or CSC ``(row, colptr)`` as given (the pointer of
     the length given); a layout never put raises a ``KeyError``
     (:class:`~ddstore.pyg.UnknownAttributeError`), as PyG's do.  PyG's ``coo()``,
     ``csr()`` and ``csc()`` convert from a stored layout as PyG's stores do, with the
-    permutation from that layout's order (``perm``: None when the layout is stored).
-    **A layout put again replaces it** (as in PyG's stores), all or nothing: the new
-    lists are built beside the old ones (``<layout>~1``), which go, with their
-    out-lists, once the new ones are complete (and the outermost transaction ended); a
-    sampler built before refuses its next batch (docs/pyg.md).  Each layout is a CSC of its own (its memory, as PyG's in-memory stores keep
-    each layout's tensors).  The sampler samples, per edge type, the layout PyG's
-    ``csc()`` converts from (a stored CSC, else COO, else CSR; for edge type ``None``
-    the first put, as PyG's homogeneous ``csc()``), so its ``e_id`` are that layout's
-    edge ids, as PyG's ``perm`` would make them.
+    permutation from that layout's order (``perm``: None when the layout is stored). **A
+    layout put again replaces it** (as in PyG's stores), all or nothing: the new lists
+    are built beside the old ones (``<layout>~1``), which go, with their out-lists, once
+    the new ones are complete and the outermost transaction ended; a sampler built
+    before refuses its next batch (docs/pyg.md).  Each layout is a CSC of its own (its
+    memory, as PyG's in-memory stores keep each layout's tensors).  The sampler samples,
+    per edge type, the layout PyG's ``csc()`` converts from (a stored CSC, else COO,
+    else CSR; for edge type ``None`` the first put, as PyG's homogeneous ``csc()``), so
+    its ``e_id`` are that layout's edge ids, as PyG's ``perm`` would make them.
 
     **No edges**: an edge type with zero edges is stored (its ``size`` gives the node
     counts) and sampled (seeds only).

@@ -23,6 +23,8 @@ tests/test_pyg_replace.py.
 - dtypes as put (int32, int16, uint8; CSR and CSC pointers and indices of different
   dtypes) against ``MyGraphStore``, also through PyG's ``coo()`` / ``csr()`` /
   ``csc()``; ``put_edge_range`` reads back int64;
+- a graph store with times and weights: the replacement reads the feature store's new
+  times and weights (temporal weighted [-1] hops are exactly the new eligible edges);
 - a checkpoint of a replaced edge type (names ``coo~1``, int32) restores and reopens
   with the same edges, dtypes and sampled batches.
 """
@@ -34,6 +36,7 @@ from _harness import Cases, check, expect_error, run_main, same_array, shared_tm
 
 import ddstore  # noqa: E402
 from ddstore import pyg as dpyg  # noqa: E402
+from torch_geometric.data import Data  # noqa: E402
 from torch_geometric.sampler import NodeSamplerInput  # noqa: E402
 from torch_geometric.testing import MyGraphStore  # noqa: E402
 
@@ -215,6 +218,43 @@ def _(t):
             not names(store, "tx/out/"), f"committed: {store.variables()}")
         check(torch.equal(torch.stack(tx.get_edge_index(ab, "coo")), graph(14, 20)),
               "committed: the last edges put")
+
+
+@cases("a timed and weighted replacement reads the attributes again")
+def _(t):
+    m = 90
+
+    def data(seed):
+        g = torch.Generator().manual_seed(seed)
+        return Data(x=torch.randn(N, 2, generator=g),
+                    edge_index=torch.randint(0, N, (2, m), generator=g),
+                    edge_time=torch.randint(0, 20, (m,), generator=g).double(),
+                    edge_weight=torch.randint(0, 3, (m,), generator=g).float())
+    d1, d2 = data(15), data(16)
+    seeds = torch.arange(N)
+    times = torch.randint(0, 20, (N,), generator=torch.Generator().manual_seed(2)).double()
+    with ddstore.DDStore(comm, width=size) as store:
+        fs, gs = dpyg.from_pyg(store, d1, name="tw", time_attr="edge_time",
+                               weight_attr="edge_weight")
+        for attr in ("edge_time", "edge_weight"):  # the new edges' times and weights
+            fs.put_tensor(getattr(d2, attr), group_name=dpyg.EDGES, attr_name=attr)
+        gs.put_edge_index(d2.edge_index, edge_type=None, layout="coo", size=(N, N))
+        s = dpyg.NeighborSampler(gs, [-1], time_attr="edge_time",
+                                 weight_attr="edge_weight")
+        out = s.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds, time=times))
+        dst, w, tm = d2.edge_index[1], d2.edge_weight, d2.edge_time
+        bad = []
+        for i in range(N):  # exactly the new eligible positive-weight in-edges
+            want = sorted(((dst == i) & (w > 0) & (tm <= times[i])).nonzero()
+                          .view(-1).tolist())
+            got = sorted(out.edge[out.node[out.col] == i].tolist())
+            if got != want:
+                bad.append((i, got, want))
+        check(not bad, f"temporal weighted [-1] of the new edges differs: {bad[:3]}")
+        check(out.edge.numel() > 0, "nothing sampled")
+        got = gs.get_edge_index(None, "coo")
+        check(torch.equal(got[0], d2.edge_index[0]) and torch.equal(got[1], d2.edge_index[1]),
+              "the new edges as put")
 
 
 def outcome(fn):
