@@ -49,8 +49,8 @@ class RefStore(PygFeatureStore):
     def _get_tensor_size(self, attr):
         return self._get_tensor(attr).size()
 
-    def get_all_tensor_attrs(self):
-        return [PygTensorAttr(g, a, None) for g, a in self.d]
+    def get_all_tensor_attrs(self):  # index UNSET, as PyG's Data / HeteroData list them
+        return [PygTensorAttr(g, a) for g, a in self.d]
 
 
 def same(a, b):
@@ -233,6 +233,25 @@ def test_homogeneous_edge_attributes_not_listed_for_loaders(store):
     assert [(a.group_name, a.attr_name) for a in fs.get_all_tensor_attrs()] == [(None, "x")]
     assert [(a.group_name, a.attr_name) for a in fs.edge_tensor_attrs()] == [
         (dpyg.EDGES, "edge_attr")]
+
+
+def test_listed_attributes_as_pygs_stores_list_them(store):
+    """get_all_tensor_attrs() lists what PyG's HeteroData lists for the same node
+    attributes: equal TensorAttrs, index UNSET (as PyG's loaders expect to fill it)."""
+    from torch_geometric.data import HeteroData
+    from torch_geometric.data.feature_store import _FieldStatus
+    from ddstore import pyg as dpyg
+    h = HeteroData()
+    h["a"].x = torch.randn(4, 2)
+    h["a"].y = torch.arange(4)
+    h["b"].x = torch.randn(3, 5)
+    fs, _ = dpyg.from_hetero(store, h, name="listed")
+    ours, pygs = fs.get_all_tensor_attrs(), h.get_all_tensor_attrs()
+    assert sorted(ours, key=repr) == sorted(pygs, key=repr), (ours, pygs)
+    assert all(a.index is _FieldStatus.UNSET for a in ours + fs.edge_tensor_attrs())
+    for a in ours:  # what PyG's loaders do with them: set the index, then read
+        a.index = torch.tensor([0, 2])
+        assert same(fs.get_tensor(a), h[a.group_name][a.attr_name][[0, 2]])
 
 
 class RowSpy:

@@ -764,17 +764,19 @@ class FeatureStore(_PygFeatureStore):
         return (tuple(shape) if shape is not None else (n,)) + a.row_shape
 
     def get_all_tensor_attrs(self):
-        """Every attribute (a fresh PyG ``TensorAttr`` each, index None) but a
-        homogeneous graph's edge attributes (edge type :data:`EDGES`): PyG's homogeneous
-        loaders read every listed attribute by the batch's node ids."""
+        """Every attribute (a fresh PyG ``TensorAttr`` each, its index UNSET, as PyG's
+        stores list them) but a homogeneous graph's edge attributes (edge type
+        :data:`EDGES`): PyG's homogeneous loaders read every listed attribute by the
+        batch's node ids."""
         self._check_fresh("get_all_tensor_attrs")
-        return [TensorAttr(a.group_name, a.attr_name, None) for a in self._attrs.values()
+        return [TensorAttr(a.group_name, a.attr_name) for a in self._attrs.values()
                 if a.group_name != EDGES]
 
     def edge_tensor_attrs(self):
-        """The edge attributes (``group_name`` an edge type), :data:`EDGES` included."""
+        """The edge attributes (``group_name`` an edge type), :data:`EDGES` included
+        (index UNSET, as :meth:`get_all_tensor_attrs`)."""
         self._check_fresh("edge_tensor_attrs")
-        return [TensorAttr(a.group_name, a.attr_name, None) for a in self._attrs.values()
+        return [TensorAttr(a.group_name, a.attr_name) for a in self._attrs.values()
                 if is_edge_type(a.group_name)]
 
     def num_rows(self, group_name, attr_name):
