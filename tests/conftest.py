@@ -424,6 +424,20 @@ def widths_program_test(program, params, timeout=240, doc=None):
     return test
 
 
+def ranks_program_test(program, nprocs, timeout=240, doc=None):
+    """The test of a program ``tests/mpi/<program>`` that takes no argument: one test
+    per rank count of ``nprocs``, each the program's section of the shared job of that
+    many ranks, passing when it says ``0 failures on <n> ranks``; as
+    :func:`widths_program_test` (``test_x = ranks_program_test(...)``)."""
+    @pytest.mark.mpi
+    @pytest.mark.parametrize("nprocs", nprocs)
+    @pytest.mark.shared_launch(program, timeout=timeout)
+    def test(shared_launch, nprocs):
+        passed_on(shared_launch, nprocs)
+    test.__doc__ = doc
+    return test
+
+
 @pytest.fixture
 def mpirun():
     return run_mpi

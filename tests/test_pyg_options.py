@@ -6,7 +6,7 @@ tests/mpi/pyg_options.py runs the same checks on 2 ranks, both transports."""
 import pytest
 import torch
 
-from conftest import passed_on, passes_in_process
+from conftest import passes_in_process, ranks_program_test
 
 
 def test_pyg_options_one_rank():
@@ -14,13 +14,9 @@ def test_pyg_options_one_rank():
     passes_in_process("pyg_options", more_than=190)
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("nprocs", [2, 3])
-@pytest.mark.shared_launch("pyg_options.py", timeout=240)
-def test_pyg_options_two_ranks(shared_launch, nprocs):
-    """2 and 3 ranks, width = ranks, transports auto and rma (every other member read by
-    MPI_Get)."""
-    passed_on(shared_launch, nprocs)
+test_pyg_options_two_ranks = ranks_program_test(
+    "pyg_options.py", [2, 3], doc="2 and 3 ranks, width = ranks, transports auto and rma "
+    "(every other member read by MPI_Get).")
 
 
 def _graph(store):
