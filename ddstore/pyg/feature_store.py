@@ -324,7 +324,11 @@ class FeatureStore(_PygFeatureStore):
         """Collective: PyG's ``update_tensor``.  With an ``index``: writes those rows (as
         :meth:`put_tensor`).  Without: the attribute's new whole value, written in place
         when rows, row shape and dtype are unchanged (all or nothing), otherwise the
-        attribute is removed and put again (PyG's default)."""
+        attribute is removed and put again (PyG's default): the new tensor is checked
+        on every rank first, so bad input (a dtype that cannot be stored, a tensor that
+        differs between ranks, rows other than declared) leaves the held attribute as
+        it was; only a failure to allocate the new rows, after the old were freed,
+        loses it."""
         attr = self._cast(args, kwargs)
         key = (attr.group_name, attr.attr_name)
         a = self._attrs.get(key)
@@ -334,8 +338,8 @@ class FeatureStore(_PygFeatureStore):
             arr, tdt = as_source(tensor, f"update_tensor {key!r}")
             same = arr.ndim >= 1 and _layout(arr, tdt) == a.layout()
             step.agree(same={"in place (same layout as held)": bool(same)})
-        if not same:
-            self._remove_tensor(attr)
+        if not same:  # checked whole before the held rows go (_put's replacing)
+            return self._put(tensor, _filled(attr), None, replacing=True)
         return self._put_tensor(tensor, attr)
 
     def __setitem__(self, key, value):
@@ -444,19 +448,20 @@ class FeatureStore(_PygFeatureStore):
                                     f"fit {count} indexed rows of shape {a.row_shape}") \
                 from None
 
-    def _put(self, tensor, attr, rows):
+    def _put(self, tensor, attr, rows, replacing=False):
         """The collective put behind both paths; ``rows`` None: whole tensor (or, with
         ``attr.index``, the rows it names of an attribute created by this put).  Its
         first step's local part checks everything and reads what this rank needs (its
         member's rows of a whole tensor, the first piece of a callable); the round
         agrees on them and on the ranks' row ranges, then the variable is made in a
-        transaction."""
+        transaction.  ``replacing`` (``update_tensor`` with another layout): the
+        attribute is held, and its variable is removed only after that round."""
         store = self.store
         what = f"put ({attr.group_name!r}, {attr.attr_name!r})"
         key = (attr.group_name, attr.attr_name)
         with store.collective("FeatureStore.put", repr(key)) as step:
             self._check_key(attr, what)
-            if key in self._attrs:
+            if key in self._attrs and not replacing:
                 check_free_names(what, f"attribute {key!r}",
                                  "remove_tensor it first (collective)")
             declared = self._declared.get(attr.group_name)
@@ -478,7 +483,7 @@ class FeatureStore(_PygFeatureStore):
             if rows is not None and rows_of is None:
                 lo, hi = check_rows(rows, arr.shape[0], what)
             var = self._var_of(attr.group_name, attr.attr_name)
-            if var in store:
+            if var in store and not replacing:
                 raise DDStoreValueError(f"{what}: the store already holds variable {var!r}")
             same = {"attribute": key, "dtype and row shape": (
                 arr.dtype.str, tuple(arr.shape[1:]), None if tdt is None else str(tdt))}
@@ -507,6 +512,8 @@ class FeatureStore(_PygFeatureStore):
                     raise DDStoreValueError(_not_declared(what, attr.group_name,
                                                           declared, total))
         with store.transaction(f"FeatureStore.put {key!r}") as txn:
+            if replacing:  # every rank's checks passed: the held rows go
+                self._drop(key)
             if rows is None:
                 store.add(var, mine)
                 del mine
@@ -648,11 +655,16 @@ class FeatureStore(_PygFeatureStore):
             pass
         if not held:
             return False
-        var = self._attrs.pop(key).var
-        store.remove(var)
-        keep_torch_dtype(store, var, None)
-        self._annotate()
+        self._drop(key)
         return True
+
+    def _drop(self, key):
+        """Collective, alike on every rank: remove held attribute ``key`` and its
+        variable."""
+        var = self._attrs.pop(key).var
+        self.store.remove(var)
+        keep_torch_dtype(self.store, var, None)
+        self._annotate()
 
     # ------------------------------------------------------------------ reading
     def _unknown(self, key, what):

@@ -14,7 +14,10 @@ ranks, every width dividing the rank count (or those named), both transports.
   declared by ``declare_rows``), rows never written zeros, each member keeping its own
   rows (read back whole from every rank); partitions put in any order into declared
   rows; a negative index on one rank only (no declaration): the same error everywhere,
-  nothing created; a declaration that differs between ranks: refused everywhere.
+  nothing created; a declaration that differs between ranks: refused everywhere;
+- ``update_tensor`` with another layout replaces the attribute (read back from every
+  rank); refused input (strings, row shapes that differ between ranks, rows other than
+  declared) leaves the held attribute as it was.
 """
 import os
 
@@ -168,6 +171,43 @@ def first_put_with_index(store, tag):
     check(fs.num_rows("m", "x") == 1, f"{tag}: a refused declaration was kept")
 
 
+def update_other_layout(store, tag):
+    """``update_tensor`` with another layout replaces the attribute; refused input
+    (a dtype that cannot be stored, row shapes that differ between ranks, rows other
+    than declared) leaves the held one as it was, on every rank."""
+    fs = dpyg.FeatureStore(store, f"u{tag}")
+    x = torch.arange(N * 2, dtype=torch.float32).view(N, 2)
+    fs.declare_rows({"d": N})
+    for group in ("n", "d"):
+        fs.put_tensor(x, group, "x", None)
+    held = store.variables()
+
+    def kept(what):
+        check(store.variables() == held and all(
+            same_array(fs.get_tensor(g, "x", None), x) for g in ("n", "d")),
+            f"{tag}: {what}: the held attribute changed")
+    expect_error(ddstore.DDStoreValueError, ["cannot be stored"], fs.update_tensor,
+                 np.array(["a", "b"]), group_name="n", attr_name="x", agree=True,
+                 what=f"{tag}: update_tensor with strings")
+    kept("strings")
+    if size > 1:
+        other = torch.ones(N, 3 if rank == size - 1 else 4, dtype=torch.float64)
+        expect_error(ddstore.DDStoreValueError, ["dtype and row shape"], fs.update_tensor,
+                     other,
+                     group_name="n", attr_name="x", agree=True,
+                     what=f"{tag}: update_tensor, row shapes differing")
+        kept("row shapes differing between ranks")
+    expect_error(ddstore.DDStoreValueError, ["declare"], fs.update_tensor,
+                 torch.ones(N + 1, 2, dtype=torch.float64), group_name="d",
+                 attr_name="x", agree=True, what=f"{tag}: update_tensor, rows not declared")
+    kept("rows not declared")
+    new = torch.arange(N * 3, dtype=torch.float64).view(N, 3)
+    fs.update_tensor(new, group_name="d", attr_name="x")
+    check(same_array(fs.get_tensor("d", "x", None), new) and
+          same_array(fs.get_tensor("d", "x", [N - 1, 0]), new[[N - 1, 0]]),
+          f"{tag}: update_tensor with another layout")
+
+
 def main(widths=None):
     if widths is None:
         widths = every_width()
@@ -181,6 +221,7 @@ def main(widths=None):
                     row_puts(store, tag)
                     hetero(store, tag)
                     first_put_with_index(store, tag)
+                    update_other_layout(store, tag)
 
 
 if __name__ == "__main__":
