@@ -2,11 +2,14 @@
 conversion of tensors to numpy, and the checks of range-wise puts (the rows are placed
 into the striped layout by :func:`ddstore.build.fill_rows`: each group holds
 one replica; member ``g`` holds rows ``partition(num_rows, width, g)``)."""
+import contextlib
+import contextvars
 import weakref
 
 import numpy as np
 
 from .._checks import STORABLE_KINDS, is_int
+from .._fingerprint import same_data
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
 # the edge type under which a homogeneous graph's edge attributes are kept in the feature
@@ -41,6 +44,29 @@ def node_var(name, node_type, attr):
 
 def edge_var(name, edge_type, attr):
     return f"{name}/edge/{type_key(EDGES if edge_type is None else edge_type)}/{attr}"
+
+
+_AGREED = contextvars.ContextVar("ddstore_pyg_values_agreed", default=False)
+
+
+@contextlib.contextmanager
+def values_agreed():
+    """Inside: the values the caller already held every rank to (one round of
+    :func:`~ddstore._fingerprint.same_data` over all of them, as ``from_pyg`` does) are
+    not fingerprinted again by the puts it makes (:func:`same_values`)."""
+    token = _AGREED.set(True)
+    try:
+        yield
+    finally:
+        _AGREED.reset(token)
+
+
+def same_values(values, what):
+    """``same=`` settings of a put's step that hold every rank to the same values
+    (every rank passes the whole tensor or edge index: values that differ would store a
+    silent mix of every rank's share): :func:`~ddstore._fingerprint.same_data`, or
+    nothing inside :func:`values_agreed`."""
+    return {} if _AGREED.get() else same_data(values, what)
 
 
 def call_piece(fn, label, a, b, what):

@@ -16,8 +16,8 @@ from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_source,
                       call_piece, check_rows, check_storable, edge_var, find_annotation,
                       forget_annotation, is_edge_type, keep_torch_dtype, node_var,
-                      publish_declared_rows, tiled_total, torch_dtype_named,
-                      type_from_json, type_to_json)
+                      publish_declared_rows, same_values, tiled_total,
+                      torch_dtype_named, type_from_json, type_to_json)
 from ._forks import ForkVersion
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
@@ -130,7 +130,8 @@ class FeatureStore(_PygFeatureStore):
 
     - ``put_tensor(x, group_name=..., attr_name=..., index=None)`` (PyG's call, also
       ``fs[group, attr] = x``): the quick path, **every rank passes the whole tensor**
-      (same shape and dtype, checked; the values must be equal too, not checked) and
+      (same shape, dtype and values, checked: a 64-bit fingerprint of the tensor, one
+      pass over it on every rank; ``from_pyg`` fingerprints once for all its puts) and
       keeps its own member's rows.  ``x`` is any array-like PyG accepts: a torch tensor,
       a numpy array, an ``np.memmap`` or anything with ``shape`` and row slicing; those
       last ones are read only in this member's row range.  Putting an attribute already
@@ -403,7 +404,8 @@ class FeatureStore(_PygFeatureStore):
                 held = (idx >= mlo) & (idx < mhi)
                 at, mine = idx[held] - mlo, vals[held]
                 count = int(idx.shape[0])
-            step.agree(same={"index rows": count})
+            step.agree(same={"index rows": count, **same_values(
+                {"values": tensor, "index": None if whole else attr.index}, what)})
         view = store.local_view(a.var)
         if whole:
             if mine is not None:
@@ -502,6 +504,9 @@ class FeatureStore(_PygFeatureStore):
                 same["rows (the whole tensor on every rank)"] = total
                 off = member_offsets(total, store.group_size)
                 mine = _member_rows(arr, int(off[g]), int(off[g + 1]), what)
+            if rows is None:  # (range-wise puts give each rank's own rows)
+                same.update(same_values({"values": tensor, "index": attr.index if
+                                         indexed else None}, what))
             if rows is None and declared is not None and total != declared:
                 raise DDStoreValueError(_not_declared(what, attr.group_name, declared,
                                                       total))

@@ -20,7 +20,7 @@ from ..build import check_chunk_edges
 from ..errors import DDStoreValueError
 from ._common import (GRAPH_KIND, annotation_name, as_edge_type, as_numpy, check_rows,
                       declared_rows, find_annotation, forget_annotation, node_var,
-                      type_key, type_from_json, type_to_json)
+                      same_values, type_key, type_from_json, type_to_json)
 from ._csc_build import (as_coo, build, checked_columns, decide, first_pass, retire,
                          node_ids, node_offsets)
 from ._edge_attrs import EdgeAttributes, checked_weight_attr
@@ -320,8 +320,8 @@ class GraphStore(_PygGraphStore):
                               what, layout=layout, ptr_nodes=ptr_nodes)
             decide(self._state, plan, step.agree(plan.share(), same={
                 "edges (the whole edge index on every rank)": n,
-                "pointer nodes": ptr_nodes, "edge index dtypes": dtypes,
-                **plan.same()}))
+                "pointer nodes": ptr_nodes, "edge index dtypes": dtypes, **plan.same(),
+                **same_values({"sources": src, "destinations": dst}, what)}))
             plan.index_dtypes = dtypes
         return build(self._state, self._attrs, plan, columns,
                      is_sorted=bool(edge_attr.is_sorted))

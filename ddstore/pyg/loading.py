@@ -4,7 +4,7 @@ import torch
 
 from .._fingerprint import same_data
 from ..errors import DDStoreValueError
-from ._common import EDGES, is_array_like
+from ._common import EDGES, is_array_like, values_agreed
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
 
@@ -130,7 +130,7 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
                                        edge_index=edge_index, num_nodes=[n])))
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
                                                    weight_attr=weight_attr)
-    with store.transaction(f"pyg.from_pyg {name!r}"):
+    with store.transaction(f"pyg.from_pyg {name!r}"), values_agreed():
         fs.declare_rows({None: n})
         for kind, key, value in attrs:
             fs.put_tensor(value, group_name=None if kind == "node" else EDGES,
@@ -174,7 +174,7 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
         step.agree(same=same_data(values))
     fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
                                                    weight_attr=weight_attr)
-    with store.transaction(f"pyg.from_hetero {name!r}"):
+    with store.transaction(f"pyg.from_hetero {name!r}"), values_agreed():
         fs.declare_rows(counts)
         for group, key, value in attrs:
             fs.put_tensor(value, group_name=group, attr_name=key, index=None)

@@ -17,7 +17,10 @@ ranks, every width dividing the rank count (or those named), both transports.
   nothing created; a declaration that differs between ranks: refused everywhere;
 - ``update_tensor`` with another layout replaces the attribute (read back from every
   rank); refused input (strings, row shapes that differ between ranks, rows other than
-  declared) leaves the held attribute as it was.
+  declared) leaves the held attribute as it was;
+- every put that takes the whole tensor on every rank (new attribute, with an index,
+  the whole held one, ``update_tensor``) refuses values or indices that differ between
+  ranks (the same shapes and dtypes), naming the fingerprints, nothing changed.
 """
 import os
 
@@ -201,6 +204,20 @@ def update_other_layout(store, tag):
                  torch.ones(N + 1, 2, dtype=torch.float64), group_name="d",
                  attr_name="x", agree=True, what=f"{tag}: update_tensor, rows not declared")
     kept("rows not declared")
+    if size > 1:  # values that differ between ranks (same shapes): refused, not mixed
+        mixed = x + (rank == size - 1)
+        for what, call, args in (
+                ("put_tensor of a new attribute", fs.put_tensor, (mixed, "n", "y", None)),
+                ("put_tensor with an index", fs.put_tensor, (mixed[:3], "n", "x", [0, 1, 2])),
+                ("put_tensor of the whole held attribute", fs.put_tensor,
+                 (mixed, "n", "x", None)),
+                ("update_tensor with another layout", fs.update_tensor,
+                 (mixed.double(), "n", "x", None)),
+                ("an index that differs", fs.put_tensor,
+                 (x[:2], "n", "x", [rank, rank + 1]))):
+            expect_error(ddstore.DDStoreValueError, ["differs between ranks", "fingerprint"],
+                         call, *args, agree=True, what=f"{tag}: {what}")
+            kept(f"values differing between ranks: {what}")
     new = torch.arange(N * 3, dtype=torch.float64).view(N, 3)
     fs.update_tensor(new, group_name="d", attr_name="x")
     check(same_array(fs.get_tensor("d", "x", None), new) and

@@ -15,7 +15,7 @@ tests/test_pyg_replace.py.
   replacement removes them (they describe the old edges), backward sampling is refused
   until ``build_backward`` runs again, then its [-1] hop is the new out-edges exactly;
 - a refused replacement keeps the old edges (variables, bytes, dtype): a negative node
-  id on the last rank only, dtypes that differ between ranks, a ``put_edge_range``
+  id on the last rank only, dtypes or edges that differ between ranks, a ``put_edge_range``
   callable that fails on the last rank in the build after the first pass went well;
   a transaction enclosing replacements that fails afterwards removes the new lists and
   brings back the old ones (in place, with their out-lists; same batches), and one that
@@ -162,6 +162,12 @@ def _(t):
                          gs.put_edge_index, other, edge_type=None, layout="coo",
                          size=(N, N), agree=True, store=store, what="dtypes differ")
             unchanged("dtypes differ")
+        if size > 1:
+            other = graph(6 + (rank == size - 1), 80, torch.int32)  # same shape, dtype
+            expect_error(ddstore.DDStoreValueError, ["'sources' differs between ranks"],
+                         gs.put_edge_index, other, edge_type=None, layout="coo",
+                         size=(N, N), agree=True, store=store, what="edges differ")
+            unchanged("edges differ")
         new = graph(7, 60).numpy()
         lo, hi = ddstore.partition(60, size, rank)
         calls = [0]
