@@ -20,7 +20,7 @@ from ..build import create, default_chunk_edges, fill_tcsr, id_dtype, prefault_b
 from ._common import as_numpy, call_piece, is_edge_type, node_var, tiled_total, type_key
 from ._graph_state import Lists
 
-__all__ = ["Plan", "first_pass", "decide", "build", "retire", "as_coo", "node_offsets",
+__all__ = ["Plan", "first_pass", "decide", "build", "remove_lists", "as_coo", "node_offsets",
            "node_ids", "checked_columns"]
 
 _CSC_VARS = ("nbr", "eid", "ts")
@@ -297,12 +297,14 @@ def build(state, attrs, plan, columns, is_sorted=False):
 
 
 def _set_aside(state, c, txn):
-    """In a replacement's transaction ``txn``, once the new lists are complete: take
-    stored lists ``c`` and their out-lists (which describe the same edges) out of the
-    state, marked removed (a sampler holding them stops); their variables are removed
-    when the outermost transaction ends normally (``txn.remove_at_commit``), so that a
-    rollback keeps them.  Returns ``restore()``, which puts both back (a rollback; the
-    caller's ``on_rollback``)."""
+    """In transaction ``txn``: take stored lists ``c`` and their out-lists (which
+    describe the same edges) out of the state's out-lists, both marked removed (a
+    sampler holding them stops); their variables are removed when the outermost
+    transaction ends normally (``txn.remove_at_commit``: at once when ``txn`` is the
+    outermost), so that a rollback keeps them.  Returns ``restore()``, which puts both
+    back in the state (the caller's ``on_rollback``).  ``remove_edge_index``, and a
+    replacement once its new lists are complete (the caller handles
+    ``state.stored``)."""
     key = (c.edge_type, c.layout)
     out = state.reversed.pop(key, None)
     aside = [x for x in (c, out) if x is not None]
@@ -313,23 +315,31 @@ def _set_aside(state, c, txn):
     def restore():
         for x in aside:
             x.removed = False
-        state.stored[key] = c  # (in place: the order put is kept)
+        state.stored[key] = c  # (in place when the key is there: the order put is kept)
         if out is not None:
             state.reversed[key] = out
     return restore
 
 
-def retire(state, c):
-    """Collective: remove the variables of stored lists ``c`` and of their out-lists
-    (which describe the same edges; popped from ``state.reversed``), marking both
-    removed (a sampler holding them stops): ``remove_edge_index``."""
-    gone = [x for x in (c, state.reversed.pop((c.edge_type, c.layout), None))
-            if x is not None]
-    names = [v for x in gone for v in x.vars.values()]
-    if names:
-        state.store.remove(*names)
-    for x in gone:
-        x.removed = True
+def remove_lists(state, key):
+    """Collective, after the caller's step (PyG's ``remove_edge_index``): drop stored
+    layout ``key`` and its out-lists; their variables go at once, or, inside an
+    enclosing transaction, when it commits (a rollback brings the layout back).  False
+    (on every rank) when it was not stored."""
+    c = state.stored.pop(key, None)
+    if c is None:
+        return False
+    with state.store.transaction("GraphStore.remove") as txn:
+        restore = _set_aside(state, c, txn)
+        state.choose(key[0])
+        state.changed()
+
+        def undo():
+            restore()
+            state.choose(key[0])
+            state.changed()
+        txn.on_rollback(undo)
+    return True
 
 
 def as_coo(edge_index, layout, what):

@@ -21,7 +21,7 @@ from ..errors import DDStoreValueError
 from ._common import (GRAPH_KIND, annotation_name, as_edge_type, as_numpy, check_rows,
                       declared_rows, find_annotation, forget_annotation, node_var,
                       same_values, type_key, type_from_json, type_to_json)
-from ._csc_build import (as_coo, build, checked_columns, decide, first_pass, retire,
+from ._csc_build import (as_coo, build, checked_columns, decide, first_pass, remove_lists,
                          node_ids, node_offsets)
 from ._edge_attrs import EdgeAttributes, checked_weight_attr
 from ._forks import ForkVersion
@@ -481,14 +481,7 @@ class GraphStore(_PygGraphStore):
         key = (edge_type, EdgeLayout(edge_attr.layout))
         with self.store.collective("GraphStore.remove", repr(key)):
             pass
-        state = self._state
-        c = state.stored.pop(key, None)
-        if c is None:
-            return False
-        state.choose(edge_type)
-        retire(state, c)  # with its out-lists
-        self._annotate()
-        return True
+        return remove_lists(self._state, key)
 
     def _get_edge_index(self, edge_attr):
         """Local: the edge index of ``edge_attr``'s edge type in its layout **read onto

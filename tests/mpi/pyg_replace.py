@@ -19,7 +19,8 @@ tests/test_pyg_replace.py.
   callable that fails on the last rank in the build after the first pass went well;
   a transaction enclosing replacements that fails afterwards removes the new lists and
   brings back the old ones (in place, with their out-lists; same batches), and one that
-  commits removes the old ones only then;
+  commits removes the old ones only then; the same for ``remove_edge_index`` (its
+  variables stay until the enclosing transaction commits; a rollback brings it back);
 - dtypes as put (int32, int16, uint8; CSR and CSC pointers and indices of different
   dtypes) against ``MyGraphStore``, also through PyG's ``coo()`` / ``csr()`` /
   ``csc()``; ``put_edge_range`` reads back int64;
@@ -218,6 +219,21 @@ def _(t):
             NodeSamplerInput(input_id=None, node=seeds, input_type="b"))
         check(all(torch.equal(getattr(out, k)[ab], getattr(want, k)[ab])
                   for k in ("row", "col", "edge")), "the old edges sample as before")
+
+        def remove_then_fail():  # a removal is undone by its enclosing rollback too
+            with store.transaction("test"):
+                check(tx.remove_edge_index(edge_type=ab, layout="coo") is True and
+                      tx.get_all_edge_attrs() == attrs[1:] and ab not in tx.sampled_edge_types() and
+                      store.variables() == kept,
+                      f"removed inside the transaction: {tx.get_all_edge_attrs()}")
+                with store.collective(None):
+                    raise ddstore.DDStoreValueError("later failure")
+        expect_error(ddstore.DDStoreValueError, "later failure", remove_then_fail,
+                     agree=True, what="an enclosing transaction fails after a removal")
+        check(store.variables() == kept and tx.has_backward(ab) and
+              sorted(tx.get_all_edge_attrs(), key=repr) == sorted(attrs, key=repr) and
+              torch.equal(torch.stack(tx.get_edge_index(ab, "coo")), graph(11, 40)),
+              f"rollback of a removal: {store.variables()}, {tx.get_all_edge_attrs()}")
         fails_after(commit=True)
         check(sorted(names(store, "tx/csc/a__r__b/")) == sorted(
             f"tx/csc/a__r__b/coo~2/{k}" for k in ("eid", "nbr")) and
