@@ -298,7 +298,7 @@ class EdgeAttributes:
                 if not keep_in_lists and not c.dropped:
                     drop.append(c)
             step.agree(same={"keep_in_lists": keep_in_lists})
-        with st.transaction("GraphStore.build_backward"):
+        with st.transaction("GraphStore.build_backward") as txn:
             for et, c in todo:  # each the build of a put, from the stored CSC's rows
                 lo, hi = partition(c.num_edges, st.size, st.rank)
                 columns = self._reversed_columns(c, lo)
@@ -308,12 +308,20 @@ class EdgeAttributes:
                                       layout=c.layout, reverse_of=c)
                     decide(state, plan, step.agree(plan.share(), same=plan.same()))
                 build(state, self, plan, columns)
-        gone = [v for c in drop for v in c.vars.values()]
-        if gone:  # every build succeeded: the in-lists go (keep_in_lists=False), at once
-            st.remove(*gone)
-        for c in drop:
-            c.vars, c.indptr, c.node_offsets, c.dropped = {}, None, None, True
-        state.changed()
+            # every build succeeded: the in-lists go (keep_in_lists=False) when the
+            # outermost transaction commits (at once, without an enclosing one)
+            kept = [(c, c.vars, c.indptr, c.node_offsets) for c in drop]
+            txn.remove_at_commit([v for c in drop for v in c.vars.values()])
+            for c in drop:
+                c.vars, c.indptr, c.node_offsets, c.dropped = {}, None, None, True
+            state.changed()
+
+            def undo():  # an enclosing transaction rolled back: the in-lists are back
+                for c, vars_, indptr, offsets in kept:
+                    c.vars, c.indptr, c.node_offsets, c.dropped = vars_, indptr, offsets, \
+                        False
+                state.changed()
+            txn.on_rollback(undo)
         return [et for et, _ in todo]
 
     def _reversed_columns(self, c, lo):

@@ -419,7 +419,7 @@ class GraphStore(_PygGraphStore):
         ``keep_in_lists=True`` are kept and their in-lists dropped now.  The in-lists
         are removed only after every build succeeded: a failed call drops nothing.  A
         transaction enclosing this call that fails later removes the out-lists built
-        here but cannot bring back the in-lists: the edge type is then gone.
+        here and brings back the in-lists (removed only when it commits).
 
         Edge types whose out-lists exist are left as they are.  An unknown edge type
         raises the same :class:`~ddstore.pyg.UnknownAttributeError` on every rank;

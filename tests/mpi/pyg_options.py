@@ -32,7 +32,8 @@ member's lists read with MPI_Get):
   and by ``put_edge_weights``, bidirectional, hetero with one edge type dropped), COO /
   CSR / CSC as put, forward / induced / temporal / ``BidirectionalNeighborSampler`` /
   ``edge_ids`` refused, ``keep_in_lists`` checked and agreed, a failed build drops
-  nothing, a failing enclosing transaction removes the edge type;
+  nothing, a failing enclosing transaction removes the out-lists and brings the
+  in-lists back (same batches), a committing one drops them at its end;
 - ``BidirectionalNeighborSampler`` (PyG's class over ours): ``[-1, -1]`` takes exactly
   every edge touching each hop's frontier, each once; ``disjoint=True`` (repeated seeds
   too): each seed's subgraph that ball, its nodes and edges once each, edges within
@@ -52,6 +53,7 @@ from ddstore.prefetch import prefetch  # noqa: E402
 from ddstore.pyg._common import edge_var  # noqa: E402
 from torch_geometric.data import Data, HeteroData  # noqa: E402
 from torch_geometric.loader import LinkNeighborLoader, NeighborLoader  # noqa: E402
+from torch_geometric.sampler import NodeSamplerInput  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
@@ -858,10 +860,13 @@ def backward_alone(store, data, h, tag):
                  what=f"{tag} dropped: temporal refused")
     check(not any(v.startswith("tbd/csc/") for v in store.variables()),
           f"{tag} temporal dropped: in-lists (with times) left")
-    # an enclosing transaction that fails afterwards: the out-lists go, and the edge
-    # type with them (its in-lists cannot come back)
+    # an enclosing transaction that fails afterwards: the out-lists go and the in-lists
+    # come back (removed only at the commit), the graph as before
     efs, egs = dpyg.from_pyg(store, data, name="be")
-    before = store.variables()
+    before, attrs = store.variables(), egs.get_all_edge_attrs()
+    seeds = torch.arange(0, N, 5)
+    want = dpyg.NeighborSampler(egs, [3, 2], seed=8).sample_from_nodes(
+        NodeSamplerInput(input_id=None, node=seeds))
 
     def fails_after():
         with store.transaction("test"):
@@ -870,9 +875,20 @@ def backward_alone(store, data, h, tag):
                 raise ddstore.DDStoreValueError("later failure")
     expect_error(ddstore.DDStoreValueError, "later failure", fails_after, agree=True,
                  what=f"{tag} enclosing transaction fails")
-    check(store.variables() == [v for v in before if not v.startswith("be/csc/")] and
-          egs.get_all_edge_attrs() == [] and egs.sampled_edge_types() == [],
+    check(store.variables() == before and egs.get_all_edge_attrs() == attrs and
+          egs.sampled_edge_types() == [None] and not egs.has_backward(None),
           f"{tag} enclosing rollback: {store.variables()}, {egs.get_all_edge_attrs()}")
+    got = dpyg.NeighborSampler(egs, [3, 2], seed=8).sample_from_nodes(
+        NodeSamplerInput(input_id=None, node=seeds))
+    check(all(torch.equal(getattr(got, k), getattr(want, k))
+              for k in ("node", "row", "col", "edge")),
+          f"{tag} enclosing rollback: the in-lists sample as before")
+    with store.transaction("test"):  # committed: the in-lists go at its end
+        egs.build_backward(keep_in_lists=False)
+        check(any(v.startswith("be/csc/") for v in store.variables()),
+              f"{tag} in-lists removed before the commit")
+    check(not any(v.startswith("be/csc/") for v in store.variables()) and
+          egs.has_backward(None), f"{tag} committed: {store.variables()}")
 
 
 def main():
