@@ -35,7 +35,13 @@ bring back a variable that its block removed.  A layer that replaces variables i
 hands the old ones to ``txn.remove_at_commit(names)``: they stay in the store until the
 outermost transaction ends normally and are removed then (collectively, on every rank);
 a rollback of any enclosing transaction drops the request, so the old variables are kept
-(the layer's ``on_rollback`` puts them back in its record).
+(the layer's ``on_rollback`` puts them back in its record).  A layer that replaces a
+variable under the **same name** calls ``txn.set_aside(names)`` first: each variable
+moves to a hidden name (``"<name>~aside<k>"``, listed by ``variables()`` until the
+commit), its name is free to be created again, and it is removed when the outermost
+transaction ends normally; a rollback removes what was created under the name and
+moves the old variable back under it.  Memory: the old and the new variable are both
+held until the commit.
 
 Layers that keep their own record of what they put (a ``FeatureStore``'s attributes, a
 ``GraphStore``'s edge types) register ``txn.on_rollback(forget)``: when a rollback
@@ -56,6 +62,15 @@ class _AtCommit:
         self.names = list(names)
 
 
+class _Aside:
+    """A journal entry: variable ``name`` set aside as ``aside`` (removed at the
+    commit, moved back under ``name`` by a rollback)."""
+    __slots__ = ("name", "aside")
+
+    def __init__(self, name, aside):
+        self.name, self.aside = name, aside
+
+
 class Journal:
     """The record of one store's open transactions (the store owns one): what to undo,
     in order (variable names, and ``on_rollback`` callables), and how deeply
@@ -74,7 +89,15 @@ class Journal:
         """Called by the store where a variable is removed: it is no longer the
         transaction's to undo."""
         if self.depth and name in self.entries:
-            self.entries.remove(name)
+            del self.entries[len(self.entries) - 1 - self.entries[::-1].index(name)]
+
+    def renamed(self, old, new):
+        """A variable recorded as created (or to remove at the commit) is now ``new``."""
+        for i, e in enumerate(self.entries):
+            if e == old:
+                self.entries[i] = new
+            elif isinstance(e, _AtCommit):
+                e.names = [new if n == old else n for n in e.names]
 
 
 class Transaction:
@@ -82,11 +105,12 @@ class Transaction:
     normal exit are local (no communication); only the removal after an agreed error is
     collective.  ``created``: the names created so far inside this (possibly nested)
     transaction, oldest first.  ``journal``: the store's :class:`Journal`; ``drop(name)``:
-    the store's collective removal of a variable once the ranks agreed on it."""
+    the store's collective removal of a variable once the ranks agreed on it;
+    ``rename(old, new)``: the store's local renaming of a rows variable."""
 
-    def __init__(self, store, label, journal, drop):
+    def __init__(self, store, label, journal, drop, rename):
         self.store, self.label = store, str(label)
-        self._journal, self._drop = journal, drop
+        self._journal, self._drop, self._rename = journal, drop, rename
         self._entries = None  # the journal's record while this transaction is open
         self._mark = 0
         self._held = None  # SIGINT deferred between steps (ddstore._collective)
@@ -119,6 +143,25 @@ class Transaction:
         kept (see the module docstring)."""
         self._entries.append(_AtCommit(names))
 
+    def set_aside(self, names):
+        """Local, alike on every rank (after the round that decided the replacement):
+        move rows variables ``names`` to hidden names, so that each name can be created
+        again; they are removed when the outermost transaction ends normally and moved
+        back under their names (after what was created under them is removed) if this
+        transaction or one enclosing it rolls back (see the module docstring).
+        Returns the hidden names, in order."""
+        out = []
+        for name in names:
+            k = 1
+            while f"{name}~aside{k}" in self.store:
+                k += 1
+            aside = f"{name}~aside{k}"
+            self._rename(name, aside)
+            self._journal.renamed(name, aside)
+            self._entries.append(_Aside(name, aside))
+            out.append(aside)
+        return out
+
     def __exit__(self, exc_type, exc, tb):
         journal, store = self._journal, self.store
         journal.depth -= 1
@@ -132,6 +175,7 @@ class Transaction:
             elif exc is None and journal.depth == 0:  # the outermost commits
                 gone = [n for e in journal.entries if isinstance(e, _AtCommit)
                         for n in e.names]
+                gone += [e.aside for e in journal.entries if isinstance(e, _Aside)]
                 journal.entries = []
                 if gone:
                     store.remove(*gone)
@@ -153,13 +197,18 @@ class Transaction:
         mine = [e for e in undo if isinstance(e, str)]
         with store.collective("transaction rollback") as step:
             names = [n for _, n in step.agree((self.label, mine))]
+            back = {}  # hidden name -> the name a variable set aside has again
             for entry in reversed(undo):
                 if isinstance(entry, _AtCommit):
                     continue  # (kept: the rollback undoes what replaced them)
-                if not isinstance(entry, str):
+                if isinstance(entry, _Aside):  # what replaced it is gone: back it goes
+                    self._rename(entry.aside, entry.name)
+                    self._journal.renamed(entry.aside, entry.name)
+                    back[entry.aside] = entry.name
+                elif not isinstance(entry, str):
                     entry()
                 elif all(entry in other for other in names):
-                    self._drop(entry)
+                    self._drop(back.get(entry, entry))
             del entries[self._mark:]
             if any(other != names[0] for other in names):
                 raise DDStoreStateError(

@@ -332,7 +332,8 @@ class DDStore:
         Variables that existed before the block are never removed (nor brought back if
         the block removed them).  See :mod:`ddstore._transaction`.
         """
-        return _transaction.Transaction(self, label, self._journal, self._drop)
+        return _transaction.Transaction(self, label, self._journal, self._drop,
+                                        self._variables.rename)
 
     # ------------------------------------------------------------------ collective steps
     def collective(self, op, name=None, *, same=None):

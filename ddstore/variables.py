@@ -29,7 +29,8 @@ import numpy as np
 from . import _core
 from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, check_indices,
                       integer_scalar, is_int)
-from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from .errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
+                     DDStoreValueError)
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
 
@@ -182,6 +183,16 @@ class Variables:
     def drop(self, name):
         """Collective, after the agreement: remove rows variable ``name``."""
         self.remove(self.table.pop(name))
+
+    def rename(self, old, new):
+        """Local, alike on every rank (a transaction setting a variable aside): rows
+        variable ``old`` is named ``new`` (a free name) from now on."""
+        var = self.var(old)
+        if new in self.store:
+            raise DDStoreStateError(f"rename {old!r}: the store already holds {new!r}")
+        del self.table[old]
+        var.name = new
+        self.table[new] = var
 
     def sync_all(self):
         """Collective, after a step: make every rank's writes visible (the core's sync)."""

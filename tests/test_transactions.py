@@ -129,6 +129,60 @@ def test_remove_at_commit_waits_for_the_outermost(store):
     assert store.get_range("new", 0, 5).tobytes() == np.arange(5).tobytes()
 
 
+def test_set_aside_replaces_under_the_same_name(store):
+    """``set_aside``: the old variable moves to a hidden name (its name free again), is
+    removed when the outermost transaction commits, and comes back under its name
+    (bytes as before) when this or an enclosing transaction rolls back, after what was
+    created under the name is removed.  A variable created inside the same transaction
+    and then set aside is removed by the rollback too, under its own name."""
+    store.add("x", np.arange(3, dtype=np.int32))
+
+    def held(values, dtype):
+        assert store.variables() == ["x"] and store.dtype("x") == np.dtype(dtype)
+        assert store.get_range("x", 0, len(values)).tobytes() == \
+            np.asarray(values, dtype=dtype).tobytes()
+    for outer in (False, True):  # the failure in the same / in an enclosing transaction
+        with pytest.raises(DDStoreValueError):
+            with store.transaction("outer"):
+                with store.transaction("inner") as t:
+                    assert t.set_aside(["x"]) == ["x~aside1"]
+                    assert store.variables() == ["x~aside1"]
+                    store.add("x", np.arange(5, dtype=np.float64))
+                    if not outer:
+                        fail_in_step(store)
+                assert store.variables() == ["x", "x~aside1"]
+                fail_in_step(store)
+        held(range(3), np.int32)
+    # nothing created under the name (an allocation that failed): back it comes
+    with pytest.raises(DDStoreValueError):
+        with store.transaction("t") as t:
+            t.set_aside(["x"])
+            fail_in_step(store)
+    held(range(3), np.int32)
+    # created inside the transaction, set aside, replaced: the rollback removes both
+    with pytest.raises(DDStoreValueError):
+        with store.transaction("t") as t:
+            store.add("y", np.zeros(2))
+            t.set_aside(["y"])
+            store.add("y", np.ones(4))
+            t.set_aside(["y"])  # twice: a second hidden name
+            assert store.variables() == ["x", "y~aside1", "y~aside2"]
+            store.add("y", np.ones(6))
+            fail_in_step(store)
+    held(range(3), np.int32)
+    # commits: the old one is removed at the outermost commit, not before
+    with store.transaction("outer"):
+        with store.transaction("inner") as t:
+            t.set_aside(["x"])
+            store.add("x", np.arange(5, dtype=np.float64))
+        assert store.variables() == ["x", "x~aside1"]
+    held(range(5), np.float64)
+    with pytest.raises(DDStoreValueError, match="unknown variable 'nope'"):
+        with store.transaction("t") as t:
+            t.set_aside(["nope"])
+    held(range(5), np.float64)
+
+
 def test_local_exception_starts_no_collective(store, monkeypatch):
     """On a communicator of several ranks a non-agreed exception is one rank's own: the
     transaction removes nothing and starts no collective step (the job is ending through

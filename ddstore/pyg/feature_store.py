@@ -326,10 +326,11 @@ class FeatureStore(_PygFeatureStore):
         :meth:`put_tensor`).  Without: the attribute's new whole value, written in place
         when rows, row shape and dtype are unchanged (all or nothing), otherwise the
         attribute is removed and put again (PyG's default): the new tensor is checked
-        on every rank first, so bad input (a dtype that cannot be stored, a tensor that
-        differs between ranks, rows other than declared) leaves the held attribute as
-        it was; only a failure to allocate the new rows, after the old were freed,
-        loses it."""
+        on every rank first, and the held rows are kept until the new ones are stored
+        (until an enclosing :meth:`DDStore.transaction` commits): bad input (a dtype
+        that cannot be stored, a tensor that differs between ranks, rows other than
+        declared), a failed allocation or a rollback leaves the held attribute as it
+        was.  Memory: the old and the new rows are both held meanwhile."""
         attr = self._cast(args, kwargs)
         key = (attr.group_name, attr.attr_name)
         a = self._attrs.get(key)
@@ -457,7 +458,8 @@ class FeatureStore(_PygFeatureStore):
         member's rows of a whole tensor, the first piece of a callable); the round
         agrees on them and on the ranks' row ranges, then the variable is made in a
         transaction.  ``replacing`` (``update_tensor`` with another layout): the
-        attribute is held, and its variable is removed only after that round."""
+        attribute is held; after that round its variable is set aside
+        (``txn.set_aside``), removed when the transaction commits."""
         store = self.store
         what = f"put ({attr.group_name!r}, {attr.attr_name!r})"
         key = (attr.group_name, attr.attr_name)
@@ -517,8 +519,15 @@ class FeatureStore(_PygFeatureStore):
                     raise DDStoreValueError(_not_declared(what, attr.group_name,
                                                           declared, total))
         with store.transaction(f"FeatureStore.put {key!r}") as txn:
-            if replacing:  # every rank's checks passed: the held rows go
-                self._drop(key)
+            if replacing:  # every rank's checks passed: the held rows are set aside
+                old = self._attrs[key]
+
+                def restore():  # (after the new rows are gone and the old back)
+                    self._attrs[key] = old
+                    keep_torch_dtype(store, old.var, old.torch_dtype)
+                    self._annotate()
+                txn.on_rollback(restore)
+                txn.set_aside([old.var])
             if rows is None:
                 store.add(var, mine)
                 del mine

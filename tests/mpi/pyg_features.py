@@ -17,7 +17,9 @@ ranks, every width dividing the rank count (or those named), both transports.
   nothing created; a declaration that differs between ranks: refused everywhere;
 - ``update_tensor`` with another layout replaces the attribute (read back from every
   rank); refused input (strings, row shapes that differ between ranks, rows other than
-  declared) leaves the held attribute as it was;
+  declared), a failed allocation of the new rows and an enclosing transaction failing
+  later leave the held attribute as it was (reopened from its annotation too); a
+  committing enclosing transaction removes the old rows at its end;
 - every put that takes the whole tensor on every rank (new attribute, with an index,
   the whole held one, ``update_tensor``) refuses values or indices that differ between
   ranks (the same shapes and dtypes), naming the fingerprints, nothing changed.
@@ -219,7 +221,41 @@ def update_other_layout(store, tag):
                          call, *args, agree=True, what=f"{tag}: {what}")
             kept(f"values differing between ranks: {what}")
     new = torch.arange(N * 3, dtype=torch.float64).view(N, 3)
-    fs.update_tensor(new, group_name="d", attr_name="x")
+    # the new rows' allocation fails (agreed, as the core's out-of-memory is) after the
+    # held ones were set aside; then an enclosing transaction fails after the update
+    plain_add = store.add
+
+    def add_failing(name, rows):
+        with store.collective(None):
+            if rank == size - 1:
+                raise ddstore.DDStoreMemoryError("injected: out of memory")
+    store.add = add_failing
+    try:
+        expect_error(ddstore.DDStoreMemoryError, ["injected: out of memory"],
+                     fs.update_tensor, new, group_name="n", attr_name="x", agree=True,
+                     what=f"{tag}: update_tensor, allocation failing")
+    finally:
+        store.add = plain_add
+    kept("the allocation of the new rows failed")
+
+    def update_then_fail():
+        with store.transaction("enclosing"):
+            fs.update_tensor(new, group_name="n", attr_name="x")
+            check(same_array(fs.get_tensor("n", "x", None), new) and
+                  len(store.variables()) == len(held) + 1,
+                  f"{tag}: inside the transaction: not the new value beside the old")
+            with store.collective(None):
+                if rank == size - 1:
+                    raise ddstore.DDStoreValueError("later")
+    expect_error(ddstore.DDStoreValueError, ["later"], update_then_fail, agree=True,
+                 what=f"{tag}: a transaction failing after update_tensor")
+    kept("an enclosing transaction failed after update_tensor")
+    reopened = dpyg.FeatureStore.open(store, f"u{tag}")
+    check(same_array(reopened.get_tensor("n", "x", None), x),
+          f"{tag}: the annotation after the rollback does not reopen the held attribute")
+    with store.transaction("committing"):
+        fs.update_tensor(new, group_name="d", attr_name="x")
+    check(store.variables() == held, f"{tag}: the replaced rows outlived the commit")
     check(same_array(fs.get_tensor("d", "x", None), new) and
           same_array(fs.get_tensor("d", "x", [N - 1, 0]), new[[N - 1, 0]]),
           f"{tag}: update_tensor with another layout")
