@@ -520,14 +520,7 @@ class FeatureStore(_PygFeatureStore):
                                                           declared, total))
         with store.transaction(f"FeatureStore.put {key!r}") as txn:
             if replacing:  # every rank's checks passed: the held rows are set aside
-                old = self._attrs[key]
-
-                def restore():  # (after the new rows are gone and the old back)
-                    self._attrs[key] = old
-                    keep_torch_dtype(store, old.var, old.torch_dtype)
-                    self._annotate()
-                txn.on_rollback(restore)
-                txn.set_aside([old.var])
+                self._set_aside(key, txn)
             if rows is None:
                 store.add(var, mine)
                 del mine
@@ -660,7 +653,8 @@ class FeatureStore(_PygFeatureStore):
 
     def _remove_tensor(self, attr):
         """Collective: drop the attribute (every rank, the same one); False if it is not
-        held (on every rank)."""
+        held (on every rank).  Inside a :meth:`DDStore.transaction` its rows are freed
+        when the transaction commits, and a rollback brings the attribute back."""
         store = self.store
         attr = _filled(attr)
         key = (attr.group_name, attr.attr_name)
@@ -669,16 +663,25 @@ class FeatureStore(_PygFeatureStore):
             pass
         if not held:
             return False
-        self._drop(key)
+        with store.transaction(f"FeatureStore.remove {key!r}") as txn:
+            self._set_aside(key, txn)
+            self._annotate()
         return True
 
-    def _drop(self, key):
-        """Collective, alike on every rank: remove held attribute ``key`` and its
-        variable."""
-        var = self._attrs.pop(key).var
-        self.store.remove(var)
-        keep_torch_dtype(self.store, var, None)
-        self._annotate()
+    def _set_aside(self, key, txn):
+        """Local, alike on every rank, inside transaction ``txn``: forget held attribute
+        ``key`` and set its variable aside (``txn.set_aside``): removed when the
+        outermost transaction commits (at once without an enclosing one), put back
+        with the attribute if it rolls back."""
+        store, old = self.store, self._attrs.pop(key)
+
+        def restore():  # (after what replaced it is gone and its variable back)
+            self._attrs[key] = old
+            keep_torch_dtype(store, old.var, old.torch_dtype)
+            self._annotate()
+        txn.on_rollback(restore)
+        txn.set_aside([old.var])
+        keep_torch_dtype(store, old.var, None)
 
     # ------------------------------------------------------------------ reading
     def _unknown(self, key, what):

@@ -19,7 +19,8 @@ ranks, every width dividing the rank count (or those named), both transports.
   rank); refused input (strings, row shapes that differ between ranks, rows other than
   declared), a failed allocation of the new rows and an enclosing transaction failing
   later leave the held attribute as it was (reopened from its annotation too); a
-  committing enclosing transaction removes the old rows at its end;
+  committing enclosing transaction removes the old rows at its end; ``remove_tensor``
+  inside a transaction that fails later: the attribute is back;
 - every put that takes the whole tensor on every rank (new attribute, with an index,
   the whole held one, ``update_tensor``) refuses values or indices that differ between
   ranks (the same shapes and dtypes), naming the fingerprints, nothing changed.
@@ -253,6 +254,17 @@ def update_other_layout(store, tag):
     reopened = dpyg.FeatureStore.open(store, f"u{tag}")
     check(same_array(reopened.get_tensor("n", "x", None), x),
           f"{tag}: the annotation after the rollback does not reopen the held attribute")
+
+    def remove_then_fail():
+        with store.transaction("enclosing"):
+            check(fs.remove_tensor(group_name="n", attr_name="x") and
+                  fs.get_tensor_size("n", "x") is None, f"{tag}: remove_tensor")
+            with store.collective(None):
+                if rank == size - 1:
+                    raise ddstore.DDStoreValueError("later")
+    expect_error(ddstore.DDStoreValueError, ["later"], remove_then_fail, agree=True,
+                 what=f"{tag}: a transaction failing after remove_tensor")
+    kept("an enclosing transaction failed after remove_tensor")
     with store.transaction("committing"):
         fs.update_tensor(new, group_name="d", attr_name="x")
     check(store.variables() == held, f"{tag}: the replaced rows outlived the commit")
