@@ -9,7 +9,10 @@ inside the transaction is dropped from the record.
 
 Leaving the block:
 
-- **normally**: everything created stays; nothing collective happens.
+- **normally**: everything created stays; nothing collective happens, unless the
+  outermost transaction has variables to remove at its commit (below): one step decides
+  it on every rank, then they are freed; if that step fails (an interrupt reaching its
+  round), the whole transaction rolls back as after an agreed error.
 - **with an agreed error** (:func:`~ddstore._collective.is_agreed`: raised alike on
   every rank by the agreement, so every rank is leaving the block with it): every rank
   removes, newest first, what was created since the transaction began, then the error
@@ -173,17 +176,37 @@ class Transaction:
                     and not store.freed:
                 self._rollback()
             elif exc is None and journal.depth == 0:  # the outermost commits
-                gone = [n for e in journal.entries if isinstance(e, _AtCommit)
-                        for n in e.names]
-                gone += [e.aside for e in journal.entries if isinstance(e, _Aside)]
-                journal.entries = []
-                if gone:
-                    store.remove(*gone)
+                self._commit()
         finally:
             if journal.depth == 0:  # the next transaction starts a new record
                 journal.entries = []
             release_interrupts(self._held)  # a SIGINT no round saw: raised now
         return False
+
+    def _commit(self):
+        """Collective (the outermost transaction ending normally): remove what was set
+        aside or asked to be removed at the commit.  One step decides it on every rank
+        first; if that step fails (an interrupt in its round), the whole transaction
+        rolls back instead and the error goes on: a commit happens whole or not at all.
+        After the step nothing can fail: the variables are freed."""
+        store, entries = self.store, self._journal.entries
+        gone = [n for e in entries if isinstance(e, _AtCommit) for n in e.names]
+        gone += [e.aside for e in entries if isinstance(e, _Aside)]
+        if not gone:
+            return
+        try:
+            with store.collective("transaction commit") as step:
+                missing = [n for n in gone if n not in store]
+                if missing:  # (a bug: a layer's record out of step with the store)
+                    raise DDStoreStateError(f"transaction {self.label!r}: cannot remove "
+                                            f"{missing} at the commit: not held")
+                step.agree(same={"removed at the commit": gone})
+        except BaseException as exc:
+            if is_agreed(exc) and not store.freed:
+                self._rollback()
+            raise
+        for n in gone:
+            self._drop(n)
 
     def _rollback(self):
         """Collective: remove, newest first, what this transaction created, on every

@@ -10,7 +10,8 @@ import pytest
 
 from conftest import on_ranks
 from ddstore import DDStoreValueError
-from ddstore._collective import is_agreed
+from ddstore import DDStoreError
+from ddstore._collective import inject, is_agreed
 
 
 @pytest.mark.mpi
@@ -181,6 +182,33 @@ def test_set_aside_replaces_under_the_same_name(store):
         with store.transaction("t") as t:
             t.set_aside(["nope"])
     held(range(5), np.float64)
+
+
+@pytest.mark.parametrize("exc", [ValueError, KeyboardInterrupt])
+def test_a_commit_whose_step_fails_rolls_back_whole(store, exc):
+    """The outermost commit removes what was set aside (or asked to go at the commit)
+    after one step; a failure in that step (an interrupt in its round) rolls the whole
+    transaction back: the old variables are back under their names, the new gone."""
+    store.add("x", np.arange(3, dtype=np.int32))
+    store.add("old", np.arange(2))
+    inject("transaction commit", exc("injected"))
+    try:
+        with pytest.raises((DDStoreError, KeyboardInterrupt),
+                           match="injected|interrupted .* transaction commit"):
+            with store.transaction("t") as t:
+                t.set_aside(["x"])
+                store.add("x", np.arange(5, dtype=np.float64))
+                store.add("new", np.zeros(1))
+                t.remove_at_commit(["old"])
+    finally:
+        inject(None)
+    assert store.variables() == ["old", "x"]
+    assert store.get_range("x", 0, 3).tobytes() == np.arange(3, dtype=np.int32).tobytes()
+    with store.transaction("t") as t:  # the control: without the failure it commits
+        t.set_aside(["x"])
+        store.add("x", np.arange(5, dtype=np.float64))
+        t.remove_at_commit(["old"])
+    assert store.variables() == ["x"] and store.dtype("x") == np.float64
 
 
 def test_local_exception_starts_no_collective(store, monkeypatch):
