@@ -33,18 +33,23 @@ agreed error leaving the inner block removes what was created since the inner bl
 began; if the error then leaves the outer block as well, the outer removes the rest.  So
 a block that catches an operation's error and goes on keeps exactly what succeeded.
 
-Variables that existed before the transaction are never touched: a transaction cannot
-bring back a variable that its block removed.  A layer that replaces variables instead
-hands the old ones to ``txn.remove_at_commit(names)``: they stay in the store until the
-outermost transaction ends normally and are removed then (collectively, on every rank);
-a rollback of any enclosing transaction drops the request, so the old variables are kept
-(the layer's ``on_rollback`` puts them back in its record).  A layer that replaces a
-variable under the **same name** calls ``txn.set_aside(names)`` first: each variable
-moves to a hidden name (``"<name>~aside<k>"``, listed by ``variables()`` until the
-commit), its name is free to be created again, and it is removed when the outermost
-transaction ends normally; a rollback removes what was created under the name and
-moves the old variable back under it.  Memory: the old and the new variable are both
-held until the commit.
+Variables that existed before the transaction are never lost: :meth:`DDStore.remove`
+inside a transaction **sets aside** every variable (or record set) that the innermost
+open transaction did not create: it moves to a hidden name (``"<name>~aside<k>"``,
+listed by ``variables()`` until the commit), the annotations naming it go with it, and
+its name is free to be created again.  When the outermost transaction ends normally,
+what was set aside is removed (its memory is freed then, not at the ``remove``); a
+rollback of any enclosing transaction removes what was created under the name and moves
+the old variable back, with its annotations.  A variable the innermost transaction
+created is removed at once (dropped from the record).  A layer that replaces a variable
+under the same name after its own round calls ``txn.set_aside(names)`` (the same, without
+``remove``'s step).  A layer that builds the new variables under new names hands the old
+ones to ``txn.remove_at_commit(names)``: they stay in the store until the outermost
+transaction ends normally and are removed then; a rollback of any enclosing transaction
+drops the request, so the old variables are kept (the layer's ``on_rollback`` puts them
+back in its record).  The objects of the layers whose removal was rolled back
+(``NodeMemory.remove``...) stay removed: the data and their annotations are back, and
+``open(store, name)`` gives the object again.
 
 Layers that keep their own record of what they put (a ``FeatureStore``'s attributes, a
 ``GraphStore``'s edge types) register ``txn.on_rollback(forget)``: when a rollback
@@ -66,22 +71,28 @@ class _AtCommit:
 
 
 class _Aside:
-    """A journal entry: variable ``name`` set aside as ``aside`` (removed at the
-    commit, moved back under ``name`` by a rollback)."""
-    __slots__ = ("name", "aside")
+    """A journal entry: variable (or record set) ``name`` set aside as ``aside``, with
+    the ``annotations`` that named it (removed at the commit, moved back under ``name``
+    with them by a rollback)."""
+    __slots__ = ("name", "aside", "annotations")
 
-    def __init__(self, name, aside):
-        self.name, self.aside = name, aside
+    def __init__(self, name, aside, annotations):
+        self.name, self.aside, self.annotations = name, aside, annotations
 
 
 class Journal:
     """The record of one store's open transactions (the store owns one): what to undo,
-    in order (variable names, and ``on_rollback`` callables), and how deeply
-    transactions are nested (``depth``; 0: none open, nothing is recorded)."""
-    __slots__ = ("entries", "depth")
+    in order (variable names, and ``on_rollback`` callables), how deeply transactions
+    are nested (``depth``; 0: none open, nothing is recorded) and where each open one
+    began (``marks``).  The store gives it its local primitives: ``holds(name)``,
+    ``rename(old, new)`` (a rows variable or a record set), ``forget(name)`` (drop the
+    annotations naming a variable, returning them) and ``put_back(annotations)``."""
+    __slots__ = ("entries", "depth", "marks", "_holds", "_rename", "_forget", "_put_back")
 
-    def __init__(self):
-        self.entries, self.depth = [], 0
+    def __init__(self, holds, rename, forget, put_back):
+        self.entries, self.depth, self.marks = [], 0, []
+        self._holds, self._rename = holds, rename
+        self._forget, self._put_back = forget, put_back
 
     def note_created(self, name):
         """Called by the store where a variable comes into being."""
@@ -97,10 +108,40 @@ class Journal:
     def renamed(self, old, new):
         """A variable recorded as created (or to remove at the commit) is now ``new``."""
         for i, e in enumerate(self.entries):
-            if e == old:
+            if isinstance(e, str) and e == old:
                 self.entries[i] = new
             elif isinstance(e, _AtCommit):
                 e.names = [new if n == old else n for n in e.names]
+            elif isinstance(e, _Aside) and e.aside == old:
+                e.aside = new
+
+    def defers(self, name):
+        """Whether a removal of ``name`` now sets it aside (see the module docstring):
+        a transaction is open and the innermost one did not create it."""
+        return bool(self.depth) and name not in [
+            e for e in self.entries[self.marks[-1]:] if isinstance(e, str)]
+
+    def set_aside(self, name):
+        """Local, alike on every rank: move variable (or record set) ``name`` to the
+        first free hidden name ``"<name>~aside<k>"``, taking the annotations that name
+        it; removed at the outermost commit, moved back by a rollback.  Returns the
+        hidden name."""
+        k = 1
+        while self._holds(f"{name}~aside{k}"):
+            k += 1
+        aside = f"{name}~aside{k}"
+        taken = self._forget(name)
+        self._rename(name, aside)
+        self.renamed(name, aside)
+        self.entries.append(_Aside(name, aside, taken))
+        return aside
+
+    def put_back(self, entry):
+        """Local: undo :meth:`set_aside` (``entry``: its journal entry), once what was
+        created under the name since is gone."""
+        self._rename(entry.aside, entry.name)
+        self.renamed(entry.aside, entry.name)
+        self._put_back(entry.annotations)
 
 
 class Transaction:
@@ -108,12 +149,11 @@ class Transaction:
     normal exit are local (no communication); only the removal after an agreed error is
     collective.  ``created``: the names created so far inside this (possibly nested)
     transaction, oldest first.  ``journal``: the store's :class:`Journal`; ``drop(name)``:
-    the store's collective removal of a variable once the ranks agreed on it;
-    ``rename(old, new)``: the store's local renaming of a rows variable."""
+    the store's collective removal of a variable once the ranks agreed on it."""
 
-    def __init__(self, store, label, journal, drop, rename):
+    def __init__(self, store, label, journal, drop):
         self.store, self.label = store, str(label)
-        self._journal, self._drop, self._rename = journal, drop, rename
+        self._journal, self._drop = journal, drop
         self._entries = None  # the journal's record while this transaction is open
         self._mark = 0
         self._held = None  # SIGINT deferred between steps (ddstore._collective)
@@ -123,6 +163,7 @@ class Transaction:
         self._entries = self._journal.entries
         self._mark = len(self._entries)
         self._journal.depth += 1
+        self._journal.marks.append(self._mark)
         self._held = hold_interrupts()
         return self
 
@@ -148,26 +189,18 @@ class Transaction:
 
     def set_aside(self, names):
         """Local, alike on every rank (after the round that decided the replacement):
-        move rows variables ``names`` to hidden names, so that each name can be created
-        again; they are removed when the outermost transaction ends normally and moved
-        back under their names (after what was created under them is removed) if this
-        transaction or one enclosing it rolls back (see the module docstring).
-        Returns the hidden names, in order."""
-        out = []
-        for name in names:
-            k = 1
-            while f"{name}~aside{k}" in self.store:
-                k += 1
-            aside = f"{name}~aside{k}"
-            self._rename(name, aside)
-            self._journal.renamed(name, aside)
-            self._entries.append(_Aside(name, aside))
-            out.append(aside)
-        return out
+        move variables ``names`` to hidden names, so that each name can be created
+        again, as a removal inside a transaction does (:meth:`DDStore.remove`, without
+        its step); removed when the outermost transaction ends normally, moved back
+        under their names (after what was created under them is removed) if this
+        transaction or one enclosing it rolls back.  Returns the hidden names, in
+        order."""
+        return [self._journal.set_aside(name) for name in names]
 
     def __exit__(self, exc_type, exc, tb):
         journal, store = self._journal, self.store
         journal.depth -= 1
+        journal.marks.pop()
         try:
             # an agreed error, or an interrupt agreed in a round (a KeyboardInterrupt
             # raised alike on every rank: ddstore._collective.DDStoreInterrupt)
@@ -192,6 +225,7 @@ class Transaction:
         store, entries = self.store, self._journal.entries
         gone = [n for e in entries if isinstance(e, _AtCommit) for n in e.names]
         gone += [e.aside for e in entries if isinstance(e, _Aside)]
+        gone = list(dict.fromkeys(gone))  # (set aside twice: one variable)
         if not gone:
             return
         try:
@@ -225,9 +259,8 @@ class Transaction:
                 if isinstance(entry, _AtCommit):
                     continue  # (kept: the rollback undoes what replaced them)
                 if isinstance(entry, _Aside):  # what replaced it is gone: back it goes
-                    self._rename(entry.aside, entry.name)
-                    self._journal.renamed(entry.aside, entry.name)
                     back[entry.aside] = entry.name
+                    self._journal.put_back(entry)
                 elif not isinstance(entry, str):
                     entry()
                 elif all(entry in other for other in names):

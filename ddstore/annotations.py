@@ -119,6 +119,11 @@ class Annotations:
                       if kind is None or a.kind == kind)
 
     def forget(self, variable):
-        """Drop the annotations that name ``variable`` (being removed)."""
-        for n in [n for n, a in self.table.items() if variable in a.variables]:
-            del self.table[n]
+        """Drop the annotations that name ``variable`` (being removed); returns them,
+        ``{name: annotation}`` (what :meth:`put_back` takes)."""
+        return {n: self.table.pop(n) for n in
+                [n for n, a in self.table.items() if variable in a.variables]}
+
+    def put_back(self, dropped):
+        """Annotations dropped by :meth:`forget` again (a removal rolled back)."""
+        self.table.update(dropped)

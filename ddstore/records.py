@@ -47,6 +47,15 @@ class Records:
         for var in self.table.pop(name).fields.values():
             self.variables.remove(var)
 
+    def rename(self, old, new):
+        """Local, alike on every rank (a removal inside a transaction setting the
+        record set aside): record set ``old`` is named ``new`` from now on."""
+        rec = self.table.pop(old)
+        rec.name = new
+        for key, var in rec.fields.items():
+            var.name = f"{new}/{key}"
+        self.table[new] = rec
+
     def vids(self, name):
         """The core ids of the fields of record set ``name``."""
         return [v.vid for v in self.table[name].fields.values()]

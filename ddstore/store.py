@@ -158,7 +158,7 @@ class DDStore:
             raise
         # what each rank is doing, read by a rank waiting at its exit (ddstore._status)
         self._board = _status.Board(comm, shared=transport != "rma")
-        self._journal = _transaction.Journal()  # the open transactions' record
+
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = size
@@ -176,6 +176,9 @@ class DDStore:
         self._records = Records(self, self._variables, lambda n: self._created(n),
                                 lambda *a: self._write_field(*a))
         self._annotations = Annotations(self)  # what layers record to reopen by name
+        self._journal = _transaction.Journal(  # the open transactions' record
+            self.__contains__, self._rename, self._annotations.forget,
+            self._annotations.put_back)
         self._checkpoints = Checkpoints(self, self._variables, self._records,
                                         self._annotations, self._join_threads)
         # the per-row reads (the hot path) call the component directly, with no call in
@@ -318,22 +321,19 @@ class DDStore:
         :class:`DDStoreError`, see :meth:`collective`; on one rank, any exception), every
         rank removes what the block created, newest first, and the error goes on: the
         store's :meth:`variables` is what it was before, and the same call with fixed
-        input succeeds.  A normal exit keeps everything.  Entering and leaving are local;
-        only the removal is collective.
-
+        input succeeds.  A normal exit keeps everything.  Entering is local; leaving is
+        collective only to remove (what the block created, or set aside at the commit).
         Any other exception is this rank's alone (the other ranks are not leaving the
         block with it): nothing collective is started, the variables stay, and the
         exception, uncaught, ends the job (:func:`abort_on_exception`).  So every step
         inside the block that can fail on one rank only is a step (:meth:`collective`).
-
         Transactions nest: an inner one joins the outer record; an agreed error leaving
         the inner block removes what was created since it began (the outer block may
         catch it and go on), and the outer removes the rest if the error leaves it too.
-        Variables that existed before the block are never removed (nor brought back if
-        the block removed them).  See :mod:`ddstore._transaction`.
-        """
-        return _transaction.Transaction(self, label, self._journal, self._drop,
-                                        self._variables.rename)
+        Variables that existed before the block are never lost: one the block removes
+        (:meth:`remove`) is kept under a hidden name until the outermost transaction
+        commits, and a rollback brings it back.  See :mod:`ddstore._transaction`."""
+        return _transaction.Transaction(self, label, self._journal, self._drop)
 
     # ------------------------------------------------------------------ collective steps
     def collective(self, op, name=None, *, same=None):
@@ -406,7 +406,9 @@ class DDStore:
         """Collective: drop variables (or records) ``name, *more`` and free their memory;
         the names can then be added again.  All or nothing: one step checks every name
         (known, given once) before any is removed, so a layer that removes the several
-        variables of one object removes them in one call."""
+        variables of one object removes them in one call.  In a :meth:`transaction`
+        that did not create it, a variable is set aside instead: hidden, freed when
+        the outermost one commits, back if it rolls back (:mod:`ddstore._transaction`)."""
         names = (name,) + more
         with self.collective("remove", name if not more else repr(list(names))):
             for n in names:
@@ -416,7 +418,14 @@ class DDStore:
             if len(set(names)) != len(names):
                 raise DDStoreValueError(f"remove: a variable is named twice in {names}")
         for n in names:
-            self._drop(n)
+            if self._journal.defers(n):  # kept, hidden, until the transaction commits
+                self._journal.set_aside(n)
+            else:
+                self._drop(n)
+
+    def _rename(self, old, new):
+        """Local: variable or record set ``old`` is ``new`` from now on (set aside)."""
+        (self._records if old in self._records.table else self._variables).rename(old, new)
 
     def _drop(self, name):
         """Collective, after the agreement: free variable (or records) ``name``."""

@@ -29,8 +29,7 @@ import numpy as np
 from . import _core
 from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, check_indices,
                       integer_scalar, is_int)
-from .errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
-                     DDStoreValueError)
+from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
 
@@ -188,8 +187,6 @@ class Variables:
         """Local, alike on every rank (a transaction setting a variable aside): rows
         variable ``old`` is named ``new`` (a free name) from now on."""
         var = self.var(old)
-        if new in self.store:
-            raise DDStoreStateError(f"rename {old!r}: the store already holds {new!r}")
         del self.table[old]
         var.name = new
         self.table[new] = var

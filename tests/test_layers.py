@@ -303,3 +303,12 @@ def test_layers_written_down(doc):
     text = text[:text.find("\n## ", 1) if "\n## " in text[1:] else len(text)]
     at = [text.find(f"`{name}`") for name, _ in PY_LAYERS]
     assert -1 not in at and at == sorted(at), (doc, dict(zip([n for n, _ in PY_LAYERS], at)))
+
+
+def test_the_store_class_stays_within_650_lines():
+    """Issue 45 item 1: ``DDStore`` is a thin front over its components (variables,
+    records, annotations, checkpoints, the transaction journal); its file stays within
+    650 lines, so that new behaviour goes into a component, not back into the store."""
+    with open(os.path.join(PKG, "store.py")) as f:
+        n = sum(1 for _ in f)
+    assert n <= 650, f"ddstore/store.py has {n} lines (at most 650: issue 45 item 1)"

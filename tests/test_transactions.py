@@ -5,12 +5,13 @@ on 1-3 ranks (issue 25's PyG cases and ``NodeMemory(mailbox_size=2**62)`` among 
 checks that ``variables()`` is unchanged on every rank, and that the retry succeeds and
 reads back byte-equal.  The in-process tests here check the transaction's own rules on
 one rank."""
+import contextlib
+
 import numpy as np
 import pytest
 
 from conftest import on_ranks
-from ddstore import DDStoreValueError
-from ddstore import DDStoreError
+from ddstore import DDStoreError, DDStoreValueError
 from ddstore._collective import inject, is_agreed
 
 
@@ -182,6 +183,61 @@ def test_set_aside_replaces_under_the_same_name(store):
         with store.transaction("t") as t:
             t.set_aside(["nope"])
     held(range(5), np.float64)
+
+
+def test_remove_inside_a_transaction_is_kept_until_the_commit(store):
+    """``store.remove`` inside a transaction sets aside what the innermost transaction
+    did not create (rows variables and record sets, with the annotations naming them):
+    a rollback brings them back byte for byte and re-annotated, a commit frees them; a
+    variable the transaction created is removed at once."""
+    import torch
+    from ddstore.temporal import NodeMemory
+    recs = [{"k": np.arange(i + 1, dtype=np.int16)} for i in range(4)]
+
+    def fresh():
+        for n in store.variables():
+            store.remove(n)
+        store.add("x", np.arange(6, dtype=np.float32))
+        store.add_records("r", recs)
+        store.annotate("obj", "test", {"a": 1}, variables=["x", "r"])
+        mem = NodeMemory(store, "m", 10, 4, 3)
+        mem.write(np.array([1, 7]), torch.full((2, 4), 2.5), 3.0)
+        mem.commit()
+        return mem
+
+    def as_before():
+        assert store.variables() == held
+        assert store.get_range("x", 0, 6).tobytes() == \
+            np.arange(6, dtype=np.float32).tobytes()
+        got = store.get_records("r", [0, 1, 2, 3])
+        assert all(g["k"].tobytes() == r["k"].tobytes() for g, r in zip(got, recs))
+        assert store.annotation("obj").meta == {"a": 1}
+        mem = NodeMemory.open(store, "m")  # the object is reopened from its annotation
+        got = mem.read(np.array([1, 7, 0]))
+        assert got.memory[:, 0].tolist() == [2.5, 2.5, 0.0]
+        assert got.memory_ts.tolist() == [3.0, 3.0, 0.0]
+        return mem
+    mem = fresh()
+    held = store.variables()
+    for nested in (False, True):
+        with pytest.raises(DDStoreValueError):
+            with store.transaction("outer"):
+                with store.transaction("inner") if nested else contextlib.nullcontext():
+                    store.remove("x", "r")
+                    mem.remove()
+                    assert "obj" not in store.annotations()
+                    assert store.variables() == sorted(f"{n}~aside1" for n in held)
+                    store.add("x", np.zeros(2))  # the name is free again
+                    store.add("tmp", np.zeros(1))
+                    store.remove("tmp")  # created here: removed at once
+                    assert "tmp" not in store.variables()
+                fail_in_step(store)
+        mem = as_before()
+    with store.transaction("commits"):
+        store.remove("x", "r")
+        assert "x~aside1" in store.variables()
+    assert store.variables() == [n for n in held if n not in ("r", "x")]
+    assert "obj" not in store.annotations()
 
 
 @pytest.mark.parametrize("exc", [ValueError, KeyboardInterrupt])
