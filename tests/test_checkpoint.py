@@ -77,12 +77,11 @@ def test_cut_bounds():
 
 
 @pytest.mark.mpi
-def test_checkpoint_benchmark_smoke(tmp_path):
+def test_checkpoint_benchmark_smoke(tmp_path_factory):
     """bench.checkpoint on 20 MB of rows: save, restore at two widths, dd, every byte
     compared; the JSON names its rates and ratios."""
-    from conftest import run_mpi
-    out = run_mpi("-m", 2, "ddstore.bench.checkpoint", "--gb", "0.02", "--repeat", "1",
-                  "--out", str(tmp_path), timeout=240)
+    from bench_job import bench_output
+    out, tmp_path = bench_output("checkpoint", tmp_path_factory)
     assert "per rank: save" in out, out
     res = json.load(open(tmp_path / "checkpoint_rows_n2.json"))
     assert res["checked_every_byte"] is True

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import passed_on, passes_in_process, run_mpi, widths_program_test
+from conftest import passed_on, passes_in_process, widths_program_test
 
 
 def test_callables_one_rank():
@@ -28,14 +28,13 @@ def test_range_loaders_on_two_ranks(shared_launch):
 
 
 @pytest.mark.mpi
-def test_benchmark_smoke(tmp_path):
+def test_benchmark_smoke(tmp_path_factory):
     """mpiexec -n 2 python -m ddstore.bench.pyg on a tiny graph: width 2, both transports;
     the JSON names the numbers (the one-sided traffic per batch among them: some over
     rma, none where every read is a load) and says why the in-memory reference did or did
     not run."""
-    out = run_mpi("-m", 2, "ddstore.bench.pyg", "--scale", "0.001", "--batches", "2",
-                  "--batch-size", "64", "--transports", "auto,rma", "--options", "all",
-                  "--out", str(tmp_path), timeout=180)
+    from bench_job import bench_output
+    out, tmp_path = bench_output("pyg", tmp_path_factory)
     assert "width 2 auto" in out and "sampled edges/s per rank" in out, out
     res = json.load(open(tmp_path / "pyg_n2.json"))
     assert res["benchmark"] == "pyg" and res["ranks"] == 2 and res["num_nodes"] == 2449

@@ -21,15 +21,13 @@ def test_pyg_workers_two_ranks(mpirun):
 
 
 @pytest.mark.mpi
-def test_benchmark_workers_smoke(tmp_path):
+def test_benchmark_workers_smoke(tmp_path_factory):
     """bench-pyg --workers on a tiny graph, 2 ranks: over shared memory num_workers 0 and
     2 and the prefetch thread timed, each over num_workers=0 with its control; over rma
     the workers' refusal reported, the thread timed."""
     import json
-    from conftest import run_mpi
-    out = run_mpi("-m", 2, "ddstore.bench.pyg", "--scale", "0.001", "--batches", "2",
-                  "--batch-size", "64", "--widths", "2", "--workers", "2",
-                  "--in-memory", "skip", "--out", str(tmp_path), timeout=300)
+    from bench_job import bench_output
+    out, tmp_path = bench_output("pyg-workers", tmp_path_factory)
     assert "width 2 auto DataLoader workers" in out and "num_workers=2 " in out, out
     res = json.load(open(tmp_path / "pyg_n2.json"))
     by = {r["transport"]: r["by_workers"] for r in res["results"]}

@@ -66,14 +66,14 @@ def test_scale_series_small(mpirun, tmp_path, nprocs, width, transport):
 
 
 @pytest.mark.mpi
-def test_scale_graphs_small(mpirun, tmp_path):
+def test_scale_graphs_small(tmp_path_factory):
     """python -m ddstore.bench.scale graphs with 600 graphs: written to ADIOS2 in a
     separate process, loaded through GraphDataset.from_adios at width 2, and every graph
     of the shuffled epoch compared with the generator."""
-    path = tmp_path / "ising.bp"
-    out = mpirun("-m", 2, "ddstore.bench.scale", "graphs", "--path", str(path),
-                 "--graphs", "600", "--check", "--out", str(tmp_path / "res"), timeout=240)
-    doc = json.load(open(tmp_path / "res" / "scale_graphs.json"))
+    from bench_job import bench_output
+    out, folder = bench_output("scale-graphs", tmp_path_factory)
+    path = folder / "ising.bp"
+    doc = json.load(open(folder / "scale_graphs.json"))
     assert doc["graphs"] == 600 and doc["width"] == 2 and not path.exists(), out
     assert sum(r["checked"] for r in doc["per_rank"]) == 600, out
     assert all(r["bad"] == 0 for r in doc["per_rank"]), out

@@ -10,7 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from conftest import ROOT, passed_on, run_mpi
+from bench_job import bench_output
+from conftest import passed_on
 
 
 @pytest.mark.mpi
@@ -77,13 +78,11 @@ def test_synthetic_stream():
 
 
 @pytest.mark.mpi
-def test_benchmark_smoke(tmp_path):
+def test_benchmark_smoke(tmp_path_factory):
     """mpiexec -n 2 python -m ddstore.bench.temporal on a small stream: widths 1 and 2,
     transports auto and rma, JSON written with the one-sided traffic per batch (some
     over rma at width 2, none at width 1)."""
-    out = run_mpi("-m", 2, "ddstore.bench.temporal", "--num-nodes", "300", "--num-edges",
-            "20000", "--batch-size", "100", "--batches", "12", "--out", str(tmp_path),
-            "--no-plot", timeout=180, cwd=ROOT)
+    out, tmp_path = bench_output("temporal", tmp_path_factory)
     res = json.load(open(tmp_path / "temporal_n2.json"))
     combos = {(r["width"], r["transport"], r["strategy"], tuple(r["fanouts"]))
               for r in res["results"]}
@@ -105,12 +104,11 @@ def test_benchmark_smoke(tmp_path):
 
 
 @pytest.mark.mpi
-def test_scale_benchmark_smoke(tmp_path):
+def test_scale_benchmark_smoke(tmp_path_factory):
     """mpiexec -n 2 python -m ddstore.bench.temporal_scale --quick: the bounded build from
     arrays and from a range-wise written edges.csv give the same T-CSR; the store holds
     its share of the T-CSR plus the edge table, and the peak is measured per rank."""
-    out = run_mpi("-m", 2, "ddstore.bench.temporal_scale", "--sizes", "30000",
-                  "--batches", "4", "--out", str(tmp_path), timeout=180, cwd=ROOT)
+    out, tmp_path = bench_output("temporal-scale", tmp_path_factory)
     assert "same T-CSR as from arrays: True" in out, out
     res = json.load(open(tmp_path / "temporal_scale_n2.json"))["results"][0]
     whole = res["arrays"]["tcsr_bytes_whole"]
@@ -132,12 +130,11 @@ def test_scale_benchmark_smoke(tmp_path):
 
 
 @pytest.mark.mpi
-def test_node_memory_benchmark_smoke(tmp_path):
+def test_node_memory_benchmark_smoke(tmp_path_factory):
     """mpiexec -n 2 python -m ddstore.bench.node_memory --quick: NodeMemory vs TGL's
     MailBox in torch, mailbox 1 and 10, JSON written with positive times."""
-    path = tmp_path / "nm.json"
-    out = run_mpi("-m", 2, "ddstore.bench.node_memory", "--quick", "--out", str(path),
-                  timeout=180)
+    out, folder = bench_output("node-memory", tmp_path_factory)
+    path = folder / "nm.json"
     assert "ours/torch" in out, out
     res = json.load(open(path))
     assert res["benchmark"] == "node_memory" and res["ranks"] == 2, res

@@ -1,5 +1,6 @@
-"""Run several harness programs (``tests/mpi/*.py``), or any scripts (README blocks), one
-after another in one MPI job.
+"""Run several harness programs (``tests/mpi/*.py``), or any scripts (README blocks), or
+modules (``-m ddstore.bench.pyg ...``: the benchmarks' smoke runs), one after another in
+one MPI job.
 
     timeout 600 mpiexec -n 4 python tests/mpi/checks.py core_roundtrip.py auto + graphs_roundtrip.py
 
@@ -78,6 +79,20 @@ def run_one(path, args):
         sys.path[0] = first
 
 
+def run_module(module, args):
+    """``python -m module args`` in this process (a benchmark's smoke run): as
+    :func:`run_one`, the module run as ``__main__``."""
+    sys.argv = [module] + args
+    try:
+        return runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as done:
+        if done.code in (None, 0):
+            return {}
+        _harness.abort_job(module)
+    except BaseException:  # noqa: BLE001 -- the job ends here, as alone
+        _harness.abort_job(module)
+
+
 def main(argv):
     """``[--out DIR] PROGRAM [ARG ...] [+ PROGRAM [ARG ...]] ...``; with ``--out``, each
     rank's stdout and stderr during program ``i`` are also written to
@@ -100,7 +115,10 @@ def main(argv):
             part = open(done + ".part", "w")
             sys.stdout, sys.stderr = _Tee(real, part), _Tee(real_err, part)
         t0 = time.perf_counter()
-        kept.append(run_one(os.path.join(HERE, prog), args))
+        if prog == "-m":  # a module (``-m ddstore.bench.pyg --scale ...``)
+            kept.append(run_module(args[0], args[1:]))
+        else:
+            kept.append(run_one(os.path.join(HERE, prog), args))
         if _harness.rank == 0 and os.environ.get("DDSTORE_TEST_TIMES"):  # slow programs
             sys.stdout.write(f"program {prog} took {time.perf_counter() - t0:.2f} s on "
                              f"rank 0\n")

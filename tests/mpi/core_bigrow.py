@@ -29,11 +29,10 @@ def main():
         # the last rank holds the one row; the others hold nothing and read it remotely
         holder = comm.Get_size() - 1
         store.init("big", 1 if rank == holder else 0, (WORDS,), np.int64)
-        if rank == holder:
-            chunk = np.empty((1, WORDS), dtype=np.int64)
+        if rank == holder:  # written in place: no second 2 GiB copy
+            chunk = store.local_view("big")
             for a in range(0, WORDS, PIECE):
                 chunk[0, a:a + PIECE] = pattern(a, min(WORDS, a + PIECE))
-            store.update("big", chunk)
             del chunk
         store.sync()
         if rank != holder:

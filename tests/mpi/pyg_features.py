@@ -239,32 +239,27 @@ def update_other_layout(store, tag):
         store.add = plain_add
     kept("the allocation of the new rows failed")
 
-    def update_then_fail():
-        with store.transaction("enclosing"):
-            fs.update_tensor(new, group_name="n", attr_name="x")
-            check(same_array(fs.get_tensor("n", "x", None), new) and
-                  len(store.variables()) == len(held) + 1,
-                  f"{tag}: inside the transaction: not the new value beside the old")
-            with store.collective(None):
-                if rank == size - 1:
-                    raise ddstore.DDStoreValueError("later")
-    expect_error(ddstore.DDStoreValueError, ["later"], update_then_fail, agree=True,
-                 what=f"{tag}: a transaction failing after update_tensor")
-    kept("an enclosing transaction failed after update_tensor")
+    def then_fail(call, check_inside, what):
+        """``call()`` inside a transaction that fails later (on the last rank): the
+        held attribute is back as it was."""
+        def run():
+            with store.transaction("enclosing"):
+                call()
+                check(check_inside(), f"{tag}: inside the transaction: {what}")
+                with store.collective(None):
+                    if rank == size - 1:
+                        raise ddstore.DDStoreValueError("later")
+        expect_error(ddstore.DDStoreValueError, ["later"], run, agree=True,
+                     what=f"{tag}: a transaction failing after {what}")
+        kept(f"an enclosing transaction failed after {what}")
+    then_fail(lambda: fs.update_tensor(new, group_name="n", attr_name="x"),
+              lambda: same_array(fs.get_tensor("n", "x", None), new) and
+              len(store.variables()) == len(held) + 1, "update_tensor")
     reopened = dpyg.FeatureStore.open(store, f"u{tag}")
     check(same_array(reopened.get_tensor("n", "x", None), x),
           f"{tag}: the annotation after the rollback does not reopen the held attribute")
-
-    def remove_then_fail():
-        with store.transaction("enclosing"):
-            check(fs.remove_tensor(group_name="n", attr_name="x") and
-                  fs.get_tensor_size("n", "x") is None, f"{tag}: remove_tensor")
-            with store.collective(None):
-                if rank == size - 1:
-                    raise ddstore.DDStoreValueError("later")
-    expect_error(ddstore.DDStoreValueError, ["later"], remove_then_fail, agree=True,
-                 what=f"{tag}: a transaction failing after remove_tensor")
-    kept("an enclosing transaction failed after remove_tensor")
+    then_fail(lambda: fs.remove_tensor(group_name="n", attr_name="x"),
+              lambda: fs.get_tensor_size("n", "x") is None, "remove_tensor")
     with store.transaction("committing"):
         fs.update_tensor(new, group_name="d", attr_name="x")
     check(store.variables() == held, f"{tag}: the replaced rows outlived the commit")

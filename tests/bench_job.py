@@ -1,0 +1,46 @@
+"""The benchmarks' smoke runs on 2 ranks, in one job (``conftest.scripts_job`` running
+``python -m ddstore.bench.<name>`` modules one after another: torch and PyG imported once
+per rank, not once per run, the suite's time).  Each run writes its JSON into its own
+folder; :func:`bench_output` gives what one run printed and that folder."""
+from conftest import script_output, scripts_job
+
+# key -> (module, arguments before --out); each run writes into <job folder>/<key>
+RUNS = {
+    "pyg": ("ddstore.bench.pyg", ["--scale", "0.001", "--batches", "2", "--batch-size",
+                                  "64", "--transports", "auto,rma", "--options", "all"]),
+    "pyg-workers": ("ddstore.bench.pyg", ["--scale", "0.001", "--batches", "2",
+                                          "--batch-size", "64", "--widths", "2",
+                                          "--workers", "2", "--in-memory", "skip"]),
+    "temporal": ("ddstore.bench.temporal", ["--num-nodes", "300", "--num-edges", "20000",
+                                            "--batch-size", "100", "--batches", "12",
+                                            "--no-plot"]),
+    "temporal-scale": ("ddstore.bench.temporal_scale", ["--sizes", "30000", "--batches",
+                                                        "4"]),
+    "checkpoint": ("ddstore.bench.checkpoint", ["--gb", "0.02", "--repeat", "1"]),
+    "scale-graphs": ("ddstore.bench.scale", ["graphs", "--graphs", "600", "--check"]),
+}
+# runs whose --out names a file, and extra arguments naming paths in their folder
+OUT_FILE = {"node-memory": "nm.json"}
+RUNS["node-memory"] = ("ddstore.bench.node_memory", ["--quick"])
+
+
+def _args(key, folder):
+    module, args = RUNS[key]
+    extra = ["--path", str(folder / "ising.bp")] if key == "scale-graphs" else []
+    out = folder / OUT_FILE[key] if key in OUT_FILE else folder
+    return ["-m", module] + args + extra + ["--out", str(out)]
+
+
+def bench_output(key, tmp_path_factory):
+    """``(output, folder)``: what the run ``key`` of :data:`RUNS` printed (every rank,
+    stdout and stderr) and the folder it wrote into, from the one job of all of them."""
+    base = tmp_path_factory.getbasetemp() / "bench-job"
+    folders = {k: base / k for k in RUNS}
+    for f in folders.values():
+        f.mkdir(parents=True, exist_ok=True)
+    keys = list(RUNS)
+    args = [_args(k, folders[k]) for k in keys]
+    job = scripts_job("benchmarks", [(a[0], a[1:]) for a in args], tmp_path_factory,
+                      timeout_each=120)
+    return script_output(job, keys.index(key), f"python -m {RUNS[key][0]} ({key})"), \
+        folders[key]
