@@ -14,7 +14,7 @@ BETWEEN_NODES = {"MPIR_CVAR_CH4_NETMOD": "ofi", "MPIR_CVAR_NOLOCAL": "1",
 
 @pytest.mark.mpi
 def test_round_trip_and_sampling_between_nodes(mpirun, tmp_path):
-    out = mpirun("checks.py", 2, "core_roundtrip.py", "auto", "+", "pyg_check.py", "2",
+    out = mpirun("checks.py", 2, "core_roundtrip.py", "auto", "+", "pyg_check.py", "2:rma",
                  "+", "temporal_check.py", str(tmp_path), env=BETWEEN_NODES, timeout=400)
     for name in ("core_roundtrip", "pyg_check", "temporal_check"):
         assert summary_problem(summary_of(out, name), name, 2) is None, out

@@ -18,9 +18,10 @@ def test_pyg_check_one_rank():
 
 
 test_pyg_check = widths_program_test(
-    "pyg_check.py", [(2, "all"), (3, "3"), (4, "2")], timeout=240,
-    doc="""2 ranks: widths 1 and 2 (all); 3 ranks: width 3 (all, uneven stripes); 4 ranks:
-    width 2 (two replicas of two members); each with transports auto and rma.""")
+    "pyg_check.py", [(2, "all"), (3, "3"), (4, "2:rma")], timeout=240,
+    doc="""2 ranks: widths 1 and 2 (all); 3 ranks: width 3 (all, uneven stripes); each with
+    transports auto (the quick put) and rma (range-wise); 4 ranks: width 2 (two replicas
+    of two members) over rma, range-wise.""")
 
 
 def test_put_get_and_layout(store):

@@ -762,11 +762,13 @@ def c_search_budget(width, transport, tag):
             core.free()
 
 
-def main(widths=None):
+def main(widths=None, transports=("auto", "rma")):
     """Every case for each width (default: every width dividing the rank count; the
-    command line may name some) and both transports."""
+    command line may name some) and both transports (``<width>:<transport>`` on the
+    command line: that one; the quick put goes with auto, the range-wise one with
+    rma)."""
     data = make_graph()
-    for store, tag, transport in each_store(widths):
+    for store, tag, transport in each_store(widths, transports):
         rangewise = transport == "rma"
         if rangewise:
             fs, gs = put_rangewise(store, data, "g")
@@ -794,4 +796,8 @@ def main(widths=None):
 
 if __name__ == "__main__":
     import sys
-    run_main(main, widths_from(sys.argv[1:]))
+    argv, only = sys.argv[1:], ("auto", "rma")
+    if argv and ":" in argv[0]:  # "2:rma": width 2, that transport only
+        width, transport = argv[0].split(":")
+        argv, only = [width], (transport,)
+    run_main(main, widths_from(argv), only)
