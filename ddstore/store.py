@@ -158,7 +158,6 @@ class DDStore:
             raise
         # what each rank is doing, read by a rank waiting at its exit (ddstore._status)
         self._board = _status.Board(comm, shared=transport != "rma")
-
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = size
