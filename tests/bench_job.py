@@ -18,10 +18,9 @@ RUNS = {
                                                         "4"]),
     "checkpoint": ("ddstore.bench.checkpoint", ["--gb", "0.02", "--repeat", "1"]),
     "scale-graphs": ("ddstore.bench.scale", ["graphs", "--graphs", "600", "--check"]),
+    "node-memory": ("ddstore.bench.node_memory", ["--quick"]),
 }
-# runs whose --out names a file, and extra arguments naming paths in their folder
-OUT_FILE = {"node-memory": "nm.json"}
-RUNS["node-memory"] = ("ddstore.bench.node_memory", ["--quick"])
+OUT_FILE = {"node-memory": "nm.json"}  # runs whose --out names a file in their folder
 
 
 def _args(key, folder):
