@@ -106,7 +106,7 @@ def loss_differences(a, b, rtol, atol, what):
     return bad
 
 
-def _args(argv):
+def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
@@ -121,18 +121,40 @@ def _args(argv):
     return p.parse_args(argv)
 
 
-def main(argv=None):
-    a = _args(argv)
-    os.makedirs(a.out, exist_ok=True)
+def planned_runs(a):
+    """``[(name, script, ranks, arguments)]``: the runs :func:`main` makes for the parsed
+    arguments ``a`` (:func:`parse_args`), in order: the main job without and with
+    ``--prefetch 2`` on ``a.device`` (on a GPU also on the CPU, the reference), then the
+    PyG example likewise on 2 ranks."""
     main_args = MAIN_SMALL if a.small else MAIN_ARGS
     sage_args = SAGE_SMALL if a.small else SAGE_ARGS
+    dev = ["--device", a.device]
+
+    def hydra(name, args):
+        if a.checkpoint_dir:
+            args = args + ["--checkpoint", os.path.join(a.checkpoint_dir, name)]
+        return name, "hydragnn_ising.py", a.ranks, args
+    runs = [hydra(f"main_{a.device}", main_args + dev),
+            hydra(f"main_{a.device}_prefetch2", main_args + dev + ["--prefetch", "2"])]
+    if a.device != "cpu":
+        runs.append(hydra("main_cpu", main_args + ["--device", "cpu"]))
+    return runs + [(f"sage_{a.device}", "graphsage_large.py", 2, sage_args + dev),
+                   (f"sage_{a.device}_prefetch2", "graphsage_large.py", 2,
+                    sage_args + dev + ["--prefetch", "2"])]
+
+
+def main(argv=None, run=run):
+    """The runs of :func:`planned_runs`, compared, printed and written to
+    ``OUT/examples.json``; 1 when a run failed or losses differ.  ``run(script, ranks,
+    arguments, timeout)`` makes one run (default: :func:`run`, a job of its own; the
+    suite passes the outputs of its shared examples job)."""
+    a = parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
     runs = {}      # name -> parsed output, seconds, exit code
     problems = []
-
-    def do(name, script, nprocs, args, parse):
-        if a.checkpoint_dir and script == "hydragnn_ising.py":
-            args = args + ["--checkpoint", os.path.join(a.checkpoint_dir, name)]
+    for name, script, nprocs, args in planned_runs(a):
         rc, out, secs = run(script, nprocs, args, a.timeout)
+        parse = main_job_rows if script == "hydragnn_ising.py" else sage_rows
         runs[name] = {"rc": rc, "seconds": round(secs, 2), **parse(out),
                       "said": [line.strip() for line in out.splitlines()
                                if " ahead" in line or "init_torch_distributed" in line],
@@ -142,25 +164,16 @@ def main(argv=None):
             problems.append(f"{name}: exit code {rc}" + (" (timed out)" if rc == 124
                                                           else "") + "\n" + out[-3000:])
         print(f"   {name}: {secs:.1f} s, exit {rc}", flush=True)
-        return runs[name]
-
-    dev = ["--device", a.device]
-    main0 = do(f"main_{a.device}", "hydragnn_ising.py", a.ranks, main_args + dev,
-               main_job_rows)
-    main2 = do(f"main_{a.device}_prefetch2", "hydragnn_ising.py", a.ranks,
-               main_args + dev + ["--prefetch", "2"], main_job_rows)
+    main0, main2 = runs[f"main_{a.device}"], runs[f"main_{a.device}_prefetch2"]
     if a.device == "cpu":  # the same device: --prefetch 2 trains exactly as 0
         problems += loss_differences(main2, main0, 0.0, 0.0, "main job --prefetch 2 vs 0")
     else:                  # item 1: the ranks sharing the GPU train as on the CPU
-        cpu = do("main_cpu", "hydragnn_ising.py", a.ranks, main_args + ["--device", "cpu"],
-                 main_job_rows)
+        cpu = runs["main_cpu"]
         problems += loss_differences(main0, cpu, a.rtol, a.atol,
                                      f"main job on {a.device} vs cpu")
         problems += loss_differences(main2, cpu, a.rtol, a.atol,
                                      f"main job on {a.device} --prefetch 2 vs cpu")
-    sage0 = do(f"sage_{a.device}", "graphsage_large.py", 2, sage_args + dev, sage_rows)
-    sage2 = do(f"sage_{a.device}_prefetch2", "graphsage_large.py", 2,
-               sage_args + dev + ["--prefetch", "2"], sage_rows)
+    sage0, sage2 = runs[f"sage_{a.device}"], runs[f"sage_{a.device}_prefetch2"]
     if a.device == "cpu" and (sage2["epochs"] and [r[:3] for r in sage2["epochs"].values()]
                               != [r[:3] for r in sage0["epochs"].values()]
                               or sage2["table"] != sage0["table"]):

@@ -1,9 +1,12 @@
 """The examples' small runs on 2 ranks, in one job (``conftest.scripts_job``: torch and
 PyG imported once per rank, not once per run, the suite's time): every example's small
 settings (:data:`SMALL`, checked by tests/test_examples.py), the memory models' runs,
-and the checkpoint / resume runs of tests/test_examples_resume.py (a run that writes a
-checkpoint comes before the run that resumes from it).  :func:`example_output` gives
-what one run printed; :func:`job_folder` where the runs write."""
+the checkpoint / resume runs of tests/test_examples_resume.py (a run that writes a
+checkpoint comes before the run that resumes from it), and the runs of
+``scripts/gpu_examples.py --device cpu --small`` (tests/test_examples_prefetch.py).
+:func:`example_output` gives what one run printed; :func:`job_folder` where the runs
+write."""
+import importlib.util
 import os
 
 import numpy as np
@@ -47,6 +50,24 @@ TEMPORAL = ["--baseline", "none", "--max-batches", "3", "--batch-size", "100", "
 APAN = TEMPORAL + ["--model", "apan", "--mailbox", "4"]
 
 
+
+
+def gpu_examples():
+    """scripts/gpu_examples.py (what scripts/gpu_check.sh runs on a GPU) as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "gpu_examples", os.path.join(ROOT, "scripts", "gpu_examples.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def gpu_examples_argv(tmp):
+    """The command line of scripts/gpu_examples.py whose runs the job makes: on the CPU,
+    small, the main job on 2 ranks saving its model under ``tmp/gpu-examples``."""
+    return ["--device", "cpu", "--small", "--ranks", "2", "--checkpoint-dir",
+            str(tmp / "gpu-examples"), "--out", str(tmp / "gpu-examples")]
+
+
 def job_folder(tmp_path_factory):
     """The folder the job's runs write to (checkpoints, the JODIE file APAN reads)."""
     tmp = tmp_path_factory.getbasetemp() / "examples-job"
@@ -88,6 +109,10 @@ def two_rank_runs(tmp):
                                             str(tmp / "tgn-part")])
     runs["apan first"] = (tgn, APAN + ["--width", "2", "--epochs", "1", "--checkpoint",
                                        str(tmp / "apan")])
+    g = gpu_examples()
+    for name, script, nprocs, args in g.planned_runs(g.parse_args(gpu_examples_argv(tmp))):
+        assert nprocs == 2, (name, nprocs)  # (the job's rank count)
+        runs[f"gpu_examples {name}"] = (script, args)
     return runs
 
 

@@ -6,40 +6,40 @@ thread and the reused staging buffers) train exactly as ``--prefetch 0``: for
 hydragnn_ising.py the same printed losses and, after the last epoch, the same model
 weights bit for bit; for graphsage_large.py (with a seeded sampler) the same printed
 losses and accuracies.  The store is read with ``transport="rma"`` at width 2, so the
-read-ahead thread reads the other rank's graphs with ``MPI_Get``.  The script's loss
-comparison is checked to catch a difference."""
-import importlib.util
+read-ahead thread reads the other rank's graphs with ``MPI_Get``.  The script's runs are
+made in the examples' shared 2-rank job (tests/examples_job.py: the script's
+``planned_runs``, each a job of its own on a GPU machine) and its ``main`` compares them;
+the script's loss comparison is checked to catch a difference."""
 import json
+import math
 import os
-import subprocess
-import sys
 
 import pytest
 
 from conftest import ROOT, run_mpi
+from examples_job import example_output, gpu_examples, gpu_examples_argv, job_folder
 
 EXAMPLES = os.path.join(ROOT, "examples")
 
 
-def gpu_examples():
-    """scripts/gpu_examples.py as a module."""
-    spec = importlib.util.spec_from_file_location(
-        "gpu_examples", os.path.join(ROOT, "scripts", "gpu_examples.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.mpi
-def test_examples_prefetch_train_as_without(tmp_path):
+def test_examples_prefetch_train_as_without(tmp_path_factory):
     import torch
-    ck = tmp_path / "ck"
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gpu_examples.py"),
-                           "--device", "cpu", "--small", "--ranks", "2", "--out",
-                           str(tmp_path), "--checkpoint-dir", str(ck), "--timeout", "240"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=1200)
-    res = json.loads((tmp_path / "examples.json").read_text())
-    assert proc.returncode == 0 and not res["problems"], (proc.stdout, proc.stderr)
+    g = gpu_examples()
+    tmp = job_folder(tmp_path_factory)
+    argv = gpu_examples_argv(tmp)
+    by_run = {(script, tuple(args)): name for name, script, _, args
+              in g.planned_runs(g.parse_args(argv))}
+    made = []
+
+    def from_job(script, nprocs, args, timeout):  # (the job fails the test if it failed)
+        made.append(by_run[script, tuple(args)])
+        return 0, example_output(f"gpu_examples {made[-1]}", tmp_path_factory), math.nan
+    rc = g.main(argv, run=from_job)
+    res = json.loads((tmp / "gpu-examples" / "examples.json").read_text())
+    assert rc == 0 and not res["problems"], res["problems"]
+    assert made == list(res["runs"]), made  # every planned run, in order
+    ck = tmp / "gpu-examples"
     runs = res["runs"]
     assert sorted(runs) == ["main_cpu", "main_cpu_prefetch2", "sage_cpu",
                             "sage_cpu_prefetch2"], sorted(runs)
@@ -64,6 +64,14 @@ def test_examples_prefetch_train_as_without(tmp_path):
     assert set(res["summary"]) == {"main job samples/s, prefetch 2 / 0",
                                    "graphsage M edges/s, prefetch 2 / 0"}
     assert all(v > 0 for v in res["summary"].values()), res["summary"]
+
+
+@pytest.mark.mpi
+def test_gpu_examples_launches_an_example_on_its_ranks():
+    """The script's own launcher (what its runs use on a GPU machine; the suite makes
+    them in its shared job): ``mpiexec -n 2`` of an example, its output and exit code."""
+    rc, out, secs = gpu_examples().run("hydragnn_ising.py", 2, ["--help"], 60)
+    assert rc == 0 and out.count("usage: hydragnn_ising.py") == 2 and secs > 0, (rc, out)
 
 
 def test_gpu_examples_loss_comparison_catches_a_difference():
