@@ -61,10 +61,11 @@ def pytest_configure(config):
         "markers", "mpi: starts processes (an MPI job under mpiexec, or a benchmark or "
                    "example run as a program); the fast subset is -m 'not mpi'")
     config.addinivalue_line(
-        "markers", "shared_launch(program, *args, timeout=240): the test's MPI program "
-                   "runs in one job with the other selected programs of the same rank "
-                   "count (tests/mpi/checks.py); args are formatted with the test's "
-                   "parameters and {tmp}")
+        "markers", "shared_launch(program, *args, timeout=240, plain=False): the test's "
+                   "MPI program runs in one job with the other selected programs of the "
+                   "same rank count (tests/mpi/checks.py); args are formatted with the "
+                   "test's parameters and {tmp}; plain=True: a script, not a harness "
+                   "program (an example: judged by the test on its output)")
     config.addinivalue_line(
         "markers", "forks_workers: forks DataLoader worker processes from the pytest "
                    "process (left out under the preloaded ASan runtime, which deadlocks "
@@ -467,10 +468,13 @@ store = one_rank_store()
 # ``@pytest.mark.shared_launch(program, *args)`` instead gets its program's section of
 # one job per rank count that runs every selected such program (tests/mpi/checks.py), in
 # the order pytest collected them.  Each test still passes or fails on its own section.
+# ``plain=True`` marks a script that is not a harness program (an example, given by its
+# path from the repository root): its section is what rank 0 printed while it ran, the
+# test judges it; it must have returned (an exception in it ends the job).
 
 
 def _shared_spec(item):
-    """(nprocs, program, args, timeout) of a shared-launch test item, or None."""
+    """(nprocs, program, args, timeout, plain) of a shared-launch test item, or None."""
     m = item.get_closest_marker("shared_launch")
     if m is None:
         return None
@@ -480,7 +484,10 @@ def _shared_spec(item):
         raise pytest.UsageError(f"{item.nodeid}: shared_launch needs an nprocs parameter")
     program, *args = m.args
     args = tuple(str(a).format(tmp="{tmp}", **params) for a in args)
-    return int(nprocs), program, args, int(m.kwargs.get("timeout", 240))
+    plain = bool(m.kwargs.get("plain", False))
+    if plain:  # (checks.py runs the others from tests/mpi)
+        program = os.path.join(ROOT, program)
+    return int(nprocs), program, args, int(m.kwargs.get("timeout", 240)), plain
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -500,6 +507,9 @@ def pytest_collection_modifyitems(session, config, items):
     config._shared_done = {}
 
 
+RETURNED = "--- returned"  # what tests/mpi/checks.py prints on rank 0 after a program
+
+
 def _command(program, args, tmp):
     """A program's part of the shared job's command line (``{tmp}`` filled in), which is
     also what rank 0 prints after ``=== `` before running it."""
@@ -513,20 +523,20 @@ def shared_launch(request, tmp_path_factory):
     the output (what rank 0 printed from its ``=== program args`` line to the next).
     Fails the test when its program failed a check, did not run (an earlier program of
     the job aborted it), or the job timed out."""
-    nprocs, program, args, timeout = _shared_spec(request.node)
+    nprocs, program, args, timeout, plain = _shared_spec(request.node)
     config = request.config
     done = config._shared_done
     if nprocs not in done:
         runs = config._shared_plan[nprocs]
         tmp = str(tmp_path_factory.mktemp(f"shared{nprocs}"))
         cmd, keys = [], []
-        for i, (prog, a, _t) in enumerate(runs):
+        for i, (prog, a, _t, _p) in enumerate(runs):
             sub = os.path.join(tmp, f"{i}")
             os.makedirs(sub, exist_ok=True)
             part = _command(prog, a, sub)
             cmd += (["+"] if cmd else []) + part
             keys.append(" ".join(part))
-        result = run_mpi("checks.py", nprocs, *cmd, timeout=sum(t for _, _, t in runs),
+        result = run_mpi("checks.py", nprocs, *cmd, timeout=sum(r[2] for r in runs),
                          check=False)
         sections, cur = {}, None
         for line in result.output.splitlines():
@@ -538,12 +548,18 @@ def shared_launch(request, tmp_path_factory):
         done[nprocs] = (result, {k: "\n".join(sections[k]) for k in keys
                                  if k in sections}, keys, runs)
     result, sections, keys, runs = done[nprocs]
-    key = keys[runs.index((program, args, timeout))]
+    key = keys[runs.index((program, args, timeout, plain))]
     head = f"shared job of {nprocs} rank(s): {result.cmd}"
     if key not in sections:
         pytest.fail(f"{program} did not run: an earlier program of the shared job ended "
                     f"it (exit code {result.returncode}).\n{head}\n{result.output}")
     out = sections[key]
+    if plain:  # checks.py's line once the script returned on rank 0
+        if RETURNED not in out.splitlines():
+            pytest.fail(f"{program} {' '.join(args)} did not run to its end on {nprocs} "
+                        f"rank(s) (exit code {result.returncode}).\n{head}\n"
+                        f"{result.output}")
+        return out
     name = os.path.splitext(program)[0]
     summary = summary_of(out, name)
     if result.returncode in (124, 137) and summary is None:

@@ -365,7 +365,8 @@ def test_the_runners_fail_on_a_failing_block(tmp_path):
 # README's sample outputs, checked against a run where they are exact: the first words of
 # a ```text block of README.md -> (how many of its lines are compared, the command that
 # prints them: a README bash command (its run is shared with test_bash_command) or
-# (nprocs, script, *args) run with run_mpi, the measured parts of a line: (regular
+# (nprocs, script, *args) run in the shared job of that rank count (conftest's
+# shared_launch, plain=True), the measured parts of a line: (regular
 # expression, replacement) applied to both sides before they are compared).
 MEASURED_DEMO = [(r"filled in [0-9.]+ s", "filled in <s>"), (r"\d+ rows/s", "<rows/s>"),
                  (r"[0-9.]+ MB/s", "<MB/s>"), (r"(p\d\d) [0-9.]+ us", r"\1 <us>")]
@@ -373,10 +374,10 @@ MEASURED_MAIN_JOB = [(r"preload [0-9.]+ s", "preload <s>"),
                      # an epoch line: epoch, train and val loss are exact; samples/s,
                      # load latencies and time are measured
                      (r"^(\s*\d+\s+\S+\s+\S+)\s.*$", r"\1 <measured>")]
+MAIN_JOB = (4, "examples/hydragnn_ising.py", "--epochs", "1", "--quiet")  # ranks, command
 SAMPLES = {
     "[ddstore] store:": (3, "mpiexec -n 4 python -m ddstore demo", MEASURED_DEMO),
-    "ranks 4, width 4": (4, (4, "examples/hydragnn_ising.py", "--epochs", "1", "--quiet"),
-                         MEASURED_MAIN_JOB),
+    "ranks 4, width 4": (4, MAIN_JOB, MEASURED_MAIN_JOB),
 }
 
 # a comment of a README python block stating a data set's size -> (file, the size as
@@ -425,20 +426,31 @@ def test_sample_check_catches_a_difference():
                              MEASURED_MAIN_JOB) == [epoch]
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("first_words", sorted(SAMPLES))
-def test_readme_sample_output(first_words):
+def check_sample(first_words, out):
+    """README.md's sample block starting ``first_words`` against ``out``, what its command
+    printed."""
     n, command, measured = SAMPLES[first_words]
     sample = [line for line in readme_sample(first_words)[:n] if line.strip() != "..."]
-    if isinstance(command, str):
-        rc, out = bash_run(command)
-        assert rc == 0, f"exit code {rc}: {command}\n{out}"
-    else:
-        nprocs, script, *args = command
-        out = run_mpi(os.path.join(ROOT, script), nprocs, *args, timeout=900, cwd=ROOT)
     bad = sample_mismatches(sample, out, measured)
     assert not bad, (f"README.md's sample lines not printed by {command} (times and rates "
                      f"masked):\n" + "\n".join(bad) + f"\n--- output:\n{out}")
+
+
+@pytest.mark.mpi
+def test_readme_demo_sample_output():
+    command = SAMPLES["[ddstore] store:"][1]
+    rc, out = bash_run(command)
+    assert rc == 0, f"exit code {rc}: {command}\n{out}"
+    check_sample("[ddstore] store:", out)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [MAIN_JOB[0]])
+@pytest.mark.shared_launch(*MAIN_JOB[1:], timeout=900, plain=True)
+def test_readme_main_job_sample_output(shared_launch, nprocs):
+    """The main job's header and first epochs, from its run in the shared job of its rank
+    count (tests/mpi/checks.py: the same script, arguments and ranks as alone)."""
+    check_sample("ranks 4, width 4", shared_launch)
 
 
 def test_readme_data_comments_match_the_loaders():

@@ -7,9 +7,9 @@ one MPI job.
 Each program runs as if launched alone (``sys.argv`` = its path and arguments, module
 run as ``__main__``); its ``run_main`` prints its summary line and returns (see
 ``_harness.run_main``).  Rank 0 prints ``=== <program> <args>`` before each, so the
-output splits into one section per program (``conftest.shared_launch`` does).  An
-exception in any program aborts the whole job, as it does alone; the job exits 1 if any
-program failed a check.  What a program leaves alive (stores it keeps to the end on
+output splits into one section per program (``conftest.shared_launch`` does); it prints
+``--- returned`` once the program returned.  An exception in any program aborts the
+whole job, as it does alone; the job exits 1 if any program failed a check.  What a program leaves alive (stores it keeps to the end on
 purpose) stays alive until the job ends, as it would alone.
 """
 import os
@@ -119,15 +119,17 @@ def main(argv):
             kept.append(run_module(args[0], args[1:]))
         else:
             kept.append(run_one(os.path.join(HERE, prog), args))
-        if _harness.rank == 0 and os.environ.get("DDSTORE_TEST_TIMES"):  # slow programs
-            sys.stdout.write(f"program {prog} took {time.perf_counter() - t0:.2f} s on "
-                             f"rank 0\n")
         if out_dir is not None:  # the file gets its name once the program has returned
             sys.stdout.flush()
             sys.stderr.flush()
             part.close()
             sys.stdout, sys.stderr = real, real_err
             os.replace(done + ".part", done)
+        if _harness.rank == 0:  # (conftest.shared_launch: a plain script ran to its end)
+            sys.stdout.write("\n--- returned\n")
+            if os.environ.get("DDSTORE_TEST_TIMES"):  # slow programs
+                sys.stdout.write(f"program {prog} took {time.perf_counter() - t0:.2f} s on "
+                                 f"rank 0\n")
     sys.stdout.flush()
     sys.exit(1 if _harness.combined["failed"] else 0)
 
