@@ -22,10 +22,11 @@ def test_named_steps_are_found_in_the_code():
 @pytest.mark.parametrize("nprocs,transport", [(2, "auto"), (3, "rma")])
 @pytest.mark.shared_launch("collective_inject.py", "{transport}", timeout=900)
 def test_every_entry_point_agrees_on_an_injected_failure(shared_launch, nprocs, transport):
-    """For every named step found in the code: OSError, RuntimeError, KeyError,
-    ValueError and MemoryError raised in its local part on one rank -> every rank raises
-    the same agreed error naming that rank, within seconds, and the store holds what it
-    held before the call."""
+    """For every named step found in the code: an exception raised in its local part on
+    one rank (an interrupt, a ``__str__`` that raises, and OSError, RuntimeError,
+    KeyError, ValueError or MemoryError in turn: collective_inject.exceptions_for) ->
+    every rank raises the same agreed error naming that rank, within seconds, and the
+    store holds what it held before the call."""
     summary = summary_of(shared_launch, "collective_inject")
     assert summary[0] > 1000, shared_launch[-3000:]
 

@@ -7,14 +7,15 @@ source (AST) for every step that begins a collective call (``<x>.collective("<op
 drivers below call the package's public API in small settings; a first pass runs every
 driver with :func:`ddstore._collective.record_calls` on and checks that together they
 enter every named step found in the code (an entry point nobody drives fails this
-program, naming it).  Then, for each op and each of ``OSError``, ``RuntimeError``,
-``KeyError``, ``ValueError``, ``MemoryError``, an exception whose ``__str__`` raises
-(told by its class name) and ``KeyboardInterrupt`` (raised on every rank as the same
-agreed ``DDStoreInterrupt``, issue 43; on more than 2 ranks two of them per op, in
-turn: :func:`exceptions_for`), one rank (the last for some types,
-rank 0 for the others) arms :func:`ddstore._collective.inject` for that op and the
-driver that reaches it runs again on a fresh store: every rank must raise the same
-error (type and message, marked agreed, naming the failing rank and the injected
+program, naming it).  Then, for each op, exceptions of these types (:func:`exceptions_for`): on 1-2 ranks
+``KeyboardInterrupt`` (raised on every rank as the same agreed ``DDStoreInterrupt``,
+issue 43), an exception whose ``__str__`` raises (told by its class name), and one of
+``OSError``, ``RuntimeError``, ``KeyError``, ``ValueError``, ``MemoryError`` in turn
+(the round handles every ``Exception`` alike; each type meets ops of every layer); on
+more ranks one of all seven per op, in turn.  For each, one rank (the last for some
+injections, rank 0 for the others) arms :func:`ddstore._collective.inject` for that op
+and the driver that reaches it runs again on a fresh store: every rank must raise the
+same error (type and message, marked agreed, naming the failing rank and the injected
 text), within seconds, and the store must hold exactly the variables it held before the
 public call that failed.
 
@@ -53,8 +54,8 @@ class BadStr(RuntimeError):
 
 # KeyboardInterrupt (issue 43, item 6): agreed like an error, raised on every rank as
 # the same DDStoreInterrupt (a KeyboardInterrupt), the call undone
-EXCEPTIONS = (OSError, RuntimeError, KeyError, ValueError, MemoryError, BadStr,
-              KeyboardInterrupt)
+PLAIN = (OSError, RuntimeError, KeyError, ValueError, MemoryError)
+EXCEPTIONS = PLAIN + (BadStr, KeyboardInterrupt)
 SECONDS = 30.0
 # named steps that are not entry points a user calls, with the reason
 NOT_ENTRY_POINTS = {
@@ -482,12 +483,15 @@ def main(transport="auto", *only):
 
 
 def exceptions_for(i):
-    """The exception types injected into the ``i``-th op: every type on 1-2 ranks; on
-    more ranks (which add who fails and who waits, not how an exception is told) one
-    per op, in turn, so that every type still meets ops of every layer (the suite's
-    time: each injection reruns the op's whole driver, and 3 ranks share 2 cores)."""
+    """The exception types injected into the ``i``-th op.  On 1-2 ranks the two the
+    round must survive on every entry point (issue 43: an interrupt, a ``__str__`` that
+    raises) and one plain ``Exception`` type in turn (the round treats them alike; the
+    turn makes every type meet ops of every layer).  On more ranks (which add who fails
+    and who waits, not how an exception is told) one of all seven per op, in turn (the
+    suite's time: each injection reruns the op's whole driver, and 3 ranks share 2
+    cores)."""
     if size <= 2:
-        return EXCEPTIONS
+        return [KeyboardInterrupt, BadStr, PLAIN[i % len(PLAIN)]]
     return [EXCEPTIONS[i % len(EXCEPTIONS)]]
 
 
