@@ -599,6 +599,8 @@ def c_temporal_pieces(width, transport, tag):
     wcases = [(k, 0), (k, _core.NEIGHBOR_REPLACE), (-1, 0)]
     weight = rng.random(int(deg.sum()), dtype=np.float32) * 2  # 30 % of them 0
     weight[rng.random(weight.shape[0]) < 0.3] = 0
+    positive = np.concatenate([[0], np.cumsum(weight > 0)])  # positive weights before
+    list_of = np.repeat(np.arange(n_nodes), deg)  # each entry's list
 
     def draw(w, level, src, ts, nbr_time=None, fw=0):  # nbr_time short: refused
         node_off = np.linspace(0, n_nodes, w + 1).astype(np.int64)
@@ -642,16 +644,17 @@ def c_temporal_pieces(width, transport, tag):
 
     for level in ("edge", "node"):
         src = rng.integers(0, n_nodes, total).astype(np.int64)
-        if level == "edge":
-            ts = np.concatenate([np.sort(rng.integers(0, 100, d)) for d in deg])
-            ts = ts.astype(np.float64)
+        if level == "edge":  # each list's times sorted
+            ts = rng.integers(0, 100, total)
+            ts = ts[np.lexsort((ts, list_of))].astype(np.float64)
         else:  # each list sorted by its sources' times (ties by position, as stored)
-            order = np.lexsort((np.arange(total), node_time[src],
-                                np.repeat(np.arange(n_nodes), deg)))
+            order = np.lexsort((np.arange(total), node_time[src], list_of))
             src = src[order]
             ts = node_time[src]
-        cut = np.array([np.searchsorted(ts[indptr[v]:indptr[v + 1]], t, side="right")
-                        for v, t in zip(nodes, q_ts)], dtype=np.int64)
+        # per query: the entries of its list at or before its time (times are integers
+        # in [0, 100), queries in [-1, 99]: list v's entries are v * 1000 + time, sorted)
+        cut = np.searchsorted(list_of * 1000 + ts, nodes * 1000 + q_ts,
+                              side="right") - indptr[nodes]
         got = draw(width, level, src, ts)
         ref = draw(1, level, src, ts) if width > 1 else None
         # where other members' lists are all remote: the cuts made all three ways
@@ -672,8 +675,7 @@ def c_temporal_pieces(width, transport, tag):
                     f"k={kk} flags={flags}")
             pos = cut
             if weighted:  # the eligible entries of positive weight
-                pos = np.array([int((weight[indptr[v]:indptr[v] + cut[i]] > 0).sum())
-                                for i, v in enumerate(nodes)], dtype=np.int64)
+                pos = positive[indptr[nodes] + cut] - positive[indptr[nodes]]
             take = pos if kk < 0 else (np.where(pos > 0, kk, 0)
                                        if flags == _core.NEIGHBOR_REPLACE
                                        else np.minimum(pos, kk))
@@ -683,13 +685,13 @@ def c_temporal_pieces(width, transport, tag):
                   bool((ei < indptr[nodes[row]] + cut[row]).all()) and
                   (not weighted or bool((weight[ei] > 0).all())))
             check(ok, f"{what}: rows, ids or eligibility differ from the brute force")
-            if ok and flags == _core.NEIGHBOR_LAST:
-                want = np.concatenate([np.arange(indptr[v] + cut[i] - take[i],
-                                                 indptr[v] + cut[i])
-                                       for i, v in enumerate(nodes)]).astype(np.int64)
+            if ok and flags == _core.NEIGHBOR_LAST:  # each query's last take[i] entries
+                ends = np.repeat(indptr[nodes] + cut, take)
+                want = ends - take.repeat(take) + (np.arange(len(ends)) -
+                                                   np.repeat(np.cumsum(take) - take, take))
                 check(np.array_equal(ei, want), f"{what}: not the latest eligible entries")
-            if ok and flags == 0:
-                pairs = np.unique(np.stack([row, ei]), axis=1).shape[1]
+            if ok and flags == 0:  # (row, entry) pairs distinct
+                pairs = np.unique(row * total + ei).shape[0]
                 check(pairs == len(row), f"{what}: a list drew an entry twice")
             if ref is not None:
                 check(all(np.array_equal(a, b) for a, b in zip(got[c], ref[c])),
