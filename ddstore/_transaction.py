@@ -42,12 +42,10 @@ what was set aside is removed (its memory is freed then, not at the ``remove``);
 rollback of any enclosing transaction removes what was created under the name and moves
 the old variable back, with its annotations.  A variable the innermost transaction
 created is removed at once (dropped from the record).  A layer that replaces a variable
-under the same name after its own round calls ``txn.set_aside(names)`` (the same, without
-``remove``'s step).  A layer that builds the new variables under new names hands the old
-ones to ``txn.remove_at_commit(names)``: they stay in the store until the outermost
-transaction ends normally and are removed then; a rollback of any enclosing transaction
-drops the request, so the old variables are kept (the layer's ``on_rollback`` puts them
-back in its record).  The objects of the layers whose removal was rolled back
+under the same name, or that builds new variables under new names and drops the old ones,
+calls ``txn.set_aside(names)`` after its own round (the same, without ``remove``'s step),
+having registered its ``on_rollback`` first (so that it runs once the old variables are
+back under their names).  The objects of the layers whose removal was rolled back
 (``NodeMemory.remove``...) stay removed: the data and their annotations are back, and
 ``open(store, name)`` gives the object again.
 
@@ -60,14 +58,6 @@ from ._collective import hold_interrupts, is_agreed, release_interrupts
 from .errors import DDStoreStateError
 
 __all__ = ["Transaction", "Journal"]
-
-
-class _AtCommit:
-    """A journal entry: variables to remove when the outermost transaction commits."""
-    __slots__ = ("names",)
-
-    def __init__(self, names):
-        self.names = list(names)
 
 
 class _Aside:
@@ -106,12 +96,10 @@ class Journal:
             del self.entries[len(self.entries) - 1 - self.entries[::-1].index(name)]
 
     def renamed(self, old, new):
-        """A variable recorded as created (or to remove at the commit) is now ``new``."""
+        """A variable recorded as created (or set aside) is now ``new``."""
         for i, e in enumerate(self.entries):
             if isinstance(e, str) and e == old:
                 self.entries[i] = new
-            elif isinstance(e, _AtCommit):
-                e.names = [new if n == old else n for n in e.names]
             elif isinstance(e, _Aside) and e.aside == old:
                 e.aside = new
 
@@ -180,13 +168,6 @@ class Transaction:
             raise TypeError(f"on_rollback needs a callable, got {type(forget).__name__}")
         self._entries.append(forget)
 
-    def remove_at_commit(self, names):
-        """Local: remove the variables ``names`` (which existed before this transaction)
-        when the outermost transaction ends normally, collectively on every rank (each
-        must ask alike); if this transaction or one enclosing it rolls back, they are
-        kept (see the module docstring)."""
-        self._entries.append(_AtCommit(names))
-
     def set_aside(self, names):
         """Local, alike on every rank (after the round that decided the replacement):
         move variables ``names`` to hidden names, so that each name can be created
@@ -218,14 +199,13 @@ class Transaction:
 
     def _commit(self):
         """Collective (the outermost transaction ending normally): remove what was set
-        aside or asked to be removed at the commit.  One step decides it on every rank
+        aside.  One step decides it on every rank
         first; if that step fails (an interrupt in its round), the whole transaction
         rolls back instead and the error goes on: a commit happens whole or not at all.
         After the step nothing can fail: the variables are freed."""
         store, entries = self.store, self._journal.entries
-        gone = [n for e in entries if isinstance(e, _AtCommit) for n in e.names]
-        gone += [e.aside for e in entries if isinstance(e, _Aside)]
-        gone = list(dict.fromkeys(gone))  # (set aside twice: one variable)
+        gone = list(dict.fromkeys(  # (a hidden variable set aside again: one variable)
+            e.aside for e in entries if isinstance(e, _Aside)))
         if not gone:
             return
         try:
@@ -256,8 +236,6 @@ class Transaction:
             names = [n for _, n in step.agree((self.label, mine))]
             back = {}  # hidden name -> the name a variable set aside has again
             for entry in reversed(undo):
-                if isinstance(entry, _AtCommit):
-                    continue  # (kept: the rollback undoes what replaced them)
                 if isinstance(entry, _Aside):  # what replaced it is gone: back it goes
                     back[entry.aside] = entry.name
                     self._journal.put_back(entry)

@@ -81,7 +81,7 @@ import numpy as np
 from . import _collective, _core
 from ._checks import partition
 from .annotations import Annotation
-from .errors import DDStoreError, DDStoreValueError
+from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["Checkpoints", "Annotation", "MANIFEST", "read_manifest", "manifest_checksum"]
 
@@ -761,10 +761,10 @@ class Checkpoints:
     ``rank``, ``size``, ``width``, ``replicas``, ``group``, ``group_rank``,
     ``store_id``)."""
 
-    def __init__(self, store, variables, records, annotations, join_threads):
+    def __init__(self, store, variables, records, annotations, join_threads, journal):
         self.store, self.variables = store, variables
         self.records, self.annotations = records, annotations
-        self.join_threads = join_threads
+        self.join_threads, self.journal = join_threads, journal
 
     # ------------------------------------------------------------------ save
     def _entries(self):
@@ -798,8 +798,10 @@ class Checkpoints:
         ``path`` as it was, its own new files removed.  Removes only what it wrote (the
         earlier generations marked with this checkpoint's id): a ``path`` holding
         anything else is refused before anything is written, naming the entries.  Ranks
-        calling it on different stores are refused (it would mix them).  Waits for the store's background threads (a
-        layer's commit) first.  Replicas must hold the same rows (they do, unless a
+        calling it on different stores are refused (it would mix them), and so is a
+        call inside an open transaction (:meth:`DDStore.transaction`: a checkpoint holds
+        committed state).  Waits for the store's background threads (a layer's commit)
+        first.  Replicas must hold the same rows (they do, unless a
         program wrote different rows into different groups: refused, naming the
         variable).  Returns the manifest (a dict).
 
@@ -810,6 +812,10 @@ class Checkpoints:
             block_bytes = int(block_bytes)
             if block_bytes < 1:
                 raise DDStoreValueError(f"save: block_bytes={block_bytes} must be >= 1")
+            if self.journal.depth:  # (what a rollback may undo; what is set aside)
+                raise DDStoreStateError(
+                    f"save {path!r}: called inside an open transaction; a checkpoint "
+                    f"holds committed state only: save after the transaction ends")
             self.join_threads()  # a layer's background commit writes rows
             desc = self._description()
             plan = None

@@ -179,7 +179,8 @@ class DDStore:
             self.__contains__, self._rename, self._annotations.forget,
             self._annotations.put_back)
         self._checkpoints = Checkpoints(self, self._variables, self._records,
-                                        self._annotations, self._join_threads)
+                                        self._annotations, self._join_threads,
+                                        self._journal)
         # the per-row reads (the hot path) call the component directly, with no call in
         # between: these are the class's methods of the same names, bound to it
         v = self._variables

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import on_ranks
-from ddstore import DDStoreError, DDStoreValueError
+from ddstore import DDStore, DDStoreError, DDStoreStateError, DDStoreValueError
 from ddstore._collective import inject, is_agreed
 
 
@@ -98,35 +98,39 @@ def test_removed_inside_is_not_undone_and_on_rollback_runs(store):
     assert calls == ["forget a"] and store.variables() == []
 
 
-def test_remove_at_commit_waits_for_the_outermost(store):
-    """``remove_at_commit``: the old variables stay through an inner commit and are
-    removed when the outermost transaction ends normally; a rollback of the inner or
-    of the outer transaction keeps them (and removes only what was created)."""
+def test_set_aside_waits_for_the_outermost(store):
+    """``set_aside`` of variables replaced under new names (a layer's rebuild): hidden
+    through an inner commit, removed when the outermost transaction ends normally; a
+    rollback of the inner or of the outer transaction puts them back under their names
+    (and removes only what was created)."""
     store.add("old", np.arange(3))
     store.add("other", np.arange(2))
-    # the inner transaction rolls back: its request goes with it
+    hidden = ["old~aside1", "other~aside1"]
+    # the inner transaction rolls back: they are back
     with store.transaction("outer"):
         with pytest.raises(DDStoreValueError):
             with store.transaction("inner") as inner:
                 store.add("new", np.arange(5))
-                inner.remove_at_commit(["old", "other"])
+                assert inner.set_aside(["old", "other"]) == hidden
                 fail_in_step(store)
+        assert store.variables() == ["old", "other"]
     assert store.variables() == ["old", "other"]
     # the outer one rolls back after the inner committed
     with pytest.raises(DDStoreValueError):
         with store.transaction("outer"):
             with store.transaction("inner") as inner:
                 store.add("new", np.arange(5))
-                inner.remove_at_commit(["old", "other"])
-            assert store.variables() == ["new", "old", "other"]
+                inner.set_aside(["old", "other"])
+            assert store.variables() == ["new"] + hidden
             fail_in_step(store)
     assert store.variables() == ["old", "other"]
+    assert store.get_range("old", 0, 3).tobytes() == np.arange(3).tobytes()
     # both commit: removed when the outer ends, not before
     with store.transaction("outer"):
         with store.transaction("inner") as inner:
             store.add("new", np.arange(5))
-            inner.remove_at_commit(["old", "other"])
-        assert store.variables() == ["new", "old", "other"]
+            inner.set_aside(["old", "other"])
+        assert store.variables() == ["new"] + hidden
     assert store.variables() == ["new"]
     assert store.get_range("new", 0, 5).tobytes() == np.arange(5).tobytes()
 
@@ -242,8 +246,7 @@ def test_remove_inside_a_transaction_is_kept_until_the_commit(store):
 
 @pytest.mark.parametrize("exc", [ValueError, KeyboardInterrupt])
 def test_a_commit_whose_step_fails_rolls_back_whole(store, exc):
-    """The outermost commit removes what was set aside (or asked to go at the commit)
-    after one step; a failure in that step (an interrupt in its round) rolls the whole
+    """The outermost commit removes what was set aside after one step; a failure in that step (an interrupt in its round) rolls the whole
     transaction back: the old variables are back under their names, the new gone."""
     store.add("x", np.arange(3, dtype=np.int32))
     store.add("old", np.arange(2))
@@ -255,7 +258,7 @@ def test_a_commit_whose_step_fails_rolls_back_whole(store, exc):
                 t.set_aside(["x"])
                 store.add("x", np.arange(5, dtype=np.float64))
                 store.add("new", np.zeros(1))
-                t.remove_at_commit(["old"])
+                t.set_aside(["old"])
     finally:
         inject(None)
     assert store.variables() == ["old", "x"]
@@ -263,7 +266,7 @@ def test_a_commit_whose_step_fails_rolls_back_whole(store, exc):
     with store.transaction("t") as t:  # the control: without the failure it commits
         t.set_aside(["x"])
         store.add("x", np.arange(5, dtype=np.float64))
-        t.remove_at_commit(["old"])
+        t.set_aside(["old"])
     assert store.variables() == ["x"] and store.dtype("x") == np.float64
 
 
@@ -315,3 +318,24 @@ def test_node_memory_huge_mailbox_refused_naming_the_range(store):
         store.init("huge", 1, (2 ** 62, 4), np.float32)  # np.prod would wrap to 0
     NodeMemory(store, "m", 10, 4, 4, mailbox_size=3)
     assert len(store.variables()) == 5
+
+
+def test_save_inside_a_transaction_is_refused(store, tmp_path):
+    """A checkpoint holds committed state: ``save`` inside an open transaction (where a
+    removed variable is only set aside, hidden, and a rollback may still undo what was
+    made) is refused, writing nothing; after the transaction it saves what committed,
+    and the restore holds that, no hidden name."""
+    from mpi4py import MPI
+    store.add("x", np.arange(3, dtype=np.int32))
+    path = tmp_path / "ck"
+    with store.transaction("t"):
+        store.remove("x")
+        store.add("x", np.arange(4, dtype=np.float64))
+        assert store.variables() == ["x", "x~aside1"]
+        with pytest.raises(DDStoreStateError, match="inside an open transaction"):
+            store.save(path)
+        assert not path.exists()
+    store.save(path)
+    with DDStore.restore(path, MPI.COMM_SELF) as back:
+        assert back.variables() == ["x"]
+        assert back.get_range("x", 0, 4).tobytes() == np.arange(4.0).tobytes()

@@ -269,17 +269,11 @@ def build(state, attrs, plan, columns, is_sorted=False):
                       plan.ptr_nodes, node_times,
                       None if times is None else times.dtype)
         lists.index_dtypes = plan.index_dtypes
-        restore = None
-        if reverse_of is None and key in built:  # a replacement, now complete
-            restore = _set_aside(state, built[key], txn)
-        built[key] = lists
-        if reverse_of is None:
-            state.choose(edge_type)
-        state.changed()
+        restore = []  # a replacement's: puts the lists it replaced back in the state
 
         def forget():  # an enclosing transaction that fails later removes the CSC
-            if restore is not None:  # and brings back the lists it replaced
-                restore()
+            if restore:  # and brings back the lists it replaced (their variables are
+                restore[0]()  # back under their names by then: set aside after this)
             else:
                 built.pop(key, None)
             gone = reverse_of is None
@@ -291,26 +285,33 @@ def build(state, attrs, plan, columns, is_sorted=False):
                 state.choose(edge_type)
             state.changed()
         txn.on_rollback(forget)
+        if reverse_of is None and key in built:  # a replacement, now complete
+            restore.append(_set_aside(state, built[key], txn))
+        built[key] = lists
+        if reverse_of is None:
+            state.choose(edge_type)
+        state.changed()
     # what the sampler reads, mapped now rather than one page fault per first touch
     prefault_built(st, list(vars_.values()))
     return True
 
 
 def _set_aside(state, c, txn):
-    """In transaction ``txn``: take stored lists ``c`` and their out-lists (which
-    describe the same edges) out of the state's out-lists, both marked removed (a
-    sampler holding them stops); their variables are removed when the outermost
-    transaction ends normally (``txn.remove_at_commit``: at once when ``txn`` is the
-    outermost), so that a rollback keeps them.  Returns ``restore()``, which puts both
-    back in the state (the caller's ``on_rollback``).  ``remove_edge_index``, and a
-    replacement once its new lists are complete (the caller handles
-    ``state.stored``)."""
+    """Local, alike on every rank, in transaction ``txn``: take stored lists ``c`` and
+    their out-lists (which describe the same edges) out of the state's out-lists, both
+    marked removed (a sampler holding them stops), and set their variables aside
+    (``txn.set_aside``: hidden, removed when the outermost transaction ends normally, at
+    once when ``txn`` is the outermost; back under their names if it rolls back).
+    Returns ``restore()``, which puts both back in the state: the caller's rollback
+    callback, registered *before* this call, so that it runs after the variables are
+    back (it annotates them).  ``remove_edge_index``, and a replacement once its new
+    lists are complete (the caller handles ``state.stored``)."""
     key = (c.edge_type, c.layout)
     out = state.reversed.pop(key, None)
     aside = [x for x in (c, out) if x is not None]
     for x in aside:
         x.removed = True
-    txn.remove_at_commit([v for x in aside for v in x.vars.values()])
+    txn.set_aside([v for x in aside for v in x.vars.values()])
 
     def restore():
         for x in aside:
@@ -330,15 +331,16 @@ def remove_lists(state, key):
     if c is None:
         return False
     with state.store.transaction("GraphStore.remove") as txn:
-        restore = _set_aside(state, c, txn)
-        state.choose(key[0])
-        state.changed()
+        restore = []
 
-        def undo():
-            restore()
+        def undo():  # (after the variables are back: registered before the set-aside)
+            restore[0]()
             state.choose(key[0])
             state.changed()
         txn.on_rollback(undo)
+        restore.append(_set_aside(state, c, txn))
+        state.choose(key[0])
+        state.changed()
     return True
 
 

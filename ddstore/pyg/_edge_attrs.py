@@ -308,20 +308,21 @@ class EdgeAttributes:
                                       layout=c.layout, reverse_of=c)
                     decide(state, plan, step.agree(plan.share(), same=plan.same()))
                 build(state, self, plan, columns)
-            # every build succeeded: the in-lists go (keep_in_lists=False) when the
-            # outermost transaction commits (at once, without an enclosing one)
+            # every build succeeded: the in-lists (keep_in_lists=False) are set aside,
+            # removed when the outermost transaction commits (at once, without an
+            # enclosing one)
             kept = [(c, c.vars, c.indptr, c.node_offsets) for c in drop]
-            txn.remove_at_commit([v for c in drop for v in c.vars.values()])
+
+            def undo():  # an enclosing transaction rolled back: the in-lists are back
+                for c, vars_, indptr, offsets in kept:  # (their variables already are:
+                    c.vars, c.indptr, c.node_offsets, c.dropped = vars_, indptr, \
+                        offsets, False  # registered before the set-aside)
+                state.changed()
+            txn.on_rollback(undo)
+            txn.set_aside([v for c in drop for v in c.vars.values()])
             for c in drop:
                 c.vars, c.indptr, c.node_offsets, c.dropped = {}, None, None, True
             state.changed()
-
-            def undo():  # an enclosing transaction rolled back: the in-lists are back
-                for c, vars_, indptr, offsets in kept:
-                    c.vars, c.indptr, c.node_offsets, c.dropped = vars_, indptr, offsets, \
-                        False
-                state.changed()
-            txn.on_rollback(undo)
         return [et for et, _ in todo]
 
     def _reversed_columns(self, c, lo):
