@@ -812,11 +812,11 @@ class Checkpoints:
             block_bytes = int(block_bytes)
             if block_bytes < 1:
                 raise DDStoreValueError(f"save: block_bytes={block_bytes} must be >= 1")
+            self.join_threads()  # a layer's background commit writes rows
             if self.journal.depth:  # (what a rollback may undo; what is set aside)
                 raise DDStoreStateError(
                     f"save {path!r}: called inside an open transaction; a checkpoint "
                     f"holds committed state only: save after the transaction ends")
-            self.join_threads()  # a layer's background commit writes rows
             desc = self._description()
             plan = None
             if self.store.rank == 0:  # checked, nothing written: a refusal leaves no trace
