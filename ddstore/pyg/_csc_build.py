@@ -269,12 +269,10 @@ def build(state, attrs, plan, columns, is_sorted=False):
                       plan.ptr_nodes, node_times,
                       None if times is None else times.dtype)
         lists.index_dtypes = plan.index_dtypes
-        restore = []  # a replacement's: puts the lists it replaced back in the state
+        replaced = built.get(key) if reverse_of is None else None
 
         def forget():  # an enclosing transaction that fails later removes the CSC
-            if restore:  # and brings back the lists it replaced (their variables are
-                restore[0]()  # back under their names by then: set aside after this)
-            else:
+            if replaced is None:  # (a replacement's: _set_aside put the old lists back)
                 built.pop(key, None)
             gone = reverse_of is None
             if not gone and reverse_of.dropped and state.stored.get(key) is reverse_of:
@@ -285,8 +283,8 @@ def build(state, attrs, plan, columns, is_sorted=False):
                 state.choose(edge_type)
             state.changed()
         txn.on_rollback(forget)
-        if reverse_of is None and key in built:  # a replacement, now complete
-            restore.append(_set_aside(state, built[key], txn))
+        if replaced is not None:  # a replacement, now complete
+            _set_aside(state, replaced, txn)
         built[key] = lists
         if reverse_of is None:
             state.choose(edge_type)
@@ -301,17 +299,14 @@ def _set_aside(state, c, txn):
     their out-lists (which describe the same edges) out of the state's out-lists, both
     marked removed (a sampler holding them stops), and set their variables aside
     (``txn.set_aside``: hidden, removed when the outermost transaction ends normally, at
-    once when ``txn`` is the outermost; back under their names if it rolls back).
-    Returns ``restore()``, which puts both back in the state: the caller's rollback
-    callback, registered *before* this call, so that it runs after the variables are
-    back (it annotates them).  ``remove_edge_index``, and a replacement once its new
-    lists are complete (the caller handles ``state.stored``)."""
+    once when ``txn`` is the outermost).  If it rolls back, the variables come back under
+    their names and then (a rollback callback registered before the set-aside, so it
+    runs after) both lists come back in the state, chosen and annotated again.
+    ``remove_edge_index``, and a replacement once its new lists are complete (the caller
+    handles ``state.stored``)."""
     key = (c.edge_type, c.layout)
     out = state.reversed.pop(key, None)
     aside = [x for x in (c, out) if x is not None]
-    for x in aside:
-        x.removed = True
-    txn.set_aside([v for x in aside for v in x.vars.values()])
 
     def restore():
         for x in aside:
@@ -319,7 +314,12 @@ def _set_aside(state, c, txn):
         state.stored[key] = c  # (in place when the key is there: the order put is kept)
         if out is not None:
             state.reversed[key] = out
-    return restore
+        state.choose(key[0])
+        state.changed()
+    txn.on_rollback(restore)
+    for x in aside:
+        x.removed = True
+    txn.set_aside([v for x in aside for v in x.vars.values()])
 
 
 def remove_lists(state, key):
@@ -331,14 +331,7 @@ def remove_lists(state, key):
     if c is None:
         return False
     with state.store.transaction("GraphStore.remove") as txn:
-        restore = []
-
-        def undo():  # (after the variables are back: registered before the set-aside)
-            restore[0]()
-            state.choose(key[0])
-            state.changed()
-        txn.on_rollback(undo)
-        restore.append(_set_aside(state, c, txn))
+        _set_aside(state, c, txn)
         state.choose(key[0])
         state.changed()
     return True
