@@ -43,9 +43,9 @@ rollback of any enclosing transaction removes what was created under the name an
 the old variable back, with its annotations.  A variable the innermost transaction
 created is removed at once (dropped from the record).  A layer that replaces a variable
 under the same name, or that builds new variables under new names and drops the old ones,
-calls ``txn.set_aside(names)`` after its own round (the same, without ``remove``'s step),
-having registered its ``on_rollback`` first (so that it runs once the old variables are
-back under their names).  The objects of the layers whose removal was rolled back
+calls ``txn.set_aside(names, on_rollback=restore)`` after its own round (the same,
+without ``remove``'s step; ``restore()`` runs once the old variables are back under their
+names).  The objects of the layers whose removal was rolled back
 (``NodeMemory.remove``...) stay removed: the data and their annotations are back, and
 ``open(store, name)`` gives the object again.
 
@@ -168,14 +168,17 @@ class Transaction:
             raise TypeError(f"on_rollback needs a callable, got {type(forget).__name__}")
         self._entries.append(forget)
 
-    def set_aside(self, names):
+    def set_aside(self, names, on_rollback=None):
         """Local, alike on every rank (after the round that decided the replacement):
         move variables ``names`` to hidden names, so that each name can be created
         again, as a removal inside a transaction does (:meth:`DDStore.remove`, without
         its step); removed when the outermost transaction ends normally, moved back
         under their names (after what was created under them is removed) if this
-        transaction or one enclosing it rolls back.  Returns the hidden names, in
-        order."""
+        transaction or one enclosing it rolls back, and then ``on_rollback()`` is
+        called (the layer takes them into its record again).  Returns the hidden
+        names, in order."""
+        if on_rollback is not None:  # registered first: called after they are back
+            self.on_rollback(on_rollback)
         return [self._journal.set_aside(name) for name in names]
 
     def __exit__(self, exc_type, exc, tb):

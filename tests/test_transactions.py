@@ -106,14 +106,17 @@ def test_set_aside_waits_for_the_outermost(store):
     store.add("old", np.arange(3))
     store.add("other", np.arange(2))
     hidden = ["old~aside1", "other~aside1"]
-    # the inner transaction rolls back: they are back
+    # the inner transaction rolls back: they are back, then on_rollback is called
+    seen = []
     with store.transaction("outer"):
         with pytest.raises(DDStoreValueError):
             with store.transaction("inner") as inner:
                 store.add("new", np.arange(5))
-                assert inner.set_aside(["old", "other"]) == hidden
+                assert inner.set_aside(["old", "other"], on_rollback=lambda: seen.append(
+                    store.variables())) == hidden
                 fail_in_step(store)
         assert store.variables() == ["old", "other"]
+    assert seen == [["new", "old", "other"]], seen  # (before what was created goes)
     assert store.variables() == ["old", "other"]
     # the outer one rolls back after the inner committed
     with pytest.raises(DDStoreValueError):

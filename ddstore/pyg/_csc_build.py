@@ -300,8 +300,8 @@ def _set_aside(state, c, txn):
     marked removed (a sampler holding them stops), and set their variables aside
     (``txn.set_aside``: hidden, removed when the outermost transaction ends normally, at
     once when ``txn`` is the outermost).  If it rolls back, the variables come back under
-    their names and then (a rollback callback registered before the set-aside, so it
-    runs after) both lists come back in the state, chosen and annotated again.
+    their names and then both lists come back in the state, chosen and annotated
+    again.
     ``remove_edge_index``, and a replacement once its new lists are complete (the caller
     handles ``state.stored``)."""
     key = (c.edge_type, c.layout)
@@ -316,10 +316,9 @@ def _set_aside(state, c, txn):
             state.reversed[key] = out
         state.choose(key[0])
         state.changed()
-    txn.on_rollback(restore)
     for x in aside:
         x.removed = True
-    txn.set_aside([v for x in aside for v in x.vars.values()])
+    txn.set_aside([v for x in aside for v in x.vars.values()], on_rollback=restore)
 
 
 def remove_lists(state, key):

@@ -314,12 +314,11 @@ class EdgeAttributes:
             kept = [(c, c.vars, c.indptr, c.node_offsets) for c in drop]
 
             def undo():  # an enclosing transaction rolled back: the in-lists are back
-                for c, vars_, indptr, offsets in kept:  # (their variables already are:
+                for c, vars_, indptr, offsets in kept:
                     c.vars, c.indptr, c.node_offsets, c.dropped = vars_, indptr, \
-                        offsets, False  # registered before the set-aside)
+                        offsets, False
                 state.changed()
-            txn.on_rollback(undo)
-            txn.set_aside([v for c in drop for v in c.vars.values()])
+            txn.set_aside([v for c in drop for v in c.vars.values()], on_rollback=undo)
             for c in drop:
                 c.vars, c.indptr, c.node_offsets, c.dropped = {}, None, None, True
             state.changed()

@@ -679,8 +679,7 @@ class FeatureStore(_PygFeatureStore):
             self._attrs[key] = old
             keep_torch_dtype(store, old.var, old.torch_dtype)
             self._annotate()
-        txn.on_rollback(restore)
-        txn.set_aside([old.var])
+        txn.set_aside([old.var], on_rollback=restore)
         keep_torch_dtype(store, old.var, None)
 
     # ------------------------------------------------------------------ reading
