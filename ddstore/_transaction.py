@@ -45,9 +45,10 @@ created is removed at once (dropped from the record).  A layer that replaces a v
 under the same name, or that builds new variables under new names and drops the old ones,
 calls ``txn.set_aside(names, on_rollback=restore)`` after its own round (the same,
 without ``remove``'s step; ``restore()`` runs once the old variables are back under their
-names).  The objects of the layers whose removal was rolled back
-(``NodeMemory.remove``...) stay removed: the data and their annotations are back, and
-``open(store, name)`` gives the object again.
+names).  The layers' own removals work that way (``NodeMemory.remove``,
+``TemporalGraph.remove``, a graph store's ``remove_edge_index``, a feature store's
+``remove_tensor``): if an enclosing transaction rolls back, the data, their annotations
+and the object that removed them are as they were.
 
 Layers that keep their own record of what they put (a ``FeatureStore``'s attributes, a
 ``GraphStore``'s edge types) register ``txn.on_rollback(forget)``: when a rollback

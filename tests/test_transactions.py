@@ -196,9 +196,11 @@ def test_remove_inside_a_transaction_is_kept_until_the_commit(store):
     """``store.remove`` inside a transaction sets aside what the innermost transaction
     did not create (rows variables and record sets, with the annotations naming them):
     a rollback brings them back byte for byte and re-annotated, a commit frees them; a
-    variable the transaction created is removed at once."""
+    variable the transaction created is removed at once.  The layers' removals
+    (``NodeMemory.remove``, ``TemporalGraph.remove``) likewise: after the rollback the
+    same objects work as before (the memory's snapshot and staged writes too)."""
     import torch
-    from ddstore.temporal import NodeMemory
+    from ddstore.temporal import NodeMemory, TemporalGraph, TemporalSampler
     recs = [{"k": np.arange(i + 1, dtype=np.int16)} for i in range(4)]
 
     def fresh():
@@ -210,21 +212,27 @@ def test_remove_inside_a_transaction_is_kept_until_the_commit(store):
         mem = NodeMemory(store, "m", 10, 4, 3)
         mem.write(np.array([1, 7]), torch.full((2, 4), 2.5), 3.0)
         mem.commit()
-        return mem
+        mem.snapshot()
+        mem.write(np.array([2]), torch.full((1, 4), 4.0), 5.0)  # staged, not committed
+        g = TemporalGraph.from_arrays(store, "g", [0, 1, 1], [1, 0, 2], [1.0, 2.0, 3.0])
+        return mem, g, TemporalSampler(g, [2])
 
-    def as_before():
+    def as_before(mem, g, sampler):
         assert store.variables() == held
         assert store.get_range("x", 0, 6).tobytes() == \
             np.arange(6, dtype=np.float32).tobytes()
         got = store.get_records("r", [0, 1, 2, 3])
         assert all(g["k"].tobytes() == r["k"].tobytes() for g, r in zip(got, recs))
         assert store.annotation("obj").meta == {"a": 1}
-        mem = NodeMemory.open(store, "m")  # the object is reopened from its annotation
-        got = mem.read(np.array([1, 7, 0]))
-        assert got.memory[:, 0].tolist() == [2.5, 2.5, 0.0]
-        assert got.memory_ts.tolist() == [3.0, 3.0, 0.0]
-        return mem
-    mem = fresh()
+        for m in (mem, NodeMemory.open(store, "m")):  # the object, and reopened
+            got = m.read(np.array([1, 7, 0]))
+            assert got.memory[:, 0].tolist() == [2.5, 2.5, 0.0]
+            assert got.memory_ts.tolist() == [3.0, 3.0, 0.0]
+        assert not g.removed and [a.tolist() for a in g.edges([0, 2])] == \
+            [[0, 1], [1, 2], [1.0, 3.0]]
+        block, = sampler.sample(np.array([1]), np.array([9.0]))  # made before
+        assert sorted(block.eid.tolist()) == [1, 2], block.eid
+    mem, g, sampler = fresh()
     held = store.variables()
     for nested in (False, True):
         with pytest.raises(DDStoreValueError):
@@ -232,6 +240,8 @@ def test_remove_inside_a_transaction_is_kept_until_the_commit(store):
                 with store.transaction("inner") if nested else contextlib.nullcontext():
                     store.remove("x", "r")
                     mem.remove()
+                    g.remove()
+                    assert g.removed
                     assert "obj" not in store.annotations()
                     assert store.variables() == sorted(f"{n}~aside1" for n in held)
                     store.add("x", np.zeros(2))  # the name is free again
@@ -239,7 +249,11 @@ def test_remove_inside_a_transaction_is_kept_until_the_commit(store):
                     store.remove("tmp")  # created here: removed at once
                     assert "tmp" not in store.variables()
                 fail_in_step(store)
-        mem = as_before()
+        as_before(mem, g, sampler)
+    mem.commit()  # what was staged before the removal
+    assert mem.read(np.array([2])).memory[:, 0].tolist() == [4.0]
+    mem.restore()  # the snapshot taken before the removal
+    assert mem.read(np.array([2])).memory[:, 0].tolist() == [0.0]
     with store.transaction("commits"):
         store.remove("x", "r")
         assert "x~aside1" in store.variables()

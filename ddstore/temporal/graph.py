@@ -29,7 +29,7 @@ T-CSR row (4 or 8 more bytes per edge) and a search of ``indptr``.
 """
 import numpy as np
 
-from ..errors import (DDStoreIndexError, DDStoreMemoryError,
+from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
 from .._checks import (STORABLE_KINDS, as_bool, as_dtype, as_indices, check_free_names,
                        check_indices, integer_scalar, is_int, names_under, tensor_values)
@@ -673,11 +673,21 @@ class TemporalGraph:
     def remove(self):
         """Collective: remove every variable of the graph from the store (every rank
         removes the same graph: checked in the call's one step before anything is
-        removed)."""
-        with self.store.collective("TemporalGraph.remove", self.name) as step:
-            step.agree()
-            self.store.remove(*self._variables())
-        self.removed = True
+        removed).  Inside an enclosing transaction they are set aside until it commits;
+        if it rolls back, the graph is whole again, this object included."""
+        with self.store.transaction(f"TemporalGraph.remove {self.name!r}") as txn:
+            with self.store.collective("TemporalGraph.remove", self.name) as step:
+                gone = [v for v in self._variables() if v not in self.store]
+                if gone:
+                    raise DDStoreStateError(f"TemporalGraph {self.name!r}: cannot remove: "
+                                            f"{gone} no longer in the store (removed "
+                                            f"already?)")
+                step.agree()
+            txn.set_aside(self._variables(), on_rollback=self._put_back)
+            self.removed = True
+
+    def _put_back(self):
+        self.removed = False  # (a rollback: the variables are back)
 
     def _variables(self):
         names = [f"{self.name}/{k}" for k in _T_VARS] + [

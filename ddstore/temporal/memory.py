@@ -887,19 +887,29 @@ class NodeMemory:
             self._sync()
 
     def remove(self):
-        """Collective: remove the state's variables from the store (and the snapshot);
-        a non-blocking commit under way ends first (a failed one does not prevent
-        the removal)."""
+        """Collective: remove the state's variables from the store (and the snapshot,
+        and what was staged); a non-blocking commit under way ends first (a failed one
+        does not prevent the removal).  Inside an enclosing transaction the variables
+        are set aside until it commits; if it rolls back, this object holds them again,
+        as it did before (its snapshot and staged updates too)."""
         self._settle()
         with self._lock.exclusive():  # reads in other threads finish first
-            with self.store.collective("NodeMemory.remove", self.name) as step:
-                self._check_vars(failure=False)
-                step.agree()
+            with self.store.transaction(f"NodeMemory.remove {self.name!r}") as txn:
+                with self.store.collective("NodeMemory.remove", self.name) as step:
+                    self._check_vars(failure=False)
+                    step.agree()
+                kept = (self._own, self._snapshot, self._writes, self._posts,
+                        self._error)
+
+                def restore():  # (the variables are back under their names)
+                    self._own, self._snapshot, self._writes, self._posts, \
+                        self._error = kept
+                    self._comm = self.store.comm.Dup()  # (every rank rolls back)
+                txn.set_aside([self._var[k] for k in _VARS], on_rollback=restore)
                 self._own = None  # the chunks go with the variables
-                self.store.remove(*(self._var[k] for k in _VARS))
                 self._free_comm()
-            self._snapshot = None
-            self._clear()
+                self._snapshot = None
+                self._clear()
 
     def _free_comm(self):
         """Free the non-blocking commits' communicator: collective (``remove``, or the
