@@ -356,3 +356,15 @@ def test_save_inside_a_transaction_is_refused(store, tmp_path):
     with DDStore.restore(path, MPI.COMM_SELF) as back:
         assert back.variables() == ["x"]
         assert back.get_range("x", 0, 4).tobytes() == np.arange(4.0).tobytes()
+
+
+def test_temporal_graph_remove_of_what_is_gone_is_refused(store):
+    """``TemporalGraph.remove`` after one of its variables was removed by hand: refused
+    in the call's step, naming it, the rest kept (no half removal)."""
+    from ddstore.temporal import TemporalGraph
+    g = TemporalGraph.from_arrays(store, "g", [0, 1, 1], [1, 0, 2], [1.0, 2.0, 3.0])
+    store.remove("g/edge_t")
+    rest = store.variables()
+    with pytest.raises(DDStoreStateError, match=r"cannot remove: \['g/edge_t'\] no longer"):
+        g.remove()
+    assert store.variables() == rest and not g.removed
