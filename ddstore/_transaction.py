@@ -193,8 +193,8 @@ class Transaction:
                                                        store.size == 1)) \
                     and not store.freed:
                 self._rollback()
-            elif exc is None and journal.depth == 0:  # the outermost commits
-                self._commit()
+            elif exc is None and journal.depth == 0 and not store.freed:
+                self._commit()  # the outermost commits (free() inside: all is gone)
         finally:
             if journal.depth == 0:  # the next transaction starts a new record
                 journal.entries = []

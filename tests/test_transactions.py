@@ -368,3 +368,16 @@ def test_temporal_graph_remove_of_what_is_gone_is_refused(store):
     with pytest.raises(DDStoreStateError, match=r"cannot remove: \['g/edge_t'\] no longer"):
         g.remove()
     assert store.variables() == rest and not g.removed
+
+
+def test_free_inside_a_transaction_ends_it_quietly():
+    """``free()`` inside a transaction that had set a variable aside: everything is
+    freed, and leaving the block raises nothing (no commit of a freed store)."""
+    from mpi4py import MPI
+    s = DDStore(MPI.COMM_SELF, width=1)
+    s.add("x", np.arange(3))
+    with s.transaction("t"):
+        s.remove("x")
+        assert s.variables() == ["x~aside1"]
+        s.free()
+    assert s.freed
