@@ -8,7 +8,7 @@ import numpy as np
 from .errors import DDStoreIndexError, DDStoreValueError
 
 __all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "check_free_names",
-           "names_under", "STORABLE_KINDS"]
+           "names_under", "aside_name", "is_aside", "STORABLE_KINDS"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 STORABLE_KINDS = "biufcmM"
@@ -177,10 +177,26 @@ def check_free_names(what, taken, remedy="remove them or pick another name"):
                             f"holds {held}; {remedy}")
 
 
+ASIDE = "~aside"  # a variable set aside by an open transaction: "<name>~aside<k>"
+
+
+def aside_name(name, k):
+    """The hidden name of variable ``name`` set aside by a transaction
+    (:meth:`ddstore._transaction.Transaction.set_aside`), ``k`` >= 1."""
+    return f"{name}{ASIDE}{k}"
+
+
+def is_aside(name):
+    """Whether ``name`` is such a hidden name (:func:`aside_name`)."""
+    head, sep, k = name.rpartition(ASIDE)
+    return bool(sep and head and k.isdigit())
+
+
 def names_under(name, variables):
     """The names among ``variables`` (a store's) that lie under ``name/``: the
-    variables a layer object called ``name`` creates."""
-    return [v for v in variables if v.startswith(f"{name}/")]
+    variables a layer object called ``name`` creates; not those an open transaction
+    set aside (hidden, freed when it commits: the name is free again)."""
+    return [v for v in variables if v.startswith(f"{name}/") and not is_aside(v)]
 
 
 def check_indices(idx, limit, what, item="index", low=0, detail=""):

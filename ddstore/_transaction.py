@@ -55,6 +55,7 @@ Layers that keep their own record of what they put (a ``FeatureStore``'s attribu
 removes what was created before the registration, it calls ``forget()`` (newest first,
 among the removals), so that the object does not name variables that are gone.
 """
+from ._checks import aside_name
 from ._collective import hold_interrupts, is_agreed, release_interrupts
 from .errors import DDStoreStateError
 
@@ -116,9 +117,9 @@ class Journal:
         it; removed at the outermost commit, moved back by a rollback.  Returns the
         hidden name."""
         k = 1
-        while self._holds(f"{name}~aside{k}"):
+        while self._holds(aside_name(name, k)):
             k += 1
-        aside = f"{name}~aside{k}"
+        aside = aside_name(name, k)
         taken = self._forget(name)
         self._rename(name, aside)
         self.renamed(name, aside)

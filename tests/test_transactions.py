@@ -381,3 +381,44 @@ def test_free_inside_a_transaction_ends_it_quietly():
         assert s.variables() == ["x~aside1"]
         s.free()
     assert s.freed
+
+
+def test_a_layer_removed_in_a_transaction_can_be_made_again_under_its_name(store):
+    """After ``NodeMemory.remove`` / ``TemporalGraph.remove`` inside a transaction the
+    name is free (the old variables are hidden, not the layer's): a new object of that
+    name is made.  A rollback removes the new one (its object refuses to be used, even
+    though an object of its name is back) and gives the old ones back; a commit keeps
+    the new ones and frees the old."""
+    import torch
+    from ddstore.temporal import NodeMemory, TemporalGraph
+
+    def memory(value):
+        m = NodeMemory(store, "m", 10, 4, 3)
+        m.write(np.array([1]), torch.full((1, 4), value), 3.0)
+        m.commit()
+        return m
+
+    def graph(t):
+        return TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0], [t, t + 1])
+    old, g_old = memory(2.5), graph(1.0)
+    held = store.variables()
+    with pytest.raises(DDStoreValueError, match="later"):
+        with store.transaction("t"):
+            old.remove()
+            g_old.remove()
+            new, g_new = memory(7.0), graph(5.0)
+            assert new.read(np.array([1])).memory[:, 0].tolist() == [7.0]
+            assert g_new.edges([0])[2].tolist() == [5.0]
+            fail_in_step(store, "later")
+    assert store.variables() == held
+    assert old.read(np.array([1])).memory[:, 0].tolist() == [2.5]
+    assert g_old.edges([0])[2].tolist() == [1.0]
+    with pytest.raises(DDStoreStateError, match="was removed"):
+        new.read(np.array([1]))
+    with store.transaction("t"):
+        old.remove()
+        g_old.remove()
+        new, g_new = memory(7.0), graph(5.0)
+    assert store.variables() == held  # the new ones, under the same names
+    assert new.read(np.array([1])).memory[:, 0].tolist() == [7.0]
+    assert g_new.edges([0])[2].tolist() == [5.0]

@@ -320,8 +320,9 @@ class NodeMemory:
         # collective, after the round: the background commits' own
         # communicator, so they never interleave with collectives on store.comm
         self._comm = store.comm.Dup()
-        # rolled back by an enclosing transaction: the communicator goes too
-        txn.on_rollback(self._free_comm)
+        # rolled back by an enclosing transaction: the communicator and the views go
+        # too (the object is removed, even if an older memory of its name is back)
+        txn.on_rollback(self._rolled_back)
         store.annotate(self.name, self.KIND, {
             "version": 1, "num_nodes": self.num_nodes, "memory_dim": self.memory_dim,
             "mail_dim": self.mail_dim, "mailbox_size": self.mailbox_size,
@@ -910,6 +911,10 @@ class NodeMemory:
                 self._free_comm()
                 self._snapshot = None
                 self._clear()
+
+    def _rolled_back(self):
+        self._own = None
+        self._free_comm()
 
     def _free_comm(self):
         """Free the non-blocking commits' communicator: collective (``remove``, or the
