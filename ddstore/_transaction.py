@@ -37,7 +37,8 @@ Variables that existed before the transaction are never lost: :meth:`DDStore.rem
 inside a transaction **sets aside** every variable (or record set) that the innermost
 open transaction did not create: it moves to a hidden name (``"<name>~aside<k>"``,
 listed by ``variables()`` until the commit), the annotations naming it go with it, and
-its name is free to be created again.  When the outermost transaction ends normally,
+its name is free to be created again (a layer's too: the layers' name checks skip hidden
+names, ``_checks.names_under``).  When the outermost transaction ends normally,
 what was set aside is removed (its memory is freed then, not at the ``remove``); a
 rollback of any enclosing transaction removes what was created under the name and moves
 the old variable back, with its annotations.  A variable the innermost transaction
