@@ -1,6 +1,7 @@
 """Property tests (hypothesis) against brute force: the temporal sampler and T-CSR build,
-the pyg NeighborSampler, the dynamic graph's delta merge, node-memory commits and the
-TGL / JODIE / .npy readers (the properties and their strategies: tests/mpi/properties.py).
+the pyg NeighborSampler, the dynamic graph's delta merge, node-memory commits, the
+TGL / JODIE / .npy readers and nested transactions (the properties and their
+strategies: tests/mpi/properties.py).
 
 In this process on one rank (a ``COMM_SELF`` store), hypothesis draws examples and
 shrinks any failure to a minimal one (profile ``ci``: 40 examples per property; set
@@ -65,6 +66,7 @@ test_node_memory_commits = _property("memory")
 test_tgl_reader = _property("tgl", 25)
 test_jodie_reader = _property("jodie", 25)
 test_npy_reader = _property("npy", 30)
+test_transactions_nested = _property("transactions")
 
 
 @pytest.mark.mpi

@@ -687,6 +687,75 @@ def prop_npy(stores, ex):
                        f"read_npy_rows axis=1 ({lo}, {c})")
 
 
+# ------------------------------------------------------------------ transactions
+_TXN_NAMES = ["a", "b", "c"]
+_txn_op = st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(_TXN_NAMES), st.integers(1, 4),
+              st.sampled_from(["int32", "float64"])),
+    st.tuples(st.just("remove"), st.sampled_from(_TXN_NAMES)))
+_txn_block = st.recursive(
+    st.lists(_txn_op, max_size=4),
+    lambda inner: st.lists(st.one_of(_txn_op, st.tuples(st.just("txn"), inner,
+                                                        st.booleans())), max_size=4),
+    max_leaves=16)
+
+
+@st.composite
+def transaction_examples(draw):
+    return dict(ops=draw(_txn_block), store=draw(st.integers(0, 7)))
+
+
+def prop_transactions(stores, ex):
+    """Transactions nested at any depth, each committing or failing in a later step,
+    over adds and removals of a few names (a removal inside a transaction sets aside,
+    a name freed that way is added again): after every operation the visible variables
+    (not those set aside) are those of a model that undoes a failed block whole, each
+    byte equal; after the outermost block nothing hidden is left."""
+    from ddstore._checks import is_aside
+    store = stores[ex["store"] % len(stores)]
+    model, serial = {}, [0]
+
+    def agrees(where):
+        visible = [v for v in store.variables() if not is_aside(v)]
+        assert visible == sorted(model), \
+            f"{where}: {store.variables()}, model {sorted(model)}"
+        for name, want in model.items():
+            got = store.get_range(name, 0, store.nrows(name))
+            same_bytes(got, np.concatenate([want] * store.group_size),  # (each member's)
+                       f"{where}: {name}")
+
+    def run(ops, depth):
+        for op in ops:
+            if op[0] == "add" and op[1] not in model:
+                serial[0] += 1
+                rows = (np.arange(op[2]) + 10 * serial[0]).astype(op[3])
+                store.add(op[1], rows)
+                model[op[1]] = rows
+            elif op[0] == "remove" and op[1] in model:
+                store.remove(op[1])
+                del model[op[1]]
+            elif op[0] == "txn":
+                before = dict(model)
+                try:
+                    with store.transaction(f"depth {depth}"):
+                        run(op[1], depth + 1)
+                        if op[2]:
+                            with store.collective("property step"):
+                                raise ddstore.DDStoreValueError("later failure")
+                except ddstore.DDStoreValueError as exc:
+                    assert op[2] and "later failure" in str(exc), exc
+                    model.clear()
+                    model.update(before)
+            agrees(f"after {op[0]} at depth {depth}")
+    try:
+        # every name held first: the blocks' removals meet variables made before them
+        run([("add", n, 1 + i, "int32") for i, n in enumerate(_TXN_NAMES)] + ex["ops"], 0)
+        assert not any(is_aside(v) for v in store.variables()), store.variables()
+    finally:
+        for v in store.variables():
+            store.remove(v)
+
+
 PROPERTIES = [  # (name, strategy, property)
     ("temporal", temporal_examples(), prop_temporal),
     ("pyg", pyg_examples(), prop_pyg),
@@ -695,6 +764,7 @@ PROPERTIES = [  # (name, strategy, property)
     ("tgl", tgl_examples(), prop_tgl),
     ("jodie", jodie_examples(), prop_jodie),
     ("npy", npy_examples(), prop_npy),
+    ("transactions", transaction_examples(), prop_transactions),
 ]
 
 
