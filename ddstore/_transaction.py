@@ -205,10 +205,10 @@ class Transaction:
 
     def _commit(self):
         """Collective (the outermost transaction ending normally): remove what was set
-        aside.  One step decides it on every rank
-        first; if that step fails (an interrupt in its round), the whole transaction
-        rolls back instead and the error goes on: a commit happens whole or not at all.
-        After the step nothing can fail: the variables are freed."""
+        aside.  One step decides it on every rank first; if that step fails (an
+        interrupt in its round), the whole transaction rolls back instead and the error
+        goes on: a commit happens whole or not at all.  After the step nothing can fail:
+        the variables are freed."""
         store, entries = self.store, self._journal.entries
         gone = list(dict.fromkeys(  # (a hidden variable set aside again: one variable)
             e.aside for e in entries if isinstance(e, _Aside)))

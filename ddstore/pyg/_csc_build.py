@@ -272,8 +272,7 @@ def build(state, attrs, plan, columns, is_sorted=False):
         replaced = built.get(key) if reverse_of is None else None
 
         def forget():  # an enclosing transaction that fails later removes the CSC
-            if replaced is None:  # (a replacement's: _set_aside put the old lists back)
-                built.pop(key, None)
+            built.pop(key, None)
             gone = reverse_of is None
             if not gone and reverse_of.dropped and state.stored.get(key) is reverse_of:
                 # out-lists gone and their in-lists dropped: nothing holds the edges
@@ -282,8 +281,9 @@ def build(state, attrs, plan, columns, is_sorted=False):
             if gone:
                 state.choose(edge_type)
             state.changed()
-        txn.on_rollback(forget)
-        if replaced is not None:  # a replacement, now complete
+        if replaced is None:
+            txn.on_rollback(forget)
+        else:  # a replacement, now complete (a rollback puts the old lists back)
             _set_aside(state, replaced, txn)
         built[key] = lists
         if reverse_of is None:
@@ -300,10 +300,9 @@ def _set_aside(state, c, txn):
     marked removed (a sampler holding them stops), and set their variables aside
     (``txn.set_aside``: hidden, removed when the outermost transaction ends normally, at
     once when ``txn`` is the outermost).  If it rolls back, the variables come back under
-    their names and then both lists come back in the state, chosen and annotated
-    again.
-    ``remove_edge_index``, and a replacement once its new lists are complete (the caller
-    handles ``state.stored``)."""
+    their names and then both lists come back in the state (in place of what replaced
+    them), chosen and annotated again.  ``remove_edge_index``, and a replacement once
+    its new lists are complete (the caller handles ``state.stored``)."""
     key = (c.edge_type, c.layout)
     out = state.reversed.pop(key, None)
     aside = [x for x in (c, out) if x is not None]

@@ -676,14 +676,15 @@ class TemporalGraph:
         removed).  Inside an enclosing transaction they are set aside until it commits;
         if it rolls back, the graph is whole again, this object included."""
         with self.store.transaction(f"TemporalGraph.remove {self.name!r}") as txn:
+            names = self._variables()
             with self.store.collective("TemporalGraph.remove", self.name) as step:
-                gone = [v for v in self._variables() if v not in self.store]
+                gone = [v for v in names if v not in self.store]
                 if gone:
                     raise DDStoreStateError(f"TemporalGraph {self.name!r}: cannot remove: "
                                             f"{gone} no longer in the store (removed "
                                             f"already?)")
                 step.agree()
-            txn.set_aside(self._variables(), on_rollback=self._put_back)
+            txn.set_aside(names, on_rollback=self._put_back)
             self.removed = True
 
     def _put_back(self):
