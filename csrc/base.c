@@ -71,8 +71,13 @@ int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
 {
     *v = NULL;
     if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
-    if (var_id < 0 || var_id >= dds_nvars_published(s) || !dds_var_at(s, var_id)->offsets)
+    if (var_id < 0 || var_id >= dds_nvars_published(s))
         return dds_set_error(DDS_ESTATE, "unknown variable id %d", var_id);
+    const struct dds_var *w = dds_var_at(s, var_id);
+    if (!w->offsets) /* a reader built over it outlived it */
+        return dds_set_error(DDS_ESTATE, "variable '%s' (id %d) was removed (by remove, "
+                             "or by the rollback of the transaction that created it); "
+                             "what was built over it cannot read it", w->name, var_id);
     *v = dds_var_at(s, var_id);
     return DDS_OK;
 }

@@ -66,7 +66,10 @@ static void free_var(struct dds_var *v, int mpi_usable)
     }
     free(v->offsets);
     free(v->peer_base);
+    char name[sizeof v->name];
+    memcpy(name, v->name, sizeof name);
     memset(v, 0, sizeof *v);
+    memcpy(v->name, name, sizeof name); /* kept: an error can name a removed variable */
     v->rma_win = v->shm_win = MPI_WIN_NULL;
 }
 

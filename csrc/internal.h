@@ -26,7 +26,7 @@ struct dds_var {
     int64_t row_bytes;  /* bytes per row */
     int64_t nrows;      /* rows in the group's global row space */
     int64_t *offsets;   /* [group_size + 1] first global row of each member's chunk;
-                         * NULL once removed */
+                         * NULL once removed (the name is kept) */
     char *base;         /* this rank's chunk */
     MPI_Win shm_win;    /* shared-memory window over the node-local members, or NULL */
     MPI_Win rma_win;    /* window over the group for MPI_Get, or MPI_WIN_NULL */

@@ -54,7 +54,10 @@ and the object that removed them are as they were.
 Layers that keep their own record of what they put (a ``FeatureStore``'s attributes, a
 ``GraphStore``'s edge types) register ``txn.on_rollback(forget)``: when a rollback
 removes what was created before the registration, it calls ``forget()`` (newest first,
-among the removals), so that the object does not name variables that are gone.
+among the removals), so that the object does not name variables that are gone.  Objects
+built over what they created do the same (a window dataset, a temporal graph, node
+memory, a dynamic graph's snapshot cache): built inside a transaction that an enclosing
+one rolls back, they refuse to read instead of serving copies of removed data.
 """
 from ._checks import aside_name
 from ._collective import hold_interrupts, is_agreed, release_interrupts

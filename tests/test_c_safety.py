@@ -541,6 +541,11 @@ def test_sync_windows_checks_every_id_first(core, store):
     assert lib.dds_sync_windows(h, ffi.NULL, 0) == lib.DDS_OK
     assert lib.dds_sync_windows(h, ids, 2) == lib.DDS_ESTATE
     assert f"unknown variable id {vid + 1}" in message()
+    gone = _var(core, "gone/rows", data)  # a reader that outlived its variable
+    core.remove(gone)
+    assert lib.dds_sync_windows(h, ffi.new("int[]", [gone]), 1) == lib.DDS_ESTATE
+    assert f"variable 'gone/rows' (id {gone}) was removed" in message()
+    assert lib.dds_remove(h, gone) == lib.DDS_ESTATE and "'gone/rows'" in message()
     assert lib.dds_sync_windows(h, ids, -1) == lib.DDS_EINVAL and "n = -1" in message()
     assert lib.dds_sync_windows(h, ffi.NULL, 1) == lib.DDS_EINVAL
     core.sync_windows([vid])

@@ -422,3 +422,44 @@ def test_a_layer_removed_in_a_transaction_can_be_made_again_under_its_name(store
     assert store.variables() == held  # the new ones, under the same names
     assert new.read(np.array([1])).memory[:, 0].tolist() == [7.0]
     assert g_new.edges([0])[2].tolist() == [5.0]
+
+
+@pytest.mark.parametrize("resident", ["store", "device"])
+def test_objects_built_in_a_rolled_back_transaction_refuse_to_read(store, resident):
+    """What a rollback removed cannot be read through an object built over it: a window
+    dataset (its series in the store, or copied to its device: the copy is dropped) and
+    its loader refuse naming the dataset; a temporal graph's sampler refuses as after
+    ``remove``; a dynamic graph serves no cached snapshot (as after ``free``).  The same name builds again afterwards and reads every window equal to
+    the series."""
+    from ddstore.spatiotemporal import WindowDataset
+    from ddstore.dynamic import DynamicGraph
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    series = np.arange(20 * 3 * 2, dtype=np.float32).reshape(20, 3, 2)
+    with pytest.raises(DDStoreValueError, match="later"):
+        with store.transaction("t"):
+            ds = WindowDataset(store, "w", series, 2, standardize=False, overlap=True,
+                               device="cpu", resident=resident)
+            g = TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0], [1.0, 2.0])
+            sampler = TemporalSampler(g, fanouts=(2,))
+            assert sampler.sample([0], [5.0])[0].eid.tolist() == [0]
+            dg = DynamicGraph(store, "dg", [np.array([[0, 1], [1, 2]])] * 4, num_nodes=3)
+            assert dg.snapshot(2)[0].tolist() == [[0, 1], [1, 2]]  # (now cached)
+            assert ds[0][0].numpy().tobytes() == series[0:2].tobytes()
+            fail_in_step(store, "later")
+    assert store.variables() == []
+    assert ds.device_series is None  # the device copy is let go
+    for read in (lambda: ds[0], lambda: next(iter(ds.loader(4, shuffle=False))),
+                 lambda: ds.splits()[0][1]):
+        with pytest.raises(DDStoreStateError, match="'w' was rolled back"):
+            read()
+    with pytest.raises(DDStoreStateError, match="graph 'g' was removed .*rollback"):
+        sampler.sample([0], [5.0])
+    with pytest.raises(DDStoreValueError, match="unknown variable 'g/edges'"):
+        g.edges([0])
+    with pytest.raises(DDStoreValueError, match="unknown records 'dg/"):
+        dg.snapshot(2)  # not served from the cache of a graph that is gone
+    again = WindowDataset(store, "w", series, 2, standardize=False, overlap=True,
+                          device="cpu", resident=resident)
+    x, y = next(iter(again.loader(20, shuffle=False)))
+    assert x.numpy().tobytes() == np.stack([series[s:s + 2] for s in range(17)]).tobytes()
+    assert y.numpy().tobytes() == np.stack([series[s + 2:s + 4] for s in range(17)]).tobytes()

@@ -490,7 +490,10 @@ class DynamicGraph:
         """Collective: add the delta and checkpoint records; on failure neither (the
         store's transaction removes what was added)."""
         store = self.store
-        with store.transaction(f"DynamicGraph {self.name!r}"):
+        with store.transaction(f"DynamicGraph {self.name!r}") as txn:
+            # an enclosing transaction that rolls back removes the records: the cached
+            # snapshots go too (reads then fail as after free())
+            txn.on_rollback(self.forget)
             if self.has_deltas:
                 store.add_records(self._dname, deltas)
             store.add_records(self._cname, ckpts)
@@ -790,7 +793,7 @@ class DynamicGraph:
 
     def forget(self):
         """Local: drop the snapshots this rank cached (after its variables were
-        removed by the dataset that owns it)."""
+        removed by the dataset that owns it, or by a rollback)."""
         self._cache.clear()
 
     def held(self):

@@ -552,7 +552,11 @@ class WindowDataset(_WindowView):
         self._tdtype = _torch_dtype(dt)
         self._counts = {}
         self._tf = self._dev_series = None
-        with store.transaction(f"WindowDataset {name!r}"):  # the series, or nothing
+        self._gone = None
+        with store.transaction(f"WindowDataset {name!r}") as txn:  # the series, or nothing
+            # an enclosing transaction that rolls back removes the series: this object
+            # then refuses to read (and lets go of its device copy)
+            txn.on_rollback(self._rolled_back)
             self._load(series, fill, max(1, self.chunk_bytes // (n * f * 8)))
             # the copies on the device (a device out of memory on one rank raises on
             # every rank, and the series is removed)
@@ -672,6 +676,7 @@ class WindowDataset(_WindowView):
         self._tdtype = _torch_dtype(dt)
         self._counts = {}
         self._tf = self._dev_series = None
+        self._gone = None
         if tf is not None:
             self._tf = torch.from_numpy(tf.astype(dt)).to(self.device)
         if self.resident == "device":  # the decision (resident=None may choose it)
@@ -894,6 +899,8 @@ class WindowDataset(_WindowView):
     def _fetch_one(self, start):
         """Window with global ``start`` (an int) -> ``(x, y)`` ``[h, nodes, features]``:
         one contiguous store read of ``2h`` rows (x then y), no index arrays."""
+        if self._gone:
+            raise DDStoreStateError(self._gone)
         if self._dev_series is not None or self._tf is not None:
             # this class's windows alone (a subclass's _fetch adds to the batch)
             x, y = WindowDataset._fetch(self, np.array([start], dtype=np.int64))
@@ -910,12 +917,20 @@ class WindowDataset(_WindowView):
             y = y.to(self.device, non_blocking=True)
         return x, y
 
+    def _rolled_back(self):
+        """A rollback removed the series (see the constructor)."""
+        self._gone = (f"{type(self).__name__} {self.name!r} was rolled back with the "
+                      f"transaction that built it (its series is removed); build it again")
+        self._tf = self._dev_series = None
+
     def _fetch(self, starts, host=False, into=None):
         """Windows with global ``starts`` -> ``(x, y)`` ``[B, h, nodes, features]``.
 
         ``starts``: int64 numpy array, or (series on the device) a tensor on the device.
         ``host``: leave windows read from the store on the host (the device pipeline
         copies them); ``into(numel, dtype)``: a 1-D CPU tensor to read them into."""
+        if self._gone:
+            raise DDStoreStateError(self._gone)
         h, B = self.horizon, len(starts)
         n, f = self.num_nodes, self.num_series_features
         if self._dev_series is not None:  # the series lives on the device

@@ -382,7 +382,7 @@ class TemporalGraph:
         removed, on every rank."""
         width, g = store.group_size, store.group_rank
         edge_off = member_offsets(num_edges, width)
-        with store.transaction(f"TemporalGraph {name!r}"):
+        with store.transaction(f"TemporalGraph {name!r}") as txn:
             n_e = int(edge_off[g + 1] - edge_off[g])
             views = [create(store, f"{name}/edges", n_e, (2,), edge_ids),
                      create(store, f"{name}/edge_t", n_e, (), time_dtype),
@@ -406,10 +406,13 @@ class TemporalGraph:
                              int(node_off[g + 1] - node_off[g]), nf_layout[1], nf_layout[0])
                 fill_rows(store, node_off, nf_first, node_pieces, [nfv])
             store.sync()
-        graph = cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
-                    dict(zip(SPLITS, (int(c) for c in split_counts))),
-                    ef_layout is not None, nf_layout is not None, el_layout is not None,
-                    time_dtype)
+            graph = cls(store, name, num_nodes, num_edges, indptr, node_off, add_reverse,
+                        dict(zip(SPLITS, (int(c) for c in split_counts))),
+                        ef_layout is not None, nf_layout is not None,
+                        el_layout is not None, time_dtype)
+            # an enclosing transaction that rolls back removes the graph: this object's
+            # samplers then refuse, as after remove()
+            txn.on_rollback(graph._rolled_back)
         graph._annotate()  # every builder ends here (from_jodie / from_pyg annotate again)
         # what samplers read, mapped now rather than one page fault per first touch
         prefault_built(store, [f"{name}/{k}" for k in _T_VARS])
@@ -689,6 +692,9 @@ class TemporalGraph:
 
     def _put_back(self):
         self.removed = False  # (a rollback: the variables are back)
+
+    def _rolled_back(self):
+        self.removed = True  # (a rollback of the transaction that built it)
 
     def _variables(self):
         names = [f"{self.name}/{k}" for k in _T_VARS] + [

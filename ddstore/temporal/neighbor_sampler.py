@@ -140,7 +140,8 @@ class TemporalSampler:
         """
         if self.graph.removed:
             raise DDStoreStateError(f"sample: graph {self.graph.name!r} was removed from "
-                                    f"the store (TemporalGraph.remove); build a new graph "
+                                    f"the store (TemporalGraph.remove, or the rollback of "
+                                    f"the transaction that built it); build a new graph "
                                     f"and a sampler over it")
         roots = as_indices(nodes, f"sample of graph {self.graph.name!r}")
         t = np.asarray(tensor_values(ts, "sample: ts"))
