@@ -8,10 +8,35 @@ import numpy as np
 from .errors import DDStoreIndexError, DDStoreValueError
 
 __all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "check_free_names",
-           "names_under", "aside_name", "is_aside", "STORABLE_KINDS"]
+           "names_under", "aside_name", "is_aside", "STORABLE_KINDS", "STORABLE_NAMES",
+           "as_array"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 STORABLE_KINDS = "biufcmM"
+STORABLE_NAMES = ("bool, int8-int64, uint8-uint64, float16-float64, complex, datetime64, "
+                  "timedelta64")
+
+
+def as_array(x, what):
+    """``np.asarray(x)``; anything that cannot be one raises a :class:`DDStoreValueError`
+    naming ``what`` (a torch tensor of a dtype numpy has not, such as bfloat16 or float8,
+    with the conversions that store it), a ``MemoryError`` stays what it is."""
+    if isinstance(x, np.ndarray):
+        return x
+    try:
+        return np.asarray(x)
+    except MemoryError:
+        raise
+    except Exception as exc:  # ragged lists, torch dtypes without numpy ones...
+        dtype = getattr(x, "dtype", None)
+        if type(x).__module__.startswith("torch") and dtype is not None:
+            raise DDStoreValueError(
+                f"{what}: a torch tensor of dtype {dtype} has no numpy dtype, so it cannot "
+                f"be stored as it is; store x.float() (values), or its bits "
+                f"(x.view(torch.int16) for 2 bytes, torch.uint8 for 1); allowed dtypes: "
+                f"{STORABLE_NAMES}") from None
+        raise DDStoreValueError(f"{what}: not an array ({type(exc).__name__}: "
+                                f"{exc})") from exc
 
 
 
@@ -36,19 +61,21 @@ def partition(total, parts, index):
     return start, start + base + (1 if index < rem else 0)
 
 
-def as_indices(indices, what, limit=None):
+def as_indices(indices, what, limit=None, noun="index"):
     """``indices`` (a sequence, numpy array or CPU tensor of integers) as a C-contiguous
     1-D int64 array, without a copy when it already is one; ``what`` names the caller
     in the error raised for anything else.  Values beyond the int64 range raise a
     :class:`DDStoreIndexError` that shows them as given (``limit``, if known, is named as
-    the bound).  Other ranges are the caller's to check."""
+    the bound).  Other ranges are the caller's to check.  ``noun``: what one value is,
+    in messages (``"count"`` for row counts)."""
     if (type(indices) is np.ndarray and indices.dtype == np.int64 and
             indices.ndim == 1 and indices.flags.c_contiguous):
         return indices  # the common case, without copies
+    plural = "indices" if noun == "index" else noun + "s"
     try:
         idx = np.asarray(indices)
     except Exception as exc:  # ragged nesting and the like
-        raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers "
+        raise DDStoreValueError(f"{what}: {plural} must be a 1-D sequence of integers "
                                 f"({type(exc).__name__}: {exc})") from None
     if idx.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -65,12 +92,12 @@ def as_indices(indices, what, limit=None):
                        None)
             if pos is not None:
                 bound = f" [0, {limit})" if limit is not None else " (beyond int64)"
-                raise DDStoreIndexError(f"{what}: index {values[pos]} (position {pos}) "
+                raise DDStoreIndexError(f"{what}: {noun} {values[pos]} (position {pos}) "
                                         f"out of range{bound}")
             return np.array(values, dtype=np.int64)
     if idx.dtype.kind not in "iu" or idx.ndim != 1:
-        raise DDStoreValueError(f"{what}: indices must be a 1-D sequence of integers, got "
-                                f"dtype {idx.dtype} shape {idx.shape}")
+        raise DDStoreValueError(f"{what}: {plural} must be a 1-D sequence of integers, "
+                                f"got dtype {idx.dtype} shape {idx.shape}")
     return np.ascontiguousarray(idx, dtype=np.int64)
 
 

@@ -28,6 +28,10 @@ Leaving the block:
   (:func:`~ddstore.abort_on_exception`).  That is why every step of an operation that
   can fail on one rank only agrees before it raises.
 
+Writes into variables that existed before the transaction (``update``,
+``update_records``, a node memory's ``commit``) are not journalled: a rollback undoes
+what was created and removed, not what was written in place.
+
 Nesting: a transaction opened inside another joins it (one record per store).  An
 agreed error leaving the inner block removes what was created since the inner block
 began; if the error then leaves the outer block as well, the outer removes the rest.  So

@@ -13,7 +13,8 @@ public methods and attributes (``collective``, ``transaction``, ``check_alive``,
 :class:`~ddstore.variables.Variables` (not entered in its table)."""
 import numpy as np
 
-from ._checks import STORABLE_KINDS, as_indices, as_int, check_indices, integer_scalar
+from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
+                      check_indices, integer_scalar)
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
 __all__ = ["Records", "RecordSet"]
@@ -146,7 +147,7 @@ class Records:
         lo, hi = rec.offsets[rec.start + start] - base, rec.offsets[rec.start + stop] - base
         for j, key in enumerate(rec.keys):
             var = rec.fields[key]
-            arr = np.asarray(data[key])
+            arr = as_array(data[key], f"update_records {name!r}: key {key!r}")
             if arr.shape != (hi[j] - lo[j],) + var.row_shape:
                 raise DDStoreValueError(
                     f"update_records {name!r}: key {key!r} has shape {arr.shape}; records "
@@ -310,13 +311,14 @@ def _record_schema(name, samples):
             if not isinstance(key, str) or not key:
                 raise DDStoreValueError(f"records {name!r}: sample {i} has key {key!r}; "
                                         f"keys must be non-empty str (as init_records')")
-            arr = np.asarray(sample[key])
+            arr = as_array(sample[key], f"records {name!r}: sample {i} key {key!r}")
             if arr.ndim < 1:
                 raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} is a scalar; "
                                         f"values need a first (variable) dimension")
             if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
                 raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} has dtype "
-                                        f"{arr.dtype}, which cannot be stored")
+                                        f"{arr.dtype}, which cannot be stored; allowed: "
+                                        f"{STORABLE_NAMES}")
             this.append((key, arr.dtype.str, tuple(arr.shape[1:])))
         this = tuple(this)
         if schema is None:

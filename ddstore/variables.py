@@ -27,8 +27,8 @@ import threading
 import numpy as np
 
 from . import _core
-from ._checks import (STORABLE_KINDS, as_indices, as_int, check_free_names, check_indices,
-                      integer_scalar, is_int)
+from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
+                      check_free_names, check_indices, integer_scalar, is_int)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
@@ -154,9 +154,8 @@ class Variables:
     def check_dtype(name, dtype):
         if dtype.kind not in STORABLE_KINDS or dtype.fields is not None:
             raise DDStoreValueError(
-                f"variable {name!r}: dtype {dtype} cannot be stored; allowed: bool, "
-                f"int8-int64, uint8-uint64, float16-float64, complex, datetime64, "
-                f"timedelta64 (no object, string or structured dtypes)")
+                f"variable {name!r}: dtype {dtype} cannot be stored; allowed: "
+                f"{STORABLE_NAMES} (no object, string or structured dtypes)")
 
     def create(self, name, n_local, dtype, row_shape):
         """Collective, after a step's round: allocate a variable whose metadata (dtype,
@@ -214,13 +213,7 @@ class Variables:
         """
         with self.store.collective("add", name) as step:
             self.check_name(name)
-            try:
-                arr = rows if isinstance(rows, np.ndarray) else np.asarray(rows)
-            except MemoryError:  # what it is: agreed as a DDStoreMemoryError
-                raise
-            except Exception as exc:  # ragged lists...
-                raise DDStoreValueError(f"variable {name!r}: rows are not an array "
-                                        f"({exc})") from exc
+            arr = as_array(rows, f"variable {name!r}: rows")
             self.check_dtype(name, arr.dtype)
             if arr.ndim < 1:
                 raise DDStoreValueError(f"variable {name!r}: rows must have at least one "
@@ -406,8 +399,16 @@ class Variables:
         of them are fetched together: one round trip per remote owner for the whole
         call instead of one per request (the features and labels of a batch's nodes),
         and between nodes one request message per owner (docs/cluster.md)."""
+        if isinstance(requests, (str, bytes, dict)) or not hasattr(requests, "__iter__"):
+            raise DDStoreValueError(f"get_many: requests must be a sequence of (name, "
+                                    f"indices) pairs, got {type(requests).__name__}")
         plan, outs = [], []
-        for name, indices in requests:
+        for i, request in enumerate(requests):
+            if (isinstance(request, (str, bytes)) or not hasattr(request, "__len__")
+                    or len(request) != 2):
+                raise DDStoreValueError(f"get_many: request {i} must be a (name, indices) "
+                                        f"pair, got {request!r:.80}")
+            name, indices = request
             var = self.lookup(name)
             idx = as_indices(indices, f"get_many {name!r}", var.nrows)
             out = np.empty((idx.shape[0],) + var.row_shape, dtype=var.dtype)
@@ -458,7 +459,7 @@ class Variables:
         var = self.lookup(name)
         what = f"read_ranges {name!r}"
         starts = as_indices(starts, what, var.nrows)
-        counts = as_indices(counts, what, var.nrows)
+        counts = as_indices(counts, what, var.nrows + 1, noun="count")
         if starts.shape != counts.shape:
             raise DDStoreValueError(f"{what}: {len(starts)} starts but {len(counts)} "
                                     f"counts")

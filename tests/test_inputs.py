@@ -5,6 +5,8 @@ tests/mpi/inputs_check.py on 2 and 3 ranks (data that differs between ranks refu
 naming the ranks, a split's repeat found across ranks, labels that are not class ids,
 a rank handed a file that differs for every file reader of the graph, series and PyG
 layers, a WindowDataset or DynamicGraph handed in-memory data that differs)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -232,3 +234,41 @@ def test_one_rule_for_dtype_arguments():
     with pytest.raises(DDStoreValueError, match=r"^load_pgt_json: dtype=int8; allowed: "
                                                 r"float16, float32, float64$"):
         sources.load_pgt_json("/nonexistent.json", dtype=torch.int8)
+
+
+def test_malformed_requests_and_dtypes_numpy_has_not(store):
+    """``get_many`` with anything but ``(name, indices)`` pairs, ``read_ranges`` with a
+    count beyond int64 or not an integer, and a torch tensor of a dtype numpy has not
+    (bfloat16, float8) given to ``add`` / ``add_records`` each raise a DDStoreError
+    that names what was wrong and what is allowed (were: bare unpack errors, "index ...
+    out of range" for a count, torch's "unsupported ScalarType"); nothing is added."""
+    import torch
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    store.add("x", np.arange(16, dtype=np.int16).reshape(8, 2))
+    for bad, said in (([("x",)], "request 0 must be a (name, indices) pair"),
+                      ([("x", [0]), ("x", [0], None)], "request 1 must be a (name, indices)"),
+                      ([None], "request 0 must be"),
+                      ("x", "requests must be a sequence of (name, indices) pairs, got str"),
+                      (5, "got int")):
+        with pytest.raises(DDStoreValueError, match=re.escape(said)):
+            store.get_many(bad)
+    assert [a.tolist() for a in store.get_many([("x", [7]), ("x", [])])] == [[[14, 15]], []]
+    for count in ([2 ** 64 - 1], np.array([2 ** 63], np.uint64)):
+        with pytest.raises(DDStoreIndexError, match=r"read_ranges 'x': count \d+ \(position "
+                                                    r"0\) out of range \[0, 9\)"):
+            store.read_ranges("x", [0], count)
+    with pytest.raises(DDStoreValueError, match="counts must be a 1-D sequence of integers"):
+        store.read_ranges("x", [0], [1.5])
+    assert store.read_ranges("x", [0], [8]).tobytes() == store.get_range("x", 0, 8).tobytes()
+    for dt in (torch.bfloat16, torch.float8_e4m3fn):
+        t = torch.ones(3, 2, dtype=dt)
+        with pytest.raises(DDStoreValueError, match=rf"variable 'b': rows: a torch tensor of "
+                                                    rf"dtype {dt} has no numpy dtype.*allowed "
+                                                    rf"dtypes: bool, int8-int64"):
+            store.add("b", t)
+        with pytest.raises(DDStoreValueError, match=rf"records 'r': sample 0 key 'v': a torch "
+                                                    rf"tensor of dtype {dt}"):
+            store.add_records("r", [{"v": t}])
+    store.add("b", torch.ones(3, 2, dtype=torch.bfloat16).view(torch.int16))  # its bits
+    assert store.get_range("b", 0, 3).view(np.uint16).tolist() == [[0x3F80] * 2] * 3
+    assert store.variables() == ["b", "x"]

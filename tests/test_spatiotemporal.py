@@ -16,6 +16,8 @@ import pytest
 from conftest import ROOT, one_rank_store, passed_on
 
 import torch  # noqa: E402
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st_  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
@@ -282,6 +284,32 @@ def test_split_conventions():
     assert st.split_ranges(T, h, (1, 0, 0)) == {"train": (0, S), "val": (100, 100),
                                                 "test": (100, 100)}
     assert st.split_ranges(T, h, (0.8, 0, 0.2))["val"] == (80, 80)
+    # rounding leaves nothing to a split of ratio 0 (S = 5: 2.5 and 2.5 round to 2)
+    assert st.split_ranges(8, 2, (0.5, 0, 0.5), overlap=True) == {
+        "train": (0, 3), "val": (3, 3), "test": (3, 5)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(T=st_.integers(2, 400), h=st_.integers(1, 20), overlap=st_.booleans(),
+       ratios=st_.lists(st_.sampled_from([0, 0, 0.05, 0.1, 0.2, 0.25, 0.5, 0.7, 1]),
+                        min_size=3, max_size=3))
+def test_split_zero_ratio_is_empty_and_overlap_tiles(T, h, overlap, ratios):
+    """Any series and split: a split with ratio 0 holds no window; with overlap the
+    three splits tile every start ``[0, S)`` in order; a split with a positive ratio
+    that would get no window is refused."""
+    assume(2 * h <= T and ratios[0] > 0)  # (train's ratio 0 is refused)
+    split = tuple(r / sum(ratios) for r in ratios)
+    try:
+        b = st.split_ranges(T, h, split, overlap)
+    except DDStoreValueError as e:
+        assert "no complete window" in str(e) or "gets no window" in str(e)
+        return
+    for (a, e), r in zip(b.values(), split):
+        assert (e > a) == (r > 0), (b, split)
+    if overlap:
+        S = T - 2 * h + 1
+        assert b["train"][0] == 0 and b["test"][1] == S
+        assert b["train"][1] == b["val"][0] and b["val"][1] == b["test"][0]
 
 
 # ----------------------------------------------------------------------------- statistics

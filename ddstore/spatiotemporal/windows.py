@@ -66,8 +66,9 @@ def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
     that lie entirely inside its own segment, so no window of one split touches a step
     of another (``2h - 1`` starts are lost at each cut).
     ``overlap=True`` (PGT / DCRNN convention): the ``T - 2h + 1`` *starts* are cut,
-    ``n_train = round(S * train)``, ``n_test = round(S * test)``, val gets the rest;
-    the last training windows' targets overlap the first validation inputs.
+    ``n_train = round(S * train)``, ``n_test = round(S * test)``, val gets the rest
+    (train does when val's ratio is 0); the last training windows' targets overlap the
+    first validation inputs.
     A split with ratio 0 is empty; a split with a positive ratio but no complete window
     is an error.
     """
@@ -77,6 +78,8 @@ def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
     if overlap:
         n_train = int(round(S * ratios[0]))
         n_test = int(round(S * ratios[2]))
+        if ratios[1] == 0:  # what rounding leaves goes to train (its ratio is > 0)
+            n_train = S - n_test
         n_val = S - n_train - n_test
         if n_val < 0:  # rounding both up
             n_test += n_val
