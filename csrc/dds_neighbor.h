@@ -53,14 +53,17 @@ int dds_neighbor_sample(dds_store *store, const dds_tcsr *graph, const int64_t *
  * CSC's row order), read with each list (by load, or the eligible ranges of remote
  * lists in pieces: one batched dds_read per 32768 entries or 1024 lists, a longer list
  * alone); float32 weights are widened to double once per entry, so the draws are exactly
- * those of the same values stored as float64.  Entries of weight 0 are never taken;
- * with p positive-weight entries among node i's eligible ones: k < 0 or (without
- * REPLACE) p <= k takes all p, in list order; REPLACE takes k independent draws, each
- * entry with probability w / (sum of the eligible weights) (none when p == 0);
- * otherwise k distinct entries by Efraimidis-Spirakis: every positive entry gets the
- * key E / w (E exponential(1), from the stream of (seed, i, entry)), and the k smallest
- * keys are taken, in list order (the law of k successive draws without replacement,
- * each in proportion to the weights left).  flags: only REPLACE (DDS_EINVAL for LAST).
+ * those of the same values stored as float64.  The rule is pyg-lib's: with c eligible
+ * entries of node i, p of them of positive weight: k < 0, or k >= c without REPLACE,
+ * takes all c, in list order (the weights play no part, zeros included); REPLACE takes
+ * k independent draws, each entry with probability w / (sum of the eligible weights)
+ * (none when p == 0, where pyg-lib's multinomial raises); without REPLACE and p <= k
+ * < c, all p positive entries and k - p of the zero-weight ones, every such subset
+ * alike (pyg-lib's keys of weight 0 tie at -inf), in list order; otherwise k distinct
+ * entries by Efraimidis-Spirakis: every positive entry gets the key E / w (E
+ * exponential(1), from the stream of (seed, i, entry)), and the k smallest keys are
+ * taken, in list order (the law of k successive draws without replacement, each in
+ * proportion to the weights left).  flags: only REPLACE (DDS_EINVAL for LAST).
  * DDS_EINVAL when an eligible weight is negative, NaN or infinite (naming its CSC
  * row), or the entries taken exceed `cap`; nothing is counted as written then.
  * Outputs as dds_neighbor_sample. */

@@ -556,13 +556,13 @@ static inline double weight_at(const char *w, int64_t wb, int64_t p)
     return wb == 8 ? ((const double *)w)[p] : (double)((const float *)w)[p];
 }
 
-/* the entries a node with `pos` positive-weight eligible entries takes (see dds_neighbor.h) */
-static int64_t weighted_take(int64_t pos, int64_t k, int replace)
+/* the entries a node with c eligible entries, `pos` of positive weight, takes (see
+ * dds_neighbor.h: pyg-lib's rule) */
+static int64_t weighted_take(int64_t c, int64_t pos, int64_t k, int replace)
 {
-    if (pos == 0) return 0;
-    if (k < 0) return pos;
-    if (replace) return k;
-    return pos < k ? pos : k;
+    if (k < 0) return c;
+    if (replace) return pos ? k : 0;
+    return c < k ? c : k;
 }
 
 /* *pos = the positive weights among the c of a list (float32 or float64, wb bytes each)
@@ -669,7 +669,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
             if (rc == DDS_OK) rc = positive_weights(w, wb, cut[i], g->indptr[nodes[i]],
                                                     nodes[i], &pos);
             if (rc != DDS_OK) goto done;
-            total += weighted_take(pos, k, replace);  /* <= bound: no overflow */
+            total += weighted_take(cut[i], pos, k, replace);  /* <= bound: no overflow */
         }
         if (total > cap)
             return_error(DDS_EINVAL, "weighted neighbour sample: %lld entries taken, more "
@@ -701,7 +701,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         rc = reader_list(&wr, i, &wl);
         if (rc == DDS_OK) rc = positive_weights(wl, wb, c, start, nodes[i], &pos);
         if (rc != DDS_OK) goto done;
-        int64_t t = weighted_take(pos, k, replace);
+        int64_t t = weighted_take(c, pos, k, replace);
         if (t == 0) continue;
         if (t > cap - j)  /* (never: the entries were bounded or counted) */
             return_error(DDS_EINVAL, "weighted neighbour sample: more entries taken than "
@@ -722,10 +722,25 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         }
         struct stream st = stream_of(base, (uint64_t)i + 1);
         for (int64_t q = 0; q < t; q++) row[j + q] = i;
-        if (k < 0 || (!replace && pos <= k)) {
-            int64_t q = 0; /* every positive entry, in list order */
-            for (int64_t p = 0; p < c; p++)
-                if (w[p] > 0) take_pick(&tk, q++, p);
+        if (k < 0 || (!replace && t == c)) {  /* k < 0, or k >= c without: every entry */
+            for (int64_t p = 0; p < c; p++) take_pick(&tk, p, p);
+        } else if (!replace && pos <= t) {
+            /* every positive entry, and t - pos of the c - pos zero-weight ones, each
+             * subset alike (selection sampling: the z-th zero entry seen, with r still
+             * wanted of the zl left, is taken with probability r / zl), in list order */
+            int64_t q = 0, r = t - pos, zl = c - pos;
+            for (int64_t p = 0; p < c; p++) {
+                if (w[p] > 0) {
+                    take_pick(&tk, q++, p);
+                } else if (r > 0) {
+                    if (unit_closed(stream_word(&st, (uint64_t)p + 1)) * (double)zl <
+                            (double)r) {
+                        take_pick(&tk, q++, p);
+                        r--;
+                    }
+                    zl--;
+                }
+            }
         } else if (replace) {
             double tot = cumulate(w, c, scratch);
             for (int64_t q = 0; q < t; q++) {

@@ -1,8 +1,9 @@
 """Weighted neighbour sampling of ddstore.pyg (``weight_attr``): the program
 tests/mpi/pyg_weights.py in-process on one rank and in the shared MPI jobs of 2 and 3
 ranks (widths 1, 2 and 3; transports auto and rma): the laws with and without
-replacement by chi-square against brute force, zero weights never drawn, ``k`` at or
-above the positive-weight count, temporal and hetero with weights, bad weights refused
+replacement by chi-square against brute force, zero weights as pyg-lib takes them
+(never with replacement; without, a whole list for ``k`` at or above its length, and
+the fill of a list with fewer positive weights than ``k``), temporal and hetero with weights, bad weights refused
 on every rank naming the edge."""
 
 import numpy as np
@@ -52,15 +53,27 @@ def test_weights_core_refusals(store):
     r, nbr, eid = handle.sample_weighted(wvid, nodes, None, 2, 0, 1, 6)
     assert r.tolist() == [0, 0, 1, 1, 2, 2] and set(eid.tolist()) <= {0, 1, 3}
     assert (nbr == eid + 1).all()
-    # a capacity below what k could take (3 x 4) but not below what is taken (3 x 3
-    # positive weights): the entries are counted first, then drawn as with room
-    roomy = handle.sample_weighted(wvid, nodes, None, 5, 0, 1, 12)
-    exact = handle.sample_weighted(wvid, nodes, None, 5, 0, 1, 9)
+    # k = 5 >= the list's 4 without replacement: the whole list, its zero included
+    r, nbr, eid = handle.sample_weighted(wvid, nodes, None, 5, 0, 1, 12)
+    assert eid.tolist() == [0, 1, 2, 3] * 3
+    # with replacement a list whose weights are all 0 takes nothing: a capacity below
+    # what k could take (3 lists x 3) but not below what is taken (2 x 3): the entries
+    # are counted first, then drawn as with room
+    from torch_geometric.data import Data
+    data = Data(edge_index=torch.tensor([[1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 1, 1]]),
+                edge_weight=torch.tensor([1.0, 2.0, 0.0, 3.0, 0.0, 0.0],
+                                         dtype=torch.float64), num_nodes=7)
+    fs2, gs2 = dpyg.from_pyg(store, data, name="core2", weight_attr="edge_weight")
+    s2 = dpyg.NeighborSampler(gs2, [3], weight_attr="edge_weight")
+    c2, handle2 = s2._handle(None)
+    wvid2, mixed = s2._weight_vid(None, c2), np.array([0, 1, 0], dtype=np.int64)
+    roomy = handle2.sample_weighted(wvid2, mixed, None, 3, _core.NEIGHBOR_REPLACE, 1, 9)
+    exact = handle2.sample_weighted(wvid2, mixed, None, 3, _core.NEIGHBOR_REPLACE, 1, 6)
     assert all(a.tolist() == b.tolist() for a, b in zip(roomy, exact))
-    assert exact[0].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
-    with pytest.raises(DDStoreValueError, match="9 entries taken, more than the output "
-                                                "capacity 8"):
-        handle.sample_weighted(wvid, nodes, None, 5, 0, 1, 8)
+    assert exact[0].tolist() == [0, 0, 0, 2, 2, 2] and set(exact[2].tolist()) <= {0, 1, 3}
+    with pytest.raises(DDStoreValueError, match="6 entries taken, more than the output "
+                                                "capacity 5"):
+        handle2.sample_weighted(wvid2, mixed, None, 3, _core.NEIGHBOR_REPLACE, 1, 5)
     # a corrupt weight column (never made by a put): refused naming the row
     store.local_view(c.vars["w"])[1] = -4.0
     with pytest.raises(DDStoreValueError, match="CSC row 1 .* is -4"):
@@ -81,13 +94,44 @@ def test_weighted_replace_huge_weights(store):
     assert (((counts[keep] - exp[keep]) ** 2) / exp[keep]).sum() < 13.816, counts
 
 
-def test_all_zero_list_takes_nothing(store):
+def test_all_zero_list(store):
+    """pyg-lib's rule: with replacement a list of zero weights takes nothing (pyg-lib's
+    multinomial raises there); without, ``k`` at or above its length takes it whole,
+    and below, ``k`` of its entries, every choice alike."""
     from ddstore import pyg as dpyg
-    fs, gs = _one_list(store, [0.0, 0.0], "zeros")
-    for replace in (False, True):
-        s = dpyg.NeighborSampler(gs, [3], replace=replace, weight_attr="edge_weight")
-        out = s._sample(torch.zeros(4, dtype=torch.long))
-        assert out.edge.numel() == 0 and out.node.tolist() == [0, 0, 0, 0]
+    fs, gs = _one_list(store, [0.0, 0.0, 0.0], "zeros")
+    s = dpyg.NeighborSampler(gs, [3], replace=True, weight_attr="edge_weight")
+    out = s._sample(torch.zeros(4, dtype=torch.long))
+    assert out.edge.numel() == 0 and out.node.tolist() == [0, 0, 0, 0]
+    for k in (3, 4, -1):
+        s = dpyg.NeighborSampler(gs, [k], weight_attr="edge_weight")
+        out = s._sample(torch.zeros(1, dtype=torch.long))
+        assert out.edge.tolist() == [0, 1, 2]
+    s = dpyg.NeighborSampler(gs, [1], seed=5, weight_attr="edge_weight")
+    counts = np.bincount(s._sample(torch.zeros(3000, dtype=torch.long)).edge.numpy(),
+                         minlength=3)
+    assert ((counts - 1000.0) ** 2 / 1000.0).sum() < 13.816, counts  # chi2 0.999, df 2
+
+
+def test_fewer_positive_weights_than_k_fill_up_with_zeros(store):
+    """Without replacement, a list with ``p < k`` positive weights takes all ``p`` and
+    ``k - p`` of its zero-weight entries, each such subset alike (pyg-lib: the keys of
+    weight 0 tie); ``p == k`` takes exactly the positive ones; always in list order."""
+    from ddstore import pyg as dpyg
+    fs, gs = _one_list(store, [0.0, 5.0, 0.0, 0.0, 1.0], "fill")
+    trials = 3000
+    s = dpyg.NeighborSampler(gs, [2], seed=1, weight_attr="edge_weight")
+    e = s._sample(torch.zeros(trials, dtype=torch.long)).edge.numpy().reshape(trials, 2)
+    assert (e == [1, 4]).all()
+    for k, subsets in ((3, [(0, 1, 4), (1, 2, 4), (1, 3, 4)]),
+                       (4, [(0, 1, 2, 4), (0, 1, 3, 4), (1, 2, 3, 4)])):
+        s = dpyg.NeighborSampler(gs, [k], seed=k, weight_attr="edge_weight")
+        e = s._sample(torch.zeros(trials, dtype=torch.long)).edge.numpy().reshape(trials, k)
+        assert (np.diff(e, axis=1) > 0).all()  # distinct, in list order
+        got = [tuple(r) for r in e.tolist()]
+        assert set(got) == set(subsets), sorted(set(got))
+        counts = np.array([got.count(x) for x in subsets], float)
+        assert ((counts - trials / 3) ** 2 / (trials / 3)).sum() < 13.816, counts
 
 
 def test_without_replacement_law_longer_list(store):

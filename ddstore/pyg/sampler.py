@@ -341,14 +341,17 @@ class NeighborSampler(BaseSampler):
     **Weighted** (``weight_attr``, which must be the ``weight_attr`` the graph store was
     built with: ``GraphStore(store, name, weight_attr=...)``, the weights put as an edge
     attribute before the edges): an entry is drawn in proportion to its edge's weight,
-    and an edge of weight 0 is never drawn.  ``replace=True``: ``k`` independent draws,
-    each entry with probability ``w / sum(w)`` over the node's (eligible) list.
-    ``replace=False``: ``min(k, p)`` distinct entries (``p``: the positive-weight ones),
-    drawn as pyg-lib draws them (Efraimidis-Spirakis: the ``k`` smallest ``E / w``, ``E``
+    with pyg-lib's rule for what is taken.  ``k = -1``, or ``k`` at or above the list's
+    length without replacement: the whole (eligible) list, in list order, zero weights
+    included (the weights play no part).  ``replace=True``: ``k`` independent draws,
+    each entry with probability ``w / sum(w)`` over the node's (eligible) list, so
+    never one of weight 0 (a list whose weights are all 0 takes nothing, where
+    pyg-lib's multinomial raises).  ``replace=False``: ``k`` distinct entries drawn as
+    pyg-lib draws them (Efraimidis-Spirakis: the ``k`` smallest ``E / w``, ``E``
     exponential), which is the law of ``k`` successive draws without replacement, each
-    in proportion to the weights left; when ``p <= k`` (or ``k = -1``) every
-    positive-weight entry, in list order (pyg-lib then takes zero-weight edges too; we
-    never do).  A node whose list has no positive weight takes nothing.  Weighted
+    in proportion to the weights left; when the list has ``p <= k`` positive weights,
+    all ``p`` and ``k - p`` of its zero-weight entries, each such choice alike (pyg-lib's
+    keys of weight 0 tie), in list order.  Weighted
     temporal sampling draws among the eligible entries (pyg-lib refuses it);
     ``temporal_strategy="last"`` ignores weights, so it is refused with them.  Hetero:
     edge types without the attribute are sampled uniformly, as in PyG.  Costs one more

@@ -676,14 +676,23 @@ def c_temporal_pieces(width, transport, tag):
             pos = cut
             if weighted:  # the eligible entries of positive weight
                 pos = positive[indptr[nodes] + cut] - positive[indptr[nodes]]
-            take = pos if kk < 0 else (np.where(pos > 0, kk, 0)
+            # pyg-lib's rule: -1 (or k >= the eligible, without replacement) takes them
+            # all, zero weights included; with replacement only positive ones are drawn;
+            # without, a zero weight only once every positive one is in
+            take = cut if kk < 0 else (np.where(pos > 0, kk, 0)
                                        if flags == _core.NEIGHBOR_REPLACE
-                                       else np.minimum(pos, kk))
+                                       else np.minimum(cut, kk))
+            zeros_ok = True
+            if weighted and flags == _core.NEIGHBOR_REPLACE:
+                zeros_ok = bool((weight[ei] > 0).all())
+            elif weighted:
+                zeros_ok = np.array_equal(np.bincount(row[weight[ei] > 0],
+                                                      minlength=len(nodes)),
+                                          np.minimum(pos, take))
             ok = (np.array_equal(row, np.repeat(np.arange(len(nodes)), take)) and
                   np.array_equal(nb, src[ei]) and
                   bool((ei >= indptr[nodes[row]]).all()) and
-                  bool((ei < indptr[nodes[row]] + cut[row]).all()) and
-                  (not weighted or bool((weight[ei] > 0).all())))
+                  bool((ei < indptr[nodes[row]] + cut[row]).all()) and zeros_ok)
             check(ok, f"{what}: rows, ids or eligibility differ from the brute force")
             if ok and flags == _core.NEIGHBOR_LAST:  # each query's last take[i] entries
                 ends = np.repeat(indptr[nodes] + cut, take)

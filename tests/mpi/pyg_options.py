@@ -22,7 +22,8 @@ member's lists read with MPI_Get):
   edge is a stored edge ``(u -> v)`` with ``u`` the node drawn for (``row``) and ``v``
   the neighbour (``col``), ``e_id`` the id as put, ``min(k, outdeg)`` distinct per node
   and hop, ``[-1, -1]`` exactly the brute-force out-BFS (homogeneous, hetero with a dict
-  of fanouts), weighted (zero weights never drawn, also after ``put_edge_weights``),
+  of fanouts), weighted (``[-1]`` takes every edge, with replacement zero weights
+  never drawn, also after ``put_edge_weights``),
   features byte-equal; refusals (no out-lists, temporal); ``build_backward`` all or
   nothing (a failure on one rank in its last edge type leaves ``variables()`` as before);
   any exception reading the stored rows on one rank (OSError, RuntimeError, KeyError,
@@ -486,7 +487,8 @@ def homo_backward(store, data, tag):
                 seen |= frontier
             check(set(e.tolist()) == taken and set(b.n_id.tolist()) == seen,
                   f"{what}: edges/nodes differ from the brute-force out-BFS")
-    # weighted: edges of weight 0 never drawn, with weights at put and put_edge_weights
+    # weighted, with weights at put and put_edge_weights: [-1, -1] takes every out-edge
+    # (pyg-lib's rule: the weights play no part); with replacement never one of weight 0
     w = (torch.arange(E) % 3).double()  # every third edge weight 0
     for late in (False, True):
         name = f"bww{int(late)}"
@@ -501,14 +503,22 @@ def homo_backward(store, data, tag):
         b = backward_batch(wgs, wfs, [-1, -1], seeds, weight_attr="w", seed=3)
         what = f"{tag} weighted backward (weights {'after' if late else 'at put'})"
         ids = b.e_id.tolist()
-        check(ids and all(int(w[x]) != 0 for x in ids), f"{what}: a zero weight drawn")
-        taken, frontier, seen = set(), set(seeds.tolist()), set(seeds.tolist())
-        for _ in range(2):
-            got = {x for x in range(E) if src[x] in frontier and w[x] > 0}
-            taken |= got
-            frontier = {dst[x] for x in got} - seen
-            seen |= frontier
-        check(set(ids) == taken, f"{what}: edges differ from brute force")
+        reach = {}
+        for positive in (False, True):  # the 2-hop out-BFS, over the positive edges or all
+            taken, frontier, seen = set(), set(seeds.tolist()), set(seeds.tolist())
+            for _ in range(2):
+                got = {x for x in range(E) if src[x] in frontier and
+                       (w[x] > 0 or not positive)}
+                taken |= got
+                frontier = {dst[x] for x in got} - seen
+                seen |= frontier
+            reach[positive] = taken
+        check(set(ids) == reach[False], f"{what}: [-1, -1] edges differ from brute force")
+        r = backward_batch(wgs, wfs, [3, 3], seeds, weight_attr="w", seed=3, replace=True)
+        ids = set(r.e_id.tolist())
+        check(ids and all(int(w[x]) != 0 for x in ids) and ids <= reach[True],
+              f"{what}: with replacement, a zero weight drawn or an edge off the "
+              f"positive-weight BFS")
         before = store.variables()
         wgs.remove_edge_index(None, "coo")
         gone = set(before) - set(store.variables())

@@ -25,7 +25,8 @@ tests/test_pyg_replace.py.
   dtypes) against ``MyGraphStore``, also through PyG's ``coo()`` / ``csr()`` /
   ``csc()``; ``put_edge_range`` reads back int64;
 - a graph store with times and weights: the replacement reads the feature store's new
-  times and weights (temporal weighted [-1] hops are exactly the new eligible edges);
+  times and weights (temporal weighted [-1] hops are exactly the new eligible edges,
+  draws with replacement only new positive-weight ones);
 - a checkpoint of a replaced edge type (names ``coo~1``, int32) restores and reopens
   with the same edges, dtypes and sampled batches.
 """
@@ -267,19 +268,24 @@ def _(t):
         for attr in ("edge_time", "edge_weight"):  # the new edges' times and weights
             fs.put_tensor(getattr(d2, attr), group_name=dpyg.EDGES, attr_name=attr)
         gs.put_edge_index(d2.edge_index, edge_type=None, layout="coo", size=(N, N))
-        s = dpyg.NeighborSampler(gs, [-1], time_attr="edge_time",
-                                 weight_attr="edge_weight")
-        out = s.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds, time=times))
         dst, w, tm = d2.edge_index[1], d2.edge_weight, d2.edge_time
-        bad = []
-        for i in range(N):  # exactly the new eligible positive-weight in-edges
-            want = sorted(((dst == i) & (w > 0) & (tm <= times[i])).nonzero()
-                          .view(-1).tolist())
-            got = sorted(out.edge[out.node[out.col] == i].tolist())
-            if got != want:
-                bad.append((i, got, want))
-        check(not bad, f"temporal weighted [-1] of the new edges differs: {bad[:3]}")
-        check(out.edge.numel() > 0, "nothing sampled")
+        # [-1]: exactly the new eligible in-edges (the new times); [3] with replacement:
+        # 3 draws among the new eligible positive-weight ones (the new weights), or none
+        for nn, replace in (([-1], False), ([3], True)):
+            s = dpyg.NeighborSampler(gs, nn, time_attr="edge_time", replace=replace,
+                                     weight_attr="edge_weight", seed=1)
+            out = s.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds,
+                                                       time=times))
+            bad = []
+            for i in range(N):
+                eligible = (dst == i) & (tm <= times[i]) & ((w > 0) if replace else True)
+                want = sorted(eligible.nonzero().view(-1).tolist())
+                got = sorted(out.edge[out.node[out.col] == i].tolist())
+                if (not replace and got != want) or (replace and (
+                        not set(got) <= set(want) or len(got) != (3 if want else 0))):
+                    bad.append((i, got, want))
+            check(not bad, f"temporal weighted {nn} of the new edges differs: {bad[:3]}")
+            check(out.edge.numel() > 0, f"{nn}: nothing sampled")
         got = gs.get_edge_index(None, "coo")
         check(torch.equal(got[0], d2.edge_index[0]) and torch.equal(got[1], d2.edge_index[1]),
               "the new edges as put")

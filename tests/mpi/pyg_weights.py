@@ -12,9 +12,10 @@ other member's rows and weights read with MPI_Get), the graph put by the quick p
   replacement the draws' counts against ``k * T * w / sum(w)``; without replacement the
   drawn 2-subsets' counts against their exact probabilities under successive draws
   without replacement in proportion to the weights left, enumerated by brute force;
-- zero weights: never drawn, in any batch of ``NeighborLoader`` (fanouts with and
-  without replacement); ``k = -1`` and ``k >= positives`` without replacement take
-  exactly the positive-weight edges of every list, each once;
+- zero weights, pyg-lib's rule: never drawn with replacement; without, ``k = -1`` and
+  ``k >=`` a list's length take the whole list, each edge once, and a list with fewer
+  than ``k`` positive weights takes them all and fills up with zero-weight edges (in
+  every batch of ``NeighborLoader`` too);
 - temporal (edge-level time) + weighted: only eligible (``t <= seed time``) positive
   edges, with the law among the eligible ones (chi-square, both modes);
 - hetero + weighted: the weighted edge type follows its law, the type without the
@@ -159,20 +160,22 @@ def zeros_and_all(data, fs, gs, tag):
     w = data.edge_weight
     positive = {v: sorted(((dst == v) & (w > 0)).nonzero().view(-1).tolist())
                 for v in range(N)}
-    for k in (-1, 50, 6, 5):
+    listed = {v: sorted((dst == v).nonzero().view(-1).tolist()) for v in range(N)}
+    for k in (-1, 50, 6, 5, 3):
         s = dpyg.NeighborSampler(gs, [k], seed=3, weight_attr="edge_weight")
         out = s._sample(torch.arange(N))
         got = {v: [] for v in range(N)}
         for e, c in zip(out.edge.tolist(), out.col.tolist()):
             got[int(out.node[c])].append(e)
         for v in range(N):
-            want = positive[v] if k < 0 or len(positive[v]) <= k else None
-            if want is not None:
-                check(sorted(got[v]) == want, f"{tag} k={k} node {v}: {sorted(got[v])} "
-                                              f"!= the positive-weight edges {want}")
-            else:
-                check(len(got[v]) == k and len(set(got[v])) == k and
-                      set(got[v]) <= set(positive[v]), f"{tag} k={k} node {v}: {got[v]}")
+            g = sorted(got[v])
+            if k < 0 or len(listed[v]) <= k:
+                check(g == listed[v], f"{tag} k={k} node {v}: {g} != its whole list "
+                                      f"{listed[v]}")
+            else:  # k distinct of its list; every positive one when they are <= k
+                check(len(set(g)) == k and set(g) <= set(listed[v]) and (
+                    set(positive[v]) <= set(g) if len(positive[v]) <= k else
+                    set(g) <= set(positive[v])), f"{tag} k={k} node {v}: {g}")
     for replace in (False, True):
         s = dpyg.NeighborSampler(gs, [4, 3], replace=replace, seed=4,
                                  weight_attr="edge_weight")
@@ -183,17 +186,21 @@ def zeros_and_all(data, fs, gs, tag):
             what = f"{tag} loader replace={replace}"
             e = b.e_id
             drawn += e.numel()
-            check(bool((w[e] > 0).all()), f"{what}: zero-weight edges drawn "
-                                          f"{e[w[e] == 0].tolist()}")
             check(torch.equal(b.n_id[b.edge_index[0]], src[e]) and
                   torch.equal(b.n_id[b.edge_index[1]], dst[e]), f"{what}: wrong edges")
-            if replace:
-                ne = b.num_sampled_edges[0]
-                tgt = b.edge_index[1][:ne]
-                for v in range(b.num_sampled_nodes[0]):
-                    n_pos = len(positive[int(b.n_id[v])])
-                    check(int((tgt == v).sum()) == (4 if n_pos else 0),
-                          f"{what}: seed {int(b.n_id[v])} took {int((tgt == v).sum())}")
+            ne = b.num_sampled_edges[0]
+            tgt, took_e = b.edge_index[1][:ne], e[:ne]
+            for v in range(b.num_sampled_nodes[0]):  # each seed's first hop
+                node, mine = int(b.n_id[v]), took_e[tgt == v]
+                n_pos, n_all = len(positive[node]), len(listed[node])
+                if replace:  # k draws among the positive weights, never a zero
+                    ok = mine.numel() == (4 if n_pos else 0) and bool((w[mine] > 0).all())
+                else:  # min(k, list) distinct; a zero only once the positives are in
+                    ok = (mine.numel() == min(4, n_all) == len(set(mine.tolist())) and
+                          (bool((w[mine] > 0).all()) or
+                           set(positive[node]) <= set(mine.tolist())))
+                check(ok, f"{what}: seed {node} took edges {mine.tolist()} (weights "
+                          f"{w[mine].tolist()}; {n_pos} positive of {n_all})")
         check(drawn > 0, f"{tag}: nothing drawn")
 
 
@@ -211,14 +218,14 @@ def temporal(store, data, tag, rangewise):
         check(out.edge.numel() == 2 * TRIALS, f"{what}: {out.edge.numel()} edges")
         if out.edge.numel() == 2 * TRIALS:
             check_law(out.edge.numpy().reshape(TRIALS, 2), 0, W0[:4], 2, replace, what)
-    # every list: -1 takes exactly the eligible positive-weight edges
+    # every list: -1 takes exactly the eligible edges, zero weights included
     seeds = torch.arange(N)
     times = torch.randint(0, 20, (N,), generator=torch.Generator().manual_seed(2)).double()
     s = dpyg.NeighborSampler(gs, [-1], seed=5, time_attr="edge_time",
                              weight_attr="edge_weight")
     out = s._sample(seeds, seed_time=times)
     for i in range(N):
-        want = sorted(((dst == i) & (w > 0) & (t <= times[i])).nonzero().view(-1).tolist())
+        want = sorted(((dst == i) & (t <= times[i])).nonzero().view(-1).tolist())
         got = sorted(out.edge[out.node[out.col] == i].tolist()) if out.edge.numel() else []
         check(got == want, f"{tag} temporal -1 seed {i}: {got} != {want}")
     expect_error(DDStoreValueError, ["temporal_strategy='last'"], dpyg.NeighborSampler,
@@ -406,11 +413,13 @@ def held_once(store, data, tag, rangewise):
     loader.transform = None
     src, dst = data.edge_index
     w = data.edge_weight
-    for b in loader:
-        check(bool((w[b.e_id] > 0).all()) and torch.equal(b.n_id[b.edge_index[0]],
-                                                          src[b.e_id]) and
+    drawn = 0
+    for b in loader:  # (what zero weights may be drawn: zeros_and_all)
+        drawn += int((w[b.e_id] > 0).sum())
+        check(torch.equal(b.n_id[b.edge_index[0]], src[b.e_id]) and
               torch.equal(b.n_id[b.edge_index[1]], dst[b.e_id]),
-              f"{tag} held once: a batch with wrong or zero-weight edges")
+              f"{tag} held once: a batch with wrong edges")
+    check(drawn > 0, f"{tag} held once: no positive-weight edge drawn")
     gs.remove_edge_index(edge_type=None, layout="coo")
     ref_gs.remove_edge_index(edge_type=None, layout="coo")
 
