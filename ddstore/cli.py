@@ -2,9 +2,30 @@
 refuse a value out of range with argparse's own error (exit code 2, the option named),
 before anything is built or any rank waits for another."""
 import argparse
+import copy
 import os
 
-__all__ = ["at_least", "int_list", "check_windows", "seed", "SEED_MAX", "output_dir"]
+__all__ = ["at_least", "int_list", "check_windows", "seed", "SEED_MAX", "output_dir",
+           "HelpFormatter"]
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` of the examples and benchmarks: every option says its default, those
+    without a help text too, and a help text that already names its default is left as
+    it is (no second "(default: ...)")."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "(default" in text:
+            return text
+        return super()._get_help_string(action)
+
+    def _format_action(self, action):
+        if not action.help and action.option_strings and action.nargs != 0 and \
+                action.default is not argparse.SUPPRESS:
+            action = copy.copy(action)
+            action.help = "(default: %(default)s)"
+        return super()._format_action(action)
 
 
 def at_least(least, kind=int, above=False, most=None):

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-from ddstore.cli import at_least, seed
+from ddstore.cli import HelpFormatter, at_least, seed
 
 __all__ = ["GraphGRUCell", "example_parser", "bundled", "train_epoch", "split_mae"]
 
@@ -35,9 +35,9 @@ def example_parser(doc, data_help, batch_size):
     ``--batch-size`` (per rank; default ``batch_size``), ``--hidden``, ``--lr``,
     ``--width`` (of the store) and ``--seed``."""
     p = argparse.ArgumentParser(description=doc.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--data", help=data_help)
-    p.add_argument("--epochs", type=at_least(1), default=20)
+    p.add_argument("--epochs", type=at_least(1), default=20, help="training epochs")
     p.add_argument("--batch-size", type=at_least(1), default=batch_size, help="per rank")
     p.add_argument("--hidden", type=at_least(1), default=32)
     p.add_argument("--lr", type=at_least(0, float, above=True), default=0.01)
@@ -101,6 +101,11 @@ class GraphGRUCell(nn.Module):
 if __name__ == "__main__":
     # A self-check of the cell alone (no store, no MPI; every rank runs it on its own):
     # learn to output the previous step's signal on a 6-node ring.
+    argparse.ArgumentParser(description="The graph-GRU cell and helpers shared by the "
+                            "spatiotemporal examples; run alone, a self-check of the cell "
+                            "(no store, no MPI): it learns to output the previous step's "
+                            "signal on a 6-node ring and prints its loss before and after "
+                            "15 steps.").parse_args()
     torch.manual_seed(0)
     ring = torch.arange(6)
     edge_index = torch.stack([torch.cat([ring, (ring + 1) % 6]),

@@ -27,7 +27,7 @@ What it does:
   gradients of a 3-layer GraphSAGE (mean aggregation) are averaged by
   ``DistributedDataParallel`` over gloo.  Beside it, on the same batches, an MLP on the
   seed nodes' own features alone is trained (the "features only" baseline);
-- at the end, accuracy on (a sample of ``--eval-nodes`` nodes of) each split, for
+- at the end, accuracy on (an even sample of at most ``--eval-nodes`` nodes of) each split, for
   GraphSAGE, the MLP and the majority class of the training labels.
 
 On a GPU and reading ahead (issue 44)::
@@ -61,7 +61,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import pyg as dpyg
-from ddstore.cli import at_least, int_list, seed
+from ddstore.cli import HelpFormatter, at_least, int_list, seed
 from ddstore.distributed import init_torch_distributed
 from ddstore.pyg import load_npy, load_ogb, load_synthetic
 
@@ -69,7 +69,7 @@ from ddstore.pyg import load_npy, load_ogb, load_synthetic
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="GraphSAGE over a DDStore with PyG's "
                                             "NeighborLoader",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--ogb", default=None, metavar="DIR",
                      help="OGB node-property dataset directory (raw/, split/)")
@@ -90,7 +90,8 @@ def parse_args(argv=None):
     p.add_argument("--max-batches", type=at_least(0), default=0,
                    help="per epoch and rank; 0 = all")
     p.add_argument("--eval-nodes", type=at_least(0), default=20000,
-                   help="nodes evaluated per split (an even sample); 0 = all")
+                   help="at most this many nodes evaluated per split (an even sample: "
+                        "every ceil(n / limit)-th node); 0 = all")
     p.add_argument("--lr", type=at_least(0, float, above=True), default=3e-3)
     p.add_argument("--dropout", type=at_least(0, float), default=0.2)
     p.add_argument("--seed", type=seed(), default=0)

@@ -56,12 +56,12 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.cli import at_least, output_dir, seed
+from ddstore.cli import HelpFormatter, at_least, output_dir, seed
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--num-samples", type=at_least(1), default=4000, help="Ising graphs in total")
     p.add_argument("--epochs", type=at_least(0), default=6)
     p.add_argument("--batch-size", type=at_least(1), default=32, help="graphs per rank per step")

@@ -36,13 +36,13 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import temporal as tg
-from ddstore.cli import at_least, int_list, seed
+from ddstore.cli import HelpFormatter, at_least, int_list, seed
 from ddstore.distributed import init_torch_distributed
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="TGAT-style link prediction over a DDStore",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--data", default=None, help="TGL-format directory (edges.csv, ...)")
     p.add_argument("--num-nodes", type=at_least(2), default=1000)
     p.add_argument("--num-edges", type=at_least(1), default=30_000)

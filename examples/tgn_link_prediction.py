@@ -75,7 +75,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ddstore
-from ddstore.cli import at_least, output_dir
+from ddstore.cli import HelpFormatter, at_least, output_dir
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
@@ -87,7 +87,7 @@ MODELS = ("tgn", "jodie", "apan")
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="TGN / JODIE / APAN link prediction with the "
                                             "node memory in a DDStore",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--model", default="tgn", choices=MODELS)
     p.add_argument("--jodie", default=None, metavar="PATH",
                    help="JODIE CSV (user,item,timestamp,state_label,features...)")

@@ -203,3 +203,32 @@ def test_benchmarks_refuse_sizes_out_of_range(command, args, words, capsys):
     used to end in an IndexError, a ZeroDivisionError or a store error deep inside."""
     from ddstore.__main__ import main
     assert words in argparse_exit(capsys, 2, main, [command] + args)[1]
+
+
+def test_help_formatter_states_every_default():
+    """``ddstore.cli.HelpFormatter`` (the examples' and benchmarks' ``--help``): an option
+    without a help text still says its default, one whose help names its default says
+    it once, flags and ``-h`` are left alone; every example and benchmark parser uses it
+    (read from the sources: no example is imported)."""
+    import argparse
+    from ddstore.cli import HelpFormatter
+    p = argparse.ArgumentParser(prog="x", formatter_class=HelpFormatter)
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--data", default=None, help="a file (default: the bundled one)")
+    p.add_argument("--lr", type=float, default=0.01, help="step size")
+    p.add_argument("--quiet", action="store_true")
+    text = " ".join(p.format_help().split())
+    assert "--epochs EPOCHS (default: 20)" in text
+    assert "--data DATA a file (default: the bundled one)" in text
+    assert text.count("(default") == 3 and "--lr LR step size (default: 0.01)" in text
+    assert text.endswith("--quiet")  # a flag: no default to say
+    root = os.path.join(os.path.dirname(BENCH_DIR), "..")
+    sources = [os.path.join(root, "examples", f) for f in os.listdir(
+        os.path.join(root, "examples")) if f.endswith(".py")]
+    sources += [os.path.join(BENCH_DIR, f) for f in os.listdir(BENCH_DIR)
+                if f.endswith(".py")]
+    for path in sources:
+        src = open(path).read()
+        assert set(re.findall(r"formatter_class=(\w+)", src)) <= {"HelpFormatter"}, path
+        if "ArgumentParser(" in src:
+            assert "formatter_class=HelpFormatter" in src, path

@@ -19,6 +19,8 @@ import platform
 import shlex
 import sys
 
+from ..cli import HelpFormatter
+
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
            "ratio", "ratio_text", "rma_counts", "traffic", "traffic_text", "log", "Items"]
@@ -38,7 +40,7 @@ def parser(name, prog=None, description=None, out="bench_results", batch_size=No
     ``--transports`` (default ``auto,rma``)."""
     p = ArgumentParser(prog=prog or f"python -m ddstore.bench.{name}",
                        description=description,
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=HelpFormatter)
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
     p.add_argument("--out", default=out, help=(
         f"JSON path, or a directory to write {name}_n<ranks>.json in (default "

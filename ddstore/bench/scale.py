@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 from ddstore.bench import ArgumentParser, plural, write_report
-from ddstore.cli import at_least
+from ddstore.cli import HelpFormatter, at_least
 
 from .memory import MemoryWatch, node_available
 
@@ -146,10 +146,10 @@ def write_pems_npy(path, steps, nodes, features, seed=0, progress=True):
 def _args(argv, prog=None):
     p = ArgumentParser(prog=prog or "python -m ddstore.bench.scale",
                        description="ddstore scale benchmarks",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     sub = p.add_subparsers(dest="what", required=True)
     s = sub.add_parser("series", help="a PeMS-sized series in a WindowDataset",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=HelpFormatter)
     s.add_argument("--path", default="/tmp/ddstore_scale/pems.npy",
                    help="the .npy file (written once if missing)")
     s.add_argument("--steps", type=at_least(1), default=PEMS_STEPS)
@@ -172,7 +172,7 @@ def _args(argv, prog=None):
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", default="bench_results")
     g = sub.add_parser("graphs", help="Ising graphs from ADIOS2 in a GraphDataset",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=HelpFormatter)
     g.add_argument("--path", default="/tmp/ddstore_scale/ising.bp")
     g.add_argument("--graphs", type=at_least(1), default=1000000)
     g.add_argument("--batch-size", type=at_least(1), default=64)
