@@ -89,6 +89,7 @@ static void destroy_store(dds_store *s, int mpi_usable)
     }
     free(s->node_rank);
     free(s->member_off);
+    if (s->gone) munmap((void *)s->gone, sizeof(int));
     free(s);
 }
 
@@ -153,6 +154,9 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
     s->progress_comm = MPI_COMM_NULL;
     s->transport = transport;
     atomic_init(&s->nvars, 0);
+    void *gone = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                      -1, 0);
+    s->gone = gone == MAP_FAILED ? NULL : gone;  /* (zeroed) */
 
     /* a failure here is this rank's alone: there is no communicator to agree over yet */
     rc = MPI_Comm_dup(*comm, &s->comm);
@@ -282,7 +286,9 @@ int dds_free(dds_store **store)
     int finalized = 0;
     if (!dds_forked()) MPI_Finalized(&finalized);
     /* a forked process releases its copy of the memory only: the windows are the
-     * parent's, and MPI may not be called here */
+     * parent's, and MPI may not be called here; the parent tells its forked processes
+     * that the store is gone (they read it no more) */
+    if (!dds_forked() && (*store)->gone) *(*store)->gone = 1;
     destroy_store(*store, !finalized && !dds_forked());
     *store = NULL;
     return DDS_OK;

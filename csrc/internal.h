@@ -73,6 +73,11 @@ struct dds_store {
      * release store of nvars; readers load nvars with acquire */
     atomic_int nvars;
     struct dds_var *var_blocks[DDS_VAR_BLOCKS];
+    /* one int on a shared anonymous page, set to 1 by dds_free in the process that made
+     * the store: a process forked from it (a DataLoader worker kept alive) reads its
+     * copy of the store's memory by load, and this tells it the store is gone; NULL
+     * when the page could not be mapped */
+    volatile int *gone;
 };
 
 /* Stop and join the store's progress agent if it runs (csrc/progress.c); local. */

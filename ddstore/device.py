@@ -64,7 +64,6 @@ import numpy as np
 import torch
 
 from .errors import DDStoreValueError
-from ._checks import is_int
 from .prefetch import WrappedLoader
 
 __all__ = ["DevicePrefetcher", "StagingPool", "StagedReads", "device_loader"]
@@ -221,13 +220,24 @@ class _Staged:
         self.batch, self.where, self.slot = batch, where, slot
 
 
+def _numpy_leaf(a):
+    """A numpy leaf as a CPU tensor of its values and shape (0-d stays 0-d; another byte
+    order becomes the machine's), or None for what torch does not hold (strings,
+    objects: passed through as they are)."""
+    if a.dtype.kind not in "biufc":
+        return None
+    c = np.ascontiguousarray(a).reshape(a.shape)  # (ascontiguousarray makes 0-d 1-d)
+    if not c.dtype.isnative:
+        c = c.astype(c.dtype.newbyteorder("="))
+    return torch.from_numpy(c)
+
+
 def _stage(batch, slot):
     """Copy every tensor leaf of ``batch`` that is not in ``slot`` already into it."""
     where = []
     for t in _leaves(batch):
         if isinstance(t, np.ndarray):
-            t = torch.from_numpy(np.ascontiguousarray(t)) if t.dtype.kind in "biufc" \
-                else None
+            t = _numpy_leaf(t)
         if t is None or t.layout != torch.strided or t.device.type != "cpu":
             where.append(None)
             continue
@@ -286,9 +296,10 @@ class _DeviceIter:
         self._stream = torch.cuda.Stream(device=self._device) if self._cuda else None
         gen = _stage_all(host_iter, self.pool)
         self._thread = None
+        self._returned = 0  # batches handed to the caller
         if depth > 0:
-            from .prefetch import PrefetchIter
-            self._thread = PrefetchIter(gen, depth)
+            from .prefetch import PrefetchIter, draw_counter
+            self._thread = PrefetchIter(gen, depth, draw_counter(owner.loader))
             self._source = self._thread
         else:
             self._source = gen
@@ -351,6 +362,7 @@ class _DeviceIter:
             if current is None:
                 raise StopIteration
             raise current
+        self._returned += 1
         if self._overlap:
             self._ahead = self._copy_next()  # overlaps the caller's step on `current`
         batch, event, buffers = current
@@ -362,10 +374,11 @@ class _DeviceIter:
         return batch
 
     def close(self):
-        """Stop reading ahead and join the thread (the reads in flight finish)."""
+        """Stop reading ahead and join the thread (the reads in flight finish; a
+        sampler's draws are set back to the end of the batches returned)."""
         self._ahead = None
         if self._thread is not None:
-            self._thread.close()
+            self._thread.close(taken=self._returned)
             self._thread = None
 
     def __del__(self):
@@ -441,11 +454,8 @@ class DevicePrefetcher(WrappedLoader):
 
     def __init__(self, iterable, device, prefetch=2, store=None):
         self.device = check_device(device, "DevicePrefetcher")
-        if not is_int(prefetch) or prefetch < 0:
-            raise DDStoreValueError(f"DevicePrefetcher: prefetch={prefetch!r} must be an "
-                                    f"integer >= 0 (batches read ahead; 0 = none)")
         from .prefetch import store_of, check_prefetch, prefetch_depth
-        prefetch = check_prefetch(int(prefetch), getattr(iterable, "num_workers", 0),
+        prefetch = check_prefetch(prefetch, getattr(iterable, "num_workers", 0),
                                   "DevicePrefetcher")
         store = store if store is not None else store_of(iterable)
         if store is not None:
@@ -468,11 +478,11 @@ def device_loader(loader, device=None, prefetch=0, store=None, what="loader"):
     :class:`ddstore.prefetch.PrefetchLoader`: the read-ahead thread alone); with a
     ``device`` (``"cpu"`` included, which runs the staging on the host), a
     :class:`DevicePrefetcher`."""
+    from .prefetch import PrefetchLoader, store_of, check_prefetch, prefetch_depth
+    prefetch = check_prefetch(prefetch, getattr(loader, "num_workers", 0), what)
     if device is None:
         if not prefetch:
             return loader
-        from .prefetch import PrefetchLoader, store_of, check_prefetch, prefetch_depth
-        prefetch = check_prefetch(prefetch, getattr(loader, "num_workers", 0), what)
         store = store if store is not None else store_of(loader)
         return PrefetchLoader(loader, prefetch if store is None else
                               prefetch_depth(store, prefetch, what))

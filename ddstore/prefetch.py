@@ -31,7 +31,9 @@ stay right).
 Ending early: leaving a ``for`` loop over a prefetching loader (``break``, an exception)
 drops its iterator, which waits for the reads in flight (at most ``k``) before it goes, so
 the store can be freed right after the loop.  ``close()`` on the iterator does the same
-explicitly.  An iterator kept alive is safe too: freeing the store or removing a variable
+explicitly.  A seeded ddstore ``NeighborSampler`` behind the loader gets back the draws
+of the batches made ahead and dropped (its ``draws``), so the next epoch is the one the
+plain loader gives after the same ``break``.  ``k`` is at most :data:`MAX_PREFETCH`.  An iterator kept alive is safe too: freeing the store or removing a variable
 waits for the batch being made (:mod:`ddstore._readers`), and the batches after it raise
 (:class:`~ddstore.errors.DDStoreStateError` for a freed store) in their turn.
 """
@@ -44,19 +46,24 @@ from ._checks import is_int
 from ._readers import reading
 
 __all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "epoch_samplers",
-           "prefetch", "prefetch_depth"]
+           "prefetch", "prefetch_depth", "MAX_PREFETCH", "draw_counter"]
 
 
 class PrefetchWarning(RuntimeWarning):
     """Prefetch was asked for but the MPI thread level cannot support it: no prefetch."""
 
 
+MAX_PREFETCH = 1024  # batches read ahead at most (each is held until it is taken)
+
+
 def check_prefetch(prefetch, num_workers=0, what="loader"):
-    """Validate ``prefetch`` (an integer >= 0) against ``num_workers`` (must be 0 with
-    prefetch: worker processes cannot use the MPI windows); returns it as int."""
-    if not is_int(prefetch) or prefetch < 0:
-        raise DDStoreValueError(f"{what}: prefetch={prefetch!r} must be an integer >= 0 "
-                                f"(batches read ahead in a background thread; 0 = off)")
+    """Validate ``prefetch`` (an integer in ``[0, MAX_PREFETCH]``) against
+    ``num_workers`` (must be 0 with prefetch: worker processes cannot use the MPI
+    windows); returns it as int."""
+    if not is_int(prefetch) or not 0 <= prefetch <= MAX_PREFETCH:
+        raise DDStoreValueError(f"{what}: prefetch={prefetch!r} must be an integer in "
+                                f"[0, {MAX_PREFETCH}] (batches read ahead in a background "
+                                f"thread; 0 = off)")
     if prefetch and num_workers:
         raise DDStoreValueError(f"{what}: prefetch={prefetch} cannot be combined with "
                                 f"num_workers={num_workers!r}: DataLoader worker processes "
@@ -93,26 +100,47 @@ def prefetch_depth(store, prefetch, what="loader"):
     return 0
 
 
-def _step(iterator):
-    """One batch from ``iterator`` in the background thread: ``(ended, batch)``.
-    A module function so that the thread holds no reference to the prefetch iterator.
-    Made inside :func:`ddstore._readers.reading`: a free or a removal of a variable by
-    the caller's thread waits for it, and the batches after find what it removed gone."""
+def draw_counter(loader):
+    """The sampler of ``loader`` whose draws a read-ahead must give back when the caller
+    stops early (a ddstore :class:`~ddstore.pyg.NeighborSampler`: its ``draws``), or
+    None."""
+    for owner in (getattr(loader, "node_sampler", None),
+                  getattr(loader, "link_sampler", None)):
+        if owner is not None and hasattr(type(owner), "draws"):
+            return owner
+    return None
+
+
+def _step(iterator, counter):
+    """One batch from ``iterator`` in the background thread: ``(ended, batch, draws)``,
+    ``draws`` the sampler's count before the batch (``counter``'s, or None).  A module
+    function so that the thread holds no reference to the prefetch iterator.  Made inside
+    :func:`ddstore._readers.reading`: a free or a removal of a variable by the caller's
+    thread waits for it, and the batches after find what it removed gone."""
+    draws = None if counter is None else counter.draws
     try:
         with reading():
-            return False, next(iterator)
+            return False, next(iterator), draws
     except StopIteration:
-        return True, None
+        return True, None, draws
 
 
 class PrefetchIter:
-    def __init__(self, iterator, depth):
+    """Up to ``depth`` batches of ``iterator`` made ahead by one background thread.
+    ``counter``: the sampler whose draws the batches make (:func:`draw_counter`): when
+    the iteration is closed before its end, its ``draws`` are set back to where the
+    batches the caller took end, so the batches made ahead and dropped leave no trace
+    (the next epoch is the plain loader's, batch for batch)."""
+
+    def __init__(self, iterator, depth, counter=None):
         self._it = iterator
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="ddstore-prefetch")
         self._pending = collections.deque()
-        self._ended = False
+        self._counter = counter
+        self._taken = 0  # batches handed to the caller
+        self._handed = collections.deque(maxlen=2)  # their draws before each (the last)
         for _ in range(depth):
-            self._pending.append(self._pool.submit(_step, self._it))
+            self._pending.append(self._pool.submit(_step, self._it, counter))
 
     def __iter__(self):
         return self
@@ -122,24 +150,41 @@ class PrefetchIter:
             raise StopIteration
         future = self._pending.popleft()
         try:
-            ended, batch = future.result()
+            ended, batch, draws = future.result()
         except BaseException:
             self.close()  # the error ends the iteration; no read is left running
             raise
         if ended:
+            self._counter = None  # the whole epoch was taken: nothing to give back
             self.close()
             raise StopIteration
-        self._pending.append(self._pool.submit(_step, self._it))
+        self._pending.append(self._pool.submit(_step, self._it, self._counter))
+        self._taken += 1
+        self._handed.append(draws)
         return batch
 
-    def close(self):
-        """Stop prefetching: cancel queued batches and wait for the read in flight."""
+    def close(self, taken=None):
+        """Stop prefetching: cancel queued batches and wait for the read in flight.
+        ``taken``: how many of the batches handed out the caller used (default: all;
+        :class:`~ddstore.device.DevicePrefetcher` holds one more); the sampler's draws
+        are set back to the count before the first batch it did not use."""
         pool = self._pool
         if pool is None:
             return
         self._pool = None
-        self._pending.clear()
+        pending, self._pending = list(self._pending), collections.deque()
         pool.shutdown(wait=True, cancel_futures=True)
+        counter, self._counter = self._counter, None
+        if counter is None:
+            return
+        unused = 0 if taken is None else self._taken - taken
+        if 0 < unused <= len(self._handed):  # handed out, not used: the first of them
+            counter.draws = self._handed[-unused]
+            return
+        made = [f.result()[2] for f in pending
+                if f.done() and not f.cancelled() and f.exception() is None]
+        if made:  # made ahead and dropped: back to before the first
+            counter.draws = made[0]
 
     def __del__(self):
         try:
@@ -206,21 +251,29 @@ class PrefetchLoader(WrappedLoader):
     def __iter__(self):
         if self.depth <= 0:
             return iter(self.loader)
-        return PrefetchIter(iter(self.loader), self.depth)
+        return PrefetchIter(iter(self.loader), self.depth, draw_counter(self.loader))
 
     def __repr__(self):
         return f"PrefetchLoader(depth={self.depth}, loader={self.loader!r})"
 
 
 def store_of(loader):
-    """The DDStore a loader reads (PyG's NodeLoader / LinkLoader over a ddstore sampler,
-    or a loader whose dataset has a ``store``), or None."""
-    for owner in (getattr(loader, "node_sampler", None), getattr(loader, "link_sampler",
-                                                                 None),
-                  getattr(loader, "dataset", None)):
-        store = getattr(owner, "store", None)
-        if store is not None and hasattr(store, "shm_peers"):
-            return store
+    """The DDStore a loader reads, or None: PyG's NodeLoader / LinkLoader over a ddstore
+    sampler, a loader (or a wrapper of one: ``.loader``) with a ``store`` or a ``graph``
+    on the store (:class:`~ddstore.temporal.EdgeBatches`), or whose dataset, or the
+    dataset that dataset is a view of (a window split), has one."""
+    owners, seen = [loader], set()
+    while owners:
+        owner = owners.pop(0)
+        if owner is None or id(owner) in seen or len(seen) > 16:
+            continue
+        seen.add(id(owner))
+        for store in (getattr(owner, "store", None),
+                      getattr(getattr(owner, "graph", None), "store", None)):
+            if store is not None and hasattr(store, "shm_peers"):
+                return store
+        owners += [getattr(owner, a, None) for a in ("node_sampler", "link_sampler",
+                                                     "loader", "dataset")]
     return None
 
 

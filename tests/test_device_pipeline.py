@@ -162,7 +162,7 @@ def test_end_and_errors_propagate(k):
 
 
 def test_bad_arguments():
-    with pytest.raises(DDStoreValueError, match=r"prefetch=-1 must be an integer >= 0"):
+    with pytest.raises(DDStoreValueError, match=r"prefetch=-1 must be an integer in \[0, 1024\]"):
         DevicePrefetcher([], "cpu", prefetch=-1)
     with pytest.raises(DDStoreValueError, match=r"device='nope' is not a torch device"):
         DevicePrefetcher([], "nope")
@@ -436,6 +436,77 @@ def test_temporal_edge_batches_through_the_pipeline(store, k):
         for i, (a, b) in enumerate(zip(got, want)):
             _same(list(a), list(b), f"epoch {epoch} edge batch {i}")
     assert eb.loader() is eb
+
+
+@pytest.mark.parametrize("wrap", ["prefetch", "device"])
+def test_seeded_sampler_epoch_left_early_leaves_no_trace(store, wrap):
+    """A seeded ddstore NeighborSampler under read-ahead: an epoch left after 2 batches
+    (``break``), then a whole epoch, gives what the plain loader gives (the draws of the
+    batches made ahead and dropped are given back, :attr:`NeighborSampler.draws`),
+    however far the thread had run."""
+    from torch_geometric.loader import NeighborLoader
+    from ddstore import pyg as dpyg
+    from ddstore.prefetch import prefetch
+    fs, gs = _pyg_graph(store)
+
+    def make():
+        return NeighborLoader((fs, gs), num_neighbors=[3, 2], batch_size=8,
+                              neighbor_sampler=dpyg.NeighborSampler(gs, [3, 2], seed=4),
+                              input_nodes=torch.arange(60))
+
+    def two_epochs(loader):
+        for i, _ in enumerate(loader):
+            if i == 1:
+                break
+        return list(loader)
+    want = two_epochs(make())
+    for depth in (1, 3, 7):
+        inner = make()
+        loader = (prefetch(inner, depth) if wrap == "prefetch" else
+                  DevicePrefetcher(inner, "cpu", prefetch=depth))
+        got = two_epochs(loader)
+        assert len(got) == len(want) == 8
+        for i, (a, b) in enumerate(zip(got, want)):
+            _same(a, b, f"depth {depth} batch {i} of the epoch after a break")
+        assert inner.node_sampler.draws == 10  # 2 + 8: nothing made ahead counted
+    assert not _threads()
+
+
+def test_loader_lifecycle_checks(store):
+    """The read-ahead depth is bounded (a loader of 10 batches asked for a million is
+    refused naming the range, at once); every loader refuses a prefetch that is not an
+    integer (None, False, 0.0 included) with or without a device; the store behind a
+    window split and temporal edge batches is found (so the thread-level fallback
+    applies to them); a 0-d numpy leaf keeps its shape through the pipeline, and a
+    big-endian one its values."""
+    from ddstore.prefetch import MAX_PREFETCH, prefetch, store_of
+    from ddstore.temporal import EdgeBatches, TemporalGraph, synthetic_stream
+    ds = st.WindowDataset(store, f"w{next(_names)}", _series(), 4)
+    train = ds.splits()[0]
+    with pytest.raises(DDStoreValueError, match=rf"prefetch=1000000 must be an integer in "
+                                                rf"\[0, {MAX_PREFETCH}\]"):
+        train.loader(4, prefetch=10 ** 6)
+    for bad in (MAX_PREFETCH + 1, -1):
+        with pytest.raises(DDStoreValueError, match="must be an integer in"):
+            prefetch(train.loader(4), bad)
+        with pytest.raises(DDStoreValueError, match="must be an integer in"):
+            DevicePrefetcher(train.loader(4), "cpu", prefetch=bad)
+    s = synthetic_stream(20, 200, seed=2)
+    g = TemporalGraph.from_arrays(store, f"t{next(_names)}", s.src, s.dst, s.t)
+    eb = EdgeBatches(g, 32, "train")
+    for bad in (None, False, 0.0, "", [], 1.5, "2"):
+        for device in (None, "cpu"):
+            with pytest.raises(DDStoreValueError, match="prefetch="):
+                eb.loader(device=device, prefetch=bad)
+            with pytest.raises(DDStoreValueError, match="prefetch="):
+                train.loader(4, device=device, prefetch=bad)
+    assert store_of(train.loader(4)) is store and store_of(eb) is store
+    assert store_of(eb.loader(prefetch=1)) is store
+    batches = [(np.array(7), np.arange(3, dtype=">i4"), torch.tensor(2.5))] * 2
+    for k in (0, 2):
+        for a, b, c in DevicePrefetcher(batches, "cpu", prefetch=k):
+            assert a.shape == () and int(a) == 7 and c.shape == () and float(c) == 2.5
+            assert b.tolist() == [0, 1, 2]
 
 
 test_device_pipeline_mpi = widths_program_test(

@@ -39,3 +39,34 @@ def test_benchmark_workers_smoke(tmp_path_factory):
     assert "transport='rma'" in by["rma"]["2"]["refused"] and \
         "ddstore.prefetch.prefetch(loader, depth=2)" in by["rma"]["2"]["refused"]
     assert by["rma"]["prefetch"]["batches_per_s_per_rank"] > 0
+
+
+@pytest.mark.forks_workers
+def test_workers_refuse_a_store_freed_by_their_rank():
+    """Persistent DataLoader workers outlive an epoch; after their rank frees the store
+    (its own store here, one rank), neither the rest of the live epoch nor the next one
+    serves a batch from the copy of the memory the workers still map: each raises a
+    DDStoreStateError naming the freed store (the C core's shared 'gone' page)."""
+    import torch
+    from mpi4py import MPI
+    from torch_geometric.data import Data
+    from torch_geometric.loader import NeighborLoader
+    import ddstore
+    from ddstore import DDStoreStateError
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(0)
+    data = Data(x=torch.randn(200, 5, generator=g),
+                edge_index=torch.randint(0, 200, (2, 1000), generator=g))
+    store = ddstore.DDStore(MPI.COMM_SELF, width=1)
+    fs, gs = dpyg.from_pyg(store, data)
+    loader = NeighborLoader((fs, gs), num_neighbors=[3, 2], batch_size=8,
+                            input_nodes=torch.arange(200), num_workers=2,
+                            persistent_workers=True)
+    it = iter(loader)
+    next(it)
+    store.free()
+    for source in (it, loader):
+        with pytest.raises(DDStoreStateError, match="freed by the rank this process was "
+                                                    "forked from"):
+            for _ in source:
+                pass

@@ -596,6 +596,18 @@ class NeighborSampler(BaseSampler):
         the next fork, continue after them)."""
         self._calls = self._worker_calls.taken(self._calls)
 
+    @property
+    def draws(self):
+        """How many draws this sampler made (a batch is one draw; with ``seed=``, draw
+        ``c``'s stream key is made from ``seed`` and ``c``).  Set back by a read-ahead
+        that ends early (:class:`ddstore.prefetch.PrefetchIter`) to where the batches
+        the caller took end, so that the next epoch is the plain loader's."""
+        return self._calls
+
+    @draws.setter
+    def draws(self, count):
+        self._calls = int(count)
+
     def _check_loader(self, loader):
         """Run by PyG's loader constructors (:func:`ddstore.pyg.workers.install`): refuse
         ``num_workers > 0`` where it cannot work (:func:`~ddstore.pyg.workers.
@@ -982,6 +994,16 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
         self.num_nodes = self.forward_sampler.num_nodes
         self.node_time = None
         self.graph_store = graph_store
+
+    @property
+    def draws(self):
+        """The draws of the forward and the backward sampler (see
+        :attr:`NeighborSampler.draws`)."""
+        return self.forward_sampler.draws, self.backward_sampler.draws
+
+    @draws.setter
+    def draws(self, counts):
+        self.forward_sampler.draws, self.backward_sampler.draws = counts
 
     def _sample(self, seed, seed_time=None, **kwargs):
         """PyG's hop loop (``BidirectionalNeighborSampler._sample``), merge and
