@@ -410,3 +410,17 @@ def test_float_tensor_index_refused(store):
                                                     r"got tensor\("):
             ds[bad]
     assert float(ds[torch.tensor(3, dtype=torch.int16)].x[0, 0]) == 3.0
+
+
+def test_loader_refuses_the_options_it_sets(store):
+    """``collate_fn``, ``batch_sampler`` and ``dataset`` passed through ``**kwargs`` are
+    refused naming them (they were torch's "multiple values for keyword" TypeError);
+    other DataLoader options pass through and give the same batches."""
+    samples = [Data(x=torch.full((2, 2), float(i)), y=torch.tensor([float(i)]),
+                    edge_index=torch.zeros(2, 1, dtype=torch.int64)) for i in range(6)]
+    ds = graphs.GraphDataset.from_samples(store, "fixed", samples, progress=False)
+    for kw in (dict(collate_fn=None), dict(batch_sampler=None), dict(dataset=None)):
+        with pytest.raises(DDStoreValueError, match=f"{next(iter(kw))} cannot be given"):
+            ds.loader(2, **kw)
+    got = [b.y.tolist() for b in ds.loader(2, timeout=0)]
+    assert got == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]

@@ -270,6 +270,13 @@ class GraphDataset(torch.utils.data.Dataset):
                        else torch.utils.data.SequentialSampler(self))
         elif shuffle:
             raise DDStoreValueError("give either a sampler or shuffle=True, not both")
+        fixed = sorted(set(kwargs) & {"collate_fn", "batch_sampler", "dataset"})
+        if fixed:
+            raise DDStoreValueError(
+                f"graphs {self.name!r} loader: {', '.join(fixed)} cannot be given: the "
+                f"loader sets them (batches of batch_size from sampler, collated by the "
+                f"dataset's get_batch); other DataLoader options (pin_memory, timeout...) "
+                f"pass through")
         batches = torch.utils.data.BatchSampler(sampler, int(batch_size), drop_last)
         what = f"graphs {self.name!r} loader"
         if kwargs or device is None:
