@@ -33,8 +33,9 @@ drops its iterator, which waits for the reads in flight (at most ``k``) before i
 the store can be freed right after the loop.  ``close()`` on the iterator does the same
 explicitly.  A seeded ddstore ``NeighborSampler`` behind the loader gets back the draws
 of the batches made ahead and dropped (its ``draws``), so the next epoch is the one the
-plain loader gives after the same ``break``.  ``k`` is at most :data:`MAX_PREFETCH`.  An iterator kept alive is safe too: freeing the store or removing a variable
-waits for the batch being made (:mod:`ddstore._readers`), and the batches after it raise
+plain loader gives after the same ``break``.  ``k`` is at most :data:`MAX_PREFETCH`.  An
+iterator kept alive is safe too: freeing the store or removing a variable waits for the
+batch being made (:mod:`ddstore._readers`), and the batches after it raise
 (:class:`~ddstore.errors.DDStoreStateError` for a freed store) in their turn.
 """
 import collections

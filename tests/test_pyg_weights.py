@@ -3,8 +3,8 @@ tests/mpi/pyg_weights.py in-process on one rank and in the shared MPI jobs of 2 
 ranks (widths 1, 2 and 3; transports auto and rma): the laws with and without
 replacement by chi-square against brute force, zero weights as pyg-lib takes them
 (never with replacement; without, a whole list for ``k`` at or above its length, and
-the fill of a list with fewer positive weights than ``k``), temporal and hetero with weights, bad weights refused
-on every rank naming the edge."""
+the fill of a list with fewer positive weights than ``k``), temporal and hetero with
+weights, bad weights refused on every rank naming the edge."""
 
 import numpy as np
 import pytest
