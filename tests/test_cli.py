@@ -180,6 +180,8 @@ def test_demo_width_refused_once_under_mpiexec():
     ("bench-progress", ["--reads-per-s", "0"], "argument --reads-per-s: must be a number > 0"),
     ("bench-temporal_scale", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
     ("bench-pyg", ["--batches", "0"], "argument --batches: must be an integer >= 1, got 0"),
+    ("bench-pyg", ["--alone", "--prefetch", "0,2"], "--alone times each option's loader by "
+                                                    "itself: no prefetch depths"),
     ("bench-spatiotemporal", ["--step-ms", "-1"], "argument --step-ms: must be a number "
                                                   ">= 0"),
     ("bench-spatiotemporal", ["--epochs", "0"], "argument --epochs: must be an integer >= 1"),

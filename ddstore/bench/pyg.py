@@ -146,6 +146,10 @@ def _args(argv, prog=None):
         args.prefetch = [-1]
     if not args.prefetch or min(args.prefetch) < 0 or args.step_ms < 0:
         exit_on_every_rank("--prefetch must be integers >= 0, --step-ms >= 0")
+    if args.alone and (len(args.prefetch) > 1 or args.prefetch[0] or args.workers.strip()):
+        exit_on_every_rank("--alone times each option's loader by itself: no prefetch "
+                           "depths or DataLoader workers (give --prefetch 0 and no "
+                           "--workers, or drop --alone)")
     try:
         args.workers = sorted({int(k) for k in args.workers.split(",") if k} | (
             {0} if args.workers.strip() else set()))
