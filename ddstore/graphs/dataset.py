@@ -185,9 +185,20 @@ class GraphDataset(torch.utils.data.Dataset):
             raise DDStoreValueError(_WORKER_MESSAGE.format(name=self.name))
 
     def _indices(self, indices):
+        """``indices`` as int64 positions in ``[0, len)``: a negative one counts from
+        the end, as in :meth:`__getitem__`; outside ``[-len, len)`` is refused."""
         if isinstance(indices, torch.Tensor):
             indices = indices.cpu().numpy()
-        return as_indices(indices, f"graphs {self.name!r}")
+        what, n = f"graphs {self.name!r}", self._n
+        idx = as_indices(indices, what)
+        if len(idx) and (idx.min() < 0 or idx.max() >= n):
+            bad = np.flatnonzero((idx < -n) | (idx >= n))
+            if len(bad):
+                pos = int(bad[0])
+                raise DDStoreIndexError(f"{what}: index {int(idx[pos])} (position {pos}) "
+                                        f"out of range [{-n}, {n})")
+            idx = np.where(idx < 0, idx + n, idx)
+        return idx
 
     def __getitem__(self, index):
         """Local: graph ``index`` as a ``torch_geometric.data.Data``; a negative

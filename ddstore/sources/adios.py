@@ -47,9 +47,20 @@ def _import_adios2():
 
 
 def _storage_view(arr):
+    """``arr`` as ADIOS2 stores it: bools as bytes, float16 as uint16, complex as pairs
+    of reals in a last axis of 2 (ADIOS2's Python reader has no complex types)."""
+    if arr.dtype.kind == "c":
+        arr = np.ascontiguousarray(arr)
+        return arr[..., None].view(arr.real.dtype)
     key = "b" if arr.dtype.kind == "b" else arr.dtype.str[1:]
     view = _VIEW_AS.get(key)
     return arr.view(view) if view is not None else arr
+
+
+def _stored_trailing(dtype, trailing):
+    """The trailing shape of ``data/<key>`` in the file for rows of ``dtype`` and
+    ``trailing`` (a complex value is stored as two reals: one more axis of 2)."""
+    return tuple(trailing) + ((2,) if dtype.kind == "c" else ())
 
 
 def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress=False,
@@ -177,7 +188,7 @@ class _BlockWriter:
             self._put(self._var("offsets", j, np.int64, []), ends)
             if ends[-1] > self._ends[j]:
                 data = np.ascontiguousarray(_storage_view(np.concatenate(parts)))
-                self._put(self._var("data", j, data.dtype, trailing), data)
+                self._put(self._var("data", j, data.dtype, data.shape[1:]), data)
             self._ends[j] = int(ends[-1])
         self._engine.perform_data_write()
         self._pending, self._pending_bytes = [], 0
@@ -268,10 +279,11 @@ class AdiosSource(Source):
                                             f"{data_name!r} for key {key!r}")
                 if last:
                     dshape = _shape(variables[data_name])
-                    if dshape != (int(last),) + trailing:
+                    expected = (int(last),) + _stored_trailing(dtype, trailing)
+                    if dshape != expected:
                         raise DDStoreValueError(
                             f"ADIOS2 file {self.path!r}: variable {data_name!r} has shape "
-                            f"{dshape}, expected {(int(last),) + trailing}")
+                            f"{dshape}, expected {expected}")
             if self._n <= 0:
                 raise DDStoreValueError(f"ADIOS2 file {self.path!r} holds no samples "
                                         f"(empty data set)")
@@ -382,11 +394,14 @@ class AdiosSource(Source):
             off = offsets[key]
             lo, hi = int(off[0]), int(off[-1])
             if hi > lo:
-                raw = self._read(f"data/{key}", [lo] + [0] * len(trailing),
-                                 [hi - lo] + list(trailing))
+                stored = _stored_trailing(dtype, trailing)
+                raw = self._read(f"data/{key}", [lo] + [0] * len(stored),
+                                 [hi - lo] + list(stored))
                 view = _VIEW_AS.get("b" if dtype.kind == "b" else dtype.str[1:])
-                arr = raw.view(dtype) if view is not None else raw.astype(dtype,
-                                                                          copy=False)
+                if view is not None or dtype.kind == "c":
+                    arr = np.ascontiguousarray(raw).view(dtype)
+                else:
+                    arr = raw.astype(dtype, copy=False)
                 arr = arr.reshape((hi - lo,) + trailing)
             else:
                 arr = np.zeros((0,) + trailing, dtype=dtype)

@@ -21,6 +21,7 @@ from graphs_common import (assert_batch_equal, assert_graph_equal,  # noqa: E402
 
 import ddstore  # noqa: E402
 import ddstore.graphs as graphs  # noqa: E402
+from ddstore.errors import DDStoreIndexError  # noqa: E402
 from torch_geometric.data import Batch  # noqa: E402
 from torch_geometric.loader import DataLoader  # noqa: E402
 
@@ -65,8 +66,16 @@ def check_all(ds, originals, tag):
     rng = np.random.default_rng(7 + rank)
     idx = rng.integers(0, len(originals), 40)
     idx[:3] = [0, 0, len(originals) - 1]  # duplicates and the last one
+    idx[3:5] = [-1, -len(originals)]  # counted from the end, as ds[-1]
     for i, got in zip(idx, ds.__getitems__(idx)):
         same_graphs(assert_graph_equal, got, originals[i], f"{tag} __getitems__ graph {i}")
+    n = len(originals)
+    for bad in ([n], [0, -n - 1]):
+        try:
+            ds.__getitems__(bad)
+            check(False, f"{tag}: __getitems__({bad}) did not raise")
+        except DDStoreIndexError as exc:
+            check(f"out of range [{-n}, {n})" in str(exc), f"{tag}: {exc}")
     batch = ds.get_batch(idx)
     check(batch.num_graphs == len(idx), f"{tag}: get_batch num_graphs {batch.num_graphs}")
     if ds.layout.fast:
