@@ -27,9 +27,12 @@ Semantics kept from the original:
   range may span several ranks' chunks.
 - ``epoch_begin()`` / ``epoch_end()``: collective, as in the original (there they are
   ``MPI_Win_fence``).  Reads here are passive-target one-sided reads and need no epoch,
-  so the pair is free: only the first ``epoch_begin`` after an ``init`` takes a barrier,
-  to publish the ``update`` writes that filled it.  Later ``update`` writes are published
-  by ``sync()`` (collective).  A ``get`` outside an epoch also works.
+  so in a store built with ``add`` only (HydraGNN's, which opens an epoch per batch)
+  the pair is free.  A store holding a variable made by ``init`` (the original's way to
+  fill one with ``update``, kept through ``save`` / ``restore``) is synchronised by every
+  ``epoch_begin``, as the original's fence: the ``update`` writes that any rank made
+  before it are what every rank's ``get`` reads after it.  A ``get`` outside an epoch
+  also works.
 - ``free()``: collective, safe to call twice.
 
 Additions: ``ddstore_width`` (groups of that many consecutive ranks, each holding a full
@@ -49,7 +52,9 @@ wait for its next MPI call), and reads made from several threads take turns.  ``
 refused a ``disp`` that differs.
 
 Differences from the original: adding a name that exists raises (the original silently
-kept the old data); ``get`` ranges may span ranks; epochs are optional for reads.
+kept the old data); ``get`` ranges may span ranks; epochs are optional for reads; an
+``update`` into a variable made by ``add`` in a store with no ``init`` variable is
+published by ``sync()`` (collective), not by ``epoch_begin``.
 
 Checkpoint and restart (the original has none): ``store.save(path)`` (collective)
 writes every variable, with its ``disp`` and ``itemsize``, to directory ``path``
@@ -88,11 +93,12 @@ class PyDDStoreRangeError(DDStoreIndexError, ValueError):
 
 
 class _Info:
-    __slots__ = ("disp", "itemsize", "read_range", "read_rows")
+    __slots__ = ("disp", "itemsize", "read_range", "read_rows", "init")
 
-    def __init__(self, disp, itemsize, readers):
+    def __init__(self, disp, itemsize, readers, init):
         self.disp, self.itemsize = disp, itemsize
         self.read_range, self.read_rows = readers  # the store's unchecked hot path
+        self.init = init  # made by init (filled by update): epoch_begin synchronises
 
 
 def _as_numpy(arr, name, what):
@@ -196,9 +202,9 @@ class PyDDStore:
         self._store = store
         self.ddstore_width = self._store.width
         self._info = {}
-        # True from a collective add/init until the next epoch_begin publishes the
-        # writes: the same on every rank, so the barrier is taken by all or by none
-        self._unpublished = False
+        # True while a variable made by init exists: every epoch_begin then synchronises
+        # (the same on every rank, as init, remove and restore are collective)
+        self._fence = False
         self._open_annotated()
 
     # ------------------------------------------------------------ checkpoint
@@ -207,8 +213,9 @@ class PyDDStore:
         alike on every rank, at the end of the collective ``add`` / ``init``), so that
         :meth:`save` keeps them and :meth:`restore` / :meth:`load` bring them back."""
         self._store.annotate(_ANNOTATION + name, _KIND,
-                             {"disp": info.disp, "itemsize": info.itemsize},
-                             variables=(name,))
+                             {"disp": info.disp, "itemsize": info.itemsize,
+                              "init": info.init}, variables=(name,))
+        self._fence = self._fence or info.init
 
     def _open_annotated(self):
         """Take up every variable of the store that a PyDDStore annotated and this one
@@ -219,8 +226,10 @@ class PyDDStore:
             if name in self._info or name not in st:
                 continue
             meta = st.annotation(ann_name, _KIND).meta
+            init = meta.get("init") is True  # (absent from checkpoints made before)
             self._info[name] = _Info(int(meta["disp"]), int(meta["itemsize"]),
-                                     self._readers(name))
+                                     self._readers(name), init)
+            self._fence = self._fence or init
 
     def save(self, path):
         """Collective: write every variable (its rows, ``disp`` and ``itemsize``) to
@@ -228,10 +237,10 @@ class PyDDStore:
         parallel, plus one JSON manifest, made visible by one atomic rename once every
         rank's part is written, so a failure on any rank (a full disk) raises the same
         error on every rank and leaves the previous checkpoint at ``path`` readable
-        (:meth:`ddstore.DDStore.save`).  ``update`` writes not yet published by
-        ``epoch_begin`` / ``sync`` are published first.  Returns the manifest (a
-        dict)."""
-        if self._unpublished:
+        (:meth:`ddstore.DDStore.save`).  In a store with a variable made by ``init``,
+        every rank's ``update`` writes are published first, as by ``epoch_begin``.
+        Returns the manifest (a dict)."""
+        if self._fence:
             self.sync()
         return self._store.save(os.fspath(path) if isinstance(path, os.PathLike)
                                 else path)
@@ -300,7 +309,7 @@ class PyDDStore:
             step.agree(same={"disp (elements per row)": disp,
                              "itemsize (bytes per element)": local.itemsize})
         self._store.add(name, rows)
-        self._info[name] = _Info(disp, local.itemsize, self._readers(name))
+        self._info[name] = _Info(disp, local.itemsize, self._readers(name), False)
         self._annotate(name, self._info[name])
 
     def init(self, name, nrows, disp, itemsize=1):
@@ -316,9 +325,8 @@ class PyDDStore:
             step.agree(same={"disp (elements per row)": int(disp),
                              "itemsize (bytes per element)": int(itemsize)})
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
-        self._info[name] = _Info(int(disp), int(itemsize), self._readers(name))
+        self._info[name] = _Info(int(disp), int(itemsize), self._readers(name), True)
         self._annotate(name, self._info[name])
-        self._unpublished = True
 
     def update(self, name, arr, offset=0):
         """Local: write rows ``arr`` into this rank's chunk at local row ``offset``."""
@@ -423,12 +431,15 @@ class PyDDStore:
     def epoch_begin(self):
         """Collective: open a read epoch.
 
-        Reads here are passive-target and need no epoch, so the pair costs nothing,
-        except the first ``epoch_begin`` after an ``init`` (the original's way to fill a
-        variable with ``update``), which publishes the writes with one barrier.  Writes
-        made with ``update`` after that are published by :meth:`sync` (collective).
+        Reads here are passive-target and need no epoch, so in a store built with
+        ``add`` only the pair costs nothing.  In a store holding a variable made by
+        :meth:`init` (filled by :meth:`update`), it synchronises every rank as the
+        original's ``MPI_Win_fence`` did: the ``update`` writes any rank made before
+        it are what every ``get`` reads after it.
         """
-        if self._unpublished:
+        if self._fence:
+            with self._store.collective("PyDDStore.epoch_begin"):
+                pass  # ranks in another call are told it was this one
             self.sync()
 
     def epoch_end(self):
@@ -438,13 +449,12 @@ class PyDDStore:
     def sync(self):
         """Collective: make every rank's ``update`` writes visible to all readers."""
         self._store.sync()
-        self._unpublished = False
 
     def free(self):
         """Collective: release the store.  Safe to call twice."""
         self._store.free()
         self._info.clear()
-        self._unpublished = False
+        self._fence = False
 
     def __enter__(self):
         return self

@@ -8,6 +8,7 @@ init/update/epoch_begin/epoch_end fill a variable in pieces, as HydraGNN does.
 """
 import os
 import sys
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -121,6 +122,26 @@ def run(width, transport):
             row = np.zeros((1, 3))
             store.get("filled", row, a)
             same(row, np.full((1, 3), 7.0 + r), "update after publish, then sync")
+    # the original's pattern: update, then epoch_begin (its MPI_Win_fence) publishes:
+    # with an init variable in the store every epoch_begin synchronises, so the last
+    # rank's late write is what every rank reads after it
+    comm.Barrier()  # every rank has read the rows above (the test's own ordering)
+    if comm.rank == comm.size - 1:
+        time.sleep(0.3)
+    if hi_r > lo_r:
+        store.update("filled", np.full((1, 3), 70.0 + comm.rank), 0)
+    store.epoch_begin()
+    for r, (g, a, b) in enumerate(members):
+        if g == store.store.group and b > a:
+            row = np.zeros((1, 3))
+            store.get("filled", row, a)
+            same(row, np.full((1, 3), 70.0 + r), "update, then epoch_begin (a fence)")
+    store.epoch_end()
+    if comm.size > 1:  # a rank in another call is told which call this was
+        expect_error(DDStoreValueError, ["rank 0 called PyDDStore.epoch_begin()",
+                                         "called PyDDStore.add('late')"],
+                     lambda: store.epoch_begin() if comm.rank == 0 else
+                     store.add("late", np.zeros((1, 3))), agree=True, also=DDStoreError)
     expect_error(DDStoreValueError, ["4 elements of 8 bytes", "4 elements of 4 bytes"],
                  lambda: store.get("f32", np.zeros((2, 4), np.float64), 0),
                  also=DDStoreError)
