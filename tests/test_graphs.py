@@ -330,12 +330,70 @@ def test_adios_streaming_blocks(tmp_path):
     bad = recs[:10] + [dict(recs[0], a=np.zeros((1, 3), np.float32))]
     with pytest.raises(DDStoreValueError, match="record 10 key 'a'"):
         write_records_adios(iter(bad), path, block_bytes=40)
-    assert not os.path.exists(path)
+    with AdiosSource(path) as src:  # the failed write left the previous file as it was
+        assert len(src) == 50 and src.meta == {"x": 1}
+    assert os.listdir(tmp_path) == ["s.bp"]  # and nothing of its own
     with pytest.raises(DDStoreValueError, match="empty data set"):
         write_records_adios(iter([]), path)
     (tmp_path / "a_file").write_text("x")
     with pytest.raises(DDStoreValueError, match="cannot create the file"):
         write_records_adios(recs, str(tmp_path / "a_file" / "s.bp"))
+
+
+def test_adios_writer_touches_only_its_own_files(tmp_path):
+    """write_records_adios writes under a temporary name and moves the complete file
+    into place: a user's directory or file at ``path`` is refused untouched, a failed
+    write leaves the previous CFF file as it was, a good one replaces it."""
+    from ddstore.sources import write_records_adios
+    good = [{"x": np.arange(6.0).reshape(2, 3)}, {"x": np.ones((1, 3))}]
+    bad = good + [{"x": np.ones((1, 4))}]  # record 2 differs
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("user data")
+    (tmp_path / "file.bp").write_text("a user's file")
+    for records in (good, bad):
+        for path in (mine, tmp_path / "file.bp"):
+            with pytest.raises(DDStoreValueError, match="exists and is not a ddstore CFF"):
+                write_records_adios(records, str(path))
+    assert os.listdir(mine) == ["keep.txt"] and (mine / "keep.txt").read_text() == \
+        "user data" and (tmp_path / "file.bp").read_text() == "a user's file"
+    empty = tmp_path / "empty.bp"
+    empty.mkdir()  # nothing of anyone's in it: written
+    assert write_records_adios(good, str(empty)) == 2
+    with pytest.raises(DDStoreValueError, match="record 2 key 'x'"):
+        write_records_adios(bad, str(empty))
+    with AdiosSource(str(empty)) as src:  # the previous file, as it was
+        assert len(src) == 2 and np.array_equal(src.read_one(0)["x"], good[0]["x"])
+    assert write_records_adios(good[::-1], str(empty)) == 2  # replaces its own file
+    with AdiosSource(str(empty)) as src:
+        assert np.array_equal(src.read_one(0)["x"], good[1]["x"])
+    assert sorted(os.listdir(tmp_path)) == ["empty.bp", "file.bp", "mine"]  # no leftovers
+
+
+def test_pickle_writer_touches_only_its_own_files(tmp_path):
+    """write_pickle_dir writes a new directory and moves it into place: a directory
+    holding anything of the user's is refused untouched (a PFF one with one file of
+    theirs too), a failed write leaves the previous data set as it was."""
+    samples = [tensor_sample(0), tensor_sample(1)]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "sample-00000000.pkl").write_text("the user's own file of that name")
+    with pytest.raises(DDStoreValueError, match="exists and is not a ddstore PFF"):
+        graphs.write_pickle_dir(samples, str(mine))
+    assert os.listdir(mine) == ["sample-00000000.pkl"]
+    assert (mine / "sample-00000000.pkl").read_text() == "the user's own file of that name"
+    pff = tmp_path / "pff"
+    assert graphs.write_pickle_dir(samples, str(pff)) == 2
+    with pytest.raises(Exception):  # a sample that cannot be pickled, halfway
+        graphs.write_pickle_dir([tensor_sample(2), lambda: 0, tensor_sample(3)], str(pff))
+    assert_graph_equal(PickleDirSource(str(pff)).read_one(1), samples[1], "kept")
+    assert graphs.write_pickle_dir(samples[::-1], str(pff)) == 2  # replaces its own
+    assert_graph_equal(PickleDirSource(str(pff)).read_one(1), samples[0], "replaced")
+    (pff / "notes.txt").write_text("the user's notes")
+    with pytest.raises(DDStoreValueError, match="also holds 1 other entries.*notes.txt"):
+        graphs.write_pickle_dir(samples, str(pff))
+    assert (pff / "notes.txt").read_text() == "the user's notes"
+    assert sorted(os.listdir(tmp_path)) == ["mine", "pff"]  # no leftovers
 
 
 def test_sequence_source_touches_only_range():

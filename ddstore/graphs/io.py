@@ -45,8 +45,11 @@ def write_adios(samples, path, progress=False):
     Streams: samples are converted and written in blocks of about 64 MB, so a data set
     larger than memory can be written (a lazy sequence such as :func:`ising_dataset`
     builds each graph on demand).  Every sample must have the layout of sample 0 (the
-    error names the sample and the key; the partial file is removed).  Local: call it on
-    one rank.  Returns the number of samples."""
+    error names the sample and the key; the partial file is removed).  ``path`` must be
+    new, an empty directory or a CFF file of an earlier write, which is replaced only
+    once the new file is complete (:func:`ddstore.sources.write_records_adios`: nothing
+    else is ever removed or overwritten).  Local: call it on one rank.  Returns the
+    number of samples."""
     what = f"write_adios({path!r})"
     n = len(samples)
     if n == 0:

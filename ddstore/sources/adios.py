@@ -14,17 +14,22 @@ viewed back on reading.  A key whose samples all have 0 rows has no ``data/<key>
 A rank reads only its range: ``offsets[start:stop+1]`` and the rows between.  The
 writer streams blocks (``data/<key>`` and ``offsets/<key>`` are ADIOS2 joined arrays,
 BP5); readers see plain global arrays.
+
+The writer never removes or overwrites what it did not write: the file is written
+under a temporary name beside ``path`` (``<path>.writing-<pid>``, removed if the write
+fails) and moved to ``path`` once complete; an existing ``path`` is replaced only when
+it is a CFF file (a previous write), and anything else there is refused up front.
 """
 import itertools
 import json
 import os
 import re
-import shutil
 
 import numpy as np
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import Source, check_range, file_share, regular_file
+from .base import (Source, check_range, check_replaceable, file_share, regular_file,
+                   written_in_place)
 
 __all__ = ["AdiosSource", "write_records_adios"]
 
@@ -77,10 +82,15 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
     file is removed.  ``progress=True`` shows a bar (``total``: the record count, where
     ``records`` has no ``len``).  Local (not collective): call it on one rank.  Returns
     the number of records.
+
+    ``path`` must be new, an empty directory or a CFF file of an earlier write (replaced
+    only once the new file is complete); any other file or directory there is refused,
+    untouched.
     """
     adios2 = _import_adios2()
     path = os.fspath(path)
     what = f"write_records_adios({path!r})"
+    check_replaceable(path, what, "ddstore CFF file", _is_cff)
     it = iter(records)
     try:
         first = next(it)
@@ -94,25 +104,27 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
         if np.asarray(first[key]).ndim < 1:
             raise DDStoreValueError(f"{what}: record 0 key {key!r} is a scalar; values "
                                     f"need a first (variable) dimension")
-    try:
-        writer = _BlockWriter(adios2, path, schema, block_bytes)
-    except Exception as exc:
-        raise DDStoreValueError(f"{what}: cannot create the file: {_short(exc)}") from None
-    n = 0
-    try:
+    with written_in_place(path, what, "ddstore CFF file", _is_cff) as temporary:
+        try:
+            writer = _BlockWriter(adios2, temporary, schema, block_bytes)
+        except Exception as exc:
+            raise DDStoreValueError(f"{what}: cannot create the file: "
+                                    f"{_short(exc)}") from None
         from tqdm import tqdm
         if total is None and hasattr(records, "__len__"):
             total = len(records)
-        with tqdm(desc=f"writing {os.path.basename(path)}", unit="record",
-                  disable=not progress, total=total) as bar:
-            for rec in itertools.chain([first], it):
-                writer.add(_checked(rec, schema, n, what))
-                n += 1
-                bar.update(1)
-        writer.finish(n, meta)
-    except BaseException:
-        writer.abandon()
-        raise
+        n = 0
+        try:
+            with tqdm(desc=f"writing {os.path.basename(path)}", unit="record",
+                      disable=not progress, total=total) as bar:
+                for rec in itertools.chain([first], it):
+                    writer.add(_checked(rec, schema, n, what))
+                    n += 1
+                    bar.update(1)
+            writer.finish(n, meta)
+        except BaseException:
+            writer.close()
+            raise
     return n
 
 
@@ -133,6 +145,11 @@ def _checked(rec, schema, i, what):
                 f"{tuple(trailing)}")
         out.append(arr)
     return out
+
+
+def _is_cff(path):
+    """Raise unless ``path`` is a CFF file (what :func:`write_records_adios` wrote)."""
+    AdiosSource(path).close()
 
 
 class _BlockWriter:
@@ -204,8 +221,9 @@ class _BlockWriter:
         self._engine.close()
         self._engine = None
 
-    def abandon(self):
-        """Close and remove a partial file (after an error)."""
+    def close(self):
+        """Close the engine (after an error: the partial file is then removed by
+        :func:`~ddstore.sources.base.written_in_place`)."""
         if self._engine is not None:
             try:
                 self._engine.end_step()
@@ -213,7 +231,6 @@ class _BlockWriter:
             except Exception:  # pragma: no cover - best effort
                 pass
             self._engine = None
-        shutil.rmtree(self.path, ignore_errors=True)
 
 
 class AdiosSource(Source):

@@ -14,7 +14,9 @@ reader tells, in the round of the collective step that loads its data, what it o
 KiB, never the whole file), and the layer raises alike on every rank unless every rank
 saw the same bytes (:func:`check_same_files`).
 """
+import contextlib
 import os
+import shutil
 import stat
 import zlib
 
@@ -24,7 +26,8 @@ from .._checks import is_int
 from ..errors import DDStoreIndexError, DDStoreValueError
 
 __all__ = ["Source", "SequenceSource", "check_range", "int_bounds", "regular_file",
-           "file_mark", "files_mark", "file_share", "check_same_files", "MARK_BYTES"]
+           "file_mark", "files_mark", "file_share", "check_same_files", "MARK_BYTES",
+           "check_replaceable", "written_in_place"]
 
 #: bytes at each end of a file that its mark covers (:func:`file_mark`)
 MARK_BYTES = 64 << 10
@@ -198,6 +201,67 @@ def check_same_files(shares, path=None):
                                 f"({'; '.join(parts)}); each rank reads its own share of "
                                 f"one data set, so every rank must see the same file (a "
                                 f"copy on each node must be identical)")
+
+
+def check_replaceable(path, what, kind, is_own):
+    """The one rule of the writers of files (``write_records_adios``,
+    ``write_pickle_files``): they never remove or overwrite what they did not write.
+    Raise a :class:`DDStoreValueError` unless ``path`` is new, an empty directory, or
+    ``kind`` (``is_own(path)`` returns: a file or directory of an earlier write)."""
+    if not os.path.lexists(path) or (os.path.isdir(path) and not os.path.islink(path)
+                                     and not os.listdir(path)):
+        return  # new, or an empty directory (nothing of anyone's in it)
+    if os.path.islink(path):
+        raise DDStoreValueError(f"{what}: {path!r} is a symbolic link; give a new path")
+    try:
+        is_own(path)
+    except Exception as exc:
+        found = "directory" if os.path.isdir(path) else "file"
+        raise DDStoreValueError(
+            f"{what}: {path!r} exists and is not a {kind} (an existing {found} is "
+            f"replaced only when it is one); give a new path, or remove it yourself "
+            f"({type(exc).__name__}: {exc})") from None
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+@contextlib.contextmanager
+def written_in_place(path, what, kind, is_own):
+    """Write a file or directory at ``path`` all or nothing, touching nothing else::
+
+        with written_in_place(path, what, "ddstore CFF file", is_cff) as temporary:
+            write_everything_to(temporary)
+
+    ``path`` is checked first (:func:`check_replaceable`); the block writes under a
+    temporary name beside it (``<path>.writing-<pid>``), which is removed if the block
+    raises and otherwise moved to ``path``, replacing an earlier write (or an empty
+    directory) only then.  A failure at any point leaves ``path`` as it was."""
+    check_replaceable(path, what, kind, is_own)
+    temporary = f"{path}.writing-{os.getpid()}"
+    old = None
+    try:
+        yield temporary
+        if os.path.lexists(path):
+            check_replaceable(path, what, kind, is_own)  # (it may have changed since)
+            old = f"{path}.replaced-{os.getpid()}"
+            os.rename(path, old)
+        os.rename(temporary, path)
+    except BaseException as exc:
+        if old is not None and not os.path.lexists(path):
+            os.rename(old, path)  # the earlier write back in place
+            old = None
+        _remove(temporary)
+        if isinstance(exc, OSError):
+            raise DDStoreValueError(f"{what}: {exc}") from None
+        raise
+    finally:
+        if old is not None:
+            _remove(old)
 
 
 def int_bounds(what, start, stop, total):

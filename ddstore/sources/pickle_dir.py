@@ -28,7 +28,7 @@ import pickle
 import re
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import Source, file_share, regular_file
+from .base import Source, file_share, regular_file, written_in_place
 
 __all__ = ["RestrictedUnpickler", "restricted_load", "restricted_loads",
            "PickleDirSource", "write_pickle_files", "META_NAME"]
@@ -251,20 +251,41 @@ class PickleDirSource(Source):
         return restricted_load(self.file(index))
 
 
+def _is_pff(path):
+    """Raise unless directory ``path`` holds a PFF data set of :func:`write_pickle_files`
+    and nothing else."""
+    with open(os.path.join(path, META_NAME)) as f:
+        meta = json.load(f)
+    if not isinstance(meta, dict) or meta.get("format") != "ddstore-pff":
+        raise ValueError(f"its {META_NAME} is not of format 'ddstore-pff'")
+    pattern = str(meta.get("pattern", _DEFAULT_PATTERN))
+    ours = {META_NAME} | {pattern.format(i) for i in range(int(meta["nsamples"]))}
+    other = sorted(set(os.listdir(path)) - ours)
+    if other:
+        raise ValueError(f"it also holds {len(other)} other entries: {other[:3]}")
+
+
 def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False):
-    """Write each sample of ``samples`` to its own pickle file under ``path`` (created if
-    needed) plus the ``ddstore-pff.json`` metadata file.  Returns the number written.
-    Local (not collective): call it on one rank."""
-    os.makedirs(path, exist_ok=True)
+    """Write each sample of ``samples`` to its own pickle file in directory ``path``
+    plus the ``ddstore-pff.json`` metadata file.  Returns the number written.  Local
+    (not collective): call it on one rank.
+
+    All or nothing, and touching nothing else: ``path`` must be new, an empty directory
+    or a PFF directory of an earlier write (that and nothing else), which is replaced
+    only once every file is written (:func:`~ddstore.sources.base.written_in_place`)."""
+    path = os.fspath(path)
+    what = f"write_pickle_files({path!r})"
     n = len(samples)
-    it = range(n)
-    if progress:
-        from tqdm import tqdm
-        it = tqdm(it, desc=f"writing {path}", unit="file")
-    for i in it:
-        with open(os.path.join(path, pattern.format(i)), "wb") as f:
-            pickle.dump(samples[i], f, protocol=pickle.HIGHEST_PROTOCOL)
-    with open(os.path.join(path, META_NAME), "w") as f:
-        json.dump({"format": "ddstore-pff", "version": 1, "nsamples": n,
-                   "pattern": pattern}, f)
+    with written_in_place(path, what, "ddstore PFF directory", _is_pff) as temporary:
+        os.makedirs(temporary)
+        it = range(n)
+        if progress:
+            from tqdm import tqdm
+            it = tqdm(it, desc=f"writing {path}", unit="file")
+        for i in it:
+            with open(os.path.join(temporary, pattern.format(i)), "wb") as f:
+                pickle.dump(samples[i], f, protocol=pickle.HIGHEST_PROTOCOL)
+        with open(os.path.join(temporary, META_NAME), "w") as f:
+            json.dump({"format": "ddstore-pff", "version": 1, "nsamples": n,
+                       "pattern": pattern}, f)
     return n

@@ -295,8 +295,8 @@ def _reads_bad_indices_types_and_workers(t):
         a, b = ds[i], ds[N + i]
         check(all(torch.equal(a[k], b[k]) for k in b.keys()), f"ds[{i}] != ds[{N + i}]")
     expect_error(DDStoreValueError, ["integer"], lambda: ds["a"])
-    expect_error(DDStoreIndexError, [str(N), f"[0, {N})"],
-                 lambda: ds.__getitems__([0, N]))
+    expect_error(DDStoreIndexError, [str(N), "position 1", f"[{-N}, {N})"],
+                 lambda: ds.__getitems__([0, N]))  # negative ones count from the end
     expect_error(DDStoreIndexError, [str(N + 5)], lambda: ds.get_batch([N + 5]))
     expect_error(DDStoreValueError, ["at least one"], lambda: ds.get_batch([]))
     expect_error(DDStoreValueError, ["1-D"], lambda: ds.get_batch([[0, 1]]))
