@@ -281,3 +281,24 @@ def test_adios_source_refuses_a_fifo(tmp_path):
     with pytest.raises(DDStoreValueError, match=f"ADIOS2 file '{tmp_path}' cannot be "
                                                 f"opened"):
         AdiosSource(str(tmp_path))
+
+
+@pytest.mark.parametrize("shape", [(10, 3, 1), (10, 1, 4), (10, 3), (10, 3, 2)])
+def test_npy_in_fortran_order_refused_where_its_bytes_differ(tmp_path, shape):
+    """A Fortran-order file is refused by load_npy and the row reader wherever two or
+    more axes are longer than 1 ([T, nodes, 1] too: it was read as if in C order)."""
+    from ddstore.sources import rows
+    path = str(tmp_path / "f.npy")
+    np.save(path, np.asfortranarray(np.arange(np.prod(shape), dtype=np.float32)
+                                    .reshape(shape)))
+    with pytest.raises(DDStoreValueError, match="Fortran order"):
+        load_npy(path)
+    with pytest.raises(DDStoreValueError, match="Fortran order"):
+        rows.read_rows(path, 0, 1)
+
+
+def test_npy_in_fortran_order_read_where_its_bytes_are_c_order(tmp_path):
+    a = np.arange(10, dtype=np.float64).reshape(10, 1, 1)
+    path = str(tmp_path / "f.npy")
+    np.save(path, np.asfortranarray(a))
+    np.testing.assert_array_equal(load_npy(path).read(0, 10), a)

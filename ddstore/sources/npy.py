@@ -17,6 +17,13 @@ from .series import Series, adjacency_to_edges, check_edges
 __all__ = ["load_npy"]
 
 
+def fortran_differs(shape):
+    """Whether a Fortran-order array of ``shape`` lies in memory otherwise than in C
+    order: when two or more axes are longer than 1 (``[T, nodes, 1]`` in Fortran
+    order is not ``[T, nodes, 1]`` in C order; ``[T, 1, 1]`` is)."""
+    return sum(int(d) > 1 for d in shape) > 1
+
+
 def npy_header(path, fh):
     """(shape, dtype, fortran_order, data offset) of the .npy file open as ``fh``."""
     from numpy.lib import format as npy_format
@@ -66,7 +73,7 @@ def load_npy(path, *, shape=None, dtype=None, edge_index=None, edge_weight=None,
         if dtype is not None and np.dtype(dtype) != file_dtype:
             raise DDStoreValueError(f"load_npy: {spath} holds dtype {file_dtype}, expected "
                                     f"{np.dtype(dtype)}")
-        if fortran and len(file_shape) > 1 and min(file_shape) > 1:
+        if fortran and fortran_differs(file_shape):
             raise DDStoreValueError(f"load_npy: {spath} is in Fortran order; block reads "
                                     f"need C order (save a C-contiguous array)")
         if len(file_shape) not in (2, 3):

@@ -39,7 +39,7 @@ from .._checks import as_int
 from ..errors import DDStoreIndexError, DDStoreValueError
 from .base import regular_file
 from .csv_lines import Column, parse_lines
-from .npy import npy_header
+from .npy import fortran_differs, npy_header
 
 __all__ = ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "npy_shape",
            "CsvRowReader", "first_line_fields", "line_text"]
@@ -323,7 +323,7 @@ def read_npy_rows(path, lo, hi, axis=0, dtype=None):
     hold (default: anything numeric); a file that differs raises naming both."""
     path = _need_file(path)
     shape, fdtype, fortran, offset = npy_shape(path)
-    if fortran and len(shape) > 1 and sorted(shape)[-2] > 1:
+    if fortran and fortran_differs(shape):
         raise DDStoreValueError(f"{path}: Fortran order; range reads need C order (save "
                                 f"a C-contiguous array)")
     if fdtype.kind not in "biuf" or fdtype.fields is not None:
