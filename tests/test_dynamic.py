@@ -349,6 +349,11 @@ def test_window_loaders_every_path():
         raw = np.random.default_rng(0).standard_normal((T, n, 2)).astype(np.float32)
         rng = np.random.default_rng(1)
         edges = [rng.integers(0, n, (2, 5)) for _ in range(T)]
+        weighted = DynamicWindowDataset(store, "dyn_w", raw, 3, edges=edges,
+                                        weights=[np.ones(5) for _ in range(T)], dedup="sum")
+        _, _, wg = weighted[0]
+        assert all(ei.shape == (2, 0) and ew.shape == (0,) and ew.dtype == wg[0][1].dtype
+                   for ei, ew in weighted.__getitems__([])[2])
         ts = np.datetime64("2024-01-01") + np.arange(T) * np.timedelta64(1, "h")
         base = DynamicWindowDataset(store, "dyn", raw, 3, edges=edges, dedup="sum",
                                     graph_steps="xy")
@@ -371,6 +376,13 @@ def test_window_loaders_every_path():
                 x, y, g = ds[i]
                 bx, by, bg = ds.__getitems__([i])
                 _same_batch((x[None], y[None], g), (bx, by, bg), f"{name}[{i}]")
+            # an empty batch: no windows, and per step a graph with no edges (a bare
+            # torch.cat error before)
+            ex, ey, eg = ds.__getitems__([])
+            assert ex.shape == (0,) + tuple(x.shape) and ey.shape == (0,) + tuple(y.shape)
+            assert len(eg) == len(g) and all(
+                ei.shape == (2, 0) and ei.dtype == torch.int64 and ew is None
+                for ei, ew in eg)  # (an unweighted graph)
             if "resident" in extra:
                 tr = ds.splits()[0]
                 for kw in ({"shuffle": False}, {"sampler": "batch", "shuffle": False}):

@@ -130,7 +130,10 @@ class DynamicWindowDataset(WindowDataset):
         out = []
         for j in range(span):
             col = [snaps[t] for t in steps[:, j].tolist()]
-            if B == 1:
+            if B == 0:  # an empty batch: no edges (weights float32, as stored)
+                ei = torch.zeros((2, 0), dtype=torch.int64)
+                ew = torch.zeros(0, dtype=torch.float32) if self.graph.weighted else None
+            elif B == 1:
                 ei, ew = col[0]
             else:
                 sizes = torch.tensor([c[0].shape[1] for c in col], dtype=torch.int64)
