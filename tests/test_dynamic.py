@@ -304,6 +304,29 @@ def test_pgt_bad_node_ids_and_ragged_y_name_the_file(tmp_path):
         st.load_pgt_json(_write(tmp_path, "covid.json", doc))
 
 
+def test_pgt_weights_on_some_steps_only_and_null_edges_refused(tmp_path):
+    """Per-step weights are on every step or on none (a step without them was given
+    unit weights, silently), and null edges are refused (loaded as no edges before)."""
+    step = {"X": [[1.0], [2.0]], "y": [0.0, 1.0], "edges": [[0, 1]], "weights": [2.0]}
+    doc = {"time_periods": 3, "0": dict(step), "1": dict(step), "2": dict(step)}
+    for change in ({"weights": None}, {}):
+        doc["1"] = {k: v for k, v in step.items() if k != "weights"}
+        doc["1"].update(change)
+        with pytest.raises(DDStoreValueError, match="tennis.json: step '1' has no "
+                                                    "'weights' \\(step '0' has\\)"):
+            st.load_pgt_json(_write(tmp_path, "tennis.json", doc))
+    for t in "012":  # on none: unweighted
+        doc[t] = {k: v for k, v in step.items() if k != "weights"}
+    assert st.load_pgt_json(_write(tmp_path, "tennis.json", doc)).weights is None
+    doc["2"]["edges"] = None
+    with pytest.raises(DDStoreValueError, match="step '2' 'edges' is null"):
+        st.load_pgt_json(_write(tmp_path, "tennis.json", doc))
+    with pytest.raises(DDStoreValueError, match="'edges' is null \\(a graph with no "
+                                                "edges is \\[\\]\\)"):
+        st.load_pgt_json(_write(tmp_path, "chick.json", {"FX": [[1.0, 2.0]] * 4,
+                                                          "edges": None}))
+
+
 def test_taken_name_is_named_like_every_layer():
     """A DynamicGraph whose variables exist names them as every layer does
     (_checks.check_free_names); a plain variable too."""

@@ -291,8 +291,12 @@ def test_adios_source_ranges(tmp_path):
         # bool and float16 survive (stored as bit patterns)
         assert src.read_one(1)["mask"].dtype == np.bool_
         assert src.read_one(1)["edge_attr"].dtype == np.float16
-        with pytest.raises(DDStoreIndexError):
+        with pytest.raises(DDStoreIndexError, match=r"index 9 out of range \[0, 9\) in "
+                                                    r"ADIOS2 file"):
             src.read_one(9)
+        for bad in ("3", None, 1.5):  # (a bare TypeError for the first two before)
+            with pytest.raises(DDStoreValueError, match=r"must be an integer in \[0, 9\)"):
+                src.read_one(bad)
         with pytest.raises(DDStoreIndexError):
             list(src.read(5, 12))
     with pytest.raises(DDStoreValueError, match="empty data set"):

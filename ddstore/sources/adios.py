@@ -27,9 +27,9 @@ import re
 
 import numpy as np
 
-from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import (Source, check_range, check_replaceable, file_share, regular_file,
-                   written_in_place)
+from ..errors import DDStoreValueError
+from .base import (Source, check_index, check_range, check_replaceable, file_share,
+                   regular_file, written_in_place)
 
 __all__ = ["AdiosSource", "write_records_adios"]
 
@@ -435,9 +435,7 @@ class AdiosSource(Source):
 
     def read_one(self, index):
         """Sample ``index`` as ``{key: rows}`` (per-sample ADIOS2 reads)."""
-        if not 0 <= index < self._n:
-            raise DDStoreIndexError(f"sample index {index} out of range [0, {self._n}) "
-                                    f"in ADIOS2 file {self.path!r}")
+        index = check_index(f" in ADIOS2 file {self.path!r}", index, self._n)
         data, _ = self.read_packed(index, index + 1)
         return data
 

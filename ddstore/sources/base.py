@@ -27,7 +27,7 @@ from ..errors import DDStoreIndexError, DDStoreValueError
 
 __all__ = ["Source", "SequenceSource", "check_range", "int_bounds", "regular_file",
            "file_mark", "files_mark", "file_share", "check_same_files", "MARK_BYTES",
-           "check_replaceable", "written_in_place"]
+           "check_replaceable", "written_in_place", "check_index"]
 
 #: bytes at each end of a file that its mark covers (:func:`file_mark`)
 MARK_BYTES = 64 << 10
@@ -286,6 +286,18 @@ def check_range(what, start, stop, total):
     return start, stop
 
 
+def check_index(what, index, total):
+    """Sample ``index`` as a Python int: a :class:`DDStoreValueError` unless an integer,
+    a :class:`DDStoreIndexError` unless in ``[0, total)``; each names ``what`` (the
+    one check of every source's ``read_one``)."""
+    if not is_int(index):
+        raise DDStoreValueError(f"sample index {index!r} must be an integer in [0, "
+                                f"{total}){what}")
+    if not 0 <= index < total:
+        raise DDStoreIndexError(f"sample index {index} out of range [0, {total}){what}")
+    return int(index)
+
+
 def first_outside(ids, limit):
     """Position of the first row of the int array ``ids`` (1-D, or 2-D: a row is bad when
     any of its values is) holding a value outside ``[0, limit)``; None when all are in
@@ -347,7 +359,4 @@ class SequenceSource(Source):
 
     def read_one(self, index):
         """``samples[index]``."""
-        n = len(self.samples)
-        if not 0 <= index < n:
-            raise DDStoreIndexError(f"sample index {index} out of range [0, {n})")
-        return self.samples[index]
+        return self.samples[check_index("", index, len(self.samples))]

@@ -175,14 +175,19 @@ def _read_steps_dynamic(doc, path, dtype):
     data, target = _pgt_step_signals(steps, path, dtype)
     node_ids = _pgt_node_ids(doc, data.shape[1], path)
     edges, weights = [], []
+    weighted = [step.get("weights") is not None for step in steps]
+    if any(weighted) and not all(weighted):  # (a unit weight made up for a step: no)
+        raise _pgt_error(path, f"step '{weighted.index(False)}' has no 'weights' (step "
+                               f"'{weighted.index(True)}' has): give weights on every "
+                               f"step or on none")
     for t, step in enumerate(steps):
         if "edges" not in step:
             raise _pgt_error(path, f"step '{t}' has no 'edges' (step '0' has)")
         e = _pgt_pairs(step["edges"], path, f"step '{t}' 'edges'")
         edges.append(e)
-        w = _pgt_weights(step.get("weights"), e.shape[1], path, f"step '{t}' 'weights'")
-        weights.append(np.ones(e.shape[1], np.float32) if w is None else w)
-    if all(step.get("weights") is None for step in steps):
+        weights.append(_pgt_weights(step.get("weights"), e.shape[1], path,
+                                    f"step '{t}' 'weights'"))
+    if not any(weighted):
         weights = None
     return DynamicSeries(data, edges, weights, target_feature=target, node_ids=node_ids,
                          source=f"{os.path.basename(str(path))}[steps]")
@@ -381,9 +386,11 @@ def _pgt_pairs(pairs, path, what):
     (a whole float such as ``3.0`` is taken; ``1.7``, a string or an id beyond int64 is
     refused, naming the pair), the list exactly ``[E, 2]`` (a ``[2, E]`` list or rows of
     three are refused, not reshaped)."""
+    if pairs is None:
+        raise _pgt_error(path, f"{what} is null (a graph with no edges is [])")
     why = None
     try:
-        arr = np.asarray(pairs if pairs is not None else [])
+        arr = np.asarray(pairs)
     except (TypeError, ValueError, OverflowError) as exc:
         why = str(exc)
     if why is None and arr.size == 0:

@@ -27,8 +27,8 @@ import os
 import pickle
 import re
 
-from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import Source, file_share, regular_file, written_in_place
+from ..errors import DDStoreValueError
+from .base import Source, check_index, file_share, regular_file, written_in_place
 
 __all__ = ["RestrictedUnpickler", "restricted_load", "restricted_loads",
            "PickleDirSource", "write_pickle_files", "META_NAME"]
@@ -226,9 +226,7 @@ class PickleDirSource(Source):
 
     def file(self, index):
         """The file that holds sample ``index``."""
-        if not 0 <= index < self._n:
-            raise DDStoreIndexError(f"sample index {index} out of range [0, {self._n}) "
-                                    f"in {self.path!r}")
+        index = check_index(f" in {self.path!r}", index, self._n)
         if self._files is not None:
             return self._files[index]
         return os.path.join(self.path, self._pattern.format(index))

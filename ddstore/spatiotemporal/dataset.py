@@ -1019,9 +1019,11 @@ class WindowDataset(_WindowView):
         elif last in (f, self.num_features):
             feats = list(range(f))
         else:
-            raise DDStoreValueError(
-                f"inverse_transform: last dimension {last}; allowed: {f} (series features) "
-                f"or {self.num_features} (with time features), or pass features=")
+            allowed = f"{f} (series features)" + (
+                f" or {self.num_features} (with time features)"
+                if self.num_features != f else "")
+            raise DDStoreValueError(f"inverse_transform: last dimension {last}; allowed: "
+                                    f"{allowed}, or pass features=")
         mean, std = self.mean[..., feats], self.std[..., feats]
         if self.per_node and (arr.ndim < 2 or arr.shape[-2] != self.num_nodes):
             raise DDStoreValueError(f"inverse_transform: per-node statistics need values "
