@@ -19,7 +19,7 @@ import numbers
 
 import numpy as np
 
-from ._checks import tensor_values
+from ._checks import as_dtype, tensor_values
 from .errors import DDStoreValueError
 
 __all__ = ["INT_TIMES", "FLOAT_TIMES", "MAX_EXACT_TIME", "as_time_dtype", "time_share",
@@ -34,13 +34,10 @@ _I64 = np.iinfo(np.int64)
 
 
 def as_time_dtype(dtype, what):
-    """``dtype`` as the numpy dtype of times (int64 or float64, the C core's
-    ``dds_time_type``s); anything else raises :class:`DDStoreValueError` naming
-    ``what``."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
-        raise DDStoreValueError(f"{what}: {dtype!r} is not a numpy dtype ({exc})") from exc
+    """``dtype`` (what :func:`~ddstore._checks.as_dtype` takes: a torch dtype too) as
+    the numpy dtype of times (int64 or float64, the C core's ``dds_time_type``s);
+    anything else raises :class:`DDStoreValueError` naming ``what``."""
+    dt = as_dtype(dtype, what, "iuf", "int64 or float64")
     if dt not in (INT_TIMES, FLOAT_TIMES):
         raise DDStoreValueError(f"{what}: times of dtype {dt}; times are kept as int64 "
                                 f"(integers, exactly) or float64")

@@ -458,6 +458,16 @@ def test_from_pyg_refuses_temporal_data_without_t(store):
         TemporalGraph.from_pyg(store, "g", ok, split=[0, 1, 2])
     with pytest.raises(DDStoreValueError, match=r"test_ratio=1.5 must be a number in"):
         TemporalGraph.from_pyg(store, "g", ok, test_ratio=1.5)
+    # unsorted times with the chronological split (by position, as PyG's): refused
+    # (later events went to train silently); with a split given, taken
+    late = TemporalData(src=torch.tensor([0, 1, 2]), dst=torch.tensor([1, 2, 0]),
+                        t=torch.tensor([5, 3, 4]))
+    with pytest.raises(DDStoreValueError, match=r"data.t is not sorted \(event 1 at t=3 "
+                                                r"comes after t=5\).*pass split="):
+        TemporalGraph.from_pyg(store, "g", late)
+    assert store.variables() == []
+    g = TemporalGraph.from_pyg(store, "g", late, split=[0, 0, 2])
+    g.remove()
     assert store.variables() == []
 
 
@@ -508,6 +518,7 @@ def memory(store):
 
 
 def test_node_memory_constructor_errors(store):
+    import torch
     from ddstore import DDStoreValueError
     from ddstore.temporal import NodeMemory
     for kw, msg in (({"num_nodes": 0}, r"NodeMemory 'm': num_nodes=0 must be an integer "
@@ -516,7 +527,12 @@ def test_node_memory_constructor_errors(store):
                     ({"mail_dim": -1}, r"mail_dim=-1 must be an integer >= 1"),
                     ({"mailbox_size": True}, r"mailbox_size=True must be an integer"),
                     ({"dtype": np.int64}, r"dtype=int64; allowed: a floating-point"),
-                    ({"dtype": "nonsense"}, r"dtype='nonsense' is not a dtype")):
+                    ({"dtype": "nonsense"}, r"dtype='nonsense' is not a dtype"),
+                    # num_nodes named (mailbox_size was, with an empty range)
+                    ({"num_nodes": 2 ** 63}, r"num_nodes=9223372036854775808 out of "
+                                             r"range: allowed 1 <= num_nodes <= 2\*\*63 - 1"),
+                    ({"ts_dtype": torch.float32}, r"ts_dtype: times of dtype float32"),
+                    ({"ts_dtype": "nonsense"}, r"ts_dtype='nonsense' is not a dtype")):
         args = dict(num_nodes=10, memory_dim=4, mail_dim=3)
         args.update(kw)
         with pytest.raises(DDStoreValueError, match=msg):
@@ -524,7 +540,8 @@ def test_node_memory_constructor_errors(store):
     with pytest.raises(DDStoreValueError, match=r"name must be a non-empty str, got ''"):
         NodeMemory(store, "", 10, 4, 3)
     assert store.variables() == []
-    NodeMemory(store, "m", 10, 4, 3)
+    m = NodeMemory(store, "m", 10, 4, 3, ts_dtype=torch.int64)  # as dtype= takes torch's
+    assert m.ts_dtype == np.int64
     with pytest.raises(DDStoreValueError, match=r"NodeMemory 'm': the store already holds "
                                                 r"variables \['m/mail'"):
         NodeMemory(store, "m", 10, 4, 3)
@@ -671,6 +688,7 @@ def test_node_memory_read_and_order(memory):
     with zeros; torch tensors in; read errors are local."""
     import torch
     from ddstore import DDStoreIndexError, DDStoreValueError
+    from ddstore.temporal import MemoryBatch
     m = memory
     m.write(torch.tensor([1, 1, 1]), torch.arange(12, dtype=torch.float32).view(3, 4),
             torch.tensor([2.0, 2.0, 1.0]))
@@ -689,6 +707,26 @@ def test_node_memory_read_and_order(memory):
         m.read([10])
     with pytest.raises(DDStoreValueError, match=r"out must be a MemoryBatch of 2 nodes"):
         m.read([1, 2], out=r)
+    # an out that a read could not fill whole is refused before any field is written
+    # (a wrong size was a bare reshape error after memory was overwritten; a wrong
+    # shape of the right size was filled and came back so)
+    good = m.read([1, 2])
+    fields = ("memory", "memory_ts", "mail", "mail_ts")
+    for field, bad in (("mail", torch.zeros(2, 1, 6)), ("mail", torch.zeros(2, 2, 2)),
+                       ("mail_ts", torch.zeros(4, dtype=torch.float64)),
+                       ("memory_ts", torch.zeros(2, dtype=torch.float32)),
+                       ("memory", torch.zeros(2, 4, requires_grad=True)),
+                       ("memory", np.zeros((2, 4), np.float32)),
+                       ("memory", torch.zeros(4, 2).t())):
+        out = MemoryBatch(*(torch.full_like(getattr(good, f), -1.0) for f in fields))
+        setattr(out, field, bad)
+        with pytest.raises(DDStoreValueError, match=rf"read: out.{field} must be a "
+                                                    rf"C-contiguous, writable CPU tensor"):
+            m.read([1, 2], out=out)
+        assert all((getattr(out, f) == -1).all() for f in fields if f != field)
+    again = m.read([1, 2], out=MemoryBatch(*(torch.empty_like(getattr(good, f))
+                                              for f in fields)))
+    assert all(torch.equal(getattr(again, f), getattr(good, f)) for f in fields)
     m.reset()
     z = m.read([1, 2])
     assert not z.memory.any() and not z.mail.any() and not z.mail_ts.any()

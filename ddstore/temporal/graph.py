@@ -558,6 +558,14 @@ class TemporalGraph:
             layout["split given"] = split is not None
             if split is None:
                 check_ratios(val_ratio, test_ratio)
+                down = np.flatnonzero(np.diff(arrs["t"]) < 0)
+                if down.size:  # PyG's split is by position: later events in train
+                    i = int(down[0]) + 1
+                    raise DDStoreValueError(
+                        f"graph {name!r}: data.t is not sorted (event {i} at t="
+                        f"{arrs['t'][i]} comes after t={arrs['t'][i - 1]}), and the "
+                        f"chronological split (split=None, PyG's train_val_test_split) "
+                        f"cuts by position: sort the events by time, or pass split=")
                 split = chronological_split(data.t, val_ratio, test_ratio)
             else:
                 split = _as_array(split, f"graph {name!r}: split")

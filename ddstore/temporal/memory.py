@@ -164,12 +164,16 @@ def _check_row_bytes(name, memory_dim, mail_dim, mailbox_size, dt):
                                 f"bytes, must fit in 2**63 - 1 bytes)")
 
 
-def _flat(arr, shape, what):
-    """``arr`` (a C-contiguous buffer of ``out``) viewed as ``shape`` without a copy."""
-    if not arr.flags.c_contiguous or not arr.flags.writeable:
-        raise DDStoreValueError(f"NodeMemory read: out.{what} must be a C-contiguous "
-                                f"writable tensor (as read returns it)")
-    return arr.reshape(shape)
+def _out_field_ok(t, shape, dtype):
+    """Whether ``t`` can be filled in place as a field of ``shape`` and ``dtype``: a
+    C-contiguous, writable CPU tensor without grad (what :meth:`NodeMemory.read`
+    returns)."""
+    import torch
+    if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.requires_grad \
+            or tuple(t.shape) != shape or not t.is_contiguous() \
+            or t.dtype != torch.from_numpy(np.empty(0, dtype)).dtype:
+        return False
+    return t.numpy().flags.writeable
 
 
 def _as_array(x):
@@ -255,6 +259,9 @@ class NodeMemory:
                 if not is_int(v) or v < low:
                     raise DDStoreValueError(f"NodeMemory {name!r}: {label}={v!r} must be an"
                                             f" integer >= {low}")
+            if num_nodes > _MAX_ROW_BYTES:  # the store's bound on a variable's rows
+                raise DDStoreValueError(f"NodeMemory {name!r}: num_nodes={num_nodes} out "
+                                        f"of range: allowed 1 <= num_nodes <= 2**63 - 1")
             _check_row_bytes(name, int(memory_dim), int(mail_dim), int(mailbox_size), dt)
             if int(num_nodes) > _MAX_ROW_BYTES // int(mailbox_size):
                 raise DDStoreValueError(f"NodeMemory {name!r}: mailbox_size={mailbox_size} "
@@ -426,9 +433,8 @@ class NodeMemory:
                 torch.from_numpy(np.empty(n, self.ts_dtype)),
                 torch.from_numpy(np.empty((n, S, self.mail_dim), self.dtype)),
                 torch.from_numpy(np.empty((n, S), self.ts_dtype)))
-        elif not isinstance(out, MemoryBatch) or len(out) != n:
-            raise DDStoreValueError(f"{what}: out must be a MemoryBatch of {n} nodes (from "
-                                    f"an earlier read of as many), got {out!r:.80}")
+        else:
+            self._check_out(out, n, what)
         lock = self._lock  # no commit applies anywhere while this rank reads
         lock.acquire_shared()
         try:
@@ -438,6 +444,27 @@ class NodeMemory:
             lock.release_shared()
         return out
 
+    def _check_out(self, out, n, what):
+        """Refuse an ``out`` that :meth:`read` could not fill whole, before any of it is
+        written: each field must be what a read of ``n`` nodes returns."""
+        if not isinstance(out, MemoryBatch) or (
+                len(getattr(out.memory, "shape", ())) == 2 and len(out) != n):
+            raise DDStoreValueError(f"{what}: out must be a MemoryBatch of {n} nodes (from "
+                                    f"an earlier read of as many), got {out!r:.80}")
+        S = self.mailbox_size
+        for field, shape, dtype in (("memory", (n, self.memory_dim), self.dtype),
+                                    ("memory_ts", (n,), self.ts_dtype),
+                                    ("mail", (n, S, self.mail_dim), self.dtype),
+                                    ("mail_ts", (n, S), self.ts_dtype)):
+            t = getattr(out, field)
+            if not _out_field_ok(t, shape, dtype):
+                got = (f"{type(t).__name__} of shape {tuple(getattr(t, 'shape', ()))}, "
+                       f"dtype {getattr(t, 'dtype', None)}")
+                raise DDStoreValueError(
+                    f"{what}: out.{field} must be a C-contiguous, writable CPU tensor "
+                    f"without grad, of shape {shape} and dtype {np.dtype(dtype)} (what a "
+                    f"read of {n} nodes returns), got a {got}")
+
     def _read_into(self, idx, out):
         n, S = idx.shape[0], self.mailbox_size
         st = self.store
@@ -445,9 +472,9 @@ class NodeMemory:
         st.get_batch(self._var["memory_ts"], idx, out=out.memory_ts.numpy())
         if S == 1:
             st.get_batch(self._var["mail"], idx,
-                         out=_flat(out.mail.numpy(), (n, self.mail_dim), "mail"))
+                         out=out.mail.numpy().reshape((n, self.mail_dim)))
             st.get_batch(self._var["mail_ts"], idx,
-                         out=_flat(out.mail_ts.numpy(), (n,), "mail_ts"))
+                         out=out.mail_ts.numpy().reshape((n,)))
         else:  # ring slots to arrival order: logical row j is slot (count + j) % S, so
             # node v's ring is rows [v*S + c, v*S + S) then [v*S, v*S + c), c = count % S:
             # two ranges per node, read straight into the caller's buffers
@@ -460,9 +487,9 @@ class NodeMemory:
             counts[:, 1] = c
             starts, counts = starts.reshape(-1), counts.reshape(-1)
             st.read_ranges(self._var["mail"], starts, counts,
-                           out=_flat(out.mail.numpy(), (n * S, self.mail_dim), "mail"))
+                           out=out.mail.numpy().reshape((n * S, self.mail_dim)))
             st.read_ranges(self._var["mail_ts"], starts, counts,
-                           out=_flat(out.mail_ts.numpy(), (n * S,), "mail_ts"))
+                           out=out.mail_ts.numpy().reshape((n * S,)))
 
     # ------------------------------------------------------------------ staging
     def _clear(self):
