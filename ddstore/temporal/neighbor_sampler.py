@@ -132,9 +132,9 @@ class TemporalSampler:
         self.epoch = as_int(epoch, "set_epoch: epoch") & 0xFFFFFFFFFFFFFFFF
 
     def sample(self, nodes, ts):
-        """Local: sample every layer for roots ``nodes`` at times ``ts`` (real numbers
-        the graph's ``time_dtype`` holds exactly: for int64 times, integers or whole
-        floats; for float64, floats or integers within ``[-2**53, 2**53]``).
+        """Local: sample every layer for roots ``nodes`` at times ``ts`` (finite real
+        numbers the graph's ``time_dtype`` holds exactly: for int64 times, integers or
+        whole floats; for float64, floats or integers within ``[-2**53, 2**53]``).
 
         Returns a list of :class:`TemporalBlock`, one per layer (layer 0 first).
         """
@@ -155,8 +155,10 @@ class TemporalSampler:
                                           copy=False))
         n = self.graph.num_nodes
         check_indices(roots, n, "sample", item="root")
-        if t.dtype.kind == "f" and np.isnan(t).any():
-            raise DDStoreValueError(f"sample: ts[{int(np.argmax(np.isnan(t)))}] is NaN")
+        if t.dtype.kind == "f" and not np.isfinite(t).all():  # as NodeMemory's times
+            i = int(np.argmin(np.isfinite(t)))
+            raise DDStoreValueError(f"sample: ts[{i}] = {t[i]} (root {roots[i]}) is NaN or "
+                                    f"infinite; root times must be finite")
         blocks = []
         indptr = self.graph.indptr
         for layer, k in enumerate(self.fanouts):

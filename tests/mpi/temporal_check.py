@@ -149,7 +149,8 @@ def check_sampler(g, lists, tie_range, tag):
     v = int(np.argmax(np.diff(g.indptr)))
     deg = int(g.indptr[v + 1] - g.indptr[v])
     sm = tg.TemporalSampler(g, (5,), "uniform", seed=1)
-    b = sm.sample(np.full(4000, v), np.full(4000, np.inf))[0]
+    after = TIMES[id(lists)][v].max() + 1  # every edge of v eligible
+    b = sm.sample(np.full(4000, v), np.full(4000, after, dtype=g.time_dtype))[0]
     freq = np.bincount(b.eid, minlength=g.num_edges)[np.unique(b.eid)]
     check(len(np.unique(b.eid)) == len(set(x[1] for x in lists[v])),
           f"{tag}: uniform over {deg} edges hit {len(np.unique(b.eid))} distinct")
@@ -340,7 +341,11 @@ def check_errors(store, tag):
     for roots, ts, cls, m in (([0, 20], [1.0, 2.0], DDStoreIndexError, "out of range"),
                               ([-1], [1.0], DDStoreIndexError, "out of range"),
                               ([0, 1], [1.0], DDStoreValueError, "same length"),
-                              ([0], [np.nan], DDStoreValueError, "NaN")):
+                              ([0], [np.nan], DDStoreValueError, "NaN"),
+                              # an infinite root time was taken (dts all inf)
+                              ([0, 1], [1.0, np.inf], DDStoreValueError,
+                               "ts[1] = inf (root 1) is NaN or infinite"),
+                              ([0], [-np.inf], DDStoreValueError, "must be finite")):
         try:
             sm.sample(roots, ts)
             check(False, f"{tag}: sample({roots}, {ts}) accepted")
