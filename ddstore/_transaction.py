@@ -244,6 +244,11 @@ class Transaction:
         rest."""
         store, entries = self.store, self._entries
         undo = entries[self._mark:]
+        if not undo:  # nothing created, set aside or registered here: nothing to undo,
+            # and no round (records are alike on every rank in the transaction, so the
+            # others skip it too; and a rank the error found in another call, one out
+            # of step, is not rolling back: a round would only replace the error)
+            return
         mine = [e for e in undo if isinstance(e, str)]
         with store.collective("transaction rollback") as step:
             names = [n for _, n in step.agree((self.label, mine))]

@@ -56,6 +56,21 @@ def main():
            lambda: ddstore.DDStore(comm) if rank == 0 else store.remove("x"))
     intact("after DDStore vs remove")
 
+    # a layer's remove (a transaction) on the last rank while the others commit node
+    # memory: the error names those two calls (the rollback, with nothing to undo, took
+    # a round that met the others' next call, and its error replaced this one)
+    from ddstore import temporal as tg
+    g = tg.TemporalGraph.from_arrays(store, "g", np.array([0]), np.array([1]),
+                                     np.array([1]))
+    m = tg.NodeMemory(store, "m", 10, 2, 2)
+    expect("commit vs a layer's remove", ["out of step", "called NodeMemory.commit('m')",
+                                          "called TemporalGraph.remove('g')"],
+           lambda: g.remove() if rank == size - 1 else m.commit())
+    check(not g.removed, "the graph was removed on one rank")
+    g.remove()
+    m.remove()
+    intact("after commit vs a layer's remove")
+
     # one rank's local load_npy fails (truncated local copy); it catches the error and
     # goes on to free() while the others build a WindowDataset: all are told, nothing
     # is left
