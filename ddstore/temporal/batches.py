@@ -5,7 +5,7 @@ import numpy as np
 from .._collective import collective
 from ..errors import DDStoreValueError
 from .._checks import as_bool, as_int, as_seed, is_int, partition
-from .graph import SPLITS
+from .graph import SPLITS, TemporalGraph
 
 
 def _shown(value):
@@ -59,6 +59,9 @@ class EdgeBatches:
         self.comm = comm
 
     def _setup(self, graph, batch_size, split, chunks, negatives, shuffle_chunks, seed):
+        if not isinstance(graph, TemporalGraph):
+            raise DDStoreValueError(f"EdgeBatches: graph must be a TemporalGraph, got "
+                                    f"{type(graph).__name__} {graph!r:.60}")
         batch_size = as_int(batch_size, "EdgeBatches: batch_size", 1)
         chunks = as_int(chunks, "EdgeBatches: chunks", 1)
         negatives = as_int(negatives, "EdgeBatches: negatives", 0)

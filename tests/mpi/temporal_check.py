@@ -353,9 +353,11 @@ def check_errors(store, tag):
             check(m in str(exc), f"{tag}: sample({roots}, {ts}): {exc}")
     for kw, m in ((dict(batch_size=0), "batch_size"), (dict(batch_size=10, chunks=3),
                                                        "divide"),
-                  (dict(batch_size=10, split="dev"), "split")):
+                  (dict(batch_size=10, split="dev"), "split"),
+                  (dict(graph="g", batch_size=10), "graph must be a TemporalGraph, got "
+                                                   "str 'g'")):
         try:
-            tg.EdgeBatches(g, **kw)
+            tg.EdgeBatches(**{"graph": g, **kw})
             check(False, f"{tag}: EdgeBatches {kw} accepted")
         except DDStoreValueError as exc:
             check(m in str(exc), f"{tag}: EdgeBatches {kw}: {exc}")
