@@ -28,8 +28,8 @@ import re
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .base import (Source, check_index, check_range, check_replaceable, file_share,
-                   regular_file, written_in_place)
+from .base import (Source, check_index, check_range, file_share, regular_file,
+                   written_in_place)
 
 __all__ = ["AdiosSource", "write_records_adios"]
 
@@ -90,7 +90,6 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
     adios2 = _import_adios2()
     path = os.fspath(path)
     what = f"write_records_adios({path!r})"
-    check_replaceable(path, what, "ddstore CFF file", _is_cff)
     it = iter(records)
     try:
         first = next(it)
