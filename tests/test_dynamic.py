@@ -417,3 +417,42 @@ def test_window_loaders_every_path():
                         _same_batch(b, tr.__getitems__(idx), f"{name} loader {kw}")
     finally:
         store.free()
+
+
+def test_snapshot_cache_shared_by_threads():
+    """Threads read one graph at once (a loader's read-ahead thread and the caller's
+    loop): the snapshot cache is shared by them (it raised "OrderedDict mutated during
+    iteration" when threads switched often), and every snapshot is the one read alone."""
+    import sys
+    import threading
+    from ddstore.dynamic import DynamicGraph
+    store = _store()
+    interval = sys.getswitchinterval()
+    try:
+        T, n = 300, 6
+        edges = [np.random.default_rng(t).integers(0, n, (2, 4)) for t in range(T)]
+        g = DynamicGraph(store, "g", edges, dedup="sum", checkpoint_every=50)
+        want = [g.snapshot(t)[0].numpy().copy() for t in range(T)]
+        g.clear_cache()
+        errors = []
+
+        def reader(seed):
+            rng = np.random.default_rng(seed)
+            try:
+                for t in rng.integers(0, T, 1500).tolist():
+                    if not np.array_equal(g.snapshot(t)[0].numpy(), want[t]):
+                        errors.append(f"thread {seed}: step {t} differs")
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(f"thread {seed}: {type(exc).__name__}: {exc}")
+
+        sys.setswitchinterval(1e-6)  # threads switch often: the race shows at once
+        threads = [threading.Thread(target=reader, args=(s,)) for s in range(3)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        sys.setswitchinterval(interval)
+        assert errors == [], errors[:5]
+    finally:
+        sys.setswitchinterval(interval)
+        store.free()

@@ -21,6 +21,7 @@ sorting the keys sorts the edges by ``(dst, src)``: the **canonical order** in w
 every snapshot comes out, on every rank and in every run.
 """
 import collections
+import threading
 
 import numpy as np
 import torch
@@ -268,6 +269,44 @@ class _Snap:
         self.t, self.keys, self.w, self.out = t, keys, w, None
 
 
+class _SnapCache:
+    """The snapshots a graph keeps, least recently used dropped first, safe for several
+    threads (a loader's read-ahead thread and the caller's loop read one graph at once:
+    the plain ``OrderedDict`` raised "mutated during iteration")."""
+
+    def __init__(self):
+        self._snaps = collections.OrderedDict()  # step -> _Snap
+        self._lock = threading.Lock()
+
+    def __len__(self):
+        return len(self._snaps)
+
+    def get(self, t):
+        """The snapshot of step ``t`` (now the most recently used), or None."""
+        with self._lock:
+            snap = self._snaps.get(t)
+            if snap is not None:
+                self._snaps.move_to_end(t)
+            return snap
+
+    def put(self, snap, size):
+        """Keep ``snap``, then drop the least recently used beyond ``size``."""
+        with self._lock:
+            self._snaps[snap.t] = snap
+            self._snaps.move_to_end(snap.t)
+            while len(self._snaps) > size:
+                self._snaps.popitem(last=False)
+
+    def snaps(self):
+        """The snapshots held now (a list: the cache may change meanwhile)."""
+        with self._lock:
+            return list(self._snaps.values())
+
+    def clear(self):
+        with self._lock:
+            self._snaps.clear()
+
+
 class DynamicGraph:
     """A discrete-time dynamic graph kept in a DDStore as checkpoints plus deltas.
 
@@ -346,7 +385,7 @@ class DynamicGraph:
         self.weighted = weights is not None
         self.dedup = dedup
         self.cache_size = int(cache_size)
-        self._cache = collections.OrderedDict()
+        self._cache = _SnapCache()
         self.num_nodes = int(num_nodes)
         self._bits = _key_bits(self.num_nodes)
         self._mask = (1 << self._bits) - 1
@@ -526,7 +565,7 @@ class DynamicGraph:
         self.num_steps, self.num_nodes = int(meta["num_steps"]), int(meta["num_nodes"])
         self.weighted, self.dedup = bool(meta["weighted"]), meta["dedup"]
         self.cache_size = int(meta["cache_size"] if cache_size is None else cache_size)
-        self._cache = collections.OrderedDict()
+        self._cache = _SnapCache()
         self._bits = _key_bits(self.num_nodes)
         self._mask = (1 << self._bits) - 1
         self._num_edges = np.array(ann.arrays["num_edges"], dtype=np.int64)
@@ -616,12 +655,11 @@ class DynamicGraph:
         """Materialised state of step ``t`` (cache, else the cheapest base + deltas)."""
         cached = self._cache.get(t)
         if cached is not None:
-            self._cache.move_to_end(t)
             return cached
         best, best_cost = None, None
         if self.has_deltas:
-            for s, snap in self._cache.items():
-                cost = self._walk_cost(s, t)
+            for snap in self._cache.snaps():
+                cost = self._walk_cost(snap.t, t)
                 if best_cost is None or cost < best_cost:
                     best, best_cost = snap, cost
             i = int(np.searchsorted(self._ckpt_steps, t, side="right")) - 1
@@ -640,10 +678,7 @@ class DynamicGraph:
         return snap
 
     def _remember(self, snap):
-        self._cache[snap.t] = snap
-        self._cache.move_to_end(snap.t)
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        self._cache.put(snap, self.cache_size)
 
     def _emit(self, snap):
         if snap.out is None:
@@ -718,7 +753,6 @@ class DynamicGraph:
             u = t if forward else t + 1  # the delta that takes the previous step to t
             cached = self._cache.get(t)
             if cached is not None:
-                self._cache.move_to_end(t)
                 snap = cached
             elif (snap is None or not self.has_deltas or
                   (t % self.checkpoint_every == 0 and
@@ -770,7 +804,7 @@ class DynamicGraph:
     def cache_nbytes(self):
         """Bytes held by the snapshot cache (keys, weights, emitted edge_index)."""
         total = 0
-        for snap in self._cache.values():
+        for snap in self._cache.snaps():
             total += snap.keys.nbytes + (0 if snap.w is None else snap.w.nbytes)
             if snap.out is not None:
                 total += snap.out[0].numel() * 8
