@@ -112,26 +112,56 @@ def draw_counter(loader):
     return None
 
 
+class _Draws:
+    """Where the random draws stood before one batch made ahead: the sampler's count
+    (``counter.draws``, or None) and torch's global generator state (what PyG's
+    negative sampling and a ``seed=None`` sampler draw from), and torch's state after
+    it (to tell, at the close, whether anything else drew since)."""
+    __slots__ = ("count", "before", "after")
+
+    def __init__(self, counter):
+        import torch  # (not at import: pyddstore uses this module without torch)
+        self.count = None if counter is None else counter.draws
+        self.before = torch.get_rng_state()
+        self.after = None
+
+    def give_back(self, counter, last):
+        """Set the draws back to before this batch: the sampler's count, and torch's
+        generator when nothing drew from it since the thread's ``last`` batch (the
+        caller's loop drawing too, e.g. dropout, makes them interleave by timing: then
+        it is left as it is)."""
+        import torch
+        if counter is not None and self.count is not None:
+            counter.draws = self.count
+        if last is not None and last.after is not None and \
+                torch.equal(torch.get_rng_state(), last.after):
+            torch.set_rng_state(self.before)
+
+
 def _step(iterator, counter):
     """One batch from ``iterator`` in the background thread: ``(ended, batch, draws)``,
-    ``draws`` the sampler's count before the batch (``counter``'s, or None).  A module
-    function so that the thread holds no reference to the prefetch iterator.  Made inside
-    :func:`ddstore._readers.reading`: a free or a removal of a variable by the caller's
-    thread waits for it, and the batches after find what it removed gone."""
-    draws = None if counter is None else counter.draws
+    ``draws`` a :class:`_Draws`.  A module function so that the thread holds no
+    reference to the prefetch iterator.  Made inside :func:`ddstore._readers.reading`:
+    a free or a removal of a variable by the caller's thread waits for it, and the
+    batches after find what it removed gone."""
+    draws = _Draws(counter)
     try:
         with reading():
             return False, next(iterator), draws
     except StopIteration:
         return True, None, draws
+    finally:
+        import torch
+        draws.after = torch.get_rng_state()
 
 
 class PrefetchIter:
     """Up to ``depth`` batches of ``iterator`` made ahead by one background thread.
     ``counter``: the sampler whose draws the batches make (:func:`draw_counter`): when
     the iteration is closed before its end, its ``draws`` are set back to where the
-    batches the caller took end, so the batches made ahead and dropped leave no trace
-    (the next epoch is the plain loader's, batch for batch)."""
+    batches the caller took end, and so is torch's global generator when only the
+    batches drew from it, so the batches made ahead and dropped leave no trace (the
+    next epoch is the plain loader's, batch for batch)."""
 
     def __init__(self, iterator, depth, counter=None):
         self._it = iterator
@@ -139,7 +169,8 @@ class PrefetchIter:
         self._pending = collections.deque()
         self._counter = counter
         self._taken = 0  # batches handed to the caller
-        self._handed = collections.deque(maxlen=2)  # their draws before each (the last)
+        self._handed = collections.deque(maxlen=2)  # their _Draws (the last two)
+        self._ended = False
         for _ in range(depth):
             self._pending.append(self._pool.submit(_step, self._it, counter))
 
@@ -156,7 +187,7 @@ class PrefetchIter:
             self.close()  # the error ends the iteration; no read is left running
             raise
         if ended:
-            self._counter = None  # the whole epoch was taken: nothing to give back
+            self._ended = True  # the whole epoch was taken: nothing to give back
             self.close()
             raise StopIteration
         self._pending.append(self._pool.submit(_step, self._it, self._counter))
@@ -176,16 +207,16 @@ class PrefetchIter:
         pending, self._pending = list(self._pending), collections.deque()
         pool.shutdown(wait=True, cancel_futures=True)
         counter, self._counter = self._counter, None
-        if counter is None:
-            return
-        unused = 0 if taken is None else self._taken - taken
-        if 0 < unused <= len(self._handed):  # handed out, not used: the first of them
-            counter.draws = self._handed[-unused]
+        if self._ended:
             return
         made = [f.result()[2] for f in pending
                 if f.done() and not f.cancelled() and f.exception() is None]
-        if made:  # made ahead and dropped: back to before the first
-            counter.draws = made[0]
+        last = made[-1] if made else (self._handed[-1] if self._handed else None)
+        unused = 0 if taken is None else self._taken - taken
+        if 0 < unused <= len(self._handed):  # handed out, not used: the first of them
+            self._handed[-unused].give_back(counter, last)
+        elif made:  # made ahead and dropped: back to before the first
+            made[0].give_back(counter, last)
 
     def __del__(self):
         try:
@@ -286,8 +317,11 @@ def prefetch(loader, depth=2, store=None):
     loader with ``num_workers > 0`` is refused here: PyG's loaders over a node-local store
     may use forked worker processes instead, :mod:`ddstore.pyg.workers`; elsewhere they
     cannot read the store).  Batches come in exactly the
-    order of ``loader`` itself; with the sampler's ``seed=`` (or no other use of torch's
-    random generator during the loop) they are the same batches.
+    order of ``loader`` itself, and they are the same batches when their draws are the
+    sampler's ``seed=``, or torch's global generator (PyG's negative sampling, a
+    ``seed=None`` sampler) with nothing else drawing from it during the loop: the thread
+    draws ahead, so the loop's own draws (dropout) would interleave with its draws by
+    timing.  An epoch left early gives back the draws of the batches made ahead.
 
     ``store``: the store the loader reads (found by itself for PyG loaders over a
     ddstore sampler); with it, a rank whose reads need ``MPI_THREAD_MULTIPLE`` that MPI

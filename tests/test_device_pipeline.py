@@ -472,6 +472,42 @@ def test_seeded_sampler_epoch_left_early_leaves_no_trace(store, wrap):
     assert not _threads()
 
 
+@pytest.mark.parametrize("wrap", ["prefetch", "device"])
+def test_torch_generator_draws_of_dropped_batches_given_back(store, wrap):
+    """LinkNeighborLoader's negative sampling draws from torch's global generator (PyG's
+    own), in the read-ahead thread: an epoch left after 2 batches, then a whole epoch,
+    gives the plain loader's batches when nothing else draws from it meanwhile (the
+    generator is set back to before the first dropped batch; it was left where the
+    thread had run to)."""
+    from torch_geometric.loader import LinkNeighborLoader
+    from ddstore import pyg as dpyg
+    from ddstore.prefetch import prefetch
+    fs, gs = _pyg_graph(store)
+    labels = torch.randint(0, 60, (2, 60), generator=torch.Generator().manual_seed(1))
+
+    def make():
+        return LinkNeighborLoader((fs, gs), num_neighbors=[2, 1], batch_size=8,
+                                  neighbor_sampler=dpyg.NeighborSampler(gs, [2, 1], seed=6),
+                                  neg_sampling="binary", edge_label_index=(None, labels))
+
+    def two_epochs(loader):
+        torch.manual_seed(11)
+        for i, _ in enumerate(loader):
+            if i == 1:
+                break
+        return list(loader)
+    want = two_epochs(make())
+    for depth in (1, 3):
+        inner = make()
+        loader = (prefetch(inner, depth) if wrap == "prefetch" else
+                  DevicePrefetcher(inner, "cpu", prefetch=depth))
+        got = two_epochs(loader)
+        assert len(got) == len(want)
+        for i, (a, b) in enumerate(zip(got, want)):
+            _same(a, b, f"depth {depth} batch {i} of the epoch after a break")
+    assert not _threads()
+
+
 def test_loader_lifecycle_checks(store):
     """The read-ahead depth is bounded (a loader of 10 batches asked for a million is
     refused naming the range, at once); every loader refuses a prefetch that is not an
