@@ -60,7 +60,8 @@ def _args(argv=None, prog=None):
     p.add_argument("--scale", type=at_least(0, float, above=True), default=0.05,
                    help="series: fraction of PeMS's 105,120 steps")
     p.add_argument("--path", default="/tmp/ddstore_scale/pems.npy", help="series: the "
-                   "cached .npy")
+                   "cached .npy (written if missing, reused if of the same shape; one of "
+                   "another shape is replaced only if a benchmark wrote it)")
     p.add_argument("--edges", type=at_least(1), default=2_000_000, help="temporal: edges")
     return p.parse_args(argv)
 
@@ -188,9 +189,15 @@ def run_series(args, comm, ckdir):
                                      write_pems_npy)
     steps = max(64, int(round(PEMS_STEPS * args.scale)))
     shape = (steps, PEMS_NODES, PEMS_FEATURES)
+    error = None
     if comm.rank == 0:
-        write_pems_npy(args.path, *shape, seed=args.seed)
-    comm.Barrier()
+        try:
+            write_pems_npy(args.path, *shape, seed=args.seed)
+        except Exception as exc:  # noqa: BLE001 - reported on every rank
+            error = f"{type(exc).__name__}: {exc}"
+    error = comm.bcast(error, root=0)
+    if error:
+        raise SystemExit(f"writing {args.path} failed: {error}")
     path = os.path.join(ckdir, "series")
     report = {"what": "series", "shape": list(shape), "size": comm.size}
 

@@ -113,16 +113,46 @@ def _npy_matches(path, shape, dtype):
         return False
 
 
+def _mark(path):
+    """The file beside ``path`` that says a benchmark wrote it (so it may be replaced
+    or removed: what the user put there never is)."""
+    return f"{path}.written-by-ddstore-bench"
+
+
+def _check_ours(path):
+    """Refuse ``path`` when it exists and a benchmark did not write it."""
+    if os.path.lexists(path) and not os.path.exists(_mark(path)):
+        raise ValueError(f"{path} exists and was not written by this benchmark (no "
+                         f"{os.path.basename(_mark(path))} beside it): give another "
+                         f"--path, or remove it yourself")
+
+
+def remove_written(path):
+    """Remove ``path`` (a file or a directory) if a benchmark wrote it, with its mark;
+    anything else is left where it is."""
+    if not os.path.exists(_mark(path)):
+        return
+    if os.path.isdir(path) and not os.path.islink(path):
+        import shutil
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.remove(path)
+    os.remove(_mark(path))
+
+
 def write_pems_npy(path, steps, nodes, features, seed=0, progress=True):
     """Write the synthetic series to ``path`` (.npy, C order) one day at a time, through a
-    temporary file renamed at the end.  Returns seconds spent (0 if already there)."""
+    temporary file renamed at the end.  Returns seconds spent (0 if already there: a
+    file of that shape is reused).  A file of another shape is replaced only when a
+    benchmark wrote it (:func:`remove_written`); anything else there is refused."""
     shape = (steps, nodes, features)
     if _npy_matches(path, shape, np.float32):
         return 0.0
+    _check_ours(path)
     from tqdm import tqdm
     t0 = time.perf_counter()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.part"
+    tmp = f"{path}.writing-{os.getpid()}"
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
               "fortran_order": False, "shape": shape}
     try:
@@ -134,6 +164,7 @@ def write_pems_npy(path, steps, nodes, features, seed=0, progress=True):
                 block = pems_block(a, min(steps, a + STEPS_PER_DAY), nodes, features, seed)
                 fh.write(block.tobytes())
                 bar.update(block.nbytes)
+        open(_mark(path), "w").close()
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -151,7 +182,9 @@ def _args(argv, prog=None):
     s = sub.add_parser("series", help="a PeMS-sized series in a WindowDataset",
                        formatter_class=HelpFormatter)
     s.add_argument("--path", default="/tmp/ddstore_scale/pems.npy",
-                   help="the .npy file (written once if missing)")
+                   help="the .npy file (written if missing, reused if of the same shape; "
+                        "removed at the end unless --keep, but only if a benchmark "
+                        "wrote it)")
     s.add_argument("--steps", type=at_least(1), default=PEMS_STEPS)
     s.add_argument("--nodes", type=at_least(1), default=PEMS_NODES)
     s.add_argument("--features", type=at_least(1), default=PEMS_FEATURES)
@@ -173,7 +206,9 @@ def _args(argv, prog=None):
     s.add_argument("--out", default="bench_results")
     g = sub.add_parser("graphs", help="Ising graphs from ADIOS2 in a GraphDataset",
                        formatter_class=HelpFormatter)
-    g.add_argument("--path", default="/tmp/ddstore_scale/ising.bp")
+    g.add_argument("--path", default="/tmp/ddstore_scale/ising.bp",
+                   help="the ADIOS2 file (written if missing, else reused; removed at "
+                        "the end unless --keep, but only if a benchmark wrote it)")
     g.add_argument("--graphs", type=at_least(1), default=1000000)
     g.add_argument("--batch-size", type=at_least(1), default=64)
     g.add_argument("--width", default="2")
@@ -392,7 +427,7 @@ def run_series(args):
     _write_json(comm, args, doc)
     store.free()
     if rank == 0 and not args.keep:
-        os.remove(args.path)
+        remove_written(args.path)
     return doc
 
 
@@ -452,6 +487,7 @@ def run_graphs(args):
     if rank == 0:
         try:
             t0 = time.perf_counter()
+            _check_ours(args.path)  # (reused when it is: the graphs are the same)
             if not os.path.exists(args.path):
                 # in a separate process, so that the writer's memory does not count in
                 # this rank's
@@ -551,8 +587,7 @@ def run_graphs(args):
     _write_json(comm, args, doc)
     store.free()
     if rank == 0 and not args.keep:
-        import shutil
-        shutil.rmtree(args.path, ignore_errors=True)
+        remove_written(args.path)
     return doc
 
 
@@ -565,16 +600,12 @@ def _du(path):
 
 def _write_ising(path, n, seed):
     """Write ``n`` Ising graphs with ``graphs.write_adios`` (streaming: one 64 MB block
-    in memory at a time) to ``path + '.partial'``, renamed to ``path`` when complete, so
-    an interrupted write is never taken for the cached file."""
-    import shutil
-
+    in memory at a time; all or nothing, so an interrupted write is never taken for the
+    cached file), marked as written by a benchmark."""
     from ddstore import graphs
     samples = graphs.ising_dataset(n, seed=seed)
-    partial = path + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    graphs.write_adios(samples, partial, progress=True)
-    os.rename(partial, path)
+    graphs.write_adios(samples, path, progress=True)
+    open(_mark(path), "w").close()
     return n
 
 
