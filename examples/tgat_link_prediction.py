@@ -126,7 +126,7 @@ class TemporalAttention(nn.Module):
         denom = torch.zeros(nr, H).index_add_(0, row, w)
         w = w / denom[row].clamp_min(1e-30)
         agg = torch.zeros(nr, H, d).index_add_(0, row, w.unsqueeze(-1) * v.view(-1, H, d))
-        return self.norm(F.relu(self.out(torch.cat([h_root, agg.view(nr, -1)], 1))))
+        return self.norm(F.relu(self.out(torch.cat([h_root, agg.reshape(nr, H * d)], 1))))
 
 
 class EdgePredictor(nn.Module):
@@ -183,7 +183,7 @@ def prepare(graph, sampler, src, dst, neg, t, dim_node, dim_edge):
     for b in blocks:
         if graph.edge_feat_dim is not None:
             efeats.append(torch.from_numpy(graph.edge_features(b.eid).astype(np.float32)
-                                           .reshape(len(b.eid), -1)))
+                                           .reshape(len(b.eid), dim_edge)))
         else:
             efeats.append(torch.zeros(len(b.eid), dim_edge))
     return [b.to_torch() for b in blocks], h, efeats

@@ -214,12 +214,13 @@ class APAN(nn.Module):
         valid = mts > 0  # times are shifted to start at 1: ts 0 is an empty slot
         dt = (root_ts.view(-1, 1) - mts).clamp_min(0)
         q = self.q(torch.cat([mem, self.time(torch.zeros(r))], 1)).view(r, 1, H, d)
-        kv = torch.cat([mail, self.time(dt.reshape(-1)).view(r, S, -1)], 2)
+        kv = torch.cat([mail, self.time(dt.reshape(-1)).view(r, S, self.time.lin.out_features)],
+                       2)
         k, v = self.k(kv).view(r, S, H, d), self.v(kv).view(r, S, H, d)
         score = (q * k).sum(-1) / d ** 0.5                       # [r, S, H]
         score = score.masked_fill(~valid.unsqueeze(-1), -1e30)
         w = torch.softmax(score, 1) * valid.unsqueeze(-1)        # empty mailbox: all 0
-        agg = (w.unsqueeze(-1) * v).sum(1).reshape(r, -1)
+        agg = (w.unsqueeze(-1) * v).sum(1).reshape(r, H * d)
         z = self.norm(F.relu(self.out(torch.cat([mem, agg], 1))))
         pos, neg = self.predict(z, n)
         return pos, neg, z, root_ts
@@ -243,7 +244,7 @@ class Runner:
         if self.graph.edge_feat_dim is None:
             return torch.zeros(len(eids), self.dim_edge)
         return torch.from_numpy(self.graph.edge_features(eids).astype(np.float32)
-                                .reshape(len(eids), -1))
+                                .reshape(len(eids), self.dim_edge))
 
     def forward(self, model, src, dst, neg, t, eid):
         """Scores of (src, dst) and (src, neg), and what :meth:`stage` needs."""

@@ -119,6 +119,18 @@ def test_example_runs(name, tmp_path_factory):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("run", ["tgn batch 1", "tgat batch 1"])
+def test_temporal_examples_with_empty_shares(run, tmp_path_factory):
+    """Batches of one event over two ranks: one rank's share of each batch is empty,
+    and the models take it (tensors of 0 rows; they were reshaped with a -1)."""
+    out = example_output(run, tmp_path_factory)
+    if run.startswith("tgn"):
+        check_memory_model(out, "tgn", epochs=1)
+    else:
+        assert len(floats(r"val AP ([0-9.]+)", out)) == 1, out
+
+
+@pytest.mark.mpi
 @pytest.mark.parametrize("model", ["jodie", "apan"])
 def test_tgn_example_other_models(model, tmp_path_factory):
     """tgn_link_prediction.py's JODIE and APAN, small, without the TGAT baseline; APAN
