@@ -3,6 +3,7 @@ refuse a value out of range with argparse's own error (exit code 2, the option n
 before anything is built or any rank waits for another."""
 import argparse
 import copy
+import math
 import os
 
 __all__ = ["at_least", "int_list", "check_windows", "seed", "SEED_MAX", "output_dir",
@@ -31,8 +32,8 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 def at_least(least, kind=int, above=False, most=None):
     """An ``argparse`` ``type=`` for the command lines of ddstore's programs and
     examples: the option's text as ``kind`` (int or float), refused by argparse (exit code
-    2, the option named) unless it is ``>= least`` (``> least`` with ``above``; NaN
-    never passes) and, where ``most`` is given, ``<= most``."""
+    2, the option named) unless it is ``>= least`` (``> least`` with ``above``; NaN and
+    infinities never pass) and, where ``most`` is given, ``<= most``."""
     what = "an integer" if kind is int else "a number"
 
     def convert(text):
@@ -40,6 +41,8 @@ def at_least(least, kind=int, above=False, most=None):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if kind is float and math.isinf(value):  # (a learning rate of inf: nan losses)
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if not (value > least if above else value >= least):
             raise argparse.ArgumentTypeError(
                 f"must be {what} {'>' if above else '>='} {least}"

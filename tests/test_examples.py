@@ -364,7 +364,8 @@ def test_cli_types():
                               (at_least(1), "2.5", "'2.5' is not an integer"),
                               (int_list(1), "3,,4", "'' is not an integer"),
                               (at_least(0, most=9), "10", "must be an integer <= 9, got 10"),
-                              (at_least(0, float, most=1), "inf", "<= 1, got inf"),
+                              (at_least(0, float, most=1), "inf", "finite number, got inf"),
+                              (at_least(0, float, above=True), "inf", "finite number, got inf"),
                               (seed(), "-1", ">= 0 and <= 9223372036854775807, got -1"),
                               (output_dir, "", "an empty path")):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(words)):
