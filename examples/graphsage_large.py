@@ -49,6 +49,7 @@ the path above, unchanged.
 """
 import argparse
 import math
+import os
 import time
 
 import numpy as np
@@ -95,7 +96,8 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=at_least(0, float, above=True), default=3e-3)
     p.add_argument("--dropout", type=at_least(0, float), default=0.2)
     p.add_argument("--seed", type=seed(), default=0)
-    p.add_argument("--threads", type=at_least(1), default=1, help="torch threads per rank")
+    p.add_argument("--threads", type=at_least(1, most=os.cpu_count() or 1), default=1,
+                   help="torch threads per rank (at most the cores here)")
     p.add_argument("--device", default="cpu", choices=["cpu", "auto", "cuda"],
                    help="where the models train (auto: CUDA where every rank sees a GPU)")
     p.add_argument("--prefetch", type=at_least(0), default=0, metavar="K",

@@ -79,7 +79,8 @@ def parse_args(argv=None):
     p.add_argument("--data-dir", default=None,
                    help="where --source pickle/adios files go (default: a temporary "
                         "directory, removed at the end)")
-    p.add_argument("--threads", type=at_least(1), default=1, help="torch threads per rank")
+    p.add_argument("--threads", type=at_least(1, most=os.cpu_count() or 1), default=1,
+                   help="torch threads per rank (at most the cores here)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where to train: auto = CUDA when every rank sees a GPU (ranks "
                         "outnumbering the GPUs share them, over gloo), else the CPU")
