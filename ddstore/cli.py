@@ -87,6 +87,22 @@ def output_dir(text):
 output_dir.__name__ = "directory"
 
 
+def checkpoint_conflict(checkpoint, resume):
+    """Why the ``--checkpoint`` directory of an example's run cannot be written, or None:
+    a run writes its checkpoint into a new or empty directory, or goes on with the one it
+    resumes (``--resume`` the same directory), so the epochs of two runs are never
+    mixed in one (a later ``--resume`` took the last epoch of either)."""
+    if not checkpoint or not os.path.isdir(checkpoint) or not os.listdir(checkpoint):
+        return None
+    if resume and os.path.isdir(resume) and os.path.samefile(checkpoint, resume):
+        return None
+    held = sorted(os.listdir(checkpoint))
+    shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+    return (f"--checkpoint {checkpoint} already holds another run's files ({shown}): "
+            f"give a new or empty directory, or --resume {checkpoint} to go on with "
+            f"that run")
+
+
 def int_list(least):
     """An ``argparse`` ``type=`` for comma-separated integers (fan-outs, depths), each
     ``>= least``: the text as a tuple of ints."""

@@ -56,7 +56,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.cli import HelpFormatter, at_least, output_dir, seed
+from ddstore.cli import HelpFormatter, at_least, checkpoint_conflict, output_dir, seed
 
 
 def parse_args(argv=None):
@@ -99,7 +99,11 @@ def parse_args(argv=None):
     p.add_argument("--resume-epoch", type=at_least(1), default=None,
                    help="with --resume: the epoch whose state to load (default: the "
                         "last one saved)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    conflict = checkpoint_conflict(args.checkpoint, args.resume)
+    if conflict:
+        p.error(conflict)
+    return args
 
 
 def build_model(hidden, layers, deg):

@@ -75,7 +75,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ddstore
-from ddstore.cli import HelpFormatter, at_least, output_dir
+from ddstore.cli import HelpFormatter, at_least, checkpoint_conflict, output_dir
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
@@ -128,6 +128,9 @@ def parse_args(argv=None):
                 f" for apan")
     if not 0 <= args.p_repeat <= 1:
         p.error(f"--p-repeat must be in [0, 1], got {args.p_repeat}")
+    conflict = checkpoint_conflict(args.checkpoint, args.resume)
+    if conflict:
+        p.error(conflict)
     return args
 
 

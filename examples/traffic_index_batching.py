@@ -46,13 +46,13 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import at_least, output_dir  # noqa: E402
+from ddstore.cli import at_least, checkpoint_conflict, output_dir  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
 
 
-def parse_args():
+def parse_args(argv=None):
     p = example_parser(__doc__, "'chickenpox' (bundled), or a JSON (PGT), .h5 (PeMS/METR-LA)"
                                 " or .npy series; default: synthetic", batch_size=16)
     p.add_argument("--horizon", type=at_least(1), default=None,
@@ -65,7 +65,11 @@ def parse_args():
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="restore the store and the last training state from DIR and "
                         "continue from the next epoch")
-    return p.parse_args()
+    args = p.parse_args(argv)
+    conflict = checkpoint_conflict(args.checkpoint, args.resume)
+    if conflict:
+        p.error(conflict)
+    return args
 
 
 def synthetic_series(steps=2016, sensors=48, seed=0):

@@ -370,3 +370,23 @@ def test_cli_types():
                               (output_dir, "", "an empty path")):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(words)):
             conv(text)
+
+
+def test_checkpoint_directory_of_another_run_refused(tmp_path, capsys):
+    """An example's --checkpoint goes into a new or empty directory, or the one it
+    resumes: a directory holding another run's epochs is refused (a later --resume
+    took the last epoch of either run, with the other's store)."""
+    from ddstore.cli import checkpoint_conflict
+    ck = tmp_path / "ck"
+    assert checkpoint_conflict(str(ck), None) is None  # new
+    ck.mkdir()
+    assert checkpoint_conflict(str(ck), None) is None  # empty
+    (ck / "epoch-2.pt").write_bytes(b"x")
+    assert checkpoint_conflict(str(ck), str(ck)) is None  # going on with it
+    for resume in (None, str(tmp_path)):
+        assert "already holds another run's files (epoch-2.pt)" in \
+            checkpoint_conflict(str(ck), resume)
+    for example in ("hydragnn_ising", "traffic_index_batching", "tgn_link_prediction"):
+        err = argparse_exit(capsys, 2, _example(example).parse_args,
+                            ["--checkpoint", str(ck)])[1]
+        assert "already holds another run's files" in err, (example, err)
