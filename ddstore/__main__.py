@@ -94,9 +94,10 @@ def demo(argv=None, prog=None):
                      plural(store.replicas, "replica"), store.transport, args.rows,
                      args.row_bytes, args.rows * args.row_bytes / 1e6, fill_s,
                      [round(h / 1e6, 1) for h in held])
-        # each rank reads a shuffled share of all rows, in mini-batches, and checks them
-        order = np.random.default_rng(rank).permutation(args.rows)
-        mine = order[: max(args.rows // store.size, args.batch)]
+        # the ranks read every row once between them, each a shuffled share (one
+        # permutation, dealt out), in mini-batches, and check them
+        order = np.random.default_rng(0).permutation(args.rows)
+        mine = order[rank::store.size]
         lat = []
         bad = 0
         elapsed = 0.0  # time spent reading, not checking
@@ -116,9 +117,9 @@ def demo(argv=None, prog=None):
             p50, p95, p99 = np.percentile(lat_all, [50, 95, 99])
             slowest = max(s[1] for s in stats)
             bad_total = sum(s[3] for s in stats)
-            log.info("read %d rows in batches of %d: %.0f rows/s, %.1f MB/s over all "
+            log.info("read %s in batches of %d: %.0f rows/s, %.1f MB/s over all "
                      "ranks (read time only); per-row latency p50 %.2f us, p95 %.2f us, p99 %.2f us",
-                     rows_read, args.batch, rows_read / slowest,
+                     plural(rows_read, "row"), args.batch, rows_read / slowest,
                      rows_read * args.row_bytes / slowest / 1e6, p50, p95, p99)
             log.info("verified every byte: %s", "OK" if bad_total == 0 else
                      f"{bad_total} rows WRONG")
