@@ -63,6 +63,7 @@ import torch.nn.functional as F
 import ddstore
 from ddstore import pyg as dpyg
 from ddstore.cli import HelpFormatter, at_least, int_list, seed
+from ddstore.prefetch import MAX_PREFETCH
 from ddstore.distributed import init_torch_distributed
 from ddstore.pyg import load_npy, load_ogb, load_synthetic
 
@@ -100,7 +101,7 @@ def parse_args(argv=None):
                    help="torch threads per rank (at most the cores here)")
     p.add_argument("--device", default="cpu", choices=["cpu", "auto", "cuda"],
                    help="where the models train (auto: CUDA where every rank sees a GPU)")
-    p.add_argument("--prefetch", type=at_least(0), default=0, metavar="K",
+    p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=0, metavar="K",
                    help="training batches sampled and read ahead through the store's "
                         "pipeline to --device (ddstore.device.DevicePrefetcher); 0 = none")
     p.add_argument("--sampler-seed", type=seed(), default=None,

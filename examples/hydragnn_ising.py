@@ -57,6 +57,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.cli import HelpFormatter, at_least, checkpoint_conflict, output_dir, seed
+from ddstore.prefetch import MAX_PREFETCH
 
 
 def parse_args(argv=None):
@@ -84,7 +85,7 @@ def parse_args(argv=None):
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="where to train: auto = CUDA when every rank sees a GPU (ranks "
                         "outnumbering the GPUs share them, over gloo), else the CPU")
-    p.add_argument("--prefetch", type=at_least(0), default=0, metavar="K",
+    p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=0, metavar="K",
                    help="read K training batches ahead through the store's pipeline to "
                         "the device (ddstore.device.DevicePrefetcher: a read-ahead thread, "
                         "reused staging buffers, pinned and copied on a side stream on "

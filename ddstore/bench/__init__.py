@@ -19,7 +19,7 @@ import platform
 import shlex
 import sys
 
-from ..cli import HelpFormatter
+from ..cli import HelpFormatter, at_least
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
@@ -47,7 +47,8 @@ def parser(name, prog=None, description=None, out="bench_results", batch_size=No
         f"bench_results/{name}_n<ranks>.json)" if out is None else
         "directory of the JSON report"))
     if batch_size is not None:
-        p.add_argument("--batch-size", type=int, default=batch_size, help=batch_help)
+        p.add_argument("--batch-size", type=at_least(1), default=batch_size,
+                       help=batch_help)
     if widths_help is not None:
         p.add_argument("--widths", default="auto", help=widths_help)
         p.add_argument("--transports", default="auto,rma",

@@ -33,6 +33,7 @@ from mpi4py import MPI
 import pyddstore
 from ddstore.bench import parser, plural, report_path, write_report
 from ddstore.cli import at_least
+from ddstore.prefetch import MAX_PREFETCH
 from ddstore.bench.core import percentiles
 
 ROW = 256
@@ -139,7 +140,7 @@ def main(argv=None, prog=None):
     p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
                    help="also the HydraGNN-style loop over get_batch reading ahead "
                         "against a synthetic step of this many ms per batch (0: skip)")
-    p.add_argument("--prefetch", type=at_least(0), default=2,
+    p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=2,
                    help="with --step-ms: batches read ahead in a thread")
     p.add_argument("--graph-bytes", type=at_least(1), default=12800,
                    help="with --step-ms: bytes per graph (a row)")

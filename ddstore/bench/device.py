@@ -38,6 +38,7 @@ import torch
 
 from . import parser, report_path
 from ..cli import at_least, check_windows
+from ..prefetch import MAX_PREFETCH
 
 
 def _args(argv, prog=None):
@@ -52,7 +53,7 @@ def _args(argv, prog=None):
     p.add_argument("--horizon", type=at_least(1), default=12)
     p.add_argument("--batch", type=at_least(1), default=64)
     p.add_argument("--batches", type=at_least(1), default=200, help="batches per measurement")
-    p.add_argument("--prefetch", type=at_least(0), default=2)
+    p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=2)
     p.add_argument("--step-ms", type=at_least(0, float), default=10.0,
                    help="synthetic model step per batch (ms)")
     p.add_argument("--repeat", type=at_least(1), default=3)

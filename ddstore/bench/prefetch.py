@@ -30,6 +30,7 @@ import numpy as np
 
 from ddstore.bench import parser, plural, ratio, ratio_text, write_report
 from ddstore.cli import at_least
+from ddstore.prefetch import MAX_PREFETCH
 
 
 def _args(argv, prog=None):
@@ -40,7 +41,7 @@ def _args(argv, prog=None):
     p.add_argument("--transport", default="auto")
     p.add_argument("--compute", default="sleep,cpu",
                    help="comma-separated compute steps: sleep, cpu")
-    p.add_argument("--prefetch", type=at_least(0), default=1)
+    p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=1)
     p.add_argument("--repeats", type=at_least(1), default=3,
                    help="epochs without and with prefetch, alternating (at least 2: the "
                         "spread of the epochs without is the control)")

@@ -41,6 +41,7 @@ import numpy as np
 from ddstore.bench import parser, ratio, ratio_text, rma_counts, traffic, traffic_text, \
     write_report
 from ddstore.cli import at_least, check_windows
+from ddstore.prefetch import MAX_PREFETCH
 
 MB = 1024.0 * 1024.0
 
@@ -58,7 +59,7 @@ def _args(argv, prog=None):
     p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
                    help="(c): also an epoch of the global shuffle with a synthetic model "
                         "step of this many ms per batch, with and without reading ahead")
-    p.add_argument("--prefetch", type=at_least(0), default=2,
+    p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=2,
                    help="(c) with --step-ms: batches read ahead")
     p.add_argument("--timeout", type=int, default=600, help="seconds per variant")
     p.add_argument("--variant", choices=["materialized", "index", "partitioned"],

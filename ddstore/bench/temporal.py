@@ -27,6 +27,7 @@ from mpi4py import MPI
 from ddstore.bench import log, parser, plural, ratio, ratio_text, rma_counts, traffic, \
     traffic_text, write_report
 from ddstore.cli import at_least
+from ddstore.prefetch import MAX_PREFETCH
 
 CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
 
@@ -42,7 +43,7 @@ def _args(argv, prog=None):
     p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
                    help="also an epoch of uniform [10, 10] with a synthetic model step of "
                         "this many ms per batch, with and without reading ahead")
-    p.add_argument("--prefetch", type=at_least(0), default=2,
+    p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=2,
                    help="with --step-ms: batches sampled ahead in a thread")
     return p.parse_args(argv)
 
