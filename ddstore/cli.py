@@ -5,6 +5,7 @@ import argparse
 import copy
 import math
 import os
+import sys
 
 __all__ = ["at_least", "int_list", "check_windows", "seed", "SEED_MAX", "output_dir",
            "HelpFormatter"]
@@ -121,3 +122,30 @@ def check_windows(parser, args):
     if args.steps < 2 * args.horizon + 1:
         parser.error(f"--steps {args.steps}: must be more than 2 x --horizon = "
                      f"{2 * args.horizon} (a window and its target)")
+
+
+_RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
+
+
+def launch_rank():
+    """This process's rank in the job, without initialising MPI: from MPI if mpi4py has
+    already initialised it, else from the launcher's environment (MPICH/Hydra, PMIx,
+    Open MPI, MVAPICH), else 0 (not under a launcher)."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return mpi.COMM_WORLD.Get_rank()
+    for var in _RANK_VARIABLES:
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` for programs run on every rank: ``--help``, usage and
+    errors are printed by rank 0 only (every rank parses the same command line, so every
+    rank reaches the same result and exits with the same code)."""
+
+    def _print_message(self, message, file=None):
+        if launch_rank() == 0:
+            super()._print_message(message, file)

@@ -2,7 +2,6 @@
 ``dynamic_graph_forecast.py``) share: the graph GRU cell, one training epoch over a
 loader and the MAE over a split's windows, both summed over every rank, and their
 common options."""
-import argparse
 import os
 
 import numpy as np
@@ -10,7 +9,7 @@ import torch
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-from ddstore.cli import HelpFormatter, at_least, seed
+from ddstore.cli import ArgumentParser, HelpFormatter, at_least, seed
 
 __all__ = ["GraphGRUCell", "example_parser", "bundled", "train_epoch", "split_mae"]
 
@@ -34,7 +33,7 @@ def example_parser(doc, data_help, batch_size):
     line) with the options both take: ``--data`` (``data_help``), ``--epochs``,
     ``--batch-size`` (per rank; default ``batch_size``), ``--hidden``, ``--lr``,
     ``--width`` (of the store) and ``--seed``."""
-    p = argparse.ArgumentParser(description=doc.split("\n")[0],
+    p = ArgumentParser(description=doc.split("\n")[0],
                                 formatter_class=HelpFormatter)
     p.add_argument("--data", help=data_help)
     p.add_argument("--epochs", type=at_least(1), default=20, help="training epochs")
@@ -101,7 +100,7 @@ class GraphGRUCell(nn.Module):
 if __name__ == "__main__":
     # A self-check of the cell alone (no store, no MPI; every rank runs it on its own):
     # learn to output the previous step's signal on a 6-node ring.
-    argparse.ArgumentParser(description="The graph-GRU cell and helpers shared by the "
+    ArgumentParser(description="The graph-GRU cell and helpers shared by the "
                             "spatiotemporal examples; run alone, a self-check of the cell "
                             "(no store, no MPI): it learns to output the previous step's "
                             "signal on a 6-node ring and prints its loss before and after "

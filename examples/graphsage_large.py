@@ -47,7 +47,6 @@ epoch's batches, so that the batches do not depend on when the thread draws them
 (``tests/test_examples_prefetch.py``).  ``--prefetch 0`` without ``--sampler-seed`` is
 the path above, unchanged.
 """
-import argparse
 import math
 import os
 import time
@@ -62,14 +61,14 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import pyg as dpyg
-from ddstore.cli import HelpFormatter, at_least, int_list, seed
+from ddstore.cli import ArgumentParser, HelpFormatter, at_least, int_list, seed
 from ddstore.prefetch import MAX_PREFETCH
 from ddstore.distributed import init_torch_distributed
 from ddstore.pyg import load_npy, load_ogb, load_synthetic
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="GraphSAGE over a DDStore with PyG's "
+    p = ArgumentParser(description="GraphSAGE over a DDStore with PyG's "
                                             "NeighborLoader",
                                 formatter_class=HelpFormatter)
     src = p.add_mutually_exclusive_group()

@@ -45,7 +45,6 @@ batches, their order and so the losses are those of ``--prefetch 0``
 (``tests/test_examples_prefetch.py`` compares them on the CPU); the load latency
 printed is then the time the step waited for its batch.
 """
-import argparse
 import logging
 import os
 import shutil
@@ -56,12 +55,13 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.cli import HelpFormatter, at_least, checkpoint_conflict, output_dir, seed
+from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, checkpoint_conflict,
+                         output_dir, seed)
 from ddstore.prefetch import MAX_PREFETCH
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
     p.add_argument("--num-samples", type=at_least(1), default=4000, help="Ising graphs in total")
     p.add_argument("--epochs", type=at_least(0), default=6)

@@ -23,7 +23,6 @@ What it does:
 - after each epoch, average precision and ROC AUC on the validation and test edges
   (against one fixed random negative per edge) are printed beside a random scorer's.
 """
-import argparse
 import time
 
 import numpy as np
@@ -36,12 +35,12 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import temporal as tg
-from ddstore.cli import HelpFormatter, at_least, int_list, seed
+from ddstore.cli import ArgumentParser, HelpFormatter, at_least, int_list, seed
 from ddstore.distributed import init_torch_distributed
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="TGAT-style link prediction over a DDStore",
+    p = ArgumentParser(description="TGAT-style link prediction over a DDStore",
                                 formatter_class=HelpFormatter)
     p.add_argument("--data", default=None, help="TGL-format directory (edges.csv, ...)")
     p.add_argument("--num-nodes", type=at_least(2), default=1000)

@@ -61,7 +61,6 @@ What it does:
   the buckets a new DDP lays out do not change the sums).  On another rank count it
   goes on as well (each rank's share of a batch, and so the float sums, then differ).
 """
-import argparse
 import glob
 import os
 import time
@@ -75,7 +74,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ddstore
-from ddstore.cli import HelpFormatter, at_least, checkpoint_conflict, output_dir
+from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, checkpoint_conflict,
+                         output_dir)
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
@@ -85,7 +85,7 @@ MODELS = ("tgn", "jodie", "apan")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="TGN / JODIE / APAN link prediction with the "
+    p = ArgumentParser(description="TGN / JODIE / APAN link prediction with the "
                                             "node memory in a DDStore",
                                 formatter_class=HelpFormatter)
     p.add_argument("--model", default="tgn", choices=MODELS)

@@ -19,7 +19,7 @@ import platform
 import shlex
 import sys
 
-from ..cli import HelpFormatter, at_least
+from ..cli import ArgumentParser, HelpFormatter, at_least, launch_rank  # noqa: F401
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
@@ -198,33 +198,6 @@ def traffic_text(t):
 def plural(n, word, words=None):
     """``"1 replica"``, ``"2 replicas"`` (``words``: the plural when it is not word + s)."""
     return f"{n} {word if n == 1 else (words or word + 's')}"
-
-
-_RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
-
-
-def launch_rank():
-    """This process's rank in the job, without initialising MPI: from MPI if mpi4py has
-    already initialised it, else from the launcher's environment (MPICH/Hydra, PMIx,
-    Open MPI, MVAPICH), else 0 (not under a launcher)."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        return mpi.COMM_WORLD.Get_rank()
-    for var in _RANK_VARIABLES:
-        value = os.environ.get(var, "")
-        if value.isdigit():
-            return int(value)
-    return 0
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """``argparse.ArgumentParser`` for programs run on every rank: ``--help``, usage and
-    errors are printed by rank 0 only (every rank parses the same command line, so every
-    rank reaches the same result and exits with the same code)."""
-
-    def _print_message(self, message, file=None):
-        if launch_rank() == 0:
-            super()._print_message(message, file)
 
 
 def exit_on_every_rank(message, code=2):
