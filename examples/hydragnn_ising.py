@@ -63,14 +63,16 @@ from ddstore.prefetch import MAX_PREFETCH
 def parse_args(argv=None):
     p = ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
-    p.add_argument("--num-samples", type=at_least(1), default=4000, help="Ising graphs in total")
+    p.add_argument("--num-samples", type=at_least(10), default=4000,
+                   help="Ising graphs in total (an 80/10/10 split: at least 10)")
     p.add_argument("--epochs", type=at_least(0), default=6)
     p.add_argument("--batch-size", type=at_least(1), default=32, help="graphs per rank per step")
     p.add_argument("--hidden", type=at_least(1), default=24, help="hidden channels")
     p.add_argument("--layers", type=at_least(1), default=2, help="PNA convolution layers")
     p.add_argument("--lr", type=at_least(0, float, above=True), default=3e-3)
     p.add_argument("--seed", type=seed(), default=0)
-    p.add_argument("--lattice", type=at_least(1), default=5, help="lattice edge (5 -> 125 atoms)")
+    p.add_argument("--lattice", type=at_least(2), default=5,
+                   help="lattice edge (5 -> 125 atoms)")
     p.add_argument("--width", type=at_least(1), default=None,
                    help="DDStore width (ranks per replica); default: all ranks")
     p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])

@@ -101,7 +101,7 @@ def parse_args(argv=None):
     p.add_argument("--memory-dim", type=int, default=32)
     p.add_argument("--fanout", type=int, default=10,
                    help="recent neighbours (TGN's attention, APAN's delivery)")
-    p.add_argument("--mailbox", type=int, default=10, help="mails per node (APAN only)")
+    p.add_argument("--mailbox", type=at_least(1), default=10, help="mails per node (APAN only)")
     p.add_argument("--baseline", default="tgat", choices=["tgat", "none"],
                    help="also train TGAT on the same stream")
     p.add_argument("--pipelined-commit", action="store_true",
@@ -131,6 +131,14 @@ def parse_args(argv=None):
     conflict = checkpoint_conflict(args.checkpoint, args.resume)
     if conflict:
         p.error(conflict)
+    if args.resume:  # refused here, once, rather than by the restore on every rank
+        if not os.path.isdir(args.resume):
+            p.error(f"--resume {args.resume}: no such directory")
+        names = os.listdir(args.resume)
+        if "store" not in names or not any(n.startswith("training-") and
+                                           n.endswith(".pt") for n in names):
+            p.error(f"--resume {args.resume}: no store/ and training-<epoch>.pt in it (not "
+                    f"a directory that this example's --checkpoint wrote)")
     return args
 
 

@@ -69,6 +69,11 @@ def parse_args(argv=None):
     conflict = checkpoint_conflict(args.checkpoint, args.resume)
     if conflict:
         p.error(conflict)
+    if args.data not in (None, "chickenpox") and not args.resume:  # (read by every rank)
+        if not args.data.endswith((".json", ".h5", ".hdf5", ".npy")):
+            p.error(f"--data {args.data}: expected .json, .h5 or .npy")
+        if not os.path.isfile(args.data):
+            p.error(f"--data {args.data}: no such file")
     return args
 
 
@@ -97,7 +102,7 @@ def load_series(args):
         return st.load_pems_h5(path), os.path.basename(path)
     if path.endswith(".npy"):
         return st.load_npy(path), os.path.basename(path)  # (checked, read by block)
-    raise SystemExit(f"--data {path}: expected .json, .h5 or .npy")
+    raise SystemExit(f"--data {path}: expected .json, .h5 or .npy")  # (parse_args says)
 
 
 class Seq2Seq(nn.Module):
@@ -143,9 +148,16 @@ def evaluate(model, split, graph, batch_size, comm):
     return split_mae(split, predict, batch_size, comm, model)
 
 
-def load_state(resume):
-    """The training state of the last epoch saved in directory ``resume`` (read with
-    ``weights_only=True``: tensors and Python values, so a checkpoint runs no code)."""
+# the settings a checkpoint keeps and a resumed run must repeat (the model's shape, the
+# optimizer's step, the batches and the data): the others (--epochs, --width) may change
+STATE_KEYS = ("data", "horizon", "overlap", "hidden", "lr", "batch_size", "sampler", "seed")
+
+
+def load_state(args):
+    """The training state of the last epoch saved in directory ``args.resume`` (read
+    with ``weights_only=True``: tensors and Python values, so a checkpoint runs no
+    code); refused when it was saved with other settings (:data:`STATE_KEYS`)."""
+    resume = args.resume
     if not os.path.isdir(resume):
         raise SystemExit(f"--resume {resume}: no such directory")
     saved = sorted(int(n[6:-3]) for n in os.listdir(resume)
@@ -162,6 +174,11 @@ def load_state(resume):
     if not isinstance(state, dict) or not {"label", "model", "epoch"} <= set(state):
         raise SystemExit(f"--resume {resume}: {name} was not written by this example's "
                          f"--checkpoint (another example's checkpoint?)")
+    diff = {k: (v, getattr(args, k)) for k, v in state.get("args", {}).items()
+            if getattr(args, k) != v}
+    if diff:  # (they were taken from the checkpoint, or ignored, without a word)
+        raise SystemExit(f"--resume {resume}: saved with other settings (saved, given): "
+                         f"{diff}")
     return state
 
 
@@ -172,7 +189,7 @@ def main():
     torch.manual_seed(args.seed)
     state = None
     if args.resume:  # the series from the checkpoint: no data file is read
-        state = load_state(args.resume)
+        state = load_state(args)
         label = state["label"]
         store = ddstore.DDStore.restore(os.path.join(args.resume, "store"), comm,
                                         width=args.width)
@@ -228,6 +245,7 @@ def main():
             if comm.rank == 0:
                 name = os.path.join(args.checkpoint, f"epoch-{epoch}.pt")
                 torch.save({"epoch": epoch, "label": label,
+                            "args": {k: getattr(args, k) for k in STATE_KEYS},
                             "model": model.module.state_dict(),
                             "optimizer": opt.state_dict(),
                             "torch_rng": torch.get_rng_state()}, name + ".tmp")

@@ -173,6 +173,12 @@ def main():
     ap.add_argument("--between-nodes", action="store_true")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    for name in ("rounds", "ranks", "batches", "nodes"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name} must be >= 1, got {getattr(a, name)}")
+    for tree in a.trees:  # (a bogus path fell back to the installed package: A against A)
+        if not os.path.isfile(os.path.join(tree, "ddstore", "__init__.py")):
+            ap.error(f"{tree}: not a checkout of ddstore (no ddstore/__init__.py in it)")
     got = {0: [], 1: []}
     for r in range(a.rounds):
         for t in (0, 1):

@@ -324,7 +324,7 @@ def test_resume_runs_no_code_from_the_checkpoint(tmp_path, name, state_file):
         if name == "hydragnn_ising":
             example.load_state(example.parse_args(["--resume", str(tmp_path)]), None)
         else:
-            example.load_state(str(tmp_path))
+            example.load_state(example.parse_args(["--resume", str(tmp_path)]))
     assert f"{state_file} cannot be read as this example's training state" in \
         str(info.value), info.value
     assert not marker.exists()
@@ -390,3 +390,47 @@ def test_checkpoint_directory_of_another_run_refused(tmp_path, capsys):
         err = argparse_exit(capsys, 2, _example(example).parse_args,
                             ["--checkpoint", str(ck)])[1]
         assert "already holds another run's files" in err, (example, err)
+
+
+def test_traffic_resume_refuses_other_settings(tmp_path):
+    """traffic_index_batching.py --resume with another --hidden, --lr, --horizon or
+    --data: refused naming them (the horizon was taken from the checkpoint, the rate
+    from the optimizer's state, the data ignored, without a word; another --hidden
+    ended in a size mismatch inside load_state_dict)."""
+    import torch
+    mod = _example("traffic_index_batching")
+    saved = mod.parse_args([])
+    torch.save({"epoch": 0, "label": "synthetic", "model": {},
+                "args": {k: getattr(saved, k) for k in mod.STATE_KEYS}},
+               str(tmp_path / "epoch-0.pt"))
+    same = mod.parse_args(["--resume", str(tmp_path), "--epochs", "5", "--width", "2"])
+    assert mod.load_state(same)["epoch"] == 0  # --epochs and --width may change
+    for extra, key in ((["--hidden", "64"], "hidden"), (["--lr", "0.5"], "lr"),
+                       (["--horizon", "8"], "horizon"), (["--data", "x.npy"], "data")):
+        args = mod.parse_args(["--resume", str(tmp_path)] + extra)
+        with pytest.raises(SystemExit, match=f"saved with other settings.*'{key}'"):
+            mod.load_state(args)
+
+
+def test_tgn_resume_of_what_is_not_its_checkpoint_refused(tmp_path, capsys):
+    """tgn_link_prediction.py --resume of a missing or empty directory, or of another
+    example's checkpoint: argparse's one line (a traceback on every rank, then
+    MPI_Abort, from the restore before)."""
+    parse = _example("tgn_link_prediction").parse_args
+    (tmp_path / "hydra" / "store").mkdir(parents=True)
+    (tmp_path / "hydra" / "epoch-1.pt").write_bytes(b"x")
+    for d, words in ((tmp_path / "none", "no such directory"),
+                     (tmp_path, "no store/ and training-<epoch>.pt in it"),
+                     (tmp_path / "hydra", "no store/ and training-<epoch>.pt in it")):
+        err = argparse_exit(capsys, 2, parse, ["--resume", str(d)])[1]
+        assert f"--resume {d}: {words}" in err, err
+
+
+def test_traffic_data_file_checked_once(tmp_path, capsys):
+    """traffic_index_batching.py --data of a missing file or another kind: argparse's
+    one line (a traceback on every rank before)."""
+    parse = _example("traffic_index_batching").parse_args
+    for data, words in ((str(tmp_path / "none.json"), "no such file"),
+                        (str(tmp_path / "x.csv"), "expected .json, .h5 or .npy")):
+        err = argparse_exit(capsys, 2, parse, ["--data", data])[1]
+        assert f"--data {data}: {words}" in err, err

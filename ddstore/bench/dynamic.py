@@ -64,7 +64,7 @@ def _args(argv, prog=None):
     p.add_argument("--tennis", default=None,
                    help="Twitter tennis JSON file (default: the repository's "
                         "tests/data/twitter_tennis_rg17.json, skipped if absent)")
-    p.add_argument("--tennis-epochs", type=at_least(0), default=1)
+    p.add_argument("--tennis-epochs", type=at_least(1), default=1)
     return p.parse_args(argv)
 
 

@@ -48,7 +48,7 @@ from mpi4py import MPI
 
 from ddstore.bench import log, parser, plural, ratio, ratio_text, report_path, \
     write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, int_list
 
 MEMORY_DIM = 100
 EDGE_DIM = 172
@@ -62,7 +62,8 @@ def _args(argv, prog=None):
     p.add_argument("--batches", type=at_least(1), default=40,
                    help="batches timed per mailbox size (the first --warmup not counted)")
     p.add_argument("--warmup", type=at_least(0), default=5)
-    p.add_argument("--mailbox", default="1,10", help="comma-separated mailbox sizes")
+    p.add_argument("--mailbox", type=int_list(1), default="1,10",
+                   help="comma-separated mailbox sizes")
     p.add_argument("--memory-dim", type=at_least(1), default=MEMORY_DIM)
     p.add_argument("--edge-dim", type=at_least(1), default=EDGE_DIM,
                    help="mail_dim = 2 * memory_dim + edge_dim")
@@ -251,7 +252,7 @@ def main(argv=None, prog=None):
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     mail_dim = 2 * args.memory_dim + args.edge_dim
-    sizes = [int(x) for x in args.mailbox.split(",") if x]
+    sizes = list(args.mailbox)
     t0 = time.perf_counter()
     events = _events(args)
     log(comm, f"{args.batches} batches of {args.batch_size} events over "

@@ -29,7 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import log, parser, write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, int_list
 
 ROWS, ROW_FLOATS, BATCH = 1 << 14, 64, 64
 
@@ -37,7 +37,7 @@ ROWS, ROW_FLOATS, BATCH = 1 << 14, 64, 64
 def _args(argv=None, prog=None):
     p = parser("progress", prog=prog, description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=at_least(1), default=8000, help="matrix products per work unit")
-    p.add_argument("--intervals", default="100,200,500",
+    p.add_argument("--intervals", type=int_list(1), default="100,200,500",
                    help="agent periods to measure, microseconds, comma-separated")
     p.add_argument("--repeat", type=at_least(1), default=2)
     p.add_argument("--work", default="matmul", choices=["matmul", "sleep"],
@@ -129,7 +129,7 @@ def main(argv=None, prog=None):
     comm = MPI.COMM_WORLD
     if comm.size != 2:
         raise SystemExit("bench.progress runs on 2 ranks (mpiexec -n 2)")
-    intervals = [int(x) for x in args.intervals.split(",") if x]
+    intervals = list(args.intervals)
     configs = [("off", 0)] + [("on", us) for us in intervals]
     work(20)  # warm-up
     runs = {f"{m}-{us}": {"work_s": [], "work_s_no_reads": [], "latency_us": []}

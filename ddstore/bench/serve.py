@@ -25,7 +25,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import log, parser, write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, int_list
 
 PATHS = {"message": "auto", "one-sided": "off"}
 
@@ -35,7 +35,7 @@ def _args(argv=None, prog=None):
     p.add_argument("--rows", type=at_least(1), default=100_000, help="rows per rank")
     p.add_argument("--row-bytes", type=at_least(1), default=400,
                    help="bytes per row (400: 100 float32 features)")
-    p.add_argument("--sizes", default="16,100,1000,10000,50000",
+    p.add_argument("--sizes", type=int_list(1), default="16,100,1000,10000,50000",
                    help="rows per read, comma-separated")
     p.add_argument("--reads", type=at_least(1), default=20, help="timed reads per size")
     p.add_argument("--patterns", default="one,both,computing")
@@ -110,7 +110,7 @@ def main(argv=None, prog=None):
     comm = MPI.COMM_WORLD
     if comm.Get_size() != 2:
         raise SystemExit("run with 2 ranks (mpiexec -n 2)")
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    sizes = list(args.sizes)
     patterns = [p for p in args.patterns.split(",") if p.strip()]
     rng = np.random.default_rng(args.seed)
     results = {}

@@ -61,7 +61,7 @@ def _args(argv, prog=None):
                         "step of this many ms per batch, with and without reading ahead")
     p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=2,
                    help="(c) with --step-ms: batches read ahead")
-    p.add_argument("--timeout", type=int, default=600, help="seconds per variant")
+    p.add_argument("--timeout", type=at_least(1), default=600, help="seconds per variant")
     p.add_argument("--variant", choices=["materialized", "index", "partitioned"],
                    help=argparse.SUPPRESS)
     p.add_argument("--file", help=argparse.SUPPRESS)

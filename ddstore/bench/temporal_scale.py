@@ -48,12 +48,31 @@ GDELT_EDGES = 191_290_882
 BLOCK = 1 << 20
 
 
+def _edge_counts(text):
+    """``--sizes``: comma-separated edge counts, whole numbers >= 1 (``2e7`` taken)."""
+    import argparse
+    out = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part.strip()!r} is not a number") from None
+        if not (1 <= value < 2 ** 63 and value == int(value)):  # (NaN, inf: no)
+            raise argparse.ArgumentTypeError(f"must be whole numbers >= 1, got {part.strip()}")
+        out.append(int(value))
+    return tuple(out)
+
+
+_edge_counts.__name__ = "comma-separated edge counts"
+
+
 def _args(argv, prog=None):
     p = parser("temporal_scale", prog, "ddstore T-CSR build at TGL's scale (GDELT-shaped)",
                batch_size=600)
     p.add_argument("--scale", choices=["gdelt", "small"], default="small",
                    help="gdelt: 1 M, 20 M and 191,290,882 edges; small: 1 M only")
-    p.add_argument("--sizes", default=None, help="comma-separated edge counts (overrides "
+    p.add_argument("--sizes", type=_edge_counts, default=None,
+                   help="comma-separated edge counts (overrides "
                                                  "--scale)")
     p.add_argument("--quick", action="store_true", help="smoke sizes (20 k, 60 k edges)")
     p.add_argument("--num-nodes", type=at_least(1), default=GDELT_NODES)
@@ -333,7 +352,7 @@ def main(argv=None, prog=None):
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
     if args.sizes:
-        sizes = [int(float(x)) for x in args.sizes.split(",")]
+        sizes = list(args.sizes)
     elif args.quick:
         sizes = [20_000, 60_000]
     else:

@@ -106,9 +106,11 @@ def build(store, tmp):
     tg.TemporalGraph.from_jodie(store, "jodie", os.path.join(tmp, "j.csv"))
     import torch
     from torch_geometric.data import TemporalData
+    o = np.argsort(np.round(t), kind="stable")  # (PyG's split needs events in time order)
     tg.TemporalGraph.from_pyg(store, "pyg", TemporalData(  # t float32: its t_dtype
-        src=torch.from_numpy(src), dst=torch.from_numpy(dst),
-        t=torch.from_numpy(np.round(t).astype(np.float32)), y=torch.from_numpy(lab)))
+        src=torch.from_numpy(src[o]), dst=torch.from_numpy(dst[o]),
+        t=torch.from_numpy(np.round(t[o]).astype(np.float32)),
+        y=torch.from_numpy(lab[o])))
     for name, spec in MEMORIES.items():
         mem = tg.NodeMemory(store, name, N, 4, 5, **spec)
         for r in range(3):
