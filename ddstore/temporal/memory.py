@@ -170,10 +170,13 @@ def _out_field_ok(t, shape, dtype):
     returns)."""
     import torch
     if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.requires_grad \
-            or tuple(t.shape) != shape or not t.is_contiguous() \
-            or t.dtype != torch.from_numpy(np.empty(0, dtype)).dtype:
+            or tuple(t.shape) != shape or not t.is_contiguous():
         return False
-    return t.numpy().flags.writeable
+    try:  # the dtype compared as numpy's (what read writes through): no conversion
+        view = t.numpy()
+    except TypeError:  # a dtype numpy lacks (bfloat16): not the memory's
+        return False
+    return view.dtype == dtype and view.flags.writeable
 
 
 def _as_array(x):
