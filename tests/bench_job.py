@@ -1,8 +1,9 @@
-"""The benchmarks' smoke runs on 2 ranks, in one job (``conftest.scripts_job`` running
-``python -m ddstore.bench.<name>`` modules one after another: torch and PyG imported once
-per rank, not once per run, the suite's time).  Each run writes its JSON into its own
+"""The benchmarks' smoke runs on 2 ranks, in the session's scripts job
+(``conftest.scripts_job`` running ``python -m ddstore.bench.<name>`` modules one after
+another, with the examples and the README blocks: torch and PyG imported once per rank,
+not once per run, the suite's time).  Each run writes its JSON into its own
 folder; :func:`bench_output` gives what one run printed and that folder."""
-from conftest import script_output, scripts_job
+from conftest import register_scripts, script_output, scripts_job
 
 # key -> (module, arguments before --out); each run writes into <job folder>/<key>
 RUNS = {
@@ -30,16 +31,28 @@ def _args(key, folder):
     return ["-m", module] + args + extra + ["--out", str(out)]
 
 
+def _runs(tmp_path_factory):
+    """The job's runs (:func:`conftest.register_scripts`), each writing into its own
+    folder."""
+    base = _base(tmp_path_factory)
+    runs = []
+    for key in RUNS:
+        (base / key).mkdir(parents=True, exist_ok=True)
+        a = _args(key, base / key)
+        runs.append((a[0], a[1:]))
+    return runs, 120
+
+
+def _base(tmp_path_factory):
+    return tmp_path_factory.getbasetemp() / "bench-job"
+
+
+register_scripts("benchmarks", _runs)
+
+
 def bench_output(key, tmp_path_factory):
     """``(output, folder)``: what the run ``key`` of :data:`RUNS` printed (every rank,
     stdout and stderr) and the folder it wrote into, from the one job of all of them."""
-    base = tmp_path_factory.getbasetemp() / "bench-job"
-    folders = {k: base / k for k in RUNS}
-    for f in folders.values():
-        f.mkdir(parents=True, exist_ok=True)
-    keys = list(RUNS)
-    args = [_args(k, folders[k]) for k in keys]
-    job = scripts_job("benchmarks", [(a[0], a[1:]) for a in args], tmp_path_factory,
-                      timeout_each=120)
-    return script_output(job, keys.index(key), f"python -m {RUNS[key][0]} ({key})"), \
-        folders[key]
+    job = scripts_job("benchmarks", tmp_path_factory)
+    return script_output(job, list(RUNS).index(key), f"python -m {RUNS[key][0]} ({key})"), \
+        _base(tmp_path_factory) / key

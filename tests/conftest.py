@@ -12,7 +12,9 @@ one of two ways, both visible in the test's own source:
   that rank count (``tests/mpi/checks.py``, to pay start-up once); the test gets (and
   is judged on) its program's section only, and its failure message names the program,
   its arguments, the rank count and the failed cases.  ``{name}`` in args is the test's
-  parameter ``name`` (``{tmp}``: a fresh directory).  E.g.
+  parameter ``name`` (``{tmp}``: a fresh directory; ``{across}``: one directory for the
+  whole session, shared by the jobs of every rank count, which run in the order of
+  their rank counts' first tests: a later job reads what an earlier one wrote).  E.g.
   ``tests/test_core.py::test_bad_input[2-auto]`` is
   ``@pytest.mark.shared_launch("core_errors.py", "{transport}")`` with nprocs=2,
   transport=auto.
@@ -64,7 +66,7 @@ def pytest_configure(config):
         "markers", "shared_launch(program, *args, timeout=240, plain=False): the test's "
                    "MPI program runs in one job with the other selected programs of the "
                    "same rank count (tests/mpi/checks.py); args are formatted with the "
-                   "test's parameters and {tmp}; plain=True: a script, not a harness "
+                   "test's parameters, {tmp} and {across}; plain=True: a script, not a harness "
                    "program (an example: judged by the test on its output)")
     config.addinivalue_line(
         "markers", "forks_workers: forks DataLoader worker processes from the pytest "
@@ -483,7 +485,7 @@ def _shared_spec(item):
     if nprocs is None:
         raise pytest.UsageError(f"{item.nodeid}: shared_launch needs an nprocs parameter")
     program, *args = m.args
-    args = tuple(str(a).format(tmp="{tmp}", **params) for a in args)
+    args = tuple(str(a).format(tmp="{tmp}", across="{across}", **params) for a in args)
     plain = bool(m.kwargs.get("plain", False))
     if plain:  # (checks.py runs the others from tests/mpi)
         program = os.path.join(ROOT, program)
@@ -510,10 +512,17 @@ def pytest_collection_modifyitems(session, config, items):
 RETURNED = "--- returned"  # what tests/mpi/checks.py prints on rank 0 after a program
 
 
-def _command(program, args, tmp):
-    """A program's part of the shared job's command line (``{tmp}`` filled in), which is
-    also what rank 0 prints after ``=== `` before running it."""
-    return [program] + [a.replace("{tmp}", tmp) for a in args]
+def _command(program, args, tmp, across):
+    """A program's part of the shared job's command line (``{tmp}`` and ``{across}``
+    filled in), which is also what rank 0 prints after ``=== `` before running it."""
+    return [program] + [a.replace("{tmp}", tmp).replace("{across}", across) for a in args]
+
+
+def shared_job_ran(config, nprocs, program):
+    """Whether this session's shared job of ``nprocs`` ranks has run ``program`` (a test
+    reading what another rank count's section wrote into ``{across}``)."""
+    done = getattr(config, "_shared_done", {}).get(nprocs)
+    return done is not None and any(k.split(" ")[0] == program for k in done[1])
 
 
 @pytest.fixture
@@ -529,11 +538,13 @@ def shared_launch(request, tmp_path_factory):
     if nprocs not in done:
         runs = config._shared_plan[nprocs]
         tmp = str(tmp_path_factory.mktemp(f"shared{nprocs}"))
+        across = str(tmp_path_factory.getbasetemp() / "shared-across")
+        os.makedirs(across, exist_ok=True)
         cmd, keys = [], []
         for i, (prog, a, _t, _p) in enumerate(runs):
             sub = os.path.join(tmp, f"{i}")
             os.makedirs(sub, exist_ok=True)
-            part = _command(prog, a, sub)
+            part = _command(prog, a, sub, across)
             cmd += (["+"] if cmd else []) + part
             keys.append(" ".join(part))
         result = run_mpi("checks.py", nprocs, *cmd, timeout=sum(r[2] for r in runs),
@@ -574,31 +585,50 @@ def shared_launch(request, tmp_path_factory):
     return out
 
 
-_SCRIPT_JOBS = {}  # key -> (MPIResult, [output of each script or None])
+_SCRIPT_SETS = {}  # key -> builder(tmp_path_factory) -> (runs, seconds per run)
+_SCRIPTS_RAN = {}   # key -> (MPIResult, [output of each script of the set or None])
 
 
-def scripts_job(key, runs, tmp_path_factory, nprocs=2, cwd=ROOT, timeout_each=300):
-    """Run plain scripts (README blocks, examples: not harness programs) one after another
-    as ``__main__`` in one ``mpiexec -n nprocs`` job (tests/mpi/checks.py ``--out``), once
-    per session and ``key``: torch and PyG are imported once, not once per script.
-    ``runs``: ``[(script path, [arg, ...]), ...]``.  Returns ``(result, outs)``:
-    ``outs[i]`` is what every rank wrote to stdout and stderr during script ``i``, rank
-    by rank, or None when it did not run to its end (a script that raises or exits
-    non-zero ends the job: the scripts after it do not run either)."""
-    if key not in _SCRIPT_JOBS:
-        tmp = tmp_path_factory.mktemp(key)
-        cmd = ["--out", str(tmp)]
-        for i, (script, args) in enumerate(runs):
-            cmd += (["+"] if i else []) + [str(script)] + [str(a) for a in args]
-        result = run_mpi("checks.py", nprocs, *cmd, timeout=timeout_each * len(runs),
-                         cwd=cwd, check=False)
-        outs = []
-        for i in range(len(runs)):
-            files = [tmp / f"{i}.{r}.out" for r in range(nprocs)]
-            outs.append("".join(f.read_text() for f in files)
-                        if all(f.exists() for f in files) else None)
-        _SCRIPT_JOBS[key] = (result, outs)
-    return _SCRIPT_JOBS[key]
+def register_scripts(key, builder):
+    """Add a set of plain scripts (README blocks, examples, benchmarks: not harness
+    programs) to the session's 2-rank scripts job (:func:`scripts_job`).  ``builder
+    (tmp_path_factory)`` returns ``(runs, seconds)``: ``runs`` ``[(script path or
+    "-m", [arg, ...]), ...]`` in the order they must run (a run that writes a checkpoint
+    before the one that resumes from it), ``seconds`` the bound on each.  Called when the
+    module that owns the set is imported (at collection, for the modules collected)."""
+    _SCRIPT_SETS[key] = builder
+
+
+def scripts_job(key, tmp_path_factory):
+    """Run every registered set of scripts not run yet (:func:`register_scripts`; at the
+    first call of a session: every set of the collected modules) one after another as
+    ``__main__`` in one ``mpiexec -n 2`` job from the repository root
+    (tests/mpi/checks.py ``--out``): torch and PyG are imported once per rank, not once
+    per script or per set.  Returns ``(result, outs)`` of set ``key``: ``outs[i]`` is
+    what every rank wrote to stdout and stderr during its script ``i``, rank by rank, or
+    None when it did not run to its end (a script that raises or exits non-zero ends
+    the job: the scripts after it, of every set, do not run either)."""
+    if key not in _SCRIPTS_RAN:
+        if key not in _SCRIPT_SETS:
+            raise pytest.UsageError(f"scripts_job: no set {key!r} (register_scripts)")
+        tmp = tmp_path_factory.mktemp("scripts")
+        cmd, plan, seconds = ["--out", str(tmp)], [], 0
+        names = [name for name in _SCRIPT_SETS if name not in _SCRIPTS_RAN]
+        for name in names:
+            runs, each = _SCRIPT_SETS[name](tmp_path_factory)
+            for script, args in runs:
+                cmd += (["+"] if plan else []) + [str(script)] + [str(a) for a in args]
+                plan.append(name)
+            seconds += each * len(runs)
+        result = run_mpi("checks.py", 2, *cmd, timeout=seconds, cwd=ROOT, check=False)
+        outs = {name: [] for name in names}
+        for i, name in enumerate(plan):
+            files = [tmp / f"{i}.{r}.out" for r in range(2)]
+            outs[name].append("".join(f.read_text() for f in files)
+                              if all(f.exists() for f in files) else None)
+        for name in names:
+            _SCRIPTS_RAN[name] = (result, outs[name])
+    return _SCRIPTS_RAN[key]
 
 
 def script_output(job, i, what):

@@ -1,5 +1,6 @@
-"""The examples' small runs on 2 ranks, in one job (``conftest.scripts_job``: torch and
-PyG imported once per rank, not once per run, the suite's time): every example's small
+"""The examples' small runs on 2 ranks, in the session's scripts job, with the benchmarks
+and the README blocks (``conftest.scripts_job``: torch and PyG imported once per rank,
+not once per run, the suite's time): every example's small
 settings (:data:`SMALL`, checked by tests/test_examples.py), the memory models' runs,
 the checkpoint / resume runs of tests/test_examples_resume.py (a run that writes a
 checkpoint comes before the run that resumes from it), and the runs of
@@ -11,7 +12,7 @@ import os
 
 import numpy as np
 
-from conftest import ROOT, script_output, scripts_job
+from conftest import ROOT, register_scripts, script_output, scripts_job
 
 EXAMPLES = os.path.join(ROOT, "examples")
 
@@ -122,9 +123,9 @@ def two_rank_runs(tmp):
     return runs
 
 
-def example_output(key, tmp_path_factory):
-    """What the 2-rank run ``key`` of :func:`two_rank_runs` printed (every rank, stdout
-    and stderr), from the one job of all of them."""
+def _runs(tmp_path_factory):
+    """The job's runs (:func:`conftest.register_scripts`), with the JODIE file APAN
+    reads."""
     tmp = job_folder(tmp_path_factory)
     path = tmp / "mini.csv"
     if not path.exists():  # APAN on a JODIE CSV (--jodie): a small one
@@ -134,8 +135,16 @@ def example_output(key, tmp_path_factory):
                        np.floor(s.t * 10).astype(np.int64), np.zeros(s.num_edges, np.int64),
                        s.edge_feat)
     runs = two_rank_runs(tmp)
-    keys = list(runs)
     # a bound per run that a hang cannot stretch to the suite's own (each takes seconds)
-    job = scripts_job("examples", [(os.path.join(EXAMPLES, runs[k][0]), runs[k][1])
-                                   for k in keys], tmp_path_factory, timeout_each=90)
-    return script_output(job, keys.index(key), f"{runs[key][0]} ({key})")
+    return [(os.path.join(EXAMPLES, runs[k][0]), runs[k][1]) for k in runs], 90
+
+
+register_scripts("examples", _runs)
+
+
+def example_output(key, tmp_path_factory):
+    """What the 2-rank run ``key`` of :func:`two_rank_runs` printed (every rank, stdout
+    and stderr), from the one job of all of them."""
+    runs = two_rank_runs(job_folder(tmp_path_factory))
+    job = scripts_job("examples", tmp_path_factory)
+    return script_output(job, list(runs).index(key), f"{runs[key][0]} ({key})")

@@ -1,5 +1,5 @@
 """Every example in examples/ runs with small settings on 2 ranks (1 for graph_gru.py,
-which uses no MPI), under ``timeout`` through ``conftest.run_mpi``, and prints what it
+which uses no MPI), under ``timeout`` in the shared jobs (conftest), and prints what it
 is meant to print; the examples import only what requirements.txt installs; the numpy
 ROC-AUC and average precision the link-prediction examples use
 (``ddstore.temporal.metrics``) equal brute-force counts."""
@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import argparse_exit, run_mpi
+from conftest import argparse_exit
 from examples_job import EXAMPLES, SMALL, example_output
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,14 +108,26 @@ def test_every_example_is_run():
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("name", sorted(EXAMPLE_RUNS))
+@pytest.mark.parametrize("name", sorted(n for n, r in EXAMPLE_RUNS.items() if r[0] == 2))
 def test_example_runs(name, tmp_path_factory):
     nprocs, args, check = EXAMPLE_RUNS[name]
-    if nprocs == 2:
-        out = example_output(name, tmp_path_factory)
-    else:
-        out = run_mpi(os.path.join(EXAMPLES, name), nprocs, *args, timeout=300)
-    check(out)
+    check(example_output(name, tmp_path_factory))
+
+
+@pytest.mark.mpi
+@pytest.mark.shared_launch("examples/graph_gru.py", *SMALL["graph_gru.py"][1], nprocs=1,
+                           plain=True, timeout=300)
+def test_graph_gru_example_runs(shared_launch):
+    """graph_gru.py uses no MPI: one rank, a section of the 1-rank shared job (what it
+    printed)."""
+    assert SMALL["graph_gru.py"][0] == 1
+    check_graph_gru(shared_launch)
+
+
+def test_every_example_runs_in_a_test():
+    """Each example runs either in the 2-rank examples' job or, on one rank, above."""
+    assert {n for n, r in EXAMPLE_RUNS.items() if r[0] not in (1, 2)} == set()
+    assert [n for n, r in EXAMPLE_RUNS.items() if r[0] == 1] == ["graph_gru.py"]
 
 
 @pytest.mark.mpi

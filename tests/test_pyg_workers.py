@@ -1,6 +1,6 @@
 """PyG loaders with DataLoader worker processes over ddstore.pyg (issue 38, item 5): the
-MPI program tests/mpi/pyg_workers.py on one rank in this process and on 2 ranks (its own
-job: the workers are forked from the ranks)."""
+MPI program tests/mpi/pyg_workers.py on one rank in this process and on 2 ranks (a section
+of the 2-rank shared job: the workers are forked from the ranks there, as from a user's)."""
 import pytest
 
 from conftest import passed_on, passes_in_process
@@ -13,11 +13,11 @@ def test_pyg_workers_one_rank():
 
 
 @pytest.mark.mpi
-def test_pyg_workers_two_ranks(mpirun):
+@pytest.mark.shared_launch("pyg_workers.py", nprocs=2, timeout=400)
+def test_pyg_workers_two_ranks(shared_launch):
     """2 ranks, widths 1 and 2: node-local stores equal batch for batch with workers,
     rma refused at construction, the forked child's guard."""
-    out = mpirun("pyg_workers.py", 2, timeout=400)
-    passed_on(out, 2)
+    passed_on(shared_launch, 2)
 
 
 @pytest.mark.mpi

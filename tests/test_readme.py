@@ -31,7 +31,7 @@ import sys
 
 import pytest
 
-from conftest import run_mpi, scripts_job
+from conftest import register_scripts, run_mpi, scripts_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -291,22 +291,29 @@ def run_python_block(code, tmp_path, nprocs=2):
     return run_mpi(str(script), nprocs, timeout=300, cwd=ROOT)
 
 
-def blocks_job(tmp_path_factory, nprocs=2):
-    """Every ```python block of README.md and docs/*.md, each saved as its own file and
-    run as ``__main__`` one after another in one ``mpiexec -n 2`` job from the repository
-    root (conftest.scripts_job: torch and PyG imported once, not once per block; a block
-    that raises ends the job).  Returns (result, {"file: heading": what every rank
-    printed})."""
-    blocks = python_blocks()
+def _block_runs(tmp_path_factory):
+    """Every ```python block of README.md and docs/*.md, each saved as its own file
+    (:func:`conftest.register_scripts`)."""
     folder = tmp_path_factory.getbasetemp() / "readme-blocks"
     folder.mkdir(exist_ok=True)
     runs = []
-    for i, (_, code, _) in enumerate(blocks):
+    for i, (_, code, _) in enumerate(python_blocks()):
         script = folder / f"block{i}.py"
         script.write_text(code)
         runs.append((script, []))
-    result, outs = scripts_job("readme", runs, tmp_path_factory, nprocs)
-    return result, {heading: out for (heading, _, _), out in zip(blocks, outs)
+    return runs, 300
+
+
+register_scripts("readme", _block_runs)
+
+
+def blocks_job(tmp_path_factory):
+    """The ```python blocks run as ``__main__`` one after another from the repository
+    root, in the session's 2-rank scripts job (conftest.scripts_job: torch and PyG
+    imported once, not once per block; a block that raises ends the job).  Returns
+    (result, {"file: heading": what every rank printed})."""
+    result, outs = scripts_job("readme", tmp_path_factory)
+    return result, {heading: out for (heading, _, _), out in zip(python_blocks(), outs)
                     if out is not None}
 
 

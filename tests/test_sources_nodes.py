@@ -295,6 +295,23 @@ def refuses_past_the_end(src, num_nodes, lo, hi, names):
         src.split("val", 0, 1)
 
 
+def test_ogb_writer_writes_the_same_bytes_for_the_same_data(tmp_path):
+    """write_ogb_node's gzip files carry no write time in their headers (bytes 4-7, the
+    MTIME field, zero): two copies of one data set written seconds apart are equal byte
+    for byte, as a job whose ranks must read the same files needs (a copy written
+    across a second's boundary was refused as another file)."""
+    ei = np.array([[0, 1, 2], [1, 2, 0]])
+    splits = {"train": [0], "valid": [1], "test": [2]}
+    for d in ("a", "b"):
+        write_ogb_node(tmp_path / d, ei, x=np.ones((3, 2)), y=np.arange(3), splits=splits)
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*.gz"))
+    assert len(files) == 8, files
+    for f in files:
+        a, b = (tmp_path / "a" / f).read_bytes(), (tmp_path / "b" / f).read_bytes()
+        assert a[4:8] == bytes(4) and a == b, f
+        assert gzip.decompress(a) == gzip.decompress(b)
+
+
 def test_ogb_errors(tmp_path):
     with pytest.raises(DDStoreValueError, match="not an OGB node-property dataset "
                                                 "directory"):

@@ -222,7 +222,9 @@ def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="ra
     """Write a small dataset in OGB's raw node-property layout (for tests and examples):
     ``edge_index`` ``[2, E]``, ``x`` ``[N, D]``, ``y`` ``[N]`` (float with nan allowed),
     ``splits`` ``{"train": ids, "valid": ids, "test": ids}``.  ``N`` is taken from ``x``
-    or ``y`` (else from the edges)."""
+    or ``y`` (else from the edges).  The same arrays write the same bytes whenever they
+    are written (the gzip headers carry no time), so copies written apart compare equal
+    (every rank of a job must read the same files)."""
     import pandas as pd
     raw = os.path.join(os.fspath(root), "raw")
     os.makedirs(raw, exist_ok=True)
@@ -230,9 +232,9 @@ def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="ra
     n = len(x) if x is not None else len(y) if y is not None else \
         int(ei.max()) + 1 if ei.size else 0
 
-    def save(path, arr):
+    def save(path, arr):  # gzip's header time fixed: the same data, the same bytes
         pd.DataFrame(np.asarray(arr)).to_csv(path, header=False, index=False,
-                                             compression="gzip")
+                                             compression={"method": "gzip", "mtime": 0})
 
     save(os.path.join(raw, "edge.csv.gz"), ei.T)
     save(os.path.join(raw, "num-node-list.csv.gz"), np.array([[n]]))

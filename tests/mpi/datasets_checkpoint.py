@@ -313,6 +313,9 @@ def main():
     import types
     t = types.SimpleNamespace(dir=sys.argv[1], width=None if sys.argv[2] == "-" else
                               int(sys.argv[2]))
+    if rank == 0:
+        os.makedirs(t.dir, exist_ok=True)
+    comm.Barrier()
     cases.run(t)
 
 

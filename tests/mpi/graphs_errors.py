@@ -303,8 +303,12 @@ def _reads_bad_indices_types_and_workers(t):
     expect_error(DDStoreValueError, ["num_workers"],
                  lambda: ds.loader(4, num_workers=2))
     expect_error(DDStoreValueError, ["batch_size"], lambda: ds.loader(0))
-    expect_error(DDStoreValueError, ["num_workers"],
-                 lambda: next(iter(DataLoader(ds, batch_size=4, num_workers=1))))
+    it = iter(DataLoader(ds, batch_size=4, num_workers=1))
+    expect_error(DDStoreValueError, ["num_workers"], lambda: next(it))
+    # the worker's error, re-raised here, leaves the iterator in a reference cycle
+    # (torch's re-raising frame); collected later, its worker would wait out torch's
+    # 5 s join (see pyg_workers_stale.release): end it now
+    it._shutdown_workers()
     expect_error(DDStoreValueError, ["'good'", "already holds variable"],
                  lambda: graphs.GraphDataset.from_samples(store, "good", good, progress=False))
 
