@@ -42,7 +42,10 @@ collective), ``size(name)`` and ``info(name)``.  Only ``method=0`` (MPI) exists;
 libfabric methods 1 and 2 raise an error.  Errors are ``ddstore.DDStoreError``
 subclasses that are also what the original raised: a row range outside the variable is
 a :class:`PyDDStoreRangeError`, both ``ValueError`` (the original's) and
-``DDStoreIndexError``; bad arguments are ``DDStoreValueError`` (a ``ValueError``).
+``DDStoreIndexError``; an argument of another type (an array that is none, a name that
+is no string, a start, offset or size that is no integer) a :class:`PyDDStoreTypeError`,
+both ``TypeError`` (what the original's typed signatures raised) and
+``DDStoreValueError``; other bad arguments are ``DDStoreValueError`` (a ``ValueError``).
 
 Thread level: the original's users lower mpi4py's thread level to ``"serialized"``
 (HydraGNN's ``DistDataset``); then, unless ``DDSTORE_PROGRESS`` is set, the store runs
@@ -81,7 +84,7 @@ import ddstore
 from ddstore.errors import DDStoreIndexError, DDStoreValueError
 from ddstore._checks import integer_scalar, is_int
 
-__all__ = ["PyDDStore", "PyDDStoreRangeError"]
+__all__ = ["PyDDStore", "PyDDStoreRangeError", "PyDDStoreTypeError"]
 
 _KIND = "PyDDStore"          # the annotation kind of a PyDDStore variable
 _ANNOTATION = "pyddstore:"   # + the variable's name: its annotation's name
@@ -90,6 +93,14 @@ _ANNOTATION = "pyddstore:"   # + the variable's name: its annotation's name
 class PyDDStoreRangeError(DDStoreIndexError, ValueError):
     """A row range outside the variable.  The original DDStore raised ``ValueError``
     there, so this is both that and a :class:`ddstore.DDStoreIndexError`."""
+
+
+class PyDDStoreTypeError(DDStoreValueError, TypeError):
+    """An argument of another type (an array that is neither a numpy array nor a CPU
+    tensor, a name that is not a string, a row count, ``disp``, ``itemsize``, ``start``
+    or ``offset`` that is not an integer).  The original's typed (Cython) signatures
+    raised ``TypeError`` there, so this is both that and a
+    :class:`ddstore.DDStoreValueError`."""
 
 
 class _Info:
@@ -123,8 +134,8 @@ def _as_numpy(arr, name, what):
                                         f"numpy equivalent ({exc}); allowed: bool, "
                                         f"integers, float16/32/64, complex") from None
         else:
-            raise DDStoreValueError(f"{what} {name!r}: expected a numpy array or torch "
-                                    f"tensor, got {type(arr).__name__}")
+            raise PyDDStoreTypeError(f"{what} {name!r}: expected a numpy array or torch "
+                                     f"tensor, got {type(arr).__name__}")
     if out.ndim < 1:
         raise DDStoreValueError(f"{what} {name!r}: array needs a first (row) dimension, "
                                 f"got a scalar")
@@ -293,8 +304,10 @@ class PyDDStore:
         info = self._info.get(name) if isinstance(name, str) else None
         if info is None:
             self._store.check_alive()
-            raise DDStoreValueError(f"unknown variable {name!r}; known: "
-                                    f"{sorted(self._info)}")
+            error = DDStoreValueError if isinstance(name, str) else PyDDStoreTypeError
+            raise error(f"unknown variable {name!r}; known: {sorted(self._info)}" + (
+                "" if isinstance(name, str) else f" (a name is a str, not "
+                                                 f"{type(name).__name__})"))
         return info
 
     def add(self, name, arr):
@@ -320,8 +333,9 @@ class PyDDStore:
             for label, value, low in (("nrows", nrows, 0), ("disp", disp, 1),
                                       ("itemsize", itemsize, 1)):
                 if not is_int(value) or value < low:
-                    raise DDStoreValueError(f"init {name!r}: {label}={value!r} must be an "
-                                            f"integer >= {low}")
+                    error = DDStoreValueError if is_int(value) else PyDDStoreTypeError
+                    raise error(f"init {name!r}: {label}={value!r} must be an integer "
+                                f">= {low}")
             step.agree(same={"disp (elements per row)": int(disp),
                              "itemsize (bytes per element)": int(itemsize)})
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
@@ -333,7 +347,10 @@ class PyDDStore:
         info = self._var(name)
         local = _as_numpy(arr, name, "update")
         self._check_row(name, info, local, "update")
-        try:  # the store checks offset: never truncated (1.5) nor parsed ("1")
+        if not is_int(integer_scalar(offset)):  # never truncated (1.5) nor parsed ("1")
+            raise PyDDStoreTypeError(f"update {name!r}: offset must be an integer, got "
+                                     f"{offset!r}")
+        try:  # the store checks the range
             self._store.update(name, _bytes_rows(local, local.shape[0]), offset)
         except DDStoreIndexError as exc:  # what get raises for rows outside: ValueError too
             raise PyDDStoreRangeError(str(exc)) from None
@@ -377,8 +394,8 @@ class PyDDStore:
         self._check_row(name, info, out, "get")
         start = integer_scalar(start)  # a 0-d integer tensor: its value
         if not is_int(start):
-            raise DDStoreValueError(f"get {name!r}: start must be an integer, got "
-                                    f"{start!r}")
+            raise PyDDStoreTypeError(f"get {name!r}: start must be an integer, got "
+                                     f"{start!r}")
         count, total = out.shape[0], self._store.nrows(name)
         if start < 0 or start + count > total:
             raise PyDDStoreRangeError(f"get {name!r}: rows [{start}, {start + count}) out "

@@ -88,6 +88,38 @@ def output_dir(text):
 output_dir.__name__ = "directory"
 
 
+def report_dir(text):
+    """An ``argparse`` ``type=`` for a benchmark's ``--out`` directory (the report is
+    written in it): :func:`output_dir`'s checks at once, and a name ending in ``.json``
+    refused (it would be made a directory of that name)."""
+    if text.endswith(".json"):
+        raise argparse.ArgumentTypeError(
+            f"{text} names a file: this --out is the directory the report is written in")
+    return output_dir(text)
+
+
+report_dir.__name__ = "directory"
+
+
+def report_target(text):
+    """An ``argparse`` ``type=`` for a benchmark's ``--out`` that is the report's path
+    when it ends in ``.json``, else the directory it is written in: a path that is a
+    directory, or whose directory cannot be made or written, refused at once
+    (:func:`output_dir`'s checks)."""
+    if not text.endswith(".json"):
+        return output_dir(text)
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a directory, not a report's path")
+    try:
+        output_dir(os.path.dirname(text) or ".")
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: {exc}") from None
+    return text
+
+
+report_target.__name__ = "path"
+
+
 def checkpoint_conflict(checkpoint, resume):
     """Why the ``--checkpoint`` directory of an example's run cannot be written, or None:
     a run writes its checkpoint into a new or empty directory, or goes on with the one it
@@ -122,6 +154,21 @@ def check_windows(parser, args):
     if args.steps < 2 * args.horizon + 1:
         parser.error(f"--steps {args.steps}: must be more than 2 x --horizon = "
                      f"{2 * args.horizon} (a window and its target)")
+
+
+def check_width(parser, width, size=None):
+    """After ``parser.parse_args``: ``--width`` as a store over ``size`` ranks (default:
+    ``MPI.COMM_WORLD``'s) takes it (:meth:`ddstore.DDStore.check_width`), else
+    argparse's error naming the option and the widths allowed (exit code 2, said once by
+    rank 0) instead of the store's traceback on every rank after the data was made."""
+    from .settings import store_width
+    if size is None:
+        from mpi4py import MPI
+        size = MPI.COMM_WORLD.Get_size()
+    try:
+        return store_width(width, size)
+    except ValueError as exc:
+        parser.error(f"--width {width}: {exc}")
 
 
 _RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")

@@ -4,6 +4,8 @@ its round: :func:`env_settings`, :func:`progress_interval`, :func:`serve_setting
 (``ddstore.store`` re-exports them.)"""
 import os
 
+from . import _core, _lifecycle
+from ._checks import is_int
 from .errors import DDStoreValueError
 
 __all__ = ["env_settings", "progress_interval", "serve_settings", "PROGRESS_US",
@@ -111,3 +113,40 @@ def serve_settings(settings=None):
     settings = env_settings() if settings is None else settings
     mode, pieces = settings["DDSTORE_SERVE"], settings["DDSTORE_SERVE_MIN_PIECES"]
     return 0 if mode == "off" else pieces
+
+
+def store_width(width, size):
+    """``width`` as a store over ``size`` ranks takes it (``None``: ``size``, one
+    replica; ``"auto"`` kept, resolved at construction), or ``DDStoreValueError``
+    naming the widths allowed: the constructor's own check (``DDStore.check_width``),
+    for a program to check its command line before it builds anything
+    (``ddstore.cli.check_width``)."""
+    if width is None:
+        width = size
+    if isinstance(width, str) and width == "auto":
+        return width  # resolved from data_nbytes after the ranks agree
+    if not is_int(width):
+        raise DDStoreValueError(f"width must be 'auto' or an integer in [1, {size}] "
+                                f"dividing the communicator size {size}, got {width!r}")
+    width = int(width)
+    if not 1 <= width <= size:
+        raise DDStoreValueError(f"width={width} out of range: allowed 1 <= width <= {size} "
+                                f"(the communicator size){_lifecycle.single_rank_hint(size)}")
+    if size % width:
+        divisors = [d for d in range(1, size + 1) if size % d == 0]
+        raise DDStoreValueError(f"width={width} does not divide the communicator size "
+                                f"{size}; allowed widths: {divisors}")
+    return width
+
+
+def store_settings(size, width, transport):
+    """A store's ``(width, transport)`` over ``size`` ranks with the defaults filled in
+    (the transport from ``DDSTORE_TRANSPORT`` where ``"auto"``); raises on a bad one."""
+    width = store_width(width, size)
+    if transport == "auto":
+        transport = os.environ.get("DDSTORE_TRANSPORT", "auto").strip().lower() or "auto"
+    if transport not in _core.TRANSPORTS:
+        raise DDStoreValueError(f"transport={transport!r} is not one of "
+                                f"{sorted(_core.TRANSPORTS)} (argument or "
+                                f"DDSTORE_TRANSPORT)")
+    return width, transport

@@ -24,12 +24,11 @@ rows and records.  Beside it: :mod:`ddstore.memory` (memory planning),
 :mod:`ddstore._lifecycle` (exit and abort), :mod:`ddstore._checks` (argument checks).
 """
 import contextlib
-import os
 
 import numpy as np
 
 from . import _core, _lifecycle, _status, _transaction, checkpoint
-from ._checks import as_indices, as_int, is_int, partition
+from ._checks import as_indices, as_int, partition
 from . import _collective
 from ._collective import Step, collective, is_agreed, join_bounded
 from ._lifecycle import abort_on_exception
@@ -41,7 +40,7 @@ from .memory import (MEMORY_BUDGET_FRACTION, available_memory, decide_width,
                      memory_settings)
 from .records import Records
 from .settings import (PROGRESS_US, SERVE_MIN_PIECES, env_settings,  # noqa: F401
-                       progress_interval, serve_settings)
+                       progress_interval, serve_settings, store_settings, store_width)
 from .variables import PrefaultThread, Variables
 
 __all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception",
@@ -125,7 +124,7 @@ class DDStore:
         # the local part may fail on one rank only (bad arguments, the launch): the step
         # agrees on it before anyone raises or allocates
         with collective(comm, "DDStore") as step:
-            width, transport = self._check_settings(size, width, transport)
+            width, transport = store_settings(size, width, transport)
             _lifecycle.check_launch()  # torchrun: each process a world of one
             nbytes, memory = memory_settings(width, data_nbytes, memory_budget)
             env = env_settings(progress)  # agreed: a rank serving otherwise hangs reads
@@ -190,34 +189,7 @@ class DDStore:
         # a layer's commit: track), joined before remove / free
         _lifecycle.register(self)
 
-    @staticmethod
-    def _check_settings(size, width, transport):
-        """``(width, transport)`` with the defaults filled in; raises on a bad one."""
-        if width is None:
-            width = size
-        if isinstance(width, str) and width == "auto":
-            pass  # resolved from data_nbytes after the ranks agree
-        elif not is_int(width):
-            raise DDStoreValueError(f"width must be 'auto' or an integer in [1, {size}] "
-                                    f"dividing the communicator size {size}, got "
-                                    f"{width!r}")
-        else:
-            width = int(width)
-            if not 1 <= width <= size:
-                raise DDStoreValueError(f"width={width} out of range: allowed 1 <= width "
-                                        f"<= {size} (the communicator size)"
-                                        f"{_lifecycle.single_rank_hint(size)}")
-        if width != "auto" and size % width:
-            divisors = [d for d in range(1, size + 1) if size % d == 0]
-            raise DDStoreValueError(f"width={width} does not divide the communicator "
-                                    f"size {size}; allowed widths: {divisors}")
-        if transport == "auto":
-            transport = os.environ.get("DDSTORE_TRANSPORT", "auto").strip().lower() or "auto"
-        if transport not in _core.TRANSPORTS:
-            raise DDStoreValueError(f"transport={transport!r} is not one of "
-                                    f"{sorted(_core.TRANSPORTS)} (argument or "
-                                    f"DDSTORE_TRANSPORT)")
-        return width, transport
+    check_width = staticmethod(store_width)
 
     @staticmethod
     def plan(nbytes, memory_budget=None, comm=None):

@@ -40,20 +40,22 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import at_least  # noqa: E402
+from ddstore.cli import at_least, check_width  # noqa: E402
 from ddstore.dynamic import DynamicWindowDataset  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
 
 
-def parse_args():
+def parse_args(argv=None):
     p = example_parser(__doc__, "a PGT JSON with per-step graphs (default: Twitter tennis, "
                                 "bundled)", batch_size=8)
     p.add_argument("--horizon", type=at_least(1), default=4, help="input steps per window")
     p.add_argument("--checkpoint-every", type=at_least(1), default=None,
                    help="graph checkpoint interval (default: from the delta sizes)")
-    return p.parse_args()
+    args = p.parse_args(argv)
+    check_width(p, args.width)
+    return args
 
 
 def load(args):

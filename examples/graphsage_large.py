@@ -61,7 +61,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import pyg as dpyg
-from ddstore.cli import ArgumentParser, HelpFormatter, at_least, int_list, seed
+from ddstore.cli import ArgumentParser, HelpFormatter, at_least, check_width, int_list, seed
 from ddstore.prefetch import MAX_PREFETCH
 from ddstore.distributed import init_torch_distributed
 from ddstore.pyg import load_npy, load_ogb, load_synthetic
@@ -107,6 +107,7 @@ def parse_args(argv=None):
                    help="the sampler's own seeded stream (default: with --prefetch, "
                         "--seed; without, keys drawn from torch's generator)")
     args = p.parse_args(argv)
+    check_width(p, args.width)
     if not args.dropout < 1:
         p.error(f"argument --dropout: must be below 1, got {args.dropout}")
     if args.prefetch and args.sampler_seed is None:

@@ -55,8 +55,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, checkpoint_conflict,
-                         output_dir, seed)
+from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
+                         checkpoint_conflict, output_dir, seed)
 from ddstore.prefetch import MAX_PREFETCH
 
 
@@ -103,6 +103,7 @@ def parse_args(argv=None):
                    help="with --resume: the epoch whose state to load (default: the "
                         "last one saved)")
     args = p.parse_args(argv)
+    check_width(p, args.width)
     conflict = checkpoint_conflict(args.checkpoint, args.resume)
     if conflict:
         p.error(conflict)

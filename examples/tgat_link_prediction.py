@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import temporal as tg
-from ddstore.cli import ArgumentParser, HelpFormatter, at_least, int_list, seed
+from ddstore.cli import ArgumentParser, HelpFormatter, at_least, check_width, int_list, seed
 from ddstore.distributed import init_torch_distributed
 
 
@@ -50,7 +50,9 @@ def parse_args(argv=None):
     p.add_argument("--chunks", type=at_least(1), default=1,
                    help="random chunk scheduling (TGL)")
     add_training_args(p)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_width(p, args.width)
+    return args
 
 
 # options of add_training_args that tgn_link_prediction.py passes on to train_tgat

@@ -74,8 +74,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ddstore
-from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, checkpoint_conflict,
-                         output_dir)
+from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
+                         checkpoint_conflict, output_dir)
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
@@ -128,6 +128,7 @@ def parse_args(argv=None):
                 f" for apan")
     if not 0 <= args.p_repeat <= 1:
         p.error(f"--p-repeat must be in [0, 1], got {args.p_repeat}")
+    check_width(p, args.width)
     conflict = checkpoint_conflict(args.checkpoint, args.resume)
     if conflict:
         p.error(conflict)

@@ -46,7 +46,7 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import at_least, checkpoint_conflict, output_dir  # noqa: E402
+from ddstore.cli import at_least, check_width, checkpoint_conflict, output_dir  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
@@ -66,6 +66,7 @@ def parse_args(argv=None):
                    help="restore the store and the last training state from DIR and "
                         "continue from the next epoch")
     args = p.parse_args(argv)
+    check_width(p, args.width)
     conflict = checkpoint_conflict(args.checkpoint, args.resume)
     if conflict:
         p.error(conflict)

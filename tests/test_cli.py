@@ -234,3 +234,63 @@ def test_help_formatter_states_every_default():
         assert set(re.findall(r"formatter_class=(\w+)", src)) <= {"HelpFormatter"}, path
         if "ArgumentParser(" in src:
             assert "formatter_class=HelpFormatter" in src, path
+
+
+def test_check_width_is_the_stores_rule_said_by_argparse(capsys):
+    """ddstore.cli.check_width: the width a store over ``size`` ranks takes (None: all of
+    them; 'auto' kept), else argparse's error (exit code 2) naming --width and the widths
+    allowed, the constructor's own message (DDStore.check_width)."""
+    import argparse
+    from ddstore import DDStore, DDStoreValueError
+    from ddstore.cli import check_width
+    p = argparse.ArgumentParser(prog="x")
+    assert check_width(p, None, 4) == 4 and check_width(p, 2, 4) == 2
+    assert check_width(p, "auto", 4) == "auto" and check_width(p, 6, 6) == 6
+    for width, words in ((3, "--width 3: width=3 does not divide the communicator size 4; "
+                              "allowed widths: [1, 2, 4]"),
+                         (8, "--width 8: width=8 out of range: allowed 1 <= width <= 4"),
+                         (0, "--width 0: width=0 out of range")):
+        assert words in argparse_exit(capsys, 2, check_width, p, width, 4)[1]
+        with pytest.raises(DDStoreValueError, match=words.split(": ", 1)[1][:20]):
+            DDStore.check_width(width, 4)
+
+
+@pytest.mark.parametrize("module,args,words", [
+    # a directory --out: a name ending in .json was made a directory of that name
+    ("temporal", ["--out", "x.json"], "argument --out: x.json names a file: this --out is "
+                                      "the directory the report is written in"),
+    ("dynamic", ["--out", "/dev/null"], "argument --out: /dev/null exists and is not a "
+                                        "directory"),
+    # a JSON path or a directory: its directory must be one that can be made and written
+    ("node_memory", ["--out", "/dev/null/nm.json"], "argument --out: /dev/null/nm.json: "
+                                                    "/dev/null exists and is not a directory"),
+    ("core", ["--out", "/dev/null/x"], "argument --out: /dev/null/x: /dev/null is not a "
+                                       "directory"),
+])
+def test_benchmark_out_refused_before_the_run(module, args, words, capsys):
+    """A benchmark's unusable --out ends it through argparse (exit code 2) before it
+    measures anything, instead of when the report is written at its end."""
+    import importlib
+    mod = importlib.import_module(f"ddstore.bench.{module}")
+    parse = getattr(mod, "_args", None) or (lambda a: mod.main(a))
+    assert words in argparse_exit(capsys, 2, parse, args)[1]
+
+
+def test_benchmark_out_accepts_a_new_path(tmp_path):
+    from ddstore.cli import report_dir, report_target
+    assert report_dir(str(tmp_path / "new" / "dir")) == str(tmp_path / "new" / "dir")
+    assert report_target(str(tmp_path / "a" / "r.json")) == str(tmp_path / "a" / "r.json")
+    assert report_target(str(tmp_path)) == str(tmp_path)
+    assert not (tmp_path / "new").exists() and not (tmp_path / "a").exists()  # made later
+
+
+def test_node_memory_quick_keeps_explicit_sizes():
+    """bench.node_memory --quick: its tiny sizes are defaults; an option given keeps its
+    value (it was overwritten)."""
+    from ddstore.bench import node_memory
+    a = node_memory._args(["--quick"])
+    assert (a.num_nodes, a.batches, a.warmup, a.batch_size) == (2000, 8, 2, 60)
+    a = node_memory._args(["--quick", "--num-nodes", "500", "--batch-size", "7"])
+    assert (a.num_nodes, a.batches, a.warmup, a.batch_size) == (500, 8, 2, 7)
+    a = node_memory._args([])
+    assert (a.num_nodes, a.batches) == (100_000, 40)

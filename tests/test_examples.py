@@ -271,11 +271,21 @@ def _example(name):
                                                               "not a directory"),
     ("hydragnn_ising", ["--checkpoint", "/dev/null"], "argument --checkpoint: /dev/null "
                                                       "exists and is not a directory"),
+    # a width the job's rank count cannot have (one rank here): argparse's line, not the
+    # store's traceback on every rank once the data was made
+    ("hydragnn_ising", ["--width", "2"], "--width 2: width=2 out of range: allowed 1 <= "
+                                         "width <= 1 (the communicator size)"),
+    ("graphsage_large", ["--width", "3"], "--width 3: width=3 out of range"),
+    ("tgat_link_prediction", ["--width", "2"], "--width 2: width=2 out of range"),
+    ("tgn_link_prediction", ["--width", "4"], "--width 4: width=4 out of range"),
+    ("traffic_index_batching", ["--width", "2"], "--width 2: width=2 out of range"),
+    ("dynamic_graph_forecast", ["--width", "2"], "--width 2: width=2 out of range"),
 ])
 def test_examples_refuse_bad_options_naming_them(name, args, words, capsys):
     """The examples' options out of range end them through argparse (exit code 2, the
-    option and its range named) before torch, MPI or the store is set up; the
-    recurrent examples' shared options too (graph_gru.example_parser)."""
+    option and its range named) before torch or the store is set up (``--width``
+    against the job's rank count: ``ddstore.cli.check_width``); the recurrent examples'
+    shared options too (graph_gru.example_parser)."""
     assert words in argparse_exit(capsys, 2, _example(name).parse_args, args)[1]
     assert _example(name).parse_args([]) is not None  # the defaults pass
 

@@ -75,6 +75,18 @@ def test_pyddstore_arguments_as_the_original_takes_them():
             store.add("bf", torch.zeros(2, 3, dtype=torch.bfloat16))
         with pytest.raises(DDStoreValueError, match=r"unknown variable \['x'\]"):
             store.get(["x"], row, 0)
+        # arguments of another type: TypeError too, as the original's typed signatures
+        for call in (lambda: store.get(["x"], row, 0), lambda: store.get(3, row, 0),
+                     lambda: store.get("x", row, 1.5), lambda: store.get("x", [0.0], 0),
+                     lambda: store.update("f", row, None), lambda: store.init("g", 2.0, 3),
+                     lambda: store.add("h", "not an array")):
+            with pytest.raises(TypeError) as info:
+                call()
+            assert isinstance(info.value, pyddstore.PyDDStoreTypeError) and \
+                isinstance(info.value, DDStoreValueError), info.value
+        with pytest.raises(DDStoreValueError) as info:  # a value out of range: no TypeError
+            store.init("g", -1, 3)
+        assert not isinstance(info.value, TypeError)
         with pytest.raises(DDStoreValueError, match=r"unknown variable \['x'\]"):
             store.get_batch(["x"], row, [0])
         with pytest.raises(pyddstore.PyDDStoreRangeError,

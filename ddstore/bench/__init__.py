@@ -19,7 +19,8 @@ import platform
 import shlex
 import sys
 
-from ..cli import ArgumentParser, HelpFormatter, at_least, launch_rank  # noqa: F401
+from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa: F401
+                   report_dir, report_target)
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
@@ -42,10 +43,10 @@ def parser(name, prog=None, description=None, out="bench_results", batch_size=No
                        description=description,
                        formatter_class=HelpFormatter)
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
-    p.add_argument("--out", default=out, help=(
-        f"JSON path, or a directory to write {name}_n<ranks>.json in (default "
-        f"bench_results/{name}_n<ranks>.json)" if out is None else
-        "directory of the JSON report"))
+    p.add_argument("--out", default=out, type=report_target if out is None else report_dir,
+                   help=(f"JSON path, or a directory to write {name}_n<ranks>.json in "
+                         f"(default bench_results/{name}_n<ranks>.json)" if out is None
+                         else "directory of the JSON report"))
     if batch_size is not None:
         p.add_argument("--batch-size", type=at_least(1), default=batch_size,
                        help=batch_help)

@@ -43,7 +43,7 @@ import numpy as np
 
 from ddstore.bench import Items, parser, plural, ratio, ratio_text, require_files, \
     write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, check_width
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
@@ -65,7 +65,9 @@ def _args(argv, prog=None):
                    help="Twitter tennis JSON file (default: the repository's "
                         "tests/data/twitter_tennis_rg17.json, skipped if absent)")
     p.add_argument("--tennis-epochs", type=at_least(1), default=1)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_width(p, args.width)
+    return args
 
 
 def _mix(x):

@@ -48,7 +48,7 @@ from mpi4py import MPI
 
 from ddstore.bench import log, parser, plural, ratio, ratio_text, report_path, \
     write_report
-from ddstore.cli import at_least, int_list
+from ddstore.cli import at_least, check_width, int_list
 
 MEMORY_DIM = 100
 EDGE_DIM = 172
@@ -85,10 +85,13 @@ def _args(argv, prog=None):
                         "'commit' is then the call plus wait() after the sampling (when "
                         "the next read may start)")
     p.add_argument("--quick", action="store_true",
-                   help="a tiny setting (smoke test): 2000 nodes, 8 batches of 60")
+                   help="a tiny setting (smoke test): 2000 nodes, 8 batches of 60 "
+                        "after 2 of warm-up, where those options are not given")
     args = p.parse_args(argv)
-    if args.quick:
-        args.num_nodes, args.batches, args.warmup, args.batch_size = 2000, 8, 2, 60
+    if args.quick:  # its sizes as defaults: an option given explicitly keeps its value
+        p.set_defaults(num_nodes=2000, batches=8, warmup=2, batch_size=60)
+        args = p.parse_args(argv)
+    check_width(p, args.width)
     return args
 
 

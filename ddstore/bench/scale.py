@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 from ddstore.bench import ArgumentParser, plural, write_report
-from ddstore.cli import HelpFormatter, at_least
+from ddstore.cli import HelpFormatter, at_least, report_dir
 
 from .memory import MemoryWatch, node_available
 
@@ -203,7 +203,7 @@ def _args(argv, prog=None):
                         "sizes only: every rank materialises the windows)")
     s.add_argument("--keep", action="store_true", help="keep the file afterwards")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--out", default="bench_results")
+    s.add_argument("--out", default="bench_results", type=report_dir)
     g = sub.add_parser("graphs", help="Ising graphs from ADIOS2 in a GraphDataset",
                        formatter_class=HelpFormatter)
     g.add_argument("--path", default="/tmp/ddstore_scale/ising.bp",
@@ -217,7 +217,7 @@ def _args(argv, prog=None):
                    help="compare every graph of the epoch with the generator")
     g.add_argument("--keep", action="store_true")
     g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--out", default="bench_results")
+    g.add_argument("--out", default="bench_results", type=report_dir)
     return p.parse_args(argv)
 
 
