@@ -188,6 +188,27 @@ def launch_rank():
     return 0
 
 
+def run_program(main, *args):
+    """Run a program's ``main(*args)`` and return its exit code (for ``sys.exit``): a
+    ``MemoryError`` (sizes asked for that do not fit in this machine's memory) ends it
+    with one line, from each rank that met it (an error the ranks agreed on: from rank 0
+    alone), naming the rank and what could not be had, and exit code 1, instead of a
+    traceback from every rank."""
+    try:
+        return main(*args)
+    except MemoryError as exc:
+        from ._collective import is_agreed
+        rank = launch_rank()
+        if rank == 0 or not is_agreed(exc):
+            sys.stdout.flush()
+            sys.stderr.write(f"{os.path.basename(sys.argv[0]) or 'python'}: rank {rank}: "
+                             f"out of memory: {exc or type(exc).__name__}; the sizes asked "
+                             f"for do not fit in this machine's memory: ask for smaller "
+                             f"ones (--help lists them)\n")
+            sys.stderr.flush()
+        return 1
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` for programs run on every rank: ``--help``, usage and
     errors are printed by rank 0 only (every rank parses the same command line, so every

@@ -49,6 +49,7 @@ the path above, unchanged.
 """
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -61,7 +62,8 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import pyg as dpyg
-from ddstore.cli import ArgumentParser, HelpFormatter, at_least, check_width, int_list, seed
+from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width, int_list,
+                         run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
 from ddstore.distributed import init_torch_distributed
 from ddstore.pyg import load_npy, load_ogb, load_synthetic
@@ -281,4 +283,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_program(main))

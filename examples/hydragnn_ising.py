@@ -56,7 +56,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
-                         checkpoint_conflict, output_dir, seed)
+                         checkpoint_conflict, output_dir, run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
 
 
@@ -413,4 +413,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_program(main))

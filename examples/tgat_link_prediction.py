@@ -23,6 +23,7 @@ What it does:
 - after each epoch, average precision and ROC AUC on the validation and test edges
   (against one fixed random negative per edge) are printed beside a random scorer's.
 """
+import sys
 import time
 
 import numpy as np
@@ -35,7 +36,8 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import temporal as tg
-from ddstore.cli import ArgumentParser, HelpFormatter, at_least, check_width, int_list, seed
+from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width, int_list,
+                         run_program, seed)
 from ddstore.distributed import init_torch_distributed
 
 
@@ -302,4 +304,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_program(main))

@@ -63,6 +63,7 @@ What it does:
 """
 import glob
 import os
+import sys
 import time
 
 import numpy as np
@@ -75,7 +76,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
-                         checkpoint_conflict, output_dir)
+                         checkpoint_conflict, output_dir, run_program)
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
@@ -535,4 +536,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_program(main))

@@ -46,7 +46,8 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import at_least, check_width, checkpoint_conflict, output_dir  # noqa: E402
+from ddstore.cli import (at_least, check_width, checkpoint_conflict,  # noqa: E402
+                         output_dir, run_program)
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
@@ -265,4 +266,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_program(main))

@@ -294,3 +294,20 @@ def test_node_memory_quick_keeps_explicit_sizes():
     assert (a.num_nodes, a.batches, a.warmup, a.batch_size) == (500, 8, 2, 7)
     a = node_memory._args([])
     assert (a.num_nodes, a.batches) == (100_000, 40)
+
+
+def test_run_program_ends_a_memory_error_with_one_line(capsys):
+    """ddstore.cli.run_program (the examples' entry): sizes beyond memory end the
+    program with one line naming the rank and what could not be had, exit code 1,
+    instead of a traceback from every rank; other outcomes pass through."""
+    from ddstore.cli import run_program
+
+    def too_big():
+        raise MemoryError("Unable to allocate 7.28 TiB for an array with shape (10**12,)")
+    assert run_program(too_big) == 1
+    err = capsys.readouterr().err
+    assert "rank 0: out of memory: Unable to allocate 7.28 TiB" in err, err
+    assert "ask for smaller ones" in err and "Traceback" not in err, err
+    assert run_program(lambda a: a, 3) == 3 and run_program(lambda: None) is None
+    with pytest.raises(ValueError):  # anything else is the program's own
+        run_program(int, "x")
