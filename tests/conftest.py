@@ -13,8 +13,8 @@ one of two ways, both visible in the test's own source:
   is judged on) its program's section only, and its failure message names the program,
   its arguments, the rank count and the failed cases.  ``{name}`` in args is the test's
   parameter ``name`` (``{tmp}``: a fresh directory; ``{across}``: one directory for the
-  whole session, shared by the jobs of every rank count, which run in the order of
-  their rank counts' first tests: a later job reads what an earlier one wrote).  E.g.
+  whole session, shared by the jobs of every rank count, which run in increasing rank
+  count: a job reads what the jobs of fewer ranks wrote).  E.g.
   ``tests/test_core.py::test_bad_input[2-auto]`` is
   ``@pytest.mark.shared_launch("core_errors.py", "{transport}")`` with nprocs=2,
   transport=auto.
@@ -525,6 +525,32 @@ def shared_job_ran(config, nprocs, program):
     return done is not None and any(k.split(" ")[0] == program for k in done[1])
 
 
+def _run_shared_job(runs, nprocs, tmp_path_factory):
+    """Run the shared job of ``nprocs`` ranks (every program of ``runs``); returns
+    ``(result, {key: section}, keys, runs)``."""
+    tmp = str(tmp_path_factory.mktemp(f"shared{nprocs}"))
+    across = str(tmp_path_factory.getbasetemp() / "shared-across")
+    os.makedirs(across, exist_ok=True)
+    cmd, keys = [], []
+    for i, (prog, a, _t, _p) in enumerate(runs):
+        sub = os.path.join(tmp, f"{i}")
+        os.makedirs(sub, exist_ok=True)
+        part = _command(prog, a, sub, across)
+        cmd += (["+"] if cmd else []) + part
+        keys.append(" ".join(part))
+    result = run_mpi("checks.py", nprocs, *cmd, timeout=sum(r[2] for r in runs),
+                     check=False)
+    sections, cur = {}, None
+    for line in result.output.splitlines():
+        if line.startswith("=== "):
+            cur = line[4:]
+            sections[cur] = []
+        elif cur is not None:
+            sections[cur].append(line)
+    return (result, {k: "\n".join(sections[k]) for k in keys if k in sections}, keys,
+            runs)
+
+
 @pytest.fixture
 def shared_launch(request, tmp_path_factory):
     """Run (once per rank count, for every test that asks) the job of all selected
@@ -535,29 +561,10 @@ def shared_launch(request, tmp_path_factory):
     nprocs, program, args, timeout, plain = _shared_spec(request.node)
     config = request.config
     done = config._shared_done
-    if nprocs not in done:
-        runs = config._shared_plan[nprocs]
-        tmp = str(tmp_path_factory.mktemp(f"shared{nprocs}"))
-        across = str(tmp_path_factory.getbasetemp() / "shared-across")
-        os.makedirs(across, exist_ok=True)
-        cmd, keys = [], []
-        for i, (prog, a, _t, _p) in enumerate(runs):
-            sub = os.path.join(tmp, f"{i}")
-            os.makedirs(sub, exist_ok=True)
-            part = _command(prog, a, sub, across)
-            cmd += (["+"] if cmd else []) + part
-            keys.append(" ".join(part))
-        result = run_mpi("checks.py", nprocs, *cmd, timeout=sum(r[2] for r in runs),
-                         check=False)
-        sections, cur = {}, None
-        for line in result.output.splitlines():
-            if line.startswith("=== "):
-                cur = line[4:]
-                sections[cur] = []
-            elif cur is not None:
-                sections[cur].append(line)
-        done[nprocs] = (result, {k: "\n".join(sections[k]) for k in keys
-                                 if k in sections}, keys, runs)
+    # the jobs of fewer ranks first ({across}: a later job reads what they wrote)
+    for n in sorted(config._shared_plan):
+        if n <= nprocs and n not in done:
+            done[n] = _run_shared_job(config._shared_plan[n], n, tmp_path_factory)
     result, sections, keys, runs = done[nprocs]
     key = keys[runs.index((program, args, timeout, plain))]
     head = f"shared job of {nprocs} rank(s): {result.cmd}"

@@ -31,6 +31,6 @@ def test_datasets_checkpoint_restart(shared_launch, nprocs, request):
         # third job restoring it on 2 ranks took 6 s of the suite for the same reads)
         assert "restore on fewer ranks': 0 checks" not in shared_launch
         # the 2-rank section's checkpoint, restored here (when this session ran it: the
-        # 2-rank job runs first, its rank count's first test coming first)
+        # shared jobs run in increasing rank count)
         if shared_job_ran(request.config, 2, PROGRAM):
             assert "restore an earlier job's checkpoint': 0 checks" not in shared_launch
