@@ -347,13 +347,14 @@ class PyDDStore:
         info = self._var(name)
         local = _as_numpy(arr, name, "update")
         self._check_row(name, info, local, "update")
-        if not is_int(integer_scalar(offset)):  # never truncated (1.5) nor parsed ("1")
-            raise PyDDStoreTypeError(f"update {name!r}: offset must be an integer, got "
-                                     f"{offset!r}")
-        try:  # the store checks the range
+        try:  # the store checks offset: never truncated (1.5) nor parsed ("1")
             self._store.update(name, _bytes_rows(local, local.shape[0]), offset)
         except DDStoreIndexError as exc:  # what get raises for rows outside: ValueError too
             raise PyDDStoreRangeError(str(exc)) from None
+        except DDStoreValueError as exc:  # an offset of another type: TypeError too
+            if is_int(integer_scalar(offset)):
+                raise
+            raise PyDDStoreTypeError(str(exc)) from None
 
     @staticmethod
     def _check_row(name, info, arr, what):
