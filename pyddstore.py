@@ -112,6 +112,9 @@ class _Info:
         self.init = init  # made by init (filled by update): epoch_begin synchronises
 
 
+_PLAIN = "biufc"  # the dtype kinds a buffer may have: bytes of numbers, no objects
+
+
 def _as_numpy(arr, name, what):
     """A numpy view of ``arr`` (numpy array or CPU torch tensor), never a copy."""
     if isinstance(arr, np.ndarray):
@@ -141,9 +144,16 @@ def _as_numpy(arr, name, what):
                                 f"got a scalar")
     if not out.flags.c_contiguous:
         raise DDStoreValueError(f"{what} {name!r}: array must be C-contiguous")
-    if out.dtype.kind not in "biufc" or out.dtype.fields is not None:
+    if out.dtype.kind not in _PLAIN or out.dtype.fields is not None:
         raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype} cannot be stored")
     return out
+
+
+def _check_name(name, what):
+    """A variable's name is a ``str`` (the original's typed signature)."""
+    if not isinstance(name, str):
+        raise PyDDStoreTypeError(f"{what}: a variable's name is a str, got "
+                                 f"{type(name).__name__} {name!r}")
 
 
 def _one_at_a_time(lock, read, *args):
@@ -189,9 +199,12 @@ class PyDDStore:
     """
 
     def __init__(self, comm=None, method=0, ddstore_width=None, transport="auto"):
+        from mpi4py import MPI
         if comm is None:
-            from mpi4py import MPI
             comm = MPI.COMM_WORLD
+        if not isinstance(comm, MPI.Comm):  # (no communicator to agree over)
+            raise PyDDStoreTypeError(f"PyDDStore: comm must be an mpi4py communicator, "
+                                     f"got {type(comm).__name__}")
         if method != 0:
             raise DDStoreValueError(f"PyDDStore: method={method!r} is not available; "
                                     f"allowed: 0 (MPI one-sided reads)")
@@ -314,6 +327,7 @@ class PyDDStore:
         """Collective: add variable ``name`` from each rank's rows ``arr``."""
         # bad input on one rank raises on every rank, before anything is created
         with self._store.collective("PyDDStore.add", name) as step:
+            _check_name(name, "add")
             local = _as_numpy(arr, name, "add")
             disp = int(np.prod(local.shape[1:], dtype=np.int64))
             rows = _bytes_rows(local, local.shape[0])
@@ -330,6 +344,8 @@ class PyDDStore:
         bytes for ``name``; fill them with :meth:`update`."""
         # a bad argument on one rank raises on every rank
         with self._store.collective("PyDDStore.init", name) as step:
+            _check_name(name, "init")
+            nrows, disp, itemsize = (integer_scalar(v) for v in (nrows, disp, itemsize))
             for label, value, low in (("nrows", nrows, 0), ("disp", disp, 1),
                                       ("itemsize", itemsize, 1)):
                 if not is_int(value) or value < low:
@@ -379,7 +395,7 @@ class PyDDStore:
             flags = arr.flags
             count = arr.shape[0]
             if (flags.c_contiguous and flags.writeable and arr.itemsize == info.itemsize
-                    and arr.size == count * info.disp):
+                    and arr.size == count * info.disp and arr.dtype.kind in _PLAIN):
                 try:
                     info.read_range(start, count, arr)
                     return
@@ -413,7 +429,7 @@ class PyDDStore:
                 and all(type(i) is int for i in indices)):
             flags = arr.flags
             if (flags.c_contiguous and flags.writeable and arr.itemsize == info.itemsize
-                    and arr.size == len(indices) * info.disp):
+                    and arr.size == len(indices) * info.disp and arr.dtype.kind in _PLAIN):
                 try:
                     info.read_rows(indices, arr)
                     return
@@ -424,6 +440,9 @@ class PyDDStore:
         idx = np.asarray(indices)
         if idx.ndim != 1:
             raise DDStoreValueError(f"get_batch {name!r}: indices must be 1-D")
+        if len(idx) and idx.dtype.kind in "bfcUSV":  # (huge ints: object, the store's)
+            raise PyDDStoreTypeError(f"get_batch {name!r}: indices must be integers, got "
+                                     f"{idx.dtype} values")
         if out.shape[0] != len(idx):
             raise DDStoreValueError(f"get_batch {name!r}: arr has {out.shape[0]} rows but "
                                     f"{len(idx)} indices were given")

@@ -244,9 +244,9 @@ class Variables:
             self.check_dtype(name, dt)
             if any(s < 0 for s in shape):
                 raise DDStoreValueError(f"variable {name!r}: row_shape {shape} is negative")
-            if not is_int(n_local) or n_local < 0:
+            if not is_int(n_local) or not 0 <= n_local <= MAX_ROW_BYTES:
                 raise DDStoreValueError(f"variable {name!r}: n_local={n_local!r} must be "
-                                        f"an integer >= 0")
+                                        f"an integer in [0, 2**63 - 1]")
             step.agree(same={"dtype": str(dt), "row shape": shape})
             self.table[name] = self.create(name, int(n_local), dt, shape)
             self.created(name)

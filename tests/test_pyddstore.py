@@ -87,6 +87,22 @@ def test_pyddstore_arguments_as_the_original_takes_them():
         with pytest.raises(DDStoreValueError) as info:  # a value out of range: no TypeError
             store.init("g", -1, 3)
         assert not isinstance(info.value, TypeError)
+        for call in (lambda: store.add(1, data), lambda: store.init(None, 2, 3),
+                     lambda: store.get_batch("x", row, [0.0]),
+                     lambda: store.get_batch("x", row, np.array([True])),
+                     lambda: pyddstore.PyDDStore(5)):
+            with pytest.raises(pyddstore.PyDDStoreTypeError):
+                call()
+        store.init("t", torch.tensor(2), np.int64(3), torch.tensor(4))  # as update's offset
+        assert store.size("t") == 2
+        # a buffer whose bytes are not numbers: refused on the fast path too (an object
+        # array was filled with raw bytes as pointers: a crash when read; unicode filled)
+        store.add("d", data.astype(np.float64))  # object pointers: 8 bytes, as float64
+        for var, bad in (("d", np.empty((1, 3), object)), ("x", np.empty((1, 3), "<U1"))):
+            for call in (lambda: store.get(var, bad, 0),
+                         lambda: store.get_batch(var, bad, [0])):
+                with pytest.raises(DDStoreValueError, match="cannot be stored"):
+                    call()
         with pytest.raises(DDStoreValueError, match=r"unknown variable \['x'\]"):
             store.get_batch(["x"], row, [0])
         with pytest.raises(pyddstore.PyDDStoreRangeError,

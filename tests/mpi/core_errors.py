@@ -124,6 +124,12 @@ def _init_sizes_beyond_memory(t):
                      what="node total too large")
     expect_error(DDStoreValueError, ["'neg'", "n_local=-1"],
                  lambda: store.init("neg", -1, (2,), np.float32), what="negative n_local")
+    # beyond int64 on the last rank only: refused in the step, on every rank (the
+    # others allocated collectively while that rank failed converting it: a hang)
+    expect_error(DDStoreValueError, ["'over'", "n_local=9223372036854775808",
+                                     "[0, 2**63 - 1]", f"rank {size - 1}"],
+                 lambda: store.init("over", 2 ** 63 if rank == size - 1 else 2, (2,),
+                                    np.float32), what="n_local beyond int64", agree=True)
     assert "huge" not in store.variables() and "huge0" not in store.variables()
     still_serves()
 

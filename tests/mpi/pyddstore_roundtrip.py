@@ -177,6 +177,14 @@ def run(width, transport):
     expect_error(DDStoreValueError, [f"rank {last}"],
                  lambda: store.add("bad2", [1, 2] if comm.rank == last else np.zeros(2)),
                  also=DDStoreError)
+    # a row count beyond int64 on one rank (it hung: the others allocated collectively
+    # while that rank failed converting it), a name of another type on every rank
+    expect_error(DDStoreValueError, ["n_local=9223372036854775808", "[0, 2**63 - 1]",
+                                     f"rank {last}"],
+                 lambda: store.init("bad3", 2 ** 63 if comm.rank == last else 3, 3),
+                 also=DDStoreError)
+    expect_error(TypeError, ["a variable's name is a str, got int 7"],
+                 lambda: store.add(7, np.zeros(2)), also=DDStoreValueError)
     # rows of the same bytes but other elements on one rank (2 x float32 / 1 x float64,
     # a rank with no rows given as float32): refused on every rank, as the original
     # refused a disp that differs; nothing created
