@@ -156,7 +156,60 @@ def check_windows(parser, args):
                      f"{2 * args.horizon} (a window and its target)")
 
 
-def check_width(parser, width, size=None):
+TRANSPORTS = ("auto", "rma", "shm")  # what a store's transport= takes
+
+
+def width_text(text):
+    """An ``argparse`` ``type=`` for one store width: ``auto`` or an integer >= 1
+    (returned as the text; :func:`check_width` then checks it against the ranks)."""
+    if text.strip() != "auto":
+        at_least(1)(text)
+    return text.strip()
+
+
+width_text.__name__ = "width"
+
+
+def widths_text(text):
+    """An ``argparse`` ``type=`` for comma-separated store widths (each an integer >= 1)
+    or ``auto``, returned as the text (:func:`check_widths` checks them against the
+    ranks)."""
+    if text.strip() != "auto":
+        one = at_least(1)
+        parts = [part.strip() for part in text.split(",")]
+        if not all(parts):
+            raise argparse.ArgumentTypeError(f"{text!r}: comma-separated widths, or auto")
+        for part in parts:
+            one(part)
+    return text.strip()
+
+
+widths_text.__name__ = "widths"
+
+
+def transports_text(text):
+    """An ``argparse`` ``type=`` for comma-separated transports, each one of
+    :data:`TRANSPORTS`, returned as the text."""
+    parts = [part.strip() for part in text.split(",")]
+    bad = [p for p in parts if p not in TRANSPORTS]
+    if bad or not parts:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: comma-separated transports, each one of {', '.join(TRANSPORTS)}")
+    return ",".join(parts)
+
+
+transports_text.__name__ = "transports"
+
+
+def check_widths(parser, text, size=None):
+    """After ``parser.parse_args``: each width of ``--widths`` (:func:`widths_text`) as
+    :func:`check_width` takes it."""
+    if text != "auto":
+        for part in text.split(","):
+            check_width(parser, int(part), size, option="--widths")
+
+
+def check_width(parser, width, size=None, option="--width"):
     """After ``parser.parse_args``: ``--width`` as a store over ``size`` ranks (default:
     ``MPI.COMM_WORLD``'s) takes it (:meth:`ddstore.DDStore.check_width`), else
     argparse's error naming the option and the widths allowed (exit code 2, said once by
@@ -168,7 +221,7 @@ def check_width(parser, width, size=None):
     try:
         return store_width(width, size)
     except ValueError as exc:
-        parser.error(f"--width {width}: {exc}")
+        parser.error(f"{option} {width}: {exc}")
 
 
 _RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")

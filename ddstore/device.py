@@ -454,15 +454,22 @@ class DevicePrefetcher(WrappedLoader):
 
     def __init__(self, iterable, device, prefetch=2, store=None):
         self.device = check_device(device, "DevicePrefetcher")
-        from .prefetch import store_of, check_prefetch, prefetch_depth
+        from .prefetch import (check_one_read_ahead, check_prefetch, prefetch_depth,
+                               store_of)
         prefetch = check_prefetch(prefetch, getattr(iterable, "num_workers", 0),
                                   "DevicePrefetcher")
+        check_one_read_ahead(iterable, prefetch, "DevicePrefetcher")
         store = store if store is not None else store_of(iterable)
         if store is not None:
             prefetch = prefetch_depth(store, prefetch, "DevicePrefetcher")
         self.loader = iterable
         self.prefetch = prefetch
         self.last_pool = None
+
+    @property
+    def reads_ahead(self):
+        """Whether iterating this takes batches ahead of the caller (``prefetch`` > 0)."""
+        return self.prefetch > 0
 
     def __iter__(self):
         return _DeviceIter(self, iter(self.loader), self.prefetch)

@@ -47,7 +47,8 @@ from ._checks import is_int
 from ._readers import reading
 
 __all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "epoch_samplers",
-           "prefetch", "prefetch_depth", "MAX_PREFETCH", "draw_counter"]
+           "prefetch", "prefetch_depth", "MAX_PREFETCH", "draw_counter",
+           "check_one_read_ahead"]
 
 
 class PrefetchWarning(RuntimeWarning):
@@ -71,6 +72,23 @@ def check_prefetch(prefetch, num_workers=0, what="loader"):
                                 f"cannot read the store's MPI windows; use num_workers=0 "
                                 f"(prefetch already overlaps reading with compute)")
     return int(prefetch)
+
+
+def check_one_read_ahead(loader, depth, what):
+    """With ``depth > 0``, refuse a ``loader`` that already reads batches ahead (a
+    wrapper of ours whose ``reads_ahead`` is true, itself or under its ``.loader``):
+    the batches two read-aheads made for an epoch left early would not all be given
+    back (the outer one's came from the inner one, whose sampler count had moved on),
+    so the next epoch of a seeded sampler would differ from the plain loader's."""
+    inner = loader
+    for _ in range(16):
+        if inner is None or not depth:
+            return
+        if getattr(inner, "reads_ahead", False) is True:
+            raise DDStoreValueError(
+                f"{what}: the loader already reads batches ahead ({inner!r}); read ahead "
+                f"in one wrapper only: prefetch=0 here, or give the depth to that one")
+        inner = getattr(inner, "loader", None)
 
 
 def needs_thread_multiple(store):
@@ -277,8 +295,15 @@ class PrefetchLoader(WrappedLoader):
     wrapped loader's (:class:`WrappedLoader`)."""
 
     def __init__(self, loader, depth):
+        self.depth = check_prefetch(depth, getattr(loader, "num_workers", 0),
+                                    "PrefetchLoader")
+        check_one_read_ahead(loader, self.depth, "PrefetchLoader")
         self.loader = loader
-        self.depth = int(depth)
+
+    @property
+    def reads_ahead(self):
+        """Whether iterating this makes batches ahead of the caller (a depth > 0)."""
+        return self.depth > 0
 
     def __iter__(self):
         if self.depth <= 0:

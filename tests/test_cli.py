@@ -311,3 +311,33 @@ def test_run_program_ends_a_memory_error_with_one_line(capsys):
     assert run_program(lambda a: a, 3) == 3 and run_program(lambda: None) is None
     with pytest.raises(ValueError):  # anything else is the program's own
         run_program(int, "x")
+
+
+@pytest.mark.parametrize("module,args,words", [
+    # each ended in a traceback from every rank (and MPI_Abort), some after the data
+    # was made; --transports bogus at width 1 was ignored without a word
+    ("temporal", ["--widths", "x"], "argument --widths: 'x' is not an integer"),
+    ("temporal", ["--widths", "1,,2"], "argument --widths: '1,,2': comma-separated"),
+    ("temporal", ["--widths", "3"], "--widths 3: width=3 out of range: allowed 1 <= "
+                                    "width <= 1"),
+    ("temporal", ["--widths", "1", "--transports", "bogus"],
+     "argument --transports: 'bogus': comma-separated transports, each one of auto, "
+     "rma, shm"),
+    ("graphs", ["--sweep-only", "--widths", "2"], "--widths 2: width=2 out of range"),
+    ("pyg", ["--fanouts", "x"], "argument --fanouts: 'x' is not an integer"),
+    ("pyg", ["--widths", "2"], "--widths 2: width=2 out of range"),
+    ("scale", ["series", "--width", "x"], "argument --width: 'x' is not an integer"),
+    ("scale", ["series", "--width", "3"], "--width 3: width=3 out of range"),
+    ("scale", ["series", "--transport", "bogus"], "argument --transport: invalid choice"),
+    ("scale", ["graphs", "--width", "2"], "--width 2: width=2 out of range"),
+    ("scale", ["series", "--width", "1", "--steps", "200"],
+     "--steps 200 (x --scale 1.0) with --horizon 12: split 'val' (ratio 0.1) gets time "
+     "steps [140, 160) = 20 steps, fewer than 2*horizon = 24"),
+])
+def test_benchmark_options_checked_when_parsed(module, args, words, capsys):
+    """Benchmarks' widths, transports, fan-outs and series sizes: argparse's error
+    (exit code 2, said once by rank 0) before anything is made (one rank here)."""
+    import importlib
+    mod = importlib.import_module(f"ddstore.bench.{module}")
+    assert words in argparse_exit(capsys, 2, mod._args, args)[1]
+    mod._args(["series", "--width", "1"] if module == "scale" else [])  # defaults pass

@@ -20,7 +20,7 @@ import shlex
 import sys
 
 from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa: F401
-                   report_dir, report_target)
+                   check_widths, report_dir, report_target, transports_text, widths_text)
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
@@ -39,7 +39,7 @@ def parser(name, prog=None, description=None, out="bench_results", batch_size=No
     several take, added when asked: ``--batch-size`` (default ``batch_size``) and, with
     ``widths_help``, the store configurations ``--widths`` (default ``auto``) and
     ``--transports`` (default ``auto,rma``)."""
-    p = ArgumentParser(prog=prog or f"python -m ddstore.bench.{name}",
+    p = _Parser(prog=prog or f"python -m ddstore.bench.{name}",
                        description=description,
                        formatter_class=HelpFormatter)
     p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
@@ -51,10 +51,22 @@ def parser(name, prog=None, description=None, out="bench_results", batch_size=No
         p.add_argument("--batch-size", type=at_least(1), default=batch_size,
                        help=batch_help)
     if widths_help is not None:
-        p.add_argument("--widths", default="auto", help=widths_help)
-        p.add_argument("--transports", default="auto,rma",
+        p.add_argument("--widths", default="auto", type=widths_text, help=widths_help)
+        p.add_argument("--transports", default="auto,rma", type=transports_text,
                        help="transports for widths > 1 (width 1 never reads remotely)")
     return p
+
+
+class _Parser(ArgumentParser):
+    """A benchmark's command line: ``--widths`` checked against the job's rank count
+    once parsed (argparse's error naming the widths allowed, rather than the store's
+    traceback on every rank after the data was made)."""
+
+    def parse_args(self, args=None, namespace=None):
+        ns = super().parse_args(args, namespace)
+        if getattr(ns, "widths", None) is not None:
+            check_widths(self, ns.widths)
+        return ns
 
 
 def report_path(out, name, ranks):

@@ -78,7 +78,7 @@ from mpi4py import MPI
 
 from ddstore.bench import exit_on_every_rank, log, parser, plural, ratio, ratio_text, \
     rma_counts, traffic, traffic_text, write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, int_list
 
 
 # --options: the sampler keyword arguments of each (the same for ours and PyG's;
@@ -95,7 +95,8 @@ def _args(argv, prog=None):
                batch_size=1024, widths_help="comma-separated; auto = all ranks")
     p.add_argument("--scale", type=at_least(0, float, above=True), default=1.0,
                    help="graph size, times ogbn-products'")
-    p.add_argument("--fanouts", default="15,10,5")
+    p.add_argument("--fanouts", default="15,10,5", type=int_list(-1),
+                   help="neighbours sampled per hop (-1: all)")
     p.add_argument("--batches", type=at_least(1), default=20,
                    help="timed batches per rank and configuration (after one warm-up)")
     p.add_argument("--in-memory", default="auto", choices=["auto", "skip"],
@@ -552,7 +553,7 @@ def main(argv=None, prog=None):
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    fanouts = [int(f) for f in args.fanouts.split(",")]
+    fanouts = list(args.fanouts)
     shape = SyntheticNodeGraph(scale=args.scale, seed=args.seed)
     n, e2, f = shape.num_nodes, 2 * shape.num_edges, shape.num_features
     data_bytes = {"edge_index": 2 * 8 * e2, "x": 4 * n * f, "y": 8 * n}

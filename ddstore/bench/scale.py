@@ -39,7 +39,8 @@ import time
 import numpy as np
 
 from ddstore.bench import ArgumentParser, plural, write_report
-from ddstore.cli import HelpFormatter, at_least, report_dir
+from ddstore.cli import (TRANSPORTS, HelpFormatter, at_least, check_width, report_dir,
+                         width_text)
 
 from .memory import MemoryWatch, node_available
 
@@ -192,8 +193,8 @@ def _args(argv, prog=None):
                    help="fraction of --steps to use (e.g. 0.1 for a reduced run)")
     s.add_argument("--horizon", type=at_least(1), default=12)
     s.add_argument("--batch-size", type=at_least(1), default=64)
-    s.add_argument("--width", default="2", help="store width, or 'auto'")
-    s.add_argument("--transport", default="auto")
+    s.add_argument("--width", default="2", type=width_text, help="store width, or 'auto'")
+    s.add_argument("--transport", default="auto", choices=TRANSPORTS)
     s.add_argument("--max-batches", type=at_least(0), default=0,
                    help="cap batches per epoch and sampler (0: the whole epoch)")
     s.add_argument("--chunk-mb", type=at_least(0, float, above=True), default=32.0,
@@ -211,14 +212,28 @@ def _args(argv, prog=None):
                         "the end unless --keep, but only if a benchmark wrote it)")
     g.add_argument("--graphs", type=at_least(1), default=1000000)
     g.add_argument("--batch-size", type=at_least(1), default=64)
-    g.add_argument("--width", default="2")
+    g.add_argument("--width", default="2", type=width_text)
     g.add_argument("--max-batches", type=at_least(0), default=0)
     g.add_argument("--check", action="store_true",
                    help="compare every graph of the epoch with the generator")
     g.add_argument("--keep", action="store_true")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--out", default="bench_results", type=report_dir)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_width(p, _width(args.width))
+    if args.what == "series":  # the series must hold a window of every split
+        from ddstore.spatiotemporal.windows import split_ranges
+        try:
+            split_ranges(_steps(args), args.horizon)
+        except ValueError as exc:
+            p.error(f"--steps {args.steps} (x --scale {args.scale}) with --horizon "
+                    f"{args.horizon}: {exc}")
+    return args
+
+
+def _steps(args):
+    """The series' time steps: --steps times --scale."""
+    return max(1, int(round(args.steps * args.scale)))
 
 
 def _width(text):
@@ -262,7 +277,7 @@ def run_series(args):
     torch.set_num_threads(1)
     comm = MPI.COMM_WORLD
     rank = comm.rank
-    steps = max(1, int(round(args.steps * args.scale)))
+    steps = _steps(args)
     shape = (steps, args.nodes, args.features)
     h = args.horizon
     series_bytes = steps * args.nodes * args.features * 4

@@ -283,9 +283,12 @@ class _WindowView(torch.utils.data.Dataset):
 
 def _same_device(a, b):
     """Whether torch devices ``a`` and ``b`` are one device (``cuda`` is the current
-    CUDA device, ``cuda:0`` spelled out)."""
+    CUDA device, ``cuda:0`` spelled out; the host's memory is one device however its
+    index is spelled: ``cpu``, ``cpu:0``)."""
     if a.type != b.type:
         return False
+    if a.type == "cpu":
+        return True
     if a.type != "cuda" or (a.index is not None and b.index is not None):
         return a.index == b.index
     current = torch.cuda.current_device() if torch.cuda.is_available() else 0
