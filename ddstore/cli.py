@@ -3,6 +3,7 @@ refuse a value out of range with argparse's own error (exit code 2, the option n
 before anything is built or any rank waits for another."""
 import argparse
 import copy
+import json
 import math
 import os
 import sys
@@ -101,6 +102,26 @@ def report_dir(text):
 report_dir.__name__ = "directory"
 
 
+REPORT_KEYS = ("command", "seed", "versions")  # in every benchmark's report
+
+
+def foreign_file(path):
+    """Why a benchmark's report must not replace ``path``, or None: ``path`` exists
+    and is not a report a benchmark wrote (a JSON object holding :data:`REPORT_KEYS`,
+    what ``ddstore.bench.write_report`` writes), so it is the user's."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        if os.path.isfile(path) and os.path.getsize(path) <= 64 << 20:
+            with open(path) as f:
+                doc = json.load(f)
+            if isinstance(doc, dict) and all(k in doc for k in REPORT_KEYS):
+                return None
+    except (OSError, ValueError):
+        pass
+    return f"{path} exists and is not a benchmark's report (kept)"
+
+
 def report_target(text):
     """An ``argparse`` ``type=`` for a benchmark's ``--out`` that is the report's path
     when it ends in ``.json``, else the directory it is written in: a path that is a
@@ -110,6 +131,9 @@ def report_target(text):
         return output_dir(text)
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is a directory, not a report's path")
+    if foreign_file(text):
+        raise argparse.ArgumentTypeError(f"{foreign_file(text)}: give another path "
+                                         f"(a report replaces only an earlier report)")
     try:
         output_dir(os.path.dirname(text) or ".")
     except argparse.ArgumentTypeError as exc:

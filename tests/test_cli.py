@@ -341,3 +341,26 @@ def test_benchmark_options_checked_when_parsed(module, args, words, capsys):
     mod = importlib.import_module(f"ddstore.bench.{module}")
     assert words in argparse_exit(capsys, 2, mod._args, args)[1]
     mod._args(["series", "--width", "1"] if module == "scale" else [])  # defaults pass
+
+
+def test_a_report_never_replaces_a_users_file(tmp_path, capsys):
+    """A benchmark's --out naming a file that is not an earlier report is refused when
+    parsed (it was overwritten); write_report, whose file names in a directory --out
+    are fixed, keeps such a file and writes beside it; an earlier report is replaced."""
+    import json
+    from ddstore.bench import write_report
+    from ddstore.bench import core
+    mine = tmp_path / "user.json"
+    mine.write_text('{"mine": 1}')
+    err = argparse_exit(capsys, 2, core.main, ["--quick", "--out", str(mine)])[1]
+    assert f"argument --out: {mine} exists and is not a benchmark's report (kept)" in err
+    assert mine.read_text() == '{"mine": 1}'
+    write_report({"a": 1}, str(mine), 0)
+    assert mine.read_text() == '{"mine": 1}'
+    beside = tmp_path / "user.1.json"
+    assert json.loads(beside.read_text())["a"] == 1
+    assert f"the report goes to {beside}" in capsys.readouterr().out
+    write_report({"a": 2}, str(beside), 0)  # an earlier report: replaced
+    assert json.loads(beside.read_text())["a"] == 2 and not (tmp_path / "user.2.json").exists()
+    from ddstore.cli import report_target
+    assert report_target(str(beside)) == str(beside)

@@ -20,7 +20,8 @@ import shlex
 import sys
 
 from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa: F401
-                   check_widths, report_dir, report_target, transports_text, widths_text)
+                   check_widths, foreign_file, report_dir, report_target, transports_text,
+                   widths_text)
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
@@ -139,10 +140,17 @@ def write_report(report, path, seed):
     (directories created; numpy scalars written as numbers), with ``command``
     (:func:`command_line`), ``seed``, ``versions`` (:func:`versions`) and ``network``
     (:func:`network`: between nodes or not) added, so that
-    every number states where it came from; prints where."""
+    every number states where it came from; prints where.  A file at ``path`` that is
+    not an earlier report (the user's) is kept: the report goes to ``<path>.<n>.json``,
+    and the message says so."""
     report = dict(report, command=command_line(), seed=seed, versions=versions(),
                   network=network())
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    kept, stem, n = foreign_file(path), os.path.splitext(path)[0], 1
+    while foreign_file(path):
+        path, n = f"{stem}.{n}.json", n + 1
+    if kept:
+        print(f"{kept}; the report goes to {path}", flush=True)
     with open(path, "w") as f:
         json.dump(report, f, indent=2, default=_number)
     print(f"wrote {path}", flush=True)
