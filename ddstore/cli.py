@@ -8,8 +8,12 @@ import math
 import os
 import sys
 
+from . import _core
+
 __all__ = ["at_least", "int_list", "check_windows", "seed", "SEED_MAX", "output_dir",
-           "HelpFormatter"]
+           "HelpFormatter", "check_width", "check_widths", "width_text", "widths_text",
+           "transports_text", "TRANSPORTS", "report_dir", "report_target", "foreign_file",
+           "REPORT_KEYS", "run_program"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -131,9 +135,10 @@ def report_target(text):
         return output_dir(text)
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is a directory, not a report's path")
-    if foreign_file(text):
-        raise argparse.ArgumentTypeError(f"{foreign_file(text)}: give another path "
-                                         f"(a report replaces only an earlier report)")
+    kept = foreign_file(text)
+    if kept:
+        raise argparse.ArgumentTypeError(f"{kept}: give another path (a report replaces "
+                                         f"only an earlier report)")
     try:
         output_dir(os.path.dirname(text) or ".")
     except argparse.ArgumentTypeError as exc:
@@ -180,7 +185,7 @@ def check_windows(parser, args):
                      f"{2 * args.horizon} (a window and its target)")
 
 
-TRANSPORTS = ("auto", "rma", "shm")  # what a store's transport= takes
+TRANSPORTS = tuple(_core.TRANSPORTS)  # what a store's transport= takes
 
 
 def width_text(text):
