@@ -80,9 +80,9 @@ def check_one_read_ahead(loader, depth, what):
     the batches two read-aheads made for an epoch left early would not all be given
     back (the outer one's came from the inner one, whose sampler count had moved on),
     so the next epoch of a seeded sampler would differ from the plain loader's."""
-    inner = loader
+    inner = loader if depth else None
     for _ in range(16):
-        if inner is None or not depth:
+        if inner is None:
             return
         if getattr(inner, "reads_ahead", False) is True:
             raise DDStoreValueError(
