@@ -206,6 +206,17 @@ int dds_read_many(dds_store *store, const dds_read_req *reqs, int64_t nreq);
 int dds_serve(dds_store *store, int on, int64_t min_pieces);
 /* Whether the store reads members on other nodes by message (0/1; 0 for NULL). */
 int dds_serving(const dds_store *store);
+/* Local.  The local pieces of a read (plain loads from this rank's chunk or a node-local
+ * member's in shared memory) whose output buffers hold at least `min_bytes` bytes
+ * together are copied by `threads` threads, each an even share of their bytes, once
+ * the call's remote pieces are issued; smaller reads, and threads = 1, copy each piece
+ * in the reading thread as it is walked.  threads = 0 chooses: the CPUs this process
+ * may run on divided by the store's ranks on this node, from 1 to 8.  DDS_EINVAL for
+ * threads outside [0, 64] or min_bytes < 1.  (A host copy runs at a few GB/s per core;
+ * a pinned host-to-device copy ten times faster: docs/benchmarks.md, "On a GPU".) */
+int dds_set_copy_threads(dds_store *store, int threads, int64_t min_bytes);
+/* The threads dds_set_copy_threads chose (1 until it is called; 0 for NULL). */
+int dds_copy_threads(const dds_store *store);
 /* What this process's message path did so far, every store together: request
  * messages sent and the bytes of rows they asked for (each a round trip of a read),
  * requests answered here (by its agents and by its waiting readers) and the bytes of

@@ -153,6 +153,8 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
     s->comm = s->group_comm = s->node_comm = s->host_comm = MPI_COMM_NULL;
     s->progress_comm = MPI_COMM_NULL;
     s->transport = transport;
+    s->copy_threads = 1;  /* dds_set_copy_threads */
+    s->copy_min_bytes = INT64_MAX;
     atomic_init(&s->nvars, 0);
     void *gone = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                       -1, 0);

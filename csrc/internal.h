@@ -63,6 +63,10 @@ struct dds_store {
      * message (dds_serve), from how many pieces, and which members are on other nodes */
     atomic_int serve_on;  /* set by dds_serve, read by the agent and by readers */
     int64_t serve_min_pieces;
+    /* the local pieces of a read of at least copy_min_bytes are copied by copy_threads
+     * threads (dds_set_copy_threads; 1: in the reading thread) */
+    int copy_threads;
+    int64_t copy_min_bytes;
     char *member_off;    /* [group_size] 1: member on another node */
     struct dds_server agent_srv;  /* the agent's buffers (allocated by dds_serve) */
     atomic_int mpi_waiters;       /* threads of this rank waiting inside MPI for their

@@ -15,13 +15,22 @@
  *            DDS_READ_PER_ROW_LOCK), flushed once per owner at the end of the call.
  * A process forked from a rank reads the local route only (no MPI call is allowed).
  */
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE  /* sched_getaffinity, CPU_COUNT */
 #include "transport.h"
 
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* the local copies of a large read (dds_set_copy_threads): at most this many threads,
+ * this many when choosing, and each a share of at least this many bytes */
+#define DDS_MAX_COPY_THREADS 64
+#define DDS_AUTO_COPY_THREADS 8
+#define DDS_COPY_SHARE_BYTES ((int64_t)1 << 20)
 
 /* largest byte count handed to one MPI_Get (MPI counts are int) */
 #define DDS_MAX_GET_BYTES ((int64_t)1 << 30)
@@ -250,11 +259,119 @@ static int get_small_box(dds_store *s, struct dds_outbox *o, int owner,
     return code;
 }
 
+/* ------------------------------------------------------------------ local copies */
+
+int dds_set_copy_threads(dds_store *s, int threads, int64_t min_bytes)
+{
+    if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
+    if (threads < 0 || threads > DDS_MAX_COPY_THREADS)
+        return dds_set_error(DDS_EINVAL, "copy threads=%d: allowed 0 (choose) to %d",
+                             threads, DDS_MAX_COPY_THREADS);
+    if (min_bytes < 1)
+        return dds_set_error(DDS_EINVAL, "copy min_bytes=%lld must be >= 1",
+                             (long long)min_bytes);
+    if (threads == 0) {  /* the CPUs this process may use, shared by the node's ranks */
+        cpu_set_t set;
+        int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+        int ranks = 1;
+        if (s->host_comm != MPI_COMM_NULL && !dds_forked())
+            MPI_Comm_size(s->host_comm, &ranks);
+        threads = cpus / (ranks > 0 ? ranks : 1);
+        if (threads > DDS_AUTO_COPY_THREADS) threads = DDS_AUTO_COPY_THREADS;
+        if (threads < 1) threads = 1;
+    }
+    s->copy_threads = threads;
+    s->copy_min_bytes = min_bytes;
+    return DDS_OK;
+}
+
+int dds_copy_threads(const dds_store *s)
+{
+    return s ? s->copy_threads : 0;
+}
+
+void transport_defer_copy(struct transport_call *c, char *dst, const char *src,
+                          int64_t bytes)
+{
+    if (c->ncopies == c->capcopies) {
+        int64_t cap = c->capcopies ? 2 * c->capcopies : 256;
+        struct transport_copy *grown = realloc(c->copies, (size_t)cap * sizeof *grown);
+        if (!grown) {  /* no room to keep it: copied now, as without threads */
+            memcpy(dst, src, (size_t)bytes);
+            return;
+        }
+        c->copies = grown;
+        c->capcopies = cap;
+    }
+    c->copies[c->ncopies++] = (struct transport_copy){dst, src, bytes};
+}
+
+/* Bytes [lo, hi) of the pieces laid end to end: one thread's share. */
+struct copy_share {
+    const struct transport_copy *pieces;
+    int64_t n, lo, hi;
+};
+
+static void *copy_share(void *arg)
+{
+    const struct copy_share *sh = arg;
+    int64_t at = 0;
+    for (int64_t i = 0; i < sh->n && at < sh->hi; i++) {
+        int64_t a = at, b = at + sh->pieces[i].bytes;
+        at = b;
+        if (b <= sh->lo) continue;
+        int64_t from = a > sh->lo ? a : sh->lo, to = b < sh->hi ? b : sh->hi;
+        memcpy(sh->pieces[i].dst + (from - a), sh->pieces[i].src + (from - a),
+               (size_t)(to - from));
+    }
+    return NULL;
+}
+
+/* Copy pieces[n] with up to `threads` threads (at least DDS_COPY_SHARE_BYTES each), the
+ * calling thread taking the first share; a thread that cannot start leaves its share
+ * to the caller.  The threads block every signal (the process's handlers run in its
+ * other threads). */
+static void copy_pieces(const struct transport_copy *pieces, int64_t n, int threads)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++) total += pieces[i].bytes;
+    int64_t most = total / DDS_COPY_SHARE_BYTES;
+    if (threads > most) threads = most > 1 ? (int)most : 1;
+    struct copy_share share[DDS_MAX_COPY_THREADS];
+    pthread_t tid[DDS_MAX_COPY_THREADS];
+    char started[DDS_MAX_COPY_THREADS] = {0};
+    for (int t = 0; t < threads; t++)
+        share[t] = (struct copy_share){pieces, n, total / threads * t,
+                                       t + 1 == threads ? total : total / threads * (t + 1)};
+    sigset_t all, old;
+    sigfillset(&all);
+    int masked = threads > 1 && pthread_sigmask(SIG_SETMASK, &all, &old) == 0;
+    for (int t = 1; t < threads; t++)
+        started[t] = pthread_create(&tid[t], NULL, copy_share, &share[t]) == 0;
+    if (masked) pthread_sigmask(SIG_SETMASK, &old, NULL);
+    copy_share(&share[0]);
+    for (int t = 1; t < threads; t++) {
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else
+            copy_share(&share[t]);
+    }
+}
+
 /* ------------------------------------------------------------------ a call */
 
 int transport_open(dds_store *s, struct transport_call *c, const dds_read_req *reqs,
                    int64_t nreq, int per_row, int any_rma, struct dds_var *rma_var)
 {
+    c->copies = NULL;
+    c->ncopies = c->capcopies = 0;
+    c->copy_threads = 1;
+    if (s->copy_threads > 1) {  /* a large read: its local pieces copied by threads */
+        int64_t want = 0;
+        for (int64_t r = 0; r < nreq && want < s->copy_min_bytes; r++)
+            if (reqs[r].out_bytes > 0) want += reqs[r].out_bytes;
+        if (want >= s->copy_min_bytes) c->copy_threads = s->copy_threads;
+    }
     c->reqs = reqs;
     c->nreq = nreq;
     c->per_row = per_row;
@@ -321,6 +438,12 @@ int transport_end(dds_store *s, struct transport_call *c, int code)
 
 int transport_close(dds_store *s, struct transport_call *c, int code)
 {
+    if (c->copies) {  /* the local pieces, while the remote ones travel */
+        if (code == DDS_OK) copy_pieces(c->copies, c->ncopies, c->copy_threads);
+        free(c->copies);
+        c->copies = NULL;
+        c->ncopies = c->capcopies = 0;
+    }
     const dds_read_req *reqs = c->reqs;
     int64_t nreq = c->nreq;
     char *touched = c->touched;

@@ -53,7 +53,24 @@ struct transport_call {
     struct dds_var *v;
     struct gathered *gath;     /* its gets gathered per owner, or NULL */
     char *req_touched;         /* its row of touched */
+    /* local pieces left for copy_threads threads (copy_threads > 1), copied by
+     * transport_close; NULL: each copied as it is walked */
+    int copy_threads;
+    struct transport_copy *copies;
+    int64_t ncopies, capcopies;
 };
+
+/* A local piece whose copy waits for transport_close's threads. */
+struct transport_copy {
+    char *dst;
+    const char *src;
+    int64_t bytes;
+};
+
+/* Keep the local piece `src` -> `dst` (`bytes`) of call `c` for transport_close's copy
+ * threads; copied here at once when the list cannot grow. */
+void transport_defer_copy(struct transport_call *c, char *dst, const char *src,
+                          int64_t bytes) __attribute__((visibility("hidden")));
 
 /* A contiguous piece of a request waiting to travel: `bytes` at offset `disp` of
  * member `owner`'s chunk, bound for `dst`; owner -1: none.  The store's walk merges
@@ -110,7 +127,11 @@ static inline int transport_piece(dds_store *s, struct transport_call *c,
     if (p->owner < 0 || p->bytes == 0) return DDS_OK;
     enum transport_route route = transport_route(s, c->v, p->owner, c, -1);
     if (route != TRANSPORT_LOCAL) return transport_far(s, c, p, route);
-    memcpy(p->dst, transport_load_base(s, c->v, p->owner) + p->disp, (size_t)p->bytes);
+    const char *src = transport_load_base(s, c->v, p->owner) + p->disp;
+    if (c->copy_threads > 1)
+        transport_defer_copy(c, p->dst, src, p->bytes);
+    else
+        memcpy(p->dst, src, (size_t)p->bytes);
     p->owner = -1;
     return DDS_OK;
 }

@@ -132,6 +132,18 @@ class Core:
         self._check(lib.dds_serve(self._handle[0], int(min_pieces > 0),
                                   max(1, int(min_pieces))))
 
+    def set_copy_threads(self, threads, min_bytes):
+        """Threads that copy the local pieces of a read of at least ``min_bytes``
+        bytes (0: chosen from the CPUs and the node's ranks; ``dds_set_copy_threads``);
+        returns the number in effect."""
+        self._check(lib.dds_set_copy_threads(self._handle[0], int(threads), int(min_bytes)))
+        return self.copy_threads
+
+    @property
+    def copy_threads(self):
+        """The threads copying a large read's local pieces (``dds_copy_threads``)."""
+        return int(lib.dds_copy_threads(self._handle[0]))
+
     @property
     def serving(self):
         """Whether reads of members on other nodes go by message (``dds_serving``)."""

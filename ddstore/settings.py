@@ -8,8 +8,8 @@ from . import _core, _lifecycle
 from ._checks import is_int
 from .errors import DDStoreValueError
 
-__all__ = ["env_settings", "progress_interval", "serve_settings", "PROGRESS_US",
-           "SERVE_MIN_PIECES"]
+__all__ = ["env_settings", "progress_interval", "serve_settings", "copy_settings",
+           "PROGRESS_US", "SERVE_MIN_PIECES", "COPY_MIN_BYTES", "MAX_COPY_THREADS"]
 
 PROGRESS_US = 200  # the progress agent's default period (docs/cluster.md: how chosen)
 
@@ -113,6 +113,30 @@ def serve_settings(settings=None):
     settings = env_settings() if settings is None else settings
     mode, pieces = settings["DDSTORE_SERVE"], settings["DDSTORE_SERVE_MIN_PIECES"]
     return 0 if mode == "off" else pieces
+
+
+COPY_MIN_BYTES = 4 << 20  # reads from this size copy their local pieces in threads
+MAX_COPY_THREADS = 64
+
+
+def copy_settings():
+    """``(threads, min_bytes)``: how a read copies its local pieces (plain loads from this
+    rank's memory or a node-local member's), read from the environment in the
+    constructor's local part (a bad value is that rank's error, agreed).
+    ``DDSTORE_COPY_THREADS``: ``auto`` (default, 0 here: the CPUs this process may run
+    on divided by the store's ranks on the node, 1 to 8) or an integer in [1, 64] (1:
+    every piece copied by the reading thread, as before); ``DDSTORE_COPY_MIN_BYTES``:
+    the least output of one read for its copies to be shared among the threads (default
+    :data:`COPY_MIN_BYTES`).  A local setting: ranks may differ (nothing collective
+    depends on it)."""
+    text = os.environ.get("DDSTORE_COPY_THREADS", "").strip().lower()
+    if text in ("", "auto"):
+        threads = 0
+    else:
+        threads = _env_int("DDSTORE_COPY_THREADS", 1, MAX_COPY_THREADS,
+                           "'auto' or an integer number of threads")
+    return threads, _env_int("DDSTORE_COPY_MIN_BYTES", COPY_MIN_BYTES, 2 ** 62,
+                             "an integer number of bytes")
 
 
 def store_width(width, size):

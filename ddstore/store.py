@@ -39,8 +39,9 @@ from .errors import DDStoreStateError, DDStoreValueError
 from .memory import (MEMORY_BUDGET_FRACTION, available_memory, decide_width,
                      memory_settings)
 from .records import Records
-from .settings import (PROGRESS_US, SERVE_MIN_PIECES, env_settings,  # noqa: F401
-                       progress_interval, serve_settings, store_settings, store_width)
+from .settings import (PROGRESS_US, SERVE_MIN_PIECES, copy_settings,  # noqa: F401
+                       env_settings, progress_interval, serve_settings, store_settings,
+                       store_width)
 from .variables import PrefaultThread, Variables
 
 __all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception",
@@ -128,6 +129,7 @@ class DDStore:
             _lifecycle.check_launch()  # torchrun: each process a world of one
             nbytes, memory = memory_settings(width, data_nbytes, memory_budget)
             env = env_settings(progress)  # agreed: a rank serving otherwise hangs reads
+            copy = copy_settings()  # local (a bad value is agreed as an error)
             shares = step.agree((memory, _collective.next_store_id()),
                                 same={"width": width, "transport": transport,
                                       "data_nbytes": nbytes, **env})
@@ -138,6 +140,7 @@ class DDStore:
             if nbytes is not None:  # the same decision on every rank, from agreed values
                 width, self.memory_budget = decide_width(width, size, nbytes, settings)
         self._core = _core.Core(comm, width, transport)
+        self._core.set_copy_threads(*copy)
         try:  # the progress agent: decided per rank from its members, agreed
             with collective(comm, None) as step:
                 interval = progress_interval(self._core, env)
@@ -272,6 +275,12 @@ class DDStore:
         agent, unless ``DDSTORE_SERVE=off`` (docs/cluster.md, "Between nodes: reads by
         message")."""
         return self._core.alive and self._core.serving
+
+    @property
+    def copy_threads(self):
+        """Threads that copy the local pieces of a read of at least
+        ``DDSTORE_COPY_MIN_BYTES`` (see :func:`copy_settings`); 1: the reading thread."""
+        return self._core.copy_threads if self._core.alive else 1
 
     @property
     def freed(self):

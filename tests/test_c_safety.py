@@ -6,6 +6,9 @@ go past it: each test here hands the core a buffer with a guard region behind th
 capacity it states, and checks the error, its message and that the guard is untouched
 (before the capacities existed, these calls wrote into the guard).
 """
+import os
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -583,3 +586,27 @@ def test_sample_out_of_memory_message_does_not_depend_on_the_machine(core, monke
             csc.sample(nodes, None, 2 ** 40, _core.NEIGHBOR_REPLACE, 7, 3 * 2 ** 40)
     except (OSError, OverflowError, ValueError) as exc:  # no 72 TiB of address space here
         pytest.skip(f"the address space for the outputs could not be reserved: {exc}")
+
+
+def test_copy_threads_arguments(core):
+    """dds_set_copy_threads: threads in [0, 64] (0 chooses 1 to 8 from the CPUs this
+    process may use over the node's ranks), min_bytes >= 1; refused otherwise, the
+    setting in effect unchanged."""
+    assert core.copy_threads == 1  # until set
+    chosen = core.set_copy_threads(0, 1 << 22)
+    assert 1 <= chosen <= min(8, len(os.sched_getaffinity(0)))
+    assert core.set_copy_threads(5, 1) == 5
+    for threads, min_bytes, text in [(-1, 1, "copy threads=-1: allowed 0 (choose) to 64"),
+                                     (65, 1, "copy threads=65: allowed 0 (choose) to 64"),
+                                     (2, 0, "copy min_bytes=0 must be >= 1")]:
+        with pytest.raises(DDStoreValueError, match=re.escape(text)):
+            core.set_copy_threads(threads, min_bytes)
+        assert core.copy_threads == 5
+    # a read whose local pieces are shared among 5 threads: the same bytes
+    rows = np.random.default_rng(3).integers(0, 256, (64, 1 << 16), dtype=np.uint8)
+    vid = _var(core, "rows", rows)
+    starts = np.array([60, 0, 17, 3, 40], dtype=np.int64)
+    counts = np.array([4, 17, 1, 30, 0], dtype=np.int64)
+    out = np.empty((counts.sum(), rows.shape[1]), dtype=np.uint8)
+    core.read(vid, starts, counts, out)
+    assert np.array_equal(out, np.concatenate([rows[a:a + c] for a, c in zip(starts, counts)]))

@@ -26,7 +26,44 @@ def test_roundtrip(shared_launch, nprocs, transport):
 @pytest.mark.mpi
 @pytest.mark.shared_launch("core_roundtrip.py", "shm", nprocs=2)
 def test_roundtrip_shm_transport(shared_launch):
-    assert "transport=shm ranks=2 width=2: ok" in shared_launch, shared_launch
+    assert "transport=shm ranks=2 width=2 copy threads 1: ok" in shared_launch, \
+        shared_launch
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("nprocs", [1, 2, 3])
+@pytest.mark.shared_launch("core_roundtrip.py", "auto", "copy-threads=3")
+def test_roundtrip_copy_threads(shared_launch, nprocs):
+    """Every read's local pieces copied by 3 threads (DDSTORE_COPY_THREADS=3 from one
+    byte on): the same bytes, every width, dtype and read path."""
+    for w in {1, nprocs}:
+        assert f"transport=auto ranks={nprocs} width={w} copy threads 3: ok" in \
+            shared_launch, shared_launch
+
+
+def test_copy_settings(monkeypatch):
+    """DDSTORE_COPY_THREADS: auto (0: chosen at construction) or 1-64;
+    DDSTORE_COPY_MIN_BYTES: >= 1; anything else refused, naming the variable, the value
+    and the range."""
+    from ddstore.settings import COPY_MIN_BYTES, copy_settings
+    monkeypatch.delenv("DDSTORE_COPY_THREADS", raising=False)
+    monkeypatch.delenv("DDSTORE_COPY_MIN_BYTES", raising=False)
+    assert copy_settings() == (0, COPY_MIN_BYTES)
+    monkeypatch.setenv("DDSTORE_COPY_THREADS", " AUTO ")
+    monkeypatch.setenv("DDSTORE_COPY_MIN_BYTES", "4096")
+    assert copy_settings() == (0, 4096)
+    monkeypatch.setenv("DDSTORE_COPY_THREADS", "64")
+    assert copy_settings()[0] == 64
+    for bad in ("0", "65", "-1", "1_0", "two", "\u0663"):
+        monkeypatch.setenv("DDSTORE_COPY_THREADS", bad)
+        with pytest.raises(ddstore.DDStoreValueError,
+                           match=r"DDSTORE_COPY_THREADS=.* must be 'auto' or an integer "
+                                 r"number of threads in \[1, 64\]"):
+            copy_settings()
+    monkeypatch.setenv("DDSTORE_COPY_THREADS", "2")
+    monkeypatch.setenv("DDSTORE_COPY_MIN_BYTES", "0")
+    with pytest.raises(ddstore.DDStoreValueError, match=r"DDSTORE_COPY_MIN_BYTES='0'"):
+        copy_settings()
 
 
 # MPICH can split one machine into "cliques" that MPI treats as separate nodes: this

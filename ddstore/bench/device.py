@@ -26,17 +26,14 @@ measurement, ``--repeat`` runs of each (the median is reported, with the spread)
 
 Prints a table and the ratios of issue 44's targets; writes ``--out`` (JSON).
 """
-import json
-import os
 import platform
 import statistics
 import sys
 import time
 
-import numpy as np
 import torch
 
-from . import parser, report_path
+from . import parser, report_path, write_report
 from ..cli import at_least, check_windows
 from ..prefetch import MAX_PREFETCH
 
@@ -207,6 +204,7 @@ def main(argv=None, prog=None):
         pinned.copy_(torch.from_numpy(series[:2 * B * h].reshape(-1)) if T >= 2 * B * h
                      else pinned.new_ones(pinned.shape))
         step = _step_fn(device, a.step_ms)
+        copy_threads = store.copy_threads
 
         def resident():
             for x, y in _take(dev.loader(B, seed=a.seed), nb):
@@ -281,7 +279,7 @@ def main(argv=None, prog=None):
     print(f"device {device} ({name}); series {T} x {n} x {f} float32, horizon {h}, batch "
           f"{B}, {nb} batches, window pair {bytes_pair / 1e3:.0f} KB, step {a.step_ms} ms, "
           f"prefetch {a.prefetch}, median of {a.repeat}, torch threads "
-          f"{torch.get_num_threads()}")
+          f"{torch.get_num_threads()}, store copy threads {copy_threads}")
     print(f"{'measurement':<28}{'windows/s':>14}{'GB/s':>9}{'s':>9}  spread (s)")
     for r in rows:
         print(f"{r['name']:<28}{r['per_s']:>14,.0f}{r['gb_per_s']:>9.2f}{r['seconds']:>9.3f}"
@@ -289,12 +287,8 @@ def main(argv=None, prog=None):
     for k, v in ratios.items():
         print(f"ratio {k}: {v:.2f}")
     out = {"device": str(device.type), "device_name": name, "args": vars(a), "rows": rows,
-           "ratios": ratios, "torch": torch.__version__, "python": sys.version.split()[0],
-           "numpy": np.__version__}
-    path = report_path(a.out, "device", 1)
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as fh:
-        json.dump(out, fh, indent=1)
+           "ratios": ratios, "copy_threads": copy_threads}
+    write_report(out, report_path(a.out, "device", 1), a.seed)
     return 0
 
 

@@ -403,8 +403,12 @@ class _DeviceWindowBatches:
     def __iter__(self):
         ds = self.view._ds
         starts, bounds = self._epoch()
+        # each window's series rows, for the whole epoch, once: a batch is then two
+        # index_select kernels on slices of them (no per-batch index arithmetic)
+        rx, ry = ds._epoch_rows(starts)
+        h = ds.horizon
         for a, e in bounds:
-            yield ds._fetch(starts[a:e])
+            yield ds._fetch(starts[a:e], rows=(rx[a * h:e * h], ry[a * h:e * h]))
 
 
 class WindowSplit(_WindowView):
@@ -926,21 +930,32 @@ class WindowDataset(_WindowView):
                       f"transaction that built it (its series is removed); build it again")
         self._tf = self._dev_series = None
 
-    def _fetch(self, starts, host=False, into=None):
+    def _epoch_rows(self, starts):
+        """``(rx, ry)``: the series rows of the windows ``starts`` (a tensor on the
+        device), flat: ``rx[i*h:(i+1)*h]`` are window ``i``'s x rows, ``ry`` its y rows
+        (the ``rows`` argument of :meth:`_fetch`)."""
+        ar = self._aranges(starts.device)
+        rx = (starts[:, None] + ar[0]).reshape(-1)
+        return rx, rx + self.horizon
+
+    def _fetch(self, starts, host=False, into=None, rows=None):
         """Windows with global ``starts`` -> ``(x, y)`` ``[B, h, nodes, features]``.
 
         ``starts``: int64 numpy array, or (series on the device) a tensor on the device.
         ``host``: leave windows read from the store on the host (the device pipeline
-        copies them); ``into(numel, dtype)``: a 1-D CPU tensor to read them into."""
+        copies them); ``into(numel, dtype)``: a 1-D CPU tensor to read them into.
+        ``rows``: with the series on the device, the windows' rows as
+        :meth:`_epoch_rows` gives them (computed once an epoch), else None."""
         if self._gone:
             raise DDStoreStateError(self._gone)
         h, B = self.horizon, len(starts)
         n, f = self.num_nodes, self.num_series_features
         if self._dev_series is not None:  # the series lives on the device
-            st = torch.as_tensor(starts, device=self.device)
-            ar = self._aranges(self.device)
-            x = self._dev_series[st[:, None] + ar[0]]
-            y = self._dev_series[st[:, None] + ar[1]]
+            s = self._dev_series
+            rx, ry = rows if rows is not None else self._epoch_rows(
+                torch.as_tensor(starts, device=self.device))
+            x = s.index_select(0, rx).view(B, h, n, f)
+            y = s.index_select(0, ry).view(B, h, n, f)
         else:  # one store read: every window's x ranges, then every window's y ranges
             rows = self.rows_of(starts)
             counts = self._counts.get(B)

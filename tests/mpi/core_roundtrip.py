@@ -1,12 +1,15 @@
 """Round-trips through the core store: every byte read must equal what was written.
 
-Usage: timeout 300 mpiexec -n N python core_roundtrip.py TRANSPORT
+Usage: timeout 300 mpiexec -n N python core_roundtrip.py TRANSPORT [copy-threads=K]
+(copy-threads=K: every read copies its local pieces in K threads, DDSTORE_COPY_THREADS=K
+with DDSTORE_COPY_MIN_BYTES=1; the 1 MB rows' reads give each thread a share)
 Runs every width that divides N (1, 2, N), every dtype, row shapes (), (7,), (3, 5),
 1 MB rows, a rank holding 0 rows, get/get_batch/get_range/read_ranges, init+update,
 and records with empty samples (added whole, or init_records + update_records);
 store.prefault (own and node-local chunks, both core paths, background) changes no byte.
 Leaves one store live to check the free at exit.
 """
+import os
 import sys
 
 import numpy as np
@@ -19,6 +22,11 @@ import ddstore
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
 transport = sys.argv[1]
+COPY_THREADS = 1
+for arg in sys.argv[2:]:
+    key, _, value = arg.partition("=")
+    assert key == "copy-threads", arg
+    COPY_THREADS = int(value)
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
           np.uint32, np.uint64, np.float16, np.float32, np.float64, np.complex64]
 SHAPES = [(), (7,), (3, 5)]
@@ -113,6 +121,8 @@ def run_width(width):
         assert store.width == width and store.group_size == width
         assert store.replicas == size // width
         assert store.group_rank == rank % width
+        if COPY_THREADS > 1:
+            assert store.copy_threads == COPY_THREADS, store.copy_threads
         n = 41
         counts = uneven_counts(n, store.group_size)
         lo = int(counts[:store.group_rank].sum())
@@ -212,10 +222,20 @@ def run_width(width):
 
 def main():
     widths = sorted({1, 2, size} & {w for w in range(1, size + 1) if size % w == 0})
-    for w in widths:
-        run_width(w)
-        if rank == 0:
-            print(f"transport={transport} ranks={size} width={w}: ok", flush=True)
+    # the copy settings for this program's stores only (a shared job runs other
+    # programs in this process after it)
+    env = {"DDSTORE_COPY_THREADS": str(COPY_THREADS), "DDSTORE_COPY_MIN_BYTES": "1"} \
+        if COPY_THREADS > 1 else {}
+    os.environ.update(env)
+    try:
+        for w in widths:
+            run_width(w)
+            if rank == 0:
+                print(f"transport={transport} ranks={size} width={w} copy threads "
+                      f"{COPY_THREADS}: ok", flush=True)
+    finally:
+        for key in env:
+            del os.environ[key]
 
     # stores left live are freed at interpreter exit without errors, even one that rank 0
     # alone has dropped and garbage-collected (freeing never follows the collector)
