@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,11 +271,14 @@ int dds_set_copy_threads(dds_store *s, int threads, int64_t min_bytes)
     if (min_bytes < 1)
         return dds_set_error(DDS_EINVAL, "copy min_bytes=%lld must be >= 1",
                              (long long)min_bytes);
-    if (threads == 0) {  /* the CPUs this process may use, shared by the node's ranks */
+    if (threads == 0) {
+        /* a process bound to some of the node's CPUs (a batch system's binding: its
+         * own share) uses those; an unbound one its share of the node's CPUs */
         cpu_set_t set;
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
         int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
         int ranks = 1;
-        if (s->host_comm != MPI_COMM_NULL && !dds_forked())
+        if (online > 0 && cpus >= online && s->host_comm != MPI_COMM_NULL && !dds_forked())
             MPI_Comm_size(s->host_comm, &ranks);
         threads = cpus / (ranks > 0 ? ranks : 1);
         if (threads > DDS_AUTO_COPY_THREADS) threads = DDS_AUTO_COPY_THREADS;
@@ -438,12 +442,6 @@ int transport_end(dds_store *s, struct transport_call *c, int code)
 
 int transport_close(dds_store *s, struct transport_call *c, int code)
 {
-    if (c->copies) {  /* the local pieces, while the remote ones travel */
-        if (code == DDS_OK) copy_pieces(c->copies, c->ncopies, c->copy_threads);
-        free(c->copies);
-        c->copies = NULL;
-        c->ncopies = c->capcopies = 0;
-    }
     const dds_read_req *reqs = c->reqs;
     int64_t nreq = c->nreq;
     char *touched = c->touched;
@@ -455,6 +453,13 @@ int transport_close(dds_store *s, struct transport_call *c, int code)
                        ? dds_outbox_send(s, o, g, reqs)
                        : get_small_box(s, o, g, reqs, touched);
         }
+    }
+    if (c->copies) {  /* the local pieces, while the remote ones travel (gets issued,
+                       * requests by message sent) */
+        if (code == DDS_OK) copy_pieces(c->copies, c->ncopies, c->copy_threads);
+        free(c->copies);
+        c->copies = NULL;
+        c->ncopies = c->capcopies = 0;
     }
     if (c->per_row == 2) {
         int rc = MPI_Win_lock_all(MPI_MODE_NOCHECK, c->rma_var->rma_win);

@@ -123,8 +123,9 @@ def copy_settings():
     """``(threads, min_bytes)``: how a read copies its local pieces (plain loads from this
     rank's memory or a node-local member's), read from the environment in the
     constructor's local part (a bad value is that rank's error, agreed).
-    ``DDSTORE_COPY_THREADS``: ``auto`` (default, 0 here: the CPUs this process may run
-    on divided by the store's ranks on the node, 1 to 8) or an integer in [1, 64] (1:
+    ``DDSTORE_COPY_THREADS``: ``auto`` (default, 0 here: from 1 to 8, the CPUs this
+    process is bound to, or, unbound, the node's CPUs divided by the store's ranks on
+    it) or an integer in [1, 64] (1:
     every piece copied by the reading thread, as before); ``DDSTORE_COPY_MIN_BYTES``:
     the least output of one read for its copies to be shared among the threads (default
     :data:`COPY_MIN_BYTES`).  A local setting: ranks may differ (nothing collective

@@ -593,8 +593,16 @@ def test_copy_threads_arguments(core):
     process may use over the node's ranks), min_bytes >= 1; refused otherwise, the
     setting in effect unchanged."""
     assert core.copy_threads == 1  # until set
+    mine, online = os.sched_getaffinity(0), os.cpu_count()
     chosen = core.set_copy_threads(0, 1 << 22)
-    assert 1 <= chosen <= min(8, len(os.sched_getaffinity(0)))
+    if len(mine) == online:  # unbound, the only rank of its store on the node
+        assert chosen == max(1, min(8, online)), chosen
+    # bound (as a batch system binds a task): the CPUs of its binding
+    os.sched_setaffinity(0, {min(mine)})
+    try:
+        assert core.set_copy_threads(0, 1 << 22) == 1
+    finally:
+        os.sched_setaffinity(0, mine)
     assert core.set_copy_threads(5, 1) == 5
     for threads, min_bytes, text in [(-1, 1, "copy threads=-1: allowed 0 (choose) to 64"),
                                      (65, 1, "copy threads=65: allowed 0 (choose) to 64"),
