@@ -92,6 +92,7 @@ bounded "$PY" -m pytest -q -ra -p no:cacheprovider -m "not mpi and not forks_wor
 bounded "$PY" -m pytest -q -ra -p no:cacheprovider -m mpi "$@" \
     "$ROOT/tests/test_core.py::test_roundtrip[auto-2]" \
     "$ROOT/tests/test_core.py::test_roundtrip[rma-2]" \
+    "$ROOT/tests/test_core.py::test_roundtrip_copy_threads[2]" \
     "$ROOT/tests/test_core.py::test_bad_input[2-auto]" \
     "$ROOT/tests/test_pyg.py::test_pyg_check[2-all]" \
     "$ROOT/tests/test_pyg_options.py::test_pyg_options_two_ranks[2]" \
