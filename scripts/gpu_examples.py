@@ -35,8 +35,10 @@ MAIN_ARGS = ["--epochs", "2"]
 MAIN_SMALL = ["--num-samples", "160", "--epochs", "2", "--batch-size", "16", "--hidden",
               "8", "--layers", "1", "--lattice", "3", "--width", "2", "--transport", "rma",
               "--quiet"]
-SAGE_ARGS = ["--scale", "0.05", "--epochs", "2", "--eval-nodes", "2000",
-             "--sampler-seed", "3"]
+# --batch-size 256: an epoch of about 20 batches a rank (at the default 1024, 5: too
+# few for reading ahead to show anything; docs/benchmarks.md, "On a GPU")
+SAGE_ARGS = ["--scale", "0.05", "--batch-size", "256", "--epochs", "2",
+             "--eval-nodes", "2000", "--sampler-seed", "3"]
 SAGE_SMALL = ["--scale", "0.002", "--classes", "8", "--epochs", "2", "--batch-size", "64",
               "--hidden", "16", "--fanouts", "10,5", "--eval-nodes", "500",
               "--transport", "rma", "--sampler-seed", "3"]
