@@ -64,6 +64,17 @@ def test_copy_settings(monkeypatch):
     monkeypatch.setenv("DDSTORE_COPY_MIN_BYTES", "0")
     with pytest.raises(ddstore.DDStoreValueError, match=r"DDSTORE_COPY_MIN_BYTES='0'"):
         copy_settings()
+    # the constructor reads them: a bad one refused before anything is made, a good one
+    # in effect (store.copy_threads) until the store is freed
+    from mpi4py import MPI
+    with pytest.raises(ddstore.DDStoreValueError, match=r"DDSTORE_COPY_MIN_BYTES='0'"):
+        ddstore.DDStore(MPI.COMM_SELF)
+    monkeypatch.setenv("DDSTORE_COPY_MIN_BYTES", "1")
+    monkeypatch.setenv("DDSTORE_COPY_THREADS", "3")
+    store = ddstore.DDStore(MPI.COMM_SELF)
+    assert store.copy_threads == 3
+    store.free()
+    assert store.copy_threads == 1
 
 
 # MPICH can split one machine into "cliques" that MPI treats as separate nodes: this
