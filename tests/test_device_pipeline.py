@@ -322,12 +322,20 @@ def _device_loaders_match(store, monkeypatch, replicas, rank, configs):
     return dev, loaders
 
 
+# the windows whose rows the resident loader makes at once: the default (one group an
+# epoch here) and 11 (groups of 1 or 2 batches: their seams)
+ROWS_AT_ONCE = [1 << 16, 11]
+
+
+@pytest.mark.parametrize("rows_at_once", ROWS_AT_ONCE)
 @pytest.mark.parametrize("replicas,rank,drop_last", [(1, 0, False), (3, 2, False),
                                                      (4, 1, True)])
-def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_last):
+def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_last,
+                                      rows_at_once):
     """resident="device": the loader's batches are those of a DataLoader with
     DistributedSampler over the store-resident windows (same windows, same order), each
     batch's starts a slice of one tensor per epoch (no per-batch host ints)."""
+    monkeypatch.setattr(st.dataset, "_ROWS_AT_ONCE", rows_at_once)
     configs = [(5, dict(seed=seed, shuffle=shuffle, drop_last=drop_last))
                for seed, shuffle in ((0, True), (9, True), (0, False))]
     dev, loaders = _device_loaders_match(store, monkeypatch, replicas, rank, configs)
@@ -343,12 +351,15 @@ def test_device_resident_loader_order(store, monkeypatch, replicas, rank, drop_l
     assert type(dev.loader(4, device="cpu")).__name__ == "_DeviceWindowBatches"
 
 
+@pytest.mark.parametrize("rows_at_once", ROWS_AT_ONCE)
 @pytest.mark.parametrize("replicas,rank,drop_last", [(1, 0, False), (3, 2, False),
                                                      (4, 1, True)])
-def test_device_resident_batch_sampler(store, monkeypatch, replicas, rank, drop_last):
+def test_device_resident_batch_sampler(store, monkeypatch, replicas, rank, drop_last,
+                                       rows_at_once):
     """resident="device" with sampler="batch": the batches are those of the
     store-resident loader with the same BatchShuffleSampler (same blocks, same order,
     every epoch), each batch's starts a slice of one device tensor per epoch."""
+    monkeypatch.setattr(st.dataset, "_ROWS_AT_ONCE", rows_at_once)
     configs = [(b, dict(sampler="batch", seed=seed, shuffle=shuffle, drop_last=drop_last))
                for seed, shuffle, b in ((0, True, 5), (9, True, 4), (0, False, 7))]
     _, loaders = _device_loaders_match(store, monkeypatch, replicas, rank, configs)

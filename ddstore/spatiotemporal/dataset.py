@@ -349,6 +349,9 @@ class _WindowBatches:
         return v._ds._fetch(idx + v.start if v.start else idx, host=True, into=take)
 
 
+_ROWS_AT_ONCE = 1 << 16  # windows whose series rows the resident loader makes at once
+
+
 class _DeviceWindowBatches:
     """Batches ``(x, y)`` of a view whose dataset keeps the series on the device: the
     starts of an epoch are computed once, moved to the device once, and each batch is a
@@ -403,12 +406,18 @@ class _DeviceWindowBatches:
     def __iter__(self):
         ds = self.view._ds
         starts, bounds = self._epoch()
-        # each window's series rows, for the whole epoch, once: a batch is then two
-        # index_select kernels on slices of them (no per-batch index arithmetic)
-        rx, ry = ds._epoch_rows(starts)
         h = ds.horizon
-        for a, e in bounds:
-            yield ds._fetch(starts[a:e], rows=(rx[a * h:e * h], ry[a * h:e * h]))
+        # the windows' series rows, made for _ROWS_AT_ONCE windows' batches at a time
+        # (bounded memory, one addition per group): a batch is then two index_select
+        # kernels on slices of them (no per-batch index arithmetic)
+        per = max(1, _ROWS_AT_ONCE // self.batch_size)
+        for i in range(0, len(bounds), per):
+            group = bounds[i:i + per]
+            a0 = group[0][0]
+            rx, ry = ds._epoch_rows(starts[a0:group[-1][1]])
+            for a, e in group:
+                yield ds._fetch(starts[a:e], rows=(rx[(a - a0) * h:(e - a0) * h],
+                                                   ry[(a - a0) * h:(e - a0) * h]))
 
 
 class WindowSplit(_WindowView):
