@@ -140,9 +140,9 @@ class DDStore:
             if nbytes is not None:  # the same decision on every rank, from agreed values
                 width, self.memory_budget = decide_width(width, size, nbytes, settings)
         self._core = _core.Core(comm, width, transport)
-        self._core.set_copy_threads(*copy)
         try:  # the progress agent: decided per rank from its members, agreed
             with collective(comm, None) as step:
+                self._core.set_copy_threads(*copy)  # checked above; local
                 interval = progress_interval(self._core, env)
                 serve = serve_settings(env)
                 if interval:
