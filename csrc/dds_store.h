@@ -212,11 +212,12 @@ int dds_serving(const dds_store *store);
  * the call's remote pieces are issued; smaller reads, and threads = 1, copy each piece
  * in the reading thread as it is walked.  threads = 0 chooses, from 1 to 8: the CPUs
  * this process is bound to, or, unbound (allowed every CPU of the node), the node's
- * CPUs divided by the store's ranks on it.  DDS_EINVAL for threads outside [0, 64] or
- * min_bytes < 1.  (A host copy runs at a few GB/s per core, a pinned host-to-device
- * copy ten times faster, in docs/benchmarks.md,
+ * CPUs divided by the store's ranks on it.  DDS_EINVAL for threads outside
+ * [0, DDS_MAX_COPY_THREADS] or min_bytes < 1.  (A host copy runs at a few GB/s per
+ * core, a pinned host-to-device copy ten times faster, in docs/benchmarks.md,
  * "Measured on one H200 (2026-11-29, sixteenth session)".) */
 int dds_set_copy_threads(dds_store *store, int threads, int64_t min_bytes);
+enum { DDS_MAX_COPY_THREADS = 64 };  /* the most dds_set_copy_threads takes */
 /* The threads dds_set_copy_threads chose (1 until it is called; 0 for NULL). */
 int dds_copy_threads(const dds_store *store);
 /* What this process's message path did so far, every store together: request

@@ -27,9 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the local copies of a large read (dds_set_copy_threads): at most this many threads,
- * this many when choosing, and each a share of at least this many bytes */
-#define DDS_MAX_COPY_THREADS 64
+/* the local copies of a large read (dds_set_copy_threads, at most DDS_MAX_COPY_THREADS
+ * threads): this many when choosing, and each a share of at least this many bytes */
 #define DDS_AUTO_COPY_THREADS 8
 #define DDS_COPY_SHARE_BYTES ((int64_t)1 << 20)
 

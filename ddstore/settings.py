@@ -116,7 +116,7 @@ def serve_settings(settings=None):
 
 
 COPY_MIN_BYTES = 4 << 20  # reads from this size copy their local pieces in threads
-MAX_COPY_THREADS = 64
+MAX_COPY_THREADS = _core.lib.DDS_MAX_COPY_THREADS  # the C core's bound
 
 
 def copy_settings():
