@@ -416,8 +416,8 @@ class _DeviceWindowBatches:
             a0 = group[0][0]
             rx, ry = ds._epoch_rows(starts[a0:group[-1][1]])
             for a, e in group:
-                yield ds._fetch(starts[a:e], rows=(rx[(a - a0) * h:(e - a0) * h],
-                                                   ry[(a - a0) * h:(e - a0) * h]))
+                lo, hi = (a - a0) * h, (e - a0) * h
+                yield ds._fetch(starts[a:e], rows=(rx[lo:hi], ry[lo:hi]))
 
 
 class WindowSplit(_WindowView):
@@ -954,7 +954,8 @@ class WindowDataset(_WindowView):
         ``host``: leave windows read from the store on the host (the device pipeline
         copies them); ``into(numel, dtype)``: a 1-D CPU tensor to read them into.
         ``rows``: with the series on the device, the windows' rows as
-        :meth:`_epoch_rows` gives them (computed once an epoch), else None."""
+        :meth:`_epoch_rows` gives them (the resident loader makes them once for a group
+        of batches), else None: made here."""
         if self._gone:
             raise DDStoreStateError(self._gone)
         h, B = self.horizon, len(starts)
