@@ -19,6 +19,8 @@
  *                   buffer, repeated ids through a bitmap (csrc/checks.c)
  *   dds_progress.h  the progress agent: a thread that lets MPI answer one-sided reads
  *                   while the rank computes (csrc/progress.c)
+ *   dds_device.h    many host-to-device copies in one call, through a copy function
+ *                   the caller hands over (csrc/device.c)
  *
  * The cffi bindings (python_bindings/build_ddstore.py) declare what these headers
  * declare, read in the order of the #include lines below.
@@ -34,5 +36,6 @@
 #include "dds_subgraph.h"
 #include "dds_checks.h"
 #include "dds_progress.h"
+#include "dds_device.h"
 
 #endif /* DDSTORE_H */

@@ -837,3 +837,26 @@ def mark_ids(bits, ids, nbits, mark=True):
         ffi.from_buffer("uint64_t[]", bits, require_writable=True) if bits.size else
         ffi.NULL, int(nbits), _typed(ids), ids.shape[0], 1 if mark else 0, first))
     return None if first[0] < 0 else int(first[0])
+
+
+def copy_pieces(fn, dst, dst_bytes, dst_off, src, nbytes, kind, stream):
+    """``dds_copy_pieces``: through ``fn`` (the address of a function with
+    cudaMemcpyAsync's signature), copy ``nbytes[i]`` bytes from address ``src[i]`` to
+    ``dst + dst_off[i]`` for every ``i`` (int64 arrays; addresses as integers), ``kind``
+    and ``stream`` (an address, 0 the default stream) passed through; every piece is
+    checked against ``dst_bytes`` before any is issued.  Returns the pieces issued; a
+    piece out of range raises :class:`DDStoreIndexError`, a copy ``fn`` refuses
+    :class:`DDStoreValueError` (the pieces before it issued).  The GIL is released."""
+    dst_off = np.ascontiguousarray(dst_off, dtype=np.int64)
+    src = np.ascontiguousarray(src, dtype=np.uint64)
+    nbytes = np.ascontiguousarray(nbytes, dtype=np.int64)
+    n = dst_off.shape[0]
+    if src.shape[0] != n or nbytes.shape[0] != n:
+        raise DDStoreValueError(f"copy_pieces: {n} offsets, {src.shape[0]} sources and "
+                                f"{nbytes.shape[0]} sizes; one of each per piece")
+    issued = ffi.new("int64_t *")
+    _local_check(lib.dds_copy_pieces(
+        int(fn), int(dst), int(dst_bytes), _i64(dst_off),
+        ffi.from_buffer("uintptr_t[]", src) if n else ffi.NULL, _i64(nbytes), n,
+        int(kind), int(stream), issued))
+    return int(issued[0])

@@ -66,7 +66,8 @@ import torch
 from .errors import DDStoreValueError
 from .prefetch import WrappedLoader
 
-__all__ = ["DevicePrefetcher", "StagingPool", "StagedReads", "device_loader"]
+__all__ = ["DevicePrefetcher", "DeviceRows", "StagingPool", "StagedReads",
+           "device_loader"]
 
 _ALIGN_BYTES = 256  # every staged tensor starts at a multiple of this in its buffer
 
@@ -83,7 +84,7 @@ def _is_pyg(obj):
 def _map(obj, fn):
     """``obj`` with every tensor / numpy array leaf ``t`` replaced by ``fn(t)``, in a
     fixed order (the same for the same structure)."""
-    if isinstance(obj, (torch.Tensor, np.ndarray)):
+    if isinstance(obj, (torch.Tensor, np.ndarray, DeviceRows)):
         return fn(obj)
     if isinstance(obj, tuple):
         items = [_map(v, fn) for v in obj]
@@ -111,6 +112,104 @@ def _leaves(obj):
         return t
     _map(obj, grab)
     return out
+
+
+class DeviceRows:
+    """A batch leaf that the pipeline makes on the device from rows of host memory, with
+    no staging: a tensor of ``shape`` and ``dtype`` copied piece by piece.
+
+    Seen as ``[rows, *shape[row_dims:]]`` (its first ``row_dims`` dimensions flattened),
+    the leaf's rows ``[dst_row[i], dst_row[i] + nrows[i])`` are rows
+    ``[src_row[i], src_row[i] + nrows[i])`` of ``sources[src_index[i]]`` (a contiguous
+    CPU tensor of such rows; None for one no piece reads) for each piece ``i`` (int64 arrays, one entry per piece);
+    together the pieces cover every row once.  The store's page-locked views
+    (:meth:`DDStore.device_views <ddstore.DDStore.device_views>`) make them DMAs, all of a
+    leaf issued by one call of the core (``dds_copy_pieces`` through the CUDA runtime's
+    ``cudaMemcpyAsync``, found where torch loaded it; torch's ``copy_`` one piece at a
+    time where it is not found, and on the CPU).
+
+    Only :class:`DevicePrefetcher` takes these (the loader of the store that makes them
+    does so only for it): the copies run in its read-ahead thread, on its side stream.
+    """
+    __slots__ = ("shape", "dtype", "row_dims", "sources", "src_index", "src_row",
+                 "dst_row", "nrows")
+
+    def __init__(self, shape, dtype, sources, src_index, src_row, dst_row, nrows,
+                 row_dims=1):
+        self.shape, self.dtype = tuple(int(s) for s in shape), dtype
+        self.row_dims, self.sources = int(row_dims), sources
+        self.src_index, self.src_row, self.dst_row, self.nrows = (
+            np.asarray(a, dtype=np.int64) for a in (src_index, src_row, dst_row, nrows))
+
+    def _checked(self):
+        """The pieces' source rows within their sources (an index past one raises
+        :class:`~ddstore.DDStoreIndexError`: nothing is read from outside them)."""
+        from .errors import DDStoreIndexError
+        have = np.array([-1 if s is None else s.shape[0] for s in self.sources],
+                        dtype=np.int64)  # a piece of a source that is None: refused
+        if self.src_index.size and (
+                self.src_index.min() < 0 or self.src_index.max() >= len(have) or
+                self.src_row.min() < 0 or self.nrows.min() < 0 or
+                np.any(self.src_row + self.nrows > have[self.src_index])):
+            raise DDStoreIndexError(f"DeviceRows: a piece reads past its source (sources "
+                                    f"of {have.tolist()} rows)")
+
+    def assemble(self, device, stream=None):
+        """The leaf on ``device``: one buffer, each piece copied into its rows
+        (``non_blocking`` on CUDA, on ``stream`` when given, else the current one)."""
+        self._checked()
+        # allocated on the stream that writes it: the caching allocator then waits for
+        # that stream's earlier work before it hands the block out again
+        with torch.cuda.stream(stream) if stream is not None else _nullcontext():
+            out = torch.empty(self.shape, dtype=self.dtype, device=device)
+            cuda = out.device.type == "cuda"
+            fn = copy_function(out.device)
+            if fn is not None and out.numel():
+                from . import _core
+                row = out.element_size() * math.prod(self.shape[self.row_dims:])
+                base = np.array([0 if s is None else s.data_ptr() for s in self.sources],
+                                dtype=np.uint64)
+                src = base[self.src_index] + (self.src_row * row).astype(np.uint64)
+                _core.copy_pieces(fn, out.data_ptr(), out.numel() * out.element_size(),
+                                  self.dst_row * row, src, self.nrows * row,
+                                  _HOST_TO_DEVICE,
+                                  torch.cuda.current_stream(out.device).cuda_stream
+                                  if cuda else 0)
+                return out
+            flat = out.view((math.prod(self.shape[:self.row_dims]),) +
+                            self.shape[self.row_dims:])
+            for i, a, d, k in zip(self.src_index.tolist(), self.src_row.tolist(),
+                                  self.dst_row.tolist(), self.nrows.tolist()):
+                flat[d:d + k].copy_(self.sources[i][a:a + k], non_blocking=cuda)
+        return out
+
+
+_HOST_TO_DEVICE = 1  # cudaMemcpyHostToDevice
+_CUDA_COPY = []      # [address of cudaMemcpyAsync or None], found once
+
+
+def copy_function(device):
+    """The address of ``cudaMemcpyAsync`` in the CUDA runtime this process loaded (for a
+    CUDA ``device``; None on the CPU, or where torch's runtime is not a shared library
+    it can be found in: :class:`DeviceRows` then copies with torch)."""
+    if device.type != "cuda":
+        return None
+    if not _CUDA_COPY:
+        _CUDA_COPY.append(_find_cuda_copy())
+    return _CUDA_COPY[0]
+
+
+def _find_cuda_copy():
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f if "libcudart.so" in line})
+        for path in paths:
+            lib = ctypes.CDLL(path)  # the library already loaded: the same instance
+            return ctypes.cast(lib.cudaMemcpyAsync, ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        pass
+    return None
 
 
 class _Slot:
@@ -186,8 +285,9 @@ class StagingPool:
     each a flat buffer per dtype (pinned when ``pin``).  :attr:`allocations` counts the
     buffers allocated, :attr:`nbytes` the bytes held."""
 
-    def __init__(self, slots, pin):
+    def __init__(self, slots, pin, device="cpu", stream=None):
         self.pin = bool(pin)
+        self.device, self.stream = torch.device(device), stream  # for DeviceRows leaves
         self.allocations = 0
         self.slots = [_Slot(self) for _ in range(int(slots))]
         self._turn = 0
@@ -233,9 +333,14 @@ def _numpy_leaf(a):
 
 
 def _stage(batch, slot):
-    """Copy every tensor leaf of ``batch`` that is not in ``slot`` already into it."""
+    """Copy every tensor leaf of ``batch`` that is not in ``slot`` already into it; a
+    :class:`DeviceRows` leaf is made on the device here (its copies issued on the side
+    stream, in the read-ahead thread when there is one)."""
     where = []
     for t in _leaves(batch):
+        if isinstance(t, DeviceRows):
+            where.append(("device", t.assemble(slot.pool.device, slot.pool.stream)))
+            continue
         if isinstance(t, np.ndarray):
             t = _numpy_leaf(t)
         if t is None or t.layout != torch.strided or t.device.type != "cpu":
@@ -291,9 +396,10 @@ class _DeviceIter:
     def __init__(self, owner, host_iter, depth):
         self._device = owner.device
         self._cuda = self._device.type == "cuda"
-        self.pool = StagingPool(depth + 2, pin=self._cuda)
-        owner.last_pool = self.pool
         self._stream = torch.cuda.Stream(device=self._device) if self._cuda else None
+        self.pool = StagingPool(depth + 2, pin=self._cuda, device=self._device,
+                                stream=self._stream)
+        owner.last_pool = self.pool
         gen = _stage_all(host_iter, self.pool)
         self._thread = None
         self._returned = 0  # batches handed to the caller
@@ -337,6 +443,9 @@ class _DeviceIter:
 
         def put(t):
             w = next(where)
+            if w is not None and w[0] == "device":  # made on the device by _stage
+                dev[("device", len(dev))] = w[1]
+                return w[1]
             if w is None:
                 if isinstance(t, torch.Tensor) and t.device != self._device:
                     return t.to(self._device)

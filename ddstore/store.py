@@ -240,6 +240,7 @@ class DDStore:
                     self.group_comm.Free()
                 except Exception:  # pragma: no cover
                     pass
+            self._variables.unpin()  # page-locked chunks unlocked before they unmap
             core.free()
             _lifecycle.unregister(self)
             self._variables.clear()
@@ -562,6 +563,10 @@ class DDStore:
     @_documented_by(Variables.local_view)
     def local_view(self, name):
         return self._variables.local_view(name)
+
+    @_documented_by(Variables.device_views)
+    def device_views(self, name, device):
+        return self._variables.device_views(name, device)
 
     @_documented_by(Variables.fast_readers)
     def fast_readers(self, name):

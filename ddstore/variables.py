@@ -27,6 +27,7 @@ import threading
 import numpy as np
 
 from . import _core
+from ._pins import HostPins
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
                       check_free_names, check_indices, integer_scalar, is_int)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
@@ -98,6 +99,7 @@ class Variables:
     def __init__(self, store, core, created):
         self.store, self.core, self.created = store, core, created
         self.table = {}  # name -> Var
+        self.pins = HostPins()  # chunks page-locked in place (device_views)
         self.read_range = core.range_reader()
         self.read_rows = core.rows_reader()
 
@@ -175,7 +177,8 @@ class Variables:
         self.core.write_local(var.vid, offset, np.ascontiguousarray(rows, dtype=var.dtype))
 
     def remove(self, var):
-        """Collective: free ``var``'s memory in the core."""
+        """Collective: free ``var``'s memory in the core (its page-locked views first)."""
+        self.pins.release(var.vid)
         self.core.remove(var.vid)
 
     def drop(self, name):
@@ -195,7 +198,12 @@ class Variables:
         self.core.sync()
 
     def clear(self):
+        """Forget every variable (the store is freed; :meth:`unpin` came before)."""
         self.table.clear()
+
+    def unpin(self):
+        """Undo every page-locking of :meth:`device_views`: before the core frees."""
+        self.pins.release()
 
     def nbytes(self, var):
         """Bytes of this rank's chunk of ``var``."""
@@ -518,6 +526,22 @@ class Variables:
         removed or the store freed."""
         var = self.var(name)
         return self.core.local_view(var.vid, var.dtype, var.row_shape)
+
+    def device_views(self, name, device):
+        """Local: per group member, a CPU tensor over that member's chunk of rows
+        variable ``name`` (``[rows, *row_shape]``, no copy) that a copy to ``device``
+        reads where it lies, or None for a member this process does not map (its rows
+        are read with MPI_Get).  On a CUDA ``device`` each chunk is page-locked in place
+        once (``cudaHostRegister``), so ``dev_tensor.copy_(view[a:b], non_blocking=True)``
+        is a DMA with no host copy; a chunk CUDA refuses is None (warned once).  For
+        layers that copy rows to a device without staging them (the window loader's
+        ``direct=True``).  Valid until the variable is removed or the store freed: the
+        page-locking is undone then, after the devices' work is done."""
+        var = self.var(name)
+        core, store = self.core, self.store
+        members = (core.member_view(var.vid, m, var.dtype, var.row_shape)
+                   for m in range(store.group_size))
+        return self.pins.views(var.vid, name, members, device)
 
     def fast_readers(self, name):
         """The unchecked hot path of rows variable ``name``, for layers that check their

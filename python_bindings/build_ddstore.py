@@ -140,7 +140,7 @@ ffibuilder.set_source(
     sources=[_csrc(f) for f in ("ddstore.c", "temporal.c", "tcsr.c", "neighbor.c",
                                 "dynamic.c", "subgraph.c", "checks.c", "progress.c", "serve.c",
                                 "base.c", "transport.c",
-                                "sampling.c", "relabel.c")],
+                                "sampling.c", "relabel.c", "device.c")],
     include_dirs=[CSRC] + _incs,
     library_dirs=_libdirs,
     libraries=_libs,

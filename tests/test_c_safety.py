@@ -15,7 +15,8 @@ import torch
 
 from ddstore import _core
 from ddstore._core import ffi, lib
-from ddstore.errors import DDStoreMemoryError, DDStoreStateError, DDStoreValueError
+from ddstore.errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
+                            DDStoreValueError)
 
 GUARD = 64                    # elements of guard behind every stated capacity
 SENTINEL = -0x5A5A5A5A5A5A5A5A
@@ -618,3 +619,61 @@ def test_copy_threads_arguments(core):
     out = np.empty((counts.sum(), rows.shape[1]), dtype=np.uint8)
     core.read(vid, starts, counts, out)
     assert np.array_equal(out, np.concatenate([rows[a:a + c] for a, c in zip(starts, counts)]))
+
+
+def _fake_copy(calls, refuse_at=None):
+    """A copy function with cudaMemcpyAsync's signature, made with ctypes (its address
+    for dds_copy_pieces): copies with memmove and records (kind, stream); refuses (code
+    7) the piece numbered ``refuse_at``.  Returns ``(callback, address)``."""
+    import ctypes
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                             ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p)
+
+    def copy(dst, src, n, kind, stream):
+        if refuse_at is not None and len(calls) == refuse_at:
+            return 7
+        calls.append((kind, stream or 0, n))
+        ctypes.memmove(dst, src, n)
+        return 0
+    cb = proto(copy)
+    return cb, ctypes.cast(cb, ctypes.c_void_p).value
+
+
+def test_copy_pieces_bounds_and_refusals():
+    """dds_copy_pieces: every piece is checked against the destination's size (and for
+    null addresses and negative sizes) before any is issued; the pieces land where they
+    are asked to, with kind and stream passed through; a refused copy stops the loop and
+    is named, the pieces before it issued."""
+    src = np.arange(32, dtype=np.int64)
+    dst = np.full(16, -1, dtype=np.int64)
+    calls = []
+    cb, fn = _fake_copy(calls)
+    base, out = src.ctypes.data, dst.ctypes.data
+    n = _core.copy_pieces(fn, out, dst.nbytes, [64, 0, 120], [base, base + 80, base],
+                          [56, 64, 0], 1, 99)
+    assert n == 3 and calls == [(1, 99, 56), (1, 99, 64)]
+    assert dst.tolist() == list(range(10, 18)) + list(range(7)) + [-1]
+    for off, nb, what in [(72, 64, "piece 1 writes bytes [72, 72 + 64) of a destination "
+                           "of 128"), (-8, 8, "piece 1 writes bytes [-8"),
+                          (128, 1, "piece 1 writes bytes [128, 128 + 1)")]:
+        calls.clear()
+        with pytest.raises(DDStoreIndexError, match=re.escape(what)):
+            _core.copy_pieces(fn, out, dst.nbytes, [0, off], [base, base], [8, nb], 1, 0)
+        assert calls == []  # nothing issued
+    for args, what in [((fn, out, 128, [0], [0], [8]), "piece 0 has 8 bytes from "
+                        "address 0"),
+                       ((fn, out, 128, [0], [base], [-1]), "piece 0 has -1 bytes"),
+                       ((0, out, 128, [0], [base], [8]), "null copy function"),
+                       ((fn, 0, 128, [0], [base], [8]), "null destination"),
+                       ((fn, out, -1, [0], [base], [8]), "destination of -1 bytes"),
+                       ((fn, out, 128, [0, 8], [base], [8]), "2 offsets, 1 sources")]:
+        with pytest.raises(DDStoreValueError, match=re.escape(what)):
+            _core.copy_pieces(*args, 1, 0)
+    assert _core.copy_pieces(0, 0, 0, [], [], [], 1, 0) == 0  # no piece: nothing needed
+    calls.clear()
+    cb2, refusing = _fake_copy(calls, refuse_at=2)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "refused piece 2 of 4 (8 bytes): code 7")):
+        _core.copy_pieces(refusing, out, dst.nbytes, [0, 8, 16, 24], [base] * 4, [8] * 4,
+                          1, 0)
+    assert len(calls) == 2

@@ -5,7 +5,9 @@ and in order with and without the pipeline for prefetch 0, 1 and 3, staging buff
 reused, the end and errors propagated with the read-ahead thread joined, every loader of
 the store (windows, graphs, PyG NeighborLoader, temporal edge batches) through it and
 through PyG's own PrefetchLoader; the device order equal to DistributedSampler's; open()
-honouring the resident decision; tests/mpi/device_pipeline.py on 2 and 3 ranks (every
+honouring the resident decision; direct=True (windows copied from the store's memory,
+DeviceRows) and device_views' page-locking and its undoing (a stand-in for CUDA's
+runtime); tests/mpi/device_pipeline.py on 2 and 3 ranks (every
 width, both transports); a smoke run of scripts/gpu_check.sh on the CPU (the
 benchmark python -m ddstore.bench.device at small sizes)."""
 import collections
@@ -257,6 +259,134 @@ def test_window_loader_through_the_pipeline(store, k, monkeypatch):
             assert piped.last_pool.allocations <= 4 * (k + 2)  # not one per batch
     assert into  # the store read went into the staging buffers
     assert not _threads()
+
+
+@pytest.mark.parametrize("k,through", [(0, "torch"), (2, "torch"), (2, "core")])
+def test_window_loader_direct(store, k, through, monkeypatch):
+    """direct=True: every window of this one-rank store is mapped here, so x and y are
+    made on the device from the store's memory (DeviceRows, no staging read) and equal
+    the plain loader's, byte for byte and in order; the dynamic windows too (their
+    graphs staged); time features keep the staging path.  ``through="core"``: the
+    copies are issued by dds_copy_pieces through a stand-in for cudaMemcpyAsync (one
+    per window and half, host to device, the default stream)."""
+    from ddstore import device as device_mod
+    from ddstore.device import DeviceRows
+    from ddstore.dynamic import DynamicWindowDataset
+    from test_c_safety import _fake_copy
+    made, staged, calls = [], [], []
+    if through == "core":
+        cb, fn = _fake_copy(calls)
+        monkeypatch.setattr(device_mod, "copy_function", lambda device: fn)
+    real_assemble, real_into = DeviceRows.assemble, StagedReads.next_into
+    monkeypatch.setattr(DeviceRows, "assemble",
+                        lambda self, *a: made.append(self.shape) or
+                        real_assemble(self, *a))
+    ts = np.datetime64("2024-01-01T00:00") + np.arange(90) * np.timedelta64(5, "m")
+    ds = st.WindowDataset(store, f"w{next(_names)}", _series(), 4, halo=False)
+    dtf = st.WindowDataset(store, f"w{next(_names)}", _series(seed=1), 3, timestamps=ts,
+                           time_features=("tod",))
+    for d, direct_leaves in ((ds, True), (dtf, False)):
+        train = d.splits()[0]
+        for kw in ({"sampler": "global", "seed": 3}, {"sampler": "batch", "seed": 2}):
+            plain = train.loader(7, **kw)
+            piped = train.loader(7, device="cpu", prefetch=k, direct=True, **kw)
+            made.clear()
+            want, got = _plain_batches(plain), list(piped)
+            assert len(got) == len(want) > 1
+            for i, (a, b) in enumerate(zip(got, want)):
+                _same(a, b, f"{kw} batch {i}")
+            assert len(made) == (2 * len(got) if direct_leaves else 0)
+            assert all(m == (7, 4, 6, 2) for m in made[:-2])
+            windows = sum(len(x) for x, _ in got)
+            assert len(calls) == (2 * windows if through == "core" and direct_leaves
+                                  else 0)
+            assert all(c == (1, 0, 4 * 6 * 2 * 4) for c in calls)
+            calls.clear()
+    steps = 60
+    edges = [np.array([[0, 1], [1, 2]]) if t % 2 else np.array([[2], [3]])
+             for t in range(steps)]
+    dyn = DynamicWindowDataset(store, f"w{next(_names)}", _series(T=steps, n=4), 3,
+                               edges=edges)
+    monkeypatch.setattr(StagedReads, "next_into",
+                        lambda self, take: staged.append(1) or real_into(self, take))
+    made.clear()
+    want = list(dyn.loader(5, seed=1))
+    got = list(dyn.loader(5, seed=1, device="cpu", prefetch=k, direct=True))
+    assert len(got) == len(want) > 1 and len(made) == 2 * len(got) and staged
+    for i, (a, b) in enumerate(zip(got, want)):
+        _same(a, b, f"dynamic batch {i}")
+
+
+def test_window_loader_direct_arguments(store):
+    ds = st.WindowDataset(store, f"w{next(_names)}", _series(), 4)
+    with pytest.raises(DDStoreValueError, match="direct=True copies windows"):
+        ds.loader(4, direct=True)
+    with pytest.raises(DDStoreValueError, match="direct"):
+        ds.loader(4, device="cpu", direct="yes")
+    dev = st.WindowDataset(store, f"w{next(_names)}", _series(), 4, device="cpu",
+                           resident="device")
+    with pytest.raises(DDStoreValueError, match="allowed: direct=False"):
+        dev.loader(4, direct=True)
+
+
+class _FakeCudart:
+    """torch.cuda.cudart() for the page-locking logic without a GPU: records the
+    ranges registered and unregistered; ``refuse``: the error code to answer with."""
+
+    def __init__(self, refuse=0):
+        self.refuse, self.registered, self.unregistered = refuse, [], []
+
+    def cudaHostRegister(self, ptr, nbytes, flags):
+        if not self.refuse:
+            self.registered.append((ptr, nbytes, flags))
+        return self.refuse
+
+    def cudaHostUnregister(self, ptr):
+        self.unregistered.append(ptr)
+        return 0
+
+
+def test_device_views_page_locked_until_removed(store, monkeypatch):
+    """device_views on a CUDA device registers each mapped chunk once, in place (the
+    view's own address and size), and undoes it, after synchronising the device, before
+    the variable is removed and before the store is freed; a refused registration gives
+    None (the rows then go through staging) with a warning naming the variable."""
+    fake, syncs = _FakeCudart(), []
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: syncs.append(d))
+    cuda = torch.device("cuda", 0)
+    name = f"v{next(_names)}"
+    rows = np.arange(60, dtype=np.float64).reshape(20, 3)
+    store.add(name, rows)
+    (view,) = store.device_views(name, cuda)
+    assert view.data_ptr() == store.local_view(name).ctypes.data
+    assert torch.equal(view, torch.from_numpy(rows))
+    assert fake.registered == [(view.data_ptr(), rows.nbytes, 1)]
+    assert store.device_views(name, cuda)[0] is view and len(fake.registered) == 1
+    assert store.device_views(name, torch.device("cpu"))[0] is not None
+    store.remove(name)
+    assert fake.unregistered == [view.data_ptr()] and syncs == [cuda]
+    refusing = _FakeCudart(refuse=2)
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: refusing)
+    store.add(name, rows)
+    with pytest.warns(RuntimeWarning, match=f"variable {name!r}.*error 2"):
+        assert store.device_views(name, cuda) == [None]
+    store.remove(name)
+    assert fake.unregistered == [view.data_ptr()]  # nothing more to undo
+
+
+def test_device_views_unlocked_before_free(monkeypatch):
+    from mpi4py import MPI
+    fake = _FakeCudart()
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: None)
+    s = ddstore.DDStore(MPI.COMM_SELF, width=1)
+    s.add("a", np.ones((4, 2), np.float32))
+    s.add("b", np.zeros((5, 2), np.int64))
+    ptrs = [s.device_views(n, torch.device("cuda"))[0].data_ptr() for n in ("a", "b")]
+    s.free()
+    assert sorted(fake.unregistered) == sorted(ptrs) == sorted(p for p, _, _ in
+                                                               fake.registered)
 
 
 def test_window_loader_cpu_default_unchanged(store):
@@ -644,12 +774,13 @@ def test_gpu_check_script_smoke(tmp_path):
     assert res["device"] == "cpu" and res["args"]["steps"] == 600
     names = [r["name"] for r in res["rows"]]
     assert names == ["resident windows", "torch gather", "store windows (pipeline)",
-                     "store windows (plain)", "pinned copy", "epoch: steps alone",
+                     "store windows (direct)", "store windows (plain)", "pinned copy",
+                     "epoch: steps alone",
                      "epoch: pipeline k=2", "epoch: no pipeline"]
     for r in res["rows"]:
         assert r["per_s"] > 0 and r["seconds"] > 0 and len(r["runs"]) == 2, r
     assert set(res["ratios"]) == {"resident / gather", "store pipeline / pinned copy",
-                                  "store plain / pinned copy",
+                                  "store direct / pinned copy", "store plain / pinned copy",
                                   "epoch pipeline / steps alone",
                                   "epoch no pipeline / steps alone"}
     # the epoch with steps cannot be shorter than its steps (2 ms x 8 batches)

@@ -30,6 +30,7 @@ C_LAYERS = [
     # the declarations every file shares: the API headers, the structs, times.h
     ("headers", ["ddstore.h", "dds_*.h", "internal.h", "times.h"]),
     ("base", ["base.c"]),                    # errors, fork guard, variable lookup
+    ("device copies", ["device.c"]),         # many host-to-device copies in one call
     ("message path", ["serve.c"]),           # requests and replies by message
     ("progress agent", ["progress.c"]),      # the thread that answers them
     ("transport", ["transport.c", "transport.h"]),  # local load / MPI_Get / message
@@ -44,7 +45,8 @@ PY_LAYERS = [
     ("_core", ["ddstore._version", "ddstore.errors", "ddstore._times", "ddstore._checks",
                "ddstore._core"]),
     ("store", ["ddstore._fingerprint", "ddstore._status", "ddstore._collective",
-               "ddstore._readers", "ddstore._transaction", "ddstore._lifecycle",
+               "ddstore._readers", "ddstore._pins", "ddstore._transaction",
+               "ddstore._lifecycle",
                "ddstore.memory", "ddstore.placement", "ddstore.build", "ddstore.records",
                "ddstore.checkpoint", "ddstore.store", "ddstore.prefetch",
                "ddstore.distributed", "ddstore.device",

@@ -18,7 +18,9 @@ measurement, ``--repeat`` runs of each (the median is reported, with the spread)
 - ``store windows (pipeline)``: ``resident="store"``, ``loader(device=..., prefetch=k)``
   (read into reused pinned staging, side-stream copies), against ``pinned copy``: a
   pinned host buffer of the same bytes per batch copied to the device; and
-  ``store windows (plain)``: the old path, the view's pageable ``.to(device)`` per batch.
+  ``store windows (plain)``: the old path, the view's pageable ``.to(device)`` per batch;
+  ``store windows (direct)``: the pipeline with ``direct=True`` (each window copied from
+  the store's memory, page-locked in place on CUDA, with no host copy into staging).
 - ``epoch: ...``: a synthetic model step of ``--step-ms`` per batch (on CUDA a GPU
   sleep kernel, on CPU ``time.sleep``: both leave the host's cores to the loader), the
   steps alone, then with the store windows through the pipeline (``prefetch=k``) and
@@ -218,8 +220,9 @@ def main(argv=None, prog=None):
                 y = s[st_[:, None] + ar2]
             del x, y
 
-        def pipeline(k=a.prefetch, work=None):
-            for b in _take(host.loader(B, seed=a.seed, prefetch=k, device=device), nb):
+        def pipeline(k=a.prefetch, work=None, direct=False):
+            for b in _take(host.loader(B, seed=a.seed, prefetch=k, device=device,
+                                       direct=direct), nb):
                 if work is not None:
                     work(b)
 
@@ -243,6 +246,7 @@ def main(argv=None, prog=None):
 
         cases = [("resident windows", resident, True), ("torch gather", gather, True),
                  ("store windows (pipeline)", pipeline, True),
+                 ("store windows (direct)", lambda: pipeline(direct=True), True),
                  ("store windows (plain)", plain, True), ("pinned copy", copies, True),
                  ("epoch: steps alone", steps_alone, False),
                  (f"epoch: pipeline k={a.prefetch}", lambda: pipeline(work=step), False),
@@ -267,6 +271,8 @@ def main(argv=None, prog=None):
         "resident / gather": by["resident windows"]["per_s"] / by["torch gather"]["per_s"],
         "store pipeline / pinned copy":
             by["store windows (pipeline)"]["per_s"] / by["pinned copy"]["per_s"],
+        "store direct / pinned copy":
+            by["store windows (direct)"]["per_s"] / by["pinned copy"]["per_s"],
         "store plain / pinned copy":
             by["store windows (plain)"]["per_s"] / by["pinned copy"]["per_s"],
         "epoch pipeline / steps alone":

@@ -147,12 +147,12 @@ class DynamicWindowDataset(WindowDataset):
             out.append((ei, ew))
         return out
 
-    def _fetch(self, starts, host=False, into=None, rows=None):
+    def _fetch(self, starts, host=False, into=None, rows=None, direct=None):
         """Windows ``starts`` -> ``(x, y, graphs)`` (see the class docstring);
         ``host``, ``into`` and ``rows`` as for :class:`WindowDataset` (the device
         pipeline's staging: the graphs stay on the host too, and the pipeline copies
         them)."""
-        x, y = super()._fetch(starts, host=host, into=into, rows=rows)
+        x, y = super()._fetch(starts, host=host, into=into, rows=rows, direct=direct)
         return x, y, self._graphs(starts, host=host)
 
     def _fetch_one(self, start):

@@ -192,7 +192,8 @@ class _WindowView(torch.utils.data.Dataset):
         return BatchShuffleSampler(self, batch_size, **kwargs)
 
     def loader(self, batch_size, *, sampler="global", shuffle=True, seed=0,
-               drop_last=False, local=None, prefetch=0, num_workers=0, device=None):
+               drop_last=False, local=None, prefetch=0, num_workers=0, device=None,
+               direct=False):
         """A ``DataLoader`` of batches ``(x, y)`` for this rank.
 
         ``sampler="global"``: ``DistributedSampler`` over all ranks of the store's
@@ -218,6 +219,15 @@ class _WindowView(torch.utils.data.Dataset):
         batch sampler's blocks) is computed once per epoch and moved to the device once;
         each batch is a slice of it and a gather there (no Python ints, no per-batch
         host-to-device copy; ``prefetch`` has nothing to read and is ignored).
+
+        ``direct=True`` (with the pipeline, i.e. the series in the store and a device):
+        windows that lie in memory this process maps (its own chunk, and node-local
+        members' chunks in shared memory) are copied to the device straight from the
+        store, page-locked in place on CUDA (:meth:`DDStore.device_views
+        <ddstore.DDStore.device_views>`): no host copy into staging; a batch with a
+        window read by MPI_Get goes through staging as without.  Experimental: the same
+        batches (tested on the CPU), its speed on a GPU not measured yet
+        (docs/index-batching.md).
         """
         from ..prefetch import PrefetchLoader, check_prefetch, prefetch_depth
         what = f"{self._what()}.loader"
@@ -230,6 +240,7 @@ class _WindowView(torch.utils.data.Dataset):
             raise DDStoreValueError(f"{what}: num_workers={num_workers!r}; the store is "
                                     f"MPI memory of this process, which DataLoader worker "
                                     f"processes cannot read: use num_workers=0")
+        direct = as_bool(direct, f"{what}: direct")
         ds = self._ds
         store = ds.store
         if device is not None:
@@ -241,6 +252,10 @@ class _WindowView(torch.utils.data.Dataset):
             raise DDStoreValueError(f"{what}: device={str(device)!r} but the series lives "
                                     f"on {ds.device} (resident='device'); allowed: "
                                     f"device=None or {str(ds.device)!r}")
+        if on_device and direct:
+            raise DDStoreValueError(f"{what}: direct=True but the series lives on "
+                                    f"{ds.device} (resident='device'): nothing is copied; "
+                                    f"allowed: direct=False")
         if sampler == "global":
             # DistributedSampler wants a Python int seed and bools (a numpy seed fails at
             # the first epoch; a float or a truthy string would be taken and fail late,
@@ -265,8 +280,13 @@ class _WindowView(torch.utils.data.Dataset):
         target = device if device is not None else ds.device
         if not on_device and (device is not None or target.type != "cpu"):
             from ..device import DevicePrefetcher
-            return DevicePrefetcher(_WindowBatches(self, smp, batches), target,
-                                    prefetch, store=store)
+            return DevicePrefetcher(
+                _WindowBatches(self, smp, batches, direct=target if direct else None),
+                target, prefetch, store=store)
+        if direct:
+            raise DDStoreValueError(f"{what}: direct=True copies windows from the store "
+                                    f"to a device: give device= (or a dataset on a "
+                                    f"device with the series in the store)")
         if smp is not None:
             loader = torch.utils.data.DataLoader(self, batch_size=batch_size, sampler=smp,
                                                  drop_last=False, collate_fn=batch_collate)
@@ -328,8 +348,9 @@ class _WindowBatches:
     ``next_into`` on its iterator, which reads a batch straight into staging (for
     :class:`ddstore.device.DevicePrefetcher`)."""
 
-    def __init__(self, view, sampler, batches):
+    def __init__(self, view, sampler, batches, direct=None):
         self.view, self.sampler, self.batch_sampler = view, sampler, batches
+        self.direct = direct  # the device windows are copied to straight from the store
 
     @property
     def dataset(self):
@@ -346,7 +367,8 @@ class _WindowBatches:
         """The batch of window ``indices`` (in the view), read into ``take`` if given."""
         v = self.view
         idx = _index_array(indices, len(v), v._what())
-        return v._ds._fetch(idx + v.start if v.start else idx, host=True, into=take)
+        return v._ds._fetch(idx + v.start if v.start else idx, host=True, into=take,
+                            direct=self.direct if take is not None else None)
 
 
 _ROWS_AT_ONCE = 1 << 16  # windows whose series rows the resident loader makes at once
@@ -947,7 +969,7 @@ class WindowDataset(_WindowView):
         rx = (starts[:, None] + ar[0]).reshape(-1)
         return rx, rx + self.horizon
 
-    def _fetch(self, starts, host=False, into=None, rows=None):
+    def _fetch(self, starts, host=False, into=None, rows=None, direct=None):
         """Windows with global ``starts`` -> ``(x, y)`` ``[B, h, nodes, features]``.
 
         ``starts``: int64 numpy array, or (series on the device) a tensor on the device.
@@ -955,11 +977,19 @@ class WindowDataset(_WindowView):
         copies them); ``into(numel, dtype)``: a 1-D CPU tensor to read them into.
         ``rows``: with the series on the device, the windows' rows as
         :meth:`_epoch_rows` gives them (the resident loader makes them once for a group
-        of batches), else None: made here."""
+        of batches), else None: made here.  ``direct``: with ``into``, the device the
+        pipeline copies to: when this process maps every window of the batch, ``x`` and
+        ``y`` are :class:`ddstore.device.DeviceRows` copied from the store's memory
+        where it lies (see :meth:`_direct`), else read into ``into`` as without."""
         if self._gone:
             raise DDStoreStateError(self._gone)
         h, B = self.horizon, len(starts)
         n, f = self.num_nodes, self.num_series_features
+        if direct is not None and into is not None and self._tf is None and \
+                self._dev_series is None:
+            xy = self._direct(starts, direct)
+            if xy is not None:
+                return xy
         if self._dev_series is not None:  # the series lives on the device
             s = self._dev_series
             rx, ry = rows if rows is not None else self._epoch_rows(
@@ -998,6 +1028,28 @@ class WindowDataset(_WindowView):
             x = torch.cat([x, tx], dim=-1)
             y = torch.cat([y, ty], dim=-1)
         return x, y
+
+    def _direct(self, starts, device):
+        """``(x, y)`` of windows ``starts`` as :class:`ddstore.device.DeviceRows` whose
+        pieces are the windows' rows in the store's memory (page-locked in place on
+        CUDA: :meth:`DDStore.device_views <ddstore.DDStore.device_views>`), one piece
+        per window and half; None when a window lies in a chunk this process does not
+        map (read by MPI_Get) or across two chunks (``halo=False``): the batch is then
+        read into staging."""
+        from ..device import DeviceRows
+        views = self.store.device_views(self.name, device)
+        rows = self.rows_of(starts)
+        offsets = self.layout["member_offset"]
+        member = np.searchsorted(offsets, rows, side="right") - 1
+        h = self.horizon
+        if any(views[m] is None for m in np.unique(member)) or \
+                np.any(rows + 2 * h > offsets[member + 1]):
+            return None
+        local = rows - offsets[member]
+        shape = (len(rows), h, self.num_nodes, self.num_series_features)
+        dst, nrows = np.arange(len(rows), dtype=np.int64) * h, np.full(len(rows), h)
+        return (DeviceRows(shape, self._tdtype, views, member, local, dst, nrows, 2),
+                DeviceRows(shape, self._tdtype, views, member, local + h, dst, nrows, 2))
 
     def _aranges(self, device):
         """``(arange(h), arange(h, 2h))`` on ``device``, made once."""

@@ -2,7 +2,10 @@
 through ``loader(device="cpu", prefetch=k)`` equal, byte for byte and in order, the plain
 loader's, at every width and both transports (so with reads by MPI_Get from the
 read-ahead thread over ``rma``), halo on and off (straddling windows read from two
-owners), for the global and the batch sampler; graph batches through
+owners), for the global and the batch sampler, with ``direct=True`` too (windows copied
+from the store's memory where this rank maps them: all of them at width 1 and, with a
+halo, over shared memory; staged otherwise) and ``device_views`` checked against the
+member's rows; graph batches through
 ``GraphDataset.loader(device="cpu", prefetch=k)`` likewise.
 
 Usage: timeout 240 mpiexec -n N python device_pipeline.py [WIDTHS|all]
@@ -15,7 +18,7 @@ import torch
 from _harness import check, each_store, rank, run_main, widths_from
 
 from ddstore import spatiotemporal as st
-from ddstore.device import DevicePrefetcher
+from ddstore.device import DevicePrefetcher, DeviceRows
 from ddstore.errors import DDStoreStateError, DDStoreValueError
 from ddstore.prefetch import prefetch
 
@@ -81,25 +84,54 @@ def main():
     series = np.random.default_rng(5).standard_normal((150, 7, 2)).astype(np.float32)
     from ddstore.graphs import GraphDataset, ising_dataset
     samples = [ising_dataset(16, size=3, seed=3)[i] for i in range(16)]
-    for store, tag, _ in each_store(widths):
+    made = [0]  # DeviceRows leaves made on the device (direct=True)
+    assemble = DeviceRows.assemble
+
+    def counted(self, *a, **kw):
+        made[0] += 1
+        return assemble(self, *a, **kw)
+    DeviceRows.assemble = counted
+    for store, tag, transport in each_store(widths):
         for halo in (True, False):
             ds = st.WindowDataset(store, f"s{int(halo)}", series, 4, halo=halo)
             train = ds.splits()[0]
             for kw in ({"sampler": "global", "seed": 1}, {"sampler": "batch", "seed": 2}):
-                for k in (0, 1, 3):
+                for k, direct in ((0, False), (1, False), (3, False), (0, True),
+                                  (3, True)):
                     plain = train.loader(6, **kw)
-                    piped = train.loader(6, device="cpu", prefetch=k, **kw)
+                    piped = train.loader(6, device="cpu", prefetch=k, direct=direct, **kw)
                     check(isinstance(piped, DevicePrefetcher), f"{tag}: {type(piped)}")
+                    what = f"{tag} halo={halo} {kw} k={k} direct={direct}"
                     for epoch in (0, 1):
                         st.set_epoch(plain, epoch)
                         st.set_epoch(piped, epoch)
                         want = [(x.clone(), y.clone()) for x, y in plain]
+                        made[0] = 0
                         got = list(piped)
                         check(len(got) == len(want) > 0,
-                              f"{tag} halo={halo} {kw} k={k}: {len(got)} != {len(want)}")
+                              f"{what}: {len(got)} != {len(want)}")
                         check(all(same(a, c) and same(b, d)
                                   for (a, b), (c, d) in zip(got, want)),
-                              f"{tag} halo={halo} {kw} k={k} epoch {epoch}: batches differ")
+                              f"{what} epoch {epoch}: batches differ")
+                        # every window mapped here (one rank's chunk, or the group's
+                        # in shared memory, whole windows with a halo): all direct
+                        every = store.width == 1 or (
+                            store.shm_peers == store.group_size - 1 and halo)
+                        want_made = 2 * len(got) if direct and every else None
+                        check(made[0] == want_made if want_made is not None else
+                              (made[0] <= 2 * len(got) and (direct or made[0] == 0)),
+                              f"{what}: {made[0]} direct leaves for {len(got)} batches")
+            views = store.device_views(ds.name, torch.device("cpu"))
+            lo, hi = store.local_rows(ds.name)
+            mine = views[store.group_rank]
+            check(mine is not None and mine.shape[0] == hi - lo and same(
+                mine, torch.from_numpy(store.get_range(ds.name, lo, hi - lo))),
+                f"{tag}: device_views' own chunk is not the member's rows")
+            mapped = store.shm_peers == store.group_size - 1  # every member, in shm
+            check(all((v is not None) == (mapped or m == store.group_rank)
+                      for m, v in enumerate(views)) and
+                  (transport == "auto" or not mapped or store.group_size == 1),
+                  f"{tag}: members mapped {[v is not None for v in views]}")
             store.remove(ds.name)
         gd = GraphDataset.from_samples(store, "g", samples, progress=False)
         sampler = torch.utils.data.DistributedSampler(gd, store.size, store.rank, seed=4)
