@@ -751,6 +751,17 @@ def test_cuda_pipeline_device(store, k):
     for (x, y), (xw, yw) in zip(piped, plain):
         assert x.is_cuda
         _same((x, y), (xw, yw))
+    # direct=True: the store's chunk page-locked in place, every batch's windows DMAed
+    # from it (by dds_copy_pieces where cudaMemcpyAsync is found: bench.device says)
+    direct = ds.loader(16, seed=2, prefetch=k, direct=True)
+    n = 0
+    for (x, y), (xw, yw) in zip(direct, plain):
+        assert x.is_cuda and y.is_cuda
+        _same((x, y), (xw, yw))
+        n += 1
+    assert n == len(plain) > 1
+    (view,) = store.device_views(ds.name, torch.device("cuda"))
+    assert view is not None and view.is_pinned()
     dev = st.WindowDataset.open(store, ds.name, device="cuda")
     assert dev.resident == "device" and dev._dev_series.is_cuda
     for (x, y), (xw, yw) in zip(dev.loader(16, seed=2), plain):

@@ -207,6 +207,9 @@ def main(argv=None, prog=None):
                      else pinned.new_ones(pinned.shape))
         step = _step_fn(device, a.step_ms)
         copy_threads = store.copy_threads
+        from ..device import copy_function
+        direct_by = ("dds_copy_pieces + cudaMemcpyAsync" if copy_function(device)
+                     else "torch copy_ per piece")
 
         def resident():
             for x, y in _take(dev.loader(B, seed=a.seed), nb):
@@ -285,7 +288,8 @@ def main(argv=None, prog=None):
     print(f"device {device} ({name}); series {T} x {n} x {f} float32, horizon {h}, batch "
           f"{B}, {nb} batches, window pair {bytes_pair / 1e3:.0f} KB, step {a.step_ms} ms, "
           f"prefetch {a.prefetch}, median of {a.repeat}, torch threads "
-          f"{torch.get_num_threads()}, store copy threads {copy_threads}")
+          f"{torch.get_num_threads()}, store copy threads {copy_threads}, direct copies "
+          f"by {direct_by}")
     print(f"{'measurement':<28}{'windows/s':>14}{'GB/s':>9}{'s':>9}  spread (s)")
     for r in rows:
         print(f"{r['name']:<28}{r['per_s']:>14,.0f}{r['gb_per_s']:>9.2f}{r['seconds']:>9.3f}"
@@ -293,7 +297,7 @@ def main(argv=None, prog=None):
     for k, v in ratios.items():
         print(f"ratio {k}: {v:.2f}")
     out = {"device": str(device.type), "device_name": name, "args": vars(a), "rows": rows,
-           "ratios": ratios, "copy_threads": copy_threads}
+           "ratios": ratios, "copy_threads": copy_threads, "direct_by": direct_by}
     write_report(out, report_path(a.out, "device", 1), a.seed)
     return 0
 
