@@ -53,7 +53,7 @@ class HostPins:
                     out.append(None if arr is None else torch.from_numpy(arr))
                     continue
                 t = torch.from_numpy(arr)
-                if cuda and not self._register(vid, name, m, t):
+                if cuda and not self._register(vid, name, m, t, device):
                     t = None
                 out.append(t)
             if cuda:
@@ -61,13 +61,14 @@ class HostPins:
             self._views[key] = out
             return out
 
-    def _register(self, vid, name, member, t):
+    def _register(self, vid, name, member, t, device):
         """Register tensor ``t`` (member ``member``'s chunk) with CUDA; False if refused."""
         import torch
         if vid in self._refused:
             return False
         ptr, nbytes = t.data_ptr(), t.numel() * t.element_size()
-        err = int(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, _PORTABLE))
+        with torch.cuda.device(device):  # no context made on device 0 by a thread
+            err = int(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, _PORTABLE))
         if err != 0:
             self._refused.add(vid)
             warnings.warn(f"variable {name!r}: CUDA did not page-lock member {member}'s "

@@ -170,11 +170,14 @@ class DeviceRows:
                 base = np.array([0 if s is None else s.data_ptr() for s in self.sources],
                                 dtype=np.uint64)
                 src = base[self.src_index] + (self.src_row * row).astype(np.uint64)
-                _core.copy_pieces(fn, out.data_ptr(), out.numel() * out.element_size(),
-                                  self.dst_row * row, src, self.nrows * row,
-                                  _HOST_TO_DEVICE,
-                                  torch.cuda.current_stream(out.device).cuda_stream
-                                  if cuda else 0)
+                # the runtime's current device in this thread is the buffer's (a thread
+                # starts on device 0; the stream belongs to the buffer's device)
+                with torch.cuda.device(out.device) if cuda else _nullcontext():
+                    _core.copy_pieces(fn, out.data_ptr(), out.numel() * out.element_size(),
+                                      self.dst_row * row, src, self.nrows * row,
+                                      _HOST_TO_DEVICE,
+                                      torch.cuda.current_stream(out.device).cuda_stream
+                                      if cuda else 0)
                 return out
             flat = out.view((math.prod(self.shape[:self.row_dims]),) +
                             self.shape[self.row_dims:])

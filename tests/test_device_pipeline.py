@@ -11,6 +11,7 @@ runtime); tests/mpi/device_pipeline.py on 2 and 3 ranks (every
 width, both transports); a smoke run of scripts/gpu_check.sh on the CPU (the
 benchmark python -m ddstore.bench.device at small sizes)."""
 import collections
+import contextlib
 import itertools
 import json
 import os
@@ -351,9 +352,11 @@ def test_device_views_page_locked_until_removed(store, monkeypatch):
     view's own address and size), and undoes it, after synchronising the device, before
     the variable is removed and before the store is freed; a refused registration gives
     None (the rows then go through staging) with a warning naming the variable."""
-    fake, syncs = _FakeCudart(), []
+    fake, syncs, current = _FakeCudart(), [], []
     monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: syncs.append(d))
+    monkeypatch.setattr(torch.cuda, "device",  # registered with the view's device current
+                        lambda d: current.append(d) or contextlib.nullcontext())
     cuda = torch.device("cuda", 0)
     name = f"v{next(_names)}"
     rows = np.arange(60, dtype=np.float64).reshape(20, 3)
@@ -361,7 +364,7 @@ def test_device_views_page_locked_until_removed(store, monkeypatch):
     (view,) = store.device_views(name, cuda)
     assert view.data_ptr() == store.local_view(name).ctypes.data
     assert torch.equal(view, torch.from_numpy(rows))
-    assert fake.registered == [(view.data_ptr(), rows.nbytes, 1)]
+    assert fake.registered == [(view.data_ptr(), rows.nbytes, 1)] and current == [cuda]
     assert store.device_views(name, cuda)[0] is view and len(fake.registered) == 1
     assert store.device_views(name, torch.device("cpu"))[0] is not None
     store.remove(name)
@@ -380,6 +383,7 @@ def test_device_views_unlocked_before_free(monkeypatch):
     fake = _FakeCudart()
     monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: None)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
     s = ddstore.DDStore(MPI.COMM_SELF, width=1)
     s.add("a", np.ones((4, 2), np.float32))
     s.add("b", np.zeros((5, 2), np.int64))
