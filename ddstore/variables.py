@@ -537,7 +537,9 @@ class Variables:
         layers that copy rows to a device without staging them (the window loader's
         ``direct=True``).  Valid until the variable is removed or the store freed: the
         page-locking is undone then, after the devices' work is done."""
+        from .device import check_device
         var = self.var(name)
+        device = check_device(device, f"device_views({name!r})")
         core, store = self.core, self.store
         members = (core.member_view(var.vid, m, var.dtype, var.row_shape)
                    for m in range(store.group_size))

@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -357,6 +358,8 @@ def test_device_views_page_locked_until_removed(store, monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: syncs.append(d))
     monkeypatch.setattr(torch.cuda, "device",  # registered with the view's device current
                         lambda d: current.append(d) or contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     cuda = torch.device("cuda", 0)
     name = f"v{next(_names)}"
     rows = np.arange(60, dtype=np.float64).reshape(20, 3)
@@ -366,7 +369,13 @@ def test_device_views_page_locked_until_removed(store, monkeypatch):
     assert torch.equal(view, torch.from_numpy(rows))
     assert fake.registered == [(view.data_ptr(), rows.nbytes, 1)] and current == [cuda]
     assert store.device_views(name, cuda)[0] is view and len(fake.registered) == 1
-    assert store.device_views(name, torch.device("cpu"))[0] is not None
+    assert store.device_views(name, "cpu")[0] is not None
+    for bad, what in [("tpu", "device='tpu' is not a torch device"),
+                      ("meta", "device='meta'; allowed: 'cpu', 'cuda' or 'cuda:N'")]:
+        with pytest.raises(DDStoreValueError, match=re.escape(what)):
+            store.device_views(name, bad)
+    with pytest.raises(DDStoreValueError, match="unknown variable 'nope'"):
+        store.device_views("nope", "cpu")
     store.remove(name)
     assert fake.unregistered == [view.data_ptr()] and syncs == [cuda]
     refusing = _FakeCudart(refuse=2)
@@ -384,10 +393,12 @@ def test_device_views_unlocked_before_free(monkeypatch):
     monkeypatch.setattr(torch.cuda, "cudart", lambda: fake)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: None)
     monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     s = ddstore.DDStore(MPI.COMM_SELF, width=1)
     s.add("a", np.ones((4, 2), np.float32))
     s.add("b", np.zeros((5, 2), np.int64))
-    ptrs = [s.device_views(n, torch.device("cuda"))[0].data_ptr() for n in ("a", "b")]
+    ptrs = [s.device_views(n, "cuda:0")[0].data_ptr() for n in ("a", "b")]
     s.free()
     assert sorted(fake.unregistered) == sorted(ptrs) == sorted(p for p, _, _ in
                                                                fake.registered)
