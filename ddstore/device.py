@@ -121,12 +121,12 @@ class DeviceRows:
     Seen as ``[rows, *shape[row_dims:]]`` (its first ``row_dims`` dimensions flattened),
     the leaf's rows ``[dst_row[i], dst_row[i] + nrows[i])`` are rows
     ``[src_row[i], src_row[i] + nrows[i])`` of ``sources[src_index[i]]`` (a contiguous
-    CPU tensor of such rows; None for one no piece reads) for each piece ``i`` (int64 arrays, one entry per piece);
-    together the pieces cover every row once.  The store's page-locked views
-    (:meth:`DDStore.device_views <ddstore.DDStore.device_views>`) make them DMAs, all of a
-    leaf issued by one call of the core (``dds_copy_pieces`` through the CUDA runtime's
-    ``cudaMemcpyAsync``, found where torch loaded it; torch's ``copy_`` one piece at a
-    time where it is not found, and on the CPU).
+    CPU tensor of such rows; None for one no piece reads) for each piece ``i`` (int64
+    arrays, one entry per piece); together the pieces cover every row once.  The store's
+    page-locked views (:meth:`DDStore.device_views <ddstore.DDStore.device_views>`) make
+    them DMAs, all of a leaf issued by one call of the core (``dds_copy_pieces`` through
+    the CUDA runtime's ``cudaMemcpyAsync``, found where torch loaded it; torch's
+    ``copy_`` one piece at a time where it is not found, and on the CPU).
 
     Only :class:`DevicePrefetcher` takes these (the loader of the store that makes them
     does so only for it): the copies run in its read-ahead thread, on its side stream.
