@@ -23,7 +23,10 @@ What happens to batch ``i``:
    per slot, **pinned** (page-locked) when the device is CUDA, allocated once and grown
    only when a batch is larger than any before (to 1.5x), never per batch.  There are
    ``k + 2`` slots, used in turn.  A loader that can read straight into staging (the
-   window loaders: ``read_ranges(..., out=)``) does so and the copy is skipped.
+   window loaders: ``read_ranges(..., out=)``) does so and the copy is skipped.  A
+   :class:`DeviceRows` leaf (the window loader's ``direct=True``) skips the staging
+   altogether: its rows are copied to a new device buffer right here, on the side
+   stream, from the store's memory page-locked in place.
 3. **Copy**: in the caller's thread, one copy per dtype from the slot to a new device
    buffer, ``non_blocking=True`` on a side ``torch.cuda.Stream``; an event is recorded
    after it.  With ``k >= 1`` batch ``i + 1`` is copied before batch ``i`` is returned,
