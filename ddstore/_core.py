@@ -3,6 +3,8 @@
 Nothing else in the package touches cffi.  Every C error code becomes a
 :class:`~ddstore.errors.DDStoreError` subclass carrying the core's message.
 """
+import operator
+
 import numpy as np
 
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
@@ -842,21 +844,51 @@ def mark_ids(bits, ids, nbits, mark=True):
 def copy_pieces(fn, dst, dst_bytes, dst_off, src, nbytes, kind, stream):
     """``dds_copy_pieces``: through ``fn`` (the address of a function with
     cudaMemcpyAsync's signature), copy ``nbytes[i]`` bytes from address ``src[i]`` to
-    ``dst + dst_off[i]`` for every ``i`` (int64 arrays; addresses as integers), ``kind``
-    and ``stream`` (an address, 0 the default stream) passed through; every piece is
-    checked against ``dst_bytes`` before any is issued.  Returns the pieces issued; a
-    piece out of range raises :class:`DDStoreIndexError`, a copy ``fn`` refuses
-    :class:`DDStoreValueError` (the pieces before it issued).  The GIL is released."""
-    dst_off = np.ascontiguousarray(dst_off, dtype=np.int64)
-    src = np.ascontiguousarray(src, dtype=np.uint64)
-    nbytes = np.ascontiguousarray(nbytes, dtype=np.int64)
+    ``dst + dst_off[i]`` for every ``i`` (1-D integer arrays of one length; addresses as
+    integers), ``kind`` and ``stream`` (an address, 0 the default stream) passed
+    through; every piece is checked against ``dst_bytes`` before any is issued.  Returns
+    the pieces issued; a piece out of range raises :class:`DDStoreIndexError`, a copy
+    ``fn`` refuses or an argument of another type or range :class:`DDStoreValueError`
+    (the pieces before a refused one issued).  The GIL is released."""
+    def address(v, what):
+        try:
+            v = operator.index(v)
+        except TypeError:
+            raise DDStoreValueError(f"copy_pieces: {what}={v!r:.60} is not an integer "
+                                    f"address") from None
+        if not 0 <= v < 1 << 64:
+            raise DDStoreValueError(f"copy_pieces: {what}={v}; allowed: [0, 2**64)")
+        return v
+
+    def ints(a, dtype, what):
+        a = np.asarray(a)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise DDStoreValueError(f"copy_pieces: {what} must be a 1-D integer array, "
+                                    f"got {a.dtype} of shape {a.shape}")
+        if a.size and dtype == np.uint64 and a.dtype.kind == "i" and a.min() < 0:
+            raise DDStoreValueError(f"copy_pieces: {what} holds a negative address")
+        if a.size and dtype == np.int64 and a.dtype == np.uint64 and a.max() >= 1 << 63:
+            raise DDStoreValueError(f"copy_pieces: {what} holds a value >= 2**63")
+        return np.ascontiguousarray(a, dtype=dtype)
+
+    fn, dst, stream = (address(v, w) for v, w in ((fn, "fn"), (dst, "dst"),
+                                                    (stream, "stream")))
+    dst_off = ints(dst_off, np.int64, "dst_off")
+    src = ints(src, np.uint64, "src")
+    nbytes = ints(nbytes, np.int64, "nbytes")
+    dst_bytes = operator.index(dst_bytes) if isinstance(dst_bytes, (int, np.integer)) \
+        else None
+    if dst_bytes is None or not -(1 << 63) <= dst_bytes < 1 << 63:
+        raise DDStoreValueError("copy_pieces: dst_bytes must be an int64")
+    if not isinstance(kind, (int, np.integer)) or not -(1 << 31) <= kind < 1 << 31:
+        raise DDStoreValueError(f"copy_pieces: kind={kind!r:.40} must be a C int")
     n = dst_off.shape[0]
     if src.shape[0] != n or nbytes.shape[0] != n:
         raise DDStoreValueError(f"copy_pieces: {n} offsets, {src.shape[0]} sources and "
                                 f"{nbytes.shape[0]} sizes; one of each per piece")
     issued = ffi.new("int64_t *")
     _local_check(lib.dds_copy_pieces(
-        int(fn), int(dst), int(dst_bytes), _i64(dst_off),
+        fn, dst, int(dst_bytes), _i64(dst_off),
         ffi.from_buffer("uintptr_t[]", src) if n else ffi.NULL, _i64(nbytes), n,
-        int(kind), int(stream), issued))
+        int(kind), stream, issued))
     return int(issued[0])

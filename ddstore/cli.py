@@ -176,13 +176,20 @@ def int_list(least):
     return convert
 
 
-def check_windows(parser, args):
+def check_windows(parser, args, split=(0.7, 0.1, 0.2)):
     """After ``parser.parse_args``: a series of ``args.steps`` time steps must hold a
     window of ``args.horizon`` steps and its target (``2 x horizon + 1`` steps at
-    least), else argparse's error naming both options (exit code 2)."""
+    least), and so must each part of ``split`` (the train / val / test ratios the
+    program's datasets use), else argparse's error naming the options (exit code 2)."""
     if args.steps < 2 * args.horizon + 1:
         parser.error(f"--steps {args.steps}: must be more than 2 x --horizon = "
                      f"{2 * args.horizon} (a window and its target)")
+    from .errors import DDStoreValueError
+    from .spatiotemporal.windows import split_ranges
+    try:
+        split_ranges(args.steps, args.horizon, split)
+    except DDStoreValueError as exc:
+        parser.error(f"--steps {args.steps} with --horizon {args.horizon}: {exc}")
 
 
 TRANSPORTS = tuple(_core.TRANSPORTS)  # what a store's transport= takes

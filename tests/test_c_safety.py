@@ -666,9 +666,26 @@ def test_copy_pieces_bounds_and_refusals():
                        ((0, out, 128, [0], [base], [8]), "null copy function"),
                        ((fn, 0, 128, [0], [base], [8]), "null destination"),
                        ((fn, out, -1, [0], [base], [8]), "destination of -1 bytes"),
-                       ((fn, out, 128, [0, 8], [base], [8]), "2 offsets, 1 sources")]:
+                       ((fn, out, 128, [0, 8], [base], [8]), "2 offsets, 1 sources"),
+                       # the arrays' kind, shape and range, the scalars' type and range
+                       ((fn, out, 128, [0, 8], np.zeros((2, 0), np.uint64), [8, 8]),
+                        "src must be a 1-D integer array, got uint64 of shape (2, 0)"),
+                       ((fn, out, 128, [0.5], [base], [8]), "dst_off must be a 1-D "
+                        "integer array, got float64"),
+                       ((fn, out, 128, 0, [base], [8]), "dst_off must be a 1-D"),
+                       ((fn, out, 128, [0], [-8], [8]), "src holds a negative address"),
+                       ((fn, out, 128, [0], [base], np.array([1 << 63], np.uint64)),
+                        "nbytes holds a value >= 2**63"),
+                       ((None, out, 128, [0], [base], [8]), "fn=None is not an integer"),
+                       ((fn, float(out), 128, [0], [base], [8]), "is not an integer"),
+                       ((fn, -1, 128, [0], [base], [8]), "dst=-1; allowed: [0, 2**64)"),
+                       ((fn, out, 1 << 64, [0], [base], [8]), "dst_bytes must be an int64"),
+                       ((fn, out, 128, [0], [base], ["a"]), "nbytes must be a 1-D")]:
         with pytest.raises(DDStoreValueError, match=re.escape(what)):
             _core.copy_pieces(*args, 1, 0)
+    for kind, stream in [(1 << 40, 0), (1, -1)]:
+        with pytest.raises(DDStoreValueError, match="kind=|stream=-1"):
+            _core.copy_pieces(fn, out, 128, [0], [base], [8], kind, stream)
     assert _core.copy_pieces(0, 0, 0, [], [], [], 1, 0) == 0  # no piece: nothing needed
     calls.clear()
     cb2, refusing = _fake_copy(calls, refuse_at=2)

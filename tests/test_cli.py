@@ -194,6 +194,10 @@ def test_demo_width_refused_once_under_mpiexec():
     ("bench-device", ["--device", "tpu"], "device='tpu' is not a torch device"),
     ("bench-device", ["--device", "cpu", "--steps", "5"], "--steps 5: must be more than 2 "
                                                           "x --horizon = 24"),
+    ("bench-device", ["--device", "cpu", "--steps", "100"],  # a window in every split
+     "--steps 100 with --horizon 12: split 'val' (ratio 0.1) gets time steps [70, 80)"),
+    ("bench-spatiotemporal", ["--steps", "30"], "--steps 30 with --horizon 12: split "
+                                                "'train' (ratio 0.7)"),
     ("bench-device", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
     ("bench-device", ["--step-ms", "-1"], "argument --step-ms: must be a number >= 0"),
     ("bench-device", ["--repeat", "0", "--prefetch", "-2"], "argument --repeat: must be an "
