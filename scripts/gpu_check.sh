@@ -65,13 +65,15 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "device_*.json"))):
     q = r["ratios"]
     rows.append((os.path.basename(path)[7:-5], r["device_name"], q["resident / gather"],
                  q["store pipeline / pinned copy"], q["store direct / pinned copy"],
-                 q["store plain / pinned copy"],
-                 q["epoch pipeline / steps alone"], q["epoch no pipeline / steps alone"]))
+                 q["store plain / pinned copy"], q["epoch pipeline / steps alone"],
+                 q["epoch direct / steps alone"], q["epoch no pipeline / steps alone"]))
 print(f"{'shape':<14}{'resident/gather':>16}{'store/pinned':>14}{'(direct)':>10}"
-      f"{'(plain)':>9}{'epoch/steps':>13}{'(plain)':>9}   device")
-print(f"{'target':<14}{'>= 0.9':>16}{'>= 0.5':>14}{'':>10}{'':>9}{'<= 1.1':>13}{'':>9}")
-for s, dev, a, b, b2, c, d, e in rows:
-    print(f"{s:<14}{a:>16.2f}{b:>14.2f}{b2:>10.2f}{c:>9.2f}{d:>13.2f}{e:>9.2f}   {dev}")
+      f"{'(plain)':>9}{'epoch/steps':>13}{'(direct)':>10}{'(plain)':>9}   device")
+print(f"{'target':<14}{'>= 0.9':>16}{'>= 0.5':>14}{'':>10}{'':>9}{'<= 1.1':>13}{'':>10}"
+      f"{'':>9}")
+for s, dev, a, b, b2, c, d, d2, e in rows:
+    print(f"{s:<14}{a:>16.2f}{b:>14.2f}{b2:>10.2f}{c:>9.2f}{d:>13.2f}{d2:>10.2f}"
+          f"{e:>9.2f}   {dev}")
 PYEOF
 examples=${GPU_CHECK_EXAMPLES:-$([ "$DEV" = cuda ] && echo 1 || echo 0)}
 left=$(( ${BUDGET_S:-470} - ($(date +%s) - start) ))

@@ -802,12 +802,13 @@ def test_gpu_check_script_smoke(tmp_path):
     assert names == ["resident windows", "torch gather", "store windows (pipeline)",
                      "store windows (direct)", "store windows (plain)", "pinned copy",
                      "epoch: steps alone",
-                     "epoch: pipeline k=2", "epoch: no pipeline"]
+                     "epoch: pipeline k=2", "epoch: direct k=2", "epoch: no pipeline"]
     for r in res["rows"]:
         assert r["per_s"] > 0 and r["seconds"] > 0 and len(r["runs"]) == 2, r
     assert set(res["ratios"]) == {"resident / gather", "store pipeline / pinned copy",
                                   "store direct / pinned copy", "store plain / pinned copy",
                                   "epoch pipeline / steps alone",
+                                  "epoch direct / steps alone",
                                   "epoch no pipeline / steps alone"}
     # the epoch with steps cannot be shorter than its steps (2 ms x 8 batches)
     assert res["ratios"]["epoch pipeline / steps alone"] > 0.9

@@ -23,8 +23,8 @@ measurement, ``--repeat`` runs of each (the median is reported, with the spread)
   the store's memory, page-locked in place on CUDA, with no host copy into staging).
 - ``epoch: ...``: a synthetic model step of ``--step-ms`` per batch (on CUDA a GPU
   sleep kernel, on CPU ``time.sleep``: both leave the host's cores to the loader), the
-  steps alone, then with the store windows through the pipeline (``prefetch=k``) and
-  without it (plain path).
+  steps alone, then with the store windows through the pipeline (``prefetch=k``), the
+  same with ``direct=True``, and without it (plain path).
 
 Prints a table and the ratios of issue 44's targets; writes ``--out`` (JSON).
 """
@@ -253,6 +253,8 @@ def main(argv=None, prog=None):
                  ("store windows (plain)", plain, True), ("pinned copy", copies, True),
                  ("epoch: steps alone", steps_alone, False),
                  (f"epoch: pipeline k={a.prefetch}", lambda: pipeline(work=step), False),
+                 (f"epoch: direct k={a.prefetch}",
+                  lambda: pipeline(work=step, direct=True), False),
                  ("epoch: no pipeline", lambda: plain(work=step), False)]
         for name, fn, _ in cases:  # warm-up (allocations, the first copies)
             if not name.startswith("epoch"):
@@ -280,6 +282,9 @@ def main(argv=None, prog=None):
             by["store windows (plain)"]["per_s"] / by["pinned copy"]["per_s"],
         "epoch pipeline / steps alone":
             by[f"epoch: pipeline k={a.prefetch}"]["seconds"] /
+            by["epoch: steps alone"]["seconds"],
+        "epoch direct / steps alone":
+            by[f"epoch: direct k={a.prefetch}"]["seconds"] /
             by["epoch: steps alone"]["seconds"],
         "epoch no pipeline / steps alone":
             by["epoch: no pipeline"]["seconds"] / by["epoch: steps alone"]["seconds"]}
