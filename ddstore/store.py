@@ -131,7 +131,9 @@ class DDStore:
             env = env_settings(progress)  # agreed: a rank serving otherwise hangs reads
             copy = copy_settings()  # local (a bad value is agreed as an error)
             shares = step.agree((memory, _collective.next_store_id()),
-                                same={"width": width, "transport": transport,
+                                same={"width": width,  # transport: named with its env
+                                      "transport (argument, else DDSTORE_TRANSPORT)":
+                                      transport,
                                       "data_nbytes": nbytes, **env})
             settings = [m for m, _ in shares]
             # the store's id: the same on every rank, named by a step out of step

@@ -274,8 +274,11 @@ class Variables:
                                     f" the variable has {var.row_shape}")
         if arr.dtype != var.dtype:
             if not np.can_cast(arr.dtype, var.dtype, "same_kind"):
-                raise DDStoreValueError(f"update {name!r}: dtype {arr.dtype} cannot be "
-                                        f"cast to the variable's dtype {var.dtype}")
+                raise DDStoreValueError(
+                    f"update {name!r}: dtype {arr.dtype} cannot be cast to the variable's "
+                    f"dtype {var.dtype}; allowed: rows of dtype {var.dtype} or of a dtype "
+                    f"numpy casts to it within its kind ('same_kind': e.g. int64 into "
+                    f"int8, float64 into float32, not float into int)")
             arr = _cast_in_range(arr, var.dtype, f"update {name!r}")
         offset = as_int(integer_scalar(offset), f"update {name!r}: offset")
         if offset < 0 or offset + arr.shape[0] > var.n_local:

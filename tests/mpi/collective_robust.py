@@ -354,6 +354,10 @@ def _(t):
     expect_error(DDStoreValueError, ["DDSTORE_SERVE_MIN_PIECES differs", "4096", "64"],
                  with_env, "DDSTORE_SERVE_MIN_PIECES", "64", [0],
                  what="DDSTORE_SERVE_MIN_PIECES=64", agree=True, agreed=True)
+    expect_error(DDStoreValueError, ["transport (argument, else DDSTORE_TRANSPORT) differs",
+                                     f"rank {LAST}: rma"],
+                 with_env, "DDSTORE_TRANSPORT", "rma", [LAST],
+                 what="DDSTORE_TRANSPORT=rma", agree=True, agreed=True)
     expect_error(DDStoreValueError, ["DDSTORE_PROGRESS differs", "off"],
                  with_env, "DDSTORE_PROGRESS", "off", [LAST],
                  what="DDSTORE_PROGRESS=off", agree=True, agreed=True)
