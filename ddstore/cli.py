@@ -10,7 +10,7 @@ import sys
 
 from . import _core
 
-__all__ = ["at_least", "int_list", "check_windows", "seed", "SEED_MAX", "output_dir",
+__all__ = ["at_least", "int_list", "seed", "SEED_MAX", "output_dir",
            "HelpFormatter", "check_width", "check_widths", "width_text", "widths_text",
            "transports_text", "TRANSPORTS", "report_dir", "report_target", "foreign_file",
            "REPORT_KEYS", "run_program"]
@@ -174,22 +174,6 @@ def int_list(least):
         return tuple(one(part.strip()) for part in text.split(","))
     convert.__name__ = "comma-separated integers"
     return convert
-
-
-def check_windows(parser, args, split=(0.7, 0.1, 0.2)):
-    """After ``parser.parse_args``: a series of ``args.steps`` time steps must hold a
-    window of ``args.horizon`` steps and its target (``2 x horizon + 1`` steps at
-    least), and so must each part of ``split`` (the train / val / test ratios the
-    program's datasets use), else argparse's error naming the options (exit code 2)."""
-    if args.steps < 2 * args.horizon + 1:
-        parser.error(f"--steps {args.steps}: must be more than 2 x --horizon = "
-                     f"{2 * args.horizon} (a window and its target)")
-    from .errors import DDStoreValueError
-    from .spatiotemporal.windows import split_ranges
-    try:
-        split_ranges(args.steps, args.horizon, split)
-    except DDStoreValueError as exc:
-        parser.error(f"--steps {args.steps} with --horizon {args.horizon}: {exc}")
 
 
 TRANSPORTS = tuple(_core.TRANSPORTS)  # what a store's transport= takes

@@ -25,7 +25,8 @@ from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
-           "ratio", "ratio_text", "rma_counts", "traffic", "traffic_text", "log", "Items"]
+           "ratio", "ratio_text", "rma_counts", "traffic", "traffic_text", "log", "Items",
+           "check_windows"]
 
 # the packages whose versions every report states (None: not installed)
 PACKAGES = ("numpy", "torch", "torch_geometric", "pyg_lib", "torch_sparse", "mpi4py")
@@ -68,6 +69,22 @@ class _Parser(ArgumentParser):
         if getattr(ns, "widths", None) is not None:
             check_widths(self, ns.widths)
         return ns
+
+
+def check_windows(parser, args, split=(0.7, 0.1, 0.2)):
+    """After ``parser.parse_args``: a series of ``args.steps`` time steps must hold a
+    window of ``args.horizon`` steps and its target (``2 x horizon + 1`` steps at
+    least), and so must each part of ``split`` (the train / val / test ratios the
+    program's datasets use), else argparse's error naming the options (exit code 2)."""
+    if args.steps < 2 * args.horizon + 1:
+        parser.error(f"--steps {args.steps}: must be more than 2 x --horizon = "
+                     f"{2 * args.horizon} (a window and its target)")
+    from ..errors import DDStoreValueError
+    from ..spatiotemporal.windows import split_ranges
+    try:
+        split_ranges(args.steps, args.horizon, split)
+    except DDStoreValueError as exc:
+        parser.error(f"--steps {args.steps} with --horizon {args.horizon}: {exc}")
 
 
 def report_path(out, name, ranks):

@@ -35,8 +35,8 @@ import time
 
 import torch
 
-from . import parser, report_path, write_report
-from ..cli import at_least, check_windows
+from . import check_windows, parser, report_path, write_report
+from ..cli import at_least
 from ..prefetch import MAX_PREFETCH
 
 

@@ -38,9 +38,9 @@ import time
 
 import numpy as np
 
-from ddstore.bench import parser, ratio, ratio_text, rma_counts, traffic, traffic_text, \
-    write_report
-from ddstore.cli import at_least, check_windows
+from ddstore.bench import check_windows, parser, ratio, ratio_text, rma_counts, traffic, \
+    traffic_text, write_report
+from ddstore.cli import at_least
 from ddstore.prefetch import MAX_PREFETCH
 
 MB = 1024.0 * 1024.0
