@@ -35,8 +35,8 @@ class HostPins:
 
     def views(self, vid, name, members, device):
         """``[tensor or None]`` per group member for variable ``vid`` (``name`` for
-        messages): ``members(m)`` is member ``m``'s numpy view, or None when this process
-        does not map it.  On a CUDA ``device`` each chunk is registered once; a chunk
+        messages): ``members`` yields each member's numpy view in turn, or None for one
+        this process does not map (consumed only the first time).  On a CUDA ``device`` each chunk is registered once; a chunk
         CUDA refuses gives None (a warning says why, once per variable)."""
         import torch
         cuda = device.type == "cuda"
@@ -103,8 +103,3 @@ class HostPins:
                     torch.cuda.cudart().cudaHostUnregister(p)
                 except Exception:  # noqa: BLE001 -- the process's end unpins it anyway
                     pass
-
-    @property
-    def registered(self):
-        """Number of chunks registered with CUDA now."""
-        return sum(len(p) for p in self._registered.values())
