@@ -14,6 +14,13 @@ fault, so:
   and raise (:class:`~ddstore.errors.DDStoreStateError`, ...), which reaches the caller
   in that batch's turn.
 
+A transaction that removes a variable sets it aside (hidden, kept until the commit,
+:mod:`ddstore._transaction`): a batch made ahead meanwhile reads it under its former
+name, as it was (:func:`ahead`, the fallback of the stores' name lookups) rather than
+fail by timing on some ranks; after the commit the name is unknown (the batches then
+raise, as after a removal), after a rollback it is the variable again.  The caller's own
+reads inside the transaction see it removed.
+
 One gate for the process: a loader does not say which store it reads, and unmapping is
 rare.  A batch may still start while an unmapping waits if another batch is being made
 (a :class:`~ddstore.device.DevicePrefetcher` with ``prefetch=0`` over a prefetching
@@ -28,9 +35,10 @@ import threading
 
 from ._collective import wait_bounded
 
-__all__ = ["reading", "unmapping"]
+__all__ = ["ahead", "reading", "unmapping"]
 
 _GATE = threading.Condition()
+_LOCAL = threading.local()  # .depth: batches this thread is making inside reading()
 # batches being made in read-ahead threads; unmapping calls open (the caller's thread)
 _STATE = {"reading": 0, "unmapping": 0}
 
@@ -42,12 +50,21 @@ def reading():
     with _GATE:
         _GATE.wait_for(lambda: not _STATE["unmapping"] or _STATE["reading"])
         _STATE["reading"] += 1
+    _LOCAL.depth = getattr(_LOCAL, "depth", 0) + 1
     try:
         yield
     finally:
+        _LOCAL.depth -= 1
         with _GATE:
             _STATE["reading"] -= 1
             _GATE.notify_all()
+
+
+def ahead():
+    """Whether this thread is making a batch ahead (inside :func:`reading`): its reads
+    resolve a variable that an open transaction set aside under its former name (see
+    the module docstring)."""
+    return getattr(_LOCAL, "depth", 0) > 0
 
 
 def _idle():

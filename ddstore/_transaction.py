@@ -113,6 +113,14 @@ class Journal:
             elif isinstance(e, _Aside) and e.aside == old:
                 e.aside = new
 
+    def aside_of(self, name):
+        """The hidden name under which variable (or record set) ``name`` is set aside
+        by an open transaction (the first such, when set aside several times), or None."""
+        for e in self.entries:
+            if isinstance(e, _Aside) and e.name == name:
+                return e.aside
+        return None
+
     def defers(self, name):
         """Whether a removal of ``name`` now sets it aside (see the module docstring):
         a transaction is open and the innermost one did not create it."""

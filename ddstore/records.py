@@ -15,6 +15,7 @@ import numpy as np
 
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
                       check_indices, integer_scalar)
+from ._readers import ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
 __all__ = ["Records", "RecordSet"]
@@ -198,6 +199,8 @@ class Records:
         :class:`DDStoreValueError` naming the known ones)."""
         self.store.check_alive()
         rec = self.table.get(name)
+        if rec is None and ahead():  # set aside by an open transaction: still readable
+            rec = self.table.get(self.variables.aside_of(name))
         if rec is None:
             if name in self.variables.table:
                 raise DDStoreValueError(f"variable {name!r} holds rows, not records: use "

@@ -175,7 +175,8 @@ class DDStore:
         self.group_comm = comm.Split(self.group, self.rank)
         # the components; what they create is announced through the one hook, records
         # are written through the one write (looked up when called: tests wrap them)
-        self._variables = Variables(self, self._core, lambda n: self._created(n))
+        self._variables = Variables(self, self._core, lambda n: self._created(n),
+                                    lambda n: self._journal.aside_of(n))
         self._records = Records(self, self._variables, lambda n: self._created(n),
                                 lambda *a: self._write_field(*a))
         self._annotations = Annotations(self)  # what layers record to reopen by name

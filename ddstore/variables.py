@@ -28,6 +28,7 @@ import numpy as np
 
 from . import _core
 from ._pins import HostPins
+from ._readers import ahead
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
                       check_free_names, check_indices, integer_scalar, is_int)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
@@ -94,10 +95,14 @@ def _cast_in_range(arr, dtype, what):
 
 class Variables:
     """The rows variables of ``store`` over its core handle ``core``; ``created(name)``
-    announces each new variable (the store's open transaction records it)."""
+    announces each new variable (the store's open transaction records it);
+    ``aside_of(name)``: the hidden name of variable (or record set) ``name`` set aside by
+    an open transaction, or None (what a read-ahead thread reads under the name:
+    :mod:`ddstore._readers`)."""
 
-    def __init__(self, store, core, created):
+    def __init__(self, store, core, created, aside_of=lambda name: None):
         self.store, self.core, self.created = store, core, created
+        self.aside_of = aside_of
         self.table = {}  # name -> Var
         self.pins = HostPins()  # chunks page-locked in place (device_views)
         self.read_range = core.range_reader()
@@ -113,6 +118,8 @@ class Variables:
                                     f"{type(name).__name__}: names are str); known: "
                                     f"{self.store.variables()}")
         var = self.table.get(name)
+        if var is None and ahead():  # set aside by an open transaction: still readable
+            var = self.table.get(self.aside_of(name))
         if var is None:
             others = sorted(n for n in self.store.variables() if n not in self.table)
             if name in others:  # a name the store holds that is not rows: records

@@ -741,7 +741,9 @@ test_device_pipeline_mpi = widths_program_test(
     doc="""tests/mpi/device_pipeline.py: window and graph batches through the pipeline
     (device="cpu", prefetch 0/1/3) equal the plain loaders' on 2 ranks (widths 1, 2) and
     3 ranks (widths 1, 3), transports auto and rma (reads by MPI_Get from the read-ahead
-    thread), halo on and off, global and batch samplers.""")
+    thread), halo on and off, global and batch samplers; a variable (rows or records)
+    removed under a read-ahead thread, freed, or set aside by a transaction that then
+    commits or rolls back.""")
 
 
 # ---------------------------------------------------------------------------- CUDA

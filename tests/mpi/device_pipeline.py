@@ -6,7 +6,8 @@ owners), for the global and the batch sampler, with ``direct=True`` too (windows
 from the store's memory where this rank maps them: all of them at width 1 and, with a
 halo, over shared memory; staged otherwise) and ``device_views`` checked against the
 member's rows; graph batches through
-``GraphDataset.loader(device="cpu", prefetch=k)`` likewise.
+``GraphDataset.loader(device="cpu", prefetch=k)`` likewise; a variable removed, the
+store freed, or a variable set aside by a transaction, under a read-ahead thread.
 
 Usage: timeout 240 mpiexec -n N python device_pipeline.py [WIDTHS|all]
 """
@@ -19,7 +20,7 @@ from _harness import check, each_store, rank, run_main, widths_from
 
 from ddstore import spatiotemporal as st
 from ddstore.device import DevicePrefetcher, DeviceRows
-from ddstore.errors import DDStoreStateError, DDStoreValueError
+from ddstore.errors import DDStoreError, DDStoreStateError, DDStoreValueError
 from ddstore.prefetch import prefetch
 
 
@@ -32,10 +33,15 @@ class BigReads:
     """Batches that are long reads of the store (every row of ``name``, 64 KiB each,
     most of them from other members): a read-ahead thread is inside one almost always."""
 
-    def __init__(self, store, name, n):
-        self.store, self.name, self.n = store, name, n
+    def __init__(self, store, name, n, records=False):
+        self.store, self.name, self.n, self.records = store, name, n, records
 
     def __iter__(self):
+        if self.records:  # record set of one-row records (key "x"): all of them
+            ids = np.arange(self.store.nrows(self.name))
+            for _ in range(self.n):
+                yield self.store.get_records_packed(self.name, ids)[0]["x"]
+            return
         rows = np.arange(self.store.nrows(self.name))
         for _ in range(self.n):
             yield self.store.get_batch(self.name, rows)
@@ -77,6 +83,52 @@ def unmapped_under_reads(store, tag, free):
               f"{error!r}")
         if free:
             return
+
+
+def set_aside_under_reads(store, tag):
+    """A transaction removes the variable a read-ahead loader reads mid-epoch (sets it
+    aside): the batches made ahead meanwhile read it as it was (they used to fail with
+    "unknown variable" on the ranks whose thread read then, by timing, even when the
+    transaction rolled back).  Rolled back: every batch of the epoch whole.  Committed:
+    the batches handed over are whole, then the iteration raises that it is gone.  Rows
+    variables and record sets alike."""
+    want = np.arange(store.group_size * 3 * 512, dtype=np.float64).reshape(-1, 512)
+    lo = store.group_rank * 3  # (each group of replicas holds every row)
+    for commit, records in ((False, False), (True, False), (False, True), (True, True)):
+        for pipe in (prefetch(BigReads(store, "big", 12, records), 2, store=store),
+                     DevicePrefetcher(BigReads(store, "big", 12, records), "cpu",
+                                      prefetch=2)):
+            if records:
+                store.add_records("big", [{"x": want[i:i + 1]} for i in range(lo, lo + 3)])
+            else:
+                store.add("big", want[lo:lo + 3])
+            it = iter(pipe)
+            got, error = [next(it)], None
+            try:
+                with store.transaction("replace"):
+                    store.remove("big")
+                    for _ in range(4):  # each taken lets the thread make one more
+                        got.append(next(it))
+                    if not commit:  # agreed by a step: the transaction rolls back
+                        with store.collective("fails here"):
+                            raise RuntimeError("roll back")
+            except DDStoreError as exc:
+                check(not commit and "roll back" in str(exc), f"{tag}: {exc!r}")
+            what = f"{tag} {type(pipe).__name__} commit={commit} records={records}"
+            check(("big" in store) != commit, f"{what}: 'big' in store: {'big' in store}")
+            try:
+                for batch in it:
+                    got.append(batch)
+            except Exception as exc:  # noqa: BLE001 -- its kind is the check
+                error = exc
+            whole = all(np.asarray(b).tobytes() == want.tobytes() for b in got)
+            check(whole and (len(got) == 12 if not commit else 5 <= len(got) < 12),
+                  f"{what}: {len(got)} batches, whole {whole}, {error!r}")
+            check((error is None) if not commit else (
+                isinstance(error, DDStoreValueError) and "'big'" in str(error)),
+                f"{what}: {error!r}")
+            if not commit:
+                store.remove("big")
 
 
 def main():
@@ -144,6 +196,7 @@ def main():
                 f"{tag} graphs k={k}: batches differ")
         store.remove("g")
         unmapped_under_reads(store, tag, free=False)
+        set_aside_under_reads(store, tag)
     for store, tag, _ in each_store(widths):
         unmapped_under_reads(store, tag, free=True)
     if rank == 0:
