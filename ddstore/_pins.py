@@ -18,9 +18,46 @@ nothing is registered: the logic of the layers that use them is tested that way.
 import threading
 import warnings
 
-__all__ = ["HostPins"]
+__all__ = ["HostPins", "clear_cuda_error", "cuda_runtime"]
 
 _PORTABLE = 1  # cudaHostRegisterPortable: page-locked for every CUDA context
+_RUNTIME = []  # [the CUDA runtime library torch loaded, as a ctypes handle], once found
+
+
+def cuda_runtime():
+    """The CUDA runtime library this process loaded (torch's ``libcudart``), as a ctypes
+    handle on that same instance, or None where it is not a shared library found in
+    ``/proc/self/maps`` (a CPU build, a statically linked runtime)."""
+    if not _RUNTIME:
+        import ctypes
+        try:
+            with open("/proc/self/maps") as f:
+                paths = sorted({line.split()[-1] for line in f if "libcudart.so" in line})
+        except OSError:
+            paths = []
+        for path in paths:
+            try:
+                _RUNTIME.append(ctypes.CDLL(path))  # already loaded: the same instance
+                break
+            except OSError:
+                continue
+        else:
+            return None  # looked for again next time (torch may load it later)
+    return _RUNTIME[0]
+
+
+def clear_cuda_error():
+    """Reset this thread's last error of the CUDA runtime (``cudaGetLastError``) after a
+    runtime call whose failure is handled here: the runtime keeps the last error per
+    thread, and torch checks it after each kernel it launches, so a refusal we answered
+    (a chunk staged instead of page-locked) would otherwise fail an unrelated later
+    kernel with our error."""
+    lib = cuda_runtime()
+    if lib is not None:
+        try:
+            lib.cudaGetLastError()
+        except AttributeError:  # not a runtime after all: nothing to reset
+            pass
 
 
 class HostPins:
@@ -70,6 +107,7 @@ class HostPins:
         with torch.cuda.device(device):  # no context made on device 0 by a thread
             err = int(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, _PORTABLE))
         if err != 0:
+            clear_cuda_error()  # handled here: no later kernel of torch's may fail with it
             self._refused.add(vid)
             warnings.warn(f"variable {name!r}: CUDA did not page-lock member {member}'s "
                           f"chunk ({nbytes} bytes) in place (cudaHostRegister error "

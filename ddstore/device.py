@@ -61,12 +61,14 @@ pins each batch and copies it on its own stream, without reading ahead or reusin
 buffers).
 """
 import copy
+import ctypes
 import math
 
 import numpy as np
 import torch
 
-from .errors import DDStoreValueError
+from ._pins import clear_cuda_error, cuda_runtime
+from .errors import DDStoreError, DDStoreValueError
 from .prefetch import WrappedLoader
 
 __all__ = ["DevicePrefetcher", "DeviceRows", "StagingPool", "StagedReads",
@@ -176,11 +178,15 @@ class DeviceRows:
                 # the runtime's current device in this thread is the buffer's (a thread
                 # starts on device 0; the stream belongs to the buffer's device)
                 with torch.cuda.device(out.device) if cuda else _nullcontext():
-                    _core.copy_pieces(fn, out.data_ptr(), out.numel() * out.element_size(),
-                                      self.dst_row * row, src, self.nrows * row,
-                                      _HOST_TO_DEVICE,
-                                      torch.cuda.current_stream(out.device).cuda_stream
-                                      if cuda else 0)
+                    try:
+                        _core.copy_pieces(
+                            fn, out.data_ptr(), out.numel() * out.element_size(),
+                            self.dst_row * row, src, self.nrows * row, _HOST_TO_DEVICE,
+                            torch.cuda.current_stream(out.device).cuda_stream
+                            if cuda else 0)
+                    except DDStoreError:
+                        clear_cuda_error()  # ours to report: no later kernel fails with it
+                        raise
                 return out
             flat = out.view((math.prod(self.shape[:self.row_dims]),) +
                             self.shape[self.row_dims:])
@@ -206,16 +212,12 @@ def copy_function(device):
 
 
 def _find_cuda_copy():
-    import ctypes
+    lib = cuda_runtime()
     try:
-        with open("/proc/self/maps") as f:
-            paths = sorted({line.split()[-1] for line in f if "libcudart.so" in line})
-        for path in paths:
-            lib = ctypes.CDLL(path)  # the library already loaded: the same instance
-            return ctypes.cast(lib.cudaMemcpyAsync, ctypes.c_void_p).value
-    except (OSError, AttributeError):
-        pass
-    return None
+        return None if lib is None else ctypes.cast(lib.cudaMemcpyAsync,
+                                                     ctypes.c_void_p).value
+    except AttributeError:
+        return None
 
 
 class _Slot:

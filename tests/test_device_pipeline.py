@@ -387,6 +387,53 @@ def test_device_views_page_locked_until_removed(store, monkeypatch):
     assert fake.unregistered == [view.data_ptr()]  # nothing more to undo
 
 
+class _FakeRuntime:
+    """The CUDA runtime library's handle (ddstore._pins.cuda_runtime) without a GPU:
+    counts the resets of the last error."""
+
+    def __init__(self):
+        self.resets = 0
+
+    def cudaGetLastError(self):
+        self.resets += 1
+        return 0
+
+
+def test_handled_cuda_errors_are_reset(store, monkeypatch):
+    """A CUDA runtime error we handle (a page-locking refused: staged instead; a copy
+    refused: raised as ours) is reset in the runtime (cudaGetLastError), so that torch's
+    check after its next kernel does not fail with it; without the runtime library
+    (this CPU build) nothing is looked up in vain."""
+    from ddstore import _pins, device as device_mod
+    from ddstore.device import DeviceRows
+    from test_c_safety import _fake_copy
+    if not torch.cuda.is_available():
+        assert _pins.cuda_runtime() is None and device_mod.copy_function(
+            torch.device("cuda", 0)) is None
+    runtime = _FakeRuntime()
+    monkeypatch.setattr(_pins, "_RUNTIME", [runtime])
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: _FakeCudart(refuse=2))
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    name = f"v{next(_names)}"
+    store.add(name, np.ones((6, 2), np.float32))
+    with pytest.warns(RuntimeWarning, match="error 2"):
+        assert store.device_views(name, "cuda:0") == [None]
+    assert runtime.resets == 1
+    store.remove(name)
+    calls = []
+    cb, refusing = _fake_copy(calls, refuse_at=1)
+    monkeypatch.setattr(device_mod, "copy_function", lambda device: refusing)
+    src = torch.arange(12, dtype=torch.float32).reshape(6, 2)
+    one = np.array([0, 3])
+    leaf = DeviceRows((6, 2), torch.float32, [src], np.zeros(2, np.int64), one, one,
+                      np.array([3, 3]))
+    with pytest.raises(DDStoreValueError, match="refused piece 1"):
+        leaf.assemble(torch.device("cpu"), None)
+    assert runtime.resets == 2 and len(calls) == 1
+
+
 def test_device_views_unlocked_before_free(monkeypatch):
     from mpi4py import MPI
     fake = _FakeCudart()
