@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from .errors import DDStoreIndexError, DDStoreValueError
+from .errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "check_free_names",
            "names_under", "aside_name", "is_aside", "STORABLE_KINDS", "STORABLE_NAMES",
@@ -217,6 +217,26 @@ def is_aside(name):
     """Whether ``name`` is such a hidden name (:func:`aside_name`)."""
     head, sep, k = name.rpartition(ASIDE)
     return bool(sep and head and k.isdigit())
+
+
+def shown_name(name):
+    """``name`` without the hidden suffixes of set-asides (:func:`aside_name`): the name
+    a user gave, for messages."""
+    while is_aside(name):
+        name = name.rpartition(ASIDE)[0]
+    return name
+
+
+def removed_error(kind, name):
+    """The error of a read through a handle (:meth:`DDStore.handle
+    <ddstore.DDStore.handle>`, what a dataset reads through) whose ``kind`` ("variable",
+    "records") ``name`` was removed since."""
+    name = shown_name(name)
+    return DDStoreStateError(
+        f"{kind} {name!r} was removed from the store: what was made to read it (a "
+        f"dataset, a loader, a handle from DDStore.handle) reads it no more; a {kind} "
+        f"added since under the name {name!r} is another one (make or open the reader "
+        f"again to read that one)")
 
 
 def names_under(name, variables):

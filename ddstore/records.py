@@ -14,7 +14,7 @@ public methods and attributes (``collective``, ``transaction``, ``check_alive``,
 import numpy as np
 
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
-                      check_indices, integer_scalar)
+                      check_indices, integer_scalar, removed_error)
 from ._readers import ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
@@ -31,6 +31,9 @@ class RecordSet:
         self.name, self.keys, self.fields = name, keys, fields
         self.offsets, self.nrecords = offsets, offsets.shape[0] - 1
         self.start, self.n_local = start, n_local
+
+    def __repr__(self):  # a handle (DDStore.handle) stands for its name in messages
+        return repr(self.name)
 
 
 class Records:
@@ -198,6 +201,10 @@ class Records:
         """Record set ``name``, checked: the store alive, the name a record set (else a
         :class:`DDStoreValueError` naming the known ones)."""
         self.store.check_alive()
+        if type(name) is RecordSet:  # a handle (DDStore.handle): that set, or refused
+            if self.table.get(name.name) is name:
+                return name
+            raise removed_error("record set", name.name)
         rec = self.table.get(name)
         if rec is None and ahead():  # set aside by an open transaction: still readable
             rec = self.table.get(self.variables.aside_of(name))
@@ -259,10 +266,13 @@ class Records:
     def get_record(self, name, index):
         """Local: record ``index`` as a dict ``{key: array}`` (one read per key, no index
         arrays: the per-sample path)."""
-        try:
-            rec = self.table[name]
-        except (KeyError, TypeError):
-            rec = self.rec(name)  # raises: unknown name, rows variable, freed store
+        if type(name) is RecordSet and self.table.get(name.name) is name:
+            rec = name  # a live handle
+        else:
+            try:
+                rec = self.table[name]
+            except (KeyError, TypeError):
+                rec = self.rec(name)  # raises: unknown name, rows variable, freed store
         if type(index) is not int:
             index = as_int(integer_scalar(index), f"get_record {name!r}: index")
         if not 0 <= index < rec.nrecords:

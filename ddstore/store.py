@@ -38,7 +38,7 @@ from .checkpoint import BLOCK_BYTES, Checkpoints
 from .errors import DDStoreStateError, DDStoreValueError
 from .memory import (MEMORY_BUDGET_FRACTION, available_memory, decide_width,
                      memory_settings)
-from .records import Records
+from .records import Records, RecordSet
 from .settings import (PROGRESS_US, SERVE_MIN_PIECES, copy_settings,  # noqa: F401
                        env_settings, progress_interval, serve_settings, store_settings,
                        store_width)
@@ -516,18 +516,29 @@ class DDStore:
     # ------------------------------------------------------------------ inspection
     def nrows(self, name):
         """Global rows of a variable, or number of records of a records variable."""
-        self.check_alive()
-        if isinstance(name, str) and name in self._records.table:
-            return self._records.table[name].nrecords
+        if self._is_records(name):
+            return self._records.rec(name).nrecords
         return self._variables.var(name).nrows
 
     def local_rows(self, name):
         """This rank's rows (or records) of ``name``: its ``(start, stop)`` in the group."""
-        self.check_alive()
-        if isinstance(name, str) and name in self._records.table:
-            rec = self._records.table[name]
+        if self._is_records(name):
+            rec = self._records.rec(name)
             return rec.start, rec.start + rec.n_local
         return self._variables.local_rows(name, self.group_rank)
+
+    def _is_records(self, name):
+        return type(name) is RecordSet or (isinstance(name, str) and
+                                           name in self._records.table)
+
+    def handle(self, name):
+        """Local: a handle on variable (or record set) ``name``, usable in place of the
+        name in every local read and inspection; bound to the variable, not the name:
+        once the variable is removed, reads through it raise a DDStoreStateError, even
+        if another of that name was added since (docs/store.md)."""
+        if self._is_records(name):
+            return self._records.rec(name)
+        return self._variables.var(name)
 
     @_documented_by(Variables.chunk_offsets)
     def chunk_offsets(self, name):

@@ -30,7 +30,8 @@ from . import _core
 from ._pins import HostPins
 from ._readers import ahead
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
-                      check_free_names, check_indices, integer_scalar, is_int)
+                      check_free_names, check_indices, integer_scalar, is_int,
+                      removed_error)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
@@ -50,6 +51,9 @@ class Var:
         self.name, self.vid, self.dtype = name, vid, dtype
         self.row_shape, self.n_local, self.nrows = row_shape, n_local, nrows
         self.mapped = None
+
+    def __repr__(self):  # a handle (DDStore.handle) stands for its name in messages
+        return repr(self.name)
 
 
 class PrefaultThread(threading.Thread):
@@ -113,6 +117,10 @@ class Variables:
         """The variable ``name``, checked: the store alive, the name a rows variable
         (else a :class:`DDStoreValueError` naming the known ones)."""
         self.store.check_alive()
+        if type(name) is Var:  # a handle (DDStore.handle): that variable, or refused
+            if self.table.get(name.name) is name:
+                return name
+            raise removed_error("variable", name.name)
         if not isinstance(name, str):  # a list is unhashable: named, not a TypeError
             raise DDStoreValueError(f"unknown variable {name!r:.80} (a "
                                     f"{type(name).__name__}: names are str); known: "
@@ -130,7 +138,10 @@ class Variables:
         return var
 
     def lookup(self, name):
-        """The variable's metadata: one dict lookup on the hot path, messages otherwise."""
+        """The variable's metadata: one dict lookup on the hot path, messages otherwise
+        (and handles, :meth:`var`)."""
+        if type(name) is Var and self.table.get(name.name) is name:
+            return name  # a live handle, without an exception's cost
         try:
             return self.table[name]
         except (KeyError, TypeError):
@@ -320,10 +331,13 @@ class Variables:
         returns ``out`` (a C-contiguous writable array of the row's shape and dtype), which
         allocates nothing.  ``index`` must be an integer in ``[0, nrows)``.
         """
-        try:
-            var = self.table[name]
-        except (KeyError, TypeError):
-            var = self.var(name)  # raises: unknown name, records, freed store
+        if type(name) is Var and self.table.get(name.name) is name:
+            var = name  # a live handle
+        else:
+            try:
+                var = self.table[name]
+            except (KeyError, TypeError):
+                var = self.var(name)  # raises: unknown name, records, freed store
         if type(index) is not int:  # numpy ints (as fast as ints), 0-d integer tensors
             index = int(index) if isinstance(index, np.integer) else \
                 as_int(integer_scalar(index), f"get {name!r}: index")
@@ -375,10 +389,13 @@ class Variables:
         be a C-contiguous writable array of the right dtype and shape; it is filled and
         returned.
         """
-        try:
-            var = self.table[name]
-        except (KeyError, TypeError):
-            var = self.var(name)  # raises: unknown name, records, freed store
+        if type(name) is Var and self.table.get(name.name) is name:
+            var = name  # a live handle
+        else:
+            try:
+                var = self.table[name]
+            except (KeyError, TypeError):
+                var = self.var(name)  # raises: unknown name, records, freed store
         # a short list of Python ints (what per-sample code passes) goes to the core as
         # it is; anything else becomes an int64 array first
         t = type(indices)

@@ -463,3 +463,95 @@ def test_objects_built_in_a_rolled_back_transaction_refuse_to_read(store, reside
     x, y = next(iter(again.loader(20, shuffle=False)))
     assert x.numpy().tobytes() == np.stack([series[s:s + 2] for s in range(17)]).tobytes()
     assert y.numpy().tobytes() == np.stack([series[s + 2:s + 4] for s in range(17)]).tobytes()
+
+
+# ---------------------------------------------------------------------------- handles
+def test_handle_is_bound_to_the_variable_not_the_name(store):
+    """DDStore.handle: every local read and inspection takes it in place of the name
+    and gives what the name gives; removed, the variable is refused through it (a
+    DDStoreStateError naming it), also once another was added under the name; set
+    aside by an open transaction it still reads the variable, after a rollback too,
+    and after the commit it is refused.  Rows and record sets alike."""
+    rows = np.arange(24, dtype=np.float64).reshape(12, 2)
+    store.add("a", rows)
+    store.add_records("r", [{"x": np.full((i + 1, 3), i, np.int32)} for i in range(4)])
+    a, r = store.handle("a"), store.handle("r")
+    assert repr(a) == "'a'" and repr(r) == "'r'"
+    assert store.get(a, 3).tobytes() == rows[3].tobytes()
+    assert store.get_batch(a, [5, 0, 5]).tobytes() == rows[[5, 0, 5]].tobytes()
+    assert store.get_range(a, 2, 7).tobytes() == rows[2:9].tobytes()
+    assert store.read_ranges(a, [1, 8], [2, 3]).tobytes() == \
+        rows[[1, 2, 8, 9, 10]].tobytes()
+    got = store.get_many([(a, [11]), ("a", [0])])
+    assert got[0].tobytes() == rows[[11]].tobytes() and got[1].tobytes() == \
+        rows[[0]].tobytes()
+    for fn in ("nrows", "local_rows", "chunk_offsets", "dtype", "row_shape"):
+        assert np.array_equal(getattr(store, fn)(a), getattr(store, fn)("a")), fn
+    assert store.local_view(a).tobytes() == store.local_view("a").tobytes()
+    assert store.device_views(a, "cpu")[0].numpy().tobytes() == rows.tobytes()
+    for fn in ("nrows", "local_rows", "record_schema"):
+        assert getattr(store, fn)(r) == getattr(store, fn)("r"), fn
+    assert store.get_record(r, 2)["x"].tobytes() == np.full((3, 3), 2, np.int32).tobytes()
+    assert [g["x"].shape[0] for g in store.get_records(r, [3, 0])] == [4, 1]
+    assert store.get_records_packed(r, [1, 2])[1]["x"].tolist() == [2, 3]
+    assert store.record_sizes(r, [0, 3])["x"].tolist() == [1, 4]
+    with pytest.raises(DDStoreValueError, match="bad input"):
+        with store.transaction("set aside, rolled back"):  # removed inside: still read
+            store.remove("a", "r")
+            assert "a" not in store and store.get(a, 1).tobytes() == rows[1].tobytes()
+            assert store.get_record(r, 0)["x"].shape == (1, 3)
+            store.add("a", np.zeros((2, 1)))  # another 'a': the handle is not it
+            assert store.get(a, 1).tobytes() == rows[1].tobytes()
+            fail_in_step(store)
+    assert store.get(a, 4).tobytes() == rows[4].tobytes()  # back: read as before
+    assert store.get_record(r, 3)["x"].shape == (4, 3)
+    with store.transaction("committed"):
+        store.remove("a", "r")
+        store.add("a", -rows)
+        store.add_records("r", [{"x": np.zeros((1, 3), np.int32)}])
+    for call in (lambda: store.get(a, 0), lambda: store.get_batch(a, [0]),
+                 lambda: store.get_range(a, 0, 1), lambda: store.nrows(a),
+                 lambda: store.read_ranges(a, [0], [1]), lambda: store.get_many([(a, [0])]),
+                 lambda: store.device_views(a, "cpu"), lambda: store.local_rows(a)):
+        with pytest.raises(DDStoreStateError, match="variable 'a' was removed from the "
+                                                    "store.*added since under the name"):
+            call()
+    for call in (lambda: store.get_record(r, 0), lambda: store.get_records(r, [0]),
+                 lambda: store.nrows(r), lambda: store.get_records_packed(r, [0])):
+        with pytest.raises(DDStoreStateError, match="record set 'r' was removed"):
+            call()
+    assert store.get("a", 0).tobytes() == (-rows[0]).tobytes()  # the name: the new one
+    assert store.handle("a") is not a
+    with pytest.raises(DDStoreValueError, match="unknown variable 'nope'"):
+        store.handle("nope")
+    store.remove("a", "r")
+
+
+def test_datasets_read_their_own_data_not_a_name_reused(store):
+    """A window dataset and a graph dataset read the series / records they were built
+    on: removed, and another added under the name, reading (an item, a batch, a loader
+    with and without read-ahead) raises that it was removed instead of cutting the new
+    rows with the old layout."""
+    import torch
+    from ddstore import spatiotemporal as st
+    from ddstore.graphs import GraphDataset, ising_dataset
+    series = np.arange(160, dtype=np.float32).reshape(40, 2, 2)
+    ds = st.WindowDataset(store, "s", series, 2, standardize=False)
+    train = ds.splits()[0]
+    loaders = [train.loader(4, shuffle=False), train.loader(4, shuffle=False, prefetch=2),
+               train.loader(4, shuffle=False, device="cpu", prefetch=2)]
+    samples = [ising_dataset(4, size=3, seed=1)[i] for i in range(4)]
+    gd = GraphDataset.from_samples(store, "g", samples, progress=False)
+    assert torch.equal(gd[1].x, samples[1].x)
+    store.remove("s", "g")
+    store.add("s", -series.reshape(40, 4))
+    store.add_records("g", [{"x": np.zeros((1, 1), np.float32)}])
+    for read in [lambda: ds[0], lambda: train.__getitems__([0, 1])] + [
+            (lambda lo=lo: next(iter(lo))) for lo in loaders]:
+        with pytest.raises(DDStoreStateError, match="variable 's' was removed"):
+            read()
+    for read in (lambda: gd[0], lambda: gd.get_batch([0, 1]),
+                 lambda: next(iter(gd.loader(2)))):
+        with pytest.raises(DDStoreStateError, match="record set 'g' was removed"):
+            read()
+    store.remove("s", "g")

@@ -79,6 +79,9 @@ class GraphDataset(torch.utils.data.Dataset):
     def __init__(self, store, name, layout, nsamples):
         self.store = store
         self.name = name
+        # read through a handle: bound to these records, not to the name (removed and
+        # others added under the name: refused, not read as these)
+        self._records = store.handle(name)
         self.layout = layout
         self._n = int(nsamples)
 
@@ -212,12 +215,12 @@ class GraphDataset(torch.utils.data.Dataset):
             raise DDStoreIndexError(f"graphs {self.name!r}: index {index} out of range "
                                     f"[{-self._n}, {self._n})")
         index = int(index) % self._n
-        return self.layout.to_data(self.store.get_record(self.name, index))
+        return self.layout.to_data(self.store.get_record(self._records, index))
 
     def records(self, indices):
         """Local: the raw stored records (dicts of arrays) of ``indices``."""
         self._check_process()
-        packed, sizes = self.store.get_records_packed(self.name, self._indices(indices))
+        packed, sizes = self.store.get_records_packed(self._records, self._indices(indices))
         return self.layout.split_packed(packed, sizes)
 
     def __getitems__(self, indices):
@@ -227,7 +230,7 @@ class GraphDataset(torch.utils.data.Dataset):
         idx = self._indices(indices)
         if not len(idx):
             return []
-        packed, sizes = self.store.get_records_packed(self.name, idx)
+        packed, sizes = self.store.get_records_packed(self._records, idx)
         return self.layout.to_data_list(packed, sizes)
 
     def get_batch(self, indices):
@@ -245,7 +248,7 @@ class GraphDataset(torch.utils.data.Dataset):
             raise DDStoreValueError(f"graphs {self.name!r}: get_batch needs at least one "
                                     f"index")
         alloc = None if take is None else functools.partial(_staged_array, take)
-        packed, sizes = self.store.get_records_packed(self.name, idx, alloc)
+        packed, sizes = self.store.get_records_packed(self._records, idx, alloc)
         return collate_records(self.layout, packed, sizes)
 
     def loader(self, batch_size, sampler=None, shuffle=False, drop_last=False,

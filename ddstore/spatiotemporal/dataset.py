@@ -684,6 +684,7 @@ class WindowDataset(_WindowView):
         meta, arr = ann.meta, ann.arrays
         T, n, f = (int(v) for v in meta["shape"])
         self.store, self.name, self.shape = store, name, (T, n, f)
+        self._series = store.handle(name)  # (see _load)
         self.horizon, self.num_steps, self.num_nodes = int(meta["horizon"]), T, n
         self.num_series_features = f
         self.overlap, self.per_node = bool(meta["overlap"]), bool(meta["per_node"])
@@ -870,6 +871,9 @@ class WindowDataset(_WindowView):
         g = store.group_rank
         # pass 2: own pieces (+ halo) -> store, standardised, one after the other
         store.init(self.name, sum(c for _, _, c in pieces), (n, f), self.dtype)
+        # read through a handle: bound to this series, not to the name (a series
+        # removed and another added under the name is refused, not read as this one)
+        self._series = store.handle(self.name)
         blocks, row = [], 0  # (first step, stop, local row of the first step)
         for lo, _, stored in pieces:
             blocks += [(a, min(lo + stored, a + chunk), row + a - lo)
@@ -948,7 +952,7 @@ class WindowDataset(_WindowView):
         if self.halo:
             g = bisect.bisect_right(self._hi, start)
             row = self._offset[g] + start - self._lo[g]
-        buf = self.store.get_range(self.name, row, 2 * h)
+        buf = self.store.get_range(self._series, row, 2 * h)
         x, y = torch.from_numpy(buf[:h]), torch.from_numpy(buf[h:])
         if self.device.type != "cpu":
             x = x.to(self.device, non_blocking=True)
@@ -1003,12 +1007,12 @@ class WindowDataset(_WindowView):
                 counts = self._counts[B] = np.full(2 * B, h, dtype=np.int64)
             if into is not None:
                 flat = into(2 * B * h * n * f, self._tdtype)
-                self.store.read_ranges(self.name, np.concatenate((rows, rows + h)), counts,
+                self.store.read_ranges(self._series, np.concatenate((rows, rows + h)), counts,
                                        out=flat.numpy().reshape(2 * B * h, n, f))
                 xy = flat.view(2, B, h, n, f)
                 x, y = xy[0], xy[1]
             else:
-                buf = self.store.read_ranges(self.name, np.concatenate((rows, rows + h)),
+                buf = self.store.read_ranges(self._series, np.concatenate((rows, rows + h)),
                                              counts).reshape(2, B, h, n, f)
                 x, y = torch.from_numpy(buf[0]), torch.from_numpy(buf[1])
             if self.device.type != "cpu" and not host:
@@ -1037,7 +1041,7 @@ class WindowDataset(_WindowView):
         map (read by MPI_Get) or across two chunks (``halo=False``): the batch is then
         read into staging."""
         from ..device import DeviceRows
-        views = self.store.device_views(self.name, device)
+        views = self.store.device_views(self._series, device)
         rows = self.rows_of(starts)
         offsets = self.layout["member_offset"]
         member = np.searchsorted(offsets, rows, side="right") - 1
