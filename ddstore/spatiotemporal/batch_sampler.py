@@ -5,6 +5,17 @@ import torch
 from ..errors import DDStoreValueError
 from .._checks import as_bool, as_int, as_seed, is_int
 
+
+def agree_epoch(store, what, epoch):
+    """Collective: ``epoch`` checked (an integer >= 0) and agreed on every rank of
+    ``store`` by one step (``what.set_epoch``); returns it as an int.  Samplers that split
+    windows over the ranks draw every rank's share from one permutation per epoch, so
+    ranks in different epochs would skip some windows and repeat others."""
+    with store.collective(f"{what}.set_epoch") as step:
+        epoch = as_int(epoch, "set_epoch: epoch", 0)
+        step.agree(same={"epoch": epoch})
+    return epoch
+
 __all__ = ["BatchShuffleSampler", "assign_blocks"]
 
 
@@ -139,9 +150,22 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
                             if width > 1 else np.zeros(len(blocks), dtype=np.int64))
         self.epoch = 0
 
+    @property
+    def agrees_epoch(self):
+        """Whether :meth:`set_epoch` is collective: this sampler spans the store's ranks
+        as this rank (the default ``num_replicas`` and ``rank``)."""
+        store = self.split.dataset.store
+        return self.num_replicas == store.size and self.rank == store.rank
+
     def set_epoch(self, epoch):
-        """Shuffle differently in epoch ``epoch`` (same on every rank)."""
-        self.epoch = as_int(epoch, "set_epoch: epoch", 0)
+        """Shuffle differently in epoch ``epoch``, the same on every rank: collective
+        where the sampler spans the store's ranks (:attr:`agrees_epoch`; an epoch that
+        differs, or is bad on one rank, raises on every rank), else local."""
+        if self.agrees_epoch:
+            self.epoch = agree_epoch(self.split.dataset.store, "BatchShuffleSampler",
+                                     epoch)
+        else:
+            self.epoch = as_int(epoch, "set_epoch: epoch", 0)
 
     def rank_blocks(self, rank=None):
         """Block ids (into :attr:`blocks`) that ``rank`` gets this epoch, in order."""

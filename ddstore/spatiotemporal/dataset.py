@@ -13,6 +13,7 @@ from .._checks import (as_bool, as_dtype, as_indices, as_int, check_indices, int
 from .._fingerprint import fingerprint, same_data
 from ..sources.base import check_same_files
 from ..sources.series import Series, from_arrays
+from .batch_sampler import agree_epoch
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
 
@@ -113,11 +114,32 @@ def batch_collate(batch):
 
 def set_epoch(loader, epoch):
     """Call ``set_epoch`` on a DataLoader's sampler and batch sampler, where they have it
-    (and on the sampler a batch sampler wraps: :func:`ddstore.prefetch.epoch_samplers`)."""
+    (and on the sampler a batch sampler wraps: :func:`ddstore.prefetch.epoch_samplers`).
+    Collective for the window loaders' samplers (they split the windows over the ranks:
+    the epoch is checked to be the same on every rank)."""
     from ..prefetch import epoch_samplers
-    epoch = as_int(epoch, "set_epoch: epoch", 0)  # as BatchShuffleSampler.set_epoch
-    for s in epoch_samplers(loader):
+    samplers = epoch_samplers(loader)
+    ours = [s for s in samplers if getattr(s, "agrees_epoch", False)]
+    for s in ours:  # first: a bad epoch raises alike on every rank
         s.set_epoch(epoch)
+    epoch = as_int(epoch, "set_epoch: epoch", 0)  # as BatchShuffleSampler.set_epoch
+    for s in samplers:
+        if not any(s is o for o in ours):
+            s.set_epoch(epoch)
+
+
+class _RanksSampler(torch.utils.data.DistributedSampler):
+    """The window loader's ``DistributedSampler`` over the store's ranks: the same
+    order, and a collective :meth:`set_epoch` (the epoch agreed on every rank)."""
+    agrees_epoch = True
+
+    def __init__(self, view, **kwargs):
+        store = view.dataset.store
+        super().__init__(view, num_replicas=store.size, rank=store.rank, **kwargs)
+        self._store, self._what = store, view._what()
+
+    def set_epoch(self, epoch):
+        super().set_epoch(agree_epoch(self._store, self._what, epoch))
 
 
 def _torch_dtype(dtype):
@@ -228,7 +250,26 @@ class _WindowView(torch.utils.data.Dataset):
         window read by MPI_Get goes through staging as without.  Experimental: the same
         batches (tested on the CPU), its speed on a GPU not measured yet
         (docs/index-batching.md).
+
+        Collective: the samplers split the windows over all ranks, so every rank makes
+        its loader alike: ``batch_size``, ``sampler``, ``shuffle``, ``seed``,
+        ``drop_last`` and ``local`` are checked to be the same on every rank (a
+        difference, or a bad argument on one rank, raises on every rank naming them);
+        ``prefetch``, ``device`` and ``direct`` are this rank's own.
         """
+        with self._ds.store.collective(f"{self._what()}.loader") as step:
+            out, smp = self._loader(batch_size, sampler, shuffle, seed, drop_last, local,
+                                    prefetch, num_workers, device, direct)
+            step.agree(same={"batch_size": int(batch_size), "sampler": sampler, **{
+                k: getattr(smp, k) for k in ("shuffle", "seed", "drop_last", "local")
+                if hasattr(smp, k)}})
+        return out
+
+    def _loader(self, batch_size, sampler, shuffle, seed, drop_last, local, prefetch,
+                num_workers, device, direct):
+        """:meth:`loader`'s local part: ``(the loader, its sampler)`` (the
+        ``DistributedSampler`` or the :class:`BatchShuffleSampler`, whose settings are
+        agreed)."""
         from ..prefetch import PrefetchLoader, check_prefetch, prefetch_depth
         what = f"{self._what()}.loader"
         if not is_int(batch_size) or batch_size < 1:
@@ -263,18 +304,16 @@ class _WindowView(torch.utils.data.Dataset):
             seed = as_int(seed, f"{what}: seed")
             shuffle = as_bool(shuffle, f"{what}: shuffle")
             drop_last = as_bool(drop_last, f"{what}: drop_last")
-            smp = torch.utils.data.DistributedSampler(
-                self, num_replicas=store.size, rank=store.rank, shuffle=shuffle,
-                seed=seed, drop_last=drop_last)
+            smp = _RanksSampler(self, shuffle=shuffle, seed=seed, drop_last=drop_last)
             if on_device:
-                return _DeviceWindowBatches(self, smp, batch_size)
+                return _DeviceWindowBatches(self, smp, batch_size), smp
             batches = torch.utils.data.BatchSampler(smp, batch_size, False)
         elif sampler == "batch":
             smp = None
             batches = self.batch_sampler(batch_size, shuffle=shuffle, seed=seed,
                                          drop_last=drop_last, local=local)
             if on_device:
-                return _DeviceWindowBatches(self, None, batch_size, batches)
+                return _DeviceWindowBatches(self, None, batch_size, batches), batches
         else:
             raise DDStoreValueError(f"sampler={sampler!r}; allowed: 'global', 'batch'")
         target = device if device is not None else ds.device
@@ -282,7 +321,7 @@ class _WindowView(torch.utils.data.Dataset):
             from ..device import DevicePrefetcher
             return DevicePrefetcher(
                 _WindowBatches(self, smp, batches, direct=target if direct else None),
-                target, prefetch, store=store)
+                target, prefetch, store=store), (smp if smp is not None else batches)
         if direct:
             raise DDStoreValueError(f"{what}: direct=True copies windows from the store "
                                     f"to a device: give device= (or a dataset on a "
@@ -294,8 +333,9 @@ class _WindowView(torch.utils.data.Dataset):
             loader = torch.utils.data.DataLoader(self, batch_sampler=batches,
                                                  collate_fn=batch_collate)
         if not prefetch:
-            return loader
-        return PrefetchLoader(loader, prefetch_depth(store, prefetch, what))
+            return loader, (smp if smp is not None else batches)
+        return PrefetchLoader(loader, prefetch_depth(store, prefetch, what)), (
+            smp if smp is not None else batches)
 
     def _what(self):
         return f"{type(self).__name__}({self._ds.name!r}, {self.split_name})"

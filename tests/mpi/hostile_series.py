@@ -3,7 +3,8 @@
 member stores (width 2, halo) is refused with the same error on every rank, naming the
 step, and nothing is stored; a statistic that overflows likewise; loaders given numpy
 integers (batch size, seed, epoch) give DistributedSampler's order on every rank, for the
-plain, prefetching and device='cpu' loaders.  Exits non-zero on any failure."""
+plain, prefetching and device='cpu' loaders; a loader's arguments or an epoch that differ
+on one rank, or are bad there, raise on every rank.  Exits non-zero on any failure."""
 import numpy as np
 import torch
 from mpi4py import MPI
@@ -48,6 +49,28 @@ def main():
                     check(len(got) == len(want) and
                           all(np.array_equal(a, b) for a, b in zip(got, want)),
                           f"w{width} {kw} epoch {epoch}: not DistributedSampler's order")
+            # the loader and set_epoch are collective: arguments that differ on one
+            # rank (or are bad there) raise on every rank, naming them (they gave wrong
+            # coverage: windows skipped and repeated, or ranks with other batch counts)
+            last = rank == size - 1
+            for kw, fragments in [
+                    ({"seed": 1 if last else 0}, ["loader() is collective", "seed differs between ranks (rank 0: 0; rank 1: 1)"]),
+                    ({"batch_size": 3 if last else 4}, ["batch_size differs between ranks (rank 0: 4; rank 1: 3)"]),
+                    ({"batch_size": 0 if last else 4}, ["batch_size=0 must be an integer"]),
+                    ({"sampler": "batch", "seed": 5 if last else 6}, ["seed differs"]),
+                    ({"shuffle": not last, "prefetch": 2}, ["shuffle differs"]),
+                    ({"drop_last": last, "device": "cpu"}, ["drop_last differs"])]:
+                kw = {"batch_size": 4, **kw}
+                expect_error(DDStoreValueError, fragments, train.loader, what=f"w{width} "
+                             f"loader {kw}", agree=True, store=store, **kw)
+            for kw in ({}, {"sampler": "batch"}, {"prefetch": 2}, {"device": "cpu"}):
+                loader = train.loader(4, **kw)
+                expect_error(DDStoreValueError, ["set_epoch() is collective", "epoch differs between ranks (rank 0: 2; rank 1: 3)"], st.set_epoch,
+                             loader, 3 if last else 2, what=f"w{width} set_epoch {kw}",
+                             agree=True)
+                expect_error(DDStoreValueError, ["set_epoch: epoch must be an integer"],
+                             st.set_epoch, loader, -1 if last else 2,
+                             what=f"w{width} bad set_epoch {kw}", agree=True)
             store.remove("ok")
             check(store.variables() == [], f"left {store.variables()}")
 
