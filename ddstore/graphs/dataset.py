@@ -278,7 +278,8 @@ class GraphDataset(torch.utils.data.Dataset):
             raise DDStoreValueError(_WORKER_MESSAGE.format(name=self.name) +
                                     f" (got num_workers={num_workers})")
         if not is_int(batch_size) or batch_size < 1:
-            raise DDStoreValueError(f"batch_size={batch_size!r} must be an integer >= 1")
+            raise DDStoreValueError(f"graphs {self.name!r} loader: batch_size="
+                                    f"{batch_size!r} must be an integer >= 1")
         if sampler is None:
             sampler = (torch.utils.data.RandomSampler(self) if shuffle
                        else torch.utils.data.SequentialSampler(self))

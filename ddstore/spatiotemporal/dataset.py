@@ -285,7 +285,7 @@ class _WindowView(torch.utils.data.Dataset):
         ds = self._ds
         store = ds.store
         if device is not None:
-            device, _ = _placement(store, device, "store")
+            device, _ = _placement(store, device, "store", what)
         on_device = ds._dev_series is not None
         if on_device and device is not None and _same_device(device, ds.device):
             device = None  # the dataset's own device, however it is spelled
@@ -494,12 +494,13 @@ class WindowSplit(_WindowView):
                 f"{len(self)} windows)")
 
 
-def _placement(store, device, resident):
+def _placement(store, device, resident, what="window dataset"):
     """``(torch.device, resident)`` of a window dataset over ``store``: ``resident``
     None chooses ``"device"`` for a non-CPU device at width 1, else ``"store"``; a bad
-    device, an unknown ``resident`` or ``"device"`` at width > 1 is refused."""
+    device, an unknown ``resident`` or ``"device"`` at width > 1 is refused (``what``
+    names the call in messages)."""
     from ..device import check_device  # the one check of a device argument
-    device = check_device(device, "window dataset")
+    device = check_device(device, what)
     width = store.group_size
     if resident is None:
         resident = "device" if (device.type != "cpu" and width == 1) else "store"
