@@ -257,7 +257,7 @@ class _WindowView(torch.utils.data.Dataset):
         difference, or a bad argument on one rank, raises on every rank naming them);
         ``prefetch``, ``device`` and ``direct`` are this rank's own.
         """
-        with self._ds.store.collective(f"{self._what()}.loader") as step:
+        with self._ds.store.collective("WindowDataset.loader", self._what()) as step:
             out, smp = self._loader(batch_size, sampler, shuffle, seed, drop_last, local,
                                     prefetch, num_workers, device, direct)
             step.agree(same={"batch_size": int(batch_size), "sampler": sampler, **{

@@ -172,9 +172,14 @@ def drive_graphs(store, calls, tmp):
 
 def drive_series(store, calls, tmp):
     from ddstore.spatiotemporal import WindowDataset
+    from ddstore.spatiotemporal import set_epoch as st_set_epoch
     T, n, f, h = 40, 3, 2, 2
     series = np.arange(T * n * f, dtype=np.float32).reshape(T, n, f)
-    calls(WindowDataset, store, "win", series, h, standardize=True)
+    ds = calls(WindowDataset, store, "win", series, h, standardize=True)
+    train = ds.splits()[0]
+    for sampler in ("global", "batch"):  # the loaders and their epochs: agreed
+        loader = calls(train.loader, 4, sampler=sampler, seed=3)
+        calls(st_set_epoch, loader, 1)
 
 
 def drive_dynamic(store, calls, tmp):

@@ -54,7 +54,7 @@ def main():
             # coverage: windows skipped and repeated, or ranks with other batch counts)
             last = rank == size - 1
             for kw, fragments in [
-                    ({"seed": 1 if last else 0}, ["loader() is collective", "seed differs between ranks (rank 0: 0; rank 1: 1)"]),
+                    ({"seed": 1 if last else 0}, ["WindowDataset.loader(", "is collective", "seed differs between ranks (rank 0: 0; rank 1: 1)"]),
                     ({"batch_size": 3 if last else 4}, ["batch_size differs between ranks (rank 0: 4; rank 1: 3)"]),
                     ({"batch_size": 0 if last else 4}, ["batch_size=0 must be an integer"]),
                     ({"sampler": "batch", "seed": 5 if last else 6}, ["seed differs"]),
@@ -65,7 +65,7 @@ def main():
                              f"loader {kw}", agree=True, store=store, **kw)
             for kw in ({}, {"sampler": "batch"}, {"prefetch": 2}, {"device": "cpu"}):
                 loader = train.loader(4, **kw)
-                expect_error(DDStoreValueError, ["set_epoch() is collective", "epoch differs between ranks (rank 0: 2; rank 1: 3)"], st.set_epoch,
+                expect_error(DDStoreValueError, ["set_epoch(", "is collective", "epoch differs between ranks (rank 0: 2; rank 1: 3)"], st.set_epoch,
                              loader, 3 if last else 2, what=f"w{width} set_epoch {kw}",
                              agree=True)
                 expect_error(DDStoreValueError, ["set_epoch: epoch must be an integer"],
