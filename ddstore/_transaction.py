@@ -24,7 +24,9 @@ Leaving the block:
   the ranks agreed; a ``KeyboardInterrupt`` inside a step is agreed instead, see
   "Interrupts" in :mod:`ddstore._collective`, and rolls back like an agreed error):
   nothing collective is started, because the other ranks are not leaving the block
-  with it and would never join.  The variables stay, the exception goes on, and uncaught it ends the whole job
+  with it and would never join.  The variables stay (what was set aside stays hidden),
+  a ``RuntimeWarning`` names them and how to roll back (raise inside a collective step),
+  the exception goes on, and uncaught it ends the whole job
   (:func:`~ddstore.abort_on_exception`).  That is why every step of an operation that
   can fail on one rank only agrees before it raises.
 
@@ -63,6 +65,8 @@ built over what they created do the same (a window dataset, a temporal graph, no
 memory, a dynamic graph's snapshot cache): built inside a transaction that an enclosing
 one rolls back, they refuse to read instead of serving copies of removed data.
 """
+import warnings
+
 from ._checks import aside_name
 from ._collective import hold_interrupts, is_agreed, release_interrupts
 from .errors import DDStoreStateError
@@ -212,11 +216,30 @@ class Transaction:
                 self._rollback()
             elif exc is None and journal.depth == 0 and not store.freed:
                 self._commit()  # the outermost commits (free() inside: all is gone)
+            elif exc is not None and isinstance(exc, Exception) and not store.freed:
+                self._left_as_is(exc)
         finally:
             if journal.depth == 0:  # the next transaction starts a new record
                 journal.entries = []
             release_interrupts(self._held)  # a SIGINT no round saw: raised now
         return False
+
+    def _left_as_is(self, exc):
+        """An exception not agreed between the ranks leaves the block: nothing is
+        undone (a rollback is collective, and the other ranks may not be leaving the
+        block); say so, naming what stays, when there is something to undo."""
+        undo = self._entries[self._mark:]
+        made = [e for e in undo if isinstance(e, str)]
+        aside = [f"{e.name!r} (as {e.aside!r})" for e in undo if isinstance(e, _Aside)]
+        if not (made or aside):
+            return
+        warnings.warn(
+            f"transaction {self.label!r} left by {type(exc).__name__}, an error not "
+            f"agreed between the ranks: nothing is rolled back (a rollback is "
+            f"collective, and the other ranks may not be leaving the block); stays "
+            f"created: {made}; stays set aside: {aside or []}.  To roll back on every "
+            f"rank, raise the error inside a collective step (store.collective(...)), "
+            f"as every call of the store does", RuntimeWarning, stacklevel=3)
 
     def _commit(self):
         """Collective (the outermost transaction ending normally): remove what was set

@@ -15,12 +15,15 @@ items 5-8 and 11; docs/design.md, rule 1):
 - an environment setting that differs between ranks (``DDSTORE_SERVE=off`` on the last
   rank) or an integer that is not plain ASCII decimal: refused at construction naming
   the variable, the ranks and the values;
-- a ``MemoryError`` while reading ``add``'s rows is told as a ``MemoryError``.
+- a ``MemoryError`` while reading ``add``'s rows is told as a ``MemoryError``;
+- an exception not agreed between the ranks leaving a transaction: nothing undone, and a
+  warning names what stays created and set aside, and how to roll back.
 
     timeout 300 mpiexec -n 2 python tests/mpi/collective_robust.py
 """
 import os
 import signal
+import warnings
 
 import numpy as np
 import torch
@@ -394,6 +397,28 @@ def _(t):
                        agree=True, agreed=True, store=store)
     check(msg is None or "not an array" not in msg, f"from_arrays: told as not an "
                                                     f"array: {msg}")
+    store.free()
+
+
+@cases("an error not agreed leaving a transaction: nothing undone, a warning says so",
+       min_ranks=2)
+def _(t):
+    store = ddstore.DDStore(comm)
+    store.add("kept", np.zeros((2, 1)))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            with store.transaction("plain"):
+                store.remove("kept")
+                store.add("new", np.ones((2, 1)))
+                raise RuntimeError("every rank's own, not agreed")
+        except RuntimeError:
+            pass
+    said = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    check(len(said) == 1 and all(f in said[0] for f in (
+        "transaction 'plain' left by RuntimeError", "not agreed", "['new']",
+        "'kept' (as 'kept~aside1')", "store.collective")), f"warned {said}")
+    check(store.variables() == ["kept~aside1", "new"], f"variables {store.variables()}")
     store.free()
 
 
