@@ -290,7 +290,8 @@ def test_a_commit_whose_step_fails_rolls_back_whole(store, exc):
 def test_local_exception_starts_no_collective(store, monkeypatch):
     """On a communicator of several ranks a non-agreed exception is one rank's own: the
     transaction removes nothing and starts no collective step (the job is ending through
-    the abort hook).  Simulated on one rank by the size the transaction looks at."""
+    the abort hook), and warns naming what stays.  Simulated on one rank by the size the
+    transaction looks at."""
     calls = []
     monkeypatch.setattr(store, "size", 2)
     plain = store.collective
@@ -299,10 +300,12 @@ def test_local_exception_starts_no_collective(store, monkeypatch):
         calls.append(args)
         return plain(*args, **kwargs)
     monkeypatch.setattr(store, "collective", spy)
-    for exc in (KeyError("local"), DDStoreValueError("not agreed")):
-        with pytest.raises(type(exc)):
+    for i, exc in enumerate((KeyError("local"), DDStoreValueError("not agreed"))):
+        with pytest.raises(type(exc)), pytest.warns(
+                RuntimeWarning, match=rf"transaction 'local' left by {type(exc).__name__}, "
+                                      rf"an error not agreed.*stays created: \['v{i}'\]"):
             with store.transaction("local"):
-                store.add(f"v{len(store.variables())}", np.zeros(1))
+                store.add(f"v{i}", np.zeros(1))
                 calls.clear()  # what leaving the block starts
                 raise exc
         assert calls == []
