@@ -331,13 +331,10 @@ class Variables:
         returns ``out`` (a C-contiguous writable array of the row's shape and dtype), which
         allocates nothing.  ``index`` must be an integer in ``[0, nrows)``.
         """
-        if type(name) is Var and self.table.get(name.name) is name:
-            var = name  # a live handle
-        else:
-            try:
-                var = self.table[name]
-            except (KeyError, TypeError):
-                var = self.var(name)  # raises: unknown name, records, freed store
+        try:
+            var = self.table[name]
+        except (KeyError, TypeError):  # (a handle too: var() takes it)
+            var = self.var(name)  # raises: unknown name, records, freed store
         if type(index) is not int:  # numpy ints (as fast as ints), 0-d integer tensors
             index = int(index) if isinstance(index, np.integer) else \
                 as_int(integer_scalar(index), f"get {name!r}: index")
@@ -389,13 +386,10 @@ class Variables:
         be a C-contiguous writable array of the right dtype and shape; it is filled and
         returned.
         """
-        if type(name) is Var and self.table.get(name.name) is name:
-            var = name  # a live handle
-        else:
-            try:
-                var = self.table[name]
-            except (KeyError, TypeError):
-                var = self.var(name)  # raises: unknown name, records, freed store
+        try:
+            var = self.table[name]
+        except (KeyError, TypeError):  # (a handle too: var() takes it)
+            var = self.var(name)  # raises: unknown name, records, freed store
         # a short list of Python ints (what per-sample code passes) goes to the core as
         # it is; anything else becomes an int64 array first
         t = type(indices)

@@ -47,6 +47,17 @@ class BigReads:
             yield self.store.get_batch(self.name, rows)
 
 
+def drain(it, got):
+    """Append the rest of iterator ``it`` to ``got``; the exception that ended it, or
+    None."""
+    try:
+        for batch in it:
+            got.append(batch)
+    except Exception as exc:  # noqa: BLE001 -- its kind is the caller's check
+        return exc
+    return None
+
+
 def unmapped_under_reads(store, tag, free):
     """The read-ahead thread reads while the caller removes the variable (``free``:
     frees the store): the removal waits for the batch in flight (no read of unmapped
@@ -69,12 +80,8 @@ def unmapped_under_reads(store, tag, free):
             store.free()
         else:
             store.remove("big")
-        got, error = [first], None
-        try:
-            for batch in it:
-                got.append(batch)
-        except Exception as exc:  # noqa: BLE001 -- its kind is the check
-            error = exc
+        got = [first]
+        error = drain(it, got)
         whole = all(np.asarray(b).tobytes() == want.tobytes() for b in got)
         check(whole and 1 <= len(got) <= 5, f"{tag} {type(pipe).__name__} free={free}: "
               f"{len(got)} batches, whole {whole}")
@@ -103,7 +110,7 @@ def set_aside_under_reads(store, tag):
             else:
                 store.add("big", want[lo:lo + 3])
             it = iter(pipe)
-            got, error = [next(it)], None
+            got = [next(it)]
             try:
                 with store.transaction("replace"):
                     store.remove("big")
@@ -116,11 +123,7 @@ def set_aside_under_reads(store, tag):
                 check(not commit and "roll back" in str(exc), f"{tag}: {exc!r}")
             what = f"{tag} {type(pipe).__name__} commit={commit} records={records}"
             check(("big" in store) != commit, f"{what}: 'big' in store: {'big' in store}")
-            try:
-                for batch in it:
-                    got.append(batch)
-            except Exception as exc:  # noqa: BLE001 -- its kind is the check
-                error = exc
+            error = drain(it, got)
             whole = all(np.asarray(b).tobytes() == want.tobytes() for b in got)
             check(whole and (len(got) == 12 if not commit else 5 <= len(got) < 12),
                   f"{what}: {len(got)} batches, whole {whole}, {error!r}")
