@@ -35,10 +35,11 @@ import threading
 
 from ._collective import wait_bounded
 
-__all__ = ["ahead", "reading", "unmapping"]
+__all__ = ["ahead", "moving_names", "reading", "resolve_ahead", "unmapping"]
 
 _GATE = threading.Condition()
 _LOCAL = threading.local()  # .depth: batches this thread is making inside reading()
+_NAMES = threading.RLock()  # held while a transaction moves a name (moving_names)
 # batches being made in read-ahead threads; unmapping calls open (the caller's thread)
 _STATE = {"reading": 0, "unmapping": 0}
 
@@ -65,6 +66,24 @@ def ahead():
     resolve a variable that an open transaction set aside under its former name (see
     the module docstring)."""
     return getattr(_LOCAL, "depth", 0) > 0
+
+
+@contextlib.contextmanager
+def moving_names():
+    """Around a transaction's move of a name and its record of it (a set-aside, a put
+    back): a read-ahead thread's lookup (:func:`resolve_ahead`) sees both or neither."""
+    with _NAMES:
+        yield
+
+
+def resolve_ahead(table, name, aside_of):
+    """In a read-ahead thread, after ``table`` (name -> variable or record set) had no
+    ``name``: its entry under the hidden name ``aside_of(name)`` (set aside by an open
+    transaction), or under ``name`` again (put back meanwhile); None if neither.  Looked
+    up while no transaction moves a name."""
+    with _NAMES:
+        got = table.get(name)
+        return got if got is not None else table.get(aside_of(name))
 
 
 def _idle():

@@ -69,6 +69,7 @@ import warnings
 
 from ._checks import aside_name
 from ._collective import hold_interrupts, is_agreed, release_interrupts
+from ._readers import moving_names
 from .errors import DDStoreStateError
 
 __all__ = ["Transaction", "Journal"]
@@ -119,8 +120,9 @@ class Journal:
 
     def aside_of(self, name):
         """The hidden name under which variable (or record set) ``name`` is set aside
-        by an open transaction (the first such, when set aside several times), or None."""
-        for e in self.entries:
+        by an open transaction, or None; set aside several times (removed, created
+        again, removed again), the latest: what the name meant last."""
+        for e in reversed(self.entries):
             if isinstance(e, _Aside) and e.name == name:
                 return e.aside
         return None
@@ -141,16 +143,18 @@ class Journal:
             k += 1
         aside = aside_name(name, k)
         taken = self._forget(name)
-        self._rename(name, aside)
-        self.renamed(name, aside)
-        self.entries.append(_Aside(name, aside, taken))
+        with moving_names():  # the move and its record, seen together by read-ahead
+            self._rename(name, aside)
+            self.renamed(name, aside)
+            self.entries.append(_Aside(name, aside, taken))
         return aside
 
     def put_back(self, entry):
         """Local: undo :meth:`set_aside` (``entry``: its journal entry), once what was
         created under the name since is gone."""
-        self._rename(entry.aside, entry.name)
-        self.renamed(entry.aside, entry.name)
+        with moving_names():
+            self._rename(entry.aside, entry.name)
+            self.renamed(entry.aside, entry.name)
         self._put_back(entry.annotations)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
                       check_indices, integer_scalar, removed_error)
-from ._readers import ahead
+from ._readers import ahead, resolve_ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
 __all__ = ["Records", "RecordSet"]
@@ -207,7 +207,7 @@ class Records:
             raise removed_error("record set", name.name)
         rec = self.table.get(name)
         if rec is None and ahead():  # set aside by an open transaction: still readable
-            rec = self.table.get(self.variables.aside_of(name))
+            rec = resolve_ahead(self.table, name, self.variables.aside_of)
         if rec is None:
             if name in self.variables.table:
                 raise DDStoreValueError(f"variable {name!r} holds rows, not records: use "

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _core
 from ._pins import HostPins
-from ._readers import ahead
+from ._readers import ahead, resolve_ahead
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
                       check_free_names, check_indices, integer_scalar, is_int,
                       removed_error)
@@ -127,7 +127,7 @@ class Variables:
                                     f"{self.store.variables()}")
         var = self.table.get(name)
         if var is None and ahead():  # set aside by an open transaction: still readable
-            var = self.table.get(self.aside_of(name))
+            var = resolve_ahead(self.table, name, self.aside_of)
         if var is None:
             others = sorted(n for n in self.store.variables() if n not in self.table)
             if name in others:  # a name the store holds that is not rows: records
