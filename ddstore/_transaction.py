@@ -220,8 +220,9 @@ class Transaction:
                 self._rollback()
             elif exc is None and journal.depth == 0 and not store.freed:
                 self._commit()  # the outermost commits (free() inside: all is gone)
-            elif exc is not None and isinstance(exc, Exception) and not store.freed:
-                self._left_as_is(exc)
+            elif exc is not None and isinstance(exc, Exception) and \
+                    journal.depth == 0 and not store.freed:
+                self._left_as_is(exc)  # (an inner block's: the outermost tells)
         finally:
             if journal.depth == 0:  # the next transaction starts a new record
                 journal.entries = []
@@ -233,17 +234,20 @@ class Transaction:
         undone (a rollback is collective, and the other ranks may not be leaving the
         block); say so, naming what stays, when there is something to undo."""
         undo = self._entries[self._mark:]
-        made = [e for e in undo if isinstance(e, str)]
-        aside = [f"{e.name!r} (as {e.aside!r})" for e in undo if isinstance(e, _Aside)]
-        if not (made or aside):
+        hidden = [e for e in undo if isinstance(e, _Aside)]
+        made = [e for e in undo if isinstance(e, str) and  # (made, then set aside:
+                all(e != h.aside for h in hidden)]       # told once, as set aside)
+        if not (made or hidden):
             return
+        aside = [f"{h.name!r} (as {h.aside!r})" for h in hidden]
         warnings.warn(
             f"transaction {self.label!r} left by {type(exc).__name__}, an error not "
             f"agreed between the ranks: nothing is rolled back (a rollback is "
             f"collective, and the other ranks may not be leaving the block); stays "
-            f"created: {made}; stays set aside: {aside or []}.  To roll back on every "
-            f"rank, raise the error inside a collective step (store.collective(...)), "
-            f"as every call of the store does", RuntimeWarning, stacklevel=3)
+            f"created: {made}; stays set aside: {aside}, hidden until removed "
+            f"(store.remove on every rank).  To roll back on every rank, raise the "
+            f"error inside a collective step (store.collective(...)), as every call of "
+            f"the store does", RuntimeWarning, stacklevel=3)
 
     def _commit(self):
         """Collective (the outermost transaction ending normally): remove what was set

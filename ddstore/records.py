@@ -14,9 +14,10 @@ public methods and attributes (``collective``, ``transaction``, ``check_alive``,
 import numpy as np
 
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
-                      check_indices, integer_scalar, removed_error)
+                      check_indices, integer_scalar, shown_name)
 from ._readers import ahead, resolve_ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from .variables import Var, check_handle
 
 __all__ = ["Records", "RecordSet"]
 
@@ -25,15 +26,17 @@ class RecordSet:
     """One record set: its ``keys``, a field (:class:`~ddstore.variables.Var`) per key,
     the ``offsets`` table every rank keeps (``[nrecords + 1, nkeys]``), this rank's
     first record ``start`` and its ``n_local`` records."""
-    __slots__ = ("name", "keys", "fields", "offsets", "nrecords", "start", "n_local")
+    __slots__ = ("name", "keys", "fields", "offsets", "nrecords", "start", "n_local",
+                 "owner")
 
-    def __init__(self, name, keys, fields, offsets, start, n_local):
+    def __init__(self, name, keys, fields, offsets, start, n_local, owner=None):
         self.name, self.keys, self.fields = name, keys, fields
         self.offsets, self.nrecords = offsets, offsets.shape[0] - 1
         self.start, self.n_local = start, n_local
+        self.owner = owner  # the serial of the store's Variables (handles)
 
-    def __repr__(self):  # a handle (DDStore.handle) stands for its name in messages
-        return repr(self.name)
+    def __repr__(self):  # as a handle (DDStore.handle) is named in messages
+        return f"handle({shown_name(self.name)!r})"
 
 
 class Records:
@@ -194,7 +197,8 @@ class Records:
         offsets = np.zeros((table.shape[0] + 1, len(keys)), dtype=np.int64)
         np.cumsum(table, axis=0, out=offsets[1:])
         start = sum(len(c) for c in all_counts[:self.store.group_rank])
-        self.table[name] = RecordSet(name, keys, fields, offsets, start, len(counts))
+        self.table[name] = RecordSet(name, keys, fields, offsets, start, len(counts),
+                                     self.variables.serial)
         self.created(name)
 
     def rec(self, name):
@@ -202,9 +206,10 @@ class Records:
         :class:`DDStoreValueError` naming the known ones)."""
         self.store.check_alive()
         if type(name) is RecordSet:  # a handle (DDStore.handle): that set, or refused
-            if self.table.get(name.name) is name:
-                return name
-            raise removed_error("record set", name.name)
+            return check_handle(name, self.table, self.variables.serial, "record set")
+        if type(name) is Var:
+            raise DDStoreValueError(f"{name!r} is a handle of a rows variable, not "
+                                    f"records: use get_batch()")
         rec = self.table.get(name)
         if rec is None and ahead():  # set aside by an open transaction: still readable
             rec = resolve_ahead(self.table, name, self.variables.aside_of)

@@ -21,6 +21,7 @@ range, Python only turns a failure into a message.
 """
 import bisect
 import functools
+import itertools
 import math
 import threading
 
@@ -31,7 +32,7 @@ from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
                       check_free_names, check_indices, integer_scalar, is_int,
-                      removed_error)
+                      removed_error, shown_name)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
@@ -41,19 +42,35 @@ SHORT_BATCH = 16
 MAX_ROW_BYTES = 2 ** 63 - 1  # one row's bytes must fit the core's int64
 
 
+_SERIALS = itertools.count(1)
+
+
+def check_handle(handle, table, serial, kind):
+    """``handle`` (a :class:`Var` or a record set, of kind ``kind`` for messages) if it
+    is live in ``table`` of the store numbered ``serial``, else the error saying why."""
+    if table.get(handle.name) is handle:
+        return handle
+    if handle.owner != serial:
+        raise DDStoreValueError(f"{handle!r} is a handle of another store's {kind} "
+                                f"(DDStore.handle of this store gives this store's)")
+    raise removed_error(kind, handle.name)
+
+
 class Var:
     """One rows variable (or one field of a record set): its core id ``vid``, ``dtype``,
     ``row_shape``, this rank's ``n_local`` rows, the group's ``nrows``, and ``mapped``
     (``(chunk starts, member views or None)``, filled by :meth:`Variables.mapped`)."""
-    __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows", "mapped")
+    __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows", "mapped",
+                 "owner")
 
-    def __init__(self, name, vid, dtype, row_shape, n_local, nrows):
+    def __init__(self, name, vid, dtype, row_shape, n_local, nrows, owner=None):
         self.name, self.vid, self.dtype = name, vid, dtype
         self.row_shape, self.n_local, self.nrows = row_shape, n_local, nrows
         self.mapped = None
+        self.owner = owner  # the serial of the Variables that made it (handles)
 
-    def __repr__(self):  # a handle (DDStore.handle) stands for its name in messages
-        return repr(self.name)
+    def __repr__(self):  # as a handle (DDStore.handle) is named in messages
+        return f"handle({shown_name(self.name)!r})"
 
 
 class PrefaultThread(threading.Thread):
@@ -107,6 +124,7 @@ class Variables:
     def __init__(self, store, core, created, aside_of=lambda name: None):
         self.store, self.core, self.created = store, core, created
         self.aside_of = aside_of
+        self.serial = next(_SERIALS)  # which store a handle belongs to
         self.table = {}  # name -> Var
         self.pins = HostPins()  # chunks page-locked in place (device_views)
         self.read_range = core.range_reader()
@@ -118,9 +136,9 @@ class Variables:
         (else a :class:`DDStoreValueError` naming the known ones)."""
         self.store.check_alive()
         if type(name) is Var:  # a handle (DDStore.handle): that variable, or refused
-            if self.table.get(name.name) is name:
-                return name
-            raise removed_error("variable", name.name)
+            return check_handle(name, self.table, self.serial, "variable")
+        if hasattr(name, "nrecords") and hasattr(name, "fields"):  # a record set's
+            raise DDStoreValueError(f"{name!r} is a handle of records: use get_records()")
         if not isinstance(name, str):  # a list is unhashable: named, not a TypeError
             raise DDStoreValueError(f"unknown variable {name!r:.80} (a "
                                     f"{type(name).__name__}: names are str); known: "
@@ -188,7 +206,8 @@ class Variables:
                 f"variable {name!r}: one row of shape {tuple(row_shape)} and dtype "
                 f"{dtype} is {row_bytes} bytes; allowed: at most 2**63 - 1")
         vid = self.core.add(name, n_local, row_bytes)
-        return Var(name, vid, dtype, tuple(row_shape), n_local, self.core.nrows(vid))
+        return Var(name, vid, dtype, tuple(row_shape), n_local, self.core.nrows(vid),
+                   self.serial)
 
     def write(self, var, offset, rows):
         """Local: ``rows`` into this rank's chunk of ``var`` at local row ``offset``."""

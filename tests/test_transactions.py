@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import on_ranks
-from ddstore import DDStore, DDStoreError, DDStoreStateError, DDStoreValueError
+from ddstore import (DDStore, DDStoreError, DDStoreIndexError, DDStoreStateError,
+                     DDStoreValueError)
 from ddstore._collective import inject, is_agreed
 
 
@@ -479,7 +480,21 @@ def test_handle_is_bound_to_the_variable_not_the_name(store):
     store.add("a", rows)
     store.add_records("r", [{"x": np.full((i + 1, 3), i, np.int32)} for i in range(4)])
     a, r = store.handle("a"), store.handle("r")
-    assert repr(a) == "'a'" and repr(r) == "'r'"
+    assert repr(a) == "handle('a')" and repr(r) == "handle('r')"
+    with pytest.raises(DDStoreValueError, match=r"handle\('r'\) is a handle of records: "
+                                                r"use get_records\(\)"):
+        store.get(r, 0)
+    with pytest.raises(DDStoreValueError, match=r"handle\('a'\) is a handle of a rows "
+                                                r"variable, not records: use get_batch"):
+        store.get_record(a, 0)
+    other = DDStore(store.comm)
+    try:
+        other.add("a", rows)
+        with pytest.raises(DDStoreValueError, match=r"handle\('a'\) is a handle of "
+                                                    r"another store's variable"):
+            other.get(a, 0)
+    finally:
+        other.free()
     assert store.get(a, 3).tobytes() == rows[3].tobytes()
     assert store.get_batch(a, [5, 0, 5]).tobytes() == rows[[5, 0, 5]].tobytes()
     assert store.get_range(a, 2, 7).tobytes() == rows[2:9].tobytes()
@@ -502,6 +517,8 @@ def test_handle_is_bound_to_the_variable_not_the_name(store):
         with store.transaction("set aside, rolled back"):  # removed inside: still read
             store.remove("a", "r")
             assert "a" not in store and store.get(a, 1).tobytes() == rows[1].tobytes()
+            with pytest.raises(DDStoreIndexError, match=r"get handle\('a'\): index 99"):
+                store.get(a, 99)  # named as the user knows it, not by its hidden name
             assert store.get_record(r, 0)["x"].shape == (1, 3)
             store.add("a", np.zeros((2, 1)))  # another 'a': the handle is not it
             assert store.get(a, 1).tobytes() == rows[1].tobytes()
@@ -534,30 +551,37 @@ def test_datasets_read_their_own_data_not_a_name_reused(store):
     """A window dataset and a graph dataset read the series / records they were built
     on: removed, and another added under the name, reading (an item, a batch, a loader
     with and without read-ahead) raises that it was removed instead of cutting the new
-    rows with the old layout."""
+    rows with the old layout; a dataset whose series lives on the device (read without
+    the store) refuses alike and lets go of its copy."""
     import torch
     from ddstore import spatiotemporal as st
     from ddstore.graphs import GraphDataset, ising_dataset
     series = np.arange(160, dtype=np.float32).reshape(40, 2, 2)
     ds = st.WindowDataset(store, "s", series, 2, standardize=False)
-    train = ds.splits()[0]
+    res = st.WindowDataset(store, "d", series, 2, standardize=False, device="cpu",
+                           resident="device")  # read without the store, refused alike
+    train, rtrain = ds.splits()[0], res.splits()[0]
     loaders = [train.loader(4, shuffle=False), train.loader(4, shuffle=False, prefetch=2),
-               train.loader(4, shuffle=False, device="cpu", prefetch=2)]
+               train.loader(4, shuffle=False, device="cpu", prefetch=2),
+               rtrain.loader(4, shuffle=False)]
     samples = [ising_dataset(4, size=3, seed=1)[i] for i in range(4)]
     gd = GraphDataset.from_samples(store, "g", samples, progress=False)
     assert torch.equal(gd[1].x, samples[1].x)
-    store.remove("s", "g")
+    store.remove("s", "g", "d")
     store.add("s", -series.reshape(40, 4))
+    store.add("d", -series.reshape(40, 4))
     store.add_records("g", [{"x": np.zeros((1, 1), np.float32)}])
-    for read in [lambda: ds[0], lambda: train.__getitems__([0, 1])] + [
+    for read in [lambda: ds[0], lambda: train.__getitems__([0, 1]), lambda: res[0],
+                 lambda: rtrain.__getitems__([0])] + [
             (lambda lo=lo: next(iter(lo))) for lo in loaders]:
-        with pytest.raises(DDStoreStateError, match="variable 's' was removed"):
+        with pytest.raises(DDStoreStateError, match="variable '[sd]' was removed"):
             read()
+    assert res.device_series is None  # the device copy let go
     for read in (lambda: gd[0], lambda: gd.get_batch([0, 1]),
                  lambda: next(iter(gd.loader(2)))):
         with pytest.raises(DDStoreStateError, match="record set 'g' was removed"):
             read()
-    store.remove("s", "g")
+    store.remove("s", "g", "d")
 
 
 def test_read_ahead_lookups_never_miss_a_set_aside_or_put_back(store):

@@ -252,17 +252,19 @@ class _WindowView(torch.utils.data.Dataset):
         (docs/index-batching.md).
 
         Collective: the samplers split the windows over all ranks, so every rank makes
-        its loader alike: ``batch_size``, ``sampler``, ``shuffle``, ``seed``,
-        ``drop_last`` and ``local`` are checked to be the same on every rank (a
+        its loader alike: ``batch_size``, ``sampler``, ``shuffle``, ``seed`` (with a
+        shuffle), ``drop_last`` and ``local`` are checked to be the same on every rank (a
         difference, or a bad argument on one rank, raises on every rank naming them);
         ``prefetch``, ``device`` and ``direct`` are this rank's own.
         """
         with self._ds.store.collective("WindowDataset.loader", self._what()) as step:
             out, smp = self._loader(batch_size, sampler, shuffle, seed, drop_last, local,
                                     prefetch, num_workers, device, direct)
-            step.agree(same={"batch_size": int(batch_size), "sampler": sampler, **{
-                k: getattr(smp, k) for k in ("shuffle", "seed", "drop_last", "local")
-                if hasattr(smp, k)}})
+            same = {k: getattr(smp, k) for k in ("shuffle", "seed", "drop_last", "local")
+                    if hasattr(smp, k)}
+            if not same["shuffle"]:
+                del same["seed"]  # unused without a shuffle: may differ
+            step.agree(same={"batch_size": int(batch_size), "sampler": sampler, **same})
         return out
 
     def _loader(self, batch_size, sampler, shuffle, seed, drop_last, local, prefetch,
@@ -1000,6 +1002,16 @@ class WindowDataset(_WindowView):
             y = y.to(self.device, non_blocking=True)
         return x, y
 
+    def _check_resident(self):
+        """The series on the device is read without the store: refuse, as a read from
+        the store does, once the store's series is removed (and let go of the copy)."""
+        try:
+            self.store.nrows(self._series)
+        except DDStoreStateError as exc:
+            self._gone = str(exc)
+            self._tf = self._dev_series = None
+            raise
+
     def _rolled_back(self):
         """A rollback removed the series (see the constructor)."""
         self._gone = (f"{type(self).__name__} {self.name!r} was rolled back with the "
@@ -1028,6 +1040,8 @@ class WindowDataset(_WindowView):
         where it lies (see :meth:`_direct`), else read into ``into`` as without."""
         if self._gone:
             raise DDStoreStateError(self._gone)
+        if self._dev_series is not None:
+            self._check_resident()
         h, B = self.horizon, len(starts)
         n, f = self.num_nodes, self.num_series_features
         if direct is not None and into is not None and self._tf is None and \

@@ -419,6 +419,21 @@ def _(t):
         "transaction 'plain' left by RuntimeError", "not agreed", "['new']",
         "'kept' (as 'kept~aside1')", "store.collective")), f"warned {said}")
     check(store.variables() == ["kept~aside1", "new"], f"variables {store.variables()}")
+    # nested: told once, by the outermost; made outside and set aside inside: told once
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            with store.transaction("outer"):
+                store.add("m", np.zeros((2, 1)))
+                with store.transaction("inner"):
+                    store.remove("m")
+                    raise RuntimeError("nested, not agreed")
+        except RuntimeError:
+            pass
+    said = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    check(len(said) == 1 and all(f in said[0] for f in (
+        "transaction 'outer' left by RuntimeError", "stays created: []",
+        "stays set aside: [\"'m' (as 'm~aside1')\"]", "store.remove")), f"warned {said}")
     store.free()
 
 

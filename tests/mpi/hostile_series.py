@@ -63,6 +63,13 @@ def main():
                 kw = {"batch_size": 4, **kw}
                 expect_error(DDStoreValueError, fragments, train.loader, what=f"w{width} "
                              f"loader {kw}", agree=True, store=store, **kw)
+            for sampler in ("global", "batch"):  # no shuffle: the seed is unused
+                got = [x for x, _ in train.loader(4, sampler=sampler, shuffle=False,
+                                                  seed=rank)]
+                want = [x for x, _ in train.loader(4, sampler=sampler, shuffle=False)]
+                check(len(got) == len(want) and all(torch.equal(a, b) for a, b in
+                                                    zip(got, want)),
+                      f"w{width} {sampler}: seeds that differ without a shuffle")
             for kw in ({}, {"sampler": "batch"}, {"prefetch": 2}, {"device": "cpu"}):
                 loader = train.loader(4, **kw)
                 expect_error(DDStoreValueError, ["set_epoch(", "is collective", "epoch differs between ranks (rank 0: 2; rank 1: 3)"], st.set_epoch,
