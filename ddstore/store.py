@@ -42,7 +42,7 @@ from .records import Records, RecordSet
 from .settings import (PROGRESS_US, SERVE_MIN_PIECES, copy_settings,  # noqa: F401
                        env_settings, progress_interval, serve_settings, store_settings,
                        store_width)
-from .variables import PrefaultThread, Variables
+from .variables import PrefaultThread, Var, Variables
 
 __all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception",
            "available_memory", "MEMORY_BUDGET_FRACTION"]
@@ -528,8 +528,7 @@ class DDStore:
         return self._variables.local_rows(name, self.group_rank)
 
     def _is_records(self, name):
-        return type(name) is RecordSet or (isinstance(name, str) and
-                                           name in self._records.table)
+        return type(name) is RecordSet or (isinstance(name, str) and name in self._records.table)
 
     def handle(self, name):
         """Local: a handle on variable (or record set) ``name``, usable in place of the
@@ -561,16 +560,18 @@ class DDStore:
         """Bytes this rank holds: its chunks plus the records' offset tables; for one
         variable (rows or records) when ``name`` is given."""
         self.check_alive()
-        records = self._records.table
         if name is None:
-            return int(self._core.local_bytes() +
-                       sum(r.offsets.nbytes for r in records.values()))
-        if isinstance(name, str) and name in records:
-            return self._records.nbytes(records[name])
+            return int(self._core.local_bytes() + sum(
+                r.offsets.nbytes for r in self._records.table.values()))
+        if self._is_records(name):
+            return self._records.nbytes(self._records.rec(name))
         return int(self._variables.nbytes(self._variables.var(name)))
 
     def __contains__(self, name):
-        """``name in store``: a variable (rows or records) of that name exists."""
+        """``name in store``: a variable of that name exists (a handle: it is held)."""
+        if type(name) in (Var, RecordSet):
+            return (self._records if type(name) is RecordSet else
+                    self._variables).table.get(name.name) is name
         return isinstance(name, str) and (name in self._variables.table or
                                           name in self._records.table)
 

@@ -481,6 +481,8 @@ def test_handle_is_bound_to_the_variable_not_the_name(store):
     store.add_records("r", [{"x": np.full((i + 1, 3), i, np.int32)} for i in range(4)])
     a, r = store.handle("a"), store.handle("r")
     assert repr(a) == "handle('a')" and repr(r) == "handle('r')"
+    assert a in store and r in store
+    assert store.nbytes(a) == store.nbytes("a") and store.nbytes(r) == store.nbytes("r")
     with pytest.raises(DDStoreValueError, match=r"handle\('r'\) is a handle of records: "
                                                 r"use get_records\(\)"):
         store.get(r, 0)
@@ -541,7 +543,7 @@ def test_handle_is_bound_to_the_variable_not_the_name(store):
         with pytest.raises(DDStoreStateError, match="record set 'r' was removed"):
             call()
     assert store.get("a", 0).tobytes() == (-rows[0]).tobytes()  # the name: the new one
-    assert store.handle("a") is not a
+    assert store.handle("a") is not a and a not in store and r not in store
     with pytest.raises(DDStoreValueError, match="unknown variable 'nope'"):
         store.handle("nope")
     store.remove("a", "r")
