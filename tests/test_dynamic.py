@@ -456,3 +456,28 @@ def test_snapshot_cache_shared_by_threads():
     finally:
         sys.setswitchinterval(interval)
         store.free()
+
+
+def test_a_freed_graph_never_reads_another_built_under_its_name(store):
+    """A freed DynamicGraph (and a second object opened on it, its cache warm) refuses
+    every read, even after another graph is built under the same name (it used to read
+    the new graph's records with its own layout: edges that exist in neither graph),
+    and reports no bytes of the other's."""
+    from ddstore import DDStoreStateError
+    a = [np.array([[0, 1], [1, 2]]), np.array([[0], [2]]), np.array([[1], [0]]),
+         np.array([[2, 2], [0, 1]])]
+    g = DynamicGraph(store, "g", a, checkpoint_every=2)
+    g2 = DynamicGraph.open(store, "g")
+    want = [g.snapshot(t)[0].tolist() for t in range(4)]
+    assert [g2.snapshot(t)[0].tolist() for t in range(4)] == want  # g2's cache warm
+    g.free()
+    new = DynamicGraph(store, "g", [np.array([[3], [4]])] * 4, checkpoint_every=1)
+    for old in (g, g2):
+        for read in (lambda: old.snapshot(0), lambda: old.snapshot(3),
+                     lambda: old.snapshots([1, 2]), lambda: list(old.forward()),
+                     lambda: list(old.backward())):
+            with pytest.raises(DDStoreStateError, match="DynamicGraph 'g' was freed"):
+                read()
+        assert old.held() == [] and old.nbytes() < new.nbytes()
+    assert new.snapshot(2)[0].tolist() == [[3], [4]]
+    new.free()

@@ -28,7 +28,8 @@ import torch
 from tqdm import tqdm
 
 from .. import _core
-from ..errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
+                      DDStoreValueError)
 from .._checks import check_free_names, integer_scalar, is_int, partition
 from .._fingerprint import fingerprint
 from ..sources.base import check_same_files
@@ -361,6 +362,7 @@ class DynamicGraph:
                  checkpoint_every=None, *, dedup=None, cache_size=8, show_progress=False):
         self.store, self.name = store, name
         self._dname, self._cname = f"{name}/delta", f"{name}/ckpt"
+        self._handles = {}  # name -> the store's handle, once added (_bind)
         g, width = store.group_rank, store.group_size
         # step 1: the arguments, and (only without num_nodes) this rank's own steps
         # validated for the node count
@@ -536,6 +538,7 @@ class DynamicGraph:
             if self.has_deltas:
                 store.add_records(self._dname, deltas)
             store.add_records(self._cname, ckpts)
+            self._bind()
             # what open() needs to rebuild every step from a restored store
             store.annotate(self.name, KIND, {
                 "num_steps": int(self.num_steps), "num_nodes": int(self.num_nodes),
@@ -576,7 +579,21 @@ class DynamicGraph:
         self.has_deltas = self.checkpoint_every > 1
         self._cum = np.concatenate(([0], np.cumsum(self._delta_entries[1:]))).astype(
             np.int64)
+        self._bind()
         return self
+
+    def _bind(self):
+        """Read the records through handles: bound to these records, not to the names
+        (freed, and another graph built under the name, this object refuses to read
+        instead of reading the other graph's records with its own layout)."""
+        self._handles = {n: self.store.handle(n) for n in (self._dname, self._cname)
+                         if n in self.store}
+
+    def _check_held(self):
+        if any(h not in self.store for h in self._handles.values()):
+            raise DDStoreStateError(f"DynamicGraph {self.name!r} was freed (its records "
+                                    f"are removed from the store); build or open it "
+                                    f"again")
 
     # ------------------------------------------------------------------ reading
     def _check_step(self, t, what="t"):
@@ -592,12 +609,13 @@ class DynamicGraph:
 
     def _read_ckpt(self, c):
         i = int(c // self.checkpoint_every)
-        data, _ = self.store.get_records_packed(self._cname, np.array([i], np.int64))
+        data, _ = self.store.get_records_packed(self._handles[self._cname],
+                                                np.array([i], np.int64))
         return _Snap(int(c), data["key"], data.get("w"))
 
     def _read_deltas(self, a, b):
         """Deltas of steps ``[a, b)`` as a list of dicts of arrays (views)."""
-        data, sizes = self.store.get_records_packed(self._dname,
+        data, sizes = self.store.get_records_packed(self._handles[self._dname],
                                                     np.arange(a, b, dtype=np.int64))
         out = [dict() for _ in range(b - a)]
         for key, arr in data.items():
@@ -653,6 +671,7 @@ class DynamicGraph:
 
     def _snap(self, t):
         """Materialised state of step ``t`` (cache, else the cheapest base + deltas)."""
+        self._check_held()  # a freed graph's cache is not served either
         cached = self._cache.get(t)
         if cached is not None:
             return cached
@@ -750,6 +769,7 @@ class DynamicGraph:
         steps = range(start, stop) if forward else range(stop - 1, start - 1, -1)
         snap, buf = None, {}
         for t in steps:
+            self._check_held()
             u = t if forward else t + 1  # the delta that takes the previous step to t
             cached = self._cache.get(t)
             if cached is not None:
@@ -787,7 +807,8 @@ class DynamicGraph:
         return self._delta_entries.copy()
 
     def _record_bytes(self, name):
-        return self.store.nbytes(name) if name in self.store else 0
+        h = self._handles.get(name)
+        return self.store.nbytes(h) if h is not None and h in self.store else 0
 
     def nbytes(self):
         """Bytes this rank holds for the graph: its share of the deltas and checkpoints
@@ -832,7 +853,7 @@ class DynamicGraph:
 
     def held(self):
         """Local: the names of the graph's variables the store still holds."""
-        return [var for var in (self._dname, self._cname) if var in self.store]
+        return [n for n, h in self._handles.items() if h in self.store and n in self.store]
 
     def __repr__(self):
         return (f"DynamicGraph({self.name!r}, steps={self.num_steps}, nodes="
