@@ -754,7 +754,8 @@ def test_node_memory_snapshot_restore_nbytes(memory):
 
 def test_node_memory_after_remove_or_free(store):
     """After remove() (or store.remove of one of its variables, or free) every call is a
-    DDStoreError, never a read of freed memory."""
+    DDStoreError, never a read of freed memory; remove() after store.remove of one of
+    them removes the others."""
     from ddstore import DDStoreStateError
     from ddstore.temporal import NodeMemory
     m = NodeMemory(store, "m", 10, 4, 3)
@@ -767,6 +768,11 @@ def test_node_memory_after_remove_or_free(store):
     store.remove("m/mail")
     with pytest.raises(DDStoreStateError, match=r"missing \['m/mail'\]"):
         m.commit()
+    m.remove()  # the rest goes too (it used to be refused, leaving four variables)
+    assert not [v for v in store.variables() if v.startswith("m/")], store.variables()
+    with pytest.raises(DDStoreStateError, match=r"NodeMemory 'm' was removed"):
+        m.remove()
+    m = NodeMemory(store, "m", 10, 4, 3)
     store.free()
     with pytest.raises(DDStoreStateError, match=r"has been freed"):
         m.read([0])

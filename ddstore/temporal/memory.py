@@ -919,7 +919,8 @@ class NodeMemory:
 
     def remove(self):
         """Collective: remove the state's variables from the store (and the snapshot,
-        and what was staged); a non-blocking commit under way ends first (a failed one
+        and what was staged; those the store still holds, when one of them was removed
+        with ``store.remove``); a non-blocking commit under way ends first (a failed one
         does not prevent the removal).  Inside an enclosing transaction the variables
         are set aside until it commits; if it rolls back, this object holds them again,
         as it did before (its snapshot and staged updates too)."""
@@ -927,8 +928,12 @@ class NodeMemory:
         with self._lock.exclusive():  # reads in other threads finish first
             with self.store.transaction(f"NodeMemory.remove {self.name!r}") as txn:
                 with self.store.collective("NodeMemory.remove", self.name) as step:
-                    self._check_vars(failure=False)
+                    if self._own is None:  # removed already: said so
+                        self._check_vars(failure=False)
                     step.agree()
+                # what the store still holds (one of them removed with store.remove:
+                # this removes the rest, alike on every rank, as removals are)
+                held = [self._var[k] for k in _VARS if self._var[k] in self.store]
                 kept = (self._own, self._snapshot, self._writes, self._posts,
                         self._error)
 
@@ -936,7 +941,7 @@ class NodeMemory:
                     self._own, self._snapshot, self._writes, self._posts, \
                         self._error = kept
                     self._comm = self.store.comm.Dup()  # (every rank rolls back)
-                txn.set_aside([self._var[k] for k in _VARS], on_rollback=restore)
+                txn.set_aside(held, on_rollback=restore)
                 self._own = None  # the chunks go with the variables
                 self._free_comm()
                 self._snapshot = None
