@@ -88,10 +88,11 @@ def demo(argv=None, prog=None):
         fill_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         held = comm.gather(store.nbytes(), root=0)
         if rank == 0:
-            log.info("store: %s, width %d (%s), transport %s; %d rows of "
+            log.info("store: %s, width %d (%s), transport %s; %s of "
                      "%d B = %.1f MB; filled in %.2f s; held per rank: %s MB",
                      plural(store.size, "rank"), store.width,
-                     plural(store.replicas, "replica"), store.transport, args.rows,
+                     plural(store.replicas, "replica"), store.transport,
+                     plural(args.rows, "row"),
                      args.row_bytes, args.rows * args.row_bytes / 1e6, fill_s,
                      [round(h / 1e6, 1) for h in held])
         # the ranks read every row once between them, each a shuffled share (one
@@ -180,13 +181,24 @@ def build_parser():
     return parser
 
 
+class _Prefixed(logging.Formatter):
+    """``[ddstore] message``, once: the package's own warnings carry the prefix already
+    (they are written for a plain Python without this formatting)."""
+
+    def format(self, record):
+        text = super().format(record)
+        return text if text.startswith("[ddstore]") else f"[ddstore] {text}"
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     # exits 0 on --help, 2 with a message on a missing or unknown command
     args, rest = build_parser().parse_known_args(argv)
     from mpi4py import MPI
     logging.basicConfig(level=logging.INFO if MPI.COMM_WORLD.Get_rank() == 0 else
-                        logging.WARNING, format="[ddstore] %(message)s")
+                        logging.WARNING, format="%(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(_Prefixed())
     target = COMMANDS[args.command][0]
     if isinstance(target, str):
         target = importlib.import_module(target).main

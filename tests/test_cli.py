@@ -133,6 +133,25 @@ def test_missing_input_file_is_reported_once(tmp_path):
     assert r.elapsed < 30, f"took {r.elapsed:.1f}s:\n{r.output}"
 
 
+def test_tennis_file_that_cannot_be_read_ends_before_the_run(tmp_path, capsys):
+    """bench-dynamic reads --tennis before the synthetic part: a file that is not JSON,
+    JSON of no known layout, or a directory ends it at once with one line naming it
+    (exit code 2), not a traceback and MPI_Abort after the benchmark ran."""
+    from mpi4py import MPI
+    from ddstore.bench import dynamic
+    (tmp_path / "bad.json").write_text("not json")
+    (tmp_path / "mine.json").write_text('{"a": 1}')
+    for path, words in ((tmp_path / "bad.json", "is not valid JSON"),
+                        (tmp_path / "mine.json", "unknown layout"),
+                        (tmp_path, "is a directory")):
+        with pytest.raises(SystemExit) as info:
+            dynamic._tennis_series(MPI.COMM_SELF, str(path))
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and f"error: --tennis {path}: " in err and \
+            words in err, err
+    assert dynamic._tennis_series(MPI.COMM_SELF, str(tmp_path / "absent.json")) is None
+
+
 @pytest.mark.mpi
 def test_bad_option_under_mpiexec_is_reported_once():
     r = run_mpi("-m", 2, "ddstore", "bench-core", "--no-such-option", timeout=60,
@@ -171,6 +190,9 @@ def test_demo_width_refused_once_under_mpiexec():
 @pytest.mark.parametrize("command,args,words", [
     ("bench-compat", ["--calls", "0"], "argument --calls: must be an integer >= 1, got 0"),
     ("bench-dynamic", ["--steps", "0"], "argument --steps: must be an integer >= 1"),
+    ("bench-dynamic", ["--nodes", "3", "--edges", "10"],
+     "--edges=10 needs --edges <= --nodes ** 2 = 9"),
+    ("bench-dynamic", ["--churn", "2"], "argument --churn: must be a number <= 1.0"),
     ("bench-node_memory", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
     ("bench-prefetch", ["--graphs", "0"], "argument --graphs: must be an integer >= 1"),
     ("bench-checkpoint", ["--gb", "0"], "argument --gb: must be a number > 0, got 0"),
@@ -368,3 +390,15 @@ def test_a_report_never_replaces_a_users_file(tmp_path, capsys):
     assert json.loads(beside.read_text())["a"] == 2 and not (tmp_path / "user.2.json").exists()
     from ddstore.cli import report_target
     assert report_target(str(beside)) == str(beside)
+
+
+def test_log_lines_carry_the_prefix_once():
+    """The command line's log format adds '[ddstore] ' only where a message lacks it
+    (the launch warning has it: it was printed '[ddstore] [ddstore] launched ...')."""
+    import logging
+    from ddstore.__main__ import _Prefixed
+
+    def record(msg):
+        return logging.LogRecord("ddstore", logging.WARNING, __file__, 1, msg, None, None)
+    assert _Prefixed().format(record("[ddstore] launched")) == "[ddstore] launched"
+    assert _Prefixed().format(record("store: 1 rank")) == "[ddstore] store: 1 rank"

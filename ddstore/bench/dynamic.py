@@ -41,8 +41,8 @@ import time
 
 import numpy as np
 
-from ddstore.bench import Items, parser, plural, ratio, ratio_text, require_files, \
-    write_report
+from ddstore.bench import Items, exit_on_every_rank, parser, plural, ratio, ratio_text, \
+    require_files, write_report
 from ddstore.cli import at_least, check_width
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -56,8 +56,8 @@ def _args(argv, prog=None):
     p.add_argument("--edges", type=at_least(1), default=200_000, help="edges per step")
     p.add_argument("--steps", type=at_least(1), default=100,
                    help="time steps (the issue's full size is 1000)")
-    p.add_argument("--churn", type=at_least(0, float), default=0.01, help="share of edges replaced "
-                                                             "per step")
+    p.add_argument("--churn", type=at_least(0, float, most=1.0), default=0.01,
+                   help="share of edges replaced per step, in [0, 1]")
     p.add_argument("--width", type=at_least(1), default=None)
     p.add_argument("--repeat", type=at_least(1), default=3, help="alternating timing rounds")
     p.add_argument("--random", type=at_least(0), default=200, help="random-access calls")
@@ -67,6 +67,9 @@ def _args(argv, prog=None):
     p.add_argument("--tennis-epochs", type=at_least(1), default=1)
     args = p.parse_args(argv)
     check_width(p, args.width)
+    if args.edges > args.nodes ** 2:  # each target's sources: nodes // ceil(edges/nodes)
+        p.error(f"--edges={args.edges} needs --edges <= --nodes ** 2 = {args.nodes ** 2} "
+                f"(edges per step without a repeated edge)")
     return args
 
 
@@ -243,7 +246,7 @@ def synthetic(store, args, log):
         "deltas_and_checkpoints"]
     log(f"bytes: deltas+checkpoints {b['deltas_and_checkpoints'] / 2**20:.1f} MiB, full "
         f"snapshots {b['full_snapshots'] / 2**20:.1f} MiB "
-        f"(x{b['ratio_full_over_dynamic']:.1f} less), per rank "
+        f"(full / dynamic = {b['ratio_full_over_dynamic']:.2f}x), per rank "
         f"{[round(d / 2**20, 1) for d in b['per_rank_dynamic']]} vs "
         f"{[round(f / 2**20, 1) for f in b['per_rank_full']]} MiB; k = "
         f"{g.checkpoint_every}")
@@ -252,14 +255,30 @@ def synthetic(store, args, log):
     return res
 
 
-def tennis(store, args, log):
+def _tennis_series(comm, path):
+    """Collective: the Twitter tennis series from ``path`` (None if it is absent), read
+    before the benchmark runs; a file that cannot be read as one ends the program on
+    every rank with one line naming it (exit code 2)."""
+    from ddstore import spatiotemporal as st
+    if not os.path.exists(path):
+        return None
+    try:
+        series, error = st.load_pgt_json(path), None
+    except Exception as exc:  # noqa: BLE001 -- any failure to read it: named below
+        series, error = None, f"--tennis {path}: {type(exc).__name__}: {exc}"
+    errors = [e for e in comm.allgather(error) if e]
+    if errors:
+        exit_on_every_rank(errors[0])
+    return series
+
+
+def tennis(store, args, log, series):
     """Bytes and one training epoch: DynamicWindowDataset vs WindowDataset + full list."""
     import torch
     from ddstore import spatiotemporal as st
     from ddstore.dynamic import DynamicWindowDataset
     from torch_geometric.nn import GCNConv
     torch.manual_seed(0)
-    series = st.load_pgt_json(args.tennis)
     raw = series.to_numpy().copy()
     raw[:, :, series.target_feature] = np.log1p(raw[:, :, series.target_feature])
     feats = st.from_arrays(raw)
@@ -352,6 +371,7 @@ def main(argv=None, prog=None):
         require_files(comm, {"--tennis": args.tennis})
     else:
         args.tennis = TENNIS
+    series = _tennis_series(comm, args.tennis)
 
     def log(msg):
         if comm.rank == 0:
@@ -362,8 +382,8 @@ def main(argv=None, prog=None):
             f"{store.width}, transport {store.transport}")
         res = {"ranks": comm.size, "width": store.width, "transport": store.transport,
                "host": platform.node(), "synthetic": synthetic(store, args, log)}
-        if os.path.exists(args.tennis):
-            res["twitter_tennis"] = tennis(store, args, log)
+        if series is not None:
+            res["twitter_tennis"] = tennis(store, args, log, series)
     if comm.rank == 0:
         write_report(res, os.path.join(args.out, "dynamic.json"), args.seed)
 
