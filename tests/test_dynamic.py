@@ -476,7 +476,7 @@ def test_a_freed_graph_never_reads_another_built_under_its_name(store):
         for read in (lambda: old.snapshot(0), lambda: old.snapshot(3),
                      lambda: old.snapshots([1, 2]), lambda: list(old.forward()),
                      lambda: list(old.backward())):
-            with pytest.raises(DDStoreStateError, match="DynamicGraph 'g' was freed"):
+            with pytest.raises(DDStoreStateError, match="DynamicGraph 'g' is no longer in the store"):
                 read()
         assert old.held() == [] and old.nbytes() < new.nbytes()
     assert new.snapshot(2)[0].tolist() == [[3], [4]]

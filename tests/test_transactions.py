@@ -460,7 +460,8 @@ def test_objects_built_in_a_rolled_back_transaction_refuse_to_read(store, reside
         sampler.sample([0], [5.0])
     with pytest.raises(DDStoreValueError, match="unknown variable 'g/edges'"):
         g.edges([0])
-    with pytest.raises(DDStoreValueError, match="unknown records 'dg/"):
+    with pytest.raises(DDStoreStateError, match="DynamicGraph 'dg' is no longer in the "
+                                                "store .freed, or removed by a rollback"):
         dg.snapshot(2)  # not served from the cache of a graph that is gone
     again = WindowDataset(store, "w", series, 2, standardize=False, overlap=True,
                           device="cpu", resident=resident)

@@ -591,9 +591,9 @@ class DynamicGraph:
 
     def _check_held(self):
         if any(h not in self.store for h in self._handles.values()):
-            raise DDStoreStateError(f"DynamicGraph {self.name!r} was freed (its records "
-                                    f"are removed from the store); build or open it "
-                                    f"again")
+            raise DDStoreStateError(f"DynamicGraph {self.name!r} is no longer in the "
+                                    f"store (freed, or removed by a rollback); build or "
+                                    f"open it again")
 
     # ------------------------------------------------------------------ reading
     def _check_step(self, t, what="t"):
