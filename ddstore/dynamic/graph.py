@@ -590,7 +590,9 @@ class DynamicGraph:
                          if n in self.store}
 
     def _check_held(self):
-        if any(h not in self.store for h in self._handles.values()):
+        # the checkpoints: every graph has them, and free() and a rollback remove both
+        # record sets (deltas removed alone: their handle refuses when they are read)
+        if self._handles[self._cname] not in self.store:
             raise DDStoreStateError(f"DynamicGraph {self.name!r} is no longer in the "
                                     f"store (freed, or removed by a rollback); build or "
                                     f"open it again")
