@@ -29,7 +29,7 @@ class RecordSet:
     __slots__ = ("name", "keys", "fields", "offsets", "nrecords", "start", "n_local",
                  "owner")
 
-    def __init__(self, name, keys, fields, offsets, start, n_local, owner=None):
+    def __init__(self, name, keys, fields, offsets, start, n_local, owner):
         self.name, self.keys, self.fields = name, keys, fields
         self.offsets, self.nrecords = offsets, offsets.shape[0] - 1
         self.start, self.n_local = start, n_local

@@ -63,7 +63,7 @@ class Var:
     __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows", "mapped",
                  "owner")
 
-    def __init__(self, name, vid, dtype, row_shape, n_local, nrows, owner=None):
+    def __init__(self, name, vid, dtype, row_shape, n_local, nrows, owner):
         self.name, self.vid, self.dtype = name, vid, dtype
         self.row_shape, self.n_local, self.nrows = row_shape, n_local, nrows
         self.mapped = None
@@ -121,7 +121,7 @@ class Variables:
     an open transaction, or None (what a read-ahead thread reads under the name:
     :mod:`ddstore._readers`)."""
 
-    def __init__(self, store, core, created, aside_of=lambda name: None):
+    def __init__(self, store, core, created, aside_of):
         self.store, self.core, self.created = store, core, created
         self.aside_of = aside_of
         self.serial = next(_SERIALS)  # which store a handle belongs to
