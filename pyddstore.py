@@ -30,9 +30,10 @@ Semantics kept from the original:
   so in a store built with ``add`` only (HydraGNN's, which opens an epoch per batch)
   the pair is free.  A store holding a variable made by ``init`` (the original's way to
   fill one with ``update``, kept through ``save`` / ``restore``) is synchronised by every
-  ``epoch_begin``, as the original's fence: the ``update`` writes that any rank made
-  before it are what every rank's ``get`` reads after it.  A ``get`` outside an epoch
-  also works.
+  ``epoch_begin`` and ``epoch_end``, as the original's fence: the ``update`` writes
+  that any rank made before ``epoch_begin`` are what every rank's ``get`` reads after
+  it, and none made after ``epoch_end`` reaches a ``get`` of the epoch it closed.  A
+  ``get`` outside an epoch also works.
 - ``free()``: collective, safe to call twice.
 
 Additions: ``ddstore_width`` (groups of that many consecutive ranks, each holding a full
@@ -474,14 +475,24 @@ class PyDDStore:
         original's ``MPI_Win_fence`` did: the ``update`` writes any rank made before
         it are what every ``get`` reads after it.
         """
+        self._store.check_alive()
         if self._fence:
             with self._store.collective("PyDDStore.epoch_begin"):
                 pass  # ranks in another call are told it was this one
             self.sync()
 
     def epoch_end(self):
-        """Collective: close a read epoch (nothing to do: every ``get`` is complete when
-        it returns)."""
+        """Collective: close a read epoch.
+
+        Every ``get`` is complete when it returns, so in a store built with ``add`` only
+        this costs nothing.  In a store holding a variable made by :meth:`init`, no rank
+        leaves it before every rank has entered it, as the original's
+        ``MPI_Win_fence``: an ``update`` made after it never reaches a ``get`` another
+        rank made in the epoch it closes."""
+        self._store.check_alive()
+        if self._fence:
+            with self._store.collective("PyDDStore.epoch_end"):
+                pass  # its round: every rank's gets of the epoch are done
 
     def sync(self):
         """Collective: make every rank's ``update`` writes visible to all readers."""

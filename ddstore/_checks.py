@@ -258,3 +258,30 @@ def check_indices(idx, limit, what, item="index", low=0, detail=""):
             pos = int(np.flatnonzero(idx == bad)[0])
             raise DDStoreIndexError(f"{what}: {item} {bad} (position {pos}) out of range "
                                     f"[{low}, {limit}){detail}")
+
+
+def cast_in_range(arr, dtype, what, holder="the variable's"):
+    """``arr`` cast to ``dtype`` (of its kind, or a float from an integer), refusing a
+    value the cast would not keep: an integer outside ``dtype``'s range (it would wrap:
+    300 into int8 is 44) or a finite number that would become infinite (1e300 into
+    float32).  Rounding to the nearer float is kept: that is what the variable holds.
+    One pass over ``arr``, and only when the cast is not safe for every value.  ``holder``
+    names whose dtype it is in the message."""
+    with np.errstate(over="ignore", invalid="ignore"):  # found and named below
+        out = arr.astype(dtype)
+    if np.can_cast(arr.dtype, dtype, "safe"):
+        return out
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        bad = (arr < info.min) | (arr > info.max)
+        allowed = f"[{info.min}, {info.max}]"
+    else:
+        bad = np.isfinite(arr) & ~np.isfinite(out)
+        allowed = f"finite values up to {np.finfo(dtype).max:g} in magnitude"
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise DDStoreValueError(
+            f"{what}: value {arr[where].item()!r} at {where} does not fit {holder} "
+            f"dtype {dtype} ({allowed}); it would be stored as {out[where].item()!r} "
+            f"({int(bad.sum())} of {bad.size} values do not fit)")
+    return out

@@ -31,7 +31,7 @@ from . import _core
 from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
 from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
-                      check_free_names, check_indices, integer_scalar, is_int,
+                      cast_in_range, check_free_names, check_indices, integer_scalar, is_int,
                       removed_error, shown_name)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
@@ -86,32 +86,6 @@ class PrefaultThread(threading.Thread):
             self.nbytes = self._run()
         except Exception as exc:  # noqa: BLE001 -- kept for the caller; advisory work
             self.error = exc
-
-
-def _cast_in_range(arr, dtype, what):
-    """``arr`` cast to ``dtype`` (of its kind, or a float from an integer), refusing a
-    value the cast would not keep: an integer outside ``dtype``'s range (it would wrap:
-    300 into int8 is 44) or a finite number that would become infinite (1e300 into
-    float32).  Rounding to the nearer float is kept: that is what the variable holds.
-    One pass over ``arr``, and only when the cast is not safe for every value."""
-    with np.errstate(over="ignore", invalid="ignore"):  # found and named below
-        out = arr.astype(dtype)
-    if np.can_cast(arr.dtype, dtype, "safe"):
-        return out
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        bad = (arr < info.min) | (arr > info.max)
-        allowed = f"[{info.min}, {info.max}]"
-    else:
-        bad = np.isfinite(arr) & ~np.isfinite(out)
-        allowed = f"finite values up to {np.finfo(dtype).max:g} in magnitude"
-    if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise DDStoreValueError(
-            f"{what}: value {arr[where].item()!r} at {where} does not fit the variable's "
-            f"dtype {dtype} ({allowed}); it would be stored as {out[where].item()!r} "
-            f"({int(bad.sum())} of {bad.size} values do not fit)")
-    return out
 
 
 class Variables:
@@ -316,7 +290,7 @@ class Variables:
                     f"dtype {var.dtype}; allowed: rows of dtype {var.dtype} or of a dtype "
                     f"numpy casts to it within its kind ('same_kind': e.g. int64 into "
                     f"int8, float64 into float32, not float into int)")
-            arr = _cast_in_range(arr, var.dtype, f"update {name!r}")
+            arr = cast_in_range(arr, var.dtype, f"update {name!r}")
         offset = as_int(integer_scalar(offset), f"update {name!r}: offset")
         if offset < 0 or offset + arr.shape[0] > var.n_local:
             raise DDStoreIndexError(

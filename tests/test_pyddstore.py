@@ -33,6 +33,10 @@ def test_pyddstore_in_process_round_trip():
         store.epoch_end()
     finally:
         store.free()
+    from ddstore import DDStoreStateError
+    for call in (store.epoch_begin, store.epoch_end):  # freed: said, as get's
+        with pytest.raises(DDStoreStateError, match="freed"):
+            call()
 
 
 def test_pyddstore_arguments_as_the_original_takes_them():

@@ -103,7 +103,7 @@ def test_tensor_attr_is_pygs(fs):
     torch.tensor(2), np.int64(4), [0, -1, 2, -2], torch.tensor([4, 0, 4, -3]),
     np.array([1, -1]), torch.tensor([], dtype=torch.long),
     torch.tensor([True, False, True, False, True]),
-    np.array([False, True, False, True, False])])
+    np.array([False, True, False, True, False]), [True, False, False, True, True]])
 def test_get_as_torch_indexing(fs, index):
     """get_tensor / multi_get_tensor with every index form PyG's stores take: the same
     bytes and shape as torch indexing (an int gives [F], negatives from the end)."""
@@ -125,7 +125,7 @@ def test_get_as_torch_indexing(fs, index):
                                  PygTensorAttr("n", "x", tidx)])
     assert all(same(g, w) for g, w in zip(got, want))
     size = fs.get_tensor_size("n", "x", index)
-    assert tuple(size) == tuple(b.shape)
+    assert type(size) is torch.Size and size == b.shape  # PyG's: get_tensor().size()
 
 
 def test_put_with_index_updates_rows(fs):
@@ -170,6 +170,37 @@ def test_put_with_index_updates_rows(fs):
     fs.update_tensor(torch.ones(5, 3, dtype=torch.float64), "n", "x", None)  # in place
     ref.update_tensor(torch.ones(5, 3, dtype=torch.float64), "n", "x", None)
     assert same(fs.get_tensor("n", "x", None), ref.get_tensor("n", "x", None))
+
+
+def test_indexed_puts_refuse_values_the_dtype_cannot_hold(fs):
+    """An indexed put (put_tensor / update_tensor / ``fs[...] = v``) of a value the
+    attribute's dtype cannot hold (an int64 id beyond int32, 300 into int8, 1e300 into
+    float32 or bfloat16) is refused naming the value and its position, nothing written
+    (it used to wrap: 2**32 + 5 stored as 5); values that fit are cast as before."""
+    from ddstore import DDStoreValueError
+    fs.put_tensor(torch.zeros(4, dtype=torch.int32), "g", "ids", None)
+    fs.put_tensor(torch.zeros(4, dtype=torch.int8), "g", "small", None)
+    fs.put_tensor(torch.zeros(2), "g", "f", None)
+    fs.put_tensor(torch.zeros(2, dtype=torch.bfloat16), "g", "b", None)
+    with pytest.raises(DDStoreValueError, match=r"value 4294967301 at \(0,\) does not fit "
+                                                r"the attribute's dtype int32 .*stored as 5"):
+        fs.update_tensor(torch.tensor([2**32 + 5]), "g", "ids", index=torch.tensor([3]))
+    with pytest.raises(DDStoreValueError, match=r"value 300 at \(1,\) does not fit the "
+                                                r"attribute's dtype int8 \(\[-128, 127\]\)"):
+        fs["g", "small", torch.tensor([0, 1])] = torch.tensor([3, 300])
+    with pytest.raises(DDStoreValueError, match="value 1e\\+300 at .*float32"):
+        fs.put_tensor(torch.tensor([1e300], dtype=torch.float64), "g", "f", index=[1])
+    with pytest.raises(DDStoreValueError, match=r"value 1e\+300 at \(0,\) does not fit the "
+                                                r"attribute's dtype torch.bfloat16"):
+        fs.put_tensor(torch.tensor([1e300], dtype=torch.float64), "g", "b", index=[1])
+    for attr, dtype in (("ids", torch.int32), ("small", torch.int8)):
+        assert same(fs.get_tensor("g", attr, None), torch.zeros(4, dtype=dtype))
+    assert same(fs.get_tensor("g", "f", None), torch.zeros(2))
+    assert same(fs.get_tensor("g", "b", None), torch.zeros(2, dtype=torch.bfloat16))
+    fs.put_tensor(torch.tensor([2**31 - 1, -2**31]), "g", "ids", index=[0, 3])  # they fit
+    fs.put_tensor(torch.tensor([1e30], dtype=torch.float64), "g", "b", index=[0])
+    assert fs.get_tensor("g", "ids", None).tolist() == [2**31 - 1, 0, 0, -2**31]
+    assert fs.get_tensor("g", "b", None)[0].item() == torch.tensor(1e30).bfloat16().item()
 
 
 def test_bfloat16_round_trip(fs, store):

@@ -56,6 +56,45 @@ def test_option_errors(store):
     assert s.subgraph_type == "induced"
 
 
+def test_loader_seeds_checked_when_built(store):
+    """Over our stores a loader with no seeds, or with per-seed values (times, labels)
+    of another length than its seeds, is refused as it is built, naming the argument
+    and both lengths (PyG fails with a bare ``assert``, or an IndexError at the first
+    batch); the same loaders with matching lengths build and run."""
+    from torch_geometric.loader import LinkNeighborLoader, NeighborLoader
+    from ddstore import DDStoreValueError
+    fs, gs = _graph(store)
+    label = gs.get_edge_index(None, "coo")
+    label = torch.stack(label)[:, :10]
+    for loader, kw, message in [
+            (NeighborLoader, {}, r"NeighborLoader over ddstore's \(FeatureStore, "
+                                 r"GraphStore\): input_nodes is required"),
+            (NeighborLoader, dict(input_nodes=torch.arange(10), input_time=torch.ones(3)),
+             r"NeighborLoader\(input_time=...\): 3 values for 10 seeds in input_nodes"),
+            (NeighborLoader, dict(input_nodes=torch.arange(20) < 4,
+                                  input_time=torch.ones(5)),
+             r"5 values for 4 seeds in input_nodes"),
+            (LinkNeighborLoader, dict(edge_label_index=label),
+             r"edge_label_index must be \(edge_type, \[2, n\] tensor\), \(None, tensor\) "
+             r"for a homogeneous graph"),
+            (LinkNeighborLoader, dict(edge_label_index=(None, label), edge_label=torch.ones(3)),
+             r"LinkNeighborLoader\(edge_label=...\): 3 values for 10 seeds in "
+             r"edge_label_index"),
+            (LinkNeighborLoader, dict(edge_label_index=(None, label),
+                                      edge_label_time=torch.ones(11)),
+             r"LinkNeighborLoader\(edge_label_time=...\): 11 values for 10 seeds"),
+            (LinkNeighborLoader, {}, r"edge_label_index is required")]:
+        with pytest.raises(DDStoreValueError, match=message):
+            loader((fs, gs), num_neighbors=[2], batch_size=4, **kw)
+    batch = next(iter(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4,
+                                     input_nodes=torch.arange(20) < 4)))
+    assert batch.input_id.tolist() == [0, 1, 2, 3]
+    batch = next(iter(LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=10,
+                                         edge_label_index=(None, label),
+                                         edge_label=torch.arange(10.))))
+    assert batch.edge_label.tolist() == [float(i) for i in range(10)]
+
+
 @pytest.mark.forks_workers
 def test_num_workers_over_a_node_local_store(store):
     """A DataLoader worker (forked child) samples from the inherited shared memory of a

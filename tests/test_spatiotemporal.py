@@ -449,6 +449,9 @@ def test_bad_input(store):
             make(store, arr, 3)
     with pytest.raises(DDStoreValueError, match="dtype <U1"):
         make(store, np.full((10, 2), "a"), 2)
+    with pytest.raises(DDStoreValueError, match=r"a series of T = 1 step\(s\) is too short "
+                                                r"for any window: .* T >= 2 \(horizon=1\)"):
+        make(store, raw[:1], 1, split=(1, 0, 0))
     ds = make(store, raw, 3)
     train = ds.splits()[0]
     n = len(train)

@@ -458,7 +458,7 @@ def test_objects_built_in_a_rolled_back_transaction_refuse_to_read(store, reside
             read()
     with pytest.raises(DDStoreStateError, match="graph 'g' was removed .*rollback"):
         sampler.sample([0], [5.0])
-    with pytest.raises(DDStoreValueError, match="unknown variable 'g/edges'"):
+    with pytest.raises(DDStoreStateError, match="variable 'g/edges' was removed"):
         g.edges([0])
     with pytest.raises(DDStoreStateError, match="DynamicGraph 'dg' is no longer in the "
                                                 "store .freed, or removed by a rollback"):
@@ -585,6 +585,49 @@ def test_datasets_read_their_own_data_not_a_name_reused(store):
         with pytest.raises(DDStoreStateError, match="record set 'g' was removed"):
             read()
     store.remove("s", "g", "d")
+
+
+def test_temporal_layers_read_their_own_data_not_a_name_reused(store):
+    """A temporal graph and a node memory read the variables they were built on: one
+    removed with ``store.remove`` and another added under its name, every read (and a
+    sampler over the graph) raises that it was removed instead of reading the new rows
+    with the old layout; the memory's ``remove`` then removes what it still holds and
+    leaves the newcomer."""
+    from ddstore.temporal import EdgeBatches, NodeMemory, TemporalGraph, TemporalSampler
+    src, dst = np.array([0, 1, 2, 0]), np.array([1, 2, 0, 2])
+    t = np.array([1.0, 2.0, 3.0, 4.0])
+    g = TemporalGraph.from_arrays(store, "g", src, dst, t, edge_feat=np.ones((4, 2)),
+                                  node_feat=np.ones((3, 1)), edge_label=np.arange(4))
+    sampler = TemporalSampler(g, fanouts=(2,))
+    mem = NodeMemory(store, "m", 3, memory_dim=2, mail_dim=2)
+    assert g.neighbors(0)[0].tolist() == [1, 2] and g.edge_times([3]).tolist() == [4.0]
+    assert g.edge_times().tobytes() == t.tobytes()
+    assert mem.read([2]).memory.tolist() == [[0.0, 0.0]]
+    for name in [n for n in store.variables()]:
+        dtype, shape, n = store.dtype(name), store.row_shape(name), store.nrows(name)
+        store.remove(name)
+        store.add(name, np.full((n,) + shape, 7, dtype))  # the same layout, other rows
+    for read in (lambda: g.neighbors(0), lambda: g.edges([0]), lambda: g.edge_split([0]),
+                 lambda: g.edge_features([0]), lambda: g.edge_labels([0]),
+                 lambda: g.node_features([0]), lambda: g.edge_times(), lambda: g.to_pyg(),
+                 lambda: g.tcsr_bytes(), lambda: EdgeBatches(g, 2),
+                 lambda: sampler.sample([0], [5.0]), lambda: TemporalSampler(g, (1,))):
+        with pytest.raises(DDStoreStateError, match=r"variable 'g/[a-z_]+' (\(id \d+\) )?was "
+                                                    r"removed"):
+            read()
+    with pytest.raises(DDStoreStateError, match=r"NodeMemory 'm' was removed from the "
+                                                r"store \(missing \['m/memory'"):
+        mem.read([0])
+    with pytest.raises(DDStoreStateError, match="NodeMemory 'm' was removed"):
+        mem.nbytes()
+    with pytest.raises(DDStoreStateError, match=r"TemporalGraph 'g': cannot remove: "
+                                                r"\['g/nbr'"):
+        g.remove()
+    held = store.variables()
+    mem.remove()  # what it holds: nothing (every variable of its name is another's)
+    assert store.variables() == held
+    assert store.get_range("m/memory", 0, 3).tolist() == [[7.0, 7.0]] * 3  # untouched
+    store.remove(*held)
 
 
 def test_read_ahead_lookups_never_miss_a_set_aside_or_put_back(store):

@@ -348,7 +348,8 @@ class DynamicGraph:
         last one (input order).
     cache_size : int
         Snapshots kept in an LRU cache (default 8; at least 1), for the repeated access
-        of truncated backpropagation through time.
+        of truncated backpropagation through time; the same on every rank (checked: it
+        is recorded for :meth:`open`), another per rank with ``open(cache_size=...)``.
 
     Notes
     -----
@@ -380,6 +381,8 @@ class DynamicGraph:
             tops = step.agree(top, same={
                 "steps": T, "num_nodes": num_nodes, "checkpoint_every": checkpoint_every,
                 "dedup": dedup, "weighted": weights is not None,
+                # (kept in the annotation, alike on every rank: what open() defaults to)
+                "cache_size": cache_size,
                 **_same_steps(edges, weights)})
         if num_nodes is None:
             num_nodes = max(1, 1 + max(tops))  # <= _MAX_NODES

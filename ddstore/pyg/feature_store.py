@@ -8,8 +8,8 @@ from torch_geometric.data import FeatureStore as _PygFeatureStore
 from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
-from .._checks import (as_indices, check_free_names, check_indices, integer_scalar,
-                       is_int)
+from .._checks import (as_indices, cast_in_range, check_free_names, check_indices,
+                       integer_scalar, is_int)
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
@@ -434,7 +434,17 @@ class FeatureStore(_PygFeatureStore):
             if t.is_complex():
                 raise DDStoreValueError(f"{what}: values of dtype {t.dtype} cannot be "
                                         f"written into a {a.torch_dtype} attribute")
-            vals = t.to(a.torch_dtype).view(getattr(torch, a.dtype.name)).numpy()
+            cast = t.to(a.torch_dtype)
+            if a.torch_dtype.is_floating_point and t.dtype != a.torch_dtype:
+                bad = torch.isfinite(t) & ~torch.isfinite(cast)  # (bfloat16, float8...)
+                if bool(bad.any()):
+                    where = tuple(int(i) for i in bad.nonzero()[0])
+                    raise DDStoreValueError(
+                        f"{what}: value {t[where].item()!r} at {where} does not fit the "
+                        f"attribute's dtype {a.torch_dtype}; it would be stored as "
+                        f"{cast[where].item()!r} ({int(bad.sum())} of {bad.numel()} values"
+                        f" do not fit)")
+            vals = cast.view(getattr(torch, a.dtype.name)).numpy()
         else:
             if isinstance(tensor, torch.Tensor):
                 tensor = tensor.detach().cpu().numpy()
@@ -443,7 +453,8 @@ class FeatureStore(_PygFeatureStore):
                 if not np.can_cast(vals.dtype, a.dtype, "same_kind"):
                     raise DDStoreValueError(f"{what}: values of dtype {vals.dtype} cannot "
                                             f"be cast to the attribute's dtype {a.dtype}")
-                vals = vals.astype(a.dtype)
+                # a value the dtype cannot hold is refused, not wrapped (as update's)
+                vals = cast_in_range(vals, a.dtype, what, "the attribute's")
         try:
             return np.broadcast_to(vals, (count,) + a.row_shape)
         except ValueError:
@@ -706,6 +717,9 @@ class FeatureStore(_PygFeatureStore):
         n = a.num_rows
         if isinstance(index, slice):
             return np.arange(*index.indices(n), dtype=np.int64)
+        if isinstance(index, (list, tuple)) and index and all(
+                isinstance(v, (bool, np.bool_)) for v in index):
+            index = np.asarray(index, dtype=np.bool_)  # a mask, as torch reads such a list
         if _one_row(index):
             index = [int(index)]
         elif isinstance(index, torch.Tensor):
@@ -787,9 +801,9 @@ class FeatureStore(_PygFeatureStore):
         index, shape = _flat_index(attr.index)
         if _one_row(index):
             self._index(a, index, "get_tensor_size")
-            return a.row_shape
+            return torch.Size(a.row_shape)  # (a torch.Size, as PyG's: get_tensor().size())
         n = a.num_rows if index is None else len(self._index(a, index, "get_tensor_size"))
-        return (tuple(shape) if shape is not None else (n,)) + a.row_shape
+        return torch.Size((tuple(shape) if shape is not None else (n,)) + a.row_shape)
 
     def get_all_tensor_attrs(self):
         """Every attribute (a fresh PyG ``TensorAttr`` each, its index UNSET, as PyG's

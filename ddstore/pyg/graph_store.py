@@ -320,7 +320,8 @@ class GraphStore(_PygGraphStore):
                               what, layout=layout, ptr_nodes=ptr_nodes)
             decide(self._state, plan, step.agree(plan.share(), same={
                 "edges (the whole edge index on every rank)": n,
-                "pointer nodes": ptr_nodes, "edge index dtypes": dtypes, **plan.same(),
+                "pointer nodes": ptr_nodes, "edge index dtypes": dtypes,
+                "is_sorted": bool(edge_attr.is_sorted), **plan.same(),
                 **same_values({"sources": src, "destinations": dst}, what)}))
             plan.index_dtypes = dtypes
         return build(self._state, self._attrs, plan, columns,

@@ -22,6 +22,7 @@ Loaders over other data or other samplers are untouched.
 """
 import warnings
 
+import torch
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
 from ..errors import DDStoreValueError
@@ -101,13 +102,67 @@ def _check_sampler(name, args, sampler):
                f"True (subgraph_type={have['subgraph_type']!r})")
 
 
+def _count(index):
+    """How many seeds ``index`` names (ids, a boolean mask, ``[2, n]`` edge ids, or any
+    of them after a type, ``(type, ids)``), or None when it does not say (None: every
+    node of the type; something PyG will refuse itself)."""
+    if isinstance(index, (tuple, list)) and len(index) == 2 and (
+            index[0] is None or isinstance(index[0], (str, tuple))):
+        index = index[1]
+    if index is None:
+        return None
+    try:
+        t = torch.as_tensor(index)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    if t.dtype == torch.bool:
+        return int(t.sum())
+    return int(t.shape[-1]) if t.dim() else 1
+
+
+#: per loader: the argument naming the seeds, and those that must have one entry each
+_SEEDS = {"NeighborLoader": ("input_nodes", ("input_time",)),
+          "LinkNeighborLoader": ("edge_label_index", ("edge_label", "edge_label_time"))}
+
+
+def _check_seeds(name, args):
+    """Refuse, as the loader is built, seeds it could not use over our stores: none
+    given (PyG's loaders over a remote backend need them; its own check is a bare
+    ``assert``), or per-seed values (times, labels) of another length than the seeds
+    (PyG would fail at the first batch, or with a bare ``assert``)."""
+    seeds, per_seed = _SEEDS[name]
+    if args.get(seeds) is None:
+        raise DDStoreValueError(
+            f"{name} over ddstore's (FeatureStore, GraphStore): {seeds} is required (PyG's "
+            f"loaders over a remote backend take the seeds from it): pass "
+            + ("node ids, a boolean mask, or (node_type, ids)" if seeds == "input_nodes"
+               else "a [2, n] tensor of source and destination ids, or (edge_type, "
+                    "that tensor)"))
+    if seeds == "edge_label_index" and isinstance(args[seeds], torch.Tensor):
+        raise DDStoreValueError(
+            f"{name} over ddstore's (FeatureStore, GraphStore): edge_label_index must be "
+            f"(edge_type, [2, n] tensor), (None, tensor) for a homogeneous graph (PyG's "
+            f"loaders over a remote backend take no bare tensor)")
+    n = _count(args[seeds])
+    for option in per_seed:
+        if args.get(option) is None or n is None:
+            continue
+        got = _count(args[option])
+        if got is not None and got != n:
+            raise DDStoreValueError(
+                f"{name}({option}=...): {got} values for {n} seeds in {seeds}; give "
+                f"one per seed")
+
+
 def _arguments(name, args):
     """The hook: ``args`` of a ``NeighborLoader`` / ``LinkNeighborLoader`` about to be
-    built, returned with our sampler when over our stores (see the module docstring)."""
+    built, returned with our sampler when over our stores (see the module docstring),
+    after :func:`_check_seeds`."""
     from .sampler import BidirectionalNeighborSampler, NeighborSampler
     data = args.get("data")
     if not _ours(data):
         return args
+    _check_seeds(name, args)
     sampler = args.get("neighbor_sampler")
     if isinstance(sampler, (NeighborSampler, BidirectionalNeighborSampler)):
         _check_sampler(name, args, sampler)

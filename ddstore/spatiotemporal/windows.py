@@ -22,6 +22,10 @@ def check_horizon(horizon, num_steps):
     """Validate ``horizon`` against a series of ``num_steps`` steps; returns it as int
     (a Python or numpy integer, or a 0-d integer tensor; never a float or a bool)."""
     horizon = integer_scalar(horizon)
+    if num_steps < 2:  # no horizon fits: say so rather than an empty range
+        raise DDStoreValueError(f"a series of T = {num_steps} step(s) is too short for any "
+                                f"window: a window of horizon h needs 2*h <= T steps "
+                                f"(inputs and targets), so T >= 2 (horizon={horizon!r})")
     if not is_int(horizon):
         raise DDStoreValueError(f"horizon must be an integer in [1, {num_steps // 2}] "
                                 f"(2*horizon <= T = {num_steps}), got {horizon!r}")

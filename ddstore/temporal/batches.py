@@ -87,7 +87,7 @@ class EdgeBatches:
         self.seed = seed
         self.epoch = 0
         eids = np.flatnonzero(graph.split == code).astype(np.int64)
-        t = graph.store.get_range(f"{graph.name}/edge_t", 0, graph.num_edges)[eids]
+        t = graph.edge_times()[eids]
         self.eids = eids[np.argsort(t, kind="stable")]  # time order, ties by edge id
 
     def loader(self, device=None, prefetch=0):

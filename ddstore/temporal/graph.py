@@ -229,6 +229,10 @@ class TemporalGraph:
         self._split = None
         self.read_stats = None  # from_tgl: lines parsed and seconds parsing, this rank
         self.removed = False  # set by remove(): samplers over the graph refuse to run
+        # every read goes through handles bound to these variables (DDStore.handle): a
+        # variable removed with store.remove, and another added under its name, is
+        # refused rather than read with this graph's layout
+        self._h = {k: store.handle(f"{name}/{k}") for k in self._keys()}
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -573,6 +577,10 @@ class TemporalGraph:
                     raise DDStoreValueError(f"graph {name!r}: split has shape "
                                             f"{split.shape}, needs ({n},) (one value per "
                                             f"event of data)")
+            # checked whole here, so that an error names the event's index in data
+            # (from_arrays checks each rank's share, by its index in the share)
+            _check_local(name, arrs["src"], arrs["dst"], arrs["t"], arrs.get("msg"), None,
+                         split, None, arrs.get("y"))
             sl = slice(*partition(n, store.size, store.rank))  # this rank's share
             share = [arrs["src"][sl], arrs["dst"][sl], arrs["t"][sl]]
             step.agree(same={"TemporalData (the same on every rank)": layout,
@@ -657,8 +665,8 @@ class TemporalGraph:
             t_dtype, f"to_pyg of graph {self.name!r}: t_dtype", "iuf",
             "an integer or float dtype (numpy or torch), or None")
         st, e = self.store, self.num_edges
-        sd = st.get_range(f"{self.name}/edges", 0, e)
-        t = st.get_range(f"{self.name}/edge_t", 0, e)
+        sd = st.get_range(self._h["edges"], 0, e)
+        t = st.get_range(self._h["edge_t"], 0, e)
         if dtype.kind in "iu":
             info = np.iinfo(dtype)
             if t.dtype.kind == "f":  # (float(info.max) + 1: 2**bits, exactly)
@@ -676,9 +684,9 @@ class TemporalGraph:
                   dst=torch.from_numpy(sd[:, 1].astype(np.int64)),
                   t=torch.from_numpy(t.astype(dtype)))
         if self._has_edge_feat:
-            kw["msg"] = torch.from_numpy(st.get_range(f"{self.name}/edge_feat", 0, e))
+            kw["msg"] = torch.from_numpy(st.get_range(self._h["edge_feat"], 0, e))
         if self.has_edge_label:
-            kw["y"] = torch.from_numpy(st.get_range(f"{self.name}/edge_label", 0, e))
+            kw["y"] = torch.from_numpy(st.get_range(self._h["edge_label"], 0, e))
         return TemporalData(**kw)
 
     def remove(self):
@@ -689,7 +697,7 @@ class TemporalGraph:
         with self.store.transaction(f"TemporalGraph.remove {self.name!r}") as txn:
             names = self._variables()
             with self.store.collective("TemporalGraph.remove", self.name) as step:
-                gone = [v for v in names if v not in self.store]
+                gone = [v for v, h in zip(names, self._h.values()) if h not in self.store]
                 if gone:
                     raise DDStoreStateError(f"TemporalGraph {self.name!r}: cannot remove: "
                                             f"{gone} no longer in the store (removed "
@@ -704,16 +712,17 @@ class TemporalGraph:
     def _rolled_back(self):
         self.removed = True  # (a rollback of the transaction that built it)
 
+    def _keys(self):
+        keys = list(_T_VARS) + ["edges", "edge_t", "edge_split"]
+        for key, has in (("edge_feat", self._has_edge_feat),
+                         ("node_feat", self._has_node_feat),
+                         ("edge_label", self.has_edge_label)):
+            if has:
+                keys.append(key)
+        return keys
+
     def _variables(self):
-        names = [f"{self.name}/{k}" for k in _T_VARS] + [
-            f"{self.name}/edges", f"{self.name}/edge_t", f"{self.name}/edge_split"]
-        if self._has_edge_feat:
-            names.append(f"{self.name}/edge_feat")
-        if self._has_node_feat:
-            names.append(f"{self.name}/node_feat")
-        if self.has_edge_label:
-            names.append(f"{self.name}/edge_label")
-        return names
+        return [f"{self.name}/{k}" for k in self._keys()]
 
     # ------------------------------------------------------------------ reads
     def _nodes(self, nids, what):
@@ -740,55 +749,58 @@ class TemporalGraph:
                                     f"integer, got {v!r}")
         v = int(self._nodes([v], "neighbors")[0])
         a, b = int(self.indptr[v]), int(self.indptr[v + 1])
-        nbr, ts, eid = (self.store.get_range(f"{self.name}/{k}", a, b - a) for k in _T_VARS)
+        nbr, ts, eid = (self.store.get_range(self._h[k], a, b - a) for k in _T_VARS)
         return nbr.astype(np.int64, copy=False), ts, eid.astype(np.int64, copy=False)
 
     def edges(self, eids):
         """Local: ``(src, dst, t)`` of edges ``eids``, in request order (ids int64, ``t``
         of :attr:`time_dtype`)."""
         idx = self._edges(eids, "edges")
-        sd = self.store.get_batch(f"{self.name}/edges", idx)
-        return sd[:, 0].astype(np.int64), sd[:, 1].astype(np.int64), self.store.get_batch(f"{self.name}/edge_t",
-                                                                      idx)
+        sd = self.store.get_batch(self._h["edges"], idx)
+        return (sd[:, 0].astype(np.int64), sd[:, 1].astype(np.int64),
+                self.store.get_batch(self._h["edge_t"], idx))
 
     def edge_split(self, eids):
         """Local: split (0 train, 1 val, 2 test) of edges ``eids``."""
-        return self.store.get_batch(f"{self.name}/edge_split",
-                                    self._edges(eids, "edge_split"))
+        return self.store.get_batch(self._h["edge_split"], self._edges(eids, "edge_split"))
+
+    def edge_times(self, eids=None):
+        """Local: times of edges ``eids`` (every edge, in edge-id order, when None), of
+        :attr:`time_dtype`."""
+        if eids is None:
+            return self.store.get_range(self._h["edge_t"], 0, self.num_edges)
+        return self.store.get_batch(self._h["edge_t"], self._edges(eids, "edge_times"))
 
     @property
     def split(self):
         """Split of every edge (int8 array, one byte per edge, read on first use)."""
         if self._split is None:
-            self._split = self.store.get_range(f"{self.name}/edge_split", 0, self.num_edges)
+            self._split = self.store.get_range(self._h["edge_split"], 0, self.num_edges)
         return self._split
 
     def edge_features(self, eids):
         """Local: edge-feature rows of ``eids``, in request order."""
         if not self._has_edge_feat:
             raise DDStoreValueError(f"graph {self.name!r} has no edge features")
-        return self.store.get_batch(f"{self.name}/edge_feat",
-                                    self._edges(eids, "edge_features"))
+        return self.store.get_batch(self._h["edge_feat"], self._edges(eids, "edge_features"))
 
     def edge_labels(self, eids):
         """Local: edge-label rows of ``eids`` (JODIE's ``state_label``, PyG's ``y``), in
         request order."""
         if not self.has_edge_label:
             raise DDStoreValueError(f"graph {self.name!r} has no edge labels")
-        return self.store.get_batch(f"{self.name}/edge_label",
-                                    self._edges(eids, "edge_labels"))
+        return self.store.get_batch(self._h["edge_label"], self._edges(eids, "edge_labels"))
 
     def node_features(self, nids):
         """Local: node-feature rows of ``nids``, in request order."""
         if not self._has_node_feat:
             raise DDStoreValueError(f"graph {self.name!r} has no node features")
-        return self.store.get_batch(f"{self.name}/node_feat",
-                                    self._nodes(nids, "node_features"))
+        return self.store.get_batch(self._h["node_feat"], self._nodes(nids, "node_features"))
 
     def tcsr_bytes(self):
         """Bytes of this rank's T-CSR chunk (nbr + ts + eid) plus the replicated indptr."""
         lo, hi = self.node_offsets[self.store.group_rank:self.store.group_rank + 2]
-        entry = sum(self.store.dtype(f"{self.name}/{k}").itemsize for k in _T_VARS)
+        entry = sum(self.store.dtype(self._h[k]).itemsize for k in _T_VARS)
         return int(entry * (self.indptr[hi] - self.indptr[lo]) + self.indptr.nbytes)
 
     def tcsr_handle(self, fetch_whole_max=0, range_factor=0):
@@ -798,7 +810,7 @@ class TemporalGraph:
         ``fetch_whole_max`` / ``range_factor`` are its remote-read settings (checked by
         the caller).  Valid while the graph's variables are stored."""
         from .._core import TCSR
-        core, ids = self.store.core_ids(*(f"{self.name}/{k}" for k in _T_VARS))
+        core, ids = self.store.core_ids(*(self._h[k] for k in _T_VARS))
         return TCSR(core, *ids, self.indptr, self.node_offsets, fetch_whole_max,
                     range_factor, self.time_dtype)
 

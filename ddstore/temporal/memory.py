@@ -297,6 +297,9 @@ class NodeMemory:
             "mail": (S, (self.mail_dim,), dt), "mail_ts": (S, (), tdt),
             "mail_count": (1, (), np.int64)}
         self._var = {k: f"{name}/{k}" for k in _VARS}
+        self._h = {}  # their handles, once they hold this memory (_attach): every read
+        # goes through them, so another variable added under a removed one's name is
+        # refused, not read with this memory's layout
         self._buffers = {}  # the commit's send and receive buffers (see _buffer)
         self._snapshot = None
         self._own = None
@@ -319,7 +322,8 @@ class NodeMemory:
         store, S = self.store, self.mailbox_size
         # views of this rank's chunks (what the owner scatters commits into); the
         # mailbox as [local nodes, S, ...] (a view of its S rows per node)
-        self._own = {k: store.local_view(self._var[k]) for k in _VARS}
+        self._h = {k: store.handle(self._var[k]) for k in _VARS}
+        self._own = {k: store.local_view(self._h[k]) for k in _VARS}
         for k in ("mail", "mail_ts"):
             self._own[k] = self._own[k].reshape((self.hi - self.lo, S)
                                                 + self._layout[k][1])
@@ -406,7 +410,7 @@ class NodeMemory:
                                     f"failed on rank {self.store.rank} "
                                     f"({type(exc).__name__}: {exc}); its state is "
                                     f"unknown: remove it and create a new one")
-        gone = [self._var[k] for k in _VARS if self._var[k] not in self.store]
+        gone = [self._var[k] for k in _VARS if self._h.get(k) not in self.store]
         if self._own is None or gone:
             missing = gone or list(self._var.values())
             raise DDStoreStateError(f"NodeMemory {self.name!r} was removed from the store "
@@ -471,17 +475,17 @@ class NodeMemory:
     def _read_into(self, idx, out):
         n, S = idx.shape[0], self.mailbox_size
         st = self.store
-        st.get_batch(self._var["memory"], idx, out=out.memory.numpy())
-        st.get_batch(self._var["memory_ts"], idx, out=out.memory_ts.numpy())
+        st.get_batch(self._h["memory"], idx, out=out.memory.numpy())
+        st.get_batch(self._h["memory_ts"], idx, out=out.memory_ts.numpy())
         if S == 1:
-            st.get_batch(self._var["mail"], idx,
+            st.get_batch(self._h["mail"], idx,
                          out=out.mail.numpy().reshape((n, self.mail_dim)))
-            st.get_batch(self._var["mail_ts"], idx,
+            st.get_batch(self._h["mail_ts"], idx,
                          out=out.mail_ts.numpy().reshape((n,)))
         else:  # ring slots to arrival order: logical row j is slot (count + j) % S, so
             # node v's ring is rows [v*S + c, v*S + S) then [v*S, v*S + c), c = count % S:
             # two ranges per node, read straight into the caller's buffers
-            c = st.get_batch(self._var["mail_count"], idx) % S
+            c = st.get_batch(self._h["mail_count"], idx) % S
             starts = np.empty((n, 2), np.int64)
             counts = np.empty((n, 2), np.int64)
             np.multiply(idx, S, out=starts[:, 1])
@@ -489,9 +493,9 @@ class NodeMemory:
             np.subtract(S, c, out=counts[:, 0])
             counts[:, 1] = c
             starts, counts = starts.reshape(-1), counts.reshape(-1)
-            st.read_ranges(self._var["mail"], starts, counts,
+            st.read_ranges(self._h["mail"], starts, counts,
                            out=out.mail.numpy().reshape((n * S, self.mail_dim)))
-            st.read_ranges(self._var["mail_ts"], starts, counts,
+            st.read_ranges(self._h["mail_ts"], starts, counts,
                            out=out.mail_ts.numpy().reshape((n * S,)))
 
     # ------------------------------------------------------------------ staging
@@ -710,10 +714,10 @@ class NodeMemory:
         lock the caller took, whatever happens."""
         try:
             self._apply(packed, gathered, self._comm)
-            names = list(self._var.values())
-            self.store.sync_windows(*names)
+            held = list(self._h.values())
+            self.store.sync_windows(*held)
             self._comm.Barrier()
-            self.store.sync_windows(*names)
+            self.store.sync_windows(*held)
         except BaseException as exc:  # noqa: BLE001 -- kept, raised by the next call
             self._failure = exc
         finally:
@@ -933,7 +937,7 @@ class NodeMemory:
                     step.agree()
                 # what the store still holds (one of them removed with store.remove:
                 # this removes the rest, alike on every rank, as removals are)
-                held = [self._var[k] for k in _VARS if self._var[k] in self.store]
+                held = [self._var[k] for k in _VARS if self._h.get(k) in self.store]
                 kept = (self._own, self._snapshot, self._writes, self._posts,
                         self._error)
 
@@ -962,7 +966,7 @@ class NodeMemory:
         """Local: bytes this rank holds for this memory: its rows of the five variables
         (``state / width``) plus its snapshot, if any (staged updates not counted)."""
         self._check_vars()
-        total = sum(self.store.nbytes(self._var[k]) for k in _VARS)
+        total = sum(self.store.nbytes(self._h[k]) for k in _VARS)
         if self._snapshot is not None:
             total += sum(a.nbytes for a in self._snapshot.values())
         return int(total)

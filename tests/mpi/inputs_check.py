@@ -128,6 +128,18 @@ def _(t):
                      TemporalGraph.from_pyg, st, "g",
                      TemporalData(src=src, dst=dst, t=times, msg=torch.ones(n, 2)),
                      agree=True, store=st)
+        # a bad event in the last rank's share: named by its index in data (it was
+        # named by its index in the share: dst[1] for event 39 on the last rank)
+        bad_dst, bad_t = dst.clone(), tt.double()
+        bad_dst[n - 1], bad_t[n - 2] = -2, float("nan")
+        expect_error(ddstore.DDStoreIndexError, [f"dst[{n - 1}] = -2 is negative"],
+                     TemporalGraph.from_pyg, st, "g",
+                     TemporalData(src=src, dst=bad_dst, t=tt), agree=True, store=st)
+        expect_error(DDStoreValueError, [f"t[{n - 2}] = nan is NaN or infinite"],
+                     TemporalGraph.from_pyg, st, "g",
+                     TemporalData(src=src, dst=dst, t=bad_t), split=split, agree=True,
+                     store=st)
+        check("g/edges" not in st, "a refused from_pyg left variables")
 
 
 def _last():

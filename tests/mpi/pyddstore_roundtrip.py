@@ -138,6 +138,29 @@ def run(width, transport):
             store.get("filled", row, a)
             same(row, np.full((1, 3), 70.0 + r), "update, then epoch_begin (a fence)")
     store.epoch_end()
+    # epoch_end is a fence too: rank 0's update made after it never reaches a read of
+    # rank 0's row that a later rank of its group makes late in the epoch it closed
+    g0, a0, b0 = members[0]
+    late = max(r for r, (g, _, _) in enumerate(members) if g == g0)
+    store.epoch_begin()
+    if comm.rank == late and late > 0 and b0 > a0:
+        time.sleep(0.3)
+        row = np.zeros((1, 3))
+        store.get("filled", row, a0)
+        same(row, np.full((1, 3), 70.0), "a read late in the epoch (epoch_end a fence)")
+    store.epoch_end()
+    if comm.rank == 0 and hi_r > lo_r:
+        store.update("filled", np.full((1, 3), -99.0), 0)  # the next epoch's
+    store.epoch_begin()
+    if comm.rank == late and late > 0 and b0 > a0:
+        row = np.zeros((1, 3))
+        store.get("filled", row, a0)
+        same(row, np.full((1, 3), -99.0), "the next epoch reads the update")
+    store.epoch_end()
+    if comm.rank == 0 and hi_r > lo_r:
+        store.update("filled", np.full((1, 3), 70.0), 0)  # as it was, for what follows
+    store.epoch_begin()
+    store.epoch_end()
     if comm.size > 1:  # a rank in another call is told which call this was
         expect_error(DDStoreValueError, ["rank 0 called PyDDStore.epoch_begin()",
                                          "called PyDDStore.add('late')"],

@@ -164,6 +164,12 @@ def _(t):
                          gs.put_edge_index, other, edge_type=None, layout="coo",
                          size=(N, N), agree=True, store=store, what="dtypes differ")
             unchanged("dtypes differ")
+        if size > 1:  # is_sorted decides how the lists are built: agreed like the rest
+            expect_error(ddstore.DDStoreValueError, ["is_sorted", "differs between ranks"],
+                         gs.put_edge_index, graph(6, 80, torch.int32), edge_type=None,
+                         layout="coo", size=(N, N), is_sorted=(rank == 0), agree=True,
+                         store=store, what="is_sorted differs")
+            unchanged("is_sorted differs")
         if size > 1:
             other = graph(6 + (rank == size - 1), 80, torch.int32)  # same shape, dtype
             expect_error(ddstore.DDStoreValueError, ["'sources' differs between ranks"],

@@ -212,6 +212,10 @@ def errors(store):
                      store, "e", good, None, checkpoint_every=1 + rank % 2) if size > 1 else
                      DynamicGraph(store, "e", good, None, checkpoint_every=-1),
                  what="differs between ranks", agree=True)
+    if size > 1:  # kept in the annotation, which save needs alike on every rank
+        expect_error(DDStoreValueError, ("cache_size", "differs between ranks"),
+                     lambda: DynamicGraph(store, "e", good, None, cache_size=1 + rank),
+                     what="cache_size differs between ranks", agree=True)
     check(store.variables() == before, f"errors left variables {store.variables()}")
     # a name taken by another variable: nothing of the new graph is left behind
     store.add_records("taken/ckpt", [{"a": np.zeros(1)}] if rank == 0 else [])
