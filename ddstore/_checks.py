@@ -264,14 +264,26 @@ def cast_in_range(arr, dtype, what, holder="the variable's"):
     """``arr`` cast to ``dtype`` (of its kind, or a float from an integer), refusing a
     value the cast would not keep: an integer outside ``dtype``'s range (it would wrap:
     300 into int8 is 44) or a finite number that would become infinite (1e300 into
-    float32).  Rounding to the nearer float is kept: that is what the variable holds.
-    One pass over ``arr``, and only when the cast is not safe for every value.  ``holder``
+    float32), or a time that would leave int64 in a finer unit (year 3000 in
+    ``datetime64[ns]``).  Rounding to the nearer float, or truncation to a coarser time
+    unit, is kept: that is what the variable holds.  One pass over ``arr``, and only when the cast is not safe for every value.  ``holder``
     names whose dtype it is in the message."""
     with np.errstate(over="ignore", invalid="ignore"):  # found and named below
         out = arr.astype(dtype)
-    if np.can_cast(arr.dtype, dtype, "safe"):
+    if dtype.kind in "mM" and arr.dtype != dtype:
+        # to a finer unit (numpy calls it safe) a count can leave int64 and wrap: the
+        # way back must give every value; to a coarser one it truncates (kept, as
+        # rounding is) and cannot overflow
+        if not np.can_cast(arr.dtype, dtype, "safe"):
+            return out
+        bad = out.astype(arr.dtype) != arr
+        if arr.dtype.kind in "mM":
+            bad &= ~np.isnat(arr)
+        ends = np.array([np.iinfo(np.int64).min + 1, np.iinfo(np.int64).max]).view(dtype)
+        allowed = f"{ends[0]} to {ends[1]}"  # (int64's least is NaT)
+    elif np.can_cast(arr.dtype, dtype, "safe"):
         return out
-    if dtype.kind in "iu":
+    elif dtype.kind in "iu":
         info = np.iinfo(dtype)
         bad = (arr < info.min) | (arr > info.max)
         allowed = f"[{info.min}, {info.max}]"

@@ -279,7 +279,11 @@ class Variables:
         refused, naming it, and nothing is written.
         """
         var = self.var(name)
-        arr = np.asarray(rows)
+        arr = as_array(rows, f"update {name!r}: rows")
+        if arr.ndim == 0:
+            shape = ", ".join(["n"] + [str(d) for d in var.row_shape])
+            raise DDStoreValueError(f"update {name!r}: rows must be an array of rows "
+                                    f"[{shape}], got a scalar {arr!r:.60}")
         if arr.shape[1:] != var.row_shape:
             raise DDStoreValueError(f"update {name!r}: rows have row shape {arr.shape[1:]},"
                                     f" the variable has {var.row_shape}")

@@ -462,12 +462,17 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
     """``update`` casts rows of the same kind to the variable's dtype, and refuses a
     value the cast would not keep, naming it, its position and the range, the rows left
     as they were: 300 into int8 was stored as 44, 1e300 into float32 as inf.  Rounding
-    (float64 -> float32), NaN and inf themselves, and values in range are written."""
+    (float64 -> float32), NaN and inf themselves, and values in range are written.
+    Times into a finer unit whose count would leave int64 are refused alike (year 3000
+    in datetime64[ns] was stored as 1830), and rows that are no array are named."""
     import warnings
+    import torch
     from ddstore import DDStoreValueError
     store.add("i8", np.zeros((3, 2), np.int8))
     store.add("f4", np.zeros(3, np.float32))
     store.add("u2", np.zeros(2, np.uint16))
+    store.add("ns", np.zeros(2, "datetime64[ns]"))
+    store.add("dt", np.zeros(1, "timedelta64[ns]"))
     cases = [("i8", np.array([[1, 2], [300, -5]]), r"value 300 at \(1, 0\) does not fit "
               r"the variable's dtype int8 \(\[-128, 127\]\); it would be stored as 44 "
               r"\(1 of 4 values"),
@@ -478,7 +483,19 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
              ("f4", np.array([1, 2 ** 63], np.uint64).astype(np.float64) * 1e30,
               r"value 9.223372036854776e\+48 at \(1,\)"),
              ("u2", np.array([7, 65536], np.uint64), r"value 65536 at \(1,\) .* uint16 "
-              r"\(\[0, 65535\]\)")]
+              r"\(\[0, 65535\]\)"),
+             # a finer time unit: the count would leave int64 (year 3000 in ns wrapped
+             # to 1830)
+             ("ns", np.array(["2000-01-01", "3000-01-01"], "datetime64[s]"),
+              r"value datetime.datetime\(3000, 1, 1, 0, 0\) at \(1,\) .* datetime64\[ns\] "
+              r"\(1677-09-21T00:12:43.145224193 to 2262-04-11T23:47:16.854775807\)"),
+             ("dt", np.array([10 ** 12], "timedelta64[s]"), r"timedelta64\[ns\]"),
+             # not rows: named (they were bare numpy / torch errors)
+             ("f4", np.float32(1), r"update 'f4': rows must be an array of rows \[n\], "
+              r"got a scalar"),
+             ("i8", [[1, 2], [3]], r"update 'i8': rows: not an array"),
+             ("f4", torch.ones(2, dtype=torch.bfloat16), r"update 'f4': rows: a torch tensor "
+              r"of dtype torch.bfloat16 has no numpy dtype")]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow warning from the cast either
         for name, rows, match in cases:
@@ -489,6 +506,11 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
         store.update("i8", np.array([[127, -128]], np.int64), offset=2)
         store.update("f4", np.array([np.nan, -np.inf, 0.1]))
         store.update("u2", np.array([65535], np.uint64), offset=1)
+        store.update("ns", np.array(["2262-04-11", "NaT"], "datetime64[s]"))
+        store.update("dt", np.array([1500], "timedelta64[us]"))  # finer, in range
+    assert store.local_view("ns").astype("datetime64[s]").tolist()[0] == \
+        np.datetime64("2262-04-11", "s").tolist() and np.isnat(store.local_view("ns")[1])
+    assert store.local_view("dt")[0] == np.timedelta64(1500000, "ns")
     assert store.local_view("i8")[2].tolist() == [127, -128]
     f4 = store.local_view("f4")
     assert np.isnan(f4[0]) and f4[1] == -np.inf and f4[2] == np.float32(0.1)

@@ -466,6 +466,55 @@ def test_loader_set_epoch_reaches_the_sampler(store):
         assert orders[0] != orders[1] != orders[2], (prefetch, device)
 
 
+def test_shuffled_loader_same_batches_whatever_the_pipeline(store):
+    """shuffle=True under one torch.manual_seed: the loader with device="cpu" (rows read
+    straight into the staging), with read-ahead, or both, gives the plain loader's
+    batches in its order, and leaves torch's generator where the plain loader does (the
+    staged path skipped the draw a DataLoader's iterator makes: another order)."""
+    samples = [Data(x=torch.full((2, 1), float(i)), edge_index=torch.zeros(2, 1,
+                    dtype=torch.int64), y=torch.tensor([float(i)])) for i in range(19)]
+    ds = graphs.GraphDataset.from_samples(store, "shuffled", samples, progress=False)
+
+    def epochs(**kw):
+        torch.manual_seed(123)
+        ld = ds.loader(4, shuffle=True, **kw)
+        got = [[int(v) for v in b.y.tolist()] for _ in range(2) for b in ld]
+        return got, torch.rand(1).item()
+    plain = epochs()
+    assert sorted(v for b in plain[0][:5] for v in b) == list(range(19))
+    for kw in (dict(device="cpu"), dict(device="cpu", prefetch=2), dict(prefetch=2),
+               dict(device="cpu", pin_memory=False)):
+        assert epochs(**kw) == plain, kw
+
+
+def test_data_subclasses_with_their_own_batching_refused(store):
+    """A Data subclass with its own __inc__ or __cat_dim__ (PyG's PairData) is refused
+    naming the hook: batches here follow Data's rules, which would differ from
+    Batch.from_data_list of the subclass (they were built and batched wrong); a
+    subclass without them is stored; a bfloat16 tensor is refused naming the ways to
+    store it."""
+    class PairData(Data):
+        def __inc__(self, key, value, *args, **kwargs):
+            if key == "edge_index_s":
+                return self.x_s.size(0)
+            return super().__inc__(key, value, *args, **kwargs)
+
+    class Tagged(Data):
+        pass
+    pair = PairData(x_s=torch.ones(3, 1), edge_index_s=torch.zeros(2, 1, dtype=torch.int64))
+    with pytest.raises(DDStoreValueError, match=r"is a PairData, a Data subclass "
+                                                r"with its own __inc__"):
+        graphs.GraphDataset.from_samples(store, "pairs", [pair], progress=False)
+    tagged = Tagged(x=torch.ones(2, 1), edge_index=torch.tensor([[0], [1]]))
+    ds = graphs.GraphDataset.from_samples(store, "tagged", [tagged] * 2, progress=False)
+    assert ds.get_batch([0, 1]).edge_index.tolist() == [[0, 2], [1, 3]]
+    with pytest.raises(DDStoreValueError, match=r"key 'x': tensor dtype "
+                                                r"torch.bfloat16 .*value.float\(\)"):
+        graphs.GraphDataset.from_samples(store, "bf", [Data(x=torch.ones(
+            2, 1, dtype=torch.bfloat16))], progress=False)
+    assert "pairs" not in store and "bf" not in store
+
+
 def test_float_tensor_index_refused(store):
     """A 0-d float or bool tensor is not an index (tensor(3.7) was graph 3)."""
     samples = [Data(x=torch.full((2, 1), float(i))) for i in range(5)]

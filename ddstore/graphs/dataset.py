@@ -336,7 +336,12 @@ class _GraphBatches:
 
     def __iter__(self):
         from ..device import StagedReads
-        return StagedReads(self.dataset.dataset._batch, iter(self.sampler))
+        batches = iter(self.sampler)
+        # the draw a DataLoader's iterator makes from torch's global generator (its
+        # workers' base seed), so that a RandomSampler after it, and whatever the
+        # caller draws next, get what they get under the plain loader
+        torch.empty((), dtype=torch.int64).random_()
+        return StagedReads(self.dataset.dataset._batch, batches)
 
 
 class _BatchView(torch.utils.data.Dataset):

@@ -53,6 +53,16 @@ def _items(sample):
     """``(key, value)`` pairs of a Data or dict sample, in insertion order."""
     from torch_geometric.data import Data
     if isinstance(sample, Data):
+        cls = type(sample)
+        for hook in ("__inc__", "__cat_dim__"):
+            if getattr(cls, hook) is not getattr(Data, hook):
+                raise DDStoreValueError(
+                    f"is a {cls.__name__}, a Data subclass with its own {hook}: batches "
+                    f"here follow Data's rules (keys with 'index' in the name incremented "
+                    f"by the node count, concatenated on their last dimension; the rest "
+                    f"on the first), which would give other batches than "
+                    f"Batch.from_data_list of {cls.__name__}; store plain Data samples "
+                    f"whose keys Data's rules batch as you need")
         return sample, list(sample.to_dict().items())
     if isinstance(sample, dict):
         data = Data()
@@ -75,7 +85,10 @@ def _to_record_value(data, key, value):
             arr = value.detach().cpu().numpy()
         except (TypeError, RuntimeError) as exc:
             raise DDStoreValueError(f"key {key!r}: tensor dtype {value.dtype} cannot be "
-                                    f"stored ({exc})") from None
+                                    f"stored ({exc}): numpy has no such dtype; store "
+                                    f"value.float() (bfloat16 and float8 values are exact "
+                                    f"in float32), or its bits (value.view(torch.int16) "
+                                    f"for 2 bytes, torch.uint8 for 1)") from None
     elif isinstance(value, np.ndarray):
         kind, arr = "ndarray", value
     elif isinstance(value, np.generic):
