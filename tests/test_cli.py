@@ -193,6 +193,8 @@ def test_demo_width_refused_once_under_mpiexec():
     ("bench-dynamic", ["--nodes", "3", "--edges", "10"],
      "--edges=10 needs --edges <= --nodes ** 2 = 9"),
     ("bench-dynamic", ["--churn", "2"], "argument --churn: must be a number <= 1.0"),
+    ("bench-dynamic", ["--nodes", "10000000", "--edges", str(10 ** 14)],
+     "a step's arrays need about 8940696.7 GiB (96 bytes per edge), more than the"),
     ("bench-node_memory", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
     ("bench-prefetch", ["--graphs", "0"], "argument --graphs: must be an integer >= 1"),
     ("bench-checkpoint", ["--gb", "0"], "argument --gb: must be a number > 0, got 0"),

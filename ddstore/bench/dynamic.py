@@ -70,7 +70,19 @@ def _args(argv, prog=None):
     if args.edges > args.nodes ** 2:  # each target's sources: nodes // ceil(edges/nodes)
         p.error(f"--edges={args.edges} needs --edges <= --nodes ** 2 = {args.nodes ** 2} "
                 f"(edges per step without a repeated edge)")
+    from ..memory import available_memory
+    need = _STEP_BYTES_PER_EDGE * args.edges  # a step's arrays, a few at a time
+    if need > available_memory():  # (alike on the ranks of a node: the same machine)
+        p.error(f"--edges={args.edges}: a step's arrays need about {need / 2 ** 30:.1f} GiB "
+                f"({_STEP_BYTES_PER_EDGE} bytes per edge), more than the "
+                f"{available_memory() / 2 ** 30:.1f} GiB available here; give fewer "
+                f"--edges")
     return args
+
+
+#: what generating, canonicalising and diffing one step holds per edge (the
+#: generator's uint64 slots and int64 ids, the canonical keys and weights, the diffs)
+_STEP_BYTES_PER_EDGE = 96
 
 
 def _mix(x):
