@@ -516,6 +516,10 @@ def test_declared_rows(fs, store):
         with pytest.raises(DDStoreValueError, match=r"declared with (10|3) rows"):
             call()
     fs.put_range(torch.ones(3), rows=(0, 3), group_name=("a", "r", "b"), attr_name="w")
+    with pytest.raises(DDStoreValueError, match=r"put_range \('p', 'v'\): rows must be "
+                                                r"\(lo, hi\), this rank's rows of the "
+                                                r"attribute, got None"):
+        fs.put_range(torch.ones(10), rows=None, group_name="p", attr_name="v")
     with pytest.raises(DDStoreValueError, match="group 'p' declared with 11 rows, but its "
                                                 "attribute 'x' holds 10 rows"):
         fs.declare_rows({"p": 11, "q": 4})

@@ -442,8 +442,18 @@ def test_synthetic_graph_errors():
     refuses_past_the_end(g, 2449, 61859, 61860, names=("features", "edges"))
     with pytest.raises(DDStoreValueError, match="scale=0 must be a number in"):
         SyntheticNodeGraph(scale=0)
-    with pytest.raises(DDStoreValueError, match="homophily=2 must be in"):
+    with pytest.raises(DDStoreValueError, match=r"homophily=2 must be a finite number in "
+                                                r"\[0, 1\]"):
         SyntheticNodeGraph(scale=0.001, homophily=2)
+    # NaN and inf went through (non-finite features, one node with half the edges);
+    # a float seed or feature count was truncated
+    for kw, words in ((dict(noise=float("nan")), "noise=nan must be a finite number >= 0"),
+                      (dict(degree_skew=float("inf")), "degree_skew=inf must be a finite"),
+                      (dict(seed=1.5), "seed must be an integer, got 1.5"),
+                      (dict(num_features=2.7), "num_features must be an integer >= 1")):
+        with pytest.raises(DDStoreValueError, match=re.escape(words)):
+            SyntheticNodeGraph(scale=0.001, **kw)
+    assert SyntheticNodeGraph(scale=0.001, seed=-1).seed == 2 ** 64 - 1  # (as_seed's rule)
 
 
 def test_npy_node_data(tmp_path):
@@ -484,6 +494,24 @@ def test_npy_node_data(tmp_path):
     with pytest.raises(DDStoreValueError, match=r"edge 3 \(.*\) names a node outside "
                                                 r"\[0, 90\)"):
         NpyNodeData(tmp_path / "bad.npy", num_nodes=90).edges(0, 400)
+
+
+def test_npy_splits_each_optional(tmp_path, store):
+    """load_npy with train and test ids but no valid_idx.npy loads those two splits
+    (all three were dropped, without a word, when one was missing); with none, none."""
+    from ddstore import pyg as dpyg
+    n = 30
+    np.save(tmp_path / "edge_index.npy", np.stack([np.arange(n), (np.arange(n) + 1) % n]))
+    np.save(tmp_path / "y.npy", np.arange(n) % 3)
+    np.save(tmp_path / "train_idx.npy", np.arange(0, 20))
+    np.save(tmp_path / "test_idx.npy", np.arange(25, 30))
+    data = dpyg.load_npy(store, tmp_path, name="two")
+    assert sorted(data.splits) == ["test", "train"]
+    assert data.splits["train"].tolist() == list(range(20))
+    assert data.splits["test"].tolist() == list(range(25, 30))
+    for f in ("train_idx.npy", "test_idx.npy"):
+        os.remove(tmp_path / f)
+    assert dpyg.load_npy(store, tmp_path, name="none").splits == {}
 
 
 def test_row_bounds_must_be_integers(tmp_path):

@@ -20,8 +20,8 @@ import shlex
 import sys
 
 from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa: F401
-                   check_widths, foreign_file, report_dir, report_target, transports_text,
-                   widths_text)
+                   check_widths, foreign_file, report_dir, report_target, seed,
+                   transports_text, widths_text)
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
@@ -44,7 +44,7 @@ def parser(name, prog=None, description=None, out="bench_results", batch_size=No
     p = _Parser(prog=prog or f"python -m ddstore.bench.{name}",
                        description=description,
                        formatter_class=HelpFormatter)
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw")
+    p.add_argument("--seed", type=seed(), default=0, help="seed of every random draw")
     p.add_argument("--out", default=out, type=report_target if out is None else report_dir,
                    help=(f"JSON path, or a directory to write {name}_n<ranks>.json in "
                          f"(default bench_results/{name}_n<ranks>.json)" if out is None

@@ -43,7 +43,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import log, parser, write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, output_dir
 from ddstore.bench.memory import peak_rss, reset_peak
 
 GB = 1e9
@@ -54,8 +54,9 @@ def _args(argv=None, prog=None):
     p.add_argument("--what", choices=["rows", "series", "temporal"], default="rows")
     p.add_argument("--gb", type=at_least(0, float, above=True), default=1.0,
                    help="rows: GB of rows in all")
-    p.add_argument("--dir", default=None, help="where checkpoints are written (default: "
-                   "a temporary directory under $TMPDIR, removed at the end)")
+    p.add_argument("--dir", default=None, type=output_dir,
+                   help="where checkpoints are written (default: a temporary directory "
+                   "under $TMPDIR, removed at the end)")
     p.add_argument("--repeat", type=at_least(1), default=2, help="timed runs of each phase")
     p.add_argument("--scale", type=at_least(0, float, above=True), default=0.05,
                    help="series: fraction of PeMS's 105,120 steps")

@@ -462,7 +462,7 @@ class FeatureStore(_PygFeatureStore):
                                     f"fit {count} indexed rows of shape {a.row_shape}") \
                 from None
 
-    def _put(self, tensor, attr, rows, replacing=False):
+    def _put(self, tensor, attr, rows, replacing=False, range_wise=False):
         """The collective put behind both paths; ``rows`` None: whole tensor (or, with
         ``attr.index``, the rows it names of an attribute created by this put).  Its
         first step's local part checks everything and reads what this rank needs (its
@@ -476,6 +476,10 @@ class FeatureStore(_PygFeatureStore):
         key = (attr.group_name, attr.attr_name)
         with store.collective("FeatureStore.put", repr(key)) as step:
             self._check_key(attr, what)
+            if range_wise and rows is None:  # (None is a whole put's: said, not taken)
+                raise DDStoreValueError(f"put_range ({attr.group_name!r}, "
+                                        f"{attr.attr_name!r}): rows must be (lo, hi), this "
+                                        f"rank's rows of the attribute, got None")
             if key in self._attrs and not replacing:
                 check_free_names(what, f"attribute {key!r}",
                                  "remove_tensor it first (collective)")
@@ -660,7 +664,8 @@ class FeatureStore(_PygFeatureStore):
         in (only one piece of them, with a callable) and one round's piece.  Returns
         True.
         """
-        return self._put(tensor, TensorAttr(as_edge_type(group_name), attr_name, None), rows)
+        return self._put(tensor, TensorAttr(as_edge_type(group_name), attr_name, None), rows,
+                         range_wise=True)
 
     def _remove_tensor(self, attr):
         """Collective: drop the attribute (every rank, the same one); False if it is not

@@ -302,7 +302,9 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
     splits, sizes = {}, {}
     if split_name is not None:
         from mpi4py import MPI
-        for which in SPLITS:
+        has = getattr(data, "has_split", None)  # (a source without it: every split)
+        for which in [w for w in SPLITS if has is None or has(w)]:  # (alike everywhere:
+            # the files are agreed)
             with store.collective(None) as step:  # its size, and this rank's share
                 k = int(data.split_size(which))
                 a, b = partition(k, size, rank)

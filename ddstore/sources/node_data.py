@@ -7,8 +7,9 @@ A node data set answers, each for one range at a time: ``edges(lo, hi)`` (int64
 ``(src, dst)``), ``features(lo, hi)``, ``labels(lo, hi)``, ``split_size(which)`` and
 ``split(which, lo, hi)`` (node ids of ``"train"``, ``"valid"`` or ``"test"``), with the
 attributes ``num_nodes``, ``num_edges``, ``num_features``, ``has_labels`` and
-``split_name`` (None without splits).  ``ddstore.pyg.put_node_data`` puts any of them
-into a store.  Pure I/O: no store, no MPI.  What every reader refuses, naming the file
+``split_name`` (None without splits), and optionally ``has_split(which)`` (False for
+a split it lacks; without it, every split is read).  ``ddstore.pyg.put_node_data`` puts
+any of them into a store.  Pure I/O: no store, no MPI.  What every reader refuses, naming the file
 and row: a node id outside ``[0, num_nodes)``, a split listing a node twice within the
 range read (:func:`id_bitmap` / :func:`first_marked` let a loader check ranges read by
 several ranks against each other), a label other than -1 or a class id up to
@@ -97,6 +98,11 @@ class NodeDataSource:
         if which not in SPLITS:
             raise DDStoreValueError(f"split {which!r}: allowed {list(SPLITS)}")
         return which
+
+    def has_split(self, which):
+        """Whether the data set holds split ``which`` (every split, unless a subclass
+        says otherwise: a loader loads those it has)."""
+        return self.check_split(which) in SPLITS
 
     def split_ids(self, which, lo, hi):  # pragma: no cover - abstract
         """Node ids ``[lo, hi)`` of split ``which`` (checked by :meth:`split`)."""

@@ -10,11 +10,11 @@ Each method reads only the bytes of its range (:func:`~ddstore.sources.rows.read
 Files (``np.save`` of C-order arrays):
 
 - ``edge_index``: ``[2, E]`` (PyG's layout: sources, destinations) or ``[E, 2]``
-  (OGB's: one edge per row); integers;
+  (OGB's: one edge per row); integers; a ``[2, 2]`` array is read as PyG's;
 - ``x``: ``[N, D]`` node features, finite (optional);
 - ``y``: ``[N]`` or ``[N, 1]`` integer labels, -1 for none (optional);
 - ``train`` / ``valid`` / ``test``: ``[k]`` integer node ids, each at most once
-  (optional).
+  (each optional: a loader loads the splits given).
 
 ``NpyNodeData.from_dir(directory)`` finds them by the names ``edge_index.npy``, ``x.npy``,
 ``y.npy``, ``train_idx.npy``, ``valid_idx.npy``, ``test_idx.npy``.
@@ -90,7 +90,9 @@ class NpyNodeData(NodeDataSource):
                 if len(ss) != 1 or sdt.kind not in "iu":
                     raise DDStoreValueError(f"{self.paths[s]}: a split must be integer "
                                             f"node ids [k], got shape {ss} {sdt}")
-        self.split_name = "npy" if all(s in shapes for s in SPLITS) else None
+        # the splits given are loaded (each is optional: a data set with train and test
+        # ids only has those two)
+        self.split_name = "npy" if any(s in shapes for s in SPLITS) else None
         self.undirected = bool(undirected)
 
     @classmethod
@@ -148,6 +150,9 @@ class NpyNodeData(NodeDataSource):
             raise DDStoreValueError("NpyNodeData: no y file given")
         lo, hi = check_range(self.paths["y"], lo, hi, self.num_nodes)
         return self.checked_labels(read_npy_rows(self.paths["y"], lo, hi), lo)
+
+    def has_split(self, which):
+        return self.check_split(which) in self.paths
 
     def split_size(self, which):
         return npy_shape(self._split_path(which))[0][0]

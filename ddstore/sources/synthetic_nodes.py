@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 
+from .._checks import as_int, as_seed
 from ..errors import DDStoreValueError
 from .base import check_range
 from .node_data import NodeDataSource
@@ -94,16 +95,20 @@ class SyntheticNodeGraph(NodeDataSource):
                 not 0 < scale <= 1000:
             raise DDStoreValueError(f"SyntheticNodeGraph: scale={scale!r} must be a "
                                     f"number in (0, 1000]")
-        self.num_features = int(f0 if num_features is None else num_features)
-        self.num_classes = int(c0 if num_classes is None else num_classes)
-        if self.num_features < 1 or self.num_classes < 2:
-            raise DDStoreValueError(f"SyntheticNodeGraph: num_features="
-                                    f"{self.num_features} must be >= 1 and num_classes="
-                                    f"{self.num_classes} >= 2")
-        if not 0 <= homophily <= 1 or noise < 0 or degree_skew < 1:
-            raise DDStoreValueError(f"SyntheticNodeGraph: homophily={homophily} must be "
-                                    f"in [0, 1], noise={noise} >= 0, degree_skew="
-                                    f"{degree_skew} >= 1")
+        self.num_features = as_int(f0 if num_features is None else num_features,
+                                   "SyntheticNodeGraph: num_features", 1)
+        self.num_classes = as_int(c0 if num_classes is None else num_classes,
+                                  "SyntheticNodeGraph: num_classes", 2)
+        for label, value, low, high in (("homophily", homophily, 0, 1),
+                                        ("noise", noise, 0, math.inf),
+                                        ("degree_skew", degree_skew, 1, math.inf)):
+            if not (isinstance(value, (int, float, np.integer, np.floating))
+                    and not isinstance(value, bool) and math.isfinite(value)
+                    and low <= value <= high):
+                raise DDStoreValueError(
+                    f"SyntheticNodeGraph: {label}={value!r} must be a finite number "
+                    + (f"in [{low}, {high}]" if high < math.inf else f">= {low}"))
+        seed = as_seed(seed, "SyntheticNodeGraph: seed")
         self.num_nodes = max(int(round(n0 * scale)), self.num_classes)
         self.num_edges = int(round(e0 * scale))
         self.scale, self.seed = scale, int(seed)
