@@ -27,16 +27,19 @@ class RecordSet:
     the ``offsets`` table every rank keeps (``[nrecords + 1, nkeys]``), this rank's
     first record ``start`` and its ``n_local`` records."""
     __slots__ = ("name", "keys", "fields", "offsets", "nrecords", "start", "n_local",
-                 "owner")
+                 "owner", "label")
 
     def __init__(self, name, keys, fields, offsets, start, n_local, owner):
         self.name, self.keys, self.fields = name, keys, fields
         self.offsets, self.nrecords = offsets, offsets.shape[0] - 1
         self.start, self.n_local = start, n_local
         self.owner = owner  # the serial of the store's Variables (handles)
+        # how messages name it: the name its user gave (a transaction's set-aside name
+        # never shows), made once: every read's message text formats it
+        self.label = f"handle({shown_name(name)!r})"
 
     def __repr__(self):  # as a handle (DDStore.handle) is named in messages
-        return f"handle({shown_name(self.name)!r})"
+        return self.label
 
 
 class Records:

@@ -61,16 +61,19 @@ class Var:
     ``row_shape``, this rank's ``n_local`` rows, the group's ``nrows``, and ``mapped``
     (``(chunk starts, member views or None)``, filled by :meth:`Variables.mapped`)."""
     __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows", "mapped",
-                 "owner")
+                 "owner", "label")
 
     def __init__(self, name, vid, dtype, row_shape, n_local, nrows, owner):
         self.name, self.vid, self.dtype = name, vid, dtype
         self.row_shape, self.n_local, self.nrows = row_shape, n_local, nrows
         self.mapped = None
         self.owner = owner  # the serial of the Variables that made it (handles)
+        # how messages name it: the name its user gave (a transaction's set-aside name
+        # never shows), made once: every read's message text formats it
+        self.label = f"handle({shown_name(name)!r})"
 
     def __repr__(self):  # as a handle (DDStore.handle) is named in messages
-        return f"handle({shown_name(self.name)!r})"
+        return self.label
 
 
 class PrefaultThread(threading.Thread):
@@ -328,10 +331,13 @@ class Variables:
         returns ``out`` (a C-contiguous writable array of the row's shape and dtype), which
         allocates nothing.  ``index`` must be an integer in ``[0, nrows)``.
         """
-        try:
-            var = self.table[name]
-        except (KeyError, TypeError):  # (a handle too: var() takes it)
-            var = self.var(name)  # raises: unknown name, records, freed store
+        if type(name) is Var and self.table.get(name.name) is name:
+            var = name  # a live handle (lookup's test, inline: the per-sample path)
+        else:
+            try:
+                var = self.table[name]
+            except (KeyError, TypeError):
+                var = self.var(name)  # raises: unknown name, records, freed store
         if type(index) is not int:  # numpy ints (as fast as ints), 0-d integer tensors
             index = int(index) if isinstance(index, np.integer) else \
                 as_int(integer_scalar(index), f"get {name!r}: index")
@@ -383,10 +389,13 @@ class Variables:
         be a C-contiguous writable array of the right dtype and shape; it is filled and
         returned.
         """
-        try:
-            var = self.table[name]
-        except (KeyError, TypeError):  # (a handle too: var() takes it)
-            var = self.var(name)  # raises: unknown name, records, freed store
+        if type(name) is Var and self.table.get(name.name) is name:
+            var = name  # a live handle (lookup's test, inline: the per-sample path)
+        else:
+            try:
+                var = self.table[name]
+            except (KeyError, TypeError):
+                var = self.var(name)  # raises: unknown name, records, freed store
         # a short list of Python ints (what per-sample code passes) goes to the core as
         # it is; anything else becomes an int64 array first
         t = type(indices)
