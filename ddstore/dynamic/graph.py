@@ -755,8 +755,9 @@ class DynamicGraph:
     def forward(self, start=0, stop=None):
         """Iterate ``(t, (edge_index, edge_weight))`` for ``t = start .. stop - 1``.
 
-        The first snapshot comes from the cheapest base; each later one applies one delta
-        (deltas are read from the store in blocks); cached steps are reused as they are.
+        The first snapshot comes from the cheapest base; each later one is its stored
+        checkpoint, if it has one, or the one before with its delta applied (deltas are
+        read from the store in blocks); cached steps are reused as they are.
         """
         start, stop = self._range(start, stop, "forward")
         return self._iterate(start, stop, True)
