@@ -72,9 +72,13 @@ int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
     *v = NULL;
     if (!s) return dds_set_error(DDS_ESTATE, "store has been freed");
     if (s->gone && *s->gone)
-        return dds_set_error(DDS_ESTATE, "store has been freed by the rank this process was "
-                             "forked from (a DataLoader worker that outlived it: "
-                             "persistent_workers=True across a free); nothing is read");
+        return dds_forked()
+                   ? dds_set_error(DDS_ESTATE, "store has been freed by the rank this "
+                                   "process was forked from (a DataLoader worker that "
+                                   "outlived it: persistent_workers=True across a free); "
+                                   "nothing is read")
+                   : dds_set_error(DDS_ESTATE, "store has been freed (by another thread "
+                                   "of this process, during this read); nothing is read");
     if (var_id < 0 || var_id >= dds_nvars_published(s))
         return dds_set_error(DDS_ESTATE, "unknown variable id %d", var_id);
     const struct dds_var *w = dds_var_at(s, var_id);

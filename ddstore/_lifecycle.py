@@ -498,6 +498,58 @@ def register(store):
     install_abort_hook()
     watch_shm()
     _warn_if_alone()
+    if len(_LIVE_STORES) == MANY_STORES:  # once, at the count
+        logging.getLogger("ddstore").warning(
+            f"[ddstore] {live_stores_text()}; a store dropped without free() is not freed by "
+            f"the garbage collector (freeing is collective): free() each when done, or "
+            f"use `with DDStore(...) as store:`")
+
+
+#: live stores in one process at which a warning says they are kept (MPI runs out of
+#: communicators at about 290 stores: each holds several)
+MANY_STORES = 64
+
+
+def make_core(comm, width, transport):
+    """Collective: a store's core (:class:`ddstore._core.Core`); its failure when many
+    stores are alive says so."""
+    try:
+        return _core.Core(comm, width, transport)
+    except DDStoreStateError as exc:
+        if many_stores():
+            raise DDStoreStateError(f"{exc}; {live_stores_text()}: free() those no longer "
+                                    f"used") from None
+        raise
+
+
+def store_comms(core, comm, width, transport):
+    """Collective, after the core: a store's status board and its group's communicator
+    (``(board, group_comm)``); when MPI cannot make them (out of communicators: alike on
+    every rank, as communicators are agreed), the core is freed and the error says how
+    many stores are alive."""
+    from mpi4py import MPI
+    board = None
+    try:
+        board = _status.Board(comm, shared=transport != "rma")
+        return board, comm.Split(comm.Get_rank() // width, comm.Get_rank())
+    except MPI.Exception as exc:
+        if board is not None:
+            board.free()
+        core.free()
+        raise DDStoreStateError(f"DDStore: MPI could not make the store's communicators "
+                                f"({exc}); {live_stores_text()}: free() those no longer "
+                                f"used") from None
+
+
+def many_stores():
+    """Whether this process holds at least :data:`MANY_STORES` live stores."""
+    return len(_LIVE_STORES) >= MANY_STORES
+
+
+def live_stores_text():
+    """How many stores this process holds alive, and what each keeps (messages)."""
+    return (f"{len(_LIVE_STORES)} DDStores are alive in this process (each keeps its "
+            f"communicators, windows and memory until free() or the end of the job)")
 
 
 def unregister(store):

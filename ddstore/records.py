@@ -110,14 +110,21 @@ class Records:
                           dtype=np.int64).reshape(len(samples), len(schema))
         with self.store.transaction(f"add_records {name!r}"):
             self.create(name, schema, counts)
-            # a copy that fails on one rank (memory): agreed, then undone everywhere
-            with self.store.collective(None):
-                for j, (key, dstr, trailing) in enumerate(schema):
-                    if counts[:, j].sum():
-                        data = np.concatenate([np.asarray(s[key]) for s in samples])
-                        self.write(self.table[name].fields[key], 0, data)
-                        del data
-        self.variables.sync_all()
+            # found by name once every rank's records are written and synchronised (a
+            # thread of this process reading it meanwhile would read zeros); entered
+            # again whatever happens, so that a failure's rollback removes it
+            rec = self.table.pop(name)
+            try:
+                # a copy that fails on one rank (memory): agreed, then undone everywhere
+                with self.store.collective(None):
+                    for j, (key, dstr, trailing) in enumerate(schema):
+                        if counts[:, j].sum():
+                            data = np.concatenate([np.asarray(s[key]) for s in samples])
+                            self.write(rec.fields[key], 0, data)
+                            del data
+                self.variables.sync_all()
+            finally:
+                self.table[name] = rec
 
     def init_records(self, name, schema, sizes):
         """Collective: create records ``name`` for this rank's chunk without their data:

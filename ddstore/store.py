@@ -27,7 +27,7 @@ import contextlib
 
 import numpy as np
 
-from . import _core, _lifecycle, _status, _transaction, checkpoint
+from . import _lifecycle, _transaction, checkpoint
 from ._checks import as_indices, as_int, partition
 from . import _collective
 from ._collective import Step, collective, is_agreed, join_bounded
@@ -141,7 +141,7 @@ class DDStore:
             self.memory_budget = None
             if nbytes is not None:  # the same decision on every rank, from agreed values
                 width, self.memory_budget = decide_width(width, size, nbytes, settings)
-        self._core = _core.Core(comm, width, transport)
+        self._core = _lifecycle.make_core(comm, width, transport)
         try:  # the progress agent: decided per rank from its members, agreed
             with collective(comm, None) as step:
                 self._core.set_copy_threads(*copy)  # checked above; local
@@ -160,8 +160,9 @@ class DDStore:
         except BaseException:
             self._core.free()  # collective: every rank raises the agreed error
             raise
-        # what each rank is doing, read by a rank waiting at its exit (ddstore._status)
-        self._board = _status.Board(comm, shared=transport != "rma")
+        # the status board (ddstore._status: read by a rank waiting at its exit), group
+        self._board, self.group_comm = _lifecycle.store_comms(self._core, comm, width,
+                                                              transport)
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = size
@@ -172,7 +173,6 @@ class DDStore:
         self.replicas = self._core.ngroups
         self.shm_peers = self._core.shm_peers
         self.group = self.rank // width
-        self.group_comm = comm.Split(self.group, self.rank)
         # the components; what they create is announced through the one hook, records
         # are written through the one write (looked up when called: tests wrap them)
         self._variables = Variables(self, self._core, lambda n: self._created(n),

@@ -242,11 +242,17 @@ class Variables:
                                         f"dimension [n_local, *row_shape], got a scalar")
             step.agree(same={"dtype": str(arr.dtype), "row shape": arr.shape[1:]})
             var = self.create(name, arr.shape[0], arr.dtype, arr.shape[1:])
-            self.table[name] = var
-            self.created(name)
-            if arr.shape[0]:
-                self.core.write_local(var.vid, 0, np.ascontiguousarray(arr))
-            self.core.sync()
+            try:
+                if arr.shape[0]:
+                    self.core.write_local(var.vid, 0, np.ascontiguousarray(arr))
+                self.core.sync()
+            finally:
+                # entered once every rank's rows are written and synchronised: another
+                # thread of this process that finds the name reads them, never the
+                # zeros before them (on a failure, entered all the same: the
+                # transaction then removes it, as any variable created)
+                self.table[name] = var
+                self.created(name)
 
     def init(self, name, n_local, row_shape=(), dtype=np.float32):
         """Collective: create variable ``name`` with room for ``n_local`` local rows.

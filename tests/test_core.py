@@ -571,3 +571,74 @@ def test_hostile_names_indices_and_records_in_process():
             s.add_records("g/b", [{"c": np.zeros(2)}])
         assert s.variables() == ["empty", "g", "q/b", "r", "x"]
         s.get_batch("x", [0])  # still serves
+
+
+def test_a_name_is_found_only_once_its_rows_are_written(store):
+    """Another thread that finds a name just added (``name in store``) reads the rows
+    given to ``add`` / ``add_records``, never the zeros before them: the name used to be
+    entered before the rows were written and synchronised (16-27 of 60 reads zeros in
+    the hostile round)."""
+    import sys
+    import threading
+    rows = np.arange(1, 20001, dtype=np.float64).reshape(-1, 4)  # no zero anywhere
+    recs = [{"k": np.full((3, 2), i + 1.0)} for i in range(50)]
+    bad, stop = [], []
+
+    def reader(names):
+        for name, check in names:
+            while name not in store:
+                if stop:
+                    return
+            if not check(name):
+                bad.append(name)
+    names = [(f"x{i}", lambda n: store.get_range(n, 0, store.nrows(n)).all())
+             for i in range(40)] + [
+            (f"r{i}", lambda n: all(r["k"].all() for r in store.get_records(
+                n, list(range(50))))) for i in range(20)]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread = threading.Thread(target=reader, args=(names,))
+    thread.start()
+    try:
+        for name, _ in names:
+            if name[0] == "x":
+                store.add(name, rows)
+            else:
+                store.add_records(name, recs)
+    finally:
+        stop.append(True)
+        thread.join()
+        sys.setswitchinterval(old)
+    assert not bad, bad
+    store.remove(*[n for n, _ in names])
+
+
+def test_stores_never_freed_are_told(caplog):
+    """A store lives until free() or the job's end (freeing is collective: the garbage
+    collector cannot). At 64 live stores a warning says so, once; when MPI runs out of
+    communicators (about 290 stores) the error names how many are alive (it was a raw
+    MPI error, the 293rd store's core left behind); freed, stores are made again."""
+    from mpi4py import MPI
+    from ddstore import _lifecycle
+    told_before = _lifecycle.many_stores()  # (other tests' stores left alive: told)
+    stores, error = [], None
+    try:
+        with caplog.at_level("WARNING", logger="ddstore"):
+            for _ in range(600):
+                try:
+                    stores.append(ddstore.DDStore(MPI.COMM_SELF))
+                except ddstore.DDStoreStateError as exc:
+                    error = str(exc)
+                    break
+    finally:
+        for s in stores:
+            s.free()
+    warned = [r.getMessage() for r in caplog.records if "DDStores are alive" in
+              r.getMessage()]
+    assert told_before or (len(warned) == 1 and warned[0].startswith(
+        "[ddstore] 64 DDStores are alive in this process")), warned
+    assert error is not None and "DDStores are alive in this process" in error and \
+        error.endswith("free() those no longer used"), error
+    with ddstore.DDStore(MPI.COMM_SELF) as again:
+        again.add("x", np.arange(3))
+        assert again.get_range("x", 0, 3).tolist() == [0, 1, 2]

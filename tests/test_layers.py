@@ -284,7 +284,7 @@ def test_python_graph_sees_imports(tmp_path):
 
 def test_python_has_no_circle():
     edges = py_graph()
-    assert "ddstore._core" in edges["ddstore.store"]  # the parse found the imports
+    assert "ddstore._lifecycle" in edges["ddstore.store"]  # the parse found the imports
     assert cycles(edges) == [], f"import circles in ddstore/: {cycles(edges)}"
 
 

@@ -683,6 +683,44 @@ def test_node_memory_read_during_commit_is_before_or_after(memory):
     assert got["r"].memory.tolist() == [[3.0] * 4] and got["r"].memory_ts.tolist() == [3.0]
 
 
+@pytest.mark.forks_workers
+def test_node_memory_in_a_process_forked_mid_commit(memory):
+    """A process forked (os.fork, a DataLoader worker) while a commit holds the memory's
+    lock: its reads raise that the state is unknown (they waited for ever: no thread of
+    the child releases the lock it copied); forked with no commit under way, it reads
+    the state."""
+    import os
+    m = memory
+    m.write([2], np.full((1, 4), 7, np.float32), 1.0)
+    m.commit()
+
+    def child_reads():
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: one line back, then out at once
+            os.close(r)
+            try:
+                text = repr(m.read([2]).memory.tolist())
+            except BaseException as exc:  # noqa: BLE001 -- reported to the parent
+                text = f"{type(exc).__name__}: {exc}"
+            os.write(w, text.encode()[:4000])
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r) as f:
+            text = f.read()
+        assert os.waitpid(pid, 0)[1] == 0
+        return text
+    m._lock.acquire_exclusive()  # what a non-blocking commit's thread holds
+    try:
+        got = child_reads()
+    finally:
+        m._lock.release_exclusive()
+    assert got.startswith("DDStoreStateError: NodeMemory 'm': this process was forked "
+                          "(os.fork, a DataLoader worker) while a commit was under way"), got
+    assert child_reads() == repr([[7.0] * 4])
+    assert m.read([2]).memory.tolist() == [[7.0] * 4]  # the parent: untouched
+
+
 def test_node_memory_read_and_order(memory):
     """Ties in ts are broken by position; mailbox rows oldest first, unfilled slots first
     with zeros; torch tensors in; read errors are local."""

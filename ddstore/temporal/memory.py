@@ -22,7 +22,9 @@ staged on the rank that computed them (:meth:`~NodeMemory.write`, :meth:`~NodeMe
 and applied by every owner at one collective :meth:`~NodeMemory.commit`, in the order
 ``(ts, rank, position)``.
 """
+import os
 import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -137,6 +139,38 @@ class _StateLock:
             yield
         finally:
             self.release_exclusive()
+
+
+class _ForkedMidCommit:
+    """The lock of a memory in a process forked while a commit held (or awaited) the
+    parent's: no thread here will release that, and the state here is half a commit's;
+    every use says so (a read used to wait for ever)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def _refuse(self, *args):
+        raise DDStoreStateError(
+            f"NodeMemory {self.name!r}: this process was forked (os.fork, a DataLoader "
+            f"worker) while a commit was under way in its parent, so the memory's state "
+            f"here is unknown; fork after mem.wait() (or a commit with wait=True)")
+    acquire_shared = acquire_exclusive = exclusive = _refuse
+
+
+_MEMORIES = weakref.WeakSet()  # every NodeMemory of this process (for a fork's child)
+
+
+def _after_fork_in_child():
+    """In a forked child: each memory's lock anew (its state copied from the parent,
+    held by threads that do not exist here), or refusing if a commit had it."""
+    for mem in list(_MEMORIES):
+        lock = getattr(mem, "_lock", None)
+        if isinstance(lock, _StateLock):
+            mem._lock = (_ForkedMidCommit(mem.name) if lock._writing or lock._waiting
+                         else _StateLock())
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # the commit's round carries every rank's counts per group member (size x width pairs
@@ -282,6 +316,7 @@ class NodeMemory:
 
     def _setup(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt, tdt):
         """Local: the attributes (the node ranges: ``partition(num_nodes, width, g)``)."""
+        _MEMORIES.add(self)
         self.store, self.name, self.ts_dtype = store, name, tdt
         self.num_nodes, self.memory_dim = int(num_nodes), int(memory_dim)
         self.mail_dim, self.mailbox_size, self.dtype = int(mail_dim), int(mailbox_size), dt
