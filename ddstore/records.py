@@ -109,11 +109,10 @@ class Records:
         counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
                           dtype=np.int64).reshape(len(samples), len(schema))
         with self.store.transaction(f"add_records {name!r}"):
-            self.create(name, schema, counts)
             # found by name once every rank's records are written and synchronised (a
             # thread of this process reading it meanwhile would read zeros); entered
-            # again whatever happens, so that a failure's rollback removes it
-            rec = self.table.pop(name)
+            # whatever happens, so that a failure's rollback removes it
+            rec = self.create(name, schema, counts, enter=False)
             try:
                 # a copy that fails on one rank (memory): agreed, then undone everywhere
                 with self.store.collective(None):
@@ -189,9 +188,12 @@ class Records:
                                         f"named {full!r}, but the store already holds "
                                         f"{held}; pick another name or key")
 
-    def create(self, name, schema, counts):
+    def create(self, name, schema, counts, enter=True):
         """Collective: allocate the fields of agreed ``schema`` for local ``counts``
-        (``[n_local, nkeys]``) and build the offsets table every rank keeps."""
+        (``[n_local, nkeys]``) and build the offsets table every rank keeps; returns the
+        record set, entered in :attr:`table` unless ``enter`` is False (the caller enters
+        it once its records are written, and whatever happens: a rollback removes it by
+        name)."""
         keys = [k for k, _, _ in schema]
         fields = {}
         try:
@@ -207,9 +209,12 @@ class Records:
         offsets = np.zeros((table.shape[0] + 1, len(keys)), dtype=np.int64)
         np.cumsum(table, axis=0, out=offsets[1:])
         start = sum(len(c) for c in all_counts[:self.store.group_rank])
-        self.table[name] = RecordSet(name, keys, fields, offsets, start, len(counts),
-                                     self.variables.serial)
+        rec = RecordSet(name, keys, fields, offsets, start, len(counts),
+                        self.variables.serial)
+        if enter:
+            self.table[name] = rec
         self.created(name)
+        return rec
 
     def rec(self, name):
         """Record set ``name``, checked: the store alive, the name a record set (else a
