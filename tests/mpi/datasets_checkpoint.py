@@ -5,13 +5,13 @@ Usage: ``datasets_checkpoint.py DIR BUILD_WIDTH`` (under ``timeout`` and ``mpiex
 
 1. When ``DIR/ck`` holds a checkpoint written by an earlier job (another rank count), it
    is restored here at every width of this job (the transports taking turns, opposite
-   to those of step 2), and checked against that job's reference reads (``DIR/ref.pkl``).
+   to those of step 2), and checked against that job's reference reads (``DIR/ref.<rank>.pkl``).
 2. This job builds, at width ``BUILD_WIDTH``: a ``GraphDataset`` (PyG graphs of varying
    sizes), ``WindowDataset`` s (partitioned with halo, without halo, with time features,
    per-node statistics and the PGT split), a ``DynamicGraph`` (weighted, deltas and
    checkpoints) and a ``DynamicWindowDataset`` (its own graph, ``graph_steps="xy"``);
    takes every read (the references), saves to ``DIR/ck`` (and the references to
-   ``DIR/ref.pkl``) and restores it in this job at every width (the transports taking
+   ``DIR/ref.<rank>.pkl``) and restores it in this job at every width (the transports taking
    turns), and on a sub-communicator of ``size - 1`` ranks (width ``size - 1``, rma).
 
 Each restore: every byte of every variable (rows and records) equals the original; each
@@ -23,6 +23,7 @@ the same seed equal (``DistributedSampler`` at the same rank count; the
 and of the wrong kind refused naming the known ones; ``free`` after ``open`` drops the
 layer's variables and annotations.  Exits non-zero on any failure.
 """
+import glob
 import os
 import pickle
 import sys
@@ -269,10 +270,18 @@ def _(t):
     if not os.path.exists(os.path.join(path, "ddstore-checkpoint.json")):
         check(True, "no earlier checkpoint")
         return
-    with open(os.path.join(t.dir, "ref.pkl"), "rb") as f:
+    with open(ref_path(t.dir), "rb") as f:
         ref = pickle.load(f)
     t.ref, t.path = ref, path  # restore-only: the sub-communicator case takes it
     restores(path, ref, f"{ref['size']} ranks w{ref['width']}", 1)
+
+
+def ref_path(directory):
+    """The references this rank checks against: those its own rank wrote in the job that
+    saved (its sampler batches are its own), or rank 0's when that job had fewer ranks
+    (a rank count other than the saver's compares no sampler batches)."""
+    mine = os.path.join(directory, f"ref.{rank}.pkl")
+    return mine if os.path.exists(mine) else os.path.join(directory, "ref.0.pkl")
 
 
 @cases("build, save, restore here")
@@ -285,10 +294,14 @@ def _(t):
         ref = build(store)
         store.save(path)
     comm.Barrier()
-    if rank == 0:
-        with open(os.path.join(t.dir, "ref.pkl.tmp"), "wb") as f:
-            pickle.dump(ref, f)
-        os.replace(os.path.join(t.dir, "ref.pkl.tmp"), os.path.join(t.dir, "ref.pkl"))
+    if rank == 0:  # an earlier job's with more ranks: not this checkpoint's
+        for stale in glob.glob(os.path.join(t.dir, "ref.*.pkl")):
+            if int(os.path.basename(stale).split(".")[1]) >= size:
+                os.remove(stale)
+    mine = os.path.join(t.dir, f"ref.{rank}.pkl")  # each rank's (its sampler batches)
+    with open(mine + ".tmp", "wb") as f:
+        pickle.dump(ref, f)
+    os.replace(mine + ".tmp", mine)
     t.ref, t.path = ref, path
     restores(path, ref, f"{size} ranks w{t.width}", 0)
 
