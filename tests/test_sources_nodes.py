@@ -138,6 +138,21 @@ def test_csv_reader_streams_consecutive_pieces(tmp_path, monkeypatch, suffix):
 
 
 def test_csv_errors(tmp_path):
+    # a long line and a short one (equal comma totals): read as rows [3, 4] and [6, nan]
+    for name in ("shift.csv", "shift.csv.gz"):
+        shift = tmp_path / name
+        data = b"1,2\n3,4,5\n6\n"
+        shift.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+        with pytest.raises(DDStoreValueError, match=r"line 2: malformed row: 3 fields, "
+                                                    r"expected 2"):
+            R.read_rows(str(shift), 0, 3)
+    flags = tmp_path / "flags.csv"  # bool rows: 0 or 1 (2 was read as True)
+    flags.write_text("1,0\n0,1\n1,2\n")
+    assert R.read_csv_rows(str(flags), 0, 2, dtype=np.bool_).tolist() == [[True, False],
+                                                                         [False, True]]
+    with pytest.raises(DDStoreValueError, match=r"flags.csv, line 3: \[1, 2\] does not fit "
+                                                r"bool"):
+        R.read_csv_rows(str(flags), 0, 3, dtype=np.bool_)
     path = write_csv(tmp_path / "x.csv.gz", np.arange(30.0).reshape(10, 3))
     missing = str(tmp_path / "nope.csv.gz")
     with pytest.raises(DDStoreValueError, match=f"{missing}: no such file"):

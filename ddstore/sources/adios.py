@@ -248,6 +248,11 @@ class AdiosSource(Source):
             raise DDStoreValueError(f"ADIOS2 file {self.path!r} does not exist")
         if not os.path.isdir(self.path):  # a BP4/BP5 directory, or a BP3 file
             regular_file(self.path, "ADIOS2 file ")  # (a FIFO: ADIOS2 waited forever)
+        else:  # an empty index: ADIOS2 reads it without a check (a segmentation fault)
+            index = os.path.join(self.path, "md.idx")
+            if os.path.isfile(index) and os.path.getsize(index) == 0:
+                raise DDStoreValueError(f"ADIOS2 file {self.path!r} is corrupt: its index "
+                                        f"{index!r} is empty (the writer did not finish?)")
         try:
             self._reader = adios2.FileReader(self.path)
             variables = self._reader.available_variables()

@@ -83,7 +83,25 @@ def _reconstruct(cls, shape, dtype):
     return np.ndarray.__new__(np.ndarray, (0,), dtype)
 
 
+def _rebuilt_tensor(name):
+    """torch's ``torch._utils.<name>``, refusing a tensor of more elements than its
+    storage holds (a stride-0 view, ``zeros(1, 4).expand(2**31, 4)``: 748 bytes of
+    pickle that a copy turns into 32 GB)."""
+    def rebuild(*args, **kwargs):
+        import torch._utils
+        t = getattr(torch._utils, name)(*args, **kwargs)
+        if t.numel() * t.element_size() > t.untyped_storage().nbytes():
+            raise ValueError(f"a tensor of shape {tuple(t.shape)} over a storage of "
+                             f"{t.untyped_storage().nbytes()} bytes (a view that repeats "
+                             f"its elements, strides {t.stride()}): a pickle holds the "
+                             f"bytes of its tensors")
+        return t
+    return rebuild
+
+
 _CALLS = {("builtins", "bytearray"): _given(bytearray), ("builtins", "bytes"): _given(bytes),
+          ("torch._utils", "_rebuild_tensor"): _rebuilt_tensor("_rebuild_tensor"),
+          ("torch._utils", "_rebuild_tensor_v2"): _rebuilt_tensor("_rebuild_tensor_v2"),
           ("builtins", "set"): _given(set), ("builtins", "frozenset"): _given(frozenset),
           ("numpy", "ndarray"): _NDARRAY,
           ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
@@ -208,10 +226,26 @@ class PickleDirSource(Source):
                                         f"same file for every sample ({names[0]!r}); it "
                                         f"needs a field for the sample number, e.g. "
                                         f"{_DEFAULT_PATTERN!r}")
+            if len(names[0]) > 255:  # NAME_MAX (a 100 MB name was formatted, once each)
+                raise DDStoreValueError(f"{meta_path}: pattern={self._pattern[:80]!r}... "
+                                        f"names a file of {len(names[0])} characters; a "
+                                        f"file name has at most 255")
             if os.path.isabs(names[0]) or ".." in re.split(r"[\\/]", names[0]):
                 raise DDStoreValueError(f"{meta_path}: pattern={self._pattern!r} names "
                                         f"{names[0]!r}, outside the directory; sample "
                                         f"files lie in it")
+            if self._n:  # the count is the files': the last one exists (a count of 10**12
+                # over four files built a list of 10**12 names, for ever)
+                try:
+                    last = os.path.join(self.path, self._pattern.format(self._n - 1))
+                except (ValueError, OverflowError, IndexError, KeyError) as exc:
+                    raise DDStoreValueError(f"{meta_path}: pattern={self._pattern!r} "
+                                            f"cannot name sample {self._n - 1} "
+                                            f"({type(exc).__name__}: {exc})") from None
+                if not os.path.lexists(last):
+                    raise DDStoreValueError(
+                        f"{meta_path}: nsamples={self._n} but the last sample's file "
+                        f"{last!r} does not exist; the metadata does not match the files")
         else:
             files = glob.glob(os.path.join(glob.escape(self.path), pattern))
             self._files = sorted((f for f in files if os.path.isfile(f)),

@@ -151,10 +151,12 @@ def _parse_block(path, chunk, n, first_line, dtype, out, finite=False):
                       finite=finite and not integer, limit=limit) for j in range(n)]
     values = np.column_stack(parse_lines(path, chunk, first_line, n, columns, bad_value,
                                          expected="expected {n} (as the first row read)"))
-    if integer and dtype != np.int64 and dtype.kind != "b":
-        info = np.iinfo(dtype)
-        if values.size and (values.min() < info.min or values.max() > info.max):
-            bad = np.flatnonzero(((values < info.min) | (values > info.max)).any(axis=1))
+    if integer and dtype != np.int64:
+        low, high = (0, 1) if dtype.kind == "b" else (np.iinfo(dtype).min,
+                                                       np.iinfo(dtype).max)
+        if values.size and (values.min() < low or values.max() > high):  # (bool: 0 or 1;
+            # 2 was read as True)
+            bad = np.flatnonzero(((values < low) | (values > high)).any(axis=1))
             i = int(bad[0])
             raise DDStoreValueError(f"{path}, line {first_line + i}: {values[i].tolist()} "
                                     f"does not fit {dtype}")
