@@ -349,10 +349,10 @@ class PyDDStore:
             nrows, disp, itemsize = (integer_scalar(v) for v in (nrows, disp, itemsize))
             for label, value, low in (("nrows", nrows, 0), ("disp", disp, 1),
                                       ("itemsize", itemsize, 1)):
-                if not is_int(value) or value < low:
+                if not is_int(value) or not low <= value <= 2 ** 63 - 1:
                     error = DDStoreValueError if is_int(value) else PyDDStoreTypeError
                     raise error(f"init {name!r}: {label}={value!r} must be an integer "
-                                f">= {low}")
+                                f"in [{low}, 2**63 - 1]")
             step.agree(same={"disp (elements per row)": int(disp),
                              "itemsize (bytes per element)": int(itemsize)})
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
@@ -392,7 +392,7 @@ class PyDDStore:
         """
         info = self._info.get(name) if type(name) is str else None
         if info is not None and type(arr) is np.ndarray and type(start) is int and \
-                arr.ndim:
+                arr.ndim and arr.shape[0]:  # (0 rows: their width is checked below)
             flags = arr.flags
             count = arr.shape[0]
             if (flags.c_contiguous and flags.writeable and arr.itemsize == info.itemsize
@@ -414,12 +414,13 @@ class PyDDStore:
         if not is_int(start):
             raise PyDDStoreTypeError(f"get {name!r}: start must be an integer, got "
                                      f"{start!r}")
+        start = int(start)  # (numpy integers would wrap in start + count)
         count, total = out.shape[0], self._store.nrows(name)
         if start < 0 or start + count > total:
             raise PyDDStoreRangeError(f"get {name!r}: rows [{start}, {start + count}) out "
                                       f"of range [0, {total})")
         if count:
-            info.read_range(int(start), count, out)
+            info.read_range(start, count, out)
 
     def get_batch(self, name, arr, indices):
         """Local: row ``i`` of ``arr`` receives global row ``indices[i]``."""

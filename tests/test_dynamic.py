@@ -327,6 +327,30 @@ def test_pgt_weights_on_some_steps_only_and_null_edges_refused(tmp_path):
                                                           "edges": None}))
 
 
+def test_pgt_strings_and_booleans_are_not_numbers(tmp_path):
+    """A string ("12") or a boolean (true) where a number belongs is refused naming the
+    array (numpy converted both: "12" -> 12.0, true -> 1); null is a missing value."""
+    base = {"FX": [[1.0, 2.0, 3.0]] * 4, "edges": [[0, 1], [1, 2]], "weights": [1.0, 2.0]}
+    cases = [("FX", [[1.0, "2", 3.0]] + [[1.0, 2.0, 3.0]] * 3, r"'FX' is not a numeric "
+              r"array: it holds a string"),
+             ("FX", [[1.0, True, 3.0]] + [[1.0, 2.0, 3.0]] * 3, r"'FX' is not a numeric "
+              r"array: it holds a boolean \(true/false\)"),
+             ("edges", [[0, True], [1, 2]], r"'edges' is not a list of \[source, target\] "
+              r"integer pairs: it holds a boolean"),
+             ("edges", [["0", 1], [1, 2]], r"'edges' is not .* it holds a string"),
+             ("weights", [1.0, "2"], r"'weights' is not numeric: it holds a string")]
+    for key, value, msg in cases:
+        with pytest.raises(DDStoreValueError, match=r"load_pgt_json: .*chick.json: " + msg):
+            st.load_pgt_json(_write(tmp_path, "chick.json", {**base, key: value}))
+    step = {"X": [[1.0], [2.0]], "y": [0.0, False], "edges": [[0, 1]]}
+    with pytest.raises(DDStoreValueError, match=r"step '0' 'y' is not numeric: it holds a "
+                                                r"boolean"):
+        st.load_pgt_json(_write(tmp_path, "tennis.json", {"0": step, "1": step}))
+    s = st.load_pgt_json(_write(tmp_path, "chick.json",
+                                {**base, "FX": [[1.0, None, 3.0]] * 4}))
+    assert np.isnan(s.read(0, 4)[:, 1]).all() and (s.read(0, 4)[:, 0] == 1.0).all()
+
+
 def test_taken_name_is_named_like_every_layer():
     """A DynamicGraph whose variables exist names them as every layer does
     (_checks.check_free_names); a plain variable too."""

@@ -297,6 +297,24 @@ def test_npy_in_fortran_order_refused_where_its_bytes_differ(tmp_path, shape):
         rows.read_rows(path, 0, 1)
 
 
+
+@pytest.mark.parametrize("shape", ["(-1, 3)", "(True, 3)", "(4, -2, 1)"])
+def test_npy_header_of_an_impossible_shape_refused(tmp_path, shape):
+    """A header whose shape holds a negative or boolean dimension is refused by both
+    readers, naming the file (``(-1, 3)`` opened as a series of -1 steps)."""
+    from ddstore.sources import rows
+    text = ("{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % shape).encode()
+    text += b" " * (64 - (10 + len(text) + 1) % 64) + b"\n"
+    path = tmp_path / "h.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text
+                     + bytes(64))
+    msg = rf"h.npy is not a readable .npy file: its header's shape .* is not a tuple of " \
+          rf"integers >= 0"
+    with pytest.raises(DDStoreValueError, match=msg):
+        load_npy(str(path))
+    with pytest.raises(DDStoreValueError, match=msg):
+        rows.read_rows(str(path), 0, 1)
+
 def test_npy_in_fortran_order_read_where_its_bytes_are_c_order(tmp_path):
     a = np.arange(10, dtype=np.float64).reshape(10, 1, 1)
     path = str(tmp_path / "f.npy")

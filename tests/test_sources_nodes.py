@@ -361,10 +361,11 @@ def test_ogb_errors(tmp_path):
         OGBNodeData(frac)
 
 
-@pytest.mark.parametrize("label", ["inf", "-inf", "1e30", "9223372036854775808"])
+@pytest.mark.parametrize("label", ["inf", "-inf", "1e30", "9223372036854775808",
+                                   "9007199254740993"])
 def test_ogb_label_beyond_int64_refused(tmp_path, label):
-    """A label that is not finite or does not fit int64 is refused naming file and line
-    (inf was stored as -9223372036854775808)."""
+    """A label that is not finite or not below 2**53 is refused naming file and line
+    (inf was stored as -9223372036854775808; 2**53 + 1 was read as 2**53)."""
     root, ei, x, y, splits = small_ogb(tmp_path)
     path = os.path.join(root, "raw", "node-label.csv.gz")
     lines = [f"{int(v)}" for v in y]
@@ -374,7 +375,8 @@ def test_ogb_label_beyond_int64_refused(tmp_path, label):
     ds = OGBNodeData(root)
     assert ds.labels(0, 5).tolist() == y[:5].astype(np.int64).tolist()
     with pytest.raises(DDStoreValueError, match=r"node-label.csv.gz, line 6: label .* is "
-                                                r"not a class id"):
+                                                r"not a class id \(an integer in \[0, "
+                                                r"2\*\*53\), or nan for none\)"):
         ds.labels(0, 120)
 
 
@@ -528,6 +530,23 @@ def test_npy_splits_each_optional(tmp_path, store):
         os.remove(tmp_path / f)
     assert dpyg.load_npy(store, tmp_path, name="none").splits == {}
 
+
+
+def test_ogb_node_count_beyond_memory_refused_by_name(tmp_path, store):
+    """A count file of 4e18 nodes is refused where the graph's per-node arrays are made,
+    naming the count and the bytes it needs (numpy's bare "array is too big" before);
+    nothing is left in the store."""
+    from ddstore import pyg as dpyg
+    from ddstore.errors import DDStoreMemoryError
+    root, ei, x, y, splits = small_ogb(tmp_path)
+    with gzip.open(os.path.join(root, "raw", "num-node-list.csv.gz"), "wt") as f:
+        f.write("4000000000000000000\n")
+    before = store.variables()
+    with pytest.raises(DDStoreMemoryError, match=r"4000000000000000000 destination nodes "
+                                                 r"need 64000000000000000008 bytes .*\(is "
+                                                 r"the node count right\?\)"):
+        dpyg.load_ogb(store, root, name="huge", progress=False)
+    assert store.variables() == before
 
 def test_row_bounds_must_be_integers(tmp_path):
     """A float row bound (2.5) is refused naming the call, the bound and its allowed

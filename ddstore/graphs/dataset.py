@@ -526,8 +526,12 @@ def _load_chunk(store, name, source, lo, hi, progress):
                     break
                 if layout is None:
                     layout, rec = GraphLayout.of(sample)
-                else:
-                    rec = layout.to_record(sample)
+                else:  # (the chunk's first sample is the reference: say which it is,
+                    # it may be the odd one)
+                    try:
+                        rec = layout.to_record(sample)
+                    except DDStoreValueError as exc:
+                        raise DDStoreValueError(f"{exc} (as in sample {lo})") from None
                 records.append(rec)
                 bar.update(1)
         except Exception as exc:  # DDStoreErrors, and a user Dataset's own failures

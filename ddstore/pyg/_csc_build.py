@@ -14,7 +14,7 @@ import numpy as np
 from torch_geometric.data.graph_store import EdgeLayout
 
 from .._checks import check_free_names, is_int, names_under
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 from ..placement import balanced_offsets
 from ..build import create, default_chunk_edges, fill_tcsr, id_dtype, prefault_built
 from ._common import as_numpy, call_piece, is_edge_type, node_var, tiled_total, type_key
@@ -115,8 +115,14 @@ def first_pass(state, columns, lo, hi, edge_type, size, what, layout=EdgeLayout.
         default_chunk_edges(n_local * st.size, st.size, 24, add_reverse=False)
     if size is not None:  # the degrees, and the indptr they become (no allocation
         # after the steps: what can fail on one rank fails in a local part)
-        plan.deg = np.zeros(size[1], dtype=np.int64)
-        plan.indptr = np.zeros(size[1] + 1, dtype=np.int64)
+        try:
+            plan.deg = np.zeros(size[1], dtype=np.int64)
+            plan.indptr = np.zeros(size[1] + 1, dtype=np.int64)
+        except (MemoryError, ValueError):  # (numpy: "array is too big")
+            raise DDStoreMemoryError(f"{what}: size={size}: {size[1]} destination nodes "
+                                     f"need {16 * size[1] + 8} bytes of degrees and "
+                                     f"pointers on every rank, more than this rank can "
+                                     f"allocate (is the node count right?)") from None
     for a in range(0, n_local, plan.piece):
         s, d = columns(a, min(a + plan.piece, n_local))
         if not s.size:

@@ -38,6 +38,9 @@ def npy_header(path, fh):
     except (ValueError, OSError) as exc:
         raise DDStoreValueError(f"load_npy: {path} is not a readable .npy file: {exc}") \
             from None
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in shape):
+        raise DDStoreValueError(f"load_npy: {path} is not a readable .npy file: its header's "
+                                f"shape {shape!r} is not a tuple of integers >= 0")
     return tuple(int(s) for s in shape), np.dtype(dtype), bool(fortran), fh.tell()
 
 

@@ -186,17 +186,19 @@ class OGBNodeData(NodeDataSource):
 
     def labels(self, lo, hi, progress=None):
         """Node labels ``[lo, hi)`` as int64 ``[hi - lo]``; -1 where the file says "nan"
-        (nodes without a label, as in ogbn-papers100M).  Non-integer labels raise."""
+        (nodes without a label, as in ogbn-papers100M).  A label that is not an integer
+        in ``[0, 2**53)`` raises (they are parsed as float64, "3.0" as papers100M writes
+        them, which holds integers exactly only below 2**53)."""
         path = self.paths["node-label"]
         if not self.has_labels:
             raise DDStoreValueError(f"{path}: no such file")
         y = self._read(path, lo, hi, dtype=np.float64, ncols=1, progress=progress)[:, 0]
         known = ~np.isnan(y)
-        bad = known & (~np.isfinite(y) | (y != np.round(y)) | (y < 0) | (y >= 2.0 ** 63))
+        bad = known & (~np.isfinite(y) | (y != np.round(y)) | (y < 0) | (y >= 2.0 ** 53))
         if bad.any():
             i = int(np.argmax(bad))
             raise DDStoreValueError(f"{path}, line {lo + i + 1}: label {float(y[i])!r} is not a "
-                                    f"class id (an integer >= 0, or nan for none)")
+                                    f"class id (an integer in [0, 2**53), or nan for none)")
         out = np.full(len(y), -1, dtype=np.int64)
         out[known] = y[known].astype(np.int64)
         return out

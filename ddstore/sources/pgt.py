@@ -121,7 +121,7 @@ def _read_matrix(doc, path, dtype):
     (Windmill): a ``[T, nodes]`` matrix with a static ``edges`` -> ``[T, nodes, 1]``."""
     key = next(k for k in _MATRIX_KEYS if k in doc)
     try:
-        data = np.asarray(doc[key], dtype=np.float64)
+        data = _numbers(doc[key], np.float64, path, repr(key))
     except (TypeError, ValueError, OverflowError) as exc:
         raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} is not a numeric array: "
                                 f"{exc}") from None
@@ -259,7 +259,7 @@ def _read_nodes_links(doc, path, dtype):
             raise _pgt_error(path, f"node {ids[k]!r} has no 'y' (keys {sorted(n)})")
         cols.append([X[f] for f in feats] + [n["y"]])
     try:
-        arr = np.asarray(cols, dtype=np.float64)  # [N, F, T]
+        arr = _numbers(cols, np.float64, path, "the nodes' series")  # [N, F, T]
     except (TypeError, ValueError, OverflowError) as exc:
         raise _pgt_error(path, f"node series are not numeric or differ in length: "
                                f"{exc}") from None
@@ -364,6 +364,28 @@ def _cast(values, dtype, path, what):
     return out
 
 
+def _numbers(value, dtype, path, what):
+    """``value`` (a JSON number or nested lists of them) as a ``dtype`` array.  A string
+    (``"12"``) or a boolean (``true``) anywhere in it raises a ``TypeError`` saying so
+    (numpy would convert them); ``null`` is read as NaN (a missing value).  The callers
+    word the error with ``what`` and ``path``."""
+    types, level = set(), [value]
+    while level:  # the leaves' types, one nesting level at a time
+        deeper = []
+        for v in level:
+            if type(v) is list:
+                deeper.extend(v)
+            else:
+                types.add(type(v))
+        level = deeper
+    odd = types - {int, float, type(None)}
+    if odd:
+        kind = {str: "a string", bool: "a boolean (true/false)", dict: "an object"}.get(
+            min(odd, key=lambda t: t.__name__), "a non-number")
+        raise TypeError(f"it holds {kind}; numbers only (null for a missing value)")
+    with np.errstate(over="ignore"):
+        return np.asarray(value, dtype=dtype)
+
 def _pgt_error(path, msg):
     return DDStoreValueError(f"load_pgt_json: {path}: {msg}")
 
@@ -390,7 +412,7 @@ def _pgt_pairs(pairs, path, what):
         raise _pgt_error(path, f"{what} is null (a graph with no edges is [])")
     why = None
     try:
-        arr = np.asarray(pairs)
+        arr = _numbers(pairs, None, path, what)  # (a null: an object array, refused below)
     except (TypeError, ValueError, OverflowError) as exc:
         why = str(exc)
     if why is None and arr.size == 0:
@@ -419,8 +441,8 @@ def _pgt_weights(values, num_edges, path, what):
     if values is None:
         return None
     try:
-        with np.errstate(over="ignore"):  # beyond float32: inf, refused with the edge
-            w = np.asarray(values, dtype=np.float32).reshape(-1)
+        w = _numbers(values, np.float32, path, what).reshape(-1)  # (inf beyond float32:
+        # refused with the edge)
     except (TypeError, ValueError, OverflowError) as exc:
         raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
     if w.shape[0] != num_edges:
@@ -431,7 +453,7 @@ def _pgt_weights(values, num_edges, path, what):
 def _pgt_node_values(value, num_nodes, path, what):
     """A per-step node array ``[N]`` or ``[N, F]`` -> float64 ``[N, F]``."""
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        arr = _numbers(value, np.float64, path, what)
     except (TypeError, ValueError, OverflowError) as exc:
         raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
     if arr.ndim == 1:
@@ -472,7 +494,7 @@ def _pgt_matrix(value, path, what):
     """A ``[T, nodes]`` list of lists of numbers -> float64 array, or raise naming the
     first row whose length differs."""
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        arr = _numbers(value, np.float64, path, what)
     except (TypeError, ValueError, OverflowError) as exc:
         why = str(exc)
         if isinstance(value, list) and value and all(isinstance(r, list) for r in value):

@@ -83,6 +83,13 @@ def _samples_of_another_kind_on_the_last_rank(t):
         other[i].y = other[i].y.to(torch.float64)
     expect_error(DDStoreValueError, [f"sample {lo}", "'y'"],
                  lambda: graphs.GraphDataset.from_samples(store, name(), other, progress=False))
+    # the odd sample is the first of the last rank's chunk: the next one is blamed by
+    # the rank (which knows only its chunk), so the message names the reference too
+    other = [tensor_sample(i) for i in range(N)]
+    other[lo].x = other[lo].x.double()
+    expect_error(DDStoreValueError, [f"sample {lo + 1}", "'x'", "float64",
+                                     f"(as in sample {lo})"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), other, progress=False))
 
 
 @cases("empty, unequal and failing data sets")

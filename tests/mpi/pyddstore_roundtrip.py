@@ -107,6 +107,19 @@ def run(width, transport):
     expect_error(ValueError, ["37"],
                  lambda: store.get_batch("f32", np.zeros((1, 4), np.float32), [37]),
                  also=DDStoreError)
+    # a numpy integer start is checked as the integer it is (uint8(255) + 1 wrapped to
+    # 0 and passed the check; uint64(2**64 - 1) gave a bare OverflowError)
+    for start, count in ((np.uint8(255), 1), (np.int8(120), 10), (np.int16(32767), 2),
+                         (np.int64(2 ** 63 - 1), 1), (np.uint64(2 ** 64 - 1), 1)):
+        expect_error(ValueError, [f"[{int(start)}, {int(start) + count})", "[0, 37)"],
+                     lambda: store.get("f32", np.zeros((count, 4), np.float32), start),
+                     also=DDStoreError)
+    # zero rows of another width: refused whatever the type of start (it was taken
+    # with a Python int start, refused with a numpy one)
+    for start in (1, np.int64(1)):
+        expect_error(ValueError, ["rows have 5 elements", "rows of 4 elements"],
+                     lambda: store.get("f32", np.zeros((0, 5), np.float32), start),
+                     also=DDStoreError)
     # an argument of another type: a TypeError too, as the original's typed signature
     expect_error(TypeError, ["start must be an integer"],
                  lambda: store.get("f32", np.zeros((2, 4), np.float32), 1.5),
@@ -202,7 +215,7 @@ def run(width, transport):
                  also=DDStoreError)
     # a row count beyond int64 on one rank (it hung: the others allocated collectively
     # while that rank failed converting it), a name of another type on every rank
-    expect_error(DDStoreValueError, ["n_local=9223372036854775808", "[0, 2**63 - 1]",
+    expect_error(DDStoreValueError, ["nrows=9223372036854775808", "[0, 2**63 - 1]",
                                      f"rank {last}"],
                  lambda: store.init("bad3", 2 ** 63 if comm.rank == last else 3, 3),
                  also=DDStoreError)
