@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import DDStoreValueError
 
-__all__ = ["Annotation", "Annotations"]
+__all__ = ["Annotation", "Annotations", "check_object_name"]
 
 
 class Annotation:
@@ -31,6 +31,21 @@ class Annotation:
     def __repr__(self):
         return (f"Annotation(kind={self.kind!r}, meta={self.meta!r}, "
                 f"arrays={sorted(self.arrays)}, variables={list(self.variables)})")
+
+
+def check_object_name(store, name, kind, what):
+    """Refuse ``name`` for an object of ``kind`` when the store holds an object of
+    another kind under it (a window dataset and a dynamic graph both named "x" own
+    different variables, but one name can be reopened as one object only: the second
+    annotation replaced the first, which then could not be opened).  ``what`` names the
+    call in the message.  Local, alike on every rank (annotations are)."""
+    if name in store.annotations():
+        other = store.annotation(name)
+        if other.kind != kind:
+            raise DDStoreValueError(
+                f"{what}: the store holds a {other.kind} named {name!r} (variables "
+                f"{sorted(other.variables)}); a {kind} needs another name, or remove "
+                f"those variables first")
 
 
 def _json(value, what):
@@ -62,8 +77,9 @@ class Annotations:
         width splits it at the allowed cut nearest to the balanced split) or
         ``{variable: k}`` (an int: the rows are items of ``k`` rows each, split as
         :func:`~ddstore.partition` splits the items, so a variable of ``k`` rows per
-        node follows the node ranges of a variable of one row per node).  An existing annotation of the same
-        name is replaced.  :meth:`save` checks that every rank holds the same ones."""
+        node follows the node ranges of a variable of one row per node).  An existing annotation
+        of the same name and kind is replaced (a builder annotating again); one of another
+        kind is refused (:func:`check_object_name`).  :meth:`save` checks that every rank holds the same ones."""
         self.store.check_alive()
         if not isinstance(name, str) or not name or not isinstance(kind, str) or not kind:
             raise DDStoreValueError(f"annotate: name and kind must be non-empty strings, "
@@ -90,6 +106,7 @@ class Annotations:
                                         f"int >= 1), got {v!r}: {key!r}")
             if per_item:
                 cuts[v] = int(key)
+        check_object_name(self.store, name, kind, f"annotate {name!r}")
         self.table[name] = Annotation(kind, meta, arrays, variables, cuts)
 
     def unannotate(self, name):

@@ -101,8 +101,19 @@ def test_standardised_value_beyond_float64(store):
     b = np.zeros((80, 1, 1))
     b[1::2] = 1e-150
     b[75] = 1e160  # outside the training split: (x - mean) / std is inf
-    refused(store, ["step 75, node 0, feature 0", "once standardised"],
-            make, store, b, 2, dtype=np.float64)
+    text = refused(store, ["step 75, node 0, feature 0", "once standardised",
+                           "allowed: values within that range"],
+                   make, store, b, 2, dtype=np.float64)
+    assert "standardize=True" not in text and "float64" in text, text  # (it is already)
+    # float16: the wider dtype is advised, standardize=True (already on) is not
+    s = np.concatenate([np.zeros((9, 2)), np.full((1, 2), 1e9)])
+    text = refused(store, ["(value 1000000000.0) once standardised", "dtype=float16",
+                           "allowed: values within that range, or dtype=np.float64"],
+                   make, store, s, 1, split=(1, 0, 0), dtype=np.float16)
+    assert "standardize=True" not in text, text
+    text = refused(store, ["(value 1000000000.0) does not fit", "allowed: values within "
+                           "that range, or dtype=np.float64, or standardize=True"],
+                   make, store, s, 1, split=(1, 0, 0), dtype=np.float16, standardize=False)
 
 
 # ------------------------------------------------------------- loaders and samplers
@@ -128,6 +139,20 @@ def test_loader_numpy_arguments(train):
         for epoch in (0, np.int64(3)):
             _order(train, loader, int(epoch), 7)
 
+
+
+def test_loader_seeds_beyond_torch_range_wrap(train):
+    """seed + epoch is taken modulo 2**64 (as torch reads a negative seed): seed=-1 gives
+    DistributedSampler's order for -1, and seed=2**64 - 1 at epoch 1 or a seed of 2**70
+    no longer fails with "Overflow when unpacking long long" at iteration."""
+    for kw in ({}, {"device": "cpu"}):
+        _order(train, train.loader(4, seed=-1, **kw), 0, -1)
+        _order(train, train.loader(4, seed=2 ** 64 - 1, **kw), 0, -1)
+        loader = train.loader(4, seed=2 ** 64 - 1, **kw)
+        _order(train, loader, 1, -1)  # (2**64 - 1 + 1) mod 2**64 = 0 = -1 + 1
+        _order(train, train.loader(4, seed=2 ** 70 + 5, **kw), 2, 5)
+        loader = train.loader(4, seed=3, **kw)
+        _order(train, loader, 2 ** 64 + 4, 3 - 2 ** 64)  # (seed + epoch = 7 for torch)
 
 @pytest.mark.parametrize("kw,fragments", [
     ({"seed": 1.5}, ["seed must be an integer", "1.5"]),

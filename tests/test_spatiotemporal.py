@@ -399,6 +399,32 @@ def test_time_features(store):
         make(store, st.from_arrays(raw, timestamps=ts), 12, time_features=("hour",))
 
 
+
+@pytest.mark.parametrize("stamps,message", [
+    (np.arange(60), r"timestamps must be datetime64 values \(or date strings\), got "
+                    r"int64 numbers, which have no unit"),
+    (np.arange(60) * 1.5, r"got float64 numbers"),
+    (np.where(np.arange(60) == 3, np.datetime64("NaT"),
+              np.datetime64("2024-01-01T00:00") + np.arange(60) * np.timedelta64(1, "h")),
+     r"timestamp of step 3 is NaT; every step needs a time"),
+    (np.datetime64("2250-01-01", "D") + np.arange(60) * np.timedelta64(365, "D"), r"timestamp of step \d+ \(2\d\d\d-.*\) does not fit "
+                                r"datetime64\[ns\] \(1677-09-21 to 2262-04-11"),
+])
+def test_timestamps_must_be_times_that_fit(store, stamps, message):
+    """Numbers (read as nanoseconds), NaT (NaN time features) and dates beyond
+    datetime64[ns] (wrapped by numpy to other dates) are refused naming the step; date
+    strings and datetime objects are read."""
+    import datetime
+    raw = random_series(T=60, n=2, f=1)
+    with pytest.raises(DDStoreValueError, match=message):
+        make(store, st.from_arrays(raw, timestamps=stamps), 2, time_features="tod")
+    with pytest.raises(DDStoreValueError, match=message):
+        make(store, raw, 2, timestamps=stamps, time_features="tod")
+    hours = [datetime.datetime(2024, 1, 1, h % 24) for h in range(60)]
+    for given in (hours, [str(np.datetime64(h)) for h in hours]):
+        ds = make(store, st.from_arrays(raw, timestamps=given), 2, time_features="tod")
+        np.testing.assert_array_equal(ds.timestamps, np.asarray(hours, "datetime64[ns]"))
+
 def test_inverse_transform(store):
     raw = random_series(T=80, n=5, f=3, seed=6)
     for per_node in (False, True):

@@ -31,6 +31,7 @@ from .. import _core
 from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
 from .._checks import check_free_names, integer_scalar, is_int, partition
+from ..annotations import check_object_name
 from .._fingerprint import fingerprint
 from ..sources.base import check_same_files
 from ..sources.series import Series, check_finite_weights
@@ -516,6 +517,7 @@ class DynamicGraph:
                                     f"allowed: an integer >= 1")
         check_free_names(f"DynamicGraph {name!r}", [
             var for var in (f"{name}/delta", f"{name}/ckpt") if var in store])
+        check_object_name(store, name, KIND, f"DynamicGraph {name!r}")
         return T
 
     def _canonical(self, edges, weights, t):

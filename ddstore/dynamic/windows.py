@@ -62,7 +62,7 @@ class DynamicWindowDataset(WindowDataset):
     def __init__(self, store, name, series, horizon, split=(0.7, 0.1, 0.2), *,
                  edges=None, weights=None, graph=None, graph_steps="x", dedup=None,
                  checkpoint_every=None, cache_size=None, **kwargs):
-        with store.collective("DynamicWindowDataset", name):
+        with store.collective("DynamicWindowDataset", name) as step:
             if graph_steps not in ("x", "xy"):
                 raise DDStoreValueError(f"DynamicWindowDataset {name!r}: graph_steps="
                                         f"{graph_steps!r}; allowed: 'x', 'xy'")
@@ -72,6 +72,9 @@ class DynamicWindowDataset(WindowDataset):
             if graph is not None and edges is not None:
                 raise DDStoreValueError(f"DynamicWindowDataset {name!r}: give graph= or "
                                         f"edges=, not both")
+            # what shapes every window's graphs: the same on every rank
+            step.agree(same={"graph_steps": graph_steps,
+                             "graph": None if graph is None else graph.name})
         # the series and the graph, or nothing: a failure removes the series too
         with store.transaction(f"DynamicWindowDataset {name!r}"):
             super().__init__(store, name, series, horizon, split, **kwargs)

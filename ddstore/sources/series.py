@@ -111,23 +111,42 @@ def check_finite_weights(weights, edge_index, what):
 
 
 def check_timestamps(timestamps, num_steps, what):
-    """``timestamps`` (None, or one per time step) as ``datetime64[ns]`` ``[num_steps]``,
-    or raise :class:`DDStoreValueError` naming ``what``."""
+    """``timestamps`` (None, or one per time step: datetime64 values, date strings or
+    ``datetime`` objects) as ``datetime64[ns]`` ``[num_steps]``, or raise
+    :class:`DDStoreValueError` naming ``what``: numbers are refused (they have no unit;
+    they were read as nanoseconds), as are NaT (a step without a time: its time features
+    would be NaN) and times that ``datetime64[ns]`` cannot hold (before 1677-09-21 or
+    after 2262-04-11, or finer than a nanosecond: numpy wraps them silently)."""
     if timestamps is None:
         return None
     ts = np.asarray(timestamps)
+    if ts.dtype.kind in "biufc":
+        raise DDStoreValueError(f"{what}: timestamps must be datetime64 values (or date "
+                                f"strings), got {ts.dtype} numbers, which have no unit: "
+                                f"convert them, e.g. np.asarray(t, 'datetime64[s]') for "
+                                f"seconds since 1970")
     if ts.dtype.kind != "M":
-        try:
-            ts = ts.astype("datetime64[ns]")
+        try:  # (the unit follows the strings / objects)
+            ts = ts.astype("datetime64")
         except (TypeError, ValueError) as exc:
             raise DDStoreValueError(f"{what}: timestamps must be datetime64 values: "
                                     f"{exc}") from None
-    ts = ts.astype("datetime64[ns]").reshape(-1)
+    ts = ts.reshape(-1)
     if ts.shape[0] != num_steps:
         raise DDStoreValueError(f"{what}: {ts.shape[0]} timestamps for {num_steps} time "
                                 f"steps")
-    return ts
-
+    if np.isnat(ts).any():
+        raise DDStoreValueError(f"{what}: timestamp of step "
+                                f"{int(np.flatnonzero(np.isnat(ts))[0])} is NaT; every step "
+                                f"needs a time")
+    ns = ts.astype("datetime64[ns]")
+    bad = ns.astype(ts.dtype) != ts
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise DDStoreValueError(f"{what}: timestamp of step {i} ({ts[i]}) does not fit "
+                                f"datetime64[ns] (1677-09-21 to 2262-04-11, to the "
+                                f"nanosecond)")
+    return ns
 
 class Series:
     """A series of graph signals ``[T, nodes, features]`` on one static graph.

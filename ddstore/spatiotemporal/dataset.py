@@ -7,9 +7,10 @@ import numbers
 import numpy as np
 import torch
 
+from ..annotations import check_object_name
 from ..errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
-from .._checks import (as_bool, as_dtype, as_indices, as_int, check_indices, integer_scalar,
-                      is_int)
+from .._checks import (SEED_MASK, as_bool, as_dtype, as_indices, as_int, as_seed,
+                      check_indices, integer_scalar, is_int)
 from .._fingerprint import fingerprint, same_data
 from ..sources.base import check_same_files
 from ..sources.series import Series, from_arrays
@@ -140,6 +141,11 @@ class _RanksSampler(torch.utils.data.DistributedSampler):
 
     def set_epoch(self, epoch):
         super().set_epoch(agree_epoch(self._store, self._what, epoch))
+
+    def __iter__(self):  # DistributedSampler's order, its seed + epoch taken modulo 2**64
+        return iter(distributed_order(len(self.dataset), self.num_replicas, self.rank,
+                                      self.shuffle, self.seed, self.epoch,
+                                      self.drop_last).tolist())
 
 
 def _torch_dtype(dtype):
@@ -302,8 +308,9 @@ class _WindowView(torch.utils.data.Dataset):
         if sampler == "global":
             # DistributedSampler wants a Python int seed and bools (a numpy seed fails at
             # the first epoch; a float or a truthy string would be taken and fail late,
-            # or mean True); BatchShuffleSampler checks its own
-            seed = as_int(seed, f"{what}: seed")
+            # or mean True); BatchShuffleSampler checks its own.  Seeds follow the
+            # package's rule (modulo 2**64: -1 is torch's 2**64 - 1)
+            seed = as_seed(seed, f"{what}: seed")
             shuffle = as_bool(shuffle, f"{what}: shuffle")
             drop_last = as_bool(drop_last, f"{what}: drop_last")
             smp = _RanksSampler(self, shuffle=shuffle, seed=seed, drop_last=drop_last)
@@ -363,10 +370,12 @@ def distributed_order(length, num_replicas, rank, shuffle=True, seed=0, epoch=0,
     """The indices ``DistributedSampler(dataset of length, num_replicas, rank, shuffle,
     seed, drop_last)`` gives in ``epoch``, as an int64 tensor, computed with tensor
     operations (the same ``torch.randperm`` with a generator seeded ``seed + epoch``, the
-    same padding by repetition or cut, the same stride over ranks)."""
+    same padding by repetition or cut, the same stride over ranks).  ``seed + epoch`` is
+    taken modulo ``2**64``, as torch reads a negative seed, so that any seed and epoch
+    work (``DistributedSampler`` fails beyond ``2**64 - 1``: ``as_seed``'s rule)."""
     if shuffle:
         g = torch.Generator()
-        g.manual_seed(seed + epoch)
+        g.manual_seed((seed + epoch) & SEED_MASK)
         idx = torch.randperm(length, generator=g)
     else:
         idx = torch.arange(length)
@@ -775,6 +784,7 @@ class WindowDataset(_WindowView):
         """Local validation of every argument; no communication."""
         if not isinstance(name, str) or not name:
             raise DDStoreValueError(f"name must be a non-empty str, got {name!r}")
+        check_object_name(store, name, self._KIND, f"{self._KIND} {name!r}")
         if not isinstance(series, Series):
             series = from_arrays(series)
         T, n, f = series.shape
@@ -961,11 +971,14 @@ class WindowDataset(_WindowView):
         t, node, feat = np.unravel_index(k, block.shape)
         value = float(raw[t, node, feat])
         what = " once standardised" if self.standardized else ""
+        allowed = ["values within that range"] + \
+            (["dtype=np.float64"] if self.dtype.itemsize < 8 else []) + \
+            ([] if self.standardized else ["standardize=True"])  # (only what would help)
         raise DDStoreValueError(
             f"series for {self.name!r}: step {first + int(t)}, node {int(node)}, feature "
             f"{int(feat)} (value {value!r}){what} does not fit the stored dtype={self.dtype} "
-            f"(largest finite {float(np.finfo(self.dtype).max):.4g}); allowed: values "
-            f"within that range, or dtype=np.float64, or standardize=True")
+            f"(largest finite {float(np.finfo(self.dtype).max):.4g}); allowed: "
+            f"{', or '.join(allowed)}")
 
     # ------------------------------------------------------------------ reading
     def rows_of(self, starts):

@@ -410,6 +410,30 @@ def windows(store, width, rng):
                  lambda: DynamicWindowDataset(
                      store, "bad", series, 3, edges=e, graph_steps="y"),
                  what="graph_steps", agree=True)
+    if size > 1:  # each rank would batch other graphs per window (caught at save only)
+        expect_error(DDStoreValueError, ("graph_steps differs between ranks",
+                                         "rank 0: x", "rank 1: xy"),
+                     lambda: DynamicWindowDataset(
+                         store, "bad", series, 3, edges=e,
+                         graph_steps="x" if rank == 0 else "xy"),
+                     what="graph_steps differs", agree=True)
+    # one name, one object: a dynamic graph beside a window dataset of its name (other
+    # variables) replaced the dataset's annotation, which then could not be reopened
+    plain = st.WindowDataset(store, "one", series, 3)
+    expect_error(DDStoreValueError, ("DynamicGraph 'one'", "holds a WindowDataset named "
+                                     "'one'", "needs another name"),
+                 lambda: DynamicGraph(store, "one", e, w), what="name of another object",
+                 agree=True)
+    dwd = DynamicWindowDataset(store, "two", series, 3, edges=e)
+    expect_error(DDStoreValueError, ("DynamicWindowDataset 'two/graph'", "holds a "
+                                     "DynamicGraph named 'two/graph'"),
+                 lambda: DynamicWindowDataset(store, "two/graph", series, 3, edges=e),
+                 what="name of its graph", agree=True)
+    check(st.WindowDataset.open(store, "one").horizon == 3, "the first object reopens")
+    check(DynamicWindowDataset.open(store, "two").graph.name == "two/graph",
+          "the dataset's graph reopens")
+    store.remove("one")  # (its series: the annotation goes with it)
+    dwd.free()
     g = DynamicGraph(store, "g9", e[:10], w[:10])
     expect_error(DDStoreValueError, ("10 steps", "70 steps"),
                  lambda: DynamicWindowDataset(
