@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from ddstore.bench import ArgumentParser, exit_on_every_rank, plural
-from ddstore.cli import at_least
+from ddstore.cli import HelpFormatter, at_least
 
 log = logging.getLogger("ddstore")
 
@@ -61,12 +61,16 @@ def demo(argv=None, prog=None):
 
     import ddstore
     parser = ArgumentParser(prog=prog or "python -m ddstore demo",
-                            description=COMMANDS["demo"][1])
+                            description=COMMANDS["demo"][1], formatter_class=HelpFormatter)
     parser.add_argument("--rows", type=at_least(1), default=200_000, help="global rows")
     parser.add_argument("--row-bytes", type=at_least(1), default=1024, help="bytes per row")
-    parser.add_argument("--width", type=at_least(1), default=None, help="ranks per replica")
-    parser.add_argument("--batch", type=at_least(1), default=128)
-    parser.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
+    parser.add_argument("--width", type=at_least(1), default=None,
+                        help="ranks per replica (default: all the ranks, one replica)")
+    parser.add_argument("--batch", type=at_least(1), default=128,
+                        help="rows per get_batch call of the timed random reads")
+    parser.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"],
+                        help="how remote rows are read (auto: shared memory within a "
+                             "node, one-sided MPI between nodes)")
     args = parser.parse_args(argv)
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()

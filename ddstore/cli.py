@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 
 from . import _core
 
@@ -74,7 +75,9 @@ def output_dir(text):
     """An ``argparse`` ``type=`` for a directory a program will write into (a
     ``--checkpoint``): refused at once (exit code 2, the option named) when the path, or
     the nearest part of it that exists, is not a directory or cannot be written, rather
-    than after the first epoch's work.  Nothing is created here."""
+    than after the first epoch's work.  Nothing is left here (an empty directory is
+    made in the nearest existing part and removed at once: root passes ``os.access``
+    everywhere, ``/proc`` included)."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
     path = os.path.abspath(text)
@@ -87,6 +90,11 @@ def output_dir(text):
         raise argparse.ArgumentTypeError(f"{text}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text}: {parent} is not writable")
+    try:  # what os.access cannot tell (root; /proc, /sys, a read-only mount): a real try
+        os.rmdir(tempfile.mkdtemp(prefix=".ddstore-write-check-", dir=parent))
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: nothing can be created in {parent} "
+                                          f"({exc.strerror})") from None
     return text
 
 

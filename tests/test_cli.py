@@ -62,6 +62,54 @@ def test_help_shows_the_program_name(capsys, name):
 def test_demo_help_shows_the_program_name(capsys):
     out = help_text(capsys, cli.main, ["demo", "--help"])
     assert out.startswith("usage: python -m ddstore demo "), out
+    text = " ".join(out.split())  # every option says what it is and its default
+    for words in ("--rows ROWS global rows (default: 200000)",
+                  "--batch BATCH rows per get_batch call", "(default: 128)",
+                  "(default: all the ranks, one replica)", "(default: auto)"):
+        assert words in text, (words, text)
+
+
+def test_run_child_ends_the_childs_group_on_a_signal(tmp_path):
+    """A benchmark driver killed by SIGTERM (``timeout``, ``scancel``) while its child
+    runs ends the child's whole group (``timeout`` and what runs under it) and runs its
+    own ``finally`` blocks: the child ran on alone for up to 600 s, and the driver's
+    temporary directory stayed in /tmp."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    marker = tmp_path / "workdir"
+    code = ("import os, sys; from ddstore.bench import run_child\n"
+            "os.mkdir(sys.argv[1])\n"
+            "try:\n"
+            "    run_child(['timeout', '600', 'sh', '-c', 'sleep ' + '313.25 & wait'])\n"
+            "finally:\n"
+            "    os.rmdir(sys.argv[1])\n")
+    # (the driver's own command line must not hold the words looked for)
+    driver = subprocess.Popen([sys.executable, "-c", code, str(marker)])
+    deadline = time.time() + 60
+    while time.time() < deadline and not _running("sleep 313.25"):
+        time.sleep(0.1)
+    assert _running("sleep 313.25"), "the child never started"
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(30) == 128 + signal.SIGTERM
+    deadline = time.time() + 15
+    while time.time() < deadline and _running("sleep 313.25"):
+        time.sleep(0.1)
+    assert not _running("sleep 313.25"), "the child's group outlived the driver"
+    assert not marker.exists(), "the driver's finally did not run"
+
+
+def _running(words):
+    """Whether a process whose command line holds ``words`` runs (read from /proc)."""
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if words.encode() in f.read().replace(b"\0", b" "):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def test_plural():
@@ -298,6 +346,10 @@ def test_check_width_is_the_stores_rule_said_by_argparse(capsys):
                                                     "/dev/null exists and is not a directory"),
     ("core", ["--out", "/dev/null/x"], "argument --out: /dev/null/x: /dev/null is not a "
                                        "directory"),
+    # where os.access says yes but nothing can be made (root passes it everywhere): the
+    # report failed at the end of the run
+    ("core", ["--out", "/proc/ddstore_probe"], "argument --out: /proc/ddstore_probe: "
+                                               "nothing can be created in /proc"),
 ])
 def test_benchmark_out_refused_before_the_run(module, args, words, capsys):
     """A benchmark's unusable --out ends it through argparse (exit code 2) before it

@@ -17,6 +17,8 @@ import json
 import os
 import platform
 import shlex
+import signal
+import subprocess
 import sys
 
 from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa: F401
@@ -26,7 +28,7 @@ from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
            "ratio", "ratio_text", "rma_counts", "traffic", "traffic_text", "log", "Items",
-           "check_windows"]
+           "check_windows", "run_child"]
 
 # the packages whose versions every report states (None: not installed)
 PACKAGES = ("numpy", "torch", "torch_geometric", "pyg_lib", "torch_sparse", "mpi4py")
@@ -305,3 +307,37 @@ class Items:
     def __getitem__(self, i):
         return self.get(i)
 
+
+
+def run_child(cmd, env=None, grace_s=10):
+    """Run ``cmd`` (a benchmark's child program) in a process group of its own and
+    return ``(exit code, its stdout and stderr)``.  A SIGTERM, SIGHUP or SIGINT that
+    reaches this process meanwhile (``timeout``, ``scancel``, Ctrl-C) ends the child's
+    whole group first (``timeout``, ``mpiexec`` and the ranks under it: SIGTERM, SIGKILL
+    after ``grace_s``), then ends this program with exit code 128 + the signal's number
+    through :class:`SystemExit`, so that its ``finally`` blocks (a temporary directory's
+    removal) run: nothing is left running or on disk.  Call from the main thread."""
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    watched = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    before = {s: signal.signal(s, stop) for s in watched}
+    proc = None
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, start_new_session=True)
+        out, _ = proc.communicate()
+        return proc.returncode, out
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        if proc is not None and proc.poll() is None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(proc.pid, sig)
+                    proc.wait(grace_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+                except ProcessLookupError:
+                    break

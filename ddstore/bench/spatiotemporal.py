@@ -31,15 +31,14 @@ import os
 import platform
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
-from ddstore.bench import check_windows, parser, ratio, ratio_text, rma_counts, traffic, \
-    traffic_text, write_report
+from ddstore.bench import check_windows, parser, ratio, ratio_text, rma_counts, \
+    run_child, traffic, traffic_text, write_report
 from ddstore.cli import at_least
 from ddstore.prefetch import MAX_PREFETCH
 
@@ -401,13 +400,12 @@ def _child(args, variant, extra=(), mpi=0):
         exe = shutil.which("mpiexec") or shutil.which("mpirun")
         cmd = [exe, "-n", str(mpi)] + cmd
     cmd = ["timeout", "--kill-after=10", str(args.timeout)] + cmd
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=env)
-    for line in proc.stdout.splitlines():
+    # (a signal to this driver ends the child's whole group: none left running)
+    code, out = run_child(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    for line in out.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
-    raise RuntimeError(f"{variant} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}")
+    raise RuntimeError(f"{variant} failed (exit {code}):\n{out[-3000:]}")
 
 
 def main(argv=None, prog=None):
