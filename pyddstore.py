@@ -392,11 +392,13 @@ class PyDDStore:
         """
         info = self._info.get(name) if type(name) is str else None
         if info is not None and type(arr) is np.ndarray and type(start) is int and \
-                arr.ndim and arr.shape[0]:  # (0 rows: their width is checked below)
+                arr.ndim:
             flags = arr.flags
             count = arr.shape[0]
-            if (flags.c_contiguous and flags.writeable and arr.itemsize == info.itemsize
-                    and arr.size == count * info.disp and arr.dtype.kind in _PLAIN):
+            # (0 rows: their width is checked on the checked path)
+            if (count and flags.c_contiguous and flags.writeable
+                    and arr.itemsize == info.itemsize and arr.size == count * info.disp
+                    and arr.dtype.kind in _PLAIN):
                 try:
                     info.read_range(start, count, arr)
                     return

@@ -135,11 +135,12 @@ class Variables:
     def lookup(self, name):
         """The variable's metadata: one dict lookup on the hot path, messages otherwise
         (and handles, :meth:`var`)."""
-        var = name if type(name) is Var else \
-            self.table.get(name) if type(name) is str else None
-        if var is None or (var is name and self.table.get(name.name) is not name):
-            var = self.var(name)  # raises: unknown name, records, freed store, stale handle
-        return var
+        if type(name) is Var and self.table.get(name.name) is name:
+            return name  # a live handle, without an exception's cost
+        try:
+            return self.table[name]
+        except (KeyError, TypeError):
+            return self.var(name)
 
     def check_name(self, name):
         """A new variable's (or record set's) name: a non-empty str the store does not
@@ -336,11 +337,13 @@ class Variables:
         returns ``out`` (a C-contiguous writable array of the row's shape and dtype), which
         allocates nothing.  ``index`` must be an integer in ``[0, nrows)``.
         """
-        # (lookup's test, inline: the per-sample path)
-        var = name if type(name) is Var else \
-            self.table.get(name) if type(name) is str else None
-        if var is None or (var is name and self.table.get(name.name) is not name):
-            var = self.var(name)  # raises: unknown name, records, freed store, stale handle
+        if type(name) is Var and self.table.get(name.name) is name:
+            var = name  # a live handle (lookup's test, inline: the per-sample path)
+        else:
+            try:
+                var = self.table[name]
+            except (KeyError, TypeError):
+                var = self.var(name)  # raises: unknown name, records, freed store
         if type(index) is not int:  # numpy ints (as fast as ints), 0-d integer tensors
             index = int(index) if isinstance(index, np.integer) else \
                 as_int(integer_scalar(index), f"get {name!r}: index")
@@ -392,11 +395,13 @@ class Variables:
         be a C-contiguous writable array of the right dtype and shape; it is filled and
         returned.
         """
-        # (lookup's test, inline: the per-sample path)
-        var = name if type(name) is Var else \
-            self.table.get(name) if type(name) is str else None
-        if var is None or (var is name and self.table.get(name.name) is not name):
-            var = self.var(name)  # raises: unknown name, records, freed store, stale handle
+        if type(name) is Var and self.table.get(name.name) is name:
+            var = name  # a live handle (lookup's test, inline: the per-sample path)
+        else:
+            try:
+                var = self.table[name]
+            except (KeyError, TypeError):
+                var = self.var(name)  # raises: unknown name, records, freed store
         # a short list of Python ints (what per-sample code passes) goes to the core as
         # it is; anything else becomes an int64 array first
         t = type(indices)
