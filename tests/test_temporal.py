@@ -182,6 +182,12 @@ def test_uint64_node_ids_reported_as_given(store):
         TemporalGraph.from_arrays(store, "g", np.array([0, 1], np.uint64),
                                   np.array([1, big], np.uint64), [0.0, 1.0])
     assert store.variables() == []
+    # an id at or beyond a num_nodes given: named by array and position (the largest
+    # id of the rank was named, without where it was)
+    with pytest.raises(DDStoreIndexError, match=r"graph 'g': dst\[1\] = 7 out of range "
+                                                r"\[0, 2\) \(num_nodes=2\)"):
+        TemporalGraph.from_arrays(store, "g", [0, 1, 1], [1, 7, 0], [1, 2, 3], num_nodes=2)
+    assert store.variables() == []
 
 
 def test_integer_times_are_kept_exactly(store):
@@ -341,8 +347,17 @@ def test_jodie_small_file_and_labels(store, tmp_path):
     assert g.edge_labels([2, 1]).tolist() == [0, 1]
     assert g.edge_features([1]).tolist() == [[0.25, -2.0]]
     assert g.edge_features([0]).dtype == np.float32 and g.t_dtype == np.int64
+    assert g.to_pyg().msg.tolist() == [[0.5, 1.5], [0.25, -2.0], [3.0, 4.0]]
     g.remove()
     assert store.variables() == []
+    import torch
+    # no feature columns: msg is float32 [E, 0], as PyG's JODIEDataset gives (it was
+    # None, and TGN's `msg_dim = data.msg.size(-1)` failed on it)
+    path = _jodie(tmp_path / "n.csv", ["0,0,1.0,0", "2,1,1.0,1", "1,0,4.0,0"])
+    data = TemporalGraph.from_jodie(store, "n", path).to_pyg()
+    assert data.msg.shape == (3, 0) and data.msg.dtype == torch.float32
+    assert data.y.tolist() == [0, 1, 0]
+    TemporalGraph.open(store, "n").remove()
 
 
 @pytest.mark.parametrize("tail", ["\n", "\n\n\n", "  \r\n\r\n", "\t\n \n"])

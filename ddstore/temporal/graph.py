@@ -152,6 +152,11 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
             raise DDStoreIndexError(f"graph {name!r}: {key}[{pos}] = "
                                     f"{int(out[key][pos])} is negative; node ids "
                                     f"must be in [0, num_nodes)")
+        if m and num_nodes is not None and int(out[key].max()) >= num_nodes:
+            pos = int(np.argmax(out[key] >= num_nodes))  # (named where it is)
+            raise DDStoreIndexError(f"graph {name!r}: {key}[{pos}] = "
+                                    f"{int(out[key][pos])} out of range [0, {num_nodes}) "
+                                    f"(num_nodes={num_nodes})")
     bad = ~np.isfinite(out["t"])
     if bad.any():
         pos = int(np.argmax(bad))
@@ -653,7 +658,8 @@ class TemporalGraph:
     def to_pyg(self, t_dtype=None):
         """Local: the whole graph as a ``torch_geometric.data.TemporalData`` in edge-id
         order (``src``, ``dst``, ``t``, plus ``msg`` = edge features and ``y`` = edge labels
-        when the graph has them), read on this rank alone (one-sided reads from every
+        when the graph has them; a graph of :meth:`from_jodie` always has ``msg``, float32
+        ``[E, 0]`` for a file without features, as PyG's ``JODIEDataset``), read on this rank alone (one-sided reads from every
         owner; it needs the whole edge table's memory here).  ``t`` in ``t_dtype``
         (numpy or torch dtype; default :attr:`t_dtype`, so int64 times come back
         exactly); an integer dtype requires whole-number times within its range (a float
@@ -685,6 +691,8 @@ class TemporalGraph:
                   t=torch.from_numpy(t.astype(dtype)))
         if self._has_edge_feat:
             kw["msg"] = torch.from_numpy(st.get_range(self._h["edge_feat"], 0, e))
+        elif self.num_users is not None:  # a JODIE file without features: PyG's
+            kw["msg"] = torch.zeros((e, 0), dtype=torch.float32)  # JODIEDataset's [E, 0]
         if self.has_edge_label:
             kw["y"] = torch.from_numpy(st.get_range(self._h["edge_label"], 0, e))
         return TemporalData(**kw)
