@@ -83,7 +83,13 @@ def test_loader_seeds_checked_when_built(store):
             (LinkNeighborLoader, dict(edge_label_index=(None, label),
                                       edge_label_time=torch.ones(11)),
              r"LinkNeighborLoader\(edge_label_time=...\): 11 values for 10 seeds"),
-            (LinkNeighborLoader, {}, r"edge_label_index is required")]:
+            (LinkNeighborLoader, {}, r"edge_label_index is required"),
+            # a 1-D index: PyG's first batch raised a bare IndexError
+            (LinkNeighborLoader, dict(edge_label_index=(None, torch.arange(50))),
+             r"edge_label_index must hold a \[2, n\] tensor of source and destination "
+             r"ids, got shape \[50\]"),
+            (LinkNeighborLoader, dict(edge_label_index=(None, torch.zeros(3, 4).long())),
+             r"got shape \[3, 4\]")]:
         with pytest.raises(DDStoreValueError, match=message):
             loader((fs, gs), num_neighbors=[2], batch_size=4, **kw)
     batch = next(iter(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4,

@@ -102,13 +102,20 @@ def _check_sampler(name, args, sampler):
                f"True (subgraph_type={have['subgraph_type']!r})")
 
 
+def _untyped(index):
+    """The ids of ``index`` given as ``(type, ids)`` (``type`` None, a node type or an
+    edge type), else ``index`` itself."""
+    if isinstance(index, (tuple, list)) and len(index) == 2 and (
+            index[0] is None or isinstance(index[0], (str, tuple))):
+        return index[1]
+    return index
+
+
 def _count(index):
     """How many seeds ``index`` names (ids, a boolean mask, ``[2, n]`` edge ids, or any
     of them after a type, ``(type, ids)``), or None when it does not say (None: every
     node of the type; something PyG will refuse itself)."""
-    if isinstance(index, (tuple, list)) and len(index) == 2 and (
-            index[0] is None or isinstance(index[0], (str, tuple))):
-        index = index[1]
+    index = _untyped(index)
     if index is None:
         return None
     try:
@@ -143,6 +150,17 @@ def _check_seeds(name, args):
             f"{name} over ddstore's (FeatureStore, GraphStore): edge_label_index must be "
             f"(edge_type, [2, n] tensor), (None, tensor) for a homogeneous graph (PyG's "
             f"loaders over a remote backend take no bare tensor)")
+    if seeds == "edge_label_index":  # [2, n] (PyG's first batch failed on a 1-D one
+        # with a bare IndexError)
+        try:
+            shape = tuple(torch.as_tensor(_untyped(args[seeds])).shape)
+        except (TypeError, ValueError, RuntimeError):
+            shape = None  # (PyG's own checks name it)
+        if shape is not None and (len(shape) != 2 or shape[0] != 2):
+            raise DDStoreValueError(
+                f"{name} over ddstore's (FeatureStore, GraphStore): edge_label_index "
+                f"must hold a [2, n] tensor of source and destination ids, got shape "
+                f"{list(shape)}")
     n = _count(args[seeds])
     for option in per_seed:
         if args.get(option) is None or n is None:

@@ -647,13 +647,15 @@ class NeighborSampler(BaseSampler):
             nodes = out.node.numpy()
             r, c, e = self._induced_edges(None, nodes, nodes)
             out.row, out.col, out.edge = t(r), t(c), t(e)
-            out.num_sampled_edges = None
-            return out
-        for et in self.edge_types:
-            r, c, e = self._induced_edges(et, out.node[et[2]].numpy(),
-                                          out.node[et[0]].numpy())
-            out.row[et], out.col[et], out.edge[et] = t(r), t(c), t(e)
-        out.num_sampled_edges = None
+        else:
+            for et in self.edge_types:
+                r, c, e = self._induced_edges(et, out.node[et[2]].numpy(),
+                                              out.node[et[0]].numpy())
+                out.row[et], out.col[et], out.edge[et] = t(r), t(c), t(e)
+        # per-hop counts have no meaning for an induced subgraph: None for both, as
+        # PyG's induced path (a batch with nodes but no edges per hop broke
+        # trim_to_layer-style code that tests one and reads the other)
+        out.num_sampled_nodes = out.num_sampled_edges = None
         return out
 
     @property

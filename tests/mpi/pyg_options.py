@@ -179,6 +179,9 @@ def homo_induced(fs, gs, data, tag):
         check(all(first[b.n_id[i].item()] == i for i in b.edge_index.view(-1).tolist()),
               f"{what}: an edge names a repeated seed's later position")
         check(torch.equal(b.x, data.x[b.n_id]), f"{what}: features differ")
+        # no per-hop counts, as PyG's induced path (nodes were kept, edges dropped)
+        check("num_sampled_nodes" not in b and "num_sampled_edges" not in b,
+              f"{what}: per-hop counts {sorted(k for k in b.keys() if 'sampled' in k)}")
     # LinkNeighborLoader: the same induced rule around seed links
     smp = dpyg.NeighborSampler(gs, [2], seed=2, subgraph_type="induced")
     b = next(iter(LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=6,
@@ -327,6 +330,7 @@ def hetero_options(fs, gs, h, tag):
     d, b = outs["directional"], outs["induced"]
     for t in NT:
         check(torch.equal(b[t].n_id, d[t].n_id), f"{tag} hetero induced: nodes {t}")
+        check("num_sampled_nodes" not in b[t], f"{tag} hetero induced: per-hop counts")
     for et, m in ETS:
         src, dst = h[et].edge_index.tolist()
         ns, nd = set(b[et[0]].n_id.tolist()), set(b[et[2]].n_id.tolist())

@@ -82,7 +82,7 @@ def check_against(g, ref, split, tag):
     check(np.array_equal(s, ref.src.numpy()[eids]), f"{tag}: edges src")
     check(np.array_equal(dd, ref.dst.numpy()[eids]), f"{tag}: edges dst")
     check(np.array_equal(t, ref.t.numpy()[eids].astype(np.float64)), f"{tag}: edges t")
-    if getattr(ref, "msg", None) is not None:
+    if getattr(ref, "msg", None) is not None and ref.msg.numel():  # ([E, 0]: none)
         got = torch.from_numpy(g.edge_features(eids))
         same_tensor(got, ref.msg[eids], f"{tag}: edge_features")
     if getattr(ref, "y", None) is not None:
@@ -134,7 +134,8 @@ def check_jodie(store, tmp, tag):
                         dst=torch.from_numpy(df[1].to_numpy().astype(np.int64) +
                                              int(df[0].max()) + 1),
                         t=torch.from_numpy(df[2].to_numpy(np.float64)),
-                        y=torch.from_numpy(df[3].to_numpy().astype(np.int64)))
+                        y=torch.from_numpy(df[3].to_numpy().astype(np.int64)),
+                        msg=torch.zeros((len(df), 0)))  # (PyG's JODIEDataset: [E, 0])
     g = tg.TemporalGraph.from_jodie(store, "f", frac)
     check(g.t_dtype == np.float64 and g.edge_feat_dim is None,
           f"{tag}: fractional t_dtype {g.t_dtype}, edge_feat_dim {g.edge_feat_dim}")
