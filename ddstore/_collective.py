@@ -33,8 +33,11 @@ fails early meets the others in their next round.
 
 An agreed error (raised by the round, or by a nested step) passes through the steps
 that enclose it without another round: every rank is leaving them with it.
-``SystemExit`` is this rank's alone and passes through untouched: uncaught, it ends the
-job.
+``SystemExit`` raised in a step's local part (``sys.exit()`` in a user's dataset while
+it is read) is agreed in the round like an error: the other ranks raise an error naming
+the rank and the exit's message, this rank goes on exiting, and the enclosing
+transaction rolls back on every rank.  After the round it is this rank's alone and
+passes through untouched: uncaught, it ends the job.
 
 **Interrupts** (SIGINT: Ctrl-C, ``kill -INT``; in the main thread, where Python runs
 signal handlers, while the handler is Python's or another Python callable).  A round is
@@ -602,7 +605,13 @@ class Step:
             same = {"step": self._same, "call": same}
         elif same is None:
             same = self._same
-        self._values = _round(self._comm, self._call, error, share, same, self._store)
+        try:
+            self._values = _round(self._comm, self._call, error, share, same,
+                                  self._store)
+        except (DDStoreError, DDStoreInterrupt):
+            if isinstance(error, SystemExit):  # an injected exit: as __exit__ does
+                raise _mark(error, self._comm) from None
+            raise
         return self._values
 
     def __exit__(self, exc_type, exc, tb):
@@ -615,8 +624,9 @@ class Step:
             if is_agreed(exc):
                 return False
             interrupted = isinstance(exc, KeyboardInterrupt) and self._values is None
-            if not isinstance(exc, Exception) and not interrupted:
-                return False  # SystemExit; a KeyboardInterrupt after the round
+            exiting = isinstance(exc, SystemExit) and self._values is None
+            if not isinstance(exc, Exception) and not (interrupted or exiting):
+                return False  # a SystemExit or KeyboardInterrupt after the round
             if self._values is not None:  # decided from agreed values: alike everywhere
                 _mark(exc, self._comm)
                 return False
@@ -626,6 +636,11 @@ class Step:
             try:
                 _round(self._comm, self._call, exc, None, None, self._store)
             except (DDStoreError, DDStoreInterrupt) as agreed:
+                if exiting:  # this rank exits as it was asked to (the others raise the
+                    # agreed error naming it): marked, so enclosing steps pass it on
+                    # and the transaction rolls back on every rank
+                    _mark(exc, self._comm)
+                    return False
                 raise agreed from exc
             raise DDStoreError("internal: a failed local part was agreed as fine") \
                 from exc  # pragma: no cover

@@ -552,7 +552,7 @@ def test_float_tensor_index_refused(store):
     ds = graphs.GraphDataset.from_samples(store, "fidx", samples, progress=False)
     for bad in (torch.tensor(3.7), torch.tensor(3.0), torch.tensor(True)):
         with pytest.raises(DDStoreValueError, match=r"'fidx': index must be an integer, "
-                                                    r"got tensor\("):
+                                                    r"or a slice.*, got tensor\("):
             ds[bad]
     assert float(ds[torch.tensor(3, dtype=torch.int16)].x[0, 0]) == 3.0
 
@@ -567,5 +567,66 @@ def test_loader_refuses_the_options_it_sets(store):
     for kw in (dict(collate_fn=None), dict(batch_sampler=None), dict(dataset=None)):
         with pytest.raises(DDStoreValueError, match=f"{next(iter(kw))} cannot be given"):
             ds.loader(2, **kw)
+    # PyG's DataLoader options: named, with the loader that takes them (torch's bare
+    # "unexpected keyword argument" TypeError before)
+    for kw in (dict(follow_batch=["x"]), dict(exclude_keys=["y"])):
+        with pytest.raises(DDStoreValueError, match=f"{next(iter(kw))} is an option of "
+                                                    f"PyG's DataLoader, not of this"):
+            ds.loader(2, **kw)
+    from torch_geometric.loader import DataLoader as PyGLoader
+    batch = next(iter(PyGLoader(ds, 3, follow_batch=["x"])))
+    assert batch.x_batch.tolist() == [0, 0, 1, 1, 2, 2]
     got = [b.y.tolist() for b in ds.loader(2, timeout=0)]
     assert got == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+
+
+def test_views_as_pyg_index_select(store):
+    """``ds[slice / list / tuple / range / tensor / array / mask]``, ``index_select`` and
+    ``shuffle`` give views equal to PyG's ``InMemoryDataset`` of the same graphs (they
+    were refused: "index must be an integer"), and views of views; reads, batches and
+    loaders of a view take its positions; ``num_classes`` / ``num_node_features`` as
+    PyG infers them."""
+    from torch_geometric.data import Batch, InMemoryDataset
+
+    class Ref(InMemoryDataset):
+        def __init__(self, data_list):
+            super().__init__(None)
+            self.data, self.slices = self.collate(data_list)
+    gen = torch.Generator().manual_seed(0)
+    samples = [Data(x=torch.randn(i % 4 + 1, 3, generator=gen), y=torch.tensor([i % 5]),
+                    edge_index=torch.zeros(2, 0, dtype=torch.long)) for i in range(23)]
+    ref = Ref(samples)
+    ds = graphs.GraphDataset.from_samples(store, "views", samples, progress=False)
+
+    def same(view, want):
+        assert len(view) == len(want)
+        for i in range(len(want)):
+            assert torch.equal(view[i].x, want[i].x) and torch.equal(view[i].y, want[i].y)
+    for idx in (slice(2, 9), slice(None, 0.5), slice(-5, None), slice(None, None, -2),
+                [0, 5, -1, 3], (1, 2), torch.tensor([4, 2]), np.array([7, 1]),
+                torch.arange(23) % 3 == 0, np.arange(23) % 2 == 1, range(3, 12, 4)):
+        view, want = ds[idx], ref[idx]
+        same(view, want)
+        same(view[1:], want[1:])
+        same(ds.index_select(idx), want)
+        whole = Batch.from_data_list([want[i] for i in range(len(want))])
+        got = view.get_batch(range(len(view)))
+        assert torch.equal(got.x, whole.x) and torch.equal(got.batch, whole.batch)
+        assert [b.y.tolist() for b in view.loader(3)] == [
+            Batch.from_data_list([want[i] for i in range(k, min(k + 3, len(want)))])
+            .y.tolist() for k in range(0, len(want), 3)]
+    assert (ds.num_classes, ds.num_node_features, ds.num_features) == \
+        (ref.num_classes, ref.num_node_features, ref.num_features) == (5, 3, 3)
+    torch.manual_seed(5)
+    view, perm = ds.shuffle(return_perm=True)
+    torch.manual_seed(5)
+    want, wperm = ref.shuffle(return_perm=True)
+    assert torch.equal(perm, wperm)
+    same(view, want)
+    assert "a view" in repr(view) and len(ds) == 23  # (the dataset itself unchanged)
+    for bad, words in ((slice(0, 5, 0), "slice step cannot be zero"),
+                       ([23], r"index 23 \(position 0\) out of range \[-23, 23\)"),
+                       (torch.tensor([True]), "a boolean mask needs 23 entries"),
+                       ("a", "index must be an integer, or a slice, list")):
+        with pytest.raises((DDStoreValueError, DDStoreIndexError), match=words):
+            ds[bad]

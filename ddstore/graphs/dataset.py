@@ -1,4 +1,5 @@
 """GraphDataset: PyG graph samples kept in a DDStore, as a torch Dataset."""
+import copy
 import functools
 import logging
 import math
@@ -84,6 +85,7 @@ class GraphDataset(torch.utils.data.Dataset):
         self._records = store.handle(name)
         self.layout = layout
         self._n = int(nsamples)
+        self._map = None  # a view's graphs (index_select): their ids in the store
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -201,21 +203,104 @@ class GraphDataset(torch.utils.data.Dataset):
                 raise DDStoreIndexError(f"{what}: index {int(idx[pos])} (position {pos}) "
                                         f"out of range [{-n}, {n})")
             idx = np.where(idx < 0, idx + n, idx)
-        return idx
+        return idx if self._map is None else self._map[idx]
 
     def __getitem__(self, index):
         """Local: graph ``index`` as a ``torch_geometric.data.Data``; a negative
-        ``index`` counts from the end, as in a list or PyG's ``Dataset``."""
+        ``index`` counts from the end, as in a list or PyG's ``Dataset``.  A slice, a
+        list, a tuple, a range, an integer or boolean tensor or array gives a view of
+        those graphs (:meth:`index_select`), as PyG's ``Dataset`` does."""
         self._check_process()
         index = integer_scalar(index)
         if not is_int(index):
-            raise DDStoreValueError(f"graphs {self.name!r}: index must be an integer, got "
-                                    f"{index!r} (use __getitems__ or get_batch for many)")
+            if isinstance(index, (slice, list, tuple, range)) or (
+                    isinstance(index, (torch.Tensor, np.ndarray)) and index.ndim):
+                return self.index_select(index)  # (a 0-d float or bool: refused)
+            raise DDStoreValueError(f"graphs {self.name!r}: index must be an integer, or "
+                                    f"a slice, list, tuple, range, tensor or array of "
+                                    f"indices or booleans, got {index!r}")
         if not -self._n <= index < self._n:
             raise DDStoreIndexError(f"graphs {self.name!r}: index {index} out of range "
                                     f"[{-self._n}, {self._n})")
         index = int(index) % self._n
+        if self._map is not None:
+            index = int(self._map[index])
         return self.layout.to_data(self.store.get_record(self._records, index))
+
+    def index_select(self, idx):
+        """Local: a view of graphs ``idx`` of this dataset (PyG's
+        ``Dataset.index_select``; ``ds[idx]`` for a non-integer ``idx``): a slice (float
+        bounds are fractions of ``len``, ``ds[:0.9]``, as in PyG), a list, tuple or range
+        of indices (negative ones count from the end), an integer tensor or array, or a
+        boolean mask of ``len`` entries.  The view reads the same stored graphs (nothing
+        is copied): ``len(view) == len(idx)``, ``view[i]`` is graph ``idx[i]``, and its
+        ``__getitems__``, :meth:`get_batch`, :meth:`loader` and ``index_select`` take
+        positions in the view.  An index outside ``[-len, len)`` is refused."""
+        n, what = self._n, f"graphs {self.name!r}: index_select"
+        if isinstance(idx, slice):
+            start, stop = idx.start, idx.stop
+            start = round(start * n) if isinstance(start, float) else start
+            stop = round(stop * n) if isinstance(stop, float) else stop
+            try:
+                pos = np.arange(n, dtype=np.int64)[slice(start, stop, idx.step)]
+            except (TypeError, ValueError) as exc:
+                raise DDStoreValueError(f"{what}: {idx!r}: {exc}") from None
+        else:
+            if isinstance(idx, torch.Tensor):
+                idx = idx.detach().cpu().numpy()
+            elif isinstance(idx, range):
+                idx = np.arange(idx.start, idx.stop, idx.step, dtype=np.int64)
+            arr = np.asarray(idx) if not isinstance(idx, np.ndarray) else idx
+            if arr.dtype == bool:  # a mask
+                if arr.ndim != 1 or arr.shape[0] != n:
+                    raise DDStoreValueError(f"{what}: a boolean mask needs {n} entries "
+                                            f"(one per graph), got shape "
+                                            f"{list(arr.shape)}")
+                pos = np.flatnonzero(arr)
+            else:
+                pos = arr.reshape(-1) if arr.ndim > 1 else arr  # (PyG flattens)
+        view = copy.copy(self)
+        view._map = np.ascontiguousarray(self._indices(pos), dtype=np.int64)
+        view._n = int(view._map.shape[0])
+        return view
+
+    def shuffle(self, return_perm=False):
+        """Local: a view of the graphs in the order of ``torch.randperm(len)`` (PyG's
+        ``Dataset.shuffle``), and the permutation with ``return_perm=True``."""
+        perm = torch.randperm(len(self))
+        view = self.index_select(perm)
+        return (view, perm) if return_perm is True else view
+
+    @property
+    def num_node_features(self):
+        """Features per node of the first graph (PyG's ``Dataset.num_node_features``)."""
+        return self[0].num_node_features
+
+    @property
+    def num_features(self):
+        """:attr:`num_node_features`, as in PyG."""
+        return self.num_node_features
+
+    @property
+    def num_edge_features(self):
+        """Features per edge of the first graph (PyG's ``Dataset.num_edge_features``)."""
+        return self[0].num_edge_features
+
+    @property
+    def num_classes(self):
+        """Classes of the targets ``y`` of every graph, as PyG's ``Dataset.num_classes``
+        infers them (read in batches of 4,096 graphs): 0 without ``y``; for one integer
+        per row, the largest + 1; for one float per row, the distinct values; else the
+        last dimension of ``y``."""
+        if "y" not in (k.key for k in self.layout.keys) or not self._n:
+            return 0
+        n, step = self._n, 4096
+        y = torch.cat([torch.as_tensor(self.get_batch(range(a, min(a + step, n))).y)
+                       for a in range(0, n, step)])  # (the batches' y, as PyG's cat)
+        if y.numel() == y.size(0):
+            return int(y.max()) + 1 if not torch.is_floating_point(y) else \
+                int(torch.unique(y).numel())
+        return int(y.size(-1))
 
     def records(self, indices):
         """Local: the raw stored records (dicts of arrays) of ``indices``."""
@@ -292,6 +377,13 @@ class GraphDataset(torch.utils.data.Dataset):
                 f"loader sets them (batches of batch_size from sampler, collated by the "
                 f"dataset's get_batch); other DataLoader options (pin_memory, timeout...) "
                 f"pass through")
+        pyg_only = sorted(set(kwargs) & {"follow_batch", "exclude_keys"})
+        if pyg_only:
+            raise DDStoreValueError(
+                f"graphs {self.name!r} loader: {', '.join(pyg_only)} is an option of PyG's "
+                f"DataLoader, not of this loader (its batches are collated by get_batch): "
+                f"use torch_geometric.loader.DataLoader(dataset, batch_size, "
+                f"{pyg_only[0]}=...), which reads each batch with one __getitems__ call")
         batches = torch.utils.data.BatchSampler(sampler, int(batch_size), drop_last)
         what = f"graphs {self.name!r} loader"
         if kwargs or device is None:
@@ -308,7 +400,8 @@ class GraphDataset(torch.utils.data.Dataset):
         return PrefetchLoader(loader, prefetch_depth(self.store, prefetch, what))
 
     def __repr__(self):
-        return (f"GraphDataset(name={self.name!r}, graphs={self._n}, "
+        view = "" if self._map is None else " (a view: index_select)"
+        return (f"GraphDataset(name={self.name!r}, graphs={self._n}{view}, "
                 f"keys={[k.key for k in self.layout.keys]})")
 
 
@@ -526,12 +619,8 @@ def _load_chunk(store, name, source, lo, hi, progress):
                     break
                 if layout is None:
                     layout, rec = GraphLayout.of(sample)
-                else:  # (the chunk's first sample is the reference: say which it is,
-                    # it may be the odd one)
-                    try:
-                        rec = layout.to_record(sample)
-                    except DDStoreValueError as exc:
-                        raise DDStoreValueError(f"{exc} (as in sample {lo})") from None
+                else:  # (the chunk's first sample is the reference: named)
+                    rec = layout.to_record(sample, reference=lo)
                 records.append(rec)
                 bar.update(1)
         except Exception as exc:  # DDStoreErrors, and a user Dataset's own failures

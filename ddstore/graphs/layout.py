@@ -177,14 +177,16 @@ class GraphLayout:
                         f"{lay.describe()}")
         return None
 
-    def to_record(self, sample):
+    def to_record(self, sample, reference=None):
         """Check ``sample`` against this layout and return its record.  Raises
-        :class:`DDStoreValueError` naming the key that differs."""
+        :class:`DDStoreValueError` naming the key that differs (and, given, the sample
+        ``reference`` the layout was taken from: it may be the odd one)."""
         layout, record = GraphLayout.of(sample)
         if layout.keys != self.keys:
             if set(layout.by_key) == set(self.by_key) and layout.difference(self) is None:
                 return record  # same keys, other insertion order
-            raise DDStoreValueError(self.difference(layout))
+            raise DDStoreValueError(self.difference(layout) + (
+                "" if reference is None else f" (as in sample {reference})"))
         return record
 
     def check_record(self, record):

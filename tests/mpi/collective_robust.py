@@ -32,7 +32,7 @@ from mpi4py import MPI
 from _harness import Cases, check, expect_error, run_main, shared_tmpdir
 
 import ddstore
-from ddstore import DDStoreMemoryError, DDStoreValueError, _collective
+from ddstore import DDStoreError, DDStoreMemoryError, DDStoreValueError, _collective
 from ddstore import pyg as dpyg
 
 comm = MPI.COMM_WORLD
@@ -141,6 +141,23 @@ def _(t):
     # a real SIGINT during the second add's round: deferred, then agreed in it
     interrupted_alike(lambda: two_adds(SigintNow), store,
                       "SIGINT during the second add's round")
+
+    # sys.exit() in a local part (a user's dataset read by a constructor) on one rank:
+    # that rank exits as asked, the others raise an agreed error naming it, and the
+    # transaction rolls back on every rank (before: the others met that rank's next
+    # call, out of step, and the job was aborted)
+    got = None
+    try:
+        two_adds(SystemExit("leaving on purpose"))
+    except SystemExit as exc:
+        got = ("SystemExit", str(exc), _collective.is_agreed(exc))
+    except DDStoreError as exc:
+        got = (type(exc).__name__, str(exc), _collective.is_agreed(exc))
+    want = ("SystemExit", "leaving on purpose", True) if rank == LAST else \
+        ("DDStoreValueError", f"rank {LAST}: add('k2'): SystemExit: leaving on purpose",
+         True)
+    check(got == want, f"SystemExit in a local part: {got}, expected {want}")
+    check(store.variables() == before, f"SystemExit: variables {store.variables()}")
 
     # a real SIGINT in a local part: KeyboardInterrupt at once, agreed in the round
     def in_local_part():

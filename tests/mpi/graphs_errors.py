@@ -55,6 +55,13 @@ class Failing(torch.utils.data.Dataset):
         return tensor_sample(i)
 
 
+class Exiting(Failing):
+    def __getitem__(self, i):
+        if i == LAST:
+            sys.exit(f"leaving at sample {i}")
+        return tensor_sample(i)
+
+
 @cases("samples of another kind on the last rank")
 def _samples_of_another_kind_on_the_last_rank(t):
     store, good, name = t.store, t.good, t.name
@@ -108,6 +115,23 @@ def _empty_unequal_and_failing_data_sets(t):
     expect_error(DDStoreValueError, ["sample 0", "int"],
                  lambda: graphs.GraphDataset.from_samples(store, name(), [1, 2, 3],
                                                     progress=False))
+    # sys.exit() in the user's dataset on the last rank: that rank exits as asked, the
+    # others are told why (they met its next call, out of step, and the job aborted)
+    before = store.variables()
+    got = None
+    try:
+        graphs.GraphDataset.from_samples(store, name(), Exiting(), progress=False)
+    except SystemExit as exc:
+        got = ("SystemExit", str(exc))
+    except DDStoreValueError as exc:
+        got = ("DDStoreValueError", str(exc))
+    want_text = "SystemExit: leaving at sample"
+    check(got is not None and (got == ("SystemExit", f"leaving at sample {LAST}")
+                               if rank == size - 1 else
+                               got[0] == "DDStoreValueError" and want_text in got[1]
+                               and f"rank {size - 1}" in got[1]),
+          f"sys.exit in a dataset: {got}")
+    check(store.variables() == before, f"sys.exit left {store.variables()}")
 
 
 @cases("pickle directories")
