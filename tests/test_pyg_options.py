@@ -133,6 +133,35 @@ def test_num_workers_over_a_node_local_store(store):
                                 neighbor_sampler=sampler, num_workers=2))
 
 
+
+def test_two_shuffled_loaders_read_ahead_at_once_with_their_own_generators(store):
+    """docs/pyg.md's recipe for two loaders read ahead at once (``zip``): each its own
+    seeded sampler and, with ``shuffle=True``, its own ``generator=`` (torch's
+    ``RandomSampler`` otherwise draws its order from the global generator in the
+    read-ahead thread, and the two threads race for it: orders swapped between the
+    loaders in 2 of 10 runs of the hostile round).  Then every run gives the plain
+    loaders' batches."""
+    from torch_geometric.loader import NeighborLoader
+    from ddstore import pyg as dpyg
+    from ddstore.prefetch import prefetch
+    fs, gs = _graph(store)
+
+    def loader(k, seed):
+        made = NeighborLoader((fs, gs), num_neighbors=[2, 2], batch_size=4, shuffle=True,
+                              input_nodes=torch.arange(20),
+                              generator=torch.Generator().manual_seed(100 + seed),
+                              neighbor_sampler=dpyg.NeighborSampler(gs, [2, 2], seed=seed))
+        return prefetch(made, k) if k else made
+
+    def run(k):
+        torch.manual_seed(3)
+        return [(a.n_id.tolist(), b.n_id.tolist())
+                for a, b in zip(loader(k, 1), loader(k, 2))]
+    plain = run(0)
+    assert len(plain) == 5 and plain[0][0] != plain[0][1]
+    for _ in range(8):
+        assert run(2) == plain
+
 def test_untimed_edge_type_put_before_its_time_is_refused(store):
     """An edge type stored without times because its source type had no time attribute
     at put; the attribute put afterwards: the sampler refuses (the lists are not sorted
