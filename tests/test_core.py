@@ -364,10 +364,12 @@ def test_memory_error_becomes_ddstore_memory_error(store, path):
 
 
 def test_step_lets_what_is_not_an_exception_through(store, monkeypatch):
-    """SystemExit in a step's local part is this rank's alone: it leaves the step
-    untouched, with no round (uncaught, it ends the job); a KeyboardInterrupt is agreed
-    in the step's round (issue 43: every rank raises the same DDStoreInterrupt, a
-    KeyboardInterrupt, so the rollback runs); an Exception has its round."""
+    """SystemExit in a step's local part is agreed in the step's round (the other ranks
+    raise an error naming it; this rank's SystemExit leaves the step, itself, marked
+    agreed so the enclosing transaction rolls back everywhere); after the round it is
+    this rank's alone (no round). A KeyboardInterrupt is agreed in the step's round
+    (issue 43: every rank raises the same DDStoreInterrupt, a KeyboardInterrupt, so the
+    rollback runs); an Exception has its round."""
     from ddstore import _collective
     rounds = []
     plain = _collective._round
@@ -377,7 +379,16 @@ def test_step_lets_what_is_not_an_exception_through(store, monkeypatch):
     with pytest.raises(SystemExit) as info:
         with store.collective("interrupted"):
             raise exc
-    assert info.value is exc and not _collective.is_agreed(exc)
+    assert info.value is exc and _collective.is_agreed(exc)
+    assert rounds == [("interrupted", None)]
+    rounds.clear()
+    late = SystemExit(4)
+    with pytest.raises(SystemExit) as info:
+        with store.collective("after") as step:
+            step.agree()
+            rounds.clear()
+            raise late
+    assert info.value is late and not _collective.is_agreed(late)
     assert rounds == []
     stop = KeyboardInterrupt("stop")
     with pytest.raises(ddstore.DDStoreInterrupt) as info:

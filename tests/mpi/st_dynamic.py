@@ -412,7 +412,7 @@ def windows(store, width, rng):
                  what="graph_steps", agree=True)
     if size > 1:  # each rank would batch other graphs per window (caught at save only)
         expect_error(DDStoreValueError, ("graph_steps differs between ranks",
-                                         "rank 0: x", "rank 1: xy"),
+                                         "rank 0: x;", ": xy)"),
                      lambda: DynamicWindowDataset(
                          store, "bad", series, 3, edges=e,
                          graph_steps="x" if rank == 0 else "xy"),
