@@ -13,7 +13,7 @@ import sys
 import time
 
 from . import _collective, _core, _status
-from .errors import DDStoreError, DDStoreStateError
+from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
            "check_launch", "launched_alone", "single_rank_hint"]
@@ -352,6 +352,21 @@ def abort_on_exception(enabled=True):
     previous = _ABORT["enabled"]
     _ABORT["enabled"] = bool(enabled)
     return previous
+
+
+def as_comm(comm, what):
+    """``comm`` checked: an mpi4py intracommunicator (``None``: ``MPI.COMM_WORLD``), or a
+    :class:`DDStoreValueError` naming ``what`` and what was given (a string or another
+    object failed with a bare ``AttributeError``).  Local: with no communicator to agree
+    over, the error is this rank's; uncaught, it ends the job (the abort hook)."""
+    from mpi4py import MPI
+    if comm is None:
+        return MPI.COMM_WORLD
+    if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
+        raise DDStoreValueError(f"{what}: comm must be an mpi4py intracommunicator "
+                                f"(MPI.COMM_WORLD or one split from it) or None, got "
+                                f"{type(comm).__name__} {comm!r:.60}")
+    return comm
 
 
 def install_abort_hook():

@@ -79,7 +79,7 @@ import uuid
 import numpy as np
 
 from . import _collective, _core
-from ._checks import partition
+from ._checks import as_int, partition
 from .annotations import Annotation
 from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
@@ -809,9 +809,7 @@ class Checkpoints:
         directory = None  # rank 0: the target directory, what in it is ours
         with self.store.collective("save", str(path)) as step:
             path = _path_arg(path, "save")
-            block_bytes = int(block_bytes)
-            if block_bytes < 1:
-                raise DDStoreValueError(f"save: block_bytes={block_bytes} must be >= 1")
+            block_bytes = as_int(block_bytes, "save: block_bytes", 1)  # (never truncated)
             self.join_threads()  # a layer's background commit writes rows
             if self.journal.depth:  # (what a rollback may undo; what is set aside)
                 raise DDStoreStateError(

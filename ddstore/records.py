@@ -423,6 +423,13 @@ def _records_spec(name, schema, sizes):
             else np.zeros((0, len(spec)), dtype=np.int64)
         if (counts < 0).any():
             raise ValueError("a size is negative")
+        # the rows of a key: the sum of its sizes, within int64 (it wrapped to a
+        # negative row count, blamed on an internal n_local)
+        big = [k for (k, _, _), c in zip(spec, counts.T)  # (exact sums only where
+               if c.size and int(c.max()) > (2 ** 63 - 1) // c.size  # they could wrap)
+               and sum(c.tolist()) > 2 ** 63 - 1]
+        if big:
+            raise ValueError(f"sizes[{big[0]!r}] add up to more than 2**63 - 1 rows")
     except (TypeError, ValueError, OverflowError) as exc:
         raise DDStoreValueError(f"{what}: bad sizes: {exc}") from exc
     return tuple(spec), counts

@@ -117,11 +117,9 @@ class DDStore:
 
     def __init__(self, comm=None, width=None, transport="auto", *, data_nbytes=None,
                  memory_budget=None, progress=None):
-        from mpi4py import MPI
-        if comm is None:
-            comm = MPI.COMM_WORLD
-        size = comm.Get_size()
         _lifecycle.install_abort_hook()  # an agreed refusal of this store: told once
+        comm = _lifecycle.as_comm(comm, "DDStore")  # None: MPI.COMM_WORLD
+        size = comm.Get_size()
         # the local part may fail on one rank only (bad arguments, the launch): the step
         # agrees on it before anyone raises or allocates
         with collective(comm, "DDStore") as step:
@@ -213,9 +211,7 @@ class DDStore:
         rank or an ``nbytes`` that differs between ranks.  ``DDStore(comm, width="auto",
         data_nbytes=nbytes, memory_budget=...)`` applies the same rule.
         """
-        from mpi4py import MPI
-        if comm is None:
-            comm = MPI.COMM_WORLD
+        comm = _lifecycle.as_comm(comm, "DDStore.plan")  # None: MPI.COMM_WORLD
         with collective(comm, "DDStore.plan") as step:
             nb, memory = memory_settings("auto", nbytes, memory_budget, what="nbytes")
             memories = step.agree(memory, same={"nbytes": nb})

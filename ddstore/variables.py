@@ -283,9 +283,10 @@ class Variables:
         """Local: write ``rows`` into this rank's chunk at local row ``offset``.
 
         Other ranks see the new rows after the next collective :meth:`sync`.  ``rows``
-        must have the variable's row shape and a dtype castable to it (same kind); a
-        value the variable's dtype cannot hold (300 into int8, 1e300 into float32) is
-        refused, naming it, and nothing is written.
+        must have the variable's row shape and a dtype castable to it (same kind, or
+        any integer into an integer variable); a value the variable's dtype cannot hold
+        (300 into int8, -1 into uint8, 1e300 into float32) is refused, naming it, and
+        nothing is written.
         """
         var = self.var(name)
         arr = as_array(rows, f"update {name!r}: rows")
@@ -297,12 +298,16 @@ class Variables:
             raise DDStoreValueError(f"update {name!r}: rows have row shape {arr.shape[1:]},"
                                     f" the variable has {var.row_shape}")
         if arr.dtype != var.dtype:
-            if not np.can_cast(arr.dtype, var.dtype, "same_kind"):
+            # within a kind, as numpy's 'same_kind'; any integer into any integer (signed
+            # into unsigned too: [1, 2] into uint8), each value checked below
+            if not (np.can_cast(arr.dtype, var.dtype, "same_kind") or
+                    (arr.dtype.kind in "iu" and var.dtype.kind in "iu")):
                 raise DDStoreValueError(
                     f"update {name!r}: dtype {arr.dtype} cannot be cast to the variable's "
                     f"dtype {var.dtype}; allowed: rows of dtype {var.dtype} or of a dtype "
                     f"numpy casts to it within its kind ('same_kind': e.g. int64 into "
-                    f"int8, float64 into float32, not float into int)")
+                    f"int8, float64 into float32, not float into int), or any integer "
+                    f"into an integer variable, every value in its range")
             arr = cast_in_range(arr, var.dtype, f"update {name!r}")
         offset = as_int(integer_scalar(offset), f"update {name!r}: offset")
         if offset < 0 or offset + arr.shape[0] > var.n_local:

@@ -495,6 +495,9 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
               r"value 9.223372036854776e\+48 at \(1,\)"),
              ("u2", np.array([7, 65536], np.uint64), r"value 65536 at \(1,\) .* uint16 "
               r"\(\[0, 65535\]\)"),
+             # signed into unsigned: by value (Python ints [1, 2] were refused by dtype)
+             ("u2", [3, -1], r"value -1 at \(1,\) .* uint16 \(\[0, 65535\]\); it would "
+              r"be stored as 65535"),
              # a finer time unit: the count would leave int64 (year 3000 in ns wrapped
              # to 1830)
              ("ns", np.array(["2000-01-01", "3000-01-01"], "datetime64[s]"),
@@ -517,6 +520,7 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
         store.update("i8", np.array([[127, -128]], np.int64), offset=2)
         store.update("f4", np.array([np.nan, -np.inf, 0.1]))
         store.update("u2", np.array([65535], np.uint64), offset=1)
+        store.update("u2", [9])  # Python ints into uint16
         store.update("ns", np.array(["2262-04-11", "NaT"], "datetime64[s]"))
         store.update("dt", np.array([1500], "timedelta64[us]"))  # finer, in range
     assert store.local_view("ns").astype("datetime64[s]").tolist()[0] == \
@@ -525,7 +529,7 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
     assert store.local_view("i8")[2].tolist() == [127, -128]
     f4 = store.local_view("f4")
     assert np.isnan(f4[0]) and f4[1] == -np.inf and f4[2] == np.float32(0.1)
-    assert store.local_view("u2")[1] == 65535
+    assert store.local_view("u2").tolist() == [9, 65535]
 
 
 def test_hostile_names_indices_and_records_in_process():
@@ -653,3 +657,24 @@ def test_stores_never_freed_are_told(caplog):
     with ddstore.DDStore(MPI.COMM_SELF) as again:
         again.add("x", np.arange(3))
         assert again.get_range("x", 0, 3).tolist() == [0, 1, 2]
+
+
+def test_bad_communicator_and_record_sizes_named(store):
+    """A ``comm`` that is no communicator is a DDStoreValueError naming it (a bare
+    AttributeError: 'str' object has no attribute 'Get_size'); record sizes whose sum
+    leaves int64 are named as such (they wrapped to a negative row count, blamed on an
+    internal ``n_local``); nothing is created."""
+    from mpi4py import MPI
+    from ddstore import DDStoreValueError
+    for bad, shown in (("world", "str 'world'"), (3, "int 3"), (MPI.COMM_NULL, "Comm")):
+        with pytest.raises(DDStoreValueError, match=r"DDStore: comm must be an mpi4py "
+                                                    r"intracommunicator .* got " + shown):
+            ddstore.DDStore(bad)
+    with pytest.raises(DDStoreValueError, match="DDStore.plan: comm must be"):
+        ddstore.DDStore.plan(10, comm="x")
+    before = store.variables()
+    with pytest.raises(DDStoreValueError, match=r"init_records 'O': bad sizes: "
+                                                r"sizes\['a'\] add up to more than "
+                                                r"2\*\*63 - 1 rows"):
+        store.init_records("O", {"a": (np.int8, ())}, {"a": [2 ** 62] * 3})
+    assert store.variables() == before

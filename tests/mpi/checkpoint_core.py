@@ -259,8 +259,13 @@ def _(t):
         check(os.listdir(other) == ["thesis.tex"], "the user's files are left alone")
         expect_error(DDStoreValueError, ["path must be a directory name"], s.save, 42,
                      agree=True, agreed=True)
-        expect_error(DDStoreValueError, ["block_bytes=0"], s.save, os.path.join(tmp, "x"),
-                     block_bytes=0, agree=True, agreed=True)
+        expect_error(DDStoreValueError, ["block_bytes must be an integer >= 1, got 0"],
+                     s.save, os.path.join(tmp, "x"), block_bytes=0, agree=True, agreed=True)
+        for given in (0.5, 1.5, "64"):  # never truncated nor parsed (1.5 was taken as 1)
+            expect_error(DDStoreValueError, [f"block_bytes must be an integer >= 1, got "
+                                             f"{given!r}"],
+                         s.save, os.path.join(tmp, "x"), block_bytes=given, agree=True,
+                         agreed=True)
         # an annotation one rank alone holds
         if rank == 0:
             s.annotate("solo", "Test", {"x": 1}, variables=["a"])
