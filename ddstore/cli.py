@@ -271,23 +271,49 @@ def launch_rank():
 
 def run_program(main, *args):
     """Run a program's ``main(*args)`` and return its exit code (for ``sys.exit``): a
-    ``MemoryError`` (sizes asked for that do not fit in this machine's memory) ends it
+    ``MemoryError`` (sizes asked for that do not fit in this machine's memory) or a
+    :class:`~ddstore.DDStoreError` (what the user asked for refused: a file that is
+    missing, a horizon longer than the series, ``--device cuda`` without one) ends it
     with one line, from each rank that met it (an error the ranks agreed on: from rank 0
-    alone), naming the rank and what could not be had, and exit code 1, instead of a
-    traceback from every rank."""
+    alone), naming the rank and the error, and exit code 1, instead of a traceback
+    from every rank."""
+    from ._collective import is_agreed
+    from .errors import DDStoreError
     try:
         return main(*args)
-    except MemoryError as exc:
-        from ._collective import is_agreed
+    except (MemoryError, DDStoreError) as exc:
         rank = launch_rank()
         if rank == 0 or not is_agreed(exc):
+            prog = os.path.basename(sys.argv[0]) or "python"
+            if isinstance(exc, MemoryError):
+                text = (f"out of memory: {exc or type(exc).__name__}; the sizes asked "
+                        f"for do not fit in this machine's memory: ask for smaller ones "
+                        f"(--help lists them)")
+            else:
+                text = f"error: {exc}"
             sys.stdout.flush()
-            sys.stderr.write(f"{os.path.basename(sys.argv[0]) or 'python'}: rank {rank}: "
-                             f"out of memory: {exc or type(exc).__name__}; the sizes asked "
-                             f"for do not fit in this machine's memory: ask for smaller "
-                             f"ones (--help lists them)\n")
+            sys.stderr.write(f"{prog}: rank {rank}: {text}\n")
             sys.stderr.flush()
         return 1
+
+
+def agree_exit(comm, message, code=1):
+    """Collective over ``comm``: end the program on every rank when any rank has an
+    error ``message`` (None: none), rank 0 printing each message once with the ranks
+    that had it (``--resume`` checks every rank makes of its own files: one line, not
+    one per rank, and no rank left waiting for one that exited)."""
+    everyone = comm.allgather(message)
+    if not any(m is not None for m in everyone):
+        return
+    if comm.Get_rank() == 0:
+        prog = os.path.basename(sys.argv[0]) or "python"
+        sys.stdout.flush()
+        for text in dict.fromkeys(m for m in everyone if m is not None):
+            ranks = [r for r, m in enumerate(everyone) if m == text]
+            where = "" if len(ranks) == len(everyone) else f" (ranks {ranks})"
+            sys.stderr.write(f"{prog}: error: {text}{where}\n")
+        sys.stderr.flush()
+    raise SystemExit(code)
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -55,8 +55,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
-                         checkpoint_conflict, output_dir, run_program, seed)
+from ddstore.cli import (ArgumentParser, HelpFormatter, agree_exit, at_least,
+                         check_width, checkpoint_conflict, output_dir, run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
 
 
@@ -316,7 +316,13 @@ def main(argv=None):
     t_start = time.perf_counter()
     device = init_torch_distributed(comm, device=args.device)
 
-    state = load_state(args, comm) if args.resume else None
+    state = refused = None
+    if args.resume:  # a refusal on any rank: one line from rank 0, every rank ends
+        try:
+            state = load_state(args, comm)
+        except SystemExit as exc:
+            refused = str(exc.code)
+        agree_exit(comm, refused)
     if state is None:
         store = ddstore.DDStore(comm, width=args.width, transport=args.transport)
     else:  # the graphs come back from the checkpoint, at this rank count and width

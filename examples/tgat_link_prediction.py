@@ -54,6 +54,8 @@ def parse_args(argv=None):
     add_training_args(p)
     args = p.parse_args(argv)
     check_width(p, args.width)
+    if args.hidden % args.heads:  # (the attention splits hidden over the heads)
+        p.error(f"--hidden {args.hidden} must be a multiple of --heads {args.heads}")
     return args
 
 

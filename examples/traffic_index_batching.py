@@ -46,8 +46,8 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import (at_least, check_width, checkpoint_conflict,  # noqa: E402
-                         output_dir, run_program)
+from ddstore.cli import (agree_exit, at_least, check_width,  # noqa: E402
+                         checkpoint_conflict, output_dir, run_program)
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
@@ -162,8 +162,9 @@ def load_state(args):
     resume = args.resume
     if not os.path.isdir(resume):
         raise SystemExit(f"--resume {resume}: no such directory")
-    saved = sorted(int(n[6:-3]) for n in os.listdir(resume)
-                   if n.startswith("epoch-") and n.endswith(".pt"))
+    saved = sorted(int(n[6:-3]) for n in os.listdir(resume)  # (a user's epoch-best.pt:
+                   if n.startswith("epoch-") and n.endswith(".pt")  # not ours)
+                   and n[6:-3].isdigit())
     if not saved:
         raise SystemExit(f"--resume {resume}: no epoch-<k>.pt in it")
     name = f"epoch-{saved[-1]}.pt"
@@ -191,7 +192,11 @@ def main():
     torch.manual_seed(args.seed)
     state = None
     if args.resume:  # the series from the checkpoint: no data file is read
-        state = load_state(args)
+        try:  # a refusal on any rank: one line from rank 0, every rank ends
+            state, refused = load_state(args), None
+        except SystemExit as exc:
+            refused = str(exc.code)
+        agree_exit(comm, refused)
         label = state["label"]
         store = ddstore.DDStore.restore(os.path.join(args.resume, "store"), comm,
                                         width=args.width)

@@ -395,6 +395,30 @@ def test_run_program_ends_a_memory_error_with_one_line(capsys):
     assert run_program(lambda a: a, 3) == 3 and run_program(lambda: None) is None
     with pytest.raises(ValueError):  # anything else is the program's own
         run_program(int, "x")
+    # what the user asked for, refused by the store (a missing file, a horizon longer
+    # than the series, --device cuda without one): one line too (it was a traceback
+    # from every rank)
+    from ddstore import DDStoreValueError
+
+    def refused():
+        raise DDStoreValueError("horizon=1000 out of range: allowed 1 <= horizon <= 260")
+    assert run_program(refused) == 1
+    err = capsys.readouterr().err
+    assert "rank 0: error: horizon=1000 out of range" in err and "Traceback" not in err
+
+
+def test_agree_exit_ends_every_rank_with_one_line(capsys):
+    """ddstore.cli.agree_exit (the examples' --resume checks): nothing when no rank has
+    a message; else rank 0 prints each message once and every rank exits (the refusal
+    was printed once per rank)."""
+    from mpi4py import MPI
+    from ddstore.cli import agree_exit
+    assert agree_exit(MPI.COMM_SELF, None) is None
+    with pytest.raises(SystemExit) as info:
+        agree_exit(MPI.COMM_SELF, "--resume x: no such directory")
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("error: --resume x: no such directory") == 1, err
 
 
 @pytest.mark.parametrize("module,args,words", [
