@@ -248,9 +248,7 @@ class GraphDataset(torch.utils.data.Dataset):
         else:
             if isinstance(idx, torch.Tensor):
                 idx = idx.detach().cpu().numpy()
-            elif isinstance(idx, range):
-                idx = np.arange(idx.start, idx.stop, idx.step, dtype=np.int64)
-            arr = np.asarray(idx) if not isinstance(idx, np.ndarray) else idx
+            arr = np.asarray(idx)  # (a range, a list of ints or of bools too)
             if arr.dtype == bool:  # a mask
                 if arr.ndim != 1 or arr.shape[0] != n:
                     raise DDStoreValueError(f"{what}: a boolean mask needs {n} entries "
