@@ -322,11 +322,8 @@ class TemporalGraph:
                         f"(empty graph); pass num_nodes")
             num_nodes = int(num_nodes)
             _check_node_memory(name, num_nodes, derived, [i[7] for i in info])
-            if max_id >= num_nodes:
-                r = next(r for r, i in enumerate(info) if i[1] == max_id)
-                raise DDStoreIndexError(
-                    f"graph {name!r}: rank {r}: node id {max_id} out of range "
-                    f"[0, {num_nodes}) (num_nodes={num_nodes})")
+            # (an id at or beyond a num_nodes given: refused in the local part, named by
+            # array and position; a derived num_nodes exceeds every id)
             if has_nf and nf_rows != num_nodes:
                 raise DDStoreValueError(
                     f"graph {name!r}: node_feat has {nf_rows} rows over all ranks "
