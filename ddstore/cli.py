@@ -14,7 +14,7 @@ from . import _core
 __all__ = ["at_least", "int_list", "seed", "SEED_MAX", "output_dir",
            "HelpFormatter", "check_width", "check_widths", "width_text", "widths_text",
            "transports_text", "TRANSPORTS", "report_dir", "report_target", "foreign_file",
-           "REPORT_KEYS", "run_program"]
+           "REPORT_KEYS", "run_program", "nothing_to_train"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -171,6 +171,18 @@ def checkpoint_conflict(checkpoint, resume):
     return (f"--checkpoint {checkpoint} already holds another run's files ({shown}): "
             f"give a new or empty directory, or --resume {checkpoint} to go on with "
             f"that run")
+
+
+def nothing_to_train(resume, done, epochs, last):
+    """The line a resumed example prints when no epoch is left to train, or None:
+    ``done`` is the last epoch its checkpoint holds, ``last`` the last epoch this run
+    would train (``--epochs`` counted the example's way).  Such a run (a batch job sent
+    again after it finished) evaluates and ends as usual; the line says why no epoch
+    ran and what to give to go on."""
+    if done < last:
+        return None
+    return (f"--resume {resume}: epoch {done} is done and --epochs {epochs} trains no "
+            f"further: nothing to train (give --epochs above {epochs} to go on)")
 
 
 def int_list(least):

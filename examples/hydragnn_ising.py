@@ -56,7 +56,8 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.cli import (ArgumentParser, HelpFormatter, agree_exit, at_least,
-                         check_width, checkpoint_conflict, output_dir, run_program, seed)
+                         check_width, checkpoint_conflict, nothing_to_train, output_dir,
+                         run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
 
 
@@ -382,6 +383,10 @@ def main(argv=None):
             if rank == 0:
                 print(f"resumed from {args.resume} after epoch {state['epoch']} (store "
                       f"restored and reopened in {t_load:.2f} s)", flush=True)
+                idle = nothing_to_train(args.resume, state["epoch"], args.epochs,
+                                        args.epochs)
+                if idle:
+                    print(idle, flush=True)
         stored = False
         for epoch in range(first, args.epochs + 1):
             samplers["train"].set_epoch(epoch)

@@ -76,7 +76,8 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
-                         checkpoint_conflict, output_dir, run_program)
+                         checkpoint_conflict, nothing_to_train, output_dir,
+                         run_program)
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
@@ -456,6 +457,9 @@ def train_memory_model(graph, store, args, comm):
         history = state["history"]
         start, val, test = state["epoch"] + 1, history[-1]["val"], history[-1]["test"]
         log(comm, f"resumed from {args.resume} after epoch {state['epoch']}")
+        idle = nothing_to_train(args.resume, state["epoch"], args.epochs, args.epochs - 1)
+        if idle:
+            log(comm, idle)
     sampler = tg.TemporalSampler(graph, (args.fanout,), "recent", seed=args.seed)
     runner = Runner(graph, memory, sampler, args, dim_edge, time_offset(graph, comm))
     train = tg.EdgeBatches(graph, args.batch_size, "train", negatives=1, comm=comm,

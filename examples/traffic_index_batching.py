@@ -47,7 +47,8 @@ from torch import nn  # noqa: E402
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.cli import (agree_exit, at_least, check_width,  # noqa: E402
-                         checkpoint_conflict, output_dir, run_program)
+                         checkpoint_conflict, nothing_to_train, output_dir,
+                         run_program)
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
@@ -236,6 +237,10 @@ def main():
         print(f"val MAE of the training-mean predictor: {baseline:.4f}", flush=True)
         if state is not None:
             print(f"resumed from {args.resume} after epoch {state['epoch']}", flush=True)
+            idle = nothing_to_train(args.resume, state["epoch"], args.epochs,
+                                    args.epochs - 1)
+            if idle:
+                print(idle, flush=True)
     for epoch in range(first, args.epochs):
         st.set_epoch(loader, epoch)
         t0 = time.time()

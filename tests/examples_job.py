@@ -107,6 +107,9 @@ def two_rank_runs(tmp):
                                                  str(tmp / "traffic")])
     runs["traffic resumed"] = (traffic, TRAFFIC + ["--epochs", "3", "--resume",
                                                    str(tmp / "traffic")])
+    # a run sent again after it finished: nothing to train, said, and ends as usual
+    runs["traffic idle"] = (traffic, TRAFFIC + ["--epochs", "1", "--resume",
+                                                str(tmp / "traffic")])
     runs["tgn whole"] = (tgn, TEMPORAL + ["--width", "2", "--epochs", "2", "--checkpoint",
                                           str(tmp / "tgn-whole")])
     runs["tgn first"] = (tgn, TEMPORAL + ["--width", "2", "--epochs", "1", "--checkpoint",

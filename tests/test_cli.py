@@ -421,6 +421,19 @@ def test_agree_exit_ends_every_rank_with_one_line(capsys):
     assert err.count("error: --resume x: no such directory") == 1, err
 
 
+def test_nothing_to_train_names_the_epochs():
+    """ddstore.cli.nothing_to_train (a resumed example whose checkpoint already holds
+    the last epoch it would train): a line naming the epoch done and --epochs; None
+    while an epoch is left (the examples count epochs 0- or 1-based: ``last``)."""
+    from ddstore.cli import nothing_to_train
+    assert nothing_to_train("ck", 2, 4, 3) is None       # epoch 3 left (0-based)
+    assert nothing_to_train("ck", 3, 4, 4) is None       # epoch 4 left (1-based)
+    for done, epochs, last in ((3, 4, 3), (5, 4, 3), (4, 4, 4)):
+        assert nothing_to_train("ck", done, epochs, last) == (
+            f"--resume ck: epoch {done} is done and --epochs {epochs} trains no further:"
+            f" nothing to train (give --epochs above {epochs} to go on)")
+
+
 @pytest.mark.parametrize("module,args,words", [
     # each ended in a traceback from every rank (and MPI_Abort), some after the data
     # was made; --transports bogus at width 1 was ignored without a word

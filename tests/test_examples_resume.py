@@ -74,6 +74,10 @@ def test_traffic_resume_is_exact(tmp_path_factory):
     res = maes(out_res)
     assert "resumed from" in out_res and len(whole) == 3 and len(res) == 2, (whole, out_res)
     assert first == whole[:1] and res == whole[1:], (whole, first, out_res)
+    idle = example_output("traffic idle", tmp_path_factory)
+    assert "after epoch 0" in idle and not maes(idle), idle
+    assert ("--epochs 1 trains no further: nothing to train (give --epochs above 1 to "
+            "go on)") in idle, idle
 
 
 def printed(out, model="TGN"):

@@ -45,6 +45,7 @@ non-zero exit code, and that a clean run exits 0.
 The one MPI test program that does not run through tests/mpi/_harness.py: what it tests is
 that the store's own exception hook ends the job, which the harness would stand in for.
 """
+import faulthandler
 import os
 import signal
 import sys
@@ -157,11 +158,16 @@ if mode == "end-during-barrier":
     comm.Barrier()  # the faulty rank never comes: it waits at exit in the store's free
     raise AssertionError("the Barrier returned without the faulty rank")
 rng = np.random.default_rng(rank)
+if faulty:
+    # a loop of 0.5 s that has not ended after 20 s prints every thread's stack (one
+    # suite run saw this rank never leave it: where it stood is then in the output)
+    faulthandler.dump_traceback_later(20)
 t0 = time.perf_counter()
 while time.perf_counter() - t0 < limit:
     idx = rng.integers(0, n, 64)
     assert store.get_batch("x", idx).tobytes() == data[idx].tobytes()
 if faulty:
+    faulthandler.cancel_dump_traceback_later()
     print(f"rank {rank}: failing with {mode}", flush=True)
     if mode == "raise":
         raise RuntimeError("injected failure")
