@@ -16,7 +16,7 @@ from . import _collective, _core, _status
 from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
-           "check_launch", "launched_alone", "single_rank_hint"]
+           "check_launch", "launched_alone", "single_rank_hint", "refuse_pickle"]
 
 REPORT_EVERY = 30.0    # seconds between the lines of a rank waiting at its exit
 EXIT_TIMEOUT = 600.0   # seconds the free at exit waits in all for computing peers, by
@@ -33,6 +33,18 @@ _REAL_OS_EXIT = os._exit
 _LIVE_STORES = []
 
 _collective.set_publish_hook(_status.publish)  # what this rank does, on the boards
+
+
+def refuse_pickle(store, protocol=None):
+    """``DDStore.__reduce_ex__``: a store is neither pickled nor copied, and neither is
+    what holds one (a dataset, a graph, a sampler): its rows are MPI memory of this
+    process, which no other process can map from a pickle."""
+    raise DDStoreStateError(
+        "a DDStore cannot be pickled or copied, nor anything holding one (a dataset, a "
+        "graph, a sampler): its rows are MPI memory of this process. A DataLoader whose "
+        "workers start by 'spawn' or 'forkserver' pickles its dataset: start them by "
+        "'fork' (multiprocessing_context='fork', where the dataset takes workers) or "
+        "use num_workers=0")
 
 
 def _seconds_from(var, default, meaning):

@@ -638,6 +638,8 @@ class DDStore:
         with unmapping():
             yield
 
+    __reduce_ex__ = _lifecycle.refuse_pickle  # its rows are this process's MPI memory
+
     def __repr__(self):
         if not self._core.alive:
             return "DDStore(freed)"

@@ -63,7 +63,7 @@ def train_epoch(loader, loss_of, opt, comm):
 def split_mae(split, predict, batch_size, comm, model=None):
     """Mean absolute error over ``split``'s windows, shared by rank (rank ``r`` takes
     every ``size``-th one, in batches of ``batch_size``): ``predict(batch)`` returns
-    ``(prediction, truth)`` of a batch (``split.__getitems__``); summed over every rank,
+    ``(prediction, truth)`` of a batch (``split.get_batch``); summed over every rank,
     without gradients.  ``model`` (an ``nn.Module``, if any) is in eval mode meanwhile,
     in train mode after."""
     if isinstance(model, nn.Module):
@@ -72,7 +72,7 @@ def split_mae(split, predict, batch_size, comm, model=None):
     err, count = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(mine), batch_size):
-            pred, true = predict(split.__getitems__(mine[i:i + batch_size]))
+            pred, true = predict(split.get_batch(mine[i:i + batch_size]))
             err += float((pred - true).abs().sum())
             count += true.numel()
     err, count = comm.allreduce(err), comm.allreduce(count)

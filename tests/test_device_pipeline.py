@@ -577,7 +577,7 @@ def test_open_keeps_the_resident_decision(store, monkeypatch):
     ref = st.WindowDataset.open(store, name, device="cpu", resident="store")
     assert ref._dev_series is None
     idx = np.arange(len(ds))
-    _same(ds.__getitems__(idx), ref.__getitems__(idx))
+    _same(ds.get_batch(idx), ref.get_batch(idx))
 
 
 # -------------------------------------------------------------- the other loaders

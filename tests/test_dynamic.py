@@ -400,7 +400,7 @@ def test_window_loaders_every_path():
                                         weights=[np.ones(5) for _ in range(T)], dedup="sum")
         _, _, wg = weighted[0]
         assert all(ei.shape == (2, 0) and ew.shape == (0,) and ew.dtype == wg[0][1].dtype
-                   for ei, ew in weighted.__getitems__([])[2])
+                   for ei, ew in weighted.get_batch([])[2])
         ts = np.datetime64("2024-01-01") + np.arange(T) * np.timedelta64(1, "h")
         base = DynamicWindowDataset(store, "dyn", raw, 3, edges=edges, dedup="sum",
                                     graph_steps="xy")
@@ -421,11 +421,18 @@ def test_window_loaders_every_path():
                                       **extra)
             for i in (0, 5, len(ds) - 1, -1):
                 x, y, g = ds[i]
-                bx, by, bg = ds.__getitems__([i])
+                bx, by, bg = ds.get_batch([i])
                 _same_batch((x[None], y[None], g), (bx, by, bg), f"{name}[{i}]")
+            # __getitems__: the samples ds[i] (torch's contract), each window's graphs
+            # cut out of the block-diagonal batch
+            idx = [5, 0, len(ds) - 1, 5]
+            items = ds.__getitems__(idx)
+            assert len(items) == len(idx)
+            for b, i in enumerate(idx):
+                _same_batch(items[b], ds[i], f"{name}.__getitems__ sample {b}")
             # an empty batch: no windows, and per step a graph with no edges (a bare
             # torch.cat error before)
-            ex, ey, eg = ds.__getitems__([])
+            ex, ey, eg = ds.get_batch([])
             assert ex.shape == (0,) + tuple(x.shape) and ey.shape == (0,) + tuple(y.shape)
             assert len(eg) == len(g) and all(
                 ei.shape == (2, 0) and ei.dtype == torch.int64 and ew is None
@@ -438,7 +445,7 @@ def test_window_loaders_every_path():
                               for a in range(0, len(tr), 5)]
                     assert len(got) == len(starts)
                     for b, idx in zip(got, starts):
-                        _same_batch(b, tr.__getitems__(idx), f"{name} loader {kw}")
+                        _same_batch(b, tr.get_batch(idx), f"{name} loader {kw}")
     finally:
         store.free()
 

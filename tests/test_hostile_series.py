@@ -67,7 +67,7 @@ def test_dtype_not_a_dtype(store):
 def test_horizon_as_0d_tensor(store):
     ds = make(store, BASE, torch.tensor(3), standardize=False, dtype=np.float64)
     assert ds.horizon == 3 and type(ds.horizon) is int
-    x, y = ds.__getitems__(list(range(len(ds))))
+    x, y = ds.get_batch(list(range(len(ds))))
     for s in range(len(ds)):
         assert np.array_equal(x[s].numpy(), BASE[s:s + 3])
         assert np.array_equal(y[s].numpy(), BASE[s + 3:s + 6])

@@ -551,6 +551,38 @@ def test_time_sorted_coo_and_raw_graph_without_edges(store):
         dpyg.NeighborSampler(dpyg.GraphStore(store, "z"), [2])
 
 
+def test_node_counts_without_sizes_hold_every_id_of_a_type(store):
+    """Edge types put without ``size`` or node attributes: one node type at both ends
+    gets one count (it was (3, 2) for sources 0-2 and destinations 0-1, and seed 2
+    failed with numpy's IndexError), a node type's count is its largest over the edge
+    types, and a node beyond one edge type's lists has no edges of that type (the next
+    hop from it failed the same way)."""
+    from ddstore import pyg as dpyg
+    gs = dpyg.GraphStore(store, "sizes")
+    ew = ("e", "w", "e")
+    gs.put_edge_index(torch.tensor([[0, 2, 1, 2, 0], [1, 0, 0, 1, 1]]), edge_type=ew,
+                      layout="coo")
+    assert gs.get_all_edge_attrs()[0].size == (3, 3)
+    smp = dpyg.NeighborSampler(gs, {ew: [-1]})
+    out = smp._sample({"e": torch.tensor([2])})
+    assert out.node["e"].tolist() == [2] and out.edge[ew].numel() == 0
+    out = smp._sample({"e": torch.tensor([0, 1, 2])})
+    assert out.node["e"].tolist() == [0, 1, 2] and sorted(out.edge[ew].tolist()) == \
+        [0, 1, 2, 3, 4]
+    ar, bs = ("a", "r", "b"), ("b", "s", "a")
+    gs2 = dpyg.GraphStore(store, "sizes2")
+    gs2.put_edge_index(torch.tensor([[0, 1], [0, 1]]), edge_type=ar, layout="coo")
+    gs2.put_edge_index(torch.tensor([[3, 0], [1, 0]]), edge_type=bs, layout="coo")
+    assert gs2.node_counts() == {"a": 2, "b": 4}
+    smp = dpyg.NeighborSampler(gs2, {ar: [-1, -1], bs: [-1, -1]})
+    out = smp._sample({"a": torch.tensor([1])})  # a1 <- b3 (edge 0); b3 has no r-edges
+    assert out.node["a"].tolist() == [1] and out.node["b"].tolist() == [3]
+    assert out.edge[bs].tolist() == [0] and out.edge[ar].numel() == 0
+    out = smp._sample({"b": torch.tensor([3, 1])})  # b1 <- a1 (edge 1); a1 <- b3
+    assert out.node["b"].tolist() == [3, 1] and out.node["a"].tolist() == [1]
+    assert out.edge[ar].tolist() == [1] and out.edge[bs].tolist() == [0]
+
+
 def test_size_must_be_integers_and_a_refused_replacement_keeps_the_edges(store):
     """put_edge_index / put_edge_range refuse a size that int() would truncate (2.5),
     a float that happens to be whole, a str or a bool, in every layout; a second put of

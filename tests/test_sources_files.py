@@ -8,6 +8,7 @@ UTF-8 byte-order mark, no line end or CR-only line ends."""
 import json
 import os
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -127,6 +128,9 @@ def test_pgt_text_and_structure_errors_named(tmp_path):
         ({"nodes": [{"bus_stop": 1, "y": [1.0]}], "links": [{"source": 1, "target": 1,
                                                              "weight": "x"}]},
          "the links' 'weight' is not numeric"),
+        # per-step keys with a gap and no time_periods: the steps after it were dropped
+        ({"edges": [[0, 1]], "weights": [2.0], "0": {"y": [1, 2]}, "2": {"y": [5, 6]}},
+         "step 2 is there but step 1 is not: steps are '0' .. 'T-1' without a gap"),
     ]
     for k, (doc, words) in enumerate(cases):
         path = _json(tmp_path, doc, f"c{k}.json")
@@ -166,6 +170,14 @@ def _replace(grp, name, data, **attrs):
     (lambda g: g.__delitem__("block0_values"), "no 'block0_values' (nblocks=1)"),
     (lambda g: g.attrs.__setitem__("nblocks", 2), "no 'block1_values' (nblocks=2)"),
     (lambda g: g.attrs.__setitem__("nblocks", -1), "nblocks=-1 must be a positive integer"),
+    # a group where a dataset belongs (AttributeError: 'Group' object has no attribute
+    # 'ndim'), and a frame of no sensor (accepted, then a ZeroDivisionError in the dataset)
+    (lambda g: (g.__delitem__("axis1"), g.create_group("axis1")),
+     "'axis1' is a group, not a dataset"),
+    (lambda g: (g.__delitem__("block0_values"), g.create_group("block0_values")),
+     "'block0_values' is a group, not a dataset"),
+    (lambda g: _replace(g, "axis0", np.zeros(0, np.int64)),
+     "holds no sensor (axis0 is empty); a series needs nodes >= 1"),
 ])
 def test_pems_h5_inconsistent_frames_refused(tmp_path, change, words):
     """A frame whose blocks do not match its axes was read short or wide (a series of 4
@@ -175,6 +187,19 @@ def test_pems_h5_inconsistent_frames_refused(tmp_path, change, words):
         load_pems_h5(path)
     assert str(info.value).startswith(f"load_pems_h5: {path}['df']: "), info.value
     assert words in str(info.value), info.value
+
+
+def test_pems_h5_damaged_metadata_named(tmp_path):
+    """A file whose HDF5 metadata is damaged (400 bytes zeroed) is refused naming it
+    (it was h5py's bare "RuntimeError: Link iteration failed")."""
+    path = str(tmp_path / "bad.h5")
+    write_pems_h5(path, np.ones((12, 4)), np.arange(12).astype("datetime64[h]"))
+    with open(path, "r+b") as fh:
+        fh.seek(600)
+        fh.write(bytes(400))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"load_pems_h5: {path} cannot be read as a pandas HDF5 frame (")):
+        load_pems_h5(path)
 
 
 def test_pems_h5_split_blocks_read_whole(tmp_path):

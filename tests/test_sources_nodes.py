@@ -198,6 +198,17 @@ def test_csv_errors(tmp_path):
     trunc.write_bytes(open(path, "rb").read()[:-12])
     with pytest.raises(DDStoreValueError, match="trunc.csv.gz: cannot be read"):
         R.read_csv_rows(str(trunc), 0, 10)
+    # lines ending with CR alone (old Mac text) read as one line, then "malformed row
+    # (Too many columns specified ...)"; CR LF is read as LF
+    cr = tmp_path / "cr.csv"
+    cr.write_bytes(b"1,2\r3,4\r")
+    for call in (lambda: R.count_rows(str(cr)), lambda: R.read_csv_rows(str(cr), 0, 1)):
+        with pytest.raises(DDStoreValueError, match=r"cr.csv, line 1: lines end with a "
+                                                    r"carriage return alone"):
+            call()
+    cr.write_bytes(b"1,2\r\n3,4\r\n")
+    assert R.count_rows(str(cr)) == 2 and R.read_csv_rows(str(cr), 0, 2).tolist() == \
+        [[1, 2], [3, 4]]
 
 
 @pytest.mark.parametrize("text", ["2.0", "1e1", "inf", "-inf", "9223372036854775808",
@@ -250,6 +261,20 @@ def test_npy_rows_and_columns(tmp_path):
     short.write_bytes(open(path, "rb").read()[:-10])
     with pytest.raises(DDStoreValueError, match="short.npy: truncated"):
         R.read_rows(str(short), 0, 1)
+    # a header whose element count wraps int64 (2**61 x 8: np.prod gave 0, so 4 rows
+    # passed for 2**61), refused by the row count too
+    from numpy.lib import format as npformat
+    huge = tmp_path / "huge.npy"
+    with open(huge, "wb") as fh:
+        npformat.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False,
+                                             "shape": (2 ** 61, 8)})
+        fh.write(np.zeros((4, 8)).tobytes())
+    for call in (lambda: R.read_rows(str(huge), 0, 4), lambda: R.count_rows(str(huge))):
+        with pytest.raises(DDStoreValueError, match=r"huge.npy: truncated: its header says "
+                                                    r"shape \(2305843009213693952, 8\) "
+                                                    r"float64 \(147573952589676412928 data "
+                                                    r"bytes\) but it holds 256"):
+            call()
     with pytest.raises(DDStoreValueError, match=f"{tmp_path / 'no.npy'}: no such file"):
         R.read_rows(str(tmp_path / "no.npy"), 0, 1)
 

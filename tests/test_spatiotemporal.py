@@ -59,7 +59,7 @@ def check_all_windows(ds, raw):
         Y = standardize_windows(Y, ds.mean, ds.std, dtype=ds.dtype)
     else:
         X, Y = X.astype(ds.dtype), Y.astype(ds.dtype)
-    xb, yb = ds.__getitems__(np.arange(len(ds)))
+    xb, yb = ds.get_batch(np.arange(len(ds)))
     assert xb.shape == (len(ds), ds.horizon, ds.num_nodes, ds.num_series_features)
     np.testing.assert_array_equal(xb.numpy(), X)
     np.testing.assert_array_equal(yb.numpy(), Y)
@@ -67,7 +67,7 @@ def check_all_windows(ds, raw):
         if len(split) == 0:
             continue
         idx = np.random.default_rng(1).permutation(len(split))
-        xs, ys = split.__getitems__(idx)
+        xs, ys = split.get_batch(idx)
         np.testing.assert_array_equal(xs.numpy(), X[split.start + idx])
         np.testing.assert_array_equal(ys.numpy(), Y[split.start + idx])
         for i in (0, len(split) - 1, -1):
@@ -337,7 +337,7 @@ def test_algorithm1_equivalence(store):
     ds = make(store, raw, h, overlap=True, split=(0.7, 0.1, 0.2), dtype=np.float64)
     np.testing.assert_allclose(ds.mean, mean, rtol=1e-12)
     np.testing.assert_allclose(ds.std, std, rtol=1e-12)
-    xb, yb = ds.__getitems__(np.arange(len(ds)))
+    xb, yb = ds.get_batch(np.arange(len(ds)))
     np.testing.assert_allclose(xb.numpy(), x, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(yb.numpy(), y, rtol=1e-12, atol=1e-12)
 
@@ -385,8 +385,8 @@ def test_time_features(store):
         np.testing.assert_allclose(y[:, :, 1].numpy(),
                                    np.repeat(tod[s + 12:s + 24, None], n, 1), atol=1e-6)
     plain = make(store, raw, 12)
-    xb, _ = ds.__getitems__([3, 9])
-    pb, _ = plain.__getitems__([3, 9])
+    xb, _ = ds.get_batch([3, 9])
+    pb, _ = plain.get_batch([3, 9])
     np.testing.assert_array_equal(xb[..., :1].numpy(), pb.numpy())
     back = ds.inverse_transform(xb)  # time features pass through unchanged
     np.testing.assert_array_equal(back[..., 1:].numpy(), xb[..., 1:].numpy())
@@ -429,7 +429,7 @@ def test_inverse_transform(store):
     raw = random_series(T=80, n=5, f=3, seed=6)
     for per_node in (False, True):
         ds = make(store, raw, 4, per_node=per_node, dtype=np.float64)
-        x, y = ds.__getitems__([0, 10, 20])
+        x, y = ds.get_batch([0, 10, 20])
         want = np.stack([raw[s + 4:s + 8] for s in (0, 10, 20)])
         np.testing.assert_allclose(ds.inverse_transform(y).numpy(), want, rtol=1e-12)
         np.testing.assert_allclose(ds.inverse_transform(y.numpy()), want, rtol=1e-12)
@@ -487,9 +487,9 @@ def test_bad_input(store):
     with pytest.raises(IndexError, match=rf"index {-n - 1} "):
         train[-n - 1]
     with pytest.raises(DDStoreIndexError, match=rf"index {n + 5} \(position 2\)"):
-        train.__getitems__([0, 1, n + 5])
+        train.get_batch([0, 1, n + 5])
     with pytest.raises(DDStoreValueError, match="integers, got dtype float64"):
-        train.__getitems__([0.5, 1.0])
+        train.get_batch([0.5, 1.0])
     with pytest.raises(DDStoreValueError, match="index must be an integer"):
         train["0"]
     x, _ = train[-1]
@@ -558,7 +558,7 @@ def test_resident_device_cpu_matches_store(store):
     a = make(store, raw, 5)
     b = make(store, raw, 5, resident="device")
     idx = np.random.default_rng(0).integers(0, len(a), 40)
-    for (xa, ya), (xb, yb) in ((a.__getitems__(idx), b.__getitems__(idx)), (a[3], b[3])):
+    for (xa, ya), (xb, yb) in ((a.get_batch(idx), b.get_batch(idx)), (a[3], b[3])):
         assert torch.equal(xa, xb) and torch.equal(ya, yb)
 
 
@@ -569,8 +569,8 @@ def test_cuda_device_windows(store):
     gpu = make(store, raw, 6, device="cuda")
     assert gpu.resident == "device"
     idx = np.arange(len(cpu))
-    xc, yc = cpu.__getitems__(idx)
-    xg, yg = gpu.__getitems__(idx)
+    xc, yc = cpu.get_batch(idx)
+    xg, yg = gpu.get_batch(idx)
     assert xg.is_cuda and yg.is_cuda
     assert torch.equal(xg.cpu(), xc) and torch.equal(yg.cpu(), yc)
     pred = gpu.inverse_transform(yg)
@@ -581,9 +581,9 @@ def test_empty_batch_dtypes_and_tensor_indices(store):
     raw = random_series(T=120, n=3, f=2, seed=13)
     for dt in (np.float16, np.float32, np.float64):
         ds = make(store, raw, 4, dtype=dt, standardize=False)
-        x, y = ds.__getitems__([])
+        x, y = ds.get_batch([])
         assert tuple(x.shape) == (0, 4, 3, 2) and tuple(y.shape) == (0, 4, 3, 2)
-        xb, yb = ds.__getitems__(torch.tensor([5, 0, 5]))
+        xb, yb = ds.get_batch(torch.tensor([5, 0, 5]))
         assert xb.dtype == torch.from_numpy(np.zeros(0, dt)).dtype
         np.testing.assert_array_equal(xb.numpy(), np.stack([raw[5:9], raw[0:4],
                                                             raw[5:9]]).astype(dt))
@@ -690,7 +690,7 @@ def test_loader_arguments_and_tensor_inputs(store):
         [b[0].tolist() for b in train.loader(4, sampler="batch", seed=(1 << 64) - 1)]
     assert len(list(train.loader(4, seed=-1))) == len(train.loader(4, seed=-1))  # torch's
     for bad in (torch.tensor(2.7), torch.tensor(2.0), torch.tensor(True)):
-        with pytest.raises(DDStoreValueError, match=r"index must be an integer, got "
+        with pytest.raises(DDStoreValueError, match=r"index must be an integer or a slice, got "
                                                     r"tensor\("):
             ds[bad]
     x, _ = ds[torch.tensor(2, dtype=torch.int32)]
@@ -698,7 +698,76 @@ def test_loader_arguments_and_tensor_inputs(store):
     bf = torch.from_numpy(raw).to(torch.bfloat16)
     exact = bf.float().numpy()
     dbf = make(store, bf, 3, standardize=False)
-    xb, yb = dbf.__getitems__(np.arange(len(dbf)))
+    xb, yb = dbf.get_batch(np.arange(len(dbf)))
     X, Y = materialize_windows(exact.astype(np.float64), 3)
     np.testing.assert_array_equal(xb.numpy(), X.astype(np.float32))
     np.testing.assert_array_equal(yb.numpy(), Y.astype(np.float32))
+
+
+def test_window_views_are_torch_datasets(store):
+    """A split is a torch ``Dataset`` as torch defines one: ``__getitems__`` gives a
+    sequence of the samples ``split[i]`` (it gave the stacked batch, so torch's default
+    collate stacked ``(x, y)`` into one tensor [2, B, ...]); a DataLoader with the default
+    collate gives ``[x, y]`` equal to ``get_batch``, ``batch_collate`` the batch as read
+    (no copy); a slice is a ``Subset`` whose loader reads through ``__getitems__`` too."""
+    raw = random_series(T=60, n=3, f=2, seed=5, dtype=np.float32)
+    ds = make(store, raw, 3, standardize=False)
+    train = ds.splits()[0]
+    idx = [4, 0, -1, 4]
+    xb, yb = train.get_batch(idx)
+    items = train.__getitems__(idx)
+    assert isinstance(items, st.WindowBatch) and len(items) == len(idx)
+    for b, i in enumerate(idx):
+        for got, want in zip(items[b], train[i]):
+            assert torch.equal(got, want), (b, i)
+    assert [torch.equal(a, w) for (a, _), w in zip(items[1:3], xb[1:3])] == [True, True]
+    assert torch.equal(items[-1][1], yb[-1])
+    with pytest.raises(IndexError, match="WindowBatch index 4 out of range for 4 windows"):
+        items[4]
+    order = torch.utils.data.SequentialSampler(range(len(train)))
+    plain = list(torch.utils.data.DataLoader(train, batch_size=5, sampler=order))
+    taken = list(torch.utils.data.DataLoader(train, batch_size=5, sampler=order,
+                                             collate_fn=st.batch_collate))
+    assert len(plain) == len(taken) == -(-len(train) // 5)
+    for k, (p, t) in enumerate(zip(plain, taken)):
+        want = train.get_batch(range(5 * k, min(5 * k + 5, len(train))))
+        assert isinstance(p, list) and len(p) == 2 and isinstance(t, tuple)
+        for a, b, w in zip(p, t, want):
+            assert torch.equal(a, w) and torch.equal(b, w)
+    batch = train.__getitems__([1, 2])
+    assert st.batch_collate(batch) is batch.parts  # handed on, not copied
+    assert torch.equal(st.batch_collate([train[1], train[2]])[0], batch.parts[0])
+    part = train[2:9:3]
+    assert isinstance(part, torch.utils.data.Subset) and list(part.indices) == [2, 5, 8]
+    assert torch.equal(part[1][0], train[5][0]) and len(train[len(train):]) == 0
+    (px, py), = torch.utils.data.DataLoader(part, batch_size=3, collate_fn=st.batch_collate)
+    assert torch.equal(px, train.get_batch([2, 5, 8])[0]) and py.shape[0] == 3
+
+
+def test_datasets_refuse_pickling_naming_why(store):
+    """Pickling a window, dynamic or graph dataset (what a DataLoader's 'spawn' workers
+    do) is refused naming the store and what to do (it was "cannot pickle
+    '_cffi_backend.__CDataOwn' object"); so is copying the store."""
+    import copy
+    import pickle
+    from ddstore.dynamic import DynamicWindowDataset
+    from ddstore.graphs import GraphDataset, ising_dataset
+    raw = random_series(T=40, n=3, f=1, seed=6, dtype=np.float32)
+    held = [make(store, raw, 2),
+            DynamicWindowDataset(store, f"v{next(_names)}", raw, 2,
+                                 edges=[np.array([[0, 1], [1, 2]])] * 40),
+            GraphDataset.from_samples(store, f"v{next(_names)}",
+                                      [ising_dataset(2, size=3, seed=1)[i] for i in range(2)],
+                                      progress=False)]
+    words = (r"a DDStore cannot be pickled or copied, nor anything holding one .* start "
+             r"them by 'fork' .* or use num_workers=0")
+    for ds in held + [held[0].splits()[0]]:
+        with pytest.raises(ddstore.DDStoreStateError, match=words):
+            pickle.dumps(ds)
+    for copier in (copy.copy, copy.deepcopy):
+        with pytest.raises(ddstore.DDStoreStateError, match=words):
+            copier(store)
+    loader = torch.utils.data.DataLoader(held[0], batch_size=4, num_workers=1,
+                                         multiprocessing_context="spawn")
+    with pytest.raises(ddstore.DDStoreStateError, match=words):
+        next(iter(loader))

@@ -340,9 +340,9 @@ def tennis(store, args, log, series):
         for i in range(0, len(order), B):
             idx = order[i:i + B]
             if source == "dynamic":
-                x, y, graphs = train.__getitems__(idx)
+                x, y, graphs = train.get_batch(idx)
             else:
-                x, y = base.splits()[0].__getitems__(idx)
+                x, y = base.splits()[0].get_batch(idx)
                 graphs = batched((idx + train.start).tolist())
             pred = model(x, graphs)
             loss = torch.nn.functional.l1_loss(pred, y[:, 0, :, series.target_feature])

@@ -161,12 +161,12 @@ def run_materialized(args):
     def epoch_b():
         t0 = time.perf_counter()
         for idx in batches:
-            xb, yb = train.__getitems__(idx)
+            xb, yb = train.get_batch(idx)
         return time.perf_counter() - t0
 
     # the same epochs through torch DataLoaders: the usual materialised pipeline
     # (TensorDataset, per-sample __getitem__ + default collate) and index-batching
-    # (one __getitems__ per batch); same batch order for both
+    # (one get_batch per batch); same batch order for both
     n_tr = int(n_train)
     tds = torch.utils.data.TensorDataset(torch.from_numpy(x[:n_tr]),
                                          torch.from_numpy(y[:n_tr]))
@@ -200,7 +200,7 @@ def run_materialized(args):
                                                         next(iter(dl_b))))
     # the statistics of (a) (brute force) and (b) (merged blocks) may differ in the last
     # bits of float64, so windows agree to float32 rounding, not bit for bit
-    same = bool(all(np.allclose(train.__getitems__(idx)[0].numpy(), x[idx], rtol=1e-6,
+    same = bool(all(np.allclose(train.get_batch(idx)[0].numpy(), x[idx], rtol=1e-6,
                                 atol=1e-6) for idx in batches[:20]))
     store.free()
     return {"variant": "materialized", "baseline_mb": base, "peak_mb": peak,
@@ -248,7 +248,7 @@ def run_index(args):
     batches = _epoch_order(len(train), args.batch_size, args.seed)
     t0 = time.perf_counter()
     for idx in batches:
-        xb, yb = train.__getitems__(idx)
+        xb, yb = train.get_batch(idx)
     epoch = time.perf_counter() - t0
     # the same epoch through a DataLoader with DistributedSampler (1 rank)
     loader = train.loader(args.batch_size, seed=args.seed)
@@ -323,7 +323,7 @@ def run_partitioned(args):
             comm.Barrier()
             t0 = time.perf_counter()
             for idx in plans[kind]:
-                split.__getitems__(idx)
+                split.get_batch(idx)
             best = min(best, time.perf_counter() - t0)
         timings[name + "_rma"] = traffic(comm, before, rma_counts(),
                                          args.epochs * len(plans[kind]), dset.store)
@@ -335,7 +335,7 @@ def run_partitioned(args):
         comm.Barrier()
         t0 = time.perf_counter()
         for _ in range(reps):
-            split.__getitems__(straddle)
+            split.get_batch(straddle)
         return max(comm.allgather((time.perf_counter() - t0) / reps / len(straddle) * 1e6))
 
     # locality: the share of this rank's batches (BatchShuffleSampler, local=True) whose
@@ -456,7 +456,7 @@ def main(argv=None, prog=None):
         tla = min(a["alternating_epochs_a_dataloader_s"])
         tlb = min(a["alternating_epochs_b_dataloader_s"])
         print(f"epoch timing, one process, {args.epochs} alternating epochs each, best: "
-              f"(a) numpy fancy indexing {ta:.3f}s, (b) __getitems__ {tb:.3f}s; "
+              f"(a) numpy fancy indexing {ta:.3f}s, (b) get_batch {tb:.3f}s; "
               f"through DataLoader: (a) TensorDataset {tla:.3f}s, (b) {tlb:.3f}s; "
               f"windows equal: {a['windows_identical']}", flush=True)
         tlp = min(a["alternating_epochs_pgt_reference_dataloader_s"])

@@ -47,11 +47,13 @@ class DynamicWindowDataset(WindowDataset):
     - ``ds[i]`` -> ``(x, y, graphs)``: ``x``, ``y`` ``[h, nodes, F]`` as for
       WindowDataset, ``graphs`` a list of ``(edge_index, edge_weight)``, one per step of
       ``x`` (``graph_steps="x"``, default) or of ``x`` then ``y`` (``"xy"``).
-    - ``ds.__getitems__(idx)`` (what a DataLoader calls) -> ``(x, y, graphs)`` with
-      ``x``, ``y`` ``[B, h, nodes, F]`` and ``graphs[j]`` the step-``j`` snapshots of the
-      ``B`` windows batched block-diagonally (window ``b``'s nodes are
-      ``b * nodes .. (b + 1) * nodes - 1``, PyG's batching), so a recurrent GNN runs step
-      ``j`` on ``x[:, j].reshape(B * nodes, F)``.
+    - ``ds.get_batch(idx)`` -> ``(x, y, graphs)`` with ``x``, ``y`` ``[B, h, nodes, F]``
+      and ``graphs[j]`` the step-``j`` snapshots of the ``B`` windows batched
+      block-diagonally (window ``b``'s nodes are ``b * nodes .. (b + 1) * nodes - 1``,
+      PyG's batching), so a recurrent GNN runs step ``j`` on
+      ``x[:, j].reshape(B * nodes, F)``.  ``ds.__getitems__(idx)`` (what a DataLoader
+      calls) is a :class:`~ddstore.spatiotemporal.WindowBatch` of the windows ``ds[i]``
+      read with one ``get_batch``; ``collate_fn=batch_collate`` takes that batch.
 
     Reopen one by name with :meth:`open` (after :meth:`DDStore.restore
     <ddstore.DDStore.restore>`: no series nor edges needed); its graph is reopened too.

@@ -155,6 +155,9 @@ def decide(state, plan, infos):
         if edge_type is None:
             n = max(ns or 0, max_src + 1, max_dst + 1, ps, pd)
             size = (n, n)
+        elif st_ == dt_:  # one node type at both ends: one count
+            n = max(ns if ns is not None else max(max_src, max_dst) + 1, ps, pd)
+            size = (n, n)
         else:
             size = (max(ns if ns is not None else max_src + 1, ps),
                     max(nd if nd is not None else max_dst + 1, pd))

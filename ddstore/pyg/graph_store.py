@@ -551,10 +551,10 @@ class GraphStore(_PygGraphStore):
         feature store (their rows) -- so a graph with no edges, even with no node
         attributes, still has its nodes (None: the homogeneous node type)."""
         sizes = {}
-        for (et, _), c in self._state.stored.items():
+        for (et, _), c in self._state.stored.items():  # the largest of each type's
             s_t, d_t = (None, None) if et is None else (et[0], et[2])
-            sizes.setdefault(s_t, c.size[0])
-            sizes.setdefault(d_t, c.size[1])
+            sizes[s_t] = max(sizes.get(s_t, 0), c.size[0])
+            sizes[d_t] = max(sizes.get(d_t, 0), c.size[1])
         for t, n in declared_rows(self.store, self.name).items():
             if t is None or isinstance(t, str):  # node types (not edge types' rows)
                 sizes.setdefault(t, n)

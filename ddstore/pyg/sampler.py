@@ -772,6 +772,14 @@ class NeighborSampler(BaseSampler):
                 nset.batch.append(empty)
             return empty, empty, empty, empty, empty
         c, handle = self._handle(et, self._backward)
+        lists = c.indptr.shape[0] - 1
+        if lists < (self.num_nodes if et is None else
+                    self.num_nodes.get(et[0 if self._backward else 2], 0)):
+            # nodes beyond this edge type's lists (a node count that another edge type
+            # or a node attribute made larger than its own put) have no edges of it
+            inside = glob < lists
+            glob, loc = glob[inside], loc[inside]
+            batch = batch[inside] if batch.shape[0] == inside.shape[0] else batch
         deg = c.indptr[glob + 1] - c.indptr[glob]
         # Python ints: k * nodes never wraps (k <= MAX_FANOUT_WITH_REPLACEMENT there)
         cap = int(deg.sum()) if k < 0 else (k * int(np.count_nonzero(deg)) if self.replace

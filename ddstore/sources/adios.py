@@ -22,6 +22,7 @@ it is a CFF file (a previous write), and anything else there is refused up front
 """
 import itertools
 import json
+import math
 import os
 import re
 
@@ -329,7 +330,7 @@ class AdiosSource(Source):
             itemsize = _ADIOS_ITEMSIZE.get(str(info.get("Type", "")).strip())
             if itemsize is None:
                 continue
-            promised += int(np.prod(shape, dtype=np.int64)) * itemsize
+            promised += math.prod(int(n) for n in shape) * itemsize
         files = sorted(f for f in os.listdir(self.path) if re.fullmatch(r"data\.\d+", f))
         held = sum(os.path.getsize(os.path.join(self.path, f)) for f in files)
         if held < promised:

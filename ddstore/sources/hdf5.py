@@ -103,112 +103,138 @@ def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=N
     except OSError as exc:
         raise DDStoreValueError(f"load_pems_h5: cannot open {path}: {exc}") from None
     try:
-        frames = [k for k in fh if isinstance(fh[k], h5py.Group)
-                  and _h5_str(fh[k].attrs.get("pandas_type", b"")) in ("frame", "frame_table")]
-        if key is None:
-            if len(frames) != 1:
-                raise DDStoreValueError(f"load_pems_h5: {path} holds frames {frames}; pass "
-                                        f"key= to choose one")
-            key = frames[0]
-        if key not in fh:
-            raise DDStoreValueError(f"load_pems_h5: {path} has no key {key!r}; frames: "
-                                    f"{frames}")
-        grp = fh[key]
-        ptype = _h5_str(grp.attrs.get("pandas_type", b""))
-        if ptype == "frame_table":
-            raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] is in pandas' table "
-                                    f"format; only the fixed format (DataFrame.to_hdf "
-                                    f"default) is supported")
-        if ptype != "frame" or "axis0" not in grp or "axis1" not in grp:
-            raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] is not a pandas "
-                                    f"fixed-format DataFrame (pandas_type={ptype!r})")
-        where = f"load_pems_h5: {path}[{key!r}]"
-        columns = grp["axis0"][()]
-        index = grp["axis1"]
-        if columns.ndim != 1 or index.ndim != 1:
-            raise DDStoreValueError(f"{where}: axis0 (sensors) and axis1 (time) must be "
-                                    f"1-D, got shapes {columns.shape} and {index.shape}")
-        num_steps = index.shape[0]
-        nblocks = grp.attrs.get("nblocks", 1)
-        if not isinstance(nblocks, (int, np.integer)) or not 1 <= nblocks <= 1 << 20:
-            raise DDStoreValueError(f"{where}: nblocks={nblocks} must be a positive "
-                                    f"integer")
-        blocks = []
-        col_pos = {c: i for i, c in enumerate(columns.tolist())}
-        if len(col_pos) != len(columns):
-            dup = next(c for k, c in enumerate(columns.tolist())
-                       if c in columns.tolist()[:k])
-            raise DDStoreValueError(f"{where}: sensor {_h5_str(dup)!r} appears twice in "
-                                    f"axis0")
-        covered = np.zeros(len(columns), dtype=np.int64)
-        for b in range(int(nblocks)):
-            for part in (f"block{b}_values", f"block{b}_items"):
-                if part not in grp:
-                    raise DDStoreValueError(f"{where}: no {part!r} (nblocks={nblocks}); "
-                                            f"not a pandas fixed-format DataFrame")
-            values = grp[f"block{b}_values"]
-            items = grp[f"block{b}_items"][()].tolist()
-            transposed = bool(values.attrs.get("transposed", False))
-            if values.dtype.kind not in "biuf":
-                raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] block {b} has dtype"
-                                        f" {values.dtype}; sensor columns must be numeric")
-            want = (num_steps, len(items)) if transposed else (len(items), num_steps)
-            if values.shape != want:
-                raise DDStoreValueError(f"{where}: block{b}_values has shape "
-                                        f"{values.shape}, expected {want} ({num_steps} time "
-                                        f"steps in axis1, {len(items)} sensors in "
-                                        f"block{b}_items{', transposed' if transposed else ''})")
-            unknown = [i for i in items if i not in col_pos]
-            if unknown:
-                raise DDStoreValueError(f"{where}: block{b}_items names sensor "
-                                        f"{_h5_str(unknown[0])!r}, which axis0 lacks")
-            pos = np.array([col_pos[i] for i in items], dtype=np.int64)
-            np.add.at(covered, pos, 1)
-            blocks.append((values, transposed, pos))
-        if (covered != 1).any():
-            k = int(np.flatnonzero(covered != 1)[0])
-            raise DDStoreValueError(f"{where}: sensor {_h5_str(columns[k])!r} is in "
-                                    f"{int(covered[k])} blocks; each must be in one")
-        num_nodes = len(columns)
-        kind = _h5_str(index.attrs.get("kind", b""))
-        timestamps = None
-        if kind.startswith("datetime64"):
-            unit = re.fullmatch(r"datetime64(?:\[(\w+)\])?", kind)
-            if unit is None or (unit.group(1) or "ns") not in _TIME_UNITS:
-                raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}]: time index of "
-                                        f"kind {kind!r}; allowed units: {_TIME_UNITS}")
-            ticks = index[()].astype(np.int64)
-            timestamps = ticks.view(f"datetime64[{unit.group(1) or 'ns'}]")
-        node_ids = [_h5_str(c) if isinstance(c, bytes) else c for c in columns.tolist()]
-        if distances is not None:
-            adjacency = gaussian_kernel_adjacency(distances, node_ids)
-        if adjacency is not None:
-            edge_index, edge_weight = adjacency_to_edges(adjacency, num_nodes)
-        out_dtype = np.result_type(*[v.dtype for v, _, _ in blocks]) if dtype is None \
-            else np.dtype(dtype)
-        if out_dtype.kind != "f":
-            out_dtype = np.dtype(np.float64 if out_dtype.itemsize > 4 else np.float32)
-        simple = (len(blocks) == 1 and blocks[0][1]
-                  and np.array_equal(blocks[0][2], np.arange(num_nodes)))
-
-        def reader(a, b):
-            if simple:
-                return blocks[0][0][a:b].astype(out_dtype, copy=False)[:, :, None]
-            out = np.empty((b - a, num_nodes), dtype=out_dtype)
-            for values, transposed, pos in blocks:
-                part = values[a:b] if transposed else values[:, a:b].T
-                out[:, pos] = part
-            return out[:, :, None]
-
-        series = Series((num_steps, num_nodes, 1), out_dtype, reader,
-                        edge_index=edge_index, edge_weight=edge_weight,
-                        timestamps=timestamps, node_ids=node_ids,
-                        source=f"{os.path.basename(str(path))}[{key}]", close=fh.close)
-        # what it was read from, agreed across ranks by the layers (the distances CSV
-        # too: it makes the graph)
-        series.files = (file_share(path),) + (
-            (file_share(distances),) if isinstance(distances, (str, os.PathLike)) else ())
-        return series
-    except BaseException:
+        return _frame(fh, path, key, adjacency, distances, edge_index, edge_weight, dtype)
+    except BaseException as exc:
         fh.close()
+        if isinstance(exc, (OSError, RuntimeError, KeyError, TypeError, AttributeError)) \
+                or type(exc) is ValueError:  # h5py's, on a damaged or foreign layout
+            raise DDStoreValueError(f"load_pems_h5: {path} cannot be read as a pandas "
+                                    f"HDF5 frame ({type(exc).__name__}: {exc})") from None
         raise
+
+
+def _dataset(grp, name, where):
+    """``grp[name]``, refused by name unless it is an HDF5 dataset."""
+    import h5py
+    if name not in grp:
+        raise DDStoreValueError(f"{where}: no {name!r}; not a pandas fixed-format "
+                                f"DataFrame")
+    node = grp[name]
+    if not isinstance(node, h5py.Dataset):
+        raise DDStoreValueError(f"{where}: {name!r} is a {type(node).__name__.lower()}, "
+                                f"not a dataset; not a pandas fixed-format DataFrame")
+    return node
+
+
+def _frame(fh, path, key, adjacency, distances, edge_index, edge_weight, dtype):
+    """:func:`load_pems_h5` of the open file ``fh``."""
+    import h5py
+    frames = [k for k in fh if isinstance(fh[k], h5py.Group)
+              and _h5_str(fh[k].attrs.get("pandas_type", b"")) in ("frame", "frame_table")]
+    if key is None:
+        if len(frames) != 1:
+            raise DDStoreValueError(f"load_pems_h5: {path} holds frames {frames}; pass "
+                                    f"key= to choose one")
+        key = frames[0]
+    if key not in fh:
+        raise DDStoreValueError(f"load_pems_h5: {path} has no key {key!r}; frames: "
+                                f"{frames}")
+    grp = fh[key]
+    ptype = _h5_str(grp.attrs.get("pandas_type", b""))
+    if ptype == "frame_table":
+        raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] is in pandas' table "
+                                f"format; only the fixed format (DataFrame.to_hdf "
+                                f"default) is supported")
+    if ptype != "frame" or "axis0" not in grp or "axis1" not in grp:
+        raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] is not a pandas "
+                                f"fixed-format DataFrame (pandas_type={ptype!r})")
+    where = f"load_pems_h5: {path}[{key!r}]"
+    columns = _dataset(grp, "axis0", where)[()]
+    index = _dataset(grp, "axis1", where)
+    if columns.ndim != 1 or index.ndim != 1:
+        raise DDStoreValueError(f"{where}: axis0 (sensors) and axis1 (time) must be "
+                                f"1-D, got shapes {columns.shape} and {index.shape}")
+    if not columns.shape[0]:
+        raise DDStoreValueError(f"{where}: holds no sensor (axis0 is empty); a series "
+                                f"needs nodes >= 1")
+    num_steps = index.shape[0]
+    nblocks = grp.attrs.get("nblocks", 1)
+    if not isinstance(nblocks, (int, np.integer)) or not 1 <= nblocks <= 1 << 20:
+        raise DDStoreValueError(f"{where}: nblocks={nblocks} must be a positive "
+                                f"integer")
+    blocks = []
+    col_pos = {c: i for i, c in enumerate(columns.tolist())}
+    if len(col_pos) != len(columns):
+        dup = next(c for k, c in enumerate(columns.tolist())
+                   if c in columns.tolist()[:k])
+        raise DDStoreValueError(f"{where}: sensor {_h5_str(dup)!r} appears twice in "
+                                f"axis0")
+    covered = np.zeros(len(columns), dtype=np.int64)
+    for b in range(int(nblocks)):
+        for part in (f"block{b}_values", f"block{b}_items"):
+            if part not in grp:
+                raise DDStoreValueError(f"{where}: no {part!r} (nblocks={nblocks}); "
+                                        f"not a pandas fixed-format DataFrame")
+        values = _dataset(grp, f"block{b}_values", where)
+        items = _dataset(grp, f"block{b}_items", where)[()].tolist()
+        transposed = bool(values.attrs.get("transposed", False))
+        if values.dtype.kind not in "biuf":
+            raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}] block {b} has dtype"
+                                    f" {values.dtype}; sensor columns must be numeric")
+        want = (num_steps, len(items)) if transposed else (len(items), num_steps)
+        if values.shape != want:
+            raise DDStoreValueError(f"{where}: block{b}_values has shape "
+                                    f"{values.shape}, expected {want} ({num_steps} time "
+                                    f"steps in axis1, {len(items)} sensors in "
+                                    f"block{b}_items{', transposed' if transposed else ''})")
+        unknown = [i for i in items if i not in col_pos]
+        if unknown:
+            raise DDStoreValueError(f"{where}: block{b}_items names sensor "
+                                    f"{_h5_str(unknown[0])!r}, which axis0 lacks")
+        pos = np.array([col_pos[i] for i in items], dtype=np.int64)
+        np.add.at(covered, pos, 1)
+        blocks.append((values, transposed, pos))
+    if (covered != 1).any():
+        k = int(np.flatnonzero(covered != 1)[0])
+        raise DDStoreValueError(f"{where}: sensor {_h5_str(columns[k])!r} is in "
+                                f"{int(covered[k])} blocks; each must be in one")
+    num_nodes = len(columns)
+    kind = _h5_str(index.attrs.get("kind", b""))
+    timestamps = None
+    if kind.startswith("datetime64"):
+        unit = re.fullmatch(r"datetime64(?:\[(\w+)\])?", kind)
+        if unit is None or (unit.group(1) or "ns") not in _TIME_UNITS:
+            raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}]: time index of "
+                                    f"kind {kind!r}; allowed units: {_TIME_UNITS}")
+        ticks = index[()].astype(np.int64)
+        timestamps = ticks.view(f"datetime64[{unit.group(1) or 'ns'}]")
+    node_ids = [_h5_str(c) if isinstance(c, bytes) else c for c in columns.tolist()]
+    if distances is not None:
+        adjacency = gaussian_kernel_adjacency(distances, node_ids)
+    if adjacency is not None:
+        edge_index, edge_weight = adjacency_to_edges(adjacency, num_nodes)
+    out_dtype = np.result_type(*[v.dtype for v, _, _ in blocks]) if dtype is None \
+        else np.dtype(dtype)
+    if out_dtype.kind != "f":
+        out_dtype = np.dtype(np.float64 if out_dtype.itemsize > 4 else np.float32)
+    simple = (len(blocks) == 1 and blocks[0][1]
+              and np.array_equal(blocks[0][2], np.arange(num_nodes)))
+
+    def reader(a, b):
+        if simple:
+            return blocks[0][0][a:b].astype(out_dtype, copy=False)[:, :, None]
+        out = np.empty((b - a, num_nodes), dtype=out_dtype)
+        for values, transposed, pos in blocks:
+            part = values[a:b] if transposed else values[:, a:b].T
+            out[:, pos] = part
+        return out[:, :, None]
+
+    series = Series((num_steps, num_nodes, 1), out_dtype, reader,
+                    edge_index=edge_index, edge_weight=edge_weight,
+                    timestamps=timestamps, node_ids=node_ids,
+                    source=f"{os.path.basename(str(path))}[{key}]", close=fh.close)
+    # what it was read from, agreed across ranks by the layers (the distances CSV
+    # too: it makes the graph)
+    series.files = (file_share(path),) + (
+        (file_share(distances),) if isinstance(distances, (str, os.PathLike)) else ())
+    return series

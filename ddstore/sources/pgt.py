@@ -400,6 +400,11 @@ def _pgt_num_steps(doc, path):
     T = 0
     while str(T) in doc:
         T += 1
+    later = sorted(int(k) for k in doc if isinstance(k, str) and k.isascii() and
+                   k.isdigit() and int(k) > T)
+    if later:  # (the steps after a gap were dropped without a word)
+        raise _pgt_error(path, f"step {later[0]} is there but step {T} is not: steps are "
+                               f"'0' .. 'T-1' without a gap (or give time_periods)")
     return T
 
 

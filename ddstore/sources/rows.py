@@ -30,6 +30,7 @@ value that is not a number (or not an integer, for an integer ``dtype``) is a
 path; a row range outside the file names the allowed range.
 """
 import gzip
+import math
 import os
 import zlib
 
@@ -38,7 +39,7 @@ import numpy as np
 from .._checks import as_int
 from ..errors import DDStoreIndexError, DDStoreValueError
 from .base import regular_file
-from .csv_lines import Column, parse_lines
+from .csv_lines import Column, parse_lines, refuse_cr_lines
 from .npy import fortran_differs, npy_header
 
 __all__ = ["count_rows", "read_rows", "read_csv_rows", "read_npy_rows", "npy_shape",
@@ -77,13 +78,16 @@ def _open_csv(path):
 def _blocks(path, block_bytes):
     """Yield blocks of whole lines (each ends with a newline; a last line without one gets
     one) of the (decompressed) text of ``path``."""
-    carry = b""
+    carry, first = b"", True
     try:
         with _open_csv(path) as f:
             while True:
                 data = f.read(block_bytes)
                 if not data:
                     break
+                if first:  # lines that end with CR alone would read as one line
+                    refuse_cr_lines(path, data.split(b"\n", 1)[0])
+                    first = False
                 buf = carry + data if carry else data
                 cut = buf.rfind(b"\n") + 1
                 if cut:
@@ -301,9 +305,15 @@ def npy_shape(path):
     path = _need_file(path)
     with open(path, "rb") as fh:
         shape, dtype, fortran, offset = npy_header(path, fh)
+        size = os.fstat(fh.fileno()).st_size
     if len(shape) == 0:
         raise DDStoreValueError(f"{path}: holds a 0-d array; rows need at least 1 "
                                 f"dimension")
+    need = math.prod(shape) * dtype.itemsize  # (Python ints: no wrap)
+    if size - offset < need:
+        raise DDStoreValueError(f"{path}: truncated: its header says shape {shape} "
+                                f"{dtype} ({need} data bytes) but it holds "
+                                f"{max(0, size - offset)}")
     return shape, dtype, fortran, offset
 
 
@@ -343,17 +353,11 @@ def read_npy_rows(path, lo, hi, axis=0, dtype=None):
         what = "row" if axis == 0 else "column"
         raise DDStoreIndexError(f"{path}: {what} range [{lo}, {hi}) out of range "
                                 f"[0, {total}] (shape {shape})")
-    item = fdtype.itemsize
-    size = os.path.getsize(path)
-    need = offset + int(np.prod(shape)) * item
-    if size < need:
-        raise DDStoreValueError(f"{path}: truncated: its header says shape {shape} "
-                                f"{fdtype} ({need - offset} data bytes) but it holds "
-                                f"{max(0, size - offset)}")
+    item = fdtype.itemsize  # (npy_shape refused a file shorter than its header says)
     with open(path, "rb") as fh:
         fd = fh.fileno()
         if axis == 0:
-            row_bytes = int(np.prod(shape[1:])) * item
+            row_bytes = math.prod(shape[1:]) * item
             out = np.empty((hi - lo,) + shape[1:], dtype=fdtype)
             if out.size:
                 _pread_into(fd, path, memoryview(out.reshape(-1).view(np.uint8)),

@@ -168,6 +168,9 @@ class Series:
         self._reader = reader
         self._close = close
         self.num_steps, self.num_nodes, self.num_features = self.shape
+        if min(self.shape) < 0 or 0 in self.shape[1:]:  # (any reader's shape)
+            raise DDStoreValueError(f"{source or 'series'} has shape {self.shape}: steps "
+                                    f"must be >= 0, nodes and features >= 1")
         self.source = source
         self.files = None
         self.edge_index, self.edge_weight = check_edges(edge_index, edge_weight,

@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import DDStoreValueError
 from .._checks import partition
 from .._times import as_times, time_dtype
+from .base import check_same_files, file_share, regular_file
 from .csv_lines import TIME_ALLOWED, Column, check_sorted_across_ranks, integer_column, \
     line_pieces, line_share_range, parse_lines, refuse_cr_lines
 
@@ -200,18 +201,27 @@ class TGLShare:
         epath = os.path.join(str(directory), "edge_features.pt")
         npath = os.path.join(str(directory), "node_features.pt")
         with store.collective(None) as files:  # the feature files, the times' kind
-            if os.path.isfile(epath):
+            # a feature file is read when anything is at its path (a directory or a
+            # FIFO there is refused by name, not taken for no features), and every rank
+            # must read the same one, or none (a copy per node that differs, or that
+            # one node lacks, would store a mix of two files' rows)
+            marks = tuple(file_share(regular_file(p)) if os.path.lexists(p) else None
+                          for p in (epath, npath))
+            if marks[0] is not None:
                 self.edge_feat = TensorRows(epath)
-                if self.edge_feat.shape[0] != self.num_edges:
-                    raise DDStoreValueError(f"{epath}: {self.edge_feat.shape[0]} rows, but "
-                                            f"edges.csv has {self.num_edges} edges")
-            if os.path.isfile(npath):
+            if marks[1] is not None:
                 self.node_feat = TensorRows(npath)
                 self.node_rows = partition(self.node_feat.shape[0], size, rank)
             ints = integer_column(self.path, self._a, self._b, len(self.cols),
                                   self.cols.index("time"))
             # (a file without rows: float64, as it always was; no integer was seen)
-            kinds = files.agree(("i" if ints and self._nlines else "f", self._nlines, None))
+            kinds = files.agree(("i" if ints and self._nlines else "f", self._nlines, None,
+                                 marks))
+            check_same_files([k[3] for k in kinds])
+            if self.edge_feat is not None and self.edge_feat.shape[0] != self.num_edges:
+                raise DDStoreValueError(f"{epath}: {self.edge_feat.shape[0]} rows, but "
+                                        f"edges.csv has {self.num_edges} edge lines (the "
+                                        f"lines after its header, blank ones included)")
             self.time_dtype = time_dtype(kinds, f"{self.path}: time")  # (never raises)
 
     def rewind(self):

@@ -29,7 +29,7 @@ steps striped over the group, halo of ``2h - 1`` steps by default); ``device=`` 
 windows gathered on a GPU.  :class:`BatchShuffleSampler` shuffles batches of consecutive
 starts; ``torch.utils.data.DistributedSampler`` shuffles samples globally.
 """
-from .dataset import (WindowDataset, WindowSplit, batch_collate, set_epoch,
+from .dataset import (WindowBatch, WindowDataset, WindowSplit, batch_collate, set_epoch,
                       time_feature_array)
 from ..sources import (DynamicSeries, Series, adjacency_to_edges, from_arrays,
                        gaussian_kernel_adjacency, load_npy, load_pems_h5, load_pgt_json,
@@ -41,4 +41,4 @@ __all__ = ["WindowDataset", "WindowSplit", "BatchShuffleSampler", "Series", "fro
            "load_pgt_json", "load_pems_h5", "load_npy", "write_pems_h5", "adjacency_to_edges",
            "gaussian_kernel_adjacency", "time_feature_array", "batch_collate", "set_epoch",
            "split_ranges", "num_windows", "window_weights"]
-__all__ += ["DynamicSeries"]
+__all__ += ["DynamicSeries", "WindowBatch"]

@@ -1,5 +1,6 @@
 """Index-batched sliding windows over a series kept once in a :class:`~ddstore.DDStore`."""
 import bisect
+import collections.abc
 import json
 import math
 import numbers
@@ -18,8 +19,8 @@ from .batch_sampler import agree_epoch
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
 
-__all__ = ["WindowDataset", "WindowSplit", "time_feature_array", "batch_collate",
-           "set_epoch", "distributed_order"]
+__all__ = ["WindowDataset", "WindowSplit", "WindowBatch", "time_feature_array",
+           "batch_collate", "set_epoch", "distributed_order"]
 
 _TIME_FEATURES = {"tod": 1, "dow": 7}
 KIND = "WindowDataset"  # the kind of its annotation (checkpoint and restart)
@@ -107,10 +108,52 @@ def _check_time_features(time_features):
     return kinds
 
 
+class WindowBatch(collections.abc.Sequence):
+    """What a window dataset's ``__getitems__`` returns (torch's ``Dataset`` contract):
+    the batch's windows as a sequence of samples, ``batch[b]`` equal to ``ds[idx[b]]``,
+    read with one store call and held stacked in :attr:`parts` (what ``get_batch``
+    returns: ``(x, y)``, or ``(x, y, graphs)`` for a
+    :class:`~ddstore.dynamic.DynamicWindowDataset`).  :func:`batch_collate` hands
+    :attr:`parts` on as they are; torch's default collate stacks the samples again
+    (``[x, y]``, one copy more).  A sample is made when asked for: views of the
+    stacked tensors (a dynamic window's graphs cut out of the block-diagonal batch)."""
+    __slots__ = ("parts", "_nodes")
+
+    def __init__(self, parts, nodes=None):
+        self.parts, self._nodes = parts, nodes
+
+    def __len__(self):
+        return int(self.parts[0].shape[0])
+
+    def __getitem__(self, b):
+        n = len(self)
+        if isinstance(b, slice):
+            return [self[i] for i in range(n)[b]]
+        b = integer_scalar(b)
+        if not is_int(b) or not -n <= b < n:
+            raise IndexError(f"WindowBatch index {b!r} out of range for {n} windows")
+        b = int(b) + (n if b < 0 else 0)
+        x, y = self.parts[0][b], self.parts[1][b]
+        if len(self.parts) == 2:
+            return x, y
+        graphs = []
+        for ei, ew in self.parts[2]:  # window b's edges: a run, its nodes offset b * n
+            window = torch.div(ei[0], self._nodes, rounding_mode="floor")
+            lo, hi = torch.searchsorted(window, torch.tensor([b, b + 1],
+                                                             device=ei.device)).tolist()
+            graphs.append((ei[:, lo:hi] - b * self._nodes,
+                           None if ew is None else ew[lo:hi]))
+        return x, y, graphs
+
+
 def batch_collate(batch):
-    """``collate_fn`` for a DataLoader over a window dataset: ``__getitems__`` already
-    returns the stacked batch ``(x, y)``, so it is passed through unchanged."""
-    return batch
+    """``collate_fn`` for a DataLoader over a window dataset: the stacked batch ``(x,
+    y)`` (``(x, y, graphs)`` for dynamic windows) that ``__getitems__`` read, without a
+    copy (a :class:`WindowBatch`'s :attr:`~WindowBatch.parts`); any other list of
+    samples goes to torch's ``default_collate``."""
+    if isinstance(batch, WindowBatch):
+        return batch.parts
+    return torch.utils.data.default_collate(batch)
 
 
 def set_epoch(loader, epoch):
@@ -188,26 +231,34 @@ class _WindowView(torch.utils.data.Dataset):
         return self.stop - self.start
 
     def __getitem__(self, index):
-        """Window ``index`` of this view: ``(x, y)`` each ``[h, nodes, features]``."""
+        """Window ``index`` of this view: ``(x, y)`` each ``[h, nodes, features]``.  A
+        slice gives those windows as a ``torch.utils.data.Subset`` of this view (a
+        DataLoader over it reads each batch with one call, as over the view)."""
+        if isinstance(index, slice):
+            return torch.utils.data.Subset(self, range(len(self))[index])
         index = integer_scalar(index)
         if not is_int(index):
-            raise DDStoreValueError(f"{self._what()}: index must be an integer, got "
-                                    f"{index!r}; use __getitems__ for a batch")
+            raise DDStoreValueError(f"{self._what()}: index must be an integer or a "
+                                    f"slice, got {index!r}; use get_batch for a batch")
         index, length = int(index), self.stop - self.start
         if not -length <= index < length:
             raise DDStoreIndexError(f"{self._what()}: index {index} (position 0) out of "
                                     f"range [{-length}, {length}) for {length} windows")
         return self._ds._fetch_one(self.start + (index if index >= 0 else index + length))
 
-    def __getitems__(self, indices):
-        """Windows ``indices`` as one batch ``(x, y)`` each ``[B, h, nodes, features]``.
-
-        One store read (one access epoch) for the whole batch.  This is what a
-        ``DataLoader`` calls; give it ``collate_fn=batch_collate`` (or use
-        :meth:`loader`).
-        """
+    def get_batch(self, indices):
+        """Windows ``indices`` as one batch ``(x, y)`` each ``[B, h, nodes, features]``
+        (negative indices count from the end): one store read (one access epoch) for
+        the whole batch."""
         idx = _index_array(indices, self.stop - self.start, self._what())
         return self._ds._fetch(idx + self.start if self.start else idx)
+
+    def __getitems__(self, indices):
+        """Windows ``indices`` as a :class:`WindowBatch`: a sequence of samples
+        (torch's ``Dataset`` contract, what a ``DataLoader`` calls) read with one
+        :meth:`get_batch`; give the loader ``collate_fn=batch_collate`` to take the
+        stacked batch as read (or use :meth:`loader`)."""
+        return WindowBatch(self.get_batch(indices), self._ds.num_nodes)
 
     def inverse_transform(self, values, features=None):
         """Undo the standardisation of predictions; see

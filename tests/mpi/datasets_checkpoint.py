@@ -16,7 +16,7 @@ Usage: ``datasets_checkpoint.py DIR BUILD_WIDTH`` (under ``timeout`` and ``mpiex
 
 Each restore: every byte of every variable (rows and records) equals the original; each
 layer's ``open(store, name)``: every graph sample, every window of every split
-(``__getitem__`` and ``__getitems__``), the statistics, every dynamic step (random
+(``__getitem__`` and ``get_batch``), the statistics, every dynamic step (random
 access, forward, backward), every dynamic window with its graphs; sampler batches with
 the same seed equal (``DistributedSampler`` at the same rank count; the
 ``BatchShuffleSampler`` at the same rank count and width); ``open`` of an unknown name
@@ -108,7 +108,7 @@ def window_reads(ds, store, with_batches=True):
     for split in ds.splits():
         got = {"bounds": (split.start, split.stop)}
         if len(split):
-            batch = split.__getitems__(np.arange(len(split)))
+            batch = split.get_batch(np.arange(len(split)))
             got["items"] = [tuple(np_(a) if isinstance(a, torch.Tensor) else a
                                   for a in batch[:2])]
             if isinstance(ds, DynamicWindowDataset):

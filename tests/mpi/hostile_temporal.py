@@ -7,7 +7,11 @@ tests/test_hostile_temporal.py on 2 ranks):
   setting on one rank raises on every rank (no rank waits); equal settings given as
   other types (np.int64, np.bool_) agree; the batches cover the split once per epoch;
 - link_prediction_metrics: a root that differs between ranks, a NaN score or a label 2
-  on the last rank only, raised alike on every rank.
+  on the last rank only, raised alike on every rank;
+- a TGL directory copied per node whose ``edge_features.pt`` differs on the last rank,
+  or that only rank 0 holds, refused on every rank naming the file (a mix of the two
+  files' rows was stored); a directory at that path refused naming it (it was taken
+  for no features), and the same files on every rank read as written.
 
     timeout 120 mpiexec -n 2 python tests/mpi/hostile_temporal.py
 """
@@ -78,6 +82,53 @@ def _(t):
     got = tg.link_prediction_metrics(comm, [.5, .5], [1, 0])
     check(got is None if rank else got[:2] == (0.5, 0.5) and got[4] == size,
           f"metrics of tied scores: {got}")
+
+
+@cases("TGL feature files the same on every rank", min_ranks=2)
+def _(t):
+    import os
+    import shutil
+    import tempfile
+    import torch
+    from ddstore.sources.tgl import write_tgl
+    last = rank == size - 1
+    src, dst, ts = np.arange(12) % 5, (np.arange(12) * 2) % 5, np.arange(12)
+    feat = np.arange(24, dtype=np.float32).reshape(12, 2)
+    base = tempfile.mkdtemp(prefix="ddstore-tgl-") if rank == 0 else None
+    base = comm.bcast(base)
+    mine = os.path.join(base, f"rank{rank}")  # a copy per rank, as one per node
+    write_tgl(mine, src, dst, ts, np.zeros(12, np.int8), edge_feat=feat)
+    epath = os.path.join(mine, "edge_features.pt")
+    try:
+        with ddstore.DDStore(comm) as store:
+            g = tg.TemporalGraph.from_tgl(store, "ok", mine)
+            check(np.array_equal(g.edge_features(np.arange(12)), feat),
+                  "the same feature files on every rank: rows as written")
+            if last:
+                torch.save(torch.from_numpy(feat + 100), epath)  # same size, other rows
+            comm.Barrier()
+            expect_error(DDStoreValueError, [epath if rank == 0 else "edge_features.pt",
+                                             "the ranks read different files, the same "
+                                             "size but different bytes"],
+                         tg.TemporalGraph.from_tgl, store, "mixed", mine, agree=False,
+                         agreed=True, store=store, what="a feature file that differs")
+            if rank:
+                os.remove(epath)
+            comm.Barrier()
+            expect_error(DDStoreValueError, ["the ranks read different files",
+                                             "no such file"],
+                         tg.TemporalGraph.from_tgl, store, "one", mine, agreed=True,
+                         store=store, what="a feature file on rank 0 only")
+            if last:
+                os.mkdir(epath)
+            comm.Barrier()
+            expect_error(DDStoreValueError, "edge_features.pt: ",
+                         tg.TemporalGraph.from_tgl, store, "dir", mine, agreed=True,
+                         store=store, what="a directory at edge_features.pt")
+    finally:
+        comm.Barrier()
+        if rank == 0:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

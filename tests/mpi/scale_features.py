@@ -212,7 +212,7 @@ def test_prefetch_windows(transport, expect_depth):
                 collate_fn=st.batch_collate)
             it = iter(PrefetchLoader(base, 2))
             first = next(it), next(it)
-            check(torch.equal(first[1][0], train.__getitems__(list(range(8, 16)))[0]),
+            check(torch.equal(first[1][0], train.get_batch(list(range(8, 16)))[0]),
                   "batches before the error")
             expect_error(DDStoreIndexError, [str(len(train) + 3)], lambda: next(it),
                          what="prefetch error surfaces")

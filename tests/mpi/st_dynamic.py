@@ -331,8 +331,8 @@ def windows(store, width, rng):
                 for j, g in enumerate(graphs):
                     same(g, ref[s0 + j], f"{label}: {split.split_name}[{i}] graph {j}")
             idx = rng.integers(0, len(split), 5)
-            x, y, graphs = split.__getitems__(idx)
-            bx, by = bsplit.__getitems__(idx)
+            x, y, graphs = split.get_batch(idx)
+            bx, by = bsplit.get_batch(idx)
             tensors_equal(x, bx, f"{label}: batch x")
             tensors_equal(y, by, f"{label}: batch y")
             starts = (idx + split.start).tolist()
@@ -354,7 +354,7 @@ def windows(store, width, rng):
                 order = [idx[i:i + 4] for i in range(0, len(idx), 4)]
             check(len(got) == len(order), f"{label}: {kind} loader batches")
             for (x, y, graphs), b in zip(got, order):
-                ex, ey, eg = train.__getitems__(b)
+                ex, ey, eg = train.get_batch(b)
                 tensors_equal(x, ex, f"{label}: {kind} loader x")
                 for g1, g2 in zip(graphs, eg):
                     check(torch.equal(g1[0], g2[0]) and torch.equal(g1[1], g2[1]),
@@ -372,8 +372,8 @@ def windows(store, width, rng):
           ds.graph.materialized_nbytes(),
           f"w{width}/static: k={ds.graph.checkpoint_every} bytes={ds.graph.nbytes()}")
     idx = rng.integers(0, len(ds), 6)
-    x, y, graphs = ds.__getitems__(idx)
-    bx, by = base.__getitems__(idx)
+    x, y, graphs = ds.get_batch(idx)
+    bx, by = base.get_batch(idx)
     tensors_equal(x, bx, f"w{width}/static x")
     tensors_equal(y, by, f"w{width}/static y")
     for g in graphs:

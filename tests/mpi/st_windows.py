@@ -74,7 +74,7 @@ def local_windows(key, raw, h, overlap, per_node, standardize):
         ds = st.WindowDataset(_local_store, f"local_{key}", raw, h, overlap=overlap,
                               per_node=per_node, standardize=standardize,
                               split=split_of(raw))
-        _local[key] = ds.__getitems__(np.arange(len(ds)))
+        _local[key] = ds.get_batch(np.arange(len(ds)))
     return _local[key]
 
 
@@ -131,7 +131,7 @@ def run_dataset(store, tag, name, raw, h, overlap, per_node, standardize, halo):
     perm = np.random.default_rng(rank + 100).permutation(len(ds))
     xs, ys = [], []
     for i in range(0, len(perm), 13):
-        xb, yb = ds.__getitems__(perm[i:i + 13])
+        xb, yb = ds.get_batch(perm[i:i + 13])
         xs.append(xb.numpy())
         ys.append(yb.numpy())
     equal(np.concatenate(xs), X[perm], f"{label}: all x windows")
@@ -236,7 +236,7 @@ def error_checks(store, tag):
     ds = st.WindowDataset(store, "after_errors", raw, 3, fill=None)
     X, _ = materialize_windows(raw, 3)
     X = standardize_windows(X, ds.mean, ds.std, dtype=np.float32)
-    xb, _ = ds.__getitems__(np.arange(len(ds)))
+    xb, _ = ds.get_batch(np.arange(len(ds)))
     equal(xb.numpy(), X, f"{tag}: store usable after errors")
 
 
@@ -254,7 +254,7 @@ def h5_checks(store, tag):
     # the file is float64 and is read at that precision (statistics included)
     X, Y = materialize_windows(data[:, :, None], 6)
     X = standardize_windows(X, ds.mean, ds.std, dtype=np.float32)
-    xb, yb = ds.__getitems__(np.arange(len(ds)))
+    xb, yb = ds.get_batch(np.arange(len(ds)))
     equal(xb[..., :1].numpy(), X, f"{tag}: HDF5 windows")
     tf = st.time_feature_array(ts, ("tod", "dow"))
     equal(xb[:, :, 2, 1:].numpy(), np.stack([tf[s:s + 6] for s in range(len(ds))]),
