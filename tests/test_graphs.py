@@ -337,6 +337,34 @@ def test_adios_source_ranges(tmp_path):
     assert not os.path.exists(tmp_path / "m.bp")  # the partial file is removed
 
 
+def test_files_of_odd_samples_read_back(tmp_path):
+    """A key whose rows hold no element (``x`` ``[n, 0]``) reads back from an ADIOS2
+    file (reading it failed: "cannot convert float NaN to integer"); a big-endian numpy
+    array is stored as its values in the machine's order (it was refused with "key 'a'
+    has dtype float32, the records have >f4"); ``write_pickle_dir`` refuses, naming the
+    sample, what its reader cannot load back (a torch uint16 tensor: torch's own
+    ``pickle.loads`` fails on it), and leaves nothing at ``path``."""
+    samples = [Data(x=torch.zeros(n, 0), pos=torch.arange(3.0 * n).view(n, 3))
+               for n in (3, 2)]
+    path = str(tmp_path / "zw.bp")
+    assert graphs.write_adios(samples, path) == 2
+    with AdiosSource(path) as src:
+        layout = graphs.GraphLayout(src.meta["layout"])
+        for i, rec in src.read(0, 2):
+            assert_graph_equal(layout.to_data(rec), samples[i], f"zero-width {i}")
+    big = Data(x=torch.ones(2, 1), a=np.arange(2, dtype=">f4"))
+    layout, rec = graphs.GraphLayout.of(big)
+    back = layout.to_data(rec)
+    assert back.a.dtype == np.float32 and back.a.dtype.isnative
+    assert back.a.tolist() == [0.0, 1.0]
+    uint = [Data(x=torch.ones(2, 1)),
+            Data(x=torch.ones(2, 1), u=torch.zeros(2).to(torch.uint16))]
+    with pytest.raises(DDStoreValueError, match=r"sample 1 would not read back: "
+                                                r"sample-00000001.pkl: not a readable pickle"):
+        graphs.write_pickle_dir(uint, str(tmp_path / "pff"))
+    assert not os.path.exists(tmp_path / "pff")
+
+
 def test_adios_streaming_blocks(tmp_path):
     """write_records_adios streams any iterable in blocks (joined arrays): many tiny
     blocks, empty records and keys that are empty in whole blocks read back exactly;

@@ -109,6 +109,8 @@ def _to_record_value(data, key, value):
     if arr.dtype.kind not in _STORABLE or arr.dtype.fields is not None:
         raise DDStoreValueError(f"key {key!r} has dtype {arr.dtype}, which cannot be "
                                 f"stored (allowed: bool, integers, floats, complex)")
+    if not arr.dtype.isnative:  # a big-endian array: its values, in this machine's order
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.ndim == 0:
         return arr.reshape(1), KeyLayout(key, kind, 0, None, arr.dtype, ())
     cat_dim = data.__cat_dim__(key, value) if kind in ("tensor", "ndarray") else 0

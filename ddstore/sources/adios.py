@@ -415,8 +415,8 @@ class AdiosSource(Source):
         for key, dtype, trailing in self.schema:
             off = offsets[key]
             lo, hi = int(off[0]), int(off[-1])
-            if hi > lo:
-                stored = _stored_trailing(dtype, trailing)
+            stored = _stored_trailing(dtype, trailing)
+            if hi > lo and 0 not in stored:  # (rows of no element: nothing to read)
                 raw = self._read(f"data/{key}", [lo] + [0] * len(stored),
                                  [hi - lo] + list(stored))
                 view = _VIEW_AS.get("b" if dtype.kind == "b" else dtype.str[1:])
@@ -426,7 +426,7 @@ class AdiosSource(Source):
                     arr = raw.astype(dtype, copy=False)
                 arr = arr.reshape((hi - lo,) + trailing)
             else:
-                arr = np.zeros((0,) + trailing, dtype=dtype)
+                arr = np.zeros((hi - lo,) + trailing, dtype=dtype)
             data[key], sizes[key] = arr, np.diff(off)
         return data, sizes
 

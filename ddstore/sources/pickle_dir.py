@@ -45,8 +45,8 @@ _ALLOWED = {
     "numpy._core.multiarray": {"_reconstruct", "scalar"},
     "numpy.core.numeric": {"_frombuffer"},
     "numpy._core.numeric": {"_frombuffer"},
-    "torch._utils": {"_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_parameter",
-                     "_rebuild_parameter_with_state"},
+    "torch._utils": {"_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3",
+                     "_rebuild_parameter", "_rebuild_parameter_with_state"},
     "torch": {"Size", "device"},
     "torch_geometric.data.data": {"Data", "DataEdgeAttr", "DataTensorAttr"},
     "torch_geometric.data.storage": {"GlobalStorage", "NodeStorage", "EdgeStorage"},
@@ -102,6 +102,8 @@ def _rebuilt_tensor(name):
 _CALLS = {("builtins", "bytearray"): _given(bytearray), ("builtins", "bytes"): _given(bytes),
           ("torch._utils", "_rebuild_tensor"): _rebuilt_tensor("_rebuild_tensor"),
           ("torch._utils", "_rebuild_tensor_v2"): _rebuilt_tensor("_rebuild_tensor_v2"),
+          # (v3: the dtypes without a typed storage class, uint16/32/64, as torch writes them)
+          ("torch._utils", "_rebuild_tensor_v3"): _rebuilt_tensor("_rebuild_tensor_v3"),
           ("builtins", "set"): _given(set), ("builtins", "frozenset"): _given(frozenset),
           ("numpy", "ndarray"): _NDARRAY,
           ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
@@ -302,6 +304,8 @@ def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False):
     plus the ``ddstore-pff.json`` metadata file.  Returns the number written.  Local
     (not collective): call it on one rank.
 
+    Each sample is read back from its pickle (as :class:`PickleDirSource` reads it)
+    before it is written: one the reader would refuse is refused here, naming it.
     All or nothing, and touching nothing else: ``path`` must be new, an empty directory
     or a PFF directory of an earlier write (that and nothing else), which is replaced
     only once every file is written (:func:`~ddstore.sources.base.written_in_place`)."""
@@ -315,8 +319,13 @@ def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False):
             from tqdm import tqdm
             it = tqdm(it, desc=f"writing {path}", unit="file")
         for i in it:
+            data = pickle.dumps(samples[i], protocol=pickle.HIGHEST_PROTOCOL)
+            # what the reader would refuse is refused here, before anything is kept (a
+            # torch uint16 tensor's pickle, which torch itself cannot load back)
+            restricted_loads(data, f"{what}: sample {i} would not read back: "
+                                   f"{pattern.format(i)}")
             with open(os.path.join(temporary, pattern.format(i)), "wb") as f:
-                pickle.dump(samples[i], f, protocol=pickle.HIGHEST_PROTOCOL)
+                f.write(data)
         with open(os.path.join(temporary, META_NAME), "w") as f:
             json.dump({"format": "ddstore-pff", "version": 1, "nsamples": n,
                        "pattern": pattern}, f)
