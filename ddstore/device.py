@@ -54,6 +54,9 @@ says what it holds.
 
 Errors: an exception in the loader (or in staging) is raised by the ``next`` that would
 have returned that batch; the read-ahead thread is then joined and the iteration ends.
+A ``KeyboardInterrupt`` or ``SystemExit`` raised while the next batch is made ahead
+(``prefetch >= 1``) comes out at once, from the ``next`` before (its batch is lost): a
+Ctrl-C is not held back until the model step that batch would feed.
 Leaving a loop early (``break``) drops the iterator, which joins the thread.
 
 PyG's own ``torch_geometric.loader.PrefetchLoader`` works over these loaders too (it
@@ -370,10 +373,17 @@ class StagedReads:
     """The iterator a loader of the store gives :class:`DevicePrefetcher` to have its
     reads land in the staging: the batch ``read(indices)`` of each item of ``batches``
     (an iterator of index lists), and ``next_into(take)``, the next one read by
-    ``read(indices, take)`` into views that ``take(numel, dtype)`` hands out."""
+    ``read(indices, take)`` into views that ``take(numel, dtype)`` hands out.
+
+    Made in the caller's thread by the loader's ``__iter__``, right after
+    ``iter(sampler)``: it makes the one draw from torch's global generator that a
+    ``DataLoader``'s iterator makes there (its workers' base seed), so that a
+    ``RandomSampler`` after it, and whatever the caller draws next, get what they get
+    under the plain loader."""
 
     def __init__(self, read, batches):
         self._read, self._batches = read, batches
+        torch.empty((), dtype=torch.int64).random_()
 
     def __iter__(self):
         return self
@@ -413,7 +423,8 @@ class _DeviceIter:
         self._returned = 0  # batches handed to the caller
         if depth > 0:
             from .prefetch import PrefetchIter, draw_counter
-            self._thread = PrefetchIter(gen, depth, draw_counter(owner.loader))
+            self._thread = PrefetchIter(gen, depth, draw_counter(owner.loader),
+                                        holds_end=True)
             self._source = self._thread
         else:
             self._source = gen
@@ -475,7 +486,7 @@ class _DeviceIter:
             self._ahead = None
         if current is None or isinstance(current, BaseException):
             self._done = True
-            self.close()
+            self.close(end_seen=True)
             if current is None:
                 raise StopIteration
             raise current
@@ -490,12 +501,13 @@ class _DeviceIter:
                 d.record_stream(stream)
         return batch
 
-    def close(self):
-        """Stop reading ahead and join the thread (the reads in flight finish; a
-        sampler's draws are set back to the end of the batches returned)."""
+    def close(self, end_seen=False):
+        """Stop reading ahead and join the thread (the reads in flight finish; the
+        random streams are set back to the end of the batches returned, and of the
+        epoch's end when the caller saw it: ``end_seen``)."""
         self._ahead = None
         if self._thread is not None:
-            self._thread.close(taken=self._returned)
+            self._thread.close(taken=self._returned, end_seen=end_seen)
             self._thread = None
 
     def __del__(self):

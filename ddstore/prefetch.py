@@ -31,10 +31,15 @@ stay right).
 Ending early: leaving a ``for`` loop over a prefetching loader (``break``, an exception)
 drops its iterator, which waits for the reads in flight (at most ``k``) before it goes, so
 the store can be freed right after the loop.  ``close()`` on the iterator does the same
-explicitly.  A seeded ddstore ``NeighborSampler`` behind the loader gets back the draws
-of the batches made ahead and dropped (its ``draws``), so the next epoch is the one the
-plain loader gives after the same ``break``.  ``k`` is at most :data:`MAX_PREFETCH`.  An
-iterator kept alive is safe too: freeing the store or removing a variable waits for the
+explicitly.  What the batches made ahead and dropped drew is given back: a seeded ddstore
+``NeighborSampler``'s draws and the loader's own ``generator=`` (its shuffle; torch's
+``RandomSampler`` draws a new permutation once its last index is taken), each where
+nothing else drew from it meanwhile (:func:`_give_back`), so the next epoch is the one
+the plain loader gives after the same ``break``.  Torch's global generator is left as
+it is (the caller's loop draws from it too, by timing between the thread's draws):
+batches that draw from it (PyG's negative sampling, a ``seed=None`` sampler) differ
+from the plain loader's under read-ahead.  ``k`` is
+at most :data:`MAX_PREFETCH`.  An iterator kept alive is safe too: freeing the store or removing a variable waits for the
 batch being made (:mod:`ddstore._readers`), and the batches after it raise
 (:class:`~ddstore.errors.DDStoreStateError` for a freed store) in their turn.
 """
@@ -120,77 +125,133 @@ def prefetch_depth(store, prefetch, what="loader"):
 
 
 def draw_counter(loader):
-    """The sampler of ``loader`` whose draws a read-ahead must give back when the caller
-    stops early (a ddstore :class:`~ddstore.pyg.NeighborSampler`: its ``draws``), or
-    None."""
-    for owner in (getattr(loader, "node_sampler", None),
-                  getattr(loader, "link_sampler", None)):
-        if owner is not None and hasattr(type(owner), "draws"):
-            return owner
-    return None
+    """The random streams of ``loader`` that a read-ahead must give back when the
+    caller stops early (:class:`Streams`), or None when it has none: the draw count of
+    a ddstore :class:`~ddstore.pyg.NeighborSampler` behind it (its ``draws``) and the
+    ``generator=`` of its shuffle, looked up through wrappers (``.loader``)."""
+    counter = generator = None
+    inner = loader
+    for _ in range(16):
+        if inner is None:
+            break
+        for owner in (getattr(inner, "node_sampler", None),
+                      getattr(inner, "link_sampler", None)):
+            if counter is None and owner is not None and hasattr(type(owner), "draws"):
+                counter = owner
+        for s in (inner, getattr(inner, "sampler", None),
+                  getattr(inner, "batch_sampler", None),
+                  getattr(getattr(inner, "batch_sampler", None), "sampler", None)):
+            g = getattr(s, "generator", None)
+            if generator is None and g is not None and hasattr(g, "get_state"):
+                generator = g
+        inner = getattr(inner, "loader", None)
+    return None if counter is None and generator is None else Streams(counter, generator)
+
+
+class Streams:
+    """What the batches of a loader draw from that belongs to the loader, so that a
+    read-ahead can give back what the batches it dropped drew: a sampler's draw count
+    (``counter.draws``, or None) and the loader's own ``generator`` (or None).  Torch's
+    global generator is not among them: the caller's loop draws from it too (dropout),
+    while the thread makes batches, and no state of it tells whose draw it was, so
+    setting it back could undo the caller's draws."""
+    __slots__ = ("counter", "generator")
+
+    def __init__(self, counter, generator):
+        self.counter, self.generator = counter, generator
+
+    def states(self):
+        """``(draw count or None, generator state or None)``."""
+        return (None if self.counter is None else self.counter.draws,
+                None if self.generator is None else self.generator.get_state())
+
+    def restore(self, k, state):
+        if k == 0:
+            self.counter.draws = state
+        else:
+            self.generator.set_state(state)
+
+
+_NONE = Streams(None, None)
+
+
+def _same(a, b):
+    """Whether two states of one stream (counts, or generator state tensors) are equal."""
+    import torch  # (not at import: pyddstore uses this module without torch)
+    if a is None or b is None:
+        return False
+    return a == b if isinstance(a, int) else torch.equal(a, b)
 
 
 class _Draws:
-    """Where the random draws stood before one batch made ahead: the sampler's count
-    (``counter.draws``, or None) and torch's global generator state (what PyG's
-    negative sampling and a ``seed=None`` sampler draw from), and torch's state after
-    it (to tell, at the close, whether anything else drew since)."""
-    __slots__ = ("count", "before", "after")
+    """Where the random streams (:class:`Streams`) stood before and after one batch
+    made ahead."""
+    __slots__ = ("before", "after")
 
-    def __init__(self, counter):
-        import torch  # (not at import: pyddstore uses this module without torch)
-        self.count = None if counter is None else counter.draws
-        self.before = torch.get_rng_state()
+    def __init__(self, streams):
+        self.before = streams.states()
         self.after = None
 
-    def give_back(self, counter, last):
-        """Set the draws back to before this batch: the sampler's count, and torch's
-        generator when nothing drew from it since the thread's ``last`` batch (the
-        caller's loop drawing too, e.g. dropout, makes them interleave by timing: then
-        it is left as it is)."""
-        import torch
-        if counter is not None and self.count is not None:
-            counter.draws = self.count
-        if last is not None and last.after is not None and \
-                torch.equal(torch.get_rng_state(), last.after):
-            torch.set_rng_state(self.before)
+
+def _give_back(chain, streams):
+    """Set each stream back to where it stood before ``chain[0]`` (the first batch made
+    and not used, then every one made after it), where only those batches drew from it
+    since: each batch began where the one before it ended, and the stream is still where
+    the last one left it.  A stream that something else drew from meanwhile (another
+    iterator over the same sampler, which ran an epoch while this one was kept) is left
+    as it is: setting it back would undo those draws."""
+    if not chain or chain[-1].after is None:
+        return
+    now = streams.states()
+    for k in range(2):
+        if not _same(now[k], chain[-1].after[k]):
+            continue
+        if all(_same(b.before[k], a.after[k]) for a, b in zip(chain, chain[1:])):
+            if not _same(chain[0].before[k], now[k]):
+                streams.restore(k, chain[0].before[k])
 
 
-def _step(iterator, counter):
+def _step(iterator, streams):
     """One batch from ``iterator`` in the background thread: ``(ended, batch, draws)``,
     ``draws`` a :class:`_Draws`.  A module function so that the thread holds no
     reference to the prefetch iterator.  Made inside :func:`ddstore._readers.reading`:
     a free or a removal of a variable by the caller's thread waits for it, and the
     batches after find what it removed gone."""
-    draws = _Draws(counter)
+    draws = _Draws(streams)
     try:
         with reading():
             return False, next(iterator), draws
     except StopIteration:
         return True, None, draws
     finally:
-        import torch
-        draws.after = torch.get_rng_state()
+        draws.after = streams.states()
 
 
 class PrefetchIter:
     """Up to ``depth`` batches of ``iterator`` made ahead by one background thread.
-    ``counter``: the sampler whose draws the batches make (:func:`draw_counter`): when
-    the iteration is closed before its end, its ``draws`` are set back to where the
-    batches the caller took end, and so is torch's global generator when only the
-    batches drew from it, so the batches made ahead and dropped leave no trace (the
-    next epoch is the plain loader's, batch for batch)."""
+    ``streams``: what the batches draw from besides torch's global generator
+    (:func:`draw_counter`: a sampler's draw count, the loader's ``generator``): when the
+    iteration is closed before its end, each stream that only the dropped batches drew
+    from since is set back to where the batches the caller took end
+    (:func:`_give_back`), so the batches made ahead and dropped leave no trace (the next
+    epoch is the plain loader's, batch for batch).  ``holds_end``: the caller looks one
+    batch ahead of its own caller (:class:`~ddstore.device.DevicePrefetcher`), so the
+    end it takes may not be passed on: what making the end drew (torch's
+    ``RandomSampler`` draws the next permutation there) is given back at a
+    :meth:`close` that says the end was not seen."""
 
-    def __init__(self, iterator, depth, counter=None):
+    def __init__(self, iterator, depth, streams=None, holds_end=False):
         self._it = iterator
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="ddstore-prefetch")
         self._pending = collections.deque()
-        self._counter = counter
+        self._streams = _NONE if streams is None else streams
         self._taken = 0  # batches handed to the caller
         self._handed = collections.deque(maxlen=2)  # their _Draws (the last two)
         self._ended = False
+        self._holds_end = holds_end
+        self._end = None  # the _Draws of the end, while it may be given back
         for _ in range(depth):
-            self._pending.append(self._pool.submit(_step, self._it, counter))
+            self._pending.append(self._pool.submit(_step, self._it, self._streams))
 
     def __iter__(self):
         return self
@@ -206,35 +267,41 @@ class PrefetchIter:
             raise
         if ended:
             self._ended = True  # the whole epoch was taken: nothing to give back
-            self.close()
+            if self._holds_end:  # unless the caller does not pass the end on
+                self._end = draws
+                self._pool.shutdown(wait=True, cancel_futures=True)
+            else:
+                self.close()
             raise StopIteration
-        self._pending.append(self._pool.submit(_step, self._it, self._counter))
+        self._pending.append(self._pool.submit(_step, self._it, self._streams))
         self._taken += 1
         self._handed.append(draws)
         return batch
 
-    def close(self, taken=None):
+    def close(self, taken=None, end_seen=True):
         """Stop prefetching: cancel queued batches and wait for the read in flight.
         ``taken``: how many of the batches handed out the caller used (default: all;
-        :class:`~ddstore.device.DevicePrefetcher` holds one more); the sampler's draws
-        are set back to the count before the first batch it did not use."""
+        :class:`~ddstore.device.DevicePrefetcher` holds one more); the random streams
+        are set back to where they stood before the first batch it did not use.
+        ``end_seen=False`` (with ``holds_end``): the end this iterator raised was not
+        passed on, so what making it drew is given back too."""
         pool = self._pool
         if pool is None:
             return
         self._pool = None
         pending, self._pending = list(self._pending), collections.deque()
         pool.shutdown(wait=True, cancel_futures=True)
-        counter, self._counter = self._counter, None
+        streams, self._streams = self._streams, None
+        unused = 0 if taken is None else self._taken - taken
+        handed = list(self._handed)[-unused:] if 0 < unused <= len(self._handed) else []
         if self._ended:
+            end, self._end = self._end, None
+            if end is not None and not end_seen:
+                _give_back(handed + [end], streams)
             return
         made = [f.result()[2] for f in pending
                 if f.done() and not f.cancelled() and f.exception() is None]
-        last = made[-1] if made else (self._handed[-1] if self._handed else None)
-        unused = 0 if taken is None else self._taken - taken
-        if 0 < unused <= len(self._handed):  # handed out, not used: the first of them
-            self._handed[-unused].give_back(counter, last)
-        elif made:  # made ahead and dropped: back to before the first
-            made[0].give_back(counter, last)
+        _give_back(handed + made, streams)  # handed out and not used, then made ahead
 
     def __del__(self):
         try:
@@ -343,10 +410,11 @@ def prefetch(loader, depth=2, store=None):
     may use forked worker processes instead, :mod:`ddstore.pyg.workers`; elsewhere they
     cannot read the store).  Batches come in exactly the
     order of ``loader`` itself, and they are the same batches when their draws are the
-    sampler's ``seed=``, or torch's global generator (PyG's negative sampling, a
-    ``seed=None`` sampler) with nothing else drawing from it during the loop: the thread
-    draws ahead, so the loop's own draws (dropout) would interleave with its draws by
-    timing.  An epoch left early gives back the draws of the batches made ahead.
+    sampler's ``seed=`` and the loader's ``generator=``; draws from torch's global
+    generator (PyG's negative sampling, a ``seed=None`` sampler) are made ahead by the
+    thread, so the loop's own draws (dropout) interleave with them by timing.  An epoch
+    left early gives back the sampler's and the loader generator's draws of the batches
+    made ahead (:func:`_give_back`).
 
     ``store``: the store the loader reads (found by itself for PyG loaders over a
     ddstore sampler); with it, a rank whose reads need ``MPI_THREAD_MULTIPLE`` that MPI

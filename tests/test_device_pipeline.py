@@ -12,6 +12,7 @@ width, both transports); a smoke run of scripts/gpu_check.sh on the CPU (the
 benchmark python -m ddstore.bench.device at small sizes)."""
 import collections
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -19,6 +20,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -711,12 +713,12 @@ def test_seeded_sampler_epoch_left_early_leaves_no_trace(store, wrap):
 
 
 @pytest.mark.parametrize("wrap", ["prefetch", "device"])
-def test_torch_generator_draws_of_dropped_batches_given_back(store, wrap):
+def test_torch_generator_draws_in_whole_epochs(store, wrap):
     """LinkNeighborLoader's negative sampling draws from torch's global generator (PyG's
-    own), in the read-ahead thread: an epoch left after 2 batches, then a whole epoch,
-    gives the plain loader's batches when nothing else draws from it meanwhile (the
-    generator is set back to before the first dropped batch; it was left where the
-    thread had run to)."""
+    own), in the read-ahead thread: whole epochs under a loop that does not draw give
+    the plain loader's batches.  After a ``break`` the generator is left where the
+    thread and the loop left it (setting it back undid the loop's own draws:
+    test_streams_given_back_only_where_only_dropped_batches_drew)."""
     from torch_geometric.loader import LinkNeighborLoader
     from ddstore import pyg as dpyg
     from ddstore.prefetch import prefetch
@@ -730,10 +732,7 @@ def test_torch_generator_draws_of_dropped_batches_given_back(store, wrap):
 
     def two_epochs(loader):
         torch.manual_seed(11)
-        for i, _ in enumerate(loader):
-            if i == 1:
-                break
-        return list(loader)
+        return list(loader) + list(loader)
     want = two_epochs(make())
     for depth in (1, 3):
         inner = make()
@@ -742,8 +741,74 @@ def test_torch_generator_draws_of_dropped_batches_given_back(store, wrap):
         got = two_epochs(loader)
         assert len(got) == len(want)
         for i, (a, b) in enumerate(zip(got, want)):
-            _same(a, b, f"depth {depth} batch {i} of the epoch after a break")
+            _same(a, b, f"depth {depth} batch {i} of two whole epochs")
     assert not _threads()
+
+
+@pytest.mark.parametrize("wrap", ["prefetch", "device"])
+def test_streams_given_back_only_where_only_dropped_batches_drew(store, wrap):
+    """What an early ``break`` gives back (:func:`ddstore.prefetch._give_back`), each
+    stream alone: the loop's own draw from torch's global generator between batches is
+    kept (it was undone: the generator set back to before the first batch made ahead);
+    the loader's ``generator=`` is set back, also after a break at the last batch (the
+    thread had run ``RandomSampler`` to its end, which draws the next permutation);
+    an iterator dropped after another has run a whole epoch does not wind the sampler's
+    draws back (they went 14 -> 4); a wrapper without read-ahead in between is looked
+    through; a window loader through the device pipeline makes the draw of a
+    ``DataLoader``'s iterator (the caller's next draw differed)."""
+    from torch_geometric.loader import NeighborLoader
+    from ddstore import pyg as dpyg
+    from ddstore.prefetch import prefetch
+    fs, gs = _pyg_graph(store)
+    read_ahead = (lambda lo, k: prefetch(lo, k)) if wrap == "prefetch" else \
+        (lambda lo, k: DevicePrefetcher(lo, "cpu", prefetch=k))
+
+    def make():
+        return NeighborLoader((fs, gs), num_neighbors=[2], batch_size=10,
+                              neighbor_sampler=dpyg.NeighborSampler(gs, [2], seed=3),
+                              input_nodes=torch.arange(60), shuffle=True,
+                              generator=torch.Generator().manual_seed(5))
+
+    def after_break(loader, stop, draw=False):
+        torch.manual_seed(7)
+        for i, _ in enumerate(loader):
+            if draw:
+                torch.rand(1)  # the loop's own draw (dropout)
+            if i == stop:
+                break
+        return torch.rand(1).item(), [b.n_id.tolist() for b in loader]
+    for stop in (1, 5):  # (5: the last of 6 batches)
+        for draw in (False, True):
+            inner = make()
+            want = after_break(make(), stop, draw)
+            assert after_break(read_ahead(inner, 2), stop, draw) == want, (stop, draw)
+            inner = make()
+            assert after_break(read_ahead(prefetch(inner, 0), 2), stop, draw) == want
+    inner = make()
+    it = iter(read_ahead(inner, 2))
+    next(it)
+    next(it)
+    time.sleep(0.2)  # the thread made its batches ahead
+    list(inner)  # a whole epoch by another iterator
+    held = inner.node_sampler.draws
+    assert held >= 10  # (the 4 or 5 the first iterator made, then 6)
+    del it
+    gc.collect()
+    assert inner.node_sampler.draws == held  # not wound back
+    ds = st.WindowDataset(store, f"w{next(_names)}", _series(), 4)
+    train = ds.splits()[0]
+    for kw in ({}, {"device": "cpu"}, {"device": "cpu", "prefetch": 2}):
+        torch.manual_seed(3)
+        list(train.loader(4, seed=1, **kw))
+        got = torch.rand(1).item()
+        assert got == _after_plain_epoch(train), kw
+    assert not _threads()
+
+
+def _after_plain_epoch(train):
+    torch.manual_seed(3)
+    list(train.loader(4, seed=1))
+    return torch.rand(1).item()
 
 
 def test_loader_lifecycle_checks(store):

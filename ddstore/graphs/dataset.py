@@ -345,7 +345,10 @@ class GraphDataset(torch.utils.data.Dataset):
         background thread while the caller computes, and returns a
         :class:`ddstore.prefetch.PrefetchLoader` that yields the same batches in the same
         order (see :mod:`ddstore.prefetch` for the MPI thread level it needs and its
-        fallback).
+        fallback).  ``shuffle=True`` draws each epoch's order from ``generator=`` (as
+        torch's ``DataLoader``), by default torch's global generator, in the read-ahead
+        thread: two shuffled loaders read ahead at once race for it, so give each its
+        own ``generator=torch.Generator().manual_seed(s)`` for reproducible batches.
 
         ``device`` (e.g. ``"cuda"``): batches arrive there through a
         :class:`ddstore.device.DevicePrefetcher` (``prefetch`` batches read ahead, each
@@ -364,8 +367,9 @@ class GraphDataset(torch.utils.data.Dataset):
             raise DDStoreValueError(f"graphs {self.name!r} loader: batch_size="
                                     f"{batch_size!r} must be an integer >= 1")
         if sampler is None:
-            sampler = (torch.utils.data.RandomSampler(self) if shuffle
-                       else torch.utils.data.SequentialSampler(self))
+            sampler = (torch.utils.data.RandomSampler(  # (torch's DataLoader's shuffle)
+                self, generator=kwargs.get("generator")) if shuffle
+                else torch.utils.data.SequentialSampler(self))
         elif shuffle:
             raise DDStoreValueError("give either a sampler or shuffle=True, not both")
         fixed = sorted(set(kwargs) & {"collate_fn", "batch_sampler", "dataset"})
@@ -427,12 +431,7 @@ class _GraphBatches:
 
     def __iter__(self):
         from ..device import StagedReads
-        batches = iter(self.sampler)
-        # the draw a DataLoader's iterator makes from torch's global generator (its
-        # workers' base seed), so that a RandomSampler after it, and whatever the
-        # caller draws next, get what they get under the plain loader
-        torch.empty((), dtype=torch.int64).random_()
-        return StagedReads(self.dataset.dataset._batch, batches)
+        return StagedReads(self.dataset.dataset._batch, iter(self.sampler))
 
 
 class _BatchView(torch.utils.data.Dataset):
