@@ -22,5 +22,5 @@ setup(
         "torch": ["torch", "torch_geometric"],
         "adios": ["adios2"],
     },
-    entry_points={"console_scripts": ["ddstore=ddstore.__main__:main"]},
+    entry_points={"console_scripts": ["ddstore=ddstore.__main__:run"]},
 )

@@ -209,5 +209,12 @@ def main(argv=None):
     return target(rest, prog=f"python -m ddstore {args.command}") or 0
 
 
+def run(argv=None):
+    """The ``ddstore`` command: :func:`main` through :func:`ddstore.cli.run_program`
+    (a refused size or input ends with one line, not a traceback per rank)."""
+    from .cli import run_program
+    return run_program(main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

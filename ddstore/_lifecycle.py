@@ -399,6 +399,13 @@ def install_abort_hook():
         hint = " (see ddstore.abort_on_exception)"
         if _collective.is_agreed(exc):
             _end_agreed(previous, exc_type, exc, tb, rank, hint)
+        if issubclass(exc_type, KeyboardInterrupt) and tb is not None:
+            # Ctrl-C reaches every rank: where each stood, one line, not a traceback each
+            import traceback
+            at = traceback.extract_tb(tb)[-1]
+            _abort_job(rank, f"interrupted (KeyboardInterrupt) at {at.filename}:"
+                             f"{at.lineno} in {at.name}", code=130)
+            return
         previous(exc_type, exc, tb)
         _abort_job(rank, f"uncaught {exc_type.__name__}", hint=hint)
 

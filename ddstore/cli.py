@@ -14,7 +14,7 @@ from . import _core
 __all__ = ["at_least", "int_list", "seed", "SEED_MAX", "output_dir",
            "HelpFormatter", "check_width", "check_widths", "width_text", "widths_text",
            "transports_text", "TRANSPORTS", "report_dir", "report_target", "foreign_file",
-           "REPORT_KEYS", "run_program", "nothing_to_train"]
+           "REPORT_KEYS", "run_program", "nothing_to_train", "input_path"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -99,6 +99,18 @@ def output_dir(text):
 
 
 output_dir.__name__ = "directory"
+
+
+def input_path(text):
+    """An ``argparse`` ``type=`` for a file or directory a program reads (``--data``):
+    an empty path is refused (it was taken for "no path given", the built-in default)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (leave the option out for the "
+                                          "built-in default)")
+    return text
+
+
+input_path.__name__ = "path"
 
 
 def report_dir(text):

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch_geometric.nn import GCNConv
 
-from ddstore.cli import ArgumentParser, HelpFormatter, at_least, seed
+from ddstore.cli import ArgumentParser, HelpFormatter, at_least, input_path, seed
 
 __all__ = ["GraphGRUCell", "example_parser", "bundled", "train_epoch", "split_mae"]
 
@@ -35,7 +35,7 @@ def example_parser(doc, data_help, batch_size):
     ``--width`` (of the store) and ``--seed``."""
     p = ArgumentParser(description=doc.split("\n")[0],
                                 formatter_class=HelpFormatter)
-    p.add_argument("--data", help=data_help)
+    p.add_argument("--data", type=input_path, help=data_help)
     p.add_argument("--epochs", type=at_least(1), default=20, help="training epochs")
     p.add_argument("--batch-size", type=at_least(1), default=batch_size, help="per rank")
     p.add_argument("--hidden", type=at_least(1), default=32)

@@ -62,8 +62,8 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import pyg as dpyg
-from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width, int_list,
-                         run_program, seed)
+from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
+                         input_path, int_list, run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
 from ddstore.distributed import init_torch_distributed
 from ddstore.pyg import load_npy, load_ogb, load_synthetic
@@ -74,9 +74,9 @@ def parse_args(argv=None):
                                             "NeighborLoader",
                                 formatter_class=HelpFormatter)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--ogb", default=None, metavar="DIR",
+    src.add_argument("--ogb", type=input_path, default=None, metavar="DIR",
                      help="OGB node-property dataset directory (raw/, split/)")
-    src.add_argument("--npy", default=None, metavar="DIR",
+    src.add_argument("--npy", type=input_path, default=None, metavar="DIR",
                      help="directory of edge_index.npy, x.npy, y.npy, *_idx.npy")
     p.add_argument("--scale", type=at_least(0, float, above=True, most=1000), default=1.0,
                    help="synthetic graph size, times ogbn-products'")

@@ -80,7 +80,7 @@ def parse_args(argv=None):
     p.add_argument("--source", default="memory", choices=["memory", "pickle", "adios"],
                    help="preload from the lazy in-memory generator, or from PFF/CFF files "
                         "written first by rank 0")
-    p.add_argument("--data-dir", default=None,
+    p.add_argument("--data-dir", type=output_dir, default=None,
                    help="where --source pickle/adios files go (default: a temporary "
                         "directory, removed at the end)")
     p.add_argument("--threads", type=at_least(1, most=os.cpu_count() or 1), default=1,
@@ -105,6 +105,11 @@ def parse_args(argv=None):
                         "last one saved)")
     args = p.parse_args(argv)
     check_width(p, args.width)
+    if args.resume_epoch is not None and not args.resume:
+        p.error("--resume-epoch needs --resume (the directory of the run to go on with)")
+    if args.data_dir is not None and args.source == "memory":
+        p.error("--data-dir is where --source pickle or adios writes its files; --source "
+                "memory writes none")
     conflict = checkpoint_conflict(args.checkpoint, args.resume)
     if conflict:
         p.error(conflict)
@@ -269,9 +274,9 @@ def load_state(args, comm):
         raise SystemExit(f"--resume {args.resume}: saved with other settings "
                          f"(saved, given): {diff}")
     if comm.rank == 0 and state["ranks"] != comm.size:
-        print(f"resuming a run of {state['ranks']} ranks on {comm.size}: the mini-batches "
-              f"of each rank (and so the losses) are those of {comm.size} ranks",
-              flush=True)
+        print(f"resuming a run of {state['ranks']} rank{'s' * (state['ranks'] != 1)} on "
+              f"{comm.size}: the mini-batches of each rank (and so the losses) are those "
+              f"of {comm.size} rank{'s' * (comm.size != 1)}", flush=True)
     return state
 
 

@@ -36,15 +36,16 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import temporal as tg
-from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width, int_list,
-                         run_program, seed)
+from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
+                         input_path, int_list, run_program, seed)
 from ddstore.distributed import init_torch_distributed
 
 
 def parse_args(argv=None):
     p = ArgumentParser(description="TGAT-style link prediction over a DDStore",
                                 formatter_class=HelpFormatter)
-    p.add_argument("--data", default=None, help="TGL-format directory (edges.csv, ...)")
+    p.add_argument("--data", type=input_path, default=None,
+                   help="TGL-format directory (edges.csv, ...)")
     p.add_argument("--num-nodes", type=at_least(2), default=1000)
     p.add_argument("--num-edges", type=at_least(1), default=30_000)
     p.add_argument("--strategy", default="uniform", choices=["uniform", "recent"])
@@ -56,6 +57,8 @@ def parse_args(argv=None):
     check_width(p, args.width)
     if args.hidden % args.heads:  # (the attention splits hidden over the heads)
         p.error(f"--hidden {args.hidden} must be a multiple of --heads {args.heads}")
+    if args.batch_size % args.chunks:  # (EdgeBatches' rule, said before any work)
+        p.error(f"--chunks {args.chunks} must divide --batch-size {args.batch_size}")
     return args
 
 

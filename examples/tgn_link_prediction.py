@@ -75,8 +75,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ddstore
-from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
-                         checkpoint_conflict, nothing_to_train, output_dir,
+from ddstore.cli import (ArgumentParser, HelpFormatter, agree_exit, at_least, check_width,
+                         checkpoint_conflict, input_path, nothing_to_train, output_dir,
                          run_program)
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
@@ -91,7 +91,7 @@ def parse_args(argv=None):
                                             "node memory in a DDStore",
                                 formatter_class=HelpFormatter)
     p.add_argument("--model", default="tgn", choices=MODELS)
-    p.add_argument("--jodie", default=None, metavar="PATH",
+    p.add_argument("--jodie", type=input_path, default=None, metavar="PATH",
                    help="JODIE CSV (user,item,timestamp,state_label,features...)")
     p.add_argument("--num-nodes", type=int, default=1000)
     p.add_argument("--num-edges", type=int, default=30_000)
@@ -103,7 +103,8 @@ def parse_args(argv=None):
     p.add_argument("--memory-dim", type=int, default=32)
     p.add_argument("--fanout", type=int, default=10,
                    help="recent neighbours (TGN's attention, APAN's delivery)")
-    p.add_argument("--mailbox", type=at_least(1), default=10, help="mails per node (APAN only)")
+    p.add_argument("--mailbox", type=at_least(1), default=None,
+                   help="mails per node (APAN only; default 10)")
     p.add_argument("--baseline", default="tgat", choices=["tgat", "none"],
                    help="also train TGAT on the same stream")
     p.add_argument("--pipelined-commit", action="store_true",
@@ -117,6 +118,10 @@ def parse_args(argv=None):
                    help="go on from the checkpoint in DIR (written by --checkpoint): the "
                         "store restored, the graph and memory reopened, the next epoch")
     args = p.parse_args(argv)
+    if args.mailbox is not None and args.model != "apan":
+        p.error(f"--mailbox is for --model apan (--model {args.model} keeps one mail per "
+                f"node)")
+    args.mailbox = 10 if args.mailbox is None else args.mailbox
     for name in ("num_nodes", "num_edges", "batch_size", "epochs", "memory_dim", "hidden",
                  "time_dim", "heads", "fanout", "mailbox"):
         least = 2 if name == "num_nodes" else 1  # (a synthetic stream needs two nodes)
@@ -438,7 +443,11 @@ def train_memory_model(graph, store, args, comm):
     state = None
     if args.resume:
         memory = tg.NodeMemory.open(store, "memory")
-        state = load_training_state(args.resume, store, args)
+        try:  # a refusal on any rank: one line from rank 0, every rank ends
+            state, refused = load_training_state(args.resume, store, args), None
+        except SystemExit as exc:
+            refused = str(exc.code)
+        agree_exit(comm, refused)
     else:
         memory = tg.NodeMemory(store, "memory", graph.num_nodes, args.memory_dim,
                                mail_dim, mailbox_size=mailbox)

@@ -204,7 +204,11 @@ def main():
         ds = st.WindowDataset.open(store, "series")
         horizon = ds.horizon
     else:
-        series, label = load_series(args)
+        try:  # each rank opens the file itself: a refusal is said once, by rank 0
+            (series, label), refused = load_series(args), None
+        except ddstore.DDStoreError as exc:
+            refused = str(exc)
+        agree_exit(comm, refused)
         weekly = label.endswith(".json")
         horizon = args.horizon or (4 if weekly else 12)
         time_features = ("tod",) if series.timestamps is not None else None

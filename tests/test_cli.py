@@ -7,7 +7,7 @@ import pytest
 
 import ddstore.bench
 from ddstore import __main__ as cli
-from conftest import argparse_exit, run_mpi
+from conftest import ROOT, argparse_exit, run_mpi
 
 BENCH_DIR = os.path.dirname(os.path.abspath(ddstore.bench.__file__))
 BENCH_GUIDE = os.path.join(os.path.dirname(BENCH_DIR), "..", "docs", "benchmarks.md")
@@ -73,7 +73,9 @@ def test_run_child_ends_the_childs_group_on_a_signal(tmp_path):
     """A benchmark driver killed by SIGTERM (``timeout``, ``scancel``) while its child
     runs ends the child's whole group (``timeout`` and what runs under it) and runs its
     own ``finally`` blocks: the child ran on alone for up to 600 s, and the driver's
-    temporary directory stayed in /tmp."""
+    temporary directory stayed in /tmp.  It says so (it ended without a word).  The
+    group gets SIGINT first (a rank then finalizes MPI, removing its shared memory),
+    which this shell's background sleep ignores, then SIGTERM."""
     import signal
     import subprocess
     import sys
@@ -86,13 +88,15 @@ def test_run_child_ends_the_childs_group_on_a_signal(tmp_path):
             "finally:\n"
             "    os.rmdir(sys.argv[1])\n")
     # (the driver's own command line must not hold the words looked for)
-    driver = subprocess.Popen([sys.executable, "-c", code, str(marker)])
+    driver = subprocess.Popen([sys.executable, "-c", code, str(marker)],
+                              stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and not _running("sleep 313.25"):
         time.sleep(0.1)
     assert _running("sleep 313.25"), "the child never started"
     driver.send_signal(signal.SIGTERM)
     assert driver.wait(30) == 128 + signal.SIGTERM
+    assert "[ddstore] SIGTERM received: ending the benchmark's run" in driver.stderr.read()
     deadline = time.time() + 15
     while time.time() < deadline and _running("sleep 313.25"):
         time.sleep(0.1)
@@ -179,6 +183,24 @@ def test_missing_input_file_is_reported_once(tmp_path):
     assert r.output.count(missing) == 1, r.output
     assert f"error: --tennis: no such file or directory: {missing}" in r.output, r.output
     assert r.elapsed < 30, f"took {r.elapsed:.1f}s:\n{r.output}"
+
+
+@pytest.mark.mpi
+def test_example_data_refused_once(tmp_path):
+    """An example's --data that every rank opens and refuses (a .npy that is not one,
+    a static graph given to the dynamic example): one line from rank 0, exit code 1
+    (it was one line per rank, two of them run together on one line)."""
+    bad = tmp_path / "bad.npy"
+    bad.write_bytes(b"not an npy file")
+    static = os.path.join(os.path.dirname(__file__), "data", "chickenpox.json")
+    for script, data, words in (
+            ("traffic_index_batching.py", str(bad), "is not a readable .npy file"),
+            ("dynamic_graph_forecast.py", static, "not a dynamic graph (static graph: see "
+                                                  "examples/traffic_index_batching.py)")):
+        r = run_mpi(os.path.join(ROOT, "examples", script), 2, "--data", data,
+                    "--epochs", "1", timeout=120, check=False)
+        assert r.returncode == 1, f"exit {r.returncode}:\n{r.output}"
+        assert r.output.count(words) == 1 and f"{script}: error: " in r.output, r.output
 
 
 def test_tennis_file_that_cannot_be_read_ends_before_the_run(tmp_path, capsys):

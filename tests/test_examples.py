@@ -280,6 +280,20 @@ def _example(name):
     ("tgn_link_prediction", ["--width", "4"], "--width 4: width=4 out of range"),
     ("traffic_index_batching", ["--width", "2"], "--width 2: width=2 out of range"),
     ("dynamic_graph_forecast", ["--width", "2"], "--width 2: width=2 out of range"),
+    # options that do nothing in that combination (they were accepted silently) and an
+    # empty path (it meant the built-in default)
+    ("hydragnn_ising", ["--resume-epoch", "1"], "--resume-epoch needs --resume"),
+    ("hydragnn_ising", ["--data-dir", "/tmp"], "--data-dir is where --source pickle or "
+                                               "adios writes its files"),
+    ("hydragnn_ising", ["--source", "pickle", "--data-dir", "/dev/null"],
+     "argument --data-dir: /dev/null exists and is not a directory"),
+    ("tgn_link_prediction", ["--mailbox", "5"], "--mailbox is for --model apan (--model "
+                                                "tgn keeps one mail per node)"),
+    ("tgat_link_prediction", ["--chunks", "7"], "--chunks 7 must divide --batch-size 200"),
+    ("tgat_link_prediction", ["--data", ""], "argument --data: an empty path"),
+    ("dynamic_graph_forecast", ["--data", ""], "argument --data: an empty path"),
+    ("graphsage_large", ["--ogb", ""], "argument --ogb: an empty path"),
+    ("tgn_link_prediction", ["--jodie", ""], "argument --jodie: an empty path"),
 ])
 def test_examples_refuse_bad_options_naming_them(name, args, words, capsys):
     """The examples' options out of range end them through argparse (exit code 2, the

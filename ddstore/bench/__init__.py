@@ -20,6 +20,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 
 from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa: F401
                    check_widths, foreign_file, report_dir, report_target, seed,
@@ -312,12 +313,16 @@ class Items:
 def run_child(cmd, env=None, grace_s=10):
     """Run ``cmd`` (a benchmark's child program) in a process group of its own and
     return ``(exit code, its stdout and stderr)``.  A SIGTERM, SIGHUP or SIGINT that
-    reaches this process meanwhile (``timeout``, ``scancel``, Ctrl-C) ends the child's
-    whole group first (``timeout``, ``mpiexec`` and the ranks under it: SIGTERM, SIGKILL
-    after ``grace_s``), then ends this program with exit code 128 + the signal's number
+    reaches this process meanwhile (``timeout``, ``scancel``, Ctrl-C) says so on stderr
+    and ends the child's whole group first (``timeout``, ``mpiexec`` and the ranks under
+    it: SIGINT, so that a rank ends as after Ctrl-C, its MPI finalized and its
+    shared-memory files removed even before it made a store; then, 3 s later, SIGTERM,
+    and SIGKILL ``grace_s`` after that), then ends this program with exit code 128 + the signal's number
     through :class:`SystemExit`, so that its ``finally`` blocks (a temporary directory's
     removal) run: nothing is left running or on disk.  Call from the main thread."""
     def stop(signum, frame):
+        print(f"[ddstore] {signal.Signals(signum).name} received: ending the "
+              f"benchmark's run", file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
     watched = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
@@ -332,12 +337,24 @@ def run_child(cmd, env=None, grace_s=10):
         for s, handler in before.items():
             signal.signal(s, handler)
         if proc is not None and proc.poll() is None:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
+            _end_group(proc, grace_s)
+
+
+def _end_group(proc, grace_s):
+    """End every process of ``proc``'s group (``proc`` leads it): SIGINT, SIGTERM 3 s
+    later, SIGKILL ``grace_s`` after that, each sent while any of the group is left (a
+    process that ignores SIGINT, as a shell's background job does, outlives its leader)."""
+    for sig, wait_s in ((signal.SIGINT, min(3, grace_s)), (signal.SIGTERM, grace_s),
+                        (signal.SIGKILL, grace_s)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
                 try:
-                    os.killpg(proc.pid, sig)
-                    proc.wait(grace_s)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+                    os.killpg(proc.pid, 0)
                 except ProcessLookupError:
-                    break
+                    return  # the whole group is gone
+            time.sleep(0.05)

@@ -214,4 +214,6 @@ def main(argv=None, prog=None):
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from ddstore.cli import run_program
+    sys.exit(run_program(main))

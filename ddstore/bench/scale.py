@@ -633,4 +633,5 @@ def main(argv=None, prog=None):
 
 
 if __name__ == "__main__":
-    main()
+    from ddstore.cli import run_program
+    sys.exit(run_program(main))

@@ -544,4 +544,5 @@ def main(argv=None, prog=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ddstore.cli import run_program
+    sys.exit(run_program(main))

@@ -199,4 +199,6 @@ def _plot(results, path, size):
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    from ddstore.cli import run_program
+    sys.exit(run_program(main))
