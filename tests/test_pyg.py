@@ -581,6 +581,30 @@ def test_node_counts_without_sizes_hold_every_id_of_a_type(store):
     out = smp._sample({"b": torch.tensor([3, 1])})  # b1 <- a1 (edge 1); a1 <- b3
     assert out.node["b"].tolist() == [3, 1] and out.node["a"].tolist() == [1]
     assert out.edge[ar].tolist() == [1] and out.edge[bs].tolist() == [0]
+    # a stored node attribute gives the count, homogeneous or not: an id beyond its
+    # rows is refused at the put (a homogeneous put grew the count past the features,
+    # and the first batch failed reading them), nothing stored
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    fs = dpyg.FeatureStore(store, "sizes3")
+    fs.put_tensor(torch.zeros(20, 2), group_name=None, attr_name="x")
+    gs3 = dpyg.GraphStore(store, "sizes3")
+    before = store.variables()
+    with pytest.raises(DDStoreIndexError, match=r"source node 24 out of range \[0, 20\) "
+                                                r"\(size=\(20, 20\)\)"):
+        gs3.put_edge_index(torch.tensor([[0, 24], [1, 2]]), edge_type=None, layout="coo")
+    assert store.variables() == before
+    # from_hetero of node types PyG cannot count: named, nothing stored (the put said
+    # "size must be (num_src, num_dst) integers >= 0, got (None, None)")
+    from torch_geometric.data import HeteroData
+    h = HeteroData()
+    h["u", "to", "v"].edge_index = torch.tensor([[0, 1], [1, 0]])
+    h["v"].num_nodes = 2
+    with pytest.raises(
+            DDStoreValueError, match=r"from_hetero: node type 'u' has no num_nodes "
+                                              r"\(no node attribute to count it from, and "
+                                              r"none set\): set data\['u'\].num_nodes"):
+        dpyg.from_hetero(store, h, name="uncounted")
+    assert store.variables() == before
 
 
 def test_size_must_be_integers_and_a_refused_replacement_keeps_the_edges(store):

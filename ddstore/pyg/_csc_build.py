@@ -152,10 +152,8 @@ def decide(state, plan, infos):
         ns, nd = _node_count(state, st_), _node_count(state, dt_)
         ptr_nodes = plan.ptr_nodes or 0
         ps, pd = (ptr_nodes, 0) if plan.layout == EdgeLayout.CSR else (0, ptr_nodes)
-        if edge_type is None:
-            n = max(ns or 0, max_src + 1, max_dst + 1, ps, pd)
-            size = (n, n)
-        elif st_ == dt_:  # one node type at both ends: one count
+        if st_ == dt_:  # one node type at both ends (homogeneous or not): one count,
+            # a stored node attribute's rows when there is one (ids beyond are refused)
             n = max(ns if ns is not None else max(max_src, max_dst) + 1, ps, pd)
             size = (n, n)
         else:

@@ -154,6 +154,15 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
             raise DDStoreValueError(f"from_hetero needs a HeteroData, got "
                                     f"{type(data).__name__}")
         named = (("time_attr", time_attr), ("weight_attr", weight_attr))
+        ends = dict.fromkeys(list(data.node_types) + [t for et in data.edge_types
+                                                      for t in (et[0], et[2])])
+        unknown = [nt for nt in ends
+                   if nt not in data.node_types or data[nt].num_nodes is None]
+        if unknown:  # (the puts refused "size must be ... integers, got (None, None)")
+            raise DDStoreValueError(
+                f"from_hetero: node type {unknown[0]!r} has no num_nodes (no node "
+                f"attribute to count it from, and none set): set "
+                f"data[{unknown[0]!r}].num_nodes to its number of nodes")
         attrs = []
         for group, counts in ([(nt, {"node": data[nt].num_nodes}) for nt in data.node_types]
                               + [(et, {"edge": _num_edges(data[et])})
