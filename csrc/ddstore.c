@@ -469,7 +469,14 @@ static int allocate_windows(dds_store *s, struct dds_var *v, int64_t bytes)
                                      &v->shm_win);
         if (info != MPI_INFO_NULL) MPI_Info_free(&info);
         if (rc != MPI_SUCCESS) {
-            code = dds_mpi_error(rc, "MPI_Win_allocate_shared");
+            char msg[MPI_MAX_ERROR_STRING];  /* with the variable and the size */
+            int n = 0;
+            if (MPI_Error_string(rc, msg, &n) != MPI_SUCCESS)
+                snprintf(msg, sizeof msg, "error code %d", rc);
+            code = dds_set_error(DDS_EMPI, "variable '%s': MPI_Win_allocate_shared of %lld "
+                                 "bytes on this rank failed (is the shared memory, "
+                                 "/dev/shm, or the address space ulimit -v allows too "
+                                 "small?): %s", v->name, (long long)bytes, msg);
             v->shm_win = MPI_WIN_NULL;
             v->base = NULL;
         } else {
