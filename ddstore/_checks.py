@@ -9,12 +9,23 @@ from .errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "check_free_names",
            "names_under", "aside_name", "is_aside", "STORABLE_KINDS", "STORABLE_NAMES",
-           "as_array"]
+           "as_array", "storable"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 STORABLE_KINDS = "biufcmM"
-STORABLE_NAMES = ("bool, int8-int64, uint8-uint64, float16-float64, complex, datetime64, "
-                  "timedelta64")
+STORABLE_NAMES = ("bool, int8-int64, uint8-uint64, float16-float64, complex64-complex128, "
+                  "datetime64, timedelta64")
+
+
+def storable(dtype):
+    """Whether rows of numpy ``dtype`` can be stored as raw bytes: a kind of
+    :data:`STORABLE_KINDS` without fields, and not numpy's long double (``float128``,
+    ``complex256``: 10 bytes of value in 16, whose padding numpy leaves as it finds it,
+    so two replicas of the same values hold different bytes and a checkpoint, which
+    compares them, refuses them)."""
+    return (dtype.kind in STORABLE_KINDS and dtype.fields is None
+            and not (dtype.kind == "f" and dtype.itemsize > 8)
+            and not (dtype.kind == "c" and dtype.itemsize > 16))
 
 
 def as_array(x, what):

@@ -16,6 +16,7 @@ from . import _collective, _core, _status
 from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
+           "check_exit_settings",
            "check_launch", "launched_alone", "single_rank_hint", "refuse_pickle"]
 
 REPORT_EVERY = 30.0    # seconds between the lines of a rank waiting at its exit
@@ -47,20 +48,40 @@ def refuse_pickle(store, protocol=None):
         "use num_workers=0")
 
 
+def _seconds(text):
+    """``text`` as a positive number of seconds, or None: plain ASCII decimal digits with
+    at most one point (float() alone would also take "1_000", other scripts' digits
+    ("٣"), "1e3" and "nan")."""
+    value = float(text) if re.fullmatch(r"[0-9]+\.?[0-9]*|\.[0-9]+", text) else -1.0
+    return value if 0 < value < float("inf") else None
+
+
 def _seconds_from(var, default, meaning):
     """Environment variable ``var`` as a positive number of seconds; ``default`` when it
     is unset or (with a line on stderr saying so) not such a number."""
     text = os.environ.get(var, "").strip()
     if not text:
         return default
-    # plain ASCII decimal digits with at most one point: float() alone would also take
-    # "1_000", other scripts' digits ("٣"), "1e3" and "nan"
-    value = float(text) if re.fullmatch(r"[0-9]+\.?[0-9]*|\.[0-9]+", text) else -1.0
-    if not 0 < value < float("inf"):
+    value = _seconds(text)
+    if value is None:
         sys.stderr.write(f"[ddstore] {var}={text!r} is not a positive number of "
                          f"seconds; {meaning}\n")
         return default
     return value
+
+
+def check_exit_settings():
+    """Raise a :class:`DDStoreValueError` naming it unless ``DDSTORE_EXIT_TIMEOUT`` (a
+    positive number of seconds, or none) and ``DDSTORE_EXIT_REPORT_SECONDS`` are unset or
+    well formed: run in a store's constructor, so that a bad value is refused at once,
+    not found at the exit (where it can only fall back to the default)."""
+    for var, none_ok in (("DDSTORE_EXIT_TIMEOUT", True),
+                         ("DDSTORE_EXIT_REPORT_SECONDS", False)):
+        text = os.environ.get(var, "").strip()
+        if text and not (none_ok and text.lower() in NO_LIMIT) and _seconds(text) is None:
+            raise DDStoreValueError(
+                f"{var}={text!r} must be a positive number of seconds in plain digits "
+                f"(e.g. 1800){', or none (no limit)' if none_ok else ''}")
 
 
 NO_LIMIT = ("none", "inf", "infinity", "unlimited")  # DDSTORE_EXIT_TIMEOUT: wait for ever

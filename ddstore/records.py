@@ -13,7 +13,7 @@ public methods and attributes (``collective``, ``transaction``, ``check_alive``,
 :class:`~ddstore.variables.Variables` (not entered in its table)."""
 import numpy as np
 
-from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
+from ._checks import (STORABLE_NAMES, storable, as_array, as_indices, as_int,
                       check_indices, integer_scalar, shown_name)
 from ._readers import ahead, resolve_ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
@@ -348,7 +348,7 @@ def _record_schema(name, samples):
             if arr.ndim < 1:
                 raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} is a scalar; "
                                         f"values need a first (variable) dimension")
-            if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
+            if not storable(arr.dtype):
                 raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} has dtype "
                                         f"{arr.dtype}, which cannot be stored; allowed: "
                                         f"{STORABLE_NAMES}")
@@ -402,8 +402,8 @@ def _records_spec(name, schema, sizes):
         except (TypeError, ValueError) as exc:
             raise DDStoreValueError(f"{what}: schema[{key!r}] must be "
                                     f"(dtype, trailing_shape): {exc}")
-        if not isinstance(key, str) or not key or dt.kind not in STORABLE_KINDS or \
-                dt.fields is not None or any(t < 0 for t in trailing):
+        if not isinstance(key, str) or not key or not storable(dt) or \
+                any(t < 0 for t in trailing):
             raise DDStoreValueError(f"{what}: schema[{key!r}] = "
                                     f"({dt}, {trailing}) cannot be stored "
                                     f"(non-empty str key, numeric dtype, dims >= 0)")

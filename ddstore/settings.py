@@ -53,6 +53,7 @@ def env_settings(progress=None):
     ``DDSTORE_SERVE_MIN_PIECES`` (``DDSTORE_TRANSPORT`` is agreed as ``transport``).
     ``progress``: the constructor's argument, which takes the place of
     ``DDSTORE_PROGRESS`` unless None."""
+    _lifecycle.check_exit_settings()  # (this rank's own, checked here: refused at once)
     if progress is None:
         progress = _env_choice("DDSTORE_PROGRESS", _PROGRESS)
     elif progress not in _PROGRESS:

@@ -30,7 +30,7 @@ import numpy as np
 from . import _core
 from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
-from ._checks import (STORABLE_KINDS, STORABLE_NAMES, as_array, as_indices, as_int,
+from ._checks import (STORABLE_NAMES, storable, as_array, as_indices, as_int,
                       cast_in_range, check_free_names, check_indices, integer_scalar, is_int,
                       removed_error, shown_name)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
@@ -167,10 +167,13 @@ class Variables:
 
     @staticmethod
     def check_dtype(name, dtype):
-        if dtype.kind not in STORABLE_KINDS or dtype.fields is not None:
+        if not storable(dtype):
+            why = ("numpy's long double, whose padding bytes replicas of one value do not "
+                   "share: store float64 or complex128" if dtype.kind in "fc" and
+                   dtype.fields is None else "no object, string or structured dtypes")
             raise DDStoreValueError(
                 f"variable {name!r}: dtype {dtype} cannot be stored; allowed: "
-                f"{STORABLE_NAMES} (no object, string or structured dtypes)")
+                f"{STORABLE_NAMES} ({why})")
 
     def create(self, name, n_local, dtype, row_shape):
         """Collective, after a step's round: allocate a variable whose metadata (dtype,

@@ -42,6 +42,16 @@ def test_bad_exit_timeout_keeps_the_default_bound(monkeypatch, capfd, text):
     err = capfd.readouterr().err
     assert f"DDSTORE_EXIT_TIMEOUT={text!r} is not a positive number of seconds" in err, err
     assert "waiting at most 10 min (the default)" in err, err
+    # a store's constructor refuses it at once (it was found only at the exit)
+    from ddstore.errors import DDStoreValueError
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"DDSTORE_EXIT_TIMEOUT={text.strip()!r} must be a positive number of seconds in "
+            f"plain digits (e.g. 1800), or none (no limit)")):
+        _lifecycle.check_exit_settings()
+    monkeypatch.setenv("DDSTORE_EXIT_TIMEOUT", "none")
+    monkeypatch.setenv("DDSTORE_EXIT_REPORT_SECONDS", text)
+    with pytest.raises(DDStoreValueError, match="DDSTORE_EXIT_REPORT_SECONDS="):
+        _lifecycle.check_exit_settings()
 
 
 def test_exit_timeout_takes_plain_decimals(monkeypatch):

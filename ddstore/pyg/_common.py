@@ -8,7 +8,7 @@ import weakref
 
 import numpy as np
 
-from .._checks import STORABLE_KINDS, is_int
+from .._checks import is_int, storable
 from .._fingerprint import same_data
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
@@ -243,7 +243,7 @@ def as_source(x, what):
 def check_storable(arr, what):
     """Raise a :class:`~ddstore.DDStoreValueError` unless ``arr`` (an array or
     :class:`LazyRows`) has a storable dtype and a first (row) dimension."""
-    if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
+    if not storable(arr.dtype):
         raise DDStoreValueError(f"{what}: dtype {arr.dtype} cannot be stored (allowed: "
                                 f"bool, integer, float, complex)")
     if arr.ndim < 1:

@@ -31,8 +31,9 @@ import numpy as np
 
 from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
-from .._checks import (STORABLE_KINDS, as_bool, as_dtype, as_indices, check_free_names,
-                       check_indices, integer_scalar, is_int, names_under, tensor_values)
+from .._checks import (as_bool, as_dtype, as_indices, check_free_names,
+                       check_indices, integer_scalar, is_int, names_under, storable,
+                       tensor_values)
 from .._times import FLOAT_TIMES, time_dtype, time_share
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
@@ -185,7 +186,7 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
         if arr.ndim < 1:
             raise DDStoreValueError(f"graph {name!r}: {key} must have a first "
                                     f"(row) dimension, got a scalar")
-        if arr.dtype.kind not in STORABLE_KINDS or arr.dtype.fields is not None:
+        if not storable(arr.dtype):
             raise DDStoreValueError(f"graph {name!r}: {key} has dtype {arr.dtype},"
                                     f" which cannot be stored")
         if rows is not None and arr.shape[0] != rows:
