@@ -469,6 +469,31 @@ def test_get_records_packed_reads_into_given_arrays(store):
     assert not ro.any()  # nothing written into the refused array
 
 
+def test_long_double_refused_everywhere_with_the_reason(store):
+    """numpy's long double (float128, complex256) is refused by every layer that stores
+    raw rows (a checkpoint of two replicas refused it: its padding bytes differ between
+    copies of one value), naming why and what to store; float64 and complex128 are
+    taken."""
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    if np.dtype(np.longdouble).itemsize <= 8:
+        pytest.skip("this platform's long double is float64")
+    for dt in (np.longdouble, np.clongdouble):
+        with pytest.raises(DDStoreValueError, match=r"cannot be stored; allowed: .* "
+                                                    r"\(numpy's long double, whose padding "
+                                                    r"bytes .* store float64 or complex128"):
+            store.add("ld", np.zeros(3, dt))
+        with pytest.raises(DDStoreValueError, match=r"has dtype (float|complex)\d+, which "
+                                                    r"cannot be stored"):
+            store.add_records("ldr", [{"a": np.zeros(2, dt)}])
+        with pytest.raises(DDStoreValueError, match="cannot be stored"):
+            dpyg.FeatureStore(store, "ldf").put_tensor(np.zeros((3, 1), dt),
+                                                       group_name=None, attr_name="x")
+    assert "ld" not in store and "ldr" not in store
+    store.add("c128", np.zeros(2, np.complex128))
+    store.remove("c128")
+
+
 def test_update_refuses_values_the_dtype_cannot_hold(store):
     """``update`` casts rows of the same kind to the variable's dtype, and refuses a
     value the cast would not keep, naming it, its position and the range, the rows left
