@@ -14,7 +14,7 @@ from . import _core
 __all__ = ["at_least", "int_list", "seed", "SEED_MAX", "output_dir",
            "HelpFormatter", "check_width", "check_widths", "width_text", "widths_text",
            "transports_text", "TRANSPORTS", "report_dir", "report_target", "foreign_file",
-           "REPORT_KEYS", "run_program", "nothing_to_train", "input_path"]
+           "REPORT_KEYS", "run_program", "nothing_to_train", "input_path", "agreed_call"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -338,6 +338,22 @@ def agree_exit(comm, message, code=1):
             sys.stderr.write(f"{prog}: error: {text}{where}\n")
         sys.stderr.flush()
     raise SystemExit(code)
+
+
+def agreed_call(comm, fn, *args):
+    """Collective over ``comm``: ``fn(*args)`` on every rank (each opening its own files:
+    an example's ``--data`` or ``--resume``), its result returned; when it refuses on
+    any rank (a :class:`~ddstore.DDStoreError`, or ``SystemExit`` with a message), every
+    rank ends through :func:`agree_exit`, rank 0 printing each refusal once."""
+    from .errors import DDStoreError
+    try:
+        out, refused = fn(*args), None
+    except DDStoreError as exc:
+        out, refused = None, str(exc)
+    except SystemExit as exc:
+        out, refused = None, str(exc.code)
+    agree_exit(comm, refused)
+    return out
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -40,7 +40,7 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import agree_exit, at_least, check_width, run_program  # noqa: E402
+from ddstore.cli import agreed_call, at_least, check_width, run_program  # noqa: E402
 from ddstore.dynamic import DynamicWindowDataset  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
@@ -106,13 +106,8 @@ def main():
     comm = MPI.COMM_WORLD
     torch.manual_seed(args.seed)
     t_start = time.time()
-    try:  # each rank opens the file itself: a refusal is said once, by rank 0
-        (raw, series, target, label), refused = load(args), None
-    except ddstore.DDStoreError as exc:
-        refused = str(exc)
-    except SystemExit as exc:
-        refused = str(exc.code)
-    agree_exit(comm, refused)
+    # each rank opens the file itself: a refusal is said once, by rank 0
+    raw, series, target, label = agreed_call(comm, load, args)
     store = ddstore.DDStore(comm, width=args.width)
     ds = DynamicWindowDataset(store, "tennis", series, args.horizon, edges=raw.edges,
                                  weights=raw.weights,

@@ -55,7 +55,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.cli import (ArgumentParser, HelpFormatter, agree_exit, at_least,
+from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least,
                          check_width, checkpoint_conflict, nothing_to_train, output_dir,
                          run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
@@ -322,13 +322,9 @@ def main(argv=None):
     t_start = time.perf_counter()
     device = init_torch_distributed(comm, device=args.device)
 
-    state = refused = None
+    state = None
     if args.resume:  # a refusal on any rank: one line from rank 0, every rank ends
-        try:
-            state = load_state(args, comm)
-        except SystemExit as exc:
-            refused = str(exc.code)
-        agree_exit(comm, refused)
+        state = agreed_call(comm, load_state, args, comm)
     if state is None:
         store = ddstore.DDStore(comm, width=args.width, transport=args.transport)
     else:  # the graphs come back from the checkpoint, at this rank count and width

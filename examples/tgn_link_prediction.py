@@ -75,7 +75,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import ddstore
-from ddstore.cli import (ArgumentParser, HelpFormatter, agree_exit, at_least, check_width,
+from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least, check_width,
                          checkpoint_conflict, input_path, nothing_to_train, output_dir,
                          run_program)
 from ddstore import temporal as tg
@@ -443,11 +443,8 @@ def train_memory_model(graph, store, args, comm):
     state = None
     if args.resume:
         memory = tg.NodeMemory.open(store, "memory")
-        try:  # a refusal on any rank: one line from rank 0, every rank ends
-            state, refused = load_training_state(args.resume, store, args), None
-        except SystemExit as exc:
-            refused = str(exc.code)
-        agree_exit(comm, refused)
+        # a refusal on any rank: one line from rank 0, every rank ends
+        state = agreed_call(comm, load_training_state, args.resume, store, args)
     else:
         memory = tg.NodeMemory(store, "memory", graph.num_nodes, args.memory_dim,
                                mail_dim, mailbox_size=mailbox)

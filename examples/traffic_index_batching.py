@@ -46,7 +46,7 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import (agree_exit, at_least, check_width,  # noqa: E402
+from ddstore.cli import (agreed_call, at_least, check_width,  # noqa: E402
                          checkpoint_conflict, nothing_to_train, output_dir,
                          run_program)
 from ddstore.distributed import init_torch_distributed  # noqa: E402
@@ -193,22 +193,16 @@ def main():
     torch.manual_seed(args.seed)
     state = None
     if args.resume:  # the series from the checkpoint: no data file is read
-        try:  # a refusal on any rank: one line from rank 0, every rank ends
-            state, refused = load_state(args), None
-        except SystemExit as exc:
-            refused = str(exc.code)
-        agree_exit(comm, refused)
+        # a refusal on any rank: one line from rank 0, every rank ends
+        state = agreed_call(comm, load_state, args)
         label = state["label"]
         store = ddstore.DDStore.restore(os.path.join(args.resume, "store"), comm,
                                         width=args.width)
         ds = st.WindowDataset.open(store, "series")
         horizon = ds.horizon
     else:
-        try:  # each rank opens the file itself: a refusal is said once, by rank 0
-            (series, label), refused = load_series(args), None
-        except ddstore.DDStoreError as exc:
-            refused = str(exc)
-        agree_exit(comm, refused)
+        # each rank opens the file itself: a refusal is said once, by rank 0
+        series, label = agreed_call(comm, load_series, args)
         weekly = label.endswith(".json")
         horizon = args.horizon or (4 if weekly else 12)
         time_features = ("tod",) if series.timestamps is not None else None

@@ -443,6 +443,27 @@ def test_agree_exit_ends_every_rank_with_one_line(capsys):
     assert err.count("error: --resume x: no such directory") == 1, err
 
 
+def test_agreed_call_returns_or_ends_every_rank_with_one_line(capsys):
+    """ddstore.cli.agreed_call (an example's per-rank file reads): the result when no
+    rank refuses; a DDStoreError or a SystemExit with a message ends the program with
+    rank 0's one line."""
+    from mpi4py import MPI
+    from ddstore import DDStoreValueError
+    from ddstore.cli import agreed_call
+    assert agreed_call(MPI.COMM_SELF, lambda a, b: (a, b), 1, 2) == (1, 2)
+
+    def refuse(exc):
+        raise exc
+    for exc, words in ((DDStoreValueError("load_npy: x.npy is truncated"),
+                        "error: load_npy: x.npy is truncated"),
+                       (SystemExit("--resume ck: no such directory"),
+                        "error: --resume ck: no such directory")):
+        with pytest.raises(SystemExit) as info:
+            agreed_call(MPI.COMM_SELF, refuse, exc)
+        assert info.value.code == 1
+        assert capsys.readouterr().err.count(words) == 1
+
+
 def test_nothing_to_train_names_the_epochs():
     """ddstore.cli.nothing_to_train (a resumed example whose checkpoint already holds
     the last epoch it would train): a line naming the epoch done and --epochs; None
