@@ -138,9 +138,12 @@ def draw_counter(loader):
                       getattr(inner, "link_sampler", None)):
             if counter is None and owner is not None and hasattr(type(owner), "draws"):
                 counter = owner
-        for s in (inner, getattr(inner, "sampler", None),
-                  getattr(inner, "batch_sampler", None),
-                  getattr(getattr(inner, "batch_sampler", None), "sampler", None)):
+        # the generator the thread draws from: the shuffle's (its sampler's), before the
+        # loader's own (which a DataLoader draws from in the caller's thread, at iter())
+        for s in (getattr(inner, "sampler", None),
+                  getattr(getattr(inner, "batch_sampler", None), "sampler", None),
+                  getattr(getattr(inner, "sampler", None), "sampler", None),
+                  getattr(inner, "batch_sampler", None), inner):
             g = getattr(s, "generator", None)
             if generator is None and g is not None and hasattr(g, "get_state"):
                 generator = g

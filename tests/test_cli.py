@@ -102,6 +102,22 @@ def test_run_child_ends_the_childs_group_on_a_signal(tmp_path):
         time.sleep(0.1)
     assert not _running("sleep 313.25"), "the child's group outlived the driver"
     assert not marker.exists(), "the driver's finally did not run"
+    # the group's leader gone while another of its processes still holds the output
+    # (run_child still waiting): that one is ended too (it was left running)
+    code = ("from ddstore.bench import run_child\n"
+            "run_child(['sh', '-c', 'sleep ' + '313.5 & exit 0'], grace_s=2)\n")
+    driver = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and not _running("sleep 313.5"):
+        time.sleep(0.1)
+    assert _running("sleep 313.5"), "the child never started"
+    time.sleep(0.5)  # (its leader has exited)
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(30) == 128 + signal.SIGTERM
+    deadline = time.time() + 15
+    while time.time() < deadline and _running("sleep 313.5"):
+        time.sleep(0.1)
+    assert not _running("sleep 313.5"), "a process of the child's group was left"
 
 
 def _running(words):

@@ -805,6 +805,39 @@ def test_streams_given_back_only_where_only_dropped_batches_drew(store, wrap):
     assert not _threads()
 
 
+@pytest.mark.parametrize("wrap", ["prefetch", "device"])
+def test_shuffles_own_generator_given_back(wrap):
+    """A DataLoader given ``generator=g`` whose ``RandomSampler`` has its own ``g2``:
+    the read-ahead gives back ``g2`` (the one its thread draws from: the permutation a
+    ``RandomSampler`` draws at its end), so the epoch after a break at the last batch is
+    the plain loader's (``g``, drawn in the caller's thread at ``iter()``, was taken)."""
+    from ddstore.prefetch import prefetch
+
+    class Items(torch.utils.data.Dataset):
+        def __len__(self):
+            return 20
+
+        def __getitem__(self, i):
+            return torch.tensor([i])
+
+    def after_break(read_ahead):
+        g, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(9)
+        loader = torch.utils.data.DataLoader(
+            Items(), batch_size=5, generator=g,
+            sampler=torch.utils.data.RandomSampler(Items(), generator=g2))
+        loader = read_ahead(loader)
+        for i, _ in enumerate(loader):
+            time.sleep(0.05)  # the thread runs to the epoch's end
+            if i == 3:
+                break
+        gc.collect()
+        return [b.flatten().tolist() for b in loader]
+    ahead = (lambda lo: prefetch(lo, 2)) if wrap == "prefetch" else \
+        (lambda lo: DevicePrefetcher(lo, "cpu", prefetch=2))
+    assert after_break(ahead) == after_break(lambda lo: lo)
+    assert not _threads()
+
+
 def _after_plain_epoch(train):
     torch.manual_seed(3)
     list(train.loader(4, seed=1))

@@ -593,6 +593,12 @@ def test_node_counts_without_sizes_hold_every_id_of_a_type(store):
                                                 r"\(size=\(20, 20\)\)"):
         gs3.put_edge_index(torch.tensor([[0, 24], [1, 2]]), edge_type=None, layout="coo")
     assert store.variables() == before
+    # the count is the most rows of the type's attributes (one first put with an index
+    # holds fewer: the first one listed was taken, and ids up to 19 were refused)
+    fs.put_tensor(torch.zeros(3, 1), group_name=None, attr_name="a", index=torch.arange(3))
+    gs3.put_edge_index(torch.tensor([[0, 19], [1, 2]]), edge_type=None, layout="coo")
+    assert gs3.node_counts() == {None: 20}
+    before = store.variables()
     # from_hetero of node types PyG cannot count: named, nothing stored (the put said
     # "size must be (num_src, num_dst) integers >= 0, got (None, None)")
     from torch_geometric.data import HeteroData

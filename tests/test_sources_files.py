@@ -189,6 +189,15 @@ def test_pems_h5_inconsistent_frames_refused(tmp_path, change, words):
     assert words in str(info.value), info.value
 
 
+def test_pems_h5_bad_dtype_argument_named(tmp_path):
+    """A dtype= that is no numpy dtype is the caller's argument, named as such (the file
+    was blamed: "cannot be read as a pandas HDF5 frame")."""
+    path = _h5(tmp_path, "ok.h5", lambda g: None)
+    with pytest.raises(DDStoreValueError, match=r"load_pems_h5: dtype='foo' is not a "
+                                                r"numpy dtype"):
+        load_pems_h5(path, dtype="foo")
+
+
 def test_pems_h5_damaged_metadata_named(tmp_path):
     """A file whose HDF5 metadata is damaged (400 bytes zeroed) is refused naming it
     (it was h5py's bare "RuntimeError: Link iteration failed")."""

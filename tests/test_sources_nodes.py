@@ -269,6 +269,14 @@ def test_npy_rows_and_columns(tmp_path):
         npformat.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False,
                                              "shape": (2 ** 61, 8)})
         fh.write(np.zeros((4, 8)).tobytes())
+    wide = tmp_path / "wide.npy"  # no rows, but rows no one can hold: named, not numpy's
+    with open(wide, "wb") as fh:
+        npformat.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False,
+                                             "shape": (0, 2 ** 63)})
+    with pytest.raises(DDStoreValueError, match=r"wide.npy: its header says shape .* rows "
+                                                r"of 9223372036854775808 elements are too "
+                                                r"large to read"):
+        R.read_npy_rows(str(wide), 0, 0)
     for call in (lambda: R.read_rows(str(huge), 0, 4), lambda: R.count_rows(str(huge))):
         with pytest.raises(DDStoreValueError, match=r"huge.npy: truncated: its header says "
                                                     r"shape \(2305843009213693952, 8\) "

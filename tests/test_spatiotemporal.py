@@ -736,6 +736,14 @@ def test_window_views_are_torch_datasets(store):
             assert torch.equal(a, w) and torch.equal(b, w)
     batch = train.__getitems__([1, 2])
     assert st.batch_collate(batch) is batch.parts  # handed on, not copied
+    one = train[3]  # batch_size=None: one sample, handed on as it is (not stacked)
+    assert st.batch_collate(one) is one
+    (x3, y3), = itertools.islice(torch.utils.data.DataLoader(
+        train, batch_size=None, sampler=[3], collate_fn=st.batch_collate), 1)
+    assert torch.equal(x3, one[0]) and torch.equal(y3, one[1])
+    with pytest.raises(TypeError, match="WindowBatch indices must be integers or slices, "
+                                        "not float"):
+        batch[1.0]
     assert torch.equal(st.batch_collate([train[1], train[2]])[0], batch.parts[0])
     part = train[2:9:3]
     assert isinstance(part, torch.utils.data.Subset) and list(part.indices) == [2, 5, 8]

@@ -336,7 +336,7 @@ def run_child(cmd, env=None, grace_s=10):
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)
-        if proc is not None and proc.poll() is None:
+        if proc is not None:  # (its leader may be gone, another of the group not)
             _end_group(proc, grace_s)
 
 

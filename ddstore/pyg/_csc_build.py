@@ -62,12 +62,12 @@ class Plan:
 
 
 def _node_count(state, node_type):
-    """Rows of any stored node attribute of ``node_type`` (None: none stored)."""
+    """The most rows of a stored node attribute of ``node_type`` (None: none stored; an
+    attribute first put with an index holds fewer rows than the nodes)."""
     prefix = node_var(state.name, node_type, "")
-    for v in state.store.variables():
-        if v.startswith(prefix):
-            return int(state.store.nrows(v))
-    return None
+    rows = [int(state.store.nrows(v)) for v in state.store.variables()
+            if v.startswith(prefix)]
+    return max(rows) if rows else None
 
 
 def first_pass(state, columns, lo, hi, edge_type, size, what, layout=EdgeLayout.COO,

@@ -559,12 +559,14 @@ class GraphStore(_PygGraphStore):
             if t is None or isinstance(t, str):  # node types (not edge types' rows)
                 sizes.setdefault(t, n)
         prefix = node_var(self.name, None, "")[:-len(type_key(None)) - 1]
+        attr_rows = {}  # the most rows of each type's attributes
         for v in self.store.variables():
             if v.startswith(prefix):
                 t = v[len(prefix):].split("/", 1)[0]
                 t = None if t == type_key(None) else t
-                if t not in sizes:
-                    sizes[t] = int(self.store.nrows(v))
+                attr_rows[t] = max(attr_rows.get(t, 0), int(self.store.nrows(v)))
+        for t, n in attr_rows.items():
+            sizes.setdefault(t, n)
         return sizes
 
     def csc_bytes(self):

@@ -97,6 +97,12 @@ def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=N
     computed in float64 from what is read, so a float64 file is not rounded first).
     """
     import h5py
+    if dtype is not None:  # the caller's argument, named as such (not the file's fault)
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError as exc:
+            raise DDStoreValueError(f"load_pems_h5: dtype={dtype!r} is not a numpy dtype "
+                                    f"({exc})") from None
     path = regular_file(path, "load_pems_h5: cannot open ", "no such file")
     try:
         fh = h5py.File(path, "r")

@@ -304,8 +304,10 @@ def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False):
     plus the ``ddstore-pff.json`` metadata file.  Returns the number written.  Local
     (not collective): call it on one rank.
 
-    Each sample is read back from its pickle (as :class:`PickleDirSource` reads it)
-    before it is written: one the reader would refuse is refused here, naming it.
+    Each sample is unpickled back (by the restricted unpickler
+    :class:`PickleDirSource` reads with) before it is written: one it would refuse is
+    refused here, naming it (what a layer then makes of the sample, e.g.
+    :class:`~ddstore.graphs.GraphDataset`'s dtype rules, is checked when it loads).
     All or nothing, and touching nothing else: ``path`` must be new, an empty directory
     or a PFF directory of an earlier write (that and nothing else), which is replaced
     only once every file is written (:func:`~ddstore.sources.base.written_in_place`)."""
@@ -322,8 +324,15 @@ def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False):
             data = pickle.dumps(samples[i], protocol=pickle.HIGHEST_PROTOCOL)
             # what the reader would refuse is refused here, before anything is kept (a
             # torch uint16 tensor's pickle, which torch itself cannot load back)
-            restricted_loads(data, f"{what}: sample {i} would not read back: "
-                                   f"{pattern.format(i)}")
+            try:
+                restricted_loads(data, f"{what}: sample {i} would not read back: "
+                                       f"{pattern.format(i)}")
+            except DDStoreValueError as exc:
+                if "UntypedStorage" not in str(exc):
+                    raise
+                raise DDStoreValueError(f"{exc} (a torch tensor of a dtype whose pickle "
+                                        f"torch cannot load, uint16, uint32 or uint64: "
+                                        f"store it as int32 or int64)") from None
             with open(os.path.join(temporary, pattern.format(i)), "wb") as f:
                 f.write(data)
         with open(os.path.join(temporary, META_NAME), "w") as f:

@@ -310,6 +310,9 @@ def npy_shape(path):
         raise DDStoreValueError(f"{path}: holds a 0-d array; rows need at least 1 "
                                 f"dimension")
     need = math.prod(shape) * dtype.itemsize  # (Python ints: no wrap)
+    if math.prod(shape[1:]) * dtype.itemsize >= 1 << 62:  # (even with no rows)
+        raise DDStoreValueError(f"{path}: its header says shape {shape} {dtype}: rows of "
+                                f"{math.prod(shape[1:])} elements are too large to read")
     if size - offset < need:
         raise DDStoreValueError(f"{path}: truncated: its header says shape {shape} "
                                 f"{dtype} ({need} data bytes) but it holds "

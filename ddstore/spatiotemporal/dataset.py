@@ -130,7 +130,10 @@ class WindowBatch(collections.abc.Sequence):
         if isinstance(b, slice):
             return [self[i] for i in range(n)[b]]
         b = integer_scalar(b)
-        if not is_int(b) or not -n <= b < n:
+        if not is_int(b):
+            raise TypeError(f"WindowBatch indices must be integers or slices, not "
+                            f"{type(b).__name__}")
+        if not -n <= b < n:
             raise IndexError(f"WindowBatch index {b!r} out of range for {n} windows")
         b = int(b) + (n if b < 0 else 0)
         x, y = self.parts[0][b], self.parts[1][b]
@@ -149,11 +152,14 @@ class WindowBatch(collections.abc.Sequence):
 def batch_collate(batch):
     """``collate_fn`` for a DataLoader over a window dataset: the stacked batch ``(x,
     y)`` (``(x, y, graphs)`` for dynamic windows) that ``__getitems__`` read, without a
-    copy (a :class:`WindowBatch`'s :attr:`~WindowBatch.parts`); any other list of
-    samples goes to torch's ``default_collate``."""
+    copy (a :class:`WindowBatch`'s :attr:`~WindowBatch.parts`); a list of samples (a
+    dataset without ``__getitems__`` around the windows) goes to torch's
+    ``default_collate``; one sample (``batch_size=None``) is handed on as it is."""
     if isinstance(batch, WindowBatch):
         return batch.parts
-    return torch.utils.data.default_collate(batch)
+    if isinstance(batch, list):
+        return torch.utils.data.default_collate(batch)
+    return batch
 
 
 def set_epoch(loader, epoch):
