@@ -38,8 +38,8 @@ nothing else drew from it meanwhile (:func:`_give_back`), so the next epoch is t
 the plain loader gives after the same ``break``.  Torch's global generator is left as
 it is (the caller's loop draws from it too, by timing between the thread's draws):
 batches that draw from it (PyG's negative sampling, a ``seed=None`` sampler) differ
-from the plain loader's under read-ahead.  ``k`` is
-at most :data:`MAX_PREFETCH`.  An iterator kept alive is safe too: freeing the store or removing a variable waits for the
+from the plain loader's under read-ahead.  ``k`` is at most :data:`MAX_PREFETCH`.  An
+iterator kept alive is safe too: freeing the store or removing a variable waits for the
 batch being made (:mod:`ddstore._readers`), and the batches after it raise
 (:class:`~ddstore.errors.DDStoreStateError` for a freed store) in their turn.
 """

@@ -317,9 +317,10 @@ def run_child(cmd, env=None, grace_s=10):
     and ends the child's whole group first (``timeout``, ``mpiexec`` and the ranks under
     it: SIGINT, so that a rank ends as after Ctrl-C, its MPI finalized and its
     shared-memory files removed even before it made a store; then, 3 s later, SIGTERM,
-    and SIGKILL ``grace_s`` after that), then ends this program with exit code 128 + the signal's number
-    through :class:`SystemExit`, so that its ``finally`` blocks (a temporary directory's
-    removal) run: nothing is left running or on disk.  Call from the main thread."""
+    and SIGKILL ``grace_s`` after that), then ends this program with exit code 128 + the
+    signal's number through :class:`SystemExit`, so that its ``finally`` blocks (a
+    temporary directory's removal) run: nothing is left running or on disk.  Call from
+    the main thread."""
     def stop(signum, frame):
         print(f"[ddstore] {signal.Signals(signum).name} received: ending the "
               f"benchmark's run", file=sys.stderr, flush=True)

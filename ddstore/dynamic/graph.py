@@ -341,7 +341,8 @@ class DynamicGraph:
         clipped to ``[1, T]``, so that the deltas between two checkpoints together weigh
         about one snapshot: checkpoints then cost about as much as all deltas together,
         and a random step costs one checkpoint plus at most ``k/2`` deltas (about half a
-        snapshot; up to ``k - 1`` after the last checkpoint, which no checkpoint follows).  With ``k == 1`` every step is a checkpoint and no deltas are stored
+        snapshot; up to ``k - 1`` after the last checkpoint, which no checkpoint
+        follows).  With ``k == 1`` every step is a checkpoint and no deltas are stored
         (graphs that change almost entirely every step gain nothing from deltas).
     dedup : None, "sum" or "last"
         Duplicate edges within one step are an error by default; ``"sum"`` adds their

@@ -61,13 +61,18 @@ class Plan:
                 "weight_attr": self.weight_attr}
 
 
-def _node_count(state, node_type):
-    """The most rows of a stored node attribute of ``node_type`` (None: none stored; an
-    attribute first put with an index holds fewer rows than the nodes)."""
-    prefix = node_var(state.name, node_type, "")
-    rows = [int(state.store.nrows(v)) for v in state.store.variables()
-            if v.startswith(prefix)]
-    return max(rows) if rows else None
+def node_attr_rows(store, name):
+    """``{node type: the most rows of its stored node attributes}`` of the feature store
+    ``name`` (None: the homogeneous type; an attribute first put with an index holds
+    fewer rows than the nodes).  One pass over ``store.variables()``."""
+    prefix = node_var(name, None, "")[:-len(type_key(None)) - 1]
+    rows = {}
+    for v in store.variables():
+        if v.startswith(prefix):
+            t = v[len(prefix):].split("/", 1)[0]
+            t = None if t == type_key(None) else t
+            rows[t] = max(rows.get(t, 0), int(store.nrows(v)))
+    return rows
 
 
 def first_pass(state, columns, lo, hi, edge_type, size, what, layout=EdgeLayout.COO,
@@ -149,7 +154,8 @@ def decide(state, plan, infos):
     plan.max_src = max_src
     st_, dt_ = (None, None) if edge_type is None else (edge_type[0], edge_type[2])
     if size is None:
-        ns, nd = _node_count(state, st_), _node_count(state, dt_)
+        rows = node_attr_rows(state.store, state.name)
+        ns, nd = rows.get(st_), rows.get(dt_)
         ptr_nodes = plan.ptr_nodes or 0
         ps, pd = (ptr_nodes, 0) if plan.layout == EdgeLayout.CSR else (0, ptr_nodes)
         if st_ == dt_:  # one node type at both ends (homogeneous or not): one count,

@@ -19,10 +19,10 @@ from .. import partition
 from ..build import check_chunk_edges
 from ..errors import DDStoreValueError
 from ._common import (GRAPH_KIND, annotation_name, as_edge_type, as_numpy, check_rows,
-                      declared_rows, find_annotation, forget_annotation, node_var,
-                      same_values, type_key, type_from_json, type_to_json)
-from ._csc_build import (as_coo, build, checked_columns, decide, first_pass, remove_lists,
-                         node_ids, node_offsets)
+                      declared_rows, find_annotation, forget_annotation, same_values,
+                      type_from_json, type_to_json)
+from ._csc_build import (as_coo, build, checked_columns, decide, first_pass, node_attr_rows,
+                         remove_lists, node_ids, node_offsets)
 from ._edge_attrs import EdgeAttributes, checked_weight_attr
 from ._forks import ForkVersion
 from ._graph_state import GraphState, Lists
@@ -558,14 +558,7 @@ class GraphStore(_PygGraphStore):
         for t, n in declared_rows(self.store, self.name).items():
             if t is None or isinstance(t, str):  # node types (not edge types' rows)
                 sizes.setdefault(t, n)
-        prefix = node_var(self.name, None, "")[:-len(type_key(None)) - 1]
-        attr_rows = {}  # the most rows of each type's attributes
-        for v in self.store.variables():
-            if v.startswith(prefix):
-                t = v[len(prefix):].split("/", 1)[0]
-                t = None if t == type_key(None) else t
-                attr_rows[t] = max(attr_rows.get(t, 0), int(self.store.nrows(v)))
-        for t, n in attr_rows.items():
+        for t, n in node_attr_rows(self.store, self.name).items():
             sizes.setdefault(t, n)
         return sizes
 
