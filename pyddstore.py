@@ -38,15 +38,16 @@ Semantics kept from the original:
 
 Additions: ``ddstore_width`` (groups of that many consecutive ranks, each holding a full
 replica; what HydraGNN's ``DistDataset(ddstore_width=...)`` builds by splitting the
-communicator), ``get_batch(name, arr, indices)`` (newer DDStore; here local, not
-collective), ``size(name)`` and ``info(name)``.  Only ``method=0`` (MPI) exists; the
-libfabric methods 1 and 2 raise an error.  Errors are ``ddstore.DDStoreError``
-subclasses that are also what the original raised: a row range outside the variable is
-a :class:`PyDDStoreRangeError`, both ``ValueError`` (the original's) and
-``DDStoreIndexError``; an argument of another type (an array that is none, a name that
-is no string, a start, offset or size that is no integer) a :class:`PyDDStoreTypeError`,
-both ``TypeError`` (what the original's typed signatures raised) and
-``DDStoreValueError``; other bad arguments are ``DDStoreValueError`` (a ``ValueError``).
+communicator), ``get_batch(name, arr, indices)`` (ours: the original has no batched
+read; local, not collective), ``size(name)`` and ``info(name)``.  Only ``method=0``
+(MPI) exists; the original's ``method=1`` (libfabric) raises an error.  Errors are
+``ddstore.DDStoreError`` subclasses that are also what the original raised: a row range
+outside the variable is a :class:`PyDDStoreRangeError`, both ``ValueError`` (the
+original's) and ``DDStoreIndexError``; an argument of another type (an array that is
+none, a name that is no string, a start, offset or size that is no integer) a
+:class:`PyDDStoreTypeError`, both ``TypeError`` (what the original's typed signatures
+raised for a string or ``None``) and ``DDStoreValueError``; other bad arguments are
+``DDStoreValueError`` (a ``ValueError``).
 
 Thread level: the original's users lower mpi4py's thread level to ``"serialized"``
 (HydraGNN's ``DistDataset``); then, unless ``DDSTORE_PROGRESS`` is set, the store runs
@@ -58,7 +59,13 @@ refused a ``disp`` that differs.
 Differences from the original: adding a name that exists raises (the original silently
 kept the old data); ``get`` ranges may span ranks; epochs are optional for reads; an
 ``update`` into a variable made by ``add`` in a store with no ``init`` variable is
-published by ``sync()`` (collective), not by ``epoch_begin``.
+published by ``sync()`` (collective), not by ``epoch_begin``.  Arguments are checked
+where the original converted them: a ``float`` or ``bool`` start, offset or size (which
+the original's Cython signatures truncated, ``get(name, buf, 1.7)`` reading row 1) is a
+:class:`PyDDStoreTypeError`, and a start beyond int64 a :class:`PyDDStoreRangeError`
+(the original: ``OverflowError``); a non-contiguous array is a ``DDStoreValueError`` (the
+original: ``AssertionError``); dtypes the original refused with ``NotImplementedError``
+(int8, int16, uint32, float16, ...) are stored and read.
 
 Checkpoint and restart (the original has none): ``store.save(path)`` (collective)
 writes every variable, with its ``disp`` and ``itemsize``, to directory ``path``
@@ -191,8 +198,8 @@ class PyDDStore:
     comm : mpi4py.MPI.Comm
         Communicator of every rank taking part (construction is collective).
     method : int
-        0 (MPI one-sided reads).  The original's libfabric methods 1 and 2 are not
-        available and raise :class:`ddstore.DDStoreValueError`.
+        0 (MPI one-sided reads).  The original's libfabric ``method=1`` is not
+        available and raises :class:`ddstore.DDStoreValueError`.
     ddstore_width : int, optional
         Ranks per group (each group holds one full replica); ``None`` = all ranks.
     transport : str

@@ -165,8 +165,10 @@ def as_dtype(value, what, kinds, allowed):
     """The package's one rule for a dtype argument: a numpy dtype or what numpy takes for
     one (a type, a string such as ``"float32"``), or a torch dtype (as the numpy dtype
     of its tensors), whose kind is one of ``kinds`` (numpy's kind letters, e.g. ``"f"``),
-    returned as a numpy dtype; a :class:`DDStoreValueError` naming ``what``, the value
-    and ``allowed`` (the words for the dtypes taken) otherwise."""
+    returned as a numpy dtype in the machine's byte order (``">f4"`` is float32: torch
+    takes no other, and data in another order is converted as it is stored); a
+    :class:`DDStoreValueError` naming ``what``, the value and ``allowed`` (the words for
+    the dtypes taken) otherwise."""
     try:
         if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
             import torch
@@ -178,7 +180,7 @@ def as_dtype(value, what, kinds, allowed):
                                 f"{allowed}") from None
     if dt.kind not in kinds or dt.fields is not None:
         raise DDStoreValueError(f"{what}={dt}; allowed: {allowed}")
-    return dt
+    return dt if dt.isnative else dt.newbyteorder("=")
 
 
 SEED_MASK = (1 << 64) - 1  # a seed is taken modulo 2**64

@@ -171,7 +171,7 @@ def store_settings(size, width, transport):
     width = store_width(width, size)
     if transport == "auto":
         transport = os.environ.get("DDSTORE_TRANSPORT", "auto").strip().lower() or "auto"
-    if transport not in _core.TRANSPORTS:
+    if not isinstance(transport, str) or transport not in _core.TRANSPORTS:
         raise DDStoreValueError(f"transport={transport!r} is not one of "
                                 f"{sorted(_core.TRANSPORTS)} (argument or "
                                 f"DDSTORE_TRANSPORT)")

@@ -397,6 +397,8 @@ def test_time_features(store):
         make(store, raw, 12, time_features="tod")
     with pytest.raises(DDStoreValueError, match="'hour' unknown"):
         make(store, st.from_arrays(raw, timestamps=ts), 12, time_features=("hour",))
+    with pytest.raises(DDStoreValueError, match=r"\['tod'\] unknown"):  # (no TypeError)
+        make(store, st.from_arrays(raw, timestamps=ts), 12, time_features=(["tod"],))
 
 
 

@@ -557,6 +557,14 @@ def test_node_memory_constructor_errors(store):
     assert store.variables() == []
     m = NodeMemory(store, "m", 10, 4, 3, ts_dtype=torch.int64)  # as dtype= takes torch's
     assert m.ts_dtype == np.int64
+    # another byte order is the machine's (torch reads no other: read() failed before)
+    b = NodeMemory(store, "b", 10, 2, 3, dtype=">f4", ts_dtype=">f8")
+    assert b.dtype == np.float32 and b.ts_dtype == np.float64
+    b.write([1], np.array([[1.5, 2.5]], np.float32), [3.0])
+    b.commit()
+    got = b.read([1])
+    assert got.memory.dtype == torch.float32 and got.memory.tolist() == [[1.5, 2.5]]
+    b.remove()
     with pytest.raises(DDStoreValueError, match=r"NodeMemory 'm': the store already holds "
                                                 r"variables \['m/mail'"):
         NodeMemory(store, "m", 10, 4, 3)
@@ -836,7 +844,7 @@ def test_node_memory_after_remove_or_free(store):
 def test_node_memory_post_to_neighbors(store):
     """APAN's delivery from a sampled block equals posting each root's mail to its
     sampled neighbours in edge order; a mail per root that is missing raises at commit."""
-    from ddstore import DDStoreValueError
+    from ddstore import DDStoreIndexError, DDStoreValueError
     from ddstore.temporal import NodeMemory, TemporalGraph, TemporalSampler
     rng = np.random.default_rng(3)
     g = TemporalGraph.from_arrays(store, "g", rng.integers(0, 12, 80),
@@ -865,6 +873,23 @@ def test_node_memory_post_to_neighbors(store):
                                                 r"object, which has no row, col, nodes"):
         a.commit()
     assert np.array_equal(a.read(np.arange(12)).mail.numpy(), ra.mail.numpy())
+    # a block's positions are checked, not wrapped (-1: the last) or truncated (2.7: 2)
+    from types import SimpleNamespace
+    n = block.nodes.shape[0]
+    for kw, pattern in ((dict(col=[-1]), rf"block.col: index -1 \(position 0\) out of "
+                                         rf"range \[0, {n}\) \(a position in block.nodes"),
+                        (dict(row=[-1]), r"block.row: index -1 .* out of range \[0, 6\)"),
+                        (dict(col=[n]), rf"block.col: index {n} .* out of range"),
+                        (dict(col=[2.7]), r"block.col: indices must be a 1-D sequence of "
+                                          r"integers, got dtype float64"),
+                        (dict(row=[0.9]), r"block.row: indices must be .*float64"),
+                        (dict(row=[0, 1]), r"block.row has 2 entries and block.col 1")):
+        parts = dict(row=[0], col=[2], nodes=block.nodes, num_roots=6) | kw
+        a.post_to_neighbors(SimpleNamespace(**parts), mail, ts)
+        with pytest.raises(DDStoreIndexError if "range" in pattern else DDStoreValueError,
+                           match=pattern):
+            a.commit()
+        assert np.array_equal(a.read(np.arange(12)).mail.numpy(), ra.mail.numpy()), kw
 
 
 def test_link_prediction_metrics_agrees_on_bad_input():

@@ -100,7 +100,7 @@ def _check_time_features(time_features):
         return ()
     kinds = (time_features,) if isinstance(time_features, str) else tuple(time_features)
     for k in kinds:
-        if k not in _TIME_FEATURES:
+        if not isinstance(k, str) or k not in _TIME_FEATURES:
             raise DDStoreValueError(f"time_features entry {k!r} unknown; allowed: "
                                     f"{sorted(_TIME_FEATURES)}")
     if len(set(kinds)) != len(kinds):

@@ -624,10 +624,20 @@ class NodeMemory:
                     f"TemporalBlock (a hop of TemporalSampler.sample: row, col, nodes, "
                     f"num_roots); got {type(block).__name__}, which has no "
                     f"{', '.join(missing)}")
-            row = np.asarray(block.row, dtype=np.int64)
-            nbrs = np.asarray(block.nodes)[np.asarray(block.col, dtype=np.int64)]
-            m, t = _as_array(mail), _as_array(ts)
+            what = f"NodeMemory {self.name!r}: post_to_neighbors"
+            nodes = np.asarray(block.nodes)
             nr = int(block.num_roots)
+            row = as_indices(block.row, f"{what}: block.row", nr)
+            col = as_indices(block.col, f"{what}: block.col", len(nodes))
+            check_indices(row, nr, f"{what}: block.row", detail=" (a root's position)")
+            check_indices(col, len(nodes), f"{what}: block.col",
+                          detail=" (a position in block.nodes)")
+            if row.shape != col.shape:
+                raise DDStoreValueError(f"{what}: block.row has {row.shape[0]} entries and "
+                                        f"block.col {col.shape[0]}; needs one of each per "
+                                        f"edge")
+            nbrs = nodes[col]
+            m, t = _as_array(mail), _as_array(ts)
             if m.shape[:1] != (nr,) or t.shape != (nr,):
                 raise DDStoreValueError(
                     f"NodeMemory {self.name!r}: post_to_neighbors: mail has shape "

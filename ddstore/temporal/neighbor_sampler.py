@@ -107,7 +107,7 @@ class TemporalSampler:
         if not fan or any(not is_int(f) or f <= 0 for f in fan):
             raise DDStoreValueError(f"fanouts must be a non-empty sequence of integers >= 1,"
                                     f" got {fanouts!r}")
-        if strategy not in _core.SAMPLE_STRATEGIES:
+        if not isinstance(strategy, str) or strategy not in _core.SAMPLE_STRATEGIES:
             raise DDStoreValueError(f"unknown strategy {strategy!r}; allowed: "
                                     f"{sorted(_core.SAMPLE_STRATEGIES)}")
         seed = as_seed(seed, "TemporalSampler: seed")

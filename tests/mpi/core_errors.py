@@ -44,6 +44,8 @@ def _widths_and_transport(t):
                  what="width=2.5")
     expect_error(DDStoreValueError, ["transport", "'udp'"],
                  lambda: ddstore.DDStore(comm, transport="udp"), what="transport")
+    expect_error(DDStoreValueError, ["transport", "['rma']"],  # (unhashable: no TypeError)
+                 lambda: ddstore.DDStore(comm, transport=["rma"]), what="transport list")
 
 
 @cases("add: bad arrays")

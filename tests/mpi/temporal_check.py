@@ -327,6 +327,8 @@ def check_errors(store, tag):
     for bad, cls, m in ((dict(fanouts=(0,)), DDStoreValueError, "fanouts"),
                         (dict(fanouts=()), DDStoreValueError, "fanouts"),
                         (dict(strategy="latest"), DDStoreValueError, "unknown strategy"),
+                        (dict(strategy=["recent"]), DDStoreValueError,
+                         "unknown strategy ['recent']"),
                         (dict(remote_fetch_max=0), DDStoreValueError,
                          "remote_fetch_max=0 must be an integer >= 1 or None"),
                         (dict(remote_fetch_max=2.5), DDStoreValueError, "remote_fetch_max"),
