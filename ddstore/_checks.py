@@ -34,20 +34,26 @@ def as_array(x, what):
     with the conversions that store it), a ``MemoryError`` stays what it is."""
     if isinstance(x, np.ndarray):
         return x
+    torch_tensor = type(x).__module__.startswith("torch") and hasattr(x, "detach")
+    if torch_tensor and (x.requires_grad or x.device.type != "cpu"):
+        x = x.detach().cpu()  # its values (the store keeps no graph, and lives in host memory)
     try:
         return np.asarray(x)
     except MemoryError:
         raise
     except Exception as exc:  # ragged lists, torch dtypes without numpy ones...
         dtype = getattr(x, "dtype", None)
-        if type(x).__module__.startswith("torch") and dtype is not None:
+        if torch_tensor and dtype is not None:
             raise DDStoreValueError(
                 f"{what}: a torch tensor of dtype {dtype} has no numpy dtype, so it cannot "
                 f"be stored as it is; store x.float() (values), or its bits "
                 f"(x.view(torch.int16) for 2 bytes, torch.uint8 for 1); allowed dtypes: "
                 f"{STORABLE_NAMES}") from None
+        hint = ("; arrays of different shapes are samples of their own: store them with "
+                "add_records (one record per sample), or a GraphDataset"
+                if isinstance(x, (list, tuple)) else "")
         raise DDStoreValueError(f"{what}: not an array ({type(exc).__name__}: "
-                                f"{exc})") from exc
+                                f"{exc}){hint}") from exc
 
 
 

@@ -192,7 +192,7 @@ def read_manifest(path):
         raise DDStoreValueError(f"{name!r} is not a ddstore checkpoint manifest "
                                 f"(its 'format' is not {FORMAT!r})")
     version = manifest.get("version")
-    if version not in (1, VERSION) or isinstance(version, bool):
+    if type(version) is not int or version not in (1, VERSION):
         raise DDStoreValueError(f"checkpoint {name!r} has format version "
                                 f"{version!r}; this ddstore reads versions 1 and "
                                 f"{VERSION}")
@@ -651,6 +651,12 @@ class _Directory:
         if os.path.lexists(path) and not os.path.isdir(path):
             raise DDStoreValueError(f"save: {path!r} exists and is not a directory")
         if not os.path.isdir(path):
+            above = os.path.dirname(os.path.abspath(path))
+            while not os.path.lexists(above):
+                above = os.path.dirname(above)
+            if not os.path.isdir(above):
+                raise DDStoreValueError(f"save: {path!r} cannot be made: {above!r} is a "
+                                        f"file, not a directory")
             self.cid = uuid.uuid4().hex
             return
         entries, markers = self._scan()

@@ -6,15 +6,18 @@ import copy
 import json
 import math
 import os
+import socket
 import sys
 import tempfile
+import time
 
 from . import _core
 
 __all__ = ["at_least", "int_list", "seed", "SEED_MAX", "output_dir",
            "HelpFormatter", "check_width", "check_widths", "width_text", "widths_text",
            "transports_text", "TRANSPORTS", "report_dir", "report_target", "foreign_file",
-           "REPORT_KEYS", "run_program", "nothing_to_train", "input_path", "agreed_call"]
+           "REPORT_KEYS", "run_program", "nothing_to_train", "input_path", "agreed_call",
+           "claim_checkpoint", "RUN_MARK"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -179,10 +182,50 @@ def checkpoint_conflict(checkpoint, resume):
     if resume and os.path.isdir(resume) and os.path.samefile(checkpoint, resume):
         return None
     held = sorted(os.listdir(checkpoint))
+    if held == [RUN_MARK]:  # claimed by a run that saved nothing yet
+        return (f"--checkpoint {checkpoint} is claimed by another run that has saved no "
+                f"epoch yet ({os.path.join(checkpoint, RUN_MARK)}); give a new or empty "
+                f"directory, or, if that run has ended, remove the directory")
     shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
     return (f"--checkpoint {checkpoint} already holds another run's files ({shown}): "
             f"give a new or empty directory, or --resume {checkpoint} to go on with "
             f"that run")
+
+
+RUN_MARK = ".ddstore-run"  # what claims an example's --checkpoint directory for one run
+
+
+def claim_checkpoint(comm, checkpoint, resume):
+    """Collective over ``comm``: make the ``--checkpoint`` directory this run's.  Rank 0
+    refuses one that :func:`checkpoint_conflict` refuses, then creates the directory and,
+    unless the run goes on with it (``--resume`` the same directory), claims it by
+    creating :data:`RUN_MARK` in it exclusively (``O_EXCL``): of two runs started at once
+    with one directory (both found it empty), the second is refused instead of the two
+    writing their epochs and stores into it.  A refusal ends every rank, rank 0 printing
+    it once (:func:`agree_exit`, exit code 2 as for a bad argument).  The check runs on
+    rank 0 only: ranks that looked at the directory at different times (before and after
+    the claim) would disagree."""
+    refused = None
+    if checkpoint and comm.Get_rank() == 0:
+        try:
+            refused = checkpoint_conflict(checkpoint, resume)
+            going_on = bool(resume) and os.path.isdir(resume) and os.path.isdir(
+                checkpoint) and os.path.samefile(checkpoint, resume)
+            if refused is None and not going_on:
+                os.makedirs(checkpoint, exist_ok=True)
+                mark = os.path.join(checkpoint, RUN_MARK)
+                try:
+                    fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    refused = (f"--checkpoint {checkpoint}: another run claimed it as this "
+                               f"one started ({mark}); give each run its own directory")
+                else:
+                    with os.fdopen(fd, "w") as fh:
+                        fh.write(f"host {socket.gethostname()} pid {os.getpid()} started "
+                                 f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        except OSError as exc:
+            refused = f"--checkpoint {checkpoint}: {exc.strerror or exc}"
+    agree_exit(comm, refused, code=2)
 
 
 def nothing_to_train(resume, done, epochs, last):

@@ -118,7 +118,7 @@ class Records:
                 with self.store.collective(None):
                     for j, (key, dstr, trailing) in enumerate(schema):
                         if counts[:, j].sum():
-                            data = np.concatenate([np.asarray(s[key]) for s in samples])
+                            data = np.concatenate([as_array(s[key], key) for s in samples])
                             self.write(rec.fields[key], 0, data)
                             del data
                 self.variables.sync_all()
@@ -345,13 +345,13 @@ def _record_schema(name, samples):
                 raise DDStoreValueError(f"records {name!r}: sample {i} has key {key!r}; "
                                         f"keys must be non-empty str (as init_records')")
             arr = as_array(sample[key], f"records {name!r}: sample {i} key {key!r}")
-            if arr.ndim < 1:
-                raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} is a scalar; "
-                                        f"values need a first (variable) dimension")
             if not storable(arr.dtype):
                 raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} has dtype "
                                         f"{arr.dtype}, which cannot be stored; allowed: "
                                         f"{STORABLE_NAMES}")
+            if arr.ndim < 1:
+                raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} is a scalar; "
+                                        f"values need a first (variable) dimension")
             this.append((key, arr.dtype.str, tuple(arr.shape[1:])))
         this = tuple(this)
         if schema is None:

@@ -56,7 +56,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least,
-                         check_width, checkpoint_conflict, nothing_to_train, output_dir,
+                         check_width, claim_checkpoint, nothing_to_train, output_dir,
                          run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
 
@@ -110,9 +110,6 @@ def parse_args(argv=None):
     if args.data_dir is not None and args.source == "memory":
         p.error("--data-dir is where --source pickle or adios writes its files; --source "
                 "memory writes none")
-    conflict = checkpoint_conflict(args.checkpoint, args.resume)
-    if conflict:
-        p.error(conflict)
     return args
 
 
@@ -305,6 +302,8 @@ def run_epoch(model, loader, device, mean, std, optimizer=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    # (a refusal ends every rank)
+    claim_checkpoint(MPI.COMM_WORLD, args.checkpoint, args.resume)
     import torch
     torch.set_num_threads(max(1, args.threads))
     import torch.distributed as dist

@@ -76,7 +76,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least, check_width,
-                         checkpoint_conflict, input_path, nothing_to_train, output_dir,
+                         claim_checkpoint, input_path, nothing_to_train, output_dir,
                          run_program)
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
@@ -136,9 +136,6 @@ def parse_args(argv=None):
     if not 0 <= args.p_repeat <= 1:
         p.error(f"--p-repeat must be in [0, 1], got {args.p_repeat}")
     check_width(p, args.width)
-    conflict = checkpoint_conflict(args.checkpoint, args.resume)
-    if conflict:
-        p.error(conflict)
     if args.resume:  # refused here, once, rather than by the restore on every rank
         if not os.path.isdir(args.resume):
             p.error(f"--resume {args.resume}: no such directory")
@@ -513,6 +510,8 @@ def tgat_args(args):
 
 def main(argv=None):
     args = parse_args(argv)
+    # (a refusal ends every rank)
+    claim_checkpoint(MPI.COMM_WORLD, args.checkpoint, args.resume)
     comm = tgat.start_ranks()
     if args.resume:  # the graph and the memory from the checkpoint, no source data read
         t0 = time.perf_counter()

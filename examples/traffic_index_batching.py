@@ -27,7 +27,8 @@ Checkpoint and restart: ``--checkpoint DIR`` saves, after each epoch, the store 
 ``--resume DIR`` restores the store (any width), reopens the series by name
 (``WindowDataset.open``: no data file is read) and the last state saved, and goes on
 from the next epoch: the same losses as the run that never stopped, on the same rank
-count (``--sampler batch``: and the same width, whose blocks follow the members).
+count (``--sampler batch``: and the same width, whose blocks follow the members); rank 0
+says so when a run is resumed on another layout.
 """
 import os
 import resource
@@ -47,7 +48,7 @@ from torch import nn  # noqa: E402
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.cli import (agreed_call, at_least, check_width,  # noqa: E402
-                         checkpoint_conflict, nothing_to_train, output_dir,
+                         claim_checkpoint, nothing_to_train, output_dir,
                          run_program)
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
@@ -69,12 +70,10 @@ def parse_args(argv=None):
                         "continue from the next epoch")
     args = p.parse_args(argv)
     check_width(p, args.width)
-    conflict = checkpoint_conflict(args.checkpoint, args.resume)
-    if conflict:
-        p.error(conflict)
     if args.data not in (None, "chickenpox") and not args.resume:  # (read by every rank)
         if not args.data.endswith((".json", ".h5", ".hdf5", ".npy")):
-            p.error(f"--data {args.data}: expected .json, .h5 or .npy")
+            p.error(f"--data {args.data}: expected a .json, .h5 or .npy file, or "
+                    f"chickenpox (the bundled data set)")
         if not os.path.isfile(args.data):
             p.error(f"--data {args.data}: no such file")
     return args
@@ -190,6 +189,7 @@ def main():
     t_start = time.time()
     args = parse_args()
     comm = MPI.COMM_WORLD
+    claim_checkpoint(comm, args.checkpoint, args.resume)  # (a refusal ends every rank)
     torch.manual_seed(args.seed)
     state = None
     if args.resume:  # the series from the checkpoint: no data file is read
@@ -235,6 +235,11 @@ def main():
         print(f"val MAE of the training-mean predictor: {baseline:.4f}", flush=True)
         if state is not None:
             print(f"resumed from {args.resume} after epoch {state['epoch']}", flush=True)
+            was = (state.get("ranks", comm.size), state.get("width", store.width))
+            if was[0] != comm.size or (args.sampler == "batch" and was[1] != store.width):
+                print(f"resuming a run of {was[0]} rank(s) at width {was[1]} on {comm.size} "
+                      f"at width {store.width}: the mini-batches (and so the losses) are "
+                      f"those of this layout", flush=True)
             idle = nothing_to_train(args.resume, state["epoch"], args.epochs,
                                     args.epochs - 1)
             if idle:
@@ -254,7 +259,8 @@ def main():
                 stored = True
             if comm.rank == 0:
                 name = os.path.join(args.checkpoint, f"epoch-{epoch}.pt")
-                torch.save({"epoch": epoch, "label": label,
+                torch.save({"epoch": epoch, "label": label, "ranks": comm.size,
+                            "width": store.width,
                             "args": {k: getattr(args, k) for k in STATE_KEYS},
                             "model": model.module.state_dict(),
                             "optimizer": opt.state_dict(),

@@ -108,7 +108,8 @@ def two_rank_runs(tmp):
     runs["traffic resumed"] = (traffic, TRAFFIC + ["--epochs", "3", "--resume",
                                                    str(tmp / "traffic")])
     # a run sent again after it finished: nothing to train, said, and ends as usual
-    runs["traffic idle"] = (traffic, TRAFFIC + ["--epochs", "1", "--resume",
+    # (at width 1: the batch sampler's blocks, and so the losses, change: said)
+    runs["traffic idle"] = (traffic, TRAFFIC + ["--epochs", "1", "--width", "1", "--resume",
                                                 str(tmp / "traffic")])
     runs["tgn whole"] = (tgn, TEMPORAL + ["--width", "2", "--epochs", "2", "--checkpoint",
                                           str(tmp / "tgn-whole")])

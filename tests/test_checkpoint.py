@@ -58,15 +58,29 @@ def test_manifest_is_published_last(store, tmp_path, monkeypatch):
         assert (r.get_range("x", 0, 5) == np.arange(5)).all()
 
 
+def test_save_under_a_file_named(store, tmp_path):
+    """A save path that cannot be made names the file in its way (was the OS's bare
+    NotADirectoryError); the file is left as it was."""
+    store.add("x", np.arange(3))
+    (tmp_path / "afile").write_text("keep")
+    for path in (tmp_path / "afile" / "sub", tmp_path / "afile" / "a" / "b"):
+        with pytest.raises(DDStoreValueError, match=f"save: {str(path)!r} cannot be made: "
+                                                    f"{str(tmp_path / 'afile')!r} is a file"):
+            store.save(path)
+    assert (tmp_path / "afile").read_text() == "keep"
+
+
 def test_read_manifest_refusals(tmp_path):
     with pytest.raises(DDStoreValueError, match="no checkpoint at"):
         ck.read_manifest(tmp_path)
     (tmp_path / ck.MANIFEST).write_text("{not json")
     with pytest.raises(DDStoreValueError, match="is not JSON"):
         ck.read_manifest(tmp_path)
-    (tmp_path / ck.MANIFEST).write_text(json.dumps({"format": ck.FORMAT, "version": 99}))
-    with pytest.raises(DDStoreValueError, match="format version 99"):
-        ck.read_manifest(tmp_path)
+    for version in (99, 2.0, 1.0, True, "2"):  # an integer field: 2.0 was taken as 2
+        (tmp_path / ck.MANIFEST).write_text(json.dumps({"format": ck.FORMAT,
+                                                        "version": version}))
+        with pytest.raises(DDStoreValueError, match=f"format version {version!r};"):
+            ck.read_manifest(tmp_path)
 
 
 def test_cut_bounds():

@@ -59,6 +59,18 @@ def test_help_shows_the_program_name(capsys, name):
     assert out.startswith(f"usage: python -m ddstore.bench.{name} "), out
 
 
+def test_bench_helper_module_says_what_it_is():
+    """``python -m ddstore.bench.memory`` (a helper, not a benchmark) printed nothing and
+    ended with 0; it says what it is and where the benchmarks are."""
+    import subprocess
+    import sys
+    for args, code in ((["--help"], 0), ([], 2)):
+        r = subprocess.run([sys.executable, "-m", "ddstore.bench.memory"] + args,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == code and "is a helper of the benchmarks" in r.stderr and \
+            "python -m ddstore --help" in r.stderr, (args, r)
+
+
 def test_demo_help_shows_the_program_name(capsys):
     out = help_text(capsys, cli.main, ["demo", "--help"])
     assert out.startswith("usage: python -m ddstore demo "), out

@@ -430,6 +430,15 @@ def test_window_loaders_every_path():
             assert len(items) == len(idx)
             for b, i in enumerate(idx):
                 _same_batch(items[b], ds[i], f"{name}.__getitems__ sample {b}")
+            # a list of samples (a ConcatDataset has no __getitems__): batch_collate
+            # batches their graphs block-diagonally, as get_batch (torch's default
+            # collate stacked them unshifted, or failed on unequal edge counts / None)
+            _same_batch(st.batch_collate([ds[i] for i in idx]), ds.get_batch(idx),
+                        f"{name} batch_collate of samples")
+            both = torch.utils.data.ConcatDataset([ds, weighted])
+            with pytest.raises(DDStoreValueError, match="step 0: weighted and "
+                                                       "unweighted graphs"):
+                st.batch_collate([both[0], both[len(ds)]])
             # an empty batch: no windows, and per step a graph with no edges (a bare
             # torch.cat error before)
             ex, ey, eg = ds.get_batch([])

@@ -7,6 +7,7 @@ import glob
 import math
 import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -420,10 +421,36 @@ def test_checkpoint_directory_of_another_run_refused(tmp_path, capsys):
     for resume in (None, str(tmp_path)):
         assert "already holds another run's files (epoch-2.pt)" in \
             checkpoint_conflict(str(ck), resume)
+
+    # the examples claim their directory (collective, rank 0 looking): a directory of
+    # another run refused, and of two runs started at once with one new directory (both
+    # found it empty: they wrote one mixed checkpoint) the second
+    from mpi4py import MPI
+    from ddstore.cli import RUN_MARK, claim_checkpoint
+    new = tmp_path / "new" / "ck"
+    claim_checkpoint(MPI.COMM_SELF, str(new), None)
+    assert os.listdir(new) == [RUN_MARK] and "pid" in (new / RUN_MARK).read_text()
+    for resume in (None, str(tmp_path)):
+        err = argparse_exit(capsys, 2, claim_checkpoint, MPI.COMM_SELF, str(new), resume)[1]
+        assert f"--checkpoint {new} is claimed by another run that has saved no epoch " \
+               f"yet ({new / RUN_MARK})" in err, err
+    claim_checkpoint(MPI.COMM_SELF, str(new), str(new))  # going on with it: taken
+    real = os.listdir
+    racer = tmp_path / "race"
+    with pytest.MonkeyPatch.context() as mp:  # the other run listed it empty too
+        mp.setattr(os, "listdir", lambda p: [] if str(p) == str(racer) else real(p))
+        claim_checkpoint(MPI.COMM_SELF, str(racer), None)
+        err = argparse_exit(capsys, 2, claim_checkpoint, MPI.COMM_SELF, str(racer), None)[1]
+    assert "another run claimed it as this one started" in err, err
     for example in ("hydragnn_ising", "traffic_index_batching", "tgn_link_prediction"):
-        err = argparse_exit(capsys, 2, _example(example).parse_args,
-                            ["--checkpoint", str(ck)])[1]
-        assert "already holds another run's files" in err, (example, err)
+        mod = _example(example)
+        assert mod.claim_checkpoint is claim_checkpoint
+        with pytest.MonkeyPatch.context() as mp:  # main's first step after its args
+            mp.setattr(sys, "argv", [example, "--checkpoint", str(ck)])
+            mp.setattr(mod, "claim_checkpoint", lambda *a: (_ for _ in ()).throw(
+                SystemExit(f"claimed {a[1:]}")))
+            with pytest.raises(SystemExit, match=re.escape(f"claimed ({str(ck)!r}, None)")):
+                mod.main()
 
 
 def test_traffic_resume_refuses_other_settings(tmp_path):
@@ -467,6 +494,7 @@ def test_traffic_data_file_checked_once(tmp_path, capsys):
     one line (a traceback on every rank before)."""
     parse = _example("traffic_index_batching").parse_args
     for data, words in ((str(tmp_path / "none.json"), "no such file"),
-                        (str(tmp_path / "x.csv"), "expected .json, .h5 or .npy")):
+                        (str(tmp_path / "x.csv"),
+                         "expected a .json, .h5 or .npy file, or chickenpox")):
         err = argparse_exit(capsys, 2, parse, ["--data", data])[1]
         assert f"--data {data}: {words}" in err, err

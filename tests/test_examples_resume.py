@@ -78,6 +78,8 @@ def test_traffic_resume_is_exact(tmp_path_factory):
     assert "after epoch 0" in idle and not maes(idle), idle
     assert ("--epochs 1 trains no further: nothing to train (give --epochs above 1 to "
             "go on)") in idle, idle
+    layout = "resuming a run of 2 rank(s) at width 2 on 2 at width 1: the mini-batches"
+    assert layout in idle and "resuming a run" not in out_res, (idle, out_res)
 
 
 def printed(out, model="TGN"):

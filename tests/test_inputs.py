@@ -271,4 +271,19 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
             store.add_records("r", [{"v": t}])
     store.add("b", torch.ones(3, 2, dtype=torch.bfloat16).view(torch.int16))  # its bits
     assert store.get_range("b", 0, 3).view(np.uint16).tolist() == [[0x3F80] * 2] * 3
+    # a tensor that requires grad is stored as its values (was refused as "float32 has
+    # no numpy dtype", x.float() too); arrays of different shapes are told add_records
+    g = torch.arange(8.0).reshape(4, 2).requires_grad_()
+    store.add("g", g)
+    store.add_records("gr", [{"v": g}, {"v": g[:1]}])
+    assert store.get_range("g", 0, 4).tolist() == g.tolist()
+    assert store.get_records("gr", [1])[0]["v"].tolist() == [[0.0, 1.0]]
+    with pytest.raises(DDStoreValueError, match=r"variable 'h': rows: not an array .*"
+                                                r"store them with add_records"):
+        store.add("h", [np.zeros((3, 2)), np.zeros((5, 2))])
+    with pytest.raises(DDStoreValueError, match=r"records 'hr': sample 0 key 'v' has dtype "
+                                                r"<U3, which cannot be stored"):
+        store.add_records("hr", [{"v": "abc"}])
+    store.remove("g")
+    store.remove("gr")
     assert store.variables() == ["b", "x"]

@@ -440,6 +440,22 @@ def test_inverse_transform(store):
                                    want[..., 1:2], rtol=1e-12)
         with pytest.raises(DDStoreValueError, match="last dimension 2"):
             ds.inverse_transform(y[..., :2])
+    # float16 predictions of a series whose mean and std float16 does not hold (above
+    # 65504): computed wider, then float16, as numpy's path (torch's gave inf and NaN)
+    big = (np.random.default_rng(7).standard_normal((80, 2, 1)) * 6e4 + 1e5
+           ).astype(np.float32)
+    ds = make(store, big, 4, dtype=np.float32)
+    assert ds.mean.min() > 65504
+    starts = list(range(0, 70, 3))
+    y = ds.get_batch(starts)[1].half()
+    via_torch, via_numpy = ds.inverse_transform(y), ds.inverse_transform(y.numpy())
+    want = np.stack([big[s + 4:s + 8] for s in starts])
+    fits = np.abs(want) < 60000  # the values float16 holds
+    assert via_torch.dtype == torch.float16 and fits.sum() > 20
+    got = via_torch.float().numpy()[fits]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, via_numpy.astype(np.float32)[fits], rtol=2e-3)
+    np.testing.assert_allclose(got, want[fits], rtol=2e-3, atol=64)
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -781,3 +797,30 @@ def test_datasets_refuse_pickling_naming_why(store):
                                          multiprocessing_context="spawn")
     with pytest.raises(ddstore.DDStoreStateError, match=words):
         next(iter(loader))
+
+
+def test_halo_layout_rows_within_the_documented_bound():
+    """docs/index-batching.md's bound on the rows a member stores with ``halo=True``
+    (it said ``3·(2h−1)`` more than ``series/width``; the last member, which also owns
+    the steps after each split's last window start, stores up to ``4.7·(2h−1)``), and
+    every step of the series stored by some member."""
+    import itertools
+    from ddstore.spatiotemporal.dataset import split_ranges
+    from ddstore.spatiotemporal.windows import series_layout
+    worst = [0.0, 0.0]
+    for T, h, w, split, overlap in itertools.product(
+            (200, 999, 2016, 34272), (3, 12, 24), (2, 3, 4, 8),
+            ((0.7, 0.1, 0.2), (0.6, 0.2, 0.2), (0.8, 0.1, 0.1), (1.0, 0.0, 0.0)),
+            (False, True)):
+        try:
+            bounds = split_ranges(T, h, split, overlap)
+        except ddstore.DDStoreValueError:
+            continue  # a split too short for its windows
+        lay = series_layout(T, h, w, True, bounds)
+        extra = (lay["member_stored"] - T / w) / (2 * h - 1)
+        worst = [max(worst[0], extra[:-1].max()), max(worst[1], extra[-1])]
+        covered = np.zeros(T, bool)
+        for lo, stored in zip(lay["lo"], lay["stored"]):
+            covered[lo:lo + stored] = True
+        assert covered.all(), (T, h, w, split, overlap)
+    assert 2.5 < worst[0] <= 3.4 and 4 < worst[1] <= 4.7, worst

@@ -125,3 +125,10 @@ class MemoryWatch:
     def stop(self):
         self._stop.set()
         self._thread.join()
+
+
+if __name__ == "__main__":  # (python -m ddstore.bench.memory printed nothing)
+    import sys
+    print(f"ddstore.bench.memory is a helper of the benchmarks, not one of them:\n{__doc__}"
+          f"\nThe benchmarks: python -m ddstore --help", file=sys.stderr)
+    sys.exit(0 if {"-h", "--help"} & set(sys.argv[1:]) else 2)

@@ -154,12 +154,39 @@ def batch_collate(batch):
     y)`` (``(x, y, graphs)`` for dynamic windows) that ``__getitems__`` read, without a
     copy (a :class:`WindowBatch`'s :attr:`~WindowBatch.parts`); a list of samples (a
     dataset without ``__getitems__`` around the windows) goes to torch's
-    ``default_collate``; one sample (``batch_size=None``) is handed on as it is."""
+    ``default_collate``, except dynamic windows' ``(x, y, graphs)``, whose graphs are
+    batched block-diagonally as ``get_batch`` batches them (window ``b``'s nodes offset by
+    ``b * nodes``); one sample (``batch_size=None``) is handed on as it is."""
     if isinstance(batch, WindowBatch):
         return batch.parts
     if isinstance(batch, list):
+        if batch and all(isinstance(s, tuple) and len(s) == 3 for s in batch):
+            return _collate_dynamic(batch)
         return torch.utils.data.default_collate(batch)
     return batch
+
+
+def _collate_dynamic(samples):
+    """Dynamic windows ``(x, y, graphs)`` (a ``ConcatDataset`` of them, or any wrapper
+    that hands ``batch_collate`` a list) as ``get_batch``'s batch: ``x``, ``y`` stacked,
+    ``graphs[j]`` the ``B`` windows' step-``j`` graphs block-diagonally (torch's
+    default collate stacked the edge lists unshifted, or failed on unequal edge counts
+    and unweighted graphs)."""
+    nodes = int(samples[0][0].shape[-2])
+    steps = len(samples[0][2])
+    if any(len(s[2]) != steps or int(s[0].shape[-2]) != nodes for s in samples):
+        raise DDStoreValueError("batch_collate: dynamic windows of different node counts "
+                                "or graph steps cannot be batched together")
+    graphs = []
+    for j in range(steps):
+        ei = torch.cat([s[2][j][0] + b * nodes for b, s in enumerate(samples)], dim=1)
+        weights = [s[2][j][1] for s in samples]
+        if any((w is None) != (weights[0] is None) for w in weights):
+            raise DDStoreValueError(f"batch_collate: step {j}: weighted and unweighted "
+                                    f"graphs cannot be batched together")
+        graphs.append((ei, None if weights[0] is None else torch.cat(weights)))
+    return (torch.stack([s[0] for s in samples]), torch.stack([s[1] for s in samples]),
+            graphs)
 
 
 def set_epoch(loader, epoch):
@@ -1241,9 +1268,12 @@ class WindowDataset(_WindowView):
         k = len(feats)
         if is_torch:
             dt = arr.dtype if arr.is_floating_point() else torch.float64
-            m = torch.as_tensor(mean, dtype=dt, device=arr.device)
-            s = torch.as_tensor(std, dtype=dt, device=arr.device)
-            head = arr[..., :k].to(dt) * s + m
+            # computed in float32 at least (a float16 mean or std above 65504 was inf: every
+            # value inf or NaN), then given the values' dtype, as the numpy path does
+            wide = torch.promote_types(dt, torch.float32)
+            m = torch.as_tensor(mean, dtype=wide, device=arr.device)
+            s = torch.as_tensor(std, dtype=wide, device=arr.device)
+            head = (arr[..., :k].to(wide) * s + m).to(dt)
             return torch.cat([head, arr[..., k:].to(dt)], dim=-1) if last > k else head
         dt = arr.dtype if arr.dtype.kind == "f" else np.float64
         head = (arr[..., :k].astype(np.float64) * std + mean).astype(dt)
