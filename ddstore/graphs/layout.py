@@ -243,12 +243,14 @@ class GraphLayout:
         for lay in self.keys:
             rows, counts = packed[lay.key], np.asarray(sizes[lay.key]).tolist()
             if lay.kind == "tensor" and lay.ndim:
-                t = torch.from_numpy(rows)
-                if lay.cat_dim:
-                    parts = [p.movedim(0, lay.cat_dim).contiguous()
-                             for p in torch.split(t, counts)]
+                if lay.cat_dim:  # moved once, in numpy (torch's movedim + contiguous of
+                    # an [E, 2] int64 array per graph cost 4-7x more), then cut
+                    moved = torch.from_numpy(np.ascontiguousarray(
+                        np.moveaxis(rows, 0, lay.cat_dim)))
+                    parts = [p.contiguous() for p in
+                             torch.split(moved, counts, dim=lay.cat_dim)]
                 else:
-                    parts = torch.split(t, counts)
+                    parts = torch.split(torch.from_numpy(rows), counts)
             elif lay.kind == "tensor":
                 parts = list(torch.from_numpy(rows).unbind(0))
             else:
@@ -324,16 +326,21 @@ def collate_records(layout, packed, sizes):
     for lay in layout.keys:
         rows = packed[lay.key]
         counts = np.asarray(sizes[lay.key], dtype=np.int64)
+        # the rows in PyG's layout (the concatenation dimension moved from first to
+        # cat_dim) and an index's node offsets added, in one numpy pass into a new array
+        # (two passes before, the second torch's movedim + contiguous: 4x slower)
+        ax = lay.cat_dim if lay.ndim and lay.cat_dim else 0
+        moved = np.moveaxis(rows, 0, ax) if ax else rows
         if "index" in lay.key or lay.key == "face":
             inc = np.repeat(node_start[:-1], counts).astype(rows.dtype, copy=False)
-            rows = rows + inc.reshape((-1,) + (1,) * (rows.ndim - 1))
+            shape = [1] * rows.ndim
+            shape[ax] = -1
+            value = np.add(moved, inc.reshape(shape), out=np.empty(moved.shape, rows.dtype))
             inc_dict[lay.key] = torch.from_numpy(node_start[:-1].copy())
         else:
+            value = np.ascontiguousarray(moved) if ax else rows
             inc_dict[lay.key] = zeros
-        value = torch.from_numpy(rows)
-        if lay.ndim and lay.cat_dim:
-            value = value.movedim(0, lay.cat_dim).contiguous()
-        out[lay.key] = value
+        out[lay.key] = torch.from_numpy(value)
         slice_dict[lay.key] = torch.from_numpy(_exclusive_cumsum(counts))
     out.batch = torch.from_numpy(np.repeat(np.arange(ngraphs, dtype=np.int64), num_nodes))
     out.ptr = torch.from_numpy(node_start)
