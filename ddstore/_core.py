@@ -337,6 +337,7 @@ class Core:
 
 
 SAMPLE_STRATEGIES = {"recent": lib.DDS_SAMPLE_RECENT, "uniform": lib.DDS_SAMPLE_UNIFORM}
+_SMALL_SAMPLE = 1 << 16  # sampled edges a layer's outputs hold without sizing them by degree
 
 
 class TCSR:
@@ -401,24 +402,33 @@ class TCSR:
         deg = (self._indptr[v + 1] - self._indptr[v]) if num else np.zeros_like(v)
         return int(deg.sum() if k < 0 else np.minimum(deg, k).sum())
 
-    def sample(self, roots, root_ts, k, strategy, seed, epoch, layer):
+    def sample(self, roots, root_ts, k, strategy, seed, epoch, layer, lead=False):
         """One layer: ``(row, nbr, eid, ets)`` arrays of the sampled edges (compact, in
         root order).  ``roots`` int64 and ``root_ts`` of :attr:`time_dtype` (``ets``
         too), C-contiguous, same length.  The outputs are sized by what the roots' lists
-        hold (at most ``min(k, degree)`` each), never by ``k`` alone."""
+        hold (at most ``min(k, degree)`` each; ``k`` each when that is at most
+        :data:`_SMALL_SAMPLE` entries in all, which skips the pass over the degrees).
+        ``lead=True``: ``nbr`` and ``ets`` start with the roots and their times (a
+        temporal block's ``nodes`` and ``ts``: ``[roots, sampled]``), written in place
+        rather than concatenated after."""
         n = roots.shape[0]
         pt = _times(root_ts, self.time_dtype, n, "temporal sample: root_ts")
-        cap = self._taken_at_most(roots, k)
+        cap = n * k if 0 <= k and n * k <= _SMALL_SAMPLE else self._taken_at_most(roots, k)
+        head = n if lead else 0
         # a MemoryError here is explained by the caller (ddstore.temporal's sampler)
-        row, nbr, eid = (np.empty(cap, dtype=np.int64) for _ in range(3))
-        ets = np.empty(cap, dtype=self.time_dtype)
+        row, eid = (np.empty(cap, dtype=np.int64) for _ in range(2))
+        nbr = np.empty(head + cap, dtype=np.int64)
+        ets = np.empty(head + cap, dtype=self.time_dtype)
+        if lead:
+            nbr[:n], ets[:n] = roots, root_ts
         count = ffi.new("int64_t *")
         core = self._live_core()
         self._sampled(core, lib.dds_temporal_sample(
             core._handle[0], self._c, _i64(roots), pt, n, k, strategy, seed,
-            epoch, layer, cap, _i64(row), _i64(nbr), _i64(eid), _ptr(ets), count), cap)
+            epoch, layer, cap, _i64(row), _i64(nbr[head:]), _i64(eid), _ptr(ets[head:]),
+            count), cap)
         m = count[0]
-        return row[:m], nbr[:m], eid[:m], ets[:m]
+        return row[:m], nbr[:head + m], eid[:m], ets[:head + m]
 
 
 def _local_check(rc):

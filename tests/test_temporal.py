@@ -268,7 +268,7 @@ def test_sampler_buffers_that_cannot_be_allocated(store, monkeypatch):
     g = TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.0, 1.0, 2.0])
     sampler = TemporalSampler(g, (5,))
 
-    def no_memory(*args):
+    def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 7.28 TiB")
     monkeypatch.setattr(TCSR, "sample", no_memory)
     with pytest.raises(DDStoreMemoryError, match=r"sample of graph 'g', layer 0: fanout 5 "

@@ -32,6 +32,8 @@ class TemporalBlock:
 
     ``edge_index`` is ``[col, row]`` (messages flow from the neighbour to its root, PyG's
     source/target order).  Fields are numpy arrays; :meth:`to_torch` gives CPU tensors.
+    Without ``prop_time``, ``edge_ts`` is a view of ``ts[num_roots:]`` (the sample
+    writes them once): copy one before changing it in place.
     """
     __slots__ = ("nodes", "ts", "row", "col", "eid", "edge_ts", "dts", "num_roots")
 
@@ -170,8 +172,9 @@ class TemporalSampler:
                 k = max(1, min(k, int((indptr[roots + 1] - indptr[roots]).max(
                     initial=0))))
             try:
-                row, nbr, eid, ets = self._tcsr.sample(roots, t, k, self._strategy,
-                                                       self.seed, self.epoch, layer)
+                # the block's nodes and ts (roots first), made by the sample itself
+                row, nodes, eid, times = self._tcsr.sample(
+                    roots, t, k, self._strategy, self.seed, self.epoch, layer, lead=True)
             except MemoryError as exc:
                 if isinstance(exc, DDStoreError):
                     raise
@@ -183,9 +186,12 @@ class TemporalSampler:
                     f"{fit} fit in the memory available: sample fewer roots or a smaller "
                     f"fanout") from None
             root_time = t[row]
-            nb_ts = root_time if self.prop_time else ets
-            block = TemporalBlock(np.concatenate([roots, nbr]), np.concatenate([t, nb_ts]),
-                                  row, np.arange(nr, nr + len(row), dtype=np.int64), eid,
+            ets = times[nr:]
+            if self.prop_time:  # the neighbours at their roots' times; the edges' kept
+                ets = ets.copy()
+                times[nr:] = root_time
+            block = TemporalBlock(nodes, times, row,
+                                  np.arange(nr, nr + len(row), dtype=np.int64), eid,
                                   ets, self._dts(root_time, ets, layer), nr)
             blocks.append(block)
             roots, t = block.nodes, block.ts
