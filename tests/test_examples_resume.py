@@ -58,7 +58,8 @@ def test_hydragnn_resume_is_exact(tmp_path_factory):
     assert sa.keys() == sb.keys() and all(
         torch.equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i]), "optimizer state"
     assert torch.equal(a["torch_rng"], b["torch_rng"])
-    assert sorted(os.listdir(half)) == ["epoch-2.pt", "epoch-3.pt", "store"]
+    # (the run claimed its directory: the marker first, host, pid and start time)
+    assert sorted(os.listdir(half)) == [".ddstore-run", "epoch-2.pt", "epoch-3.pt", "store"]
 
 
 @pytest.mark.mpi
@@ -137,7 +138,7 @@ def test_tgn_example_resumed_prints_what_the_uninterrupted_run_prints(tmp_path_f
     whole, part = (job_folder(tmp_path_factory) / d for d in ("tgn-whole", "tgn-part"))
     same_state(state(whole), state(part))
     assert [h["epoch"] for h in state(whole)["history"]] == [0, 1]
-    assert sorted(os.listdir(whole)) == ["store", "training-0001.pt"]
+    assert sorted(os.listdir(whole)) == [".ddstore-run", "store", "training-0001.pt"]
 
 
 @pytest.mark.mpi
