@@ -33,12 +33,16 @@ def as_array(x, what):
     naming ``what`` (a torch tensor of a dtype numpy has not, such as bfloat16 or float8,
     with the conversions that store it), a ``MemoryError`` stays what it is."""
     if isinstance(x, np.ndarray):
-        return x
+        return x if x.dtype.isnative else _native(x)
     torch_tensor = type(x).__module__.startswith("torch") and hasattr(x, "detach")
-    if torch_tensor and (x.requires_grad or x.device.type != "cpu"):
-        x = x.detach().cpu()  # its values (the store keeps no graph, and lives in host memory)
+    if torch_tensor and (x.requires_grad or x.device.type != "cpu" or x.is_neg() or
+                         x.is_conj()):
+        # its values: the store keeps no graph, lives in host memory, and numpy takes
+        # no lazy negation or conjugation
+        x = x.detach().cpu().resolve_neg().resolve_conj()
     try:
-        return np.asarray(x)
+        arr = np.asarray(x)
+        return arr if arr.dtype.isnative else _native(arr)
     except MemoryError:
         raise
     except Exception as exc:  # ragged lists, torch dtypes without numpy ones...
@@ -55,6 +59,12 @@ def as_array(x, what):
         raise DDStoreValueError(f"{what}: not an array ({type(exc).__name__}: "
                                 f"{exc}){hint}") from exc
 
+
+
+def _native(arr):
+    """``arr``'s values in this machine's byte order (what a stored variable holds, and
+    all torch reads)."""
+    return arr.astype(arr.dtype.newbyteorder("="))
 
 
 def partition(total, parts, index):

@@ -73,6 +73,7 @@ call and leaving it call the hook set by :func:`set_publish_hook` as ``hook(desc
 comm)`` (description None on leaving), a few local stores and no communication.
 """
 import contextlib
+import functools
 import pickle
 import signal
 import threading
@@ -91,8 +92,8 @@ from .errors import DDStoreError, DDStoreInterrupt, DDStoreMemoryError, \
 __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bounded",
            "join_bounded", "wait_bounded", "last_call", "current_call", "inject",
            "record_calls",
-           "DDStoreInterrupt", "hold_interrupts", "release_interrupts", "next_store_id",
-           "set_publish_hook"]
+           "DDStoreInterrupt", "hold_interrupts", "release_interrupts", "holds_interrupts",
+           "next_store_id", "set_publish_hook"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
 # call it entered, the step it is in now (or None), and the bound of the rounds inside
@@ -186,6 +187,23 @@ def hold_interrupts():
 
 def release_interrupts(level):
     _pop(level)
+
+
+def holds_interrupts(fn):
+    """Decorator of a collective call whose steps are followed by more collective work
+    outside a round (an MPI barrier, an exchange, the C core's setup): SIGINT is held
+    over the whole call, as a transaction's body holds it, so that it is agreed in one
+    of the call's rounds or raised once the call has completed on this rank; never
+    between a round and that work on one rank alone, where the others would wait for it
+    without a bound."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        level = _push("defer")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _pop(level)  # may raise a SIGINT deferred and not agreed
+    return call
 
 
 def _take_pending():

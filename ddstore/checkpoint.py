@@ -1134,6 +1134,9 @@ class Checkpoints:
                 if covered != hi - lo:
                     raise DDStoreValueError(f"checkpoint: the blocks of variable "
                                             f"{v['name']!r} do not cover rows [{lo}, {hi})")
+                if row_bytes and not np.dtype(v["dtype"]).isnative and var.dtype.isnative:
+                    view.byteswap(inplace=True)  # saved in the other order: init made it
+                    # this machine's (a variable saved before stores held native dtypes)
         finally:
             for f in files.values():
                 f.close()

@@ -2,6 +2,7 @@
 refuse a value out of range with argparse's own error (exit code 2, the option named),
 before anything is built or any rank waits for another."""
 import argparse
+import atexit
 import copy
 import json
 import math
@@ -204,14 +205,20 @@ def claim_checkpoint(comm, checkpoint, resume):
     writing their epochs and stores into it.  A refusal ends every rank, rank 0 printing
     it once (:func:`agree_exit`, exit code 2 as for a bad argument).  The check runs on
     rank 0 only: ranks that looked at the directory at different times (before and after
-    the claim) would disagree."""
+    the claim) would disagree.  A run that ends (normally or with an error it reports,
+    such as a refused ``--resume``) having saved nothing there leaves the directory as it
+    found it: the marker, and the directory if the claim made it, are removed at exit."""
     refused = None
     if checkpoint and comm.Get_rank() == 0:
         try:
+            if os.path.islink(checkpoint) and not os.path.exists(checkpoint):
+                raise FileNotFoundError(0, f"a symbolic link to {os.readlink(checkpoint)!r}"
+                                           f", which does not exist")
             refused = checkpoint_conflict(checkpoint, resume)
             going_on = bool(resume) and os.path.isdir(resume) and os.path.isdir(
                 checkpoint) and os.path.samefile(checkpoint, resume)
             if refused is None and not going_on:
+                made = not os.path.isdir(checkpoint)
                 os.makedirs(checkpoint, exist_ok=True)
                 mark = os.path.join(checkpoint, RUN_MARK)
                 try:
@@ -220,12 +227,29 @@ def claim_checkpoint(comm, checkpoint, resume):
                     refused = (f"--checkpoint {checkpoint}: another run claimed it as this "
                                f"one started ({mark}); give each run its own directory")
                 else:
+                    text = (f"host {socket.gethostname()} pid {os.getpid()} started "
+                            f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
                     with os.fdopen(fd, "w") as fh:
-                        fh.write(f"host {socket.gethostname()} pid {os.getpid()} started "
-                                 f"{time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+                        fh.write(text)
+                    atexit.register(_release_claim, checkpoint, text, made)
         except OSError as exc:
             refused = f"--checkpoint {checkpoint}: {exc.strerror or exc}"
-    agree_exit(comm, refused, code=2)
+    agree_exit(comm, comm.bcast(refused, root=0), code=2)  # (one message: rank 0's)
+
+
+def _release_claim(checkpoint, text, made):
+    """At exit: the claim of :func:`claim_checkpoint` undone when the run saved nothing
+    in the directory (it holds this run's marker alone)."""
+    mark = os.path.join(checkpoint, RUN_MARK)
+    try:
+        with open(mark) as fh:
+            ours = fh.read() == text
+        if ours and os.listdir(checkpoint) == [RUN_MARK]:
+            os.remove(mark)
+            if made:
+                os.rmdir(checkpoint)
+    except OSError:
+        pass  # (gone already, or not ours to remove)
 
 
 def nothing_to_train(resume, done, epochs, last):

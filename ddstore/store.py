@@ -27,10 +27,9 @@ import contextlib
 
 import numpy as np
 
-from . import _lifecycle, _transaction, checkpoint
+from . import _collective, _lifecycle, _transaction, checkpoint
 from ._checks import as_indices, as_int, partition
-from . import _collective
-from ._collective import Step, collective, is_agreed, join_bounded
+from ._collective import Step, collective, holds_interrupts, is_agreed, join_bounded
 from ._lifecycle import abort_on_exception
 from ._readers import unmapping
 from .annotations import Annotations
@@ -115,6 +114,7 @@ class DDStore:
     are freed at interpreter exit.
     """
 
+    @holds_interrupts  # (the C core's setup follows the first round)
     def __init__(self, comm=None, width=None, transport="auto", *, data_nbytes=None,
                  memory_budget=None, progress=None):
         _lifecycle.install_abort_hook()  # an agreed refusal of this store: told once
@@ -218,12 +218,12 @@ class DDStore:
             return decide_width("auto", comm.Get_size(), nb, memories)[0]
 
     # ------------------------------------------------------------------ lifecycle
+    @holds_interrupts  # (the windows are freed after the round)
     def free(self):
         """Collective: release every window.  Safe to call twice; any other call on the
-        store afterwards raises :class:`DDStoreStateError`.
-
-        Checked like every collective call: a rank that calls ``free`` while another is
-        in a different collective call (``add``, a dataset constructor...) raises a
+        store afterwards raises :class:`DDStoreStateError`.  Checked like every
+        collective call: a rank that calls ``free`` while another is in a different
+        collective call (``add``, a dataset constructor...) raises a
         :class:`DDStoreValueError` on every rank instead of waiting, and the store stays
         as it was."""
         core = getattr(self, "_core", None)
@@ -361,6 +361,7 @@ class DDStore:
     def update(self, name, rows, offset=0):
         return self._variables.update(name, rows, offset)
 
+    @holds_interrupts  # (a barrier follows the round)
     def sync(self):
         """Collective: make every rank's :meth:`update` writes visible to all readers."""
         with self.collective("sync"):
@@ -383,6 +384,7 @@ class DDStore:
         self._threads = [t for t in self._threads if t.is_alive()]
         self._threads.append(thread)
 
+    @holds_interrupts  # (the windows are freed after the round)
     def remove(self, name, *more):
         """Collective: drop variables (or records) ``name, *more`` and free their memory;
         the names can then be added again.  All or nothing: one step checks every name

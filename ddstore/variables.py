@@ -267,6 +267,7 @@ class Variables:
             self.check_name(name)
             try:
                 dt = np.dtype(dtype)
+                dt = dt if dt.isnative else dt.newbyteorder("=")  # ('>f4': float32)
                 shape = tuple(as_int(s, "row_shape entry") for s in (
                     row_shape if np.iterable(row_shape) else (row_shape,)))
             except (TypeError, ValueError) as exc:

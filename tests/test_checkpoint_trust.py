@@ -304,6 +304,23 @@ def test_a_re_signed_same_size_dtype_change_is_what_a_checksum_cannot_catch(stor
         assert r.get_range("x", 0, 3).dtype == np.int64
 
 
+def test_a_big_endian_variable_is_restored_as_its_values(store, tmp_path):
+    """A checkpoint whose manifest states a big-endian dtype (saved before stores held
+    every variable in the machine's byte order; here made by editing one): restored in
+    this machine's order with the values a numpy reader of the manifest's dtype gets
+    (``init`` makes '>f8' float64 now: its bytes copied as they were gave other
+    values)."""
+    d = tmp_path / "d"
+    saved(store, d)
+    edit(d, lambda m: m["variables"][0].update(dtype=">f8"), resign=True)
+    want = np.frombuffer(np.arange(6, dtype=np.float64).tobytes(), ">f8").reshape(3, 2)
+    with restore(d) as r:
+        got = r.get_range("x", 0, 3)
+        assert got.dtype == np.float64 and got.dtype.isnative
+        assert np.array_equal(got, want, equal_nan=True)
+        assert r.get_range("y", 0, 4).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_load_is_all_or_nothing(store, tmp_path):
     """A damaged block of the last variable: the variables already created by the load
     are removed again; the store keeps what it held."""

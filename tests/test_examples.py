@@ -426,6 +426,7 @@ def test_checkpoint_directory_of_another_run_refused(tmp_path, capsys):
     # another run refused, and of two runs started at once with one new directory (both
     # found it empty: they wrote one mixed checkpoint) the second
     from mpi4py import MPI
+    from ddstore import cli
     from ddstore.cli import RUN_MARK, claim_checkpoint
     new = tmp_path / "new" / "ck"
     claim_checkpoint(MPI.COMM_SELF, str(new), None)
@@ -435,6 +436,23 @@ def test_checkpoint_directory_of_another_run_refused(tmp_path, capsys):
         assert f"--checkpoint {new} is claimed by another run that has saved no epoch " \
                f"yet ({new / RUN_MARK})" in err, err
     claim_checkpoint(MPI.COMM_SELF, str(new), str(new))  # going on with it: taken
+    # a run that saved nothing there (a refused --resume, nothing to train) gives the
+    # directory back at exit: the marker, and the directory it made (a corrected command
+    # was refused as "claimed by another run")
+    at_exit = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cli.atexit, "register", lambda fn, *a: at_exit.append((fn, a)))
+        for d in ("given", "kept"):
+            claim_checkpoint(MPI.COMM_SELF, str(tmp_path / d), None)
+    (tmp_path / "kept" / "epoch-1.pt").write_bytes(b"x")  # saved something: kept
+    for fn, a in at_exit:
+        fn(*a)
+    assert not (tmp_path / "given").exists() and (tmp_path / "kept" / RUN_MARK).exists()
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    err = argparse_exit(capsys, 2, claim_checkpoint, MPI.COMM_SELF, str(dangling), None)[1]
+    assert f"--checkpoint {dangling}: a symbolic link to {str(tmp_path / 'nowhere')!r}, " \
+           f"which does not exist\n" in err, err  # (one line, no "(ranks [0])")
     real = os.listdir
     racer = tmp_path / "race"
     with pytest.MonkeyPatch.context() as mp:  # the other run listed it empty too

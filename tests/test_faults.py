@@ -224,7 +224,7 @@ def test_agreed_error_is_told_once(nprocs, mode):
     assert body.count("Traceback (most recent call last)") == 2, out  # cause, error
     assert out.count("aborting the MPI job") == 1 and "[ddstore] rank 0: uncaught" in out
     assert "[ddstore] rank 1" not in out, out
-    assert len(body.splitlines()) < 30, out
+    assert len(body.splitlines()) < 34, out  # (30, and the frame holding SIGINT over it)
 
 
 @pytest.mark.mpi

@@ -763,6 +763,11 @@ def test_window_views_are_torch_datasets(store):
                                         "not float"):
         batch[1.0]
     assert torch.equal(st.batch_collate([train[1], train[2]])[0], batch.parts[0])
+    # a user's (x, y, index) or (x, y, mask): torch's default collate (taken for dynamic
+    # windows when batch_collate learnt them: a TypeError)
+    for extra in (3, torch.ones(2, dtype=torch.bool)):
+        xs, ys, es = st.batch_collate([train[1] + (extra,), train[2] + (extra,)])
+        assert torch.equal(xs, batch.parts[0]) and es.shape[0] == 2
     part = train[2:9:3]
     assert isinstance(part, torch.utils.data.Subset) and list(part.indices) == [2, 5, 8]
     assert torch.equal(part[1][0], train[5][0]) and len(train[len(train):]) == 0

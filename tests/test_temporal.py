@@ -883,7 +883,8 @@ def test_node_memory_post_to_neighbors(store):
                         (dict(col=[2.7]), r"block.col: indices must be a 1-D sequence of "
                                           r"integers, got dtype float64"),
                         (dict(row=[0.9]), r"block.row: indices must be .*float64"),
-                        (dict(row=[0, 1]), r"block.row has 2 entries and block.col 1")):
+                        (dict(row=[0, 1]), r"block.row has 2 entries and block.col 1"),
+                        (dict(num_roots=2.7), r"block.num_roots.*2.7")):
         parts = dict(row=[0], col=[2], nodes=block.nodes, num_roots=6) | kw
         a.post_to_neighbors(SimpleNamespace(**parts), mail, ts)
         with pytest.raises(DDStoreIndexError if "range" in pattern else DDStoreValueError,

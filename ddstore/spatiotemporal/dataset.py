@@ -160,10 +160,20 @@ def batch_collate(batch):
     if isinstance(batch, WindowBatch):
         return batch.parts
     if isinstance(batch, list):
-        if batch and all(isinstance(s, tuple) and len(s) == 3 for s in batch):
+        if batch and all(_is_dynamic_sample(s) for s in batch):
             return _collate_dynamic(batch)
         return torch.utils.data.default_collate(batch)
     return batch
+
+
+def _is_dynamic_sample(sample):
+    """Whether ``sample`` is a dynamic window ``(x, y, graphs)``: ``graphs`` a list of
+    ``(edge_index [2, E], edge_weight or None)`` (a user's own ``(x, y, index)`` or
+    ``(x, y, mask)`` goes to torch's default collate)."""
+    return (isinstance(sample, tuple) and len(sample) == 3 and
+            isinstance(sample[2], list) and all(
+                isinstance(g, tuple) and len(g) == 2 and isinstance(g[0], torch.Tensor)
+                and g[0].ndim == 2 and g[0].shape[0] == 2 for g in sample[2]))
 
 
 def _collate_dynamic(samples):
@@ -1268,9 +1278,9 @@ class WindowDataset(_WindowView):
         k = len(feats)
         if is_torch:
             dt = arr.dtype if arr.is_floating_point() else torch.float64
-            # computed in float32 at least (a float16 mean or std above 65504 was inf: every
-            # value inf or NaN), then given the values' dtype, as the numpy path does
-            wide = torch.promote_types(dt, torch.float32)
+            # computed in float64 (a float16 mean or std above 65504 was inf: every value
+            # inf or NaN), then given the values' dtype, as the numpy path does
+            wide = torch.float64
             m = torch.as_tensor(mean, dtype=wide, device=arr.device)
             s = torch.as_tensor(std, dtype=wide, device=arr.device)
             head = (arr[..., :k].to(wide) * s + m).to(dt)

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._collective import join_bounded
-from .._checks import (as_dtype, as_indices, check_free_names, check_indices, is_int,
-                       partition, names_under, tensor_values)
+from .._collective import holds_interrupts, join_bounded
+from .._checks import (as_dtype, as_indices, as_int, check_free_names, check_indices,
+                       is_int, partition, names_under, tensor_values)
 from .._times import FLOAT_TIMES, as_time_dtype, as_times
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 from ..placement import alltoallv_rows
@@ -626,7 +626,7 @@ class NodeMemory:
                     f"{', '.join(missing)}")
             what = f"NodeMemory {self.name!r}: post_to_neighbors"
             nodes = np.asarray(block.nodes)
-            nr = int(block.num_roots)
+            nr = as_int(block.num_roots, f"{what}: block.num_roots", 0)  # (2.7 was 2)
             row = as_indices(block.row, f"{what}: block.row", nr)
             col = as_indices(block.col, f"{what}: block.col", len(nodes))
             check_indices(row, nr, f"{what}: block.row", detail=" (a root's position)")
@@ -671,6 +671,7 @@ class NodeMemory:
                         axis=1)
         return keys, rows
 
+    @holds_interrupts  # (an exchange or a sync follows the round)
     def commit(self, wait=True):
         """Collective: apply every rank's staged writes and mails (see the class
         docstring for the order and the guarantee), then clear them.
@@ -925,6 +926,7 @@ class NodeMemory:
         for k in _VARS:
             self._own[k][...] = 0
 
+    @holds_interrupts  # (an exchange or a sync follows the round)
     def reset(self):
         """Collective: every node's memory, mailbox and timestamps back to zero (e.g. at
         the start of every epoch).  Staged updates are dropped."""
@@ -949,6 +951,7 @@ class NodeMemory:
             copy = {k: self._own[k].copy() for k in _VARS}
         self._snapshot = copy
 
+    @holds_interrupts  # (an exchange or a sync follows the round)
     def restore(self):
         """Collective: bring back the state of the last :meth:`snapshot` (it is kept, so
         it can be restored again).  Staged updates are dropped.  Raises

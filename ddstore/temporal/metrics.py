@@ -10,7 +10,7 @@ result does not depend on the order of the input."""
 import numpy as np
 
 from .._checks import as_seed, is_int, tensor_values
-from .._collective import collective
+from .._collective import collective, holds_interrupts
 from ..errors import DDStoreValueError
 
 __all__ = ["average_precision", "link_prediction_metrics", "roc_auc"]
@@ -93,6 +93,7 @@ def roc_auc(labels, scores):
     return _roc_auc(*_checked(labels, scores, "roc_auc"))
 
 
+@holds_interrupts  # (a gather follows the round)
 def link_prediction_metrics(comm, scores, labels, root=0, seed=0):
     """Collective over ``comm`` (an mpi4py communicator): gather every rank's ``scores``
     and ``labels`` (1 for a true edge, 0 for a negative; equal lengths, any length,

@@ -322,6 +322,94 @@ def _(t):
     check(store.variables() is not None, "the case's store is still usable")
 
 
+@cases("SIGINT after every round of calls that end outside a round")
+def _(t):
+    """A real SIGINT on the last rank just after any round's gather of a call whose
+    rounds are followed by more collective work (the store's constructor: the C core's
+    setup; ``free`` and ``remove``: the windows' release; ``sync``: a barrier;
+    ``NodeMemory.commit`` / ``reset`` / ``restore``: an exchange and a sync;
+    ``link_prediction_metrics``: a gather): it was raised as the step closed, so that
+    rank left the call before that work while the others waited in it (a hang once the
+    program went on with another call).  Now the call completes on every rank and the
+    interrupted rank alone raises after it (or every rank raises the agreed interrupt),
+    and the next ``sync`` meets on every rank."""
+    from ddstore import _lifecycle
+    from ddstore.temporal import NodeMemory, link_prediction_metrics
+    store = t.store
+    mem = NodeMemory(store, "tails", 8, 2, 2, mailbox_size=2)
+    mem.snapshot()
+    real_round = _collective._round
+    rounds = {"n": 0, "at": None}
+
+    def round_then_sigint(*args, **kwargs):  # a SIGINT just after the gather
+        out = real_round(*args, **kwargs)
+        rounds["n"] += 1
+        if rounds["n"] == rounds["at"]:
+            signal.raise_signal(signal.SIGINT)  # to this thread: handled now
+        return out
+
+    def commit(wait):
+        mem.write([rank], np.full((1, 2), rank + 1.0, np.float32), [float(rank + 1)])
+        mem.commit(wait=wait)
+        mem.wait()
+
+    def add():
+        store.add("tails_x", np.arange(4.0))
+    held = []
+    # (setup outside the counted rounds, the call)
+    calls = {"DDStore()": (None, lambda: held.append(ddstore.DDStore(comm))),
+             "free": (lambda: held.append(ddstore.DDStore(comm)), lambda: held[-1].free()),
+             "sync": (None, store.sync),
+             "add": (None, add),
+             "remove": (add, lambda: store.remove("tails_x")),
+             "commit": (None, lambda: commit(True)),
+             "commit(wait=False)": (None, lambda: commit(False)),
+             "reset": (None, mem.reset),
+             "restore": (None, mem.restore),
+             "link_prediction_metrics": (None, lambda: link_prediction_metrics(
+                 comm, np.array([0.9, 0.1]), np.array([1, 0])))}
+    lives = len(_lifecycle._LIVE_STORES)
+    _collective._round = round_then_sigint
+    try:
+        for name, (setup, call) in calls.items():
+            n_rounds = None
+            k = 0
+            while n_rounds is None or k <= n_rounds:
+                if setup is not None:
+                    setup()
+                rounds["n"], rounds["at"] = 0, (k if rank == LAST and k else None)
+                got = None
+                try:
+                    call()
+                except KeyboardInterrupt as exc:
+                    got = (type(exc).__name__, _collective.is_agreed(exc))
+                if n_rounds is None:
+                    n_rounds = rounds["n"]
+                    check(n_rounds >= 1, f"{name}: {n_rounds} rounds")
+                everyone = comm.allgather(got)
+                agreed = all(g == ("DDStoreInterrupt", True) for g in everyone)
+                late = all(g is None for r, g in enumerate(everyone) if r != LAST) and \
+                    everyone[LAST] in (None, ("KeyboardInterrupt", False))
+                check(agreed or late, f"{name}, SIGINT after round {k}: raised {everyone}")
+                rounds["at"] = None
+                # a store made on every rank whose handle the interrupted rank never got
+                # (its constructor raised after it completed): freed alike
+                while len(_lifecycle._LIVE_STORES) > lives:
+                    _lifecycle._LIVE_STORES[-1].free()
+                held.clear()
+                if "tails_x" in store:
+                    store.remove("tails_x")
+                store.sync()  # meets on every rank (it hung: one rank left the call)
+                check(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+                      f"{name}, round {k}: the SIGINT handler is not restored")
+                k += 1
+    finally:
+        _collective._round = real_round
+    got = mem.read(np.arange(size)).memory.numpy()
+    check(np.array_equal(got, np.zeros((size, 2), np.float32)), f"memory after restore: {got}")
+    mem.remove()
+
+
 # ---------------------------------------------------------------- item 7
 @cases("two stores called in different orders", min_ranks=2)
 def _(t):
