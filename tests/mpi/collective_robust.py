@@ -60,6 +60,21 @@ class SigintNow:
         return None
 
 
+def sigint_after_gather(rounds):
+    """``(real, stand-in)`` for ``_collective._round``: the stand-in counts rounds in
+    ``rounds["n"]`` and sends this thread a real SIGINT just after the gather of round
+    ``rounds["at"]``."""
+    real_round = _collective._round
+
+    def round_then_sigint(*args, **kwargs):
+        out = real_round(*args, **kwargs)
+        rounds["n"] += 1
+        if rounds["n"] == rounds["at"]:
+            signal.raise_signal(signal.SIGINT)  # to this thread: handled now
+        return out
+    return real_round, round_then_sigint
+
+
 def new_store():
     return ddstore.DDStore(comm)
 
@@ -264,15 +279,8 @@ def _(t):
         ddstore.DDStore.restore(path, comm).free()
         steps = _collective.steps_entered()
         check(steps >= 3, f"restore entered {steps} steps")
-        real_round = _collective._round
         rounds = {"n": 0, "at": None}
-
-        def round_then_sigint(*args, **kwargs):  # a SIGINT just after the gather
-            out = real_round(*args, **kwargs)
-            rounds["n"] += 1
-            if rounds["n"] == rounds["at"]:
-                signal.raise_signal(signal.SIGINT)  # to this thread: handled now
-            return out
+        real_round, round_then_sigint = sigint_after_gather(rounds)
         _collective._round = round_then_sigint
         try:
             rounds["at"] = None
@@ -338,15 +346,8 @@ def _(t):
     store = t.store
     mem = NodeMemory(store, "tails", 8, 2, 2, mailbox_size=2)
     mem.snapshot()
-    real_round = _collective._round
     rounds = {"n": 0, "at": None}
-
-    def round_then_sigint(*args, **kwargs):  # a SIGINT just after the gather
-        out = real_round(*args, **kwargs)
-        rounds["n"] += 1
-        if rounds["n"] == rounds["at"]:
-            signal.raise_signal(signal.SIGINT)  # to this thread: handled now
-        return out
+    real_round, round_then_sigint = sigint_after_gather(rounds)
 
     def commit(wait):
         mem.write([rank], np.full((1, 2), rank + 1.0, np.float32), [float(rank + 1)])
