@@ -29,9 +29,11 @@ def storable(dtype):
 
 
 def as_array(x, what):
-    """``np.asarray(x)``; anything that cannot be one raises a :class:`DDStoreValueError`
-    naming ``what`` (a torch tensor of a dtype numpy has not, such as bfloat16 or float8,
-    with the conversions that store it), a ``MemoryError`` stays what it is."""
+    """``np.asarray(x)`` in this machine's byte order (a torch tensor as its values:
+    detached, on the CPU, negation and conjugation resolved); anything that cannot be one
+    raises a :class:`DDStoreValueError` naming ``what`` (a torch tensor of a dtype numpy
+    has not, such as bfloat16 or float8, with the conversions that store it), a
+    ``MemoryError`` stays what it is."""
     if isinstance(x, np.ndarray):
         return x if x.dtype.isnative else _native(x)
     torch_tensor = type(x).__module__.startswith("torch") and hasattr(x, "detach")
