@@ -198,11 +198,11 @@ def holds_interrupts(fn):
     without a bound."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        level = _push("defer")
+        level = hold_interrupts()
         try:
             return fn(*args, **kwargs)
         finally:
-            _pop(level)  # may raise a SIGINT deferred and not agreed
+            release_interrupts(level)  # may raise a SIGINT deferred and not agreed
     return call
 
 

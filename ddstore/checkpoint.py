@@ -962,6 +962,7 @@ class Checkpoints:
             os.close(fd)
 
     # ------------------------------------------------------------------ load
+    @_collective.holds_interrupts  # (its steps are several)
     def load(self, path):
         """Collective: add everything of the checkpoint at ``path`` (see :meth:`save`) to
         this store, at this store's rank count and width: rows split as
@@ -975,13 +976,6 @@ class Checkpoints:
         steps are several): it is agreed in the next round, or raised once the call has
         completed on every rank, never between two of its steps on that rank alone.
         Returns the manifest."""
-        level = _collective.hold_interrupts()
-        try:
-            return self._load(path)
-        finally:
-            _collective.release_interrupts(level)
-
-    def _load(self, path):
         with self.store.collective("load", str(path)) as step:
             path = _path_arg(path, "load")
             manifest = read_manifest(path)  # checksum and every field checked
