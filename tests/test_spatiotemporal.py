@@ -546,6 +546,36 @@ def test_dataloader_and_samplers(store):
     assert xb.shape[0] == 8
 
 
+def test_loader_equals_torch_dataloader(store):
+    """The host loader's own iterator gives torch's ``DataLoader`` batches over the same
+    sampler, byte for byte, with ``len`` on loader and iterator, and draws from torch's
+    global generator as torch's iterator does (a loop's random stream unchanged)."""
+    raw = random_series(T=90, n=3, f=2, seed=21)
+    train = make(store, raw, 4, standardize=False).splits()[0]
+    for sampler, drop_last in (("global", False), ("global", True), ("batch", False)):
+        loader = train.loader(7, sampler=sampler, seed=3, drop_last=drop_last)
+        assert isinstance(loader, torch.utils.data.DataLoader)
+        plain = torch.utils.data.DataLoader(train, batch_sampler=loader.batch_sampler,
+                                            collate_fn=st.batch_collate)
+        for epoch in (0, 1):
+            st.set_epoch(loader, epoch)
+            torch.manual_seed(5)
+            it = iter(loader)
+            assert len(it) == len(loader) == len(plain)
+            ours = list(it)
+            after = torch.rand(3)
+            torch.manual_seed(5)
+            ref = list(plain)
+            assert torch.equal(after, torch.rand(3))
+            assert len(ours) == len(ref) > 0
+            for (xa, ya), (xb, yb) in zip(ours, ref):
+                assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    # a collate_fn set on the loader afterwards is honoured (torch's own iterator)
+    loader = train.loader(5, shuffle=False)
+    loader.collate_fn = lambda batch: ("mine", len(batch))
+    assert next(iter(loader)) == ("mine", 5)
+
+
 def test_assign_blocks_balance_and_locality():
     from ddstore.spatiotemporal.batch_sampler import assign_blocks
     rng = np.random.default_rng(0)

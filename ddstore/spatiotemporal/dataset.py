@@ -430,11 +430,10 @@ class _WindowView(torch.utils.data.Dataset):
                                     f"to a device: give device= (or a dataset on a "
                                     f"device with the series in the store)")
         if smp is not None:
-            loader = torch.utils.data.DataLoader(self, batch_size=batch_size, sampler=smp,
-                                                 drop_last=False, collate_fn=batch_collate)
+            loader = _WindowLoader(self, batch_size=batch_size, sampler=smp,
+                                   drop_last=False, collate_fn=batch_collate)
         else:
-            loader = torch.utils.data.DataLoader(self, batch_sampler=batches,
-                                                 collate_fn=batch_collate)
+            loader = _WindowLoader(self, batch_sampler=batches, collate_fn=batch_collate)
         if not prefetch:
             return loader, (smp if smp is not None else batches)
         return PrefetchLoader(loader, prefetch_depth(store, prefetch, what)), (
@@ -514,6 +513,42 @@ class _WindowBatches:
         idx = _index_array(indices, len(v), v._what())
         return v._ds._fetch(idx + v.start if v.start else idx, host=True, into=take,
                             direct=self.direct if take is not None else None)
+
+
+class _WindowLoader(torch.utils.data.DataLoader):
+    """The host window loader: a ``DataLoader`` (its attributes, ``len``, ``set_epoch``
+    on its sampler) whose iterator reads each batch of the batch sampler with one
+    :meth:`~_WindowView.get_batch` -- the batches ``batch_collate`` makes of
+    ``__getitems__`` (another ``collate_fn`` set on it: torch's iterator), without the ~20 us a batch of torch's single-process iterator
+    (its profiler scope, fetcher and collate call).  As torch's, each ``iter`` draws
+    one number from the loader's ``generator`` (torch's global one by default), so
+    a loop's random stream is the same as over a plain ``DataLoader``."""
+
+    def __iter__(self):
+        if self.collate_fn is not batch_collate:  # a user's own: torch's iterator
+            return super().__iter__()
+        return _WindowLoaderIter(self)
+
+
+class _WindowLoaderIter:
+    """An epoch of a :class:`_WindowLoader`: ``next`` gives the next batch ``(x, y)``,
+    ``len`` the number of batches of the epoch."""
+
+    def __init__(self, loader):
+        self._read = loader.dataset.get_batch
+        self._len = len(loader.batch_sampler)
+        self._batches = iter(loader.batch_sampler)
+        # the draw torch's iterator makes for its workers' base seed (none here)
+        torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return self._len
+
+    def __next__(self):
+        return self._read(next(self._batches))
 
 
 _ROWS_AT_ONCE = 1 << 16  # windows whose series rows the resident loader makes at once
