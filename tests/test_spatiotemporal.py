@@ -179,6 +179,30 @@ def test_pems_h5_precision_follows_request(tmp_path):
         np.testing.assert_array_equal(s32.read(0, 50)[:, :, 0], data.astype(np.float32))
 
 
+def test_pems_h5_integer_frames_exact(tmp_path, store):
+    """Integer frames keep their dtype and every value (int32 read as float32 rounded
+    16,777,217; int64 as float64 rounded 2**53 + 1), and ``dtype=`` is honoured (an
+    int64 request was replaced by float64) or refused naming what is allowed."""
+    ts = np.datetime64("2012-03-01") + np.arange(12) * np.timedelta64(5, "m")
+    for dt, big in ((np.int32, 2**24 + 1), (np.int64, 2**53 + 1), (np.uint16, 65535)):
+        data = np.array([[big, 3], [5, 7]] + [[k, k + 1] for k in range(10)], dtype=dt)
+        path = tmp_path / f"{np.dtype(dt).name}.h5"
+        st.write_pems_h5(path, data, ts)
+        for want in (None, dt, np.float64):
+            with st.load_pems_h5(path, dtype=want) as s:
+                got = s.read(0, 12)[:, :, 0]
+                assert got.dtype == (dt if want is None else want)
+                assert got.tolist() == data.astype(got.dtype).tolist()
+    with st.load_pems_h5(path) as s:  # windows of an integer series: float32, exact
+        x, y = st.WindowDataset(store, "h5int", s, 1, standardize=False,
+                                overlap=True)[0]
+        assert x.dtype == torch.float32 and x[0, :, 0].tolist() == [65535, 3]
+        assert y[0, :, 0].tolist() == [5, 7]
+    with pytest.raises(DDStoreValueError, match=r"dtype=<U0; allowed: bool, integer or "
+                                                r"floating"):
+        st.load_pems_h5(path, dtype=str)
+
+
 def test_pems_h5_distances_and_table_format(tmp_path):
     import h5py
     ts = np.datetime64("2012-03-01") + np.arange(10) * np.timedelta64(5, "m")

@@ -419,11 +419,17 @@ class AdiosSource(Source):
             if hi > lo and 0 not in stored:  # (rows of no element: nothing to read)
                 raw = self._read(f"data/{key}", [lo] + [0] * len(stored),
                                  [hi - lo] + list(stored))
+                # the file holds values in this machine's byte order (ADIOS2 writes a
+                # big-endian array's values): reinterpret as the native twin of the
+                # recorded dtype, then convert (a '>c16' or '>f2' viewed straight away
+                # would read swapped bytes)
                 view = _VIEW_AS.get("b" if dtype.kind == "b" else dtype.str[1:])
+                native = dtype.newbyteorder("=")
                 if view is not None or dtype.kind == "c":
-                    arr = np.ascontiguousarray(raw).view(dtype)
+                    arr = np.ascontiguousarray(raw).view(native)
                 else:
-                    arr = raw.astype(dtype, copy=False)
+                    arr = raw.astype(native, copy=False)
+                arr = arr.astype(dtype, copy=False)
                 arr = arr.reshape((hi - lo,) + trailing)
             else:
                 arr = np.zeros((hi - lo,) + trailing, dtype=dtype)

@@ -103,6 +103,9 @@ def load_pems_h5(path, key=None, *, adjacency=None, distances=None, edge_index=N
         except TypeError as exc:
             raise DDStoreValueError(f"load_pems_h5: dtype={dtype!r} is not a numpy dtype "
                                     f"({exc})") from None
+        if dtype.kind not in "biuf":
+            raise DDStoreValueError(f"load_pems_h5: dtype={dtype}; allowed: bool, "
+                                    f"integer or floating point")
     path = regular_file(path, "load_pems_h5: cannot open ", "no such file")
     try:
         fh = h5py.File(path, "r")
@@ -219,10 +222,10 @@ def _frame(fh, path, key, adjacency, distances, edge_index, edge_weight, dtype):
         adjacency = gaussian_kernel_adjacency(distances, node_ids)
     if adjacency is not None:
         edge_index, edge_weight = adjacency_to_edges(adjacency, num_nodes)
+    # the file's values as they are (integers stay integers: a WindowDataset converts
+    # them exactly, to its own dtype), or the dtype the caller asked for
     out_dtype = np.result_type(*[v.dtype for v, _, _ in blocks]) if dtype is None \
-        else np.dtype(dtype)
-    if out_dtype.kind != "f":
-        out_dtype = np.dtype(np.float64 if out_dtype.itemsize > 4 else np.float32)
+        else dtype
     simple = (len(blocks) == 1 and blocks[0][1]
               and np.array_equal(blocks[0][2], np.arange(num_nodes)))
 
