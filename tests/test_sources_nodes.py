@@ -229,6 +229,24 @@ def test_csv_integer_columns_take_integer_literals_only(tmp_path, text):
             R.read_csv_rows(str(path), 0, 4, dtype=np.int64)
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz"])
+def test_trailing_blank_lines_are_not_rows(tmp_path, suffix):
+    """Blank lines at the end are no rows, as pandas reads the file, so
+    ``read_rows(p, 0, count_rows(p))`` reads every row (it refused the first blank line
+    as malformed); a blank line between rows still counts (and is refused by the
+    read); a file of blank lines has no rows."""
+    for text, rows in (("1,2\n3,4\n\n", 2), ("1,2\n3,4\n \r\n\t\n\n", 2), ("1,2\n3,4", 2),
+                       ("1,2\n\n3,4\n\n", 3), ("\n\n", 0), ("", 0)):
+        path = str(tmp_path / f"t{suffix}")
+        with (gzip.open if suffix.endswith("gz") else open)(path, "wb") as f:
+            f.write(text.encode())
+        for block in (2, 4, 1 << 20):  # the blank tail spread over several blocks
+            assert R.count_rows(path, block) == rows, (text, block)
+        if rows and "\n\n3" not in text:
+            assert len(pd.read_csv(path, header=None)) == rows
+            assert R.read_rows(path, 0, rows).tolist() == [[1, 2], [3, 4]]
+
+
 def test_npy_rows_and_columns(tmp_path):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((50, 4, 3)).astype(np.float32)

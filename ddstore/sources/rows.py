@@ -104,12 +104,19 @@ def _blocks(path, block_bytes):
 
 def count_rows(path, block_bytes=BLOCK_BYTES):
     """The number of rows of a ``.csv`` / ``.csv.gz`` file (its lines; a last line without
-    a newline counts) or the first dimension of a ``.npy`` array.  A ``.csv.gz`` is
-    decompressed from start to end to count (nothing is kept but the count)."""
+    a newline counts; blank lines at the end of the file do not, as pandas skips them)
+    or the first dimension of a ``.npy`` array.  A ``.csv.gz`` is decompressed from
+    start to end to count (nothing is kept but the count)."""
     path = _need_file(path)
     if _kind(path) == "npy":
         return npy_shape(path)[0][0]
-    return sum(block.count(b"\n") for block in _blocks(path, block_bytes))
+    lines = rows = 0  # lines seen; lines up to the last one that is not blank
+    for block in _blocks(path, block_bytes):
+        text = block.rstrip(b" \t\r\n")
+        if text:
+            rows = lines + text.count(b"\n") + 1
+        lines += block.count(b"\n")
+    return rows
 
 
 def line_text(path, row, block_bytes=BLOCK_BYTES):
