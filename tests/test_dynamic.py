@@ -251,6 +251,20 @@ def test_nonfinite_weights_name_the_edge():
                                                     r"weight nan; weights must be finite "
                                                     r"\(1 of 2 edges are NaN or inf\)"):
             DynamicGraph(store, "g", edges, [np.ones(3), np.array([1.0, np.nan])])
+        # finite as given, beyond float32 as stored: the value and the range (was "inf")
+        beyond = r"beyond float32 as weights are stored \(largest finite 3\.403e\+38\)"
+        with pytest.raises(DDStoreValueError, match=r"weights\[1\]: edge 0 \(0 -> 3\) has "
+                                                    r"weight 1e\+39, " + beyond):
+            DynamicGraph(store, "g", edges, [np.ones(3), np.array([1e39, 1.0])])
+        with pytest.raises(DDStoreValueError, match=r"weights\[0\] summed by dedup='sum': "
+                                                    r"edge 0 \(0 -> 1\) has weight 6e\+38, "
+                                                    + beyond):
+            DynamicGraph(store, "g", [np.array([[0, 0], [1, 1]])], [np.full(2, 3e38)],
+                         dedup="sum")
+        with pytest.raises(DDStoreValueError, match=r"edge_weight: edge 1 \(1 -> 2\) has "
+                                                    r"weight 1e\+39, beyond float32"):
+            st.from_arrays(np.zeros((4, 3, 1)), edge_index=edges[0],
+                           edge_weight=[1.0, 1e39, 2.0])
         assert store.variables() == []
     finally:
         store.free()
@@ -521,3 +535,44 @@ def test_a_freed_graph_never_reads_another_built_under_its_name(store):
         assert old.held() == [] and old.nbytes() < new.nbytes()
     assert new.snapshot(2)[0].tolist() == [[3], [4]]
     new.free()
+
+
+def test_window_dataset_graph_must_be_this_stores_and_held(store, tmp_path):
+    """``graph=`` is kept by name in a checkpoint: another store's graph (a graph of
+    that name in this store came back after a restore, silently another graph) and a
+    freed one are refused when the dataset is built, as are ``weights=`` without
+    ``edges=`` (silently replaced by the series' own weights) and with ``graph=``;
+    nothing is left in the store."""
+    from ddstore import DDStore, DDStoreStateError
+    from ddstore.dynamic import DynamicWindowDataset
+    one = lambda s, d: np.array([[s], [d]], dtype=np.int64)  # noqa: E731
+    X = np.arange(12 * 3, dtype=np.float32).reshape(12, 3, 1)
+    other = DDStore(store.comm)
+    try:
+        theirs = DynamicGraph(other, "g", [one(0, 1)] * 12, num_nodes=3)
+        mine = DynamicGraph(store, "g", [one(2, 2)] * 12, num_nodes=3)
+        before = store.variables()
+        with pytest.raises(DDStoreValueError, match=r"graph 'g' belongs to another store"):
+            DynamicWindowDataset(store, "d", X, 2, graph=theirs, overlap=True)
+        freed = DynamicGraph(store, "f", [one(1, 0)] * 12, num_nodes=3)
+        freed.free()
+        with pytest.raises(DDStoreStateError, match=r"DynamicGraph 'f' is no longer in"):
+            DynamicWindowDataset(store, "d", X, 2, graph=freed, overlap=True)
+        with pytest.raises(DDStoreValueError, match=r"weights= are the weights of edges=, "
+                                                    r"which is not given"):
+            DynamicWindowDataset(store, "d", X, 2, weights=[np.ones(1)] * 12, overlap=True)
+        with pytest.raises(DDStoreValueError, match=r"give graph= or edges= \(and "
+                                                    r"weights=\), not both"):
+            DynamicWindowDataset(store, "d", X, 2, graph=mine, weights=[np.ones(1)] * 12,
+                                 overlap=True)
+        assert store.variables() == before
+        ds = DynamicWindowDataset(store, "d", X, 2, graph=mine, overlap=True)
+        store.save(str(tmp_path / "ck"))
+        back = DDStore.restore(str(tmp_path / "ck"), store.comm)
+        try:
+            again = DynamicWindowDataset.open(back, "d")
+            assert again[0][2][0][0].tolist() == ds[0][2][0][0].tolist() == [[2], [2]]
+        finally:
+            back.free()
+    finally:
+        other.free()

@@ -114,7 +114,7 @@ def _step_weights(weights, t, edge_index):
                                 f"{num_edges} edges")
     w = w.astype(np.float64)
     with np.errstate(over="ignore"):  # beyond float32 (as stored): inf, refused
-        check_finite_weights(w.astype(np.float32), edge_index, f"weights[{t}]")
+        check_finite_weights(w.astype(np.float32), edge_index, f"weights[{t}]", w)
     return w
 
 
@@ -530,7 +530,7 @@ class DynamicGraph:
             with np.errstate(over="ignore"):
                 w32 = w.astype(np.float32)
             merged = np.stack([keys & self._mask, keys >> self._bits])
-            check_finite_weights(w32, merged, f"weights[{t}] summed by dedup='sum'")
+            check_finite_weights(w32, merged, f"weights[{t}] summed by dedup='sum'", w)
         return keys, w
 
     def _add_all(self, deltas, ckpts):
@@ -595,7 +595,9 @@ class DynamicGraph:
         self._handles = {n: self.store.handle(n) for n in (self._dname, self._cname)
                          if n in self.store}
 
-    def _check_held(self):
+    def check_held(self):
+        """Local: raise :class:`~ddstore.DDStoreStateError` unless the store still holds
+        this graph's records (not freed, not removed by a rollback)."""
         # the checkpoints: every graph has them, and free() and a rollback remove both
         # record sets (deltas removed alone: their handle refuses when they are read)
         if self._handles[self._cname] not in self.store:
@@ -679,7 +681,7 @@ class DynamicGraph:
 
     def _snap(self, t):
         """Materialised state of step ``t`` (cache, else the cheapest base + deltas)."""
-        self._check_held()  # a freed graph's cache is not served either
+        self.check_held()  # a freed graph's cache is not served either
         cached = self._cache.get(t)
         if cached is not None:
             return cached
@@ -778,7 +780,7 @@ class DynamicGraph:
         steps = range(start, stop) if forward else range(stop - 1, start - 1, -1)
         snap, buf = None, {}
         for t in steps:
-            self._check_held()
+            self.check_held()
             u = t if forward else t + 1  # the delta that takes the previous step to t
             cached = self._cache.get(t)
             if cached is not None:

@@ -36,8 +36,8 @@ class DynamicWindowDataset(WindowDataset):
     the same steps.  Construction is **collective**: it adds the series ``name`` and the
     graph ``"<name>/graph"`` (if the graph fails, the series is removed again).
 
-    The graph comes from ``graph`` (a :class:`DynamicGraph` already built, with ``T``
-    steps and the series' node count), else from ``edges`` / ``weights`` (as for
+    The graph comes from ``graph`` (a :class:`DynamicGraph` of this store, held, with
+    ``T`` steps and the series' node count), else from ``edges`` / ``weights`` (as for
     :class:`DynamicGraph`; ``dedup``, ``checkpoint_every`` and ``cache_size`` are passed
     on), else from a :class:`~ddstore.spatiotemporal.DynamicSeries` ``series``, else from
     the series' static graph repeated every step (stored once: no deltas, one checkpoint).
@@ -71,9 +71,12 @@ class DynamicWindowDataset(WindowDataset):
             if graph is not None and not isinstance(graph, DynamicGraph):
                 raise DDStoreValueError(f"DynamicWindowDataset {name!r}: graph must be a "
                                         f"DynamicGraph, got {type(graph).__name__}")
-            if graph is not None and edges is not None:
+            if graph is not None and (edges is not None or weights is not None):
                 raise DDStoreValueError(f"DynamicWindowDataset {name!r}: give graph= or "
-                                        f"edges=, not both")
+                                        f"edges= (and weights=), not both")
+            if weights is not None and edges is None:
+                raise DDStoreValueError(f"DynamicWindowDataset {name!r}: weights= are the "
+                                        f"weights of edges=, which is not given")
             # what shapes every window's graphs: the same on every rank
             step.agree(same={"graph_steps": graph_steps,
                              "graph": None if graph is None else graph.name})
@@ -85,6 +88,14 @@ class DynamicWindowDataset(WindowDataset):
             self._own_graph = graph is None
             with store.collective(None):  # the graph's steps and nodes fit the series
                 if graph is not None:
+                    # its name is what a checkpoint keeps: the graph must be this
+                    # store's, as held now (another store's, or a freed one, would be
+                    # another graph, or none, once reopened)
+                    if graph.store is not store:
+                        raise DDStoreValueError(
+                            f"DynamicWindowDataset {name!r}: graph {graph.name!r} belongs "
+                            f"to another store; build it in this one")
+                    graph.check_held()
                     if graph.num_steps != T or graph.num_nodes != n:
                         raise DDStoreValueError(
                             f"DynamicWindowDataset {name!r}: graph has {graph.num_steps} "

@@ -83,31 +83,38 @@ def check_edges(edge_index, edge_weight, num_nodes, what):
     if edge_weight is None:
         ew = np.ones(ei.shape[1], dtype=np.float32)
     else:
-        ew = _as_array(edge_weight, f"{what}: edge_weight")
-        if ew.dtype.kind not in "biuf":
-            raise DDStoreValueError(f"{what}: edge_weight has dtype {ew.dtype}; allowed: "
-                                    f"bool, integer or floating point numbers")
+        given = _as_array(edge_weight, f"{what}: edge_weight")
+        if given.dtype.kind not in "biuf":
+            raise DDStoreValueError(f"{what}: edge_weight has dtype {given.dtype}; "
+                                    f"allowed: bool, integer or floating point numbers")
+        given = given.reshape(-1)
         with np.errstate(over="ignore"):  # beyond float32: inf, refused below
-            ew = np.ascontiguousarray(ew, dtype=np.float32).reshape(-1)
+            ew = np.ascontiguousarray(given, dtype=np.float32)
         if ew.shape[0] != ei.shape[1]:
             raise DDStoreValueError(f"{what}: edge_weight has {ew.shape[0]} entries, "
                                     f"edge_index has {ei.shape[1]} edges")
-        check_finite_weights(ew, ei, f"{what}: edge_weight")
+        check_finite_weights(ew, ei, f"{what}: edge_weight", given)
     return ei, ew
 
 
-def check_finite_weights(weights, edge_index, what):
+def check_finite_weights(weights, edge_index, what, given=None):
     """Raise :class:`DDStoreValueError` if ``weights`` (``[E]``, as they will be stored)
     holds a NaN or inf, naming the first such edge (its index, source and target) and how
-    many there are.  The one check of edge weights: static graphs (:class:`Series`) and
+    many there are; ``given``: the weights before they were converted to the stored
+    dtype, so that a finite value beyond its range is named as given, with the range.
+    The one check of edge weights: static graphs (:class:`Series`) and
     :class:`~ddstore.dynamic.DynamicGraph` steps both use it."""
     bad = ~np.isfinite(weights)
     if bad.any():
         i = int(np.argmax(bad))
-        raise DDStoreValueError(f"{what}: edge {i} ({int(edge_index[0, i])} -> "
-                                f"{int(edge_index[1, i])}) has weight {weights[i]}; weights "
-                                f"must be finite ({int(bad.sum())} of {bad.shape[0]} edges "
-                                f"are NaN or inf)")
+        edge = f"{what}: edge {i} ({int(edge_index[0, i])} -> {int(edge_index[1, i])})"
+        if given is not None and np.isfinite(given[i]):
+            top = float(np.finfo(weights.dtype).max)
+            raise DDStoreValueError(f"{edge} has weight {float(given[i]):.6g}, beyond "
+                                    f"{weights.dtype} as weights are stored (largest "
+                                    f"finite {top:.4g})")
+        raise DDStoreValueError(f"{edge} has weight {weights[i]}; weights must be finite "
+                                f"({int(bad.sum())} of {bad.shape[0]} edges are NaN or inf)")
 
 
 def check_timestamps(timestamps, num_steps, what):
