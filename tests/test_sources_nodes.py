@@ -413,7 +413,7 @@ def test_ogb_errors(tmp_path):
 
 
 @pytest.mark.parametrize("label", ["inf", "-inf", "1e30", "9223372036854775808",
-                                   "9007199254740993"])
+                                   "9007199254740993", "-2", "-1.5"])
 def test_ogb_label_beyond_int64_refused(tmp_path, label):
     """A label that is not finite or not below 2**53 is refused naming file and line
     (inf was stored as -9223372036854775808; 2**53 + 1 was read as 2**53)."""
@@ -427,8 +427,21 @@ def test_ogb_label_beyond_int64_refused(tmp_path, label):
     assert ds.labels(0, 5).tolist() == y[:5].astype(np.int64).tolist()
     with pytest.raises(DDStoreValueError, match=r"node-label.csv.gz, line 6: label .* is "
                                                 r"not a class id \(an integer in \[0, "
-                                                r"2\*\*53\), or nan for none\)"):
+                                                r"2\*\*53\), or nan or -1 for none\)"):
         ds.labels(0, 120)
+
+
+def test_ogb_labels_minus_one_and_nan_are_none(tmp_path):
+    """-1 (every loader's "no label", what write_ogb_node wrote and the reader refused)
+    and nan both read as -1."""
+    root, ei, x, y, splits = small_ogb(tmp_path)
+    y = y.astype(np.float64)
+    y[3], y[7] = -1, np.nan
+    write_ogb_node(str(tmp_path / "again"), ei, x, y, splits)
+    got = OGBNodeData(str(tmp_path / "again")).labels(0, len(y))
+    want = y.copy()
+    want[7] = -1
+    assert got.tolist() == want.astype(np.int64).tolist()
 
 
 @pytest.mark.parametrize("role,count_file,attr,read", [

@@ -186,19 +186,21 @@ class OGBNodeData(NodeDataSource):
 
     def labels(self, lo, hi, progress=None):
         """Node labels ``[lo, hi)`` as int64 ``[hi - lo]``; -1 where the file says "nan"
-        (nodes without a label, as in ogbn-papers100M).  A label that is not an integer
-        in ``[0, 2**53)`` raises (they are parsed as float64, "3.0" as papers100M writes
+        (nodes without a label, as in ogbn-papers100M) or -1 (the store's own "no
+        label", as every other loader takes it).  A label that is not an integer in
+        ``[0, 2**53)`` raises (they are parsed as float64, "3.0" as papers100M writes
         them, which holds integers exactly only below 2**53)."""
         path = self.paths["node-label"]
         if not self.has_labels:
             raise DDStoreValueError(f"{path}: no such file")
         y = self._read(path, lo, hi, dtype=np.float64, ncols=1, progress=progress)[:, 0]
-        known = ~np.isnan(y)
+        known = ~np.isnan(y) & (y != -1)
         bad = known & (~np.isfinite(y) | (y != np.round(y)) | (y < 0) | (y >= 2.0 ** 53))
         if bad.any():
             i = int(np.argmax(bad))
             raise DDStoreValueError(f"{path}, line {lo + i + 1}: label {float(y[i])!r} is not a "
-                                    f"class id (an integer in [0, 2**53), or nan for none)")
+                                    f"class id (an integer in [0, 2**53), or nan or -1 for "
+                                    f"none)")
         out = np.full(len(y), -1, dtype=np.int64)
         out[known] = y[known].astype(np.int64)
         return out
@@ -222,7 +224,7 @@ class OGBNodeData(NodeDataSource):
 
 def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="random"):
     """Write a small dataset in OGB's raw node-property layout (for tests and examples):
-    ``edge_index`` ``[2, E]``, ``x`` ``[N, D]``, ``y`` ``[N]`` (float with nan allowed),
+    ``edge_index`` ``[2, E]``, ``x`` ``[N, D]``, ``y`` ``[N]`` (nan or -1: no label),
     ``splits`` ``{"train": ids, "valid": ids, "test": ids}``.  ``N`` is taken from ``x``
     or ``y`` (else from the edges).  The same arrays write the same bytes whenever they
     are written (the gzip headers carry no time), so copies written apart compare equal
