@@ -99,6 +99,94 @@ def test_loader_seeds_checked_when_built(store):
                                          edge_label_index=(None, label),
                                          edge_label=torch.arange(10.))))
     assert batch.edge_label.tolist() == [float(i) for i in range(10)]
+    # labels of any dtype and trailing shape, one per link (a bool label was counted as
+    # its True entries, a [n, 2] one by its last dimension), as PyG takes them
+    for lab in (torch.arange(10) % 3 == 0, torch.arange(20.).view(10, 2)):
+        batch = next(iter(LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=10,
+                                             edge_label_index=(None, label),
+                                             edge_label=lab)))
+        assert torch.equal(batch.edge_label, lab)
+    # links that do not fit the graph: refused when built, naming the row and column
+    for bad, message in [
+            ((("a", "to", "a"), label), r"edge type \('a', 'to', 'a'\); the graph is "
+                                        r"homogeneous: give \(None, \[2, n\] ids\)"),
+            ((None, torch.tensor([[0, 1, 2], [3, 20, 4]])),
+             r"destination id 20 \(row 1, column 1\) out of range \[0, 20\)$"),
+            ((None, torch.tensor([[0, -1], [3, 4]])),
+             r"source id -1 \(row 0, column 1\) out of range \[0, 20\)$")]:
+        with pytest.raises(DDStoreValueError, match=r"LinkNeighborLoader\(edge_label_index="
+                                                    r"\.\.\.\): " + message):
+            LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=4,
+                               edge_label_index=bad)
+
+
+def _hetero(with_time=False):
+    """users, items and tags; user 11 isolated, an edge type without edges, reverse
+    types: PyG's ToUndirected."""
+    import torch_geometric.transforms as T
+    from torch_geometric.data import HeteroData
+    g = torch.Generator().manual_seed(0)
+    d = HeteroData()
+    d["user"].x = torch.randn(12, 3, generator=g)
+    d["item"].x = torch.randn(10, 2, generator=g)
+    d["tag"].num_nodes = 5
+    d["user", "buys", "item"].edge_index = torch.stack(
+        [torch.randint(0, 11, (30,), generator=g), torch.randint(0, 10, (30,), generator=g)])
+    d["item", "has", "tag"].edge_index = torch.stack(
+        [torch.randint(0, 10, (8,), generator=g), torch.randint(0, 5, (8,), generator=g)])
+    d["tag", "describes", "user"].edge_index = torch.zeros(2, 0, dtype=torch.long)
+    if with_time:
+        for t, n in (("user", 12), ("item", 10), ("tag", 5)):
+            d[t].time = torch.randint(0, 10, (n,), generator=g)
+    return T.ToUndirected()(d)
+
+
+def test_hetero_links_checked_when_built_and_numbered_as_pyg_lib(store):
+    """Hetero seed links: no edge type or a relation name alone (PyG failed at the
+    first batch on None, or dumped the tensor), ids beyond their node type, and
+    negatives of a node-time sampler without ``edge_label_time`` (PyG's bare assert)
+    are refused when the loader is built; disjoint subgraphs are numbered in the order
+    of the seed types, source type first, as pyg-lib numbers them (they followed the
+    store's node types: a link from items to users had them the other way round)."""
+    from torch_geometric.loader import LinkNeighborLoader
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    d = _hetero()
+    fs, gs = dpyg.from_hetero(store, d, name="h")
+    buys = d["user", "buys", "item"].edge_index[:, :4]
+    for bad, message in [
+            ((None, buys), r"edge type None; the graph is heterogeneous: give "
+                           r"\(edge_type, \[2, n\] ids\)"),
+            (("buys", buys), r"edge type 'buys'; the graph is heterogeneous"),
+            ((("user", "likes", "song"), buys), r"has node type 'song', unknown to graph store"),
+            ((("user", "buys", "item"), buys + torch.tensor([[0], [6]])),
+             r"destination id 1[0-5] \(row 1, column \d\) out of range \[0, 10\) of node "
+             r"type 'item'")]:
+        with pytest.raises(DDStoreValueError, match=message):
+            LinkNeighborLoader((fs, gs), num_neighbors=[-1], batch_size=4,
+                               edge_label_index=bad)
+    for et in (("user", "buys", "item"), ("item", "rev_buys", "user")):
+        eli = d[et].edge_index[:, :4]
+        for neg, n_neg in ((None, 0), (dict(mode="binary", amount=0.5), 2),
+                           (dict(mode="binary", amount=1), 4)):
+            b = next(iter(LinkNeighborLoader((fs, gs), num_neighbors=[-1], batch_size=4,
+                                             edge_label_index=(et, eli), disjoint=True,
+                                             neg_sampling=neg)))
+            n_src = n_dst = 4 + n_neg
+            # pyg-lib: subgraph ids run over the sources, then the destinations; PyG
+            # folds them by the number of positives
+            assert b[et[0]].batch[:n_src].tolist() == (torch.arange(n_src) % 4).tolist()
+            assert b[et[2]].batch[:n_dst].tolist() == \
+                ((n_src + torch.arange(n_dst)) % 4).tolist()
+    store.remove(*[v for v in store.variables() if v.startswith("h")])
+    d = _hetero(with_time=True)
+    fs, gs = dpyg.from_hetero(store, d, name="ht", time_attr="time")
+    with pytest.raises(DDStoreValueError, match=r"LinkNeighborLoader\(neg_sampling=...\): "
+                                                r"the sampler has node times \('time'\) .* "
+                                                r"give edge_label_time"):
+        LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=4, time_attr="time",
+                           edge_label_index=(("user", "buys", "item"), buys),
+                           neg_sampling="binary")
 
 
 @pytest.mark.forks_workers

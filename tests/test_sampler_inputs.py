@@ -89,8 +89,9 @@ def test_pyg_seed_times_of_any_dtype_or_grad(store):
 
 def test_link_seeds_of_unknown_node_type_are_named(store):
     """Seed links typed with a node type the heterogeneous graph does not have raised
-    ``KeyError: 'x'`` from inside PyG's edge_sample; a new relation between known node
-    types is still sampled (PyG needs only its end types)."""
+    ``KeyError: 'x'`` from inside PyG's edge_sample: the loader refuses them as it is
+    built, the sampler when called; a new relation between known node types is still
+    sampled (PyG needs only its end types)."""
     from torch_geometric.data import HeteroData
     from torch_geometric.loader import LinkNeighborLoader
     from torch_geometric.sampler import EdgeSamplerInput
@@ -101,13 +102,15 @@ def test_link_seeds_of_unknown_node_type_are_named(store):
     fh, gh = dpyg.from_hetero(store, h, name="h")
     s = dpyg.NeighborSampler(gh, [1], seed=0)
     for et, bad in ((("x", "y", "q"), "x"), (("p", "y", "z"), "z")):
-        loader = LinkNeighborLoader((fh, gh), num_neighbors=[1], batch_size=2,
-                                    edge_label_index=(et, torch.tensor([[0], [1]])),
-                                    neighbor_sampler=s)
-        with pytest.raises(DDStoreValueError, match=re.escape(
-                f"edge type {et!r} has node type '{bad}', unknown to graph store 'h'; "
-                f"known node types: ['p', 'q']")):
-            next(iter(loader))
+        message = re.escape(f"edge type {et!r} has node type '{bad}', unknown to graph "
+                            f"store 'h'; known node types: ['p', 'q']")
+        with pytest.raises(DDStoreValueError, match=message):
+            LinkNeighborLoader((fh, gh), num_neighbors=[1], batch_size=2,
+                               edge_label_index=(et, torch.tensor([[0], [1]])),
+                               neighbor_sampler=s)
+        with pytest.raises(DDStoreValueError, match=message):
+            s.sample_from_edges(EdgeSamplerInput(None, torch.tensor([0]), torch.tensor([1]),
+                                                 input_type=et))
     out = s.sample_from_edges(EdgeSamplerInput(None, torch.tensor([4]), torch.tensor([3]),
                                                input_type=("p", "new", "q")))
     assert out.node["p"].tolist() == [4] and out.node["q"].tolist()[0] == 3

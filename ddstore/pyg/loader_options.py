@@ -111,10 +111,12 @@ def _untyped(index):
     return index
 
 
-def _count(index):
+def _count(index, per_seed=False):
     """How many seeds ``index`` names (ids, a boolean mask, ``[2, n]`` edge ids, or any
     of them after a type, ``(type, ids)``), or None when it does not say (None: every
-    node of the type; something PyG will refuse itself)."""
+    node of the type; something PyG will refuse itself).  ``per_seed``: ``index`` holds
+    a value per seed (times, labels, of any type and trailing shape): their number is
+    its first dimension."""
     index = _untyped(index)
     if index is None:
         return None
@@ -122,9 +124,11 @@ def _count(index):
         t = torch.as_tensor(index)
     except (TypeError, ValueError, RuntimeError):
         return None
-    if t.dtype == torch.bool:
-        return int(t.sum())
-    return int(t.shape[-1]) if t.dim() else 1
+    if not t.dim():
+        return 1
+    if per_seed:
+        return int(t.shape[0])
+    return int(t.sum()) if t.dtype == torch.bool else int(t.shape[-1])
 
 
 #: per loader: the argument naming the seeds, and those that must have one entry each
@@ -165,7 +169,7 @@ def _check_seeds(name, args):
     for option in per_seed:
         if args.get(option) is None or n is None:
             continue
-        got = _count(args[option])
+        got = _count(args[option], per_seed=True)
         if got is not None and got != n:
             raise DDStoreValueError(
                 f"{name}({option}=...): {got} values for {n} seeds in {seeds}; give "
@@ -184,6 +188,7 @@ def _arguments(name, args):
     sampler = args.get("neighbor_sampler")
     if isinstance(sampler, (NeighborSampler, BidirectionalNeighborSampler)):
         _check_sampler(name, args, sampler)
+        _check_links(name, args, sampler)
         return args
     if sampler is not None:  # a sampler of another kind: PyG's rules
         return args
@@ -201,7 +206,64 @@ def _arguments(name, args):
         temporal_strategy=args.get("temporal_strategy", "uniform"),
         time_attr=args.get("time_attr"), subgraph_type=subgraph_type,
         weight_attr=args.get("weight_attr"))
+    _check_links(name, args, args["neighbor_sampler"])
     return args
+
+
+def _check_links(name, args, sampler):
+    """Refuse, as a ``LinkNeighborLoader`` is built, seed links ``sampler`` could not
+    sample (PyG would fail at the first batch, with its own or a bare error): an edge
+    type that does not fit the graph (none on a heterogeneous one, one on a
+    homogeneous one, a relation name alone), ids outside their node type's range
+    (named by row and column as given), negatives of a temporal sampler with
+    node-level times but no ``edge_label_time`` (PyG's bare ``assert``)."""
+    index = args.get("edge_label_index")
+    if name != "LinkNeighborLoader" or not (isinstance(index, (tuple, list))
+                                            and len(index) == 2):
+        return  # (an edge type alone: all its edges, PyG's path)
+    inner = getattr(sampler, "forward_sampler", sampler)
+    what = f"{name}(edge_label_index=...)"
+    et, ids = index
+    if inner.is_hetero:
+        if not (isinstance(et, tuple) and len(et) in (2, 3)
+                and all(isinstance(t, str) for t in et)):
+            known = f", e.g. one of {inner.edge_types}" if inner.edge_types else ""
+            raise DDStoreValueError(
+                f"{what}: edge type {et!r}; the graph is heterogeneous: give "
+                f"(edge_type, [2, n] ids) with a (source, relation, destination) edge "
+                f"type{known}")
+        unknown = [t for t in (et[0], et[-1]) if t not in inner.node_types]
+        if unknown:
+            raise DDStoreValueError(f"{what}: edge type {et!r} has node type "
+                                    f"{unknown[0]!r}, unknown to graph store "
+                                    f"{inner.graph_store.name!r}; known node types: "
+                                    f"{inner.node_types}")
+        ends = ((et[0], inner.num_nodes.get(et[0], 0)), (et[-1], inner.num_nodes.get(
+            et[-1], 0)))
+    elif et is not None:
+        raise DDStoreValueError(f"{what}: edge type {et!r}; the graph is homogeneous: "
+                                f"give (None, [2, n] ids)")
+    else:
+        ends = ((None, inner.num_nodes),) * 2
+    if (args.get("neg_sampling") is not None and args.get("edge_label_time") is None
+            and inner.time_level == "node"):
+        raise DDStoreValueError(
+            f"{name}(neg_sampling=...): the sampler has node times ({inner.time_attr!r}) "
+            f"and negatives may only be nodes no later than their link: give "
+            f"edge_label_time (one time per link), or no neg_sampling")
+    try:
+        ids = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError):
+        return  # (PyG's own checks name it)
+    if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+        return
+    for row, (role, (t, n)) in enumerate(zip(("source", "destination"), ends)):
+        bad = (ids[row] < 0) | (ids[row] >= n)
+        if bool(bad.any()):
+            j = int(bad.nonzero()[0, 0])
+            raise DDStoreValueError(
+                f"{what}: {role} id {int(ids[row, j])} (row {row}, column {j}) out of "
+                f"range [0, {n}){'' if t is None else f' of node type {t!r}'}")
 
 
 def install():

@@ -875,23 +875,25 @@ class NeighborSampler(BaseSampler):
         disjoint = self.disjoint
         sizes = self.num_nodes
         frontier = {}
-        counter = 0
-        time_of = []
+        # the subgraphs (disjoint) are numbered in the order of the seed types, as
+        # pyg-lib numbers them (a link's source type first, then its destination's)
+        seeds = {t: self._seeds(t, seed[t], sizes.get(t, 0)) for t in seed}
+        first = dict(zip(seeds, np.cumsum([0] + [v.shape[0] for v in seeds.values()])))
+        time_of = {}
         for t in types:
             s = sets[t]
-            if t in seed:
-                seeds = self._seeds(t, seed[t], sizes.get(t, 0))
-                batch = np.arange(counter, counter + seeds.shape[0], dtype=np.int64)
-                counter += seeds.shape[0]
+            if t in seeds:
+                batch = np.arange(first[t], first[t] + seeds[t].shape[0], dtype=np.int64)
                 if self.time_attr is not None:
-                    time_of.append(self._seed_times(
-                        t, seeds, None if seed_time is None else seed_time.get(t)))
-                frontier[t] = s.add_seeds(seeds, batch if disjoint else None)
+                    time_of[t] = self._seed_times(
+                        t, seeds[t], None if seed_time is None else seed_time.get(t))
+                frontier[t] = s.add_seeds(seeds[t], batch if disjoint else None)
             else:
                 s.sizes.append(0)
                 e = np.zeros(0, dtype=np.int64)
                 frontier[t] = (e, e, e)
-        times = _joined_times(time_of) if self.time_attr is not None else None
+        times = _joined_times([time_of[t] for t in seeds]) \
+            if self.time_attr is not None else None
         rows = {et: [] for et in self.edge_types}
         cols = {et: [] for et in self.edge_types}
         edges = {et: [] for et in self.edge_types}
