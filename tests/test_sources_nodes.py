@@ -178,6 +178,12 @@ def test_csv_errors(tmp_path):
                                                 r"fields, expected 3"):
         R.read_csv_rows(str(bad), 0, 4)
     assert R.read_csv_rows(str(bad), 0, 2).tolist() == [[1, 2, 3], [4, 5, 6]]
+    quoted = tmp_path / "quoted.csv"  # a quoted field holding a comma: said why
+    quoted.write_text('"1,000",1\n')
+    with pytest.raises(DDStoreValueError, match=r"quoted.csv, .*malformed row .*; fields "
+                                                r"are split at every comma, quotes are "
+                                                r"not read$"):
+        R.read_csv_rows(str(quoted), 0, 1)
     word = tmp_path / "word.csv.gz"
     with gzip.open(word, "wb") as f:
         f.write(b"1,2\n3,4\n5,x5\n")

@@ -198,8 +198,10 @@ def read_csv_chunk(path, chunk, n, first_line, usecols=None, **kwargs):
         m = re.search(r"line (\d+)", msg)
         where = f"line {first_line + int(m.group(1)) - 1}" if m else \
             f"lines {first_line}+"
+        quoted = "; fields are split at every comma, quotes are not read" \
+            if b'"' in chunk else ""
         raise DDStoreValueError(f"{path}, {where}: malformed row ({msg.strip()}); "
-                                f"expected {n} fields") from None
+                                f"expected {n} fields{quoted}") from None
 
 
 def not_text(path, chunk, first_line):
