@@ -773,9 +773,10 @@ def test_split_files_with_repeated_ids_refused(tmp_path):
 
 
 def test_ogb_rows_past_the_count_named_by_line(tmp_path):
-    """Two blank lines at the end of an OGB edge file: the first line past the count is
-    named and told as blank (the message said only "holds 122 rows, but num-edge-list
-    says 120"); a row past the count is shown; any range short of the end loads."""
+    """Rows past the count of an OGB edge file: the first line past the count is named,
+    told as blank when it is (the message said only "holds 122 rows, but num-edge-list
+    says 120"), a row shown; any range short of the end loads.  Blank lines at the end
+    of the file are no rows (pandas, OGB's own reader, skips them)."""
     root = tmp_path / "ogb"
     ei = np.stack([np.arange(120) % 20, (np.arange(120) * 7) % 20])
     write_ogb_node(root, ei, y=np.zeros(20))
@@ -783,12 +784,16 @@ def test_ogb_rows_past_the_count_named_by_line(tmp_path):
     with gzip.open(path, "rb") as f:
         text = f.read()
     with gzip.open(path, "wb") as f:
-        f.write(text + b"\n\n")
+        f.write(text + b"\n \n")
+    assert OGBNodeData(root).edges(60, 120)[1].tolist() == ei[1, 60:].tolist()
+    with gzip.open(path, "wb") as f:
+        f.write(text + b"\n7,8\n")
     ds = OGBNodeData(root)
     counts = os.path.join(root, "raw", "num-edge-list.csv.gz")
     with pytest.raises(DDStoreValueError, match=re.escape(
             f"{path}: holds 122 rows, but {counts} says 120; line 121, the first past the "
-            f"count, is blank (remove the blank lines at the end of the file)")):
+            f"count, is blank, and rows follow it (blank lines at the end of a file are "
+            f"skipped, not between rows)")):
         ds.edges(60, 120)
     assert R.line_text(path, 119) == b"19,13" and R.line_text(path, 120) == b"" and \
         R.line_text(path, 122) is None

@@ -9,6 +9,7 @@ pipeline (ddstore.testing.windows).
 import itertools
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -168,6 +169,28 @@ def test_pems_h5_time_units(tmp_path, unit):
     assert tf.dtype == np.float64
 
 
+def test_time_features_over_the_whole_datetime64_range():
+    """Time of day and day of week (Monday 0) as pandas computes them, at both ends of
+    ``datetime64[ns]``: within a day of its lowest value numpy's cast to days wrapped
+    to 2262 (times of day 1.23-1.98, every day a Friday)."""
+    import pandas as pd
+    low, high = np.iinfo(np.int64).min + 1, np.iinfo(np.int64).max  # (min is NaT)
+    rng = np.random.default_rng(3)
+    ns = np.concatenate([low + rng.integers(0, 3 * 86_400 * 10**9, 200),
+                         high - rng.integers(0, 3 * 86_400 * 10**9, 200),
+                         rng.integers(low, high, 200, dtype=np.int64)])
+    ts = ns.view("datetime64[ns]")
+    tf = st.time_feature_array(ts, ("tod", "dow"), np.float64)
+    idx = pd.DatetimeIndex(ts)
+    f = {k: getattr(idx, k).values.astype(np.int64)  # pandas' fields
+         for k in ("hour", "minute", "second", "microsecond", "nanosecond")}
+    into = ((f["hour"] * 3600 + f["minute"] * 60 + f["second"]) * 10**9
+            + f["microsecond"] * 1000 + f["nanosecond"])
+    np.testing.assert_array_equal(tf[:, 0], into / 86_400e9)
+    np.testing.assert_array_equal(np.argmax(tf[:, 1:], axis=1), idx.dayofweek)
+    assert ((tf[:, 0] >= 0) & (tf[:, 0] < 1)).all()
+
+
 def test_pems_h5_precision_follows_request(tmp_path):
     ts = np.datetime64("2012-03-01") + np.arange(50) * np.timedelta64(5, "m")
     data = 60 + np.random.default_rng(1).random((50, 4)) * 1e-9  # below float32 resolution
@@ -198,6 +221,18 @@ def test_pems_h5_integer_frames_exact(tmp_path, store):
                                 overlap=True)[0]
         assert x.dtype == torch.float32 and x[0, :, 0].tolist() == [65535, 3]
         assert y[0, :, 0].tolist() == [5, 7]
+    # an integer dtype= that cannot hold the file's values (NaN became INT_MIN, 50.7
+    # became 50, int64 wrapped into int16) is refused, naming what is allowed
+    for values, want, allowed in ((np.float64, np.int32, r"a floating dtype$"),
+                                  (np.int64, np.int16, r"a floating dtype, or an integer "
+                                                       r"one that holds int64$")):
+        path = tmp_path / f"lossy_{np.dtype(values).name}.h5"
+        st.write_pems_h5(path, np.ones((12, 2), dtype=values), ts)
+        with pytest.raises(DDStoreValueError, match=rf"dtype={np.dtype(want).name} cannot "
+                                                    rf"hold the file's "
+                                                    rf"{np.dtype(values).name} values "
+                                                    rf"exactly; allowed: " + allowed):
+            st.load_pems_h5(path, dtype=want)
     with pytest.raises(DDStoreValueError, match=r"dtype=<U0; allowed: bool, integer or "
                                                 r"floating"):
         st.load_pems_h5(path, dtype=str)
@@ -327,6 +362,12 @@ def test_split_zero_ratio_is_empty_and_overlap_tiles(T, h, overlap, ratios):
         b = st.split_ranges(T, h, split, overlap)
     except DDStoreValueError as e:
         assert "no complete window" in str(e) or "gets no window" in str(e)
+        if overlap:  # the T it names is where every longer series is split (not T - 1)
+            need = int(re.search(r"need T >= (\d+) at this horizon", str(e)).group(1))
+            for t in range(need, need + 60):
+                st.split_ranges(t, h, split, overlap)
+            with pytest.raises(DDStoreValueError, match="gets no window"):
+                st.split_ranges(need - 1, h, split, overlap)
         return
     for (a, e), r in zip(b.values(), split):
         assert (e > a) == (r > 0), (b, split)
@@ -598,6 +639,25 @@ def test_loader_equals_torch_dataloader(store):
     loader = train.loader(5, shuffle=False)
     loader.collate_fn = lambda batch: ("mine", len(batch))
     assert next(iter(loader)) == ("mine", 5)
+    # so is a subclass's own __getitems__ (torch's batched fetch), which was skipped
+    Own = type("Own", (type(train),), {"__getitems__": lambda self, idx: st.WindowBatch(
+        [p + 1000 for p in self.get_batch(idx)])})
+    own = Own(train.dataset, train.split_name, train.start, train.stop)
+    xo, _ = next(iter(own.loader(5, shuffle=False)))
+    assert torch.equal(xo, train.get_batch(range(5))[0] + 1000)
+    # each next() is a profiler scope, as torch's iterator records them
+    from torch.profiler import ProfilerActivity, profile
+    loader = train.loader(7, shuffle=False)
+    plain = torch.utils.data.DataLoader(train, batch_sampler=loader.batch_sampler,
+                                        collate_fn=st.batch_collate)
+    scopes = []
+    for dl in (loader, plain):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in dl:
+                pass
+        scopes.append(sum(e.name.startswith("enumerate(DataLoader)#")
+                          for e in prof.events()))
+    assert scopes[0] == scopes[1] == len(loader) + 1  # (the last: StopIteration)
 
 
 def test_assign_blocks_balance_and_locality():

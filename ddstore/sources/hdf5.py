@@ -223,9 +223,19 @@ def _frame(fh, path, key, adjacency, distances, edge_index, edge_weight, dtype):
     if adjacency is not None:
         edge_index, edge_weight = adjacency_to_edges(adjacency, num_nodes)
     # the file's values as they are (integers stay integers: a WindowDataset converts
-    # them exactly, to its own dtype), or the dtype the caller asked for
+    # them exactly, to its own dtype), or the dtype the caller asked for: a float one
+    # at its precision, an integer one only where it holds every value the file's
+    # dtypes can (a float cast to it would be cut, and NaN made INT_MIN, silently)
     out_dtype = np.result_type(*[v.dtype for v, _, _ in blocks]) if dtype is None \
         else dtype
+    if dtype is not None and dtype.kind != "f":
+        lossy = [v.dtype for v, _, _ in blocks if not np.can_cast(v.dtype, dtype, "safe")]
+        if lossy:
+            also = "" if lossy[0].kind == "f" else f", or an integer one that holds " \
+                f"{lossy[0]}"
+            raise DDStoreValueError(f"{where}: dtype={dtype} cannot hold the file's "
+                                    f"{lossy[0]} values exactly; allowed: a floating "
+                                    f"dtype{also}")
     simple = (len(blocks) == 1 and blocks[0][1]
               and np.array_equal(blocks[0][2], np.arange(num_nodes)))
 

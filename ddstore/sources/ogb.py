@@ -143,8 +143,8 @@ class OGBNodeData(NodeDataSource):
         head = (f"{path}: holds {rows} rows, but {self.paths[count]} says {total}; line "
                 f"{total + 1}, the first past the count, is")
         if not text.strip():
-            raise DDStoreValueError(f"{head} blank (remove the blank lines at the end of "
-                                    f"the file)")
+            raise DDStoreValueError(f"{head} blank, and rows follow it (blank lines at "
+                                    f"the end of a file are skipped, not between rows)")
         raise DDStoreValueError(f"{head} {text[:200]!r}; the files disagree (a truncated "
                                 f"download, or files of two versions?)")
 

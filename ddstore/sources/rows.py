@@ -30,6 +30,7 @@ value that is not a number (or not an integer, for an integer ``dtype``) is a
 path; a row range outside the file names the allowed range.
 """
 import gzip
+import itertools
 import math
 import os
 import zlib
@@ -110,8 +111,14 @@ def count_rows(path, block_bytes=BLOCK_BYTES):
     path = _need_file(path)
     if _kind(path) == "npy":
         return npy_shape(path)[0][0]
-    lines = rows = 0  # lines seen; lines up to the last one that is not blank
-    for block in _blocks(path, block_bytes):
+    return _rows(_blocks(path, block_bytes))
+
+
+def _rows(blocks, lines=0):
+    """The rows of the file whose ``blocks`` (of whole lines) follow its first ``lines``
+    lines: the lines up to the last one that is not blank."""
+    rows = lines
+    for block in blocks:
         text = block.rstrip(b" \t\r\n")
         if text:
             rows = lines + text.count(b"\n") + 1
@@ -241,9 +248,8 @@ class CsvRowReader:
         reading a file's last rows, this is what says whether more follow."""
         if self._stream is None:
             return count_rows(self.path, self.block_bytes)
-        total = self._row + (self._nlines if self._block is not None else 0)
-        for block in self._stream:
-            total += block.count(b"\n")
+        ahead = [self._block] if self._block is not None else []
+        total = _rows(itertools.chain(ahead, self._stream), self._row)
         self.close()
         return total
 

@@ -79,13 +79,14 @@ def time_feature_array(timestamps, kinds, dtype=np.float32):
     of ``kinds``.
     """
     ts = np.asarray(timestamps).astype("datetime64[ns]")
+    # days since 1970 and nanoseconds into the day by integer floor division (numpy's
+    # cast to datetime64[D] wraps within a day of the int64 minimum, 1677-09-21)
+    days, into = np.divmod(ts.view(np.int64), np.int64(86_400_000_000_000))
     cols = []
     for kind in kinds:
         if kind == "tod":
-            day = ts.astype("datetime64[D]")
-            cols.append(((ts - day) / np.timedelta64(1, "D")).astype(np.float64)[:, None])
+            cols.append((into / 86_400e9).astype(np.float64)[:, None])
         elif kind == "dow":
-            days = ts.astype("datetime64[D]").astype(np.int64)
             dow = (days + 3) % 7  # 1970-01-01 was a Thursday; Monday = 0
             onehot = np.zeros((ts.shape[0], 7))
             onehot[np.arange(ts.shape[0]), dow] = 1.0
@@ -519,13 +520,18 @@ class _WindowLoader(torch.utils.data.DataLoader):
     """The host window loader: a ``DataLoader`` (its attributes, ``len``, ``set_epoch``
     on its sampler) whose iterator reads each batch of the batch sampler with one
     :meth:`~_WindowView.get_batch` -- the batches ``batch_collate`` makes of
-    ``__getitems__`` (another ``collate_fn`` set on it: torch's iterator), without the ~20 us a batch of torch's single-process iterator
-    (its profiler scope, fetcher and collate call).  As torch's, each ``iter`` draws
+    ``__getitems__`` (another ``collate_fn`` set on it, or a view whose class has its
+    own ``__getitems__``: torch's iterator), without the ~15 us a batch of torch's
+    single-process iterator (its fetcher, collate call and checks).  As torch's, each
+    batch is a profiler scope ``enumerate(DataLoader)#...``, and each ``iter`` draws
     one number from the loader's ``generator`` (torch's global one by default), so
     a loop's random stream is the same as over a plain ``DataLoader``."""
 
     def __iter__(self):
-        if self.collate_fn is not batch_collate:  # a user's own: torch's iterator
+        # a collate_fn set on the loader, or a dataset whose own __getitems__ makes the
+        # batches (a subclass's): torch's iterator, which calls them
+        if self.collate_fn is not batch_collate or \
+                type(self.dataset).__getitems__ is not _WindowView.__getitems__:
             return super().__iter__()
         return _WindowLoaderIter(self)
 
@@ -548,7 +554,12 @@ class _WindowLoaderIter:
         return self._len
 
     def __next__(self):
-        return self._read(next(self._batches))
+        # the profiler scope torch's iterator records for each batch (5.7 us of it)
+        with torch.autograd.profiler.record_function(_PROFILE_NAME):
+            return self._read(next(self._batches))
+
+
+_PROFILE_NAME = f"enumerate(DataLoader)#{_WindowLoaderIter.__name__}.__next__"
 
 
 _ROWS_AT_ONCE = 1 << 16  # windows whose series rows the resident loader makes at once

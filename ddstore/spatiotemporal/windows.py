@@ -62,6 +62,20 @@ def check_ratios(split):
     return ratios
 
 
+def _start_cut(S, ratios):
+    """``overlap=True``'s cut of ``S`` window starts: ``{split: (a, b)}``."""
+    n_train = int(round(S * ratios[0]))
+    n_test = int(round(S * ratios[2]))
+    if ratios[1] == 0:  # what rounding leaves goes to train (its ratio is > 0)
+        n_train = S - n_test
+    n_val = S - n_train - n_test
+    if n_val < 0:  # rounding both up
+        n_test += n_val
+        n_val = 0
+    return {"train": (0, n_train), "val": (n_train, n_train + n_val),
+            "test": (S - n_test, S)}
+
+
 def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
     """Window-start ranges ``{"train": (a, b), "val": ..., "test": ...}`` in time order.
 
@@ -80,22 +94,23 @@ def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
     h = horizon
     S = num_windows(num_steps, h)
     if overlap:
-        n_train = int(round(S * ratios[0]))
-        n_test = int(round(S * ratios[2]))
-        if ratios[1] == 0:  # what rounding leaves goes to train (its ratio is > 0)
-            n_train = S - n_test
-        n_val = S - n_train - n_test
-        if n_val < 0:  # rounding both up
-            n_test += n_val
-            n_val = 0
-        bounds = {"train": (0, n_train), "val": (n_train, n_train + n_val),
-                  "test": (S - n_test, S)}
+        bounds = _start_cut(S, ratios)
         for name, r in zip(SPLIT_NAMES, ratios):
             a, b = bounds[name]
             if r > 0 and b <= a:
+                # the window count from which every split of a positive ratio gets
+                # one, whatever more there are (rounding makes some counts above the
+                # first that works fail again; from 2 / r windows on, a split of
+                # ratio r gets one however the others round)
+                top = max(S, math.ceil(2 / min(q for q in ratios if q > 0))) + 1
+                enough = 1 + max(n for n in range(S, top + 1) if not all(
+                    b > a for (a, b), q in zip(_start_cut(n, ratios).values(), ratios)
+                    if q > 0))
                 raise DDStoreValueError(
                     f"split {name!r} (ratio {r}) gets no window: {S} windows in all "
-                    f"(T={num_steps}, horizon={h})")
+                    f"(T={num_steps}, horizon={h}); these ratios need T >= "
+                    f"{enough + 2 * h - 1} at this horizon (or other ratios, or ratio 0 "
+                    f"for {name!r})")
         return bounds
     cut1 = int(round(num_steps * ratios[0]))
     cut2 = int(round(num_steps * (ratios[0] + ratios[1])))
