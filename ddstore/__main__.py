@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from ddstore.bench import ArgumentParser, exit_on_every_rank, plural
-from ddstore.cli import HelpFormatter, at_least
+from ddstore.cli import HelpFormatter, at_least, check_width
 
 log = logging.getLogger("ddstore")
 
@@ -72,6 +72,7 @@ def demo(argv=None, prog=None):
                         help="how remote rows are read (auto: shared memory within a "
                              "node, one-sided MPI between nodes)")
     args = parser.parse_args(argv)
+    check_width(parser, args.width)  # argparse's error, once, naming the widths allowed
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     check_demo_memory(comm, args.rows, args.row_bytes)

@@ -219,12 +219,31 @@ def _abort_job(rank, message, code=1, hint=""):
         sys.stdout.flush()
         sys.stderr.write(f"[ddstore] rank {rank}: {message}; aborting the MPI job{hint}\n")
         sys.stderr.flush()
+        _spill_captured_stderr()
         # the launcher forwards output asynchronously and stops forwarding when the job
         # is aborted: give it a moment to pass the message (and a traceback) on
         time.sleep(0.5)
     finally:
         MPI.COMM_WORLD.Abort(code)
         _REAL_OS_EXIT(code)  # pragma: no cover -- MPI_Abort may return before the kill
+
+
+def _spill_captured_stderr():
+    """``sys.stderr`` replaced by an in-memory buffer (``torch.distributed`` wraps
+    ``sys.excepthook`` so: the hook it chained, ours, prints into a ``StringIO`` that
+    torch prints, prefixed with the rank, once that hook returns, which an abort never
+    does): what the buffer holds goes to the process's own stderr."""
+    err, own = sys.stderr, sys.__stderr__
+    getvalue = getattr(err, "getvalue", None)
+    if err is own or own is None or getvalue is None:
+        return
+    try:
+        text = getvalue()
+        if text:
+            own.write(text)
+            own.flush()
+    except Exception:  # noqa: BLE001 -- nothing more can be told: the job ends
+        pass
 
 
 def _duration(seconds):

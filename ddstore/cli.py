@@ -215,6 +215,9 @@ def claim_checkpoint(comm, checkpoint, resume):
                 raise FileNotFoundError(0, f"a symbolic link to {os.readlink(checkpoint)!r}"
                                            f", which does not exist")
             refused = checkpoint_conflict(checkpoint, resume)
+            if refused is None and resume and not os.path.isdir(resume):
+                # (told before the claim makes it: "no epoch-<k>.pt in it" otherwise)
+                refused = f"--resume {resume}: no such directory"
             going_on = bool(resume) and os.path.isdir(resume) and os.path.isdir(
                 checkpoint) and os.path.samefile(checkpoint, resume)
             if refused is None and not going_on:
@@ -426,7 +429,12 @@ def agreed_call(comm, fn, *args):
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` for programs run on every rank: ``--help``, usage and
     errors are printed by rank 0 only (every rank parses the same command line, so every
-    rank reaches the same result and exits with the same code)."""
+    rank reaches the same result and exits with the same code).  Options are taken
+    whole: an abbreviation is refused as unknown (``--checkpoint`` was taken for
+    ``--checkpoint-every`` by a program that has no ``--checkpoint``)."""
+
+    def __init__(self, *args, allow_abbrev=False, **kwargs):
+        super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
 
     def _print_message(self, message, file=None):
         if launch_rank() == 0:

@@ -153,12 +153,16 @@ def loader_for(data, sampler, fanouts, ids, batch_size):
                           batch_size=batch_size, shuffle=False)
 
 
-def eval_sample(ids, total, limit):
-    """An even sample of this rank's share ``ids`` of a ``total``-node split, so that
-    about ``limit`` nodes are evaluated over all ranks (0: all)."""
+def eval_sample(ids, total, limit, rank, size):
+    """This rank's part of an even sample of a ``total``-node split (every
+    ``ceil(total / limit)``-th node of the split, whatever the rank count: about
+    ``limit`` nodes in all; 0: all): ``ids`` is the rank's share of the split,
+    ``ddstore.partition(total, size, rank)`` of its ids in file order."""
     if not limit or total <= limit:
         return ids
-    return ids[::int(math.ceil(total / limit))]
+    step = int(math.ceil(total / limit))
+    lo, _ = ddstore.partition(total, size, rank)
+    return ids[(-lo) % step::step]
 
 
 @torch.no_grad()
@@ -269,7 +273,8 @@ def main(argv=None):
         t0 = time.perf_counter()
         results = {}
         for which in ("train", "valid", "test"):
-            ids = eval_sample(data.splits[which], data.split_sizes[which], args.eval_nodes)
+            ids = eval_sample(data.splits[which], data.split_sizes[which], args.eval_nodes,
+                              comm.rank, size)
             c = evaluate(model, data, sampler, fanouts, ids, args, majority, device)
             results[which] = (c[:3] / max(int(c[3]), 1), int(c[3]))
         log(comm, f"accuracy on {', '.join(f'{w} ({r[1]} nodes)' for w, r in results.items())}"

@@ -75,7 +75,7 @@ def parse_args(argv=None):
     p.add_argument("--lattice", type=at_least(2), default=5,
                    help="lattice edge (5 -> 125 atoms)")
     p.add_argument("--width", type=at_least(1), default=None,
-                   help="DDStore width (ranks per replica); default: all ranks")
+                   help="DDStore width, ranks per replica (default: all ranks)")
     p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
     p.add_argument("--source", default="memory", choices=["memory", "pickle", "adios"],
                    help="preload from the lazy in-memory generator, or from PFF/CFF files "
@@ -262,7 +262,9 @@ def load_state(args, comm):
         raise SystemExit(f"--resume {args.resume}: epoch-{epoch}.pt cannot be read as "
                          f"this example's training state ({type(exc).__name__}: "
                          f"{str(exc)[:200]})") from None
-    if not isinstance(state, dict) or not {"args", "ranks", "model"} <= set(state):
+    if not isinstance(state, dict) or not {"args", "ranks", "model"} <= set(state) or \
+            not isinstance(state["args"], dict) or \
+            any(not hasattr(args, k) for k in state["args"]):  # (another's settings)
         raise SystemExit(f"--resume {args.resume}: epoch-{epoch}.pt was not written by "
                          f"this example's --checkpoint (another example's checkpoint?)")
     diff = {k: (v, getattr(args, k)) for k, v in state["args"].items()

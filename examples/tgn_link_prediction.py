@@ -104,7 +104,7 @@ def parse_args(argv=None):
     p.add_argument("--fanout", type=int, default=10,
                    help="recent neighbours (TGN's attention, APAN's delivery)")
     p.add_argument("--mailbox", type=at_least(1), default=None,
-                   help="mails per node (APAN only; default 10)")
+                   help="mails per node, APAN only (default: 10)")
     p.add_argument("--baseline", default="tgat", choices=["tgat", "none"],
                    help="also train TGAT on the same stream")
     p.add_argument("--pipelined-commit", action="store_true",

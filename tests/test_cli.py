@@ -282,6 +282,8 @@ def test_demo_width_refused_once_under_mpiexec():
     r = run_mpi("-m", 2, "ddstore", "demo", "--width", "3", timeout=60, check=False)
     assert r.returncode == 2, f"exit {r.returncode}:\n{r.output}"
     assert r.output.count("width=3 out of range: allowed 1 <= width <= 2") == 1, r.output
+    # argparse's form, as every example and benchmark says it (no program, no option)
+    assert "python -m ddstore demo: error: --width 3: width=3" in r.output, r.output
     assert "Traceback" not in r.output, r.output
 
 
@@ -568,3 +570,14 @@ def test_log_lines_carry_the_prefix_once():
         return logging.LogRecord("ddstore", logging.WARNING, __file__, 1, msg, None, None)
     assert _Prefixed().format(record("[ddstore] launched")) == "[ddstore] launched"
     assert _Prefixed().format(record("store: 1 rank")) == "[ddstore] store: 1 rank"
+
+
+def test_options_are_not_abbreviated(capsys):
+    """An option is taken whole: ``--checkpoint`` given to a program that has only
+    ``--checkpoint-every`` was taken for it ("argument --checkpoint-every: 'ck' is not
+    an integer")."""
+    p = cli.ArgumentParser(prog="x")
+    p.add_argument("--checkpoint-every", type=int, default=None)
+    err = argparse_exit(capsys, 2, p.parse_args, ["--checkpoint", "ck"])[1]
+    assert "unrecognized arguments: --checkpoint ck" in err, err
+    assert p.parse_args(["--checkpoint-every", "3"]).checkpoint_every == 3

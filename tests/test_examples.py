@@ -305,6 +305,19 @@ def test_examples_refuse_bad_options_naming_them(name, args, words, capsys):
     assert _example(name).parse_args([]) is not None  # the defaults pass
 
 
+@pytest.mark.parametrize("name,option,words", [
+    ("hydragnn_ising", "--width WIDTH", "ranks per replica (default: all ranks)"),
+    ("tgn_link_prediction", "--mailbox MAILBOX", "APAN only (default: 10)"),
+    ("graphsage_large", "--width WIDTH", "ranks per replica (default all)")])
+def test_example_help_says_each_default_once(name, option, words, capsys):
+    """An option whose help names its default says it once ("default: all ranks
+    (default: None)" before)."""
+    out = " ".join(argparse_exit(capsys, 0, _example(name).parse_args, ["--help"])[0]
+                   .split())
+    said = out.split(f"{option} ", 1)[1].split(" --", 1)[0]
+    assert said.endswith(words) and said.count("default") == 1, said
+
+
 @pytest.mark.parametrize("args,words", [
     (["--epochs", "0"], "argument --epochs: must be an integer >= 1, got 0"),
     (["--hidden", "-3"], "argument --hidden: must be an integer >= 1, got -3"),
@@ -316,6 +329,21 @@ def test_recurrent_examples_shared_options_refuse_bad_values(args, words, capsys
     assert words in argparse_exit(capsys, 2, p.parse_args, args)[1]
 
 
+def test_graphsage_eval_sample_is_the_same_at_every_rank_count():
+    """graphsage_large's evaluation sample: every ceil(n / limit)-th node of the split
+    whatever the rank count (each rank strode through its own share from its start: the
+    sample, and so the accuracies, changed with the rank count)."""
+    import ddstore
+    sample = _example("graphsage_large").eval_sample
+    split = np.random.default_rng(0).permutation(10_007)
+    for limit in (0, 1, 1000, 3333, 20_000):
+        step = int(np.ceil(len(split) / limit)) if limit and len(split) > limit else 1
+        for size in (1, 2, 3, 7):
+            parts = [sample(split[slice(*ddstore.partition(len(split), size, r))],
+                            len(split), limit, r, size) for r in range(size)]
+            assert np.concatenate(parts).tolist() == split[::step].tolist(), (limit, size)
+
+
 def test_resume_from_what_is_not_this_examples_checkpoint(tmp_path, capsys):
     """--resume of a missing directory, of one without a training state, and of another
     example's checkpoint (a KeyError traceback before) end with a message naming it."""
@@ -324,10 +352,18 @@ def test_resume_from_what_is_not_this_examples_checkpoint(tmp_path, capsys):
     other = tmp_path / "traffic"
     other.mkdir()
     torch.save({"epoch": 1, "label": "x", "model": {}}, other / "epoch-1.pt")
+    # the traffic example's state has "args", "ranks" and "model" too (its settings then
+    # failed with an AttributeError on every rank)
+    traffic = tmp_path / "traffic2"
+    traffic.mkdir()
+    torch.save({"epoch": 3, "label": "x", "model": {}, "ranks": 2,
+                "args": {"data": "pems.h5", "horizon": 12}}, traffic / "epoch-3.pt")
     for path, words in ((tmp_path / "none", "no such directory"),
                         (tmp_path, "no epoch-<k>.pt in it"),
                         (other, "epoch-1.pt was not written by this example's "
-                                "--checkpoint")):
+                                "--checkpoint"),
+                        (traffic, "epoch-3.pt was not written by this example's "
+                                  "--checkpoint")):
         with pytest.raises(SystemExit) as info:
             example.load_state(example.parse_args(["--resume", str(path)]), None)
         assert str(info.value) == f"--resume {path}: {words}" or \
@@ -436,6 +472,12 @@ def test_checkpoint_directory_of_another_run_refused(tmp_path, capsys):
         assert f"--checkpoint {new} is claimed by another run that has saved no epoch " \
                f"yet ({new / RUN_MARK})" in err, err
     claim_checkpoint(MPI.COMM_SELF, str(new), str(new))  # going on with it: taken
+    # --resume and --checkpoint of one directory that does not exist (a batch script's
+    # first run): told as such, nothing made (the claim made it: "no epoch-<k>.pt in it")
+    nothere = tmp_path / "nothere"
+    err = argparse_exit(capsys, 2, claim_checkpoint, MPI.COMM_SELF, str(nothere),
+                        str(nothere))[1]
+    assert f"--resume {nothere}: no such directory" in err and not nothere.exists(), err
     # a run that saved nothing there (a refused --resume, nothing to train) gives the
     # directory back at exit: the marker, and the directory it made (a corrected command
     # was refused as "claimed by another run")

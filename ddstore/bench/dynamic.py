@@ -58,7 +58,8 @@ def _args(argv, prog=None):
                    help="time steps (the issue's full size is 1000)")
     p.add_argument("--churn", type=at_least(0, float, most=1.0), default=0.01,
                    help="share of edges replaced per step, in [0, 1]")
-    p.add_argument("--width", type=at_least(1), default=None)
+    p.add_argument("--width", type=at_least(1), default=None,
+                   help="ranks per replica (default: all ranks)")
     p.add_argument("--repeat", type=at_least(1), default=3, help="alternating timing rounds")
     p.add_argument("--random", type=at_least(0), default=200, help="random-access calls")
     p.add_argument("--tennis", default=None,

@@ -69,6 +69,9 @@ data = np.arange(n * 8, dtype=np.int64).reshape(n, 8)
 lo, hi = ddstore.partition(n, store.group_size, store.group_rank)
 store.add("x", data[lo:hi])
 print(f"rank {rank}: store ready", flush=True)
+if mode == "raise-after-torch":  # torch's excepthook wraps ddstore's, capturing its
+    from ddstore.distributed import init_torch_distributed  # output in a StringIO
+    init_torch_distributed(comm, backend="gloo")
 faulty = rank == size - 1 and mode != "clean"
 limit = 0.5 if faulty else (1.0 if mode == "clean" else read_seconds)
 if mode == "raise-in-collective":
@@ -169,7 +172,7 @@ while time.perf_counter() - t0 < limit:
 if faulty:
     faulthandler.cancel_dump_traceback_later()
     print(f"rank {rank}: failing with {mode}", flush=True)
-    if mode == "raise":
+    if mode in ("raise", "raise-after-torch"):
         raise RuntimeError("injected failure")
     if mode == "exit":
         sys.exit(3)
