@@ -542,8 +542,18 @@ class _WindowLoaderIter:
 
     def __init__(self, loader):
         self._read = loader.dataset.get_batch
-        self._len = len(loader.batch_sampler)
-        self._batches = iter(loader.batch_sampler)
+        bs = loader.batch_sampler
+        self._len = len(bs)
+        smp = getattr(bs, "sampler", None)
+        if type(bs) is torch.utils.data.BatchSampler and type(smp) is _RanksSampler \
+                and not bs.drop_last:  # the epoch's order at once, batches its slices
+            order = distributed_order(len(smp.dataset), smp.num_replicas, smp.rank,
+                                      smp.shuffle, smp.seed, smp.epoch,
+                                      smp.drop_last).numpy()
+            b = bs.batch_size
+            self._batches = (order[i:i + b] for i in range(0, order.shape[0], b))
+        else:  # the batch sampler's lists (BatchShuffleSampler's, a user's own)
+            self._batches = iter(bs)
         # the draw torch's iterator makes for its workers' base seed (none here)
         torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
 
