@@ -16,7 +16,7 @@ from . import _collective, _core, _status
 from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
-           "check_exit_settings",
+           "check_rank_settings",
            "check_launch", "launched_alone", "single_rank_hint", "refuse_pickle"]
 
 REPORT_EVERY = 30.0    # seconds between the lines of a rank waiting at its exit
@@ -70,18 +70,32 @@ def _seconds_from(var, default, meaning):
     return value
 
 
-def check_exit_settings():
+def check_rank_settings():
     """Raise a :class:`DDStoreValueError` naming it unless ``DDSTORE_EXIT_TIMEOUT`` (a
-    positive number of seconds, or none) and ``DDSTORE_EXIT_REPORT_SECONDS`` are unset or
-    well formed: run in a store's constructor, so that a bad value is refused at once,
-    not found at the exit (where it can only fall back to the default)."""
+    positive number of seconds, or none), ``DDSTORE_EXIT_REPORT_SECONDS`` and the on/off
+    switches (``DDSTORE_ABORT_ON_EXCEPTION``, ``DDSTORE_SHM_WATCH``: :data:`SWITCH_ON`,
+    :data:`SWITCH_OFF`) are unset or well formed: run in a store's constructor, so that a
+    bad value is refused at once, not found at the exit (where it can only fall back to
+    the default) or taken for "on" without a word."""
     for var, none_ok in (("DDSTORE_EXIT_TIMEOUT", True),
                          ("DDSTORE_EXIT_REPORT_SECONDS", False)):
         text = os.environ.get(var, "").strip()
         if text and not (none_ok and text.lower() in NO_LIMIT) and _seconds(text) is None:
             raise DDStoreValueError(
                 f"{var}={text!r} must be a positive number of seconds in plain digits "
-                f"(e.g. 1800){', or none (no limit)' if none_ok else ''}")
+                f"(e.g. 1800)" + (", or none (no limit; also inf, infinity, unlimited)"
+                                  if none_ok else ""))
+    for var in SWITCHES:  # on unless switched off; anything else is a typo
+        text = os.environ.get(var, "").strip().lower()
+        if text not in SWITCH_ON + SWITCH_OFF:
+            raise DDStoreValueError(
+                f"{var}={os.environ[var]!r} must be one of {', '.join(SWITCH_OFF)} (off) "
+                f"or {', '.join(v for v in SWITCH_ON if v)} (on, the default)")
+
+
+SWITCH_ON = ("", "1", "true", "yes", "on")  # the on/off environment settings' spellings
+SWITCH_OFF = ("0", "false", "no", "off")
+SWITCHES = ("DDSTORE_ABORT_ON_EXCEPTION", "DDSTORE_SHM_WATCH")
 
 
 NO_LIMIT = ("none", "inf", "infinity", "unlimited")  # DDSTORE_EXIT_TIMEOUT: wait for ever
@@ -181,8 +195,7 @@ def watch_shm():
     ``DDSTORE_SHM_WATCH=0`` switches it off)."""
     if _SHM_WATCH["pid"] == os.getpid() or _core.forked():
         return []
-    if os.environ.get("DDSTORE_SHM_WATCH", "1").strip().lower() in ("0", "false", "no",
-                                                                     "off"):
+    if os.environ.get("DDSTORE_SHM_WATCH", "1").strip().lower() in SWITCH_OFF:
         return []
     paths = _mpich_shm_paths()
     if not paths or not os.access("/bin/sh", os.X_OK):
@@ -301,8 +314,9 @@ class _ExitWatch:
             waited = [r for r, (state, _, _) in enumerate(st) if r != me and
                       state != _status.EXITING] or [r for r in range(len(st)) if r != me]
             if self.cap is None:
-                limit = ("no time limit (DDSTORE_EXIT_TIMEOUT=none); end the job with "
-                         "Ctrl-C or scancel")
+                given = os.environ.get("DDSTORE_EXIT_TIMEOUT", "").strip()
+                limit = (f"no time limit (DDSTORE_EXIT_TIMEOUT={given}); end the job with "
+                         f"Ctrl-C or scancel")
             else:
                 left = max(self.cap - (now - self.started), 0.0)
                 limit = (f"the job ends in {_duration(left)} (DDSTORE_EXIT_TIMEOUT="
@@ -338,8 +352,8 @@ def _free_live_stores():
     call (rank 0 writing a checkpoint for minutes) are waited for, at most
     :func:`exit_timeout` seconds in all (10 minutes by default; a peer blocked for ever
     in an MPI call of the user's, e.g. a ``comm.Barrier()`` this rank never enters,
-    looks the same), with one line on stderr every 30 s naming them; a peer inside another collective call (which cannot end without this
-    rank) ends the job within about a second, non-zero, with a message naming what each
+    looks the same), with one line on stderr every 30 s naming them; a peer inside
+    another collective call (which cannot end without this rank) ends the job within about a second, non-zero, with a message naming what each
     rank is doing; a peer whose round meets this rank's in another call gets the agreed
     "out of step" error, and this rank ends the job naming both calls.
 
@@ -379,7 +393,7 @@ def _free_live_stores():
 
 # ------------------------------------------------------------------ failure behaviour
 _ABORT = {"enabled": os.environ.get("DDSTORE_ABORT_ON_EXCEPTION", "1").strip().lower()
-          not in ("0", "false", "no", "off"), "installed": False, "status": 0}
+          not in SWITCH_OFF, "installed": False, "status": 0}
 
 
 def abort_on_exception(enabled=True):

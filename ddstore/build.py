@@ -43,6 +43,7 @@ import numpy as np
 from .errors import DDStoreMemoryError, DDStoreValueError
 from ._checks import is_int
 from . import _core
+from .settings import prefault_mode
 from .placement import alltoallv_rows
 
 _ENTRY = 32  # bytes of one packed T-CSR entry (node, nbr, ts, eid)
@@ -258,32 +259,13 @@ def fill_tcsr(store, n_local, rows, first_eid, add_reverse, indptr, node_off, tc
         _core.tcsr_sort(node_lo, node_hi, indptr, nbr, ts, eid, nbr_time)
 
 
-PREFAULT_ENV = "DDSTORE_PREFAULT"
-_PREFAULT_MODES = {"": "sync", "1": "sync", "on": "sync", "sync": "sync",
-                   "background": "background", "0": "off", "off": "off", "no": "off"}
-
-
-def prefault_mode():
-    """How :func:`prefault_built` maps what a build made: the environment variable
-    ``DDSTORE_PREFAULT``: ``sync`` (default; also ``1``, ``on``), ``background``, or
-    ``off`` (also ``0``, ``no``).  Another value warns and means ``sync``."""
-    raw = os.environ.get(PREFAULT_ENV, "").strip().lower()
-    mode = _PREFAULT_MODES.get(raw)
-    if mode is None:
-        import warnings
-        warnings.warn(f"{PREFAULT_ENV}={raw!r} is not one of sync, background, off: "
-                      f"using sync", stacklevel=3)
-        mode = "sync"
-    return mode
-
-
 def prefault_built(store, names):
     """Local, at the end of a graph build: :meth:`DDStore.prefault` of the variables a
     sampler reads (``names``), so that sampling's first pass pays no page fault per
     first touch of a node-local peer's chunk, as :func:`prefault_mode` says (in the
     calling thread, in a background thread, or not at all).  Returns what
     ``store.prefault`` returned, or None when off."""
-    mode = prefault_mode()
+    mode = prefault_mode(strict=False)  # (the graph is made: nothing to refuse now)
     if mode == "off":
         return None
     return store.prefault(*names, background=mode == "background")

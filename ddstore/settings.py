@@ -9,6 +9,7 @@ from ._checks import is_int
 from .errors import DDStoreValueError
 
 __all__ = ["env_settings", "progress_interval", "serve_settings", "copy_settings",
+           "prefault_mode",
            "PROGRESS_US", "SERVE_MIN_PIECES", "COPY_MIN_BYTES", "MAX_COPY_THREADS"]
 
 PROGRESS_US = 200  # the progress agent's default period (docs/cluster.md: how chosen)
@@ -45,6 +46,31 @@ def _env_int(name, default, most, what):
     return value
 
 
+PREFAULT_ENV = "DDSTORE_PREFAULT"
+_PREFAULT_MODES = {"": "sync", "1": "sync", "on": "sync", "sync": "sync",
+                   "background": "background", "0": "off", "off": "off", "no": "off"}
+
+
+def prefault_mode(strict=True):
+    """How a graph build maps what it made (``ddstore.build.prefault_built``): the
+    environment variable ``DDSTORE_PREFAULT``: ``sync`` (default; also ``1``, ``on``),
+    ``background``, or ``off`` (also ``0``, ``no``).  Another value is a
+    :class:`DDStoreValueError` naming them (the store's constructor checks it), or with
+    ``strict=False`` a warning and ``sync`` (a build that has made its graph: set after
+    the store was made)."""
+    raw = os.environ.get(PREFAULT_ENV, "").strip().lower()
+    mode = _PREFAULT_MODES.get(raw)
+    if mode is None:
+        message = (f"{PREFAULT_ENV}={os.environ[PREFAULT_ENV]!r} is not one of sync (also "
+                   f"1, on; the default), background, off (also 0, no)")
+        if strict:
+            raise DDStoreValueError(message)
+        import warnings
+        warnings.warn(f"{message}: using sync", stacklevel=3)
+        mode = "sync"
+    return mode
+
+
 def env_settings(progress=None):
     """The environment settings that shape a store's collective behaviour, read (and
     checked) in the constructor's local part and agreed in its round (``same=``: a
@@ -53,7 +79,8 @@ def env_settings(progress=None):
     ``DDSTORE_SERVE_MIN_PIECES`` (``DDSTORE_TRANSPORT`` is agreed as ``transport``).
     ``progress``: the constructor's argument, which takes the place of
     ``DDSTORE_PROGRESS`` unless None."""
-    _lifecycle.check_exit_settings()  # (this rank's own, checked here: refused at once)
+    _lifecycle.check_rank_settings()  # (this rank's own, checked here: refused at once)
+    prefault_mode()
     if progress is None:
         progress = _env_choice("DDSTORE_PROGRESS", _PROGRESS)
     elif progress not in _PROGRESS:

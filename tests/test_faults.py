@@ -96,22 +96,27 @@ def test_exit_time_free_waits_a_bounded_time():
 
 # ------------------------------------------------------------------ peers working at exit
 @pytest.mark.mpi
-@pytest.mark.parametrize("mode,transport", [("sleep-after-exit", "auto"),
-                                            ("busy-after-exit", "rma")])
-def test_exit_waits_for_a_computing_peer(mode, transport):
+@pytest.mark.parametrize("mode,transport,limit", [("sleep-after-exit", "auto", None),
+                                                  ("busy-after-exit", "rma", "Unlimited")])
+def test_exit_waits_for_a_computing_peer(mode, transport, limit):
     """Rank 0 computes (sleeps, or a busy loop that makes no MPI call) after rank 1 has
     ended its script: rank 1's free at exit waits for it, saying every
-    DDSTORE_EXIT_REPORT_SECONDS what it waits for, and the job exits 0 (before: it was
+    DDSTORE_EXIT_REPORT_SECONDS what it waits for (and the bound, or no bound as the
+    user spelt it: it said "=none" for "Unlimited"), and the job exits 0 (before: it was
     aborted after DDSTORE_EXIT_TIMEOUT = 10 s).  Each mode with one transport (the wait
     is the exit-time free's, the same for both; the suite's time)."""
     env = {"DDSTORE_TRANSPORT": transport, "DDSTORE_EXIT_REPORT_SECONDS": "1.5"}
+    if limit:
+        env["DDSTORE_EXIT_TIMEOUT"] = limit
     rc, elapsed, out = launch(mode, 2, env=env, seconds=4)
     assert rc == 0, f"exit code {rc} after {elapsed:.1f}s:\n{out}"
     assert "rank 0: done computing" in out and "aborting" not in out, out
+    bound = (r"the job ends in \d+ min \(DDSTORE_EXIT_TIMEOUT=600 s in all\)" if not limit
+             else re.escape(f"no time limit (DDSTORE_EXIT_TIMEOUT={limit}); end the job "
+                            f"with Ctrl-C or scancel"))
     assert re.search(r"\[ddstore\] rank 1: exiting; waited \d+ s so far for rank 0 to "
                      r"join the collective free at exit \(rank 0 is computing outside "
-                     r"any ddstore call\); the job ends in \d+ min \(DDSTORE_EXIT_"
-                     r"TIMEOUT=600 s in all\)", out), out
+                     r"any ddstore call\); " + bound, out), out
 
 
 LONG_TEST = "test_exit_waits_for_a_peer_computing_longer_than_the_old_limit"

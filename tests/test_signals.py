@@ -46,12 +46,29 @@ def test_bad_exit_timeout_keeps_the_default_bound(monkeypatch, capfd, text):
     from ddstore.errors import DDStoreValueError
     with pytest.raises(DDStoreValueError, match=re.escape(
             f"DDSTORE_EXIT_TIMEOUT={text.strip()!r} must be a positive number of seconds in "
-            f"plain digits (e.g. 1800), or none (no limit)")):
-        _lifecycle.check_exit_settings()
+            f"plain digits (e.g. 1800), or none (no limit; also inf, infinity, "
+            f"unlimited)")):
+        _lifecycle.check_rank_settings()
     monkeypatch.setenv("DDSTORE_EXIT_TIMEOUT", "none")
     monkeypatch.setenv("DDSTORE_EXIT_REPORT_SECONDS", text)
     with pytest.raises(DDStoreValueError, match="DDSTORE_EXIT_REPORT_SECONDS="):
-        _lifecycle.check_exit_settings()
+        _lifecycle.check_rank_settings()
+
+
+@pytest.mark.parametrize("var", ["DDSTORE_ABORT_ON_EXCEPTION", "DDSTORE_SHM_WATCH"])
+def test_on_off_switches_refuse_other_words(monkeypatch, var):
+    """The on/off settings took any word but four for "on" (``=disabled`` left the abort
+    on without a word): the constructor's check refuses it, naming both spellings."""
+    from ddstore.errors import DDStoreValueError
+    for text in ("0", "OFF", " no ", "false", "1", "on", "Yes", "true", ""):
+        monkeypatch.setenv(var, text)
+        _lifecycle.check_rank_settings()
+    for text in ("disabled", "maybe", "2", "enable"):
+        monkeypatch.setenv(var, text)
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"{var}={text!r} must be one of 0, false, no, off (off) or 1, true, yes, "
+                f"on (on, the default)")):
+            _lifecycle.check_rank_settings()
 
 
 def test_exit_timeout_takes_plain_decimals(monkeypatch):

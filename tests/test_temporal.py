@@ -960,8 +960,10 @@ def test_edge_batches_refuse_what_int_would_truncate(store):
                                              ("sometimes", False)])
 def test_build_prefaults_what_samplers_read(store, monkeypatch, mode, background):
     """A build ends with store.prefault of the T-CSR (DDSTORE_PREFAULT: sync by default,
-    background, off; an unknown value warns and means sync); samples are the same every
-    way, and removing the graph right after a background prefault waits for it."""
+    background, off; an unknown value is refused by the store's constructor, naming the
+    values; set after the store was made, the build warns and means sync); samples are
+    the same every way, and removing the graph right after a background prefault waits
+    for it."""
     import ddstore
     from ddstore.temporal import TemporalGraph, TemporalSampler
     calls, real = [], ddstore.DDStore.prefault
@@ -977,7 +979,11 @@ def test_build_prefaults_what_samplers_read(store, monkeypatch, mode, background
     src, dst, t = rng.integers(0, 50, m), rng.integers(0, 50, m), rng.random(m)
     roots, ts = np.arange(50), np.full(50, 0.6)
     if mode == "sometimes":
-        with pytest.warns(UserWarning, match="DDSTORE_PREFAULT='sometimes'"):
+        message = r"DDSTORE_PREFAULT='sometimes' is not one of sync \(also 1, on; the " \
+                  r"default\), background, off \(also 0, no\)"
+        with pytest.raises(ddstore.DDStoreValueError, match=message):
+            ddstore.DDStore(store.comm)
+        with pytest.warns(UserWarning, match=message + ": using sync"):
             g = TemporalGraph.from_arrays(store, "g", src, dst, t, add_reverse=True)
     else:
         g = TemporalGraph.from_arrays(store, "g", src, dst, t, add_reverse=True)
