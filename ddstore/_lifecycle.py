@@ -6,6 +6,7 @@ whole MPI job when an exception is uncaught on one rank (an agreed error told on
 rank 0); the warning for a process launched without ``mpiexec``; and the check that the
 launch is an MPI job of the size its launcher meant."""
 import atexit
+import io
 import logging
 import os
 import re
@@ -242,16 +243,20 @@ def _abort_job(rank, message, code=1, hint=""):
 
 
 def _spill_captured_stderr():
-    """``sys.stderr`` replaced by an in-memory buffer (``torch.distributed`` wraps
-    ``sys.excepthook`` so: the hook it chained, ours, prints into a ``StringIO`` that
-    torch prints, prefixed with the rank, once that hook returns, which an abort never
-    does): what the buffer holds goes to the process's own stderr."""
+    """The abort from inside ``torch.distributed``'s ``sys.excepthook`` (set by
+    ``init_process_group`` called directly after a store was made, which
+    :func:`outermost_abort_hook` could not wrap: torch prints, prefixed with the rank,
+    what the hook it chained, ours, writes into its ``StringIO``, once that hook returns,
+    which an abort never does): what the buffer holds goes to the process's own stderr.
+    A ``StringIO`` of the user's own (no such hook around ours) is left alone."""
     err, own = sys.stderr, sys.__stderr__
-    getvalue = getattr(err, "getvalue", None)
-    if err is own or own is None or getvalue is None:
+    hook = sys.excepthook
+    if (type(err) is not io.StringIO or own is None
+            or getattr(hook, "ddstore_aborts", False)
+            or not getattr(hook, "__module__", "").startswith("torch.")):
         return
     try:
-        text = getvalue()
+        text = err.getvalue()
         if text:
             own.write(text)
             own.flush()
@@ -353,8 +358,8 @@ def _free_live_stores():
     :func:`exit_timeout` seconds in all (10 minutes by default; a peer blocked for ever
     in an MPI call of the user's, e.g. a ``comm.Barrier()`` this rank never enters,
     looks the same), with one line on stderr every 30 s naming them; a peer inside
-    another collective call (which cannot end without this rank) ends the job within about a second, non-zero, with a message naming what each
-    rank is doing; a peer whose round meets this rank's in another call gets the agreed
+    another collective call (which cannot end without this rank) ends the job within
+    about a second, non-zero, with a message naming what each rank is doing; a peer whose round meets this rank's in another call gets the agreed
     "out of step" error, and this rank ends the job naming both calls.
 
     When an uncaught exception is ending this rank (and the abort hook is switched off),
@@ -435,17 +440,16 @@ def as_comm(comm, what):
     return comm
 
 
-def install_abort_hook():
-    """Chain ``sys.excepthook`` once (when the first store is being made, so that an
-    error that refuses it is told once too): print, then abort the job."""
-    if _ABORT["installed"]:
-        return
-    _ABORT["installed"] = True
-    previous = sys.excepthook
-
+def _abort_hook(previous):
+    """``sys.excepthook`` that prints through ``previous``, then ends the job (see
+    :func:`abort_on_exception`).  A hook of ours that another hook of ours wraps (put
+    around a library's, :func:`outermost_abort_hook`) prints only: the outer one ends the
+    job once the library's hook has printed."""
     def _ddstore_excepthook(exc_type, exc, tb):
         from mpi4py import MPI
-        if (not _ABORT["enabled"] or _core.forked() or not MPI.Is_initialized()
+        outer = sys.excepthook
+        if (outer is not _ddstore_excepthook and getattr(outer, "ddstore_aborts", False)
+                or not _ABORT["enabled"] or _core.forked() or not MPI.Is_initialized()
                 or MPI.Is_finalized() or MPI.COMM_WORLD.Get_size() == 1):
             previous(exc_type, exc, tb)
             return
@@ -463,7 +467,29 @@ def install_abort_hook():
         previous(exc_type, exc, tb)
         _abort_job(rank, f"uncaught {exc_type.__name__}", hint=hint)
 
-    sys.excepthook = _ddstore_excepthook
+    _ddstore_excepthook.ddstore_aborts = True
+    return _ddstore_excepthook
+
+
+def outermost_abort_hook():
+    """Put the abort hook around a ``sys.excepthook`` installed after it (by
+    ``torch.distributed.init_process_group``, whose hook prints what the hooks inside it
+    write only once they return, which an abort never does), so that the job ends after
+    every hook has printed.  Called by :func:`ddstore.distributed.init_torch_distributed`
+    and by each store's construction."""
+    if _ABORT["installed"] and not getattr(sys.excepthook, "ddstore_aborts", False):
+        sys.excepthook = _abort_hook(sys.excepthook)
+
+
+def install_abort_hook():
+    """Chain ``sys.excepthook`` once (when the first store is being made, so that an
+    error that refuses it is told once too): print, then abort the job.  Later stores
+    put it back around a hook installed since (:func:`outermost_abort_hook`)."""
+    if _ABORT["installed"]:
+        outermost_abort_hook()
+        return
+    _ABORT["installed"] = True
+    sys.excepthook = _abort_hook(sys.excepthook)
 
     # os._exit(0) skips atexit: the launcher would end the job with exit code 0 even when
     # the other ranks are inside a collective call.  Free as a clean exit does first.

@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 
+from . import _lifecycle
 from .errors import DDStoreValueError
 
 __all__ = ["init_torch_distributed", "choose_backend", "node_places"]
@@ -172,4 +173,7 @@ def init_torch_distributed(comm=None, backend=None, device=None):
         addr = "127.0.0.1"  # one node: stay on loopback
     dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=comm.rank,
                             world_size=comm.size)
+    # torch's excepthook now wraps ddstore's abort, which would end the job before torch
+    # printed what it captured: the abort goes around it again
+    _lifecycle.outermost_abort_hook()
     return device

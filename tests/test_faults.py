@@ -35,7 +35,9 @@ def launch(mode, nprocs, runner=(), env=None, seconds=READ_SECONDS):
 @pytest.mark.parametrize("mode,nprocs", [("raise", 3), ("raise-in-collective", 2),
                                          ("raise-in-with", 3), ("osexit", 2), ("kill", 3),
                                          ("kill-in-commit", 2), ("raise-in-commit", 3),
-                                         ("raise-after-torch", 2)])
+                                         ("raise-after-torch", 2),
+                                         ("raise-after-raw-torch", 2),
+                                         ("raise-user-stringio", 2)])
 def test_failing_rank_ends_the_job(mode, nprocs):
     """Each way of failing on one rank (an exception while the others read, or in a
     collective call, a ``with`` block or a commit; ``os._exit``; SIGKILL) ends the job
@@ -43,7 +45,9 @@ def test_failing_rank_ends_the_job(mode, nprocs):
     (the abort path does not depend on the count; the suite's time).  With torch's
     process group started after the store, torch's excepthook wraps ours and captures
     what it prints in a buffer it prints after ours returns, which an abort never does:
-    the traceback and the abort line must still be seen."""
+    the traceback and the abort line must still be seen (``init_torch_distributed`` puts
+    the abort around torch's hook; after torch's own ``init_process_group`` the buffer is
+    written out before the abort), and a ``StringIO`` of the user's own is left alone."""
     r = launch_result(mode, nprocs)
     rc, elapsed, out = r.returncode, r.elapsed, r.output
     # a job ended by ddstore's abort leaves nothing in /dev/shm (MPICH unlinks its node
@@ -56,9 +60,13 @@ def test_failing_rank_ends_the_job(mode, nprocs):
     assert not job_shm_left(r.shm), sorted(job_shm_left(r.shm))
     assert rc not in (0, 124, 137), f"exit code {rc} after {elapsed:.1f}s:\n{out}"
     assert elapsed < PROMPT, f"job took {elapsed:.1f}s to end:\n{out}"
-    if mode.startswith("raise"):
+    if mode == "raise-user-stringio":  # the user's capture stays theirs
+        assert "USER-PRIVATE" not in out and "RuntimeError" not in out, out
+    elif mode.startswith("raise"):
         assert "RuntimeError: injected failure" in out  # the traceback is shown
         assert "aborting the MPI job" in out
+    if mode == "raise-after-torch":  # printed by torch's hook (its rank prefix), once
+        assert out.count("[rank1]: RuntimeError: injected failure") == 1, out
 
 
 @pytest.mark.mpi

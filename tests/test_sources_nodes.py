@@ -251,6 +251,12 @@ def test_trailing_blank_lines_are_not_rows(tmp_path, suffix):
         if rows and "\n\n3" not in text:
             assert len(pd.read_csv(path, header=None)) == rows
             assert R.read_rows(path, 0, rows).tolist() == [[1, 2], [3, 4]]
+            if text.endswith("\n\n"):  # a range into the blank tail: said as such
+                with pytest.raises(DDStoreValueError, match=r"line 3: malformed row: .* "
+                                                            r"\(a blank line; blank lines "
+                                                            r"at the end of a file are no "
+                                                            r"rows"):
+                    R.read_rows(path, 0, rows + 1)
 
 
 def test_npy_rows_and_columns(tmp_path):

@@ -189,6 +189,13 @@ def test_time_features_over_the_whole_datetime64_range():
     np.testing.assert_array_equal(tf[:, 0], into / 86_400e9)
     np.testing.assert_array_equal(np.argmax(tf[:, 1:], axis=1), idx.dayofweek)
     assert ((tf[:, 0] >= 0) & (tf[:, 0] < 1)).all()
+    # NaT: NaN everywhere (it was taken for a real day); a time of day that rounds to 1
+    # in the features' dtype stays below 1 (23:59:59.99 was 1.0 in float32)
+    t = np.array(["2020-01-06T23:59:59.999999", "NaT"], dtype="datetime64[ns]")
+    for dt in (np.float16, np.float32, np.float64):
+        got = st.time_feature_array(t, ("tod", "dow"), dt)
+        assert got.dtype == dt and 0.99 < got[0, 0] < 1 and got[0, 1] == 1
+        assert np.isnan(got[1]).all()
 
 
 def test_pems_h5_precision_follows_request(tmp_path):
@@ -233,6 +240,19 @@ def test_pems_h5_integer_frames_exact(tmp_path, store):
                                                     rf"{np.dtype(values).name} values "
                                                     rf"exactly; allowed: " + allowed):
             st.load_pems_h5(path, dtype=want)
+    # a narrower float dtype= that a value overflows (it became inf): named, at its place
+    path = tmp_path / "wide.h5"
+    wide = np.zeros((12, 2), dtype=np.int32)
+    wide[5, 1] = 100_000
+    st.write_pems_h5(path, wide, ts)
+    with st.load_pems_h5(path, dtype=np.float16) as s:
+        with pytest.raises(DDStoreValueError, match=r"value 100000 at step 5, sensor 1 is "
+                                                    r"beyond dtype=float16 \(largest "
+                                                    r"finite 6\.55e\+04\); give a wider "
+                                                    r"dtype="):
+            s.read(0, 12)
+    with st.load_pems_h5(path, dtype=np.float32) as s:
+        assert s.read(0, 12)[5, 1, 0] == 100_000
     with pytest.raises(DDStoreValueError, match=r"dtype=<U0; allowed: bool, integer or "
                                                 r"floating"):
         st.load_pems_h5(path, dtype=str)
@@ -343,6 +363,13 @@ def test_split_conventions():
     assert st.split_ranges(T, h, (1, 0, 0)) == {"train": (0, S), "val": (100, 100),
                                                 "test": (100, 100)}
     assert st.split_ranges(T, h, (0.8, 0, 0.2))["val"] == (80, 80)
+    # a tiny positive ratio: the message says a length that suffices at once (it searched
+    # every window count up to 2 / r: minutes for 1e-9; a denormal raised OverflowError)
+    for tiny, words in ((1e-9, r"T >= 2e\+09 \(enough, for a smallest ratio of 1e-09\)"),
+                        (5e-324, r"T beyond 1e300 \(enough, for a smallest ratio of ")):
+        with pytest.raises(DDStoreValueError, match=r"split 'val' \(ratio .*\) gets no "
+                                                    r"window: .*these ratios need " + words):
+            st.split_ranges(20, 2, (0.7, tiny, 0.3 - tiny), overlap=True)
     # rounding leaves nothing to a split of ratio 0 (S = 5: 2.5 and 2.5 round to 2)
     assert st.split_ranges(8, 2, (0.5, 0, 0.5), overlap=True) == {
         "train": (0, 3), "val": (3, 3), "test": (3, 5)}
@@ -635,6 +662,14 @@ def test_loader_equals_torch_dataloader(store):
             assert len(ours) == len(ref) > 0
             for (xa, ya), (xb, yb) in zip(ours, ref):
                 assert torch.equal(xa, xb) and torch.equal(ya, yb)
+    # the epoch is read at the first batch, as torch's samplers read it (a set_epoch
+    # between iter and next counts: the order was taken at iter)
+    loader = train.loader(7, seed=3)
+    plain = torch.utils.data.DataLoader(train, batch_sampler=loader.batch_sampler,
+                                        collate_fn=st.batch_collate)
+    ours, ref = iter(loader), iter(plain)
+    st.set_epoch(loader, 7)
+    assert torch.equal(next(ours)[0], next(ref)[0])
     # a collate_fn set on the loader afterwards is honoured (torch's own iterator)
     loader = train.loader(5, shuffle=False)
     loader.collate_fn = lambda batch: ("mine", len(batch))

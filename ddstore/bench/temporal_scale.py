@@ -364,7 +364,7 @@ def main(argv=None, prog=None):
         tmp = comm.bcast(tempfile.mkdtemp(prefix="ddstore-tgl-") if rank == 0 else None)
         csv_dir = tmp
     results = []
-    from ddstore.build import PREFAULT_ENV
+    from ddstore.settings import PREFAULT_ENV
     before = os.environ.get(PREFAULT_ENV)
     os.environ[PREFAULT_ENV] = "off"  # cold, prefaulted and warm are measured apart
     try:

@@ -88,8 +88,12 @@ def check_fields(path, chunk, n, first_line, expected="expected {n}"):
     bad = np.flatnonzero(fields != n)
     if bad.size:
         i = int(bad[0])
+        start = int(ends[i - 1]) + 1 if i else 0
+        blank = " (a blank line; blank lines at the end of a file are no rows: a range " \
+            "past them is past the file's rows)" if not chunk[start:int(ends[i])].strip() \
+            else ""
         raise DDStoreValueError(f"{path}, line {first_line + i}: malformed row: "
-                                f"{int(fields[i])} fields, {expected.format(n=n)}")
+                                f"{int(fields[i])} fields, {expected.format(n=n)}{blank}")
 
 
 def _fields_alike(chunk, n):

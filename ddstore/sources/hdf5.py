@@ -239,13 +239,32 @@ def _frame(fh, path, key, adjacency, distances, edge_index, edge_weight, dtype):
     simple = (len(blocks) == 1 and blocks[0][1]
               and np.array_equal(blocks[0][2], np.arange(num_nodes)))
 
+    # a float dtype= narrower than a block's values: a value beyond its range is
+    # refused, naming it (it became inf, then a "non-finite values" refusal or fill)
+    narrowed = out_dtype.kind == "f" and any(
+        not np.can_cast(v.dtype, out_dtype, "safe") for v, _, _ in blocks)
+
+    def cast(part, a, pos):
+        if not narrowed:
+            return part.astype(out_dtype, copy=False)
+        with np.errstate(over="ignore"):
+            got = part.astype(out_dtype)
+        bad = np.isinf(got) & np.isfinite(part)
+        if bad.any():
+            t, k = np.argwhere(bad)[0]
+            raise DDStoreValueError(
+                f"{where}: value {part[t, k].item()!r} at step {a + t}, sensor "
+                f"{node_ids[pos[k]]!r} is beyond dtype={out_dtype} (largest finite "
+                f"{float(np.finfo(out_dtype).max):.4g}); give a wider dtype=")
+        return got
+
     def reader(a, b):
         if simple:
-            return blocks[0][0][a:b].astype(out_dtype, copy=False)[:, :, None]
+            return cast(blocks[0][0][a:b], a, blocks[0][2])[:, :, None]
         out = np.empty((b - a, num_nodes), dtype=out_dtype)
         for values, transposed, pos in blocks:
             part = values[a:b] if transposed else values[:, a:b].T
-            out[:, pos] = part
+            out[:, pos] = cast(part, a, pos)
         return out[:, :, None]
 
     series = Series((num_steps, num_nodes, 1), out_dtype, reader,

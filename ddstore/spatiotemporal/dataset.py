@@ -74,22 +74,29 @@ def time_feature_array(timestamps, kinds, dtype=np.float32):
     """DCRNN's time features for ``timestamps`` ``[T]``: ``[T, k]`` of ``dtype``
     (computed in float64).
 
-    ``"tod"``: time of day as a fraction of the day in ``[0, 1)`` (1 column);
+    ``"tod"``: time of day as a fraction of the day in ``[0, 1)`` (1 column; in
+    ``dtype``, a time that would round to 1 is its largest value below 1);
     ``"dow"``: day of week, one-hot over Monday..Sunday (7 columns).  Columns in the order
-    of ``kinds``.
+    of ``kinds``.  A ``NaT`` timestamp gives NaN in every column (as pandas does).
     """
     ts = np.asarray(timestamps).astype("datetime64[ns]")
     # days since 1970 and nanoseconds into the day by integer floor division (numpy's
     # cast to datetime64[D] wraps within a day of the int64 minimum, 1677-09-21)
     days, into = np.divmod(ts.view(np.int64), np.int64(86_400_000_000_000))
+    nat = np.isnat(ts)  # no time: NaN features, as pandas and DCRNN's formula give
+    dtype = np.dtype(dtype)
+    # the largest time of day below 1 in dtype (23:59:59.99 rounds to 1.0 in float32)
+    below_one = np.nextafter(dtype.type(1), dtype.type(0)) if dtype.kind == "f" else 1
     cols = []
     for kind in kinds:
         if kind == "tod":
-            cols.append((into / 86_400e9).astype(np.float64)[:, None])
+            tod = np.minimum((into / 86_400e9).astype(dtype), below_one)
+            cols.append(np.where(nat, np.nan, tod)[:, None])
         elif kind == "dow":
             dow = (days + 3) % 7  # 1970-01-01 was a Thursday; Monday = 0
             onehot = np.zeros((ts.shape[0], 7))
             onehot[np.arange(ts.shape[0]), dow] = 1.0
+            onehot[nat] = np.nan
             cols.append(onehot)
     if not cols:
         return np.zeros((ts.shape[0], 0), dtype=dtype)
@@ -547,11 +554,7 @@ class _WindowLoaderIter:
         smp = getattr(bs, "sampler", None)
         if type(bs) is torch.utils.data.BatchSampler and type(smp) is _RanksSampler \
                 and not bs.drop_last:  # the epoch's order at once, batches its slices
-            order = distributed_order(len(smp.dataset), smp.num_replicas, smp.rank,
-                                      smp.shuffle, smp.seed, smp.epoch,
-                                      smp.drop_last).numpy()
-            b = bs.batch_size
-            self._batches = (order[i:i + b] for i in range(0, order.shape[0], b))
+            self._batches = _order_slices(smp, bs.batch_size)
         else:  # the batch sampler's lists (BatchShuffleSampler's, a user's own)
             self._batches = iter(bs)
         # the draw torch's iterator makes for its workers' base seed (none here)
@@ -570,6 +573,17 @@ class _WindowLoaderIter:
 
 
 _PROFILE_NAME = f"enumerate(DataLoader)#{_WindowLoaderIter.__name__}.__next__"
+
+
+def _order_slices(sampler, batch_size):
+    """The batches of ``sampler`` (a :class:`_RanksSampler`) as slices of its epoch's
+    order, which is taken at the first ``next`` (as torch's samplers read their epoch:
+    a ``set_epoch`` between ``iter`` and the first batch counts)."""
+    order = distributed_order(len(sampler.dataset), sampler.num_replicas, sampler.rank,
+                              sampler.shuffle, sampler.seed, sampler.epoch,
+                              sampler.drop_last).numpy()
+    for i in range(0, order.shape[0], batch_size):
+        yield order[i:i + batch_size]
 
 
 _ROWS_AT_ONCE = 1 << 16  # windows whose series rows the resident loader makes at once

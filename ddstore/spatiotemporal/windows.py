@@ -76,6 +76,25 @@ def _start_cut(S, ratios):
             "test": (S - n_test, S)}
 
 
+_SEARCHED = 1 << 16  # window counts an error message may try, at most
+
+
+def _enough_steps(S, h, ratios):
+    """What ``overlap=True``'s message says the ratios need: ``"T >= x"``, the series
+    length from which every split of a positive ratio gets a window, whatever longer
+    (rounding makes some counts above the first that works fail again; from ``2 / r``
+    windows on, a split of ratio ``r`` gets one however the others round), found by a
+    search of at most :data:`_SEARCHED` counts; beyond that, the ``2 / r`` bound."""
+    smallest = min(q for q in ratios if q > 0)
+    top = 2 / smallest
+    if top > S + _SEARCHED:
+        bound = f"T >= {top + 2 * h - 1:.3g}" if top < 1e300 else "T beyond 1e300"
+        return f"{bound} (enough, for a smallest ratio of {smallest:g})"
+    fails = [n for n in range(S, math.ceil(top) + 2) if not all(
+        b > a for (a, b), q in zip(_start_cut(n, ratios).values(), ratios) if q > 0)]
+    return f"T >= {fails[-1] + 1 + 2 * h - 1}"
+
+
 def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
     """Window-start ranges ``{"train": (a, b), "val": ..., "test": ...}`` in time order.
 
@@ -98,19 +117,11 @@ def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
         for name, r in zip(SPLIT_NAMES, ratios):
             a, b = bounds[name]
             if r > 0 and b <= a:
-                # the window count from which every split of a positive ratio gets
-                # one, whatever more there are (rounding makes some counts above the
-                # first that works fail again; from 2 / r windows on, a split of
-                # ratio r gets one however the others round)
-                top = max(S, math.ceil(2 / min(q for q in ratios if q > 0))) + 1
-                enough = 1 + max(n for n in range(S, top + 1) if not all(
-                    b > a for (a, b), q in zip(_start_cut(n, ratios).values(), ratios)
-                    if q > 0))
                 raise DDStoreValueError(
                     f"split {name!r} (ratio {r}) gets no window: {S} windows in all "
-                    f"(T={num_steps}, horizon={h}); these ratios need T >= "
-                    f"{enough + 2 * h - 1} at this horizon (or other ratios, or ratio 0 "
-                    f"for {name!r})")
+                    f"(T={num_steps}, horizon={h}); these ratios need "
+                    f"{_enough_steps(S, h, ratios)} at this horizon (or other ratios, or "
+                    f"ratio 0 for {name!r})")
         return bounds
     cut1 = int(round(num_steps * ratios[0]))
     cut2 = int(round(num_steps * (ratios[0] + ratios[1])))

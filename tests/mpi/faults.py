@@ -72,6 +72,16 @@ print(f"rank {rank}: store ready", flush=True)
 if mode == "raise-after-torch":  # torch's excepthook wraps ddstore's, capturing its
     from ddstore.distributed import init_torch_distributed  # output in a StringIO
     init_torch_distributed(comm, backend="gloo")
+if mode == "raise-after-raw-torch":  # the same through torch's own call: not re-wrapped
+    import socket
+    import torch.distributed as dist
+    if rank == 0:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+    port = comm.bcast(port if rank == 0 else None, root=0)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=size)
 faulty = rank == size - 1 and mode != "clean"
 limit = 0.5 if faulty else (1.0 if mode == "clean" else read_seconds)
 if mode == "raise-in-collective":
@@ -172,7 +182,12 @@ while time.perf_counter() - t0 < limit:
 if faulty:
     faulthandler.cancel_dump_traceback_later()
     print(f"rank {rank}: failing with {mode}", flush=True)
-    if mode in ("raise", "raise-after-torch"):
+    if mode in ("raise", "raise-after-torch", "raise-after-raw-torch"):
+        raise RuntimeError("injected failure")
+    if mode == "raise-user-stringio":  # the user's own capture: not the job's output
+        import io
+        sys.stderr = io.StringIO()
+        sys.stderr.write("USER-PRIVATE capture\n")
         raise RuntimeError("injected failure")
     if mode == "exit":
         sys.exit(3)
