@@ -252,6 +252,37 @@ def test_group_keys_edge_types_and_missing(fs):
         fs["A"]()
 
 
+def test_keys_that_shared_a_variable_are_apart(fs, store):
+    """Distinct keys are distinct variables, as in PyG's stores: node type None and
+    ``"_"``, ``("a/b", "c")`` and ``("a", "b/c")``, edge types ``("a__b", "c", "d")``
+    and ``("a", "b__c", "d")`` shared one (the second put refused naming a variable the
+    user never made; a graph store found another edge type's weights by that name and
+    sampled with them); usual names keep their variables (checkpoints of them open)."""
+    from ddstore import pyg as dpyg
+    from ddstore.pyg._common import from_name_part, name_part, node_var, type_key
+    ref = RefStore()
+    keys = [(None, "x"), ("_", "x"), ("a/b", "c"), ("a", "b/c"), ("a", "%2F"),
+            (("a__b", "c", "d"), "w"), (("a", "b__c", "d"), "w"), (("a_", "_b", "c"), "w"),
+            (("a", "__b", "c"), "w"), ("p", "_x"), ("p", "x_"), (("x__y", "z", "d"), "w")]
+    for i, (g, a) in enumerate(keys):
+        t = torch.full((3, 2), float(i))
+        for st in (fs, ref):
+            st.put_tensor(t, g, a, None)
+    for g, a in keys:
+        assert same(fs.get_tensor(g, a, None), ref.get_tensor(g, a, None)), (g, a)
+    assert sorted(map(repr, fs.get_all_tensor_attrs())) == sorted(
+        map(repr, ref.get_all_tensor_attrs()))
+    for text in ("", "_", "a__b", "%", "%25", "a/b", "_N", "x_", "rev_writes", "%E"):
+        assert from_name_part(name_part(text)) == text
+    assert type_key(("paper", "rev_writes", "author")) == "paper__rev_writes__author"
+    assert node_var("f", "paper", "edge_attr") == "f/node/paper/edge_attr"  # (unchanged)
+    # the graph store's weights by edge type, not by a name another type shares
+    gs = dpyg.GraphStore(store, "f", weight_attr="w")
+    gs.put_edge_index(torch.tensor([[0, 1, 2], [0, 0, 0]]), edge_type=("x", "y__z", "d"),
+                      layout="coo", size=(3, 1))
+    assert gs.weight_attr_of(("x", "y__z", "d")) is None
+
+
 def test_homogeneous_edge_attributes_not_listed_for_loaders(store):
     """A homogeneous graph's edge attributes (EDGES) stay out of get_all_tensor_attrs:
     PyG's homogeneous loader reads every listed attribute by node ids; the batch gets

@@ -4,6 +4,7 @@ into the striped layout by :func:`ddstore.build.fill_rows`: each group holds
 one replica; member ``g`` holds rows ``partition(num_rows, width, g)``)."""
 import contextlib
 import contextvars
+import re
 import weakref
 
 import numpy as np
@@ -17,13 +18,44 @@ from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 EDGES = ("_N", "to", "_N")
 
 
+# a name part kept as it is: no "%" or "/", underscores single and inside (what nearly
+# every PyG type and attribute is called: "paper", "rev_writes", "edge_attr")
+_PLAIN = re.compile(r"[^%/_]+(?:_[^%/_]+)*")
+_EDGES_KEY = "_N__to___N"  # EDGES' part of the names, as it always was
+
+
+def name_part(text):
+    """``text`` (a node type, an edge type's part, an attribute) as one part of a
+    variable name, so that distinct keys never share a variable: kept as it is when
+    plain (:data:`_PLAIN`), else ``%``, ``/`` and ``_`` written ``%25``, ``%2F``,
+    ``%5F`` (``"a/b"``, ``"a__b"``, ``"_"`` and ``""`` shared names with ``("a", "b")``,
+    ``("a", "b")`` joined, ``None``, ...); :func:`from_name_part` reads it back."""
+    if _PLAIN.fullmatch(text):
+        return text
+    if not text:
+        return "%E"
+    return text.replace("%", "%25").replace("/", "%2F").replace("_", "%5F")
+
+
+def from_name_part(part):
+    """The text :func:`name_part` wrote as ``part``."""
+    if "%" not in part:
+        return part
+    if part == "%E":
+        return ""
+    return part.replace("%5F", "_").replace("%2F", "/").replace("%25", "%")
+
+
 def type_key(t):
-    """A node type (None or str) or edge type (3-tuple of str) as one string."""
+    """A node type (None or str) or edge type (3-tuple of str) as one string, a
+    different one for each (:func:`name_part`)."""
     if t is None:
         return "_"
     if isinstance(t, str):
-        return t
-    return "__".join(t)
+        return name_part(t)
+    if t == EDGES:
+        return _EDGES_KEY
+    return "__".join(name_part(x) for x in t)
 
 
 def is_edge_type(t):
@@ -39,11 +71,14 @@ def as_edge_type(t):
 
 
 def node_var(name, node_type, attr):
-    return f"{name}/node/{type_key(node_type)}/{attr}"
+    """The variable of node attribute ``attr`` ("": the group's own tensor)."""
+    return f"{name}/node/{type_key(node_type)}/{name_part(attr) if attr else ''}"
 
 
 def edge_var(name, edge_type, attr):
-    return f"{name}/edge/{type_key(EDGES if edge_type is None else edge_type)}/{attr}"
+    """The variable of edge attribute ``attr`` ("": the group's own tensor)."""
+    return (f"{name}/edge/{type_key(EDGES if edge_type is None else edge_type)}/"
+            f"{name_part(attr) if attr else ''}")
 
 
 _AGREED = contextvars.ContextVar("ddstore_pyg_values_agreed", default=False)

@@ -17,7 +17,8 @@ from .._checks import check_free_names, is_int, names_under
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 from ..placement import balanced_offsets
 from ..build import create, default_chunk_edges, fill_tcsr, id_dtype, prefault_built
-from ._common import as_numpy, call_piece, is_edge_type, node_var, tiled_total, type_key
+from ._common import (as_numpy, call_piece, from_name_part, is_edge_type, node_var,
+                      tiled_total, type_key)
 from ._graph_state import Lists
 
 __all__ = ["Plan", "first_pass", "decide", "build", "remove_lists", "as_coo", "node_offsets",
@@ -70,7 +71,7 @@ def node_attr_rows(store, name):
     for v in store.variables():
         if v.startswith(prefix):
             t = v[len(prefix):].split("/", 1)[0]
-            t = None if t == type_key(None) else t
+            t = None if t == type_key(None) else from_name_part(t)
             rows[t] = max(rows.get(t, 0), int(store.nrows(v)))
     return rows
 
