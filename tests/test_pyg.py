@@ -256,6 +256,25 @@ def test_put_edge_index_size_checked(store, size, fragment):
     gs.put_edge_index(ei, edge_type=("a", "to", "b"), layout="coo", size=(20, 10))
 
 
+def test_too_many_nodes_named_given_or_inferred(store):
+    """Destination ids whose count the degrees cannot be allocated for: the size named,
+    given or taken from the largest id (a bare "Unable to allocate 8.00 TiB" before when
+    no size was given); nothing stored."""
+    import re
+    from ddstore import DDStoreMemoryError
+    from ddstore import pyg as dpyg
+    gs = dpyg.GraphStore(store, "g")
+    ei = torch.tensor([[0, 1], [1, 2 ** 40]])
+    for size, whence in (((2, 2 ** 40 + 1), ""), (None, " (no size given: taken from the "
+                                                        "largest node ids, or the node "
+                                                        "attributes' rows)")):
+        with pytest.raises(DDStoreMemoryError, match=re.escape(
+                f"size=(2, {2 ** 40 + 1}){whence}: {2 ** 40 + 1} destination nodes need "
+                f"{16 * (2 ** 40 + 1) + 8} bytes")):
+            gs.put_edge_index(ei, edge_type=("a", "r", "b"), layout="coo", size=size)
+    assert store.variables() == [] and gs.get_all_edge_attrs() == []
+
+
 def test_sampler_argument_errors_are_clear(store):
     """A dict ``num_neighbors`` on a homogeneous graph is refused when the sampler is
     made (the loader raised ``KeyError: None``); plain seed ids on a heterogeneous graph

@@ -121,14 +121,7 @@ def first_pass(state, columns, lo, hi, edge_type, size, what, layout=EdgeLayout.
         default_chunk_edges(n_local * st.size, st.size, 24, add_reverse=False)
     if size is not None:  # the degrees, and the indptr they become (no allocation
         # after the steps: what can fail on one rank fails in a local part)
-        try:
-            plan.deg = np.zeros(size[1], dtype=np.int64)
-            plan.indptr = np.zeros(size[1] + 1, dtype=np.int64)
-        except (MemoryError, ValueError):  # (numpy: "array is too big")
-            raise DDStoreMemoryError(f"{what}: size={size}: {size[1]} destination nodes "
-                                     f"need {16 * size[1] + 8} bytes of degrees and "
-                                     f"pointers on every rank, more than this rank can "
-                                     f"allocate (is the node count right?)") from None
+        plan.deg, plan.indptr = _degrees(size, what)
     for a in range(0, n_local, plan.piece):
         s, d = columns(a, min(a + plan.piece, n_local))
         if not s.size:
@@ -143,6 +136,21 @@ def first_pass(state, columns, lo, hi, edge_type, size, what, layout=EdgeLayout.
         else:  # out of range: raised by _decide on every rank
             plan.deg = None
     return plan
+
+def _degrees(size, what, inferred=False):
+    """``(degrees, indptr)`` zeros for ``size[1]`` destination nodes, or a
+    :class:`DDStoreMemoryError` naming the size (and, ``inferred``, where it came
+    from) when they do not fit."""
+    try:
+        return np.zeros(size[1], dtype=np.int64), np.zeros(size[1] + 1, dtype=np.int64)
+    except (MemoryError, ValueError):  # (numpy: "array is too big")
+        whence = (" (no size given: taken from the largest node ids, or the node "
+                  "attributes' rows)" if inferred else "")
+        raise DDStoreMemoryError(f"{what}: size={size}{whence}: {size[1]} destination "
+                                 f"nodes need {16 * size[1] + 8} bytes of degrees and "
+                                 f"pointers on every rank, more than this rank can "
+                                 f"allocate (is the node count right?)") from None
+
 
 def decide(state, plan, infos):
     """After the round of a build's first step (``infos``: every rank's
@@ -203,9 +211,8 @@ def build(state, attrs, plan, columns, is_sorted=False):
                 times, level = attrs.time_reader(edge_type, lo, hi, plan.max_src, what)
             check_times = times is not None and times.check_pass
             count = deg is None
-            if count:
-                deg = np.zeros(size[1], dtype=np.int64)
-                indptr = np.zeros(size[1] + 1, dtype=np.int64)
+            if count:  # (the size decided from the largest ids: named as such)
+                deg, indptr = _degrees(size, what, inferred=True)
             if count or check_times:
                 for a in range(0, n_local, piece):
                     b = min(a + piece, n_local)
