@@ -359,8 +359,9 @@ def _free_live_stores():
     in an MPI call of the user's, e.g. a ``comm.Barrier()`` this rank never enters,
     looks the same), with one line on stderr every 30 s naming them; a peer inside
     another collective call (which cannot end without this rank) ends the job within
-    about a second, non-zero, with a message naming what each rank is doing; a peer whose round meets this rank's in another call gets the agreed
-    "out of step" error, and this rank ends the job naming both calls.
+    about a second, non-zero, with a message naming what each rank is doing; a peer
+    whose round meets this rank's in another call gets the agreed "out of step" error,
+    and this rank ends the job naming both calls.
 
     When an uncaught exception is ending this rank (and the abort hook is switched off),
     or ``python -m mpi4py`` is about to abort the job (``sys.exit(n)`` with ``n != 0``
