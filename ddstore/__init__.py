@@ -21,9 +21,9 @@ import importlib
 from ._version import __version__
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreInterrupt, DDStoreMemoryError,
                      DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError)
-from .store import DDStore, partition
+from .store import DDStore, abort_on_exception, partition
 
-__all__ = ["DDStore", "partition", "DDStoreError", "DDStoreValueError",
+__all__ = ["DDStore", "partition", "abort_on_exception", "DDStoreError", "DDStoreValueError",
            "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError",
            "DDStoreNotImplementedError", "DDStoreInterrupt"]
 

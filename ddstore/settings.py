@@ -47,14 +47,16 @@ def _env_int(name, default, most, what):
 
 
 PREFAULT_ENV = "DDSTORE_PREFAULT"
-_PREFAULT_MODES = {"": "sync", "1": "sync", "on": "sync", "sync": "sync",
-                   "background": "background", "0": "off", "off": "off", "no": "off"}
+_PREFAULT_MODES = {"": "sync", "1": "sync", "on": "sync", "true": "sync", "yes": "sync",
+                   "sync": "sync", "background": "background", "0": "off", "off": "off",
+                   "no": "off", "false": "off"}  # (the on/off switches' words too)
 
 
 def prefault_mode(strict=True):
     """How a graph build maps what it made (``ddstore.build.prefault_built``): the
-    environment variable ``DDSTORE_PREFAULT``: ``sync`` (default; also ``1``, ``on``),
-    ``background``, or ``off`` (also ``0``, ``no``).  Another value is a
+    environment variable ``DDSTORE_PREFAULT``: ``sync`` (default; also ``1``, ``on``,
+    ``true``, ``yes``), ``background``, or ``off`` (also ``0``, ``no``, ``false``).
+    Another value is a
     :class:`DDStoreValueError` naming them (the store's constructor checks it), or with
     ``strict=False`` a warning and ``sync`` (a build that has made its graph: set after
     the store was made)."""
@@ -62,7 +64,7 @@ def prefault_mode(strict=True):
     mode = _PREFAULT_MODES.get(raw)
     if mode is None:
         message = (f"{PREFAULT_ENV}={os.environ[PREFAULT_ENV]!r} is not one of sync (also "
-                   f"1, on; the default), background, off (also 0, no)")
+                   f"1, on, true, yes; the default), background, off (also 0, no, false)")
         if strict:
             raise DDStoreValueError(message)
         import warnings

@@ -56,3 +56,40 @@ def test_open_in_process(store, tmp_path):
         with pytest.raises(ddstore.DDStoreValueError, match=r"known pyg.GraphStore "
                            r"names: \['g'\]"):
             dpyg.GraphStore.open(st, "nope")
+
+
+def test_checkpoint_with_names_written_before_escaping_refused(store, tmp_path,
+                                                               monkeypatch):
+    """A checkpoint saved when names were not escaped (a node type ``_x``, an edge type
+    ``("a", "b__c", "d")`` with weights): reopening refuses it, naming the attribute and
+    both names (the stores reopened, and the graph store then looked its weights up under
+    the new name, missed them and sampled the type uniformly); plain names reopen."""
+    import re
+    import torch
+    from mpi4py import MPI
+    from torch_geometric.data import HeteroData
+    import ddstore
+    from ddstore import pyg as dpyg
+    from ddstore.pyg import _common
+    h = HeteroData()
+    h["_x"].x, h["a"].x, h["d"].x = torch.zeros(2, 1), torch.zeros(3, 1), torch.zeros(2, 1)
+    h["a", "b__c", "d"].edge_index = torch.tensor([[0, 1, 2], [0, 1, 1]])
+    h["a", "b__c", "d"].w = torch.tensor([1.0, 0.0, 2.0])
+    with monkeypatch.context() as mp:  # the names as they were written before
+        mp.setattr(_common, "name_part", lambda text: text)
+        dpyg.from_hetero(store, h, name="old", weight_attr="w")
+    dpyg.from_hetero(store, h, name="new", weight_attr="w")
+    store.save(str(tmp_path / "ck"))
+    with ddstore.DDStore.restore(str(tmp_path / "ck"), MPI.COMM_SELF, width=1) as st:
+        with pytest.raises(ddstore.DDStoreValueError, match=re.escape(
+                "FeatureStore.open 'old': attribute ('_x', 'x') was saved as variable "
+                "'old/node/_x/x', which this version names 'old/node/%5Fx/x'")):
+            dpyg.FeatureStore.open(st, "old")
+        with pytest.raises(ddstore.DDStoreValueError, match=re.escape(
+                "GraphStore.open 'old': edge type ('a', 'b__c', 'd') was saved as "
+                "'old/csc/a__b__c__d/coo/nbr', which this version names under "
+                "'old/csc/a__b%5F%5Fc__d/'")):
+            dpyg.GraphStore.open(st, "old")
+        fs, gs = dpyg.open_stores(st, "new")
+        assert gs.weight_attr_of(("a", "b__c", "d")) == "w"
+        assert torch.equal(fs.get_tensor(("a", "b__c", "d"), "w"), h["a", "b__c", "d"].w)

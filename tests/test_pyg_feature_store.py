@@ -283,6 +283,26 @@ def test_keys_that_shared_a_variable_are_apart(fs, store):
     assert gs.weight_attr_of(("x", "y__z", "d")) is None
 
 
+def test_store_names_refuse_a_slash(store):
+    """A feature store named ``g/node/a`` held variables that graph store ``g`` took for
+    its own node attributes (its inferred size and node counts became theirs): a store
+    name is refused with a ``/``, on both kinds, nothing made."""
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    for cls in (dpyg.FeatureStore, dpyg.GraphStore):
+        for bad in ("g/node/a", "", 3):
+            with pytest.raises(DDStoreValueError, match=rf"{cls.__name__} name must be a "
+                                                        rf"non-empty str without '/', got "):
+                cls(store, bad)
+    assert store.variables() == [] and store.annotations() == []
+    fs = dpyg.FeatureStore(store, "g")  # and a plain name is not taken by another's
+    fs.put_tensor(torch.zeros(3, 1), group_name="a", attr_name="x", index=None)
+    gs = dpyg.GraphStore(store, "g")
+    gs.put_edge_index(torch.tensor([[0, 1], [1, 2]]), edge_type=("a", "r", "a"),
+                      layout="coo")
+    assert gs.node_counts() == {"a": 3}
+
+
 def test_homogeneous_edge_attributes_not_listed_for_loaders(store):
     """A homogeneous graph's edge attributes (EDGES) stay out of get_all_tensor_attrs:
     PyG's homogeneous loader reads every listed attribute by node ids; the batch gets

@@ -71,6 +71,27 @@ def test_on_off_switches_refuse_other_words(monkeypatch, var):
             _lifecycle.check_rank_settings()
 
 
+def test_abort_switch_is_where_the_docs_and_messages_say():
+    """``ddstore.abort_on_exception`` (named by every abort line and the docs) exists and
+    switches the abort; DDSTORE_PREFAULT takes the switches' words for on and off."""
+    import ddstore
+    from ddstore import settings
+    assert ddstore.abort_on_exception is _lifecycle.abort_on_exception
+    before = _lifecycle._ABORT["enabled"]
+    try:
+        ddstore.abort_on_exception(False)
+        assert _lifecycle._ABORT["enabled"] is False
+        ddstore.abort_on_exception(True)
+        assert _lifecycle._ABORT["enabled"] is True
+    finally:
+        _lifecycle._ABORT["enabled"] = before
+    for text, mode in (("true", "sync"), ("YES", "sync"), ("false", "off"), ("", "sync"),
+                       ("background", "background")):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("DDSTORE_PREFAULT", text)
+            assert settings.prefault_mode() == mode
+
+
 def test_exit_timeout_takes_plain_decimals(monkeypatch):
     for text, value in (("12", 12.0), ("0.5", 0.5), (".5", 0.5), ("3.", 3.0)):
         monkeypatch.setenv("DDSTORE_EXIT_TIMEOUT", text)

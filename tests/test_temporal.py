@@ -979,8 +979,8 @@ def test_build_prefaults_what_samplers_read(store, monkeypatch, mode, background
     src, dst, t = rng.integers(0, 50, m), rng.integers(0, 50, m), rng.random(m)
     roots, ts = np.arange(50), np.full(50, 0.6)
     if mode == "sometimes":
-        message = r"DDSTORE_PREFAULT='sometimes' is not one of sync \(also 1, on; the " \
-                  r"default\), background, off \(also 0, no\)"
+        message = r"DDSTORE_PREFAULT='sometimes' is not one of sync \(also 1, on, true, " \
+                  r"yes; the default\), background, off \(also 0, no, false\)"
         with pytest.raises(ddstore.DDStoreValueError, match=message):
             ddstore.DDStore(store.comm)
         with pytest.warns(UserWarning, match=message + ": using sync"):

@@ -331,6 +331,15 @@ def tiled_total(ranges, what):
 FEATURE_KIND, GRAPH_KIND = "pyg.FeatureStore", "pyg.GraphStore"
 
 
+def check_store_name(name, what):
+    """A feature or graph store's ``name``: a non-empty str without ``/`` (its variables
+    are ``<name>/node/...``, ``<name>/csc/...``: a store named ``g/node/a`` had its
+    variables taken for store ``g``'s, and made its node counts)."""
+    if not isinstance(name, str) or not name or "/" in name:
+        raise DDStoreValueError(f"{what} name must be a non-empty str without '/', got "
+                                f"{name!r}")
+
+
 def annotation_name(kind, name):
     """The annotation of the ``kind`` object named ``name`` (the two stores of one name
     are two objects): ``"<name>#<kind>"``."""

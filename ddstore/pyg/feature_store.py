@@ -14,9 +14,9 @@ from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_source,
-                      call_piece, check_rows, check_storable, edge_var, find_annotation,
-                      forget_annotation, is_edge_type, keep_torch_dtype, node_var,
-                      publish_declared_rows, same_values, tiled_total,
+                      call_piece, check_rows, check_storable, check_store_name, edge_var,
+                      find_annotation, forget_annotation, is_edge_type, keep_torch_dtype,
+                      node_var, publish_declared_rows, same_values, tiled_total,
                       torch_dtype_named, type_from_json, type_to_json)
 from ._forks import ForkVersion
 
@@ -184,9 +184,7 @@ class FeatureStore(_PygFeatureStore):
     def __init__(self, store, name="pyg", chunk_rows=None):
         super().__init__(tensor_attr_cls=TensorAttr)
         with store.collective("FeatureStore", name) as step:
-            if not isinstance(name, str) or not name:
-                raise DDStoreValueError(f"FeatureStore name must be a non-empty str, got "
-                                        f"{name!r}")
+            check_store_name(name, "FeatureStore")
             if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
                 raise DDStoreValueError(f"feature store {name!r}: chunk_rows="
                                         f"{chunk_rows!r} must be an integer >= 1 (rows per "
@@ -280,6 +278,14 @@ class FeatureStore(_PygFeatureStore):
                     f"FeatureStore.open {name!r}: attribute {(group, attr_name)!r} needs "
                     f"variable {var!r} of {num_rows} rows of {row_shape} {dtype}, which "
                     f"the store does not hold")
+            now = self._var_of(group, attr_name)
+            if var != now:  # saved before names were escaped (docs/pyg.md): the graph
+                # store, which finds times and weights by name, would miss it
+                raise DDStoreValueError(
+                    f"FeatureStore.open {name!r}: attribute {(group, attr_name)!r} was "
+                    f"saved as variable {var!r}, which this version names {now!r} (a "
+                    f"type or attribute name with '/', '%' or a double, leading or "
+                    f"trailing underscore): put the graph again from its source")
             attrs[(group, attr_name)] = _Attr(group, attr_name, var, int(num_rows),
                                               row_shape, dtype, tdt)
             keep_torch_dtype(store, var, tdt)

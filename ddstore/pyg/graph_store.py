@@ -19,8 +19,8 @@ from .. import partition
 from ..build import check_chunk_edges
 from ..errors import DDStoreValueError
 from ._common import (GRAPH_KIND, annotation_name, as_edge_type, as_numpy, check_rows,
-                      declared_rows, find_annotation, forget_annotation, same_values,
-                      type_from_json, type_to_json)
+                      check_store_name, declared_rows, find_annotation, forget_annotation,
+                      same_values, type_from_json, type_key, type_to_json)
 from ._csc_build import (as_coo, build, checked_columns, decide, first_pass, node_attr_rows,
                          remove_lists, node_ids, node_offsets)
 from ._edge_attrs import EdgeAttributes, checked_weight_attr
@@ -164,9 +164,7 @@ class GraphStore(_PygGraphStore):
                  weight_attr=None):
         super().__init__(edge_attr_cls=EdgeAttr)
         with store.collective("GraphStore", name) as step:
-            if not isinstance(name, str) or not name:
-                raise DDStoreValueError(f"GraphStore name must be a non-empty str, got "
-                                        f"{name!r}")
+            check_store_name(name, "GraphStore")
             check_chunk_edges(chunk_edges, name)
             if time_attr is not None and (not isinstance(time_attr, str) or not time_attr):
                 raise DDStoreValueError(f"time_attr must be None or a non-empty str, got "
@@ -272,6 +270,16 @@ class GraphStore(_PygGraphStore):
                     raise DDStoreValueError(
                         f"GraphStore.open {name!r}: edge type {edge_type!r} needs "
                         f"variable {v!r}, which the store does not hold")
+            under = tuple(f"{name}/{kind}/{type_key(edge_type)}/"
+                          for kind in ("csc", "out"))
+            old = [v for v in vars_.values() if not v.startswith(under)]
+            if old:  # saved before names were escaped (docs/pyg.md): its times and
+                # weights would be looked up under names they do not have, and missed
+                raise DDStoreValueError(
+                    f"GraphStore.open {name!r}: edge type {edge_type!r} was saved as "
+                    f"{old[0]!r}, which this version names under {under[0]!r} (a "
+                    f"type name with '/', '%' or a double, leading or trailing "
+                    f"underscore): put the graph again from its source")
             if e["indptr"] is not None:
                 indptr = arrays[e["indptr"]]
                 node_off = node_offsets(indptr, store.chunk_offsets(vars_["nbr"]),
