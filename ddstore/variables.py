@@ -129,7 +129,10 @@ class Variables:
                 raise DDStoreValueError(f"variable {name!r} holds records: use "
                                         f"get_records()")
             known = sorted(self.table) + others
-            raise DDStoreValueError(f"unknown variable {name!r}; known: {known}")
+            raise DDStoreValueError(f"unknown variable {name!r}; known: {known} (add and "
+                                    f"init are collective: a variable exists once every "
+                                    f"rank has made it, a rank that skipped the call has "
+                                    f"none)")
         return var
 
     def lookup(self, name):

@@ -1,4 +1,5 @@
 """Core store tests: MPI round-trips and bad input over 1-4 ranks, both transports."""
+import re
 import shutil
 import subprocess
 import sys
@@ -581,6 +582,12 @@ def test_hostile_names_indices_and_records_in_process():
                      lambda: s.get_range({"x"}, 0, 1), lambda: s.nrows(["x"])):
             with pytest.raises(ddstore.DDStoreValueError, match=r"unknown variable .*'x'"):
                 call()
+        # a name never made: the known ones, and why a rank may lack one another made
+        with pytest.raises(ddstore.DDStoreValueError, match=re.escape(
+                "unknown variable 'nope'; known: ['x'] (add and init are collective: a "
+                "variable exists once every rank has made it, a rank that skipped the "
+                "call has none)")):
+            s.get("nope", 0)
         s.add_records("r", [{"a": np.arange(k, dtype=np.float32)} for k in range(4)])
         assert s.get_record("r", torch.tensor(3))["a"].tolist() == [0, 1, 2]
         s.add_records("empty", [{}, {}, {}])
