@@ -236,10 +236,14 @@ class _RanksSampler(torch.utils.data.DistributedSampler):
     def set_epoch(self, epoch):
         super().set_epoch(agree_epoch(self._store, self._what, epoch))
 
-    def __iter__(self):  # DistributedSampler's order, its seed + epoch taken modulo 2**64
-        return iter(distributed_order(len(self.dataset), self.num_replicas, self.rank,
-                                      self.shuffle, self.seed, self.epoch,
-                                      self.drop_last).tolist())
+    def order(self):
+        """This rank's indices of the current epoch, ``DistributedSampler``'s order (its
+        seed + epoch taken modulo 2**64): an int64 tensor (:func:`distributed_order`)."""
+        return distributed_order(len(self.dataset), self.num_replicas, self.rank,
+                                 self.shuffle, self.seed, self.epoch, self.drop_last)
+
+    def __iter__(self):
+        return iter(self.order().tolist())
 
 
 def _torch_dtype(dtype):
@@ -579,9 +583,7 @@ def _order_slices(sampler, batch_size):
     """The batches of ``sampler`` (a :class:`_RanksSampler`) as slices of its epoch's
     order, which is taken at the first ``next`` (as torch's samplers read their epoch:
     a ``set_epoch`` between ``iter`` and the first batch counts)."""
-    order = distributed_order(len(sampler.dataset), sampler.num_replicas, sampler.rank,
-                              sampler.shuffle, sampler.seed, sampler.epoch,
-                              sampler.drop_last).numpy()
+    order = sampler.order().numpy()
     for i in range(0, order.shape[0], batch_size):
         yield order[i:i + batch_size]
 
@@ -609,10 +611,7 @@ class _DeviceWindowBatches:
     def order(self):
         """This rank's window indices (in the view) of the current epoch in
         ``DistributedSampler`` order, on the device."""
-        s, ds = self.sampler, self.view._ds
-        idx = distributed_order(len(self.view), s.num_replicas, s.rank, s.shuffle,
-                                s.seed, s.epoch, s.drop_last)
-        return idx.to(ds.device)
+        return self.sampler.order().to(self.view._ds.device)
 
     def _epoch(self):
         """``(starts, bounds)``: the window starts (in the series) of this rank's epoch
