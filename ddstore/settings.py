@@ -47,19 +47,19 @@ def _env_int(name, default, most, what):
 
 
 PREFAULT_ENV = "DDSTORE_PREFAULT"
-_PREFAULT_MODES = {"": "sync", "1": "sync", "on": "sync", "true": "sync", "yes": "sync",
-                   "sync": "sync", "background": "background", "0": "off", "off": "off",
-                   "no": "off", "false": "off"}  # (the on/off switches' words too)
+# the on/off switches' words (:data:`ddstore._lifecycle.SWITCH_ON` / ``SWITCH_OFF``) too
+_PREFAULT_MODES = {**dict.fromkeys(_lifecycle.SWITCH_ON, "sync"),
+                   **dict.fromkeys(_lifecycle.SWITCH_OFF, "off"),
+                   "sync": "sync", "background": "background"}
 
 
 def prefault_mode(strict=True):
     """How a graph build maps what it made (``ddstore.build.prefault_built``): the
     environment variable ``DDSTORE_PREFAULT``: ``sync`` (default; also ``1``, ``on``,
     ``true``, ``yes``), ``background``, or ``off`` (also ``0``, ``no``, ``false``).
-    Another value is a
-    :class:`DDStoreValueError` naming them (the store's constructor checks it), or with
-    ``strict=False`` a warning and ``sync`` (a build that has made its graph: set after
-    the store was made)."""
+    Another value is a :class:`DDStoreValueError` naming them (the store's constructor
+    checks it), or with ``strict=False`` a warning and ``sync`` (a build that has made
+    its graph: set after the store was made)."""
     raw = os.environ.get(PREFAULT_ENV, "").strip().lower()
     mode = _PREFAULT_MODES.get(raw)
     if mode is None:
