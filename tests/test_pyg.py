@@ -160,7 +160,7 @@ def test_several_layouts_of_one_edge_type(store):
     the sampler reads a stored CSC, else the COO, and its ``e_id`` are that layout's
     edge ids.  (A second layout was refused: "already stored".)"""
     from torch_geometric.testing import MyGraphStore
-    from ddstore import DDStoreValueError
+    from ddstore import DDStoreIndexError, DDStoreValueError
     from ddstore import pyg as dpyg
     et = ("a", "to", "b")
     g = torch.Generator().manual_seed(5)
@@ -195,6 +195,11 @@ def test_several_layouts_of_one_edge_type(store):
     assert sorted(store.variables()) == sorted(before)  # the first free names again
     with pytest.raises(DDStoreValueError, match="pointer must start at 0, not decrease"):
         gs.put_edge_index((torch.tensor([0, 1]), torch.tensor([0, 2, 1, 2, 2, 2, 2])),
+                          edge_type=et, layout="csc", size=(6, 6))
+    # a pointer for more nodes than size names (its extra lists empty): refused
+    with pytest.raises(DDStoreIndexError, match=r"csc pointer has 8 entries, for 7 "
+                       r"destination nodes; size=\(6, 6\) allows at most 6"):
+        gs.put_edge_index((torch.tensor([0, 1]), torch.tensor([0, 2, 2, 2, 2, 2, 2, 2])),
                           edge_type=et, layout="csc", size=(6, 6))
     assert store.variables() == before and len(gs.get_all_edge_attrs()) == 2
     _same(gs.get_edge_index(et, "coo"), tuple(ei), "coo after a failed csc put")

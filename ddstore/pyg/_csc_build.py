@@ -174,6 +174,14 @@ def decide(state, plan, infos):
         else:
             size = (max(ns if ns is not None else max_src + 1, ps),
                     max(nd if nd is not None else max_dst + 1, pd))
+    elif plan.ptr_nodes is not None:  # a pointer holds one entry per node, and one
+        side, lim = (("source", size[0]) if plan.layout == EdgeLayout.CSR
+                     else ("destination", size[1]))
+        if plan.ptr_nodes > lim:
+            raise DDStoreIndexError(f"{what}: the {plan.layout.value} pointer has "
+                                    f"{plan.ptr_nodes + 1} entries, for {plan.ptr_nodes} "
+                                    f"{side} nodes; size={size} allows at most {lim} "
+                                    f"(at most {lim + 1} entries)")
     for label, m, lim, k in (("source", max_src, size[0], 2),
                              ("destination", max_dst, size[1], 3)):
         if m >= lim:

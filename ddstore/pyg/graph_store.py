@@ -146,7 +146,8 @@ class GraphStore(_PygGraphStore):
 
     ``size = (num_src_nodes, num_dst_nodes)``: default, the rows of a stored node
     attribute of that type, else the largest node id + 1 (at least the nodes of a CSR /
-    CSC pointer).  ``remove_edge_index(edge_type, layout)`` (collective) removes that
+    CSC pointer; a pointer for more nodes than a given ``size`` is refused).
+    ``remove_edge_index(edge_type, layout)`` (collective) removes that
     layout and returns True, or False when it was not stored (as PyG's stores).
 
     **Memory**: the CSC is built like a T-CSR (:mod:`ddstore.build`, keyed by
