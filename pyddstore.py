@@ -65,7 +65,9 @@ the original's Cython signatures truncated, ``get(name, buf, 1.7)`` reading row 
 :class:`PyDDStoreTypeError`, and a start beyond int64 a :class:`PyDDStoreRangeError`
 (the original: ``OverflowError``); a non-contiguous array is a ``DDStoreValueError`` (the
 original: ``AssertionError``); dtypes the original refused with ``NotImplementedError``
-(int8, int16, uint32, float16, ...) are stored and read.
+(int8, int16, uint32, float16, ...) are stored and read, except an array not in the
+machine's byte order (``'>f8'`` on x86), a ``DDStoreValueError`` (rows are kept as
+bytes, so its values would come back swapped).
 
 Checkpoint and restart (the original has none): ``store.save(path)`` (collective)
 writes every variable, with its ``disp`` and ``itemsize``, to directory ``path``
@@ -112,12 +114,14 @@ class PyDDStoreTypeError(DDStoreValueError, TypeError):
 
 
 class _Info:
-    __slots__ = ("disp", "itemsize", "read_range", "read_rows", "init")
+    __slots__ = ("disp", "itemsize", "read_range", "read_rows", "init", "handle")
 
-    def __init__(self, disp, itemsize, readers, init):
+    def __init__(self, disp, itemsize, store, readers, name, init):
         self.disp, self.itemsize = disp, itemsize
         self.read_range, self.read_rows = readers  # the store's unchecked hot path
         self.init = init  # made by init (filled by update): epoch_begin synchronises
+        # bound to the variable, not the name: one removed through .store is refused
+        self.handle = store.handle(name)
 
 
 _PLAIN = "biufc"  # the dtype kinds a buffer may have: bytes of numbers, no objects
@@ -154,6 +158,10 @@ def _as_numpy(arr, name, what):
         raise DDStoreValueError(f"{what} {name!r}: array must be C-contiguous")
     if out.dtype.kind not in _PLAIN or out.dtype.fields is not None:
         raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype} cannot be stored")
+    if not out.dtype.isnative:  # rows are bytes: another order would swap the values
+        raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype.str} is not in this "
+                                f"machine's byte order; use arr.astype("
+                                f"{out.dtype.newbyteorder('=').str!r})")
     return out
 
 
@@ -259,8 +267,8 @@ class PyDDStore:
                 continue
             meta = st.annotation(ann_name, _KIND).meta
             init = meta.get("init") is True  # (absent from checkpoints made before)
-            self._info[name] = _Info(int(meta["disp"]), int(meta["itemsize"]),
-                                     self._readers(name), init)
+            self._info[name] = _Info(int(meta["disp"]), int(meta["itemsize"]), st,
+                                     self._readers(name), name, init)
             self._fence = self._fence or init
 
     def save(self, path):
@@ -305,12 +313,19 @@ class PyDDStore:
         return manifest
 
     def variables(self):
-        """Names of the variables, sorted (local)."""
-        return sorted(self._info)
+        """Names of the variables, sorted (local); not one removed through
+        :attr:`store`."""
+        st = self._store
+        return sorted(n for n, i in self._info.items() if n in st and
+                      st.handle(n) is i.handle)
 
     @property
     def store(self):
-        """The underlying :class:`ddstore.DDStore`."""
+        """The underlying :class:`ddstore.DDStore` (e.g. for :meth:`ddstore.DDStore.save`
+        options or its statistics).  A variable of this object removed through it is
+        gone from :meth:`variables`, and reads of its name raise a
+        :class:`ddstore.DDStoreStateError`, even after another of that name was added
+        through it (use :meth:`add` / :meth:`init` here)."""
         return self._store
 
     def _readers(self, name):
@@ -329,6 +344,7 @@ class PyDDStore:
             raise error(f"unknown variable {name!r}; known: {sorted(self._info)}" + (
                 "" if isinstance(name, str) else f" (a name is a str, not "
                                                  f"{type(name).__name__})"))
+        self._store.handle(info.handle)  # (removed through .store: DDStoreStateError)
         return info
 
     def add(self, name, arr):
@@ -344,7 +360,8 @@ class PyDDStore:
             step.agree(same={"disp (elements per row)": disp,
                              "itemsize (bytes per element)": local.itemsize})
         self._store.add(name, rows)
-        self._info[name] = _Info(disp, local.itemsize, self._readers(name), False)
+        self._info[name] = _Info(disp, local.itemsize, self._store, self._readers(name),
+                                 name, False)
         self._annotate(name, self._info[name])
 
     def init(self, name, nrows, disp, itemsize=1):
@@ -363,7 +380,8 @@ class PyDDStore:
             step.agree(same={"disp (elements per row)": int(disp),
                              "itemsize (bytes per element)": int(itemsize)})
         self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
-        self._info[name] = _Info(int(disp), int(itemsize), self._readers(name), True)
+        self._info[name] = _Info(int(disp), int(itemsize), self._store,
+                                 self._readers(name), name, True)
         self._annotate(name, self._info[name])
 
     def update(self, name, arr, offset=0):
@@ -372,7 +390,7 @@ class PyDDStore:
         local = _as_numpy(arr, name, "update")
         self._check_row(name, info, local, "update")
         try:  # the store checks offset: never truncated (1.5) nor parsed ("1")
-            self._store.update(name, _bytes_rows(local, local.shape[0]), offset)
+            self._store.update(info.handle, _bytes_rows(local, local.shape[0]), offset)
         except DDStoreIndexError as exc:  # what get raises for rows outside: ValueError too
             raise PyDDStoreRangeError(str(exc)) from None
         except DDStoreValueError as exc:  # an offset of another type: TypeError too
@@ -403,9 +421,10 @@ class PyDDStore:
             flags = arr.flags
             count = arr.shape[0]
             # (0 rows: their width is checked on the checked path)
+            dt = arr.dtype
             if (count and flags.c_contiguous and flags.writeable
                     and arr.itemsize == info.itemsize and arr.size == count * info.disp
-                    and arr.dtype.kind in _PLAIN):
+                    and dt.kind in _PLAIN and dt.isnative):
                 try:
                     info.read_range(start, count, arr)
                     return
@@ -424,7 +443,7 @@ class PyDDStore:
             raise PyDDStoreTypeError(f"get {name!r}: start must be an integer, got "
                                      f"{start!r}")
         start = int(start)  # (numpy integers would wrap in start + count)
-        count, total = out.shape[0], self._store.nrows(name)
+        count, total = out.shape[0], self._store.nrows(info.handle)
         if start < 0 or start + count > total:
             raise PyDDStoreRangeError(f"get {name!r}: rows [{start}, {start + count}) out "
                                       f"of range [0, {total})")
@@ -439,8 +458,10 @@ class PyDDStore:
                 and 0 < len(indices) <= 16 and arr.ndim and arr.shape[0] == len(indices)
                 and all(type(i) is int for i in indices)):
             flags = arr.flags
+            dt = arr.dtype
             if (flags.c_contiguous and flags.writeable and arr.itemsize == info.itemsize
-                    and arr.size == len(indices) * info.disp and arr.dtype.kind in _PLAIN):
+                    and arr.size == len(indices) * info.disp and dt.kind in _PLAIN
+                    and dt.isnative):
                 try:
                     info.read_rows(indices, arr)
                     return
@@ -461,20 +482,19 @@ class PyDDStore:
         if len(idx):
             try:
                 with self._serial or contextlib.nullcontext():
-                    self._store.get_batch(name, indices if isinstance(indices, (list, tuple))
-                                          else idx, out=_bytes_rows(out, len(idx)))
+                    self._store.get_batch(info.handle, indices if isinstance(
+                        indices, (list, tuple)) else idx, out=_bytes_rows(out, len(idx)))
             except DDStoreIndexError as exc:
                 raise PyDDStoreRangeError(str(exc)) from None
 
     def size(self, name):
         """Global number of rows of ``name`` (in this rank's group)."""
-        self._var(name)
-        return self._store.nrows(name)
+        return self._store.nrows(self._var(name).handle)
 
     def info(self, name):
         """``(total_rows, disp, itemsize)`` of ``name``."""
         info = self._var(name)
-        return self._store.nrows(name), info.disp, info.itemsize
+        return self._store.nrows(info.handle), info.disp, info.itemsize
 
     def epoch_begin(self):
         """Collective: open a read epoch.

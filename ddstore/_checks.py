@@ -291,6 +291,23 @@ def check_indices(idx, limit, what, item="index", low=0, detail=""):
                                     f"[{low}, {limit}){detail}")
 
 
+def big_ints(arr, dtype, what, holder="the variable's"):
+    """``arr`` of numpy dtype object (as numpy makes of Python integers beyond int64,
+    ``[2**70]``) cast to integer ``dtype`` when every element is an integer in its range;
+    else raises a :class:`DDStoreValueError` naming the first integer outside it (its
+    value, position and the range), or returns ``arr`` as it is when it holds something
+    else (the caller refuses its dtype)."""
+    if not all(is_int(v) for v in arr.flat):
+        return arr
+    info = np.iinfo(dtype)
+    for pos in np.ndindex(arr.shape):
+        v = int(arr[pos])
+        if not info.min <= v <= info.max:
+            raise DDStoreValueError(f"{what}: value {v} at {pos} does not fit {holder} "
+                                    f"dtype {dtype} ([{info.min}, {info.max}])")
+    return arr.astype(dtype)
+
+
 def cast_in_range(arr, dtype, what, holder="the variable's"):
     """``arr`` cast to ``dtype`` (of its kind, or a float from an integer), refusing a
     value the cast would not keep: an integer outside ``dtype``'s range (it would wrap:

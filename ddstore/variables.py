@@ -31,8 +31,8 @@ from . import _core
 from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
 from ._checks import (STORABLE_NAMES, storable, as_array, as_indices, as_int,
-                      cast_in_range, check_free_names, check_indices, integer_scalar, is_int,
-                      removed_error, shown_name)
+                      big_ints, cast_in_range, check_free_names, check_indices,
+                      integer_scalar, is_int, removed_error, shown_name)
 from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
@@ -304,6 +304,8 @@ class Variables:
         if arr.shape[1:] != var.row_shape:
             raise DDStoreValueError(f"update {name!r}: rows have row shape {arr.shape[1:]},"
                                     f" the variable has {var.row_shape}")
+        if arr.dtype == object and var.dtype.kind in "iu":  # Python ints beyond int64
+            arr = big_ints(arr, var.dtype, f"update {name!r}")
         if arr.dtype != var.dtype:
             # within a kind, as numpy's 'same_kind'; any integer into any integer (signed
             # into unsigned too: [1, 2] into uint8), each value checked below

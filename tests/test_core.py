@@ -524,6 +524,10 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
              # signed into unsigned: by value (Python ints [1, 2] were refused by dtype)
              ("u2", [3, -1], r"value -1 at \(1,\) .* uint16 \(\[0, 65535\]\); it would "
               r"be stored as 65535"),
+             # Python ints beyond int64 (numpy makes an object array): named alike
+             ("i8", [[1, 2 ** 70]], r"value 1180591620717411303424 at \(0, 1\) does not "
+              r"fit the variable's dtype int8 \(\[-128, 127\]\)"),
+             ("u2", [2 ** 64, -1], r"value 18446744073709551616 at \(0,\) .* uint16"),
              # a finer time unit: the count would leave int64 (year 3000 in ns wrapped
              # to 1830)
              ("ns", np.array(["2000-01-01", "3000-01-01"], "datetime64[s]"),
@@ -556,6 +560,8 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
     f4 = store.local_view("f4")
     assert np.isnan(f4[0]) and f4[1] == -np.inf and f4[2] == np.float32(0.1)
     assert store.local_view("u2").tolist() == [9, 65535]
+    store.update("u2", np.array([2, 65534], dtype=object))  # ints in range: written
+    assert store.local_view("u2").tolist() == [2, 65534]
 
 
 def test_hostile_names_indices_and_records_in_process():

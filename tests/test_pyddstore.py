@@ -31,6 +31,23 @@ def test_pyddstore_in_process_round_trip():
         store.get_batch("x", batch, [19, 0, 7, 0])
         assert batch.tobytes() == data[[19, 0, 7, 0]].tobytes()
         store.epoch_end()
+        # removed through .store, then another 'x' added there: every call of this
+        # object refuses the name as removed (variables() listed it, get refused it
+        # while size read the new one)
+        store.store.remove("x")
+        assert store.variables() == []
+        store.store.add("x", data[:2])
+        from ddstore import DDStoreStateError
+        for call in (lambda: store.get("x", row, 0), lambda: store.get_batch("x", row, [0]),
+                     lambda: store.size("x"), lambda: store.info("x"),
+                     lambda: store.update("x", row)):
+            with pytest.raises(DDStoreStateError, match="'x'.* was removed"):
+                call()
+        store.store.remove("x")
+        store.add("x", data[:4])  # added here again: read as any other
+        store.get("x", row, 3)
+        assert row.tobytes() == data[3:4].tobytes() and store.variables() == ["x"]
+        assert store.size("x") == 4
     finally:
         store.free()
     from ddstore import DDStoreStateError
@@ -79,6 +96,15 @@ def test_pyddstore_arguments_as_the_original_takes_them():
             store.add("bf", torch.zeros(2, 3, dtype=torch.bfloat16))
         with pytest.raises(DDStoreValueError, match=r"unknown variable \['x'\]"):
             store.get(["x"], row, 0)
+        # another byte order (the original: NotImplementedError): refused, never swapped
+        swapped = data.astype(">f4")
+        for call in (lambda: store.add("be", swapped), lambda: store.update("f", swapped[:1]),
+                     lambda: store.get("x", np.zeros((1, 3), ">f4"), 0),
+                     lambda: store.get_batch("x", np.zeros((1, 3), ">f4"), [0])):
+            with pytest.raises(DDStoreValueError, match=r">f4 is not in this machine's "
+                                                        r"byte order; use arr.astype\('<f4'\)"):
+                call()
+        assert "be" not in store.variables()
         # arguments of another type: TypeError too, as the original's typed signatures
         for call in (lambda: store.get(["x"], row, 0), lambda: store.get(3, row, 0),
                      lambda: store.get("x", row, 1.5), lambda: store.get("x", [0.0], 0),
