@@ -12,8 +12,9 @@ yields the same batches, in the same order, on ``device``::
 What happens to batch ``i``:
 
 1. **Read ahead** (``prefetch=k >= 1``): one background thread runs the loader (sampler,
-   store read, collation) up to ``k`` batches ahead of the caller, exactly as
-   :mod:`ddstore.prefetch` does, with its rule for the MPI thread level: reads from
+   store read, collation) ``k`` batches ahead of the batch being copied (step 3), so up
+   to ``k + 1`` batches ahead of the caller, exactly as :mod:`ddstore.prefetch` does
+   (starting at the first ``next``), with its rule for the MPI thread level: reads from
    node-local members are plain loads and safe from a thread at any level, reads that
    use ``MPI_Get`` need ``MPI_THREAD_MULTIPLE`` (``tests/mpi/core_threads.py`` checks
    concurrent reads from several threads byte for byte), and a rank without it falls
@@ -60,8 +61,11 @@ Ctrl-C is not held back until the model step that batch would feed.
 Leaving a loop early (``break``) drops the iterator, which joins the thread.
 
 PyG's own ``torch_geometric.loader.PrefetchLoader`` works over these loaders too (it
-pins each batch and copies it on its own stream, without reading ahead or reusing
-buffers).
+pins each batch and copies it on its own stream, without reusing buffers).  It takes
+one batch from the loader ahead of the caller, to copy it meanwhile, and gives nothing
+back: after a ``break`` over a seeded :class:`ddstore.pyg.NeighborSampler` the next
+epoch is then one batch's draws further on than the plain loader's (this class gives
+such draws back).
 """
 import copy
 import ctypes
@@ -569,7 +573,9 @@ class DevicePrefetcher(WrappedLoader):
         Where batches go ("cuda", "cuda:1", or "cpu" for the staging logic alone).
     prefetch : int
         Batches read ahead in a background thread (``>= 0``; 0: no thread and no
-        overlap, each batch read, staged and copied when asked for).
+        overlap, each batch read, staged and copied when asked for), beyond the one
+        copied ahead: the loader runs up to ``prefetch + 1`` batches ahead of the
+        caller.
     store : ddstore.DDStore, optional
         The store the loader reads, for the MPI thread-level rule (found by itself for
         PyG loaders over a ddstore sampler and loaders whose dataset has a ``store``).

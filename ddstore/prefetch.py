@@ -4,7 +4,9 @@
 datasets of :mod:`ddstore.spatiotemporal` wraps their ``DataLoader`` in a
 :class:`PrefetchLoader`: one background thread per iteration runs the loader (sampler,
 store read, collation) up to ``k`` batches ahead of the caller, and hands the batches over
-in exactly the order the plain loader gives them.
+in exactly the order the plain loader gives them.  The thread starts at the first
+``next``, where the plain loader takes its epoch's order: a ``set_epoch`` between
+``iter()`` and the first batch counts, as without read-ahead.
 
 Why a thread helps: the store read (``dds_read`` through cffi) runs without the GIL, so
 the caller's model step (GPU work, or torch operations that release the GIL) overlaps the
@@ -63,19 +65,21 @@ class PrefetchWarning(RuntimeWarning):
 MAX_PREFETCH = 1024  # batches read ahead at most (each is held until it is taken)
 
 
-def check_prefetch(prefetch, num_workers=0, what="loader"):
-    """Validate ``prefetch`` (an integer in ``[0, MAX_PREFETCH]``) against
-    ``num_workers`` (must be 0 with prefetch: worker processes cannot use the MPI
-    windows); returns it as int."""
+def check_prefetch(prefetch, num_workers=0, what="loader", arg="prefetch"):
+    """Validate ``prefetch`` (an integer in ``[0, MAX_PREFETCH]``, the argument named
+    ``arg``) against ``num_workers`` (must be 0 with a read-ahead thread); returns it
+    as int."""
     if not is_int(prefetch) or not 0 <= prefetch <= MAX_PREFETCH:
-        raise DDStoreValueError(f"{what}: prefetch={prefetch!r} must be an integer in "
+        raise DDStoreValueError(f"{what}: {arg}={prefetch!r} must be an integer in "
                                 f"[0, {MAX_PREFETCH}] (batches read ahead in a background "
                                 f"thread; 0 = off)")
     if prefetch and num_workers:
-        raise DDStoreValueError(f"{what}: prefetch={prefetch} cannot be combined with "
-                                f"num_workers={num_workers!r}: DataLoader worker processes "
-                                f"cannot read the store's MPI windows; use num_workers=0 "
-                                f"(prefetch already overlaps reading with compute)")
+        raise DDStoreValueError(
+            f"{what}: {arg}={prefetch} cannot be combined with num_workers="
+            f"{num_workers!r}: worker processes make batches ahead themselves (PyG's "
+            f"loaders over a node-local store: ddstore.pyg.workers; other loaders' "
+            f"workers cannot read the store's MPI windows), and what they made ahead of "
+            f"an epoch left early could not be given back; use one of the two")
     return int(prefetch)
 
 
@@ -247,19 +251,26 @@ class PrefetchIter:
         self._it = iterator
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="ddstore-prefetch")
         self._pending = collections.deque()
+        # the first batches are asked for at the first next, not here: a loader takes
+        # its epoch's order there (a set_epoch between iter() and next() counts)
+        self._depth = depth
         self._streams = _NONE if streams is None else streams
         self._taken = 0  # batches handed to the caller
         self._handed = collections.deque(maxlen=2)  # their _Draws (the last two)
         self._ended = False
         self._holds_end = holds_end
         self._end = None  # the _Draws of the end, while it may be given back
-        for _ in range(depth):
-            self._pending.append(self._pool.submit(_step, self._it, self._streams))
 
     def __iter__(self):
         return self
 
     def __next__(self):
+        if self._depth:
+            depth, self._depth = self._depth, 0
+            if self._pool is not None:
+                for _ in range(depth):
+                    self._pending.append(self._pool.submit(_step, self._it,
+                                                           self._streams))
         if not self._pending:
             raise StopIteration
         future = self._pending.popleft()
@@ -366,7 +377,7 @@ class PrefetchLoader(WrappedLoader):
 
     def __init__(self, loader, depth):
         self.depth = check_prefetch(depth, getattr(loader, "num_workers", 0),
-                                    "PrefetchLoader")
+                                    "PrefetchLoader", "depth")
         check_one_read_ahead(loader, self.depth, "PrefetchLoader")
         self.loader = loader
 
@@ -422,7 +433,7 @@ def prefetch(loader, depth=2, store=None):
     ``store``: the store the loader reads (found by itself for PyG loaders over a
     ddstore sampler); with it, a rank whose reads need ``MPI_THREAD_MULTIPLE`` that MPI
     does not provide falls back to no prefetch with a :class:`PrefetchWarning`."""
-    depth = check_prefetch(depth, getattr(loader, "num_workers", 0), "prefetch")
+    depth = check_prefetch(depth, getattr(loader, "num_workers", 0), "prefetch", "depth")
     store = store if store is not None else store_of(loader)
     if store is not None:
         depth = prefetch_depth(store, depth, "prefetch")

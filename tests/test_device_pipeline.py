@@ -207,9 +207,44 @@ def test_one_read_ahead_per_loader_and_its_depth_checked():
                DevicePrefetcher(prefetch(data, 0), "cpu", prefetch=2)):
         assert [b.tolist() for b in ok] == [d.tolist() for d in data]
     for bad in (-5, 2.9, "3", True, MAX_PREFETCH + 1, 200_000):
-        with pytest.raises(DDStoreValueError, match=r"PrefetchLoader: prefetch=.* must be "
+        with pytest.raises(DDStoreValueError, match=r"PrefetchLoader: depth=.* must be "
                                                     r"an integer in \[0, 1024\]"):
             PrefetchLoader(data, bad)
+    with pytest.raises(DDStoreValueError, match=r"prefetch: depth=2.5 must be"):
+        prefetch(data, 2.5)  # (named prefetch=, the argument of loader(...))
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_set_epoch_between_iter_and_first_batch_counts(store, k):
+    """A set_epoch made after iter() and before the first next is the epoch of the
+    batches, under read-ahead as without it (the thread took the previous epoch's order
+    at iter(), so the batches kept it), for the window loader and a graph loader over a
+    DistributedSampler, through PrefetchLoader and DevicePrefetcher."""
+    from ddstore.graphs import GraphDataset, ising_dataset
+    ds = st.WindowDataset(store, f"w{next(_names)}", _series(), 4)
+    g = GraphDataset.from_samples(store, f"g{next(_names)}",
+                                  [ising_dataset(22, size=3, seed=1)[i] for i in range(22)],
+                                  progress=False)
+    makers = (lambda **kw: ds.loader(7, seed=3, **kw),
+              lambda **kw: g.loader(4, sampler=torch.utils.data.DistributedSampler(
+                  range(22), num_replicas=1, rank=0, seed=1), **kw))
+
+    def first(loader):
+        st.set_epoch(loader, 0)
+        it = iter(loader)
+        time.sleep(0.05)  # time for a thread started at iter() to take the order
+        st.set_epoch(loader, 1)
+        b = next(it)
+        return b[0] if isinstance(b, (tuple, list)) else b.x
+
+    for make in makers:
+        want = first(make())
+        st.set_epoch(ep0 := make(), 0)
+        b0 = next(iter(ep0))
+        assert not torch.equal(want, b0[0] if isinstance(b0, (tuple, list)) else b0.x)
+        for kw in ({"prefetch": k}, {"prefetch": k, "device": "cpu"}):
+            assert torch.equal(first(make(**kw)), want), kw
+    assert not _threads()
 
 
 def test_resident_series_on_the_host_however_spelled(store):
