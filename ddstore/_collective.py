@@ -52,8 +52,10 @@ rank's ``except KeyboardInterrupt:`` runs (e.g. a save).  In a local part a SIGI
 like an error (the same :class:`DDStoreInterrupt` on every rank).  A SIGINT that no later
 round of the call sees (it arrived during the last round's gather or after it) raises
 ``KeyboardInterrupt`` on that rank alone when the call ends: the call completed on every
-rank.  With a SIGINT handler that is not Python's own, the handler is called then
-instead.
+rank.  A step made a commit point (:meth:`Step.defer_interrupts`: a save's rename)
+defers SIGINT in its local part too and does not agree it in its round: it is raised
+once the call has completed.  With a SIGINT handler that is not Python's own, the
+handler is called then instead.
 
 **Stores.**  A step made through a store (:meth:`DDStore.collective`) carries the store's
 id, agreed in its constructor's round (the largest of the ranks' proposals from a
@@ -511,7 +513,7 @@ def _same_error(call, values):
                              f"rank: {detail}")
 
 
-def _round(comm, call, error, share, same, store=None):
+def _round(comm, call, error, share, same, store=None, keep_pending=False):
     """One round (collective over ``comm``): returns every rank's ``share``, or raises,
     alike on every rank, the first of: an interrupt (a ``KeyboardInterrupt`` given as
     ``error``, or a SIGINT deferred on some rank: :class:`DDStoreInterrupt`), a rank's
@@ -524,16 +526,17 @@ def _round(comm, call, error, share, same, store=None):
     exception whose ``__str__`` raises cannot break the round halfway), and the caller
     defers SIGINT while it runs (see :class:`Step`)."""
     bound = _STATE["bound"]
-    what = _describe(call) if call is not None else _STATE["current"]
+    # a later step (call None): of the call that began last (its first step has closed)
+    current = _STATE["current"] or _STATE["last"]
+    what = _describe(call) if call is not None else current
     interrupted = isinstance(error, KeyboardInterrupt)
     row = (call, None if interrupted else _error_of(error, what), share, same,
-           None if bound is None else bound[2], _STATE["current"] if call is None else None,
-           store)
+           None if bound is None else bound[2], current if call is None else None, store)
     payload = _payload(row, what)
     _arrive(comm)
     # a SIGINT deferred until now is agreed here (one arriving during the allgather is
     # acted on after the round, or agreed in the next)
-    interrupted = _take_pending() or interrupted
+    interrupted = (not keep_pending and _take_pending()) or interrupted
     gathered = comm.allgather((payload, interrupted))
     info = [pickle.loads(p) for p, _ in gathered]
     flags = [f for _, f in gathered]
@@ -560,7 +563,7 @@ class Step:
     :meth:`agree`).  ``values``: every rank's share, in rank order, once the round ran.
     """
     __slots__ = ("_comm", "_call", "_same", "_values", "_inject", "_previous",
-                 "_check", "_store", "_level")
+                 "_check", "_store", "_level", "_hold")
 
     def __init__(self, comm, op=None, name=None, same=None, check=None, store=None):
         self._comm = comm
@@ -574,6 +577,17 @@ class Step:
         self._inject = None
         self._previous = None
         self._level = None
+        self._hold = False
+
+    def defer_interrupts(self):
+        """Make this step a commit point (before ``with``; returns the step): a SIGINT
+        on any rank during it, local part included, is neither raised there nor agreed
+        in its round, but raised once the call has completed (where the call holds
+        interrupts, :func:`holds_interrupts`), so that an interrupt cannot fail the
+        call after what its local part did can no longer be undone (a save's rename).
+        Errors the local part raises are agreed as in any step."""
+        self._hold = True
+        return self
 
     @property
     def values(self):
@@ -609,7 +623,7 @@ class Step:
             hook = _PUBLISH["hook"]
             if hook is not None:
                 hook(_STATE["current"], self._comm)
-        self._level = _push("local")  # closed by __exit__
+        self._level = _push("defer" if self._hold else "local")  # closed by __exit__
         return self
 
     def agree(self, share=None, same=None):
@@ -625,13 +639,15 @@ class Step:
         if self._inject is not None:
             error, self._inject = self._inject, None
             error = error() if isinstance(error, type) else error
+            if self._hold and isinstance(error, KeyboardInterrupt):  # as a SIGINT here
+                error, _SIG["pending"] = None, _SIG["installed"]
         if same is not None and self._same is not None:
             same = {"step": self._same, "call": same}
         elif same is None:
             same = self._same
         try:
             self._values = _round(self._comm, self._call, error, share, same,
-                                  self._store)
+                                  self._store, self._hold)
         except (DDStoreError, DDStoreInterrupt):
             if isinstance(error, SystemExit):  # an injected exit: as __exit__ does
                 raise _mark(error, self._comm) from None
@@ -658,7 +674,7 @@ class Step:
             # it in this round
             _set_mode(self._level, "defer")
             try:
-                _round(self._comm, self._call, exc, None, None, self._store)
+                _round(self._comm, self._call, exc, None, None, self._store, self._hold)
             except (DDStoreError, DDStoreInterrupt) as agreed:
                 if exiting:  # this rank exits as it was asked to (the others raise the
                     # agreed error naming it): marked, so enclosing steps pass it on

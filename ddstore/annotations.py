@@ -107,6 +107,16 @@ class Annotations:
             if per_item:
                 cuts[v] = int(key)
         check_object_name(self.store, name, kind, f"annotate {name!r}")
+        # a checkpoint keeps array k of annotation n as "annotation:n:k": two pairs of one
+        # such key ('a:b' + 'c', 'a' + 'b:c') would be saved as one and never restored
+        mine = {f"{name}:{k}": k for k in arrays}
+        for other, ann in self.table.items():
+            for k in ann.arrays if other != name else ():
+                if f"{other}:{k}" in mine:
+                    raise DDStoreValueError(
+                        f"annotate {name!r}: its array {mine[f'{other}:{k}']!r} and array "
+                        f"{k!r} of annotation {other!r} would be one array of a "
+                        f"checkpoint ({f'annotation:{other}:{k}'!r}); rename one")
         self.table[name] = Annotation(kind, meta, arrays, variables, cuts)
 
     def unannotate(self, name):

@@ -47,10 +47,13 @@ Anyone can read a variable back with numpy alone::
 
 **All or nothing.** A save writes its files under a new generation directory, checks
 every rank's writes (a full disk on one node is agreed, raised alike everywhere, and
-the new files removed), then makes the checkpoint visible by one atomic rename of the
-manifest; only then are the previous generations removed: those marked with this
-checkpoint's id, nothing else.  A directory holding anything the store did not write is
-refused before anything is written, naming the entries.  A job killed at any point
+the new files removed) and the manifest written aside, then, in a last step that an
+interrupt cannot fail (:meth:`~ddstore._collective.Step.defer_interrupts`), makes the
+checkpoint visible by one atomic rename of the manifest; only then are the previous
+generations removed: those marked with this checkpoint's id holding nothing but the
+files a save writes, nothing else.  A directory holding anything the store did not
+write (a file inside a generation too) is refused before anything is written, naming
+the entries.  A job killed at any point
 leaves the previous checkpoint readable.
 
 **Restore at any rank count and width.** Rows are split as :func:`~ddstore.partition`
@@ -196,6 +199,11 @@ def read_manifest(path):
         raise DDStoreValueError(f"checkpoint {name!r} has format version "
                                 f"{version!r}; this ddstore reads versions 1 and "
                                 f"{VERSION}")
+    if version < 2 and (raw.startswith(_PREFIX) or "manifest_xxh64" in manifest):
+        raise DDStoreValueError(
+            f"checkpoint {name!r}: field version: it says 1, but the manifest has a "
+            f"manifest_xxh64 checksum, which version 1 never had (its version was "
+            f"altered, which would skip the checksum); nothing loaded")
     if version >= 2:
         stated = raw[_DIGITS].decode("ascii", "replace")
         if not raw.startswith(_PREFIX) or raw[_DIGITS.stop:_DIGITS.stop + 1] != b'"' or \
@@ -597,7 +605,7 @@ class _Directory:
         self.gen = f"g-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
         self.cid = None      # this checkpoint's id (kept from save to save)
         self.legacy = None   # the generation a version-1 manifest names
-        self.made_path = False
+        self.made = []      # the directories this save made, the deepest first
         self.made_gen = False
 
     def _marker_id(self, entry):
@@ -613,24 +621,33 @@ class _Directory:
             return m["checkpoint"]
         return None
 
-    def _legacy_ok(self, entry):
-        """A version-1 generation: a directory of rank files only."""
+    def _strays(self, entry, marked):
+        """What generation directory ``entry`` holds that a save did not write (a
+        ``marked`` one: its marker and rank files; a version-1 one: rank files), as
+        ``entry/name`` paths; None when it cannot be listed."""
         full = os.path.join(self.path, entry)
         try:
-            if not stat.S_ISDIR(os.lstat(full).st_mode):
-                return False
-            return all(_FILE_NAME.match(e) and stat.S_ISREG(
-                os.lstat(os.path.join(full, e)).st_mode) for e in os.listdir(full))
+            return [f"{entry}/{e}" for e in sorted(os.listdir(full))
+                    if not ((_FILE_NAME.match(e) or (marked and e == _MARKER)) and
+                            stat.S_ISREG(os.lstat(os.path.join(full, e)).st_mode))]
         except OSError:
-            return False
+            return None
 
     def _ours(self, entry, markers):
+        """Whether ``entry`` (a name in the directory) is what saves of this
+        checkpoint wrote, and holds nothing else (a generation with a user's file in it
+        is not ours: :meth:`clean` would remove the file)."""
         if entry == MANIFEST:
             return True
         if entry.startswith("g-"):
-            if markers.get(entry) is not None and markers[entry] == self.cid:
-                return True
-            return entry == self.legacy and self._legacy_ok(entry)
+            marked = markers.get(entry) is not None and markers[entry] == self.cid
+            try:
+                if not (marked or entry == self.legacy) or \
+                        not stat.S_ISDIR(os.lstat(os.path.join(self.path, entry)).st_mode):
+                    return False
+            except OSError:
+                return False
+            return self._strays(entry, marked) == []
         tmp = f".{MANIFEST}."
         if entry.startswith(tmp):
             gen = entry[len(tmp):]
@@ -676,7 +693,11 @@ class _Directory:
             self.cid = ids.pop() if len(ids) == 1 else None
         if self.cid is None:
             self.cid = uuid.uuid4().hex
-        foreign = [e for e in entries if not self._ours(e, markers)]
+        foreign = []
+        for e in entries:
+            if not self._ours(e, markers):  # (inside a generation of ours: its strays)
+                mine = e.startswith("g-") and markers.get(e) == self.cid
+                foreign += (self._strays(e, True) or [e]) if mine else [e]
         if foreign:
             raise DDStoreValueError(
                 f"save: {path!r} holds other files that ddstore did not write "
@@ -689,10 +710,14 @@ class _Directory:
     def create(self):
         """The generation directory, then at once its marker (so that a save killed
         at any later point leaves a directory the next save knows as ours)."""
-        if not os.path.isdir(self.path):
+        missing, above = [], os.path.abspath(self.path)
+        while not os.path.lexists(above):  # (check() found a directory above)
+            missing.append(above)
+            above = os.path.dirname(above)
+        for d in reversed(missing):
             try:
-                os.makedirs(self.path)
-                self.made_path = True
+                os.mkdir(d)
+                self.made.insert(0, d)
             except FileExistsError:
                 pass
         gen_dir = os.path.join(self.path, self.gen)
@@ -710,11 +735,11 @@ class _Directory:
         if self.made_gen and not _published(self.path, self.gen) and \
                 self._marker_id(self.gen) in (self.cid, None):
             shutil.rmtree(gen_dir, ignore_errors=True)
-        if self.made_path:
+        for d in self.made:  # the deepest first, each only if empty
             try:
-                os.rmdir(self.path)
+                os.rmdir(d)
             except OSError:
-                pass
+                break
 
     def clean(self):
         """After the rename (rank 0): the earlier generations of this checkpoint and
@@ -794,6 +819,7 @@ class Checkpoints:
         return f"{len(vars_)} variables, {len(anns)} annotations, xxh64 " \
                f"0x{_checksum(text):016x}"
 
+    @_collective.holds_interrupts  # (its steps are several; the last one commits)
     def save(self, path, *, block_bytes=BLOCK_BYTES):
         """Collective: write everything this store holds to directory ``path`` (created
         if needed), every rank its own part in parallel, plus one manifest; see
@@ -842,12 +868,18 @@ class Checkpoints:
             with self.store.collective(None) as step:  # every rank writes its part
                 mine = self._write_part(gen_dir, block_bytes)
                 parts = step.agree(mine)
-            with self.store.collective(None) as step:  # rank 0 makes it visible
+            with self.store.collective(None) as step:  # rank 0: the manifest, aside
                 manifest = self._manifest(gen, cid, parts)
                 if self.store.rank == 0:
-                    self._publish(path, manifest)
-                    directory.clean()  # the earlier generations: only those of ours
+                    self._write_manifest(path, manifest)
                 manifest["manifest_xxh64"] = step.agree(manifest["manifest_xxh64"])[0]
+            # the commit: rank 0 renames the manifest into place, then removes the
+            # earlier generations (only those of ours); an interrupt now waits for the
+            # end of the call (it cannot fail a save that is published)
+            with self.store.collective(None).defer_interrupts():
+                if self.store.rank == 0:
+                    self._publish(path, gen)
+                    directory.clean()
         except BaseException:
             if self.store.rank == 0:
                 directory.discard()
@@ -939,27 +971,40 @@ class Checkpoints:
                 "arrays": arrays, "annotations": anns}
 
     @staticmethod
-    def _publish(path, manifest):
-        """Rank 0: the manifest (its checksum first, see :func:`manifest_checksum`)
-        under a temporary name, synced, renamed over the old one (atomic), the directory
-        synced.  A failure removes the temporary file and names the file."""
+    def _write_manifest(path, manifest):
+        """Rank 0: the manifest (its checksum first, see :func:`manifest_checksum`,
+        which is set in ``manifest``) under a temporary name, synced."""
         raw = json.dumps(manifest, separators=(",", ":"), allow_nan=False).encode()
         if not raw.startswith(_PREFIX):  # pragma: no cover
             raise DDStoreError("internal: the manifest does not start with its checksum")
         raw = raw[:_DIGITS.start] + b"%016x" % manifest_checksum(raw) + raw[_DIGITS.stop:]
-        tmp = os.path.join(path, f".{MANIFEST}.{manifest['generation']}")
-        _write_synced(tmp, raw)
+        _write_synced(os.path.join(path, f".{MANIFEST}.{manifest['generation']}"), raw)
+        manifest["manifest_xxh64"] = raw[_DIGITS].decode()
+
+    @staticmethod
+    def _publish(path, gen):
+        """Rank 0: the temporary manifest of generation ``gen`` renamed over the old one
+        (atomic), then the directory synced.  A failed rename removes the temporary
+        file and names it (the previous checkpoint stays); a failed sync after it says
+        that the new checkpoint is in place."""
+        tmp = os.path.join(path, f".{MANIFEST}.{gen}")
         try:
             os.replace(tmp, os.path.join(path, MANIFEST))
         except OSError as exc:
             _remove_quietly(tmp)
             raise _named(exc, tmp) from None
-        manifest["manifest_xxh64"] = raw[_DIGITS].decode()
-        fd = os.open(path, os.O_RDONLY)
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise DDStoreError(
+                f"save {path!r}: the new checkpoint is in place (generation {gen!r}: its "
+                f"manifest was renamed into place), but syncing the directory failed "
+                f"({exc}), so a crash of the machine may still lose it; the earlier "
+                f"generations are kept") from None
 
     # ------------------------------------------------------------------ load
     @_collective.holds_interrupts  # (its steps are several)

@@ -121,6 +121,83 @@ def test_only_our_marked_generations_are_removed(store, tmp_path):
     assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, m2["generation"], "g-other"])
 
 
+def test_a_users_file_inside_a_generation_of_ours_is_kept(store, tmp_path):
+    """A file the user put inside a generation of ours (its marker names this
+    checkpoint): the next save is refused naming it, and the file stays (the generation
+    was removed with it)."""
+    d = tmp_path / "d"
+    store.add("x", np.arange(3))
+    m1 = store.save(d)
+    gen = d / m1["generation"]
+    (gen / "my-notes.txt").write_text("mine")
+    (gen / "results").mkdir()
+    with pytest.raises(DDStoreValueError, match="holds other files") as e:
+        store.save(d)
+    assert f"'{m1['generation']}/my-notes.txt', '{m1['generation']}/results'" in \
+        str(e.value)
+    assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, m1["generation"]])
+    assert (gen / "my-notes.txt").read_text() == "mine"
+    (gen / "my-notes.txt").unlink()
+    (gen / "results").rmdir()
+    m2 = store.save(d)  # as the save left it: replaced as before
+    assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, m2["generation"]])
+
+
+def test_a_failed_save_removes_the_directories_it_made(store, tmp_path, monkeypatch):
+    """A save into a new nested path that fails removes every directory it made (only
+    the deepest was removed), not the one that was there."""
+    store.add("x", np.arange(3))
+    monkeypatch.setattr(ck.Checkpoints, "_write_part", lambda *a: 1 / 0)
+    with pytest.raises(DDStoreError, match="ZeroDivisionError"):
+        store.save(tmp_path / "a" / "b" / "c")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_directory_sync_says_the_checkpoint_is_in_place(store, tmp_path,
+                                                                  monkeypatch):
+    """A failed sync of the directory after the rename: the error says that the new
+    checkpoint is in place, and the earlier generation is kept beside it."""
+    d = tmp_path / "d"
+    store.add("x", np.arange(3))
+    m1 = store.save(d)
+    store.update("x", [7, 8, 9])
+    store.sync()
+    real = os.fsync
+
+    def fsync(fd):
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd)
+    monkeypatch.setattr(ck.os, "fsync", fsync)
+    with pytest.raises(DDStoreError, match="the new checkpoint is in place .* syncing "
+                                           "the directory failed") as e:
+        store.save(d)
+    monkeypatch.undo()
+    m2 = ck.read_manifest(d)
+    assert m2["generation"] in str(e.value) and m2["generation"] != m1["generation"]
+    assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, m1["generation"],
+                                            m2["generation"]])
+    with restore(d) as r:
+        assert r.get_range("x", 0, 3).tolist() == [7, 8, 9]
+
+
+def test_annotation_arrays_of_one_checkpoint_key_are_refused(store, tmp_path):
+    """Arrays of two annotations that a checkpoint would keep under one key
+    ('annotation:a:b:c') are refused at annotate (the save kept one, and the checkpoint
+    could never be restored)."""
+    store.add("x", np.arange(3))
+    store.annotate("a:b", "T", arrays={"c": np.arange(2)})
+    with pytest.raises(DDStoreValueError, match=r"annotate 'a': its array 'b:c' and array "
+                                                r"'c' of annotation 'a:b' would be one"):
+        store.annotate("a", "T", arrays={"b:c": np.arange(3)})
+    store.annotate("a:b", "T", arrays={"c": np.arange(4)})  # replacing itself: fine
+    store.annotate("a", "T", arrays={"b": np.arange(3)})
+    store.save(tmp_path / "d")
+    with restore(tmp_path / "d") as r:
+        assert r.annotation("a:b").arrays["c"].tolist() == [0, 1, 2, 3]
+        assert r.annotation("a").arrays["b"].tolist() == [0, 1, 2]
+
+
 def test_a_failed_manifest_write_leaves_no_temporary_and_names_the_file(
         store, tmp_path, monkeypatch):
     """Item 11: a full disk while writing the manifest: the error names the file, the
@@ -208,6 +285,19 @@ UNSIGNED = [  # the issue's edits: each fails the checksum
     ("row_shape [2] -> [1, 2]", lambda m: m["variables"][0].update(row_shape=[1, 2])),
     ("annotation meta", lambda m: m["annotations"][0]["meta"].update(n=2)),
 ]
+
+
+def test_a_version_lowered_to_1_is_refused(store, tmp_path):
+    """Version 1 had no checksum: a version-2 manifest whose version was edited to 1
+    (which skipped the checksum, so a same-size dtype edit loaded float bits as int64)
+    is refused naming the field."""
+    d = tmp_path / "d"
+    saved(store, d)
+    edit(d, lambda m: m.update(version=1) or m["variables"][0].update(dtype="<i8"),
+         resign=False)
+    with pytest.raises(DDStoreValueError, match="field version: it says 1, but the "
+                                                "manifest has a manifest_xxh64"):
+        restore(d)
 
 
 @pytest.mark.parametrize("what,change", UNSIGNED, ids=[u[0] for u in UNSIGNED])

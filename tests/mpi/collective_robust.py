@@ -330,6 +330,79 @@ def _(t):
     check(store.variables() is not None, "the case's store is still usable")
 
 
+@cases("SIGINT in every step of save")
+def _(t):
+    """A checkpoint is the previous one or the new one, as every rank was told: a
+    KeyboardInterrupt or a real SIGINT in any step of ``save`` (in its round, or after
+    its gather), on rank 0 (which publishes) or the last rank, either fails the save
+    with the same agreed DDStoreInterrupt on every rank and leaves the previous
+    checkpoint (one generation), or (during the commit, or seen by no round) the save
+    completes on every rank, the new checkpoint alone is there, and the interrupted rank
+    raises KeyboardInterrupt after it.  It was published by rank 0 before the last round,
+    so an interrupt agreed there failed a save that had replaced the checkpoint and
+    removed the previous generation."""
+    from ddstore.checkpoint import read_manifest
+    lo, hi = ddstore.partition(12, size, rank)
+    with shared_tmpdir() as tmp, ddstore.DDStore(comm) as src:
+        path = os.path.join(tmp, "ck")
+        src.add("v", np.zeros((hi - lo, 2)))
+        src.save(path)
+        _collective.reset_steps()
+        rounds = {"n": 0, "at": None}
+        real_round, round_then_sigint = sigint_after_gather(rounds)
+        _collective._round = round_then_sigint
+        try:
+            src.save(path)
+        finally:
+            _collective._round = real_round
+        steps, n_rounds = _collective.steps_entered(), rounds["n"]
+        check(steps >= 4, f"save entered {steps} steps")
+        value = 0.0
+        kinds = [(k, "KeyboardInterrupt" if k % 2 else "SIGINT in the round")
+                 for k in range(1, steps + 1)]
+        kinds += [(k, "SIGINT after the gather") for k in range(1, n_rounds + 1)]
+        for who in sorted({0, LAST}):
+            for k, kind in kinds:
+                src.update("v", np.full((hi - lo, 2), value + 1))
+                src.sync()
+                _collective.reset_steps()
+                rounds["n"], rounds["at"] = 0, None
+                if rank == who and kind == "SIGINT after the gather":
+                    rounds["at"] = k
+                elif rank == who:
+                    _collective.inject(k, KeyboardInterrupt() if k % 2 else SigintNow)
+                got = None
+                _collective._round = round_then_sigint
+                try:
+                    src.save(path)
+                except KeyboardInterrupt as exc:
+                    got = (type(exc).__name__, _collective.is_agreed(exc))
+                except Exception as exc:  # noqa: BLE001 -- reported
+                    got = ("other: " + type(exc).__name__ + ": " + str(exc), False)
+                finally:
+                    _collective.inject(None)
+                    _collective._round = real_round
+                what = f"save, rank {who}, step/round {k} <- {kind}"
+                everyone = comm.allgather(got)
+                agreed = all(g == ("DDStoreInterrupt", True) for g in everyone)
+                late = all(g is None for r, g in enumerate(everyone) if r != who) and \
+                    everyone[who] in (None, ("KeyboardInterrupt", False))
+                check(agreed or late, f"{what}: ranks raised {everyone}")
+                if late:
+                    value += 1
+                gens = sorted(e for e in os.listdir(path) if e.startswith("g-"))
+                check(gens == [read_manifest(path)["generation"]],
+                      f"{what}: generations {gens}")
+                with ddstore.DDStore.restore(path, comm) as back:
+                    got_rows = back.get_batch("v", np.arange(12))
+                check(np.array_equal(got_rows, np.full((12, 2), value)),
+                      f"{what}: the checkpoint holds {got_rows[0]}, expected {value} "
+                      f"({'completed' if late else 'failed'} save)")
+                check(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+                      f"{what}: the SIGINT handler is not restored")
+        check(value >= 2, f"no save completed under an interrupt ({value})")
+
+
 @cases("SIGINT after every round of calls that end outside a round")
 def _(t):
     """A real SIGINT on the last rank just after any round's gather of a call whose
