@@ -566,12 +566,13 @@ static int64_t weighted_take(int64_t c, int64_t pos, int64_t k, int replace)
 }
 
 /* *pos = the positive weights among the c of a list (float32 or float64, wb bytes each)
- * starting at CSC row `start` of `node`; DDS_EINVAL naming the first negative, NaN or
- * infinite one */
+ * starting at CSC row `start` of `node`, and (top not NULL) *top the largest weight;
+ * DDS_EINVAL naming the first negative, NaN or infinite one */
 static int positive_weights(const char *w, int64_t wb, int64_t c, int64_t start,
-                            int64_t node, int64_t *pos)
+                            int64_t node, int64_t *pos, double *top)
 {
     int64_t count = 0;
+    double m = 0;
     for (int64_t p = 0; p < c; p++) {
         double x = weight_at(w, wb, p);
         if (!(x >= 0) || !isfinite(x))
@@ -579,9 +580,21 @@ static int positive_weights(const char *w, int64_t wb, int64_t c, int64_t start,
                                  "row %lld (node %lld) is %g; weights must be finite and "
                                  ">= 0", (long long)(start + p), (long long)node, x);
         count += x > 0;
+        if (x > m) m = x;
     }
     *pos = count;
+    if (top) *top = m;
     return DDS_OK;
+}
+
+/* Whether a list whose largest weight is `top` is drawn from its weights scaled by a
+ * power of two (ldexp(w, -ilogb(top)): the largest in [1, 2)): only at the ends of
+ * double's range, where the keys E / w, the jumps E / tau or the sums would overflow,
+ * or lose their bits as subnormals (a list of weights 1e-310, or 1e308, was drawn
+ * nearly always at one end); other lists are drawn from their weights as they are */
+static inline int scaled_list(double top)
+{
+    return top > 0x1p+900 || (top > 0 && top < 0x1p-900);
 }
 
 /* Where a list's picks go: output slots from j on; the ids read by load from the
@@ -630,6 +643,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     int64_t *cut = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *hpos = NULL;
     double *scratch = NULL, *hkey = NULL, *wide = NULL;
+    int64_t wide_cap = 0;
     struct members view = {0};
     struct picks P = {0};
     struct list_reader wr = {0};  /* the weights of the eligible ranges, in pieces */
@@ -667,7 +681,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
             int64_t pos = 0;
             rc = reader_list(&wr, i, &w);
             if (rc == DDS_OK) rc = positive_weights(w, wb, cut[i], g->indptr[nodes[i]],
-                                                    nodes[i], &pos);
+                                                    nodes[i], &pos, NULL);
             if (rc != DDS_OK) goto done;
             total += weighted_take(cut[i], pos, k, replace);  /* <= bound: no overflow */
         }
@@ -681,6 +695,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
     }
     if (most_c) scratch = malloc(sizeof(double) * (size_t)most_c);
     if (most_w) wide = malloc(sizeof(double) * (size_t)most_w);
+    if (wide) wide_cap = most_w;
     if (most_k) {  /* most_k < some list's length: it exists in memory */
         hkey = malloc(sizeof(double) * (size_t)most_k);
         hpos = malloc(sizeof(int64_t) * (size_t)most_k);
@@ -699,7 +714,8 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         if (c <= 0) continue;
         const char *wl;
         rc = reader_list(&wr, i, &wl);
-        if (rc == DDS_OK) rc = positive_weights(wl, wb, c, start, nodes[i], &pos);
+        double top = 0;
+        if (rc == DDS_OK) rc = positive_weights(wl, wb, c, start, nodes[i], &pos, &top);
         if (rc != DDS_OK) goto done;
         int64_t t = weighted_take(c, pos, k, replace);
         if (t == 0) continue;
@@ -715,7 +731,21 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
             goto done;
         }
         const double *w = (const double *)wl;
-        if (wb != 8) {  /* float32: the list widened to double, once per entry */
+        int scale = scaled_list(top) && k >= 0 && (replace || (t < c && pos > t));
+        if (scale && c > wide_cap) {  /* (float64 lists: room made when first needed) */
+            double *grown = realloc(wide, sizeof(double) * (size_t)c);
+            if (!grown) { rc = no_memory(); goto done; }
+            wide = grown;
+            wide_cap = c;
+        }
+        if (scale) {  /* every positive weight kept positive (at least 2^-1074) */
+            int e = ilogb(top);
+            for (int64_t p = 0; p < c; p++) {
+                double x = weight_at(wl, wb, p);
+                wide[p] = x > 0 ? fmax(ldexp(x, -e), 0x1p-1074) : 0;
+            }
+            w = wide;
+        } else if (wb != 8) {  /* float32: the list widened to double, once per entry */
             const float *f = (const float *)wl;
             for (int64_t p = 0; p < c; p++) wide[p] = f[p];
             w = wide;

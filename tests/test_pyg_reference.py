@@ -200,6 +200,14 @@ def test_feature_store_indices_as_pyg_data(store):
         fs.get_tensor("a", "x", (torch.arange(10) % 2 == 0).view(2, 5))
     with pytest.raises(IndexError, match=r"index 10 \(position 1\) out of range"):
         fs.get_tensor("a", "x", torch.tensor([[1, 10]]))
+    from ddstore import DDStoreValueError
+    for bad in (slice(None, None, 0), slice(1.5, 3)):  # (were a bare ValueError, TypeError)
+        for call in (lambda: fs.get_tensor("a", "x", bad),
+                     lambda: fs.update_tensor(torch.zeros(1, 3), group_name="a",
+                                              attr_name="x", index=bad)):
+            with pytest.raises(DDStoreValueError, match=r"slice index .*: start, stop and "
+                                                        r"step must be integers or None"):
+                call()
 
 
 def test_bidirectional_sampler_options_checked(store):

@@ -94,6 +94,32 @@ def test_weighted_replace_huge_weights(store):
     assert (((counts[keep] - exp[keep]) ** 2) / exp[keep]).sum() < 13.816, counts
 
 
+@pytest.mark.parametrize("replace", [False, True])
+def test_weights_at_the_ends_of_double_are_drawn_as_scaled_ones(store, replace):
+    """A list of weights all near the ends of float64's range (subnormal, or near its
+    largest) draws what the same weights scaled by a power of two into the usual range
+    draw (the law is scale-free): the keys E / w or their sums overflowed or lost their
+    bits, so a list of equal weights 1e-310 drew its last entry 547 times in 600, and
+    of 1e308 its first one 223 times.  Also with a zero weight in the list, and a
+    tiny weight beside huge ones, which keeps a chance above zero."""
+    from ddstore import pyg as dpyg
+    base = np.array([1.0, 3.0, 0.0, 2.0, 1.0, 1.5, 1.0])
+    picks = {}
+    for e in (0, -1070, -1000, 1020):
+        fs, gs = _one_list(store, list(np.ldexp(base, e)), f"ends{e}{replace}")
+        s = dpyg.NeighborSampler(gs, [3], replace=replace, seed=4,
+                                 weight_attr="edge_weight")
+        picks[e] = s._sample(torch.zeros(800, dtype=torch.long)).edge.numpy()
+    for e in (-1070, -1000, 1020):
+        assert np.array_equal(picks[e], picks[0]), e
+    counts = np.bincount(picks[0], minlength=7)
+    assert counts[2] == 0 and counts.sum() == 2400
+    fs, gs = _one_list(store, [1e308, 1e-300, 1e308, 1e308], f"mixed{replace}")
+    s = dpyg.NeighborSampler(gs, [2], replace=replace, seed=1, weight_attr="edge_weight")
+    got = s._sample(torch.zeros(300, dtype=torch.long)).edge.numpy()
+    assert got.size == 600 and set(got.tolist()) <= {0, 1, 2, 3}
+
+
 def test_all_zero_list(store):
     """pyg-lib's rule: with replacement a list of zero weights takes nothing (pyg-lib's
     multinomial raises there); without, ``k`` at or above its length takes it whole,

@@ -727,7 +727,7 @@ class FeatureStore(_PygFeatureStore):
             return None
         n = a.num_rows
         if isinstance(index, slice):
-            return np.arange(*index.indices(n), dtype=np.int64)
+            return _slice_rows(index, n, what)
         if isinstance(index, (list, tuple)) and index and all(
                 isinstance(v, (bool, np.bool_)) for v in index):
             index = np.asarray(index, dtype=np.bool_)  # a mask, as torch reads such a list
@@ -884,6 +884,18 @@ def _member_rows(arr, lo, hi, what):
                                 f"{type(exc).__name__}: {exc}") from exc
 
 
+def _slice_rows(index, n, what):
+    """The rows (int64) slice ``index`` takes of ``n``; a step 0 or a bound that is not
+    an integer raises a :class:`DDStoreValueError` naming the slice."""
+    try:
+        if index.step == 0:
+            raise ValueError
+        return np.arange(*index.indices(n), dtype=np.int64)
+    except (TypeError, ValueError):
+        raise DDStoreValueError(f"{what}: slice index {index}: start, stop and step must "
+                                f"be integers or None, the step not 0") from None
+
+
 def _first_index(index, declared, what):
     """The index of a first put (the attribute is created by it): ``(rows, total,
     one)``: the indexed rows (int64, in order), the attribute's rows (``declared``,
@@ -901,7 +913,7 @@ def _first_index(index, declared, what):
             raise DDStoreValueError(f"{what}: slice index {index} counts from the end; "
                                     f"{hint}")
         n = declared if declared is not None else index.stop
-        return np.arange(*index.indices(n), dtype=np.int64), n, False
+        return _slice_rows(index, n, what), n, False
     mask = None
     if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
         mask = index.detach().cpu().numpy()
