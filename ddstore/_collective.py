@@ -491,10 +491,12 @@ def _calls_error(info):
 
 def _interrupt_error(info, flags):
     ranks = [r for r, f in enumerate(flags) if f]
+    # (ranks in a later step of a call whose first step has closed: nothing to name)
+    known = any(info[r][0] is not None or info[r][5] is not None for r in ranks)
     return DDStoreInterrupt(
         f"interrupted (KeyboardInterrupt: SIGINT, Ctrl-C) on {format_ranks(ranks)} "
-        f"({_detail(info, ranks)}): the collective call stops alike on every rank, and "
-        f"what it had created is removed")
+        f"({_detail(info, ranks) if known else 'in a later step of the call'}): the "
+        f"collective call stops alike on every rank, and what it had created is removed")
 
 
 def _same_error(call, values):
@@ -526,12 +528,11 @@ def _round(comm, call, error, share, same, store=None, keep_pending=False):
     exception whose ``__str__`` raises cannot break the round halfway), and the caller
     defers SIGINT while it runs (see :class:`Step`)."""
     bound = _STATE["bound"]
-    # a later step (call None): of the call that began last (its first step has closed)
-    current = _STATE["current"] or _STATE["last"]
-    what = _describe(call) if call is not None else current
+    what = _describe(call) if call is not None else _STATE["current"]
     interrupted = isinstance(error, KeyboardInterrupt)
     row = (call, None if interrupted else _error_of(error, what), share, same,
-           None if bound is None else bound[2], current if call is None else None, store)
+           None if bound is None else bound[2], _STATE["current"] if call is None else None,
+           store)
     payload = _payload(row, what)
     _arrive(comm)
     # a SIGINT deferred until now is agreed here (one arriving during the allgather is

@@ -79,7 +79,8 @@ def check_prefetch(prefetch, num_workers=0, what="loader", arg="prefetch"):
             f"{num_workers!r}: worker processes make batches ahead themselves (PyG's "
             f"loaders over a node-local store: ddstore.pyg.workers; other loaders' "
             f"workers cannot read the store's MPI windows), and what they made ahead of "
-            f"an epoch left early could not be given back; use one of the two")
+            f"an epoch left early could not be given back; use num_workers=0 (the "
+            f"read-ahead thread overlaps reading with compute) or the workers alone")
     return int(prefetch)
 
 
