@@ -239,18 +239,24 @@ class Variables:
         group-rank order.  The data is copied into the store and visible to every rank
         when ``add`` returns.
         """
-        with self.store.collective("add", name) as step:
-            self.check_name(name)
-            arr = as_array(rows, f"variable {name!r}: rows")
-            self.check_dtype(name, arr.dtype)
-            if arr.ndim < 1:
-                raise DDStoreValueError(f"variable {name!r}: rows must have at least one "
-                                        f"dimension [n_local, *row_shape], got a scalar")
-            step.agree(same={"dtype": str(arr.dtype), "row shape": arr.shape[1:]})
-            var = self.create(name, arr.shape[0], arr.dtype, arr.shape[1:])
+        # (a transaction: a copy that fails on one rank after the variable is made is
+        # agreed, and the variable removed on every rank)
+        with self.store.transaction(f"add {name!r}"):
+            with self.store.collective("add", name) as step:
+                self.check_name(name)
+                arr = as_array(rows, f"variable {name!r}: rows")
+                self.check_dtype(name, arr.dtype)
+                if arr.ndim < 1:
+                    raise DDStoreValueError(f"variable {name!r}: rows must have at least "
+                                            f"one dimension [n_local, *row_shape], got a "
+                                            f"scalar")
+                arr = np.ascontiguousarray(arr)  # (its memory: agreed before any is made)
+                step.agree(same={"dtype": str(arr.dtype), "row shape": arr.shape[1:]})
+                var = self.create(name, arr.shape[0], arr.dtype, arr.shape[1:])
             try:
-                if arr.shape[0]:
-                    self.core.write_local(var.vid, 0, np.ascontiguousarray(arr))
+                with self.store.collective(None):  # the copy, agreed
+                    if arr.shape[0]:
+                        self.core.write_local(var.vid, 0, arr)
                 self.core.sync()
             finally:
                 # entered once every rank's rows are written and synchronised: another

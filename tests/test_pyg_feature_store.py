@@ -591,3 +591,26 @@ def test_declared_rows(fs, store):
     again = dpyg.FeatureStore(store, "f")  # a feature store of its own: no declarations
     again.put_tensor(torch.ones(1), "p", "new", index=[0])
     assert again.num_rows("p", "new") == 1 and "r" not in gs.node_counts()
+
+
+def test_a_rollback_keeps_the_attributes_in_their_order(store):
+    """A removal or a replacement of an attribute that is not the last, undone by a
+    rollback: the attribute is back at its place in get_all_tensor_attrs and in the
+    annotation a checkpoint keeps (it came back last)."""
+    from ddstore import pyg as dpyg
+    fs = dpyg.FeatureStore(store, "order")
+    for name in ("x", "y", "z"):
+        fs.put_tensor(torch.zeros(4, 2), group_name=None, attr_name=name, index=None)
+    want = [a.attr_name for a in fs.get_all_tensor_attrs()]
+    meta = store.annotation("order#pyg.FeatureStore").meta["attrs"]
+    assert want == ["x", "y", "z"]
+    for change in (lambda: fs.remove_tensor(group_name=None, attr_name="y"),
+                   lambda: fs.update_tensor(torch.ones(4, 3), group_name=None,
+                                            attr_name="y", index=None)):
+        with pytest.raises(RuntimeError, match="undo"):
+            with store.transaction("t"):
+                change()
+                raise RuntimeError("undo")
+        assert [a.attr_name for a in fs.get_all_tensor_attrs()] == want
+        assert store.annotation("order#pyg.FeatureStore").meta["attrs"] == meta
+        assert fs.get_tensor(group_name=None, attr_name="y", index=None).shape == (4, 2)

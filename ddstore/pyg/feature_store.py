@@ -695,10 +695,13 @@ class FeatureStore(_PygFeatureStore):
         ``key`` and set its variable aside (``txn.set_aside``): removed when the
         outermost transaction commits (at once without an enclosing one), put back
         with the attribute if it rolls back."""
+        order = {k: i for i, k in enumerate(self._attrs)}
         store, old = self.store, self._attrs.pop(key)
 
         def restore():  # (after what replaced it is gone and its variable back)
             self._attrs[key] = old
+            for k in sorted(self._attrs, key=lambda k: order.get(k, len(order))):
+                self._attrs[k] = self._attrs.pop(k)  # at its place again, as listed
             keep_torch_dtype(store, old.var, old.torch_dtype)
             self._annotate()
         txn.set_aside([old.var], on_rollback=restore)

@@ -566,6 +566,36 @@ def _(t):
                                             "cannot allocate 8 EiB"],
                        store.add, "m", rows, agree=True, agreed=True, store=store)
     check(msg is None or "not an array" not in msg, f"told as not an array: {msg}")
+    # the copy into the store failing on one rank, after the variable was made: agreed
+    # and the variable removed on every rank (the others waited in the core's sync,
+    # the failing rank raised alone: a hang), inside a user's transaction too
+    core = store._variables.core
+    real_write = core.write_local
+
+    def write_fails(*args):
+        raise MemoryError("the copy cannot allocate")
+    before = store.variables()
+    for in_txn in (False, True):
+        if rank == LAST:
+            core.write_local = write_fails
+        try:
+            def add_it():
+                if in_txn:
+                    with store.transaction("user"):
+                        store.add("kept_in_txn", np.zeros((1, 1)))
+                        store.add("m", np.ones((2, 1)))
+                else:
+                    store.add("m", np.ones((2, 1)))
+            expect_error(DDStoreMemoryError, [f"rank {LAST}", "the copy cannot allocate"],
+                         add_it, agree=True, agreed=True, store=store,
+                         what=f"the copy failing on one rank (transaction: {in_txn})")
+        finally:
+            core.write_local = real_write
+        check(store.variables() == before, f"left {store.variables()}, before {before}")
+    store.add("m", np.full((2, 1), rank, np.float64))
+    got = store.get_batch("m", np.arange(2 * size))
+    check(np.array_equal(got.ravel(), np.repeat(np.arange(size), 2)), f"m read {got}")
+    store.remove("m")
     from ddstore import temporal as tg
     n = 4
     src = NoMemory() if rank == LAST else np.zeros(n, np.int64)
