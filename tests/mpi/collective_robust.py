@@ -75,6 +75,55 @@ def sigint_after_gather(rounds):
     return real_round, round_then_sigint
 
 
+def interrupt_kinds(call, least):
+    """``call()`` once, counting its steps (at least ``least``: checked) and rounds:
+    the interrupts to try, ``(k, kind)``: a KeyboardInterrupt or a real SIGINT in its
+    k-th step's round, and a real SIGINT after its k-th round's gather."""
+    _collective.reset_steps()
+    rounds = {"n": 0, "at": None}
+    real_round, round_then_sigint = sigint_after_gather(rounds)
+    _collective._round = round_then_sigint
+    try:
+        call()
+    finally:
+        _collective._round = real_round
+    steps = _collective.steps_entered()
+    check(steps >= least, f"the call entered {steps} steps")
+    return [(k, "KeyboardInterrupt" if k % 2 else "SIGINT in the round")
+            for k in range(1, steps + 1)] + \
+        [(k, "SIGINT after the gather") for k in range(1, rounds["n"] + 1)]
+
+
+def call_interrupted(call, who, k, kind):
+    """``call()`` with the interrupt ``(k, kind)`` (:func:`interrupt_kinds`) on rank
+    ``who``: ``(its result or None, agreed, late, what each rank raised)``: agreed,
+    every rank raised the same agreed DDStoreInterrupt; late, the call completed on
+    every rank and only ``who`` raised KeyboardInterrupt, after it."""
+    _collective.reset_steps()
+    rounds = {"n": 0, "at": None}
+    real_round, round_then_sigint = sigint_after_gather(rounds)
+    if rank == who and kind == "SIGINT after the gather":
+        rounds["at"] = k
+    elif rank == who:
+        _collective.inject(k, KeyboardInterrupt() if k % 2 else SigintNow)
+    got = out = None
+    _collective._round = round_then_sigint
+    try:
+        out = call()
+    except KeyboardInterrupt as exc:
+        got = (type(exc).__name__, _collective.is_agreed(exc))
+    except Exception as exc:  # noqa: BLE001 -- reported
+        got = ("other: " + type(exc).__name__ + ": " + str(exc), False)
+    finally:
+        _collective.inject(None)
+        _collective._round = real_round
+    everyone = comm.allgather(got)
+    agreed = all(g == ("DDStoreInterrupt", True) for g in everyone)
+    late = all(g is None for r, g in enumerate(everyone) if r != who) and \
+        everyone[who] in (None, ("KeyboardInterrupt", False))
+    return out, agreed, late, everyone
+
+
 def new_store():
     return ddstore.DDStore(comm)
 
@@ -275,47 +324,14 @@ def _(t):
         with ddstore.DDStore(comm) as src:
             src.add("r", np.arange(2 * lo, 2 * hi, dtype=np.float64).reshape(-1, 2))
             src.save(path)
-        _collective.reset_steps()
-        ddstore.DDStore.restore(path, comm).free()
-        steps = _collective.steps_entered()
-        check(steps >= 3, f"restore entered {steps} steps")
-        rounds = {"n": 0, "at": None}
-        real_round, round_then_sigint = sigint_after_gather(rounds)
-        _collective._round = round_then_sigint
-        try:
-            rounds["at"] = None
-            ddstore.DDStore.restore(path, comm).free()
-            n_rounds = rounds["n"]
-        finally:
-            _collective._round = real_round
-        kinds = [(k, "KeyboardInterrupt" if k % 2 else "SIGINT in the round")
-                 for k in range(1, steps + 1)]
-        kinds += [(k, "SIGINT after the gather") for k in range(1, n_rounds + 1)]
+        made = []
+        kinds = interrupt_kinds(lambda: made.append(ddstore.DDStore.restore(path, comm)), 3)
+        made.pop().free()
         for k, kind in kinds:
             lives = len(_lifecycle._LIVE_STORES)
-            _collective.reset_steps()
-            rounds["n"], rounds["at"] = 0, None
-            if rank == LAST and kind == "SIGINT after the gather":
-                rounds["at"] = k
-            elif rank == LAST:
-                _collective.inject(k, KeyboardInterrupt() if k % 2 else SigintNow)
-            got, restored = None, None
-            _collective._round = round_then_sigint
-            try:
-                restored = ddstore.DDStore.restore(path, comm)
-            except KeyboardInterrupt as exc:
-                got = (type(exc).__name__, _collective.is_agreed(exc))
-            except Exception as exc:  # noqa: BLE001 -- reported
-                got = ("other: " + type(exc).__name__ + ": " + str(exc), False)
-            finally:
-                _collective.inject(None)
-                _collective._round = real_round
+            restored, agreed, late, everyone = call_interrupted(
+                lambda: ddstore.DDStore.restore(path, comm), LAST, k, kind)
             what = f"restore, step/round {k} <- {kind}"
-            everyone = comm.allgather(got)
-            agreed = all(g == ("DDStoreInterrupt", True) for g in everyone)
-            # completed everywhere; only the interrupted rank raised, after the call
-            late = all(g is None for r, g in enumerate(everyone) if r != LAST) and \
-                everyone[LAST] in (None, ("KeyboardInterrupt", False))
             check(agreed or late, f"{what}: ranks raised {everyone}")
             if restored is not None:
                 check(np.array_equal(restored.get_batch("r", np.arange(30)),
@@ -347,46 +363,15 @@ def _(t):
         path = os.path.join(tmp, "ck")
         src.add("v", np.zeros((hi - lo, 2)))
         src.save(path)
-        _collective.reset_steps()
-        rounds = {"n": 0, "at": None}
-        real_round, round_then_sigint = sigint_after_gather(rounds)
-        _collective._round = round_then_sigint
-        try:
-            src.save(path)
-        finally:
-            _collective._round = real_round
-        steps, n_rounds = _collective.steps_entered(), rounds["n"]
-        check(steps >= 4, f"save entered {steps} steps")
+        kinds = interrupt_kinds(lambda: src.save(path), 4)
         value = 0.0
-        kinds = [(k, "KeyboardInterrupt" if k % 2 else "SIGINT in the round")
-                 for k in range(1, steps + 1)]
-        kinds += [(k, "SIGINT after the gather") for k in range(1, n_rounds + 1)]
         for who in sorted({0, LAST}):
             for k, kind in kinds:
                 src.update("v", np.full((hi - lo, 2), value + 1))
                 src.sync()
-                _collective.reset_steps()
-                rounds["n"], rounds["at"] = 0, None
-                if rank == who and kind == "SIGINT after the gather":
-                    rounds["at"] = k
-                elif rank == who:
-                    _collective.inject(k, KeyboardInterrupt() if k % 2 else SigintNow)
-                got = None
-                _collective._round = round_then_sigint
-                try:
-                    src.save(path)
-                except KeyboardInterrupt as exc:
-                    got = (type(exc).__name__, _collective.is_agreed(exc))
-                except Exception as exc:  # noqa: BLE001 -- reported
-                    got = ("other: " + type(exc).__name__ + ": " + str(exc), False)
-                finally:
-                    _collective.inject(None)
-                    _collective._round = real_round
+                _, agreed, late, everyone = call_interrupted(lambda: src.save(path), who,
+                                                             k, kind)
                 what = f"save, rank {who}, step/round {k} <- {kind}"
-                everyone = comm.allgather(got)
-                agreed = all(g == ("DDStoreInterrupt", True) for g in everyone)
-                late = all(g is None for r, g in enumerate(everyone) if r != who) and \
-                    everyone[who] in (None, ("KeyboardInterrupt", False))
                 check(agreed or late, f"{what}: ranks raised {everyone}")
                 if late:
                     value += 1
