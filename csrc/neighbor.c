@@ -566,13 +566,14 @@ static int64_t weighted_take(int64_t c, int64_t pos, int64_t k, int replace)
 }
 
 /* *pos = the positive weights among the c of a list (float32 or float64, wb bytes each)
- * starting at CSC row `start` of `node`, and (top not NULL) *top the largest weight;
- * DDS_EINVAL naming the first negative, NaN or infinite one */
+ * starting at CSC row `start` of `node`, and (top not NULL) *top the largest weight and
+ * *low the least positive one (0: none); DDS_EINVAL naming the first negative, NaN or
+ * infinite one */
 static int positive_weights(const char *w, int64_t wb, int64_t c, int64_t start,
-                            int64_t node, int64_t *pos, double *top)
+                            int64_t node, int64_t *pos, double *top, double *low)
 {
     int64_t count = 0;
-    double m = 0;
+    double m = 0, l = INFINITY;
     for (int64_t p = 0; p < c; p++) {
         double x = weight_at(w, wb, p);
         if (!(x >= 0) || !isfinite(x))
@@ -581,20 +582,26 @@ static int positive_weights(const char *w, int64_t wb, int64_t c, int64_t start,
                                  ">= 0", (long long)(start + p), (long long)node, x);
         count += x > 0;
         if (x > m) m = x;
+        if (x > 0 && x < l) l = x;
     }
     *pos = count;
-    if (top) *top = m;
+    if (top) {
+        *top = m;
+        *low = count ? l : 0;
+    }
     return DDS_OK;
 }
 
-/* Whether a list whose largest weight is `top` is drawn from its weights scaled by a
- * power of two (ldexp(w, -ilogb(top)): the largest in [1, 2)): only at the ends of
- * double's range, where the keys E / w, the jumps E / tau or the sums would overflow,
- * or lose their bits as subnormals (a list of weights 1e-310, or 1e308, was drawn
- * nearly always at one end); other lists are drawn from their weights as they are */
-static inline int scaled_list(double top)
+/* Whether a list whose largest weight is `top` and least positive one `low` is drawn
+ * from its weights scaled by a power of two (ldexp(w, -ilogb(top)): the largest in [1,
+ * 2)): only at the ends of double's range, where the keys E / w, the jumps E / tau or
+ * the sums would overflow, or lose their bits as subnormals (a list of weights 1e-310,
+ * or 1e308, was drawn nearly always at one end); other lists are drawn from their
+ * weights as they are.  A scaled list whose weights still span more than 2^1000 (1
+ * beside 1e-310) is drawn without replacement from keys in logs (see the draw). */
+static inline int scaled_list(double top, double low)
 {
-    return top > 0x1p+900 || (top > 0 && top < 0x1p-900);
+    return top > 0x1p+900 || (top > 0 && top < 0x1p-900) || (low > 0 && low < 0x1p-1000);
 }
 
 /* Where a list's picks go: output slots from j on; the ids read by load from the
@@ -681,7 +688,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
             int64_t pos = 0;
             rc = reader_list(&wr, i, &w);
             if (rc == DDS_OK) rc = positive_weights(w, wb, cut[i], g->indptr[nodes[i]],
-                                                    nodes[i], &pos, NULL);
+                                                    nodes[i], &pos, NULL, NULL);
             if (rc != DDS_OK) goto done;
             total += weighted_take(cut[i], pos, k, replace);  /* <= bound: no overflow */
         }
@@ -714,8 +721,9 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
         if (c <= 0) continue;
         const char *wl;
         rc = reader_list(&wr, i, &wl);
-        double top = 0;
-        if (rc == DDS_OK) rc = positive_weights(wl, wb, c, start, nodes[i], &pos, &top);
+        double top = 0, low = 0;
+        if (rc == DDS_OK)
+            rc = positive_weights(wl, wb, c, start, nodes[i], &pos, &top, &low);
         if (rc != DDS_OK) goto done;
         int64_t t = weighted_take(c, pos, k, replace);
         if (t == 0) continue;
@@ -731,7 +739,7 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
             goto done;
         }
         const double *w = (const double *)wl;
-        int scale = scaled_list(top) && k >= 0 && (replace || (t < c && pos > t));
+        int scale = scaled_list(top, low) && k >= 0 && (replace || (t < c && pos > t));
         if (scale && c > wide_cap) {  /* (float64 lists: room made when first needed) */
             double *grown = realloc(wide, sizeof(double) * (size_t)c);
             if (!grown) { rc = no_memory(); goto done; }
@@ -777,6 +785,28 @@ int dds_neighbor_sample_weighted(dds_store *s, const dds_tcsr *g, int w_var,
                 double x = unit_closed(stream_next(&st)) * tot;
                 take_pick(&tk, q, draw_cum(scratch, w, c, x));
             }
+        } else if (low / top < 0x1p-1000) {
+            /* weights spanning more than 2^1000: a key E_p / w_p may overflow (ties at
+             * inf drew the last entry), so the k smallest keys are found in logs,
+             * log(E_p) - log(w_p), every positive entry drawn (no jumps) */
+            int64_t h = 0;
+            for (int64_t p = 0; p < c; p++) {
+                if (!(w[p] > 0)) continue;
+                double key = log(-log(unit_open(stream_word(&st, (uint64_t)p + 1)))) -
+                             log(w[p]);
+                if (h < t) {
+                    hkey[h] = key;
+                    hpos[h++] = p;
+                    if (h == t)
+                        for (int64_t a = t / 2; a-- > 0;) heap_down(hkey, hpos, t, a);
+                } else if (key < hkey[0]) {
+                    hkey[0] = key;
+                    hpos[0] = p;
+                    heap_down(hkey, hpos, t, 0);
+                }
+            }
+            qsort(hpos, (size_t)t, sizeof *hpos, cmp_i64);  /* list order */
+            for (int64_t q = 0; q < t; q++) take_pick(&tk, q, hpos[q]);
         } else {
             /* Efraimidis-Spirakis: the k smallest keys E_p / w_p (E_p exponential), with
              * their exponential jumps: once the heap holds k keys of largest tau, the

@@ -118,6 +118,14 @@ def test_weights_at_the_ends_of_double_are_drawn_as_scaled_ones(store, replace):
     s = dpyg.NeighborSampler(gs, [2], replace=replace, seed=1, weight_attr="edge_weight")
     got = s._sample(torch.zeros(300, dtype=torch.long)).edge.numpy()
     assert got.size == 600 and set(got.tolist()) <= {0, 1, 2, 3}
+    if not replace:  # one weight beside four subnormal ones (1e-310 as a key E / w was
+        # inf: the last of the four was taken 95 % of the time): each tiny one alike
+        fs, gs = _one_list(store, [1.0] + [1e-310] * 4, "tiny")
+        s = dpyg.NeighborSampler(gs, [2], seed=3, weight_attr="edge_weight")
+        counts = np.bincount(s._sample(torch.zeros(4000, dtype=torch.long)).edge.numpy(),
+                             minlength=5)
+        assert counts[0] == 4000
+        assert (((counts[1:] - 1000.0) ** 2) / 1000.0).sum() < 16.27, counts  # 0.999, df 3
 
 
 def test_all_zero_list(store):
