@@ -291,14 +291,14 @@ def check_indices(idx, limit, what, item="index", low=0, detail=""):
                                     f"[{low}, {limit}){detail}")
 
 
-def big_ints(arr, dtype, what, holder="the variable's"):
-    """``arr`` of numpy dtype object (as numpy makes of Python integers beyond int64,
-    ``[2**70]``) cast to integer ``dtype`` when every element is an integer in its range;
-    else raises a :class:`DDStoreValueError` naming the first integer outside it (its
-    value, position and the range), or returns ``arr`` as it is when it holds something
-    else (the caller refuses its dtype)."""
+def big_ints(arr, dtype, what, holder="the variable's", fallback=None):
+    """``arr`` of numpy dtype object (Python integers, some beyond int64: ``[2**70]``)
+    cast to integer ``dtype`` when every element is an integer in its range; else raises
+    a :class:`DDStoreValueError` naming the first integer outside it (its value, position
+    and the range), or returns ``fallback`` (default ``arr``) when it holds something
+    other than integers (the caller refuses or casts that)."""
     if not all(is_int(v) for v in arr.flat):
-        return arr
+        return arr if fallback is None else fallback
     info = np.iinfo(dtype)
     for pos in np.ndindex(arr.shape):
         v = int(arr[pos])

@@ -710,8 +710,9 @@ class _Directory:
     def create(self):
         """The generation directory, then at once its marker (so that a save killed
         at any later point leaves a directory the next save knows as ours)."""
-        missing, above = [], os.path.abspath(self.path)
-        while not os.path.lexists(above):  # (check() found a directory above)
+        # as os.makedirs makes them, from the path as given ('a/b/c/..' needs a/b/c)
+        missing, above = [], self.path.rstrip(os.sep) or os.sep
+        while above not in ("", os.sep) and not os.path.lexists(above):
             missing.append(above)
             above = os.path.dirname(above)
         for d in reversed(missing):

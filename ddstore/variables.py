@@ -310,8 +310,13 @@ class Variables:
         if arr.shape[1:] != var.row_shape:
             raise DDStoreValueError(f"update {name!r}: rows have row shape {arr.shape[1:]},"
                                     f" the variable has {var.row_shape}")
-        if arr.dtype == object and var.dtype.kind in "iu":  # Python ints beyond int64
-            arr = big_ints(arr, var.dtype, f"update {name!r}")
+        if var.dtype.kind in "iu" and (arr.dtype == object or (
+                arr.dtype.kind == "f" and isinstance(rows, (list, tuple)))):
+            # Python ints beyond int64: numpy makes floats of [2**63, 0] (rounded),
+            # objects of [2**64]; taken as the integers they are
+            exact = arr if arr.dtype == object else np.array(rows, dtype=object)
+            if exact.shape == arr.shape:
+                arr = big_ints(exact, var.dtype, f"update {name!r}", fallback=arr)
         if arr.dtype != var.dtype:
             # within a kind, as numpy's 'same_kind'; any integer into any integer (signed
             # into unsigned too: [1, 2] into uint8), each value checked below

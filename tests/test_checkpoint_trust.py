@@ -151,6 +151,10 @@ def test_a_failed_save_removes_the_directories_it_made(store, tmp_path, monkeypa
     with pytest.raises(DDStoreError, match="ZeroDivisionError"):
         store.save(tmp_path / "a" / "b" / "c")
     assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
+    store.save(os.path.join(tmp_path, "d", "e", ".."))  # made as os.makedirs makes it
+    assert sorted(os.listdir(tmp_path / "d")) == sorted(
+        ["e", ck.MANIFEST, ck.read_manifest(tmp_path / "d")["generation"]])
 
 
 def test_a_failed_directory_sync_says_the_checkpoint_is_in_place(store, tmp_path,

@@ -528,6 +528,9 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
              ("i8", [[1, 2 ** 70]], r"value 1180591620717411303424 at \(0, 1\) does not "
               r"fit the variable's dtype int8 \(\[-128, 127\]\)"),
              ("u2", [2 ** 64, -1], r"value 18446744073709551616 at \(0,\) .* uint16"),
+             # ... and those numpy makes floats of ([2**63, 0] is float64): by value
+             ("i8", [[2 ** 63, 0]], r"value 9223372036854775808 at \(0, 0\) does not fit "
+              r"the variable's dtype int8"),
              # a finer time unit: the count would leave int64 (year 3000 in ns wrapped
              # to 1830)
              ("ns", np.array(["2000-01-01", "3000-01-01"], "datetime64[s]"),
@@ -562,6 +565,9 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
     assert store.local_view("u2").tolist() == [9, 65535]
     store.update("u2", np.array([2, 65534], dtype=object))  # ints in range: written
     assert store.local_view("u2").tolist() == [2, 65534]
+    store.add("u8", np.zeros((1, 2), np.uint64))
+    store.update("u8", [[2 ** 64 - 1, 0]])  # (numpy: float64, 2**64 rounded)
+    assert store.local_view("u8").tolist() == [[2 ** 64 - 1, 0]]
 
 
 def test_hostile_names_indices_and_records_in_process():
