@@ -359,10 +359,9 @@ class PyDDStore:
             # refused, as the original refused a disp that differs ("Invalid disp")
             step.agree(same={"disp (elements per row)": disp,
                              "itemsize (bytes per element)": local.itemsize})
-        self._store.add(name, rows)
-        self._info[name] = _Info(disp, local.itemsize, self._store, self._readers(name),
-                                 name, False)
-        self._annotate(name, self._info[name])
+        with self._store.transaction(f"PyDDStore.add {name!r}"):
+            self._store.add(name, rows)
+            self._take(name, disp, local.itemsize, False)
 
     def init(self, name, nrows, disp, itemsize=1):
         """Collective: reserve ``nrows`` local rows of ``disp`` elements of ``itemsize``
@@ -379,10 +378,18 @@ class PyDDStore:
                                 f"in [{low}, 2**63 - 1]")
             step.agree(same={"disp (elements per row)": int(disp),
                              "itemsize (bytes per element)": int(itemsize)})
-        self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
-        self._info[name] = _Info(int(disp), int(itemsize), self._store,
-                                 self._readers(name), name, True)
-        self._annotate(name, self._info[name])
+        with self._store.transaction(f"PyDDStore.init {name!r}"):
+            self._store.init(name, int(nrows), (int(disp) * int(itemsize),), np.uint8)
+            self._take(name, int(disp), int(itemsize), True)
+
+    def _take(self, name, disp, itemsize, init):
+        """Collective, inside the transaction that made variable ``name``: its readers
+        and annotation, in a step (what fails on one rank is agreed, and the variable
+        removed on every rank)."""
+        with self._store.collective(None):
+            info = _Info(disp, itemsize, self._store, self._readers(name), name, init)
+            self._annotate(name, info)
+        self._info[name] = info
 
     def update(self, name, arr, offset=0):
         """Local: write rows ``arr`` into this rank's chunk at local row ``offset``."""

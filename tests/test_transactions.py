@@ -692,3 +692,60 @@ def test_read_ahead_reads_what_the_name_meant_last(store):
             fail_in_step(store)
     assert store.get("x", 0).tolist() == [1] and store.variables() == ["x"]
     store.remove("x")
+
+
+def test_builders_refuse_a_name_of_another_object_before_making_anything(store):
+    """A temporal graph, a node memory or a graph dataset under the name of a window
+    dataset: refused before anything is made (the build ran, and only its annotation
+    was refused: its variables stayed and blocked the name)."""
+    import warnings
+    from ddstore import spatiotemporal as st
+    from ddstore import temporal as tg
+    from ddstore.graphs import GraphDataset, ising_dataset
+    st.WindowDataset(store, "w", np.zeros((60, 3, 1), np.float32), 2)
+    before = (store.variables(), store.annotations())
+    builds = {
+        "TemporalGraph": lambda: tg.TemporalGraph.from_arrays(
+            store, "w", np.arange(4), np.arange(1, 5), np.arange(4.0)),
+        "NodeMemory": lambda: tg.NodeMemory(store, "w", 8, 2, 2),
+        "GraphDataset": lambda: GraphDataset.from_samples(
+            store, "w", [ising_dataset(2, size=3, seed=1)[i] for i in range(2)],
+            progress=False)}
+    for kind, build in builds.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # (a rollback left undone)
+            with pytest.raises(DDStoreValueError, match=f"the store holds a WindowDataset "
+                                                        f"named 'w'.*a {kind} needs another"):
+                build()
+        assert (store.variables(), store.annotations()) == before, kind
+
+
+def test_failed_pyg_builders_and_pyddstore_add_leave_nothing(store):
+    """from_pyg / from_hetero failing (an edge to a node that does not exist) leave no
+    feature or graph store annotation (they did: open_stores then opened an object
+    never built); PyDDStore.add failing after the variable was made (its readers, its
+    annotation) removes the variable, and the PyDDStore does not list it."""
+    from torch_geometric.data import Data, HeteroData
+    import torch
+    import pyddstore
+    from ddstore import DDStoreMemoryError
+    from ddstore import pyg as dpyg
+    before = (store.variables(), store.annotations())
+    bad = Data(x=torch.zeros(3, 1), edge_index=torch.tensor([[0, 1], [1, 7]]))
+    with pytest.raises(DDStoreIndexError, match="node 7 out of range"):
+        dpyg.from_pyg(store, bad, name="g", weight_attr=None)
+    h = HeteroData()
+    h["a"].x = torch.zeros(3, 1)
+    h["a", "r", "a"].edge_index = torch.tensor([[0], [9]])
+    with pytest.raises(DDStoreIndexError, match="node 9 out of range"):
+        dpyg.from_hetero(store, h, name="h")
+    assert (store.variables(), store.annotations()) == before
+    pd = pyddstore.PyDDStore.__new__(pyddstore.PyDDStore)
+    pd._adopt(store.comm, store)
+
+    def no_memory(name):
+        raise MemoryError("readers")
+    pd._readers = no_memory
+    with pytest.raises(DDStoreMemoryError, match="readers"):
+        pd.add("pv", np.zeros((2, 3)))
+    assert (store.variables(), store.annotations()) == before and pd.variables() == []

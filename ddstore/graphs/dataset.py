@@ -12,6 +12,7 @@ from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStor
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
 from ..sources.base import check_same_files
 from .._checks import as_indices, integer_scalar, is_int, partition
+from ..annotations import check_object_name
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
 
@@ -458,6 +459,8 @@ class _Share:
 
     def __init__(self, store, name, source, progress):
         """Local: read this rank's chunk of ``source``; raises on bad input."""
+        # a name another kind of object holds: refused before anything is read or made
+        check_object_name(store, name, KIND, f"graphs {name!r}")
         self.name, self.source, self.records, self.offsets = name, source, None, None
         # what the samples are read from (None: not files), agreed in the round
         self.marks = source.file_marks() if isinstance(source, Source) else None

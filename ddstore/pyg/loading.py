@@ -128,9 +128,10 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
             edge_index = torch.zeros((2, 0), dtype=torch.long)
         step.agree(same=same_data(dict({key: value for _, key, value in attrs},
                                        edge_index=edge_index, num_nodes=[n])))
-    fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
-                                                   weight_attr=weight_attr)
+    # the stores made inside the transaction: a rollback forgets their annotations
     with store.transaction(f"pyg.from_pyg {name!r}"), values_agreed():
+        fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
+                                                       weight_attr=weight_attr)
         fs.declare_rows({None: n})
         for kind, key, value in attrs:
             fs.put_tensor(value, group_name=None if kind == "node" else EDGES,
@@ -181,9 +182,10 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
         values.update({(et, "edge_index"): ei for et, ei, _ in edges})
         values.update({(nt, "num_nodes"): [data[nt].num_nodes] for nt in data.node_types})
         step.agree(same=same_data(values))
-    fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
-                                                   weight_attr=weight_attr)
+    # the stores made inside the transaction: a rollback forgets their annotations
     with store.transaction(f"pyg.from_hetero {name!r}"), values_agreed():
+        fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
+                                                       weight_attr=weight_attr)
         fs.declare_rows(counts)
         for group, key, value in attrs:
             fs.put_tensor(value, group_name=group, attr_name=key, index=None)

@@ -29,6 +29,7 @@ T-CSR row (4 or 8 more bytes per edge) and a search of ``indptr``.
 """
 import numpy as np
 
+from ..annotations import check_object_name
 from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
 from .._checks import (as_bool, as_dtype, as_indices, check_free_names,
@@ -277,6 +278,7 @@ class TemporalGraph:
                                 edge_label)
             as_bool(add_reverse, f"graph {name!r}: add_reverse")
             check_free_names(f"graph {name!r}", names_under(name, store.variables()))
+            check_object_name(store, name, cls.KIND, f"graph {name!r}")
             check_chunk_edges(chunk_edges, name)
 
             def layout(key):
@@ -446,6 +448,7 @@ class TemporalGraph:
                 raise DDStoreValueError(f"graph name must be a non-empty str, got {name!r}")
             as_bool(add_reverse, f"graph {name!r}: add_reverse")
             check_free_names(f"graph {name!r}", names_under(name, store.variables()))
+            check_object_name(store, name, cls.KIND, f"graph {name!r}")
             check_chunk_edges(chunk_edges, name)
             share = TGLShare(store, directory, step)  # its first round is this step's
             try:  # int32 node ids in the edge table, again with int64 if one does not fit

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._collective import holds_interrupts, join_bounded
+from ..annotations import check_object_name
 from .._checks import (as_dtype, as_indices, as_int, check_free_names, check_indices,
                        is_int, partition, names_under, tensor_values)
 from .._times import FLOAT_TIMES, as_time_dtype, as_times
@@ -308,6 +309,7 @@ class NodeMemory:
                                         f"holds num_nodes x mailbox_size rows, at most "
                                         f"2**63 - 1)")
             check_free_names(f"NodeMemory {name!r}", names_under(name, store.variables()))
+            check_object_name(store, name, self.KIND, f"NodeMemory {name!r}")
             step.agree(same={"num_nodes": int(num_nodes), "memory_dim": int(memory_dim),
                              "mail_dim": int(mail_dim), "mailbox_size": int(mailbox_size),
                              "dtype": str(dt), "ts_dtype": str(tdt)})
