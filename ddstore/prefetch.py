@@ -329,12 +329,17 @@ def epoch_samplers(loader):
     """The samplers of ``loader`` that take ``set_epoch``: its ``sampler`` and
     ``batch_sampler``, and the sampler inside either where it is a batch sampler
     (``BatchSampler(DistributedSampler(...))`` given as a ``DataLoader``'s ``sampler``,
-    as the graph loader does), each once."""
-    out = []
-    for s in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)):
-        for t in (s, getattr(s, "sampler", None)):
-            if hasattr(t, "set_epoch") and all(t is not o for o in out):
-                out.append(t)
+    as the graph loader does), each once; where it has none, those of the loader a
+    wrapper holds in ``.loader`` (PyG's ``PrefetchLoader``, ours), at any depth."""
+    out, inner = [], loader
+    for _ in range(16):
+        for s in (getattr(inner, "sampler", None), getattr(inner, "batch_sampler", None)):
+            for t in (s, getattr(s, "sampler", None)):
+                if hasattr(t, "set_epoch") and all(t is not o for o in out):
+                    out.append(t)
+        inner = getattr(inner, "loader", None)
+        if out or inner is None:
+            break
     return out
 
 

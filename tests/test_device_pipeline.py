@@ -997,3 +997,40 @@ def test_gpu_check_script_smoke(tmp_path):
     for line in ("resident windows", "ratio resident / gather:", "== targets",
                  "resident/gather", "status 0"):
         assert line in proc.stdout, line
+
+
+def test_resident_loader_draws_as_torch_and_set_epoch_finds_wrapped_samplers(store):
+    """Window probe: the device-resident loader draws once from torch's generator per
+    iter() as torch's DataLoader and the host loader do (it drew nothing: a loop's random
+    stream changed with where the series lived), and its iterator has a len;
+    st.set_epoch reaches the samplers under PyG's PrefetchLoader (it did nothing, so
+    every epoch repeated one order) and refuses an object without any; local= with the
+    global sampler is checked."""
+    from torch_geometric.loader import PrefetchLoader
+    arr = _series()
+    res = st.WindowDataset(store, f"r{next(_names)}", arr, 3, resident="device").splits()[0]
+    host = st.WindowDataset(store, f"h{next(_names)}", arr, 3).splits()[0]
+    after = {}
+    for name, loader in (("resident", res.loader(8)), ("host", host.loader(8)),
+                         ("torch", torch.utils.data.DataLoader(
+                             host, batch_size=8, collate_fn=st.batch_collate,
+                             sampler=torch.utils.data.DistributedSampler(host, 1, 0)))):
+        torch.manual_seed(0)
+        it = iter(loader)
+        assert len(it) == len(loader)
+        list(it)
+        after[name] = torch.rand(1).item()
+    assert after["resident"] == after["host"] == after["torch"], after
+    for sampler in ("global", "batch"):
+        ref, wrapped = host.loader(8, sampler=sampler), PrefetchLoader(
+            host.loader(8, sampler=sampler), device="cpu")
+        st.set_epoch(ref, 1)
+        st.set_epoch(wrapped, 1)
+        assert all(torch.equal(a[0], b[0]) for a, b in zip(ref, wrapped)), sampler
+        st.set_epoch(wrapped, 0)
+        assert not all(torch.equal(a[0], b[0]) for a, b in zip(ref, wrapped)), sampler
+    for bad in (None, host, [1]):
+        with pytest.raises(DDStoreValueError, match="has no sampler that takes set_epoch"):
+            st.set_epoch(bad, 1)
+    with pytest.raises(DDStoreValueError, match="local"):
+        host.loader(8, local="yes")

@@ -209,11 +209,18 @@ def _collate_dynamic(samples):
 
 def set_epoch(loader, epoch):
     """Call ``set_epoch`` on a DataLoader's sampler and batch sampler, where they have it
-    (and on the sampler a batch sampler wraps: :func:`ddstore.prefetch.epoch_samplers`).
+    (and on the sampler a batch sampler wraps, or on those of the loader a wrapper holds:
+    :func:`ddstore.prefetch.epoch_samplers`); a loader with none is refused.
     Collective for the window loaders' samplers (they split the windows over the ranks:
     the epoch is checked to be the same on every rank)."""
     from ..prefetch import epoch_samplers
     samplers = epoch_samplers(loader)
+    if not samplers:  # (an epoch that changed nothing would repeat the same order)
+        raise DDStoreValueError(
+            f"set_epoch: {type(loader).__name__} {loader!r:.80} has no sampler that takes "
+            f"set_epoch (looked at its sampler and batch_sampler, and those of the loader "
+            f"it wraps in .loader); give the loader itself (split.loader(...), or a "
+            f"wrapper of it)")
     ours = [s for s in samplers if getattr(s, "agrees_epoch", False)]
     for s in ours:  # first: a bad epoch raises alike on every rank
         s.set_epoch(epoch)
@@ -334,7 +341,8 @@ class _WindowView(torch.utils.data.Dataset):
         communicator (sample-level global shuffle; every epoch each start once, padded
         to a multiple of the rank count unless ``drop_last``).  ``sampler="batch"``:
         :class:`BatchShuffleSampler` (batches of consecutive starts, order shuffled;
-        ``local`` prefers windows this rank stores).  Call :func:`set_epoch` every epoch.
+        ``local`` prefers windows this rank stores; unused by ``"global"``, but checked
+        alike).  Call :func:`set_epoch` every epoch.
         Single-process loading (``num_workers=0``; anything else raises
         :class:`DDStoreValueError`): the store is MPI memory.
 
@@ -374,6 +382,10 @@ class _WindowView(torch.utils.data.Dataset):
                                     prefetch, num_workers, device, direct)
             same = {k: getattr(smp, k) for k in ("shuffle", "seed", "drop_last", "local")
                     if hasattr(smp, k)}
+            if sampler == "global":  # unused there, checked alike (BatchShuffleSampler
+                # checks its own)
+                what = f"{self._what()}.loader: local"
+                same["local"] = None if local is None else as_bool(local, what)
             if not same["shuffle"]:
                 del same["seed"]  # unused without a shuffle: may differ
             step.agree(same={"batch_size": int(batch_size), "sampler": sampler, **same})
@@ -640,6 +652,12 @@ class _DeviceWindowBatches:
         return -(-self.sampler.num_samples // self.batch_size)
 
     def __iter__(self):
+        # the draw torch's iterator makes (its workers' base seed), as the host loader
+        # makes it: a loop's random stream is the same wherever the series lives
+        torch.empty((), dtype=torch.int64).random_()
+        return _SizedIter(self._batches(), len(self))
+
+    def _batches(self):
         ds = self.view._ds
         starts, bounds = self._epoch()
         h = ds.horizon
@@ -654,6 +672,24 @@ class _DeviceWindowBatches:
             for a, e in group:
                 lo, hi = (a - a0) * h, (e - a0) * h
                 yield ds._fetch(starts[a:e], rows=(rx[lo:hi], ry[lo:hi]))
+
+
+class _SizedIter:
+    """An iterator over ``it`` whose ``len`` is ``n`` (the batches of an epoch, as
+    ``len`` of a torch ``DataLoader``'s iterator says)."""
+    __slots__ = ("_it", "_n")
+
+    def __init__(self, it, n):
+        self._it, self._n = it, n
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+    def __len__(self):
+        return self._n
 
 
 class WindowSplit(_WindowView):
