@@ -318,8 +318,10 @@ def build(state, attrs, plan, columns, is_sorted=False):
         if reverse_of is None:
             state.choose(edge_type)
         state.changed()
-    # what the sampler reads, mapped now rather than one page fault per first touch
-    prefault_built(st, list(vars_.values()))
+        # what the sampler reads, mapped now rather than one page fault per first touch
+        # (in a step: a failure on one rank is agreed, and the build undone everywhere)
+        with st.collective(None):
+            prefault_built(st, list(vars_.values()))
     return True
 
 

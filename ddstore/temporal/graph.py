@@ -422,9 +422,13 @@ class TemporalGraph:
             # an enclosing transaction that rolls back removes the graph: this object's
             # samplers then refuse, as after remove()
             txn.on_rollback(graph._rolled_back)
-        graph._annotate()  # every builder ends here (from_jodie / from_pyg annotate again)
-        # what samplers read, mapped now rather than one page fault per first touch
-        prefault_built(store, [f"{name}/{k}" for k in _T_VARS])
+            # this rank's own work, in a step: what fails on one rank is agreed, and the
+            # build undone on every rank (it was left, after the commit, on every rank)
+            with store.collective(None):
+                graph._annotate()  # every builder ends here (from_jodie / from_pyg
+                # annotate again)
+                # what samplers read, mapped now rather than one page fault per first touch
+                prefault_built(store, [f"{name}/{k}" for k in _T_VARS])
         return graph
 
     @classmethod
@@ -530,12 +534,14 @@ class TemporalGraph:
             t_dtype = np.dtype(np.int64 if share.whole_times else np.float64)
             split = chronological_split_share(store.comm, share.t, t_dtype, val_ratio,
                                               test_ratio)
-            g = cls.from_arrays(store, name, share.src, share.dst, share.t,
-                                edge_feat=share.edge_feat, add_reverse=add_reverse,
-                                split=split, edge_label=share.label)
-            g.t_dtype = t_dtype
-            g.num_users, g.num_items = share.num_users, share.num_items
-            g._annotate()  # what open() gives back: t_dtype, num_users, num_items
+            with store.transaction(f"TemporalGraph.from_jodie {name!r}"):
+                g = cls.from_arrays(store, name, share.src, share.dst, share.t,
+                                    edge_feat=share.edge_feat, add_reverse=add_reverse,
+                                    split=split, edge_label=share.label)
+                with store.collective(None):  # (agreed: a failure undoes the graph)
+                    g.t_dtype = t_dtype
+                    g.num_users, g.num_items = share.num_users, share.num_items
+                    g._annotate()  # what open() gives back: t_dtype, num_users, num_items
             return g
 
     @classmethod
@@ -593,12 +599,14 @@ class TemporalGraph:
                              **same_data(arrs, what="TemporalData"),
                              **(same_data({"split": split}, what="argument")
                                 if layout["split given"] else {})})
-            g = cls.from_arrays(store, name, *share,
-                                edge_feat=arrs["msg"][sl] if "msg" in arrs else None,
-                                add_reverse=add_reverse, split=split[sl],
-                                edge_label=arrs["y"][sl] if "y" in arrs else None)
-            g.t_dtype = arrs["t"].dtype
-            g._annotate()
+            with store.transaction(f"TemporalGraph.from_pyg {name!r}"):
+                g = cls.from_arrays(store, name, *share,
+                                    edge_feat=arrs["msg"][sl] if "msg" in arrs else None,
+                                    add_reverse=add_reverse, split=split[sl],
+                                    edge_label=arrs["y"][sl] if "y" in arrs else None)
+                with store.collective(None):  # (agreed: a failure undoes the graph)
+                    g.t_dtype = arrs["t"].dtype
+                    g._annotate()
             return g
 
     # ------------------------------------------------------------------ checkpoint

@@ -501,6 +501,27 @@ def temporal_cases(store, tmp):
     g = tg.TemporalGraph.from_arrays(store, "tgraph", *args, **kw)
     check_temporal(g, src, dst, t, ef, "from_arrays retry")
     drop_new(store, before)
+    # this rank's own work at the end of a build (its annotation, its prefault) failing
+    # on the last rank: agreed, the graph undone (it was kept, after the commit, and
+    # one rank raised alone); from_pyg's second annotation too
+    from ddstore.temporal import graph as graph_mod
+    with failing_on([LAST], graph_mod, "prefault_built", error=MemoryError):
+        fails_midway(store, DDStoreMemoryError, ["injected failure in prefault_built"],
+                     tg.TemporalGraph.from_arrays, store, "tgraph", *args, **kw,
+                     what="TemporalGraph.from_arrays: prefault fails on the last rank")
+    from torch_geometric.data import TemporalData
+    import torch
+    data = TemporalData(src=torch.as_tensor(src), dst=torch.as_tensor(dst),
+                        t=torch.as_tensor(t), msg=torch.as_tensor(ef))
+    calls = {"n": 0}
+
+    def second(*a, **k):  # its second annotation: from_pyg's own
+        calls["n"] += 1
+        return calls["n"] == 2
+    with failing_on([LAST], tg.TemporalGraph, "_annotate", when=second, error=MemoryError):
+        fails_midway(store, DDStoreMemoryError, ["injected failure in _annotate"],
+                     tg.TemporalGraph.from_pyg, store, "tgraph", data,
+                     what="TemporalGraph.from_pyg: its annotation fails on the last rank")
 
     # from_tgl: a bad line (in the last rank's byte range) and an unsorted file
     d = os.path.join(tmp, "tgl")
