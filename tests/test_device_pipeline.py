@@ -1029,8 +1029,20 @@ def test_resident_loader_draws_as_torch_and_set_epoch_finds_wrapped_samplers(sto
         assert all(torch.equal(a[0], b[0]) for a, b in zip(ref, wrapped)), sampler
         st.set_epoch(wrapped, 0)
         assert not all(torch.equal(a[0], b[0]) for a, b in zip(ref, wrapped)), sampler
-    for bad in (None, host, [1]):
-        with pytest.raises(DDStoreValueError, match="has no sampler that takes set_epoch"):
+    for bad in (None, [1]):
+        with pytest.raises(DDStoreValueError, match="is not a loader: it has no sampler"):
             st.set_epoch(bad, 1)
+    # a loader whose samplers need no epoch: nothing (as before); EdgeBatches and its
+    # wrappers: their own set_epoch (they were refused)
+    st.set_epoch(torch.utils.data.DataLoader(host, batch_size=8), 1)
+    from ddstore import temporal as tg
+    from ddstore.prefetch import PrefetchLoader as OurPrefetch
+    g = tg.TemporalGraph.from_arrays(store, f"t{next(_names)}", np.arange(6),
+                                     np.arange(1, 7), np.arange(6.0))
+    eb = tg.EdgeBatches(g, 2)
+    for target in (eb, OurPrefetch(eb, 1), eb.loader("cpu")):
+        st.set_epoch(target, 3)
+        assert eb.epoch == 3
+        eb.set_epoch(0)
     with pytest.raises(DDStoreValueError, match="local"):
         host.loader(8, local="yes")

@@ -210,17 +210,31 @@ def _collate_dynamic(samples):
 def set_epoch(loader, epoch):
     """Call ``set_epoch`` on a DataLoader's sampler and batch sampler, where they have it
     (and on the sampler a batch sampler wraps, or on those of the loader a wrapper holds:
-    :func:`ddstore.prefetch.epoch_samplers`); a loader with none is refused.
+    :func:`ddstore.prefetch.epoch_samplers`); without them, the object's own
+    ``set_epoch`` (:class:`~ddstore.temporal.EdgeBatches`); samplers that need no epoch
+    (torch's ``SequentialSampler``, ``RandomSampler``): nothing; an object that is no
+    loader (no sampler, batch sampler or ``set_epoch``) is refused.
     Collective for the window loaders' samplers (they split the windows over the ranks:
     the epoch is checked to be the same on every rank)."""
     from ..prefetch import epoch_samplers
     samplers = epoch_samplers(loader)
-    if not samplers:  # (an epoch that changed nothing would repeat the same order)
-        raise DDStoreValueError(
-            f"set_epoch: {type(loader).__name__} {loader!r:.80} has no sampler that takes "
-            f"set_epoch (looked at its sampler and batch_sampler, and those of the loader "
-            f"it wraps in .loader); give the loader itself (split.loader(...), or a "
-            f"wrapper of it)")
+    if not samplers:
+        own = getattr(loader, "set_epoch", None)
+        if callable(own):  # an object with its own (EdgeBatches, a wrapper of one)
+            own(epoch)
+            return
+        inner = loader
+        for _ in range(16):
+            if inner is None or getattr(inner, "sampler", None) is not None or \
+                    getattr(inner, "batch_sampler", None) is not None:
+                break
+            inner = getattr(inner, "loader", None)
+        if inner is None:  # (an epoch that changed nothing would repeat one order)
+            raise DDStoreValueError(
+                f"set_epoch: {type(loader).__name__} {loader!r:.80} is not a loader: it "
+                f"has no sampler, batch sampler or set_epoch (nor has the loader it "
+                f"wraps in .loader)")
+        return  # samplers that need no epoch (torch's SequentialSampler, RandomSampler)
     ours = [s for s in samplers if getattr(s, "agrees_epoch", False)]
     for s in ours:  # first: a bad epoch raises alike on every rank
         s.set_epoch(epoch)
