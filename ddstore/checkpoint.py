@@ -199,11 +199,12 @@ def read_manifest(path):
         raise DDStoreValueError(f"checkpoint {name!r} has format version "
                                 f"{version!r}; this ddstore reads versions 1 and "
                                 f"{VERSION}")
-    if version < 2 and (raw.startswith(_PREFIX) or "manifest_xxh64" in manifest):
+    if version < 2 and (raw.startswith(_PREFIX) or "manifest_xxh64" in manifest or
+                        "checkpoint" in manifest):
         raise DDStoreValueError(
-            f"checkpoint {name!r}: field version: it says 1, but the manifest has a "
-            f"manifest_xxh64 checksum, which version 1 never had (its version was "
-            f"altered, which would skip the checksum); nothing loaded")
+            f"checkpoint {name!r}: field version: it says 1, but the manifest has "
+            f"fields version 1 never had (manifest_xxh64, checkpoint): its version was "
+            f"altered, which would skip the checksum; nothing loaded")
     if version >= 2:
         stated = raw[_DIGITS].decode("ascii", "replace")
         if not raw.startswith(_PREFIX) or raw[_DIGITS.stop:_DIGITS.stop + 1] != b'"' or \
@@ -432,6 +433,11 @@ def _check_extents(path, m):
     dtypes, row shapes and row counts agree with the files' sizes).  Stats every file:
     rank 0 does it, in load's first step."""
     name = os.path.join(path, MANIFEST)
+    if m["version"] < 2 and os.path.lexists(os.path.join(path, m["generation"], _MARKER)):
+        raise DDStoreValueError(  # (a version-1 save wrote no marker: see read_manifest)
+            f"checkpoint {name!r}: field version: it says 1, but its generation holds "
+            f"{_MARKER!r}, which only a version-2 save writes: its version was altered, "
+            f"which would skip the checksum; nothing loaded")
     extents = [[] for _ in m["files"]]
     for i, v in enumerate(m["variables"]):
         row_bytes = np.dtype(v["dtype"]).itemsize * math.prod(v["row_shape"])

@@ -45,8 +45,9 @@ changed).  Anything else passes through unchanged; tensors already on ``device``
 too, and sparse tensors are moved with ``.to(device)``.
 
 With ``device="cpu"`` the same staging runs (buffers reused, copies ordinary, no
-streams): this is how the logic is tested without a GPU.  The loaders of the store only
-wrap with it for a non-CPU device, so CPU training keeps its path.
+streams): this is how the logic is tested without a GPU.  The loaders of the store wrap
+with it when a ``device=`` is given to ``loader`` (``"cpu"`` included) or the dataset's
+own device is not the CPU; by default CPU training keeps its path.
 
 Pinned memory it costs: ``k + 2`` slots, each as large as the largest batch seen
 (rounded up by at most 1.5x on growth), per dtype: for windows of 535 KB, batch 64,

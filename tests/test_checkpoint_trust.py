@@ -300,8 +300,25 @@ def test_a_version_lowered_to_1_is_refused(store, tmp_path):
     edit(d, lambda m: m.update(version=1) or m["variables"][0].update(dtype="<i8"),
          resign=False)
     with pytest.raises(DDStoreValueError, match="field version: it says 1, but the "
-                                                "manifest has a manifest_xxh64"):
+                                                "manifest has fields version 1 never had"):
         restore(d)
+    # relabelled whole: the checksum field removed too, then the checkpoint id: the
+    # id, then the generation's marker, tell it from a version-1 save
+    saved_again = tmp_path / "e"
+    for drop, match in ((("manifest_xxh64",), "fields version 1 never had"),
+                        (("manifest_xxh64", "checkpoint"), "its generation holds "
+                                                           "'.ddstore-generation'")):
+        store.save(saved_again)
+        m = json.loads(raw_of(saved_again))
+        for k in drop:
+            del m[k]
+        m.update(version=1)
+        m["variables"][0].update(dtype="<i8")
+        with open(os.path.join(saved_again, ck.MANIFEST), "w") as f:
+            json.dump(m, f)
+        with pytest.raises(DDStoreValueError, match=match):
+            restore(saved_again)
+        os.remove(os.path.join(saved_again, ck.MANIFEST))
 
 
 @pytest.mark.parametrize("what,change", UNSIGNED, ids=[u[0] for u in UNSIGNED])
