@@ -264,7 +264,8 @@ def nothing_to_train(resume, done, epochs, last):
     if done < last:
         return None
     return (f"--resume {resume}: epoch {done} is done and --epochs {epochs} trains no "
-            f"further: nothing to train (give --epochs above {epochs} to go on)")
+            f"further: nothing to train (give --epochs above {done + epochs - last} to go "
+            f"on)")
 
 
 def int_list(least):

@@ -452,9 +452,12 @@ class Variables:
         if n:
             try:  # the core checks every index; explain a failure in user terms
                 self.core.read(var.vid, idx, None, out)
-            except DDStoreIndexError:
-                check_indices(idx, var.nrows, f"get_batch {name!r}")
-                raise
+            except DDStoreIndexError as exc:
+                failed = exc  # (explained below, outside the handler: one error shown)
+            else:
+                return out
+            check_indices(idx, var.nrows, f"get_batch {name!r}")
+            raise failed
         return out
 
     def get_many(self, requests):
@@ -483,10 +486,14 @@ class Variables:
         try:  # the core checks every index; explain a failure in user terms
             self.core.read_many([(var.vid, idx, None, out) for var, idx, out in plan
                                  if idx.shape[0]])
-        except DDStoreIndexError:
+        except DDStoreIndexError as exc:
+            failed = exc  # (explained below, outside the handler: one error shown)
+        else:
+            failed = None
+        if failed is not None:
             for var, idx, _ in plan:
                 check_indices(idx, var.nrows, f"get_many {var.name!r}")
-            raise
+            raise failed
         return outs
 
     def get_range(self, name, start, count, out=None):

@@ -501,10 +501,13 @@ def test_nothing_to_train_names_the_epochs():
     from ddstore.cli import nothing_to_train
     assert nothing_to_train("ck", 2, 4, 3) is None       # epoch 3 left (0-based)
     assert nothing_to_train("ck", 3, 4, 4) is None       # epoch 4 left (1-based)
-    for done, epochs, last in ((3, 4, 3), (5, 4, 3), (4, 4, 4)):
+    # the least --epochs that trains on: epoch 5 done, 0-based, needs --epochs 7 (the
+    # line said 'above 4', the --epochs given)
+    for done, epochs, last, above in ((3, 4, 3, 4), (5, 4, 3, 6), (4, 4, 4, 4),
+                                      (6, 2, 2, 6)):
         assert nothing_to_train("ck", done, epochs, last) == (
             f"--resume ck: epoch {done} is done and --epochs {epochs} trains no further:"
-            f" nothing to train (give --epochs above {epochs} to go on)")
+            f" nothing to train (give --epochs above {above} to go on)")
 
 
 @pytest.mark.parametrize("module,args,words", [
