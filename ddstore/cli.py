@@ -255,6 +255,11 @@ def _release_claim(checkpoint, text, made):
         pass  # (gone already, or not ours to remove)
 
 
+def plural(n, word, words=None):
+    """``"1 replica"``, ``"2 replicas"`` (``words``: the plural when it is not word + s)."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
 def nothing_to_train(resume, done, epochs, last):
     """The line a resumed example prints when no epoch is left to train, or None:
     ``done`` is the last epoch its checkpoint holds, ``last`` the last epoch this run

@@ -152,8 +152,9 @@ def init_torch_distributed(comm=None, backend=None, device=None):
                 f"{' ...' if len(lacking) > 8 else ''}; built there: "
                 f"{', '.join(map(repr, seen[lacking[0]][2])) or 'none'}")
     if comm.rank == 0:
-        logger.info("init_torch_distributed: %s (%d ranks on %d node(s))", reason,
-                    comm.size, len({r[0] for r in ranks}))
+        from .cli import plural
+        logger.info("init_torch_distributed: %s (%s on %d node(s))", reason,
+                    plural(comm.size, "rank"), len({r[0] for r in ranks}))
     device = torch.device(devices[comm.rank])
     if device.type == "cuda":
         torch.cuda.set_device(device)

@@ -40,7 +40,8 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import agreed_call, at_least, check_width, run_program  # noqa: E402
+from ddstore.cli import (agreed_call, at_least, check_width, plural,  # noqa: E402
+                         run_program)
 from ddstore.dynamic import DynamicWindowDataset  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
@@ -123,7 +124,7 @@ def main():
         print(f"{label}: T={ds.num_steps}, nodes={ds.num_nodes}, features="
               f"{ds.num_features} (target {target}, log1p), {int(g.num_edges().sum())} "
               f"edges in {len(g)} snapshots, horizon {args.horizon}; windows train/val/"
-              f"test = {len(train)}/{len(val)}/{len(test)}; {comm.size} ranks, width "
+              f"test = {len(train)}/{len(val)}/{len(test)}; {plural(comm.size, 'rank')}, width "
               f"{store.width}, {len(loader)} batches of {args.batch_size} per rank",
               flush=True)
     held = comm.allgather(g.nbytes())
@@ -131,8 +132,9 @@ def main():
         per_rank = ", ".join(f"{b / 1024:.1f}" for b in held)
         print(f"edge bytes: deltas + checkpoints (every {g.checkpoint_every} steps) "
               f"{sum(held) / 1024:.1f} KiB in the store ({per_rank} KiB per rank) vs "
-              f"{g.materialized_nbytes() / 1024:.1f} KiB as full PyG snapshots on every "
-              f"rank", flush=True)
+              f"{g.materialized_nbytes() / 1024:.1f} KiB as full PyG snapshots on each "
+              f"rank ({comm.size * g.materialized_nbytes() / 1024:.1f} KiB over "
+              f"{plural(comm.size, 'rank')})", flush=True)
     persistence = evaluate(None, val, target, 64, comm)
     for epoch in range(args.epochs):
         st.set_epoch(loader, epoch)

@@ -63,7 +63,7 @@ import torch.nn.functional as F
 import ddstore
 from ddstore import pyg as dpyg
 from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
-                         input_path, int_list, run_program, seed)
+                         input_path, int_list, plural, run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
 from ddstore.distributed import init_torch_distributed
 from ddstore.pyg import load_npy, load_ogb, load_synthetic
@@ -207,7 +207,7 @@ def main(argv=None):
         held = comm.allgather(store.nbytes())
         log(comm, f"{what}: {data.num_nodes} nodes, {data.num_edges} directed edges, "
                   f"{data.num_features} features, {data.num_classes} classes; split "
-                  f"{data.split_sizes}; in the store over {size} ranks, width "
+                  f"{data.split_sizes}; in the store over {plural(size, 'rank')}, width "
                   f"{store.width}: {max(held) / 1e6:.0f} MB per rank; loaded in "
                   f"{load_s:.1f} s")
         if not data.splits:
@@ -268,7 +268,7 @@ def main(argv=None):
             loss = np.mean(losses, axis=0) if losses else (float("nan"),) * 2
             log(comm, f"epoch {epoch}: loss {loss[0]:.4f} (GraphSAGE), {loss[1]:.4f} (MLP); "
                       f"{nb} batches per rank in {secs:.1f} s, {edges / secs / 1e6:.2f} M "
-                      f"sampled edges/s over {size} ranks")
+                      f"sampled edges/s over {plural(size, 'rank')}")
 
         t0 = time.perf_counter()
         results = {}

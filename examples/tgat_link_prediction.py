@@ -37,7 +37,7 @@ import torch.nn.functional as F
 import ddstore
 from ddstore import temporal as tg
 from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
-                         input_path, int_list, run_program, seed)
+                         input_path, int_list, plural, run_program, seed)
 from ddstore.distributed import init_torch_distributed
 
 
@@ -300,7 +300,7 @@ def main(argv=None):
             graph = tg.TemporalGraph.from_arrays(
                 store, "g", s.src[lo:hi], s.dst[lo:hi], s.t[lo:hi],
                 edge_feat=s.edge_feat[lo:hi], split=s.split[lo:hi], add_reverse=True)
-        log(comm, f"{graph} in the store over {comm.size} ranks, width {store.width}, "
+        log(comm, f"{graph} in the store over {plural(comm.size, 'rank')}, width {store.width}, "
                   f"{store.replicas} replica(s); T-CSR {graph.tcsr_bytes() / 1e6:.1f} MB on "
                   f"rank 0; built in {time.perf_counter() - t0:.1f} s")
         train_tgat(graph, args, comm)

@@ -77,7 +77,7 @@ import torch.nn.functional as F
 import ddstore
 from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least, check_width,
                          claim_checkpoint, input_path, nothing_to_train, output_dir,
-                         run_program)
+                         plural, run_program)
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
@@ -333,7 +333,7 @@ def build_graph(store, args, comm):
         what = f"JODIE file {args.jodie}"
     else:
         graph, what = synthetic_graph(store, args, comm)
-    log(comm, f"{what}: {graph} over {comm.size} ranks, width {store.width}; built in "
+    log(comm, f"{what}: {graph} over {plural(comm.size, 'rank')}, width {store.width}; built in "
               f"{time.perf_counter() - t0:.1f} s")
     return graph
 
@@ -518,7 +518,7 @@ def main(argv=None):
         store = ddstore.DDStore.restore(os.path.join(args.resume, "store"), comm,
                                         width=args.width, transport=args.transport)
         graph = tg.TemporalGraph.open(store, "g")
-        log(comm, f"restored {args.resume}: {graph} over {comm.size} ranks, width "
+        log(comm, f"restored {args.resume}: {graph} over {plural(comm.size, 'rank')}, width "
                   f"{store.width}, in {time.perf_counter() - t0:.1f} s")
     else:
         store = ddstore.DDStore(comm, width=args.width, transport=args.transport)

@@ -49,7 +49,7 @@ import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.cli import (agreed_call, at_least, check_width,  # noqa: E402
                          claim_checkpoint, nothing_to_train, output_dir,
-                         run_program)
+                         plural, run_program)
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
@@ -226,7 +226,7 @@ def main():
     if comm.rank == 0:
         print(f"{label}: T={ds.num_steps}, nodes={ds.num_nodes}, features={ds.num_features}"
               f", horizon={horizon}; windows train/val/test = {len(train)}/{len(val)}/"
-              f"{len(test)}; {comm.size} ranks, width {store.width} "
+              f"{len(test)}; {plural(comm.size, 'rank')}, width {store.width} "
               f"({'replicated' if store.width == 1 else 'partitioned'}), sampler "
               f"{args.sampler}, {len(loader)} batches of {args.batch_size} per rank",
               flush=True)

@@ -89,7 +89,7 @@ def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypat
         device = init_torch_distributed(MPI.COMM_SELF)
     try:
         assert device == torch.device("cpu") and dist.get_backend() == "gloo"
-        assert "backend gloo on CPU: no rank sees a CUDA device (1 ranks on 1 node(s))" \
+        assert "backend gloo on CPU: no rank sees a CUDA device (1 rank on 1 node(s))" \
             in caplog.text
     finally:
         dist.destroy_process_group()

@@ -149,6 +149,6 @@ def test_apan_example_resumes_on_another_rank_count(tmp_path_factory):
     example_output("apan first", tmp_path_factory)
     ck = str(job_folder(tmp_path_factory) / "apan")
     out = run_mpi(TGN, 1, *APAN, "--epochs", "2", "--resume", ck, timeout=300)
-    assert "over 1 ranks, width 1" in out and "mailbox_size=4" in out, out
+    assert "over 1 rank, width 1" in out and "mailbox_size=4" in out, out
     assert len(printed(out, "APAN")) == 3 and "APAN epoch 1:" in out, out
     assert "APAN epoch 0" not in out, out

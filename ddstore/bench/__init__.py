@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from ..cli import plural  # noqa: F401 -- (the benchmarks' import of it)
+
 from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa: F401
                    check_widths, foreign_file, report_dir, report_target, seed,
                    transports_text, widths_text)
@@ -234,11 +236,6 @@ def traffic_text(t):
             f"{t['round_trips_per_batch']:.1f} round trips, "
             f"{t['bytes_per_batch'] / 1e6:.3f} MB "
             f"({plural(t['remote_owners'], 'remote owner')})")
-
-
-def plural(n, word, words=None):
-    """``"1 replica"``, ``"2 replicas"`` (``words``: the plural when it is not word + s)."""
-    return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
 def exit_on_every_rank(message, code=2):
