@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 
+from .cli import plural
 from . import _lifecycle
 from .errors import DDStoreValueError
 
@@ -152,7 +153,6 @@ def init_torch_distributed(comm=None, backend=None, device=None):
                 f"{' ...' if len(lacking) > 8 else ''}; built there: "
                 f"{', '.join(map(repr, seen[lacking[0]][2])) or 'none'}")
     if comm.rank == 0:
-        from .cli import plural
         logger.info("init_torch_distributed: %s (%s on %d node(s))", reason,
                     plural(comm.size, "rank"), len({r[0] for r in ranks}))
     device = torch.device(devices[comm.rank])

@@ -10,8 +10,11 @@ on 2 ranks, one ``COMM_SELF`` store in pytest's process).
 - in pytest's process (tests/test_properties.py, one rank): hypothesis draws and shrinks
   as usual (profile ``ci``);
 - under mpiexec (``timeout 600 mpiexec -n 2 python properties.py [max_examples]``, 1-2
-  ranks): every rank draws the SAME examples (``derandomize=True``, no database, the same settings and code), so the
-  collective calls inside a property stay in step; each example's digest is compared over
+  ranks): every rank draws the SAME examples (``derandomize=True``, no database, the same
+  settings and code, and the same modules of the project imported: hypothesis draws
+  constants from the local modules loaded, so a module imported on rank 0 alone, say
+  for its logging, shifts rank 0's draws), so the collective calls inside a property
+  stay in step; each example's digest is compared over
   the ranks first (a divergence aborts the job).  A failure is not shrunk (shrinking on
   one rank would leave the others behind): the first failing example of each property is
   reported (``repr``) as a failed check, and generation goes on with the next examples.
