@@ -489,12 +489,10 @@ class Variables:
         except DDStoreIndexError as exc:
             failed = exc  # (explained below, outside the handler: one error shown)
         else:
-            failed = None
-        if failed is not None:
-            for var, idx, _ in plan:
-                check_indices(idx, var.nrows, f"get_many {var.name!r}")
-            raise failed
-        return outs
+            return outs
+        for var, idx, _ in plan:
+            check_indices(idx, var.nrows, f"get_many {var.name!r}")
+        raise failed
 
     def get_range(self, name, start, count, out=None):
         """Local: ``count`` consecutive global rows from ``start`` (may span owners), as
