@@ -55,7 +55,7 @@ from ._readers import reading
 
 __all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "epoch_samplers",
            "prefetch", "prefetch_depth", "MAX_PREFETCH", "draw_counter",
-           "check_one_read_ahead"]
+           "check_one_read_ahead", "wrapped_loaders"]
 
 
 class PrefetchWarning(RuntimeWarning):
@@ -84,21 +84,28 @@ def check_prefetch(prefetch, num_workers=0, what="loader", arg="prefetch"):
     return int(prefetch)
 
 
+def wrapped_loaders(loader):
+    """``loader``, then the loader it wraps (``.loader``: our wrappers', PyG's
+    ``PrefetchLoader``'s), and so on, 16 at most: where a wrapper's attributes are
+    looked up through the loaders under it."""
+    for _ in range(16):
+        if loader is None:
+            return
+        yield loader
+        loader = getattr(loader, "loader", None)
+
+
 def check_one_read_ahead(loader, depth, what):
     """With ``depth > 0``, refuse a ``loader`` that already reads batches ahead (a
     wrapper of ours whose ``reads_ahead`` is true, itself or under its ``.loader``):
     the batches two read-aheads made for an epoch left early would not all be given
     back (the outer one's came from the inner one, whose sampler count had moved on),
     so the next epoch of a seeded sampler would differ from the plain loader's."""
-    inner = loader if depth else None
-    for _ in range(16):
-        if inner is None:
-            return
+    for inner in wrapped_loaders(loader if depth else None):
         if getattr(inner, "reads_ahead", False) is True:
             raise DDStoreValueError(
                 f"{what}: the loader already reads batches ahead ({inner!r}); read ahead "
                 f"in one wrapper only: prefetch=0 here, or give the depth to that one")
-        inner = getattr(inner, "loader", None)
 
 
 def needs_thread_multiple(store):
@@ -135,10 +142,7 @@ def draw_counter(loader):
     a ddstore :class:`~ddstore.pyg.NeighborSampler` behind it (its ``draws``) and the
     ``generator=`` of its shuffle, looked up through wrappers (``.loader``)."""
     counter = generator = None
-    inner = loader
-    for _ in range(16):
-        if inner is None:
-            break
+    for inner in wrapped_loaders(loader):
         for owner in (getattr(inner, "node_sampler", None),
                       getattr(inner, "link_sampler", None)):
             if counter is None and owner is not None and hasattr(type(owner), "draws"):
@@ -152,7 +156,6 @@ def draw_counter(loader):
             g = getattr(s, "generator", None)
             if generator is None and g is not None and hasattr(g, "get_state"):
                 generator = g
-        inner = getattr(inner, "loader", None)
     return None if counter is None and generator is None else Streams(counter, generator)
 
 
@@ -331,14 +334,13 @@ def epoch_samplers(loader):
     (``BatchSampler(DistributedSampler(...))`` given as a ``DataLoader``'s ``sampler``,
     as the graph loader does), each once; where it has none, those of the loader a
     wrapper holds in ``.loader`` (PyG's ``PrefetchLoader``, ours), at any depth."""
-    out, inner = [], loader
-    for _ in range(16):
+    out = []
+    for inner in wrapped_loaders(loader):
         for s in (getattr(inner, "sampler", None), getattr(inner, "batch_sampler", None)):
             for t in (s, getattr(s, "sampler", None)):
                 if hasattr(t, "set_epoch") and all(t is not o for o in out):
                     out.append(t)
-        inner = getattr(inner, "loader", None)
-        if out or inner is None:
+        if out:
             break
     return out
 

@@ -216,20 +216,17 @@ def set_epoch(loader, epoch):
     loader (no sampler, batch sampler or ``set_epoch``) is refused.
     Collective for the window loaders' samplers (they split the windows over the ranks:
     the epoch is checked to be the same on every rank)."""
-    from ..prefetch import epoch_samplers
+    from ..prefetch import epoch_samplers, wrapped_loaders
     samplers = epoch_samplers(loader)
     if not samplers:
         own = getattr(loader, "set_epoch", None)
         if callable(own):  # an object with its own (EdgeBatches, a wrapper of one)
             own(epoch)
             return
-        inner = loader
-        for _ in range(16):
-            if inner is None or getattr(inner, "sampler", None) is not None or \
-                    getattr(inner, "batch_sampler", None) is not None:
-                break
-            inner = getattr(inner, "loader", None)
-        if inner is None:  # (an epoch that changed nothing would repeat one order)
+        if not any(getattr(inner, "sampler", None) is not None or
+                   getattr(inner, "batch_sampler", None) is not None
+                   for inner in wrapped_loaders(loader)):
+            # (an epoch that changed nothing would repeat one order)
             raise DDStoreValueError(
                 f"set_epoch: {type(loader).__name__} {loader!r:.80} is not a loader: it "
                 f"has no sampler, batch sampler or set_epoch (nor has the loader it "
