@@ -18,7 +18,7 @@ __all__ = ["at_least", "int_list", "seed", "SEED_MAX", "output_dir",
            "HelpFormatter", "check_width", "check_widths", "width_text", "widths_text",
            "transports_text", "TRANSPORTS", "report_dir", "report_target", "foreign_file",
            "REPORT_KEYS", "run_program", "nothing_to_train", "input_path", "agreed_call",
-           "claim_checkpoint", "RUN_MARK"]
+           "claim_checkpoint", "RUN_MARK", "other_settings"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -271,6 +271,21 @@ def nothing_to_train(resume, done, epochs, last):
     return (f"--resume {resume}: epoch {done} is done and --epochs {epochs} trains no "
             f"further: nothing to train (give --epochs above {done + epochs - last} to go "
             f"on)")
+
+
+def other_settings(resume, saved, args):
+    """The line a resumed example raises when the options ``saved`` with its
+    checkpoint (a dict of argparse destinations) differ from this run's ``args``, or
+    None.  Each option is named as on the command line, an unset one shown as "unset"
+    (rather than its ``None``)."""
+    def shown(value):
+        return "unset" if value is None else repr(value)
+    diff = [f"--{k.replace('_', '-')}: saved {shown(v)}, now {shown(getattr(args, k))}"
+            for k, v in saved.items() if getattr(args, k) != v]
+    if not diff:
+        return None
+    return (f"--resume {resume}: the checkpoint was made with other settings: "
+            f"{'; '.join(diff)} (give the saved ones to go on with it)")
 
 
 def int_list(least):

@@ -56,8 +56,8 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least,
-                         check_width, claim_checkpoint, nothing_to_train, output_dir,
-                         run_program, seed)
+                         check_width, claim_checkpoint, nothing_to_train,
+                         other_settings, output_dir, run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
 
 
@@ -267,11 +267,9 @@ def load_state(args, comm):
             any(not hasattr(args, k) for k in state["args"]):  # (another's settings)
         raise SystemExit(f"--resume {args.resume}: epoch-{epoch}.pt was not written by "
                          f"this example's --checkpoint (another example's checkpoint?)")
-    diff = {k: (v, getattr(args, k)) for k, v in state["args"].items()
-            if getattr(args, k) != v}
+    diff = other_settings(args.resume, state["args"], args)
     if diff:
-        raise SystemExit(f"--resume {args.resume}: saved with other settings "
-                         f"(saved, given): {diff}")
+        raise SystemExit(diff)
     if comm.rank == 0 and state["ranks"] != comm.size:
         print(f"resuming a run of {state['ranks']} rank{'s' * (state['ranks'] != 1)} on "
               f"{comm.size}: the mini-batches of each rank (and so the losses) are those "

@@ -76,8 +76,8 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least, check_width,
-                         claim_checkpoint, input_path, nothing_to_train, output_dir,
-                         plural, run_program)
+                         claim_checkpoint, input_path, nothing_to_train,
+                         other_settings, output_dir, plural, run_program)
 from ddstore import temporal as tg
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
@@ -422,11 +422,9 @@ def load_training_state(directory, store, args):
         raise SystemExit(f"--resume {directory}: {name} cannot be read as this "
                          f"example's training state ({type(exc).__name__}: "
                          f"{str(exc)[:200]})") from None
-    changed = {k: (v, getattr(args, k)) for k, v in state["options"].items()
-               if getattr(args, k) != v}
+    changed = other_settings(directory, state["options"], args)
     if changed:
-        raise SystemExit(f"--resume {directory}: the checkpoint was made with other "
-                         f"options (saved, given): {changed}")
+        raise SystemExit(changed)
     return state
 
 

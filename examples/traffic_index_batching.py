@@ -48,8 +48,8 @@ from torch import nn  # noqa: E402
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.cli import (agreed_call, at_least, check_width,  # noqa: E402
-                         claim_checkpoint, nothing_to_train, output_dir,
-                         plural, run_program)
+                         claim_checkpoint, nothing_to_train, other_settings,
+                         output_dir, plural, run_program)
 from ddstore.distributed import init_torch_distributed  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
     train_epoch  # noqa: E402 (examples/graph_gru.py)
@@ -177,11 +177,9 @@ def load_state(args):
     if not isinstance(state, dict) or not {"label", "model", "epoch"} <= set(state):
         raise SystemExit(f"--resume {resume}: {name} was not written by this example's "
                          f"--checkpoint (another example's checkpoint?)")
-    diff = {k: (v, getattr(args, k)) for k, v in state.get("args", {}).items()
-            if getattr(args, k) != v}
+    diff = other_settings(resume, state.get("args", {}), args)
     if diff:  # (they were taken from the checkpoint, or ignored, without a word)
-        raise SystemExit(f"--resume {resume}: saved with other settings (saved, given): "
-                         f"{diff}")
+        raise SystemExit(diff)
     return state
 
 

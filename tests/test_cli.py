@@ -584,3 +584,18 @@ def test_options_are_not_abbreviated(capsys):
     err = argparse_exit(capsys, 2, p.parse_args, ["--checkpoint", "ck"])[1]
     assert "unrecognized arguments: --checkpoint ck" in err, err
     assert p.parse_args(["--checkpoint-every", "3"]).checkpoint_every == 3
+
+def test_other_settings_names_each_option_as_given():
+    """ddstore.cli.other_settings (a resumed example whose checkpoint was made with
+    other options): each differing option named as on the command line with both values,
+    an unset one as "unset" (the line showed a dict of destinations with None);
+    None when all agree."""
+    import argparse
+
+    from ddstore.cli import other_settings
+    args = argparse.Namespace(batch_size=64, data=None, lr=0.01)
+    assert other_settings("ck", {"batch_size": 64, "data": None}, args) is None
+    line = other_settings("ck", {"batch_size": 32, "data": "x.npy", "lr": 0.01}, args)
+    assert line == ("--resume ck: the checkpoint was made with other settings: "
+                    "--batch-size: saved 32, now 64; --data: saved 'x.npy', now unset "
+                    "(give the saved ones to go on with it)")
