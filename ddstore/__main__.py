@@ -4,8 +4,9 @@
     mpiexec -n 2 python -m ddstore bench-core        # = python -m ddstore.bench.core
 
 Every benchmark module ``ddstore.bench.<name>`` (the names docs/benchmarks.md uses) is
-the command ``bench-<name>``, the same program with the same options: see ``BENCHMARKS``
-below, or ``python -m ddstore --help``.
+the command ``bench-<name>`` with dashes for underscores (``bench-node-memory``; the
+module's spelling is taken too), the same program with the same options: see
+``BENCHMARKS`` below, or ``python -m ddstore --help``.
 
 ``demo`` fills a store (each rank adds its chunk), reads every row back from every rank
 in shuffled mini-batches, checks each byte, and prints read latency and bandwidth.
@@ -134,8 +135,9 @@ def demo(argv=None, prog=None):
     return 0
 
 
-# every module of ddstore.bench that has a main(), as "bench-<name>" (tests/test_cli.py
-# checks that none is missing); ddstore.bench.memory is a helper, not a benchmark
+# every module of ddstore.bench that has a main(), as "bench-<name>" with dashes for
+# underscores (tests/test_cli.py checks that none is missing); ddstore.bench.memory is
+# a helper, not a benchmark
 BENCHMARKS = {
     "core": "core read paths: per-row lock vs batched RMA vs shared memory vs memcpy "
             "(mpiexec -n 2)",
@@ -167,9 +169,12 @@ BENCHMARKS = {
 
 COMMANDS = {"demo": (demo, "fill a store, read every row back from every rank, check "
                            "each byte")}
-COMMANDS.update({f"bench-{name}": (f"ddstore.bench.{name}",
-                                   f"{text} -- module ddstore.bench.{name}")
-                 for name, text in BENCHMARKS.items()})
+COMMANDS.update({"bench-" + name.replace("_", "-"): (
+    f"ddstore.bench.{name}", f"{text} -- module ddstore.bench.{name}")
+    for name, text in BENCHMARKS.items()})
+# a module's own spelling is taken too (bench-node_memory for bench-node-memory)
+ALIASES = {f"bench-{name}": "bench-" + name.replace("_", "-")
+           for name in BENCHMARKS if "_" in name}
 
 
 def build_parser():
@@ -182,7 +187,8 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, text) in COMMANDS.items():
         # the command parses its own options (and its own --help)
-        sub.add_parser(name, help=text, description=text, add_help=False)
+        sub.add_parser(name, help=text, description=text, add_help=False,
+                       aliases=[a for a, c in ALIASES.items() if c == name])
     return parser
 
 
@@ -204,10 +210,11 @@ def main(argv=None):
                         logging.WARNING, format="%(message)s")
     for handler in logging.getLogger().handlers:
         handler.setFormatter(_Prefixed())
-    target = COMMANDS[args.command][0]
+    command = ALIASES.get(args.command, args.command)
+    target = COMMANDS[command][0]
     if isinstance(target, str):
         target = importlib.import_module(target).main
-    return target(rest, prog=f"python -m ddstore {args.command}") or 0
+    return target(rest, prog=f"python -m ddstore {command}") or 0
 
 
 def run(argv=None):

@@ -37,10 +37,20 @@ def test_every_benchmark_is_a_command(capsys):
     out = help_text(capsys, cli.main, ["--help"])
     assert out.startswith("usage: python -m ddstore "), out
     for name in MODULES:
-        assert re.search(rf"^\s+bench-{name}\s", out, re.M), f"bench-{name} not listed:\n{out}"
+        command = "bench-" + name.replace("_", "-")  # (dashes: one spelling for all)
+        assert re.search(rf"^\s+{command}\s", out, re.M), f"{command} not listed:\n{out}"
         assert f"ddstore.bench.{name}" in out.replace("\n", " ").replace("  ", ""), name
     commands = [c for c in cli.COMMANDS if c.startswith("bench-")]
-    assert sorted(commands) == sorted(f"bench-{m}" for m in MODULES)
+    assert sorted(commands) == sorted("bench-" + m.replace("_", "-") for m in MODULES)
+    assert all("_" not in c for c in cli.COMMANDS)
+
+
+def test_a_benchmark_command_is_taken_in_its_modules_spelling(capsys):
+    """bench-node-memory is also bench-node_memory (the module's name): one program, its
+    usage line naming the dashed command."""
+    for given in ("bench-node-memory", "bench-node_memory", "bench-temporal_scale"):
+        out = help_text(capsys, cli.main, [given, "--help"])
+        assert out.startswith(f"usage: python -m ddstore {given.replace('_', '-')} "), out
 
 
 def test_benchmark_guide_names_every_benchmark_module():
@@ -52,8 +62,9 @@ def test_benchmark_guide_names_every_benchmark_module():
 
 @pytest.mark.parametrize("name", MODULES)
 def test_help_shows_the_program_name(capsys, name):
-    out = help_text(capsys, cli.main, [f"bench-{name}", "--help"])
-    assert out.startswith(f"usage: python -m ddstore bench-{name} "), out
+    command = "bench-" + name.replace("_", "-")
+    out = help_text(capsys, cli.main, [command, "--help"])
+    assert out.startswith(f"usage: python -m ddstore {command} "), out
     module = __import__(f"ddstore.bench.{name}", fromlist=["main"])
     out = help_text(capsys, module.main, ["--help"])
     assert out.startswith(f"usage: python -m ddstore.bench.{name} "), out
@@ -299,14 +310,14 @@ def test_demo_width_refused_once_under_mpiexec():
     ("bench-checkpoint", ["--dir", __file__], "exists and is not a directory"),
     ("bench-dynamic", ["--nodes", "10000000", "--edges", str(10 ** 14)],
      "a step's arrays need about 8940696.7 GiB (96 bytes per edge), more than the"),
-    ("bench-node_memory", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
+    ("bench-node-memory", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
     ("bench-prefetch", ["--graphs", "0"], "argument --graphs: must be an integer >= 1"),
     ("bench-checkpoint", ["--gb", "0"], "argument --gb: must be a number > 0, got 0"),
     ("bench-serve", ["--rows", "-1"], "argument --rows: must be an integer >= 1, got -1"),
     ("bench-core", ["--calls-batch", "0"], "argument --calls-batch: must be an integer >= 1"),
     ("bench-graphs", ["--num-graphs", "x"], "argument --num-graphs: 'x' is not an integer"),
     ("bench-progress", ["--reads-per-s", "0"], "argument --reads-per-s: must be a number > 0"),
-    ("bench-temporal_scale", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
+    ("bench-temporal-scale", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
     ("bench-pyg", ["--batches", "0"], "argument --batches: must be an integer >= 1, got 0"),
     ("bench-pyg", ["--alone", "--prefetch", "0,2"], "--alone times each option's loader by "
                                                     "itself: no prefetch depths"),
