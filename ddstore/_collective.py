@@ -100,7 +100,9 @@ __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bo
 # what this rank is doing, for the messages of a job that is ended: the last collective
 # call it entered, the step it is in now (or None), and the bound of the rounds inside
 # ``bounded`` (or None)
-_STATE = {"last": None, "current": None, "bound": None}
+# "scope": within a call of several steps (holds_interrupts), a one-item list holding
+# the description of its first named step: its later steps are told by it
+_STATE = {"last": None, "current": None, "bound": None, "scope": None}
 # called as hook(description, comm) whenever what this rank is doing changes (the first
 # named step of a call entered, or left: description None): the status board of
 # :mod:`ddstore._status`, set by :mod:`ddstore._lifecycle` (:func:`set_publish_hook`)
@@ -201,11 +203,34 @@ def holds_interrupts(fn):
     @functools.wraps(fn)
     def call(*args, **kwargs):
         level = hold_interrupts()
+        outer = enter_scope()  # its later steps are told by its first named step
         try:
             return fn(*args, **kwargs)
         finally:
+            leave_scope(outer)
             release_interrupts(level)  # may raise a SIGINT deferred and not agreed
     return call
+
+
+def enter_scope(label=None):
+    """Begin a call of several steps (:func:`holds_interrupts`, a transaction): an error
+    or interrupt in a later step (``op=None``) is told as in ``label``, or in the
+    call's first named step.  Returns what :func:`leave_scope` restores."""
+    outer, _STATE["scope"] = _STATE["scope"], [label]
+    return outer
+
+
+def leave_scope(outer):
+    _STATE["scope"] = outer
+
+
+def _current():
+    """The call this rank is in, for messages: the named step open now, else (a later
+    step of a call of several steps) the call's first named step, or None."""
+    if _STATE["current"] is not None:
+        return _STATE["current"]
+    scope = _STATE["scope"]
+    return None if scope is None else scope[0]
 
 
 def _take_pending():
@@ -528,11 +553,10 @@ def _round(comm, call, error, share, same, store=None, keep_pending=False):
     exception whose ``__str__`` raises cannot break the round halfway), and the caller
     defers SIGINT while it runs (see :class:`Step`)."""
     bound = _STATE["bound"]
-    what = _describe(call) if call is not None else _STATE["current"]
+    what = _describe(call) if call is not None else _current()
     interrupted = isinstance(error, KeyboardInterrupt)
     row = (call, None if interrupted else _error_of(error, what), share, same,
-           None if bound is None else bound[2], _STATE["current"] if call is None else None,
-           store)
+           None if bound is None else bound[2], what if call is None else None, store)
     payload = _payload(row, what)
     _arrive(comm)
     # a SIGINT deferred until now is agreed here (one arriving during the allgather is
@@ -621,6 +645,8 @@ class Step:
         self._previous = _STATE["current"]
         if call is not None and self._previous is None:
             _STATE["current"] = _describe(call)
+            if _STATE["scope"] is not None and _STATE["scope"][0] is None:
+                _STATE["scope"][0] = _STATE["current"]  # (the call's later steps)
             hook = _PUBLISH["hook"]
             if hook is not None:
                 hook(_STATE["current"], self._comm)

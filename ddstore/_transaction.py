@@ -68,7 +68,8 @@ one rolls back, they refuse to read instead of serving copies of removed data.
 import warnings
 
 from ._checks import aside_name
-from ._collective import hold_interrupts, is_agreed, release_interrupts
+from ._collective import (enter_scope, hold_interrupts, is_agreed, leave_scope,
+                          release_interrupts)
 from ._readers import moving_names
 from .errors import DDStoreStateError
 
@@ -171,6 +172,7 @@ class Transaction:
         self._entries = None  # the journal's record while this transaction is open
         self._mark = 0
         self._held = None  # SIGINT deferred between steps (ddstore._collective)
+        self._scope = None  # the scope of steps it encloses (ddstore._collective)
 
     def __enter__(self):
         self.store.check_alive()
@@ -179,6 +181,7 @@ class Transaction:
         self._journal.depth += 1
         self._journal.marks.append(self._mark)
         self._held = hold_interrupts()
+        self._scope = enter_scope(self.label)  # (its later steps are told by it)
         return self
 
     @property
@@ -226,6 +229,7 @@ class Transaction:
         finally:
             if journal.depth == 0:  # the next transaction starts a new record
                 journal.entries = []
+            leave_scope(self._scope)
             release_interrupts(self._held)  # a SIGINT no round saw: raised now
         return False
 

@@ -388,6 +388,57 @@ def _(t):
         check(value >= 2, f"no save completed under an interrupt ({value})")
 
 
+@cases("a later step of a call is told by the call")
+def _(t):
+    """An error or an interrupt on one rank in any step of ``save`` names the call on
+    every rank (the steps after its first were told without a name: ``rank 1:
+    OSError: ...``, ``in a later step of the call``); in a transaction's later step,
+    the transaction; a step of no call (after a call has ended) is named by none."""
+    with shared_tmpdir() as tmp, ddstore.DDStore(comm) as store:
+        path = os.path.join(tmp, "ck")
+        store.add("v", np.zeros((2, 2)))
+        kinds = interrupt_kinds(lambda: store.save(path), 4)
+        steps = max(k for k, kind in kinds if kind != "SIGINT after the gather")
+        for k in range(1, steps):  # (the last step commits: an interrupt waits for it)
+            for exc in (OSError(28, "No space left on device"), KeyboardInterrupt()):
+                if rank == LAST:
+                    _collective.inject(k, exc)
+                try:
+                    store.save(path)
+                    got = None
+                except BaseException as err:  # noqa: BLE001 -- checked
+                    got = str(err)
+                finally:
+                    _collective.inject(None)
+                what = f"save, step {k}, {type(exc).__name__}"
+                check(got is not None and f"save({path!r})" in got,
+                      f"{what}: the call is not named: {got}")
+                check(comm.allgather(got) == [got] * size, f"{what}: ranks differ")
+
+        def failing_later(label):
+            if label is None:
+                store.sync()  # a call that has ended: it names no later step
+            with store.collective(None):
+                if rank == LAST:
+                    raise ValueError("a planned failure")
+
+        for label in ("mine 'x'", None):
+            try:
+                if label is None:
+                    failing_later(None)
+                else:
+                    with store.transaction(label):
+                        store.add("t/x", np.zeros(2))
+                        failing_later(label)
+                got = None
+            except ddstore.DDStoreError as err:
+                got = str(err)
+            want = f"{ddstore_ranks([LAST])}: " + (f"{label}: " if label else "") + \
+                "ValueError: a planned failure"
+            check(got == want, f"transaction {label}: {got!r}, expected {want!r}")
+            check("t/x" not in store.variables(), f"transaction {label}: not rolled back")
+
+
 @cases("SIGINT after every round of calls that end outside a round")
 def _(t):
     """A real SIGINT on the last rank just after any round's gather of a call whose
