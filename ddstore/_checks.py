@@ -281,14 +281,17 @@ def check_indices(idx, limit, what, item="index", low=0, detail=""):
     """The one range check of index arrays: raise a :class:`DDStoreIndexError` naming the
     extreme value of the int64 array ``idx`` outside ``[low, limit)`` and its first
     position, e.g. ``"get_batch 'x': index 12 (position 3) out of range [0, 10)"``
-    (``what`` names the call, ``item`` the kind of index, ``detail`` is appended)."""
-    if idx.size:
-        smallest, largest = int(idx.min()), int(idx.max())
-        if smallest < low or largest >= limit:
-            bad = smallest if smallest < low else largest
-            pos = int(np.flatnonzero(idx == bad)[0])
-            raise DDStoreIndexError(f"{what}: {item} {bad} (position {pos}) out of range "
-                                    f"[{low}, {limit}){detail}")
+    (``what`` names the call, ``item`` the kind of index, ``detail`` is appended).
+    Returns the smallest index (None for none)."""
+    if not idx.size:
+        return None
+    smallest, largest = int(idx.min()), int(idx.max())
+    if smallest < low or largest >= limit:
+        bad = smallest if smallest < low else largest
+        pos = int(np.flatnonzero(idx == bad)[0])
+        raise DDStoreIndexError(f"{what}: {item} {bad} (position {pos}) out of range "
+                                f"[{low}, {limit}){detail}")
+    return smallest
 
 
 def big_ints(arr, dtype, what, holder="the variable's", fallback=None):

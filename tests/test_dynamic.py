@@ -316,6 +316,19 @@ def test_pgt_bad_node_ids_and_ragged_y_name_the_file(tmp_path):
     with pytest.raises(DDStoreValueError, match=r"covid.json: 'y' must be \[T, nodes\] "
                                                 r"numbers: "):
         st.load_pgt_json(_write(tmp_path, "covid.json", doc))
+    # a node id beyond the signals' nodes in a step's own graph: the file and the step
+    # named (the graph's constructor named edges[1] of no file)
+    doc["y"] = [[1, 2], [3, 4], [5, 6]]
+    doc["edge_mapping"]["edge_index"]["1"] = [[0, 1], [1, 2]]
+    with pytest.raises(DDStoreValueError, match=r"load_pgt_json: .*covid.json: edge_mapping"
+                                                r".edge_index\['1'\]: pair 1 is \[1, 2\], "
+                                                r"a node id out of range \[0, 2\)"):
+        st.load_pgt_json(_write(tmp_path, "covid.json", doc))
+    step = {"X": [[1.0], [2.0]], "y": [0.0, 1.0], "edges": [[0, 1]]}
+    doc = {"time_periods": 2, "0": step, "1": dict(step, edges=[[-1, 0]])}
+    with pytest.raises(DDStoreValueError, match=r"tennis.json: step '1' 'edges': pair 0 is "
+                                                r"\[-1, 0\], a node id out of range"):
+        st.load_pgt_json(_write(tmp_path, "tennis.json", doc))
 
 
 def test_pgt_weights_on_some_steps_only_and_null_edges_refused(tmp_path):
@@ -510,6 +523,62 @@ def test_snapshot_cache_shared_by_threads():
     finally:
         sys.setswitchinterval(interval)
         store.free()
+
+
+def test_snapshots_of_checkpoints_read_at_once_equal_each_alone(store):
+    """DynamicGraph.snapshots of a graph whose every step is a checkpoint (a window
+    batch of Twitter tennis): the steps not kept are read in one store read (62 reads
+    of about 10 us each were half a batch), and every snapshot (edges, weights, in
+    request order, repeats too) is the one read alone; the cache keeps at most
+    cache_size of them, the most recent."""
+    rng = np.random.default_rng(3)
+    edges = [rng.integers(0, 9, (2, int(rng.integers(0, 12)))) for _ in range(40)]
+    weights = [rng.random(e.shape[1]).astype(np.float32) for e in edges]
+    g = DynamicGraph(store, "g", edges, weights, dedup="sum", checkpoint_every=1,
+                     cache_size=4)
+    want = []
+    for t in range(40):
+        g.clear_cache()
+        ei, w = g.snapshot(t)
+        want.append((ei.numpy().copy(), w.numpy().copy()))
+    g.clear_cache()
+    calls = []
+    real = store.get_records_packed
+    store.get_records_packed = lambda *a, **k: calls.append(1) or real(*a, **k)
+    try:
+        g.snapshot(7)  # one kept: read from the cache, the others at once
+        steps = [30, 7, 2, 2, 39, 0, 11, 30, 25, 8, 9]
+        got = g.snapshots(steps)
+        assert len(calls) == 2, calls
+        for t, (ei, w) in zip(steps, got):
+            assert ei.dtype == torch.int64 and w.dtype == torch.float32
+            assert np.array_equal(ei.numpy(), want[t][0]), t
+            assert np.array_equal(w.numpy(), want[t][1]), t
+        assert len(g._cache) == 4 and all(g._cache.holds(t) for t in (11, 25, 30, 39))
+    finally:
+        del store.get_records_packed
+    g.free()
+
+
+def test_a_samples_graphs_are_its_own(store):
+    """A DynamicWindowDataset sample's graph tensors are the caller's (as PyTorch
+    Geometric Temporal's fresh tensors per access): an in-place edit of one (a weight
+    normalisation) changes no later read; they were the graph's cached snapshots, so the
+    edit showed in every read of that step until the cache dropped it."""
+    from ddstore.dynamic import DynamicWindowDataset
+    T, n = 60, 4
+    series = np.arange(T * n, dtype=np.float32).reshape(T, n, 1)
+    edges = [np.array([[0, 1, 2], [1, 2, 3]]) for _ in range(T)]
+    ds = DynamicWindowDataset(store, "own", series, horizon=2, standardize=False,
+                              edges=edges, weights=[np.ones(3, np.float32)] * T)
+    for sample in (ds[0], ds.get_batch([0]), next(iter(ds.loader(1, shuffle=False)))):
+        ei, ew = sample[2][0]
+        ei.add_(1)
+        ew.mul_(5)
+        assert ds[0][2][0][1].tolist() == [1.0] * 3
+        assert ds.get_batch([0, 1])[2][0][0].tolist() == [[0, 1, 2, 4, 5, 6],
+                                                         [1, 2, 3, 5, 6, 7]]
+    ds.free()
 
 
 def test_a_freed_graph_never_reads_another_built_under_its_name(store):

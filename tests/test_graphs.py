@@ -564,6 +564,33 @@ def test_shuffled_loader_same_batches_whatever_the_pipeline(store):
         assert epochs(**kw) == plain, kw
 
 
+def test_plain_loader_is_torchs_loader_without_its_iterator(store):
+    """ds.loader(...) without other DataLoader options: a DataLoader whose epoch reads
+    each batch with one get_batch (torch's iterator cost 185 us of a 1 ms batch): the
+    batches, len, torch's generator after the epochs and the profiler's scopes are
+    those of the loader with an option passed through (torch's own iterator)."""
+    from torch.profiler import ProfilerActivity, profile
+    samples = [Data(x=torch.full((1 + i % 3, 2), float(i)), y=torch.tensor([float(i)]),
+                    edge_index=torch.tensor([[0], [i % (1 + i % 3)]])) for i in range(17)]
+    ds = graphs.GraphDataset.from_samples(store, "plain", samples, progress=False)
+    runs = []
+    for kw in ({}, {"timeout": 0}):
+        torch.manual_seed(5)
+        ld = ds.loader(4, shuffle=True, **kw)
+        assert isinstance(ld, torch.utils.data.DataLoader) and len(ld) == 5
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            got = [b for _ in range(2) for b in ld]
+        scopes = sum(e.name.startswith("enumerate(DataLoader)#") for e in prof.events())
+        runs.append((got, torch.rand(1).item(), scopes, type(ld).__name__))
+    (mine, after, scopes, cls), (ref, ref_after, ref_scopes, ref_cls) = runs
+    assert (cls, ref_cls) == ("_GraphLoader", "DataLoader")
+    assert len(mine) == len(ref) == 10 and after == ref_after and scopes == ref_scopes
+    for a, b in zip(mine, ref):
+        assert type(a) is type(b) and a.num_graphs == b.num_graphs
+        for key in ("x", "y", "edge_index", "batch", "ptr"):
+            assert torch.equal(a[key], b[key]), key
+
+
 def test_data_subclasses_with_their_own_batching_refused(store):
     """A Data subclass with its own __inc__ or __cat_dim__ (PyG's PairData) is refused
     naming the hook: batches here follow Data's rules, which would differ from

@@ -53,6 +53,20 @@ def test_check_names_a_batch_table_pyg_stopped_reading(monkeypatch):
     assert "KeyError" in problems[0]
 
 
+def test_new_data_batch_is_pygs_batch_and_check_names_a_class_made_anew(monkeypatch):
+    """new_data_batch: the class Batch(_base_cls=Data) returns, empty, made without the
+    metaclass's signature inspection; a PyG release that made that class anew on each
+    call (the kept one no longer its class) is named by check()."""
+    from torch_geometric.data import Batch, Data
+    made, plain = _pyg_seams.new_data_batch(), Batch(_base_cls=Data)
+    assert type(made) is type(plain) and list(made.keys()) == [] and made.num_nodes is None
+    other = type(type(plain))("DataBatch", (Batch, Data), {})  # another call's making
+    monkeypatch.setattr(_pyg_seams, "_BATCH_CLASS", [other])
+    problems = _pyg_seams.check()
+    assert len(problems) == 1, problems
+    assert "Batch(_base_cls=Data)" in problems[0] and "new_data_batch" in problems[0]
+
+
 @pytest.mark.parametrize("name, attr", [("NodeLoader", "node_sampler"),
                                         ("LinkLoader", "link_sampler")])
 def test_check_names_where_a_loader_keeps_its_sampler(monkeypatch, name, attr):

@@ -349,6 +349,44 @@ def test_npy_header_of_an_impossible_shape_refused(tmp_path, shape):
     with pytest.raises(DDStoreValueError, match=msg):
         rows.read_rows(str(path), 0, 1)
 
+@pytest.mark.parametrize("text", [b"{'descr': 'zz', ", b"{'descr': '<f4', 'shape': (3, 2, }",
+                                  b"\xff\xfe{'descr'"])
+def test_npy_header_cut_off_or_damaged_named_by_file(tmp_path, text):
+    """A header whose text ends early or is not text (tokenize's TokenError, a
+    SyntaxError, a UnicodeDecodeError) is refused naming the file, by load_npy and by
+    the row reader without naming load_npy (a bare TokenError named neither)."""
+    from ddstore.sources import rows
+    path = tmp_path / "cut.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(text + b"\n").to_bytes(2, "little") +
+                     text + b"\n" + bytes(64))
+    with pytest.raises(DDStoreValueError, match=r"^load_npy: .*cut.npy is not a readable "
+                                                r".npy file: \w+"):
+        load_npy(str(path))
+    for read in (lambda: rows.read_rows(str(path), 0, 1), lambda: rows.count_rows(str(path))):
+        with pytest.raises(DDStoreValueError, match=r"^\S*cut.npy is not a readable .npy "
+                                                    r"file: \w+"):
+            read()
+
+
+def test_npy_version_3_read_as_numpy_reads_it(tmp_path):
+    """A version 3.0 file (2.0's layout, UTF-8 header text: numpy writes it for field
+    names beyond latin-1, or when asked) is read as np.load reads it (it was refused as
+    an unsupported version); a version beyond is refused naming the versions read."""
+    from numpy.lib import format as npy_format
+    a = np.arange(60, dtype=np.float32).reshape(10, 3, 2)
+    path = tmp_path / "v3.npy"
+    with open(path, "wb") as fh:
+        npy_format.write_array(fh, a, version=(3, 0))
+    assert path.read_bytes()[6:8] == b"\x03\x00"
+    np.testing.assert_array_equal(load_npy(str(path)).read(0, 10), np.load(path))
+    raw = bytearray(path.read_bytes())
+    raw[6] = 4
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DDStoreValueError, match=r"unsupported .npy version \(4, 0\) "
+                                                r"\(1.0, 2.0 and 3.0 are read\)"):
+        load_npy(str(path))
+
+
 def test_npy_in_fortran_order_read_where_its_bytes_are_c_order(tmp_path):
     a = np.arange(10, dtype=np.float64).reshape(10, 1, 1)
     path = str(tmp_path / "f.npy")

@@ -299,6 +299,11 @@ class _SnapCache:
             while len(self._snaps) > size:
                 self._snaps.popitem(last=False)
 
+    def holds(self, t):
+        """Whether step ``t`` is kept (its place in the order unchanged)."""
+        with self._lock:
+            return t in self._snaps
+
     def snaps(self):
         """The snapshots held now (a list: the cache may change meanwhile)."""
         with self._lock:
@@ -618,10 +623,17 @@ class DynamicGraph:
         return t
 
     def _read_ckpt(self, c):
-        i = int(c // self.checkpoint_every)
-        data, _ = self.store.get_records_packed(self._handles[self._cname],
-                                                np.array([i], np.int64))
-        return _Snap(int(c), data["key"], data.get("w"))
+        return self._read_ckpts([c])[0]
+
+    def _read_ckpts(self, steps):
+        """The checkpoints of ``steps`` (each a checkpoint's step), in one store read."""
+        data, sizes = self.store.get_records_packed(
+            self._handles[self._cname],
+            np.asarray(steps, np.int64) // self.checkpoint_every)
+        ends = np.cumsum(sizes["key"]).tolist()
+        keys, w = data["key"], data.get("w")
+        return [_Snap(int(c), keys[e - n:e], None if w is None else w[e - n:e])
+                for c, n, e in zip(steps, sizes["key"].tolist(), ends)]
 
     def _read_deltas(self, a, b):
         """Deltas of steps ``[a, b)`` as a list of dicts of arrays (views)."""
@@ -737,9 +749,21 @@ class DynamicGraph:
                                     f"a sequence of integers in [0, {self.num_steps}), got "
                                     f"{type(steps).__name__}")
         steps = [self._check_step(t, "steps[i]") for t in steps]
+        distinct = sorted(set(steps))
+        read = {}  # every step a checkpoint: those not kept, in one store read
+        if not self.has_deltas and len(distinct) > 1:
+            self.check_held()
+            missing = [t for t in distinct if not self._cache.holds(t)]
+            if len(missing) > 1:
+                read = {snap.t: snap for snap in self._read_ckpts(missing)}
         built = {}
-        for t in sorted(set(steps)):
-            built[t] = self._emit(self._snap(t))
+        for t in distinct:
+            snap = read.get(t)
+            if snap is None:
+                snap = self._snap(t)
+            else:
+                self._remember(snap)
+            built[t] = self._emit(snap)
         return [built[t] for t in steps]
 
     def _range(self, start, stop, what):

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from ..prefetch import BatchEpoch
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
 from ..sources.base import check_same_files
 from .._checks import as_indices, integer_scalar, is_int, partition
@@ -389,10 +390,11 @@ class GraphDataset(torch.utils.data.Dataset):
                 f"{pyg_only[0]}=...), which reads each batch with one __getitems__ call")
         batches = torch.utils.data.BatchSampler(sampler, int(batch_size), drop_last)
         what = f"graphs {self.name!r} loader"
-        if kwargs or device is None:
-            loader = torch.utils.data.DataLoader(_BatchView(self), sampler=batches,
-                                                 batch_size=None, collate_fn=_identity,
-                                                 num_workers=0, **kwargs)
+        if kwargs or device is None:  # (torch's iterator for its options: pin_memory...)
+            cls = _GraphLoader if set(kwargs) <= {"generator"} else \
+                torch.utils.data.DataLoader
+            loader = cls(_BatchView(self), sampler=batches, batch_size=None,
+                         collate_fn=_identity, num_workers=0, **kwargs)
         else:  # the same batches, their rows read straight into the staging
             loader = _GraphBatches(self, batches)
         if device is not None:
@@ -416,6 +418,18 @@ def _staged_array(take, shape, dtype):
     except TypeError:
         return None
     return take(math.prod(shape), tdt).numpy().reshape(shape)
+
+
+class _GraphLoader(torch.utils.data.DataLoader):
+    """The graph loader without other ``DataLoader`` options: a ``DataLoader`` (its
+    attributes, ``len``, the sampler's ``set_epoch``) whose epoch reads each batch of
+    its batch sampler with one :meth:`GraphDataset.get_batch`
+    (:class:`ddstore.prefetch.BatchEpoch`), without torch's per-batch fetcher and
+    checks: the batches torch's iterator gives over :class:`_BatchView`."""
+
+    def __iter__(self):
+        return BatchEpoch(self.dataset.dataset.get_batch, iter(self.sampler),
+                          len(self.sampler), self.generator)
 
 
 class _GraphBatches:

@@ -16,7 +16,7 @@ per graph; it equals ``Batch.from_data_list`` of the same graphs.
 import numpy as np
 import torch
 
-from .._pyg_seams import set_batch_tables
+from .._pyg_seams import new_data_batch, set_batch_tables
 from ..errors import DDStoreValueError
 
 __all__ = ["GraphLayout", "KeyLayout", "collate_records"]
@@ -314,13 +314,13 @@ def collate_records(layout, packed, sizes):
     does not cover (non-tensor values, no node-count key, ``*batch*`` keys) fall back to
     ``Batch.from_data_list``.
     """
-    from torch_geometric.data import Batch, Data
+    from torch_geometric.data import Batch
     if not layout.fast:
         return Batch.from_data_list(layout.to_data_list(packed, sizes))
     num_nodes = np.asarray(sizes[layout.node_key], dtype=np.int64)
     ngraphs = len(num_nodes)
     node_start = _exclusive_cumsum(num_nodes)
-    out = Batch(_base_cls=Data)
+    out = new_data_batch()
     slice_dict, inc_dict = {}, {}
     zeros = torch.zeros(ngraphs, dtype=torch.int64)
     for lay in layout.keys:

@@ -24,22 +24,56 @@ def fortran_differs(shape):
     return sum(int(d) > 1 for d in shape) > 1
 
 
-def npy_header(path, fh):
-    """(shape, dtype, fortran_order, data offset) of the .npy file open as ``fh``."""
+def _header_3_0(fh):
+    """``(shape, fortran_order, dtype)`` from a version 3.0 header (2.0's layout, its
+    text in UTF-8), which numpy reads but its public ``format`` module has no reader
+    of."""
+    import ast
+    import struct
     from numpy.lib import format as npy_format
+    raw = fh.read(4)
+    if len(raw) != 4:
+        raise ValueError("the header's length is cut off")
+    length = struct.unpack("<I", raw)[0]
+    text = fh.read(length)
+    if len(text) != length:
+        raise ValueError(f"the header is cut off ({len(text)} of {length} bytes)")
+    header = ast.literal_eval(text.decode("utf-8"))
+    if not isinstance(header, dict) or \
+            sorted(header) != ["descr", "fortran_order", "shape"]:
+        raise ValueError(f"the header is not a dict of descr, fortran_order and shape: "
+                         f"{header!r:.200}")
+    if not isinstance(header["shape"], tuple) or \
+            not isinstance(header["fortran_order"], bool):
+        raise ValueError(f"shape {header['shape']!r:.80} or fortran_order "
+                         f"{header['fortran_order']!r:.20} of the wrong type")
+    return header["shape"], header["fortran_order"], \
+        npy_format.descr_to_dtype(header["descr"])
+
+
+def npy_header(path, fh, what="load_npy"):
+    """(shape, dtype, fortran_order, data offset) of the .npy file open as ``fh``
+    (versions 1.0 to 3.0, as ``np.load`` reads them); anything else raises a
+    :class:`DDStoreValueError` naming ``path`` (after ``what``: the caller, if given)."""
+    from numpy.lib import format as npy_format
+    head = f"{what}: " if what else ""
     try:
         version = npy_format.read_magic(fh)
         if version == (1, 0):
             shape, fortran, dtype = npy_format.read_array_header_1_0(fh)
         elif version == (2, 0):
             shape, fortran, dtype = npy_format.read_array_header_2_0(fh)
+        elif version == (3, 0):
+            shape, fortran, dtype = _header_3_0(fh)
         else:
-            raise ValueError(f"unsupported .npy version {version}")
-    except (ValueError, OSError) as exc:
-        raise DDStoreValueError(f"load_npy: {path} is not a readable .npy file: {exc}") \
-            from None
+            raise ValueError(f"unsupported .npy version {version} (1.0, 2.0 and 3.0 "
+                             f"are read)")
+    except Exception as exc:  # noqa: BLE001 -- a damaged header's text raises many
+        # kinds (ValueError, SyntaxError, tokenize's TokenError, UnicodeDecodeError)
+        raise DDStoreValueError(f"{head}{path} is not a readable .npy file: "
+                                f"{type(exc).__name__}: {exc}") from None
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in shape):
-        raise DDStoreValueError(f"load_npy: {path} is not a readable .npy file: its header's "
+        raise DDStoreValueError(f"{head}{path} is not a readable .npy file: its header's "
                                 f"shape {shape!r} is not a tuple of integers >= 0")
     return tuple(int(s) for s in shape), np.dtype(dtype), bool(fortran), fh.tell()
 

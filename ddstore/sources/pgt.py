@@ -155,7 +155,8 @@ def _read_edge_mapping(doc, path, dtype):
         if str(t) not in index:
             raise _pgt_error(path, f"edge_mapping.edge_index has no step '{t}' (of "
                                    f"{T} time periods)")
-        e = _pgt_pairs(index[str(t)], path, f"edge_mapping.edge_index['{t}']")
+        e = _pgt_pairs(index[str(t)], path, f"edge_mapping.edge_index['{t}']",
+                       y.shape[1])
         edges.append(e)
         if weights is not None:
             if str(t) not in weight:
@@ -183,7 +184,7 @@ def _read_steps_dynamic(doc, path, dtype):
     for t, step in enumerate(steps):
         if "edges" not in step:
             raise _pgt_error(path, f"step '{t}' has no 'edges' (step '0' has)")
-        e = _pgt_pairs(step["edges"], path, f"step '{t}' 'edges'")
+        e = _pgt_pairs(step["edges"], path, f"step '{t}' 'edges'", data.shape[1])
         edges.append(e)
         weights.append(_pgt_weights(step.get("weights"), e.shape[1], path,
                                     f"step '{t}' 'weights'"))
@@ -408,11 +409,12 @@ def _pgt_num_steps(doc, path):
     return T
 
 
-def _pgt_pairs(pairs, path, what):
+def _pgt_pairs(pairs, path, what, num_nodes=None):
     """``[[src, dst], ...]`` (or ``[]``) -> int64 ``[2, E]``: every pair two integers
     (a whole float such as ``3.0`` is taken; ``1.7``, a string or an id beyond int64 is
     refused, naming the pair), the list exactly ``[E, 2]`` (a ``[2, E]`` list or rows of
-    three are refused, not reshaped)."""
+    three are refused, not reshaped); with ``num_nodes``, every id in ``[0,
+    num_nodes)`` (a step's graph: the file and step named, not the graph's steps)."""
     if pairs is None:
         raise _pgt_error(path, f"{what} is null (a graph with no edges is [])")
     why = None
@@ -439,7 +441,13 @@ def _pgt_pairs(pairs, path, what):
     if why is not None:
         raise _pgt_error(path, f"{what} is not a list of [source, target] integer pairs: "
                                f"{why}")
-    return np.ascontiguousarray(arr.astype(np.int64).T)
+    out = np.ascontiguousarray(arr.astype(np.int64).T)
+    if num_nodes is not None and (out.min() < 0 or out.max() >= num_nodes):
+        i = int(np.flatnonzero(((out < 0) | (out >= num_nodes)).any(axis=0))[0])
+        raise _pgt_error(path, f"{what}: pair {i} is {out[:, i].tolist()}, a node id out "
+                               f"of range [0, {num_nodes}) (the file's signals have "
+                               f"{num_nodes} nodes)")
+    return out
 
 
 def _pgt_weights(values, num_edges, path, what):

@@ -317,7 +317,7 @@ def npy_shape(path):
     """``(shape, dtype, fortran_order, data offset)`` of a ``.npy`` file (header only)."""
     path = _need_file(path)
     with open(path, "rb") as fh:
-        shape, dtype, fortran, offset = npy_header(path, fh)
+        shape, dtype, fortran, offset = npy_header(path, fh, what=None)
         size = os.fstat(fh.fileno()).st_size
     if len(shape) == 0:
         raise DDStoreValueError(f"{path}: holds a 0-d array; rows need at least 1 "

@@ -13,6 +13,7 @@ from ..errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from .._checks import (SEED_MASK, as_bool, as_dtype, as_indices, as_int, as_seed,
                       check_indices, integer_scalar, is_int)
 from .._fingerprint import fingerprint, same_data
+from ..prefetch import BatchEpoch
 from ..sources.base import check_same_files
 from ..sources.series import Series, from_arrays
 from .batch_sampler import agree_epoch
@@ -278,8 +279,8 @@ def _index_array(index, length, what):
     idx = as_indices(index, what)
     if idx.size == 0:
         return idx
-    check_indices(idx, length, what, low=-length, detail=f" for {length} windows")
-    return np.where(idx < 0, idx + length, idx) if idx.min() < 0 else idx
+    smallest = check_indices(idx, length, what, low=-length, detail=f" for {length} windows")
+    return np.where(idx < 0, idx + length, idx) if smallest < 0 else idx
 
 
 class _WindowView(torch.utils.data.Dataset):
@@ -556,10 +557,9 @@ class _WindowLoader(torch.utils.data.DataLoader):
     :meth:`~_WindowView.get_batch` -- the batches ``batch_collate`` makes of
     ``__getitems__`` (another ``collate_fn`` set on it, or a view whose class has its
     own ``__getitems__``: torch's iterator), without the ~15 us a batch of torch's
-    single-process iterator (its fetcher, collate call and checks).  As torch's, each
-    batch is a profiler scope ``enumerate(DataLoader)#...``, and each ``iter`` draws
-    one number from the loader's ``generator`` (torch's global one by default), so
-    a loop's random stream is the same as over a plain ``DataLoader``."""
+    single-process iterator (its fetcher, collate call and checks): an epoch is a
+    :class:`ddstore.prefetch.BatchEpoch` (a profiler scope per batch and a draw from
+    the loader's ``generator`` per epoch, as torch's iterator)."""
 
     def __iter__(self):
         # a collate_fn set on the loader, or a dataset whose own __getitems__ makes the
@@ -567,39 +567,14 @@ class _WindowLoader(torch.utils.data.DataLoader):
         if self.collate_fn is not batch_collate or \
                 type(self.dataset).__getitems__ is not _WindowView.__getitems__:
             return super().__iter__()
-        return _WindowLoaderIter(self)
-
-
-class _WindowLoaderIter:
-    """An epoch of a :class:`_WindowLoader`: ``next`` gives the next batch ``(x, y)``,
-    ``len`` the number of batches of the epoch."""
-
-    def __init__(self, loader):
-        self._read = loader.dataset.get_batch
-        bs = loader.batch_sampler
-        self._len = len(bs)
+        bs = self.batch_sampler
         smp = getattr(bs, "sampler", None)
         if type(bs) is torch.utils.data.BatchSampler and type(smp) is _RanksSampler \
                 and not bs.drop_last:  # the epoch's order at once, batches its slices
-            self._batches = _order_slices(smp, bs.batch_size)
+            batches = _order_slices(smp, bs.batch_size)
         else:  # the batch sampler's lists (BatchShuffleSampler's, a user's own)
-            self._batches = iter(bs)
-        # the draw torch's iterator makes for its workers' base seed (none here)
-        torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
-
-    def __iter__(self):
-        return self
-
-    def __len__(self):
-        return self._len
-
-    def __next__(self):
-        # the profiler scope torch's iterator records for each batch (5.7 us of it)
-        with torch.autograd.profiler.record_function(_PROFILE_NAME):
-            return self._read(next(self._batches))
-
-
-_PROFILE_NAME = f"enumerate(DataLoader)#{_WindowLoaderIter.__name__}.__next__"
+            batches = iter(bs)
+        return BatchEpoch(self.dataset.get_batch, batches, len(bs), self.generator)
 
 
 def _order_slices(sampler, batch_size):
