@@ -33,7 +33,8 @@ Twitter tennis part: bytes of the graph as a DynamicGraph vs a list of full PyG
 snapshots (``DynamicGraphTemporalSignal``-style), and one training epoch of a small
 recurrent GCN (GRU gates with ``GCNConv``, as in ``examples/dynamic_graph_forecast.py``)
 with windows from :class:`~ddstore.dynamic.DynamicWindowDataset` vs from a
-WindowDataset plus a list of full snapshots.
+WindowDataset plus a list of full snapshots; and the same two reading batches of 64
+windows with no model (``batch64_read_ms``, the loaders alone).
 """
 import os
 import platform
@@ -352,10 +353,30 @@ def tennis(store, args, log, series):
             opt.step()
         return time.perf_counter() - t0
 
+    def reads(source, size=64):
+        """Seconds a batch of ``size`` windows takes to read, with no model (the
+        loaders alone): the windows and their graphs, as one epoch in a random order."""
+        train = ds.splits()[0]
+        order = np.random.default_rng(0).permutation(len(train))
+        ds.graph.clear_cache()
+        t0 = time.perf_counter()
+        for i in range(0, len(order), size):
+            idx = order[i:i + size]
+            if source == "dynamic":
+                train.get_batch(idx)
+            else:
+                base.splits()[0].get_batch(idx)
+                batched((idx + train.start).tolist())
+        return (time.perf_counter() - t0) / -(-len(order) // size)
+
     times = {"dynamic": [], "full_list": []}
+    batch_s = {"dynamic": [], "full_list": []}
     for _ in range(args.tennis_epochs):
         times["dynamic"].append(epoch("dynamic"))
         times["full_list"].append(epoch("full"))
+    for _ in range(3):  # alternating rounds, the least of each kept
+        batch_s["dynamic"].append(reads("dynamic"))
+        batch_s["full_list"].append(reads("full"))
     dyn_bytes = store.comm.allreduce(ds.graph.nbytes())
     res = {"steps": ds.num_steps, "nodes": n, "edges": int(ds.graph.num_edges().sum()),
            "checkpoint_every": ds.graph.checkpoint_every,
@@ -363,11 +384,14 @@ def tennis(store, args, log, series):
                      "dynamic_graph_per_rank": int(ds.graph.nbytes()),
                      "full_snapshots": int(full_bytes),
                      "materialized_pyg": ds.graph.materialized_nbytes()},
-           "epoch_s": {k: min(v) for k, v in times.items()}}
+           "epoch_s": {k: min(v) for k, v in times.items()},
+           "batch64_read_ms": {k: 1e3 * min(v) for k, v in batch_s.items()}}
     log(f"Twitter tennis: {res['edges']} edges over {res['steps']} steps, k = "
         f"{res['checkpoint_every']}; graph {dyn_bytes / 1024:.0f} KiB in the store (all "
         f"ranks) vs {full_bytes / 1024:.0f} KiB as full PyG snapshots (on every rank); "
-        f"epoch {res['epoch_s']['dynamic']:.2f} s vs {res['epoch_s']['full_list']:.2f} s")
+        f"epoch {res['epoch_s']['dynamic']:.2f} s vs {res['epoch_s']['full_list']:.2f} s; "
+        f"a batch of 64 windows read in {res['batch64_read_ms']['dynamic']:.2f} ms vs "
+        f"{res['batch64_read_ms']['full_list']:.2f} ms")
     store.remove("ttbase")
     ds.free()
     return res
