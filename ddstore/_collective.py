@@ -78,6 +78,7 @@ import contextlib
 import functools
 import pickle
 import signal
+import sys
 import threading
 import time
 
@@ -117,7 +118,7 @@ def set_publish_hook(hook):
 
 # test hooks: an exception to raise in the local part of a named step on this rank
 # (:func:`inject`), and the set of named steps entered (:func:`record_calls`)
-_TEST = {"inject": None, "seen": None, "steps": 0}
+_TEST = {"inject": None, "seen": None, "steps": 0, "unscoped": None}
 # the next store id this rank proposes (see :func:`next_store_id`)
 _STORES = {"next": 1}
 
@@ -348,6 +349,14 @@ def record_calls(seen):
     append every step's (None for a later step of a call) to the list ``seen`` (None
     stops recording)."""
     _TEST["seen"] = seen
+
+
+def record_unscoped(found):
+    """Test hook: append to the list ``found`` the ``file:line`` of every later step
+    (``op=None``) entered outside any call of several steps (no named step open, no
+    :func:`holds_interrupts` call, no transaction), whose errors no call would name
+    (None stops recording)."""
+    _TEST["unscoped"] = found
 
 
 def _arrive(comm):
@@ -633,6 +642,10 @@ class Step:
         _TEST["steps"] += 1
         if isinstance(_TEST["seen"], list):  # every step in order, None for a later one
             _TEST["seen"].append(None if call is None else call[0])
+        if call is None and _STATE["current"] is None and _STATE["scope"] is None and \
+                _TEST["unscoped"] is not None:
+            where = sys._getframe(1)
+            _TEST["unscoped"].append(f"{where.f_code.co_filename}:{where.f_lineno}")
         armed = _TEST["inject"]
         if armed is not None and armed[0] == _TEST["steps"]:  # the n-th step, any step
             self._inject, _TEST["inject"] = armed[1], None

@@ -530,7 +530,7 @@ def test_snapshots_of_checkpoints_read_at_once_equal_each_alone(store):
     batch of Twitter tennis): the steps not kept are read in one store read (62 reads
     of about 10 us each were half a batch), and every snapshot (edges, weights, in
     request order, repeats too) is the one read alone; the cache keeps at most
-    cache_size of them, the most recent."""
+    cache_size of them, the most recent, each owning its arrays."""
     rng = np.random.default_rng(3)
     edges = [rng.integers(0, 9, (2, int(rng.integers(0, 12)))) for _ in range(40)]
     weights = [rng.random(e.shape[1]).astype(np.float32) for e in edges]
@@ -555,6 +555,9 @@ def test_snapshots_of_checkpoints_read_at_once_equal_each_alone(store):
             assert np.array_equal(ei.numpy(), want[t][0]), t
             assert np.array_equal(w.numpy(), want[t][1]), t
         assert len(g._cache) == 4 and all(g._cache.holds(t) for t in (11, 25, 30, 39))
+        # each kept snapshot owns its own step's arrays (views of the one read kept the
+        # whole read alive: cache_size bounded the snapshots, not their memory)
+        assert all(s.keys.base is None and s.w.base is None for s in g._cache.snaps())
     finally:
         del store.get_records_packed
     g.free()

@@ -31,6 +31,7 @@ from .. import _core
 from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
 from .._checks import check_free_names, integer_scalar, is_int, partition
+from .._collective import holds_interrupts
 from ..annotations import check_object_name
 from .._fingerprint import fingerprint
 from ..sources.base import check_same_files
@@ -366,6 +367,7 @@ class DynamicGraph:
     cache: do not modify them in place.
     """
 
+    @holds_interrupts  # (its steps are several: its later ones told by its name)
     def __init__(self, store, name, edges, weights=None, num_nodes=None,
                  checkpoint_every=None, *, dedup=None, cache_size=8, show_progress=False):
         self.store, self.name = store, name
@@ -630,9 +632,12 @@ class DynamicGraph:
         data, sizes = self.store.get_records_packed(
             self._handles[self._cname],
             np.asarray(steps, np.int64) // self.checkpoint_every)
+        if len(steps) == 1:
+            return [_Snap(int(steps[0]), data["key"], data.get("w"))]
+        # each its own copy: a kept snapshot must not hold the whole read alive
         ends = np.cumsum(sizes["key"]).tolist()
         keys, w = data["key"], data.get("w")
-        return [_Snap(int(c), keys[e - n:e], None if w is None else w[e - n:e])
+        return [_Snap(int(c), keys[e - n:e].copy(), None if w is None else w[e - n:e].copy())
                 for c, n, e in zip(steps, sizes["key"].tolist(), ends)]
 
     def _read_deltas(self, a, b):

@@ -369,18 +369,26 @@ def free_new(lives):
 # ---------------------------------------------------------------- the checks
 def coverage(found, transport, tmp):
     """Every named step in the code is entered by some driver: ``{op: driver}``."""
-    reached = {}
+    reached, unscoped = {}, {}
     for label, fn in DRIVERS:
-        seen = set()
+        seen, loose = set(), []
         _collective.record_calls(seen)
+        _collective.record_unscoped(loose)
         lives = len(_lifecycle._LIVE_STORES)
         try:
             run_driver(fn, tmp, transport)
         finally:
             _collective.record_calls(None)
+            _collective.record_unscoped(None)
             free_new(lives)
         for op in seen:
             reached.setdefault(op, label)
+        for where in loose:
+            unscoped.setdefault(os.path.relpath(where, ROOT.parent), label)
+    # a later step outside any call of several steps: its error would be told without
+    # the call's name (a call's steps are in a holds_interrupts function or a transaction)
+    check(not unscoped, f"later steps (op=None) outside any call, {{site: driver}}: "
+                        f"{unscoped}")
     check("<not a string literal>" not in found,
           f"steps whose op is not a string literal: {found.get('<not a string literal>')}")
     missing = sorted(op for op in found if op not in reached and
