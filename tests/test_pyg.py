@@ -487,6 +487,30 @@ def test_no_pyg_sampler_installed():
         next(iter(loader))
 
 
+def test_hetero_input_nodes_type_and_none_means_every_node(store):
+    """input_nodes=(node_type, None), which PyG's in-memory loader reads as every node of
+    the type: the same batches over the stores as input_nodes=node_type (PyG's
+    remote-backend path asked the feature store for the size of None and failed while
+    the loader was built)."""
+    from torch_geometric.data import HeteroData
+    from torch_geometric.loader import NeighborLoader
+    from ddstore import pyg as dpyg
+    h = HeteroData()
+    h["a"].x = torch.arange(14, dtype=torch.float32).view(7, 2)
+    h["b"].x = torch.arange(5, dtype=torch.float32).view(5, 1)
+    h["a", "ab", "b"].edge_index = torch.tensor([[0, 1, 2, 6, 3], [0, 0, 4, 2, 1]])
+    h["b", "ba", "a"].edge_index = torch.tensor([[0, 4, 2], [5, 3, 3]])
+    fs, gs = dpyg.from_hetero(store, h, name="hn")
+    runs = []
+    for seeds in (("b", None), "b", ["b", None]):
+        loader = NeighborLoader((fs, gs), num_neighbors=[-1, -1], input_nodes=seeds,
+                                batch_size=2)
+        runs.append([(b["b"].n_id.tolist(), b["a"].n_id.tolist(), b["b"].batch_size,
+                      b["a"].x.tolist()) for b in loader])
+    assert runs[0] == runs[1] == runs[2] and len(runs[0]) == 3
+    assert [r[0][:r[2]] for r in runs[0]] == [[0, 1], [2, 3], [4]]
+
+
 def test_hetero_temporal_all_neighbours_against_brute_force(store):
     """Hetero + edge time (two node types, two edge types), ``[-1, -1]``: each seed's
     subgraph is exactly its typed 2-hop neighbourhood over edges not later than the

@@ -184,6 +184,12 @@ def _arguments(name, args):
     data = args.get("data")
     if not _ours(data):
         return args
+    seeds = args.get("input_nodes")
+    if isinstance(seeds, (tuple, list)) and len(seeds) == 2 and \
+            isinstance(seeds[0], str) and seeds[1] is None:
+        # (node_type, None): every node of the type, as PyG's in-memory path reads it;
+        # its remote-backend path asks the feature store for the size of None
+        args = dict(args, input_nodes=seeds[0])
     _check_seeds(name, args)
     sampler = args.get("neighbor_sampler")
     if isinstance(sampler, (NeighborSampler, BidirectionalNeighborSampler)):
