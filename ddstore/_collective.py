@@ -78,7 +78,6 @@ import contextlib
 import functools
 import pickle
 import signal
-import sys
 import threading
 import time
 
@@ -644,7 +643,8 @@ class Step:
             _TEST["seen"].append(None if call is None else call[0])
         if call is None and _STATE["current"] is None and _STATE["scope"] is None and \
                 _TEST["unscoped"] is not None:
-            where = sys._getframe(1)
+            import inspect
+            where = inspect.currentframe().f_back  # (the with statement's frame)
             _TEST["unscoped"].append(f"{where.f_code.co_filename}:{where.f_lineno}")
         armed = _TEST["inject"]
         if armed is not None and armed[0] == _TEST["steps"]:  # the n-th step, any step
