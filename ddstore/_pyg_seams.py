@@ -34,8 +34,8 @@ itself: the class cannot be instantiated).
 import functools
 import inspect
 
-__all__ = ["set_batch_tables", "new_data_batch", "after_loader_init", "before_neighbor_loader_init", "check",
-           "probe_sampler"]
+__all__ = ["set_batch_tables", "new_data_batch", "after_loader_init",
+           "before_neighbor_loader_init", "check", "probe_sampler"]
 
 # PyG's loader classes, the attribute each keeps its sampler in
 _LOADERS = (("NodeLoader", "node_sampler"), ("LinkLoader", "link_sampler"))

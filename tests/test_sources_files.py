@@ -385,6 +385,11 @@ def test_npy_version_3_read_as_numpy_reads_it(tmp_path):
     with pytest.raises(DDStoreValueError, match=r"unsupported .npy version \(4, 0\) "
                                                 r"\(1.0, 2.0 and 3.0 are read\)"):
         load_npy(str(path))
+    raw[6], raw[8:12] = 3, (1 << 31).to_bytes(4, "little")  # (not read: 2 GiB of header)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DDStoreValueError, match=r"v3.npy is not a readable .npy file: "
+                                                r"ValueError: the header's length 2147483648"):
+        load_npy(str(path))
 
 
 def test_npy_in_fortran_order_read_where_its_bytes_are_c_order(tmp_path):

@@ -35,6 +35,9 @@ def _header_3_0(fh):
     if len(raw) != 4:
         raise ValueError("the header's length is cut off")
     length = struct.unpack("<I", raw)[0]
+    if length > 10000:  # (numpy's own bound for the other versions' headers)
+        raise ValueError(f"the header's length {length} is more than the 10000 bytes "
+                         f"read (as numpy's max_header_size)")
     text = fh.read(length)
     if len(text) != length:
         raise ValueError(f"the header is cut off ({len(text)} of {length} bytes)")
