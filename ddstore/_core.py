@@ -337,7 +337,10 @@ class Core:
 
 
 SAMPLE_STRATEGIES = {"recent": lib.DDS_SAMPLE_RECENT, "uniform": lib.DDS_SAMPLE_UNIFORM}
-_SMALL_SAMPLE = 1 << 16  # sampled edges a layer's outputs hold without sizing them by degree
+#: Sampled edges a layer's or hop's outputs hold without sizing them by degree: up to
+#: this many, ``k`` per node (what a fanout ``k`` can take at most) is allocated rather
+#: than a pass over the nodes' degrees (the core counts them again and checks).
+SMALL_SAMPLE = 1 << 16
 
 
 class TCSR:
@@ -407,13 +410,13 @@ class TCSR:
         root order).  ``roots`` int64 and ``root_ts`` of :attr:`time_dtype` (``ets``
         too), C-contiguous, same length.  The outputs are sized by what the roots' lists
         hold (at most ``min(k, degree)`` each; ``k`` each when that is at most
-        :data:`_SMALL_SAMPLE` entries in all, which skips the pass over the degrees).
+        :data:`SMALL_SAMPLE` entries in all, which skips the pass over the degrees).
         ``lead=True``: ``nbr`` and ``ets`` start with the roots and their times (a
         temporal block's ``nodes`` and ``ts``: ``[roots, sampled]``), written in place
         rather than concatenated after."""
         n = roots.shape[0]
         pt = _times(root_ts, self.time_dtype, n, "temporal sample: root_ts")
-        cap = n * k if 0 <= k and n * k <= _SMALL_SAMPLE else self._taken_at_most(roots, k)
+        cap = n * k if 0 <= k and n * k <= SMALL_SAMPLE else self._taken_at_most(roots, k)
         head = n if lead else 0
         # a MemoryError here is explained by the caller (ddstore.temporal's sampler)
         row, eid = (np.empty(cap, dtype=np.int64) for _ in range(2))

@@ -158,7 +158,9 @@ def copy_settings():
     it) or an integer in [1, 64] (1:
     every piece copied by the reading thread, as before); ``DDSTORE_COPY_MIN_BYTES``:
     the least output of one read for its copies to be shared among the threads (default
-    :data:`COPY_MIN_BYTES`).  A local setting: ranks may differ (nothing collective
+    :data:`COPY_MIN_BYTES`), whose pieces must also average a 1024th of it (4 KiB:
+    smaller ones, rows gathered at random, are copied faster by one thread).  A local
+    setting: ranks may differ (nothing collective
     depends on it)."""
     text = os.environ.get("DDSTORE_COPY_THREADS", "").strip().lower()
     if text in ("", "auto"):

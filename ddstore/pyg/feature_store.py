@@ -729,33 +729,17 @@ class FeatureStore(_PygFeatureStore):
         if index is None:
             return None
         n = a.num_rows
-        if isinstance(index, slice):
-            return _slice_rows(index, n, what)
-        if isinstance(index, (list, tuple)) and index and all(
-                isinstance(v, (bool, np.bool_)) for v in index):
-            index = np.asarray(index, dtype=np.bool_)  # a mask, as torch reads such a list
-        if _one_row(index):
-            index = [int(index)]
-        elif isinstance(index, torch.Tensor):
-            if index.dtype == torch.bool:
-                if index.dim() != 1 or index.numel() != n:
-                    raise DDStoreIndexError(f"{what}: boolean index of shape "
-                                            f"{tuple(index.shape)} for {n} rows (a mask "
-                                            f"is 1-D, one entry per row)")
-                index = index.nonzero().view(-1)
-            index = index.detach().cpu().numpy()
-        elif isinstance(index, np.ndarray) and index.dtype == np.bool_:
-            if index.ndim != 1 or index.size != n:
-                raise DDStoreIndexError(f"{what}: boolean index of shape {index.shape} "
-                                        f"for {n} rows (a mask is 1-D, one entry per row)")
-            index = np.flatnonzero(index)
+        if type(index) is torch.Tensor and index.dtype == torch.int64 and \
+                index.dim() == 1 and index.device.type == "cpu":
+            index = index.numpy()  # (a sampler's n_id: the common case, checked below)
+        else:
+            index = _index_forms(index, n, what)
+            if isinstance(index, slice):
+                return _slice_rows(index, n, what)
         idx = as_indices(index, what, n)
-        if idx.size:
-            smallest, largest = int(idx.min()), int(idx.max())
-            if smallest < -n or largest >= n:
-                check_indices(idx, n, what, item="index", low=-n)
-            if smallest < 0:
-                idx = np.where(idx < 0, idx + n, idx)
+        smallest = check_indices(idx, n, what, item="index", low=-n)
+        if smallest is not None and smallest < 0:
+            idx = np.where(idx < 0, idx + n, idx)
         return idx
 
     def _read(self, a, idx):
@@ -885,6 +869,33 @@ def _member_rows(arr, lo, hi, what):
     except Exception as exc:  # noqa: BLE001 -- named here, agreed by the caller's step
         raise DDStoreValueError(f"{what}: reading rows [{lo}, {hi}) raised "
                                 f"{type(exc).__name__}: {exc}") from exc
+
+
+def _index_forms(index, n, what):
+    """An index of a form other than a 1-D int64 CPU tensor, as what ``as_indices``
+    reads (a slice is returned as it is): a mask (bool tensor, array or list) as its
+    positions, one row (an int, a 0-d tensor) as a list, a tensor as an array."""
+    if isinstance(index, slice):
+        return index
+    if isinstance(index, (list, tuple)) and index and all(
+            isinstance(v, (bool, np.bool_)) for v in index):
+        index = np.asarray(index, dtype=np.bool_)  # a mask, as torch reads such a list
+    if _one_row(index):
+        index = [int(index)]
+    elif isinstance(index, torch.Tensor):
+        if index.dtype == torch.bool:
+            if index.dim() != 1 or index.numel() != n:
+                raise DDStoreIndexError(f"{what}: boolean index of shape "
+                                        f"{tuple(index.shape)} for {n} rows (a mask "
+                                        f"is 1-D, one entry per row)")
+            index = index.nonzero().view(-1)
+        index = index.detach().cpu().numpy()
+    elif isinstance(index, np.ndarray) and index.dtype == np.bool_:
+        if index.ndim != 1 or index.size != n:
+            raise DDStoreIndexError(f"{what}: boolean index of shape {index.shape} "
+                                    f"for {n} rows (a mask is 1-D, one entry per row)")
+        index = np.flatnonzero(index)
+    return index
 
 
 def _slice_rows(index, n, what):

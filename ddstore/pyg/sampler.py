@@ -780,10 +780,14 @@ class NeighborSampler(BaseSampler):
             inside = glob < lists
             glob, loc = glob[inside], loc[inside]
             batch = batch[inside] if batch.shape[0] == inside.shape[0] else batch
-        deg = c.indptr[glob + 1] - c.indptr[glob]
-        # Python ints: k * nodes never wraps (k <= MAX_FANOUT_WITH_REPLACEMENT there)
-        cap = int(deg.sum()) if k < 0 else (k * int(np.count_nonzero(deg)) if self.replace
-                                            else int(np.minimum(deg, k).sum()))
+        if 0 < k and k * glob.shape[0] <= _core.SMALL_SAMPLE:
+            cap = k * glob.shape[0]  # (at most k each: no pass over the degrees)
+        else:
+            deg = c.indptr[glob + 1] - c.indptr[glob]
+            # Python ints: k * nodes never wraps (k <= MAX_FANOUT_WITH_REPLACEMENT there)
+            cap = int(deg.sum()) if k < 0 else (
+                k * int(np.count_nonzero(deg)) if self.replace
+                else int(np.minimum(deg, k).sum()))
         timed = times is not None and et not in self._untimed
         flags = (_core.NEIGHBOR_REPLACE if self.replace else 0) | (
             _core.NEIGHBOR_LAST if timed and self.temporal_strategy == "last" else 0)
