@@ -46,21 +46,30 @@ def available_memory():
     return int(avail if limit is None else min(limit, avail))
 
 
+_TRIM = []  # glibc's malloc_trim, or None where there is none: found once
+
+
 def release_free_heap():
     """Give the heap memory that ``free`` has kept back to the kernel (glibc's
-    ``malloc_trim(0)``; nothing elsewhere).  Called after a bulk load: the pieces a
-    load frees stay in the process's heap otherwise (tens of MB after loading an
-    ogbn-products-sized graph), counted in its RSS for the rest of the training.
-    Returns True when the call was made."""
-    import ctypes
-    import ctypes.util
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc
+    ``malloc_trim(0)``; nothing elsewhere).  Called when the outermost transaction ends
+    (every build of a layer is one: :mod:`ddstore._transaction`): the temporaries a
+    build frees stay in the process's heap otherwise, counted in its RSS for the rest
+    of the training (a dynamic graph's build: 1,090 MB held after it, 640 MB trimmed;
+    20,000 graphs from samples: 904 against 583 MB).  Returns True when the call was
+    made."""
+    if not _TRIM:
+        import ctypes
+        import ctypes.util
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            trim = libc.malloc_trim
+            trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):  # not glibc
+            trim = None
+        _TRIM.append(trim)
+    if _TRIM[0] is None:
         return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim(0)
+    _TRIM[0](0)
     return True
 
 

@@ -19,7 +19,9 @@ from ._readers import ahead, resolve_ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from .variables import Var, check_handle
 
-__all__ = ["Records", "RecordSet"]
+__all__ = ["Records", "RecordSet", "COPY_BLOCK_BYTES"]
+
+COPY_BLOCK_BYTES = 64 << 20  # rows add_records concatenates at a time, per key
 
 
 class RecordSet:
@@ -87,8 +89,9 @@ class Records:
         as one raw array of the concatenated rows plus an offsets table that every rank
         keeps, so locating a record needs no communication and reading one runs no code
         (no pickle).  Ranks may hold 0 samples, but at least one rank must hold one.
-        Holds one key's rows twice while copying them in; to load more than that, use
-        :meth:`init_records` and fill block by block.
+        The rows are copied in blocks of about :data:`COPY_BLOCK_BYTES` (the samples and
+        one block held at once, not a key's rows twice); to load more than the samples
+        can hold at once, use :meth:`init_records` and fill block by block.
         """
         with self.store.collective("add_records", name) as step:
             self.variables.check_name(name)
@@ -117,13 +120,28 @@ class Records:
                 # a copy that fails on one rank (memory): agreed, then undone everywhere
                 with self.store.collective(None):
                     for j, (key, dstr, trailing) in enumerate(schema):
-                        if counts[:, j].sum():
-                            data = np.concatenate([as_array(s[key], key) for s in samples])
-                            self.write(rec.fields[key], 0, data)
-                            del data
+                        self._copy_rows(rec.fields[key], samples, key, counts[:, j])
                 self.variables.sync_all()
             finally:
                 self.table[name] = rec
+
+    def _copy_rows(self, var, samples, key, counts):
+        """Local: the rows ``samples[i][key]`` (``counts[i]`` each), in order, into this
+        rank's chunk of ``var``, a block of about :data:`COPY_BLOCK_BYTES` at a time."""
+        row = max(1, var.dtype.itemsize * int(np.prod(var.row_shape, dtype=np.int64)))
+        ends = np.cumsum(counts)
+        at, first = 0, 0
+        while first < len(samples):
+            # the samples whose rows end within a block of this one's start (one at least)
+            last = max(first + 1, int(np.searchsorted(
+                ends, at + max(1, COPY_BLOCK_BYTES // row), side="right")))
+            rows = int(ends[last - 1]) - at
+            if rows:
+                data = np.concatenate([as_array(samples[i][key], key)
+                                       for i in range(first, last)])
+                self.write(var, at, data)
+                del data
+            at, first = at + rows, last
 
     def init_records(self, name, schema, sizes):
         """Collective: create records ``name`` for this rank's chunk without their data:

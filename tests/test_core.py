@@ -420,6 +420,27 @@ def test_as_error_is_the_one_conversion():
                                              "_ArrayMemoryError: no")
 
 
+@pytest.mark.parametrize("block", [1, 40, 1000, 64 << 20])
+def test_add_records_copies_in_blocks_every_byte(store, monkeypatch, block):
+    """add_records copies each key's rows in blocks of about COPY_BLOCK_BYTES (it held a
+    key's rows twice: a dynamic graph's build peaked at 2.8x what it stored): every
+    record reads back byte for byte, whatever the block (smaller than one row, than one
+    sample, or all of them), with samples of zero rows among them."""
+    from ddstore import records
+    monkeypatch.setattr(records, "COPY_BLOCK_BYTES", block)
+    rng = np.random.default_rng(5)
+    samples = [{"x": rng.standard_normal((i % 5, 3)).astype(np.float32),
+                "k": rng.integers(0, 2 ** 40, (3 * (i % 4),)).astype(np.int64)}
+               for i in range(23)]
+    store.add_records(f"blocks{block}", samples)
+    for i, want in enumerate(samples):
+        got = store.get_record(f"blocks{block}", i)
+        for key in want:
+            assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape
+            assert got[key].tobytes() == want[key].tobytes(), (i, key)
+    store.remove(f"blocks{block}")
+
+
 def test_get_records_packed_reads_into_given_arrays(store):
     """get_records_packed(..., alloc=): each key's rows read into the array alloc gives
     (a view of a staging buffer: the graph loader's pipeline), byte for byte what a read

@@ -32,6 +32,7 @@ from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
 from .._checks import check_free_names, integer_scalar, is_int, partition
 from .._collective import holds_interrupts
+from ..memory import release_free_heap
 from ..annotations import check_object_name
 from .._fingerprint import fingerprint
 from ..sources.base import check_same_files
@@ -468,7 +469,10 @@ class DynamicGraph:
                 for k2 in d:
                     if d[k2].dtype == np.float64:
                         d[k2] = d[k2].astype(np.float32)
+        del kept
         self._add_all(deltas, ckpts)
+        del deltas, ckpts
+        release_free_heap()  # (the build's snapshots, stored now: their heap released)
 
     @classmethod
     def from_series(cls, store, name, series, **kwargs):

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from ..memory import release_free_heap
 from ..prefetch import BatchEpoch
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
 from ..sources.base import check_same_files
@@ -162,6 +163,7 @@ class GraphDataset(torch.utils.data.Dataset):
             # what open() needs to serve the records again from a restored store
             store.annotate(name, KIND, {"layout": reference.to_list(),
                                         "nsamples": int(share.total)}, variables=(name,))
+        release_free_heap()  # the samples read and freed: back to the kernel, not held
         held = store.nbytes() - before
         sizes = store.comm.gather(held, root=0)
         if store.comm.rank == 0:
