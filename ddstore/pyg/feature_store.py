@@ -732,10 +732,10 @@ class FeatureStore(_PygFeatureStore):
         if type(index) is torch.Tensor and index.dtype == torch.int64 and \
                 index.dim() == 1 and index.device.type == "cpu":
             index = index.numpy()  # (a sampler's n_id: the common case, checked below)
+        elif isinstance(index, slice):
+            return _slice_rows(index, n, what)
         else:
             index = _index_forms(index, n, what)
-            if isinstance(index, slice):
-                return _slice_rows(index, n, what)
         idx = as_indices(index, what, n)
         smallest = check_indices(idx, n, what, item="index", low=-n)
         if smallest is not None and smallest < 0:
@@ -872,11 +872,9 @@ def _member_rows(arr, lo, hi, what):
 
 
 def _index_forms(index, n, what):
-    """An index of a form other than a 1-D int64 CPU tensor, as what ``as_indices``
-    reads (a slice is returned as it is): a mask (bool tensor, array or list) as its
-    positions, one row (an int, a 0-d tensor) as a list, a tensor as an array."""
-    if isinstance(index, slice):
-        return index
+    """An index other than a slice or a 1-D int64 CPU tensor, as what ``as_indices``
+    reads: a mask (bool tensor, array or list) as its positions, one row (an int, a 0-d
+    tensor) as a list, a tensor as an array."""
     if isinstance(index, (list, tuple)) and index and all(
             isinstance(v, (bool, np.bool_)) for v in index):
         index = np.asarray(index, dtype=np.bool_)  # a mask, as torch reads such a list
