@@ -40,7 +40,8 @@ class DynamicWindowDataset(WindowDataset):
     ``T`` steps and the series' node count), else from ``edges`` / ``weights`` (as for
     :class:`DynamicGraph`; ``dedup``, ``checkpoint_every`` and ``cache_size`` are passed
     on), else from a :class:`~ddstore.spatiotemporal.DynamicSeries` ``series``, else from
-    the series' static graph repeated every step (stored once: no deltas, one checkpoint).
+    the series' static graph repeated every step (stored once: one checkpoint, and empty
+    deltas that are never read).
 
     Items:
 
@@ -141,7 +142,8 @@ class DynamicWindowDataset(WindowDataset):
         B = starts.shape[0]
         steps = starts[:, None] + np.arange(span)
         uniq = np.unique(steps)
-        snaps = dict(zip(uniq.tolist(), self.graph.snapshots(uniq.tolist())))
+        snaps = dict(zip(uniq.tolist(), self.graph.snapshots(uniq)))
+        views = {t: s[0].numpy() for t, s in snaps.items()} if B > 1 else None
         dev = self.device
         out = []
         for j in range(span):
@@ -152,7 +154,7 @@ class DynamicWindowDataset(WindowDataset):
             elif B == 1:  # (copies: the graph's cached snapshot is not the caller's)
                 ei, ew = col[0][0].clone(), None if col[0][1] is None else col[0][1].clone()
             else:  # (in numpy: torch's cat and repeat_interleave took 2.5x as long)
-                eis = [c[0].numpy() for c in col]
+                eis = [views[t] for t in steps[:, j].tolist()]
                 ei = np.concatenate(eis, axis=1)
                 ei += np.repeat(np.arange(B, dtype=np.int64) * n, [e.shape[1] for e in eis])
                 ei = torch.from_numpy(ei)

@@ -27,6 +27,7 @@ import ddstore  # noqa: E402
 from ddstore import DDStoreIndexError, DDStoreValueError  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.dynamic import DynamicGraph, DynamicWindowDataset  # noqa: E402
+from ddstore.dynamic import graph as graph_module  # noqa: E402
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
@@ -154,6 +155,9 @@ def all_equal(g, ref, label, rng):
           (20 if ref[0][1] is not None or g.weighted else 16), f"{label}: materialized")
 
 
+DEFAULT_KEEP = graph_module.KEEP_BYTES
+
+
 def errors(store):
     before = store.variables()
     N = 10
@@ -239,6 +243,30 @@ def errors(store):
                  num_nodes=N), what="reader fails on one rank",
                  agree=True)
     check(store.variables() == before, f"errors left variables {store.variables()}")
+
+    # a sequence that gives other edges when the build reads a step again (the steps
+    # beyond KEEP_BYTES are made twice), on one rank only
+    class Changing:
+        def __init__(self):
+            self.seen = set()
+
+        def __len__(self):
+            return len(good)
+
+        def __getitem__(self, t):
+            t = t % len(good)
+            again = t in self.seen
+            self.seen.add(t)
+            return good[t][:, :1] if again and rank == size - 1 and t == last else good[t]
+    keep, graph_module.KEEP_BYTES = graph_module.KEEP_BYTES, 0
+    try:
+        expect_error(DDStoreValueError, (f"rank {size - 1}", "edges[3] gave 1 edges when "
+                                         "read a second time, 3 the first"),
+                     lambda: DynamicGraph(store, "e", Changing(), None, num_nodes=N,
+                                          checkpoint_every=1),
+                     what="steps changing between reads", agree=True, store=store)
+    finally:
+        graph_module.KEEP_BYTES = keep
     g = DynamicGraph(store, "ok", good, gw, num_nodes=N, checkpoint_every=2)
     expect_error(DDStoreIndexError, ("t=4", "[0, 4)"), lambda: g.snapshot(len(good)),
                  what="t too large", agree=True)
@@ -466,14 +494,19 @@ def main():
                     T = len(e)
                     ks = {None, 1, max(1, T - 1), 7, T} if size <= 2 else \
                         {None, max(1, T - 1), 7}
-                    for k in sorted(ks, key=str):
+                    for i, k in enumerate(sorted(ks, key=str)):
                         if transport == "rma" and k is not None:
                             continue  # the rma path: fewer configurations
                         if not full and k not in (None, max(1, T - 1)):
                             continue
-                        label = f"w{width}/{transport}/{name}/k={k}"
+                        # the build keeps every step between its passes, none, or the
+                        # first few (the others made again when stored)
+                        keep = (DEFAULT_KEEP, 0, 3000)[(i + len(name)) % 3]
+                        label = f"w{width}/{transport}/{name}/k={k}/keep={keep}"
+                        graph_module.KEEP_BYTES = keep
                         g = DynamicGraph(store, "g", e, w, num_nodes=N, checkpoint_every=k,
                                          cache_size=3)
+                        graph_module.KEEP_BYTES = DEFAULT_KEEP
                         all_equal(g, refs[name], label, rng)
                         if k == max(1, T - 1) and T > 2:
                             check(list(g._ckpt_steps) == [0, T - 1],
