@@ -125,6 +125,14 @@ class _Info:
 
 
 _PLAIN = "biufc"  # the dtype kinds a buffer may have: bytes of numbers, no objects
+_INT64 = np.int64  # (a start of this type takes the fast path, as an int does)
+
+
+def _named(exc, info, name):
+    """The message of ``exc``, raised by the store for a call through the handle of
+    ``info``, with the variable's name where the store named the handle: a user of this
+    module never sees handles."""
+    return str(exc).replace(repr(info.handle), repr(name))
 
 
 def _as_numpy(arr, name, what):
@@ -399,11 +407,11 @@ class PyDDStore:
         try:  # the store checks offset: never truncated (1.5) nor parsed ("1")
             self._store.update(info.handle, _bytes_rows(local, local.shape[0]), offset)
         except DDStoreIndexError as exc:  # what get raises for rows outside: ValueError too
-            raise PyDDStoreRangeError(str(exc)) from None
+            raise PyDDStoreRangeError(_named(exc, info, name)) from None
         except DDStoreValueError as exc:  # an offset of another type: TypeError too
             if is_int(integer_scalar(offset)):
-                raise
-            raise PyDDStoreTypeError(str(exc)) from None
+                raise DDStoreValueError(_named(exc, info, name)) from None
+            raise PyDDStoreTypeError(_named(exc, info, name)) from None
 
     @staticmethod
     def _check_row(name, info, arr, what):
@@ -423,8 +431,9 @@ class PyDDStore:
         input) takes the checked path below, which explains what is wrong.
         """
         info = self._info.get(name) if type(name) is str else None
-        if info is not None and type(arr) is np.ndarray and type(start) is int and \
-                arr.ndim:
+        # (numpy int64 starts too: HydraGNN's DistDataset reads its offsets from arrays)
+        if info is not None and type(arr) is np.ndarray and arr.ndim and \
+                (type(start) is int or type(start) is _INT64):
             flags = arr.flags
             count = arr.shape[0]
             # (0 rows: their width is checked on the checked path)
@@ -492,7 +501,7 @@ class PyDDStore:
                     self._store.get_batch(info.handle, indices if isinstance(
                         indices, (list, tuple)) else idx, out=_bytes_rows(out, len(idx)))
             except DDStoreIndexError as exc:
-                raise PyDDStoreRangeError(str(exc)) from None
+                raise PyDDStoreRangeError(_named(exc, info, name)) from None
 
     def size(self, name):
         """Global number of rows of ``name`` (in this rank's group)."""

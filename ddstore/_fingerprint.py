@@ -47,8 +47,10 @@ def _as_numpy(value):
         t = value.detach().cpu()
         try:
             arr = t.numpy()
-        except TypeError:  # bfloat16, float8...: its bytes, under its torch name
-            return t.contiguous().view(torch.uint8).numpy(), str(t.dtype)
+        except TypeError:  # bfloat16, float8...: its bytes, under its torch name (seen
+            # as integers of its size, so that the shape shown is the tensor's)
+            same = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+            return t.contiguous().view(same[t.element_size()]).numpy(), str(t.dtype)
         return arr, arr.dtype.str
     arr = np.asarray(value)
     return arr, arr.dtype.str

@@ -4,12 +4,13 @@
 
     mpiexec -n 2 python examples/dynamic_graph_forecast.py
     mpiexec -n 2 python examples/dynamic_graph_forecast.py --width 2 --epochs 40
-    mpiexec -n 2 python examples/dynamic_graph_forecast.py --data england_covid.json
 
 Data: Twitter mentions among 1,000 accounts during Roland-Garros 2017, one graph per hour
 (``tests/data/twitter_tennis_rg17.json``, PyTorch Geometric Temporal): each step has its
 own edges (who mentioned whom, weighted by count), two node features and a node target
-(mentions received).  Any PGT JSON with per-step graphs (``--data``) works the same way.
+(mentions received).  Any PGT JSON with per-step graphs (``--data``, a file of your own:
+e.g. PyTorch Geometric Temporal's ``england_covid.json``, downloaded from its dataset
+repository; only Twitter tennis comes with this project) works the same way.
 
 The node signals ``[T, nodes, features + target]`` are index-batched by
 :class:`ddstore.dynamic.DynamicWindowDataset` (the target is ``log1p``'d and

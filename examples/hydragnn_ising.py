@@ -363,7 +363,8 @@ def main(argv=None):
                 device=device)
         if rank == 0:
             print(f"ranks {comm.size}, width {store.width} ({store.replicas} replica(s)), "
-                  f"transport {store.transport}, source {args.source}; graphs train "
+                  f"transport {store.transport}, source "
+                  f"{'the checkpoint' if args.resume else args.source}; graphs train "
                   f"{len(data['train'])} val {len(data['val'])} test {len(data['test'])}; "
                   f"preload {t_load:.2f} s; store bytes on rank 0 {store.nbytes()}; "
                   f"energy mean {mean:.2f} std {std:.2f}"

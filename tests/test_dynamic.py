@@ -646,5 +646,18 @@ def test_window_dataset_graph_must_be_this_stores_and_held(store, tmp_path):
             assert again[0][2][0][0].tolist() == ds[0][2][0][0].tolist() == [[2], [2]]
         finally:
             back.free()
+        # its graph freed before a save: the dataset is saved, and opening it says why
+        # it cannot be (its graph named)
+        mine.free()
+        store.save(str(tmp_path / "ck2"))
+        back = DDStore.restore(str(tmp_path / "ck2"), store.comm)
+        try:
+            with pytest.raises(DDStoreValueError, match=r"DynamicWindowDataset 'd': its "
+                                                        r"graph 'g' cannot be opened \(freed "
+                                                        r"before the save\?\): no "
+                                                        r"DynamicGraph 'g' in this store"):
+                DynamicWindowDataset.open(back, "d")
+        finally:
+            back.free()
     finally:
         other.free()

@@ -43,6 +43,8 @@ def test_hydragnn_resume_is_exact(tmp_path_factory):
     full = job_folder(tmp_path_factory) / "hydra-whole"
     half = job_folder(tmp_path_factory) / "hydra-resumed"
     assert "resumed from" in out_res and "after epoch 1" in out_res, out_res
+    # (the data came from the checkpoint, not from --source)
+    assert ", source the checkpoint;" in out_res and ", source memory;" in out_full, out_res
     rows_full, test_full = losses(out_full)
     rows_res, test_res = losses(out_res)
     assert sorted(rows_full) == [1, 2, 3] and sorted(rows_res) == [2, 3], (out_full,

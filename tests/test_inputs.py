@@ -96,6 +96,14 @@ def test_same_data_settings():
     assert same["data 'edge_index'"].startswith("None [], fingerprint 0x")
     assert same == same_data({"x": np.zeros((3, 2), np.float32), "edge_index": None})
     assert same != same_data({"x": np.ones((3, 2), np.float32), "edge_index": None})
+    # dtypes numpy lacks: the tensor's shape shown (not its bytes'), every bit hashed
+    import torch
+    half = torch.arange(8, dtype=torch.bfloat16).reshape(4, 2)
+    shown = same_data({"x": half})["data 'x'"]
+    assert shown.startswith("torch.bfloat16 [4, 2], fingerprint 0x"), shown
+    flipped = half.clone()
+    flipped.view(torch.int16)[3, 1] ^= 1  # the lowest bit of the last value
+    assert same_data({"x": flipped}) != same_data({"x": half})
 
 
 def test_mark_ids():

@@ -138,6 +138,20 @@ def test_pyddstore_arguments_as_the_original_takes_them():
         with pytest.raises(pyddstore.PyDDStoreRangeError,
                            match=r"index 18446744073709551616 \(position 0\) out of range"):
             store.get_batch("x", row, [2 ** 64])
+        # rows out of range name the variable (not the store's handle the module reads
+        # through), whichever call, and a numpy int64 start (HydraGNN's) too
+        n = store.size("x")
+        for call, message in (
+                (lambda: store.get("x", row, np.int64(n)), rf"get 'x': rows \[{n}, "),
+                (lambda: store.get_batch("x", row, [n]), rf"get_batch 'x': index {n} "),
+                (lambda: store.get_batch("x", row, np.array([n])),
+                 rf"get_batch 'x': index {n} "),
+                (lambda: store.update("f", row, 99), r"update 'f': rows \[99, 100\) "
+                                                     r"outside the local chunk")):
+            with pytest.raises(pyddstore.PyDDStoreRangeError, match="^" + message):
+                call()
+        store.get("x", row, np.int64(n - 1))
+        assert np.array_equal(row, data[n - 1:n].reshape(row.shape))
         assert isinstance(pyddstore.PyDDStoreRangeError("e"), DDStoreIndexError)
         store.epoch_end()
     finally:

@@ -790,6 +790,45 @@ def test_nonfinite_edge_weights_refused(store, tmp_path):
         st.load_pgt_json(str(path))
 
 
+def test_node_ids_come_back_from_a_checkpoint_as_they_went_in(store, tmp_path):
+    """Node ids survive save and restore: an array with its dtype (numbers, datetimes,
+    str), a sequence as a list of equal values; ids a checkpoint could not give back
+    equal are refused when the series is made (they were dropped at the save)."""
+    raw = random_series(T=40, n=3, f=1, seed=2)
+    kept = {"ints": np.array([7, 3, 5], np.int64), "floats": np.array([0.5, 1.5, -2.0]),
+            "days": np.datetime64("2024-01-01") + np.arange(3),
+            "seconds": np.array([1, 2, 3], dtype="timedelta64[s]"),
+            "names": np.array(["a", "bb", "ccc"]), "labels": ["x", "y", "z"],
+            "numpy ints": [np.int64(4), np.int64(5), np.int64(6)],
+            "mixed": [1, "two", None], "nested": [[0, 1], [1, 0], [2, 2]]}
+    made = {}
+    for i, ids in enumerate(kept.values()):
+        made[f"ids{i}"] = make(store, st.from_arrays(raw, node_ids=ids), 2)
+    store.save(str(tmp_path / "ck"))
+    back = ddstore.DDStore.restore(str(tmp_path / "ck"), store.comm)
+    try:
+        for (what, ids), ds in zip(kept.items(), made.values()):
+            got = st.WindowDataset.open(back, ds.name).node_ids
+            if isinstance(ids, np.ndarray):
+                assert isinstance(got, np.ndarray) and got.dtype == ids.dtype, what
+                assert np.array_equal(got, ids), what
+            else:
+                assert type(got) is list and got == list(ids), what
+    finally:
+        back.free()
+    for ids, message in (([("a", 0), ("b", 1), ("c", 2)],
+                          r"node_ids\[0\] = \('a', 0\) would come back from a checkpoint as "
+                          r"\['a', 0\]"),
+                         (np.array([1, "x", 2.5], dtype=object),
+                          r"node_ids of dtype object and shape \(3,\) cannot be kept"),
+                         (np.zeros((3, 1)), r"node_ids of dtype float64 and shape \(3, 1\)"),
+                         ([object(), 1, 2], r"node_ids cannot be kept in a checkpoint \("
+                                            r"object is not JSON\)")):
+        with pytest.raises(DDStoreValueError, match=message + ".*allowed: a 1-D numpy "
+                                                              "array of numbers"):
+            st.from_arrays(raw, node_ids=ids)
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 3, 4])
 @pytest.mark.shared_launch("st_windows.py", "{tmp}", timeout=180)

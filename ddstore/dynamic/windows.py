@@ -129,7 +129,12 @@ class DynamicWindowDataset(WindowDataset):
         super()._open(store, name, ann, device, resident)
         self.graph_steps = ann.meta["graph_steps"]
         self._own_graph = bool(ann.meta["own_graph"])
-        self.graph = DynamicGraph.open(store, ann.meta["graph"])
+        try:
+            self.graph = DynamicGraph.open(store, ann.meta["graph"])
+        except DDStoreValueError as exc:  # (a shared graph freed before the save)
+            raise DDStoreValueError(f"DynamicWindowDataset {name!r}: its graph "
+                                    f"{ann.meta['graph']!r} cannot be opened (freed before "
+                                    f"the save?): {exc}") from None
 
     def _graphs(self, starts, host=False):
         """The snapshots of windows ``starts`` (int64 numpy array, or a tensor of the

@@ -18,6 +18,7 @@ Arrays (:func:`from_arrays`): numpy arrays or torch tensors ``[T, nodes]`` or
 ``[T, nodes, features]``, in any memory layout.  Only numpy is imported here; torch is
 looked at only when an array is converted.
 """
+import json
 import os
 
 import numpy as np
@@ -117,6 +118,58 @@ def check_finite_weights(weights, edge_index, what, given=None):
                                 f"({int(bad.sum())} of {bad.shape[0]} edges are NaN or inf)")
 
 
+_NODE_IDS = ("a 1-D numpy array of numbers, datetimes or str, or a sequence of values "
+             "that JSON gives back equal (str, int, float, bool, None, numpy scalars of "
+             "these, and lists of them)")
+
+
+def _json_scalar(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def encode_node_ids(node_ids, what):
+    """``(meta, array)``: ``node_ids`` as a checkpoint keeps them (``meta`` JSON, and an
+    array or None), from which :func:`decode_node_ids` gives back equal ids: an array
+    of the same dtype, or a list.  Raises :class:`DDStoreValueError` naming ``what``
+    for ids that would not come back equal (they are refused when the series is made,
+    not dropped when it is saved)."""
+    if node_ids is None:
+        return None, None
+    if isinstance(node_ids, np.ndarray):
+        kind = node_ids.dtype.kind if node_ids.ndim == 1 else None
+        if kind is not None and kind in "biuf":
+            return "array", node_ids
+        if kind is not None and kind in "Mm":  # (as int64, with their unit)
+            return {"array": node_ids.dtype.str}, node_ids.view(np.int64)
+        if kind == "U":
+            return {"list": node_ids.tolist(), "dtype": node_ids.dtype.str}, None
+        raise DDStoreValueError(f"{what}: node_ids of dtype {node_ids.dtype} and shape "
+                                f"{node_ids.shape} cannot be kept in a checkpoint; "
+                                f"allowed: {_NODE_IDS}")
+    try:
+        items = list(node_ids)
+        back = json.loads(json.dumps(items, default=_json_scalar))
+        bad = next((i for i, (a, b) in enumerate(zip(items, back)) if a != b), None)
+    except (TypeError, ValueError) as exc:
+        raise DDStoreValueError(f"{what}: node_ids cannot be kept in a checkpoint "
+                                f"({exc}); allowed: {_NODE_IDS}") from None
+    if bad is not None:
+        raise DDStoreValueError(f"{what}: node_ids[{bad}] = {items[bad]!r} would come back "
+                                f"from a checkpoint as {back[bad]!r}; allowed: {_NODE_IDS}")
+    return back, None
+
+
+def decode_node_ids(meta, array):
+    """The node ids :func:`encode_node_ids` kept as ``(meta, array)``."""
+    if isinstance(meta, dict):
+        if "array" in meta:
+            return array.view(np.dtype(meta["array"]))
+        return np.array(meta["list"], dtype=np.dtype(meta["dtype"]))
+    return array if meta == "array" else meta
+
+
 def check_timestamps(timestamps, num_steps, what):
     """``timestamps`` (None, or one per time step: datetime64 values, date strings or
     ``datetime`` objects) as ``datetime64[ns]`` ``[num_steps]``, or raise
@@ -189,6 +242,7 @@ class Series:
                 type(node_ids).__name__
             raise DDStoreValueError(f"{source or 'series'}: node_ids must hold one id per "
                                     f"node ({self.num_nodes}), got {got}")
+        encode_node_ids(node_ids, source or "series")  # (refused now, not at a save)
         self.node_ids = node_ids
 
     def read(self, start, stop):

@@ -1,7 +1,6 @@
 """Index-batched sliding windows over a series kept once in a :class:`~ddstore.DDStore`."""
 import bisect
 import collections.abc
-import json
 import math
 import numbers
 
@@ -15,7 +14,7 @@ from .._checks import (SEED_MASK, as_bool, as_dtype, as_indices, as_int, as_seed
 from .._fingerprint import fingerprint, same_data
 from ..prefetch import BatchEpoch
 from ..sources.base import check_same_files
-from ..sources.series import Series, from_arrays
+from ..sources.series import Series, decode_node_ids, encode_node_ids, from_arrays
 from .batch_sampler import agree_epoch
 from .windows import (SPLIT_NAMES, Moments, check_horizon, chunk_moments, num_windows,
                       series_layout, split_ranges, window_weights)
@@ -868,16 +867,10 @@ class WindowDataset(_WindowView):
         if self.timestamps is not None:
             arrays["timestamps"] = np.ascontiguousarray(
                 self.timestamps.astype("datetime64[ns]")).view(np.int64)
-        ids = self.node_ids
-        if isinstance(ids, np.ndarray) and ids.dtype.kind in "biuf":
+        meta["node_ids"], ids = encode_node_ids(self.node_ids, f"WindowDataset "
+                                                                f"{self.name!r}")
+        if ids is not None:
             arrays["node_ids"] = ids
-            meta["node_ids"] = "array"
-        elif ids is not None:
-            try:  # labels (str, int) as JSON; anything else is not kept
-                meta["node_ids"] = json.loads(json.dumps(
-                    ids.tolist() if isinstance(ids, np.ndarray) else list(ids)))
-            except (TypeError, ValueError):
-                meta["node_ids"] = None
         cuts = {}
         if self.halo:  # the stored pieces (each with its halo) and where they start
             for k in ("lo", "hi", "stored", "offset"):
@@ -935,8 +928,7 @@ class WindowDataset(_WindowView):
         tf = (time_feature_array(self.timestamps, self.time_features, dt)
               if self.time_features else None)
         self.num_features = f + (0 if tf is None else tf.shape[1])
-        ids = meta["node_ids"]
-        self.node_ids = arr["node_ids"] if ids == "array" else ids
+        self.node_ids = decode_node_ids(meta["node_ids"], arr.get("node_ids"))
         self.mean, self.std = arr["mean"].copy(), arr["std"].copy()
         self.edge_index = torch.from_numpy(arr["edge_index"].copy())
         self.edge_weight = torch.from_numpy(arr["edge_weight"].copy())
