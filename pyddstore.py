@@ -432,8 +432,8 @@ class PyDDStore:
         """
         info = self._info.get(name) if type(name) is str else None
         # (numpy int64 starts too: HydraGNN's DistDataset reads its offsets from arrays)
-        if info is not None and type(arr) is np.ndarray and arr.ndim and \
-                (type(start) is int or type(start) is _INT64):
+        if info is not None and type(arr) is np.ndarray and \
+                (type(start) is int or type(start) is _INT64) and arr.ndim:
             flags = arr.flags
             count = arr.shape[0]
             # (0 rows: their width is checked on the checked path)

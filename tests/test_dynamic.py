@@ -192,6 +192,9 @@ def test_benchmark_smoke(tmp_path):
     assert syn["verified_snapshots"] == 60
     assert syn["bytes"]["full_snapshots"] > 5 * syn["bytes"]["deltas_and_checkpoints"]
     assert res["twitter_tennis"]["bytes"]["full_snapshots"] > 0
+    # the build's memory: what the rank stores, and its peak above the start
+    assert syn["stored_bytes_per_rank"] == [syn["bytes"]["deltas_and_checkpoints"]]
+    assert syn["build_peak_rss_above_bytes"][0] >= 0
 
 
 def test_apply_delta_in_c_against_sets():

@@ -45,6 +45,7 @@ import numpy as np
 from ddstore.bench import Items, exit_on_every_rank, parser, plural, ratio, ratio_text, \
     require_files, write_report
 from ddstore.cli import at_least, check_width
+from ddstore.bench.memory import current_rss, peak_rss, reset_peak
 
 MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 TENNIS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
@@ -61,6 +62,9 @@ def _args(argv, prog=None):
                    help="share of edges replaced per step, in [0, 1]")
     p.add_argument("--width", type=at_least(1), default=None,
                    help="ranks per replica (default: all ranks)")
+    p.add_argument("--checkpoint-every", type=at_least(1), default=None,
+                   help="the synthetic graph's checkpoint_every (default: chosen by the "
+                        "graph)")
     p.add_argument("--repeat", type=at_least(1), default=3, help="alternating timing rounds")
     p.add_argument("--random", type=at_least(0), default=200, help="random-access calls")
     p.add_argument("--tennis", default=None,
@@ -148,11 +152,18 @@ def synthetic(store, args, log):
     T = args.steps
     comm = store.comm
     comm.Barrier()
+    before = current_rss()
+    reset_peak()
     t0 = time.perf_counter()
-    g = DynamicGraph(store, "dyn", gen, Items(len(gen), lambda t: gen.step(t)[1]), num_nodes=args.nodes,
+    g = DynamicGraph(store, "dyn", gen, Items(len(gen), lambda t: gen.step(t)[1]),
+                     num_nodes=args.nodes, checkpoint_every=args.checkpoint_every,
                      show_progress=True)
     build_dyn = time.perf_counter() - t0
-    log(f"DynamicGraph built in {build_dyn:.1f} s: {g}")
+    # the build's peak above the RSS before it, per rank, against what the rank stores
+    peaks = comm.allgather((peak_rss() - before, g.nbytes()))
+    log(f"DynamicGraph built in {build_dyn:.1f} s: {g}; peak RSS above the start "
+        f"{max(p for p, _ in peaks) / 1e6:.0f} MB on the highest rank, for "
+        f"{max(n for _, n in peaks) / 1e6:.0f} MB stored")
     # full snapshots, canonical, this member's steps
     lo, hi = partition(T, store.group_size, store.group_rank)
     recs = []
@@ -254,6 +265,8 @@ def synthetic(store, args, log):
                   "materialized_pyg": g.materialized_nbytes()},
         "timing": timing, "random_access": random_access,
         "verified_snapshots": verified if ok else -1,
+        "build_peak_rss_above_bytes": [int(p) for p, _ in peaks],
+        "stored_bytes_per_rank": [int(n) for _, n in peaks],
     }
     b = res["bytes"]
     res["bytes"]["ratio_full_over_dynamic"] = b["full_snapshots"] / b[

@@ -180,9 +180,11 @@ def _diff(old_k, old_w, new_k, new_w):
     # keys (< 2**62) tagged with their side (bit 0: 1 = new) and merged: a stable sort
     # finds the two sorted runs and merges them in one pass (2.5 against 85 ms for two
     # searchsorted of 1M keys); a key in both comes as 2k, 2k + 1 side by side
-    s = np.sort(np.concatenate((old_k << 1, (new_k << 1) | 1)), kind="stable")
+    s = np.concatenate((old_k << 1, (new_k << 1) | 1))
+    s.sort(kind="stable")  # (in place)
     side = (s & 1).astype(bool)
-    pair = (s[1:] >> 1) == (s[:-1] >> 1)
+    s >>= 1  # (the keys again)
+    pair = s[1:] == s[:-1]
     both = np.zeros(s.shape[0], dtype=bool)
     both[:-1] = pair
     both[1:] |= pair
