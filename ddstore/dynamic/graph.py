@@ -424,14 +424,13 @@ class DynamicGraph:
         # gathered over the communicator; this group's members are its ranks
         # [group * width, (group + 1) * width).  What is made here is kept for step 3
         # up to KEEP_BYTES (the steps after are made again there, one at a time)
-        dkeys = ("add_key", "del_key") + (("chg_key",) if self.weighted else ())
         with store.collective(None) as step:
             counts, sizes, kept = self._measure(edges, weights, lo, hi, checkpoint_every,
                                                 show_progress)
             gathered = step.agree((counts, sizes))[
                 store.group * width:(store.group + 1) * width]
         self._num_edges = np.concatenate([c for c, _ in gathered])
-        dsize = np.concatenate([s for _, s in gathered]).reshape(-1, len(dkeys))
+        dsize = np.concatenate([s for _, s in gathered])  # [T, add/del(/chg)]
         self._delta_entries = dsize.sum(axis=1)
         self._delta_entries[0] = 0
         edge_bytes = 8 + (4 if self.weighted else 0)

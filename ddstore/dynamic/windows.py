@@ -152,14 +152,15 @@ class DynamicWindowDataset(WindowDataset):
         dev = self.device
         out = []
         for j in range(span):
-            col = [snaps[t] for t in steps[:, j].tolist()]
+            at = steps[:, j].tolist()
+            col = [snaps[t] for t in at]
             if B == 0:  # an empty batch: no edges (weights float32, as stored)
                 ei = torch.zeros((2, 0), dtype=torch.int64)
                 ew = torch.zeros(0, dtype=torch.float32) if self.graph.weighted else None
             elif B == 1:  # (copies: the graph's cached snapshot is not the caller's)
                 ei, ew = col[0][0].clone(), None if col[0][1] is None else col[0][1].clone()
             else:  # (in numpy: torch's cat and repeat_interleave took 2.5x as long)
-                eis = [views[t] for t in steps[:, j].tolist()]
+                eis = [views[t] for t in at]
                 ei = np.concatenate(eis, axis=1)
                 ei += np.repeat(np.arange(B, dtype=np.int64) * n, [e.shape[1] for e in eis])
                 ei = torch.from_numpy(ei)
