@@ -449,6 +449,8 @@ def test_adios_writer_touches_only_its_own_files(tmp_path):
     with AdiosSource(str(empty)) as src:
         assert np.array_equal(src.read_one(0)["x"], good[1]["x"])
     assert sorted(os.listdir(tmp_path)) == ["empty.bp", "file.bp", "mine"]  # no leftovers
+    # nor the timing report ADIOS2's reader writes into /tmp when it closes a file
+    assert not os.path.exists(f"/tmp/empty.bp_{os.getpid():x}_profiling.json")
 
 
 def test_pickle_writer_touches_only_its_own_files(tmp_path):

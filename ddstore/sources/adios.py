@@ -152,6 +152,20 @@ def _is_cff(path):
     AdiosSource(path).close()
 
 
+def _remove_reader_profile(path):
+    """Remove the timing report that ADIOS2's BP5 reader (2.10 to 2.12 at least) writes,
+    unasked and whatever its ``Profile`` parameter says, when it closes a file:
+    ``/tmp/<file name>_<reader's pid in hex>_profiling.json``.  Only this process's report
+    on this file's name is removed; a read from the store leaves nothing behind."""
+    name = os.path.basename(os.path.normpath(path))
+    report = f"/tmp/{name}_{os.getpid():x}_profiling.json"
+    try:
+        if os.path.isfile(report) and not os.path.islink(report):
+            os.remove(report)
+    except OSError:  # pragma: no cover - another user's file, or gone already
+        pass
+
+
 class _BlockWriter:
     """Writes a CFF file block by block: per key, the rows (``data/<key>``) and the
     per-record end offsets (``offsets/<key>``, after a leading 0) are ADIOS2 joined
@@ -348,6 +362,7 @@ class AdiosSource(Source):
                 reader.close()
             except Exception:  # pragma: no cover
                 pass
+            _remove_reader_profile(self.path)
 
     def __enter__(self):
         return self
