@@ -397,3 +397,81 @@ def test_npy_in_fortran_order_read_where_its_bytes_are_c_order(tmp_path):
     path = str(tmp_path / "f.npy")
     np.save(path, np.asfortranarray(a))
     np.testing.assert_array_equal(load_npy(path).read(0, 10), a)
+
+
+def test_writers_replace_a_file_only_with_a_complete_one(tmp_path):
+    """The writers of foreign formats (write_pems_h5, write_jodie, write_tgl,
+    write_ogb_node) check their arguments before writing and write each file beside
+    its path first: a failed write leaves a user's file as it was (write_pems_h5 opened
+    the file before it checked ``unit``: the user's bytes were lost), a good one
+    replaces it, and nothing of theirs is left beside it."""
+    import ddstore.temporal as tg
+    from ddstore.sources import write_ogb_node
+    ts = np.arange(4).astype("datetime64[h]")
+    user = tmp_path / "user.h5"
+    user.write_text("precious user data")
+    with pytest.raises(DDStoreValueError, match="unit='bogus'; allowed"):
+        write_pems_h5(str(user), np.ones((4, 2)), ts, unit="bogus")
+    with pytest.raises(DDStoreValueError, match="key='' must be a non-empty str"):
+        write_pems_h5(str(user), np.ones((4, 2)), ts, key="")
+    with pytest.raises(TypeError, match="Object dtype"):  # fails inside h5py, half written
+        write_pems_h5(str(user), np.array([[{}, 1]] * 4, dtype=object), ts)
+    assert user.read_text() == "precious user data"
+    write_pems_h5(str(user), np.arange(8.0).reshape(4, 2), ts)
+    assert np.array_equal(np.asarray(load_pems_h5(str(user)).read(0, 4))[..., 0],
+                          np.arange(8.0).reshape(4, 2))
+    for writer, path in ((lambda p: write_pems_h5(p, np.ones((4, 2)), ts), "dir.h5"),
+                         (lambda p: tg.write_jodie(p, [0], [0], [1], [0]), "dir.csv")):
+        (tmp_path / path).mkdir()
+        with pytest.raises(DDStoreValueError, match="is a directory; give a file name"):
+            writer(str(tmp_path / path))
+    jodie = tmp_path / "j.csv"
+    jodie.write_text("a user's file")
+    with pytest.raises(ValueError):  # columns of different lengths: nothing written
+        tg.write_jodie(str(jodie), [0, 1], [0], [1, 2], [0, 0])
+    assert jodie.read_text() == "a user's file"
+    tg.write_jodie(str(jodie), [0, 1], [0, 0], [1, 2], [0, 0])
+    assert jodie.read_text().splitlines()[1:] == ["0,0,1,0", "1,0,2,0"]
+    tgl = tmp_path / "tgl"
+    tgl.mkdir()
+    (tgl / "notes.txt").write_text("mine")
+    tg.write_tgl(str(tgl) + "/", [0, 1], [1, 0], [1, 2], [0, 0], edge_feat=np.ones((2, 3)))
+    assert sorted(os.listdir(tgl)) == ["edge_features.pt", "edges.csv", "notes.txt"]
+    write_ogb_node(str(tmp_path / "ogb") + "/", np.array([[0, 1], [1, 0]]), y=np.zeros(2))
+    assert sorted(os.listdir(tmp_path)) == ["dir.csv", "dir.h5", "j.csv", "ogb", "tgl",
+                                            "user.h5"]  # no temporaries left
+
+
+@pytest.mark.parametrize("writer", ["adios", "pff"])
+def test_directory_writers_take_a_trailing_separator(tmp_path, writer):
+    """``"out.bp/"`` is ``"out.bp"`` (it was refused as 'exists and is not a ddstore CFF
+    file', the temporary made inside the new directory); an empty path is refused."""
+    from ddstore.sources import AdiosSource, write_records_adios
+    recs = [{"x": np.arange(3.0)}, {"x": np.ones(2)}]
+    if writer == "adios":
+        def write(p):
+            return write_records_adios(recs, p)
+    else:
+        def write(p):
+            return write_pickle_files(recs, p)
+    (tmp_path / "empty").mkdir()
+    for path in ("new/", "empty/", "new/"):  # new, an empty directory, its own write
+        assert write(str(tmp_path / path)) == 2
+    assert sorted(os.listdir(tmp_path)) == ["empty", "new"]
+    with pytest.raises(DDStoreValueError, match="the path is empty"):
+        write("")
+    if writer == "adios":  # ADIOS2's reader names its report after the last component
+        with AdiosSource(str(tmp_path / "new") + "/") as src:
+            assert np.array_equal(src.read_one(1)["x"], np.ones(2))
+        assert not os.path.exists(f"/tmp/_{os.getpid():x}_profiling.json")
+        assert not os.path.exists(f"/tmp/new_{os.getpid():x}_profiling.json")
+
+
+@pytest.mark.parametrize("value", [np.array(["a", "bc"]), np.array([1, 2], "datetime64[s]"),
+                                   np.array([{}, 1], dtype=object)])
+def test_adios_writer_names_a_dtype_it_cannot_hold(tmp_path, value):
+    from ddstore.sources import write_records_adios
+    with pytest.raises(DDStoreValueError, match=r"record 0 key 'a' has dtype .*which a CFF "
+                                                r"file does not hold; allowed: bool"):
+        write_records_adios([{"a": value}], str(tmp_path / "s.bp"))
+    assert os.listdir(tmp_path) == []

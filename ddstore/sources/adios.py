@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 from .base import (Source, check_index, check_range, file_share, regular_file,
-                   written_in_place)
+                   written_in_place, written_path)
 
 __all__ = ["AdiosSource", "write_records_adios"]
 
@@ -89,7 +89,7 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
     untouched.
     """
     adios2 = _import_adios2()
-    path = os.fspath(path)
+    path = written_path(path, "write_records_adios")
     what = f"write_records_adios({path!r})"
     it = iter(records)
     try:
@@ -104,6 +104,10 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
         if np.asarray(first[key]).ndim < 1:
             raise DDStoreValueError(f"{what}: record 0 key {key!r} is a scalar; values "
                                     f"need a first (variable) dimension")
+        if np.dtype(dstr).kind not in "biufc":
+            raise DDStoreValueError(f"{what}: record 0 key {key!r} has dtype "
+                                    f"{np.dtype(dstr)}, which a CFF file does not hold; "
+                                    f"allowed: bool, integers, floats, complex")
     with written_in_place(path, what, "ddstore CFF file", _is_cff) as temporary:
         try:
             writer = _BlockWriter(adios2, temporary, schema, block_bytes)
@@ -157,7 +161,7 @@ def _remove_reader_profile(path):
     unasked and whatever its ``Profile`` parameter says, when it closes a file:
     ``/tmp/<file name>_<reader's pid in hex>_profiling.json``.  Only this process's report
     on this file's name is removed; a read from the store leaves nothing behind."""
-    name = os.path.basename(os.path.normpath(path))
+    name = os.path.basename(path)
     report = f"/tmp/{name}_{os.getpid():x}_profiling.json"
     try:
         if os.path.isfile(report) and not os.path.islink(report):
@@ -258,7 +262,10 @@ class AdiosSource(Source):
 
     def __init__(self, path):
         adios2 = _import_adios2()
-        self.path = os.fspath(path)
+        # (without a trailing separator: ADIOS2 names its reader's report in /tmp after
+        # the last component, removed at close)
+        given = os.fsdecode(os.fspath(path))
+        self.path = given.rstrip(os.sep) or given
         if not os.path.exists(self.path):
             raise DDStoreValueError(f"ADIOS2 file {self.path!r} does not exist")
         if not os.path.isdir(self.path):  # a BP4/BP5 directory, or a BP3 file

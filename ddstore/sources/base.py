@@ -27,7 +27,8 @@ from ..errors import DDStoreIndexError, DDStoreValueError
 
 __all__ = ["Source", "SequenceSource", "check_range", "int_bounds", "regular_file",
            "file_mark", "files_mark", "file_share", "check_same_files", "MARK_BYTES",
-           "check_replaceable", "written_in_place", "check_index"]
+           "check_replaceable", "written_in_place", "written_path", "replaced_file",
+           "check_index"]
 
 #: bytes at each end of a file that its mark covers (:func:`file_mark`)
 MARK_BYTES = 64 << 10
@@ -203,6 +204,23 @@ def check_same_files(shares, path=None):
                                 f"copy on each node must be identical)")
 
 
+def written_path(path, what):
+    """``path`` as a writer takes it: a str without trailing separators (``"out.bp/"``
+    is ``"out.bp"``: the temporary name beside it must not land inside it); an empty
+    path or one that is not a path is a :class:`DDStoreValueError`."""
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise DDStoreValueError(f"{what}: the path must be a str or os.PathLike, got "
+                                f"{type(path).__name__}") from None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    stripped = path.rstrip(os.sep) or path[:1]  # ("/" stays "/")
+    if not stripped:
+        raise DDStoreValueError(f"{what}: the path is empty; give a file or directory name")
+    return stripped
+
+
 def check_replaceable(path, what, kind, is_own):
     """The one rule of the writers of files (``write_records_adios``,
     ``write_pickle_files``): they never remove or overwrite what they did not write.
@@ -241,6 +259,7 @@ def written_in_place(path, what, kind, is_own):
     temporary name beside it (``<path>.writing-<pid>``), which is removed if the block
     raises and otherwise moved to ``path``, replacing an earlier write (or an empty
     directory) only then.  A failure at any point leaves ``path`` as it was."""
+    path = written_path(path, what)
     check_replaceable(path, what, kind, is_own)
     temporary = f"{path}.writing-{os.getpid()}"
     old = None
@@ -262,6 +281,42 @@ def written_in_place(path, what, kind, is_own):
     finally:
         if old is not None:
             _remove(old)
+
+
+@contextlib.contextmanager
+def replaced_file(path, what):
+    """Write one file of a foreign format (a CSV, an HDF5 file) all or nothing::
+
+        with replaced_file(path, "write_jodie") as temporary:
+            write_the_file(temporary)
+
+    The block writes a file of ``path``'s own name in a directory made beside it
+    (``<path>.writing-<pid>/``: formats that record their file's name, as ``torch.save``
+    does, write the same bytes as to ``path``); if it raises, that directory is removed
+    and ``path`` is as it was; otherwise the file is moved onto ``path``, replacing an
+    existing file as ``numpy.save`` or ``DataFrame.to_csv`` would (a directory or a
+    symbolic link there is refused before anything is written).  Check the arguments
+    before the block: nothing is written for bad input."""
+    path = written_path(path, what)
+    if os.path.islink(path) or os.path.isdir(path):
+        found = "symbolic link" if os.path.islink(path) else "directory"
+        raise DDStoreValueError(f"{what}: {path!r} is a {found}; give a file name "
+                                f"(an existing file is replaced)")
+    folder = f"{path}.writing-{os.getpid()}"
+    try:
+        os.mkdir(folder)
+    except OSError as exc:
+        raise DDStoreValueError(f"{what}: cannot write beside {path!r}: {exc}") from None
+    try:
+        temporary = os.path.join(folder, os.path.basename(path))
+        yield temporary
+        os.replace(temporary, path)
+    except BaseException as exc:
+        if isinstance(exc, OSError):
+            raise DDStoreValueError(f"{what}: {exc}") from None
+        raise
+    finally:
+        _remove(folder)
 
 
 def int_bounds(what, start, stop, total):

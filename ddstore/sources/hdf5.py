@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .base import file_share, regular_file
+from .base import file_share, regular_file, replaced_file
 from .series import Series, adjacency_to_edges, check_timestamps, gaussian_kernel_adjacency
 
 __all__ = ["load_pems_h5", "write_pems_h5"]
@@ -38,7 +38,9 @@ def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df", unit=None):
     (``transposed``).  ``unit`` None writes the index as DCRNN's files have it
     (nanoseconds, ``kind="datetime64"``); ``"s"``, ``"ms"``, ``"us"`` or ``"ns"`` as pandas
     >= 2 writes a non-nanosecond index (``kind="datetime64[us]"``...).  For tests,
-    benchmarks and synthetic data; :func:`load_pems_h5` reads it back.
+    benchmarks and synthetic data; :func:`load_pems_h5` reads it back.  All or nothing:
+    the arguments are checked first, and an existing file at ``path`` is replaced only
+    by a complete one (:func:`~ddstore.sources.base.replaced_file`).
     """
     import h5py
     arr = np.asarray(data)
@@ -54,7 +56,15 @@ def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df", unit=None):
         ids, kind = ids.astype("S"), b"string"
     else:
         ids, kind = ids.astype(np.int64), b"integer"
-    with h5py.File(path, "w") as fh:
+    if unit is not None and unit not in _TIME_UNITS:
+        raise DDStoreValueError(f"write_pems_h5: unit={unit!r}; allowed: None, "
+                                f"{sorted(_TIME_UNITS)}")
+    if not isinstance(key, str) or not key or "/" in key:
+        raise DDStoreValueError(f"write_pems_h5: key={key!r} must be a non-empty str "
+                                f"without '/' (the frame's group, 'df' or 'speed')")
+    ticks = ts.astype(f"datetime64[{unit or 'ns'}]").astype(np.int64)
+    tkind = b"datetime64" if unit is None else f"datetime64[{unit}]".encode()
+    with replaced_file(path, "write_pems_h5") as temporary, h5py.File(temporary, "w") as fh:
         grp = fh.create_group(key)
         for name, value in (("pandas_type", b"frame"), ("pandas_version", b"0.15.2"),
                             ("encoding", b"UTF-8"), ("errors", b"strict"),
@@ -63,11 +73,6 @@ def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df", unit=None):
             grp.attrs[name] = np.bytes_(value)
         grp.attrs["ndim"] = np.int64(2)
         grp.attrs["nblocks"] = np.int64(1)
-        if unit is not None and unit not in _TIME_UNITS:
-            raise DDStoreValueError(f"write_pems_h5: unit={unit!r}; allowed: None, "
-                                    f"{sorted(_TIME_UNITS)}")
-        ticks = ts.astype(f"datetime64[{unit or 'ns'}]").astype(np.int64)
-        tkind = b"datetime64" if unit is None else f"datetime64[{unit}]".encode()
         for name, values, k in (("axis0", ids, kind),
                                 ("axis1", ticks, tkind),
                                 ("block0_items", ids, kind)):

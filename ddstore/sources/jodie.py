@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreMemoryError, DDStoreValueError
+from .base import replaced_file
 from .csv_lines import (TIME_ALLOWED, Column, check_sorted_across_ranks, line_share_range,
                         parse_lines, read_bytes, refuse_cr_lines)
 
@@ -38,7 +39,9 @@ row order) and ``num_edges`` (in the file)."""
 
 def write_jodie(path, user, item, t, label, features=None):
     """Write a JODIE-format CSV (header, then ``user,item,timestamp,state_label,
-    features...`` per line; floats written so that they read back exactly)."""
+    features...`` per line; floats written so that they read back exactly).  All or
+    nothing: an existing file at ``path`` is replaced only by a complete one
+    (:func:`~ddstore.sources.base.replaced_file`)."""
     import pandas as pd
     cols = {"user": np.asarray(user), "item": np.asarray(item), "t": np.asarray(t),
             "label": np.asarray(label)}
@@ -46,7 +49,7 @@ def write_jodie(path, user, item, t, label, features=None):
     for j in range(feats.shape[1]):
         cols[f"f{j}"] = feats[:, j]
     body = pd.DataFrame(cols).to_csv(header=False, index=False)
-    with open(path, "w") as f:
+    with replaced_file(path, "write_jodie") as temporary, open(temporary, "w") as f:
         f.write(HEADER + "\n" + body)
 
 

@@ -32,7 +32,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import check_range
+from .base import check_range, replaced_file, written_path
 from .node_data import SPLITS, NodeDataSource
 from .rows import CsvRowReader, count_rows, first_line_fields, line_text, read_csv_rows
 
@@ -228,28 +228,34 @@ def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="ra
     ``splits`` ``{"train": ids, "valid": ids, "test": ids}``.  ``N`` is taken from ``x``
     or ``y`` (else from the edges).  The same arrays write the same bytes whenever they
     are written (the gzip headers carry no time), so copies written apart compare equal
-    (every rank of a job must read the same files)."""
+    (every rank of a job must read the same files).  The arguments are converted before
+    anything is written, and each file is replaced only by a complete one
+    (:func:`~ddstore.sources.base.replaced_file`); other files under ``root`` are left
+    alone."""
     import pandas as pd
-    raw = os.path.join(os.fspath(root), "raw")
-    os.makedirs(raw, exist_ok=True)
+    root = written_path(root, "write_ogb_node")
+    raw = os.path.join(root, "raw")
     ei = np.asarray(edge_index, dtype=np.int64)
     n = len(x) if x is not None else len(y) if y is not None else \
         int(ei.max()) + 1 if ei.size else 0
-
-    def save(path, arr):  # gzip's header time fixed: the same data, the same bytes
-        pd.DataFrame(np.asarray(arr)).to_csv(path, header=False, index=False,
-                                             compression={"method": "gzip", "mtime": 0})
-
-    save(os.path.join(raw, "edge.csv.gz"), ei.T)
-    save(os.path.join(raw, "num-node-list.csv.gz"), np.array([[n]]))
-    save(os.path.join(raw, "num-edge-list.csv.gz"), np.array([[ei.shape[1]]]))
+    files = [(raw, "edge.csv.gz", ei.T), (raw, "num-node-list.csv.gz", np.array([[n]])),
+             (raw, "num-edge-list.csv.gz", np.array([[ei.shape[1]]]))]
     if x is not None:
-        save(os.path.join(raw, "node-feat.csv.gz"), np.asarray(x))
+        files.append((raw, "node-feat.csv.gz", np.asarray(x)))
     if y is not None:
-        save(os.path.join(raw, "node-label.csv.gz"), np.asarray(y).reshape(-1, 1))
+        files.append((raw, "node-label.csv.gz", np.asarray(y).reshape(-1, 1)))
     if splits is not None:
-        d = os.path.join(os.fspath(root), "split", split_name)
-        os.makedirs(d, exist_ok=True)
-        for s in SPLITS:
-            save(os.path.join(d, f"{s}.csv.gz"),
-                 np.asarray(splits[s], dtype=np.int64).reshape(-1, 1))
+        d = os.path.join(root, "split", split_name)
+        files += [(d, f"{s}.csv.gz", np.asarray(splits[s], dtype=np.int64).reshape(-1, 1))
+                  for s in SPLITS]
+    frames = [(folder, name, pd.DataFrame(arr)) for folder, name, arr in files]
+    for folder, name, frame in frames:
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as exc:
+            raise DDStoreValueError(f"write_ogb_node: cannot make the directory "
+                                    f"{folder!r}: {exc}") from None
+        # gzip's header time fixed: the same data, the same bytes
+        with replaced_file(os.path.join(folder, name), "write_ogb_node") as temporary:
+            frame.to_csv(temporary, header=False, index=False,
+                         compression={"method": "gzip", "mtime": 0})

@@ -28,7 +28,8 @@ import pickle
 import re
 
 from ..errors import DDStoreValueError
-from .base import Source, check_index, file_share, regular_file, written_in_place
+from .base import (Source, check_index, file_share, regular_file, written_in_place,
+                   written_path)
 
 __all__ = ["RestrictedUnpickler", "restricted_load", "restricted_loads",
            "PickleDirSource", "write_pickle_files", "META_NAME"]
@@ -311,7 +312,7 @@ def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False):
     All or nothing, and touching nothing else: ``path`` must be new, an empty directory
     or a PFF directory of an earlier write (that and nothing else), which is replaced
     only once every file is written (:func:`~ddstore.sources.base.written_in_place`)."""
-    path = os.fspath(path)
+    path = written_path(path, "write_pickle_files")
     what = f"write_pickle_files({path!r})"
     n = len(samples)
     with written_in_place(path, what, "ddstore PFF directory", _is_pff) as temporary:

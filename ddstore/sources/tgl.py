@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import DDStoreValueError
 from .._checks import partition
 from .._times import as_times, time_dtype
-from .base import check_same_files, file_share, regular_file
+from .base import check_same_files, file_share, regular_file, replaced_file, written_path
 from .csv_lines import TIME_ALLOWED, Column, check_sorted_across_ranks, integer_column, \
     line_pieces, line_share_range, parse_lines, refuse_cr_lines
 
@@ -26,19 +26,29 @@ _HEADER_MAX = 1 << 20  # bytes a header line may have
 
 
 def write_tgl(directory, src, dst, t, split, edge_feat=None, node_feat=None):
-    """Write a TGL-format directory (used by tests and the example's ``--data``)."""
+    """Write a TGL-format directory (used by tests and the example's ``--data``):
+    ``edges.csv`` and, when given, ``edge_features.pt`` / ``node_features.pt`` in
+    ``directory`` (made if needed; its other files are left alone).  The arguments are
+    converted before anything is written, and each file is replaced only by a complete
+    one (:func:`~ddstore.sources.base.replaced_file`)."""
     import pandas as pd
     import torch
-    os.makedirs(directory, exist_ok=True)
+    directory = written_path(directory, "write_tgl")
     df = pd.DataFrame({"src": np.asarray(src), "dst": np.asarray(dst),
                        "time": np.asarray(t), "ext_roll": np.asarray(split)})
-    df.to_csv(os.path.join(directory, "edges.csv"), index=True)
-    if edge_feat is not None:
-        torch.save(torch.as_tensor(np.asarray(edge_feat)),
-                   os.path.join(directory, "edge_features.pt"))
-    if node_feat is not None:
-        torch.save(torch.as_tensor(np.asarray(node_feat)),
-                   os.path.join(directory, "node_features.pt"))
+    files = [("edges.csv", lambda p: df.to_csv(p, index=True))]
+    for name, feat in (("edge_features.pt", edge_feat), ("node_features.pt", node_feat)):
+        if feat is not None:
+            tensor = torch.as_tensor(np.asarray(feat))
+            files.append((name, lambda p, tensor=tensor: torch.save(tensor, p)))
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise DDStoreValueError(f"write_tgl: cannot make the directory {directory!r}: "
+                                f"{exc}") from None
+    for name, write in files:
+        with replaced_file(os.path.join(directory, name), "write_tgl") as temporary:
+            write(temporary)
 
 
 def _header(path):
