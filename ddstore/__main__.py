@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ddstore.bench import ArgumentParser, exit_on_every_rank, plural
-from ddstore.cli import HelpFormatter, at_least, check_width
+from ddstore.cli import HelpFormatter, at_least, check_width, set_program
 
 log = logging.getLogger("ddstore")
 
@@ -211,6 +211,7 @@ def main(argv=None):
     for handler in logging.getLogger().handlers:
         handler.setFormatter(_Prefixed())
     command = ALIASES.get(args.command, args.command)
+    set_program(f"python -m ddstore {command}")
     target = COMMANDS[command][0]
     if isinstance(target, str):
         target = importlib.import_module(target).main

@@ -40,12 +40,20 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._format_action(action)
 
 
+#: the largest integer an option takes unless it says otherwise: a count, size or seed
+#: beyond int64 is no array's (numpy raised its own errors on every rank)
+INT_MAX = 2 ** 63 - 1
+
+
 def at_least(least, kind=int, above=False, most=None):
     """An ``argparse`` ``type=`` for the command lines of ddstore's programs and
     examples: the option's text as ``kind`` (int or float), refused by argparse (exit code
     2, the option named) unless it is ``>= least`` (``> least`` with ``above``; NaN and
-    infinities never pass) and, where ``most`` is given, ``<= most``."""
+    infinities never pass) and ``<= most`` (for an int, :data:`INT_MAX` by default)."""
     what = "an integer" if kind is int else "a number"
+    told = most  # (the default bound is named only to a value beyond it)
+    if most is None and kind is int:
+        most = INT_MAX
 
     def convert(text):
         try:
@@ -57,7 +65,7 @@ def at_least(least, kind=int, above=False, most=None):
         if not (value > least if above else value >= least):
             raise argparse.ArgumentTypeError(
                 f"must be {what} {'>' if above else '>='} {least}"
-                f"{'' if most is None else f' and <= {most}'}, got {text}")
+                f"{'' if told is None else f' and <= {most}'}, got {text}")
         if most is not None and not value <= most:
             raise argparse.ArgumentTypeError(f"must be {what} <= {most}, got {text}")
         return value
@@ -384,6 +392,49 @@ def launch_rank():
     return 0
 
 
+def program_name():
+    """The program as the user started it, for its one-line errors: ``python -m ddstore
+    bench-core`` (the command line's :func:`set_program`), ``python -m
+    ddstore.bench.core`` (a module of the package run with ``-m``), or the script's file
+    name (``hydragnn_ising.py``)."""
+    if _PROGRAM:
+        return _PROGRAM[0]
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    package = os.path.dirname(os.path.abspath(__file__))
+    if script.startswith(package + os.sep) and script.endswith(".py"):
+        module = os.path.relpath(script[:-3], os.path.dirname(package)).replace(os.sep, ".")
+        return "python -m " + module.removesuffix(".__main__")
+    return os.path.basename(script) or "python"
+
+
+_PROGRAM = []  # set once by the command line (python -m ddstore COMMAND)
+
+
+def set_program(name):
+    """Name the running program for :func:`program_name` (``python -m ddstore`` sets
+    the command it dispatches to)."""
+    _PROGRAM[:] = [name]
+
+
+#: numpy's and torch's words for a size beyond what an array can have or the memory
+#: holds: told as sizes that do not fit, as a MemoryError is (a count of 2**62 rows)
+_TOO_BIG = ("Maximum allowed dimension exceeded", "Maximum allowed size exceeded",
+            "array is too big", "negative dimensions are not allowed")
+_TORCH_TOO_BIG = ("Storage size calculation overflowed", "Trying to create tensor with "
+                  "negative dimension")
+
+
+def _too_big(exc):
+    """Whether ``exc`` says that an array or tensor asked for is too big."""
+    text = str(exc)
+    if isinstance(exc, ValueError):
+        return text.startswith(_TOO_BIG)
+    if isinstance(exc, RuntimeError):  # (torch's OutOfMemoryError is one)
+        return (type(exc).__name__ == "OutOfMemoryError" or text.startswith(_TORCH_TOO_BIG)
+                or "DefaultCPUAllocator: " in text)
+    return isinstance(exc, OverflowError)
+
+
 def run_program(main, *args):
     """Run a program's ``main(*args)`` and return its exit code (for ``sys.exit``): a
     ``MemoryError`` (sizes asked for that do not fit in this machine's memory) or a
@@ -391,17 +442,24 @@ def run_program(main, *args):
     missing, a horizon longer than the series, ``--device cuda`` without one) ends it
     with one line, from each rank that met it (an error the ranks agreed on: from rank 0
     alone), naming the rank and the error, and exit code 1, instead of a traceback
-    from every rank."""
+    from every rank.  numpy's ``ValueError`` for an array beyond any size (``Maximum
+    allowed dimension exceeded``), torch's allocation failures and an ``OverflowError``
+    are told as a ``MemoryError``."""
     from ._collective import is_agreed
     from .errors import DDStoreError
     try:
         return main(*args)
-    except (MemoryError, DDStoreError) as exc:
+    except (MemoryError, DDStoreError, ValueError, OverflowError, RuntimeError) as exc:
+        size = isinstance(exc, MemoryError) or (
+            not isinstance(exc, DDStoreError) and _too_big(exc))
+        if not size and not isinstance(exc, DDStoreError):
+            raise  # (a program's own error: its traceback)
         rank = launch_rank()
         if rank == 0 or not is_agreed(exc):
-            prog = os.path.basename(sys.argv[0]) or "python"
-            if isinstance(exc, MemoryError):
-                text = (f"out of memory: {exc or type(exc).__name__}; the sizes asked "
+            prog = program_name()
+            if size:
+                text = (f"out of memory: {str(exc).rstrip('.') or type(exc).__name__}; "
+                        f"the sizes asked "
                         f"for do not fit in this machine's memory: ask for smaller ones "
                         f"(--help lists them)")
             else:
@@ -421,7 +479,7 @@ def agree_exit(comm, message, code=1):
     if not any(m is not None for m in everyone):
         return
     if comm.Get_rank() == 0:
-        prog = os.path.basename(sys.argv[0]) or "python"
+        prog = program_name()
         sys.stdout.flush()
         for text in dict.fromkeys(m for m in everyone if m is not None):
             ranks = [r for r, m in enumerate(everyone) if m == text]

@@ -93,15 +93,16 @@ def parse_args(argv=None):
     p.add_argument("--model", default="tgn", choices=MODELS)
     p.add_argument("--jodie", type=input_path, default=None, metavar="PATH",
                    help="JODIE CSV (user,item,timestamp,state_label,features...)")
-    p.add_argument("--num-nodes", type=int, default=1000)
-    p.add_argument("--num-edges", type=int, default=30_000)
+    p.add_argument("--num-nodes", type=at_least(2), default=1000,
+                   help="synthetic stream: nodes (at least two)")
+    p.add_argument("--num-edges", type=at_least(1), default=30_000)
     p.add_argument("--partners", type=at_least(0), default=4,
                    help="synthetic stream: each node's own recurring partners")
-    p.add_argument("--p-repeat", type=float, default=0.7,
+    p.add_argument("--p-repeat", type=at_least(0, float, most=1), default=0.7,
                    help="synthetic stream: share of edges to a partner")
     tgat.add_training_args(p)
-    p.add_argument("--memory-dim", type=int, default=32)
-    p.add_argument("--fanout", type=int, default=10,
+    p.add_argument("--memory-dim", type=at_least(1), default=32)
+    p.add_argument("--fanout", type=at_least(1), default=10,
                    help="recent neighbours (TGN's attention, APAN's delivery)")
     p.add_argument("--mailbox", type=at_least(1), default=None,
                    help="mails per node, APAN only (default: 10)")
@@ -122,19 +123,11 @@ def parse_args(argv=None):
         p.error(f"--mailbox is for --model apan (--model {args.model} keeps one mail per "
                 f"node)")
     args.mailbox = 10 if args.mailbox is None else args.mailbox
-    for name in ("num_nodes", "num_edges", "batch_size", "epochs", "memory_dim", "hidden",
-                 "time_dim", "heads", "fanout", "mailbox"):
-        least = 2 if name == "num_nodes" else 1  # (a synthetic stream needs two nodes)
-        if getattr(args, name) < least:
-            p.error(f"--{name.replace('_', '-')} must be >= {least}, got "
-                    f"{getattr(args, name)}")
     if args.hidden % args.heads:
         p.error(f"--hidden {args.hidden} must be a multiple of --heads {args.heads}")
     if args.model == "apan" and args.memory_dim % args.heads:
         p.error(f"--memory-dim {args.memory_dim} must be a multiple of --heads {args.heads}"
                 f" for apan")
-    if not 0 <= args.p_repeat <= 1:
-        p.error(f"--p-repeat must be in [0, 1], got {args.p_repeat}")
     check_width(p, args.width)
     if args.resume:  # refused here, once, rather than by the restore on every rank
         if not os.path.isdir(args.resume):

@@ -2,8 +2,11 @@
 import ast
 import os
 import re
+import sys
 
+import numpy as np
 import pytest
+import torch
 
 import ddstore.bench
 from ddstore import __main__ as cli
@@ -279,7 +282,8 @@ def test_bad_option_under_mpiexec_is_reported_once():
     (["--rows", "10", "--row-bytes", str(10 ** 15)], "--rows 10 --row-bytes "
                                                      "1000000000000000: the demo's ranks "
                                                      "would need about"),
-    (["--rows", str(10 ** 23)], "more than it has available; use fewer rows or bytes"),
+    (["--rows", str(10 ** 17)], "more than it has available; use fewer rows or bytes"),
+    (["--rows", str(10 ** 23)], "argument --rows: must be an integer <= 922337203685477"),
 ])
 def test_demo_refuses_bad_options_naming_them(args, words, capsys):
     """In process (one rank): the demo's bad sizes and a width the job cannot have end
@@ -341,6 +345,11 @@ def test_demo_width_refused_once_under_mpiexec():
     ("bench-device", ["--step-ms", "-1"], "argument --step-ms: must be a number >= 0"),
     ("bench-device", ["--repeat", "0", "--prefetch", "-2"], "argument --repeat: must be an "
                                                             "integer >= 1, got 0"),
+    # a count beyond int64 (numpy's own error or MPI_Abort on every rank, it was)
+    ("bench-core", ["--calls-single", str(10 ** 20)], "argument --calls-single: must be an "
+                                                      "integer <= 9223372036854775807"),
+    ("bench-temporal", ["--num-edges", str(2 ** 63)], "argument --num-edges: must be an "
+                                                      "integer <= 9223372036854775807"),
 ])
 def test_benchmarks_refuse_sizes_out_of_range(command, args, words, capsys):
     """Every benchmark's sizes and rates go through ddstore.cli's types: a zero or
@@ -443,6 +452,40 @@ def test_node_memory_quick_keeps_explicit_sizes():
     assert (a.num_nodes, a.batches) == (100_000, 40)
 
 
+def test_core_quick_keeps_explicit_counts(monkeypatch):
+    """bench.core --quick: its counts are defaults; an option given keeps its value (it
+    was overwritten: --quick --calls-single N ran 200 calls and said nothing)."""
+    from ddstore.bench import core
+    seen = []
+
+    def stop(comm, row_bytes, rows, calls, seed):
+        seen.append(calls)
+        raise SystemExit(0)
+    monkeypatch.setattr(core, "bench_single_rows", stop)
+    for args, calls in ((["--quick"], 200), (["--quick", "--calls-single", "7"], 7),
+                        ([], 4000)):
+        with pytest.raises(SystemExit):
+            core.main(args)
+    assert seen == [200, 7, 4000]
+
+
+def test_program_name_is_the_command_as_typed(monkeypatch):
+    """One-line errors name the program as the user started it (they said
+    '__main__.py: rank 0:' for python -m ddstore COMMAND)."""
+    import ddstore
+    import ddstore.cli as names
+    package = os.path.dirname(ddstore.__file__)
+    monkeypatch.setattr(names, "_PROGRAM", [])
+    for argv0, name in ((os.path.join(package, "bench", "core.py"), "python -m "
+                         "ddstore.bench.core"),
+                        (os.path.join(package, "__main__.py"), "python -m ddstore"),
+                        ("/home/u/examples/hydragnn_ising.py", "hydragnn_ising.py")):
+        monkeypatch.setattr(sys, "argv", [argv0])
+        assert names.program_name() == name
+    names.set_program("python -m ddstore bench-core")
+    assert names.program_name() == "python -m ddstore bench-core"
+
+
 def test_run_program_ends_a_memory_error_with_one_line(capsys):
     """ddstore.cli.run_program (the examples' entry): sizes beyond memory end the
     program with one line naming the rank and what could not be had, exit code 1,
@@ -458,6 +501,17 @@ def test_run_program_ends_a_memory_error_with_one_line(capsys):
     assert run_program(lambda a: a, 3) == 3 and run_program(lambda: None) is None
     with pytest.raises(ValueError):  # anything else is the program's own
         run_program(int, "x")
+    with pytest.raises(RuntimeError):
+        run_program(torch.zeros(2).view, 3)
+    # sizes beyond any array (numpy's and torch's errors for a count of 2**62): as
+    # beyond memory (they were a traceback and MPI_Abort on every rank)
+    for fn, args, words in ((np.empty, ((2 ** 62, 4),), "out of memory: array is too big"),
+                            (np.empty, (2 ** 63,), "out of memory: Maximum allowed"),
+                            (torch.empty, (2 ** 62, 2), "out of memory: Storage size"),
+                            (np.int64, (2 ** 64,), "out of memory: Python int")):
+        assert run_program(fn, *args) == 1
+        err = capsys.readouterr().err
+        assert words in err and "ask for smaller ones" in err, err
     # what the user asked for, refused by the store (a missing file, a horizon longer
     # than the series, --device cuda without one): one line too (it was a traceback
     # from every rank)

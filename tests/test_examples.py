@@ -264,7 +264,12 @@ def _example(name):
                                                        "integer <= 9223372036854775807"),
     ("tgat_link_prediction", ["--num-nodes", "1"], "argument --num-nodes: must be an "
                                                    "integer >= 2, got 1"),
-    ("tgn_link_prediction", ["--num-nodes", "1"], "--num-nodes must be >= 2, got 1"),
+    ("tgn_link_prediction", ["--num-nodes", "1"], "argument --num-nodes: must be an "
+                                                  "integer >= 2, got 1"),
+    ("tgn_link_prediction", ["--p-repeat", "1.5"], "argument --p-repeat: must be a number "
+                                                   "<= 1, got 1.5"),
+    ("hydragnn_ising", ["--num-samples", str(10 ** 20)], "argument --num-samples: must be "
+                                                         "an integer <= 9223372036854775807"),
     ("tgn_link_prediction", ["--partners", "-3"], "argument --partners: must be an integer "
                                                   ">= 0, got -3"),
     ("tgn_link_prediction", ["--checkpoint", "/dev/null/ck"], "argument --checkpoint: "

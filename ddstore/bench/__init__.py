@@ -25,7 +25,7 @@ import time
 from ..cli import plural  # noqa: F401 -- (the benchmarks' import of it)
 
 from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa: F401
-                   check_widths, foreign_file, report_dir, report_target, seed,
+                   check_widths, foreign_file, program_name, report_dir, report_target, seed,
                    transports_text, widths_text)
 
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
@@ -244,7 +244,7 @@ def exit_on_every_rank(message, code=2):
     collective call, so nobody waits for anybody."""
     if launch_rank() == 0:
         sys.stdout.flush()
-        print(f"error: {message}", file=sys.stderr, flush=True)
+        print(f"{program_name()}: error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(code)
 
 

@@ -157,11 +157,14 @@ def main(argv=None, prog=None):
     p = parser("core", prog, __doc__.split("\n\n")[0], out=None)
     p.add_argument("--calls-single", type=at_least(1), default=4000)
     p.add_argument("--calls-batch", type=at_least(1), default=400)
-    p.add_argument("--quick", action="store_true", help="few calls (smoke test)")
+    p.add_argument("--quick", action="store_true",
+                   help="few calls (smoke test): 200 single, 40 batches, where those "
+                        "options are not given")
     args = p.parse_args(argv)
     comm = MPI.COMM_WORLD
-    if args.quick:
-        args.calls_single, args.calls_batch = 200, 40
+    if args.quick:  # its counts as defaults: an option given explicitly keeps its value
+        p.set_defaults(calls_single=200, calls_batch=40)
+        args = p.parse_args(argv)
     report = {"ranks": comm.Get_size(), "batch": BATCH, "host": platform.node(),
               "mpi": MPI.Get_library_version().splitlines()[0], "row_sizes": {}}
     report["single_row"] = {}

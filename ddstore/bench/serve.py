@@ -24,7 +24,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import log, parser, write_report
+from ddstore.bench import exit_on_every_rank, log, parser, write_report
 from ddstore.cli import at_least, int_list
 
 PATHS = {"message": "auto", "one-sided": "off"}
@@ -69,8 +69,8 @@ def _one(comm, args, path, pattern, sizes, rng):
     out = {}
     with ddstore.DDStore(comm, width=2) as store:
         if path == "message" and not store.serving:  # (alike on every rank)
-            raise SystemExit("the store does not read by message here: run between "
-                             "nodes (see the module's docstring)")
+            exit_on_every_rank("the store does not read by message here: run between "
+                               "nodes (see the module's docstring)", code=1)
         mine = np.random.default_rng([args.seed, rank]).integers(
             0, 256, (args.rows, args.row_bytes), dtype=np.uint8)
         store.add("x", mine)
