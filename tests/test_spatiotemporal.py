@@ -540,14 +540,23 @@ def test_inverse_transform(store):
     assert ds.mean.min() > 65504
     starts = list(range(0, 70, 3))
     y = ds.get_batch(starts)[1].half()
-    via_torch, via_numpy = ds.inverse_transform(y), ds.inverse_transform(y.numpy())
     want = np.stack([big[s + 4:s + 8] for s in starts])
     fits = np.abs(want) < 60000  # the values float16 holds
+    some = y.reshape(-1, 1)[torch.from_numpy(fits.reshape(-1))]  # (per-feature: [..., F])
+    via_torch, via_numpy = ds.inverse_transform(some), ds.inverse_transform(some.numpy())
     assert via_torch.dtype == torch.float16 and fits.sum() > 20
-    got = via_torch.float().numpy()[fits]
+    got = via_torch.float().numpy()[:, 0]
     assert np.isfinite(got).all()
-    np.testing.assert_allclose(got, via_numpy.astype(np.float32)[fits], rtol=2e-3)
+    np.testing.assert_allclose(got, via_numpy.astype(np.float32)[:, 0], rtol=2e-3)
     np.testing.assert_allclose(got, want[fits], rtol=2e-3, atol=64)
+    # the values float16 cannot hold are refused, naming the way to have them (they were
+    # inf without a word); as float32, every one
+    for values in (y, y.numpy()):
+        with pytest.raises(DDStoreValueError, match=r"beyond float16's range \(\+-65504\); "
+                                                    r"pass float64 values"):
+            ds.inverse_transform(values)
+    np.testing.assert_allclose(ds.inverse_transform(y.float()).numpy(), want, rtol=2e-3,
+                               atol=64)
 
 
 # ----------------------------------------------------------------------------- bad input

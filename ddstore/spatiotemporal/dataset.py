@@ -708,6 +708,15 @@ def _placement(store, device, resident, what="window dataset"):
     return device, resident
 
 
+
+def _overflow(value, dtype, big):
+    """Refuse an inverse transform whose result the values' dtype cannot hold (it was
+    cast to inf without a word)."""
+    raise DDStoreValueError(
+        f"inverse_transform: a value on the original scale, {value:.6g}, is beyond "
+        f"{dtype}'s range (+-{big:.6g}); pass float64 values (x.double() or "
+        f"x.astype(np.float64)) to have float64 results")
+
 class WindowDataset(_WindowView):
     """Sliding windows of a series ``[T, nodes, features]`` held once in a DDStore.
 
@@ -1366,10 +1375,22 @@ class WindowDataset(_WindowView):
             wide = torch.float64
             m = torch.as_tensor(mean, dtype=wide, device=arr.device)
             s = torch.as_tensor(std, dtype=wide, device=arr.device)
-            head = (arr[..., :k].to(wide) * s + m).to(dt)
+            head = arr[..., :k].to(wide) * s + m
+            if dt != wide:
+                big = float(torch.finfo(dt).max)
+                over = (head.abs() > big) & head.isfinite()
+                if bool(over.any()):
+                    _overflow(head[over][0].item(), torch.finfo(dt).dtype, big)
+                head = head.to(dt)
             return torch.cat([head, arr[..., k:].to(dt)], dim=-1) if last > k else head
         dt = arr.dtype if arr.dtype.kind == "f" else np.float64
-        head = (arr[..., :k].astype(np.float64) * std + mean).astype(dt)
+        head = arr[..., :k].astype(np.float64) * std + mean
+        if dt != np.float64 and np.dtype(dt).itemsize < 8:
+            big = float(np.finfo(dt).max)
+            over = (np.abs(head) > big) & np.isfinite(head)
+            if over.any():
+                _overflow(float(head[over][0]), np.dtype(dt), big)
+        head = head.astype(dt)
         return np.concatenate([head, arr[..., k:].astype(dt)], axis=-1) if last > k \
             else head
 
