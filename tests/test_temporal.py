@@ -863,11 +863,31 @@ def test_node_memory_post_to_neighbors(store):
     assert ra.mail_ts.any()
     for key in ("memory", "memory_ts", "mail", "mail_ts"):
         assert np.array_equal(getattr(ra, key).numpy(), getattr(rb, key).numpy()), key
-    a.post_to_neighbors(block, mail[:5], ts)
-    with pytest.raises(DDStoreValueError, match=r"post_to_neighbors: mail has shape \(5, 3\)"
-                                                r" and ts \(6,\); needs 6 of each"):
-        a.commit()
-    assert np.array_equal(a.read(np.arange(12)).mail.numpy(), ra.mail.numpy())
+    # checked per root as passed (they were named as post's of the expanded arrays: a
+    # shape (18, 3), ts[9] for root 2)
+    bad_mail, bad_ts = mail.copy(), ts.copy()
+    bad_mail[4, 1], bad_ts[2] = np.nan, np.inf
+    r4, r2 = int(block.nodes[4]), int(block.nodes[2])
+    for args, pattern in (
+            ((mail[:5], ts), r"post_to_neighbors: mail has dtype float32 shape \(5, 3\); "
+                             r"needs dtype float32 shape \(6, 3\) \(one row of 3 per root\)"),
+            ((mail.astype(np.float64), ts), r"mail has dtype float64 shape \(6, 3\)"),
+            ((bad_mail, ts), rf"post_to_neighbors: row 4 \(root node {r4}\) has mail value "
+                             rf"nan; mail values must be finite \(1 of 6 rows"),
+            ((mail, bad_ts), rf"post_to_neighbors: ts\[2\] = inf \(root node {r2}\) is NaN"),
+            ((mail, ts[:4]), r"ts has dtype float64 shape \(4,\); needs 6 real timestamps "
+                             r"\(one per root\) or one")):
+        a.post_to_neighbors(block, *args)
+        with pytest.raises(DDStoreValueError, match=pattern):
+            a.commit()
+        assert np.array_equal(a.read(np.arange(12)).mail.numpy(), ra.mail.numpy())
+    a.post_to_neighbors(block, mail, 2.0)  # one time for all, as post takes it
+    b.post(block.nodes[block.col], mail[block.row], 2.0)
+    a.commit()
+    b.commit()
+    ra, rb = a.read(np.arange(12)), b.read(np.arange(12))
+    for key in ("mail", "mail_ts"):
+        assert np.array_equal(getattr(ra, key).numpy(), getattr(rb, key).numpy()), key
     a.post_to_neighbors(object(), mail, ts)  # not a block: named at commit
     with pytest.raises(DDStoreValueError, match=r"block must be a TemporalBlock .*got "
                                                 r"object, which has no row, col, nodes"):

@@ -547,40 +547,49 @@ class NodeMemory:
         try:
             idx = as_indices(nodes, what)
             check_indices(idx, self.num_nodes, what, item="node id")
-            n = idx.shape[0]
-            arr = _as_array(rows)
-            want = (n, dim)
-            if arr.dtype != self.dtype or arr.shape != want:
-                raise DDStoreValueError(f"{what}: {kind} has dtype {arr.dtype} shape "
-                                        f"{arr.shape}; needs dtype {self.dtype} shape "
-                                        f"{want} (one row of {dim} per node)")
-            bad = ~np.isfinite(arr).all(axis=1)  # arr is [n, dim] here
-            if bad.any():  # worded as the edge weights' check (check_finite_weights)
-                p = int(np.argmax(bad))
-                value = arr[p][~np.isfinite(arr[p])][0]
-                raise DDStoreValueError(f"{what}: row {p} (node {int(idx[p])}) has {kind} "
-                                        f"value {value}; {kind} values must be finite "
-                                        f"({int(bad.sum())} of {n} rows hold NaN or inf)")
-            t = _as_array(ts)
-            if t.ndim == 0:
-                t = np.full(n, t)
-            if t.shape != (n,) or (n and t.dtype.kind not in "iufO"):
-                raise DDStoreValueError(f"{what}: ts has dtype {t.dtype} shape {t.shape}; "
-                                        f"needs {n} real timestamps (one per node) or one")
-            # as this memory's ts_dtype, exactly (what it would change is refused)
-            t = as_times(t, self.ts_dtype, f"{what}: ts",
-                         where=lambda p: f" (node {int(idx[p])})")
-            bad = ~np.isfinite(t)
-            if bad.any():
-                p = int(np.argmax(bad))
-                raise DDStoreValueError(f"{what}: ts[{p}] = {t[p]} (node {int(idx[p])}) is "
-                                        f"NaN or infinite; timestamps must be finite")
+            arr, t = self._checked_rows(what, idx, rows, ts, dim, kind, "node")
         except Exception as exc:  # noqa: BLE001 -- not an array at all: raised at commit
             self._keep_error(exc, what)
             return
-        if n:
+        if idx.shape[0]:
             (self._writes if op == "write" else self._posts).append(
                 (idx.copy(), t, np.array(arr, copy=True)))
+
+    def _checked_rows(self, what, idx, rows, ts, dim, kind, item):
+        """``(rows, ts)``: ``rows`` ``[len(idx), dim]`` of this memory's dtype, finite,
+        and ``ts`` (one per entry, or one for all) as ``ts_dtype``, finite; else a
+        :class:`DDStoreValueError` naming ``what`` and the position given (``item``:
+        what an entry of ``idx`` is, ``node`` or ``root node``)."""
+        n = idx.shape[0]
+        arr = _as_array(rows)
+        want = (n, dim)
+        if arr.dtype != self.dtype or arr.shape != want:
+            raise DDStoreValueError(f"{what}: {kind} has dtype {arr.dtype} shape "
+                                    f"{arr.shape}; needs dtype {self.dtype} shape "
+                                    f"{want} (one row of {dim} per {item.split()[0]})")
+        bad = ~np.isfinite(arr).all(axis=1)  # arr is [n, dim] here
+        if bad.any():  # worded as the edge weights' check (check_finite_weights)
+            p = int(np.argmax(bad))
+            value = arr[p][~np.isfinite(arr[p])][0]
+            raise DDStoreValueError(f"{what}: row {p} ({item} {int(idx[p])}) has {kind} "
+                                    f"value {value}; {kind} values must be finite "
+                                    f"({int(bad.sum())} of {n} rows hold NaN or inf)")
+        t = _as_array(ts)
+        if t.ndim == 0:
+            t = np.full(n, t)
+        if t.shape != (n,) or (n and t.dtype.kind not in "iufO"):
+            raise DDStoreValueError(f"{what}: ts has dtype {t.dtype} shape {t.shape}; "
+                                    f"needs {n} real timestamps (one per "
+                                    f"{item.split()[0]}) or one")
+        # as this memory's ts_dtype, exactly (what it would change is refused)
+        t = as_times(t, self.ts_dtype, f"{what}: ts",
+                     where=lambda p: f" ({item} {int(idx[p])})")
+        bad = ~np.isfinite(t)
+        if bad.any():
+            p = int(np.argmax(bad))
+            raise DDStoreValueError(f"{what}: ts[{p}] = {t[p]} ({item} {int(idx[p])}) is "
+                                    f"NaN or infinite; timestamps must be finite")
+        return arr, t
 
     def _keep_error(self, exc, what):
         """Keep the first bad staging since the last commit, to raise in the commit's
@@ -614,9 +623,10 @@ class NodeMemory:
         """Local: APAN's delivery: each root ``i`` of ``block`` (a
         :class:`~ddstore.temporal.TemporalBlock`) sends ``mail[i]`` at ``ts[i]`` to
         every neighbour sampled for it (``block.nodes[block.col]`` where
-        ``block.row == i``).  Staged like :meth:`post` of those mails in the block's
-        edge order (after this rank's earlier posts), so the same ordering rule applies;
-        a bad block, mail or ts is raised at :meth:`commit`, on every rank."""
+        ``block.row == i``; ``ts`` one per root or one for all, as :meth:`post` takes
+        it).  Staged like :meth:`post` of those mails in the block's edge order (after
+        this rank's earlier posts), so the same ordering rule applies; a bad block, mail
+        or ts is raised at :meth:`commit`, on every rank, naming the root as passed."""
         try:
             missing = [a for a in ("row", "col", "nodes", "num_roots")
                        if not hasattr(block, a)]
@@ -639,15 +649,15 @@ class NodeMemory:
                                         f"block.col {col.shape[0]}; needs one of each per "
                                         f"edge")
             nbrs = nodes[col]
-            m, t = _as_array(mail), _as_array(ts)
-            if m.shape[:1] != (nr,) or t.shape != (nr,):
-                raise DDStoreValueError(
-                    f"NodeMemory {self.name!r}: post_to_neighbors: mail has shape "
-                    f"{m.shape} and ts {t.shape}; needs {nr} of each (one per root)")
+            check_indices(nbrs, self.num_nodes, f"{what}: block.nodes", item="node id")
+            # checked per root, as given (positions, shapes and times named as passed)
+            m, t = self._checked_rows(what, as_indices(nodes[:nr], what), mail, ts,
+                                      self.mail_dim, "mail", "root node")
         except Exception as exc:  # noqa: BLE001 -- raised at commit
             self._keep_error(exc, f"NodeMemory {self.name!r}: post_to_neighbors")
             return
-        self._stage("post", nbrs, m[row], t[row], self.mail_dim, "mail")
+        if row.shape[0]:  # staged as post(nbrs, m[row], t[row]) would (fresh arrays)
+            self._posts.append((nbrs.astype(np.int64), t[row], m[row]))
 
     def staged(self):
         """``(writes, mails)``: how many updates this rank has staged since the last
