@@ -458,6 +458,7 @@ def test_from_pyg_refuses_temporal_data_without_t(store):
     from torch_geometric.data import TemporalData
     from ddstore import DDStoreValueError
     from ddstore.temporal import TemporalGraph
+    from ddstore.temporal.pyg_data import chronological_split
     data = TemporalData(src=torch.tensor([0, 1]), dst=torch.tensor([1, 2]),
                         msg=torch.zeros(2, 3))
     with pytest.raises(DDStoreValueError, match=r"graph 'g': the TemporalData has no 't' "
@@ -484,6 +485,17 @@ def test_from_pyg_refuses_temporal_data_without_t(store):
     g = TemporalGraph.from_pyg(store, "g", late, split=[0, 0, 2])
     g.remove()
     assert store.variables() == []
+    # bfloat16 t and msg: held (and given back) as float32, which holds them exactly; the
+    # chronological split computed on them (a raw torch TypeError, it was)
+    t16 = torch.tensor([0.5, 1.0, 1.5, 2.0, 3.0, 8.0], dtype=torch.bfloat16)
+    b16 = TemporalData(src=torch.arange(6), dst=torch.arange(6).flip(0), t=t16,
+                       msg=torch.randn(6, 2).bfloat16())
+    g = TemporalGraph.from_pyg(store, "g", b16)
+    back = g.to_pyg()
+    assert torch.equal(back.t, t16.float()) and torch.equal(back.msg, b16.msg.float())
+    f32 = TemporalData(src=b16.src, dst=b16.dst, t=t16.float())
+    assert np.array_equal(g.split, chronological_split(f32.t))
+    g.remove()
 
 
 def test_chronological_split_is_pygs():

@@ -560,7 +560,8 @@ class TemporalGraph:
         ``data.train_val_test_split(val_ratio, test_ratio)``, computed as PyG does.  An
         integer ``data.t`` is kept exactly as int64, a float one as float64 (the one
         decision of :meth:`from_arrays`); ``t_dtype`` remembers ``data.t``'s dtype for
-        :meth:`to_pyg`.
+        :meth:`to_pyg`.  A bfloat16 ``t`` or ``msg`` is held as float32, which holds it
+        exactly, and comes back from :meth:`to_pyg` as float32.
         """
         from .. import partition
         from .._fingerprint import same_data

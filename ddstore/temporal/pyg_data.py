@@ -46,6 +46,8 @@ def chronological_split(t, val_ratio=0.15, test_ratio=0.15):
     events), as one int8 per event: 0 train, 1 val, 2 test."""
     import torch
     t = torch.as_tensor(t)
+    if t.dtype == torch.bfloat16:  # (numpy has no bfloat16; float32 holds it exactly)
+        t = t.float()
     val_time, test_time = np.quantile(t.cpu().numpy(),
                                       [1. - val_ratio - test_ratio, 1. - test_ratio])
     val_idx = int((t <= val_time).sum())
