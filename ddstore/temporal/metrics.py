@@ -104,7 +104,8 @@ def link_prediction_metrics(comm, scores, labels, root=0, seed=0):
     Returns, on ``root``, ``(ap, auc, random_ap, random_auc, positives)``: average
     precision and ROC AUC of the scores, the same of a random scorer (uniform scores from
     ``numpy.random.default_rng(seed)``) over the same labels, and the number of
-    positives; ``None`` on the other ranks."""
+    positives; ``None`` on the other ranks.  The random scores are drawn for the pairs in
+    their gathered order, so they repeat for a rank count, not across rank counts."""
     root_ok = is_int(root)
     with collective(comm, "link_prediction_metrics",
                     same={"root": int(root) if root_ok else repr(root)}):
