@@ -297,9 +297,11 @@ def _aligned(numel, dtype):
 
 
 class StagingPool:
-    """The staging buffers of one :class:`DevicePrefetcher` iteration: ``slots`` slots,
-    each a flat buffer per dtype (pinned when ``pin``).  :attr:`allocations` counts the
-    buffers allocated, :attr:`nbytes` the bytes held."""
+    """The staging buffers of a :class:`DevicePrefetcher`'s iterations: ``slots`` slots,
+    each a flat buffer per dtype (pinned when ``pin``), made by the first iteration and
+    reused by the next ones (one at a time: an iteration begun while another is live
+    makes its own).  :attr:`allocations` counts the buffers allocated, :attr:`nbytes`
+    the bytes held."""
 
     def __init__(self, slots, pin, device="cpu", stream=None):
         self.pin = bool(pin)
@@ -368,7 +370,7 @@ def _stage(batch, slot):
         found = slot.locate(t)
         if found is None:
             view, key, off = slot._take(t.numel(), t.dtype)
-            view.view(t.shape).copy_(t)
+            view.view(t.shape).copy_(t.detach())  # (data: no autograd history kept)
             found = key, off
         where.append((found[0], found[1], tuple(t.shape)))
     return _Staged(batch, where, slot)
@@ -419,9 +421,16 @@ class _DeviceIter:
     def __init__(self, owner, host_iter, depth):
         self._device = owner.device
         self._cuda = self._device.type == "cuda"
-        self._stream = torch.cuda.Stream(device=self._device) if self._cuda else None
-        self.pool = StagingPool(depth + 2, pin=self._cuda, device=self._device,
-                                stream=self._stream)
+        # the staging of the last iteration that ended, if one did (pinned buffers are
+        # costly to make, and made every epoch they grew the heap), else a new one
+        pool, owner._spare_pool = owner._spare_pool, None
+        if pool is None or len(pool.slots) != depth + 2:
+            stream = torch.cuda.Stream(device=self._device) if self._cuda else None
+            pool = StagingPool(depth + 2, pin=self._cuda, device=self._device,
+                               stream=stream)
+        self._stream = pool.stream
+        self.pool = pool
+        self._owner = owner
         owner.last_pool = self.pool
         gen = _stage_all(host_iter, self.pool)
         self._thread = None
@@ -514,6 +523,9 @@ class _DeviceIter:
         if self._thread is not None:
             self._thread.close(taken=self._returned, end_seen=end_seen)
             self._thread = None
+        owner, self._owner = self._owner, None
+        if owner is not None:  # nothing reads into the staging now: the next iteration's
+            owner._spare_pool = self.pool
 
     def __del__(self):
         try:
@@ -585,7 +597,10 @@ class DevicePrefetcher(WrappedLoader):
     -----
     ``len()``, ``sampler``, ``batch_sampler``, ``dataset`` are the wrapped loader's;
     :meth:`set_epoch` forwards to it.  :attr:`last_pool` is the :class:`StagingPool` of
-    the latest iteration (``allocations``, ``nbytes``).
+    the latest iteration (``allocations``, ``nbytes``).  Batches are data: a tensor the
+    loader yields with ``requires_grad`` comes out as a copy without autograd history
+    (the staging buffers are reused; a copy that kept the history chained every batch
+    that used a slot to the ones before it).
     """
 
     def __init__(self, iterable, device, prefetch=2, store=None):
@@ -601,6 +616,7 @@ class DevicePrefetcher(WrappedLoader):
         self.loader = iterable
         self.prefetch = prefetch
         self.last_pool = None
+        self._spare_pool = None  # the staging of an iteration that ended, to reuse
 
     @property
     def reads_ahead(self):

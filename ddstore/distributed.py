@@ -8,7 +8,7 @@ import socket
 
 from .cli import plural
 from . import _lifecycle
-from .errors import DDStoreValueError
+from .errors import DDStoreStateError, DDStoreValueError
 
 __all__ = ["init_torch_distributed", "choose_backend", "node_places"]
 
@@ -23,10 +23,17 @@ def _device_kind(device):
     if device is None:
         return "auto"
     kind = getattr(device, "type", device)
-    if kind not in _DEVICES:
-        raise DDStoreValueError(f"init_torch_distributed: device={device!r}; allowed: "
+    index = device.index if hasattr(device, "type") else None  # (a torch.device's)
+    if isinstance(kind, str) and index is None and ":" in kind:
+        kind, _, index = kind.partition(":")
+    if kind not in _DEVICES or index is not None:
+        why = "" if index is None or kind not in _DEVICES else (
+            " (an index is not taken: give 'cpu')" if kind == "cpu" else
+            " (an index is not taken: each rank trains on GPU <its rank on the node> % "
+            "<the node's GPUs>, so give the type alone)")
+        raise DDStoreValueError(f"init_torch_distributed: device={device!r}{why}; allowed: "
                                 f"None, 'auto', 'cpu', 'cuda' (or a torch.device of type "
-                                f"cpu or cuda)")
+                                f"cpu or cuda, without an index)")
     return kind
 
 
@@ -135,13 +142,23 @@ def init_torch_distributed(comm=None, backend=None, device=None):
     from ._collective import collective
     from ._lifecycle import check_launch
     comm = MPI.COMM_WORLD if comm is None else comm
+    if not isinstance(comm, MPI.Comm):
+        raise DDStoreValueError(f"init_torch_distributed: comm must be an mpi4py "
+                                f"communicator (MPI.Comm) or None (MPI.COMM_WORLD), got "
+                                f"{type(comm).__name__}")
     mine = (MPI.Get_processor_name(),
             torch.cuda.device_count() if torch.cuda.is_available() else 0,
             [b for b in _BACKENDS if _backend_built(dist, b)])
     # before torch's rendezvous, which would wait forever for processes of another job
     with collective(comm, "init_torch_distributed",
-                    same={"backend": backend, "device": str(device)}) as step:
+                    same={"backend": backend,
+                          "device": "auto" if device is None else str(device)}) as step:
         check_launch()
+        if dist.is_initialized():  # (torch says so only after this call's log line)
+            raise DDStoreStateError(
+                f"init_torch_distributed: torch.distributed is initialised already "
+                f"(backend {dist.get_backend()}); call it once per process, or "
+                f"torch.distributed.destroy_process_group() first")
         seen = step.agree(share=mine)
         ranks = node_places([(node, gpus) for node, gpus, _b in seen])
         backend, devices, reason = choose_backend(ranks, backend, device)

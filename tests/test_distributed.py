@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from ddstore.distributed import choose_backend
-from ddstore.errors import DDStoreValueError
+from ddstore.errors import DDStoreStateError, DDStoreValueError
 
 
 def _node(name, ranks, gpus):
@@ -60,6 +60,16 @@ def test_bad_arguments_name_the_allowed_values():
         choose_backend(_node("a", 1, 0), device="tpu")
     with pytest.raises(DDStoreValueError, match=r"backend='ncl'; allowed: None"):
         choose_backend(_node("a", 1, 0), backend="ncl")
+    # an index, as a string or a torch.device, refused alike (a torch.device's was
+    # ignored: rank 0 on cuda:0 for cuda:1, and the string refused without saying why)
+    import torch
+    for device in ("cuda:1", torch.device("cuda:1"), "cpu:0", torch.device("cpu", 0)):
+        with pytest.raises(DDStoreValueError, match=r"an index is not taken: (each rank "
+                                                    r"trains on GPU <its rank on the node>|"
+                                                    r"give 'cpu')"):
+            choose_backend(_node("a", 2, 2), device=device)
+    assert choose_backend(_node("a", 2, 2), device=torch.device("cuda"))[1] == [
+        "cuda:0", "cuda:1"]
 
 
 def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypatch):
@@ -85,12 +95,21 @@ def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypat
                                                     rf".*'gloo'"):
             init_torch_distributed(MPI.COMM_SELF, backend=b, device="cpu")
         assert not dist.is_initialized()
+    with pytest.raises(DDStoreValueError, match=r"comm must be an mpi4py communicator "
+                                                r"\(MPI.Comm\) or None .*got str"):
+        init_torch_distributed("x")
     with caplog.at_level(logging.INFO, logger="ddstore"):
         device = init_torch_distributed(MPI.COMM_SELF)
     try:
         assert device == torch.device("cpu") and dist.get_backend() == "gloo"
         assert "backend gloo on CPU: no rank sees a CUDA device (1 rank on 1 node(s))" \
             in caplog.text
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="ddstore"):  # a second call: refused
+            with pytest.raises(DDStoreStateError, match=r"torch.distributed is initialised "
+                                                        r"already \(backend gloo\)"):
+                init_torch_distributed(MPI.COMM_SELF)
+        assert "backend gloo" not in caplog.text  # (it logged a choice, then torch raised)
     finally:
         dist.destroy_process_group()
 
