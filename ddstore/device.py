@@ -103,17 +103,30 @@ def _map(obj, fn):
         items = [_map(v, fn) for v in obj]
         return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
     if isinstance(obj, list):
-        return [_map(v, fn) for v in obj]
+        items = [_map(v, fn) for v in obj]
+        return items if type(obj) is list else _refilled(obj, items, items)
     if isinstance(obj, dict):
         items = [(k, _map(v, fn)) for k, v in obj.items()]
-        try:
-            return type(obj)(items)
-        except TypeError:
-            return dict(items)
+        return dict(items) if type(obj) is dict else _refilled(obj, items, dict(items))
     if _is_pyg(obj):  # its apply also calls fn on other values (strings): guard
         return copy.copy(obj).apply(
             lambda v: fn(v) if isinstance(v, (torch.Tensor, np.ndarray)) else v)
     return obj
+
+
+def _refilled(obj, items, plain):
+    """A copy of the list or dict subclass ``obj`` holding ``items`` (a defaultdict keeps
+    its factory, a list subclass its type: what torch's ``pin_memory`` keeps), or
+    ``plain`` where the type cannot be copied so."""
+    try:
+        clone = copy.copy(obj)
+        if isinstance(obj, list):
+            clone[:] = items
+        else:
+            clone.update(items)
+        return clone
+    except Exception:  # noqa: BLE001 -- a type that does not copy: the plain container
+        return plain
 
 
 def _leaves(obj):

@@ -146,6 +146,26 @@ def test_batches_come_out_as_data_without_autograd_history(k):
                                                                 torch.full((3,), 4.0 * 435))
 
 
+def test_container_types_kept():
+    """A defaultdict keeps its factory, a list subclass its type (they came back as a
+    plain dict and list), as torch's pin_memory keeps them."""
+    import collections
+
+    class Pair(list):
+        pass
+    batches = []
+    for i in range(4):
+        d = collections.defaultdict(lambda: "none")
+        d["x"] = torch.full((2,), float(i))
+        batches.append((d, Pair([torch.arange(3) + i, "tag"])))
+    for k in (0, 2):
+        for i, (d, pair) in enumerate(DevicePrefetcher(batches, "cpu", prefetch=k)):
+            assert type(d) is collections.defaultdict and d["missing"] == "none"
+            assert torch.equal(d["x"], batches[i][0]["x"])
+            assert type(pair) is Pair and pair[1] == "tag"
+            assert torch.equal(pair[0], batches[i][1][0])
+
+
 class _Failing:
     def __init__(self, n, fail_at):
         self.n, self.fail_at = n, fail_at
