@@ -652,10 +652,11 @@ def device_loader(loader, device=None, prefetch=0, store=None, what="loader"):
     :class:`DevicePrefetcher`."""
     from .prefetch import PrefetchLoader, store_of, check_prefetch, prefetch_depth
     prefetch = check_prefetch(prefetch, getattr(loader, "num_workers", 0), what)
+    if device is None and not prefetch:
+        return loader
+    store = store if store is not None else store_of(loader)
+    if store is not None:  # (a fallback to no read-ahead is told naming the user's call)
+        prefetch = prefetch_depth(store, prefetch, what)
     if device is None:
-        if not prefetch:
-            return loader
-        store = store if store is not None else store_of(loader)
-        return PrefetchLoader(loader, prefetch if store is None else
-                              prefetch_depth(store, prefetch, what))
+        return PrefetchLoader(loader, prefetch)
     return DevicePrefetcher(loader, check_device(device, what), prefetch, store=store)

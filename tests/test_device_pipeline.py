@@ -646,8 +646,8 @@ def test_open_keeps_the_resident_decision(store, monkeypatch):
     st.WindowDataset(store, name, series, 4)
     real = st_dataset._placement
     monkeypatch.setattr(st_dataset, "_placement",
-                        lambda s, device, resident: (torch.device("cpu"), "device")
-                        if resident is None else real(s, device, resident))
+                        lambda s, device, resident, what: (torch.device("cpu"), "device")
+                        if resident is None else real(s, device, resident, what))
     ds = st.WindowDataset.open(store, name, device="cpu")
     assert ds.resident == "device" and ds._dev_series is not None
     stored = torch.from_numpy(store.get_range(name, 0, 80))

@@ -564,6 +564,7 @@ def test_bad_input(store):
     raw = random_series(T=60, n=3, f=2)
     cases = [
         (dict(horizon=0), r"horizon=0 out of range: allowed 1 <= horizon <= 30"),
+        (dict(resident="dev"), r"WindowDataset\('v\d+'\): resident='dev'; allowed: None"),
         (dict(horizon=-2), r"horizon=-2 out of range"),
         (dict(horizon=31), r"horizon=31 out of range.*2\*horizon <= T = 60"),
         (dict(horizon=2.5), r"horizon must be an integer in \[1, 30\].*2.5"),

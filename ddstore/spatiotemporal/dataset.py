@@ -456,10 +456,11 @@ class _WindowView(torch.utils.data.Dataset):
             raise DDStoreValueError(f"sampler={sampler!r}; allowed: 'global', 'batch'")
         target = device if device is not None else ds.device
         if not on_device and (device is not None or target.type != "cpu"):
-            from ..device import DevicePrefetcher
-            return DevicePrefetcher(
+            from ..device import device_loader
+            return device_loader(
                 _WindowBatches(self, smp, batches, direct=target if direct else None),
-                target, prefetch, store=store), (smp if smp is not None else batches)
+                target, prefetch, store=store, what=what), (
+                    smp if smp is not None else batches)
         if direct:
             raise DDStoreValueError(f"{what}: direct=True copies windows from the store "
                                     f"to a device: give device= (or a dataset on a "
@@ -700,13 +701,12 @@ def _placement(store, device, resident, what="window dataset"):
     if resident is None:
         resident = "device" if (device.type != "cpu" and width == 1) else "store"
     if resident not in ("store", "device"):
-        raise DDStoreValueError(f"resident={resident!r}; allowed: None, 'store', "
-                                f"'device'")
+        raise DDStoreValueError(f"{what}: resident={resident!r}; allowed: None, "
+                                f"'store', 'device'")
     if resident == "device" and width != 1:
-        raise DDStoreValueError(f"resident='device' needs the whole series on every "
-                                f"rank: store width must be 1, got width={width}")
+        raise DDStoreValueError(f"{what}: resident='device' needs the whole series on "
+                                f"every rank: store width must be 1, got width={width}")
     return device, resident
-
 
 
 def _overflow(value, dtype, big):
@@ -941,7 +941,8 @@ class WindowDataset(_WindowView):
         self.mean, self.std = arr["mean"].copy(), arr["std"].copy()
         self.edge_index = torch.from_numpy(arr["edge_index"].copy())
         self.edge_weight = torch.from_numpy(arr["edge_weight"].copy())
-        self.device, self.resident = _placement(store, device, resident)
+        self.device, self.resident = _placement(store, device, resident,
+                                                     f"WindowDataset.open({name!r})")
         width = store.group_size
         # the layout of the rows as they are now (the pieces as saved, on the members
         # whose chunks hold them)
@@ -1008,7 +1009,8 @@ class WindowDataset(_WindowView):
         self.time_features = kinds
         tf = time_feature_array(ts, kinds, dt) if kinds else None
         self.num_features = f + (0 if tf is None else tf.shape[1])
-        self.device, self.resident = _placement(store, device, resident)
+        self.device, self.resident = _placement(store, device, resident,
+                                                     f"WindowDataset({name!r})")
         width = store.group_size
         self.halo = bool(halo) and width > 1
         self.layout = series_layout(T, h, width, self.halo, self.split_bounds)
