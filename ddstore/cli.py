@@ -459,9 +459,8 @@ def run_program(main, *args):
             prog = program_name()
             if size:
                 text = (f"out of memory: {str(exc).rstrip('.') or type(exc).__name__}; "
-                        f"the sizes asked "
-                        f"for do not fit in this machine's memory: ask for smaller ones "
-                        f"(--help lists them)")
+                        f"the sizes asked for do not fit in this machine's memory: ask "
+                        f"for smaller ones (--help lists them)")
             else:
                 text = f"error: {exc}"
             sys.stdout.flush()
