@@ -420,6 +420,12 @@ static int prepare_var(dds_store *s, const char *name, int64_t n_local, int64_t 
                              "%.4g GB, more than this node's %.4g GB of physical memory",
                              name, (long long)n_local, (long long)row_bytes,
                              (double)n_local * (double)row_bytes / 1e9, (double)phys / 1e9);
+    else if (row_bytes == 0 && n_local > phys)
+        /* rows of no bytes: as many as bytes of memory at most (their counts, offsets and
+         * reads are sized by rows; 2**62 of them overflowed the group's total) */
+        code = dds_set_error(DDS_EINVAL, "variable '%s': %lld rows of 0 bytes; allowed: at "
+                             "most %lld (one per byte of this node's physical memory)",
+                             name, (long long)n_local, (long long)phys);
     else
         *bytes = n_local * row_bytes;
     /* all ranks of this node allocate at once: their total must fit the node */
@@ -546,12 +552,18 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
     int rc = MPI_Allgather(&n_local, 1, MPI_INT64_T, v.offsets + 1, 1, MPI_INT64_T,
                            s->group_comm);
     if (code == DDS_OK) code = mpi_check(rc, "MPI_Allgather");
+    for (int g = 0; code == DDS_OK && g < s->width; g++) { /* the group's prefix sums */
+        if (v.offsets[g + 1] > INT64_MAX - v.offsets[g])
+            code = dds_set_error(DDS_EINVAL, "variable '%s': the group's rows add up to "
+                                 "more than 2**63 - 1", name);
+        else
+            v.offsets[g + 1] += v.offsets[g];
+    }
     code = agree(s, code);
     if (code != DDS_OK) {
         free_var(&v, 1);
         return code;
     }
-    for (int g = 0; g < s->width; g++) v.offsets[g + 1] += v.offsets[g];
     v.nrows = v.offsets[s->width];
     /* before this rank first writes its chunk (and reads the peers'): huge pages where
      * the system gives them (advice; see advise_huge) */

@@ -437,6 +437,10 @@ def _records_spec(name, schema, sizes):
             raise ValueError("each must be a 1-d sequence of integers")
         if len({c.size for c in cols}) > 1:
             raise ValueError(f"lengths differ: {[c.size for c in cols]}")
+        for (k, _, _), c in zip(spec, cols):  # (uint64 beyond int64 wrapped to negative)
+            if c.size and c.dtype.kind == "u" and int(c.max()) > 2 ** 63 - 1:
+                raise ValueError(f"sizes[{k!r}] holds {int(c.max())}; allowed: integers "
+                                 f"in [0, 2**63 - 1]")
         counts = np.stack([c.astype(np.int64) for c in cols], axis=1) if cols[0].size \
             else np.zeros((0, len(spec)), dtype=np.int64)
         if (counts < 0).any():

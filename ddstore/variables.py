@@ -184,10 +184,15 @@ class Variables:
         large is decided from the agreed metadata, in exact integers; the core agrees on
         its own failures (memory...)."""
         row_bytes = int(dtype.itemsize) * math.prod(int(s) for s in row_shape)
-        if row_bytes > MAX_ROW_BYTES:
+        # (numpy's own bound, which a row of no bytes passes: its nonzero dimensions'
+        # product times the item size; (0, 2**63 - 1, 2**63 - 1) is no array's shape)
+        array_bytes = int(dtype.itemsize) * math.prod(int(s) for s in row_shape if s)
+        if max(row_bytes, array_bytes) > MAX_ROW_BYTES:
             raise DDStoreValueError(
                 f"variable {name!r}: one row of shape {tuple(row_shape)} and dtype "
-                f"{dtype} is {row_bytes} bytes; allowed: at most 2**63 - 1")
+                f"{dtype} is {row_bytes} bytes"
+                f"{f' ({array_bytes} without its zero dimensions)' if not row_bytes else ''}"
+                f"; allowed: at most 2**63 - 1")
         vid = self.core.add(name, n_local, row_bytes)
         return Var(name, vid, dtype, tuple(row_shape), n_local, self.core.nrows(vid),
                    self.serial)

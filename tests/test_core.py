@@ -742,4 +742,22 @@ def test_bad_communicator_and_record_sizes_named(store):
                                                 r"sizes\['a'\] add up to more than "
                                                 r"2\*\*63 - 1 rows"):
         store.init_records("O", {"a": (np.int8, ())}, {"a": [2 ** 62] * 3})
+    # a uint64 size beyond int64 named as given (it wrapped: 'a size is negative')
+    with pytest.raises(DDStoreValueError, match=r"bad sizes: sizes\['a'\] holds "
+                                                r"18446744073709551615; allowed: integers "
+                                                r"in \[0, 2\*\*63 - 1\]"):
+        store.init_records("O", {"a": (np.int8, ())},
+                           {"a": np.array([2 ** 64 - 1], np.uint64)})
+    # rows of no bytes: at most one per byte of memory (2**62 + 2**61 of them on each of
+    # two ranks wrapped the group's total to a negative row count); a row shape no
+    # numpy array can have, refused when made (every read raised numpy's own error)
+    for n, words in ((2 ** 62, r"variable 'z': 4611686018427387904 rows of 0 bytes; "
+                               r"allowed: at most \d+ \(one per byte"),):
+        with pytest.raises(DDStoreValueError, match=words):
+            store.init("z", n, (0,), np.float32)
+    with pytest.raises(DDStoreValueError, match=r"variable 'a0': one row of shape \(0, "
+                                                r"9223372036854775807, 9223372036854775807\) "
+                                                r"and dtype uint8 is 0 bytes \(\d+ without "
+                                                r"its zero dimensions\); allowed: at most"):
+        store.init("a0", 2, (0, 2 ** 63 - 1, 2 ** 63 - 1), np.uint8)
     assert store.variables() == before

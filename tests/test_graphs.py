@@ -618,7 +618,12 @@ def test_data_subclasses_with_their_own_batching_refused(store):
                                                 r"torch.bfloat16 .*value.float\(\)"):
         graphs.GraphDataset.from_samples(store, "bf", [Data(x=torch.ones(
             2, 1, dtype=torch.bfloat16))], progress=False)
-    assert "pairs" not in store and "bf" not in store
+    # one Data, not a list of them (it was taken as a sequence of its keys: sample 0's
+    # KeyError: 0)
+    with pytest.raises(DDStoreValueError, match=r"samples must be a sequence of samples, "
+                                                r"got a Tagged \(one sample: pass \[data\]\)"):
+        graphs.GraphDataset.from_samples(store, "one", tagged, progress=False)
+    assert "pairs" not in store and "bf" not in store and "one" not in store
 
 
 def test_float_tensor_index_refused(store):
@@ -702,6 +707,10 @@ def test_views_as_pyg_index_select(store):
     for bad, words in ((slice(0, 5, 0), "slice step cannot be zero"),
                        ([23], r"index 23 \(position 0\) out of range \[-23, 23\)"),
                        (torch.tensor([True]), "a boolean mask needs 23 entries"),
-                       ("a", "index must be an integer, or a slice, list")):
+                       ("a", "index must be an integer, or a slice, list"),
+                       (slice(None, float("nan")), r"index_select: slice\(None, nan, None\): "
+                                                   r"cannot convert float NaN"),
+                       (slice(float("inf"), None), r"slice\(inf, None, None\): cannot "
+                                                   r"convert float infinity")):
         with pytest.raises((DDStoreValueError, DDStoreIndexError), match=words):
             ds[bad]

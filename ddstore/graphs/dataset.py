@@ -243,11 +243,11 @@ class GraphDataset(torch.utils.data.Dataset):
         n, what = self._n, f"graphs {self.name!r}: index_select"
         if isinstance(idx, slice):
             start, stop = idx.start, idx.stop
-            start = round(start * n) if isinstance(start, float) else start
-            stop = round(stop * n) if isinstance(stop, float) else stop
-            try:
+            try:  # (a NaN or infinite fraction: refused as any bad bound)
+                start = round(start * n) if isinstance(start, float) else start
+                stop = round(stop * n) if isinstance(stop, float) else stop
                 pos = np.arange(n, dtype=np.int64)[slice(start, stop, idx.step)]
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OverflowError) as exc:
                 raise DDStoreValueError(f"{what}: {idx!r}: {exc}") from None
         else:
             if isinstance(idx, torch.Tensor):

@@ -404,9 +404,13 @@ class SequenceSource(Source):
         if not hasattr(samples, "__len__") or not hasattr(samples, "__getitem__"):
             raise DDStoreValueError(f"samples must be an indexable sequence with len(), "
                                     f"got {type(samples).__name__}")
-        if isinstance(samples, (str, bytes, dict)):
+        # (one PyG Data has a len and items too: its keys; taken, it failed as sample 0's
+        # KeyError: 0)
+        one_graph = any(c.__name__ == "BaseData" for c in type(samples).__mro__)
+        if isinstance(samples, (str, bytes, dict)) or one_graph:
             raise DDStoreValueError(f"samples must be a sequence of samples, got a "
-                                    f"{type(samples).__name__}")
+                                    f"{type(samples).__name__}"
+                                    f"{' (one sample: pass [data])' if one_graph else ''}")
         self.samples = samples
 
     def __len__(self):
