@@ -648,7 +648,7 @@ class NodeMemory:
                 raise DDStoreValueError(f"{what}: block.row has {row.shape[0]} entries and "
                                         f"block.col {col.shape[0]}; needs one of each per "
                                         f"edge")
-            nbrs = nodes[col]
+            nbrs = as_indices(nodes[col], f"{what}: block.nodes")
             check_indices(nbrs, self.num_nodes, f"{what}: block.nodes", item="node id")
             # checked per root, as given (positions, shapes and times named as passed)
             m, t = self._checked_rows(what, as_indices(nodes[:nr], what), mail, ts,
@@ -657,7 +657,7 @@ class NodeMemory:
             self._keep_error(exc, f"NodeMemory {self.name!r}: post_to_neighbors")
             return
         if row.shape[0]:  # staged as post(nbrs, m[row], t[row]) would (fresh arrays)
-            self._posts.append((nbrs.astype(np.int64), t[row], m[row]))
+            self._posts.append((np.array(nbrs, copy=True), t[row], m[row]))
 
     def staged(self):
         """``(writes, mails)``: how many updates this rank has staged since the last
