@@ -41,8 +41,9 @@ def _env_int(name, default, most, what):
         value = int(text)
     if not 1 <= value <= most:
         raise DDStoreValueError(f"{name}={text!r} must be {what} in [1, {most}], "
-                                f"written in plain decimal digits 0-9 (no sign, "
-                                f"underscore, spaces or other digits)")
+                                f"written in plain decimal digits 0-9 (spaces around "
+                                f"them are ignored; no sign, underscore or other "
+                                f"digits)")
     return value
 
 

@@ -484,7 +484,7 @@ class Variables:
                                         f"pair, got {request!r:.80}")
             name, indices = request
             var = self.lookup(name)
-            idx = as_indices(indices, f"get_many {name!r}", var.nrows)
+            idx = as_indices(indices, f"get_many {name!r} (request {i})", var.nrows)
             out = np.empty((idx.shape[0],) + var.row_shape, dtype=var.dtype)
             plan.append((var, idx, out))
             outs.append(out)
@@ -495,8 +495,8 @@ class Variables:
             failed = exc  # (explained below, outside the handler: one error shown)
         else:
             return outs
-        for var, idx, _ in plan:
-            check_indices(idx, var.nrows, f"get_many {var.name!r}")
+        for i, (var, idx, _) in enumerate(plan):
+            check_indices(idx, var.nrows, f"get_many {var.name!r} (request {i})")
         raise failed
 
     def get_range(self, name, start, count, out=None):

@@ -261,6 +261,11 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
         with pytest.raises(DDStoreValueError, match=re.escape(said)):
             store.get_many(bad)
     assert [a.tolist() for a in store.get_many([("x", [7]), ("x", [])])] == [[[14, 15]], []]
+    # an index out of range named with its request (two requests of one variable could
+    # not be told apart)
+    with pytest.raises(DDStoreIndexError, match=re.escape("get_many 'x' (request 1): index 13 "
+                                                          "(position 0) out of range")):
+        store.get_many([("x", [1, 2]), ("x", [13])])
     for count in ([2 ** 64 - 1], np.array([2 ** 63], np.uint64)):
         with pytest.raises(DDStoreIndexError, match=r"read_ranges 'x': count \d+ \(position "
                                                     r"0\) out of range \[0, 9\)"):
