@@ -263,6 +263,33 @@ def _release_claim(checkpoint, text, made):
         pass  # (gone already, or not ours to remove)
 
 
+class _NoBar:
+    """What :func:`progress_bar` gives where nothing is shown: a bar's calls, doing
+    nothing."""
+
+    def update(self, n=1):
+        pass
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def progress_bar(show, **kwargs):
+    """A ``tqdm(**kwargs)`` bar where ``show`` (rank 0 of a load asked to show one),
+    else a bar that does nothing: a disabled tqdm still starts tqdm's monitor thread,
+    which stayed in the process after the store was freed."""
+    if not show:
+        return _NoBar()
+    from tqdm import tqdm
+    return tqdm(**kwargs)
+
+
 def plural(n, word, words=None):
     """``"1 replica"``, ``"2 replicas"`` (``words``: the plural when it is not word + s)."""
     return f"{n} {word if n == 1 else (words or word + 's')}"

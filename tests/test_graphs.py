@@ -714,3 +714,19 @@ def test_views_as_pyg_index_select(store):
                                                    r"convert float infinity")):
         with pytest.raises((DDStoreValueError, DDStoreIndexError), match=words):
             ds[bad]
+
+
+def test_no_progress_bar_made_where_none_is_shown(store, monkeypatch):
+    """progress=False (and every rank but 0) makes no tqdm at all: a disabled tqdm
+    still starts tqdm's monitor thread, which stayed after the store was freed."""
+    import tqdm as tqdm_module
+
+    def no_bar(*args, **kwargs):
+        raise AssertionError("a tqdm was made with nothing to show")
+    monkeypatch.setattr(tqdm_module, "tqdm", no_bar)
+    samples = [Data(x=torch.full((2, 1), float(i))) for i in range(4)]
+    ds = graphs.GraphDataset.from_samples(store, "quiet", samples, progress=False)
+    assert float(ds[3].x[0, 0]) == 3.0
+    from ddstore.dynamic import DynamicGraph
+    g = DynamicGraph(store, "quietg", [np.array([[0, 1], [1, 0]])] * 3, num_nodes=2)
+    assert g.num_steps == 3

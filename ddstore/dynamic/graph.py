@@ -25,9 +25,9 @@ import threading
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from .. import _core
+from ..cli import progress_bar
 from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
 from .._checks import check_free_names, integer_scalar, is_int, partition
@@ -535,8 +535,8 @@ class DynamicGraph:
         # checkpoints is known only with checkpoint_every)
         need_delta = checkpoint_every is None or checkpoint_every > 1
         kept, held = {}, 0
-        with tqdm(total=hi - lo, desc=f"deltas of {self.name!r}",
-                  disable=not (show_progress and self.store.rank == 0)) as progress:
+        with progress_bar(show_progress and self.store.rank == 0, total=hi - lo,
+                          desc=f"deltas of {self.name!r}") as progress:
             prev = self._canonical(edges, weights, lo - 1) if lo > 0 else None
             for t in range(lo, hi):
                 cur = self._canonical(edges, weights, t)
@@ -583,8 +583,8 @@ class DynamicGraph:
             # a step that fails when made again, or memory that runs out, on one rank:
             # raised on every rank (and the records removed)
             with store.collective(None), \
-                    tqdm(total=hi - lo, desc=f"storing {name!r}",
-                         disable=not (show_progress and store.rank == 0)) as progress:
+                    progress_bar(show_progress and store.rank == 0, total=hi - lo,
+                                 desc=f"storing {name!r}") as progress:
                 prev = None  # step t - 1 made canonical, when it was at t - 1
                 for t in range(lo, hi):
                     ckpt, delta = kept.pop(t, (None, None))

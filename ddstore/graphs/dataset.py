@@ -562,7 +562,7 @@ def _fill_records(store, name, layout, sizes, read_block, progress, desc):
     ``read_block(a, b)`` returns ``{key: rows}`` of local records ``[a, b)``, so the
     rank never holds its chunk twice.  A failure on any rank raises on every rank (the
     caller's transaction then removes the records)."""
-    from tqdm import tqdm
+    from ..cli import progress_bar
     schema = {lay.key: (lay.dtype, lay.trailing) for lay in layout.keys}
     store.init_records(name, schema, sizes)
     row_bytes = {lay.key: lay.dtype.itemsize * int(np.prod(lay.trailing, dtype=np.int64))
@@ -575,8 +575,8 @@ def _fill_records(store, name, layout, sizes, read_block, progress, desc):
     # the copy is this step's local part: a block that fails to read on one rank (an
     # I/O error...) raises on every rank, and the caller's transaction removes the records
     with store.collective(None), \
-            tqdm(total=n, desc=f"{desc} {name} (rank 0)", unit="graph", disable=not show,
-                 leave=False) as bar:
+            progress_bar(show, total=n, desc=f"{desc} {name} (rank 0)", unit="graph",
+                         leave=False) as bar:
         try:
             while done < n:
                 # the records that fit in one block (at least one)
@@ -618,13 +618,13 @@ def _load_chunk(store, name, source, lo, hi, progress):
     """Local: records of samples [lo, hi) of ``source``; (layout, records, first index).
     Whatever reading a sample raises is raised as a :class:`DDStoreError` naming the
     sample (a ``MemoryError`` as a :class:`DDStoreMemoryError`)."""
-    from tqdm import tqdm
+    from ..cli import progress_bar
     show = bool(progress) and store.rank == 0
     layout = None
     records = []
     index = lo
-    with tqdm(total=hi - lo, desc=f"loading {name} (rank 0)", unit="graph",
-              disable=not show, leave=False) as bar:
+    with progress_bar(show, total=hi - lo, desc=f"loading {name} (rank 0)", unit="graph",
+                      leave=False) as bar:
         samples = source.read(lo, hi)
         try:
             while True:

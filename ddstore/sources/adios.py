@@ -114,13 +114,13 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
         except Exception as exc:
             raise DDStoreValueError(f"{what}: cannot create the file: "
                                     f"{_short(exc)}") from None
-        from tqdm import tqdm
+        from ..cli import progress_bar
         if total is None and hasattr(records, "__len__"):
             total = len(records)
         n = 0
         try:
-            with tqdm(desc=f"writing {os.path.basename(path)}", unit="record",
-                      disable=not progress, total=total) as bar:
+            with progress_bar(progress, desc=f"writing {os.path.basename(path)}",
+                              unit="record", total=total) as bar:
                 for rec in itertools.chain([first], it):
                     writer.add(_checked(rec, schema, n, what))
                     n += 1
