@@ -118,9 +118,12 @@ def progress_interval(core, settings=None):
         return 0
     from mpi4py import MPI
     if MPI.Query_thread() < MPI.THREAD_MULTIPLE:
+        why = (f"this rank's rows are read by {remote} group member(s) on other nodes"
+               if mode == "auto" else "the progress agent was asked for "
+               "(DDSTORE_PROGRESS=on or progress='on')")
         raise DDStoreValueError(
-            f"this rank's rows are read by {remote} group member(s) on other nodes, and its "
-            f"progress agent (a thread that lets MPI answer those reads while the rank "
+            f"{why}; the "
+            f"progress agent (a thread that lets MPI answer reads of this rank while it "
             f"computes) needs MPI_THREAD_MULTIPLE, but MPI was initialised with thread "
             f"level {MPI.Query_thread()} (< {MPI.THREAD_MULTIPLE}); initialise MPI with "
             f"THREAD_MULTIPLE (mpi4py's default: do not lower mpi4py.rc.thread_level), or "

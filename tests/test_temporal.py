@@ -6,6 +6,7 @@ PyG's TemporalData through tests/mpi/temporal_formats_check.py on 1-3 ranks (aga
 own JODIEDataset processing and train_val_test_split) and bad input on one rank."""
 import json
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -1041,3 +1042,31 @@ def test_build_prefaults_what_samplers_read(store, monkeypatch, mode, background
     g = TemporalGraph.from_arrays(store, "g", src, dst, t, add_reverse=True)
     g.remove()  # joins the prefault thread before the pages go
     assert "g/nbr" not in store.variables()
+
+
+def test_node_memory_commit_without_overlap_below_thread_multiple(store, monkeypatch):
+    """commit(wait=False) below MPI_THREAD_MULTIPLE runs in the caller's thread, the same
+    MPI calls on the same communicator, told once with a RuntimeWarning (its exchange in
+    a thread crashed or hung the job at FUNNELED / SERIALIZED); the memory is what a
+    blocking commit makes."""
+    from mpi4py import MPI
+    from ddstore.temporal import NodeMemory
+    a = NodeMemory(store, "lvl_a", 10, 2, 3)
+    b = NodeMemory(store, "lvl_b", 10, 2, 3)
+    monkeypatch.setattr(MPI, "Query_thread", lambda: MPI.THREAD_SERIALIZED)
+    threads = {t.name for t in threading.enumerate()}
+    with pytest.warns(RuntimeWarning, match=r"NodeMemory 'lvl_a': commit\(wait=False\) "
+                                            r"overlaps .*MPI_THREAD_SERIALIZED on rank 0: it "
+                                            r"commits without overlap") as told:
+        for r in range(3):
+            for m, wait in ((a, False), (b, True)):
+                m.write([r, 9], np.full((2, 2), r, np.float32), float(r + 1))
+                m.post([r], np.full((1, 3), r, np.float32), float(r + 1))
+                m.commit(wait=wait)
+    assert len([w for w in told if "lvl_a" in str(w.message)]) == 1
+    assert not any(t.name.startswith("ddstore-commit") for t in threading.enumerate()
+                   if t.name not in threads)
+    a.wait()
+    ra, rb = a.read(np.arange(10)), b.read(np.arange(10))
+    for key in ("memory", "memory_ts", "mail", "mail_ts"):
+        assert np.array_equal(getattr(ra, key).numpy(), getattr(rb, key).numpy()), key

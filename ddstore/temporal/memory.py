@@ -24,6 +24,7 @@ and applied by every owner at one collective :meth:`~NodeMemory.commit`, in the 
 """
 import os
 import threading
+import warnings
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -283,6 +284,7 @@ class NodeMemory:
         self._lock = _StateLock()  # reads against commits in other threads (see read)
         self._comm = None      # the non-blocking commits' communicator (a dup of comm)
         self._pending = None   # the thread of the last non-blocking commit
+        self._told_level = False  # commit(wait=False) below MPI_THREAD_MULTIPLE: told
         self._failure = None   # what made a background commit fail (kept, re-raised)
         with store.collective("NodeMemory", name) as step:
             if not isinstance(name, str) or not name:
@@ -405,6 +407,7 @@ class NodeMemory:
         self = cls.__new__(cls)
         self._lock = _StateLock()
         self._comm = self._pending = self._failure = None
+        self._told_level = False
         with store.collective("NodeMemory.open", name) as step:
             ann = store.annotation(name, kind=cls.KIND)
             meta = ann.meta
@@ -746,6 +749,10 @@ class NodeMemory:
                 self._apply(packed, gathered, st.comm)
                 self._sync()
                 return
+            if not self._may_overlap():  # the same calls, on the same communicator,
+                started = True  # here (_background releases the lock): ranks that
+                self._background(packed, gathered)  # overlap and ranks that do not agree
+                return
             thread = threading.Thread(target=self._background, args=(packed, gathered),
                                       name=f"ddstore-commit-{self.name}", daemon=True)
             st.track(thread)  # store.remove / free join it first
@@ -755,6 +762,27 @@ class NodeMemory:
         finally:
             if not started:
                 lock.release_exclusive()
+
+    def _may_overlap(self):
+        """Whether a non-blocking commit may run in a thread: MPI calls from two threads
+        at once need ``MPI_THREAD_MULTIPLE`` (below it the thread's exchange crashed or
+        hung the job).  Below it, the commit runs in the caller's thread, told once per
+        memory with a ``RuntimeWarning``."""
+        from mpi4py import MPI
+        level = MPI.Query_thread()
+        if level >= MPI.THREAD_MULTIPLE:
+            return True
+        if not self._told_level:
+            self._told_level = True
+            names = {MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE", MPI.THREAD_FUNNELED:
+                     "MPI_THREAD_FUNNELED", MPI.THREAD_SERIALIZED: "MPI_THREAD_SERIALIZED"}
+            warnings.warn(f"NodeMemory {self.name!r}: commit(wait=False) overlaps its "
+                          f"exchange with the caller's MPI calls, which needs "
+                          f"MPI_THREAD_MULTIPLE, but MPI was initialised with "
+                          f"{names.get(level, level)} on rank {self.store.rank}: it commits "
+                          f"without overlap (initialise MPI with THREAD_MULTIPLE, "
+                          f"mpi4py's default, to overlap)", RuntimeWarning, stacklevel=3)
+        return False
 
     def _apply(self, packed, gathered, comm):
         """The commit after its step's round: the exchange over ``comm`` and the apply

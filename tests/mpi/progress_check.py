@@ -88,6 +88,12 @@ def main():
         expect_error(ddstore.DDStoreValueError, ["MPI_THREAD_MULTIPLE",
                                                  "DDSTORE_PROGRESS=off"],
                      ddstore.DDStore, comm, transport="rma", agree=True, agreed=True)
+        # forced on: the refusal says so (it spoke of members on other nodes)
+        expect_error(ddstore.DDStoreValueError, ["the progress agent was asked for "
+                                                 "(DDSTORE_PROGRESS=on or progress='on')",
+                                                 "MPI_THREAD_MULTIPLE"],
+                     ddstore.DDStore, comm, transport="rma", progress="on", agree=True,
+                     agreed=True)
         with ddstore.DDStore(comm, transport="rma", progress="off") as s:
             check(not s.progress, "DDStore(progress='off'): no agent")
         expect_error(ddstore.DDStoreValueError, ["progress='of'", "'auto', 'on', 'off'"],
