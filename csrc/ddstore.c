@@ -89,6 +89,7 @@ static void destroy_store(dds_store *s, int mpi_usable)
     }
     free(s->node_rank);
     free(s->member_off);
+    free(s->live);
     if (s->gone) munmap((void *)s->gone, sizeof(int));
     free(s);
 }
@@ -156,6 +157,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
     s->copy_threads = 1;  /* dds_set_copy_threads */
     s->copy_min_bytes = INT64_MAX;
     atomic_init(&s->nvars, 0);
+    atomic_init(&s->local_bytes, 0);
     void *gone = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                       -1, 0);
     s->gone = gone == MAP_FAILED ? NULL : gone;  /* (zeroed) */
@@ -446,6 +448,16 @@ static int prepare_var(dds_store *s, const char *name, int64_t n_local, int64_t 
     if (code == DDS_OK && id >= DDS_MAX_VARS)
         code = dds_set_error(DDS_ENOMEM, "variable '%s': a store holds at most %d "
                              "variables (ids are never reused)", name, DDS_MAX_VARS);
+    if (code == DDS_OK && s->nlive == s->live_cap) { /* room to list it as held */
+        int cap = s->live_cap ? 2 * s->live_cap : 64;
+        int *live = realloc(s->live, (size_t)cap * sizeof *live);
+        if (!live)
+            code = dds_set_error(DDS_ENOMEM, "out of memory adding variable '%s'", name);
+        else {
+            s->live = live;
+            s->live_cap = cap;
+        }
+    }
     if (code == DDS_OK && !s->var_blocks[id / DDS_VAR_BLOCK]) {
         s->var_blocks[id / DDS_VAR_BLOCK] = calloc(DDS_VAR_BLOCK, sizeof(struct dds_var));
         if (!s->var_blocks[id / DDS_VAR_BLOCK])
@@ -574,6 +586,8 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
     int id = dds_nvars_published(s);
     *dds_var_at(s, id) = v;
     atomic_store_explicit(&s->nvars, id + 1, memory_order_release);
+    s->live[s->nlive++] = id;  /* (room made by prepare_var) */
+    atomic_fetch_add(&s->local_bytes, (long long)(v.n_local * v.row_bytes));
     *var_id = id;
     return DDS_OK;
 }
@@ -584,6 +598,12 @@ int dds_remove(dds_store *s, int var_id)
     int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     if (dds_forked()) return dds_forked_refusal("removing a variable (collective)");
+    atomic_fetch_sub(&s->local_bytes, (long long)(v->n_local * v->row_bytes));
+    for (int i = 0; i < s->nlive; i++)
+        if (s->live[i] == var_id) {
+            s->live[i] = s->live[--s->nlive];
+            break;
+        }
     free_var(v, 1);
     return DDS_OK;
 }
@@ -631,8 +651,9 @@ static int sync_var(const struct dds_var *v)
 
 static int sync_windows(dds_store *s)
 {
-    int code = DDS_OK, n = dds_nvars_published(s);
-    for (int i = 0; i < n && code == DDS_OK; i++) code = sync_var(dds_var_at(s, i));
+    int code = DDS_OK;
+    for (int i = 0; i < s->nlive && code == DDS_OK; i++)
+        code = sync_var(dds_var_at(s, s->live[i]));
     return code;
 }
 
@@ -699,11 +720,8 @@ int dds_chunk_offsets(const dds_store *s, int var_id, int64_t *offsets, int64_t 
 
 int64_t dds_local_bytes(const dds_store *s)
 {
-    int64_t total = 0;
     if (!s) return 0;
-    int n = dds_nvars_published(s);
-    for (int i = 0; i < n; i++) total += dds_var_at(s, i)->n_local * dds_var_at(s, i)->row_bytes;
-    return total;
+    return (int64_t)atomic_load(&((dds_store *)s)->local_bytes);
 }
 
 /* ------------------------------------------------------------------ reads */

@@ -77,6 +77,13 @@ struct dds_store {
      * release store of nvars; readers load nvars with acquire */
     atomic_int nvars;
     struct dds_var *var_blocks[DDS_VAR_BLOCKS];
+    /* the ids of the variables not removed, in no order (collective calls only, the
+     * main thread's: add appends, remove swaps out, sync walks them: its cost is the
+     * variables held, not every slot ever published), and the bytes of their chunks on
+     * this rank (read by any thread) */
+    int *live;
+    int nlive, live_cap;
+    atomic_llong local_bytes;
     /* one int on a shared anonymous page, set to 1 by dds_free in the process that made
      * the store: a process forked from it (a DataLoader worker kept alive) reads its
      * copy of the store's memory by load, and this tells it the store is gone; NULL
