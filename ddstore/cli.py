@@ -446,9 +446,11 @@ def set_program(name):
 #: numpy's and torch's words for a size beyond what an array can have or the memory
 #: holds: told as sizes that do not fit, as a MemoryError is (a count of 2**62 rows)
 _TOO_BIG = ("Maximum allowed dimension exceeded", "Maximum allowed size exceeded",
-            "array is too big", "negative dimensions are not allowed")
-_TORCH_TOO_BIG = ("Storage size calculation overflowed", "Trying to create tensor with "
-                  "negative dimension")
+            "array is too big")
+_TORCH_TOO_BIG = ("Storage size calculation overflowed",)
+#: an OverflowError of an integer too large for a size (not a float's overflow)
+_INT_TOO_BIG = ("too large to convert to C", "into an index-sized integer",
+                "int too big to convert")
 
 
 def _too_big(exc):
@@ -459,7 +461,7 @@ def _too_big(exc):
     if isinstance(exc, RuntimeError):  # (torch's OutOfMemoryError is one)
         return (type(exc).__name__ == "OutOfMemoryError" or text.startswith(_TORCH_TOO_BIG)
                 or "DefaultCPUAllocator: " in text)
-    return isinstance(exc, OverflowError)
+    return isinstance(exc, OverflowError) and any(w in text for w in _INT_TOO_BIG)
 
 
 def run_program(main, *args):
@@ -471,7 +473,7 @@ def run_program(main, *args):
     alone), naming the rank and the error, and exit code 1, instead of a traceback
     from every rank.  numpy's ``ValueError`` for an array beyond any size (``Maximum
     allowed dimension exceeded``), torch's allocation failures and an ``OverflowError``
-    are told as a ``MemoryError``."""
+    are told as a ``MemoryError``; any other error keeps its traceback."""
     from ._collective import is_agreed
     from .errors import DDStoreError
     try:

@@ -503,6 +503,10 @@ def test_run_program_ends_a_memory_error_with_one_line(capsys):
         run_program(int, "x")
     with pytest.raises(RuntimeError):
         run_program(torch.zeros(2).view, 3)
+    import math
+    for fn, arg in ((math.exp, 1000), (np.zeros, -5)):  # a program's own: a traceback
+        with pytest.raises((OverflowError, ValueError)):
+            run_program(fn, arg)
     # sizes beyond any array (numpy's and torch's errors for a count of 2**62): as
     # beyond memory (they were a traceback and MPI_Abort on every rank)
     for fn, args, words in ((np.empty, ((2 ** 62, 4),), "out of memory: array is too big"),

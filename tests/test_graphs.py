@@ -624,6 +624,9 @@ def test_data_subclasses_with_their_own_batching_refused(store):
                                                 r"got a Tagged \(one sample: pass \[data\]\)"):
         graphs.GraphDataset.from_samples(store, "one", tagged, progress=False)
     assert "pairs" not in store and "bf" not in store and "one" not in store
+    batch = Batch.from_data_list([tagged, tagged])  # a Batch is a sequence of samples
+    ds = graphs.GraphDataset.from_samples(store, "fromb", batch, progress=False)
+    assert len(ds) == 2 and torch.equal(ds[1].x, tagged.x)
 
 
 def test_float_tensor_index_refused(store):

@@ -437,6 +437,26 @@ def test_writers_replace_a_file_only_with_a_complete_one(tmp_path):
     (tgl / "notes.txt").write_text("mine")
     tg.write_tgl(str(tgl) + "/", [0, 1], [1, 0], [1, 2], [0, 0], edge_feat=np.ones((2, 3)))
     assert sorted(os.listdir(tgl)) == ["edge_features.pt", "edges.csv", "notes.txt"]
+    # every file of a multi-file writer checked before any is written (edges.csv was
+    # replaced before node_features.pt, a directory, was refused)
+    edges = (tgl / "edges.csv").read_bytes()
+    (tgl / "node_features.pt").mkdir()
+    with pytest.raises(DDStoreValueError, match="node_features.pt' is a directory"):
+        tg.write_tgl(str(tgl), [0], [1], [5], [0], node_feat=np.ones((2, 1)))
+    assert (tgl / "edges.csv").read_bytes() == edges
+    (tgl / "node_features.pt").rmdir()
+    # a replaced file keeps its permissions; a read-only one and a name ending in a
+    # separator are refused (a private file came back with the umask's mode)
+    os.chmod(jodie, 0o600)
+    tg.write_jodie(str(jodie), [0], [0], [1], [0])
+    assert (os.stat(jodie).st_mode & 0o777) == 0o600
+    os.chmod(jodie, 0o400)
+    if not os.access(jodie, os.W_OK):  # (root writes anything)
+        with pytest.raises(DDStoreValueError, match="is read-only here"):
+            tg.write_jodie(str(jodie), [0], [0], [1], [0])
+    os.chmod(jodie, 0o600)
+    with pytest.raises(DDStoreValueError, match=r"names a directory \(it ends in '/'\)"):
+        tg.write_jodie(str(tmp_path / "b.csv") + "/", [0], [0], [1], [0])
     write_ogb_node(str(tmp_path / "ogb") + "/", np.array([[0, 1], [1, 0]]), y=np.zeros(2))
     assert sorted(os.listdir(tmp_path)) == ["dir.csv", "dir.h5", "j.csv", "ogb", "tgl",
                                             "user.h5"]  # no temporaries left

@@ -557,6 +557,16 @@ def test_inverse_transform(store):
             ds.inverse_transform(values)
     np.testing.assert_allclose(ds.inverse_transform(y.float()).numpy(), want, rtol=2e-3,
                                atol=64)
+    # refused only where the cast makes a value infinite: 65510 rounds to float16's
+    # 65504 (it was refused, being above the largest float16)
+    tight = make(store, (65000 + np.random.default_rng(8).standard_normal((80, 2, 1))
+                         ).astype(np.float32), 4, dtype=np.float32)
+    m, s = float(tight.mean.reshape(-1)[0]), float(tight.std.reshape(-1)[0])
+    z = np.array([[(65510.0 - m) / s]], np.float64).astype(np.float16)  # about 510
+    near = float(z[0, 0]) * s + m
+    assert 65504 < near < 65520, near  # (what float16 rounds to 65504)
+    assert tight.inverse_transform(z)[0, 0] == np.float16(65504)
+    assert tight.inverse_transform(torch.from_numpy(z))[0, 0].item() == 65504.0
 
 
 # ----------------------------------------------------------------------------- bad input

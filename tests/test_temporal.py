@@ -917,7 +917,9 @@ def test_node_memory_post_to_neighbors(store):
                                           r"integers, got dtype float64"),
                         (dict(row=[0.9]), r"block.row: indices must be .*float64"),
                         (dict(row=[0, 1]), r"block.row has 2 entries and block.col 1"),
-                        (dict(num_roots=2.7), r"block.num_roots.*2.7")):
+                        (dict(num_roots=2.7), r"block.num_roots.*2.7"),
+                        (dict(num_roots=n + 1), rf"block.num_roots={n + 1} but block.nodes "
+                                                rf"holds {n} \(the roots come first\)")):
         parts = dict(row=[0], col=[2], nodes=block.nodes, num_roots=6) | kw
         a.post_to_neighbors(SimpleNamespace(**parts), mail, ts)
         with pytest.raises(DDStoreIndexError if "range" in pattern else DDStoreValueError,
@@ -1063,7 +1065,8 @@ def test_node_memory_commit_without_overlap_below_thread_multiple(store, monkeyp
                 m.write([r, 9], np.full((2, 2), r, np.float32), float(r + 1))
                 m.post([r], np.full((1, 3), r, np.float32), float(r + 1))
                 m.commit(wait=wait)
-    assert len([w for w in told if "lvl_a" in str(w.message)]) == 1
+    mine = [w for w in told if "lvl_a" in str(w.message)]
+    assert len(mine) == 1 and mine[0].filename == __file__  # (the caller's line)
     assert not any(t.name.startswith("ddstore-commit") for t in threading.enumerate()
                    if t.name not in threads)
     a.wait()

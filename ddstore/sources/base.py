@@ -28,7 +28,7 @@ from ..errors import DDStoreIndexError, DDStoreValueError
 __all__ = ["Source", "SequenceSource", "check_range", "int_bounds", "regular_file",
            "file_mark", "files_mark", "file_share", "check_same_files", "MARK_BYTES",
            "check_replaceable", "written_in_place", "written_path", "replaced_file",
-           "check_index"]
+           "check_file_target", "check_index"]
 
 #: bytes at each end of a file that its mark covers (:func:`file_mark`)
 MARK_BYTES = 64 << 10
@@ -283,6 +283,27 @@ def written_in_place(path, what, kind, is_own):
             _remove(old)
 
 
+def check_file_target(path, what):
+    """``path`` (as :func:`written_path` gives it) where a writer may put a file: a
+    :class:`DDStoreValueError` for a path ending in a separator (a directory's), an
+    existing directory or symbolic link, or a file this process may not write (as
+    ``open(path, "w")`` would refuse it).  Writers of several files check every target
+    first, so that a refusal leaves all of them as they were."""
+    given = os.fsdecode(os.fspath(path)) if not isinstance(path, str) else path
+    if given.endswith(os.sep) and given.strip(os.sep):
+        raise DDStoreValueError(f"{what}: {given!r} names a directory (it ends in "
+                                f"{os.sep!r}); give a file name")
+    path = written_path(path, what)
+    if os.path.islink(path) or os.path.isdir(path):
+        found = "symbolic link" if os.path.islink(path) else "directory"
+        raise DDStoreValueError(f"{what}: {path!r} is a {found}; give a file name "
+                                f"(an existing file is replaced)")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise DDStoreValueError(f"{what}: {path!r} is read-only here; make it writable "
+                                f"or give another name")
+    return path
+
+
 @contextlib.contextmanager
 def replaced_file(path, what):
     """Write one file of a foreign format (a CSV, an HDF5 file) all or nothing::
@@ -294,14 +315,11 @@ def replaced_file(path, what):
     (``<path>.writing-<pid>/``: formats that record their file's name, as ``torch.save``
     does, write the same bytes as to ``path``); if it raises, that directory is removed
     and ``path`` is as it was; otherwise the file is moved onto ``path``, replacing an
-    existing file as ``numpy.save`` or ``DataFrame.to_csv`` would (a directory or a
-    symbolic link there is refused before anything is written).  Check the arguments
-    before the block: nothing is written for bad input."""
-    path = written_path(path, what)
-    if os.path.islink(path) or os.path.isdir(path):
-        found = "symbolic link" if os.path.islink(path) else "directory"
-        raise DDStoreValueError(f"{what}: {path!r} is a {found}; give a file name "
-                                f"(an existing file is replaced)")
+    existing file as ``numpy.save`` or ``DataFrame.to_csv`` would, keeping its
+    permissions (:func:`check_file_target` refuses what ``path`` cannot be before
+    anything is written; a hard link to the old file keeps the old contents).  Check the
+    arguments before the block: nothing is written for bad input."""
+    path = check_file_target(path, what)
     folder = f"{path}.writing-{os.getpid()}"
     try:
         os.mkdir(folder)
@@ -310,6 +328,8 @@ def replaced_file(path, what):
     try:
         temporary = os.path.join(folder, os.path.basename(path))
         yield temporary
+        if os.path.exists(path):  # the replaced file's permissions kept (not the umask's)
+            shutil.copymode(path, temporary)
         os.replace(temporary, path)
     except BaseException as exc:
         if isinstance(exc, OSError):
@@ -406,7 +426,8 @@ class SequenceSource(Source):
                                     f"got {type(samples).__name__}")
         # (one PyG Data has a len and items too: its keys; taken, it failed as sample 0's
         # KeyError: 0)
-        one_graph = any(c.__name__ == "BaseData" for c in type(samples).__mro__)
+        names = {c.__name__ for c in type(samples).__mro__}
+        one_graph = "BaseData" in names and "Batch" not in names  # (a Batch is a list)
         if isinstance(samples, (str, bytes, dict)) or one_graph:
             raise DDStoreValueError(f"samples must be a sequence of samples, got a "
                                     f"{type(samples).__name__}"

@@ -32,7 +32,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import check_range, replaced_file, written_path
+from .base import check_file_target, check_range, replaced_file, written_path
 from .node_data import SPLITS, NodeDataSource
 from .rows import CsvRowReader, count_rows, first_line_fields, line_text, read_csv_rows
 
@@ -249,6 +249,8 @@ def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="ra
         files += [(d, f"{s}.csv.gz", np.asarray(splits[s], dtype=np.int64).reshape(-1, 1))
                   for s in SPLITS]
     frames = [(folder, name, pd.DataFrame(arr)) for folder, name, arr in files]
+    for folder, name, _ in frames:  # every file checked before any is written
+        check_file_target(os.path.join(folder, name), "write_ogb_node")
     for folder, name, frame in frames:
         try:
             os.makedirs(folder, exist_ok=True)

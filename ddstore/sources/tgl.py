@@ -15,7 +15,8 @@ import numpy as np
 from ..errors import DDStoreValueError
 from .._checks import partition
 from .._times import as_times, time_dtype
-from .base import check_same_files, file_share, regular_file, replaced_file, written_path
+from .base import (check_file_target, check_same_files, file_share, regular_file,
+                   replaced_file, written_path)
 from .csv_lines import TIME_ALLOWED, Column, check_sorted_across_ranks, integer_column, \
     line_pieces, line_share_range, parse_lines, refuse_cr_lines
 
@@ -41,6 +42,8 @@ def write_tgl(directory, src, dst, t, split, edge_feat=None, node_feat=None):
         if feat is not None:
             tensor = torch.as_tensor(np.asarray(feat))
             files.append((name, lambda p, tensor=tensor: torch.save(tensor, p)))
+    for name, _ in files:  # every file checked before any is written
+        check_file_target(os.path.join(directory, name), "write_tgl")
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:

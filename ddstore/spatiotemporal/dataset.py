@@ -1378,21 +1378,25 @@ class WindowDataset(_WindowView):
             m = torch.as_tensor(mean, dtype=wide, device=arr.device)
             s = torch.as_tensor(std, dtype=wide, device=arr.device)
             head = arr[..., :k].to(wide) * s + m
-            if dt != wide:
-                big = float(torch.finfo(dt).max)
-                over = (head.abs() > big) & head.isfinite()
+            if dt != wide:  # (what the cast makes infinite, from a finite value)
+                cast = head.to(dt)
+                over = cast.isinf() & head.isfinite()
                 if bool(over.any()):
-                    _overflow(head[over][0].item(), torch.finfo(dt).dtype, big)
-                head = head.to(dt)
+                    _overflow(head[over][0].item(), torch.finfo(dt).dtype,
+                              float(torch.finfo(dt).max))
+                head = cast
             return torch.cat([head, arr[..., k:].to(dt)], dim=-1) if last > k else head
         dt = arr.dtype if arr.dtype.kind == "f" else np.float64
         head = arr[..., :k].astype(np.float64) * std + mean
-        if dt != np.float64 and np.dtype(dt).itemsize < 8:
-            big = float(np.finfo(dt).max)
-            over = (np.abs(head) > big) & np.isfinite(head)
+        if np.dtype(dt).itemsize < 8:  # (what the cast makes infinite, from a finite value)
+            with np.errstate(over="ignore"):
+                cast = head.astype(dt)
+            over = np.isinf(cast) & np.isfinite(head)
             if over.any():
-                _overflow(float(head[over][0]), np.dtype(dt), big)
-        head = head.astype(dt)
+                _overflow(float(head[over][0]), np.dtype(dt), float(np.finfo(dt).max))
+            head = cast
+        else:
+            head = head.astype(dt)
         return np.concatenate([head, arr[..., k:].astype(dt)], axis=-1) if last > k \
             else head
 

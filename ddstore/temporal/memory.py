@@ -642,6 +642,9 @@ class NodeMemory:
             what = f"NodeMemory {self.name!r}: post_to_neighbors"
             nodes = np.asarray(block.nodes)
             nr = as_int(block.num_roots, f"{what}: block.num_roots", 0)  # (2.7 was 2)
+            if nr > len(nodes):
+                raise DDStoreValueError(f"{what}: block.num_roots={nr} but block.nodes "
+                                        f"holds {len(nodes)} (the roots come first)")
             row = as_indices(block.row, f"{what}: block.row", nr)
             col = as_indices(block.col, f"{what}: block.col", len(nodes))
             check_indices(row, nr, f"{what}: block.row", detail=" (a root's position)")
@@ -781,7 +784,7 @@ class NodeMemory:
                           f"MPI_THREAD_MULTIPLE, but MPI was initialised with "
                           f"{names.get(level, level)} on rank {self.store.rank}: it commits "
                           f"without overlap (initialise MPI with THREAD_MULTIPLE, "
-                          f"mpi4py's default, to overlap)", RuntimeWarning, stacklevel=3)
+                          f"mpi4py's default, to overlap)", RuntimeWarning, stacklevel=4)
         return False
 
     def _apply(self, packed, gathered, comm):
