@@ -58,6 +58,38 @@ def test_open_in_process(store, tmp_path):
             dpyg.GraphStore.open(st, "nope")
 
 
+def test_a_second_object_replacing_the_edges_is_named(store):
+    """Two GraphStore objects over one store and name (the second from open): once the
+    second replaces or removes an edge type, the first's get_edge_index and its
+    sampler's batches raise a DDStoreStateError naming the edge type and the way out
+    (it read the removed variable's internal name); the second reads the new edges."""
+    import torch
+    from torch_geometric.data import Data
+    import ddstore
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(1)
+    data = Data(x=torch.randn(20, 2, generator=g),
+                edge_index=torch.randint(0, 20, (2, 60), generator=g))
+    fs, gs = dpyg.from_pyg(store, data, name="two")
+    sampler = dpyg.NeighborSampler(gs, [2, 2], seed=0)
+    sampler._sample(torch.arange(4))  # its C handle is built and cached
+    gs2 = dpyg.GraphStore.open(store, "two")
+    new = torch.randint(0, 20, (2, 30), generator=g)
+    gs2.put_edge_index(new, gs2.get_all_edge_attrs()[0])
+    assert torch.equal(torch.stack(list(gs2.get_edge_index(None, "coo"))), new)
+    msg = (r"{}: the edges of edge type None \(layout 'coo'\) in graph store 'two' were "
+           r"replaced or removed by another GraphStore object .*GraphStore.open\(store, "
+           r"'two'\)")
+    with pytest.raises(ddstore.DDStoreStateError, match=msg.format("get_edge_index")):
+        gs.get_edge_index(None, "coo")
+    with pytest.raises(ddstore.DDStoreStateError, match=msg.format("sample")):
+        sampler._sample(torch.arange(4))
+    assert gs2.remove_edge_index(None, "coo")
+    with pytest.raises(ddstore.DDStoreStateError, match=msg.format("num_edges")):
+        gs.num_edges()
+    assert dpyg.GraphStore.open(store, "two").get_all_edge_attrs() == []
+
+
 def test_checkpoint_with_names_written_before_escaping_refused(store, tmp_path,
                                                                monkeypatch):
     """A checkpoint saved when names were not escaped (a node type ``_x``, an edge type

@@ -5,7 +5,7 @@ the PyG adapter (:mod:`ddstore.pyg.graph_store`), the distributed CSC build
 what is public here."""
 from torch_geometric.data.graph_store import EdgeLayout
 
-from ..errors import DDStoreValueError
+from ..errors import DDStoreStateError, DDStoreValueError
 from ._common import as_edge_type
 from .feature_store import UnknownAttributeError
 
@@ -89,7 +89,21 @@ class GraphState:
             raise UnknownAttributeError(f"{what}: no {which} in graph store {self.name!r}; "
                                         f"stored (edge type, layout): "
                                         f"{', '.join(known) if known else 'none'}")
-        return c
+        return self.live(c, what)
+
+    def live(self, c, what):
+        """``c``, after checking that its variables are still in the store: another
+        :class:`~ddstore.pyg.GraphStore` object over the same store and name (one
+        :meth:`~ddstore.pyg.GraphStore.open` gave) that replaced or removed these lists
+        removed them; a :class:`~ddstore.DDStoreStateError` naming the edge type."""
+        if all(v in self.store for v in c.vars.values()):
+            return c
+        self.store.check_alive()
+        raise DDStoreStateError(
+            f"{what}: the edges of edge type {c.edge_type!r} (layout {c.layout.value!r}) "
+            f"in graph store {self.name!r} were replaced or removed by another GraphStore "
+            f"object over this store and name; use that object, or "
+            f"GraphStore.open(store, {self.name!r}) for the graph store as it is now")
 
     def out_lists(self, c):
         """The out-lists of stored layout ``c``, or None (not built)."""

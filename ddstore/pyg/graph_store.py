@@ -465,12 +465,13 @@ class GraphStore(_PygGraphStore):
         layout becomes the sampled one, so a sampler may cache what it builds from it
         while ``sampled_lists(et) is`` the object it cached.  In a DataLoader worker
         forked before the graph store changed, a :class:`~ddstore.DDStoreStateError`
-        (the worker's copy of the lists is stale)."""
+        (the worker's copy of the lists is stale), as when another object over the
+        same store and name (:meth:`open`) replaced or removed the lists."""
         self._forks.check("sample")
         c = self._state.sampled.get(as_edge_type(edge_type))
-        if c is None or not backward:
-            return c
-        return self._state.out_lists(c)
+        if c is not None and backward:
+            c = self._state.out_lists(c)
+        return None if c is None else self._state.live(c, "sample")
 
     def has_backward(self, edge_type=None):
         """Local: whether the out-lists of ``edge_type`` (its sampled layout) are
