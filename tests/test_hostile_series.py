@@ -89,6 +89,27 @@ def test_values_beyond_the_stored_dtype(store, scale, dtype, where):
     assert f"step {t}, node {node}, feature {feat}" in msg
 
 
+@pytest.mark.parametrize("dtype,exact", [(np.float32, 2 ** 24), (np.float16, 2 ** 11)])
+def test_integers_the_stored_dtype_cannot_hold_exactly(store, dtype, exact):
+    # before: an int64 series stored unstandardised as float32 (the default) rounded
+    # counts beyond 2**24 silently (16777217 read back as 16777216)
+    series = np.arange(80 * 3 * 2, dtype=np.int64).reshape(80, 3, 2) + exact - 100
+    bad = int(np.argmax(series.reshape(-1) == exact + 1))  # the first one rounded
+    t, node, feat = np.unravel_index(bad, series.shape)
+    refused(store, [f"step {t}, node {node}, feature {feat} holds the integer {exact + 1}",
+                    f"dtype={np.dtype(dtype).name} cannot hold exactly",
+                    f"allowed: integers within +-{exact}, or dtype=np.float64, or "
+                    f"standardize=True"],
+            make, store, series, 2, dtype=dtype, standardize=False)
+    for kw in ({"dtype": np.float64, "standardize": False}, {"dtype": dtype}):
+        ds = make(store, series, 2, **kw)  # exact in float64; standardised: rounded
+        assert len(ds) > 0
+    ds = make(store, series - exact + 100, 2, dtype=dtype, standardize=False)
+    x, y = ds.get_batch(list(range(len(ds))))  # integers within the range: exact
+    for s in range(len(ds)):
+        assert np.array_equal(x[s].numpy(), (series - exact + 100)[s:s + 2])
+
+
 def test_statistics_that_overflow(store):
     # before: std = inf, and every standardised window came out all zeros
     refused(store, ["standardize", "overflows float64", "standardize=False"],

@@ -1145,6 +1145,7 @@ class WindowDataset(_WindowView):
                     with np.errstate(over="ignore"):
                         block = np.asarray(raw, dtype=self.dtype)
                 self._check_fits(block, raw, a)
+                self._check_exact(block, raw, a)
                 store.update(self.name, block, local)
                 del raw, block
         store.sync()
@@ -1167,6 +1168,30 @@ class WindowDataset(_WindowView):
             f"{int(feat)} (value {value!r}){what} does not fit the stored dtype={self.dtype} "
             f"(largest finite {float(np.finfo(self.dtype).max):.4g}); allowed: "
             f"{', or '.join(allowed)}")
+
+    def _check_exact(self, block, raw, first):
+        """Raise naming the first integer of ``raw`` (an integer series stored as is, not
+        standardised) that the stored float dtype cannot hold exactly (float32 holds the
+        integers up to 2**24 in magnitude, float16 2**11, float64 2**53): rounding it
+        would store another count than the source's."""
+        raw = np.asarray(raw)
+        if self.standardized or raw.dtype.kind not in "iub":
+            return
+        exact = 2 ** (np.finfo(self.dtype).nmant + 1)
+        if raw.size == 0 or int(np.abs(raw, dtype=np.float64).max()) <= exact:
+            return
+        with np.errstate(invalid="ignore"):
+            changed = block.astype(raw.dtype) != raw
+        if not changed.any():
+            return
+        t, node, feat = np.unravel_index(int(np.argmax(changed.reshape(-1))), raw.shape)
+        more = ["dtype=np.float64"] if self.dtype.itemsize < 8 else []
+        raise DDStoreValueError(
+            f"series for {self.name!r}: step {first + int(t)}, node {int(node)}, feature "
+            f"{int(feat)} holds the integer {int(raw[t, node, feat])}, which the stored "
+            f"dtype={self.dtype} cannot hold exactly (it would be stored as "
+            f"{block[t, node, feat].item()!r}); allowed: integers within +-{exact}"
+            + "".join(f", or {m}" for m in more + ["standardize=True"]))
 
     # ------------------------------------------------------------------ reading
     def rows_of(self, starts):
