@@ -54,6 +54,15 @@ def _ptr(arr):
     return ffi.from_buffer(arr, require_writable=False)
 
 
+def _aligned(arr):
+    """``arr``, or an aligned copy when its data is not aligned for its dtype (numpy
+    allows it: ``np.frombuffer`` at an odd offset): the core reads int64 / double
+    inputs through typed pointers, undefined behaviour at an unaligned address.  For
+    inputs only; the outputs the core writes are the package's own numpy arrays,
+    always aligned."""
+    return arr if arr.flags.aligned else arr.copy()
+
+
 def _out(arr, ctype=None):
     """``(pointer, capacity)`` of a writable output buffer: the capacity in bytes (no
     ``ctype``) or in elements of ``ctype`` (e.g. ``"int64_t[]"``), from the memory the
@@ -82,7 +91,7 @@ def _typed(arr, ctype="int64_t[]"):
     if arr.dtype != _C_DTYPES[ctype]:
         raise DDStoreValueError(f"an array of dtype {arr.dtype} passed to the core as "
                                 f"{ctype}; expected {_C_DTYPES[ctype]}")
-    return ffi.from_buffer(ctype, arr)
+    return ffi.from_buffer(ctype, _aligned(arr))
 
 
 # the dtypes of a graph's times and their C dds_time_type: float64 (double) and int64
@@ -104,7 +113,7 @@ def _times(arr, dtype, n, what):
     if arr.dtype != dtype or arr.shape != (n,) or not arr.flags.c_contiguous:
         raise DDStoreValueError(f"{what}: times of dtype {arr.dtype} shape {arr.shape}; "
                                 f"expected a C-contiguous {dtype} array of shape ({n},)")
-    return _ptr(arr)
+    return _ptr(_aligned(arr))
 
 
 def _last_error():
@@ -242,7 +251,7 @@ class Core:
     def sync_windows(self, var_ids):
         """``dds_sync_windows``: local MPI_Win_sync of the windows of ``var_ids`` (a
         sequence of ids).  Releases the GIL (a cffi call)."""
-        ids = np.ascontiguousarray(var_ids, dtype=np.intc)
+        ids = _aligned(np.ascontiguousarray(var_ids, dtype=np.intc))
         self._check(lib.dds_sync_windows(self._handle[0], ffi.from_buffer("int[]", ids)
                                          if ids.size else ffi.NULL, int(ids.size)))
 
@@ -299,9 +308,9 @@ class Core:
         """Check ranges as :meth:`read` would; return the rows they hold in all."""
         total = ffi.new("int64_t *")
         self._check(lib.dds_ranges_total(self._handle[0], var,
-                                         ffi.from_buffer("int64_t[]", starts),
+                                         ffi.from_buffer("int64_t[]", _aligned(starts)),
                                          ffi.NULL if counts is None else
-                                         ffi.from_buffer("int64_t[]", counts),
+                                         ffi.from_buffer("int64_t[]", _aligned(counts)),
                                          starts.shape[0], total))
         return total[0]
 
@@ -311,9 +320,9 @@ class Core:
         refuses rows that do not fit it (:class:`DDStoreValueError`)."""
         ptr, nbytes = _out(out)
         self._check(lib.dds_read(self._handle[0], var,
-                                 ffi.from_buffer("int64_t[]", starts),
+                                 ffi.from_buffer("int64_t[]", _aligned(starts)),
                                  ffi.NULL if counts is None else
-                                 ffi.from_buffer("int64_t[]", counts),
+                                 ffi.from_buffer("int64_t[]", _aligned(counts)),
                                  starts.shape[0], ptr, nbytes, flags))
 
     def read_many(self, requests):
@@ -325,8 +334,9 @@ class Core:
         keep = []
         for r, (var, starts, counts, out) in zip(reqs, requests):
             ptr, nbytes = _out(out)
-            st = ffi.from_buffer("int64_t[]", starts)
-            ct = ffi.NULL if counts is None else ffi.from_buffer("int64_t[]", counts)
+            st = ffi.from_buffer("int64_t[]", _aligned(starts))
+            ct = (ffi.NULL if counts is None else
+                  ffi.from_buffer("int64_t[]", _aligned(counts)))
             keep.append((st, ct, ptr))
             r.var_id, r.starts, r.counts, r.n = var, st, ct, starts.shape[0]
             r.out, r.out_bytes = ptr, nbytes
@@ -353,8 +363,8 @@ class TCSR:
                  fetch_whole_max=0, range_factor=0, time_dtype=np.float64):
         self._core = core
         self.time_dtype = as_time_dtype(time_dtype, "TCSR")
-        self._indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        self._node_offsets = np.ascontiguousarray(node_offsets, dtype=np.int64)
+        self._indptr = _aligned(np.ascontiguousarray(indptr, dtype=np.int64))
+        self._node_offsets = _aligned(np.ascontiguousarray(node_offsets, dtype=np.int64))
         self._c = ffi.new("dds_tcsr *")
         self._c.nbr_var, self._c.ts_var, self._c.eid_var = nbr_var, ts_var, eid_var
         self._c.num_nodes = self._indptr.shape[0] - 1
@@ -532,7 +542,7 @@ def neighbour_times(nbr_time, what):
         raise DDStoreValueError(f"{what}: nbr_time must be a C-contiguous 1-d float32, "
                                 f"float64, int32 or int64 array, got {t.dtype} of shape "
                                 f"{t.shape}")
-    return t, _TABLE_DTYPES[t.dtype]
+    return _aligned(t), _TABLE_DTYPES[t.dtype]
 
 
 NEIGHBOR_REPLACE = lib.DDS_NEIGHBOR_REPLACE
@@ -730,7 +740,7 @@ def apply_delta(keys, w, rm, add, add_w, chg, chg_w, bits):
         if arr is None or arr.size == 0:
             return ffi.NULL
         dtype = np.int64 if ctype == "int64_t[]" else np.float32
-        return ffi.from_buffer(ctype, np.ascontiguousarray(arr, dtype=dtype))
+        return ffi.from_buffer(ctype, _aligned(np.ascontiguousarray(arr, dtype=dtype)))
 
     rc = lib.dds_apply_delta(
         ptr(keys, "int64_t[]"), ptr(w, "float[]"), n, ptr(rm, "int64_t[]"), nr,
@@ -776,7 +786,7 @@ def bidirectional(row, col, rev_row, rev_col, edge_id=None, rev_edge_id=None,
     def ptr(arr):
         if arr is None:
             return ffi.NULL
-        return ffi.from_buffer("int64_t[]", arr if arr.shape[0] else _ONE_I64)
+        return ffi.from_buffer("int64_t[]", _aligned(arr) if arr.shape[0] else _ONE_I64)
 
     if with_ids:
         edge_id, rev_edge_id = (np.ascontiguousarray(a, dtype=np.int64)
