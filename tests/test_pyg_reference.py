@@ -227,3 +227,53 @@ def test_bidirectional_sampler_options_checked(store):
         with pytest.raises(DDStoreValueError, match=rf"NeighborLoader\({option}="):
             NeighborLoader((fs, gs), input_nodes=torch.arange(8), neighbor_sampler=sampler,
                            **kw)
+
+
+def _random_output(g, disjoint, with_ids, calls):
+    """A homogeneous SamplerOutput of random ids (repeats included, as PyG's merge
+    allows them), ``calls`` sampler calls' worth of counts."""
+    from torch_geometric.sampler import SamplerOutput
+    n = int(torch.randint(0, 12, (1,), generator=g))
+    e = int(torch.randint(0, 15, (1,), generator=g)) if n else 0
+    node = torch.randint(0, 9, (n,), generator=g)
+    row, col = (torch.randint(0, max(n, 1), (e,), generator=g) for _ in range(2))
+
+    def split(total):
+        cuts = torch.sort(torch.randint(0, total + 1, (calls - 1,), generator=g)).values
+        return torch.diff(torch.cat([torch.tensor([0]), cuts,
+                                     torch.tensor([total])])).tolist()
+    out = SamplerOutput(node=node, row=row, col=col,
+                        edge=torch.randint(0, 6, (e,), generator=g) if with_ids else None,
+                        num_sampled_nodes=split(n), num_sampled_edges=split(e))
+    if disjoint:  # the first k nodes are the seeds (each its own), as samplers give
+        k = int(torch.randint(1, n + 1, (1,), generator=g)) if n else 0
+        out.batch = torch.cat([torch.arange(k),
+                               torch.randint(0, max(k, 1), (n - k,), generator=g)])
+    return out
+
+
+@pytest.mark.parametrize("disjoint", [False, True])
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_merge_gives_pygs_merge_with(disjoint, with_ids):
+    """ddstore.pyg._merge.merge_outputs (BidirectionalNeighborSampler's merge and
+    collate, by sorting) against PyG's SamplerOutput.merge_with (quadratic: 12.8 GB for
+    a 1,024-seed batch), field for field, on 300 pairs of random outputs and on
+    chains of three."""
+    from ddstore.pyg._merge import merge_outputs
+    g = torch.Generator().manual_seed(7)
+    for trial in range(300):
+        a, b, c = (_random_output(g, disjoint, with_ids, 1 + trial % 3) for _ in range(3))
+        want = a.merge_with(b)
+        got = merge_outputs(a, b)
+        if want.edge is not None:  # PyG squeezes one edge id to 0-d (_merged undoes it)
+            want.edge = want.edge.view(-1)
+        want2, got2 = want.merge_with(c), merge_outputs(got, c)
+        for w, o in ((want, got), (want2, got2)):
+            for key in ("node", "row", "col", "batch"):
+                x, y = getattr(w, key), getattr(o, key)
+                assert (x is None and y is None) or torch.equal(x.view(-1), y), (trial, key)
+            assert (w.edge is None) == (o.edge is None)
+            if w.edge is not None:
+                assert torch.equal(w.edge.view(-1), o.edge), trial
+            assert w.num_sampled_nodes == o.num_sampled_nodes, trial
+            assert w.num_sampled_edges == o.num_sampled_edges, trial

@@ -19,6 +19,7 @@ from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError
 from . import workers
 from ._common import edge_var, node_var
+from ._merge import merge_outputs
 
 __all__ = ["NeighborSampler", "BidirectionalNeighborSampler"]
 
@@ -968,8 +969,9 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
     its seed through the merged output (right when each hop's frontier holds each
     subgraph once, as in PyG's tests; an ``IndexError`` or another subgraph otherwise,
     PyG 2.8), ours keeps each frontier node's subgraph, so a node reached by two seeds
-    stays in both subgraphs at every hop.  PyG's merge is Python over the batch's
-    nodes (quadratic in them): meant for small batches, as PyG's.
+    stays in both subgraphs at every hop.  PyG's merge compares every node of the batch
+    with every other (memory and time quadratic in them: 12.8 GB for 1,024 seeds of
+    fanouts [10, 5]); ours gives its result by sorting (:mod:`ddstore.pyg._merge`).
 
     As PyG's, refused with a :class:`~ddstore.DDStoreNotImplementedError` (a
     ``NotImplementedError``, and so a ``RuntimeError``, the types PyG raises):
@@ -1043,7 +1045,7 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
                 f"{n} nodes: the (subgraph, node) keys overflow int64; sample fewer seeds "
                 f"per batch")
         front, sub = seeds, torch.arange(count, dtype=torch.long)
-        seen = set((sub * m + front).tolist())
+        seen = sub * m + front
         hops = []
         for fanout in self.num_neighbors.values:
             self.forward_sampler.num_neighbors = [fanout]
@@ -1057,8 +1059,8 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
             keys = hop.node
             if disjoint:  # what the collate merges by: the key of the subgraph's seed
                 hop.seed_node = (keys // m) * m + seeds[keys // m]
-            fresh = torch.tensor([k not in seen for k in keys.tolist()], dtype=torch.bool)
-            seen.update(keys[fresh].tolist())
+            fresh = ~torch.isin(keys, seen)
+            seen = torch.cat([seen, keys[fresh]])
             front, sub = ((keys[fresh] % m, keys[fresh] // m) if disjoint else
                           (keys[fresh], sub[:0]))
             hops.append(hop)
@@ -1087,10 +1089,10 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
 
 
 def _merged(first, second):
-    """PyG's ``first.merge_with(second)``, its edge ids kept one-dimensional (PyG
-    squeezes a single merged edge id to a 0-d tensor, which its next merge cannot
-    take)."""
-    out = first.merge_with(second)
+    """PyG's ``first.merge_with(second)`` (:func:`~ddstore.pyg._merge.merge_outputs`:
+    its result, in O(n log n)), its edge ids kept one-dimensional (PyG squeezes a single
+    merged edge id to a 0-d tensor, which its next merge cannot take)."""
+    out = merge_outputs(first, second)
     if out.edge is not None:
         out.edge = out.edge.view(-1)
     return out
