@@ -229,13 +229,13 @@ def test_bidirectional_sampler_options_checked(store):
                            **kw)
 
 
-def _random_output(g, disjoint, with_ids, calls):
+def _random_output(g, disjoint, with_ids, calls, scale=1):
     """A homogeneous SamplerOutput of random ids (repeats included, as PyG's merge
     allows them), ``calls`` sampler calls' worth of counts."""
     from torch_geometric.sampler import SamplerOutput
     n = int(torch.randint(0, 12, (1,), generator=g))
     e = int(torch.randint(0, 15, (1,), generator=g)) if n else 0
-    node = torch.randint(0, 9, (n,), generator=g)
+    node = torch.randint(0, 9, (n,), generator=g) * scale
     row, col = (torch.randint(0, max(n, 1), (e,), generator=g) for _ in range(2))
 
     def split(total):
@@ -243,7 +243,8 @@ def _random_output(g, disjoint, with_ids, calls):
         return torch.diff(torch.cat([torch.tensor([0]), cuts,
                                      torch.tensor([total])])).tolist()
     out = SamplerOutput(node=node, row=row, col=col,
-                        edge=torch.randint(0, 6, (e,), generator=g) if with_ids else None,
+                        edge=(torch.randint(0, 6, (e,), generator=g) * scale if with_ids
+                              else None),
                         num_sampled_nodes=split(n), num_sampled_edges=split(e))
     if disjoint:  # the first k nodes are the seeds (each its own), as samplers give
         k = int(torch.randint(1, n + 1, (1,), generator=g)) if n else 0
@@ -254,15 +255,17 @@ def _random_output(g, disjoint, with_ids, calls):
 
 @pytest.mark.parametrize("disjoint", [False, True])
 @pytest.mark.parametrize("with_ids", [True, False])
-def test_merge_gives_pygs_merge_with(disjoint, with_ids):
+@pytest.mark.parametrize("scale", [1, 1 << 59])  # ids whose rows int64 cannot fold
+def test_merge_gives_pygs_merge_with(disjoint, with_ids, scale):
     """ddstore.pyg._merge.merge_outputs (BidirectionalNeighborSampler's merge and
     collate, by sorting) against PyG's SamplerOutput.merge_with (quadratic: 12.8 GB for
     a 1,024-seed batch), field for field, on 300 pairs of random outputs and on
-    chains of three."""
+    chains of three (small ids, and ids near 2**62 that take the slower path)."""
     from ddstore.pyg._merge import merge_outputs
     g = torch.Generator().manual_seed(7)
     for trial in range(300):
-        a, b, c = (_random_output(g, disjoint, with_ids, 1 + trial % 3) for _ in range(3))
+        a, b, c = (_random_output(g, disjoint, with_ids, 1 + trial % 3, scale)
+                   for _ in range(3))
         want = a.merge_with(b)
         got = merge_outputs(a, b)
         if want.edge is not None:  # PyG squeezes one edge id to 0-d (_merged undoes it)

@@ -13,6 +13,26 @@ from torch_geometric.sampler import SamplerOutput
 __all__ = ["merge_outputs"]
 
 
+def _row_ids(keys):
+    """One int64 per row of the ``[n, c]`` integer ``keys``, equal for equal rows only
+    (each column shifted to start at 0 and folded into the ids of the columns before it,
+    compacted when the product would pass int64); None when even compacted ids cannot
+    take a column."""
+    ids = keys[:, 0] - keys[:, 0].min()
+    for j in range(1, keys.shape[1]):
+        col = keys[:, j] - keys[:, j].min()
+        span = int(col.max()) + 1
+        if (int(ids.max()) + 1) > _INT64_MAX // span:
+            ids = torch.unique(ids, return_inverse=True)[1]
+            if (int(ids.max()) + 1) > _INT64_MAX // span:
+                return None
+        ids = ids * span + col
+    return ids
+
+
+_INT64_MAX = (1 << 63) - 1
+
+
 def _first_seen(keys):
     """``(rows, where)`` for the ``[n, c]`` integer ``keys``: ``rows`` its distinct rows
     in the order first seen (what PyG's ``unique_unsorted`` returns), ``where[i]`` the
@@ -20,17 +40,17 @@ def _first_seen(keys):
     n = keys.shape[0]
     if n == 0:
         return keys, torch.zeros(0, dtype=torch.long)
-    if keys.shape[1] == 1:
-        uniq, inv = torch.unique(keys.view(-1), return_inverse=True)
-        uniq = uniq.view(-1, 1)
+    ids = _row_ids(keys)
+    if ids is None:  # (sorting rows is several times slower than sorting their ids)
+        _, inv = torch.unique(keys, dim=0, return_inverse=True)
     else:
-        uniq, inv = torch.unique(keys, dim=0, return_inverse=True)
-    first = torch.full((uniq.shape[0],), n, dtype=torch.long)
+        inv = torch.unique(ids, return_inverse=True)[1]
+    first = torch.full((int(inv.max()) + 1,), n, dtype=torch.long)
     first.scatter_reduce_(0, inv, torch.arange(n), "amin")
     order = torch.argsort(first)
     rank = torch.empty_like(order)
     rank[order] = torch.arange(order.shape[0])
-    return uniq[order], rank[inv]
+    return keys[first[order]], rank[inv]
 
 
 def _added(where, n_old, counts):
