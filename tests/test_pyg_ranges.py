@@ -53,8 +53,8 @@ def test_benchmark_smoke(tmp_path_factory):
         assert r["rma"]["gets_per_batch"] == 0 and r["rma"]["remote_owners"] == 0, r["rma"]
     assert r["width"] == 2 and r["edges_per_s_per_rank"] > 0 and r["batches_per_s_per_rank"] > 0
     assert len(r["peak_rss_per_rank"]) == 2 and min(r["peak_rss_per_rank"]) > 0
-    assert sorted(r["by_option"]) == ["backward", "bidirectional", "directional", "induced",
-                                      "temporal", "weighted"]
+    assert sorted(r["by_option"]) == ["backward", "bidirectional", "bidirectional_sampler",
+                                      "directional", "induced", "temporal", "weighted"]
     assert all(v["over_directional"]["control"] for v in r["by_option"].values())
     assert all(v["ms_per_batch"] > 0 and v["edges_per_batch"] > 0
                for v in r["by_option"].values()), r["by_option"]

@@ -86,7 +86,10 @@ from ddstore.cli import at_least, int_list
 OPTIONS = {"directional": {}, "bidirectional": {"subgraph_type": "bidirectional"},
            "induced": {"subgraph_type": "induced"}, "weighted": {"weight_attr": "bench_w"},
            "temporal": {"time_attr": "time"},
-           "backward": {"sample_direction": "backward"}}
+           "backward": {"sample_direction": "backward"},
+           # PyG's BidirectionalNeighborSampler class (ours), on out-lists built as for
+           # backward: each hop samples forward and backward and merges the two
+           "bidirectional_sampler": {"sampler": "BidirectionalNeighborSampler"}}
 TIMES = 1000  # node times and seed times are integers in [0, TIMES)
 
 
@@ -125,7 +128,9 @@ def _args(argv, prog=None):
                         "by GraphStore.put_edge_weights), temporal (time_attr: a node "
                         "time in [0, 1000) per node, one per seed as input_time), "
                         "backward (sample_direction='backward', on out-lists built by "
-                        "GraphStore.build_backward); 'all' for every one")
+                        "GraphStore.build_backward), bidirectional_sampler (the class "
+                        "BidirectionalNeighborSampler, forward and backward merged per "
+                        "hop); 'all' for every one")
     p.add_argument("--alone", action="store_true",
                    help="time only the options given (no default loader unless "
                         "'directional' is given, no controls, no prefetch runs) and free "
@@ -382,7 +387,8 @@ def _prepare(option, args, comm, store, data, shape):
             data.graph_store.remove_edge_index(edge_type=None, layout="coo")
         gs, put_s, nbytes = _put_times(comm, store, shape)
         return {"graph_store": gs, "times": (put_s, nbytes)}
-    if option == "backward":
+    if option in ("backward", "bidirectional_sampler") and \
+            not data.graph_store.has_backward():
         keep = not (args.alone and OUT_LISTS_ONLY.issuperset(args.options))
         data.graph_store.build_backward(keep_in_lists=keep)
     return {}
@@ -402,7 +408,8 @@ def _loader_kwargs(option, times):
     """NeighborLoader keywords of an option: its sampler's but ``sample_direction``
     (only samplers take it), and the seeds' times (``input_time``) when temporal."""
     import torch
-    kw = {k: v for k, v in OPTIONS[option].items() if k != "sample_direction"}
+    kw = {k: v for k, v in OPTIONS[option].items()
+          if k not in ("sample_direction", "sampler")}
     if "time_attr" in kw:
         kw["input_time"] = torch.from_numpy(times)
     return kw
@@ -418,7 +425,9 @@ def _time_option(args, comm, data, fanouts, seeds, times, option, graph_store=No
 
     from ddstore import pyg as dpyg
     gs = graph_store or data.graph_store
-    sampler = dpyg.NeighborSampler(gs, num_neighbors=fanouts, **OPTIONS[option])
+    kw = dict(OPTIONS[option])
+    sampler = getattr(dpyg, kw.pop("sampler", "NeighborSampler"))(
+        gs, num_neighbors=fanouts, **kw)
     loader = NeighborLoader((data.feature_store, gs), num_neighbors=fanouts,
                             neighbor_sampler=sampler, input_nodes=torch.from_numpy(seeds),
                             batch_size=args.batch_size, **_loader_kwargs(option, times))
@@ -519,13 +528,15 @@ def _time_in_memory(args, comm, d, fanouts, seeds, times, option):
     ``({"error": ...}, None)`` where PyG's sampler refuses the option."""
     import torch
     from torch_geometric.loader import NeighborLoader
-    from torch_geometric.sampler import NeighborSampler
-    kw = OPTIONS[option]
+    from torch_geometric import sampler as pyg_samplers
+    kw = dict(OPTIONS[option])
+    cls = getattr(pyg_samplers, kw.pop("sampler", "NeighborSampler"))
     runs = []
     for _ in range(2):
         try:
-            sampler = NeighborSampler(d, num_neighbors=fanouts, **kw) \
-                if "sample_direction" in kw else None
+            sampler = cls(d, num_neighbors=fanouts, **kw) \
+                if "sample_direction" in kw or cls is not pyg_samplers.NeighborSampler \
+                else None
             loader = NeighborLoader(d, num_neighbors=fanouts, batch_size=args.batch_size,
                                     input_nodes=torch.from_numpy(seeds),
                                     neighbor_sampler=sampler,
