@@ -460,6 +460,9 @@ def test_window_loaders_every_path():
             assert len(items) == len(idx)
             for b, i in enumerate(idx):
                 _same_batch(items[b], ds[i], f"{name}.__getitems__ sample {b}")
+            _same_batch(items[-1], ds[5], f"{name}.__getitems__ sample -1")
+            for b, sample in zip((1, 2), items[1:3]):  # (runs found once, for all)
+                _same_batch(sample, ds[idx[b]], f"{name}.__getitems__ slice {b}")
             # a list of samples (a ConcatDataset has no __getitems__): batch_collate
             # batches their graphs block-diagonally, as get_batch (torch's default
             # collate stacked them unshifted, or failed on unequal edge counts / None)

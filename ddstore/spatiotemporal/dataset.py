@@ -125,10 +125,25 @@ class WindowBatch(collections.abc.Sequence):
     :attr:`parts` on as they are; torch's default collate stacks the samples again
     (``[x, y]``, one copy more).  A sample is made when asked for: views of the
     stacked tensors (a dynamic window's graphs cut out of the block-diagonal batch)."""
-    __slots__ = ("parts", "_nodes")
+    __slots__ = ("parts", "_nodes", "_runs")
 
     def __init__(self, parts, nodes=None):
         self.parts, self._nodes = parts, nodes
+        self._runs = None  # per graph step: where each window's edges start (a list)
+
+    def _edge_runs(self):
+        """Per graph step, the ``B + 1`` positions where each window's run of edges
+        starts in the block-diagonal batch (window ``b``'s nodes offset ``b * nodes``),
+        found once for all the windows: one pass over each step's edges."""
+        if self._runs is None:
+            n = len(self)
+            runs = []
+            for ei, _ in self.parts[2]:
+                window = torch.div(ei[0], self._nodes, rounding_mode="floor")
+                runs.append(torch.searchsorted(
+                    window, torch.arange(n + 1, device=ei.device)).tolist())
+            self._runs = runs
+        return self._runs
 
     def __len__(self):
         return int(self.parts[0].shape[0])
@@ -148,10 +163,8 @@ class WindowBatch(collections.abc.Sequence):
         if len(self.parts) == 2:
             return x, y
         graphs = []
-        for ei, ew in self.parts[2]:  # window b's edges: a run, its nodes offset b * n
-            window = torch.div(ei[0], self._nodes, rounding_mode="floor")
-            lo, hi = torch.searchsorted(window, torch.tensor([b, b + 1],
-                                                             device=ei.device)).tolist()
+        for (ei, ew), run in zip(self.parts[2], self._edge_runs()):
+            lo, hi = run[b], run[b + 1]  # window b's edges, its nodes offset b * nodes
             graphs.append((ei[:, lo:hi] - b * self._nodes,
                            None if ew is None else ew[lo:hi]))
         return x, y, graphs
