@@ -539,7 +539,10 @@ class Variables:
         if starts.shape != counts.shape:
             raise DDStoreValueError(f"{what}: {len(starts)} starts but {len(counts)} "
                                     f"counts")
-        total = self.core.ranges_total(var.vid, starts, counts) if len(starts) else 0
+        try:
+            total = self.core.ranges_total(var.vid, starts, counts) if len(starts) else 0
+        except (DDStoreIndexError, DDStoreValueError) as exc:  # the core's: name the call
+            raise type(exc)(f"{what}: {exc}") from None
         shape = (total,) + var.row_shape
         out = self.alloc(var, shape, what) if out is None else self.out(var, shape, out)
         if len(starts):
