@@ -912,6 +912,6 @@ def copy_pieces(fn, dst, dst_bytes, dst_off, src, nbytes, kind, stream):
     issued = ffi.new("int64_t *")
     _local_check(lib.dds_copy_pieces(
         fn, dst, int(dst_bytes), _i64(dst_off),
-        ffi.from_buffer("uintptr_t[]", src) if n else ffi.NULL, _i64(nbytes), n,
+        ffi.from_buffer("uintptr_t[]", _aligned(src)) if n else ffi.NULL, _i64(nbytes), n,
         int(kind), stream, issued))
     return int(issued[0])

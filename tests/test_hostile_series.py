@@ -89,19 +89,25 @@ def test_values_beyond_the_stored_dtype(store, scale, dtype, where):
     assert f"step {t}, node {node}, feature {feat}" in msg
 
 
-@pytest.mark.parametrize("dtype,exact", [(np.float32, 2 ** 24), (np.float16, 2 ** 11)])
+@pytest.mark.parametrize("dtype,exact", [(np.float32, 2 ** 24), (np.float16, 2 ** 11),
+                                         (np.float64, 2 ** 53)])
 def test_integers_the_stored_dtype_cannot_hold_exactly(store, dtype, exact):
     # before: an int64 series stored unstandardised as float32 (the default) rounded
     # counts beyond 2**24 silently (16777217 read back as 16777216)
     series = np.arange(80 * 3 * 2, dtype=np.int64).reshape(80, 3, 2) + exact - 100
     bad = int(np.argmax(series.reshape(-1) == exact + 1))  # the first one rounded
     t, node, feat = np.unravel_index(bad, series.shape)
+    wider = ", or dtype=np.float64" if dtype != np.float64 else ""
+    # (2**53 + 1 is refused too: a float64 check of the magnitudes rounded it to 2**53)
     refused(store, [f"step {t}, node {node}, feature {feat} holds the integer {exact + 1}",
                     f"dtype={np.dtype(dtype).name} cannot hold exactly",
-                    f"allowed: integers within +-{exact}, or dtype=np.float64, or "
-                    f"standardize=True"],
+                    f"allowed: integers within +-{exact}{wider}, or standardize=True"],
             make, store, series, 2, dtype=dtype, standardize=False)
-    for kw in ({"dtype": np.float64, "standardize": False}, {"dtype": dtype}):
+    one = np.full((80, 1, 1), exact + 1, dtype=np.int64)  # the only value, one past
+    refused(store, [f"holds the integer {exact + 1}"], make, store, one, 2, dtype=dtype,
+            standardize=False)
+    for kw in ({"dtype": np.float64, "standardize": False}, {"dtype": dtype}) \
+            if dtype != np.float64 else ({"dtype": dtype},):
         ds = make(store, series, 2, **kw)  # exact in float64; standardised: rounded
         assert len(ds) > 0
     ds = make(store, series - exact + 100, 2, dtype=dtype, standardize=False)

@@ -180,6 +180,12 @@ def test_a_tensor_given_for_one_integer(store):
         assert a.tolist() == b.tolist()
     with pytest.raises(DDStoreValueError, match="node must be an integer"):
         g.neighbors(torch.tensor(1.0))
+    ptr, nbr, ts, eid = g.neighbor_lists(torch.tensor([1, 0, 1]))  # the batched form
+    assert ptr.tolist() == [0, 2, 3, 5] and nbr.tolist() == [0, 2, 1, 0, 2]
+    assert ts.tolist() == [2.0, 3.0, 1.0, 2.0, 3.0] and g.degree([2, 1]).tolist() == [0, 2]
+    with pytest.raises(DDStoreIndexError, match=r"neighbor_lists of graph 't'.*3.*"
+                                                r"out of range \[0, 3\)"):
+        g.neighbor_lists([0, 3])
     edges = [np.array([[0, 1], [1, 2]]), np.array([[0, 2, 1], [2, 1, 0]])]
     d = DynamicGraph(store, "d", edges)
     for a, b in zip(d.snapshot(torch.tensor(1)), d.snapshot(1)):

@@ -88,6 +88,15 @@ def test_a_second_object_replacing_the_edges_is_named(store):
     with pytest.raises(ddstore.DDStoreStateError, match=msg.format("num_edges")):
         gs.num_edges()
     assert dpyg.GraphStore.open(store, "two").get_all_edge_attrs() == []
+    # the names reused: a third object puts the edge type again, under the first's
+    # variable names (the check is by variable, not by name: the first read the old count)
+    gs3 = dpyg.GraphStore.open(store, "two")
+    gs3.put_edge_index(new, gs.get_all_edge_attrs()[0])
+    assert "two/csc/_/coo/nbr" in store.variables()
+    for call, what in ((gs.num_edges, "num_edges"), (lambda: sampler._sample(
+            torch.arange(4)), "sample")):
+        with pytest.raises(ddstore.DDStoreStateError, match=msg.format(what)):
+            call()
 
 
 def test_checkpoint_with_names_written_before_escaping_refused(store, tmp_path,

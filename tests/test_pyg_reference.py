@@ -229,13 +229,23 @@ def test_bidirectional_sampler_options_checked(store):
                            **kw)
 
 
+# ids at both ends of int64: a column spanning more than int64 holds
+WIDE = torch.tensor([-2 ** 63, -2 ** 63 + 1, -2, -1, 0, 1, 2 ** 63 - 2, 2 ** 63 - 1, 7])
+
+
+def _ids(small, scale):
+    """Ids in [0, 9) as they are, times ``scale``, or (``"wide"``) mapped to WIDE."""
+    return WIDE[small] if scale == "wide" else small * scale
+
+
 def _random_output(g, disjoint, with_ids, calls, scale=1):
     """A homogeneous SamplerOutput of random ids (repeats included, as PyG's merge
     allows them), ``calls`` sampler calls' worth of counts."""
     from torch_geometric.sampler import SamplerOutput
     n = int(torch.randint(0, 12, (1,), generator=g))
     e = int(torch.randint(0, 15, (1,), generator=g)) if n else 0
-    node = torch.randint(0, 9, (n,), generator=g) * scale
+    node = torch.randint(0, 9, (n,), generator=g)
+    node = _ids(node, scale)
     row, col = (torch.randint(0, max(n, 1), (e,), generator=g) for _ in range(2))
 
     def split(total):
@@ -243,8 +253,8 @@ def _random_output(g, disjoint, with_ids, calls, scale=1):
         return torch.diff(torch.cat([torch.tensor([0]), cuts,
                                      torch.tensor([total])])).tolist()
     out = SamplerOutput(node=node, row=row, col=col,
-                        edge=(torch.randint(0, 6, (e,), generator=g) * scale if with_ids
-                              else None),
+                        edge=(_ids(torch.randint(0, 6, (e,), generator=g), scale)
+                              if with_ids else None),
                         num_sampled_nodes=split(n), num_sampled_edges=split(e))
     if disjoint:  # the first k nodes are the seeds (each its own), as samplers give
         k = int(torch.randint(1, n + 1, (1,), generator=g)) if n else 0
@@ -255,12 +265,13 @@ def _random_output(g, disjoint, with_ids, calls, scale=1):
 
 @pytest.mark.parametrize("disjoint", [False, True])
 @pytest.mark.parametrize("with_ids", [True, False])
-@pytest.mark.parametrize("scale", [1, 1 << 59])  # ids whose rows int64 cannot fold
+@pytest.mark.parametrize("scale", [1, 1 << 59, "wide"])  # rows int64 cannot fold
 def test_merge_gives_pygs_merge_with(disjoint, with_ids, scale):
     """ddstore.pyg._merge.merge_outputs (BidirectionalNeighborSampler's merge and
     collate, by sorting) against PyG's SamplerOutput.merge_with (quadratic: 12.8 GB for
     a 1,024-seed batch), field for field, on 300 pairs of random outputs and on
-    chains of three (small ids, and ids near 2**62 that take the slower path)."""
+    chains of three (small ids; ids near 2**62 that take the slower path; ids from
+    -2**63 to 2**63 - 1, whose columns shifted to start at 0 would overflow)."""
     from ddstore.pyg._merge import merge_outputs
     g = torch.Generator().manual_seed(7)
     for trial in range(300):

@@ -296,7 +296,7 @@ def build(state, attrs, plan, columns, is_sorted=False):
                       state.time_attr if reverse_of is None else None, level,
                       layout, is_sorted or layout == EdgeLayout.CSC,
                       plan.ptr_nodes, node_times,
-                      None if times is None else times.dtype)
+                      None if times is None else times.dtype, store=st)
         lists.index_dtypes = plan.index_dtypes
         replaced = built.get(key) if reverse_of is None else None
 

@@ -5,6 +5,7 @@ the PyG adapter (:mod:`ddstore.pyg.graph_store`), the distributed CSC build
 what is public here."""
 from torch_geometric.data.graph_store import EdgeLayout
 
+from .._readers import ahead
 from ..errors import DDStoreStateError, DDStoreValueError
 from ._common import as_edge_type
 from .feature_store import UnknownAttributeError
@@ -21,11 +22,13 @@ class Lists:
     variables (``vars`` empty, ``indptr`` / ``node_offsets`` None): only the edge type's
     bookkeeping is left, and its out-lists hold the edges.  ``index_dtypes``: the numpy
     dtype strings of the two entries of the edge index as put (``get_edge_index``
-    returns them), None for int64 (``put_edge_range``, out-lists)."""
+    returns them), None for int64 (``put_edge_range``, out-lists).  ``held``: a handle
+    on the ``nbr`` variable (``store`` given; :meth:`DDStore.handle`), bound to the
+    variable made for these lists, not to its name, which a replacement may reuse."""
 
     def __init__(self, edge_type, size, num_edges, indptr, node_offsets, vars_, time_attr,
                  time_level, layout=EdgeLayout.COO, is_sorted=False, ptr_nodes=None,
-                 node_times=None, time_dtype=None):
+                 node_times=None, time_dtype=None, store=None):
         self.edge_type, self.size, self.num_edges = edge_type, size, num_edges
         self.indptr, self.node_offsets, self.vars = indptr, node_offsets, vars_
         self.time_attr, self.time_level = time_attr, time_level
@@ -35,6 +38,8 @@ class Lists:
         self.removed = False
         self.dropped = False
         self.index_dtypes = None  # put_edge_index: its entries' dtypes (None: int64)
+        self.held = (store.handle(vars_["nbr"]) if store is not None and "nbr" in vars_
+                     else None)
 
 
 class GraphState:
@@ -92,11 +97,19 @@ class GraphState:
         return self.live(c, what)
 
     def live(self, c, what):
-        """``c``, after checking that its variables are still in the store: another
+        """``c``, after checking that its variables are still those made for it (not
+        removed, nor replaced by others of their names): another
         :class:`~ddstore.pyg.GraphStore` object over the same store and name (one
         :meth:`~ddstore.pyg.GraphStore.open` gave) that replaced or removed these lists
         removed them; a :class:`~ddstore.DDStoreStateError` naming the edge type."""
-        if all(v in self.store for v in c.vars.values()):
+        if ahead():  # a batch made ahead while a transaction set names aside: its
+            return c  # reads resolve them (the variables are not removed until it ends)
+        if c.dropped:  # (build_backward(keep_in_lists=False)): its edges' out-lists
+            out = self.reversed.get((c.edge_type, c.layout))
+            held = None if out is None else out.held
+        else:
+            held = c.held
+        if held is None or held in self.store:
             return c
         self.store.check_alive()
         raise DDStoreStateError(

@@ -4,7 +4,8 @@ builds an n x n mask: 12.8 GB for one 1,024-seed batch of a [10, 5]
 ``BidirectionalNeighborSampler``) and dedups in a Python loop (``unique_unsorted``).
 Here the nodes and edges are told apart by sorting (``torch.unique``), and each is
 placed where PyG places it: in the order first seen.  The outputs are PyG's, field for
-field (tests/test_pyg_reference.py compares them on random outputs)."""
+field (tests/test_pyg_reference.py compares them on random outputs), for what the
+samplers give: int64 ids, and in disjoint outputs every seed among the nodes."""
 import copy
 
 import torch
@@ -18,10 +19,14 @@ def _row_ids(keys):
     (each column shifted to start at 0 and folded into the ids of the columns before it,
     compacted when the product would pass int64); None when even compacted ids cannot
     take a column."""
+    spans = [int(keys[:, j].max()) - int(keys[:, j].min()) + 1
+             for j in range(keys.shape[1])]
+    if max(spans) > _INT64_MAX:  # (a column's values would overflow, shifted)
+        return None
     ids = keys[:, 0] - keys[:, 0].min()
     for j in range(1, keys.shape[1]):
         col = keys[:, j] - keys[:, j].min()
-        span = int(col.max()) + 1
+        span = spans[j]
         if (int(ids.max()) + 1) > _INT64_MAX // span:
             ids = torch.unique(ids, return_inverse=True)[1]
             if (int(ids.max()) + 1) > _INT64_MAX // span:

@@ -293,7 +293,7 @@ class GraphStore(_PygGraphStore):
             c = Lists(edge_type, tuple(e["size"]), e["num_edges"], indptr, node_off, vars_,
                      e["time_attr"], e["time_level"], EdgeLayout(e["layout"]),
                      e["is_sorted"], e["ptr_nodes"], times,
-                     None if e["time_dtype"] is None else np.dtype(e["time_dtype"]))
+                     None if e["time_dtype"] is None else np.dtype(e["time_dtype"]), store)
             c.dropped = e["dropped"]
             dts = e.get("index_dtypes")  # (absent from older checkpoints: int64)
             c.index_dtypes = None if dts is None else tuple(dts)

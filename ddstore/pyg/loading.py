@@ -114,8 +114,10 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     from torch_geometric.data import Data
     with store.collective("pyg.from_pyg", name) as step:
         if not isinstance(data, Data):
-            raise DDStoreValueError(f"from_pyg needs a torch_geometric.data.Data, got "
-                                    f"{type(data).__name__}")
+            raise DDStoreValueError(
+                f"from_pyg needs a torch_geometric.data.Data, got {type(data).__name__}"
+                + ("; a HeteroData is put by ddstore.pyg.from_hetero"
+                   if type(data).__name__ == "HeteroData" else ""))
         n = data.num_nodes
         counts = {"node": n, "edge": _num_edges(data)}
         attrs = _row_attrs(data, data.stores[0], counts,

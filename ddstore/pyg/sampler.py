@@ -952,19 +952,20 @@ class NeighborSampler(BaseSampler):
 
 class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
     """PyG's ``BidirectionalNeighborSampler`` over a :class:`GraphStore`: PyG's own
-    class (its merge and collate, so its contract exactly; its hop loop as PyG 2.8's,
-    written again in :meth:`_sample` to sample ``disjoint=True`` too), with our
+    class (its merge and collate rules, so its contract exactly; its hop loop as PyG
+    2.8's, written again in :meth:`_sample` to sample ``disjoint=True`` too), with our
     :class:`NeighborSampler` as its ``forward_sampler`` and its ``backward_sampler``
     (``sample_direction="backward"``: the out-lists must exist,
     :meth:`GraphStore.build_backward`).  Each hop samples the frontier forward (in-edges)
     and backward (out-edges) with that hop's fanout, merges the two
-    (``SamplerOutput.merge_with``: the forward's nodes first, each node once), and the
-    nodes not seen before are the next frontier; the hops are then collated.
+    (``SamplerOutput.merge_with``'s result, found by sorting: the forward's nodes first,
+    each node once), and the nodes not seen before are the next frontier; the hops are
+    then collated.
 
     ``disjoint=True``: every seed grows its own subgraph through every hop, and the
     output is PyG's (node, row, col, edge, ``batch`` = the seed's position,
     ``num_sampled_nodes`` / ``num_sampled_edges`` per forward and backward call, the
-    values PyG's own test expects): PyG's merge and collate are used, with each node
+    values PyG's own test expects): PyG's merge and collate rules are used, each node
     keyed by ``(subgraph, node)``.  Where PyG's hop loop maps a frontier node back to
     its seed through the merged output (right when each hop's frontier holds each
     subgraph once, as in PyG's tests; an ``IndexError`` or another subgraph otherwise,

@@ -1191,8 +1191,8 @@ class WindowDataset(_WindowView):
         if self.standardized or raw.dtype.kind not in "iub":
             return
         exact = 2 ** (np.finfo(self.dtype).nmant + 1)
-        if raw.size == 0 or int(np.abs(raw, dtype=np.float64).max()) <= exact:
-            return
+        if raw.size == 0 or max(int(raw.max()), -int(raw.min())) <= exact:
+            return  # (in the integers' own dtype: a float64 would round 2**53 + 1)
         with np.errstate(invalid="ignore"):
             changed = block.astype(raw.dtype) != raw
         if not changed.any():

@@ -82,6 +82,15 @@ def check_graph(store, g, src, dst, t, split, ef, nf, add_reverse, tag):
         equal(ts, np.array([x[0] for x in lists[v]], dtype=np.float64), f"{tag}: ts of {v}")
         equal(eid, np.array([x[1] for x in lists[v]], dtype=np.int64), f"{tag}: eid of {v}")
     rng = np.random.default_rng(rank + 99)
+    nids = np.concatenate([rng.integers(0, g.num_nodes, 30), [0, g.num_nodes - 1, 0]])
+    ptr, nb, ts, eid = g.neighbor_lists(nids)  # batched: the lists of neighbors(v)
+    equal(ptr, np.concatenate([[0], np.cumsum([len(lists[v]) for v in nids])]),
+          f"{tag}: neighbor_lists ptr")
+    equal(np.diff(ptr), g.degree(nids), f"{tag}: degree of nids")
+    for name, got, col, dt in (("nbr", nb, 2, np.int64), ("ts", ts, 0, np.float64),
+                               ("eid", eid, 1, np.int64)):
+        equal(got, np.array([x[col] for v in nids for x in lists[v]], dtype=dt),
+              f"{tag}: neighbor_lists {name}")
     eids = rng.integers(0, len(src), 50)
     eids[:3] = [len(src) - 1, 0, len(src) - 1]
     if ef is not None:
