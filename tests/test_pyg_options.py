@@ -3,6 +3,8 @@
 time attribute, ``sample_direction``, DataLoader workers over a node-local store and
 the prefetching thread.  In-process on one rank against brute force; the MPI program
 tests/mpi/pyg_options.py runs the same checks on 2 ranks, both transports."""
+import re
+
 import pytest
 import torch
 
@@ -118,6 +120,23 @@ def test_loader_seeds_checked_when_built(store):
                                                     r"\.\.\.\): " + message):
             LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=4,
                                edge_label_index=bad)
+    # float ids and seed nodes that do not fit: refused when built too (they failed at
+    # the first batch naming neither argument, or at the batch holding the bad id, on
+    # the rank holding it)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "LinkNeighborLoader(edge_label_index=...) must hold integer node ids, got "
+            "dtype torch.float32 of shape [2, 10]")):
+        LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=4,
+                           edge_label_index=(None, label.float()))
+    for seeds, message in [
+            (torch.tensor([0, 1.5]), " must hold integer node ids, got dtype torch.float32"),
+            (torch.tensor([0] * 9 + [20]), ": node id 20 (position 9) out of range [0, 20)"),
+            (torch.tensor([-1]), ": node id -1 (position 0) out of range [0, 20)"),
+            (torch.arange(19) < 4, ": a boolean mask of shape [19] for 20 nodes; a mask "
+                                   "has one entry per node")]:
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                "NeighborLoader(input_nodes=...)" + message)):
+            NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4, input_nodes=seeds)
 
 
 def _hetero(with_time=False):

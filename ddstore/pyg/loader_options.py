@@ -217,17 +217,19 @@ def _arguments(name, args):
 
 
 def _check_links(name, args, sampler):
-    """Refuse, as a ``LinkNeighborLoader`` is built, seed links ``sampler`` could not
+    """A ``NeighborLoader``'s seeds: :func:`_check_nodes`.  Refuse, as a
+    ``LinkNeighborLoader`` is built, seed links ``sampler`` could not
     sample (PyG would fail at the first batch, with its own or a bare error): an edge
     type that does not fit the graph (none on a heterogeneous one, one on a
     homogeneous one, a relation name alone), ids outside their node type's range
     (named by row and column as given), negatives of a temporal sampler with
     node-level times but no ``edge_label_time`` (PyG's bare ``assert``)."""
-    index = args.get("edge_label_index")
-    if name != "LinkNeighborLoader" or not (isinstance(index, (tuple, list))
-                                            and len(index) == 2):
-        return  # (an edge type alone: all its edges, PyG's path)
     inner = getattr(sampler, "forward_sampler", sampler)
+    if name == "NeighborLoader":
+        return _check_nodes(name, args, inner)
+    index = args.get("edge_label_index")
+    if not (isinstance(index, (tuple, list)) and len(index) == 2):
+        return  # (an edge type alone: all its edges, PyG's path)
     what = f"{name}(edge_label_index=...)"
     et, ids = index
     if inner.is_hetero:
@@ -257,11 +259,8 @@ def _check_links(name, args, sampler):
             f"{name}(neg_sampling=...): the sampler has node times ({inner.time_attr!r}) "
             f"and negatives may only be nodes no later than their link: give "
             f"edge_label_time (one time per link), or no neg_sampling")
-    try:
-        ids = torch.as_tensor(ids)
-    except (TypeError, ValueError, RuntimeError):
-        return  # (PyG's own checks name it)
-    if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+    ids = _integer_ids(ids, what)
+    if ids is None or ids.dim() != 2:
         return
     for row, (role, (t, n)) in enumerate(zip(("source", "destination"), ends)):
         bad = (ids[row] < 0) | (ids[row] >= n)
@@ -270,6 +269,53 @@ def _check_links(name, args, sampler):
             raise DDStoreValueError(
                 f"{what}: {role} id {int(ids[row, j])} (row {row}, column {j}) out of "
                 f"range [0, {n}){'' if t is None else f' of node type {t!r}'}")
+
+
+def _integer_ids(ids, what, mask=False):
+    """``ids`` as a tensor, or None when it is not one (PyG's own checks name it) or a
+    boolean mask (``mask=True``: the mask itself); floating-point ids are refused
+    (they failed at the first batch, naming neither the argument nor its shape)."""
+    try:
+        ids = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    if ids.dtype.is_floating_point or ids.dtype.is_complex:
+        raise DDStoreValueError(f"{what} must hold integer node ids, got dtype "
+                                f"{ids.dtype} of shape {list(ids.shape)}")
+    return ids if ids.dtype != torch.bool or mask else None
+
+
+def _check_nodes(name, args, sampler):
+    """Refuse, as a ``NeighborLoader`` is built, seed nodes ``sampler`` could not
+    sample: floating-point ids, ids outside their node type's range (named by
+    position; they failed at the batch holding them, on the rank holding them), a
+    boolean mask of another length than the node count (PyG takes a short one as the
+    first nodes' mask, a long one failed at the batch past the end)."""
+    index = args.get("input_nodes")
+    node_type, ids = (index if isinstance(index, (tuple, list)) and len(index) == 2 and
+                      (index[0] is None or isinstance(index[0], str)) else (None, index))
+    if isinstance(ids, str) or ids is None:
+        return  # a node type alone: all its nodes
+    what = f"{name}(input_nodes=...)"
+    ids = _integer_ids(ids, what, mask=True)
+    n = (sampler.num_nodes.get(node_type) if isinstance(sampler.num_nodes, dict) else
+         sampler.num_nodes)
+    if ids is None or n is None:
+        return  # (an unknown node type: the sampler names it)
+    if ids.dtype == torch.bool:
+        if ids.dim() != 1 or ids.shape[0] != n:
+            raise DDStoreValueError(
+                f"{what}: a boolean mask of shape {list(ids.shape)} for {n} nodes"
+                f"{'' if node_type is None else f' of node type {node_type!r}'}; a mask "
+                f"has one entry per node")
+        return
+    ids = ids.reshape(-1)
+    bad = (ids < 0) | (ids >= n)
+    if bool(bad.any()):
+        j = int(bad.nonzero()[0, 0])
+        raise DDStoreValueError(
+            f"{name}(input_nodes=...): node id {int(ids[j])} (position {j}) out of range "
+            f"[0, {n}){'' if node_type is None else f' of node type {node_type!r}'}")
 
 
 def install():
