@@ -227,6 +227,18 @@ def test_bidirectional_sampler_options_checked(store):
         with pytest.raises(DDStoreValueError, match=rf"NeighborLoader\({option}="):
             NeighborLoader((fs, gs), input_nodes=torch.arange(8), neighbor_sampler=sampler,
                            **kw)
+    # time_attr: PyG's exception type, naming this class (the inner backward sampler
+    # named sample_direction='backward', an argument the user never passed)
+    from ddstore import DDStoreNotImplementedError
+    g = torch.Generator().manual_seed(1)
+    from torch_geometric.data import Data
+    timed = Data(x=torch.randn(10, 2, generator=g), t=torch.arange(10),
+                 edge_index=torch.randint(0, 10, (2, 30), generator=g))
+    for gstore in (gs, dpyg.from_pyg(store, timed, name="timed", time_attr="t")[1]):
+        with pytest.raises(DDStoreNotImplementedError, match=r"BidirectionalNeighborSampler"
+                                                             r"\(time_attr='t'\): no "
+                                                             r"temporal sampling"):
+            dpyg.BidirectionalNeighborSampler(gstore, [2], time_attr="t")
 
 
 # ids at both ends of int64: a column spanning more than int64 holds

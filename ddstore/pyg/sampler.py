@@ -994,6 +994,11 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
                 "BidirectionalNeighborSampler: num_neighbors must be a list of fanouts "
                 "per hop; PyG's BidirectionalNeighborSampler does not define a dict per "
                 "edge type (it raises RuntimeError)")
+        if time_attr is not None:  # (before the inner samplers name their own rules)
+            raise DDStoreNotImplementedError(
+                f"BidirectionalNeighborSampler(time_attr={time_attr!r}): no temporal "
+                f"sampling (PyG's backward sampler refuses it: NotImplementedError); use "
+                f"NeighborSampler")
         kw = dict(subgraph_type=subgraph_type, replace=replace, disjoint=disjoint,
                   temporal_strategy=temporal_strategy, time_attr=time_attr,
                   weight_attr=weight_attr, seed=seed)
