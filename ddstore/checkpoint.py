@@ -913,7 +913,9 @@ class Checkpoints:
                         raise DDStoreValueError(
                             f"save: the replicas differ: variable {entries[i][0]!r} on "
                             f"rank {m} (group 0) and rank {g * w + m} (group {g}) hold "
-                            f"different rows; a checkpoint keeps one replica")
+                            f"different rows; a checkpoint keeps one replica (rows "
+                            f"that init made and no update wrote hold whatever the "
+                            f"memory held: write every row on every replica)")
 
     def _write_part(self, gen_dir, block_bytes):
         """This rank's file: its replica's share of its chunk of every variable, then the

@@ -461,8 +461,12 @@ def test_pickle_writer_touches_only_its_own_files(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "sample-00000000.pkl").write_text("the user's own file of that name")
-    with pytest.raises(DDStoreValueError, match="exists and is not a ddstore PFF"):
-        graphs.write_pickle_dir(samples, str(mine))
+    with pytest.raises(DDStoreValueError, match=r"^write_pickle_dir\(.*exists and is "
+                                                r"not a ddstore PFF"):
+        graphs.write_pickle_dir(samples, str(mine))  # (the call named: not the inner one)
+    with pytest.raises(DDStoreValueError, match=r"^write_adios\(.*exists and is not a "
+                                                r"ddstore CFF"):
+        graphs.write_adios(samples, str(mine))
     assert os.listdir(mine) == ["sample-00000000.pkl"]
     assert (mine / "sample-00000000.pkl").read_text() == "the user's own file of that name"
     pff = tmp_path / "pff"

@@ -34,7 +34,7 @@ def write_pickle_dir(samples, path, progress=False):
     if len(samples) == 0:
         raise DDStoreValueError(f"write_pickle_dir({path!r}): empty data set (no "
                                 f"samples)")
-    return write_pickle_files(samples, path, progress=progress)
+    return write_pickle_files(samples, path, progress=progress, call="write_pickle_dir")
 
 
 def write_adios(samples, path, progress=False):
@@ -68,4 +68,5 @@ def write_adios(samples, path, progress=False):
                 raise DDStoreValueError(f"{what}: sample {i}: {exc}") from None
 
     return write_records_adios(records(), path, progress=progress, total=n,
-                               meta={"kind": META_KIND, "layout": layout.to_list()})
+                               meta={"kind": META_KIND, "layout": layout.to_list()},
+                               call="write_adios")

@@ -45,6 +45,7 @@ class KeyLayout(tuple):
     trailing = property(lambda self: self[5])
 
     def describe(self):
+        """The key's kind, dtype, ndim and stored row shape, as errors name them."""
         return (f"{self.kind} dtype {self.dtype} ndim {self.ndim} "
                 f"stored row shape {self.trailing}")
 

@@ -70,7 +70,7 @@ def _stored_trailing(dtype, trailing):
 
 
 def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress=False,
-                        total=None):
+                        total=None, call="write_records_adios"):
     """Write ``records`` (dicts of arrays with the same keys, dtypes and trailing shapes;
     the first dimension varies) to the BP file ``path``, streaming.
 
@@ -86,11 +86,12 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
 
     ``path`` must be new, an empty directory or a CFF file of an earlier write (replaced
     only once the new file is complete); any other file or directory there is refused,
-    untouched.
+    untouched.  ``call``: the name errors give the call (a layer's writer passes its
+    own).
     """
     adios2 = _import_adios2()
-    path = written_path(path, "write_records_adios")
-    what = f"write_records_adios({path!r})"
+    path = written_path(path, call)
+    what = f"{call}({path!r})"
     it = iter(records)
     try:
         first = next(it)

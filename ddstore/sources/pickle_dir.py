@@ -300,7 +300,8 @@ def _is_pff(path):
         raise ValueError(f"it also holds {len(other)} other entries: {other[:3]}")
 
 
-def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False):
+def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False,
+                       call="write_pickle_files"):
     """Write each sample of ``samples`` to its own pickle file in directory ``path``
     plus the ``ddstore-pff.json`` metadata file.  Returns the number written.  Local
     (not collective): call it on one rank.
@@ -311,9 +312,10 @@ def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False):
     :class:`~ddstore.graphs.GraphDataset`'s dtype rules, is checked when it loads).
     All or nothing, and touching nothing else: ``path`` must be new, an empty directory
     or a PFF directory of an earlier write (that and nothing else), which is replaced
-    only once every file is written (:func:`~ddstore.sources.base.written_in_place`)."""
-    path = written_path(path, "write_pickle_files")
-    what = f"write_pickle_files({path!r})"
+    only once every file is written (:func:`~ddstore.sources.base.written_in_place`).
+    ``call``: the name errors give the call (a layer's writer passes its own)."""
+    path = written_path(path, call)
+    what = f"{call}({path!r})"
     n = len(samples)
     with written_in_place(path, what, "ddstore PFF directory", _is_pff) as temporary:
         os.makedirs(temporary)

@@ -17,6 +17,7 @@ class Stream:
 
     @property
     def num_edges(self):
+        """The number of interactions (``len(src)``)."""
         return len(self.src)
 
 
