@@ -84,6 +84,14 @@ def test_a_second_object_replacing_the_edges_is_named(store):
         gs.get_edge_index(None, "coo")
     with pytest.raises(ddstore.DDStoreStateError, match=msg.format("sample")):
         sampler._sample(torch.arange(4))
+    # read ahead by a thread too (it named the variable the C handle had read)
+    from torch_geometric.loader import NeighborLoader
+    from ddstore.prefetch import prefetch
+    ahead = prefetch(NeighborLoader((fs, gs), num_neighbors=[2, 2], batch_size=4,
+                                    input_nodes=torch.arange(8), neighbor_sampler=sampler),
+                     2)
+    with pytest.raises(ddstore.DDStoreStateError, match=msg.format("sample")):
+        next(iter(ahead))
     assert gs2.remove_edge_index(None, "coo")
     with pytest.raises(ddstore.DDStoreStateError, match=msg.format("num_edges")):
         gs.num_edges()

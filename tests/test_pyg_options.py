@@ -133,10 +133,23 @@ def test_loader_seeds_checked_when_built(store):
             (torch.tensor([0] * 9 + [20]), ": node id 20 (position 9) out of range [0, 20)"),
             (torch.tensor([-1]), ": node id -1 (position 0) out of range [0, 20)"),
             (torch.arange(19) < 4, ": a boolean mask of shape [19] for 20 nodes; a mask "
-                                   "has one entry per node")]:
+                                   "has one entry per node"),
+            ((torch.arange(20) < 4).numpy(), ": a boolean mask must be a torch.Tensor (PyG "
+                                             "reads a ndarray of bools as the node ids 0"),
+            (torch.tensor([[0, 1], [2, 3]]), ": node ids of shape [2, 2]; give a 1-D"),
+            (torch.tensor(3), ": node ids of shape []; give a 1-D")]:
         with pytest.raises(DDStoreValueError, match=re.escape(
                 "NeighborLoader(input_nodes=...)" + message)):
             NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4, input_nodes=seeds)
+    # ids of any integer dtype, unsigned included (torch has no `<` for uint16-64: the
+    # range check failed with its NotImplementedError)
+    for dt in (torch.uint8, torch.int16, torch.uint16, torch.uint32, torch.uint64):
+        batch = next(iter(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=2,
+                                         input_nodes=torch.tensor([3, 7], dtype=dt))))
+        assert batch.n_id[:2].tolist() == [3, 7], dt
+        batch = next(iter(LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=2,
+                                             edge_label_index=(None, label[:, :2].to(dt)))))
+        assert torch.equal(batch.n_id[batch.edge_label_index], label[:, :2]), dt
 
 
 def _hetero(with_time=False):

@@ -6,7 +6,7 @@ what is public here."""
 from torch_geometric.data.graph_store import EdgeLayout
 
 from .._readers import ahead
-from ..errors import DDStoreStateError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
 from ._common import as_edge_type
 from .feature_store import UnknownAttributeError
 
@@ -102,14 +102,12 @@ class GraphState:
         :class:`~ddstore.pyg.GraphStore` object over the same store and name (one
         :meth:`~ddstore.pyg.GraphStore.open` gave) that replaced or removed these lists
         removed them; a :class:`~ddstore.DDStoreStateError` naming the edge type."""
-        if ahead():  # a batch made ahead while a transaction set names aside: its
-            return c  # reads resolve them (the variables are not removed until it ends)
         if c.dropped:  # (build_backward(keep_in_lists=False)): its edges' out-lists
             out = self.reversed.get((c.edge_type, c.layout))
             held = None if out is None else out.held
         else:
             held = c.held
-        if held is None or held in self.store:
+        if held is None or held in self.store or (ahead() and self._aside(held)):
             return c
         self.store.check_alive()
         raise DDStoreStateError(
@@ -117,6 +115,15 @@ class GraphState:
             f"in graph store {self.name!r} were replaced or removed by another GraphStore "
             f"object over this store and name; use that object, or "
             f"GraphStore.open(store, {self.name!r}) for the graph store as it is now")
+
+    def _aside(self, held):
+        """Whether variable ``held`` is set aside by an open transaction, not removed:
+        a batch made ahead (:func:`~ddstore._readers.ahead`) still reads it, by its
+        name (docs/pyg.md: the stores changed under a live read-ahead)."""
+        try:
+            return self.store.handle(held.name) is held
+        except DDStoreError:
+            return False
 
     def out_lists(self, c):
         """The out-lists of stored layout ``c``, or None (not built)."""

@@ -22,6 +22,7 @@ Loaders over other data or other samplers are untouched.
 """
 import warnings
 
+import numpy as np
 import torch
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
@@ -260,37 +261,50 @@ def _check_links(name, args, sampler):
             f"and negatives may only be nodes no later than their link: give "
             f"edge_label_time (one time per link), or no neg_sampling")
     ids = _integer_ids(ids, what)
-    if ids is None or ids.dim() != 2:
+    if ids is None or ids.ndim != 2:
         return
     for row, (role, (t, n)) in enumerate(zip(("source", "destination"), ends)):
         bad = (ids[row] < 0) | (ids[row] >= n)
         if bool(bad.any()):
-            j = int(bad.nonzero()[0, 0])
+            j = int(np.flatnonzero(bad)[0])
             raise DDStoreValueError(
                 f"{what}: {role} id {int(ids[row, j])} (row {row}, column {j}) out of "
                 f"range [0, {n}){'' if t is None else f' of node type {t!r}'}")
 
 
 def _integer_ids(ids, what, mask=False):
-    """``ids`` as a tensor, or None when it is not one (PyG's own checks name it) or a
-    boolean mask (``mask=True``: the mask itself); floating-point ids are refused
-    (they failed at the first batch, naming neither the argument nor its shape)."""
-    try:
-        ids = torch.as_tensor(ids)
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    if ids.dtype.is_floating_point or ids.dtype.is_complex:
-        raise DDStoreValueError(f"{what} must hold integer node ids, got dtype "
-                                f"{ids.dtype} of shape {list(ids.shape)}")
-    return ids if ids.dtype != torch.bool or mask else None
+    """``ids`` as a numpy array of integers (any width, signed or not), or of bools when
+    ``mask`` (a boolean mask given as a tensor), or None when it is no array (PyG's own
+    checks name it).  Refused: floating-point or complex ids (they failed at the first
+    batch, naming neither the argument nor its shape), bools where no mask is taken,
+    and a mask that is not a tensor (PyG reads a list or numpy array of bools as the
+    node ids 0 and 1)."""
+    tensor = isinstance(ids, torch.Tensor)
+    if tensor and (ids.dtype.is_floating_point or ids.dtype.is_complex):
+        kind, dtype = "f", ids.dtype  # (bfloat16 has no numpy dtype)
+    else:
+        try:
+            arr = ids.detach().cpu().numpy() if tensor else np.asarray(ids)
+        except (TypeError, ValueError, RuntimeError, NotImplementedError):
+            return None
+        kind, dtype = arr.dtype.kind, ids.dtype if tensor else arr.dtype
+    if kind in "fc" or (kind == "b" and not mask):
+        raise DDStoreValueError(f"{what} must hold integer node ids, got dtype {dtype} "
+                                f"of shape {list(ids.shape if tensor else arr.shape)}")
+    if kind == "b" and not tensor:
+        raise DDStoreValueError(f"{what}: a boolean mask must be a torch.Tensor (PyG "
+                                f"reads a {type(ids).__name__} of bools as the node ids "
+                                f"0 and 1)")
+    return arr if kind in "biu" else None
 
 
 def _check_nodes(name, args, sampler):
     """Refuse, as a ``NeighborLoader`` is built, seed nodes ``sampler`` could not
-    sample: floating-point ids, ids outside their node type's range (named by
-    position; they failed at the batch holding them, on the rank holding them), a
-    boolean mask of another length than the node count (PyG takes a short one as the
-    first nodes' mask, a long one failed at the batch past the end)."""
+    sample: floating-point ids, ids of other than one dimension, ids outside their node
+    type's range (named by position; they failed at the batch holding them, on the
+    rank holding them), a boolean mask of another length than the node count (PyG
+    takes a short one as the first nodes' mask, a long one failed at the batch past
+    the end) or not given as a tensor."""
     index = args.get("input_nodes")
     node_type, ids = (index if isinstance(index, (tuple, list)) and len(index) == 2 and
                       (index[0] is None or isinstance(index[0], str)) else (None, index))
@@ -302,20 +316,21 @@ def _check_nodes(name, args, sampler):
          sampler.num_nodes)
     if ids is None or n is None:
         return  # (an unknown node type: the sampler names it)
-    if ids.dtype == torch.bool:
-        if ids.dim() != 1 or ids.shape[0] != n:
-            raise DDStoreValueError(
-                f"{what}: a boolean mask of shape {list(ids.shape)} for {n} nodes"
-                f"{'' if node_type is None else f' of node type {node_type!r}'}; a mask "
-                f"has one entry per node")
+    of_type = "" if node_type is None else f" of node type {node_type!r}"
+    if ids.dtype == bool:
+        if ids.ndim != 1 or ids.shape[0] != n:
+            raise DDStoreValueError(f"{what}: a boolean mask of shape {list(ids.shape)} "
+                                    f"for {n} nodes{of_type}; a mask has one entry per "
+                                    f"node")
         return
-    ids = ids.reshape(-1)
+    if ids.ndim != 1:
+        raise DDStoreValueError(f"{what}: node ids of shape {list(ids.shape)}; give a "
+                                f"1-D sequence of ids")
     bad = (ids < 0) | (ids >= n)
     if bool(bad.any()):
-        j = int(bad.nonzero()[0, 0])
-        raise DDStoreValueError(
-            f"{name}(input_nodes=...): node id {int(ids[j])} (position {j}) out of range "
-            f"[0, {n}){'' if node_type is None else f' of node type {node_type!r}'}")
+        j = int(np.flatnonzero(bad)[0])
+        raise DDStoreValueError(f"{what}: node id {int(ids[j])} (position {j}) out of "
+                                f"range [0, {n}){of_type}")
 
 
 def install():
