@@ -57,6 +57,8 @@ def parse_args(argv=None):
                    help="graph checkpoint interval (default: from the delta sizes)")
     args = p.parse_args(argv)
     check_width(p, args.width)
+    if args.data is not None and not os.path.isfile(args.data):  # (read by every rank)
+        p.error(f"--data {args.data}: no such file")
     return args
 
 

@@ -81,7 +81,8 @@ def parse_args(argv=None):
     p.add_argument("--scale", type=at_least(0, float, above=True, most=1000), default=1.0,
                    help="synthetic graph size, times ogbn-products'")
     p.add_argument("--classes", type=at_least(2), default=47,
-                   help="synthetic graph's classes")
+                   help="synthetic graph's classes (the graph has at least as many "
+                        "nodes)")
     p.add_argument("--width", type=at_least(1), default=None,
                    help="ranks per replica (default all)")
     p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
