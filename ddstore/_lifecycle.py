@@ -627,16 +627,16 @@ MANY_STORES = 64
 
 def make_core(comm, width, transport):
     """Collective: a store's core (:class:`ddstore._core.Core`); its failure when many
-    stores are alive says so.  The core's own refusals (``transport='shm'`` with a
-    group over several nodes) are alike on every rank: agreed in a step, so told once."""
-    with _collective.collective(comm, None):
-        try:
-            return _core.Core(comm, width, transport)
-        except DDStoreStateError as exc:
-            if many_stores():
-                raise DDStoreStateError(f"{exc}; {live_stores_text()}: free() those no "
-                                        f"longer used") from None
-            raise
+    stores are alive says so.  Made after the constructor's round, inside its step: the
+    core's refusals are alike on every rank (the C core agrees its codes), and the step
+    marks them agreed (``transport='shm'`` with a group over several nodes, told once)."""
+    try:
+        return _core.Core(comm, width, transport)
+    except DDStoreStateError as exc:
+        if many_stores():
+            raise DDStoreStateError(f"{exc}; {live_stores_text()}: free() those no longer "
+                                    f"used") from None
+        raise
 
 
 def store_comms(core, comm, width, transport):
