@@ -17,7 +17,10 @@ injections, rank 0 for the others) arms :func:`ddstore._collective.inject` for t
 and the driver that reaches it runs again on a fresh store: every rank must raise the
 same error (type and message, marked agreed, naming the failing rank and the injected
 text), within seconds, and the store must hold exactly the variables it held before the
-public call that failed.
+public call that failed.  ``--every-step`` injects into the k-th step of each driver,
+named or not, then an interrupt into every step of a save: a step that holds interrupts
+ends the call on every rank and then raises it on its rank alone, which every rank is
+told (:class:`Held`) before the driver goes on, so the ranks stay in step.
 
     timeout 900 mpiexec -n 2 python tests/mpi/collective_inject.py [auto|rma] [OP ...]
 """
@@ -94,9 +97,18 @@ def named_steps():
 
 
 # ---------------------------------------------------------------- drivers
+class Held(Exception):
+    """Raised on every rank by :class:`Calls` when an interrupt was held to the end of a
+    call on some rank: the call completed everywhere, and the interrupt came after it,
+    on that rank alone (what a step that holds interrupts does with a SIGINT)."""
+
+
 class Calls:
     """``calls(fn, *args)``: one public call of a driver; on an exception it notes
-    the store's variables from before the call (what the failure must leave)."""
+    the store's variables from before the call (what the failure must leave).  A
+    ``KeyboardInterrupt`` that no round agreed (held by a step to the call's end, then
+    raised on its rank only) is told to every rank after the call, as :class:`Held`:
+    the driver stops there on every rank, not on that one alone."""
 
     def __init__(self, store):
         self.store = store
@@ -104,12 +116,23 @@ class Calls:
     def __call__(self, fn, *args, **kwargs):
         before = self.store.variables() if self.store is not None and \
             not self.store.freed else None
+        held = False
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            if _collective.is_agreed(exc):
+                exc._variables_before = getattr(exc, "_variables_before", before)
+                raise
+            held, result = True, None  # (raised after the call, on this rank only)
         except BaseException as exc:
             if not hasattr(exc, "_variables_before"):
                 exc._variables_before = before
             raise
+        ranks = [r for r, h in enumerate(comm.allgather(held)) if h]
+        if ranks:
+            raise Held(f"an interrupt held to the end of {getattr(fn, '__name__', fn)} "
+                       f"on rank(s) {ranks}")
+        return result
 
 
 def share(total):
@@ -318,6 +341,14 @@ def drive_checkpoint(store, calls, tmp):
     calls(r.free)
 
 
+def drive_save(store, calls, tmp):
+    calls(store.add, "s", np.arange(4 * (rank + 1), dtype=np.float32).reshape(-1, 2))
+    calls(store.save, os.path.join(tmp, "held"))
+
+
+HELD = [0]  # injected interrupts that a step held to the end of its call
+
+
 def drive_temporal_checkpoint(store, calls, tmp):
     from ddstore import temporal as tg
     path = os.path.join(tmp, "tck")
@@ -400,7 +431,7 @@ def coverage(found, transport, tmp):
 
 
 def inject_one(op, label, exc_type, victim, transport, tmp):
-    fn = dict(DRIVERS)[label]
+    fn = dict(DRIVERS + [("save", drive_save)])[label]
     lives = len(_lifecycle._LIVE_STORES)
     text = f"injected {exc_type.__name__} into " + (
         f"step {op}" if isinstance(op, int) else op)
@@ -413,6 +444,9 @@ def inject_one(op, label, exc_type, victim, transport, tmp):
     except (ddstore.DDStoreError, _collective.DDStoreInterrupt) as exc:
         got = (type(exc).__name__, str(exc), _collective.is_agreed(exc))
         before = getattr(exc, "_variables_before", None)
+    except Held as exc:  # a step that holds interrupts: the call ended, then the raise
+        got = ("Held", str(exc), True)
+        HELD[0] += 1
     except KeyboardInterrupt as exc:
         got = ("not a DDStoreInterrupt: " + type(exc).__name__, str(exc), False)
     except Exception as exc:  # noqa: BLE001 -- reported below
@@ -428,13 +462,15 @@ def inject_one(op, label, exc_type, victim, transport, tmp):
     check(all(g == everyone[0] for g in everyone), f"{what}: ranks raised differently: "
                                                    f"{everyone}")
     check(got[2], f"{what}: not marked agreed: {got}")
-    if exc_type is KeyboardInterrupt:  # the same interrupt on every rank
-        told = got[0] == "DDStoreInterrupt" and "interrupted" in got[1]
+    if exc_type is KeyboardInterrupt:  # the same interrupt on every rank, or one held
+        # by its step to the call's end (the call completed on every rank)
+        told = got[0] == "DDStoreInterrupt" and "interrupted" in got[1] or \
+            got[0] == "Held" and f"rank(s) [{victim}]" in got[1]
     elif exc_type is BadStr:  # its class, and that its text could not be had
         told = "BadStr: <str() raised ValueError>" in got[1]
     else:
         told = text in got[1]
-    check(told and f"rank {victim}" in got[1],
+    check(told and (f"rank {victim}" in got[1] or got[0] == "Held"),
           f"{what}: the message does not name the rank and the failure: {got[1]!r}")
     check(after is None or before is None or after == before,
           f"{what}: the store holds {after}, before the call it held {before}")
@@ -472,6 +508,19 @@ def every_step(transport, tmp, most=40):
         total += len(ks)
         if rank == 0:
             print(f"every step: {label}: {n} steps, injected into {len(ks)}", flush=True)
+    # an interrupt into every step of a save: the steps that hold interrupts end the call
+    # on every rank, then raise it on its rank (Held), the others agree it at once
+    held = HELD[0]
+    lives = len(_lifecycle._LIVE_STORES)
+    _collective.reset_steps()
+    try:
+        run_driver(drive_save, tmp, transport)
+    finally:
+        free_new(lives)
+    for k in range(1, _collective.steps_entered() + 1):
+        inject_one(k, "save", KeyboardInterrupt, LAST, transport, tmp)
+    check(HELD[0] > held, "no step of a save held an interrupt to the call's end (the "
+                          "case this round checks)")
     return total
 
 
