@@ -627,9 +627,7 @@ MANY_STORES = 64
 
 def make_core(comm, width, transport):
     """Collective: a store's core (:class:`ddstore._core.Core`); its failure when many
-    stores are alive says so.  Made after the constructor's round, inside its step: the
-    core's refusals are alike on every rank (the C core agrees its codes), and the step
-    marks them agreed (``transport='shm'`` with a group over several nodes, told once)."""
+    stores are alive says so."""
     try:
         return _core.Core(comm, width, transport)
     except DDStoreStateError as exc:

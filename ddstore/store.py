@@ -139,7 +139,7 @@ class DDStore:
             self.memory_budget = None
             if nbytes is not None:  # the same decision on every rank, from agreed values
                 width, self.memory_budget = decide_width(width, size, nbytes, settings)
-            self._core = _lifecycle.make_core(comm, width, transport)  # (after the round)
+        self._core = _lifecycle.make_core(comm, width, transport)
         try:  # the progress agent: decided per rank from its members, agreed
             with collective(comm, None) as step:
                 self._core.set_copy_threads(*copy)  # checked above; local

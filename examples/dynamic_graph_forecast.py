@@ -58,7 +58,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     check_width(p, args.width)
     if args.data is not None and not os.path.isfile(args.data):  # (read by every rank)
-        p.error(f"--data {args.data}: no such file")
+        p.error(f"--data {args.data}: " + ("not a file" if os.path.exists(args.data)
+                                             else "no such file"))
     return args
 
 

@@ -141,6 +141,9 @@ def test_loader_seeds_checked_when_built(store):
         with pytest.raises(DDStoreValueError, match=re.escape(
                 "NeighborLoader(input_nodes=...)" + message)):
             NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4, input_nodes=seeds)
+    # no seed at all, as an empty float tensor (an empty list is float64 in numpy): as PyG
+    assert len(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=2,
+                              input_nodes=torch.tensor([]))) == 0
     # ids of any integer dtype, unsigned included (torch has no `<` for uint16-64: the
     # range check failed with its NotImplementedError)
     for dt in (torch.uint8, torch.int16, torch.uint16, torch.uint32, torch.uint64):

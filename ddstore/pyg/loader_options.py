@@ -280,12 +280,16 @@ def _integer_ids(ids, what, mask=False):
     and a mask that is not a tensor (PyG reads a list or numpy array of bools as the
     node ids 0 and 1)."""
     tensor = isinstance(ids, torch.Tensor)
+    if tensor and ids.numel() == 0:
+        return None  # no seed: nothing to check (an empty list is float64 to numpy)
     if tensor and (ids.dtype.is_floating_point or ids.dtype.is_complex):
         kind, dtype = "f", ids.dtype  # (bfloat16 has no numpy dtype)
     else:
         try:
             arr = ids.detach().cpu().numpy() if tensor else np.asarray(ids)
         except (TypeError, ValueError, RuntimeError, NotImplementedError):
+            return None
+        if arr.size == 0:
             return None
         kind, dtype = arr.dtype.kind, ids.dtype if tensor else arr.dtype
     if kind in "fc" or (kind == "b" and not mask):

@@ -116,19 +116,20 @@ class Calls:
     def __call__(self, fn, *args, **kwargs):
         before = self.store.variables() if self.store is not None and \
             not self.store.freed else None
-        held = False
+        held, error, result = False, None, None
         try:
             result = fn(*args, **kwargs)
-        except KeyboardInterrupt as exc:
-            if _collective.is_agreed(exc):
-                exc._variables_before = getattr(exc, "_variables_before", before)
-                raise
-            held, result = True, None  # (raised after the call, on this rank only)
-        except BaseException as exc:
-            if not hasattr(exc, "_variables_before"):
-                exc._variables_before = before
-            raise
+        except BaseException as exc:  # noqa: BLE001 -- raised below, after the gather
+            if isinstance(exc, KeyboardInterrupt) and not _collective.is_agreed(exc):
+                held = True  # (raised after the call, on this rank only)
+            else:
+                error = exc
+                if not hasattr(exc, "_variables_before"):
+                    exc._variables_before = before
+        # every rank, whatever its call did (a rank that raised alone gathers too)
         ranks = [r for r, h in enumerate(comm.allgather(held)) if h]
+        if error is not None:
+            raise error
         if ranks:
             raise Held(f"an interrupt held to the end of {getattr(fn, '__name__', fn)} "
                        f"on rank(s) {ranks}")
