@@ -46,8 +46,10 @@ batch being made (:mod:`ddstore._readers`), and the batches after it raise
 (:class:`~ddstore.errors.DDStoreStateError` for a freed store) in their turn.
 """
 import collections
+import queue
+import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 
 from .errors import DDStoreValueError
 from ._checks import is_int
@@ -236,6 +238,55 @@ class _Draws:
         self.after = None
 
 
+class _Worker:
+    """One read-ahead thread: ``submit(fn, *args)`` -> a ``Future``, run in order;
+    ``shutdown(wait, cancel_futures)`` as ``ThreadPoolExecutor``'s.  A daemon thread:
+    Python joins a ``ThreadPoolExecutor``'s threads at exit before any ``atexit``
+    handler, so a batch still being made (a ``__getitem__`` that blocks) held the exit
+    without bound; this one the store's bounded exit (``DDSTORE_EXIT_TIMEOUT``, which
+    waits for the reads in flight: :mod:`ddstore._readers`) may give up on."""
+
+    def __init__(self):
+        self._tasks = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="ddstore-prefetch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                return
+            future, fn, args = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # noqa: BLE001 -- handed to the caller
+                future.set_exception(exc)
+            del task, future  # (the batch is the caller's now)
+
+    def submit(self, fn, *args):
+        future = Future()
+        self._tasks.put((future, fn, args))
+        return future
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        if cancel_futures:  # what is queued and not begun
+            pending = []
+            while True:
+                try:
+                    pending.append(self._tasks.get_nowait())
+                except queue.Empty:
+                    break
+            for task in pending:
+                if task is not None:
+                    task[0].cancel()
+        self._tasks.put(None)
+        if wait and self._thread is not threading.current_thread():
+            self._thread.join()
+
+
 def _give_back(chain, streams):
     """Set each stream back to where it stood before ``chain[0]`` (the first batch made
     and not used, then every one made after it), where only those batches drew from it
@@ -285,7 +336,7 @@ class PrefetchIter:
 
     def __init__(self, iterator, depth, streams=None, holds_end=False):
         self._it = iterator
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="ddstore-prefetch")
+        self._pool = _Worker()
         self._pending = collections.deque()
         # the first batches are asked for at the first next, not here: a loader takes
         # its epoch's order there (a set_epoch between iter() and next() counts)

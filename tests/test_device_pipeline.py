@@ -203,6 +203,29 @@ def test_end_and_errors_propagate(k):
     assert list(DevicePrefetcher([], "cpu", prefetch=k)) == []
 
 
+def test_a_batch_in_flight_does_not_hold_the_exit():
+    """A script that ends while its read-ahead makes a batch that blocks (a
+    ``__getitem__`` that sleeps 300 s) exits at once: the read-ahead thread is a daemon
+    (a ThreadPoolExecutor's thread was joined by Python before any atexit handler, so
+    before the store's bounded exit, and held the exit as long as the batch)."""
+    code = (
+        "import time\n"
+        "from ddstore.prefetch import PrefetchIter\n"
+        "def batches():\n"
+        "    yield 0\n"
+        "    yield 1\n"
+        "    time.sleep(300)\n"
+        "    yield 2\n"
+        "it = PrefetchIter(batches(), 2)\n"
+        "assert [next(it), next(it)] == [0, 1]\n"
+        "print('leaving', flush=True)\n")
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "leaving" in out.stdout, out.stderr
+    assert time.monotonic() - start < 60, time.monotonic() - start
+
+
 def test_bad_arguments():
     with pytest.raises(DDStoreValueError, match=r"prefetch=-1 must be an integer in \[0, 1024\]"):
         DevicePrefetcher([], "cpu", prefetch=-1)
