@@ -13,29 +13,27 @@ from torch_geometric.sampler import SamplerOutput
 
 __all__ = ["merge_outputs"]
 
+_INT64_MAX = torch.iinfo(torch.int64).max
+
 
 def _row_ids(keys):
     """One int64 per row of the ``[n, c]`` integer ``keys``, equal for equal rows only
     (each column shifted to start at 0 and folded into the ids of the columns before it,
     compacted when the product would pass int64); None when even compacted ids cannot
     take a column."""
-    spans = [int(keys[:, j].max()) - int(keys[:, j].min()) + 1
-             for j in range(keys.shape[1])]
+    lo = keys.min(dim=0).values
+    spans = [int(h) - int(m) + 1 for h, m in zip(keys.max(dim=0).values, lo)]
     if max(spans) > _INT64_MAX:  # (a column's values would overflow, shifted)
         return None
-    ids = keys[:, 0] - keys[:, 0].min()
-    for j in range(1, keys.shape[1]):
-        col = keys[:, j] - keys[:, j].min()
-        span = spans[j]
+    shifted = keys - lo
+    ids = shifted[:, 0]
+    for j, span in enumerate(spans[1:], 1):
         if (int(ids.max()) + 1) > _INT64_MAX // span:
             ids = torch.unique(ids, return_inverse=True)[1]
             if (int(ids.max()) + 1) > _INT64_MAX // span:
                 return None
-        ids = ids * span + col
+        ids = ids * span + shifted[:, j]
     return ids
-
-
-_INT64_MAX = (1 << 63) - 1
 
 
 def _first_seen(keys):

@@ -195,7 +195,7 @@ def _arguments(name, args):
     sampler = args.get("neighbor_sampler")
     if isinstance(sampler, (NeighborSampler, BidirectionalNeighborSampler)):
         _check_sampler(name, args, sampler)
-        _check_links(name, args, sampler)
+        _check_seed_ids(name, args, sampler)
         return args
     if sampler is not None:  # a sampler of another kind: PyG's rules
         return args
@@ -213,21 +213,26 @@ def _arguments(name, args):
         temporal_strategy=args.get("temporal_strategy", "uniform"),
         time_attr=args.get("time_attr"), subgraph_type=subgraph_type,
         weight_attr=args.get("weight_attr"))
-    _check_links(name, args, args["neighbor_sampler"])
+    _check_seed_ids(name, args, args["neighbor_sampler"])
     return args
 
 
-def _check_links(name, args, sampler):
-    """A ``NeighborLoader``'s seeds: :func:`_check_nodes`.  Refuse, as a
-    ``LinkNeighborLoader`` is built, seed links ``sampler`` could not
+def _check_seed_ids(name, args, sampler):
+    """The seeds' ids, as the loader is built: a ``NeighborLoader``'s nodes
+    (:func:`_check_nodes`), a ``LinkNeighborLoader``'s links (:func:`_check_links`)."""
+    inner = getattr(sampler, "forward_sampler", sampler)
+    check = _check_nodes if name == "NeighborLoader" else _check_links
+    check(name, args, inner)
+
+
+def _check_links(name, args, inner):
+    """Refuse, as a ``LinkNeighborLoader`` is built, seed links the sampler ``inner``
+    could not
     sample (PyG would fail at the first batch, with its own or a bare error): an edge
     type that does not fit the graph (none on a heterogeneous one, one on a
     homogeneous one, a relation name alone), ids outside their node type's range
     (named by row and column as given), negatives of a temporal sampler with
     node-level times but no ``edge_label_time`` (PyG's bare ``assert``)."""
-    inner = getattr(sampler, "forward_sampler", sampler)
-    if name == "NeighborLoader":
-        return _check_nodes(name, args, inner)
     index = args.get("edge_label_index")
     if not (isinstance(index, (tuple, list)) and len(index) == 2):
         return  # (an edge type alone: all its edges, PyG's path)
