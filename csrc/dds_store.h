@@ -94,8 +94,11 @@ typedef struct dds_store dds_store;
 /* COLLECTIVE.  Create a store over `*comm` (duplicated internally) with groups of
  * `width` consecutive ranks (width <= 0 means all ranks).  The communicator is passed by
  * address so that bindings need not know the size of MPI_Comm (mpi4py's
- * MPI._addressof(comm) gives it). */
-int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out);
+ * MPI._addressof(comm) gives it).  On an error, `*agreed` (when not NULL) is 1 where every
+ * rank of `*comm` returned the same code and message (the failures after the
+ * communicators are made), 0 where the error may be this rank's alone. */
+int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
+               int *agreed);
 
 /* COLLECTIVE.  Free every window and communicator; *store becomes NULL.  Safe on NULL.
  * If MPI is already finalized the memory is released without MPI calls. */

@@ -30,24 +30,30 @@ static int freed_store(void) { return dds_set_error(DDS_ESTATE, "store has been 
 /* Collective over s->comm: every rank learns whether any rank failed (code != 0);
  * if so, all get the code and message of the lowest failing rank.  Returns the agreed
  * code.  If the agreement itself fails (an MPI error), the rank returns DDS_EMPI with
- * that error: ranks may then disagree, but MPI is no longer usable anyway. */
-static int agree(dds_store *s, int code)
+ * that error: ranks may then disagree, but MPI is no longer usable anyway.  `*agreed`
+ * (when not NULL) says which: 1 for the agreed code, 0 for this rank's MPI error. */
+static int agree(dds_store *s, int code, int *agreed)
 {
+    int ignored;
+    if (!agreed) agreed = &ignored;
+    *agreed = 0;
     int in[2] = {code != DDS_OK, code != DDS_OK ? -s->rank : -INT_MAX}, res[2];
     int max_bad = 0, first, rc;
     rc = MPI_Allreduce(&in[0], &max_bad, 1, MPI_INT, MPI_MAX, s->comm);
     if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Allreduce (agreeing on errors)");
+    *agreed = !max_bad;
     if (!max_bad) return DDS_OK;
     rc = MPI_Allreduce(&in[1], &res[1], 1, MPI_INT, MPI_MAX, s->comm);
     if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Allreduce (agreeing on errors)");
     first = -res[1];
-    int agreed = code;
+    int code_of_first = code;
     char msg[DDS_ERROR_BYTES];
     memcpy(msg, dds_last_error(), sizeof msg);
-    rc = MPI_Bcast(&agreed, 1, MPI_INT, first, s->comm);
+    rc = MPI_Bcast(&code_of_first, 1, MPI_INT, first, s->comm);
     if (rc == MPI_SUCCESS) rc = MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, s->comm);
     if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Bcast (agreeing on errors)");
-    return dds_set_error(agreed, "rank %d: %.1000s", first, msg);
+    *agreed = 1;
+    return dds_set_error(code_of_first, "rank %d: %.1000s", first, msg);
 }
 
 /* ------------------------------------------------------------------ create / free */
@@ -137,10 +143,13 @@ static int find_node_peers(dds_store *s, int *all_local)
     return code;
 }
 
-int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
+int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
+               int *agreed)
 {
-    int rc, code, initialized = 0, finalized = 0;
+    int rc, code, initialized = 0, finalized = 0, ignored;
     *out = NULL;
+    if (!agreed) agreed = &ignored;
+    *agreed = 0;
     if (dds_forked()) return dds_forked_refusal("creating a store (collective)");
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -213,7 +222,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
             code = dds_set_error(DDS_ENOMEM, "out of memory creating the store");
         else for (int g = 0; g < width; g++) s->node_rank[g] = -1;
     }
-    code = agree(s, code);
+    code = agree(s, code, agreed);
     if (code != DDS_OK) {
         destroy_store(s, 1);
         return code;
@@ -257,7 +266,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
     rc = MPI_Allreduce(&all_local, &group_all_local, 1, MPI_INT, MPI_MIN, s->group_comm);
     if (code == DDS_OK) code = mpi_check(rc, "MPI_Allreduce (node-local groups)");
     s->need_rma = !group_all_local;
-    code = agree(s, code);
+    code = agree(s, code, agreed);
     if (code != DDS_OK) {
         destroy_store(s, 1);
         return code;
@@ -266,6 +275,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out)
     if (transport == DDS_TRANSPORT_SHM) {
         int ok = group_all_local, all_ok = 0;
         rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, s->comm);
+        *agreed = rc == MPI_SUCCESS;  /* every rank holds the same `all_ok` */
         if (rc != MPI_SUCCESS) {
             code = dds_mpi_error(rc, "MPI_Allreduce (transport='shm' check)");
         } else if (!all_ok) {
@@ -550,7 +560,7 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
     struct dds_var v;
     memset(&v, 0, sizeof v);
     v.rma_win = v.shm_win = MPI_WIN_NULL;
-    int code = agree(s, prepare_var(s, name, n_local, row_bytes, &v, &bytes));
+    int code = agree(s, prepare_var(s, name, n_local, row_bytes, &v, &bytes), NULL);
     if (code != DDS_OK) {
         free(v.offsets);
         free(v.peer_base);
@@ -571,7 +581,7 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
         else
             v.offsets[g + 1] += v.offsets[g];
     }
-    code = agree(s, code);
+    code = agree(s, code, NULL);
     if (code != DDS_OK) {
         free_var(&v, 1);
         return code;

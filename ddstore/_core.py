@@ -126,10 +126,13 @@ class Core:
     """One C store.  Methods mirror ``csrc/ddstore.h``; see there for semantics."""
 
     def __init__(self, comm, width, transport):
-        out = ffi.new("dds_store **")
-        rc = lib.dds_create(_comm_handle(comm), int(width), TRANSPORTS[transport], out)
+        out, agreed = ffi.new("dds_store **"), ffi.new("int *")
+        rc = lib.dds_create(_comm_handle(comm), int(width), TRANSPORTS[transport], out,
+                            agreed)
         if rc != lib.DDS_OK:
-            raise _ERRORS.get(rc, DDStoreError)(_last_error())
+            exc = _ERRORS.get(rc, DDStoreError)(_last_error())
+            exc.core_agreed = bool(agreed[0])  # every rank of comm raises it alike
+            raise exc
         self._handle = ffi.new("dds_store **", out[0])
 
     def start_progress(self, interval_us):

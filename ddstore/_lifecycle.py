@@ -14,6 +14,7 @@ import sys
 import time
 
 from . import _collective, _core, _status
+from ._collective import collective
 from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
@@ -627,14 +628,21 @@ MANY_STORES = 64
 
 def make_core(comm, width, transport):
     """Collective: a store's core (:class:`ddstore._core.Core`); its failure when many
-    stores are alive says so."""
+    stores are alive says so.  A failure the core returned alike on every rank (e.g.
+    ``transport='shm'`` over a group spanning nodes) is raised through a step's round,
+    so it is agreed (told once, rolled back alike); one that may be this rank's alone
+    (before the core's communicators exist) is raised as it is."""
     try:
         return _core.Core(comm, width, transport)
-    except DDStoreStateError as exc:
-        if many_stores():
-            raise DDStoreStateError(f"{exc}; {live_stores_text()}: free() those no longer "
-                                    f"used") from None
-        raise
+    except DDStoreError as exc:
+        error = exc
+        if isinstance(exc, DDStoreStateError) and many_stores():
+            error = DDStoreStateError(f"{exc}; {live_stores_text()}: free() those no "
+                                      f"longer used")
+        if not getattr(exc, "core_agreed", False):
+            raise error from None
+    with collective(comm, None):  # every rank is here, with its error
+        raise error from None
 
 
 def store_comms(core, comm, width, transport):

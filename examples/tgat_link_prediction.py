@@ -299,7 +299,8 @@ def main(argv=None):
             lo, hi = ddstore.partition(s.num_edges, comm.size, comm.rank)
             graph = tg.TemporalGraph.from_arrays(
                 store, "g", s.src[lo:hi], s.dst[lo:hi], s.t[lo:hi],
-                edge_feat=s.edge_feat[lo:hi], split=s.split[lo:hi], add_reverse=True)
+                edge_feat=s.edge_feat[lo:hi], split=s.split[lo:hi], num_nodes=s.num_nodes,
+                add_reverse=True)
         log(comm, f"{graph} in the store over {plural(comm.size, 'rank')}, width {store.width}, "
                   f"{store.replicas} replica(s); T-CSR {graph.tcsr_bytes() / 1e6:.1f} MB on "
                   f"rank 0; built in {time.perf_counter() - t0:.1f} s")

@@ -123,6 +123,9 @@ def parse_args(argv=None):
         p.error(f"--mailbox is for --model apan (--model {args.model} keeps one mail per "
                 f"node)")
     args.mailbox = 10 if args.mailbox is None else args.mailbox
+    if args.jodie is None and args.partners >= args.num_nodes:
+        p.error(f"--partners {args.partners} must be below --num-nodes {args.num_nodes} "
+                f"(a node's partners are other nodes, drawn among all of them)")
     if args.hidden % args.heads:
         p.error(f"--hidden {args.hidden} must be a multiple of --heads {args.heads}")
     if args.model == "apan" and args.memory_dim % args.heads:
@@ -337,7 +340,7 @@ def synthetic_graph(store, args, comm):
     lo, hi = ddstore.partition(s.num_edges, comm.size, comm.rank)
     graph = tg.TemporalGraph.from_arrays(
         store, "g", s.src[lo:hi], s.dst[lo:hi], s.t[lo:hi], edge_feat=s.edge_feat[lo:hi],
-        split=s.split[lo:hi], add_reverse=True)
+        split=s.split[lo:hi], num_nodes=s.num_nodes, add_reverse=True)
     return graph, (f"synthetic stream ({args.num_nodes} nodes, {args.num_edges} edges, "
                    f"{args.partners} partners per node, p_repeat {args.p_repeat})")
 

@@ -48,6 +48,8 @@ def check_tgat_link_prediction(out):
     rnd = floats(r"random AP ([0-9.]+)", out)
     assert len(aps) == 2 and len(aucs) == 2 and len(rnd) == 2, out
     assert all(0 < v <= 1 for v in aps + aucs + rnd), out
+    # the graph has the nodes asked for (--num-nodes 200), not the largest id drawn + 1
+    assert "TemporalGraph('g', num_nodes=200," in out, out
 
 
 def check_memory_model(out, model, baseline=True, epochs=2):
@@ -70,6 +72,7 @@ def check_memory_model(out, model, baseline=True, epochs=2):
 
 def check_tgn_link_prediction(out):
     check_memory_model(out, "tgn")
+    assert "TemporalGraph('g', num_nodes=200," in out, out
     assert len(re.findall(r"^TGAT epoch \d+", out, re.M)) == 2, out
 
 
@@ -272,6 +275,8 @@ def _example(name):
                                                          "an integer <= 9223372036854775807"),
     ("tgn_link_prediction", ["--partners", "-3"], "argument --partners: must be an integer "
                                                   ">= 0, got -3"),
+    ("tgn_link_prediction", ["--num-nodes", "5", "--partners", "5"],
+     "--partners 5 must be below --num-nodes 5"),
     ("tgn_link_prediction", ["--checkpoint", "/dev/null/ck"], "argument --checkpoint: "
                                                               "/dev/null/ck: /dev/null is "
                                                               "not a directory"),

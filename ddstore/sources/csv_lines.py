@@ -30,7 +30,7 @@ __all__ = ["Column", "parse_lines", "check_fields", "first_non_integer", "field_
            "int64_text_error", "read_csv_chunk", "not_text", "sorted_error",
            "check_sorted_across_ranks", "line_share_range", "line_pieces", "read_bytes",
            "count_lines", "non_integer_columns", "integer_column", "TIME_ALLOWED",
-           "refuse_cr_lines"]
+           "refuse_cr_lines", "shown_line"]
 
 # bytes an integer field may hold besides its digits' separators (",", "\n"): a sign and
 # blanks; anything else ("1e1", "2.0", "inf") makes it something other than an integer
@@ -222,6 +222,14 @@ def not_text(path, chunk, first_line):
                                 f"text (byte {exc.start - start + 1} of the line is "
                                 f"{chunk[exc.start:exc.start + 1].hex()}); a row holds "
                                 f"numbers written in ASCII") from None
+
+
+def shown_line(raw, limit=200):
+    """A line of a file (bytes) as messages show it: its first ``limit`` characters as
+    text in quotes, its line end dropped, bytes that are not UTF-8 as ``\\xNN``
+    (``'user,item'``, not the bytes literal ``b'user,item\\n'``)."""
+    text = raw.rstrip(b"\r\n").decode("utf-8", "backslashreplace")
+    return repr(text[:limit]) + (" ..." if len(text) > limit else "")
 
 
 def refuse_cr_lines(path, first):

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import DDStoreMemoryError, DDStoreValueError
 from .base import replaced_file
 from .csv_lines import (TIME_ALLOWED, Column, check_sorted_across_ranks, line_share_range,
-                        parse_lines, read_bytes, refuse_cr_lines)
+                        parse_lines, read_bytes, refuse_cr_lines, shown_line)
 
 __all__ = ["read_jodie_share", "write_jodie", "JodieShare"]
 
@@ -65,7 +65,7 @@ def _header(path):
     size = os.path.getsize(path)
     refuse_cr_lines(path, first)
     if not first.endswith(b"\n"):
-        raise DDStoreValueError(f"{path}, line 1: {first[:200]!r} is not a header line "
+        raise DDStoreValueError(f"{path}, line 1: {shown_line(first)} is not a header line "
                                 f"followed by data rows (JODIE files start with '{HEADER}')")
     try:
         [float(x) for x in _fields(first)]
@@ -73,12 +73,12 @@ def _header(path):
     except ValueError:
         numeric = False
     if numeric:
-        raise DDStoreValueError(f"{path}, line 1: {first[:200]!r} is a data row, but a "
+        raise DDStoreValueError(f"{path}, line 1: {shown_line(first)} is a data row, but a "
                                 f"JODIE file starts with one header line ('{HEADER}'); "
                                 f"add the header")
     if not second.strip():
         raise DDStoreValueError(f"{path}: no data rows after the header (line 2 is "
-                                f"{second[:200]!r})")
+                                f"{shown_line(second)})")
     n = len(_fields(second))
     if n < 4:
         raise DDStoreValueError(f"{path}, line 2: malformed row: {n} fields, a JODIE row "

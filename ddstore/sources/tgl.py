@@ -18,7 +18,7 @@ from .._times import as_times, time_dtype
 from .base import (check_file_target, check_same_files, file_share, regular_file,
                    replaced_file, written_path)
 from .csv_lines import TIME_ALLOWED, Column, check_sorted_across_ranks, integer_column, \
-    line_pieces, line_share_range, parse_lines, refuse_cr_lines
+    line_pieces, line_share_range, parse_lines, refuse_cr_lines, shown_line
 
 __all__ = ["read_tgl_share", "write_tgl", "TGLShare", "TensorRows"]
 
@@ -67,7 +67,7 @@ def _header(path):
     cols = [c.strip() for c in text.decode("utf-8", "replace").rstrip("\r\n").split(",")]
     missing = [c for c in _NEED if c not in cols]
     if missing:  # (a header without a line end is a file of no edges)
-        raise DDStoreValueError(f"{path}, line 1: header {first[:200]!r} must name the "
+        raise DDStoreValueError(f"{path}, line 1: header {shown_line(first)} must name the "
                                 f"columns ,src,dst,time,ext_roll (missing {missing})")
     return cols, len(first), size
 

@@ -4,7 +4,7 @@ MPIR_CVAR_ODD_EVEN_CLIQUES split the ranks into cliques that MPI treats as nodes
 Usage: MPIR_CVAR_ODD_EVEN_CLIQUES=1 timeout 120 mpiexec -n 4 python core_nodes.py
 Checks that transport='auto' reads node-local members by shared memory and the others
 by MPI_Get (every byte compared), and that transport='shm' refuses a group spanning
-nodes on every rank with a clear error.
+nodes on every rank with a clear error, agreed (told once).
 """
 import numpy as np
 from mpi4py import MPI
@@ -12,6 +12,7 @@ from mpi4py import MPI
 from _harness import check, run_main
 
 import ddstore
+from ddstore import _collective
 
 comm = MPI.COMM_WORLD
 rank, size = comm.Get_rank(), comm.Get_size()
@@ -45,6 +46,8 @@ def main():
         except ddstore.DDStoreValueError as exc:
             check(spans_anywhere, f"unexpected error: {exc}")
             check("transport='shm'" in str(exc) and f"width={width}" in str(exc), str(exc))
+            # refused by the core alike on every rank: agreed, so told once (by rank 0)
+            check(_collective.is_agreed(exc), f"not marked agreed: {exc}")
         if rank == 0:
             print(f"width={width}: shm peers {expected_peers}, spans nodes: {spans_anywhere}",
                   flush=True)
