@@ -35,6 +35,7 @@ from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
 from .._checks import (as_bool, as_dtype, as_indices, check_free_names,
                        check_indices, integer_scalar, is_int, names_under, storable,
                        tensor_values)
+from .._fingerprint import fingerprint
 from .._times import FLOAT_TIMES, time_dtype, time_share
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
@@ -54,6 +55,22 @@ def _size(nbytes):
         if nbytes >= scale:
             return f"{nbytes / scale:.4g} {unit}"
     return f"{nbytes} bytes"
+
+
+def _refuse_copied_node_feat(name, info, max_id, derived):
+    """Raise (from agreed values: alike on every rank) where every rank of several gave
+    the same ``node_feat`` rows (equal counts and fingerprints, info[i][5] and [10]) and
+    no edge reaches past one rank's rows: the whole table given on every rank where each
+    rank's share was asked for, which would make a graph of ``size`` times the nodes."""
+    rows, prints = [i[5] for i in info], [i[10] for i in info]
+    if derived and len(info) > 1 and rows[0] > 0 and max_id < rows[0] and \
+            len(set(rows)) == 1 and len(set(prints)) == 1:
+        raise DDStoreValueError(
+            f"graph {name!r}: every rank gave the same node_feat ({rows[0]} rows, equal "
+            f"bytes) and no edge names a node beyond row {rows[0] - 1}: node_feat is each "
+            f"rank's share of the rows (all ranks' rows concatenated are the nodes), not "
+            f"the whole table on every rank; pass node_feat[lo:hi] with lo, hi = "
+            f"ddstore.partition({rows[0]}, size, rank)")
 
 
 def _check_node_memory(name, num_nodes, derived, hosts):
@@ -256,8 +273,10 @@ class TemporalGraph:
         are this rank's share: any share, the global edge id of an edge being its
         position in the concatenation of all ranks' shares in rank order.  ``node_feat``
         is this rank's share of the node-feature rows in the same way (the rows of all
-        ranks concatenated must be ``num_nodes``).  ``num_nodes`` defaults to the largest
-        node id + 1 (or the number of node-feature rows).  ``add_reverse=True`` also
+        ranks concatenated must be ``num_nodes``; the same rows given by every rank of
+        several, where no edge reaches beyond them, are refused as a copy of the whole
+        table).  ``num_nodes`` defaults to the largest node id + 1 (or the number of
+        node-feature rows).  ``add_reverse=True`` also
         indexes every edge at its destination (undirected use; same edge id).
         ``edge_label`` (rows = this rank's edges, any storable dtype and row shape) is kept
         per edge and read back by :meth:`edge_labels`.
@@ -293,7 +312,8 @@ class TemporalGraph:
                 np.bincount(arrs["split"], minlength=3).tolist() if "split" in arrs
                 else None,
                 (MPI.Get_processor_name(), available_memory()), layout("edge_label"),
-                arrs["t_share"]),
+                arrs["t_share"],
+                fingerprint(arrs["node_feat"]) if "node_feat" in arrs else None),
                 same={"add_reverse": bool(add_reverse),
                       "num_nodes": None if num_nodes is None else int(num_nodes),
                       "edge_feat given": edge_feat is not None,
@@ -327,6 +347,7 @@ class TemporalGraph:
             _check_node_memory(name, num_nodes, derived, [i[7] for i in info])
             # (an id at or beyond a num_nodes given: refused in the local part, named by
             # array and position; a derived num_nodes exceeds every id)
+            _refuse_copied_node_feat(name, info, max_id, derived)
             if has_nf and nf_rows != num_nodes:
                 raise DDStoreValueError(
                     f"graph {name!r}: node_feat has {nf_rows} rows over all ranks "

@@ -314,6 +314,15 @@ def check_errors(store, tag):
     expect_error(DDStoreValueError, (),
                  lambda: build(node_feat=nf[:3] if rank == 0 else None),
                  what=f"{tag} node_feat on one rank", agree=True, store=store)
+    if size > 1:  # the whole table on every rank, where each rank's share is asked for
+        expect_error(DDStoreValueError, ["every rank gave the same node_feat (20 rows",
+                                         "ddstore.partition(20, size, rank)"],
+                     lambda: build(node_feat=nf), what=f"{tag} node_feat copied",
+                     agree=True, store=store)
+    if 20 % size == 0:  # equal shares of equal bytes, edges beyond one share: accepted
+        g = build(node_feat=np.zeros((20 // size,) + nf.shape[1:], nf.dtype))
+        check(g.num_nodes == 20, f"{tag}: zero shares: {g.num_nodes} nodes, not 20")
+        g.remove()
     # a later step fails on the last rank only (an OSError nobody listed): what was
     # added is removed, on every rank
     real_init = store.init
