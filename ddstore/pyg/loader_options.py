@@ -195,8 +195,7 @@ def _arguments(name, args):
     sampler = args.get("neighbor_sampler")
     if isinstance(sampler, (NeighborSampler, BidirectionalNeighborSampler)):
         _check_sampler(name, args, sampler)
-        _check_seed_ids(name, args, sampler)
-        return args
+        return _check_seed_ids(name, args, sampler)
     if sampler is not None:  # a sampler of another kind: PyG's rules
         return args
     if "num_neighbors" not in args:
@@ -213,16 +212,43 @@ def _arguments(name, args):
         temporal_strategy=args.get("temporal_strategy", "uniform"),
         time_attr=args.get("time_attr"), subgraph_type=subgraph_type,
         weight_attr=args.get("weight_attr"))
-    _check_seed_ids(name, args, args["neighbor_sampler"])
-    return args
+    return _check_seed_ids(name, args, args["neighbor_sampler"])
 
 
 def _check_seed_ids(name, args, sampler):
     """The seeds' ids, as the loader is built: a ``NeighborLoader``'s nodes
-    (:func:`_check_nodes`), a ``LinkNeighborLoader``'s links (:func:`_check_links`)."""
+    (:func:`_check_nodes`), a ``LinkNeighborLoader``'s links (:func:`_check_links`, after
+    :func:`_canonical_links`); returns ``args``, their edge type made whole."""
     inner = getattr(sampler, "forward_sampler", sampler)
-    check = _check_nodes if name == "NeighborLoader" else _check_links
-    check(name, args, inner)
+    if name == "NeighborLoader":
+        _check_nodes(name, args, inner)
+        return args
+    args = _canonical_links(name, args, inner)
+    _check_links(name, args, inner)
+    return args
+
+
+def _canonical_links(name, args, inner):
+    """``args`` with a heterogeneous ``edge_label_index``'s edge type given as a
+    ``(source, destination)`` pair (alone, or as ``(pair, ids or None)``) made the
+    ``(source, relation, destination)`` triple, as ``HeteroData`` reads it: the graph's
+    only edge type between the two, or the relation ``'to'`` where there is none; a
+    pair that several edge types fit is refused, naming them."""
+    index = args.get("edge_label_index")
+    if not inner.is_hetero or not isinstance(index, (tuple, list)) or len(index) != 2:
+        return args
+    whole = all(isinstance(t, str) for t in index)  # the pair is the edge type, alone
+    pair = index if whole else index[0]
+    if not (isinstance(pair, tuple) and len(pair) == 2 and
+            all(isinstance(t, str) for t in pair)):
+        return args
+    fits = [et for et in inner.edge_types if (et[0], et[-1]) == tuple(pair)]
+    if len(fits) > 1:
+        raise DDStoreValueError(f"{name}(edge_label_index=...): edge type {tuple(pair)!r} "
+                                f"fits {len(fits)} edge types of the graph ({fits}); give "
+                                f"one as (source, relation, destination)")
+    et = fits[0] if fits else (pair[0], "to", pair[1])
+    return dict(args, edge_label_index=et if whole else (et, index[1]))
 
 
 def _check_links(name, args, inner):
