@@ -28,7 +28,10 @@ Semantics kept from the original:
 - ``epoch_begin()`` / ``epoch_end()``: collective, as in the original (there they are
   ``MPI_Win_fence``).  Reads here are passive-target one-sided reads and need no epoch,
   so in a store built with ``add`` only (HydraGNN's, which opens an epoch per batch)
-  the pair is free.  A store holding a variable made by ``init`` (the original's way to
+  the pair is free while the store runs its progress agent.  Without it (below
+  ``MPI_THREAD_MULTIPLE``, see "Thread level") each is a round every rank meets, as
+  the fence: a rank waiting in ``epoch_end`` lets MPI answer the reads other ranks make
+  of its rows (between nodes they wait for its next MPI call).  A store holding a variable made by ``init`` (the original's way to
   fill one with ``update``, kept through ``save`` / ``restore``) is synchronised by every
   ``epoch_begin`` and ``epoch_end``, as the original's fence: the ``update`` writes
   that any rank made before ``epoch_begin`` are what every rank's ``get`` reads after
@@ -52,12 +55,17 @@ raised for a string or ``None``) and ``DDStoreValueError``; other bad arguments 
 Thread level: the original's users lower mpi4py's thread level to ``"serialized"``
 (HydraGNN's ``DistDataset``); then, unless ``DDSTORE_PROGRESS`` is set, the store runs
 without its progress agent, as the original (reads of a computing rank on another node
-wait for its next MPI call), and reads made from several threads take turns.  ``add`` /
+wait for its next MPI call, at the latest its ``epoch_end``, which is then a round every
+rank meets, as the original's fence), and reads made from several threads take turns.  ``add`` /
 ``init`` refuse a ``disp`` or ``itemsize`` that differs between ranks, as the original
 refused a ``disp`` that differs.
 
 Differences from the original: adding a name that exists raises (the original silently
-kept the old data); ``get`` ranges may span ranks; epochs are optional for reads; an
+kept the old data); ``get`` ranges may span ranks; epochs are optional for reads
+(but, without the progress agent, a rank that never meets the others in an MPI call
+leaves their reads of its rows waiting); a dropped ``PyDDStore`` keeps its memory until
+``free()`` or the end of the job (the original's destructor freed it, a collective
+call at whatever moment each rank collects it; call ``free()``); an
 ``update`` into a variable made by ``add`` in a store with no ``init`` variable is
 published by ``sync()`` (collective), not by ``epoch_begin``.  Arguments are checked
 where the original converted them: a ``float`` or ``bool`` start, offset or size (which
@@ -91,7 +99,7 @@ import threading
 import numpy as np
 
 import ddstore
-from ddstore.errors import DDStoreIndexError, DDStoreValueError
+from ddstore.errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from ddstore._checks import integer_scalar, is_int
 
 __all__ = ["PyDDStore", "PyDDStoreRangeError", "PyDDStoreTypeError"]
@@ -165,7 +173,9 @@ def _as_numpy(arr, name, what):
     if not out.flags.c_contiguous:
         raise DDStoreValueError(f"{what} {name!r}: array must be C-contiguous")
     if out.dtype.kind not in _PLAIN or out.dtype.fields is not None:
-        raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype} cannot be stored")
+        raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype} cannot be stored; "
+                                f"allowed: bool, integers, float16/32/64, complex (a "
+                                f"datetime64 / timedelta64 array as arr.view(np.int64))")
     if not out.dtype.isnative:  # rows are bytes: another order would swap the values
         raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype.str} is not in this "
                                 f"machine's byte order; use arr.astype("
@@ -232,10 +242,11 @@ class PyDDStore:
         if method != 0:
             raise DDStoreValueError(f"PyDDStore: method={method!r} is not available; "
                                     f"allowed: 0 (MPI one-sided reads)")
+        progress = _progress()
         self._adopt(comm, ddstore.DDStore(comm, width=ddstore_width, transport=transport,
-                                          progress=_progress()))
+                                          progress=progress), progress == "off")
 
-    def _adopt(self, comm, store):
+    def _adopt(self, comm, store, rounds):
         from mpi4py import MPI
         from ddstore.prefetch import needs_thread_multiple
         # below MPI_THREAD_MULTIPLE (what the original's users ask for: "serialized"),
@@ -253,6 +264,10 @@ class PyDDStore:
         # True while a variable made by init exists: every epoch_begin then synchronises
         # (the same on every rank, as init, remove and restore are collective)
         self._fence = False
+        # True where the store runs without its progress agent (the same on every rank,
+        # as the store agreed its setting): every epoch_begin / epoch_end is then a round
+        self._rounds = rounds
+        self._open = False  # an epoch is open (tracked once a variable is held)
         self._open_annotated()
 
     # ------------------------------------------------------------ checkpoint
@@ -305,10 +320,11 @@ class PyDDStore:
         if comm is None:
             from mpi4py import MPI
             comm = MPI.COMM_WORLD
+        progress = _progress()
         store = ddstore.DDStore.restore(path, comm, width=ddstore_width,
-                                        transport=transport, progress=_progress())
+                                        transport=transport, progress=progress)
         self = cls.__new__(cls)
-        self._adopt(comm, store)
+        self._adopt(comm, store, progress == "off")
         return self
 
     def load(self, path):
@@ -516,29 +532,52 @@ class PyDDStore:
         """Collective: open a read epoch.
 
         Reads here are passive-target and need no epoch, so in a store built with
-        ``add`` only the pair costs nothing.  In a store holding a variable made by
-        :meth:`init` (filled by :meth:`update`), it synchronises every rank as the
-        original's ``MPI_Win_fence`` did: the ``update`` writes any rank made before
-        it are what every ``get`` reads after it.
+        ``add`` only, running its progress agent, the pair costs nothing.  Without the
+        agent (the original's users' ``"serialized"`` thread level), every rank meets
+        the others in it, as in the original's ``MPI_Win_fence``: a rank waiting there
+        lets MPI answer the reads other ranks make of its rows (a read of a rank on
+        another node waits for that rank's next MPI call).  In a store holding a
+        variable made by :meth:`init` (filled by :meth:`update`), it also synchronises
+        every rank as the fence did: the ``update`` writes any rank made before it are
+        what every ``get`` reads after it.  Once the store holds a variable, an epoch
+        opened twice is a :class:`ddstore.DDStoreStateError` (a ``RuntimeError``, as
+        the original's "Fence already activated").
         """
         self._store.check_alive()
+        self._epoch("PyDDStore.epoch_begin", True)
         if self._fence:
-            with self._store.collective("PyDDStore.epoch_begin"):
-                pass  # ranks in another call are told it was this one
             self.sync()
 
     def epoch_end(self):
         """Collective: close a read epoch.
 
-        Every ``get`` is complete when it returns, so in a store built with ``add`` only
-        this costs nothing.  In a store holding a variable made by :meth:`init`, no rank
-        leaves it before every rank has entered it, as the original's
-        ``MPI_Win_fence``: an ``update`` made after it never reaches a ``get`` another
-        rank made in the epoch it closes."""
+        Every ``get`` is complete when it returns, so in a store built with ``add`` only,
+        running its progress agent, this costs nothing.  Without the agent, or in a
+        store holding a variable made by :meth:`init`, no rank leaves it before every
+        rank has entered it, as the original's ``MPI_Win_fence``: the reads of the
+        epoch are answered meanwhile, and an ``update`` made after it never reaches a
+        ``get`` another rank made in the epoch it closes.  Once the store holds a
+        variable, closing an epoch not open is a :class:`ddstore.DDStoreStateError`
+        (the original's "Fence is not activated")."""
         self._store.check_alive()
-        if self._fence:
-            with self._store.collective("PyDDStore.epoch_end"):
-                pass  # its round: every rank's gets of the epoch are done
+        self._epoch("PyDDStore.epoch_end", False)
+
+    def _epoch(self, op, opening):
+        """Open (``opening``) or close the epoch: a round every rank meets where the
+        store has no progress agent or holds an ``init`` variable (refusals agreed in
+        it), else this rank's own check."""
+        def check():
+            if self._info and self._open == opening:
+                raise DDStoreStateError(
+                    f"{op}: " + ("an epoch is open already (epoch_begin twice without "
+                                 "epoch_end)" if opening else
+                                 "no epoch is open (epoch_end without epoch_begin)"))
+        if self._fence or self._rounds:
+            with self._store.collective(op):
+                check()  # its round: every rank's gets of the epoch before are done
+        else:
+            check()
+        self._open = opening and bool(self._info)
 
     def sync(self):
         """Collective: make every rank's ``update`` writes visible to all readers."""
@@ -548,7 +587,7 @@ class PyDDStore:
         """Collective: release the store.  Safe to call twice."""
         self._store.free()
         self._info.clear()
-        self._fence = False
+        self._fence = self._open = False
 
     def __enter__(self):
         return self

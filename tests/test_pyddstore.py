@@ -94,6 +94,10 @@ def test_pyddstore_arguments_as_the_original_takes_them():
             store.get("x", torch.zeros(1, 3, dtype=torch.bfloat16), 0)
         with pytest.raises(DDStoreValueError, match="bfloat16"):
             store.add("bf", torch.zeros(2, 3, dtype=torch.bfloat16))
+        with pytest.raises(DDStoreValueError, match=r"dtype datetime64\[ns\] cannot be "
+                                                    r"stored; allowed: bool, integers, "
+                                                    r".*arr.view\(np.int64\)"):
+            store.add("dt", np.zeros((2, 3), "datetime64[ns]"))
         with pytest.raises(DDStoreValueError, match=r"unknown variable \['x'\]"):
             store.get(["x"], row, 0)
         # another byte order (the original: NotImplementedError): refused, never swapped

@@ -83,6 +83,47 @@ def check_pyddstore_serialized():
     store.free()
 
 
+def check_pyddstore_epochs():
+    """HydraGNN's loop between nodes without the agent (an ``add``-only PyDDStore under
+    "serialized"): epoch_begin, rank 0 reads the last rank's rows, epoch_end, then the
+    others wait for rank 0 outside MPI (torch's all_reduce over gloo in HydraGNN; a
+    file here).  The last rank's epoch_end is a round, as the original's fence, during
+    which MPI answers rank 0's read (rank 0 waited for ever, the others for it).  Epochs
+    opened twice or closed unopened are refused alike on every rank, as the original's
+    "Fence already activated"."""
+    import tempfile
+    import pyddstore
+    store = pyddstore.PyDDStore(comm, transport="rma")
+    store.add("e", written(np.arange(rank * N, (rank + 1) * N)))
+    where = comm.bcast(tempfile.mkdtemp() if rank == 0 else None)
+    last = size - 1
+    for step in range(3):
+        store.epoch_begin()
+        if rank == 0:
+            idx = np.array([last * N + step])
+            buf = np.zeros((1, 16), np.float32)
+            store.get("e", buf, int(idx[0]))
+            check(buf.tobytes() == written(idx).tobytes(), f"epoch {step}: row differs")
+        store.epoch_end()
+        marker = os.path.join(where, str(step))
+        if rank == 0:
+            open(marker, "w").close()
+        else:  # outside MPI, bounded: a failed check instead of a hang
+            t0 = time.perf_counter()
+            while not os.path.exists(marker) and time.perf_counter() - t0 < 20:
+                time.sleep(0.01)
+            check(os.path.exists(marker), f"epoch {step}: rank 0's read of rank {last}'s "
+                                          f"rows not answered within 20 s")
+    comm.Barrier()
+    store.epoch_begin()
+    expect_error(ddstore.DDStoreStateError, "an epoch is open already", store.epoch_begin,
+                 agree=True, agreed=True)
+    store.epoch_end()
+    expect_error(ddstore.DDStoreStateError, "no epoch is open", store.epoch_end,
+                 agree=True, agreed=True)
+    store.free()
+
+
 def main():
     if MODE == "serialized":
         expect_error(ddstore.DDStoreValueError, ["MPI_THREAD_MULTIPLE",
@@ -103,6 +144,7 @@ def main():
         with ddstore.DDStore(comm, transport="rma") as s:
             check(not s.progress, "DDSTORE_PROGRESS=off: no agent")
         check_pyddstore_serialized()
+        check_pyddstore_epochs()
         return
     with ddstore.DDStore(comm, width=size, transport="rma") as s:
         # auto: on where a group member is on another node (between nodes, here)
