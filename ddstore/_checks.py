@@ -28,6 +28,24 @@ def storable(dtype):
             and not (dtype.kind == "c" and dtype.itemsize > 16))
 
 
+def host_tensor(x, what):
+    """A torch tensor's values as a tensor numpy can read: detached, on the CPU, any
+    lazy negation or conjugation (``z.conj()``, ``z.conj().imag``) resolved.  A sparse
+    tensor raises a :class:`DDStoreValueError` naming ``what`` and its layout."""
+    if x.layout is not _torch().strided:
+        raise DDStoreValueError(f"{what}: a {x.layout} tensor (sparse); only dense "
+                                f"tensors are stored: give x.to_dense()")
+    x = x.detach()
+    if x.device.type != "cpu":
+        x = x.cpu()
+    return x.resolve_neg().resolve_conj() if x.is_neg() or x.is_conj() else x
+
+
+def _torch():
+    import torch
+    return torch
+
+
 def as_array(x, what):
     """``np.asarray(x)`` in this machine's byte order (a torch tensor as its values:
     detached, on the CPU, negation and conjugation resolved); anything that cannot be one
@@ -37,11 +55,10 @@ def as_array(x, what):
     if isinstance(x, np.ndarray):
         return x if x.dtype.isnative else _native(x)
     torch_tensor = type(x).__module__.startswith("torch") and hasattr(x, "detach")
-    if torch_tensor and (x.requires_grad or x.device.type != "cpu" or x.is_neg() or
-                         x.is_conj()):
+    if torch_tensor:
         # its values: the store keeps no graph, lives in host memory, and numpy takes
         # no lazy negation or conjugation
-        x = x.detach().cpu().resolve_neg().resolve_conj()
+        x = host_tensor(x, what)
     try:
         arr = np.asarray(x)
         return arr if arr.dtype.isnative else _native(arr)
@@ -142,7 +159,7 @@ def tensor_values(values, what):
     refused naming ``what``); anything else returned as it is."""
     if not (hasattr(values, "detach") and hasattr(values, "numpy")):
         return values
-    values = values.detach().cpu()
+    values = host_tensor(values, what)
     if str(values.dtype) == "torch.bfloat16":
         values = values.float()
     try:

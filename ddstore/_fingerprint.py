@@ -23,6 +23,7 @@ import mmap
 import numpy as np
 
 from . import _core
+from ._checks import host_tensor
 
 __all__ = ["fingerprint", "same_data"]
 
@@ -44,7 +45,7 @@ def _as_numpy(value):
         return value, value.dtype.str
     if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor
         import torch
-        t = value.detach().cpu()
+        t = host_tensor(value, "fingerprint")
         try:
             arr = t.numpy()
         except TypeError:  # bfloat16, float8...: its bytes, under its torch name (seen

@@ -324,3 +324,51 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
     assert store.get_range("conj", 0, 2).tolist() == [1 - 2j, 3 + 1j]
     store.remove("g", "gr", "be", "bi", "neg", "conj")
     assert store.variables() == ["b", "x"]
+
+
+def test_every_layer_takes_tensor_values_as_the_store_does(store):
+    """Torch's lazy negation and conjugation (``z.conj()``, ``z.conj().imag``) are taken
+    as their values by every layer, as ``DDStore.add`` takes them (the feature store,
+    windows, graph samples and node memory refused them with torch's own error, or as
+    "float32 has no numpy dtype"); a sparse tensor is refused naming its layout (it was
+    "float32 has no numpy dtype"); node memory rows in Fortran order (a transposed view)
+    or another byte order are taken as their values (numpy's "the last axis must be
+    contiguous" at commit, or refused as the wrong dtype)."""
+    import torch
+    from torch_geometric.data import Data
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    from ddstore import spatiotemporal as st
+    from ddstore import temporal as tg
+    from ddstore.graphs import GraphDataset
+    real = torch.arange(120.0).reshape(40, 3)
+    z = torch.complex(real, -real)
+    neg = z.conj().imag  # is_neg(): the values of real
+    assert neg.is_neg() and z.conj().is_conj()
+    fs = dpyg.FeatureStore(store, name="fs")
+    fs.put_tensor(neg, group_name=None, attr_name="n")
+    fs.put_tensor(z.conj(), group_name=None, attr_name="c")
+    assert torch.equal(fs.get_tensor(group_name=None, attr_name="n"), real)
+    assert torch.equal(fs.get_tensor(group_name=None, attr_name="c"), z.conj().resolve_conj())
+    w = st.WindowDataset(store, "w", neg.reshape(40, 3, 1), horizon=2, standardize=False)
+    x, y = w[0][:2]
+    assert torch.equal(x.reshape(2, 3), real[:2]) and torch.equal(y.reshape(2, 3), real[2:4])
+    g = GraphDataset.from_samples(store, "g", [Data(x=neg[:4])], progress=False)
+    assert torch.equal(g[0].x, real[:4])
+    mem = tg.NodeMemory(store, "mem", 10, memory_dim=3, mail_dim=2)
+    nodes = np.array([1, 2, 5, 7])
+    for rows in (neg[:4], real[:4].T.contiguous().T, np.asfortranarray(real[:4].numpy()),
+                 real[:4].numpy().astype(">f4")):
+        mem.reset()
+        mem.write(nodes, rows, 1.0)
+        mem.commit()
+        assert torch.equal(mem.read(nodes).memory, real[:4]), type(rows)
+    with pytest.raises(DDStoreValueError, match=r"rows: a torch.sparse_coo tensor \(sparse\); "
+                                                r"only dense tensors are stored: give "
+                                                r"x.to_dense\(\)"):
+        store.add("s", torch.eye(3).to_sparse())
+    with pytest.raises(DDStoreValueError, match=r"sparse"):
+        fs.put_tensor(torch.eye(3).to_sparse(), group_name=None, attr_name="s")
+    for name in ("fs", "w", "g"):
+        store.remove(*[v for v in store.variables() if v.startswith(name)])
+    mem.remove()

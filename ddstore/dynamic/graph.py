@@ -30,7 +30,7 @@ from .. import _core
 from ..cli import progress_bar
 from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
-from .._checks import check_free_names, integer_scalar, is_int, partition
+from .._checks import check_free_names, host_tensor, integer_scalar, is_int, partition
 from .._collective import holds_interrupts
 from ..memory import release_free_heap
 from ..annotations import check_object_name
@@ -58,7 +58,7 @@ def _key_bits(num_nodes):
 
 def _to_numpy(value):
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
+        return host_tensor(value, "DynamicGraph").numpy()
     return np.asarray(value)
 
 

@@ -16,6 +16,7 @@ per graph; it equals ``Batch.from_data_list`` of the same graphs.
 import numpy as np
 import torch
 
+from .._checks import host_tensor
 from .._pyg_seams import new_data_batch, set_batch_tables
 from ..errors import DDStoreValueError
 
@@ -83,7 +84,7 @@ def _to_record_value(data, key, value):
         if value.is_sparse or value.layout != torch.strided:
             raise DDStoreValueError(f"key {key!r} is a sparse tensor (not supported)")
         try:
-            arr = value.detach().cpu().numpy()
+            arr = host_tensor(value, f"key {key!r}").numpy()
         except (TypeError, RuntimeError) as exc:
             raise DDStoreValueError(f"key {key!r}: tensor dtype {value.dtype} cannot be "
                                     f"stored ({exc}): numpy has no such dtype; store "

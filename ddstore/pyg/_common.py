@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 
-from .._checks import is_int, storable
+from .._checks import host_tensor, is_int, storable
 from .._fingerprint import same_data
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 
@@ -126,7 +126,7 @@ def as_numpy(x, what):
     ``MemoryError`` goes on as it is)."""
     try:
         if hasattr(x, "detach") and hasattr(x, "numpy"):
-            x = x.detach().cpu()
+            x = host_tensor(x, what)
             try:
                 return x.numpy()
             except TypeError as exc:  # bfloat16 and the like
@@ -254,7 +254,7 @@ def as_source(x, what):
     import torch
     try:
         if isinstance(x, torch.Tensor):
-            x = x.detach().cpu()
+            x = host_tensor(x, what)
             try:
                 return x.numpy(), None
             except TypeError as exc:

@@ -9,7 +9,7 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
 from .._checks import (as_indices, cast_in_range, check_free_names, check_indices,
-                       integer_scalar, is_int)
+                       host_tensor, integer_scalar, is_int)
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
@@ -453,7 +453,7 @@ class FeatureStore(_PygFeatureStore):
             vals = cast.view(getattr(torch, a.dtype.name)).numpy()
         else:
             if isinstance(tensor, torch.Tensor):
-                tensor = tensor.detach().cpu().numpy()
+                tensor = host_tensor(tensor, what).numpy()
             vals = np.asarray(tensor)
             if vals.dtype != a.dtype:
                 if not np.can_cast(vals.dtype, a.dtype, "same_kind"):

@@ -216,10 +216,11 @@ def _out_field_ok(t, shape, dtype):
 
 
 def _as_array(x):
-    """``x`` as a numpy array; a torch tensor through the package's one rule
-    (:func:`~ddstore._checks.tensor_values`: bfloat16, which numpy lacks, as float32,
-    which holds each of its values exactly)."""
-    return np.asarray(tensor_values(x, "NodeMemory"))
+    """``x`` as a numpy array in this machine's byte order (``'>f4'`` as its values); a
+    torch tensor through the package's one rule (:func:`~ddstore._checks.tensor_values`:
+    bfloat16, which numpy lacks, as float32, which holds each of its values exactly)."""
+    arr = np.asarray(tensor_values(x, "NodeMemory"))
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
 class NodeMemory:
@@ -556,7 +557,7 @@ class NodeMemory:
             return
         if idx.shape[0]:
             (self._writes if op == "write" else self._posts).append(
-                (idx.copy(), t, np.array(arr, copy=True)))
+                (idx.copy(), t, np.array(arr, copy=True, order="C")))  # (packed as bytes)
 
     def _checked_rows(self, what, idx, rows, ts, dim, kind, item):
         """``(rows, ts)``: ``rows`` ``[len(idx), dim]`` of this memory's dtype, finite,

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from .._checks import host_tensor
 from .._times import time_share
 from .._collective import collective
 from ..errors import DDStoreValueError
@@ -126,7 +127,7 @@ def temporal_data_arrays(data, name):
         if not isinstance(x, torch.Tensor):
             raise DDStoreValueError(f"graph {name!r}: data.{key} is a "
                                     f"{type(x).__name__}, not a torch tensor")
-        out[key] = x.detach().cpu()
+        out[key] = host_tensor(x, f"graph {name!r}: data.{key}")
     n = out["src"].shape[0] if out["src"].ndim else -1
     if n == 0:
         raise DDStoreValueError(f"graph {name!r}: the TemporalData has no events")
