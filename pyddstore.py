@@ -27,16 +27,17 @@ Semantics kept from the original:
   range may span several ranks' chunks.
 - ``epoch_begin()`` / ``epoch_end()``: collective, as in the original (there they are
   ``MPI_Win_fence``).  Reads here are passive-target one-sided reads and need no epoch,
-  so in a store built with ``add`` only (HydraGNN's, which opens an epoch per batch)
-  the pair is free while the store runs its progress agent.  Without it (below
-  ``MPI_THREAD_MULTIPLE``, see "Thread level") each is a round every rank meets, as
-  the fence: a rank waiting in ``epoch_end`` lets MPI answer the reads other ranks make
-  of its rows (between nodes they wait for its next MPI call).  A store holding a variable made by ``init`` (the original's way to
-  fill one with ``update``, kept through ``save`` / ``restore``) is synchronised by every
-  ``epoch_begin`` and ``epoch_end``, as the original's fence: the ``update`` writes
-  that any rank made before ``epoch_begin`` are what every rank's ``get`` reads after
-  it, and none made after ``epoch_end`` reaches a ``get`` of the epoch it closed.  A
-  ``get`` outside an epoch also works.
+  so in a store built with ``add`` only (HydraGNN's, which opens an epoch per batch) the
+  pair is free, but without the progress agent (below ``MPI_THREAD_MULTIPLE``, see
+  "Thread level") where some rank reads a member by MPI (on another node, or
+  ``transport="rma"``): there each is a round every rank meets, as the fence, and a rank
+  waiting in ``epoch_end`` lets MPI answer the reads other ranks make of its rows
+  (between nodes they wait for its next MPI call).  A store holding a variable made by
+  ``init`` (the original's way to fill one with ``update``, kept through ``save`` /
+  ``restore``) is synchronised by every ``epoch_begin`` and ``epoch_end``, as the
+  original's fence: the ``update`` writes that any rank made before ``epoch_begin`` are
+  what every rank's ``get`` reads after it, and none made after ``epoch_end`` reaches a
+  ``get`` of the epoch it closed.  A ``get`` outside an epoch also works.
 - ``free()``: collective, safe to call twice.
 
 Additions: ``ddstore_width`` (groups of that many consecutive ranks, each holding a full
@@ -56,9 +57,9 @@ Thread level: the original's users lower mpi4py's thread level to ``"serialized"
 (HydraGNN's ``DistDataset``); then, unless ``DDSTORE_PROGRESS`` is set, the store runs
 without its progress agent, as the original (reads of a computing rank on another node
 wait for its next MPI call, at the latest its ``epoch_end``, which is then a round every
-rank meets, as the original's fence), and reads made from several threads take turns.  ``add`` /
-``init`` refuse a ``disp`` or ``itemsize`` that differs between ranks, as the original
-refused a ``disp`` that differs.
+rank meets, as the original's fence, where some rank reads a member by MPI), and reads
+made from several threads take turns.  ``add`` / ``init`` refuse a ``disp`` or
+``itemsize`` that differs between ranks, as the original refused a ``disp`` that differs.
 
 Differences from the original: adding a name that exists raises (the original silently
 kept the old data); ``get`` ranges may span ranks; epochs are optional for reads
@@ -265,7 +266,12 @@ class PyDDStore:
         # (the same on every rank, as init, remove and restore are collective)
         self._fence = False
         # True where the store runs without its progress agent (the same on every rank,
-        # as the store agreed its setting): every epoch_begin / epoch_end is then a round
+        # as the store agreed its setting) and some rank reads a member by MPI_Get
+        # (agreed here): every epoch_begin / epoch_end is then a round, in which MPI
+        # answers the reads of the waiting rank's rows (node-local reads are loads)
+        if rounds:
+            with store.collective(None) as step:
+                rounds = any(step.agree(needs_thread_multiple(store)))
         self._rounds = rounds
         self._open = False  # an epoch is open (tracked once a variable is held)
         self._open_annotated()
@@ -532,11 +538,12 @@ class PyDDStore:
         """Collective: open a read epoch.
 
         Reads here are passive-target and need no epoch, so in a store built with
-        ``add`` only, running its progress agent, the pair costs nothing.  Without the
-        agent (the original's users' ``"serialized"`` thread level), every rank meets
-        the others in it, as in the original's ``MPI_Win_fence``: a rank waiting there
-        lets MPI answer the reads other ranks make of its rows (a read of a rank on
-        another node waits for that rank's next MPI call).  In a store holding a
+        ``add`` only the pair costs nothing, but where the store runs without its
+        progress agent (the original's users' ``"serialized"`` thread level) and some
+        rank reads a member by MPI (one on another node, or ``transport="rma"``): there
+        every rank meets the others in it, as in the original's ``MPI_Win_fence``, and
+        a rank waiting there lets MPI answer the reads other ranks make of its rows (a
+        read of a rank on another node waits for that rank's next MPI call).  In a store holding a
         variable made by :meth:`init` (filled by :meth:`update`), it also synchronises
         every rank as the fence did: the ``update`` writes any rank made before it are
         what every ``get`` reads after it.  Once the store holds a variable, an epoch
@@ -551,21 +558,21 @@ class PyDDStore:
     def epoch_end(self):
         """Collective: close a read epoch.
 
-        Every ``get`` is complete when it returns, so in a store built with ``add`` only,
-        running its progress agent, this costs nothing.  Without the agent, or in a
-        store holding a variable made by :meth:`init`, no rank leaves it before every
-        rank has entered it, as the original's ``MPI_Win_fence``: the reads of the
-        epoch are answered meanwhile, and an ``update`` made after it never reaches a
-        ``get`` another rank made in the epoch it closes.  Once the store holds a
-        variable, closing an epoch not open is a :class:`ddstore.DDStoreStateError`
-        (the original's "Fence is not activated")."""
+        Every ``get`` is complete when it returns, so in a store built with ``add`` only
+        this costs nothing, but where :meth:`epoch_begin` is a round (no progress agent,
+        reads by MPI), or in a store holding a variable made by :meth:`init`, no rank
+        leaves it before every rank has entered it, as the original's ``MPI_Win_fence``:
+        the reads of the epoch are answered meanwhile, and an ``update`` made after it
+        never reaches a ``get`` another rank made in the epoch it closes.  Once the store
+        holds a variable, closing an epoch not open is a
+        :class:`ddstore.DDStoreStateError` (the original's "Fence is not activated")."""
         self._store.check_alive()
         self._epoch("PyDDStore.epoch_end", False)
 
     def _epoch(self, op, opening):
-        """Open (``opening``) or close the epoch: a round every rank meets where the
-        store has no progress agent or holds an ``init`` variable (refusals agreed in
-        it), else this rank's own check."""
+        """Open (``opening``) or close the epoch: a round every rank meets where reads
+        need it (no progress agent, reads by MPI) or the store holds an ``init``
+        variable (refusals agreed in it), else this rank's own check."""
         def check():
             if self._info and self._open == opening:
                 raise DDStoreStateError(
