@@ -243,11 +243,10 @@ class PyDDStore:
         if method != 0:
             raise DDStoreValueError(f"PyDDStore: method={method!r} is not available; "
                                     f"allowed: 0 (MPI one-sided reads)")
-        progress = _progress()
         self._adopt(comm, ddstore.DDStore(comm, width=ddstore_width, transport=transport,
-                                          progress=progress), progress == "off")
+                                          progress=_progress()))
 
-    def _adopt(self, comm, store, rounds):
+    def _adopt(self, comm, store):
         from mpi4py import MPI
         from ddstore.prefetch import needs_thread_multiple
         # below MPI_THREAD_MULTIPLE (what the original's users ask for: "serialized"),
@@ -265,14 +264,13 @@ class PyDDStore:
         # True while a variable made by init exists: every epoch_begin then synchronises
         # (the same on every rank, as init, remove and restore are collective)
         self._fence = False
-        # True where the store runs without its progress agent (the same on every rank,
-        # as the store agreed its setting) and some rank reads a member by MPI_Get
-        # (agreed here): every epoch_begin / epoch_end is then a round, in which MPI
-        # answers the reads of the waiting rank's rows (node-local reads are loads)
-        if rounds:
-            with store.collective(None) as step:
-                rounds = any(step.agree(needs_thread_multiple(store)))
-        self._rounds = rounds
+        # True where some rank reads a member by MPI_Get and some rank runs no progress
+        # agent (agreed here, whatever set it: the thread level, DDSTORE_PROGRESS=off):
+        # every epoch_begin / epoch_end is then a round, in which MPI answers the reads
+        # of the waiting rank's rows (node-local reads are loads; an agent answers them)
+        with store.collective(None) as step:
+            ranks = step.agree((needs_thread_multiple(store), store.progress))
+        self._rounds = any(n for n, _ in ranks) and not all(p for _, p in ranks)
         self._open = False  # an epoch is open (tracked once a variable is held)
         self._open_annotated()
 
@@ -326,11 +324,10 @@ class PyDDStore:
         if comm is None:
             from mpi4py import MPI
             comm = MPI.COMM_WORLD
-        progress = _progress()
         store = ddstore.DDStore.restore(path, comm, width=ddstore_width,
-                                        transport=transport, progress=progress)
+                                        transport=transport, progress=_progress())
         self = cls.__new__(cls)
-        self._adopt(comm, store, progress == "off")
+        self._adopt(comm, store)
         return self
 
     def load(self, path):

@@ -30,20 +30,34 @@ def storable(dtype):
 
 def host_tensor(x, what):
     """A torch tensor's values as a tensor numpy can read: detached, on the CPU, any
-    lazy negation or conjugation (``z.conj()``, ``z.conj().imag``) resolved.  A sparse
-    tensor raises a :class:`DDStoreValueError` naming ``what`` and its layout."""
-    if x.layout is not _torch().strided:
-        raise DDStoreValueError(f"{what}: a {x.layout} tensor (sparse); only dense "
-                                f"tensors are stored: give x.to_dense()")
-    x = x.detach()
-    if x.device.type != "cpu":
+    lazy negation or conjugation (``z.conj()``, ``z.conj().imag``) resolved.  A sparse,
+    nested or other non-dense tensor raises a :class:`DDStoreValueError` naming
+    ``what``, its layout and the conversion that stores it."""
+    if x.layout is not _strided() or x.is_nested:
+        if x.is_nested:
+            how = ("a nested tensor (samples of different shapes); store it padded "
+                   "(torch.nested.to_padded_tensor), or its samples as records "
+                   "(add_records)")
+        elif x.is_sparse or "sparse" in str(x.layout):
+            how = f"a {x.layout} tensor (sparse); give x.to_dense()"
+        else:
+            how = f"a {x.layout} tensor (not a dense, strided one); give x.to_dense()"
+        raise DDStoreValueError(f"{what}: {how}")
+    if x.requires_grad:
+        x = x.detach()
+    if not x.is_cpu:
         x = x.cpu()
     return x.resolve_neg().resolve_conj() if x.is_neg() or x.is_conj() else x
 
 
-def _torch():
-    import torch
-    return torch
+_STRIDED = []  # torch.strided, once torch is imported
+
+
+def _strided():
+    if not _STRIDED:
+        import torch
+        _STRIDED.append(torch.strided)
+    return _STRIDED[0]
 
 
 def as_array(x, what):
@@ -107,12 +121,12 @@ def partition(total, parts, index):
     return start, start + base + (1 if index < rem else 0)
 
 
-def as_indices(indices, what, limit=None, noun="index"):
+def as_indices(indices, what, limit=None, noun="index", low=0):
     """``indices`` (a sequence, numpy array or CPU tensor of integers) as a C-contiguous
     1-D int64 array, without a copy when it already is one; ``what`` names the caller
     in the error raised for anything else.  Values beyond the int64 range raise a
-    :class:`DDStoreIndexError` that shows them as given (``limit``, if known, is named as
-    the bound).  Other ranges are the caller's to check.  ``noun``: what one value is,
+    :class:`DDStoreIndexError` that shows them as given (``[low, limit)``, if ``limit``
+    is known, is named as the range).  Other ranges are the caller's to check.  ``noun``: what one value is,
     in messages (``"count"`` for row counts)."""
     if (type(indices) is np.ndarray and indices.dtype == np.int64 and
             indices.ndim == 1 and indices.flags.c_contiguous):
@@ -137,7 +151,7 @@ def as_indices(indices, what, limit=None, noun="index"):
             pos = next((p for p, v in enumerate(values) if not top.min <= v <= top.max),
                        None)
             if pos is not None:
-                bound = f" [0, {limit})" if limit is not None else " (beyond int64)"
+                bound = f" [{low}, {limit})" if limit is not None else " (beyond int64)"
                 raise DDStoreIndexError(f"{what}: {noun} {values[pos]} (position {pos}) "
                                         f"out of range{bound}")
             return np.array(values, dtype=np.int64)

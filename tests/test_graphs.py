@@ -711,9 +711,17 @@ def test_views_as_pyg_index_select(store):
     assert torch.equal(perm, wperm)
     same(view, want)
     assert "a view" in repr(view) and len(ds) == 23  # (the dataset itself unchanged)
+    # a boolean mask flattened, as in PyG: [len, 1] (y > k), shorter than len
+    for mask in (torch.arange(23).view(23, 1) % 3 == 0, torch.tensor([False, True]),
+                 np.arange(23) % 2 == 1):
+        same(ds[mask], ref[mask])
     for bad, words in ((slice(0, 5, 0), "slice step cannot be zero"),
                        ([23], r"index 23 \(position 0\) out of range \[-23, 23\)"),
-                       (torch.tensor([True]), "a boolean mask needs 23 entries"),
+                       ([True, False], r"a list of bools is ambiguous \(PyG's Dataset reads "
+                                       r"it as the indices 0 and 1, numpy as a mask\)"),
+                       (torch.arange(24) > 22, r"index 23 \(position 0\) out of range"),
+                       ([2 ** 63], r"index 9223372036854775808 \(position 0\) out of range "
+                                   r"\[-23, 23\)"),
                        ("a", "index must be an integer, or a slice, list"),
                        (slice(None, float("nan")), r"index_select: slice\(None, nan, None\): "
                                                    r"cannot convert float NaN"),

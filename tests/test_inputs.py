@@ -364,9 +364,11 @@ def test_every_layer_takes_tensor_values_as_the_store_does(store):
         mem.commit()
         assert torch.equal(mem.read(nodes).memory, real[:4]), type(rows)
     with pytest.raises(DDStoreValueError, match=r"rows: a torch.sparse_coo tensor \(sparse\); "
-                                                r"only dense tensors are stored: give "
-                                                r"x.to_dense\(\)"):
+                                                r"give x.to_dense\(\)"):
         store.add("s", torch.eye(3).to_sparse())
+    with pytest.raises(DDStoreValueError, match=r"rows: a nested tensor \(samples of different "
+                                                r"shapes\); store it padded"):
+        store.add("s", torch.nested.nested_tensor([torch.ones(2, 3), torch.ones(4, 3)]))
     with pytest.raises(DDStoreValueError, match=r"sparse"):
         fs.put_tensor(torch.eye(3).to_sparse(), group_name=None, attr_name="s")
     for name in ("fs", "w", "g"):

@@ -226,9 +226,9 @@ def test_hetero_links_checked_when_built_and_numbered_as_pyg_lib(store):
 
 def test_hetero_link_edge_type_given_as_a_pair(store):
     """``edge_label_index`` with a ``(source, destination)`` edge type, as
-    ``HeteroData`` reads it: alone (all its edges), with ids, or with None, the graph's
-    only edge type between the two (the batches of the full triple); a pair two edge
-    types fit is refused, naming both."""
+    ``HeteroData`` reads it: alone (all its edges), with ids, or with None, as a tuple
+    or a list, the graph's only edge type between the two (the batches of the full
+    triple); a pair two edge types fit, or none, is refused, naming them."""
     from torch_geometric.data import HeteroData
     from torch_geometric.loader import LinkNeighborLoader
     from ddstore import DDStoreValueError
@@ -245,17 +245,20 @@ def test_hetero_link_edge_type_given_as_a_pair(store):
     want = links((et, eli))
     assert len(want) == (eli.shape[1] + 3) // 4
     for index in [("user", "item"), (("user", "item"), eli), (("user", "item"), None),
-                  (et, None), et]:
+                  (et, None), et, ["user", "item"], (["user", "item"], eli)]:
         assert links(index) == want, index
     two = HeteroData()
     two["paper"].x = torch.arange(6.).view(6, 1)
     two["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
     two["paper", "refs", "paper"].edge_index = torch.tensor([[3, 4], [4, 5]])
     fs2, gs2 = dpyg.from_hetero(store, two, name="two")
-    with pytest.raises(DDStoreValueError, match=r"edge type \('paper', 'paper'\) fits 2 "
-                                                r"edge types of the graph .*'cites'.*'refs'"):
-        LinkNeighborLoader((fs2, gs2), num_neighbors=[-1], batch_size=2,
-                           edge_label_index=("paper", "paper"))
+    for pair, how in ((("paper", "paper"), "fits 2 of its edge types"),
+                      (["paper", "book"], "fits none of its edge types")):
+        with pytest.raises(DDStoreValueError, match=rf"edge type \('paper', '{pair[1]}'\) "
+                                                    rf"\(source, destination\) {how} "
+                                                    rf"\(.*'cites'.*'refs'"):
+            LinkNeighborLoader((fs2, gs2), num_neighbors=[-1], batch_size=2,
+                               edge_label_index=pair)
 
 
 @pytest.mark.forks_workers

@@ -52,6 +52,11 @@ _RECORD_COST = 32  # a delta record read, in delta entries (ties broken by dista
 KEEP_BYTES = 256 << 20
 
 
+def _step_print(cur):
+    """The fingerprint of a canonical step ``(keys, weights or None)``."""
+    return fingerprint(cur[1], fingerprint(cur[0]))
+
+
 def _key_bits(num_nodes):
     return max(1, int(num_nodes - 1).bit_length())
 
@@ -425,8 +430,8 @@ class DynamicGraph:
         # [group * width, (group + 1) * width).  What is made here is kept for step 3
         # up to KEEP_BYTES (the steps after are made again there, one at a time)
         with store.collective(None) as step:
-            counts, sizes, kept = self._measure(edges, weights, lo, hi, checkpoint_every,
-                                                show_progress)
+            counts, sizes, kept, prints = self._measure(edges, weights, lo, hi,
+                                                        checkpoint_every, show_progress)
             gathered = step.agree((counts, sizes))[
                 store.group * width:(store.group + 1) * width]
         self._num_edges = np.concatenate([c for c, _ in gathered])
@@ -449,7 +454,8 @@ class DynamicGraph:
         self._cum = np.concatenate(([0], np.cumsum(self._delta_entries[1:]))).astype(
             np.int64)
         # step 3: the records, made to their sizes, filled one step at a time
-        self._store_steps(edges, weights, lo, hi, counts, sizes, kept, show_progress)
+        self._store_steps(edges, weights, lo, hi, counts, sizes, kept, prints,
+                          show_progress)
         del kept
         release_free_heap()  # (the build's snapshots, stored now: their heap released)
 
@@ -525,11 +531,14 @@ class DynamicGraph:
 
     def _measure(self, edges, weights, lo, hi, checkpoint_every, show_progress):
         """Local: this rank's steps ``[lo, hi)`` made canonical and diffed with the step
-        before: ``(edge counts, delta sizes [hi - lo, add/del(/chg)], kept)``.  ``kept``
-        maps the first steps to what step 3 stores for them (``(checkpoint or None,
-        delta or None)``), as long as they fit in :data:`KEEP_BYTES` together."""
+        before: ``(edge counts, delta sizes [hi - lo, add/del(/chg)], kept, prints)``.
+        ``kept`` maps the first steps to what step 3 stores for them (``(checkpoint or
+        None, delta or None)``), as long as they fit in :data:`KEEP_BYTES` together;
+        ``prints`` the fingerprint of each step's edges and weights (a step made again in
+        step 3 must match it)."""
         dkeys = ("add_key", "del_key") + (("chg_key",) if self.weighted else ())
         counts = np.zeros(hi - lo, dtype=np.int64)
+        prints = [0] * (hi - lo)
         sizes = np.zeros((hi - lo, len(dkeys)), dtype=np.int64)
         # (a delta may be stored unless every step is a checkpoint; which steps are
         # checkpoints is known only with checkpoint_every)
@@ -542,6 +551,7 @@ class DynamicGraph:
                 cur = self._canonical(edges, weights, t)
                 d = _diff(*(prev if t > 0 else cur), *cur)  # (step 0's: empty)
                 counts[t - lo] = cur[0].shape[0]
+                prints[t - lo] = _step_print(cur)
                 sizes[t - lo] = [d[k].shape[0] for k in dkeys]
                 if held is not None:
                     ckpt = cur if checkpoint_every is not None and \
@@ -555,9 +565,10 @@ class DynamicGraph:
                         held = None  # (the steps from here made again in step 3)
                 prev = cur
                 progress.update(1)
-        return counts, sizes, kept
+        return counts, sizes, kept, prints
 
-    def _store_steps(self, edges, weights, lo, hi, counts, sizes, kept, show_progress):
+    def _store_steps(self, edges, weights, lo, hi, counts, sizes, kept, prints,
+                     show_progress):
         """Collective: create the delta and checkpoint records to their sizes and write
         this rank's steps ``[lo, hi)`` into them, one step at a time (the ``kept`` ones
         as they are, the others made again); on failure neither record set (the store's
@@ -590,14 +601,14 @@ class DynamicGraph:
                     ckpt, delta = kept.pop(t, (None, None))
                     cur = None
                     if t % k == 0:
-                        cur = ckpt or self._again(edges, weights, t, counts[t - lo])
+                        cur = ckpt or self._again(edges, weights, t, prints[t - lo])
                         store.update_records(self._cname, t // k - mine[0] // k,
                                              t // k - mine[0] // k + 1,
                                              {"key": cur[0], **({"w": cur[1].astype(
                                                  np.float32)} if self.weighted else {})})
                     if self.has_deltas:
                         if delta is None:
-                            cur = cur or self._again(edges, weights, t, counts[t - lo])
+                            cur = cur or self._again(edges, weights, t, prints[t - lo])
                             if t == 0:
                                 prev = cur
                             elif prev is None:
@@ -617,15 +628,16 @@ class DynamicGraph:
                 {"num_edges": self._num_edges, "delta_entries": self._delta_entries},
                 variables=self.held())
 
-    def _again(self, edges, weights, t, count):
-        """Step ``t`` made canonical a second time (for step 3), checked against its
-        edge count from the first time (``count``; None: not checked)."""
+    def _again(self, edges, weights, t, first):
+        """Step ``t`` made canonical a second time (for step 3), checked against the
+        fingerprint of its edges and weights the first time (``first``; None: not
+        checked)."""
         cur = self._canonical(edges, weights, t)
-        if count is not None and cur[0].shape[0] != count:
+        if first is not None and _step_print(cur) != first:
             raise DDStoreValueError(
-                f"DynamicGraph {self.name!r}: edges[{t}] gave {cur[0].shape[0]} edges when "
-                f"read a second time, {int(count)} the first: the steps must not change "
-                f"while the graph is built")
+                f"DynamicGraph {self.name!r}: edges[{t}] (or weights[{t}]) gave other "
+                f"values when read a second time ({cur[0].shape[0]} edges): the steps must "
+                f"not change while the graph is built")
         return cur
 
     @classmethod
@@ -816,7 +828,19 @@ class DynamicGraph:
         None)`` in canonical ``(dst, src)`` order.  Local (no collective call)."""
         return self._emit(self._snap(self._check_step(t)))
 
-    __getitem__ = snapshot
+    def __getitem__(self, t):
+        """``graph[t]``: :meth:`snapshot` ``t``, as a sequence of snapshots reads it (as
+        PyTorch Geometric Temporal's signals index their steps): a negative ``t`` counts
+        from the end, a slice gives the list of those snapshots (:meth:`snapshots`)."""
+        if isinstance(t, slice):
+            return self.snapshots(range(self.num_steps)[t])
+        t = integer_scalar(t)
+        if is_int(t) and t < 0:
+            if t < -self.num_steps:
+                raise DDStoreIndexError(f"DynamicGraph {self.name!r}: t={t} out of range "
+                                        f"[{-self.num_steps}, {self.num_steps})")
+            t += self.num_steps
+        return self.snapshot(t)
 
     def snapshots(self, steps):
         """Snapshots of ``steps`` (any order, repeats allowed), as a list in request order.

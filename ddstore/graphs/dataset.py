@@ -199,7 +199,7 @@ class GraphDataset(torch.utils.data.Dataset):
         if isinstance(indices, torch.Tensor):
             indices = indices.cpu().numpy()
         what, n = f"graphs {self.name!r}", self._n
-        idx = as_indices(indices, what)
+        idx = as_indices(indices, what, limit=n, low=-n)
         if len(idx) and (idx.min() < 0 or idx.max() >= n):
             bad = np.flatnonzero((idx < -n) | (idx >= n))
             if len(bad):
@@ -236,7 +236,9 @@ class GraphDataset(torch.utils.data.Dataset):
         ``Dataset.index_select``; ``ds[idx]`` for a non-integer ``idx``): a slice (float
         bounds are fractions of ``len``, ``ds[:0.9]``, as in PyG), a list, tuple or range
         of indices (negative ones count from the end), an integer tensor or array, or a
-        boolean mask of ``len`` entries.  The view reads the same stored graphs (nothing
+        boolean tensor or array, flattened, as in PyG (the graphs where it is True: a
+        ``[len, 1]`` mask such as ``y > 0`` too; a True beyond ``len`` is refused).  A
+        list of bools is refused: PyG reads it as the indices 0 and 1, numpy as a mask.  The view reads the same stored graphs (nothing
         is copied): ``len(view) == len(idx)``, ``view[i]`` is graph ``idx[i]``, and its
         ``__getitems__``, :meth:`get_batch`, :meth:`loader` and ``index_select`` take
         positions in the view.  An index outside ``[-len, len)`` is refused."""
@@ -250,14 +252,16 @@ class GraphDataset(torch.utils.data.Dataset):
             except (TypeError, ValueError, OverflowError) as exc:
                 raise DDStoreValueError(f"{what}: {idx!r}: {exc}") from None
         else:
+            given = idx
             if isinstance(idx, torch.Tensor):
                 idx = idx.detach().cpu().numpy()
             arr = np.asarray(idx)  # (a range, a list of ints or of bools too)
-            if arr.dtype == bool:  # a mask
-                if arr.ndim != 1 or arr.shape[0] != n:
-                    raise DDStoreValueError(f"{what}: a boolean mask needs {n} entries "
-                                            f"(one per graph), got shape "
-                                            f"{list(arr.shape)}")
+            if arr.dtype == bool:  # a mask, flattened (PyG's rule)
+                if not isinstance(given, (torch.Tensor, np.ndarray)):
+                    raise DDStoreValueError(
+                        f"{what}: a {type(given).__name__} of bools is ambiguous (PyG's "
+                        f"Dataset reads it as the indices 0 and 1, numpy as a mask); give a "
+                        f"bool tensor or array as a mask, or integer indices")
                 pos = np.flatnonzero(arr)
             else:
                 pos = arr.reshape(-1) if arr.ndim > 1 else arr  # (PyG flattens)

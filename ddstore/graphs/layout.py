@@ -190,7 +190,8 @@ class GraphLayout:
             if set(layout.by_key) == set(self.by_key) and layout.difference(self) is None:
                 return record  # same keys, other insertion order
             raise DDStoreValueError(self.difference(layout) + (
-                "" if reference is None else f" (as in sample {reference})"))
+                "" if reference is None else f" compared with sample {reference} (every "
+                f"sample needs the keys of the others; either may be the odd one)"))
         return record
 
     def check_record(self, record):

@@ -232,23 +232,25 @@ def _canonical_links(name, args, inner):
     """``args`` with a heterogeneous ``edge_label_index``'s edge type given as a
     ``(source, destination)`` pair (alone, or as ``(pair, ids or None)``) made the
     ``(source, relation, destination)`` triple, as ``HeteroData`` reads it: the graph's
-    only edge type between the two, or the relation ``'to'`` where there is none; a
-    pair that several edge types fit is refused, naming them."""
+    only edge type between the two (a tuple or a list); a pair that no edge type or
+    several fit is refused, naming the graph's edge types."""
     index = args.get("edge_label_index")
     if not inner.is_hetero or not isinstance(index, (tuple, list)) or len(index) != 2:
         return args
     whole = all(isinstance(t, str) for t in index)  # the pair is the edge type, alone
     pair = index if whole else index[0]
-    if not (isinstance(pair, tuple) and len(pair) == 2 and
+    if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and
             all(isinstance(t, str) for t in pair)):
         return args
-    fits = [et for et in inner.edge_types if (et[0], et[-1]) == tuple(pair)]
-    if len(fits) > 1:
-        raise DDStoreValueError(f"{name}(edge_label_index=...): edge type {tuple(pair)!r} "
-                                f"fits {len(fits)} edge types of the graph ({fits}); give "
-                                f"one as (source, relation, destination)")
-    et = fits[0] if fits else (pair[0], "to", pair[1])
-    return dict(args, edge_label_index=et if whole else (et, index[1]))
+    pair = tuple(pair)
+    fits = [et for et in inner.edge_types if (et[0], et[-1]) == pair]
+    if len(fits) != 1:
+        how = f"fits {len(fits)} of its edge types" if fits else "fits none of its " \
+            "edge types"
+        raise DDStoreValueError(f"{name}(edge_label_index=...): edge type {pair!r} (source, "
+                                f"destination) {how} ({inner.edge_types}); give one as "
+                                f"(source, relation, destination)")
+    return dict(args, edge_label_index=fits[0] if whole else (fits[0], index[1]))
 
 
 def _check_links(name, args, inner):

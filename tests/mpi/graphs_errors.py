@@ -95,7 +95,9 @@ def _samples_of_another_kind_on_the_last_rank(t):
     other = [tensor_sample(i) for i in range(N)]
     other[lo].x = other[lo].x.double()
     expect_error(DDStoreValueError, [f"sample {lo + 1}", "'x'", "float64",
-                                     f"(as in sample {lo})"],
+                                     f"compared with sample {lo} (every sample needs "
+                                     f"the keys of the others; either may be the odd "
+                                     f"one)"],
                  lambda: graphs.GraphDataset.from_samples(store, name(), other, progress=False))
 
 

@@ -85,7 +85,7 @@ def check_pyddstore_serialized():
 
 def check_pyddstore_epochs():
     """HydraGNN's loop between nodes without the agent (an ``add``-only PyDDStore under
-    "serialized"): epoch_begin, rank 0 reads the last rank's rows, epoch_end, then the
+    "serialized", or with DDSTORE_PROGRESS=off): epoch_begin, rank 0 reads the last rank's rows, epoch_end, then the
     others wait for rank 0 outside MPI (torch's all_reduce over gloo in HydraGNN; a
     file here).  The last rank's epoch_end is a round, as the original's fence, during
     which MPI answers rank 0's read (rank 0 waited for ever, the others for it).  Epochs
@@ -189,6 +189,8 @@ def main():
                                               f"{lat[0]:.3f} s: the network did not need "
                                               f"the target's progress")
         comm.Barrier()
+    if MODE == "off":  # the agent off by DDSTORE_PROGRESS, at MPI_THREAD_MULTIPLE
+        check_pyddstore_epochs()
 
 
 run_main(main)

@@ -246,9 +246,10 @@ def errors(store):
 
     # a sequence that gives other edges when the build reads a step again (the steps
     # beyond KEEP_BYTES are made twice), on one rank only
+    # (fewer edges, or as many others: the edges reversed)
     class Changing:
-        def __init__(self):
-            self.seen = set()
+        def __init__(self, change):
+            self.seen, self.change = set(), change
 
         def __len__(self):
             return len(good)
@@ -257,14 +258,17 @@ def errors(store):
             t = t % len(good)
             again = t in self.seen
             self.seen.add(t)
-            return good[t][:, :1] if again and rank == size - 1 and t == last else good[t]
+            changed = again and rank == size - 1 and t == last
+            return self.change(good[t]) if changed else good[t]
     keep, graph_module.KEEP_BYTES = graph_module.KEEP_BYTES, 0
     try:
-        expect_error(DDStoreValueError, (f"rank {size - 1}", "edges[3] gave 1 edges when "
-                                         "read a second time, 3 the first"),
-                     lambda: DynamicGraph(store, "e", Changing(), None, num_nodes=N,
-                                          checkpoint_every=1),
-                     what="steps changing between reads", agree=True, store=store)
+        for how, change in (("fewer", lambda e: e[:, :1]), ("reversed", lambda e: e[::-1])):
+            expect_error(DDStoreValueError, (f"rank {size - 1}", "edges[3] (or weights[3]) "
+                                             "gave other values when read a second time"),
+                         lambda: DynamicGraph(store, "e", Changing(change), None,
+                                              num_nodes=N, checkpoint_every=1),
+                         what=f"steps changing between reads ({how})", agree=True,
+                         store=store)
     finally:
         graph_module.KEEP_BYTES = keep
     g = DynamicGraph(store, "ok", good, gw, num_nodes=N, checkpoint_every=2)
@@ -272,6 +276,13 @@ def errors(store):
                  what="t too large", agree=True)
     expect_error(DDStoreIndexError, ("t=-1",), lambda: g.snapshot(-1),
                  what="t negative", agree=True)
+    # g[t] as a sequence reads it: from the end, a slice a list (PGT's signals index so)
+    for i, t in ((-1, last), (-len(good), 0)):
+        check(torch.equal(g[i][0], g.snapshot(t)[0]), f"g[{i}] is not snapshot {t}")
+    check([e.tolist() for e, _ in g[1:3]] == [g.snapshot(t)[0].tolist() for t in (1, 2)]
+          and g[3:1] == [], "g[1:3] is not snapshots 1 and 2")
+    expect_error(DDStoreIndexError, ("t=-5", "[-4, 4)"), lambda: g[-5],
+                 what="g[t] before the first", agree=True)
     expect_error(DDStoreValueError, (), lambda: g.snapshot(1.5), what="t not int",
                  agree=True)
     expect_error(DDStoreIndexError, ("[2, 9)", "4"), lambda: list(g.forward(2, 9)),
