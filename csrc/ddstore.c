@@ -745,23 +745,23 @@ static int check_ranges(const struct dds_var *v, const int64_t *starts,
     for (int64_t i = 0; i < n; i++) {
         int64_t count = counts ? counts[i] : 1;
         if (count < 0)
-            return dds_set_error(DDS_EINVAL, "variable '%s': count %lld (request %lld) "
+            return dds_set_error(DDS_EINVAL, "variable '%s': count %lld (range %lld) "
                                  "must be >= 0", v->name, (long long)count, (long long)i);
         if (starts[i] < 0 || starts[i] > v->nrows - count) {
             /* start + count may overflow int64: print it as a double when it would */
             if (starts[i] > INT64_MAX - count)
-                return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %.0f) (request "
+                return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %.0f) (range "
                                      "%lld) out of range [0, %lld)", v->name,
                                      (long long)starts[i],
                                      (double)starts[i] + (double)count, (long long)i,
                                      (long long)v->nrows);
-            return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %lld) (request "
+            return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %lld) (range "
                                  "%lld) out of range [0, %lld)", v->name,
                                  (long long)starts[i], (long long)(starts[i] + count),
                                  (long long)i, (long long)v->nrows);
         }
         if (count > INT64_MAX / 2 - sum)
-            return dds_set_error(DDS_ENOMEM, "variable '%s': %lld requests ask for more "
+            return dds_set_error(DDS_ENOMEM, "variable '%s': %lld ranges ask for more "
                                  "than 2^62 rows in all", v->name, (long long)n);
         sum += count;
     }

@@ -97,7 +97,9 @@ def parse_args(argv=None):
                    help="synthetic stream: nodes (at least two)")
     p.add_argument("--num-edges", type=at_least(1), default=30_000)
     p.add_argument("--partners", type=at_least(0), default=4,
-                   help="synthetic stream: each node's own recurring partners")
+                   help="synthetic stream: each node's own recurring partners, drawn "
+                        "uniformly with replacement among all --num-nodes nodes (itself "
+                        "included), so more than --num-nodes only repeats them")
     p.add_argument("--p-repeat", type=at_least(0, float, most=1), default=0.7,
                    help="synthetic stream: share of edges to a partner")
     tgat.add_training_args(p)
@@ -123,9 +125,6 @@ def parse_args(argv=None):
         p.error(f"--mailbox is for --model apan (--model {args.model} keeps one mail per "
                 f"node)")
     args.mailbox = 10 if args.mailbox is None else args.mailbox
-    if args.jodie is None and args.partners >= args.num_nodes:
-        p.error(f"--partners {args.partners} must be below --num-nodes {args.num_nodes} "
-                f"(a node's partners are other nodes, drawn among all of them)")
     if args.hidden % args.heads:
         p.error(f"--hidden {args.hidden} must be a multiple of --heads {args.heads}")
     if args.model == "apan" and args.memory_dim % args.heads:

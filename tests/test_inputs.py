@@ -280,10 +280,10 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
         store.read_ranges("x", [0], [1.5])
     # the core's range checks name the call too (they named only the variable)
     with pytest.raises(DDStoreIndexError, match=re.escape(
-            "read_ranges 'x': variable 'x': rows [6, 10) (request 1) out of range [0, 8)")):
+            "read_ranges 'x': variable 'x': rows [6, 10) (range 1) out of range [0, 8)")):
         store.read_ranges("x", [0, 6], [1, 4])
     with pytest.raises(DDStoreValueError, match=re.escape("read_ranges 'x': variable 'x': "
-                                                          "count -1 (request 0) must be")):
+                                                          "count -1 (range 0) must be")):
         store.read_ranges("x", [0], [-1])
     assert store.read_ranges("x", [0], [8]).tobytes() == store.get_range("x", 0, 8).tobytes()
     for dt in (torch.bfloat16, torch.float8_e4m3fn):
