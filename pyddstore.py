@@ -576,11 +576,14 @@ class PyDDStore:
                     f"{op}: " + ("an epoch is open already (epoch_begin twice without "
                                  "epoch_end)" if opening else
                                  "no epoch is open (epoch_end without epoch_begin)"))
-        if self._fence or self._rounds:
-            with self._store.collective(op):
+        if not (self._fence or self._rounds):
+            check()
+        elif opening:  # (the calls' names literal: the steps' scan reads them)
+            with self._store.collective("PyDDStore.epoch_begin"):
                 check()  # its round: every rank's gets of the epoch before are done
         else:
-            check()
+            with self._store.collective("PyDDStore.epoch_end"):
+                check()
         self._open = opening and bool(self._info)
 
     def sync(self):

@@ -252,9 +252,10 @@ def test_hetero_link_edge_type_given_as_a_pair(store):
     two["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
     two["paper", "refs", "paper"].edge_index = torch.tensor([[3, 4], [4, 5]])
     fs2, gs2 = dpyg.from_hetero(store, two, name="two")
-    for pair, how in ((("paper", "paper"), "fits 2 of its edge types"),
-                      (["paper", "book"], "fits none of its edge types")):
-        with pytest.raises(DDStoreValueError, match=rf"edge type \('paper', '{pair[1]}'\) "
+    for pair, other, how in ((("paper", "paper"), "paper", "fits 2 of its edge types"),
+                             (["paper", "book"], "book", "fits none of its edge types"),
+                             ((("paper", "book"), None), "book", "fits none of its edge types")):
+        with pytest.raises(DDStoreValueError, match=rf"edge type \('paper', '{other}'\) "
                                                     rf"\(source, destination\) {how} "
                                                     rf"\(.*'cites'.*'refs'"):
             LinkNeighborLoader((fs2, gs2), num_neighbors=[-1], batch_size=2,

@@ -232,8 +232,10 @@ def _canonical_links(name, args, inner):
     """``args`` with a heterogeneous ``edge_label_index``'s edge type given as a
     ``(source, destination)`` pair (alone, or as ``(pair, ids or None)``) made the
     ``(source, relation, destination)`` triple, as ``HeteroData`` reads it: the graph's
-    only edge type between the two (a tuple or a list); a pair that no edge type or
-    several fit is refused, naming the graph's edge types."""
+    only edge type between the two (a tuple or a list).  A pair that several edge types
+    fit is refused, naming them, and so is one that none fits where its edges are asked
+    for (no ids); with ids it stays as given (links between node types the graph holds
+    no edges of, as PyG's remote path takes them: the batch's key is the pair)."""
     index = args.get("edge_label_index")
     if not inner.is_hetero or not isinstance(index, (tuple, list)) or len(index) != 2:
         return args
@@ -244,6 +246,8 @@ def _canonical_links(name, args, inner):
         return args
     pair = tuple(pair)
     fits = [et for et in inner.edge_types if (et[0], et[-1]) == pair]
+    if not fits and not whole and index[1] is not None:
+        return args
     if len(fits) != 1:
         how = f"fits {len(fits)} of its edge types" if fits else "fits none of its " \
             "edge types"
