@@ -264,13 +264,11 @@ class PyDDStore:
         # True while a variable made by init exists: every epoch_begin then synchronises
         # (the same on every rank, as init, remove and restore are collective)
         self._fence = False
-        # True where some rank reads a member by MPI_Get and some rank runs no progress
-        # agent (agreed here, whatever set it: the thread level, DDSTORE_PROGRESS=off):
-        # every epoch_begin / epoch_end is then a round, in which MPI answers the reads
-        # of the waiting rank's rows (node-local reads are loads; an agent answers them)
-        with store.collective(None) as step:
-            ranks = step.agree((needs_thread_multiple(store), store.progress))
-        self._rounds = any(n for n, _ in ranks) and not all(p for _, p in ranks)
+        # where a read may wait for its owner's next MPI call (some rank reads a member by
+        # MPI_Get, some rank runs no progress agent: agreed by the store), every
+        # epoch_begin / epoch_end is a round, in which MPI answers the reads of the
+        # waiting rank's rows
+        self._rounds = store.reads_wait
         self._open = False  # an epoch is open (tracked once a variable is held)
         self._open_annotated()
 

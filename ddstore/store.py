@@ -94,6 +94,8 @@ class DDStore:
     ``width``, ``group_rank`` (0 .. width-1), ``group_size`` (= width), ``replicas``
     (number of groups), ``group`` (index of this rank's group), ``transport``,
     ``shm_peers`` (other group members this rank reads through shared memory),
+    ``reads_wait`` (agreed: some rank reads a member by MPI and some rank runs no
+    progress agent, so a read may wait for its owner's next MPI call),
     ``memory_budget`` (the agreed budget per rank in bytes, or None without
     ``data_nbytes``), ``store_id`` (the store's number, the same on every rank, agreed
     at construction: a rank calling one store while another calls a different store of
@@ -147,12 +149,14 @@ class DDStore:
                 serve = serve_settings(env)
                 if interval:
                     self._core.start_progress(interval)
-                running = step.agree(bool(interval))
+                running = step.agree((bool(interval), self._core.shm_peers <
+                                      self._core.group_size - 1))  # (reads by MPI)
+            self.reads_wait = any(m for _, m in running) and not all(r for r, _ in running)
             # reads by message only where every member of the group answers them (decided
             # from agreed values; turning it on allocates, so it is a step's local part)
             g = comm.Get_rank() // self._core.group_size * self._core.group_size
             with collective(comm, None):
-                if serve and all(running[g:g + self._core.group_size]) and \
+                if serve and all(r for r, _ in running[g:g + self._core.group_size]) and \
                         self._core.off_node:
                     self._core.serve(serve)
         except BaseException:
@@ -161,13 +165,9 @@ class DDStore:
         # the status board (ddstore._status: read by a rank waiting at its exit), group
         self._board, self.group_comm = _lifecycle.store_comms(self._core, comm, width,
                                                               transport)
-        self.comm = comm
-        self.rank = comm.Get_rank()
-        self.size = size
-        self.width = width
-        self.transport = transport
-        self.group_size = self._core.group_size
-        self.group_rank = self._core.group_rank
+        self.comm, self.rank, self.size = comm, comm.Get_rank(), size
+        self.width, self.transport = width, transport
+        self.group_size, self.group_rank = self._core.group_size, self._core.group_rank
         self.replicas = self._core.ngroups
         self.shm_peers = self._core.shm_peers
         self.group = self.rank // width

@@ -150,6 +150,9 @@ def main():
         # auto: on where a group member is on another node (between nodes, here)
         check(s.progress == (MODE == "on" and size > 1 and BETWEEN),
               f"agent running: {s.progress} (mode {MODE}, between nodes: {BETWEEN})")
+        # every member read by MPI_Get here: a read waits for its owner without the agent
+        check(s.reads_wait == (size > 1 and not s.progress),
+              f"reads_wait {s.reads_wait} (agent {s.progress}, {size} ranks)")
         rows = written(np.arange(rank * N, (rank + 1) * N))
         s.add("x", rows)
         # every rank reads the others' rows first, one-sided and (between nodes) by
