@@ -29,15 +29,15 @@ Semantics kept from the original:
   ``MPI_Win_fence``).  Reads here are passive-target one-sided reads and need no epoch,
   so in a store built with ``add`` only (HydraGNN's, which opens an epoch per batch) the
   pair is free, but without the progress agent (below ``MPI_THREAD_MULTIPLE``, see
-  "Thread level") where some rank reads a member by MPI (on another node, or
-  ``transport="rma"``): there each is a round every rank meets, as the fence, and a rank
-  waiting in ``epoch_end`` lets MPI answer the reads other ranks make of its rows
-  (between nodes they wait for its next MPI call).  A store holding a variable made by
-  ``init`` (the original's way to fill one with ``update``, kept through ``save`` /
-  ``restore``) is synchronised by every ``epoch_begin`` and ``epoch_end``, as the
-  original's fence: the ``update`` writes that any rank made before ``epoch_begin`` are
-  what every rank's ``get`` reads after it, and none made after ``epoch_end`` reaches a
-  ``get`` of the epoch it closed.  A ``get`` outside an epoch also works.
+  "Thread level") where some rank reads a member on another node: there each is a round
+  every rank meets, as the fence, and a rank waiting in ``epoch_end`` lets MPI answer the
+  reads other ranks make of its rows (between nodes they wait for its next MPI call).  A
+  store holding a variable made by ``init`` (the original's way to fill one with
+  ``update``, kept through ``save`` / ``restore``) is synchronised by every
+  ``epoch_begin`` and ``epoch_end``, as the original's fence: the ``update`` writes that
+  any rank made before ``epoch_begin`` are what every rank's ``get`` reads after it, and
+  none made after ``epoch_end`` reaches a ``get`` of the epoch it closed.  A ``get``
+  outside an epoch also works.
 - ``free()``: collective, safe to call twice.
 
 Additions: ``ddstore_width`` (groups of that many consecutive ranks, each holding a full
@@ -57,8 +57,8 @@ Thread level: the original's users lower mpi4py's thread level to ``"serialized"
 (HydraGNN's ``DistDataset``); then, unless ``DDSTORE_PROGRESS`` is set, the store runs
 without its progress agent, as the original (reads of a computing rank on another node
 wait for its next MPI call, at the latest its ``epoch_end``, which is then a round every
-rank meets, as the original's fence, where some rank reads a member by MPI), and reads
-made from several threads take turns.  ``add`` / ``init`` refuse a ``disp`` or
+rank meets, as the original's fence, where some rank reads a member on another node), and
+reads made from several threads take turns.  ``add`` / ``init`` refuse a ``disp`` or
 ``itemsize`` that differs between ranks, as the original refused a ``disp`` that differs.
 
 Differences from the original: adding a name that exists raises (the original silently
@@ -264,8 +264,8 @@ class PyDDStore:
         # True while a variable made by init exists: every epoch_begin then synchronises
         # (the same on every rank, as init, remove and restore are collective)
         self._fence = False
-        # where a read may wait for its owner's next MPI call (some rank reads a member by
-        # MPI_Get, some rank runs no progress agent: agreed by the store), every
+        # where a read may wait for its owner's next MPI call (some rank reads a member on
+        # another node, some rank runs no progress agent: agreed by the store), every
         # epoch_begin / epoch_end is a round, in which MPI answers the reads of the
         # waiting rank's rows
         self._rounds = store.reads_wait
@@ -532,18 +532,18 @@ class PyDDStore:
     def epoch_begin(self):
         """Collective: open a read epoch.
 
-        Reads here are passive-target and need no epoch, so in a store built with
-        ``add`` only the pair costs nothing, but where the store runs without its
-        progress agent (the original's users' ``"serialized"`` thread level) and some
-        rank reads a member by MPI (one on another node, or ``transport="rma"``): there
-        every rank meets the others in it, as in the original's ``MPI_Win_fence``, and
-        a rank waiting there lets MPI answer the reads other ranks make of its rows (a
-        read of a rank on another node waits for that rank's next MPI call).  In a store holding a
-        variable made by :meth:`init` (filled by :meth:`update`), it also synchronises
-        every rank as the fence did: the ``update`` writes any rank made before it are
-        what every ``get`` reads after it.  Once the store holds a variable, an epoch
-        opened twice is a :class:`ddstore.DDStoreStateError` (a ``RuntimeError``, as
-        the original's "Fence already activated").
+        Reads here are passive-target and need no epoch, so in a store built with ``add``
+        only the pair costs nothing, but where the store runs without its progress agent
+        (the original's users' ``"serialized"`` thread level) and some rank reads a
+        member on another node: there every rank meets the others in it, as in the
+        original's ``MPI_Win_fence``, and a rank waiting there lets MPI answer the reads
+        other ranks make of its rows (a read of a rank on another node waits for that
+        rank's next MPI call).  In a store holding a variable made by :meth:`init`
+        (filled by :meth:`update`), it also synchronises every rank as the fence did: the
+        ``update`` writes any rank made before it are what every ``get`` reads after it.
+        Once the store holds a variable, an epoch opened twice is a
+        :class:`ddstore.DDStoreStateError` (a ``RuntimeError``, as the original's "Fence
+        already activated").
         """
         self._store.check_alive()
         self._epoch("PyDDStore.epoch_begin", True)
@@ -555,19 +555,19 @@ class PyDDStore:
 
         Every ``get`` is complete when it returns, so in a store built with ``add`` only
         this costs nothing, but where :meth:`epoch_begin` is a round (no progress agent,
-        reads by MPI), or in a store holding a variable made by :meth:`init`, no rank
-        leaves it before every rank has entered it, as the original's ``MPI_Win_fence``:
-        the reads of the epoch are answered meanwhile, and an ``update`` made after it
-        never reaches a ``get`` another rank made in the epoch it closes.  Once the store
-        holds a variable, closing an epoch not open is a
+        reads of members on other nodes), or in a store holding a variable made by
+        :meth:`init`, no rank leaves it before every rank has entered it, as the
+        original's ``MPI_Win_fence``: the reads of the epoch are answered meanwhile, and
+        an ``update`` made after it never reaches a ``get`` another rank made in the
+        epoch it closes.  Once the store holds a variable, closing an epoch not open is a
         :class:`ddstore.DDStoreStateError` (the original's "Fence is not activated")."""
         self._store.check_alive()
         self._epoch("PyDDStore.epoch_end", False)
 
     def _epoch(self, op, opening):
         """Open (``opening``) or close the epoch: a round every rank meets where reads
-        need it (no progress agent, reads by MPI) or the store holds an ``init``
-        variable (refusals agreed in it), else this rank's own check."""
+        need it (no progress agent, reads of members on other nodes) or the store holds
+        an ``init`` variable (refusals agreed in it), else this rank's own check."""
         def check():
             if self._info and self._open == opening:
                 raise DDStoreStateError(

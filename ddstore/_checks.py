@@ -123,11 +123,11 @@ def partition(total, parts, index):
 
 def as_indices(indices, what, limit=None, noun="index", low=0):
     """``indices`` (a sequence, numpy array or CPU tensor of integers) as a C-contiguous
-    1-D int64 array, without a copy when it already is one; ``what`` names the caller
-    in the error raised for anything else.  Values beyond the int64 range raise a
+    1-D int64 array, without a copy when it already is one; ``what`` names the caller in
+    the error raised for anything else.  Values beyond the int64 range raise a
     :class:`DDStoreIndexError` that shows them as given (``[low, limit)``, if ``limit``
-    is known, is named as the range).  Other ranges are the caller's to check.  ``noun``: what one value is,
-    in messages (``"count"`` for row counts)."""
+    is known, is named as the range).  Other ranges are the caller's to check.  ``noun``:
+    what one value is, in messages (``"count"`` for row counts)."""
     if (type(indices) is np.ndarray and indices.dtype == np.int64 and
             indices.ndim == 1 and indices.flags.c_contiguous):
         return indices  # the common case, without copies

@@ -94,8 +94,8 @@ class DDStore:
     ``width``, ``group_rank`` (0 .. width-1), ``group_size`` (= width), ``replicas``
     (number of groups), ``group`` (index of this rank's group), ``transport``,
     ``shm_peers`` (other group members this rank reads through shared memory),
-    ``reads_wait`` (agreed: some rank reads a member by MPI and some rank runs no
-    progress agent, so a read may wait for its owner's next MPI call),
+    ``reads_wait`` (agreed: some rank reads a member on another node and some rank
+    runs no progress agent, so a read may wait for its owner's next MPI call),
     ``memory_budget`` (the agreed budget per rank in bytes, or None without
     ``data_nbytes``), ``store_id`` (the store's number, the same on every rank, agreed
     at construction: a rank calling one store while another calls a different store of
@@ -149,8 +149,7 @@ class DDStore:
                 serve = serve_settings(env)
                 if interval:
                     self._core.start_progress(interval)
-                running = step.agree((bool(interval), self._core.shm_peers <
-                                      self._core.group_size - 1))  # (reads by MPI)
+                running = step.agree((bool(interval), self._core.off_node > 0))
             self.reads_wait = any(m for _, m in running) and not all(r for r, _ in running)
             # reads by message only where every member of the group answers them (decided
             # from agreed values; turning it on allocates, so it is a step's local part)

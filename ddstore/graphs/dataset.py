@@ -238,10 +238,11 @@ class GraphDataset(torch.utils.data.Dataset):
         of indices (negative ones count from the end), an integer tensor or array, or a
         boolean tensor or array, flattened, as in PyG (the graphs where it is True: a
         ``[len, 1]`` mask such as ``y > 0`` too; a True beyond ``len`` is refused).  A
-        list of bools is refused: PyG reads it as the indices 0 and 1, numpy as a mask.  The view reads the same stored graphs (nothing
-        is copied): ``len(view) == len(idx)``, ``view[i]`` is graph ``idx[i]``, and its
-        ``__getitems__``, :meth:`get_batch`, :meth:`loader` and ``index_select`` take
-        positions in the view.  An index outside ``[-len, len)`` is refused."""
+        list of bools is refused: PyG reads it as the indices 0 and 1, numpy as a mask.
+        The view reads the same stored graphs (nothing is copied): ``len(view) ==
+        len(idx)``, ``view[i]`` is graph ``idx[i]``, and its ``__getitems__``,
+        :meth:`get_batch`, :meth:`loader` and ``index_select`` take positions in the
+        view.  An index outside ``[-len, len)`` is refused."""
         n, what = self._n, f"graphs {self.name!r}: index_select"
         if isinstance(idx, slice):
             start, stop = idx.start, idx.stop
