@@ -546,7 +546,7 @@ class PyDDStore:
         already activated").
         """
         self._store.check_alive()
-        self._epoch("PyDDStore.epoch_begin", True)
+        self._epoch(True)
         if self._fence:
             self.sync()
 
@@ -562,27 +562,29 @@ class PyDDStore:
         epoch it closes.  Once the store holds a variable, closing an epoch not open is a
         :class:`ddstore.DDStoreStateError` (the original's "Fence is not activated")."""
         self._store.check_alive()
-        self._epoch("PyDDStore.epoch_end", False)
+        self._epoch(False)
 
-    def _epoch(self, op, opening):
+    def _epoch(self, opening):
         """Open (``opening``) or close the epoch: a round every rank meets where reads
         need it (no progress agent, reads of members on other nodes) or the store holds
-        an ``init`` variable (refusals agreed in it), else this rank's own check."""
-        def check():
-            if self._info and self._open == opening:
-                raise DDStoreStateError(
-                    f"{op}: " + ("an epoch is open already (epoch_begin twice without "
-                                 "epoch_end)" if opening else
-                                 "no epoch is open (epoch_end without epoch_begin)"))
-        if not (self._fence or self._rounds):
-            check()
-        elif opening:  # (the calls' names literal: the steps' scan reads them)
-            with self._store.collective("PyDDStore.epoch_begin"):
-                check()  # its round: every rank's gets of the epoch before are done
-        else:
-            with self._store.collective("PyDDStore.epoch_end"):
-                check()
+        an ``init`` variable (a refusal agreed in it), else this rank's own check."""
+        if self._fence or self._rounds:
+            if opening:  # (the calls' names literal: the steps' scan reads them)
+                with self._store.collective("PyDDStore.epoch_begin"):
+                    self._check_epoch(True)  # its round: the gets before are done
+            else:
+                with self._store.collective("PyDDStore.epoch_end"):
+                    self._check_epoch(False)
+        elif self._info and self._open == opening:
+            self._check_epoch(opening)  # (raises)
         self._open = opening and bool(self._info)
+
+    def _check_epoch(self, opening):
+        if self._info and self._open == opening:
+            raise DDStoreStateError(
+                "PyDDStore.epoch_begin: an epoch is open already (epoch_begin twice "
+                "without epoch_end)" if opening else "PyDDStore.epoch_end: no epoch is "
+                "open (epoch_end without epoch_begin)")
 
     def sync(self):
         """Collective: make every rank's ``update`` writes visible to all readers."""

@@ -160,3 +160,29 @@ def test_pyddstore_arguments_as_the_original_takes_them():
         store.epoch_end()
     finally:
         store.free()
+
+
+def test_pyddstore_epochs_balanced_as_the_original():
+    """Once the store holds a variable, an epoch opened twice or closed unopened raises
+    DDStoreStateError (a RuntimeError: the original's "Fence already activated" / "Fence
+    is not activated"); before, the pair does nothing, as the original's loop over no
+    window; a store of one node's ranks has free epochs (no round: reads_wait False)."""
+    import numpy as np
+    from mpi4py import MPI
+
+    import pyddstore
+    from ddstore import DDStoreStateError
+    with pyddstore.PyDDStore(MPI.COMM_SELF) as store:
+        assert store.store.reads_wait is False
+        store.epoch_begin()
+        store.epoch_begin()  # no variable: nothing to fence
+        store.epoch_end()
+        store.add("x", np.ones((4, 2)))
+        with pytest.raises(DDStoreStateError, match="no epoch is open"):
+            store.epoch_end()
+        store.epoch_begin()
+        with pytest.raises(RuntimeError, match="an epoch is open already"):
+            store.epoch_begin()
+        store.epoch_end()
+        store.epoch_begin()
+        store.epoch_end()
