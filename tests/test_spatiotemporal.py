@@ -949,6 +949,10 @@ def test_window_views_are_torch_datasets(store):
             assert torch.equal(got, want), (b, i)
     assert [torch.equal(a, w) for (a, _), w in zip(items[1:3], xb[1:3])] == [True, True]
     assert torch.equal(items[-1][1], yb[-1])
+    # iterated as indexed (its own __iter__: what torch's default collate walks)
+    walked = list(items)
+    assert len(walked) == len(idx) and all(
+        torch.equal(a, w) for (x, y), i in zip(walked, idx) for a, w in zip((x, y), train[i]))
     with pytest.raises(IndexError, match="WindowBatch index 4 out of range for 4 windows"):
         items[4]
     order = torch.utils.data.SequentialSampler(range(len(train)))

@@ -148,6 +148,13 @@ class WindowBatch(collections.abc.Sequence):
     def __len__(self):
         return int(self.parts[0].shape[0])
 
+    def __iter__(self):
+        # the windows in order, without a checked __getitem__ per window: torch's
+        # default collate walks the batch twice (the samples' lengths, then zip)
+        if len(self.parts) == 2:
+            return zip(self.parts[0].unbind(0), self.parts[1].unbind(0))
+        return (self[b] for b in range(len(self)))
+
     def __getitem__(self, b):
         n = len(self)
         if isinstance(b, slice):
