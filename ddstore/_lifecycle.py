@@ -541,8 +541,9 @@ def _end_agreed(previous, exc_type, exc, tb, rank, hint):
         why = (f" (rank 0 of its communicator did not end the job within "
                f"{AGREED_WAIT:g} s)")
     else:
-        why = (f" (rank 0 of its communicator caught it and {stuck}, which cannot end "
-               f"without this rank: it cannot end the job)")
+        why = (f" (rank 0 of its communicator went on past it, through a `with` block's "
+               f"exit or a handler, and {stuck}, which cannot end without this rank: it "
+               f"cannot end the job)")
     _abort_job(rank, f"uncaught {exc_type.__name__}, raised on every rank{why}",
                hint=hint)
 

@@ -33,7 +33,7 @@ from ._readers import ahead, resolve_ahead
 from ._checks import (STORABLE_NAMES, storable, as_array, as_indices, as_int,
                       big_ints, cast_in_range, check_free_names, check_indices,
                       integer_scalar, is_int, removed_error, shown_name)
-from .errors import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
 
@@ -110,7 +110,14 @@ class Variables:
     # ------------------------------------------------------------------ the table
     def var(self, name):
         """The variable ``name``, checked: the store alive, the name a rows variable
-        (else a :class:`DDStoreValueError` naming the known ones)."""
+        (else a :class:`DDStoreValueError` naming the known ones).  Called where a dict
+        lookup failed: its error is raised without the lookup's ``KeyError`` as context."""
+        try:
+            return self._var(name)
+        except DDStoreError as exc:
+            raise exc from None
+
+    def _var(self, name):
         self.store.check_alive()
         if type(name) is Var:  # a handle (DDStore.handle): that variable, or refused
             return check_handle(name, self.table, self.serial, "variable")

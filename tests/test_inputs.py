@@ -374,3 +374,24 @@ def test_every_layer_takes_tensor_values_as_the_store_does(store):
     for name in ("fs", "w", "g"):
         store.remove(*[v for v in store.variables() if v.startswith(name)])
     mem.remove()
+
+
+def test_errors_of_a_failed_lookup_carry_no_key_error():
+    """A read after free() or of an unknown name says so alone: the dictionary lookup's
+    ``KeyError`` is not shown before it ("During handling of the above exception...")."""
+    from mpi4py import MPI
+    import ddstore
+    from ddstore import DDStoreStateError, DDStoreValueError
+    s = ddstore.DDStore(MPI.COMM_SELF)
+    s.add("x", np.ones((3, 2)))
+    for call, error in ((lambda: s.get("nope", 0), DDStoreValueError),
+                        (lambda: s.get_batch("nope", [0]), DDStoreValueError)):
+        with pytest.raises(error) as info:
+            call()
+        assert info.value.__context__ is None or info.value.__suppress_context__
+    s.free()
+    for call in (lambda: s.get("x", 0), lambda: s.get_batch("x", [0]),
+                 lambda: s.get_range("x", 0, 1)):
+        with pytest.raises(DDStoreStateError, match="freed") as info:
+            call()
+        assert info.value.__suppress_context__ and info.value.__cause__ is None

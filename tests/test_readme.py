@@ -91,6 +91,7 @@ BASH_EXPECT = {
     "mpiexec -n 4 python -m ddstore demo": r"verified every byte: OK",
     "mpiexec -n 2 python tests/mpi/core_roundtrip.py auto":
         r"core_roundtrip: [1-9]\d* checks, 0 failures on 2 ranks",
+    "mpiexec --version": r"HYDRA build details",
 }
 
 # bash commands not run here, and why (commands of README.md and docs/*.md alike)

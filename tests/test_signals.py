@@ -209,7 +209,8 @@ def test_interrupted_cleanup_ends_promptly_naming_the_interrupt():
     assert "(rank 0 called add('y'); rank 1 called free()) (raised while this rank " \
            "handled a KeyboardInterrupt: the interrupt came first" in out, out
     assert "[ddstore] rank 1: uncaught DDStoreValueError, raised on every rank (rank 0 " \
-           "of its communicator caught it and is in free(), which cannot end without " \
-           "this rank: it cannot end the job)" in out, out
+           "of its communicator went on past it, through a `with` block's exit or a " \
+           "handler, and is in free(), which cannot end without this rank: it cannot " \
+           "end the job)" in out, out
     assert "did not end the job within" not in out, out
     assert r.elapsed < PROMPT, f"{r.elapsed:.1f} s:\n{out}"

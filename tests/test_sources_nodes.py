@@ -159,6 +159,16 @@ def test_csv_errors(tmp_path):
         R.read_rows(missing, 0, 1)
     with pytest.raises(DDStoreValueError, match="no such file"):
         R.count_rows(missing)
+    # a relative path: the message says relative to what (a README block run elsewhere)
+    here = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"nope.csv.gz: no such file (relative to the working directory "
+                f"{os.getcwd()})")):
+            R.count_rows("nope.csv.gz")
+    finally:
+        os.chdir(here)
     with pytest.raises(DDStoreIndexError,
                        match=r"row range \[5, 11\) out of range \[0, 10\]"):
         R.read_rows(path, 5, 11)

@@ -26,8 +26,10 @@ logger = logging.getLogger("ddstore.graphs")
 
 _WORKER_MESSAGE = (
     "GraphDataset {name!r} is read through MPI windows that belong to the training "
-    "process; DataLoader worker processes (num_workers > 0) cannot use them. Use "
-    "num_workers=0: each mini-batch is already one batched one-sided read.")
+    "process, and its batches are made there; DataLoader worker processes "
+    "(num_workers > 0) are not supported for it. Use num_workers=0: each mini-batch is "
+    "already one batched one-sided read; to overlap the reads with training, read "
+    "ahead in a thread: ds.loader(batch_size, prefetch=2).")
 
 
 def timed_batches(loader):

@@ -58,7 +58,9 @@ def regular_file(path, prefix="", missing="no such file"):
     try:
         mode = os.stat(p).st_mode
     except FileNotFoundError:
-        raise DDStoreValueError(f"{prefix}{p}: {missing}") from None
+        where = "" if os.path.isabs(p) else f" (relative to the working directory " \
+            f"{os.getcwd()})"
+        raise DDStoreValueError(f"{prefix}{p}: {missing}{where}") from None
     except OSError as exc:
         raise DDStoreValueError(f"{prefix}{p}: cannot be read ({exc.strerror or exc})") \
             from None
