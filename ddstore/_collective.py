@@ -1,6 +1,12 @@
 """The one mechanism behind every collective call: the collective *step* (see
 docs/design.md, "Rule 1: every collective call is made of collective steps").
 
+A rank makes its collective calls from one thread at a time: a step or a call of
+several steps (a transaction, :func:`holds_interrupts`) entered by a second thread while
+another thread of the process is inside one raises :class:`DDStoreStateError` at once,
+before any MPI call (two threads' collectives on one communicator are not ordered by MPI:
+they crashed, hung or mismatched the store's windows).
+
 A collective call is made of steps.  Each step is written once, the same way::
 
     with store.collective("from_jodie", name, same={"add_reverse": add_reverse}) as step:
@@ -11,7 +17,9 @@ A collective call is made of steps.  Each step is written once, the same way::
 
 **The local part** (before :meth:`Step.agree`, or the whole block when it never calls
 it) may raise anything on any rank: *whatever it raises* (an ``OSError`` from a file, a
-``KeyError``, a ``MemoryError``, a bug) is carried into the step's one round, and every
+``KeyError``, a ``MemoryError``, a bug, a ``BaseException`` of the user's own; not
+``GeneratorExit``, which a generator closed on one rank passes through without a
+round) is carried into the step's one round, and every
 rank raises the same :class:`~ddstore.errors.DDStoreError` naming the ranks and what
 each raised (the failing rank's own exception is chained as its ``__cause__``).  No
 layer lists the exception types it expects.
@@ -202,8 +210,8 @@ def holds_interrupts(fn):
     without a bound."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        level = hold_interrupts()
         outer = enter_scope()  # its later steps are told by its first named step
+        level = hold_interrupts()
         try:
             return fn(*args, **kwargs)
         finally:
@@ -212,16 +220,52 @@ def holds_interrupts(fn):
     return call
 
 
+# the thread making this process's collective calls, and how deep it is in them: one
+# thread at a time (two threads' calls interleave their MPI collectives on one
+# communicator, which MPI does not order: a crash, a hang or mismatched windows)
+_CALLER = {"thread": None, "depth": 0}
+_CALLER_LOCK = threading.Lock()
+
+
+def _enter_call(what):
+    """This thread enters a collective call (or a step or scope of one); raises
+    :class:`DDStoreStateError` at once, before any MPI call, while another thread of
+    this process is inside one."""
+    me = threading.current_thread()
+    with _CALLER_LOCK:
+        other = _CALLER["thread"]
+        if other is not None and other is not me:
+            raise DDStoreStateError(
+                f"{what}: a collective call made by thread {me.name!r} while thread "
+                f"{other.name!r} of this process is in {_current() or 'a collective call'}"
+                f": a rank makes its collective calls from one thread at a time (MPI does "
+                f"not order collectives two threads make at once); make them from one "
+                f"thread, or after the other's has returned")
+        _CALLER["thread"] = me
+        _CALLER["depth"] += 1
+
+
+def _leave_call():
+    with _CALLER_LOCK:
+        _CALLER["depth"] -= 1
+        if _CALLER["depth"] <= 0:
+            _CALLER["thread"], _CALLER["depth"] = None, 0
+
+
 def enter_scope(label=None):
     """Begin a call of several steps (:func:`holds_interrupts`, a transaction): an error
     or interrupt in a later step (``op=None``) is told as in ``label``, or in the
-    call's first named step.  Returns what :func:`leave_scope` restores."""
+    call's first named step.  Returns what :func:`leave_scope` restores.  Raises
+    :class:`DDStoreStateError` (nothing begun) while another thread of this process is
+    in a collective call: call it before anything that :func:`leave_scope` must undo."""
+    _enter_call(label or "a collective call")
     outer, _STATE["scope"] = _STATE["scope"], [label]
     return outer
 
 
 def leave_scope(outer):
     _STATE["scope"] = outer
+    _leave_call()
 
 
 def _current():
@@ -637,6 +681,14 @@ class Step:
                 f"not call; make it in the rank's own process")
         if self._check is not None:
             self._check()
+        _enter_call(_describe(self._call) if self._call else "a collective step")
+        try:
+            return self._enter()
+        except BaseException:
+            _leave_call()
+            raise
+
+    def _enter(self):
         call = self._call
         _TEST["steps"] += 1
         if isinstance(_TEST["seen"], list):  # every step in order, None for a later one
@@ -705,8 +757,13 @@ class Step:
                 return False
             interrupted = isinstance(exc, KeyboardInterrupt) and self._values is None
             exiting = isinstance(exc, SystemExit) and self._values is None
-            if not isinstance(exc, Exception) and not (interrupted or exiting):
-                return False  # a SystemExit or KeyboardInterrupt after the round
+            if not isinstance(exc, Exception) and not (interrupted or exiting) and (
+                    self._values is not None or isinstance(exc, GeneratorExit)):
+                # a SystemExit, KeyboardInterrupt or another BaseException after the
+                # round (this rank's alone), or a generator closed (each rank closes its
+                # own when it drops it: no round); a BaseException of another kind in
+                # the local part is agreed like an error
+                return False
             if self._values is not None:  # decided from agreed values: alike everywhere
                 _mark(exc, self._comm)
                 return False
@@ -733,7 +790,10 @@ class Step:
                     if hook is not None:
                         hook(None, self._comm)
             finally:
-                _pop(self._level)  # may raise a SIGINT deferred and not agreed
+                try:
+                    _pop(self._level)  # may raise a SIGINT deferred and not agreed
+                finally:
+                    _leave_call()
 
 
 def collective(comm, op, name=None, *, same=None, store=None):

@@ -176,12 +176,14 @@ class Transaction:
 
     def __enter__(self):
         self.store.check_alive()
+        # (first: refused, with nothing begun, while another thread is in a collective
+        # call of this process)
+        self._scope = enter_scope(self.label)  # (its later steps are told by it)
         self._entries = self._journal.entries
         self._mark = len(self._entries)
         self._journal.depth += 1
         self._journal.marks.append(self._mark)
         self._held = hold_interrupts()
-        self._scope = enter_scope(self.label)  # (its later steps are told by it)
         return self
 
     @property

@@ -183,7 +183,11 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
         values = {(group, key): value for group, key, value in attrs}
         values.update({(et, "edge_index"): ei for et, ei, _ in edges})
         values.update({(nt, "num_nodes"): [data[nt].num_nodes] for nt in data.node_types})
-        step.agree(same=same_data(values))
+        # the order the stores are filled in (the data's own: types, then their
+        # attributes): the same data inserted in another order on some rank is told so
+        order = {"the order of the node types, edge types and attributes (as inserted)":
+                 [f"{group}.{key}" for group, key, _ in attrs]}
+        step.agree(same={**same_data(values), **order})
     # the stores made inside the transaction: a rollback forgets their annotations
     with store.transaction(f"pyg.from_hetero {name!r}"), values_agreed():
         fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,

@@ -23,6 +23,7 @@ items 5-8 and 11; docs/design.md, rule 1):
 """
 import os
 import signal
+import threading
 import warnings
 
 import numpy as np
@@ -32,7 +33,8 @@ from mpi4py import MPI
 from _harness import Cases, check, expect_error, run_main, shared_tmpdir
 
 import ddstore
-from ddstore import DDStoreError, DDStoreMemoryError, DDStoreValueError, _collective
+from ddstore import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError, \
+    _collective
 from ddstore import pyg as dpyg
 
 comm = MPI.COMM_WORLD
@@ -222,6 +224,51 @@ def _(t):
          True)
     check(got == want, f"SystemExit in a local part: {got}, expected {want}")
     check(store.variables() == before, f"SystemExit: variables {store.variables()}")
+
+    # a BaseException of the user's own (neither an Exception nor an interrupt or exit)
+    # in a local part on one rank: agreed like an error (it left the call on that rank
+    # alone: the others met its next call, out of step, and the ranks' stores differed)
+    class Cancelled(BaseException):
+        pass
+    expect_error(DDStoreValueError, [f"rank {LAST}: add('k2'): Cancelled: stop"],
+                 lambda: two_adds(Cancelled("stop")), what="a BaseException of the user's",
+                 agree=True, agreed=True, store=store)
+
+    # the same heterogeneous data inserted in another order on some rank: told so (the
+    # stores were filled in the data's order: out of step, naming an inner put)
+    if size > 1:
+        from torch_geometric.data import HeteroData
+        h = HeteroData()
+        for k in (["u", "v"] if rank != LAST else ["v", "u"]):
+            h[k].x = torch.ones(4, 2)
+        h["u", "to", "v"].edge_index = torch.tensor([[0, 1], [1, 2]])
+        expect_error(DDStoreValueError, ["pyg.from_hetero('order')", "the order of the node "
+                                         "types, edge types and attributes (as inserted) "
+                                         "differs between ranks", "['v.x', 'u.x']"],
+                     lambda: dpyg.from_hetero(store, h, name="order"),
+                     what="from_hetero, another insertion order", agree=True, agreed=True,
+                     store=store)
+
+    # two threads of a rank in collective calls at once: the second refused at once,
+    # before any MPI call (a crash, a hang or mismatched windows); the first completes
+    refused = []
+
+    def second():
+        try:
+            store.sync()
+        except DDStoreStateError as exc:
+            refused.append(str(exc))
+    with store.transaction("held by the main thread"):
+        other = threading.Thread(target=second, name="second")
+        other.start()
+        other.join(30)
+    check(len(refused) == 1 and "a collective call made by thread 'second' while "
+          "thread 'MainThread' of this process is in held by the main thread" in refused[0],
+          f"a second thread's collective call: {refused}")
+    other = threading.Thread(target=store.sync)  # after the first: made as any call
+    other.start()
+    other.join(30)
+    check(not other.is_alive(), "a collective call of another thread after the first's")
 
     # a real SIGINT in a local part: KeyboardInterrupt at once, agreed in the round
     def in_local_part():
