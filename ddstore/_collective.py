@@ -103,7 +103,7 @@ __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bo
            "join_bounded", "wait_bounded", "last_call", "current_call", "inject",
            "record_calls",
            "DDStoreInterrupt", "hold_interrupts", "release_interrupts", "holds_interrupts",
-           "next_store_id", "set_publish_hook"]
+           "next_store_id", "set_publish_hook", "call_name"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
 # call it entered, the step it is in now (or None), and the bound of the rounds inside
@@ -490,6 +490,21 @@ def _payload(row, what):
                             pickle.HIGHEST_PROTOCOL)
 
 
+class _Shown(str):
+    """A step's name that is not a str (a list of names, a tuple key), as its text:
+    told as ``remove(['a', 'b'])``, not as the quoted text of it."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return str(self)
+
+
+def call_name(value):
+    """``value`` (a key, an edge type, a list of names, None) as a step's name: told by
+    its ``repr`` as it is, ``put(('u', 'x'))``, not as quoted text."""
+    return _Shown(_text(value, repr))
+
+
 def _describe(call):
     if call is None:
         return "another collective"
@@ -497,11 +512,12 @@ def _describe(call):
     return f"{op}()" if name is None else f"{op}({name!r})"
 
 
-def _doing(call, current):
-    """What a rank in a round is doing, for messages: ``"called add('y')"``, or for a
-    later step of a call already begun, ``"is in put_range('x')"``."""
+def _doing(call, current, many=False):
+    """What a rank (``many``: several ranks) in a round is doing, for messages:
+    ``"called add('y')"``, or for a later step of a call already begun, ``"is in
+    put_range('x')"`` (``"are in ..."``)."""
     if call is None and current is not None:
-        return f"is in {current}"
+        return f"{'are' if many else 'is'} in {current}"
     return f"called {_describe(call)}"
 
 
@@ -543,7 +559,7 @@ def _detail(info, ranks=None, stores=False):
         if ranks is None or r in ranks:
             key = (c, n, current if c is None else None, store if stores else None)
             by_call.setdefault(key, []).append(r)
-    return "; ".join(f"{format_ranks(rs)} {_doing(c, cur)}"
+    return "; ".join(f"{format_ranks(rs)} {_doing(c, cur, len(rs) > 1)}"
                      + (f" on {_store_of(st)}" if stores else "")
                      + (f" ({n})" if n else "") for (c, n, cur, st), rs in by_call.items())
 
@@ -648,7 +664,7 @@ class Step:
             self._call = None
         else:
             self._call = (str(op), name if name is None or isinstance(name, str)
-                          else _text(name, repr))
+                          else _Shown(_text(name, repr)))
         self._same, self._check, self._store = same, check, store
         self._values = None
         self._inject = None

@@ -12,6 +12,7 @@ distributed build (:mod:`ddstore.pyg._csc_build`) calls its readers (``time_read
 import numpy as np
 
 from .. import partition
+from .._collective import call_name
 from .._times import as_times, time_dtype_of
 from .._checks import as_bool
 from ..errors import DDStoreIndexError, DDStoreValueError
@@ -229,7 +230,7 @@ class EdgeAttributes:
         state = self.state
         st = state.store
         what = f"put_edge_weights ({edge_type!r})"
-        with st.collective("GraphStore.put_edge_weights", repr(edge_type),
+        with st.collective("GraphStore.put_edge_weights", call_name(edge_type),
                            same={"weight_attr": weight_attr}) as step:
             checked_weight_attr(weight_attr)
             if weight_attr is None:
@@ -279,7 +280,7 @@ class EdgeAttributes:
         state = self.state
         st = state.store
         what = "build_backward"
-        with st.collective("GraphStore.build_backward", repr(edge_types)) as step:
+        with st.collective("GraphStore.build_backward", call_name(edge_types)) as step:
             keep_in_lists = as_bool(keep_in_lists, f"{what}: keep_in_lists")
             if edge_types is None:
                 types = list(state.sampled)

@@ -10,6 +10,7 @@ from torch_geometric.data.feature_store import _FieldStatus
 
 from .._checks import (as_indices, cast_in_range, check_free_names, check_indices,
                        host_tensor, integer_scalar, is_int)
+from .._collective import call_name
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
@@ -342,7 +343,7 @@ class FeatureStore(_PygFeatureStore):
         a = self._attrs.get(key)
         if a is None or attr.index is not None and not _is_all(attr.index):
             return self._put_tensor(tensor, attr)
-        with self.store.collective("FeatureStore.update", repr(key)) as step:
+        with self.store.collective("FeatureStore.update", call_name(key)) as step:
             arr, tdt = as_source(tensor, f"update_tensor {key!r}")
             same = arr.ndim >= 1 and _layout(arr, tdt) == a.layout()
             step.agree(same={"in place (same layout as held)": bool(same)})
@@ -480,7 +481,7 @@ class FeatureStore(_PygFeatureStore):
         store = self.store
         what = f"put ({attr.group_name!r}, {attr.attr_name!r})"
         key = (attr.group_name, attr.attr_name)
-        with store.collective("FeatureStore.put", repr(key)) as step:
+        with store.collective("FeatureStore.put", call_name(key)) as step:
             self._check_key(attr, what)
             if range_wise and rows is None:  # (None is a whole put's: said, not taken)
                 raise DDStoreValueError(f"put_range ({attr.group_name!r}, "
@@ -681,7 +682,7 @@ class FeatureStore(_PygFeatureStore):
         attr = _filled(attr)
         key = (attr.group_name, attr.attr_name)
         held = key in self._attrs
-        with store.collective("FeatureStore.remove", repr(key), same={"held": held}):
+        with store.collective("FeatureStore.remove", call_name(key), same={"held": held}):
             pass
         if not held:
             return False

@@ -16,6 +16,7 @@ from torch_geometric.data import GraphStore as _PygGraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
 from .. import partition
+from .._collective import call_name
 from ..build import check_chunk_edges
 from ..errors import DDStoreValueError
 from ._common import (GRAPH_KIND, annotation_name, as_edge_type, as_numpy, check_rows,
@@ -318,7 +319,7 @@ class GraphStore(_PygGraphStore):
         edge_type = as_edge_type(edge_attr.edge_type)
         what = f"put_edge_index ({edge_type!r}, {layout.value})"
         st = self.store
-        with st.collective("GraphStore.put", repr(edge_type)) as step:
+        with st.collective("GraphStore.put", call_name(edge_type)) as step:
             src, dst, ptr_nodes, dtypes = as_coo(edge_index, layout, what)
             n = src.shape[0]
             lo, hi = partition(n, st.size, st.rank)
@@ -360,7 +361,7 @@ class GraphStore(_PygGraphStore):
         """
         edge_type = as_edge_type(edge_type)
         what = f"put_edge_range ({edge_type!r})"
-        with self.store.collective("GraphStore.put", repr(edge_type)) as step:
+        with self.store.collective("GraphStore.put", call_name(edge_type)) as step:
             if callable(edge_index):
                 lo, hi = check_rows(rows, None, what)
                 columns = checked_columns(edge_index, what, hi - lo)
@@ -490,7 +491,7 @@ class GraphStore(_PygGraphStore):
         of the edge type; True, or False (on every rank) when it was not stored."""
         edge_type = as_edge_type(edge_attr.edge_type)
         key = (edge_type, EdgeLayout(edge_attr.layout))
-        with self.store.collective("GraphStore.remove", repr(key)):
+        with self.store.collective("GraphStore.remove", call_name(key)):
             pass
         return remove_lists(self._state, key)
 
