@@ -96,6 +96,9 @@ BASH_EXPECT = {
 
 # bash commands not run here, and why (commands of README.md and docs/*.md alike)
 BASH_SKIP = {
+    "export PATH=$(dirname $(python -c 'import sys; print(sys.executable)')):$PATH":
+        "changes the PATH of the user's own shell (every command here runs in a shell of "
+        "its own, with MPICH's mpiexec on its PATH; the next line, run, checks it)",
     "bash scripts/run.sh": "installs, then the full main job (4 ranks, ~40 s); the main "
                            "job runs small in test_examples.py",
     "bash scripts/test.sh": "installs, then runs this test suite",

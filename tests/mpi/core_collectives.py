@@ -101,7 +101,8 @@ def main():
         # the series was read from: a step of a call already begun)
         expect("load_npy failure then free vs WindowDataset",
                ["out of step", "rank 0 called free()",
-                f"{others} is in WindowDataset('w')"], npy_then_collective)
+                f"{others} {'are' if size > 2 else 'is'} in WindowDataset('w')"],
+               npy_then_collective)
         check(not store.freed, "free() vs WindowDataset freed the store")
         intact("after free vs WindowDataset")
     finally:  # this rank's own directory (its "local copy"), never left in /tmp
