@@ -17,9 +17,10 @@ A collective call is made of steps.  Each step is written once, the same way::
 
 **The local part** (before :meth:`Step.agree`, or the whole block when it never calls
 it) may raise anything on any rank: *whatever it raises* (an ``OSError`` from a file, a
-``KeyError``, a ``MemoryError``, a bug, a ``BaseException`` of the user's own; not
-``GeneratorExit``, which a generator closed on one rank passes through without a
-round) is carried into the step's one round, and every
+``KeyError``, a ``MemoryError``, a bug, a ``BaseException`` of the user's own, which
+that rank then raises as it is, as a ``SystemExit`` below; not ``GeneratorExit``, which
+a generator closed on one rank passes through without a round) is carried into the
+step's one round, and every
 rank raises the same :class:`~ddstore.errors.DDStoreError` naming the ranks and what
 each raised (the failing rank's own exception is chained as its ``__cause__``).  No
 layer lists the exception types it expects.
@@ -103,7 +104,7 @@ __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bo
            "join_bounded", "wait_bounded", "last_call", "current_call", "inject",
            "record_calls",
            "DDStoreInterrupt", "hold_interrupts", "release_interrupts", "holds_interrupts",
-           "next_store_id", "set_publish_hook", "call_name"]
+           "next_store_id", "set_publish_hook", "call_name", "caller_thread"]
 
 # what this rank is doing, for the messages of a job that is ended: the last collective
 # call it entered, the step it is in now (or None), and the bound of the rounds inside
@@ -210,8 +211,12 @@ def holds_interrupts(fn):
     without a bound."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        outer = enter_scope()  # its later steps are told by its first named step
         level = hold_interrupts()
+        try:  # its later steps are told by its first named step
+            outer = enter_scope(what=fn.__qualname__)
+        except BaseException:
+            release_interrupts(level)
+            raise
         try:
             return fn(*args, **kwargs)
         finally:
@@ -230,7 +235,10 @@ _CALLER_LOCK = threading.Lock()
 def _enter_call(what):
     """This thread enters a collective call (or a step or scope of one); raises
     :class:`DDStoreStateError` at once, before any MPI call, while another thread of
-    this process is inside one."""
+    this process is inside one.  Not in a process forked from a rank (its threads are
+    the parent's: the step's own check refuses its collective calls)."""
+    if _core.forked():
+        return
     me = threading.current_thread()
     with _CALLER_LOCK:
         other = _CALLER["thread"]
@@ -246,19 +254,29 @@ def _enter_call(what):
 
 
 def _leave_call():
+    if _core.forked():
+        return
     with _CALLER_LOCK:
         _CALLER["depth"] -= 1
         if _CALLER["depth"] <= 0:
             _CALLER["thread"], _CALLER["depth"] = None, 0
 
 
-def enter_scope(label=None):
+def caller_thread():
+    """The thread of this process inside a collective call now, or None."""
+    with _CALLER_LOCK:
+        return _CALLER["thread"]
+
+
+def enter_scope(label=None, what=None):
     """Begin a call of several steps (:func:`holds_interrupts`, a transaction): an error
     or interrupt in a later step (``op=None``) is told as in ``label``, or in the
     call's first named step.  Returns what :func:`leave_scope` restores.  Raises
-    :class:`DDStoreStateError` (nothing begun) while another thread of this process is
-    in a collective call: call it before anything that :func:`leave_scope` must undo."""
-    _enter_call(label or "a collective call")
+    :class:`DDStoreStateError` (nothing begun; ``what``, else ``label``, names the call
+    refused) while another thread of this process is in a collective call: call it
+    after :func:`hold_interrupts` (a SIGINT between them would leave the scope open)
+    and before anything else that :func:`leave_scope` must undo."""
+    _enter_call(what or label or "a collective call")
     outer, _STATE["scope"] = _STATE["scope"], [label]
     return outer
 
@@ -757,8 +775,9 @@ class Step:
             self._values = _round(self._comm, self._call, error, share, same,
                                   self._store, self._hold)
         except (DDStoreError, DDStoreInterrupt):
-            if isinstance(error, SystemExit):  # an injected exit: as __exit__ does
-                raise _mark(error, self._comm) from None
+            if error is not None and not isinstance(
+                    error, (Exception, KeyboardInterrupt, GeneratorExit)):
+                raise _mark(error, self._comm) from None  # an injected exit: as __exit__
             raise
         return self._values
 
@@ -772,13 +791,14 @@ class Step:
             if is_agreed(exc):
                 return False
             interrupted = isinstance(exc, KeyboardInterrupt) and self._values is None
-            exiting = isinstance(exc, SystemExit) and self._values is None
-            if not isinstance(exc, Exception) and not (interrupted or exiting) and (
-                    self._values is not None or isinstance(exc, GeneratorExit)):
+            # a SystemExit, or another BaseException (a test's skip, a task's
+            # cancellation), in the local part: agreed, and raised as it is here
+            exiting = not isinstance(exc, (Exception, KeyboardInterrupt, GeneratorExit)) \
+                and self._values is None
+            if not isinstance(exc, Exception) and not (interrupted or exiting):
                 # a SystemExit, KeyboardInterrupt or another BaseException after the
                 # round (this rank's alone), or a generator closed (each rank closes its
-                # own when it drops it: no round); a BaseException of another kind in
-                # the local part is agreed like an error
+                # own when it drops it: no round)
                 return False
             if self._values is not None:  # decided from agreed values: alike everywhere
                 _mark(exc, self._comm)
@@ -789,9 +809,10 @@ class Step:
             try:
                 _round(self._comm, self._call, exc, None, None, self._store, self._hold)
             except (DDStoreError, DDStoreInterrupt) as agreed:
-                if exiting:  # this rank exits as it was asked to (the others raise the
-                    # agreed error naming it): marked, so enclosing steps pass it on
-                    # and the transaction rolls back on every rank
+                if exiting:  # this rank exits (or is cancelled...) as it was asked to
+                    # (the others raise the agreed error naming it): marked, so
+                    # enclosing steps pass it on and the transaction rolls back on every
+                    # rank
                     _mark(exc, self._comm)
                     return False
                 raise agreed from exc

@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 
 from . import _collective, _core, _status
@@ -381,6 +382,17 @@ def _free_live_stores():
         return
     from mpi4py import MPI
     if MPI.Is_finalized():
+        return
+    holder = _collective.caller_thread()
+    if holder is not None and holder is not threading.current_thread():
+        # a thread of this rank (a daemon, at exit) is inside a collective call: a free
+        # from this thread would be another collective call at once
+        _status.set_left(f"without the collective free at exit: its thread "
+                         f"{holder.name!r} is inside a collective call")
+        sys.stderr.write(f"[ddstore] rank {_LIVE_STORES[-1].rank}: the stores are not "
+                         f"freed at exit: thread {holder.name!r} is inside a collective "
+                         f"call ({_collective.current_call() or 'a collective call'}); "
+                         f"MPI_Finalize releases them\n")
         return
     cap = exit_timeout()
     started = time.monotonic()

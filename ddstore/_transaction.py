@@ -176,14 +176,22 @@ class Transaction:
 
     def __enter__(self):
         self.store.check_alive()
-        # (first: refused, with nothing begun, while another thread is in a collective
-        # call of this process)
-        self._scope = enter_scope(self.label)  # (its later steps are told by it)
-        self._entries = self._journal.entries
-        self._mark = len(self._entries)
-        self._journal.depth += 1
-        self._journal.marks.append(self._mark)
         self._held = hold_interrupts()
+        try:  # (refused, with nothing begun, while another thread is in a collective
+            # call of this process)
+            self._scope = enter_scope(self.label)  # (its later steps are told by it)
+        except BaseException:
+            release_interrupts(self._held)
+            raise
+        try:
+            self._entries = self._journal.entries
+            self._mark = len(self._entries)
+            self._journal.depth += 1
+            self._journal.marks.append(self._mark)
+        except BaseException:  # (nothing here raises; the scope is never left open)
+            leave_scope(self._scope)
+            release_interrupts(self._held)
+            raise
         return self
 
     @property

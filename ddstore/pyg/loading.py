@@ -186,7 +186,8 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
         # the order the stores are filled in (the data's own: types, then their
         # attributes): the same data inserted in another order on some rank is told so
         order = {"the order of the node types, edge types and attributes (as inserted)":
-                 [f"{group}.{key}" for group, key, _ in attrs]}
+                 [f"{group}.{key}" for group, key, _ in attrs] +
+                 [f"{et}.edge_index" for et, _, _ in edges]}
         step.agree(same={**same_data(values), **order})
     # the stores made inside the transaction: a rollback forgets their annotations
     with store.transaction(f"pyg.from_hetero {name!r}"), values_agreed():

@@ -48,6 +48,13 @@ def _file_kind(mode):
     return "not a regular file"
 
 
+def _working_directory():
+    try:
+        return f"the working directory {os.getcwd()}"
+    except OSError:  # (removed since the process entered it)
+        return "a working directory that no longer exists"
+
+
 def regular_file(path, prefix="", missing="no such file"):
     """``path`` as a str when it names a regular file (through symlinks), else a
     :class:`DDStoreValueError` ``"<prefix><path>: <why>"``: ``missing`` when nothing is
@@ -58,8 +65,7 @@ def regular_file(path, prefix="", missing="no such file"):
     try:
         mode = os.stat(p).st_mode
     except FileNotFoundError:
-        where = "" if os.path.isabs(p) else f" (relative to the working directory " \
-            f"{os.getcwd()})"
+        where = "" if os.path.isabs(p) else f" (relative to {_working_directory()})"
         raise DDStoreValueError(f"{prefix}{p}: {missing}{where}") from None
     except OSError as exc:
         raise DDStoreValueError(f"{prefix}{p}: cannot be read ({exc.strerror or exc})") \
