@@ -211,37 +211,24 @@ def _(t):
     # sys.exit() in a local part (a user's dataset read by a constructor) on one rank:
     # that rank exits as asked, the others raise an agreed error naming it, and the
     # transaction rolls back on every rank (before: the others met that rank's next
-    # call, out of step, and the job was aborted)
-    got = None
-    try:
-        two_adds(SystemExit("leaving on purpose"))
-    except SystemExit as exc:
-        got = ("SystemExit", str(exc), _collective.is_agreed(exc))
-    except DDStoreError as exc:
-        got = (type(exc).__name__, str(exc), _collective.is_agreed(exc))
-    want = ("SystemExit", "leaving on purpose", True) if rank == LAST else \
-        ("DDStoreValueError", f"rank {LAST}: add('k2'): SystemExit: leaving on purpose",
-         True)
-    check(got == want, f"SystemExit in a local part: {got}, expected {want}")
-    check(store.variables() == before, f"SystemExit: variables {store.variables()}")
-
-    # a BaseException of the user's own (neither an Exception nor an interrupt: a test's
-    # skip, a task's cancellation) in a local part on one rank: agreed as a SystemExit
-    # is, that rank raising its own (it left the call on that rank alone: the others met
-    # its next call, out of step, and the ranks' stores differed)
+    # call, out of step, and the job was aborted).  The same for a BaseException of the
+    # user's own (neither an Exception nor an interrupt: a test's skip, a task's
+    # cancellation), which left the call on that rank alone (the others met its next
+    # call, out of step, and the ranks' stores differed)
     class Cancelled(BaseException):
         pass
-    got = None
-    try:
-        two_adds(Cancelled("stop"))
-    except Cancelled as exc:
-        got = ("Cancelled", str(exc), _collective.is_agreed(exc))
-    except DDStoreError as exc:
-        got = (type(exc).__name__, str(exc), _collective.is_agreed(exc))
-    want = ("Cancelled", "stop", True) if rank == LAST else \
-        ("DDStoreValueError", f"rank {LAST}: add('k2'): Cancelled: stop", True)
-    check(got == want, f"a BaseException in a local part: {got}, expected {want}")
-    check(store.variables() == before, f"BaseException: variables {store.variables()}")
+    for exc in (SystemExit("leaving on purpose"), Cancelled("stop")):
+        name, got = type(exc).__name__, None
+        try:
+            two_adds(exc)
+        except type(exc) as own:
+            got = (name, str(own), _collective.is_agreed(own))
+        except DDStoreError as other:
+            got = (type(other).__name__, str(other), _collective.is_agreed(other))
+        want = (name, str(exc), True) if rank == LAST else \
+            ("DDStoreValueError", f"rank {LAST}: add('k2'): {name}: {exc}", True)
+        check(got == want, f"{name} in a local part: {got}, expected {want}")
+        check(store.variables() == before, f"{name}: variables {store.variables()}")
 
     # the same heterogeneous data inserted in another order on some rank: told so (the
     # stores were filled in the data's order: out of step, naming an inner put)
