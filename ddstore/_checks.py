@@ -33,7 +33,8 @@ def host_tensor(x, what):
     lazy negation or conjugation (``z.conj()``, ``z.conj().imag``) resolved.  A sparse,
     nested or other non-dense tensor raises a :class:`DDStoreValueError` naming
     ``what``, its layout and the conversion that stores it."""
-    if x.layout is not _strided() or x.is_nested:
+    import torch  # (imported already: x is one of its tensors)
+    if x.layout is not torch.strided or x.is_nested:
         if x.is_nested:
             how = ("a nested tensor (samples of different shapes); store it padded "
                    "(torch.nested.to_padded_tensor), or its samples as records "
@@ -48,16 +49,6 @@ def host_tensor(x, what):
     if not x.is_cpu:
         x = x.cpu()
     return x.resolve_neg().resolve_conj() if x.is_neg() or x.is_conj() else x
-
-
-_STRIDED = []  # torch.strided, once torch is imported
-
-
-def _strided():
-    if not _STRIDED:
-        import torch
-        _STRIDED.append(torch.strided)
-    return _STRIDED[0]
 
 
 def as_array(x, what):

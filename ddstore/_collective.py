@@ -682,7 +682,7 @@ class Step:
             self._call = None
         else:
             self._call = (str(op), name if name is None or isinstance(name, str)
-                          else _Shown(_text(name, repr)))
+                          else call_name(name))
         self._same, self._check, self._store = same, check, store
         self._values = None
         self._inject = None
