@@ -264,11 +264,6 @@ class PyDDStore:
         # True while a variable made by init exists: every epoch_begin then synchronises
         # (the same on every rank, as init, remove and restore are collective)
         self._fence = False
-        # where a read may wait for its owner's next MPI call (some rank reads a member on
-        # another node, some rank runs no progress agent: agreed by the store), every
-        # epoch_begin / epoch_end is a round, in which MPI answers the reads of the
-        # waiting rank's rows
-        self._rounds = store.reads_wait
         self._open = False  # an epoch is open (tracked once a variable is held)
         self._open_annotated()
 
@@ -568,7 +563,10 @@ class PyDDStore:
         """Open (``opening``) or close the epoch: a round every rank meets where reads
         need it (no progress agent, reads of members on other nodes) or the store holds
         an ``init`` variable (a refusal agreed in it), else this rank's own check."""
-        if self._fence or self._rounds:
+        # where a read may wait for its owner's next MPI call (store.reads_wait: some
+        # rank reads a member on another node, some runs no progress agent), a round, in
+        # which MPI answers the reads of the waiting rank's rows
+        if self._fence or self._store.reads_wait:
             if opening:  # (the calls' names literal: the steps' scan reads them)
                 with self._store.collective("PyDDStore.epoch_begin"):
                     self._check_epoch(True)  # its round: the gets before are done

@@ -9,7 +9,7 @@ from .errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["partition", "as_indices", "as_int", "is_int", "check_indices", "check_free_names",
            "names_under", "aside_name", "is_aside", "STORABLE_KINDS", "STORABLE_NAMES",
-           "as_array", "storable"]
+           "as_array", "storable", "native_order", "host_tensor"]
 
 # dtype kinds that are plain fixed-size values and can be stored as raw bytes
 STORABLE_KINDS = "biufcmM"
@@ -58,7 +58,7 @@ def as_array(x, what):
     has not, such as bfloat16 or float8, with the conversions that store it), a
     ``MemoryError`` stays what it is."""
     if isinstance(x, np.ndarray):
-        return x if x.dtype.isnative else _native(x)
+        return native_order(x)
     torch_tensor = type(x).__module__.startswith("torch") and hasattr(x, "detach")
     if torch_tensor:
         # its values: the store keeps no graph, lives in host memory, and numpy takes
@@ -66,7 +66,7 @@ def as_array(x, what):
         x = host_tensor(x, what)
     try:
         arr = np.asarray(x)
-        return arr if arr.dtype.isnative else _native(arr)
+        return native_order(arr)
     except MemoryError:
         raise
     except Exception as exc:  # ragged lists, torch dtypes without numpy ones...
@@ -85,10 +85,10 @@ def as_array(x, what):
 
 
 
-def _native(arr):
-    """``arr``'s values in this machine's byte order (what a stored variable holds, and
-    all torch reads)."""
-    return arr.astype(arr.dtype.newbyteorder("="))
+def native_order(arr):
+    """``arr``, or its values in this machine's byte order where it is in the other
+    (what a stored variable holds, and all torch reads)."""
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
 def partition(total, parts, index):

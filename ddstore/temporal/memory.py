@@ -34,7 +34,7 @@ import numpy as np
 from .._collective import holds_interrupts, join_bounded
 from ..annotations import check_object_name
 from .._checks import (as_dtype, as_indices, as_int, check_free_names, check_indices,
-                       is_int, partition, names_under, tensor_values)
+                       is_int, native_order, partition, names_under, tensor_values)
 from .._times import FLOAT_TIMES, as_time_dtype, as_times
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 from ..placement import alltoallv_rows
@@ -219,8 +219,7 @@ def _as_array(x):
     """``x`` as a numpy array in this machine's byte order (``'>f4'`` as its values); a
     torch tensor through the package's one rule (:func:`~ddstore._checks.tensor_values`:
     bfloat16, which numpy lacks, as float32, which holds each of its values exactly)."""
-    arr = np.asarray(tensor_values(x, "NodeMemory"))
-    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+    return native_order(np.asarray(tensor_values(x, "NodeMemory")))
 
 
 class NodeMemory:
