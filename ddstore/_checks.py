@@ -112,6 +112,13 @@ def partition(total, parts, index):
     return start, start + base + (1 if index < rem else 0)
 
 
+def is_index_array(x):
+    """Whether ``x`` is already what :func:`as_indices` returns (a C-contiguous 1-D int64
+    numpy array): the test a hot path makes before it builds an error's wording."""
+    return (type(x) is np.ndarray and x.dtype == np.int64 and x.ndim == 1 and
+            x.flags.c_contiguous)
+
+
 def as_indices(indices, what, limit=None, noun="index", low=0):
     """``indices`` (a sequence, numpy array or CPU tensor of integers) as a C-contiguous
     1-D int64 array, without a copy when it already is one; ``what`` names the caller in
@@ -119,8 +126,7 @@ def as_indices(indices, what, limit=None, noun="index", low=0):
     :class:`DDStoreIndexError` that shows them as given (``[low, limit)``, if ``limit``
     is known, is named as the range).  Other ranges are the caller's to check.  ``noun``:
     what one value is, in messages (``"count"`` for row counts)."""
-    if (type(indices) is np.ndarray and indices.dtype == np.int64 and
-            indices.ndim == 1 and indices.flags.c_contiguous):
+    if is_index_array(indices):
         return indices  # the common case, without copies
     plural = "indices" if noun == "index" else noun + "s"
     try:

@@ -32,7 +32,8 @@ from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
 from ._checks import (STORABLE_NAMES, storable, as_array, as_indices, as_int,
                       big_ints, cast_in_range, check_free_names, check_indices,
-                      integer_scalar, is_int, removed_error, shown_name)
+                      integer_scalar, is_index_array, is_int, removed_error,
+                      shown_name)
 from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
@@ -474,7 +475,8 @@ class Variables:
 
     def get_many(self, requests):
         """Local: several :meth:`get_batch` reads made as one, ``requests`` a sequence of
-        ``(name, indices)``; returns the arrays in request order.
+        ``(name, indices)`` or ``(name, indices, out)`` (``out`` as :meth:`get_batch`
+        takes it, or None); returns the arrays in request order.
 
         Every request is checked before anything is read; then the remote rows of all
         of them are fetched together: one round trip per remote owner for the whole
@@ -486,13 +488,17 @@ class Variables:
         plan, outs = [], []
         for i, request in enumerate(requests):
             if (isinstance(request, (str, bytes)) or not hasattr(request, "__len__")
-                    or len(request) != 2):
+                    or len(request) not in (2, 3)):
                 raise DDStoreValueError(f"get_many: request {i} must be a (name, indices) "
-                                        f"pair, got {request!r:.80}")
-            name, indices = request
+                                        f"pair or a (name, indices, out) triple, got "
+                                        f"{request!r:.80}")
+            name, indices, out = request if len(request) == 3 else (*request, None)
             var = self.lookup(name)
-            idx = as_indices(indices, f"get_many {name!r} (request {i})", var.nrows)
-            out = np.empty((idx.shape[0],) + var.row_shape, dtype=var.dtype)
+            idx = indices if is_index_array(indices) else as_indices(
+                indices, f"get_many {name!r} (request {i})", var.nrows)
+            shape = (idx.shape[0],) + var.row_shape
+            out = (np.empty(shape, dtype=var.dtype) if out is None else
+                   self.out(var, shape, out))
             plan.append((var, idx, out))
             outs.append(out)
         try:  # the core checks every index; explain a failure in user terms

@@ -319,6 +319,13 @@ def test_pgt_bad_node_ids_and_ragged_y_name_the_file(tmp_path):
     with pytest.raises(DDStoreValueError, match=r"covid.json: 'y' must be \[T, nodes\] "
                                                 r"numbers: "):
         st.load_pgt_json(_write(tmp_path, "covid.json", doc))
+    # a ragged matrix of the static layouts (FX, X, block): the row named, as for 'y'
+    # (was numpy's "inhomogeneous shape after 1 dimensions")
+    ragged = _write(tmp_path, "chick.json", {"FX": [[1.0, 2.0]] * 3 + [[1.0]],
+                                             "edges": [[0, 1]]})
+    with pytest.raises(DDStoreValueError, match=r"chick.json: 'FX' is not a numeric array: "
+                                                r"row 3 has 1 values, row 0 has 2$"):
+        st.load_pgt_json(ragged)
     # a node id beyond the signals' nodes in a step's own graph: the file and the step
     # named (the graph's constructor named edges[1] of no file)
     doc["y"] = [[1, 2], [3, 4], [5, 6]]

@@ -260,13 +260,26 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
     from ddstore import DDStoreIndexError, DDStoreValueError
     store.add("x", np.arange(16, dtype=np.int16).reshape(8, 2))
     for bad, said in (([("x",)], "request 0 must be a (name, indices) pair"),
-                      ([("x", [0]), ("x", [0], None)], "request 1 must be a (name, indices)"),
+                      ([("x", [0]), ("x", [0], None, 1)],
+                       "request 1 must be a (name, indices) pair or a (name, indices, out) "
+                       "triple"),
                       ([None], "request 0 must be"),
                       ("x", "requests must be a sequence of (name, indices) pairs, got str"),
                       (5, "got int")):
         with pytest.raises(DDStoreValueError, match=re.escape(said)):
             store.get_many(bad)
     assert [a.tolist() for a in store.get_many([("x", [7]), ("x", [])])] == [[[14, 15]], []]
+    # an out of the wrong shape, dtype or kind refused before anything is read
+    mine = np.zeros((2, 2), np.int16)
+    for out, said in ((np.zeros((3, 2), np.int16), "needs dtype int16 shape (2, 2)"),
+                      (np.zeros((2, 2), np.int32), "has dtype int32 shape (2, 2)"),
+                      (np.zeros((2, 2), np.int16)[:, ::-1], "must be C-contiguous"),
+                      ([[0, 0], [0, 0]], "must be a numpy array, got list")):
+        with pytest.raises(DDStoreValueError, match=re.escape(said)):
+            store.get_many([("x", [1, 2], mine), ("x", [3, 4], out)])
+        assert not mine.any()
+    got = store.get_many([("x", [1, 2], mine), ("x", [3], None)])
+    assert got[0] is mine and mine.tolist() == [[2, 3], [4, 5]] and got[1].tolist() == [[6, 7]]
     # an index out of range named with its request (two requests of one variable could
     # not be told apart)
     with pytest.raises(DDStoreIndexError, match=re.escape("get_many 'x' (request 1): index 13 "

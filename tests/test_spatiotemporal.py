@@ -443,6 +443,10 @@ def test_fill_and_nonfinite_errors(store):
     with pytest.raises(DDStoreValueError,
                        match=r"3 non-finite values .* first at step 7, node 2, feature 1"):
         make(store, bad, 4)
+    # a series read from a file names it (the dataset's name alone did not)
+    with pytest.raises(DDStoreValueError, match=r"\(from bad\.npy\) has 3 non-finite"):
+        make(store, st.Series(bad.shape, bad.dtype, lambda a, b: bad[a:b],
+                              source="bad.npy"), 4)
     ds = make(store, bad, 4, fill=0.0, dtype=np.float64)
     filled = np.where(np.isfinite(bad), bad, 0.0)
     check_all_windows(ds, filled)

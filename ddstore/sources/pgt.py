@@ -124,7 +124,7 @@ def _read_matrix(doc, path, dtype):
         data = _numbers(doc[key], np.float64, path, repr(key))
     except (TypeError, ValueError, OverflowError) as exc:
         raise DDStoreValueError(f"load_pgt_json: {path}: {key!r} is not a numeric array: "
-                                f"{exc}") from None
+                                f"{_ragged(doc[key]) or exc}") from None
     edges = _pgt_pairs(doc["edges"], path, "'edges'")
     data = _cast(check_series_array(data, f"{path}: {key!r}"), dtype, path, repr(key))
     weights = _pgt_weights(doc.get("weights"), edges.shape[1], path, "'weights'")
@@ -503,19 +503,25 @@ def _pgt_node_ids(doc, num_nodes, path):
     return ids
 
 
+def _ragged(value):
+    """For a list of lists whose lengths differ, the first row that differs from row 0,
+    in words; else None."""
+    if isinstance(value, list) and value and all(isinstance(r, list) for r in value):
+        lens = [len(r) for r in value]
+        t = next((t for t, n in enumerate(lens) if n != lens[0]), None)
+        if t is not None:
+            return f"row {t} has {lens[t]} values, row 0 has {lens[0]}"
+    return None
+
+
 def _pgt_matrix(value, path, what):
     """A ``[T, nodes]`` list of lists of numbers -> float64 array, or raise naming the
     first row whose length differs."""
     try:
         arr = _numbers(value, np.float64, path, what)
     except (TypeError, ValueError, OverflowError) as exc:
-        why = str(exc)
-        if isinstance(value, list) and value and all(isinstance(r, list) for r in value):
-            lens = [len(r) for r in value]
-            t = next((t for t, n in enumerate(lens) if n != lens[0]), None)
-            if t is not None:
-                why = f"row {t} has {lens[t]} values, row 0 has {lens[0]}"
-        raise _pgt_error(path, f"{what} must be [T, nodes] numbers: {why}") from None
+        raise _pgt_error(path, f"{what} must be [T, nodes] numbers: "
+                               f"{_ragged(value) or exc}") from None
     if arr.ndim != 2:
         raise _pgt_error(path, f"{what} must be [T, nodes], got shape {arr.shape}")
     return arr

@@ -97,8 +97,12 @@ def _blocks(path, block_bytes):
                 else:
                     carry = buf
     except (OSError, EOFError, zlib.error) as exc:
-        raise DDStoreValueError(f"{path}: cannot be read ({type(exc).__name__}: {exc}); a "
-                                f"truncated or corrupt file?") from None
+        # a damaged file (EOF, zlib, a bad gzip header: no errno) or the system's refusal
+        # (permissions, a directory: errno set), which is not the file's content
+        guess = ("" if isinstance(exc, OSError) and exc.errno is not None else
+                 "; a truncated or corrupt file?")
+        raise DDStoreValueError(f"{path}: cannot be read ({type(exc).__name__}: "
+                                f"{exc}){guess}") from None
     if carry:
         yield carry + b"\n"
 

@@ -1076,10 +1076,13 @@ class WindowDataset(_WindowView):
                 total_bad = sum(c for c, _, _ in members)
                 if total_bad and fill is None:
                     t, node, feat, val = min(fx for _, fx, _ in members if fx is not None)
-                    where = (f" (as read by ranks {group * width}-"
-                             f"{(group + 1) * width - 1})" if store.replicas > 1 else "")
+                    ranks = (f"rank {group}" if width == 1 else
+                             f"ranks {group * width}-{(group + 1) * width - 1}")
+                    where = f" (as read by {ranks})" if store.replicas > 1 else ""
+                    src = getattr(series, "source", None)
+                    src = f" (from {src})" if src and src != "array" else ""
                     raise DDStoreValueError(
-                        f"series for {self.name!r} has {total_bad} non-finite values (NaN "
+                        f"series for {self.name!r}{src} has {total_bad} non-finite values (NaN "
                         f"or inf) of {T * n * f}{where}; the first at step {t}, node "
                         f"{node}, feature {feat} (value {val}); allowed: finite values "
                         f"only, or pass fill=<number>")

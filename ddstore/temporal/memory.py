@@ -200,19 +200,19 @@ def _check_row_bytes(name, memory_dim, mail_dim, mailbox_size, dt):
                                 f"bytes, must fit in 2**63 - 1 bytes)")
 
 
-def _out_field_ok(t, shape, dtype):
-    """Whether ``t`` can be filled in place as a field of ``shape`` and ``dtype``: a
-    C-contiguous, writable CPU tensor without grad (what :meth:`NodeMemory.read`
-    returns)."""
+def _out_field_view(t, shape, dtype):
+    """A numpy view of ``t`` if it can be filled in place as a field of ``shape`` and
+    ``dtype`` (a C-contiguous, writable CPU tensor without grad: what
+    :meth:`NodeMemory.read` returns), else None."""
     import torch
     if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.requires_grad \
             or tuple(t.shape) != shape or not t.is_contiguous():
-        return False
+        return None
     try:  # the dtype compared as numpy's (what read writes through): no conversion
         view = t.numpy()
     except TypeError:  # a dtype numpy lacks (bfloat16): not the memory's
-        return False
-    return view.dtype == dtype and view.flags.writeable
+        return None
+    return view if view.dtype == dtype and view.flags.writeable else None
 
 
 def _as_array(x):
@@ -475,68 +475,75 @@ class NodeMemory:
         check_indices(idx, self.num_nodes, what, item="node")
         n, S = idx.shape[0], self.mailbox_size
         if out is None:
-            out = MemoryBatch(
-                torch.from_numpy(np.empty((n, self.memory_dim), self.dtype)),
-                torch.from_numpy(np.empty(n, self.ts_dtype)),
-                torch.from_numpy(np.empty((n, S, self.mail_dim), self.dtype)),
-                torch.from_numpy(np.empty((n, S), self.ts_dtype)))
+            views = (np.empty((n, self.memory_dim), self.dtype), np.empty(n, self.ts_dtype),
+                     np.empty((n, S, self.mail_dim), self.dtype),
+                     np.empty((n, S), self.ts_dtype))
+            out = MemoryBatch(*map(torch.from_numpy, views))
         else:
-            self._check_out(out, n, what)
+            views = self._check_out(out, n, what)
         lock = self._lock  # no commit applies anywhere while this rank reads
         lock.acquire_shared()
         try:
             self._check_vars()
-            self._read_into(idx, out)
+            self._read_into(idx, views)
         finally:
             lock.release_shared()
         return out
 
     def _check_out(self, out, n, what):
-        """Refuse an ``out`` that :meth:`read` could not fill whole, before any of it is
+        """The numpy views of ``out``'s four fields, in :class:`MemoryBatch`'s order;
+        refuse an ``out`` that :meth:`read` could not fill whole, before any of it is
         written: each field must be what a read of ``n`` nodes returns."""
         if not isinstance(out, MemoryBatch) or (
                 len(getattr(out.memory, "shape", ())) == 2 and len(out) != n):
             raise DDStoreValueError(f"{what}: out must be a MemoryBatch of {n} nodes (from "
                                     f"an earlier read of as many), got {out!r:.80}")
-        S = self.mailbox_size
+        S, views = self.mailbox_size, []
         for field, shape, dtype in (("memory", (n, self.memory_dim), self.dtype),
                                     ("memory_ts", (n,), self.ts_dtype),
                                     ("mail", (n, S, self.mail_dim), self.dtype),
                                     ("mail_ts", (n, S), self.ts_dtype)):
             t = getattr(out, field)
-            if not _out_field_ok(t, shape, dtype):
+            view = _out_field_view(t, shape, dtype)
+            if view is None:
                 got = (f"{type(t).__name__} of shape {tuple(getattr(t, 'shape', ()))}, "
                        f"dtype {getattr(t, 'dtype', None)}")
                 raise DDStoreValueError(
                     f"{what}: out.{field} must be a C-contiguous, writable CPU tensor "
                     f"without grad, of shape {shape} and dtype {np.dtype(dtype)} (what a "
                     f"read of {n} nodes returns), got a {got}")
+            views.append(view)
+        return views
 
-    def _read_into(self, idx, out):
+    def _read_into(self, idx, views):
+        """Read the state of nodes ``idx`` into ``views`` (numpy arrays of the four
+        fields): one read of the store for memory, times and a mailbox of one slot;
+        with more slots, the mail's ring order needs the counts first."""
         n, S = idx.shape[0], self.mailbox_size
-        st = self.store
-        st.get_batch(self._h["memory"], idx, out=out.memory.numpy())
-        st.get_batch(self._h["memory_ts"], idx, out=out.memory_ts.numpy())
+        memory, memory_ts, mail, mail_ts = views
+        h = self._h
         if S == 1:
-            st.get_batch(self._h["mail"], idx,
-                         out=out.mail.numpy().reshape((n, self.mail_dim)))
-            st.get_batch(self._h["mail_ts"], idx,
-                         out=out.mail_ts.numpy().reshape((n,)))
-        else:  # ring slots to arrival order: logical row j is slot (count + j) % S, so
-            # node v's ring is rows [v*S + c, v*S + S) then [v*S, v*S + c), c = count % S:
-            # two ranges per node, read straight into the caller's buffers
-            c = st.get_batch(self._h["mail_count"], idx) % S
-            starts = np.empty((n, 2), np.int64)
-            counts = np.empty((n, 2), np.int64)
-            np.multiply(idx, S, out=starts[:, 1])
-            np.add(starts[:, 1], c, out=starts[:, 0])
-            np.subtract(S, c, out=counts[:, 0])
-            counts[:, 1] = c
-            starts, counts = starts.reshape(-1), counts.reshape(-1)
-            st.read_ranges(self._h["mail"], starts, counts,
-                           out=out.mail.numpy().reshape((n * S, self.mail_dim)))
-            st.read_ranges(self._h["mail_ts"], starts, counts,
-                           out=out.mail_ts.numpy().reshape((n * S,)))
+            self.store.get_many(((h["memory"], idx, memory), (h["memory_ts"], idx, memory_ts),
+                                 (h["mail"], idx, mail.reshape((n, self.mail_dim))),
+                                 (h["mail_ts"], idx, mail_ts.reshape((n,)))))
+            return
+        # ring slots to arrival order: logical row j is slot (count + j) % S, so node v's
+        # ring is rows [v*S + c, v*S + S) then [v*S, v*S + c), c = count % S: two ranges
+        # per node, read straight into the caller's buffers
+        c = self.store.get_many(((h["memory"], idx, memory),
+                                 (h["memory_ts"], idx, memory_ts),
+                                 (h["mail_count"], idx)))[2]
+        c %= S
+        starts = np.empty((n, 2), np.int64)
+        counts = np.empty((n, 2), np.int64)
+        np.multiply(idx, S, out=starts[:, 1])
+        np.add(starts[:, 1], c, out=starts[:, 0])
+        np.subtract(S, c, out=counts[:, 0])
+        counts[:, 1] = c
+        starts, counts = starts.reshape(-1), counts.reshape(-1)
+        self.store.read_ranges(h["mail"], starts, counts,
+                               out=mail.reshape((n * S, self.mail_dim)))
+        self.store.read_ranges(h["mail_ts"], starts, counts, out=mail_ts.reshape((n * S,)))
 
     # ------------------------------------------------------------------ staging
     def _clear(self):

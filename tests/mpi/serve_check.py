@@ -93,6 +93,15 @@ def _(t):
             for (name, idx), rows in zip(reqs, got):
                 check(np.array_equal(rows, want[name][idx]),
                       f"w{width} {name}: get_many")
+            # the same into the caller's buffers (what NodeMemory.read passes), one of
+            # them left to the call: filled in place, every byte as read alone
+            outs = [np.full_like(rows, 7) for rows in got]
+            filled = s.get_many([(name, idx, out if k else None)
+                                 for k, ((name, idx), out) in enumerate(zip(reqs, outs))])
+            for k, ((name, idx), rows) in enumerate(zip(reqs, filled)):
+                check((rows is outs[k]) == (k > 0) and
+                      rows.tobytes() == want[name][idx].tobytes(),
+                      f"w{width} {name}: get_many into out")
             sent = _core.serve_stats()["sent"] - before["sent"]
             check((sent > 0) == (MODE == "on" and remote),
                   f"w{width}: {sent} request messages sent (mode {MODE})")

@@ -213,7 +213,7 @@ def error_checks(store, tag):
     # fingerprints first, naming the series' values)
     mine = bad if rank == size - 1 else raw
     reader = st.Series(mine.shape, mine.dtype, lambda a, b: mine[a:b], source="a reader")
-    expect_error(DDStoreValueError, "2 non-finite values",
+    expect_error(DDStoreValueError, "'nan_one_copy' (from a reader) has 2 non-finite values",
                  lambda: st.WindowDataset(store, "nan_one_copy", reader, 3),
                  what=f"{tag}: NaN in one rank's copy (rank {rank})")
     check("nan_one_copy" not in store.variables(), f"{tag}: half-built variable left")
