@@ -8,6 +8,7 @@ import socket
 
 from .cli import plural
 from . import _lifecycle
+from ._collective import holds_interrupts
 from .errors import DDStoreStateError, DDStoreValueError
 
 __all__ = ["init_torch_distributed", "choose_backend", "node_places"]
@@ -115,6 +116,7 @@ def node_places(seen):
     return places
 
 
+@holds_interrupts
 def init_torch_distributed(comm=None, backend=None, device=None):
     """Collective: initialise ``torch.distributed`` with one process per rank of ``comm``
     (default ``MPI.COMM_WORLD``), ranks and world size taken from MPI.  Returns the
@@ -149,49 +151,106 @@ def init_torch_distributed(comm=None, backend=None, device=None):
     mine = (MPI.Get_processor_name(),
             torch.cuda.device_count() if torch.cuda.is_available() else 0,
             [b for b in _BACKENDS if _backend_built(dist, b)])
-    # before torch's rendezvous, which would wait forever for processes of another job
-    with collective(comm, "init_torch_distributed",
-                    same={"backend": backend,
-                          "device": "auto" if device is None else str(device)}) as step:
-        check_launch()
-        if dist.is_initialized():  # (torch says so only after this call's log line)
-            raise DDStoreStateError(
-                f"init_torch_distributed: torch.distributed is initialised already "
-                f"(backend {dist.get_backend()}); call it once per process, or "
-                f"torch.distributed.destroy_process_group() first")
-        seen = step.agree(share=mine)
-        ranks = node_places([(node, gpus) for node, gpus, _b in seen])
-        backend, devices, reason = choose_backend(ranks, backend, device)
-        lacking = [r for r, (_n, _g, built) in enumerate(seen) if backend not in built]
-        if lacking:
-            raise DDStoreValueError(
-                f"init_torch_distributed: backend {backend!r} is not built into torch on "
-                f"rank(s) {', '.join(map(str, lacking[:8]))}"
-                f"{' ...' if len(lacking) > 8 else ''}; built there: "
-                f"{', '.join(map(repr, seen[lacking[0]][2])) or 'none'}")
+    master = os.environ.get("MASTER_ADDR", "").strip() or None
+    probe = None  # rank 0's listener that every rank connects to before torch does
+    try:
+        # before torch's rendezvous, which would wait forever for processes of another
+        # job, or for an address that does not reach rank 0
+        with collective(comm, "init_torch_distributed",
+                        same={"backend": backend,
+                              "device": "auto" if device is None else str(device),
+                              "MASTER_ADDR": master}) as step:
+            check_launch()
+            if dist.is_initialized():  # (torch says so only after this call's log line)
+                raise DDStoreStateError(
+                    f"init_torch_distributed: torch.distributed is initialised already "
+                    f"(backend {dist.get_backend()}); call it once per process, or "
+                    f"torch.distributed.destroy_process_group() first")
+            if comm.rank == 0:
+                probe = _Rendezvous()
+            seen = step.agree(share=(mine, probe and probe.info))
+            ranks = node_places([(node, gpus) for (node, gpus, _b), _ in seen])
+            backend, devices, reason = choose_backend(ranks, backend, device)
+            lacking = [r for r, ((_n, _g, built), _) in enumerate(seen)
+                       if backend not in built]
+            if lacking:
+                raise DDStoreValueError(
+                    f"init_torch_distributed: backend {backend!r} is not built into torch "
+                    f"on rank(s) {', '.join(map(str, lacking[:8]))}"
+                    f"{' ...' if len(lacking) > 8 else ''}; built there: "
+                    f"{', '.join(map(repr, seen[lacking[0]][0][2])) or 'none'}")
+        host, port, probe_port = seen[0][1]
+        if master:
+            addr = master  # the address torch's own launchers use
+        elif len({r[0] for r in ranks}) == 1:
+            addr = "127.0.0.1"  # one node: stay on loopback
+        else:
+            addr = host
+        with collective(comm, None) as step:  # every rank reaches rank 0 at that address
+            _reach(addr, probe_port, master, comm.rank, ranks[0][0], probe)
+            step.agree()
+    finally:
+        if probe is not None:
+            probe.close()
     if comm.rank == 0:
         logger.info("init_torch_distributed: %s (%s on %d node(s))", reason,
                     plural(comm.size, "rank"), len({r[0] for r in ranks}))
     device = torch.device(devices[comm.rank])
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    addr, port = None, None
-    if comm.rank == 0:
-        try:
-            addr = socket.gethostbyname(socket.gethostname())
-        except OSError:
-            addr = "127.0.0.1"
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-    addr, port = comm.bcast((addr, port), root=0)
-    if os.environ.get("MASTER_ADDR"):
-        addr = os.environ["MASTER_ADDR"]  # the address torch's own launchers use
-    elif len({r[0] for r in ranks}) == 1:
-        addr = "127.0.0.1"  # one node: stay on loopback
     dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=comm.rank,
                             world_size=comm.size)
     # torch's excepthook now wraps ddstore's abort, which would end the job before torch
     # printed what it captured: the abort goes around it again
     _lifecycle.outermost_abort_hook()
     return device
+
+
+#: Seconds a rank tries to reach rank 0's rendezvous address before it is refused.
+REACH_TIMEOUT = 20.0
+
+
+class _Rendezvous:
+    """Rank 0's side of the address check: a listener on every interface (which each
+    rank connects to at the address torch will use) and the free port torch's store
+    will take.  ``info``: ``(host address, torch's port, the listener's port)``."""
+
+    def __init__(self):
+        try:
+            host = socket.gethostbyname(socket.gethostname())
+        except OSError:
+            host = "127.0.0.1"
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        self.sock = socket.socket()
+        self.sock.bind(("", 0))
+        self.sock.listen(socket.SOMAXCONN)
+        self.info = (host, port, self.sock.getsockname()[1])
+
+    def close(self):
+        self.sock.close()
+
+
+def _reach(addr, port, master, rank, node0, probe):
+    """Raise :class:`DDStoreValueError` when this rank cannot open a connection to
+    ``addr:port`` (rank 0's listener) within :data:`REACH_TIMEOUT` seconds, or, on rank
+    0, when ``addr`` is not an address of its host (torch's store listens there)."""
+    told = f"MASTER_ADDR={master!r}" if master else f"rank 0's address {addr!r}"
+    fix = ("set MASTER_ADDR to an address of rank 0's node, or unset it (ddstore then "
+           "takes loopback on one node, else rank 0's host address)") if master else \
+        "set MASTER_ADDR to an address of rank 0's node that every node reaches"
+    try:
+        if probe is not None:
+            with socket.socket() as s:  # torch's store runs on rank 0: its address
+                s.bind((addr, 0))
+        with socket.create_connection((addr, port), timeout=REACH_TIMEOUT):
+            pass
+    except OSError as exc:
+        where = (f"is not an address of rank 0's node {node0!r}" if probe is not None
+                 else f"does not reach rank 0 (node {node0!r}) from rank {rank}")
+        why = "no answer" if isinstance(exc, socket.timeout) else exc
+        raise DDStoreValueError(
+            f"init_torch_distributed: {told} {where} ({type(exc).__name__}: {why}"
+            f"{f' in {REACH_TIMEOUT:g} s' if isinstance(exc, socket.timeout) else ''}); "
+            f"{fix}") from None

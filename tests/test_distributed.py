@@ -99,6 +99,18 @@ def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypat
     with pytest.raises(DDStoreValueError, match=r"comm must be an mpi4py communicator "
                                                 r"\(MPI.Comm\) or None .*got str"):
         init_torch_distributed("x")
+    # a MASTER_ADDR that is not this host's (a leftover of another job): refused before
+    # torch's rendezvous, which waited 30 minutes for it
+    for addr, why in (("192.0.2.1", "OSError: .*Cannot assign requested address"),
+                      ("no.such.host.invalid", "gaierror")):
+        monkeypatch.setenv("MASTER_ADDR", addr)
+        with pytest.raises(DDStoreValueError, match=rf"MASTER_ADDR='{addr}' is not an "
+                                                    rf"address of rank 0's node .*\({why}.*"
+                                                    rf"set MASTER_ADDR to an address of rank "
+                                                    rf"0's node, or unset it"):
+            init_torch_distributed(MPI.COMM_SELF)
+        assert not dist.is_initialized()
+    monkeypatch.delenv("MASTER_ADDR")
     with caplog.at_level(logging.INFO, logger="ddstore"):
         device = init_torch_distributed(MPI.COMM_SELF)
     try:

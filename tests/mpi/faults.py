@@ -71,6 +71,17 @@ store.add("x", data[lo:hi])
 print(f"rank {rank}: store ready", flush=True)
 if mode == "raise-after-torch":  # torch's excepthook wraps ddstore's, capturing its
     from ddstore.distributed import init_torch_distributed  # output in a StringIO
+    # a MASTER_ADDR that differs between ranks (one left in a job script): refused alike
+    # before torch's rendezvous, which waited for the ranks that went elsewhere
+    os.environ["MASTER_ADDR"] = f"127.0.0.{rank + 1}"
+    try:
+        init_torch_distributed(comm, backend="gloo")
+    except ddstore.DDStoreValueError as exc:
+        assert "MASTER_ADDR differs between ranks (rank 0: 127.0.0.1; rank 1: " \
+            "127.0.0.2" in str(exc), exc
+    else:
+        raise AssertionError("a MASTER_ADDR differing between ranks was taken")
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
     init_torch_distributed(comm, backend="gloo")
 if mode == "raise-after-raw-torch":  # the same through torch's own call: not re-wrapped
     import socket
