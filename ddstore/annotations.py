@@ -17,6 +17,22 @@ from .errors import DDStoreValueError
 __all__ = ["Annotation", "Annotations", "check_object_name"]
 
 
+def cut_fault(nrows, cut):
+    """Why ``cut`` cannot split a variable of ``nrows`` rows (None if it can): an int,
+    rows per item, must divide ``nrows``; an array of allowed chunk starts must be 1-D of
+    integers rising (not strictly) from 0 to ``nrows``."""
+    if isinstance(cut, int):
+        return (None if nrows % cut == 0 else
+                f"{cut} rows per item, but the variable has {nrows} rows")
+    cut = np.asarray(cut)
+    if cut.ndim != 1 or cut.dtype.kind not in "iu":
+        return (f"the allowed cuts must be a 1-D array of integers, got dtype {cut.dtype} "
+                f"shape {cut.shape}")
+    if cut.size < 1 or cut[0] != 0 or cut[-1] != nrows or (np.diff(cut) < 0).any():
+        return f"the allowed cuts must rise from 0 to the variable's {nrows} rows"
+    return None
+
+
 class Annotation:
     """What a layer recorded about an object it built (see :meth:`DDStore.annotate`):
     ``kind`` (str), ``meta`` (a JSON-serialisable dict), ``arrays`` (dict of numpy
@@ -48,7 +64,32 @@ def check_object_name(store, name, kind, what):
                 f"those variables first")
 
 
+def _str_keys(value, where):
+    """The first place in ``value`` where a dict has a key that is not a str (JSON
+    makes it one: ``{1: 'a', '1': 'b'}`` would keep one of the two), or None."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"{where}: key {k!r} ({type(k).__name__})"
+            bad = _str_keys(v, f"{where}[{k!r}]")
+            if bad:
+                return bad
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            bad = _str_keys(v, f"{where}[{i}]")
+            if bad:
+                return bad
+    return None
+
+
 def _json(value, what):
+    """``value`` (a dict) as JSON gives it back, or raise naming what cannot be kept."""
+    if not isinstance(value, dict):
+        raise DDStoreValueError(f"{what} must be a dict, got {type(value).__name__}")
+    bad = _str_keys(value, "meta")
+    if bad:
+        raise DDStoreValueError(f"{what}: the keys of its dicts must be str (JSON's), "
+                                f"{bad}")
     try:
         return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
@@ -106,6 +147,12 @@ class Annotations:
                                         f"int >= 1), got {v!r}: {key!r}")
             if per_item:
                 cuts[v] = int(key)
+            # what a restore will need of them, refused now rather than at the restore
+            nrows = getattr(self.store.handle(v), "nrows", None)  # (None: a record set)
+            why = ("it is a record set, not a rows variable" if nrows is None else
+                   cut_fault(nrows, cuts[v] if per_item else arrays[key]))
+            if why:
+                raise DDStoreValueError(f"annotate {name!r}: cuts[{v!r}] = {key!r}: {why}")
         check_object_name(self.store, name, kind, f"annotate {name!r}")
         # a checkpoint keeps array k of annotation n as "annotation:n:k": two pairs of one
         # such key ('a:b' + 'c', 'a' + 'b:c') would be saved as one and never restored

@@ -83,7 +83,7 @@ import numpy as np
 
 from . import _collective, _core
 from ._checks import as_int, partition
-from .annotations import Annotation
+from .annotations import Annotation, cut_fault
 from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["Checkpoints", "Annotation", "MANIFEST", "read_manifest", "manifest_checksum"]
@@ -492,10 +492,10 @@ def _same_store(ids, what):
 def _cut_bounds(nrows, width, cuts, what):
     """Chunk starts of ``width`` members for ``nrows`` rows, each at the allowed cut
     nearest to the balanced split (``cuts``: sorted, from 0 to ``nrows``)."""
-    cuts = np.asarray(cuts, dtype=np.int64)
-    if cuts.ndim != 1 or cuts.size < 1 or cuts[0] != 0 or cuts[-1] != nrows or \
-            (cuts.size > 1 and (np.diff(cuts) < 0).any()):
-        raise DDStoreValueError(f"{what}: its cuts must rise from 0 to its {nrows} rows")
+    why = cut_fault(nrows, cuts)
+    if why:
+        raise DDStoreValueError(f"{what}: {why}")
+    cuts = np.asarray(cuts).astype(np.int64)
     bounds = [0]
     for m in range(1, width):
         target = partition(nrows, width, m)[0]
@@ -814,17 +814,25 @@ class Checkpoints:
         return out
 
     def _description(self):
-        """What every rank must hold alike to save: variables and annotations."""
+        """What every rank must hold alike to save, by part: ``{"variables": ...,
+        "annotation 'n'": ...}``, so that a difference is named by its part (the
+        variables by their count and a fingerprint; an annotation by its kind, meta,
+        arrays' dtypes, shapes and fingerprints, variables and cuts)."""
         vars_ = [(n, str(v.dtype), list(v.row_shape), int(v.nrows), role)
                  for n, v, role in self._entries()]
-        anns = []
+        text = json.dumps(vars_, sort_keys=True).encode()
+        desc = {"variables": f"{len(vars_)} variables (names, dtypes, row shapes, rows), "
+                             f"xxh64 0x{_checksum(text):016x}"}
         for n, a in sorted(self.annotations.table.items()):
-            arrs = {k: (str(x.dtype), list(x.shape), _checksum(
-                _bytes_of(np.ascontiguousarray(x)))) for k, x in sorted(a.arrays.items())}
-            anns.append([n, a.kind, a.meta, arrs, list(a.variables), a.cuts])
-        text = json.dumps([vars_, anns], sort_keys=True).encode()
-        return f"{len(vars_)} variables, {len(anns)} annotations, xxh64 " \
-               f"0x{_checksum(text):016x}"
+            arrs = ", ".join(f"{k!r}: {x.dtype}{list(x.shape)} xxh64 0x"
+                             f"{_checksum(_bytes_of(np.ascontiguousarray(x))):016x}"
+                             for k, x in sorted(a.arrays.items()))
+            meta = json.dumps(a.meta, sort_keys=True)
+            if len(meta) > 80:
+                meta = f"xxh64 0x{_checksum(meta.encode()):016x}"
+            desc[f"annotation {n!r}"] = (f"kind {a.kind!r}, meta {meta}, arrays {{{arrs}}}, "
+                                         f"variables {list(a.variables)}, cuts {a.cuts}")
+        return desc
 
     @_collective.holds_interrupts  # (its steps are several; the last one commits)
     def save(self, path, *, block_bytes=BLOCK_BYTES):
@@ -862,7 +870,7 @@ class Checkpoints:
                 plan = (directory.gen, directory.cid)
             replica = self._replica_fingerprints() if self.store.replicas > 1 else None
             shares = step.agree((plan, replica, getattr(self.store, "store_id", None)),
-                                same={"store": desc, "block_bytes": block_bytes})
+                                same={**desc, "block_bytes": block_bytes})
             _same_store([s[2] for s in shares], f"save {path!r}")
             gen, cid = shares[0][0]
             if self.store.replicas > 1:  # decided from agreed values: raised alike

@@ -415,7 +415,9 @@ def _records_spec(name, schema, sizes):
     for key in sorted(schema, key=str):
         try:
             dstr, trailing = schema[key]
-            dt = np.dtype(dstr)
+            # in this machine's byte order, as add and add_records store their data
+            # (update_records' data comes to it: as_array)
+            dt = np.dtype(dstr).newbyteorder("=")
             trailing = tuple(as_int(t, "trailing dimension") for t in trailing)
         except (TypeError, ValueError) as exc:
             raise DDStoreValueError(f"{what}: schema[{key!r}] must be "

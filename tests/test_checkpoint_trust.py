@@ -498,3 +498,36 @@ def test_a_data_file_that_is_a_fifo_is_refused(store, tmp_path):
 @pytest.mark.shared_launch("checkpoint_trust.py", timeout=240)
 def test_checkpoint_trust_between_ranks(shared_launch, nprocs):
     assert f"0 failures {on_ranks(nprocs)}" in shared_launch, shared_launch
+
+
+def test_annotation_cuts_and_meta_a_restore_could_not_take_are_refused(store, tmp_path):
+    """Cuts that no restore could split a variable at (rows per item that do not divide
+    its rows; allowed starts not rising from 0 to its rows, not integers, not 1-D; a
+    record set) are refused at annotate, naming them (they were taken, saved, and the
+    checkpoint then refused at every width); a meta dict whose keys are not str
+    (``{1: 'a', '1': 'b'}``: JSON kept one of them) is refused, naming the key."""
+    store.add("v", np.arange(10))
+    store.add_records("r", [{"a": np.arange(2)}, {"a": np.arange(3)}])
+    for cuts, arrays, said in (
+            ({"v": 3}, {}, "cuts['v'] = 3: 3 rows per item, but the variable has 10 rows"),
+            ({"v": "c"}, {"c": np.array([0, 5])}, "must rise from 0 to the variable's 10"),
+            ({"v": "c"}, {"c": np.array([0, 7, 5, 10])}, "must rise from 0"),
+            ({"v": "c"}, {"c": np.array([0., 5.5, 10.])}, "1-D array of integers, got "
+                                                          "dtype float64"),
+            ({"v": "c"}, {"c": np.array([[0, 10]])}, "shape (1, 2)"),
+            ({"r": 1}, {}, "cuts['r'] = 1: it is a record set, not a rows variable")):
+        with pytest.raises(DDStoreValueError, match=re.escape(said)):
+            store.annotate("o", "K", arrays=arrays, variables=("v", "r"), cuts=cuts)
+        assert "o" not in store.annotations()
+    for meta, said in (({1: "a", "1": "b"}, "meta: key 1 (int)"),
+                       ({"a": [{"b": {(1, 2): 0}}]}, "meta['a'][0]['b']: key (1, 2)"),
+                       ([1, 2], "meta must be a dict, got list")):
+        with pytest.raises(DDStoreValueError, match=re.escape(said)):
+            store.annotate("o", "K", meta)
+    # what may be cut is kept and restored, and splits the rows where allowed
+    store.annotate("o", "K", {"k": [1, (2, 3)]}, arrays={"c": np.array([0, 4, 4, 10])},
+                   variables=("v",), cuts={"v": "c"})
+    store.save(tmp_path / "d")
+    with restore(tmp_path / "d") as r:
+        assert r.annotation("o").meta == {"k": [1, [2, 3]]}
+        assert r.get_range("v", 0, 10).tolist() == list(range(10))

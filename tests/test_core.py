@@ -737,6 +737,16 @@ def test_bad_communicator_and_record_sizes_named(store):
             ddstore.DDStore(bad)
     with pytest.raises(DDStoreValueError, match="DDStore.plan: comm must be"):
         ddstore.DDStore.plan(10, comm="x")
+    # a schema in the other byte order: stored in this machine's, as add_records stores
+    # data of either (it kept '>i2', and update_records then refused data of both)
+    store.init_records("be", {"x": (">i2", (2,))}, {"x": [1, 2]})
+    assert store.record_schema("be")["x"][0] == np.dtype("=i2")
+    rows = np.array([[1, -2], [300, 4], [-5, 6]])
+    store.update_records("be", 0, 1, {"x": rows[:1].astype(">i2")})
+    store.update_records("be", 1, 2, {"x": rows[1:].astype("<i2")})
+    store.sync()
+    assert store.get_records_packed("be", [0, 1])[0]["x"].tolist() == rows.tolist()
+    store.remove("be")
     before = store.variables()
     with pytest.raises(DDStoreValueError, match=r"init_records 'O': bad sizes: "
                                                 r"sizes\['a'\] add up to more than "
