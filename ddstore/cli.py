@@ -56,10 +56,15 @@ def at_least(least, kind=int, above=False, most=None):
         most = INT_MAX
 
     def convert(text):
-        try:
+        try:  # int() and float() take 1_000 and other scripts' digits (٣): not here,
+            # as the environment variables do not (one spelling of a number everywhere)
+            if not text.isascii() or "_" in text:
+                raise ValueError(text)
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+            form = "digits 0-9, a point, an exponent" if kind is float else "digits 0-9"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} ({form}; no "
+                                             f"underscores)") from None
         if kind is float and math.isinf(value):  # (a learning rate of inf: nan losses)
             raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if not (value > least if above else value >= least):

@@ -102,13 +102,18 @@ class Records:
             except Exception as exc:  # a sample numpy cannot read
                 raise DDStoreValueError(f"records {name!r}: {type(exc).__name__}: "
                                         f"{exc}") from exc
-            info = step.agree(schema)
-            schemas = [(r, s) for r, s in enumerate(info) if s is not None]
+            rows = None if schema is None else [
+                sum(int(np.shape(s[k])[0]) for s in samples) for k, _, _ in schema]
+            info = step.agree((schema, len(samples), rows))
+            schemas = [(r, s) for r, (s, _, _) in enumerate(info) if s is not None]
             if not schemas:
                 raise DDStoreValueError(f"records {name!r}: no rank holds any sample "
                                         f"(empty data set)")
             schema = _same_schema(name, schemas)
             self.check_fields(name, schema)
+            self.variables.check_groups(name, [(n, *(r or [0] * len(schema)))
+                                               for _, n, r in info],
+                                        "records (count, then rows per key)")
         counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
                           dtype=np.int64).reshape(len(samples), len(schema))
         with self.store.transaction(f"add_records {name!r}"):
@@ -157,9 +162,11 @@ class Records:
         with self.store.collective("init_records", name) as step:
             self.variables.check_name(name)
             spec, counts = _records_spec(name, schema, sizes)
-            info = step.agree(spec)
-            schema = _same_schema(name, list(enumerate(info)))
+            info = step.agree((spec, counts.shape[0], counts.sum(axis=0).tolist()))
+            schema = _same_schema(name, [(r, s) for r, (s, _, _) in enumerate(info)])
             self.check_fields(name, schema)
+            self.variables.check_groups(name, [(n, *r) for _, n, r in info],
+                                        "records (count, then rows per key)")
             self.create(name, schema, counts)
 
     def update_records(self, name, start, stop, data):

@@ -21,9 +21,11 @@ _PROGRESS = ("auto", "on", "off")  # the progress agent's settings, the default 
 def _env_choice(name, choices):
     """Environment variable ``name``: one of ``choices`` (case-insensitive; unset or
     empty: the first), else a :class:`DDStoreValueError` naming them."""
-    value = os.environ.get(name, "").strip().lower() or choices[0]
-    if value not in choices:
-        raise DDStoreValueError(f"{name}={value!r} is not one of {', '.join(choices)}")
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower() or choices[0]
+    if value not in choices:  # (the value as set: what the user looks for)
+        raise DDStoreValueError(f"{name}={raw!r} is not one of {', '.join(choices)} "
+                                f"(case and spaces around it ignored)")
     return value
 
 
@@ -32,7 +34,8 @@ def _env_int(name, default, most, what):
     decimal digits (unset or empty: ``default``), else a :class:`DDStoreValueError`
     naming the range and the form (``int()`` alone would take ``1_000`` and other
     scripts' digits such as ``٣``)."""
-    text = os.environ.get(name, "").strip()
+    raw = os.environ.get(name, "")
+    text = raw.strip()
     if not text:
         value = default
     elif not (text.isascii() and text.isdigit()):
@@ -40,7 +43,7 @@ def _env_int(name, default, most, what):
     else:
         value = int(text)
     if not 1 <= value <= most:
-        raise DDStoreValueError(f"{name}={text!r} must be {what} in [1, {most}], "
+        raise DDStoreValueError(f"{name}={raw!r} must be {what} in [1, {most}], "
                                 f"written in plain decimal digits 0-9 (spaces around "
                                 f"them are ignored; no sign, underscore or other "
                                 f"digits)")
@@ -205,9 +208,14 @@ def store_settings(size, width, transport):
     (the transport from ``DDSTORE_TRANSPORT`` where ``"auto"``); raises on a bad one."""
     width = store_width(width, size)
     if transport == "auto":
-        transport = os.environ.get("DDSTORE_TRANSPORT", "auto").strip().lower() or "auto"
+        raw = os.environ.get("DDSTORE_TRANSPORT", "")
+        transport = raw.strip().lower() or "auto"
+        if transport not in _core.TRANSPORTS:
+            raise DDStoreValueError(f"DDSTORE_TRANSPORT={raw!r} is not one of "
+                                    f"{sorted(_core.TRANSPORTS)} (case and spaces around "
+                                    f"it ignored)")
     if not isinstance(transport, str) or transport not in _core.TRANSPORTS:
         raise DDStoreValueError(f"transport={transport!r} is not one of "
-                                f"{sorted(_core.TRANSPORTS)} (argument or "
+                                f"{sorted(_core.TRANSPORTS)} ('auto': from "
                                 f"DDSTORE_TRANSPORT)")
     return width, transport

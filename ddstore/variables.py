@@ -186,6 +186,24 @@ class Variables:
                 f"variable {name!r}: dtype {dtype} cannot be stored; allowed: "
                 f"{STORABLE_NAMES} ({why})")
 
+    def check_groups(self, name, shares, what="rows"):
+        """Refuse, from every rank's agreed ``shares`` (its local counts: an int or a
+        tuple of ints), groups that would hold different totals: each replica group holds
+        the same global rows (its members add their chunks of them), else reads, lengths
+        and samplers differ between groups.  Raised alike (agreed values)."""
+        w = self.core.group_size
+        totals = [tuple(np.sum(np.array(shares[g:g + w], dtype=object).reshape(w, -1),
+                               axis=0).tolist()) for g in range(0, len(shares), w)]
+        if len(set(totals)) > 1:
+            told = "; ".join(
+                f"group {g} (ranks {g * w}-{g * w + w - 1}): "
+                f"{t[0] if len(t) == 1 else list(t)}" for g, t in enumerate(totals[:4]))
+            raise DDStoreValueError(
+                f"variable {name!r}: the replica groups add different {what} ({told}"
+                f"{'; ...' if len(totals) > 4 else ''}); with width={w} on "
+                f"{len(shares)} ranks each group of {w} holds the same global rows (its "
+                f"members' chunks of them, e.g. ddstore.partition(n, width, group_rank))")
+
     def create(self, name, n_local, dtype, row_shape):
         """Collective, after a step's round: allocate a variable whose metadata (dtype,
         row shape) all ranks have agreed on (not entered in :attr:`table`).  A row too
@@ -264,7 +282,9 @@ class Variables:
                                             f"one dimension [n_local, *row_shape], got a "
                                             f"scalar")
                 arr = np.ascontiguousarray(arr)  # (its memory: agreed before any is made)
-                step.agree(same={"dtype": str(arr.dtype), "row shape": arr.shape[1:]})
+                counts = step.agree(arr.shape[0], same={"dtype": str(arr.dtype),
+                                                        "row shape": arr.shape[1:]})
+                self.check_groups(name, counts)
                 var = self.create(name, arr.shape[0], arr.dtype, arr.shape[1:])
             try:
                 with self.store.collective(None):  # the copy, agreed
@@ -301,7 +321,8 @@ class Variables:
             if not is_int(n_local) or not 0 <= n_local <= MAX_ROW_BYTES:
                 raise DDStoreValueError(f"variable {name!r}: n_local={n_local!r} must be "
                                         f"an integer in [0, 2**63 - 1]")
-            step.agree(same={"dtype": str(dt), "row shape": shape})
+            counts = step.agree(int(n_local), same={"dtype": str(dt), "row shape": shape})
+            self.check_groups(name, counts)
             self.table[name] = self.create(name, int(n_local), dt, shape)
             self.created(name)
 

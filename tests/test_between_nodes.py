@@ -4,6 +4,8 @@ rank on its own "node", one-sided reads over libfabric's TCP provider, which nee
 target's progress).  The core round trip, PyG sampling and temporal sampling on 2 ranks
 in that mode; the progress agent answering reads of a computing rank (and, without it,
 the read waiting: the check can fail); the thread-level refusal."""
+import re
+
 import pytest
 
 from conftest import passed_on, summary_of, summary_problem
@@ -97,6 +99,19 @@ def test_serve_settings(monkeypatch):
     monkeypatch.setenv("DDSTORE_SERVE", "sometimes")
     with pytest.raises(ddstore.DDStoreValueError, match="DDSTORE_SERVE='sometimes' is not "
                                                         "one of auto, off"):
+        ddstore.DDStore(MPI.COMM_SELF)
+    # named as set (spaces and case included), not as cleaned up for the comparison
+    for var, bad in (("DDSTORE_SERVE", " On "), ("DDSTORE_PROGRESS", "\t5\n"),
+                     ("DDSTORE_TRANSPORT", " Fast")):
+        monkeypatch.setenv(var, bad)
+        with pytest.raises(ddstore.DDStoreValueError, match=re.escape(f"{var}={bad!r} is not "
+                                                                      f"one of")):
+            ddstore.DDStore(MPI.COMM_SELF)
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("DDSTORE_PROGRESS", "on")
+    monkeypatch.setenv("DDSTORE_SERVE_MIN_PIECES", " 1_000")
+    with pytest.raises(ddstore.DDStoreValueError, match=re.escape(
+            "DDSTORE_SERVE_MIN_PIECES=' 1_000' must be an integer in [1, ")):
         ddstore.DDStore(MPI.COMM_SELF)
     monkeypatch.setenv("DDSTORE_SERVE", "auto")
     for bad in ("0", "x", "-3"):

@@ -310,6 +310,11 @@ def test_demo_width_refused_once_under_mpiexec():
     ("bench-dynamic", ["--churn", "2"], "argument --churn: must be a number <= 1.0"),
     ("bench-dynamic", ["--seed", "-1"], "argument --seed: must be an integer >= 0"),
     ("bench-pyg", ["--seed", "1.5"], "argument --seed: '1.5' is not an integer"),
+    # one spelling of a number, as in the environment variables (int() took both)
+    ("bench-serve", ["--rows", "1_000"], "argument --rows: '1_000' is not an integer "
+                                         "(digits 0-9; no underscores)"),
+    ("bench-serve", ["--rows", "\u0663"], "argument --rows: '\u0663' is not an integer"),
+    ("bench-checkpoint", ["--gb", "0_1"], "argument --gb: '0_1' is not a number"),
     ("bench-checkpoint", ["--dir", ""], "argument --dir: an empty path"),
     ("bench-checkpoint", ["--dir", __file__], "exists and is not a directory"),
     ("bench-dynamic", ["--nodes", "10000000", "--edges", str(10 ** 14)],

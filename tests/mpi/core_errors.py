@@ -543,6 +543,41 @@ def _update_records_and_record_reads(t):
     still_serves()
 
 
+@cases("groups that add different totals", min_ranks=2)
+def _group_totals(t):
+    """Each replica group holds the same global rows: groups whose members add different
+    totals (rows, records, a record key's rows) are refused alike on every rank, naming
+    the groups and their totals, and nothing is added (at width 1 on 3 ranks each rank
+    was a store of its own size: nrows 1, 2, 3 and samplers of different lengths)."""
+    with ddstore.DDStore(comm, width=1, transport=transport) as store:
+        told = "group 0 (ranks 0-0): 1; group 1 (ranks 1-1): 2"
+        expect_error(DDStoreValueError, ["variable 'g': the replica groups add different "
+                                         "rows (" + told, "each group of 1 holds the same"],
+                     store.add, "g", np.zeros((rank + 1, 2)), agree=True, agreed=True,
+                     store=store)
+        expect_error(DDStoreValueError, ["different rows (" + told], store.init, "g",
+                     rank + 1, (2,), agree=True, agreed=True, store=store)
+        # records: the count, then each key's rows (here the rows of key 'a')
+        samples = [{"a": np.arange(1 + rank)}]
+        expect_error(DDStoreValueError, ["different records (count, then rows per key) (group "
+                                         "0 (ranks 0-0): [1, 1]; group 1 (ranks 1-1): [1, 2]"],
+                     store.add_records, "r", samples, agree=True, agreed=True, store=store)
+        expect_error(DDStoreValueError, ["group 0 (ranks 0-0): [1, 1]; group 1 (ranks 1-1): "
+                                         "[2, 2]"],
+                     store.init_records, "r", {"a": ("i8", ())}, {"a": [1] * (rank + 1)},
+                     agree=True, agreed=True, store=store)
+        # the same totals split differently are fine (every group its own chunks)
+        store.add("g", np.arange(4 * rank, 4 * rank + 4))
+        check(store.nrows("g") == 4 and store.get_range("g", 0, 4).tolist() ==
+              list(range(4 * rank, 4 * rank + 4)), "groups of equal totals")
+    if size % 2 == 0 and size > 2:
+        with ddstore.DDStore(comm, width=2, transport=transport) as store:
+            expect_error(DDStoreValueError, ["group 0 (ranks 0-1): 1; group 1 (ranks 2-3): "
+                                             "7"],
+                         store.add, "g", np.zeros(rank + (rank >= 2)), agree=True,
+                         agreed=True, store=store)
+
+
 @cases("after free")
 def _after_free(t):
     store, data, n, lo, hi = t.store, t.data, t.n, t.lo, t.hi
