@@ -354,13 +354,16 @@ class _Staged:
 def _numpy_leaf(a):
     """A numpy leaf as a CPU tensor of its values and shape (0-d stays 0-d; another byte
     order becomes the machine's), or None for what torch does not hold (strings,
-    objects: passed through as they are)."""
+    objects, long double: passed through as they are)."""
     if a.dtype.kind not in "biufc":
         return None
     c = np.ascontiguousarray(a).reshape(a.shape)  # (ascontiguousarray makes 0-d 1-d)
     if not c.dtype.isnative:
         c = c.astype(c.dtype.newbyteorder("="))
-    return torch.from_numpy(c)
+    try:
+        return torch.from_numpy(c)
+    except TypeError:  # a dtype torch lacks (np.longdouble, complex256)
+        return None
 
 
 def _stage(batch, slot):
@@ -374,7 +377,8 @@ def _stage(batch, slot):
             continue
         if isinstance(t, np.ndarray):
             t = _numpy_leaf(t)
-        if t is None or t.layout != torch.strided or t.device.type != "cpu":
+        if t is None or t.layout != torch.strided or t.device.type != "cpu" or \
+                t.is_quantized:  # (quantized: no staging of its kind; as it is)
             where.append(None)
             continue
         if t.numel() == 0:
@@ -392,8 +396,9 @@ def _stage(batch, slot):
 class StagedReads:
     """The iterator a loader of the store gives :class:`DevicePrefetcher` to have its
     reads land in the staging: the batch ``read(indices)`` of each item of ``batches``
-    (an iterator of index lists), and ``next_into(take)``, the next one read by
-    ``read(indices, take)`` into views that ``take(numel, dtype)`` hands out.
+    (an iterator of index lists, ``length`` of them), and ``next_into(take)``, the next
+    one read by ``read(indices, take)`` into views that ``take(numel, dtype)`` hands
+    out.
 
     Made in the caller's thread by the loader's ``__iter__``, right after
     ``iter(sampler)``: it makes the one draw from torch's global generator that a
@@ -401,12 +406,16 @@ class StagedReads:
     ``RandomSampler`` after it, and whatever the caller draws next, get what they get
     under the plain loader."""
 
-    def __init__(self, read, batches):
-        self._read, self._batches = read, batches
+    def __init__(self, read, batches, length):
+        self._read, self._batches, self._len = read, batches, length
         torch.empty((), dtype=torch.int64).random_()
 
     def __iter__(self):
         return self
+
+    def __len__(self):
+        """The epoch's batches (``length``: what the loader's ``len`` says)."""
+        return self._len
 
     def __next__(self):
         return self._read(next(self._batches))
@@ -446,6 +455,7 @@ class _DeviceIter:
         self._owner = owner
         owner.last_pool = self.pool
         gen = _stage_all(host_iter, self.pool)
+        self._host = host_iter  # (its len: the epoch's batches)
         self._thread = None
         self._returned = 0  # batches handed to the caller
         if depth > 0:
@@ -461,6 +471,10 @@ class _DeviceIter:
 
     def __iter__(self):
         return self
+
+    def __len__(self):
+        """The epoch's batches, as the host iterator says (as torch's iterator has)."""
+        return len(self._host)
 
     def _copy_next(self):
         """Copy the next staged batch to the device: ``(batch, event, buffers)``, None
@@ -562,6 +576,8 @@ def check_device(device, what):
     """``device`` as a ``torch.device`` the pipeline serves (``cpu``, or a CUDA device
     this process sees; a bare ``cuda`` becomes the current one), else a
     :class:`~ddstore.DDStoreValueError` from ``what`` naming what is allowed."""
+    if isinstance(device, int) and not isinstance(device, bool) and device >= 0:
+        device = f"cuda:{device}"  # what torch reads an index as (an accelerator's)
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError) as exc:

@@ -351,6 +351,11 @@ class PrefetchIter:
     def __iter__(self):
         return self
 
+    def __len__(self):
+        """The epoch's batches, as the iterator read ahead says (torch's iterators and
+        :class:`BatchEpoch` have it; a plain generator has not: ``TypeError``)."""
+        return len(self._it)
+
     def __next__(self):
         if self._depth:
             depth, self._depth = self._depth, 0

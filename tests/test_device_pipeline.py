@@ -203,6 +203,17 @@ def test_end_and_errors_propagate(k):
     assert list(DevicePrefetcher([], "cpu", prefetch=k)) == []
 
 
+def test_leaves_torch_cannot_stage_pass_through_as_they_are():
+    """A numpy leaf of a dtype torch lacks (long double) and a quantized tensor come out
+    as they went in, as strings do (were: torch's TypeError, naming neither the
+    pipeline nor the leaf, and an internal assertion of torch's)."""
+    wide = np.arange(3, dtype=np.longdouble)
+    q = torch.quantize_per_tensor(torch.arange(4.0), 0.1, 0, torch.quint8)
+    for k in (0, 1):
+        (a, b, c), = list(DevicePrefetcher([(wide, q, np.arange(2))], "cpu", prefetch=k))
+        assert a is wide and b is q and torch.equal(c, torch.arange(2))
+
+
 def test_a_batch_in_flight_does_not_hold_the_exit():
     """A script that ends while its read-ahead makes a batch that blocks (a
     ``__getitem__`` that sleeps 300 s) exits at once: the read-ahead thread is a daemon
@@ -238,9 +249,10 @@ def test_bad_arguments():
     with pytest.raises(DDStoreValueError, match=r"prefetch=True must be an integer"):
         DevicePrefetcher([], "cpu", prefetch=True)
     if not torch.cuda.is_available():
-        with pytest.raises(DDStoreValueError, match=r"device='cuda' but CUDA is not "
-                                                    r"available"):
-            DevicePrefetcher([], "cuda")
+        for dev in ("cuda", 0):  # an index is torch's CUDA device (0 was "not a device")
+            with pytest.raises(DDStoreValueError, match=r"device='cuda(:0)?' but CUDA is "
+                                                        r"not available"):
+                DevicePrefetcher([], dev)
     else:  # one past the last GPU this process sees
         n = torch.cuda.device_count()
         with pytest.raises(DDStoreValueError, match=rf"sees {n} CUDA device\(s\); "
@@ -303,6 +315,12 @@ def test_set_epoch_between_iter_and_first_batch_counts(store, k):
         assert not torch.equal(want, b0[0] if isinstance(b0, (tuple, list)) else b0.x)
         for kw in ({"prefetch": k}, {"prefetch": k, "device": "cpu"}):
             assert torch.equal(first(make(**kw)), want), kw
+        # the iterator's len, as torch's iterator has it (read ahead or not: had none)
+        for kw in ({}, {"prefetch": k}, {"device": "cpu"}, {"prefetch": k, "device": "cpu"}):
+            loader = make(**kw)
+            it = iter(loader)
+            assert len(it) == len(loader) > 1, kw
+            assert sum(1 for _ in it) == len(loader), kw
     assert not _threads()
 
 
@@ -1104,7 +1122,11 @@ def test_resident_loader_draws_as_torch_and_set_epoch_finds_wrapped_samplers(sto
     g = tg.TemporalGraph.from_arrays(store, f"t{next(_names)}", np.arange(6),
                                      np.arange(1, 7), np.arange(6.0))
     eb = tg.EdgeBatches(g, 2)
-    for target in (eb, OurPrefetch(eb, 1), eb.loader("cpu")):
+    from torch_geometric.loader import PrefetchLoader as PyGPrefetch
+    # under PyG's PrefetchLoader (no set_epoch of its own): the one of the loader it
+    # wraps (refused as "no set_epoch", though the wrapped loader had one)
+    for target in (eb, OurPrefetch(eb, 1), eb.loader("cpu"), PyGPrefetch(eb, device="cpu"),
+                   PyGPrefetch(eb.loader("cpu", prefetch=1), device="cpu")):
         st.set_epoch(target, 3)
         assert eb.epoch == 3
         eb.set_epoch(0)

@@ -455,7 +455,7 @@ class _GraphBatches:
 
     def __iter__(self):
         from ..device import StagedReads
-        return StagedReads(self.dataset.dataset._batch, iter(self.sampler))
+        return StagedReads(self.dataset.dataset._batch, iter(self.sampler), len(self))
 
 
 class _BatchView(torch.utils.data.Dataset):

@@ -231,7 +231,8 @@ def set_epoch(loader, epoch):
     """Call ``set_epoch`` on a DataLoader's sampler and batch sampler, where they have it
     (and on the sampler a batch sampler wraps, or on those of the loader a wrapper holds:
     :func:`ddstore.prefetch.epoch_samplers`); without them, the object's own
-    ``set_epoch`` (:class:`~ddstore.temporal.EdgeBatches`); samplers that need no epoch
+    ``set_epoch`` (:class:`~ddstore.temporal.EdgeBatches`), or the first one of the
+    loaders it wraps (``.loader``); samplers that need no epoch
     (torch's ``SequentialSampler``, ``RandomSampler``): nothing; an object that is no
     loader (no sampler, batch sampler or ``set_epoch``) is refused.
     Collective for the window loaders' samplers (they split the windows over the ranks:
@@ -239,10 +240,11 @@ def set_epoch(loader, epoch):
     from ..prefetch import epoch_samplers, wrapped_loaders
     samplers = epoch_samplers(loader)
     if not samplers:
-        own = getattr(loader, "set_epoch", None)
-        if callable(own):  # an object with its own (EdgeBatches, a wrapper of one)
-            own(epoch)
-            return
+        for inner in wrapped_loaders(loader):
+            own = getattr(inner, "set_epoch", None)
+            if callable(own):  # an object with its own (EdgeBatches, a wrapper of one,
+                own(epoch)     # under PyG's PrefetchLoader, which has none)
+                return
         if not any(getattr(inner, "sampler", None) is not None or
                    getattr(inner, "batch_sampler", None) is not None
                    for inner in wrapped_loaders(loader)):
@@ -561,7 +563,7 @@ class _WindowBatches:
 
     def __iter__(self):
         from ..device import StagedReads
-        return StagedReads(self._read, iter(self.batch_sampler))
+        return StagedReads(self._read, iter(self.batch_sampler), len(self))
 
     def _read(self, indices, take=None):
         """The batch of window ``indices`` (in the view), read into ``take`` if given."""
