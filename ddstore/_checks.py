@@ -126,8 +126,9 @@ def as_indices(indices, what, limit=None, noun="index", low=0):
     :class:`DDStoreIndexError` that shows them as given (``[low, limit)``, if ``limit``
     is known, is named as the range).  Other ranges are the caller's to check.  ``noun``:
     what one value is, in messages (``"count"`` for row counts)."""
-    if is_index_array(indices):
-        return indices  # the common case, without copies
+    if (type(indices) is np.ndarray and indices.dtype == np.int64 and
+            indices.ndim == 1 and indices.flags.c_contiguous):
+        return indices  # the common case, without copies (is_index_array, inline)
     plural = "indices" if noun == "index" else noun + "s"
     try:
         idx = np.asarray(indices)

@@ -495,9 +495,10 @@ class Variables:
         return out
 
     def get_many(self, requests):
-        """Local: several :meth:`get_batch` reads made as one, ``requests`` a sequence of
-        ``(name, indices)`` or ``(name, indices, out)`` (``out`` as :meth:`get_batch`
-        takes it, or None); returns the arrays in request order.
+        """Local: several reads made as one, ``requests`` a sequence of ``(name,
+        indices)`` or ``(name, indices, out)`` (rows as :meth:`get_batch` reads them;
+        ``out`` as it takes it, or None) and ``(name, starts, counts, out)`` (row ranges
+        as :meth:`read_ranges` reads them); returns the arrays in request order.
 
         Every request is checked before anything is read; then the remote rows of all
         of them are fetched together: one round trip per remote owner for the whole
@@ -506,32 +507,54 @@ class Variables:
         if isinstance(requests, (str, bytes, dict)) or not hasattr(requests, "__iter__"):
             raise DDStoreValueError(f"get_many: requests must be a sequence of (name, "
                                     f"indices) pairs, got {type(requests).__name__}")
-        plan, outs = [], []
+        plan = []
         for i, request in enumerate(requests):
             if (isinstance(request, (str, bytes)) or not hasattr(request, "__len__")
-                    or len(request) not in (2, 3)):
+                    or len(request) not in (2, 3, 4)):
                 raise DDStoreValueError(f"get_many: request {i} must be a (name, indices) "
-                                        f"pair or a (name, indices, out) triple, got "
-                                        f"{request!r:.80}")
-            name, indices, out = request if len(request) == 3 else (*request, None)
-            var = self.lookup(name)
-            idx = indices if is_index_array(indices) else as_indices(
-                indices, f"get_many {name!r} (request {i})", var.nrows)
-            shape = (idx.shape[0],) + var.row_shape
+                                        f"pair, a (name, indices, out) triple or (name, "
+                                        f"starts, counts, out), got {request!r:.80}")
+            if len(request) == 4:
+                name, starts, counts, out = request
+                var = self.lookup(name)
+                starts, counts, n = self.ranges(var, starts, counts,
+                                                f"get_many {name!r} (request {i})")
+            else:
+                name, starts, out = request if len(request) == 3 else (*request, None)
+                var, counts = self.lookup(name), None
+                if not is_index_array(starts):
+                    starts = as_indices(starts, f"get_many {name!r} (request {i})",
+                                        var.nrows)
+                n = starts.shape[0]
+            shape = (n,) + var.row_shape
             out = (np.empty(shape, dtype=var.dtype) if out is None else
                    self.out(var, shape, out))
-            plan.append((var, idx, out))
-            outs.append(out)
+            plan.append((var, starts, counts, out))
         try:  # the core checks every index; explain a failure in user terms
-            self.core.read_many([(var.vid, idx, None, out) for var, idx, out in plan
-                                 if idx.shape[0]])
+            self.core.read_many([(var.vid, starts, counts, out)
+                                 for var, starts, counts, out in plan if starts.shape[0]])
         except DDStoreIndexError as exc:
             failed = exc  # (explained below, outside the handler: one error shown)
         else:
-            return outs
-        for i, (var, idx, _) in enumerate(plan):
-            check_indices(idx, var.nrows, f"get_many {var.name!r} (request {i})")
+            return [out for _, _, _, out in plan]
+        for i, (var, idx, counts, _) in enumerate(plan):
+            if counts is None:  # (ranges were checked whole by ranges())
+                check_indices(idx, var.nrows, f"get_many {var.name!r} (request {i})")
         raise failed
+
+    def ranges(self, var, starts, counts, what):
+        """``(starts, counts, total rows)`` of row ranges of ``var`` as int64 arrays,
+        every range checked (without overflow), or raise naming ``what``."""
+        starts = as_indices(starts, what, var.nrows)
+        counts = as_indices(counts, what, var.nrows + 1, noun="count")
+        if starts.shape != counts.shape:
+            raise DDStoreValueError(f"{what}: {len(starts)} starts but {len(counts)} "
+                                    f"counts")
+        try:
+            total = self.core.ranges_total(var.vid, starts, counts) if len(starts) else 0
+        except (DDStoreIndexError, DDStoreValueError) as exc:  # the core's: name the call
+            raise type(exc)(f"{what}: {exc}") from None
+        return starts, counts, total
 
     def get_range(self, name, start, count, out=None):
         """Local: ``count`` consecutive global rows from ``start`` (may span owners), as
@@ -568,15 +591,7 @@ class Variables:
         """
         var = self.lookup(name)
         what = f"read_ranges {name!r}"
-        starts = as_indices(starts, what, var.nrows)
-        counts = as_indices(counts, what, var.nrows + 1, noun="count")
-        if starts.shape != counts.shape:
-            raise DDStoreValueError(f"{what}: {len(starts)} starts but {len(counts)} "
-                                    f"counts")
-        try:
-            total = self.core.ranges_total(var.vid, starts, counts) if len(starts) else 0
-        except (DDStoreIndexError, DDStoreValueError) as exc:  # the core's: name the call
-            raise type(exc)(f"{what}: {exc}") from None
+        starts, counts, total = self.ranges(var, starts, counts, what)
         shape = (total,) + var.row_shape
         out = self.alloc(var, shape, what) if out is None else self.out(var, shape, out)
         if len(starts):

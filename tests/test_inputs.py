@@ -260,9 +260,9 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
     from ddstore import DDStoreIndexError, DDStoreValueError
     store.add("x", np.arange(16, dtype=np.int16).reshape(8, 2))
     for bad, said in (([("x",)], "request 0 must be a (name, indices) pair"),
-                      ([("x", [0]), ("x", [0], None, 1)],
-                       "request 1 must be a (name, indices) pair or a (name, indices, out) "
-                       "triple"),
+                      ([("x", [0]), ("x", [0], [1], None, 1)],
+                       "request 1 must be a (name, indices) pair, a (name, indices, out) "
+                       "triple or (name, starts, counts, out)"),
                       ([None], "request 0 must be"),
                       ("x", "requests must be a sequence of (name, indices) pairs, got str"),
                       (5, "got int")):
@@ -280,6 +280,20 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
         assert not mine.any()
     got = store.get_many([("x", [1, 2], mine), ("x", [3], None)])
     assert got[0] is mine and mine.tolist() == [[2, 3], [4, 5]] and got[1].tolist() == [[6, 7]]
+    # ranges as read_ranges reads them, beside rows, in one call; refused as it refuses
+    ranged = np.zeros((5, 2), np.int16)
+    got = store.get_many([("x", [6, 2], [1, 4], ranged), ("x", [0]), ("x", [2], [0], None)])
+    assert got[0] is ranged and ranged.tobytes() == store.read_ranges("x", [6, 2],
+                                                                      [1, 4]).tobytes()
+    assert got[1].tolist() == [[0, 1]] and got[2].shape == (0, 2)
+    with pytest.raises(DDStoreIndexError, match=re.escape(
+            "get_many 'x' (request 1): variable 'x': rows [6, 10) (range 1) out of range")):
+        store.get_many([("x", [0]), ("x", [0, 6], [1, 4], None)])
+    with pytest.raises(DDStoreValueError, match=re.escape("get_many 'x' (request 0): 2 "
+                                                          "starts but 1 counts")):
+        store.get_many([("x", [0, 1], [1], None)])
+    with pytest.raises(DDStoreValueError, match=re.escape("needs dtype int16 shape (5, 2)")):
+        store.get_many([("x", [6, 2], [1, 4], mine)])
     # an index out of range named with its request (two requests of one variable could
     # not be told apart)
     with pytest.raises(DDStoreIndexError, match=re.escape("get_many 'x' (request 1): index 13 "

@@ -205,8 +205,8 @@ def _out_field_view(t, shape, dtype):
     ``dtype`` (a C-contiguous, writable CPU tensor without grad: what
     :meth:`NodeMemory.read` returns), else None."""
     import torch
-    if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.requires_grad \
-            or tuple(t.shape) != shape or not t.is_contiguous():
+    if not isinstance(t, torch.Tensor) or not t.is_cpu or t.requires_grad \
+            or t.shape != shape or not t.is_contiguous():
         return None
     try:  # the dtype compared as numpy's (what read writes through): no conversion
         view = t.numpy()
@@ -529,7 +529,7 @@ class NodeMemory:
             return
         # ring slots to arrival order: logical row j is slot (count + j) % S, so node v's
         # ring is rows [v*S + c, v*S + S) then [v*S, v*S + c), c = count % S: two ranges
-        # per node, read straight into the caller's buffers
+        # per node, read straight into the caller's buffers (mail and times in one read)
         c = self.store.get_many(((h["memory"], idx, memory),
                                  (h["memory_ts"], idx, memory_ts),
                                  (h["mail_count"], idx)))[2]
@@ -541,9 +541,9 @@ class NodeMemory:
         np.subtract(S, c, out=counts[:, 0])
         counts[:, 1] = c
         starts, counts = starts.reshape(-1), counts.reshape(-1)
-        self.store.read_ranges(h["mail"], starts, counts,
-                               out=mail.reshape((n * S, self.mail_dim)))
-        self.store.read_ranges(h["mail_ts"], starts, counts, out=mail_ts.reshape((n * S,)))
+        self.store.get_many(
+            ((h["mail"], starts, counts, mail.reshape((n * S, self.mail_dim))),
+             (h["mail_ts"], starts, counts, mail_ts.reshape((n * S,)))))
 
     # ------------------------------------------------------------------ staging
     def _clear(self):

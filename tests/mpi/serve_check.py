@@ -102,6 +102,18 @@ def _(t):
                 check((rows is outs[k]) == (k > 0) and
                       rows.tobytes() == want[name][idx].tobytes(),
                       f"w{width} {name}: get_many into out")
+            # row ranges across owners beside rows, in the same call (NodeMemory's mail)
+            reqs = []
+            for name, _, _, _ in VARIABLES:
+                N = want[name].shape[0]
+                starts = g.integers(0, N, 30)
+                counts = np.minimum(g.integers(0, 2 * N // width + 2, 30), N - starts)
+                reqs += [(name, starts, counts, None), (name, g.integers(0, N, 50))]
+            for (name, *r), rows in zip(reqs, s.get_many(reqs)):
+                w = want[name]
+                ref = (w[r[0]] if len(r) == 1 else
+                       np.concatenate([w[a:a + c] for a, c in zip(r[0], r[1])]))
+                check(rows.tobytes() == ref.tobytes(), f"w{width} {name}: get_many ranges")
             sent = _core.serve_stats()["sent"] - before["sent"]
             check((sent > 0) == (MODE == "on" and remote),
                   f"w{width}: {sent} request messages sent (mode {MODE})")
