@@ -610,6 +610,11 @@ def _interrupt_error(info, flags):
         f"collective call stops alike on every rank, and what it had created is removed")
 
 
+#: The key of a ``same=`` mapping whose value is not a setting but what to do when
+#: another of its settings differs between ranks (appended to the refusal).
+SAME_HINT = "(what to do)"
+
+
 def _same_error(call, values):
     """The error (the same on every rank) when the gathered ``same`` values differ."""
     if all(v == values[0] for v in values):
@@ -617,9 +622,12 @@ def _same_error(call, values):
     what = _describe(call) if call is not None else "this collective call"
     if all(isinstance(v, dict) for v in values):  # name only the settings that differ
         keys = [k for k in dict.fromkeys(k for v in values for k in v)
-                if any(v.get(k) != values[0].get(k) for v in values)]
+                if k != SAME_HINT and any(v.get(k) != values[0].get(k) for v in values)]
         detail = ", ".join(f"{k} differs between ranks "
                            f"({_by_value([v.get(k) for v in values])})" for k in keys)
+        hint = values[0].get(SAME_HINT)
+        if hint and keys:
+            detail += f"; {hint}"
     else:
         detail = f"settings differ between ranks ({_by_value(values)})"
     return DDStoreValueError(f"{what} is collective and needs the same settings on every "

@@ -23,6 +23,7 @@ import mmap
 import numpy as np
 
 from . import _core
+from ._collective import SAME_HINT
 from ._checks import host_tensor
 
 __all__ = ["fingerprint", "same_data"]
@@ -124,13 +125,14 @@ def fingerprint(value, seed=0):
     return _digest(value, seed)[0]
 
 
-def same_data(values, what="data"):
+def same_data(values, what="data", hint=None):
     """``same=`` settings of a collective step (see :meth:`DDStore.collective
     <ddstore.DDStore.collective>`) that hold every rank to the same data: for each
     ``key, value`` of the mapping ``values``, ``"<what> '<key>'"`` maps to ``"<dtype>
     <shape>, fingerprint 0x<16 hex digits>"`` (see :func:`fingerprint`).  The step's
-    round then names the values that differ and which ranks hold what."""
-    out = {}
+    round then names the values that differ and which ranks hold what, and ``hint``
+    (what to do about it), if given."""
+    out = {} if hint is None else {SAME_HINT: hint}
     for key, value in values.items():
         fp, dtype, shape = _digest(value, 0)
         out[f"{what} {key!r}"] = f"{dtype} {list(shape)}, fingerprint 0x{fp:016x}"

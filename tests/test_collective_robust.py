@@ -39,7 +39,7 @@ def test_integer_settings_are_plain_ascii_decimal(monkeypatch, text):
     with pytest.raises(DDStoreValueError) as info:
         env_settings()
     msg = str(info.value)
-    assert "DDSTORE_SERVE_MIN_PIECES" in msg and repr(text.strip()) in msg
+    assert "DDSTORE_SERVE_MIN_PIECES" in msg and repr(text) in msg  # (as set)
     assert "plain decimal digits 0-9" in msg and "[1, " in msg
 
 

@@ -83,6 +83,12 @@ def _num_edges(storage):
     return int(shape[1]) if shape is not None and len(shape) == 2 else None
 
 
+#: What from_pyg / from_hetero tell a user whose ranks passed different data.
+_ALIKE = ("every rank must pass the same data: make it alike on every rank (the same "
+          "seed for a random graph, the same file), or build the stores from each rank's "
+          "own rows with FeatureStore.put_range / GraphStore (docs/pyg.md)")
+
+
 def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     """Collective: every rank passes the same ``torch_geometric.data.Data`` (checked:
     every stored value's dtype, shape and 64-bit fingerprint of its bytes, see
@@ -129,7 +135,7 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
         if edge_index is None:
             edge_index = torch.zeros((2, 0), dtype=torch.long)
         step.agree(same=same_data(dict({key: value for _, key, value in attrs},
-                                       edge_index=edge_index, num_nodes=[n])))
+                                       edge_index=edge_index, num_nodes=[n]), hint=_ALIKE))
     # the stores made inside the transaction: a rollback forgets their annotations
     with store.transaction(f"pyg.from_pyg {name!r}"), values_agreed():
         fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,
@@ -188,7 +194,7 @@ def from_hetero(store, data, name="pyg", time_attr=None, weight_attr=None):
         order = {"the order of the node types, edge types and attributes (as inserted)":
                  [f"{group}.{key}" for group, key, _ in attrs] +
                  [f"{et}.edge_index" for et, _, _ in edges]}
-        step.agree(same={**same_data(values), **order})
+        step.agree(same={**same_data(values, hint=_ALIKE), **order})
     # the stores made inside the transaction: a rollback forgets their annotations
     with store.transaction(f"pyg.from_hetero {name!r}"), values_agreed():
         fs, gs = FeatureStore(store, name), GraphStore(store, name, time_attr=time_attr,

@@ -244,6 +244,15 @@ def _(t):
                      lambda: dpyg.from_hetero(store, h, name="order"),
                      what="from_hetero, another insertion order", agree=True, agreed=True,
                      store=store)
+        # data that differs between ranks: the values named, then what to do about it
+        from torch_geometric.data import Data
+        d = Data(x=torch.full((4, 2), float(rank == LAST)),
+                 edge_index=torch.tensor([[0, 1], [1, 2]]))
+        expect_error(DDStoreValueError, ["data 'x' differs between ranks", "fingerprint",
+                                         "; every rank must pass the same data: make it "
+                                         "alike on every rank (the same seed"],
+                     lambda: dpyg.from_pyg(store, d, name="differs"),
+                     what="from_pyg, data differing", agree=True, agreed=True, store=store)
 
     # two threads of a rank in collective calls at once: the second refused at once,
     # before any MPI call (a crash, a hang or mismatched windows); the first completes
