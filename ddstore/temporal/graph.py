@@ -784,11 +784,14 @@ class TemporalGraph:
     def neighbors(self, v):
         """Local: node ``v``'s list ``(nbr, ts, eid)`` in T-CSR order (time, then edge id);
         ids int64, ``ts`` of :attr:`time_dtype`."""
-        v = integer_scalar(v)
-        if not is_int(v):
-            raise DDStoreValueError(f"neighbors of graph {self.name!r}: node must be an "
-                                    f"integer, got {v!r}")
-        v = int(self._nodes([v], "neighbors")[0])
+        if type(v) is not int:
+            v = integer_scalar(v)
+            if not is_int(v):
+                raise DDStoreValueError(f"neighbors of graph {self.name!r}: node must be "
+                                        f"an integer, got {v!r}")
+            v = int(v)
+        if not 0 <= v < self.num_nodes:
+            self._nodes([v], "neighbors")  # raises, naming the range
         a, b = int(self.indptr[v]), int(self.indptr[v + 1])
         nbr, ts, eid = (self.store.get_range(self._h[k], a, b - a) for k in _T_VARS)
         return nbr.astype(np.int64, copy=False), ts, eid.astype(np.int64, copy=False)
@@ -804,7 +807,9 @@ class TemporalGraph:
         counts = self.indptr[idx + 1] - starts
         ptr = np.zeros(idx.shape[0] + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
-        nbr, ts, eid = (self.store.read_ranges(self._h[k], starts, counts) for k in _T_VARS)
+        # the three arrays in one read (between nodes: one round trip per owner)
+        nbr, ts, eid = self.store.get_many([(self._h[k], starts, counts, None)
+                                            for k in _T_VARS])
         return ptr, nbr.astype(np.int64, copy=False), ts, eid.astype(np.int64, copy=False)
 
     def edges(self, eids):
