@@ -476,6 +476,9 @@ class _DeviceIter:
         """The epoch's batches, as the host iterator says (as torch's iterator has)."""
         return len(self._host)
 
+    def __bool__(self):  # (true, as any iterator: not its len)
+        return True
+
     def _copy_next(self):
         """Copy the next staged batch to the device: ``(batch, event, buffers)``, None
         at the end, or the exception that producing it raised (raised in its turn)."""

@@ -356,6 +356,9 @@ class PrefetchIter:
         :class:`BatchEpoch` have it; a plain generator has not: ``TypeError``)."""
         return len(self._it)
 
+    def __bool__(self):  # (true, as any iterator: not its len)
+        return True
+
     def __next__(self):
         if self._depth:
             depth, self._depth = self._depth, 0

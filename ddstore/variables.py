@@ -527,8 +527,13 @@ class Variables:
                                         var.nrows)
                 n = starts.shape[0]
             shape = (n,) + var.row_shape
-            out = (np.empty(shape, dtype=var.dtype) if out is None else
-                   self.out(var, shape, out))
+            if out is None:
+                out = np.empty(shape, dtype=var.dtype)
+            else:
+                try:
+                    out = self.out(var, shape, out)
+                except DDStoreValueError as exc:  # (which request's: two may read 'x')
+                    raise DDStoreValueError(f"get_many (request {i}): {exc}") from None
             plan.append((var, starts, counts, out))
         try:  # the core checks every index; explain a failure in user terms
             self.core.read_many([(var.vid, starts, counts, out)

@@ -210,6 +210,10 @@ def test_leaves_torch_cannot_stage_pass_through_as_they_are():
     wide = np.arange(3, dtype=np.longdouble)
     q = torch.quantize_per_tensor(torch.arange(4.0), 0.1, 0, torch.quint8)
     for k in (0, 1):
+        # an iterator over batches of no len is true, as any iterator (len raised there)
+        assert bool(iter(DevicePrefetcher(iter([1]), "cpu", prefetch=k)))
+        from ddstore.prefetch import PrefetchLoader
+        assert bool(iter(PrefetchLoader([torch.ones(1)] * 3, k + 1)))
         (a, b, c), = list(DevicePrefetcher([(wide, q, np.arange(2))], "cpu", prefetch=k))
         assert a is wide and b is q and torch.equal(c, torch.arange(2))
 
@@ -319,7 +323,7 @@ def test_set_epoch_between_iter_and_first_batch_counts(store, k):
         for kw in ({}, {"prefetch": k}, {"device": "cpu"}, {"prefetch": k, "device": "cpu"}):
             loader = make(**kw)
             it = iter(loader)
-            assert len(it) == len(loader) > 1, kw
+            assert len(it) == len(loader) > 1 and bool(it), kw
             assert sum(1 for _ in it) == len(loader), kw
     assert not _threads()
 

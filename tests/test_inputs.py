@@ -271,7 +271,9 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
     assert [a.tolist() for a in store.get_many([("x", [7]), ("x", [])])] == [[[14, 15]], []]
     # an out of the wrong shape, dtype or kind refused before anything is read
     mine = np.zeros((2, 2), np.int16)
-    for out, said in ((np.zeros((3, 2), np.int16), "needs dtype int16 shape (2, 2)"),
+    for out, said in ((np.zeros((3, 2), np.int16), "get_many (request 1): out for 'x' has "
+                                                   "dtype int16 shape (3, 2); needs dtype "
+                                                   "int16 shape (2, 2)"),
                       (np.zeros((2, 2), np.int32), "has dtype int32 shape (2, 2)"),
                       (np.zeros((2, 2), np.int16)[:, ::-1], "must be C-contiguous"),
                       ([[0, 0], [0, 0]], "must be a numpy array, got list")):

@@ -781,8 +781,16 @@ def test_node_memory_read_and_order(memory):
     with pytest.raises(DDStoreIndexError, match=r"read: node 10 \(position 0\) out of "
                                                 r"range \[0, 10\)"):
         m.read([10])
-    with pytest.raises(DDStoreValueError, match=r"out must be a MemoryBatch of 2 nodes"):
+    # a batch of another length: its field named with its shape (was the batch's repr,
+    # cut at 80 characters)
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "out.memory must be a C-contiguous, writable CPU tensor without grad, of shape "
+            "(2, 4) and dtype float32 (what a read of 2 nodes returns), got a Tensor of "
+            "shape (3, 4)")):
         m.read([1, 2], out=r)
+    with pytest.raises(DDStoreValueError, match=r"out must be a MemoryBatch of 2 nodes .*"
+                                                r"got tuple$"):
+        m.read([1, 2], out=tuple(r.__dict__.values()))
     # an out that a read could not fill whole is refused before any field is written
     # (a wrong size was a bare reshape error after memory was overwritten; a wrong
     # shape of the right size was filled and came back so)
@@ -803,6 +811,22 @@ def test_node_memory_read_and_order(memory):
     again = m.read([1, 2], out=MemoryBatch(*(torch.empty_like(getattr(good, f))
                                               for f in fields)))
     assert all(torch.equal(getattr(again, f), getattr(good, f)) for f in fields)
+    # a batch filled again (its views kept, not checked whole): the same bytes, and a
+    # change to it since (a field replaced, resized, given grad) is seen and refused
+    for field in fields:
+        getattr(again, field).fill_(-1)
+    assert m.read([1, 2], out=again) is again
+    assert all(torch.equal(getattr(again, f), getattr(good, f)) for f in fields)
+    for change in (lambda b: setattr(b, "mail_ts", b.mail_ts.float()),
+                   lambda b: b.memory.resize_(2, 2),
+                   lambda b: b.mail.requires_grad_(),
+                   lambda b: setattr(b, "memory", torch.zeros(2, 4)[:, :2])):
+        b = m.read([1, 2], out=MemoryBatch(*(torch.empty_like(getattr(good, f))
+                                             for f in fields)))
+        m.read([1, 2], out=b)
+        change(b)
+        with pytest.raises(DDStoreValueError, match=r"read: out\.\w+ must be a "):
+            m.read([1, 2], out=b)
     m.reset()
     z = m.read([1, 2])
     assert not z.memory.any() and not z.mail.any() and not z.mail_ts.any()
