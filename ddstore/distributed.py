@@ -198,8 +198,8 @@ def init_torch_distributed(comm=None, backend=None, device=None):
     device = torch.device(devices[comm.rank])
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=comm.rank,
-                            world_size=comm.size)
+    dist.init_process_group(backend, init_method=f"tcp://{url_host(addr)}:{port}",
+                            rank=comm.rank, world_size=comm.size)
     # torch's excepthook now wraps ddstore's abort, which would end the job before torch
     # printed what it captured: the abort goes around it again
     _lifecycle.outermost_abort_hook()
@@ -211,11 +211,14 @@ REACH_TIMEOUT = 20.0
 
 
 class _Rendezvous:
-    """Rank 0's side of the address check: a listener on every interface (which each
-    rank connects to at the address torch will use) and the free port torch's store
-    will take.  ``info``: ``(host address, torch's port, the listener's port)``."""
+    """Rank 0's side of the address check: a listener on every interface (IPv4 and,
+    where the system has it, IPv6), whose connections a thread accepts and closes (a
+    queue that nobody empties holds ``somaxconn`` of them: a larger job's ranks would
+    time out), and the free port torch's store will take.  ``info``: ``(host address,
+    torch's port, the listener's port)``."""
 
     def __init__(self):
+        import threading
         try:
             host = socket.gethostbyname(socket.gethostname())
         except OSError:
@@ -223,28 +226,54 @@ class _Rendezvous:
         with socket.socket() as s:
             s.bind(("", 0))
             port = s.getsockname()[1]
-        self.sock = socket.socket()
-        self.sock.bind(("", 0))
-        self.sock.listen(socket.SOMAXCONN)
+        if socket.has_dualstack_ipv6():
+            self.sock = socket.create_server(("", 0), family=socket.AF_INET6,
+                                             dualstack_ipv6=True, backlog=socket.SOMAXCONN)
+        else:
+            self.sock = socket.create_server(("", 0), backlog=socket.SOMAXCONN)
+        self.sock.settimeout(0.2)
+        self._open = True
+        self._thread = threading.Thread(target=self._accept, daemon=True,
+                                        name="ddstore-rendezvous-check")
+        self._thread.start()
         self.info = (host, port, self.sock.getsockname()[1])
 
+    def _accept(self):
+        while self._open:
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:  # closed
+                return
+            conn.close()
+
     def close(self):
+        self._open = False
         self.sock.close()
+        self._thread.join(timeout=5)
+
+
+def url_host(addr):
+    """``addr`` as the host of a ``tcp://`` URL: an IPv6 address in brackets."""
+    host = addr.strip("[]")
+    return f"[{host}]" if ":" in host else host
 
 
 def _reach(addr, port, master, rank, node0, probe):
     """Raise :class:`DDStoreValueError` when this rank cannot open a connection to
-    ``addr:port`` (rank 0's listener) within :data:`REACH_TIMEOUT` seconds, or, on rank
-    0, when ``addr`` is not an address of its host (torch's store listens there)."""
+    ``addr:port`` (rank 0's listener; any of the addresses the name resolves to, IPv4
+    or IPv6) within :data:`REACH_TIMEOUT` seconds, or, on rank 0, when ``addr`` is not
+    an address of its host (torch's store listens there)."""
     told = f"MASTER_ADDR={master!r}" if master else f"rank 0's address {addr!r}"
     fix = ("set MASTER_ADDR to an address of rank 0's node, or unset it (ddstore then "
            "takes loopback on one node, else rank 0's host address)") if master else \
         "set MASTER_ADDR to an address of rank 0's node that every node reaches"
+    host = addr.strip("[]")
     try:
-        if probe is not None:
-            with socket.socket() as s:  # torch's store runs on rank 0: its address
-                s.bind((addr, 0))
-        with socket.create_connection((addr, port), timeout=REACH_TIMEOUT):
+        if probe is not None:  # torch's store runs on rank 0: one of its addresses
+            _bind_any(host)
+        with socket.create_connection((host, port), timeout=REACH_TIMEOUT):
             pass
     except OSError as exc:
         where = (f"is not an address of rank 0's node {node0!r}" if probe is not None
@@ -254,3 +283,18 @@ def _reach(addr, port, master, rank, node0, probe):
             f"init_torch_distributed: {told} {where} ({type(exc).__name__}: {why}"
             f"{f' in {REACH_TIMEOUT:g} s' if isinstance(exc, socket.timeout) else ''}); "
             f"{fix}") from None
+
+
+def _bind_any(host):
+    """Bind a socket to one of the addresses ``host`` resolves to, or raise the
+    ``OSError`` of the last (``socket.gaierror`` for a name that does not resolve)."""
+    failure = None
+    for family, kind, proto, _, where in socket.getaddrinfo(host, 0,
+                                                           type=socket.SOCK_STREAM):
+        try:
+            with socket.socket(family, kind, proto) as s:
+                s.bind(where)
+            return
+        except OSError as exc:
+            failure = exc
+    raise failure

@@ -15,6 +15,7 @@ import numpy as np
 
 from ._checks import (STORABLE_NAMES, storable, as_array, as_indices, as_int,
                       check_indices, integer_scalar, shown_name)
+from ._fingerprint import fingerprint
 from ._readers import ahead, resolve_ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
 from .variables import Var, check_handle
@@ -102,18 +103,13 @@ class Records:
             except Exception as exc:  # a sample numpy cannot read
                 raise DDStoreValueError(f"records {name!r}: {type(exc).__name__}: "
                                         f"{exc}") from exc
-            rows = None if schema is None else [
-                sum(int(np.shape(s[k])[0]) for s in samples) for k, _, _ in schema]
-            info = step.agree((schema, len(samples), rows))
-            schemas = [(r, s) for r, (s, _, _) in enumerate(info) if s is not None]
+            info = step.agree(schema)
+            schemas = [(r, s) for r, s in enumerate(info) if s is not None]
             if not schemas:
                 raise DDStoreValueError(f"records {name!r}: no rank holds any sample "
                                         f"(empty data set)")
             schema = _same_schema(name, schemas)
             self.check_fields(name, schema)
-            self.variables.check_groups(name, [(n, *(r or [0] * len(schema)))
-                                               for _, n, r in info],
-                                        "records (count, then rows per key)")
         counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
                           dtype=np.int64).reshape(len(samples), len(schema))
         with self.store.transaction(f"add_records {name!r}"):
@@ -122,6 +118,7 @@ class Records:
             # whatever happens, so that a failure's rollback removes it
             rec = self.create(name, schema, counts, enter=False)
             try:
+                self._same_in_groups(rec)
                 # a copy that fails on one rank (memory): agreed, then undone everywhere
                 with self.store.collective(None):
                     for j, (key, dstr, trailing) in enumerate(schema):
@@ -162,12 +159,11 @@ class Records:
         with self.store.collective("init_records", name) as step:
             self.variables.check_name(name)
             spec, counts = _records_spec(name, schema, sizes)
-            info = step.agree((spec, counts.shape[0], counts.sum(axis=0).tolist()))
-            schema = _same_schema(name, [(r, s) for r, (s, _, _) in enumerate(info)])
+            info = step.agree(spec)
+            schema = _same_schema(name, list(enumerate(info)))
             self.check_fields(name, schema)
-            self.variables.check_groups(name, [(n, *r) for _, n, r in info],
-                                        "records (count, then rows per key)")
-            self.create(name, schema, counts)
+        with self.store.transaction(f"init_records {name!r}"):  # (the groups' check)
+            self._same_in_groups(self.create(name, schema, counts))
 
     def update_records(self, name, start, stop, data):
         """Local: write local records ``[start, stop)`` of ``name`` (numbered from 0 on
@@ -198,6 +194,35 @@ class Records:
                                         f"{arr.dtype}, the records have {var.dtype}")
             if arr.shape[0]:
                 self.write(var, int(lo[j]), arr)
+
+    def _same_in_groups(self, rec):
+        """Collective, inside the transaction that made ``rec``: refuse replica groups
+        whose records differ (their count, or a record's sizes: the group's offsets
+        table, which each of its members holds whole, compared by an XXH64
+        fingerprint): each group holds the same records, its members' chunks of them (a
+        group whose chunks add up to other records read other rows for the same record,
+        and a save kept one group's layout).  Raised alike (agreed values); nothing to
+        compare (no round) with one group."""
+        if self.store.replicas == 1:
+            return
+        with self.store.collective(None) as step:  # (raised inside: agreed)
+            shares = step.agree((rec.nrecords, fingerprint(rec.offsets)))
+            self._refuse_other_groups(rec, shares)
+
+    def _refuse_other_groups(self, rec, shares):
+        w = self.store.group_size
+        for g in range(1, len(shares) // w):
+            (n, fp), (n0, fp0) = shares[g * w], shares[0]
+            if (n, fp) != (n0, fp0):
+                what = (f"{n} records against {n0}" if n != n0 else
+                        f"the same count ({n}), but records of other sizes "
+                        f"(offsets fingerprint 0x{fp:016x} against 0x{fp0:016x})")
+                raise DDStoreValueError(
+                    f"records {rec.name!r}: the replica groups hold different records "
+                    f"(group {g}, ranks {g * w}-{g * w + w - 1}: {what} in group 0); "
+                    f"with width={w} on {len(shares)} ranks each group of {w} holds the "
+                    f"same records (its members' chunks of them, e.g. "
+                    f"ddstore.partition(n, width, group_rank))")
 
     def check_fields(self, name, schema):
         """Refuse (from the agreed ``schema``) a record set whose fields' full names

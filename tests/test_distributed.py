@@ -135,3 +135,38 @@ def test_node_places_count_ranks_per_node_in_rank_order():
     # interleaved nodes feed choose_backend: rank i of a node on GPU i % gpus
     _, devices, _ = choose_backend(node_places([("a", 2), ("b", 1), ("a", 2), ("b", 1)]))
     assert devices == ["cuda:0", "cuda:0", "cuda:1", "cuda:0"]
+
+
+def test_rendezvous_check_takes_every_rank_and_ipv6(monkeypatch):
+    """Rank 0's listener accepts (and closes) what it is sent, so a job of more ranks
+    than the kernel's accept queue (``somaxconn``) reaches it (its queue was never
+    emptied: the ranks beyond it timed out after 20 s); IPv6 addresses, bracketed or
+    not, are checked as torch takes them (an IPv4-only check refused '[::1]')."""
+    import socket
+    import torch.distributed as dist
+    from mpi4py import MPI
+    from ddstore.distributed import _reach, _Rendezvous, init_torch_distributed, url_host
+    try:
+        queue = int(open("/proc/sys/net/core/somaxconn").read())
+    except OSError:
+        queue = 4096
+    probe = _Rendezvous()
+    try:
+        for _ in range(queue + 50):  # (each closed at once, as a rank's check does)
+            _reach("127.0.0.1", probe.info[2], None, 1, "node", None)
+    finally:
+        probe.close()
+    assert not probe._thread.is_alive()
+    assert url_host("::1") == url_host("[::1]") == "[::1]" and url_host("a.b") == "a.b"
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip(f"this machine has no IPv6 loopback ({exc})")
+    for addr in ("[::1]", "::1"):
+        monkeypatch.setenv("MASTER_ADDR", addr)
+        init_torch_distributed(MPI.COMM_SELF)
+        try:
+            assert dist.get_world_size() == 1
+        finally:
+            dist.destroy_process_group()

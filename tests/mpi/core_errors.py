@@ -559,13 +559,24 @@ def _group_totals(t):
                      rank + 1, (2,), agree=True, agreed=True, store=store)
         # records: the count, then each key's rows (here the rows of key 'a')
         samples = [{"a": np.arange(1 + rank)}]
-        expect_error(DDStoreValueError, ["different records (count, then rows per key) (group "
-                                         "0 (ranks 0-0): [1, 1]; group 1 (ranks 1-1): [1, 2]"],
+        expect_error(DDStoreValueError, ["records 'r': the replica groups hold different "
+                                         "records (group 1, ranks 1-1: the same count (1), "
+                                         "but records of other sizes"],
                      store.add_records, "r", samples, agree=True, agreed=True, store=store)
-        expect_error(DDStoreValueError, ["group 0 (ranks 0-0): [1, 1]; group 1 (ranks 1-1): "
-                                         "[2, 2]"],
+        expect_error(DDStoreValueError, ["(group 1, ranks 1-1: 2 records against 1 in group "
+                                         "0)"],
                      store.init_records, "r", {"a": ("i8", ())}, {"a": [1] * (rank + 1)},
                      agree=True, agreed=True, store=store)
+        # the same rows cut into other records: refused too (the totals agreed; a record
+        # was other rows in each group, and a save kept one group's layout)
+        cut = [[2, 1], [1, 2]][rank % 2]
+        expect_error(DDStoreValueError, ["the same count (2), but records of other sizes"],
+                     store.add_records, "r", [{"a": np.arange(k)} for k in cut],
+                     agree=True, agreed=True, store=store)
+        # records held by one member of each group, or split otherwise: the same records
+        store.add_records("r", [{"a": np.arange(k)} for k in (2, 1)])
+        check(store.get_records_packed("r", [0, 1])[0]["a"].tolist() == [0, 1, 0] and
+              store.record_sizes("r", [0, 1])["a"].tolist() == [2, 1], "equal records")
         # the same totals split differently are fine (every group its own chunks)
         store.add("g", np.arange(4 * rank, 4 * rank + 4))
         check(store.nrows("g") == 4 and store.get_range("g", 0, 4).tolist() ==
