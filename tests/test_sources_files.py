@@ -8,6 +8,7 @@ UTF-8 byte-order mark, no line end or CR-only line ends."""
 import json
 import os
 import pickle
+import shutil
 import re
 
 import numpy as np
@@ -315,6 +316,54 @@ def test_adios_source_refuses_a_fifo(tmp_path):
     with pytest.raises(DDStoreValueError, match=f"ADIOS2 file '{tmp_path}' cannot be "
                                                 f"opened"):
         AdiosSource(str(tmp_path))
+
+
+def _hand_cff(path, x, offsets, nsamples, schema):
+    """A CFF file written with ADIOS2's own API (``nsamples`` a global array of one, as
+    ``adios2.Stream`` writes it; ddstore's writer keeps it in the metadata)."""
+    import json
+    import adios2
+    with adios2.Stream(str(path), "w") as s:
+        for _ in s.steps(1):
+            s.write("data/x", x, list(x.shape), [0] * x.ndim, list(x.shape))
+            s.write("offsets/x", offsets, list(offsets.shape), [0], list(offsets.shape))
+            s.write("nsamples", np.array([nsamples], dtype=np.int64))
+            s.write_attribute("ddstore/format", "ddstore-cff")
+            s.write_attribute("ddstore/schema", json.dumps(schema))
+    return str(path)
+
+
+def test_adios_hand_written_files_are_checked_before_their_values_are_read(tmp_path):
+    """A file written by other means than ddstore's writer: a cut data file is refused
+    before any read (ADIOS2 waited for ever for the bytes where nsamples is an array);
+    a variable stored as another type than the schema's (doubles for int64 values or
+    offsets, converted on reading: x.5 truncated, offsets 7.7 read as 7) and offsets
+    that do not start at 0 (every sample's rows shifted) are refused, naming them."""
+    from ddstore.sources import AdiosSource
+    x = np.arange(12, dtype=np.int64).reshape(6, 2)
+    off = np.array([0, 2, 3, 6], dtype=np.int64)
+    schema = [["x", "<i8", [2]]]
+    good = _hand_cff(tmp_path / "good.bp", x, off, 3, schema)
+    with AdiosSource(good) as src:
+        data, sizes = src.read_packed(0, 3)
+        assert data["x"].tobytes() == x.tobytes() and sizes["x"].tolist() == [2, 1, 3]
+    cut = tmp_path / "cut.bp"
+    shutil.copytree(good, cut)
+    blob = (cut / "data.0").read_bytes()
+    (cut / "data.0").write_bytes(blob[:len(blob) // 2])
+    with pytest.raises(DDStoreValueError, match="is truncated or incomplete: its metadata "
+                                                "declares"):
+        AdiosSource(str(cut))
+    for name, args, said in (
+            ("f8.bp", (x + 0.5, off), "variable 'data/x' is stored as double; key 'x' of "
+                                      "the schema (int64) is stored as int64_t"),
+            ("off.bp", (x, off + 0.7), "variable 'offsets/x' is stored as double; an "
+                                       "offsets array is stored as int32_t or int64_t"),
+            ("first.bp", (x[:5], off - np.array([0, 1, 1, 1]) + [1, 0, 0, 0]),
+             "variable 'offsets/x' starts at 1, not 0")):
+        path = _hand_cff(tmp_path / name, *args, 3, schema)
+        with pytest.raises(DDStoreValueError, match=re.escape(said)):
+            AdiosSource(path)
 
 
 @pytest.mark.parametrize("shape", [(10, 3, 1), (10, 1, 4), (10, 3), (10, 3, 2)])

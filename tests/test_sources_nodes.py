@@ -439,6 +439,16 @@ def test_ogb_errors(tmp_path):
     with pytest.raises(DDStoreValueError, match=r"node-label.csv.gz, line 4: label 2.5 is "
                                                 r"not a class id"):
         OGBNodeData(frac).labels(0, 120)
+    # a feature file that is there but empty (0 bytes, or a gzip of no lines): refused
+    # as the label file is (it was taken for "no features")
+    import gzip
+    feat = os.path.join(str(frac), "raw", "node-feat.csv.gz")
+    for blob in (b"", gzip.compress(b"")):
+        with open(feat, "wb") as f:
+            f.write(blob)
+        with pytest.raises(DDStoreValueError, match=r"node-feat.csv.gz: holds 0 rows, but "
+                                                    r".*num-node-list.csv.gz says 120"):
+            OGBNodeData(frac)
     os.remove(os.path.join(str(frac), "raw", "num-node-list.csv.gz"))
     with pytest.raises(DDStoreValueError, match="num-node-list.csv.gz: no such file"):
         OGBNodeData(frac)

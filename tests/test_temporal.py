@@ -305,6 +305,16 @@ def test_tgl_row_with_extra_field_refused(store, tmp_path):
     with pytest.raises(DDStoreValueError, match=r"edges.csv, line 3: malformed row: 4 "
                                                 r"fields, expected 5"):
         TemporalGraph.from_tgl(store, "g", str(tmp_path))
+    # node features of fewer rows than the edges' nodes: the file named (it was
+    # "node_feat has 1 rows over all ranks", no file)
+    import torch
+    (tmp_path / "edges.csv").write_text(",src,dst,time,ext_roll\n0,0,1,1.0,0\n"
+                                        "1,1,2,2.0,0\n")
+    torch.save(torch.ones(1, 2), str(tmp_path / "node_features.pt"))
+    with pytest.raises(DDStoreValueError, match=r"graph 'g': .*node_features.pt: 1 rows, "
+                                                r"but .*edges.csv names nodes up to id 2 "
+                                                r"\(3 nodes\); it needs one row per node"):
+        TemporalGraph.from_tgl(store, "g", str(tmp_path))
     assert store.variables() == []
 
 

@@ -43,6 +43,13 @@ _ADIOS_ITEMSIZE = {"int8_t": 1, "uint8_t": 1, "char": 1, "int16_t": 2, "uint16_t
                    "long double": 16}
 
 
+# the ADIOS2 type names a numpy dtype (as stored: _storage_view) is written as
+_ADIOS_TYPES = {"i1": {"int8_t", "char"}, "u1": {"uint8_t", "char"}, "i2": {"int16_t"},
+                "u2": {"uint16_t"}, "i4": {"int32_t"}, "u4": {"uint32_t"},
+                "i8": {"int64_t"}, "u8": {"uint64_t"}, "f4": {"float"}, "f8": {"double"}}
+_OFFSET_TYPES = {"int64_t", "uint64_t", "int32_t", "uint32_t"}
+
+
 def _import_adios2():
     try:
         import adios2
@@ -291,6 +298,7 @@ class AdiosSource(Source):
                     f"ADIOS2 file {self.path!r} is not a ddstore CFF file: missing "
                     f"{missing} (expected attribute ddstore/schema, variables nsamples, "
                     f"data/<key>, offsets/<key>); found variables {sorted(variables)}")
+            self._check_sizes(variables)  # (before any read: one of a cut file waits)
             try:
                 schema = json.loads(self._reader.read_attribute("ddstore/schema"))
                 self.schema = [(str(k), np.dtype(d), tuple(int(s) for s in t))
@@ -303,7 +311,6 @@ class AdiosSource(Source):
             except Exception as exc:
                 raise DDStoreValueError(f"ADIOS2 file {self.path!r}: corrupt ddstore "
                                         f"metadata ({_short(exc)})") from None
-            self._check_sizes(variables)
             self._total = {}
             for key, dtype, trailing in self.schema:
                 off_name = f"offsets/{key}"
@@ -315,12 +322,25 @@ class AdiosSource(Source):
                     raise DDStoreValueError(
                         f"ADIOS2 file {self.path!r}: variable {off_name!r} has shape "
                         f"{shape}, expected ({self._n + 1},)")
+                self._check_type(variables, off_name, _OFFSET_TYPES, "an offsets array")
+                first = self._read(off_name, [0], [1])[0]
+                if first != 0:  # (every sample's rows would be shifted by it)
+                    raise DDStoreValueError(
+                        f"ADIOS2 file {self.path!r}: variable {off_name!r} starts at "
+                        f"{first}, not 0 (the first sample's rows begin at row 0)")
                 last = self._read(off_name, [self._n], [1])[0]
                 self._total[key] = int(last)
                 data_name = f"data/{key}"
                 if last and data_name not in variables:
                     raise DDStoreValueError(f"ADIOS2 file {self.path!r}: missing variable "
                                             f"{data_name!r} for key {key!r}")
+                if data_name in variables:  # the type the schema's dtype is stored as
+                    stored = np.dtype(_VIEW_AS.get("b" if dtype.kind == "b" else
+                                                   dtype.str[1:], dtype))
+                    stored = stored if dtype.kind != "c" else np.dtype(dtype.char.lower())
+                    self._check_type(variables, data_name,
+                                     _ADIOS_TYPES.get(stored.str[1:], ()),
+                                     f"key {key!r} of the schema ({dtype})")
                 if last:
                     dshape = _shape(variables[data_name])
                     expected = (int(last),) + _stored_trailing(dtype, trailing)
@@ -334,6 +354,16 @@ class AdiosSource(Source):
         except Exception:
             self.close()
             raise
+
+    def _check_type(self, variables, name, allowed, what):
+        """Refuse variable ``name`` stored as a type not in ``allowed`` (ADIOS2's type
+        names; a value of another type was converted on reading: 7.7 offsets read as
+        7, x.5 values of an integer key truncated)."""
+        kind = str(variables[name].get("Type", "")).strip()
+        if kind not in allowed:
+            raise DDStoreValueError(f"ADIOS2 file {self.path!r}: variable {name!r} is "
+                                    f"stored as {kind or 'an unknown type'}; {what} is "
+                                    f"stored as {' or '.join(sorted(allowed)) or 'none'}")
 
     def _check_sizes(self, variables):
         """Refuse a truncated file before ADIOS2 reads from it (ADIOS2 waits forever for

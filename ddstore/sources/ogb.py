@@ -88,7 +88,12 @@ class OGBNodeData(NodeDataSource):
         self.num_edges = _count_file(self.paths["num-edge-list"])
         self.num_features = 0
         if os.path.isfile(self.paths["node-feat"]):
-            self.num_features = first_line_fields(self.paths["node-feat"]) or 0
+            fields = first_line_fields(self.paths["node-feat"])
+            if fields is None and self.num_nodes:  # (a file there is features: none was
+                # taken as "no features", found missing at the first get_tensor)
+                self._count_error(self.paths["node-feat"], "num-node-list", self.num_nodes,
+                                  0)
+            self.num_features = fields or 0
         self.has_labels = os.path.isfile(self.paths["node-label"])
         split_dir = os.path.join(root, "split")
         if split is None:

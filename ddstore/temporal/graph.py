@@ -511,8 +511,9 @@ class TemporalGraph:
                 _check_node_memory(name, num_nodes, True, [i[3] for i in info])
                 if nfr is not None and nf_rows != num_nodes:
                     raise DDStoreValueError(
-                        f"graph {name!r}: node_feat has {nf_rows} rows over all ranks; it "
-                        f"needs one row per node, num_nodes={num_nodes}")
+                        f"graph {name!r}: {nfr.path}: {nf_rows} rows, but {share.path} "
+                        f"names nodes up to id {max_id} ({num_nodes} nodes); it needs one "
+                        f"row per node")
                 return num_nodes, np.sum([i[2] for i in info], axis=0).tolist()
         g = cls._build(store, name, share.num_edges, share.first_eid,
                        share.edge_pieces(chunk), add_reverse, chunk,
