@@ -88,6 +88,11 @@ def test_benchmark_smoke(tmp_path_factory):
     combos = {(r["width"], r["transport"], r["strategy"], tuple(r["fanouts"]))
               for r in res["results"]}
     assert len(combos) == 9, combos
+    # the lookups' fixed costs, one entry per (width, transport) built
+    assert {(q["width"], q["transport"]) for q in res["lookups"]} == {
+        (r["width"], r["transport"]) for r in res["results"]}
+    assert all(q["neighbors_us"] > 0 and q["neighbor_lists_600_us"] > 0
+               for q in res["lookups"]), res["lookups"]
     for r in res["results"]:
         assert r["sampled_edges"] > 0 and r["edges_per_s_per_rank"] > 0
         q = r["rma"]

@@ -62,6 +62,9 @@ def _args(argv, prog=None):
     p.add_argument("--batches", type=at_least(1), default=40,
                    help="batches timed per mailbox size (the first --warmup not counted)")
     p.add_argument("--warmup", type=at_least(0), default=5)
+    p.add_argument("--read-calls", type=at_least(0), default=1000,
+                   help="calls of read(nodes, out=) timed per size (1, 64, 600 nodes) for "
+                        "its fixed cost; 0: not measured")
     p.add_argument("--mailbox", type=int_list(1), default="1,10",
                    help="comma-separated mailbox sizes")
     p.add_argument("--memory-dim", type=at_least(1), default=MEMORY_DIM)
@@ -159,6 +162,26 @@ class _Ours:
         t5 = time.perf_counter()
         self.times[b] = (t1 - t0, t2 - t1, (t3 - t2) + (t5 - t4), t4 - t3, t3 - t2, t5 - t4)
 
+    def read_calls(self, sizes=(1, 64, 600)):
+        """Local: the fixed cost of a read, µs a call of ``read(nodes, out=)`` (the best
+        of 3 runs of ``--read-calls`` calls) for ``sizes`` random nodes, beside a numpy
+        ``take`` of the same rows of four local arrays of the state's shapes (control)."""
+        mem, k = self.mem, self.args.read_calls
+        rng = np.random.default_rng(self.args.seed)
+        S, dim, mail = mem.mailbox_size, mem.memory_dim, mem.mail_dim
+        local = [np.zeros((self.args.num_nodes, dim), np.float32),
+                 np.zeros(self.args.num_nodes), np.zeros((self.args.num_nodes, S, mail),
+                                                         np.float32),
+                 np.zeros((self.args.num_nodes, S))]
+        out = {}
+        for n in sizes if k else ():
+            nodes = rng.integers(0, self.args.num_nodes, n)
+            batch = mem.read(nodes)
+            ours = _best(lambda: mem.read(nodes, out=batch), k)
+            numpy = _best(lambda: [a.take(nodes, axis=0) for a in local], k)
+            out[str(n)] = dict(read_us=ours, numpy_take_us=numpy)
+        return out
+
     def finish(self):
         """Collective: remove the state; on rank 0 the slowest rank's times per batch."""
         self.mem.remove()
@@ -216,6 +239,17 @@ class _Torch:
         return mem, mem_ts, mem_input, mail_ts
 
 
+def _best(call, k):
+    """µs a call of ``call``: the best of 3 runs of ``k`` calls."""
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(k):
+            call()
+        best = min(best, time.perf_counter() - t)
+    return best / k * 1e6
+
+
 def _pair(comm, store, args, S, events, mail_dim):
     """Ours (every rank) and torch (rank 0, the others asleep) alternate batch by batch,
     so both see the same load on a shared machine."""
@@ -234,7 +268,8 @@ def _pair(comm, store, args, S, events, mail_dim):
             _quiet_barrier(comm)
     finally:
         torch.set_num_threads(threads)
-    return ours.nbytes, ours.finish(), base
+    calls = ours.read_calls()
+    return ours.nbytes, ours.finish(), base, calls
 
 
 def _state_bytes_per_node(memory_dim, mail_dim, S, itemsize=4):
@@ -267,7 +302,7 @@ def main(argv=None, prog=None):
     with ddstore.DDStore(comm, width=args.width or size, transport=args.transport) as store:
         width = store.group_size
         for S in sizes:
-            nbytes, ours, base = _pair(comm, store, args, S, events, mail_dim)
+            nbytes, ours, base, calls = _pair(comm, store, args, S, events, mail_dim)
             res = None
             if rank == 0:
                 med = np.median(ours[warm], axis=0) * 1e3
@@ -296,7 +331,7 @@ def main(argv=None, prog=None):
                     ratio_update=float((med[1] + med[2]) / tmed[1]),
                     nbytes_per_rank=[int(x[0]) for x in nbytes],
                     nbytes_formula_per_rank=[int(x[1]) for x in nbytes],
-                    state_bytes_per_node=per_node,
+                    state_bytes_per_node=per_node, read_calls=calls,
                     big=dict(num_nodes=args.big_nodes, width=2,
                              state_bytes=big_state, state_bytes_per_rank=big_state // 2,
                              batch_bytes_per_rank=big_batch,
@@ -311,6 +346,11 @@ def main(argv=None, prog=None):
                       f"{max(x[0] for x in nbytes) / 1e6:.1f} MB/rank; "
                       f"10M nodes at width 2: {res['big']['bytes_per_rank'] / 1e9:.2f} "
                       f"GB/rank", flush=True)
+                if calls:
+                    print(f"mailbox {S:2d}: one read(nodes, out=) on rank 0, "
+                          + ", ".join(f"{n} nodes {c['read_us']:.1f} us (numpy take of the "
+                                      f"4 arrays {c['numpy_take_us']:.1f})"
+                                      for n, c in calls.items()), flush=True)
             _quiet_barrier(comm)
             results.append(comm.bcast(res, root=0))
     if rank == 0:

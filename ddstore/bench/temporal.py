@@ -40,6 +40,9 @@ def _args(argv, prog=None):
     p.add_argument("--batches", type=at_least(1), default=200,
                    help="mini-batches sampled per configuration (over all ranks)")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--lookup-calls", type=at_least(0), default=2000,
+                   help="calls of neighbors(v) timed per width (and a tenth as many of "
+                        "neighbor_lists of 600 nodes); 0: not measured")
     p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
                    help="also an epoch of uniform [10, 10] with a synthetic model step of "
                         "this many ms per batch, with and without reading ahead")
@@ -79,6 +82,27 @@ class _Batches:
             yield sm.sample(roots, np.tile(s.t[a:z], 3))
 
 
+def _lookups(g, args):
+    """Local: µs a call of ``g.neighbors(v)`` (random nodes, the best of 3 runs of
+    ``--lookup-calls`` calls) and of ``g.neighbor_lists`` of 600 random nodes (a tenth
+    as many calls)."""
+    rng = np.random.default_rng(args.seed)
+    k = args.lookup_calls
+    nodes = [int(v) for v in rng.integers(0, g.num_nodes, k)]
+    many = rng.integers(0, g.num_nodes, 600)
+
+    def best(call, n):
+        runs = []
+        for _ in range(3):
+            t = time.perf_counter()
+            call(n)
+            runs.append(time.perf_counter() - t)
+        return min(runs) / n * 1e6
+    return dict(neighbors_us=best(lambda n: [g.neighbors(v) for v in nodes[:n]], k),
+                neighbor_lists_600_us=best(
+                    lambda n: [g.neighbor_lists(many) for _ in range(n)], max(1, k // 10)))
+
+
 def main(argv=None, prog=None):
     import ddstore
     from ddstore import temporal as tg
@@ -99,7 +123,7 @@ def main(argv=None, prog=None):
     nb_all = args.num_edges // args.batch_size
     picks = np.linspace(0, nb_all - 1, min(args.batches, nb_all)).astype(np.int64)
     mine = picks[rank::size]
-    results = []
+    results, lookups = [], []
     for width in widths:
         for transport in (["auto"] if width == 1 else transports):
             with ddstore.DDStore(comm, width=width, transport=transport) as store:
@@ -110,6 +134,12 @@ def main(argv=None, prog=None):
                                                  s.t[lo:hi], add_reverse=True)
                 build_s = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
                 tcsr = comm.allgather(g.tcsr_bytes())
+                if args.lookup_calls:
+                    look = _lookups(g, args)
+                    lookups.append(dict(width=width, transport=transport, **look))
+                    log(comm, f"width {width} {transport:4s} lookups (rank 0): "
+                              f"neighbors(v) {look['neighbors_us']:.2f} us, neighbor_lists "
+                              f"of 600 nodes {look['neighbor_lists_600_us']:.1f} us")
                 for strategy, fanouts in CONFIGS:
                     sm = tg.TemporalSampler(g, fanouts, strategy, seed=args.seed)
                     before = rma_counts()  # only sample() reads the store in _sample
@@ -164,7 +194,7 @@ def main(argv=None, prog=None):
         out = dict(benchmark="temporal", ranks=size, num_nodes=args.num_nodes,
                    num_edges=args.num_edges, batch_size=args.batch_size,
                    roots_per_batch=3 * args.batch_size, host=platform.node(),
-                   results=results, targets=targets)
+                   results=results, lookups=lookups, targets=targets)
         print(f"targets: {targets}", flush=True)
         write_report(out, os.path.join(args.out, f"temporal_n{size}.json"), args.seed)
         if not args.no_plot:
