@@ -490,8 +490,9 @@ class NodeMemory:
 
         ``out``: a :class:`MemoryBatch` from an earlier ``read`` of the same length,
         filled in place and returned (its four fields are not allocated; the checks of
-        a batch filled again are about 1.5 us instead of 6).  Raises :class:`DDStoreIndexError` for a node outside
-        ``[0, num_nodes)`` (on this rank only: reads are local).
+        a batch filled again are about 1.5 us instead of 6).  Raises
+        :class:`DDStoreIndexError` for a node outside ``[0, num_nodes)`` (on this rank
+        only: reads are local).
 
         Safe in other threads while the main thread commits: the whole read is the
         state before the commit or, if it begins during the commit on this rank (then
