@@ -61,7 +61,23 @@ def _array(values, what):
             raise DDStoreValueError(f"{what} must hold real numbers, got dtype object")
     elif arr.dtype.kind not in "iuf":
         raise DDStoreValueError(f"{what} must hold real numbers, got dtype {arr.dtype}")
+    else:
+        refuse_rounded_list(values, arr, what)
     return arr
+
+
+def refuse_rounded_list(given, arr, what):
+    """Raise :class:`DDStoreValueError` when ``arr`` is numpy's float64 array of a list
+    ``given`` of ints and fractions whose ints beyond 2**53 it rounded (2**53 + 1 became
+    2**53, which no later check can see), naming the first; nothing for anything else."""
+    if arr.dtype.kind != "f" or not isinstance(given, (list, tuple)) or not arr.size:
+        return
+    flat = np.array(given, dtype=object).reshape(-1).tolist()
+    big = np.array([isinstance(v, numbers.Integral) and not isinstance(v, bool) and
+                    abs(int(v)) > MAX_EXACT_TIME for v in flat], bool)
+    _refuse(np.array(flat, dtype=object).reshape(arr.shape), big, what, None,
+            "is an integer beyond 2**53 in a list with fractions, which numpy makes "
+            "float64 (it would round); give such times as an int64 array")
 
 
 def _where(arr, flat_pos, what, where):

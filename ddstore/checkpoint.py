@@ -852,7 +852,9 @@ class Checkpoints:
         program wrote different rows into different groups: refused, naming the
         variable).  Returns the manifest (a dict).
 
-        The rows, records and annotations stay in the store, unchanged."""
+        The rows, records and annotations stay in the store, unchanged.  ``block_bytes``:
+        how much of a variable each rank writes at a time (an integer >= 1; the default,
+        :data:`BLOCK_BYTES`, 32 MiB)."""
         directory = None  # rank 0: the target directory, what in it is ours
         with self.store.collective("save", str(path)) as step:
             path = _path_arg(path, "save")

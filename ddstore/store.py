@@ -282,7 +282,7 @@ class DDStore:
         return self._core.copy_threads if self._core.alive else 1
 
     @property
-    def freed(self):
+    def freed(self):  # (True once free() ran, or the exit freed it)
         return not self._core.alive
 
     def check_alive(self):

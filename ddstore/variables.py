@@ -591,7 +591,8 @@ class Variables:
 
         The general read that ``get_batch`` and ``get_range`` are special cases of (used
         by the graph and spatiotemporal layers).  Every range is checked (without
-        overflow) before the result is allocated.  ``per_row_lock`` reads each row in its
+        overflow) before the result is allocated; ``out``, if given, is filled instead
+        (as :meth:`get_batch`'s).  ``per_row_lock`` reads each row in its
         own lock/get/unlock epoch: the slow path, for benchmarks only (not thread-safe).
         """
         var = self.lookup(name)
@@ -638,9 +639,11 @@ class Variables:
         return self.core.chunk_offsets(self.var(name).vid)
 
     def dtype(self, name):
+        """Local: the numpy dtype of rows variable ``name`` (as stored: native order)."""
         return self.var(name).dtype
 
     def row_shape(self, name):
+        """Local: the shape of one row of ``name`` (a tuple; ``()`` for scalar rows)."""
         return self.var(name).row_shape
 
     def local_view(self, name):

@@ -1114,3 +1114,26 @@ def test_node_memory_commit_without_overlap_below_thread_multiple(store, monkeyp
     ra, rb = a.read(np.arange(10)), b.read(np.arange(10))
     for key in ("memory", "memory_ts", "mail", "mail_ts"):
         assert np.array_equal(getattr(ra, key).numpy(), getattr(rb, key).numpy()), key
+
+
+def test_a_list_of_ints_and_fractions_is_not_rounded(store):
+    """A Python list mixing fractions and an integer beyond 2**53 (numpy makes float64 of
+    it, rounding 2**53 + 1 to 2**53 before any check): refused, naming the value, by the
+    graph's builder, a sampler's query times and a node memory's timestamps (all three
+    stored or used the rounded value); the same integer in an int64 array is kept."""
+    from ddstore import DDStoreValueError
+    from ddstore.temporal import NodeMemory, TemporalGraph, TemporalSampler
+    said = re.escape("[1] = 9007199254740993 is an integer beyond 2**53 in a list with "
+                     "fractions")
+    with pytest.raises(DDStoreValueError, match=r"graph 'g': t" + said):
+        TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0], [0.5, 2 ** 53 + 1])
+    g = TemporalGraph.from_arrays(store, "g", [0, 1], [1, 0], np.array([1, 2 ** 53 + 1]))
+    assert g.edge_times().tolist() == [1, 2 ** 53 + 1]
+    with pytest.raises(DDStoreValueError, match=r"sample: ts" + said):
+        TemporalSampler(g, [2]).sample([0, 1], [0.5, 2 ** 53 + 1])
+    m = NodeMemory(store, "m", 4, 2, 2, ts_dtype=np.int64)
+    m.write([0, 1], np.ones((2, 2), np.float32), [0.5, 2 ** 53 + 1])
+    with pytest.raises(DDStoreValueError, match=r"write: ts" + said):
+        m.commit()
+    m.remove()
+    g.remove()

@@ -36,7 +36,7 @@ from .._checks import (as_bool, as_dtype, as_indices, check_free_names,
                        check_indices, integer_scalar, is_int, names_under, storable,
                        tensor_values)
 from .._fingerprint import fingerprint
-from .._times import FLOAT_TIMES, time_dtype, time_share
+from .._times import FLOAT_TIMES, refuse_rounded_list, time_dtype, time_share
 from ..memory import available_memory
 from ..placement import balanced_offsets, member_offsets
 from .. import build
@@ -141,6 +141,8 @@ def _check_local(name, src, dst, t, edge_feat, node_feat, split, num_nodes,
     out = {}
     for key, x in (("src", src), ("dst", dst), ("t", t)):
         arr = _as_array(x, f"graph {name!r}: {key}")
+        if key == "t":
+            refuse_rounded_list(x, arr, f"graph {name!r}: t")
         if arr.ndim != 1:
             raise DDStoreValueError(f"graph {name!r}: {key} must be 1-D, got "
                                     f"shape {arr.shape}")
@@ -465,7 +467,9 @@ class TemporalGraph:
         into memory.  ``g.read_stats``: this rank's lines parsed and seconds spent
         parsing them (``parse_s`` wall, ``parse_cpu_s`` CPU).  Whatever fails on any
         rank (a bad argument, a file, a line, an ``OSError`` while reading) raises the
-        same error on every rank, and nothing of the graph is left in the store."""
+        same error on every rank, and nothing of the graph is left in the store.
+        ``add_reverse``: as in :meth:`from_arrays` (each edge also in its destination's
+        list)."""
         from ..sources.tgl import TGLShare
         with store.collective("TemporalGraph.from_tgl", name, same={
                 "add_reverse": bool(add_reverse), "chunk_edges": chunk_edges}) as step:
@@ -531,6 +535,7 @@ class TemporalGraph:
         """Collective: build from a JODIE CSV file (``user,item,timestamp,state_label,
         features...`` after one header line, rows sorted by timestamp; see
         :func:`~ddstore.sources.read_jodie_share`): each rank parses only its byte range.
+        ``add_reverse`` as in :meth:`from_arrays`.
 
         Node ids as PyG's ``JODIEDataset`` makes them: users keep their ids, item ``i`` is
         node ``i + num_users`` (``num_users = max(user) + 1`` over the file; the graph's
@@ -570,7 +575,8 @@ class TemporalGraph:
     def from_pyg(cls, store, name, data, add_reverse=False, split=None, val_ratio=0.15,
                  test_ratio=0.15):
         """Collective: build from a ``torch_geometric.data.TemporalData`` (``src``,
-        ``dst``, ``t`` required; ``msg`` becomes ``edge_feat``, ``y`` the edge labels).
+        ``dst``, ``t`` required; ``msg`` becomes ``edge_feat``, ``y`` the edge labels;
+        ``add_reverse`` as in :meth:`from_arrays`).
 
         The quick path for data that fits one rank: every rank passes the same ``data``
         and ``split`` (checked: number of events, fields, dtypes, row shapes and a 64-bit

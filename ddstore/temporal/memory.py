@@ -35,7 +35,7 @@ from .._collective import holds_interrupts, join_bounded
 from ..annotations import check_object_name
 from .._checks import (as_dtype, as_indices, as_int, check_free_names, check_indices,
                        is_int, native_order, partition, names_under, tensor_values)
-from .._times import FLOAT_TIMES, as_time_dtype, as_times
+from .._times import FLOAT_TIMES, as_time_dtype, as_times, refuse_rounded_list
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 from ..placement import alltoallv_rows
 
@@ -626,6 +626,7 @@ class NodeMemory:
                                     f"value {value}; {kind} values must be finite "
                                     f"({int(bad.sum())} of {n} rows hold NaN or inf)")
         t = _as_array(ts)
+        refuse_rounded_list(ts, t, f"{what}: ts")
         if t.ndim == 0:
             t = np.full(n, t)
         if t.shape != (n,) or (n and t.dtype.kind not in "iufO"):

@@ -6,7 +6,7 @@ from .. import _core
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, \
     DDStoreValueError
 from .._checks import as_bool, as_indices, as_int, as_seed, check_indices, is_int, tensor_values
-from .._times import as_times
+from .._times import as_times, refuse_rounded_list
 from ..memory import available_memory
 
 _CLAMP_ABOVE = 1 << 16  # output buffers larger than this are sized by the roots' degrees
@@ -147,6 +147,7 @@ class TemporalSampler:
                                     f"and a sampler over it")
         roots = as_indices(nodes, f"sample of graph {self.graph.name!r}")
         t = np.asarray(tensor_values(ts, "sample: ts"))
+        refuse_rounded_list(ts, t, "sample: ts")
         if t.ndim != 1 or (t.size and t.dtype.kind not in "iuf"):
             raise DDStoreValueError(f"sample: ts must be a 1-D array of real times, got "
                                     f"dtype {t.dtype} shape {t.shape}")
