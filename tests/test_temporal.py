@@ -832,16 +832,30 @@ def test_node_memory_read_and_order(memory):
         getattr(again, field).fill_(-1)
     assert m.read([1, 2], out=again) is again
     assert all(torch.equal(getattr(again, f), getattr(good, f)) for f in fields)
+    def swap_data(field, make):  # the same tensor object over other bytes
+        def change(b):
+            getattr(b, field).data = make(getattr(b, field).data)
+        return change
     for change in (lambda b: setattr(b, "mail_ts", b.mail_ts.float()),
                    lambda b: b.memory.resize_(2, 2),
                    lambda b: b.mail.requires_grad_(),
-                   lambda b: setattr(b, "memory", torch.zeros(2, 4)[:, :2])):
+                   lambda b: setattr(b, "memory", torch.zeros(2, 4)[:, :2]),
+                   swap_data("memory", lambda d: d.view(torch.int32)),
+                   swap_data("memory", torch._neg_view)):
         b = m.read([1, 2], out=MemoryBatch(*(torch.empty_like(getattr(good, f))
                                              for f in fields)))
         m.read([1, 2], out=b)
         change(b)
         with pytest.raises(DDStoreValueError, match=r"read: out\.\w+ must be a "):
             m.read([1, 2], out=b)
+    # a batch a graph saved for its backward, filled again: autograd is told (as by
+    # torch's in-place ops), so the backward refuses instead of using the new values
+    b = m.read([1, 2])
+    w = torch.ones(4, requires_grad=True)
+    loss = (b.memory * w).pow(2).sum()
+    m.read([1, 2], out=b)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
     m.reset()
     z = m.read([1, 2])
     assert not z.memory.any() and not z.mail.any() and not z.mail_ts.any()

@@ -112,10 +112,12 @@ def write_records_adios(records, path, meta=None, block_bytes=64 << 20, progress
         if np.asarray(first[key]).ndim < 1:
             raise DDStoreValueError(f"{what}: record 0 key {key!r} is a scalar; values "
                                     f"need a first (variable) dimension")
-        if np.dtype(dstr).kind not in "biufc":
+        dt = np.dtype(dstr)
+        if dt.kind not in "biufc" or (dt.kind == "f" and dt.itemsize > 8) or \
+                (dt.kind == "c" and dt.itemsize > 16):  # (ADIOS2 has no long double)
             raise DDStoreValueError(f"{what}: record 0 key {key!r} has dtype "
-                                    f"{np.dtype(dstr)}, which a CFF file does not hold; "
-                                    f"allowed: bool, integers, floats, complex")
+                                    f"{dt}, which a CFF file does not hold; allowed: "
+                                    f"bool, integers, float16/32/64, complex64/128")
     with written_in_place(path, what, "ddstore CFF file", _is_cff) as temporary:
         try:
             writer = _BlockWriter(adios2, temporary, schema, block_bytes)

@@ -184,7 +184,9 @@ class OGBNodeData(NodeDataSource):
         its line and column."""
         path = self.paths["node-feat"]
         if not self.num_features:
-            raise DDStoreValueError(f"{path}: no such file (this dataset has no node "
+            said = ("no such file" if not os.path.isfile(path) else
+                    "an empty file, for 0 nodes")
+            raise DDStoreValueError(f"{path}: {said} (this dataset has no node "
                                     f"features)")
         return self._read(path, lo, hi, dtype=dtype, ncols=self.num_features,
                           progress=progress, finite=True)

@@ -208,6 +208,8 @@ def _out_field_view(t, shape, dtype):
     if not isinstance(t, torch.Tensor) or not t.is_cpu or t.requires_grad \
             or t.shape != shape or not t.is_contiguous():
         return None
+    if t.is_neg() or t.is_conj():  # (a lazy negation: its values are not its bytes)
+        return None
     try:  # the dtype compared as numpy's (what read writes through): no conversion
         view = t.numpy()
     except TypeError:  # a dtype numpy lacks (bfloat16): not the memory's
@@ -222,16 +224,19 @@ class _OutViews:
 
     def __init__(self, batch, views):
         self.batch, self.views = batch, views
-        self._was = [(t, t.data_ptr(), t.shape, t.stride()) for t in _fields(batch)]
+        self._was = [(t, t.data_ptr(), t.shape, t.stride(), t.dtype)
+                     for t in _fields(batch)]
 
     def holds(self, batch, n):
         """Whether ``batch`` (this one) still has the tensors the views were made of,
-        unchanged, for a read of ``n`` nodes."""
+        unchanged, for a read of ``n`` nodes (``t.data = ...`` keeps the object: its
+        dtype and a lazy negation are looked at too)."""
         if self.views[0].shape[0] != n:
             return False
-        for t, (was, ptr, shape, stride) in zip(_fields(batch), self._was):
+        for t, (was, ptr, shape, stride, dtype) in zip(_fields(batch), self._was):
             if t is not was or t.requires_grad or t.data_ptr() != ptr or \
-                    t.shape != shape or t.stride() != stride:
+                    t.shape != shape or t.stride() != stride or t.dtype != dtype or \
+                    t.is_neg():
                 return False
         return True
 
@@ -502,6 +507,7 @@ class NodeMemory:
         idx = as_indices(nodes, what)
         check_indices(idx, self.num_nodes, what, item="node")
         n, S = idx.shape[0], self.mailbox_size
+        given = out is not None
         if out is None:
             views = (np.empty((n, self.memory_dim), self.dtype), np.empty(n, self.ts_dtype),
                      np.empty((n, S, self.mail_dim), self.dtype),
@@ -516,6 +522,11 @@ class NodeMemory:
             self._read_into(idx, views)
         finally:
             lock.release_shared()
+        if given:  # written through numpy: tell autograd, as torch's in-place ops do (a
+            # graph that saved these tensors then refuses its backward, not silently
+            # computing with the new values)
+            from torch.autograd.graph import increment_version
+            increment_version(_fields(out))
         return out
 
     def _out_views(self, out, n, what):
