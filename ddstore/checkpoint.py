@@ -941,7 +941,8 @@ class Checkpoints:
                 blocks[name] = w.rows(view[a:b], lo0 + a)
             for i, (key, arr) in enumerate(self._replicated()):
                 if i % self.store.size == self.store.rank:
-                    arr = np.ascontiguousarray(arr)
+                    # (its shape kept: ascontiguousarray makes a 0-d array 1-d)
+                    arr = np.ascontiguousarray(arr).reshape(np.shape(arr))
                     at, h = w.write(_bytes_of(arr))
                     arrays[key] = [at, str(arr.dtype), list(arr.shape), h]
         finally:
@@ -1047,7 +1048,12 @@ class Checkpoints:
                 _check_extents(path, manifest)
             names = [v["name"] for v in manifest["variables"] if not v["records"]] + \
                 [r["name"] for r in manifest["records"]]
-            taken = sorted(n for n in names if n in self.store)
+            # a record set's fields ('<records>/<key>') are names too, both ways
+            fields = {f"{r}/{k}" for r, rec in self.records.table.items() for k in rec.keys}
+            taken = sorted({n for n in names if n in self.store} |
+                           {v["name"] for v in manifest["variables"]
+                            if v["name"] in fields or (v["records"] and
+                                                       v["name"] in self.store)})
             taken += sorted(a["name"] for a in manifest["annotations"]
                             if a["name"] in self.annotations.table)
             if taken:

@@ -525,9 +525,35 @@ def test_annotation_cuts_and_meta_a_restore_could_not_take_are_refused(store, tm
         with pytest.raises(DDStoreValueError, match=re.escape(said)):
             store.annotate("o", "K", meta)
     # what may be cut is kept and restored, and splits the rows where allowed
-    store.annotate("o", "K", {"k": [1, (2, 3)]}, arrays={"c": np.array([0, 4, 4, 10])},
+    store.annotate("o", "K", {"k": [1, (2, 3)]}, arrays={"c": np.array([0, 4, 4, 10]),
+                                                        "s": np.array(3.5)},
                    variables=("v",), cuts={"v": "c"})
     store.save(tmp_path / "d")
     with restore(tmp_path / "d") as r:
         assert r.annotation("o").meta == {"k": [1, [2, 3]]}
         assert r.get_range("v", 0, 10).tolist() == list(range(10))
+        # a 0-d array comes back 0-d (it came back of shape (1,))
+        s = r.annotation("o").arrays["s"]
+        assert s.shape == () and s.dtype == np.float64 and float(s) == 3.5
+
+
+def test_load_refuses_a_record_field_name_held_either_way(store, tmp_path):
+    """A checkpoint's record field ('r/a') and a variable of the store of that name, or
+    a checkpoint's variable named like a record field of the store: refused by load as
+    any held name is, naming the load and the name (the record set's own check said
+    "pick another name or key", which a checkpoint cannot)."""
+    store.add_records("r", [{"a": np.arange(2)}])
+    store.save(tmp_path / "recs")
+    store.remove("r")
+    store.add("r/a", np.arange(3))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"load {str(tmp_path / 'recs')!r}: the store already holds ['r/a']; remove "
+            f"them or load into another store")):
+        store.load(tmp_path / "recs")
+    store.save(tmp_path / "rows")
+    store.remove("r/a")
+    store.add_records("r", [{"a": np.arange(2)}])
+    with pytest.raises(DDStoreValueError, match=re.escape("the store already holds "
+                                                          "['r/a']")):
+        store.load(tmp_path / "rows")
+    assert store.variables() == ["r"]
