@@ -879,6 +879,96 @@ static int walk_request(dds_store *s, struct dds_var *v, int req, struct transpo
     return transport_end(s, c, code);
 }
 
+/* A request's output as a byte interval, for read_overlaps. */
+struct out_span {
+    uintptr_t lo, hi;
+    int64_t req;
+};
+
+static int span_by_lo(const void *a, const void *b)
+{
+    uintptr_t x = ((const struct out_span *)a)->lo, y = ((const struct out_span *)b)->lo;
+    return (x > y) - (x < y);
+}
+
+/* The requests' buffers against each other (checked requests).  Two outputs that overlap
+ * are refused: which rows would be left there depends on where they live (a local copy
+ * is made at once, a remote one when its round trip ends).  An output that overlaps an
+ * index or count array (ids read into the array that holds them) sets *copy: the walk
+ * reads those arrays after earlier requests wrote, so the caller copies them first. */
+static int read_overlaps(const dds_read_req *reqs, int64_t nreq, int *copy)
+{
+    *copy = 0;
+    struct out_span *outs = malloc(sizeof *outs * (size_t)(nreq > 0 ? nreq : 1));
+    if (!outs) return dds_set_error(DDS_ENOMEM, "dds_read_many: out of memory");
+    int64_t m = 0;
+    for (int64_t r = 0; r < nreq; r++)
+        if (reqs[r].out && reqs[r].out_bytes > 0 && reqs[r].n > 0)
+            outs[m++] = (struct out_span){(uintptr_t)reqs[r].out,
+                                          (uintptr_t)reqs[r].out +
+                                              (uintptr_t)reqs[r].out_bytes, r};
+    qsort(outs, (size_t)m, sizeof *outs, span_by_lo);
+    for (int64_t i = 1; i < m; i++)
+        if (outs[i].lo < outs[i - 1].hi) {
+            int64_t a = outs[i - 1].req, b = outs[i].req;
+            free(outs);
+            return dds_set_error(DDS_EINVAL, "dds_read_many: the outputs of requests %lld "
+                                 "and %lld overlap (give each request its own output)",
+                                 (long long)(a < b ? a : b), (long long)(a < b ? b : a));
+        }
+    /* the outputs do not overlap: sorted by start, their ends rise too */
+    for (int64_t r = 0; r < nreq && !*copy; r++)
+        for (int k = 0; k < 2 && !*copy; k++) {
+            const int64_t *p = k ? reqs[r].counts : reqs[r].starts;
+            if (!p || reqs[r].n <= 0) continue;
+            uintptr_t a = (uintptr_t)p, b = a + (uintptr_t)reqs[r].n * sizeof(int64_t);
+            int64_t lo = 0, hi = m;  /* the first output that ends after a */
+            while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (outs[mid].hi <= a) lo = mid + 1;
+                else hi = mid;
+            }
+            *copy = lo < m && outs[lo].lo < b;
+        }
+    free(outs);
+    return DDS_OK;
+}
+
+/* Copies of `reqs` whose index and count arrays are copies too (in `*held`): what the
+ * walk reads stays what was checked whatever the outputs receive. */
+static dds_read_req *held_requests(const dds_read_req *reqs, int64_t nreq, int64_t **held)
+{
+    int64_t total = 0;
+    for (int64_t r = 0; r < nreq; r++)
+        total += reqs[r].n * (reqs[r].counts ? 2 : 1);
+    dds_read_req *own = malloc(sizeof *own * (size_t)nreq);
+    *held = malloc(sizeof(int64_t) * (size_t)(total > 0 ? total : 1));
+    if (!own || !*held) {
+        free(own);
+        free(*held);
+        *held = NULL;
+        return NULL;
+    }
+    int64_t at = 0;
+    for (int64_t r = 0; r < nreq; r++) {
+        own[r] = reqs[r];
+        if (reqs[r].n > 0) {
+            memcpy(*held + at, reqs[r].starts, sizeof(int64_t) * (size_t)reqs[r].n);
+            own[r].starts = *held + at;
+            at += reqs[r].n;
+            if (reqs[r].counts) {
+                memcpy(*held + at, reqs[r].counts, sizeof(int64_t) * (size_t)reqs[r].n);
+                own[r].counts = *held + at;
+                at += reqs[r].n;
+            }
+        }
+    }
+    return own;
+}
+
+static int read_walk(dds_store *s, const dds_read_req *reqs, int64_t nreq, int per_row,
+                     int any_rma, struct dds_var *v);
+
 static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int per_row)
 {
     if (!s) return freed_store();
@@ -895,7 +985,26 @@ static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
         if (rc) return rc;
         any_rma |= v->rma_win != MPI_WIN_NULL;
     }
-    per_row = per_row && any_rma;
+    int copy;
+    int rc = read_overlaps(reqs, nreq, &copy);
+    if (rc) return rc;
+    dds_read_req *own = NULL;
+    int64_t *held = NULL;
+    if (copy) {
+        own = held_requests(reqs, nreq, &held);
+        if (!own) return dds_set_error(DDS_ENOMEM, "dds_read_many: out of memory");
+        reqs = own;
+    }
+    rc = read_walk(s, reqs, nreq, per_row && any_rma, any_rma, v);
+    free(own);
+    free(held);
+    return rc;
+}
+
+/* read_many's walk over checked requests (`v` the last one's variable). */
+static int read_walk(dds_store *s, const dds_read_req *reqs, int64_t nreq, int per_row,
+                     int any_rma, struct dds_var *v)
+{
     if (per_row && dds_forked()) {
         char what[256];
         snprintf(what, sizeof what, "variable '%s': a read with DDS_READ_PER_ROW_LOCK",

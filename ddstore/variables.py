@@ -537,9 +537,12 @@ class Variables:
             plan.append((var, starts, counts, out))
         try:  # the core checks every index; explain a failure in user terms
             self.core.read_many([(var.vid, starts, counts, out)
-                                 for var, starts, counts, out in plan if starts.shape[0]])
+                                 for var, starts, counts, out in plan])
         except DDStoreIndexError as exc:
             failed = exc  # (explained below, outside the handler: one error shown)
+        except DDStoreValueError as exc:  # (outputs that overlap: the request numbers)
+            raise DDStoreValueError(str(exc).replace("dds_read_many", "get_many", 1)) \
+                from None
         else:
             return [out for _, _, _, out in plan]
         for i, (var, idx, counts, _) in enumerate(plan):

@@ -296,6 +296,26 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
         store.get_many([("x", [0, 1], [1], None)])
     with pytest.raises(DDStoreValueError, match=re.escape("needs dtype int16 shape (5, 2)")):
         store.get_many([("x", [6, 2], [1, 4], mine)])
+    # buffers that overlap: two outputs refused (which rows stay depends on where they
+    # live); an output that is another request's indices or counts read with the values
+    # they had at the call (they were read after the first request wrote: a hang on
+    # 10**12 indices, a heap overflow on a count of 6 into a buffer of 2 rows)
+    mine[:] = 0
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "get_many: the outputs of requests 0 and 2 overlap (give each request its own "
+            "output)")):
+        store.get_many([("x", [1], mine[:1]), ("x", []),
+                        ("x", [2], mine.reshape(-1)[1:3].reshape(1, 2))])
+    assert not mine.any()
+    store.add("ids", np.array([[10 ** 12], [6]]))
+    idx = np.array([[1], [0]])
+    got = store.get_many([("ids", [0, 1], idx), ("x", idx.reshape(-1))])
+    assert idx.tolist() == [[10 ** 12], [6]] and got[1].tolist() == [[2, 3], [0, 1]]
+    counts = np.array([[2]])
+    two = np.zeros((2, 2), np.int16)
+    got = store.get_many([("ids", [1], counts), ("x", [0], counts.reshape(-1), two)])
+    assert counts.tolist() == [[6]] and two.tolist() == [[0, 1], [2, 3]]
+    store.remove("ids")
     # an index out of range named with its request (two requests of one variable could
     # not be told apart)
     with pytest.raises(DDStoreIndexError, match=re.escape("get_many 'x' (request 1): index 13 "

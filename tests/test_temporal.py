@@ -1135,6 +1135,7 @@ def test_a_list_of_ints_and_fractions_is_not_rounded(store):
     it, rounding 2**53 + 1 to 2**53 before any check): refused, naming the value, by the
     graph's builder, a sampler's query times and a node memory's timestamps (all three
     stored or used the rounded value); the same integer in an int64 array is kept."""
+    import torch
     from ddstore import DDStoreValueError
     from ddstore.temporal import NodeMemory, TemporalGraph, TemporalSampler
     said = re.escape("[1] = 9007199254740993 is an integer beyond 2**53 in a list with "
@@ -1145,7 +1146,14 @@ def test_a_list_of_ints_and_fractions_is_not_rounded(store):
     assert g.edge_times().tolist() == [1, 2 ** 53 + 1]
     with pytest.raises(DDStoreValueError, match=r"sample: ts" + said):
         TemporalSampler(g, [2]).sample([0, 1], [0.5, 2 ** 53 + 1])
-    m = NodeMemory(store, "m", 4, 2, 2, ts_dtype=np.int64)
+    m = NodeMemory(store, "m", 4, 2, 2, ts_dtype=np.int64, mailbox_size=2)
+    # nodes that are the batch's own int64 times, read into it: read as given (the
+    # mail's ranges were computed from the times just read: 10**12 as a node id)
+    m.write([0, 1, 2], np.ones((3, 2), np.float32), np.array([10 ** 12] * 3))
+    m.commit()
+    b = m.read([0, 1, 2])
+    b.memory_ts.copy_(torch.tensor([0, 1, 2]))
+    assert m.read(b.memory_ts, out=b).memory_ts.tolist() == [10 ** 12] * 3
     m.write([0, 1], np.ones((2, 2), np.float32), [0.5, 2 ** 53 + 1])
     with pytest.raises(DDStoreValueError, match=r"write: ts" + said):
         m.commit()

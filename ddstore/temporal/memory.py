@@ -515,6 +515,8 @@ class NodeMemory:
             out = MemoryBatch(*map(torch.from_numpy, views))
         else:
             views = self._out_views(out, n, what)
+            if self.ts_dtype == np.int64:  # nodes that may be out's own times (the
+                idx = idx.copy()  # mail's ranges are computed after the times are read)
         lock = self._lock  # no commit applies anywhere while this rank reads
         lock.acquire_shared()
         try:

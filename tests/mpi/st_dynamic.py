@@ -222,7 +222,7 @@ def errors(store):
                      what="cache_size differs between ranks", agree=True)
     check(store.variables() == before, f"errors left variables {store.variables()}")
     # a name taken by another variable: nothing of the new graph is left behind
-    store.add_records("taken/ckpt", [{"a": np.zeros(1)}] if rank == 0 else [])
+    store.add_records("taken/ckpt", [{"a": np.zeros(1)}] if store.group_rank == 0 else [])
     expect_error(DDStoreValueError, ("taken/ckpt",),
                  lambda: DynamicGraph(store, "taken", good, None), what="name taken",
                  agree=True)
