@@ -899,7 +899,8 @@ static int span_by_lo(const void *a, const void *b)
 static int read_overlaps(const dds_read_req *reqs, int64_t nreq, int *copy)
 {
     *copy = 0;
-    struct out_span *outs = malloc(sizeof *outs * (size_t)(nreq > 0 ? nreq : 1));
+    struct out_span few[8];  /* (a read's usual count: no allocation on the hot path) */
+    struct out_span *outs = nreq <= 8 ? few : malloc(sizeof *outs * (size_t)nreq);
     if (!outs) return dds_set_error(DDS_ENOMEM, "dds_read_many: out of memory");
     int64_t m = 0;
     for (int64_t r = 0; r < nreq; r++)
@@ -911,7 +912,7 @@ static int read_overlaps(const dds_read_req *reqs, int64_t nreq, int *copy)
     for (int64_t i = 1; i < m; i++)
         if (outs[i].lo < outs[i - 1].hi) {
             int64_t a = outs[i - 1].req, b = outs[i].req;
-            free(outs);
+            if (outs != few) free(outs);
             return dds_set_error(DDS_EINVAL, "dds_read_many: the outputs of requests %lld "
                                  "and %lld overlap (give each request its own output)",
                                  (long long)(a < b ? a : b), (long long)(a < b ? b : a));
@@ -930,7 +931,7 @@ static int read_overlaps(const dds_read_req *reqs, int64_t nreq, int *copy)
             }
             *copy = lo < m && outs[lo].lo < b;
         }
-    free(outs);
+    if (outs != few) free(outs);
     return DDS_OK;
 }
 
