@@ -514,14 +514,18 @@ class Variables:
                 raise DDStoreValueError(f"get_many: request {i} must be a (name, indices) "
                                         f"pair, a (name, indices, out) triple or (name, "
                                         f"starts, counts, out), got {request!r:.80}")
-            if len(request) == 4:
-                name, starts, counts, out = request
+            name = request[0]
+            try:
                 var = self.lookup(name)
+            except DDStoreError as exc:  # (which request's: the message names the name)
+                raise type(exc)(f"get_many (request {i}): {exc}") from None
+            if len(request) == 4:
+                _, starts, counts, out = request
                 starts, counts, n = self.ranges(var, starts, counts,
                                                 f"get_many {name!r} (request {i})")
             else:
-                name, starts, out = request if len(request) == 3 else (*request, None)
-                var, counts = self.lookup(name), None
+                _, starts, out = request if len(request) == 3 else (*request, None)
+                counts = None
                 if not is_index_array(starts):
                     starts = as_indices(starts, f"get_many {name!r} (request {i})",
                                         var.nrows)

@@ -269,6 +269,9 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
         with pytest.raises(DDStoreValueError, match=re.escape(said)):
             store.get_many(bad)
     assert [a.tolist() for a in store.get_many([("x", [7]), ("x", [])])] == [[[14, 15]], []]
+    with pytest.raises(DDStoreValueError, match=r"^get_many \(request 1\): unknown "
+                                                r"variable 'nope'"):
+        store.get_many([("x", [7]), ("nope", [0])])
     # an out of the wrong shape, dtype or kind refused before anything is read
     mine = np.zeros((2, 2), np.int16)
     for out, said in ((np.zeros((3, 2), np.int16), "get_many (request 1): out for 'x' has "

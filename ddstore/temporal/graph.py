@@ -806,9 +806,9 @@ class TemporalGraph:
     def neighbor_lists(self, nids):
         """Local: the lists of nodes ``nids`` at once, as a CSR ``(ptr, nbr, ts, eid)``:
         node ``nids[i]``'s list is ``nbr[ptr[i]:ptr[i + 1]]`` (``ts``, ``eid`` alike), in
-        T-CSR order, as :meth:`neighbors` gives it; one batched read per array
-        (:meth:`DDStore.read_ranges`) where a loop of :meth:`neighbors` reads three
-        times a node."""
+        T-CSR order, as :meth:`neighbors` gives it; one read of the three arrays
+        (:meth:`DDStore.get_many` of their ranges) where a loop of :meth:`neighbors`
+        reads three times a node."""
         idx = self._nodes(nids, "neighbor_lists")
         starts = self.indptr[idx]
         counts = self.indptr[idx + 1] - starts
