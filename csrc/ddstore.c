@@ -891,14 +891,43 @@ static int span_by_lo(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Whether bytes [lo, hi) lie in rows of `v` this process maps (its own chunk, a
+ * node-local member's): an output there would be read from while it is written. */
+static int in_mapped_rows(const dds_store *s, const struct dds_var *v, uintptr_t lo,
+                          uintptr_t hi)
+{
+    int every = s->node_comm != MPI_COMM_NULL && v->peer_base;  /* else its own only */
+    for (int g = every ? 0 : s->group_rank; g < (every ? s->width : s->group_rank + 1);
+         g++) {
+        const char *b = g == s->group_rank ? v->base : v->peer_base[g];
+        if (!b) continue;
+        uintptr_t a = (uintptr_t)b;
+        uintptr_t e = a + (uintptr_t)((v->offsets[g + 1] - v->offsets[g]) * v->row_bytes);
+        if (lo < e && a < hi) return 1;
+    }
+    return 0;
+}
+
 /* The requests' buffers against each other (checked requests).  Two outputs that overlap
  * are refused: which rows would be left there depends on where they live (a local copy
  * is made at once, a remote one when its round trip ends).  An output that overlaps an
  * index or count array (ids read into the array that holds them) sets *copy: the walk
  * reads those arrays after earlier requests wrote, so the caller copies them first. */
-static int read_overlaps(const dds_read_req *reqs, int64_t nreq, int *copy)
+static int read_overlaps(dds_store *s, const dds_read_req *reqs, int64_t nreq, int *copy)
 {
     *copy = 0;
+    for (int64_t r = 0; r < nreq; r++) {
+        struct dds_var *v = NULL;
+        if (!reqs[r].out || reqs[r].out_bytes <= 0 || reqs[r].n <= 0 ||
+            dds_get_var(s, reqs[r].var_id, &v) != DDS_OK)
+            continue;
+        uintptr_t lo = (uintptr_t)reqs[r].out;
+        if (in_mapped_rows(s, v, lo, lo + (uintptr_t)reqs[r].out_bytes))
+            return dds_set_error(DDS_EINVAL, "variable '%s': the output (request %lld) "
+                                 "lies in the variable's own rows on this node (a view of "
+                                 "the store's memory, read while it is written): read "
+                                 "into another buffer", v->name, (long long)r);
+    }
     struct out_span few[8];  /* (a read's usual count: no allocation on the hot path) */
     struct out_span *outs = nreq <= 8 ? few : malloc(sizeof *outs * (size_t)nreq);
     if (!outs) return dds_set_error(DDS_ENOMEM, "dds_read_many: out of memory");
@@ -987,7 +1016,7 @@ static int read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
         any_rma |= v->rma_win != MPI_WIN_NULL;
     }
     int copy;
-    int rc = read_overlaps(reqs, nreq, &copy);
+    int rc = read_overlaps(s, reqs, nreq, &copy);
     if (rc) return rc;
     dds_read_req *own = NULL;
     int64_t *held = NULL;

@@ -319,6 +319,14 @@ def test_malformed_requests_and_dtypes_numpy_has_not(store):
     got = store.get_many([("ids", [1], counts), ("x", [0], counts.reshape(-1), two)])
     assert counts.tolist() == [[6]] and two.tolist() == [[0, 1], [2, 3]]
     store.remove("ids")
+    # an output in the variable's own rows (a view of the store's memory, read while it
+    # is written: row 0 was copied into row 1 after it had been overwritten)
+    own = store.local_view("x")
+    before = own.copy()
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "variable 'x': the output (request 0) lies in the variable's own rows")):
+        store.get_batch("x", [2, 0, 1], out=own[0:3])
+    assert np.array_equal(own, before)
     # an index out of range named with its request (two requests of one variable could
     # not be told apart)
     with pytest.raises(DDStoreIndexError, match=re.escape("get_many 'x' (request 1): index 13 "

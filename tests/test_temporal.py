@@ -1137,7 +1137,7 @@ def test_a_list_of_ints_and_fractions_is_not_rounded(store):
     stored or used the rounded value); the same integer in an int64 array is kept."""
     import torch
     from ddstore import DDStoreValueError
-    from ddstore.temporal import NodeMemory, TemporalGraph, TemporalSampler
+    from ddstore.temporal import MemoryBatch, NodeMemory, TemporalGraph, TemporalSampler
     said = re.escape("[1] = 9007199254740993 is an integer beyond 2**53 in a list with "
                      "fractions")
     with pytest.raises(DDStoreValueError, match=r"graph 'g': t" + said):
@@ -1154,6 +1154,13 @@ def test_a_list_of_ints_and_fractions_is_not_rounded(store):
     b = m.read([0, 1, 2])
     b.memory_ts.copy_(torch.tensor([0, 1, 2]))
     assert m.read(b.memory_ts, out=b).memory_ts.tolist() == [10 ** 12] * 3
+    # fields that share memory: refused, naming them (the second of the read's two
+    # calls overwrote what the first had written)
+    big = torch.zeros(6, dtype=torch.int64)
+    shared = MemoryBatch(b.memory.clone(), big[:3], b.mail.clone(), big.view(3, 2))
+    with pytest.raises(DDStoreValueError, match=r"out.memory_ts and out.mail_ts share "
+                                                r"memory"):
+        m.read([0, 1, 2], out=shared)
     m.write([0, 1], np.ones((2, 2), np.float32), [0.5, 2 ** 53 + 1])
     with pytest.raises(DDStoreValueError, match=r"write: ts" + said):
         m.commit()

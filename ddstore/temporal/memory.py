@@ -567,6 +567,13 @@ class NodeMemory:
                     f"without grad, of shape {shape} and dtype {np.dtype(dtype)} (what a "
                     f"read of {n} nodes returns), got a {got}")
             views.append(view)
+        fields = ("memory", "memory_ts", "mail", "mail_ts")
+        for i in range(4):  # (a read writes them in two calls: one would overwrite one)
+            for j in range(i + 1, 4):
+                if np.may_share_memory(views[i], views[j]):
+                    raise DDStoreValueError(
+                        f"{what}: out.{fields[i]} and out.{fields[j]} share memory; each "
+                        f"field needs its own (as a read without out= makes them)")
         return views
 
     def _read_into(self, idx, views):
