@@ -928,6 +928,15 @@ static int read_overlaps(dds_store *s, const dds_read_req *reqs, int64_t nreq, i
                                  "the store's memory, read while it is written): read "
                                  "into another buffer", v->name, (long long)r);
     }
+    if (nreq == 1) {  /* one read (get, get_batch): its output against its own arrays */
+        const dds_read_req *q = reqs;
+        uintptr_t lo = (uintptr_t)q->out, hi = lo + (uintptr_t)q->out_bytes;
+        uintptr_t a = (uintptr_t)q->starts, c = (uintptr_t)q->counts;
+        uintptr_t len = (uintptr_t)q->n * sizeof(int64_t);
+        *copy = q->out && q->n > 0 && q->out_bytes > 0 &&
+                ((lo < a + len && a < hi) || (q->counts && lo < c + len && c < hi));
+        return DDS_OK;
+    }
     struct out_span few[8];  /* (a read's usual count: no allocation on the hot path) */
     struct out_span *outs = nreq <= 8 ? few : malloc(sizeof *outs * (size_t)nreq);
     if (!outs) return dds_set_error(DDS_ENOMEM, "dds_read_many: out of memory");
