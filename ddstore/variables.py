@@ -186,22 +186,20 @@ class Variables:
                 f"variable {name!r}: dtype {dtype} cannot be stored; allowed: "
                 f"{STORABLE_NAMES} ({why})")
 
-    def check_groups(self, name, shares, what="rows"):
-        """Refuse, from every rank's agreed ``shares`` (its local counts: an int or a
-        tuple of ints), groups that would hold different totals: each replica group holds
-        the same global rows (its members add their chunks of them), else reads, lengths
-        and samplers differ between groups.  Raised alike (agreed values)."""
+    def check_groups(self, name, counts):
+        """Refuse, from every rank's agreed local row ``counts``, groups that would hold
+        different totals: each replica group holds the same global rows (its members
+        add their chunks of them), else reads, lengths and samplers differ between
+        groups.  Raised alike (agreed values)."""
         w = self.core.group_size
-        totals = [tuple(np.sum(np.array(shares[g:g + w], dtype=object).reshape(w, -1),
-                               axis=0).tolist()) for g in range(0, len(shares), w)]
+        totals = [sum(counts[g:g + w]) for g in range(0, len(counts), w)]
         if len(set(totals)) > 1:
-            told = "; ".join(
-                f"group {g} (ranks {g * w}-{g * w + w - 1}): "
-                f"{t[0] if len(t) == 1 else list(t)}" for g, t in enumerate(totals[:4]))
+            told = "; ".join(f"group {g} (ranks {g * w}-{g * w + w - 1}): {t}"
+                             for g, t in enumerate(totals[:4]))
             raise DDStoreValueError(
-                f"variable {name!r}: the replica groups add different {what} ({told}"
+                f"variable {name!r}: the replica groups add different rows ({told}"
                 f"{'; ...' if len(totals) > 4 else ''}); with width={w} on "
-                f"{len(shares)} ranks each group of {w} holds the same global rows (its "
+                f"{len(counts)} ranks each group of {w} holds the same global rows (its "
                 f"members' chunks of them, e.g. ddstore.partition(n, width, group_rank))")
 
     def create(self, name, n_local, dtype, row_shape):

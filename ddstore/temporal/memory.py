@@ -241,7 +241,12 @@ class _OutViews:
         return True
 
 
+_FIELDS = ("memory", "memory_ts", "mail", "mail_ts")  # a MemoryBatch's, in order
+
+
 def _fields(batch):
+    """``batch``'s tensors in :data:`_FIELDS`' order (attributes read directly: the
+    hot path of a batch filled again)."""
     return batch.memory, batch.memory_ts, batch.mail, batch.mail_ts
 
 
@@ -553,10 +558,9 @@ class NodeMemory:
                                     f"an earlier read of as many), got "
                                     f"{type(out).__name__}")
         S, views = self.mailbox_size, []
-        for field, shape, dtype in (("memory", (n, self.memory_dim), self.dtype),
-                                    ("memory_ts", (n,), self.ts_dtype),
-                                    ("mail", (n, S, self.mail_dim), self.dtype),
-                                    ("mail_ts", (n, S), self.ts_dtype)):
+        for field, shape, dtype in zip(_FIELDS, ((n, self.memory_dim), (n,),
+                                                 (n, S, self.mail_dim), (n, S)),
+                                       (self.dtype, self.ts_dtype) * 2):
             t = getattr(out, field)
             view = _out_field_view(t, shape, dtype)
             if view is None:
@@ -567,13 +571,12 @@ class NodeMemory:
                     f"without grad, of shape {shape} and dtype {np.dtype(dtype)} (what a "
                     f"read of {n} nodes returns), got a {got}")
             views.append(view)
-        fields = ("memory", "memory_ts", "mail", "mail_ts")
         for i in range(4):  # (a read writes them in two calls: one would overwrite one)
             for j in range(i + 1, 4):
                 if np.may_share_memory(views[i], views[j]):
                     raise DDStoreValueError(
-                        f"{what}: out.{fields[i]} and out.{fields[j]} share memory; each "
-                        f"field needs its own (as a read without out= makes them)")
+                        f"{what}: out.{_FIELDS[i]} and out.{_FIELDS[j]} share memory; "
+                        f"each field needs its own (as a read without out= makes them)")
         return views
 
     def _read_into(self, idx, views):
