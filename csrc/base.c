@@ -82,6 +82,11 @@ int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
     if (var_id < 0 || var_id >= dds_nvars_published(s))
         return dds_set_error(DDS_ESTATE, "unknown variable id %d", var_id);
     const struct dds_var *w = dds_var_at(s, var_id);
+    if (s->removed && s->removed[var_id] && dds_forked())
+        return dds_set_error(DDS_ESTATE, "variable '%s' (id %d) was removed by the rank "
+                             "this process was forked from (a DataLoader worker that "
+                             "outlived it: persistent_workers=True across a remove); "
+                             "nothing is read", w->name, var_id);
     if (!w->offsets) /* a reader built over it outlived it */
         return dds_set_error(DDS_ESTATE, "variable '%s' (id %d) was removed (by remove, "
                              "or by the rollback of the transaction that created it); "

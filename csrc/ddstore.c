@@ -58,16 +58,22 @@ static int agree(dds_store *s, int code, int *agreed)
 
 /* ------------------------------------------------------------------ create / free */
 
+/* The windows of variables this process holds, every store's: each takes one of the
+ * communicator ids MPI hands out (MPICH: 2048 a process, communicators included). */
+static atomic_int windows_held;
+
 static void free_var(struct dds_var *v, int mpi_usable)
 {
     if (mpi_usable) {
         if (v->rma_win != MPI_WIN_NULL) {
             MPI_Win_unlock_all(v->rma_win);
             MPI_Win_free(&v->rma_win);
+            atomic_fetch_sub(&windows_held, 1);
         }
         if (v->shm_win != MPI_WIN_NULL) {
             MPI_Win_unlock_all(v->shm_win);
             MPI_Win_free(&v->shm_win);
+            atomic_fetch_sub(&windows_held, 1);
         }
     }
     free(v->offsets);
@@ -96,7 +102,7 @@ static void destroy_store(dds_store *s, int mpi_usable)
     free(s->node_rank);
     free(s->member_off);
     free(s->live);
-    if (s->gone) munmap((void *)s->gone, sizeof(int));
+    if (s->gone) munmap((void *)s->gone, DDS_SHARED_BYTES);
     free(s);
 }
 
@@ -167,9 +173,12 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
     s->copy_min_bytes = INT64_MAX;
     atomic_init(&s->nvars, 0);
     atomic_init(&s->local_bytes, 0);
-    void *gone = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                      -1, 0);
-    s->gone = gone == MAP_FAILED ? NULL : gone;  /* (zeroed) */
+    char *shared = mmap(NULL, DDS_SHARED_BYTES, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared != MAP_FAILED) {  /* (zeroed) */
+        s->gone = (volatile int *)shared;
+        s->removed = (volatile unsigned char *)shared + 64;
+    }
 
     /* a failure here is this rank's alone: there is no communicator to agree over yet */
     rc = MPI_Comm_dup(*comm, &s->comm);
@@ -482,13 +491,58 @@ static int prepare_var(dds_store *s, const char *name, int64_t n_local, int64_t 
     return code;
 }
 
+/* From this many windows held by some member of the group, an add first checks that MPI
+ * has the ids its windows need (and one more): out of them, MPICH 5.0.2's
+ * MPI_Win_allocate_shared crashed the process (a segfault at a node's 2,040th
+ * variable) where MPI_Win_create returned an error. */
+#define DDS_IDS_CHECKED_FROM 512
+
+/* Collective over s->group_comm, before the windows of variable `name` are made: whether
+ * MPI has the communicator ids they take, by duplicating their communicators (each dup
+ * takes an id, and fails with an error where none is left) and freeing the duplicates;
+ * the answer agreed over the group. */
+static int check_window_ids(dds_store *s, const char *name)
+{
+    int held = atomic_load(&windows_held), most = held;
+    int rc = MPI_Allreduce(&held, &most, 1, MPI_INT, MPI_MAX, s->group_comm);
+    if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Allreduce (windows held)");
+    if (most < DDS_IDS_CHECKED_FROM) return DDS_OK;
+    /* the ids of the windows to make, and one spare: up to three duplicates held at once */
+    MPI_Comm dup[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
+    MPI_Comm of[3];
+    int n = 0, bad = 0, windows = 0;
+    if (s->node_comm != MPI_COMM_NULL) of[n++] = s->node_comm;
+    if (s->node_comm == MPI_COMM_NULL || s->need_rma) of[n++] = s->group_comm;
+    windows = n;
+    of[n++] = s->group_comm;
+    for (int i = 0; i < n; i++)  /* every call made, whatever failed before: in step */
+        if (MPI_Comm_dup(of[i], &dup[i]) != MPI_SUCCESS) {
+            bad = 1;
+            dup[i] = MPI_COMM_NULL;
+        }
+    for (int i = 0; i < n; i++)
+        if (dup[i] != MPI_COMM_NULL) MPI_Comm_free(&dup[i]);
+    int any = bad;
+    rc = MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, s->group_comm);
+    if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Allreduce (communicator ids)");
+    if (!any) return DDS_OK;
+    return dds_set_error(DDS_ENOMEM, "variable '%s': MPI has no communicator id left for "
+                         "its %d window%s (this process holds %d windows of ddstore "
+                         "variables: one a variable whose group is on one node, two when "
+                         "it spans nodes; MPICH gives a process 2048 ids, its "
+                         "communicators' included): remove variables, or store fewer and "
+                         "larger ones (a record set takes one variable a key)", name,
+                         windows, windows == 1 ? "" : "s", held);
+}
+
 /* The windows of *v (bytes of this rank's chunk): shared memory among node-local
  * members and an RMA window over the group when some member needs one, or one RMA
  * window.  Collective over s->node_comm / s->group_comm: every window call is made
  * whatever failed locally before, so the ranks stay in step. */
 static int allocate_windows(dds_store *s, struct dds_var *v, int64_t bytes)
 {
-    int rc, code = DDS_OK;
+    int rc, code = check_window_ids(s, v->name);
+    if (code != DDS_OK) return code;  /* (agreed over the group: no window call made) */
     if (s->node_comm != MPI_COMM_NULL) {
         MPI_Info info;
         if (MPI_Info_create(&info) != MPI_SUCCESS) info = MPI_INFO_NULL; /* a hint only */
@@ -508,6 +562,7 @@ static int allocate_windows(dds_store *s, struct dds_var *v, int64_t bytes)
             v->shm_win = MPI_WIN_NULL;
             v->base = NULL;
         } else {
+            atomic_fetch_add(&windows_held, 1);
             code = mpi_check(MPI_Win_set_errhandler(v->shm_win, MPI_ERRORS_RETURN),
                              "MPI_Win_set_errhandler");
             for (int g = 0; g < s->width && code == DDS_OK; g++) {
@@ -542,6 +597,7 @@ static int allocate_windows(dds_store *s, struct dds_var *v, int64_t bytes)
         }
     }
     if (v->rma_win != MPI_WIN_NULL) {
+        atomic_fetch_add(&windows_held, 1);
         rc = MPI_Win_set_errhandler(v->rma_win, MPI_ERRORS_RETURN);
         if (code == DDS_OK) code = mpi_check(rc, "MPI_Win_set_errhandler");
         /* one passive-target epoch for the variable's lifetime; reads flush */
@@ -608,6 +664,7 @@ int dds_remove(dds_store *s, int var_id)
     int rc = dds_get_var(s, var_id, &v);
     if (rc) return rc;
     if (dds_forked()) return dds_forked_refusal("removing a variable (collective)");
+    if (s->removed) s->removed[var_id] = 1;  /* for the processes forked from this one */
     atomic_fetch_sub(&s->local_bytes, (long long)(v->n_local * v->row_bytes));
     for (int i = 0; i < s->nlive; i++)
         if (s->live[i] == var_id) {
@@ -788,27 +845,92 @@ int dds_read_range(dds_store *s, int var_id, int64_t start, int64_t count, void 
     return dds_read(s, var_id, &start, &count, 1, out, out_bytes, 0);
 }
 
-/* Rows of one-row requests whose source is prefetched ahead of the copy: a batch of
- * random rows (a loader's features) is bound by cache and TLB misses, one row at a time
- * without it.  At most DDS_PREFETCH_LINES cache lines of each row are asked for. */
+/* The rows of one-row requests (a loader's random rows) are copied in request order;
+ * a row of DDS_PREFETCH_MIN_BYTES or more has its first DDS_PREFETCH_LINES cache lines
+ * prefetched DDS_PREFETCH_AHEAD rows before its copy (such a read is otherwise bound by
+ * the misses of one row at a time).  Smaller rows are not: the core's own out-of-order
+ * loads already overlap their misses, and the prefetches slowed them down (rows of 12 to
+ * 48 bytes 1.2-2x slower on an AMD EPYC, in the cache and out of it; rows of 512 bytes
+ * 1.3-2.9x faster with them out of the cache; docs/benchmarks.md, thirty-first session). */
 #define DDS_PREFETCH_AHEAD 12
 #define DDS_PREFETCH_LINES 8
+#define DDS_PREFETCH_MIN_BYTES 128
 
-static void prefetch_row(const dds_store *s, const struct dds_var *v, int64_t row)
+static inline void prefetch_lines(const char *src, int64_t bytes)
 {
 #if defined(__GNUC__)
-    int owner = dds_member_of(v->offsets, s->width, row);
-    const char *src = transport_load_base(s, v, owner);
-    if (!src || v->row_bytes <= 0) return;
-    uintptr_t first = (uintptr_t)(src + (row - v->offsets[owner]) * v->row_bytes);
-    uintptr_t last = first + (uintptr_t)v->row_bytes - 1;
-    int lines = 0;
-    for (uintptr_t a = first & ~(uintptr_t)63; a <= last && lines < DDS_PREFETCH_LINES;
-         a += 64, lines++)
+    uintptr_t a = (uintptr_t)src & ~(uintptr_t)63, end = (uintptr_t)src + (uintptr_t)bytes;
+    for (int lines = 0; a < end && lines < DDS_PREFETCH_LINES; a += 64, lines++)
         __builtin_prefetch((const void *)a, 0, 0);
 #else
-    (void)s; (void)v; (void)row;
+    (void)src; (void)bytes;
 #endif
+}
+
+/* Prefetch row `row` of *v if its owner's chunk is readable here by loads. */
+static void prefetch_row(const dds_store *s, const struct dds_var *v, int64_t row)
+{
+    int owner = dds_member_of(v->offsets, s->width, row);
+    const char *src = transport_load_base(s, v, owner);
+    if (src) prefetch_lines(src + (row - v->offsets[owner]) * v->row_bytes, v->row_bytes);
+}
+
+/* Whether every member holding rows of *v is readable here by loads. */
+static int all_loadable(const dds_store *s, const struct dds_var *v)
+{
+    for (int g = 0; g < s->width; g++)
+        if (v->offsets[g + 1] > v->offsets[g] && !transport_load_base(s, v, g)) return 0;
+    return 1;
+}
+
+/* The address of row `row` of *v (checked; its owner readable by loads). */
+static inline const char *row_source(const dds_store *s, const struct dds_var *v,
+                                     int64_t row)
+{
+    int g = dds_member_of(v->offsets, s->width, row);
+    return transport_load_base(s, v, g) + (row - v->offsets[g]) * v->row_bytes;
+}
+
+/* One-row requests `rows[n]` of *v, every owner readable by loads (all_loadable), into
+ * `dst` (checked: n rows fit): each row's address found once (DDS_PREFETCH_AHEAD rows
+ * before its copy, when prefetched), rows that continue each other in memory copied as
+ * one: walk_request's walk without its pieces and routes. */
+static void copy_rows_here(const dds_store *s, const struct dds_var *v, const int64_t *rows,
+                           int64_t n, char *dst)
+{
+    const int64_t rb = v->row_bytes;
+    const int ahead = rb >= DDS_PREFETCH_MIN_BYTES ? DDS_PREFETCH_AHEAD : 0;
+    const char *next[DDS_PREFETCH_AHEAD];  /* rows i .. i + ahead - 1, as a ring */
+    for (int64_t i = 0; i < n && i < ahead; i++) {
+        next[i] = row_source(s, v, rows[i]);
+        prefetch_lines(next[i], rb);
+    }
+    uintptr_t run = 0, run_end = 0;  /* the source bytes of the copy being merged */
+    int k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const char *src;
+        if (ahead) {
+            src = next[k];
+            if (i + ahead < n) {
+                next[k] = row_source(s, v, rows[i + ahead]);
+                prefetch_lines(next[k], rb);
+            }
+            if (++k == ahead) k = 0;
+        } else {
+            src = row_source(s, v, rows[i]);
+        }
+        if ((uintptr_t)src == run_end && run_end) {
+            run_end += (uintptr_t)rb;
+            continue;
+        }
+        if (run_end > run) {
+            memcpy(dst, (const void *)run, run_end - run);
+            dst += run_end - run;
+        }
+        run = (uintptr_t)src;
+        run_end = run + (uintptr_t)rb;
+    }
+    if (run_end > run) memcpy(dst, (const void *)run, run_end - run);
 }
 
 /* Check request r of a call: its variable, its ranges and its output's size. */
@@ -840,13 +962,18 @@ static int check_request(dds_store *s, const dds_read_req *r, struct dds_var **v
 static int walk_request(dds_store *s, struct dds_var *v, int req, struct transport_call *c)
 {
     const dds_read_req *r = &c->reqs[req];
+    if (!r->counts && c->copy_threads <= 1 && !c->per_row && all_loadable(s, v)) {
+        copy_rows_here(s, v, r->starts, r->n, r->out);
+        return DDS_OK;
+    }
     int code = transport_begin(s, c, req, v);
     if (code != DDS_OK) return code;
     const int64_t *starts = r->starts, *counts = r->counts;
     int64_t n = r->n;
     char *dst = r->out;
     struct transport_piece p = {-1, 0, NULL, 0};
-    int ahead = !counts;  /* one-row requests (get_batch's): prefetch their sources */
+    /* one-row requests (get_batch's) of large rows: prefetch their sources */
+    int ahead = !counts && v->row_bytes >= DDS_PREFETCH_MIN_BYTES;
     if (ahead)
         for (int64_t i = 0; i < n && i < DDS_PREFETCH_AHEAD; i++)
             prefetch_row(s, v, starts[i]);

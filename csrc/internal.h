@@ -84,12 +84,17 @@ struct dds_store {
     int *live;
     int nlive, live_cap;
     atomic_llong local_bytes;
-    /* one int on a shared anonymous page, set to 1 by dds_free in the process that made
+    /* a shared anonymous mapping (DDS_SHARED_BYTES) written by the process that made
      * the store: a process forked from it (a DataLoader worker kept alive) reads its
-     * copy of the store's memory by load, and this tells it the store is gone; NULL
-     * when the page could not be mapped */
+     * copy of the store's memory by load, and this tells it what is gone since the
+     * fork.  `gone`: set to 1 by dds_free; `removed[id]`: set to 1 by dds_remove of
+     * variable `id` (ids are never reused; a page of the mapping is touched only once
+     * a variable of its 4096 ids is removed).  NULL when it could not be mapped. */
     volatile int *gone;
+    volatile unsigned char *removed;
 };
+
+#define DDS_SHARED_BYTES (64 + (size_t)DDS_MAX_VARS)
 
 /* Stop and join the store's progress agent if it runs (csrc/progress.c); local. */
 void dds_progress_halt(dds_store *s) __attribute__((visibility("hidden")));
@@ -175,11 +180,14 @@ int dds_forked_refusal(const char *what) __attribute__((visibility("hidden")));
  * x < offsets[0] and width - 1 for x >= offsets[width].  `width` >= 1 (1: always 0). */
 static inline int dds_member_of(const int64_t *offsets, int width, int64_t x)
 {
-    int lo = 0, hi = width - 1;
-    while (lo < hi) {  /* offsets[lo] <= x (or lo == 0), and the answer is in [lo, hi] */
-        int mid = lo + (hi - lo + 1) / 2;
-        if (offsets[mid] <= x) lo = mid;
-        else hi = mid - 1;
+    /* the answer is in [lo, lo + n); the loop's trip count depends on width only and
+     * its choice is a conditional move, not a branch: random rows of a group do not
+     * mispredict it */
+    int lo = 0;
+    for (int n = width; n > 1;) {
+        int half = n / 2;
+        lo = offsets[lo + half] <= x ? lo + half : lo;
+        n -= half;
     }
     return lo;
 }

@@ -17,6 +17,47 @@ STORABLE_NAMES = ("bool, int8-int64, uint8-uint64, float16-float64, complex64-co
                   "datetime64, timedelta64")
 
 
+def _numpy_max_ndim():
+    """The most dimensions a numpy array may have (64 with numpy 2, 32 before)."""
+    n = 32
+    while n < 4096:
+        try:
+            np.empty((0,) * (n + 1))
+        except ValueError:
+            return n
+        n += 1
+    return n
+
+
+# a row's dimensions: a batch of rows has one more, within numpy's bound
+MAX_ROW_DIMS = _numpy_max_ndim() - 1
+
+
+def c_label(name, most=150):
+    """How the core names variable ``name`` in its messages (it keeps 159 bytes, and a
+    C string ends at a NUL): its characters as ``repr`` writes them (a NUL as ``\\x00``,
+    a lone surrogate escaped), UTF-8, cut at a character's end with ``...`` past
+    ``most`` bytes."""
+    text = repr(shown_name(name))[1:-1]
+    data = text.encode("utf-8")
+    if len(data) > most:
+        data = data[:most - 3].decode("utf-8", "ignore").encode("utf-8") + b"..."
+    return data
+
+
+def check_name_text(name, what):
+    """Refuse a ``name`` that is no text UTF-8 can hold (a lone surrogate, which
+    ``os.fsdecode`` makes of undecodable bytes): messages, checkpoints and the core
+    write names as UTF-8."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DDStoreValueError(
+            f"{what} {name!r}: character {exc.start} ({name[exc.start]!r}) is a lone "
+            f"surrogate, which UTF-8 cannot encode; allowed: any str UTF-8 encodes "
+            f"(no code point in [U+D800, U+DFFF] alone)") from None
+
+
 def storable(dtype):
     """Whether rows of numpy ``dtype`` can be stored as raw bytes: a kind of
     :data:`STORABLE_KINDS` without fields, and not numpy's long double (``float128``,

@@ -9,6 +9,7 @@ import numpy as np
 
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError,
                      DDStoreStateError, DDStoreValueError)
+from ._checks import c_label
 from ._times import as_time_dtype
 
 try:
@@ -201,7 +202,7 @@ class Core:
 
     def add(self, name, n_local, row_bytes):
         var = ffi.new("int *")
-        self._check(lib.dds_add(self._handle[0], name.encode(), int(n_local),
+        self._check(lib.dds_add(self._handle[0], c_label(name), int(n_local),
                                 int(row_bytes), var))
         return var[0]
 

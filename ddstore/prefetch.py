@@ -78,11 +78,12 @@ def check_prefetch(prefetch, num_workers=0, what="loader", arg="prefetch"):
     if prefetch and num_workers:
         raise DDStoreValueError(
             f"{what}: {arg}={prefetch} cannot be combined with num_workers="
-            f"{num_workers!r}: worker processes make batches ahead themselves (PyG's "
-            f"loaders over a node-local store: ddstore.pyg.workers; other loaders' "
-            f"workers cannot read the store's MPI windows), and what they made ahead of "
-            f"an epoch left early could not be given back; use num_workers=0 (the "
-            f"read-ahead thread overlaps reading with compute) or the workers alone")
+            f"{num_workers!r}: worker processes make batches ahead themselves (forked "
+            f"ones read the rows this node holds, PyG's loaders: ddstore.pyg.workers; a "
+            f"read from another node needs MPI, which a worker may not call), and what "
+            f"they made ahead of an epoch left early could not be given back; use "
+            f"num_workers=0 (the read-ahead thread overlaps reading with compute) or "
+            f"the workers alone")
     return int(prefetch)
 
 
@@ -520,8 +521,8 @@ def prefetch(loader, depth=2, store=None):
     that one background thread produces up to ``depth`` batches ahead: the supported way
     to overlap sampling and feature reads with training, whatever the transport (a
     loader with ``num_workers > 0`` is refused here: PyG's loaders over a node-local store
-    may use forked worker processes instead, :mod:`ddstore.pyg.workers`; elsewhere they
-    cannot read the store).  Batches come in exactly the
+    may use forked worker processes instead, :mod:`ddstore.pyg.workers`; a worker reads
+    the rows its node holds, and is refused the others).  Batches come in exactly the
     order of ``loader`` itself, and they are the same batches when their draws are the
     sampler's ``seed=`` and the loader's ``generator=``; draws from torch's global
     generator (PyG's negative sampling, a ``seed=None`` sampler) are made ahead by the

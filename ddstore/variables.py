@@ -23,17 +23,19 @@ import bisect
 import functools
 import itertools
 import math
+import os
 import threading
+import weakref
 
 import numpy as np
 
 from . import _core
 from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
-from ._checks import (STORABLE_NAMES, storable, as_array, as_indices, as_int,
-                      big_ints, cast_in_range, check_free_names, check_indices,
-                      integer_scalar, is_index_array, is_int, removed_error,
-                      shown_name)
+from ._checks import (MAX_ROW_DIMS, STORABLE_NAMES, storable, as_array, as_indices,
+                      as_int, big_ints, cast_in_range, check_free_names, check_indices,
+                      check_name_text, integer_scalar, is_index_array, is_int,
+                      removed_error, shown_name)
 from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
@@ -62,7 +64,7 @@ class Var:
     ``row_shape``, this rank's ``n_local`` rows, the group's ``nrows``, and ``mapped``
     (``(chunk starts, member views or None)``, filled by :meth:`Variables.mapped`)."""
     __slots__ = ("name", "vid", "dtype", "row_shape", "n_local", "nrows", "mapped",
-                 "owner", "label")
+                 "owner", "label", "__weakref__")
 
     def __init__(self, name, vid, dtype, row_shape, n_local, nrows, owner):
         self.name, self.vid, self.dtype = name, vid, dtype
@@ -75,6 +77,22 @@ class Var:
 
     def __repr__(self):  # as a handle (DDStore.handle) is named in messages
         return self.label
+
+
+# the variables whose chunks this process has views of (Variables.mapped)
+_VIEWED = weakref.WeakSet()
+
+
+def _forget_views():
+    """In a process just forked from a rank (a DataLoader worker): drop the views, so
+    that its reads go through the core, which refuses a variable that the rank removed
+    after the fork (or a store it freed): the views would go on reading the old rows."""
+    for var in list(_VIEWED):
+        var.mapped = None
+    _VIEWED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_views)
 
 
 class PrefaultThread(threading.Thread):
@@ -158,6 +176,7 @@ class Variables:
         hold yet."""
         if not isinstance(name, str) or not name:
             raise DDStoreValueError(f"variable name must be a non-empty str, got {name!r}")
+        check_name_text(name, "variable name")
         if name in self.store:
             check_free_names(None, f"variable {name!r}", "remove it or pick another name")
         field = self.record_field(name)
@@ -207,6 +226,10 @@ class Variables:
         row shape) all ranks have agreed on (not entered in :attr:`table`).  A row too
         large is decided from the agreed metadata, in exact integers; the core agrees on
         its own failures (memory...)."""
+        if len(row_shape) > MAX_ROW_DIMS:
+            raise DDStoreValueError(
+                f"variable {name!r}: a row shape of {len(row_shape)} dimensions; allowed: "
+                f"at most {MAX_ROW_DIMS} (numpy's {MAX_ROW_DIMS + 1}, less the rows' own)")
         row_bytes = int(dtype.itemsize) * math.prod(int(s) for s in row_shape)
         # (numpy's own bound, which a row of no bytes passes: its nonzero dimensions'
         # product times the item size; (0, 2**63 - 1, 2**63 - 1) is no array's shape)
@@ -437,11 +460,16 @@ class Variables:
     def mapped(self, var):
         """``(chunk starts, views)`` of ``var``, kept on it: where each member's chunk
         starts (a list of ``width + 1`` ints) and a numpy view of the chunks this process
-        maps (None for members read with MPI_Get)."""
+        maps (None for members read with MPI_Get, and for every member in a process
+        forked from the rank: its reads go through the core, which refuses what the
+        rank removed after the fork)."""
         starts = [int(x) for x in self.core.chunk_offsets(var.vid)]
-        views = [self.core.member_view(var.vid, m, var.dtype, var.row_shape)
+        forked = _core.forked()
+        views = [None if forked else self.core.member_view(var.vid, m, var.dtype,
+                                                           var.row_shape)
                  for m in range(self.core.group_size)]
         var.mapped = (starts, views)
+        _VIEWED.add(var)
         return var.mapped
 
     def get_batch(self, name, indices, out=None):

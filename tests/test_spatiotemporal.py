@@ -1021,6 +1021,27 @@ def test_datasets_refuse_pickling_naming_why(store):
         next(iter(loader))
 
 
+def test_window_loader_refuses_workers_saying_what_works(store):
+    """The window loader takes no workers, and says what does (``prefetch=``; a plain
+    DataLoader with forked workers, which read the node's rows: it said that workers
+    cannot read the store at all); such a DataLoader reads every window as the rank."""
+    raw = random_series(T=80, n=3, f=2, seed=8, dtype=np.float32)
+    train = make(store, raw, 3).splits()[0]
+    with pytest.raises(ddstore.DDStoreValueError,
+                       match=r"num_workers=2; allowed: 0\..*prefetch=.*"
+                             r"multiprocessing_context='fork'.*rows this node holds"):
+        train.loader(4, num_workers=2)
+    loader = torch.utils.data.DataLoader(train, batch_size=4, num_workers=2,
+                                         multiprocessing_context="fork",
+                                         collate_fn=st.batch_collate)
+    got = [b for b in loader]
+    want = [train.get_batch(list(range(i, min(i + 4, len(train)))))
+            for i in range(0, len(train), 4)]
+    assert len(got) == len(want)
+    for (gx, gy), (wx, wy) in zip(got, want):
+        assert torch.equal(gx, wx) and torch.equal(gy, wy)
+
+
 def test_halo_layout_rows_within_the_documented_bound():
     """docs/index-batching.md's bound on the rows a member stores with ``halo=True``
     (it said ``3·(2h−1)`` more than ``series/width``; the last member, which also owns

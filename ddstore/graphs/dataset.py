@@ -79,7 +79,7 @@ class GraphDataset(torch.utils.data.Dataset):
     what went in, key by key, type, dtype and shape included.
 
     ``DataLoader(num_workers > 0)`` is refused with a :class:`DDStoreValueError` on the
-    first batch (worker processes cannot use the MPI windows).
+    first batch (its batches are made in the training process: one batched read each).
     """
 
     def __init__(self, store, name, layout, nsamples):

@@ -437,9 +437,13 @@ class _WindowView(torch.utils.data.Dataset):
         batch_size = int(batch_size)  # torch's BatchSampler takes no numpy integer
         prefetch = check_prefetch(prefetch, num_workers, what)
         if num_workers:
-            raise DDStoreValueError(f"{what}: num_workers={num_workers!r}; the store is "
-                                    f"MPI memory of this process, which DataLoader worker "
-                                    f"processes cannot read: use num_workers=0")
+            raise DDStoreValueError(
+                f"{what}: num_workers={num_workers!r}; allowed: 0. This loader makes a "
+                f"batch with one read of the store in this process; to overlap reading "
+                f"with training use prefetch= (a read-ahead thread). (A DataLoader of "
+                f"your own may give the dataset forked workers, "
+                f"multiprocessing_context='fork': they read the rows this node holds, "
+                f"and are refused rows on other nodes, which need MPI.)")
         direct = as_bool(direct, f"{what}: direct")
         ds = self._ds
         store = ds.store

@@ -80,6 +80,21 @@ def _add_bad_arrays(t):
                  lambda: store.add("x", data[lo:hi]), what="name twice")
     expect_error(DDStoreValueError, ["name"], lambda: store.add("", data[lo:hi]),
                  what="empty name")
+    # a name UTF-8 cannot encode (it raised UnicodeEncodeError from the core's call)
+    expect_error(DDStoreValueError, ["'\\ud800x'", "lone surrogate", "[U+D800, U+DFFF]"],
+                 lambda: store.add("\ud800x", data[lo:hi]), what="lone surrogate name")
+    # the core's messages name the variable whole: after a NUL (a C string ended there,
+    # naming another variable, 'a'), and long names cut at a character's end
+    for name in ("a\x00b", "\u00e9" * 100):
+        store.add(name, data[lo:hi])
+        msg = expect_error(DDStoreIndexError, ["out of range"],
+                           lambda: store.read_ranges(name, [0], [n + 1]),
+                           what=f"the core naming {name[:3]!r}")
+        label = repr(name)[1:-1]
+        check(f"variable '{label}'" in msg if len(name) < 10 else
+              f"variable '{label[:73]}...'" in msg and "\ufffd" not in msg,
+              f"the core named {name[:3]!r}: {msg}")
+        store.remove(name)
     if size > 1:
         dt = np.float32 if rank == 0 else np.float64
         others = "rank 1" if size == 2 else \
@@ -133,6 +148,16 @@ def _init_sizes_beyond_memory(t):
                  lambda: store.init("over", 2 ** 63 if rank == size - 1 else 2, (2,),
                                     np.float32), what="n_local beyond int64", agree=True)
     assert "huge" not in store.variables() and "huge0" not in store.variables()
+    # numpy holds 64 dimensions: a row of 64 could never be read (a batch is one more)
+    store.init("d63", 1, (1,) * 63, np.int8)
+    store.sync()
+    check(store.get("d63", 0).shape == (1,) * 63, "a row of 63 dimensions")
+    store.remove("d63")
+    for dims in (64, 100):
+        expect_error(DDStoreValueError, [f"'d{dims}'", f"{dims} dimensions",
+                                         "at most 63"],
+                     lambda: store.init(f"d{dims}", 1, (1,) * dims, np.int8),
+                     what=f"a row of {dims} dimensions", agree=True)
     still_serves()
 
 
@@ -587,6 +612,37 @@ def _group_totals(t):
                                              "7"],
                          store.add, "g", np.zeros(rank + (rank >= 2)), agree=True,
                          agreed=True, store=store)
+
+
+@cases("more variables held than MPI has windows for")
+def _too_many_windows(t):
+    """MPICH gives a process 2048 communicator ids, and every window takes one: the add
+    that would need one more than is left is refused alike on every rank (it crashed
+    the process at a node's 2,040th variable), and the store serves on; removing
+    variables gives the ids back."""
+    with ddstore.DDStore(comm, width=size, transport=transport) as store:
+        held, msg = 0, None
+        for k in range(2600):
+            try:
+                store.add(f"w{k}", np.full(2, k % 251, np.uint8))
+            except DDStoreMemoryError as exc:
+                msg = str(exc)
+                break
+            held += 1
+        agreed = comm.allgather((held, msg))
+        check(all(a == agreed[0] for a in agreed), f"the ranks differ: {agreed}")
+        if "MPICH" in MPI.Get_library_version():
+            check(msg is not None and "no communicator id left" in msg and
+                  "remove variables" in msg and 1000 <= held <= 2040,
+                  f"after {held} variables: {msg}")
+        for k in (0, held // 2, held - 1):
+            check(store.get_range(f"w{k}", 0, 2 * size).tolist() == [k % 251] * 2 * size,
+                  f"variable w{k} after the refusal")
+        for k in range(held // 2):
+            store.remove(f"w{k}")
+        store.add("again", np.arange(3))
+        check(store.get_range("again", 0, 3 * size).tolist() == [0, 1, 2] * size,
+              "an add after removing variables")
 
 
 @cases("after free")

@@ -3,7 +3,7 @@
 Usage: timeout 300 mpiexec -n N python core_roundtrip.py TRANSPORT [copy-threads=K]
 (copy-threads=K: every read copies its local pieces in K threads, DDSTORE_COPY_THREADS=K
 with DDSTORE_COPY_MIN_BYTES=1; the 1 MB rows' reads give each thread a share)
-Runs every width that divides N (1, 2, N), every dtype, row shapes (), (7,), (3, 5),
+Runs every width that divides N (1, 2, N), every dtype, row shapes (), (7,), (3, 5), (40,),
 1 MB rows, a rank holding 0 rows, get/get_batch/get_range/read_ranges, init+update,
 and records with empty samples (added whole, or init_records + update_records);
 store.prefault (own and node-local chunks, both core paths, background) changes no byte.
@@ -29,7 +29,7 @@ for arg in sys.argv[2:]:
     COPY_THREADS = int(value)
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
           np.uint32, np.uint64, np.float16, np.float32, np.float64, np.complex64]
-SHAPES = [(), (7,), (3, 5)]
+SHAPES = [(), (7,), (3, 5), (40,)]  # (40,): rows on both sides of 128 bytes
 
 
 def same_bytes(got, want, what):
@@ -70,6 +70,10 @@ def check_variable(store, name, data, rng):
     out = np.empty((len(idx),) + data.shape[1:], dtype=data.dtype)
     assert store.get_batch(name, idx, out=out) is out
     same_bytes(out, data[idx], f"{name} get_batch(out=)")
+    # runs of consecutive rows across the owners' boundaries (merged into one copy),
+    # backwards, and a row repeated at once
+    runs = np.concatenate([np.arange(n), np.arange(n)[::-1], [n - 1, 0, 1, 1, 2]])
+    same_bytes(store.get_batch(name, runs), data[runs], f"{name} get_batch(runs)")
     for i in (0, n - 1, int(rng.integers(0, n))):
         same_bytes(np.asarray(store.get(name, i)), data[i], f"{name} get({i})")
     # ranges spanning owners, including the whole variable and empty ranges

@@ -24,7 +24,9 @@ Run under mpiexec (inside ``timeout``) on 1-2 ranks, or in-process on one rank
   (``dds_add``, ``dds_sync``) and a per-row-lock read; the free at exit does nothing
   there and ``dds_free`` releases the child's copy without MPI (the rank's store works
   on); under a node-local store the child reads the other member's rows by load, equal
-  to the parent's.
+  to the parent's; a child that outlives the rank's remove of a variable (another added
+  under its name) or free of the store is refused its reads (get, get_batch,
+  get_range), not served the old rows.
 """
 import gc
 import os
@@ -386,11 +388,77 @@ def _(t):
         start_methods(store, f"w{size}-auto")
 
 
+def _outliving_child(reads, then):
+    """Fork a child that runs ``reads()`` (filling its views of the chunks), waits while
+    the parent runs ``then()``, and runs ``reads()`` again: what a persistent DataLoader
+    worker meets.  Returns the child's two results, each ``("returned", value)`` or
+    ``("raised", class name, message)``."""
+    def attempt():
+        try:
+            return ("returned", reads())
+        except BaseException as exc:  # noqa: BLE001 -- reported to the parent
+            return ("raised", type(exc).__name__, str(exc))
+    go_r, go_w = os.pipe()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no MPI call here
+        os.close(r)
+        os.close(go_w)
+        try:
+            first = attempt()
+            os.write(w, b"1")  # the parent may change the store now
+            os.read(go_r, 1)
+            os.write(w, pickle.dumps((first, attempt())))
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.close(go_r)
+    with os.fdopen(r, "rb") as f:
+        f.read(1)
+        then()
+        os.write(go_w, b"1")
+        os.close(go_w)
+        got = f.read()
+    os.waitpid(pid, 0)
+    return pickle.loads(got)
+
+
+def outlived(tag):
+    """A child forked before the rank removed a variable (and added another under its
+    name) or freed the store is refused its reads, by every read path (the one-row get
+    copies node-local rows by numpy views in the rank; not in a child), instead of
+    reading the old rows."""
+    gc.collect()
+    with ddstore.DDStore(comm, width=size) as store:
+        n, g = 4 * store.group_size, store.group_rank
+        store.add("v", np.arange(4 * g, 4 * g + 4, dtype=np.int64) * 10)
+        reads = (lambda: int(store.get("v", n - 1)),
+                 lambda: store.get_batch("v", list(range(n))).tolist(),
+                 lambda: store.get_range("v", 0, n).tolist())
+
+        def renew():
+            store.remove("v")
+            store.add("v", np.full(4, -1, np.int64))
+        for i, read in enumerate(reads):
+            first, second = _outliving_child(read, renew)
+            check(first[0] == "returned", f"{tag}: read {i} in the child: {first}")
+            check(second[0] == "raised" and second[1] == "DDStoreStateError" and
+                  "variable 'v' (id" in second[2] and "was removed by the rank this "
+                  "process was forked from" in second[2],
+                  f"{tag}: read {i} in a child after the rank's remove: {second}")
+        store.add("u", np.arange(4, dtype=np.int64))
+        first, second = _outliving_child(lambda: int(store.get("u", 0)), store.free)
+    check(first == ("returned", 0) and second[0] == "raised" and
+          "store has been freed by the rank this process was forked from" in second[2],
+          f"{tag}: a read in a child after the rank's free: {first} {second}")
+
+
 @cases("the forked child's guard: no MPI call")
 def _(t):
     for transport in ("auto", "rma"):
         with ddstore.DDStore(comm, width=size, transport=transport) as store:
             child_guard(store, f"w{size}-{transport}", transport)
+    outlived(f"w{size}")
 
 
 def main():
