@@ -141,6 +141,8 @@ def demo(argv=None, prog=None):
 BENCHMARKS = {
     "core": "core read paths: per-row lock vs batched RMA vs shared memory vs memcpy "
             "(mpiexec -n 2)",
+    "gather": "random-row batches (get_batch) vs numpy's take, by row size and store "
+              "size (mpiexec -n 2)",
     "compat": "pyddstore (the original DDStore API) on the original's workloads "
               "(mpiexec -n 2)",
     "graphs": "graph loading: store vs PFF vs CFF vs an in-memory list (mpiexec -n 2)",

@@ -20,6 +20,8 @@ RUNS = {
     "checkpoint": ("ddstore.bench.checkpoint", ["--gb", "0.02", "--repeat", "1"]),
     "scale-graphs": ("ddstore.bench.scale", ["graphs", "--graphs", "600", "--check"]),
     "node-memory": ("ddstore.bench.node_memory", ["--quick"]),
+    "gather": ("ddstore.bench.gather", ["--mb", "1,2", "--row-bytes", "8,256", "--calls",
+                                        "3", "--batch-size", "64"]),
 }
 OUT_FILE = {"node-memory": "nm.json"}  # runs whose --out names a file in their folder
 

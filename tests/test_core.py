@@ -190,6 +190,24 @@ def test_core_benchmark_writes_json(mpirun, tmp_path):
         assert all(r["p50_us"] > 0 for r in entry["worst_rank"].values())
 
 
+@pytest.mark.mpi
+def test_gather_benchmark_writes_every_configuration(tmp_path_factory):
+    """python -m ddstore.bench.gather on 2 ranks: one entry per store size and row size,
+    each with the store's and numpy's times and their ratio (which it is)."""
+    import json
+    from bench_job import bench_output
+    out, folder = bench_output("gather", tmp_path_factory)
+    report = json.loads((folder / "gather_n2.json").read_text())
+    assert report["ranks"] == 2 and report["batch"] == 64 and report["calls"] == 3, out
+    assert sorted(report["configs"]) == ["1MB/256B", "1MB/8B", "2MB/256B", "2MB/8B"], out
+    for entry in report["configs"].values():
+        t = entry["ns_per_row"]
+        assert set(t) == {"get_batch", "take", "take_control"} and min(t.values()) > 0
+        assert entry["get_batch_over_take"] == pytest.approx(t["get_batch"] / t["take"])
+        assert len(entry["per_rank"]) == 2
+    assert "rows of   256 B: get_batch" in out, out
+
+
 def test_build_finds_mpicc_beside_python_without_path(monkeypatch):
     """A virtual environment that is not activated has pip's mpicc beside its Python but
     not on PATH (PYTHON=/venv/bin/python bash scripts/install.sh)."""

@@ -136,6 +136,8 @@ BASH_SKIP = {
     # the benchmark smoke tests of test_core, test_graphs, test_spatiotemporal,
     # test_temporal, test_dynamic and test_scale
     "mpiexec -n 2 python -m ddstore.bench.compat": "benchmark (long job)",
+    "mpiexec -n 2 python -m ddstore.bench.gather": "benchmark (about a minute, 1 GB); "
+                                                   "smoke test in test_core.py",
     "mpiexec -n 2 python -m ddstore.bench.graphs": "benchmark (long job)",
     "python -m ddstore.bench.spatiotemporal": "benchmark (long job)",
     "mpiexec -n 2 python -m ddstore.bench.temporal": "benchmark (long job)",
