@@ -845,16 +845,16 @@ int dds_read_range(dds_store *s, int var_id, int64_t start, int64_t count, void 
     return dds_read(s, var_id, &start, &count, 1, out, out_bytes, 0);
 }
 
-/* The rows of one-row requests (a loader's random rows) are copied in request order;
- * a row of DDS_PREFETCH_MIN_BYTES or more has its first DDS_PREFETCH_LINES cache lines
- * prefetched DDS_PREFETCH_AHEAD rows before its copy (such a read is otherwise bound by
- * the misses of one row at a time).  Smaller rows are not: the core's own out-of-order
- * loads already overlap their misses, and the prefetches slowed them down (rows of 12 to
- * 48 bytes 1.2-2x slower on an AMD EPYC, in the cache and out of it; rows of 512 bytes
- * 1.3-2.9x faster with them out of the cache; docs/benchmarks.md, thirty-first session). */
-#define DDS_PREFETCH_AHEAD 12
+/* The rows of one-row requests (a loader's random rows) are copied in request order,
+ * each row's first DDS_PREFETCH_LINES cache lines prefetched DDS_PREFETCH_AHEAD rows
+ * before its copy: such a read is otherwise bound by the misses of one row at a time.
+ * Measured by bench.gather (fresh random rows each call, 8 MB to 512 MB of rows, 1 and
+ * 2 ranks, an AMD EPYC): rows of 4 B to 512 B were 1.3-2x faster with the prefetches
+ * than without; 24 rows ahead beat 12 by 1.1-1.4x for rows under 512 B, 48 was no
+ * better (docs/benchmarks.md, the thirty-first session; the same rows read again and
+ * again, in the caches, had made the prefetches look slower for small rows). */
+#define DDS_PREFETCH_AHEAD 24
 #define DDS_PREFETCH_LINES 8
-#define DDS_PREFETCH_MIN_BYTES 128
 
 static inline void prefetch_lines(const char *src, int64_t bytes)
 {
@@ -892,33 +892,27 @@ static inline const char *row_source(const dds_store *s, const struct dds_var *v
 }
 
 /* One-row requests `rows[n]` of *v, every owner readable by loads (all_loadable), into
- * `dst` (checked: n rows fit): each row's address found once (DDS_PREFETCH_AHEAD rows
- * before its copy, when prefetched), rows that continue each other in memory copied as
- * one: walk_request's walk without its pieces and routes. */
+ * `dst` (checked: n rows fit): each row's address found once, DDS_PREFETCH_AHEAD rows
+ * before its copy, and rows that continue each other in memory copied as one:
+ * walk_request's walk without its pieces and routes. */
 static void copy_rows_here(const dds_store *s, const struct dds_var *v, const int64_t *rows,
                            int64_t n, char *dst)
 {
     const int64_t rb = v->row_bytes;
-    const int ahead = rb >= DDS_PREFETCH_MIN_BYTES ? DDS_PREFETCH_AHEAD : 0;
-    const char *next[DDS_PREFETCH_AHEAD];  /* rows i .. i + ahead - 1, as a ring */
-    for (int64_t i = 0; i < n && i < ahead; i++) {
+    const char *next[DDS_PREFETCH_AHEAD];  /* rows i .. i + AHEAD - 1, as a ring */
+    for (int64_t i = 0; i < n && i < DDS_PREFETCH_AHEAD; i++) {
         next[i] = row_source(s, v, rows[i]);
         prefetch_lines(next[i], rb);
     }
     uintptr_t run = 0, run_end = 0;  /* the source bytes of the copy being merged */
     int k = 0;
     for (int64_t i = 0; i < n; i++) {
-        const char *src;
-        if (ahead) {
-            src = next[k];
-            if (i + ahead < n) {
-                next[k] = row_source(s, v, rows[i + ahead]);
-                prefetch_lines(next[k], rb);
-            }
-            if (++k == ahead) k = 0;
-        } else {
-            src = row_source(s, v, rows[i]);
+        const char *src = next[k];
+        if (i + DDS_PREFETCH_AHEAD < n) {
+            next[k] = row_source(s, v, rows[i + DDS_PREFETCH_AHEAD]);
+            prefetch_lines(next[k], rb);
         }
+        if (++k == DDS_PREFETCH_AHEAD) k = 0;
         if ((uintptr_t)src == run_end && run_end) {
             run_end += (uintptr_t)rb;
             continue;
@@ -972,8 +966,7 @@ static int walk_request(dds_store *s, struct dds_var *v, int req, struct transpo
     int64_t n = r->n;
     char *dst = r->out;
     struct transport_piece p = {-1, 0, NULL, 0};
-    /* one-row requests (get_batch's) of large rows: prefetch their sources */
-    int ahead = !counts && v->row_bytes >= DDS_PREFETCH_MIN_BYTES;
+    int ahead = !counts;  /* one-row requests (get_batch's): prefetch their sources */
     if (ahead)
         for (int64_t i = 0; i < n && i < DDS_PREFETCH_AHEAD; i++)
             prefetch_row(s, v, starts[i]);
