@@ -328,14 +328,42 @@ def other_settings(resume, saved, args):
             f"{'; '.join(diff)} (give the saved ones to go on with it)")
 
 
-def int_list(least):
+def int_list(least, most=None, empty=False):
     """An ``argparse`` ``type=`` for comma-separated integers (fan-outs, depths), each
-    ``>= least``: the text as a tuple of ints."""
-    one = at_least(least)
+    ``>= least`` (and ``<= most``): the text as a tuple of ints (with ``empty``, an empty
+    text is the empty tuple)."""
+    one = at_least(least, most=most)
 
     def convert(text):
+        if empty and not text.strip():
+            return ()
         return tuple(one(part.strip()) for part in text.split(","))
     convert.__name__ = "comma-separated integers"
+    return convert
+
+
+# the longest simulated step (a sleep, a compute loop) a benchmark's option takes: a
+# value beyond it is a slip of the keyboard, and beyond time_t it failed in time.sleep
+MAX_PAUSE_S = 3600
+
+
+def pause(unit):
+    """An ``argparse`` ``type=`` for a simulated step's length in ``unit`` ("ms" or
+    "s"): a number in ``[0, MAX_PAUSE_S]`` seconds."""
+    return at_least(0, float, most=MAX_PAUSE_S * (1000 if unit == "ms" else 1))
+
+
+def names_list(allowed):
+    """An ``argparse`` ``type=`` for comma-separated names, each one of ``allowed``
+    (at least one): the names as a tuple, in order, without repeats."""
+    def convert(text):
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        bad = [part for part in parts if part not in allowed]
+        if bad or not parts:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: comma-separated names, each one of {', '.join(allowed)}")
+        return tuple(dict.fromkeys(parts))
+    convert.__name__ = "names"
     return convert
 
 

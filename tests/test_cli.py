@@ -304,6 +304,10 @@ def test_demo_width_refused_once_under_mpiexec():
 
 @pytest.mark.parametrize("command,args,words", [
     ("bench-compat", ["--calls", "0"], "argument --calls: must be an integer >= 1, got 0"),
+    ("bench-compat", ["--step-ms", "1e30"], "argument --step-ms: must be a number <= "
+                                            "3600000"),
+    ("bench-compat", ["--transports", "abc"], "argument --transports: 'abc': "
+                                              "comma-separated transports"),
     ("bench-dynamic", ["--steps", "0"], "argument --steps: must be an integer >= 1"),
     ("bench-dynamic", ["--nodes", "3", "--edges", "10"],
      "--edges=10 needs --edges <= --nodes ** 2 = 9"),
@@ -604,6 +608,19 @@ def test_nothing_to_train_names_the_epochs():
     ("scale", ["series", "--width", "1", "--steps", "200"],
      "--steps 200 (x --scale 1.0) with --horizon 12: split 'val' (ratio 0.1) gets time "
      "steps [140, 160) = 20 steps, fewer than 2*horizon = 24"),
+    # a simulated step beyond time_t ended in time.sleep's OverflowError and MPI_Abort
+    # (or slept for ever); the others were refused after the data was made, or never
+    ("node_memory", ["--sampling-ms", "1e23"], "argument --sampling-ms: must be a number "
+                                               "<= 3600000"),
+    ("serve", ["--compute-s", "1e9"], "argument --compute-s: must be a number <= 3600"),
+    ("dynamic", ["--random", "0"], "argument --random: must be an integer >= 1, got 0"),
+    ("prefetch", ["--compute", "abc"], "argument --compute: 'abc': comma-separated names, "
+                                       "each one of sleep, cpu"),
+    ("prefetch", ["--transport", "abc"], "argument --transport: invalid choice: 'abc'"),
+    ("prefetch", ["--repeats", "1"], "argument --repeats: must be an integer >= 2, got 1"),
+    ("prefetch", ["--steps", "200"], "--steps 200 with --horizon 12: split 'val'"),
+    ("pyg", ["--prefetch", str(10 ** 23)], "argument --prefetch: must be an integer <= 1024"),
+    ("pyg", ["--workers", str(10 ** 23)], "argument --workers: must be an integer <= 256"),
 ])
 def test_benchmark_options_checked_when_parsed(module, args, words, capsys):
     """Benchmarks' widths, transports, fan-outs and series sizes: argparse's error
@@ -673,3 +690,15 @@ def test_other_settings_names_each_option_as_given():
     assert line == ("--resume ck: the checkpoint was made with other settings: "
                     "--batch-size: saved 32, now 64; --data: saved 'x.npy', now unset "
                     "(give the saved ones to go on with it)")
+
+
+@pytest.mark.parametrize("module", ["serve", "progress"])
+def test_two_rank_benchmarks_refuse_other_rank_counts_once(module, capsys):
+    """bench.serve and bench.progress need 2 ranks: on any other count the one line of a
+    refused option, exit code 2 (each rank printed it, exit code 1, no program name)."""
+    import importlib
+    mod = importlib.import_module(f"ddstore.bench.{module}")
+    err = argparse_exit(capsys, 2, mod.main, [])[1]
+    lines = err.strip().splitlines()  # (the program is pytest's here)
+    assert len(lines) == 1 and lines[0].endswith(": error: runs on 2 ranks (mpiexec -n 2), "
+                                                 "not 1"), err

@@ -32,7 +32,7 @@ from mpi4py import MPI
 
 import pyddstore
 from ddstore.bench import parser, plural, report_path, write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, pause, transports_text
 from ddstore.prefetch import MAX_PREFETCH
 from ddstore.bench.core import percentiles
 
@@ -136,8 +136,9 @@ def main(argv=None, prog=None):
     p.add_argument("--calls", type=at_least(1), default=3000, help="single gets per rank")
     p.add_argument("--batches", type=at_least(1), default=400, help="HydraGNN batches")
     p.add_argument("--rows-per-rank", type=at_least(1), default=1 << 15)
-    p.add_argument("--transports", default="auto,rma", help="transports to run")
-    p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
+    p.add_argument("--transports", default="auto,rma", type=transports_text,
+                   help="transports to run")
+    p.add_argument("--step-ms", type=pause("ms"), default=0.0,
                    help="also the HydraGNN-style loop over get_batch reading ahead "
                         "against a synthetic step of this many ms per batch (0: skip)")
     p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=2,

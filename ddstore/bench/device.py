@@ -36,7 +36,7 @@ import time
 import torch
 
 from . import check_windows, parser, report_path, write_report
-from ..cli import at_least
+from ..cli import at_least, pause
 from ..prefetch import MAX_PREFETCH
 
 
@@ -53,7 +53,7 @@ def _args(argv, prog=None):
     p.add_argument("--batch", type=at_least(1), default=64)
     p.add_argument("--batches", type=at_least(1), default=200, help="batches per measurement")
     p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=2)
-    p.add_argument("--step-ms", type=at_least(0, float), default=10.0,
+    p.add_argument("--step-ms", type=pause("ms"), default=10.0,
                    help="synthetic model step per batch (ms)")
     p.add_argument("--repeat", type=at_least(1), default=3)
     p.add_argument("--threads", type=at_least(1), default=None,

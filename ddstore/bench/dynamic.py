@@ -66,7 +66,7 @@ def _args(argv, prog=None):
                    help="the synthetic graph's checkpoint_every (default: chosen by the "
                         "graph)")
     p.add_argument("--repeat", type=at_least(1), default=3, help="alternating timing rounds")
-    p.add_argument("--random", type=at_least(0), default=200, help="random-access calls")
+    p.add_argument("--random", type=at_least(1), default=200, help="random-access calls")
     p.add_argument("--tennis", default=None,
                    help="Twitter tennis JSON file (default: the repository's "
                         "tests/data/twitter_tennis_rg17.json, skipped if absent)")

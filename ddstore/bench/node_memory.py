@@ -48,7 +48,7 @@ from mpi4py import MPI
 
 from ddstore.bench import log, parser, plural, ratio, ratio_text, report_path, \
     write_report
-from ddstore.cli import at_least, check_width, int_list
+from ddstore.cli import at_least, check_width, int_list, pause
 
 MEMORY_DIM = 100
 EDGE_DIM = 172
@@ -77,7 +77,7 @@ def _args(argv, prog=None):
                    help="torch threads of the baseline (one rank's core)")
     p.add_argument("--big-nodes", type=at_least(1), default=10_000_000,
                    help="node count of the computed per-rank memory (at width 2)")
-    p.add_argument("--sampling-ms", type=at_least(0, float), default=0.0,
+    p.add_argument("--sampling-ms", type=pause("ms"), default=0.0,
                    help="simulated sampling of the next batch after each commit: this "
                         "many ms of CPU work (numpy sorts), timed as 'sampling'")
     p.add_argument("--sampling-sleep", action="store_true",

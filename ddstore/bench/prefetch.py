@@ -28,24 +28,28 @@ import time
 
 import numpy as np
 
-from ddstore.bench import parser, plural, ratio, ratio_text, write_report
-from ddstore.cli import at_least
+from ddstore.bench import check_windows, parser, plural, ratio, ratio_text, write_report
+from ddstore.cli import TRANSPORTS, at_least, names_list
 from ddstore.prefetch import MAX_PREFETCH
 
 
 def _args(argv, prog=None):
     p = parser("prefetch", prog, "ddstore prefetch benchmark", batch_size=64)
     p.add_argument("--steps", type=at_least(1), default=20000)
+    p.add_argument("--horizon", type=at_least(1), default=12,
+                   help="window length (and target length) of the series' windows")
     p.add_argument("--nodes", type=at_least(1), default=325)
     p.add_argument("--graphs", type=at_least(1), default=20000)
-    p.add_argument("--transport", default="auto")
-    p.add_argument("--compute", default="sleep,cpu",
+    p.add_argument("--transport", default="auto", choices=TRANSPORTS)
+    p.add_argument("--compute", default="sleep,cpu", type=names_list(("sleep", "cpu")),
                    help="comma-separated compute steps: sleep, cpu")
     p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=1)
-    p.add_argument("--repeats", type=at_least(1), default=3,
+    p.add_argument("--repeats", type=at_least(2), default=3,
                    help="epochs without and with prefetch, alternating (at least 2: the "
                         "spread of the epochs without is the control)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_windows(p, args)
+    return args
 
 
 def _cpu_work(seconds, a):
@@ -84,9 +88,9 @@ def _case(comm, name, make_loader, args, a):
     out = {"batches_per_rank": nb, "load_only_epoch_s": load_s,
            "load_per_batch_s": per_batch, "compute": {}}
     pre = make_loader(args.prefetch)
-    for compute in [c.strip() for c in args.compute.split(",") if c.strip()]:
+    for compute in args.compute:
         times = {"without": [], "with": []}
-        for _ in range(max(2, args.repeats)):
+        for _ in range(args.repeats):
             times["without"].append(_epoch(comm, plain, compute, per_batch, a)[0])
             times["with"].append(_epoch(comm, pre, compute, per_batch, a)[0])
         med = {k: float(np.median(v)) for k, v in times.items()}
@@ -123,7 +127,7 @@ def main(argv=None, prog=None):
     t = np.arange(args.steps)[:, None, None]
     raw = (np.sin(2 * np.pi * t / 288) + 0.1 * rng.standard_normal(
         (args.steps, args.nodes, 2))).astype(np.float32)
-    ds = st.WindowDataset(store, "series", raw, horizon=12)
+    ds = st.WindowDataset(store, "series", raw, horizon=args.horizon)
     del raw
     train = ds.splits()[0]
     gds = graphs.GraphDataset.from_samples(

@@ -28,7 +28,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import log, parser, write_report
+from ddstore.bench import exit_on_every_rank, log, parser, write_report
 from ddstore.cli import at_least, int_list
 
 ROWS, ROW_FLOATS, BATCH = 1 << 14, 64, 64
@@ -128,7 +128,7 @@ def main(argv=None, prog=None):
     args = _args(argv, prog)
     comm = MPI.COMM_WORLD
     if comm.size != 2:
-        raise SystemExit("bench.progress runs on 2 ranks (mpiexec -n 2)")
+        exit_on_every_rank(f"runs on 2 ranks (mpiexec -n 2), not {comm.size}")
     intervals = list(args.intervals)
     configs = [("off", 0)] + [("on", us) for us in intervals]
     work(20)  # warm-up

@@ -78,7 +78,10 @@ from mpi4py import MPI
 
 from ddstore.bench import exit_on_every_rank, log, parser, plural, ratio, ratio_text, \
     rma_counts, traffic, traffic_text, write_report
-from ddstore.cli import at_least, int_list
+from ddstore.cli import at_least, int_list, pause
+from ddstore.prefetch import MAX_PREFETCH
+
+MAX_WORKERS = 256  # DataLoader worker processes a --workers entry may ask for
 
 
 # --options: the sampler keyword arguments of each (the same for ours and PyG's;
@@ -105,19 +108,20 @@ def _args(argv, prog=None):
     p.add_argument("--in-memory", default="auto", choices=["auto", "skip"],
                    help="the NeighborLoader(Data) reference (auto: where a PyG sampler "
                         "is installed)")
-    p.add_argument("--prefetch", default="0",
+    p.add_argument("--prefetch", default="0", type=int_list(0, most=MAX_PREFETCH),
                    help="comma-separated prefetch depths to run (0: the loader alone; k: "
                         "ddstore.prefetch.prefetch(loader, k), a background thread k "
                         "batches ahead)")
     p.add_argument("--workers", default="",
+                   type=int_list(0, most=MAX_WORKERS, empty=True),
                    help="comma-separated DataLoader num_workers to time (e.g. 0,2,4; "
                         "empty: none) against the prefetch thread "
                         "(--workers-prefetch) and num_workers=0 (timed twice: the "
                         "control), per configuration; where the store's reads need MPI "
                         "(rma) the loader refuses workers and the refusal is reported")
-    p.add_argument("--workers-prefetch", type=at_least(0), default=2,
+    p.add_argument("--workers-prefetch", type=at_least(1, most=MAX_PREFETCH), default=2,
                    help="the prefetch thread's depth in the --workers comparison")
-    p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
+    p.add_argument("--step-ms", type=pause("ms"), default=0.0,
                    help="a simulated training step per batch (sleep: the CPU waits as for "
                         "a GPU step), what prefetching overlaps")
     p.add_argument("--options", default="directional",
@@ -146,23 +150,12 @@ def _args(argv, prog=None):
                         "functions by cumulative time and their calls per batch, printed "
                         "and written to the JSON")
     args = p.parse_args(argv)
-    try:
-        args.prefetch = [int(k) for k in args.prefetch.split(",") if k]
-    except ValueError:
-        args.prefetch = [-1]
-    if not args.prefetch or min(args.prefetch) < 0 or args.step_ms < 0:
-        exit_on_every_rank("--prefetch must be integers >= 0, --step-ms >= 0")
-    if args.alone and (len(args.prefetch) > 1 or args.prefetch[0] or args.workers.strip()):
+    args.prefetch = list(args.prefetch)
+    if args.alone and (len(args.prefetch) > 1 or args.prefetch[0] or args.workers):
         exit_on_every_rank("--alone times each option's loader by itself: no prefetch "
                            "depths or DataLoader workers (give --prefetch 0 and no "
                            "--workers, or drop --alone)")
-    try:
-        args.workers = sorted({int(k) for k in args.workers.split(",") if k} | (
-            {0} if args.workers.strip() else set()))
-    except ValueError:
-        args.workers = [-1]
-    if (args.workers and min(args.workers) < 0) or args.workers_prefetch < 1:
-        exit_on_every_rank("--workers must be integers >= 0, --workers-prefetch >= 1")
+    args.workers = sorted(set(args.workers) | ({0} if args.workers else set()))
     options = [o for o in args.options.split(",") if o]
     options = list(OPTIONS) if options == ["all"] else options
     if args.weighted and "weighted" not in options:

@@ -25,7 +25,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import exit_on_every_rank, log, parser, write_report
-from ddstore.cli import at_least, int_list
+from ddstore.cli import at_least, int_list, pause
 
 PATHS = {"message": "auto", "one-sided": "off"}
 
@@ -40,7 +40,7 @@ def _args(argv=None, prog=None):
     p.add_argument("--reads", type=at_least(1), default=20, help="timed reads per size")
     p.add_argument("--patterns", default="one,both,computing")
     p.add_argument("--repeat", type=at_least(1), default=2)
-    p.add_argument("--compute-s", type=at_least(0, float), default=1.0,
+    p.add_argument("--compute-s", type=pause("s"), default=1.0,
                    help="the computing pattern: seconds rank 0 reads while rank 1 "
                         "computes (rank 1 computes 0.3 s longer), per size and path")
     return p.parse_args(argv)
@@ -109,7 +109,7 @@ def main(argv=None, prog=None):
     args = _args(argv, prog)
     comm = MPI.COMM_WORLD
     if comm.Get_size() != 2:
-        raise SystemExit("run with 2 ranks (mpiexec -n 2)")
+        exit_on_every_rank(f"runs on 2 ranks (mpiexec -n 2), not {comm.Get_size()}")
     sizes = list(args.sizes)
     patterns = [p for p in args.patterns.split(",") if p.strip()]
     rng = np.random.default_rng(args.seed)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ddstore.bench import check_windows, parser, ratio, ratio_text, rma_counts, \
     run_child, traffic, traffic_text, write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, pause
 from ddstore.prefetch import MAX_PREFETCH
 
 MB = 1024.0 * 1024.0
@@ -55,7 +55,7 @@ def _args(argv, prog=None):
                    help="alternating (a)/(b) epochs for the timing comparison (2 or more "
                         "give the control: the spread of each reference's epochs)")
     p.add_argument("--no-mpi", action="store_true", help="skip (c), the mpiexec -n 2 part")
-    p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
+    p.add_argument("--step-ms", type=pause("ms"), default=0.0,
                    help="(c): also an epoch of the global shuffle with a synthetic model "
                         "step of this many ms per batch, with and without reading ahead")
     p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=2,

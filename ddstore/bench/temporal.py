@@ -26,7 +26,7 @@ from mpi4py import MPI
 
 from ddstore.bench import log, parser, plural, ratio, ratio_text, rma_counts, traffic, \
     traffic_text, write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, pause
 from ddstore.prefetch import MAX_PREFETCH
 
 CONFIGS = (("recent", (10,)), ("uniform", (10,)), ("uniform", (10, 10)))
@@ -43,7 +43,7 @@ def _args(argv, prog=None):
     p.add_argument("--lookup-calls", type=at_least(0), default=2000,
                    help="calls of neighbors(v) timed per width (and a tenth as many of "
                         "neighbor_lists of 600 nodes); 0: not measured")
-    p.add_argument("--step-ms", type=at_least(0, float), default=0.0,
+    p.add_argument("--step-ms", type=pause("ms"), default=0.0,
                    help="also an epoch of uniform [10, 10] with a synthetic model step of "
                         "this many ms per batch, with and without reading ahead")
     p.add_argument("--prefetch", type=at_least(0, most=MAX_PREFETCH), default=2,
