@@ -12,9 +12,26 @@ import json
 
 import numpy as np
 
+from ._checks import STORABLE_NAMES
 from .errors import DDStoreValueError
 
 __all__ = ["Annotation", "Annotations", "check_object_name"]
+
+
+def _unsaved_dtype(dt):
+    """Why a checkpoint cannot keep an annotation array of dtype ``dt``, or None: its
+    manifest names a plain dtype by numpy's string (no fields, no sub-array, some bytes
+    an item), and the ranks' copies are compared byte for byte (long double's padding
+    bytes differ between equal values)."""
+    if dt.fields is not None or dt.subdtype is not None:
+        return "a structured (record) dtype"
+    if dt.itemsize == 0:
+        return "items of no bytes"
+    if dt.kind == "V":
+        return "raw bytes (void)"
+    if (dt.kind == "f" and dt.itemsize > 8) or (dt.kind == "c" and dt.itemsize > 16):
+        return "numpy's long double, whose padding bytes differ between equal values"
+    return None
 
 
 def cut_fault(nrows, cut):
@@ -128,11 +145,17 @@ class Annotations:
         meta = _json({} if meta is None else meta, f"annotate {name!r}: meta")
         arrays = dict(arrays or {})
         for key, arr in arrays.items():
-            if not isinstance(key, str) or not isinstance(arr, np.ndarray) or \
+            if not isinstance(key, str) or not key or not isinstance(arr, np.ndarray) or \
                     arr.dtype.hasobject:
-                raise DDStoreValueError(f"annotate {name!r}: arrays must map str to numpy "
-                                        f"arrays of numbers, got {key!r}: "
+                raise DDStoreValueError(f"annotate {name!r}: arrays must map non-empty str "
+                                        f"to numpy arrays of numbers, got {key!r}: "
                                         f"{type(arr).__name__}")
+            why = _unsaved_dtype(arr.dtype)
+            if why:
+                raise DDStoreValueError(f"annotate {name!r}: array {key!r} of dtype "
+                                        f"{arr.dtype}: {why}; allowed: numbers, booleans, "
+                                        f"dates and fixed-size strings ({STORABLE_NAMES}, "
+                                        f"'U', 'S')")
         variables = tuple(variables)
         for v in variables:
             if v not in self.store:

@@ -82,7 +82,7 @@ import uuid
 import numpy as np
 
 from . import _collective, _core
-from ._checks import as_int, partition
+from ._checks import MAX_ROW_DIMS, as_int, partition
 from .annotations import Annotation, cut_fault
 from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
@@ -101,6 +101,9 @@ def _path_arg(path, op):
     if not isinstance(path, str) or not path:
         raise DDStoreValueError(f"{op}: path must be a directory name (str or "
                                 f"os.PathLike), got {path!r}")
+    if "\0" in path:  # (no file name holds one: os calls raise ValueError)
+        raise DDStoreValueError(f"{op}: path {path!r} holds a NUL character; allowed: a "
+                                f"directory name without one")
     return path
 
 
@@ -275,10 +278,10 @@ class _Fields:
                       f"(e.g. '<f8', '<i8', '|u1'), got {v!r:.80}")
         return dt
 
-    def shape(self, v, field):
+    def shape(self, v, field, most=MAX_ROW_DIMS + 1):
         self.list(v, field)
-        if len(v) > 32:
-            self.fail(field, f"has {len(v)} dimensions, at most 32 are allowed")
+        if len(v) > most:  # (an array's: numpy's bound; a row's: one less, its batch's)
+            self.fail(field, f"has {len(v)} dimensions, at most {most} are allowed")
         n = 1
         for i, d in enumerate(v):
             n *= self.int(d, f"{field}[{i}]")
@@ -328,7 +331,8 @@ def _validate(m, name):
         if vname in seen:
             c.fail(f + ".name", "repeats a variable name")
         dt = c.dtype(c.get(v, "dtype", f + ".dtype"), f + ".dtype")
-        _, per_row = c.shape(c.get(v, "row_shape", f + ".row_shape"), f + ".row_shape")
+        _, per_row = c.shape(c.get(v, "row_shape", f + ".row_shape"), f + ".row_shape",
+                             MAX_ROW_DIMS)
         nrows = c.int(c.get(v, "nrows", f + ".nrows"), f + ".nrows")
         rec = c.get(v, "records", f + ".records")
         if rec is not None:
@@ -579,7 +583,7 @@ def _write_synced(name, data, exclusive=False):
 def _remove_quietly(name):
     try:
         os.remove(name)
-    except OSError:
+    except (OSError, ValueError):  # (ValueError: a name os cannot pass, a NUL in it)
         pass
 
 

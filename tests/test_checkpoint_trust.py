@@ -202,6 +202,40 @@ def test_annotation_arrays_of_one_checkpoint_key_are_refused(store, tmp_path):
         assert r.annotation("a").arrays["b"].tolist() == [0, 1, 2]
 
 
+def test_what_a_checkpoint_could_not_restore_is_refused_when_made(store, tmp_path):
+    """Saved but never restorable, each of these (thirty-first session): an annotation
+    array under an empty key, of a dtype the manifest cannot name (structured, a record
+    array, items of no bytes) or that replicas of equal values hold differently (long
+    double), are refused at annotate; rows of 63 dimensions and annotation arrays of
+    64 (numpy's most) are restored (the manifest took 32); a save path holding a NUL is
+    refused before any directory is made (a ValueError escaped the clean-up on one rank,
+    and the parent it made was left)."""
+    store.add("x", np.arange(3))
+    bad = {"": np.zeros(2), "v0": np.empty(2, "V0"),
+           "st": np.zeros(2, [("a", "i4"), ("b", "f8")]),
+           "rec": np.rec.array([(1, 2.0)], dtype=[("a", "i4"), ("b", "f8")]),
+           "ld": np.zeros(2, np.longdouble)}
+    words = {"": "non-empty str", "v0": "items of no bytes", "st": "a structured",
+             "rec": "a structured", "ld": "long double"}
+    for key, arr in bad.items():
+        with pytest.raises(DDStoreValueError, match=f"annotate 'o'.*{words[key]}"):
+            store.annotate("o", "T", arrays={key: arr})
+    store.add("d63", np.arange(2, dtype=np.int8).reshape((2,) + (1,) * 63))
+    store.annotate("o", "T", arrays={"a64": np.arange(2.0).reshape((2,) + (1,) * 63),
+                                     "u": np.array(["ab", "c"]), "t": np.zeros(2, "M8[s]")})
+    store.save(tmp_path / "d")
+    with restore(tmp_path / "d") as r:
+        assert r.get_range("d63", 0, 2).tobytes() == bytes([0, 1])
+        assert r.get("d63", 1).shape == (1,) * 63
+        a = r.annotation("o").arrays
+        assert a["a64"].shape == (2,) + (1,) * 63 and a["u"].tolist() == ["ab", "c"]
+    parent = tmp_path / "new"
+    with pytest.raises(DDStoreValueError, match=r"holds a NUL character; allowed: a "
+                                                r"directory name without one"):
+        store.save(str(parent / "a\0b"))
+    assert not parent.exists()
+
+
 def test_a_failed_manifest_write_leaves_no_temporary_and_names_the_file(
         store, tmp_path, monkeypatch):
     """Item 11: a full disk while writing the manifest: the error names the file, the
