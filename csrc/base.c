@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ------------------------------------------------------------------ errors */
 
@@ -32,6 +33,13 @@ int dds_mpi_error(int rc, const char *what)
     int n = 0;
     if (MPI_Error_string(rc, msg, &n) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "error code %d", rc);
+    if (strstr(msg, "Too many communicators"))  /* MPICH's words: told as memory */
+        return dds_set_error(DDS_ENOMEM, "%s failed: MPI has no communicator id left (MPICH "
+                             "gives a process 2048, communicators and windows together: "
+                             "a store takes 5, each of its variables 1, or 2 when its "
+                             "group spans nodes): remove variables, free stores or "
+                             "communicators, or store fewer and larger variables; MPI "
+                             "said: %.300s", what, msg);
     return dds_set_error(DDS_EMPI, "%s failed: %s", what, msg);
 }
 
@@ -67,6 +75,14 @@ int dds_forked_refusal(const char *what)
 
 /* ------------------------------------------------------------------ variables table */
 
+int dds_held(const dds_store *s, int var_id)
+{
+    if (!s || (s->gone && *s->gone) || var_id < 0 || var_id >= dds_nvars_published(s))
+        return 0;
+    if (s->removed && s->removed[var_id] && dds_forked()) return 0;
+    return dds_var_at(s, var_id)->offsets != NULL;
+}
+
 int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
 {
     *v = NULL;
@@ -87,6 +103,14 @@ int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
                              "this process was forked from (a DataLoader worker that "
                              "outlived it: persistent_workers=True across a remove); "
                              "nothing is read", w->name, var_id);
+    if (w->private_rows && s->synced && s->synced[var_id] != w->syncs && dds_forked())
+        return dds_set_error(DDS_ESTATE, "variable '%s' (id %d): the rank this process "
+                             "was forked from wrote its rows since the fork, into memory "
+                             "this process holds a copy of (a rank with no node-local "
+                             "member: MPI gives it private memory, at width 1 or alone on "
+                             "its node); the copy would be read: recreate the DataLoader "
+                             "(its workers) after changing the store, or use "
+                             "persistent_workers=False", w->name, var_id);
     if (!w->offsets) /* a reader built over it outlived it */
         return dds_set_error(DDS_ESTATE, "variable '%s' (id %d) was removed (by remove, "
                              "or by the rollback of the transaction that created it); "

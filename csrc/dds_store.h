@@ -146,6 +146,18 @@ int dds_remove(dds_store *store, int var_id);
 int dds_write_local(dds_store *store, int var_id, int64_t offset, const void *src,
                     int64_t nrows);
 
+/* Local.  Mark this rank's chunk of a variable as written (by plain stores through the
+ * address dds_member_ptr gives: a numpy view of it) since the last sync: where the chunk
+ * is private memory, the next sync (dds_sync) counts as a change for the processes
+ * forked from this one, which then refuse to read their stale copy (dds_get_var).
+ * dds_write_local marks its own writes; dds_sync_windows counts every variable it is
+ * given as changed. */
+int dds_mark_written(dds_store *store, int var_id);
+
+/* Local.  1 if variable `var_id` is held (the store not freed, the variable not removed;
+ * in a process forked from the rank, not by the rank since the fork either), else 0. */
+int dds_held(const dds_store *store, int var_id);
+
 /* Local.  Address of group member `member`'s chunk when this rank can read it by plain
  * loads (its own chunk, or a node-local peer's in shared memory), else NULL (read it
  * with dds_read); *nrows is the member's number of rows either way. */

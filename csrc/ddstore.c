@@ -58,6 +58,29 @@ static int agree(dds_store *s, int code, int *agreed)
 
 /* ------------------------------------------------------------------ create / free */
 
+/* Whether address `p` lies in a shared mapping ('s' in its line of /proc/self/maps): a
+ * process forked from this one sees later writes there.  0 where it cannot be told. */
+static int in_shared_mapping(const void *p)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return 0;
+    char line[256];
+    int shared = 0, at_start = 1;
+    while (fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        unsigned long lo, hi;
+        char perms[8];
+        if (at_start && sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
+            lo <= (uintptr_t)p && (uintptr_t)p < hi) {
+            shared = perms[3] == 's';
+            break;
+        }
+        at_start = len > 0 && line[len - 1] == '\n';  /* a long line's rest is no line */
+    }
+    fclose(f);
+    return shared;
+}
+
 /* The windows of variables this process holds, every store's: each takes one of the
  * communicator ids MPI hands out (MPICH: 2048 a process, communicators included). */
 static atomic_int windows_held;
@@ -170,6 +193,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
     s->progress_comm = MPI_COMM_NULL;
     s->transport = transport;
     s->copy_threads = 1;  /* dds_set_copy_threads */
+    s->private_chunks = -1;
     s->copy_min_bytes = INT64_MAX;
     atomic_init(&s->nvars, 0);
     atomic_init(&s->local_bytes, 0);
@@ -178,6 +202,7 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
     if (shared != MAP_FAILED) {  /* (zeroed) */
         s->gone = (volatile int *)shared;
         s->removed = (volatile unsigned char *)shared + 64;
+        s->synced = (volatile uint32_t *)(shared + 64 + DDS_MAX_VARS);
     }
 
     /* a failure here is this rank's alone: there is no communicator to agree over yet */
@@ -491,22 +516,17 @@ static int prepare_var(dds_store *s, const char *name, int64_t n_local, int64_t 
     return code;
 }
 
-/* From this many windows held by some member of the group, an add first checks that MPI
- * has the ids its windows need (and one more): out of them, MPICH 5.0.2's
- * MPI_Win_allocate_shared crashed the process (a segfault at a node's 2,040th
- * variable) where MPI_Win_create returned an error. */
-#define DDS_IDS_CHECKED_FROM 512
-
 /* Collective over s->group_comm, before the windows of variable `name` are made: whether
- * MPI has the communicator ids they take, by duplicating their communicators (each dup
- * takes an id, and fails with an error where none is left) and freeing the duplicates;
- * the answer agreed over the group. */
+ * MPI has the communicator ids they take (and one more), by duplicating their
+ * communicators (each dup takes an id, and fails with an error where none is left) and
+ * freeing the duplicates; the answer agreed over the group.  Out of ids, MPICH 5.0.2's
+ * MPI_Win_allocate_shared crashed the process (a segfault at a node's 2,040th variable,
+ * or sooner where the program holds communicators of its own) where MPI_Win_create
+ * returned an error.  Made at every add: 7-17 us inside a node, 170 us between nodes
+ * (on adds of 150 and 320 us; the thirty-first session). */
 static int check_window_ids(dds_store *s, const char *name)
 {
-    int held = atomic_load(&windows_held), most = held;
-    int rc = MPI_Allreduce(&held, &most, 1, MPI_INT, MPI_MAX, s->group_comm);
-    if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Allreduce (windows held)");
-    if (most < DDS_IDS_CHECKED_FROM) return DDS_OK;
+    int held = atomic_load(&windows_held), rc;
     /* the ids of the windows to make, and one spare: up to three duplicates held at once */
     MPI_Comm dup[3] = {MPI_COMM_NULL, MPI_COMM_NULL, MPI_COMM_NULL};
     MPI_Comm of[3];
@@ -643,6 +663,9 @@ int dds_add(dds_store *s, const char *name, int64_t n_local, int64_t row_bytes,
         return code;
     }
     v.nrows = v.offsets[s->width];
+    if (v.n_local > 0 && v.row_bytes > 0 && s->private_chunks < 0)
+        s->private_chunks = !in_shared_mapping(v.base);
+    v.private_rows = v.n_local > 0 && v.row_bytes > 0 && s->private_chunks == 1;
     /* before this rank first writes its chunk (and reads the peers'): huge pages where
      * the system gives them (advice; see advise_huge) */
     for (int g = 0; g < s->width; g++)
@@ -686,8 +709,19 @@ int dds_write_local(dds_store *s, int var_id, int64_t offset, const void *src,
                              "the local chunk [0, %lld)", v->name, (long long)offset,
                              (long long)(offset + nrows), (long long)v->n_local);
     /* rows of 0 bytes have no memory behind them (base may be NULL): nothing to copy */
-    if (nrows && v->row_bytes)
+    if (nrows && v->row_bytes) {
         memcpy(v->base + offset * v->row_bytes, src, (size_t)(nrows * v->row_bytes));
+        v->written = 1;
+    }
+    return DDS_OK;
+}
+
+int dds_mark_written(dds_store *s, int var_id)
+{
+    struct dds_var *v;
+    int rc = dds_get_var(s, var_id, &v);
+    if (rc) return rc;
+    v->written = 1;
     return DDS_OK;
 }
 
@@ -704,10 +738,14 @@ int dds_member_ptr(dds_store *s, int var_id, int member, void **ptr, int64_t *nr
     return DDS_OK;
 }
 
-/* MPI_Win_sync on every window of every variable; returns the first failure */
-/* MPI_Win_sync of one variable's windows (the local half of a sync) */
-static int sync_var(const struct dds_var *v)
+/* MPI_Win_sync of variable `id`'s windows (the local half of a sync); where its rows are
+ * private memory and were `changed`, the change is counted for the processes forked from
+ * this one (dds_get_var). */
+static int sync_var(dds_store *s, int id, int changed)
 {
+    struct dds_var *v = dds_var_at(s, id);
+    if (v->private_rows && s->synced && changed) s->synced[id] = ++v->syncs;
+    v->written = 0;
     int code = DDS_OK;
     if (v->shm_win != MPI_WIN_NULL)
         code = mpi_check(MPI_Win_sync(v->shm_win), "MPI_Win_sync");
@@ -720,7 +758,7 @@ static int sync_windows(dds_store *s)
 {
     int code = DDS_OK;
     for (int i = 0; i < s->nlive && code == DDS_OK; i++)
-        code = sync_var(dds_var_at(s, s->live[i]));
+        code = sync_var(s, s->live[i], dds_var_at(s, s->live[i])->written);
     return code;
 }
 
@@ -748,8 +786,7 @@ int dds_sync_windows(dds_store *s, const int *var_ids, int64_t n)
     if (dds_forked() && n) return dds_forked_refusal("MPI_Win_sync of a variable's windows");
     int code = DDS_OK;
     for (int64_t i = 0; i < n && code == DDS_OK; i++) {
-        dds_get_var(s, var_ids[i], &v);
-        code = sync_var(v);
+        code = sync_var(s, var_ids[i], 1);
     }
     return code;
 }

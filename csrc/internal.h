@@ -31,6 +31,15 @@ struct dds_var {
     MPI_Win shm_win;    /* shared-memory window over the node-local members, or NULL */
     MPI_Win rma_win;    /* window over the group for MPI_Get, or MPI_WIN_NULL */
     char **peer_base;   /* [group_size] chunk address readable by load, or NULL */
+    /* this rank's chunk lies in private memory (MPI gives it where the rank has no
+     * node-local peer: a process forked from it keeps a copy-on-write copy, blind to
+     * later writes), and how many syncs of the variable this process has seen: a
+     * forked process holds the count of its fork (dds_get_var, `synced`) */
+    int private_rows;
+    uint32_t syncs;
+    /* written since the last sync (dds_write_local, dds_mark_written): a dds_sync of a
+     * private chunk counts as a change then only */
+    int written;
 };
 
 /* The message path (csrc/serve.c).  A server's reusable buffers: one per thread that
@@ -86,15 +95,22 @@ struct dds_store {
     atomic_llong local_bytes;
     /* a shared anonymous mapping (DDS_SHARED_BYTES) written by the process that made
      * the store: a process forked from it (a DataLoader worker kept alive) reads its
-     * copy of the store's memory by load, and this tells it what is gone since the
+     * copy of the store's memory by load, and this tells it what changed since the
      * fork.  `gone`: set to 1 by dds_free; `removed[id]`: set to 1 by dds_remove of
-     * variable `id` (ids are never reused; a page of the mapping is touched only once
-     * a variable of its 4096 ids is removed).  NULL when it could not be mapped. */
+     * variable `id`; `synced[id]`: the syncs of variable `id` (dds_sync,
+     * dds_sync_windows) made by the rank, against its private copy's count (ids are
+     * never reused; a page of the mapping is touched only once a variable of its ids is
+     * removed or synced).  NULL when it could not be mapped. */
     volatile int *gone;
     volatile unsigned char *removed;
+    volatile uint32_t *synced;
+    /* whether this rank's chunks lie in private memory (1), shared (0), not yet known
+     * (-1): told from /proc/self/maps at the first add with rows here (every variable
+     * of a store is allocated alike) */
+    int private_chunks;
 };
 
-#define DDS_SHARED_BYTES (64 + (size_t)DDS_MAX_VARS)
+#define DDS_SHARED_BYTES (64 + (size_t)DDS_MAX_VARS * (1 + sizeof(uint32_t)))
 
 /* Stop and join the store's progress agent if it runs (csrc/progress.c); local. */
 void dds_progress_halt(dds_store *s) __attribute__((visibility("hidden")));

@@ -218,8 +218,16 @@ class Core:
         """A numpy array over this rank's own chunk of ``var`` (``[n_local, *row_shape]``
         of ``dtype``, no copy): writing it is what :meth:`write_local` does, for layers
         that scatter rows (other ranks see the writes after the next :meth:`sync`).
-        Valid until the variable is removed or the store freed."""
+        Valid until the variable is removed or the store freed.  Marks the chunk as
+        written by plain stores (``dds_mark_written``: processes forked from this one
+        refuse a private copy of it after a sync)."""
+        self._check(lib.dds_mark_written(self._handle[0], var))
         return self.member_view(var, self.group_rank, dtype, row_shape)
+
+    def held(self, var):
+        """Whether variable ``var`` is held (not removed, the store not freed; in a
+        process forked from the rank, by the rank too)."""
+        return bool(lib.dds_held(self._handle[0], var))
 
     def member_view(self, var, member, dtype, row_shape):
         """A numpy array over group member ``member``'s chunk of ``var``, no copy, when

@@ -567,8 +567,8 @@ class DDStore:
     def __contains__(self, name):
         """``name in store``: a variable of that name exists (a handle: it is held)."""
         if type(name) in (Var, RecordSet):
-            return (self._records if type(name) is RecordSet else
-                    self._variables).table.get(name.name) is name
+            return self._variables.holds(name, (self._records if type(name) is RecordSet
+                                                else self._variables).table)
         return isinstance(name, str) and (name in self._variables.table or
                                           name in self._records.table)
 

@@ -171,6 +171,18 @@ class Variables:
         except (KeyError, TypeError):
             return self.var(name)
 
+    def holds(self, handle, table):
+        """Whether ``handle`` (a :class:`Var`, or a record set of ``table``) is held: in
+        ``table``, and in a process forked from the rank, not removed by the rank since
+        the fork (nor the store freed; its copy of the table cannot tell: the core's
+        flags, :func:`_forget_views`)."""
+        if table.get(handle.name) is not handle:
+            return False
+        if not _core.forked():
+            return True
+        fields = handle.fields.values() if type(handle) is not Var else (handle,)
+        return all(self.core.held(var.vid) for var in fields)
+
     def check_name(self, name):
         """A new variable's (or record set's) name: a non-empty str the store does not
         hold yet."""

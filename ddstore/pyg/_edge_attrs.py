@@ -257,13 +257,13 @@ class EdgeAttributes:
                 txn.on_rollback(state.changed)
                 txn.on_rollback(lambda: setattr(state, "weight_attr", previous))
                 if not c.dropped:  # (dropped in-lists: only the out-lists are weighted)
-                    n_csc = st.local_view(c.vars["eid"]).shape[0]
+                    n_csc = _local_count(st, c.vars["eid"])
                     c.vars["w"] = self.weight_fill(c.vars["nbr"][:-len("nbr")], var,
                                                    c.vars["eid"], n_csc, piece, what)
                     txn.on_rollback(lambda: c.vars.pop("w", None))
                 r = state.reversed.get((c.edge_type, c.layout))
                 if r is not None:  # its out-lists: weights gathered by their edge ids
-                    n_out = st.local_view(r.vars["eid"]).shape[0]
+                    n_out = _local_count(st, r.vars["eid"])
                     r.vars["w"] = self.weight_fill(r.vars["nbr"][:-len("nbr")], var,
                                                    r.vars["eid"], n_out, piece, what)
                     txn.on_rollback(lambda: r.vars.pop("w", None))
@@ -343,6 +343,13 @@ class EdgeAttributes:
         hold (``of_eid``), in pieces of ``chunk``."""
         view = self.state.store.local_view(eid_name)
         self._fill_by_ids(view, of_eid, view, chunk, what)
+
+
+def _local_count(store, name):
+    """Rows of variable ``name`` this rank holds (its chunk's, by its offsets: a local
+    view would mark the chunk written)."""
+    offsets = store.chunk_offsets(name)
+    return int(offsets[store.group_rank + 1] - offsets[store.group_rank])
 
 
 def checked_weight_attr(weight_attr):

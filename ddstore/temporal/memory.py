@@ -991,7 +991,10 @@ class NodeMemory:
         return out
 
     def _sync(self):
-        """Every rank's writes visible to all readers (the store's collective sync)."""
+        """Every rank's writes visible to all readers (the store's collective sync); its
+        variables' local halves first, which tell processes forked from the rank that
+        they changed (the writes went through views: ``DDStore.sync_windows``)."""
+        self.store.sync_windows(*self._h.values())
         self.store.sync()
 
     def _owner(self, nodes):

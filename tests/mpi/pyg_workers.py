@@ -451,6 +451,33 @@ def outlived(tag):
     check(first == ("returned", 0) and second[0] == "raised" and
           "store has been freed by the rank this process was forked from" in second[2],
           f"{tag}: a read in a child after the rank's free: {first} {second}")
+    # rows the rank rewrites (update, then sync): seen where the chunks are shared
+    # memory (node-local members), refused where the rank's chunk is private (a rank
+    # with no node-local member: MPI gives it private memory, and the child's copy-on-
+    # write copy went on giving the old rows); a variable not written reads on
+    for width in sorted({1, size}):
+        with ddstore.DDStore(comm, width=width) as store:
+            n = 4 * width
+            store.add("a", np.arange(4, dtype=np.int64))
+            store.add("b", np.arange(4, dtype=np.int64))
+
+            def rewrite():
+                store.update("a", np.arange(4, dtype=np.int64) + 100)
+                store.sync()
+            first, second = _outliving_child(
+                lambda: store.get_range("a", 0, n).tolist(), rewrite)
+            new = [100 + i % 4 for i in range(n)]
+            if store.shm_peers:
+                check(second == ("returned", new), f"{tag} w{width}: a child after the "
+                                                   f"rank's update (shared): {second}")
+            else:
+                check(second[0] == "raised" and "wrote its rows since the fork" in second[2]
+                      and "variable 'a'" in second[2],
+                      f"{tag} w{width}: a child after the rank's update (private): {second}")
+            first, second = _outliving_child(
+                lambda: store.get_range("b", 0, n).tolist(), rewrite)
+            check(second == ("returned", [i % 4 for i in range(n)]),
+                  f"{tag} w{width}: a variable the rank did not write, in a child: {second}")
 
 
 @cases("the forked child's guard: no MPI call")
