@@ -75,6 +75,11 @@ int dds_forked_refusal(const char *what)
 
 /* ------------------------------------------------------------------ variables table */
 
+int dds_gone(const dds_store *s)
+{
+    return s && s->gone && *s->gone && dds_forked();
+}
+
 int dds_held(const dds_store *s, int var_id)
 {
     if (!s || (s->gone && *s->gone) || var_id < 0 || var_id >= dds_nvars_published(s))

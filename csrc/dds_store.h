@@ -154,6 +154,10 @@ int dds_write_local(dds_store *store, int var_id, int64_t offset, const void *sr
  * given as changed. */
 int dds_mark_written(dds_store *store, int var_id);
 
+/* Local.  1 if the process this one was forked from freed the store since (its shared
+ * flag; 0 in the process that made it, which knows its own frees), else 0. */
+int dds_gone(const dds_store *store);
+
 /* Local.  1 if variable `var_id` is held (the store not freed, the variable not removed;
  * in a process forked from the rank, not by the rank since the fork either), else 0. */
 int dds_held(const dds_store *store, int var_id);

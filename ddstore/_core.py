@@ -173,6 +173,19 @@ class Core:
     def alive(self):
         return self._handle[0] != ffi.NULL
 
+    def gone(self):
+        """In a process forked from the rank: whether the rank freed the store since."""
+        return self._handle[0] != ffi.NULL and bool(lib.dds_gone(self._handle[0]))
+
+    def freed_message(self):
+        """What a use of a freed store is told (freed here, or by the rank this process
+        was forked from)."""
+        if self.gone():
+            return ("this DDStore has been freed by the rank this process was forked from "
+                    "(a DataLoader worker that outlived it: persistent_workers=True across "
+                    "a free); nothing is read")
+        return "this DDStore has been freed; create a new one"
+
     def _check(self, rc):
         if rc != lib.DDS_OK:
             raise _ERRORS.get(rc, DDStoreError)(_last_error())

@@ -16,7 +16,7 @@ import time
 
 from . import _collective, _core, _status
 from ._collective import collective
-from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
+from .errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 
 __all__ = ["abort_on_exception", "register", "unregister", "exit_timeout",
            "check_rank_settings",
@@ -649,9 +649,8 @@ def make_core(comm, width, transport):
         return _core.Core(comm, width, transport)
     except DDStoreError as exc:
         error = exc
-        if isinstance(exc, DDStoreStateError) and many_stores():
-            error = DDStoreStateError(f"{exc}; {live_stores_text()}: free() those no "
-                                      f"longer used")
+        if isinstance(exc, (DDStoreStateError, DDStoreMemoryError)) and many_stores():
+            error = type(exc)(f"{exc}; {live_stores_text()}: free() those no longer used")
         if not getattr(exc, "core_agreed", False):
             raise error from None
     with collective(comm, None):  # every rank is here, with its error
@@ -672,9 +671,9 @@ def store_comms(core, comm, width, transport):
         if board is not None:
             board.free()
         core.free()
-        raise DDStoreStateError(f"DDStore: MPI could not make the store's communicators "
-                                f"({exc}); {live_stores_text()}: free() those no longer "
-                                f"used") from None
+        raise DDStoreMemoryError(f"DDStore: MPI could not make the store's "
+                                 f"communicators ({exc}); {live_stores_text()}: free() "
+                                 f"those no longer used") from None
 
 
 def many_stores():

@@ -287,8 +287,8 @@ class DDStore:
 
     def check_alive(self):
         """Raise :class:`DDStoreStateError` if the store has been freed."""
-        if not self._core.alive:
-            raise DDStoreStateError("this DDStore has been freed; create a new one")
+        if not self._core.alive or self._core.gone():
+            raise DDStoreStateError(self._core.freed_message())
 
     # ------------------------------------------------------------------ all or nothing
     def transaction(self, label="transaction"):

@@ -714,8 +714,9 @@ def test_a_name_is_found_only_once_its_rows_are_written(store):
 def test_stores_never_freed_are_told(caplog):
     """A store lives until free() or the job's end (freeing is collective: the garbage
     collector cannot). At 64 live stores a warning says so, once; when MPI runs out of
-    communicators (about 290 stores) the error names how many are alive (it was a raw
-    MPI error, the 293rd store's core left behind); freed, stores are made again."""
+    communicators (about 290 stores) the error, a DDStoreMemoryError, names how many are
+    alive (it was a raw MPI error, the 293rd store's core left behind); freed, stores are
+    made again."""
     from mpi4py import MPI
     from ddstore import _lifecycle
     told_before = _lifecycle.many_stores()  # (other tests' stores left alive: told)
@@ -725,7 +726,7 @@ def test_stores_never_freed_are_told(caplog):
             for _ in range(600):
                 try:
                     stores.append(ddstore.DDStore(MPI.COMM_SELF))
-                except ddstore.DDStoreStateError as exc:
+                except ddstore.DDStoreMemoryError as exc:
                     error = str(exc)
                     break
     finally:
