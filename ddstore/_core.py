@@ -4,6 +4,7 @@ Nothing else in the package touches cffi.  Every C error code becomes a
 :class:`~ddstore.errors.DDStoreError` subclass carrying the core's message.
 """
 import operator
+import os
 
 import numpy as np
 
@@ -31,6 +32,17 @@ _ERRORS = {
     lib.DDS_EMPI: DDStoreStateError,
     lib.DDS_ESTATE: DDStoreStateError,
 }
+
+
+_IN_CHILD = False  # set in a process forked from this one (os.fork, DataLoader workers)
+
+
+def _mark_child():
+    global _IN_CHILD
+    _IN_CHILD = True
+
+
+os.register_at_fork(after_in_child=_mark_child)
 
 
 def forked():
@@ -171,7 +183,10 @@ class Core:
 
     @property
     def alive(self):
-        return self._handle[0] != ffi.NULL
+        """Not freed (in a process forked from the rank: by the rank either, which the
+        rank's own checks need not ask the core: ``_IN_CHILD``)."""
+        h = self._handle[0]
+        return h != ffi.NULL and not (_IN_CHILD and lib.dds_gone(h))
 
     def gone(self):
         """In a process forked from the rank: whether the rank freed the store since."""

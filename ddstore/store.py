@@ -287,7 +287,7 @@ class DDStore:
 
     def check_alive(self):
         """Raise :class:`DDStoreStateError` if the store has been freed."""
-        if not self._core.alive or self._core.gone():
+        if not self._core.alive:
             raise DDStoreStateError(self._core.freed_message())
 
     # ------------------------------------------------------------------ all or nothing
