@@ -45,6 +45,13 @@ def _mark_child():
 os.register_at_fork(after_in_child=_mark_child)
 
 
+def in_child():
+    """:func:`forked` for the checks on the rank's own paths: a Python flag set by
+    ``os.register_at_fork`` (no call into the core; Python's forks, DataLoader workers'
+    included, are the ones that run this package's code after a fork)."""
+    return _IN_CHILD
+
+
 def forked():
     """Whether this process was forked from an MPI rank after the core was loaded (a
     DataLoader worker, ``os.fork``): there no MPI call may be made, and the core refuses

@@ -178,7 +178,7 @@ class Variables:
         flags, :func:`_forget_views`)."""
         if table.get(handle.name) is not handle:
             return False
-        if not _core.forked():
+        if not _core.in_child():
             return True
         fields = handle.fields.values() if type(handle) is not Var else (handle,)
         return all(self.core.held(var.vid) for var in fields)
