@@ -550,8 +550,9 @@ static int check_window_ids(dds_store *s, const char *name)
                          "its %d window%s (this process holds %d windows of ddstore "
                          "variables: one a variable whose group is on one node, two when "
                          "it spans nodes; MPICH gives a process 2048 ids, its "
-                         "communicators' included): remove variables, or store fewer and "
-                         "larger ones (a record set takes one variable a key)", name,
+                         "communicators' included): remove variables, free communicators "
+                         "the program holds, or store fewer and larger variables (a "
+                         "record set takes one a key)", name,
                          windows, windows == 1 ? "" : "s", held);
 }
 

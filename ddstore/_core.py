@@ -34,22 +34,19 @@ _ERRORS = {
 }
 
 
-_IN_CHILD = False  # set in a process forked from this one (os.fork, DataLoader workers)
-
-
 def _mark_child():
-    global _IN_CHILD
-    _IN_CHILD = True
+    """In a process forked from this one (os.fork, DataLoader workers): ``Core.alive``
+    asks the core whether the rank freed the store since (the rank's own check stays a
+    pointer test)."""
+    Core.alive = property(_alive_in_child)
 
 
 os.register_at_fork(after_in_child=_mark_child)
 
 
-def in_child():
-    """:func:`forked` for the checks on the rank's own paths: a Python flag set by
-    ``os.register_at_fork`` (no call into the core; Python's forks, DataLoader workers'
-    included, are the ones that run this package's code after a fork)."""
-    return _IN_CHILD
+def _alive_in_child(core):
+    h = core._handle[0]
+    return h != ffi.NULL and not lib.dds_gone(h)
 
 
 def forked():
@@ -190,10 +187,9 @@ class Core:
 
     @property
     def alive(self):
-        """Not freed (in a process forked from the rank: by the rank either, which the
-        rank's own checks need not ask the core: ``_IN_CHILD``)."""
-        h = self._handle[0]
-        return h != ffi.NULL and not (_IN_CHILD and lib.dds_gone(h))
+        """Not freed (in a process forked from the rank, by the rank either:
+        :func:`_mark_child`)."""
+        return self._handle[0] != ffi.NULL
 
     def gone(self):
         """In a process forked from the rank: whether the rank freed the store since."""
@@ -423,7 +419,7 @@ class TCSR:
 
     def _live_core(self):
         if not self._core.alive:
-            raise DDStoreStateError("this DDStore has been freed; create a new one")
+            raise DDStoreStateError(self._core.freed_message())
         return self._core
 
     @staticmethod

@@ -41,7 +41,7 @@ from .records import Records, RecordSet
 from .settings import (PROGRESS_US, SERVE_MIN_PIECES, copy_settings,  # noqa: F401
                        env_settings, progress_interval, serve_settings, store_settings,
                        store_width)
-from .variables import PrefaultThread, Var, Variables
+from .variables import PrefaultThread, Variables
 
 __all__ = ["DDStore", "partition", "as_indices", "as_int", "abort_on_exception",
            "available_memory", "MEMORY_BUDGET_FRACTION"]
@@ -566,15 +566,11 @@ class DDStore:
 
     def __contains__(self, name):
         """``name in store``: a variable of that name exists (a handle: it is held)."""
-        if type(name) in (Var, RecordSet):
-            return self._variables.holds(name, (self._records if type(name) is RecordSet
-                                                else self._variables).table)
-        return isinstance(name, str) and (name in self._variables.table or
-                                          name in self._records.table)
+        return self._variables.holds(name, self._records.table)
 
     @_documented_by(Variables.local_view)
-    def local_view(self, name):
-        return self._variables.local_view(name)
+    def local_view(self, name, writable=True):
+        return self._variables.local_view(name, writable)
 
     @_documented_by(Variables.device_views)
     def device_views(self, name, device):

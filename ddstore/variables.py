@@ -83,16 +83,19 @@ class Var:
 _VIEWED = weakref.WeakSet()
 
 
-def _forget_views():
+def _after_fork():
     """In a process just forked from a rank (a DataLoader worker): drop the views, so
     that its reads go through the core, which refuses a variable that the rank removed
-    after the fork (or a store it freed): the views would go on reading the old rows."""
+    after the fork (or a store it freed): the views would go on reading the old rows;
+    and ``name in store`` asks the core too (:meth:`Variables.holds` becomes
+    ``holds_in_child``: nothing more is asked in a process that was not forked)."""
     for var in list(_VIEWED):
         var.mapped = None
     _VIEWED.clear()
+    Variables.holds = Variables.holds_in_child
 
 
-os.register_at_fork(after_in_child=_forget_views)
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class PrefaultThread(threading.Thread):
@@ -171,17 +174,27 @@ class Variables:
         except (KeyError, TypeError):
             return self.var(name)
 
-    def holds(self, handle, table):
-        """Whether ``handle`` (a :class:`Var`, or a record set of ``table``) is held: in
-        ``table``, and in a process forked from the rank, not removed by the rank since
-        the fork (nor the store freed; its copy of the table cannot tell: the core's
-        flags, :func:`_forget_views`)."""
-        if table.get(handle.name) is not handle:
+    def holds_in_rank(self, name, records):
+        """``name in store``: ``name`` a handle held (a :class:`Var` of :attr:`table`, a
+        record set of ``records``) or the name of a variable or record set."""
+        if type(name) is Var:
+            return self.table.get(name.name) is name
+        if isinstance(name, str):
+            return name in self.table or name in records
+        return hasattr(name, "fields") and records.get(name.name) is name
+
+    def holds_in_child(self, name, records):
+        """:meth:`holds` in a process forked from the rank: also not removed by the rank
+        since the fork, nor the store freed, which this process's copy of the tables
+        cannot tell (the core's flags, ``dds_held``)."""
+        if not self.holds_in_rank(name, records):
             return False
-        if not _core.in_child():
-            return True
-        fields = handle.fields.values() if type(handle) is not Var else (handle,)
+        held = name if not isinstance(name, str) else (self.table.get(name) or
+                                                       records.get(name))
+        fields = (held,) if type(held) is Var else held.fields.values()
         return all(self.core.held(var.vid) for var in fields)
+
+    holds = holds_in_rank  # (holds_in_child in a forked process: _after_fork)
 
     def check_name(self, name):
         """A new variable's (or record set's) name: a non-empty str the store does not
@@ -691,14 +704,21 @@ class Variables:
         """Local: the shape of one row of ``name`` (a tuple; ``()`` for scalar rows)."""
         return self.var(name).row_shape
 
-    def local_view(self, name):
+    def local_view(self, name, writable=True):
         """A writable numpy view of this rank's own chunk of rows variable ``name``
         (``[n_local, *row_shape]``, no copy), for layers that scatter rows into their own
         chunk (what :meth:`update` does, without the per-call checks); other ranks see
-        the writes after the next collective :meth:`sync`.  Valid until the variable is
-        removed or the store freed."""
+        the writes after the next collective :meth:`sync`.  It counts as a write for
+        processes forked from the rank (docs/store.md, "Forks"); ``writable=False`` gives
+        a read-only view that does not.  Valid until the variable is removed or the
+        store freed."""
         var = self.var(name)
-        return self.core.local_view(var.vid, var.dtype, var.row_shape)
+        if writable:
+            return self.core.local_view(var.vid, var.dtype, var.row_shape)
+        view = self.core.member_view(var.vid, self.core.group_rank, var.dtype,
+                                     var.row_shape)
+        view.flags.writeable = False
+        return view
 
     def device_views(self, name, device):
         """Local: per group member, a CPU tensor over that member's chunk of rows

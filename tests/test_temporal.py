@@ -297,6 +297,83 @@ def test_sampler_after_remove_names_the_graph(store):
         sampler.sample([0], [5.0])
 
 
+def test_degree_after_remove_or_free_is_refused():
+    """degree() read this process's copy of indptr and went on answering for a graph
+    removed, or a store freed (every other read refused); now it is refused too, in
+    the rank and in a process forked from it (the rank's remove, after the fork)."""
+    import os
+    import pickle
+    from mpi4py import MPI
+    import ddstore
+    from ddstore import DDStoreStateError
+    from ddstore.temporal import TemporalGraph
+    store = ddstore.DDStore(MPI.COMM_SELF)
+    g = TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.0, 1.0, 2.0])
+    assert g.degree().tolist() == [1, 1, 1]
+    r, w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: reads after the rank's remove
+        try:
+            os.read(go_r, 1)
+            out = ("returned", g.degree().tolist())
+        except BaseException as exc:  # noqa: BLE001 -- told to the parent
+            out = ("raised", str(exc))
+        try:
+            os.write(w, pickle.dumps(out))
+        finally:
+            os._exit(0)
+    os.close(w)
+    g.remove()
+    os.write(go_w, b"1")
+    with os.fdopen(r, "rb") as f:
+        got = pickle.loads(f.read())
+    os.waitpid(pid, 0)
+    assert got[0] == "raised" and "was removed by the rank this process was forked" in \
+        got[1], got
+    with pytest.raises(DDStoreStateError, match=r"variable 'g/nbr' was removed"):
+        g.degree([0])
+    g = TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.0, 1.0, 2.0])
+    store.free()
+    with pytest.raises(DDStoreStateError, match=r"freed"):
+        g.degree()
+
+
+def test_sampler_epoch_reaches_processes_forked_before(store):
+    """set_epoch in the rank reaches a process forked before it (a persistent DataLoader
+    worker): its uniform draws are the rank's for the new epoch (a copy of the epoch
+    repeated the draws of the epoch of its fork, every epoch)."""
+    import os
+    import pickle
+    from ddstore.temporal import TemporalGraph, TemporalSampler, synthetic_stream
+    s = synthetic_stream(40, 2000, seed=3)
+    g = TemporalGraph.from_arrays(store, "g", s.src, s.dst, s.t, num_nodes=40)
+    sampler = TemporalSampler(g, (5,), strategy="uniform", seed=7)
+    roots, ts = np.arange(40), np.full(40, float(s.t.max()) + 1)
+    r, w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a worker forked in epoch 0, sampling in epoch 1
+        try:
+            os.read(go_r, 1)
+            out = (sampler.epoch, sampler.sample(roots, ts)[0].nodes.tolist())
+        except BaseException as exc:  # noqa: BLE001 -- told to the parent
+            out = (None, repr(exc))
+        try:
+            os.write(w, pickle.dumps(out))
+        finally:
+            os._exit(0)
+    os.close(w)
+    first = sampler.sample(roots, ts)[0].nodes.tolist()
+    sampler.set_epoch(1)
+    os.write(go_w, b"1")
+    with os.fdopen(r, "rb") as f:
+        epoch, got = pickle.loads(f.read())
+    os.waitpid(pid, 0)
+    want = sampler.sample(roots, ts)[0].nodes.tolist()
+    assert epoch == 1 and got == want and want != first, (epoch, got)
+
+
 def test_tgl_row_with_extra_field_refused(store, tmp_path):
     from ddstore import DDStoreValueError
     from ddstore.temporal import TemporalGraph

@@ -207,7 +207,8 @@ class EdgeAttributes:
         pieces of ``chunk`` rows.  Returns its name."""
         st = self.state.store
         view = create(st, prefix + "w", n_csc, (), weight_dtype(value_dtype(st, weights)))
-        self._fill_by_ids(view, weights, st.local_view(eid_name), chunk, what)
+        self._fill_by_ids(view, weights, st.local_view(eid_name, writable=False), chunk,
+                          what)  # (read only: a writable view counts as a write)
         return prefix + "w"
 
     def _fill_by_ids(self, view, source, ids, chunk, what):
@@ -346,10 +347,10 @@ class EdgeAttributes:
 
 
 def _local_count(store, name):
-    """Rows of variable ``name`` this rank holds (its chunk's, by its offsets: a local
-    view would mark the chunk written)."""
-    offsets = store.chunk_offsets(name)
-    return int(offsets[store.group_rank + 1] - offsets[store.group_rank])
+    """Rows of variable ``name`` this rank holds (not a local view's length: a writable
+    one counts as a write)."""
+    lo, hi = store.local_rows(name)
+    return hi - lo
 
 
 def checked_weight_attr(weight_attr):

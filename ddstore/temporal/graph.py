@@ -782,7 +782,11 @@ class TemporalGraph:
         return idx
 
     def degree(self, nids=None):
-        """Number of T-CSR entries of each node (all nodes when ``nids`` is None)."""
+        """Number of T-CSR entries of each node (all nodes when ``nids`` is None); refused,
+        as every read is, once the graph was removed or the store freed (its ``indptr``
+        is this process's copy, which would go on answering)."""
+        if self.store.freed or self._h["nbr"] not in self.store:  # (in a forked worker:
+            self.store.chunk_offsets(self._h["nbr"])  # the rank's too) raises, saying why
         if nids is None:
             return np.diff(self.indptr)
         idx = self._nodes(nids, "degree")

@@ -1,5 +1,7 @@
 """TemporalSampler: multi-layer temporal neighbour sampling, its loop in C
 (``csrc/temporal.c``) over the store's memory."""
+import mmap
+
 import numpy as np
 
 from .. import _core
@@ -119,7 +121,10 @@ class TemporalSampler:
         self._strategy = _core.SAMPLE_STRATEGIES[strategy]
         self.seed = seed
         self.prop_time = as_bool(prop_time, "TemporalSampler: prop_time")
-        self.epoch = 0
+        # the epoch in memory shared with the processes forked from this one (DataLoader
+        # workers, persistent ones included): they draw the epoch set_epoch set since
+        # (a copy would repeat the epoch of their fork, every epoch)
+        self._epoch = np.frombuffer(mmap.mmap(-1, 8), dtype=np.uint64)
         for label, v in (("remote_fetch_max", remote_fetch_max),
                          ("remote_range_factor", remote_range_factor)):
             if (v is not None or label == "remote_range_factor") and (
@@ -130,8 +135,14 @@ class TemporalSampler:
         self._tcsr = graph.tcsr_handle(int(remote_fetch_max or 0), int(remote_range_factor))
 
     def set_epoch(self, epoch):
-        """Select the random stream of ``uniform`` sampling (like DistributedSampler)."""
-        self.epoch = as_int(epoch, "set_epoch: epoch") & 0xFFFFFFFFFFFFFFFF
+        """Select the random stream of ``uniform`` sampling (like DistributedSampler);
+        seen by DataLoader workers forked before (``persistent_workers=True``)."""
+        self._epoch[0] = as_int(epoch, "set_epoch: epoch") & 0xFFFFFFFFFFFFFFFF
+
+    @property
+    def epoch(self):
+        """The epoch :meth:`set_epoch` set (0 at first)."""
+        return int(self._epoch[0])
 
     def sample(self, nodes, ts):
         """Local: sample every layer for roots ``nodes`` at times ``ts`` (finite real
