@@ -103,12 +103,12 @@ int dds_get_var(const dds_store *s, int var_id, struct dds_var **v)
     if (var_id < 0 || var_id >= dds_nvars_published(s))
         return dds_set_error(DDS_ESTATE, "unknown variable id %d", var_id);
     const struct dds_var *w = dds_var_at(s, var_id);
-    if (s->removed && s->removed[var_id] && dds_forked())
+    if (dds_forked_flag && s->removed && s->removed[var_id])  /* (the rank reads neither) */
         return dds_set_error(DDS_ESTATE, "variable '%s' (id %d) was removed by the rank "
                              "this process was forked from (a DataLoader worker that "
                              "outlived it: persistent_workers=True across a remove); "
                              "nothing is read", w->name, var_id);
-    if (w->private_rows && s->synced && s->synced[var_id] != w->syncs && dds_forked())
+    if (dds_forked_flag && w->private_rows && s->synced && s->synced[var_id] != w->syncs)
         return dds_set_error(DDS_ESTATE, "variable '%s' (id %d): the rank this process "
                              "was forked from wrote its rows since the fork, into memory "
                              "this process holds a copy of (a rank with no node-local "
