@@ -709,9 +709,9 @@ class Variables:
         (``[n_local, *row_shape]``, no copy), for layers that scatter rows into their own
         chunk (what :meth:`update` does, without the per-call checks); other ranks see
         the writes after the next collective :meth:`sync`.  It counts as a write for
-        processes forked from the rank (docs/store.md, "Forks"); ``writable=False`` gives
-        a read-only view that does not.  Valid until the variable is removed or the
-        store freed."""
+        processes forked from the rank (docs/store.md, its paragraph on forks);
+        ``writable=False`` gives a read-only view that does not.  Valid until the
+        variable is removed or the store freed."""
         var = self.var(name)
         if writable:
             return self.core.local_view(var.vid, var.dtype, var.row_shape)
