@@ -45,8 +45,7 @@ os.register_at_fork(after_in_child=_mark_child)
 
 
 def _alive_in_child(core):
-    h = core._handle[0]
-    return h != ffi.NULL and not lib.dds_gone(h)
+    return core._handle[0] != ffi.NULL and not core.gone()
 
 
 def forked():
