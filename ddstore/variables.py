@@ -32,10 +32,10 @@ import numpy as np
 from . import _core
 from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
-from ._checks import (MAX_ROW_DIMS, STORABLE_NAMES, storable, as_array, as_indices,
-                      as_int, big_ints, cast_in_range, check_free_names, check_indices,
-                      check_name_text, integer_scalar, is_index_array, is_int,
-                      removed_error, shown_name)
+from ._checks import (MAX_ROW_DIMS, STORABLE_NAMES, storable, as_array, as_bool,
+                      as_indices, as_int, big_ints, cast_in_range, check_free_names,
+                      check_indices, check_name_text, integer_scalar, is_index_array,
+                      is_int, removed_error, shown_name)
 from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
@@ -181,7 +181,8 @@ class Variables:
             return self.table.get(name.name) is name
         if isinstance(name, str):
             return name in self.table or name in records
-        return hasattr(name, "fields") and records.get(name.name) is name
+        key = getattr(name, "name", None)  # a record set's handle, or anything else
+        return isinstance(key, str) and records.get(key) is name
 
     def holds_in_child(self, name, records):
         """:meth:`holds` in a process forked from the rank: also not removed by the rank
@@ -713,7 +714,7 @@ class Variables:
         ``writable=False`` gives a read-only view that does not.  Valid until the
         variable is removed or the store freed."""
         var = self.var(name)
-        if writable:
+        if as_bool(writable, f"local_view({name!r}): writable"):
             return self.core.local_view(var.vid, var.dtype, var.row_shape)
         view = self.core.member_view(var.vid, self.core.group_rank, var.dtype,
                                      var.row_shape)

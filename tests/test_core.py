@@ -190,6 +190,26 @@ def test_core_benchmark_writes_json(mpirun, tmp_path):
         assert all(r["p50_us"] > 0 for r in entry["worst_rank"].values())
 
 
+def test_contains_and_read_only_local_view(store):
+    """``x in store`` is False for anything that is neither a name nor a handle held
+    (an object with a ``fields`` attribute raised AttributeError); ``local_view(name,
+    writable=False)`` is a read-only view of this rank's rows, ``writable`` a bool."""
+    import collections
+    from ddstore import DDStoreValueError
+    store.add("x", np.arange(6.0).reshape(3, 2))
+    row = collections.namedtuple("Row", "fields")
+    assert "x" in store and store.handle("x") in store
+    assert row(1) not in store and None not in store and 3 not in store
+    view = store.local_view("x", writable=False)
+    lo, hi = store.local_rows("x")
+    assert not view.flags.writeable and view.tobytes() == store.get_range(
+        "x", lo, hi - lo).tobytes()
+    assert store.local_view("x").flags.writeable
+    with pytest.raises(DDStoreValueError, match=r"local_view\('x'\): writable must be "
+                                                r"True or False, got 'False'"):
+        store.local_view("x", writable="False")
+
+
 @pytest.mark.mpi
 def test_gather_benchmark_writes_every_configuration(tmp_path_factory):
     """python -m ddstore.bench.gather on 2 ranks: one entry per store size and row size,

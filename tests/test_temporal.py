@@ -374,6 +374,25 @@ def test_sampler_epoch_reaches_processes_forked_before(store):
     assert epoch == 1 and got == want and want != first, (epoch, got)
 
 
+def test_sampler_copy_has_its_own_epoch_and_degree_refused_in_a_transaction(store):
+    """A copy of a sampler keeps an epoch of its own (the epoch lives in memory shared
+    with forked workers: a copy shared it), ``epoch`` is assignable as before; degree()
+    is refused once the graph was removed inside a transaction, as sample() is."""
+    import copy
+    from ddstore import DDStoreStateError
+    from ddstore.temporal import TemporalGraph, TemporalSampler
+    g = TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.0, 1.0, 2.0])
+    sampler = TemporalSampler(g, (2,))
+    other = copy.copy(sampler)
+    other.set_epoch(9)
+    sampler.epoch = 3
+    assert (sampler.epoch, other.epoch) == (3, 9)
+    with store.transaction():
+        g.remove()
+        with pytest.raises(DDStoreStateError, match=r"degree: graph 'g' was removed"):
+            g.degree()
+
+
 def test_tgl_row_with_extra_field_refused(store, tmp_path):
     from ddstore import DDStoreValueError
     from ddstore.temporal import TemporalGraph

@@ -785,6 +785,9 @@ class TemporalGraph:
         """Number of T-CSR entries of each node (all nodes when ``nids`` is None); refused,
         as every read is, once the graph was removed or the store freed (its ``indptr``
         is this process's copy, which would go on answering)."""
+        if self.removed:  # (as sample refuses it; inside a transaction, set aside)
+            raise DDStoreStateError(f"degree: graph {self.name!r} was removed from the "
+                                    f"store (TemporalGraph.remove); build a new graph")
         if self.store.freed or self._h["nbr"] not in self.store:  # (in a forked worker:
             self.store.chunk_offsets(self._h["nbr"])  # the rank's too) raises, saying why
         if nids is None:

@@ -141,8 +141,20 @@ class TemporalSampler:
 
     @property
     def epoch(self):
-        """The epoch :meth:`set_epoch` set (0 at first)."""
+        """The epoch :meth:`set_epoch` set (0 at first; assigning it is set_epoch)."""
         return int(self._epoch[0])
+
+    @epoch.setter
+    def epoch(self, epoch):
+        self.set_epoch(epoch)
+
+    def __copy__(self):
+        """A copy with an epoch of its own (the shared memory is per sampler)."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other._epoch = np.frombuffer(mmap.mmap(-1, 8), dtype=np.uint64)
+        other._epoch[0] = self._epoch[0]
+        return other
 
     def sample(self, nodes, ts):
         """Local: sample every layer for roots ``nodes`` at times ``ts`` (finite real
