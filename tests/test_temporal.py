@@ -331,7 +331,7 @@ def test_degree_after_remove_or_free_is_refused():
     os.waitpid(pid, 0)
     assert got[0] == "raised" and "was removed by the rank this process was forked" in \
         got[1], got
-    with pytest.raises(DDStoreStateError, match=r"variable 'g/nbr' was removed"):
+    with pytest.raises(DDStoreStateError, match=r"degree: graph 'g' was removed"):
         g.degree([0])
     g = TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.0, 1.0, 2.0])
     store.free()
