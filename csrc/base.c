@@ -80,6 +80,12 @@ int dds_gone(const dds_store *s)
     return s && s->gone && *s->gone && dds_forked();
 }
 
+int dds_private_rows(const dds_store *s, int var_id)
+{
+    struct dds_var *v;
+    return dds_get_var(s, var_id, &v) == DDS_OK && v->private_rows;
+}
+
 int dds_held(const dds_store *s, int var_id)
 {
     if (!s || (s->gone && *s->gone) || var_id < 0 || var_id >= dds_nvars_published(s))

@@ -154,6 +154,12 @@ int dds_write_local(dds_store *store, int var_id, int64_t offset, const void *sr
  * given as changed. */
 int dds_mark_written(dds_store *store, int var_id);
 
+/* Local.  1 if this rank's chunk of variable `var_id` lies in private memory (MPI gives
+ * it where the rank has no node-local peer): a process forked before keeps a
+ * copy-on-write copy of its rows, blind to later writes.  0 otherwise (and without rows
+ * here, or for a bad id). */
+int dds_private_rows(const dds_store *store, int var_id);
+
 /* Local.  1 if the process this one was forked from freed the store since (its shared
  * flag; 0 in the process that made it, which knows its own frees), else 0. */
 int dds_gone(const dds_store *store);

@@ -254,6 +254,11 @@ class Core:
         self._check(lib.dds_mark_written(self._handle[0], var))
         return self.member_view(var, self.group_rank, dtype, row_shape)
 
+    def private_rows(self, var):
+        """Whether this rank's chunk of ``var`` is private memory (no node-local peer:
+        processes forked before keep a copy of its rows; ``dds_private_rows``)."""
+        return bool(lib.dds_private_rows(self._handle[0], var))
+
     def held(self, var):
         """Whether variable ``var`` is held (not removed, the store not freed; in a
         process forked from the rank, by the rank too)."""

@@ -572,6 +572,10 @@ class DDStore:
     def local_view(self, name, writable=True):
         return self._variables.local_view(name, writable)
 
+    @_documented_by(Variables.private_rows)
+    def private_rows(self, name):
+        return self._variables.private_rows(name)
+
     @_documented_by(Variables.device_views)
     def device_views(self, name, device):
         return self._variables.device_views(name, device)

@@ -705,6 +705,14 @@ class Variables:
         """Local: the shape of one row of ``name`` (a tuple; ``()`` for scalar rows)."""
         return self.var(name).row_shape
 
+    def private_rows(self, name):
+        """Local: whether this rank's chunk of rows variable ``name`` lies in private
+        memory (a rank with no node-local member: width 1, or alone on its node), where
+        a process forked before keeps a copy of the rows as they were (docs/store.md,
+        its paragraph on forks); False where the chunk is shared memory or holds no
+        rows."""
+        return self.core.private_rows(self.var(name).vid)
+
     def local_view(self, name, writable=True):
         """A writable numpy view of this rank's own chunk of rows variable ``name``
         (``[n_local, *row_shape]``, no copy), for layers that scatter rows into their own

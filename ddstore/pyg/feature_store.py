@@ -59,27 +59,6 @@ def _filled(attr):
     return attr
 
 
-def _in_shared_mapping(arr):
-    """Whether the memory of ``arr`` lies in a shared mapping (``MAP_SHARED``, by
-    ``/proc/self/maps``): then a process forked from this one before sees later writes
-    to it.  An MPI shared-memory window of a node communicator of one rank (a group of
-    width 1, a job of one rank) is private memory: a forked worker has a copy-on-write
-    copy of it.  False when it cannot be told (no rows here, not Linux)."""
-    addr = arr.__array_interface__["data"][0] if arr.size else 0
-    if not addr:
-        return False
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                span, perms = line.split(None, 2)[:2]
-                lo, hi = span.split("-")
-                if int(lo, 16) <= addr < int(hi, 16):
-                    return perms[3:4] == "s"
-    except (OSError, ValueError):
-        pass
-    return False
-
-
 class _Attr:
     __slots__ = ("group_name", "attr_name", "var", "num_rows", "row_shape", "dtype",
                  "torch_dtype")
@@ -230,7 +209,6 @@ class FeatureStore(_PygFeatureStore):
             "an attribute was put, removed or replaced, e.g. by update_tensor with another "
             "dtype, row shape or number of rows, or rows were written in place into "
             "memory the workers do not share")
-        self.__dict__["_shared_chunks"] = {}  # (variable, address) -> in shared memory
 
     def _changed(self):
         """In the rank, after the attributes changed: a new version."""
@@ -420,16 +398,10 @@ class FeatureStore(_PygFeatureStore):
                 view[:] = mine
         elif at.shape[0]:
             view[at] = mine
-        # constant for a chunk's life: /proc/self/maps is read once per chunk, not at
-        # every write (an attribute updated every batch)
-        key = (a.var, view.__array_interface__["data"][0] if view.size else 0)
-        shared = self._shared_chunks.get(key)
-        if shared is None:
-            shared = self._shared_chunks[key] = _in_shared_mapping(view)
         del view
         store.sync()
-        if not shared:  # workers forked before have a copy of the old rows: refuse them
-            self._changed()
+        if store.private_rows(a.var):  # workers forked before hold a copy of the old
+            self._changed()             # rows: refuse them (the core refuses them too)
         return True
 
     @staticmethod
