@@ -154,7 +154,8 @@ def test_node_memory_benchmark_smoke(tmp_path_factory):
         assert r["ratio_ours_over_torch"] > 0 and r["width"] == 2
         # each rank holds state / width: its own node range, nothing of the other's
         assert r["nbytes_per_rank"] == r["nbytes_formula_per_rank"], r
-        assert sum(r["nbytes_per_rank"]) == r["state_bytes_per_node"] * res["num_nodes"]
+        assert sum(r["nbytes_per_rank"]) == \
+            r["state_bytes_per_node"] * res["num_nodes"] + 16 * len(r["nbytes_per_rank"])
         big = r["big"]
         assert big["bytes_per_rank"] == big["state_bytes"] // 2 + big["batch_bytes_per_rank"]
     assert res["targets"]["nbytes_is_state_over_width"] is True
@@ -692,7 +693,7 @@ def test_node_memory_constructor_errors(store):
     assert got.memory.dtype == torch.float32 and got.memory.tolist() == [[1.5, 2.5]]
     b.remove()
     with pytest.raises(DDStoreValueError, match=r"NodeMemory 'm': the store already holds "
-                                                r"variables \['m/mail'"):
+                                                r"variables \['m/commits', 'm/mail'"):
         NodeMemory(store, "m", 10, 4, 3)
 
 
@@ -961,13 +962,13 @@ def test_node_memory_snapshot_restore_nbytes(memory):
     from ddstore import DDStoreValueError
     m = memory
     per_node = 4 * 4 + 8 + 2 * (3 * 4 + 8) + 8
-    assert m.nbytes() == 10 * per_node
+    assert m.nbytes() == 10 * per_node + 16  # (and the member's commit counts)
     with pytest.raises(DDStoreValueError, match=r"restore\(\) without a snapshot\(\)"):
         m.restore()
     m.write([3], np.ones((1, 4), np.float32), 1.0)
     m.commit()
     m.snapshot()
-    assert m.nbytes() == 20 * per_node
+    assert m.nbytes() == 20 * per_node + 16
     m.write([3], np.full((1, 4), 2, np.float32), 2.0)
     m.commit()
     assert m.read([3]).memory.tolist() == [[2.0] * 4]

@@ -338,7 +338,7 @@ def test_node_memory_huge_mailbox_refused_naming_the_range(store):
     with pytest.raises(DDStoreValueError, match="2\\*\\*63 - 1"):
         store.init("huge", 1, (2 ** 62, 4), np.float32)  # np.prod would wrap to 0
     NodeMemory(store, "m", 10, 4, 4, mailbox_size=3)
-    assert len(store.variables()) == 5
+    assert len(store.variables()) == 6  # (the state's five and the commit counts)
 
 
 def test_save_inside_a_transaction_is_refused(store, tmp_path):

@@ -128,7 +128,8 @@ class _Ours:
         self.mem = mem = NodeMemory(store, f"bench_mem{S}", args.num_nodes,
                                     args.memory_dim, mail_dim, mailbox_size=S)
         per_node = _state_bytes_per_node(args.memory_dim, mail_dim, S, mem.dtype.itemsize)
-        self.nbytes = comm.allgather((mem.nbytes(), per_node * (mem.hi - mem.lo)))
+        # (the state's rows, and the member's 16 bytes of commit counts)
+        self.nbytes = comm.allgather((mem.nbytes(), per_node * (mem.hi - mem.lo) + 16))
         rng = np.random.default_rng(args.seed + rank)
         B = args.batch_size
         self.lo, self.hi = (B * rank) // size, (B * (rank + 1)) // size  # slice of a batch

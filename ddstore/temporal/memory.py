@@ -4,7 +4,7 @@ APAN), held in a :class:`~ddstore.DDStore` and changed only by a collective, exa
 
 Layout (for a memory called ``name``; ``width`` members per group, one replica per group):
 group member ``g`` holds the nodes ``partition(num_nodes, width, g)`` of five store
-variables, whose global row is the node id:
+variables, whose global row is the node id, and its row of a sixth:
 
 - ``name/memory`` (``dtype``, ``[memory_dim]``) and ``name/memory_ts`` (``ts_dtype``:
   float64, or int64 to keep integer times exactly, as a graph built from them does);
@@ -14,7 +14,11 @@ variables, whose global row is the node id:
   ``count % mailbox_size`` next, so a read copies each ring, oldest first, as two row
   ranges straight into the caller's buffer;
 - ``name/mail_count`` (int64): mails the node has received since the last reset (the next
-  ring slot is ``mail_count % mailbox_size``).
+  ring slot is ``mail_count % mailbox_size``);
+- ``name/commits`` (int64, rows of ``[2]``, one per group member): the changes member
+  ``g`` has begun and ended (commits, resets, restores), which a process forked from a
+  rank (a DataLoader worker, which has no lock shared with the ranks) checks around its
+  reads of the members' chunks (see :meth:`NodeMemory.read`).
 
 Reads are local and one-sided (``store.get_batch``, any owner), and may run in other
 threads during a commit (each sees the whole state before or after it).  Updates are
@@ -24,6 +28,7 @@ and applied by every owner at one collective :meth:`~NodeMemory.commit`, in the 
 """
 import os
 import threading
+import time
 import warnings
 import weakref
 from contextlib import contextmanager
@@ -39,7 +44,13 @@ from .._times import FLOAT_TIMES, as_time_dtype, as_times, refuse_rounded_list
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 from ..placement import alltoallv_rows
 
-_VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")
+_VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")  # the state
+_ALL = _VARS + ("commits",)  # and the counts of changes begun and ended per member
+
+# a read in a forked process waits at most this long for a change under way among the
+# ranks (one whose rank died mid-commit would never end)
+FORKED_READ_WAIT = 600.0
+_FENCE = threading.Lock()  # acquired and released: a full memory barrier (see _settled)
 
 
 @dataclass
@@ -164,8 +175,10 @@ _MEMORIES = weakref.WeakSet()  # every NodeMemory of this process (for a fork's 
 
 def _after_fork_in_child():
     """In a forked child: each memory's lock anew (its state copied from the parent,
-    held by threads that do not exist here), or refusing if a commit had it."""
+    held by threads that do not exist here), or refusing if a commit had it; its reads
+    check the ranks' commit counts (no lock here orders them with the ranks' writes)."""
     for mem in list(_MEMORIES):
+        mem._forked = True
         lock = getattr(mem, "_lock", None)
         if isinstance(lock, _StateLock):
             mem._lock = (_ForkedMidCommit(mem.name) if lock._writing or lock._waiting
@@ -371,7 +384,9 @@ class NodeMemory:
             "memory": (1, (self.memory_dim,), dt), "memory_ts": (1, (), tdt),
             "mail": (S, (self.mail_dim,), dt), "mail_ts": (S, (), tdt),
             "mail_count": (1, (), np.int64)}
-        self._var = {k: f"{name}/{k}" for k in _VARS}
+        self._var = {k: f"{name}/{k}" for k in _ALL}
+        self._forked = False  # True in a process forked from the rank
+        self._changing = False  # this rank's commit count was begun (see _begin)
         self._h = {}  # their handles, once they hold this memory (_attach): every read
         # goes through them, so another variable added under a removed one's name is
         # refused, not read with this memory's layout
@@ -381,24 +396,32 @@ class NodeMemory:
 
     def _create(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt,
                 tdt):
-        """Collective, after the constructor's round: the five variables (all, or none
+        """Collective, after the constructor's round: the six variables (all, or none
         on every rank) and the non-blocking commits' communicator."""
         self._setup(store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt, tdt)
         with store.transaction(f"NodeMemory {name!r}") as txn:  # all five, or none
             for k in _VARS:
                 per, shape, vdt = self._layout[k]
                 store.init(self._var[k], (self.hi - self.lo) * per, shape, vdt)
+            store.init(self._var["commits"], 1, (2,), np.int64)
             self._attach(txn, zero=True)
 
-    def _attach(self, txn, zero=False):
-        """Collective, inside a transaction, once the five variables hold this rank's
+    def _attach(self, txn, zero=False, fresh=False):
+        """Collective, inside a transaction, once the six variables hold this rank's
         node range: views of its chunks, the communicator of the non-blocking commits
-        (rolled back with ``txn``) and the annotation (what :meth:`open` reads)."""
+        (rolled back with ``txn``) and the annotation (what :meth:`open` reads);
+        ``zero``: the state zeroed, ``fresh``: the commit counts (just made)."""
         store, S = self.store, self.mailbox_size
         # views of this rank's chunks (what the owner scatters commits into); the
         # mailbox as [local nodes, S, ...] (a view of its S rows per node)
-        self._h = {k: store.handle(self._var[k]) for k in _VARS}
+        self._h = {k: store.handle(self._var[k]) for k in _ALL}
         self._own = {k: store.local_view(self._h[k]) for k in _VARS}
+        # this member's counts of changes begun and ended: zero when made; as saved by a
+        # checkpoint (equal: a save waits for a commit under way), or as another object
+        # of this memory on this store counts them
+        self._counts = store.local_view(self._h["commits"])[0]
+        if zero or fresh:
+            self._counts[:] = 0
         for k in ("mail", "mail_ts"):
             self._own[k] = self._own[k].reshape((self.hi - self.lo, S)
                                                 + self._layout[k][1])
@@ -416,9 +439,11 @@ class NodeMemory:
             "version": 1, "num_nodes": self.num_nodes, "memory_dim": self.memory_dim,
             "mail_dim": self.mail_dim, "mailbox_size": self.mailbox_size,
             "dtype": self.dtype.str, "ts_dtype": np.dtype(self.ts_dtype).str},
-            variables=[self._var[k] for k in _VARS],
+            variables=[self._var[k] for k in _ALL],
             # rows per node: a restore splits every variable at this memory's node ranges
-            cuts={self._var[k]: self._layout[k][0] for k in _VARS})
+            # (the counts: one row per member, made anew by open at another width)
+            cuts={**{self._var[k]: self._layout[k][0] for k in _VARS},
+                  self._var["commits"]: 1})
 
     KIND = "NodeMemory"
 
@@ -426,7 +451,7 @@ class NodeMemory:
     def open(cls, store, name):
         """Collective: the node memory ``name`` of ``store`` (every node's memory,
         mailbox, timestamps and mail counts as they were saved), from what its
-        constructor recorded (:meth:`DDStore.annotate`) and its five variables; for a
+        constructor recorded (:meth:`DDStore.annotate`) and its variables (the commit counts made anew); for a
         store from :meth:`DDStore.restore` (any rank count and width) or
         :meth:`DDStore.load`.  Reads of every node return what they returned when the
         store was saved, and :meth:`commit`, :meth:`reset`, :meth:`snapshot` /
@@ -472,7 +497,14 @@ class NodeMemory:
                         f"ranges {(self.node_offsets * per).tolist()}")
             step.agree(same={"NodeMemory": meta})
             with store.transaction(f"NodeMemory.open {name!r}") as txn:
-                self._attach(txn)
+                counts = self._var["commits"]  # one row per member of this width (a
+                # checkpoint of another width, or of a version without them: anew)
+                fresh = counts not in store or store.nrows(counts) != store.group_size
+                if fresh:
+                    if counts in store:
+                        store.remove(counts)
+                    store.init(counts, 1, (2,), np.int64)
+                self._attach(txn, fresh=fresh)
         return self
 
     def _check_vars(self, failure=True):
@@ -487,7 +519,7 @@ class NodeMemory:
                                     f"failed on rank {self.store.rank} "
                                     f"({type(exc).__name__}: {exc}); its state is "
                                     f"unknown: remove it and create a new one")
-        gone = [self._var[k] for k in _VARS if self._h.get(k) not in self.store]
+        gone = [self._var[k] for k in _ALL if self._h.get(k) not in self.store]
         if self._own is None or gone:
             missing = gone or list(self._var.values())
             raise DDStoreStateError(f"NodeMemory {self.name!r} was removed from the store "
@@ -506,7 +538,12 @@ class NodeMemory:
 
         Safe in other threads while the main thread commits: the whole read is the
         state before the commit or, if it begins during the commit on this rank (then
-        it waits for it), the state after it; never a mix (see the class docstring)."""
+        it waits for it), the state after it; never a mix (see the class docstring).
+        The same in a process forked from the rank (a DataLoader worker) while the ranks
+        commit: it reads the members' counts of changes begun and ended
+        (``name/commits``) before and after its rows, waits while a change is under way
+        (at most ``FORKED_READ_WAIT`` seconds, then :class:`DDStoreStateError`) and
+        reads again when one began meanwhile."""
         import torch
         what = f"NodeMemory {self.name!r}: read"
         idx = as_indices(nodes, what)
@@ -526,7 +563,10 @@ class NodeMemory:
         lock.acquire_shared()
         try:
             self._check_vars()
-            self._read_into(idx, views)
+            if self._forked:
+                self._settled(idx, views, what)
+            else:
+                self._read_into(idx, views)
         finally:
             lock.release_shared()
         if given:  # written through numpy: tell autograd, as torch's in-place ops do (a
@@ -578,6 +618,59 @@ class NodeMemory:
                         f"{what}: out.{_FIELDS[i]} and out.{_FIELDS[j]} share memory; "
                         f"each field needs its own (as a read without out= makes them)")
         return views
+
+    def _settled(self, idx, views, what):
+        """:meth:`_read_into` in a forked process: between two equal readings of the
+        owners' counts of changes begun, with none under way at the first.  Each member
+        begins its count before the change's round (so before any member writes) and
+        ends it after the sync that ends the change (so after every member wrote): a
+        read between two equal readings saw no member write, and every member at the
+        same change."""
+        h = self._h["commits"]
+        owners = np.unique(self._owner(idx))
+        deadline = None
+        while True:
+            counts = self.store.get_batch(h, owners)
+            if np.array_equal(counts[:, 0], counts[:, 1]):
+                _FENCE.acquire()  # (the counts are read before the rows, the rows
+                _FENCE.release()  # before the second reading, on any CPU)
+                self._read_into(idx, views)
+                _FENCE.acquire()
+                _FENCE.release()
+                if np.array_equal(self.store.get_batch(h, owners)[:, 0], counts[:, 0]):
+                    return
+                continue
+            now = time.monotonic()
+            deadline = deadline or now + FORKED_READ_WAIT
+            if now > deadline:
+                raise DDStoreStateError(
+                    f"{what}: a commit of the ranks has been under way for "
+                    f"{FORKED_READ_WAIT:g} s (this process was forked from a rank; "
+                    f"members {owners[counts[:, 0] != counts[:, 1]].tolist()} began a "
+                    f"change and did not end it): did a rank stop in a commit?")
+            time.sleep(0.0002)
+
+    def _begin(self):
+        """This member begins a change of its rows (a commit, reset or restore), in the
+        step's local part, after :meth:`_check_vars` (the counts are in the store) and
+        before the round, so before any member writes; :meth:`_end` pairs it."""
+        self._counts[0] += 1
+        self._changing = True
+
+    def _end(self):
+        """This member's change ended: after the sync that ends it on every member, or
+        after it failed (once per :meth:`_begin`)."""
+        if self._changing:
+            self._changing = False
+            self._counts[1] += 1
+
+    @contextmanager
+    def _changes(self):
+        """:meth:`_end` when the block ends, however it ends."""
+        try:
+            yield
+        finally:
+            self._end()
 
     def _read_into(self, idx, views):
         """Read the state of nodes ``idx`` into ``views`` (numpy arrays of the four
@@ -817,6 +910,7 @@ class NodeMemory:
                     raise DDStoreValueError(f"NodeMemory {self.name!r}: commit(wait="
                                             f"{given!r}): wait must be True or False")
                 self._check_vars()
+                self._begin()
                 packed = self._pack(writes, posts)
                 gathered = step.agree(packed[0] if small else None)
             gathered = gathered if small else None
@@ -836,6 +930,7 @@ class NodeMemory:
             started = True
         finally:
             if not started:
+                self._end()
                 lock.release_exclusive()
 
     def _may_overlap(self):
@@ -882,6 +977,7 @@ class NodeMemory:
         except BaseException as exc:  # noqa: BLE001 -- kept, raised by the next call
             self._failure = exc
         finally:
+            self._end()
             self._lock.release_exclusive()
 
     def _settle(self):
@@ -1050,9 +1146,10 @@ class NodeMemory:
         the start of every epoch).  Staged updates are dropped."""
         self._clear()
         self._settle()
-        with self._lock.exclusive():  # as in commit
+        with self._lock.exclusive(), self._changes():  # as in commit
             with self.store.collective("NodeMemory.reset", self.name) as step:
                 self._check_vars()
+                self._begin()
                 step.agree()
             self._zero_own_rows()
             self._sync()
@@ -1076,12 +1173,13 @@ class NodeMemory:
         :class:`DDStoreValueError` on every rank if any rank has no snapshot."""
         self._clear()
         self._settle()
-        with self._lock.exclusive():  # as in commit
+        with self._lock.exclusive(), self._changes():  # as in commit
             with self.store.collective("NodeMemory.restore", self.name) as step:
                 self._check_vars()
                 if self._snapshot is None:
                     raise DDStoreValueError(f"NodeMemory {self.name!r}: restore() without "
                                             f"a snapshot(); call snapshot() first")
+                self._begin()
                 step.agree()
             for k in _VARS:
                 self._own[k][...] = self._snapshot[k]
@@ -1103,7 +1201,7 @@ class NodeMemory:
                     step.agree()
                 # what the store still holds (one of them removed with store.remove:
                 # this removes the rest, alike on every rank, as removals are)
-                held = [self._var[k] for k in _VARS if self._h.get(k) in self.store]
+                held = [self._var[k] for k in _ALL if self._h.get(k) in self.store]
                 kept = (self._own, self._snapshot, self._writes, self._posts,
                         self._error)
 
@@ -1129,10 +1227,11 @@ class NodeMemory:
             self._comm = None
 
     def nbytes(self):
-        """Local: bytes this rank holds for this memory: its rows of the five variables
-        (``state / width``) plus its snapshot, if any (staged updates not counted)."""
+        """Local: bytes this rank holds for this memory: its rows of the state's five
+        variables (``state / width``) and its 16 bytes of commit counts, plus its
+        snapshot, if any (staged updates not counted)."""
         self._check_vars()
-        total = sum(self.store.nbytes(self._h[k]) for k in _VARS)
+        total = sum(self.store.nbytes(self._h[k]) for k in _ALL)
         if self._snapshot is not None:
             total += sum(a.nbytes for a in self._snapshot.values())
         return int(total)

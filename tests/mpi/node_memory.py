@@ -17,8 +17,9 @@ mailbox sizes 1 and 3:
   out of step, restore without a snapshot, constructor arguments that differ or a taken
   name) raised the same on every rank, with every stored byte unchanged and the staged
   updates dropped everywhere;
-- on 1-2 ranks, both transports: a reader thread per rank reading every node while the
-  main thread commits never sees a node (or two nodes of one read) from two commits;
+- on 1-2 ranks, both transports: a reader thread per rank, and a process forked from
+  every rank (a DataLoader worker), reading every node while the ranks commit never see
+  a node (or two nodes of one read) from two commits;
 - non-blocking commits (``commit(wait=False)``), both transports: a sequence of batches,
   with the next batch staged and other collective calls on the store (an agreement, a
   variable added and removed) made while the background exchange runs, read back (with
@@ -31,6 +32,8 @@ mailbox sizes 1 and 3:
   exchanged by ``alltoall`` (the path of jobs above ``_COUNTS_IN_AGREEMENT`` rank x width
   pairs, forced) the same.
 """
+import mmap
+import os
 import sys
 import threading
 import time
@@ -349,6 +352,90 @@ def check_concurrent_reads(transport):
         mem.remove()
 
 
+def check_forked_reads(transport):
+    """A process forked from every rank (a DataLoader worker: no MPI calls) reads every
+    node in a loop while the ranks commit: its reads go to the chunks of the node's group
+    members through shared memory, which the other ranks write without the forked
+    process's lock, so every read is checked against the node-wide commit counts and
+    must see the whole state of one commit, never nodes or rows of two."""
+    NT, MDT, ADT, S, COMMITS = 3000, 8, 4, 2, 60
+    tag = f"[n={size} {transport}] forked reads"
+    with ddstore.DDStore(comm, width=size, transport=transport) as store:
+        mem = tg.NodeMemory(store, "forked", NT, MDT, ADT, mailbox_size=S)
+        if store.shm_peers == 0 and size > 1:  # (rma: the child holds its own rows only)
+            nodes = np.arange(*ddstore.partition(NT, size, store.group_rank))
+        else:
+            nodes = np.arange(NT)
+        go_r, go_w = os.pipe()
+        res_r, res_w = os.pipe()
+        count = np.frombuffer(mmap.mmap(-1, 8), np.int64)  # the worker's reads so far
+        pid = os.fork()
+        if pid == 0:  # the worker: read until the parent closes the pipe
+            try:
+                os.close(go_w)
+                os.close(res_r)
+                os.set_blocking(go_r, False)
+                reads = torn = mixed = 0
+                err = ""
+                try:
+                    while True:
+                        try:
+                            if os.read(go_r, 1) == b"":
+                                break
+                        except BlockingIOError:
+                            pass
+                        t, states = torn_nodes(mem.read(nodes), 20 * COMMITS)
+                        reads += 1
+                        count[0] = reads
+                        torn += t
+                        mixed += len(states) > 1
+                except Exception as exc:  # noqa: BLE001 -- reported to the parent
+                    err = f"{type(exc).__name__}: {exc}"
+                os.write(res_w, repr((reads, torn, mixed, err)).encode())
+            finally:
+                os._exit(0)
+        os.close(go_r)
+        os.close(res_w)
+        mine = np.arange(rank, NT, size)
+        c = 0
+        # COMMITS commits, more until every worker has read 20 times (or 60 s: on 2
+        # cores the worker competes with both ranks)
+        deadline = time.monotonic() + 60
+        try:
+            while c < COMMITS or not comm.allreduce(
+                    count[0] >= 20 or time.monotonic() > deadline, op=MPI.LAND):
+                c += 1
+                mem.write(mine, np.full((mine.shape[0], MDT), c, np.float32), float(c))
+                mem.post(mine, np.full((mine.shape[0], ADT), c, np.float32), float(c))
+                mem.commit()
+        finally:
+            os.close(go_w)
+            got = b""
+            while True:
+                part = os.read(res_r, 4096)
+                if not part:
+                    break
+                got += part
+            os.close(res_r)
+            os.waitpid(pid, 0)
+        reads, torn, mixed, err = eval(got.decode())  # noqa: S307 -- our own repr
+        if store.private_rows("forked/memory"):  # (one rank: its rows are private memory,
+            # of which the worker holds a copy: refused once the rank wrote them)
+            check("wrote its rows since the fork" in err, f"{tag}: private rows read "
+                                                          f"after a commit: {err!r}")
+            mem.remove()
+            return
+        check(not err, f"{tag}: the forked reader raised {err}")
+        check(reads >= 20, f"{tag}: the forked reader read {reads} times in {c} "
+                           f"commits")
+        check(torn == 0, f"{tag}: {torn} torn node rows in {reads} reads")
+        check(mixed == 0, f"{tag}: {mixed} of {reads} reads mix nodes of different "
+                          f"commits")
+        if rank == 0:
+            print(f"{tag}: {reads} reads in {c} commits", flush=True)
+        mem.remove()
+
+
 def check_nonblocking(transport):
     tag = f"[n={size} w={size} {transport}] non-blocking"
     with ddstore.DDStore(comm, width=size, transport=transport) as store:
@@ -465,6 +552,7 @@ def main():
     if size <= 2:
         for transport in ("auto", "rma"):
             check_concurrent_reads(transport)
+            check_forked_reads(transport)
     for transport in ("auto", "rma"):
         check_nonblocking(transport)
     check_counts_outside_the_agreement()
@@ -485,14 +573,15 @@ def main():
                     lo, hi = ddstore.partition(N, width, store.group_rank)
                     per_node = MD * np.dtype(dtype).itemsize + 8 + S * (
                         AD * np.dtype(dtype).itemsize + 8) + 8
-                    check(mem.nbytes() == (hi - lo) * per_node,
-                          f"{tag}: nbytes {mem.nbytes()} != {(hi - lo) * per_node}")
+                    # (and 16 bytes of this member's commit counts)
+                    check(mem.nbytes() == (hi - lo) * per_node + 16,
+                          f"{tag}: nbytes {mem.nbytes()}, want {(hi - lo) * per_node + 16}")
                     rng = np.random.default_rng(1000 * width + S)
                     for i in range(ROUNDS):
                         run_round(mem, ref, rng, dtype, f"{tag} round {i}")
                     mem.snapshot()
-                    check(mem.nbytes() == 2 * (hi - lo) * per_node, f"{tag}: snapshot "
-                                                                     f"nbytes")
+                    check(mem.nbytes() == 2 * (hi - lo) * per_node + 16,
+                          f"{tag}: snapshot nbytes")
                     kept = ref.copy()
                     for i in range(ROUNDS // 2):
                         run_round(mem, ref, rng, dtype, f"{tag} after snapshot {i}")

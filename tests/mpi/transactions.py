@@ -560,7 +560,8 @@ def temporal_cases(store, tmp):
     same(got.mail.numpy(), np.zeros((50, 2, 3), np.float32), "NodeMemory retry: mail")
     check(sorted(set(store.variables()) - set(before)) ==
           sorted(f"mem/{k}" for k in ("memory", "memory_ts", "mail", "mail_ts",
-                                      "mail_count")), "NodeMemory retry: variables")
+                                      "mail_count", "commits")),
+          "NodeMemory retry: variables")
     drop_new(store, before)
     # created inside a transaction that is rolled back: its variables and its
     # communicator (a dup of the store's) go
