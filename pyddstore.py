@@ -42,12 +42,14 @@ Semantics kept from the original:
 
 Additions: ``ddstore_width`` (groups of that many consecutive ranks, each holding a full
 replica; what HydraGNN's ``DistDataset(ddstore_width=...)`` builds by splitting the
-communicator), ``get_batch(name, arr, indices)`` (ours: the original has no batched
-read; local, not collective), ``size(name)`` and ``info(name)``.  Only ``method=0``
-(MPI) exists; the original's ``method=1`` (libfabric) raises an error.  Errors are
-``ddstore.DDStoreError`` subclasses that are also what the original raised: a row range
-outside the variable is a :class:`PyDDStoreRangeError`, both ``ValueError`` (the
-original's) and ``DDStoreIndexError``; an argument of another type (an array that is
+communicator), ``get_batch(name, arr, indices)`` (local, not collective: the original's
+``main`` branch has none, a newer branch's is collective at ``method=0`` and reads the
+same rows; its paragraph "Which original" of docs/hydragnn.md), ``size(name)`` and
+``info(name)``.  Only ``method=0`` (MPI) exists; the original's ``method=1``
+(libfabric) raises an error.  Errors are ``ddstore.DDStoreError`` subclasses that are
+also what the original raised: a row range outside the variable is a
+:class:`PyDDStoreRangeError`, both ``ValueError`` (the original's) and
+``DDStoreIndexError``; an argument of another type (an array that is
 none, a name that is no string, a start, offset or size that is no integer) a
 :class:`PyDDStoreTypeError`, both ``TypeError`` (what the original's typed signatures
 raised for a string or ``None``) and ``DDStoreValueError``; other bad arguments are
@@ -537,8 +539,8 @@ class PyDDStore:
         (filled by :meth:`update`), it also synchronises every rank as the fence did: the
         ``update`` writes any rank made before it are what every ``get`` reads after it.
         Once the store holds a variable, an epoch opened twice is a
-        :class:`ddstore.DDStoreStateError` (a ``RuntimeError``, as the original's "Fence
-        already activated").
+        :class:`ddstore.DDStoreStateError` (a ``RuntimeError``; the original's "Fence
+        already activated" ended the process).
         """
         self._store.check_alive()
         self._epoch(True)

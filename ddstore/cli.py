@@ -7,6 +7,7 @@ import copy
 import json
 import math
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -201,12 +202,16 @@ def checkpoint_conflict(checkpoint, resume):
                 f"epoch yet ({os.path.join(checkpoint, RUN_MARK)}); give a new or empty "
                 f"directory, or, if that run has ended, remove the directory")
     shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+    if not any(n == RUN_MARK or _EPOCH_FILE.match(n) for n in held):  # (no run's)
+        return (f"--checkpoint {checkpoint} holds files that no run of an example wrote "
+                f"({shown}): give a new or empty directory")
     return (f"--checkpoint {checkpoint} already holds another run's files ({shown}): "
             f"give a new or empty directory, or --resume {checkpoint} to go on with "
             f"that run")
 
 
 RUN_MARK = ".ddstore-run"  # what claims an example's --checkpoint directory for one run
+_EPOCH_FILE = re.compile(r"^[a-z]+-\d+\.pt$")  # an example's epoch (epoch-3.pt, ...)
 
 
 def claim_checkpoint(comm, checkpoint, resume):
@@ -566,6 +571,9 @@ def agreed_call(comm, fn, *args):
     return out
 
 
+_NEGATIVE_LIST = re.compile(r"^-\d+(,\s*-?\d+)+$")
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` for programs run on every rank: ``--help``, usage and
     errors are printed by rank 0 only (every rank parses the same command line, so every
@@ -575,6 +583,20 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def __init__(self, *args, allow_abbrev=False, **kwargs):
         super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, with a list of numbers that begins with a negative one after an
+        option (``--fanouts -1,5``, which argparse takes for an option) given to it as
+        ``--fanouts=-1,5``."""
+        given = list(sys.argv[1:] if args is None else args)
+        joined = []
+        for a in given:
+            if joined and _NEGATIVE_LIST.match(a) and joined[-1].startswith("--") and \
+                    "=" not in joined[-1]:
+                joined[-1] = f"{joined[-1]}={a}"
+            else:
+                joined.append(a)
+        return super().parse_known_args(joined, namespace)
 
     def _print_message(self, message, file=None):
         if launch_rank() == 0:

@@ -64,7 +64,8 @@ def choose_backend(ranks, backend=None, device=None):
         raise DDStoreValueError(
             f"init_torch_distributed: device='cuda' but rank(s) "
             f"{', '.join(map(str, no_gpu))} see no CUDA device (torch.cuda.is_available() "
-            f"is False there); use device='cpu' or 'auto' (the default)")
+            f"is False there); use device='cpu', or 'auto' (CUDA only where every rank "
+            f"has it)")
     use_cuda = kind == "cuda" or (kind == "auto" and not no_gpu)
     if not use_cuda:
         if backend == "nccl":

@@ -77,7 +77,9 @@ def parse_args(argv=None):
     src.add_argument("--ogb", type=input_path, default=None, metavar="DIR",
                      help="OGB node-property dataset directory (raw/, split/)")
     src.add_argument("--npy", type=input_path, default=None, metavar="DIR",
-                     help="directory of edge_index.npy, x.npy, y.npy, *_idx.npy")
+                     help="directory of edge_index.npy, x.npy, y.npy and train_idx.npy "
+                          "(required), valid_idx.npy, test_idx.npy (each evaluated when "
+                          "given)")
     p.add_argument("--scale", type=at_least(0, float, above=True, most=1000), default=1.0,
                    help="synthetic graph size, times ogbn-products'")
     p.add_argument("--classes", type=at_least(2), default=47,
@@ -87,7 +89,7 @@ def parse_args(argv=None):
                    help="ranks per replica (default all)")
     p.add_argument("--transport", default="auto", choices=["auto", "rma", "shm"])
     p.add_argument("--fanouts", type=int_list(-1), default="15,10,5",
-                   help="neighbours per hop (-1: all)")
+                   help="neighbours per hop (-1: all), e.g. --fanouts -1,5")
     p.add_argument("--batch-size", type=at_least(1), default=1024)
     p.add_argument("--hidden", type=at_least(1), default=128)
     p.add_argument("--epochs", type=at_least(1), default=3)
@@ -211,9 +213,13 @@ def main(argv=None):
                   f"{data.split_sizes}; in the store over {plural(size, 'rank')}, width "
                   f"{store.width}: {max(held) / 1e6:.0f} MB per rank; loaded in "
                   f"{load_s:.1f} s")
-        if not data.splits:
-            raise SystemExit("the data set has no train/valid/test split")
+        if "train" not in data.splits:
+            raise SystemExit(f"{what} has no training split (train_idx.npy with --npy): "
+                             f"nothing to train on")
         fs, gs = data.pyg
+        if not any(a.attr_name == "y" for a in fs.get_all_tensor_attrs()):
+            raise SystemExit(f"{what} has no labels (y.npy with --npy): nothing to train "
+                             f"on")
         sampler = dpyg.NeighborSampler(gs, num_neighbors=fanouts, seed=args.sampler_seed)
 
         # the majority class of the training labels (read one-sidedly from the store)
@@ -273,18 +279,19 @@ def main(argv=None):
 
         t0 = time.perf_counter()
         results = {}
-        for which in ("train", "valid", "test"):
+        evaluated = [w for w in ("train", "valid", "test") if w in data.splits]
+        for which in evaluated:  # (a split file left out: not evaluated)
             ids = eval_sample(data.splits[which], data.split_sizes[which], args.eval_nodes,
                               comm.rank, size)
             c = evaluate(model, data, sampler, fanouts, ids, args, majority, device)
             results[which] = (c[:3] / max(int(c[3]), 1), int(c[3]))
         log(comm, f"accuracy on {', '.join(f'{w} ({r[1]} nodes)' for w, r in results.items())}"
                   f" (evaluated in {time.perf_counter() - t0:.1f} s):")
-        log(comm, f"  {'':26s} {'train':>7s} {'valid':>7s} {'test':>7s}")
+        log(comm, f"  {'':26s} " + " ".join(f"{w:>7s}" for w in evaluated))
         for k, label in enumerate(("GraphSAGE", "MLP (features only)",
                                    f"majority class ({majority})")):
             log(comm, f"  {label:26s} " + " ".join(f"{results[w][0][k]:7.4f}"
-                                                   for w in ("train", "valid", "test")))
+                                                   for w in evaluated))
     dist.destroy_process_group()
 
 

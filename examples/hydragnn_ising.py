@@ -352,9 +352,12 @@ def main(argv=None):
             optimizer.load_state_dict(state["optimizer"])
             torch.set_rng_state(state["torch_rng"])
             numpy_rng_state(state["numpy_rng"])
+        # training: DistributedSampler's global shuffle; val / test: every size-th graph,
+        # each graph once (DistributedSampler pads a split to a multiple of the ranks,
+        # so its mean counted some graphs twice and changed with the rank count)
         samplers = {k: torch.utils.data.DistributedSampler(
-            d, num_replicas=comm.size, rank=rank, shuffle=(k == "train"),
-            seed=args.seed) for k, d in data.items()}
+            d, num_replicas=comm.size, rank=rank, shuffle=True, seed=args.seed)
+            if k == "train" else range(rank, len(d), comm.size) for k, d in data.items()}
         loaders = {k: d.loader(args.batch_size, sampler=samplers[k])
                    for k, d in data.items()}
         if args.prefetch:  # the store's pipeline to the device, training batches only

@@ -50,7 +50,7 @@ def test_cpu_choices():
     backend, devices, reason = choose_backend(_node("a", 1, 1) + _node("b", 2, 0))
     assert devices == ["cpu"] * 3 and "rank(s) 1, 2 see no CUDA device" in reason
     with pytest.raises(DDStoreValueError, match=r"device='cuda' but rank\(s\) 1, 2 see no CUDA "
-                                                r"device .*; use device='cpu' or 'auto'"):
+                                                r"device .*; use device='cpu', or 'auto'"):
         choose_backend(_node("a", 1, 1) + _node("b", 2, 0), device="cuda")
     with pytest.raises(DDStoreValueError, match="backend='nccl' needs a GPU on every rank"):
         choose_backend(_node("a", 2, 0), backend="nccl")

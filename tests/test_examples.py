@@ -465,6 +465,13 @@ def test_checkpoint_directory_of_another_run_refused(tmp_path, capsys):
     for resume in (None, str(tmp_path)):
         assert "already holds another run's files (epoch-2.pt)" in \
             checkpoint_conflict(str(ck), resume)
+    # files no run wrote: no --resume offered (it would find no epoch)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep")
+    assert checkpoint_conflict(str(other), None) == (
+        f"--checkpoint {other} holds files that no run of an example wrote (notes.txt): "
+        f"give a new or empty directory")
 
     # the examples claim their directory (collective, rank 0 looking): a directory of
     # another run refused, and of two runs started at once with one new directory (both

@@ -83,6 +83,12 @@ def test_coo_comes_back_as_put(store):
     gs.put_edge_index(ei, edge_type=None, layout="coo", size=(4, 4))
     row, col = gs.get_edge_index(edge_type=None, layout="coo")
     _same((row, col), (ei[0], ei[1]), "issue example")
+    # in the form put, as PyG's stores give it back: one [2, E] tensor, or a pair
+    assert type(gs.get_edge_index(None, "coo")) is torch.Tensor
+    pair = dpyg.GraphStore(store, "pair")
+    pair.put_edge_index((ei[0], ei[1].int()), edge_type=None, layout="coo", size=(4, 4))
+    got = pair.get_edge_index(None, "coo")
+    assert type(got) is tuple and got[1].dtype == torch.int32, got
     ref = _reference([(None, ei, (4, 4))])
     for layout in ("coo", "csr", "csc"):
         _same(getattr(gs, layout)(), getattr(ref, layout)(), layout)
@@ -100,7 +106,7 @@ def test_coo_comes_back_as_put(store):
         ref = _reference([(None, ei, (n, n))])
         for layout in ("coo", "csr", "csc"):
             _same(getattr(gs, layout)(), getattr(ref, layout)(), f"{trial} {layout}")
-        _same(gs.get_edge_index(None, "coo"), tuple(ei), f"{trial} get_edge_index")
+        _same(gs.get_edge_index(None, "coo"), ei, f"{trial} get_edge_index")
         assert [(a.edge_type, a.layout.value, a.is_sorted, a.size)
                 for a in gs.get_all_edge_attrs()] == [(None, "coo", False, (n, n))]
     # hetero: per edge type, against HeteroData
@@ -176,14 +182,14 @@ def test_several_layouts_of_one_edge_type(store):
                          size=(6, 6))
     assert [(a.edge_type, a.layout.value) for a in gs.get_all_edge_attrs()] == [
         (et, "coo"), (et, "csr")]
-    _same(gs.get_edge_index(et, "coo"), tuple(ei), "coo")
+    _same(gs.get_edge_index(et, "coo"), ei, "coo")
     _same(gs.get_edge_index(et, "csr"), (rowptr, other[1][order]), "csr")
     for layout in ("coo", "csr", "csc"):
         _same(getattr(gs, layout)(), getattr(ref, layout)(), layout)
     before = store.variables()
     for s_ in (gs, ref):  # a layout put again replaces it, as PyG's stores do
         s_.put_edge_index(other, edge_type=et, layout="coo", size=(6, 6))
-    _same(gs.get_edge_index(et, "coo"), tuple(other), "coo replaced")
+    _same(gs.get_edge_index(et, "coo"), other, "coo replaced")
     for layout in ("coo", "csr", "csc"):
         _same(getattr(gs, layout)(), getattr(ref, layout)(), f"{layout} after replacing")
     assert [(a.edge_type, a.layout.value) for a in gs.get_all_edge_attrs()] == [
@@ -202,7 +208,7 @@ def test_several_layouts_of_one_edge_type(store):
         gs.put_edge_index((torch.tensor([0, 1]), torch.tensor([0, 2, 2, 2, 2, 2, 2, 2])),
                           edge_type=et, layout="csc", size=(6, 6))
     assert store.variables() == before and len(gs.get_all_edge_attrs()) == 2
-    _same(gs.get_edge_index(et, "coo"), tuple(ei), "coo after a failed csc put")
+    _same(gs.get_edge_index(et, "coo"), ei, "coo after a failed csc put")
     assert gs.remove_edge_index(edge_type=et, layout="csc") is False
     # the sampler reads the COO (no CSC stored): e_id are COO columns
     out = dpyg.NeighborSampler(gs, [-1], seed=1)._sample({"b": torch.arange(6)})
@@ -586,7 +592,7 @@ def test_time_sorted_coo_and_raw_graph_without_edges(store):
     gs = dpyg.GraphStore(store, "t", time_attr="et")
     gs.put_edge_index(ei, edge_type=None, layout="coo", size=(10, 10))
     assert not torch.equal(gs.edge_ids(), torch.sort(gs.edge_ids()).values)
-    _same(gs.get_edge_index(None, "coo"), tuple(ei), "time-sorted COO")
+    _same(gs.get_edge_index(None, "coo"), ei, "time-sorted COO")
     _same(gs.csc(), _reference([(None, ei, (10, 10))]).csc(), "time-sorted csc()")
     fn = dpyg.FeatureStore(store, "n")
     fn.put_tensor(torch.zeros(6, 1), group_name=None, attr_name="x")
@@ -689,7 +695,7 @@ def test_size_must_be_integers_and_a_refused_replacement_keeps_the_edges(store):
             gs.put_edge_index(coo.flip(0), edge_type=("a", "r", "b"), layout="coo",
                               size=size)
         assert store.variables() == held
-        assert torch.equal(torch.stack(gs.get_edge_index(("a", "r", "b"), "coo")), coo)
+        assert torch.equal(torch.stack(list(gs.get_edge_index(("a", "r", "b"), "coo"))), coo)
 
 
 def test_relabel_batches_restart_without_clearing():

@@ -128,6 +128,35 @@ def test_get_as_torch_indexing(fs, index):
     assert type(size) is torch.Size and size == b.shape  # PyG's: get_tensor().size()
 
 
+def test_uint8_masks_and_tuples_as_torch_reads_them(fs):
+    """A uint8 index (tensor or numpy array) is a mask, as torch reads it (not the rows 0
+    and 1: they were read silently), in reads, sizes, indexed puts and a first put; a
+    tuple index is refused, named (torch reads one index per dimension)."""
+    from ddstore import DDStoreIndexError
+    x = torch.arange(15, dtype=torch.float64).view(5, 3)
+    fs.put_tensor(x, "n", "x", None)
+    m = [0, 1, 1, 0, 1]
+    mask = torch.tensor(m, dtype=torch.bool)
+    for index in (torch.tensor(m, dtype=torch.uint8), np.array(m, np.uint8)):
+        assert same(fs.get_tensor("n", "x", index), x[mask])
+        assert same(fs.multi_get_tensor([PygTensorAttr("n", "x", index)])[0], x[mask])
+        assert fs.get_tensor_size("n", "x", index) == (3, 3)
+    fs.put_tensor(torch.full((3, 3), -1.0, dtype=torch.float64), "n", "x",
+                  index=torch.tensor(m, dtype=torch.uint8))
+    want = x.clone()
+    want[mask] = -1
+    assert same(fs.get_tensor("n", "x", None), want)
+    fs.put_tensor(torch.ones(3, 2), "n", "z", index=np.array(m, np.uint8))  # a first put
+    assert same(fs.get_tensor("n", "z", None), mask[:, None].float().expand(5, 2))
+    for call in (lambda: fs.get_tensor("n", "x", (1, 2)),
+                 lambda: fs.put_tensor(torch.ones(2, 3), "n", "x", index=(1, 2)),
+                 lambda: fs.put_tensor(torch.ones(2, 3), "n", "w", index=(1, 2))):
+        with pytest.raises(DDStoreIndexError, match=r"tuple index \(1, 2\): torch reads "
+                                                    r"a tuple as one index per dimension"):
+            call()
+    assert same(fs.get_tensor("n", "x", None), want)
+
+
 def test_put_with_index_updates_rows(fs):
     """put_tensor with an index writes those rows of a held attribute (values broadcast
     and cast as ``out[idx] = v``); whole puts with index None / slice(None); a whole put

@@ -5,6 +5,7 @@ the prefetching thread.  In-process on one rank against brute force; the MPI pro
 tests/mpi/pyg_options.py runs the same checks on 2 ranks, both transports."""
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -67,7 +68,7 @@ def test_loader_seeds_checked_when_built(store):
     from ddstore import DDStoreValueError
     fs, gs = _graph(store)
     label = gs.get_edge_index(None, "coo")
-    label = torch.stack(label)[:, :10]
+    label = torch.stack(list(label))[:, :10]
     for loader, kw, message in [
             (NeighborLoader, {}, r"NeighborLoader over ddstore's \(FeatureStore, "
                                  r"GraphStore\): input_nodes is required"),
@@ -141,6 +142,12 @@ def test_loader_seeds_checked_when_built(store):
         with pytest.raises(DDStoreValueError, match=re.escape(
                 "NeighborLoader(input_nodes=...)" + message)):
             NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4, input_nodes=seeds)
+    # seeds as a list or a numpy array, as over in-memory data (PyG's remote path failed
+    # on them with a bare assert): the batches of the same ids as a tensor
+    first = [next(iter(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=3,
+                                      input_nodes=seeds))).n_id[:3].tolist()
+             for seeds in ([4, 0, 7], np.array([4, 0, 7]), torch.tensor([4, 0, 7]))]
+    assert first == [[4, 0, 7]] * 3, first
     # no seed at all, as an empty float tensor (an empty list is float64 in numpy): as PyG
     assert len(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=2,
                               input_nodes=torch.tensor([]))) == 0

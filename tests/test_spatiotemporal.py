@@ -588,7 +588,9 @@ def test_bad_input(store):
         (dict(split=(0.7, 0.3)), r"three ratios"),
         (dict(split=(0.0, 0.5, 0.5)), r"train=0.0 must be > 0"),
         (dict(split=(0.7, float("nan"), 0.3)), r"val=nan must be a finite number"),
-        (dict(split=(0.9, 0.05, 0.05)), r"split 'val'.*3 steps, fewer than 2\*horizon = 6"),
+        (dict(split=(0.9, 0.05, 0.05)), r"split 'val'.*3 steps, fewer than 2\*horizon = 6, "
+                                        r"so no complete window \(horizon <= 1 fits every "
+                                        r"split of these ratios\)"),
         (dict(dtype=np.int32), r"dtype=int32.*allowed: float16, float32, float64"),
         (dict(resident="gpu"), r"resident='gpu'"),
         (dict(device="bogus"), r"device='bogus' is not a torch device"),

@@ -727,8 +727,8 @@ class FeatureStore(_PygFeatureStore):
         """Local: rows ``attr.index`` (None: all; an int: that row alone) of the
         attribute, a CPU tensor."""
         a = self._lookup(attr)
-        index, shape = _flat_index(attr.index)
         what = f"get_tensor ({a.group_name!r}, {a.attr_name!r})"
+        index, shape = _flat_index(attr.index, what)
         out = self._read(a, self._index(a, index, what))
         return out[0] if _one_row(index) else _unflat(out, shape)
 
@@ -739,9 +739,9 @@ class FeatureStore(_PygFeatureStore):
         out = [None] * len(attrs)
         for pos, attr in enumerate(attrs):
             a = self._lookup(attr, "multi_get_tensor")
-            index, shape = _flat_index(attr.index)
-            idx = self._index(a, index,
-                              f"multi_get_tensor ({a.group_name!r}, {a.attr_name!r})")
+            what = f"multi_get_tensor ({a.group_name!r}, {a.attr_name!r})"
+            index, shape = _flat_index(attr.index, what)
+            idx = self._index(a, index, what)
             if idx is None:
                 out[pos] = self._read(a, None)
             else:
@@ -769,7 +769,7 @@ class FeatureStore(_PygFeatureStore):
         a = self._attrs.get(key)
         if a is None:
             return None
-        index, shape = _flat_index(attr.index)
+        index, shape = _flat_index(attr.index, "get_tensor_size")
         if _one_row(index):
             self._index(a, index, "get_tensor_size")
             return torch.Size(a.row_shape)  # (a torch.Size, as PyG's: get_tensor().size())
@@ -800,10 +800,27 @@ class FeatureStore(_PygFeatureStore):
         return f"FeatureStore({self.name!r}, attributes={sorted(map(repr, self._attrs))})"
 
 
-def _flat_index(index):
+def _torch_form(index, what):
+    """``index`` as torch reads it where torch and numpy differ: a uint8 tensor or array
+    is a mask (torch's old form of one, which ``tensor[index]`` still takes), not row
+    ids 0 and 1; a tuple is refused (torch reads it as one index per dimension, where a
+    list of rows was meant)."""
+    if type(index) is tuple:
+        raise DDStoreIndexError(f"{what}: tuple index {index!r}: torch reads a tuple as "
+                                f"one index per dimension; pass the rows as a list, an "
+                                f"array or a tensor")
+    if isinstance(index, torch.Tensor):
+        return index.bool() if index.dtype == torch.uint8 else index
+    if isinstance(index, np.ndarray) and index.dtype == np.uint8:
+        return index.astype(np.bool_)
+    return index
+
+
+def _flat_index(index, what):
     """``(index, shape)``: an integer tensor / array index of two or more dimensions
     flattened, with its shape (the rows read are then shaped ``[*shape, *row_shape]``,
-    as ``tensor[index]``); any other index as given, shape None."""
+    as ``tensor[index]``); any other index as given (:func:`_torch_form`), shape None."""
+    index = _torch_form(index, what)
     if isinstance(index, (torch.Tensor, np.ndarray)) and index.ndim >= 2 and \
             index.dtype not in (torch.bool, np.bool_):
         return index.reshape(-1), tuple(index.shape)
@@ -848,7 +865,8 @@ def _index_forms(index, n, what):
     """An index other than a slice or a 1-D int64 CPU tensor, as what ``as_indices``
     reads: a mask (bool tensor, array or list) as its positions, one row (an int, a 0-d
     tensor) as a list, a tensor as an array."""
-    if isinstance(index, (list, tuple)) and index and all(
+    index = _torch_form(index, what)
+    if isinstance(index, list) and index and all(
             isinstance(v, (bool, np.bool_)) for v in index):
         index = np.asarray(index, dtype=np.bool_)  # a mask, as torch reads such a list
     if _one_row(index):
@@ -890,6 +908,7 @@ def _first_index(index, declared, what):
     given: refused, naming :meth:`FeatureStore.declare_rows`."""
     hint = ("the attribute is not held, so it has no end yet: declare its group's rows "
             "first (FeatureStore.declare_rows, collective) or put the whole tensor")
+    index = _torch_form(index, what)
     if isinstance(index, slice):
         if index.step == 0:
             raise DDStoreValueError(f"{what}: slice index {index} has step 0")

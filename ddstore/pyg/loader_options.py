@@ -221,8 +221,7 @@ def _check_seed_ids(name, args, sampler):
     :func:`_canonical_links`); returns ``args``, their edge type made whole."""
     inner = getattr(sampler, "forward_sampler", sampler)
     if name == "NeighborLoader":
-        _check_nodes(name, args, inner)
-        return args
+        return _check_nodes(name, args, inner)
     args = _canonical_links(name, args, inner)
     _check_links(name, args, inner)
     return args
@@ -345,25 +344,32 @@ def _check_nodes(name, args, sampler):
     type's range (named by position; they failed at the batch holding them, on the
     rank holding them), a boolean mask of another length than the node count (PyG
     takes a short one as the first nodes' mask, a long one failed at the batch past
-    the end) or not given as a tensor."""
+    the end) or not given as a tensor.  Returns ``args``, ids given as a list or an
+    array made a tensor (PyG's loader takes those over in-memory data, and only a
+    tensor over remote stores)."""
     index = args.get("input_nodes")
-    node_type, ids = (index if isinstance(index, (tuple, list)) and len(index) == 2 and
-                      (index[0] is None or isinstance(index[0], str)) else (None, index))
-    if isinstance(ids, str) or ids is None:
-        return  # a node type alone: all its nodes
+    typed = isinstance(index, (tuple, list)) and len(index) == 2 and \
+        (index[0] is None or isinstance(index[0], str))
+    node_type, given = index if typed else (None, index)
+    if isinstance(given, str) or given is None:
+        return args  # a node type alone: all its nodes
     what = f"{name}(input_nodes=...)"
-    ids = _integer_ids(ids, what, mask=True)
+    ids = _integer_ids(given, what, mask=True)
     n = (sampler.num_nodes.get(node_type) if isinstance(sampler.num_nodes, dict) else
          sampler.num_nodes)
     if ids is None or n is None:
-        return  # (an unknown node type: the sampler names it)
+        return args  # (an unknown node type: the sampler names it)
+    if not isinstance(given, torch.Tensor):
+        args = dict(args)
+        t = torch.from_numpy(np.array(ids, dtype=bool if ids.dtype == bool else np.int64))
+        args["input_nodes"] = (node_type, t) if typed else t
     of_type = "" if node_type is None else f" of node type {node_type!r}"
     if ids.dtype == bool:
         if ids.ndim != 1 or ids.shape[0] != n:
             raise DDStoreValueError(f"{what}: a boolean mask of shape {list(ids.shape)} "
                                     f"for {n} nodes{of_type}; a mask has one entry per "
                                     f"node")
-        return
+        return args
     if ids.ndim != 1:
         raise DDStoreValueError(f"{what}: node ids of shape {list(ids.shape)}; give a "
                                 f"1-D sequence of ids")
@@ -372,6 +378,7 @@ def _check_nodes(name, args, sampler):
         j = int(np.flatnonzero(bad)[0])
         raise DDStoreValueError(f"{what}: node id {int(ids[j])} (position {j}) out of "
                                 f"range [0, {n}){of_type}")
+    return args
 
 
 def install():

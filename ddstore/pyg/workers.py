@@ -175,13 +175,14 @@ class Calls:
             return self.taken(count) + 1
         import torch.utils.data
         info = torch.utils.data.get_worker_info()
-        if info is None or self._slots is None:  # forked otherwise: a count of its own
+        if info is None:  # forked otherwise: a count of its own
             return count + 1
-        if info.id >= self._slots.shape[0]:
+        built = 0 if self._slots is None else self._slots.shape[0]
+        if info.id >= built:  # (built with none: every worker drew the same keys)
             raise DDStoreStateError(
                 f"DataLoader worker {info.id} of {info.num_workers}: the loader was built "
-                f"with fewer workers ({self._slots.shape[0]}); set num_workers when "
-                f"building the loader, not after")
+                f"with fewer workers ({built}); set num_workers when building the "
+                f"loader, not after")
         if self._pid != pid:  # this worker's first draw: from the count it inherited
             self._pid, self._base, self._local = pid, count, 0
         c, per = self._local, self.per

@@ -131,14 +131,18 @@ def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
         cut1 = cut2 if ratios[2] > 0 else num_steps
     segments = {"train": (0, cut1), "val": (cut1, cut2), "test": (cut2, num_steps)}
     bounds = {}
+    # the largest horizon with a complete window in every split of a positive ratio
+    most = min((b - a) // 2 for (a, b), r in zip(segments.values(), ratios) if r > 0)
     for name, r in zip(SPLIT_NAMES, ratios):
         lo, hi = segments[name]
         n = max(0, hi - lo - 2 * h + 1)
         if r > 0 and n == 0:
+            fits = (f"horizon <= {most} fits every split of these ratios" if most else
+                    "no horizon fits every split of these ratios")
             raise DDStoreValueError(
                 f"split {name!r} (ratio {r}) gets time steps [{lo}, {hi}) = {hi - lo} "
-                f"steps, fewer than 2*horizon = {2 * h}, so no complete window; use a "
-                f"smaller horizon, other ratios, or overlap=True (PGT convention)")
+                f"steps, fewer than 2*horizon = {2 * h}, so no complete window ({fits}); "
+                f"use a smaller horizon, other ratios, or overlap=True (PGT convention)")
         bounds[name] = (lo, lo + n) if n else (lo, lo)
     return bounds
 

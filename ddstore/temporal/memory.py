@@ -622,15 +622,19 @@ class NodeMemory:
     def _settled(self, idx, views, what):
         """:meth:`_read_into` in a forked process: between two equal readings of the
         owners' counts of changes begun, with none under way at the first.  Each member
-        begins its count before the change's round (so before any member writes) and
-        ends it after the sync that ends the change (so after every member wrote): a
-        read between two equal readings saw no member write, and every member at the
-        same change."""
+        begins its count after the change's round, before it writes its rows, and ends
+        it after the sync that ends the change (so after every member wrote): a read
+        between two equal readings saw no member write, and every member at the same
+        change (a member past the change had to wait in the sync for every other's
+        writes, begun after the round, so before the first reading of its count)."""
         h = self._h["commits"]
         owners = np.unique(self._owner(idx))
         deadline = None
         while True:
-            counts = self.store.get_batch(h, owners)
+            try:
+                counts = self.store.get_batch(h, owners)
+            except DDStoreStateError as exc:  # (a private copy the rank wrote since)
+                raise DDStoreStateError(f"{what}: {exc}") from None
             if np.array_equal(counts[:, 0], counts[:, 1]):
                 _FENCE.acquire()  # (the counts are read before the rows, the rows
                 _FENCE.release()  # before the second reading, on any CPU)
@@ -651,9 +655,11 @@ class NodeMemory:
             time.sleep(0.0002)
 
     def _begin(self):
-        """This member begins a change of its rows (a commit, reset or restore), in the
-        step's local part, after :meth:`_check_vars` (the counts are in the store) and
-        before the round, so before any member writes; :meth:`_end` pairs it."""
+        """This member begins a change of its rows (a commit, reset or restore): after
+        the step's round (which every member entered, so none is waiting for a forked
+        reader of the state before: counted before the round, a worker whose rank had
+        not yet entered the commit waited for a change its rank held back) and before
+        this member writes; :meth:`_end` pairs it."""
         self._counts[0] += 1
         self._changing = True
 
@@ -910,9 +916,9 @@ class NodeMemory:
                     raise DDStoreValueError(f"NodeMemory {self.name!r}: commit(wait="
                                             f"{given!r}): wait must be True or False")
                 self._check_vars()
-                self._begin()
                 packed = self._pack(writes, posts)
                 gathered = step.agree(packed[0] if small else None)
+            self._begin()  # (after the round: see _begin)
             gathered = gathered if small else None
             if wait:
                 self._apply(packed, gathered, st.comm)
@@ -1149,8 +1155,8 @@ class NodeMemory:
         with self._lock.exclusive(), self._changes():  # as in commit
             with self.store.collective("NodeMemory.reset", self.name) as step:
                 self._check_vars()
-                self._begin()
                 step.agree()
+            self._begin()
             self._zero_own_rows()
             self._sync()
 
@@ -1179,8 +1185,8 @@ class NodeMemory:
                 if self._snapshot is None:
                     raise DDStoreValueError(f"NodeMemory {self.name!r}: restore() without "
                                             f"a snapshot(); call snapshot() first")
-                self._begin()
                 step.agree()
+            self._begin()
             for k in _VARS:
                 self._own[k][...] = self._snapshot[k]
             self._sync()

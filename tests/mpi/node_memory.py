@@ -46,6 +46,7 @@ from _harness import check, expect_error, run_main, every_width
 import ddstore  # noqa: E402
 from ddstore import DDStoreIndexError, DDStoreValueError  # noqa: E402
 from ddstore import temporal as tg  # noqa: E402
+import ddstore.temporal.memory as tgm  # noqa: E402
 from ddstore.testing.temporal import ReferenceNodeMemory  # noqa: E402
 
 comm = MPI.COMM_WORLD
@@ -398,11 +399,14 @@ def check_forked_reads(transport):
         os.close(res_w)
         mine = np.arange(rank, NT, size)
         c = 0
+        # (one rank: its rows are private memory, of which the worker holds a copy:
+        # refused once the rank wrote them)
+        private = comm.allreduce(store.private_rows("forked/memory"), op=MPI.LOR)
         # COMMITS commits, more until every worker has read 20 times (or 60 s: on 2
         # cores the worker competes with both ranks)
         deadline = time.monotonic() + 60
         try:
-            while c < COMMITS or not comm.allreduce(
+            while c < COMMITS or not private and not comm.allreduce(
                     count[0] >= 20 or time.monotonic() > deadline, op=MPI.LAND):
                 c += 1
                 mem.write(mine, np.full((mine.shape[0], MDT), c, np.float32), float(c))
@@ -419,8 +423,7 @@ def check_forked_reads(transport):
             os.close(res_r)
             os.waitpid(pid, 0)
         reads, torn, mixed, err = eval(got.decode())  # noqa: S307 -- our own repr
-        if store.private_rows("forked/memory"):  # (one rank: its rows are private memory,
-            # of which the worker holds a copy: refused once the rank wrote them)
+        if private:
             check("wrote its rows since the fork" in err, f"{tag}: private rows read "
                                                           f"after a commit: {err!r}")
             mem.remove()
@@ -433,7 +436,50 @@ def check_forked_reads(transport):
                           f"commits")
         if rank == 0:
             print(f"{tag}: {reads} reads in {c} commits", flush=True)
+        if size > 1:
+            check_worker_before_its_rank_commits(mem, nodes, c, tag)
         mem.remove()
+
+
+def check_worker_before_its_rank_commits(mem, nodes, c, tag):
+    """A worker of rank 0 reads while the other ranks are already in a commit that rank 0
+    enters only once it has the worker's batch (a training loop waiting for its
+    DataLoader): the state before that commit, at once (counted before the commit's
+    round, the worker waited for a change its rank held back: a deadlock)."""
+    result = None
+    if rank == 0:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                tgm.FORKED_READ_WAIT = 10.0  # (a deadlock fails here, not at the timeout)
+                time.sleep(0.5)  # the other ranks are in the commit by now
+                try:
+                    msg = repr(torn_nodes(mem.read(nodes), 20 * (c + 1)))
+                except Exception as exc:  # noqa: BLE001 -- reported to the parent
+                    msg = repr(f"{type(exc).__name__}: {exc}")
+                os.write(w, msg.encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        got = b""
+        while True:
+            part = os.read(r, 4096)
+            if not part:
+                break
+            got += part
+        os.close(r)
+        os.waitpid(pid, 0)
+        result = eval(got.decode())  # noqa: S307 -- our own repr
+    mine = np.arange(rank, mem.num_nodes, size)
+    mem.write(mine, np.full((mine.shape[0], mem.memory_dim), c + 1, np.float32),
+              float(c + 1))
+    mem.post(mine, np.full((mine.shape[0], mem.mail_dim), c + 1, np.float32), float(c + 1))
+    mem.commit()
+    if rank == 0:
+        check(result == (0, {c}), f"{tag}: a worker reading while the other ranks "
+                                  f"commit: {result!r}, want the state of commit {c}")
 
 
 def check_nonblocking(transport):

@@ -221,7 +221,7 @@ def _(t):
         check(store.variables() == kept and tx.get_all_edge_attrs() == attrs and
               tx.has_backward(ab), f"enclosing rollback: {store.variables()}")
         got = tx.get_edge_index(ab, "coo")
-        check(torch.equal(torch.stack(got), graph(11, 40)), "the old edges are back")
+        check(torch.equal(torch.stack(list(got)), graph(11, 40)), "the old edges are back")
         out = dpyg.NeighborSampler(tx, [3], seed=4).sample_from_nodes(
             NodeSamplerInput(input_id=None, node=seeds, input_type="b"))
         check(all(torch.equal(getattr(out, k)[ab], getattr(want, k)[ab])
@@ -245,13 +245,13 @@ def _(t):
                      agree=True, what="an enclosing transaction fails after a removal")
         check(store.variables() == kept and tx.has_backward(ab) and
               sorted(tx.get_all_edge_attrs(), key=repr) == sorted(attrs, key=repr) and
-              torch.equal(torch.stack(tx.get_edge_index(ab, "coo")), graph(11, 40)),
+              torch.equal(torch.stack(list(tx.get_edge_index(ab, "coo"))), graph(11, 40)),
               f"rollback of a removal: {store.variables()}, {tx.get_all_edge_attrs()}")
         fails_after(commit=True)  # (the second built under the base names: the first's
         check(sorted(names(store, "tx/csc/a__r__b/")) == sorted(  # old ones hidden then)
             f"tx/csc/a__r__b/coo/{k}" for k in ("eid", "nbr")) and
             not names(store, "tx/out/"), f"committed: {store.variables()}")
-        check(torch.equal(torch.stack(tx.get_edge_index(ab, "coo")), graph(14, 20)),
+        check(torch.equal(torch.stack(list(tx.get_edge_index(ab, "coo"))), graph(14, 20)),
               "committed: the last edges put")
 
 

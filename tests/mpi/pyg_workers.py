@@ -388,6 +388,27 @@ def _(t):
         start_methods(store, f"w{size}-auto")
 
 
+@cases("workers set after a loader built without: refused, not repeating draws")
+def _(t):
+    """Over shared memory a loader built with num_workers=0 and given workers after:
+    each worker counted its sampler's draws on its own, so the workers repeated each
+    other's keys and every epoch the first one's (no error); the worker refuses."""
+    with ddstore.DDStore(comm, width=size) as store:
+        fs, gs = dpyg.from_pyg(store, make_homo(), name="late")
+        loader = NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4,
+                                input_nodes=_seeds(),
+                                neighbor_sampler=dpyg.NeighborSampler(gs, [2], seed=1))
+        loader.num_workers, loader.prefetch_factor = 2, 2
+        it = iter(loader)
+        expect_error(DDStoreStateError, ["DataLoader worker", "the loader was built with "
+                                         "fewer workers (0); set num_workers when "
+                                         "building the loader, not after"],
+                     lambda: next(it), what=f"w{size}: workers set after construction")
+        it._shutdown_workers()  # (as in refusals)
+        del it
+        gc.collect()
+
+
 def _outliving_child(reads, then):
     """Fork a child that runs ``reads()`` (filling its views of the chunks), waits while
     the parent runs ``then()``, and runs ``reads()`` again: what a persistent DataLoader
