@@ -45,7 +45,8 @@ replica; what HydraGNN's ``DistDataset(ddstore_width=...)`` builds by splitting 
 communicator), ``get_batch(name, arr, indices)`` (local, not collective: the original's
 ``main`` branch has none, a newer branch's is collective at ``method=0`` and reads the
 same rows; its paragraph "Which original" of docs/hydragnn.md), ``size(name)`` and
-``info(name)``.  Only ``method=0`` (MPI) exists; the original's ``method=1``
+``info(name)``; the newer original's ``register_recv``, ``unregister_recv``,
+``get_profile``, ``join`` and constructor arguments, as it behaves at ``method=0``.  Only ``method=0`` (MPI) exists; the original's ``method=1``
 (libfabric) raises an error.  Errors are ``ddstore.DDStoreError`` subclasses that are
 also what the original raised: a row range outside the variable is a
 :class:`PyDDStoreRangeError`, both ``ValueError`` (the original's) and
@@ -98,6 +99,7 @@ import contextlib
 import functools
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -235,8 +237,21 @@ class PyDDStore:
         ``"auto"``, ``"rma"`` or ``"shm"``, passed to :class:`ddstore.DDStore`.
     """
 
-    def __init__(self, comm=None, method=0, ddstore_width=None, transport="auto"):
+    def __init__(self, comm=None, method=0, ddstore_width=None, transport="auto", *,
+                 comm_or_none=None, handshake_dir="", n_core=0, nic_map=None):
         from mpi4py import MPI
+        if comm_or_none is not None:  # (the newer original's name for the argument)
+            if comm is not None:
+                raise PyDDStoreTypeError("PyDDStore: comm given twice (comm and "
+                                         "comm_or_none)")
+            comm = comm_or_none
+        # the newer original's method-2 arguments (a handshake directory, extra members)
+        # and NIC map (methods 1 and 2): their types checked as its signature does,
+        # unused at method 0
+        if not isinstance(handshake_dir, str) or not is_int(n_core) or n_core < 0:
+            raise PyDDStoreTypeError(f"PyDDStore: handshake_dir must be a str and n_core "
+                                     f"an integer >= 0 (method 2 only), got "
+                                     f"{handshake_dir!r}, {n_core!r}")
         if comm is None:
             comm = MPI.COMM_WORLD
         if not isinstance(comm, MPI.Comm):  # (no communicator to agree over)
@@ -267,7 +282,27 @@ class PyDDStore:
         # (the same on every rank, as init, remove and restore are collective)
         self._fence = False
         self._open = False  # an epoch is open (tracked once a variable is held)
+        self._recv = {}  # register_recv's buffers, kept alive: (name, address) -> array
+        # DDSTORE_PROFILE (not "" or "0"): get / get_batch timed, as the newer original
+        # (get_profile); the methods wrapped on this object only, so a store that does
+        # not profile pays nothing on its reads
+        self._prof = {"py_gets": 0, "py_get": 0.0, "py_sync": 0.0}
+        if os.environ.get("DDSTORE_PROFILE", "0") not in ("", "0"):
+            self.get = self._timed(PyDDStore.get)
+            self.get_batch = self._timed(PyDDStore.get_batch)
         self._open_annotated()
+
+    def _timed(self, method):
+        prof = self._prof
+
+        def timed(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                prof["py_get"] += time.perf_counter() - t
+                prof["py_gets"] += 1
+        return functools.update_wrapper(timed, method)
 
     # ------------------------------------------------------------ checkpoint
     def _annotate(self, name, info):
@@ -517,6 +552,48 @@ class PyDDStore:
             except DDStoreIndexError as exc:
                 raise PyDDStoreRangeError(_named(exc, info, name)) from None
 
+    def register_recv(self, name, arr):
+        """Local: as the newer original at ``method=0``, where registering a receive
+        buffer (for its libfabric methods) does nothing but keep ``arr`` alive until
+        :meth:`unregister_recv` or :meth:`free`: an empty ``arr`` is ignored, ``name``
+        must be a variable, and a CUDA tensor is refused (a ``RuntimeError``: the
+        original takes one only at its methods 1 and 2)."""
+        if getattr(arr, "is_cuda", False) is True:
+            raise DDStoreStateError(f"register_recv {name!r}: a GPU destination buffer "
+                                    f"needs the original's libfabric methods 1 or 2; "
+                                    f"this store has method 0 (read into CPU memory)")
+        out = _as_numpy(arr, name, "register_recv")
+        if out.nbytes == 0:
+            return
+        self._var(name)
+        self._recv[(name, out.ctypes.data)] = arr
+
+    def unregister_recv(self, name, arr):
+        """Local: undo :meth:`register_recv` of ``arr`` for ``name``; a buffer that is not
+        registered is ignored, as the original does at ``method=0``."""
+        out = _as_numpy(arr, name, "unregister_recv")
+        self._recv.pop((name, out.ctypes.data), None)
+
+    def get_profile(self, name):
+        """Local: the newer original's ``DDSTORE_PROFILE`` counters for ``name``, as it
+        gives them at ``method=0``: its libfabric counters (``calls``, ``lock_wait``,
+        ``mr``, ``mr_miss``, ``read``, ``cq``, ``rows``) 0, and this store's Python
+        counters across all variables: ``py_gets`` (calls of :meth:`get` and
+        :meth:`get_batch`), ``py_get`` (seconds in them) and ``py_sync`` (seconds of
+        device synchronisation: 0, no GPU buffer is read into), counted only when
+        ``DDSTORE_PROFILE`` (not ``""`` or ``"0"``) was set when the store was made."""
+        self._var(name)
+        return {"calls": 0, "lock_wait": 0.0, "mr": 0.0, "mr_miss": 0, "read": 0.0,
+                "cq": 0.0, "rows": 0, **self._prof}
+
+    def join(self, name):
+        """The newer original's ``method=2`` extra member's discovery of a variable: on
+        a store made with a communicator (every store here) a ``RuntimeError``
+        (:class:`ddstore.DDStoreStateError`), as in the original."""
+        raise DDStoreStateError(f"join({name!r}) is only valid for the extra members of "
+                                f"the original's method 2; this store has method 0 and a "
+                                f"communicator")
+
     def size(self, name):
         """Global number of rows of ``name`` (in this rank's group)."""
         return self._store.nrows(self._var(name).handle)
@@ -594,6 +671,7 @@ class PyDDStore:
         """Collective: release the store.  Safe to call twice."""
         self._store.free()
         self._info.clear()
+        self._recv.clear()
         self._fence = self._open = False
 
     def __enter__(self):

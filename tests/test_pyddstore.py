@@ -186,3 +186,52 @@ def test_pyddstore_epochs_balanced_as_the_original():
         store.epoch_end()
         store.epoch_begin()
         store.epoch_end()
+
+
+def test_pyddstore_newer_originals_calls(monkeypatch):
+    """The calls a newer upstream PyDDStore added, as it behaves at method 0: the
+    constructor's ``comm_or_none`` / ``handshake_dir`` / ``n_core`` / ``nic_map``;
+    ``register_recv`` keeps a buffer alive (an empty one ignored, an unknown name
+    refused) and ``unregister_recv`` lets it go (an unregistered one ignored);
+    ``get_profile`` gives zero libfabric counters and, under DDSTORE_PROFILE, counts
+    the gets; ``join`` is a RuntimeError on a store made with a communicator."""
+    import numpy as np
+    from mpi4py import MPI
+    import pyddstore
+    from ddstore import DDStoreValueError
+    monkeypatch.setenv("DDSTORE_PROFILE", "1")
+    s = pyddstore.PyDDStore(comm_or_none=MPI.COMM_SELF, method=0, handshake_dir="",
+                            n_core=0, nic_map=None)
+    x = np.arange(12.0).reshape(6, 2)
+    s.add("x", x)
+    buf = np.zeros((2, 2))
+    s.get("x", buf, 1)
+    s.get_batch("x", buf, [5, 0])
+    assert buf.tolist() == [x[5].tolist(), x[0].tolist()]
+    prof = s.get_profile("x")
+    assert prof["py_gets"] == 2 and prof["py_get"] > 0 and prof["py_sync"] == 0.0
+    assert all(prof[k] == 0 for k in ("calls", "lock_wait", "mr", "mr_miss", "read", "cq",
+                                      "rows")), prof
+    s.register_recv("x", buf)
+    s.register_recv("nope", np.zeros((0, 2)))  # empty: ignored, as the original
+    with pytest.raises(DDStoreValueError, match="unknown variable 'nope'"):
+        s.register_recv("nope", buf)
+    assert list(s._recv.values()) == [buf]
+    s.unregister_recv("x", buf)
+    s.unregister_recv("x", buf)  # not registered: ignored at method 0
+    assert not s._recv
+    with pytest.raises(RuntimeError, match=r"join\('x'\) is only valid for the extra "
+                                           r"members of the original's method 2"):
+        s.join("x")
+    with pytest.raises(TypeError, match="comm given twice"):
+        pyddstore.PyDDStore(MPI.COMM_SELF, comm_or_none=MPI.COMM_SELF)
+    with pytest.raises(TypeError, match="handshake_dir must be a str"):
+        pyddstore.PyDDStore(MPI.COMM_SELF, handshake_dir=None)
+    s.free()
+    monkeypatch.delenv("DDSTORE_PROFILE")
+    plain = pyddstore.PyDDStore(MPI.COMM_SELF)  # not profiling: the class's own methods
+    assert "get" not in vars(plain) and plain.get_profile.__self__ is plain
+    plain.add("y", x)
+    plain.get("y", buf, 0)
+    assert plain.get_profile("y")["py_gets"] == 0
+    plain.free()
