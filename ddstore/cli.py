@@ -589,14 +589,15 @@ class ArgumentParser(argparse.ArgumentParser):
         option (``--fanouts -1,5``, which argparse takes for an option) given to it as
         ``--fanouts=-1,5``."""
         given = list(sys.argv[1:] if args is None else args)
+        end = given.index("--") if "--" in given else len(given)  # (then positionals)
         joined = []
-        for a in given:
+        for a in given[:end]:
             if joined and _NEGATIVE_LIST.match(a) and joined[-1].startswith("--") and \
-                    "=" not in joined[-1]:
+                    "=" not in joined[-1] and joined[-1] != "--":
                 joined[-1] = f"{joined[-1]}={a}"
             else:
                 joined.append(a)
-        return super().parse_known_args(joined, namespace)
+        return super().parse_known_args(joined + given[end:], namespace)
 
     def _print_message(self, message, file=None):
         if launch_rank() == 0:

@@ -354,7 +354,9 @@ def main(argv=None):
             numpy_rng_state(state["numpy_rng"])
         # training: DistributedSampler's global shuffle; val / test: every size-th graph,
         # each graph once (DistributedSampler pads a split to a multiple of the ranks,
-        # so its mean counted some graphs twice and changed with the rank count)
+        # so its mean counted some graphs twice and changed with the rank count), with the
+        # model unwrapped (DDP's forward is a collective: a rank with fewer or no graphs
+        # of a split would leave the others waiting in it)
         samplers = {k: torch.utils.data.DistributedSampler(
             d, num_replicas=comm.size, rank=rank, shuffle=True, seed=args.seed)
             if k == "train" else range(rank, len(d), comm.size) for k, d in data.items()}
@@ -376,7 +378,7 @@ def main(argv=None):
             print(f"{'epoch':>5} {'train_loss':>10} {'val_loss':>9} {'samples/s':>10} "
                   f"{'load_p50_us':>11} {'load_p99_us':>11} {'time_s':>7}", flush=True)
         if state is None:
-            va_loss, va_n, _ = run_epoch(model, loaders["val"], device, mean, std)
+            va_loss, va_n, _ = run_epoch(model.module, loaders["val"], device, mean, std)
             sums = comm.allreduce(np.array([va_loss, va_n]))
             history, first = [float(sums[0] / sums[1])], 1
             if rank == 0:
@@ -399,7 +401,7 @@ def main(argv=None):
             tr_loss, tr_n, lat = run_epoch(model, loaders["train"], device, mean, std,
                                            optimizer)
             t_train = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-            va_loss, va_n, _ = run_epoch(model, loaders["val"], device, mean, std)
+            va_loss, va_n, _ = run_epoch(model.module, loaders["val"], device, mean, std)
             sums = comm.allreduce(np.array([tr_loss, tr_n, va_loss, va_n]))
             all_lat = comm.gather(lat, root=0)
             if rank == 0:
@@ -414,7 +416,7 @@ def main(argv=None):
                 stored = save_checkpoint(args, comm, store, stored, epoch, model,
                                          optimizer, {"mean": mean, "std": std,
                                                      "history": comm.bcast(history)})
-        te_loss, te_n, _ = run_epoch(model, loaders["test"], device, mean, std)
+        te_loss, te_n, _ = run_epoch(model.module, loaders["test"], device, mean, std)
         sums = comm.allreduce(np.array([te_loss, te_n]))
         if rank == 0:
             fell = len(history) > 1 and history[-1] < history[0]

@@ -451,6 +451,26 @@ def test_cli_types():
             conv(text)
 
 
+def test_a_list_starting_with_a_negative_number_is_its_options():
+    """``--fanouts -1,5`` (argparse took ``-1,5`` for an option: 'expected one
+    argument') is given to ``--fanouts``; after ``--`` nothing is joined, and ``--``
+    itself takes nothing."""
+    from ddstore.cli import ArgumentParser, int_list
+    p = ArgumentParser()
+    p.add_argument("--fanouts", type=int_list(-1), default="15,10,5")
+    p.add_argument("--shift", type=int, default=0)
+    p.add_argument("rest", nargs="*")
+    for argv, fanouts, shift, rest in (
+            (["--fanouts", "-1,5"], (-1, 5), 0, []),
+            (["--fanouts", "-1, 2", "--shift", "-3"], (-1, 2), -3, []),
+            (["--fanouts=-1,5"], (-1, 5), 0, []),
+            (["--", "-1,5"], (15, 10, 5), 0, ["-1,5"]),
+            (["--fanouts", "-1", "--", "--fanouts", "-1,5"], (-1,), 0,
+             ["--fanouts", "-1,5"])):
+        got = p.parse_args(argv)
+        assert (got.fanouts, got.shift, got.rest) == (fanouts, shift, rest), argv
+
+
 def test_checkpoint_directory_of_another_run_refused(tmp_path, capsys):
     """An example's --checkpoint goes into a new or empty directory, or the one it
     resumes: a directory holding another run's epochs is refused (a later --resume

@@ -170,3 +170,8 @@ def test_hydragnn_evaluation_counts_each_graph_once():
         assert len(found) == 2, out
         return found
     assert losses(1) == losses(2)
+    # a split of fewer graphs than ranks (1 validation and 1 test graph of 10): a rank
+    # with none evaluates nothing (DDP's forward in evaluation waited for it: a hang)
+    out = run_mpi(os.path.join(EXAMPLES, "hydragnn_ising.py"), 2, "--num-samples", "10",
+                  "--epochs", "1", "--batch-size", "4", "--quiet", timeout=120)
+    assert re.search(r"^test_loss [0-9.]+ ", out, re.M), out

@@ -83,8 +83,9 @@ def test_coo_comes_back_as_put(store):
     gs.put_edge_index(ei, edge_type=None, layout="coo", size=(4, 4))
     row, col = gs.get_edge_index(edge_type=None, layout="coo")
     _same((row, col), (ei[0], ei[1]), "issue example")
-    # in the form put, as PyG's stores give it back: one [2, E] tensor, or a pair
-    assert type(gs.get_edge_index(None, "coo")) is torch.Tensor
+    # a (row, col) pair, PyG's EdgeTensorType, as its Data gives it back (put as one
+    # [2, E] tensor or as a pair), in the dtypes put
+    assert type(gs.get_edge_index(None, "coo")) is tuple
     pair = dpyg.GraphStore(store, "pair")
     pair.put_edge_index((ei[0], ei[1].int()), edge_type=None, layout="coo", size=(4, 4))
     got = pair.get_edge_index(None, "coo")
@@ -106,7 +107,7 @@ def test_coo_comes_back_as_put(store):
         ref = _reference([(None, ei, (n, n))])
         for layout in ("coo", "csr", "csc"):
             _same(getattr(gs, layout)(), getattr(ref, layout)(), f"{trial} {layout}")
-        _same(gs.get_edge_index(None, "coo"), ei, f"{trial} get_edge_index")
+        _same(gs.get_edge_index(None, "coo"), tuple(ei), f"{trial} get_edge_index")
         assert [(a.edge_type, a.layout.value, a.is_sorted, a.size)
                 for a in gs.get_all_edge_attrs()] == [(None, "coo", False, (n, n))]
     # hetero: per edge type, against HeteroData
@@ -182,14 +183,14 @@ def test_several_layouts_of_one_edge_type(store):
                          size=(6, 6))
     assert [(a.edge_type, a.layout.value) for a in gs.get_all_edge_attrs()] == [
         (et, "coo"), (et, "csr")]
-    _same(gs.get_edge_index(et, "coo"), ei, "coo")
+    _same(gs.get_edge_index(et, "coo"), tuple(ei), "coo")
     _same(gs.get_edge_index(et, "csr"), (rowptr, other[1][order]), "csr")
     for layout in ("coo", "csr", "csc"):
         _same(getattr(gs, layout)(), getattr(ref, layout)(), layout)
     before = store.variables()
     for s_ in (gs, ref):  # a layout put again replaces it, as PyG's stores do
         s_.put_edge_index(other, edge_type=et, layout="coo", size=(6, 6))
-    _same(gs.get_edge_index(et, "coo"), other, "coo replaced")
+    _same(gs.get_edge_index(et, "coo"), tuple(other), "coo replaced")
     for layout in ("coo", "csr", "csc"):
         _same(getattr(gs, layout)(), getattr(ref, layout)(), f"{layout} after replacing")
     assert [(a.edge_type, a.layout.value) for a in gs.get_all_edge_attrs()] == [
@@ -208,7 +209,7 @@ def test_several_layouts_of_one_edge_type(store):
         gs.put_edge_index((torch.tensor([0, 1]), torch.tensor([0, 2, 2, 2, 2, 2, 2, 2])),
                           edge_type=et, layout="csc", size=(6, 6))
     assert store.variables() == before and len(gs.get_all_edge_attrs()) == 2
-    _same(gs.get_edge_index(et, "coo"), ei, "coo after a failed csc put")
+    _same(gs.get_edge_index(et, "coo"), tuple(ei), "coo after a failed csc put")
     assert gs.remove_edge_index(edge_type=et, layout="csc") is False
     # the sampler reads the COO (no CSC stored): e_id are COO columns
     out = dpyg.NeighborSampler(gs, [-1], seed=1)._sample({"b": torch.arange(6)})
@@ -592,7 +593,7 @@ def test_time_sorted_coo_and_raw_graph_without_edges(store):
     gs = dpyg.GraphStore(store, "t", time_attr="et")
     gs.put_edge_index(ei, edge_type=None, layout="coo", size=(10, 10))
     assert not torch.equal(gs.edge_ids(), torch.sort(gs.edge_ids()).values)
-    _same(gs.get_edge_index(None, "coo"), ei, "time-sorted COO")
+    _same(gs.get_edge_index(None, "coo"), tuple(ei), "time-sorted COO")
     _same(gs.csc(), _reference([(None, ei, (10, 10))]).csc(), "time-sorted csc()")
     fn = dpyg.FeatureStore(store, "n")
     fn.put_tensor(torch.zeros(6, 1), group_name=None, attr_name="x")

@@ -370,12 +370,10 @@ def as_coo(edge_index, layout, what):
     """``(src, dst, ptr_nodes, dtypes)``: the edges as int64 arrays in edge-id order
     from any of PyG's layouts, the nodes of a CSR / CSC pointer as put (COO: None), and
     the integer dtypes of the edge index's two entries as put (what ``get_edge_index``
-    returns; an empty entry of another dtype: int64), one dtype for a COO put as one
-    ``[2, E]`` array (given back as one, as PyG's stores give back what was put); raises
-    a :class:`~ddstore.DDStoreValueError` for a malformed edge index."""
+    returns; an empty entry of another dtype: int64); raises a
+    :class:`~ddstore.DDStoreValueError` for a malformed edge index."""
     layout = EdgeLayout(layout)
-    stacked = layout == EdgeLayout.COO and not isinstance(edge_index, (tuple, list))
-    if stacked:
+    if layout == EdgeLayout.COO and not isinstance(edge_index, (tuple, list)):
         arr = as_numpy(edge_index, what)
         if arr.ndim != 2 or arr.shape[0] != 2:
             raise DDStoreValueError(f"{what}: a COO edge_index must have shape [2, E], "
@@ -390,7 +388,7 @@ def as_coo(edge_index, layout, what):
             raise DDStoreValueError(f"{what}: edge_index entries must be 1-D integer "
                                     f"arrays, got dtype {x.dtype} shape {x.shape}")
     dtypes = tuple(x.dtype.str if x.dtype.kind in "iu" else np.dtype(np.int64).str
-                   for x in ((a,) if stacked else (a, b)))
+                   for x in (a, b))
     a, b = (node_ids(x, what).astype(np.int64, copy=False) for x in (a, b))
     if layout == EdgeLayout.COO:
         if a.shape != b.shape:

@@ -72,9 +72,9 @@ class GraphStore(_PygGraphStore):
     its own (``put_edge_index`` with ``coo`` and then ``csr`` stores both, even
     different graphs; ``gs.csr(store=True)`` adds the CSR of the stored COO) and
     :meth:`get_all_edge_attrs` lists each, in the order put.  ``get_edge_index(type,
-    layout)`` returns exactly what was put in that layout: a COO ``(row, col)`` (or one
-    ``[2, E]`` tensor) in the order put, a CSR ``(rowptr, col)`` or CSC ``(row,
-    colptr)`` (the pointer of the length given); a layout never put raises a ``KeyError``
+    layout)`` returns exactly what was put in that layout: a COO ``(row, col)`` in the
+    order put, a CSR ``(rowptr, col)`` or CSC ``(row, colptr)`` as given (the pointer of
+    the length given); a layout never put raises a ``KeyError``
     (:class:`~ddstore.pyg.UnknownAttributeError`), as PyG's do.  PyG's ``coo()``,
     ``csr()`` and ``csc()`` convert from a stored layout as PyG's stores do, with the
     permutation from that layout's order (``perm``: None when the layout is stored). **A
@@ -497,7 +497,8 @@ class GraphStore(_PygGraphStore):
 
     def _get_edge_index(self, edge_attr):
         """Local: the edge index of ``edge_attr``'s edge type in its layout **read onto
-        this rank**, exactly as put (class docstring), in the dtypes put
+        this rank**, exactly as put: COO ``(row, col)`` in the order put, CSR
+        ``(rowptr, col)``, CSC ``(row, colptr)``, each in the dtype put
         (``put_edge_range``: int64); a layout never put raises a
         :class:`~ddstore.pyg.UnknownAttributeError` (a ``KeyError``).  The sampler never
         calls it."""
@@ -511,10 +512,9 @@ class GraphStore(_PygGraphStore):
             src = _pointer(src, n)
         elif c.layout == EdgeLayout.CSC:
             dst = _pointer(dst, n)
-        dts = c.index_dtypes or (None, None)  # as put (None: int64; one: [2, E])
-        out = tuple(torch.from_numpy(x if dt is None else x.astype(dt, copy=False))
-                    for x, dt in zip((src, dst), dts * (2 // len(dts))))
-        return torch.stack(out) if len(dts) == 1 else out
+        dts = c.index_dtypes or (None, None)  # the dtypes put (None: int64)
+        return tuple(torch.from_numpy(x if dt is None else x.astype(dt, copy=False))
+                     for x, dt in zip((src, dst), dts))
 
     def _put_order(self, c):
         """``(src, dst)`` int64 of a stored layout in edge-id order (the entries as put),

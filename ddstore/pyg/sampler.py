@@ -733,9 +733,10 @@ class NeighborSampler(BaseSampler):
 
     def _key(self):
         """The stream key of this batch."""
-        self._calls = self._worker_calls.next(self._calls)
-        if self.seed is None:
+        if self.seed is None:  # (torch's generator: the DataLoader seeds each worker's)
+            self._calls += 1
             return int(torch.randint(0, 1 << 62, (1,)).item())
+        self._calls = self._worker_calls.next(self._calls)
         return (self.seed + _GOLDEN * self._calls) & _MASK
 
     def _seed_times(self, node_type, seeds, given):

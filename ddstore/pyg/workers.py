@@ -180,9 +180,11 @@ class Calls:
         built = 0 if self._slots is None else self._slots.shape[0]
         if info.id >= built:  # (built with none: every worker drew the same keys)
             raise DDStoreStateError(
-                f"DataLoader worker {info.id} of {info.num_workers}: the loader was built "
-                f"with fewer workers ({built}); set num_workers when building the "
-                f"loader, not after")
+                f"DataLoader worker {info.id} of {info.num_workers}: a seeded sampler's "
+                f"loader was built with fewer workers ({built}); set num_workers when "
+                f"building the NeighborLoader / LinkNeighborLoader, not after (in the "
+                f"workers of another DataLoader a seeded sampler would repeat its draws "
+                f"in each: use seed=None there)")
         if self._pid != pid:  # this worker's first draw: from the count it inherited
             self._pid, self._base, self._local = pid, count, 0
         c, per = self._local, self.per

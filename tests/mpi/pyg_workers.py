@@ -400,13 +400,21 @@ def _(t):
                                 neighbor_sampler=dpyg.NeighborSampler(gs, [2], seed=1))
         loader.num_workers, loader.prefetch_factor = 2, 2
         it = iter(loader)
-        expect_error(DDStoreStateError, ["DataLoader worker", "the loader was built with "
-                                         "fewer workers (0); set num_workers when "
-                                         "building the loader, not after"],
+        expect_error(DDStoreStateError, ["DataLoader worker", "a seeded sampler's loader "
+                                         "was built with fewer workers (0); set "
+                                         "num_workers when building the NeighborLoader"],
                      lambda: next(it), what=f"w{size}: workers set after construction")
         it._shutdown_workers()  # (as in refusals)
         del it
         gc.collect()
+        # unseeded (torch's generator, which the DataLoader seeds per worker): taken
+        loader = NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4,
+                                input_nodes=_seeds(),
+                                neighbor_sampler=dpyg.NeighborSampler(gs, [2]))
+        loader.num_workers, loader.prefetch_factor = 2, 2
+        got = [b.n_id.numel() for b in loader]
+        check(len(got) == len(loader) and min(got) >= 1,
+              f"w{size}: unseeded sampler with workers set after: {got}")
 
 
 def _outliving_child(reads, then):
