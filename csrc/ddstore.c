@@ -1211,8 +1211,11 @@ static int read_walk(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
     struct transport_call call;
     int code = transport_open(s, &call, reqs, nreq, per_row, any_rma, v);
     for (int64_t r = 0; r < nreq && code == DDS_OK; r++) {
-        dds_get_var(s, reqs[r].var_id, &v);
-        code = walk_request(s, v, (int)r, &call);
+        /* checked before the walk, but in a forked process the rank may remove or
+         * rewrite the variable meanwhile (its flags in the shared page): refused then,
+         * as at the check (v is NULL: the walk would crash) */
+        code = dds_get_var(s, reqs[r].var_id, &v);
+        if (code == DDS_OK) code = walk_request(s, v, (int)r, &call);
     }
     return transport_close(s, &call, code);
 }

@@ -871,6 +871,72 @@ def test_node_memory_in_a_process_forked_mid_commit(memory):
     assert m.read([2]).memory.tolist() == [[7.0] * 4]  # the parent: untouched
 
 
+def test_node_memory_objects_of_one_memory_take_turns(store):
+    """A second object of a memory (``NodeMemory.open`` on the live store) reads and
+    commits in turn with the first: a read through it after a non-blocking commit through
+    the first is the state after that commit (it read the state before), and a commit
+    through it waits for that one (it lost mails)."""
+    import threading
+    from ddstore.temporal import NodeMemory
+    m1 = NodeMemory(store, "two", 6, 2, 1, mailbox_size=2)
+    m2 = NodeMemory.open(store, "two")
+    m1._lock.acquire_exclusive()  # what a commit through m1 holds
+    done = threading.Event()
+    reader = threading.Thread(target=lambda: (m2.read([3]), done.set()))
+    reader.start()
+    try:
+        assert not done.wait(0.3), "a read through m2 did not wait for m1's commit"
+    finally:
+        m1._lock.release_exclusive()
+    reader.join(10)
+    assert done.is_set()
+    for c in range(1, 21):
+        m1.post([3], np.full((1, 1), c, np.float32), float(c))
+        m1.commit(wait=False)
+        assert m2.read([3]).mail_ts.tolist() == [[max(c - 1, 0), c]], c
+        m2.post([4], np.full((1, 1), c, np.float32), float(c))
+        m2.commit()
+    m1.wait()
+    assert m1.read([3, 4]).mail_ts.tolist() == [[19.0, 20.0], [19.0, 20.0]]
+
+
+def test_forked_reads_while_the_rank_rewrites_private_rows(store):
+    """A process forked from a rank whose rows are private memory (width 1) reads in a
+    loop while the rank rewrites them: refused (its copy is the fork's), never a crash
+    (the core looked the variable up again after its check and walked a NULL one when
+    the rank's write came between: SIGSEGV in 1-4 of 10 such children)."""
+    import os
+    import time
+    n = 20000
+    store.add("priv", np.zeros((n, 16), np.float32))
+    h = store.handle("priv")
+    assert store.private_rows("priv")
+    for trial in range(8):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                buf, idx = np.empty((n, 16), np.float32), np.arange(n)
+                try:
+                    while True:
+                        store.get_batch(h, idx, out=buf)
+                except Exception as exc:  # noqa: BLE001 -- reported to the parent
+                    os.write(w, f"{type(exc).__name__}: {exc}".encode()[:2000])
+            finally:
+                os._exit(0)
+        os.close(w)
+        time.sleep(0.02 * (trial % 4))
+        store.update("priv", np.full((1, 16), trial, np.float32), 0)
+        store.sync()
+        with os.fdopen(r) as f:
+            text = f.read()
+        status = os.waitpid(pid, 0)[1]
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (trial, status)
+        assert "wrote its rows since the fork" in text, text
+    store.remove("priv")
+
+
 def test_node_memory_read_and_order(memory):
     """Ties in ts are broken by position; mailbox rows oldest first, unfilled slots first
     with zeros; torch tensors in; read errors are local."""

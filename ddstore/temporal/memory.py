@@ -171,6 +171,7 @@ class _ForkedMidCommit:
 
 
 _MEMORIES = weakref.WeakSet()  # every NodeMemory of this process (for a fork's child)
+_LOCKS = weakref.WeakValueDictionary()  # (store, memory variable's id) -> its lock
 
 
 def _after_fork_in_child():
@@ -415,6 +416,12 @@ class NodeMemory:
         # views of this rank's chunks (what the owner scatters commits into); the
         # mailbox as [local nodes, S, ...] (a view of its S rows per node)
         self._h = {k: store.handle(self._var[k]) for k in _ALL}
+        # one lock per memory in this process: another object of it (open on the live
+        # store) reads and commits in turn with this one (each with its own lock, a read
+        # through one saw half of a commit through the other, and a commit through one
+        # during a non-blocking commit through the other lost mails)
+        key = (id(store), store.core_ids(self._var["memory"])[1][0])
+        self._lock = _LOCKS.setdefault(key, self._lock)
         self._own = {k: store.local_view(self._h[k]) for k in _VARS}
         # this member's counts of changes begun and ended: zero when made; as saved by a
         # checkpoint (equal: a save waits for a commit under way), or as another object
@@ -629,30 +636,43 @@ class NodeMemory:
         writes, begun after the round, so before the first reading of its count)."""
         h = self._h["commits"]
         owners = np.unique(self._owner(idx))
-        deadline = None
-        while True:
-            try:
+        deadline = time.monotonic() + FORKED_READ_WAIT  # (a change under way, or a
+        # change begun during every read: bounded alike)
+        try:
+            while True:
                 counts = self.store.get_batch(h, owners)
-            except DDStoreStateError as exc:  # (a private copy the rank wrote since)
-                raise DDStoreStateError(f"{what}: {exc}") from None
-            if np.array_equal(counts[:, 0], counts[:, 1]):
-                _FENCE.acquire()  # (the counts are read before the rows, the rows
-                _FENCE.release()  # before the second reading, on any CPU)
-                self._read_into(idx, views)
-                _FENCE.acquire()
-                _FENCE.release()
-                if np.array_equal(self.store.get_batch(h, owners)[:, 0], counts[:, 0]):
-                    return
-                continue
-            now = time.monotonic()
-            deadline = deadline or now + FORKED_READ_WAIT
-            if now > deadline:
-                raise DDStoreStateError(
-                    f"{what}: a commit of the ranks has been under way for "
-                    f"{FORKED_READ_WAIT:g} s (this process was forked from a rank; "
-                    f"members {owners[counts[:, 0] != counts[:, 1]].tolist()} began a "
-                    f"change and did not end it): did a rank stop in a commit?")
-            time.sleep(0.0002)
+                if np.array_equal(counts[:, 0], counts[:, 1]):
+                    _FENCE.acquire()  # (the counts are read before the rows, the rows
+                    _FENCE.release()  # before the second reading, on any CPU)
+                    self._read_into(idx, views)
+                    _FENCE.acquire()
+                    _FENCE.release()
+                    if np.array_equal(self.store.get_batch(h, owners)[:, 0],
+                                      counts[:, 0]):
+                        return
+                elif time.monotonic() > deadline:
+                    raise DDStoreStateError(
+                        f"{what}: a commit of the ranks has been under way for "
+                        f"{FORKED_READ_WAIT:g} s (this process was forked from a rank; "
+                        f"members {owners[counts[:, 0] != counts[:, 1]].tolist()} began "
+                        f"a change and did not end it): did a rank stop in a commit?")
+                else:
+                    time.sleep(0.0002)
+                    continue
+                if time.monotonic() > deadline:
+                    raise DDStoreStateError(
+                        f"{what}: the ranks began a change during every read for "
+                        f"{FORKED_READ_WAIT:g} s (this process was forked from a rank): "
+                        f"read between commits, or in the rank")
+        except DDStoreStateError as exc:  # a store's refusal, named as this read's
+            msg = str(exc)
+            if msg.startswith(what):
+                raise
+            if "wrote its rows since the fork" in msg:
+                msg += ("; a worker holds a copy of this memory made at its fork (at "
+                        "width 1, or a rank alone on its node): read node memory in the "
+                        "rank, or use a width whose members share the node")
+            raise DDStoreStateError(f"{what}: {msg}") from None
 
     def _begin(self):
         """This member begins a change of its rows (a commit, reset or restore): after
