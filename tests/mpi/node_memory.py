@@ -353,6 +353,20 @@ def check_concurrent_reads(transport):
         mem.remove()
 
 
+def _reported(fd, pid):
+    """What forked process ``pid`` wrote to pipe ``fd`` (the repr of a Python value), once
+    it closed it; the pipe closed and the process waited for."""
+    got = b""
+    while True:
+        part = os.read(fd, 4096)
+        if not part:
+            break
+        got += part
+    os.close(fd)
+    os.waitpid(pid, 0)
+    return eval(got.decode())  # noqa: S307 -- our own repr
+
+
 def check_forked_reads(transport):
     """A process forked from every rank (a DataLoader worker: no MPI calls) reads every
     node in a loop while the ranks commit: its reads go to the chunks of the node's group
@@ -414,15 +428,8 @@ def check_forked_reads(transport):
                 mem.commit()
         finally:
             os.close(go_w)
-            got = b""
-            while True:
-                part = os.read(res_r, 4096)
-                if not part:
-                    break
-                got += part
-            os.close(res_r)
-            os.waitpid(pid, 0)
-        reads, torn, mixed, err = eval(got.decode())  # noqa: S307 -- our own repr
+            got = _reported(res_r, pid)
+        reads, torn, mixed, err = got
         if private:
             check("wrote its rows since the fork" in err, f"{tag}: private rows read "
                                                           f"after a commit: {err!r}")
@@ -463,15 +470,7 @@ def check_worker_before_its_rank_commits(mem, nodes, c, tag):
             finally:
                 os._exit(0)
         os.close(w)
-        got = b""
-        while True:
-            part = os.read(r, 4096)
-            if not part:
-                break
-            got += part
-        os.close(r)
-        os.waitpid(pid, 0)
-        result = eval(got.decode())  # noqa: S307 -- our own repr
+        result = _reported(r, pid)
     mine = np.arange(rank, mem.num_nodes, size)
     mem.write(mine, np.full((mine.shape[0], mem.memory_dim), c + 1, np.float32),
               float(c + 1))
