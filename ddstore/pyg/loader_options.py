@@ -361,7 +361,7 @@ def _check_nodes(name, args, sampler):
         return args  # (an unknown node type: the sampler names it)
     if not isinstance(given, torch.Tensor):
         args = dict(args)
-        t = torch.from_numpy(np.array(ids, dtype=bool if ids.dtype == bool else np.int64))
+        t = torch.from_numpy(ids.astype(np.int64))  # (a mask is refused unless a tensor)
         args["input_nodes"] = (node_type, t) if typed else t
     of_type = "" if node_type is None else f" of node type {node_type!r}"
     if ids.dtype == bool:

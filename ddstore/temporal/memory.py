@@ -400,12 +400,16 @@ class NodeMemory:
         """Collective, after the constructor's round: the six variables (all, or none
         on every rank) and the non-blocking commits' communicator."""
         self._setup(store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt, tdt)
-        with store.transaction(f"NodeMemory {name!r}") as txn:  # all five, or none
+        with store.transaction(f"NodeMemory {name!r}") as txn:  # all six, or none
             for k in _VARS:
                 per, shape, vdt = self._layout[k]
                 store.init(self._var[k], (self.hi - self.lo) * per, shape, vdt)
-            store.init(self._var["commits"], 1, (2,), np.int64)
+            self._init_counts()
             self._attach(txn, zero=True)
+
+    def _init_counts(self):
+        """Collective: the commit counts, one row of ``[begun, ended]`` per member."""
+        self.store.init(self._var["commits"], 1, (2,), np.int64)
 
     def _attach(self, txn, zero=False, fresh=False):
         """Collective, inside a transaction, once the six variables hold this rank's
@@ -458,12 +462,13 @@ class NodeMemory:
     def open(cls, store, name):
         """Collective: the node memory ``name`` of ``store`` (every node's memory,
         mailbox, timestamps and mail counts as they were saved), from what its
-        constructor recorded (:meth:`DDStore.annotate`) and its variables (the commit counts made anew); for a
-        store from :meth:`DDStore.restore` (any rank count and width) or
-        :meth:`DDStore.load`.  Reads of every node return what they returned when the
-        store was saved, and :meth:`commit`, :meth:`reset`, :meth:`snapshot` /
-        :meth:`restore` and :meth:`remove` work as on the memory that was saved (a
-        snapshot is not part of a checkpoint: take a new one).
+        constructor recorded (:meth:`DDStore.annotate`) and its variables (the commit
+        counts made anew where missing or of another width); for a store from
+        :meth:`DDStore.restore` (any rank count and width) or :meth:`DDStore.load`.
+        Reads of every node return what they returned when the store was saved, and
+        :meth:`commit`, :meth:`reset`, :meth:`snapshot` / :meth:`restore` and
+        :meth:`remove` work as on the memory that was saved (a snapshot is not part of a
+        checkpoint: take a new one).
 
         One collective step, ``"NodeMemory.open"`` (the memory's own communicator is
         duplicated).  The constructor's annotation declares every variable as
@@ -510,7 +515,7 @@ class NodeMemory:
                 if fresh:
                     if counts in store:
                         store.remove(counts)
-                    store.init(counts, 1, (2,), np.int64)
+                    self._init_counts()
                 self._attach(txn, fresh=fresh)
         return self
 
@@ -641,7 +646,8 @@ class NodeMemory:
         try:
             while True:
                 counts = self.store.get_batch(h, owners)
-                if np.array_equal(counts[:, 0], counts[:, 1]):
+                under_way = counts[:, 0] != counts[:, 1]
+                if not under_way.any():
                     _FENCE.acquire()  # (the counts are read before the rows, the rows
                     _FENCE.release()  # before the second reading, on any CPU)
                     self._read_into(idx, views)
@@ -650,20 +656,17 @@ class NodeMemory:
                     if np.array_equal(self.store.get_batch(h, owners)[:, 0],
                                       counts[:, 0]):
                         return
-                elif time.monotonic() > deadline:
+                if time.monotonic() > deadline:
                     raise DDStoreStateError(
                         f"{what}: a commit of the ranks has been under way for "
                         f"{FORKED_READ_WAIT:g} s (this process was forked from a rank; "
-                        f"members {owners[counts[:, 0] != counts[:, 1]].tolist()} began "
-                        f"a change and did not end it): did a rank stop in a commit?")
-                else:
-                    time.sleep(0.0002)
-                    continue
-                if time.monotonic() > deadline:
-                    raise DDStoreStateError(
-                        f"{what}: the ranks began a change during every read for "
+                        f"members {owners[under_way].tolist()} began a change and did "
+                        f"not end it): did a rank stop in a commit?" if under_way.any()
+                        else f"{what}: the ranks began a change during every read for "
                         f"{FORKED_READ_WAIT:g} s (this process was forked from a rank): "
                         f"read between commits, or in the rank")
+                if under_way.any():
+                    time.sleep(0.0002)
         except DDStoreStateError as exc:  # a store's refusal, named as this read's
             msg = str(exc)
             if msg.startswith(what):
