@@ -67,6 +67,8 @@ PYTHON_EXPECT = {
         r"rank 0: x rows 100, 101 come from rank 1; y\[50\] = 11\.0",
     "docs/index-batching.md: Spatiotemporal series: index-batching":
         r"rank 1: 358 training windows, x \(4, 20, 1\), last batch \(\d+, 4, 20, 1\)",
+    "docs/index-batching.md: Series from a CSV file":
+        r"rank 1: 2016 steps x 6 sensors; 1388 training windows, x \(12, 6, 2\)",
     "docs/dynamic-graphs.md: Dynamic graphs: checkpoints plus deltas":
         r"rank 1: snapshot 57 has 78 edges; \d+ bytes here vs 816780 as full snapshots",
     "docs/temporal-graphs.md: Temporal graphs":

@@ -173,7 +173,8 @@ def run_rows(args, comm, ckdir):
     # the floor of a restore into fresh store memory: dd's read plus the first touch
     floor = 1 / (1 / best("dd_read") + 1 / best("first_touch"))
     report["restore_over_dd_read_plus_first_touch"] = best("restore_same_width") / floor
-    log(comm, f"rows: {nrows} x {row * 4} B + {nrec} records on {size} ranks; per rank: "
+    log(comm, f"rows: {nrows} x {row * 4} B + {nrec} records on {size} rank{'s' * (size != 1)}; "
+              f"per rank: "
               f"save {best('save'):.2f} GB/s (dd write {best('dd_write'):.2f}: "
               f"{report['save_over_dd_write']:.2f}x), restore {best('restore_same_width'):.2f}"
               f" GB/s, at width 1 {best('restore_width_1'):.2f} GB/s (dd read "

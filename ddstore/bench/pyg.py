@@ -570,7 +570,8 @@ def main(argv=None, prog=None):
         [int(w) for w in args.widths.split(",") if w]
     bad = [w for w in widths if w < 1 or size % w]
     if bad:
-        exit_on_every_rank(f"--widths {bad}: a width must divide the {size} ranks")
+        exit_on_every_rank(f"--widths {bad}: a width must divide the {size} "
+                           f"rank{'s' * (size != 1)}")
     transports = [t for t in args.transports.split(",") if t]
     log(comm, f"graph: {shape}; {e2} directed edges; in-memory Data "
               f"({' + '.join(data_bytes)}) "
