@@ -46,15 +46,14 @@ communicator), ``get_batch(name, arr, indices)`` (local, not collective: the ori
 ``main`` branch has none, a newer branch's is collective at ``method=0`` and reads the
 same rows; its paragraph "Which original" of docs/hydragnn.md), ``size(name)`` and
 ``info(name)``; the newer original's ``register_recv``, ``unregister_recv``,
-``get_profile``, ``join`` and constructor arguments, as it behaves at ``method=0``.  Only ``method=0`` (MPI) exists; the original's ``method=1``
-(libfabric) raises an error.  Errors are ``ddstore.DDStoreError`` subclasses that are
-also what the original raised: a row range outside the variable is a
-:class:`PyDDStoreRangeError`, both ``ValueError`` (the original's) and
-``DDStoreIndexError``; an argument of another type (an array that is
-none, a name that is no string, a start, offset or size that is no integer) a
-:class:`PyDDStoreTypeError`, both ``TypeError`` (what the original's typed signatures
-raised for a string or ``None``) and ``DDStoreValueError``; other bad arguments are
-``DDStoreValueError`` (a ``ValueError``).
+``get_profile``, ``join`` and constructor arguments, as it behaves at ``method=0``.  Only
+``method=0`` (MPI) exists; the original's ``method=1`` (libfabric) raises an error.  Errors
+are ``ddstore.DDStoreError`` subclasses that are also what the original raised: a row range
+outside the variable is a :class:`PyDDStoreRangeError`, both ``ValueError`` (the original's)
+and ``DDStoreIndexError``; an argument of another type (an array that is none, a name that
+is no string, a start, offset or size that is no integer) a :class:`PyDDStoreTypeError`,
+both ``TypeError`` (what the original's typed signatures raised for a string or ``None``)
+and ``DDStoreValueError``; other bad arguments are ``DDStoreValueError`` (a ``ValueError``).
 
 Thread level: the original's users lower mpi4py's thread level to ``"serialized"``
 (HydraGNN's ``DistDataset``); then, unless ``DDSTORE_PROGRESS`` is set, the store runs

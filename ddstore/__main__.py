@@ -125,7 +125,8 @@ def demo(argv=None, prog=None):
             slowest = max(s[1] for s in stats)
             bad_total = sum(s[3] for s in stats)
             log.info("read %s in batches of %d: %.0f rows/s, %.1f MB/s over all "
-                     "ranks (read time only); per-row latency p50 %.2f us, p95 %.2f us, p99 %.2f us",
+                     "ranks (read time only); per-row latency p50 %.2f us, p95 %.2f us, "
+                     "p99 %.2f us",
                      plural(rows_read, "row"), args.batch, rows_read / slowest,
                      rows_read * args.row_bytes / slowest / 1e6, p50, p95, p99)
             log.info("verified every byte: %s", "OK" if bad_total == 0 else

@@ -387,8 +387,9 @@ def cast_in_range(arr, dtype, what, holder="the variable's"):
     300 into int8 is 44) or a finite number that would become infinite (1e300 into
     float32), or a time that would leave int64 in a finer unit (year 3000 in
     ``datetime64[ns]``).  Rounding to the nearer float, or truncation to a coarser time
-    unit, is kept: that is what the variable holds.  One pass over ``arr``, and only when the cast is not safe for every value.  ``holder``
-    names whose dtype it is in the message."""
+    unit, is kept: that is what the variable holds.  One pass over ``arr``, and only when
+    the cast is not safe for every value.  ``holder`` names whose dtype it is in the
+    message."""
     with np.errstate(over="ignore", invalid="ignore"):  # found and named below
         out = arr.astype(dtype)
     if dtype.kind in "mM" and arr.dtype != dtype:

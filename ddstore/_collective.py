@@ -590,7 +590,8 @@ def _calls_error(info):
     if all(c == calls[0] for c in calls):  # the same call, on different stores
         return DDStoreValueError(
             f"collective calls out of step: every rank must make the same collective "
-            f"calls on the same store, in the same order: {_describe(calls[0]) if calls[0] else 'a later step of a call'} "
+            f"calls on the same store, in the same order: "
+            f"{_describe(calls[0]) if calls[0] else 'a later step of a call'} "
             f"was called on different stores of one communicator "
             f"({_detail(info, stores=True)}; a store's number is its place among the "
             f"stores made on this communicator, see DDStore.store_id)")

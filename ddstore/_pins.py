@@ -73,8 +73,9 @@ class HostPins:
     def views(self, vid, name, members, device):
         """``[tensor or None]`` per group member for variable ``vid`` (``name`` for
         messages): ``members`` yields each member's numpy view in turn, or None for one
-        this process does not map (consumed only the first time).  On a CUDA ``device`` each chunk is registered once; a chunk
-        CUDA refuses gives None (a warning says why, once per variable)."""
+        this process does not map (consumed only the first time).  On a CUDA ``device`` each
+        chunk is registered once; a chunk CUDA refuses gives None (a warning says why, once
+        per variable)."""
         import torch
         cuda = device.type == "cuda"
         key = (vid, "cuda" if cuda else "cpu")

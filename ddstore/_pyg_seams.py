@@ -19,10 +19,11 @@
   arguments by name before PyG builds its own sampler from them:
   :mod:`ddstore.pyg.loader_options` builds ours over ddstore's stores, or refuses
   sampling options the loader was given that differ from its ``neighbor_sampler``'s
-  (PyG drops them silently when a sampler is given).  PyG offers no seam for this: its loaders call nothing on the
-  sampler, the data or the DataLoader arguments while they are built (the sampler is
-  stored, and first called in the worker, after the fork); ``worker_init_fn`` runs
-  in the worker.  See docs/pyg.md, "Why PyG's loader classes are wrapped".
+  (PyG drops them silently when a sampler is given).  PyG offers no seam for this: its
+  loaders call nothing on the sampler, the data or the DataLoader arguments while they are
+  built (the sampler is stored, and first called in the worker, after the fork);
+  ``worker_init_fn`` runs in the worker.  See docs/pyg.md, "Why PyG's loader classes are
+  wrapped".
 
 It sits at the package root, not in :mod:`ddstore.pyg`, so that :mod:`ddstore.graphs`
 uses it without importing the PyG stores (nor installing the loader hook).

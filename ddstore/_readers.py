@@ -25,9 +25,9 @@ One gate for the process: a loader does not say which store it reads, and unmapp
 rare.  A batch may still start while an unmapping waits if another batch is being made
 (a :class:`~ddstore.device.DevicePrefetcher` with ``prefetch=0`` over a prefetching
 loader waits, inside its own batch, for the inner thread's batch; two read-aheads over
-one loader are refused, :func:`ddstore.prefetch.check_one_read_ahead`): the wait stays bounded, since each read-ahead
-thread has at most its depth of batches queued and the caller, inside the unmapping,
-asks for no more.  At exit the wait is bounded like a round
+one loader are refused, :func:`ddstore.prefetch.check_one_read_ahead`): the wait stays
+bounded, since each read-ahead thread has at most its depth of batches queued and the
+caller, inside the unmapping, asks for no more.  At exit the wait is bounded like a round
 (:func:`ddstore._collective.wait_bounded`).
 """
 import contextlib

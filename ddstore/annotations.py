@@ -137,7 +137,8 @@ class Annotations:
         :func:`~ddstore.partition` splits the items, so a variable of ``k`` rows per
         node follows the node ranges of a variable of one row per node).  An existing annotation
         of the same name and kind is replaced (a builder annotating again); one of another
-        kind is refused (:func:`check_object_name`).  :meth:`save` checks that every rank holds the same ones."""
+        kind is refused (:func:`check_object_name`).  :meth:`save` checks that every rank
+        holds the same ones."""
         self.store.check_alive()
         if not isinstance(name, str) or not name or not isinstance(kind, str) or not kind:
             raise DDStoreValueError(f"annotate: name and kind must be non-empty strings, "

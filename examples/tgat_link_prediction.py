@@ -211,8 +211,10 @@ def evaluate(model, graph, sampler, split, args, comm, dims):
             scores += [pos.sigmoid().numpy(), negs.sigmoid().numpy()]
             labels += [np.ones(len(src)), np.zeros(len(src))]
     model.train()
+    # the random scorer draws a stream of its own per split (seed 0 for test, 1 for val)
     return tg.link_prediction_metrics(comm, np.concatenate(scores) if scores else [],
-                                      np.concatenate(labels) if labels else [])
+                                      np.concatenate(labels) if labels else [],
+                                      seed=int(split == "val"))
 
 
 def train_tgat(graph, args, comm, tag=""):

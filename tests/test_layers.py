@@ -314,3 +314,17 @@ def test_the_store_class_stays_within_650_lines():
     with open(os.path.join(PKG, "store.py")) as f:
         n = sum(1 for _ in f)
     assert n <= 650, f"ddstore/store.py has {n} lines (at most 650: issue 45 item 1)"
+
+
+def test_the_package_lines_stay_within_100_columns():
+    """The package's lines (code, comments and docstrings: the API reference and ``help()``
+    show the docstrings as written) stay within 100 columns, as docs/development.md says."""
+    files = sorted(glob.glob(os.path.join(PKG, "**", "*.py"), recursive=True))
+    files.append(os.path.join(ROOT, "pyddstore.py"))
+    long_lines = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            long_lines += [f"{os.path.relpath(path, ROOT)}:{i} ({len(line)} columns)"
+                           for i, line in enumerate(f.read().split("\n"), 1)
+                           if len(line) > 100]
+    assert not long_lines, "lines over 100 columns: " + ", ".join(long_lines)

@@ -8,8 +8,9 @@ Run::
 
 One rank (``MPI.COMM_SELF``), a width-1 store, a synthetic PeMS-like series
 (``--steps`` x ``--nodes`` x ``--features``, float32), horizon ``--horizon``, batches of
-``--batch`` windows in ``DistributedSampler`` order (``--seed``, default 0), ``--batches`` batches per
-measurement, ``--repeat`` runs of each (the median is reported, with the spread):
+``--batch`` windows in ``DistributedSampler`` order (``--seed``, default 0), ``--batches``
+batches per measurement, ``--repeat`` runs of each (the median is reported, with the
+spread):
 
 - ``resident windows``: ``WindowDataset(resident="device")``'s loader (the epoch's order
   on the device, each batch a slice and a gather), against ``torch gather``: the same

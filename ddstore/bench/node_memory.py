@@ -363,7 +363,8 @@ def main(argv=None, prog=None):
             print(f"| {r['mailbox_size']} | {m['read']:.2f} | {m['write_post']:.2f} | "
                   f"{m['commit']:.2f} | {m['total']:.2f} | {q['read']:.2f} | "
                   f"{q['update']:.2f} | {q['total']:.2f} | {r['ratio_ours_over_torch']:.2f}"
-                  f" | {100 * r['ratio_total']['spread']:.0f} % | {max(r['nbytes_per_rank']) / 1e6:.1f} |", flush=True)
+                  f" | {100 * r['ratio_total']['spread']:.0f} % | "
+                  f"{max(r['nbytes_per_rank']) / 1e6:.1f} |", flush=True)
         targets = {"target_ratio": 2.0,
                    "meets_2x": bool(size == 2 and all(r["ratio_ours_over_torch"] <= 2.0
                                                       for r in results)),

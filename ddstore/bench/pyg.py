@@ -14,14 +14,14 @@ num_neighbors=[15, 10, 5], batch_size=1024, neighbor_sampler=ddstore's)`` over r
 seed nodes (its own stream; one warm-up batch, then ``--batches`` timed ones, each
 dropped before the next is drawn) on one thread.  Reported per configuration (width x
 transport): batches/s and sampled edges/s per rank (the loader's whole work: sampling,
-relabelling, feature and label reads; mean and slowest rank), the share of that time spent in the sampler, and per rank the peak
-RSS of loading and of sampling, the peak PSS (RSS counts the pages of peers' chunks read
-through shared memory in full -- on one node MPICH's windows are shared memory with
-either transport -- while PSS divides them among the ranks mapping them: the memory the
-job really uses, per rank), the bytes the store holds, a batch's own ``x`` and ``y``, and
-the one-sided traffic of a batch (``rma``, also per option: MPI_Get calls, round trips and
-bytes per batch and per remote owner, counted outside the timed batches;
-:func:`ddstore.bench.traffic`).
+relabelling, feature and label reads; mean and slowest rank), the share of that time spent
+in the sampler, and per rank the peak RSS of loading and of sampling, the peak PSS (RSS
+counts the pages of peers' chunks read through shared memory in full -- on one node MPICH's
+windows are shared memory with either transport -- while PSS divides them among the ranks
+mapping them: the memory the job really uses, per rank), the bytes the store holds, a
+batch's own ``x`` and ``y``, and the one-sided traffic of a batch (``rma``, also per option:
+MPI_Get calls, round trips and bytes per batch and per remote owner, counted outside the
+timed batches; :func:`ddstore.bench.traffic`).
 
 ``--options`` times the sampling options (``subgraph_type`` bidirectional and induced,
 ``weight_attr``, temporal sampling by a node time ``time_attr`` with a time per seed

@@ -282,7 +282,8 @@ def run_size(comm, store_factory, num_edges, args, csv_dir):
         log(comm, f"{num_edges:>11,} edges from arrays: build {m['build_s']:.1f} s; "
                   f"peak RSS above inputs / whole T-CSR {whole / 1e9:.3g} GB: "
                   f"{', '.join(f'{x:.3f}' for x in res['arrays']['peak_above_over_tcsr'])}"
-                  f" (store alone {', '.join(f'{x:.3f}' for x in res['arrays']['store_over_tcsr'])})")
+                  f" (store alone "
+                  f"{', '.join(f'{x:.3f}' for x in res['arrays']['store_over_tcsr'])})")
         # cold: the first pass after the build; warm: the same batches again
         res["sampling"] = _sample(comm, g, src, dst, t, args, lo)
         res["sampling_warm"] = _sample(comm, g, src, dst, t, args, lo)

@@ -345,8 +345,9 @@ class DynamicGraph:
     ``'weights'`` and which ranks hold what; nothing stored): ``edges`` and ``weights``
     given as a list or tuple (in memory) by a 64-bit XXH64 fingerprint of every step's
     dtype, shape and values, hashed whole on every rank (about 0.13 s per GB on one
-    core plus about 10 us per step, measured on the 2-core CI VM); another sequence is not read whole for this
-    (its steps are not checked), nor files (:meth:`from_series` agrees them).
+    core plus about 10 us per step, measured on the 2-core CI VM); another sequence is not
+    read whole for this (its steps are not checked), nor files (:meth:`from_series` agrees
+    them).
 
     Parameters
     ----------

@@ -13,10 +13,10 @@ or torch-sparse), so, through :func:`ddstore._pyg_seams.before_neighbor_loader_i
   (``directed=False``: ``subgraph_type="induced"``, with PyG's deprecation warning;
   ``is_sorted`` is moot: our lists are sorted at put);
 - **our** sampler given (:class:`~ddstore.pyg.NeighborSampler` or
-  :class:`~ddstore.pyg.BidirectionalNeighborSampler`): every sampling option passed to the loader must be the
-  sampler's (``num_neighbors`` compared as the fanouts per edge type and hop); one that
-  differs is refused (:class:`~ddstore.DDStoreValueError` naming the option, the
-  loader's value and the sampler's) instead of being dropped.
+  :class:`~ddstore.pyg.BidirectionalNeighborSampler`): every sampling option passed to the
+  loader must be the sampler's (``num_neighbors`` compared as the fanouts per edge type and
+  hop); one that differs is refused (:class:`~ddstore.DDStoreValueError` naming the option,
+  the loader's value and the sampler's) instead of being dropped.
 
 Loaders over other data or other samplers are untouched.
 """

@@ -103,16 +103,16 @@ def from_pyg(store, data, name="pyg", time_attr=None, weight_attr=None):
     ``data.edge_index``; the number of nodes is declared,
     :meth:`FeatureStore.declare_rows`); the rule is :func:`_row_attrs`, shared with
     :func:`from_hetero`; without an ``edge_index``, a graph with no edges, stored as an
-    empty edge index of ``num_nodes`` nodes, which samples its seeds.  Graph-level values (``edge_label_index``, ``edge_label`` of
-    other edges...) are not stored: give them to the loader.  Values may be any
-    array-like PyG takes: torch tensors, numpy arrays, ``np.memmap`` (read range-wise:
-    each rank reads only its own member's rows, never the whole array), lists; one that
-    cannot be stored (strings, objects, a torch dtype without a bit-pattern form) is
-    refused on every rank naming it.  ``time_attr``: the node- or edge-level attribute
-    to sort each neighbourhood by, for temporal sampling.  ``weight_attr``: the edge
-    attribute to keep in CSC order for weighted sampling (see :class:`GraphStore`), taken
-    as an edge attribute even where nodes and edges are as many.  Each rank keeps only
-    its member's rows of everything.
+    empty edge index of ``num_nodes`` nodes, which samples its seeds.  Graph-level values
+    (``edge_label_index``, ``edge_label`` of other edges...) are not stored: give them to
+    the loader.  Values may be any array-like PyG takes: torch tensors, numpy arrays,
+    ``np.memmap`` (read range-wise: each rank reads only its own member's rows, never the
+    whole array), lists; one that cannot be stored (strings, objects, a torch dtype without
+    a bit-pattern form) is refused on every rank naming it.  ``time_attr``: the node- or
+    edge-level attribute to sort each neighbourhood by, for temporal sampling.
+    ``weight_attr``: the edge attribute to keep in CSC order for weighted sampling (see
+    :class:`GraphStore`), taken as an edge attribute even where nodes and edges are as many.
+    Each rank keeps only its member's rows of everything.
 
     All or nothing (:meth:`DDStore.transaction`): if any put fails on any rank, every
     rank raises the same error and what was already put is removed.

@@ -465,9 +465,9 @@ def line_share_range(store, step, path, header, missing):
     on every rank.  ``header(path)`` returns ``(info, header length in bytes, file
     size)`` or raises :class:`DDStoreValueError`; ``missing`` says what the file should
     be when it does not exist.  Blank lines at the end of the file are not rows (pandas
-    skips them too); a blank line between rows is refused by the parse.  Returns ``(info, (start, stop), counts)``: this rank's
-    byte range and every rank's number of lines (rank ``r``'s first line is ``2 +
-    sum(counts[:r])``), counted in blocks."""
+    skips them too); a blank line between rows is refused by the parse.  Returns ``(info,
+    (start, stop), counts)``: this rank's byte range and every rank's number of lines (rank
+    ``r``'s first line is ``2 + sum(counts[:r])``), counted in blocks."""
     rank, size = store.comm.Get_rank(), store.comm.Get_size()
     regular_file(path, "", f"not found ({missing})")
     try:

@@ -68,9 +68,9 @@ class NodeDataSource:
     :meth:`split_ids` (the raw ids of a split range); the base checks the split's name,
     the ids' range and repeats (:meth:`split`, :meth:`checked_edges`), and offers the
     checks of labels (-1 or a class id, :meth:`checked_labels`) and features (finite,
-    :meth:`checked_features`), each naming the place :meth:`where` gives.  The attributes (``num_nodes``...) are the subclass's to set
-    (the base gives no defaults: ``put_node_data`` reads a missing ``has_labels`` as
-    True)."""
+    :meth:`checked_features`), each naming the place :meth:`where` gives.  The attributes
+    (``num_nodes``...) are the subclass's to set (the base gives no defaults:
+    ``put_node_data`` reads a missing ``has_labels`` as True)."""
 
     def where(self, what, row):
         """How a message names row ``row`` (0-based) of ``what`` (``"edges"`` or a

@@ -8,9 +8,9 @@ from .._checks import as_bool, as_int, as_seed, is_int
 
 def agree_epoch(store, what, epoch):
     """Collective: ``epoch`` checked (an integer >= 0) and agreed on every rank of
-    ``store`` by one step (``set_epoch``, named ``what``); returns it as an int.  Samplers that split
-    windows over the ranks draw every rank's share from one permutation per epoch, so
-    ranks in different epochs would skip some windows and repeat others."""
+    ``store`` by one step (``set_epoch``, named ``what``); returns it as an int.  Samplers
+    that split windows over the ranks draw every rank's share from one permutation per
+    epoch, so ranks in different epochs would skip some windows and repeat others."""
     with store.collective("set_epoch", what) as step:
         epoch = as_int(epoch, "set_epoch: epoch", 0)
         step.agree(same={"epoch": epoch})

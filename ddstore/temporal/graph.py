@@ -8,8 +8,9 @@ Layout (for a graph called ``name``; ``width`` members per group, each group one
   integer times (kept exactly: Unix nanoseconds, times beyond 2**53) and float64
   otherwise; one decision for every builder (:mod:`ddstore._times`).
   ``nbr`` and ``eid`` are int32 when ``num_nodes`` and ``num_edges`` both fit
-  (:func:`ddstore.build.id_dtype`: 16 bytes per entry instead of 24), else int64.  Member ``g`` holds the lists of the contiguous node range
-  ``node_offsets[g:g + 2]``, chosen so that members hold about equal numbers of entries.
+  (:func:`ddstore.build.id_dtype`: 16 bytes per entry instead of 24), else int64.  Member
+  ``g`` holds the lists of the contiguous node range ``node_offsets[g:g + 2]``, chosen so
+  that members hold about equal numbers of entries.
 - edges by id: ``name/edges`` (``[E, 2]``: src, dst; int32 when every node id + 1 fits,
   else int64), ``name/edge_t`` (the graph's times), ``name/edge_split`` (int8: 0 train, 1 val,
   2 test), optional ``name/edge_feat`` and
@@ -121,7 +122,8 @@ def _as_array(x, what):
     :class:`DDStoreValueError` naming ``what`` when it is not one."""
     try:
         return np.asarray(tensor_values(x, what))  # bfloat16: float32, as from_pyg
-    except (MemoryError, DDStoreValueError):  # what it is (agreed by the step as a DDStoreMemoryError)
+    # what it is (a MemoryError is agreed by the step as a DDStoreMemoryError)
+    except (MemoryError, DDStoreValueError):
         raise
     except Exception as exc:  # ragged lists, a GPU tensor...: worded with ``what``
         raise DDStoreValueError(f"{what} is not an array ({exc})") from exc
@@ -697,12 +699,12 @@ class TemporalGraph:
         """Local: the whole graph as a ``torch_geometric.data.TemporalData`` in edge-id
         order (``src``, ``dst``, ``t``, plus ``msg`` = edge features and ``y`` = edge labels
         when the graph has them; a graph of :meth:`from_jodie` always has ``msg``, float32
-        ``[E, 0]`` for a file without features, as PyG's ``JODIEDataset``), read on this rank alone (one-sided reads from every
-        owner; it needs the whole edge table's memory here).  ``t`` in ``t_dtype``
-        (numpy or torch dtype; default :attr:`t_dtype`, so int64 times come back
-        exactly); an integer dtype requires whole-number times within its range (a float
-        dtype takes what it holds: int64 times beyond 2**53 round in float64).  The split
-        is not part of TemporalData: :attr:`split`."""
+        ``[E, 0]`` for a file without features, as PyG's ``JODIEDataset``), read on this
+        rank alone (one-sided reads from every owner; it needs the whole edge table's memory
+        here).  ``t`` in ``t_dtype`` (numpy or torch dtype; default :attr:`t_dtype`, so
+        int64 times come back exactly); an integer dtype requires whole-number times within
+        its range (a float dtype takes what it holds: int64 times beyond 2**53 round in
+        float64).  The split is not part of TemporalData: :attr:`split`."""
         import torch
         from torch_geometric.data import TemporalData
         dtype = self.t_dtype if t_dtype is None else as_dtype(
