@@ -148,8 +148,9 @@ def time_dtype(summaries, what):
     for r, s in enumerate(summaries):
         if s[0] == "i" and s[2] is not None:
             raise DDStoreValueError(
-                f"{what}[{s[2][0]}] = {s[2][1]} on rank {r} is an integer that float64 does not "
-                f"hold exactly (outside [-2**53, 2**53]), and rank {floats[0]} gives float "
+                f"{what}[{s[2][0]}] = {s[2][1]} on rank {r} is an integer outside "
+                f"[-2**53, 2**53] (beyond which float64 does not hold every integer), and "
+                f"rank {floats[0]} gives float "
                 f"times, so the graph keeps float64 times: give integer times on every "
                 f"rank (kept exactly as int64), or floats everywhere")
     return FLOAT_TIMES

@@ -335,7 +335,7 @@ class NodeMemory:
         self._comm = None      # the non-blocking commits' communicator (a dup of comm)
         self._pending = None   # the thread of the last non-blocking commit
         self._told_level = False  # commit(wait=False) below MPI_THREAD_MULTIPLE: told
-        self._failure = None   # what made a background commit fail (kept, re-raised)
+        self._failure = None   # what made a commit fail after its round (text, re-raised)
         with store.collective("NodeMemory", name) as step:
             if not isinstance(name, str) or not name:
                 raise DDStoreValueError(f"NodeMemory name must be a non-empty str, got "
@@ -522,15 +522,13 @@ class NodeMemory:
     def _check_vars(self, failure=True):
         """Raise :class:`DDStoreStateError` if the state's variables are gone
         (:meth:`remove`, or ``store.remove()`` of one of them; the same on every rank,
-        since both are collective) or, with ``failure``, if a non-blocking commit failed
-        on this rank (in a collective call: a step's local part agrees on it)."""
+        since both are collective) or, with ``failure``, if a commit failed after its
+        round (``_failure``: what failed; on every rank when the ranks agreed on it, else
+        on this rank, and in a collective call a step's local part agrees on it)."""
         self.store.check_alive()
         if failure and self._failure is not None:
-            exc = self._failure
-            raise DDStoreStateError(f"NodeMemory {self.name!r}: a non-blocking commit "
-                                    f"failed on rank {self.store.rank} "
-                                    f"({type(exc).__name__}: {exc}); its state is "
-                                    f"unknown: remove it and create a new one")
+            raise DDStoreStateError(f"NodeMemory {self.name!r}: {self._failure}: remove it "
+                                    f"and create a new one")
         gone = [self._var[k] for k in _ALL if self._h.get(k) not in self.store]
         if self._own is None or gone:
             missing = gone or list(self._var.values())
@@ -912,8 +910,14 @@ class NodeMemory:
         after a blocking commit; :meth:`write` / :meth:`post` stage at once (for the
         next commit).  :meth:`wait` blocks until it is applied.  ``store.remove`` of its
         variables and ``store.free`` (at exit: at most ``DDSTORE_EXIT_TIMEOUT``
-        seconds) wait for it too.  An MPI failure in the background is kept and raised
-        by every later call on this memory (the next commit raises it on every rank)."""
+        seconds) wait for it too.  A failure in the background is kept and raised by
+        every later call on this memory (the next commit raises it on every rank).
+
+        After the round, blocking or not, the ranks agree (one ``Allreduce`` of a flag)
+        on the allocation of the receive buffer before the exchange, and on the apply
+        after it: what one rank raised there is a :class:`DDStoreStateError` on every
+        rank naming it (no rank waits for one that failed); a failed apply leaves the
+        state unknown, and every later call refuses the memory."""
         error = self._error
         writes, posts = self._writes, self._posts
         self._clear()  # dropped on every rank whether or not the commit succeeds
@@ -944,7 +948,9 @@ class NodeMemory:
             self._begin()  # (after the round: see _begin)
             gathered = gathered if small else None
             if wait:
-                self._apply(packed, gathered, st.comm)
+                failed = self._apply(packed, gathered, st.comm)
+                if failed is not None:  # alike on every rank
+                    self._failed(*failed)
                 self._sync()
                 return
             if not self._may_overlap():  # the same calls, on the same communicator,
@@ -983,14 +989,73 @@ class NodeMemory:
                           f"mpi4py's default, to overlap)", RuntimeWarning, stacklevel=4)
         return False
 
-    def _apply(self, packed, gathered, comm):
-        """The commit after its step's round: the exchange over ``comm`` and the apply
-        into this rank's chunks (not yet synced)."""
-        wk, wr, pk, pr = self._exchange(packed, gathered, comm)
-        if wk.shape[0]:
-            self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(self.ts_dtype), wr)
-        if pk.shape[0]:
-            self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(self.ts_dtype), pr)
+    def _apply(self, packed, gathered, comm, sync=False):
+        """Collective over ``comm``, the commit after its step's round: the exchange and
+        the apply into this rank's chunks (with ``sync``, then the local half of the
+        sync that ends it).  Returns None, or, alike on every rank, ``(what failed,
+        whether anything was applied)``: the ranks agree (:meth:`_agreed`) on the receive
+        buffer's allocation before the exchange and on the apply after it, so no rank
+        waits in the exchange or the sync for one that failed."""
+        failure = None
+        got = self._received(packed[0], gathered, comm)
+        try:
+            recs = self._records()
+            recv = self._buffer("recv", int((got[:, 0] * recs[0] +
+                                             got[:, 1] * recs[1]).sum()))
+        except Exception as exc:  # noqa: BLE001 -- agreed just below
+            failure, recv = exc, None
+        failed = self._agreed(comm, failure, "before its exchange")
+        if failed is not None:
+            return failed, False
+        self._exchange(packed, got, recv, comm)
+        try:
+            wk, wr, pk, pr = self._unpack(got, recv)
+            if wk.shape[0]:
+                self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(self.ts_dtype),
+                                   wr)
+            if pk.shape[0]:
+                self._apply_mails(pk, np.ascontiguousarray(pk[:, 3]).view(self.ts_dtype),
+                                  pr)
+            if sync:
+                self.store.sync_windows(*self._h.values())
+        except Exception as exc:  # noqa: BLE001 -- agreed just below
+            failure = exc
+        failed = self._agreed(comm, failure, "while applying it")
+        return None if failed is None else (failed, True)
+
+    def _failed(self, what, applied, blocking=True):
+        """A commit failed after its round (``what``, from :meth:`_apply`, alike on every
+        rank): when anything was ``applied`` (the state is then unknown), or in the
+        background, every later call on the memory refuses it (:meth:`_check_vars`); a
+        ``blocking`` commit raises it now."""
+        told = (f"{what}; its state is unknown" if applied else
+                f"{what}, nothing applied (the updates it took are dropped)")
+        if applied or not blocking:
+            self._failure = told
+        if blocking:
+            raise DDStoreStateError(f"NodeMemory {self.name!r}: {told}" +
+                                    (": remove it and create a new one" if applied else ""))
+
+    def _agreed(self, comm, failure, when):
+        """Collective over ``comm`` (one ``Allreduce`` of a flag; the failing ranks'
+        messages are gathered only when one failed): None when no rank's ``failure`` is
+        set, else the same text on every rank (``"a commit failed <when> (rank r: ...)"``)
+        naming the ranks and what each raised.  The ranks of a commit meet here after
+        each local part that follows its round, so none waits for a rank that failed."""
+        from mpi4py import MPI
+        flag = np.array([failure is not None], np.int64)
+        comm.Allreduce(MPI.IN_PLACE, flag, op=MPI.MAX)
+        if not flag[0]:
+            return None
+        told = None
+        if failure is not None:
+            try:
+                told = f"{type(failure).__name__}: {failure}"
+            except Exception:  # noqa: BLE001 -- an exception whose __str__ raises
+                told = type(failure).__name__
+        detail = "; ".join(f"rank {r}: {t}" for r, t in enumerate(comm.allgather(told))
+                           if t is not None)
+        return f"a commit failed {when} ({detail})"
 
     def _background(self, packed, gathered):
         """A non-blocking commit's thread: exchange and apply on this memory's own
@@ -998,13 +1063,15 @@ class NodeMemory:
         on that communicator (what ``store.sync`` does on ``store.comm``); releases the
         lock the caller took, whatever happens."""
         try:
-            self._apply(packed, gathered, self._comm)
-            held = list(self._h.values())
-            self.store.sync_windows(*held)
-            self._comm.Barrier()
-            self.store.sync_windows(*held)
+            # the agreement that ends _apply is the sync's barrier
+            failed = self._apply(packed, gathered, self._comm, sync=True)
+            if failed is None:
+                self.store.sync_windows(*self._h.values())
+            else:
+                self._failed(*failed, blocking=False)  # kept for the next call
         except BaseException as exc:  # noqa: BLE001 -- kept, raised by the next call
-            self._failure = exc
+            self._failure = (f"a non-blocking commit failed on rank {self.store.rank} "
+                             f"({type(exc).__name__}: {exc}); its state is unknown")
         finally:
             self._end()
             self._lock.release_exclusive()
@@ -1051,7 +1118,7 @@ class NodeMemory:
                           np.concatenate([[0], np.cumsum(cnt)])))
         wc, pc = parts[0][3], parts[1][3]
         nbytes = wc * recs[0] + pc * recs[1]
-        displs = np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.int64)
+        displs = self._displs(nbytes)
         buf = self._buffer("send", int(nbytes.sum()))
         for g in range(width):  # member g's write records, then its mail records
             d = int(displs[g])
@@ -1076,30 +1143,41 @@ class NodeMemory:
             buf = self._buffers[which] = np.empty(max(nbytes, 1 << 16), np.uint8)
         return buf[:nbytes]
 
-    def _exchange(self, packed, gathered, comm):
-        """Collective (after the commit's round): the one ``Alltoallv`` of records.
-        ``gathered``: every rank's counts from the round (None: too many ranks to gather
-        them there; then an ``alltoall`` of the counts).  Returns this rank's
-        write keys, write rows, mail keys and mail rows, in source-rank order."""
+    def _received(self, counts, gathered, comm):
+        """What each rank sends to this group member: ``[size, 2]`` counts of writes and
+        mails.  ``gathered``: every rank's ``counts`` from the round (None: too many
+        ranks to gather them there; then an ``alltoall`` of them over ``comm``)."""
         st = self.store
-        width, size = st.group_size, st.size
-        ngroups = size // width
+        if gathered is None:  # rank r sends to member r % width
+            got = comm.alltoall(counts.tolist() * (st.size // st.group_size))
+        else:
+            got = [c[st.group_rank] for c in gathered]
+        return np.array(got, np.int64).reshape(st.size, 2)
+
+    def _exchange(self, packed, got, recv, comm):
+        """Collective (after the commit's round): the one ``Alltoallv`` of records, what
+        each rank sends to this member (``got``, from :meth:`_received`) into ``recv``."""
+        ngroups = self.store.size // self.store.group_size
         counts, buf, displs = packed
         recs = self._records()
         send_bytes = counts[:, 0] * recs[0] + counts[:, 1] * recs[1]
-        if gathered is None:  # [size, 2]: what each rank sends to this group member
-            got = np.array(comm.alltoall(counts.tolist() * ngroups),  # rank r: member
-                           np.int64).reshape(size, 2)                 # r % width's
-        else:
-            got = np.array([c[st.group_rank] for c in gathered], np.int64).reshape(size, 2)
         recv_bytes = got[:, 0] * recs[0] + got[:, 1] * recs[1]
-        recv_displs = np.concatenate([[0], np.cumsum(recv_bytes)[:-1]]).astype(np.int64)
-        recv = self._buffer("recv", int(recv_bytes.sum()))
         # the one row scatter, in rows of 8 bytes (every record is padded to 8): up to
         # 16 GB per peer
         alltoallv_rows(comm, buf.view(np.uint64), np.tile(send_bytes // 8, ngroups),
                        np.tile(displs // 8, ngroups), recv.view(np.uint64),
-                       recv_bytes // 8, recv_displs // 8)
+                       recv_bytes // 8, self._displs(recv_bytes) // 8)
+
+    @staticmethod
+    def _displs(nbytes):
+        return np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.int64)
+
+    def _unpack(self, got, recv):
+        """This rank's write keys, write rows, mail keys and mail rows received by
+        :meth:`_exchange`, in source-rank order (views of ``recv`` where one rank sent
+        them)."""
+        recs = self._records()
+        recv_displs = self._displs(got[:, 0] * recs[0] + got[:, 1] * recs[1])
         out = []
         for kind, rec, dim in ((0, recs[0], self.memory_dim), (1, recs[1], self.mail_dim)):
             start = recv_displs + (0 if kind == 0 else got[:, 0] * recs[0])

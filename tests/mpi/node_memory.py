@@ -538,7 +538,7 @@ def check_nonblocking(transport):
             compare(a, ref, f"{t}: after wait errors")
             # a failure in the background thread (injected on every rank before any MPI
             # call): kept, raised by the next calls, the lock not left held
-            def boom(*args):
+            def boom(*args, **kwargs):
                 raise RuntimeError("injected")
             a._apply = boom
             a.commit(wait=False)
@@ -550,6 +550,7 @@ def check_nonblocking(transport):
             expect_error(ddstore.DDStoreStateError, ["injected"], a.commit, agree=True,
                          agreed=True, what=f"{t}: commit after a failed commit")
             a.remove()
+            check_failure_on_one_rank(store, dtype, t)
             # removed / freed right after a non-blocking commit: no hang, nothing left
             stage(b, random_updates(rng, dtype)[rank])
             b.commit(wait=False)
@@ -563,6 +564,55 @@ def check_nonblocking(transport):
         d.post(np.arange(N), np.ones((N, AD), np.float32), 1.0)
         d.commit(wait=False)
     check(store.freed, f"{tag}: store not freed")
+
+
+def check_failure_on_one_rank(store, dtype, tag):
+    """A commit whose apply (or the allocation of its receive buffer) fails after the
+    round on one rank only (the last), blocking or not: every rank raises the same
+    error naming that rank, none waits for it (the probe of the thirty-third session:
+    the others hung in the background commit's barrier).  A failed apply leaves the
+    state unknown, refused by every later call; a failed allocation applies nothing."""
+    bad = size - 1
+    for wait in (True, False):
+        for where in ("_apply_writes", "_buffer"):
+            t = f"{tag} wait={wait}: {where} fails on rank {bad}"
+            mem = tg.NodeMemory(store, "one", N, MD, AD, dtype=dtype)
+            ref = ReferenceNodeMemory(N, MD, AD, 1, dtype)
+            plan = random_updates(np.random.default_rng(3), dtype)
+            stage(mem, plan[rank])
+            mem.commit()
+            ref.commit(*as_reference(plan))
+            if rank == bad:
+                real = getattr(mem, where)
+
+                def failing(*args, real=real):
+                    if where == "_buffer" and args[0] != "recv":
+                        return real(*args)
+                    raise MemoryError("injected")
+                setattr(mem, where, failing)
+            mem.write(np.arange(rank, N, size), np.ones((len(range(rank, N, size)), MD),
+                                                        dtype), 5.0)
+            applied = where == "_apply_writes"
+            want = [f"rank {bad}: MemoryError: injected",
+                    "its state is unknown" if applied else "nothing applied"]
+            if wait:
+                expect_error(ddstore.DDStoreStateError, want, mem.commit, agree=True,
+                             what=t)
+            else:
+                mem.commit(wait=False)
+                expect_error(ddstore.DDStoreStateError, want, mem.wait, agree=True,
+                             what=f"{t}: wait")
+            if rank == bad:
+                delattr(mem, where)
+            if applied or not wait:  # refused from then on, on every rank
+                expect_error(ddstore.DDStoreStateError, want + ["remove it"], mem.read,
+                             [0], agree=True, what=f"{t}: read after")
+                expect_error(ddstore.DDStoreStateError, want, mem.commit, agree=True,
+                             what=f"{t}: commit after")
+            else:  # nothing applied: the state before, and the memory goes on
+                compare(mem, ref, f"{t}: nothing applied")
+                run_round(mem, ref, np.random.default_rng(4), dtype, f"{t}: goes on")
+            mem.remove()
 
 
 def check_counts_outside_the_agreement():
