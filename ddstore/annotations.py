@@ -195,20 +195,28 @@ class Annotations:
         any), e.g. when a layer's object is rolled back or removed while its variables
         stay.  Returns whether there was one."""
         self.store.check_alive()
-        return self.table.pop(name, None) is not None
+        return self.table.pop(self._name(name), None) is not None
 
     def annotation(self, name, kind=None):
         """The :class:`Annotation` of object ``name`` (local).  Raises
         :class:`DDStoreValueError` naming the known ones when there is none (or it is of
         another ``kind``)."""
         self.store.check_alive()
-        ann = self.table.get(name)
+        ann = self.table.get(self._name(name))
         if ann is None or (kind is not None and ann.kind != kind):
             known = self.annotations(kind)
             raise DDStoreValueError(
                 f"no {kind or 'object'} {name!r} in this store (restored or built); "
                 f"known: {known}")
         return ann
+
+    def _name(self, name):
+        """``name`` if it is a str, else a :class:`DDStoreValueError` naming it (a list is
+        unhashable: refused by name, not by a ``TypeError`` of the lookup)."""
+        if not isinstance(name, str):
+            raise DDStoreValueError(f"unknown object {name!r:.80} (a {type(name).__name__}: "
+                                    f"names are str); known: {self.annotations()}")
+        return name
 
     def annotations(self, kind=None):
         """Names of the annotated objects (of ``kind``, if given), sorted (local)."""

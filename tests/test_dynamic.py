@@ -672,5 +672,19 @@ def test_window_dataset_graph_must_be_this_stores_and_held(store, tmp_path):
                 DynamicWindowDataset.open(back, "d")
         finally:
             back.free()
+        # another graph built under its name before the save: refused by open (the
+        # probe of the thirty-third session: the dataset read the other graph, with ids
+        # beyond its own nodes when that one had more)
+        DynamicGraph(store, "g", [one(1, 2)] * 12, num_nodes=3)  # as many steps, nodes
+        store.save(str(tmp_path / "ck3"))
+        back = DDStore.restore(str(tmp_path / "ck3"), store.comm)
+        try:
+            assert DynamicGraph.open(back, "g").snapshot(0)[0].tolist() == [[1], [2]]
+            with pytest.raises(DDStoreValueError, match=r"DynamicWindowDataset 'd': the "
+                                                        r"store's graph 'g' is not the one "
+                                                        r"the dataset was built over"):
+                DynamicWindowDataset.open(back, "d")
+        finally:
+            back.free()
     finally:
         other.free()

@@ -633,12 +633,66 @@ def test_data_subclasses_with_their_own_batching_refused(store):
     assert len(ds) == 2 and torch.equal(ds[1].x, tagged.x)
 
 
+def test_transform_applied_on_every_access_as_pyg(store):
+    """``transform`` (PyG's ``Dataset.transform``; the thirty-third session's probe: an
+    attribute set on the dataset was silently ignored): every graph read is the
+    transformed one, as a PyG ``Dataset`` with that transform gives it, through
+    ``ds[i]``, ``__getitems__``, ``get_batch``, the loader (plain and staged), PyG's own
+    ``DataLoader``, views and a dataset reopened by name."""
+    import torch_geometric.transforms as T
+    from torch_geometric.loader import DataLoader as PyGLoader
+    rng = np.random.default_rng(0)
+    samples = [Data(x=torch.from_numpy(rng.random((3 + i, 2), dtype=np.float32)),
+                    edge_index=torch.tensor([[0, 1], [1, 2]]), y=torch.tensor([i]))
+               for i in range(7)]
+    tf = T.Compose([T.Constant(value=2.0), T.NormalizeFeatures()])
+
+    def want(i):
+        return tf(samples[i].clone())
+    ds = graphs.GraphDataset.from_samples(store, "tf", samples, progress=False,
+                                          transform=tf)
+    for i in range(7):
+        assert_graph_equal(ds[i], want(i), f"ds[{i}]")
+    assert ds.num_node_features == 3  # (PyG's: of the first graph as read)
+    for got, i in zip(ds.__getitems__([4, 0, 6]), [4, 0, 6]):
+        assert_graph_equal(got, want(i), f"__getitems__ {i}")
+    assert_batch_equal(ds.get_batch([2, 5]), Batch.from_data_list([want(2), want(5)]),
+                       "get_batch")
+    for kwargs in ({}, {"device": "cpu"}, {"prefetch": 1}):
+        got = list(ds.loader(3, **kwargs))
+        assert len(got) == 3, kwargs
+        for b, part in zip(got, ([0, 1, 2], [3, 4, 5], [6])):
+            assert_batch_equal(b, Batch.from_data_list([want(i) for i in part]),
+                               f"loader {kwargs} {part}")
+    for b, part in zip(PyGLoader(ds, batch_size=4), ([0, 1, 2, 3], [4, 5, 6])):
+        assert_batch_equal(b, Batch.from_data_list([want(i) for i in part]),
+                           f"PyG's DataLoader {part}")
+    view = ds[[6, 1]]
+    assert_graph_equal(view[0], want(6), "view")
+    assert all(torch.equal(g.x, want(int(i)).x) for g, i in zip(*_shuffled(ds)))
+    # the attribute, as PyG's: None gives the graphs as stored, another one applies
+    ds.transform = None
+    assert_graph_equal(ds[3], samples[3], "no transform")
+    assert_batch_equal(ds.get_batch([3]), Batch.from_data_list([samples[3]]),
+                       "no transform: get_batch")
+    ds.transform = T.Constant(value=5.0)
+    assert float(ds[3].x[0, -1]) == 5.0
+    back = graphs.GraphDataset.open(store, "tf", transform=tf)
+    assert_graph_equal(back[4], want(4), "open(transform=)")
+
+
+def _shuffled(ds):
+    view, perm = ds.shuffle(return_perm=True)
+    return [view[i] for i in range(len(view))], perm
+
+
 def test_float_tensor_index_refused(store):
     """A 0-d float or bool tensor is not an index (tensor(3.7) was graph 3)."""
     samples = [Data(x=torch.full((2, 1), float(i))) for i in range(5)]
     ds = graphs.GraphDataset.from_samples(store, "fidx", samples, progress=False)
     for bad in (torch.tensor(3.7), torch.tensor(3.0), torch.tensor(True)):
-        with pytest.raises(DDStoreValueError, match=r"'fidx': index must be an integer, "
+        # an IndexError, as PyG's Dataset raises
+        with pytest.raises(DDStoreIndexError, match=r"'fidx': index must be an integer, "
                                                     r"or a slice.*, got tensor\("):
             ds[bad]
     assert float(ds[torch.tensor(3, dtype=torch.int16)].x[0, 0]) == 3.0

@@ -626,8 +626,8 @@ def test_bad_input(store):
         train.get_batch([0, 1, n + 5])
     with pytest.raises(DDStoreValueError, match="integers, got dtype float64"):
         train.get_batch([0.5, 1.0])
-    with pytest.raises(DDStoreValueError, match="index must be an integer"):
-        train["0"]
+    with pytest.raises(DDStoreIndexError, match="index must be an integer"):
+        train["0"]  # an IndexError, as a TensorDataset's (torch indexing)
     x, _ = train[-1]
     np.testing.assert_array_equal(x.numpy(), train[n - 1][0].numpy())
 
@@ -923,7 +923,7 @@ def test_loader_arguments_and_tensor_inputs(store):
         [b[0].tolist() for b in train.loader(4, sampler="batch", seed=(1 << 64) - 1)]
     assert len(list(train.loader(4, seed=-1))) == len(train.loader(4, seed=-1))  # torch's
     for bad in (torch.tensor(2.7), torch.tensor(2.0), torch.tensor(True)):
-        with pytest.raises(DDStoreValueError, match=r"index must be an integer or a slice, got "
+        with pytest.raises(DDStoreIndexError, match=r"index must be an integer or a slice, got "
                                                     r"tensor\("):
             ds[bad]
     x, _ = ds[torch.tensor(2, dtype=torch.int32)]

@@ -21,6 +21,7 @@ sorting the keys sorts the edges by ``(dst, src)``: the **canonical order** in w
 every snapshot comes out, on every rank and in every run.
 """
 import collections
+import os
 import threading
 
 import numpy as np
@@ -386,6 +387,12 @@ class DynamicGraph:
     (or None) torch tensors on the CPU, sorted by ``(dst, src)`` (the canonical order),
     equal as a set with weights to what went in at step ``t``.  They are shared with the
     cache: do not modify them in place.
+
+    ``build_id``: a random id of this build (rank 0's, the same on every rank; kept by a
+    checkpoint, so :meth:`open` gives it back): a graph built again under the same name
+    has another, which is how a :class:`~ddstore.dynamic.DynamicWindowDataset` over a
+    shared graph tells its own from a successor (None for a graph saved by a version
+    without it).
     """
 
     @holds_interrupts  # (its steps are several: its later ones told by its name)
@@ -433,8 +440,10 @@ class DynamicGraph:
         with store.collective(None) as step:
             counts, sizes, kept, prints = self._measure(edges, weights, lo, hi,
                                                         checkpoint_every, show_progress)
-            gathered = step.agree((counts, sizes))[
-                store.group * width:(store.group + 1) * width]
+            # (and rank 0's random id of this build: every rank takes it)
+            shares = step.agree((counts, sizes, os.urandom(8).hex()))
+            self.build_id = shares[0][2]
+            gathered = [s[:2] for s in shares[store.group * width:(store.group + 1) * width]]
         self._num_edges = np.concatenate([c for c, _ in gathered])
         dsize = np.concatenate([s for _, s in gathered])  # [T, add/del(/chg)]
         self._delta_entries = dsize.sum(axis=1)
@@ -625,7 +634,7 @@ class DynamicGraph:
                 "num_steps": int(self.num_steps), "num_nodes": int(self.num_nodes),
                 "weighted": bool(self.weighted), "dedup": self.dedup,
                 "checkpoint_every": int(self.checkpoint_every),
-                "cache_size": int(self.cache_size)},
+                "cache_size": int(self.cache_size), "build_id": self.build_id},
                 {"num_edges": self._num_edges, "delta_entries": self._delta_entries},
                 variables=self.held())
 
@@ -660,6 +669,7 @@ class DynamicGraph:
         self._dname, self._cname = f"{name}/delta", f"{name}/ckpt"
         self.num_steps, self.num_nodes = int(meta["num_steps"]), int(meta["num_nodes"])
         self.weighted, self.dedup = bool(meta["weighted"]), meta["dedup"]
+        self.build_id = meta.get("build_id")  # (None: saved by a version without it)
         self.cache_size = int(meta["cache_size"] if cache_size is None else cache_size)
         self._cache = _SnapCache()
         self._bits = _key_bits(self.num_nodes)

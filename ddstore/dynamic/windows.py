@@ -121,7 +121,8 @@ class DynamicWindowDataset(WindowDataset):
                                      **extra)
             self.graph = graph
             # what open() needs (its graph is annotated by DynamicGraph, by name)
-            self._annotate(KIND, {"graph": graph.name, "graph_steps": graph_steps,
+            self._annotate(KIND, {"graph": graph.name, "graph_build_id": graph.build_id,
+                                  "graph_steps": graph_steps,
                                   "own_graph": self._own_graph},
                            variables=graph.held() if self._own_graph else ())
 
@@ -135,6 +136,12 @@ class DynamicWindowDataset(WindowDataset):
             raise DDStoreValueError(f"DynamicWindowDataset {name!r}: its graph "
                                     f"{ann.meta['graph']!r} cannot be opened (freed before "
                                     f"the save?): {exc}") from None
+        built_on = ann.meta.get("graph_build_id")  # (None: saved by a version without it)
+        if built_on is not None and built_on != self.graph.build_id:
+            raise DDStoreValueError(
+                f"DynamicWindowDataset {name!r}: the store's graph {self.graph.name!r} is "
+                f"not the one the dataset was built over (that one was freed, and another "
+                f"built under its name, before the save); build the dataset again over it")
 
     def _graphs(self, starts, host=False):
         """The snapshots of windows ``starts`` (int64 numpy array, or a tensor of the

@@ -80,10 +80,18 @@ class GraphDataset(torch.utils.data.Dataset):
 
     ``DataLoader(num_workers > 0)`` is refused with a :class:`DDStoreValueError` on the
     first batch (its batches are made in the training process: one batched read each).
+
+    ``transform`` (a keyword of every constructor and of :meth:`open`, or the attribute,
+    as PyG's ``Dataset.transform``): a callable applied to each graph on every access
+    (``ds[i]``, ``__getitems__``, and the graphs of :meth:`get_batch` and :meth:`loader`,
+    collated by ``Batch.from_data_list`` after it); views (``index_select``, ``shuffle``,
+    slices) keep it.  None (the default): the graphs as stored, batches collated straight
+    from the packed read.
     """
 
-    def __init__(self, store, name, layout, nsamples):
+    def __init__(self, store, name, layout, nsamples, transform=None):
         self.store = store
+        self.transform = transform
         self.name = name
         # read through a handle: bound to these records, not to the name (removed and
         # others added under the name: refused, not read as these)
@@ -94,26 +102,27 @@ class GraphDataset(torch.utils.data.Dataset):
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def from_samples(cls, store, name, samples, progress=True):
+    def from_samples(cls, store, name, samples, progress=True, *, transform=None):
         """Collective: store the graphs ``samples`` (a list, or any map-style Dataset
         that builds samples on access; the same on every rank).  Each rank touches only
         ``samples[i]`` of its own chunk."""
         with store.collective("GraphDataset.from_samples", name) as step:
             share = _Share(store, name, SequenceSource(samples), progress)
             reference = share.agree(step)
-        return cls._store(store, name, share, reference, progress)
+        return cls._store(store, name, share, reference, progress, transform)
 
     @classmethod
-    def from_pickle_dir(cls, store, name, path, pattern="*.pkl", progress=True):
+    def from_pickle_dir(cls, store, name, path, pattern="*.pkl", progress=True, *,
+                        transform=None):
         """Collective: load a PFF directory (one pickle per sample, see
         :func:`write_pickle_dir`); each rank unpickles (restricted) only its files."""
         with store.collective("GraphDataset.from_pickle_dir", name) as step:
             share = _Share(store, name, PickleDirSource(path, pattern), progress)
             reference = share.agree(step)
-        return cls._store(store, name, share, reference, progress)
+        return cls._store(store, name, share, reference, progress, transform)
 
     @classmethod
-    def from_adios(cls, store, name, path, progress=True):
+    def from_adios(cls, store, name, path, progress=True, *, transform=None):
         """Collective: load a CFF ADIOS2 file written by :func:`write_adios`; each rank
         reads only its row range."""
         source = None
@@ -122,13 +131,13 @@ class GraphDataset(torch.utils.data.Dataset):
                 source = AdiosSource(path)
                 share = _Share(store, name, source, progress)
                 reference = share.agree(step)
-            return cls._store(store, name, share, reference, progress)
+            return cls._store(store, name, share, reference, progress, transform)
         finally:
             if source is not None:
                 source.close()
 
     @classmethod
-    def from_source(cls, store, name, source, progress=True):
+    def from_source(cls, store, name, source, progress=True, *, transform=None):
         """Collective: load the rank's chunk of ``source`` into records ``name``.
 
         Every error (an unreadable file, a sample whose keys, dtypes or shapes differ,
@@ -141,10 +150,10 @@ class GraphDataset(torch.utils.data.Dataset):
                                         f"{type(source).__name__}")
             share = _Share(store, name, source, progress)
             reference = share.agree(step)
-        return cls._store(store, name, share, reference, progress)
+        return cls._store(store, name, share, reference, progress, transform)
 
     @classmethod
-    def _store(cls, store, name, share, reference, progress):
+    def _store(cls, store, name, share, reference, progress, transform):
         """Collective, after the ranks agreed on ``reference`` (the layout): copy this
         rank's ``share`` into records ``name`` (all or nothing) and log the bytes held."""
         before = store.nbytes()
@@ -173,10 +182,10 @@ class GraphDataset(torch.utils.data.Dataset):
                         "%s (min %s, max %s, total %s)", name, share.total, store.replicas,
                         "s" if store.replicas != 1 else "", store.width, sizes,
                         _human(min(sizes)), _human(max(sizes)), _human(sum(sizes)))
-        return cls(store, name, reference, share.total)
+        return cls(store, name, reference, share.total, transform)
 
     @classmethod
-    def open(cls, store, name):
+    def open(cls, store, name, *, transform=None):
         """Local: the dataset ``name`` built by a constructor on this store, or brought
         back by :meth:`DDStore.restore <ddstore.DDStore.restore>` (or
         :meth:`~ddstore.DDStore.load`) from a checkpoint that :meth:`DDStore.save
@@ -185,7 +194,8 @@ class GraphDataset(torch.utils.data.Dataset):
         equals the one that was saved.  Raises :class:`DDStoreValueError` naming the
         graph datasets the store holds when ``name`` is none of them."""
         ann = store.annotation(name, kind=KIND)
-        return cls(store, name, GraphLayout(ann.meta["layout"]), ann.meta["nsamples"])
+        return cls(store, name, GraphLayout(ann.meta["layout"]), ann.meta["nsamples"],
+                   transform)
 
     # ------------------------------------------------------------------ reading
     def __len__(self):
@@ -222,7 +232,8 @@ class GraphDataset(torch.utils.data.Dataset):
             if isinstance(index, (slice, list, tuple, range)) or (
                     isinstance(index, (torch.Tensor, np.ndarray)) and index.ndim):
                 return self.index_select(index)  # (a 0-d float or bool: refused)
-            raise DDStoreValueError(f"graphs {self.name!r}: index must be an integer, or "
+            # (an IndexError, as PyG's Dataset raises)
+            raise DDStoreIndexError(f"graphs {self.name!r}: index must be an integer, or "
                                     f"a slice, list, tuple, range, tensor or array of "
                                     f"indices or booleans, got {index!r}")
         if not -self._n <= index < self._n:
@@ -231,7 +242,8 @@ class GraphDataset(torch.utils.data.Dataset):
         index = int(index) % self._n
         if self._map is not None:
             index = int(self._map[index])
-        return self.layout.to_data(self.store.get_record(self._records, index))
+        data = self.layout.to_data(self.store.get_record(self._records, index))
+        return data if self.transform is None else self.transform(data)
 
     def index_select(self, idx):
         """Local: a view of graphs ``idx`` of this dataset (PyG's
@@ -325,12 +337,14 @@ class GraphDataset(torch.utils.data.Dataset):
         if not len(idx):
             return []
         packed, sizes = self.store.get_records_packed(self._records, idx)
-        return self.layout.to_data_list(packed, sizes)
+        graphs = self.layout.to_data_list(packed, sizes)
+        return graphs if self.transform is None else [self.transform(g) for g in graphs]
 
     def get_batch(self, indices):
         """Local: graphs ``indices`` collated into a ``torch_geometric.data.Batch``
         (equal to ``Batch.from_data_list(self.__getitems__(indices))``) with one
-        batched read and no per-graph objects."""
+        batched read and no per-graph objects (with a :attr:`transform`: the transformed
+        graphs, collated by ``Batch.from_data_list``)."""
         return self._batch(indices)
 
     def _batch(self, indices, take=None):
@@ -341,6 +355,9 @@ class GraphDataset(torch.utils.data.Dataset):
         if not len(idx):
             raise DDStoreValueError(f"graphs {self.name!r}: get_batch needs at least one "
                                     f"index")
+        if self.transform is not None:  # (it may change anything: collated after it)
+            from torch_geometric.data import Batch
+            return Batch.from_data_list(self.__getitems__(indices))
         alloc = None if take is None else functools.partial(_staged_array, take)
         packed, sizes = self.store.get_records_packed(self._records, idx, alloc)
         return collate_records(self.layout, packed, sizes)

@@ -110,7 +110,7 @@ class IsingDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index):
         if not is_int(index):
-            raise DDStoreValueError(f"IsingDataset index must be an integer, got "
+            raise DDStoreIndexError(f"IsingDataset index must be an integer, got "
                                     f"{index!r}")
         if not -self.n <= index < self.n:
             raise DDStoreIndexError(f"IsingDataset index {index} out of range "

@@ -332,8 +332,8 @@ class _WindowView(torch.utils.data.Dataset):
         if isinstance(index, slice):
             return torch.utils.data.Subset(self, range(len(self))[index])
         index = integer_scalar(index)
-        if not is_int(index):
-            raise DDStoreValueError(f"{self._what()}: index must be an integer or a "
+        if not is_int(index):  # (an IndexError, as a torch TensorDataset raises)
+            raise DDStoreIndexError(f"{self._what()}: index must be an integer or a "
                                     f"slice, got {index!r}; use get_batch for a batch")
         index, length = int(index), self.stop - self.start
         if not -length <= index < length:

@@ -237,6 +237,13 @@ def check_restored(r, ref, tag):
                  WindowDataset.open, r, "g", what=f"{tag}: open wrong kind")
     expect_error(DDStoreValueError, ["DynamicGraph 'dw'", "'dw/graph'", "'dyn'"],
                  DynamicGraph.open, r, "dw", what=f"{tag}: open dynamic wrong kind")
+    for cls in (GraphDataset, WindowDataset, DynamicGraph, DynamicWindowDataset):
+        expect_error(DDStoreValueError, ["unknown object ['g']", "names are str"],
+                     cls.open, r, ["g"], what=f"{tag}: {cls.__name__}.open of a list")
+    expect_error(DDStoreValueError, ["unknown object {'g': 1}", "a dict"], r.annotation,
+                 {"g": 1}, what=f"{tag}: annotation of a dict")
+    expect_error(DDStoreValueError, ["unknown object ['g']"], r.unannotate, ["g"],
+                 what=f"{tag}: unannotate of a list")
     # free after open: the variables and their annotations go
     dw.free()
     dg.free()

@@ -338,7 +338,7 @@ def _reads_bad_indices_types_and_workers(t):
     for i in (-1, -N):  # from the end, as PyG's Dataset
         a, b = ds[i], ds[N + i]
         check(all(torch.equal(a[k], b[k]) for k in b.keys()), f"ds[{i}] != ds[{N + i}]")
-    expect_error(DDStoreValueError, ["integer"], lambda: ds["a"])
+    expect_error(DDStoreIndexError, ["integer"], lambda: ds["a"])  # as PyG
     expect_error(DDStoreIndexError, [str(N), "position 1", f"[{-N}, {N})"],
                  lambda: ds.__getitems__([0, N]))  # negative ones count from the end
     expect_error(DDStoreIndexError, [str(N + 5)], lambda: ds.get_batch([N + 5]))
