@@ -675,7 +675,8 @@ def test_window_dataset_graph_must_be_this_stores_and_held(store, tmp_path):
         # another graph built under its name before the save: refused by open (the
         # probe of the thirty-third session: the dataset read the other graph, with ids
         # beyond its own nodes when that one had more)
-        DynamicGraph(store, "g", [one(1, 2)] * 12, num_nodes=3)  # as many steps, nodes
+        successor = DynamicGraph(store, "g", [one(1, 2)] * 12, num_nodes=3)  # as many
+        # steps and nodes
         store.save(str(tmp_path / "ck3"))
         back = DDStore.restore(str(tmp_path / "ck3"), store.comm)
         try:
@@ -686,5 +687,17 @@ def test_window_dataset_graph_must_be_this_stores_and_held(store, tmp_path):
                 DynamicWindowDataset.open(back, "d")
         finally:
             back.free()
+        # a graph saved by a version without build ids (its annotation without one): it
+        # is given one made from what was saved, so a dataset built over it still tells
+        # a successor apart (the review of the thirty-third session)
+        store.annotation("g").meta.pop("build_id")
+        old = DynamicGraph.open(store, "g")
+        assert old.build_id.startswith("saved-") and old.build_id == \
+            DynamicGraph.open(store, "g").build_id != successor.build_id
+        DynamicWindowDataset(store, "d2", X, 2, graph=old, overlap=True)
+        old.free()
+        DynamicGraph(store, "g", [one(0, 0)] * 12, num_nodes=3)
+        with pytest.raises(DDStoreValueError, match=r"'d2': the store's graph 'g' is not"):
+            DynamicWindowDataset.open(store, "d2")
     finally:
         other.free()

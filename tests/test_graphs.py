@@ -677,6 +677,21 @@ def test_transform_applied_on_every_access_as_pyg(store):
                        "no transform: get_batch")
     ds.transform = T.Constant(value=5.0)
     assert float(ds[3].x[0, -1]) == 5.0
+    # num_classes of the graphs as read, as PyG's: a transform adding or dropping y
+    ds.transform = None
+    assert ds.num_classes == 7
+
+    def add_y(g):
+        g.y = torch.tensor([int(g.num_nodes)])
+        return g
+
+    def drop_y(g):
+        del g.y
+        return g
+    ds.transform = add_y
+    assert ds.num_classes == 10  # node counts 3..9
+    ds.transform = drop_y
+    assert ds.num_classes == 0
     back = graphs.GraphDataset.open(store, "tf", transform=tf)
     assert_graph_equal(back[4], want(4), "open(transform=)")
 

@@ -21,6 +21,7 @@ sorting the keys sorts the edges by ``(dst, src)``: the **canonical order** in w
 every snapshot comes out, on every rank and in every run.
 """
 import collections
+import json
 import os
 import threading
 
@@ -391,8 +392,8 @@ class DynamicGraph:
     ``build_id``: a random id of this build (rank 0's, the same on every rank; kept by a
     checkpoint, so :meth:`open` gives it back): a graph built again under the same name
     has another, which is how a :class:`~ddstore.dynamic.DynamicWindowDataset` over a
-    shared graph tells its own from a successor (None for a graph saved by a version
-    without it).
+    shared graph tells its own from a successor (a graph saved by a version without it
+    is given one made from what was saved).
     """
 
     @holds_interrupts  # (its steps are several: its later ones told by its name)
@@ -669,7 +670,11 @@ class DynamicGraph:
         self._dname, self._cname = f"{name}/delta", f"{name}/ckpt"
         self.num_steps, self.num_nodes = int(meta["num_steps"]), int(meta["num_nodes"])
         self.weighted, self.dedup = bool(meta["weighted"]), meta["dedup"]
-        self.build_id = meta.get("build_id")  # (None: saved by a version without it)
+        # saved by a version without it: an id made from what was saved (a graph built
+        # since has a random one, so a successor under the name still differs)
+        told = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)
+        self.build_id = meta.get("build_id") or \
+            f"saved-{fingerprint(told, fingerprint(ann.arrays['num_edges'])):016x}"
         self.cache_size = int(meta["cache_size"] if cache_size is None else cache_size)
         self._cache = _SnapCache()
         self._bits = _key_bits(self.num_nodes)

@@ -86,7 +86,9 @@ class GraphDataset(torch.utils.data.Dataset):
     (``ds[i]``, ``__getitems__``, and the graphs of :meth:`get_batch` and :meth:`loader`,
     collated by ``Batch.from_data_list`` after it); views (``index_select``, ``shuffle``,
     slices) keep it.  None (the default): the graphs as stored, batches collated straight
-    from the packed read.
+    from the packed read.  A random transform under read-ahead (``prefetch``, ``device``)
+    draws in the read-ahead thread, from torch's global generator (docs/development.md,
+    "Known debts": its batches then differ from run to run).
     """
 
     def __init__(self, store, name, layout, nsamples, transform=None):
@@ -312,12 +314,17 @@ class GraphDataset(torch.utils.data.Dataset):
         """Classes of the targets ``y`` of every graph, as PyG's ``Dataset.num_classes``
         infers them (read in batches of 4,096 graphs): 0 without ``y``; for one integer
         per row, the largest + 1; for one float per row, the distinct values; else the
-        last dimension of ``y``."""
-        if "y" not in (k.key for k in self.layout.keys) or not self._n:
+        last dimension of ``y`` (of the graphs as read: a :attr:`transform` that adds or
+        drops ``y`` counts)."""
+        if not self._n or (self.transform is None and
+                           "y" not in (k.key for k in self.layout.keys)):
             return 0
         n, step = self._n, 4096
-        y = torch.cat([torch.as_tensor(self.get_batch(range(a, min(a + step, n))).y)
-                       for a in range(0, n, step)])  # (the batches' y, as PyG's cat)
+        ys = [getattr(self.get_batch(range(a, min(a + step, n))), "y", None)
+              for a in range(0, n, step)]
+        if any(y is None for y in ys):  # (a transform that drops it)
+            return 0
+        y = torch.cat([torch.as_tensor(y) for y in ys])  # (the batches' y, as PyG's cat)
         if y.numel() == y.size(0):
             return int(y.max()) + 1 if not torch.is_floating_point(y) else \
                 int(torch.unique(y).numel())

@@ -51,6 +51,9 @@ _ALL = _VARS + ("commits",)  # and the counts of changes begun and ended per mem
 # ranks (one whose rank died mid-commit would never end)
 FORKED_READ_WAIT = 600.0
 _FENCE = threading.Lock()  # acquired and released: a full memory barrier (see _settled)
+# a member's commit counts after a commit failed while applying it: the state is unknown
+# (forked readers and open refuse it; a checkpoint keeps it)
+_FAILED = -1
 
 
 @dataclass
@@ -507,6 +510,13 @@ class NodeMemory:
                         f"NodeMemory {name!r}: variable {var!r} is split at rows "
                         f"{store.chunk_offsets(var).tolist()}, not at the memory's node "
                         f"ranges {(self.node_offsets * per).tolist()}")
+            counts = self._var["commits"]
+            if counts in store and (store.get_range(counts, 0, store.nrows(counts)) ==
+                                    _FAILED).any():
+                raise DDStoreStateError(
+                    f"NodeMemory {name!r}: a commit failed while applying it before this "
+                    f"state was saved or opened (marked in {counts!r}): its state is "
+                    f"unknown; remove it and create a new one")
             step.agree(same={"NodeMemory": meta})
             with store.transaction(f"NodeMemory.open {name!r}") as txn:
                 counts = self._var["commits"]  # one row per member of this width (a
@@ -644,6 +654,11 @@ class NodeMemory:
         try:
             while True:
                 counts = self.store.get_batch(h, owners)
+                if (counts == _FAILED).any():
+                    raise DDStoreStateError(
+                        f"{what}: a commit of the ranks failed while applying it (marked "
+                        f"in {self._var['commits']!r}; this process was forked from a "
+                        f"rank): the memory's state is unknown")
                 under_way = counts[:, 0] != counts[:, 1]
                 if not under_way.any():
                     _FENCE.acquire()  # (the counts are read before the rows, the rows
@@ -917,7 +932,9 @@ class NodeMemory:
         on the allocation of the receive buffer before the exchange, and on the apply
         after it: what one rank raised there is a :class:`DDStoreStateError` on every
         rank naming it (no rank waits for one that failed); a failed apply leaves the
-        state unknown, and every later call refuses the memory."""
+        state unknown: every later call refuses the memory, and the members mark it in
+        their commit counts (``name/commits``), which forked readers, :meth:`open` and a
+        checkpoint of the store see."""
         error = self._error
         writes, posts = self._writes, self._posts
         self._clear()  # dropped on every rank whether or not the commit succeeds
@@ -998,16 +1015,15 @@ class NodeMemory:
         waits in the exchange or the sync for one that failed."""
         failure = None
         got = self._received(packed[0], gathered, comm)
-        try:
-            recs = self._records()
-            recv = self._buffer("recv", int((got[:, 0] * recs[0] +
-                                             got[:, 1] * recs[1]).sum()))
+        try:  # everything the exchange needs, made before the ranks agree
+            plan = self._exchange_plan(packed, got)
         except Exception as exc:  # noqa: BLE001 -- agreed just below
-            failure, recv = exc, None
+            failure = exc
         failed = self._agreed(comm, failure, "before its exchange")
         if failed is not None:
             return failed, False
-        self._exchange(packed, got, recv, comm)
+        recv = plan[3]
+        alltoallv_rows(comm, *plan)  # the one row scatter, in rows of 8 bytes
         try:
             wk, wr, pk, pr = self._unpack(got, recv)
             if wk.shape[0]:
@@ -1030,6 +1046,9 @@ class NodeMemory:
         ``blocking`` commit raises it now."""
         told = (f"{what}; its state is unknown" if applied else
                 f"{what}, nothing applied (the updates it took are dropped)")
+        if applied:  # marked in the store too: forked readers, open and a checkpoint
+            self._changing = False  # see it (no _end: the mark stays)
+            self._counts[:] = _FAILED
         if applied or not blocking:
             self._failure = told
         if blocking:
@@ -1154,29 +1173,36 @@ class NodeMemory:
             got = [c[st.group_rank] for c in gathered]
         return np.array(got, np.int64).reshape(st.size, 2)
 
-    def _exchange(self, packed, got, recv, comm):
-        """Collective (after the commit's round): the one ``Alltoallv`` of records, what
-        each rank sends to this member (``got``, from :meth:`_received`) into ``recv``."""
+    def _exchange_plan(self, packed, got):
+        """The arguments of the commit's one ``Alltoallv`` of records
+        (:func:`~ddstore.placement.alltoallv_rows`, rows of 8 bytes: every record is
+        padded to 8) from this rank's send buffer (``packed``) and what each rank sends
+        to this member (``got``, from :meth:`_received`), the receive buffer included;
+        refused beyond ``2**31 - 1`` rows (16 GiB) with one peer."""
         ngroups = self.store.size // self.store.group_size
         counts, buf, displs = packed
         recs = self._records()
-        send_bytes = counts[:, 0] * recs[0] + counts[:, 1] * recs[1]
-        recv_bytes = got[:, 0] * recs[0] + got[:, 1] * recs[1]
-        # the one row scatter, in rows of 8 bytes (every record is padded to 8): up to
-        # 16 GB per peer
-        alltoallv_rows(comm, buf.view(np.uint64), np.tile(send_bytes // 8, ngroups),
-                       np.tile(displs // 8, ngroups), recv.view(np.uint64),
-                       recv_bytes // 8, self._displs(recv_bytes) // 8)
+        send_rows = (counts[:, 0] * recs[0] + counts[:, 1] * recs[1]) // 8
+        recv_rows = (got[:, 0] * recs[0] + got[:, 1] * recs[1]) // 8
+        if max(send_rows.max(initial=0), recv_rows.max(initial=0)) >= 2 ** 31:
+            raise DDStoreValueError(f"NodeMemory {self.name!r}: a commit exchanges more "
+                                    f"than 16 GiB with one rank (at most 2**31 - 1 rows "
+                                    f"of 8 bytes): commit more often")
+        recv = self._buffer("recv", int(recv_rows.sum()) * 8)
+        return (buf.view(np.uint64), np.tile(send_rows, ngroups),
+                np.tile(displs // 8, ngroups), recv.view(np.uint64), recv_rows,
+                self._displs(recv_rows))
 
     @staticmethod
     def _displs(nbytes):
         return np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.int64)
 
     def _unpack(self, got, recv):
-        """This rank's write keys, write rows, mail keys and mail rows received by
-        :meth:`_exchange`, in source-rank order (views of ``recv`` where one rank sent
+        """This rank's write keys, write rows, mail keys and mail rows received by the
+        exchange, in source-rank order (views of ``recv`` where one rank sent
         them)."""
         recs = self._records()
+        recv = recv.view(np.uint8)
         recv_displs = self._displs(got[:, 0] * recs[0] + got[:, 1] * recs[1])
         out = []
         for kind, rec, dim in ((0, recs[0], self.memory_dim), (1, recs[1], self.mail_dim)):

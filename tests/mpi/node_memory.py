@@ -34,7 +34,9 @@ mailbox sizes 1 and 3:
 """
 import mmap
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 
@@ -550,7 +552,9 @@ def check_nonblocking(transport):
             expect_error(ddstore.DDStoreStateError, ["injected"], a.commit, agree=True,
                          agreed=True, what=f"{t}: commit after a failed commit")
             a.remove()
-            check_failure_on_one_rank(store, dtype, t)
+            # (a forked reader of chunks it shares with the ranks; of a private copy, it
+            # reads the state of its fork)
+            check_failure_on_one_rank(store, dtype, t, store.shm_peers > 0)
             # removed / freed right after a non-blocking commit: no hang, nothing left
             stage(b, random_updates(rng, dtype)[rank])
             b.commit(wait=False)
@@ -566,7 +570,36 @@ def check_nonblocking(transport):
     check(store.freed, f"{tag}: store not freed")
 
 
-def check_failure_on_one_rank(store, dtype, tag):
+def _forked_reader(mem):
+    """A process forked now that reads every node of ``mem`` when the returned function
+    is called (which gives what it got: ``"read"`` or the error's text)."""
+    go_r, go_w = os.pipe()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(go_w)
+            os.close(r)
+            os.read(go_r, 1)
+            try:
+                mem.read(np.arange(N))
+                msg = "read"
+            except Exception as exc:  # noqa: BLE001 -- reported to the parent
+                msg = f"{type(exc).__name__}: {exc}"
+            os.write(w, repr(msg).encode())
+        finally:
+            os._exit(0)
+    os.close(go_r)
+    os.close(w)
+
+    def result():
+        os.write(go_w, b"x")
+        os.close(go_w)
+        return _reported(r, pid)
+    return result
+
+
+def check_failure_on_one_rank(store, dtype, tag, forked_ok):
     """A commit whose apply (or the allocation of its receive buffer) fails after the
     round on one rank only (the last), blocking or not: every rank raises the same
     error naming that rank, none waits for it (the probe of the thirty-third session:
@@ -593,6 +626,7 @@ def check_failure_on_one_rank(store, dtype, tag):
             mem.write(np.arange(rank, N, size), np.ones((len(range(rank, N, size)), MD),
                                                         dtype), 5.0)
             applied = where == "_apply_writes"
+            child = _forked_reader(mem) if forked_ok else None
             want = [f"rank {bad}: MemoryError: injected",
                     "its state is unknown" if applied else "nothing applied"]
             if wait:
@@ -604,12 +638,30 @@ def check_failure_on_one_rank(store, dtype, tag):
                              what=f"{t}: wait")
             if rank == bad:
                 delattr(mem, where)
+            if child is not None:  # forked before the commit, reads after it
+                got = child()
+                check(("failed while applying it (marked in 'one/commits'" in got)
+                      if applied else got == "read", f"{t}: a forked reader got {got}")
             if applied or not wait:  # refused from then on, on every rank
                 expect_error(ddstore.DDStoreStateError, want + ["remove it"], mem.read,
                              [0], agree=True, what=f"{t}: read after")
                 expect_error(ddstore.DDStoreStateError, want, mem.commit, agree=True,
                              what=f"{t}: commit after")
-            else:  # nothing applied: the state before, and the memory goes on
+            if applied:  # marked in the store: another object, and a checkpoint, refuse
+                marked = ["a commit failed while applying it", "marked in 'one/commits'"]
+                expect_error(ddstore.DDStoreStateError, marked, tg.NodeMemory.open, store,
+                             "one", agree=True, what=f"{t}: open on the live store")
+                if wait:
+                    folder = comm.bcast(tempfile.mkdtemp() if rank == 0 else None)
+                    store.save(os.path.join(folder, "ck"))
+                    back = ddstore.DDStore.restore(os.path.join(folder, "ck"), comm)
+                    expect_error(ddstore.DDStoreStateError, marked, tg.NodeMemory.open,
+                                 back, "one", agree=True, what=f"{t}: open of a checkpoint")
+                    back.free()
+                    comm.Barrier()
+                    if rank == 0:
+                        shutil.rmtree(folder)
+            if wait and not applied:  # nothing applied: the state before, and it goes on
                 compare(mem, ref, f"{t}: nothing applied")
                 run_round(mem, ref, np.random.default_rng(4), dtype, f"{t}: goes on")
             mem.remove()
