@@ -443,6 +443,12 @@ def check_width(parser, width, size=None, option="--width"):
 _RANK_VARIABLES = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK")
 
 
+def under_launcher():
+    """Whether an MPI launcher (``mpiexec``, ``srun``...) started this process: its
+    rank variable is set (MPICH/Hydra, PMIx, Open MPI, MVAPICH)."""
+    return any(os.environ.get(var, "").isdigit() for var in _RANK_VARIABLES)
+
+
 def launch_rank():
     """This process's rank in the job, without initialising MPI: from MPI if mpi4py has
     already initialised it, else from the launcher's environment (MPICH/Hydra, PMIx,

@@ -52,6 +52,7 @@ for shape in "${SHAPES[@]}"; do
   set -- $shape
   name=$1; shift
   echo "== benchmark $name (device $DEV)"
+  rm -f "$OUT/device_$name.json"  # (an earlier run's: never shown as this run's)
   timeout 140 "$PY" -m ddstore.bench.device --device "$DEV" "$@" --step-ms "$STEP_MS" \
     --repeat "$REPEAT" --out "$OUT/device_$name.json" 2>&1 | grep -v "launched without" \
     || status=1

@@ -329,7 +329,12 @@ def test_demo_width_refused_once_under_mpiexec():
     ("bench-serve", ["--rows", "-1"], "argument --rows: must be an integer >= 1, got -1"),
     ("bench-core", ["--calls-batch", "0"], "argument --calls-batch: must be an integer >= 1"),
     ("bench-graphs", ["--num-graphs", "x"], "argument --num-graphs: 'x' is not an integer"),
-    ("bench-progress", ["--reads-per-s", "0"], "argument --reads-per-s: must be a number > 0"),
+    ("bench-progress", ["--reads-per-s", "-1"], "argument --reads-per-s: must be a number >= 0"),
+    ("bench-serve", ["--patterns", "one,bogus"], "argument --patterns: 'one,bogus': "
+                                                 "comma-separated names, each one of one, "
+                                                 "both, computing"),
+    ("bench-temporal-scale", ["--csv-dir", __file__], "exists and is not a directory"),
+    ("bench-scale", ["series", "--seed", "-1"], "argument --seed: must be an integer >= 0"),
     ("bench-temporal-scale", ["--batches", "0"], "argument --batches: must be an integer >= 1"),
     ("bench-pyg", ["--batches", "0"], "argument --batches: must be an integer >= 1, got 0"),
     ("bench-pyg", ["--alone", "--prefetch", "0,2"], "--alone times each option's loader by "

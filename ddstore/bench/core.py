@@ -192,7 +192,16 @@ def main(argv=None, prog=None):
                      for k in res}
             report["row_sizes"][str(row_bytes)] = {"per_rank": gathered, "worst_rank": worst,
                                                    "summary": summarise(worst)}
+    # the "shm" rows are transport auto's: through MPI where no rank shares this node
+    # (between nodes, MPIR_CVAR_NOLOCAL=1); said, and kept in the report
+    peers = min(g["c_batch_shm"]["shm_peers"] for e in report["row_sizes"].values()
+                for g in e["per_rank"]) if comm.Get_rank() == 0 else None
     if comm.Get_rank() == 0:
+        report["shm_rows_read_through"] = "shared memory" if peers or comm.size == 1 \
+            else "MPI (no rank shares a node with another: the 'shm' rows are transport " \
+            "auto's reads)"
+        if report["shm_rows_read_through"] != "shared memory":
+            print(f"note: {report['shm_rows_read_through']}")
         for rb, entry in report["single_row"].items():
             print(f"single rows of {int(rb)} B, {plural(report['ranks'], 'rank')}, one row "
                   f"per call (slowest rank, us per call):")

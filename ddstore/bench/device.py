@@ -36,7 +36,7 @@ import time
 
 import torch
 
-from . import check_windows, parser, report_path, write_report
+from . import check_windows, exit_on_every_rank, parser, report_path, write_report
 from ..cli import at_least, pause
 from ..prefetch import MAX_PREFETCH
 
@@ -182,6 +182,9 @@ def main(argv=None, prog=None):
     from ddstore.spatiotemporal.dataset import batch_collate, distributed_order
     from ddstore.spatiotemporal.synthetic import synthetic_block
 
+    if MPI.COMM_WORLD.Get_size() != 1:  # (each rank ran it all, one report for both)
+        exit_on_every_rank(f"runs as one process on one device (python -m "
+                           f"ddstore.bench.device), not {MPI.COMM_WORLD.Get_size()} ranks")
     device = torch.device(a.device)
     threads = a.threads if a.threads is not None else (1 if device.type == "cpu" else None)
     if threads:

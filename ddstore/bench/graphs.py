@@ -39,7 +39,9 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import Items, parser, plural, ratio, ratio_text, write_report
+from ddstore.bench import (Items, exit_on_every_rank, parser, plural, ratio, ratio_text,
+                           write_report)
+from ddstore.errors import DDStoreError
 from ddstore.cli import at_least
 
 
@@ -171,14 +173,20 @@ def main(argv=None, prog=None):
             workdir = tmp
         pff_dir, cff_path = os.path.join(workdir, "pff"), os.path.join(workdir, "ising.bp")
         try:
+            failed = None
             if rank == 0:
-                t0 = time.perf_counter()
-                graphs.write_pickle_dir(full, pff_dir)
-                t1 = time.perf_counter()
-                graphs.write_adios(full, cff_path)
-                say(f"wrote PFF ({t1 - t0:.1f} s) and CFF "
-                    f"({time.perf_counter() - t1:.1f} s) under {workdir}")
-            comm.Barrier()
+                try:
+                    t0 = time.perf_counter()
+                    graphs.write_pickle_dir(full, pff_dir)
+                    t1 = time.perf_counter()
+                    graphs.write_adios(full, cff_path)
+                    say(f"wrote PFF ({t1 - t0:.1f} s) and CFF "
+                        f"({time.perf_counter() - t1:.1f} s) under {workdir}")
+                except (OSError, DDStoreError) as exc:  # told by every rank's exit
+                    failed = f"--workdir {workdir}: {exc}"
+            failed = comm.bcast(failed, root=0)  # (the others wait for rank 0's files)
+            if failed is not None:
+                exit_on_every_rank(failed, 1)
             pff_source = PickleDirSource(pff_dir)  # PFF: one restricted-unpickled file
             pff = Items(len(pff_source), lambda i: pff_source.read_one(int(i)))
             loader = DataLoader(pff, batch_size=args.batch_size,

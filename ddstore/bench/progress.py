@@ -44,7 +44,7 @@ def _args(argv=None, prog=None):
                    help="rank 1's work: torch products on one thread, or a sleep of "
                         "the same length (the control that has no CPU contention)")
     p.add_argument("--transport", default="rma", choices=["rma", "auto"])
-    p.add_argument("--reads-per-s", type=at_least(0, float, above=True), default=1000.0,
+    p.add_argument("--reads-per-s", type=at_least(0, float), default=1000.0,
                    help="rank 0's pace (a loader prefetching the next batches: 1000 "
                         "64-row reads/s is 64 k rows/s); 0: as fast as it can")
     return p.parse_args(argv)

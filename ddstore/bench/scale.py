@@ -40,7 +40,7 @@ import numpy as np
 
 from ddstore.bench import ArgumentParser, plural, write_report
 from ddstore.cli import (TRANSPORTS, HelpFormatter, at_least, check_width, report_dir,
-                         width_text)
+                         seed, width_text)
 
 from .memory import MemoryWatch, node_available
 
@@ -203,7 +203,7 @@ def _args(argv, prog=None):
                    help="compare statistics and every window with brute force (small "
                         "sizes only: every rank materialises the windows)")
     s.add_argument("--keep", action="store_true", help="keep the file afterwards")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed(), default=0)
     s.add_argument("--out", default="bench_results", type=report_dir)
     g = sub.add_parser("graphs", help="Ising graphs from ADIOS2 in a GraphDataset",
                        formatter_class=HelpFormatter)
@@ -217,7 +217,7 @@ def _args(argv, prog=None):
     g.add_argument("--check", action="store_true",
                    help="compare every graph of the epoch with the generator")
     g.add_argument("--keep", action="store_true")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=seed(), default=0)
     g.add_argument("--out", default="bench_results", type=report_dir)
     args = p.parse_args(argv)
     check_width(p, _width(args.width))

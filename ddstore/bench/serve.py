@@ -25,7 +25,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import exit_on_every_rank, log, parser, write_report
-from ddstore.cli import at_least, int_list, pause
+from ddstore.cli import at_least, int_list, names_list, pause
 
 PATHS = {"message": "auto", "one-sided": "off"}
 
@@ -38,7 +38,8 @@ def _args(argv=None, prog=None):
     p.add_argument("--sizes", type=int_list(1), default="16,100,1000,10000,50000",
                    help="rows per read, comma-separated")
     p.add_argument("--reads", type=at_least(1), default=20, help="timed reads per size")
-    p.add_argument("--patterns", default="one,both,computing")
+    p.add_argument("--patterns", default=("one", "both", "computing"),
+                   type=names_list(("one", "both", "computing")))
     p.add_argument("--repeat", type=at_least(1), default=2)
     p.add_argument("--compute-s", type=pause("s"), default=1.0,
                    help="the computing pattern: seconds rank 0 reads while rank 1 "
@@ -111,7 +112,7 @@ def main(argv=None, prog=None):
     if comm.Get_size() != 2:
         exit_on_every_rank(f"runs on 2 ranks (mpiexec -n 2), not {comm.Get_size()}")
     sizes = list(args.sizes)
-    patterns = [p for p in args.patterns.split(",") if p.strip()]
+    patterns = list(args.patterns)
     rng = np.random.default_rng(args.seed)
     results = {}
     for pattern in patterns:

@@ -37,9 +37,9 @@ import time
 
 import numpy as np
 
-from ddstore.bench import check_windows, parser, ratio, ratio_text, rma_counts, \
-    run_child, traffic, traffic_text, write_report
-from ddstore.cli import at_least, pause
+from ddstore.bench import check_windows, exit_on_every_rank, parser, ratio, ratio_text, \
+    rma_counts, run_child, traffic, traffic_text, write_report
+from ddstore.cli import at_least, pause, under_launcher
 from ddstore.prefetch import MAX_PREFETCH
 
 MB = 1024.0 * 1024.0
@@ -417,6 +417,10 @@ def main(argv=None, prog=None):
         if res is not None:
             print("RESULT " + json.dumps(res), flush=True)
         return 0
+    if under_launcher():  # (its own mpiexec, under this one's, fails in PMI_Init)
+        exit_on_every_rank("runs as one process, which starts its own mpiexec for each "
+                           "variant: python -m ddstore.bench.spatiotemporal, not under "
+                           "mpiexec")
 
     from ddstore.testing.windows import (index_batching_elements,
                                                   materialized_elements)

@@ -40,7 +40,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import log, parser, write_report
-from ddstore.cli import at_least
+from ddstore.cli import at_least, output_dir
 from ddstore.bench.memory import current_rss, peak_rss, reset_peak
 
 GDELT_NODES = 16_682
@@ -84,8 +84,8 @@ def _args(argv, prog=None):
     p.add_argument("--no-csv", action="store_true", help="skip the edges.csv path")
     p.add_argument("--no-prefault-pass", action="store_true",
                    help="skip the second build and its prefaulted first pass")
-    p.add_argument("--csv-dir", default=None, help="where edges.csv is written (default: "
-                                                   "a temporary directory)")
+    p.add_argument("--csv-dir", default=None, type=output_dir,
+                   help="where edges.csv is written (default: a temporary directory)")
     return p.parse_args(argv)
 
 
