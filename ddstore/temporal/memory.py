@@ -1022,10 +1022,9 @@ class NodeMemory:
         failed = self._agreed(comm, failure, "before its exchange")
         if failed is not None:
             return failed, False
-        recv = plan[3]
         alltoallv_rows(comm, *plan)  # the one row scatter, in rows of 8 bytes
         try:
-            wk, wr, pk, pr = self._unpack(got, recv)
+            wk, wr, pk, pr = self._unpack(got, plan[3], plan[5] * 8)
             if wk.shape[0]:
                 self._apply_writes(wk, np.ascontiguousarray(wk[:, 3]).view(self.ts_dtype),
                                    wr)
@@ -1197,13 +1196,12 @@ class NodeMemory:
     def _displs(nbytes):
         return np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.int64)
 
-    def _unpack(self, got, recv):
+    def _unpack(self, got, recv, recv_displs):
         """This rank's write keys, write rows, mail keys and mail rows received by the
-        exchange, in source-rank order (views of ``recv`` where one rank sent
-        them)."""
+        exchange (each rank's records at byte ``recv_displs[r]`` of ``recv``), in
+        source-rank order (views of ``recv`` where one rank sent them)."""
         recs = self._records()
         recv = recv.view(np.uint8)
-        recv_displs = self._displs(got[:, 0] * recs[0] + got[:, 1] * recs[1])
         out = []
         for kind, rec, dim in ((0, recs[0], self.memory_dim), (1, recs[1], self.mail_dim)):
             start = recv_displs + (0 if kind == 0 else got[:, 0] * recs[0])
