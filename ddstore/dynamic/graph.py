@@ -630,14 +630,16 @@ class DynamicGraph:
                     progress.update(1)
             store.sync()
             self._bind()
-            # what open() needs to rebuild every step from a restored store
-            store.annotate(self.name, KIND, {
-                "num_steps": int(self.num_steps), "num_nodes": int(self.num_nodes),
-                "weighted": bool(self.weighted), "dedup": self.dedup,
-                "checkpoint_every": int(self.checkpoint_every),
-                "cache_size": int(self.cache_size), "build_id": self.build_id},
-                {"num_edges": self._num_edges, "delta_entries": self._delta_entries},
-                variables=self.held())
+            # what open() needs to rebuild every step from a restored store (a step: a
+            # rank failing here is agreed, and the build rolls back on every rank)
+            with store.collective(None):
+                store.annotate(self.name, KIND, {
+                    "num_steps": int(self.num_steps), "num_nodes": int(self.num_nodes),
+                    "weighted": bool(self.weighted), "dedup": self.dedup,
+                    "checkpoint_every": int(self.checkpoint_every),
+                    "cache_size": int(self.cache_size), "build_id": self.build_id},
+                    {"num_edges": self._num_edges, "delta_entries": self._delta_entries},
+                    variables=self.held())
 
     def _again(self, edges, weights, t, first):
         """Step ``t`` made canonical a second time (for step 3), checked against the

@@ -173,9 +173,12 @@ class GraphDataset(torch.utils.data.Dataset):
                 _fill_records(store, name, reference, sizes, _owned_blocks(records, keys),
                               progress, "storing")
                 del records
-            # what open() needs to serve the records again from a restored store
-            store.annotate(name, KIND, {"layout": reference.to_list(),
-                                        "nsamples": int(share.total)}, variables=(name,))
+            # what open() needs to serve the records again from a restored store (in a
+            # step: a rank that fails here is agreed, and the records roll back on every
+            # rank; alone, the others went on to the gather below and waited for ever)
+            with store.collective(None):
+                store.annotate(name, KIND, {"layout": reference.to_list(),
+                                            "nsamples": int(share.total)}, variables=(name,))
         release_free_heap()  # the samples read and freed: back to the kernel, not held
         held = store.nbytes() - before
         sizes = store.comm.gather(held, root=0)

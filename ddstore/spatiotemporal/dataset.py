@@ -920,11 +920,12 @@ class WindowDataset(_WindowView):
     def _annotate(self, kind, meta=None, arrays=None, variables=()):
         """Local, alike on every rank, at the end of a constructor: record the dataset
         for :meth:`open` (its series, plus ``variables``, ``meta``, ``arrays``)."""
-        m, a, cuts = self._annotation()
-        m.update(meta or {})
-        a.update(arrays or {})
-        self.store.annotate(self.name, kind, m, a, variables=(self.name,) +
-                            tuple(variables), cuts=cuts)
+        with self.store.collective(None):  # (a rank failing here: agreed, rolled back)
+            m, a, cuts = self._annotation()
+            m.update(meta or {})
+            a.update(arrays or {})
+            self.store.annotate(self.name, kind, m, a, variables=(self.name,) +
+                                tuple(variables), cuts=cuts)
 
     @classmethod
     def open(cls, store, name, *, device="cpu", resident=None):

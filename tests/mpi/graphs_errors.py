@@ -357,6 +357,44 @@ def _reads_bad_indices_types_and_workers(t):
                  lambda: graphs.GraphDataset.from_samples(store, "good", good, progress=False))
 
 
+@cases("a failure on the last rank while a build annotates what it made")
+def _(t):
+    """The last step of a build records the object (``store.annotate``): a rank failing
+    there (out of memory) is agreed, and what the build made is gone on every rank (the
+    others went on to the next collective call and waited there for ever, the probe of
+    the thirty-third session found: GraphDataset, WindowDataset, DynamicGraph)."""
+    from ddstore import DDStoreMemoryError
+    from ddstore import spatiotemporal as st
+    from ddstore.dynamic import DynamicGraph
+    store = t.store
+    series = np.arange(60 * 3, dtype=np.float32).reshape(60, 3, 1)
+    steps = [np.array([[0, 1], [1, 2]])] * 10
+    builds = {
+        "GraphDataset": lambda n: graphs.GraphDataset.from_samples(store, n, t.good,
+                                                                   progress=False),
+        "WindowDataset": lambda n: st.WindowDataset(store, n, series, 2),
+        "DynamicGraph": lambda n: DynamicGraph(store, n, steps, num_nodes=3)}
+    for what, build in builds.items():
+        name, before = t.name(), (store.variables(), store.annotations())
+        real = store.annotate
+
+        def failing(*args, **kwargs):
+            raise MemoryError("injected in annotate")
+        if rank == size - 1:
+            store.annotate = failing
+        try:
+            expect_error(DDStoreMemoryError, [f"rank {size - 1}:", "injected in annotate"],
+                         build, name, agree=True, what=f"{what}: annotate fails")
+        finally:
+            if rank == size - 1:
+                del store.annotate
+        check((store.variables(), store.annotations()) == before,
+              f"{what}: left {store.variables()}, {store.annotations()}")
+        check(store.annotate == real, f"{what}: annotate not restored")
+        build(name)  # the same name again
+        check(name in store.annotations(), f"{what}: not built again")
+
+
 @cases("the store serves after the errors, and is freed")
 def _the_store_serves_after_the_errors_and_is_freed(t):
     store, good, ds = t.store, t.good, t.ds
