@@ -449,15 +449,17 @@ class NodeMemory:
         # rolled back by an enclosing transaction: the communicator and the views go
         # too (the object is removed, even if an older memory of its name is back)
         txn.on_rollback(self._rolled_back)
-        store.annotate(self.name, self.KIND, {
-            "version": 1, "num_nodes": self.num_nodes, "memory_dim": self.memory_dim,
-            "mail_dim": self.mail_dim, "mailbox_size": self.mailbox_size,
-            "dtype": self.dtype.str, "ts_dtype": np.dtype(self.ts_dtype).str},
-            variables=[self._var[k] for k in _ALL],
-            # rows per node: a restore splits every variable at this memory's node ranges
-            # (the counts: one row per member, made anew by open at another width)
-            cuts={**{self._var[k]: self._layout[k][0] for k in _VARS},
-                  self._var["commits"]: 1})
+        with store.collective(None):  # (a rank failing here: agreed, rolled back)
+            store.annotate(self.name, self.KIND, {
+                "version": 1, "num_nodes": self.num_nodes, "memory_dim": self.memory_dim,
+                "mail_dim": self.mail_dim, "mailbox_size": self.mailbox_size,
+                "dtype": self.dtype.str, "ts_dtype": np.dtype(self.ts_dtype).str},
+                variables=[self._var[k] for k in _ALL],
+                # rows per node: a restore splits every variable at this memory's node
+                # ranges (the counts: one row per member, made anew by open at another
+                # width)
+                cuts={**{self._var[k]: self._layout[k][0] for k in _VARS},
+                      self._var["commits"]: 1})
 
     KIND = "NodeMemory"
 

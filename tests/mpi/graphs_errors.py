@@ -362,10 +362,12 @@ def _(t):
     """The last step of a build records the object (``store.annotate``): a rank failing
     there (out of memory) is agreed, and what the build made is gone on every rank (the
     others went on to the next collective call and waited there for ever, the probe of
-    the thirty-third session found: GraphDataset, WindowDataset, DynamicGraph)."""
+    the thirty-third session found: GraphDataset, WindowDataset, DynamicGraph,
+    NodeMemory)."""
     from ddstore import DDStoreMemoryError
     from ddstore import spatiotemporal as st
     from ddstore.dynamic import DynamicGraph
+    from ddstore.temporal import NodeMemory
     store = t.store
     series = np.arange(60 * 3, dtype=np.float32).reshape(60, 3, 1)
     steps = [np.array([[0, 1], [1, 2]])] * 10
@@ -373,7 +375,8 @@ def _(t):
         "GraphDataset": lambda n: graphs.GraphDataset.from_samples(store, n, t.good,
                                                                    progress=False),
         "WindowDataset": lambda n: st.WindowDataset(store, n, series, 2),
-        "DynamicGraph": lambda n: DynamicGraph(store, n, steps, num_nodes=3)}
+        "DynamicGraph": lambda n: DynamicGraph(store, n, steps, num_nodes=3),
+        "NodeMemory": lambda n: NodeMemory(store, n, 10, 4, 4)}
     for what, build in builds.items():
         name, before = t.name(), (store.variables(), store.annotations())
         real = store.annotate
