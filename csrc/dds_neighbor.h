@@ -24,7 +24,7 @@ extern "C" {
 
 enum dds_neighbor_flags {
     DDS_NEIGHBOR_REPLACE = 1, /* k independent uniform draws (with replacement) */
-    DDS_NEIGHBOR_LAST = 2     /* the last min(k, eligible) entries of the list */
+    DDS_NEIGHBOR_LAST = 2     /* the last min(k, eligible) entries (the draws' range) */
 };
 
 /* Local (one-sided).  One hop for `n` destination nodes.  Node i's eligible entries are
@@ -35,7 +35,8 @@ enum dds_neighbor_flags {
  * graph->nbr_time set) the time of its source node, nbr_time[nbr] (DDS_ERANGE for a
  * source outside [0, nbr_time_len)).  With c
  * eligible: k < 0 takes all c; LAST takes the last min(k, c); REPLACE takes k
- * independent uniform draws (none when c == 0); otherwise min(k, c) distinct entries,
+ * independent uniform draws (none when c == 0), with LAST among the last min(k, c)
+ * (pyg-lib's temporal "last" narrows the list, then draws); otherwise min(k, c) distinct entries,
  * uniformly (all c in list order when c <= k).  Buffers are sized by what is taken,
  * never by k alone, so any k >= 0 is valid.  Draws depend only on (seed, i).  Outputs
  * (capacity `cap` each, compact in node order): row[j] (position i of the node),

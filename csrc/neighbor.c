@@ -332,11 +332,14 @@ static int eligible(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
 }
 
 /* the entries a node with c eligible takes (see dds_neighbor.h) */
-static int64_t take_of(int64_t c, int64_t k, int replace, int last)
+/* how many entries a list of c eligible ones gives for k (k < 0: all of them): k draws
+ * with replacement (with last, among the min(c, k) latest, as pyg-lib's temporal "last"
+ * narrows the list before it draws), else min(c, k) */
+static int64_t take_of(int64_t c, int64_t k, int replace)
 {
     if (c <= 0) return 0;
     if (k < 0) return c;
-    if (replace && !last) return k;
+    if (replace) return k;
     return c <= k ? c : k;
 }
 
@@ -400,7 +403,7 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
      * follow what exists (at most c per node without replacement), never k alone */
     int64_t total = 0, floyd_k = 0; /* floyd_k: k when some list needs distinct draws */
     for (int64_t i = 0; i < n; i++) {
-        int64_t take = take_of(cut[i], k, replace, last);
+        int64_t take = take_of(cut[i], k, replace);
         if (__builtin_add_overflow(total, take, &total))
             return_error(DDS_ENOMEM, "neighbour sample: k=%lld from each of %lld nodes is "
                          "more than 2^63 entries", (long long)k, (long long)n);
@@ -424,7 +427,7 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             prefetch_list(g, &view, nodes[i + PREFETCH_NODES], cut[i + PREFETCH_NODES], nb,
                           eb);
         int64_t c = cut[i], start = g->indptr[nodes[i]];
-        int64_t take = take_of(c, k, replace, last);
+        int64_t take = take_of(c, k, replace);
         if (take <= 0) continue;  /* nothing eligible, or k == 0: no pick, nothing read */
         int m = member_of_node(g, &view, nodes[i]);
         const char *ln = member_chunk(&view, m, 0), *le = member_chunk(&view, m, 1);
@@ -432,9 +435,11 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
             ln += nb * (start - view.first[m]);
             le += eb * (start - view.first[m]);
         }
-        int whole = k < 0 || (c <= k && (!replace || last));
+        int whole = k < 0 || (c <= k && !replace);
+        /* with last, the draws (with replacement) are among the min(c, k) latest */
+        int64_t from = last && c > k ? c - k : 0;
         for (int64_t q = 0; q < take; q++) row[j + q] = i;
-        if (whole || last) { /* one contiguous piece: all of them, or the k latest */
+        if (whole || (last && !replace)) { /* one piece: all of them, or the k latest */
             if (ln) {
                 copy_ids(nbr + j, ln + nb * (c - take), nb, take);
                 copy_ids(eid + j, le + eb * (c - take), eb, take);
@@ -449,7 +454,7 @@ int dds_neighbor_sample(dds_store *s, const dds_tcsr *g, const int64_t *nodes,
                 uint64_t r = stream_next(&st);
                 int64_t pos;
                 if (replace) {
-                    pos = below(r, c);
+                    pos = from + below(r, c - from);
                 } else { /* Floyd: the q-th step draws from [0, c - k + q] */
                     int64_t top = c - k + q;
                     pos = below(r, top + 1);

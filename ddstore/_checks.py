@@ -249,14 +249,15 @@ def as_int(value, what, low=None):
     raise DDStoreValueError(f"{what} must be an integer{bound}, got {value!r}")
 
 
-def as_dtype(value, what, kinds, allowed):
+def as_dtype(value, what, kinds, allowed, sizes=None):
     """The package's one rule for a dtype argument: a numpy dtype or what numpy takes for
     one (a type, a string such as ``"float32"``), or a torch dtype (as the numpy dtype
-    of its tensors), whose kind is one of ``kinds`` (numpy's kind letters, e.g. ``"f"``),
-    returned as a numpy dtype in the machine's byte order (``">f4"`` is float32: torch
-    takes no other, and data in another order is converted as it is stored); a
-    :class:`DDStoreValueError` naming ``what``, the value and ``allowed`` (the words for
-    the dtypes taken) otherwise."""
+    of its tensors), whose kind is one of ``kinds`` (numpy's kind letters, e.g. ``"f"``)
+    and, if ``sizes`` is given, whose item size in bytes is one of them (``(2, 4, 8)``:
+    no long double, which torch has no dtype for), returned as a numpy dtype in the
+    machine's byte order (``">f4"`` is float32: torch takes no other, and data in
+    another order is converted as it is stored); a :class:`DDStoreValueError` naming
+    ``what``, the value and ``allowed`` (the words for the dtypes taken) otherwise."""
     try:
         if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
             import torch
@@ -266,7 +267,8 @@ def as_dtype(value, what, kinds, allowed):
     except (TypeError, ValueError) as exc:
         raise DDStoreValueError(f"{what}={value!r} is not a dtype ({exc}); allowed: "
                                 f"{allowed}") from None
-    if dt.kind not in kinds or dt.fields is not None:
+    if dt.kind not in kinds or dt.fields is not None or \
+            (sizes is not None and dt.itemsize not in sizes):
         raise DDStoreValueError(f"{what}={dt}; allowed: {allowed}")
     return dt if dt.isnative else dt.newbyteorder("=")
 

@@ -777,6 +777,13 @@ def _warn_if_alone():
             f"alone; to use N processes, {_RUN_TEXT} (told once per process)")
 
 
+def alone_by_design():
+    """Local: this process is a program of one process by design (a benchmark of one
+    rank over ``MPI.COMM_SELF``): its stores give no launched-without-``mpiexec``
+    warning."""
+    _ALONE["warned"] = True
+
+
 _ALONE_TEXT = "launched without `mpiexec`? this process is an MPI job of one rank"
 _RUN_TEXT = "run `mpiexec -n N python script.py`"
 

@@ -30,6 +30,9 @@ Leaving the block:
   (:func:`~ddstore.abort_on_exception`).  That is why every step of an operation that
   can fail on one rank only agrees before it raises.
 
+Annotations (:meth:`DDStore.annotate`, ``unannotate``, and those :meth:`DDStore.load`
+brings) are journalled too: a rollback gives each name the annotation it had before.
+
 Writes into variables that existed before the transaction (``update``,
 ``update_records``, a node memory's ``commit``) are not journalled: a rollback undoes
 what was created and removed, not what was written in place.
@@ -104,6 +107,13 @@ class Journal:
         """Called by the store where a variable comes into being."""
         if self.depth:
             self.entries.append(name)
+
+    def note_undo(self, undo):
+        """Called by the store's annotations at every change, with the callable that
+        takes it back: recorded (a rollback calls it, newest first) while a
+        transaction is open."""
+        if self.depth:
+            self.entries.append(undo)
 
     def note_removed(self, name):
         """Called by the store where a variable is removed: it is no longer the
@@ -297,10 +307,15 @@ class Transaction:
         rest."""
         store, entries = self.store, self._entries
         undo = entries[self._mark:]
-        if not undo:  # nothing created, set aside or registered here: nothing to undo,
-            # and no round (records are alike on every rank in the transaction, so the
-            # others skip it too; and a rank the error found in another call, one out
-            # of step, is not rolling back: a round would only replace the error)
+        if not any(isinstance(e, (str, _Aside)) for e in undo):
+            # nothing created or set aside here: no variable to remove, so no round
+            # (records are alike on every rank in the transaction, so the others skip
+            # it too; and a rank the error found in another call, one out of step, is
+            # not rolling back: a round would only replace the error); what was
+            # registered or annotated is taken back locally, newest first
+            for entry in reversed(undo):
+                entry()
+            del entries[self._mark:]
             return
         mine = [e for e in undo if isinstance(e, str)]
         with store.collective("transaction rollback") as step:

@@ -54,12 +54,22 @@ class Annotation:
     """What a layer recorded about an object it built (see :meth:`DDStore.annotate`):
     ``kind`` (str), ``meta`` (a JSON-serialisable dict), ``arrays`` (dict of numpy
     arrays, alike on every rank), ``variables`` (tuple of variable names), ``cuts``
-    (dict: variable name -> name of an array in ``arrays`` of allowed chunk starts)."""
-    __slots__ = ("kind", "meta", "arrays", "variables", "cuts")
+    (dict: variable name -> name of an array in ``arrays`` of allowed chunk starts);
+    ``unsaved``: None, or why :meth:`DDStore.save` refuses the store while it holds the
+    object (:meth:`refuse_save`)."""
+    __slots__ = ("kind", "meta", "arrays", "variables", "cuts", "unsaved")
 
     def __init__(self, kind, meta, arrays, variables, cuts):
         self.kind, self.meta, self.arrays = kind, meta, arrays
         self.variables, self.cuts = variables, cuts
+        self.unsaved = None
+
+    def refuse_save(self, why):
+        """Local, alike on every rank (a layer whose object is no longer in a state a
+        checkpoint may keep, e.g. a node memory whose commit failed while applying it):
+        :meth:`DDStore.save` refuses the store from now on, naming the object and
+        ``why`` (a str), until the object is removed."""
+        self.unsaved = str(why)
 
     def __repr__(self):
         return (f"Annotation(kind={self.kind!r}, meta={self.meta!r}, "
@@ -116,11 +126,31 @@ def _json(value, what):
 
 class Annotations:
     """The annotations of ``store`` (local state, made alike on every rank by the
-    layers' collective calls)."""
+    layers' collective calls).  ``note_undo(undo)``: the store's journal hook, called at
+    every change with the callable that takes it back (recorded while a transaction is
+    open, so that a rollback undoes annotations as it undoes variables)."""
 
-    def __init__(self, store):
+    def __init__(self, store, note_undo=lambda undo: None):
         self.store = store
         self.table = {}  # object name -> Annotation
+        self._note_undo = note_undo
+
+    def put(self, name, annotation):
+        """Local: set (or replace) the annotation of object ``name``; a rollback of the
+        open transaction, if any, takes it back (the earlier annotation, or none)."""
+        self._journal(name)
+        self.table[name] = annotation
+
+    def _journal(self, name):
+        before = self.table.get(name)
+        table = self.table
+
+        def undo():  # (a rollback: what the name held before this change)
+            if before is None:
+                table.pop(name, None)
+            else:
+                table[name] = before
+        self._note_undo(undo)
 
     def annotate(self, name, kind, meta=None, arrays=None, *, variables=(), cuts=None):
         """Local, made alike on every rank (a layer calls it at the end of the collective
@@ -188,14 +218,18 @@ class Annotations:
                         f"annotate {name!r}: its array {mine[f'{other}:{k}']!r} and array "
                         f"{k!r} of annotation {other!r} would be one array of a "
                         f"checkpoint ({f'annotation:{other}:{k}'!r}); rename one")
-        self.table[name] = Annotation(kind, meta, arrays, variables, cuts)
+        self.put(name, Annotation(kind, meta, arrays, variables, cuts))
 
     def unannotate(self, name):
         """Local, made alike on every rank: drop the annotation of object ``name`` (if
         any), e.g. when a layer's object is rolled back or removed while its variables
         stay.  Returns whether there was one."""
         self.store.check_alive()
-        return self.table.pop(self._name(name), None) is not None
+        if self._name(name) not in self.table:
+            return False
+        self._journal(name)  # (a rollback brings it back)
+        del self.table[name]
+        return True
 
     def annotation(self, name, kind=None):
         """The :class:`Annotation` of object ``name`` (local).  Raises
@@ -205,9 +239,11 @@ class Annotations:
         ann = self.table.get(self._name(name))
         if ann is None or (kind is not None and ann.kind != kind):
             known = self.annotations(kind)
+            other = "" if ann is None else (f"; {name!r} is a {ann.kind}: reopen it with "
+                                            f"{ann.kind.split('.')[-1]}.open")
             raise DDStoreValueError(
                 f"no {kind or 'object'} {name!r} in this store (restored or built); "
-                f"known: {known}")
+                f"known: {known}{other}")
         return ann
 
     def _name(self, name):

@@ -868,6 +868,12 @@ class Checkpoints:
                 raise DDStoreStateError(
                     f"save {path!r}: called inside an open transaction; a checkpoint "
                     f"holds committed state only: save after the transaction ends")
+            bad = [f"{n!r} ({a.kind}): {a.unsaved}" for n, a in
+                   sorted(self.annotations.table.items()) if a.unsaved is not None]
+            if bad:
+                raise DDStoreStateError(f"save {path!r}: the store holds objects a "
+                                        f"checkpoint may not keep: {'; '.join(bad)}; "
+                                        f"remove them first")
             desc = self._description()
             plan = None
             if self.store.rank == 0:  # checked, nothing written: a refusal leaves no trace
@@ -1076,10 +1082,10 @@ class Checkpoints:
                 step.agree()
             self.variables.core.sync()
             for a in manifest["annotations"]:
-                self.annotations.table[a["name"]] = Annotation(
+                self.annotations.put(a["name"], Annotation(
                     a["kind"], a["meta"],
                     {k: arrays[f"annotation:{a['name']}:{k}"] for k in a["arrays"]},
-                    tuple(a["variables"]), dict(a["cuts"]))
+                    tuple(a["variables"]), dict(a["cuts"])))
         return manifest
 
     @staticmethod

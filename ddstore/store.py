@@ -176,7 +176,8 @@ class DDStore:
                                     lambda n: self._journal.aside_of(n))
         self._records = Records(self, self._variables, lambda n: self._created(n),
                                 lambda *a: self._write_field(*a))
-        self._annotations = Annotations(self)  # what layers record to reopen by name
+        self._annotations = Annotations(  # what layers record to reopen by name
+            self, lambda undo: self._journal.note_undo(undo))
         self._journal = _transaction.Journal(  # the open transactions' record
             self.__contains__, self._rename, self._annotations.forget,
             self._annotations.put_back)

@@ -85,6 +85,23 @@ def test_bench_helper_module_says_what_it_is():
             "python -m ddstore --help" in r.stderr, (args, r)
 
 
+@pytest.mark.mpi
+def test_one_process_benchmark_gives_no_launcher_warning(tmp_path):
+    """``python -m ddstore.bench.device`` is one process by design: it says nothing of
+    being launched without ``mpiexec`` (it did, the thirty-third session's probe found),
+    and writes its figures."""
+    import json
+    import subprocess
+    out = tmp_path / "device.json"
+    r = subprocess.run([sys.executable, "-m", "ddstore.bench.device", "--steps", "400",
+                        "--nodes", "10", "--batches", "2", "--repeat", "1", "--step-ms",
+                        "0", "--out", str(out)], capture_output=True, text=True,
+                       timeout=300, cwd=str(tmp_path))
+    assert r.returncode == 0, r
+    assert "mpiexec" not in r.stderr + r.stdout, r
+    assert json.loads(out.read_text())["rows"], out.read_text()[:500]
+
+
 def test_demo_help_shows_the_program_name(capsys):
     out = help_text(capsys, cli.main, ["demo", "--help"])
     assert out.startswith("usage: python -m ddstore demo "), out

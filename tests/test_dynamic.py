@@ -597,6 +597,23 @@ def test_a_samples_graphs_are_its_own(store):
     ds.free()
 
 
+def test_open_of_another_kind_names_the_kind(store):
+    """``WindowDataset.open`` on a DynamicWindowDataset's name says what it is and how to
+    reopen it (it said there was none: "known: []"); the dynamic one's own open works."""
+    from ddstore.dynamic import DynamicWindowDataset
+    from ddstore.spatiotemporal import WindowDataset
+    series = np.arange(60 * 4, dtype=np.float32).reshape(60, 4, 1)
+    ds = DynamicWindowDataset(store, "kinds", series, horizon=2,
+                              edges=[np.array([[0, 1], [1, 2]])] * 60)
+    with pytest.raises(DDStoreValueError, match=r"no WindowDataset 'kinds' .* known: \[\]; "
+                                                r"'kinds' is a DynamicWindowDataset: reopen "
+                                                r"it with DynamicWindowDataset.open"):
+        WindowDataset.open(store, "kinds")
+    again = DynamicWindowDataset.open(store, "kinds")
+    assert torch.equal(again[3][0], ds[3][0])
+    ds.free()
+
+
 def test_a_freed_graph_never_reads_another_built_under_its_name(store):
     """A freed DynamicGraph (and a second object opened on it, its cache warm) refuses
     every read, even after another graph is built under the same name (it used to read

@@ -332,6 +332,45 @@ def test_store_names_refuse_a_slash(store):
     assert gs.node_counts() == {"a": 3}
 
 
+def test_a_second_store_of_a_name_in_use_is_refused(store, tmp_path):
+    """A second FeatureStore / GraphStore under a name already in use (the default
+    "pyg" twice) replaced the first's record: its declared node counts (a loader seeded
+    on a node type then refused it) and what a restore reopens (both reopened empty
+    though every variable was saved).  Now refused, naming how to reopen it; the
+    first works on, and is reopened whole after a restore.  (One whose record holds
+    nothing may be made again: nothing is lost.)"""
+    from torch_geometric.data import HeteroData
+    from ddstore import DDStore, DDStoreValueError
+    from ddstore import pyg as dpyg
+    h = HeteroData()
+    h["author"].x = torch.arange(8.).view(4, 2)
+    h["paper"].num_nodes = 6
+    h["author", "writes", "paper"].edge_index = torch.tensor([[0, 1, 3], [5, 0, 2]])
+    fs, gs = dpyg.from_hetero(store, h)
+    before = (store.variables(), store.annotations(), gs.node_counts())
+    for cls in (dpyg.FeatureStore, dpyg.GraphStore):
+        with pytest.raises(DDStoreValueError, match=rf"{cls.__name__} 'pyg': this store "
+                                                    rf"holds one of that name already, "
+                                                    rf"not empty: reopen it with "
+                                                    rf"{cls.__name__}.open\(store, 'pyg'\)"):
+            cls(store)
+    assert (store.variables(), store.annotations(), gs.node_counts()) == before
+    assert gs.node_counts() == {"author": 4, "paper": 6}
+    empty = (dpyg.FeatureStore(store, "e"), dpyg.GraphStore(store, "e"))
+    again = (dpyg.FeatureStore(store, "e"), dpyg.GraphStore(store, "e"))
+    assert [x.name for x in empty + again] == ["e"] * 4
+    store.save(str(tmp_path / "ck"))
+    with DDStore.restore(str(tmp_path / "ck"), store.comm) as back:
+        fs2, gs2 = dpyg.open_stores(back)
+        assert sorted(map(repr, fs2.get_all_tensor_attrs())) == \
+            sorted(map(repr, fs.get_all_tensor_attrs()))
+        assert gs2.node_counts() == {"author": 4, "paper": 6}
+        assert [tuple(t) for t in gs2.get_edge_index(
+            edge_type=("author", "writes", "paper"), layout="coo")] == \
+            [tuple(t) for t in gs.get_edge_index(edge_type=("author", "writes", "paper"),
+                                                 layout="coo")]
+
+
 def test_homogeneous_edge_attributes_not_listed_for_loaders(store):
     """A homogeneous graph's edge attributes (EDGES) stay out of get_all_tensor_attrs:
     PyG's homogeneous loader reads every listed attribute by node ids; the batch gets
@@ -617,9 +656,10 @@ def test_declared_rows(fs, store):
     assert gs.node_counts() == {"p": 10, "q": 2}
     fs.declare_rows({"r": 6})
     assert gs.node_counts() == {"p": 10, "q": 2, "r": 6}
-    again = dpyg.FeatureStore(store, "f")  # a feature store of its own: no declarations
-    again.put_tensor(torch.ones(1), "p", "new", index=[0])
-    assert again.num_rows("p", "new") == 1 and "r" not in gs.node_counts()
+    # another feature store under the name would replace these declarations: refused
+    with pytest.raises(DDStoreValueError, match="FeatureStore 'f': this store holds one"):
+        dpyg.FeatureStore(store, "f")
+    assert gs.node_counts() == {"p": 10, "q": 2, "r": 6}
 
 
 def test_a_rollback_keeps_the_attributes_in_their_order(store):

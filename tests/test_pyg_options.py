@@ -92,9 +92,20 @@ def test_loader_seeds_checked_when_built(store):
              r"edge_label_index must hold a \[2, n\] tensor of source and destination "
              r"ids, got shape \[50\]"),
             (LinkNeighborLoader, dict(edge_label_index=(None, torch.zeros(3, 4).long())),
-             r"got shape \[3, 4\]")]:
+             r"got shape \[3, 4\]")] + [
+            # a node type, or none, on a homogeneous graph: PyG's bare assert or TypeError
+            (NeighborLoader, dict(input_nodes=seeds), r"NeighborLoader\(input_nodes=...\): "
+             r".* names a node type, or no nodes, but the graph is homogeneous: give its "
+             r"node ids or a boolean mask") for seeds in (
+                "paper", (None, None), ("paper", torch.arange(3)), ("paper", None))]:
         with pytest.raises(DDStoreValueError, match=message):
             loader((fs, gs), num_neighbors=[2], batch_size=4, **kw)
+    # (None, ids) and (None, mask) on a homogeneous graph: the ids, as a bare tensor
+    for seeds in (torch.arange(4), torch.arange(20) < 4):
+        batch = next(iter(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4,
+                                         input_nodes=(None, seeds))))
+        assert batch.input_id.tolist() == [0, 1, 2, 3]
+        assert batch.n_id[:4].tolist() == [0, 1, 2, 3]
     batch = next(iter(NeighborLoader((fs, gs), num_neighbors=[2], batch_size=4,
                                      input_nodes=torch.arange(20) < 4)))
     assert batch.input_id.tolist() == [0, 1, 2, 3]
@@ -463,8 +474,18 @@ def test_node_times_shorter_than_the_sources_are_refused(store):
         if 2 not in sources:  # no edge leaves from node 2: fine
             put()
         else:
-            with pytest.raises(DDStoreValueError, match="holds NaN or infinite values"):
+            with pytest.raises(DDStoreValueError, match=r"time_attr 't': node 2 has time "
+                                                        r"nan; times must be finite"):
                 put()
+    # an edge-level time: the edge named (as a weight is)
+    fs3 = dpyg.FeatureStore(store, "nan2")
+    fs3.put_tensor(torch.tensor([0.0, 1.0, float("inf")]), group_name=("_N", "to", "_N"),
+                   attr_name="et")
+    gs3 = dpyg.GraphStore(store, "nan2", time_attr="et")
+    with pytest.raises(DDStoreValueError, match=r"time_attr 'et': edge 2 has time inf; "
+                                                r"times must be finite"):
+        gs3.put_edge_index(torch.tensor([[0, 1, 2], [1, 2, 0]]), edge_type=None,
+                           layout="coo", size=(3, 3))
 
 
 def _pyg_pairs_and_ids(row, col, edge):
@@ -712,7 +733,7 @@ def test_bidirectional_refusals_are_pygs_types(store):
         with pytest.raises(NotImplementedError, match="does not sample temporally"):
             smp.sample_from_nodes(NodeSamplerInput(input_id=None, node=torch.tensor([2]),
                                                    time=torch.tensor([5])))
-    fs = dpyg.FeatureStore(store, "data")
+    fs = dpyg.FeatureStore.open(store, "data")
     loader = LinkNeighborLoader((fs, gs), num_neighbors=[1], batch_size=2,
                                 edge_label_index=(None, torch.tensor([[0, 2], [1, 3]])),
                                 neg_sampling="binary",

@@ -586,6 +586,10 @@ def test_bad_input(store):
         (dict(split=(0.7, -0.1, 0.4)), r"split ratio val=-0.1 out of range \[0, 1\]"),
         (dict(split=(0.7, 0.1, 0.1)), r"sum to 0.9; they must sum to 1"),
         (dict(split=(0.7, 0.3)), r"three ratios"),
+        # a set's order is not the splits' (it was taken in its own order), nor a dict's
+        (dict(split={0.8, 0.15, 0.05}), r"three ratios .* list, tuple or 1-D array \(in "
+                                        r"that order\), got \{"),
+        (dict(split={"train": 0.7, "val": 0.1, "test": 0.2}), r"three ratios.*got \{'tr"),
         (dict(split=(0.0, 0.5, 0.5)), r"train=0.0 must be > 0"),
         (dict(split=(0.7, float("nan"), 0.3)), r"val=nan must be a finite number"),
         (dict(split=(0.9, 0.05, 0.05)), r"split 'val'.*3 steps, fewer than 2\*horizon = 6, "
@@ -597,6 +601,10 @@ def test_bad_input(store):
         (dict(device="meta"), r"device='meta'; allowed: 'cpu', 'cuda' or 'cuda:N'"),
     ] + ([] if torch.cuda.is_available() else [
         (dict(device="cuda"), r"device='cuda' but CUDA is not available here"),
+    ]) + ([] if np.dtype(np.longdouble).itemsize == 8 else [  # (float64 on some machines)
+        # long double: no torch dtype (torch's own TypeError came out)
+        (dict(dtype=np.longdouble), rf"dtype={np.dtype(np.longdouble)}; allowed: float16, "
+                                    rf"float32, float64"),
     ]) + [
         (dict(fill="zero"), r"fill='zero' must be a finite number"),
         (dict(time_features="tod"), r"needs timestamps"),

@@ -749,3 +749,42 @@ def test_failed_pyg_builders_and_pyddstore_add_leave_nothing(store):
     with pytest.raises(DDStoreMemoryError, match="readers"):
         pd.add("pv", np.zeros((2, 3)))
     assert (store.variables(), store.annotations()) == before and pd.variables() == []
+
+
+def test_annotations_are_journalled(store, tmp_path):
+    """A rollback gives every annotation name what it held before the transaction:
+    one made is dropped, one replaced or removed comes back; those a ``load`` brought
+    (one naming no variable, as an empty FeatureStore's) go too, and the same load runs
+    again (it was refused: the store still held that annotation)."""
+    store.add("v", np.arange(4))
+    store.annotate("kept", "K", {"a": 1}, variables=("v",))
+    store.annotate("gone", "K", {"a": 2})
+    with store.transaction("ok"):
+        store.annotate("made", "K", {"a": 3})
+    assert store.annotations() == ["gone", "kept", "made"]
+    with pytest.raises(DDStoreValueError):
+        with store.transaction("t"):
+            store.annotate("new", "K")
+            store.annotate("kept", "K", {"a": 9}, variables=("v",))  # replaced
+            assert store.unannotate("gone")
+            store.annotate("gone", "K", {"a": 8})  # removed, then made again
+            fail_in_step(store)
+    assert store.annotations() == ["gone", "kept", "made"]
+    assert [store.annotation(n).meta for n in ("gone", "kept", "made")] == \
+        [{"a": 2}, {"a": 1}, {"a": 3}]
+    assert store.annotation("kept").variables == ("v",)
+    path = str(tmp_path / "ck")
+    store.save(path)
+    for n in ("gone", "kept", "made"):
+        store.unannotate(n)
+    store.remove("v")
+    for _ in range(2):  # rolled back, then loaded again whole
+        with pytest.raises(DDStoreValueError):
+            with store.transaction("outer"):
+                store.load(path)
+                assert store.annotations() == ["gone", "kept", "made"]
+                fail_in_step(store)
+        assert (store.variables(), store.annotations()) == ([], [])
+    store.load(path)
+    assert store.annotations() == ["gone", "kept", "made"]
+    assert store.get_range("v", 0, 4).tobytes() == np.arange(4).tobytes()

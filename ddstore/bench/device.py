@@ -181,6 +181,7 @@ def main(argv=None, prog=None):
     from ddstore import spatiotemporal as st
     from ddstore.spatiotemporal.dataset import batch_collate, distributed_order
     from ddstore.spatiotemporal.synthetic import synthetic_block
+    from ddstore._lifecycle import alone_by_design
 
     if MPI.COMM_WORLD.Get_size() != 1:  # (each rank ran it all, one report for both)
         exit_on_every_rank(f"runs as one process on one device (python -m "
@@ -196,6 +197,7 @@ def main(argv=None, prog=None):
     series = synthetic_block(0, T, n, f)
     bytes_pair = 2 * h * n * f * 4
     rows, runs = [], {}
+    alone_by_design()  # (one process by design: no launched-without-mpiexec warning)
     store = ddstore.DDStore(MPI.COMM_SELF, width=1)
     try:
         dev = st.WindowDataset(store, "dev", series, h, device=device, resident="device",

@@ -331,13 +331,24 @@ def tiled_total(ranges, what):
 FEATURE_KIND, GRAPH_KIND = "pyg.FeatureStore", "pyg.GraphStore"
 
 
-def check_store_name(name, what):
-    """A feature or graph store's ``name``: a non-empty str without ``/`` (its variables
-    are ``<name>/node/...``, ``<name>/csc/...``: a store named ``g/node/a`` had its
-    variables taken for store ``g``'s, and made its node counts)."""
+def check_store_name(name, what, store, kind):
+    """A new feature or graph store's ``name`` (``what``: its class; ``kind``: its
+    annotation's): a non-empty str without ``/`` (its variables are ``<name>/node/...``,
+    ``<name>/csc/...``: a store named ``g/node/a`` had its variables taken for store
+    ``g``'s, and made its node counts), not the name of one ``store`` holds already
+    that holds anything (a second one replaced the first's record of its attributes or
+    edges and its declared node counts: the first could no longer be sampled by node
+    type nor reopened whole after a restore; an empty one's record loses nothing)."""
     if not isinstance(name, str) or not name or "/" in name:
         raise DDStoreValueError(f"{what} name must be a non-empty str without '/', got "
                                 f"{name!r}")
+    if annotation_name(kind, name) in store.annotations() and any(
+            store.annotation(annotation_name(kind, name)).meta.get(k)
+            for k in ("attrs", "declared", "stored", "reversed")):
+        raise DDStoreValueError(f"{what} {name!r}: this store holds one of that name "
+                                f"already, not empty: reopen it with {what}.open(store, "
+                                f"{name!r}) (ddstore.pyg.open_stores for both), or choose "
+                                f"another name")
 
 
 def annotation_name(kind, name):

@@ -317,10 +317,10 @@ def build(state, attrs, plan, columns, is_sorted=False):
         built[key] = lists
         if reverse_of is None:
             state.choose(edge_type)
-        state.changed()
-        # what the sampler reads, mapped now rather than one page fault per first touch
-        # (in a step: a failure on one rank is agreed, and the build undone everywhere)
+        # recorded, and what the sampler reads mapped now rather than one page fault per
+        # first touch (in a step: a failure on one rank is agreed, the build undone)
         with st.collective(None):
+            state.record()
             prefault_built(st, list(vars_.values()))
     return True
 
@@ -362,7 +362,7 @@ def remove_lists(state, key):
     with state.store.transaction("GraphStore.remove") as txn:
         _set_aside(state, c, txn)
         state.choose(key[0])
-        state.changed()
+        state.changed_in_step()
     return True
 
 

@@ -85,16 +85,18 @@ class EdgeAttributes:
 
         tdt = time_dtype_of(value_dtype(st, var))  # int64 for integers, else float64
 
-        def checked(raw):
+        def checked(raw, ids, label):
             raw = as_values(st, var, raw)
             ts = as_times(raw.reshape(-1), tdt, f"{what}: time_attr {t!r}", copy=False)
             if ts.size and not np.isfinite(ts).all():
-                raise DDStoreValueError(f"{what}: time_attr {t!r} holds NaN or infinite "
-                                        f"values")
+                i = int(np.flatnonzero(~np.isfinite(ts))[0])
+                raise DDStoreValueError(f"{what}: time_attr {t!r}: {label} {int(ids[i])} "
+                                        f"has time {ts[i]}; times must be finite")
             return ts
         if has_e:
             def times(a, b, src):
-                return checked(st.get_range(var, lo + a, b - a))
+                return checked(st.get_range(var, lo + a, b - a),
+                               np.arange(lo + a, lo + b), "edge")
             times.check_pass, times.dtype = True, tdt
             return times, "edge"
         if max_src >= nrows:
@@ -109,7 +111,7 @@ class EdgeAttributes:
             if bad.size:
                 hit = np.unique(src[np.isin(src, bad)])
                 if hit.size:
-                    checked(st.get_batch(var, hit.astype(np.int64)))
+                    checked(st.get_batch(var, hit.astype(np.int64)), hit, "node")
         times.node_times, times.check_pass, times.dtype = node_times, bool(bad.size), tdt
         return times, "node"
 
@@ -268,7 +270,7 @@ class EdgeAttributes:
                     r.vars["w"] = self.weight_fill(r.vars["nbr"][:-len("nbr")], var,
                                                    r.vars["eid"], n_out, piece, what)
                     txn.on_rollback(lambda: r.vars.pop("w", None))
-                state.changed()
+                state.changed_in_step()
         except BaseException:
             state.weight_attr = previous
             raise
@@ -323,7 +325,7 @@ class EdgeAttributes:
             txn.set_aside([v for c in drop for v in c.vars.values()], on_rollback=undo)
             for c in drop:
                 c.vars, c.indptr, c.node_offsets, c.dropped = {}, None, None, True
-            state.changed()
+            state.changed_in_step()
         return [et for et, _ in todo]
 
     def _reversed_columns(self, c, lo):

@@ -50,8 +50,9 @@ class GraphState:
     in-lists (:class:`Lists`), in the order put; ``sampled``: edge type -> the in-lists
     the sampler reads (:meth:`choose`); ``reversed``: ``(edge type, EdgeLayout)`` -> its
     out-lists (``build_backward``); ``node_times``: node-time variable -> its replicated
-    times.  :meth:`changed` (the adapter's ``on_change``) records the state in the
-    store's annotation, at the end of every collective call that changes it."""
+    times.  :meth:`changed_in_step` (the adapter's ``on_change``, in a step) records the
+    state in the store's annotation, at the end of every collective call that changes
+    it; :meth:`changed`, in what a rollback calls, only tells forked workers."""
 
     def __init__(self, store, name, time_attr, weight_attr, chunk_edges, on_change):
         self.store, self.name, self.time_attr = store, name, time_attr
@@ -60,8 +61,21 @@ class GraphState:
         self._on_change = on_change
 
     def changed(self):
-        """Record the state (local, alike on every rank)."""
+        """Local, in a rollback's callables: tell the processes forked before (the
+        annotation is the transaction journal's to give back)."""
+        self._on_change(record=False)
+
+    def record(self):
+        """Local, alike on every rank, in a step of the call that changed the state:
+        record it in the store's annotation (and tell forked workers)."""
         self._on_change()
+
+    def changed_in_step(self):
+        """Collective, a step of the call that changed the state: :meth:`record`, a
+        rank failing in it (a ``MemoryError``, an interrupt) agreed, so that the call's
+        transaction rolls back on every rank."""
+        with self.store.collective(None):
+            self.record()
 
     def built(self, backward):
         """The lists a build adds to: the in-lists, or (``backward``) the out-lists."""

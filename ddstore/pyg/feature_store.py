@@ -142,7 +142,9 @@ class FeatureStore(_PygFeatureStore):
     not held.
 
     Construction is collective too (every rank, the same ``name`` and ``chunk_rows``,
-    checked): a bad argument on any rank raises the same error on every rank.
+    checked): a bad argument on any rank raises the same error on every rank, and so
+    does a ``name`` the store holds a feature store of already (:meth:`open` reopens
+    it; the same for a :class:`GraphStore`).
 
     Reading is local: ``get_tensor(group_name=..., attr_name=..., index=idx)`` (rows
     ``idx`` in request order, as torch indexing: negatives count from the end, an int
@@ -164,7 +166,7 @@ class FeatureStore(_PygFeatureStore):
     def __init__(self, store, name="pyg", chunk_rows=None):
         super().__init__(tensor_attr_cls=TensorAttr)
         with store.collective("FeatureStore", name) as step:
-            check_store_name(name, "FeatureStore")
+            check_store_name(name, "FeatureStore", store, FEATURE_KIND)
             if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
                 raise DDStoreValueError(f"feature store {name!r}: chunk_rows="
                                         f"{chunk_rows!r} must be an integer >= 1 (rows per "
@@ -179,10 +181,18 @@ class FeatureStore(_PygFeatureStore):
         self.__dict__["_declared"] = {}
         publish_declared_rows(store, name, self._declared)
         with store.transaction(f"FeatureStore {name!r}") as txn:
-            self._annotate()
             txn.on_rollback(lambda: forget_annotation(store, FEATURE_KIND, name))
+            self._annotate_in_step()
 
     # ------------------------------------------------------------ checkpoint
+    def _annotate_in_step(self):
+        """Collective, a step of the call that changed the attributes: :meth:`_annotate`,
+        a rank failing in it agreed, so that the call's transaction rolls back on every
+        rank (whose journal gives the annotation back: a rollback's callables only set
+        the attributes back and tell forked workers, :meth:`_changed`)."""
+        with self.store.collective(None):
+            self._annotate()
+
     def _annotate(self):
         """Local, alike on every rank, at the end of every collective call that changes
         the attributes or declarations: record them in the store's annotation
@@ -523,13 +533,13 @@ class FeatureStore(_PygFeatureStore):
             self._attrs[key] = _Attr(attr.group_name, attr.attr_name, var, int(total),
                                      tuple(arr.shape[1:]), arr.dtype, tdt)
             keep_torch_dtype(store, var, tdt)
-            self._annotate()
 
-            def forget():  # an enclosing transaction that fails later removes the variable
+            def forget():  # a rollback (this call's or an enclosing one's) removed it
                 self._attrs.pop(key, None)
                 keep_torch_dtype(store, var, None)
-                self._annotate()
+                self._changed()  # (the annotation: the journal's)
             txn.on_rollback(forget)
+            self._annotate_in_step()
         return True
 
     def declare_rows(self, counts):
@@ -548,7 +558,7 @@ class FeatureStore(_PygFeatureStore):
           among its nodes (after its edge types' sizes): a node type with no edges and
           no attributes (``HeteroData(paper=dict(num_nodes=100))``, which
           :func:`from_hetero` declares) is sampled (its seeds).  (The declarations are
-          this feature store's: one made later under the same name starts with none.)
+          this feature store's, kept by checkpoints.)
 
         Every rank passes the same counts (checked).  Declaring a group again replaces
         its count; a count that an attribute of the group already held does not have
@@ -578,16 +588,16 @@ class FeatureStore(_PygFeatureStore):
         before = {g: table.get(g) for g in given}
         with store.transaction(f"FeatureStore.declare_rows {self.name!r}") as txn:
             table.update(given)
-            self._annotate()
 
-            def restore():  # an enclosing transaction rolled back
+            def restore():  # a rollback (this call's or an enclosing one's)
                 for g, n in before.items():
                     if n is None:
                         table.pop(g, None)
                     else:
                         table[g] = n
-                self._annotate()
+                self._changed()  # (the annotation: the journal's)
             txn.on_rollback(restore)
+            self._annotate_in_step()
 
     def _fill(self, var, arr, rows_of, first, lo, hi, total):
         """Collective: create ``var`` at its final size and fill this member's rows in
@@ -660,7 +670,7 @@ class FeatureStore(_PygFeatureStore):
             return False
         with store.transaction(f"FeatureStore.remove {key!r}") as txn:
             self._set_aside(key, txn)
-            self._annotate()
+            self._annotate_in_step()
         return True
 
     def _set_aside(self, key, txn):
@@ -676,7 +686,7 @@ class FeatureStore(_PygFeatureStore):
             for k in sorted(self._attrs, key=lambda k: order.get(k, len(order))):
                 self._attrs[k] = self._attrs.pop(k)  # at its place again, as listed
             keep_torch_dtype(store, old.var, old.torch_dtype)
-            self._annotate()
+            self._changed()  # (the annotation: the journal's)
         txn.set_aside([old.var], on_rollback=restore)
         keep_torch_dtype(store, old.var, None)
 

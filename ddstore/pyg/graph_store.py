@@ -166,7 +166,7 @@ class GraphStore(_PygGraphStore):
                  weight_attr=None):
         super().__init__(edge_attr_cls=EdgeAttr)
         with store.collective("GraphStore", name) as step:
-            check_store_name(name, "GraphStore")
+            check_store_name(name, "GraphStore", store, GRAPH_KIND)
             check_chunk_edges(chunk_edges, name)
             if time_attr is not None and (not isinstance(time_attr, str) or not time_attr):
                 raise DDStoreValueError(f"time_attr must be None or a non-empty str, got "
@@ -176,8 +176,8 @@ class GraphStore(_PygGraphStore):
                              "chunk_edges": chunk_edges})
         self._setup(store, name, time_attr, weight_attr, chunk_edges)
         with store.transaction(f"GraphStore {name!r}") as txn:
-            self._annotate()
             txn.on_rollback(lambda: forget_annotation(store, GRAPH_KIND, name))
+            self._state.changed_in_step()
 
     def _setup(self, store, name, time_attr, weight_attr, chunk_edges):
         """Local: the graph store's state (:class:`GraphState`, the lists' bookkeeping
@@ -198,15 +198,15 @@ class GraphStore(_PygGraphStore):
         return self._state.weight_attr
 
     # ------------------------------------------------------------ checkpoint
-    def _annotate(self):
-        """Local, alike on every rank, at the end of every collective call that changes
-        what is stored (puts, weights, out-lists, removals; and in their rollbacks):
-        record it in the store's annotation ``"<name>#pyg.GraphStore"``
-        (:meth:`DDStore.annotate`), what :meth:`open` rebuilds the graph store from.
-        The replicated ``indptr`` of every stored list is an array of the annotation and
-        the cuts of its variables (a restore splits them at list boundaries: each
-        destination's list whole on one member); node-level times too."""
+    def _annotate(self, record=True):
+        """Local, alike on every rank, at the end of every call that changes what is
+        stored: record it in the annotation ``"<name>#pyg.GraphStore"`` (what
+        :meth:`open` rebuilds from; ``record=False`` in rollbacks: forked workers told,
+        the journal gives the annotation back), each list's ``indptr`` as an array
+        and the cuts of its variables (a restore splits at list boundaries)."""
         self._forks.changed()
+        if not record:
+            return
         state = self._state
         arrays, cuts, variables, times = {}, {}, [], {}
         by_id = {id(t): v for v, t in state.node_times.items()}

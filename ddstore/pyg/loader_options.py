@@ -351,9 +351,18 @@ def _check_nodes(name, args, sampler):
     typed = isinstance(index, (tuple, list)) and len(index) == 2 and \
         (index[0] is None or isinstance(index[0], str))
     node_type, given = index if typed else (None, index)
+    what = f"{name}(input_nodes=...)"
+    if not sampler.is_hetero and (node_type is not None or isinstance(given, str) or
+                                  given is None):  # (PyG's remote path: a bare assert)
+        raise DDStoreValueError(
+            f"{what}: {index!r:.80} names a node type, or no nodes, but the graph is "
+            f"homogeneous: give its node ids or a boolean mask (or (None, ids), as "
+            f"LinkNeighborLoader's (None, edge_label_index))")
+    if typed and node_type is None:  # a homogeneous graph's (None, ids): the ids
+        args = dict(args, input_nodes=given)
+        typed = False
     if isinstance(given, str) or given is None:
         return args  # a node type alone: all its nodes
-    what = f"{name}(input_nodes=...)"
     ids = _integer_ids(given, what, mask=True)
     n = (sampler.num_nodes.get(node_type) if isinstance(sampler.num_nodes, dict) else
          sampler.num_nodes)

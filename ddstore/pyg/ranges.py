@@ -322,11 +322,12 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
             splits[which], sizes[which] = ids, k
     release_free_heap()  # the pieces freed above, back to the kernel
     with store.transaction(f"pyg.put_node_data {name!r}") as txn:  # (joins the caller's)
-        store.annotate(annotation_name(_KIND, name), _KIND, {
-            "num_nodes": n, "num_edges": 2 * e if add_reverse else e,
-            "num_features": num_features, "num_classes": num_classes,
-            "split_sizes": {k: int(v) for k, v in sizes.items()}})
         txn.on_rollback(lambda: forget_annotation(store, _KIND, name))
+        with store.collective(None):  # (a rank failing here: agreed, rolled back)
+            store.annotate(annotation_name(_KIND, name), _KIND, {
+                "num_nodes": n, "num_edges": 2 * e if add_reverse else e,
+                "num_features": num_features, "num_classes": num_classes,
+                "split_sizes": {k: int(v) for k, v in sizes.items()}})
     return NodeData(fs, gs, n, 2 * e if add_reverse else e, num_features, num_classes,
                     splits, sizes)
 

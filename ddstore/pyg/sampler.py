@@ -299,7 +299,8 @@ class NeighborSampler(BaseSampler):
     edge's time, or its source node's time) is **not later than** the seed's time
     (``t <= seed_time``) of the subgraph it is drawn for, at every hop.
     ``temporal_strategy="uniform"`` draws among the eligible entries as above,
-    ``"last"`` takes the ``k`` latest eligible ones.  Seed times come from the loader
+    ``"last"`` takes the ``k`` latest eligible ones (``replace=True``: ``k`` draws among
+    them, as pyg-lib).  Seed times come from the loader
     (``input_time`` / ``edge_label_time``); without them, node-level time uses the
     seeds' own times and edge-level time is an error (as pyg-lib).  Times are compared
     exactly, in the edge type's time dtype (int64 for an integer time attribute: Unix

@@ -345,7 +345,8 @@ def _series_dtype(dtype):
     """``dtype`` (the series' numpy dtype) checked: a floating-point type (the file's
     numbers are read as float64; an integer type would truncate them and turn NaN into
     garbage)."""
-    return as_dtype(dtype, "load_pgt_json: dtype", "f", "float16, float32, float64")
+    return as_dtype(dtype, "load_pgt_json: dtype", "f", "float16, float32, float64",
+                    (2, 4, 8))
 
 
 def _cast(values, dtype, path, what):

@@ -968,8 +968,8 @@ class WindowDataset(_WindowView):
         self.mean, self.std = arr["mean"].copy(), arr["std"].copy()
         self.edge_index = torch.from_numpy(arr["edge_index"].copy())
         self.edge_weight = torch.from_numpy(arr["edge_weight"].copy())
-        self.device, self.resident = _placement(store, device, resident,
-                                                     f"WindowDataset.open({name!r})")
+        self.device, self.resident = _placement(
+            store, device, resident, f"{type(self).__name__}.open({name!r})")
         width = store.group_size
         # the layout of the rows as they are now (the pieces as saved, on the members
         # whose chunks hold them)
@@ -1016,7 +1016,7 @@ class WindowDataset(_WindowView):
         self.split_bounds = split_ranges(T, h, split, self.overlap)
         self.source = series.source
         dt = as_dtype(dtype, "WindowDataset: dtype", "f",
-                      "float16, float32, float64 (the stored series' dtype)")
+                      "float16, float32, float64 (the stored series' dtype)", (2, 4, 8))
         self.dtype = dt
         if fill is not None:
             if (isinstance(fill, bool) or not isinstance(fill, numbers.Real)

@@ -42,9 +42,15 @@ def num_windows(num_steps, horizon):
 
 
 def check_ratios(split):
-    if isinstance(split, (str, bytes)) or not hasattr(split, "__len__") or len(split) != 3:
+    """``split`` as three floats (train, val, test) in [0, 1] that sum to 1, train's > 0;
+    an ordered sequence (a list, tuple or 1-D array), not a set or dict, whose order is
+    not the splits'."""
+    ordered = isinstance(split, (list, tuple)) or (
+        isinstance(split, np.ndarray) and split.ndim == 1)
+    if not ordered or len(split) != 3:
         raise DDStoreValueError(f"split must be three ratios (train, val, test) that sum to "
-                                f"1, got {split!r}")
+                                f"1, as a list, tuple or 1-D array (in that order), got "
+                                f"{split!r}")
     ratios = []
     for name, r in zip(SPLIT_NAMES, split):
         if isinstance(r, bool) or not isinstance(r, numbers.Real) or not math.isfinite(r):

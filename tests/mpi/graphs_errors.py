@@ -378,24 +378,89 @@ def _(t):
         "DynamicGraph": lambda n: DynamicGraph(store, n, steps, num_nodes=3),
         "NodeMemory": lambda n: NodeMemory(store, n, 10, 4, 4)}
     for what, build in builds.items():
-        name, before = t.name(), (store.variables(), store.annotations())
-        real = store.annotate
-
-        def failing(*args, **kwargs):
-            raise MemoryError("injected in annotate")
-        if rank == size - 1:
-            store.annotate = failing
-        try:
-            expect_error(DDStoreMemoryError, [f"rank {size - 1}:", "injected in annotate"],
-                         build, name, agree=True, what=f"{what}: annotate fails")
-        finally:
-            if rank == size - 1:
-                del store.annotate
-        check((store.variables(), store.annotations()) == before,
-              f"{what}: left {store.variables()}, {store.annotations()}")
-        check(store.annotate == real, f"{what}: annotate not restored")
+        name = t.name()
+        annotate_fails(store, what, build, name)
         build(name)  # the same name again
         check(name in store.annotations(), f"{what}: not built again")
+
+
+def annotate_fails(store, what, call, *args, state=lambda: None, **kwargs):
+    """``call(*args, **kwargs)`` with ``store.annotate`` raising ``MemoryError`` on the last rank:
+    the error agreed on every rank, and the store's variables and annotations (and
+    ``state()``, a layer's own record) as they were before it."""
+    from ddstore import DDStoreMemoryError
+    before = (store.variables(), store.annotations(), state())
+    real = store.annotate
+
+    def failing(*args, **kwargs):
+        raise MemoryError("injected in annotate")
+    if rank == size - 1:
+        store.annotate = failing
+    try:
+        expect_error(DDStoreMemoryError, [f"rank {size - 1}:", "injected in annotate"],
+                     lambda: call(*args, **kwargs), agree=True,
+                     what=f"{what}: annotate fails")
+    finally:
+        if rank == size - 1:
+            del store.annotate
+    after = (store.variables(), store.annotations(), state())
+    check(after == before, f"{what}: left {after}, was {before}")
+    check(store.annotate == real, f"{what}: annotate not restored")
+
+
+@cases("a failure on the last rank while a PyG store records a change")
+def _(t):
+    """The PyG feature and graph stores record every change (``store.annotate``) in a
+    step of the call: a rank failing there is agreed, and the call leaves the store and
+    the object as they were on every rank (the others kept the change, the thirty-third
+    session's probe found: construction, puts, declarations, removals, weights,
+    out-lists, put_node_data)."""
+    from ddstore import pyg as dpyg
+    store = t.store
+    name = t.name()
+    annotate_fails(store, "FeatureStore()", dpyg.FeatureStore, store, name)
+    fs = dpyg.FeatureStore(store, name)
+    def attrs():  # the attributes held, and what the store records of them
+        return (sorted(map(repr, fs.get_all_tensor_attrs())),
+                store.annotation(f"{name}#pyg.FeatureStore").meta)
+    x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
+    annotate_fails(store, "put_tensor", fs.put_tensor, x, group_name=None, attr_name="x",
+                   state=attrs)
+    fs.put_tensor(x, group_name=None, attr_name="x")
+    annotate_fails(store, "declare_rows", fs.declare_rows, {"other": 5}, state=attrs)
+    fs.put_tensor(torch.ones(2), group_name="other", attr_name="a",  # not declared:
+                  index=torch.tensor([0, 1]))                         # 2 rows, not 5
+    check(fs.get_tensor_size(group_name="other", attr_name="a") == (2,),
+          f"declare_rows undone: {fs.get_tensor_size(group_name='other', attr_name='a')}")
+    fs.remove_tensor(group_name="other", attr_name="a")
+    annotate_fails(store, "update_tensor", fs.update_tensor, x.double(), group_name=None,
+                   attr_name="x", state=lambda: (
+                       attrs(), fs.get_tensor(group_name=None, attr_name="x").dtype))
+    annotate_fails(store, "remove_tensor", fs.remove_tensor, group_name=None,
+                   attr_name="x", state=attrs)
+    check(torch.equal(fs.get_tensor(group_name=None, attr_name="x"), x),
+          "the feature's rows after the failed changes")
+    annotate_fails(store, "GraphStore()", dpyg.GraphStore, store, name)
+    gs = dpyg.GraphStore(store, name, weight_attr=None)
+    def edges():  # the edge layouts held, and what the store records of them
+        return (sorted(map(repr, gs.get_all_edge_attrs())),
+                store.annotation(f"{name}#pyg.GraphStore").meta)
+    ei = torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 0, 2]])
+    put = dict(edge_type=None, layout="coo", size=(4, 4))
+    annotate_fails(store, "put_edge_index", gs.put_edge_index, (ei[0], ei[1]), state=edges,
+                   **put)
+    gs.put_edge_index((ei[0], ei[1]), **put)
+    annotate_fails(store, "build_backward", gs.build_backward, state=edges)
+    fs.put_tensor(torch.ones(5), group_name=("_N", "to", "_N"), attr_name="w")  # (edges)
+    annotate_fails(store, "put_edge_weights", gs.put_edge_weights, "w",
+                   state=lambda: (edges(), gs.weight_attr))
+    annotate_fails(store, "remove_edge_index", gs.remove_edge_index, state=edges, **put)
+    got = gs.get_edge_index(**put)
+    check(sorted(zip(got[0].tolist(), got[1].tolist())) ==
+          sorted(zip(ei[0].tolist(), ei[1].tolist())), "the edges after the failed changes")
+    fs.remove_tensor(group_name=("_N", "to", "_N"), attr_name="w")
+    gs.remove_edge_index(**put)
+    fs.remove_tensor(group_name=None, attr_name="x")
 
 
 @cases("the store serves after the errors, and is freed")

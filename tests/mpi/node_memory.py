@@ -654,6 +654,16 @@ def check_failure_on_one_rank(store, dtype, tag, forked_ok):
                              "one", agree=True, what=f"{t}: open on the live store")
                 if wait:
                     folder = comm.bcast(tempfile.mkdtemp() if rank == 0 else None)
+                    expect_error(ddstore.DDStoreStateError, [
+                        "objects a checkpoint may not keep", "'one' (NodeMemory)",
+                        "a commit failed while applying it", "remove them first"],
+                        store.save, os.path.join(folder, "ck"), agree=True,
+                        what=f"{t}: save refused")
+                    check(os.listdir(folder) == [], f"{t}: the refused save wrote "
+                          f"{os.listdir(folder)}")
+                    # the mark in the variables holds without the save's refusal (a
+                    # checkpoint of an earlier version): its open refuses it
+                    store.annotation("one").unsaved = None
                     store.save(os.path.join(folder, "ck"))
                     back = ddstore.DDStore.restore(os.path.join(folder, "ck"), comm)
                     expect_error(ddstore.DDStoreStateError, marked, tg.NodeMemory.open,

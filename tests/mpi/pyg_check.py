@@ -197,7 +197,9 @@ def temporal(store, data, tag, level, strategy, fs, gs):
     seed_t = torch.randint(0, 50, (len(seeds),), generator=torch.Generator().manual_seed(5))
     k = [-1, -1] if strategy == "all" else [2, 2]
     s = dpyg.NeighborSampler(gs, k, time_attr=time_attr, seed=6,
-                             temporal_strategy="last" if strategy == "last" else "uniform")
+                             replace=strategy == "last_replace",
+                             temporal_strategy="uniform" if strategy in ("all", "uniform")
+                             else "last")
     loader = NeighborLoader((fs, gs), num_neighbors=k, input_nodes=seeds,
                             input_time=seed_t, time_attr=time_attr, batch_size=len(seeds),
                             neighbor_sampler=s)
@@ -223,6 +225,14 @@ def temporal(store, data, tag, level, strategy, fs, gs):
                 # a node can be a target at both hops of one subgraph only once (disjoint)
                 check(got == sorted(el[-2:]), f"{what}: node {v} took {got}, latest "
                                               f"eligible {el[-2:]}")
+        elif strategy == "last_replace":  # k draws among the k latest (as pyg-lib)
+            tgt = b.n_id[b.edge_index[1]][root == i]
+            for v in set(tgt.tolist()):
+                el = np.flatnonzero(((dst == v) & (etime <= T)).numpy())
+                el = el[np.lexsort((el, etime.numpy()[el]))].tolist()
+                got = mine[tgt == v].tolist()
+                check(len(got) == 2 and set(got) <= set(el[-2:]),
+                      f"{what}: node {v} drew {got}, not 2 among the latest {el[-2:]}")
 
 
 def hetero(store, tag, rangewise):
@@ -794,7 +804,7 @@ def main(widths=None, transports=("auto", "rma")):
                 tfs, tgs = put_rangewise(store, data, name, time_attr=ta)
             else:
                 tfs, tgs = dpyg.from_pyg(store, data, name=name, time_attr=ta)
-            for strategy in ("all", "uniform", "last"):
+            for strategy in ("all", "uniform", "last", "last_replace"):
                 temporal(store, data, tag, level, strategy, tfs, tgs)
         hetero(store, tag, rangewise)
         chunked(store, data, tag, rangewise)

@@ -261,7 +261,7 @@ def pyg_cases(store):
         ("[3, E] edge index", pyg_data(edge_index=torch.cat([ei, ei[:1]])), None,
          DDStoreValueError, ["[2, E]"]),
         ("NaN edge time", pyg_data(edge_time=nan_t), "edge_time", DDStoreValueError,
-         ["NaN"]),
+         ["time_attr 'edge_time': edge ", "has time nan; times must be finite"]),
         ("2-column edge time", pyg_data(edge_time=torch.zeros(E, 2)), "edge_time",
          DDStoreValueError, ["one real number per row"]),
         ("bool edge time", pyg_data(edge_time=torch.ones(E, dtype=torch.bool)),
