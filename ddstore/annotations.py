@@ -124,6 +124,14 @@ def _json(value, what):
                                 f"finite numbers, bool, None): {exc}") from None
 
 
+def _keep_refusal(old, new):
+    """``new`` (replacing ``old`` under one name) takes ``old``'s refusal to be saved
+    when both are annotations of one kind (one object's)."""
+    if old is not None and old.unsaved is not None and new.unsaved is None and \
+            old.kind == new.kind:
+        new.unsaved = old.unsaved
+
+
 class Annotations:
     """The annotations of ``store`` (local state, made alike on every rank by the
     layers' collective calls).  ``note_undo(undo)``: the store's journal hook, called at
@@ -137,8 +145,12 @@ class Annotations:
 
     def put(self, name, annotation):
         """Local: set (or replace) the annotation of object ``name``; a rollback of the
-        open transaction, if any, takes it back (the earlier annotation, or none)."""
+        open transaction, if any, takes it back (the earlier annotation, or none).  A
+        refusal to be saved (:meth:`Annotation.refuse_save`) stays with the object: an
+        annotation of the same kind that replaces a refused one, or that a rollback
+        puts back in its place, is refused too."""
         self._journal(name)
+        _keep_refusal(self.table.get(name), annotation)
         self.table[name] = annotation
 
     def _journal(self, name):
@@ -149,6 +161,7 @@ class Annotations:
             if before is None:
                 table.pop(name, None)
             else:
+                _keep_refusal(table.get(name), before)
                 table[name] = before
         self._note_undo(undo)
 

@@ -125,6 +125,12 @@ def test_graph_inputs_named(store):
     with pytest.raises(DDStoreValueError, match=r"t_dtype='garbage' is not a dtype .*"
                                                 r"integer or float dtype"):
         g.to_pyg(t_dtype="garbage")
+    if np.dtype(np.longdouble).itemsize > 8:  # (no torch dtype: torch's TypeError it was)
+        with pytest.raises(DDStoreValueError, match=rf"t_dtype={np.dtype(np.longdouble)}; "
+                                                    rf"allowed: an integer or float dtype "
+                                                    rf"of 1-8 bytes"):
+            g.to_pyg(t_dtype=np.longdouble)
+    assert g.to_pyg(t_dtype=np.float32).t.dtype == torch.float32
 
 
 def test_synthetic_stream_arguments_named():

@@ -337,8 +337,10 @@ def test_a_second_store_of_a_name_in_use_is_refused(store, tmp_path):
     "pyg" twice) replaced the first's record: its declared node counts (a loader seeded
     on a node type then refused it) and what a restore reopens (both reopened empty
     though every variable was saved).  Now refused, naming how to reopen it; the
-    first works on, and is reopened whole after a restore.  (One whose record holds
-    nothing may be made again: nothing is lost.)"""
+    first works on, and is reopened whole after a restore.  One made over an empty
+    record (a store whose first put failed, made again) is made, and then the earlier
+    object refuses its next change (two objects of one name replaced each other's
+    record, the session's review found), as does one opened before another's change."""
     from torch_geometric.data import HeteroData
     from ddstore import DDStore, DDStoreValueError
     from ddstore import pyg as dpyg
@@ -356,9 +358,54 @@ def test_a_second_store_of_a_name_in_use_is_refused(store, tmp_path):
             cls(store)
     assert (store.variables(), store.annotations(), gs.node_counts()) == before
     assert gs.node_counts() == {"author": 4, "paper": 6}
-    empty = (dpyg.FeatureStore(store, "e"), dpyg.GraphStore(store, "e"))
-    again = (dpyg.FeatureStore(store, "e"), dpyg.GraphStore(store, "e"))
-    assert [x.name for x in empty + again] == ["e"] * 4
+    from ddstore import DDStoreStateError
+    old = (dpyg.FeatureStore(store, "e"), dpyg.GraphStore(store, "e"))
+    new = (dpyg.FeatureStore(store, "e"), dpyg.GraphStore(store, "e"))  # over empty ones
+    before = (store.variables(), store.annotations())
+    ab = torch.tensor([[0, 1], [1, 2]])
+    changes = [lambda fs, gs: fs.put_tensor(torch.ones(3), group_name=None, attr_name="x"),
+               lambda fs, gs: gs.put_edge_index(ab, edge_type=None, layout="coo",
+                                                size=(3, 3))]
+    for change in changes:
+        with pytest.raises(DDStoreStateError, match=r"Store 'e': this object is out of "
+                                                    r"date: another .*Store of that name"):
+            change(*old)
+        assert (store.variables(), store.annotations()) == before  # (rolled back)
+    for change in changes:
+        change(*new)
+    opened = dpyg.FeatureStore.open(store, "e")
+    new[0].put_tensor(torch.zeros(2), group_name=None, attr_name="y")
+    for _ in range(2):  # (a refused change leaves it out of date: refused again)
+        with pytest.raises(DDStoreStateError, match="FeatureStore 'e': this object is out "):
+            opened.remove_tensor(group_name=None, attr_name="x")
+    with store.transaction("t"):  # changes of its own, then rolled back: up to date
+        new[0].put_tensor(torch.zeros(2), group_name=None, attr_name="z")
+        new[1].build_backward()
+    with pytest.raises(DDStoreValueError):
+        with store.transaction("t"):
+            new[0].remove_tensor(group_name=None, attr_name="z")
+            new[1].put_edge_index(ab, edge_type=("a", "r", "a"), layout="coo", size=(3, 3))
+            with store.collective("fail"):
+                raise DDStoreValueError("fail")
+    new[0].remove_tensor(group_name=None, attr_name="z")
+    new[1].remove_edge_index(edge_type=None, layout="coo")
+    assert sorted(a.attr_name for a in dpyg.FeatureStore.open(
+        store, "e").get_all_tensor_attrs()) == ["x", "y"]
+    assert dpyg.GraphStore.open(store, "e").get_all_edge_attrs() == []
+    # objects built in a transaction that rolled back, their name built again: refused
+    data = Data(x=torch.arange(6.).view(3, 2), edge_index=ab)
+    with pytest.raises(DDStoreValueError, match="rolled back"):
+        with store.transaction("t"):
+            gone = dpyg.from_pyg(store, data, name="np")
+            with store.collective("fail"):
+                raise DDStoreValueError("rolled back")
+    fs_np, gs_np = dpyg.from_pyg(store, data, name="np")
+    with pytest.raises(DDStoreStateError, match="FeatureStore 'np': this object is out "):
+        gone[0].put_tensor(torch.ones(3), group_name=None, attr_name="zz")
+    with pytest.raises(DDStoreStateError, match="GraphStore 'np': this object is out "):
+        gone[1].put_edge_index(ab, edge_type=("a", "to", "a"), layout="coo", size=(3, 3))
+    assert [a.attr_name for a in dpyg.FeatureStore.open(store, "np").get_all_tensor_attrs()
+            ] == ["x"]
     store.save(str(tmp_path / "ck"))
     with DDStore.restore(str(tmp_path / "ck"), store.comm) as back:
         fs2, gs2 = dpyg.open_stores(back)

@@ -6,6 +6,7 @@ checks that ``variables()`` is unchanged on every rank, and that the retry succe
 reads back byte-equal.  The in-process tests here check the transaction's own rules on
 one rank."""
 import contextlib
+import os
 
 import numpy as np
 import pytest
@@ -788,3 +789,29 @@ def test_annotations_are_journalled(store, tmp_path):
     store.load(path)
     assert store.annotations() == ["gone", "kept", "made"]
     assert store.get_range("v", 0, 4).tobytes() == np.arange(4).tobytes()
+
+
+def test_a_refusal_to_be_saved_stays_with_its_object(store, tmp_path):
+    """``Annotation.refuse_save`` (a node memory whose commit failed while applying it)
+    holds through the object's annotating again and through a rollback that puts its
+    earlier annotation back (the review of the thirty-fourth session: a rollback after
+    ``NodeMemory.open`` lost it, and the broken memory was saved); removing the object
+    lifts it."""
+    from ddstore import DDStoreStateError
+    store.annotate("obj", "K", {"v": 1})
+    path = str(tmp_path / "ck")
+    with pytest.raises(DDStoreValueError):
+        with store.transaction("t"):
+            store.annotate("obj", "K", {"v": 2})  # (an open annotating again)
+            store.annotation("obj").refuse_save("its state is unknown")
+            fail_in_step(store)
+    assert store.annotation("obj").meta == {"v": 1}
+    store.annotate("obj", "K", {"v": 3})  # annotating again: still refused
+    with pytest.raises(DDStoreStateError, match=r"save .*objects a checkpoint may not "
+                                                r"keep: 'obj' \(K\): its state is unknown; "
+                                                r"remove them first"):
+        store.save(path)
+    assert not os.path.exists(path)
+    store.unannotate("obj")
+    store.annotate("obj", "K", {"v": 4})  # another object under the name
+    store.save(path)

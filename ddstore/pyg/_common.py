@@ -11,7 +11,7 @@ import numpy as np
 
 from .._checks import host_tensor, is_int, storable
 from .._fingerprint import same_data
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
 
 # the edge type under which a homogeneous graph's edge attributes are kept in the feature
 # store (the GraphStore calls that edge type None, as PyG does)
@@ -336,15 +336,16 @@ def check_store_name(name, what, store, kind):
     annotation's): a non-empty str without ``/`` (its variables are ``<name>/node/...``,
     ``<name>/csc/...``: a store named ``g/node/a`` had its variables taken for store
     ``g``'s, and made its node counts), not the name of one ``store`` holds already
-    that holds anything (a second one replaced the first's record of its attributes or
-    edges and its declared node counts: the first could no longer be sampled by node
-    type nor reopened whole after a restore; an empty one's record loses nothing)."""
+    that holds anything (it replaced that one's record of its attributes or edges and
+    declared node counts: the first could no longer be sampled by node type, nor be
+    reopened whole after a restore).  Over an empty record (a store whose first put
+    failed, made again) it is made, and the earlier object refuses its next change
+    (:func:`check_recorded`)."""
     if not isinstance(name, str) or not name or "/" in name:
         raise DDStoreValueError(f"{what} name must be a non-empty str without '/', got "
                                 f"{name!r}")
-    if annotation_name(kind, name) in store.annotations() and any(
-            store.annotation(annotation_name(kind, name)).meta.get(k)
-            for k in ("attrs", "declared", "stored", "reversed")):
+    if any((recorded(store, kind, name) or _EMPTY).meta.get(k)
+           for k in ("attrs", "declared", "stored", "reversed")):
         raise DDStoreValueError(f"{what} {name!r}: this store holds one of that name "
                                 f"already, not empty: reopen it with {what}.open(store, "
                                 f"{name!r}) (ddstore.pyg.open_stores for both), or choose "
@@ -396,7 +397,30 @@ def find_annotation(store, kind, name, what):
                             f"built); known {kind} names: {known}{hint}")
 
 
-def forget_annotation(store, kind, name):
-    """Drop the annotation of the ``kind`` object ``name`` (a construction undone by a
-    rollback)."""
-    store.unannotate(annotation_name(kind, name))
+class _EMPTY:  # (no record: nothing recorded)
+    meta = {}
+
+
+def recorded(store, kind, name):
+    """The annotation (an object) that the ``kind`` store ``name`` has in ``store`` now,
+    or None: what a feature or graph store object notes as the record it last wrote or
+    read (local, alike on every rank)."""
+    key = annotation_name(kind, name)
+    return store.annotation(key) if key in store.annotations() else None
+
+
+def check_recorded(store, kind, name, mine, what):
+    """Refuse a change through a feature or graph store object whose name's record is
+    not ``mine`` (the one it last wrote or read) any more: another object of the name
+    (made over its empty record, or opened) changed it since, and a record written from
+    this object's state would drop that object's changes (the thirty-fourth session's
+    review: two objects of one name replaced each other's record).  Raised in a step of
+    the change, so it is agreed and the change rolled back.  No record at all passes: a
+    removal in the call set it aside with its variables (the change's first step
+    checked it)."""
+    now = recorded(store, kind, name)
+    if now is not None and now is not mine:
+        raise DDStoreStateError(
+            f"{what} {name!r}: this object is out of date: another {what} of that name "
+            f"(made again, or opened) changed what the store records of it since; use "
+            f"that one, or {what}.open(store, {name!r}) for one that is up to date")

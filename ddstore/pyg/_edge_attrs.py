@@ -284,6 +284,7 @@ class EdgeAttributes:
         st = state.store
         what = "build_backward"
         with st.collective("GraphStore.build_backward", call_name(edge_types)) as step:
+            state.check_mine()
             keep_in_lists = as_bool(keep_in_lists, f"{what}: keep_in_lists")
             if edge_types is None:
                 types = list(state.sampled)

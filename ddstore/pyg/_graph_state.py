@@ -7,7 +7,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 
 from .._readers import ahead
 from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
-from ._common import as_edge_type
+from ._common import GRAPH_KIND, as_edge_type, check_recorded, recorded
 from .feature_store import UnknownAttributeError
 
 __all__ = ["Lists", "GraphState"]
@@ -59,16 +59,32 @@ class GraphState:
         self.weight_attr, self.chunk_edges = weight_attr, chunk_edges
         self.stored, self.sampled, self.reversed, self.node_times = {}, {}, {}, {}
         self._on_change = on_change
+        # the record of the name this object last wrote or read (an empty one's it
+        # replaces, or none: a graph store made; the one opened)
+        self._mine = recorded(store, GRAPH_KIND, name)
 
     def changed(self):
         """Local, in a rollback's callables: tell the processes forked before (the
         annotation is the transaction journal's to give back)."""
         self._on_change(record=False)
 
+    def check_mine(self):
+        """Local, in the first step of a change: refuse it when another object of the
+        name changed the record since this one wrote or read it (before anything is
+        set aside: a removal takes the record along)."""
+        check_recorded(self.store, GRAPH_KIND, self.name, self._mine, "GraphStore")
+
     def record(self):
         """Local, alike on every rank, in a step of the call that changed the state:
-        record it in the store's annotation (and tell forked workers)."""
-        self._on_change()
+        record it in the store's annotation (and tell forked workers); refused when
+        another object of the name changed the record since this one wrote or read it
+        (:func:`~ddstore.pyg._common.check_recorded`)."""
+        check_recorded(self.store, GRAPH_KIND, self.name, self._mine, "GraphStore")
+        prev = self._mine
+        with self.store.transaction("GraphStore record") as txn:  # (joins the call's)
+            txn.on_rollback(lambda: setattr(self, "_mine", prev))  # (the journal puts
+            self._on_change()  # the annotation back: this object's again)
+            self._mine = recorded(self.store, GRAPH_KIND, self.name)
 
     def changed_in_step(self):
         """Collective, a step of the call that changed the state: :meth:`record`, a

@@ -16,8 +16,8 @@ from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_source,
                       call_piece, check_rows, check_storable, check_store_name, edge_var,
-                      find_annotation, forget_annotation, is_edge_type, keep_torch_dtype,
-                      node_var, publish_declared_rows, same_values, tiled_total,
+                      find_annotation, is_edge_type, keep_torch_dtype, check_recorded,
+                      node_var, publish_declared_rows, recorded, same_values, tiled_total,
                       torch_dtype_named, type_from_json, type_to_json)
 from ._forks import ForkVersion
 
@@ -143,8 +143,10 @@ class FeatureStore(_PygFeatureStore):
 
     Construction is collective too (every rank, the same ``name`` and ``chunk_rows``,
     checked): a bad argument on any rank raises the same error on every rank, and so
-    does a ``name`` the store holds a feature store of already (:meth:`open` reopens
-    it; the same for a :class:`GraphStore`).
+    does a ``name`` whose feature store in the store holds anything (:meth:`open`
+    reopens it; the same for a :class:`GraphStore`).  An object whose name's record
+    another object of the name changed since it last wrote or read it (one made over
+    its empty record, or opened) refuses its next change as out of date.
 
     Reading is local: ``get_tensor(group_name=..., attr_name=..., index=idx)`` (rows
     ``idx`` in request order, as torch indexing: negatives count from the end, an int
@@ -177,12 +179,13 @@ class FeatureStore(_PygFeatureStore):
         self.__dict__["name"] = name
         self.__dict__["_attrs"] = {}  # (group_name, attr_name) -> _Attr
         self._track_changes()
+        # the record of the name it replaces (an empty one's, or none)
+        self.__dict__["_recorded"] = recorded(store, FEATURE_KIND, name)
         # group_name -> rows (declare_rows), published for the graph store of this name
         self.__dict__["_declared"] = {}
         publish_declared_rows(store, name, self._declared)
-        with store.transaction(f"FeatureStore {name!r}") as txn:
-            txn.on_rollback(lambda: forget_annotation(store, FEATURE_KIND, name))
-            self._annotate_in_step()
+        with store.transaction(f"FeatureStore {name!r}"):  # (a rollback: the journal gives
+            self._annotate_in_step()                       # the name its record of before)
 
     # ------------------------------------------------------------ checkpoint
     def _annotate_in_step(self):
@@ -203,11 +206,17 @@ class FeatureStore(_PygFeatureStore):
                   None if a.torch_dtype is None else str(a.torch_dtype)]
                  for a in self._attrs.values()]
         declared = [[type_to_json(g), n] for g, n in self._declared.items()]
+        check_recorded(self.store, FEATURE_KIND, self.name, self._recorded,
+                       "FeatureStore")
         self._changed()
-        self.store.annotate(annotation_name(FEATURE_KIND, self.name), FEATURE_KIND,
-                            {"name": self.name, "chunk_rows": self.chunk_rows,
-                             "attrs": attrs, "declared": declared},
-                            variables=[a.var for a in self._attrs.values()])
+        prev, mine = self._recorded, self.__dict__
+        with self.store.transaction("FeatureStore record") as txn:  # (joins the call's)
+            txn.on_rollback(lambda: mine.__setitem__("_recorded", prev))  # (the journal
+            self.store.annotate(  # puts the annotation back: this object's again)
+                annotation_name(FEATURE_KIND, self.name), FEATURE_KIND,
+                {"name": self.name, "chunk_rows": self.chunk_rows, "attrs": attrs,
+                 "declared": declared}, variables=[a.var for a in self._attrs.values()])
+            mine["_recorded"] = recorded(self.store, FEATURE_KIND, self.name)
 
     # ------------------------------------------------------------ forked workers
     def _track_changes(self):
@@ -280,6 +289,7 @@ class FeatureStore(_PygFeatureStore):
             keep_torch_dtype(store, var, tdt)
         self.__dict__["_attrs"] = attrs
         self._track_changes()
+        self.__dict__["_recorded"] = ann  # (the record it was opened from)
         self.__dict__["_declared"] = {type_from_json(g): int(n)
                                       for g, n in meta["declared"]}
         publish_declared_rows(store, name, self._declared)
@@ -465,6 +475,7 @@ class FeatureStore(_PygFeatureStore):
         key = (attr.group_name, attr.attr_name)
         with store.collective("FeatureStore.put", call_name(key)) as step:
             self._check_key(attr, what)
+            check_recorded(store, FEATURE_KIND, self.name, self._recorded, "FeatureStore")
             if range_wise and rows is None:  # (None is a whole put's: said, not taken)
                 raise DDStoreValueError(f"put_range ({attr.group_name!r}, "
                                         f"{attr.attr_name!r}): rows must be (lo, hi), this "
@@ -665,7 +676,7 @@ class FeatureStore(_PygFeatureStore):
         key = (attr.group_name, attr.attr_name)
         held = key in self._attrs
         with store.collective("FeatureStore.remove", call_name(key), same={"held": held}):
-            pass
+            check_recorded(store, FEATURE_KIND, self.name, self._recorded, "FeatureStore")
         if not held:
             return False
         with store.transaction(f"FeatureStore.remove {key!r}") as txn:

@@ -20,7 +20,7 @@ from .._collective import call_name
 from ..build import check_chunk_edges
 from ..errors import DDStoreValueError
 from ._common import (GRAPH_KIND, annotation_name, as_edge_type, as_numpy, check_rows,
-                      check_store_name, declared_rows, find_annotation, forget_annotation,
+                      check_store_name, declared_rows, find_annotation,
                       same_values, type_from_json, type_key, type_to_json)
 from ._csc_build import (as_coo, build, checked_columns, decide, first_pass, node_attr_rows,
                          remove_lists, node_ids, node_offsets)
@@ -175,9 +175,8 @@ class GraphStore(_PygGraphStore):
             step.agree(same={"time_attr": time_attr, "weight_attr": weight_attr,
                              "chunk_edges": chunk_edges})
         self._setup(store, name, time_attr, weight_attr, chunk_edges)
-        with store.transaction(f"GraphStore {name!r}") as txn:
-            txn.on_rollback(lambda: forget_annotation(store, GRAPH_KIND, name))
-            self._state.changed_in_step()
+        with store.transaction(f"GraphStore {name!r}"):  # (a rollback: the journal gives
+            self._state.changed_in_step()                # the name its record of before)
 
     def _setup(self, store, name, time_attr, weight_attr, chunk_edges):
         """Local: the graph store's state (:class:`GraphState`, the lists' bookkeeping
@@ -320,6 +319,7 @@ class GraphStore(_PygGraphStore):
         what = f"put_edge_index ({edge_type!r}, {layout.value})"
         st = self.store
         with st.collective("GraphStore.put", call_name(edge_type)) as step:
+            self._state.check_mine()
             src, dst, ptr_nodes, dtypes = as_coo(edge_index, layout, what)
             n = src.shape[0]
             lo, hi = partition(n, st.size, st.rank)
@@ -362,6 +362,7 @@ class GraphStore(_PygGraphStore):
         edge_type = as_edge_type(edge_type)
         what = f"put_edge_range ({edge_type!r})"
         with self.store.collective("GraphStore.put", call_name(edge_type)) as step:
+            self._state.check_mine()
             if callable(edge_index):
                 lo, hi = check_rows(rows, None, what)
                 columns = checked_columns(edge_index, what, hi - lo)
@@ -487,12 +488,11 @@ class GraphStore(_PygGraphStore):
         return self.weight_attr if "w" in self._state.holding(c).vars else None
 
     def _remove_edge_index(self, edge_attr):
-        """Collective (PyG's ``remove_edge_index(edge_type, layout)``): drop that layout
-        of the edge type; True, or False (on every rank) when it was not stored."""
+        """Collective (PyG's): drop the layout; True, or False (every rank) if not held."""
         edge_type = as_edge_type(edge_attr.edge_type)
         key = (edge_type, EdgeLayout(edge_attr.layout))
         with self.store.collective("GraphStore.remove", call_name(key)):
-            pass
+            self._state.check_mine()
         return remove_lists(self._state, key)
 
     def _get_edge_index(self, edge_attr):

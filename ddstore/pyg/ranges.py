@@ -40,7 +40,7 @@ from ..memory import release_free_heap
 from ..sources.base import check_same_files, first_outside
 from ..sources.node_data import MAX_LABEL, first_marked, id_bitmap
 from ..build import check_chunk_edges
-from ._common import annotation_name, find_annotation, forget_annotation
+from ._common import annotation_name, find_annotation
 from .feature_store import FeatureStore
 from .graph_store import GraphStore
 
@@ -321,13 +321,13 @@ def _put(store, data, name, add_reverse, has_x, has_y, split_name, show, chunk_e
             del bits
             splits[which], sizes[which] = ids, k
     release_free_heap()  # the pieces freed above, back to the kernel
-    with store.transaction(f"pyg.put_node_data {name!r}") as txn:  # (joins the caller's)
-        txn.on_rollback(lambda: forget_annotation(store, _KIND, name))
-        with store.collective(None):  # (a rank failing here: agreed, rolled back)
-            store.annotate(annotation_name(_KIND, name), _KIND, {
-                "num_nodes": n, "num_edges": 2 * e if add_reverse else e,
-                "num_features": num_features, "num_classes": num_classes,
-                "split_sizes": {k: int(v) for k, v in sizes.items()}})
+    # (joins the caller's; a rank failing in the step: agreed, rolled back, the journal
+    # taking the annotation back)
+    with store.transaction(f"pyg.put_node_data {name!r}"), store.collective(None):
+        store.annotate(annotation_name(_KIND, name), _KIND, {
+            "num_nodes": n, "num_edges": 2 * e if add_reverse else e,
+            "num_features": num_features, "num_classes": num_classes,
+            "split_sizes": {k: int(v) for k, v in sizes.items()}})
     return NodeData(fs, gs, n, 2 * e if add_reverse else e, num_features, num_classes,
                     splits, sizes)
 

@@ -709,7 +709,8 @@ class TemporalGraph:
         from torch_geometric.data import TemporalData
         dtype = self.t_dtype if t_dtype is None else as_dtype(
             t_dtype, f"to_pyg of graph {self.name!r}: t_dtype", "iuf",
-            "an integer or float dtype (numpy or torch), or None")
+            "an integer or float dtype of 1-8 bytes (numpy or torch), or None",
+            (1, 2, 4, 8))
         st, e = self.store, self.num_edges
         sd = st.get_range(self._h["edges"], 0, e)
         t = st.get_range(self._h["edge_t"], 0, e)

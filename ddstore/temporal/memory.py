@@ -1050,8 +1050,9 @@ class NodeMemory:
         if applied:  # marked in the store too: forked readers, open and a checkpoint
             self._changing = False  # see it (no _end: the mark stays)
             self._counts[:] = _FAILED
-            self.store.annotation(self.name, self.KIND).refuse_save(  # (and save)
-                f"a commit failed while applying it ({what}): its state is unknown")
+            if self.name in self.store.annotations(self.KIND):  # (and save)
+                self.store.annotation(self.name, self.KIND).refuse_save(
+                    f"{what}: its state is unknown")
         if applied or not blocking:
             self._failure = told
         if blocking:

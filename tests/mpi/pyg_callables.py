@@ -139,10 +139,10 @@ def feature_store_callables(store, tag):
         lo, hi = (0, 0) if rank == 0 else partition(N, size - 1, rank - 1)
     else:
         lo, hi = 0, N
+    ref = dpyg.FeatureStore(store, f"{tag}-f-ref")  # (one of a name: a second is refused)
+    whole = dpyg.FeatureStore(store, f"{tag}-f-whole")
     for key, t in tensors.items():
-        ref = dpyg.FeatureStore(store, f"{tag}-f-ref")
         ref.put_range(t[lo:hi], (lo, hi), None, key)
-        whole = dpyg.FeatureStore(store, f"{tag}-f-whole")
         whole.put_tensor(t, group_name=None, attr_name=key)   # _put_tensor still works
         var_ref = ref._attrs[(None, key)].var
         for fs_ in (whole,):
@@ -154,7 +154,8 @@ def feature_store_callables(store, tag):
               f"{tag}: put_range(array {key}) differs from the tensor")
         for chunk in (None, 1, 7):
             for kind in ("numpy", "torch"):
-                fs = dpyg.FeatureStore(store, f"{tag}-f-{chunk}-{kind}", chunk_rows=chunk)
+                fs = dpyg.FeatureStore(store, f"{tag}-f-{chunk}-{kind}-{key}",
+                                       chunk_rows=chunk)
                 asked = []
 
                 def rows_of(a, b):
@@ -360,9 +361,11 @@ def errors(store, tag):
     last = size - 1
     before = store.variables()
 
+    made = iter(range(1 << 30))  # (a graph store per put: one name is one store)
+
     def put_edges(edges, chunk=7, size=(N, N)):
-        return dpyg.GraphStore(store, f"{tag}-bad", chunk_edges=chunk).put_edge_range(
-            edges, (lo, hi), size=size)
+        return dpyg.GraphStore(store, f"{tag}-bad{next(made)}", chunk_edges=chunk
+                               ).put_edge_range(edges, (lo, hi), size=size)
 
     def raising_at(k, source, error):
         """``source`` as a piece callable that raises ``error(a)`` at its k-th call, on
