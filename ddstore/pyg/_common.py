@@ -344,8 +344,9 @@ def check_store_name(name, what, store, kind):
     if not isinstance(name, str) or not name or "/" in name:
         raise DDStoreValueError(f"{what} name must be a non-empty str without '/', got "
                                 f"{name!r}")
-    if any((recorded(store, kind, name) or _EMPTY).meta.get(k)
-           for k in ("attrs", "declared", "stored", "reversed")):
+    held = recorded(store, kind, name)
+    if held is not None and any(held.meta.get(k)
+                                for k in ("attrs", "declared", "stored", "reversed")):
         raise DDStoreValueError(f"{what} {name!r}: this store holds one of that name "
                                 f"already, not empty: reopen it with {what}.open(store, "
                                 f"{name!r}) (ddstore.pyg.open_stores for both), or choose "
@@ -395,10 +396,6 @@ def find_annotation(store, kind, name, what):
         if other else ""
     raise DDStoreValueError(f"{what}: no {kind} {name!r} in this store (restored or "
                             f"built); known {kind} names: {known}{hint}")
-
-
-class _EMPTY:  # (no record: nothing recorded)
-    meta = {}
 
 
 def recorded(store, kind, name):

@@ -78,8 +78,8 @@ class GraphState:
         """Local, alike on every rank, in a step of the call that changed the state:
         record it in the store's annotation (and tell forked workers); refused when
         another object of the name changed the record since this one wrote or read it
-        (:func:`~ddstore.pyg._common.check_recorded`)."""
-        check_recorded(self.store, GRAPH_KIND, self.name, self._mine, "GraphStore")
+        (:meth:`check_mine`)."""
+        self.check_mine()
         prev = self._mine
         with self.store.transaction("GraphStore record") as txn:  # (joins the call's)
             txn.on_rollback(lambda: setattr(self, "_mine", prev))  # (the journal puts

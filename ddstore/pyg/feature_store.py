@@ -206,8 +206,7 @@ class FeatureStore(_PygFeatureStore):
                   None if a.torch_dtype is None else str(a.torch_dtype)]
                  for a in self._attrs.values()]
         declared = [[type_to_json(g), n] for g, n in self._declared.items()]
-        check_recorded(self.store, FEATURE_KIND, self.name, self._recorded,
-                       "FeatureStore")
+        self._check_mine()
         self._changed()
         prev, mine = self._recorded, self.__dict__
         with self.store.transaction("FeatureStore record") as txn:  # (joins the call's)
@@ -219,6 +218,13 @@ class FeatureStore(_PygFeatureStore):
             mine["_recorded"] = recorded(self.store, FEATURE_KIND, self.name)
 
     # ------------------------------------------------------------ forked workers
+    def _check_mine(self):
+        """Local, in a step of a change: refuse it when another object of the name
+        changed the record since this one wrote or read it (:func:`check_recorded`;
+        in the change's first step too: a removal sets the record aside)."""
+        check_recorded(self.store, FEATURE_KIND, self.name, self._recorded,
+                       "FeatureStore")
+
     def _track_changes(self):
         """Note the process that owns this feature store (the rank) and a version of its
         attributes shared with the processes forked from it (DataLoader workers):
@@ -475,7 +481,7 @@ class FeatureStore(_PygFeatureStore):
         key = (attr.group_name, attr.attr_name)
         with store.collective("FeatureStore.put", call_name(key)) as step:
             self._check_key(attr, what)
-            check_recorded(store, FEATURE_KIND, self.name, self._recorded, "FeatureStore")
+            self._check_mine()
             if range_wise and rows is None:  # (None is a whole put's: said, not taken)
                 raise DDStoreValueError(f"put_range ({attr.group_name!r}, "
                                         f"{attr.attr_name!r}): rows must be (lo, hi), this "
@@ -676,7 +682,7 @@ class FeatureStore(_PygFeatureStore):
         key = (attr.group_name, attr.attr_name)
         held = key in self._attrs
         with store.collective("FeatureStore.remove", call_name(key), same={"held": held}):
-            check_recorded(store, FEATURE_KIND, self.name, self._recorded, "FeatureStore")
+            self._check_mine()
         if not held:
             return False
         with store.transaction(f"FeatureStore.remove {key!r}") as txn:
