@@ -418,7 +418,8 @@ def test_a_layer_removed_in_a_transaction_can_be_made_again_under_its_name(store
     assert store.variables() == held
     assert old.read(np.array([1])).memory[:, 0].tolist() == [2.5]
     assert g_old.edges([0])[2].tolist() == [1.0]
-    with pytest.raises(DDStoreStateError, match="was removed"):
+    with pytest.raises(DDStoreStateError,
+                       match="rolled back with the transaction that built it"):
         new.read(np.array([1]))
     with store.transaction("t"):
         old.remove()

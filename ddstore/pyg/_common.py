@@ -331,6 +331,11 @@ def tiled_total(ranges, what):
 FEATURE_KIND, GRAPH_KIND = "pyg.FeatureStore", "pyg.GraphStore"
 
 
+# what a feature or graph store made in a transaction that rolled back says of itself
+ROLLED_BACK = (" (this %s object was rolled back with the transaction it was made in: "
+               "make it again)")
+
+
 def check_store_name(name, what, store, kind):
     """A new feature or graph store's ``name`` (``what``: its class; ``kind``: its
     annotation's): a non-empty str without ``/`` (its variables are ``<name>/node/...``,

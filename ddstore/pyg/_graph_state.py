@@ -7,7 +7,7 @@ from torch_geometric.data.graph_store import EdgeLayout
 
 from .._readers import ahead
 from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
-from ._common import GRAPH_KIND, as_edge_type, check_recorded, recorded
+from ._common import GRAPH_KIND, ROLLED_BACK, as_edge_type, check_recorded, recorded
 from .feature_store import UnknownAttributeError
 
 __all__ = ["Lists", "GraphState"]
@@ -62,6 +62,14 @@ class GraphState:
         # the record of the name this object last wrote or read (an empty one's it
         # replaces, or none: a graph store made; the one opened)
         self._mine = recorded(store, GRAPH_KIND, name)
+        self.rolled_back = ""  # said with "nothing stored" once a rollback removed it
+
+    def made_in_step(self):
+        """Collective, the constructor's last step: its record, in a transaction whose
+        rollback (an enclosing transaction's) leaves the object saying so."""
+        with self.store.transaction(f"GraphStore {self.name!r}") as txn:
+            txn.on_rollback(lambda: setattr(self, "rolled_back", ROLLED_BACK % "GraphStore"))
+            self.changed_in_step()  # (a rollback: the journal gives the name its record)
 
     def changed(self):
         """Local, in a rollback's callables: tell the processes forked before (the
@@ -123,7 +131,8 @@ class GraphState:
                 "" if layout is None else f" in layout {EdgeLayout(layout).value!r}")
             raise UnknownAttributeError(f"{what}: no {which} in graph store {self.name!r}; "
                                         f"stored (edge type, layout): "
-                                        f"{', '.join(known) if known else 'none'}")
+                                        f"{', '.join(known) if known else 'none'}"
+                                        f"{self.rolled_back}")
         return self.live(c, what)
 
     def live(self, c, what):

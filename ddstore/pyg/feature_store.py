@@ -18,7 +18,7 @@ from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_sou
                       call_piece, check_rows, check_storable, check_store_name, edge_var,
                       find_annotation, is_edge_type, keep_torch_dtype, check_recorded,
                       node_var, publish_declared_rows, recorded, same_values, tiled_total,
-                      torch_dtype_named, type_from_json, type_to_json)
+                      torch_dtype_named, type_from_json, type_to_json, ROLLED_BACK)
 from ._forks import ForkVersion
 
 __all__ = ["FeatureStore", "TensorAttr", "UnknownAttributeError", "edge_features",
@@ -184,8 +184,11 @@ class FeatureStore(_PygFeatureStore):
         # group_name -> rows (declare_rows), published for the graph store of this name
         self.__dict__["_declared"] = {}
         publish_declared_rows(store, name, self._declared)
-        with store.transaction(f"FeatureStore {name!r}"):  # (a rollback: the journal gives
-            self._annotate_in_step()                       # the name its record of before)
+        self.__dict__["_rolled_back"] = ""  # said with "known: none" after a rollback
+        with store.transaction(f"FeatureStore {name!r}") as txn:  # (a rollback: the
+            txn.on_rollback(lambda: self.__dict__.__setitem__(  # journal gives the name
+                "_rolled_back", ROLLED_BACK % "FeatureStore"))  # its record of before)
+            self._annotate_in_step()
 
     # ------------------------------------------------------------ checkpoint
     def _annotate_in_step(self):
@@ -269,6 +272,7 @@ class FeatureStore(_PygFeatureStore):
         self = cls.__new__(cls)
         _PygFeatureStore.__init__(self, tensor_attr_cls=TensorAttr)
         self.__dict__["chunk_rows"] = meta["chunk_rows"]
+        self.__dict__["_rolled_back"] = ""
         self.__dict__["store"] = store
         self.__dict__["name"] = name
         attrs = {}
@@ -711,7 +715,7 @@ class FeatureStore(_PygFeatureStore):
     def _unknown(self, key, what):
         known = sorted(map(repr, self._attrs))
         return f"{what}: no attribute {key!r} in feature store {self.name!r}; known: " \
-               f"{', '.join(known) if known else 'none'}"
+               f"{', '.join(known) if known else 'none'}{self._rolled_back}"
 
     def _lookup(self, attr, what="get_tensor"):
         key = (as_edge_type(attr.group_name), attr.attr_name)

@@ -175,8 +175,7 @@ class GraphStore(_PygGraphStore):
             step.agree(same={"time_attr": time_attr, "weight_attr": weight_attr,
                              "chunk_edges": chunk_edges})
         self._setup(store, name, time_attr, weight_attr, chunk_edges)
-        with store.transaction(f"GraphStore {name!r}"):  # (a rollback: the journal gives
-            self._state.changed_in_step()                # the name its record of before)
+        self._state.made_in_step()
 
     def _setup(self, store, name, time_attr, weight_attr, chunk_edges):
         """Local: the graph store's state (:class:`GraphState`, the lists' bookkeeping

@@ -396,7 +396,7 @@ class NodeMemory:
         # refused, not read with this memory's layout
         self._buffers = {}  # the commit's send and receive buffers (see _buffer)
         self._snapshot = None
-        self._own = None
+        self._own, self._rolled = None, False
 
     def _create(self, store, name, num_nodes, memory_dim, mail_dim, mailbox_size, dt,
                 tdt):
@@ -541,6 +541,11 @@ class NodeMemory:
         if failure and self._failure is not None:
             raise DDStoreStateError(f"NodeMemory {self.name!r}: {self._failure}: remove it "
                                     f"and create a new one")
+        if self._own is None and self._rolled:
+            raise DDStoreStateError(
+                f"NodeMemory {self.name!r}: this object was rolled back with the "
+                f"transaction that built it; NodeMemory.open(store, {self.name!r}) opens "
+                f"the memory of that name if the store holds one, else create a new one")
         gone = [self._var[k] for k in _ALL if self._h.get(k) not in self.store]
         if self._own is None or gone:
             missing = gone or list(self._var.values())
@@ -1352,7 +1357,7 @@ class NodeMemory:
                 self._clear()
 
     def _rolled_back(self):
-        self._own = None
+        self._own, self._rolled = None, True
         self._free_comm()
 
     def _free_comm(self):

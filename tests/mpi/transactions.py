@@ -20,7 +20,8 @@ from mpi4py import MPI
 from _harness import check, expect_error, run_main, shared_tmpdir
 
 import ddstore
-from ddstore import DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from ddstore import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
+                     DDStoreValueError)
 from ddstore import pyg as dpyg
 from ddstore import temporal as tg
 
@@ -335,6 +336,26 @@ def pyg_cases(store):
     same(fs.get_tensor(group_name=None, attr_name="x").numpy(), good.x.numpy(),
          "put after the rollback")
     drop_new(store, [v for v in store.variables() if not v.startswith("enc/")])
+    # made inside a transaction that rolls back: each says so when it finds nothing
+    made = []
+
+    def made_then_fail():
+        with store.transaction("outer"):
+            made.extend([dpyg.FeatureStore(store, "rb"), dpyg.GraphStore(store, "rb")])
+            made[0].put_tensor(good.x, group_name=None, attr_name="x")
+            fail_on(store, [LAST], "after the stores")
+    refused(store, DDStoreValueError, ["after the stores"], made_then_fail,
+            what="FeatureStore/GraphStore made inside a failed transaction")
+    expect_error(dpyg.UnknownAttributeError, ["known: none", "this FeatureStore object "
+                                              "was rolled back"],
+                 made[0].get_tensor, group_name=None, attr_name="x",
+                 what="FeatureStore made in a rolled-back transaction: get_tensor")
+    expect_error(dpyg.UnknownAttributeError, ["stored (edge type, layout): none",
+                                              "this GraphStore object was rolled back"],
+                 made[1].get_edge_index, edge_type=None, layout="coo",
+                 what="GraphStore made in a rolled-back transaction: get_edge_index")
+    check(not [v for v in store.variables() if v.startswith("rb/")],
+          "FeatureStore made in a rolled-back transaction: variables left")
 
     # GraphStore put of several variables failing on the last rank only (injected in
     # the build's packing, after nbr / eid / ts were created)
@@ -574,6 +595,30 @@ def temporal_cases(store, tmp):
     refused(store, DDStoreValueError, ["after the memory"], memory_then_fail,
             what="NodeMemory rolled back by an outer transaction")
     check(made and made[0]._comm is None, "NodeMemory rolled back: communicator kept")
+    expect_error(DDStoreStateError, ["rolled back with the transaction"], made[0].read,
+                 [0], what="NodeMemory rolled back: read")
+    # an older memory of its name removed in the transaction is back after it, and the
+    # rolled-back object says it was rolled back (not that its memory was removed)
+    old = tg.NodeMemory(store, "mem", 50, 4, 3)
+    if rank == 0:
+        old.write([7], np.full((1, 4), 2.5, np.float32), [3.0])
+    old.commit()
+    made.clear()
+
+    def replace_then_fail():
+        with store.transaction("outer"):
+            old.remove()
+            made.append(tg.NodeMemory(store, "mem", 50, 6, 3))
+            fail_on(store, [LAST], "after the new memory")
+    refused(store, DDStoreValueError, ["after the new memory"], replace_then_fail,
+            what="NodeMemory replaced, rolled back")
+    expect_error(DDStoreStateError, ["rolled back with the transaction",
+                                     "NodeMemory.open(store, 'mem')"], made[0].read, [0],
+                 what="NodeMemory replaced, rolled back: the new object")
+    again = tg.NodeMemory.open(store, "mem")
+    same(again.read([7]).memory.numpy(), np.full((1, 4), 2.5, np.float32),
+         "NodeMemory replaced, rolled back: the old memory")
+    again.remove()
 
 
 # ---------------------------------------------------------------- graphs, series, dynamic
