@@ -378,6 +378,15 @@ def test_a_second_store_of_a_name_in_use_is_refused(store, tmp_path):
     for _ in range(2):  # (a refused change leaves it out of date: refused again)
         with pytest.raises(DDStoreStateError, match="FeatureStore 'e': this object is out "):
             opened.remove_tensor(group_name=None, attr_name="x")
+    writes = [  # in place, into an attribute it holds (another's replacement may differ)
+        lambda: opened.put_tensor(torch.full((3,), 5.), group_name=None, attr_name="x"),
+        lambda: opened.put_tensor(torch.full((1,), 5.), group_name=None, attr_name="x",
+                                  index=torch.tensor([2])),
+        lambda: opened.update_tensor(torch.full((3,), 5.), group_name=None, attr_name="x")]
+    for write in writes:
+        with pytest.raises(DDStoreStateError, match="FeatureStore 'e': this object is out "):
+            write()
+    assert new[0].get_tensor(group_name=None, attr_name="x").tolist() == [1., 1., 1.]
     with store.transaction("t"):  # changes of its own, then rolled back: up to date
         new[0].put_tensor(torch.zeros(2), group_name=None, attr_name="z")
         new[1].build_backward()

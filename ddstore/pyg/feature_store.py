@@ -352,6 +352,7 @@ class FeatureStore(_PygFeatureStore):
         if a is None or attr.index is not None and not _is_all(attr.index):
             return self._put_tensor(tensor, attr)
         with self.store.collective("FeatureStore.update", call_name(key)) as step:
+            self._check_mine()
             arr, tdt = as_source(tensor, f"update_tensor {key!r}")
             same = arr.ndim >= 1 and _layout(arr, tdt) == a.layout()
             step.agree(same={"in place (same layout as held)": bool(same)})
@@ -401,6 +402,7 @@ class FeatureStore(_PygFeatureStore):
         n = a.num_rows
         with store.collective("FeatureStore.put_rows",
                               repr((a.group_name, a.attr_name))) as step:
+            self._check_mine()  # (another object may have replaced or removed it)
             off = member_offsets(n, store.group_size)
             mlo, mhi = int(off[store.group_rank]), int(off[store.group_rank + 1])
             at = count = None
