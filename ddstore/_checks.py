@@ -383,6 +383,33 @@ def big_ints(arr, dtype, what, holder="the variable's", fallback=None):
     return arr.astype(dtype)
 
 
+def cast_values(arr, dtype, what, holder="the variable's", given=None):
+    """``arr`` (values ``given`` as the user passed them: a list keeps Python ints that
+    numpy made floats) cast to ``dtype`` by value, as :meth:`DDStore.update` writes: of
+    the same dtype as they are; within a kind as numpy's ``'same_kind'`` (int64 into
+    int8, float64 into float32, not float into int); any integer into an integer dtype
+    (signed into unsigned too: ``[1, 2]`` into uint8); every value in range
+    (:func:`cast_in_range`), else a :class:`DDStoreValueError` naming what was wrong
+    and what is allowed."""
+    if dtype.kind in "iu" and (arr.dtype == object or (
+            arr.dtype.kind == "f" and isinstance(given, (list, tuple)))):
+        # Python ints beyond int64: numpy makes floats of [2**63, 0] (rounded),
+        # objects of [2**64]; taken as the integers they are
+        exact = arr if arr.dtype == object else np.array(given, dtype=object)
+        if exact.shape == arr.shape:
+            arr = big_ints(exact, dtype, what, holder, fallback=arr)
+    if arr.dtype == dtype:
+        return arr
+    if not (np.can_cast(arr.dtype, dtype, "same_kind") or
+            (arr.dtype.kind in "iu" and dtype.kind in "iu")):
+        raise DDStoreValueError(
+            f"{what}: dtype {arr.dtype} cannot be cast to {holder} dtype {dtype}; allowed: "
+            f"rows of dtype {dtype} or of a dtype numpy casts to it within its kind "
+            f"('same_kind': e.g. int64 into int8, float64 into float32, not float into "
+            f"int), or any integer into an integer dtype, every value in its range")
+    return cast_in_range(arr, dtype, what, holder)
+
+
 def cast_in_range(arr, dtype, what, holder="the variable's"):
     """``arr`` cast to ``dtype`` (of its kind, or a float from an integer), refusing a
     value the cast would not keep: an integer outside ``dtype``'s range (it would wrap:

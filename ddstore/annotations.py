@@ -252,8 +252,12 @@ class Annotations:
         ann = self.table.get(self._name(name))
         if ann is None or (kind is not None and ann.kind != kind):
             known = self.annotations(kind)
+            # (kinds sharing a name annotate "<name>#<kind>": the PyG stores)
+            own = name[:-len(ann.kind) - 1] if ann and name.endswith("#" + ann.kind) \
+                else name
             other = "" if ann is None else (f"; {name!r} is a {ann.kind}: reopen it with "
-                                            f"{ann.kind.split('.')[-1]}.open")
+                                            f"{ann.kind.split('.')[-1]}.open(store, "
+                                            f"{own!r})")
             raise DDStoreValueError(
                 f"no {kind or 'object'} {name!r} in this store (restored or built); "
                 f"known: {known}{other}")

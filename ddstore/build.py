@@ -41,7 +41,7 @@ import os
 import numpy as np
 
 from .errors import DDStoreMemoryError, DDStoreValueError
-from ._checks import is_int
+from ._checks import is_int, native_order
 from . import _core
 from .settings import prefault_mode
 from .placement import alltoallv_rows
@@ -118,7 +118,8 @@ def fill_rows(store, owner_off, first_row, pieces, views):
                 piece = next(it, None)
                 done = piece is None
             n = int(piece[0].shape[0]) if piece is not None else 0
-            if piece is not None:
+            if piece is not None:  # (a piece in the other byte order: its values)
+                piece = [native_order(np.asarray(p)) for p in piece]
                 bad = [i for i, p in enumerate(piece) if p.shape[0] != n or
                        p.shape[1:] != views[i].shape[1:] or p.dtype != views[i].dtype]
                 if bad:  # the layer's own pieces are wrong: say so, on every rank

@@ -33,7 +33,7 @@ from . import _core
 from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
 from ._checks import (MAX_ROW_DIMS, STORABLE_NAMES, storable, as_array, as_bool,
-                      as_indices, as_int, big_ints, cast_in_range, check_free_names,
+                      as_indices, as_int, cast_values, check_free_names,
                       check_indices, check_name_text, integer_scalar, is_index_array,
                       is_int, removed_error, shown_name)
 from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
@@ -391,25 +391,7 @@ class Variables:
         if arr.shape[1:] != var.row_shape:
             raise DDStoreValueError(f"update {name!r}: rows have row shape {arr.shape[1:]},"
                                     f" the variable has {var.row_shape}")
-        if var.dtype.kind in "iu" and (arr.dtype == object or (
-                arr.dtype.kind == "f" and isinstance(rows, (list, tuple)))):
-            # Python ints beyond int64: numpy makes floats of [2**63, 0] (rounded),
-            # objects of [2**64]; taken as the integers they are
-            exact = arr if arr.dtype == object else np.array(rows, dtype=object)
-            if exact.shape == arr.shape:
-                arr = big_ints(exact, var.dtype, f"update {name!r}", fallback=arr)
-        if arr.dtype != var.dtype:
-            # within a kind, as numpy's 'same_kind'; any integer into any integer (signed
-            # into unsigned too: [1, 2] into uint8), each value checked below
-            if not (np.can_cast(arr.dtype, var.dtype, "same_kind") or
-                    (arr.dtype.kind in "iu" and var.dtype.kind in "iu")):
-                raise DDStoreValueError(
-                    f"update {name!r}: dtype {arr.dtype} cannot be cast to the variable's "
-                    f"dtype {var.dtype}; allowed: rows of dtype {var.dtype} or of a dtype "
-                    f"numpy casts to it within its kind ('same_kind': e.g. int64 into "
-                    f"int8, float64 into float32, not float into int), or any integer "
-                    f"into an integer variable, every value in its range")
-            arr = cast_in_range(arr, var.dtype, f"update {name!r}")
+        arr = cast_values(arr, var.dtype, f"update {name!r}", given=rows)
         offset = as_int(integer_scalar(offset), f"update {name!r}: offset")
         if offset < 0 or offset + arr.shape[0] > var.n_local:
             raise DDStoreIndexError(

@@ -607,8 +607,15 @@ def test_open_of_another_kind_names_the_kind(store):
                               edges=[np.array([[0, 1], [1, 2]])] * 60)
     with pytest.raises(DDStoreValueError, match=r"no WindowDataset 'kinds' .* known: \[\]; "
                                                 r"'kinds' is a DynamicWindowDataset: reopen "
-                                                r"it with DynamicWindowDataset.open"):
+                                                r"it with DynamicWindowDataset.open\(store, "
+                                                r"'kinds'\)"):
         WindowDataset.open(store, "kinds")
+    from ddstore.pyg import FeatureStore  # an annotation "<name>#<kind>": its name
+    from ddstore.temporal import NodeMemory
+    FeatureStore(store, "fsk")
+    with pytest.raises(DDStoreValueError, match=r"is a pyg.FeatureStore: reopen it with "
+                                                r"FeatureStore.open\(store, 'fsk'\)"):
+        NodeMemory.open(store, "fsk#pyg.FeatureStore")
     again = DynamicWindowDataset.open(store, "kinds")
     assert torch.equal(again[3][0], ds[3][0])
     ds.free()

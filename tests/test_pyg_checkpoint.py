@@ -142,3 +142,33 @@ def test_checkpoint_with_names_written_before_escaping_refused(store, tmp_path,
         fs, gs = dpyg.open_stores(st, "new")
         assert gs.weight_attr_of(("a", "b__c", "d")) == "w"
         assert torch.equal(fs.get_tensor(("a", "b__c", "d"), "w"), h["a", "b__c", "d"].w)
+
+
+def test_graph_store_opened_alone_reads_the_feature_record(store, tmp_path):
+    """A GraphStore reopened without its FeatureStore (``GraphStore.open`` alone, after
+    a restore) reads what the feature store of its name records: a bfloat16 edge
+    attribute's values as weights (it read their bit patterns as numbers) and the rows
+    declared by ``declare_rows`` as node counts."""
+    import numpy as np
+    import torch
+    from mpi4py import MPI
+    from torch_geometric.data import Data
+    import ddstore
+    from ddstore import pyg as dpyg
+    g = torch.Generator().manual_seed(0)
+    n, m = 20, 60
+    data = Data(x=torch.randn(n, 2, generator=g),
+                edge_index=torch.randint(0, n, (2, m), generator=g))
+    wb = (torch.rand(m, generator=g) * 4 + 0.5).to(torch.bfloat16)
+    fs, gs = dpyg.from_pyg(store, data, name="bf")
+    fs.put_tensor(wb, group_name=dpyg.EDGES, attr_name="wb")
+    fs.declare_rows({"lonely": 7})
+    store.save(str(tmp_path / "ck"))
+    gs.put_edge_weights("wb")
+    live = store.get_range("bf/csc/_/coo/w", 0, m).copy()
+    assert sorted(live.tolist()) == sorted(wb.float().tolist())  # values, not bits
+    with ddstore.DDStore.restore(str(tmp_path / "ck"), MPI.COMM_SELF, width=1) as st:
+        gs2 = dpyg.GraphStore.open(st, "bf")
+        assert gs2.node_counts()["lonely"] == 7
+        gs2.put_edge_weights("wb")
+        assert np.array_equal(st.get_range("bf/csc/_/coo/w", 0, m), live)

@@ -739,3 +739,42 @@ def test_a_rollback_keeps_the_attributes_in_their_order(store):
         assert [a.attr_name for a in fs.get_all_tensor_attrs()] == want
         assert store.annotation("order#pyg.FeatureStore").meta["attrs"] == meta
         assert fs.get_tensor(group_name=None, attr_name="y", index=None).shape == (4, 2)
+
+
+def test_byte_order_datetimes_and_integer_values(store):
+    """Big-endian numpy input is stored and recorded by its values in this machine's
+    order (an attribute put from '>f8' was recorded as '>f8', so FeatureStore.open
+    refused the store; a '>i8' edge index was read back through torch's refusal of the
+    byte order); datetime64 / timedelta64 attributes, which torch cannot read, are
+    refused at the put naming the way out; an indexed put writes any integers into an
+    integer attribute by value, as DDStore.update does (int64 into uint8 was refused)."""
+    from ddstore import DDStoreValueError
+    from ddstore import pyg as dpyg
+    fs, gs = dpyg.FeatureStore(store, "be"), dpyg.GraphStore(store, "be")
+    x = np.arange(8, dtype=">f8").reshape(4, 2)
+    fs.put_tensor(x, group_name=None, attr_name="x")
+    fs.put_tensor(np.arange(4, dtype=">i2"), group_name=None, attr_name="y",
+                  index=np.arange(4, dtype=">i8"))
+    ei = np.array([[0, 1, 2, 3], [1, 2, 3, 0]], dtype=">i8")
+    gs.put_edge_index(ei, edge_type=None, layout="coo", size=(4, 4))
+    for f in (fs, dpyg.FeatureStore.open(store, "be")):
+        got = f.get_tensor(group_name=None, attr_name="x")
+        assert got.dtype == torch.float64 and got.numpy().tolist() == x.tolist()
+        assert f.get_tensor(group_name=None, attr_name="y").tolist() == [0, 1, 2, 3]
+    src, dst = dpyg.GraphStore.open(store, "be").get_edge_index(None, "coo")
+    assert src.dtype == torch.int64 and [src.tolist(), dst.tolist()] == ei.tolist()
+    for dt in ("datetime64[s]", "timedelta64[ms]"):
+        with pytest.raises(DDStoreValueError, match=rf"dtype {dt[:-4]}.* cannot be "
+                                                    rf"stored .*\.view\('int64'\)"):
+            fs.put_tensor(np.arange(4).astype(dt), group_name=None, attr_name="when")
+    fs.put_tensor(torch.zeros(4, 2, dtype=torch.uint8), group_name=None, attr_name="u")
+    for value in (torch.tensor([[1, 2]]), np.array([[1, 2]]), [[1, 2]],
+                  torch.tensor([[1, 2]], dtype=torch.int16)):
+        fs.put_tensor(value, group_name=None, attr_name="u", index=[1])
+        assert fs.get_tensor(group_name=None, attr_name="u")[1].tolist() == [1, 2]
+    with pytest.raises(DDStoreValueError, match=r"value -1 at \(0, 1\) does not fit the "
+                                                r"attribute's dtype uint8 \(\[0, 255\]\)"):
+        fs.put_tensor([[1, -1]], group_name=None, attr_name="u", index=[2])
+    with pytest.raises(DDStoreValueError, match="dtype float32 cannot be cast to the "
+                                                "attribute's dtype uint8; allowed"):
+        fs.put_tensor(torch.ones(1, 2), group_name=None, attr_name="u", index=[2])

@@ -5,11 +5,10 @@ one replica; member ``g`` holds rows ``partition(num_rows, width, g)``)."""
 import contextlib
 import contextvars
 import re
-import weakref
 
 import numpy as np
 
-from .._checks import host_tensor, is_int, storable
+from .._checks import host_tensor, is_int, native_order, storable
 from .._fingerprint import same_data
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
 
@@ -150,46 +149,36 @@ def bits_dtype(torch_dtype):
     return _BITS.get(torch.empty(0, dtype=torch_dtype).element_size())
 
 
-# store -> {variable: the torch-only dtype whose bit pattern it holds}: kept by the
-# feature store as it puts and removes attributes, read by whatever reads an attribute's
-# values as numbers (the graph store's weights and times)
-_TORCH_ONLY = weakref.WeakKeyDictionary()
-
-
-# store -> {name: {group_name: rows}}: the row counts given once by
-# FeatureStore.declare_rows to the feature store last made under that name (its own
-# dict), read by the node counts of the GraphStore of the same store and name
-_DECLARED = weakref.WeakKeyDictionary()
-
-
-def publish_declared_rows(store, name, table):
-    """Make ``table`` (a feature store's own ``{group_name: rows}``, which its
-    ``declare_rows`` alone changes) the declarations of the name ``name`` of ``store``,
-    in place of any older feature store's of that name."""
-    _DECLARED.setdefault(store, {})[name] = table
+def feature_record(store, name):
+    """The record (annotation meta) of the feature store ``name`` in ``store`` now, or
+    None: what the graph store of that name reads of it (declared rows, attributes'
+    torch-only dtypes), alike on every rank, kept by checkpoints and transactions."""
+    ann = recorded(store, FEATURE_KIND, name)
+    return None if ann is None else ann.meta
 
 
 def declared_rows(store, name):
-    """The ``{group_name: rows}`` declared by the feature store last made under ``name``
-    on ``store`` (:meth:`FeatureStore.declare_rows`; empty when none): read only."""
-    return _DECLARED.get(store, {}).get(name, {})
+    """The ``{group_name: rows}`` declared on the feature store ``name`` of ``store``
+    (:meth:`FeatureStore.declare_rows`; empty when none)."""
+    meta = feature_record(store, name)
+    return {} if meta is None else {type_from_json(g): int(n) for g, n in meta["declared"]}
 
 
-def keep_torch_dtype(store, var, torch_dtype):
-    """Record that store variable ``var`` holds the bit pattern of ``torch_dtype`` (None:
-    it holds plain numpy values)."""
-    known = _TORCH_ONLY.setdefault(store, {})
-    if torch_dtype is None:
-        known.pop(var, None)
-    else:
-        known[var] = torch_dtype
+def torch_dtype_of(store, var):
+    """The torch-only dtype (bfloat16, float8...) whose bit pattern the feature store's
+    attribute variable ``var`` holds, or None (plain numpy values, or no attribute)."""
+    meta = feature_record(store, var.split("/", 1)[0])
+    for row in () if meta is None else meta["attrs"]:
+        if row[2] == var:
+            return torch_dtype_named(row[6])
+    return None
 
 
 def value_dtype(store, var):
     """The numpy dtype of ``var``'s values read as numbers by :func:`as_values`: the
     variable's dtype, or float32 for the bit pattern of a torch-only float dtype
     (bfloat16 and float8 values are all exact in float32)."""
-    if var in _TORCH_ONLY.get(store, {}):
+    if torch_dtype_of(store, var) is not None:
         return np.dtype(np.float32)
     return np.dtype(store.dtype(var))
 
@@ -197,7 +186,7 @@ def value_dtype(store, var):
 def as_values(store, var, raw):
     """Rows ``raw`` read from store variable ``var`` as numbers: themselves, or the
     values of the torch-only dtype whose bit pattern they hold, as float32."""
-    td = _TORCH_ONLY.get(store, {}).get(var)
+    td = torch_dtype_of(store, var)
     if td is None:
         return raw
     import torch
@@ -222,11 +211,12 @@ class LazyRows:
         except Exception:  # noqa: BLE001 -- a torch dtype and the like: look at a row
             self.dtype = np.asarray(source[0:min(1, self.shape[0])]).dtype \
                 if self.ndim else np.asarray(source).dtype
+        self.dtype = self.dtype.newbyteorder("=")  # (rows come back in this order)
 
     def __getitem__(self, rows):
         if not isinstance(rows, slice):
             raise TypeError("LazyRows reads row ranges (slices) only")
-        out = np.asarray(self.source[rows])
+        out = native_order(np.asarray(self.source[rows]))
         if out.dtype != self.dtype:
             raise DDStoreValueError(f"rows {rows.start}:{rows.stop} of the array-like came "
                                     f"back as dtype {out.dtype}, its first rows as "
@@ -265,7 +255,7 @@ def as_source(x, what):
                         from exc
                 return x.view(getattr(torch, np.dtype(bits).name)).numpy(), x.dtype
         if type(x) is np.ndarray:
-            return x, None
+            return native_order(x), None  # (stored, and read by torch, in this order)
         if hasattr(x, "shape") and hasattr(x, "__getitem__") and len(x.shape) >= 1:
             return LazyRows(x), None
         return np.asarray(x), None
@@ -278,9 +268,10 @@ def as_source(x, what):
 def check_storable(arr, what):
     """Raise a :class:`~ddstore.DDStoreValueError` unless ``arr`` (an array or
     :class:`LazyRows`) has a storable dtype and a first (row) dimension."""
-    if not storable(arr.dtype):
+    if not storable(arr.dtype) or arr.dtype.kind in "mM":  # (torch has no datetimes)
         raise DDStoreValueError(f"{what}: dtype {arr.dtype} cannot be stored (allowed: "
-                                f"bool, integer, float, complex)")
+                                f"bool, integer, float, complex; a datetime64 or "
+                                f"timedelta64 as its integers: .view('int64'))")
     if arr.ndim < 1:
         raise DDStoreValueError(f"{what}: needs a first (row) dimension, got a scalar")
 

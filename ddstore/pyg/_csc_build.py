@@ -387,8 +387,8 @@ def as_coo(edge_index, layout, what):
         if x.ndim != 1 or (x.size and x.dtype.kind not in "iu"):
             raise DDStoreValueError(f"{what}: edge_index entries must be 1-D integer "
                                     f"arrays, got dtype {x.dtype} shape {x.shape}")
-    dtypes = tuple(x.dtype.str if x.dtype.kind in "iu" else np.dtype(np.int64).str
-                   for x in (a, b))
+    dtypes = tuple(x.dtype.newbyteorder("=").str if x.dtype.kind in "iu"
+                   else np.dtype(np.int64).str for x in (a, b))  # (read back natively)
     a, b = (node_ids(x, what).astype(np.int64, copy=False) for x in (a, b))
     if layout == EdgeLayout.COO:
         if a.shape != b.shape:

@@ -8,7 +8,7 @@ from torch_geometric.data import FeatureStore as _PygFeatureStore
 from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
-from .._checks import (as_indices, cast_in_range, check_free_names, check_indices,
+from .._checks import (as_indices, cast_values, check_free_names, check_indices,
                        host_tensor, integer_scalar, is_int)
 from .._collective import call_name
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
@@ -16,8 +16,8 @@ from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_source,
                       call_piece, check_rows, check_storable, check_store_name, edge_var,
-                      find_annotation, is_edge_type, keep_torch_dtype, check_recorded,
-                      node_var, publish_declared_rows, recorded, same_values, tiled_total,
+                      find_annotation, is_edge_type, check_recorded,
+                      node_var, recorded, same_values, tiled_total,
                       torch_dtype_named, type_from_json, type_to_json, ROLLED_BACK)
 from ._forks import ForkVersion
 
@@ -181,9 +181,9 @@ class FeatureStore(_PygFeatureStore):
         self._track_changes()
         # the record of the name it replaces (an empty one's, or none)
         self.__dict__["_recorded"] = recorded(store, FEATURE_KIND, name)
-        # group_name -> rows (declare_rows), published for the graph store of this name
+        # group_name -> rows (declare_rows; the graph store of this name reads them
+        # from the record, as the attributes' torch-only dtypes: declared_rows)
         self.__dict__["_declared"] = {}
-        publish_declared_rows(store, name, self._declared)
         self.__dict__["_rolled_back"] = ""  # said with "known: none" after a rollback
         with store.transaction(f"FeatureStore {name!r}") as txn:  # (a rollback: the
             txn.on_rollback(lambda: self.__dict__.__setitem__(  # journal gives the name
@@ -296,13 +296,11 @@ class FeatureStore(_PygFeatureStore):
                     f"trailing underscore): put the graph again from its source")
             attrs[(group, attr_name)] = _Attr(group, attr_name, var, int(num_rows),
                                               row_shape, dtype, tdt)
-            keep_torch_dtype(store, var, tdt)
         self.__dict__["_attrs"] = attrs
         self._track_changes()
         self.__dict__["_recorded"] = ann  # (the record it was opened from)
         self.__dict__["_declared"] = {type_from_json(g): int(n)
                                       for g, n in meta["declared"]}
-        publish_declared_rows(store, name, self._declared)
         return self
 
     # ------------------------------------------------ PyG's calls, UNSET fields None
@@ -459,13 +457,9 @@ class FeatureStore(_PygFeatureStore):
         else:
             if isinstance(tensor, torch.Tensor):
                 tensor = host_tensor(tensor, what).numpy()
-            vals = np.asarray(tensor)
-            if vals.dtype != a.dtype:
-                if not np.can_cast(vals.dtype, a.dtype, "same_kind"):
-                    raise DDStoreValueError(f"{what}: values of dtype {vals.dtype} cannot "
-                                            f"be cast to the attribute's dtype {a.dtype}")
-                # a value the dtype cannot hold is refused, not wrapped (as update's)
-                vals = cast_in_range(vals, a.dtype, what, "the attribute's")
+            # as update writes: by value, one the dtype cannot hold refused (not wrapped)
+            vals = cast_values(np.asarray(tensor), a.dtype, what, "the attribute's",
+                               given=tensor)
         try:
             return np.broadcast_to(vals, (count,) + a.row_shape)
         except ValueError:
@@ -555,11 +549,9 @@ class FeatureStore(_PygFeatureStore):
                 self._fill(var, arr, rows_of, first, lo, hi, total)
             self._attrs[key] = _Attr(attr.group_name, attr.attr_name, var, int(total),
                                      tuple(arr.shape[1:]), arr.dtype, tdt)
-            keep_torch_dtype(store, var, tdt)
 
             def forget():  # a rollback (this call's or an enclosing one's) removed it
                 self._attrs.pop(key, None)
-                keep_torch_dtype(store, var, None)
                 self._changed()  # (the annotation: the journal's)
             txn.on_rollback(forget)
             self._annotate_in_step()
@@ -708,10 +700,8 @@ class FeatureStore(_PygFeatureStore):
             self._attrs[key] = old
             for k in sorted(self._attrs, key=lambda k: order.get(k, len(order))):
                 self._attrs[k] = self._attrs.pop(k)  # at its place again, as listed
-            keep_torch_dtype(store, old.var, old.torch_dtype)
             self._changed()  # (the annotation: the journal's)
         txn.set_aside([old.var], on_rollback=restore)
-        keep_torch_dtype(store, old.var, None)
 
     # ------------------------------------------------------------------ reading
     def _unknown(self, key, what):

@@ -33,7 +33,7 @@ import numpy as np
 from ..annotations import check_object_name
 from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
-from .._checks import (as_bool, as_dtype, as_indices, check_free_names,
+from .._checks import (as_bool, as_dtype, as_indices, cast_in_range, check_free_names,
                        check_indices, integer_scalar, is_int, names_under, storable,
                        tensor_values)
 from .._fingerprint import fingerprint
@@ -703,8 +703,9 @@ class TemporalGraph:
         rank alone (one-sided reads from every owner; it needs the whole edge table's memory
         here).  ``t`` in ``t_dtype`` (numpy or torch dtype; default :attr:`t_dtype`, so
         int64 times come back exactly); an integer dtype requires whole-number times within
-        its range (a float dtype takes what it holds: int64 times beyond 2**53 round in
-        float64).  The split is not part of TemporalData: :attr:`split`."""
+        its range; a float dtype rounds to what it holds (int64 times beyond 2**53 in
+        float64), and refuses a time beyond its range (70000 in float16).  The split is
+        not part of TemporalData: :attr:`split`."""
         import torch
         from torch_geometric.data import TemporalData
         dtype = self.t_dtype if t_dtype is None else as_dtype(
@@ -727,9 +728,12 @@ class TemporalGraph:
                                         f"{t[i].item()!r}, not a whole number in "
                                         f"[{info.min}, {info.max}] for t_dtype={dtype}; "
                                         f"pass t_dtype=torch.{self.time_dtype}")
+        else:  # a time beyond a narrower float's range (float16's 65504) is refused
+            t = cast_in_range(t, dtype, f"to_pyg of graph {self.name!r}: edge times",
+                              "the t_dtype's")
         kw = dict(src=torch.from_numpy(sd[:, 0].astype(np.int64)),
                   dst=torch.from_numpy(sd[:, 1].astype(np.int64)),
-                  t=torch.from_numpy(t.astype(dtype)))
+                  t=torch.from_numpy(t.astype(dtype, copy=False)))
         if self._has_edge_feat:
             kw["msg"] = torch.from_numpy(st.get_range(self._h["edge_feat"], 0, e))
         elif self.num_users is not None:  # a JODIE file without features: PyG's
