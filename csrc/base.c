@@ -33,13 +33,16 @@ int dds_mpi_error(int rc, const char *what)
     int n = 0;
     if (MPI_Error_string(rc, msg, &n) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "error code %d", rc);
-    if (strstr(msg, "Too many communicators"))  /* MPICH's words: told as memory */
+    const char *words = strstr(msg, "Too many communicators");
+    if (words) {  /* MPICH's words: told as memory, quoting its line (not its stack) */
+        int len = (int)strcspn(words, "\n");
         return dds_set_error(DDS_ENOMEM, "%s failed: MPI has no communicator id left (MPICH "
                              "gives a process 2048, communicators and windows together: "
                              "a store takes 5, each of its variables 1, or 2 when its "
                              "group spans nodes): remove variables, free stores or "
                              "communicators, or store fewer and larger variables; MPI "
-                             "said: %.300s", what, msg);
+                             "said: %.*s", what, len < 300 ? len : 300, words);
+    }
     return dds_set_error(DDS_EMPI, "%s failed: %s", what, msg);
 }
 

@@ -13,8 +13,10 @@ Quick start (run under ``mpiexec``)::
 Subpackages, loaded on first use: ``ddstore.sources`` (readers, one module per file
 format), ``ddstore.graphs`` (PyG graph samples), ``ddstore.spatiotemporal``
 (index-batched windows), ``ddstore.dynamic`` (dynamic graphs: checkpoints plus deltas)
-and ``ddstore.temporal`` (temporal graphs: T-CSR, temporal neighbour sampling); all but
-``sources`` import torch.
+``ddstore.temporal`` (temporal graphs: T-CSR, temporal neighbour sampling),
+``ddstore.pyg`` (PyG's feature and graph stores and loaders), and for training
+``ddstore.distributed``, ``ddstore.prefetch`` and ``ddstore.device``; all but ``sources``
+import torch.
 """
 import importlib
 
@@ -27,7 +29,8 @@ __all__ = ["DDStore", "partition", "abort_on_exception", "DDStoreError", "DDStor
            "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError",
            "DDStoreNotImplementedError", "DDStoreInterrupt"]
 
-_LAZY = ("graphs", "spatiotemporal", "dynamic", "temporal", "bench", "sources", "pyg")
+_LAZY = ("graphs", "spatiotemporal", "dynamic", "temporal", "bench", "sources", "pyg",
+         "device", "prefetch", "distributed")
 
 
 def __getattr__(name):

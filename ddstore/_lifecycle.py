@@ -648,13 +648,20 @@ def make_core(comm, width, transport):
     try:
         return _core.Core(comm, width, transport)
     except DDStoreError as exc:
-        error = exc
+        error, text, first = exc, str(exc), None
+        agreed = getattr(exc, "core_agreed", False)
+        found = re.match(r"rank (\d+): ", text) if agreed else None
+        if found:  # the core's agreement names the first failing rank: the round will
+            first, text = int(found[1]), text[found.end():]  # (not "ranks 0, 1: rank 0")
         if isinstance(exc, (DDStoreStateError, DDStoreMemoryError)) and many_stores():
-            error = type(exc)(f"{exc}; {live_stores_text()}: free() those no longer used")
-        if not getattr(exc, "core_agreed", False):
+            text = f"{text}; {live_stores_text()}: free() those no longer used"
+        if text != str(exc):
+            error = type(exc)(text)
+        if not agreed:
             raise error from None
     with collective(comm, None):  # every rank is here, with its error
-        raise error from None
+        if first is None or comm.Get_rank() == first:
+            raise error from None
 
 
 def store_comms(core, comm, width, transport):

@@ -48,6 +48,15 @@ def test_every_public_module_has_a_page():
             assert f".. automodule:: {module}\n" in f.read(), f"{page}.rst: {module}"
 
 
+def test_every_public_module_is_an_attribute_of_the_package():
+    """What the docs call as ``ddstore.<module>.<name>`` after ``import ddstore`` alone
+    (``ddstore.distributed.init_torch_distributed()``) is there: each public submodule
+    is loaded on first use (``ddstore.distributed`` raised AttributeError)."""
+    names = sorted(m.split(".", 1)[1] for m in PUBLIC if m.startswith("ddstore."))
+    code = "import ddstore\n" + "".join(f"ddstore.{n}\n" for n in names)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def documented_objects():
     """(qualified name, object) of every public module, its ``__all__`` and the public
     methods and properties of its classes, once per object."""
