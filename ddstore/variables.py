@@ -391,7 +391,8 @@ class Variables:
         if arr.shape[1:] != var.row_shape:
             raise DDStoreValueError(f"update {name!r}: rows have row shape {arr.shape[1:]},"
                                     f" the variable has {var.row_shape}")
-        arr = cast_values(arr, var.dtype, f"update {name!r}", given=rows)
+        if arr.dtype != var.dtype:  # (equal: nothing to cast or check)
+            arr = cast_values(arr, var.dtype, f"update {name!r}", given=rows)
         offset = as_int(integer_scalar(offset), f"update {name!r}: offset")
         if offset < 0 or offset + arr.shape[0] > var.n_local:
             raise DDStoreIndexError(
