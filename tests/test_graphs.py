@@ -633,6 +633,44 @@ def test_data_subclasses_with_their_own_batching_refused(store):
     assert len(ds) == 2 and torch.equal(ds[1].x, tagged.x)
 
 
+def test_what_plain_tensors_would_batch_otherwise_is_refused(store, tmp_path):
+    """A Data subclass with its own num_nodes, an EdgeIndex whose sparse size PyG takes
+    as the node count, an Index whose dim_size PyG offsets a batch key by: stored as
+    plain tensors and plain Data they gave other batches than Batch.from_data_list
+    (the thirty-fifth session's probe), so each is refused naming what to set; one
+    whose plain values batch alike is stored and batches as PyG's.  The pickle reader
+    names the tensor subclass it does not make and the way out."""
+    from torch_geometric import EdgeIndex
+    from torch_geometric.index import Index
+
+    class Mesh(Data):
+        @property
+        def num_nodes(self):
+            return self.n_vertices
+
+    ei = torch.tensor([[0, 1], [1, 0]])
+    cases = [
+        (Mesh(n_vertices=5, edge_index=ei), r"a Data subclass with its own num_nodes"),
+        (Data(edge_index=EdgeIndex(ei, sparse_size=(10, 10)), edge_attr=torch.ones(2)),
+         r"key 'edge_index' holds a EdgeIndex tensor, .* give the graph 2 nodes where "
+         r"PyG counts 10: set num_nodes=10 in the sample"),
+        (Data(x=torch.ones(3), cluster_batch=Index([0, 1, 1], dim_size=4)),
+         r"key 'cluster_batch' .* offset by 2 where PyG offsets by 4: .*as_tensor\(\)")]
+    for sample, message in cases:
+        with pytest.raises(DDStoreValueError, match=message):
+            graphs.GraphDataset.from_samples(store, "sub", [sample] * 2, progress=False)
+        assert "sub" not in store
+    alike = [Data(x=torch.ones(3, 1), edge_index=EdgeIndex(ei, sparse_size=(3, 3)))] * 2
+    ds = graphs.GraphDataset.from_samples(store, "alike", alike, progress=False)
+    assert ds.get_batch([0, 1]).edge_index.tolist() == \
+        Batch.from_data_list(alike).edge_index.tolist()
+    with open(tmp_path / "0.pkl", "wb") as f:
+        pickle.dump(alike[0], f)
+    with pytest.raises(DDStoreValueError, match=r"rebuilds a subclass of torch.Tensor "
+                                                r"\(such as PyG's EdgeIndex and Index\)"):
+        graphs.GraphDataset.from_pickle_dir(store, "pff", str(tmp_path), progress=False)
+
+
 def test_transform_applied_on_every_access_as_pyg(store):
     """``transform`` (PyG's ``Dataset.transform``; the thirty-third session's probe: an
     attribute set on the dataset was silently ignored): every graph read is the

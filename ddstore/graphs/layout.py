@@ -13,6 +13,8 @@ shape.
 mini-batch (what ``DDStore.get_records_packed`` returns), without building one ``Data``
 per graph; it equals ``Batch.from_data_list`` of the same graphs.
 """
+import copy
+
 import numpy as np
 import torch
 
@@ -56,7 +58,7 @@ def _items(sample):
     from torch_geometric.data import Data
     if isinstance(sample, Data):
         cls = type(sample)
-        for hook in ("__inc__", "__cat_dim__"):
+        for hook in ("__inc__", "__cat_dim__", "num_nodes"):
             if getattr(cls, hook) is not getattr(Data, hook):
                 raise DDStoreValueError(
                     f"is a {cls.__name__}, a Data subclass with its own {hook}: batches "
@@ -65,16 +67,46 @@ def _items(sample):
                     f"on the first), which would give other batches than "
                     f"Batch.from_data_list of {cls.__name__}; store plain Data samples "
                     f"whose keys Data's rules batch as you need")
-        return sample, list(sample.to_dict().items())
+        items = list(sample.to_dict().items())
+        _check_plain(sample, items)
+        return sample, items
     if isinstance(sample, dict):
         data = Data()
         for k, v in sample.items():
             if not isinstance(k, str):
                 raise DDStoreValueError(f"key {k!r} is not a str")
             data[k] = v
-        return data, list(sample.items())
+        items = list(sample.items())
+        _check_plain(data, items)
+        return data, items
     raise DDStoreValueError(f"is a {type(sample).__name__}; expected a "
                             f"torch_geometric.data.Data or a dict of arrays")
+
+
+def _check_plain(data, items):
+    """A value that is a subclass of ``torch.Tensor`` (PyG's ``EdgeIndex``, ``Index``) is
+    stored as the plain tensor of its values: refuse it where what the subclass carries
+    besides them changes the batches ``Batch.from_data_list`` makes of ``data`` (an
+    ``EdgeIndex``'s sparse size taken as the node count, an ``Index``'s ``dim_size`` as
+    a ``batch`` key's increment)."""
+    subclassed = [(k, v) for k, v in items if isinstance(v, torch.Tensor) and
+                  type(v) not in (torch.Tensor, torch.nn.Parameter)]
+    if not subclassed:
+        return
+    plain = copy.copy(data)
+    for k, v in subclassed:  # (as_subclass keeps EdgeIndex: its values, as stored)
+        plain[k] = torch.from_numpy(host_tensor(v, f"key {k!r}").numpy())
+    for k, v in subclassed:
+        what = f"key {k!r} holds a {type(v).__name__} tensor, stored as the plain values"
+        if data.num_nodes != plain.num_nodes:
+            raise DDStoreValueError(
+                f"{what}, which would give the graph {plain.num_nodes} nodes where PyG "
+                f"counts {data.num_nodes}: set num_nodes={data.num_nodes} in the sample")
+        if data.__inc__(k, v) != plain.__inc__(k, plain[k]):
+            raise DDStoreValueError(
+                f"{what}, which batches would offset by {plain.__inc__(k, plain[k])} "
+                f"where PyG offsets by {data.__inc__(k, v)}: store a plain tensor "
+                f"(value.as_tensor()) if that offset is what you mean")
 
 
 def _to_record_value(data, key, value):

@@ -144,10 +144,17 @@ class RestrictedUnpickler(pickle.Unpickler):
                 return getattr(torch, name)
         if name in _ALLOWED.get(module, ()):
             return _CALLS.get((module, name)) or super().find_class(module, name)
+        hint = ""
+        if (module, name) == ("torch._tensor", "_rebuild_from_type_v2"):
+            hint = ("; it rebuilds a subclass of torch.Tensor (such as PyG's EdgeIndex "
+                    "and Index), which this reader does not make: pickle plain tensors "
+                    "(their value.as_tensor()), or load the samples yourself and "
+                    "store them with GraphDataset.from_samples")
         raise DDStoreValueError(
             f"{self.origin}: pickle refers to {module}.{name}, which is not allowed "
-            f"(only numpy, torch and torch_geometric data types may be unpickled); "
-            f"nothing was executed")
+            f"(only numpy and torch arrays and tensors, Python values and "
+            f"torch_geometric's Data and its parts may be unpickled){hint}; nothing was "
+            f"executed")
 
 
 def restricted_loads(data, origin="<bytes>"):
