@@ -123,6 +123,11 @@ _MARKER = ".ddstore-generation"  # in each generation directory, written first
 _MARKER_FORMAT = "ddstore-checkpoint-generation"
 _GEN_NAME = re.compile(r"g-[A-Za-z0-9_-]{1,100}\Z")
 _FILE_NAME = re.compile(r"rank-[0-9]{5,}\.bin\Z")
+# a generation of ours being removed is first renamed to this prefix and its name (its
+# marker removed last): a save killed while removing it leaves a name the next save
+# knows as its own, whatever of it was left, an empty directory included
+_REMOVING = ".ddstore-removing-"
+_GEN_NAME = re.compile(r"g-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}\Z")
 _INT64 = 1 << 63
 
 
@@ -649,6 +654,8 @@ class _Directory:
         is not ours: :meth:`clean` would remove the file)."""
         if entry == MANIFEST:
             return True
+        if entry.startswith(_REMOVING):
+            return self._being_removed(entry)
         if entry.startswith("g-"):
             marked = markers.get(entry) is not None and markers[entry] == self.cid
             try:
@@ -667,6 +674,46 @@ class _Directory:
             return isinstance(m, dict) and m.get("format") == FORMAT and \
                 m.get("checkpoint") == self.cid and self.cid is not None
         return False
+
+    def _being_removed(self, entry):
+        """Whether ``entry`` is a generation of this checkpoint that a save was removing
+        (:meth:`_remove_generation`): a directory of that name, empty or holding its
+        marker and rank files only."""
+        gen, full = entry[len(_REMOVING):], os.path.join(self.path, entry)
+        try:
+            if not (_GEN_NAME.match(gen) and stat.S_ISDIR(os.lstat(full).st_mode)):
+                return False
+            if not os.listdir(full):
+                return True
+        except OSError:
+            return False
+        m = _read_small_json(os.path.join(full, _MARKER), 4096)
+        return isinstance(m, dict) and m.get("format") == _MARKER_FORMAT and \
+            m.get("generation") == gen and m.get("checkpoint") == self.cid and \
+            self._strays(entry, True) == []
+
+    def _remove_generation(self, entry):
+        """Remove generation directory ``entry`` of ours: renamed first (to
+        :data:`_REMOVING` and its name, unless it has that name already), its rank files
+        removed, then its marker, then the directory."""
+        full = os.path.join(self.path, entry)
+        if not entry.startswith(_REMOVING):
+            aside = os.path.join(self.path, _REMOVING + entry)
+            try:
+                os.rename(full, aside)
+            except OSError:
+                return
+            full = aside
+        try:
+            names = sorted(os.listdir(full), key=lambda e: e == _MARKER)  # marker last
+        except OSError:
+            return
+        for e in names:
+            _remove_quietly(os.path.join(full, e))
+        try:
+            os.rmdir(full)
+        except OSError:
+            pass
 
     def _scan(self):
         entries = sorted(os.listdir(self.path))
@@ -745,7 +792,10 @@ class _Directory:
         _remove_quietly(os.path.join(self.path, f".{MANIFEST}.{self.gen}"))
         if self.made_gen and not _published(self.path, self.gen) and \
                 self._marker_id(self.gen) in (self.cid, None):
-            shutil.rmtree(gen_dir, ignore_errors=True)
+            if self._marker_id(self.gen) is None:  # (made, its marker not written)
+                shutil.rmtree(gen_dir, ignore_errors=True)
+            else:
+                self._remove_generation(self.gen)
         for d in self.made:  # the deepest first, each only if empty
             try:
                 os.rmdir(d)
@@ -762,11 +812,10 @@ class _Directory:
         for e in entries:
             if e in (MANIFEST, self.gen) or not self._ours(e, markers):
                 continue
-            full = os.path.join(self.path, e)
-            if e.startswith("g-"):
-                shutil.rmtree(full, ignore_errors=True)
+            if e.startswith(("g-", _REMOVING)):
+                self._remove_generation(e)
             else:
-                _remove_quietly(full)
+                _remove_quietly(os.path.join(self.path, e))
 
 
 def _published(path, gen):

@@ -74,6 +74,47 @@ def edit(path, change, resign):
 
 
 # --------------------------------------------------------------- item 1: user files
+@pytest.mark.parametrize("stop", ["after the rank file", "before the rmdir"])
+def test_a_save_killed_while_removing_the_old_generation_is_cleaned_next(
+        store, tmp_path, monkeypatch, stop):
+    """A job killed (a time limit, ``scancel``) while its save removed the previous
+    generation left part of it (its marker gone first: the next saves were refused,
+    naming files ddstore wrote).  The generation is renamed aside first and its marker
+    removed last: whatever a kill leaves of it (marker and some rank files, or an empty
+    directory) the next save knows as its own and removes; one holding a file of the
+    user's is refused and kept."""
+    d = tmp_path / "d"
+    store.add("x", np.arange(6))
+    first = store.save(d)["generation"]
+    removed = []
+    real_remove, real_rmdir = ck._remove_quietly, os.rmdir
+
+    def remove(name):  # a kill after the first removal of the old generation's
+        if removed and stop == "after the rank file":
+            return
+        removed.append(name)
+        real_remove(name)
+    monkeypatch.setattr(ck, "_remove_quietly", remove)
+    if stop == "before the rmdir":
+        monkeypatch.setattr(ck.os, "rmdir", lambda path: None)
+    second = store.save(d)["generation"]
+    monkeypatch.setattr(ck, "_remove_quietly", real_remove)
+    monkeypatch.setattr(ck.os, "rmdir", real_rmdir)
+    left = ck._REMOVING + first
+    assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, second, left])
+    assert os.path.basename(removed[0]).startswith("rank-")  # (the marker last)
+    third = store.save(d)["generation"]
+    assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, third])
+    with DDStore.restore(d, store.comm) as back:
+        assert back.get_range("x", 0, 6).tolist() == list(range(6))
+    # what is not ours in such a directory stays, and the save says so
+    (d / (ck._REMOVING + second)).mkdir()
+    (d / (ck._REMOVING + second) / "keep.txt").write_text("keep")
+    with pytest.raises(DDStoreValueError, match="holds other files"):
+        store.save(d)
+    assert (d / (ck._REMOVING + second) / "keep.txt").read_text() == "keep"
+
+
 def test_save_refuses_a_users_g_directory_and_keeps_it(store, tmp_path):
     """The issue's case: ``g-results/keep.txt`` in the target; the save is refused
     naming it, before anything is written; the file is still there."""
