@@ -190,6 +190,12 @@ def _pop(level):
         previous(signal.SIGINT, None)
 
 
+def interrupt_pending():
+    """Whether a SIGINT arrived while deferred and no round has agreed it yet (what a
+    wait that no round ends, the free at exit, acts on at once)."""
+    return _SIG["pending"]
+
+
 def hold_interrupts():
     """Defer SIGINT until :func:`release_interrupts` (a transaction's body: code between
     its steps is not left halfway on one rank); a SIGINT that arrives meanwhile is

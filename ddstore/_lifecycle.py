@@ -304,6 +304,10 @@ class _ExitWatch:
         self.next_poll = now + 0.1
         st = self.board.poll()
         me = self.store.rank
+        if _collective.interrupt_pending():  # (Ctrl-C to this rank: what it was told)
+            _abort_job(me, f"interrupted (SIGINT, Ctrl-C) while exiting, waiting for the "
+                           f"other ranks to join the collective free at exit "
+                           f"({_status.summary(st)})", code=130)
         away = [r for r, (state, desc, _) in enumerate(st) if r != me and (
             state == _status.LEFT or (state == _status.IN_CALL and desc != "free()"))]
         if not away:

@@ -123,6 +123,22 @@ def test_exit_wait_for_a_rank_blocked_in_a_barrier_ends():
     assert "aborting the MPI job" in out, out
 
 
+@pytest.mark.mpi
+def test_ctrl_c_to_the_rank_waiting_at_exit_ends_the_job():
+    """The exit wait's report says "end it now with Ctrl-C": a SIGINT to that rank ends
+    the job at once, code 130, saying why (it was recorded and acted on only when the
+    other rank came: an "Exception ignored in atexit" on both ranks and exit code 0)."""
+    env = {"DDSTORE_EXIT_TIMEOUT": "60", "DDSTORE_EXIT_REPORT_SECONDS": "2"}
+    r = run_mpi("faults.py", 2, "interrupt-exit-wait", 120, timeout=150, env=env,
+                check=False)
+    out = r.output
+    assert r.returncode == 130, f"exit code {r.returncode}:\n{out}"
+    assert r.elapsed < 30, f"job took {r.elapsed:.1f}s to end:\n{out}"
+    assert "[ddstore] rank 1: interrupted (SIGINT, Ctrl-C) while exiting, waiting for the " \
+           "other ranks to join the collective free at exit (rank 0 is computing" in out, out
+    assert "Exception ignored" not in out, out
+
+
 # ------------------------------------------------------------------ item 10: signals
 def _private_shm():
     """Why a private /dev/shm cannot be made here, or None when it can."""

@@ -24,6 +24,9 @@ MODE is what the last rank does after 0.5 s of reading:
   end-during-barrier    the faulty rank ends its script while the others wait in a plain
                         MPI Barrier (not a ddstore call): its exit-time free must give up
                         after DDSTORE_EXIT_TIMEOUT seconds and end the job
+  interrupt-exit-wait   the same, and the faulty rank gets a SIGINT 4 s later (Ctrl-C to
+                        the rank that waits, as its report says): the job ends at once,
+                        code 130
   sleep-after-exit, busy-after-exit   rank 0 computes for READ_SECONDS (time.sleep, or a
                         busy loop) after the other ranks have ended their script, then
                         checks the store and ends its own: the others wait (exit code 0)
@@ -176,7 +179,12 @@ if mode == "hold":
 if mode == "agreed":
     ddstore.DDStore(comm, width=size + 1)  # refused alike on every rank
     raise AssertionError("DDStore accepted a width larger than the communicator")
-if mode == "end-during-barrier":
+if mode in ("end-during-barrier", "interrupt-exit-wait"):
+    if faulty and mode == "interrupt-exit-wait":  # Ctrl-C to this rank while it waits
+        import threading
+        threading.Thread(target=lambda: (time.sleep(4), os.kill(os.getpid(),
+                                                              signal.SIGINT)),
+                         daemon=True).start()
     if faulty:
         sys.exit(0)
     comm.Barrier()  # the faulty rank never comes: it waits at exit in the store's free
