@@ -56,7 +56,11 @@ the previous one restored when the outermost step or transaction closes).  A rec
 SIGINT is agreed in the next round: every rank raises the same
 :class:`DDStoreInterrupt` (a ``KeyboardInterrupt``, marked agreed, naming the
 interrupted ranks), so the enclosing transaction rolls back on every rank and every
-rank's ``except KeyboardInterrupt:`` runs (e.g. a save).  In a local part a SIGINT raises
+rank's ``except KeyboardInterrupt:`` runs (e.g. a save); a rank whose round meets
+interrupted ranks in another call, while it is in the first step of its own and not
+failing (its ``KeyboardInterrupt`` arrived in its own code and its handler called
+``save``, while the others' was deferred in the ``sync`` they waited in), waits for them
+in a new round instead, which their handlers' calls meet.  In a local part a SIGINT raises
 ``KeyboardInterrupt`` at once, as without the store, and the step agrees it in its round
 like an error (the same :class:`DDStoreInterrupt` on every rank).  A SIGINT that no later
 round of the call sees (it arrived during the last round's gather or after it) raises
@@ -607,6 +611,22 @@ def _calls_error(info):
                              f"names ({_detail(info, stores=differ)})")
 
 
+def _meets_later(comm, info, flags, row):
+    """Whether this rank, in the first step of a call and neither interrupted nor
+    failing, waits for the interrupted ranks in a new round instead of raising their
+    interrupt: they were interrupted in another call (or step, or store), so this call
+    has not begun anywhere.  What Ctrl-C makes of a training loop: one rank's
+    ``KeyboardInterrupt`` arrives in its own code and its handler calls ``save``, while
+    another's is deferred in the ``sync`` it was waiting in; that rank raises the agreed
+    interrupt and, in its own handler, calls ``save`` too, which this rank's round then
+    meets.  Decided from the gathered rows alone: every rank decides alike for each."""
+    me = comm.Get_rank()
+    if not any(flags) or flags[me] or row[0] is None or row[1] is not None:
+        return False
+    return all((info[r][0], info[r][6]) != (row[0], row[6])
+               for r, f in enumerate(flags) if f)
+
+
 def _interrupt_error(info, flags):
     ranks = [r for r, f in enumerate(flags) if f]
     # (ranks in a later step of a call whose first step has closed: nothing to name)
@@ -659,13 +679,16 @@ def _round(comm, call, error, share, same, store=None, keep_pending=False):
     row = (call, None if interrupted else _error_of(error, what), share, same,
            None if bound is None else bound[2], what if call is None else None, store)
     payload = _payload(row, what)
-    _arrive(comm)
-    # a SIGINT deferred until now is agreed here (one arriving during the allgather is
-    # acted on after the round, or agreed in the next)
-    interrupted = (not keep_pending and _take_pending()) or interrupted
-    gathered = comm.allgather((payload, interrupted))
-    info = [pickle.loads(p) for p, _ in gathered]
-    flags = [f for _, f in gathered]
+    while True:
+        _arrive(comm)
+        # a SIGINT deferred until now is agreed here (one arriving during the allgather
+        # is acted on after the round, or agreed in the next)
+        interrupted = (not keep_pending and _take_pending()) or interrupted
+        gathered = comm.allgather((payload, interrupted))
+        info = [pickle.loads(p) for p, _ in gathered]
+        flags = [f for _, f in gathered]
+        if not _meets_later(comm, info, flags, row):
+            break
     exc = _interrupt_error(info, flags) if any(flags) else None
     if exc is None:
         exc = _errors_error([i[1] for i in info])

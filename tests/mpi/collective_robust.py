@@ -24,6 +24,7 @@ items 5-8 and 11; docs/design.md, rule 1):
 import os
 import signal
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -317,6 +318,41 @@ def _(t):
     store.remove("late")
     check(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
           "SIGINT after the last round: the handler is not restored")
+
+
+@cases("Ctrl-C while rank 0 computes and the others wait in sync: every handler saves")
+def _(t):
+    """The training loop's shape (docs/store.md): Ctrl-C reaches rank 0 in its own code
+    (a model step) and the others waiting in ``sync``; rank 0's handler calls ``save``,
+    whose round meets the others' ``sync`` round holding their deferred SIGINT: they
+    raise the agreed interrupt, rank 0 waits for them, and their handlers' ``save``
+    meets it (it raised the interrupt inside rank 0's handler: no checkpoint, the job
+    aborted)."""
+    store = t.store
+    store.add("kb", np.full((4, 2), float(rank)))
+    got = None
+    with shared_tmpdir() as tmp:
+        path = os.path.join(tmp, "ck")
+        try:
+            if rank == 0 and size > 1:
+                time.sleep(0.5)
+                raise KeyboardInterrupt  # (what Ctrl-C raises in a model step)
+            if size > 1:
+                threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            store.sync()  # (rank 0 comes with save: the SIGINT is held until then)
+        except KeyboardInterrupt as exc:
+            got = type(exc).__name__
+            store.save(path)
+        check(got == (None if size == 1 else "KeyboardInterrupt" if rank == 0
+                      else "DDStoreInterrupt"), f"Ctrl-C, then save: raised {got}")
+        if size > 1:
+            with ddstore.DDStore.restore(path, comm) as back:
+                check(back.get_range("kb", 0, 4 * size).tolist() ==
+                      [[float(r)] * 2 for r in range(size) for _ in range(4)],
+                      "Ctrl-C, then save: the checkpoint")
+    store.remove("kb")
+    check(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+          "Ctrl-C, then save: the handler is not restored")
 
 
 @cases("SIGINT inside put_range and load_synthetic's steps")
