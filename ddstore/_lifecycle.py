@@ -547,10 +547,13 @@ def _end_agreed(previous, exc_type, exc, tb, rank, hint):
         _release_mpich_shm()
         _status.set_left(f"uncaught {exc_type.__name__}")  # a peer at its exit ends it
         stuck = _wait_for_first(comm, AGREED_WAIT)
-    sys.stdout.flush()
-    sys.stderr.write(f"[ddstore] error on every rank: {exc}{_interrupted(exc)}\n")
+    interrupt = isinstance(exc, KeyboardInterrupt)  # (a DDStoreInterrupt: its message
+    sys.stdout.flush()                              # says where each rank stood)
+    sys.stderr.write(f"[ddstore] error on every rank: {exc}"
+                     f"{'' if interrupt else _interrupted(exc)}\n")
     sys.stderr.flush()
-    previous(exc_type, exc, tb)
+    if not interrupt:
+        previous(exc_type, exc, tb)
     if first:
         why = ""
     elif stuck is None:
@@ -561,7 +564,7 @@ def _end_agreed(previous, exc_type, exc, tb, rank, hint):
                f"exit or a handler, and {stuck}, which cannot end without this rank: it "
                f"cannot end the job)")
     _abort_job(rank, f"uncaught {exc_type.__name__}, raised on every rank{why}",
-               hint=hint)
+               code=130 if interrupt else 1, hint=hint)
 
 
 STUCK_GRACE = 2.0  # seconds rank 0 may stay in the call it was in when the error came

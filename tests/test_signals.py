@@ -139,6 +139,20 @@ def test_ctrl_c_to_the_rank_waiting_at_exit_ends_the_job():
     assert "Exception ignored" not in out, out
 
 
+@pytest.mark.mpi
+def test_an_uncaught_agreed_interrupt_ends_the_job_as_ctrl_c_does():
+    """A Ctrl-C inside a collective call, uncaught (agreed: a DDStoreInterrupt on every
+    rank): one line, code 130, as an interrupt outside a call (it was told with a
+    traceback, code 1, and "the call it left halfway ... put the ranks out of step",
+    though every rank was in the call)."""
+    r = run_mpi("faults.py", 2, "interrupt-in-call", 120, timeout=150, check=False)
+    out = r.output
+    assert r.returncode == 130, f"exit code {r.returncode}:\n{out}"
+    assert "[ddstore] error on every rank: interrupted (KeyboardInterrupt: SIGINT, " \
+           "Ctrl-C) on rank 1 (rank 1 called test.interrupted())" in out, out
+    assert "out of step" not in out and "Traceback" not in out, out
+
+
 # ------------------------------------------------------------------ item 10: signals
 def _private_shm():
     """Why a private /dev/shm cannot be made here, or None when it can."""

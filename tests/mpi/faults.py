@@ -24,7 +24,9 @@ MODE is what the last rank does after 0.5 s of reading:
   end-during-barrier    the faulty rank ends its script while the others wait in a plain
                         MPI Barrier (not a ddstore call): its exit-time free must give up
                         after DDSTORE_EXIT_TIMEOUT seconds and end the job
-  interrupt-exit-wait   the same, and the faulty rank gets a SIGINT 4 s later (Ctrl-C to
+  interrupt-in-call     a KeyboardInterrupt in a step's local part on the faulty rank,
+                        uncaught: one line on every rank, code 130
+  interrupt-exit-wait   the same as end-during-barrier, and the faulty rank gets a SIGINT 4 s later (Ctrl-C to
                         the rank that waits, as its report says): the job ends at once,
                         code 130
   sleep-after-exit, busy-after-exit   rank 0 computes for READ_SECONDS (time.sleep, or a
@@ -103,6 +105,11 @@ if mode == "raise-in-collective":
         raise RuntimeError("injected failure before a collective call")
     store.add("y", data[lo:hi])  # waits for the failed rank
     raise AssertionError("store.add returned without the failed rank")
+if mode == "interrupt-in-call":  # Ctrl-C in a call's local part on the faulty rank
+    with store.collective("test.interrupted"):
+        if faulty:
+            raise KeyboardInterrupt  # agreed: a DDStoreInterrupt on every rank, uncaught
+    raise AssertionError("the interrupted call returned")
 if mode == "raise-in-with":
     with ddstore.DDStore(comm) as inner:
         inner.add("z", data[lo:hi])
