@@ -62,7 +62,7 @@ import torch.nn.functional as F
 
 import ddstore
 from ddstore import pyg as dpyg
-from ddstore.cli import (ArgumentParser, HelpFormatter, at_least, check_width,
+from ddstore.cli import (ArgumentParser, HelpFormatter, agree_exit, at_least, check_width,
                          input_path, int_list, plural, run_program, seed)
 from ddstore.prefetch import MAX_PREFETCH
 from ddstore.distributed import init_torch_distributed
@@ -213,12 +213,12 @@ def main(argv=None):
                   f"{data.split_sizes}; in the store over {plural(size, 'rank')}, width "
                   f"{store.width}: {max(held) / 1e6:.0f} MB per rank; loaded in "
                   f"{load_s:.1f} s")
-        if "train" not in data.splits:
-            raise SystemExit(f"{what} has no training split (train_idx.npy with --npy): "
+        if "train" not in data.splits:  # (alike on every rank: said once, by rank 0)
+            agree_exit(comm, f"{what} has no training split (train_idx.npy with --npy): "
                              f"nothing to train on")
         fs, gs = data.pyg
         if not any(a.attr_name == "y" for a in fs.get_all_tensor_attrs()):
-            raise SystemExit(f"{what} has no labels (y.npy with --npy): nothing to train "
+            agree_exit(comm, f"{what} has no labels (y.npy with --npy): nothing to train "
                              f"on")
         sampler = dpyg.NeighborSampler(gs, num_neighbors=fanouts, seed=args.sampler_seed)
 
@@ -228,6 +228,9 @@ def main(argv=None):
                                index=torch.from_numpy(train_mine)).numpy().reshape(-1)
         counts = comm.allreduce(np.bincount(y_mine[y_mine >= 0],
                                             minlength=data.num_classes))
+        if not counts.sum():
+            agree_exit(comm, f"{what}: no node of the training split has a label (every "
+                             f"y < 0 there): nothing to train on")
         majority = int(np.argmax(counts))
         train_all = np.concatenate(comm.allgather(train_mine))  # node ids only
 
@@ -268,14 +271,19 @@ def main(argv=None):
                 opt.zero_grad()
                 (loss_sage + loss_mlp).backward()
                 opt.step()
-                losses.append((loss_sage.item(), loss_mlp.item()))
+                if bool(keep.any()):  # (a batch without a labelled seed: no loss)
+                    losses.append((loss_sage.item(), loss_mlp.item()))
                 edges += int(batch.edge_index.size(1))
             secs = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
             edges = comm.allreduce(edges)
-            loss = np.mean(losses, axis=0) if losses else (float("nan"),) * 2
-            log(comm, f"epoch {epoch}: loss {loss[0]:.4f} (GraphSAGE), {loss[1]:.4f} (MLP); "
-                      f"{nb} batches per rank in {secs:.1f} s, {edges / secs / 1e6:.2f} M "
-                      f"sampled edges/s over {plural(size, 'rank')}")
+            # the mean over every rank's batches that had a labelled seed node
+            tot = comm.allreduce(np.array([sum(a for a, _ in losses),
+                                           sum(b for _, b in losses), len(losses)]))
+            said = (f"loss {tot[0] / tot[2]:.4f} (GraphSAGE), {tot[1] / tot[2]:.4f} (MLP)"
+                    if tot[2] else "no loss (no batch had a labelled seed node)")
+            log(comm, f"epoch {epoch}: {said}; {nb} batches per rank in {secs:.1f} s, "
+                      f"{edges / secs / 1e6:.2f} M sampled edges/s over "
+                      f"{plural(size, 'rank')}")
 
         t0 = time.perf_counter()
         results = {}

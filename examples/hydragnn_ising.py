@@ -162,7 +162,7 @@ def load_splits(args, comm, store):
         directory = tmp
     try:
         paths = {}
-        error = None
+        error = interrupted = None
         if comm.rank == 0:
             t0 = time.perf_counter()
             try:
@@ -175,18 +175,23 @@ def load_splits(args, comm, store):
                         graphs.write_adios(s, paths[k])
                 print(f"rank 0 wrote {args.source} files under {directory} in "
                       f"{time.perf_counter() - t0:.1f} s", flush=True)
-            except Exception as exc:  # report on every rank, do not hang
+            except BaseException as exc:  # told on every rank (Ctrl-C too): no hang
                 error = f"{type(exc).__name__}: {exc}"
-        paths, error = comm.bcast((paths, error), root=0)
+                interrupted = isinstance(exc, KeyboardInterrupt)
+        paths, error, interrupted = comm.bcast((paths, error, interrupted), root=0)
+        if interrupted:
+            raise KeyboardInterrupt
         if error:
             raise SystemExit(f"writing {args.source} files failed: {error}")
         if args.source == "pickle":
-            return {k: graphs.GraphDataset.from_pickle_dir(store, k, p, progress=progress)
+            sets = {k: graphs.GraphDataset.from_pickle_dir(store, k, p, progress=progress)
                     for k, p in paths.items()}
-        return {k: graphs.GraphDataset.from_adios(store, k, p, progress=progress)
-                for k, p in paths.items()}
-    finally:
-        comm.Barrier()
+        else:
+            sets = {k: graphs.GraphDataset.from_adios(store, k, p, progress=progress)
+                    for k, p in paths.items()}
+        comm.Barrier()  # every rank has read the files (the loads are collective)
+        return sets
+    finally:  # (no barrier on a failure: a rank may be elsewhere, the job is ending)
         if tmp is not None and comm.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
 

@@ -67,7 +67,8 @@ def parse_args(argv=None):
                    help="after each epoch save the store (once) and the training state")
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="restore the store and the last training state from DIR and "
-                        "continue from the next epoch")
+                        "continue from the next epoch (no data file is read: --data may "
+                        "be left out)")
     args = p.parse_args(argv)
     check_width(p, args.width)
     if args.data not in (None, "chickenpox") and not args.resume:  # (read by every rank)
@@ -99,7 +100,11 @@ def load_series(args):
     if path == "chickenpox":
         path = bundled("chickenpox.json")
     if path.endswith(".json"):
-        return st.load_pgt_json(path), os.path.basename(path)
+        series = st.load_pgt_json(path)
+        if isinstance(series, st.DynamicSeries):  # (its edges change per step)
+            raise SystemExit(f"--data {path}: a dynamic graph (edges per step): see "
+                             f"examples/dynamic_graph_forecast.py")
+        return series, os.path.basename(path)
     if path.endswith((".h5", ".hdf5")):
         return st.load_pems_h5(path), os.path.basename(path)
     if path.endswith(".npy"):
@@ -155,6 +160,12 @@ def evaluate(model, split, graph, batch_size, comm):
 STATE_KEYS = ("data", "horizon", "overlap", "hidden", "lr", "batch_size", "sampler", "seed")
 
 
+def data_key(path):
+    """``--data`` as a checkpoint keeps it: a file by its resolved path (the same file
+    named from another directory is the same setting), else as given."""
+    return path if path in (None, "chickenpox") else os.path.realpath(path)
+
+
 def load_state(args):
     """The training state of the last epoch saved in directory ``args.resume`` (read
     with ``weights_only=True``: tensors and Python values, so a checkpoint runs no
@@ -177,7 +188,10 @@ def load_state(args):
     if not isinstance(state, dict) or not {"label", "model", "epoch"} <= set(state):
         raise SystemExit(f"--resume {resume}: {name} was not written by this example's "
                          f"--checkpoint (another example's checkpoint?)")
-    diff = other_settings(resume, state.get("args", {}), args)
+    given = state.get("args", {})
+    if args.data is None or data_key(args.data) == data_key(given.get("data")):
+        args.data = given.get("data")  # (not read on resume: may be left out)
+    diff = other_settings(resume, given, args)
     if diff:  # (they were taken from the checkpoint, or ignored, without a word)
         raise SystemExit(diff)
     return state
@@ -259,7 +273,8 @@ def main():
                 name = os.path.join(args.checkpoint, f"epoch-{epoch}.pt")
                 torch.save({"epoch": epoch, "label": label, "ranks": comm.size,
                             "width": store.width,
-                            "args": {k: getattr(args, k) for k in STATE_KEYS},
+                            "args": {k: data_key(args.data) if k == "data" else
+                                     getattr(args, k) for k in STATE_KEYS},
                             "model": model.module.state_dict(),
                             "optimizer": opt.state_dict(),
                             "torch_rng": torch.get_rng_state()}, name + ".tmp")
