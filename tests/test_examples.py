@@ -593,3 +593,71 @@ def test_traffic_data_file_checked_once(tmp_path, capsys):
                          "expected a .json, .h5 or .npy file, or chickenpox")):
         err = argparse_exit(capsys, 2, parse, ["--data", data])[1]
         assert f"--data {data}: {words}" in err, err
+
+
+def test_traffic_refuses_a_dynamic_graph_and_resumes_without_data(tmp_path):
+    """traffic_index_batching.py's load_series refuses a dynamic-graph JSON (Twitter
+    tennis: it trained on a graph of no edges, exit 0) naming the example for it; its
+    checkpoint keeps --data by resolved path, and a resume takes --data left out or
+    named from elsewhere (refused before: the file is not read on resume)."""
+    import argparse
+    traffic = _example("traffic_index_batching")
+    tennis = os.path.join(ROOT, "tests", "data", "twitter_tennis_rg17.json")
+    with pytest.raises(SystemExit, match=r"a dynamic graph \(edges per step\): see "
+                                         r"examples/dynamic_graph_forecast.py"):
+        traffic.load_series(argparse.Namespace(data=tennis, seed=0))
+    import torch
+    here = os.path.join(ROOT, "tests", "data", "chickenpox.json")
+    settings = dict(horizon=4, overlap=False, hidden=8, lr=0.01, batch_size=16,
+                    sampler="global", seed=0)
+    state = {"epoch": 0, "label": "chickenpox.json", "model": {},
+             "args": dict(settings, data=traffic.data_key(os.path.relpath(here)))}
+    assert state["args"]["data"] == os.path.realpath(here)
+    torch.save(state, tmp_path / "epoch-0.pt")
+    for given in (None, here, os.path.relpath(here)):
+        args = argparse.Namespace(resume=str(tmp_path), data=given, **settings)
+        assert traffic.load_state(args)["epoch"] == 0 and args.data == here
+    other = str(tmp_path / "other.json")
+    with pytest.raises(SystemExit, match=r"--data: saved '.*chickenpox.json', now "
+                                         r"'.*other.json'"):
+        traffic.load_state(argparse.Namespace(resume=str(tmp_path), data=other,
+                                              **settings))
+
+
+@pytest.mark.mpi
+def test_graphsage_npy_without_training_labels(tmp_path):
+    """graphsage_large.py --npy: a data set without a training split, without labels, or
+    whose training nodes all have y < 0 is refused with one line from rank 0 (each rank
+    printed its own, unprefixed, or a traceback); with one labelled training node the
+    epoch's loss is the mean over every rank's batches that had one (it printed nan)."""
+    from conftest import run_mpi
+    rng = np.random.default_rng(0)
+    n = 120
+    ei = rng.integers(0, n, (2, 600))
+
+    def make(name, **over):
+        d = tmp_path / name
+        d.mkdir()
+        files = dict(edge_index=np.concatenate([ei, ei[::-1]], 1),
+                     x=rng.standard_normal((n, 8)).astype(np.float32),
+                     y=rng.integers(0, 3, n), train_idx=np.arange(80),
+                     valid_idx=np.arange(80, 100), test_idx=np.arange(100, n))
+        files.update(over)
+        for k, v in files.items():
+            if v is not None:
+                np.save(d / f"{k}.npy", v)
+        return str(d)
+    one = rng.integers(0, 3, n)
+    one[1:80] = -1
+    script = os.path.join(EXAMPLES, "graphsage_large.py")
+    for d, words in ((make("notrain", train_idx=None), "has no training split"),
+                     (make("noy", y=None), "has no labels"),
+                     (make("yneg", y=np.full(n, -1)), "no node of the training split "
+                                                        "has a label")):
+        r = run_mpi(script, 2, "--npy", d, "--epochs", "1", check=False, timeout=200)
+        lines = [ln for ln in r.output.splitlines() if words in ln]
+        assert r.returncode == 1 and len(lines) == 1, r.output
+        assert lines[0].startswith("graphsage_large.py: error: "), r.output
+    out = run_mpi(script, 2, "--npy", make("one", y=one), "--epochs", "1",
+                  "--batch-size", "16", timeout=200)
+    assert re.search(r"epoch 1: loss \d+\.\d+ \(GraphSAGE\), \d+\.\d+ \(MLP\)", out), out
