@@ -527,8 +527,8 @@ def main(argv=None):
     if comm.rank == 0:
         val, test = rows[args.model.upper()]
         rows["random"] = ((val[2], val[3]), (test[2], test[3]))
-        print(f"last epoch ({args.epochs} epochs, batch {args.batch_size}, {comm.size} "
-              f"ranks):\n{'model':<8} {'val AP':>7} {'val AUC':>7} {'test AP':>7} "
+        print(f"last epoch ({plural(args.epochs, 'epoch')}, batch {args.batch_size}, "
+              f"{plural(comm.size, 'rank')}):\n{'model':<8} {'val AP':>7} {'val AUC':>7} {'test AP':>7} "
               f"{'test AUC':>8}")
         for name, (v, te) in rows.items():
             print(f"{name:<8} {v[0]:>7.4f} {v[1]:>7.4f} {te[0]:>7.4f} {te[1]:>8.4f}")
