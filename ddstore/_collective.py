@@ -57,10 +57,10 @@ SIGINT is agreed in the next round: every rank raises the same
 :class:`DDStoreInterrupt` (a ``KeyboardInterrupt``, marked agreed, naming the
 interrupted ranks), so the enclosing transaction rolls back on every rank and every
 rank's ``except KeyboardInterrupt:`` runs (e.g. a save); a rank whose round meets
-interrupted ranks in another call, while it is in the first step of its own and not
-failing (its ``KeyboardInterrupt`` arrived in its own code and its handler called
-``save``, while the others' was deferred in the ``sync`` they waited in), waits for them
-in a new round instead, which their handlers' calls meet.  In a local part a SIGINT raises
+interrupted ranks while it is in the first step of a call made from its own ``except
+KeyboardInterrupt:`` block (its interrupt arrived in its own code, the others' was
+deferred in the ``sync`` or ``save`` they waited in) waits for them in a new round
+instead, which their handlers' calls meet.  In a local part a SIGINT raises
 ``KeyboardInterrupt`` at once, as without the store, and the step agrees it in its round
 like an error (the same :class:`DDStoreInterrupt` on every rank).  A SIGINT that no later
 round of the call sees (it arrived during the last round's gather or after it) raises
@@ -91,6 +91,7 @@ import contextlib
 import functools
 import pickle
 import signal
+import sys
 import threading
 import time
 
@@ -612,19 +613,20 @@ def _calls_error(info):
 
 
 def _meets_later(comm, info, flags, row):
-    """Whether this rank, in the first step of a call and neither interrupted nor
-    failing, waits for the interrupted ranks in a new round instead of raising their
-    interrupt: they were interrupted in another call (or step, or store), so this call
-    has not begun anywhere.  What Ctrl-C makes of a training loop: one rank's
-    ``KeyboardInterrupt`` arrives in its own code and its handler calls ``save``, while
-    another's is deferred in the ``sync`` it was waiting in; that rank raises the agreed
-    interrupt and, in its own handler, calls ``save`` too, which this rank's round then
-    meets.  Decided from the gathered rows alone: every rank decides alike for each."""
+    """Whether this rank, in the first step of a call, neither interrupted nor failing,
+    and handling a ``KeyboardInterrupt`` of its own (the call is made from an ``except
+    KeyboardInterrupt:`` block), waits for the interrupted ranks in a new round instead
+    of raising their interrupt: it has had its interrupt, and this call has not begun
+    anywhere.  What Ctrl-C makes of a training loop: one rank's ``KeyboardInterrupt``
+    arrives in its own code and its handler calls ``save``, while another's is deferred
+    in the call it was waiting in (``sync``, or the epoch's own ``save``); that rank
+    raises the agreed interrupt and, in its own handler, calls ``save`` too, which this
+    rank's round then meets.  A rank not handling an interrupt raises it as every rank
+    does (Ctrl-C sent to one rank: every handler runs)."""
     me = comm.Get_rank()
     if not any(flags) or flags[me] or row[0] is None or row[1] is not None:
         return False
-    return all((info[r][0], info[r][6]) != (row[0], row[6])
-               for r, f in enumerate(flags) if f)
+    return isinstance(sys.exc_info()[1], KeyboardInterrupt)
 
 
 def _interrupt_error(info, flags):

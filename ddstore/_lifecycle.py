@@ -619,8 +619,9 @@ def _interrupted(exc):
     while link is not None and id(link) not in seen:
         if isinstance(link, KeyboardInterrupt):
             return (" (raised while this rank handled a KeyboardInterrupt: the interrupt "
-                    "came first, and the call it left halfway on this rank put the ranks "
-                    "out of step)")
+                    "came first; reaching this rank alone (kill -INT of one process, not "
+                    "of mpiexec), or leaving a call halfway here, it put the ranks in "
+                    "different calls)")
         seen.add(id(link))
         link = link.__context__
     return ""

@@ -123,11 +123,11 @@ _MARKER = ".ddstore-generation"  # in each generation directory, written first
 _MARKER_FORMAT = "ddstore-checkpoint-generation"
 _GEN_NAME = re.compile(r"g-[A-Za-z0-9_-]{1,100}\Z")
 _FILE_NAME = re.compile(r"rank-[0-9]{5,}\.bin\Z")
+_CHECKPOINT_ID = re.compile(r"[0-9a-f]{32}\Z")  # (uuid4().hex)
 # a generation of ours being removed is first renamed to this prefix and its name (its
 # marker removed last): a save killed while removing it leaves a name the next save
 # knows as its own, whatever of it was left, an empty directory included
 _REMOVING = ".ddstore-removing-"
-_GEN_NAME = re.compile(r"g-[0-9]{8}T[0-9]{6}-[0-9a-f]{8}\Z")
 _INT64 = 1 << 63
 
 
@@ -302,7 +302,7 @@ def _validate(m, name):
     gen = c.str(c.get(m, "generation", "generation"), "generation", _GEN_NAME)
     if m["version"] >= 2:
         c.str(c.get(m, "checkpoint", "checkpoint"), "checkpoint",
-              re.compile(r"[0-9a-f]{32}\Z"))
+              _CHECKPOINT_ID)
     files = c.list(c.get(m, "files", "files"), "files")
     if not files:
         c.fail("files", "is empty (a save writes one file per rank)")
@@ -675,22 +675,31 @@ class _Directory:
                 m.get("checkpoint") == self.cid and self.cid is not None
         return False
 
+    def _removing_id(self, entry):
+        """The checkpoint id of the marker left in ``entry``, a generation a save was
+        removing (:meth:`_remove_generation`), or None."""
+        m = _read_small_json(os.path.join(self.path, entry, _MARKER), 4096)
+        if isinstance(m, dict) and m.get("format") == _MARKER_FORMAT and \
+                m.get("generation") == entry[len(_REMOVING):] and \
+                isinstance(m.get("checkpoint"), str):
+            return m["checkpoint"]
+        return None
+
     def _being_removed(self, entry):
-        """Whether ``entry`` is a generation of this checkpoint that a save was removing
-        (:meth:`_remove_generation`): a directory of that name, empty or holding its
-        marker and rank files only."""
+        """Whether ``entry`` is a generation that a save of this checkpoint was removing
+        (:meth:`_remove_generation`; only a save makes that name): a directory holding
+        rank files and, if its marker is left, a marker with this checkpoint's id (a
+        version-1 generation has none), or nothing."""
         gen, full = entry[len(_REMOVING):], os.path.join(self.path, entry)
         try:
             if not (_GEN_NAME.match(gen) and stat.S_ISDIR(os.lstat(full).st_mode)):
                 return False
-            if not os.listdir(full):
-                return True
+            marked = os.path.lexists(os.path.join(full, _MARKER))
         except OSError:
             return False
-        m = _read_small_json(os.path.join(full, _MARKER), 4096)
-        return isinstance(m, dict) and m.get("format") == _MARKER_FORMAT and \
-            m.get("generation") == gen and m.get("checkpoint") == self.cid and \
-            self._strays(entry, True) == []
+        if marked and self._removing_id(entry) != self.cid:
+            return False
+        return self._strays(entry, marked) == []
 
     def _remove_generation(self, entry):
         """Remove generation directory ``entry`` of ours: renamed first (to
@@ -746,7 +755,9 @@ class _Directory:
             if m["version"] == 1:
                 self.legacy = m["generation"]
         else:  # a first save that was killed: its generations carry one id
-            ids = {i for i in markers.values() if i is not None}
+            ids = {i for i in list(markers.values()) + [
+                self._removing_id(e) for e in entries if e.startswith(_REMOVING)]
+                if i is not None and _CHECKPOINT_ID.match(i)}
             self.cid = ids.pop() if len(ids) == 1 else None
         if self.cid is None:
             self.cid = uuid.uuid4().hex

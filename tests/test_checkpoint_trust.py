@@ -74,6 +74,37 @@ def edit(path, change, resign):
 
 
 # --------------------------------------------------------------- item 1: user files
+def test_what_a_killed_removal_leaves_is_removed_by_the_next_save(store, tmp_path):
+    """Left by a job killed while a save removed a generation: a version-1 generation's
+    rank files (it has no marker) beside a checkpoint; a failed first save's own
+    generation (no manifest yet: its marker's id is the checkpoint's).  The next save
+    takes each as its own (the second was refused: the id was guessed from ``g-``
+    entries only) and removes it; a file of the user's under that name stays."""
+    store.add("x", np.arange(6))
+    d = tmp_path / "d"
+    kept = store.save(d)["generation"]
+    v1 = d / (ck._REMOVING + "g-20260101T000000-0123abcd")
+    v1.mkdir()
+    (v1 / "rank-00000.bin").write_bytes(b"x" * 8)
+    gen = store.save(d)["generation"]
+    assert sorted(os.listdir(d)) == sorted([ck.MANIFEST, gen]) and gen != kept
+    e = tmp_path / "e"
+    first = ck._REMOVING + "g-20260101T000000-4567cdef"
+    (e / first).mkdir(parents=True)
+    (e / first / ck._MARKER).write_text(json.dumps(
+        {"format": ck._MARKER_FORMAT, "checkpoint": "ab" * 16, "generation": first[
+            len(ck._REMOVING):]}))
+    (e / first / "rank-00000.bin").write_bytes(b"y" * 8)
+    m = store.save(e)
+    assert sorted(os.listdir(e)) == sorted([ck.MANIFEST, m["generation"]])
+    assert m["checkpoint"] == "ab" * 16  # (the killed first save's id, taken on)
+    (e / first).mkdir()
+    (e / first / "keep.txt").write_text("keep")
+    with pytest.raises(DDStoreValueError, match="holds other files"):
+        store.save(e)
+    assert (e / first / "keep.txt").read_text() == "keep"
+
+
 @pytest.mark.parametrize("stop", ["after the rank file", "before the rmdir"])
 def test_a_save_killed_while_removing_the_old_generation_is_cleaned_next(
         store, tmp_path, monkeypatch, stop):

@@ -95,7 +95,10 @@ def _check_plain(data, items):
         return
     plain = copy.copy(data)
     for k, v in subclassed:  # (as_subclass keeps EdgeIndex: its values, as stored)
-        plain[k] = torch.from_numpy(host_tensor(v, f"key {k!r}").numpy())
+        try:
+            plain[k] = torch.from_numpy(host_tensor(v, f"key {k!r}").numpy())
+        except (TypeError, RuntimeError):  # a dtype numpy lacks: refused by the store's
+            return                         # own check, naming the key and the way out
     for k, v in subclassed:
         what = f"key {k!r} holds a {type(v).__name__} tensor, stored as the plain values"
         if data.num_nodes != plain.num_nodes:

@@ -320,36 +320,41 @@ def _(t):
           "SIGINT after the last round: the handler is not restored")
 
 
-@cases("Ctrl-C while rank 0 computes and the others wait in sync: every handler saves")
+@cases("Ctrl-C while rank 0 computes and the others wait in sync or save: every handler "
+       "saves")
 def _(t):
     """The training loop's shape (docs/store.md): Ctrl-C reaches rank 0 in its own code
-    (a model step) and the others waiting in ``sync``; rank 0's handler calls ``save``,
-    whose round meets the others' ``sync`` round holding their deferred SIGINT: they
-    raise the agreed interrupt, rank 0 waits for them, and their handlers' ``save``
-    meets it (it raised the interrupt inside rank 0's handler: no checkpoint, the job
-    aborted)."""
+    (a model step) and the others waiting in ``sync`` (or in the epoch's ``save``);
+    rank 0's handler calls ``save``, whose round meets the others' round holding their
+    deferred SIGINT: they raise the agreed interrupt, rank 0 (handling its own) waits
+    for them, and their handlers' ``save`` meets it (it raised the interrupt inside
+    rank 0's handler: no checkpoint, the job aborted)."""
     store = t.store
     store.add("kb", np.full((4, 2), float(rank)))
-    got = None
-    with shared_tmpdir() as tmp:
-        path = os.path.join(tmp, "ck")
-        try:
-            if rank == 0 and size > 1:
-                time.sleep(0.5)
-                raise KeyboardInterrupt  # (what Ctrl-C raises in a model step)
-            if size > 1:
-                threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
-            store.sync()  # (rank 0 comes with save: the SIGINT is held until then)
-        except KeyboardInterrupt as exc:
-            got = type(exc).__name__
-            store.save(path)
-        check(got == (None if size == 1 else "KeyboardInterrupt" if rank == 0
-                      else "DDStoreInterrupt"), f"Ctrl-C, then save: raised {got}")
-        if size > 1:
+    for waiting in ("sync", "save"):  # (the others in sync, or in the epoch's own save)
+        got = None
+        with shared_tmpdir() as tmp:
+            path = os.path.join(tmp, "ck")
+            try:
+                if rank == 0 and size > 1:
+                    time.sleep(0.5)
+                    raise KeyboardInterrupt  # (what Ctrl-C raises in a model step)
+                if size > 1:
+                    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+                # (rank 0 comes with its handler's save: the SIGINT is held until then)
+                store.sync() if waiting == "sync" else store.save(path)
+            except KeyboardInterrupt as exc:
+                got = type(exc).__name__
+                store.save(path)
+            check(got == (None if size == 1 else "KeyboardInterrupt" if rank == 0
+                          else "DDStoreInterrupt"),
+                  f"Ctrl-C in {waiting}, then save: raised {got}")
+            if size == 1 and waiting == "sync":
+                continue  # (one rank: no interrupt, no save)
             with ddstore.DDStore.restore(path, comm) as back:
                 check(back.get_range("kb", 0, 4 * size).tolist() ==
                       [[float(r)] * 2 for r in range(size) for _ in range(4)],
-                      "Ctrl-C, then save: the checkpoint")
+                      f"Ctrl-C in {waiting}, then save: the checkpoint")
     store.remove("kb")
     check(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
           "Ctrl-C, then save: the handler is not restored")
