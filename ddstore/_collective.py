@@ -621,12 +621,21 @@ def _meets_later(comm, info, flags, row):
     arrives in its own code and its handler calls ``save``, while another's is deferred
     in the call it was waiting in (``sync``, or the epoch's own ``save``); that rank
     raises the agreed interrupt and, in its own handler, calls ``save`` too, which this
-    rank's round then meets.  A rank not handling an interrupt raises it as every rank
-    does (Ctrl-C sent to one rank: every handler runs)."""
+    rank's round then meets.  So does a rank in another call than every interrupted one
+    (in a program whose ranks make the same calls, only an interrupt put them there: its
+    own, handled, then a ``save`` after the loop, or the free at exit after a handler's
+    ``sys.exit``).  A rank in the same call, not handling an interrupt, raises it as
+    every rank does (Ctrl-C sent to one rank: every handler runs)."""
     me = comm.Get_rank()
     if not any(flags) or flags[me] or row[0] is None or row[1] is not None:
         return False
-    return isinstance(sys.exc_info()[1], KeyboardInterrupt)
+    if isinstance(sys.exc_info()[1], KeyboardInterrupt):
+        return True
+    # in another call than every interrupted rank: in a program whose ranks make the
+    # same calls, only an interrupt put them there (this rank's, handled: a save after
+    # the loop, or the free at exit after a handler's sys.exit)
+    return all((info[r][0], info[r][6]) != (row[0], row[6])
+               for r, f in enumerate(flags) if f)
 
 
 def _interrupt_error(info, flags):
