@@ -58,9 +58,10 @@ SIGINT is agreed in the next round: every rank raises the same
 interrupted ranks), so the enclosing transaction rolls back on every rank and every
 rank's ``except KeyboardInterrupt:`` runs (e.g. a save); a rank whose round meets
 interrupted ranks while it is in the first step of a call made from its own ``except
-KeyboardInterrupt:`` block (its interrupt arrived in its own code, the others' was
-deferred in the ``sync`` or ``save`` they waited in) waits for them in a new round
-instead, which their handlers' calls meet.  In a local part a SIGINT raises
+KeyboardInterrupt:`` block, or of another call than theirs (its interrupt arrived in its
+own code, the others' was deferred in the ``sync`` or ``save`` they waited in), waits
+for them in a new round instead, which their handlers' calls meet (:func:`_meets_later`).
+In a local part a SIGINT raises
 ``KeyboardInterrupt`` at once, as without the store, and the step agrees it in its round
 like an error (the same :class:`DDStoreInterrupt` on every rank).  A SIGINT that no later
 round of the call sees (it arrived during the last round's gather or after it) raises

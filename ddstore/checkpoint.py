@@ -623,7 +623,10 @@ class _Directory:
         self.made = []      # the directories this save made, the deepest first
         self.made_gen = False
 
-    def _marker_id(self, entry):
+    def _marker_id(self, entry, gen=None):
+        """The checkpoint id in directory ``entry``'s marker, which must name generation
+        ``gen`` (default ``entry``; a generation being removed keeps its own name
+        there), or None."""
         full = os.path.join(self.path, entry)
         try:
             if not stat.S_ISDIR(os.lstat(full).st_mode):
@@ -632,7 +635,8 @@ class _Directory:
             return None
         m = _read_small_json(os.path.join(full, _MARKER), 4096)
         if isinstance(m, dict) and m.get("format") == _MARKER_FORMAT and \
-                m.get("generation") == entry and isinstance(m.get("checkpoint"), str):
+                m.get("generation") == (gen or entry) and \
+                isinstance(m.get("checkpoint"), str):
             return m["checkpoint"]
         return None
 
@@ -678,12 +682,7 @@ class _Directory:
     def _removing_id(self, entry):
         """The checkpoint id of the marker left in ``entry``, a generation a save was
         removing (:meth:`_remove_generation`), or None."""
-        m = _read_small_json(os.path.join(self.path, entry, _MARKER), 4096)
-        if isinstance(m, dict) and m.get("format") == _MARKER_FORMAT and \
-                m.get("generation") == entry[len(_REMOVING):] and \
-                isinstance(m.get("checkpoint"), str):
-            return m["checkpoint"]
-        return None
+        return self._marker_id(entry, entry[len(_REMOVING):])
 
     def _being_removed(self, entry):
         """Whether ``entry`` is a generation that a save of this checkpoint was removing
@@ -801,9 +800,10 @@ class _Directory:
         the manifest names it, and the directory if the save made it and it is empty."""
         gen_dir = os.path.join(self.path, self.gen)
         _remove_quietly(os.path.join(self.path, f".{MANIFEST}.{self.gen}"))
+        marker = self._marker_id(self.gen) if self.made_gen else None
         if self.made_gen and not _published(self.path, self.gen) and \
-                self._marker_id(self.gen) in (self.cid, None):
-            if self._marker_id(self.gen) is None:  # (made, its marker not written)
+                marker in (self.cid, None):
+            if marker is None:  # (made, its marker not written)
                 shutil.rmtree(gen_dir, ignore_errors=True)
             else:
                 self._remove_generation(self.gen)
