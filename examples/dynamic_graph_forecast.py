@@ -45,8 +45,8 @@ from ddstore.cli import (agreed_call, at_least, check_width, plural,  # noqa: E4
                          run_program)
 from ddstore.dynamic import DynamicWindowDataset  # noqa: E402
 from ddstore.distributed import init_torch_distributed  # noqa: E402
-from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
-    train_epoch  # noqa: E402 (examples/graph_gru.py)
+from graph_gru import GraphGRUCell, bundled, check_horizon, example_parser, \
+    split_mae, train_epoch  # noqa: E402 (examples/graph_gru.py)
 
 
 def parse_args(argv=None):
@@ -71,6 +71,7 @@ def load(args):
                          f"examples/traffic_index_batching.py)")
     if series.target_feature is None:
         raise SystemExit(f"{path}: no node target 'y'")
+    check_horizon(args.horizon, series.num_steps, os.path.basename(path))
     data = series.to_numpy().astype(np.float32)
     target = series.target_feature
     data[:, :, target] = np.log1p(np.maximum(data[:, :, target], 0))

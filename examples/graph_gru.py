@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch_geometric.nn import GCNConv
 
+from ddstore import spatiotemporal as st
 from ddstore.cli import ArgumentParser, HelpFormatter, at_least, input_path, seed
 
 __all__ = ["GraphGRUCell", "example_parser", "bundled", "train_epoch", "split_mae"]
@@ -26,6 +27,23 @@ def bundled(name):
     if path is None:
         raise SystemExit(f"{name} not found in {places}")
     return path
+
+
+def check_horizon(horizon, num_steps, label, overlap=None):
+    """Ends the run naming ``--horizon``'s range for this series (every split of the
+    default ratios needs a whole window), before anything is built; ``overlap`` is the
+    ``--overlap`` option's value, ``None`` where the example has none."""
+    most = st.largest_horizon(num_steps, overlap=bool(overlap))
+    if horizon <= most:
+        return
+    fits = f"--horizon <= {most}" if most else "no horizon"
+    other = ""
+    if overlap is False:
+        pgt = st.largest_horizon(num_steps, overlap=True)
+        other = f"; with --overlap (PGT's split), --horizon <= {pgt}"
+    raise SystemExit(f"--horizon {horizon}: {label} has {num_steps} steps, cut 70/10/20 % "
+                     f"into train/val/test; {fits} gives every split a whole window (inputs "
+                     f"and targets, 2 * horizon steps){other}")
 
 
 def example_parser(doc, data_help, batch_size):

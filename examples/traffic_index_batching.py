@@ -51,8 +51,8 @@ from ddstore.cli import (agreed_call, at_least, check_width,  # noqa: E402
                          claim_checkpoint, nothing_to_train, other_settings,
                          output_dir, plural, run_program)
 from ddstore.distributed import init_torch_distributed  # noqa: E402
-from graph_gru import GraphGRUCell, bundled, example_parser, split_mae, \
-    train_epoch  # noqa: E402 (examples/graph_gru.py)
+from graph_gru import GraphGRUCell, bundled, check_horizon, example_parser, \
+    split_mae, train_epoch  # noqa: E402 (examples/graph_gru.py)
 
 
 def parse_args(argv=None):
@@ -94,6 +94,15 @@ def synthetic_series(steps=2016, sensors=48, seed=0):
 
 
 def load_series(args):
+    """The series, its label and the horizon (``--horizon``, its default set by the
+    data: 4 for weekly, 12 for 5-minute steps), checked against the series' length."""
+    series, label = read_series(args)
+    horizon = args.horizon or (4 if label.endswith(".json") else 12)
+    check_horizon(horizon, series.num_steps, label, overlap=args.overlap)
+    return series, label, horizon
+
+
+def read_series(args):
     path = args.data
     if path is None:
         return synthetic_series(seed=args.seed)
@@ -214,9 +223,7 @@ def main():
         horizon = ds.horizon
     else:
         # each rank opens the file itself: a refusal is said once, by rank 0
-        series, label = agreed_call(comm, load_series, args)
-        weekly = label.endswith(".json")
-        horizon = args.horizon or (4 if weekly else 12)
+        series, label, horizon = agreed_call(comm, load_series, args)
         time_features = ("tod",) if series.timestamps is not None else None
         store = ddstore.DDStore(comm, width=args.width)
         ds = st.WindowDataset(store, "series", series, horizon, overlap=args.overlap,

@@ -419,7 +419,7 @@ def test_traffic_npy_data_read_by_the_checked_reader(tmp_path):
     example = _example("traffic_index_batching")
     arr = np.random.default_rng(0).standard_normal((30, 4)).astype(np.float32)
     np.save(tmp_path / "s.npy", arr)
-    series, label = example.load_series(argparse.Namespace(data=str(tmp_path / "s.npy"),
+    series, label = example.read_series(argparse.Namespace(data=str(tmp_path / "s.npy"),
                                                            seed=0))
     assert label == "s.npy"
     np.testing.assert_array_equal(series.read(0, 30)[:, :, 0], arr)
@@ -427,7 +427,7 @@ def test_traffic_npy_data_read_by_the_checked_reader(tmp_path):
     for name, words in (("o.npy", "has dtype object; allowed"), ("none.npy",
                                                                  "no such file")):
         with pytest.raises(DDStoreValueError, match=f"{tmp_path / name}.*{words}"):
-            example.load_series(argparse.Namespace(data=str(tmp_path / name), seed=0))
+            example.read_series(argparse.Namespace(data=str(tmp_path / name), seed=0))
 
 
 def test_cli_types():
@@ -595,6 +595,38 @@ def test_traffic_data_file_checked_once(tmp_path, capsys):
         assert f"--data {data}: {words}" in err, err
 
 
+def test_examples_name_the_horizons_range_once():
+    """--horizon too long for the data: one message naming the largest that gives every
+    split a whole window (dynamic_graph_forecast.py said ``<= 60`` from the series'
+    check at 61, then ``<= 6`` and an ``overlap=True`` it has no option for at 60);
+    traffic_index_batching.py also names the range with --overlap."""
+    import argparse
+    from ddstore import spatiotemporal as st
+    dynamic = _example("dynamic_graph_forecast")
+    tennis = os.path.join(ROOT, "tests", "data", "twitter_tennis_rg17.json")
+    T = st.load_pgt_json(tennis).num_steps
+    most = st.largest_horizon(T)
+    for h in (most + 1, T // 2, T // 2 + 1):
+        with pytest.raises(SystemExit, match=rf"^--horizon {h}: twitter_tennis_rg17.json "
+                                             rf"has {T} steps, .*--horizon <= {most} gives "
+                                             rf"every split a whole window[^;]*$"):
+            dynamic.load(argparse.Namespace(data=tennis, horizon=h))
+    assert dynamic.load(argparse.Namespace(data=tennis, horizon=most))[3] == \
+        "twitter_tennis_rg17.json"
+    traffic = _example("traffic_index_batching")
+    pox = os.path.join(ROOT, "tests", "data", "chickenpox.json")
+    T = st.load_pgt_json(pox).num_steps
+    most, pgt = (st.largest_horizon(T, overlap=o) for o in (0, 1))
+    with pytest.raises(SystemExit, match=rf"--horizon <= {most} gives .*; with --overlap "
+                                         rf"\(PGT's split\), --horizon <= {pgt}$"):
+        traffic.load_series(argparse.Namespace(data=pox, horizon=most + 1, overlap=False,
+                                               seed=0))
+    for overlap, h in ((False, most), (True, pgt), (False, None)):
+        assert traffic.load_series(argparse.Namespace(
+            data=pox, horizon=h, overlap=overlap, seed=0))[1:] == ("chickenpox.json",
+                                                                    h or 4)
+
+
 def test_traffic_refuses_a_dynamic_graph_and_resumes_without_data(tmp_path):
     """traffic_index_batching.py's load_series refuses a dynamic-graph JSON (Twitter
     tennis: it trained on a graph of no edges, exit 0) naming the example for it; its
@@ -605,7 +637,7 @@ def test_traffic_refuses_a_dynamic_graph_and_resumes_without_data(tmp_path):
     tennis = os.path.join(ROOT, "tests", "data", "twitter_tennis_rg17.json")
     with pytest.raises(SystemExit, match=r"a dynamic graph \(edges per step\): see "
                                          r"examples/dynamic_graph_forecast.py"):
-        traffic.load_series(argparse.Namespace(data=tennis, seed=0))
+        traffic.read_series(argparse.Namespace(data=tennis, seed=0))
     import torch
     here = os.path.join(ROOT, "tests", "data", "chickenpox.json")
     settings = dict(horizon=4, overlap=False, hidden=8, lr=0.01, batch_size=16,

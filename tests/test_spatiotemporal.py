@@ -404,6 +404,25 @@ def test_split_zero_ratio_is_empty_and_overlap_tiles(T, h, overlap, ratios):
         assert b["train"][1] == b["val"][0] and b["val"][1] == b["test"][0]
 
 
+@settings(max_examples=200, deadline=None)
+@given(T=st_.integers(1, 120), overlap=st_.booleans(),
+       ratios=st_.lists(st_.sampled_from([0, 0.05, 0.1, 0.2, 0.25, 0.5, 0.7, 1]),
+                        min_size=3, max_size=3))
+def test_largest_horizon_is_where_split_ranges_stops(T, overlap, ratios):
+    """``largest_horizon`` is the largest horizon ``split_ranges`` accepts (0 when none
+    does), found against every horizon tried one by one."""
+    assume(ratios[0] > 0)
+    split = tuple(r / sum(ratios) for r in ratios)
+    accepted = []
+    for h in range(1, T + 1):
+        try:
+            st.split_ranges(T, h, split, overlap)
+            accepted.append(h)
+        except DDStoreValueError:
+            pass
+    assert st.largest_horizon(T, split, overlap) == max(accepted, default=0)
+
+
 # ----------------------------------------------------------------------------- statistics
 @pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("per_node", [False, True])

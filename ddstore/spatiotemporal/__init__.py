@@ -35,10 +35,10 @@ from ..sources import (DynamicSeries, Series, adjacency_to_edges, from_arrays,
                        gaussian_kernel_adjacency, load_npy, load_pems_h5, load_pgt_json,
                        write_pems_h5)
 from .batch_sampler import BatchShuffleSampler
-from .windows import num_windows, split_ranges, window_weights
+from .windows import largest_horizon, num_windows, split_ranges, window_weights
 
 __all__ = ["WindowDataset", "WindowSplit", "BatchShuffleSampler", "Series", "from_arrays",
            "load_pgt_json", "load_pems_h5", "load_npy", "write_pems_h5", "adjacency_to_edges",
            "gaussian_kernel_adjacency", "time_feature_array", "batch_collate", "set_epoch",
-           "split_ranges", "num_windows", "window_weights"]
+           "split_ranges", "num_windows", "window_weights", "largest_horizon"]
 __all__ += ["DynamicSeries", "WindowBatch"]

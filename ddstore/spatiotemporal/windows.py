@@ -101,6 +101,34 @@ def _enough_steps(S, h, ratios):
     return f"T >= {fails[-1] + 1 + 2 * h - 1}"
 
 
+def _segments(num_steps, ratios):
+    """``overlap=False``'s cut of the *time steps*: ``{split: (lo, hi)}``."""
+    cut1 = int(round(num_steps * ratios[0]))
+    cut2 = int(round(num_steps * (ratios[0] + ratios[1])))
+    if ratios[2] == 0:
+        cut2 = num_steps
+    if ratios[1] == 0:
+        cut1 = cut2 if ratios[2] > 0 else num_steps
+    return {"train": (0, cut1), "val": (cut1, cut2), "test": (cut2, num_steps)}
+
+
+def largest_horizon(num_steps, split=(0.7, 0.1, 0.2), overlap=False):
+    """The largest horizon at which every split of a positive ratio gets a complete
+    window (what :func:`split_ranges` accepts), 0 when none does: a script's
+    ``--horizon`` is checked against it before anything is built."""
+    ratios = check_ratios(split)
+    T = int(num_steps)
+    if not overlap:
+        return max(0, min((b - a) // 2 for (a, b), r in
+                          zip(_segments(T, ratios).values(), ratios) if r > 0))
+    for h in range(max(0, (T + 1) // 2), 0, -1):  # rounding is not monotone: try each
+        S = num_windows(T, h)
+        if S > 0 and all(b > a for (a, b), r in
+                         zip(_start_cut(S, ratios).values(), ratios) if r > 0):
+            return h
+    return 0
+
+
 def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
     """Window-start ranges ``{"train": (a, b), "val": ..., "test": ...}`` in time order.
 
@@ -129,16 +157,9 @@ def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
                     f"{_enough_steps(S, h, ratios)} at this horizon (or other ratios, or "
                     f"ratio 0 for {name!r})")
         return bounds
-    cut1 = int(round(num_steps * ratios[0]))
-    cut2 = int(round(num_steps * (ratios[0] + ratios[1])))
-    if ratios[2] == 0:
-        cut2 = num_steps
-    if ratios[1] == 0:
-        cut1 = cut2 if ratios[2] > 0 else num_steps
-    segments = {"train": (0, cut1), "val": (cut1, cut2), "test": (cut2, num_steps)}
+    segments = _segments(num_steps, ratios)
     bounds = {}
-    # the largest horizon with a complete window in every split of a positive ratio
-    most = min((b - a) // 2 for (a, b), r in zip(segments.values(), ratios) if r > 0)
+    most = largest_horizon(num_steps, ratios)
     for name, r in zip(SPLIT_NAMES, ratios):
         lo, hi = segments[name]
         n = max(0, hi - lo - 2 * h + 1)
