@@ -387,6 +387,26 @@ def test_a_second_store_of_a_name_in_use_is_refused(store, tmp_path):
         with pytest.raises(DDStoreStateError, match="FeatureStore 'e': this object is out "):
             write()
     assert new[0].get_tensor(group_name=None, attr_name="x").tolist() == [1., 1., 1.]
+    # an attribute another object replaced: this one's reads and sizes are refused
+    # (they read the new variable's first rows as if of the old layout, and
+    # get_tensor_size answered the old shape); an attribute left alone still reads
+    stale = dpyg.FeatureStore.open(store, "e")
+    new[0].update_tensor(torch.arange(8).view(4, 2), group_name=None, attr_name="x")
+    reads = [lambda: stale.get_tensor(group_name=None, attr_name="x"),
+             lambda: stale.get_tensor(group_name=None, attr_name="x", index=[0, 1]),
+             lambda: stale.multi_get_tensor([PygTensorAttr(None, "y", None),
+                                             PygTensorAttr(None, "x", None)]),
+             lambda: stale.get_tensor_size(group_name=None, attr_name="x")]
+    for read in reads:
+        with pytest.raises(DDStoreStateError, match=r"FeatureStore 'e': .*\(None, 'x'\): "
+                                                    r"this object is out of date: the "
+                                                    r"attribute's variable 'e/node/_/x' "
+                                                    r"was removed or replaced since"):
+            read()
+    assert stale.get_tensor(group_name=None, attr_name="y").tolist() == [0., 0.]
+    assert stale.get_tensor_size(group_name=None, attr_name="y") == (2,)
+    assert new[0].get_tensor_size(group_name=None, attr_name="x") == (4, 2)
+    new[0].update_tensor(torch.ones(3), group_name=None, attr_name="x")
     with store.transaction("t"):  # changes of its own, then rolled back: up to date
         new[0].put_tensor(torch.zeros(2), group_name=None, attr_name="z")
         new[1].build_backward()

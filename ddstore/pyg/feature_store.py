@@ -11,7 +11,7 @@ from torch_geometric.data.feature_store import _FieldStatus
 from .._checks import (as_indices, cast_values, check_free_names, check_indices,
                        host_tensor, integer_scalar, is_int)
 from .._collective import call_name
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
 from ._common import (EDGES, FEATURE_KIND, annotation_name, as_edge_type, as_source,
@@ -60,12 +60,15 @@ def _filled(attr):
 
 
 class _Attr:
-    __slots__ = ("group_name", "attr_name", "var", "num_rows", "row_shape", "dtype",
+    """An attribute as this object knows it: its variable's name ``var`` and a handle
+    ``h`` on that variable (reads go through it: a variable another object of the name
+    put in its place is not read as this one's)."""
+    __slots__ = ("group_name", "attr_name", "var", "h", "num_rows", "row_shape", "dtype",
                  "torch_dtype")
 
-    def __init__(self, group_name, attr_name, var, num_rows, row_shape, dtype,
+    def __init__(self, group_name, attr_name, var, h, num_rows, row_shape, dtype,
                  torch_dtype):
-        self.group_name, self.attr_name, self.var = group_name, attr_name, var
+        self.group_name, self.attr_name, self.var, self.h = group_name, attr_name, var, h
         self.num_rows, self.row_shape = num_rows, row_shape
         self.dtype, self.torch_dtype = dtype, torch_dtype  # stored numpy dtype; torch-only
 
@@ -294,8 +297,8 @@ class FeatureStore(_PygFeatureStore):
                     f"saved as variable {var!r}, which this version names {now!r} (a "
                     f"type or attribute name with '/', '%' or a double, leading or "
                     f"trailing underscore): put the graph again from its source")
-            attrs[(group, attr_name)] = _Attr(group, attr_name, var, int(num_rows),
-                                              row_shape, dtype, tdt)
+            attrs[(group, attr_name)] = _Attr(group, attr_name, var, store.handle(var),
+                                              int(num_rows), row_shape, dtype, tdt)
         self.__dict__["_attrs"] = attrs
         self._track_changes()
         self.__dict__["_recorded"] = ann  # (the record it was opened from)
@@ -547,8 +550,9 @@ class FeatureStore(_PygFeatureStore):
                 del mine
             else:
                 self._fill(var, arr, rows_of, first, lo, hi, total)
-            self._attrs[key] = _Attr(attr.group_name, attr.attr_name, var, int(total),
-                                     tuple(arr.shape[1:]), arr.dtype, tdt)
+            self._attrs[key] = _Attr(attr.group_name, attr.attr_name, var,
+                                     store.handle(var), int(total), tuple(arr.shape[1:]),
+                                     arr.dtype, tdt)
 
             def forget():  # a rollback (this call's or an enclosing one's) removed it
                 self._attrs.pop(key, None)
@@ -716,7 +720,20 @@ class FeatureStore(_PygFeatureStore):
         if a is None:
             self.store.check_alive()
             raise UnknownAttributeError(self._unknown(key, what))
-        return a
+        return self._held(a, what)
+
+    def _held(self, a, what):
+        """``a`` if its variable is still the store's, else the error that this object
+        is out of date (its reads would be another variable's rows)."""
+        if a.h in self.store:
+            return a
+        self.store.check_alive()
+        raise DDStoreStateError(
+            f"FeatureStore {self.name!r}: {what} ({a.group_name!r}, {a.attr_name!r}): "
+            f"this object is out of date: the attribute's variable {a.var!r} was removed "
+            f"or replaced since (by another FeatureStore of that name, made again or "
+            f"opened, or by DDStore.remove); use FeatureStore.open(store, {self.name!r}) "
+            f"for one that is up to date")
 
     @staticmethod
     def _index(a, index, what):
@@ -740,9 +757,9 @@ class FeatureStore(_PygFeatureStore):
 
     def _read(self, a, idx):
         if idx is None:
-            out = self.store.get_range(a.var, 0, a.num_rows)
+            out = self.store.get_range(a.h, 0, a.num_rows)
         else:
-            out = self.store.get_batch(a.var, idx)
+            out = self.store.get_batch(a.h, idx)
         out = torch.from_numpy(out)
         return out if a.torch_dtype is None else out.view(a.torch_dtype)
 
@@ -768,7 +785,7 @@ class FeatureStore(_PygFeatureStore):
             if idx is None:
                 out[pos] = self._read(a, None)
             else:
-                plan.setdefault(a.var, []).append((pos, a, idx, _one_row(index), shape))
+                plan.setdefault(a.h, []).append((pos, a, idx, _one_row(index), shape))
         # one read for every variable together: one round trip per remote owner
         plan = list(plan.items())
         got = self.store.get_many([
@@ -792,6 +809,7 @@ class FeatureStore(_PygFeatureStore):
         a = self._attrs.get(key)
         if a is None:
             return None
+        self._held(a, "get_tensor_size")
         index, shape = _flat_index(attr.index, "get_tensor_size")
         if _one_row(index):
             self._index(a, index, "get_tensor_size")
