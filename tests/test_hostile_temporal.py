@@ -169,9 +169,10 @@ def test_hostile_temporal_mpi(shared_launch, nprocs):
 
 def test_node_memory_takes_bfloat16_as_float32(store):
     """A bfloat16 tensor staged into a NodeMemory is its float32 values (the package's
-    one rule for tensors: tensor_values), applied exactly into a float32 memory and
-    refused by a float16 one naming the dtypes (was 'write: TypeError: Got unsupported
-    ScalarType BFloat16', naming neither)."""
+    one rule for tensors: tensor_values), applied exactly into a float32 memory, and
+    cast by value into a float16 one (as DDStore.update casts), a value beyond float16
+    refused naming it (was 'write: TypeError: Got unsupported ScalarType BFloat16',
+    naming neither)."""
     import torch
     from ddstore import temporal as tg
     mem = tg.NodeMemory(store, "m", 4, 3, 2)
@@ -185,6 +186,10 @@ def test_node_memory_takes_bfloat16_as_float32(store):
     assert got.mail[1, -1].tolist() == [1.0, 1.0] and got.mail_ts[1, -1].item() == 2.0
     half = tg.NodeMemory(store, "h", 4, 3, 2, dtype=np.float16)
     half.write([0], rows, [1.0])
-    with pytest.raises(DDStoreValueError, match=r"write: memory has dtype float32 shape "
-                                                r"\(1, 3\); needs dtype float16"):
+    half.commit()
+    assert half.read([0]).memory.tolist() == [[1.5, -2.0, 0.0078125]]
+    half.write([1], torch.tensor([[1.0, 2.0, 1e5]], dtype=torch.bfloat16), [1.0])
+    with pytest.raises(DDStoreValueError, match=r"write: memory: value 99840.0 at \(0, 2\) "
+                                                r"does not fit this memory's dtype float16"):
         half.commit()
+    assert half.read([1]).memory.tolist() == [[0.0, 0.0, 0.0]]

@@ -712,9 +712,12 @@ def test_node_memory_staging_errors_raise_at_commit(memory):
          lambda: m.write([0, 10], np.zeros((2, 4), np.float32), 1.0)),
         (DDStoreIndexError, r"post: node id -3 \(position 0\) out of range \[0, 10\)",
          lambda: m.post([-3], np.zeros((1, 3), np.float32), 1.0)),
-        (DDStoreValueError, r"write: memory has dtype float64 shape \(1, 4\); needs dtype "
-                            r"float32 shape \(1, 4\)",
-         lambda: m.write([0], np.zeros((1, 4)), 1.0)),
+        (DDStoreValueError, r"write: memory: dtype complex128 cannot be cast to this "
+                            r"memory's dtype float32; allowed: rows of dtype float32 or",
+         lambda: m.write([0], np.zeros((1, 4), np.complex128), 1.0)),
+        (DDStoreValueError, r"write: memory: value 1e\+300 at \(0, 2\) does not fit this "
+                            r"memory's dtype float32 \(finite values up to 3.40282e\+38",
+         lambda: m.write([0], np.array([[0, 0, 1e300, 0]]), 1.0)),
         (DDStoreValueError, r"post: mail has dtype float32 shape \(1, 4\); needs dtype "
                             r"float32 shape \(1, 3\)",
          lambda: m.post([0], np.zeros((1, 4), np.float32), 1.0)),
@@ -761,6 +764,29 @@ def test_node_memory_staging_errors_raise_at_commit(memory):
             assert np.array_equal(getattr(after, key).numpy(), getattr(before, key).numpy())
     m.commit()  # nothing staged: a no-op
     assert np.array_equal(m.read(np.arange(10)).memory.numpy(), before.memory.numpy())
+
+
+def test_node_memory_rows_of_another_dtype_cast_by_value(memory):
+    """Rows of float16, bfloat16, float64, int or a list go into the float32 memory as
+    DDStore.update casts them (bfloat16 was taken and float16 / float64 refused), read
+    back equal to the values cast; mails the same."""
+    import torch
+    m = memory
+    vals = np.array([[0.5, -1.25, 3.0, 65504.0]])
+    rows = [torch.tensor(vals, dtype=torch.float16), torch.tensor(vals, dtype=torch.bfloat16),
+            vals, vals.astype(np.float16), vals.tolist(), np.array([[1, -2, 3, 4]])]
+    for i, r in enumerate(rows):
+        m.write([i], r, float(i + 1))
+    m.post([0, 1], torch.tensor([[0.5, 1.5, -2.0], [1e-3, 2.0, 3.0]], dtype=torch.float64),
+           9.0)
+    m.commit()
+    got = m.read(np.arange(len(rows)))
+    for i, r in enumerate(rows):
+        want = (r.float().numpy() if isinstance(r, torch.Tensor) else
+                np.asarray(r).astype(np.float32))
+        assert np.array_equal(got.memory[i].numpy(), want[0]), (i, r)
+    assert np.array_equal(got.mail[:2, -1].numpy(), np.array(
+        [[0.5, 1.5, -2.0], [1e-3, 2.0, 3.0]], np.float32))
 
 
 def test_node_memory_integer_times_at_the_exact_limit(memory):
@@ -1101,8 +1127,8 @@ def test_node_memory_post_to_neighbors(store):
     r4, r2 = int(block.nodes[4]), int(block.nodes[2])
     for args, pattern in (
             ((mail[:5], ts), r"post_to_neighbors: mail has dtype float32 shape \(5, 3\); "
-                             r"needs dtype float32 shape \(6, 3\) \(one row of 3 per root\)"),
-            ((mail.astype(np.float64), ts), r"mail has dtype float64 shape \(6, 3\)"),
+                             r"needs dtype float32 shape \(6, 3\) \(one row of 3 per root; "),
+            ((mail.astype(np.complex64), ts), r"mail: dtype complex64 cannot be cast"),
             ((bad_mail, ts), rf"post_to_neighbors: row 4 \(root node {r4}\) has mail value "
                              rf"nan; mail values must be finite \(1 of 6 rows"),
             ((mail, bad_ts), rf"post_to_neighbors: ts\[2\] = inf \(root node {r2}\) is NaN"),

@@ -38,8 +38,9 @@ import numpy as np
 
 from .._collective import holds_interrupts, join_bounded
 from ..annotations import check_object_name
-from .._checks import (as_dtype, as_indices, as_int, check_free_names, check_indices,
-                       is_int, native_order, partition, names_under, tensor_values)
+from .._checks import (as_dtype, as_indices, as_int, cast_values, check_free_names,
+                       check_indices, is_int, native_order, partition, names_under,
+                       tensor_values)
 from .._times import FLOAT_TIMES, as_time_dtype, as_times, refuse_rounded_list
 from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 from ..placement import alltoallv_rows
@@ -779,10 +780,14 @@ class NodeMemory:
         n = idx.shape[0]
         arr = _as_array(rows)
         want = (n, dim)
-        if arr.dtype != self.dtype or arr.shape != want:
+        if arr.shape != want or arr.dtype.kind not in "iufc":
             raise DDStoreValueError(f"{what}: {kind} has dtype {arr.dtype} shape "
-                                    f"{arr.shape}; needs dtype {self.dtype} shape "
-                                    f"{want} (one row of {dim} per {item.split()[0]})")
+                                    f"{arr.shape}; needs dtype {self.dtype} shape {want} "
+                                    f"(one row of {dim} per {item.split()[0]}; another "
+                                    f"dtype is cast to {self.dtype} by value, as "
+                                    f"DDStore.update casts)")
+        if arr.dtype != self.dtype:  # the package's one rule (DDStore.update's)
+            arr = cast_values(arr, self.dtype, f"{what}: {kind}", "this memory's")
         bad = ~np.isfinite(arr).all(axis=1)  # arr is [n, dim] here
         if bad.any():  # worded as the edge weights' check (check_finite_weights)
             p = int(np.argmax(bad))
@@ -822,17 +827,19 @@ class NodeMemory:
         self._error = exc
 
     def write(self, nodes, memory, ts):
-        """Local: stage new memory rows ``memory [len(nodes), memory_dim]`` (this
-        memory's dtype, finite values; a bfloat16 tensor counts as float32, which holds
-        it exactly) for ``nodes`` at times ``ts`` (one per node, or
+        """Local: stage new memory rows ``memory [len(nodes), memory_dim]`` (finite
+        values of this memory's dtype, or of another cast to it as
+        :meth:`DDStore.update` casts: a float16, bfloat16 or float64 tensor into a
+        float32 memory, every value in its range) for ``nodes`` at times ``ts`` (one per
+        node, or
         one for all: finite reals ``ts_dtype`` holds exactly: integers within
         ``[-2**53, 2**53]`` for float64, whole numbers for int64).  Applied at the next
         :meth:`commit`; a bad argument is raised there, on every rank."""
         self._stage("write", nodes, memory, ts, self.memory_dim, "memory")
 
     def post(self, nodes, mail, ts):
-        """Local: stage mails ``mail [len(nodes), mail_dim]`` (this memory's dtype,
-        finite values) to ``nodes`` at times ``ts`` (as in :meth:`write`).  Applied at
+        """Local: stage mails ``mail [len(nodes), mail_dim]`` (as :meth:`write`'s
+        rows) to ``nodes`` at times ``ts`` (as in :meth:`write`).  Applied at
         the next :meth:`commit`; a bad argument is raised there, on every rank."""
         self._stage("post", nodes, mail, ts, self.mail_dim, "mail")
 

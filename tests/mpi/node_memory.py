@@ -192,9 +192,9 @@ def check_errors(store, mem, ref, dtype, tag):
          lambda: mem.write([0, N], good, [1.0, 2.0]), "node id too large"),
         (DDStoreIndexError, ["post", "node id -1", f"[0, {N})"],
          lambda: mem.post([-1], np.zeros((1, AD), dtype), 1.0), "negative node id"),
-        (DDStoreValueError, ["write", "memory has dtype int64", f"needs dtype {dtype}",
-                             f"shape (2, {MD})"],
-         lambda: mem.write([0, 1], np.zeros((2, MD), np.int64), 1.0), "wrong dtype"),
+        (DDStoreValueError, ["write", "memory: dtype complex128 cannot be cast to this "
+                             f"memory's dtype {dtype}"],
+         lambda: mem.write([0, 1], np.zeros((2, MD), np.complex128), 1.0), "wrong dtype"),
         (DDStoreValueError, ["post", f"mail has dtype {dtype} shape (2, {AD + 1})",
                              f"shape (2, {AD})"],
          lambda: mem.post([0, 1], np.zeros((2, AD + 1), dtype), 1.0), "wrong mail shape"),
