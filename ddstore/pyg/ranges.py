@@ -96,7 +96,8 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
     or anything with their methods and ``num_nodes`` / ``num_edges``.  ``add_reverse``:
     add the reverse of every edge (default: ``data.undirected`` when it has one, else
     True).  ``progress``: rank 0 shows a tqdm bar per file read (CSV files are long to
-    parse: ogbn-products' features are about 2 GB of text).  ``chunk_edges`` /
+    parse: ogbn-products' features are about 2 GB of text), over the rows it reads
+    itself (each rank reads its share; the label says so).  ``chunk_edges`` /
     ``chunk_rows``: the pieces of the puts (see :class:`GraphStore` and
     :meth:`FeatureStore.put_range`; default: theirs).
 
@@ -149,7 +150,9 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
             check_same_files(step.agree(marks, same={
                 "data set": repr(data), "add_reverse": bool(add_reverse),
                 "chunk_edges": chunk_edges, "chunk_rows": chunk_rows}))
-        show = (lambda label: label) if (progress and comm.Get_rank() == 0) else \
+        # rank 0's bars count the rows it reads itself: its share, said so
+        share = "" if comm.Get_size() == 1 else f" (rank 0's share of {comm.Get_size()})"
+        show = (lambda label: label + share) if (progress and comm.Get_rank() == 0) else \
             (lambda label: None)
         with store.transaction(f"pyg.put_node_data {name!r}"):
             return _put(store, data, name, add_reverse, has_x, has_y, split_name, show,

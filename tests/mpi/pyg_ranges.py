@@ -89,8 +89,16 @@ def main(width):
 
         data = load_ogb(store, root, name="ogb", progress=False)
         check_graph("load_ogb", data, x_csv, y, ei[0], ei[1], True, splits)
-        data = load_npy(store, npy, name="npy", progress=False)
+        import contextlib
+        import io
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):  # (tqdm's bars, on rank 0 only)
+            data = load_npy(store, npy, name="npy", progress=True)
         check_graph("load_npy", data, x, y, ei[0], ei[1], False, splits)
+        share = " (rank 0's share of %d)" % comm.size if comm.size > 1 else ""
+        bars = err.getvalue()
+        check(all(f"{what}{share}:" in bars for what in ("edges", "features", "labels"))
+              if rank == 0 else bars == "", f"progress bars: {bars!r}")
         data = load_npy(store, name="npy2", add_reverse=True, progress=False,
                         edge_index=os.path.join(npy, "edge_index.npy"),
                         y=os.path.join(npy, "y.npy"))
