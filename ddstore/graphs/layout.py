@@ -99,12 +99,13 @@ def _check_plain(data, items):
             plain[k] = torch.from_numpy(host_tensor(v, f"key {k!r}").numpy())
         except (TypeError, RuntimeError):  # a dtype numpy lacks: refused by the store's
             return                         # own check, naming the key and the way out
+    counted, plain_counted = data.num_nodes, plain.num_nodes  # (counted once)
     for k, v in subclassed:
         what = f"key {k!r} holds a {type(v).__name__} tensor, stored as the plain values"
-        if data.num_nodes != plain.num_nodes:
+        if counted != plain_counted:
             raise DDStoreValueError(
-                f"{what}, which would give the graph {plain.num_nodes} nodes where PyG "
-                f"counts {data.num_nodes}: set num_nodes={data.num_nodes} in the sample")
+                f"{what}, which would give the graph {plain_counted} nodes where PyG "
+                f"counts {counted}: set num_nodes={counted} in the sample")
         if data.__inc__(k, v) != plain.__inc__(k, plain[k]):
             raise DDStoreValueError(
                 f"{what}, which batches would offset by {plain.__inc__(k, plain[k])} "
