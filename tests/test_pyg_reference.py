@@ -103,9 +103,9 @@ def test_link_loader_builds_our_sampler(store):
 
     def run(**extra):
         torch.manual_seed(3)
+        extra.setdefault("edge_label_index", label_index)
         return [(b.n_id, b.edge_label_index, b.edge_label, b.e_id) for b in
                 LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=6,
-                                   edge_label_index=label_index,
                                    neg_sampling="binary", **extra)]
     ours = run()
     explicit = run(neighbor_sampler=dpyg.NeighborSampler(gs, [2]))
@@ -116,6 +116,14 @@ def test_link_loader_builds_our_sampler(store):
                        r"replace=False"):
         LinkNeighborLoader((fs, gs), num_neighbors=[2], edge_label_index=label_index,
                            replace=True, neighbor_sampler=dpyg.NeighborSampler(gs, [2]))
+    # (None, None): every edge, in edge-id order, as PyG's in-memory loader takes None
+    # over a Data (its remote-backend path raised "values expected sparse tensor layout")
+    label_index = (None, data.edge_index)
+    labels = torch.arange(data.edge_index.shape[1]).float()
+    everything = [run(edge_label_index=(None, None), edge_label=labels),
+                  run(edge_label=labels)]
+    _equal(*everything)
+    assert sum(b[1].shape[1] for b in everything[0]) == 2 * data.edge_index.shape[1]
 
 
 def test_temporal_loader_options(store):

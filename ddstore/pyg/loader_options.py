@@ -191,6 +191,14 @@ def _arguments(name, args):
         # (node_type, None): every node of the type, as PyG's in-memory path reads it;
         # its remote-backend path asks the feature store for the size of None
         args = dict(args, input_nodes=seeds[0])
+    links = args.get("edge_label_index")
+    if isinstance(links, (tuple, list)) and len(links) == 2 and links[0] is None and \
+            links[1] is None:
+        # (None, None): every edge of a homogeneous graph, as PyG's in-memory path reads
+        # None; its remote-backend path fails on it (RuntimeError: values expected
+        # sparse tensor layout), a (type, None) of a heterogeneous graph takes them
+        args = dict(args, edge_label_index=(None, torch.stack(
+            data[1].get_edge_index(edge_type=None, layout="coo"))))
     _check_seeds(name, args)
     sampler = args.get("neighbor_sampler")
     if isinstance(sampler, (NeighborSampler, BidirectionalNeighborSampler)):
