@@ -94,10 +94,8 @@ give the bytes they gave before the save::
     # ... a later job, any rank count
     store = dds.PyDDStore.restore("/lustre/me/ckpt", comm, ddstore_width=2)
 """
-import contextlib
 import functools
 import os
-import threading
 import time
 
 import numpy as np
@@ -194,11 +192,6 @@ def _check_name(name, what):
                                  f"{type(name).__name__} {name!r}")
 
 
-def _one_at_a_time(lock, read, *args):
-    with lock:
-        return read(*args)
-
-
 def _bytes_rows(arr, nrows):
     """``arr`` viewed as ``[nrows, row_bytes]`` uint8 (no copy)."""
     flat = arr.reshape(-1).view(np.uint8)
@@ -263,15 +256,9 @@ class PyDDStore:
                                           progress=_progress()))
 
     def _adopt(self, comm, store):
-        from mpi4py import MPI
-        from ddstore.prefetch import needs_thread_multiple
         # below MPI_THREAD_MULTIPLE (what the original's users ask for: "serialized"),
         # reads from several threads (HydraGNN's threaded loader) take turns where they
-        # make MPI calls (some member read by MPI_Get): MPI calls made at once from two
-        # threads are then erroneous (MPICH asserts in MPI_Win_flush between nodes).
-        # Reads of node-local shared memory make none and need no lock.
-        self._serial = threading.Lock() if needs_thread_multiple(store) and \
-            MPI.Query_thread() < MPI.THREAD_MULTIPLE else None
+        # may call MPI: the core's own lock (DDStore, docs/store.md "Threads")
         self.comm = comm
         self.method = 0
         self._store = store
@@ -385,12 +372,8 @@ class PyDDStore:
         return self._store
 
     def _readers(self, name):
-        """The store's unchecked readers of ``name``, taking turns under
-        :attr:`_serial`."""
-        readers = self._store.fast_readers(name)
-        if self._serial is None:
-            return readers
-        return tuple(functools.partial(_one_at_a_time, self._serial, r) for r in readers)
+        """The store's unchecked readers of ``name``."""
+        return self._store.fast_readers(name)
 
     def _var(self, name):
         info = self._info.get(name) if isinstance(name, str) else None
@@ -545,9 +528,8 @@ class PyDDStore:
         self._check_row(name, info, out, "get_batch")
         if len(idx):
             try:
-                with self._serial or contextlib.nullcontext():
-                    self._store.get_batch(info.handle, indices if isinstance(
-                        indices, (list, tuple)) else idx, out=_bytes_rows(out, len(idx)))
+                self._store.get_batch(info.handle, indices if isinstance(
+                    indices, (list, tuple)) else idx, out=_bytes_rows(out, len(idx)))
             except DDStoreIndexError as exc:
                 raise PyDDStoreRangeError(_named(exc, info, name)) from None
 

@@ -357,7 +357,11 @@ def check_indices(idx, limit, what, item="index", low=0, detail=""):
     Returns the smallest index (None for none)."""
     if not idx.size:
         return None
-    smallest, largest = int(idx.min()), int(idx.max())
+    if idx.size <= 32 and idx.ndim == 1:  # a few values: Python's min and max over the
+        values = idx.tolist()             # list take 0.3 us where two reductions take 3-5
+        smallest, largest = min(values), max(values)
+    else:
+        smallest, largest = int(idx.min()), int(idx.max())
     if smallest < low or largest >= limit:
         bad = smallest if smallest < low else largest
         pos = int(np.flatnonzero(idx == bad)[0])
