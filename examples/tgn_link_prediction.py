@@ -62,6 +62,7 @@ What it does:
   goes on as well (each rank's share of a batch, and so the float sums, then differ).
 """
 import glob
+import math
 import os
 import sys
 import time
@@ -245,9 +246,9 @@ class Runner:
     """What one batch needs, in order: sample, read the memory, run the model; then
     stage the memory and the mails of the batch's events and commit them."""
 
-    def __init__(self, graph, memory, sampler, args, dim_edge, t_offset):
+    def __init__(self, graph, memory, sampler, args, dim_edge, shift):
         self.graph, self.memory, self.sampler = graph, memory, sampler
-        self.model_name, self.dim_edge, self.t_offset = args.model, dim_edge, t_offset
+        self.model_name, self.dim_edge, self.shift = args.model, dim_edge, shift
         self.wait = not args.pipelined_commit
         self.memory_s = 0.0  # time in NodeMemory reads and commits
 
@@ -272,7 +273,7 @@ class Runner:
         a = time.perf_counter()
         state = self.memory.read(uniq)
         self.memory_s += time.perf_counter() - a
-        root_ts = torch.from_numpy(np.tile(t, 3) + self.t_offset)
+        root_ts = torch.from_numpy(self.shift(np.tile(t, 3)))
         inv_t = torch.from_numpy(inv.reshape(-1))
         pos, negs, memory, memory_ts = model(state, inv_t, root_ts, n,
                                              block.to_torch() if block else None, ef)
@@ -292,7 +293,7 @@ class Runner:
         m_src, m_dst = m[:n], m[n:]
         mail = torch.cat([torch.cat([m_src, m_dst, ef], 1),
                           torch.cat([m_dst, m_src, ef], 1)]).numpy()
-        ts = np.concatenate([t, t]) + self.t_offset
+        ts = self.shift(np.concatenate([t, t]))
         self.memory.post(ends, mail, ts)
         if self.model_name == "apan":  # the events' mails also go to sampled neighbours
             block = self.sampler.sample(ends, np.concatenate([t, t]))[0]
@@ -346,13 +347,23 @@ def synthetic_graph(store, args, comm):
                    f"{args.partners} partners per node, p_repeat {args.p_repeat})")
 
 
-def time_offset(graph, comm):
-    """Memory timestamps are the event times plus this (so the earliest is 1 and 0 means
-    'never': an empty mailbox slot, a memory not yet updated)."""
+def time_shift(graph, comm):
+    """The memory's timestamps of event times ``t``: ``t - t_min + 1`` as float64 (the
+    earliest is 1 and 0 means 'never': an empty mailbox slot, a memory not yet updated),
+    the difference taken exactly in the graph's time dtype first (integer times such as
+    Unix nanoseconds, beyond 2**53, rounded before it collapsed events into one time)."""
     lo, hi = ddstore.partition(graph.num_edges, comm.size, comm.rank)
     t = graph.edges(np.arange(lo, hi))[2]
-    t_min = comm.allreduce(float(t.min()) if len(t) else np.inf, op=MPI.MIN)
-    return 1.0 - t_min
+    t_min = comm.allreduce(t.min().item() if len(t) else math.inf, op=MPI.MIN)
+    if t_min == math.inf:  # (no edges: nothing is shifted)
+        return lambda times: np.asarray(times, np.float64)
+    if np.dtype(graph.time_dtype).kind == "f":
+        return lambda times: np.asarray(times, np.float64) - t_min + 1.0
+    low = np.array(t_min, np.int64).view(np.uint64)  # t - t_min in [0, 2**64): exact
+
+    def shift(times):
+        return (np.asarray(times, np.int64).view(np.uint64) - low).astype(np.float64) + 1.0
+    return shift
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -459,7 +470,7 @@ def train_memory_model(graph, store, args, comm):
         if idle:
             log(comm, idle)
     sampler = tg.TemporalSampler(graph, (args.fanout,), "recent", seed=args.seed)
-    runner = Runner(graph, memory, sampler, args, dim_edge, time_offset(graph, comm))
+    runner = Runner(graph, memory, sampler, args, dim_edge, time_shift(graph, comm))
     train = tg.EdgeBatches(graph, args.batch_size, "train", negatives=1, comm=comm,
                            seed=args.seed)
     log(comm, f"{args.model.upper()}: {sum(p.numel() for p in model.parameters())} "

@@ -595,6 +595,24 @@ def test_traffic_data_file_checked_once(tmp_path, capsys):
         assert f"--data {data}: {words}" in err, err
 
 
+def test_tgn_memory_times_shifted_exactly():
+    """tgn_link_prediction.py's memory timestamps are ``t - t_min + 1`` taken exactly in
+    the graph's time dtype: int64 Unix nanoseconds beyond 2**53 gave [0, 0, 0, 3584]
+    for ``T0 + [0, 1, 100, 3600]`` (0 is its 'never'), through a float offset."""
+    from mpi4py import MPI
+    from ddstore import DDStore, temporal as tg
+    tgn = _example("tgn_link_prediction")
+    for t0, dtype in ((1700000000000000001, np.int64), (-2 ** 63, np.int64),
+                      (1.5e9, np.float64)):
+        t = np.array([t0, t0 + 1, t0 + 100, t0 + 3600], dtype)
+        with DDStore(MPI.COMM_SELF) as store:
+            g = tg.TemporalGraph.from_arrays(store, "g", [0, 1, 2, 3], [1, 2, 3, 0], t)
+            shift = tgn.time_shift(g, MPI.COMM_SELF)
+            got = shift(t[::-1])
+        assert got.dtype == np.float64 and got.tolist() == [3601.0, 101.0, 2.0, 1.0], \
+            (t0, got)
+
+
 def test_examples_name_the_horizons_range_once():
     """--horizon too long for the data: one message naming the largest that gives every
     split a whole window (dynamic_graph_forecast.py said ``<= 60`` from the series'
