@@ -218,6 +218,15 @@ def test_integer_times_are_kept_exactly(store):
     with pytest.raises(DDStoreValueError, match=r"sample: ts\[1\] = 9007199254740993 is "
                                                 r"outside \[-2\*\*53, 2\*\*53\]"):
         TemporalSampler(f, (2,)).sample([0, 1], [1, 2 ** 53 + 1])
+    # Python ints beyond int64 (numpy makes an object array of them): named with the
+    # range, as 2**63 was (they were "ts must be a 1-D array of real times, dtype object")
+    for graph, ts, rng in ((g, [3, -2 ** 63 - 1], r"-2\*\*63, 2\*\*63 - 1"),
+                           (g, [2 ** 70, 1], r"-2\*\*63, 2\*\*63 - 1"),
+                           (f, [0, 2 ** 70], r"-2\*\*53, 2\*\*53")):
+        at = 1 if ts[1] != 1 else 0
+        with pytest.raises(DDStoreValueError, match=rf"sample: ts\[{at}\] = {ts[at]} is "
+                                                    rf"outside \[{rng}\]"):
+            TemporalSampler(graph, (2,)).sample([0, 1], ts)
     for bad in (np.array([2 ** 63], np.uint64), [0, 2 ** 64]):
         with pytest.raises(DDStoreValueError, match=r"graph 'h': t\[\d\] = \d+ is outside "
                                                     r"\[-2\*\*63, 2\*\*63 - 1\]"):

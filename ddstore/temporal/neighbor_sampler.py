@@ -171,7 +171,8 @@ class TemporalSampler:
         roots = as_indices(nodes, f"sample of graph {self.graph.name!r}")
         t = np.asarray(tensor_values(ts, "sample: ts"))
         refuse_rounded_list(ts, t, "sample: ts")
-        if t.ndim != 1 or (t.size and t.dtype.kind not in "iuf"):
+        if t.ndim != 1 or (t.size and t.dtype.kind not in "iufO"):  # (O: Python ints
+            # beyond int64, named by as_times with the range)
             raise DDStoreValueError(f"sample: ts must be a 1-D array of real times, got "
                                     f"dtype {t.dtype} shape {t.shape}")
         if t.shape[0] != roots.shape[0]:
