@@ -573,6 +573,13 @@ def test_snapshots_of_checkpoints_read_at_once_equal_each_alone(store):
         assert all(s.keys.base is None and s.w.base is None for s in g._cache.snaps())
     finally:
         del store.get_records_packed
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    for bad, cls, said in (([3, 40], DDStoreIndexError, r"steps\[1\]=40 out of range "
+                                                         r"\[0, 40\)"),
+                           (np.array([0, 1, -1]), DDStoreIndexError, r"steps\[2\]=-1 out"),
+                           ([0, 1.5], DDStoreValueError, r"steps\[1\] must be an integer")):
+        with pytest.raises(cls, match=r"DynamicGraph 'g': snapshots: " + said):
+            g.snapshots(bad)
     g.free()
 
 

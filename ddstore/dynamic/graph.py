@@ -874,11 +874,13 @@ class DynamicGraph:
         if isinstance(steps, np.ndarray) and steps.ndim == 1 and steps.dtype.kind in "iu":
             bad = (steps < 0) | (steps >= self.num_steps)  # (all checked at once)
             if bad.any():
-                self._check_step(steps[int(np.argmax(bad))], "steps[i]")  # (raises)
+                i = int(np.argmax(bad))
+                self._check_step(steps[i], f"snapshots: steps[{i}]")  # (raises)
             distinct = np.unique(steps).tolist()
             steps = steps.tolist()
         else:
-            steps = [self._check_step(t, "steps[i]") for t in steps]
+            steps = [self._check_step(t, f"snapshots: steps[{i}]")
+                     for i, t in enumerate(steps)]
             distinct = sorted(set(steps))
         # steps with no delta entries since the one before have its edges: one snapshot
         # built for each run of them (a static graph's steps: one in all)
