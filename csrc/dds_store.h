@@ -39,10 +39,11 @@
  * whose length is another argument (`deg[num_nodes]`, `counts[width]`, `ids[n]`), and
  * inputs, whose lengths are the caller's to get right.
  *
- * Threads.  Below MPI_THREAD_MULTIPLE (MPI_Query_thread at dds_create), reads of a
- * store that reads some member by MPI take turns inside the core (one walk at a time:
- * MPI_THREAD_SERIALIZED's rule for them; the caller's other MPI calls are its own to keep
- * apart).  Variables never move in memory once added (see DDS_MAX_VARS in
+ * Threads.  Below MPI_THREAD_MULTIPLE (MPI_Query_thread at dds_create), the reads that
+ * call MPI take turns inside the core, those of every store of the process (one at a
+ * time from its first piece read by MPI to its end: MPI_THREAD_SERIALIZED's rule for
+ * them; reads of node-local rows alone do not wait; the caller's other MPI calls are its
+ * own to keep apart).  Variables never move in memory once added (see DDS_MAX_VARS in
  * csrc/internal.h), so:
  *   - reads (dds_read, dds_read_range, dds_ranges_total) and queries (dds_nrows,
  *     dds_chunk_offsets, dds_member_ptr, dds_local_bytes, dds_group_*) may run in several

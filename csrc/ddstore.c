@@ -126,7 +126,6 @@ static void destroy_store(dds_store *s, int mpi_usable)
     free(s->member_off);
     free(s->live);
     if (s->gone) munmap((void *)s->gone, DDS_SHARED_BYTES);
-    pthread_mutex_destroy(&s->read_lock);
     free(s);
 }
 
@@ -196,7 +195,6 @@ int dds_create(const MPI_Comm *comm, int width, int transport, dds_store **out,
     s->copy_threads = 1;  /* dds_set_copy_threads */
     s->private_chunks = -1;
     s->copy_min_bytes = INT64_MAX;
-    pthread_mutex_init(&s->read_lock, NULL);
     atomic_init(&s->nvars, 0);
     atomic_init(&s->local_bytes, 0);
     char *shared = mmap(NULL, DDS_SHARED_BYTES, PROT_READ | PROT_WRITE,
@@ -1214,10 +1212,6 @@ static int read_walk(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
         return dds_forked_refusal(what);
     }
     struct transport_call call;
-    /* below MPI_THREAD_MULTIPLE, one walk at a time (a forked process calls no MPI, and
-     * its copy of the lock may be held by a thread it does not have) */
-    int serial = s->mpi_serial && !dds_forked();
-    if (serial) pthread_mutex_lock(&s->read_lock);
     int code = transport_open(s, &call, reqs, nreq, per_row, any_rma, v);
     for (int64_t r = 0; r < nreq && code == DDS_OK; r++) {
         /* checked before the walk, but in a forked process the rank may remove or
@@ -1226,9 +1220,7 @@ static int read_walk(dds_store *s, const dds_read_req *reqs, int64_t nreq, int p
         code = dds_get_var(s, reqs[r].var_id, &v);
         if (code == DDS_OK) code = walk_request(s, v, (int)r, &call);
     }
-    code = transport_close(s, &call, code);
-    if (serial) pthread_mutex_unlock(&s->read_lock);
-    return code;
+    return transport_close(s, &call, code);
 }
 
 int dds_read_many(dds_store *s, const dds_read_req *reqs, int64_t nreq)

@@ -59,11 +59,10 @@ struct dds_store {
     int rank, size, width, group_rank, ngroups, transport;
     int *node_rank;      /* [group_size] rank in node_comm of each member, or -1 */
     int need_rma;        /* some member of the group is not reachable by load */
-    /* MPI below MPI_THREAD_MULTIPLE and need_rma: the reads that may call MPI (a walk:
-     * read_walk) take turns under read_lock, so that two threads' reads never call MPI
-     * at once (erroneous there: MPICH crashed or asserted) */
+    /* MPI below MPI_THREAD_MULTIPLE and need_rma: a read's MPI calls take turns with
+     * every other read's of the process, whatever its store (transport.c's lock): two
+     * threads calling MPI at once is erroneous there (MPICH crashed or asserted) */
     int mpi_serial;
-    pthread_mutex_t read_lock;
     int shm_peers;
     int off_node;        /* group members on other nodes (as MPI_Comm_split_type sees) */
     /* the progress agent (csrc/progress.c): the communicator its thread polls, the

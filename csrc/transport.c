@@ -67,6 +67,22 @@ int dds_serving(const dds_store *s)
     return s ? atomic_load_explicit(&((dds_store *)s)->serve_on, memory_order_acquire) : 0;
 }
 
+/* ------------------------------------------------------------------ turns */
+
+/* Below MPI_THREAD_MULTIPLE (s->mpi_serial), the reads of every store of the process
+ * that call MPI take turns under this one lock: a read takes it at its first piece that
+ * is not a plain load and keeps it until transport_close (reads of node-local rows alone
+ * never wait for it). */
+static pthread_mutex_t mpi_turn = PTHREAD_MUTEX_INITIALIZER;
+
+static void take_turn(struct transport_call *c)
+{
+    if (c->serial && !c->turn) {
+        pthread_mutex_lock(&mpi_turn);
+        c->turn = 1;
+    }
+}
+
 /* ------------------------------------------------------------------ one-sided gets */
 
 /* RMA pieces of one owner gathered into one MPI_Get of two hindexed datatypes (the
@@ -183,6 +199,7 @@ int transport_far(dds_store *s, struct transport_call *c, struct transport_piece
     struct dds_var *v = c->v;
     int per_row = c->per_row;
     char *touched = c->req_touched;
+    if (route == TRANSPORT_RMA || route == TRANSPORT_MESSAGE) take_turn(c);
     switch (route) {
     case TRANSPORT_LOCAL:  /* transport_piece copies these */
     case TRANSPORT_RMA:
@@ -396,6 +413,8 @@ int transport_open(dds_store *s, struct transport_call *c, const dds_read_req *r
     c->v = NULL;
     c->req = 0;
     c->boxes = NULL;
+    c->serial = s->mpi_serial && !dds_forked();  /* (a forked process calls no MPI) */
+    c->turn = 0;
     /* Targets with gets in flight during one call: per call (not per store), so that
      * reads from several threads never flush or skip each other's targets */
     c->ntouched = any_rma ? nreq * s->width : 0;
@@ -415,6 +434,7 @@ int transport_open(dds_store *s, struct transport_call *c, const dds_read_req *r
                s->off_node > 0 && !dds_forked();
     if (per_row) {
         /* the per-row path locks each row itself: leave the variable's shared epoch */
+        take_turn(c);
         int rc = MPI_Win_unlock_all(rma_var->rma_win);
         if (rc != MPI_SUCCESS) return dds_mpi_error(rc, "MPI_Win_unlock_all");
         c->per_row = 2;  /* relock in transport_close */
@@ -505,5 +525,9 @@ int transport_close(dds_store *s, struct transport_call *c, int code)
     }
     if (c->touched != c->touched_stack) free(c->touched);
     c->touched = NULL;
+    if (c->turn) {
+        c->turn = 0;
+        pthread_mutex_unlock(&mpi_turn);
+    }
     return code;
 }

@@ -43,6 +43,8 @@ struct transport_call {
                         * variable's shared epoch left (relocked by transport_close) */
     int serve;         /* this call may read members on other nodes by message */
     int any_rma;       /* some request's variable has an RMA window */
+    int serial;        /* its MPI calls take turns (s->mpi_serial, not forked) */
+    int turn;          /* ... and it holds the turn (from its first MPI piece to close) */
     struct dds_outbox *boxes;  /* [width]: pieces going by message; NULL until needed */
     /* touched[r * width + g]: gets of request r's variable in flight at member g */
     char touched_stack[DDS_TOUCHED_ON_STACK], *touched;

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch_geometric.nn import GCNConv
 
+import ddstore
 from ddstore import spatiotemporal as st
 from ddstore.cli import ArgumentParser, HelpFormatter, at_least, input_path, seed
 
@@ -33,9 +34,19 @@ def check_horizon(horizon, num_steps, label, overlap=None):
     """Ends the run naming ``--horizon``'s range for this series (every split of the
     default ratios needs a whole window), before anything is built; ``overlap`` is the
     ``--overlap`` option's value, ``None`` where the example has none."""
-    most = st.largest_horizon(num_steps, overlap=bool(overlap))
-    if horizon <= most:
+    try:  # what the dataset will accept, exactly
+        st.split_ranges(num_steps, horizon, overlap=bool(overlap))
         return
+    except ddstore.DDStoreValueError:
+        pass
+    most = st.largest_horizon(num_steps, overlap=bool(overlap))
+    if horizon < most:  # (--overlap: the rounding of the window counts leaves gaps)
+        raise SystemExit(f"--horizon {horizon}: {label} has {num_steps} steps; with "
+                         f"--overlap the {num_steps - 2 * horizon + 1} window starts cut "
+                         f"70/10/20 % round to none for a split at this horizon (not at "
+                         f"{most}, the largest that gives every split a window); another "
+                         f"--horizon, or without --overlap every --horizon <= "
+                         f"{st.largest_horizon(num_steps)}")
     fits = f"--horizon <= {most}" if most else "no horizon"
     other = ""
     if overlap is False:

@@ -613,7 +613,7 @@ def test_tgn_memory_times_shifted_exactly():
             (t0, got)
 
 
-def test_examples_name_the_horizons_range_once():
+def test_examples_name_the_horizons_range_once(tmp_path):
     """--horizon too long for the data: one message naming the largest that gives every
     split a whole window (dynamic_graph_forecast.py said ``<= 60`` from the series'
     check at 61, then ``<= 6`` and an ``overlap=True`` it has no option for at 60);
@@ -643,6 +643,17 @@ def test_examples_name_the_horizons_range_once():
         assert traffic.load_series(argparse.Namespace(
             data=pox, horizon=h, overlap=overlap, seed=0))[1:] == ("chickenpox.json",
                                                                     h or 4)
+    # --overlap at an odd T: 47 is below the largest (48) yet leaves 'val' no window
+    # (it passed the check and failed inside the dataset)
+    np.save(tmp_path / "odd.npy", np.zeros((101, 3), np.float32))
+    odd = str(tmp_path / "odd.npy")
+    with pytest.raises(SystemExit, match=r"^--horizon 47: odd.npy has 101 steps; with --overlap the 8 "
+                             r"window starts cut 70/10/20 % round to none for a split at "
+                             r"this horizon \(not at 48, .*without --overlap every "
+                             r"--horizon <= 5$"):
+        traffic.load_series(argparse.Namespace(data=odd, horizon=47, overlap=True, seed=0))
+    assert traffic.load_series(argparse.Namespace(data=odd, horizon=48, overlap=True,
+                                                  seed=0))[2] == 48
 
 
 def test_traffic_refuses_a_dynamic_graph_and_resumes_without_data(tmp_path):

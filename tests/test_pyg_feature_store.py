@@ -407,6 +407,13 @@ def test_a_second_store_of_a_name_in_use_is_refused(store, tmp_path):
     assert stale.get_tensor_size(group_name=None, attr_name="y") == (2,)
     assert new[0].get_tensor_size(group_name=None, attr_name="x") == (4, 2)
     new[0].update_tensor(torch.ones(3), group_name=None, attr_name="x")
+    lone = dpyg.FeatureStore(store, "lone")  # its variable removed under it: its record
+    lone.put_tensor(torch.ones(2), group_name=None, attr_name="v")  # goes too, and the
+    store.remove("lone/node/_/v")  # message does not send the user to open it
+    with pytest.raises(DDStoreStateError, match=r"'lone/node/_/v' was removed or replaced "
+                                                r"since .*; the store holds no FeatureStore "
+                                                r"'lone' now$"):
+        lone.get_tensor(group_name=None, attr_name="v")
     with store.transaction("t"):  # changes of its own, then rolled back: up to date
         new[0].put_tensor(torch.zeros(2), group_name=None, attr_name="z")
         new[1].build_backward()

@@ -124,6 +124,31 @@ def test_link_loader_builds_our_sampler(store):
                   run(edge_label=labels)]
     _equal(*everything)
     assert sum(b[1].shape[1] for b in everything[0]) == 2 * data.edge_index.shape[1]
+    # a graph put in CSC only: its edges in edge-id order (CSC positions), each batch's
+    # positive links mapped back through n_id are the edges their labels number
+    order = torch.argsort(data.edge_index[1] * 40 + data.edge_index[0])
+    edges = data.edge_index[:, order]
+    colptr = torch.searchsorted(edges[1], torch.arange(41))
+    csc = dpyg.GraphStore(store, "csc")
+    csc.put_edge_index((edges[0], colptr), edge_type=None, layout="csc", size=(40, 40))
+    fcsc = dpyg.FeatureStore(store, "csc")
+    fcsc.put_tensor(data.x, group_name=None, attr_name="x")
+    ids = torch.arange(edges.shape[1])
+    seen = 0
+    for b in LinkNeighborLoader((fcsc, csc), num_neighbors=[1], batch_size=16,
+                                edge_label_index=(None, None), edge_label=ids):
+        assert torch.equal(b.n_id[b.edge_label_index], edges[:, b.edge_label])
+        seen += b.edge_label.numel()
+    assert seen == edges.shape[1]
+    h = dpyg.GraphStore(store, "typed")
+    h.put_edge_index(edges, edge_type=("a", "r", "a"), layout="coo", size=(40, 40))
+    with pytest.raises(DDStoreValueError, match=r"LinkNeighborLoader\(edge_label_index="
+                                                r"\(None, None\)\): every edge of a "
+                                                r"homogeneous graph, but this graph store "
+                                                r"holds edge types \('a', 'r', 'a'\): "
+                                                r"pass \(edge_type, None\)"):
+        LinkNeighborLoader((dpyg.FeatureStore(store, "typed"), h), num_neighbors=[1],
+                           edge_label_index=(None, None))
 
 
 def test_temporal_loader_options(store):

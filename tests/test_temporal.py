@@ -776,14 +776,15 @@ def test_node_memory_staging_errors_raise_at_commit(memory):
 
 
 def test_node_memory_rows_of_another_dtype_cast_by_value(memory):
-    """Rows of float16, bfloat16, float64, int or a list go into the float32 memory as
+    """Rows of float16, bfloat16, float64, int, bool or a list go into the float32 memory as
     DDStore.update casts them (bfloat16 was taken and float16 / float64 refused), read
     back equal to the values cast; mails the same."""
     import torch
     m = memory
     vals = np.array([[0.5, -1.25, 3.0, 65504.0]])
     rows = [torch.tensor(vals, dtype=torch.float16), torch.tensor(vals, dtype=torch.bfloat16),
-            vals, vals.astype(np.float16), vals.tolist(), np.array([[1, -2, 3, 4]])]
+            vals, vals.astype(np.float16), vals.tolist(), np.array([[1, -2, 3, 4]]),
+            np.array([[True, False, True, True]])]
     for i, r in enumerate(rows):
         m.write([i], r, float(i + 1))
     m.post([0, 1], torch.tensor([[0.5, 1.5, -2.0], [1e-3, 2.0, 3.0]], dtype=torch.float64),

@@ -728,12 +728,14 @@ class FeatureStore(_PygFeatureStore):
         if a.h in self.store:
             return a
         self.store.check_alive()
+        now = (f"use FeatureStore.open(store, {self.name!r}) for one that is up to date"
+               if recorded(self.store, FEATURE_KIND, self.name) is not None else
+               f"the store holds no FeatureStore {self.name!r} now")
         raise DDStoreStateError(
             f"FeatureStore {self.name!r}: {what} ({a.group_name!r}, {a.attr_name!r}): "
             f"this object is out of date: the attribute's variable {a.var!r} was removed "
             f"or replaced since (by another FeatureStore of that name, made again or "
-            f"opened, or by DDStore.remove); use FeatureStore.open(store, {self.name!r}) "
-            f"for one that is up to date")
+            f"opened, or by DDStore.remove); {now}")
 
     @staticmethod
     def _index(a, index, what):

@@ -114,19 +114,30 @@ def _segments(num_steps, ratios):
 
 def largest_horizon(num_steps, split=(0.7, 0.1, 0.2), overlap=False):
     """The largest horizon at which every split of a positive ratio gets a complete
-    window (what :func:`split_ranges` accepts), 0 when none does: a script's
-    ``--horizon`` is checked against it before anything is built."""
+    window (what :func:`split_ranges` accepts), 0 when none does.  Without ``overlap``
+    every smaller horizon is accepted too; with ``overlap=True`` the rounding of the
+    window counts may leave a split of some smaller horizon without a window (at odd
+    ``T`` for the default ratios, ``largest - 1``): check a horizon with
+    :func:`split_ranges`."""
     ratios = check_ratios(split)
     T = int(num_steps)
     if not overlap:
         return max(0, min((b - a) // 2 for (a, b), r in
                           zip(_segments(T, ratios).values(), ratios) if r > 0))
-    for h in range(max(0, (T + 1) // 2), 0, -1):  # rounding is not monotone: try each
-        S = num_windows(T, h)
-        if S > 0 and all(b > a for (a, b), r in
-                         zip(_start_cut(S, ratios).values(), ratios) if r > 0):
-            return h
-    return 0
+    # _start_cut of every window count at once (numpy's rint rounds halves to even, as
+    # Python's round does; the products are the same float64s)
+    h = np.arange(1, (T + 1) // 2 + 1, dtype=np.int64)
+    S = T - 2 * h + 1
+    n_test = np.rint(S * ratios[2]).astype(np.int64)
+    n_train = S - n_test if ratios[1] == 0 else np.rint(S * ratios[0]).astype(np.int64)
+    n_val = S - n_train - n_test
+    n_test = np.where(n_val < 0, n_test + n_val, n_test)
+    n_val = np.maximum(n_val, 0)
+    ok = S > 0
+    for n, r in zip((n_train, n_val, n_test), ratios):
+        if r > 0:
+            ok &= n > 0
+    return int(h[ok].max()) if ok.any() else 0
 
 
 def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):

@@ -780,7 +780,7 @@ class NodeMemory:
         n = idx.shape[0]
         arr = _as_array(rows)
         want = (n, dim)
-        if arr.shape != want or arr.dtype.kind not in "iufc":
+        if arr.shape != want or arr.dtype.kind not in "biufc":
             raise DDStoreValueError(f"{what}: {kind} has dtype {arr.dtype} shape "
                                     f"{arr.shape}; needs dtype {self.dtype} shape {want} "
                                     f"(one row of {dim} per {item.split()[0]}; another "

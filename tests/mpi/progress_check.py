@@ -84,18 +84,22 @@ def check_pyddstore_serialized():
 
 
 def check_store_serialized():
-    """A plain DDStore under MPI_THREAD_SERIALIZED (the agent off) read from 4 threads
-    at once by every read call: reads that call MPI take turns in the core (they
-    crashed the process, 12 of 15 runs: MPICH's yaksa or RMA assertions, or SIGSEGV),
-    every byte as written."""
+    """Two plain DDStores under MPI_THREAD_SERIALIZED (the agent off) read from 4
+    threads at once by every read call, each thread alternating between them: reads
+    that call MPI take turns in the core, whatever their store (they crashed the
+    process, 12 of 15 runs: MPICH's yaksa or RMA assertions, or SIGSEGV; with a lock per
+    store, two stores crashed or hung 5 of 5), every byte as written."""
     import threading
-    with ddstore.DDStore(comm, transport="rma", progress="off") as store:
-        store.add("t", written(np.arange(rank * N, (rank + 1) * N)))
+    with ddstore.DDStore(comm, transport="rma", progress="off") as one, \
+            ddstore.DDStore(comm, transport="rma", progress="off") as two:
+        for st in (one, two):
+            st.add("t", written(np.arange(rank * N, (rank + 1) * N)))
         bad = []
 
         def work(t):
             rng = np.random.default_rng(t + 10 * rank)
-            for _ in range(300):
+            for k in range(300):
+                store = (one, two)[(k + t) % 2]
                 idx = rng.integers(0, N * size, 64)
                 a = int(idx[0])
                 got = [store.get_batch("t", idx), store.get("t", a)[None],
