@@ -149,6 +149,9 @@ def test_link_loader_builds_our_sampler(store):
                                                 r"pass \(edge_type, None\)"):
         LinkNeighborLoader((dpyg.FeatureStore(store, "typed"), h), num_neighbors=[1],
                            edge_label_index=(None, None))
+    with pytest.raises(DDStoreValueError, match=r"graph store holds no edges$"):
+        LinkNeighborLoader((dpyg.FeatureStore(store, "none"), dpyg.GraphStore(
+            store, "none")), num_neighbors=[1], edge_label_index=(None, None))
 
 
 def test_temporal_loader_options(store):

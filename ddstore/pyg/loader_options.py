@@ -197,13 +197,14 @@ def _arguments(name, args):
         # (None, None): every edge of a homogeneous graph, as PyG's in-memory path reads
         # None; its remote-backend path fails on it (RuntimeError: values expected
         # sparse tensor layout), a (type, None) of a heterogeneous graph takes them
-        typed = sorted({repr(a.edge_type) for a in data[1].get_all_edge_attrs()
-                        if a.edge_type is not None})
-        if typed:
+        held = data[1].get_all_edge_attrs()
+        typed = sorted({repr(a.edge_type) for a in held if a.edge_type is not None})
+        if typed or not held:
             raise DDStoreValueError(
                 f"{name}(edge_label_index=(None, None)): every edge of a homogeneous "
-                f"graph, but this graph store holds edge types {', '.join(typed)}: pass "
-                f"(edge_type, None) for every edge of one type")
+                f"graph, but this graph store holds " + (
+                    f"edge types {', '.join(typed)}: pass (edge_type, None) for every "
+                    f"edge of one type" if typed else "no edges"))
         row, col = data[1].coo([None])[:2]  # (whatever layout it was put in; ids in
         args = dict(args, edge_label_index=(None, torch.stack((row, col))))  # order)
     _check_seeds(name, args)
