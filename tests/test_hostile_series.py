@@ -257,7 +257,7 @@ def test_dynamic_ranges_take_0d_tensors_and_snapshots_needs_a_sequence(store):
         with pytest.raises(DDStoreValueError, match=r"snapshots: steps must be a sequence "
                                                     r"of integers in \[0, 6\), got int"):
             g.snapshots(5)
-        with pytest.raises(DDStoreIndexError, match=r"steps\[i\]=6 out of range"):
+        with pytest.raises(DDStoreIndexError, match=r"snapshots: steps\[1\]=6 out of range"):
             g.snapshots([1, 6])
     finally:
         g.free()
