@@ -398,8 +398,10 @@ def recorded(store, kind, name):
     """The annotation (an object) that the ``kind`` store ``name`` has in ``store`` now,
     or None: what a feature or graph store object notes as the record it last wrote or
     read (local, alike on every rank)."""
-    key = annotation_name(kind, name)
-    return store.annotation(key) if key in store.annotations() else None
+    try:  # (one lookup; listing every annotation to test the name sorted them all)
+        return store.annotation(annotation_name(kind, name))
+    except DDStoreValueError:  # none of that name
+        return None
 
 
 def check_recorded(store, kind, name, mine, what):

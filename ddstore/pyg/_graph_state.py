@@ -5,6 +5,7 @@ the PyG adapter (:mod:`ddstore.pyg.graph_store`), the distributed CSC build
 what is public here."""
 from torch_geometric.data.graph_store import EdgeLayout
 
+from .._checks import is_aside
 from .._readers import ahead
 from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError
 from ._common import GRAPH_KIND, ROLLED_BACK, as_edge_type, check_recorded, recorded
@@ -146,7 +147,10 @@ class GraphState:
             held = None if out is None else out.held
         else:
             held = c.held
-        if held is None or held in self.store or (ahead() and self._aside(held)):
+        # (a variable set aside by an open transaction is another object's replacement
+        # or removal: refused, but to a batch made ahead, which still reads it)
+        if held is None or (held in self.store and not is_aside(held.name)) or \
+                (ahead() and self._aside(held)):
             return c
         self.store.check_alive()
         raise DDStoreStateError(

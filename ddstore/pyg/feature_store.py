@@ -9,8 +9,9 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
 from .._checks import (as_indices, cast_values, check_free_names, check_indices,
-                       host_tensor, integer_scalar, is_int)
+                       host_tensor, integer_scalar, is_aside, is_int)
 from .._collective import call_name
+from .._readers import ahead
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from ..placement import member_offsets
 from ..build import CHUNK_BYTES, fill_rows
@@ -719,23 +720,45 @@ class FeatureStore(_PygFeatureStore):
         a = self._attrs.get(key)
         if a is None:
             self.store.check_alive()
+            self._listed(f"{what} {key!r}")  # (it may be the record's now)
             raise UnknownAttributeError(self._unknown(key, what))
         return self._held(a, what)
 
     def _held(self, a, what):
         """``a`` if its variable is still the store's, else the error that this object
-        is out of date (its reads would be another variable's rows)."""
-        if a.h in self.store:
+        is out of date (its reads would be another variable's rows).  A variable an open
+        transaction set aside (another object replaced or removed the attribute in it)
+        is not the attribute's any more, but to a batch made ahead (docs/pyg.md)."""
+        h = a.h
+        if h in self.store and (not is_aside(h.name) or ahead()):
             return a
+        self._out_of_date(f"{what} ({a.group_name!r}, {a.attr_name!r})",
+                          f"the attribute's variable {a.var!r} was removed or replaced")
+
+    def _out_of_date(self, what, why):
+        """Raise that this object is out of date (``why``), saying what to use."""
         self.store.check_alive()
         now = (f"use FeatureStore.open(store, {self.name!r}) for one that is up to date"
                if recorded(self.store, FEATURE_KIND, self.name) is not None else
                f"the store holds no FeatureStore {self.name!r} now")
         raise DDStoreStateError(
-            f"FeatureStore {self.name!r}: {what} ({a.group_name!r}, {a.attr_name!r}): "
-            f"this object is out of date: the attribute's variable {a.var!r} was removed "
-            f"or replaced since (by another FeatureStore of that name, made again or "
-            f"opened, or by DDStore.remove); {now}")
+            f"FeatureStore {self.name!r}: {what}: this object is out of date: {why} since "
+            f"(by another FeatureStore of that name, made again or opened, or by "
+            f"DDStore.remove, or a rollback); {now}")
+
+    def _listed(self, what):
+        """This object's attributes when they are those the store records of its name
+        (checked only when the record is not the one this object last wrote or read),
+        else the error that it is out of date: it would list, and a loader read, an
+        attribute set another object changed since (one added, removed, or given back
+        by a rollback)."""
+        now = recorded(self.store, FEATURE_KIND, self.name)
+        if now is not self._recorded:
+            keys = set() if now is None else {
+                (as_edge_type(type_from_json(g)), n) for g, n, *_ in now.meta["attrs"]}
+            if keys != set(self._attrs):
+                self._out_of_date(what, "the attributes recorded of its name changed")
+        return self._attrs
 
     @staticmethod
     def _index(a, index, what):
@@ -825,15 +848,15 @@ class FeatureStore(_PygFeatureStore):
         :data:`EDGES`): PyG's homogeneous loaders read every listed attribute by the
         batch's node ids."""
         self._check_fresh("get_all_tensor_attrs")
-        return [TensorAttr(a.group_name, a.attr_name) for a in self._attrs.values()
-                if a.group_name != EDGES]
+        return [TensorAttr(a.group_name, a.attr_name) for a in
+                self._listed("get_all_tensor_attrs").values() if a.group_name != EDGES]
 
     def edge_tensor_attrs(self):
         """The edge attributes (``group_name`` an edge type), :data:`EDGES` included
         (index UNSET, as :meth:`get_all_tensor_attrs`)."""
         self._check_fresh("edge_tensor_attrs")
-        return [TensorAttr(a.group_name, a.attr_name) for a in self._attrs.values()
-                if is_edge_type(a.group_name)]
+        return [TensorAttr(a.group_name, a.attr_name) for a in
+                self._listed("edge_tensor_attrs").values() if is_edge_type(a.group_name)]
 
     def num_rows(self, group_name, attr_name):
         """Rows of an attribute (nodes or edges of its type)."""
