@@ -9,7 +9,7 @@ from torch_geometric.data import TensorAttr
 from torch_geometric.data.feature_store import _FieldStatus
 
 from .._checks import (as_indices, cast_values, check_free_names, check_indices,
-                       host_tensor, integer_scalar, is_aside, is_int)
+                       host_tensor, integer_scalar, is_int)
 from .._collective import call_name
 from .._readers import ahead
 from ..errors import DDStoreError, DDStoreIndexError, DDStoreStateError, DDStoreValueError
@@ -729,8 +729,8 @@ class FeatureStore(_PygFeatureStore):
         is out of date (its reads would be another variable's rows).  A variable an open
         transaction set aside (another object replaced or removed the attribute in it)
         is not the attribute's any more, but to a batch made ahead (docs/pyg.md)."""
-        h = a.h
-        if h in self.store and (not is_aside(h.name) or ahead()):
+        h = a.h  # (set aside, a variable goes by another name: one compare tells)
+        if (h.name == a.var or ahead()) and h in self.store:
             return a
         self._out_of_date(f"{what} ({a.group_name!r}, {a.attr_name!r})",
                           f"the attribute's variable {a.var!r} was removed or replaced")
