@@ -447,6 +447,26 @@ def test_a_second_store_of_a_name_in_use_is_refused(store, tmp_path):
                                                     r"type None \(layout 'coo'\) in graph "
                                                     r"store 'tx' were replaced or removed"):
             g_before.get_edge_index(edge_type=None, layout="coo")
+    # a batch made ahead while this object replaces its own attribute (between the
+    # set-aside and its new record) lists what it holds, as a change under a live
+    # read-ahead is documented; it was refused as made out of date by another object
+    from ddstore import _readers
+    seen = []
+    real_add = store.add
+
+    def add(name, *args, **kwargs):
+        with _readers.reading():  # (what a prefetch thread's batch does at this moment)
+            seen.append(sorted(a.attr_name for a in changer.get_all_tensor_attrs()))
+        return real_add(name, *args, **kwargs)
+    changer.put_tensor(torch.ones(6), group_name=None, attr_name="y")
+    store.add = add
+    try:
+        with store.transaction("t"):
+            changer.update_tensor(torch.ones(6, 3), group_name=None, attr_name="x")
+    finally:
+        del store.add
+    assert seen == [["y"]], seen
+    assert sorted(a.attr_name for a in changer.get_all_tensor_attrs()) == ["x", "y"]
     lone = dpyg.FeatureStore(store, "lone")  # its variable removed under it: its record
     lone.put_tensor(torch.ones(2), group_name=None, attr_name="v")  # goes too, and the
     store.remove("lone/node/_/v")  # message does not send the user to open it

@@ -751,7 +751,11 @@ class FeatureStore(_PygFeatureStore):
         (checked only when the record is not the one this object last wrote or read),
         else the error that it is out of date: it would list, and a loader read, an
         attribute set another object changed since (one added, removed, or given back
-        by a rollback)."""
+        by a rollback).  Not checked in a batch made ahead (``ahead()``: it may run
+        inside this object's own change, between its set-aside and its new record;
+        docs/pyg.md: a change under a live read-ahead)."""
+        if ahead():
+            return self._attrs
         now = recorded(self.store, FEATURE_KIND, self.name)
         if now is not self._recorded:
             keys = set() if now is None else {
