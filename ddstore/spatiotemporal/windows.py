@@ -68,16 +68,32 @@ def check_ratios(split):
     return ratios
 
 
+def _start_counts(S, ratios):
+    """``overlap=True``'s window counts ``(train, val, test)`` of ``S`` window starts
+    (an int, or an int64 array of counts: each cut alike; numpy's ``rint`` rounds halves
+    to even, as Python's ``round`` does, on the same float64 products)."""
+    S = np.asarray(S, dtype=np.int64)
+    n_test = np.rint(S * ratios[2]).astype(np.int64)
+    # val's ratio 0: what rounding leaves goes to train (its ratio is > 0)
+    n_train = S - n_test if ratios[1] == 0 else np.rint(S * ratios[0]).astype(np.int64)
+    n_val = S - n_train - n_test
+    n_test = np.where(n_val < 0, n_test + n_val, n_test)  # rounding both up
+    return n_train, np.maximum(n_val, 0), n_test
+
+
+def _windowed(S, ratios):
+    """Where ``overlap=True``'s cut of ``S`` starts (an int64 array of counts) gives
+    every split of a positive ratio a window."""
+    ok = np.ones(np.shape(S), bool)
+    for n, r in zip(_start_counts(S, ratios), ratios):
+        if r > 0:
+            ok &= n > 0
+    return ok
+
+
 def _start_cut(S, ratios):
     """``overlap=True``'s cut of ``S`` window starts: ``{split: (a, b)}``."""
-    n_train = int(round(S * ratios[0]))
-    n_test = int(round(S * ratios[2]))
-    if ratios[1] == 0:  # what rounding leaves goes to train (its ratio is > 0)
-        n_train = S - n_test
-    n_val = S - n_train - n_test
-    if n_val < 0:  # rounding both up
-        n_test += n_val
-        n_val = 0
+    n_train, n_val, n_test = (int(n) for n in _start_counts(S, ratios))
     return {"train": (0, n_train), "val": (n_train, n_train + n_val),
             "test": (S - n_test, S)}
 
@@ -96,9 +112,8 @@ def _enough_steps(S, h, ratios):
     if top > S + _SEARCHED:
         bound = f"T >= {top + 2 * h - 1:.3g}" if top < 1e300 else "T beyond 1e300"
         return f"{bound} (enough, for a smallest ratio of {smallest:g})"
-    fails = [n for n in range(S, math.ceil(top) + 2) if not all(
-        b > a for (a, b), q in zip(_start_cut(n, ratios).values(), ratios) if q > 0)]
-    return f"T >= {fails[-1] + 1 + 2 * h - 1}"
+    counts = np.arange(S, math.ceil(top) + 2, dtype=np.int64)  # (every one at once)
+    return f"T >= {int(counts[~_windowed(counts, ratios)][-1]) + 1 + 2 * h - 1}"
 
 
 def _segments(num_steps, ratios):
@@ -124,19 +139,9 @@ def largest_horizon(num_steps, split=(0.7, 0.1, 0.2), overlap=False):
     if not overlap:
         return max(0, min((b - a) // 2 for (a, b), r in
                           zip(_segments(T, ratios).values(), ratios) if r > 0))
-    # _start_cut of every window count at once (numpy's rint rounds halves to even, as
-    # Python's round does; the products are the same float64s)
-    h = np.arange(1, (T + 1) // 2 + 1, dtype=np.int64)
+    h = np.arange(1, (T + 1) // 2 + 1, dtype=np.int64)  # every horizon's cut at once
     S = T - 2 * h + 1
-    n_test = np.rint(S * ratios[2]).astype(np.int64)
-    n_train = S - n_test if ratios[1] == 0 else np.rint(S * ratios[0]).astype(np.int64)
-    n_val = S - n_train - n_test
-    n_test = np.where(n_val < 0, n_test + n_val, n_test)
-    n_val = np.maximum(n_val, 0)
-    ok = S > 0
-    for n, r in zip((n_train, n_val, n_test), ratios):
-        if r > 0:
-            ok &= n > 0
+    ok = (S > 0) & _windowed(S, ratios)
     return int(h[ok].max()) if ok.any() else 0
 
 
