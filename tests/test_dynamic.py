@@ -250,16 +250,16 @@ def test_nonfinite_weights_name_the_edge():
     store = _store()
     try:
         edges = [np.array([[0, 1, 2], [1, 2, 0]]), np.array([[0, 3], [3, 1]])]
-        with pytest.raises(DDStoreValueError, match=r"weights\[1\]: edge 1 \(3 -> 1\) has "
+        with pytest.raises(DDStoreValueError, match=r"DynamicGraph 'g': weights\[1\]: edge 1 \(3 -> 1\) has "
                                                     r"weight nan; weights must be finite "
                                                     r"\(1 of 2 edges are NaN or inf\)"):
             DynamicGraph(store, "g", edges, [np.ones(3), np.array([1.0, np.nan])])
         # finite as given, beyond float32 as stored: the value and the range (was "inf")
         beyond = r"beyond float32 as weights are stored \(largest finite 3\.403e\+38\)"
-        with pytest.raises(DDStoreValueError, match=r"weights\[1\]: edge 0 \(0 -> 3\) has "
+        with pytest.raises(DDStoreValueError, match=r"DynamicGraph 'g': weights\[1\]: edge 0 \(0 -> 3\) has "
                                                     r"weight 1e\+39, " + beyond):
             DynamicGraph(store, "g", edges, [np.ones(3), np.array([1e39, 1.0])])
-        with pytest.raises(DDStoreValueError, match=r"weights\[0\] summed by dedup='sum': "
+        with pytest.raises(DDStoreValueError, match=r"DynamicGraph 'g': weights\[0\] summed by dedup='sum': "
                                                     r"edge 0 \(0 -> 1\) has weight 6e\+38, "
                                                     + beyond):
             DynamicGraph(store, "g", [np.array([[0, 0], [1, 1]])], [np.full(2, 3e38)],
@@ -278,15 +278,45 @@ def test_uint64_node_ids_reported_as_given():
     try:
         big = 2 ** 63 + 5
         edges = [np.array([[0, big], [1, 2]], dtype=np.uint64)]
-        with pytest.raises(DDStoreValueError, match=rf"edges\[0\] holds node id {big} "
+        with pytest.raises(DDStoreValueError, match=rf"DynamicGraph 'g': edges\[0\] holds node id {big} "
                                                     rf"\(row 0, edge 1\), out of range "
                                                     rf"\[0, 5\)"):
             DynamicGraph(store, "g", edges, num_nodes=5)
-        with pytest.raises(DDStoreValueError, match=rf"edges\[0\] holds node id {big} "
+        with pytest.raises(DDStoreValueError, match=rf"DynamicGraph 'g': edges\[0\] holds node id {big} "
                                                     rf"\(row 0, edge 1\), out of range "
                                                     rf"\[0, {2 ** 31}\)"):
             DynamicGraph(store, "g", edges)
         assert store.variables() == []
+    finally:
+        store.free()
+
+
+def test_step_errors_name_the_graph():
+    """Every refusal of a step's edges or weights names the graph as well as the step
+    (shape, dtype, an unreadable step, a weight count, a duplicate edge)."""
+    store = _store()
+
+    class Unreadable:
+        def __array__(self, *args, **kwargs):
+            raise OSError("disk gone")
+
+    good = np.array([[0, 1], [1, 2]])
+    cases = [
+        (dict(edges=[good, np.zeros((3, 2), np.int64)]),
+         r"edges\[1\] must have shape \[2, E_t\]"),
+        (dict(edges=[good.astype(np.float32)]), r"edges\[0\] must hold integer node ids"),
+        (dict(edges=[good, Unreadable()]), r"edges\[1\] is not an array: OSError: disk gone"),
+        (dict(edges=[good], weights=[np.ones(3)]),
+         r"weights\[0\] has 3 entries but edges\[0\] has 2 edges"),
+        (dict(edges=[good], weights=[np.ones((2, 1))]),
+         r"weights\[0\] must be a 1-D numeric array"),
+        (dict(edges=[np.array([[0, 0], [1, 1]])]), r"edges\[0\]: edge 0 -> 1 appears 2 times"),
+    ]
+    try:
+        for kwargs, msg in cases:
+            with pytest.raises(DDStoreValueError, match=r"^rank 0: DynamicGraph 'g2': " + msg):
+                DynamicGraph(store, "g2", **kwargs)
+            assert store.variables() == []
     finally:
         store.free()
 

@@ -78,21 +78,22 @@ def _unreadable(what, exc):
     return DDStoreValueError(f"{what} is not an array: {type(exc).__name__}: {exc}")
 
 
-def _step_edges(edges_t, t, num_nodes):
+def _step_edges(edges_t, t, num_nodes, who):
     """Validated ``[2, E]`` int64 array of step ``t`` (``num_nodes`` None: ids in
-    ``[0, _MAX_NODES)``)."""
+    ``[0, _MAX_NODES)``); ``who`` begins each error (``"DynamicGraph 'g': "``)."""
+    what = f"{who}edges[{t}]"
     try:
         arr = _to_numpy(edges_t)
     except Exception as exc:
-        raise _unreadable(f"edges[{t}]", exc) from None
+        raise _unreadable(what, exc) from None
     if arr.size == 0 and arr.ndim in (1, 2) and (arr.ndim == 1 or arr.shape[0] == 2 or
                                                 arr.shape[1] == 2):
         return np.zeros((2, 0), dtype=np.int64)  # an empty step (PGT writes [] for it)
     if arr.ndim != 2 or arr.shape[0] != 2:
-        raise DDStoreValueError(f"edges[{t}] must have shape [2, E_t] (row 0 source, row 1 "
+        raise DDStoreValueError(f"{what} must have shape [2, E_t] (row 0 source, row 1 "
                                 f"target), got shape {tuple(arr.shape)}")
     if arr.dtype.kind not in "iu":
-        raise DDStoreValueError(f"edges[{t}] must hold integer node ids, got dtype "
+        raise DDStoreValueError(f"{what} must hold integer node ids, got dtype "
                                 f"{arr.dtype}")
     # range first, on the ids as given (uint64 beyond int64 must not wrap around)
     low, high = arr.min(), arr.max()
@@ -100,14 +101,15 @@ def _step_edges(edges_t, t, num_nodes):
     if int(low) < 0 or int(high) >= limit:
         bad = low if int(low) < 0 else high
         pos = np.argwhere(arr == bad)[0]
-        raise DDStoreValueError(f"edges[{t}] holds node id {int(bad)} (row {pos[0]}, edge "
+        raise DDStoreValueError(f"{what} holds node id {int(bad)} (row {pos[0]}, edge "
                                 f"{pos[1]}), out of range [0, {limit})")
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
-def _step_weights(weights, t, edge_index):
+def _step_weights(weights, t, edge_index, who):
     """float64 ``[E]`` weights of step ``t`` (or None: unit weights / unweighted) for its
-    validated ``edge_index`` ``[2, E]``."""
+    validated ``edge_index`` ``[2, E]``; ``who`` begins each error."""
+    what = f"{who}weights[{t}]"
     if weights is None:
         return None
     num_edges = edge_index.shape[1]
@@ -117,22 +119,22 @@ def _step_weights(weights, t, edge_index):
     try:
         w = _to_numpy(w_t)
     except Exception as exc:
-        raise _unreadable(f"weights[{t}]", exc) from None
+        raise _unreadable(what, exc) from None
     if w.size == 0 and num_edges == 0:
         return np.zeros(0)
     if w.ndim != 1 or w.dtype.kind not in "biuf":
-        raise DDStoreValueError(f"weights[{t}] must be a 1-D numeric array [E_t], got "
+        raise DDStoreValueError(f"{what} must be a 1-D numeric array [E_t], got "
                                 f"dtype {w.dtype} shape {tuple(w.shape)}")
     if w.shape[0] != num_edges:
-        raise DDStoreValueError(f"weights[{t}] has {w.shape[0]} entries but edges[{t}] has "
+        raise DDStoreValueError(f"{what} has {w.shape[0]} entries but edges[{t}] has "
                                 f"{num_edges} edges")
     w = w.astype(np.float64)
     with np.errstate(over="ignore"):  # beyond float32 (as stored): inf, refused
-        check_finite_weights(w.astype(np.float32), edge_index, f"weights[{t}]", w)
+        check_finite_weights(w.astype(np.float32), edge_index, what, w)
     return w
 
 
-def canonical_edges(edge_index, edge_weight, num_nodes, dedup=None, step=0):
+def canonical_edges(edge_index, edge_weight, num_nodes, dedup=None, step=0, who=""):
     """Canonical form of one snapshot: ``(keys, weights)``.
 
     ``keys`` is int64, sorted and unique, ``(dst << b) | src`` with ``b`` the bit length
@@ -140,7 +142,8 @@ def canonical_edges(edge_index, edge_weight, num_nodes, dedup=None, step=0):
     float64 in key order (None when ``edge_weight`` is None).  Duplicate edges raise
     :class:`~ddstore.DDStoreValueError` unless ``dedup`` is ``"sum"`` (weights added in
     float64 one after the other in input order, as ``sum()`` would) or ``"last"`` (the
-    last occurrence in input order wins).
+    last occurrence in input order wins).  The error names ``edges[step]``, after
+    ``who`` (e.g. ``"DynamicGraph 'g': "``).
     """
     ei = np.asarray(edge_index, dtype=np.int64)
     bits = _key_bits(num_nodes)
@@ -163,7 +166,8 @@ def canonical_edges(edge_index, edge_weight, num_nodes, dedup=None, step=0):
                 n = int(np.count_nonzero(key == k))
                 first = np.flatnonzero(raw == k)[:2].tolist()
                 raise DDStoreValueError(
-                    f"edges[{step}]: edge {k & ((1 << bits) - 1)} -> {k >> bits} appears "
+                    f"{who}edges[{step}]: edge {k & ((1 << bits) - 1)} -> {k >> bits} "
+                    f"appears "
                     f"{n} times (input positions {first[0]} and {first[1]}), "
                     f"{int(dup.sum())} duplicates in all; a snapshot is a set of edges: "
                     f"pass dedup='sum' or dedup='last' to merge them")
@@ -266,7 +270,7 @@ def _compose(deltas, forward, weighted):
             uk[chg_mask] if weighted else None, None if w is None else w[chg_mask])
 
 
-def _same_steps(edges, weights):
+def _same_steps(edges, weights, who):
     """``same=`` settings that hold every rank to the same in-memory ``edges`` and
     ``weights``: for each that is a list or tuple (every step already in memory), one
     XXH64 fingerprint of all its steps, chained by seed (each step's dtype, shape and
@@ -281,7 +285,7 @@ def _same_steps(edges, weights):
             try:
                 fp = fingerprint(value, fp)
             except Exception as exc:  # what reading the step would say
-                raise _unreadable(f"{key}[{t}]", exc) from None
+                raise _unreadable(f"{who}{key}[{t}]", exc) from None
         out[f"argument {key!r}"] = f"{len(seq)} steps, fingerprint 0x{fp:016x}"
     return out
 
@@ -412,7 +416,7 @@ class DynamicGraph:
             top = -1
             if num_nodes is None:
                 for t in range(lo, hi):
-                    ei = _step_edges(edges[t], t, None)
+                    ei = _step_edges(edges[t], t, None, self._who)
                     if ei.size:
                         top = max(top, int(ei.max()))
             # and the steps in memory (each rank stores its own steps from its own copy)
@@ -421,7 +425,7 @@ class DynamicGraph:
                 "dedup": dedup, "weighted": weights is not None,
                 # (kept in the annotation, alike on every rank: what open() defaults to)
                 "cache_size": cache_size,
-                **_same_steps(edges, weights)})
+                **_same_steps(edges, weights, self._who)})
         if num_nodes is None:
             num_nodes = max(1, 1 + max(tops))  # <= _MAX_NODES
         self.num_steps = T
@@ -528,16 +532,22 @@ class DynamicGraph:
         check_object_name(store, name, KIND, f"DynamicGraph {name!r}")
         return T
 
+    @property
+    def _who(self):
+        """What begins the errors of a step's edges and weights."""
+        return f"DynamicGraph {self.name!r}: "
+
     def _canonical(self, edges, weights, t):
-        ei = _step_edges(edges[t], t, self.num_nodes)
-        w = _step_weights(weights, t, ei)
-        keys, w = canonical_edges(ei, w, self.num_nodes, self.dedup, t)
+        ei = _step_edges(edges[t], t, self.num_nodes, self._who)
+        w = _step_weights(weights, t, ei, self._who)
+        keys, w = canonical_edges(ei, w, self.num_nodes, self.dedup, t, self._who)
         if w is not None and self.dedup == "sum" and keys.shape[0] < ei.shape[1]:
             # finite inputs can add up beyond float32 (as stored): refused, not kept as inf
             with np.errstate(over="ignore"):
                 w32 = w.astype(np.float32)
             merged = np.stack([keys & self._mask, keys >> self._bits])
-            check_finite_weights(w32, merged, f"weights[{t}] summed by dedup='sum'", w)
+            check_finite_weights(w32, merged, f"{self._who}weights[{t}] summed by "
+                                 f"dedup='sum'", w)
         return keys, w
 
     def _measure(self, edges, weights, lo, hi, checkpoint_every, show_progress):
