@@ -634,7 +634,7 @@ def test_examples_name_the_horizons_range_once(tmp_path):
     traffic = _example("traffic_index_batching")
     pox = os.path.join(ROOT, "tests", "data", "chickenpox.json")
     T = st.load_pgt_json(pox).num_steps
-    most, pgt = (st.largest_horizon(T, overlap=o) for o in (0, 1))
+    most, pgt = (st.largest_horizon(T, overlap=o) for o in (False, True))
     with pytest.raises(SystemExit, match=rf"--horizon <= {most} gives .*; with --overlap "
                                          rf"\(PGT's split\), --horizon <= {pgt}$"):
         traffic.load_series(argparse.Namespace(data=pox, horizon=most + 1, overlap=False,

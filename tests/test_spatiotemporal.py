@@ -404,6 +404,34 @@ def test_split_zero_ratio_is_empty_and_overlap_tiles(T, h, overlap, ratios):
         assert b["train"][1] == b["val"][0] and b["val"][1] == b["test"][0]
 
 
+def test_split_helpers_refuse_what_window_dataset_refuses():
+    """``split_ranges`` and ``largest_horizon`` check their arguments as
+    :class:`WindowDataset` does: a horizon outside ``[1, T // 2]`` or not an integer, a
+    flag that is not True or False (``"no"`` was read as True), a step count that is not
+    an integer (``21.9`` was truncated); each error names the argument and the range."""
+    for h in (0, -3, 26):
+        with pytest.raises(DDStoreValueError, match=rf"horizon={h} out of range: allowed "
+                                                    rf"1 <= horizon <= 25"):
+            st.split_ranges(50, h)
+    with pytest.raises(DDStoreValueError, match=r"horizon must be an integer in \[1, 25\]"):
+        st.split_ranges(50, 2.5)
+    for call in (lambda o: st.split_ranges(50, 2, overlap=o),
+                 lambda o: st.largest_horizon(50, overlap=o)):
+        for flag in ("no", 1, None):
+            with pytest.raises(DDStoreValueError, match=r"overlap must be True or False"):
+                call(flag)
+    for steps in ("x", 21.9, -1):
+        with pytest.raises(DDStoreValueError, match=r"largest_horizon: num_steps must be "
+                                                    r"an integer >= 0"):
+            st.largest_horizon(steps)
+    with pytest.raises(DDStoreValueError, match=r"split_ranges: num_steps must be"):
+        st.split_ranges(50.5, 2)
+    # what was accepted stays: numpy integers and 0-d integer tensors, numpy bools
+    assert st.split_ranges(np.int32(50), torch.tensor(2), overlap=np.True_) == \
+        st.split_ranges(50, 2, overlap=True)
+    assert st.largest_horizon(np.int64(50), overlap=False) == 2
+
+
 @settings(max_examples=200, deadline=None)
 @given(T=st_.integers(1, 120), overlap=st_.booleans(),
        ratios=st_.lists(st_.sampled_from([0, 0.05, 0.1, 0.2, 0.25, 0.5, 0.7, 1]),

@@ -10,7 +10,7 @@ import numbers
 import numpy as np
 
 from ..errors import DDStoreValueError
-from .._checks import integer_scalar, is_int
+from .._checks import as_bool, as_int, integer_scalar, is_int
 
 __all__ = ["check_horizon", "num_windows", "split_ranges", "window_weights",
            "Moments", "chunk_moments", "series_layout"]
@@ -133,10 +133,10 @@ def largest_horizon(num_steps, split=(0.7, 0.1, 0.2), overlap=False):
     every smaller horizon is accepted too; with ``overlap=True`` the rounding of the
     window counts may leave a split of some smaller horizon without a window (at odd
     ``T`` for the default ratios, ``largest - 1``): check a horizon with
-    :func:`split_ranges`."""
+    :func:`split_ranges`.  ``num_steps``: an integer >= 0; ``overlap``: True or False."""
     ratios = check_ratios(split)
-    T = int(num_steps)
-    if not overlap:
+    T = as_int(integer_scalar(num_steps), "largest_horizon: num_steps", 0)
+    if not as_bool(overlap, "largest_horizon: overlap"):
         return max(0, min((b - a) // 2 for (a, b), r in
                           zip(_segments(T, ratios).values(), ratios) if r > 0))
     h = np.arange(1, (T + 1) // 2 + 1, dtype=np.int64)  # every horizon's cut at once
@@ -157,12 +157,14 @@ def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
     (train does when val's ratio is 0); the last training windows' targets overlap the
     first validation inputs.
     A split with ratio 0 is empty; a split with a positive ratio but no complete window
-    is an error.
+    is an error, as are a horizon out of ``[1, T // 2]`` and an ``overlap`` that is not
+    True or False (what :class:`WindowDataset` refuses).
     """
     ratios = check_ratios(split)
-    h = horizon
+    num_steps = as_int(integer_scalar(num_steps), "split_ranges: num_steps", 0)
+    h = check_horizon(horizon, num_steps)
     S = num_windows(num_steps, h)
-    if overlap:
+    if as_bool(overlap, "split_ranges: overlap"):
         bounds = _start_cut(S, ratios)
         for name, r in zip(SPLIT_NAMES, ratios):
             a, b = bounds[name]
