@@ -81,8 +81,9 @@ import uuid
 
 import numpy as np
 
-from . import _collective, _core
+from . import _collective, _core, _lifecycle
 from ._checks import MAX_ROW_DIMS, as_int, partition
+from ._collective import collective
 from .annotations import Annotation, cut_fault
 from .errors import DDStoreError, DDStoreStateError, DDStoreValueError
 
@@ -1289,19 +1290,18 @@ def restore(cls, path, comm=None, width=None, transport="auto", *, memory_budget
     """:meth:`DDStore.restore <ddstore.DDStore.restore>` (``cls``: the store class): a
     new store sized from the manifest when asked, then :meth:`load`; freed on a
     refusal."""
-    from mpi4py import MPI
-    comm = MPI.COMM_WORLD if comm is None else comm
+    comm = _lifecycle.as_comm(comm, "DDStore.restore")  # None: MPI.COMM_WORLD
     nbytes = None
-    if width == "auto" or memory_budget is not None:
-        try:
-            nbytes = read_manifest(path)["nbytes"]
-        except DDStoreError:
-            nbytes = 1  # refused below, by load's agreed step
     # held over the constructor and load together: a SIGINT after the constructor's last
     # round is agreed in load's first, not raised on one rank between the two calls
     level = _collective.hold_interrupts()
     store = None
     try:
+        if width == "auto" or memory_budget is not None:
+            # the store is sized from the manifest: read in a step of its own, so that a
+            # path refused or a checkpoint missing on one rank is agreed as what it is
+            with collective(comm, "DDStore.restore", str(path)):
+                nbytes = read_manifest(_path_arg(path, "restore"))["nbytes"]
         store = cls(comm, width, transport, data_nbytes=nbytes,
                     memory_budget=memory_budget, progress=progress)
         store.load(path)

@@ -97,7 +97,7 @@ class Records:
         with self.store.collective("add_records", name) as step:
             self.variables.check_name(name)
             try:
-                schema = _record_schema(name, samples)
+                schema, counts = _record_schema(name, samples)
             except (DDStoreError, MemoryError):  # a MemoryError: agreed as one by the step
                 raise
             except Exception as exc:  # a sample numpy cannot read
@@ -110,8 +110,9 @@ class Records:
                                         f"(empty data set)")
             schema = _same_schema(name, schemas)
             self.check_fields(name, schema)
-        counts = np.array([[np.shape(s[k])[0] for k, _, _ in schema] for s in samples],
-                          dtype=np.int64).reshape(len(samples), len(schema))
+            # (each sample's rows per key, in the schema's key order: read in the step,
+            # with the schema; read again only to be copied, below)
+            counts = counts.reshape(len(samples), len(schema))  # (no sample: 0 x keys)
         with self.store.transaction(f"add_records {name!r}"):
             # found by name once every rank's records are written and synchronised (a
             # thread of this process reading it meanwhile would read zeros); entered
@@ -379,17 +380,22 @@ class Records:
 
 
 def _record_schema(name, samples):
-    """The schema: a tuple of (key, dtype.str, trailing shape) sorted by key; raises
+    """``(schema, counts)``: the schema, a tuple of (key, dtype.str, trailing shape)
+    sorted by key (None without samples), and each sample's first dimension per key in
+    that order (int64 ``[samples, keys]``), from one read of every sample; raises
     :class:`DDStoreValueError` naming the first bad sample."""
     if isinstance(samples, dict) or not hasattr(samples, "__len__"):
         raise DDStoreValueError(f"records {name!r}: samples must be a sequence "
                                 f"of dicts, got {type(samples).__name__}")
-    schema = None
+    schema, counts, n = None, np.zeros((0, 0), dtype=np.int64), len(samples)
     for i, sample in enumerate(samples):
+        if i >= n:
+            raise DDStoreValueError(f"records {name!r}: samples gave more than its "
+                                    f"len(), {n}, samples")
         if not isinstance(sample, dict):
             raise DDStoreValueError(f"records {name!r}: sample {i} is a "
                                     f"{type(sample).__name__}, not a dict")
-        this = []
+        this, rows = [], []
         for key in sorted(sample, key=str):
             if not isinstance(key, str) or not key:
                 raise DDStoreValueError(f"records {name!r}: sample {i} has key {key!r}; "
@@ -403,9 +409,11 @@ def _record_schema(name, samples):
                 raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} is a scalar; "
                                         f"values need a first (variable) dimension")
             this.append((key, arr.dtype.str, tuple(arr.shape[1:])))
+            rows.append(arr.shape[0])
         this = tuple(this)
         if schema is None:
             schema = this
+            counts = np.empty((len(samples), len(this)), dtype=np.int64)
         elif this != schema:
             want, got = dict((k, (d, s)) for k, d, s in schema), dict(
                 (k, (d, s)) for k, d, s in this)
@@ -421,7 +429,11 @@ def _record_schema(name, samples):
                        f"{got[key][1]}, sample 0 has dtype {np.dtype(want[key][0])} "
                        f"trailing shape {want[key][1]}")
             raise DDStoreValueError(f"records {name!r}: sample {i}: {msg}")
-    return schema
+        counts[i] = rows
+    if schema is not None and i + 1 != n:
+        raise DDStoreValueError(f"records {name!r}: samples gave {i + 1} samples, not its "
+                                f"len(), {n}")
+    return schema, counts
 
 
 def _same_schema(name, schemas):

@@ -236,6 +236,19 @@ def _(t):
                 check(not r.annotations(), f"{how}: annotations left")
         expect_error(DDStoreValueError, ["no checkpoint at", "not found"], DDStore.restore,
                      os.path.join(tmp, "nowhere"), comm, agree=True, agreed=True)
+        # sized from the manifest (width="auto", memory_budget=): its read is a step of
+        # its own, so a checkpoint missing or a path refused on one rank is agreed as
+        # what it is (was: a hang, or the constructor's data_nbytes said to differ)
+        last = size - 1
+        for kw in ({"width": "auto"}, {"memory_budget": 10 ** 9}):
+            mine = os.path.join(tmp, "nowhere") if rank == last else base
+            expect_error(DDStoreValueError, [f"rank {last}: no checkpoint at", "not found"],
+                         DDStore.restore, mine, comm, agree=True, agreed=True, **kw)
+            mine = None if rank == last else base
+            expect_error(DDStoreValueError, [f"rank {last}: restore: path must be a "
+                                             f"directory name (str or os.PathLike), got "
+                                             f"None"],
+                         DDStore.restore, mine, comm, agree=True, agreed=True, **kw)
         # names already held: refused, store unchanged
         expect_error(DDStoreValueError, ["already holds ['big']"], s.load, base,
                      agree=True, agreed=True, store=s)

@@ -482,6 +482,40 @@ def _add_records_bad_samples(t):
         expect_error(DDStoreValueError, ["'r6'", "rank 0", "rank 1"],
                      lambda: store.add_records("r6", mine),
                      what="records differ between ranks")
+
+    class Lazy:
+        """Samples read on demand (a torch Dataset): after ``ok`` reads, the last rank's
+        fail (a transient I/O error in a later pass)."""
+
+        def __init__(self, n, ok, length=None):
+            self.n, self.ok, self.reads, self.length = n, ok, 0, length
+
+        def __len__(self):
+            return self.n if self.length is None else self.length
+
+        def __getitem__(self, i):
+            if i >= self.n:
+                raise IndexError(i)
+            self.reads += 1
+            if rank == size - 1 and self.reads > self.ok:
+                raise OSError(f"sample {i}: read failed")
+            return {"a": np.arange(i + 1, dtype=np.float32)}
+
+    # the samples are read once for their schema and row counts, once to be copied:
+    # a failure in either read, on one rank, agreed, nothing stored (a failure in a
+    # read of the counts between the two steps hung the other ranks)
+    for ok in (1, 3, 4):
+        msg = expect_error(DDStoreValueError, [f"rank {size - 1}: ", "records 'r7'",
+                                               "OSError: sample"],
+                           lambda: store.add_records("r7", Lazy(3, ok)), agree=True,
+                           agreed=True, store=store, what=f"records failing after {ok}")
+        check(msg is None or "r7" not in store, "r7 left in the store")
+    # a sequence that gives another number of samples than its len()
+    for length, words in ((2, "gave more than its len(), 2,"), (4, "gave 3 samples, not its "
+                                                                   "len(), 4")):
+        expect_error(DDStoreValueError, ["records 'r8'", words],
+                     lambda: store.add_records("r8", Lazy(3, 99, length)), agree=True,
+                     agreed=True, store=store, what=f"records of len {length}")
     t.good = good
 
 
