@@ -630,12 +630,13 @@ def _interrupted(exc):
 def register(store):
     """Note a new live store (creation order is the same on every rank), install the
     abort hook at the first one, and warn once when the process was launched without
-    ``mpiexec``."""
+    ``mpiexec``.  The warning at :data:`MANY_STORES` is told by rank 0 of the store
+    that reaches the count (made on every rank of its communicator together)."""
     _LIVE_STORES.append(store)
     install_abort_hook()
     watch_shm()
     _warn_if_alone()
-    if len(_LIVE_STORES) == MANY_STORES:  # once, at the count
+    if len(_LIVE_STORES) == MANY_STORES and store.rank == 0:  # once, at the count
         logging.getLogger("ddstore").warning(
             f"[ddstore] {live_stores_text()}; a store dropped without free() is not freed by "
             f"the garbage collector (freeing is collective): free() each when done, or "

@@ -133,6 +133,30 @@ def main():
     check(not local[0].freed, "a local exception leaving `with` ran the collective free")
     local[0].free()
     check(local[0].freed, "free() after a local exception")
+
+    # the warning at 64 live stores: one line, from rank 0 (every rank told it)
+    import logging
+    from ddstore import _lifecycle
+    told = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            if "DDStores are alive" in record.getMessage():
+                told.append(record.getMessage())
+
+    keep = Keep()
+    logging.getLogger("ddstore").addHandler(keep)
+    many = []
+    try:
+        while not _lifecycle.many_stores():
+            many.append(ddstore.DDStore(comm))
+    finally:
+        for s in reversed(many):
+            s.free()
+        logging.getLogger("ddstore").removeHandler(keep)
+    check(len(told) == (1 if rank == 0 else 0) and all(
+        t.startswith(f"[ddstore] {_lifecycle.MANY_STORES} DDStores are alive") for t in told),
+        f"the warning at {_lifecycle.MANY_STORES} stores, on rank {rank}: {told}")
     store.free()
 
 
