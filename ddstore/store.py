@@ -503,11 +503,12 @@ class DDStore:
     @classmethod
     def restore(cls, path, comm=None, width=None, transport="auto", *,
                 memory_budget=None, progress=None):
-        """Collective: a new store over ``comm`` holding the checkpoint at ``path`` (see
-        :meth:`save`), at any rank count and ``width`` (``"auto"``: the smallest width
-        whose share fits the memory budget, from the checkpoint's size).  Layers reopen
-        their objects from it by name (``TemporalGraph.open(store, name)``...).  On a
-        refusal the new store is freed and the error raised alike on every rank."""
+        """Collective: a new store holding the checkpoint at ``path`` (see :meth:`save`),
+        at any rank count; ``comm``, ``width``, ``transport``, ``memory_budget`` and
+        ``progress`` as in :class:`DDStore`, whose ``data_nbytes`` is the checkpoint's
+        size (``width="auto"``: the smallest width whose share fits the budget).  Layers
+        reopen their objects from it by name (``TemporalGraph.open(store, name)``...).
+        On a refusal the new store is freed and the error raised alike on every rank."""
         return checkpoint.restore(cls, path, comm, width, transport,
                                   memory_budget=memory_budget, progress=progress)
 
@@ -603,8 +604,7 @@ class DDStore:
         by their owner; only this process's page tables grow, about 2 MB per GB mapped),
         and no other rank is involved.  Uses ``madvise(MADV_POPULATE_READ)`` (Linux >=
         5.14), else reads one byte per page; what the system refuses is not an error.
-        Note that the resident size (RSS) of the process grows by the peers' chunks
-        mapped: shared pages are counted in every process that maps them.
+        The process's RSS grows by the peers' chunks mapped (shared pages count in each).
 
         Returns the bytes mapped.  ``background=True`` starts the work in a daemon thread
         (the core releases the GIL) and returns it at once: ``t.join()`` waits, then

@@ -8,6 +8,7 @@ canonical_edges and the benchmark (the example runs in test_examples.py).
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -317,6 +318,20 @@ def test_step_errors_name_the_graph():
             with pytest.raises(DDStoreValueError, match=r"^rank 0: DynamicGraph 'g2': " + msg):
                 DynamicGraph(store, "g2", **kwargs)
             assert store.variables() == []
+    finally:
+        store.free()
+
+
+def test_show_progress_bars_say_whose_steps(capsys):
+    """``show_progress=True``: two bars on rank 0 over its own steps, labelled so (at
+    width 2 the bars' 60 of 120 steps looked like a graph stored in part)."""
+    store = _store()
+    try:
+        edges = [np.array([[0, 1], [1, t % 3]]) for t in range(3)]
+        DynamicGraph(store, "g", edges, show_progress=True)
+        err = capsys.readouterr().err
+        for label in ("deltas of 'g' (rank 0)", "storing 'g' (rank 0)"):
+            assert re.search(re.escape(label) + r": 100%.* 3/3 ", err), err
     finally:
         store.free()
 

@@ -385,6 +385,10 @@ class DynamicGraph:
         Snapshots kept in an LRU cache (default 8; at least 1), for the repeated access
         of truncated backpropagation through time; the same on every rank (checked: it
         is recorded for :meth:`open`), another per rank with ``open(cache_size=...)``.
+    show_progress : bool
+        Default False.  True: progress bars on rank 0, over the steps rank 0 itself
+        makes canonical and stores (its share of the ``T`` steps, as each rank stores
+        its own: "(rank 0)" in their labels).
 
     Notes
     -----
@@ -566,7 +570,7 @@ class DynamicGraph:
         need_delta = checkpoint_every is None or checkpoint_every > 1
         kept, held = {}, 0
         with progress_bar(show_progress and self.store.rank == 0, total=hi - lo,
-                          desc=f"deltas of {self.name!r}") as progress:
+                          desc=f"deltas of {self.name!r} (rank 0)", unit="step") as progress:
             prev = self._canonical(edges, weights, lo - 1) if lo > 0 else None
             for t in range(lo, hi):
                 cur = self._canonical(edges, weights, t)
@@ -616,7 +620,7 @@ class DynamicGraph:
             # raised on every rank (and the records removed)
             with store.collective(None), \
                     progress_bar(show_progress and store.rank == 0, total=hi - lo,
-                                 desc=f"storing {name!r}") as progress:
+                                 desc=f"storing {name!r} (rank 0)", unit="step") as progress:
                 prev = None  # step t - 1 made canonical, when it was at t - 1
                 for t in range(lo, hi):
                     ckpt, delta = kept.pop(t, (None, None))
