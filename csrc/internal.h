@@ -83,9 +83,14 @@ struct dds_store {
     char *member_off;    /* [group_size] 1: member on another node */
     struct dds_server agent_srv;  /* the agent's buffers (allocated by dds_serve) */
     atomic_int mpi_waiters;       /* threads of this rank waiting inside MPI for their
-                                   * own reads (a flush; or replies, answering others'
-                                   * requests meanwhile): they run MPI's progress, and
-                                   * the agent does not poll while any does */
+                                   * own one-sided reads (a flush): they run MPI's
+                                   * progress, which answers gets, not requests */
+    atomic_int mpi_servers;       /* threads of this rank waiting for replies to their
+                                   * reads by message, answering others' requests
+                                   * meanwhile (csrc/serve.c).  The agent does not poll
+                                   * while a server waits; while a flusher does, it polls
+                                   * less often, or not at all where the store does not
+                                   * serve (csrc/progress.c) */
     /* variables [0, nvars) are complete: dds_add fills a slot, then publishes it by a
      * release store of nvars; readers load nvars with acquire */
     atomic_int nvars;

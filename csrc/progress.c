@@ -23,9 +23,18 @@ static int64_t now_ns(void)
  * rank"): follow-up polls soon after a busy one (a read is several messages) or a short
  * spin made reads slower, not faster, each wake of a sleeping thread costing 20-30 us
  * on a virtual machine and its polls contending for MPI's lock.  While a thread of this
- * rank waits inside MPI for its own reads (s->mpi_waiters), that thread runs MPI's
- * progress and the agent does not poll: it would only take MPI's lock from it. */
+ * rank does the agent's work, the agent does not poll: it would only take MPI's lock
+ * from it.  That is a thread waiting for replies by message (s->mpi_servers: it answers
+ * requests meanwhile) or, where the store does not serve reads by message, a thread
+ * flushing its gets (s->mpi_waiters: MPI's progress is all the agent would make).  A
+ * flusher answers no request: in a store that serves the agent polls every
+ * DDS_PROGRESS_FLUSH_EVERY periods through flushes (standing back for them, it left every
+ * request to a rank whose threads read one-sided, one flush after another, waiting for
+ * seconds; polling every period cost PyG's batches between nodes a few per cent). */
 #define DDS_PROGRESS_SLACK_NS 1000
+/* while a thread of a store that serves flushes, the agent polls every this many periods
+ * (1 ms at the default 200 us): requests are answered, MPI's lock mostly left to it */
+#define DDS_PROGRESS_FLUSH_EVERY 5
 
 static void sleep_ns(int64_t ns)
 {
@@ -41,11 +50,18 @@ static void *agent_main(void *arg)
      * a reply in flight (csrc/serve.c) */
     prctl(PR_SET_TIMERSLACK, DDS_PROGRESS_SLACK_NS, 0, 0, 0);
 #endif
+    int stood = 0;  /* periods stood back in a row for a flushing thread */
     while (!atomic_load(&s->progress_stop)) {
-        if (!atomic_load_explicit(&s->mpi_waiters, memory_order_acquire)) {
+        int serve = atomic_load_explicit(&s->serve_on, memory_order_acquire);
+        int skip = atomic_load_explicit(serve ? &s->mpi_servers : &s->mpi_waiters,
+                                        memory_order_acquire) > 0;
+        if (!skip && serve && atomic_load_explicit(&s->mpi_waiters, memory_order_acquire))
+            skip = ++stood < DDS_PROGRESS_FLUSH_EVERY;  /* (a flush answers no request) */
+        if (!skip) {
+            stood = 0;
             int flag = 0, served = 0;
             int64_t t0 = now_ns();
-            if (atomic_load_explicit(&s->serve_on, memory_order_acquire))
+            if (serve)
                 dds_serve_poll(s, &s->agent_srv, &served);  /* failures: the reader's */
             else
                 MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, s->progress_comm, &flag,

@@ -369,7 +369,7 @@ int dds_wait_outboxes(dds_store *s, struct dds_outbox *boxes, int nboxes,
     if (srv && dds_server_prepare(srv) != DDS_OK) srv = NULL;
     /* while this thread waits it answers requests itself, and the agent leaves them
      * (and MPI's lock) to it; without buffers of its own it leaves them to the agent */
-    if (srv) atomic_fetch_add(&s->mpi_waiters, 1);
+    if (srv) atomic_fetch_add(&s->mpi_servers, 1);
     for (int b = 0; b < nboxes; b++) {
         struct dds_outbox *o = &boxes[b];
         if (!o->sent) continue;
@@ -407,7 +407,7 @@ int dds_wait_outboxes(dds_store *s, struct dds_outbox *boxes, int nboxes,
             }
         }
     }
-    if (srv) atomic_fetch_sub(&s->mpi_waiters, 1);
+    if (srv) atomic_fetch_sub(&s->mpi_servers, 1);
     if (slack >= 0) prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
     return code;
 }

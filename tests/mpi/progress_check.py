@@ -160,6 +160,48 @@ def check_pyddstore_epochs():
     store.free()
 
 
+def check_flushing_rank_serves(s, threads=4):
+    """Rank 1 computes while ``threads`` threads of it read rank 0's rows one-sided
+    (64 rows: under DDSTORE_SERVE_MIN_PIECES), one flush after another; rank 0 reads
+    5000 of rank 1's rows at a time, by message, which rank 1's agent answers.  The
+    agent stood back while any thread of its rank flushed, so these reads waited until
+    the readers stopped (1-15 s)."""
+    import threading
+    comm.Barrier()
+    if rank == 1:
+        stop, bad = threading.Event(), []
+
+        def reader(k):
+            g = np.random.default_rng([1, k])
+            while not stop.is_set():
+                idx = g.integers(0, N, 64)
+                if s.get_batch("x", idx).tobytes() != written(idx).tobytes():
+                    bad.append(k)
+        pool = [threading.Thread(target=reader, args=(k,)) for k in range(threads)]
+        for th in pool:
+            th.start()
+        compute(COMPUTE)
+        stop.set()
+        for th in pool:
+            th.join()
+        check(not bad, f"reader threads {sorted(set(bad))} read wrong rows")
+    elif rank == 0:
+        g = np.random.default_rng(1)
+        lat, t0 = [], time.perf_counter()
+        while time.perf_counter() - t0 < COMPUTE * 0.8:
+            idx = g.integers(N, 2 * N, 5000)
+            a = time.perf_counter()
+            got = s.get_batch("x", idx)
+            lat.append(time.perf_counter() - a)
+            check(got.tobytes() == written(idx).tobytes(), "rows read by message differ")
+        print(f"mode {MODE}: {len(lat)} reads by message of a rank whose {threads} threads "
+              f"flush, max {max(lat) * 1e3:.0f} ms", flush=True)
+        check(max(lat) < READ_BOUND, f"a read by message waited {max(lat):.2f} s while "
+                                     f"the owner's threads read one-sided "
+                                     f"({len(lat)} reads)")
+    comm.Barrier()
+
+
 def main():
     if MODE == "serialized":
         expect_error(ddstore.DDStoreValueError, ["MPI_THREAD_MULTIPLE",
@@ -230,6 +272,8 @@ def main():
                                               f"{lat[0]:.3f} s: the network did not need "
                                               f"the target's progress")
         comm.Barrier()
+        if MODE == "on" and BETWEEN and size > 1:
+            check_flushing_rank_serves(s)
     if MODE == "off":  # the agent off by DDSTORE_PROGRESS, at MPI_THREAD_MULTIPLE
         check_pyddstore_epochs()
 
