@@ -627,20 +627,30 @@ def _interrupted(exc):
     return ""
 
 
-def register(store):
+def live_count():
+    """How many stores this process holds alive."""
+    return len(_LIVE_STORES)
+
+
+def register(store, live):
     """Note a new live store (creation order is the same on every rank), install the
     abort hook at the first one, and warn once when the process was launched without
-    ``mpiexec``.  The warning at :data:`MANY_STORES` is told by rank 0 of the store
-    that reaches the count (made on every rank of its communicator together)."""
+    ``mpiexec``.  ``live``: each rank's :func:`live_count` before this store (agreed in
+    its constructor): a rank whose count reaches :data:`MANY_STORES` with it is told
+    once, in one line for all such ranks of the store's communicator, by the first."""
     _LIVE_STORES.append(store)
     install_abort_hook()
     watch_shm()
     _warn_if_alone()
-    if len(_LIVE_STORES) == MANY_STORES and store.rank == 0:  # once, at the count
+    reach = [r for r, n in enumerate(live) if n + 1 == MANY_STORES]
+    if reach and store.rank == reach[0]:  # once, at the count
+        where = "" if len(live) == 1 else " (every rank of the store's communicator)" \
+            if len(reach) == len(live) else \
+            f" ({_collective.format_ranks(reach)} of the store's communicator)"
         logging.getLogger("ddstore").warning(
-            f"[ddstore] {live_stores_text()}; a store dropped without free() is not freed by "
-            f"the garbage collector (freeing is collective): free() each when done, or "
-            f"use `with DDStore(...) as store:`")
+            f"[ddstore] {live_stores_text()}{where}; a store dropped without free() is not "
+            f"freed by the garbage collector (freeing is collective): free() each when "
+            f"done, or use `with DDStore(...) as store:`")
 
 
 #: live stores in one process at which a warning says they are kept (MPI runs out of

@@ -123,14 +123,16 @@ class Records:
                 # a copy that fails on one rank (memory): agreed, then undone everywhere
                 with self.store.collective(None):
                     for j, (key, dstr, trailing) in enumerate(schema):
-                        self._copy_rows(rec.fields[key], samples, key, counts[:, j])
+                        self._copy_rows(name, rec.fields[key], samples, key, counts[:, j])
                 self.variables.sync_all()
             finally:
                 self.table[name] = rec
 
-    def _copy_rows(self, var, samples, key, counts):
+    def _copy_rows(self, name, var, samples, key, counts):
         """Local: the rows ``samples[i][key]`` (``counts[i]`` each), in order, into this
-        rank's chunk of ``var``, a block of about :data:`COPY_BLOCK_BYTES` at a time."""
+        rank's chunk of ``var``, a block of about :data:`COPY_BLOCK_BYTES` at a time;
+        a sample read again must give what its first read gave (its rows, dtype and
+        trailing shape: a Dataset that crops at random is refused, naming it)."""
         row = max(1, var.dtype.itemsize * int(np.prod(var.row_shape, dtype=np.int64)))
         ends = np.cumsum(counts)
         at, first = 0, 0
@@ -140,11 +142,30 @@ class Records:
                 ends, at + max(1, COPY_BLOCK_BYTES // row), side="right")))
             rows = int(ends[last - 1]) - at
             if rows:
-                data = np.concatenate([as_array(samples[i][key], key)
+                data = np.concatenate([self._again(name, samples, i, key, var, counts[i])
                                        for i in range(first, last)])
                 self.write(var, at, data)
                 del data
             at, first = at + rows, last
+
+    @staticmethod
+    def _again(name, samples, i, key, var, rows):
+        """``samples[i][key]`` read for the copy, refused unless it has the ``rows``,
+        dtype and trailing shape its first read had."""
+        what = f"records {name!r}: sample {i} key {key!r}"
+        same = ("the samples must give the same arrays each time they are read (a random "
+                "transform belongs after the store)")
+        sample = samples[i]
+        if not isinstance(sample, dict) or key not in sample:
+            raise DDStoreValueError(f"{what}: read again to be copied, the sample is a "
+                                    f"{type(sample).__name__} without the key; {same}")
+        arr = as_array(sample[key], what)
+        if arr.dtype != var.dtype or arr.shape != (rows, *var.row_shape):
+            raise DDStoreValueError(
+                f"{what} gave dtype {arr.dtype} shape {tuple(arr.shape)} when read again "
+                f"to be copied, dtype {var.dtype} shape {(int(rows), *var.row_shape)} the "
+                f"first time; {same}")
+        return arr
 
     def init_records(self, name, schema, sizes):
         """Collective: create records ``name`` for this rank's chunk without their data:
@@ -382,16 +403,23 @@ class Records:
 def _record_schema(name, samples):
     """``(schema, counts)``: the schema, a tuple of (key, dtype.str, trailing shape)
     sorted by key (None without samples), and each sample's first dimension per key in
-    that order (int64 ``[samples, keys]``), from one read of every sample; raises
+    that order (int64 ``[samples, keys]``), from one read of every sample,
+    ``samples[i]`` for ``i`` in ``range(len(samples))``; raises
     :class:`DDStoreValueError` naming the first bad sample."""
     if isinstance(samples, dict) or not hasattr(samples, "__len__"):
         raise DDStoreValueError(f"records {name!r}: samples must be a sequence "
                                 f"of dicts, got {type(samples).__name__}")
-    schema, counts, n = None, np.zeros((0, 0), dtype=np.int64), len(samples)
-    for i, sample in enumerate(samples):
-        if i >= n:
-            raise DDStoreValueError(f"records {name!r}: samples gave more than its "
-                                    f"len(), {n}, samples")
+    schema, counts = None, np.zeros((0, 0), dtype=np.int64)
+    n = len(samples)
+    for i in range(n):  # by index, as the copy reads them (a map-style torch Dataset)
+        try:
+            sample = samples[i]
+        except (DDStoreError, MemoryError):
+            raise
+        except Exception as exc:
+            raise DDStoreValueError(f"records {name!r}: samples[{i}] raised "
+                                    f"{type(exc).__name__}: {exc} (len(samples) is "
+                                    f"{n})") from exc
         if not isinstance(sample, dict):
             raise DDStoreValueError(f"records {name!r}: sample {i} is a "
                                     f"{type(sample).__name__}, not a dict")
@@ -430,9 +458,6 @@ def _record_schema(name, samples):
                        f"trailing shape {want[key][1]}")
             raise DDStoreValueError(f"records {name!r}: sample {i}: {msg}")
         counts[i] = rows
-    if schema is not None and i + 1 != n:
-        raise DDStoreValueError(f"records {name!r}: samples gave {i + 1} samples, not its "
-                                f"len(), {n}")
     return schema, counts
 
 

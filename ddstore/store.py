@@ -130,14 +130,15 @@ class DDStore:
             nbytes, memory = memory_settings(width, data_nbytes, memory_budget)
             env = env_settings(progress)  # agreed: a rank serving otherwise hangs reads
             copy = copy_settings()  # local (a bad value is agreed as an error)
-            shares = step.agree((memory, _collective.next_store_id()),
+            shares = step.agree((memory, _collective.next_store_id(),
+                                 _lifecycle.live_count()),
                                 same={"width": width,  # transport: named with its env
                                       "transport (argument, else DDSTORE_TRANSPORT)":
                                       transport,
                                       "data_nbytes": nbytes, **env})
-            settings = [m for m, _ in shares]
+            settings, live = [m for m, *_ in shares], [n for *_, n in shares]
             # the store's id: the same on every rank, named by a step out of step
-            self.store_id = _collective.take_store_id(max(i for _, i in shares))
+            self.store_id = _collective.take_store_id(max(i for _, i, _ in shares))
             self.memory_budget = None
             if nbytes is not None:  # the same decision on every rank, from agreed values
                 width, self.memory_budget = decide_width(width, size, nbytes, settings)
@@ -167,8 +168,7 @@ class DDStore:
         self.comm, self.rank, self.size = comm, comm.Get_rank(), size
         self.width, self.transport = width, transport
         self.group_size, self.group_rank = self._core.group_size, self._core.group_rank
-        self.replicas = self._core.ngroups
-        self.shm_peers = self._core.shm_peers
+        self.replicas, self.shm_peers = self._core.ngroups, self._core.shm_peers
         self.group = self.rank // width
         # the components; what they create is announced through the one hook, records
         # are written through the one write (looked up when called: tests wrap them)
@@ -191,7 +191,7 @@ class DDStore:
         self.get_record = self._records.get_record
         self._threads = []  # background threads on the store's variables (prefault,
         # a layer's commit: track), joined before remove / free
-        _lifecycle.register(self)
+        _lifecycle.register(self, live)
 
     check_width = staticmethod(store_width)
 

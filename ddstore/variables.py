@@ -271,8 +271,14 @@ class Variables:
                    self.serial)
 
     def write(self, var, offset, rows):
-        """Local: ``rows`` into this rank's chunk of ``var`` at local row ``offset``."""
-        self.core.write_local(var.vid, offset, np.ascontiguousarray(rows, dtype=var.dtype))
+        """Local: ``rows`` into this rank's chunk of ``var`` at local row ``offset``; rows
+        of another trailing shape are refused (the core copies whole rows of ``var``)."""
+        rows = np.ascontiguousarray(rows, dtype=var.dtype)
+        if rows.shape[1:] != tuple(var.row_shape):
+            raise DDStoreValueError(f"{var.name!r}: rows of shape {tuple(rows.shape[1:])} "
+                                    f"written, the variable's rows have shape "
+                                    f"{tuple(var.row_shape)}")
+        self.core.write_local(var.vid, offset, rows)
 
     def remove(self, var):
         """Collective: free ``var``'s memory in the core (its page-locked views first)."""

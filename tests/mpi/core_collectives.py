@@ -155,8 +155,28 @@ def main():
             s.free()
         logging.getLogger("ddstore").removeHandler(keep)
     check(len(told) == (1 if rank == 0 else 0) and all(
-        t.startswith(f"[ddstore] {_lifecycle.MANY_STORES} DDStores are alive") for t in told),
+        t.startswith(f"[ddstore] {_lifecycle.MANY_STORES} DDStores are alive") and
+        "(every rank of the store's communicator)" in t for t in told),
         f"the warning at {_lifecycle.MANY_STORES} stores, on rank {rank}: {told}")
+    # a rank that reaches the count alone (one store more, over COMM_SELF) is told too
+    told.clear()
+    logging.getLogger("ddstore").addHandler(keep)
+    extra = ddstore.DDStore(MPI.COMM_SELF) if rank == size - 1 else None
+    many = []
+    try:
+        # (each rank holds `store`; the last one `extra` too: the 62nd store is the last
+        # rank's 64th, the others' 63rd)
+        while len(many) < _lifecycle.MANY_STORES - 2:
+            many.append(ddstore.DDStore(comm))
+    finally:
+        for s in reversed(many):
+            s.free()
+        if extra is not None:
+            extra.free()
+        logging.getLogger("ddstore").removeHandler(keep)
+    check(len(told) == (1 if rank == size - 1 else 0) and all(
+        f"(rank {size - 1} of the store's communicator)" in t for t in told),
+        f"the warning at a count one rank reaches, on rank {rank}: {told}")
     store.free()
 
 

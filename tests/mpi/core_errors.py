@@ -510,12 +510,39 @@ def _add_records_bad_samples(t):
                            lambda: store.add_records("r7", Lazy(3, ok)), agree=True,
                            agreed=True, store=store, what=f"records failing after {ok}")
         check(msg is None or "r7" not in store, "r7 left in the store")
-    # a sequence that gives another number of samples than its len()
-    for length, words in ((2, "gave more than its len(), 2,"), (4, "gave 3 samples, not its "
-                                                                   "len(), 4")):
-        expect_error(DDStoreValueError, ["records 'r8'", words],
-                     lambda: store.add_records("r8", Lazy(3, 99, length)), agree=True,
-                     agreed=True, store=store, what=f"records of len {length}")
+    # samples are read by index, samples[i] for i in range(len(samples)), as a map-style
+    # torch Dataset is: a len() beyond what it holds is named (one that yielded nothing
+    # hung), a len() below it reads that many
+    expect_error(DDStoreValueError, ["records 'r8'", "samples[3] raised IndexError",
+                                     "(len(samples) is 4)"],
+                 lambda: store.add_records("r8", Lazy(3, 99, 4)), agree=True,
+                 agreed=True, store=store, what="records of len 4 holding 3")
+    store.add_records("r8", Lazy(3, 99, 2))
+    check(store.nrows("r8") == 2 * size, f"records of len 2: {store.nrows('r8')}")
+    store.remove("r8")
+
+    class Again(Lazy):
+        """The second read of a sample (the copy's) gives other rows or trailing shape:
+        refused naming it (fewer rows were copied past the end of the sample's rows,
+        a narrower trailing shape crashed the process)."""
+
+        def __init__(self, how):
+            super().__init__(3, 99)
+            self.how, self.seen = how, set()
+
+        def __getitem__(self, i):
+            again = i in self.seen
+            self.seen.add(i)
+            rows = 2 if again and rank == size - 1 and self.how == "rows" else 4
+            width = 1 if again and rank == size - 1 and self.how == "width" else 3
+            return {"a": np.ones((rows, width), np.float32)}
+
+    for how, shape in (("rows", "(2, 3)"), ("width", "(4, 1)")):
+        expect_error(DDStoreValueError, [f"rank {size - 1}: records 'r9': sample 0 key 'a' "
+                                         f"gave dtype float32 shape {shape} when read again",
+                                         "shape (4, 3) the first time"],
+                     lambda: store.add_records("r9", Again(how)), agree=True, agreed=True,
+                     store=store, what=f"records read again: {how}")
     t.good = good
 
 

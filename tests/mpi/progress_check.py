@@ -4,7 +4,7 @@ MPI call while rank 0 reads 64-row batches of rank 1's rows; every read must fin
 well before rank 1 is done (the slowest under READ_BOUND seconds), and every byte read
 is the byte written.  With ``off`` as argument the agent is off and the program checks
 the opposite where the network needs the target's progress (MPICH's ch4:ofi over TCP:
-``between`` as second argument): the first read waits for rank 1 — proof that the
+``between`` as second argument): a read waits for rank 1 — proof that the
 check above can fail.  The thread-level refusal: a store whose rows are read over MPI
 refuses MPI_THREAD_SERIALIZED with a message naming the fix, alike on every rank
 (``serialized`` as argument: MPI is then initialised at that level).
@@ -267,10 +267,10 @@ def main():
                 check(lat.max() < READ_BOUND and len(lat) > 10,
                       f"a read waited {lat.max():.2f} s for the computing rank "
                       f"({len(lat)} reads)")
-            elif BETWEEN:
-                check(lat[0] > COMPUTE * 0.5, f"without the agent the first read took "
-                                              f"{lat[0]:.3f} s: the network did not need "
-                                              f"the target's progress")
+            elif BETWEEN:  # (the first read may still meet rank 1 leaving the barrier)
+                check(lat.max() > COMPUTE * 0.5, f"without the agent the slowest read took "
+                                                 f"{lat.max():.3f} s: the network did not "
+                                                 f"need the target's progress")
         comm.Barrier()
         if MODE == "on" and BETWEEN and size > 1:
             check_flushing_rank_serves(s)
