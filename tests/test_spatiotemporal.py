@@ -409,9 +409,10 @@ def test_split_helpers_refuse_what_window_dataset_refuses():
     :class:`WindowDataset` does: a horizon outside ``[1, T // 2]`` or not an integer, a
     flag that is not True or False (``"no"`` was read as True), a step count that is not
     an integer (``21.9`` was truncated); each error names the argument and the range."""
-    for h in (0, -3, 26):
+    for h in (0, -3, 26):  # (and the largest the splits take: the series' 25 is not)
         with pytest.raises(DDStoreValueError, match=rf"horizon={h} out of range: allowed "
-                                                    rf"1 <= horizon <= 25"):
+                                                    rf"1 <= horizon <= 25 .*; horizon <= 2 "
+                                                    rf"fits every split of these ratios$"):
             st.split_ranges(50, h)
     with pytest.raises(DDStoreValueError, match=r"horizon must be an integer in \[1, 25\]"):
         st.split_ranges(50, 2.5)

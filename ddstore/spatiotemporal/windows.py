@@ -162,9 +162,18 @@ def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):
     """
     ratios = check_ratios(split)
     num_steps = as_int(integer_scalar(num_steps), "split_ranges: num_steps", 0)
-    h = check_horizon(horizon, num_steps)
+    overlap = as_bool(overlap, "split_ranges: overlap")
+    try:
+        h = check_horizon(horizon, num_steps)
+    except DDStoreValueError as exc:  # (the series' range; the splits' may be smaller)
+        most = largest_horizon(num_steps, ratios, overlap)
+        raise DDStoreValueError(
+            f"{exc}; " + (f"horizon <= {most} fits every split of these ratios" if most
+                          else "no horizon fits every split of these ratios") +
+            (" (with overlap=True, check a smaller one: rounding leaves gaps)"
+             if overlap and most else "")) from None
     S = num_windows(num_steps, h)
-    if as_bool(overlap, "split_ranges: overlap"):
+    if overlap:
         bounds = _start_cut(S, ratios)
         for name, r in zip(SPLIT_NAMES, ratios):
             a, b = bounds[name]
