@@ -103,6 +103,8 @@ import numpy as np
 import ddstore
 from ddstore.errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
 from ddstore._checks import integer_scalar, is_int
+from ddstore._collective import collective
+from ddstore._lifecycle import install_abort_hook
 
 __all__ = ["PyDDStore", "PyDDStoreRangeError", "PyDDStoreTypeError"]
 
@@ -232,26 +234,29 @@ class PyDDStore:
     def __init__(self, comm=None, method=0, ddstore_width=None, transport="auto", *,
                  comm_or_none=None, handshake_dir="", n_core=0, nic_map=None):
         from mpi4py import MPI
-        if comm_or_none is not None:  # (the newer original's name for the argument)
-            if comm is not None:
-                raise PyDDStoreTypeError("PyDDStore: comm given twice (comm and "
-                                         "comm_or_none)")
-            comm = comm_or_none
-        # the newer original's method-2 arguments (a handshake directory, extra members)
-        # and NIC map (methods 1 and 2): their types checked as its signature does,
-        # unused at method 0
-        if not isinstance(handshake_dir, str) or not is_int(n_core) or n_core < 0:
-            raise PyDDStoreTypeError(f"PyDDStore: handshake_dir must be a str and n_core "
-                                     f"an integer >= 0 (method 2 only), got "
-                                     f"{handshake_dir!r}, {n_core!r}")
-        if comm is None:
-            comm = MPI.COMM_WORLD
-        if not isinstance(comm, MPI.Comm):  # (no communicator to agree over)
+        # a refusal with no communicator to agree over ends the job (as the core's, and
+        # as the original's uncaught exception did), rather than leave the others waiting
+        install_abort_hook()
+        given = (comm, comm_or_none)  # (the newer original's name for the argument)
+        comm = MPI.COMM_WORLD if comm is None and comm_or_none is None else \
+            comm if comm_or_none is None else comm_or_none
+        if not isinstance(comm, MPI.Comm):
             raise PyDDStoreTypeError(f"PyDDStore: comm must be an mpi4py communicator, "
                                      f"got {type(comm).__name__}")
-        if method != 0:
-            raise DDStoreValueError(f"PyDDStore: method={method!r} is not available; "
-                                    f"allowed: 0 (MPI one-sided reads)")
+        with collective(comm, "PyDDStore"):  # the rest: agreed on every rank
+            if None not in given:
+                raise PyDDStoreTypeError("PyDDStore: comm given twice (comm and "
+                                         "comm_or_none)")
+            # the newer original's method-2 arguments (a handshake directory, extra
+            # members) and NIC map (methods 1 and 2): their types checked as its
+            # signature does, unused at method 0
+            if not isinstance(handshake_dir, str) or not is_int(n_core) or n_core < 0:
+                raise PyDDStoreTypeError(f"PyDDStore: handshake_dir must be a str and "
+                                         f"n_core an integer >= 0 (method 2 only), got "
+                                         f"{handshake_dir!r}, {n_core!r}")
+            if method != 0:
+                raise DDStoreValueError(f"PyDDStore: method={method!r} is not available; "
+                                        f"allowed: 0 (MPI one-sided reads)")
         self._adopt(comm, ddstore.DDStore(comm, width=ddstore_width, transport=transport,
                                           progress=_progress()))
 
@@ -268,6 +273,7 @@ class PyDDStore:
         # (the same on every rank, as init, remove and restore are collective)
         self._fence = False
         self._open = False  # an epoch is open (tracked once a variable is held)
+        self._begun_empty = False  # the last epoch_begin came with no variable held
         self._recv = {}  # register_recv's buffers, kept alive: (name, address) -> array
         # DDSTORE_PROFILE (not "" or "0"): get / get_batch timed, as the newer original
         # (get_profile); the methods wrapped on this object only, so a store that does
@@ -636,13 +642,20 @@ class PyDDStore:
         elif self._info and self._open == opening:
             self._check_epoch(opening)  # (raises)
         self._open = opening and bool(self._info)
+        # (an epoch begun with no variable held opens none, as the original's fence per
+        # variable: its epoch_end then says so)
+        self._begun_empty = opening and not self._info
 
     def _check_epoch(self, opening):
         if self._info and self._open == opening:
             raise DDStoreStateError(
                 "PyDDStore.epoch_begin: an epoch is open already (epoch_begin twice "
-                "without epoch_end)" if opening else "PyDDStore.epoch_end: no epoch is "
-                "open (epoch_end without epoch_begin)")
+                "without epoch_end)" if opening else
+                "PyDDStore.epoch_end: no epoch is open: epoch_begin was called before the "
+                "store held a variable, which opens none (the original's fences are per "
+                "variable); call epoch_begin after add / init" if
+                self._begun_empty else
+                "PyDDStore.epoch_end: no epoch is open (epoch_end without epoch_begin)")
 
     def sync(self):
         """Collective: make every rank's ``update`` writes visible to all readers."""

@@ -1290,6 +1290,8 @@ def restore(cls, path, comm=None, width=None, transport="auto", *, memory_budget
     """:meth:`DDStore.restore <ddstore.DDStore.restore>` (``cls``: the store class): a
     new store sized from the manifest when asked, then :meth:`load`; freed on a
     refusal."""
+    # a refusal with no communicator to agree over ends the job, as the constructor's
+    _lifecycle.install_abort_hook()
     comm = _lifecycle.as_comm(comm, "DDStore.restore")  # None: MPI.COMM_WORLD
     nbytes = None
     # held over the constructor and load together: a SIGINT after the constructor's last

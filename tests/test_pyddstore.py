@@ -186,6 +186,16 @@ def test_pyddstore_epochs_balanced_as_the_original():
         store.epoch_end()
         store.epoch_begin()
         store.epoch_end()
+    # an epoch begun before the first variable opened none (as the original's fences,
+    # one per variable): its end says so (it said epoch_begin had not been called)
+    with pyddstore.PyDDStore(MPI.COMM_SELF) as store:
+        store.epoch_begin()
+        store.add("x", np.ones((4, 2)))
+        with pytest.raises(DDStoreStateError, match="epoch_begin was called before the "
+                                                    "store held a variable"):
+            store.epoch_end()
+        store.epoch_begin()
+        store.epoch_end()
 
 
 def test_pyddstore_newer_originals_calls(monkeypatch):

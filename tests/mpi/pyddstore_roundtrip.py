@@ -247,6 +247,16 @@ def run(width, transport):
 def main():
     expect_error(DDStoreValueError, ["method=1"], lambda: dds.PyDDStore(comm, method=1),
                  also=DDStoreError)
+    # on one rank only: agreed, raised on every rank naming it (the others waited in
+    # the constructor's first round for ever)
+    last = size - 1
+    expect_error(DDStoreValueError, [f"rank {last}: PyDDStore: method=1 is not available"],
+                 lambda: dds.PyDDStore(comm, method=int(rank == last)), agree=True,
+                 agreed=True, what="method=1 on the last rank")
+    expect_error(dds.PyDDStoreTypeError, [f"rank {last}: PyDDStore: handshake_dir must "
+                                          f"be a str"],
+                 lambda: dds.PyDDStore(comm, n_core=-int(rank == last)), agree=True,
+                 agreed=True, what="n_core=-1 on the last rank")
     widths = sorted({1, 2 if size % 2 == 0 else 1, size})
     for width in widths:
         run(width, "auto")
