@@ -677,5 +677,5 @@ def device_loader(loader, device=None, prefetch=0, store=None, what="loader"):
     if store is not None:  # (a fallback to no read-ahead is told naming the user's call)
         prefetch = prefetch_depth(store, prefetch, what)
     if device is None:
-        return PrefetchLoader(loader, prefetch)
+        return PrefetchLoader(loader, prefetch, store)
     return DevicePrefetcher(loader, check_device(device, what), prefetch, store=store)

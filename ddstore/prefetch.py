@@ -473,11 +473,17 @@ class PrefetchLoader(WrappedLoader):
     """An iterable over ``loader`` that produces up to ``depth`` batches ahead in a
     background thread (see the module notes).  Batches come in the same order as from
     ``loader`` itself; ``sampler``, ``batch_sampler``, ``dataset`` and ``len()`` are the
-    wrapped loader's (:class:`WrappedLoader`)."""
+    wrapped loader's (:class:`WrappedLoader`).  ``store``: the store the loader reads
+    (found by itself, :func:`store_of`, where it can be): a rank whose reads need
+    ``MPI_THREAD_MULTIPLE`` that MPI does not provide reads without a thread, with a
+    :class:`PrefetchWarning` (what :func:`prefetch` does)."""
 
-    def __init__(self, loader, depth):
+    def __init__(self, loader, depth, store=None):
         self.depth = check_prefetch(depth, getattr(loader, "num_workers", 0),
                                     "PrefetchLoader", "depth")
+        store = store if store is not None or not self.depth else store_of(loader)
+        if store is not None:  # (the one fallback of every read-ahead thread)
+            self.depth = prefetch_depth(store, self.depth, "PrefetchLoader")
         check_one_read_ahead(loader, self.depth, "PrefetchLoader")
         self.loader = loader
 
@@ -535,6 +541,6 @@ def prefetch(loader, depth=2, store=None):
     does not provide falls back to no prefetch with a :class:`PrefetchWarning`."""
     depth = check_prefetch(depth, getattr(loader, "num_workers", 0), "prefetch", "depth")
     store = store if store is not None else store_of(loader)
-    if store is not None:
+    if store is not None:  # (told naming this call; PrefetchLoader's then finds 0)
         depth = prefetch_depth(store, depth, "prefetch")
-    return PrefetchLoader(loader, depth)
+    return PrefetchLoader(loader, depth, store)

@@ -438,7 +438,7 @@ class GraphDataset(torch.utils.data.Dataset):
             return device_loader(loader, device, prefetch, store=self.store, what=what)
         if not prefetch:
             return loader
-        return PrefetchLoader(loader, prefetch_depth(self.store, prefetch, what))
+        return PrefetchLoader(loader, prefetch_depth(self.store, prefetch, what), self.store)
 
     def __repr__(self):
         view = "" if self._map is None else " (a view: index_select)"

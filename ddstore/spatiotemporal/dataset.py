@@ -498,7 +498,7 @@ class _WindowView(torch.utils.data.Dataset):
             loader = _WindowLoader(self, batch_sampler=batches, collate_fn=batch_collate)
         if not prefetch:
             return loader, (smp if smp is not None else batches)
-        return PrefetchLoader(loader, prefetch_depth(store, prefetch, what)), (
+        return PrefetchLoader(loader, prefetch_depth(store, prefetch, what), store), (
             smp if smp is not None else batches)
 
     def _what(self):

@@ -187,6 +187,15 @@ def test_prefetch_windows(transport, expect_depth):
                           f"{transport} w{width} {sampler}: depth {pl.depth}, "
                           f"expected {want_depth}")
                     check(len(pl) == len(plain) // 2, "len of prefetch loader")
+                    # PrefetchLoader built directly: the same fallback (it had none)
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        direct = PrefetchLoader(train.loader(16, sampler=sampler, seed=5),
+                                                depth)
+                    told = [w for w in caught if issubclass(w.category, PrefetchWarning)]
+                    check(bool(told) == fallback and direct.depth == want_depth,
+                          f"{transport} w{width}: PrefetchLoader(depth={depth}): depth "
+                          f"{direct.depth}, warnings {[str(w.message) for w in caught]}")
                     got = batches_of(pl, epochs=2)
                     check(same_windows(got, plain), f"{transport} w{width} {sampler} "
                                                     f"prefetch={depth}: batches differ")
@@ -210,14 +219,18 @@ def test_prefetch_windows(transport, expect_depth):
                 train, batch_sampler=[list(range(8)), list(range(8, 16)),
                                       [0, len(train) + 3], [1]],
                 collate_fn=st.batch_collate)
-            it = iter(PrefetchLoader(base, 2))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PrefetchWarning)
+                ahead = PrefetchLoader(base, 2)  # (0 where the rank falls back)
+            it = iter(ahead)
             first = next(it), next(it)
             check(torch.equal(first[1][0], train.get_batch(list(range(8, 16)))[0]),
                   "batches before the error")
             expect_error(DDStoreIndexError, [str(len(train) + 3)], lambda: next(it),
                          what="prefetch error surfaces")
-            expect_error(StopIteration, [], lambda: next(it),
-                         what="iteration ends after error")
+            if ahead.depth:  # (a plain DataLoader goes on to the next batch)
+                expect_error(StopIteration, [], lambda: next(it),
+                             what="iteration ends after error")
             store.remove("w")
 
 
