@@ -330,6 +330,13 @@ class StagingPool:
         return torch.empty(_aligned(max(numel, 1), dtype), dtype=dtype,
                            pin_memory=self.pin)
 
+    def rewind(self):
+        """An iteration begins with the first slot (the last one ended: its copies are
+        waited for by each slot's :meth:`_Slot.begin`), so that epochs of fewer batches
+        than slots reuse the same ones (carried on in turn, each epoch filled slots with
+        no buffer yet, up to ``k + 2``)."""
+        self._turn = 0
+
     def next_slot(self):
         slot = self.slots[self._turn]
         self._turn = (self._turn + 1) % len(self.slots)
@@ -450,6 +457,7 @@ class _DeviceIter:
             stream = torch.cuda.Stream(device=self._device) if self._cuda else None
             pool = StagingPool(depth + 2, pin=self._cuda, device=self._device,
                                stream=stream)
+        pool.rewind()
         self._stream = pool.stream
         self.pool = pool
         self._owner = owner

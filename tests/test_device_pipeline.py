@@ -130,6 +130,21 @@ def test_staging_buffers_reused(k):
     assert pipe.last_pool.allocations <= 8 * (k + 2), pipe.last_pool.allocations
 
 
+def test_staging_of_short_epochs_stops_growing():
+    """Epochs of fewer batches than slots (prefetch larger than an epoch) reuse the
+    same slots each epoch: each began where the last had stopped, filling slots with no
+    buffer yet (a pool of 1,026 slots grew by 5 buffers an epoch, to 633 MB)."""
+    batches = [torch.full((64, 12), float(i)) for i in range(5)]
+    pipe = DevicePrefetcher(batches, "cpu", prefetch=1024)
+    held = []
+    for epoch in range(12):
+        got = list(pipe)
+        assert len(got) == 5 and all(torch.equal(a, b) for a, b in zip(got, batches))
+        held.append((pipe.last_pool.allocations, pipe.last_pool.nbytes))
+    assert held[-1] == held[0], held
+    assert sum(bool(s.buffers) for s in pipe.last_pool.slots) == 5
+
+
 @pytest.mark.parametrize("k", KS)
 def test_batches_come_out_as_data_without_autograd_history(k):
     """A loader whose tensors require grad (a user's own): each batch comes out as a
