@@ -87,8 +87,10 @@ def test_ising_dataset_structure_and_determinism():
     assert_graph_equal(again, d, "same seed")
     other = graphs.ising_dataset(6, seed=5)[2]
     assert not torch.equal(other.x, d.x)
-    with pytest.raises(DDStoreIndexError, match="out of range"):
-        ds[6]
+    for bad in (6, -7):  # (negative indices are taken: the range says so)
+        with pytest.raises(DDStoreIndexError, match=rf"index {bad} out of range \[-6, 6\)"):
+            ds[bad]
+    assert_graph_equal(ds[-6], ds[0], "ds[-6]")
     with pytest.raises(DDStoreValueError, match="periodic"):
         graphs.ising_dataset(3, size=2, periodic=True)
     with pytest.raises(DDStoreValueError, match="n=-1"):

@@ -114,7 +114,7 @@ class IsingDataset(torch.utils.data.Dataset):
                                     f"{index!r}")
         if not -self.n <= index < self.n:
             raise DDStoreIndexError(f"IsingDataset index {index} out of range "
-                                    f"[0, {self.n})")
+                                    f"[{-self.n}, {self.n})")
         index = int(index) % self.n
         return ising_graph(self.spins(index), self.periodic, self.coupling)
 
