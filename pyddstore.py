@@ -238,8 +238,9 @@ class PyDDStore:
         # as the original's uncaught exception did), rather than leave the others waiting
         install_abort_hook()
         given = (comm, comm_or_none)  # (the newer original's name for the argument)
-        comm = MPI.COMM_WORLD if comm is None and comm_or_none is None else \
-            comm if comm_or_none is None else comm_or_none
+        comm = comm_or_none if comm_or_none is not None else comm
+        if comm is None:
+            comm = MPI.COMM_WORLD
         if not isinstance(comm, MPI.Comm):
             raise PyDDStoreTypeError(f"PyDDStore: comm must be an mpi4py communicator, "
                                      f"got {type(comm).__name__}")

@@ -153,18 +153,16 @@ class Records:
         """``samples[i][key]`` read for the copy, refused unless it has the ``rows``,
         dtype and trailing shape its first read had."""
         what = f"records {name!r}: sample {i} key {key!r}"
-        same = ("the samples must give the same arrays each time they are read (a random "
-                "transform belongs after the store)")
         sample = samples[i]
         if not isinstance(sample, dict) or key not in sample:
             raise DDStoreValueError(f"{what}: read again to be copied, the sample is a "
-                                    f"{type(sample).__name__} without the key; {same}")
+                                    f"{type(sample).__name__} without the key; {_SAME}")
         arr = as_array(sample[key], what)
         if arr.dtype != var.dtype or arr.shape != (rows, *var.row_shape):
             raise DDStoreValueError(
                 f"{what} gave dtype {arr.dtype} shape {tuple(arr.shape)} when read again "
                 f"to be copied, dtype {var.dtype} shape {(int(rows), *var.row_shape)} the "
-                f"first time; {same}")
+                f"first time; {_SAME}")
         return arr
 
     def init_records(self, name, schema, sizes):
@@ -398,6 +396,11 @@ class Records:
             for rec, part in zip(out, np.split(arr, np.cumsum(sizes[key])[:-1])):
                 rec[key] = part
         return out
+
+
+#: what a sample whose second read differs from its first is told
+_SAME = ("the samples must give the same arrays each time they are read (a random "
+         "transform belongs after the store)")
 
 
 def _record_schema(name, samples):
