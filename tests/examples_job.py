@@ -49,6 +49,8 @@ TRAFFIC = ["--width", "2", "--sampler", "batch", "--batch-size", "64", "--hidden
 TEMPORAL = ["--baseline", "none", "--max-batches", "3", "--batch-size", "100", "--hidden",
             "16", "--memory-dim", "16", "--num-nodes", "200", "--num-edges", "1500"]
 APAN = TEMPORAL + ["--model", "apan", "--mailbox", "4"]
+# the HydraGNN example's evaluation before training: 41 validation graphs of 410
+HYDRA_EVAL = ["--epochs", "0", "--num-samples", "410", "--quiet"]
 
 
 
@@ -77,8 +79,9 @@ def job_folder(tmp_path_factory):
 
 
 def two_rank_runs(tmp):
-    """{key: (example, arguments)} of every run of the job, in order (``tmp``: see
-    :func:`job_folder`)."""
+    """{key: (example, arguments[, exit code])} of every run of the job, in order
+    (``tmp``: see :func:`job_folder`); a run with an exit code is expected to end with
+    it on every rank."""
     runs = {name: (name, args) for name, (nprocs, args) in SMALL.items() if nprocs == 2}
     runs["jodie"] = ("tgn_link_prediction.py",
                      ["--model", "jodie", "--epochs", "1"] + MEMORY_MODEL_ARGS
@@ -124,7 +127,49 @@ def two_rank_runs(tmp):
     for name, script, nprocs, args in g.planned_runs(g.parse_args(gpu_examples_argv(tmp))):
         assert nprocs == 2, (name, nprocs)  # (the job's rank count)
         runs[f"gpu_examples {name}"] = (script, args)
+    # the HydraGNN example's evaluation on 2 ranks (its 1-rank twin: the 1-rank shared
+    # job): 41 validation graphs of 410; a split of fewer graphs than ranks
+    runs["hydragnn eval 410"] = (hydra, HYDRA_EVAL)
+    runs["hydragnn eval 10"] = (hydra, ["--num-samples", "10", "--epochs", "1",
+                                        "--batch-size", "4", "--quiet"])
+    # graphsage_large.py --npy on folders without what training needs: refused (exit 1
+    # on every rank), then one labelled training node (written by :func:`_npy_folders`)
+    for name in NPY_REFUSED:
+        runs[f"graphsage npy {name}"] = ("graphsage_large.py",
+                                         ["--npy", str(tmp / f"npy-{name}"), "--epochs", "1"],
+                                         1)
+    runs["graphsage npy one"] = ("graphsage_large.py", ["--npy", str(tmp / "npy-one"),
+                                                        "--epochs", "1", "--batch-size", "16"])
     return runs
+
+
+# graphsage_large.py --npy folders refused, with what its one line says
+NPY_REFUSED = {"notrain": "has no training split", "noy": "has no labels",
+               "yneg": "no node of the training split has a label"}
+
+
+def _npy_folders(tmp):
+    """The --npy folders of the graphsage runs: 120 nodes, 600 edges both ways, 8
+    features, 3 classes, splits 80/20/20; ``notrain`` without train_idx.npy, ``noy``
+    without y.npy, ``yneg`` with every label -1, ``one`` with one labelled training
+    node."""
+    rng = np.random.default_rng(0)
+    n = 120
+    ei = rng.integers(0, n, (2, 600))
+    one = rng.integers(0, 3, n)
+    one[1:80] = -1
+    for name, over in (("notrain", dict(train_idx=None)), ("noy", dict(y=None)),
+                       ("yneg", dict(y=np.full(n, -1))), ("one", dict(y=one))):
+        d = tmp / f"npy-{name}"
+        d.mkdir(exist_ok=True)
+        files = dict(edge_index=np.concatenate([ei, ei[::-1]], 1),
+                     x=rng.standard_normal((n, 8)).astype(np.float32),
+                     y=rng.integers(0, 3, n), train_idx=np.arange(80),
+                     valid_idx=np.arange(80, 100), test_idx=np.arange(100, n))
+        files.update(over)
+        for k, v in files.items():
+            if v is not None:
+                np.save(d / f"{k}.npy", v)
 
 
 def _runs(tmp_path_factory):
@@ -138,9 +183,15 @@ def _runs(tmp_path_factory):
         tg.write_jodie(str(path), s.src % 80, s.dst % 120,
                        np.floor(s.t * 10).astype(np.int64), np.zeros(s.num_edges, np.int64),
                        s.edge_feat)
+    _npy_folders(tmp)
     runs = two_rank_runs(tmp)
-    # a bound per run that a hang cannot stretch to the suite's own (each takes seconds)
-    return [(os.path.join(EXAMPLES, runs[k][0]), runs[k][1]) for k in runs], 90
+    # a bound per run that a hang cannot stretch to the suite's own (each takes seconds);
+    # a run expected to exit non-zero on every rank: checks.py's --exit
+    out = []
+    for example, args, *code in runs.values():
+        path = os.path.join(EXAMPLES, example)
+        out.append(("--exit", [str(code[0]), path] + args) if code else (path, args))
+    return out, 90
 
 
 register_scripts("examples", _runs)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import argparse_exit
-from examples_job import EXAMPLES, SMALL, example_output
+from examples_job import EXAMPLES, NPY_REFUSED, SMALL, example_output
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -686,39 +686,16 @@ def test_traffic_refuses_a_dynamic_graph_and_resumes_without_data(tmp_path):
 
 
 @pytest.mark.mpi
-def test_graphsage_npy_without_training_labels(tmp_path):
+def test_graphsage_npy_without_training_labels(tmp_path_factory):
     """graphsage_large.py --npy: a data set without a training split, without labels, or
     whose training nodes all have y < 0 is refused with one line from rank 0 (each rank
-    printed its own, unprefixed, or a traceback); with one labelled training node the
-    epoch's loss is the mean over every rank's batches that had one (it printed nan)."""
-    from conftest import run_mpi
-    rng = np.random.default_rng(0)
-    n = 120
-    ei = rng.integers(0, n, (2, 600))
-
-    def make(name, **over):
-        d = tmp_path / name
-        d.mkdir()
-        files = dict(edge_index=np.concatenate([ei, ei[::-1]], 1),
-                     x=rng.standard_normal((n, 8)).astype(np.float32),
-                     y=rng.integers(0, 3, n), train_idx=np.arange(80),
-                     valid_idx=np.arange(80, 100), test_idx=np.arange(100, n))
-        files.update(over)
-        for k, v in files.items():
-            if v is not None:
-                np.save(d / f"{k}.npy", v)
-        return str(d)
-    one = rng.integers(0, 3, n)
-    one[1:80] = -1
-    script = os.path.join(EXAMPLES, "graphsage_large.py")
-    for d, words in ((make("notrain", train_idx=None), "has no training split"),
-                     (make("noy", y=None), "has no labels"),
-                     (make("yneg", y=np.full(n, -1)), "no node of the training split "
-                                                        "has a label")):
-        r = run_mpi(script, 2, "--npy", d, "--epochs", "1", check=False, timeout=200)
-        lines = [ln for ln in r.output.splitlines() if words in ln]
-        assert r.returncode == 1 and len(lines) == 1, r.output
-        assert lines[0].startswith("graphsage_large.py: error: "), r.output
-    out = run_mpi(script, 2, "--npy", make("one", y=one), "--epochs", "1",
-                  "--batch-size", "16", timeout=200)
+    printed its own, unprefixed, or a traceback) and exit code 1 on every rank; with one
+    labelled training node the epoch's loss is the mean over every rank's batches that
+    had one (it printed nan).  (The runs: the examples' job, examples_job._npy_folders.)"""
+    for name, words in NPY_REFUSED.items():
+        out = example_output(f"graphsage npy {name}", tmp_path_factory)
+        lines = [ln for ln in out.splitlines() if words in ln]
+        assert out.splitlines().count("--- exit code 1") == 2 and len(lines) == 1, out
+        assert lines[0].startswith("graphsage_large.py: error: "), out
+    out = example_output("graphsage npy one", tmp_path_factory)
     assert re.search(r"epoch 1: loss \d+\.\d+ \(GraphSAGE\), \d+\.\d+ \(MLP\)", out), out

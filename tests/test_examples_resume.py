@@ -19,7 +19,7 @@ import re
 import pytest
 
 from conftest import run_mpi
-from examples_job import APAN, EXAMPLES, example_output, job_folder
+from examples_job import APAN, EXAMPLES, HYDRA_EVAL, example_output, job_folder
 
 TGN = os.path.join(EXAMPLES, "tgn_link_prediction.py")
 
@@ -157,21 +157,22 @@ def test_apan_example_resumes_on_another_rank_count(tmp_path_factory):
 
 
 @pytest.mark.mpi
-def test_hydragnn_evaluation_counts_each_graph_once():
+@pytest.mark.shared_launch("examples/hydragnn_ising.py", *HYDRA_EVAL, nprocs=1, plain=True,
+                           timeout=300)
+def test_hydragnn_evaluation_counts_each_graph_once(shared_launch, tmp_path_factory):
     """The HydraGNN example's validation and test losses are means over each graph of the
     split once, the same at every rank count: DistributedSampler pads a split to a
     multiple of the ranks, and its mean counted some graphs twice (41 validation graphs
-    of 410: 1.1375 at 1 rank, 1.1192 at 2 and 3)."""
-    def losses(nprocs):
-        out = run_mpi(os.path.join(EXAMPLES, "hydragnn_ising.py"), nprocs, "--epochs", "0",
-                      "--num-samples", "410", "--quiet", timeout=300)
+    of 410: 1.1375 at 1 rank, 1.1192 at 2 and 3).  (1 rank: the 1-rank shared job; 2:
+    the examples' job.)"""
+    def losses(out):
         found = re.findall(r"^\s+0\s+-\s+([0-9.]+) .*before training|^test_loss ([0-9.]+)",
                            out, re.M)
         assert len(found) == 2, out
         return found
-    assert losses(1) == losses(2)
+    two = example_output("hydragnn eval 410", tmp_path_factory)
+    assert losses(shared_launch) == losses(two)
     # a split of fewer graphs than ranks (1 validation and 1 test graph of 10): a rank
     # with none evaluates nothing (DDP's forward in evaluation waited for it: a hang)
-    out = run_mpi(os.path.join(EXAMPLES, "hydragnn_ising.py"), 2, "--num-samples", "10",
-                  "--epochs", "1", "--batch-size", "4", "--quiet", timeout=120)
+    out = example_output("hydragnn eval 10", tmp_path_factory)
     assert re.search(r"^test_loss [0-9.]+ ", out, re.M), out

@@ -11,6 +11,12 @@ output splits into one section per program (``conftest.shared_launch`` does); it
 ``--- returned`` once the program returned.  An exception in any program aborts the
 whole job, as it does alone; the job exits 1 if any program failed a check.  What a program leaves alive (stores it keeps to the end on
 purpose) stays alive until the job ends, as it would alone.
+
+``--exit N PROGRAM [ARG ...]``: a script whose test expects it to end with ``sys.exit(N)``
+on every rank (an example refusing its input, as every rank agreed): the job goes on,
+and the script's output ends with ``--- exit code N`` (``--- exit code 0`` when it ended
+successfully instead: its test fails on that line); any other exit code ends the job,
+as alone.
 """
 import os
 import runpy
@@ -58,25 +64,34 @@ class _Tee:
         return getattr(self.stream, name)
 
 
-def run_one(path, args):
+def run_one(path, args, expect=None):
     """Run one program as ``__main__``; a program that is not a harness program (a
     README block, an example) and raises gets the harness's treatment: traceback, job
     aborted.  ``sys.exit()`` / ``sys.exit(0)`` ends the program as it would end it alone,
     successfully: the next program runs.  As alone, the program's folder is first on
-    ``sys.path`` while it runs (an example imports its sibling)."""
+    ``sys.path`` while it runs (an example imports its sibling).  ``expect``: the
+    non-zero exit code the script is expected to end with (``--exit``)."""
     sys.argv = [path] + args
     first = sys.path[0]
     sys.path[0] = os.path.dirname(os.path.abspath(path))
+    code = 0
     try:
-        return runpy.run_path(path, run_name="__main__")
+        kept = runpy.run_path(path, run_name="__main__")
     except SystemExit as done:
-        if done.code in (None, 0):
-            return {}
-        _harness.abort_job(os.path.basename(path))
+        code, kept = (0 if done.code is None else done.code), {}
+        if code != 0 and code != expect:
+            _harness.abort_job(os.path.basename(path))
     except BaseException:  # noqa: BLE001 -- the job ends here, as run_main would end it
         _harness.abort_job(os.path.basename(path))
     finally:
         sys.path[0] = first
+    if expect is not None:
+        sys.stdout.write(f"\n--- exit code {code}\n")
+        if code:  # what the process's end would have ended: its torch.distributed group
+            dist = sys.modules.get("torch.distributed")
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                dist.destroy_process_group()
+    return kept
 
 
 def run_module(module, args):
@@ -115,10 +130,13 @@ def main(argv):
             part = open(done + ".part", "w")
             sys.stdout, sys.stderr = _Tee(real, part), _Tee(real_err, part)
         t0 = time.perf_counter()
+        expect = None
+        if prog == "--exit":  # ``--exit N PROGRAM ...``: expected to exit with N
+            expect, (prog, *args) = int(args[0]), args[1:]
         if prog == "-m":  # a module (``-m ddstore.bench.pyg --scale ...``)
             kept.append(run_module(args[0], args[1:]))
         else:
-            kept.append(run_one(os.path.join(HERE, prog), args))
+            kept.append(run_one(os.path.join(HERE, prog), args, expect))
         if out_dir is not None:  # the file gets its name once the program has returned
             sys.stdout.flush()
             sys.stderr.flush()
