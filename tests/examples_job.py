@@ -138,11 +138,22 @@ def two_rank_runs(tmp):
         runs[f"graphsage npy {name}"] = ("graphsage_large.py",
                                          ["--npy", str(tmp / f"npy-{name}"), "--epochs", "1"],
                                          1)
+    # an example's --data that every rank opens and refuses (tests/test_cli.py)
+    for name, (script, data, _) in DATA_REFUSED.items():
+        runs[name] = (script, ["--data", data(tmp), "--epochs", "1"], 1)
     runs["graphsage npy one"] = ("graphsage_large.py", ["--npy", str(tmp / "npy-one"),
                                                         "--epochs", "1", "--batch-size", "16"])
     return runs
 
 
+# an example's --data refused on every rank: {run: (example, path of tmp, what it says)}
+DATA_REFUSED = {
+    "traffic bad npy": ("traffic_index_batching.py", lambda tmp: str(tmp / "bad.npy"),
+                        "is not a readable .npy file"),
+    "dynamic static data": ("dynamic_graph_forecast.py",
+                            lambda tmp: os.path.join(ROOT, "tests", "data", "chickenpox.json"),
+                            "not a dynamic graph (static graph: see "
+                            "examples/traffic_index_batching.py)")}
 # graphsage_large.py --npy folders refused, with what its one line says
 NPY_REFUSED = {"notrain": "has no training split", "noy": "has no labels",
                "yneg": "no node of the training split has a label"}
@@ -184,6 +195,7 @@ def _runs(tmp_path_factory):
                        np.floor(s.t * 10).astype(np.int64), np.zeros(s.num_edges, np.int64),
                        s.edge_feat)
     _npy_folders(tmp)
+    (tmp / "bad.npy").write_bytes(b"not an npy file")
     runs = two_rank_runs(tmp)
     # a bound per run that a hang cannot stretch to the suite's own (each takes seconds);
     # a run expected to exit non-zero on every rank: checks.py's --exit

@@ -276,21 +276,16 @@ def test_missing_input_file_is_reported_once(tmp_path):
 
 
 @pytest.mark.mpi
-def test_example_data_refused_once(tmp_path):
+def test_example_data_refused_once(tmp_path_factory):
     """An example's --data that every rank opens and refuses (a .npy that is not one,
     a static graph given to the dynamic example): one line from rank 0, exit code 1
-    (it was one line per rank, two of them run together on one line)."""
-    bad = tmp_path / "bad.npy"
-    bad.write_bytes(b"not an npy file")
-    static = os.path.join(os.path.dirname(__file__), "data", "chickenpox.json")
-    for script, data, words in (
-            ("traffic_index_batching.py", str(bad), "is not a readable .npy file"),
-            ("dynamic_graph_forecast.py", static, "not a dynamic graph (static graph: see "
-                                                  "examples/traffic_index_batching.py)")):
-        r = run_mpi(os.path.join(ROOT, "examples", script), 2, "--data", data,
-                    "--epochs", "1", timeout=120, check=False)
-        assert r.returncode == 1, f"exit {r.returncode}:\n{r.output}"
-        assert r.output.count(words) == 1 and f"{script}: error: " in r.output, r.output
+    on every rank (it was one line per rank, two of them run together on one line).
+    (The runs: the examples' 2-rank job, examples_job.DATA_REFUSED.)"""
+    from examples_job import DATA_REFUSED, example_output
+    for name, (script, _, words) in DATA_REFUSED.items():
+        out = example_output(name, tmp_path_factory)
+        assert out.splitlines().count("--- exit code 1") == 2, out
+        assert out.count(words) == 1 and f"{script}: error: " in out, out
 
 
 def test_tennis_file_that_cannot_be_read_ends_before_the_run(tmp_path, capsys):
