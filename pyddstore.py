@@ -245,7 +245,7 @@ class PyDDStore:
             raise PyDDStoreTypeError(f"PyDDStore: comm must be an mpi4py communicator, "
                                      f"got {type(comm).__name__}")
         with collective(comm, "PyDDStore"):  # the rest: agreed on every rank
-            if None not in given:
+            if all(c is not None for c in given):
                 raise PyDDStoreTypeError("PyDDStore: comm given twice (comm and "
                                          "comm_or_none)")
             # the newer original's method-2 arguments (a handshake directory, extra

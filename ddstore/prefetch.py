@@ -149,10 +149,10 @@ class BatchEpoch:
 _EPOCH_SCOPE = f"enumerate(DataLoader)#{BatchEpoch.__name__}.__next__"
 
 
-def prefetch_depth(store, prefetch, what="loader"):
+def prefetch_depth(store, prefetch, what="loader", arg="prefetch"):
     """The prefetch depth that is safe on this rank: ``prefetch``, or 0 (with a
-    :class:`PrefetchWarning`) when reads need ``MPI_THREAD_MULTIPLE`` and the MPI was
-    initialised with less."""
+    :class:`PrefetchWarning` naming ``what`` and its argument ``arg``) when reads need
+    ``MPI_THREAD_MULTIPLE`` and the MPI was initialised with less."""
     if not prefetch or not needs_thread_multiple(store):
         return prefetch
     from mpi4py import MPI
@@ -163,7 +163,7 @@ def prefetch_depth(store, prefetch, what="loader"):
              "MPI_THREAD_FUNNELED", MPI.THREAD_SERIALIZED: "MPI_THREAD_SERIALIZED"}
     remote = store.group_size - 1 - store.shm_peers
     warnings.warn(
-        f"{what}: prefetch={prefetch} needs MPI_THREAD_MULTIPLE on rank {store.rank} "
+        f"{what}: {arg}={prefetch} needs MPI_THREAD_MULTIPLE on rank {store.rank} "
         f"(its reads from {remote} group member{'s' if remote != 1 else ''} use "
         f"MPI_Get) but MPI was initialised with {names.get(level, level)}; loading "
         f"without prefetch (initialise MPI with THREAD_MULTIPLE, mpi4py's default, to "
@@ -483,7 +483,7 @@ class PrefetchLoader(WrappedLoader):
                                     "PrefetchLoader", "depth")
         store = store if store is not None or not self.depth else store_of(loader)
         if store is not None:  # (the one fallback of every read-ahead thread)
-            self.depth = prefetch_depth(store, self.depth, "PrefetchLoader")
+            self.depth = prefetch_depth(store, self.depth, "PrefetchLoader", "depth")
         check_one_read_ahead(loader, self.depth, "PrefetchLoader")
         self.loader = loader
 
@@ -542,5 +542,5 @@ def prefetch(loader, depth=2, store=None):
     depth = check_prefetch(depth, getattr(loader, "num_workers", 0), "prefetch", "depth")
     store = store if store is not None else store_of(loader)
     if store is not None:  # (told naming this call; PrefetchLoader's then finds 0)
-        depth = prefetch_depth(store, depth, "prefetch")
+        depth = prefetch_depth(store, depth, "prefetch", "depth")
     return PrefetchLoader(loader, depth, store)

@@ -90,9 +90,10 @@ class Records:
         as one raw array of the concatenated rows plus an offsets table that every rank
         keeps, so locating a record needs no communication and reading one runs no code
         (no pickle).  Ranks may hold 0 samples, but at least one rank must hold one.
-        The rows are copied in blocks of about :data:`COPY_BLOCK_BYTES` (the samples and
-        one block held at once, not a key's rows twice); to load more than the samples
-        can hold at once, use :meth:`init_records` and fill block by block.
+        Each sample is read twice, ``samples[i]``: once for the schema and row counts,
+        once to be copied, in blocks of samples of about :data:`COPY_BLOCK_BYTES` (one
+        block held at once, not a key's rows twice); to load more than the samples can
+        hold at once, use :meth:`init_records` and fill block by block.
         """
         with self.store.collective("add_records", name) as step:
             self.variables.check_name(name)
@@ -122,48 +123,63 @@ class Records:
                 self._same_in_groups(rec)
                 # a copy that fails on one rank (memory): agreed, then undone everywhere
                 with self.store.collective(None):
-                    for j, (key, dstr, trailing) in enumerate(schema):
-                        self._copy_rows(name, rec.fields[key], samples, key, counts[:, j])
+                    self._copy_samples(name, {k: rec.fields[k] for k, _, _ in schema},
+                                       samples, counts)
                 self.variables.sync_all()
             finally:
                 self.table[name] = rec
 
-    def _copy_rows(self, name, var, samples, key, counts):
-        """Local: the rows ``samples[i][key]`` (``counts[i]`` each), in order, into this
-        rank's chunk of ``var``, a block of about :data:`COPY_BLOCK_BYTES` at a time;
-        a sample read again must give what its first read gave (its rows, dtype and
-        trailing shape: a Dataset that crops at random is refused, naming it)."""
-        row = max(1, var.dtype.itemsize * int(np.prod(var.row_shape, dtype=np.int64)))
-        ends = np.cumsum(counts)
-        at, first = 0, 0
+    def _copy_samples(self, name, fields, samples, counts):
+        """Local: every key's rows of ``samples`` (``counts[i, j]`` rows of key ``j`` in
+        sample ``i``), in order, into this rank's chunk of the key's variable
+        (``fields``: ``{key: variable}`` in the schema's key order), the samples of
+        about :data:`COPY_BLOCK_BYTES` at a time, each read once more (its second and
+        last read: the first gave the schema); a sample read again must give what its
+        first read gave (its rows, dtype and trailing shape: a Dataset that crops at
+        random is refused, naming it)."""
+        row = np.array([max(1, v.dtype.itemsize * int(np.prod(v.row_shape, dtype=np.int64)))
+                        for v in fields.values()], dtype=np.int64)
+        ends = np.cumsum(counts @ row)  # bytes up to each sample's end
+        at = [0] * len(fields)  # rows written so far, per key
+        first = 0
         while first < len(samples):
-            # the samples whose rows end within a block of this one's start (one at least)
-            last = max(first + 1, int(np.searchsorted(
-                ends, at + max(1, COPY_BLOCK_BYTES // row), side="right")))
-            rows = int(ends[last - 1]) - at
-            if rows:
-                data = np.concatenate([self._again(name, samples, i, key, var, counts[i])
-                                       for i in range(first, last)])
-                self.write(var, at, data)
-                del data
-            at, first = at + rows, last
+            # the samples whose bytes end within a block of this one's start (one at least)
+            start = int(ends[first - 1]) if first else 0
+            last = max(first + 1, int(np.searchsorted(ends, start + COPY_BLOCK_BYTES,
+                                                      side="right")))
+            read = [self._again(name, samples, i, fields, counts[i])
+                    for i in range(first, last)]
+            for j, var in enumerate(fields.values()):
+                rows = int(counts[first:last, j].sum())
+                if rows:
+                    data = np.concatenate([arrays[j] for arrays in read])
+                    self.write(var, at[j], data)
+                    at[j] += rows
+                    del data
+            del read
+            first = last
 
     @staticmethod
-    def _again(name, samples, i, key, var, rows):
-        """``samples[i][key]`` read for the copy, refused unless it has the ``rows``,
-        dtype and trailing shape its first read had."""
-        what = f"records {name!r}: sample {i} key {key!r}"
+    def _again(name, samples, i, fields, rows):
+        """``samples[i]`` read (once) for the copy: its arrays in ``fields``' key order,
+        refused unless each has the ``rows``, dtype and trailing shape its first read
+        had."""
         sample = samples[i]
-        if not isinstance(sample, dict) or key not in sample:
-            raise DDStoreValueError(f"{what}: read again to be copied, the sample is a "
-                                    f"{type(sample).__name__} without the key; {_SAME}")
-        arr = as_array(sample[key], what)
-        if arr.dtype != var.dtype or arr.shape != (rows, *var.row_shape):
-            raise DDStoreValueError(
-                f"{what} gave dtype {arr.dtype} shape {tuple(arr.shape)} when read again "
-                f"to be copied, dtype {var.dtype} shape {(int(rows), *var.row_shape)} the "
-                f"first time; {_SAME}")
-        return arr
+        out = []
+        for (key, var), n in zip(fields.items(), rows):
+            what = f"records {name!r}: sample {i} key {key!r}"
+            if not isinstance(sample, dict) or key not in sample:
+                raise DDStoreValueError(f"{what}: read again to be copied, the sample is "
+                                        f"a {type(sample).__name__} without the key; "
+                                        f"{_SAME}")
+            arr = as_array(sample[key], what)
+            if arr.dtype != var.dtype or arr.shape != (n, *var.row_shape):
+                raise DDStoreValueError(
+                    f"{what} gave dtype {arr.dtype} shape {tuple(arr.shape)} when read "
+                    f"again to be copied, dtype {var.dtype} shape "
+                    f"{(int(n), *var.row_shape)} the first time; {_SAME}")
+            out.append(arr)
+        return out
 
     def init_records(self, name, schema, sizes):
         """Collective: create records ``name`` for this rank's chunk without their data:

@@ -254,6 +254,31 @@ def test_restricted_unpickler_refuses_sizes():
     assert torch.equal(got["s"], base[1:]) and torch.equal(got["t"], base.t())
 
 
+class _ObjectState:
+    """numpy's pickle of an object array of 2**20 elements whose state holds 3: numpy's
+    ``__setstate__`` of it crashed the process (a segmentation fault) inside the
+    restricted unpickler, whose names it only uses."""
+
+    def __reduce__(self):  # (numpy's own _reconstruct, as an array's pickle names it)
+        return (np.zeros(1).__reduce__()[0], (np.ndarray, (0,), b"b"),
+                (1, (2 ** 20,), np.dtype("O"), False, [1, 2, 3]))
+
+
+def test_restricted_unpickler_refuses_object_dtypes():
+    """A dtype holding Python objects is refused wherever a pickle makes one (an array's,
+    a structured dtype's field): no layer stores one, and numpy crashed on a hostile
+    state; structured and string dtypes of numbers still load."""
+    for obj in (_ObjectState(), np.array([1, "x"], dtype=object),
+                {"x": np.zeros(3, dtype=[("a", "i4"), ("b", "O")])}):
+        with pytest.raises(DDStoreValueError, match=r"o.pkl: not a readable pickle \("
+                                                    r"ValueError: a numpy dtype holding "
+                                                    r"Python objects \(object\)"):
+            restricted_loads(pickle.dumps(obj, protocol=2), "o.pkl")
+    for arr in (np.zeros(2, dtype=[("a", "i4"), ("b", "f8")]), np.array(["ab", "c"])):
+        got = restricted_loads(pickle.dumps(arr))
+        assert got.dtype == arr.dtype and got.tobytes() == arr.tobytes()
+
+
 # ---------------------------------------------------------------------- sources
 def test_pickle_dir_source_ranges(tmp_path):
     samples = [rich_sample(i) for i in range(10)]

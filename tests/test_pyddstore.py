@@ -235,6 +235,9 @@ def test_pyddstore_newer_originals_calls(monkeypatch):
         s.join("x")
     with pytest.raises(TypeError, match="comm given twice"):
         pyddstore.PyDDStore(MPI.COMM_SELF, comm_or_none=MPI.COMM_SELF)
+    # (an array as the first: told as given twice, not numpy's ambiguous truth value)
+    with pytest.raises(TypeError, match="comm given twice"):
+        pyddstore.PyDDStore(np.array([1, 2]), comm_or_none=MPI.COMM_SELF)
     with pytest.raises(TypeError, match="handshake_dir must be a str"):
         pyddstore.PyDDStore(MPI.COMM_SELF, handshake_dir=None)
     s.free()

@@ -23,6 +23,7 @@ from hypothesis import strategies as st_  # noqa: E402
 import ddstore  # noqa: E402
 from ddstore import DDStoreError, DDStoreIndexError, DDStoreValueError  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
+from ddstore.spatiotemporal import windows as windows_mod  # noqa: E402
 from ddstore.testing.windows import (algorithm1, brute_force_stats,  # noqa: E402
                                               materialize_windows, standardize_windows)
 
@@ -450,6 +451,30 @@ def test_largest_horizon_is_where_split_ranges_stops(T, overlap, ratios):
         except DDStoreValueError:
             pass
     assert st.largest_horizon(T, split, overlap) == max(accepted, default=0)
+
+
+def test_largest_horizon_with_overlap_is_bounded_work():
+    """With ``overlap=True`` ``largest_horizon`` (and so ``split_ranges``' refusal, which
+    names it) searches window counts, not every horizon: a series of 10^12 steps was
+    a ``MemoryError`` (3.6 TiB of horizons) and 2e7 steps took seconds and 800 MB.  The
+    answer equals the search over every horizon where that fits (up to 250,001 steps,
+    tiny ratios included: past the bounded search, a horizon that fits)."""
+    def every(T, split):
+        h = np.arange(1, (T + 1) // 2 + 1, dtype=np.int64)
+        S = T - 2 * h + 1
+        ok = (S > 0) & windows_mod._windowed(S, windows_mod.check_ratios(split))
+        return int(h[ok].max()) if ok.any() else 0
+    for split in ((0.7, 0.1, 0.2), (0.5, 0.5, 0), (0.9, 0, 0.1), (0.98, 0.01, 0.01),
+                  (0.999, 0.0005, 0.0005), (1, 0, 0)):
+        for T in list(range(60)) + [1001, 5000, 250001]:
+            assert st.largest_horizon(T, split, True) == every(T, split), (T, split)
+    assert st.largest_horizon(10 ** 12, overlap=True) == 499999999997
+    with pytest.raises(DDStoreValueError, match=r"horizon <= 499999999997 fits every"):
+        st.split_ranges(10 ** 12, 0, overlap=True)
+    tiny = (1 - 2e-6, 1e-6, 1e-6)  # 2 / r = 2e6 counts: beyond the search
+    h = st.largest_horizon(2 * 10 ** 7, tiny, True)
+    assert 0 < h <= every(2 * 10 ** 7, tiny)
+    st.split_ranges(2 * 10 ** 7, h, tiny, True)  # fits
 
 
 # ----------------------------------------------------------------------------- statistics

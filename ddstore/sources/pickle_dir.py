@@ -100,6 +100,21 @@ def _rebuilt_tensor(name):
     return rebuild
 
 
+def _no_objects(make):
+    """``make`` (numpy's ``dtype``, a ``numpy.dtypes`` class) refusing a dtype that holds
+    Python objects: no layer stores one, and numpy's ``__setstate__`` of an object array
+    from a hostile pickle's state crashes the process (a list of 3 items for 2**20
+    elements).  Every dtype of a pickle, a structured dtype's fields' too, is made by
+    such a call, so none gets past it."""
+    def build(*args, **kwargs):
+        dt = make(*args, **kwargs)
+        if getattr(dt, "hasobject", False):
+            raise ValueError(f"a numpy dtype holding Python objects ({dt}): stored data "
+                             f"holds numbers, booleans and strings only")
+        return dt
+    return build
+
+
 _CALLS = {("builtins", "bytearray"): _given(bytearray), ("builtins", "bytes"): _given(bytes),
           ("torch._utils", "_rebuild_tensor"): _rebuilt_tensor("_rebuild_tensor"),
           ("torch._utils", "_rebuild_tensor_v2"): _rebuilt_tensor("_rebuild_tensor_v2"),
@@ -136,8 +151,9 @@ class RestrictedUnpickler(pickle.Unpickler):
             (module, name), (_compat_pickle.IMPORT_MAPPING.get(module, module), name))
         if module == "torch.storage" and name == "_load_from_bytes":
             return _load_tensor_storage
-        if module == "numpy.dtypes" and name.endswith("DType"):
-            return super().find_class(module, name)
+        if module == "numpy.dtypes" and name.endswith("DType") or \
+                (module, name) == ("numpy", "dtype"):
+            return _no_objects(super().find_class(module, name))
         if module == "torch" and not name.startswith("_"):
             import torch
             if isinstance(getattr(torch, name, None), torch.dtype):

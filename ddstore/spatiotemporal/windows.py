@@ -133,16 +133,34 @@ def largest_horizon(num_steps, split=(0.7, 0.1, 0.2), overlap=False):
     every smaller horizon is accepted too; with ``overlap=True`` the rounding of the
     window counts may leave a split of some smaller horizon without a window (at odd
     ``T`` for the default ratios, ``largest - 1``): check a horizon with
-    :func:`split_ranges`.  ``num_steps``: an integer >= 0; ``overlap``: True or False."""
+    :func:`split_ranges`.  ``num_steps``: an integer >= 0; ``overlap``: True or False.
+
+    With ``overlap=True`` the work is bounded whatever ``T``: the largest horizon has
+    the fewest window starts ``S = T - 2h + 1`` that give every split a window, and from
+    ``2 / r`` starts on (``r``: the smallest positive ratio) every count does, so at
+    most :data:`_SEARCHED` counts below that are tried (beyond them, for a smallest
+    ratio under about ``3e-5``, the horizon of the first count past ``2 / r``: one that
+    fits, not always the largest)."""
     ratios = check_ratios(split)
     T = as_int(integer_scalar(num_steps), "largest_horizon: num_steps", 0)
     if not as_bool(overlap, "largest_horizon: overlap"):
         return max(0, min((b - a) // 2 for (a, b), r in
                           zip(_segments(T, ratios).values(), ratios) if r > 0))
-    h = np.arange(1, (T + 1) // 2 + 1, dtype=np.int64)  # every horizon's cut at once
-    S = T - 2 * h + 1
-    ok = (S > 0) & _windowed(S, ratios)
-    return int(h[ok].max()) if ok.any() else 0
+    # S = T + 1 - 2h has T + 1's parity, 1 <= h <= T // 2: S from s0 to T - 1, by 2
+    s0, last = 2 - (T + 1) % 2, T - 1
+    if last < s0:
+        return 0
+    top = 2 / min(q for q in ratios if q > 0)  # every count from here on has windows
+    end = min(last, s0 + 2 * _SEARCHED, int(min(top, last)) + 2)
+    S = np.arange(s0, end + 1, 2, dtype=np.int64)
+    ok = np.flatnonzero(_windowed(S, ratios))
+    if ok.size:
+        return (T + 1 - int(S[ok[0]])) // 2
+    if top > last:  # (searched up to T - 1, or past the bound: none fits)
+        return 0
+    first = math.ceil(top)
+    first += (first - s0) % 2  # T + 1's parity
+    return (T + 1 - first) // 2 if first <= last else 0
 
 
 def split_ranges(num_steps, horizon, split=(0.7, 0.1, 0.2), overlap=False):

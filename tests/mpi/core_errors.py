@@ -521,6 +521,25 @@ def _add_records_bad_samples(t):
     check(store.nrows("r8") == 2 * size, f"records of len 2: {store.nrows('r8')}")
     store.remove("r8")
 
+    class Keys(Lazy):
+        """Three keys per sample: read twice in all, not once per key for the copy."""
+
+        def __getitem__(self, i):
+            d = super().__getitem__(i)
+            return {"a": d["a"], "b": d["a"].astype(np.int64) * 2, "c": d["a"][:1]}
+
+    keys = Keys(5, 99)
+    store.add_records("r8", keys)
+    check(keys.reads == 2 * 5, f"records of 5 samples of 3 keys: {keys.reads} reads of "
+                               f"a sample, expected 10 (once for the schema, once copied)")
+    for i in (0, 4):  # every key's rows, as written
+        got = store.get_record("r8", ((rank + 1) % size) * 5 + i)
+        want = keys.__class__(5, 99)[i]
+        check(sorted(got) == ["a", "b", "c"] and all(
+            got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k])
+            for k in want), f"records of 3 keys: record {i} read back as {got}")
+    store.remove("r8")
+
     class Again(Lazy):
         """The second read of a sample (the copy's) gives other rows or trailing shape:
         refused naming it (fewer rows were copied past the end of the sample's rows,

@@ -181,8 +181,10 @@ def test_prefetch_windows(transport, expect_depth):
                     fallback = expect_depth == 0 and transport == "rma" and width > 1
                     want_depth = 0 if fallback else depth
                     warned = [w for w in caught if issubclass(w.category, PrefetchWarning)]
-                    check(bool(warned) == fallback, f"{transport} w{width}: warnings "
-                          f"{[str(w.message) for w in caught]}, fallback {fallback}")
+                    check(bool(warned) == fallback and all(
+                        f"prefetch={depth} needs" in str(w.message) for w in warned),
+                        f"{transport} w{width}: warnings "
+                        f"{[str(w.message) for w in caught]}, fallback {fallback}")
                     check(isinstance(pl, PrefetchLoader) and pl.depth == want_depth,
                           f"{transport} w{width} {sampler}: depth {pl.depth}, "
                           f"expected {want_depth}")
@@ -193,7 +195,10 @@ def test_prefetch_windows(transport, expect_depth):
                         direct = PrefetchLoader(train.loader(16, sampler=sampler, seed=5),
                                                 depth)
                     told = [w for w in caught if issubclass(w.category, PrefetchWarning)]
-                    check(bool(told) == fallback and direct.depth == want_depth,
+                    # (named by its own argument: PrefetchLoader takes depth=)
+                    check(bool(told) == fallback and direct.depth == want_depth and all(
+                        str(w.message).startswith(f"PrefetchLoader: depth={depth} needs")
+                        for w in told),
                           f"{transport} w{width}: PrefetchLoader(depth={depth}): depth "
                           f"{direct.depth}, warnings {[str(w.message) for w in caught]}")
                     got = batches_of(pl, epochs=2)
