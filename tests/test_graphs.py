@@ -1,6 +1,8 @@
 """Tests of ddstore.graphs and ddstore.sources: single-process parts here, MPI programs
 (tests/mpi/graphs_*.py) launched with mpiexec under timeout."""
+import json
 import os
+import re
 import pickle
 import sys
 
@@ -475,6 +477,15 @@ def test_adios_writer_touches_only_its_own_files(tmp_path):
     assert write_records_adios(good[::-1], str(empty)) == 2  # replaces its own file
     with AdiosSource(str(empty)) as src:
         assert np.array_equal(src.read_one(0)["x"], good[1]["x"])
+    # a file of the user's put into an earlier write's directory: refused, kept (the
+    # replace removed it with the directory)
+    (empty / "my-notes.txt").write_text("notes")
+    with pytest.raises(DDStoreValueError, match=r"exists and is not a ddstore CFF.*also "
+                                                r"holds 1 entries ADIOS2 does not write: "
+                                                r"\['my-notes.txt'\]"):
+        write_records_adios(good, str(empty))
+    assert (empty / "my-notes.txt").read_text() == "notes"
+    (empty / "my-notes.txt").unlink()
     assert sorted(os.listdir(tmp_path)) == ["empty.bp", "file.bp", "mine"]  # no leftovers
     # nor the timing report ADIOS2's reader writes into /tmp when it closes a file
     assert not os.path.exists(f"/tmp/empty.bp_{os.getpid():x}_profiling.json")
@@ -507,7 +518,33 @@ def test_pickle_writer_touches_only_its_own_files(tmp_path):
     with pytest.raises(DDStoreValueError, match="also holds 1 other entries.*notes.txt"):
         graphs.write_pickle_dir(samples, str(pff))
     assert (pff / "notes.txt").read_text() == "the user's notes"
+    # an earlier write whose metadata says 10**12 samples (made by hand): refused from
+    # the directory's listing at once (it built 10**12 names, for ever)
+    (pff / "notes.txt").unlink()
+    meta = json.loads((pff / "ddstore-pff.json").read_text())
+    (pff / "ddstore-pff.json").write_text(json.dumps(dict(meta, nsamples=10 ** 12)))
+    with pytest.raises(DDStoreValueError, match=r"it holds 3 entries, its ddstore-pff.json "
+                                                r"says 1000000000000 samples"):
+        graphs.write_pickle_dir(samples, str(pff))
     assert sorted(os.listdir(tmp_path)) == ["mine", "pff"]  # no leftovers
+    # a file-name pattern that leaves the directory, names one file for every sample or
+    # the metadata file: refused before anything is written (a user's file was
+    # overwritten)
+    from ddstore.sources import write_pickle_files
+    victim = tmp_path / "victim0.pkl"
+    victim.write_text("precious")
+    for pattern, words in ((str(tmp_path / "victim{}.pkl"), "outside the directory"),
+                           ("../escaped{}.pkl", "outside the directory"),
+                           ("sub/s{}.pkl", "outside the directory"),
+                           ("same.pkl", "names the same file for every sample"),
+                           ("ddstore-pff.json", "outside the directory or not a file"),
+                           ("s{:s}.pkl", "cannot name a sample by its number")):
+        with pytest.raises(DDStoreValueError, match=rf"^write_pickle_files\(.*\): pattern="
+                                                    rf".*{re.escape(words)}"):
+            write_pickle_files(samples[:1] if pattern == "ddstore-pff.json" else samples,
+                               str(tmp_path / "out"), pattern=pattern)
+    assert victim.read_text() == "precious"
+    assert sorted(os.listdir(tmp_path)) == ["mine", "pff", "victim0.pkl"]
 
 
 def test_sequence_source_touches_only_range():

@@ -161,8 +161,20 @@ def _checked(rec, schema, i, what):
     return out
 
 
+# what ADIOS2 (BP4, BP5) writes into a BP directory: subfiles data.N, metadata and
+# its index, the writer's profile
+_BP_ENTRY = re.compile(r"(data|md|mmd)\.\d+|md\.idx|profiling\.json|\.bpversion")
+
+
 def _is_cff(path):
-    """Raise unless ``path`` is a CFF file (what :func:`write_records_adios` wrote)."""
+    """Raise unless ``path`` is a CFF file (what :func:`write_records_adios` wrote) and,
+    as a BP directory, holds nothing but what ADIOS2 writes into one (a file of the
+    user's in it would go with it when a write replaces it)."""
+    if os.path.isdir(path):
+        other = sorted(e for e in os.listdir(path) if not _BP_ENTRY.fullmatch(e))
+        if other:
+            raise ValueError(f"it also holds {len(other)} entries ADIOS2 does not write: "
+                             f"{other[:3]}")
     AdiosSource(path).close()
 
 

@@ -239,7 +239,6 @@ class PickleDirSource(Source):
                     meta = json.load(f)
                 self._n = meta["nsamples"]
                 self._pattern = str(meta.get("pattern", _DEFAULT_PATTERN))
-                names = (self._pattern.format(0), self._pattern.format(1))
             except (OSError, ValueError, KeyError, TypeError, IndexError,
                     RecursionError) as exc:
                 raise DDStoreValueError(f"{meta_path}: corrupt metadata file "
@@ -247,19 +246,7 @@ class PickleDirSource(Source):
             if isinstance(self._n, bool) or not isinstance(self._n, int) or self._n < 0:
                 raise DDStoreValueError(f"{meta_path}: nsamples={self._n!r} must be an "
                                         f"integer >= 0")
-            if self._n > 1 and names[0] == names[1]:
-                raise DDStoreValueError(f"{meta_path}: pattern={self._pattern!r} names the "
-                                        f"same file for every sample ({names[0]!r}); it "
-                                        f"needs a field for the sample number, e.g. "
-                                        f"{_DEFAULT_PATTERN!r}")
-            if len(names[0]) > 255:  # NAME_MAX (a 100 MB name was formatted, once each)
-                raise DDStoreValueError(f"{meta_path}: pattern={self._pattern[:80]!r}... "
-                                        f"names a file of {len(names[0])} characters; a "
-                                        f"file name has at most 255")
-            if os.path.isabs(names[0]) or ".." in re.split(r"[\\/]", names[0]):
-                raise DDStoreValueError(f"{meta_path}: pattern={self._pattern!r} names "
-                                        f"{names[0]!r}, outside the directory; sample "
-                                        f"files lie in it")
+            sample_names(self._pattern, self._n, f"{meta_path}: ")
             if self._n:  # the count is the files': the last one exists (a count of 10**12
                 # over four files built a list of 10**12 names, for ever)
                 try:
@@ -309,6 +296,32 @@ class PickleDirSource(Source):
         return restricted_load(self.file(index))
 
 
+def sample_names(pattern, n, where=""):
+    """Check the file-name ``pattern`` of ``n`` samples (``pattern.format(i)``) as PFF
+    reads and writes it: a field for the sample number (two samples, two names), a
+    plain file name directly in the directory (no separator, not absolute, not ``..``),
+    at most 255 characters; raise :class:`DDStoreValueError` prefixed by ``where``
+    naming the pattern."""
+    try:
+        names = (pattern.format(0), pattern.format(1))
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError) as exc:
+        raise DDStoreValueError(f"{where}pattern={pattern!r} cannot name a sample by its "
+                                f"number ({type(exc).__name__}: {exc}); e.g. "
+                                f"{_DEFAULT_PATTERN!r}") from None
+    if n > 1 and names[0] == names[1]:
+        raise DDStoreValueError(f"{where}pattern={pattern!r} names the same file for "
+                                f"every sample ({names[0]!r}); it needs a field for the "
+                                f"sample number, e.g. {_DEFAULT_PATTERN!r}")
+    if len(names[0]) > 255:  # NAME_MAX (a 100 MB name was formatted, once each)
+        raise DDStoreValueError(f"{where}pattern={pattern[:80]!r}... names a file of "
+                                f"{len(names[0])} characters; a file name has at most 255")
+    if os.path.isabs(names[0]) or re.search(r"[\\/]", names[0]) or \
+            names[0] in ("", ".", "..", META_NAME):
+        raise DDStoreValueError(f"{where}pattern={pattern!r} names {names[0]!r}, outside "
+                                f"the directory or not a file name; sample files lie in "
+                                f"it, e.g. {_DEFAULT_PATTERN!r}")
+
+
 def _is_pff(path):
     """Raise unless directory ``path`` holds a PFF data set of :func:`write_pickle_files`
     and nothing else."""
@@ -316,9 +329,15 @@ def _is_pff(path):
         meta = json.load(f)
     if not isinstance(meta, dict) or meta.get("format") != "ddstore-pff":
         raise ValueError(f"its {META_NAME} is not of format 'ddstore-pff'")
-    pattern = str(meta.get("pattern", _DEFAULT_PATTERN))
-    ours = {META_NAME} | {pattern.format(i) for i in range(int(meta["nsamples"]))}
-    other = sorted(set(os.listdir(path)) - ours)
+    pattern, n = str(meta.get("pattern", _DEFAULT_PATTERN)), meta.get("nsamples")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"its nsamples={n!r} is not an integer >= 0")
+    sample_names(pattern, n, f"its {META_NAME}: ")
+    entries = os.listdir(path)
+    if n + 1 > len(entries):  # (the names made below: as many as it holds, at most)
+        raise ValueError(f"it holds {len(entries)} entries, its {META_NAME} says "
+                         f"{n} samples and itself")
+    other = sorted(set(entries) - {META_NAME} - {pattern.format(i) for i in range(n)})
     if other:
         raise ValueError(f"it also holds {len(other)} other entries: {other[:3]}")
 
@@ -340,6 +359,7 @@ def write_pickle_files(samples, path, pattern=_DEFAULT_PATTERN, progress=False,
     path = written_path(path, call)
     what = f"{call}({path!r})"
     n = len(samples)
+    sample_names(pattern, n, f"{what}: ")
     with written_in_place(path, what, "ddstore PFF directory", _is_pff) as temporary:
         os.makedirs(temporary)
         it = range(n)
