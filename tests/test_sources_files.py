@@ -463,8 +463,16 @@ def test_writers_replace_a_file_only_with_a_complete_one(tmp_path):
         write_pems_h5(str(user), np.ones((4, 2)), ts, unit="bogus")
     with pytest.raises(DDStoreValueError, match="key='' must be a non-empty str"):
         write_pems_h5(str(user), np.ones((4, 2)), ts, key="")
-    with pytest.raises(TypeError, match="Object dtype"):  # fails inside h5py, half written
-        write_pems_h5(str(user), np.array([[{}, 1]] * 4, dtype=object), ts)
+    # what load_pems_h5 refuses is refused here (ids truncated, 1.5 written as 1)
+    for data, ids, words in ((np.ones((4, 2)), [1.5, 2.5], "sensor_ids: ids must be"),
+                             (np.ones((4, 2)), [3, 3], "sensor ids repeat (1 duplicates)"),
+                             (np.ones((4, 2)), ["é", "a"], "not ASCII text"),
+                             (np.ones((4, 0)), None, "with a sensor at least"),
+                             (np.ones((4, 2), complex), None, "data of dtype complex128"),
+                             (np.array([[{}, 1]] * 4, dtype=object), None,
+                              "data of dtype object")):
+        with pytest.raises(DDStoreValueError, match=re.escape(words)):
+            write_pems_h5(str(user), data, ts, sensor_ids=ids)
     assert user.read_text() == "precious user data"
     write_pems_h5(str(user), np.arange(8.0).reshape(4, 2), ts)
     assert np.array_equal(np.asarray(load_pems_h5(str(user)).read(0, 4))[..., 0],
@@ -491,9 +499,47 @@ def test_writers_replace_a_file_only_with_a_complete_one(tmp_path):
     edges = (tgl / "edges.csv").read_bytes()
     (tgl / "node_features.pt").mkdir()
     with pytest.raises(DDStoreValueError, match="node_features.pt' is a directory"):
-        tg.write_tgl(str(tgl), [0], [1], [5], [0], node_feat=np.ones((2, 1)))
+        tg.write_tgl(str(tgl), [0], [1], [5], [0], edge_feat=np.ones((1, 3)),
+                     node_feat=np.ones((2, 1)))
     assert (tgl / "edges.csv").read_bytes() == edges
     (tgl / "node_features.pt").rmdir()
+    # an earlier write's feature file that this one has none for: refused, kept (read
+    # with the new edges, it served the old features); bad arguments named, nothing
+    # written (fractional ids were truncated, other lengths a pandas error)
+    for args, kwargs, words in (
+            (([0], [1], [5], [0]), {}, r"\['edge_features.pt'\] from an earlier write "
+                                       r"would be read with the new data"),
+            (([0.5], [1], [5], [0]), {}, r"src: ids must be a 1-D sequence of integers"),
+            (([0, 1], [1], [5, 6], [0, 0]), {}, r"dst has 1 rows, src has 2"),
+            (([0], [1], [5], [3]), {}, r"split holds 3; allowed: 0, 1 or 2"),
+            (([0], [-1], [5], [0]), {}, r"dst holds -1; ids are integers >= 0"),
+            (([0], [1], [5], [0]), {"edge_feat": np.ones((2, 3))},
+             r"edge_feat has 2 rows, src has 1")):
+        with pytest.raises(DDStoreValueError, match=words):
+            tg.write_tgl(str(tgl), *args, **kwargs)
+        assert (tgl / "edges.csv").read_bytes() == edges
+    with pytest.raises(DDStoreValueError, match=r"write_jodie: features must be 2-D"):
+        tg.write_jodie(str(jodie), [0], [0], [1], [0], features=np.ones(1))
+    with pytest.raises(DDStoreValueError, match=r"write_jodie: item: ids must be"):
+        tg.write_jodie(str(jodie), [0], [0.5], [1], [0])
+    ogb = tmp_path / "ogb"
+    write_ogb_node(str(ogb), np.array([[0, 1], [1, 0]]), x=np.ones((2, 2)), y=np.zeros(2),
+                   splits={"train": [0], "valid": [1], "test": []})
+    with pytest.raises(DDStoreValueError, match=r"\['raw/node-feat.csv.gz', 'split/random/"
+                                                r"train.csv.gz', .* from an earlier write"):
+        write_ogb_node(str(ogb), np.array([[0, 1], [1, 0]]), y=np.zeros(2))
+    full = {"edge_index": np.array([[0, 1], [1, 0]]), "x": np.ones((2, 2)),
+            "y": np.zeros(2), "splits": {"train": [0], "valid": [1], "test": []}}
+    for kwargs, words in (
+            ({"edge_index": [[0.9, 1.5], [1.7, 2.2]]}, r"edge_index\[0\]: ids must be"),
+            ({"edge_index": [0, 1]}, r"edge_index must be \[2, E\] node ids, got shape "
+                                     r"\(2,\)"),
+            ({"splits": {"train": [0], "test": [1]}}, r"splits must be a dict of \['train', "
+                                                      r"'valid', 'test'\]"),
+            ({"splits": {"train": [2.99], "valid": [], "test": []}},
+             r"splits\['train'\]: ids must be")):
+        with pytest.raises(DDStoreValueError, match=words):
+            write_ogb_node(str(ogb), **dict(full, **kwargs))
     # a replaced file keeps its permissions; a read-only one and a name ending in a
     # separator are refused (a private file came back with the umask's mode)
     os.chmod(jodie, 0o600)
@@ -506,9 +552,9 @@ def test_writers_replace_a_file_only_with_a_complete_one(tmp_path):
     os.chmod(jodie, 0o600)
     with pytest.raises(DDStoreValueError, match=r"names a directory \(it ends in '/'\)"):
         tg.write_jodie(str(tmp_path / "b.csv") + "/", [0], [0], [1], [0])
-    write_ogb_node(str(tmp_path / "ogb") + "/", np.array([[0, 1], [1, 0]]), y=np.zeros(2))
-    assert sorted(os.listdir(tmp_path)) == ["dir.csv", "dir.h5", "j.csv", "ogb", "tgl",
-                                            "user.h5"]  # no temporaries left
+    write_ogb_node(str(tmp_path / "ogb2") + "/", np.array([[0, 1], [1, 0]]), y=np.zeros(2))
+    assert sorted(os.listdir(tmp_path)) == ["dir.csv", "dir.h5", "j.csv", "ogb", "ogb2",
+                                            "tgl", "user.h5"]  # no temporaries left
 
 
 @pytest.mark.parametrize("writer", ["adios", "pff"])

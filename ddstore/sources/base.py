@@ -22,7 +22,7 @@ import zlib
 
 import numpy as np
 
-from .._checks import is_int
+from .._checks import as_indices, is_int
 from ..errors import DDStoreIndexError, DDStoreValueError
 
 __all__ = ["Source", "SequenceSource", "check_range", "int_bounds", "regular_file",
@@ -448,3 +448,48 @@ class SequenceSource(Source):
     def read_one(self, index):
         """``samples[index]``."""
         return self.samples[check_index("", index, len(self.samples))]
+
+
+# ---------------------------------------------------------------- writers' arguments
+def writer_columns(call, ids=(), **columns):
+    """The writer ``call``'s per-edge (or per-row) arguments as numpy arrays of one
+    length, checked before anything is written: each 1-D (a 2-D one, features, by its
+    rows), every one as long as the first; those named in ``ids`` integers >= 0 (a
+    fractional id was truncated, ``1.5`` written as ``1``).  Raises
+    :class:`DDStoreValueError` naming the argument, its shape and the rule."""
+    out, length = {}, None
+    for name, value in columns.items():
+        if value is None:
+            out[name] = None
+            continue
+        arr = np.asarray(value)
+        if name in ids:
+            arr = as_indices(arr.reshape(-1) if arr.ndim == 1 else arr,
+                             f"{call}: {name}", noun="id")
+            if arr.size and int(arr.min()) < 0:
+                raise DDStoreValueError(f"{call}: {name} holds {int(arr.min())}; ids are "
+                                        f"integers >= 0")
+        elif arr.ndim == 0 or arr.ndim > 2 or arr.dtype.kind not in "biuf":
+            raise DDStoreValueError(f"{call}: {name} must be a 1-D (or, for features, "
+                                    f"2-D) array of numbers, got dtype {arr.dtype} shape "
+                                    f"{arr.shape}")
+        if length is None:
+            length = len(arr)
+        elif len(arr) != length:
+            first = next(iter(columns))
+            raise DDStoreValueError(f"{call}: {name} has {len(arr)} rows, {first} has "
+                                    f"{length}; every argument has one row per item")
+        out[name] = arr
+    return out
+
+
+def stale_files(call, directory, names, remedy):
+    """Refuse a write into ``directory`` that would leave ``names`` (paths under it: an
+    earlier write's optional files this one does not write) next to its new files: a
+    reader would take them with the new data.  Nothing of the user's is removed; the
+    error names them and ``remedy``."""
+    found = [n for n in names if os.path.lexists(os.path.join(directory, n))]
+    if found:
+        raise DDStoreValueError(f"{call}({directory!r}): {found} from an earlier write "
+                                f"would be read with the new data, which has none; "
+                                f"{remedy} (nothing was written)")

@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 
+from .._checks import as_indices
 from ..errors import DDStoreValueError
 from .base import file_share, regular_file, replaced_file
 from .series import Series, adjacency_to_edges, check_timestamps, gaussian_kernel_adjacency
@@ -44,18 +45,29 @@ def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df", unit=None):
     """
     import h5py
     arr = np.asarray(data)
-    if arr.ndim != 2:
-        raise DDStoreValueError(f"write_pems_h5: data must be 2-D [T, sensors], got shape "
-                                f"{arr.shape}")
+    if arr.ndim != 2 or arr.shape[1] == 0:
+        raise DDStoreValueError(f"write_pems_h5: data must be 2-D [T, sensors] with a "
+                                f"sensor at least, got shape {arr.shape}")
+    if arr.dtype.kind not in "biuf":
+        raise DDStoreValueError(f"write_pems_h5: data of dtype {arr.dtype}; a PeMS frame "
+                                f"holds real numbers (bool, integers, floats)")
     ts = check_timestamps(timestamps, arr.shape[0], "write_pems_h5")
     ids = np.arange(arr.shape[1]) if sensor_ids is None else np.asarray(sensor_ids)
     if ids.shape != (arr.shape[1],):
         raise DDStoreValueError(f"write_pems_h5: {ids.shape} sensor ids for "
                                 f"{arr.shape[1]} sensors")
     if ids.dtype.kind in "US":
-        ids, kind = ids.astype("S"), b"string"
+        try:
+            ids, kind = ids.astype("S"), b"string"
+        except UnicodeEncodeError:
+            raise DDStoreValueError("write_pems_h5: sensor ids that are not ASCII text; "
+                                    "give ASCII names or integers") from None
     else:
-        ids, kind = ids.astype(np.int64), b"integer"
+        ids, kind = as_indices(ids, "write_pems_h5: sensor_ids", noun="id"), b"integer"
+    if len(np.unique(ids)) != len(ids):
+        raise DDStoreValueError(f"write_pems_h5: sensor ids repeat "
+                                f"({len(ids) - len(np.unique(ids))} duplicates); each "
+                                f"sensor needs its own id")
     if unit is not None and unit not in _TIME_UNITS:
         raise DDStoreValueError(f"write_pems_h5: unit={unit!r}; allowed: None, "
                                 f"{sorted(_TIME_UNITS)}")

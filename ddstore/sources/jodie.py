@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from ..errors import DDStoreMemoryError, DDStoreValueError
-from .base import replaced_file
+from .base import replaced_file, writer_columns
 from .csv_lines import (TIME_ALLOWED, Column, check_sorted_across_ranks, line_share_range,
                         parse_lines, read_bytes, refuse_cr_lines, shown_line)
 
@@ -39,13 +39,20 @@ row order) and ``num_edges`` (in the file)."""
 
 def write_jodie(path, user, item, t, label, features=None):
     """Write a JODIE-format CSV (header, then ``user,item,timestamp,state_label,
-    features...`` per line; floats written so that they read back exactly).  All or
+    features...`` per line; floats written so that they read back exactly): ``user``,
+    ``item`` integer ids >= 0, one value of each argument per edge (``features``: a
+    row per edge).  All or
     nothing: an existing file at ``path`` is replaced only by a complete one
     (:func:`~ddstore.sources.base.replaced_file`)."""
     import pandas as pd
-    cols = {"user": np.asarray(user), "item": np.asarray(item), "t": np.asarray(t),
-            "label": np.asarray(label)}
-    feats = np.zeros((len(cols["user"]), 0)) if features is None else np.asarray(features)
+    cols = writer_columns("write_jodie", ids=("user", "item"), user=user, item=item, t=t,
+                          label=label, features=features)
+    feats = cols.pop("features")
+    if feats is None:
+        feats = np.zeros((len(cols["user"]), 0))
+    elif feats.ndim != 2:
+        raise DDStoreValueError(f"write_jodie: features must be 2-D [edges, features], "
+                                f"got shape {feats.shape}")
     for j in range(feats.shape[1]):
         cols[f"f{j}"] = feats[:, j]
     body = pd.DataFrame(cols).to_csv(header=False, index=False)

@@ -32,7 +32,8 @@ import os
 import numpy as np
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .base import check_file_target, check_range, replaced_file, written_path
+from .base import (check_file_target, check_range, replaced_file, stale_files,
+                   writer_columns, written_path)
 from .node_data import SPLITS, NodeDataSource
 from .rows import CsvRowReader, count_rows, first_line_fields, line_text, read_csv_rows
 
@@ -238,13 +239,35 @@ def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="ra
     (every rank of a job must read the same files).  The arguments are converted before
     anything is written, and each file is replaced only by a complete one
     (:func:`~ddstore.sources.base.replaced_file`); other files under ``root`` are left
-    alone."""
+    alone, and an earlier write's ``x``, ``y`` or split files that this one has none for
+    are refused, not left to be read with the new edges.  Node ids (edges, splits) are
+    integers >= 0."""
     import pandas as pd
     root = written_path(root, "write_ogb_node")
     raw = os.path.join(root, "raw")
-    ei = np.asarray(edge_index, dtype=np.int64)
+    ei = np.asarray(edge_index)
+    if ei.ndim != 2 or ei.shape[0] != 2:
+        raise DDStoreValueError(f"write_ogb_node: edge_index must be [2, E] node ids, got "
+                                f"shape {ei.shape}")
+    ei = np.stack([writer_columns("write_ogb_node", ids=(k,), **{k: row})[k]
+                   for k, row in zip(("edge_index[0]", "edge_index[1]"), ei)]) \
+        if ei.size else np.zeros((2, 0), np.int64)
     n = len(x) if x is not None else len(y) if y is not None else \
         int(ei.max()) + 1 if ei.size else 0
+    if splits is not None:
+        if not isinstance(splits, dict) or set(splits) != set(SPLITS):
+            got = sorted(splits) if isinstance(splits, dict) else type(splits).__name__
+            raise DDStoreValueError(f"write_ogb_node: splits must be a dict of {list(SPLITS)} "
+                                    f"node ids, got {got}")
+        splits = {k: writer_columns("write_ogb_node", ids=(f"splits[{k!r}]",), **{
+            f"splits[{k!r}]": np.asarray(v).reshape(-1)})[f"splits[{k!r}]"]
+                  for k, v in splits.items()}
+    stale_files("write_ogb_node", root,
+                [os.path.join("raw", f) for f, v in (("node-feat.csv.gz", x),
+                                                     ("node-label.csv.gz", y)) if v is None]
+                + ([] if splits is not None else
+                   [os.path.join("split", split_name, f"{k}.csv.gz") for k in SPLITS]),
+                "remove them, or write to a new directory")
     files = [(raw, "edge.csv.gz", ei.T), (raw, "num-node-list.csv.gz", np.array([[n]])),
              (raw, "num-edge-list.csv.gz", np.array([[ei.shape[1]]]))]
     if x is not None:

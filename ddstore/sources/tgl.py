@@ -16,7 +16,7 @@ from ..errors import DDStoreValueError
 from .._checks import partition
 from .._times import as_times, time_dtype
 from .base import (check_file_target, check_same_files, file_share, regular_file,
-                   replaced_file, written_path)
+                   replaced_file, stale_files, writer_columns, written_path)
 from .csv_lines import TIME_ALLOWED, Column, check_sorted_across_ranks, integer_column, \
     line_pieces, line_share_range, parse_lines, refuse_cr_lines, shown_line
 
@@ -29,19 +29,32 @@ _HEADER_MAX = 1 << 20  # bytes a header line may have
 def write_tgl(directory, src, dst, t, split, edge_feat=None, node_feat=None):
     """Write a TGL-format directory (used by tests and the example's ``--data``):
     ``edges.csv`` and, when given, ``edge_features.pt`` / ``node_features.pt`` in
-    ``directory`` (made if needed; its other files are left alone).  The arguments are
+    ``directory`` (made if needed; its other files are left alone, and a feature file
+    of an earlier write that this one has none for is refused, not left to be read with
+    the new edges).  ``src``, ``dst``: integer node ids >= 0; ``split``: 0, 1 or 2 per
+    edge; ``edge_feat``: a row per edge.  The arguments are
     converted before anything is written, and each file is replaced only by a complete
     one (:func:`~ddstore.sources.base.replaced_file`)."""
     import pandas as pd
     import torch
     directory = written_path(directory, "write_tgl")
-    df = pd.DataFrame({"src": np.asarray(src), "dst": np.asarray(dst),
-                       "time": np.asarray(t), "ext_roll": np.asarray(split)})
+    cols = writer_columns("write_tgl", ids=("src", "dst", "ext_roll"), src=src, dst=dst,
+                          time=t, ext_roll=split, edge_feat=edge_feat)
+    if cols["ext_roll"].size and int(cols["ext_roll"].max()) > 2:
+        raise DDStoreValueError(f"write_tgl: split holds {int(cols['ext_roll'].max())}; "
+                                f"allowed: 0, 1 or 2 (train/val/test)")
+    if node_feat is not None and np.ndim(node_feat) != 2:
+        raise DDStoreValueError(f"write_tgl: node_feat must be 2-D [nodes, features], got "
+                                f"shape {np.shape(node_feat)}")
+    df = pd.DataFrame({k: cols[k] for k in ("src", "dst", "time", "ext_roll")})
     files = [("edges.csv", lambda p: df.to_csv(p, index=True))]
     for name, feat in (("edge_features.pt", edge_feat), ("node_features.pt", node_feat)):
         if feat is not None:
             tensor = torch.as_tensor(np.asarray(feat))
             files.append((name, lambda p, tensor=tensor: torch.save(tensor, p)))
+    stale_files("write_tgl", directory, [n for n in ("edge_features.pt", "node_features.pt")
+                                         if n not in dict(files)],
+                "remove them, or write to a new directory")
     for name, _ in files:  # every file checked before any is written
         check_file_target(os.path.join(directory, name), "write_tgl")
     try:
