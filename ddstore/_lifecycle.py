@@ -415,14 +415,24 @@ def _free_live_stores():
 
 
 # ------------------------------------------------------------------ failure behaviour
-_ABORT = {"enabled": os.environ.get("DDSTORE_ABORT_ON_EXCEPTION", "1").strip().lower()
-          not in SWITCH_OFF, "installed": False, "status": 0}
+# "enabled": what abort_on_exception() set, or None: DDSTORE_ABORT_ON_EXCEPTION as it is
+# when it counts (set after the import, before the store: taken, as the constructor
+# checked it)
+_ABORT = {"enabled": None, "installed": False, "status": 0}
+
+
+def aborts():
+    """Whether an uncaught exception ends the job (:func:`abort_on_exception`)."""
+    if _ABORT["enabled"] is not None:
+        return _ABORT["enabled"]
+    return os.environ.get("DDSTORE_ABORT_ON_EXCEPTION", "1").strip().lower() not in SWITCH_OFF
 
 
 def abort_on_exception(enabled=True):
     """Choose what an uncaught exception on one rank does to a multi-rank job.
 
-    ``True`` (the default; environment ``DDSTORE_ABORT_ON_EXCEPTION=0`` sets ``False``):
+    ``True`` (the default; environment ``DDSTORE_ABORT_ON_EXCEPTION=0`` sets ``False``,
+    read when an exception comes unless this function was called):
     once a :class:`DDStore` exists, an uncaught exception prints its traceback as usual
     and then calls ``MPI_Abort(MPI_COMM_WORLD, 1)``, which ends every rank of the job
     with a non-zero exit code, as ``python -m mpi4py`` does.  An agreed error (raised
@@ -438,7 +448,7 @@ def abort_on_exception(enabled=True):
     DataLoader worker) the hook only prints: no MPI call is made there.  Returns the
     previous setting.
     """
-    previous = _ABORT["enabled"]
+    previous = aborts()
     _ABORT["enabled"] = bool(enabled)
     return previous
 
@@ -467,7 +477,7 @@ def _abort_hook(previous):
         from mpi4py import MPI
         outer = sys.excepthook
         if (outer is not _ddstore_excepthook and getattr(outer, "ddstore_aborts", False)
-                or not _ABORT["enabled"] or _core.forked() or not MPI.Is_initialized()
+                or not aborts() or _core.forked() or not MPI.Is_initialized()
                 or MPI.Is_finalized() or MPI.COMM_WORLD.Get_size() == 1):
             previous(exc_type, exc, tb)
             return
@@ -514,7 +524,7 @@ def install_abort_hook():
     pid = os.getpid()
 
     def _ddstore_os_exit(code):
-        if code == 0 and os.getpid() == pid and _ABORT["enabled"] and _LIVE_STORES:
+        if code == 0 and os.getpid() == pid and aborts() and _LIVE_STORES:
             _free_live_stores()
         _REAL_OS_EXIT(code)
 

@@ -200,10 +200,18 @@ class Annotations:
                                         f"{arr.dtype}: {why}; allowed: numbers, booleans, "
                                         f"dates and fixed-size strings ({STORABLE_NAMES}, "
                                         f"'U', 'S')")
+        if isinstance(variables, (str, bytes)) or not isinstance(variables, (list, tuple)):
+            raise DDStoreValueError(f"annotate {name!r}: variables must be a list or tuple "
+                                    f"of variable names, got {variables!r}")
         variables = tuple(variables)
-        for v in variables:
-            if v not in self.store:
-                raise DDStoreValueError(f"annotate {name!r}: unknown variable {v!r}")
+        for v in variables:  # (names: what remove and save go by; a handle is not one)
+            if not isinstance(v, str) or v not in self.store:
+                raise DDStoreValueError(f"annotate {name!r}: variables must name the "
+                                        f"store's variables (str); unknown: {v!r}")
+        if cuts is not None and not isinstance(cuts, dict):
+            raise DDStoreValueError(f"annotate {name!r}: cuts must be a dict {{variable: "
+                                    f"key of an array in arrays, or rows per item (an int "
+                                    f">= 1)}}, got {type(cuts).__name__}")
         cuts = dict(cuts or {})
         for v, key in cuts.items():
             per_item = isinstance(key, (int, np.integer)) and not isinstance(key, bool)

@@ -184,7 +184,10 @@ def store_width(width, size):
     replica; ``"auto"`` kept, resolved at construction), or ``DDStoreValueError``
     naming the widths allowed: the constructor's own check (``DDStore.check_width``),
     for a program to check its command line before it builds anything
-    (``ddstore.cli.check_width``)."""
+    (``ddstore.cli.check_width``).  ``size``: an integer >= 1."""
+    if not is_int(size) or size < 1:
+        raise DDStoreValueError(f"size must be an integer >= 1 (the number of ranks the "
+                                f"store would span), got {size!r}")
     if width is None:
         width = size
     if isinstance(width, str) and width == "auto":

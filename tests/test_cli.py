@@ -462,6 +462,10 @@ def test_check_width_is_the_stores_rule_said_by_argparse(capsys):
         assert words in argparse_exit(capsys, 2, check_width, p, width, 4)[1]
         with pytest.raises(DDStoreValueError, match=words.split(": ", 1)[1][:20]):
             DDStore.check_width(width, 4)
+    for size in ("4", 0, True, None, 2.0):  # (a str was a TypeError, 0 "<= width <= 0")
+        with pytest.raises(DDStoreValueError, match=r"size must be an integer >= 1 \(the "
+                                                    r"number of ranks"):
+            DDStore.check_width(2, size)
 
 
 @pytest.mark.parametrize("module,args,words", [

@@ -80,9 +80,17 @@ def test_abort_switch_is_where_the_docs_and_messages_say():
     before = _lifecycle._ABORT["enabled"]
     try:
         ddstore.abort_on_exception(False)
-        assert _lifecycle._ABORT["enabled"] is False
-        ddstore.abort_on_exception(True)
-        assert _lifecycle._ABORT["enabled"] is True
+        assert _lifecycle.aborts() is False
+        assert ddstore.abort_on_exception(True) is False
+        assert _lifecycle.aborts() is True
+        # the environment's switch, read when it counts (set after the import, before
+        # the store, as the constructor checked it: it was read at the import alone)
+        _lifecycle._ABORT["enabled"] = None
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("DDSTORE_ABORT_ON_EXCEPTION", "off")
+            assert _lifecycle.aborts() is False
+            mp.setenv("DDSTORE_ABORT_ON_EXCEPTION", "1")
+            assert _lifecycle.aborts() is True
     finally:
         _lifecycle._ABORT["enabled"] = before
     for text, mode in (("true", "sync"), ("YES", "sync"), ("false", "off"), ("", "sync"),

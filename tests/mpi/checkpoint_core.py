@@ -290,8 +290,16 @@ def _(t):
                          os.path.join(tmp, "y"), agree=True, agreed=True)
         expect_error(DDStoreValueError, ["meta must be JSON-serialisable"], s.annotate,
                      "bad", "Test", {"x": object()})
-        expect_error(DDStoreValueError, ["unknown variable 'nope'"], s.annotate, "bad",
+        expect_error(DDStoreValueError, ["unknown: 'nope'"], s.annotate, "bad",
                      "Test", variables=["nope"])
+        # a str is not its characters, a handle not a name (either was kept: remove of
+        # the variable left the annotation, save failed on JSON), cuts a dict
+        expect_error(DDStoreValueError, ["variables must be a list or tuple", "'a'"],
+                     s.annotate, "bad", "Test", variables="a")
+        expect_error(DDStoreValueError, ["variables must name the store's variables (str)"],
+                     s.annotate, "bad", "Test", variables=[s.handle("a")])
+        expect_error(DDStoreValueError, ["cuts must be a dict", "got int"], s.annotate,
+                     "bad", "Test", variables=["a"], cuts=2)
         expect_error(DDStoreValueError, ["no Graph 'zz'", "known: []"], s.annotation,
                      "zz", "Graph")
         expect_error(DDStoreValueError, ["rows per item (an int >= 1)"], s.annotate,
