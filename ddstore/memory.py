@@ -117,6 +117,12 @@ def gb(nbytes):
     return f"{nbytes / 1e9:.4g} GB"
 
 
+def gb_bytes(nbytes):
+    """``nbytes`` in GB and exact bytes: where a share is compared with a budget, two
+    amounts that round alike ("25 GB, more than 25 GB") still show which is larger."""
+    return f"{gb(nbytes)} ({int(nbytes)} bytes)"
+
+
 def agreed_budget(infos):
     """The memory budget per rank every rank uses: the smallest over the ranks of each
     rank's own budget (given, or the default from its node's available memory).
@@ -128,8 +134,8 @@ def agreed_budget(infos):
                for b, host, avail in infos]
     r = int(np.argmin(budgets))
     given = infos[r][0] is not None
-    how = (f"memory_budget={gb(budgets[r])} (given, rank {r})" if given else
-           f"memory budget {gb(budgets[r])} per rank ({MEMORY_BUDGET_FRACTION} x "
+    how = (f"memory_budget={gb_bytes(budgets[r])} (given, rank {r})" if given else
+           f"memory budget {gb_bytes(budgets[r])} per rank ({MEMORY_BUDGET_FRACTION} x "
            f"{gb(infos[r][2])} available on rank {r}'s node / {per_host[infos[r][1]]} "
            f"ranks there)")
     return budgets[r], how
@@ -143,7 +149,7 @@ def plan_width(size, nbytes, budget, how):
             return w
     raise DDStoreMemoryError(
         f"{gb(nbytes)} of data does not fit: even at width={size} (the communicator "
-        f"size) each rank holds {gb(-(-nbytes // size))}, more than the {how}; use "
+        f"size) each rank holds {gb_bytes(-(-nbytes // size))}, more than the {how}; use "
         f"more ranks (or nodes), or a larger memory_budget")
 
 
@@ -162,6 +168,6 @@ def decide_width(width, size, nbytes, settings):
         except DDStoreMemoryError:
             hint = "no width fits on this many ranks"
         raise DDStoreMemoryError(
-            f"width={width}: each rank would hold {gb(-(-nbytes // width))} of the "
+            f"width={width}: each rank would hold {gb_bytes(-(-nbytes // width))} of the "
             f"{gb(nbytes)} of data (data_nbytes={nbytes}), more than the {how}; {hint}")
     return width, budget

@@ -96,6 +96,12 @@ def test_decide_width_every_branch():
     msg = str(info.value)
     assert "width=2: each rank would hold" in msg and "data_nbytes=100" in msg, msg
     assert "width=4 (or width='auto') fits" in msg and "(given, rank 0)" in msg, msg
+    # the share and the budget in exact bytes too: amounts that round alike to GB still
+    # show which is larger (it said "1 GB, more than the memory_budget=1 GB")
+    assert "hold 5e-08 GB (50 bytes)" in msg and "memory_budget=3e-08 GB (30 bytes)" in msg
+    with pytest.raises(DDStoreMemoryError, match=r"1 GB \(1000000001 bytes\) of the .*"
+                                                 r"memory_budget=1 GB \(1000000000 bytes\)"):
+        decide_width(1, 1, 10 ** 9 + 1, [(10 ** 9, "node", 0)])
     with pytest.raises(DDStoreMemoryError) as info:
         decide_width(1, 4, 1000, ranks)
     assert "no width fits on this many ranks" in str(info.value), str(info.value)
