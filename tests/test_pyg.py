@@ -516,6 +516,12 @@ def test_hetero_input_nodes_type_and_none_means_every_node(store):
                       b["a"].x.tolist()) for b in loader])
     assert runs[0] == runs[1] == runs[2] and len(runs[0]) == 3
     assert [r[0][:r[2]] for r in runs[0]] == [[0, 1], [2, 3], [4]]
+    # a node type of a count only (no attribute, no edge: from_hetero declares it):
+    # (type, None) is its every node too (PyG's path found no size by the type's name)
+    fs, gs = dpyg.from_hetero(store, HeteroData(paper=dict(num_nodes=10)), name="cn")
+    got = [b["paper"].n_id.tolist() for b in NeighborLoader(
+        (fs, gs), num_neighbors=[], input_nodes=("paper", None), batch_size=4)]
+    assert got == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]], got
 
 
 def test_hetero_temporal_all_neighbours_against_brute_force(store):

@@ -189,8 +189,11 @@ def _arguments(name, args):
     if isinstance(seeds, (tuple, list)) and len(seeds) == 2 and \
             isinstance(seeds[0], str) and seeds[1] is None:
         # (node_type, None): every node of the type, as PyG's in-memory path reads it;
-        # its remote-backend path asks the feature store for the size of None
-        args = dict(args, input_nodes=seeds[0])
+        # its remote-backend path asks the feature store for the size of None, and by
+        # the type's name alone finds no size for a type of a count only (no attribute)
+        n = data[1].node_counts().get(seeds[0])
+        args = dict(args, input_nodes=seeds[0] if n is None else
+                    (seeds[0], torch.arange(n, dtype=torch.int64)))
     links = args.get("edge_label_index")
     if isinstance(links, (tuple, list)) and len(links) == 2 and links[0] is None and \
             links[1] is None:
