@@ -496,16 +496,18 @@ class NeighborSampler(BaseSampler):
         fanouts = values if isinstance(values, dict) else {None: values}
         for et, ks in fanouts.items():
             where = f"num_neighbors{'' if et is None else f'[{et}]'}"
-            if not isinstance(ks, (list, tuple)) or any(not is_int(k) or k < -1 for k in ks):
-                raise DDStoreValueError(f"{where} must be a list of integers >= -1 (-1: "
-                                        f"all), got {ks!r}")
+            if not isinstance(ks, (list, tuple)) or any(not is_int(k) for k in ks):
+                raise DDStoreValueError(f"{where} must be a list of integers (-1, or any "
+                                        f"negative one as pyg-lib reads it: all), got "
+                                        f"{ks!r}")
             if self.replace and any(k > MAX_FANOUT_WITH_REPLACEMENT for k in ks):
                 raise DDStoreValueError(
                     f"{where}={list(ks)!r} with replace=True: every node draws exactly k "
                     f"edges, so k must be <= {MAX_FANOUT_WITH_REPLACEMENT} (-1: all "
                     f"neighbours); use replace=False to take min(k, degree)")
-        # without replacement a k beyond every degree takes the whole list: cut to int64
-        self._fanouts = {et: [min(int(k), _INT64_MAX) for k in ks]
+        # without replacement a k beyond every degree takes the whole list: cut to int64;
+        # any negative k is all, -1
+        self._fanouts = {et: [-1 if k < 0 else min(int(k), _INT64_MAX) for k in ks]
                          for et, ks in fanouts.items()}
         self._num_neighbors = num_neighbors
         self.num_hops = max([len(ks) for ks in self._fanouts.values()] + [

@@ -336,7 +336,10 @@ def errors(store, data, fs, gs, tag):
                  torch.tensor([1, N + 3]))
     expect_error(DDStoreValueError, ["sorted by"], dpyg.NeighborSampler, gs, [2],
                  time_attr="edge_time")
-    expect_error(DDStoreValueError, ["num_neighbors"], dpyg.NeighborSampler, gs, [-2])
+    expect_error(DDStoreValueError, ["num_neighbors", "a list of integers"],
+                 dpyg.NeighborSampler, gs, [1.5])
+    # any negative fanout is all, as pyg-lib reads it (-2 was refused)
+    check(dpyg.NeighborSampler(gs, [-2, -7]).fanouts() == [-1, -1], f"{tag}: -2 not all")
     check(store.variables() == before, f"{tag}: variables changed by failed calls")
     # nothing lost: the stored data is still right
     check(same_array(fs.get_tensor(group_name=None, attr_name="x"), data.x),
