@@ -266,6 +266,20 @@ class _ObjectState:
                 (1, (2 ** 20,), np.dtype("O"), False, [1, 2, 3]))
 
 
+def test_writers_refuse_an_empty_key(tmp_path):
+    """A graph key '' is refused by both writers, naming the sample and the key (it was
+    written, then refused at the load by a message naming no sample)."""
+    for sample in ({"": torch.ones(2, 1), "x": torch.ones(2, 1)},
+                   torch_geometric.data.Data(x=torch.ones(2, 1))):
+        if not isinstance(sample, dict):
+            sample[""] = torch.ones(2, 1)
+        for write in (graphs.write_adios, graphs.write_pickle_dir):
+            with pytest.raises(DDStoreValueError, match=r"sample 0: key '' is not a "
+                                                        r"non-empty str"):
+                write([sample], str(tmp_path / "out"))
+    assert os.listdir(tmp_path) == []
+
+
 def test_restricted_unpickler_refuses_object_dtypes():
     """A dtype holding Python objects is refused wherever a pickle makes one (an array's,
     a structured dtype's field): no layer stores one, and numpy crashed on a hostile

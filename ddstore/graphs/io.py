@@ -30,10 +30,16 @@ def graph_records(samples, what="samples"):
 def write_pickle_dir(samples, path, progress=False):
     """Write each graph of ``samples`` to its own pickle file in directory ``path``
     (PFF: ``sample-<i>.pkl`` plus ``ddstore-pff.json``).  Local: call it on one rank.
-    Returns the number of files."""
+    Returns the number of files.  Sample 0 is checked as a graph first (its keys and
+    values, as :func:`write_adios` checks every sample; the others are checked when
+    they are loaded)."""
     if len(samples) == 0:
         raise DDStoreValueError(f"write_pickle_dir({path!r}): empty data set (no "
                                 f"samples)")
+    try:
+        GraphLayout.of(samples[0])
+    except DDStoreError as exc:
+        raise DDStoreValueError(f"write_pickle_dir({path!r}): sample 0: {exc}") from None
     return write_pickle_files(samples, path, progress=progress, call="write_pickle_dir")
 
 

@@ -68,19 +68,28 @@ def _items(sample):
                     f"Batch.from_data_list of {cls.__name__}; store plain Data samples "
                     f"whose keys Data's rules batch as you need")
         items = list(sample.to_dict().items())
+        for k, _ in items:
+            _check_key(k)
         _check_plain(sample, items)
         return sample, items
     if isinstance(sample, dict):
         data = Data()
         for k, v in sample.items():
-            if not isinstance(k, str):
-                raise DDStoreValueError(f"key {k!r} is not a str")
+            _check_key(k)
             data[k] = v
         items = list(sample.items())
         _check_plain(data, items)
         return data, items
     raise DDStoreValueError(f"is a {type(sample).__name__}; expected a "
                             f"torch_geometric.data.Data or a dict of arrays")
+
+
+def _check_key(key):
+    """A graph's key is a non-empty str (a key '' was written, then refused at the load
+    by a message naming no sample)."""
+    if not isinstance(key, str) or not key:
+        raise DDStoreValueError(f"key {key!r} is not a non-empty str (keys name the "
+                                f"graph's values, e.g. 'x', 'edge_index')")
 
 
 def _check_plain(data, items):
