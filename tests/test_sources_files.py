@@ -266,6 +266,13 @@ def test_pff_member_that_is_a_fifo_refused(tmp_path):
     with open(os.path.join(d, "sample-00000001.pkl"), "wb") as f:
         pickle.dump(np.ones(1), f)
     assert src.read_one(1).tolist() == [1.0]
+    # without metadata (files by pattern): a match that is not a regular file (a FIFO, a
+    # dangling link) is refused by name (dropped, it renumbered the samples after it)
+    os.remove(os.path.join(d, "ddstore-pff.json"))
+    os.symlink(os.path.join(d, "gone"), os.path.join(d, "sample-00000003.pkl"))
+    with pytest.raises(DDStoreValueError, match=r"sample-00000002.pkl' matches '\*.pkl' "
+                                                r"but is not a regular file .*2 such"):
+        PickleDirSource(d)
 
 
 HDR = b",src,dst,time,ext_roll\n"

@@ -870,3 +870,19 @@ def test_csv_bytes_that_are_not_text_named_by_line(tmp_path, suffix):
                 f"the line is ff)")):
             R.read_csv_rows(str(path), lo, 28, dtype=np.int64)
     assert R.read_csv_rows(str(path), 0, 26, dtype=np.int64)[-1].tolist() == [25, 26]
+
+
+def test_unsigned_ids_beyond_int64_named_as_in_the_file(tmp_path):
+    """uint64 node ids >= 2**63 (edges, a split) are refused naming the value in the file
+    (it was told as the int64 it wraps to: node id -1)."""
+    from ddstore.sources import NpyNodeData
+    np.save(tmp_path / "edge_index.npy", np.array([[0, 2 ** 64 - 2], [1, 2]], np.uint64))
+    np.save(tmp_path / "y.npy", np.zeros(3, dtype=np.int64))
+    np.save(tmp_path / "train_idx.npy", np.array([0, 2 ** 64 - 1], dtype=np.uint64))
+    ds = NpyNodeData.from_dir(str(tmp_path))
+    with pytest.raises(DDStoreValueError, match=r"edge 1 \(18446744073709551614, 2\) names "
+                                                r"a node outside \[0, 3\)"):
+        ds.edges(0, 2)
+    with pytest.raises(DDStoreValueError, match=r"entry 1: node id 18446744073709551615 "
+                                                r"outside \[0, 3\)"):
+        ds.split("train", 0, 2)

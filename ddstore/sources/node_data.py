@@ -113,10 +113,12 @@ class NodeDataSource:
         int64; an id outside ``[0, num_nodes)``, or one listed twice within the range,
         raises naming its place (:meth:`repeated_error`; a loader reading the split in
         ranges over several ranks checks the ranges against each other)."""
-        ids = np.asarray(self.split_ids(self.check_split(which), lo, hi), dtype=np.int64)
-        i = first_outside(ids, self.num_nodes)
+        raw = np.asarray(self.split_ids(self.check_split(which), lo, hi))
+        i = _beyond_int64(raw)
+        ids = raw.astype(np.int64, copy=False) if i is None else raw
+        i = first_outside(ids, self.num_nodes) if i is None else i
         if i is not None:
-            raise DDStoreValueError(f"{self.where(which, lo + i)}: node id {int(ids[i])} "
+            raise DDStoreValueError(f"{self.where(which, lo + i)}: node id {int(raw[i])} "
                                     f"outside [0, {self.num_nodes})")
         j = first_marked(id_bitmap(self.num_nodes), ids, self.num_nodes)
         if j is not None:
@@ -175,13 +177,25 @@ class NodeDataSource:
         """``(src, dst)`` (edges ``lo, lo + 1, ...``) as contiguous int64, or a
         :class:`DDStoreValueError` naming the first edge with a node outside
         ``[0, num_nodes)``."""
-        src = np.ascontiguousarray(src, dtype=np.int64)
-        dst = np.ascontiguousarray(dst, dtype=np.int64)
-        bad = [i for i in (first_outside(src, self.num_nodes),
-                           first_outside(dst, self.num_nodes)) if i is not None]
+        src_in, dst_in = np.asarray(src), np.asarray(dst)
+        huge = [i for i in (_beyond_int64(src_in), _beyond_int64(dst_in)) if i is not None]
+        src = src_in if huge else np.ascontiguousarray(src_in, dtype=np.int64)
+        dst = dst_in if huge else np.ascontiguousarray(dst_in, dtype=np.int64)
+        bad = huge or [i for i in (first_outside(src, self.num_nodes),
+                                   first_outside(dst, self.num_nodes)) if i is not None]
         if bad:
             i = min(bad)
             raise DDStoreValueError(f"{self.where('edges', lo + i)}: edge {lo + i} "
-                                    f"({int(src[i])}, {int(dst[i])}) names a node outside "
-                                    f"[0, {self.num_nodes})")
+                                    f"({int(src_in[i])}, {int(dst_in[i])}) names a node "
+                                    f"outside [0, {self.num_nodes})")
         return src, dst
+
+
+def _beyond_int64(values):
+    """The position of the first unsigned id beyond int64 in ``values`` (an array), or
+    None: such an id is named as it is in the file, not as int64 wraps it (2**64 - 1 was
+    told as node id -1)."""
+    if values.dtype != np.uint64 or not values.size:
+        return None
+    over = values > np.uint64(np.iinfo(np.int64).max)
+    return int(np.argmax(over)) if over.any() else None

@@ -261,8 +261,13 @@ class PickleDirSource(Source):
                         f"{last!r} does not exist; the metadata does not match the files")
         else:
             files = glob.glob(os.path.join(glob.escape(self.path), pattern))
-            self._files = sorted((f for f in files if os.path.isfile(f)),
-                                 key=_natural_key)
+            odd = sorted(f for f in files if not os.path.isfile(f))
+            if odd:  # (dropped without a word, it renumbered the samples after it)
+                raise DDStoreValueError(
+                    f"pickle directory {self.path!r}: {odd[0]!r} matches {pattern!r} but "
+                    f"is not a regular file (a directory, a FIFO or a dangling link; "
+                    f"{len(odd)} such); remove it or give a pattern that leaves it out")
+            self._files = sorted(files, key=_natural_key)
             self._n = len(self._files)
         if self._n == 0:
             raise DDStoreValueError(f"pickle directory {self.path!r} is empty: no sample "
