@@ -597,3 +597,25 @@ def test_adios_writer_names_a_dtype_it_cannot_hold(tmp_path, value):
                                                 r"file does not hold; allowed: bool"):
         write_records_adios([{"a": value}], str(tmp_path / "s.bp"))
     assert os.listdir(tmp_path) == []
+
+
+def test_pems_h5_index_beyond_memory_names_the_file(tmp_path):
+    """A 5 KB frame whose (chunked, never written) time index declares 2**40 steps: a
+    DDStoreMemoryError naming the file and the size (numpy's bare MemoryError named
+    none)."""
+    import h5py
+    from ddstore import DDStoreMemoryError
+    path = str(tmp_path / "huge.h5")
+    with h5py.File(path, "w") as fh:
+        g = fh.create_group("df")
+        g.attrs["pandas_type"] = np.bytes_(b"frame")
+        g.create_dataset("axis0", data=np.array([1, 2]))
+        d = g.create_dataset("axis1", shape=(2 ** 40,), dtype=np.int64, chunks=(1024,))
+        d.attrs["kind"] = np.bytes_(b"datetime64")
+        g.create_dataset("block0_items", data=np.array([1, 2]))
+        v = g.create_dataset("block0_values", shape=(2 ** 40, 2), dtype=np.float32,
+                             chunks=(1024, 2))
+        v.attrs["transposed"] = np.bool_(True)
+    with pytest.raises(DDStoreMemoryError, match=rf"{re.escape(path)}\['df'\]: its time "
+                                                 rf"index of 1099511627776 steps"):
+        load_pems_h5(path)

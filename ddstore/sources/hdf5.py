@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from .._checks import as_indices
-from ..errors import DDStoreValueError
+from ..errors import DDStoreMemoryError, DDStoreValueError
 from .base import file_share, regular_file, replaced_file
 from .series import Series, adjacency_to_edges, check_timestamps, gaussian_kernel_adjacency
 
@@ -232,7 +232,12 @@ def _frame(fh, path, key, adjacency, distances, edge_index, edge_weight, dtype):
         if unit is None or (unit.group(1) or "ns") not in _TIME_UNITS:
             raise DDStoreValueError(f"load_pems_h5: {path}[{key!r}]: time index of "
                                     f"kind {kind!r}; allowed units: {_TIME_UNITS}")
-        ticks = index[()].astype(np.int64)
+        try:
+            ticks = index[()].astype(np.int64)
+        except MemoryError:  # (a declared size beyond memory: numpy's error named no file)
+            raise DDStoreMemoryError(f"{where}: its time index of {num_steps} steps "
+                                     f"({8 * num_steps} bytes) does not fit in memory "
+                                     f"(a damaged file?)") from None
         timestamps = ticks.view(f"datetime64[{unit.group(1) or 'ns'}]")
     node_ids = [_h5_str(c) if isinstance(c, bytes) else c for c in columns.tolist()]
     if distances is not None:
