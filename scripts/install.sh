@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs ddstore and everything it needs into the current Python (use a venv if you
-# like): MPI from the `mpich` package on PyPI, mpi4py, torch (CPU), PyG, ADIOS2, then
+# like): MPI from the `mpich` package on PyPI, mpi4py, torch (the CPU build where pip
+# finds one: README.md), PyG, ADIOS2, then
 # builds the C core against that MPI.  Idempotent, and skipped when nothing changed since
 # the last install into the same Python (DDSTORE_REINSTALL=1 forces it).
 # A cluster's own MPI: see docs/cluster.md, "Using your cluster's MPI".
