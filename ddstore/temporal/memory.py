@@ -1309,9 +1309,16 @@ class NodeMemory:
         A later snapshot replaces it (a copy that does not fit on some rank raises on
         every rank, and the earlier snapshot stays)."""
         self._settle()  # the state after the last commit
-        with self.store.collective("NodeMemory.snapshot", self.name):
-            self._check_vars()
-            copy = {k: self._own[k].copy() for k in _VARS}
+        # and after a commit under way through another object of this memory (they share
+        # the lock): copied between commits, never half of one (a probe's torn copies)
+        lock = self._lock
+        lock.acquire_shared()
+        try:
+            with self.store.collective("NodeMemory.snapshot", self.name):
+                self._check_vars()
+                copy = {k: self._own[k].copy() for k in _VARS}
+        finally:
+            lock.release_shared()
         self._snapshot = copy
 
     @holds_interrupts  # (an exchange or a sync follows the round)

@@ -703,6 +703,37 @@ def check_counts_outside_the_agreement():
         memory_module._COUNTS_IN_AGREEMENT = bound
 
 
+def check_snapshot_through_another_object():
+    """``snapshot`` through a second object of a memory (``NodeMemory.open``) while a
+    non-blocking commit of the first is under way (its apply made slow on every rank):
+    the snapshot waits for it and holds the committed state whole, as ``restore`` then
+    shows (it copied without the memory's lock: half of a commit, or the state before)."""
+    tag = f"[n={size} w={size}] snapshot through another object"
+    with ddstore.DDStore(comm, width=size) as store:
+        a = tg.NodeMemory(store, "sn", N, MD, AD)
+        b = tg.NodeMemory.open(store, "sn")
+        ref = ReferenceNodeMemory(N, MD, AD, 1, np.float32)
+        real = a._apply_writes
+
+        def slow(*args):
+            time.sleep(0.3)
+            return real(*args)
+        a._apply_writes = slow
+        plan = random_updates(np.random.default_rng(11), np.float32)
+        stage(a, plan[rank])
+        a.commit(wait=False)
+        ref.commit(*as_reference(plan))
+        b.snapshot()
+        a.wait()
+        del a._apply_writes
+        stage(a, random_updates(np.random.default_rng(12), np.float32)[rank])
+        a.commit()  # a later state, which restore replaces with the snapshot's
+        b.restore()
+        compare(b, ref, f"{tag}: restored")
+        compare(a, ref, f"{tag}: restored, read through the first")
+        a.remove()
+
+
 _LEFT = []  # a store left live with a non-blocking commit under way: freed at exit
 
 
@@ -716,6 +747,7 @@ def main():
     for transport in ("auto", "rma") if size <= 3 else ("auto",):
         check_nonblocking(transport)
     check_counts_outside_the_agreement()
+    check_snapshot_through_another_object()
     widths = every_width()
     for width in widths:
         # width 1: every rank reads only its own rows, so rma reads nothing remote
