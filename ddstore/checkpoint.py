@@ -623,6 +623,40 @@ class _Directory:
         self.legacy = None   # the generation a version-1 manifest names
         self.made = []      # the directories this save made, the deepest first
         self.made_gen = False
+        self.lock = None    # the directory's descriptor, flock'ed by this save
+
+    def claim(self):
+        """Hold the directory for this save (an exclusive ``flock`` on it, until
+        :meth:`release`): a second save to the same path at the same time, from another
+        job or store, is refused, not left to remove this one's published generation
+        as an earlier one of its own (both said they saved, and no checkpoint was
+        left).  The lock ends with the process, so a killed save leaves none; on a file
+        system without ``flock`` the save goes on unclaimed, as before."""
+        import fcntl
+        if self.lock is not None:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            return  # (not there yet: made, then claimed, by create)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DDStoreValueError(
+                f"save: another save is writing to {self.path!r} now (another job, or "
+                f"another store of this one); save to another path, or one after the "
+                f"other") from None
+        except OSError:  # no flock here (ENOLCK, EOPNOTSUPP...): unclaimed
+            os.close(fd)
+            return
+        self.lock = fd
+
+    def release(self):
+        """Let go of the directory (:meth:`claim`)."""
+        if self.lock is not None:
+            os.close(self.lock)
+            self.lock = None
 
     def _marker_id(self, entry, gen=None):
         """The checkpoint id in directory ``entry``'s marker, which must name generation
@@ -742,6 +776,7 @@ class _Directory:
                                         f"file, not a directory")
             self.cid = uuid.uuid4().hex
             return
+        self.claim()  # (before anything in it is read: another save's is not taken over)
         entries, markers = self._scan()
         if MANIFEST in entries:
             try:
@@ -789,6 +824,7 @@ class _Directory:
                 self.made.insert(0, d)
             except FileExistsError:
                 pass
+        self.claim()  # (a new path: claimed once made)
         gen_dir = os.path.join(self.path, self.gen)
         os.mkdir(gen_dir)
         self.made_gen = True
@@ -920,6 +956,15 @@ class Checkpoints:
         The rows, records and annotations stay in the store, unchanged.  ``block_bytes``:
         how much of a variable each rank writes at a time (an integer >= 1; the default,
         :data:`BLOCK_BYTES`, 32 MiB)."""
+        held = []  # rank 0: the target directory, released (claim) whatever happens
+        try:
+            return self._save(path, block_bytes, held)
+        finally:
+            for directory in held:
+                directory.release()
+
+    def _save(self, path, block_bytes, held):
+        """:meth:`save`; rank 0's :class:`_Directory` is appended to ``held``."""
         directory = None  # rank 0: the target directory, what in it is ours
         with self.store.collective("save", str(path)) as step:
             path = _path_arg(path, "save")
@@ -939,6 +984,7 @@ class Checkpoints:
             plan = None
             if self.store.rank == 0:  # checked, nothing written: a refusal leaves no trace
                 directory = _Directory(path)
+                held.append(directory)
                 directory.check()
                 plan = (directory.gen, directory.cid)
             replica = self._replica_fingerprints() if self.store.replicas > 1 else None

@@ -118,3 +118,32 @@ def test_a_killed_save_leaves_nothing_that_blocks_the_next(store, tmp_path):
     store.add("x", np.arange(3))
     m = store.save(path)
     assert sorted(os.listdir(path)) == sorted([ck.MANIFEST, m["generation"]])
+
+
+def test_a_save_under_way_holds_its_directory(store, tmp_path):
+    """A save claims its directory (an exclusive ``flock``): a second save to the same
+    path at the same time (another job, another store) is refused naming it, and the
+    first's checkpoint stays whole (both said they saved, and the second's clean-up had
+    removed the first's published generation: no checkpoint left).  The claim is let go
+    after each save, a refused one included, so the next save goes on."""
+    import fcntl
+    store.add("x", np.arange(12.0).reshape(6, 2))
+    path = tmp_path / "ck"
+    first = store.save(str(path))
+    fd = os.open(path, os.O_RDONLY)  # another save, under way
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(DDStoreValueError, match=r"save: another save is writing to "
+                                                    r".*ck' now \(another job, or another "
+                                                    r"store of this one\)"):
+            store.save(str(path))
+    finally:
+        os.close(fd)
+    assert ck.read_manifest(str(path))["generation"] == first["generation"]
+    assert sorted(os.listdir(path)) == sorted([ck.MANIFEST, first["generation"]])
+    again = store.save(str(path))  # the claim let go: saved, the earlier one replaced
+    assert sorted(os.listdir(path)) == sorted([ck.MANIFEST, again["generation"]])
+    back = DDStore.restore(str(path), store.comm)
+    assert back.get_range("x", 0, 6).tolist() == np.arange(12.0).reshape(6, 2).tolist()
+    back.free()
+    store.remove("x")
