@@ -8,8 +8,9 @@ the command ``bench-<name>`` with dashes for underscores (``bench-node-memory``;
 module's spelling is taken too), the same program with the same options: see
 ``BENCHMARKS`` below, or ``python -m ddstore --help``.
 
-``demo`` fills a store (each rank adds its chunk), reads every row back from every rank
-in shuffled mini-batches, checks each byte, and prints read latency and bandwidth.
+``demo`` fills a store (each rank adds its chunk), reads every row back once (the ranks
+share the rows out, in shuffled mini-batches), checks each byte, and prints read latency
+and bandwidth (rank 0's lines, on stderr, as the store's log).
 """
 import importlib
 import logging
@@ -170,8 +171,8 @@ BENCHMARKS = {
               "scripts/gpu_check.sh on a GPU)",
 }
 
-COMMANDS = {"demo": (demo, "fill a store, read every row back from every rank, check "
-                           "each byte")}
+COMMANDS = {"demo": (demo, "fill a store, read every row back (each once, the ranks "
+                           "sharing them out), check each byte")}
 COMMANDS.update({"bench-" + name.replace("_", "-"): (
     f"ddstore.bench.{name}", f"{text} -- module ddstore.bench.{name}")
     for name, text in BENCHMARKS.items()})

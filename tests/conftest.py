@@ -60,8 +60,9 @@ if MPI_DIR not in sys.path:  # the tests import the programs' builders (tests/mp
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "mpi: starts processes (an MPI job under mpiexec, or a benchmark or "
-                   "example run as a program); the fast subset is -m 'not mpi'")
+        "markers", "mpi: starts an MPI job under mpiexec, or a benchmark or example run "
+                   "as a program (a plain Python child, a signal's or a fork's, does not "
+                   "count); the faster subset is -m 'not mpi'")
     config.addinivalue_line(
         "markers", "shared_launch(program, *args, timeout=240, plain=False): the test's "
                    "MPI program runs in one job with the other selected programs of the "

@@ -182,6 +182,9 @@ def _py_modules(pkg=PKG):
                 mods[name[:-len(".__init__")] if name.endswith(".__init__") else name] = p
             elif f.endswith(".so") or f.endswith(".pyd"):
                 mods[rel.split(".")[0].replace(os.sep, ".")] = p
+    # the C core's module whether or not it is built in this tree (a fresh clone's
+    # imports of it were taken for imports of the package: a circle that is not there)
+    mods.setdefault("ddstore._ddstore_cffi", os.path.join(pkg, "_ddstore_cffi.so"))
     return mods
 
 
