@@ -39,7 +39,10 @@ def _args(argv=None, prog=None):
                    help="rows per read, comma-separated")
     p.add_argument("--reads", type=at_least(1), default=20, help="timed reads per size")
     p.add_argument("--patterns", default=("one", "both", "computing"),
-                   type=names_list(("one", "both", "computing")))
+                   type=names_list(("one", "both", "computing")),
+                   help="comma-separated patterns to run (default: one,both,computing): "
+                        "rank 0 reads rank 1's rows while rank 1 waits, both read each "
+                        "other's at once, rank 0 reads while rank 1 computes")
     p.add_argument("--repeat", type=at_least(1), default=2)
     p.add_argument("--compute-s", type=pause("s"), default=1.0,
                    help="the computing pattern: seconds rank 0 reads while rank 1 "
