@@ -681,6 +681,7 @@ class DynamicGraph:
         if cache_size is not None and (not is_int(cache_size) or cache_size < 1):
             raise DDStoreValueError(f"DynamicGraph {name!r}: cache_size={cache_size!r}; "
                                     f"allowed: an integer >= 1")
+        _check_annotation(store, name, meta, ann.arrays)
         self = cls.__new__(cls)
         self.store, self.name = store, name
         self._dname, self._cname = f"{name}/delta", f"{name}/ckpt"
@@ -1048,3 +1049,23 @@ class DynamicGraph:
         return (f"DynamicGraph({self.name!r}, steps={self.num_steps}, nodes="
                 f"{self.num_nodes}, edges={int(self._num_edges.sum())} in all, "
                 f"checkpoint_every={self.checkpoint_every}, weighted={self.weighted})")
+
+
+def _check_annotation(store, name, meta, arrays):
+    """Raise a :class:`DDStoreValueError` unless graph ``name``'s annotation agrees with
+    the record sets it describes (a checkpoint's manifest edited by hand: num_steps or
+    num_nodes changed read other snapshots, or raised a bare IndexError)."""
+    steps, nodes, every = (meta.get(k) for k in ("num_steps", "num_nodes",
+                                                  "checkpoint_every"))
+    ok = all(is_int(v) and v >= 1 for v in (steps, nodes, every))
+    if ok:
+        lengths = [np.shape(arrays.get(k, ())) for k in ("num_edges", "delta_entries")]
+        held = store.nrows(f"{name}/ckpt") if f"{name}/ckpt" in store else None
+        deltas = store.nrows(f"{name}/delta") if f"{name}/delta" in store else None
+        ok = lengths == [(steps,)] * 2 and held == -(-steps // every) and (
+            deltas == (steps if every > 1 else None))
+    if not ok:
+        raise DDStoreValueError(
+            f"DynamicGraph.open({name!r}): its annotation (num_steps={steps!r}, "
+            f"num_nodes={nodes!r}, checkpoint_every={every!r}) does not match its "
+            f"records (a damaged checkpoint?)")

@@ -199,8 +199,25 @@ class GraphDataset(torch.utils.data.Dataset):
         equals the one that was saved.  Raises :class:`DDStoreValueError` naming the
         graph datasets the store holds when ``name`` is none of them."""
         ann = store.annotation(name, kind=KIND)
-        return cls(store, name, GraphLayout(ann.meta["layout"]), ann.meta["nsamples"],
-                   transform)
+        # the annotation checked against the records it describes (a checkpoint's
+        # manifest edited by hand: nsamples 17 -> 5 opened as 5 graphs of 17)
+        where = f"GraphDataset.open({name!r})"
+        n, held = ann.meta.get("nsamples"), store.nrows(name)
+        if not is_int(n) or n != held:
+            raise DDStoreValueError(f"{where}: its annotation says nsamples={n!r}, its "
+                                    f"records hold {held} graphs (a damaged checkpoint?)")
+        try:
+            layout = GraphLayout(ann.meta["layout"])
+        except (DDStoreError, KeyError, TypeError, ValueError) as exc:
+            raise DDStoreValueError(f"{where}: its annotation's graph layout cannot be "
+                                    f"read ({type(exc).__name__}: {exc}; a damaged "
+                                    f"checkpoint?)") from None
+        keys = sorted(store.handle(name).keys)
+        if sorted(layout.by_key) != keys:
+            raise DDStoreValueError(f"{where}: its annotation's layout names keys "
+                                    f"{sorted(layout.by_key)}, its records hold {keys} (a "
+                                    f"damaged checkpoint?)")
+        return cls(store, name, layout, n, transform)
 
     # ------------------------------------------------------------------ reading
     def __len__(self):

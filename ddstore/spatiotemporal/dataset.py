@@ -942,6 +942,7 @@ class WindowDataset(_WindowView):
         Raises :class:`DDStoreValueError` naming the known datasets when ``name`` is
         none of them."""
         ann = store.annotation(name, kind=cls._KIND)
+        _check_annotation(store, name, ann.meta)
         self = cls.__new__(cls)
         self._open(store, name, ann, device, resident)
         return self
@@ -1477,3 +1478,26 @@ class WindowDataset(_WindowView):
                 f"features={self.num_features}, horizon={self.horizon}, windows={len(self)},"
                 f" width={self.store.group_size}, halo={self.halo}, "
                 f"resident={self.resident!r}, device={self.device})")
+
+
+def _check_annotation(store, name, meta):
+    """Raise a :class:`DDStoreValueError` unless dataset ``name``'s annotation agrees
+    with the series it describes: its shape with the stored rows' shape, a horizon in
+    ``[1, T // 2]``, splits of window starts within the series (a checkpoint's manifest
+    edited by hand: a horizon or splits changed read other windows, or raised a bare
+    IndexError)."""
+    try:
+        T, n, f = (int(v) if is_int(v) else None for v in meta["shape"])
+        h, splits = meta["horizon"], meta["splits"]
+        windows = num_windows(T, h) if is_int(h) and T and 1 <= h <= T // 2 else None
+        ok = windows is not None and store.handle(name).row_shape == (n, f) and \
+            isinstance(splits, dict) and all(
+                is_int(a) and is_int(b) and 0 <= a <= b <= windows
+                for a, b in splits.values())
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise DDStoreValueError(
+            f"WindowDataset.open({name!r}): its annotation (shape {meta.get('shape')!r}, "
+            f"horizon {meta.get('horizon')!r}, splits {meta.get('splits')!r}) does not "
+            f"match its series (a damaged checkpoint?)")

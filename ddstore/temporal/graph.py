@@ -679,13 +679,24 @@ class TemporalGraph:
             raise DDStoreValueError(f"graph {name!r}: recorded by a newer ddstore (format "
                                     f"{meta.get('version')!r}); this one reads format 1")
         indptr = np.ascontiguousarray(ann.arrays["indptr"], dtype=np.int64)
-        num_nodes = int(meta["num_nodes"])
+        num_nodes, num_edges = meta.get("num_nodes"), meta.get("num_edges")
+        # the annotation checked against the variables it describes (a checkpoint's
+        # manifest edited by hand: num_nodes 23 -> 40 opened, then a bare IndexError)
+        held = (store.nrows(f"{name}/nbr"), store.nrows(f"{name}/edges"))
+        if not (is_int(num_nodes) and is_int(num_edges)) or indptr.shape != (
+                num_nodes + 1,) or int(indptr[-1]) != held[0] or num_edges != held[1]:
+            raise DDStoreValueError(
+                f"TemporalGraph.open({name!r}): its annotation says num_nodes="
+                f"{num_nodes!r}, num_edges={num_edges!r} with an indptr of "
+                f"{indptr.shape[0]} entries ending at {int(indptr[-1]) if indptr.size else None}"
+                f"; its variables hold {held[0]} neighbour entries and {held[1]} edges (a "
+                f"damaged checkpoint?)")
         starts = store.chunk_offsets(f"{name}/nbr")
         node_off = np.empty(starts.shape[0], np.int64)
         node_off[0], node_off[-1] = 0, num_nodes
         # each member's first node: its chunk starts at that node's list (a cut)
         node_off[1:-1] = np.searchsorted(indptr, starts[1:-1], side="left")
-        g = cls(store, name, num_nodes, int(meta["num_edges"]), indptr, node_off,
+        g = cls(store, name, num_nodes, num_edges, indptr, node_off,
                 meta["add_reverse"], {k: int(v) for k, v in meta["split_counts"].items()},
                 meta["edge_feat"], meta["node_feat"], meta["edge_label"],
                 np.dtype(meta["time_dtype"]))
