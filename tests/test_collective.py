@@ -32,7 +32,7 @@ def test_every_entry_point_agrees_on_an_injected_failure(shared_launch, nprocs, 
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nprocs,transport,most", [(2, "auto", 40), (3, "rma", 16)])
+@pytest.mark.parametrize("nprocs,transport,most", [(2, "auto", 24), (3, "rma", 8)])
 @pytest.mark.shared_launch("collective_inject.py", "{transport}", "--every-step", "{most}",
                            timeout=900)
 def test_a_failure_in_any_step_is_agreed_and_undone(shared_launch, nprocs, transport,
