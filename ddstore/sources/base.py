@@ -462,14 +462,9 @@ def writer_columns(call, ids=(), **columns):
         if value is None:
             out[name] = None
             continue
-        arr = np.asarray(value)
-        if name in ids:
-            arr = as_indices(arr.reshape(-1) if arr.ndim == 1 else arr,
-                             f"{call}: {name}", noun="id")
-            if arr.size and int(arr.min()) < 0:
-                raise DDStoreValueError(f"{call}: {name} holds {int(arr.min())}; ids are "
-                                        f"integers >= 0")
-        elif arr.ndim == 0 or arr.ndim > 2 or arr.dtype.kind not in "biuf":
+        arr = writer_ids(call, name, value) if name in ids else np.asarray(value)
+        if name not in ids and (arr.ndim == 0 or arr.ndim > 2 or
+                                arr.dtype.kind not in "biuf"):
             raise DDStoreValueError(f"{call}: {name} must be a 1-D (or, for features, "
                                     f"2-D) array of numbers, got dtype {arr.dtype} shape "
                                     f"{arr.shape}")
@@ -481,6 +476,16 @@ def writer_columns(call, ids=(), **columns):
                                     f"{length}; every argument has one row per item")
         out[name] = arr
     return out
+
+
+def writer_ids(call, name, value):
+    """The writer ``call``'s argument ``name``: 1-D integer ids >= 0 as int64, or a
+    :class:`DDStoreValueError` naming it (a fractional id was truncated)."""
+    arr = as_indices(value, f"{call}: {name}", noun="id")
+    if arr.size and int(arr.min()) < 0:
+        raise DDStoreValueError(f"{call}: {name} holds {int(arr.min())}; ids are integers "
+                                f">= 0")
+    return arr
 
 
 def stale_files(call, directory, names, remedy):

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import DDStoreIndexError, DDStoreValueError
 from .base import (check_file_target, check_range, replaced_file, stale_files,
-                   writer_columns, written_path)
+                   writer_ids, written_path)
 from .node_data import SPLITS, NodeDataSource
 from .rows import CsvRowReader, count_rows, first_line_fields, line_text, read_csv_rows
 
@@ -249,9 +249,8 @@ def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="ra
     if ei.ndim != 2 or ei.shape[0] != 2:
         raise DDStoreValueError(f"write_ogb_node: edge_index must be [2, E] node ids, got "
                                 f"shape {ei.shape}")
-    ei = np.stack([writer_columns("write_ogb_node", ids=(k,), **{k: row})[k]
-                   for k, row in zip(("edge_index[0]", "edge_index[1]"), ei)]) \
-        if ei.size else np.zeros((2, 0), np.int64)
+    ei = np.stack([writer_ids("write_ogb_node", f"edge_index[{i}]", row)
+                   for i, row in enumerate(ei)]) if ei.size else np.zeros((2, 0), np.int64)
     n = len(x) if x is not None else len(y) if y is not None else \
         int(ei.max()) + 1 if ei.size else 0
     if splits is not None:
@@ -259,8 +258,7 @@ def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="ra
             got = sorted(splits) if isinstance(splits, dict) else type(splits).__name__
             raise DDStoreValueError(f"write_ogb_node: splits must be a dict of {list(SPLITS)} "
                                     f"node ids, got {got}")
-        splits = {k: writer_columns("write_ogb_node", ids=(f"splits[{k!r}]",), **{
-            f"splits[{k!r}]": np.asarray(v).reshape(-1)})[f"splits[{k!r}]"]
+        splits = {k: writer_ids("write_ogb_node", f"splits[{k!r}]", np.asarray(v).reshape(-1))
                   for k, v in splits.items()}
     stale_files("write_ogb_node", root,
                 [os.path.join("raw", f) for f, v in (("node-feat.csv.gz", x),
