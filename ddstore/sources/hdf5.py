@@ -64,10 +64,10 @@ def write_pems_h5(path, data, timestamps, sensor_ids=None, key="df", unit=None):
                                     "give ASCII names or integers") from None
     else:
         ids, kind = as_indices(ids, "write_pems_h5: sensor_ids", noun="id"), b"integer"
-    if len(np.unique(ids)) != len(ids):
-        raise DDStoreValueError(f"write_pems_h5: sensor ids repeat "
-                                f"({len(ids) - len(np.unique(ids))} duplicates); each "
-                                f"sensor needs its own id")
+    repeats = len(ids) - len(np.unique(ids))
+    if repeats:
+        raise DDStoreValueError(f"write_pems_h5: sensor ids repeat ({repeats} duplicates); "
+                                f"each sensor needs its own id")
     if unit is not None and unit not in _TIME_UNITS:
         raise DDStoreValueError(f"write_pems_h5: unit={unit!r}; allowed: None, "
                                 f"{sorted(_TIME_UNITS)}")

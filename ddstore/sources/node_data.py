@@ -115,8 +115,9 @@ class NodeDataSource:
         ranges over several ranks checks the ranges against each other)."""
         raw = np.asarray(self.split_ids(self.check_split(which), lo, hi))
         i = _beyond_int64(raw)
-        ids = raw.astype(np.int64, copy=False) if i is None else raw
-        i = first_outside(ids, self.num_nodes) if i is None else i
+        if i is None:
+            ids = raw.astype(np.int64, copy=False)
+            i = first_outside(ids, self.num_nodes)
         if i is not None:
             raise DDStoreValueError(f"{self.where(which, lo + i)}: node id {int(raw[i])} "
                                     f"outside [0, {self.num_nodes})")
@@ -178,11 +179,12 @@ class NodeDataSource:
         :class:`DDStoreValueError` naming the first edge with a node outside
         ``[0, num_nodes)``."""
         src_in, dst_in = np.asarray(src), np.asarray(dst)
-        huge = [i for i in (_beyond_int64(src_in), _beyond_int64(dst_in)) if i is not None]
-        src = src_in if huge else np.ascontiguousarray(src_in, dtype=np.int64)
-        dst = dst_in if huge else np.ascontiguousarray(dst_in, dtype=np.int64)
-        bad = huge or [i for i in (first_outside(src, self.num_nodes),
-                                   first_outside(dst, self.num_nodes)) if i is not None]
+        bad = [i for i in (_beyond_int64(src_in), _beyond_int64(dst_in)) if i is not None]
+        if not bad:
+            src = np.ascontiguousarray(src_in, dtype=np.int64)
+            dst = np.ascontiguousarray(dst_in, dtype=np.int64)
+            bad = [i for i in (first_outside(src, self.num_nodes),
+                               first_outside(dst, self.num_nodes)) if i is not None]
         if bad:
             i = min(bad)
             raise DDStoreValueError(f"{self.where('edges', lo + i)}: edge {lo + i} "
