@@ -195,15 +195,15 @@ class DynamicWindowDataset(WindowDataset):
         """Bytes this rank stores: its share of the series plus of the graph."""
         return super().local_bytes() + self.graph.nbytes()
 
+    def _held(self):
+        """Local: the series and (if this dataset built it) its graph, as the store
+        still holds them (:meth:`free` removes them in one removal)."""
+        return (self.graph.held() if self._own_graph else []) + super()._held()
+
     def free(self):
         """Collective: remove the series and (if this dataset built it) the graph.  Safe
         to call twice."""
-        with self.store.collective("DynamicWindowDataset.free", self.name):
-            names = [self.name] if self.name in self.store.variables() else []
-            if self._own_graph:  # its graph and its series in one removal
-                names = self.graph.held() + names
-        if names:
-            self.store.remove(*names)
+        super().free()
         if self._own_graph:
             self.graph.forget()
 

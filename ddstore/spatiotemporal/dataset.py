@@ -1269,6 +1269,23 @@ class WindowDataset(_WindowView):
             self._tf = self._dev_series = None
             raise
 
+    def free(self):
+        """Collective: remove the series (and what a subclass built with it) from the
+        store and let go of the copies on the device.  Safe to call twice; the dataset
+        then refuses to read, saying it was freed.  Another dataset built under its
+        name since is not touched."""
+        with self.store.collective(f"{type(self).__name__}.free", self.name):
+            names = self._held()
+        if names:
+            self.store.remove(*names)
+        self._gone = (f"{type(self).__name__} {self.name!r} was freed (free()); build "
+                      f"it again, or open() one the store holds")
+        self._tf = self._dev_series = None
+
+    def _held(self):
+        """Local: the names of this dataset's variables the store still holds."""
+        return [self.name] if self._series in self.store else []
+
     def _rolled_back(self):
         """A rollback removed the series (see the constructor)."""
         self._gone = (f"{type(self).__name__} {self.name!r} was rolled back with the "

@@ -238,6 +238,23 @@ def error_checks(store, tag):
     X = standardize_windows(X, ds.mean, ds.std, dtype=np.float32)
     xb, _ = ds.get_batch(np.arange(len(ds)))
     equal(xb.numpy(), X, f"{tag}: store usable after errors")
+    # free(): the series is removed, reads are refused naming it, a second free and a
+    # free of a dataset whose name was since rebuilt touch nothing of the new one
+    ds.free()
+    check("after_errors" not in store.variables(), f"{tag}: free removes the series")
+    expect_error(ddstore.DDStoreStateError, ["'after_errors' was freed", "free()"],
+                 lambda: ds.get_batch([0, 1]), what=f"{tag}: read after free")
+    expect_error(ddstore.DDStoreStateError, "was freed", lambda: ds[0],
+                 what=f"{tag}: item after free")
+    again = st.WindowDataset(store, "after_errors", raw[::-1].copy(), 3, standardize=False)
+    ds.free()
+    check("after_errors" in store.variables(), f"{tag}: a stale free left the new one")
+    Xr, _ = materialize_windows(raw[::-1], 3)
+    equal(again.get_batch(np.arange(len(again)))[0].numpy(), Xr.astype(np.float32),
+          f"{tag}: the rebuilt dataset after a stale free")
+    again.free()
+    again.free()
+    check("after_errors" not in store.variables(), f"{tag}: free twice")
 
 
 def h5_checks(store, tag):
