@@ -101,6 +101,13 @@ def test_wikimath_layout(tmp_path):
     assert np.array_equal(s.to_numpy()[:, :, 0], y.astype(np.float32))
     assert np.array_equal(s.edge_index, np.array(edges).T)
     assert np.array_equal(s.edge_weight, [1, 2, 3, 4])
+    # a time_periods below the steps held reads the first steps, as PGT does, and says so
+    doc["time_periods"] = T - 3
+    with pytest.warns(UserWarning, match=rf"time_periods={T - 3} reads steps '0' .. "
+                                         rf"'{T - 4}'; the file also holds 3 per-step "
+                                         rf"objects from '{T - 3}' to '{T - 1}'"):
+        s = st.load_pgt_json(_write(tmp_path, "short.json", doc))
+    assert np.array_equal(s.to_numpy()[:, :, 0], y[:T - 3].astype(np.float32))
 
 
 def test_england_covid_edge_mapping_layout(tmp_path):
@@ -123,6 +130,11 @@ def test_england_covid_edge_mapping_layout(tmp_path):
     for t in range(T):
         assert np.array_equal(s.edges[t], np.array(edges[t], np.int64).reshape(-1, 2).T)
         assert np.array_equal(s.weights[t], np.asarray(weight[str(t)], np.float32))
+    # edge_mapping steps past time_periods (y as long as it says) are named as unread
+    short = dict(doc, y=y[:T - 2].tolist(), time_periods=T - 2)
+    with pytest.warns(UserWarning, match=r"also holds 2 steps of edge_mapping.edge_index"):
+        s = st.load_pgt_json(_write(tmp_path, "short.json", short))
+    assert s.shape == (T - 2, N, 1) and len(s.edges) == T - 2
     # a step missing from edge_mapping is named
     del index["3"]
     with pytest.raises(DDStoreValueError, match="no step '3'"):

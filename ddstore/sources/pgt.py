@@ -21,6 +21,7 @@ held in memory and read as views.
 import io
 import json
 import os
+import warnings
 
 import numpy as np
 
@@ -73,7 +74,9 @@ def load_pgt_json(path, dtype=np.float32):
     ``nodes`` (``bus_stop``, ``X`` variables, ``y``) with ``links`` (``source``,
     ``target``, ``weight``) (Montevideo bus) -> :class:`Series` with the ``X`` variables
     (sorted by name) and then ``y`` as features.  Any other layout raises an error that
-    names the keys found.
+    names the keys found.  A ``time_periods`` below the steps the file holds reads the
+    first ``time_periods`` steps, as PyTorch Geometric Temporal does, with a
+    ``UserWarning`` naming the steps left unread.
     """
     dtype = _series_dtype(dtype)
     path = regular_file(path, "load_pgt_json: cannot read ", "no such file")
@@ -150,6 +153,8 @@ def _read_edge_mapping(doc, path, dtype):
     if y.shape[0] != T:
         raise _pgt_error(path, f"'y' has {y.shape[0]} steps, time_periods={T}")
     index, weight = mapping["edge_index"], mapping.get("edge_weight")
+    if isinstance(index, dict):
+        _warn_beyond(path, T, index, "steps of edge_mapping.edge_index")
     edges, weights = [], None if weight is None else []
     for t in range(T):
         if str(t) not in index:
@@ -398,6 +403,7 @@ def _pgt_num_steps(doc, path):
         T = doc["time_periods"]
         if isinstance(T, bool) or not isinstance(T, int) or T < 1:
             raise _pgt_error(path, f"time_periods={T!r} must be a positive integer")
+        _warn_beyond(path, T, doc, "per-step objects")
         return T
     T = 0
     while str(T) in doc:
@@ -408,6 +414,19 @@ def _pgt_num_steps(doc, path):
         raise _pgt_error(path, f"step {later[0]} is there but step {T} is not: steps are "
                                f"'0' .. 'T-1' without a gap (or give time_periods)")
     return T
+
+
+def _warn_beyond(path, T, keys, what):
+    """Warn (a :class:`UserWarning`, on each rank that reads the file) when ``keys``
+    hold steps ``'T'`` or later: ``time_periods`` says how many steps are read, as
+    PyTorch Geometric Temporal reads them, and the rest would go unread unsaid."""
+    more = [int(k) for k in keys if isinstance(k, str) and k.isascii() and k.isdigit()
+            and int(k) >= T]
+    if more:
+        warnings.warn(f"load_pgt_json: {path}: time_periods={T} reads steps '0' .. "
+                      f"'{T - 1}'; the file also holds {len(more)} {what} from "
+                      f"'{min(more)}' to '{max(more)}', which are not read (as PyTorch "
+                      f"Geometric Temporal reads such a file)", stacklevel=2)
 
 
 def _pgt_pairs(pairs, path, what, num_nodes=None):
