@@ -410,7 +410,12 @@ class _WindowView(torch.utils.data.Dataset):
         difference, or a bad argument on one rank, raises on every rank naming them);
         ``prefetch``, ``device`` and ``direct`` are this rank's own.
         """
-        with self._ds.store.collective("WindowDataset.loader", self._what()) as step:
+        store = self._ds.store
+        with store.collective("WindowDataset.loader", self._what()) as step:
+            # the sampler first: the settings agreed next are that sampler's (samplers
+            # that differ are told as such, not as their settings differing too)
+            with store.collective(None) as first:
+                first.agree(same={"sampler": sampler})
             out, smp = self._loader(batch_size, sampler, shuffle, seed, drop_last, local,
                                     prefetch, num_workers, device, direct)
             same = {k: getattr(smp, k) for k in ("shuffle", "seed", "drop_last", "local")
@@ -421,7 +426,7 @@ class _WindowView(torch.utils.data.Dataset):
                 same["local"] = None if local is None else as_bool(local, what)
             if not same["shuffle"]:
                 del same["seed"]  # unused without a shuffle: may differ
-            step.agree(same={"batch_size": int(batch_size), "sampler": sampler, **same})
+            step.agree(same={"batch_size": int(batch_size), **same})
         return out
 
     def _loader(self, batch_size, sampler, shuffle, seed, drop_last, local, prefetch,
@@ -1274,7 +1279,7 @@ class WindowDataset(_WindowView):
         store and let go of the copies on the device.  Safe to call twice; the dataset
         then refuses to read, saying it was freed.  Another dataset built under its
         name since is not touched."""
-        with self.store.collective(f"{type(self).__name__}.free", self.name):
+        with self.store.collective("WindowDataset.free", self.name):
             names = self._held()
         if names:
             self.store.remove(*names)

@@ -238,6 +238,16 @@ def error_checks(store, tag):
     X = standardize_windows(X, ds.mean, ds.std, dtype=np.float32)
     xb, _ = ds.get_batch(np.arange(len(ds)))
     equal(xb.numpy(), X, f"{tag}: store usable after errors")
+    # samplers that differ are named alone (not with the other sampler's settings)
+    msg = expect_error(DDStoreValueError, "sampler differs between ranks",
+                       lambda: ds.splits()[0].loader(
+                           4, sampler="global" if rank == 0 else "batch"),
+                       what=f"{tag}: samplers differ", agree=True, store=store)
+    check(msg is None or "local" not in msg, f"{tag}: samplers differ: {msg}")
+    expect_error(DDStoreValueError, "local differs between ranks",
+                 lambda: ds.splits()[0].loader(4, sampler="batch",
+                                               local=rank == 0),
+                 what=f"{tag}: local differs", agree=True)
     # free(): the series is removed, reads are refused naming it, a second free and a
     # free of a dataset whose name was since rebuilt touch nothing of the new one
     ds.free()
