@@ -72,10 +72,11 @@ def default_chunk_edges(num_edges, size, row_bytes=25, add_reverse=True):
 
 
 def check_chunk_edges(chunk_edges, name):
-    """Raise :class:`DDStoreValueError` unless ``chunk_edges`` is an integer >= 1 or
-    None (a local check: call it in a step's local part)."""
+    """``chunk_edges`` as a Python int (a numpy integer too), or None; a
+    :class:`DDStoreValueError` unless it is an integer >= 1 or None (a local check: call
+    it in a step's local part)."""
     if chunk_edges is None or (is_int(chunk_edges) and chunk_edges >= 1):
-        return
+        return None if chunk_edges is None else int(chunk_edges)
     raise DDStoreValueError(f"graph {name!r}: chunk_edges={chunk_edges!r} must be an "
                             f"integer >= 1 (edges per rank per round) or None")
 

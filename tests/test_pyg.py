@@ -6,6 +6,7 @@ and single-process checks of the API."""
 
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -102,7 +103,9 @@ def test_coo_comes_back_as_put(store):
         ei = torch.randint(0, n, (2, m), generator=g)
         ei[1, :5] = ei[0, :5]            # self loops
         ei[:, 10:20] = ei[:, 20:30]      # duplicates
-        gs = dpyg.GraphStore(store, f"r{trial}")
+        # (chunk_edges a numpy integer, as a Python one: it went into the annotation
+        # as it was, and JSON refused it)
+        gs = dpyg.GraphStore(store, f"r{trial}", chunk_edges=np.int64(7 + trial))
         gs.put_edge_index(ei, edge_type=None, layout="coo", size=(n, n))
         ref = _reference([(None, ei, (n, n))])
         for layout in ("coo", "csr", "csc"):

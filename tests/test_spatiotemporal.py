@@ -825,6 +825,21 @@ def test_assign_blocks_balance_and_locality():
                     own = int(np.sum(owner == g))
                     share = len(range(q, own, groups))
                     assert len({b for b in p if owner[b] == g}) == min(share, M)
+            # one rank's list alone is that rank's of the whole deal
+            for r in range(P):
+                assert assign_blocks(owner, P, width, seed=1, epoch=2, rank=r,
+                                     drop_last=drop_last, local=local) == per[r]
+    # far more ranks than blocks: the undealt ranks pad alike, and the work grows with
+    # the blocks (2**62 ranks were a list each, and never returned)
+    owner = np.arange(10) % 2
+    per = assign_blocks(owner, 22, 2, seed=3, epoch=0)
+    assert sorted(b for p in per[:10] for b in p) == list(range(10))
+    assert all(p == per[10] and len(p) == 1 for p in per[10:])
+    for r in (0, 9, 21):
+        assert assign_blocks(owner, 22, 2, seed=3, epoch=0, rank=r) == per[r]
+    assert assign_blocks(owner, 2**62, 2, seed=3, epoch=0, rank=2**62 - 1) == per[21]
+    assert assign_blocks(owner, 2**62, 2, seed=3, epoch=0, rank=0) == \
+        assign_blocks(owner, 22, 2, seed=3, epoch=0, rank=0)
 
 
 def test_resident_device_cpu_matches_store(store):

@@ -1236,6 +1236,12 @@ def test_edge_batches_refuse_what_int_would_truncate(store):
                      (dict(batch_size=2, split=True), "split=True must be")):
         with pytest.raises(DDStoreValueError, match=text):
             EdgeBatches(g, **kw)
+    # negatives whose batch cannot be held: refused as built, with the allowed range
+    from ddstore import DDStoreMemoryError
+    for neg in (2 ** 40, 2 ** 63):
+        with pytest.raises(DDStoreMemoryError, match=rf"negatives={neg}: a batch of 2 "
+                                                     rf"edges would draw .* allowed: 0 \.\. "):
+            EdgeBatches(g, 2, negatives=neg)
     eb = EdgeBatches(g, 2, seed=np.int64(3))
     for epoch in (1.5, -1, "2"):
         with pytest.raises(DDStoreValueError, match="set_epoch: epoch must be an integer"):

@@ -167,7 +167,7 @@ class GraphStore(_PygGraphStore):
         super().__init__(edge_attr_cls=EdgeAttr)
         with store.collective("GraphStore", name) as step:
             check_store_name(name, "GraphStore", store, GRAPH_KIND)
-            check_chunk_edges(chunk_edges, name)
+            chunk_edges = check_chunk_edges(chunk_edges, name)
             if time_attr is not None and (not isinstance(time_attr, str) or not time_attr):
                 raise DDStoreValueError(f"time_attr must be None or a non-empty str, got "
                                         f"{time_attr!r}")

@@ -139,7 +139,7 @@ def put_node_data(store, data, name="pyg", add_reverse=None, progress=True,
             has_x = bool(getattr(data, "num_features", 0))
             has_y = bool(getattr(data, "has_labels", True))
             split_name = getattr(data, "split_name", None)
-            check_chunk_edges(chunk_edges, name)
+            chunk_edges = check_chunk_edges(chunk_edges, name)
             if chunk_rows is not None and not (is_int(chunk_rows) and chunk_rows >= 1):
                 raise DDStoreValueError(f"put_node_data {name!r}: chunk_rows="
                                         f"{chunk_rows!r} must be an integer >= 1 or None")

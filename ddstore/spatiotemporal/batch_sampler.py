@@ -35,8 +35,9 @@ def _blocks(start, stop, batch_size, cuts):
 
 
 def assign_blocks(block_owner, num_replicas, width, seed, epoch, shuffle=True,
-                  drop_last=False, local=True):
-    """Deal blocks to ranks; returns one list of block ids per rank, all the same length.
+                  drop_last=False, local=True, rank=None):
+    """Deal blocks to ranks; returns one list of block ids per rank, all the same length
+    (or, with ``rank``, that rank's list alone).
 
     ``block_owner[i]``: the group rank that stores block ``i`` (0 .. width-1).  Rank ``r``
     is group rank ``r % width`` of group ``r // width`` (``num_replicas // width``
@@ -47,51 +48,62 @@ def assign_blocks(block_owner, num_replicas, width, seed, epoch, shuffle=True,
     round-robin after a global shuffle.  When blocks do not divide evenly, ranks short of
     ``M`` repeat some of their blocks (``drop_last=False``, as ``DistributedSampler``
     pads) or ``M`` is rounded down and extra blocks are left out this epoch.
-    Deterministic in ``(seed, epoch)``; no communication.
+    Deterministic in ``(seed, epoch)``; no communication.  The work grows with the
+    blocks, not with ``num_replicas`` (ranks beyond the blocks all get the same padding).
     """
     owner = np.asarray(block_owner, dtype=np.int64)
     nb = owner.shape[0]
     rng = np.random.default_rng([int(seed), int(epoch)])
     order = rng.permutation(nb) if shuffle else np.arange(nb)
-    if drop_last:
-        M = nb // num_replicas
-    else:
-        M = -(-nb // num_replicas)
+    M = nb // num_replicas if drop_last else -(-nb // num_replicas)
     groups = num_replicas // width
-    per_rank = [[] for _ in range(num_replicas)]
+    dealt = {}  # the ranks dealt a block: their blocks (every other rank has none)
     if local and width > 1:
         leftover = []
         for g in range(width):
             mine = order[owner[order] == g]
-            for q in range(groups):
+            for q in range(min(groups, len(mine))):
                 take = list(mine[q::groups])
-                per_rank[q * width + g] = take[:M]
+                dealt[q * width + g] = take[:M]
                 leftover.extend(take[M:])
         leftover = np.array(leftover, dtype=np.int64)
         if shuffle and leftover.size:
             leftover = leftover[rng.permutation(leftover.size)]
-        pos = 0
-        for r in range(num_replicas):
-            need = M - len(per_rank[r])
-            if need > 0 and pos < leftover.size:
-                per_rank[r].extend(leftover[pos:pos + need].tolist())
+        pos, r = 0, 0
+        while M and pos < leftover.size and r < num_replicas:  # (each rank passed
+            lst = dealt.setdefault(r, [])                      # takes one, or is full)
+            need = M - len(lst)
+            if need > 0:
+                lst.extend(leftover[pos:pos + need].tolist())
                 pos += min(need, leftover.size - pos)
+            r += 1
     else:
-        for r in range(num_replicas):
-            per_rank[r] = list(order[r::num_replicas][:M])
+        for r in range(min(num_replicas, nb)):
+            dealt[r] = list(order[r::num_replicas][:M])
     pool = order.tolist()
-    for r in range(num_replicas):
-        lst = per_rank[r]
+
+    def finish(lst):
+        """A rank's list padded to ``M`` (own blocks first) and shuffled."""
+        lst = list(lst)
         k = 0
         while len(lst) < M:  # padding (drop_last=False), own blocks first
             src = lst if lst else pool
             lst.append(src[k % len(src)])
             k += 1
-        if shuffle:
+        if shuffle:  # (a permutation of 0 or 1 items draws nothing from rng)
             perm = rng.permutation(len(lst))
             lst = [lst[i] for i in perm]
-        per_rank[r] = [int(b) for b in lst]
-    return per_rank
+        return [int(b) for b in lst]
+
+    if M <= 1:  # no draws: each rank's list on its own, the undealt ones alike
+        empty = finish([])
+        if rank is not None:
+            return finish(dealt[rank]) if rank in dealt else empty
+        return [finish(dealt[r]) if r in dealt else empty for r in range(num_replicas)]
+    # (M >= 2: fewer ranks than blocks) the shuffles draw from rng in rank order
+    per_rank = [finish(dealt.get(r, ())) for r in range(
+        num_replicas if rank is None else rank + 1)]
+    return per_rank if rank is None else per_rank[rank]
 
 
 class BatchShuffleSampler(torch.utils.data.Sampler):
@@ -169,10 +181,9 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
 
     def rank_blocks(self, rank=None):
         """Block ids (into :attr:`blocks`) that ``rank`` gets this epoch, in order."""
-        assigned = assign_blocks(self.block_owner, self.num_replicas, self.width,
-                                 self.seed, self.epoch, self.shuffle, self.drop_last,
-                                 self.local)
-        return assigned[self.rank if rank is None else rank]
+        return assign_blocks(self.block_owner, self.num_replicas, self.width, self.seed,
+                             self.epoch, self.shuffle, self.drop_last, self.local,
+                             self.rank if rank is None else rank)
 
     def __iter__(self):
         base = self.split.start

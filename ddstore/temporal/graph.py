@@ -302,7 +302,7 @@ class TemporalGraph:
             as_bool(add_reverse, f"graph {name!r}: add_reverse")
             check_free_names(f"graph {name!r}", names_under(name, store.variables()))
             check_object_name(store, name, cls.KIND, f"graph {name!r}")
-            check_chunk_edges(chunk_edges, name)
+            chunk_edges = check_chunk_edges(chunk_edges, name)
 
             def layout(key):
                 if key not in arrs:
@@ -480,7 +480,7 @@ class TemporalGraph:
             as_bool(add_reverse, f"graph {name!r}: add_reverse")
             check_free_names(f"graph {name!r}", names_under(name, store.variables()))
             check_object_name(store, name, cls.KIND, f"graph {name!r}")
-            check_chunk_edges(chunk_edges, name)
+            chunk_edges = check_chunk_edges(chunk_edges, name)
             share = TGLShare(store, directory, step)  # its first round is this step's
             try:  # int32 node ids in the edge table, again with int64 if one does not fit
                 return cls._from_tgl_share(store, name, share, add_reverse, chunk_edges,
