@@ -257,7 +257,11 @@ def as_dtype(value, what, kinds, allowed, sizes=None):
     no long double, which torch has no dtype for), returned as a numpy dtype in the
     machine's byte order (``">f4"`` is float32: torch takes no other, and data in
     another order is converted as it is stored); a :class:`DDStoreValueError` naming
-    ``what``, the value and ``allowed`` (the words for the dtypes taken) otherwise."""
+    ``what``, the value and ``allowed`` (the words for the dtypes taken) otherwise (a
+    numpy value such as ``np.int64(7)``, which numpy reads as its dtype, included)."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        raise DDStoreValueError(f"{what}={value!r} is a value, not a dtype (give its "
+                                f"dtype: .dtype); allowed: {allowed}")
     try:
         if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
             import torch

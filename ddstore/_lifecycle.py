@@ -15,6 +15,7 @@ import threading
 import time
 
 from . import _collective, _core, _status
+from ._checks import as_bool
 from ._collective import collective
 from .errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
 
@@ -448,6 +449,7 @@ def abort_on_exception(enabled=True):
     DataLoader worker) the hook only prints: no MPI call is made there.  Returns the
     previous setting.
     """
+    enabled = as_bool(enabled, "abort_on_exception: enabled")  # ("0" is truthy: on)
     previous = aborts()
     _ABORT["enabled"] = bool(enabled)
     return previous

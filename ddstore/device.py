@@ -42,7 +42,9 @@ shapes); containers are rebuilt: tensors, numpy arrays, tuples (namedtuples too)
 lists, dicts, and PyG ``Data`` / ``Batch`` / ``HeteroData`` (a shallow copy of the
 object, its tensors replaced through its ``apply``; the loader's object is not
 changed).  Anything else passes through unchanged; tensors already on ``device``
-too, and sparse tensors are moved with ``.to(device)``.
+too, and sparse tensors and tensor subclasses (PyG's ``EdgeIndex`` and ``Index``,
+whose sizes and sort order ride on the object) are moved with their own
+``.to(device)``; a ``torch.nn.Parameter`` is staged as data (a plain tensor).
 
 With ``device="cpu"`` the same staging runs (buffers reused, copies ordinary, no
 streams): this is how the logic is tested without a GPU.  The loaders of the store wrap
@@ -373,6 +375,10 @@ def _numpy_leaf(a):
         return None
 
 
+#: The tensor types staged (as their data); another subclass moves with its own ``to``.
+_STAGED_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
 def _stage(batch, slot):
     """Copy every tensor leaf of ``batch`` that is not in ``slot`` already into it; a
     :class:`DeviceRows` leaf is made on the device here (its copies issued on the side
@@ -385,7 +391,8 @@ def _stage(batch, slot):
         if isinstance(t, np.ndarray):
             t = _numpy_leaf(t)
         if t is None or t.layout != torch.strided or t.device.type != "cpu" or \
-                t.is_quantized:  # (quantized: no staging of its kind; as it is)
+                t.is_quantized or type(t) not in _STAGED_TYPES:
+            # (quantized: no staging of its kind; a subclass keeps what it carries)
             where.append(None)
             continue
         if t.numel() == 0:

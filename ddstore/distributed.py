@@ -43,15 +43,18 @@ def choose_backend(ranks, backend=None, device=None):
     on every rank for the same ``ranks``).
 
     ``ranks``: one ``(node, local_rank, local_size, gpus)`` per rank, in rank order
-    (``gpus`` the CUDA devices the rank sees, 0 without CUDA).  ``backend``: None (choose)
-    or a name to use; ``device``: None/``"auto"`` (CUDA where every rank has it, else
-    CPU), ``"cpu"`` or ``"cuda"``.
+    (``gpus`` the CUDA devices the rank sees: a count, 0 without CUDA, the node's GPUs
+    ``0 .. gpus-1``; or a tuple of the devices' UUIDs in the rank's order, which tells
+    GPUs apart when the launcher shows each rank other ones, ``CUDA_VISIBLE_DEVICES``
+    per task).  ``backend``: None (choose) or a name to use; ``device``:
+    None/``"auto"`` (CUDA where every rank has it, else CPU), ``"cpu"`` or ``"cuda"``.
 
     Returns ``(backend, devices, reason)``: ``devices[r]`` is ``"cpu"`` or ``"cuda:i"``
-    for rank ``r`` (its rank among the ranks of its node, modulo the node's GPUs), and
-    ``reason`` says why, in one line.  NCCL needs one GPU per rank: where a node runs
-    more ranks than it has GPUs, the choice is gloo, which reduces CUDA tensors too
-    (through the host).  Raises :class:`~ddstore.DDStoreValueError` for a choice that
+    for rank ``r`` (its place among the ranks of its node that see the same GPUs,
+    modulo their number), and ``reason`` says why, in one line.  NCCL needs one GPU per
+    rank: where two ranks of a node would train on one GPU (more ranks than GPUs), the
+    choice is gloo, which reduces CUDA tensors too (through the host).  Raises
+    :class:`~ddstore.DDStoreValueError` for a choice that
     cannot work (``device="cuda"`` where a rank has no GPU, ``backend="nccl"`` on shared
     or absent GPUs), naming the ranks and counts.
     """
@@ -59,7 +62,8 @@ def choose_backend(ranks, backend=None, device=None):
     if backend is not None and backend not in _BACKENDS:
         raise DDStoreValueError(f"init_torch_distributed: backend={backend!r}; allowed: "
                                 f"None (choose), {', '.join(map(repr, _BACKENDS))}")
-    no_gpu = [r for r, (_n, _l, _s, gpus) in enumerate(ranks) if gpus < 1]
+    ids = [_gpu_ids(node, gpus) for node, _l, _s, gpus in ranks]
+    no_gpu = [r for r, seen in enumerate(ids) if not seen]
     if kind == "cuda" and no_gpu:
         raise DDStoreValueError(
             f"init_torch_distributed: device='cuda' but rank(s) "
@@ -78,11 +82,16 @@ def choose_backend(ranks, backend=None, device=None):
                f"rank(s) {', '.join(map(str, no_gpu))} see no CUDA device")
         return backend or "gloo", ["cpu"] * len(ranks), \
             f"backend {backend or 'gloo'} on CPU: {why}"
-    shared = {}  # node -> (ranks there, GPUs there), where ranks outnumber GPUs
-    for node, _l, size, gpus in ranks:
-        if size > gpus:
-            shared[node] = (size, gpus)
-    devices = [f"cuda:{local % gpus}" for _n, local, _s, gpus in ranks]
+    # each rank's place among the ranks of its node that see the same GPUs, in rank
+    # order: rank i of them on their GPU i % count (what it uses: that GPU's id)
+    place, devices, used = collections.Counter(), [], {}
+    for (node, _l, _s, _g), seen in zip(ranks, ids):
+        i = place[node, seen] % len(seen)
+        place[node, seen] += 1
+        devices.append(f"cuda:{i}")
+        used.setdefault(node, collections.Counter())[seen[i]] += 1
+    shared = {node: (sum(c.values()), len(c)) for node, c in used.items()
+              if max(c.values()) > 1}  # node -> (ranks there, GPUs they use)
     if shared:
         detail = "; ".join(f"{node}: {size} ranks on {gpus} GPU(s)"
                            for node, (size, gpus) in shared.items())
@@ -96,6 +105,27 @@ def choose_backend(ranks, backend=None, device=None):
                                  f"NCCL needs one GPU per rank")
     chosen = backend or "nccl"
     return chosen, devices, f"backend {chosen}, one GPU per rank"
+
+
+def _gpu_ids(node, gpus):
+    """The GPUs a rank sees as ids that tell them apart across the ranks of its node: its
+    UUIDs (a tuple), or for a count ``(node, 0) .. (node, gpus-1)``."""
+    if isinstance(gpus, int):
+        return tuple((node, i) for i in range(gpus))
+    return tuple(gpus)
+
+
+def _visible_gpus(torch):
+    """What this rank tells the others of its GPUs: their UUIDs (distinct GPUs that a
+    launcher numbers 0 in each rank are told apart), or their count where torch gives
+    no UUID."""
+    if not torch.cuda.is_available():
+        return 0
+    count = torch.cuda.device_count()
+    try:
+        return tuple(str(torch.cuda.get_device_properties(i).uuid) for i in range(count))
+    except Exception:  # noqa: BLE001 -- (an older torch, a driver without UUIDs)
+        return count
 
 
 def _backend_built(dist, name):
@@ -144,13 +174,9 @@ def init_torch_distributed(comm=None, backend=None, device=None):
     from mpi4py import MPI
     from ._collective import collective
     from ._lifecycle import check_launch
-    comm = MPI.COMM_WORLD if comm is None else comm
-    if not isinstance(comm, MPI.Comm):
-        raise DDStoreValueError(f"init_torch_distributed: comm must be an mpi4py "
-                                f"communicator (MPI.Comm) or None (MPI.COMM_WORLD), got "
-                                f"{type(comm).__name__}")
-    mine = (MPI.Get_processor_name(),
-            torch.cuda.device_count() if torch.cuda.is_available() else 0,
+    # (an intercommunicator or COMM_NULL: refused here, before any rank waits)
+    comm = _lifecycle.as_comm(comm, "init_torch_distributed")
+    mine = (MPI.Get_processor_name(), _visible_gpus(torch),
             [b for b in _BACKENDS if _backend_built(dist, b)])
     master = os.environ.get("MASTER_ADDR", "").strip() or None
     probe = None  # rank 0's listener that every rank connects to before torch does

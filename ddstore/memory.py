@@ -117,6 +117,18 @@ def gb(nbytes):
     return f"{nbytes / 1e9:.4g} GB"
 
 
+def check_fits(nbytes, what, allowed):
+    """Raise :class:`DDStoreMemoryError` unless ``nbytes`` fit in the memory this node
+    has available now (:func:`available_memory`): ``what`` says what needs them (an
+    argument and its value), ``allowed`` the range that fits, made from the bytes
+    available (``allowed(avail)``, a str), so the message names both."""
+    avail = available_memory()
+    if nbytes > avail:
+        raise DDStoreMemoryError(f"{what} needs {gb_bytes(nbytes)}, more than the "
+                                 f"{gb_bytes(avail)} available on this node; allowed: "
+                                 f"{allowed(avail)}")
+
+
 def gb_bytes(nbytes):
     """``nbytes`` in GB and exact bytes: where a share is compared with a budget, two
     amounts that round alike ("25 GB, more than 25 GB") still show which is larger."""

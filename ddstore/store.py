@@ -28,7 +28,7 @@ import contextlib
 import numpy as np
 
 from . import _collective, _lifecycle, _transaction, checkpoint
-from ._checks import as_indices, as_int, partition
+from ._checks import as_bool, as_indices, as_int, partition
 from ._collective import Step, collective, holds_interrupts, is_agreed, join_bounded
 from ._lifecycle import abort_on_exception
 from ._readers import unmapping
@@ -611,13 +611,13 @@ class DDStore:
         ``t.nbytes`` is the bytes mapped; :meth:`remove` and :meth:`free` wait for it.
         An unknown name raises :class:`DDStoreValueError` before anything is started."""
         self.check_alive()
+        background = as_bool(background, "prefault: background")
         vids = []
         for name in names or self.variables():
             vids += (self._records.vids(name) if name in self._records.table else
                      [self._variables.var(name).vid])
-        core = self._core
 
-        def run():
+        def run(core=self._core):
             return sum(core.prefault(v) for v in vids)
         if not background:
             return run()

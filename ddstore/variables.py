@@ -32,7 +32,7 @@ import numpy as np
 from . import _core
 from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
-from ._checks import (MAX_ROW_DIMS, STORABLE_NAMES, storable, as_array, as_bool,
+from ._checks import (MAX_ROW_DIMS, STORABLE_NAMES, storable, as_array, as_bool, as_dtype,
                       as_indices, as_int, cast_values, check_free_names,
                       check_indices, check_name_text, integer_scalar, is_index_array,
                       is_int, removed_error, shown_name)
@@ -353,20 +353,23 @@ class Variables:
                 self.created(name)
 
     def init(self, name, n_local, row_shape=(), dtype=np.float32):
-        """Collective: create variable ``name`` with room for ``n_local`` local rows.
+        """Collective: create variable ``name`` with room for ``n_local`` local rows,
+        each of shape ``row_shape`` (a tuple of integers >= 0, or one integer) and
+        ``dtype`` (a numpy or torch dtype of :data:`~ddstore._checks.STORABLE_NAMES`).
 
         Fill it with :meth:`update` (in pieces, without a second copy), then call
         :meth:`sync` before anyone reads.  Contents are undefined until written.
         """
         with self.store.collective("init", name) as step:
             self.check_name(name)
+            # (any kind: check_dtype words the refusal of those not stored)
+            dt = as_dtype(dtype, f"variable {name!r}: dtype", "biufcmMOSUV",
+                          STORABLE_NAMES)  # ('>f4': float32)
             try:
-                dt = np.dtype(dtype)
-                dt = dt if dt.isnative else dt.newbyteorder("=")  # ('>f4': float32)
                 shape = tuple(as_int(s, "row_shape entry") for s in (
                     row_shape if np.iterable(row_shape) else (row_shape,)))
             except (TypeError, ValueError) as exc:
-                raise DDStoreValueError(f"variable {name!r}: bad dtype or row_shape: "
+                raise DDStoreValueError(f"variable {name!r}: bad row_shape: "
                                         f"{exc}") from exc
             self.check_dtype(name, dt)
             if any(s < 0 for s in shape):
@@ -645,6 +648,8 @@ class Variables:
         """
         var = self.lookup(name)
         what = f"read_ranges {name!r}"
+        if per_row_lock is not False:
+            per_row_lock = as_bool(per_row_lock, f"{what}: per_row_lock")
         starts, counts, total = self.ranges(var, starts, counts, what)
         shape = (total,) + var.row_shape
         out = self.alloc(var, shape, what) if out is None else self.out(var, shape, out)

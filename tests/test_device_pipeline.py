@@ -233,6 +233,30 @@ def test_leaves_torch_cannot_stage_pass_through_as_they_are():
         assert a is wide and b is q and torch.equal(c, torch.arange(2))
 
 
+def test_tensor_subclasses_keep_what_they_carry():
+    """PyG's ``EdgeIndex`` (sparse size, sort order on the object) comes out an
+    ``EdgeIndex`` with them, moved by its own ``to``, as through PyG's PrefetchLoader (it
+    came out a plain tensor); a ``Parameter`` is staged as data."""
+    from torch_geometric import EdgeIndex
+    from torch_geometric.data import Data
+    from torch_geometric.loader import DataLoader
+    graphs = [Data(x=torch.full((3, 2), float(i)), edge_index=EdgeIndex(
+        torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), sparse_size=(3, 3), sort_order="row"))
+        for i in range(4)]
+    plain = list(DataLoader(graphs, batch_size=2))
+    p = torch.nn.Parameter(torch.ones(2))
+    for k in (0, 2):
+        got = list(DevicePrefetcher(DataLoader(graphs, batch_size=2), "cpu", prefetch=k))
+        for a, b in zip(got, plain):
+            e = a.edge_index
+            assert type(e) is EdgeIndex and e.sparse_size() == b.edge_index.sparse_size() \
+                == (6, 6) and e.is_sorted_by_row and torch.equal(e.as_tensor(),
+                                                                 b.edge_index.as_tensor())
+            assert torch.equal(a.x, b.x)
+        (q,), = list(DevicePrefetcher([(p,)], "cpu", prefetch=k))
+        assert type(q) is torch.Tensor and not q.requires_grad and torch.equal(q, p.detach())
+
+
 def test_a_batch_in_flight_does_not_hold_the_exit():
     """A script that ends while its read-ahead makes a batch that blocks (a
     ``__getitem__`` that sleeps 300 s) exits at once: the read-ahead thread is a daemon

@@ -96,9 +96,13 @@ def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypat
                                                     rf".*'gloo'"):
             init_torch_distributed(MPI.COMM_SELF, backend=b, device="cpu")
         assert not dist.is_initialized()
-    with pytest.raises(DDStoreValueError, match=r"comm must be an mpi4py communicator "
-                                                r"\(MPI.Comm\) or None .*got str"):
-        init_torch_distributed("x")
+    # what is no intracommunicator: refused before any rank waits (an intercommunicator
+    # hung rank 0, COMM_NULL failed inside MPI)
+    for bad, shown in (("x", "str 'x'"), (MPI.COMM_NULL, "Comm")):
+        with pytest.raises(DDStoreValueError, match=rf"init_torch_distributed: comm must be "
+                                                     rf"an mpi4py intracommunicator .*got "
+                                                     rf"{shown}"):
+            init_torch_distributed(bad)
     # a MASTER_ADDR that is not this host's (a leftover of another job): refused before
     # torch's rendezvous, which waited 30 minutes for it
     for addr, why in (("192.0.2.1", "OSError: .*Cannot assign requested address"),
@@ -125,6 +129,31 @@ def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypat
         assert "backend gloo" not in caplog.text  # (it logged a choice, then torch raised)
     finally:
         dist.destroy_process_group()
+
+
+def test_gpus_told_apart_by_their_ids():
+    """Ranks that a launcher shows one GPU each (``CUDA_VISIBLE_DEVICES`` per task: each
+    sees ``cuda:0``, another GPU in each) train on NCCL, one GPU per rank; ranks that see
+    the same GPUs share them only when they outnumber them (all ranks were taken as
+    sharing cuda:0, gloo, and NCCL was refused)."""
+    own = [("n0", i, 4, (f"GPU-{i}",)) for i in range(4)]
+    backend, devices, reason = choose_backend(own)
+    assert backend == "nccl" and devices == ["cuda:0"] * 4 and "one GPU per rank" in reason
+    assert choose_backend(own, backend="nccl")[0] == "nccl"
+    # 4 ranks bound to 2 GPUs each, all different: cuda:0 of each, distinct
+    pairs = [("n0", i, 4, (f"GPU-{2 * i}", f"GPU-{2 * i + 1}")) for i in range(4)]
+    assert choose_backend(pairs)[:2] == ("nccl", ["cuda:0"] * 4)
+    # two ranks shown the same 2 GPUs, two others one GPU between them: the last two share
+    mixed = [("n0", 0, 4, ("A", "B")), ("n0", 1, 4, ("A", "B")), ("n0", 2, 4, ("C",)),
+             ("n0", 3, 4, ("C",))]
+    backend, devices, reason = choose_backend(mixed)
+    assert backend == "gloo" and devices == ["cuda:0", "cuda:1", "cuda:0", "cuda:0"]
+    assert "n0: 4 ranks on 3 GPU(s)" in reason
+    with pytest.raises(DDStoreValueError, match=r"ranks share GPUs \(n0: 4 ranks on 3"):
+        choose_backend(mixed, backend="nccl")
+    # every rank seeing every GPU by id: as by count
+    same = [("n0", i, 4, ("A", "B")) for i in range(4)]
+    assert choose_backend(same)[:2] == choose_backend(_node("n0", 4, 2))[:2]
 
 
 def test_node_places_count_ranks_per_node_in_rank_order():

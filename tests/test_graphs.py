@@ -850,6 +850,14 @@ def test_loader_refuses_the_options_it_sets(store):
     assert batch.x_batch.tolist() == [0, 0, 1, 1, 2, 2]
     got = [b.y.tolist() for b in ds.loader(2, timeout=0)]
     assert got == [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]
+    # a batch_size beyond the samples is one batch (none with drop_last), up to 2**63
+    # (torch's BatchSampler failed in islice, or made a list of batch_size items)
+    for size in (7, 2 ** 63, 2 ** 70):
+        assert [b.y.tolist() for b in ds.loader(size)] == [[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]
+        assert list(ds.loader(size, drop_last=True)) == []
+    for kw in (dict(shuffle="no"), dict(drop_last=1)):
+        with pytest.raises(DDStoreValueError, match=f"{next(iter(kw))} must be True or False"):
+            ds.loader(2, **kw)
 
 
 def test_views_as_pyg_index_select(store):

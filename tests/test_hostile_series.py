@@ -285,6 +285,20 @@ def test_pgt_json_value_beyond_dtype(tmp_path):
         st.load_pgt_json(str(path))
     s = st.load_pgt_json(str(path), dtype=np.float64)
     assert s.to_numpy()[1, 1, 0] == 1e39 and s.dtype == np.float64
+    # a whole number (a count) the dtype would store as another is named, as
+    # WindowDataset names one of an integer series (8469 was stored as 8472 in float16);
+    # a fraction rounds as floats do, and whole numbers beyond 2**53 are floats' own
+    path.write_text(json.dumps({"edges": [[0, 1]], "FX": [[1, 2], [3, 8469], [5, 6.3],
+                                                         [7, 8.0]]}))
+    with pytest.raises(DDStoreValueError, match=r"'FX': step 1, node 1, feature 0 holds the "
+                                                r"whole number 8469, which dtype=float16 "
+                                                r"cannot hold \(it would be 8472\)"):
+        st.load_pgt_json(str(path), dtype=np.float16)
+    s = st.load_pgt_json(str(path))
+    assert s.to_numpy()[1, 1, 0] == 8469 and s.to_numpy()[2, 1, 0] == np.float32(6.3)
+    path.write_text(json.dumps({"edges": [[0, 1]], "FX": [[1, 2], [3, 2.0 ** 60 + 2 ** 10],
+                                                         [5, 6], [7, 8]]}))
+    assert st.load_pgt_json(str(path)).to_numpy()[1, 1, 0] == np.float32(2.0 ** 60)
 
 
 @pytest.mark.parametrize("dtype", ["banana", complex, np.int8])

@@ -141,7 +141,8 @@ def test_synthetic_stream_arguments_named():
     alpha works; the default stream is unchanged value for value."""
     from ddstore.temporal import synthetic_stream
     for kw, words in ((dict(seed="a"), "seed must be an integer, got 'a'"),
-                      (dict(communities=0), "communities=0 must be an integer >= 1 or None"),
+                      (dict(communities=0),
+                       "communities=0 must be an integer in [1, num_nodes=10] or None"),
                       (dict(communities=-3), "communities=-3"),
                       (dict(p_within=2), "p_within=2 must be a probability in [0, 1]"),
                       (dict(p_repeat=float("nan")), "p_repeat=nan must be a probability"),

@@ -227,6 +227,98 @@ def test_one_rule_for_seeds(store):
     g.remove()
 
 
+def test_one_rule_for_flags(store):
+    """Every True/False argument follows ``_checks.as_bool``: a bool (Python or numpy),
+    nothing read by its truth (``background='no'`` started a thread, ``replace='no'``
+    sampled with replacement, ``abort_on_exception('0')`` turned the abort on)."""
+    import torch
+    from torch_geometric.data import Data
+    import ddstore
+    from ddstore import DDStoreValueError, graphs, pyg as dpyg
+    from ddstore.dynamic import DynamicGraph
+    store.add("flags", np.arange(12, dtype=np.int64).reshape(6, 2))
+    fs, gs = dpyg.from_pyg(store, Data(x=torch.zeros(4, 1), edge_index=torch.tensor(
+        [[0, 1, 2], [1, 2, 3]])), name="flagsg")
+    samples = [Data(x=torch.zeros(2, 1), edge_index=torch.zeros(2, 0, dtype=torch.long))]
+    edges = [np.array([[0], [1]])]
+    for bad in ("no", 0, None, "0"):
+        for call, what in (
+                (lambda: store.prefault("flags", background=bad), "prefault: background"),
+                (lambda: store.read_ranges("flags", [0], [2], per_row_lock=bad),
+                 "read_ranges 'flags': per_row_lock"),
+                (lambda: ddstore.abort_on_exception(bad), "abort_on_exception: enabled"),
+                (lambda: dpyg.NeighborSampler(gs, [2], replace=bad),
+                 "NeighborSampler: replace"),
+                (lambda: DynamicGraph(store, "fd", edges, show_progress=bad),
+                 "DynamicGraph 'fd': show_progress"),
+                (lambda: graphs.GraphDataset.from_samples(store, "fg", samples,
+                                                          progress=bad),
+                 "graphs 'fg': progress")):
+            with pytest.raises(DDStoreValueError, match=f"{what} must be True or False, "
+                                                        f"got {bad!r}"):
+                call()
+    assert store.variables() == ["flags"] + sorted(
+        v for v in store.variables() if v.startswith("flagsg"))
+    assert store.read_ranges("flags", [1], [2], per_row_lock=np.True_).tolist() == \
+        [[2, 3], [4, 5]]
+    assert store.prefault("flags", background=np.False_) >= 0
+    previous = ddstore.abort_on_exception(np.False_)
+    assert ddstore.abort_on_exception(previous) is False
+    assert dpyg.NeighborSampler(gs, [2], replace=np.True_).replace is True
+
+
+def test_generators_and_helpers_name_their_arguments(store):
+    """The data generators and window helpers refuse what they cannot make, naming the
+    argument and its range (they raised numpy's or Python's own errors, truncated a
+    float seed, returned nonsense for num_windows(3.5, 1), or failed at first use)."""
+    from ddstore import DDStoreMemoryError, DDStoreValueError, graphs as gr
+    from ddstore import spatiotemporal as st
+    from ddstore.sources.synthetic_nodes import SyntheticNodeGraph
+    from ddstore.temporal import synthetic_stream
+    assert st.num_windows(10, 2) == 7 and st.num_windows(np.int64(4), 2) == 1
+    for args, text in (((3.5, 1), "num_steps must be an integer >= 0, got 3.5"),
+                       ((float("nan"), 2), "num_steps must be an integer"),
+                       ((10, -3), "horizon=-3 out of range: allowed 1 <= horizon <= 5"),
+                       ((10, 6), "horizon=6 out of range")):
+        with pytest.raises(DDStoreValueError, match=re.escape(text)):
+            st.num_windows(*args)
+    cases = [(lambda: gr.lattice_bonds(3.0), DDStoreValueError, "size=3.0 must be an "
+                                                                 "integer >= 1"),
+             (lambda: gr.ising_dataset(2, size="3"), DDStoreValueError, "size='3'"),
+             (lambda: gr.ising_dataset(2, size=2 ** 40), DDStoreMemoryError,
+              "allowed: size**3 x 100 bytes within"),
+             (lambda: gr.ising_dataset(2, seed=3.7), DDStoreValueError,
+              "ising_dataset: seed must be an integer, got 3.7"),
+             (lambda: gr.ising_dataset(2, periodic="no"), DDStoreValueError,
+              "periodic must be True or False"),
+             (lambda: gr.ising_dataset(2, coupling="1"), DDStoreValueError,
+              "coupling='1' must be a finite real number"),
+             (lambda: synthetic_stream(2 ** 63, 50), DDStoreMemoryError,
+              "synthetic_stream(num_nodes=9223372036854775808"),
+             (lambda: synthetic_stream(50, 50, edge_dim=2 ** 63), DDStoreMemoryError,
+              "allowed: num_edges x (96 + 8 x edge_dim)"),
+             (lambda: synthetic_stream(50, 50, communities=51), DDStoreValueError,
+              "communities=51 must be an integer in [1, num_nodes=50]"),
+             (lambda: SyntheticNodeGraph(num_classes=2 ** 63), DDStoreMemoryError,
+              "allowed: num_classes x (4 x num_features + 32) bytes"),
+             (lambda: SyntheticNodeGraph(num_features=2 ** 63), DDStoreMemoryError,
+              "num_features=9223372036854775808"),
+             (lambda: store.init("v", 2, (), "3"), DDStoreValueError,
+              "dtype='3' is not a dtype"),
+             (lambda: store.init("v", 2, (), np.int64(7)), DDStoreValueError,
+              "dtype=np.int64(7) is a value, not a dtype")]
+    for call, cls, text in cases:
+        with pytest.raises(cls, match=re.escape(text)):
+            call()
+    assert "v" not in store
+    # the values that were right still are: a negative seed by the rule, numpy numbers
+    assert gr.IsingDataset(2, seed=-1)[1].y.item() == \
+        gr.ising_dataset(2, seed=2 ** 64 - 1)[1].y.item()
+    assert gr.lattice_bonds(np.int64(3)).shape == (54, 2)
+    assert SyntheticNodeGraph(scale=np.int64(3)).num_nodes == \
+        SyntheticNodeGraph(scale=3).num_nodes
+
+
 def test_one_rule_for_dtype_arguments():
     """as_dtype: numpy dtypes, what numpy takes for one, torch dtypes; refused naming
     the argument, the value and what is allowed; every layer that takes a dtype argument

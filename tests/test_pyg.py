@@ -331,6 +331,13 @@ def test_sampler_argument_errors_are_clear(store):
                                      input_nodes=("q", torch.tensor([1, 2])),
                                      batch_size=2)))
     assert batch["q"].n_id[:2].tolist() == [1, 2]
+    # share_draws (what a loader calls before forking workers): the count checked
+    for bad in (-1, None, 2 ** 63, 2.0, True):
+        with pytest.raises(DDStoreValueError, match=r"share_draws: num_workers=.* must be "
+                                                    r"an integer in \[0, 65536\]"):
+            sampler.share_draws(bad)
+    sampler.share_draws(0)
+    sampler.share_draws(np.int64(2))
 
 
 def test_errors_from_gathered_values_are_marked_agreed(store):

@@ -1240,7 +1240,8 @@ def test_edge_batches_refuse_what_int_would_truncate(store):
     from ddstore import DDStoreMemoryError
     for neg in (2 ** 40, 2 ** 63):
         with pytest.raises(DDStoreMemoryError, match=rf"negatives={neg}: a batch of 2 "
-                                                     rf"edges would draw .* allowed: 0 \.\. "):
+                                                     rf"edges of negative ids .* needs .* "
+                                                     rf"allowed: negatives in 0 \.\. "):
             EdgeBatches(g, 2, negatives=neg)
     eb = EdgeBatches(g, 2, seed=np.int64(3))
     for epoch in (1.5, -1, "2"):

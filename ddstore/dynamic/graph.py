@@ -32,7 +32,7 @@ from .. import _core
 from ..cli import progress_bar
 from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
-from .._checks import check_free_names, host_tensor, integer_scalar, is_int, partition
+from .._checks import as_bool, check_free_names, host_tensor, integer_scalar, is_int, partition
 from .._collective import holds_interrupts
 from ..memory import release_free_heap
 from ..annotations import check_object_name
@@ -416,6 +416,7 @@ class DynamicGraph:
         with store.collective("DynamicGraph", name) as step:
             T = self._check_args(store, name, edges, weights, num_nodes, checkpoint_every,
                                  dedup, cache_size)
+            show_progress = as_bool(show_progress, f"DynamicGraph {name!r}: show_progress")
             lo, hi = partition(T, width, g)  # the steps whose deltas this rank stores
             top = -1
             if num_nodes is None:

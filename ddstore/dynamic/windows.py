@@ -30,7 +30,8 @@ KIND = "DynamicWindowDataset"  # the kind of its annotation (checkpoint and rest
 class DynamicWindowDataset(WindowDataset):
     """Index-batched windows of node features plus each window's graph snapshots.
 
-    A :class:`~ddstore.spatiotemporal.WindowDataset` (same splits, as-if-SWA
+    A :class:`~ddstore.spatiotemporal.WindowDataset` (same ``horizon`` and ``split``
+    ratios, same splits, as-if-SWA
     standardisation, samplers, placements, ``inverse_transform``; every keyword it takes
     is accepted) whose windows also carry the snapshots of a :class:`DynamicGraph` over
     the same steps.  Construction is **collective**: it adds the series ``name`` and the

@@ -3,6 +3,7 @@ import copy
 import functools
 import logging
 import math
+import sys
 import time
 
 import numpy as np
@@ -13,7 +14,7 @@ from ..memory import release_free_heap
 from ..prefetch import BatchEpoch
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
 from ..sources.base import check_same_files
-from .._checks import as_indices, integer_scalar, is_int, partition
+from .._checks import as_bool, as_indices, integer_scalar, is_int, partition
 from ..annotations import check_object_name
 from .io import META_KIND
 from .layout import GraphLayout, collate_records
@@ -393,8 +394,11 @@ class GraphDataset(torch.utils.data.Dataset):
                num_workers=0, prefetch=0, device=None, **kwargs):
         """A ``DataLoader`` that yields ``Batch`` objects built by :meth:`get_batch`.
 
-        ``sampler`` (e.g. ``DistributedSampler``) gives the order of samples; it is
-        wrapped in a ``BatchSampler``.  ``num_workers`` must be 0.
+        ``batch_size`` (an integer >= 1; one beyond the samples gives one batch of all)
+        samples a batch; ``sampler`` (e.g. ``DistributedSampler``) gives the order of
+        samples; it is wrapped in a ``BatchSampler``, which with ``drop_last=True``
+        leaves out a last batch shorter than ``batch_size`` (as torch's).
+        ``num_workers`` must be 0.
 
         ``prefetch=k`` (k >= 1) reads and collates up to ``k`` batches ahead in a
         background thread while the caller computes, and returns a
@@ -421,6 +425,7 @@ class GraphDataset(torch.utils.data.Dataset):
         if not is_int(batch_size) or batch_size < 1:
             raise DDStoreValueError(f"graphs {self.name!r} loader: batch_size="
                                     f"{batch_size!r} must be an integer >= 1")
+        shuffle = as_bool(shuffle, f"graphs {self.name!r} loader: shuffle")
         if sampler is None:
             sampler = (torch.utils.data.RandomSampler(  # (torch's DataLoader's shuffle)
                 self, generator=kwargs.get("generator")) if shuffle
@@ -441,7 +446,12 @@ class GraphDataset(torch.utils.data.Dataset):
                 f"DataLoader, not of this loader (its batches are collated by get_batch): "
                 f"use torch_geometric.loader.DataLoader(dataset, batch_size, "
                 f"{pyg_only[0]}=...), which reads each batch with one __getitems__ call")
-        batches = torch.utils.data.BatchSampler(sampler, int(batch_size), drop_last)
+        # a batch never holds more than the sampler gives (torch's BatchSampler makes a
+        # list of batch_size items with drop_last, and islice takes no more than 2**63-1)
+        size = len(sampler) + 1 if hasattr(sampler, "__len__") else sys.maxsize
+        batches = torch.utils.data.BatchSampler(sampler, min(int(batch_size), size),
+                                                as_bool(drop_last, f"graphs {self.name!r} "
+                                                                   f"loader: drop_last"))
         what = f"graphs {self.name!r} loader"
         if kwargs or device is None:  # (torch's iterator for its options: pin_memory...)
             cls = _GraphLoader if set(kwargs) <= {"generator"} else \
@@ -526,6 +536,7 @@ class _Share:
 
     def __init__(self, store, name, source, progress):
         """Local: read this rank's chunk of ``source``; raises on bad input."""
+        progress = as_bool(progress, f"graphs {name!r}: progress")
         # a name another kind of object holds: refused before anything is read or made
         check_object_name(store, name, KIND, f"graphs {name!r}")
         self.name, self.source, self.records, self.offsets = name, source, None, None

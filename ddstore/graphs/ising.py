@@ -24,24 +24,37 @@ Sample ``i`` depends only on ``(seed, i)``: the data set is deterministic, and a
 subset can be built without building the others.
 """
 import functools
+import math
+import numbers
 
 import numpy as np
 import torch
 
 from ..errors import DDStoreIndexError, DDStoreValueError
-from .._checks import is_int
+from .._checks import as_bool, as_seed, is_int
+from ..memory import check_fits
 
 __all__ = ["ising_dataset", "ising_graph", "ising_energy", "lattice_bonds",
            "IsingDataset"]
 
 
-@functools.lru_cache(maxsize=8)
 def lattice_bonds(size=5, periodic=False):
-    """``[nbonds, 2]`` int64 node pairs of every nearest-neighbour bond (each once)."""
-    if size < 1:
-        raise DDStoreValueError(f"lattice size={size} must be >= 1")
+    """``[nbonds, 2]`` int64 node pairs of every nearest-neighbour bond (each once).
+    ``size``: an integer >= 1 (>= 3 when ``periodic``) whose lattice fits in memory;
+    ``periodic``: True or False."""
+    if not is_int(size) or size < 1:
+        raise DDStoreValueError(f"lattice size={size!r} must be an integer >= 1")
+    periodic = as_bool(periodic, "lattice periodic")
     if periodic and size < 3:
         raise DDStoreValueError(f"periodic lattice needs size >= 3, got size={size}")
+    # a sample holds about 100 bytes per atom (its bonds both ways, positions, spins)
+    check_fits(int(size) ** 3 * 100, f"lattice size={size} ({int(size) ** 3} atoms)",
+               lambda avail: f"size**3 x 100 bytes within {avail} bytes")
+    return _lattice_bonds(int(size), periodic)
+
+
+@functools.lru_cache(maxsize=8)
+def _lattice_bonds(size, periodic):
     idx = np.arange(size ** 3, dtype=np.int64).reshape(size, size, size)
     bonds = []
     for axis in range(3):
@@ -95,8 +108,13 @@ class IsingDataset(torch.utils.data.Dataset):
         if not is_int(n) or n < 0:
             raise DDStoreValueError(f"ising_dataset: n={n!r} must be an integer >= 0")
         lattice_bonds(size, periodic)  # validates size/periodic
-        self.n, self.seed, self.size = int(n), int(seed), int(size)
-        self.periodic, self.coupling = bool(periodic), float(coupling)
+        if not isinstance(coupling, numbers.Real) or isinstance(coupling, (bool, np.bool_)) \
+                or not math.isfinite(coupling):
+            raise DDStoreValueError(f"ising_dataset: coupling={coupling!r} must be a finite "
+                                    f"real number")
+        # (the package's seed rule: any integer, modulo 2**64; never a truncated float)
+        self.n, self.seed = int(n), as_seed(seed, "ising_dataset: seed")
+        self.size, self.periodic, self.coupling = int(size), bool(periodic), float(coupling)
 
     def __len__(self):
         return self.n

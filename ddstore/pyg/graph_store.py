@@ -551,6 +551,7 @@ class GraphStore(_PygGraphStore):
         return torch.from_numpy(eid.astype(np.int64, copy=False))
 
     def num_edges(self, edge_type=None):
+        """Local: the edges stored of ``edge_type`` (None for a homogeneous graph)."""
         return self._state.entry(edge_type, "num_edges").num_edges
 
     def node_counts(self):

@@ -14,7 +14,7 @@ from torch_geometric.sampler.neighbor_sampler import \
 from torch_geometric.sampler.neighbor_sampler import edge_sample, node_sample
 
 from .. import _core
-from .._checks import as_indices, as_seed, check_indices, is_int, tensor_values
+from .._checks import as_bool, as_indices, as_seed, check_indices, is_int, tensor_values
 from .._times import FLOAT_TIMES, INT_TIMES, as_times, time_share
 from ..errors import DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError
 from . import workers
@@ -401,7 +401,7 @@ class NeighborSampler(BaseSampler):
                                     f"counts (FeatureStore.declare_rows) first")
         _refuse_dropped_in_lists(graph_store, self.edge_types, sample_direction,
                                  subgraph_type)
-        self.replace = bool(replace)
+        self.replace = as_bool(replace, "NeighborSampler: replace")
         self.num_neighbors = num_neighbors
         self._disjoint = bool(disjoint)
         if temporal_strategy not in ("uniform", "last"):
@@ -592,8 +592,13 @@ class NeighborSampler(BaseSampler):
     def share_draws(self, num_workers):
         """Before a loader forks ``num_workers`` DataLoader workers: let them record the
         draws they make, so that the rank's next draw follows theirs
-        (:class:`ddstore.pyg.workers.Calls`)."""
-        self._worker_calls.share(self, num_workers)
+        (:class:`ddstore.pyg.workers.Calls`).  ``num_workers``: an integer in
+        ``[0, 65536]`` (0: nothing to share)."""
+        if not (is_int(num_workers) and 0 <= num_workers <= 65536):
+            raise DDStoreValueError(f"share_draws: num_workers={num_workers!r} must be an "
+                                    f"integer in [0, 65536] (the loader's workers)")
+        if num_workers:
+            self._worker_calls.share(self, int(num_workers))
 
     def take_worker_draws(self):
         """In the rank: take up the draws this sampler's workers made (its next draw, and
@@ -983,8 +988,9 @@ class BidirectionalNeighborSampler(_PygBidirectionalNeighborSampler):
     heterogeneous graphs, a dict ``num_neighbors`` (per edge type), temporal sampling
     (``time_attr``: PyG's backward sampler refuses it; seed times given by a loader);
     negative sampling in ``LinkNeighborLoader`` is refused by PyG's own code (a
-    ``RuntimeError``).  The arguments are :class:`NeighborSampler`'s (``seed``,
-    ``weight_attr``, ...), given to both samplers; ``subgraph_type="bidirectional"`` is
+    ``RuntimeError``).  The arguments are :class:`NeighborSampler`'s (``replace``,
+    ``temporal_strategy``, ``seed``, ``weight_attr``, ...), given to both samplers;
+    ``subgraph_type="bidirectional"`` is
     applied to the collated output (PyG's ``to_bidirectional``).  Local, like
     :class:`NeighborSampler`."""
 

@@ -34,6 +34,9 @@ __all__ = ["NpyNodeData"]
 class NpyNodeData(NodeDataSource):
     """Range-wise reader of a node data set in ``.npy`` files (see the module docstring).
 
+    ``edge_index``, ``x``, ``y``, ``train``, ``valid``, ``test``: the paths of the
+    ``.npy`` files (``[2, E]`` node ids, ``[N, F]`` features, ``[N]`` labels, and the
+    node ids of each split); all but ``edge_index`` optional.
     ``num_nodes``: default the rows of ``x`` or ``y`` (which must agree), else given.
     ``undirected``: tells a loader to add the reverse of every edge (False by default:
     the file holds every direction it means).  Shapes and dtypes are checked here (from
@@ -155,6 +158,8 @@ class NpyNodeData(NodeDataSource):
         return self.check_split(which) in self.paths
 
     def split_size(self, which):
+        """How many node ids split ``which`` ("train", "valid", "test") holds (the rows
+        of its ``.npy`` file)."""
         return npy_shape(self._split_path(which))[0][0]
 
     def split_ids(self, which, lo, hi):

@@ -233,7 +233,8 @@ class OGBNodeData(NodeDataSource):
 def write_ogb_node(root, edge_index, x=None, y=None, splits=None, split_name="random"):
     """Write a small dataset in OGB's raw node-property layout (for tests and examples):
     ``edge_index`` ``[2, E]``, ``x`` ``[N, D]``, ``y`` ``[N]`` (nan or -1: no label),
-    ``splits`` ``{"train": ids, "valid": ids, "test": ids}``.  ``N`` is taken from ``x``
+    ``splits`` ``{"train": ids, "valid": ids, "test": ids}``, written under
+    ``split/<split_name>/``.  ``N`` is taken from ``x``
     or ``y`` (else from the edges).  The same arrays write the same bytes whenever they
     are written (the gzip headers carry no time), so copies written apart compare equal
     (every rank of a job must read the same files).  The arguments are converted before

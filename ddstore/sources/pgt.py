@@ -357,7 +357,8 @@ def _series_dtype(dtype):
 def _cast(values, dtype, path, what):
     """float64 ``values`` ``[T, nodes, F]`` as a C-ordered ``dtype`` array, or raise
     naming the first value that the cast made infinite (beyond the dtype's range): a
-    finite number in the file is never stored as inf."""
+    finite number in the file is never stored as inf; nor is a whole number (a count)
+    stored as another (8469 as float16 is 8472): the first is named."""
     with np.errstate(over="ignore"):
         out = np.ascontiguousarray(values, dtype=dtype)
     if dtype.itemsize < 8:
@@ -368,6 +369,17 @@ def _cast(values, dtype, path, what):
                                    f"{float(values[t, node, feat])!r}, beyond dtype={dtype} "
                                    f"(largest finite {float(np.finfo(dtype).max):.4g}); "
                                    f"allowed: dtype=np.float64 for such values")
+        # (below 2**53, where float64 holds every whole number: above it all are)
+        whole = (values == np.round(values)) & (np.abs(values) <= 2.0 ** 53)
+        moved = whole & (out != values)
+        if moved.any():
+            t, node, feat = (int(i) for i in np.argwhere(moved)[0])
+            v = float(values[t, node, feat])
+            raise _pgt_error(path, f"{what}: step {t}, node {node}, feature {feat} holds the "
+                                   f"whole number {v:.17g}, which dtype={dtype} cannot hold "
+                                   f"(it would be {float(out[t, node, feat]):.17g}); "
+                                   f"allowed: a dtype that holds every whole number of the "
+                                   f"file (float32 up to 2**24, float64 up to 2**53)")
     return out
 
 

@@ -31,11 +31,13 @@ split, are affine bijections of the node id modulo ``num_nodes`` (no global tabl
 rank): ``labels``, ``split`` and same-class sampling are computed element-wise.
 """
 import math
+import numbers
 
 import numpy as np
 
 from .._checks import as_int, as_seed
 from ..errors import DDStoreValueError
+from ..memory import check_fits
 from .base import check_range
 from .node_data import NodeDataSource
 
@@ -91,8 +93,8 @@ class SyntheticNodeGraph(NodeDataSource):
     def __init__(self, scale=1.0, seed=0, num_features=None, num_classes=None,
                  homophily=0.8, noise=5.0, degree_skew=1.5):
         n0, e0, f0, c0 = PRODUCTS_SHAPE
-        if not isinstance(scale, (int, float)) or isinstance(scale, bool) or \
-                not 0 < scale <= 1000:
+        if not isinstance(scale, numbers.Real) or isinstance(scale, (bool, np.bool_)) \
+                or not 0 < scale <= 1000:
             raise DDStoreValueError(f"SyntheticNodeGraph: scale={scale!r} must be a "
                                     f"number in (0, 1000]")
         self.num_features = as_int(f0 if num_features is None else num_features,
@@ -109,6 +111,13 @@ class SyntheticNodeGraph(NodeDataSource):
                     f"SyntheticNodeGraph: {label}={value!r} must be a finite number "
                     + (f"in [{low}, {high}]" if high < math.inf else f">= {low}"))
         seed = as_seed(seed, "SyntheticNodeGraph: seed")
+        # the class table: a mean row of num_features float32s and a few int64s per class
+        per_class = 4 * self.num_features + 32
+        check_fits(self.num_classes * per_class, f"SyntheticNodeGraph(num_classes="
+                   f"{self.num_classes}, num_features={self.num_features})",
+                   lambda avail: f"num_classes x (4 x num_features + 32) bytes within "
+                                 f"{avail} bytes")
+        scale = scale.item() if isinstance(scale, np.generic) else scale  # (as shown)
         self.num_nodes = max(int(round(n0 * scale)), self.num_classes)
         self.num_edges = int(round(e0 * scale))
         self.scale, self.seed = scale, int(seed)

@@ -122,6 +122,9 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
     Use as ``DataLoader(split, batch_sampler=sampler, collate_fn=batch_collate)``;
     yields lists of indices into ``split``.  Call :meth:`set_epoch` every epoch.
     ``num_replicas``/``rank`` default to the store's communicator size and rank.
+    ``seed``: the shuffle's seed (an integer, modulo 2**64; the same on every rank);
+    ``drop_last``: when the blocks do not divide evenly over the ranks, leave the extra
+    blocks out this epoch instead of repeating some (as ``DistributedSampler``).
     """
 
     def __init__(self, split, batch_size, num_replicas=None, rank=None, shuffle=True,

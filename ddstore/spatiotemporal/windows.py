@@ -37,8 +37,11 @@ def check_horizon(horizon, num_steps):
 
 
 def num_windows(num_steps, horizon):
-    """Number of valid window starts, ``T - 2h + 1``."""
-    return num_steps - 2 * horizon + 1
+    """Number of valid window starts, ``T - 2h + 1``: ``num_steps`` an integer (``T``),
+    ``horizon`` one in ``[1, T // 2]`` (:func:`check_horizon`), else a
+    :class:`DDStoreValueError` naming them."""
+    num_steps = as_int(integer_scalar(num_steps), "num_windows: num_steps", 0)
+    return num_steps - 2 * check_horizon(horizon, num_steps) + 1
 
 
 def check_ratios(split):

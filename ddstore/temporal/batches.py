@@ -3,8 +3,8 @@ scheduling."""
 import numpy as np
 
 from .._collective import collective
-from ..errors import DDStoreMemoryError, DDStoreValueError
-from ..memory import available_memory, gb_bytes
+from ..errors import DDStoreValueError
+from ..memory import check_fits
 from .._checks import as_bool, as_int, as_seed, is_int, partition
 from .graph import SPLITS, TemporalGraph
 
@@ -93,13 +93,10 @@ class EdgeBatches:
         # a batch's negatives, [edges, negatives] int64, must fit (a number beyond it
         # failed at the first batch, inside numpy)
         most = min(batch_size, eids.size)
-        avail = available_memory()
-        if most * negatives * 8 > avail:
-            raise DDStoreMemoryError(
-                f"EdgeBatches: negatives={negatives}: a batch of {most} edges would draw "
-                f"{gb_bytes(most * negatives * 8)} of negative ids (int64), more than "
-                f"the {gb_bytes(avail)} available on this node; allowed: 0 .. "
-                f"{avail // (8 * most)} for this batch_size")
+        check_fits(most * negatives * 8, f"EdgeBatches: negatives={negatives}: a batch "
+                   f"of {most} edges of negative ids (int64)",
+                   lambda avail: f"negatives in 0 .. {avail // (8 * most)} for this "
+                                 f"batch_size")
 
     def loader(self, device=None, prefetch=0):
         """These batches for training: with ``device`` (e.g. ``"cuda"``) through a

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..errors import DDStoreValueError
 from .._checks import as_seed, is_int
+from ..memory import check_fits
 
 
 class Stream:
@@ -56,9 +57,11 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
         if not is_int(v) or v < low:
             raise DDStoreValueError(f"synthetic_stream: {label}={v!r} must be an integer "
                                     f">= {low}")
-    if communities is not None and (not is_int(communities) or communities < 1):
+    if communities is not None and (not is_int(communities) or
+                                    not 1 <= communities <= num_nodes):
         raise DDStoreValueError(f"synthetic_stream: communities={communities!r} must be an "
-                                f"integer >= 1 or None (num_nodes // 64, at least 2)")
+                                f"integer in [1, num_nodes={num_nodes}] or None "
+                                f"(num_nodes // 64, at least 2)")
     for label, v, lo, hi in (("p_within", p_within, 0, 1), ("p_repeat", p_repeat, 0, 1),
                              ("alpha", alpha, -np.inf, np.inf)):
         if not isinstance(v, numbers.Real) or isinstance(v, (bool, np.bool_)) or \
@@ -66,9 +69,17 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
             where = "a probability in [0, 1]" if hi == 1 else "a finite real number"
             raise DDStoreValueError(f"synthetic_stream: {label}={v!r} must be {where}")
     seed = as_seed(seed, "synthetic_stream: seed")
-    rng = np.random.default_rng(seed)
     n, e = int(num_nodes), int(num_edges)
     c = int(communities) if communities is not None else max(2, n // 64)
+    # what the stream and its working arrays take (about): per edge a dozen 8-byte
+    # values and 2 x edge_dim float32s, per node a few plus its partners
+    per_edge, per_node = 96 + 8 * int(edge_dim), 48 + 8 * int(partners)
+    check_fits(e * per_edge + n * per_node + c * (16 + 4 * int(edge_dim)),
+               f"synthetic_stream(num_nodes={n}, num_edges={e}, edge_dim={edge_dim}, "
+               f"partners={partners})",
+               lambda avail: f"num_edges x (96 + 8 x edge_dim) + num_nodes x (48 + 8 x "
+                             f"partners) bytes (about) within {avail} bytes")
+    rng = np.random.default_rng(seed)
     community = rng.integers(0, c, n)
     activity = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** float(alpha)
     activity = activity[rng.permutation(n)]
