@@ -846,13 +846,15 @@ static int check_ranges(const struct dds_var *v, const int64_t *starts,
             return dds_set_error(DDS_EINVAL, "variable '%s': count %lld (range %lld) "
                                  "must be >= 0", v->name, (long long)count, (long long)i);
         if (starts[i] < 0 || starts[i] > v->nrows - count) {
-            /* start + count may overflow int64: print it as a double when it would */
+            /* start + count may overflow int64: both are >= 0 there, so their sum
+             * is exact in uint64 */
             if (starts[i] > INT64_MAX - count)
-                return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %.0f) (range "
+                return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %llu) (range "
                                      "%lld) out of range [0, %lld)", v->name,
                                      (long long)starts[i],
-                                     (double)starts[i] + (double)count, (long long)i,
-                                     (long long)v->nrows);
+                                     (unsigned long long)starts[i] +
+                                         (unsigned long long)count,
+                                     (long long)i, (long long)v->nrows);
             return dds_set_error(DDS_ERANGE, "variable '%s': rows [%lld, %lld) (range "
                                  "%lld) out of range [0, %lld)", v->name,
                                  (long long)starts[i], (long long)(starts[i] + count),

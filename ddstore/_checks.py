@@ -2,6 +2,7 @@
 split.  One place for each check, so that every layer words its errors the same way.
 (Times have a module of their own: :mod:`ddstore._times`.)"""
 import numbers
+import sys
 
 import numpy as np
 
@@ -406,6 +407,10 @@ def cast_values(arr, dtype, what, holder="the variable's", given=None):
         exact = arr if arr.dtype == object else np.array(given, dtype=object)
         if exact.shape == arr.shape:
             arr = big_ints(exact, dtype, what, holder, fallback=arr)
+    elif dtype.kind in "fc" and arr.dtype == object and all(
+            isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+            for v in arr.flat):  # (Python ints beyond uint64 make objects of a list)
+        arr = _ints_as_floats(arr, dtype, what, holder)
     if arr.dtype == dtype:
         return arr
     if not (np.can_cast(arr.dtype, dtype, "same_kind") or
@@ -416,6 +421,20 @@ def cast_values(arr, dtype, what, holder="the variable's", given=None):
             f"('same_kind': e.g. int64 into int8, float64 into float32, not float into "
             f"int), or any integer into an integer dtype, every value in its range")
     return cast_in_range(arr, dtype, what, holder)
+
+
+def _ints_as_floats(arr, dtype, what, holder):
+    """An object array of real numbers (Python integers beyond uint64 among them) as
+    float64 (complex128 for a complex ``dtype``): each the nearest float, as an integer
+    into a float variable is; one beyond every float is named."""
+    try:
+        return arr.astype(np.float64 if dtype.kind == "f" else np.complex128)
+    except OverflowError:  # (a Python int compared with a Python float: exactly)
+        bad = next(v for v in arr.flat if abs(v) > sys.float_info.max)
+        raise DDStoreValueError(
+            f"{what}: an integer of {abs(bad).bit_length()} bits (about 2**"
+            f"{abs(bad).bit_length() - 1}) is beyond {holder} dtype {dtype} (largest "
+            f"finite {float(np.finfo(dtype).max):.4g}); allowed: values within it") from None
 
 
 def cast_in_range(arr, dtype, what, holder="the variable's"):

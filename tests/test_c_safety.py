@@ -130,6 +130,12 @@ def test_fast_readers_check_out(store):
     out = np.empty((2, 4), np.float32)
     read_rows([5, 0], out)
     assert np.array_equal(out, np.arange(24, dtype=np.float32).reshape(6, 4)[[5, 0]])
+    # a range whose end passes int64: its true end (it was printed through a double:
+    # 2**63 for both, a two-row range shown as one row)
+    for start, count, end in ((3, 2 ** 63 - 1, 2 ** 63 + 2), (2 ** 63 - 1, 2, 2 ** 63 + 1)):
+        with pytest.raises(DDStoreIndexError, match=rf"rows \[{start}, {end}\) \(range 0\) "
+                                                    rf"out of range \[0, 6\)"):
+            store.read_ranges("a", [start], [count])
 
 
 # ------------------------------------------------------------------ samplers

@@ -588,6 +588,10 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
              ("i8", [[1, 2 ** 70]], r"value 1180591620717411303424 at \(0, 1\) does not "
               r"fit the variable's dtype int8 \(\[-128, 127\]\)"),
              ("u2", [2 ** 64, -1], r"value 18446744073709551616 at \(0,\) .* uint16"),
+             # ... and into a float variable: the nearest float, unless beyond every one
+             ("f4", [1, 2 ** 200, 3], r"value 1.6069380442589903e\+60 at \(1,\) .* float32"),
+             ("f4", [2 ** 1100, 0, 1], r"update 'f4': an integer of 1101 bits \(about "
+              r"2\*\*1100\) is beyond the variable's dtype float32"),
              # ... and those numpy makes floats of ([2**63, 0] is float64): by value
              ("i8", [[2 ** 63, 0]], r"value 9223372036854775808 at \(0, 0\) does not fit "
               r"the variable's dtype int8"),
@@ -628,6 +632,10 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
     store.add("u8", np.zeros((1, 2), np.uint64))
     store.update("u8", [[2 ** 64 - 1, 0]])  # (numpy: float64, 2**64 rounded)
     assert store.local_view("u8").tolist() == [[2 ** 64 - 1, 0]]
+    # Python ints beyond uint64 (numpy: objects) into a float variable, as numpy casts
+    # them (they were refused as "dtype object"), a float among them too
+    store.update("f4", [2 ** 64, 2 ** 100, 1.5])
+    assert store.local_view("f4").tolist() == [2.0 ** 64, np.float32(2.0 ** 100), 1.5]
 
 
 def test_hostile_names_indices_and_records_in_process():
