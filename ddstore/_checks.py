@@ -408,9 +408,8 @@ def cast_values(arr, dtype, what, holder="the variable's", given=None):
         if exact.shape == arr.shape:
             arr = big_ints(exact, dtype, what, holder, fallback=arr)
     elif dtype.kind in "fc" and arr.dtype == object and all(
-            isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
-            for v in arr.flat):  # (Python ints beyond uint64 make objects of a list)
-        arr = _ints_as_floats(arr, dtype, what, holder)
+            type(v) in (int, float) for v in arr.flat):  # (Python ints beyond uint64
+        arr = _ints_as_floats(arr, dtype, what, holder)    # make objects of a list)
     if arr.dtype == dtype:
         return arr
     if not (np.can_cast(arr.dtype, dtype, "same_kind") or
@@ -424,9 +423,10 @@ def cast_values(arr, dtype, what, holder="the variable's", given=None):
 
 
 def _ints_as_floats(arr, dtype, what, holder):
-    """An object array of real numbers (Python integers beyond uint64 among them) as
-    float64 (complex128 for a complex ``dtype``): each the nearest float, as an integer
-    into a float variable is; one beyond every float is named."""
+    """An object array of Python ints and floats (ints beyond uint64 among them) as
+    float64 (complex128 for a complex ``dtype``): each int the nearest float64, then
+    cast to ``dtype`` as any float64 is (float32: rounded a second time); one beyond
+    every float is named."""
     try:
         return arr.astype(np.float64 if dtype.kind == "f" else np.complex128)
     except OverflowError:  # (a Python int compared with a Python float: exactly)

@@ -2,6 +2,7 @@
 a DDStore, without a launcher of torch's own), on CPUs, on one GPU per rank, or with
 several ranks sharing a GPU."""
 import collections
+import numbers
 import logging
 import os
 import socket
@@ -30,8 +31,9 @@ def _device_kind(device):
     if kind not in _DEVICES or index is not None:
         why = "" if index is None or kind not in _DEVICES else (
             " (an index is not taken: give 'cpu')" if kind == "cpu" else
-            " (an index is not taken: each rank trains on GPU <its rank on the node> % "
-            "<the node's GPUs>, so give the type alone)")
+            " (an index is not taken: each rank trains on GPU <its place among the "
+            "ranks of its node that see the same GPUs> % <their number>, so give the "
+            "type alone)")
         raise DDStoreValueError(f"init_torch_distributed: device={device!r}{why}; allowed: "
                                 f"None, 'auto', 'cpu', 'cuda' (or a torch.device of type "
                                 f"cpu or cuda, without an index)")
@@ -110,18 +112,21 @@ def choose_backend(ranks, backend=None, device=None):
 def _gpu_ids(node, gpus):
     """The GPUs a rank sees as ids that tell them apart across the ranks of its node: its
     UUIDs (a tuple), or for a count ``(node, 0) .. (node, gpus-1)``."""
-    if isinstance(gpus, int):
-        return tuple((node, i) for i in range(gpus))
+    if isinstance(gpus, numbers.Integral):
+        return tuple((node, i) for i in range(int(gpus)))
     return tuple(gpus)
 
 
-def _visible_gpus(torch):
+def _visible_gpus(torch, cpu):
     """What this rank tells the others of its GPUs: their UUIDs (distinct GPUs that a
     launcher numbers 0 in each rank are told apart), or their count where torch gives
-    no UUID."""
+    no UUID, or with ``cpu`` (``device="cpu"``: reading UUIDs would start CUDA in a
+    process that trains on the CPU, and forks its DataLoader workers)."""
     if not torch.cuda.is_available():
         return 0
     count = torch.cuda.device_count()
+    if cpu:
+        return count
     try:
         return tuple(str(torch.cuda.get_device_properties(i).uuid) for i in range(count))
     except Exception:  # noqa: BLE001 -- (an older torch, a driver without UUIDs)
@@ -156,7 +161,8 @@ def init_torch_distributed(comm=None, backend=None, device=None):
     ``device``: None or ``"auto"`` uses CUDA where every rank sees a GPU, else the CPU;
     ``"cpu"`` / ``"cuda"`` force it.  ``backend``: None chooses (see
     :func:`choose_backend`): NCCL with one GPU per rank; gloo where ranks outnumber the
-    GPUs of their node (they then share them, rank ``i`` of a node on GPU ``i % gpus``:
+    GPUs of their node (they then share them, the ``i``-th rank of a node among those
+    that see the same GPUs on GPU ``i % <their number>``, GPUs told apart by UUID:
     NCCL refuses two ranks on one GPU) and on CPUs.  Rank 0 logs the choice and why
     (logger ``"ddstore"``).  Every rank decides alike from what all ranks see, so a
     refused choice raises the same :class:`~ddstore.DDStoreValueError` everywhere,
@@ -176,7 +182,8 @@ def init_torch_distributed(comm=None, backend=None, device=None):
     from ._lifecycle import check_launch
     # (an intercommunicator or COMM_NULL: refused here, before any rank waits)
     comm = _lifecycle.as_comm(comm, "init_torch_distributed")
-    mine = (MPI.Get_processor_name(), _visible_gpus(torch),
+    cpu = getattr(device, "type", device) == "cpu"
+    mine = (MPI.Get_processor_name(), _visible_gpus(torch, cpu),
             [b for b in _BACKENDS if _backend_built(dist, b)])
     master = os.environ.get("MASTER_ADDR", "").strip() or None
     probe = None  # rank 0's listener that every rank connects to before torch does

@@ -18,14 +18,16 @@ __all__ = ["MEMORY_BUDGET_FRACTION", "available_memory", "memory_settings",
 MEMORY_BUDGET_FRACTION = 0.7
 
 
-def available_memory():
+def available_memory(shared=True):
     """Bytes this node can still give to a store now: the smaller of the kernel's
     ``MemAvailable`` and the free space of ``/dev/shm`` (MPI allocates shared windows
-    there), the same measure the C core checks every allocation against."""
+    there), the same measure the C core checks every allocation against.
+    ``shared=False``: ``MemAvailable`` alone (what a process's own arrays may take)."""
     limit = None
     try:
-        st = os.statvfs("/dev/shm")
-        limit = st.f_bavail * st.f_frsize
+        if shared:
+            st = os.statvfs("/dev/shm")
+            limit = st.f_bavail * st.f_frsize
     except OSError:  # pragma: no cover - no /dev/shm
         pass
     avail = None
@@ -118,15 +120,16 @@ def gb(nbytes):
 
 
 def check_fits(nbytes, what, allowed):
-    """Raise :class:`DDStoreMemoryError` unless ``nbytes`` fit in the memory this node
-    has available now (:func:`available_memory`): ``what`` says what needs them (an
+    """Raise :class:`DDStoreMemoryError` unless ``nbytes`` of this process's own arrays
+    fit in the memory this node has available now (``MemAvailable``, not ``/dev/shm``:
+    :func:`available_memory` with ``shared=False``): ``what`` says what needs them (an
     argument and its value), ``allowed`` the range that fits, made from the bytes
     available (``allowed(avail)``, a str), so the message names both."""
-    avail = available_memory()
+    avail = available_memory(shared=False)
     if nbytes > avail:
         raise DDStoreMemoryError(f"{what} needs {gb_bytes(nbytes)}, more than the "
-                                 f"{gb_bytes(avail)} available on this node; allowed: "
-                                 f"{allowed(avail)}")
+                                 f"{gb_bytes(avail)} of memory available on this node; "
+                                 f"allowed: {allowed(avail)}")
 
 
 def gb_bytes(nbytes):

@@ -636,6 +636,11 @@ def test_update_refuses_values_the_dtype_cannot_hold(store):
     # them (they were refused as "dtype object"), a float among them too
     store.update("f4", [2 ** 64, 2 ** 100, 1.5])
     assert store.local_view("f4").tolist() == [2.0 ** 64, np.float32(2.0 ** 100), 1.5]
+    # other objects among them are not numbers this rule takes: refused as before
+    import fractions
+    for odd in ([2 ** 70, fractions.Fraction(10 ** 400), 0], [2 ** 70, np.longdouble(1), 0]):
+        with pytest.raises(DDStoreValueError, match="dtype object cannot be cast"):
+            store.update("f4", odd)
 
 
 def test_hostile_names_indices_and_records_in_process():

@@ -5,6 +5,7 @@ before any rendezvous, and the choice is logged once.  The choice is a pure func
 what every rank sees, tested here for GPU layouts this CPU machine does not have."""
 import logging
 
+import numpy as np
 import pytest
 
 from ddstore.distributed import choose_backend
@@ -66,7 +67,7 @@ def test_bad_arguments_name_the_allowed_values():
     import torch
     for device in ("cuda:1", torch.device("cuda:1"), "cpu:0", torch.device("cpu", 0)):
         with pytest.raises(DDStoreValueError, match=r"an index is not taken: (each rank "
-                                                    r"trains on GPU <its rank on the node>|"
+                                                    r"trains on GPU <its place among the|"
                                                     r"give 'cpu')"):
             choose_backend(_node("a", 2, 2), device=device)
     assert choose_backend(_node("a", 2, 2), device=torch.device("cuda"))[1] == [
@@ -151,9 +152,10 @@ def test_gpus_told_apart_by_their_ids():
     assert "n0: 4 ranks on 3 GPU(s)" in reason
     with pytest.raises(DDStoreValueError, match=r"ranks share GPUs \(n0: 4 ranks on 3"):
         choose_backend(mixed, backend="nccl")
-    # every rank seeing every GPU by id: as by count
+    # every rank seeing every GPU by id: as by count (a numpy count too)
     same = [("n0", i, 4, ("A", "B")) for i in range(4)]
-    assert choose_backend(same)[:2] == choose_backend(_node("n0", 4, 2))[:2]
+    assert choose_backend(same)[:2] == choose_backend(_node("n0", 4, 2))[:2] == \
+        choose_backend(_node("n0", 4, np.int64(2)))[:2]
 
 
 def test_node_places_count_ranks_per_node_in_rank_order():

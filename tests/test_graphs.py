@@ -855,6 +855,12 @@ def test_loader_refuses_the_options_it_sets(store):
     for size in (7, 2 ** 63, 2 ** 70):
         assert [b.y.tolist() for b in ds.loader(size)] == [[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]
         assert list(ds.loader(size, drop_last=True)) == []
+    # a sampler that grows after the loader is made: batches of batch_size, as torch's
+    order = [0, 1]
+    loader = ds.loader(4, sampler=order)
+    assert [b.y.tolist() for b in loader] == [[0.0, 1.0]]
+    order.extend([2, 3, 4, 5])
+    assert [b.y.tolist() for b in loader] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0]]
     for kw in (dict(shuffle="no"), dict(drop_last=1)):
         with pytest.raises(DDStoreValueError, match=f"{next(iter(kw))} must be True or False"):
             ds.loader(2, **kw)

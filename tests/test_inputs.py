@@ -236,6 +236,7 @@ def test_one_rule_for_flags(store):
     import ddstore
     from ddstore import DDStoreValueError, graphs, pyg as dpyg
     from ddstore.dynamic import DynamicGraph
+    from ddstore.sources import NpyNodeData
     store.add("flags", np.arange(12, dtype=np.int64).reshape(6, 2))
     fs, gs = dpyg.from_pyg(store, Data(x=torch.zeros(4, 1), edge_index=torch.tensor(
         [[0, 1, 2], [1, 2, 3]])), name="flagsg")
@@ -249,6 +250,9 @@ def test_one_rule_for_flags(store):
                 (lambda: ddstore.abort_on_exception(bad), "abort_on_exception: enabled"),
                 (lambda: dpyg.NeighborSampler(gs, [2], replace=bad),
                  "NeighborSampler: replace"),
+                (lambda: dpyg.NeighborSampler(gs, [2], disjoint=bad),
+                 "NeighborSampler: disjoint"),
+                (lambda: NpyNodeData("e.npy", undirected=bad), "NpyNodeData: undirected"),
                 (lambda: DynamicGraph(store, "fd", edges, show_progress=bad),
                  "DynamicGraph 'fd': show_progress"),
                 (lambda: graphs.GraphDataset.from_samples(store, "fg", samples,
@@ -296,7 +300,7 @@ def test_generators_and_helpers_name_their_arguments(store):
              (lambda: synthetic_stream(2 ** 63, 50), DDStoreMemoryError,
               "synthetic_stream(num_nodes=9223372036854775808"),
              (lambda: synthetic_stream(50, 50, edge_dim=2 ** 63), DDStoreMemoryError,
-              "allowed: num_edges x (96 + 8 x edge_dim)"),
+              "allowed: num_edges x (96 + 16 x edge_dim)"),
              (lambda: synthetic_stream(50, 50, communities=51), DDStoreValueError,
               "communities=51 must be an integer in [1, num_nodes=50]"),
              (lambda: SyntheticNodeGraph(num_classes=2 ** 63), DDStoreMemoryError,

@@ -835,6 +835,12 @@ def test_assign_blocks_balance_and_locality():
     per = assign_blocks(owner, 22, 2, seed=3, epoch=0)
     assert sorted(b for p in per[:10] for b in p) == list(range(10))
     assert all(p == per[10] and len(p) == 1 for p in per[10:])
+    per[10].append(99)  # each rank's list its own
+    assert per[11] == per[12] != per[10]
+    for bad in (22, -1, 2.0, "1"):
+        with pytest.raises(DDStoreValueError, match=rf"assign_blocks: rank={bad!r} out of "
+                                                     rf"range \[0, 22\)"):
+            assign_blocks(owner, 22, 2, seed=3, epoch=0, rank=bad)
     for r in (0, 9, 21):
         assert assign_blocks(owner, 22, 2, seed=3, epoch=0, rank=r) == per[r]
     assert assign_blocks(owner, 2**62, 2, seed=3, epoch=0, rank=2**62 - 1) == per[21]

@@ -1,6 +1,7 @@
 """GraphDataset: PyG graph samples kept in a DDStore, as a torch Dataset."""
 import copy
 import functools
+import itertools
 import logging
 import math
 import sys
@@ -446,12 +447,8 @@ class GraphDataset(torch.utils.data.Dataset):
                 f"DataLoader, not of this loader (its batches are collated by get_batch): "
                 f"use torch_geometric.loader.DataLoader(dataset, batch_size, "
                 f"{pyg_only[0]}=...), which reads each batch with one __getitems__ call")
-        # a batch never holds more than the sampler gives (torch's BatchSampler makes a
-        # list of batch_size items with drop_last, and islice takes no more than 2**63-1)
-        size = len(sampler) + 1 if hasattr(sampler, "__len__") else sys.maxsize
-        batches = torch.utils.data.BatchSampler(sampler, min(int(batch_size), size),
-                                                as_bool(drop_last, f"graphs {self.name!r} "
-                                                                   f"loader: drop_last"))
+        batches = _AnySizeBatches(sampler, int(batch_size), as_bool(
+            drop_last, f"graphs {self.name!r} loader: drop_last"))
         what = f"graphs {self.name!r} loader"
         if kwargs or device is None:  # (torch's iterator for its options: pin_memory...)
             cls = _GraphLoader if set(kwargs) <= {"generator"} else \
@@ -471,6 +468,20 @@ class GraphDataset(torch.utils.data.Dataset):
         view = "" if self._map is None else " (a view: index_select)"
         return (f"GraphDataset(name={self.name!r}, graphs={self._n}{view}, "
                 f"keys={[k.key for k in self.layout.keys]})")
+
+
+class _AnySizeBatches(torch.utils.data.BatchSampler):
+    """torch's ``BatchSampler`` for any ``batch_size``: the same batches, each cut from
+    the sampler's order as it comes (torch's makes a list of ``batch_size`` items with
+    ``drop_last``, and ``islice`` takes at most ``sys.maxsize``)."""
+
+    def __iter__(self):
+        order, size = iter(self.sampler), min(self.batch_size, sys.maxsize)
+        while True:
+            batch = list(itertools.islice(order, size))
+            if not batch or (self.drop_last and len(batch) < self.batch_size):
+                return
+            yield batch
 
 
 def _staged_array(take, shape, dtype):

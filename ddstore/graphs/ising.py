@@ -47,14 +47,15 @@ def lattice_bonds(size=5, periodic=False):
     periodic = as_bool(periodic, "lattice periodic")
     if periodic and size < 3:
         raise DDStoreValueError(f"periodic lattice needs size >= 3, got size={size}")
-    # a sample holds about 100 bytes per atom (its bonds both ways, positions, spins)
-    check_fits(int(size) ** 3 * 100, f"lattice size={size} ({int(size) ** 3} atoms)",
-               lambda avail: f"size**3 x 100 bytes within {avail} bytes")
     return _lattice_bonds(int(size), periodic)
 
 
 @functools.lru_cache(maxsize=8)
 def _lattice_bonds(size, periodic):
+    # a sample holds about 100 bytes per atom (its bonds both ways, positions, spins);
+    # checked once per size (a refusal is not cached)
+    check_fits(size ** 3 * 100, f"lattice size={size} ({size ** 3} atoms)",
+               lambda avail: f"size**3 x 100 bytes within {avail} bytes")
     idx = np.arange(size ** 3, dtype=np.int64).reshape(size, size, size)
     bonds = []
     for axis in range(3):

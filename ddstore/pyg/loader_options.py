@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
+from .._checks import as_bool
 from ..errors import DDStoreValueError
 
 __all__ = ["install"]
@@ -95,7 +96,7 @@ def _check_sampler(name, args, sampler):
         if option == "subgraph_type":
             given = _subgraph_type(given)
         elif option in ("replace", "disjoint"):
-            given = bool(given)
+            given = as_bool(given, f"loader option {option}")
         if given != have[option]:
             refuse(option, args[option], have[option])
     if "directed" in args and not args["directed"] and have["subgraph_type"] != "induced":

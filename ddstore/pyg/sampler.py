@@ -403,7 +403,7 @@ class NeighborSampler(BaseSampler):
                                  subgraph_type)
         self.replace = as_bool(replace, "NeighborSampler: replace")
         self.num_neighbors = num_neighbors
-        self._disjoint = bool(disjoint)
+        self._disjoint = as_bool(disjoint, "NeighborSampler: disjoint")
         if temporal_strategy not in ("uniform", "last"):
             raise DDStoreValueError(f"temporal_strategy must be 'uniform' or 'last', got "
                                     f"{temporal_strategy!r}")

@@ -23,6 +23,7 @@ import os
 
 import numpy as np
 
+from .._checks import as_bool
 from ..errors import DDStoreValueError
 from .base import check_range
 from .node_data import SPLITS, NodeDataSource
@@ -45,6 +46,7 @@ class NpyNodeData(NodeDataSource):
 
     def __init__(self, edge_index, x=None, y=None, train=None, valid=None, test=None,
                  num_nodes=None, undirected=False):
+        undirected = as_bool(undirected, "NpyNodeData: undirected")  # (before any file)
         self.paths = {"edge_index": os.fspath(edge_index)}
         for k, v in (("x", x), ("y", y), ("train", train), ("valid", valid),
                      ("test", test)):
@@ -96,7 +98,7 @@ class NpyNodeData(NodeDataSource):
         # the splits given are loaded (each is optional: a data set with train and test
         # ids only has those two)
         self.split_name = "npy" if any(s in shapes for s in SPLITS) else None
-        self.undirected = bool(undirected)
+        self.undirected = undirected
 
     @classmethod
     def from_dir(cls, directory, **kwargs):

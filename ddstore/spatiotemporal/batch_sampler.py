@@ -51,6 +51,9 @@ def assign_blocks(block_owner, num_replicas, width, seed, epoch, shuffle=True,
     Deterministic in ``(seed, epoch)``; no communication.  The work grows with the
     blocks, not with ``num_replicas`` (ranks beyond the blocks all get the same padding).
     """
+    if rank is not None and not (is_int(rank) and 0 <= rank < num_replicas):
+        raise DDStoreValueError(f"assign_blocks: rank={rank!r} out of range [0, "
+                                f"{num_replicas}) (num_replicas)")
     owner = np.asarray(block_owner, dtype=np.int64)
     nb = owner.shape[0]
     rng = np.random.default_rng([int(seed), int(epoch)])
@@ -99,7 +102,8 @@ def assign_blocks(block_owner, num_replicas, width, seed, epoch, shuffle=True,
         empty = finish([])
         if rank is not None:
             return finish(dealt[rank]) if rank in dealt else empty
-        return [finish(dealt[r]) if r in dealt else empty for r in range(num_replicas)]
+        return [finish(dealt[r]) if r in dealt else list(empty)
+                for r in range(num_replicas)]
     # (M >= 2: fewer ranks than blocks) the shuffles draw from rng in rank order
     per_rank = [finish(dealt.get(r, ())) for r in range(
         num_replicas if rank is None else rank + 1)]
@@ -183,7 +187,8 @@ class BatchShuffleSampler(torch.utils.data.Sampler):
             self.epoch = as_int(epoch, "set_epoch: epoch", 0)
 
     def rank_blocks(self, rank=None):
-        """Block ids (into :attr:`blocks`) that ``rank`` gets this epoch, in order."""
+        """Block ids (into :attr:`blocks`) that ``rank`` (default this sampler's; an
+        integer in ``[0, num_replicas)``) gets this epoch, in order."""
         return assign_blocks(self.block_owner, self.num_replicas, self.width, self.seed,
                              self.epoch, self.shuffle, self.drop_last, self.local,
                              self.rank if rank is None else rank)

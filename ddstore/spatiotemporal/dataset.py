@@ -1278,14 +1278,23 @@ class WindowDataset(_WindowView):
         """Collective: remove the series (and what a subclass built with it) from the
         store and let go of the copies on the device.  Safe to call twice; the dataset
         then refuses to read, saying it was freed.  Another dataset built under its
-        name since is not touched."""
-        with self.store.collective("WindowDataset.free", self.name):
-            names = self._held()
-        if names:
-            self.store.remove(*names)
-        self._gone = (f"{type(self).__name__} {self.name!r} was freed (free()); build "
-                      f"it again, or open() one the store holds")
-        self._tf = self._dev_series = None
+        name since is not touched.  Inside a transaction that rolls back, the series and
+        this dataset come back as they were."""
+        store = self.store
+        with store.transaction("WindowDataset.free") as txn:
+            with store.collective("WindowDataset.free", self.name):
+                names = self._held()
+            if names:
+                store.remove(*names)
+            kept = self._gone, self._tf, self._dev_series
+            txn.on_rollback(lambda: self._put_back(kept))
+            self._gone = (f"{type(self).__name__} {self.name!r} was freed (free()); "
+                          f"build it again, or open() one the store holds")
+            self._tf = self._dev_series = None
+
+    def _put_back(self, kept):
+        """A rollback put the freed series back: so is this dataset."""
+        self._gone, self._tf, self._dev_series = kept
 
     def _held(self):
         """Local: the names of this dataset's variables the store still holds."""

@@ -71,14 +71,15 @@ def synthetic_stream(num_nodes, num_edges, seed=0, communities=None, p_within=0.
     seed = as_seed(seed, "synthetic_stream: seed")
     n, e = int(num_nodes), int(num_edges)
     c = int(communities) if communities is not None else max(2, n // 64)
-    # what the stream and its working arrays take (about): per edge a dozen 8-byte
-    # values and 2 x edge_dim float32s, per node a few plus its partners
-    per_edge, per_node = 96 + 8 * int(edge_dim), 48 + 8 * int(partners)
+    # what the stream and its working arrays take at their peak (about): per edge a
+    # dozen 8-byte values and its features (noise drawn in float64, then float32, plus
+    # the centroids'), per node a few plus its partners
+    per_edge, per_node = 96 + 16 * int(edge_dim), 48 + 8 * int(partners)
     check_fits(e * per_edge + n * per_node + c * (16 + 4 * int(edge_dim)),
                f"synthetic_stream(num_nodes={n}, num_edges={e}, edge_dim={edge_dim}, "
                f"partners={partners})",
-               lambda avail: f"num_edges x (96 + 8 x edge_dim) + num_nodes x (48 + 8 x "
-                             f"partners) bytes (about) within {avail} bytes")
+               lambda avail: f"num_edges x (96 + 16 x edge_dim) + num_nodes x (48 + 8 "
+                             f"x partners) bytes (about) within {avail} bytes")
     rng = np.random.default_rng(seed)
     community = rng.integers(0, c, n)
     activity = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** float(alpha)

@@ -262,6 +262,16 @@ def error_checks(store, tag):
     Xr, _ = materialize_windows(raw[::-1], 3)
     equal(again.get_batch(np.arange(len(again)))[0].numpy(), Xr.astype(np.float32),
           f"{tag}: the rebuilt dataset after a stale free")
+    # a free inside a transaction that rolls back: the series and the dataset come back
+    try:
+        with store.transaction("free, then a failure"):
+            again.free()
+            with store.collective("a later step"):
+                raise ValueError("a later failure")
+    except DDStoreValueError:
+        pass
+    equal(again.get_batch(np.arange(len(again)))[0].numpy(), Xr.astype(np.float32),
+          f"{tag}: a free rolled back")
     again.free()
     again.free()
     check("after_errors" not in store.variables(), f"{tag}: free twice")
