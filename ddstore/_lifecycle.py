@@ -173,23 +173,78 @@ def _release_mpich_shm():
 _SHM_WATCH = {"pid": None, "fd": None}
 # run by /bin/sh with the pipe's reading end as its input: the watcher (the subshell
 # started in the background) reads it to its end, then removes the names it was given
+# (with the options of rm given first: -f for files, -rf for a directory tree)
 _SHM_WATCH_SCRIPT = (
     "exec 3<&0 </dev/null\n"
     "( exec 0<&3 3<&- >/dev/null 2>&1\n"
     "  trap '' HUP INT QUIT TERM USR1 USR2 PIPE ALRM\n"
     "  while read -r _; do :; done\n"
-    "  exec rm -f -- \"$@\" ) &\n")
+    "  exec rm \"$@\" ) &\n")
+_WATCH_FDS = {}  # this process's watchers' pipe ends: fd -> the pid that made it
 
 
-def _close_shm_watch_fd():
-    """In a process forked from a rank (a DataLoader worker): drop the watcher's pipe,
-    so that the rank's end alone is the end of the pipe."""
-    fd, _SHM_WATCH["fd"] = _SHM_WATCH["fd"], None
-    if fd is not None:
+def _close_watch_fds():
+    """In a process forked from a rank (a DataLoader worker): drop the watchers' pipes,
+    so that the rank's end alone is the end of each pipe."""
+    _SHM_WATCH["fd"] = None
+    for fd in list(_WATCH_FDS):
+        del _WATCH_FDS[fd]
         try:
             os.close(fd)
         except OSError:
             pass
+
+
+def _start_watcher(rm_args, name):
+    """A watcher (see above; ``name`` its process's name) that runs ``rm *rm_args`` when
+    this process ends, however it ends: the writing end of its pipe (closing it runs the
+    ``rm`` now), or None where it cannot start."""
+    if not os.access("/bin/sh", os.X_OK):
+        return None
+    import subprocess
+    rfd, wfd = os.pipe()  # both close on exec: the rank's other children never hold it
+    try:
+        # the shell starts the watcher in the background and exits at once (waited for
+        # here): the watcher is nobody's child here (no zombie, no os.wait() of the
+        # user's reaps it), in a session of its own (a kill of the rank's process group
+        # spares it) and holds no descriptor of the rank but the pipe's end
+        subprocess.run(["/bin/sh", "-c", _SHM_WATCH_SCRIPT, name, *rm_args],
+                       stdin=rfd, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, close_fds=True,
+                       start_new_session=True,  # not killed with the rank's group
+                       timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        os.close(wfd)
+        return None
+    finally:
+        os.close(rfd)
+    _WATCH_FDS[wfd] = os.getpid()
+    if not _SHM_WATCH.get("at_fork"):
+        _SHM_WATCH["at_fork"] = True
+        os.register_at_fork(after_in_child=_close_watch_fds)
+    return wfd
+
+
+def remove_when_ended(path):
+    """Local: remove the file or directory tree ``path`` (one this process makes: a
+    benchmark's scratch directory, a file being written) when this process ends, however
+    it ends (SIGTERM, SIGKILL, an abort): a watcher as for ``/dev/shm``.  Returns a
+    function that removes it now, if it is there (and lets the watcher go)."""
+    import shutil
+    path = os.path.abspath(path)
+    fd = _start_watcher(["-rf", "--", path], "ddstore-dir-watch")
+
+    def remove():
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+        if fd is not None and _WATCH_FDS.pop(fd, None) is not None:
+            os.close(fd)
+    return remove
 
 
 def watch_shm():
@@ -202,29 +257,12 @@ def watch_shm():
     if os.environ.get("DDSTORE_SHM_WATCH", "1").strip().lower() in SWITCH_OFF:
         return []
     paths = _mpich_shm_paths()
-    if not paths or not os.access("/bin/sh", os.X_OK):
+    if not paths:
         return []
-    import subprocess
-    rfd, wfd = os.pipe()  # both close on exec: the rank's other children never hold it
-    try:
-        # the shell starts the watcher in the background and exits at once (waited for
-        # here): the watcher is nobody's child here (no zombie, no os.wait() of the
-        # user's reaps it), in a session of its own (a kill of the rank's process group
-        # spares it) and holds no descriptor of the rank but the pipe's end
-        subprocess.run(["/bin/sh", "-c", _SHM_WATCH_SCRIPT, "ddstore-shm-watch", *paths],
-                       stdin=rfd, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, close_fds=True,
-                       start_new_session=True,  # not killed with the rank's group
-                       timeout=30, check=True)
-    except (OSError, subprocess.SubprocessError):
-        os.close(wfd)
+    wfd = _start_watcher(["-f", "--", *paths], "ddstore-shm-watch")
+    if wfd is None:
         return []
-    finally:
-        os.close(rfd)
     _SHM_WATCH.update(pid=os.getpid(), fd=wfd)
-    if not _SHM_WATCH.get("at_fork"):
-        _SHM_WATCH["at_fork"] = True
-        os.register_at_fork(after_in_child=_close_shm_watch_fd)
     return paths
 
 

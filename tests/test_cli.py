@@ -695,7 +695,7 @@ def test_a_report_never_replaces_a_users_file(tmp_path, capsys):
     err = argparse_exit(capsys, 2, core.main, ["--quick", "--out", str(mine)])[1]
     assert f"argument --out: {mine} exists and is not a benchmark's report (kept)" in err
     assert mine.read_text() == '{"mine": 1}'
-    write_report({"a": 1}, str(mine), 0)
+    assert write_report({"a": 1}, str(mine), 0) == str(tmp_path / "user.1.json")
     assert mine.read_text() == '{"mine": 1}'
     beside = tmp_path / "user.1.json"
     assert json.loads(beside.read_text())["a"] == 1
@@ -704,6 +704,55 @@ def test_a_report_never_replaces_a_users_file(tmp_path, capsys):
     assert json.loads(beside.read_text())["a"] == 2 and not (tmp_path / "user.2.json").exists()
     from ddstore.cli import report_target
     assert report_target(str(beside)) == str(beside)
+
+
+def test_scratch_directories_go_however_the_job_ends(tmp_path, capsys):
+    """A benchmark's scratch directory (bench.scratch_dir) is removed at a normal end,
+    at once on an exception (a Ctrl-C's KeyboardInterrupt: a barrier there hung the job),
+    and by a watcher when the process is killed by SIGTERM (it stayed: up to 2 x --gb
+    of checkpoint per timed-out job); a directory given is the user's, never removed.
+    The series file a benchmark writes goes the same way, and --scale is bounded."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from mpi4py import MPI
+    from ddstore.bench import checkpoint, progress, scratch_dir
+    made = []
+    for end in ("normal", "interrupt"):
+        try:
+            with scratch_dir(MPI.COMM_SELF, "ddstore-test-") as path:
+                made.append(path)
+                open(os.path.join(path, "f"), "w").close()
+                if end == "interrupt":
+                    raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            pass
+    assert len(made) == 2 and not any(os.path.exists(p) for p in made)
+    with scratch_dir(MPI.COMM_SELF, "x", str(tmp_path)) as path:
+        assert path == str(tmp_path)
+    assert tmp_path.is_dir()
+    # killed inside the block: the watcher removes the directory and a file in writing
+    code = ("import os, signal, sys; from mpi4py import MPI; from ddstore import _lifecycle;"
+            "from ddstore.bench import scratch_dir\n"
+            "with scratch_dir(MPI.COMM_SELF, 'ddstore-test-') as p:\n"
+            "    f = os.path.join(sys.argv[1], 'series.npy.writing-1')\n"
+            "    open(f, 'w').close(); _lifecycle.remove_when_ended(f)\n"
+            "    print(p, flush=True); os.kill(os.getpid(), signal.SIGTERM)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
+    scratch = proc.stdout.split()[0]
+    deadline = time.time() + 30
+    while time.time() < deadline and (os.path.exists(scratch) or
+                                      (tmp_path / "series.npy.writing-1").exists()):
+        time.sleep(0.1)
+    assert not os.path.exists(scratch) and not (tmp_path / "series.npy.writing-1").exists()
+    for main, argv, words in ((checkpoint.main, ["--scale", "1e30"], "--scale: must be a number "
+                                                                     "<= 1000"),
+                              (progress.main, ["--repeat", "1"], "must be an integer >= 2")):
+        assert words in argparse_exit(capsys, 2, main, argv)[1]
 
 
 def test_log_lines_carry_the_prefix_once():

@@ -12,6 +12,7 @@ be told from the noise of a shared machine), :func:`rma_counts` / :func:`traffic
 one-sided messages a timed region made, per batch and per remote owner), :func:`log` and
 :class:`Items`."""
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -20,8 +21,10 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
+from .. import _lifecycle
 from ..cli import plural  # noqa: F401 -- (the benchmarks' import of it)
 
 from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa: F401
@@ -31,7 +34,7 @@ from ..cli import (ArgumentParser, HelpFormatter, at_least, launch_rank,  # noqa
 __all__ = ["write_report", "launch_rank", "ArgumentParser", "exit_on_every_rank",
            "require_files", "plural", "parser", "report_path", "versions", "command_line", "spread",
            "ratio", "ratio_text", "rma_counts", "traffic", "traffic_text", "log", "Items",
-           "check_windows", "run_child"]
+           "check_windows", "run_child", "scratch_dir"]
 
 # the packages whose versions every report states (None: not installed)
 PACKAGES = ("numpy", "torch", "torch_geometric", "pyg_lib", "torch_sparse", "mpi4py")
@@ -73,7 +76,38 @@ class _Parser(ArgumentParser):
         ns = super().parse_args(args, namespace)
         if getattr(ns, "widths", None) is not None:
             check_widths(self, ns.widths)
+        # the rank's /dev/shm watcher now, not at its first store: a benchmark that
+        # writes its files for minutes first, ended by SIGTERM there, left MPICH's
+        # segment behind
+        mpi = sys.modules.get("mpi4py.MPI")
+        if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+            _lifecycle.watch_shm()
         return ns
+
+
+@contextlib.contextmanager
+def scratch_dir(comm, prefix, given=None):
+    """A directory for a benchmark's files: ``given`` as it is, or a new one under
+    ``$TMPDIR`` made by rank 0 (its path broadcast) and removed at the end, however the
+    job ends: after every rank is done (a barrier) when the block ends normally, at once
+    by rank 0 when it ends by an exception (a Ctrl-C included: a barrier there waited
+    for ranks inside another collective call, and hung the job), and by a watcher when
+    the process is ended by a signal (SIGTERM from ``timeout`` or a batch system)."""
+    if given is not None:
+        yield given
+        return
+    made = tempfile.mkdtemp(prefix=prefix) if comm.rank == 0 else None
+    remove = _lifecycle.remove_when_ended(made) if made is not None else None
+    path = comm.bcast(made, root=0)
+    try:
+        yield path
+    except BaseException:
+        if remove is not None:
+            remove()
+        raise
+    comm.Barrier()
+    if remove is not None:
+        remove()
 
 
 def check_windows(parser, args, split=(0.7, 0.1, 0.2)):
@@ -164,7 +198,8 @@ def write_report(report, path, seed):
     (:func:`network`: between nodes or not) added, so that
     every number states where it came from; prints where.  A file at ``path`` that is
     not an earlier report (the user's) is kept: the report goes to ``<path>.<n>.json``,
-    and the message says so."""
+    and the message says so.  Returns the path written (a plot goes beside it, under
+    its stem: a user's ``<path>.png`` is kept as the JSON is)."""
     report = dict(report, command=command_line(), seed=seed, versions=versions(),
                   network=network())
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -176,6 +211,7 @@ def write_report(report, path, seed):
     with open(path, "w") as f:
         json.dump(report, f, indent=2, default=_number)
     print(f"wrote {path}", flush=True)
+    return path
 
 
 def _number(value):

@@ -34,15 +34,13 @@ Results are printed by rank 0 and written to ``<out>/checkpoint_<what>_n<ranks>.
 with the command, seed and versions.
 """
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import log, parser, write_report
+from ddstore.bench import log, parser, scratch_dir, write_report
 from ddstore.cli import at_least, output_dir
 from ddstore.bench.memory import peak_rss, reset_peak
 
@@ -58,7 +56,7 @@ def _args(argv=None, prog=None):
                    help="where checkpoints are written (default: a temporary directory "
                    "under $TMPDIR, removed at the end)")
     p.add_argument("--repeat", type=at_least(1), default=2, help="timed runs of each phase")
-    p.add_argument("--scale", type=at_least(0, float, above=True), default=0.05,
+    p.add_argument("--scale", type=at_least(0, float, above=True, most=1000), default=0.05,
                    help="series: fraction of PeMS's 105,120 steps")
     p.add_argument("--path", default="/tmp/ddstore_scale/pems.npy", help="series: the "
                    "cached .npy (written if missing, reused if of the same shape; one of "
@@ -312,16 +310,9 @@ def _summary(comm, report):
 def main(argv=None, prog=None):
     args = _args(argv, prog)
     comm = MPI.COMM_WORLD
-    own = args.dir is None
-    ckdir = comm.bcast(tempfile.mkdtemp(prefix="ddstore-ck-bench-") if own and
-                       comm.rank == 0 else args.dir)
-    try:
+    with scratch_dir(comm, "ddstore-ck-bench-", args.dir) as ckdir:
         run = {"rows": run_rows, "series": run_series, "temporal": run_temporal}[args.what]
         report = run(args, comm, ckdir)
-    finally:
-        comm.Barrier()
-        if own and comm.rank == 0:
-            shutil.rmtree(ckdir, ignore_errors=True)
     if comm.rank == 0:
         out = os.path.join(args.out, f"checkpoint_{args.what}_n{comm.size}.json")
         write_report(report, out, args.seed)

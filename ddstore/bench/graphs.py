@@ -31,16 +31,14 @@ Results are printed and written as JSON and a latency-CDF PNG under ``--out``
 """
 import os
 import platform
-import shutil
 import sys
-import tempfile
 import time
 
 import numpy as np
 from mpi4py import MPI
 
 from ddstore.bench import (Items, exit_on_every_rank, parser, plural, ratio, ratio_text,
-                           write_report)
+                           scratch_dir, write_report)
 from ddstore.errors import DDStoreError
 from ddstore.cli import at_least
 
@@ -165,14 +163,9 @@ def main(argv=None, prog=None):
                             sampler=_sampler(torch, mem, comm, args.seed))
         results.append(_stats(comm, "list", *_epoch(comm, loader)))
         del mem
-        workdir = args.workdir
-        tmp = None
-        if workdir is None:
-            tmp = comm.bcast(tempfile.mkdtemp(prefix="ddstore-bench-") if rank == 0
-                             else None, root=0)
-            workdir = tmp
-        pff_dir, cff_path = os.path.join(workdir, "pff"), os.path.join(workdir, "ising.bp")
-        try:
+        with scratch_dir(comm, "ddstore-bench-", args.workdir) as workdir:
+            pff_dir, cff_path = os.path.join(workdir, "pff"), os.path.join(workdir,
+                                                                           "ising.bp")
             failed = None
             if rank == 0:
                 try:
@@ -199,10 +192,6 @@ def main(argv=None, prog=None):
                 loader = DataLoader(cff, batch_size=args.batch_size,
                                     sampler=_sampler(torch, cff, comm, args.seed))
                 results.append(_stats(comm, "cff", *_epoch(comm, loader)))
-        finally:
-            comm.Barrier()
-            if tmp is not None and rank == 0:
-                shutil.rmtree(tmp, ignore_errors=True)
 
     widths = ([w for w in (1, 2, 4) if w <= size and size % w == 0]
               if args.widths == "auto" else [int(w) for w in args.widths.split(",")])
@@ -248,7 +237,7 @@ def main(argv=None, prog=None):
                            for r in sweep],
            "ratios": ratios}
     print()
-    write_report(doc, stem + ".json", args.seed)
+    stem = os.path.splitext(write_report(doc, stem + ".json", args.seed))[0]
     if not args.no_plot:
         try:
             import matplotlib

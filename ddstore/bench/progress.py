@@ -39,7 +39,9 @@ def _args(argv=None, prog=None):
     p.add_argument("--steps", type=at_least(1), default=8000, help="matrix products per work unit")
     p.add_argument("--intervals", type=int_list(1), default="100,200,500",
                    help="agent periods to measure, microseconds, comma-separated")
-    p.add_argument("--repeat", type=at_least(1), default=2)
+    p.add_argument("--repeat", type=at_least(2), default=2,
+                   help="runs of each setting (at least 2: the spread of the control's "
+                        "runs is the control)")
     p.add_argument("--work", default="matmul", choices=["matmul", "sleep"],
                    help="rank 1's work: torch products on one thread, or a sleep of "
                         "the same length (the control that has no CPU contention)")

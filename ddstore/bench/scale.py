@@ -33,12 +33,16 @@ Results are printed by rank 0 and written to ``<out>/scale_<series|graphs>.json`
 import argparse
 import os
 import platform
+import shutil
 import sys
 import time
 
 import numpy as np
 
+from ddstore import _lifecycle
 from ddstore.bench import ArgumentParser, plural, write_report
+from ddstore.errors import DDStoreValueError
+from ddstore.memory import gb_bytes
 from ddstore.cli import (TRANSPORTS, HelpFormatter, at_least, check_width, report_dir,
                          seed, width_text)
 
@@ -156,6 +160,15 @@ def write_pems_npy(path, steps, nodes, features, seed=0, progress=True):
     tmp = f"{path}.writing-{os.getpid()}"
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
               "fortran_order": False, "shape": shape}
+    need, free = steps * nodes * features * 4, shutil.disk_usage(os.path.dirname(
+        os.path.abspath(path))).free
+    if need > free:
+        raise DDStoreValueError(f"writing {path}: the series ({steps} x {nodes} x "
+                                f"{features} float32) needs {gb_bytes(need)}, more than the "
+                                f"{gb_bytes(free)} free there; give a smaller --scale or "
+                                f"another --path")
+    # (removed however the process ends: a SIGTERM left the partial file)
+    remove = _lifecycle.remove_when_ended(tmp)
     try:
         with open(tmp, "wb") as fh, tqdm(total=steps * nodes * features * 4, unit="B",
                                          unit_scale=True, desc=f"writing {path}",
@@ -167,10 +180,8 @@ def write_pems_npy(path, steps, nodes, features, seed=0, progress=True):
                 bar.update(block.nbytes)
         open(_mark(path), "w").close()
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    finally:
+        remove()  # (nothing there once renamed)
     return time.perf_counter() - t0
 
 
@@ -189,7 +200,7 @@ def _args(argv, prog=None):
     s.add_argument("--steps", type=at_least(1), default=PEMS_STEPS)
     s.add_argument("--nodes", type=at_least(1), default=PEMS_NODES)
     s.add_argument("--features", type=at_least(1), default=PEMS_FEATURES)
-    s.add_argument("--scale", type=at_least(0, float, above=True), default=1.0,
+    s.add_argument("--scale", type=at_least(0, float, above=True, most=1000), default=1.0,
                    help="fraction of --steps to use (e.g. 0.1 for a reduced run)")
     s.add_argument("--horizon", type=at_least(1), default=12)
     s.add_argument("--batch-size", type=at_least(1), default=64)

@@ -196,9 +196,10 @@ def main(argv=None, prog=None):
                    roots_per_batch=3 * args.batch_size, host=platform.node(),
                    results=results, lookups=lookups, targets=targets)
         print(f"targets: {targets}", flush=True)
-        write_report(out, os.path.join(args.out, f"temporal_n{size}.json"), args.seed)
-        if not args.no_plot:
-            _plot(results, os.path.join(args.out, f"temporal_n{size}.png"), size)
+        written = write_report(out, os.path.join(args.out, f"temporal_n{size}.json"),
+                               args.seed)
+        if not args.no_plot:  # (beside the report: a user's file there is kept)
+            _plot(results, os.path.splitext(written)[0] + ".png", size)
     return 0
 
 

@@ -33,13 +33,12 @@ T-CSRs compared.  Printed, and written as JSON under ``--out``.
 import os
 import platform
 import resource
-import tempfile
 import time
 
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.bench import log, parser, write_report
+from ddstore.bench import log, parser, scratch_dir, write_report
 from ddstore.cli import at_least, output_dir
 from ddstore.bench.memory import current_rss, peak_rss, reset_peak
 
@@ -359,28 +358,22 @@ def main(argv=None, prog=None):
     else:
         sizes = [1_000_000, 20_000_000, GDELT_EDGES] if args.scale == "gdelt" else \
             [1_000_000]
-    tmp = None
-    csv_dir = args.csv_dir
-    if not args.no_csv and csv_dir is None:
-        tmp = comm.bcast(tempfile.mkdtemp(prefix="ddstore-tgl-") if rank == 0 else None)
-        csv_dir = tmp
     results = []
     from ddstore.settings import PREFAULT_ENV
     before = os.environ.get(PREFAULT_ENV)
     os.environ[PREFAULT_ENV] = "off"  # cold, prefaulted and warm are measured apart
+    # (--no-csv: no files, and no directory)
+    given = args.csv_dir if args.csv_dir is not None or not args.no_csv else ""
     try:
-        for n in sizes:
-            results.append(run_size(comm, lambda: ddstore.DDStore(comm, width=size), n,
-                                    args, csv_dir))
+        with scratch_dir(comm, "ddstore-tgl-", given) as csv_dir:
+            for n in sizes:
+                results.append(run_size(comm, lambda: ddstore.DDStore(comm, width=size), n,
+                                        args, csv_dir or None))
     finally:
         if before is None:
             os.environ.pop(PREFAULT_ENV, None)
         else:
             os.environ[PREFAULT_ENV] = before
-        comm.Barrier()
-        if rank == 0 and tmp is not None:
-            import shutil
-            shutil.rmtree(tmp, ignore_errors=True)
     if rank == 0:
         out = dict(benchmark="temporal_scale", ranks=size, width=size,
                    host=platform.node(), num_nodes=args.num_nodes,

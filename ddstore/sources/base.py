@@ -22,6 +22,7 @@ import zlib
 
 import numpy as np
 
+from .. import _lifecycle
 from .._checks import as_indices, is_int
 from ..errors import DDStoreIndexError, DDStoreValueError
 
@@ -326,13 +327,16 @@ def replaced_file(path, what):
     existing file as ``numpy.save`` or ``DataFrame.to_csv`` would, keeping its
     permissions (:func:`check_file_target` refuses what ``path`` cannot be before
     anything is written; a hard link to the old file keeps the old contents).  Check the
-    arguments before the block: nothing is written for bad input."""
+    arguments before the block: nothing is written for bad input.  A process ended by
+    a signal while it writes (SIGTERM from ``timeout`` or a batch system) leaves no
+    ``.writing-`` directory either (a watcher removes it)."""
     path = check_file_target(path, what)
     folder = f"{path}.writing-{os.getpid()}"
     try:
         os.mkdir(folder)
     except OSError as exc:
         raise DDStoreValueError(f"{what}: cannot write beside {path!r}: {exc}") from None
+    forget = _lifecycle.remove_when_ended(folder)
     try:
         temporary = os.path.join(folder, os.path.basename(path))
         yield temporary
@@ -345,6 +349,7 @@ def replaced_file(path, what):
         raise
     finally:
         _remove(folder)
+        forget()
 
 
 def int_bounds(what, start, stop, total):
