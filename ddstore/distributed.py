@@ -12,7 +12,7 @@ from . import _lifecycle
 from ._collective import holds_interrupts
 from .errors import DDStoreStateError, DDStoreValueError
 
-__all__ = ["init_torch_distributed", "choose_backend", "node_places"]
+__all__ = ["init_torch_distributed", "choose_backend", "node_places", "rank_order_mean"]
 
 logger = logging.getLogger("ddstore")
 
@@ -332,3 +332,28 @@ def _bind_any(host):
         except OSError as exc:
             failure = exc
     raise failure
+
+
+def rank_order_mean(process_group, bucket):
+    """A ``DistributedDataParallel`` communication hook
+    (``ddp.register_comm_hook(None, rank_order_mean)``): DDP's gradient average (each
+    rank's gradients divided by the rank count, then summed), the shares summed in rank
+    order, so that a run resumed from a checkpoint trains on the same bits as the run
+    that never stopped.  A DDP made again on resume lays its buckets out anew on its
+    first iteration, and the default ring all-reduce's order of summation (with 3 ranks
+    or more) depends on where a gradient sits in its bucket; with 2 ranks the sum is the
+    same either way.  Costs an all-gather (ranks x the gradients) instead of an
+    all-reduce: for small models, or where bits matter more than the gradients' time."""
+    import torch
+    import torch.distributed as dist
+    t = bucket.buffer()
+    t.div_(dist.get_world_size(process_group))
+    parts = [torch.empty_like(t) for _ in range(dist.get_world_size(process_group))]
+    fut = dist.all_gather(parts, t, group=process_group, async_op=True).get_future()
+
+    def total(_):
+        out = parts[0].clone()
+        for p in parts[1:]:
+            out += p
+        return out
+    return fut.then(total)

@@ -315,7 +315,7 @@ def main(argv=None):
     from torch.nn.parallel import DistributedDataParallel
     from torch_geometric.utils import degree
     import ddstore
-    from ddstore.distributed import init_torch_distributed
+    from ddstore.distributed import init_torch_distributed, rank_order_mean
     from ddstore.graphs import GraphDataset
 
     comm = MPI.COMM_WORLD
@@ -352,6 +352,9 @@ def main(argv=None):
         if state is not None:
             model.load_state_dict(state["model"])
         model = DistributedDataParallel(model)
+        # the gradients summed in rank order: a resumed run's bits are the same at 3
+        # ranks or more too (DDP's buckets, laid out anew, change the ring's order)
+        model.register_comm_hook(None, rank_order_mean)
         optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
         if state is not None:
             optimizer.load_state_dict(state["optimizer"])

@@ -57,7 +57,8 @@ What it does:
   and the memory by name (``TemporalGraph.open``, ``NodeMemory.open``: no source
   data read), loads the training state and goes on from the next epoch: it prints
   what the run that never stopped prints, to the bit at the same rank count (any
-  width; DDP's gradients are summed in rank order, :func:`rank_order_mean`, so that
+  width; DDP's gradients are summed in rank order,
+  :func:`ddstore.distributed.rank_order_mean`, so that
   the buckets a new DDP lays out do not change the sums).  On another rank count it
   goes on as well (each rank's share of a batch, and so the float sums, then differ).
 """
@@ -80,6 +81,7 @@ from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least, c
                          claim_checkpoint, input_path, nothing_to_train,
                          other_settings, output_dir, plural, run_program)
 from ddstore import temporal as tg
+from ddstore.distributed import rank_order_mean
 import tgat_link_prediction as tgat  # examples/tgat_link_prediction.py
 from tgat_link_prediction import EdgePredictor, TemporalAttention, TimeEncode, \
     bce, epoch_line, log
@@ -367,25 +369,6 @@ def time_shift(graph, comm):
 
 
 # ---------------------------------------------------------------------------- checkpoints
-def rank_order_mean(process_group, bucket):
-    """DDP's gradient average (each rank's gradients divided by the rank count, then
-    summed), with the shares summed in rank order: the same bits whatever DDP's bucket
-    layout.  A DDP made again on resume lays its buckets out anew on its first
-    iteration, and the default ring all-reduce's order of summation (with 3 ranks or
-    more) depends on where a gradient sits in its bucket; with 2 ranks the sum is the
-    same either way.  Costs an all-gather (ranks x the gradients) instead of an
-    all-reduce: fine for this example's small models."""
-    t = bucket.buffer()
-    t.div_(dist.get_world_size(process_group))
-    parts = [torch.empty_like(t) for _ in range(dist.get_world_size(process_group))]
-    fut = dist.all_gather(parts, t, group=process_group, async_op=True).get_future()
-
-    def total(_):
-        out = parts[0].clone()
-        for p in parts[1:]:
-            out += p
-        return out
-    return fut.then(total)
 
 
 # the options a checkpoint must be resumed with (the others: --epochs, --width,

@@ -26,8 +26,10 @@ Checkpoint and restart: ``--checkpoint DIR`` saves, after each epoch, the store 
 (``DIR/epoch-<k>.pt``: model, optimizer, torch RNG; ``torch.save`` by rank 0);
 ``--resume DIR`` restores the store (any width), reopens the series by name
 (``WindowDataset.open``: no data file is read) and the last state saved, and goes on
-from the next epoch: the same losses as the run that never stopped, on the same rank
-count (``--sampler batch``: and the same width, whose blocks follow the members); rank 0
+from the next epoch: the same losses and weights, bit for bit, as the run that never
+stopped, on the same rank count (the gradients summed in rank order,
+:func:`ddstore.distributed.rank_order_mean`; ``--sampler batch``: and the same width,
+whose blocks follow the members); rank 0
 says so when a run is resumed on another layout.
 """
 import os
@@ -50,7 +52,7 @@ from ddstore import spatiotemporal as st  # noqa: E402
 from ddstore.cli import (agreed_call, at_least, check_width,  # noqa: E402
                          claim_checkpoint, nothing_to_train, other_settings,
                          output_dir, plural, run_program)
-from ddstore.distributed import init_torch_distributed  # noqa: E402
+from ddstore.distributed import init_torch_distributed, rank_order_mean  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, check_horizon, example_parser, \
     split_mae, train_epoch  # noqa: E402 (examples/graph_gru.py)
 
@@ -200,6 +202,8 @@ def load_state(args):
     given = state.get("args", {})
     if args.data is None or data_key(args.data) == data_key(given.get("data")):
         args.data = given.get("data")  # (not read on resume: may be left out)
+    if args.horizon is None:  # (the saved one; one given must equal it)
+        args.horizon = given.get("horizon")
     diff = other_settings(resume, given, args)
     if diff:  # (they were taken from the checkpoint, or ignored, without a word)
         raise SystemExit(diff)
@@ -224,6 +228,7 @@ def main():
     else:
         # each rank opens the file itself: a refusal is said once, by rank 0
         series, label, horizon = agreed_call(comm, load_series, args)
+        args.horizon = horizon  # (the one trained, kept by a checkpoint: not "unset")
         time_features = ("tod",) if series.timestamps is not None else None
         store = ddstore.DDStore(comm, width=args.width)
         ds = st.WindowDataset(store, "series", series, horizon, overlap=args.overlap,
@@ -234,6 +239,7 @@ def main():
     init_torch_distributed(comm, backend="gloo")
     model = nn.parallel.DistributedDataParallel(
         Seq2Seq(ds.num_features, args.hidden, horizon))
+    model.register_comm_hook(None, rank_order_mean)  # resumed runs: the same bits
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.L1Loss()
     first, stored = 0, False
