@@ -22,13 +22,15 @@ raise, as after a removal), after a rollback it is the variable again.  The call
 reads inside the transaction see it removed.
 
 One gate for the process: a loader does not say which store it reads, and unmapping is
-rare.  A batch may still start while an unmapping waits if another batch is being made
-(a :class:`~ddstore.device.DevicePrefetcher` with ``prefetch=0`` over a prefetching
-loader waits, inside its own batch, for the inner thread's batch; two read-aheads over
-one loader are refused, :func:`ddstore.prefetch.check_one_read_ahead`): the wait stays
-bounded, since each read-ahead thread has at most its depth of batches queued and the
-caller, inside the unmapping, asks for no more.  At exit the wait is bounded like a round
-(:func:`ddstore._collective.wait_bounded`).
+rare.  While an unmapping waits, a batch starts only if it is *nested*: asked for from
+inside another batch (a :class:`~ddstore.device.DevicePrefetcher` with ``prefetch=0``
+over a prefetching loader waits, inside its own batch, for the inner thread's batch;
+two read-aheads over one loader are refused,
+:func:`ddstore.prefetch.check_one_read_ahead`).
+The wait stays bounded: the batches in flight end, each needs a bounded number of
+nested ones, and no other batch starts (two loaders iterated by two threads held a
+removal for as long as one of them was making a batch: tens of seconds).  At exit the
+wait is bounded like a round (:func:`ddstore._collective.wait_bounded`).
 """
 import contextlib
 import threading
@@ -45,11 +47,12 @@ _STATE = {"reading": 0, "unmapping": 0}
 
 
 @contextlib.contextmanager
-def reading():
-    """Around one batch made in a read-ahead thread: waits while an unmapping is open
-    (unless another batch is being made, see the module docstring)."""
+def reading(nested=False):
+    """Around one batch made in a read-ahead thread: waits while an unmapping is open,
+    unless ``nested`` (the batch was asked for from inside another batch, which waits
+    for it: see the module docstring)."""
     with _GATE:
-        _GATE.wait_for(lambda: not _STATE["unmapping"] or _STATE["reading"])
+        _GATE.wait_for(lambda: not _STATE["unmapping"] or nested)
         _STATE["reading"] += 1
     _LOCAL.depth = getattr(_LOCAL, "depth", 0) + 1
     try:

@@ -45,15 +45,18 @@ iterator kept alive is safe too: freeing the store or removing a variable waits 
 batch being made (:mod:`ddstore._readers`), and the batches after it raise
 (:class:`~ddstore.errors.DDStoreStateError` for a freed store) in their turn.
 """
+import atexit
 import collections
 import queue
 import threading
+import time
 import warnings
+import weakref
 from concurrent.futures import Future
 
 from .errors import DDStoreValueError
 from ._checks import is_int
-from ._readers import reading
+from ._readers import ahead, reading
 
 __all__ = ["PrefetchLoader", "PrefetchWarning", "check_prefetch", "epoch_samplers",
            "prefetch", "prefetch_depth", "MAX_PREFETCH", "draw_counter",
@@ -251,6 +254,9 @@ class _Worker:
         self._tasks = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="ddstore-prefetch",
                                         daemon=True)
+        if not _WORKERS:  # (registered after the stores' exit: run before it)
+            atexit.register(_stop_workers)
+        _WORKERS.add(self)
         self._thread.start()
 
     def _run(self):
@@ -288,6 +294,26 @@ class _Worker:
             self._thread.join()
 
 
+_WORKERS = weakref.WeakSet()  # this process's read-ahead threads (their _Worker)
+#: Seconds the exit waits, in all, for the batches the read-ahead threads are making.
+STOP_WAIT = 10.0
+
+
+def _stop_workers():
+    """At a clean exit, before the stores are freed: every read-ahead thread still
+    running (an iterator kept to the end of the script) drops the batches queued and
+    ends the one it is making, waited for :data:`STOP_WAIT` seconds in all (a batch that
+    blocks longer does not hold the exit).  A daemon thread still making a batch when
+    the interpreter finalises is ended by Python inside torch's C++ frames, which ended
+    the process with SIGABRT ("terminate called without an active exception")."""
+    workers = list(_WORKERS)
+    for w in workers:
+        w.shutdown(wait=False, cancel_futures=True)
+    end = time.monotonic() + STOP_WAIT
+    for w in workers:
+        w._thread.join(max(0.0, end - time.monotonic()))
+
+
 def _give_back(chain, streams):
     """Set each stream back to where it stood before ``chain[0]`` (the first batch made
     and not used, then every one made after it), where only those batches drew from it
@@ -306,15 +332,16 @@ def _give_back(chain, streams):
                 streams.restore(k, chain[0].before[k])
 
 
-def _step(iterator, streams):
+def _step(iterator, streams, nested):
     """One batch from ``iterator`` in the background thread: ``(ended, batch, draws)``,
     ``draws`` a :class:`_Draws`.  A module function so that the thread holds no
     reference to the prefetch iterator.  Made inside :func:`ddstore._readers.reading`:
     a free or a removal of a variable by the caller's thread waits for it, and the
-    batches after find what it removed gone."""
+    batches after find what it removed gone.  ``nested``: asked for from inside another
+    batch, which waits for it (it may start while a removal waits)."""
     draws = _Draws(streams)
     try:
-        with reading():
+        with reading(nested):
             return False, next(iterator), draws
     except StopIteration:
         return True, None, draws
@@ -366,7 +393,7 @@ class PrefetchIter:
             if self._pool is not None:
                 for _ in range(depth):
                     self._pending.append(self._pool.submit(_step, self._it,
-                                                           self._streams))
+                                                           self._streams, ahead()))
         if not self._pending:
             raise StopIteration
         future = self._pending.popleft()
@@ -383,7 +410,7 @@ class PrefetchIter:
             else:
                 self.close()
             raise StopIteration
-        self._pending.append(self._pool.submit(_step, self._it, self._streams))
+        self._pending.append(self._pool.submit(_step, self._it, self._streams, ahead()))
         self._taken += 1
         self._handed.append(draws)
         return batch

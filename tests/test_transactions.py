@@ -632,6 +632,48 @@ def test_temporal_layers_read_their_own_data_not_a_name_reused(store):
     store.remove(*held)
 
 
+def test_an_unmapping_holds_back_every_batch_but_nested_ones():
+    """While a removal (ddstore._readers.unmapping) waits for the batch in flight, a
+    new batch of another read-ahead thread waits for the removal (it started whenever
+    another batch was being made: two loaders iterated by two threads held a removal
+    for tens of seconds); a batch asked for from inside a batch (nested) starts."""
+    import threading
+    import time
+    from ddstore._readers import reading, unmapping
+    events = []
+    in_flight, go_on = threading.Event(), threading.Event()
+
+    def batch(label, nested=False, hold=None):
+        with reading(nested):
+            events.append(f"{label} in")
+            if hold is not None:
+                in_flight.set()
+                hold.wait(30)
+        events.append(f"{label} out")
+
+    a = threading.Thread(target=batch, args=("a",), kwargs={"hold": go_on})
+    a.start()
+    assert in_flight.wait(30)
+
+    def remove():
+        with unmapping():
+            events.append("removed")
+    u = threading.Thread(target=remove)
+    u.start()
+    time.sleep(0.3)  # (the removal waits for "a")
+    b = threading.Thread(target=batch, args=("b",))
+    n = threading.Thread(target=batch, args=("nested",), kwargs={"nested": True})
+    b.start()
+    n.start()
+    n.join(30)
+    time.sleep(0.3)
+    assert "b in" not in events and "nested out" in events, events
+    go_on.set()
+    for t in (a, u, b):
+        t.join(30)
+    assert events.index("a out") < events.index("removed") < events.index("b in"), events
+
+
 def test_read_ahead_lookups_never_miss_a_set_aside_or_put_back(store):
     """A read-ahead thread (inside ddstore._readers.reading) reading by name while the
     caller sets the variable aside and rolls back, many times over with the thread
