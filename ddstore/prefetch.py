@@ -254,8 +254,8 @@ class _Worker:
         self._tasks = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="ddstore-prefetch",
                                         daemon=True)
-        if not _WORKERS:  # (registered after the stores' exit: run before it)
-            atexit.register(_stop_workers)
+        if not _STOP_REGISTERED:  # (registered after the stores' exit: run before it)
+            _STOP_REGISTERED.append(atexit.register(_stop_workers))
         _WORKERS.add(self)
         self._thread.start()
 
@@ -295,6 +295,7 @@ class _Worker:
 
 
 _WORKERS = weakref.WeakSet()  # this process's read-ahead threads (their _Worker)
+_STOP_REGISTERED = []  # _stop_workers, once registered with atexit
 #: Seconds the exit waits, in all, for the batches the read-ahead threads are making.
 STOP_WAIT = 10.0
 
