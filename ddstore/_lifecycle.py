@@ -170,7 +170,7 @@ def _release_mpich_shm():
 # ignores the usual signals and waits for the end of a pipe whose only writer is the
 # rank; when the rank ends, however it ends, the kernel closes the pipe and the watcher
 # unlinks the names the rank mapped (rm -f: nothing when MPI_Finalize has already).
-_SHM_WATCH = {"pid": None, "fd": None}
+_SHM_WATCH = {"pid": None}
 # run by /bin/sh with the pipe's reading end as its input: the watcher (the subshell
 # started in the background) reads it to its end, then removes the names it was given
 # (with the options of rm given first: -f for files, -rf for a directory tree)
@@ -180,15 +180,14 @@ _SHM_WATCH_SCRIPT = (
     "  trap '' HUP INT QUIT TERM USR1 USR2 PIPE ALRM\n"
     "  while read -r _; do :; done\n"
     "  exec rm \"$@\" ) &\n")
-_WATCH_FDS = {}  # this process's watchers' pipe ends: fd -> the pid that made it
+_WATCH_FDS = set()  # this process's watchers' pipe ends
 
 
 def _close_watch_fds():
     """In a process forked from a rank (a DataLoader worker): drop the watchers' pipes,
     so that the rank's end alone is the end of each pipe."""
-    _SHM_WATCH["fd"] = None
     for fd in list(_WATCH_FDS):
-        del _WATCH_FDS[fd]
+        _WATCH_FDS.discard(fd)
         try:
             os.close(fd)
         except OSError:
@@ -218,7 +217,7 @@ def _start_watcher(rm_args, name):
         return None
     finally:
         os.close(rfd)
-    _WATCH_FDS[wfd] = os.getpid()
+    _WATCH_FDS.add(wfd)
     if not _SHM_WATCH.get("at_fork"):
         _SHM_WATCH["at_fork"] = True
         os.register_at_fork(after_in_child=_close_watch_fds)
@@ -242,7 +241,8 @@ def remove_when_ended(path):
                 os.remove(path)
             except OSError:
                 pass
-        if fd is not None and _WATCH_FDS.pop(fd, None) is not None:
+        if fd in _WATCH_FDS:
+            _WATCH_FDS.discard(fd)
             os.close(fd)
     return remove
 
@@ -262,7 +262,7 @@ def watch_shm():
     wfd = _start_watcher(["-f", "--", *paths], "ddstore-shm-watch")
     if wfd is None:
         return []
-    _SHM_WATCH.update(pid=os.getpid(), fd=wfd)
+    _SHM_WATCH["pid"] = os.getpid()
     return paths
 
 

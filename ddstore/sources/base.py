@@ -348,8 +348,7 @@ def replaced_file(path, what):
             raise DDStoreValueError(f"{what}: {exc}") from None
         raise
     finally:
-        _remove(folder)
-        forget()
+        forget()  # (the folder removed, and its watcher let go)
 
 
 def int_bounds(what, start, stop, total):
