@@ -26,9 +26,10 @@ def test_every_entry_point_agrees_on_an_injected_failure(shared_launch, nprocs, 
     one rank (an interrupt, a ``__str__`` that raises, and OSError, RuntimeError,
     KeyError, ValueError or MemoryError in turn: collective_inject.exceptions_for) ->
     every rank raises the same agreed error naming that rank, within seconds, and the
-    store holds what it held before the call."""
+    store holds what it held before the call (on 3 ranks one type into every other op:
+    about half the checks)."""
     summary = summary_of(shared_launch, "collective_inject")
-    assert summary[0] > 1000, shared_launch[-3000:]
+    assert summary[0] > (1000 if nprocs <= 2 else 500), shared_launch[-3000:]
 
 
 @pytest.mark.mpi

@@ -136,8 +136,9 @@ def test_summary_is_a_line_of_its_own():
 @pytest.mark.mpi
 def test_a_failed_case_is_named_in_the_test_failure():
     """Named cases (_harness.Cases): one line per case with its checks and failures, a
-    failed check printed with its case, a case for more ranks skipped, and the pytest
-    failure of the job names the failed case (and no other) on its first line."""
+    failed check printed with its case, a case for more ranks or for fewer skipped, and
+    the pytest failure of the job names the failed case (and no other) on its first
+    line."""
     with pytest.raises(pytest.fail.Exception) as failed:
         run_mpi("harness_selftest.py", 2, "cases", timeout=90)
     text = str(failed.value)
@@ -147,6 +148,7 @@ def test_a_failed_case_is_named_in_the_test_failure():
     assert "case 'first': 2 checks, 0 failures" in lines, out
     assert "case 'second': 2 checks, 1 failures FAILED" in lines, out
     assert "case 'too big': skipped (needs 3 ranks)" in lines, out
+    assert "case 'too small': skipped (run on up to 1 ranks)" in lines, out
     assert "case 'last': 2 checks, 0 failures" in lines, out
     assert "[rank 1] FAIL (case 'second'): injected failed check on rank 1" in lines, out
     assert failed_cases(out, "harness_selftest") == ["second"], out

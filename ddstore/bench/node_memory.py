@@ -89,10 +89,11 @@ def _args(argv, prog=None):
                         "the next read may start)")
     p.add_argument("--quick", action="store_true",
                    help="a tiny setting (smoke test): 2000 nodes, 8 batches of 60 "
-                        "after 2 of warm-up, where those options are not given")
+                        "after 2 of warm-up, 100 read calls, where those options are "
+                        "not given")
     args = p.parse_args(argv)
     if args.quick:  # its sizes as defaults: an option given explicitly keeps its value
-        p.set_defaults(num_nodes=2000, batches=8, warmup=2, batch_size=60)
+        p.set_defaults(num_nodes=2000, batches=8, warmup=2, batch_size=60, read_calls=100)
         args = p.parse_args(argv)
     check_width(p, args.width)
     return args

@@ -143,7 +143,9 @@ class Cases:
     ``types.SimpleNamespace`` by default) in which a case leaves what later cases use
     (a store, its data).  The cases are collective: every rank runs all of them in the
     same order.  ``@cases(name, min_ranks=2)``: a case that needs several ranks is
-    skipped (and said so) in a smaller job.  After each case the ranks add up its checks and failures and rank 0
+    skipped (and said so) in a smaller job; ``max_ranks=2``: a case whose every check
+    the smaller jobs make, and which costs seconds more on ranks that share the cores, is
+    skipped (and said so) in a larger one.  After each case the ranks add up its checks and failures and rank 0
     prints ``case '<name>': <n> checks, <m> failures``; a case that failed is also
     listed by :func:`run_main` before the summary.  A case that ran no check is
     refused (a failure of that case), as a program that ran none is."""
@@ -151,21 +153,23 @@ class Cases:
     def __init__(self):
         self.items = []
 
-    def __call__(self, name, min_ranks=1):
-        if any(name == n for n, _, _ in self.items):
+    def __call__(self, name, min_ranks=1, max_ranks=None):
+        if any(name == n for n, _, _, _ in self.items):
             raise ValueError(f"two cases named {name!r}")
 
         def register(fn):
-            self.items.append((name, fn, min_ranks))
+            self.items.append((name, fn, min_ranks, max_ranks))
             return fn
         return register
 
     def run(self, t=None):
         t = types.SimpleNamespace() if t is None else t
-        for name, fn, min_ranks in self.items:
-            if size < min_ranks:
+        for name, fn, min_ranks, max_ranks in self.items:
+            if size < min_ranks or (max_ranks is not None and size > max_ranks):
                 if rank == 0:
-                    print(f"case {name!r}: skipped (needs {min_ranks} ranks)", flush=True)
+                    print(f"case {name!r}: skipped (" + (
+                        f"needs {min_ranks} ranks" if size < min_ranks else
+                        f"run on up to {max_ranks} ranks") + ")", flush=True)
                 continue
             checks0, failed0 = counts["checks"], len(failures)
             current["case"] = name

@@ -13,7 +13,8 @@ MODE:
   mixed   like pass, but rank 1 leaves an unfinished line (no newline) on its output
           just before the summary: the summary must still be a line of its own
   cases   named cases (_harness.Cases): 'first' passes, 'second' fails a check on rank
-          1, 'too big' needs more ranks than the job has (skipped), 'last' passes:
+          1, 'too big' needs more ranks than the job has (skipped), 'too small' is
+          for fewer ranks than the job has (skipped), 'last' passes:
           every rank exits non-zero and the failure names 'second' alone
 """
 import sys
@@ -65,6 +66,10 @@ def main():
         @cases("too big", min_ranks=size + 1)
         def _too_big(t):
             check(False, "a case for more ranks than the job has ran")
+
+        @cases("too small", max_ranks=size - 1)
+        def _too_small(t):
+            check(False, "a case for fewer ranks than the job has ran")
 
         @cases("last")
         def _last(t):
