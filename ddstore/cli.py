@@ -19,7 +19,8 @@ __all__ = ["at_least", "int_list", "seed", "SEED_MAX", "output_dir",
            "HelpFormatter", "check_width", "check_widths", "width_text", "widths_text",
            "transports_text", "TRANSPORTS", "report_dir", "report_target", "foreign_file",
            "REPORT_KEYS", "run_program", "nothing_to_train", "input_path", "agreed_call",
-           "claim_checkpoint", "RUN_MARK", "other_settings"]
+           "claim_checkpoint", "RUN_MARK", "other_settings", "saved_epochs",
+           "check_resume"]
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -303,6 +304,35 @@ def progress_bar(show, **kwargs):
 def plural(n, word, words=None):
     """``"1 replica"``, ``"2 replicas"`` (``words``: the plural when it is not word + s)."""
     return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+def saved_epochs(directory, prefix="epoch-"):
+    """The epochs whose training state an example's checkpoint ``directory`` holds
+    (``<prefix><k>.pt``, ``k`` a whole number: a user's ``epoch-best.pt`` is not one),
+    sorted; ``[]`` when it is not a directory."""
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    return sorted(int(n[len(prefix):-3]) for n in names if n.startswith(prefix) and
+                  n.endswith(".pt") and n[len(prefix):-3].isdigit())
+
+
+def check_resume(parser, directory, prefix="epoch-", epoch=None):
+    """Refuse an example's ``--resume`` ``directory`` as its other options are refused
+    (``parser.error``: one line, exit code 2, before torch or MPI start): one that does
+    not exist, holds no ``<prefix><k>.pt`` training state, or none of ``epoch`` (when
+    given).  Returns the saved epochs (:func:`saved_epochs`); nothing when ``directory``
+    is None (no ``--resume``)."""
+    if directory is None:
+        return []
+    if not os.path.isdir(directory):
+        parser.error(f"--resume {directory}: no such directory")
+    epochs = saved_epochs(directory, prefix)
+    if not epochs:
+        parser.error(f"--resume {directory}: no {prefix}<k>.pt in it (not a directory "
+                     f"that this example's --checkpoint wrote)")
+    if epoch is not None and epoch not in epochs:
+        parser.error(f"--resume {directory}: no training state for epoch {epoch} "
+                     f"(saved: {epochs})")
+    return epochs
 
 
 def nothing_to_train(resume, done, epochs, last):

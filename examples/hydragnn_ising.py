@@ -56,8 +56,10 @@ import numpy as np
 from mpi4py import MPI
 
 from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least,
-                         check_width, claim_checkpoint, nothing_to_train,
-                         other_settings, output_dir, run_program, seed)
+                         check_resume, check_width, claim_checkpoint, nothing_to_train,
+                         other_settings, output_dir, run_program, saved_epochs, seed)
+from ddstore import DDStoreMemoryError
+from ddstore.graphs.ising import check_lattice_fits
 from ddstore.prefetch import MAX_PREFETCH
 
 
@@ -107,6 +109,11 @@ def parse_args(argv=None):
     check_width(p, args.width)
     if args.resume_epoch is not None and not args.resume:
         p.error("--resume-epoch needs --resume (the directory of the run to go on with)")
+    check_resume(p, args.resume, epoch=args.resume_epoch)  # (here, before torch starts)
+    try:  # (the store's message says "lattice size=", the graphs' own argument)
+        check_lattice_fits(args.lattice, name="--lattice ")
+    except DDStoreMemoryError as exc:
+        p.error(str(exc))
     if args.data_dir is not None and args.source == "memory":
         p.error("--data-dir is where --source pickle or adios writes its files; --source "
                 "memory writes none")
@@ -210,13 +217,6 @@ def target_stats(store, comm, name):
 STATE_KEYS = ("num_samples", "batch_size", "hidden", "layers", "lr", "seed", "lattice")
 
 
-def last_epoch(directory):
-    """The epochs whose training state ``directory`` holds (``epoch-<k>.pt``), sorted."""
-    names = os.listdir(directory) if os.path.isdir(directory) else []
-    return sorted(int(n[6:-3]) for n in names
-                  if n.startswith("epoch-") and n.endswith(".pt") and n[6:-3].isdigit())
-
-
 def save_checkpoint(args, comm, store, stored, epoch, model, optimizer, state):
     """After epoch ``epoch``: the store (the first time only: ``stored``) then, by rank
     0, the training state, written under a temporary name and renamed."""
@@ -250,16 +250,10 @@ def numpy_rng_state(state=None):
 def load_state(args, comm):
     """The training state to resume from (every rank reads it)."""
     import torch
-    if not os.path.isdir(args.resume):
-        raise SystemExit(f"--resume {args.resume}: no such directory")
-    epochs = last_epoch(args.resume)
-    if not epochs:
-        raise SystemExit(f"--resume {args.resume}: no epoch-<k>.pt in it (not a "
-                         f"directory that --checkpoint wrote)")
+    epochs = saved_epochs(args.resume)  # (checked as the arguments were: check_resume)
+    if not epochs:  # (removed since)
+        raise SystemExit(f"--resume {args.resume}: no epoch-<k>.pt in it")
     epoch = args.resume_epoch if args.resume_epoch is not None else epochs[-1]
-    if epoch not in epochs:
-        raise SystemExit(f"--resume {args.resume}: no training state for epoch {epoch} "
-                         f"(saved: {epochs})")
     try:  # tensors and Python values only: a checkpoint cannot run code
         state = torch.load(os.path.join(args.resume, f"epoch-{epoch}.pt"),
                            weights_only=True)

@@ -49,9 +49,9 @@ from torch import nn  # noqa: E402
 
 import ddstore  # noqa: E402
 from ddstore import spatiotemporal as st  # noqa: E402
-from ddstore.cli import (agreed_call, at_least, check_width,  # noqa: E402
-                         claim_checkpoint, nothing_to_train, other_settings,
-                         output_dir, plural, run_program)
+from ddstore.cli import (agreed_call, at_least, check_resume,  # noqa: E402
+                         check_width, claim_checkpoint, nothing_to_train,
+                         other_settings, output_dir, plural, run_program, saved_epochs)
 from ddstore.distributed import init_torch_distributed, rank_order_mean  # noqa: E402
 from graph_gru import GraphGRUCell, bundled, check_horizon, example_parser, \
     split_mae, train_epoch  # noqa: E402 (examples/graph_gru.py)
@@ -73,6 +73,7 @@ def parse_args(argv=None):
                         "be left out)")
     args = p.parse_args(argv)
     check_width(p, args.width)
+    check_resume(p, args.resume)  # (here, once: not by every rank as it restores)
     if args.data not in (None, "chickenpox") and not args.resume:  # (read by every rank)
         if not args.data.endswith((".json", ".h5", ".hdf5", ".npy")):
             p.error(f"--data {args.data}: expected a .json, .h5 or .npy file, or "
@@ -182,12 +183,8 @@ def load_state(args):
     with ``weights_only=True``: tensors and Python values, so a checkpoint runs no
     code); refused when it was saved with other settings (:data:`STATE_KEYS`)."""
     resume = args.resume
-    if not os.path.isdir(resume):
-        raise SystemExit(f"--resume {resume}: no such directory")
-    saved = sorted(int(n[6:-3]) for n in os.listdir(resume)  # (a user's epoch-best.pt:
-                   if n.startswith("epoch-") and n.endswith(".pt")  # not ours)
-                   and n[6:-3].isdigit())
-    if not saved:
+    saved = saved_epochs(resume)  # (checked as the arguments were: check_resume)
+    if not saved:  # (removed since)
         raise SystemExit(f"--resume {resume}: no epoch-<k>.pt in it")
     name = f"epoch-{saved[-1]}.pt"
     try:

@@ -292,6 +292,10 @@ def _example(name):
     # options that do nothing in that combination (they were accepted silently) and an
     # empty path (it meant the built-in default)
     ("hydragnn_ising", ["--resume-epoch", "1"], "--resume-epoch needs --resume"),
+    # a lattice beyond memory, named as the option (as "lattice size=" before, by every
+    # rank once torch and the store had started)
+    ("hydragnn_ising", ["--lattice", str(10 ** 6)], "--lattice 1000000 "
+                                                     "(1000000000000000000 atoms) needs"),
     ("hydragnn_ising", ["--data-dir", "/tmp"], "--data-dir is where --source pickle or "
                                                "adios writes its files"),
     ("hydragnn_ising", ["--source", "pickle", "--data-dir", "/dev/null"],
@@ -366,9 +370,19 @@ def test_resume_from_what_is_not_this_examples_checkpoint(tmp_path, capsys):
     traffic.mkdir()
     torch.save({"epoch": 3, "label": "x", "model": {}, "ranks": 2,
                 "args": {"data": "pems.h5", "horizon": 12}}, traffic / "epoch-3.pt")
+    # refused as the arguments are parsed (one line, exit code 2, before torch starts:
+    # it was exit code 1 after torch had started)
     for path, words in ((tmp_path / "none", "no such directory"),
-                        (tmp_path, "no epoch-<k>.pt in it"),
-                        (other, "epoch-1.pt was not written by this example's "
+                        (tmp_path, "no epoch-<k>.pt in it (not a directory that this "
+                                   "example's --checkpoint wrote)")):
+        for name in ("hydragnn_ising", "traffic_index_batching"):
+            err = argparse_exit(capsys, 2, _example(name).parse_args,
+                                ["--resume", str(path)])[1]
+            assert err.count(f"--resume {path}: {words}") == 1, err
+    err = argparse_exit(capsys, 2, example.parse_args,
+                        ["--resume", str(other), "--resume-epoch", "2"])[1]
+    assert f"--resume {other}: no training state for epoch 2 (saved: [1])" in err, err
+    for path, words in ((other, "epoch-1.pt was not written by this example's "
                                 "--checkpoint"),
                         (traffic, "epoch-3.pt was not written by this example's "
                                   "--checkpoint")):

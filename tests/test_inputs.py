@@ -290,7 +290,7 @@ def test_generators_and_helpers_name_their_arguments(store):
                                                                  "integer >= 1"),
              (lambda: gr.ising_dataset(2, size="3"), DDStoreValueError, "size='3'"),
              (lambda: gr.ising_dataset(2, size=2 ** 40), DDStoreMemoryError,
-              "allowed: size**3 x 100 bytes within"),
+              "of memory available on this node; allowed: lattice size <= "),
              (lambda: gr.ising_dataset(2, seed=3.7), DDStoreValueError,
               "ising_dataset: seed must be an integer, got 3.7"),
              (lambda: gr.ising_dataset(2, periodic="no"), DDStoreValueError,
@@ -315,6 +315,18 @@ def test_generators_and_helpers_name_their_arguments(store):
         with pytest.raises(cls, match=re.escape(text)):
             call()
     assert "v" not in store
+    # the largest lattice named is exact (a float cube root of 1000 is 9.999...)
+    import ddstore.memory
+    from ddstore.graphs import ising
+    for atoms, largest in ((1000, 10), (999, 9), (10 ** 18, 10 ** 6)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(ddstore.memory, "available_memory",
+                       lambda shared=True, n=atoms: n * ising.BYTES_PER_ATOM)
+            ising.check_lattice_fits(largest)
+            with pytest.raises(DDStoreMemoryError, match=re.escape(
+                    f"--lattice {largest + 1} ({(largest + 1) ** 3} atoms) needs ") +
+                    f".*; allowed: --lattice <= {largest}$"):
+                ising.check_lattice_fits(largest + 1, name="--lattice ")
     # the values that were right still are: a negative seed by the rule, numpy numbers
     assert gr.IsingDataset(2, seed=-1)[1].y.item() == \
         gr.ising_dataset(2, seed=2 ** 64 - 1)[1].y.item()

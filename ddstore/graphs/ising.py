@@ -35,7 +35,7 @@ from .._checks import as_bool, as_seed, is_int
 from ..memory import check_fits
 
 __all__ = ["ising_dataset", "ising_graph", "ising_energy", "lattice_bonds",
-           "IsingDataset"]
+           "IsingDataset", "check_lattice_fits", "BYTES_PER_ATOM"]
 
 
 def lattice_bonds(size=5, periodic=False):
@@ -50,12 +50,27 @@ def lattice_bonds(size=5, periodic=False):
     return _lattice_bonds(int(size), periodic)
 
 
+BYTES_PER_ATOM = 100  # a sample's bytes per atom: its bonds both ways, positions, spins
+
+
+def check_lattice_fits(size, name="lattice size="):
+    """Raise :class:`~ddstore.DDStoreMemoryError` unless a sample of a ``size`` lattice
+    fits in the memory this node has available (``name``: how the caller's user gives
+    the size, e.g. ``"--lattice "``); the message names the largest size that fits."""
+    def largest(avail):  # the largest k with k**3 atoms within avail, exactly
+        atoms = avail // BYTES_PER_ATOM
+        k = int(round(atoms ** (1 / 3)))
+        while k ** 3 > atoms:
+            k -= 1
+        while (k + 1) ** 3 <= atoms:
+            k += 1
+        return f"{name.rstrip('= ')} <= {k}"
+    check_fits(size ** 3 * BYTES_PER_ATOM, f"{name}{size} ({size ** 3} atoms)", largest)
+
+
 @functools.lru_cache(maxsize=8)
 def _lattice_bonds(size, periodic):
-    # a sample holds about 100 bytes per atom (its bonds both ways, positions, spins);
-    # checked once per size (a refusal is not cached)
-    check_fits(size ** 3 * 100, f"lattice size={size} ({size ** 3} atoms)",
-               lambda avail: f"size**3 x 100 bytes within {avail} bytes")
+    check_lattice_fits(size)  # once per size (a refusal is not cached)
     idx = np.arange(size ** 3, dtype=np.int64).reshape(size, size, size)
     bonds = []
     for axis in range(3):
