@@ -117,16 +117,23 @@ def _gpu_ids(node, gpus):
     return tuple(gpus)
 
 
-def _visible_gpus(torch, cpu):
-    """What this rank tells the others of its GPUs: their UUIDs (distinct GPUs that a
-    launcher numbers 0 in each rank are told apart), or their count where torch gives
-    no UUID, or with ``cpu`` (``device="cpu"``: reading UUIDs would start CUDA in a
-    process that trains on the CPU, and forks its DataLoader workers)."""
-    if not torch.cuda.is_available():
-        return 0
-    count = torch.cuda.device_count()
-    if cpu:
-        return count
+def _gpu_count(torch):
+    """The CUDA devices this rank sees (0 without CUDA), found without starting CUDA."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _needs_ids(counts, device):
+    """Whether the ranks must tell each other their GPUs' UUIDs: only where the job may
+    train on GPUs (every rank sees one, ``device`` not ``"cpu"``).  Reading a UUID
+    starts CUDA, in a process that may then train on the CPU and fork DataLoader
+    workers."""
+    return _device_kind(device) != "cpu" and all(counts)
+
+
+def _visible_gpus(torch, count):
+    """What this rank tells the others of its ``count`` GPUs: their UUIDs (distinct
+    GPUs that a launcher numbers 0 in each rank are told apart), or their count where
+    torch gives no UUID."""
     try:
         return tuple(str(torch.cuda.get_device_properties(i).uuid) for i in range(count))
     except Exception:  # noqa: BLE001 -- (an older torch, a driver without UUIDs)
@@ -182,8 +189,7 @@ def init_torch_distributed(comm=None, backend=None, device=None):
     from ._lifecycle import check_launch
     # (an intercommunicator or COMM_NULL: refused here, before any rank waits)
     comm = _lifecycle.as_comm(comm, "init_torch_distributed")
-    cpu = getattr(device, "type", device) == "cpu"
-    mine = (MPI.Get_processor_name(), _visible_gpus(torch, cpu),
+    mine = (MPI.Get_processor_name(), _gpu_count(torch),
             [b for b in _BACKENDS if _backend_built(dist, b)])
     master = os.environ.get("MASTER_ADDR", "").strip() or None
     probe = None  # rank 0's listener that every rank connects to before torch does
@@ -203,7 +209,11 @@ def init_torch_distributed(comm=None, backend=None, device=None):
             if comm.rank == 0:
                 probe = _Rendezvous()
             seen = step.agree(share=(mine, probe and probe.info))
-            ranks = node_places([(node, gpus) for (node, gpus, _b), _ in seen])
+            gpus = [g for (_n, g, _b), _ in seen]
+            if _needs_ids(gpus, device):  # (the UUIDs only where CUDA may be used)
+                with collective(comm, None) as ids:
+                    gpus = ids.agree(share=_visible_gpus(torch, mine[1]))
+            ranks = node_places([(node, g) for ((node, _g, _b), _), g in zip(seen, gpus)])
             backend, devices, reason = choose_backend(ranks, backend, device)
             lacking = [r for r, ((_n, _g, built), _) in enumerate(seen)
                        if backend not in built]

@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from ddstore.distributed import choose_backend
+from ddstore.distributed import choose_backend, node_places
 from ddstore.errors import DDStoreStateError, DDStoreValueError
 
 
@@ -130,6 +130,22 @@ def test_init_on_this_machine_refuses_cuda_and_logs_its_choice(caplog, monkeypat
         assert "backend gloo" not in caplog.text  # (it logged a choice, then torch raised)
     finally:
         dist.destroy_process_group()
+
+
+def test_gpu_ids_read_only_where_the_job_may_use_cuda():
+    """The GPUs' UUIDs (reading one starts CUDA) are asked for only when every rank sees
+    a GPU and the device is not forced to the CPU: a job that goes to the CPU because
+    one rank has none started CUDA on the others (and forked its DataLoader workers
+    from processes holding a CUDA context)."""
+    from ddstore.distributed import _needs_ids
+    import torch
+    assert _needs_ids([1, 2], None) and _needs_ids([1, 2], "auto")
+    assert _needs_ids([1, 1], "cuda") and _needs_ids([4], torch.device("cuda"))
+    assert not _needs_ids([1, 0], None) and not _needs_ids([0, 0], "auto")
+    assert not _needs_ids([1, 1], "cpu") and not _needs_ids([2], torch.device("cpu"))
+    assert not _needs_ids([0, 1], "cuda")  # (refused by choose_backend, from the counts)
+    with pytest.raises(DDStoreValueError, match="device='cuda' but rank"):
+        choose_backend(node_places([("n0", 0), ("n0", 1)]), device="cuda")
 
 
 def test_gpus_told_apart_by_their_ids():
