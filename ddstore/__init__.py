@@ -22,12 +22,13 @@ import importlib
 
 from ._version import __version__
 from .errors import (DDStoreError, DDStoreIndexError, DDStoreInterrupt, DDStoreMemoryError,
-                     DDStoreNotImplementedError, DDStoreStateError, DDStoreValueError)
+                     DDStoreNotImplementedError, DDStoreOSError, DDStoreStateError,
+                     DDStoreValueError)
 from .store import DDStore, abort_on_exception, partition
 
 __all__ = ["DDStore", "partition", "abort_on_exception", "DDStoreError", "DDStoreValueError",
            "DDStoreIndexError", "DDStoreMemoryError", "DDStoreStateError",
-           "DDStoreNotImplementedError", "DDStoreInterrupt"]
+           "DDStoreNotImplementedError", "DDStoreOSError", "DDStoreInterrupt"]
 
 _LAZY = ("graphs", "spatiotemporal", "dynamic", "temporal", "bench", "sources", "pyg",
          "device", "prefetch", "distributed")

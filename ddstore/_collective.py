@@ -103,8 +103,8 @@ except ImportError:  # pragma: no cover -- another Python implementation
     _handlers = signal
 
 from . import _core
-from .errors import DDStoreError, DDStoreInterrupt, DDStoreMemoryError, \
-    DDStoreStateError, DDStoreValueError, as_error
+from .errors import DDStoreError, DDStoreInterrupt, DDStoreStateError, \
+    DDStoreValueError, as_error, plain_class
 
 __all__ = ["Step", "collective", "is_agreed", "agreed_over", "format_ranks", "bounded",
            "join_bounded", "wait_bounded", "last_call", "current_call", "inject",
@@ -484,11 +484,7 @@ def _error_of(error, what):
     try:
         return as_error(error, what)
     except Exception as failure:  # noqa: BLE001 -- the exception's own __str__
-        if isinstance(error, DDStoreError):
-            cls = type(error)
-        else:
-            cls = DDStoreMemoryError if isinstance(error, MemoryError) \
-                else DDStoreValueError
+        cls = type(error) if isinstance(error, DDStoreError) else plain_class(error)
         text = f"{_text(type(error).__name__)}: <str() raised " \
                f"{_text(type(failure).__name__)}>"
         return cls, text if what is None else f"{what}: {text}"

@@ -4,7 +4,8 @@
 allocation refused) into one of these."""
 
 __all__ = ["DDStoreError", "DDStoreValueError", "DDStoreIndexError", "DDStoreMemoryError",
-           "DDStoreStateError", "DDStoreNotImplementedError", "DDStoreInterrupt", "as_error"]
+           "DDStoreStateError", "DDStoreNotImplementedError", "DDStoreOSError",
+           "DDStoreInterrupt", "as_error", "plain_class"]
 
 
 class DDStoreError(Exception):
@@ -36,6 +37,15 @@ class DDStoreNotImplementedError(DDStoreValueError, NotImplementedError):
     argument."""
 
 
+class DDStoreOSError(DDStoreValueError, OSError):
+    """A failure of the operating system met by a call (a full disk, a file that cannot
+    be read or written, a permission refused), raised on every rank of a collective call
+    with the failing rank, the file and the system's reason in its message: an
+    ``OSError``, what code that handles a full disk catches, and a
+    :class:`DDStoreValueError` as every other failure of a call is (its ``errno`` is
+    None: the rank's own error number is in the message)."""
+
+
 class DDStoreInterrupt(KeyboardInterrupt):
     """A ``KeyboardInterrupt`` (SIGINT: Ctrl-C, ``kill -INT``) that reached a rank inside
     a collective call, raised alike on every rank of the communicator: the round it was
@@ -53,12 +63,20 @@ def as_error(error, what=None):
     ``None`` and a ``(class, message)`` pair are returned as they are; a
     :class:`DDStoreError` keeps its class and message.  Any other exception becomes a
     :class:`DDStoreMemoryError` if it is a ``MemoryError`` (numpy's refused allocations
-    included), a :class:`DDStoreValueError` otherwise, with the message
-    ``"<type name>: <text>"``, prefixed by ``"<what>: "`` when ``what`` is given."""
+    included), a :class:`DDStoreOSError` if it is an ``OSError``, a
+    :class:`DDStoreValueError` otherwise, with the message ``"<type name>: <text>"``,
+    prefixed by ``"<what>: "`` when ``what`` is given."""
     if error is None or isinstance(error, tuple):
         return error
     if isinstance(error, DDStoreError):
         return type(error), str(error)
-    cls = DDStoreMemoryError if isinstance(error, MemoryError) else DDStoreValueError
+    cls = plain_class(error)
     text = f"{type(error).__name__}: {error}"
     return cls, text if what is None else f"{what}: {text}"
+
+
+def plain_class(error):
+    """The class of ours that a failure other than a :class:`DDStoreError` is raised as
+    (:func:`as_error`)."""
+    return DDStoreMemoryError if isinstance(error, MemoryError) else \
+        DDStoreOSError if isinstance(error, OSError) else DDStoreValueError

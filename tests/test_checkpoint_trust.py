@@ -17,7 +17,7 @@ import pytest
 import xxhash
 
 from conftest import on_ranks
-from ddstore import DDStore, DDStoreError, DDStoreValueError
+from ddstore import DDStore, DDStoreError, DDStoreOSError, DDStoreValueError
 from ddstore import checkpoint as ck
 
 
@@ -355,6 +355,10 @@ def test_a_full_disk_names_the_rank_file(store, tmp_path, monkeypatch):
     with pytest.raises(DDStoreError, match="No space left on device") as e:
         store.save(d)
     assert "rank-00000.bin" in str(e.value) and str(d) in str(e.value), str(e.value)
+    # an OSError, what code that handles a full disk catches (it was a ValueError alone),
+    # and still a DDStoreValueError as every failure of a call
+    assert isinstance(e.value, DDStoreOSError) and isinstance(e.value, OSError)
+    assert isinstance(e.value, DDStoreValueError)
     assert not d.exists()  # the directory it made, emptied and removed
 
 
