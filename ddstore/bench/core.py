@@ -211,7 +211,7 @@ def main(argv=None, prog=None):
                   f"{ratio_text(entry['get_shm_p50_over_numpy_fancy_index_control'])}")
         for rb, entry in report["row_sizes"].items():
             print(f"rows of {int(rb)} B, {plural(report['ranks'], 'rank')}, batch {BATCH} "
-                  f"(slowest rank):")
+                  f"(the rank slowest at p50; its MB/s over all its calls):")
             for k, r in entry["worst_rank"].items():
                 print(f"  {k:16s} p50 {r['p50_us']:9.3f} us/row  p95 {r['p95_us']:9.3f}  "
                       f"p99 {r['p99_us']:9.3f}  {r['MB_per_s']:10.1f} MB/s")
