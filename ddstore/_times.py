@@ -31,6 +31,7 @@ FLOAT_TIMES = np.dtype(np.float64)
 # (2**53 + 1 becomes 2**53)
 MAX_EXACT_TIME = 2 ** 53
 _I64 = np.iinfo(np.int64)
+_BEYOND_INT64 = "is outside [-2**63, 2**63 - 1], the integer times the store keeps (int64)"
 
 
 def as_time_dtype(dtype, what):
@@ -56,8 +57,11 @@ def _array(values, what):
     ints numpy keeps as objects) or floats; anything else raises."""
     arr = np.asarray(tensor_values(values, what if isinstance(what, str) else "times"))
     if arr.dtype.kind == "O":  # Python ints numpy could not fit in (u)int64
+        flat = arr.reshape(-1).tolist()
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
-                   for v in arr.reshape(-1).tolist()):
+                   for v in flat):
+            if all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in flat):
+                _refuse_beyond_int64(flat, arr.shape, what)  # (with fractions)
             raise DDStoreValueError(f"{what} must hold real numbers, got dtype object")
     elif arr.dtype.kind not in "iuf":
         raise DDStoreValueError(f"{what} must hold real numbers, got dtype {arr.dtype}")
@@ -73,11 +77,22 @@ def refuse_rounded_list(given, arr, what):
     if arr.dtype.kind != "f" or not isinstance(given, (list, tuple)) or not arr.size:
         return
     flat = np.array(given, dtype=object).reshape(-1).tolist()
-    big = np.array([isinstance(v, numbers.Integral) and not isinstance(v, bool) and
-                    abs(int(v)) > MAX_EXACT_TIME for v in flat], bool)
+    # (a list of integers alone is float64 only when one is beyond int64)
+    ints = _refuse_beyond_int64(flat, arr.shape, what)
+    big = np.array([i and abs(int(v)) > MAX_EXACT_TIME for i, v in zip(ints, flat)], bool)
     _refuse(np.array(flat, dtype=object).reshape(arr.shape), big, what, None,
             "is an integer beyond 2**53 in a list with fractions, which numpy makes "
             "float64 (it would round); give such times as an int64 array")
+
+
+def _refuse_beyond_int64(flat, shape, what):
+    """Raise :class:`DDStoreValueError` naming the first Python integer of ``flat`` (the
+    values of a list, of ``shape``) beyond int64; returns which values are integers."""
+    ints = [isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in flat]
+    _refuse(np.array(flat, dtype=object).reshape(shape),
+            np.array([i and not _I64.min <= int(v) <= _I64.max for i, v in zip(ints, flat)],
+                     bool), what, None, _BEYOND_INT64)
+    return ints
 
 
 def _where(arr, flat_pos, what, where):
@@ -110,9 +125,9 @@ def _int64(arr, what, where=None):
         bad = flat > np.uint64(_I64.max)
     else:
         bad = np.zeros(0, bool)
-    _refuse(arr, bad, what, where, "is outside [-2**63, 2**63 - 1], the integer times the "
-                                   "store keeps (int64)")
+    _refuse(arr, bad, what, where, _BEYOND_INT64)
     return arr.astype(np.int64)
+
 
 
 def time_share(values, what):

@@ -2,6 +2,7 @@
 one test per problem found, in-process on a one-rank store where possible; the cases that
 need several ranks are tests/mpi/hostile_temporal.py, launched once."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -194,3 +195,51 @@ def test_node_memory_takes_bfloat16_as_float32(store):
                                                 r"does not fit this memory's dtype float16"):
         half.commit()
     assert half.read([1]).memory.tolist() == [[0.0, 0.0, 0.0]]
+
+
+def test_times_and_ids_beyond_their_range_named(store):
+    """The fortieth session's temporal round: float64 times whose difference overflows
+    are refused as int64 ones are (``dts`` became ``inf``, NaN in a time encoding); a
+    list of whole numbers one of which is beyond int64 is named by the int64 range (it
+    was "an integer beyond 2**53 in a list with fractions... give an int64 array"); a
+    uint64 id beyond int64 is refused with the allowed range."""
+    from ddstore import DDStoreIndexError
+    from ddstore import temporal as tg
+    g = tg.TemporalGraph.from_arrays(store, "far", [0], [1], [-1.7e308])
+    sampler = tg.TemporalSampler(g, 1)
+    with pytest.raises(DDStoreValueError, match=r"root time 1\.7e\+308 minus edge time "
+                                                r"-1\.7e\+308 is beyond float64's largest "
+                                                r"number \(1\.7976931348623157e\+308\)"):
+        sampler.sample([0], [1.7e308])
+    b = sampler.sample([0], [1e306])[0]  # within float64: finite, as numpy's
+    assert b.dts.tolist() == [1e306 - -1.7e308] and np.isfinite(b.dts).all()
+    g.remove()
+    inside = "is outside [-2**63, 2**63 - 1], the integer times the store keeps (int64)"
+    for t in ([1, 2, 2 ** 63], [1, 2, -2 ** 63 - 1], [0.5, 2, 2 ** 64]):
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"t[2] = {t[2]} {inside}")):
+            tg.TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], t)
+    assert "g/nbr" not in store.variables()
+    with pytest.raises(DDStoreValueError, match=re.escape(f"t[2] = {2 ** 53 + 1} is an "
+                                                          f"integer beyond 2**53 in a list "
+                                                          f"with fractions")):
+        tg.TemporalGraph.from_arrays(store, "g", [0, 1, 2], [1, 2, 0], [0.5, 2, 2 ** 53 + 1])
+    g = tg.TemporalGraph.from_arrays(store, "g", [0, 1], [1, 2], [1, 2])
+    with pytest.raises(DDStoreValueError, match=re.escape(f"sample: ts[1] = {2 ** 63} "
+                                                          f"{inside}")):
+        tg.TemporalSampler(g, 1).sample([0, 0], [1, 2 ** 63])
+    big = np.array([2 ** 63], np.uint64)
+    for call, text in ((lambda: tg.TemporalSampler(g, 1).sample(big, [9]),
+                        f"sample of graph 'g': root {2 ** 63} (position 0) out of range "
+                        f"[0, 3)"),
+                       (lambda: g.neighbors(np.uint64(2 ** 63)),
+                        f"neighbors of graph 'g': node {2 ** 63} (position 0) out of range "
+                        f"[0, 3)"),
+                       (lambda: g.degree(big), f"node {2 ** 63} (position 0) out of range "
+                                               f"[0, 3)"),
+                       (lambda: g.edges(np.array([2 ** 64 - 1], np.uint64)),
+                        f"edges of graph 'g': edge id {2 ** 64 - 1} (position 0) out of "
+                        f"range [0, 2)")):
+        with pytest.raises(DDStoreIndexError, match=re.escape(text)):
+            call()
+    g.remove()

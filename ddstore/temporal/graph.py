@@ -790,12 +790,12 @@ class TemporalGraph:
 
     # ------------------------------------------------------------------ reads
     def _nodes(self, nids, what):
-        idx = as_indices(nids, f"{what} of graph {self.name!r}")
+        idx = as_indices(nids, f"{what} of graph {self.name!r}", self.num_nodes, "node")
         check_indices(idx, self.num_nodes, f"{what} of graph {self.name!r}", item="node")
         return idx
 
     def _edges(self, eids, what):
-        idx = as_indices(eids, f"{what} of graph {self.name!r}")
+        idx = as_indices(eids, f"{what} of graph {self.name!r}", self.num_edges, "edge id")
         check_indices(idx, self.num_edges, f"{what} of graph {self.name!r}", item="edge id")
         return idx
 

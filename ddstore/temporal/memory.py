@@ -574,7 +574,7 @@ class NodeMemory:
         reads again when one began meanwhile."""
         import torch
         what = f"NodeMemory {self.name!r}: read"
-        idx = as_indices(nodes, what)
+        idx = as_indices(nodes, what, self.num_nodes, "node")
         check_indices(idx, self.num_nodes, what, item="node")
         n, S = idx.shape[0], self.mailbox_size
         given = out is not None
@@ -762,7 +762,7 @@ class NodeMemory:
         """Validate one staging; record it, or record the first error (raised at commit)."""
         what = f"NodeMemory {self.name!r}: {op}"
         try:
-            idx = as_indices(nodes, what)
+            idx = as_indices(nodes, what, self.num_nodes, "node id")
             check_indices(idx, self.num_nodes, what, item="node id")
             arr, t = self._checked_rows(what, idx, rows, ts, dim, kind, "node")
         except Exception as exc:  # noqa: BLE001 -- not an array at all: raised at commit

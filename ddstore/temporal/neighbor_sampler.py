@@ -168,7 +168,8 @@ class TemporalSampler:
                                     f"the store (TemporalGraph.remove, or the rollback of "
                                     f"the transaction that built it); build a new graph "
                                     f"and a sampler over it")
-        roots = as_indices(nodes, f"sample of graph {self.graph.name!r}")
+        roots = as_indices(nodes, f"sample of graph {self.graph.name!r}",
+                           self.graph.num_nodes, "root")
         t = np.asarray(tensor_values(ts, "sample: ts"))
         refuse_rounded_list(ts, t, "sample: ts")
         if t.ndim != 1 or (t.size and t.dtype.kind not in "iufO"):  # (O: Python ints
@@ -224,14 +225,24 @@ class TemporalSampler:
 
     def _dts(self, root_time, ets, layer):
         """Root time minus edge time; int64 times: exact, or a :class:`DDStoreValueError`
-        where the difference exceeds int64 (times spanning 2**63 or more)."""
+        where the difference exceeds int64 (times spanning 2**63 or more); float64
+        times: the same error where it exceeds float64 (an infinity)."""
         with np.errstate(over="ignore"):
             dts = root_time - ets
-        if dts.dtype.kind == "i" and dts.size and int(dts.min()) <= 0:  # wrapped around
+        if not dts.size:
+            return dts
+        if dts.dtype.kind == "i" and int(dts.min()) <= 0:  # wrapped around
             j = int(np.argmax(dts <= 0))
             raise DDStoreValueError(
                 f"sample of graph {self.graph.name!r}, layer {layer}: root time "
                 f"{int(root_time[j])} minus edge time {int(ets[j])} is "
                 f"{int(root_time[j]) - int(ets[j])}, beyond int64's 2**63 - 1: the graph's "
                 f"int64 times span too much for dts")
+        if dts.dtype.kind == "f" and not np.isfinite(dts).all():  # (both times finite)
+            j = int(np.argmin(np.isfinite(dts)))
+            raise DDStoreValueError(
+                f"sample of graph {self.graph.name!r}, layer {layer}: root time "
+                f"{float(root_time[j])!r} minus edge time {float(ets[j])!r} is beyond "
+                f"float64's largest number ({float(np.finfo(np.float64).max)!r}): the graph's "
+                f"float64 times span too much for dts")
         return dts
