@@ -193,8 +193,9 @@ def store_width(width, size):
     if isinstance(width, str) and width == "auto":
         return width  # resolved from data_nbytes after the ranks agree
     if not is_int(width):
-        raise DDStoreValueError(f"width must be 'auto' or an integer in [1, {size}] "
-                                f"dividing the communicator size {size}, got {width!r}")
+        raise DDStoreValueError(f"width must be None (one group of all ranks), 'auto' or "
+                                f"an integer in [1, {size}] dividing the communicator "
+                                f"size {size}, got {width!r}")
     width = int(width)
     if not 1 <= width <= size:
         raise DDStoreValueError(f"width={width} out of range: allowed 1 <= width <= {size} "

@@ -462,6 +462,11 @@ def test_check_width_is_the_stores_rule_said_by_argparse(capsys):
         assert words in argparse_exit(capsys, 2, check_width, p, width, 4)[1]
         with pytest.raises(DDStoreValueError, match=words.split(": ", 1)[1][:20]):
             DDStore.check_width(width, 4)
+    for width in ("2", 2.0, True):  # every width allowed named, None (the default) too
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"width must be None (one group of all ranks), 'auto' or an integer in "
+                f"[1, 4] dividing the communicator size 4, got {width!r}")):
+            DDStore.check_width(width, 4)
     for size in ("4", 0, True, None, 2.0):  # (a str was a TypeError, 0 "<= width <= 0")
         with pytest.raises(DDStoreValueError, match=r"size must be an integer >= 1 \(the "
                                                     r"number of ranks"):

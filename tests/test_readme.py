@@ -61,6 +61,8 @@ PYTHON_EXPECT = {
         r"rank 1: 4 batches; the first has \d+ nodes, \d+ edges",
     'docs/cluster.md: `width="auto"` and the memory budget':
         r"width [12] \([12] replicas\) for 800000 bytes; budget [0-9.]+ GB per rank",
+    "docs/store.md: Records: samples of different sizes":
+        r"rank 1: sample 0 z = \[2 2\]; \[5, 2\] rows; sizes \[2, 0, 5\]",
     "docs/hydragnn.md: Graph samples (HydraGNN)":
         r"rank 1: 2 batches of 16 graphs, 2000 atoms",
     "docs/hydragnn.md: Compatibility: `pyddstore` (the original DDStore API)":

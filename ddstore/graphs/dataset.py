@@ -10,7 +10,9 @@ import time
 import numpy as np
 import torch
 
-from ..errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreIndexError, DDStoreValueError, plain_class
+from .._collective import format_ranks
+from .._fingerprint import same_data
 from ..memory import release_free_heap
 from ..prefetch import BatchEpoch
 from ..sources import AdiosSource, PickleDirSource, SequenceSource, Source
@@ -543,7 +545,7 @@ class _Share:
     ``records`` (dicts of arrays) or, for a CFF file, their row ``offsets`` (the rows
     are then read block by block while storing)."""
     __slots__ = ("name", "source", "total", "lo", "hi", "layout", "first", "records",
-                 "offsets", "marks")
+                 "offsets", "marks", "same")
 
     def __init__(self, store, name, source, progress):
         """Local: read this rank's chunk of ``source``; raises on bad input."""
@@ -557,6 +559,10 @@ class _Share:
         if self.total == 0:
             raise DDStoreValueError(f"graphs {name!r}: empty data set (no samples)")
         self.lo, self.hi = partition(self.total, store.group_size, store.group_rank)
+        # samples in memory (files are agreed by their marks): a few of them read by every
+        # rank and compared (a list made without a seed stored a mix of every rank's)
+        self.same = _probed(name, source, self.total) if isinstance(
+            source, SequenceSource) else {}
         if isinstance(source, AdiosSource):  # packed rows: loaded block by block
             self.layout = _adios_layout(source)
             self.first = self.lo if self.hi > self.lo else None
@@ -570,10 +576,11 @@ class _Share:
         every rank's samples, or raises (alike on every rank) when the lengths differ or
         naming the first sample whose layout differs."""
         info = step.agree((self.total, None if self.layout is None
-                           else self.layout.to_list(), self.first, self.marks))
+                           else self.layout.to_list(), self.first, self.marks, self.same))
         # each rank loads its chunk from the files it opened: other files on some rank
         # (a stale copy on one node) would mix two data sets
-        check_same_files([m for _, _, _, m in info])
+        check_same_files([i[3] for i in info])
+        probed = [i[4] for i in info]
         info = [i[:3] for i in info]
         totals = [t for t, _, _ in info]
         if len(set(totals)) > 1:
@@ -586,7 +593,54 @@ class _Share:
             if diff is not None:
                 raise DDStoreValueError(f"graphs {self.name!r}: sample {f}: {diff} (as in "
                                         f"sample {ref_first})")
+        for key in probed[0]:  # (the same keys: the same length and layout)
+            seen = [p[key] for p in probed]
+            if any(v != seen[0] for v in seen):
+                by = {}
+                for r, v in enumerate(seen):
+                    by.setdefault(v, []).append(r)
+                raise DDStoreValueError(
+                    f"graphs {self.name!r}: {key} differs between ranks ("
+                    f"{'; '.join(f'{format_ranks(r)}: {v}' for v, r in by.items())}); "
+                    f"{_ALIKE}")
         return reference
+
+
+#: What to do when the samples given differ between ranks (:func:`_probed`).
+_ALIKE = ("every rank must pass the same samples: make them alike on every rank (the same "
+          "seeds: random.seed, numpy's and torch.manual_seed, all of which PyG's "
+          "FakeDataset uses), or write them once (write_pickle_dir, write_adios) and load "
+          "the files")
+
+
+def _probed(name, source, total):
+    """What holds every rank to the same samples (a :class:`SequenceSource`: a list, a
+    user's Dataset), compared in the constructor's round once the lengths and layouts
+    are: the fingerprints (:func:`~ddstore._fingerprint.same_data`) of the samples at
+    the first, middle and last positions, which every rank reads (3 samples besides its
+    chunk; the others are read by one rank of each group only, so a list that differs
+    elsewhere alone is not caught)."""
+    out = {}
+    for i in sorted({0, total // 2, total - 1}):
+        try:
+            record = GraphLayout.of(source.read_one(i))[1]
+        except Exception as exc:  # noqa: BLE001 -- named as a chunk's sample is
+            raise _sample_error(name, source, i, exc) from exc
+        out.update(same_data(record, what=f"sample {i}"))
+    return out
+
+
+def _sample_error(name, source, index, exc):
+    """The :class:`DDStoreError` that reading sample ``index`` of ``source`` for graphs
+    ``name`` failing with ``exc`` is raised as, naming the sample (and its file)."""
+    where = source.describe(index)
+    if isinstance(exc, DDStoreError):
+        cls, text = type(exc), str(exc)
+    else:
+        cls, text = plain_class(exc), f"{type(exc).__name__}: {exc}"
+    named = source.file(index) if hasattr(source, "file") else where
+    prefix = "" if (named in text or where == f"sample {index}") else f"{where}: "
+    return cls(f"graphs {name!r}: sample {index}: {prefix}{text}")
 
 
 def _adios_layout(source):
@@ -713,14 +767,5 @@ def _load_chunk(store, name, source, lo, hi, progress):
                 records.append(rec)
                 bar.update(1)
         except Exception as exc:  # DDStoreErrors, and a user Dataset's own failures
-            where = source.describe(index)
-            if isinstance(exc, DDStoreError):
-                cls, text = type(exc), str(exc)
-            else:
-                cls = DDStoreMemoryError if isinstance(exc, MemoryError) else \
-                    DDStoreValueError
-                text = f"{type(exc).__name__}: {exc}"
-            named = source.file(index) if hasattr(source, "file") else where
-            prefix = "" if (named in text or where == f"sample {index}") else f"{where}: "
-            raise cls(f"graphs {name!r}: sample {index}: {prefix}{text}") from exc
+            raise _sample_error(name, source, index, exc) from exc
     return layout, records, lo if records else None

@@ -38,7 +38,9 @@ def _same_series(series, timestamps):
     never copied whole (a C-ordered one is not copied at all; an ``np.memmap`` is
     described by what it maps)."""
     out = same_data({"edge_index": series.edge_index, "edge_weight": series.edge_weight,
-                     "timestamps": timestamps}, what="series")
+                     "timestamps": timestamps}, what="series",
+                    hint="every rank must pass the same series: make it alike on every "
+                         "rank (the same seed for a random series, the same file)")
     if series.files is None and series.source == "array":
         T, n, f = series.shape
         arr = series.read(0, T)  # a view

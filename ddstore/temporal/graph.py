@@ -627,7 +627,9 @@ class TemporalGraph:
             sl = slice(*partition(n, store.size, store.rank))  # this rank's share
             share = [arrs["src"][sl], arrs["dst"][sl], arrs["t"][sl]]
             step.agree(same={"TemporalData (the same on every rank)": layout,
-                             **same_data(arrs, what="TemporalData"),
+                             **same_data(arrs, what="TemporalData", hint=(
+                                 "every rank must pass the same TemporalData: make it "
+                                 "alike on every rank (the same seed, the same file)")),
                              **(same_data({"split": split}, what="argument")
                                 if layout["split given"] else {})})
             with store.transaction(f"TemporalGraph.from_pyg {name!r}"):

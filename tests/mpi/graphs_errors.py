@@ -33,6 +33,9 @@ cases = Cases()
 assert size >= 2, "run with at least 2 ranks"
 N = 12
 LAST = N - 1  # in the last rank's chunk
+# in the last rank's chunk on 2-3 ranks, and not one of the samples every rank reads
+# (the first, middle and last: compared between the ranks)
+EXIT_AT = N - 2
 
 
 class Evil:
@@ -57,7 +60,7 @@ class Failing(torch.utils.data.Dataset):
 
 class Exiting(Failing):
     def __getitem__(self, i):
-        if i == LAST:
+        if i == EXIT_AT:
             sys.exit(f"leaving at sample {i}")
         return tensor_sample(i)
 
@@ -110,6 +113,21 @@ def _empty_unequal_and_failing_data_sets(t):
     expect_error(DDStoreValueError, ["different length"],
                  lambda: graphs.GraphDataset.from_samples(store, name(), good[:N - rank],
                                                     progress=False))
+    # the same length and layout, other values on the last rank (a list made without a
+    # seed): the samples every rank reads (first, middle, last) are compared, naming the
+    # sample, the key and the ranks (a mix of every rank's samples was stored)
+    for at in (0, N // 2, LAST):
+        varied = list(good)
+        if rank == size - 1:
+            varied[at] = varied[at].clone()
+            varied[at].y = varied[at].y + 1
+        expect_error(DDStoreValueError,
+                     [f"graphs 'v", f"sample {at} 'y' differs between ranks (",
+                      f"{'rank 0' if size == 2 else 'ranks 0, 1'}: float32 [1, 2], fingerprint "
+                      f"0x", f"; rank {size - 1}: float32 [1, 2], fingerprint 0x",
+                      "every rank must pass the same samples", "the same seeds"],
+                     lambda: graphs.GraphDataset.from_samples(store, name(), varied,
+                                                              progress=False))
     expect_error(DDStoreValueError,
                  [f"sample {LAST}", "RuntimeError", "generator broke on purpose"],
                  lambda: graphs.GraphDataset.from_samples(store, name(), Failing(),
@@ -128,7 +146,7 @@ def _empty_unequal_and_failing_data_sets(t):
     except DDStoreValueError as exc:
         got = ("DDStoreValueError", str(exc))
     want_text = "SystemExit: leaving at sample"
-    check(got is not None and (got == ("SystemExit", f"leaving at sample {LAST}")
+    check(got is not None and (got == ("SystemExit", f"leaving at sample {EXIT_AT}")
                                if rank == size - 1 else
                                got[0] == "DDStoreValueError" and want_text in got[1]
                                and f"rank {size - 1}" in got[1]),

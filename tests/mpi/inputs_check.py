@@ -124,7 +124,8 @@ def _(t):
         if rank == 1:
             times[5] = 6  # still sorted, the same shape and dtype
         expect_error(DDStoreValueError, ["TemporalGraph.from_pyg('g') is collective",
-                                         "TemporalData 't' differs between ranks"],
+                                         "TemporalData 't' differs between ranks",
+                                         "; every rank must pass the same TemporalData"],
                      TemporalGraph.from_pyg, st, "g",
                      TemporalData(src=src, dst=dst, t=times, msg=torch.ones(n, 2)),
                      agree=True, store=st)

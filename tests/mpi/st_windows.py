@@ -217,7 +217,10 @@ def error_checks(store, tag):
                  lambda: st.WindowDataset(store, "nan_one_copy", reader, 3),
                  what=f"{tag}: NaN in one rank's copy (rank {rank})")
     check("nan_one_copy" not in store.variables(), f"{tag}: half-built variable left")
-    expect_error(DDStoreValueError, "series 'data' differs between ranks",
+    expect_error(DDStoreValueError, ["series 'data' differs between ranks",
+                                     "; every rank must pass the same series: make it "
+                                     "alike on every rank (the same seed for a random "
+                                     "series, the same file)"],
                  lambda: st.WindowDataset(store, "nan_one_copy", mine, 3),
                  what=f"{tag}: NaN in one rank's array (rank {rank})", agree=True,
                  store=store)
