@@ -9,6 +9,7 @@ sampler it is given.  Full neighbourhoods (``-1``) are compared with PyG's in-me
 installed here)."""
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -104,18 +105,37 @@ def test_link_loader_builds_our_sampler(store):
     def run(**extra):
         torch.manual_seed(3)
         extra.setdefault("edge_label_index", label_index)
+        extra.setdefault("num_neighbors", [2])
         return [(b.n_id, b.edge_label_index, b.edge_label, b.e_id) for b in
-                LinkNeighborLoader((fs, gs), num_neighbors=[2], batch_size=6,
-                                   neg_sampling="binary", **extra)]
+                LinkNeighborLoader((fs, gs), batch_size=6, neg_sampling="binary",
+                                   **extra)]
     ours = run()
     explicit = run(neighbor_sampler=dpyg.NeighborSampler(gs, [2]))
     _equal(ours, explicit)
+    # links and labels as a list or a numpy array: made tensors, the same batches (PyG
+    # failed on them with "'list' object has no attribute 'clone'")
+    labels = [float(i % 3) for i in range(20)]
+    with_labels = run(edge_label=torch.tensor(labels))
+    for links in (label_index[1].tolist(), label_index[1].numpy()):
+        _equal(ours, run(edge_label_index=(None, links)))
+        _equal(with_labels, run(edge_label_index=(None, links), edge_label=labels))
+        _equal(with_labels, run(edge_label=np.array(labels)))
     from ddstore import DDStoreValueError
     with pytest.raises(DDStoreValueError, match=r"LinkNeighborLoader\(replace=True, "
                        r"neighbor_sampler=\.\.\.\): the neighbor_sampler samples with "
                        r"replace=False"):
         LinkNeighborLoader((fs, gs), num_neighbors=[2], edge_label_index=label_index,
                            replace=True, neighbor_sampler=dpyg.NeighborSampler(gs, [2]))
+    # the same num_neighbors with fanouts below -1 (all neighbours, as -1) in both: taken,
+    # the batches those of -1 (it was refused as "samples with num_neighbors=[-2, 2]",
+    # the loader's own value)
+    for fan in ([-2, 2], [-5, -3]):
+        same = [-1 if k < 0 else k for k in fan]
+        got = run(num_neighbors=fan, neighbor_sampler=dpyg.NeighborSampler(gs, fan))
+        _equal(got, run(num_neighbors=same, neighbor_sampler=dpyg.NeighborSampler(gs, same)))
+    with pytest.raises(DDStoreValueError, match=r"samples with num_neighbors=\[-2, 2\]"):
+        LinkNeighborLoader((fs, gs), num_neighbors=[-2, 3], edge_label_index=label_index,
+                           neighbor_sampler=dpyg.NeighborSampler(gs, [-2, 2]))
     # (None, None): every edge, in edge-id order, as PyG's in-memory loader takes None
     # over a Data (its remote-backend path raised "values expected sparse tensor layout")
     label_index = (None, data.edge_index)

@@ -59,7 +59,13 @@ def _fanouts(sampler, value):
     if sampler.is_hetero and isinstance(values, list):
         values = {et: values for et in sampler.edge_types}
     fan = values if isinstance(values, dict) else {None: values}
-    return {et: [min(int(k), _INT64_MAX) for k in ks] for et, ks in fan.items()}
+    return {et: [_fanout(k) for k in ks] for et, ks in fan.items()}
+
+
+def _fanout(k):
+    """One hop's fanout as the sampler keeps it: any negative number is -1 (all
+    neighbours, as pyg-lib reads it), a larger one than int64 holds is clamped."""
+    return -1 if int(k) < 0 else min(int(k), _INT64_MAX)
 
 
 def _check_sampler(name, args, sampler):
@@ -81,7 +87,7 @@ def _check_sampler(name, args, sampler):
             fan = _fanouts(inner, given)
         except (ValueError, TypeError) as exc:
             refuse("num_neighbors", given, f"{sampler.num_neighbors.values!r} ({exc})")
-        held = ({None: [min(int(k), _INT64_MAX) for k in sampler.num_neighbors.values]}
+        held = ({None: [_fanout(k) for k in sampler.num_neighbors.values]}
                 if inner is not sampler else
                 sampler.fanouts_by_type)
         if fan != held:
@@ -178,6 +184,31 @@ def _check_seeds(name, args):
                 f"one per seed")
 
 
+def _seed_tensors(args):
+    """``args`` with the seeds' values given as a list or a numpy array made tensors, as
+    ``input_nodes`` already are (:func:`_check_nodes`): PyG's loaders need tensors for
+    ``edge_label_index``'s links, ``edge_label``, ``edge_label_time`` and
+    ``input_time``, and failed on a list at the first ``.clone()`` or ``.cpu()`` with a
+    bare ``AttributeError``.  A value that is not numbers is left as it is (the checks
+    after this, or PyG, name it)."""
+    def tensor(value):
+        if value is None or isinstance(value, torch.Tensor):
+            return value
+        try:
+            arr = np.asarray(value)
+        except (TypeError, ValueError):
+            return value
+        return torch.from_numpy(np.ascontiguousarray(arr)) if arr.dtype.kind in "biuf" \
+            else value
+    out = {k: tensor(args[k]) if k in args else None
+           for k in ("edge_label", "edge_label_time", "input_time")}
+    links = args.get("edge_label_index")
+    if isinstance(links, (tuple, list)) and len(links) == 2 and (
+            links[0] is None or isinstance(links[0], (str, tuple))):  # (edge type, links)
+        out["edge_label_index"] = (links[0], tensor(links[1]))
+    return dict(args, **{k: v for k, v in out.items() if k in args})
+
+
 def _arguments(name, args):
     """The hook: ``args`` of a ``NeighborLoader`` / ``LinkNeighborLoader`` about to be
     built, returned with our sampler when over our stores (see the module docstring),
@@ -211,6 +242,7 @@ def _arguments(name, args):
                     f"edge of one type" if typed else "no edges"))
         row, col = data[1].coo([None])[:2]  # (whatever layout it was put in; ids in
         args = dict(args, edge_label_index=(None, torch.stack((row, col))))  # order)
+    args = _seed_tensors(args)
     _check_seeds(name, args)
     sampler = args.get("neighbor_sampler")
     if isinstance(sampler, (NeighborSampler, BidirectionalNeighborSampler)):
