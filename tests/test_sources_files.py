@@ -619,3 +619,50 @@ def test_pems_h5_index_beyond_memory_names_the_file(tmp_path):
     with pytest.raises(DDStoreMemoryError, match=rf"{re.escape(path)}\['df'\]: its time "
                                                  rf"index of 1099511627776 steps"):
         load_pems_h5(path)
+
+
+def test_the_fortieth_sessions_reader_round(store, tmp_path):
+    """Files whose values were read wrong without a word: a blank line between the rows of
+    a one-column CSV (its one field: read as NaN, an OGB label as "no label"); a
+    headerless JODIE file that starts with a byte-order mark (its first row taken for the
+    header); PGT steps with other keys or columns than step '0' (one step's 'y' another's
+    'X' column); a PGT number beyond float64 (stored as inf); HDF5 sensor ids that are
+    not UTF-8 (distinct ids made one)."""
+    one = tmp_path / "one.csv"
+    one.write_text("1\n\n3\n")
+    with pytest.raises(DDStoreValueError, match=re.escape(f"{one}, line 2: malformed row: "
+                                                          f"0 fields, expected 1") +
+                       r".*\(a blank line"):
+        read_rows(str(one), 0, 3)
+    one.write_text("1\n \r\n3\n")  # (blanks and a CR: blank too)
+    with pytest.raises(DDStoreValueError, match="line 2: malformed row"):
+        read_rows(str(one), 0, 3)
+    one.write_text("1\n2\n3\n\n")  # (a blank line at the end: no row, as before)
+    assert read_rows(str(one), 0, 3).ravel().tolist() == [1, 2, 3]
+    rows = "".join(f"{k % 3},{k % 4},{k},0,{k}.5\n" for k in range(12))
+    for name, text in (("plain.csv", rows), ("bom.csv", "\ufeff" + rows)):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        with pytest.raises(DDStoreValueError, match=r"line 1: .*0,0,0,0,0\.5' is a data "
+                                                    r"row, but a JODIE file starts with one "
+                                                    r"header line"):
+            read_jodie_share(store, str(tmp_path / name))
+    p = tmp_path / "steps.json"
+    p.write_text(json.dumps({"0": {"X": [[1], [3]], "y": [5, 6]},
+                             "1": {"X": [[7, 8], [9, 10]]}, "edges": [[0, 1]]}))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "step '1' has 'X' of 2 column(s), step '0' 'X' of 1 column(s) and 'y' of 1 "
+            "column(s): every step needs the same keys and columns")):
+        load_pgt_json(str(p))
+    p.write_text('{"edges": [[0, 1]], "weights": [1.0],\n "FX": [[1e400, 2], [3, 4]]}')
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"{p}, line 2: the number 1e400 is beyond float64's range (it would be stored "
+            f"as inf)")):
+        load_pgt_json(str(p))
+    p.write_text('{"edges": [[0, 1]], "weights": [1.0], "FX": [[1e300, 2], [3, 4]]}')
+    assert load_pgt_json(str(p), dtype=np.float64).read(0, 1)[0, 0, 0] == 1e300
+
+    def ids(g):
+        raw = np.array([b"\xff", b"\xfe", b"c"])
+        _replace(g, "axis0", raw)
+        _replace(g, "block0_items", raw)
+    assert load_pems_h5(_h5(tmp_path, "ids.h5", ids)).node_ids == ["\\xff", "\\xfe", "c"]

@@ -85,6 +85,8 @@ def check_fields(path, chunk, n, first_line, expected="expected {n}"):
         ends = np.append(ends, len(chunk))
     commas = np.flatnonzero(buf == ord(","))
     fields = np.diff(np.searchsorted(commas, ends), prepend=0) + 1
+    if n == 1:  # a blank line has the one field too (read as NaN): refused as a blank
+        fields[_blank_lines(buf, ends)] = 0
     bad = np.flatnonzero(fields != n)
     if bad.size:
         i = int(bad[0])
@@ -96,6 +98,15 @@ def check_fields(path, chunk, n, first_line, expected="expected {n}"):
                                 f"{int(fields[i])} fields, {expected.format(n=n)}{blank}")
 
 
+def _blank_lines(buf, ends):
+    """The lines (ending at ``ends`` in the bytes ``buf``) that hold only blanks, tabs or
+    a CR."""
+    text = ~np.isin(buf, (32, 9, 13, 10))  # (the newline itself is no text either)
+    seen = np.concatenate(([0], np.cumsum(text)))
+    starts = np.concatenate(([0], ends[:-1] + 1)) if ends.size else ends
+    return (seen[ends] - seen[starts]) == 0
+
+
 def _fields_alike(chunk, n):
     """Whether every line of ``chunk`` has ``n`` comma-separated fields (one pass of
     numpy over the bytes; :func:`check_fields` names the first line that has not)."""
@@ -104,6 +115,8 @@ def _fields_alike(chunk, n):
     if not chunk.endswith(b"\n"):
         ends = np.append(ends, len(chunk))
     commas = np.flatnonzero(buf == ord(","))
+    if n == 1 and _blank_lines(buf, ends).any():
+        return False
     return bool((np.diff(np.searchsorted(commas, ends), prepend=0) == n - 1).all())
 
 

@@ -239,7 +239,10 @@ def _frame(fh, path, key, adjacency, distances, edge_index, edge_weight, dtype):
                                      f"({8 * num_steps} bytes) does not fit in memory "
                                      f"(a damaged file?)") from None
         timestamps = ticks.view(f"datetime64[{unit.group(1) or 'ns'}]")
-    node_ids = [_h5_str(c) if isinstance(c, bytes) else c for c in columns.tolist()]
+    # (bytes that are not UTF-8 as \xNN: distinct ids stay distinct, "replace" made
+    # every such byte one character)
+    node_ids = [c.decode("utf-8", "backslashreplace") if isinstance(c, bytes) else c
+                for c in columns.tolist()]
     if distances is not None:
         adjacency = gaussian_kernel_adjacency(distances, node_ids)
     if adjacency is not None:

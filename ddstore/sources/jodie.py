@@ -10,6 +10,7 @@ users keep their ids, item ``i`` becomes node ``i + num_users`` with ``num_users
 max(user) + 1`` over the whole file (gathered by a step's round).  :func:`write_jodie`
 writes the layout (tests, examples).
 """
+import codecs
 import collections
 import os
 
@@ -74,8 +75,9 @@ def _header(path):
     if not first.endswith(b"\n"):
         raise DDStoreValueError(f"{path}, line 1: {shown_line(first)} is not a header line "
                                 f"followed by data rows (JODIE files start with '{HEADER}')")
-    try:
-        [float(x) for x in _fields(first)]
+    try:  # (after a BOM: a UTF-8 file's first row of numbers is still one)
+        [float(x) for x in _fields(first[len(codecs.BOM_UTF8):] if first.startswith(
+            codecs.BOM_UTF8) else first)]
         numeric = True
     except ValueError:
         numeric = False

@@ -20,7 +20,9 @@ held in memory and read as views.
 """
 import io
 import json
+import math
 import os
+import re
 import warnings
 
 import numpy as np
@@ -85,8 +87,13 @@ def load_pgt_json(path, dtype=np.float32):
             text = fh.read()
     except OSError as exc:
         raise DDStoreValueError(f"load_pgt_json: cannot read {path}: {exc}") from None
-    try:
-        doc = json.loads(text.decode("utf-8-sig"))  # (a UTF-8 byte-order mark is skipped)
+    try:  # (a UTF-8 byte-order mark is skipped)
+        doc = json.loads(text.decode("utf-8-sig"), **_finite_floats(text))
+    except _Overflow as exc:
+        line = text.count(b"\n", 0, max(0, text.find(exc.args[0].encode()))) + 1
+        raise DDStoreValueError(f"load_pgt_json: {path}, line {line}: the number "
+                                f"{exc.args[0]} is beyond float64's range (it would be "
+                                f"stored as inf)") from None
     except UnicodeDecodeError as exc:
         line = text.count(b"\n", 0, exc.start) + 1
         raise DDStoreValueError(f"load_pgt_json: {path}, line {line}: byte {exc.start} "
@@ -103,6 +110,29 @@ def load_pgt_json(path, dtype=np.float32):
     series = _pgt_layout(doc, path)(doc, path, dtype)
     series.files = (file_share(path, io.BytesIO(text)),)  # agreed by the layers
     return series
+
+
+class _Overflow(ValueError):
+    """A number of a JSON file beyond float64's range (its text the only argument)."""
+
+
+def _finite_float(text):
+    value = float(text)
+    if math.isinf(value):  # (Infinity, a JSON extension, is a constant, not read here)
+        raise _Overflow(text)
+    return value
+
+
+# a float of a JSON file that may be beyond float64 (about 1.8e308): an exponent of 3
+# digits or more, or 309 digits or more in a row
+_BIG_FLOAT = re.compile(rb"[eE]\+?0*[1-9][0-9]{2}|[0-9]{309}")
+
+
+def _finite_floats(text):
+    """``json.loads`` options that refuse a number the file holds beyond float64's range
+    (Python's json reads it as inf), when the text may hold one: each float is then
+    read by :func:`_finite_float` (slower than json's own), otherwise by json's own."""
+    return {"parse_float": _finite_float} if _BIG_FLOAT.search(text) else {}
 
 
 def _pgt_layout(doc, path):
@@ -317,10 +347,12 @@ def _pgt_steps(doc, path):
 
 def _pgt_step_signals(steps, path, dtype):
     """The node signals ``[T, nodes, features]`` of per-step dicts (each step's ``X``
-    columns, then ``y``) and the column of ``y`` (None when step '0' has none)."""
-    cols, target, num_nodes = [], None, None
+    columns, then ``y``) and the column of ``y`` (None when step '0' has none).  Every
+    step must hold the keys and columns of step '0' (one step's 'y' column would
+    otherwise be another's 'X' column)."""
+    cols, target, num_nodes, first = [], None, None, None
     for t, step in enumerate(steps):
-        parts = []
+        parts, layout = [], []
         for key in ("X", "y"):
             if key in step:
                 arr = _pgt_node_values(step[key], num_nodes, path, f"step '{t}' {key!r}")
@@ -328,9 +360,16 @@ def _pgt_step_signals(steps, path, dtype):
                 if t == 0 and key == "y":
                     target = sum(p.shape[1] for p in parts)
                 parts.append(arr)
+                layout.append(f"{key!r} of {arr.shape[1]} column(s)")
         if not parts:
             raise _pgt_error(path, f"step '{t}' has neither 'X' nor 'y' (keys "
                                    f"{sorted(step)})")
+        if first is None:
+            first = layout
+        elif layout != first:
+            raise _pgt_error(path, f"step '{t}' has {' and '.join(layout)}, step '0' "
+                                   f"{' and '.join(first)}: every step needs the same "
+                                   f"keys and columns")
         cols.append(np.concatenate(parts, axis=1))
     if len({c.shape for c in cols}) != 1:
         raise _pgt_error(path, f"steps have different node/feature shapes "
