@@ -110,8 +110,10 @@ class GraphDataset(torch.utils.data.Dataset):
     @classmethod
     def from_samples(cls, store, name, samples, progress=True, *, transform=None):
         """Collective: store the graphs ``samples`` (a list, or any map-style Dataset
-        that builds samples on access; the same on every rank).  Each rank touches only
-        ``samples[i]`` of its own chunk."""
+        that builds samples on access; the same on every rank).  Each rank reads the
+        ``samples[i]`` of its own chunk, and on more than one rank the first, middle and
+        last samples, compared between the ranks (a sample a rank cannot read, a shard
+        held elsewhere, is not compared there)."""
         with store.collective("GraphDataset.from_samples", name) as step:
             share = _Share(store, name, SequenceSource(samples), progress)
             reference = share.agree(step)
@@ -561,8 +563,8 @@ class _Share:
         self.lo, self.hi = partition(self.total, store.group_size, store.group_rank)
         # samples in memory (files are agreed by their marks): a few of them read by every
         # rank and compared (a list made without a seed stored a mix of every rank's)
-        self.same = _probed(name, source, self.total) if isinstance(
-            source, SequenceSource) else {}
+        self.same = _probed(source, self.total) if isinstance(
+            source, SequenceSource) and store.size > 1 else {}
         if isinstance(source, AdiosSource):  # packed rows: loaded block by block
             self.layout = _adios_layout(source)
             self.first = self.lo if self.hi > self.lo else None
@@ -593,16 +595,17 @@ class _Share:
             if diff is not None:
                 raise DDStoreValueError(f"graphs {self.name!r}: sample {f}: {diff} (as in "
                                         f"sample {ref_first})")
-        for key in probed[0]:  # (the same keys: the same length and layout)
-            seen = [p[key] for p in probed]
-            if any(v != seen[0] for v in seen):
+        for i in probed[0]:  # (the same positions: the same length)
+            read = {r: p[i] for r, p in enumerate(probed) if p[i] is not None}
+            for key in dict.fromkeys(k for keys in read.values() for k in keys):
                 by = {}
-                for r, v in enumerate(seen):
-                    by.setdefault(v, []).append(r)
-                raise DDStoreValueError(
-                    f"graphs {self.name!r}: {key} differs between ranks ("
-                    f"{'; '.join(f'{format_ranks(r)}: {v}' for v, r in by.items())}); "
-                    f"{_ALIKE}")
+                for r, keys in read.items():
+                    by.setdefault(keys.get(key, "no such key"), []).append(r)
+                if len(by) > 1:
+                    raise DDStoreValueError(
+                        f"graphs {self.name!r}: {key} differs between ranks ("
+                        f"{'; '.join(f'{format_ranks(r)}: {v}' for v, r in by.items())}"
+                        f"); {_ALIKE}")
         return reference
 
 
@@ -613,20 +616,22 @@ _ALIKE = ("every rank must pass the same samples: make them alike on every rank 
           "the files")
 
 
-def _probed(name, source, total):
+def _probed(source, total):
     """What holds every rank to the same samples (a :class:`SequenceSource`: a list, a
     user's Dataset), compared in the constructor's round once the lengths and layouts
     are: the fingerprints (:func:`~ddstore._fingerprint.same_data`) of the samples at
     the first, middle and last positions, which every rank reads (3 samples besides its
     chunk; the others are read by one rank of each group only, so a list that differs
-    elsewhere alone is not caught)."""
+    elsewhere alone is not caught).  A sample this rank cannot read or record (a
+    Dataset of node-local shards) is marked, not compared here: the rank whose chunk
+    holds it names what is wrong with it.  Returns ``{position: {"sample <i> '<key>'":
+    what it holds} or None (not read)}``."""
     out = {}
     for i in sorted({0, total // 2, total - 1}):
         try:
-            record = GraphLayout.of(source.read_one(i))[1]
-        except Exception as exc:  # noqa: BLE001 -- named as a chunk's sample is
-            raise _sample_error(name, source, i, exc) from exc
-        out.update(same_data(record, what=f"sample {i}"))
+            out[i] = same_data(GraphLayout.of(source.read_one(i))[1], what=f"sample {i}")
+        except Exception:  # noqa: BLE001 -- (its owner reads it again, and names it)
+            out[i] = None
     return out
 
 

@@ -157,7 +157,7 @@ def ising_dataset(n, seed=0, size=5, periodic=False, coupling=1.0):
     """``n`` Ising graphs (see the module docs), deterministic for ``seed``.
 
     Returns a lazy :class:`IsingDataset`: samples are built when indexed, so
-    ``GraphDataset.from_samples`` builds only each rank's own chunk.  ``list(...)`` it
-    for an in-memory list.
+    ``GraphDataset.from_samples`` builds only each rank's own chunk (and the three
+    samples it compares between ranks).  ``list(...)`` it for an in-memory list.
     """
     return IsingDataset(n, seed=seed, size=size, periodic=periodic, coupling=coupling)

@@ -58,6 +58,23 @@ class Failing(torch.utils.data.Dataset):
         return tensor_sample(i)
 
 
+class Shards(torch.utils.data.Dataset):
+    """Gives only samples [lo, hi) (this rank's chunk), as a Dataset of shards held on
+    each node's own disk would; the others raise FileNotFoundError."""
+
+    def __init__(self, lo, hi):
+        self.lo, self.hi, self.refused = lo, hi, 0
+
+    def __len__(self):
+        return N
+
+    def __getitem__(self, i):
+        if not self.lo <= i < self.hi:
+            self.refused += 1
+            raise FileNotFoundError(f"sample {i}'s shard is on another node")
+        return tensor_sample(i)
+
+
 class Exiting(Failing):
     def __getitem__(self, i):
         if i == EXIT_AT:
@@ -128,6 +145,24 @@ def _empty_unequal_and_failing_data_sets(t):
                       "every rank must pass the same samples", "the same seeds"],
                      lambda: graphs.GraphDataset.from_samples(store, name(), varied,
                                                               progress=False))
+    # a key missing on the last rank's copy of a compared sample (outside its chunk: the
+    # layouts agree) -> named, not a bare KeyError
+    varied = list(good)
+    if rank == size - 1:
+        varied[0] = varied[0].clone()
+        del varied[0].y
+    expect_error(DDStoreValueError, ["sample 0 'y' differs between ranks (",
+                                     f"; rank {size - 1}: no such key)"],
+                 lambda: graphs.GraphDataset.from_samples(store, name(), varied,
+                                                          progress=False))
+    # a Dataset that gives only this rank's samples (shards on node-local disks): the
+    # samples it cannot give are not compared; stored as given
+    lo, hi = ddstore.partition(N, store.group_size, store.group_rank)
+    shards = Shards(lo, hi)
+    ds = graphs.GraphDataset.from_samples(store, name(), shards, progress=False)
+    check(all(shards[i].y.tolist() == ds[i].y.tolist() for i in range(lo, hi)),
+          "a Dataset of node-local shards stored as given")
+    check(shards.refused > 0, "the shards refused the samples of other ranks")
     expect_error(DDStoreValueError,
                  [f"sample {LAST}", "RuntimeError", "generator broke on purpose"],
                  lambda: graphs.GraphDataset.from_samples(store, name(), Failing(),
