@@ -311,27 +311,29 @@ def saved_epochs(directory, prefix="epoch-"):
     (``<prefix><k>.pt``, ``k`` a whole number: a user's ``epoch-best.pt`` is not one),
     sorted; ``[]`` when it is not a directory."""
     names = os.listdir(directory) if os.path.isdir(directory) else []
-    return sorted(int(n[len(prefix):-3]) for n in names if n.startswith(prefix) and
-                  n.endswith(".pt") and n[len(prefix):-3].isdigit())
+    digits = [n[len(prefix):-3] for n in names if n.startswith(prefix) and
+              n.endswith(".pt")]  # (ASCII digits only: "²".isdigit() is True)
+    return sorted(int(d) for d in digits if d.isascii() and d.isdecimal())
 
 
-def check_resume(parser, directory, prefix="epoch-", epoch=None):
-    """Refuse an example's ``--resume`` ``directory`` as its other options are refused
-    (``parser.error``: one line, exit code 2, before torch or MPI start): one that does
+def check_resume(comm, directory, prefix="epoch-", epoch=None):
+    """Collective over ``comm``: refuse an example's ``--resume`` ``directory`` on every
+    rank (:func:`agree_exit`, exit code 2 as for a bad option, rank 0 printing it once
+    with the ranks it holds for: each rank looks at its own file system) when it does
     not exist, holds no ``<prefix><k>.pt`` training state, or none of ``epoch`` (when
-    given).  Returns the saved epochs (:func:`saved_epochs`); nothing when ``directory``
-    is None (no ``--resume``)."""
+    given); before torch, the store or the data.  Returns the saved epochs
+    (:func:`saved_epochs`); nothing when ``directory`` is None (no ``--resume``)."""
     if directory is None:
         return []
+    epochs, why = saved_epochs(directory, prefix), None
     if not os.path.isdir(directory):
-        parser.error(f"--resume {directory}: no such directory")
-    epochs = saved_epochs(directory, prefix)
-    if not epochs:
-        parser.error(f"--resume {directory}: no {prefix}<k>.pt in it (not a directory "
-                     f"that this example's --checkpoint wrote)")
-    if epoch is not None and epoch not in epochs:
-        parser.error(f"--resume {directory}: no training state for epoch {epoch} "
-                     f"(saved: {epochs})")
+        why = f"--resume {directory}: no such directory"
+    elif not epochs:
+        why = (f"--resume {directory}: no {prefix}<k>.pt in it (not a directory that "
+               f"this example's --checkpoint wrote)")
+    elif epoch is not None and epoch not in epochs:
+        why = f"--resume {directory}: no training state for epoch {epoch} (saved: {epochs})"
+    agree_exit(comm, why, code=2)
     return epochs
 
 

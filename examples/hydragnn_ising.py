@@ -55,7 +55,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from ddstore.cli import (ArgumentParser, HelpFormatter, agreed_call, at_least,
+from ddstore.cli import (ArgumentParser, HelpFormatter, agree_exit, agreed_call, at_least,
                          check_resume, check_width, claim_checkpoint, nothing_to_train,
                          other_settings, output_dir, run_program, saved_epochs, seed)
 from ddstore import DDStoreMemoryError
@@ -109,11 +109,6 @@ def parse_args(argv=None):
     check_width(p, args.width)
     if args.resume_epoch is not None and not args.resume:
         p.error("--resume-epoch needs --resume (the directory of the run to go on with)")
-    check_resume(p, args.resume, epoch=args.resume_epoch)  # (here, before torch starts)
-    try:  # (the store's message says "lattice size=", the graphs' own argument)
-        check_lattice_fits(args.lattice, name="--lattice ")
-    except DDStoreMemoryError as exc:
-        p.error(str(exc))
     if args.data_dir is not None and args.source == "memory":
         p.error("--data-dir is where --source pickle or adios writes its files; --source "
                 "memory writes none")
@@ -301,6 +296,15 @@ def run_epoch(model, loader, device, mean, std, optimizer=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    # what each rank finds on its node (files, memory), agreed: a refusal ends every rank
+    # before torch or the data start
+    check_resume(MPI.COMM_WORLD, args.resume, epoch=args.resume_epoch)
+    try:  # (the store's message says "lattice size=", the graphs' own argument)
+        check_lattice_fits(args.lattice, name="--lattice ")
+        too_big = None
+    except DDStoreMemoryError as exc:
+        too_big = str(exc)
+    agree_exit(MPI.COMM_WORLD, too_big, code=2)
     # (a refusal ends every rank)
     claim_checkpoint(MPI.COMM_WORLD, args.checkpoint, args.resume)
     import torch

@@ -73,7 +73,6 @@ def parse_args(argv=None):
                         "be left out)")
     args = p.parse_args(argv)
     check_width(p, args.width)
-    check_resume(p, args.resume)  # (here, once: not by every rank as it restores)
     if args.data not in (None, "chickenpox") and not args.resume:  # (read by every rank)
         if not args.data.endswith((".json", ".h5", ".hdf5", ".npy")):
             p.error(f"--data {args.data}: expected a .json, .h5 or .npy file, or "
@@ -211,6 +210,7 @@ def main():
     t_start = time.time()
     args = parse_args()
     comm = MPI.COMM_WORLD
+    check_resume(comm, args.resume)  # (each rank's files, agreed: a refusal ends all)
     claim_checkpoint(comm, args.checkpoint, args.resume)  # (a refusal ends every rank)
     torch.manual_seed(args.seed)
     state = None

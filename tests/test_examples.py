@@ -292,10 +292,6 @@ def _example(name):
     # options that do nothing in that combination (they were accepted silently) and an
     # empty path (it meant the built-in default)
     ("hydragnn_ising", ["--resume-epoch", "1"], "--resume-epoch needs --resume"),
-    # a lattice beyond memory, named as the option (as "lattice size=" before, by every
-    # rank once torch and the store had started)
-    ("hydragnn_ising", ["--lattice", str(10 ** 6)], "--lattice 1000000 "
-                                                     "(1000000000000000000 atoms) needs"),
     ("hydragnn_ising", ["--data-dir", "/tmp"], "--data-dir is where --source pickle or "
                                                "adios writes its files"),
     ("hydragnn_ising", ["--source", "pickle", "--data-dir", "/dev/null"],
@@ -356,6 +352,16 @@ def test_graphsage_eval_sample_is_the_same_at_every_rank_count():
             assert np.concatenate(parts).tolist() == split[::step].tolist(), (limit, size)
 
 
+def test_hydragnn_lattice_beyond_memory_named_as_its_option(capsys):
+    """--lattice beyond the node's memory: refused first thing, agreed over the ranks
+    (each has its own node's memory), naming the option and the largest that fits (as
+    "lattice size=" before, by every rank once torch and the store had started)."""
+    err = argparse_exit(capsys, 2, _example("hydragnn_ising").main,
+                        ["--lattice", str(10 ** 6)])[1]
+    assert re.search(r"error: --lattice 1000000 \(1000000000000000000 atoms\) needs .*; "
+                     r"allowed: --lattice <= \d+", err), err
+
+
 def test_resume_from_what_is_not_this_examples_checkpoint(tmp_path, capsys):
     """--resume of a missing directory, of one without a training state, and of another
     example's checkpoint (a KeyError traceback before) end with a message naming it."""
@@ -370,18 +376,22 @@ def test_resume_from_what_is_not_this_examples_checkpoint(tmp_path, capsys):
     traffic.mkdir()
     torch.save({"epoch": 3, "label": "x", "model": {}, "ranks": 2,
                 "args": {"data": "pems.h5", "horizon": 12}}, traffic / "epoch-3.pt")
-    # refused as the arguments are parsed (one line, exit code 2, before torch starts:
-    # it was exit code 1 after torch had started)
+    # refused first thing, agreed over the ranks (each looks at its own files), exit code
+    # 2 as for a bad option (it was exit code 1 after torch and the store had started)
+    from mpi4py import MPI
+    from ddstore.cli import check_resume
     for path, words in ((tmp_path / "none", "no such directory"),
                         (tmp_path, "no epoch-<k>.pt in it (not a directory that this "
                                    "example's --checkpoint wrote)")):
-        for name in ("hydragnn_ising", "traffic_index_batching"):
-            err = argparse_exit(capsys, 2, _example(name).parse_args,
-                                ["--resume", str(path)])[1]
-            assert err.count(f"--resume {path}: {words}") == 1, err
-    err = argparse_exit(capsys, 2, example.parse_args,
+        err = argparse_exit(capsys, 2, check_resume, MPI.COMM_SELF, str(path))[1]
+        assert err.count(f"error: --resume {path}: {words}") == 1, err
+        err = argparse_exit(capsys, 2, example.main, ["--resume", str(path)])[1]
+        assert err.count(f"error: --resume {path}: {words}") == 1, err
+    err = argparse_exit(capsys, 2, example.main,
                         ["--resume", str(other), "--resume-epoch", "2"])[1]
     assert f"--resume {other}: no training state for epoch 2 (saved: [1])" in err, err
+    (other / "epoch-\u00b2.pt").write_bytes(b"")  # ("²".isdigit(): not an epoch here)
+    assert check_resume(MPI.COMM_SELF, str(other)) == [1]
     for path, words in ((other, "epoch-1.pt was not written by this example's "
                                 "--checkpoint"),
                         (traffic, "epoch-3.pt was not written by this example's "

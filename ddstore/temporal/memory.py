@@ -42,7 +42,7 @@ from .._checks import (as_dtype, as_indices, as_int, cast_values, check_free_nam
                        check_indices, is_int, native_order, partition, names_under,
                        tensor_values)
 from .._times import FLOAT_TIMES, as_time_dtype, as_times, refuse_rounded_list
-from ..errors import DDStoreError, DDStoreMemoryError, DDStoreStateError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreStateError, DDStoreValueError, plain_class
 from ..placement import alltoallv_rows
 
 _VARS = ("memory", "memory_ts", "mail", "mail_ts", "mail_count")  # the state
@@ -820,8 +820,7 @@ class NodeMemory:
         if self._error is not None:
             return
         if not isinstance(exc, DDStoreError):
-            cls = DDStoreMemoryError if isinstance(exc, MemoryError) else DDStoreValueError
-            wrapped = cls(f"{what}: {type(exc).__name__}: {exc}")
+            wrapped = plain_class(exc)(f"{what}: {type(exc).__name__}: {exc}")
             wrapped.__cause__ = exc
             exc = wrapped
         self._error = exc
