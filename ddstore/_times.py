@@ -61,7 +61,7 @@ def _array(values, what):
         if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
                    for v in flat):
             if all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in flat):
-                _refuse_beyond_int64(flat, arr.shape, what)  # (with fractions)
+                _refuse_big_ints(flat, arr.shape, what)  # (with fractions)
             raise DDStoreValueError(f"{what} must hold real numbers, got dtype object")
     elif arr.dtype.kind not in "iuf":
         raise DDStoreValueError(f"{what} must hold real numbers, got dtype {arr.dtype}")
@@ -76,23 +76,23 @@ def refuse_rounded_list(given, arr, what):
     2**53, which no later check can see), naming the first; nothing for anything else."""
     if arr.dtype.kind != "f" or not isinstance(given, (list, tuple)) or not arr.size:
         return
-    flat = np.array(given, dtype=object).reshape(-1).tolist()
-    # (a list of integers alone is float64 only when one is beyond int64)
-    ints = _refuse_beyond_int64(flat, arr.shape, what)
-    big = np.array([i and abs(int(v)) > MAX_EXACT_TIME for i, v in zip(ints, flat)], bool)
-    _refuse(np.array(flat, dtype=object).reshape(arr.shape), big, what, None,
-            "is an integer beyond 2**53 in a list with fractions, which numpy makes "
-            "float64 (it would round); give such times as an int64 array")
+    _refuse_big_ints(np.array(given, dtype=object).reshape(-1).tolist(), arr.shape, what)
 
 
-def _refuse_beyond_int64(flat, shape, what):
+def _refuse_big_ints(flat, shape, what):
     """Raise :class:`DDStoreValueError` naming the first Python integer of ``flat`` (the
-    values of a list, of ``shape``) beyond int64; returns which values are integers."""
+    values of a list, of ``shape``) that numpy's array of the list could not hold
+    exactly: in a list of integers alone (float64 only when one is beyond int64) one
+    beyond int64, in a list with fractions one beyond 2**53 (float64 would round it)."""
     ints = [isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in flat]
-    _refuse(np.array(flat, dtype=object).reshape(shape),
-            np.array([i and not _I64.min <= int(v) <= _I64.max for i, v in zip(ints, flat)],
-                     bool), what, None, _BEYOND_INT64)
-    return ints
+    if all(ints):
+        bad, text = [not _I64.min <= int(v) <= _I64.max for v in flat], _BEYOND_INT64
+    else:
+        bad = [i and abs(int(v)) > MAX_EXACT_TIME for i, v in zip(ints, flat)]
+        text = ("is an integer beyond 2**53 in a list with fractions, which numpy makes "
+                "float64 (it would round); give such times as an int64 array")
+    _refuse(np.array(flat, dtype=object).reshape(shape), np.array(bad, bool), what, None,
+            text)
 
 
 def _where(arr, flat_pos, what, where):
