@@ -16,7 +16,7 @@ class BadStr(Exception):
 
 def test_error_text_never_fails():
     from ddstore._collective import _error_of, _text
-    from ddstore.errors import DDStoreMemoryError, DDStoreValueError
+    from ddstore.errors import DDStoreMemoryError, DDStoreOSError, DDStoreValueError
     assert _error_of(BadStr(), "add('x')") == (
         DDStoreValueError, "add('x'): BadStr: <str() raised ValueError>")
 
@@ -27,8 +27,10 @@ def test_error_text_never_fails():
     assert _error_of(NoMemory(), None) == (DDStoreMemoryError,
                                            "NoMemory: <str() raised RuntimeError>")
     assert _text(BadStr()) == "<str() raised ValueError>"
-    assert _error_of(OSError(5, "eio"), "f") == (DDStoreValueError,
+    # an OSError: a DDStoreOSError (an OSError, and a DDStoreValueError as before)
+    assert _error_of(OSError(5, "eio"), "f") == (DDStoreOSError,
                                                  "f: OSError: [Errno 5] eio")
+    assert issubclass(DDStoreOSError, DDStoreValueError)
 
 
 @pytest.mark.parametrize("text", ["1_000", "\u0663", "+5", "0x10", "1e3", " 7 7"])
