@@ -308,12 +308,15 @@ def plural(n, word, words=None):
 
 def saved_epochs(directory, prefix="epoch-"):
     """The epochs whose training state an example's checkpoint ``directory`` holds
-    (``<prefix><k>.pt``, ``k`` a whole number: a user's ``epoch-best.pt`` is not one),
-    sorted; ``[]`` when it is not a directory."""
+    (``<prefix><k>.pt``, ``k`` a whole number written as the examples write it: a
+    user's ``epoch-best.pt`` or ``epoch-02.pt`` is not one, as the file the example
+    would open for epoch 2 is ``epoch-2.pt``), sorted; ``[]`` when it is not a
+    directory."""
     names = os.listdir(directory) if os.path.isdir(directory) else []
     digits = [n[len(prefix):-3] for n in names if n.startswith(prefix) and
               n.endswith(".pt")]  # (ASCII digits only: "²".isdigit() is True)
-    return sorted(int(d) for d in digits if d.isascii() and d.isdecimal())
+    return sorted(int(d) for d in digits if d.isascii() and d.isdecimal() and
+                  d == str(int(d)))
 
 
 def check_resume(comm, directory, prefix="epoch-", epoch=None):

@@ -391,6 +391,7 @@ def test_resume_from_what_is_not_this_examples_checkpoint(tmp_path, capsys):
                         ["--resume", str(other), "--resume-epoch", "2"])[1]
     assert f"--resume {other}: no training state for epoch 2 (saved: [1])" in err, err
     (other / "epoch-\u00b2.pt").write_bytes(b"")  # ("²".isdigit(): not an epoch here)
+    (other / "epoch-02.pt").write_bytes(b"")  # (not the name epoch 2's state is read by)
     assert check_resume(MPI.COMM_SELF, str(other)) == [1]
     for path, words in ((other, "epoch-1.pt was not written by this example's "
                                 "--checkpoint"),
