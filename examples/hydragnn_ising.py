@@ -245,7 +245,7 @@ def numpy_rng_state(state=None):
 def load_state(args, comm):
     """The training state to resume from (every rank reads it)."""
     import torch
-    epochs = saved_epochs(args.resume)  # (checked as the arguments were: check_resume)
+    epochs = saved_epochs(args.resume)  # (checked at the start of main: check_resume)
     if not epochs:  # (removed since)
         raise SystemExit(f"--resume {args.resume}: no epoch-<k>.pt in it")
     epoch = args.resume_epoch if args.resume_epoch is not None else epochs[-1]

@@ -182,7 +182,7 @@ def load_state(args):
     with ``weights_only=True``: tensors and Python values, so a checkpoint runs no
     code); refused when it was saved with other settings (:data:`STATE_KEYS`)."""
     resume = args.resume
-    saved = saved_epochs(resume)  # (checked as the arguments were: check_resume)
+    saved = saved_epochs(resume)  # (checked at the start of main: check_resume)
     if not saved:  # (removed since)
         raise SystemExit(f"--resume {resume}: no epoch-<k>.pt in it")
     name = f"epoch-{saved[-1]}.pt"

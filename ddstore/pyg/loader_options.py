@@ -28,13 +28,13 @@ from torch_geometric.sampler.base import NumNeighbors, SubgraphType
 
 from .._checks import as_bool
 from ..errors import DDStoreValueError
+from .sampler import canonical_fanout
 
 __all__ = ["install"]
 
 #: The loader's sampling options, each with how the sampler keeps it.
 _OPTIONS = ("replace", "subgraph_type", "disjoint", "temporal_strategy", "time_attr",
             "weight_attr")
-_INT64_MAX = (1 << 63) - 1  # the sampler cuts larger fanouts to this
 
 
 def _ours(data):
@@ -59,13 +59,7 @@ def _fanouts(sampler, value):
     if sampler.is_hetero and isinstance(values, list):
         values = {et: values for et in sampler.edge_types}
     fan = values if isinstance(values, dict) else {None: values}
-    return {et: [_fanout(k) for k in ks] for et, ks in fan.items()}
-
-
-def _fanout(k):
-    """One hop's fanout as the sampler keeps it: any negative number is -1 (all
-    neighbours, as pyg-lib reads it), a larger one than int64 holds is clamped."""
-    return -1 if int(k) < 0 else min(int(k), _INT64_MAX)
+    return {et: [canonical_fanout(k) for k in ks] for et, ks in fan.items()}
 
 
 def _check_sampler(name, args, sampler):
@@ -87,7 +81,7 @@ def _check_sampler(name, args, sampler):
             fan = _fanouts(inner, given)
         except (ValueError, TypeError) as exc:
             refuse("num_neighbors", given, f"{sampler.num_neighbors.values!r} ({exc})")
-        held = ({None: [_fanout(k) for k in sampler.num_neighbors.values]}
+        held = ({None: [canonical_fanout(k) for k in sampler.num_neighbors.values]}
                 if inner is not sampler else
                 sampler.fanouts_by_type)
         if fan != held:
@@ -200,13 +194,13 @@ def _seed_tensors(args):
             return value
         return torch.from_numpy(np.ascontiguousarray(arr)) if arr.dtype.kind in "biuf" \
             else value
-    out = {k: tensor(args[k]) if k in args else None
-           for k in ("edge_label", "edge_label_time", "input_time")}
+    out = {k: tensor(args[k]) for k in ("edge_label", "edge_label_time", "input_time")
+           if k in args}
     links = args.get("edge_label_index")
     if isinstance(links, (tuple, list)) and len(links) == 2 and (
             links[0] is None or isinstance(links[0], (str, tuple))):  # (edge type, links)
         out["edge_label_index"] = (links[0], tensor(links[1]))
-    return dict(args, **{k: v for k, v in out.items() if k in args})
+    return dict(args, **out)
 
 
 def _arguments(name, args):

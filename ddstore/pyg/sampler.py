@@ -21,7 +21,7 @@ from . import workers
 from ._common import edge_var, node_var
 from ._merge import merge_outputs
 
-__all__ = ["NeighborSampler", "BidirectionalNeighborSampler"]
+__all__ = ["NeighborSampler", "BidirectionalNeighborSampler", "canonical_fanout"]
 
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -272,6 +272,13 @@ def _untimed_edge_types(graph_store, edge_types, time_attr):
     return frozenset(out)
 
 
+
+def canonical_fanout(k):
+    """One hop's fanout as the sampler keeps it: any negative number is -1 (all
+    neighbours, as pyg-lib reads it); one beyond int64 (without replacement, a k beyond
+    every degree takes the whole list) is cut to int64's largest."""
+    return -1 if int(k) < 0 else min(int(k), _INT64_MAX)
+
 class NeighborSampler(BaseSampler):
     """PyG's neighbour sampling over a :class:`GraphStore`, for ``NeighborLoader`` /
     ``LinkNeighborLoader(data=(feature_store, graph_store), ...,
@@ -505,9 +512,7 @@ class NeighborSampler(BaseSampler):
                     f"{where}={list(ks)!r} with replace=True: every node draws exactly k "
                     f"edges, so k must be <= {MAX_FANOUT_WITH_REPLACEMENT} (-1: all "
                     f"neighbours); use replace=False to take min(k, degree)")
-        # without replacement a k beyond every degree takes the whole list: cut to int64;
-        # any negative k is all, -1
-        self._fanouts = {et: [-1 if k < 0 else min(int(k), _INT64_MAX) for k in ks]
+        self._fanouts = {et: [canonical_fanout(k) for k in ks]
                          for et, ks in fanouts.items()}
         self._num_neighbors = num_neighbors
         self.num_hops = max([len(ks) for ks in self._fanouts.values()] + [

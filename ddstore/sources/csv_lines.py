@@ -79,14 +79,7 @@ def check_fields(path, chunk, n, first_line, expected="expected {n}"):
     first line that has not (pandas would take a row with an extra field as one with an
     index column, and read the other columns shifted).  ``expected`` ends the message
     (``{n}`` is filled in)."""
-    buf = np.frombuffer(chunk, dtype=np.uint8)
-    ends = np.flatnonzero(buf == ord("\n"))
-    if not chunk.endswith(b"\n"):
-        ends = np.append(ends, len(chunk))
-    commas = np.flatnonzero(buf == ord(","))
-    fields = np.diff(np.searchsorted(commas, ends), prepend=0) + 1
-    if n == 1:  # a blank line has the one field too (read as NaN): refused as a blank
-        fields[_blank_lines(buf, ends)] = 0
+    fields, ends = _field_counts(chunk, n)
     bad = np.flatnonzero(fields != n)
     if bad.size:
         i = int(bad[0])
@@ -98,26 +91,29 @@ def check_fields(path, chunk, n, first_line, expected="expected {n}"):
                                 f"{int(fields[i])} fields, {expected.format(n=n)}{blank}")
 
 
-def _blank_lines(buf, ends):
-    """The lines (ending at ``ends`` in the bytes ``buf``) that hold only blanks, tabs or
-    a CR."""
-    text = ~np.isin(buf, (32, 9, 13, 10))  # (the newline itself is no text either)
-    seen = np.concatenate(([0], np.cumsum(text)))
-    starts = np.concatenate(([0], ends[:-1] + 1)) if ends.size else ends
-    return (seen[ends] - seen[starts]) == 0
-
-
-def _fields_alike(chunk, n):
-    """Whether every line of ``chunk`` has ``n`` comma-separated fields (one pass of
-    numpy over the bytes; :func:`check_fields` names the first line that has not)."""
+def _field_counts(chunk, n):
+    """``(fields, ends)``: the comma-separated fields of each line of ``chunk`` and where
+    each line ends (one pass of numpy over the bytes).  When ``n`` (the fields expected)
+    is 1, a line of only blanks, tabs or a CR counts 0 fields: it has the one field too,
+    which pandas reads as NaN."""
     buf = np.frombuffer(chunk, dtype=np.uint8)
     ends = np.flatnonzero(buf == ord("\n"))
     if not chunk.endswith(b"\n"):
         ends = np.append(ends, len(chunk))
     commas = np.flatnonzero(buf == ord(","))
-    if n == 1 and _blank_lines(buf, ends).any():
-        return False
-    return bool((np.diff(np.searchsorted(commas, ends), prepend=0) == n - 1).all())
+    fields = np.diff(np.searchsorted(commas, ends), prepend=0) + 1
+    if n == 1:
+        text = ~np.isin(buf, (32, 9, 13, 10))  # (the newline itself is no text either)
+        seen = np.concatenate(([0], np.cumsum(text)))
+        starts = np.concatenate(([0], ends[:-1] + 1)) if ends.size else ends
+        fields[seen[ends] == seen[starts]] = 0
+    return fields, ends
+
+
+def _fields_alike(chunk, n):
+    """Whether every line of ``chunk`` has ``n`` comma-separated fields
+    (:func:`check_fields` names the first line that has not)."""
+    return bool((_field_counts(chunk, n)[0] == n).all())
 
 
 def first_non_integer(chunk, n, columns):
