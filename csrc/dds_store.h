@@ -138,7 +138,7 @@ int dds_rma_stats(int64_t *gets, int64_t *bytes, int64_t *flushes);
 int dds_forked(void);
 
 /* COLLECTIVE.  Add a variable: this rank holds `n_local` rows of `row_bytes` bytes each
- * (contents undefined until written).  `name` is used in messages only.  On success
+ * (contents undefined until written: dds_zero_private zeroes them).  `name` is used in messages only.  On success
  * *var_id is the variable's handle. */
 int dds_add(dds_store *store, const char *name, int64_t n_local, int64_t row_bytes,
             int *var_id);
@@ -157,6 +157,12 @@ int dds_write_local(dds_store *store, int var_id, int64_t offset, const void *sr
  * dds_write_local marks its own writes; dds_sync_windows counts every variable it is
  * given as changed. */
 int dds_mark_written(dds_store *store, int var_id);
+
+/* Local.  Zero this rank's chunk of a variable where it lies in private memory (which
+ * MPI may take from a heap holding a removed variable's bytes); a chunk in node-shared
+ * memory is a fresh mapping, zero already.  For variables made to be filled in pieces
+ * (init): rows never written read as zeros. */
+int dds_zero_private(dds_store *store, int var_id);
 
 /* Local.  1 if this rank's chunk of variable `var_id` lies in private memory (MPI gives
  * it where the rank has no node-local peer): a process forked before keeps a

@@ -729,6 +729,17 @@ int dds_mark_written(dds_store *s, int var_id)
     return DDS_OK;
 }
 
+int dds_zero_private(dds_store *s, int var_id)
+{
+    struct dds_var *v;
+    int rc = dds_get_var(s, var_id, &v);
+    if (rc) return rc;
+    /* (a shared chunk is a new mapping of a new file: zero pages already, left untouched
+     * so that the memory is taken when the rows are written, not twice) */
+    if (v->private_rows) memset(v->base, 0, (size_t)(v->n_local * v->row_bytes));
+    return DDS_OK;
+}
+
 int dds_member_ptr(dds_store *s, int var_id, int member, void **ptr, int64_t *nrows)
 {
     struct dds_var *v;

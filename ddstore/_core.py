@@ -239,6 +239,11 @@ class Core:
     def remove(self, var):
         self._check(lib.dds_remove(self._handle[0], var))
 
+    def zero_private(self, var):
+        """Zero this rank's chunk of ``var`` where it is private memory (``init``'s rows
+        read as zeros until written; a node-shared chunk is zero already)."""
+        self._check(lib.dds_zero_private(self._handle[0], var))
+
     def write_local(self, var, offset, rows):
         """``rows``: C-contiguous array whose rows have the variable's row size."""
         self._check(lib.dds_write_local(self._handle[0], var, int(offset), _ptr(rows),

@@ -189,8 +189,8 @@ class Records:
         ``schema`` is ``{key: (dtype, trailing_shape)}``, the same on every rank;
         ``sizes`` is ``{key: first-dimension size of each local record}`` (one integer
         sequence per key, all as long as this rank's record count, which may be 0).
-        The records are then read like those of :meth:`add_records`; contents are
-        undefined until written.
+        The records are then read like those of :meth:`add_records`; rows not written
+        read as zeros.
         """
         with self.store.collective("init_records", name) as step:
             self.variables.check_name(name)
@@ -199,7 +199,7 @@ class Records:
             schema = _same_schema(name, list(enumerate(info)))
             self.check_fields(name, schema)
         with self.store.transaction(f"init_records {name!r}"):  # (the groups' check)
-            self._same_in_groups(self.create(name, schema, counts))
+            self._same_in_groups(self.create(name, schema, counts, zeroed=True))
 
     def update_records(self, name, start, stop, data):
         """Local: write local records ``[start, stop)`` of ``name`` (numbered from 0 on
@@ -274,18 +274,18 @@ class Records:
                                         f"named {full!r}, but the store already holds "
                                         f"{held}; pick another name or key")
 
-    def create(self, name, schema, counts, enter=True):
+    def create(self, name, schema, counts, enter=True, zeroed=False):
         """Collective: allocate the fields of agreed ``schema`` for local ``counts``
         (``[n_local, nkeys]``) and build the offsets table every rank keeps; returns the
         record set, entered in :attr:`table` unless ``enter`` is False (the caller enters
         it once its records are written, and whatever happens: a rollback removes it by
-        name)."""
+        name); ``zeroed`` as :meth:`Variables.create`'s."""
         keys = [k for k, _, _ in schema]
         fields = {}
         try:
             for j, (key, dstr, trailing) in enumerate(schema):
                 fields[key] = self.variables.create(f"{name}/{key}", int(counts[:, j].sum()),
-                                                    np.dtype(dstr), tuple(trailing))
+                                                    np.dtype(dstr), tuple(trailing), zeroed)
         except Exception:  # alike on every rank (e.g. out of memory): undo it all
             for var in fields.values():
                 self.variables.remove(var)

@@ -247,9 +247,10 @@ class Variables:
                 f"{len(counts)} ranks each group of {w} holds the same global rows (its "
                 f"members' chunks of them, e.g. ddstore.partition(n, width, group_rank))")
 
-    def create(self, name, n_local, dtype, row_shape):
+    def create(self, name, n_local, dtype, row_shape, zeroed=False):
         """Collective, after a step's round: allocate a variable whose metadata (dtype,
-        row shape) all ranks have agreed on (not entered in :attr:`table`).  A row too
+        row shape) all ranks have agreed on (not entered in :attr:`table`); ``zeroed``:
+        its rows read as zeros until written (for those filled in pieces).  A row too
         large is decided from the agreed metadata, in exact integers; the core agrees on
         its own failures (memory...)."""
         if len(row_shape) > MAX_ROW_DIMS:
@@ -267,6 +268,8 @@ class Variables:
                 f"{f' ({array_bytes} without its zero dimensions)' if not row_bytes else ''}"
                 f"; allowed: at most 2**63 - 1")
         vid = self.core.add(name, n_local, row_bytes)
+        if zeroed:
+            self.core.zero_private(vid)
         return Var(name, vid, dtype, tuple(row_shape), n_local, self.core.nrows(vid),
                    self.serial)
 
@@ -358,7 +361,7 @@ class Variables:
         ``dtype`` (a numpy or torch dtype of :data:`~ddstore._checks.STORABLE_NAMES`).
 
         Fill it with :meth:`update` (in pieces, without a second copy), then call
-        :meth:`sync` before anyone reads.  Contents are undefined until written.
+        :meth:`sync` before anyone reads.  Rows not written read as zeros.
         """
         with self.store.collective("init", name) as step:
             self.check_name(name)
@@ -379,7 +382,7 @@ class Variables:
                                         f"an integer in [0, 2**63 - 1]")
             counts = step.agree(int(n_local), same={"dtype": str(dt), "row shape": shape})
             self.check_groups(name, counts)
-            self.table[name] = self.create(name, int(n_local), dt, shape)
+            self.table[name] = self.create(name, int(n_local), dt, shape, zeroed=True)
             self.created(name)
 
     def update(self, name, rows, offset=0):

@@ -221,7 +221,27 @@ def run_width(width):
         other = global_data(8, n, (2,), np.int16)
         store.add("big", other[lo:hi])
         check_variable(store, "big", other, rng)
+        check_init_zeroed(store)
         comm.Barrier()
+
+
+def check_init_zeroed(store):
+    """Rows ``init`` / ``init_records`` made and nothing wrote read as zeros, also where
+    the memory held a removed variable's bytes (the heap reuses a freed chunk of the same
+    size where MPI gives a rank private memory: a group of one)."""
+    g = store.group_rank
+    for k in range(3):
+        store.add("dirty", np.full((3 + g, 2), -1, dtype=np.float32))
+        store.remove("dirty")
+        store.init("fresh", 3 + g, (2,), np.float32)
+        store.init_records("fresh_recs", {"x": (np.int64, (2,))}, {"x": [1, 2 + g]})
+        store.sync()
+        got = store.get_range("fresh", 0, store.nrows("fresh"))
+        check(not got.view(np.uint32).any(), f"init rows not written read {got.ravel()}")
+        packed, _ = store.get_records_packed("fresh_recs", range(store.nrows("fresh_recs")))
+        check(not packed["x"].any(), f"init_records rows not written read {packed['x']}")
+        store.remove("fresh")
+        store.remove("fresh_recs")
 
 
 def main():
