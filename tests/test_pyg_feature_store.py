@@ -160,9 +160,9 @@ def test_uint8_masks_and_tuples_as_torch_reads_them(fs):
 def test_put_with_index_updates_rows(fs):
     """put_tensor with an index writes those rows of a held attribute (values broadcast
     and cast as ``out[idx] = v``); whole puts with index None / slice(None); a whole put
-    of the same layout replaces in place; an index on an attribute not held, a whole put
-    of another layout, values that do not fit: refused, nothing changed (an index on an
-    attribute not held creates it: test_first_put_with_index)."""
+    of the same layout replaces in place, of another layout puts the attribute again (as
+    PyG's reference store); values that do not fit: refused, nothing changed (an index
+    on an attribute not held creates it: test_first_put_with_index)."""
     from ddstore import DDStoreValueError, DDStoreIndexError
     ref = RefStore()
     x = torch.arange(24, dtype=torch.float32).view(8, 3)
@@ -178,9 +178,12 @@ def test_put_with_index_updates_rows(fs):
             assert s.put_tensor(value, "n", "x", **kw) is True
         assert same(fs.get_tensor("n", "x", None), ref.get_tensor("n", "x", None)), kw
     assert same(fs.get_tensor("n", "x", None), x.flip(0))
+    for value in (x[:5].double(), x.flip(0)):  # another layout, then the first again
+        for s in (fs, ref):
+            assert s.put_tensor(value, "n", "x", None) is True
+        assert same(fs.get_tensor("n", "x", None), ref.get_tensor("n", "x", None))
+        assert fs.get_tensor("n", "x", None).dtype == value.dtype
     before = fs.get_tensor("n", "x", None)
-    with pytest.raises(DDStoreValueError, match="already stored as 8 rows"):
-        fs.put_tensor(x.double(), "n", "x", None)
     with pytest.raises(DDStoreValueError, match="cannot be cast"):
         fs.put_tensor(torch.ones(1, 3, dtype=torch.complex64), "n", "x", index=[0])
     with pytest.raises(DDStoreValueError, match="do not fit 2 indexed rows"):

@@ -119,8 +119,8 @@ class FeatureStore(_PygFeatureStore):
       keeps its own member's rows.  ``x`` is any array-like PyG accepts: a torch tensor,
       a numpy array, an ``np.memmap`` or anything with ``shape`` and row slicing; those
       last ones are read only in this member's row range.  Putting an attribute already
-      held replaces its values when rows, row shape and dtype are the same (in place; a
-      different layout is refused: ``remove_tensor`` it first, or ``update_tensor``);
+      held replaces its values: in place when rows, row shape and dtype are the same,
+      else the attribute is put again (as ``update_tensor``, below);
     - ``put_tensor(values, ..., index=idx)`` on an attribute already held writes rows
       ``idx`` (a tensor / array / list of row ids, negatives from the end, a slice, a
       boolean mask or an int), as PyG's ``Data`` does with ``out[idx] = values``:
@@ -339,28 +339,16 @@ class FeatureStore(_PygFeatureStore):
         return self._get_tensor_size(self._cast(args, kwargs))
 
     def update_tensor(self, tensor, *args, **kwargs):
-        """Collective: PyG's ``update_tensor``.  With an ``index``: writes those rows (as
-        :meth:`put_tensor`).  Without: the attribute's new whole value, written in place
-        when rows, row shape and dtype are unchanged (all or nothing), otherwise the
-        attribute is removed and put again (PyG's default): the new tensor is checked
+        """Collective: PyG's ``update_tensor``, which is :meth:`put_tensor` here.  With an
+        ``index``: writes those rows.  Without: the attribute's new whole value, written
+        in place when rows, row shape and dtype are unchanged (all or nothing), otherwise
+        the attribute is removed and put again (PyG's default): the new tensor is checked
         on every rank first, and the held rows are kept until the new ones are stored
         (until an enclosing :meth:`DDStore.transaction` commits): bad input (a dtype
         that cannot be stored, a tensor that differs between ranks, rows other than
         declared), a failed allocation or a rollback leaves the held attribute as it
         was.  Memory: the old and the new rows are both held meanwhile."""
-        attr = self._cast(args, kwargs)
-        key = (attr.group_name, attr.attr_name)
-        a = self._attrs.get(key)
-        if a is None or attr.index is not None and not _is_all(attr.index):
-            return self._put_tensor(tensor, attr)
-        with self.store.collective("FeatureStore.update", call_name(key)) as step:
-            self._check_mine()
-            arr, tdt = as_source(tensor, f"update_tensor {key!r}")
-            same = arr.ndim >= 1 and _layout(arr, tdt) == a.layout()
-            step.agree(same={"in place (same layout as held)": bool(same)})
-        if not same:  # checked whole before the held rows go (_put's replacing)
-            return self._put(tensor, _filled(attr), None, replacing=True)
-        return self._put_tensor(tensor, attr)
+        return self._put_tensor(tensor, self._cast(args, kwargs))
 
     def __setitem__(self, key, value):
         """Collective: ``fs[group, name] = x`` (``fs[group] = x``: attr_name None)."""
@@ -388,9 +376,20 @@ class FeatureStore(_PygFeatureStore):
         with an ``index`` the rows to write into an attribute already held."""
         attr = _filled(attr)
         key = (attr.group_name, attr.attr_name)
-        if key in self._attrs:
-            return self._put_rows(tensor, attr, self._attrs[key])
-        return self._put(tensor, attr, None)
+        a = self._attrs.get(key)
+        if a is None:
+            return self._put(tensor, attr, None)
+        if attr.index is None or _is_all(attr.index):
+            # a whole value over a held attribute: in place with the held layout, else the
+            # attribute is put again (as PyG's reference stores replace it)
+            with self.store.collective("FeatureStore.put_whole", call_name(key)) as step:
+                self._check_mine()
+                arr, tdt = as_source(tensor, f"put {key!r}")
+                same = arr.ndim >= 1 and _layout(arr, tdt) == a.layout()
+                step.agree(same={"in place (same layout as held)": bool(same)})
+            if not same:  # checked whole before the held rows go (_put's replacing)
+                return self._put(tensor, attr, None, replacing=True)
+        return self._put_rows(tensor, attr, a)
 
     def _put_rows(self, tensor, attr, a):
         """Collective: write rows ``attr.index`` (None: all) of the held attribute ``a``

@@ -316,10 +316,13 @@ def errors(store, data, fs, gs, tag):
     expect_error(DDStoreValueError, ["dtype <U1", "cannot be stored"], fs.put_tensor,
                  np.array(["a"] * N), group_name=None, attr_name="s", agree=True,
                  store=store, what="string dtype")
-    # a whole put over a held attribute replaces it in place only with the same layout
-    expect_error(DDStoreValueError, ["already stored as", "remove_tensor it first"],
-                 fs.put_tensor, data.x.double(), group_name=None, attr_name="x",
-                 agree=True, store=store)
+    # a whole put over a held attribute of another layout puts it again (PyG's reference
+    # store replaces it), and back
+    for value in (data.x.double(), data.x):
+        check(fs.put_tensor(value, group_name=None, attr_name="x") is True, "put again")
+        got = fs.get_tensor(group_name=None, attr_name="x")
+        check(got.dtype == value.dtype and torch.equal(got, value),
+              f"a whole put of another layout: {got.dtype} {tuple(got.shape)}")
     expect_error(DDStoreIndexError, ["destination node", "out of range [0, 5)"],
                  gs.put_edge_index, data.edge_index, edge_type=("a", "r", "b"),
                  layout="coo", size=(N, 5), agree=True, store=store, agreed=True)
