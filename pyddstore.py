@@ -315,10 +315,10 @@ class PyDDStore:
             name = ann_name[len(_ANNOTATION):]
             if name in self._info or name not in st:
                 continue
-            meta = st.annotation(ann_name, _KIND).meta
-            init = meta.get("init") is True  # (absent from checkpoints made before)
-            self._info[name] = _Info(int(meta["disp"]), int(meta["itemsize"]), st,
-                                     self._readers(name), name, init)
+            with st.annotation(ann_name, _KIND).reading(f"PyDDStore {name!r}") as meta:
+                init = meta.get("init") is True  # (absent from checkpoints made before)
+                disp, itemsize = int(meta["disp"]), int(meta["itemsize"])
+            self._info[name] = _Info(disp, itemsize, st, self._readers(name), name, init)
             self._fence = self._fence or init
 
     def save(self, path):

@@ -8,12 +8,13 @@ Its interface: the public calls the store delegates to (documented here: ``annot
 (a variable removed drops the annotations that name it); for the checkpoints,
 :attr:`Annotations.table` (name -> :class:`Annotation`).  It calls the store only through
 its public methods (``check_alive``, ``name in store``)."""
+import contextlib
 import json
 
 import numpy as np
 
 from ._checks import STORABLE_NAMES
-from .errors import DDStoreValueError
+from .errors import DDStoreError, DDStoreValueError
 
 __all__ = ["Annotation", "Annotations", "check_object_name"]
 
@@ -50,6 +51,19 @@ def cut_fault(nrows, cut):
     return None
 
 
+class _Fields(dict):
+    """A meta dict that notes the last field read (:meth:`Annotation.reading`)."""
+    last = None
+
+    def __getitem__(self, key):
+        self.last = key
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.last = key
+        return super().get(key, default)
+
+
 class Annotation:
     """What a layer recorded about an object it built (see :meth:`DDStore.annotate`):
     ``kind`` (str), ``meta`` (a JSON-serialisable dict), ``arrays`` (dict of numpy
@@ -63,6 +77,31 @@ class Annotation:
         self.kind, self.meta, self.arrays = kind, meta, arrays
         self.variables, self.cuts = variables, cuts
         self.unsaved = None
+
+    @contextlib.contextmanager
+    def reading(self, what):
+        """Around a layer's reading of :attr:`meta` and :attr:`arrays` (its ``open``):
+        a field missing, or of another type or value than the layer writes (a
+        checkpoint's manifest edited by hand, its checksum recomputed), is a
+        :class:`DDStoreValueError` naming ``what`` and the field, not a bare
+        ``KeyError`` or ``TypeError`` of the layer's code.  Yields :attr:`meta`, which
+        notes the fields read meanwhile (:attr:`meta` reads them too)."""
+        saved = self.meta
+        self.meta = fields = _Fields(saved)
+        try:
+            yield fields
+        except DDStoreError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError,
+                OverflowError) as exc:
+            bad = (f"no field {exc.args[0]!r}" if type(exc) is KeyError and exc.args else
+                   f"a field of another type or value ({type(exc).__name__}: {exc}; the "
+                   f"last field read: {fields.last!r})")
+            raise DDStoreValueError(f"{what}: its annotation (what its builder recorded, "
+                                    f"from the checkpoint's manifest after a restore) has "
+                                    f"{bad} (a damaged or hand-edited checkpoint?)") from None
+        finally:
+            self.meta = saved
 
     def refuse_save(self, why):
         """Local, alike on every rank (a layer whose object is no longer in a state a

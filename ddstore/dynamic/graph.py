@@ -679,32 +679,37 @@ class DynamicGraph:
         is none of them."""
         ann = store.annotation(name, kind=KIND)
         meta = ann.meta
-        if cache_size is not None and (not is_int(cache_size) or cache_size < 1):
-            raise DDStoreValueError(f"DynamicGraph {name!r}: cache_size={cache_size!r}; "
-                                    f"allowed: an integer >= 1")
-        _check_annotation(store, name, meta, ann.arrays)
-        self = cls.__new__(cls)
-        self.store, self.name = store, name
-        self._dname, self._cname = f"{name}/delta", f"{name}/ckpt"
-        self.num_steps, self.num_nodes = int(meta["num_steps"]), int(meta["num_nodes"])
-        self.weighted, self.dedup = bool(meta["weighted"]), meta["dedup"]
-        # saved by a version without it: an id made from what was saved (a graph built
-        # since has a random one, so a successor under the name still differs)
-        told = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)
-        self.build_id = meta.get("build_id") or \
-            f"saved-{fingerprint(told, fingerprint(ann.arrays['num_edges'])):016x}"
-        self.cache_size = int(meta["cache_size"] if cache_size is None else cache_size)
-        self._cache = _SnapCache()
-        self._bits = _key_bits(self.num_nodes)
-        self._mask = (1 << self._bits) - 1
-        self._num_edges = np.array(ann.arrays["num_edges"], dtype=np.int64)
-        self._delta_entries = np.array(ann.arrays["delta_entries"], dtype=np.int64)
-        self.checkpoint_every = int(meta["checkpoint_every"])
-        self._ckpt_steps = np.arange(0, self.num_steps, self.checkpoint_every,
-                                     dtype=np.int64)
-        self.has_deltas = self.checkpoint_every > 1
-        self._cum = np.concatenate(([0], np.cumsum(self._delta_entries[1:]))).astype(
-            np.int64)
+        told = f"cache_size={cache_size!r}"
+        if cache_size is None:  # (as built: checked as a given one, naming the annotation)
+            cache_size = meta.get("cache_size")
+            told = f"its annotation's 'cache_size' is {cache_size!r} (absent: None)"
+        if not is_int(cache_size) or cache_size < 1:
+            raise DDStoreValueError(f"DynamicGraph {name!r}: {told}; allowed: an integer "
+                                    f">= 1")
+        with ann.reading(f"DynamicGraph.open({name!r})") as meta:
+            _check_annotation(store, name, meta, ann.arrays)
+            self = cls.__new__(cls)
+            self.store, self.name = store, name
+            self._dname, self._cname = f"{name}/delta", f"{name}/ckpt"
+            self.num_steps, self.num_nodes = int(meta["num_steps"]), int(meta["num_nodes"])
+            self.weighted, self.dedup = bool(meta["weighted"]), meta["dedup"]
+            # saved by a version without it: an id made from what was saved (a graph built
+            # since has a random one, so a successor under the name still differs)
+            told = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)
+            self.build_id = meta.get("build_id") or \
+                f"saved-{fingerprint(told, fingerprint(ann.arrays['num_edges'])):016x}"
+            self.cache_size = int(cache_size)
+            self._cache = _SnapCache()
+            self._bits = _key_bits(self.num_nodes)
+            self._mask = (1 << self._bits) - 1
+            self._num_edges = np.array(ann.arrays["num_edges"], dtype=np.int64)
+            self._delta_entries = np.array(ann.arrays["delta_entries"], dtype=np.int64)
+            self.checkpoint_every = int(meta["checkpoint_every"])
+            self._ckpt_steps = np.arange(0, self.num_steps, self.checkpoint_every,
+                                         dtype=np.int64)
+            self.has_deltas = self.checkpoint_every > 1
+            self._cum = np.concatenate(([0], np.cumsum(self._delta_entries[1:]))).astype(
+                np.int64)
         self._bind()
         return self
 

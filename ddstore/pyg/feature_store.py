@@ -272,39 +272,39 @@ class FeatureStore(_PygFeatureStore):
         deterministic from what every rank holds alike).  An unknown ``name`` raises a
         :class:`~ddstore.DDStoreValueError` naming the feature stores held."""
         ann = find_annotation(store, FEATURE_KIND, name, "FeatureStore.open")
-        meta = ann.meta
-        self = cls.__new__(cls)
-        _PygFeatureStore.__init__(self, tensor_attr_cls=TensorAttr)
-        self.__dict__["chunk_rows"] = meta["chunk_rows"]
-        self.__dict__["_rolled_back"] = ""
-        self.__dict__["store"] = store
-        self.__dict__["name"] = name
-        attrs = {}
-        for group, attr_name, var, num_rows, row_shape, dtype, tdt in meta["attrs"]:
-            group, dtype = type_from_json(group), np.dtype(dtype)
-            row_shape, tdt = tuple(row_shape), torch_dtype_named(tdt)
-            if var not in store or store.nrows(var) != num_rows or \
-                    np.dtype(store.dtype(var)) != dtype or \
-                    tuple(store.row_shape(var)) != row_shape:
-                raise DDStoreValueError(
-                    f"FeatureStore.open {name!r}: attribute {(group, attr_name)!r} needs "
-                    f"variable {var!r} of {num_rows} rows of {row_shape} {dtype}, which "
-                    f"the store does not hold")
-            now = self._var_of(group, attr_name)
-            if var != now:  # saved before names were escaped (docs/pyg.md): the graph
-                # store, which finds times and weights by name, would miss it
-                raise DDStoreValueError(
-                    f"FeatureStore.open {name!r}: attribute {(group, attr_name)!r} was "
-                    f"saved as variable {var!r}, which this version names {now!r} (a "
-                    f"type or attribute name with '/', '%' or a double, leading or "
-                    f"trailing underscore): put the graph again from its source")
-            attrs[(group, attr_name)] = _Attr(group, attr_name, var, store.handle(var),
-                                              int(num_rows), row_shape, dtype, tdt)
+        with ann.reading(f"FeatureStore.open({name!r})") as meta:
+            self = cls.__new__(cls)
+            _PygFeatureStore.__init__(self, tensor_attr_cls=TensorAttr)
+            self.__dict__["chunk_rows"] = meta["chunk_rows"]
+            self.__dict__["_rolled_back"] = ""
+            self.__dict__["store"] = store
+            self.__dict__["name"] = name
+            attrs = {}
+            for group, attr_name, var, num_rows, row_shape, dtype, tdt in meta["attrs"]:
+                group, dtype = type_from_json(group), np.dtype(dtype)
+                row_shape, tdt = tuple(row_shape), torch_dtype_named(tdt)
+                if var not in store or store.nrows(var) != num_rows or \
+                        np.dtype(store.dtype(var)) != dtype or \
+                        tuple(store.row_shape(var)) != row_shape:
+                    raise DDStoreValueError(
+                        f"FeatureStore.open {name!r}: attribute {(group, attr_name)!r} needs "
+                        f"variable {var!r} of {num_rows} rows of {row_shape} {dtype}, which "
+                        f"the store does not hold")
+                now = self._var_of(group, attr_name)
+                if var != now:  # saved before names were escaped (docs/pyg.md): the graph
+                    # store, which finds times and weights by name, would miss it
+                    raise DDStoreValueError(
+                        f"FeatureStore.open {name!r}: attribute {(group, attr_name)!r} was "
+                        f"saved as variable {var!r}, which this version names {now!r} (a "
+                        f"type or attribute name with '/', '%' or a double, leading or "
+                        f"trailing underscore): put the graph again from its source")
+                attrs[(group, attr_name)] = _Attr(group, attr_name, var, store.handle(var),
+                                                  int(num_rows), row_shape, dtype, tdt)
+            self.__dict__["_declared"] = {type_from_json(g): int(n)
+                                          for g, n in meta["declared"]}
         self.__dict__["_attrs"] = attrs
         self._track_changes()
         self.__dict__["_recorded"] = ann  # (the record it was opened from)
-        self.__dict__["_declared"] = {type_from_json(g): int(n)
-                                      for g, n in meta["declared"]}
         return self
 
     # ------------------------------------------------ PyG's calls, UNSET fields None

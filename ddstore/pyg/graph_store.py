@@ -255,56 +255,57 @@ class GraphStore(_PygGraphStore):
         from what every rank holds alike); every rank calls it.  An unknown ``name``
         raises a :class:`~ddstore.DDStoreValueError` naming the graph stores held."""
         ann = find_annotation(store, GRAPH_KIND, name, "GraphStore.open")
-        meta, arrays = ann.meta, ann.arrays
-        self = cls.__new__(cls)
-        _PygGraphStore.__init__(self, edge_attr_cls=EdgeAttr)
-        self._setup(store, name, meta["time_attr"], meta["weight_attr"],
-                    meta["chunk_edges"])
-        state, width = self._state, store.group_size
+        with ann.reading(f"GraphStore.open({name!r})"):
+            meta, arrays = ann.meta, ann.arrays
+            self = cls.__new__(cls)
+            _PygGraphStore.__init__(self, edge_attr_cls=EdgeAttr)
+            self._setup(store, name, meta["time_attr"], meta["weight_attr"],
+                        meta["chunk_edges"])
+            state, width = self._state, store.group_size
 
-        def entry(e):
-            edge_type, vars_ = type_from_json(e["edge_type"]), dict(e["vars"])
-            indptr = node_off = times = None
-            for v in vars_.values():
-                if v not in store:
+            def entry(e):
+                edge_type, vars_ = type_from_json(e["edge_type"]), dict(e["vars"])
+                indptr = node_off = times = None
+                for v in vars_.values():
+                    if v not in store:
+                        raise DDStoreValueError(
+                            f"GraphStore.open {name!r}: edge type {edge_type!r} needs "
+                            f"variable {v!r}, which the store does not hold")
+                under = tuple(f"{name}/{kind}/{type_key(edge_type)}/"
+                              for kind in ("csc", "out"))
+                old = [v for v in vars_.values() if not v.startswith(under)]
+                if old:  # saved before names were escaped (docs/pyg.md): its times and
+                    # weights would be looked up under names they do not have, and missed
                     raise DDStoreValueError(
-                        f"GraphStore.open {name!r}: edge type {edge_type!r} needs "
-                        f"variable {v!r}, which the store does not hold")
-            under = tuple(f"{name}/{kind}/{type_key(edge_type)}/"
-                          for kind in ("csc", "out"))
-            old = [v for v in vars_.values() if not v.startswith(under)]
-            if old:  # saved before names were escaped (docs/pyg.md): its times and
-                # weights would be looked up under names they do not have, and missed
-                raise DDStoreValueError(
-                    f"GraphStore.open {name!r}: edge type {edge_type!r} was saved as "
-                    f"{old[0]!r}, which this version names under {under[0]!r} (a "
-                    f"type name with '/', '%' or a double, leading or trailing "
-                    f"underscore): put the graph again from its source")
-            if e["indptr"] is not None:
-                indptr = arrays[e["indptr"]]
-                node_off = node_offsets(indptr, store.chunk_offsets(vars_["nbr"]),
-                                        width)
-            if e["node_times"] is not None:
-                key, var = e["node_times"]
-                times = arrays[key]
-                if var is not None:
-                    state.node_times[var] = times
-            c = Lists(edge_type, tuple(e["size"]), e["num_edges"], indptr, node_off, vars_,
-                     e["time_attr"], e["time_level"], EdgeLayout(e["layout"]),
-                     e["is_sorted"], e["ptr_nodes"], times,
-                     None if e["time_dtype"] is None else np.dtype(e["time_dtype"]), store)
-            c.dropped = e["dropped"]
-            dts = e.get("index_dtypes")  # (absent from older checkpoints: int64)
-            c.index_dtypes = None if dts is None else tuple(dts)
-            return (edge_type, c.layout), c
-        for e in meta["stored"]:
-            key, c = entry(e)
-            state.stored[key] = c
-        for e in meta["reversed"]:
-            key, c = entry(e)
-            state.reversed[key] = c
-        for edge_type in dict.fromkeys(k[0] for k in state.stored):
-            state.choose(edge_type)
+                        f"GraphStore.open {name!r}: edge type {edge_type!r} was saved as "
+                        f"{old[0]!r}, which this version names under {under[0]!r} (a "
+                        f"type name with '/', '%' or a double, leading or trailing "
+                        f"underscore): put the graph again from its source")
+                if e["indptr"] is not None:
+                    indptr = arrays[e["indptr"]]
+                    node_off = node_offsets(indptr, store.chunk_offsets(vars_["nbr"]),
+                                            width)
+                if e["node_times"] is not None:
+                    key, var = e["node_times"]
+                    times = arrays[key]
+                    if var is not None:
+                        state.node_times[var] = times
+                c = Lists(edge_type, tuple(e["size"]), e["num_edges"], indptr, node_off, vars_,
+                         e["time_attr"], e["time_level"], EdgeLayout(e["layout"]),
+                         e["is_sorted"], e["ptr_nodes"], times,
+                         None if e["time_dtype"] is None else np.dtype(e["time_dtype"]), store)
+                c.dropped = e["dropped"]
+                dts = e.get("index_dtypes")  # (absent from older checkpoints: int64)
+                c.index_dtypes = None if dts is None else tuple(dts)
+                return (edge_type, c.layout), c
+            for e in meta["stored"]:
+                key, c = entry(e)
+                state.stored[key] = c
+            for e in meta["reversed"]:
+                key, c = entry(e)
+                state.reversed[key] = c
+            for edge_type in dict.fromkeys(k[0] for k in state.stored):
+                state.choose(edge_type)
         return self
 
     # ------------------------------------------------------------------ putting

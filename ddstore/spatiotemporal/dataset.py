@@ -949,9 +949,10 @@ class WindowDataset(_WindowView):
         Raises :class:`DDStoreValueError` naming the known datasets when ``name`` is
         none of them."""
         ann = store.annotation(name, kind=cls._KIND)
-        _check_annotation(store, name, ann.meta)
         self = cls.__new__(cls)
-        self._open(store, name, ann, device, resident)
+        with ann.reading(f"{cls.__name__}.open({name!r})"):
+            _check_annotation(store, name, ann.meta)
+            self._open(store, name, ann, device, resident)
         return self
 
     def _open(self, store, name, ann, device, resident):

@@ -676,35 +676,38 @@ class TemporalGraph:
         width (reads do not depend on it).  Raises :class:`DDStoreValueError` naming the
         graphs the store holds when there is no graph ``name``."""
         ann = store.annotation(name, kind=cls.KIND)
-        meta = ann.meta
-        if meta.get("version") != 1:
-            raise DDStoreValueError(f"graph {name!r}: recorded by a newer ddstore (format "
-                                    f"{meta.get('version')!r}); this one reads format 1")
-        indptr = np.ascontiguousarray(ann.arrays["indptr"], dtype=np.int64)
-        num_nodes, num_edges = meta.get("num_nodes"), meta.get("num_edges")
-        # the annotation checked against the variables it describes (a checkpoint's
-        # manifest edited by hand: num_nodes 23 -> 40 opened, then a bare IndexError)
-        held = (store.nrows(f"{name}/nbr"), store.nrows(f"{name}/edges"))
-        if not (is_int(num_nodes) and is_int(num_edges)) or indptr.shape != (
-                num_nodes + 1,) or int(indptr[-1]) != held[0] or num_edges != held[1]:
-            raise DDStoreValueError(
-                f"TemporalGraph.open({name!r}): its annotation says num_nodes="
-                f"{num_nodes!r}, num_edges={num_edges!r} with an indptr of "
-                f"{indptr.shape[0]} entries ending at {int(indptr[-1]) if indptr.size else None}"
-                f"; its variables hold {held[0]} neighbour entries and {held[1]} edges (a "
-                f"damaged checkpoint?)")
-        starts = store.chunk_offsets(f"{name}/nbr")
-        node_off = np.empty(starts.shape[0], np.int64)
-        node_off[0], node_off[-1] = 0, num_nodes
-        # each member's first node: its chunk starts at that node's list (a cut)
-        node_off[1:-1] = np.searchsorted(indptr, starts[1:-1], side="left")
-        g = cls(store, name, num_nodes, num_edges, indptr, node_off,
-                meta["add_reverse"], {k: int(v) for k, v in meta["split_counts"].items()},
-                meta["edge_feat"], meta["node_feat"], meta["edge_label"],
-                np.dtype(meta["time_dtype"]))
-        g.t_dtype = np.dtype(meta["t_dtype"])
-        g.num_users, g.num_items = meta["num_users"], meta["num_items"]
-        g.edge_offsets = store.chunk_offsets(f"{name}/edges")
+        with ann.reading(f"TemporalGraph.open({name!r})") as meta:
+            if meta.get("version") != 1:
+                raise DDStoreValueError(
+                    f"graph {name!r}: its annotation's 'version' is {meta.get('version')!r}; "
+                    f"this ddstore reads version 1 (a newer ddstore's checkpoint, or a "
+                    f"damaged one)")
+            indptr = np.ascontiguousarray(ann.arrays["indptr"], dtype=np.int64)
+            num_nodes, num_edges = meta.get("num_nodes"), meta.get("num_edges")
+            # the annotation checked against the variables it describes (a checkpoint's
+            # manifest edited by hand: num_nodes 23 -> 40 opened, then a bare IndexError)
+            held = (store.nrows(f"{name}/nbr"), store.nrows(f"{name}/edges"))
+            if not (is_int(num_nodes) and is_int(num_edges)) or indptr.shape != (
+                    num_nodes + 1,) or int(indptr[-1]) != held[0] or num_edges != held[1]:
+                end = int(indptr[-1]) if indptr.size else None
+                raise DDStoreValueError(
+                    f"TemporalGraph.open({name!r}): its annotation says num_nodes="
+                    f"{num_nodes!r}, num_edges={num_edges!r} with an indptr of "
+                    f"{indptr.shape[0]} entries ending at {end}; its variables hold "
+                    f"{held[0]} neighbour entries and {held[1]} edges (a damaged "
+                    f"checkpoint?)")
+            starts = store.chunk_offsets(f"{name}/nbr")
+            node_off = np.empty(starts.shape[0], np.int64)
+            node_off[0], node_off[-1] = 0, num_nodes
+            # each member's first node: its chunk starts at that node's list (a cut)
+            node_off[1:-1] = np.searchsorted(indptr, starts[1:-1], side="left")
+            g = cls(store, name, num_nodes, num_edges, indptr, node_off,
+                    meta["add_reverse"], {k: int(v) for k, v in meta["split_counts"].items()},
+                    meta["edge_feat"], meta["node_feat"], meta["edge_label"],
+                    np.dtype(meta["time_dtype"]))
+            g.t_dtype = np.dtype(meta["t_dtype"])
+            g.num_users, g.num_items = meta["num_users"], meta["num_items"]
+            g.edge_offsets = store.chunk_offsets(f"{name}/edges")
         prefault_built(store, [f"{name}/{k}" for k in _T_VARS])
         return g
 
