@@ -957,6 +957,28 @@ def test_node_ids_come_back_from_a_checkpoint_as_they_went_in(store, tmp_path):
             st.from_arrays(raw, node_ids=ids)
 
 
+def test_a_split_of_ratio_zero_reopens(store, tmp_path):
+    """A split of ratio 0 (empty; without ``overlap`` at its first time step, ``T`` for
+    the test split) reopens, in the store and from a checkpoint, every window of every
+    split equal (``open`` refused it as a damaged annotation)."""
+    raw = random_series(T=100, n=3, f=1, seed=4)
+    made = [make(store, raw, 4, split=s, overlap=o) for s in
+            ((0.7, 0.3, 0.0), (1.0, 0.0, 0.0), (0.8, 0.2, 0.0)) for o in (False, True)]
+    store.save(str(tmp_path / "ck"))
+    back = ddstore.DDStore.restore(str(tmp_path / "ck"), store.comm)
+    try:
+        for ds in made:
+            for s in (store, back):
+                got = st.WindowDataset.open(s, ds.name)
+                assert got.split_bounds == ds.split_bounds
+                for a, b in zip(ds.splits(), got.splits()):
+                    assert len(a) == len(b)
+                    for i in range(len(a)):
+                        assert all(torch.equal(x, y) for x, y in zip(a[i], b[i])), i
+    finally:
+        back.free()
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [2, 3, 4])
 @pytest.mark.shared_launch("st_windows.py", "{tmp}", timeout=180)

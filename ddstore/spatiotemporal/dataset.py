@@ -1517,16 +1517,17 @@ class WindowDataset(_WindowView):
 def _check_annotation(store, name, meta):
     """Raise a :class:`DDStoreValueError` unless dataset ``name``'s annotation agrees
     with the series it describes: its shape with the stored rows' shape, a horizon in
-    ``[1, T // 2]``, splits of window starts within the series (a checkpoint's manifest
-    edited by hand: a horizon or splits changed read other windows, or raised a bare
-    IndexError)."""
+    ``[1, T // 2]``, splits of window starts within the series, an empty one anywhere
+    in it (without ``overlap``, a split of ratio 0 is empty at its first time step: at
+    ``T`` for the test split) (a checkpoint's manifest edited by hand: a horizon or
+    splits changed read other windows, or raised a bare IndexError)."""
     try:
         T, n, f = (int(v) if is_int(v) else None for v in meta["shape"])
         h, splits = meta["horizon"], meta["splits"]
         windows = num_windows(T, h) if is_int(h) and T and 1 <= h <= T // 2 else None
         ok = windows is not None and store.handle(name).row_shape == (n, f) and \
             isinstance(splits, dict) and all(
-                is_int(a) and is_int(b) and 0 <= a <= b <= windows
+                is_int(a) and is_int(b) and (0 <= a <= b <= windows or 0 <= a == b <= T)
                 for a, b in splits.values())
     except (KeyError, TypeError, ValueError):
         ok = False
