@@ -654,7 +654,8 @@ def _same_error(call, values):
     """The error (the same on every rank) when the gathered ``same`` values differ."""
     if all(v == values[0] for v in values):
         return None
-    what = _describe(call) if call is not None else "this collective call"
+    # (a later step of a call: the call it belongs to, the same on every rank)
+    what = _describe(call) if call is not None else _current() or "this collective call"
     if all(isinstance(v, dict) for v in values):  # name only the settings that differ
         keys = [k for k in dict.fromkeys(k for v in values for k in v)
                 if k != SAME_HINT and any(v.get(k) != values[0].get(k) for v in values)]
