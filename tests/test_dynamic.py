@@ -286,6 +286,23 @@ def test_nonfinite_weights_name_the_edge():
         store.free()
 
 
+def test_bfloat16_weights_are_their_float32_values():
+    """Weights given as bfloat16 tensors are stored as the float32 values they are (as
+    the package reads tensors elsewhere): every snapshot equals the float32 graph's."""
+    store = _store()
+    try:
+        rng = np.random.default_rng(3)
+        edges = [torch.tensor([[0, 1, 2], [1, 2, 0]])] * 3
+        w = [torch.from_numpy(rng.standard_normal(3)).to(torch.bfloat16) for _ in edges]
+        a = DynamicGraph(store, "a", edges, w)
+        b = DynamicGraph(store, "b", edges, [x.float() for x in w])
+        for t in range(3):
+            (ea, wa), (eb, wb) = a[t], b[t]
+            assert torch.equal(ea, eb) and torch.equal(wa, wb), t
+    finally:
+        store.free()
+
+
 def test_uint64_node_ids_reported_as_given():
     store = _store()
     try:
@@ -306,12 +323,20 @@ def test_uint64_node_ids_reported_as_given():
 
 def test_step_errors_name_the_graph():
     """Every refusal of a step's edges or weights names the graph as well as the step
-    (shape, dtype, an unreadable step, a weight count, a duplicate edge)."""
+    (shape, dtype, an unreadable step, a lazy sequence shorter than it says, a torch
+    dtype numpy lacks, a weight count, a duplicate edge)."""
     store = _store()
 
     class Unreadable:
         def __array__(self, *args, **kwargs):
             raise OSError("disk gone")
+
+    class Short:  # a lazy sequence whose length says more steps than it holds
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, t):
+            return [np.ones(2)][t]
 
     good = np.array([[0, 1], [1, 2]])
     cases = [
@@ -319,6 +344,11 @@ def test_step_errors_name_the_graph():
          r"edges\[1\] must have shape \[2, E_t\]"),
         (dict(edges=[good.astype(np.float32)]), r"edges\[0\] must hold integer node ids"),
         (dict(edges=[good, Unreadable()]), r"edges\[1\] is not an array: OSError: disk gone"),
+        (dict(edges=[good, good], weights=Short()),
+         r"weights\[1\] is not an array: IndexError"),
+        (dict(edges=[good], weights=[torch.ones(2).to(torch.float8_e4m3fn)]),
+         r"weights\[0\]: torch dtype torch.float8_e4m3fn has no numpy equivalent.*"
+         r"allowed: bool, integer or floating point"),
         (dict(edges=[good], weights=[np.ones(3)]),
          r"weights\[0\] has 3 entries but edges\[0\] has 2 edges"),
         (dict(edges=[good], weights=[np.ones((2, 1))]),

@@ -30,9 +30,10 @@ import torch
 
 from .. import _core
 from ..cli import progress_bar
-from ..errors import (DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
+from ..errors import (DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreStateError,
                       DDStoreValueError)
-from .._checks import as_bool, check_free_names, host_tensor, integer_scalar, is_int, partition
+from .._checks import (as_bool, check_free_names, integer_scalar, is_int, partition,
+                       tensor_values)
 from .._collective import holds_interrupts
 from ..memory import release_free_heap
 from ..annotations import check_object_name
@@ -63,10 +64,16 @@ def _key_bits(num_nodes):
     return max(1, int(num_nodes - 1).bit_length())
 
 
-def _to_numpy(value):
-    if isinstance(value, torch.Tensor):
-        return host_tensor(value, "DynamicGraph").numpy()
-    return np.asarray(value)
+def _step_array(seq, t, what):
+    """``seq[t]`` as a numpy array (a tensor's values: bfloat16 widened to float32, as
+    the package reads tensors); what cannot be read, an index error of a lazy sequence
+    included, is refused naming ``what`` (``"edges[3]"``)."""
+    try:
+        return np.asarray(tensor_values(seq[t], what))
+    except DDStoreError:
+        raise
+    except Exception as exc:
+        raise _unreadable(what, exc) from None
 
 
 def _unreadable(what, exc):
@@ -78,14 +85,11 @@ def _unreadable(what, exc):
     return DDStoreValueError(f"{what} is not an array: {type(exc).__name__}: {exc}")
 
 
-def _step_edges(edges_t, t, num_nodes, who):
-    """Validated ``[2, E]`` int64 array of step ``t`` (``num_nodes`` None: ids in
-    ``[0, _MAX_NODES)``); ``who`` begins each error (``"DynamicGraph 'g': "``)."""
+def _step_edges(edges, t, num_nodes, who):
+    """Validated ``[2, E]`` int64 array of step ``t`` of ``edges`` (``num_nodes`` None:
+    ids in ``[0, _MAX_NODES)``); ``who`` begins each error (``"DynamicGraph 'g': "``)."""
     what = f"{who}edges[{t}]"
-    try:
-        arr = _to_numpy(edges_t)
-    except Exception as exc:
-        raise _unreadable(what, exc) from None
+    arr = _step_array(edges, t, what)
     if arr.size == 0 and arr.ndim in (1, 2) and (arr.ndim == 1 or arr.shape[0] == 2 or
                                                 arr.shape[1] == 2):
         return np.zeros((2, 0), dtype=np.int64)  # an empty step (PGT writes [] for it)
@@ -113,13 +117,9 @@ def _step_weights(weights, t, edge_index, who):
     if weights is None:
         return None
     num_edges = edge_index.shape[1]
-    w_t = weights[t]
-    if w_t is None:
+    w = _step_array(weights, t, what)
+    if w.dtype == object and w.ndim == 0 and w.item() is None:  # (a step given as None)
         return np.ones(num_edges)
-    try:
-        w = _to_numpy(w_t)
-    except Exception as exc:
-        raise _unreadable(what, exc) from None
     if w.size == 0 and num_edges == 0:
         return np.zeros(0)
     if w.ndim != 1 or w.dtype.kind not in "biuf":
@@ -421,7 +421,7 @@ class DynamicGraph:
             top = -1
             if num_nodes is None:
                 for t in range(lo, hi):
-                    ei = _step_edges(edges[t], t, None, self._who)
+                    ei = _step_edges(edges, t, None, self._who)
                     if ei.size:
                         top = max(top, int(ei.max()))
             # and the steps in memory (each rank stores its own steps from its own copy)
@@ -543,7 +543,7 @@ class DynamicGraph:
         return f"DynamicGraph {self.name!r}: "
 
     def _canonical(self, edges, weights, t):
-        ei = _step_edges(edges[t], t, self.num_nodes, self._who)
+        ei = _step_edges(edges, t, self.num_nodes, self._who)
         w = _step_weights(weights, t, ei, self._who)
         keys, w = canonical_edges(ei, w, self.num_nodes, self.dedup, t, self._who)
         if w is not None and self.dedup == "sum" and keys.shape[0] < ei.shape[1]:
