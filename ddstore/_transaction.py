@@ -183,9 +183,15 @@ class Transaction:
         self._mark = 0
         self._held = None  # SIGINT deferred between steps (ddstore._collective)
         self._scope = None  # the scope of steps it encloses (ddstore._collective)
+        self._open = False  # between __enter__ and __exit__
 
     def __enter__(self):
         self.store.check_alive()
+        if self._open:  # (its mark and its held interrupts would be lost)
+            raise DDStoreStateError(
+                f"transaction {self.label!r} is already open: a transaction object is "
+                f"entered once at a time; for a nested one, enter a new "
+                f"store.transaction()")
         self._held = hold_interrupts()
         try:  # (refused, with nothing begun, while another thread is in a collective
             # call of this process)
@@ -198,6 +204,7 @@ class Transaction:
             self._mark = len(self._entries)
             self._journal.depth += 1
             self._journal.marks.append(self._mark)
+            self._open = True
         except BaseException:  # (nothing here raises; the scope is never left open)
             leave_scope(self._scope)
             release_interrupts(self._held)
@@ -237,18 +244,18 @@ class Transaction:
         try:
             # an agreed error, or an interrupt agreed in a round (a KeyboardInterrupt
             # raised alike on every rank: ddstore._collective.DDStoreInterrupt)
-            if exc is not None and (is_agreed(exc) or (isinstance(exc, Exception) and
-                                                       store.size == 1)) \
+            # (on one rank any exception is agreed: a KeyboardInterrupt, a SystemExit)
+            if exc is not None and (is_agreed(exc) or store.size == 1) \
                     and not store.freed:
                 self._rollback()
             elif exc is None and journal.depth == 0 and not store.freed:
                 self._commit()  # the outermost commits (free() inside: all is gone)
-            elif exc is not None and isinstance(exc, Exception) and \
-                    journal.depth == 0 and not store.freed:
+            elif exc is not None and journal.depth == 0 and not store.freed:
                 self._left_as_is(exc)  # (an inner block's: the outermost tells)
         finally:
             if journal.depth == 0:  # the next transaction starts a new record
                 journal.entries = []
+            self._open = False
             leave_scope(self._scope)
             release_interrupts(self._held)  # a SIGINT no round saw: raised now
         return False

@@ -302,7 +302,8 @@ def test_local_exception_starts_no_collective(store, monkeypatch):
         calls.append(args)
         return plain(*args, **kwargs)
     monkeypatch.setattr(store, "collective", spy)
-    for i, exc in enumerate((KeyError("local"), DDStoreValueError("not agreed"))):
+    for i, exc in enumerate((KeyError("local"), DDStoreValueError("not agreed"),
+                             KeyboardInterrupt())):
         with pytest.raises(type(exc)), pytest.warns(
                 RuntimeWarning, match=rf"transaction 'local' left by {type(exc).__name__}, "
                                       rf"an error not agreed.*stays created: \['v{i}'\]"):
@@ -311,23 +312,52 @@ def test_local_exception_starts_no_collective(store, monkeypatch):
                 calls.clear()  # what leaving the block starts
                 raise exc
         assert calls == []
-    assert store.variables() == ["v0", "v1"]
+    assert store.variables() == ["v0", "v1", "v2"]
     with store.transaction("after") as t:  # the record was dropped at the exit
         assert t.created == []
     # the control: an agreed error leaving the block does start the rollback's step
     with pytest.raises(DDStoreValueError):
         with store.transaction("agreed"):
-            store.add("v2", np.zeros(1))
+            store.add("v3", np.zeros(1))
             fail_in_step(store)
-    assert calls[-1] == ("transaction rollback",) and store.variables() == ["v0", "v1"]
+    assert calls[-1] == ("transaction rollback",) and store.variables() == ["v0", "v1",
+                                                                            "v2"]
 
 
-def test_one_rank_any_exception_rolls_back(store):
-    with pytest.raises(KeyError):
+@pytest.mark.parametrize("exc", [KeyError("local"), KeyboardInterrupt(), SystemExit(3)])
+def test_one_rank_any_exception_rolls_back(store, exc):
+    """On one rank every exception counts as agreed (docs/store.md), the ones that are
+    not an ``Exception`` too: what was made is removed, what was removed (set aside, its
+    annotation dropped) is back."""
+    store.add("x", np.arange(3.0))
+    store.annotate("objx", "Test", {}, variables=["x"])
+    with pytest.raises(type(exc)):
         with store.transaction("one"):
             store.add("a", np.zeros(1))
-            raise KeyError("local")
-    assert store.variables() == []
+            store.remove("x")
+            store.add("x", np.zeros(2))
+            raise exc
+    assert store.variables() == ["x"] and store.annotations() == ["objx"]
+    assert np.array_equal(store.get_range("x", 0, 3), np.arange(3.0))
+
+
+def test_a_transaction_open_is_not_entered_again(store):
+    """Entering a transaction object that is open (its mark and held interrupts would be
+    lost: a later rollback kept what the outer block made) is refused; after it closes
+    it may be entered again."""
+    t = store.transaction("build")
+    with pytest.raises(DDStoreStateError, match="transaction 'build' is already open"):
+        with t:
+            store.add("a", np.zeros(1))
+            with t:
+                pass
+    with t:  # closed: entered again, and an agreed failure undoes all it made
+        store.add("b", np.zeros(1))
+    with pytest.raises(DDStoreValueError):
+        with t:
+            store.add("c", np.zeros(1))
+            fail_in_step(store)
+    assert store.variables() == ["b"]
 
 
 def test_node_memory_huge_mailbox_refused_naming_the_range(store):
