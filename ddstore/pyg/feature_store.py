@@ -375,20 +375,9 @@ class FeatureStore(_PygFeatureStore):
         """Collective (PyG's ``put_tensor``): every rank passes the whole tensor, or
         with an ``index`` the rows to write into an attribute already held."""
         attr = _filled(attr)
-        key = (attr.group_name, attr.attr_name)
-        a = self._attrs.get(key)
+        a = self._attrs.get((attr.group_name, attr.attr_name))
         if a is None:
             return self._put(tensor, attr, None)
-        if attr.index is None or _is_all(attr.index):
-            # a whole value over a held attribute: in place with the held layout, else the
-            # attribute is put again (as PyG's reference stores replace it)
-            with self.store.collective("FeatureStore.put_whole", call_name(key)) as step:
-                self._check_mine()
-                arr, tdt = as_source(tensor, f"put {key!r}")
-                same = arr.ndim >= 1 and _layout(arr, tdt) == a.layout()
-                step.agree(same={"in place (same layout as held)": bool(same)})
-            if not same:  # checked whole before the held rows go (_put's replacing)
-                return self._put(tensor, attr, None, replacing=True)
         return self._put_rows(tensor, attr, a)
 
     def _put_rows(self, tensor, attr, a):
@@ -396,7 +385,9 @@ class FeatureStore(_PygFeatureStore):
         from ``tensor`` (the same on every rank); each rank writes the rows it holds.
         The local part of the step (checks, and this member's rows taken from
         ``tensor``: an array-like is read there) may fail on any rank; once agreed, the
-        rows are written into this rank's chunk and every rank syncs."""
+        rows are written into this rank's chunk and every rank syncs.  A whole value of
+        another layout (rows, row shape, dtype) puts the attribute again after the step
+        (as PyG's reference stores replace it)."""
         store = self.store
         what = f"put ({a.group_name!r}, {a.attr_name!r})"
         whole = attr.index is None or _is_all(attr.index)
@@ -407,24 +398,23 @@ class FeatureStore(_PygFeatureStore):
             off = member_offsets(n, store.group_size)
             mlo, mhi = int(off[store.group_rank]), int(off[store.group_rank + 1])
             at = count = None
+            in_place = True
             if whole:
                 arr, tdt = as_source(tensor, what)
-                if arr.ndim < 1 or _layout(arr, tdt) != a.layout():
-                    raise DDStoreValueError(
-                        f"{what}: attribute already stored as {n} rows of {a.row_shape} "
-                        f"{a.torch_dtype or a.dtype}; a whole put of shape "
-                        f"{tuple(arr.shape)} {tdt or arr.dtype} replaces it only with "
-                        f"the same rows, row shape and dtype: remove_tensor it first "
-                        f"(collective) or update_tensor")
-                mine = _member_rows(arr, mlo, mhi, what) if mhi > mlo else None
+                in_place = arr.ndim >= 1 and _layout(arr, tdt) == a.layout()
+                mine = _member_rows(arr, mlo, mhi, what) if in_place and mhi > mlo \
+                    else None
             else:
                 idx = self._index(a, attr.index, what)
                 vals = self._values(a, tensor, idx.shape[0], what)
                 held = (idx >= mlo) & (idx < mhi)
                 at, mine = idx[held] - mlo, vals[held]
                 count = int(idx.shape[0])
-            step.agree(same={"index rows": count, **same_values(
+            step.agree(same={"in place (the held layout)": bool(in_place),
+                             "index rows": count, **same_values(
                 {"values": tensor, "index": None if whole else attr.index}, what)})
+        if not in_place:  # checked whole before the held rows go (_put's replacing)
+            return self._put(tensor, attr, None, replacing=True)
         view = store.local_view(a.var)
         if whole:
             if mine is not None:

@@ -198,7 +198,8 @@ def update_other_layout(store, tag):
     kept("strings")
     if size > 1:
         other = torch.ones(N, 3 if rank == size - 1 else 4, dtype=torch.float64)
-        expect_error(ddstore.DDStoreValueError, ["dtype and row shape"], fs.update_tensor,
+        expect_error(ddstore.DDStoreValueError, ["differs between ranks", f"float64 [{N}, 4]",
+                                                 f"float64 [{N}, 3]"], fs.update_tensor,
                      other,
                      group_name="n", attr_name="x", agree=True,
                      what=f"{tag}: update_tensor, row shapes differing")
