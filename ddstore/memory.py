@@ -1,5 +1,6 @@
 """Memory planning: how much a node can give a store, the agreed budget per rank, and
 the width that fits a data size (``DDStore(width="auto")``, :meth:`DDStore.plan`)."""
+import decimal
 import math
 import numbers
 import os
@@ -85,10 +86,13 @@ def check_nbytes(nbytes, what="nbytes"):
 
 
 def check_budget(budget):
-    """``budget`` as a float (or None); raises :class:`DDStoreValueError`."""
+    """``budget`` as an int (exact: an integer of any size) or a float (or None);
+    raises :class:`DDStoreValueError`."""
     if budget is None:
         return None
-    if (isinstance(budget, bool) or not isinstance(budget, numbers.Real)
+    if is_int(budget) and budget > 0:  # (math.isfinite of 10**400 would overflow)
+        return int(budget)
+    if (isinstance(budget, bool) or not isinstance(budget, numbers.Real) or is_int(budget)
             or not math.isfinite(budget) or budget <= 0):
         raise DDStoreValueError(f"memory_budget={budget!r} must be a positive finite "
                                 f"number of bytes per rank (or None for "
@@ -116,7 +120,10 @@ def memory_settings(width, data_nbytes, memory_budget, what="data_nbytes"):
 
 
 def gb(nbytes):
-    return f"{nbytes / 1e9:.4g} GB"
+    try:
+        return f"{nbytes / 1e9:.4g} GB"
+    except OverflowError:  # an integer beyond any float: its decimal digits
+        return f"{decimal.Decimal(int(nbytes)) / 10 ** 9:.4g} GB"
 
 
 def check_fits(nbytes, what, allowed):
@@ -147,7 +154,7 @@ def agreed_budget(infos):
         per_host[host] = per_host.get(host, 0) + 1
     budgets = [b if b is not None else MEMORY_BUDGET_FRACTION * avail / per_host[host]
                for b, host, avail in infos]
-    r = int(np.argmin(budgets))
+    r = min(range(len(budgets)), key=budgets.__getitem__)  # (exact: ints of any size)
     given = infos[r][0] is not None
     how = (f"memory_budget={gb_bytes(budgets[r])} (given, rank {r})" if given else
            f"memory budget {gb_bytes(budgets[r])} per rank ({MEMORY_BUDGET_FRACTION} x "

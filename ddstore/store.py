@@ -82,7 +82,7 @@ class DDStore:
         store checks up front that each rank's share at the chosen width fits the memory
         budget and raises :class:`DDStoreMemoryError` (on every rank, before anything is
         allocated) if it does not.  Required with ``width="auto"``.
-    memory_budget : float, optional
+    memory_budget : int or float, optional
         Bytes per rank the store may use (a positive number; only with ``data_nbytes``).
         Default: ``MEMORY_BUDGET_FRACTION`` (0.7) x the node's available memory
         (:func:`available_memory`) / the ranks of ``comm`` on that node.  Ranks agree on

@@ -114,3 +114,11 @@ def test_decide_width_every_branch():
         decide_width(1, 2, 30, mixed)
     assert "memory_budget=" in str(info.value) and "rank 1" in str(info.value)
     assert decide_width("auto", 2, 30, mixed) == (2, 20)
+    # integers of any size, exact: a budget beyond 2**53 is not rounded (a share equal to
+    # it fits), and sizes beyond any float are told in GB, not an OverflowError
+    from ddstore.memory import check_budget
+    big = 2 ** 53 + 1
+    assert decide_width("auto", 2, big, [(check_budget(big), "a", 0)] * 2) == (1, big)
+    assert check_budget(10 ** 400) == 10 ** 400
+    with pytest.raises(DDStoreMemoryError, match=r"1\.000e\+391 GB of data does not fit"):
+        decide_width("auto", 2, 10 ** 400, [(check_budget(10 ** 9), "a", 0)] * 2)
