@@ -514,7 +514,8 @@ def _records_spec(name, schema, sizes):
                 any(t < 0 for t in trailing):
             raise DDStoreValueError(f"{what}: schema[{key!r}] = "
                                     f"({dt}, {trailing}) cannot be stored "
-                                    f"(non-empty str key, numeric dtype, dims >= 0)")
+                                    f"(allowed: a non-empty str key, a dtype of "
+                                    f"{STORABLE_NAMES}, dims >= 0)")
         spec.append((key, dt.str, trailing))
     if not isinstance(sizes, dict) or set(sizes) != set(schema):
         got = sorted(sizes, key=str) if isinstance(sizes, dict) else type(sizes).__name__

@@ -547,6 +547,10 @@ def test_long_double_refused_everywhere_with_the_reason(store):
         with pytest.raises(DDStoreValueError, match=r"has dtype (float|complex)\d+, which "
                                                     r"cannot be stored"):
             store.add_records("ldr", [{"a": np.zeros(2, dt)}])
+        with pytest.raises(DDStoreValueError, match=r"schema\['a'\] = \((float|complex)\d+, "
+                                                    r"\(\)\) cannot be stored \(allowed: .*"
+                                                    r"float16-float64"):
+            store.init_records("ldr", {"a": (dt, ())}, {"a": [1]})
         with pytest.raises(DDStoreValueError, match="cannot be stored"):
             dpyg.FeatureStore(store, "ldf").put_tensor(np.zeros((3, 1), dt),
                                                        group_name=None, attr_name="x")
