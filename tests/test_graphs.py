@@ -580,6 +580,38 @@ def test_sequence_source_touches_only_range():
     assert issubclass(DDStoreValueError, DDStoreError)
 
 
+def test_a_source_yielding_other_indices_is_refused(store):
+    """A user's Source whose ``read(lo, hi)`` leaves a sample out, yields one past the
+    range or out of order is refused naming the range (its records were stored shifted:
+    ``ds[3]`` was sample 4, the last graphs out of range); nothing is stored."""
+    from ddstore.sources import Source
+
+    def make(reads):
+        class Bad(Source):
+            def __len__(self):
+                return 6
+
+            def read_one(self, i):
+                return Data(x=torch.full((2, 1), float(i)))
+
+            def read(self, a, b):
+                for i in reads(a, b):
+                    yield i, self.read_one(min(i, 5))
+        return Bad()
+    for reads, told in ((lambda a, b: range(a, b - 1), r"stopped after 5 samples"),
+                        (lambda a, b: range(a, b + 1), r"yielded index 6 where the range "
+                                                       r"had ended"),
+                        (lambda a, b: [0, 2, 1, 3, 4, 5], r"yielded index 2 where 1 was "
+                                                          r"next")):
+        with pytest.raises(DDStoreValueError, match=r"Bad\.read\(0, 6\) " + told +
+                           r"; it must yield \(index, sample\) for every index of "
+                           r"\[0, 6\), in order"):
+            graphs.GraphDataset.from_source(store, "bad", make(reads), progress=False)
+        assert store.variables() == []
+    ok = graphs.GraphDataset.from_source(store, "ok", make(range), progress=False)
+    assert [float(ok[i].x[0, 0]) for i in range(6)] == [0, 1, 2, 3, 4, 5]
+
+
 # ---------------------------------------------------------------------- MPI programs
 @pytest.mark.mpi
 @pytest.mark.parametrize("nprocs", [1, 2, 3])

@@ -749,7 +749,9 @@ def _owned_blocks(records, keys):
 def _load_chunk(store, name, source, lo, hi, progress):
     """Local: records of samples [lo, hi) of ``source``; (layout, records, first index).
     Whatever reading a sample raises is raised as a :class:`DDStoreError` naming the
-    sample (a ``MemoryError`` as a :class:`DDStoreMemoryError`)."""
+    sample (a ``MemoryError`` as a :class:`DDStoreMemoryError`); a source whose
+    ``read(lo, hi)`` yields another index than the next one, or stops early or late, is refused
+    naming the index (its records would be shifted)."""
     from ..cli import progress_bar
     show = bool(progress) and store.rank == 0
     layout = None
@@ -762,9 +764,20 @@ def _load_chunk(store, name, source, lo, hi, progress):
             while True:
                 index = lo + len(records)  # the sample being read, for messages
                 try:
-                    index, sample = next(samples)
+                    got, sample = next(samples)
                 except StopIteration:
+                    if index < hi:
+                        raise DDStoreValueError(
+                            f"{type(source).__name__}.read({lo}, {hi}) stopped after "
+                            f"{index - lo} samples; it must yield (index, sample) for "
+                            f"every index of [{lo}, {hi}), in order") from None
                     break
+                if got != index or index >= hi:
+                    due = f"{index} was next" if index < hi else "the range had ended"
+                    raise DDStoreValueError(
+                        f"{type(source).__name__}.read({lo}, {hi}) yielded index {got!r} "
+                        f"where {due}; it must yield (index, sample) for every index of "
+                        f"[{lo}, {hi}), in order")
                 if layout is None:
                     layout, rec = GraphLayout.of(sample)
                 else:  # (the chunk's first sample is the reference: named)
