@@ -530,7 +530,7 @@ def test_get_records_packed_reads_into_given_arrays(store):
     assert not ro.any()  # nothing written into the refused array
 
 
-def test_long_double_refused_everywhere_with_the_reason(store):
+def test_long_double_refused_everywhere_with_the_reason(store, tmp_path):
     """numpy's long double (float128, complex256) is refused by every layer that stores
     raw rows (a checkpoint of two replicas refused it: its padding bytes differ between
     copies of one value), naming why and what to store; float64 and complex128 are
@@ -551,6 +551,16 @@ def test_long_double_refused_everywhere_with_the_reason(store):
                                                     r"\(\)\) cannot be stored \(allowed: .*"
                                                     r"float16-float64"):
             store.init_records("ldr", {"a": (dt, ())}, {"a": [1]})
+        # a graph's key: refused by the graph layer naming the sample and the key (it
+        # passed to init_records, naming neither), and before write_pickle_dir writes
+        from ddstore import graphs
+        with pytest.raises(DDStoreValueError, match=r"graphs 'ldg': sample 0: key 'x' has "
+                                                    r"dtype .* cannot be stored \(allowed"):
+            graphs.GraphDataset.from_samples(store, "ldg", [{"x": np.zeros(2, dt)}],
+                                             progress=False)
+        with pytest.raises(DDStoreValueError, match=r"write_pickle_dir.*sample 0: key 'x'"):
+            graphs.write_pickle_dir([{"x": np.zeros(2, dt)}], str(tmp_path / "ld"))
+        assert not (tmp_path / "ld").exists() or not any((tmp_path / "ld").iterdir())
         with pytest.raises(DDStoreValueError, match="cannot be stored"):
             dpyg.FeatureStore(store, "ldf").put_tensor(np.zeros((3, 1), dt),
                                                        group_name=None, attr_name="x")
@@ -687,7 +697,7 @@ def test_hostile_names_indices_and_records_in_process():
             s.add_records("intkey", [{1: np.zeros(2)}])
         for key in ("", 1):  # init_records refuses what add_records refuses
             with pytest.raises(ddstore.DDStoreValueError,
-                               match=r"non-empty str key, numeric dtype"):
+                               match=r"allowed: a non-empty str key, a dtype of bool"):
                 s.init_records("ikey", {key: ("f4", ())}, {key: [1]})
         with pytest.raises(ddstore.DDStoreValueError,
                            match=r"already holds a field named 'r/a' \(key 'a' of "

@@ -18,7 +18,7 @@ import copy
 import numpy as np
 import torch
 
-from .._checks import host_tensor
+from .._checks import host_tensor, storable
 from .._pyg_seams import new_data_batch, set_batch_tables
 from ..errors import DDStoreValueError
 
@@ -153,9 +153,10 @@ def _to_record_value(data, key, value):
         raise DDStoreValueError(f"key {key!r} has type {type(value).__name__}; storable "
                                 f"values are torch tensors, numpy arrays and scalars, "
                                 f"and Python int/float/bool")
-    if arr.dtype.kind not in _STORABLE or arr.dtype.fields is not None:
+    if arr.dtype.kind not in _STORABLE or not storable(arr.dtype):  # (long double too)
         raise DDStoreValueError(f"key {key!r} has dtype {arr.dtype}, which cannot be "
-                                f"stored (allowed: bool, integers, floats, complex)")
+                                f"stored (allowed: bool, integers, float16-float64, "
+                                f"complex64-complex128)")
     if not arr.dtype.isnative:  # a big-endian array: its values, in this machine's order
         arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.ndim == 0:
