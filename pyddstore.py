@@ -350,7 +350,11 @@ class PyDDStore:
         store = ddstore.DDStore.restore(path, comm, width=ddstore_width,
                                         transport=transport, progress=_progress())
         self = cls.__new__(cls)
-        self._adopt(comm, store)
+        try:
+            self._adopt(comm, store)
+        except ddstore.DDStoreError:  # (a damaged annotation: read alike on every rank,
+            store.free()             # which all hold the same annotations)
+            raise
         return self
 
     def load(self, path):

@@ -250,12 +250,11 @@ class DDStore:
 
     def __exit__(self, exc_type, exc, tb):
         """Leaving ``with DDStore(...)``: free collectively when the block ended normally
-        or with an error that every rank raised together (an agreed
-        :class:`DDStoreError`).  Any other exception is this rank's alone: the other
-        ranks are not leaving the block, so no collective call is started; the
-        exception goes on, and uncaught it ends the job (see
-        :func:`abort_on_exception`)."""
-        if exc is None or is_agreed(exc):
+        or with an error that every rank raised together (an agreed :class:`DDStoreError`;
+        on one rank, any).  Any other exception is this rank's alone: the other ranks are
+        not leaving the block, so no collective call is started; the exception goes on,
+        and uncaught it ends the job (see :func:`abort_on_exception`)."""
+        if exc is None or is_agreed(exc) or self.size == 1:
             self.free()
         return False
 

@@ -737,6 +737,8 @@ def test_a_layer_field_missing_or_of_another_type_is_named_at_open(store, tmp_pa
     pyd.add("p", np.ones((2, 3), np.float32))
     pyd.save(str(tmp_path / "pyd"))
     pyd.free()
+    from ddstore import _lifecycle
+    live = len(_lifecycle._LIVE_STORES)
     tried = set()
     edits = [(e, None) for e in _each_edit(src, tmp_path, opens)] + [
         (e, True) for e in _each_edit(str(tmp_path / "pyd"), tmp_path, ["PyDDStore"])]
@@ -756,3 +758,6 @@ def test_a_layer_field_missing_or_of_another_type_is_named_at_open(store, tmp_pa
             pytest.fail(f"{kind} {name!r} meta[{key!r}] = {new!r}: "
                         f"{type(exc).__name__}: {exc}")
     assert tried == set(opens) | {"PyDDStore"}, sorted(tried)
+    # every restored store freed: by the with block (on one rank any exception is
+    # agreed), by PyDDStore.restore when its annotations cannot be read
+    assert len(_lifecycle._LIVE_STORES) == live

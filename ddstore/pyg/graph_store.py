@@ -256,8 +256,7 @@ class GraphStore(_PygGraphStore):
         raises a :class:`~ddstore.DDStoreValueError` naming the graph stores held."""
         ann = find_annotation(store, GRAPH_KIND, name, "GraphStore.open")
         with ann.reading(f"GraphStore.open({name!r})"):
-            meta, arrays = ann.meta, ann.arrays
-            self = cls.__new__(cls)
+            meta, arrays, self = ann.meta, ann.arrays, cls.__new__(cls)
             _PygGraphStore.__init__(self, edge_attr_cls=EdgeAttr)
             self._setup(store, name, meta["time_attr"], meta["weight_attr"],
                         meta["chunk_edges"])
