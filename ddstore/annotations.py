@@ -79,14 +79,20 @@ class Annotation:
         self.unsaved = None
 
     @contextlib.contextmanager
-    def reading(self, what):
+    def reading(self, what, version=None):
         """Around a layer's reading of :attr:`meta` and :attr:`arrays` (its ``open``):
         a field missing, or of another type or value than the layer writes (a
         checkpoint's manifest edited by hand, its checksum recomputed), is a
         :class:`DDStoreValueError` naming ``what`` and the field, not a bare
         ``KeyError`` or ``TypeError`` of the layer's code.  Yields :attr:`meta`, which
-        notes the fields read meanwhile (:attr:`meta` reads them too)."""
+        notes the fields read meanwhile (:attr:`meta` reads them too).  ``version``: the
+        format the layer reads, refused unless the annotation's ``'version'`` is it."""
         saved = self.meta
+        if version is not None and saved.get("version") != version:
+            raise DDStoreValueError(
+                f"{what}: its annotation's 'version' is {saved.get('version')!r}; this "
+                f"ddstore reads version {version} (a newer ddstore's checkpoint, or a "
+                f"damaged one)")
         self.meta = fields = _Fields(saved)
         try:
             yield fields

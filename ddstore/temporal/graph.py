@@ -676,12 +676,7 @@ class TemporalGraph:
         width (reads do not depend on it).  Raises :class:`DDStoreValueError` naming the
         graphs the store holds when there is no graph ``name``."""
         ann = store.annotation(name, kind=cls.KIND)
-        with ann.reading(f"TemporalGraph.open({name!r})") as meta:
-            if meta.get("version") != 1:
-                raise DDStoreValueError(
-                    f"graph {name!r}: its annotation's 'version' is {meta.get('version')!r}; "
-                    f"this ddstore reads version 1 (a newer ddstore's checkpoint, or a "
-                    f"damaged one)")
+        with ann.reading(f"TemporalGraph.open({name!r})", version=1) as meta:
             indptr = np.ascontiguousarray(ann.arrays["indptr"], dtype=np.int64)
             num_nodes, num_edges = meta.get("num_nodes"), meta.get("num_edges")
             # the annotation checked against the variables it describes (a checkpoint's

@@ -490,12 +490,7 @@ class NodeMemory:
         self._told_level = False
         with store.collective("NodeMemory.open", name) as step:
             ann = store.annotation(name, kind=cls.KIND)
-            with ann.reading(f"NodeMemory.open({name!r})") as meta:
-                if meta.get("version") != 1:
-                    raise DDStoreValueError(
-                        f"NodeMemory {name!r}: its annotation's 'version' is "
-                        f"{meta.get('version')!r}; this ddstore reads version 1 (a newer "
-                        f"ddstore's checkpoint, or a damaged one)")
+            with ann.reading(f"NodeMemory.open({name!r})", version=1) as meta:
                 self._setup(store, name, meta["num_nodes"], meta["memory_dim"],
                             meta["mail_dim"], meta["mailbox_size"], np.dtype(meta["dtype"]),
                             np.dtype(meta["ts_dtype"]))
