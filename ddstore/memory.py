@@ -5,7 +5,6 @@ import math
 import numbers
 import os
 
-
 from .errors import DDStoreMemoryError, DDStoreValueError
 from ._checks import is_int
 
