@@ -679,12 +679,12 @@ class DynamicGraph:
         is none of them."""
         ann = store.annotation(name, kind=KIND)
         meta = ann.meta
-        told = f"cache_size={cache_size!r}"
+        given = f"cache_size={cache_size!r}"
         if cache_size is None:  # (as built: checked as a given one, naming the annotation)
             cache_size = meta.get("cache_size")
-            told = f"its annotation's 'cache_size' is {cache_size!r} (absent: None)"
+            given = f"its annotation's 'cache_size' is {cache_size!r} (absent: None)"
         if not is_int(cache_size) or cache_size < 1:
-            raise DDStoreValueError(f"DynamicGraph {name!r}: {told}; allowed: an integer "
+            raise DDStoreValueError(f"DynamicGraph {name!r}: {given}; allowed: an integer "
                                     f">= 1")
         with ann.reading(f"DynamicGraph.open({name!r})") as meta:
             _check_annotation(store, name, meta, ann.arrays)
