@@ -178,8 +178,11 @@ def test_exit_ends_the_job_when_a_peer_enters_another_call(mode, call, transport
     collective call that cannot end without rank 1.  ``add``: its round meets rank 1's
     free (the agreed "out of step" error names both calls).  ``DDStore()`` over a
     duplicate communicator: no round can meet, rank 1 reads rank 0's status board.
-    Either way the job ends within 2 s of rank 0 entering the call, exit code 1, naming
-    what each rank is doing."""
+    Either way the job ends within seconds of rank 0 entering the call, exit code 1,
+    naming what each rank is doing.  (The exiting rank looks at the boards every 50 ms;
+    what the bound below allows beyond that is MPI_Abort's teardown on a loaded machine,
+    3.1 s seen in CI.  A rank that failed to see the call would wait for the exit bound,
+    DDSTORE_EXIT_TIMEOUT, 600 s by default, past the test's 180 s limit.)"""
     r = launch_result(mode, 2, env={"DDSTORE_TRANSPORT": transport})
     ended = time.time()
     out = r.output
@@ -187,7 +190,7 @@ def test_exit_ends_the_job_when_a_peer_enters_another_call(mode, call, transport
     entered = re.search(rf"rank 0: entering {re.escape(call)} at ([0-9.]+)", out)
     assert entered, out
     took = ended - float(entered.group(1))
-    assert took < 2.0, f"the job ended {took:.2f} s after rank 0 entered {call}:\n{out}"
+    assert took < 10.0, f"the job ended {took:.2f} s after rank 0 entered {call}:\n{out}"
     assert "[ddstore] rank 1: is exiting" in out, out
     if mode == "add-after-exit":
         assert (f"rank 0 called {call}; rank 1 called free() (exiting)" in out or
