@@ -666,3 +666,85 @@ def test_the_fortieth_sessions_reader_round(store, tmp_path):
         _replace(g, "axis0", raw)
         _replace(g, "block0_items", raw)
     assert load_pems_h5(_h5(tmp_path, "ids.h5", ids)).node_ids == ["\\xff", "\\xfe", "c"]
+
+
+def test_the_forty_second_sessions_reader_round(store, tmp_path):
+    """What a probe of the readers found: a JODIE file of whole-number times, one beyond
+    int64 (1e19), took int64 times and split the edges by the wrapped value (a negative
+    time); rows that alone end with CR (after an LF header) were named "malformed" with
+    the field count of every row glued together; a damaged chunk of a PeMS HDF5 file
+    gave h5py's bare OSError, naming neither file nor steps; a PGT weight beyond float32
+    was named as "inf"."""
+    from ddstore import DDStoreOSError
+    from ddstore.temporal import TemporalGraph
+    head = "user_id,item_id,timestamp,state_label,comma_separated_list_of_features\n"
+    p = tmp_path / "big.csv"
+    p.write_text(head + "".join(f"{i % 3},{i % 4},{float(i)},0,0.5\n" for i in range(19)) +
+                 "1,1,1e19,0,0.5\n")
+    g = TemporalGraph.from_jodie(store, "big", str(p))
+    t = np.arange(20, dtype=np.float64)
+    t[-1] = 1e19
+    assert g.t_dtype == np.float64 and g.edge_times().tolist() == t.tolist()
+    val, test = np.quantile(t, [0.70, 0.85])  # PyG's train_val_test_split
+    want = np.zeros(20, np.int8)
+    want[int((t <= val).sum()):] = 1
+    want[int((t <= test).sum()):] = 2
+    assert g.split.tolist() == want.tolist() == [0] * 14 + [1] * 3 + [2] * 3
+    assert g.to_pyg().t.tolist() == t.tolist()
+    g.remove()
+    # CR line ends after an LF header, from line 2 or from a later line
+    rows = [f"{i % 3},{i % 4},{float(i)},0,0.5,0.25" for i in range(20)]
+    for name, text, line in (("cr2.csv", head + "\r".join(rows) + "\r", 2),
+                             ("cr6.csv", head + "\n".join(rows[:4]) + "\n" +
+                              "\r".join(rows[4:]) + "\r", 6)):
+        (tmp_path / name).write_bytes(text.encode())
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"{tmp_path / name}, line {line}: lines end with a carriage return alone")):
+            TemporalGraph.from_jodie(store, "cr", str(tmp_path / name))
+    for name, body, line in (("tgl2", "\r".join(f"{i},{i % 3},{i % 4},{i},0"
+                                                 for i in range(20)) + "\r", 2),
+                             ("tgl5", "".join(f"{i},{i % 3},{i % 4},{i},0\n" for i in
+                                              range(3)) +
+                              "\r".join(f"{i},{i % 3},{i % 4},{i},0" for i in range(3, 9))
+                              + "\r", 5)):
+        d = _tgl(tmp_path, name, HDR + body.encode())
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"edges.csv, line {line}: lines end with a carriage return alone")):
+            read_tgl_share(store, d)
+    # CR LF throughout is read as LF
+    (tmp_path / "crlf.csv").write_bytes((head + "\n".join(rows) + "\n").replace(
+        "\n", "\r\n").encode())
+    assert TemporalGraph.from_jodie(store, "crlf", str(tmp_path / "crlf.csv")) \
+        .edge_times().tolist() == list(range(20))
+    TemporalGraph.open(store, "crlf").remove()
+    assert store.variables() == []
+    # a damaged chunk of a compressed PeMS frame: the file and the steps named
+    import h5py
+    path = str(tmp_path / "damaged.h5")
+    steps, sensors = 4000, 20
+    values = np.random.default_rng(1).normal(size=(steps, sensors)).astype(np.float32)
+    write_pems_h5(path, values, np.datetime64("2012-03-01T00:00") +
+                  np.arange(steps) * np.timedelta64(5, "m"))
+    with h5py.File(path, "a") as fh:
+        del fh["df/block0_values"]
+        v = fh["df"].create_dataset("block0_values", data=values, chunks=(500, sensors),
+                                    compression="gzip")
+        v.attrs["transposed"] = np.bool_(True)
+        at = v.id.get_chunk_info(4).byte_offset  # steps [2000, 2500)
+    raw = bytearray(open(path, "rb").read())
+    raw[at + 10:at + 200] = b"\x55" * 190
+    open(path, "wb").write(bytes(raw))
+    series = load_pems_h5(path)
+    assert np.array_equal(series.read(0, 2000)[:, :, 0], values[:2000])
+    with pytest.raises(DDStoreOSError, match=re.escape(
+            f"load_pems_h5: {path}['df']: reading steps [1500, 2600) failed (a damaged "
+            f"file?): OSError: ")):
+        series.read(1500, 2600)
+    # a PGT weight that float32 cannot hold: named as written, with float32's range
+    p = tmp_path / "w.json"
+    p.write_text(json.dumps({"edges": [[0, 1], [1, 2], [2, 0]], "weights": [1.0, 1e39, 2.0],
+                             "FX": [[1.0, 2.0, 3.0]], "y": [[1.0, 2.0, 3.0]]}))
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            f"load_pgt_json: {p}: 'weights': edge 1 has weight 1e+39, beyond float32 as "
+            f"weights are stored (largest finite 3.403e+38)")):
+        load_pgt_json(str(p))

@@ -82,6 +82,7 @@ def check_fields(path, chunk, n, first_line, expected="expected {n}"):
     fields, ends = _field_counts(chunk, n)
     bad = np.flatnonzero(fields != n)
     if bad.size:
+        refuse_cr_lines(path, chunk, first_line)  # rows glued by CR line ends, if so
         i = int(bad[0])
         start = int(ends[i - 1]) + 1 if i else 0
         blank = " (a blank line; blank lines at the end of a file are no rows: a range " \
@@ -207,6 +208,7 @@ def read_csv_chunk(path, chunk, n, first_line, usecols=None, **kwargs):
     except Exception as exc:
         if isinstance(exc, UnicodeDecodeError):
             not_text(path, chunk, first_line)
+        refuse_cr_lines(path, chunk, first_line)
         msg = str(exc)
         m = re.search(r"line (\d+)", msg)
         where = f"line {first_line + int(m.group(1)) - 1}" if m else \
@@ -241,12 +243,20 @@ def shown_line(raw, limit=200):
     return repr(text[:limit]) + (" ..." if len(text) > limit else "")
 
 
-def refuse_cr_lines(path, first):
-    """Raise naming ``path`` when its first line ``first`` (bytes) holds a carriage
-    return before its end: lines that end with CR alone (old Mac files) read as one
-    line; they must end with LF (or CR LF)."""
-    if b"\r" in first.rstrip(b"\r\n"):
-        raise DDStoreValueError(f"{path}, line 1: lines end with a carriage return "
+_CR_ALONE = re.compile(rb"\r(?!\n)")
+
+
+def refuse_cr_lines(path, text, first_line=1):
+    """Raise naming ``path`` and the line when ``text`` (whole lines of the file, the
+    first of them line ``first_line``) holds a carriage return that is not followed by
+    LF (one at the very end of ``text`` included): lines that end with CR alone (old Mac
+    files) read as one line; they must end with LF (or CR LF).  The readers check the
+    first line (or two) before parsing, and a chunk whose rows they cannot parse before
+    calling them malformed (a file whose later rows alone end with CR)."""
+    m = _CR_ALONE.search(text)
+    if m is not None:
+        line = first_line + text.count(b"\n", 0, m.start())
+        raise DDStoreValueError(f"{path}, line {line}: lines end with a carriage return "
                                 f"alone (CR, old Mac text); rows must end with LF or "
                                 f"CR LF (convert the file, e.g. tr '\\r' '\\n')")
 

@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from .._checks import as_indices
-from ..errors import DDStoreMemoryError, DDStoreValueError
+from ..errors import DDStoreError, DDStoreMemoryError, DDStoreOSError, DDStoreValueError
 from .base import file_share, regular_file, replaced_file
 from .series import Series, adjacency_to_edges, check_timestamps, gaussian_kernel_adjacency
 
@@ -284,13 +284,19 @@ def _frame(fh, path, key, adjacency, distances, edge_index, edge_weight, dtype):
         return got
 
     def reader(a, b):
-        if simple:
-            return cast(blocks[0][0][a:b], a, blocks[0][2])[:, :, None]
-        out = np.empty((b - a, num_nodes), dtype=out_dtype)
-        for values, transposed, pos in blocks:
-            part = values[a:b] if transposed else values[:, a:b].T
-            out[:, pos] = cast(part, a, pos)
-        return out[:, :, None]
+        try:
+            if simple:
+                return cast(blocks[0][0][a:b], a, blocks[0][2])[:, :, None]
+            out = np.empty((b - a, num_nodes), dtype=out_dtype)
+            for values, transposed, pos in blocks:
+                part = values[a:b] if transposed else values[:, a:b].T
+                out[:, pos] = cast(part, a, pos)
+            return out[:, :, None]
+        except OSError as exc:  # (h5py's own text names neither the file nor the steps)
+            if isinstance(exc, DDStoreError):
+                raise
+            raise DDStoreOSError(f"{where}: reading steps [{a}, {b}) failed (a damaged "
+                                 f"file?): {type(exc).__name__}: {exc}") from exc
 
     series = Series((num_steps, num_nodes, 1), out_dtype, reader,
                     edge_index=edge_index, edge_weight=edge_weight,

@@ -34,8 +34,8 @@ integer literal, else float64; ``TemporalGraph.from_jodie`` decides the graph's 
 the ranks), ``label`` (int64 ``state_label``),
 ``edge_feat`` (float32 ``[m, F]``, None when the rows have no feature), ``num_users`` /
 ``num_items`` (largest id + 1 over the whole file), ``whole_times`` (every timestamp of the
-file is a whole number), ``first_edge`` (global id of this share's first edge: the file's
-row order) and ``num_edges`` (in the file)."""
+file is a whole number within int64), ``first_edge`` (global id of this share's first
+edge: the file's row order) and ``num_edges`` (in the file)."""
 
 
 def write_jodie(path, user, item, t, label, features=None):
@@ -71,7 +71,10 @@ def _header(path):
         first = f.readline(1 << 20)   # refused below, not read whole)
         second = f.readline(1 << 20)
     size = os.path.getsize(path)
-    refuse_cr_lines(path, first)
+    # (the header and the first row: the row gives the number of fields; a second line
+    # cut at the limit is checked up to its cut)
+    refuse_cr_lines(path, first + (second if second.endswith(b"\n") else
+                                   second.rstrip(b"\r")))
     if not first.endswith(b"\n"):
         raise DDStoreValueError(f"{path}, line 1: {shown_line(first)} is not a header line "
                                 f"followed by data rows (JODIE files start with '{HEADER}')")
@@ -173,6 +176,12 @@ def check_num_nodes(path, ends):
     return num_users, num_items
 
 
+def _whole_int64(t):
+    """Every float time of ``t`` is a whole number that int64 holds (1e19 is whole, but
+    made int64 it would wrap to a negative time: such a file keeps float64 times)."""
+    return bool(np.all((t == np.floor(t)) & (t >= -2.0 ** 63) & (t < 2.0 ** 63)))
+
+
 def read_jodie_share(store, path):
     """Collective: this rank's share of a JODIE CSV, as a :class:`JodieShare`.
 
@@ -211,7 +220,7 @@ def read_share(store, step, path):
         if len(t):  # this share's ends, for the checks across ranks
             u, i = int(np.argmax(user)), int(np.argmax(item))
             extra = (t[0], t[-1], first_line, int(user[u]), int(item[i]),
-                     t.dtype.kind == "i" or bool(np.all(t == np.floor(t))),
+                     t.dtype.kind == "i" or _whole_int64(t),
                      first_line + u, first_line + i)
         ends = parse.agree(extra)  # the one decision: every rank's ends
         check_sorted_across_ranks(path, ends, "timestamp", _ADVICE)

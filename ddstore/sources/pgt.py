@@ -525,12 +525,20 @@ def _pgt_weights(values, num_edges, path, what):
     if values is None:
         return None
     try:
-        w = _numbers(values, np.float32, path, what).reshape(-1)  # (inf beyond float32:
-        # refused with the edge)
+        given = _numbers(values, np.float64, path, what).reshape(-1)
     except (TypeError, ValueError, OverflowError) as exc:
         raise _pgt_error(path, f"{what} is not numeric: {exc}") from None
-    if w.shape[0] != num_edges:
-        raise _pgt_error(path, f"{what} has {w.shape[0]} entries for {num_edges} edges")
+    if given.shape[0] != num_edges:
+        raise _pgt_error(path, f"{what} has {given.shape[0]} entries for {num_edges} "
+                               f"edges")
+    with np.errstate(over="ignore"):
+        w = given.astype(np.float32)  # as weights are stored
+    grew = ~np.isfinite(w) & np.isfinite(given)  # (NaN and inf: refused with the edge)
+    if grew.any():
+        i = int(np.argmax(grew))
+        raise _pgt_error(path, f"{what}: edge {i} has weight {float(given[i])!r}, beyond "
+                               f"float32 as weights are stored (largest finite "
+                               f"{float(np.finfo(np.float32).max):.4g})")
     return w
 
 

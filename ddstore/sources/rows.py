@@ -89,7 +89,7 @@ def _blocks(path, block_bytes):
                 if not data:
                     break
                 if first:  # lines that end with CR alone would read as one line
-                    refuse_cr_lines(path, data.split(b"\n", 1)[0])
+                    refuse_cr_lines(path, data[:data.find(b"\n") + 1] or data)
                     first = False
                 cut = data.rfind(b"\n") + 1
                 if cut:

@@ -546,9 +546,9 @@ class TemporalGraph:
         labels (int64, :meth:`edge_labels`).  Timestamps are kept exactly as in the
         file: int64 when every one is an integer literal (Unix nanoseconds included),
         else float64 (the one decision of :meth:`from_arrays`); ``t_dtype`` (what
-        :meth:`to_pyg` gives) is int64 when every one is a whole number (as in the four
-        published files, and as PyG holds them) and float64 otherwise (PyG would
-        truncate them).  The split is PyG's
+        :meth:`to_pyg` gives) is int64 when every one is a whole number within int64 (as
+        in the four published files, and as PyG holds them) and float64 otherwise (PyG
+        would truncate them).  The split is PyG's
         ``train_val_test_split(val_ratio, test_ratio)`` of that TemporalData.  Whatever
         fails on any rank (a bad ratio, the file, a line, an ``OSError`` or
         ``MemoryError`` while parsing) raises the same error on every rank, and nothing
