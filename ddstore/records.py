@@ -13,8 +13,8 @@ public methods and attributes (``collective``, ``transaction``, ``check_alive``,
 :class:`~ddstore.variables.Variables` (not entered in its table)."""
 import numpy as np
 
-from ._checks import (STORABLE_NAMES, storable, as_array, as_indices, as_int,
-                      check_indices, integer_scalar, shown_name)
+from ._checks import (STORABLE_NAMES, storable, as_array, as_dtype, as_indices, as_int,
+                      check_indices, integer_scalar, is_aside, shown_name)
 from ._fingerprint import fingerprint
 from ._readers import ahead, resolve_ahead
 from .errors import DDStoreError, DDStoreIndexError, DDStoreValueError
@@ -207,8 +207,8 @@ class Records:
         concatenated}``, as ``get_records_packed`` returns them.  Other ranks see them
         after the next collective :meth:`sync`."""
         rec = self.rec(name)
-        start = as_int(start, f"update_records {name!r}: start")
-        stop = as_int(stop, f"update_records {name!r}: stop")
+        start = as_int(integer_scalar(start), f"update_records {name!r}: start")
+        stop = as_int(integer_scalar(stop), f"update_records {name!r}: stop")
         if not 0 <= start <= stop <= rec.n_local:
             raise DDStoreIndexError(f"update_records {name!r}: records [{start}, {stop}) "
                                     f"outside the local chunk [0, {rec.n_local})")
@@ -218,6 +218,7 @@ class Records:
                                     f"keys {sorted(rec.keys)}, got {got}")
         base = rec.offsets[rec.start]
         lo, hi = rec.offsets[rec.start + start] - base, rec.offsets[rec.start + stop] - base
+        arrays = []  # every key checked before any is written: a refusal writes nothing
         for j, key in enumerate(rec.keys):
             var = rec.fields[key]
             arr = as_array(data[key], f"update_records {name!r}: key {key!r}")
@@ -228,8 +229,10 @@ class Records:
             if arr.dtype != var.dtype:
                 raise DDStoreValueError(f"update_records {name!r}: key {key!r} has dtype "
                                         f"{arr.dtype}, the records have {var.dtype}")
+            arrays.append((var, int(lo[j]), arr))
+        for var, at, arr in arrays:
             if arr.shape[0]:
-                self.write(var, int(lo[j]), arr)
+                self.write(var, at, arr)
 
     def _same_in_groups(self, rec):
         """Collective, inside the transaction that made ``rec``: refuse replica groups
@@ -344,9 +347,13 @@ class Records:
         array of that shape and dtype (or None for a new one) that the rows of a key are
         read into: e.g. a view of a reused, pinned staging buffer.
         """
+        return self._packed(name, indices, alloc, "get_records_packed")
+
+    def _packed(self, name, indices, alloc, call):
+        """:meth:`get_records_packed`, its messages naming ``call``."""
         rec = self.rec(name)
-        idx = as_indices(indices, f"get_records {name!r}", rec.nrecords)
-        check_indices(idx, rec.nrecords, f"get_records {name!r}")
+        idx = as_indices(indices, f"{call} {name!r}", rec.nrecords)
+        check_indices(idx, rec.nrecords, f"{call} {name!r}")
         starts = rec.offsets[idx]
         sizes = rec.offsets[idx + 1] - starts
         data, size_by_key = {}, {}
@@ -404,7 +411,7 @@ class Records:
                 return [self.get_record(name, indices[0])]
             except DDStoreIndexError:
                 pass  # the message below names the position
-        data, sizes = self.get_records_packed(name, indices)
+        data, sizes = self._packed(name, indices, None, "get_records")
         n = len(next(iter(sizes.values()))) if sizes else len(as_indices(
             indices, f"get_records {name!r}", self.rec(name).nrecords))
         out = [dict() for _ in range(n)]  # records with no keys are {} each
@@ -444,9 +451,10 @@ def _record_schema(name, samples):
                                     f"{type(sample).__name__}, not a dict")
         this, rows = [], []
         for key in sorted(sample, key=str):
-            if not isinstance(key, str) or not key:
+            if not isinstance(key, str) or not key or is_aside(key):
                 raise DDStoreValueError(f"records {name!r}: sample {i} has key {key!r}; "
-                                        f"keys must be non-empty str (as init_records')")
+                                        f"keys must be non-empty str, none ending "
+                                        f"'~aside<digits>' (as init_records')")
             arr = as_array(sample[key], f"records {name!r}: sample {i} key {key!r}")
             if not storable(arr.dtype):
                 raise DDStoreValueError(f"records {name!r}: sample {i} key {key!r} has dtype "
@@ -503,19 +511,22 @@ def _records_spec(name, schema, sizes):
     for key in sorted(schema, key=str):
         try:
             dstr, trailing = schema[key]
-            # in this machine's byte order, as add and add_records store their data
-            # (update_records' data comes to it: as_array)
-            dt = np.dtype(dstr).newbyteorder("=")
             trailing = tuple(as_int(t, "trailing dimension") for t in trailing)
         except (TypeError, ValueError) as exc:
             raise DDStoreValueError(f"{what}: schema[{key!r}] must be "
                                     f"(dtype, trailing_shape): {exc}")
+        # the package's dtype rule (init's: a torch dtype taken, a numpy value refused),
+        # in this machine's byte order, as add and add_records store their data
+        # (update_records' data comes to it: as_array)
+        dt = as_dtype(dstr, f"{what}: schema[{key!r}] dtype", "biufcmMOSUV",
+                      STORABLE_NAMES)
         if not isinstance(key, str) or not key or not storable(dt) or \
-                any(t < 0 for t in trailing):
+                any(t < 0 for t in trailing) or is_aside(key):
             raise DDStoreValueError(f"{what}: schema[{key!r}] = "
                                     f"({dt}, {trailing}) cannot be stored "
                                     f"(allowed: a non-empty str key, a dtype of "
-                                    f"{STORABLE_NAMES}, dims >= 0)")
+                                    f"{STORABLE_NAMES}, dims >= 0; no key ending "
+                                    f"'~aside<digits>', the store's own)")
         spec.append((key, dt.str, trailing))
     if not isinstance(sizes, dict) or set(sizes) != set(schema):
         got = sorted(sizes, key=str) if isinstance(sizes, dict) else type(sizes).__name__

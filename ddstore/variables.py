@@ -32,10 +32,10 @@ import numpy as np
 from . import _core
 from ._pins import HostPins
 from ._readers import ahead, resolve_ahead
-from ._checks import (MAX_ROW_DIMS, STORABLE_NAMES, storable, as_array, as_bool, as_dtype,
-                      as_indices, as_int, cast_values, check_free_names,
+from ._checks import (ASIDE, MAX_ROW_DIMS, STORABLE_NAMES, storable, as_array, as_bool,
+                      as_dtype, as_indices, as_int, cast_values, check_free_names,
                       check_indices, check_name_text, integer_scalar, is_index_array,
-                      is_int, removed_error, shown_name)
+                      is_aside, is_int, removed_error, shown_name)
 from .errors import DDStoreError, DDStoreIndexError, DDStoreMemoryError, DDStoreValueError
 
 __all__ = ["Var", "Variables", "PrefaultThread", "MAX_ROW_BYTES", "SHORT_BATCH"]
@@ -203,6 +203,10 @@ class Variables:
         if not isinstance(name, str) or not name:
             raise DDStoreValueError(f"variable name must be a non-empty str, got {name!r}")
         check_name_text(name, "variable name")
+        if is_aside(name):  # (shown without the suffix in messages, hidden from lists)
+            raise DDStoreValueError(f"variable name {name!r} ends as the store's own names "
+                                    f"of what an open transaction set aside do "
+                                    f"('<name>{ASIDE}<digits>'); pick another name")
         if name in self.store:
             check_free_names(None, f"variable {name!r}", "remove it or pick another name")
         field = self.record_field(name)

@@ -838,3 +838,49 @@ def test_bad_communicator_and_record_sizes_named(store):
                                                 r"its zero dimensions\); allowed: at most"):
         store.init("a0", 2, (0, 2 ** 63 - 1, 2 ** 63 - 1), np.uint8)
     assert store.variables() == before
+
+
+def test_the_forty_second_sessions_store_round(store):
+    """What a fuzzer of the store found: a refused ``update_records`` had written the keys
+    before the refused one; ``init_records`` read dtypes otherwise than ``init`` (a torch
+    dtype refused, ``np.int64(7)`` taken as int64); ``get_records_packed``'s refusals
+    named ``get_records``; a variable named ``'v~aside1'`` (the store's own name of what
+    a transaction set aside) was named ``'v'`` in its messages."""
+    import torch
+    from ddstore import DDStoreIndexError, DDStoreValueError
+    store.init_records("r", {"a": (np.float32, ()), "b": (np.int64, ())},
+                       {"a": [3], "b": [2]})
+    store.sync()
+    with pytest.raises(DDStoreValueError, match=re.escape(
+            "update_records 'r': key 'b' has shape (3,); records [0, 1) need (2,)")):
+        store.update_records("r", 0, 1, {"a": np.array([1, 2, 3], np.float32),
+                                         "b": np.array([1, 2, 3], np.int64)})
+    got = store.get_record("r", 0)
+    assert got["a"].tolist() == [0, 0, 0] and got["b"].tolist() == [0, 0]
+    store.update_records("r", torch.tensor(0), np.int64(1),  # (0-d indices, as update's)
+                         {"a": np.array([1, 2, 3], np.float32), "b": np.array([4, 5])})
+    got = store.get_record("r", 0)
+    assert got["a"].tolist() == [1, 2, 3] and got["b"].tolist() == [4, 5]
+    with pytest.raises(DDStoreIndexError, match=re.escape(
+            "get_records_packed 'r': index 5 (position 0) out of range [0, 1)")):
+        store.get_records_packed("r", [5])
+    with pytest.raises(DDStoreIndexError, match=re.escape(
+            "get_records 'r': index 5 (position 0) out of range [0, 1)")):
+        store.get_records("r", [5, 0])
+    store.init_records("t", {"x": (torch.float64, (2,))}, {"x": [1]})
+    assert store.record_schema("t")["x"][0] == np.float64
+    for value in (np.int64(7), np.float32(0.5)):
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                f"init_records 'u': schema['x'] dtype={value!r} is a value, not a dtype")):
+            store.init_records("u", {"x": (value, ())}, {"x": [1]})
+    for call in (lambda: store.add("v~aside1", np.ones(2, np.int8)),
+                 lambda: store.init("v~aside12", 2, (), np.int8)):
+        with pytest.raises(DDStoreValueError, match=re.escape(
+                "ends as the store's own names of what an open transaction set aside")):
+            call()
+    with pytest.raises(DDStoreValueError, match="none ending '~aside<digits>'"):
+        store.add_records("k", [{"a~aside3": np.zeros(2)}])
+    with pytest.raises(DDStoreValueError, match="no key ending '~aside<digits>'"):
+        store.init_records("k", {"a~aside3": (np.int8, ())}, {"a~aside3": [1]})
+    store.add("v~aside", np.ones(2, np.int8))  # (no digits: a name like any other)
+    assert sorted(store.variables()) == ["r", "t", "v~aside"]
