@@ -215,7 +215,7 @@ RUN_MARK = ".ddstore-run"  # what claims an example's --checkpoint directory for
 _EPOCH_FILE = re.compile(r"^[a-z]+-\d+\.pt$")  # an example's epoch (epoch-3.pt, ...)
 
 
-def claim_checkpoint(comm, checkpoint, resume):
+def claim_checkpoint(comm, checkpoint, resume, epoch=None, prefix="epoch-"):
     """Collective over ``comm``: make the ``--checkpoint`` directory this run's.  Rank 0
     refuses one that :func:`checkpoint_conflict` refuses, then creates the directory and,
     unless the run goes on with it (``--resume`` the same directory), claims it by
@@ -226,7 +226,11 @@ def claim_checkpoint(comm, checkpoint, resume):
     rank 0 only: ranks that looked at the directory at different times (before and after
     the claim) would disagree.  A run that ends (normally or with an error it reports,
     such as a refused ``--resume``) having saved nothing there leaves the directory as it
-    found it: the marker, and the directory if the claim made it, are removed at exit."""
+    found it: the marker, and the directory if the claim made it, are removed at exit.
+    ``epoch``: the ``--resume-epoch`` the run goes on from; when it goes on in the
+    directory it resumes, and that holds later epochs (``<prefix><k>.pt``, the first run's),
+    it is refused: the new run's epochs would replace some of them and leave the others
+    beside them (two runs in one directory, which a later ``--resume`` would mix)."""
     refused = None
     if checkpoint and comm.Get_rank() == 0:
         try:
@@ -239,6 +243,14 @@ def claim_checkpoint(comm, checkpoint, resume):
                 refused = f"--resume {resume}: no such directory"
             going_on = bool(resume) and os.path.isdir(resume) and os.path.isdir(
                 checkpoint) and os.path.samefile(checkpoint, resume)
+            later = [k for k in saved_epochs(checkpoint, prefix) if k > epoch] if \
+                going_on and epoch is not None else []
+            if refused is None and later:
+                refused = (f"--checkpoint {checkpoint} is the --resume directory, which "
+                           f"holds epochs after --resume-epoch {epoch} "
+                           f"({', '.join(f'{prefix}{k}.pt' for k in later)}); "
+                           f"going on from epoch {epoch} there would mix two runs' epochs: "
+                           f"give another --checkpoint directory")
             if refused is None and not going_on:
                 made = not os.path.isdir(checkpoint)
                 os.makedirs(checkpoint, exist_ok=True)

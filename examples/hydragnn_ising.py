@@ -183,8 +183,9 @@ def load_splits(args, comm, store):
         paths, error, interrupted = comm.bcast((paths, error, interrupted), root=0)
         if interrupted:
             raise KeyboardInterrupt
-        if error:
-            raise SystemExit(f"writing {args.source} files failed: {error}")
+        if error:  # (every rank has rank 0's error: one line, from rank 0)
+            where = "" if args.data_dir is None else f"--data-dir {args.data_dir}: "
+            agree_exit(comm, f"{where}writing {args.source} files failed: {error}")
         if args.source == "pickle":
             sets = {k: graphs.GraphDataset.from_pickle_dir(store, k, p, progress=progress)
                     for k, p in paths.items()}
@@ -306,7 +307,7 @@ def main(argv=None):
         too_big = str(exc)
     agree_exit(MPI.COMM_WORLD, too_big, code=2)
     # (a refusal ends every rank)
-    claim_checkpoint(MPI.COMM_WORLD, args.checkpoint, args.resume)
+    claim_checkpoint(MPI.COMM_WORLD, args.checkpoint, args.resume, epoch=args.resume_epoch)
     import torch
     torch.set_num_threads(max(1, args.threads))
     import torch.distributed as dist

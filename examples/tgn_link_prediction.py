@@ -391,7 +391,8 @@ def save_checkpoint(directory, store, epoch, model, opt, history, args, comm):
         torch.save({"epoch": epoch, "model": model.state_dict(),
                     "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state(),
                     "history": history,
-                    "options": {k: getattr(args, k) for k in SAME_OPTIONS}},
+                    "options": {k: jodie_key(args.jodie) if k == "jodie" else
+                                getattr(args, k) for k in SAME_OPTIONS}},
                    name + ".tmp")
         os.replace(name + ".tmp", name)
     comm.Barrier()
@@ -401,6 +402,12 @@ def save_checkpoint(directory, store, epoch, model, opt, history, args, comm):
         for old in glob.glob(os.path.join(directory, "training-*.pt")):
             if old != name:
                 os.remove(old)
+
+
+def jodie_key(path):
+    """``--jodie`` as a checkpoint keeps it: the file's resolved path (the same file
+    named from another directory is the same setting)."""
+    return None if path is None else os.path.realpath(path)
 
 
 def load_training_state(directory, store, args):
@@ -413,6 +420,10 @@ def load_training_state(directory, store, args):
         raise SystemExit(f"--resume {directory}: {name} cannot be read as this "
                          f"example's training state ({type(exc).__name__}: "
                          f"{str(exc)[:200]})") from None
+    saved = state["options"].get("jodie")
+    if saved is not None and (args.jodie is None or jodie_key(args.jodie) ==
+                              jodie_key(saved)):
+        args.jodie = saved  # (the file is not read on resume: it may be left out)
     changed = other_settings(directory, state["options"], args)
     if changed:
         raise SystemExit(changed)

@@ -78,7 +78,8 @@ def parse_args(argv=None):
             p.error(f"--data {args.data}: expected a .json, .h5 or .npy file, or "
                     f"chickenpox (the bundled data set)")
         if not os.path.isfile(args.data):
-            p.error(f"--data {args.data}: no such file")
+            p.error(f"--data {args.data}: " + ("not a file" if os.path.exists(args.data)
+                                                else "no such file"))
     return args
 
 

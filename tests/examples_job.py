@@ -132,6 +132,15 @@ def two_rank_runs(tmp):
     runs["hydragnn eval 410"] = (hydra, HYDRA_EVAL)
     runs["hydragnn eval 10"] = (hydra, ["--num-samples", "10", "--epochs", "1",
                                         "--batch-size", "4", "--quiet"])
+    # --data-dir holding a user's own train.bp: refused (exit 1), one line, file kept
+    user = tmp / "userdata"
+    if str(user) not in _MADE:  # (once: a file the run removed is not made again)
+        user.mkdir(exist_ok=True)
+        (user / "train.bp").write_text(USER_FILE)
+        _MADE.add(str(user))
+    runs["hydragnn data-dir of a user"] = (hydra, ["--num-samples", "40", "--epochs", "1",
+                                                   "--quiet", "--source", "adios",
+                                                   "--data-dir", str(user)], 1)
     # graphsage_large.py --npy on folders without what training needs: refused (exit 1
     # on every rank), then one labelled training node (written by :func:`_npy_folders`)
     for name in NPY_REFUSED:
@@ -146,6 +155,8 @@ def two_rank_runs(tmp):
     return runs
 
 
+USER_FILE = "a user's own file\n"  # (in the --data-dir of a run: kept as it is)
+_MADE = set()
 # an example's --data refused on every rank: {run: (example, path of tmp, what it says)}
 DATA_REFUSED = {
     "traffic bad npy": ("traffic_index_batching.py", lambda tmp: str(tmp / "bad.npy"),

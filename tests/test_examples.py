@@ -613,7 +613,9 @@ def test_traffic_data_file_checked_once(tmp_path, capsys):
     """traffic_index_batching.py --data of a missing file or another kind: argparse's
     one line (a traceback on every rank before)."""
     parse = _example("traffic_index_batching").parse_args
+    (tmp_path / "dir.npy").mkdir()
     for data, words in ((str(tmp_path / "none.json"), "no such file"),
+                        (str(tmp_path / "dir.npy"), "not a file"),
                         (str(tmp_path / "x.csv"),
                          "expected a .json, .h5 or .npy file, or chickenpox")):
         err = argparse_exit(capsys, 2, parse, ["--data", data])[1]
@@ -724,3 +726,63 @@ def test_graphsage_npy_without_training_labels(tmp_path_factory):
         assert lines[0].startswith("graphsage_large.py: error: "), out
     out = example_output("graphsage npy one", tmp_path_factory)
     assert re.search(r"epoch 1: loss \d+\.\d+ \(GraphSAGE\), \d+\.\d+ \(MLP\)", out), out
+
+
+def test_the_forty_second_sessions_examples_round(tmp_path, capsys, monkeypatch):
+    """What a probe of the examples found: ``hydragnn_ising.py --resume D --resume-epoch 1
+    --checkpoint D`` replaced epoch 2 of the run in D and kept its epoch 3 (two runs in
+    one directory, which a later --resume mixes): refused; ``tgn_link_prediction.py
+    --resume`` of a ``--jodie`` run refused the same file named otherwise, or left out
+    (the resume reads no file), where the traffic example takes both."""
+    import torch
+    from mpi4py import MPI
+    from ddstore.cli import claim_checkpoint
+    d = tmp_path / "run"
+    d.mkdir()
+    for k in (1, 2, 3):
+        (d / f"epoch-{k}.pt").write_bytes(b"")
+    err = argparse_exit(capsys, 2, claim_checkpoint, MPI.COMM_SELF, str(d), str(d), 1)[1]
+    assert err.count(f"--checkpoint {d} is the --resume directory, which holds epochs "
+                     f"after --resume-epoch 1 (epoch-2.pt, epoch-3.pt); going on from "
+                     f"epoch 1 there would mix two runs' epochs: give another "
+                     f"--checkpoint directory") == 1, err
+    for epoch in (3, None):  # the last epoch, or the default (the last): nothing after it
+        claim_checkpoint(MPI.COMM_SELF, str(d), str(d), epoch)
+    claim_checkpoint(MPI.COMM_SELF, str(tmp_path / "other"), str(d), 1)  # another place
+    assert sorted(os.listdir(d)) == ["epoch-1.pt", "epoch-2.pt", "epoch-3.pt"]
+    tgn = _example("tgn_link_prediction")
+    (tmp_path / "mini.csv").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    args = tgn.parse_args(["--jodie", "mini.csv"])
+    options = {k: getattr(args, k) for k in tgn.SAME_OPTIONS}
+    options["jodie"] = tgn.jodie_key("mini.csv")  # as save_checkpoint keeps it
+    torch.save({"epoch": 2, "options": options}, tmp_path / "training-0002.pt")
+    (tmp_path / "store").mkdir()  # (what parse_args looks for in a --resume directory)
+
+    class Store:  # what load_training_state reads of the restored store
+        def annotation(self, kind, name):
+            return type("A", (), {"meta": {"epoch": 2}})()
+    for given in (["--jodie", str(tmp_path / "mini.csv")], ["--jodie", "./mini.csv"], []):
+        args = tgn.parse_args(given + ["--resume", str(tmp_path)])
+        assert tgn.load_training_state(str(tmp_path), Store(), args)["epoch"] == 2, given
+        assert args.jodie == str(tmp_path / "mini.csv")
+    (tmp_path / "other.csv").write_text("y")
+    args = tgn.parse_args(["--jodie", "other.csv", "--resume", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--jodie"):
+        tgn.load_training_state(str(tmp_path), Store(), args)
+
+
+@pytest.mark.mpi
+def test_hydragnn_data_dir_holding_a_users_file_refused_once(tmp_path_factory):
+    """``hydragnn_ising.py --source adios --data-dir D``, D holding a user's own
+    ``train.bp``: the file kept, one line naming --data-dir from rank 0, exit code 1 on
+    every rank (it was the same line from every rank, naming no option).  (The run: the
+    examples' 2-rank job.)"""
+    from examples_job import USER_FILE, job_folder
+    out = example_output("hydragnn data-dir of a user", tmp_path_factory)
+    user = job_folder(tmp_path_factory) / "userdata"
+    assert out.splitlines().count("--- exit code 1") == 2, out
+    assert out.count(f"hydragnn_ising.py: error: --data-dir {user}: writing adios files "
+                     f"failed: DDStoreValueError: ") == 1, out
+    assert out.count("writing adios files failed") == 1, out
+    assert (user / "train.bp").read_text() == USER_FILE

@@ -4,6 +4,8 @@ tests/mpi/pyddstore_checkpoint.py.  Each builds on every rank, saves, and restor
 every rank count from 1 to the job's (sub-communicators of its first ranks) and every
 width dividing it, transports auto and rma in turn; pyg_checkpoint also builds on one
 rank and restores on more."""
+import re
+
 import pytest
 
 from conftest import passed_on, passes_in_process
@@ -164,7 +166,13 @@ def test_graph_store_opened_alone_reads_the_feature_record(store, tmp_path):
     fs.put_tensor(wb, group_name=dpyg.EDGES, attr_name="wb")
     fs.declare_rows({"lonely": 7})
     store.save(str(tmp_path / "ck"))
+    # a weighted sampler before the weights: refused, naming the call that adds them
+    # (it named only the graph store's rebuild)
+    with pytest.raises(ddstore.DDStoreValueError, match=re.escape(
+            "call gs.put_edge_weights('wb') on this graph store")):
+        dpyg.NeighborSampler(gs, [2], weight_attr="wb")
     gs.put_edge_weights("wb")
+    assert dpyg.NeighborSampler(gs, [2], weight_attr="wb") is not None
     live = store.get_range("bf/csc/_/coo/w", 0, m).copy()
     assert sorted(live.tolist()) == sorted(wb.float().tolist())  # values, not bits
     with ddstore.DDStore.restore(str(tmp_path / "ck"), MPI.COMM_SELF, width=1) as st:

@@ -721,8 +721,9 @@ class NeighborSampler(BaseSampler):
             raise DDStoreValueError(
                 f"weight_attr={weight_attr!r}: graph store {gs.name!r} keeps the weights "
                 f"of weight_attr={gs.weight_attr!r}; weighted sampling reads them in CSC "
-                f"order, so build the graph store with GraphStore(store, name, "
-                f"weight_attr={weight_attr!r}) (weights put as an edge attribute first)")
+                f"order: call gs.put_edge_weights({weight_attr!r}) on this graph store "
+                f"(the attribute put first; collective), or build it with "
+                f"GraphStore(store, name, weight_attr={weight_attr!r})")
         if not any(gs.weight_attr_of(et) for et in self.edge_types):
             raise DDStoreValueError(f"weight_attr={weight_attr!r}: no edge type of graph "
                                     f"store {gs.name!r} has that attribute")

@@ -117,7 +117,8 @@ class EdgeBatches:
             self.epoch = as_int(epoch, "EdgeBatches.set_epoch: epoch", 0)
             return
         with collective(self.comm, "EdgeBatches.set_epoch", same={"epoch": _shown(epoch)}):
-            self.epoch = as_int(epoch, "EdgeBatches.set_epoch: epoch", 0)
+            value = as_int(epoch, "EdgeBatches.set_epoch: epoch", 0)
+        self.epoch = value  # (after the round: an epoch refused on any rank changes none)
 
     def shift(self):
         """The batch-boundary shift of this epoch, in edges."""

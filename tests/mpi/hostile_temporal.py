@@ -54,8 +54,12 @@ def _(t):
                      g2 if last else g, 4, comm=comm, agree=True, what="another graph")
         eb = tg.EdgeBatches(g, np.int64(4), chunks=2, comm=comm,
                             shuffle_chunks=np.bool_(True) if last else True)
+        eb.set_epoch(3)
         expect_error(DDStoreValueError, "epoch differs", eb.set_epoch, 1 if last else 2,
                      agree=True, agreed=True)
+        # the refused call changed no rank's epoch (the last rank's had moved to 1)
+        check(comm.allgather(eb.epoch) == [3] * size,
+              f"epochs after a refused set_epoch: {comm.allgather(eb.epoch)}")
         for epoch in range(3):
             eb.set_epoch(np.int64(epoch) if last else epoch)
             mine = [e for *_, e in eb]
