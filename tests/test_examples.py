@@ -567,8 +567,8 @@ def test_checkpoint_directory_of_another_run_refused(tmp_path, capsys):
         assert mod.claim_checkpoint is claim_checkpoint
         with pytest.MonkeyPatch.context() as mp:  # main's first step after its args
             mp.setattr(sys, "argv", [example, "--checkpoint", str(ck)])
-            mp.setattr(mod, "claim_checkpoint", lambda *a: (_ for _ in ()).throw(
-                SystemExit(f"claimed {a[1:]}")))
+            mp.setattr(mod, "claim_checkpoint", lambda *a, **k: (_ for _ in ()).throw(
+                SystemExit(f"claimed {a[1:3]}")))
             with pytest.raises(SystemExit, match=re.escape(f"claimed ({str(ck)!r}, None)")):
                 mod.main()
 
