@@ -711,7 +711,10 @@ def test_the_forty_second_sessions_reader_round(store, tmp_path):
         with pytest.raises(DDStoreValueError, match=re.escape(
                 f"edges.csv, line {line}: lines end with a carriage return alone")):
             read_tgl_share(store, d)
-    # CR LF throughout is read as LF
+    # CR LF throughout is read as LF, a CR LF cut by the reader's first block too
+    from ddstore.sources import rows as row_files
+    (tmp_path / "cut.csv").write_bytes(b"1,2\r\n3,4\r\n")
+    assert row_files.count_rows(str(tmp_path / "cut.csv"), block_bytes=4) == 2
     (tmp_path / "crlf.csv").write_bytes((head + "\n".join(rows) + "\n").replace(
         "\n", "\r\n").encode())
     assert TemporalGraph.from_jodie(store, "crlf", str(tmp_path / "crlf.csv")) \

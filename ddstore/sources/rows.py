@@ -89,7 +89,10 @@ def _blocks(path, block_bytes):
                 if not data:
                     break
                 if first:  # lines that end with CR alone would read as one line
-                    refuse_cr_lines(path, data[:data.find(b"\n") + 1] or data)
+                    # (the first line, or the block when it holds no line end: a CR
+                    # at its end may be a CR LF cut by the block)
+                    refuse_cr_lines(path, data[:data.find(b"\n") + 1] or
+                                    data.rstrip(b"\r"))
                     first = False
                 cut = data.rfind(b"\n") + 1
                 if cut:
