@@ -572,7 +572,8 @@ def _init_records_bad_schemas_and_sizes(t):
     expect_error(DDStoreValueError, ["'i1'", "schema"],
                  lambda: store.init_records("i1", [("a", np.float32)], {"a": [1]}),
                  what="init_records schema not a dict")
-    expect_error(DDStoreValueError, ["'i2'", "schema['a']", "(dtype"],
+    expect_error(DDStoreValueError, ["'i2'", "schema['a'] dtype='nonsense' is not a dtype",
+                                     "allowed: bool, int8-int64"],
                  lambda: store.init_records("i2", {"a": ("nonsense", ())}, {"a": [1]}),
                  what="init_records bad dtype")
     expect_error(DDStoreValueError, ["'i3'", "cannot be stored"],
