@@ -23,7 +23,7 @@ from ._checks import as_dtype, tensor_values
 from .errors import DDStoreValueError
 
 __all__ = ["INT_TIMES", "FLOAT_TIMES", "MAX_EXACT_TIME", "as_time_dtype", "time_share",
-           "time_dtype", "time_dtype_of", "as_times"]
+           "time_dtype", "time_dtype_of", "as_times", "not_int64"]
 
 INT_TIMES = np.dtype(np.int64)
 FLOAT_TIMES = np.dtype(np.float64)
@@ -171,6 +171,14 @@ def time_dtype(summaries, what):
     return FLOAT_TIMES
 
 
+def not_int64(floats):
+    """Where the float array ``floats`` holds a value int64 times cannot keep exactly:
+    one that is not a whole number (NaN, inf included) or is outside int64 (``1e19`` is
+    whole, but would wrap to a negative time)."""
+    with np.errstate(invalid="ignore", over="ignore"):  # float16: 2**63 is inf there
+        return ~(floats == np.floor(floats)) | (floats < -2.0 ** 63) | (floats >= 2.0 ** 63)
+
+
 def as_times(values, dtype, what, where=None, copy=True):
     """``values`` (real numbers, any shape) as ``dtype`` (int64 or float64), exactly, or
     a :class:`DDStoreValueError` naming the first value that would change, its position
@@ -200,8 +208,7 @@ def as_times(values, dtype, what, where=None, copy=True):
     as_time_dtype(dtype, what if isinstance(what, str) else "times")
     if arr.dtype.kind != "f":
         return _int64(arr, what, where) if arr.dtype != INT_TIMES or copy else arr
-    with np.errstate(invalid="ignore", over="ignore"):  # float16: 2**63 is inf there
-        bad = ~(flat == np.floor(flat)) | (flat < -2.0 ** 63) | (flat >= 2.0 ** 63)
+    bad = not_int64(flat)
     _refuse(arr, bad, what, where, "is not an integer within int64; these times are int64 "
                                    "(kept exactly): give integer times",
             shown=lambda v: repr(float(v)))

@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 
+from .._times import not_int64
 from ..errors import DDStoreMemoryError, DDStoreValueError
 from .base import replaced_file, writer_columns
 from .csv_lines import (TIME_ALLOWED, Column, check_sorted_across_ranks, line_share_range,
@@ -176,12 +177,6 @@ def check_num_nodes(path, ends):
     return num_users, num_items
 
 
-def _whole_int64(t):
-    """Every float time of ``t`` is a whole number that int64 holds (1e19 is whole, but
-    made int64 it would wrap to a negative time: such a file keeps float64 times)."""
-    return bool(np.all((t == np.floor(t)) & (t >= -2.0 ** 63) & (t < 2.0 ** 63)))
-
-
 def read_jodie_share(store, path):
     """Collective: this rank's share of a JODIE CSV, as a :class:`JodieShare`.
 
@@ -220,7 +215,7 @@ def read_share(store, step, path):
         if len(t):  # this share's ends, for the checks across ranks
             u, i = int(np.argmax(user)), int(np.argmax(item))
             extra = (t[0], t[-1], first_line, int(user[u]), int(item[i]),
-                     t.dtype.kind == "i" or _whole_int64(t),
+                     t.dtype.kind == "i" or not bool(not_int64(t).any()),
                      first_line + u, first_line + i)
         ends = parse.agree(extra)  # the one decision: every rank's ends
         check_sorted_across_ranks(path, ends, "timestamp", _ADVICE)
