@@ -135,6 +135,21 @@ def test_england_covid_edge_mapping_layout(tmp_path):
     with pytest.warns(UserWarning, match=r"also holds 2 steps of edge_mapping.edge_index"):
         s = st.load_pgt_json(_write(tmp_path, "short.json", short))
     assert s.shape == (T - 2, N, 1) and len(s.edges) == T - 2
+    # a step whose weights are null: refused (no unit weight is made up for a step, as in
+    # the steps layout), naming the step
+    weight["4"] = None
+    with pytest.raises(DDStoreValueError, match=r"edge_weight has no step '4' \(give "
+                                                r"weights on every step or on none\)"):
+        st.load_pgt_json(_write(tmp_path, "bad.json", doc))
+    weight["4"] = [1.0] * len(edges[4])
+    # edge_index / edge_weight that are not an object of steps: named, with the kind found
+    for key, value, kind in (("edge_index", None, "NoneType"), ("edge_index", 5, "int"),
+                             ("edge_index", "01", "str"), ("edge_weight", 5, "int"),
+                             ("edge_weight", ["0", "1"], "list")):
+        bad = {"edge_mapping": dict(doc["edge_mapping"], **{key: value}), "y": y.tolist()}
+        with pytest.raises(DDStoreValueError, match=rf"edge_mapping.{key} must be an "
+                                                    rf"object from each step .*got {kind}"):
+            st.load_pgt_json(_write(tmp_path, "bad.json", bad))
     # a step missing from edge_mapping is named
     del index["3"]
     with pytest.raises(DDStoreValueError, match="no step '3'"):
@@ -162,6 +177,10 @@ def test_montevideo_nodes_links_layout(tmp_path):
     assert np.array_equal(s.edge_weight, np.float32([0.5, 1.25, 2.0]))
     links.append({"source": 4117, "target": 999})
     with pytest.raises(DDStoreValueError, match="999"):
+        st.load_pgt_json(_write(tmp_path, "bad.json", {"nodes": nodes, "links": links}))
+    # a link without a target is named as such (its key was told as a node id)
+    links[-1] = {"source": 4117, "weight": 1.0}
+    with pytest.raises(DDStoreValueError, match="link 3 has no 'target'"):
         st.load_pgt_json(_write(tmp_path, "bad.json", {"nodes": nodes, "links": links}))
 
 

@@ -448,10 +448,13 @@ class DynamicGraph:
         # [group * width, (group + 1) * width).  What is made here is kept for step 3
         # up to KEEP_BYTES (the steps after are made again there, one at a time)
         with store.collective(None) as step:
-            counts, sizes, kept, prints = self._measure(edges, weights, lo, hi,
-                                                        checkpoint_every, show_progress)
-            # (and rank 0's random id of this build: every rank takes it)
-            shares = step.agree((counts, sizes, os.urandom(8).hex()))
+            counts, sizes, kept, prints, before = self._measure(
+                edges, weights, lo, hi, checkpoint_every, show_progress)
+            # (and rank 0's random id of this build: every rank takes it; and the
+            # fingerprints of the step before this rank's first and of its last)
+            shares = step.agree((counts, sizes, os.urandom(8).hex(),
+                                 (before, prints[-1] if prints else None)))
+            self._check_reads_alike([s[3] for s in shares], T, width)
             self.build_id = shares[0][2]
             gathered = [s[:2] for s in shares[store.group * width:(store.group + 1) * width]]
         self._num_edges = np.concatenate([c for c, _ in gathered])
@@ -474,7 +477,7 @@ class DynamicGraph:
         self._cum = np.concatenate(([0], np.cumsum(self._delta_entries[1:]))).astype(
             np.int64)
         # step 3: the records, made to their sizes, filled one step at a time
-        self._store_steps(edges, weights, lo, hi, counts, sizes, kept, prints,
+        self._store_steps(edges, weights, lo, hi, counts, sizes, kept, prints, before,
                           show_progress)
         del kept
         release_free_heap()  # (the build's snapshots, stored now: their heap released)
@@ -561,7 +564,9 @@ class DynamicGraph:
         ``kept`` maps the first steps to what step 3 stores for them (``(checkpoint or
         None, delta or None)``), as long as they fit in :data:`KEEP_BYTES` together;
         ``prints`` the fingerprint of each step's edges and weights (a step made again in
-        step 3 must match it)."""
+        step 3 must match it), ``before`` that of step ``lo - 1`` as read here (None for
+        ``lo == 0``), the owner of which must have read it alike
+        (:meth:`_check_reads_alike`)."""
         dkeys = ("add_key", "del_key") + (("chg_key",) if self.weighted else ())
         counts = np.zeros(hi - lo, dtype=np.int64)
         prints = [0] * (hi - lo)
@@ -573,6 +578,7 @@ class DynamicGraph:
         with progress_bar(show_progress and self.store.rank == 0, total=hi - lo,
                           desc=f"deltas of {self.name!r} (rank 0)", unit="step") as progress:
             prev = self._canonical(edges, weights, lo - 1) if lo > 0 else None
+            before = None if prev is None else _step_print(prev)
             for t in range(lo, hi):
                 cur = self._canonical(edges, weights, t)
                 d = _diff(*(prev if t > 0 else cur), *cur)  # (step 0's: empty)
@@ -591,9 +597,29 @@ class DynamicGraph:
                         held = None  # (the steps from here made again in step 3)
                 prev = cur
                 progress.update(1)
-        return counts, sizes, kept, prints
+        return counts, sizes, kept, prints, before
 
-    def _store_steps(self, edges, weights, lo, hi, counts, sizes, kept, prints,
+    def _check_reads_alike(self, ends, T, width):
+        """Local, on what every rank told (the same on every rank): a step read by two
+        ranks of a group (its owner, and the next rank for the delta of its first step)
+        gave both the same edges and weights, or raise naming it.  ``ends``: per rank of
+        the communicator, the fingerprints of the step before its first and of its last.
+        (A lazy step that read otherwise there was stored as two different steps.)"""
+        for group in range(len(ends) // width):
+            for g in range(1, width):
+                lo, hi = partition(T, width, g)
+                if lo >= hi:
+                    continue
+                owner = group * width + g - 1  # (a non-empty part comes after one)
+                seen, stored = ends[group * width + g][0], ends[owner][1]
+                if seen != stored:
+                    raise DDStoreValueError(
+                        f"DynamicGraph {self.name!r}: edges[{lo - 1}] (or weights[{lo - 1}]) "
+                        f"gave other values on rank {group * width + g} than on rank "
+                        f"{owner} (which stores it): the steps must read the same on every "
+                        f"rank and every time while the graph is built")
+
+    def _store_steps(self, edges, weights, lo, hi, counts, sizes, kept, prints, before,
                      show_progress):
         """Collective: create the delta and checkpoint records to their sizes and write
         this rank's steps ``[lo, hi)`` into them, one step at a time (the ``kept`` ones
@@ -638,7 +664,8 @@ class DynamicGraph:
                             if t == 0:
                                 prev = cur
                             elif prev is None:
-                                prev = self._again(edges, weights, t - 1, None)
+                                prev = self._again(edges, weights, t - 1, prints[
+                                    t - 1 - lo] if t > lo else before)
                             delta = _diff(*prev, *cur)
                         store.update_records(self._dname, t - lo, t - lo + 1, delta)
                     prev = cur
@@ -872,7 +899,13 @@ class DynamicGraph:
         PyTorch Geometric Temporal's signals index their steps): a negative ``t`` counts
         from the end, a slice gives the list of those snapshots (:meth:`snapshots`)."""
         if isinstance(t, slice):
-            return self.snapshots(range(self.num_steps)[t])
+            try:
+                steps = range(self.num_steps)[t]
+            except (TypeError, ValueError) as exc:  # a step of 0, parts not integers
+                raise DDStoreValueError(f"DynamicGraph {self.name!r}: slice {t}: {exc}; "
+                                        f"allowed: integers or None, a step other than "
+                                        f"0") from None
+            return self.snapshots(steps)
         t = integer_scalar(t)
         if is_int(t) and t < 0:
             if t < -self.num_steps:

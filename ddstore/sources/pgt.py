@@ -183,8 +183,14 @@ def _read_edge_mapping(doc, path, dtype):
     if y.shape[0] != T:
         raise _pgt_error(path, f"'y' has {y.shape[0]} steps, time_periods={T}")
     index, weight = mapping["edge_index"], mapping.get("edge_weight")
-    if isinstance(index, dict):
-        _warn_beyond(path, T, index, "steps of edge_mapping.edge_index")
+    for key, value in (("edge_index", index), ("edge_weight", weight)):
+        if (value is not None and not isinstance(value, dict)) or \
+                (key == "edge_index" and value is None):
+            raise _pgt_error(path, f"edge_mapping.{key} must be an object from each step "
+                                   f"('0', '1', ...) to its "
+                                   f"{'edges' if key == 'edge_index' else 'weights'}, got "
+                                   f"{type(value).__name__}")
+    _warn_beyond(path, T, index, "steps of edge_mapping.edge_index")
     edges, weights = [], None if weight is None else []
     for t in range(T):
         if str(t) not in index:
@@ -194,8 +200,9 @@ def _read_edge_mapping(doc, path, dtype):
                        y.shape[1])
         edges.append(e)
         if weights is not None:
-            if str(t) not in weight:
-                raise _pgt_error(path, f"edge_mapping.edge_weight has no step '{t}'")
+            if weight.get(str(t)) is None:  # (a unit weight made up for a step: no)
+                raise _pgt_error(path, f"edge_mapping.edge_weight has no step '{t}' "
+                                       f"(give weights on every step or on none)")
             weights.append(_pgt_weights(weight[str(t)], e.shape[1], path,
                                         f"edge_mapping.edge_weight['{t}']"))
     data = _cast(y[:, :, None], dtype, path, "'y'")
@@ -270,12 +277,16 @@ def _read_nodes_links(doc, path, dtype):
         raise _pgt_error(path, f"link {bad} is {links[bad]!r}, not an object with "
                                f"'source', 'target' (and 'weight')")
     pos = {i: k for k, i in enumerate(ids)}
+    for k, d in enumerate(links):
+        lack = [key for key in ("source", "target") if key not in d]
+        if lack:
+            raise _pgt_error(path, f"link {k} has no {' or '.join(map(repr, lack))}")
     try:
         src = [pos[d["source"]] for d in links]
         dst = [pos[d["target"]] for d in links]
     except KeyError as exc:
         raise _pgt_error(path, f"a link refers to node {exc.args[0]!r}, which is not "
-                               f"in 'nodes' (or lacks 'source'/'target')") from None
+                               f"in 'nodes'") from None
     except TypeError:  # an unhashable source / target (a list, an object)
         raise _pgt_error(path, "a link's 'source' or 'target' is not a node id (a string "
                                "or a number)") from None

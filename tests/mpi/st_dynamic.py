@@ -271,6 +271,34 @@ def errors(store):
                          store=store)
     finally:
         graph_module.KEEP_BYTES = keep
+    # a lazy step read otherwise the first time (no num_nodes: the node count's read is
+    # the owner's first): its owner stores its later reads, and the next rank of the
+    # group reads it once for the delta of its own first step: refused on every rank
+    # when the two differ (one step was stored two ways); alone in its group, a rank
+    # stores the steps as the build's passes read them
+    class FirstReadOther:
+        def __init__(self):
+            self.seen = set()
+
+        def __len__(self):
+            return len(good)
+
+        def __getitem__(self, t):
+            first = t not in self.seen
+            self.seen.add(t)
+            return good[t][::-1] if first else good[t]  # (the same ids: they fit)
+    if store.group_size > 1:
+        b = -(-len(good) // store.group_size) - 1  # the last step of group rank 0
+        expect_error(DDStoreValueError, (f"edges[{b}] (or weights[{b}]) gave other values "
+                                         f"on rank 1 than on rank 0",),
+                     lambda: DynamicGraph(store, "e", FirstReadOther(), None),
+                     what="a step read otherwise by two ranks", agree=True, store=store)
+    else:
+        g = DynamicGraph(store, "e", FirstReadOther(), None)
+        for t, ref in enumerate(reference(good, None)):
+            same(g.snapshot(t), ref, f"first reads other, alone: step {t}")
+        g.free()
+    check(store.variables() == before, f"errors left variables {store.variables()}")
     g = DynamicGraph(store, "ok", good, gw, num_nodes=N, checkpoint_every=2)
     expect_error(DDStoreIndexError, ("t=4", "[0, 4)"), lambda: g.snapshot(len(good)),
                  what="t too large", agree=True)
@@ -281,6 +309,9 @@ def errors(store):
         check(torch.equal(g[i][0], g.snapshot(t)[0]), f"g[{i}] is not snapshot {t}")
     check([e.tolist() for e, _ in g[1:3]] == [g.snapshot(t)[0].tolist() for t in (1, 2)]
           and g[3:1] == [], "g[1:3] is not snapshots 1 and 2")
+    for bad_slice in (slice(None, None, 0), slice(1.5, None)):
+        expect_error(DDStoreValueError, (f"slice {bad_slice}", "allowed"),
+                     lambda: g[bad_slice], what=f"g[{bad_slice}]", agree=True)
     expect_error(DDStoreIndexError, ("t=-5", "[-4, 4)"), lambda: g[-5],
                  what="g[t] before the first", agree=True)
     expect_error(DDStoreValueError, (), lambda: g.snapshot(1.5), what="t not int",
