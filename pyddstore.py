@@ -102,9 +102,9 @@ import numpy as np
 
 import ddstore
 from ddstore.errors import DDStoreIndexError, DDStoreStateError, DDStoreValueError
-from ddstore._checks import integer_scalar, is_int
+from ddstore._checks import host_tensor, integer_scalar, is_int, storable
 from ddstore._collective import collective
-from ddstore._lifecycle import install_abort_hook
+from ddstore._lifecycle import as_comm, install_abort_hook
 
 __all__ = ["PyDDStore", "PyDDStoreRangeError", "PyDDStoreTypeError"]
 
@@ -147,8 +147,10 @@ def _named(exc, info, name):
     return str(exc).replace(repr(info.handle), repr(name))
 
 
-def _as_numpy(arr, name, what):
-    """A numpy view of ``arr`` (numpy array or CPU torch tensor), never a copy."""
+def _as_numpy(arr, name, what, stored=False):
+    """A numpy view of ``arr`` (numpy array or CPU torch tensor), never a copy.  With
+    ``stored`` (its values go into the store: ``add``, ``update``) not numpy's long double
+    either (:func:`~ddstore._checks.storable`; into a buffer a read's bytes may go)."""
     if isinstance(arr, np.ndarray):
         out = arr
     else:
@@ -160,6 +162,12 @@ def _as_numpy(arr, name, what):
             if arr.device.type != "cpu":
                 raise DDStoreValueError(f"{what} {name!r}: only CPU tensors are "
                                         f"supported, got one on {arr.device}")
+            if arr.layout is not torch.strided or arr.is_nested:
+                host_tensor(arr, f"{what} {name!r}")  # (raises, naming the layout)
+            if arr.is_conj() or arr.is_neg():  # (a view whose values numpy cannot see)
+                lazy = "conj" if arr.is_conj() else "neg"
+                raise DDStoreValueError(f"{what} {name!r}: the tensor has torch's lazy "
+                                        f"{lazy} bit set; give x.resolve_{lazy}()")
             if not arr.is_contiguous():
                 raise DDStoreValueError(f"{what} {name!r}: tensor must be contiguous")
             try:
@@ -180,6 +188,11 @@ def _as_numpy(arr, name, what):
         raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype} cannot be stored; "
                                 f"allowed: bool, integers, float16/32/64, complex (a "
                                 f"datetime64 / timedelta64 array as arr.view(np.int64))")
+    if stored and not storable(out.dtype):
+        raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype} cannot be stored: "
+                                f"numpy's long double, whose padding bytes replicas of one "
+                                f"value do not share (store float64 or complex128); "
+                                f"allowed: bool, integers, float16/32/64, complex64/128")
     if not out.dtype.isnative:  # rows are bytes: another order would swap the values
         raise DDStoreValueError(f"{what} {name!r}: dtype {out.dtype.str} is not in this "
                                 f"machine's byte order; use arr.astype("
@@ -244,6 +257,7 @@ class PyDDStore:
         if not isinstance(comm, MPI.Comm):
             raise PyDDStoreTypeError(f"PyDDStore: comm must be an mpi4py communicator, "
                                      f"got {type(comm).__name__}")
+        comm = as_comm(comm, "PyDDStore")  # (not COMM_NULL, nor an intercommunicator)
         with collective(comm, "PyDDStore"):  # the rest: agreed on every rank
             if all(c is not None for c in given):
                 raise PyDDStoreTypeError("PyDDStore: comm given twice (comm and "
@@ -402,7 +416,7 @@ class PyDDStore:
         # bad input on one rank raises on every rank, before anything is created
         with self._store.collective("PyDDStore.add", name) as step:
             _check_name(name, "add")
-            local = _as_numpy(arr, name, "add")
+            local = _as_numpy(arr, name, "add", stored=True)
             disp = int(np.prod(local.shape[1:], dtype=np.int64))
             rows = _bytes_rows(local, local.shape[0])
             # rows of the same bytes but other elements (2 x float32 and 1 x float64):
@@ -444,7 +458,7 @@ class PyDDStore:
     def update(self, name, arr, offset=0):
         """Local: write rows ``arr`` into this rank's chunk at local row ``offset``."""
         info = self._var(name)
-        local = _as_numpy(arr, name, "update")
+        local = _as_numpy(arr, name, "update", stored=True)
         self._check_row(name, info, local, "update")
         try:  # the store checks offset: never truncated (1.5) nor parsed ("1")
             self._store.update(info.handle, _bytes_rows(local, local.shape[0]), offset)

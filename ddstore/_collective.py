@@ -512,6 +512,8 @@ def _payload(row, what):
                                         f"be sent ({reason})")
         else:
             error = (_package_class(error[0]), str(error[1]))
+        if call is not None and call[1] is not None:  # (the name as text, as it reads)
+            call = (call[0], call_name(call[1]))
         return pickle.dumps((call, error, None, None, note, current, store),
                             pickle.HIGHEST_PROTOCOL)
 
@@ -728,8 +730,9 @@ class Step:
         if op is None:
             self._call = None
         else:
-            self._call = (str(op), name if name is None or isinstance(name, str)
-                          else call_name(name))
+            # (a str subclass as plain text: its class may be one pickle cannot send)
+            self._call = (str(op), str.__str__(name) if isinstance(name, str) else
+                          name if name is None else call_name(name))
         self._same, self._check, self._store = same, check, store
         self._values = None
         self._inject = None

@@ -157,9 +157,27 @@ def test_pyddstore_arguments_as_the_original_takes_them():
         store.get("x", row, np.int64(n - 1))
         assert np.array_equal(row, data[n - 1:n].reshape(row.shape))
         assert isinstance(pyddstore.PyDDStoreRangeError("e"), DDStoreIndexError)
+        # a tensor with torch's lazy conj / neg bit (numpy cannot see its values: a bare
+        # RuntimeError from get) and a sparse one (told as "not contiguous"): named
+        store.add("z", np.zeros((4, 3), np.complex64))
+        lazy = torch.zeros(2, 3, dtype=torch.complex64)
+        for view, bit in ((lazy.conj(), "conj"), (lazy.conj().imag, "neg")):
+            for call in (lambda: store.get("z", view, 0),
+                         lambda: store.get_batch("z", view, [0, 1])):
+                with pytest.raises(DDStoreValueError, match=rf"lazy {bit} bit set; give "
+                                                            rf"x.resolve_{bit}\(\)"):
+                    call()
+        with pytest.raises(DDStoreValueError, match=r"sparse.*x.to_dense\(\)"):
+            store.get("x", torch.zeros(1, 3).to_sparse(), 0)
         store.epoch_end()
     finally:
         store.free()
+    # not a communicator one can use: named (MPI_Ibarrier on COMM_NULL raised a bare
+    # mpi4py error), under either argument name
+    for kwargs in ({"comm": MPI.COMM_NULL}, {"comm_or_none": MPI.COMM_NULL}):
+        with pytest.raises(DDStoreValueError, match=r"PyDDStore: comm must be an mpi4py "
+                                                    r"intracommunicator"):
+            pyddstore.PyDDStore(**kwargs)
 
 
 def test_pyddstore_epochs_balanced_as_the_original():
